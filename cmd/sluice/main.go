@@ -1,0 +1,100 @@
+// Command sluice is the Sluice daemon: `sluice serve` runs it, `sluice
+// migrate` applies its database migrations, `sluice version` prints the
+// build's version.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemon"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sluice",
+		Short:         "Sluice stores schema'd documents in Postgres and streams every committed change",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the daemon",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, logger, err := load(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return daemon.New(cfg, logger, daemon.Options{Version: version, OnAdminPassword: func(p string) {
+				fmt.Fprintf(os.Stderr, "\n  Generated password for user admin: %s\n  It is shown only once. Set SLUICE_ADMIN_PASSWORD to choose one.\n\n", p)
+			}}).Run(ctx)
+		},
+	}
+	migrate := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply Sluice's database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, logger, err := load(cmd)
+			if err != nil {
+				return err
+			}
+			return daemon.Migrate(cmd.Context(), cfg, logger)
+		},
+	}
+	versionCmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintln(cmd.OutOrStdout(), "sluice", version)
+		},
+	}
+	config.RegisterFlags(serve.Flags())
+	config.RegisterFlags(migrate.Flags())
+	root.AddCommand(serve, migrate, versionCmd)
+	root.SetContext(context.Background())
+	return root
+}
+
+// load reads the configuration and builds the logger it asks for.
+func load(cmd *cobra.Command) (config.Config, *slog.Logger, error) {
+	cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
+	if err != nil {
+		return cfg, nil, err
+	}
+	logger := newLogger(os.Stderr, cfg)
+	for _, name := range config.UnknownEnv(os.Environ()) {
+		logger.Warn("ignoring unknown environment variable", "name", name)
+	}
+	return cfg, logger, nil
+}
+
+func newLogger(w io.Writer, cfg config.Config) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == config.LogFormatJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

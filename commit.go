@@ -1,0 +1,83 @@
+package sluice
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+)
+
+// Op is what a change did to a document.
+type Op int
+
+// The change operations.
+const (
+	OpAdded Op = iota + 1
+	OpUpdated
+	OpDeleted
+)
+
+// String returns "added", "updated" or "deleted", the words used in
+// subscription field names and in _CommitMetadata._change_type.
+func (o Op) String() string {
+	switch o {
+	case OpAdded:
+		return "added"
+	case OpUpdated:
+		return "updated"
+	case OpDeleted:
+		return "deleted"
+	}
+	return "unknown"
+}
+
+// ParseOp returns the Op named s ("added", "updated", "deleted").
+func ParseOp(s string) (Op, bool) {
+	switch s {
+	case "added":
+		return OpAdded, true
+	case "updated":
+		return OpUpdated, true
+	case "deleted":
+		return OpDeleted, true
+	}
+	return 0, false
+}
+
+// Change is one document changed by a commit. Before is absent for an added
+// document and After for a deleted one; both are the document's JSON in its
+// API form ("@id", "@type", fields).
+type Change struct {
+	// Index is the change's place within its commit, from 0, in the order of
+	// the request that made it.
+	Index  int
+	Class  string
+	DocID  string
+	Op     Op
+	Before json.RawMessage
+	After  json.RawMessage
+}
+
+// Commit is one committed transaction on one database.
+type Commit struct {
+	DatabaseID int64
+	Epoch      string
+	// Seq is the database's gapless commit sequence, equal to commit order.
+	Seq     int64
+	Author  string
+	Message string
+	// UserID names the user who made the commit.
+	UserID string
+	Time   time.Time
+	// Changes are in request order. A commit read from a summary listing
+	// (the log) may leave them out; NumChanges always counts them.
+	Changes    []Change
+	NumChanges int
+}
+
+// ID returns the commit id shown to clients: its sequence number in decimal.
+func (c *Commit) ID() string { return strconv.FormatInt(c.Seq, 10) }
+
+// Position returns the stream position of change i of the commit.
+func (c *Commit) Position(i int) Position {
+	return Position{Epoch: c.Epoch, Seq: c.Seq, Index: i}
+}

@@ -1,0 +1,108 @@
+package sluice
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code classifies an Error. Each code maps to one HTTP status and one GraphQL
+// extensions.code (see HTTPStatus and GraphQLCode); the REST error body names
+// it as "api:<Code>".
+type Code string
+
+// The error codes. Anything that is not an *Error is reported as CodeInternal
+// with a generic message, so internal detail (SQL text, paths) never leaks.
+const (
+	CodeInvalid         Code = "BadRequest"       // malformed or invalid input
+	CodeUnauthenticated Code = "NotAuthenticated" // no or wrong credentials
+	CodeForbidden       Code = "Forbidden"        // authenticated, lacks access
+	CodeNotFound        Code = "NotFound"         // the named thing does not exist
+	CodeMethod          Code = "MethodNotAllowed" // HTTP method not allowed for the operation
+	CodeConflict        Code = "Conflict"         // exists already, or a destructive change without force
+	CodeGone            Code = "Gone"             // a stream position older than retained history or from another epoch
+	CodeUnavailable     Code = "Unavailable"      // shutting down or not ready
+	CodeInternal        Code = "InternalError"    // a bug or an infrastructure failure
+)
+
+// HTTPStatus returns the HTTP status code for c.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeInvalid:
+		return 400
+	case CodeUnauthenticated:
+		return 401
+	case CodeForbidden:
+		return 403
+	case CodeNotFound:
+		return 404
+	case CodeMethod:
+		return 405
+	case CodeConflict:
+		return 409
+	case CodeGone:
+		return 410
+	case CodeUnavailable:
+		return 503
+	default:
+		return 500
+	}
+}
+
+// GraphQLCode returns the GraphQL extensions.code for c, following the names
+// Apollo-style clients already know.
+func (c Code) GraphQLCode() string {
+	switch c {
+	case CodeInvalid:
+		return "BAD_USER_INPUT"
+	case CodeUnauthenticated:
+		return "UNAUTHENTICATED"
+	case CodeForbidden:
+		return "FORBIDDEN"
+	case CodeNotFound:
+		return "NOT_FOUND"
+	case CodeMethod:
+		return "METHOD_NOT_ALLOWED"
+	case CodeConflict:
+		return "CONFLICT"
+	case CodeGone:
+		return "POSITION_EXPIRED"
+	case CodeUnavailable:
+		return "UNAVAILABLE"
+	default:
+		return "INTERNAL_SERVER_ERROR"
+	}
+}
+
+// Error is the one error type whose message is safe to show a client.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the given code and a formatted message. The
+// message is shown to clients: never put SQL, file paths or secrets in it.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, or
+// CodeInternal when there is none.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the client-safe message of err: the message of the
+// first *Error in its chain, or a generic text for anything else.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

@@ -1,0 +1,561 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// load parses args with the flags RegisterFlags adds and loads the
+// configuration with env as the whole environment.
+func load(t *testing.T, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	fs := pflag.NewFlagSet("sluice", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return Load(fs, func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	})
+}
+
+// writeFile writes content to a new file called name and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	want := Config{
+		Listen:          ":6363",
+		DataDir:         "./data",
+		DatabaseURL:     "",
+		AdminPassword:   "",
+		PGBinDir:        "",
+		LogLevel:        slog.LevelInfo,
+		LogFormat:       LogFormatText,
+		LogRetention:    168 * time.Hour,
+		ShutdownTimeout: 10 * time.Second,
+		Heartbeat:       12 * time.Second,
+		MaxBodyBytes:    64 << 20,
+	}
+	if got := Default(); got != want {
+		t.Errorf("Default() = %+v, want %+v", got, want)
+	}
+	got, err := load(t, nil, nil)
+	if err != nil || got != want {
+		t.Errorf("Load with nothing set = %+v, %v; want %+v", got, err, want)
+	}
+	got, err = Load(nil, nil)
+	if err != nil || got != want {
+		t.Errorf("Load(nil, nil) = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// TestFlagDefaults checks that the defaults --help shows are the real ones:
+// setting every flag to its shown default yields Default().
+func TestFlagDefaults(t *testing.T) {
+	t.Parallel()
+	fs := pflag.NewFlagSet("sluice", pflag.ContinueOnError)
+	RegisterFlags(fs)
+	var args []string
+	for _, o := range options() {
+		f := fs.Lookup(o.flag())
+		if f == nil {
+			t.Fatalf("no flag --%s for key %s", o.flag(), o.key)
+		}
+		args = append(args, "--"+f.Name+"="+f.DefValue)
+	}
+	got, err := load(t, args, nil)
+	if err != nil || got != Default() {
+		t.Errorf("Load(%q) = %+v, %v; want %+v", args, got, err, Default())
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, "sluice.yaml", `
+listen: "file:1"
+heartbeat: 1s
+max_body_bytes: 100
+`)
+	other := writeFile(t, "other.yaml", `listen: "other:1"`)
+	type want struct {
+		listen    string
+		heartbeat time.Duration
+		maxBody   int64
+	}
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want want
+	}{
+		{
+			name: "defaults",
+			want: want{":6363", 12 * time.Second, 64 << 20},
+		},
+		{
+			name: "file over defaults",
+			args: []string{"--config", file},
+			want: want{"file:1", time.Second, 100},
+		},
+		{
+			name: "SLUICE_CONFIG names the file",
+			env:  map[string]string{"SLUICE_CONFIG": file},
+			want: want{"file:1", time.Second, 100},
+		},
+		{
+			name: "--config over SLUICE_CONFIG",
+			args: []string{"--config", other},
+			env:  map[string]string{"SLUICE_CONFIG": file},
+			want: want{"other:1", 12 * time.Second, 64 << 20},
+		},
+		{
+			name: "env over file",
+			args: []string{"--config", file},
+			env: map[string]string{
+				"SLUICE_LISTEN":         "env:2",
+				"SLUICE_HEARTBEAT":      "2s",
+				"SLUICE_MAX_BODY_BYTES": "200",
+			},
+			want: want{"env:2", 2 * time.Second, 200},
+		},
+		{
+			name: "env over defaults",
+			env:  map[string]string{"SLUICE_HEARTBEAT": "2s"},
+			want: want{":6363", 2 * time.Second, 64 << 20},
+		},
+		{
+			name: "empty env counts as unset",
+			args: []string{"--config", file},
+			env:  map[string]string{"SLUICE_LISTEN": "", "SLUICE_HEARTBEAT": ""},
+			want: want{"file:1", time.Second, 100},
+		},
+		{
+			name: "flag over env over file",
+			args: []string{"--config", file, "--listen", "flag:3", "--heartbeat", "3s", "--max-body-bytes", "300"},
+			env: map[string]string{
+				"SLUICE_LISTEN":         "env:2",
+				"SLUICE_HEARTBEAT":      "2s",
+				"SLUICE_MAX_BODY_BYTES": "200",
+			},
+			want: want{"flag:3", 3 * time.Second, 300},
+		},
+		{
+			name: "flag set to its default still wins",
+			args: []string{"--config", file, "--listen=:6363", "--heartbeat=12s"},
+			env:  map[string]string{"SLUICE_LISTEN": "env:2", "SLUICE_HEARTBEAT": "2s"},
+			want: want{":6363", 12 * time.Second, 100},
+		},
+		{
+			name: "each key from its own layer",
+			args: []string{"--config", file, "--listen", "flag:3"},
+			env:  map[string]string{"SLUICE_HEARTBEAT": "2s"},
+			want: want{"flag:3", 2 * time.Second, 100},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := load(t, tt.args, tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := want{c.Listen, c.Heartbeat, c.MaxBodyBytes}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// everything is a Config with every field away from its default; the
+// files in TestFileFormats spell it out.
+var everything = Config{
+	Listen:          "127.0.0.1:7000",
+	DataDir:         "/var/lib/sluice",
+	DatabaseURL:     "postgres://sluice@db/sluice",
+	AdminPassword:   "hunter2",
+	PGBinDir:        "/opt/pg/bin",
+	LogLevel:        slog.LevelDebug,
+	LogFormat:       LogFormatJSON,
+	LogRetention:    0,
+	ShutdownTimeout: 30 * time.Second,
+	Heartbeat:       time.Minute,
+	MaxBodyBytes:    1024,
+}
+
+// TestEverythingCoversEveryField makes TestFileFormats fail for a Config
+// field that is added but not loaded.
+func TestEverythingCoversEveryField(t *testing.T) {
+	t.Parallel()
+	e, d := reflect.ValueOf(everything), reflect.ValueOf(Default())
+	for i := range e.NumField() {
+		if e.Field(i).Equal(d.Field(i)) {
+			t.Errorf("everything.%s equals the default; give it another value in this test's files", e.Type().Field(i).Name)
+		}
+	}
+}
+
+func TestFileFormats(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, content string }{
+		{"sluice.yaml", `
+listen: "127.0.0.1:7000"
+data_dir: /var/lib/sluice
+database_url: postgres://sluice@db/sluice
+admin_password: hunter2
+pg_bin_dir: /opt/pg/bin
+log_level: debug
+log_format: json
+log_retention: 0
+shutdown_timeout: 30s
+heartbeat: 1m
+max_body_bytes: 1024
+`},
+		{"sluice.YML", `
+listen: 127.0.0.1:7000
+data_dir: /var/lib/sluice
+database_url: postgres://sluice@db/sluice
+admin_password: "hunter2"
+pg_bin_dir: /opt/pg/bin
+log_level: debug
+log_format: json
+log_retention: "0"
+shutdown_timeout: 30s
+heartbeat: 60s
+max_body_bytes: 1024
+`},
+		{"sluice.toml", `
+listen = "127.0.0.1:7000"
+data_dir = "/var/lib/sluice"
+database_url = "postgres://sluice@db/sluice"
+admin_password = "hunter2"
+pg_bin_dir = "/opt/pg/bin"
+log_level = "debug"
+log_format = "json"
+log_retention = 0
+shutdown_timeout = "30s"
+heartbeat = "1m"
+max_body_bytes = 1024
+`},
+		{"sluice.json", `{
+  "listen": "127.0.0.1:7000",
+  "data_dir": "/var/lib/sluice",
+  "database_url": "postgres://sluice@db/sluice",
+  "admin_password": "hunter2",
+  "pg_bin_dir": "/opt/pg/bin",
+  "log_level": "debug",
+  "log_format": "json",
+  "log_retention": "0s",
+  "shutdown_timeout": "30s",
+  "heartbeat": "1m0s",
+  "max_body_bytes": 1024
+}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, tt.name, tt.content)
+			got, err := load(t, []string{"--config", path}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != everything {
+				t.Errorf("got  %+v\nwant %+v", got, everything)
+			}
+		})
+	}
+}
+
+func TestEnvEveryKey(t *testing.T) {
+	t.Parallel()
+	got, err := load(t, nil, map[string]string{
+		"SLUICE_LISTEN":           "127.0.0.1:7000",
+		"SLUICE_DATA_DIR":         "/var/lib/sluice",
+		"SLUICE_DATABASE_URL":     "postgres://sluice@db/sluice",
+		"SLUICE_ADMIN_PASSWORD":   "hunter2",
+		"SLUICE_PG_BIN_DIR":       "/opt/pg/bin",
+		"SLUICE_LOG_LEVEL":        "debug",
+		"SLUICE_LOG_FORMAT":       "json",
+		"SLUICE_LOG_RETENTION":    "0",
+		"SLUICE_SHUTDOWN_TIMEOUT": "30s",
+		"SLUICE_HEARTBEAT":        "1m",
+		"SLUICE_MAX_BODY_BYTES":   "1024",
+	})
+	if err != nil || got != everything {
+		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
+	}
+}
+
+func TestFlagsEveryKey(t *testing.T) {
+	t.Parallel()
+	got, err := load(t, []string{
+		"--listen", "127.0.0.1:7000",
+		"--data-dir", "/var/lib/sluice",
+		"--database-url", "postgres://sluice@db/sluice",
+		"--admin-password", "hunter2",
+		"--pg-bin-dir", "/opt/pg/bin",
+		"--log-level", "debug",
+		"--log-format", "json",
+		"--log-retention", "0",
+		"--shutdown-timeout", "30s",
+		"--heartbeat", "1m",
+		"--max-body-bytes", "1024",
+	}, nil)
+	if err != nil || got != everything {
+		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
+	}
+}
+
+func TestInvalidValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{
+			name: "listen without port",
+			env:  map[string]string{"SLUICE_LISTEN": "6363"},
+			want: `config: listen: invalid value "6363" (from SLUICE_LISTEN): want host:port, such as ":6363" or "127.0.0.1:6363"`,
+		},
+		{
+			name: "listen with named port",
+			args: []string{"--listen", ":http"},
+			want: `config: listen: invalid value ":http" (from --listen): port "http" is not a number from 0 to 65535`,
+		},
+		{
+			name: "listen port out of range",
+			env:  map[string]string{"SLUICE_LISTEN": "localhost:65536"},
+			want: `config: listen: invalid value "localhost:65536" (from SLUICE_LISTEN): port "65536" is not a number from 0 to 65535`,
+		},
+		{
+			name: "empty data_dir",
+			args: []string{"--data-dir="},
+			want: `config: data_dir: invalid value "" (from --data-dir): must not be empty`,
+		},
+		{
+			name: "unknown log_level",
+			env:  map[string]string{"SLUICE_LOG_LEVEL": "verbose"},
+			want: `config: log_level: invalid value "verbose" (from SLUICE_LOG_LEVEL): want one of debug, info, warn, error`,
+		},
+		{
+			name: "log_level is case-sensitive",
+			args: []string{"--log-level", "INFO"},
+			want: `config: log_level: invalid value "INFO" (from --log-level): want one of debug, info, warn, error`,
+		},
+		{
+			name: "unknown log_format",
+			env:  map[string]string{"SLUICE_LOG_FORMAT": "logfmt"},
+			want: `config: log_format: invalid value "logfmt" (from SLUICE_LOG_FORMAT): want one of text, json`,
+		},
+		{
+			name: "duration in days",
+			env:  map[string]string{"SLUICE_LOG_RETENTION": "7d"},
+			want: `config: log_retention: invalid value "7d" (from SLUICE_LOG_RETENTION): want a duration such as "30s", "5m" or "168h"`,
+		},
+		{
+			name: "duration without unit",
+			env:  map[string]string{"SLUICE_SHUTDOWN_TIMEOUT": "10"},
+			want: `config: shutdown_timeout: invalid value "10" (from SLUICE_SHUTDOWN_TIMEOUT): want a duration such as "30s", "5m" or "168h"`,
+		},
+		{
+			name: "negative log_retention",
+			env:  map[string]string{"SLUICE_LOG_RETENTION": "-1h"},
+			want: `config: log_retention: invalid value "-1h" (from SLUICE_LOG_RETENTION): must not be negative`,
+		},
+		{
+			name: "negative shutdown_timeout flag",
+			args: []string{"--shutdown-timeout=-1s"},
+			want: `config: shutdown_timeout: invalid value "-1s" (from --shutdown-timeout): must not be negative`,
+		},
+		{
+			name: "zero heartbeat",
+			env:  map[string]string{"SLUICE_HEARTBEAT": "0"},
+			want: `config: heartbeat: invalid value "0" (from SLUICE_HEARTBEAT): must be greater than zero`,
+		},
+		{
+			name: "zero heartbeat flag",
+			args: []string{"--heartbeat", "0s"},
+			want: `config: heartbeat: invalid value "0s" (from --heartbeat): must be greater than zero`,
+		},
+		{
+			name: "negative heartbeat",
+			env:  map[string]string{"SLUICE_HEARTBEAT": "-5s"},
+			want: `config: heartbeat: invalid value "-5s" (from SLUICE_HEARTBEAT): must not be negative`,
+		},
+		{
+			name: "zero max_body_bytes",
+			env:  map[string]string{"SLUICE_MAX_BODY_BYTES": "0"},
+			want: `config: max_body_bytes: invalid value "0" (from SLUICE_MAX_BODY_BYTES): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "negative max_body_bytes flag",
+			args: []string{"--max-body-bytes=-1"},
+			want: `config: max_body_bytes: invalid value -1 (from --max-body-bytes): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "max_body_bytes with unit",
+			env:  map[string]string{"SLUICE_MAX_BODY_BYTES": "64MiB"},
+			want: `config: max_body_bytes: invalid value "64MiB" (from SLUICE_MAX_BODY_BYTES): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "every bad value is reported",
+			args: []string{"--listen", "nope"},
+			env:  map[string]string{"SLUICE_LOG_LEVEL": "loud", "SLUICE_HEARTBEAT": "0s"},
+			want: `config: listen: invalid value "nope" (from --listen): want host:port, such as ":6363" or "127.0.0.1:6363"` + "\n" +
+				`config: log_level: invalid value "loud" (from SLUICE_LOG_LEVEL): want one of debug, info, warn, error` + "\n" +
+				`config: heartbeat: invalid value "0s" (from SLUICE_HEARTBEAT): must be greater than zero`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := load(t, tt.args, tt.env)
+			if err == nil {
+				t.Fatalf("got %+v, want error %s", c, tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("error:\n got %s\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestInvalidFileValues(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, file, content string
+		want                string // %[1]q is the file's path
+	}{
+		{
+			name: "number for a string", file: "s.yaml", content: "listen: 6363\n",
+			want: `config: listen: invalid value 6363 (from config file %[1]q): want a string (quote it in the config file)`,
+		},
+		{
+			name: "bool for a string", file: "s.toml", content: "admin_password = true\n",
+			want: `config: admin_password: invalid value true (from config file %[1]q): want a string (quote it in the config file)`,
+		},
+		{
+			name: "list for a string", file: "s.json", content: `{"data_dir": ["a", "b"]}`,
+			want: `config: data_dir: invalid value [a b] (from config file %[1]q): want a string (quote it in the config file)`,
+		},
+		{
+			name: "number for a duration", file: "s.yaml", content: "heartbeat: 30\n",
+			want: `config: heartbeat: invalid value 30 (from config file %[1]q): want a duration such as "30s", "5m" or "168h"`,
+		},
+		{
+			name: "fraction for bytes", file: "s.json", content: `{"max_body_bytes": 1.5}`,
+			want: `config: max_body_bytes: invalid value 1.5 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "bytes beyond int64", file: "s.yaml", content: "max_body_bytes: 18446744073709551615\n",
+			want: `config: max_body_bytes: invalid value 18446744073709551615 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "only values in effect are checked", file: "s.yaml", content: "log_level: loud\nlog_format: xml\n",
+			want: `config: log_format: invalid value "xml" (from config file %[1]q): want one of text, json`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, tt.file, tt.content)
+			c, err := load(t, []string{"--config", path}, map[string]string{"SLUICE_LOG_LEVEL": "warn"})
+			want := fmt.Sprintf(tt.want, path)
+			if err == nil {
+				t.Fatalf("got %+v, want error %s", c, want)
+			}
+			if err.Error() != want {
+				t.Errorf("error:\n got %s\nwant %s", err, want)
+			}
+		})
+	}
+}
+
+func TestFileErrors(t *testing.T) {
+	t.Parallel()
+	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes"
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	tests := []struct {
+		name, file, content string
+		path                string // instead of file and content
+		want                string // %[1]q is the file's path, %[2]s the known keys
+		prefix              bool   // want is a prefix: the rest is the decoder's
+	}{
+		{
+			name: "unknown key", file: "s.yaml", content: "listen: ':1'\ndatabse_url: postgres://x\n",
+			want: `config: config file %[1]q: unknown key "databse_url"; known keys are %[2]s`,
+		},
+		{
+			name: "unknown keys, nested", file: "s.toml", content: "zeta = 1\n[postgres]\nurl = \"x\"\n",
+			want: `config: config file %[1]q: unknown keys "postgres.url", "zeta"; known keys are %[2]s`,
+		},
+		{
+			name: "key nested under a known key", file: "s.json", content: `{"listen": {"port": 1}}`,
+			want: `config: config file %[1]q: unknown key "listen.port"; known keys are %[2]s`,
+		},
+		{
+			name: "config is not a file key", file: "s.yaml", content: "config: other.yaml\n",
+			want: `config: config file %[1]q: unknown key "config"; known keys are %[2]s`,
+		},
+		{
+			name: "key without value", file: "s.yaml", content: "listen:\n",
+			want: `config: config file %[1]q: listen has no value; remove it to use the default`,
+		},
+		{
+			name: "unsupported extension", file: "sluice.ini", content: "listen = :1\n",
+			want: `config: config file %[1]q: unsupported extension ".ini" (want .yaml, .yml, .toml or .json)`,
+		},
+		{
+			name: "no extension", file: "sluice", content: "listen: ':1'\n",
+			want: `config: config file %[1]q: unsupported extension "" (want .yaml, .yml, .toml or .json)`,
+		},
+		{
+			name: "missing file", path: missing,
+			want: `config: read config file %[1]q: open %[1]s: no such file or directory`,
+		},
+		{
+			name: "bad yaml", file: "s.yaml", content: "listen: [\n",
+			want: `config: read config file %[1]q: `, prefix: true,
+		},
+		{
+			name: "bad json", file: "s.json", content: `{"listen": }`,
+			want: `config: read config file %[1]q: `, prefix: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := tt.path
+			if path == "" {
+				path = writeFile(t, tt.file, tt.content)
+			}
+			c, err := load(t, []string{"--config", path}, nil)
+			want := fmt.Sprintf(tt.want, path, known)
+			if err == nil {
+				t.Fatalf("got %+v, want error %s", c, want)
+			}
+			if tt.prefix && !strings.HasPrefix(err.Error(), want) || !tt.prefix && err.Error() != want {
+				t.Errorf("error:\n got %s\nwant %s", err, want)
+			}
+		})
+	}
+}

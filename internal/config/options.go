@@ -1,0 +1,206 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// option describes one key: its names, its default and how its value is
+// parsed and checked. Env and flag names derive from the key.
+type option struct {
+	key   string
+	kind  kind
+	def   string // written as a user would write it in the environment
+	usage string // flag help and the README's "meaning" column
+	// decode parses v, which is a string from a flag, the environment or a
+	// default, or whatever type the config file decoder produced, and stores
+	// it in c. Its error is the reason only; Load adds key, value and source.
+	decode func(c *Config, v any) error
+}
+
+type kind int
+
+const (
+	kindString kind = iota
+	kindDuration
+	kindInt64
+)
+
+func (o option) env() string  { return "SLUICE_" + strings.ToUpper(o.key) }
+func (o option) flag() string { return strings.ReplaceAll(o.key, "_", "-") }
+
+// options lists every key in the order the README shows them. It is a
+// function, not a variable, so that no package state can be changed.
+func options() []option {
+	return []option{
+		stringOption("listen", ":6363",
+			"address the HTTP API listens on, as host:port (port 0 picks a free port)",
+			func(c *Config, s string) error {
+				if err := checkHostPort(s); err != nil {
+					return err
+				}
+				c.Listen = s
+				return nil
+			}),
+		stringOption("data_dir", "./data",
+			"directory for Sluice's files; the embedded Postgres lives in its pg subdirectory",
+			func(c *Config, s string) error {
+				if s == "" {
+					return errors.New("must not be empty")
+				}
+				c.DataDir = s
+				return nil
+			}),
+		stringOption("database_url", "",
+			"Postgres connection string (URL or key=value); empty starts an embedded Postgres in data_dir/pg",
+			func(c *Config, s string) error { c.DatabaseURL = s; return nil }),
+		stringOption("admin_password", "",
+			"admin user's password; when empty on the first start, a random one is generated and printed once",
+			func(c *Config, s string) error { c.AdminPassword = s; return nil }),
+		stringOption("pg_bin_dir", "",
+			"directory holding initdb and postgres for the embedded server; empty searches PATH, then /usr/lib/postgresql/*/bin",
+			func(c *Config, s string) error { c.PGBinDir = s; return nil }),
+		stringOption("log_level", "info",
+			"least severe level that is logged: debug, info, warn or error",
+			func(c *Config, s string) error {
+				l, ok := levels[s]
+				if !ok {
+					return errors.New("want one of debug, info, warn, error")
+				}
+				c.LogLevel = l
+				return nil
+			}),
+		stringOption("log_format", "text",
+			"log output format: text or json",
+			func(c *Config, s string) error {
+				switch f := LogFormat(s); f {
+				case LogFormatText, LogFormatJSON:
+					c.LogFormat = f
+					return nil
+				}
+				return errors.New("want one of text, json")
+			}),
+		durationOption("log_retention", "168h",
+			"how long the commit log is kept (0 keeps it forever); pruning never removes what a connected subscriber still needs",
+			func(c *Config, d time.Duration) error { c.LogRetention = d; return nil }),
+		durationOption("shutdown_timeout", "10s",
+			"on SIGTERM or SIGINT, how long to wait for requests and streams to finish before closing them (0 closes them at once)",
+			func(c *Config, d time.Duration) error { c.ShutdownTimeout = d; return nil }),
+		durationOption("heartbeat", "12s",
+			"SSE keep-alive interval for streams that do not pass ?heartbeat=",
+			func(c *Config, d time.Duration) error {
+				if d == 0 {
+					return errors.New("must be greater than zero")
+				}
+				c.Heartbeat = d
+				return nil
+			}),
+		int64Option("max_body_bytes", "67108864",
+			"largest JSON request body in bytes (64 MiB); for NDJSON streams, the largest single line",
+			func(c *Config, n int64) error { c.MaxBodyBytes = n; return nil }),
+	}
+}
+
+var levels = map[string]slog.Level{
+	"debug": slog.LevelDebug,
+	"info":  slog.LevelInfo,
+	"warn":  slog.LevelWarn,
+	"error": slog.LevelError,
+}
+
+func levelName(l slog.Level) string {
+	for name, v := range levels {
+		if v == l {
+			return name
+		}
+	}
+	return l.String()
+}
+
+func stringOption(key, def, usage string, set func(*Config, string) error) option {
+	return option{key: key, kind: kindString, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			s, ok := v.(string)
+			if !ok {
+				return errors.New("want a string (quote it in the config file)")
+			}
+			return set(c, s)
+		}}
+}
+
+// durationOption accepts Go duration syntax ("90s", "1h30m"). Durations are
+// never negative. A bare number is ambiguous, so only 0 may omit the unit.
+func durationOption(key, def, usage string, set func(*Config, time.Duration) error) option {
+	const want = `want a duration such as "30s", "5m" or "168h"`
+	return option{key: key, kind: kindDuration, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			var d time.Duration
+			if s, ok := v.(string); ok {
+				var err error
+				if d, err = time.ParseDuration(s); err != nil {
+					return errors.New(want)
+				}
+			} else if n, ok := wholeNumber(v); !ok || n != 0 {
+				return errors.New(want)
+			}
+			if d < 0 {
+				return errors.New("must not be negative")
+			}
+			return set(c, d)
+		}}
+}
+
+func int64Option(key, def, usage string, set func(*Config, int64) error) option {
+	const want = "want a whole number of bytes greater than zero"
+	return option{key: key, kind: kindInt64, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			n, ok := wholeNumber(v)
+			if s, isString := v.(string); isString {
+				var err error
+				n, err = strconv.ParseInt(s, 10, 64)
+				ok = err == nil
+			}
+			if !ok || n <= 0 {
+				return errors.New(want)
+			}
+			return set(c, n)
+		}}
+}
+
+// wholeNumber converts the number types the YAML (int, uint64), TOML (int64)
+// and JSON (float64) decoders produce. Fractions and values out of int64
+// range are refused, not rounded.
+func wholeNumber(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int:
+		return int64(n), true
+	case int64:
+		return n, true
+	case uint64:
+		return int64(n), n <= math.MaxInt64
+	case float64:
+		if n != math.Trunc(n) || n < math.MinInt64 || n >= math.MaxInt64 {
+			return 0, false
+		}
+		return int64(n), true
+	}
+	return 0, false
+}
+
+func checkHostPort(s string) error {
+	const want = `want host:port, such as ":6363" or "127.0.0.1:6363"`
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New(want)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}

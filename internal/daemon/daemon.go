@@ -1,0 +1,228 @@
+// Package daemon assembles a running Sluice: Postgres (embedded or given),
+// migrations, the engine, the change feed and the HTTP server. cmd/sluice
+// only parses configuration and calls Run; end-to-end tests start a Daemon
+// in-process on port :0.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/pgembed"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/rest"
+)
+
+// Options are a Daemon's settings beyond the configuration file.
+type Options struct {
+	Version string
+	// BcryptCost overrides the password hashing cost (tests use the minimum).
+	BcryptCost int
+	// OnAdminPassword receives a generated admin password, shown once. Nil
+	// logs it.
+	OnAdminPassword func(string)
+}
+
+// Daemon is one Sluice process.
+type Daemon struct {
+	cfg    config.Config
+	opts   Options
+	logger *slog.Logger
+
+	started chan struct{}
+	addr    string
+	ready   atomic.Bool
+}
+
+// New returns a Daemon that Run starts.
+func New(cfg config.Config, logger *slog.Logger, opts Options) *Daemon {
+	return &Daemon{cfg: cfg, opts: opts, logger: logger, started: make(chan struct{})}
+}
+
+// Started is closed once the daemon serves HTTP.
+func (d *Daemon) Started() <-chan struct{} { return d.started }
+
+// Addr returns the address the HTTP server listens on; valid after Started.
+func (d *Daemon) Addr() string { return d.addr }
+
+// openStore starts the embedded Postgres when no database URL is
+// configured, connects and migrates. The returned stop function closes the
+// pool and stops the embedded server.
+func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*postgres.DB, func(), error) {
+	url := cfg.DatabaseURL
+	var pg *pgembed.Postgres
+	stop := func() {
+		if pg != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := pg.Stop(sctx); err != nil {
+				logger.Error("stop embedded postgres", "err", err)
+			}
+		}
+	}
+	if url == "" {
+		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pg"))
+		if err != nil {
+			return nil, nil, err
+		}
+		pg, err = pgembed.Start(ctx, pgembed.Options{DataDir: dir, BinDir: cfg.PGBinDir, Logger: logger.With("component", "postgres")})
+		if err != nil {
+			return nil, nil, fmt.Errorf("embedded postgres: %w", err)
+		}
+		if err := ensureDatabase(ctx, pg.URL("postgres"), "sluice", logger); err != nil {
+			stop()
+			return nil, nil, err
+		}
+		url = pg.URL("sluice")
+	}
+	store, err := postgres.Open(ctx, url, logger)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	if _, err := store.Migrate(ctx); err != nil {
+		store.Close()
+		stop()
+		return nil, nil, err
+	}
+	return store, func() { store.Close(); stop() }, nil
+}
+
+func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Logger) error {
+	db, err := postgres.Open(ctx, adminURL, logger)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return db.CreateDatabaseIfMissing(ctx, name)
+}
+
+// Migrate applies Sluice's migrations and returns (sluice migrate).
+func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	_, stop, err := openStore(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	stop()
+	return nil
+}
+
+// Run starts every component, serves until ctx is cancelled, then shuts down
+// gracefully: open streams are completed, HTTP requests finish within the
+// shutdown timeout, and the embedded Postgres stops cleanly.
+func (d *Daemon) Run(ctx context.Context) error {
+	store, stopStore, err := openStore(ctx, d.cfg, d.logger)
+	if err != nil {
+		return err
+	}
+	defer stopStore()
+
+	m := metrics.New()
+	notifier := postgres.NewNotifier(store)
+	eng := engine.New(store, auth.New(store, d.opts.BcryptCost), d.logger, func(c *sluice.Commit) {
+		label := strconv.FormatInt(c.DatabaseID, 10)
+		m.Commits.WithLabelValues(label).Inc()
+		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
+		notifier.Wake(c.DatabaseID)
+	})
+	generated, err := eng.Bootstrap(ctx, d.cfg.AdminPassword)
+	if err != nil {
+		return err
+	}
+	if generated != "" {
+		if d.opts.OnAdminPassword != nil {
+			d.opts.OnAdminPassword(generated)
+		} else {
+			d.logger.Warn("generated a password for the admin user; it is shown only this once (set SLUICE_ADMIN_PASSWORD to choose one)", "user", engine.AdminUser, "password", generated)
+		}
+	}
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { notifier.Run(bg) })
+	if d.cfg.LogRetention > 0 {
+		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, d.logger) })
+	}
+	defer func() { stopBG(); wg.Wait() }()
+
+	handler := rest.Routes(rest.Deps{
+		Engine:       eng,
+		Metrics:      m,
+		Logger:       d.logger,
+		Ready:        d.ready.Load,
+		Version:      d.opts.Version,
+		MaxBodyBytes: d.cfg.MaxBodyBytes,
+	})
+	ln, err := net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		// No WriteTimeout: streams are long-lived; handlers that need a
+		// deadline set it per write with http.ResponseController.
+		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+	}
+	d.addr = ln.Addr().String()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	d.ready.Store(true)
+	close(d.started)
+	d.logger.Info("sluice is serving", "addr", d.addr, "version", d.opts.Version)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		d.ready.Store(false)
+		return fmt.Errorf("http server: %w", err)
+	}
+	d.ready.Store(false)
+	d.logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		d.logger.Warn("http shutdown timed out; closing connections", "err", err)
+		_ = srv.Close()
+	}
+	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// prune removes commit history older than retention, every retention/24
+// (at most hourly, at least every minute).
+func prune(ctx context.Context, store *postgres.DB, retention time.Duration, logger *slog.Logger) {
+	every := min(max(retention/24, time.Minute), time.Hour)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		n, err := store.Prune(ctx, time.Now().Add(-retention), nil)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("prune commit history", "err", err)
+		} else if n > 0 {
+			logger.Info("pruned commit history", "commits", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// validName is the rule for organization, database and user names: they
+// appear in URL paths and document ids, so they stay simple.
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+
+func checkName(kind, name string) error {
+	if !validName.MatchString(name) {
+		return sluice.Errorf(sluice.CodeInvalid, "invalid %s name %q: use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", kind, name)
+	}
+	return nil
+}
+
+// NewDatabase describes a database to create.
+type NewDatabase struct {
+	Org, Name, Label, Comment string
+	// Schema is the SDL; empty means an empty schema, to be set later.
+	Schema string
+}
+
+// CreateDatabase creates a database. The super user may create one in any
+// organization, other users in their own, becoming its admin. The database's
+// UserDatabase document is written to _system in the same transaction.
+func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatabase) (*sluice.Database, error) {
+	if err := checkName("database", nd.Name); err != nil {
+		return nil, err
+	}
+	if nd.Org == sluice.SystemOrg {
+		return nil, sluice.Errorf(sluice.CodeForbidden, "the _system organization is reserved")
+	}
+	if !u.Superuser && u.Org != nd.Org {
+		return nil, sluice.Errorf(sluice.CodeForbidden, "user %s may only create databases in organization %s", u.Name, u.Org)
+	}
+	s, err := schema.Parse(nd.Schema)
+	if err != nil {
+		return nil, err
+	}
+	d := &sluice.Database{Org: nd.Org, Name: nd.Name, Label: nd.Label, Comment: nd.Comment}
+	var sys *sluice.Commit
+	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.CreateDatabase(ctx, d, s); err != nil {
+			return err
+		}
+		if !u.Superuser {
+			if err := tx.SetRole(ctx, u.ID, d.ID, sluice.RoleAdmin); err != nil {
+				return err
+			}
+		}
+		sys, err = e.systemWrite(ctx, tx, u, fmt.Sprintf("create database %s", d.Path()), func(ctx context.Context, w *postgres.Writer) error {
+			return w.Insert(ctx, []*sluice.Document{userDatabaseDoc(d)})
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.onCommit(sys)
+	return d, nil
+}
+
+func userDatabaseDoc(d *sluice.Database) *sluice.Document {
+	f := map[string]any{"name": d.Name, "organization": d.Org}
+	if d.Label != "" {
+		f["label"] = d.Label
+	}
+	if d.Comment != "" {
+		f["comment"] = d.Comment
+	}
+	return &sluice.Document{ID: "UserDatabase/" + d.Org + "/" + d.Name, Type: "UserDatabase", Fields: f}
+}
+
+// DeleteDatabase deletes a database with all its documents and history; it
+// needs the admin role. Its UserDatabase document is deleted from _system in
+// the same transaction.
+func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name string) error {
+	d, _, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
+	if err != nil {
+		return err
+	}
+	if err := writable(d); err != nil {
+		return err
+	}
+	var sys *sluice.Commit
+	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.DeleteDatabase(ctx, d); err != nil {
+			return err
+		}
+		sys, err = e.systemWrite(ctx, tx, u, fmt.Sprintf("delete database %s", d.Path()), func(ctx context.Context, w *postgres.Writer) error {
+			return w.Delete(ctx, []string{userDatabaseDoc(d).ID})
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	e.onCommit(sys)
+	return nil
+}
+
+// Databases returns the databases u can read, _system excluded.
+func (e *Engine) Databases(ctx context.Context, u *sluice.User) ([]*sluice.Database, error) {
+	all, err := e.store.Databases(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var roles map[int64]sluice.Role
+	if !u.Superuser {
+		if roles, err = e.store.Roles(ctx, u.ID); err != nil {
+			return nil, err
+		}
+	}
+	var out []*sluice.Database
+	for _, d := range all {
+		if d.Org == sluice.SystemOrg {
+			continue
+		}
+		if u.Superuser || roles[d.ID] >= sluice.RoleRead {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// systemWrite makes one commit on _system inside tx.
+func (e *Engine) systemWrite(ctx context.Context, tx *postgres.Tx, u *sluice.User, message string, fn func(context.Context, *postgres.Writer) error) (*sluice.Commit, error) {
+	d, sdl, err := tx.Database(ctx, sluice.SystemOrg, sluice.SystemDB)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.parsed(d, sdl)
+	if err != nil {
+		return nil, err
+	}
+	w, err := tx.NewWriter(ctx, d, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := fn(ctx, w); err != nil {
+		return nil, err
+	}
+	return w.Finish(ctx, postgres.CommitMeta{Author: "sluice", Message: message, User: u.Name})
+}
+
+// Schema returns the SDL of a database u can read.
+func (e *Engine) Schema(ctx context.Context, u *sluice.User, org, name string) (*sluice.Schema, error) {
+	_, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	return s, err
+}
+
+// SchemaChange reports what PutSchema did or would do.
+type SchemaChange struct {
+	Changes []schema.Change
+	Version int
+}
+
+// PutSchema replaces a database's schema; it needs the admin role. Additive
+// changes apply in place. A destructive change (one that drops stored values)
+// is refused with a Conflict naming what would be lost, unless force is set.
+// Making a field required is refused while any stored document lacks it,
+// force or not: that would leave invalid documents behind.
+func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl string, force bool) (*SchemaChange, error) {
+	d, prev, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	if err := writable(d); err != nil {
+		return nil, err
+	}
+	next, err := schema.Parse(sdl)
+	if err != nil {
+		return nil, err
+	}
+	changes := schema.Diff(prev, next)
+	var lost []string
+	for _, c := range changes {
+		if c.Destructive {
+			lost = append(lost, c.Reason)
+		}
+	}
+	if len(lost) > 0 && !force {
+		return nil, sluice.Errorf(sluice.CodeConflict, "the schema change would lose data: %s; repeat with force=true to apply it", strings.Join(lost, "; "))
+	}
+	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.LockDatabase(ctx, d); err != nil {
+			return err
+		}
+		for _, c := range changes {
+			if c.Kind != schema.RequireField {
+				continue
+			}
+			n, err := tx.CountMissing(ctx, d, documentClasses(next, c.Class), c.Field)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return sluice.Errorf(sluice.CodeConflict, "cannot make %s.%s required: %d stored documents lack it", c.Class, c.Field, n)
+			}
+		}
+		return tx.ChangeSchema(ctx, d, prev, next)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &SchemaChange{Changes: changes, Version: d.SchemaVersion}, nil
+}
+
+// documentClasses returns the document classes among class and its
+// descendants: the tables that hold its documents.
+func documentClasses(s *sluice.Schema, class string) []string {
+	var out []string
+	for _, n := range s.Descendants(class) {
+		if s.Classes[n].Kind == sluice.KindDocument {
+			out = append(out, n)
+		}
+	}
+	return out
+}

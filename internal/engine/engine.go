@@ -1,0 +1,101 @@
+// Package engine is Sluice's service layer: it authorizes every operation,
+// validates documents against their database's schema, and runs every write
+// through the one commit path (internal/postgres Writer), whatever the entry
+// point: REST, GraphQL or the daemon's own writes to _system.
+package engine
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// Engine runs Sluice's operations. It is safe for concurrent use.
+type Engine struct {
+	store  *postgres.DB
+	auth   *auth.Authenticator
+	logger *slog.Logger
+	// onCommit is called after every successful commit, outside any
+	// transaction (to wake the change feed and the notifier).
+	onCommit func(*sluice.Commit)
+
+	mu      sync.Mutex
+	schemas map[schemaKey]*sluice.Schema
+}
+
+type schemaKey struct {
+	db      int64
+	version int
+}
+
+// New returns an Engine. onCommit may be nil.
+func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, onCommit func(*sluice.Commit)) *Engine {
+	if onCommit == nil {
+		onCommit = func(*sluice.Commit) {}
+	}
+	return &Engine{store: store, auth: a, logger: logger, onCommit: onCommit, schemas: map[schemaKey]*sluice.Schema{}}
+}
+
+// Auth returns the engine's authenticator.
+func (e *Engine) Auth() *auth.Authenticator { return e.auth }
+
+// parsed returns the parsed schema of d, parsing sdl once per schema version.
+func (e *Engine) parsed(d *sluice.Database, sdl string) (*sluice.Schema, error) {
+	key := schemaKey{d.ID, d.SchemaVersion}
+	e.mu.Lock()
+	s, ok := e.schemas[key]
+	e.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	s, err := schema.Parse(sdl)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.schemas[key] = s
+	e.mu.Unlock()
+	return s, nil
+}
+
+// Database returns database org/name and its schema after checking that u
+// has at least role on it: a Forbidden error names the role that is missing.
+func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string, role sluice.Role) (*sluice.Database, *sluice.Schema, error) {
+	d, sdl, err := e.store.Database(ctx, org, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	have, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, nil, err
+	}
+	if have < role {
+		if have == sluice.RoleNone && u.Org != org {
+			return nil, nil, sluice.Errorf(sluice.CodeForbidden, "user %s has no access to database %s", u.Name, d.Path())
+		}
+		return nil, nil, sluice.Errorf(sluice.CodeForbidden, "user %s needs the %s role on %s (has %s)", u.Name, role, d.Path(), have)
+	}
+	s, err := e.parsed(d, sdl)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, s, nil
+}
+
+// Role returns u's role on d: admin for the super user, admin on _system for
+// nobody else (only the daemon writes it; only the super user reads it), and
+// the granted role otherwise.
+func (e *Engine) Role(ctx context.Context, u *sluice.User, d *sluice.Database) (sluice.Role, error) {
+	if u.Superuser {
+		return sluice.RoleAdmin, nil
+	}
+	if d.Org == sluice.SystemOrg {
+		return sluice.RoleNone, nil
+	}
+	return e.store.Role(ctx, u.ID, d.ID)
+}

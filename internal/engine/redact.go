@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// redactFor removes from doc every field, at any depth of subdocuments, that
+// needs a stronger role than role. Documents of classes without such fields
+// are returned unchanged.
+func redactFor(role sluice.Role, s *sluice.Schema, doc []byte) ([]byte, error) {
+	if doc == nil || role >= sluice.RoleAdmin {
+		return doc, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("redact: %w", err)
+	}
+	typ, _ := m["@type"].(string)
+	c := s.Classes[typ]
+	if c == nil {
+		return doc, nil
+	}
+	if !redactMap(role, s, c, m) {
+		return doc, nil
+	}
+	id, _ := m["@id"].(string)
+	fields := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "@id" && k != "@type" {
+			fields[k] = v
+		}
+	}
+	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Fields: fields})
+}
+
+// redactMap deletes hidden fields from m (an object of class c) and reports
+// whether it deleted any.
+func redactMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, m map[string]any) bool {
+	changed := false
+	for _, f := range c.Fields {
+		v, ok := m[f.Name]
+		if !ok {
+			continue
+		}
+		if f.ReadRole > role {
+			delete(m, f.Name)
+			changed = true
+			continue
+		}
+		if f.Type.Kind != sluice.TypeSubdocument {
+			continue
+		}
+		items := []any{v}
+		if f.List {
+			items, _ = v.([]any)
+		}
+		for _, it := range items {
+			sub, ok := it.(map[string]any)
+			if !ok {
+				continue
+			}
+			typ, _ := sub["@type"].(string)
+			if sc := s.Classes[typ]; sc != nil && redactMap(role, s, sc, sub) {
+				changed = true
+			}
+		}
+	}
+	return changed
+}

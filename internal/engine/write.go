@@ -1,0 +1,217 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// chunkSize is how many documents a write validates and sends to Postgres at
+// a time, so that a stream of any length is written with bounded memory
+// (apart from the list of ids the response returns).
+const chunkSize = 1000
+
+// DocSource yields the raw documents of a write request, each decoded with
+// json.Decoder.UseNumber. Next returns io.EOF after the last one.
+type DocSource interface {
+	Next() (map[string]any, error)
+}
+
+// WriteOptions are the optional parameters of a write.
+type WriteOptions struct {
+	Author  string
+	Message string
+	// Create makes a replace insert documents that do not exist.
+	Create bool
+}
+
+// WriteResult is what a write answers: the ids it wrote, in request order,
+// and the commit it made.
+type WriteResult struct {
+	IDs    []string
+	Commit *sluice.Commit
+}
+
+// Insert validates every document from src and inserts them all in one
+// commit. Any invalid document, or one whose id exists, fails the whole
+// request and nothing is written.
+func (e *Engine) Insert(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions) (*WriteResult, error) {
+	return e.writeDocs(ctx, u, org, name, src, opt, func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error {
+		return w.Insert(ctx, docs)
+	})
+}
+
+// Replace validates every document from src and replaces them all in one
+// commit (inserting missing ones when opt.Create is set).
+func (e *Engine) Replace(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions) (*WriteResult, error) {
+	return e.writeDocs(ctx, u, org, name, src, opt, func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error {
+		for _, d := range docs {
+			if d.ID == "" {
+				return sluice.Errorf(sluice.CodeInvalid, "a replaced %s document needs an @id", d.Type)
+			}
+		}
+		return w.Replace(ctx, docs, opt.Create)
+	})
+}
+
+// Delete deletes the documents with the given ids in one commit. An id that
+// names no document fails the whole request.
+func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, ids []string, opt WriteOptions) (*WriteResult, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := writable(d); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		class, key, ok := strings.Cut(id, "/")
+		if !ok || key == "" || s.Class(class) == nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
+		}
+		if seen[id] {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
+		}
+		seen[id] = true
+	}
+	var res *WriteResult
+	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		w, err := tx.NewWriter(ctx, d, s)
+		if err != nil {
+			return err
+		}
+		if err := w.Delete(ctx, ids); err != nil {
+			return err
+		}
+		c, err := w.Finish(ctx, e.meta(u, opt))
+		res = &WriteResult{IDs: ids, Commit: c}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.onCommit(res.Commit)
+	return res, nil
+}
+
+func (e *Engine) meta(u *sluice.User, opt WriteOptions) postgres.CommitMeta {
+	return postgres.CommitMeta{Author: opt.Author, Message: opt.Message, User: u.Name}
+}
+
+// writable refuses user writes to _system, which only the daemon writes.
+func writable(d *sluice.Database) error {
+	if d.Org == sluice.SystemOrg {
+		return sluice.Errorf(sluice.CodeForbidden, "the _system database is written only by Sluice itself")
+	}
+	return nil
+}
+
+type writeFunc func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error
+
+func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, write writeFunc) (*WriteResult, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
+	if err != nil {
+		return nil, err
+	}
+	if err := writable(d); err != nil {
+		return nil, err
+	}
+	var res *WriteResult
+	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		var err error
+		res, err = e.writeStream(ctx, tx, d, s, src, write, e.meta(u, opt))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.onCommit(res.Commit)
+	return res, nil
+}
+
+// writeStream reads src in chunks, validates each document and writes each
+// chunk with write, then finishes the commit. It runs inside tx.
+func (e *Engine) writeStream(ctx context.Context, tx *postgres.Tx, d *sluice.Database, s *sluice.Schema, src DocSource, write writeFunc, meta postgres.CommitMeta) (*WriteResult, error) {
+	w, err := tx.NewWriter(ctx, d, s)
+	if err != nil {
+		return nil, err
+	}
+	res := &WriteResult{}
+	seen := map[string]bool{}
+	chunk := make([]*sluice.Document, 0, chunkSize)
+	for n := 0; ; n++ {
+		raw, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, docError(n, nil, err)
+		}
+		doc, err := schema.ValidateDocument(s, raw)
+		if err != nil {
+			return nil, docError(n, raw, err)
+		}
+		if doc.ID == "" {
+			doc.ID = doc.Type + "/" + randomKey()
+		}
+		if seen[doc.ID] {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
+		}
+		seen[doc.ID] = true
+		res.IDs = append(res.IDs, doc.ID)
+		chunk = append(chunk, doc)
+		if len(chunk) == chunkSize {
+			if err := write(ctx, w, chunk); err != nil {
+				return nil, err
+			}
+			chunk = chunk[:0]
+		}
+	}
+	if len(res.IDs) == 0 {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
+	}
+	if len(chunk) > 0 {
+		if err := write(ctx, w, chunk); err != nil {
+			return nil, err
+		}
+	}
+	res.Commit, err = w.Finish(ctx, meta)
+	return res, err
+}
+
+// docError prefixes a validation error with which document of the request
+// it is about: its position and, when it has one, its @id.
+func docError(n int, raw map[string]any, err error) error {
+	var se *sluice.Error
+	if !errors.As(err, &se) {
+		return fmt.Errorf("document %d: %w", n, err)
+	}
+	which := fmt.Sprintf("document %d", n)
+	if id, ok := raw["@id"].(string); ok {
+		which += fmt.Sprintf(" (%s)", id)
+	}
+	return sluice.Errorf(se.Code, "%s: %s", which, se.Message)
+}
+
+var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// randomKey returns a new random document key (80 bits).
+func randomKey() string {
+	b := make([]byte, 10)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return keyEncoding.EncodeToString(b)
+}

@@ -1,0 +1,55 @@
+// Package metrics defines Sluice's Prometheus metrics. Each daemon has its own
+// registry (no global default registry), so several daemons can run in one
+// test process.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the collectors. Fields are safe for concurrent use.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	HTTPRequests *prometheus.CounterVec   // by method, route, code
+	HTTPDuration *prometheus.HistogramVec // by method, route
+	Commits      *prometheus.CounterVec   // by database ("org/name")
+	Changes      *prometheus.CounterVec   // by database and op
+}
+
+// New creates and registers every collector, plus the Go and process
+// collectors.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_http_requests_total",
+			Help: "HTTP requests served, by method, route pattern and status code.",
+		}, []string{"method", "route", "code"}),
+		HTTPDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_http_request_duration_seconds",
+			Help:    "Time to serve non-streaming HTTP requests, by method and route pattern.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
+		}, []string{"method", "route"}),
+		Commits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_commits_total",
+			Help: "Commits made through this process, by database.",
+		}, []string{"database"}),
+		Changes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_changes_total",
+			Help: "Document changes committed through this process, by database.",
+		}, []string{"database"}),
+	}
+	m.Registry.MustRegister(m.HTTPRequests, m.HTTPDuration, m.Commits, m.Changes,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}

@@ -1,0 +1,345 @@
+package pgembed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// port is the server's port. Nothing listens on TCP; the port only names the
+// socket file (.s.PGSQL.5432), which lives in the data directory, so it
+// cannot clash with another server.
+const port = 5432
+
+// Options configures Start.
+type Options struct {
+	// DataDir is the cluster's data directory, e.g. <sluice data_dir>/pg.
+	// Start creates it with initdb when it holds no cluster yet and reuses
+	// the cluster afterwards. The server's Unix socket lives in it too, so
+	// it must be short enough for a socket path (at most 93 bytes on Linux).
+	DataDir string
+	// BinDir is the directory holding initdb and postgres. Empty means
+	// search PATH, then /usr/lib/postgresql/*/bin and the Homebrew
+	// postgresql@* directories, newest version first.
+	BinDir string
+	// Settings are extra server settings (name to value), passed as
+	// `-c name=value` after the defaults so they override them.
+	// listen_addresses, port and unix_socket_directories cannot be set:
+	// URL depends on them.
+	Settings map[string]string
+	// Logger receives the server's log lines and pgembed's own messages.
+	// Nil discards them.
+	Logger *slog.Logger
+}
+
+// Postgres is a running embedded server. Its methods are safe for
+// concurrent use. Call Stop when done: it owns a child process, a goroutine
+// waiting for it and a lock on the data directory.
+type Postgres struct {
+	dataDir string
+	logger  *slog.Logger
+	cmd     *exec.Cmd
+	logs    *logWriter
+	lock    *os.File // holds the flock on dataDir
+
+	stopping atomic.Bool   // set by Stop, so an exit is not reported as unexpected
+	exited   chan struct{} // closed once cmd.Wait has returned
+	waitErr  error         // cmd.Wait's result; read only after exited is closed
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// defaultSettings are the server settings before Options.Settings is applied.
+func defaultSettings(dataDir string) map[string]string {
+	return map[string]string{
+		"listen_addresses":        "",
+		"port":                    strconv.Itoa(port),
+		"unix_socket_directories": dataDir,
+		"max_connections":         "100",
+		// Modest: Sluice is one process among others on the machine.
+		"shared_buffers": "128MB",
+		// Lines go to our logger, which adds its own timestamp.
+		"logging_collector": "off",
+		"log_destination":   "stderr",
+		"log_line_prefix":   "",
+	}
+}
+
+// Start runs the embedded server for opts.DataDir and returns once it
+// accepts connections. It runs initdb when the directory holds no cluster,
+// stops a server left running by a previous owner that died, and reuses the
+// existing cluster otherwise.
+//
+// Start fails with an error wrapping ErrBinariesNotFound when initdb and
+// postgres cannot be found, when another process already owns the data
+// directory, when the data directory path is too long for a Unix socket, or
+// when the server does not start (the error then ends with the server's last
+// log lines). If ctx ends before the server is ready, Start stops it and
+// returns ctx's error.
+func Start(ctx context.Context, opts Options) (*Postgres, error) {
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.DataDir == "" {
+		return nil, errors.New("pgembed: DataDir is empty")
+	}
+	dataDir, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("pgembed: resolve data dir: %w", err)
+	}
+	if err := checkSocketPath(dataDir); err != nil {
+		return nil, err
+	}
+	settings := defaultSettings(dataDir)
+	for name, value := range opts.Settings {
+		switch name {
+		case "listen_addresses", "port", "unix_socket_directories":
+			return nil, fmt.Errorf("pgembed: setting %s is managed by pgembed and cannot be overridden", name)
+		}
+		settings[name] = value
+	}
+	bin, err := findBinaries(opts.BinDir)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		return nil, err
+	}
+	if err := makeDataDir(dataDir, cred); err != nil {
+		return nil, err
+	}
+	lock, err := lockDataDir(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			lock.Close()
+		}
+	}()
+
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
+		if err := initdb(ctx, bin, dataDir, cred, logger); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("pgembed: check for an existing cluster: %w", err)
+	}
+	if err := stopLeftover(ctx, dataDir, logger); err != nil {
+		return nil, err
+	}
+
+	p := &Postgres{
+		dataDir: dataDir,
+		logger:  logger,
+		logs:    newLogWriter(logger),
+		lock:    lock,
+		exited:  make(chan struct{}),
+	}
+	p.cmd = exec.Command(bin.postgres, serverArgs(dataDir, settings)...)
+	p.cmd.Dir = dataDir
+	p.cmd.Stdout = p.logs
+	p.cmd.Stderr = p.logs
+	// Backends inherit the log pipe; the postmaster waits for them, but bound
+	// the wait in case one outlives it.
+	p.cmd.WaitDelay = 5 * time.Second
+	p.cmd.SysProcAttr = sysProcAttr(cred)
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("pgembed: start %s: %w", bin.postgres, err)
+	}
+	started = true // from here on, Stop releases the lock
+	go p.wait()
+
+	if err := p.waitReady(ctx); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = p.Stop(stopCtx) // the start error matters more than how the stop went
+		return nil, err
+	}
+	logger.Info("embedded postgres ready", "data_dir", dataDir, "pid", p.cmd.Process.Pid, "bin_dir", bin.dir)
+	return p, nil
+}
+
+// serverArgs returns the postgres command line, settings sorted by name so
+// it reads the same on every start.
+func serverArgs(dataDir string, settings map[string]string) []string {
+	names := make([]string, 0, len(settings))
+	for name := range settings {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	args := []string{"-D", dataDir}
+	for _, name := range names {
+		args = append(args, "-c", name+"="+settings[name])
+	}
+	return args
+}
+
+// wait reaps the server and records how it exited.
+func (p *Postgres) wait() {
+	p.waitErr = p.cmd.Wait()
+	if errors.Is(p.waitErr, exec.ErrWaitDelay) {
+		// The server exited; only a child still held the log pipe.
+		p.waitErr = nil
+	}
+	if !p.stopping.Load() {
+		p.logger.Error("embedded postgres exited unexpectedly", "err", p.waitErr, "data_dir", p.dataDir)
+	}
+	close(p.exited)
+}
+
+// waitReady polls postmaster.pid until the server marks itself ready, the
+// way pg_ctl does, so no connection attempts fill the log while it starts.
+func (p *Postgres) waitReady(ctx context.Context) error {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pid, status, _ := readPIDFile(p.dataDir)
+		if pid == p.cmd.Process.Pid && status == "ready" {
+			return nil
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("pgembed: postgres exited during startup (%v); server log:\n%s", p.waitErr, p.logs.tail())
+		case <-ctx.Done():
+			return fmt.Errorf("pgembed: wait for postgres to accept connections: %w; server log:\n%s", ctx.Err(), p.logs.tail())
+		case <-tick.C:
+		}
+	}
+}
+
+// URL returns a pgx connection string for database dbname on this server,
+// over its Unix socket, as the superuser postgres.
+func (p *Postgres) URL(dbname string) string {
+	q := url.Values{
+		"host":    {p.dataDir},
+		"port":    {strconv.Itoa(port)},
+		"user":    {"postgres"},
+		"sslmode": {"disable"},
+	}
+	u := url.URL{Scheme: "postgres", Path: "/" + dbname, RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Stop shuts the server down in fast mode (open transactions are rolled
+// back, a checkpoint is written) and waits for it to exit. If ctx ends
+// first, Stop escalates to an immediate shutdown and then SIGKILL, and
+// returns ctx's error; either way the server is gone when Stop returns and
+// the data directory lock is released. Stop returns an error if the server
+// had exited with a failure. Calling Stop again returns the first result.
+func (p *Postgres) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() {
+		p.stopErr = p.stop(ctx)
+		p.lock.Close()
+		p.logger.Info("embedded postgres stopped", "data_dir", p.dataDir)
+	})
+	return p.stopErr
+}
+
+func (p *Postgres) stop(ctx context.Context) error {
+	p.stopping.Store(true)
+	// An error means the process has already exited; exited says so.
+	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			return fmt.Errorf("pgembed: postgres exited: %w", p.waitErr)
+		}
+		return nil
+	case <-ctx.Done():
+	}
+	p.logger.Warn("embedded postgres did not stop in time; forcing it", "data_dir", p.dataDir)
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	timer := time.NewTimer(5 * time.Second)
+	defer timer.Stop()
+	select {
+	case <-p.exited:
+	case <-timer.C:
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	return fmt.Errorf("pgembed: stop postgres: %w", ctx.Err())
+}
+
+// checkSocketPath fails when the socket path inside dataDir would exceed the
+// operating system's limit, which Postgres would otherwise report only in
+// its log.
+func checkSocketPath(dataDir string) error {
+	limit := len(syscall.RawSockaddrUnix{}.Path) - 1 // room for the terminating NUL
+	socket := filepath.Join(dataDir, ".s.PGSQL."+strconv.Itoa(port))
+	if len(socket) > limit {
+		return fmt.Errorf("pgembed: data dir %s is too long: the Postgres socket inside it, %s, would be %d bytes, over the %d-byte limit for Unix socket paths; use a data dir of at most %d bytes",
+			dataDir, socket, len(socket), limit, limit-(len(socket)-len(dataDir)))
+	}
+	return nil
+}
+
+// lockDataDir takes an exclusive flock on dataDir, held until the returned
+// file is closed. The kernel drops it when its process dies, which is what
+// tells a leftover server from one another live Sluice is using.
+func lockDataDir(dataDir string) (*os.File, error) {
+	f, err := os.Open(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("pgembed: open data dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("pgembed: data dir %s is in use by another process (is another sluice running?)", dataDir)
+		}
+		return nil, fmt.Errorf("pgembed: lock data dir: %w", err)
+	}
+	return f, nil
+}
+
+// initdb creates the cluster in dataDir, which must be empty.
+func initdb(ctx context.Context, bin binaries, dataDir string, cred *syscall.Credential, logger *slog.Logger) error {
+	cmd := exec.CommandContext(ctx, bin.initdb,
+		"-D", dataDir,
+		"-U", "postgres",
+		"-E", "UTF8",
+		"--locale=C",
+		"--auth-local=trust",
+		"--auth-host=reject",
+	)
+	cmd.Dir = dataDir
+	cmd.SysProcAttr = sysProcAttr(cred)
+	// SIGINT makes initdb remove what it wrote; killed outright it would
+	// leave a half-made cluster with PG_VERSION, which looks initialized.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgembed: initdb %s: %w; output:\n%s", dataDir, err, lastLines(string(out), tailLines))
+	}
+	logger.Info("created postgres cluster", "data_dir", dataDir)
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		logger.Debug("initdb", "line", line)
+	}
+	return nil
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,263 @@
+package postgres
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Each document class is a table with these two columns followed by one
+// column per field. User field names cannot start with "_", so they never
+// collide with them.
+const (
+	colID        = "_id"
+	colCommitUID = "_commit_uid"
+)
+
+// schemaName returns the Postgres schema that holds database id's tables.
+// It is derived from the numeric id, never from a user-chosen name.
+func schemaName(dbID int64) string { return "sluice_db_" + strconv.FormatInt(dbID, 10) }
+
+// tableName returns the quoted, schema-qualified table of a class.
+func tableName(dbID int64, class string) string {
+	return pgx.Identifier{schemaName(dbID), class}.Sanitize()
+}
+
+// columnType returns the Postgres type that stores a field.
+func columnType(f *sluice.Field) string {
+	if f.List || f.Type.Kind == sluice.TypeSubdocument {
+		return "jsonb"
+	}
+	if f.Type.Kind != sluice.TypeScalar {
+		return "text" // enums and references
+	}
+	switch f.Type.Name {
+	case sluice.ScalarInt:
+		return "integer"
+	case sluice.ScalarFloat:
+		return "double precision"
+	case sluice.ScalarBoolean:
+		return "boolean"
+	case sluice.ScalarDateTime:
+		return "timestamptz"
+	case sluice.ScalarBigInt:
+		return "numeric"
+	case sluice.ScalarJSON:
+		return "jsonb"
+	default:
+		return "text"
+	}
+}
+
+// columns returns the column names of a class table, in the order rowValues
+// produces values.
+func columns(c *sluice.Class) []string {
+	cols := make([]string, 0, len(c.Fields)+2)
+	cols = append(cols, colID, colCommitUID)
+	for _, f := range c.Fields {
+		cols = append(cols, f.Name)
+	}
+	return cols
+}
+
+// rowValues returns the values of doc for the columns of its class table.
+func rowValues(c *sluice.Class, doc *sluice.Document, uid int64) ([]any, error) {
+	vals := make([]any, 0, len(c.Fields)+2)
+	vals = append(vals, doc.ID, uid)
+	for _, f := range c.Fields {
+		v, ok := doc.Fields[f.Name]
+		if !ok {
+			vals = append(vals, nil)
+			continue
+		}
+		cv, err := columnValue(f, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: field %s: %w", doc.ID, f.Name, err)
+		}
+		vals = append(vals, cv)
+	}
+	return vals, nil
+}
+
+// columnValue converts a normalized field value to what pgx encodes into the
+// field's column.
+func columnValue(f *sluice.Field, v any) (any, error) {
+	if columnType(f) == "jsonb" {
+		if raw, ok := v.(json.RawMessage); ok {
+			return raw, nil
+		}
+		b, err := json.Marshal(v)
+		return json.RawMessage(b), err
+	}
+	switch f.Type.Name {
+	case sluice.ScalarDateTime:
+		s, _ := v.(string)
+		return time.Parse(time.RFC3339Nano, s)
+	case sluice.ScalarBigInt:
+		s, _ := v.(string)
+		n, ok := new(big.Int).SetString(s, 10)
+		if !ok {
+			return nil, fmt.Errorf("bad BigInt %q", s)
+		}
+		return pgtype.Numeric{Int: n, Valid: true}, nil
+	}
+	return v, nil
+}
+
+// rowToDocument converts a table row, read as to_jsonb(row) and decoded with
+// UseNumber, back to the normalized document that was written. Columns that
+// the current schema no longer has are ignored.
+func rowToDocument(c *sluice.Class, row map[string]any) (*sluice.Document, error) {
+	id, _ := row[colID].(string)
+	doc := &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(c.Fields))}
+	for _, f := range c.Fields {
+		v, ok := row[f.Name]
+		if !ok || v == nil {
+			continue
+		}
+		nv, err := fromColumn(f, v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: column %s: %w", id, f.Name, err)
+		}
+		doc.Fields[f.Name] = nv
+	}
+	return doc, nil
+}
+
+func fromColumn(f *sluice.Field, v any) (any, error) {
+	if columnType(f) == "jsonb" {
+		if f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON && !f.List {
+			b, err := json.Marshal(v)
+			return json.RawMessage(b), err
+		}
+		return normalizeJSON(f, v)
+	}
+	switch f.Type.Name {
+	case sluice.ScalarInt:
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("not a number")
+		}
+		return n.Int64()
+	case sluice.ScalarFloat:
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("not a number")
+		}
+		return n.Float64()
+	case sluice.ScalarDateTime:
+		s, _ := v.(string)
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return nil, err
+		}
+		return t.UTC().Format(time.RFC3339Nano), nil
+	case sluice.ScalarBigInt:
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("not a number")
+		}
+		return n.String(), nil
+	}
+	return v, nil
+}
+
+// normalizeJSON turns a list or subdocument value read back from jsonb into
+// the normalized form: json.Number becomes int64 or float64 by the element
+// type, nested JSON scalars become json.RawMessage.
+func normalizeJSON(f *sluice.Field, v any) (any, error) {
+	if f.List {
+		items, ok := v.([]any)
+		if !ok {
+			return nil, fmt.Errorf("not a list")
+		}
+		elem := *f
+		elem.List = false
+		out := make([]any, len(items))
+		for i, it := range items {
+			nv, err := normalizeElem(&elem, it)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = nv
+		}
+		return out, nil
+	}
+	return normalizeElem(f, v)
+}
+
+func normalizeElem(f *sluice.Field, v any) (any, error) {
+	switch f.Type.Kind {
+	case sluice.TypeSubdocument:
+		// Subdocument fields are re-normalized by type when read through a
+		// schema (see DocumentJSON); numbers stay json.Number here, which
+		// marshals to the same text.
+		return v, nil
+	case sluice.TypeScalar:
+		switch f.Type.Name {
+		case sluice.ScalarJSON:
+			b, err := json.Marshal(v)
+			return json.RawMessage(b), err
+		case sluice.ScalarInt:
+			if n, ok := v.(json.Number); ok {
+				return n.Int64()
+			}
+		case sluice.ScalarFloat:
+			if n, ok := v.(json.Number); ok {
+				return n.Float64()
+			}
+		}
+	}
+	return v, nil
+}
+
+// DocumentJSON returns doc in its API form: "@id", "@type", then the fields
+// in the class's field order. The output is deterministic, so the same
+// document always has the same bytes.
+func DocumentJSON(c *sluice.Class, doc *sluice.Document) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteString(`{"@id":`)
+	writeJSONString(&buf, doc.ID)
+	buf.WriteString(`,"@type":`)
+	writeJSONString(&buf, doc.Type)
+	for _, f := range c.Fields {
+		v, ok := doc.Fields[f.Name]
+		if !ok {
+			continue
+		}
+		buf.WriteByte(',')
+		writeJSONString(&buf, f.Name)
+		buf.WriteByte(':')
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s.%s: %w", doc.ID, f.Name, err)
+		}
+		buf.Write(b)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+func writeJSONString(buf *bytes.Buffer, s string) {
+	b, _ := json.Marshal(s)
+	buf.Write(b)
+}
+
+// decodeRow decodes to_jsonb(row) text keeping numbers exact.
+func decodeRow(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

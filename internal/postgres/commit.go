@@ -1,0 +1,304 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// copyThreshold is the number of rows from which a write uses COPY instead of
+// pipelined INSERT statements. COPY costs an extra round trip to describe the
+// table, so it pays off only for larger batches.
+const copyThreshold = 32
+
+// CommitMeta is what a commit records about who made it and why.
+type CommitMeta struct {
+	Author  string
+	Message string
+	User    string
+}
+
+// Writer builds one commit inside a Tx: the documents it writes, one change
+// row per changed document in request order, and finally the commit row with
+// its sequence number. Calls may be repeated (a long NDJSON stream is written
+// in chunks). A Writer is used by one goroutine; if any call fails, the Tx
+// must be rolled back.
+type Writer struct {
+	tx     pgx.Tx
+	d      *sluice.Database
+	schema *sluice.Schema
+	uid    int64
+	next   int // index of the next change
+}
+
+// NewWriter starts a commit on database d whose documents were validated
+// against schema (at version d.SchemaVersion).
+func (t *Tx) NewWriter(ctx context.Context, d *sluice.Database, schema *sluice.Schema) (*Writer, error) {
+	w := &Writer{tx: t.tx, d: d, schema: schema}
+	if err := t.tx.QueryRow(ctx, "SELECT nextval('sluice.commit_uid_seq')").Scan(&w.uid); err != nil {
+		return nil, mapError(err)
+	}
+	return w, nil
+}
+
+// Changes returns how many changes the commit holds so far.
+func (w *Writer) Changes() int { return w.next }
+
+// change is one change row waiting to be written.
+type change struct {
+	class, id     string
+	op            sluice.Op
+	before, after []byte
+}
+
+// Insert adds new documents. A document whose id exists gives a Conflict
+// error naming it.
+func (w *Writer) Insert(ctx context.Context, docs []*sluice.Document) error {
+	changes := make([]change, len(docs))
+	for i, doc := range docs {
+		after, err := DocumentJSON(w.schema.Classes[doc.Type], doc)
+		if err != nil {
+			return err
+		}
+		changes[i] = change{class: doc.Type, id: doc.ID, op: sluice.OpAdded, after: after}
+	}
+	if err := w.writeRows(ctx, docs); err != nil {
+		return err
+	}
+	return w.writeChanges(ctx, changes)
+}
+
+// Replace replaces existing documents by new versions. A document that does
+// not exist gives a NotFound error naming it, unless create is set, in which
+// case it is inserted.
+func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bool) error {
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.ID
+	}
+	before, err := w.remove(ctx, ids)
+	if err != nil {
+		return err
+	}
+	changes := make([]change, len(docs))
+	for i, doc := range docs {
+		after, err := DocumentJSON(w.schema.Classes[doc.Type], doc)
+		if err != nil {
+			return err
+		}
+		c := change{class: doc.Type, id: doc.ID, op: sluice.OpUpdated, before: before[doc.ID], after: after}
+		if c.before == nil {
+			if !create {
+				return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", doc.ID)
+			}
+			c.op = sluice.OpAdded
+		}
+		changes[i] = c
+	}
+	if err := w.writeRows(ctx, docs); err != nil {
+		return err
+	}
+	return w.writeChanges(ctx, changes)
+}
+
+// Delete removes documents by id. An id that names no document gives a
+// NotFound error naming it.
+func (w *Writer) Delete(ctx context.Context, ids []string) error {
+	before, err := w.remove(ctx, ids)
+	if err != nil {
+		return err
+	}
+	changes := make([]change, len(ids))
+	for i, id := range ids {
+		b := before[id]
+		if b == nil {
+			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		}
+		class, _, _ := strings.Cut(id, "/")
+		changes[i] = change{class: class, id: id, op: sluice.OpDeleted, before: b}
+	}
+	return w.writeChanges(ctx, changes)
+}
+
+// remove deletes the rows with the given ids and returns their API-form JSON
+// by id; ids that name no row are absent from the map. Ids must be
+// "Class/key" with Class a document class (the engine checks).
+func (w *Writer) remove(ctx context.Context, ids []string) (map[string][]byte, error) {
+	byClass := map[string][]string{}
+	var order []string
+	for _, id := range ids {
+		class, _, _ := strings.Cut(id, "/")
+		if _, ok := byClass[class]; !ok {
+			order = append(order, class)
+		}
+		byClass[class] = append(byClass[class], id)
+	}
+	out := make(map[string][]byte, len(ids))
+	for _, class := range order {
+		c := w.schema.Classes[class]
+		if c == nil || c.Kind != sluice.KindDocument {
+			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
+		}
+		rows, err := w.tx.Query(ctx, fmt.Sprintf("DELETE FROM %s t WHERE %s = ANY($1) RETURNING to_jsonb(t)", tableName(w.d.ID, class), colID), byClass[class])
+		if err != nil {
+			return nil, mapError(err)
+		}
+		for rows.Next() {
+			var raw []byte
+			if err := rows.Scan(&raw); err != nil {
+				rows.Close()
+				return nil, mapError(err)
+			}
+			row, err := decodeRow(raw)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			doc, err := rowToDocument(c, row)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if out[doc.ID], err = DocumentJSON(c, doc); err != nil {
+				rows.Close()
+				return nil, err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, mapError(err)
+		}
+	}
+	return out, nil
+}
+
+// writeRows inserts the documents' rows, by class, with COPY for large
+// batches and pipelined INSERTs otherwise.
+func (w *Writer) writeRows(ctx context.Context, docs []*sluice.Document) error {
+	byClass := map[string][][]any{}
+	var order []string
+	for _, doc := range docs {
+		c := w.schema.Classes[doc.Type]
+		vals, err := rowValues(c, doc, w.uid)
+		if err != nil {
+			return err
+		}
+		if _, ok := byClass[doc.Type]; !ok {
+			order = append(order, doc.Type)
+		}
+		byClass[doc.Type] = append(byClass[doc.Type], vals)
+	}
+	for _, class := range order {
+		c := w.schema.Classes[class]
+		rows := byClass[class]
+		cols := columns(c)
+		if len(rows) >= copyThreshold {
+			_, err := w.tx.CopyFrom(ctx, pgx.Identifier{schemaName(w.d.ID), class}, cols, pgx.CopyFromRows(rows))
+			if err != nil {
+				return insertError(err)
+			}
+			continue
+		}
+		sql := insertSQL(tableName(w.d.ID, class), cols)
+		batch := &pgx.Batch{}
+		for _, r := range rows {
+			batch.Queue(sql, r...)
+		}
+		if err := w.tx.SendBatch(ctx, batch).Close(); err != nil {
+			return insertError(err)
+		}
+	}
+	return nil
+}
+
+func insertSQL(table string, cols []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s (", table)
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c}.Sanitize())
+	}
+	b.WriteString(") VALUES (")
+	for i := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", i+1)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// insertError turns a duplicate primary key into a Conflict naming the
+// document; Postgres reports it as `Key (_id)=(Person/alice) already exists.`
+func insertError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		id := pe.Detail
+		if _, rest, ok := strings.Cut(id, ")=("); ok {
+			id, _, _ = strings.Cut(rest, ") already exists")
+		}
+		return sluice.Errorf(sluice.CodeConflict, "document %s already exists", id)
+	}
+	return mapError(err)
+}
+
+const insertChangeSQL = `INSERT INTO sluice.changes (commit_uid, idx, db_id, class, doc_id, op, before, after)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+
+var changeColumns = []string{"commit_uid", "idx", "db_id", "class", "doc_id", "op", "before", "after"}
+
+func (w *Writer) writeChanges(ctx context.Context, changes []change) error {
+	rows := make([][]any, len(changes))
+	for i, c := range changes {
+		rows[i] = []any{w.uid, w.next, w.d.ID, c.class, c.id, int16(c.op), jsonOrNil(c.before), jsonOrNil(c.after)}
+		w.next++
+	}
+	if len(rows) >= copyThreshold {
+		_, err := w.tx.CopyFrom(ctx, pgx.Identifier{"sluice", "changes"}, changeColumns, pgx.CopyFromRows(rows))
+		return mapError(err)
+	}
+	batch := &pgx.Batch{}
+	for _, r := range rows {
+		batch.Queue(insertChangeSQL, r...)
+	}
+	return mapError(w.tx.SendBatch(ctx, batch).Close())
+}
+
+func jsonOrNil(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+// Finish allocates the commit's sequence number and writes the commit row,
+// as the last statement before the caller commits the Tx: the counter row's
+// lock, held until COMMIT, is what makes the sequence equal commit order. It
+// returns a Conflict error when the database's schema changed since the
+// documents were validated, and NotFound when the database was deleted.
+func (w *Writer) Finish(ctx context.Context, meta CommitMeta) (*sluice.Commit, error) {
+	c := &sluice.Commit{DatabaseID: w.d.ID, Epoch: w.d.Epoch, Author: meta.Author, Message: meta.Message, UserID: meta.User, NumChanges: w.next}
+	err := w.tx.QueryRow(ctx, `WITH s AS (
+			UPDATE sluice.commit_counters SET last_seq = last_seq + 1
+			WHERE db_id = $1 AND schema_version = $2 RETURNING last_seq)
+		INSERT INTO sluice.commits (db_id, seq, uid, author, message, user_name, n_changes)
+		SELECT $1, s.last_seq, $3, $4, $5, $6, $7 FROM s
+		RETURNING seq, committed_at`,
+		w.d.ID, w.d.SchemaVersion, w.uid, meta.Author, meta.Message, meta.User, w.next).Scan(&c.Seq, &c.Time)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran (or the database was deleted); retry", w.d.Path())
+	}
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return c, nil
+}

@@ -1,0 +1,188 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+const databaseColumns = `d.id, d.org, d.name, d.label, d.comment, d.epoch, c.schema_version, d.schema_sdl`
+
+func scanDatabase(row pgx.Row) (*sluice.Database, string, error) {
+	var d sluice.Database
+	var sdl string
+	err := row.Scan(&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl)
+	if err != nil {
+		return nil, "", mapError(err)
+	}
+	return &d, sdl, nil
+}
+
+// Database returns the database org/name and its schema SDL, or a NotFound
+// error.
+func (db *DB) Database(ctx context.Context, org, name string) (*sluice.Database, string, error) {
+	return database(ctx, db.pool, org, name)
+}
+
+// Database is DB.Database inside the transaction.
+func (t *Tx) Database(ctx context.Context, org, name string) (*sluice.Database, string, error) {
+	return database(ctx, t.tx, org, name)
+}
+
+func database(ctx context.Context, q querier, org, name string) (*sluice.Database, string, error) {
+	d, sdl, err := scanDatabase(q.QueryRow(ctx, `SELECT `+databaseColumns+`
+		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id
+		WHERE d.org = $1 AND d.name = $2`, org, name))
+	if errors.Is(err, errNotFound) {
+		return nil, "", sluice.Errorf(sluice.CodeNotFound, "database %s/%s does not exist", org, name)
+	}
+	return d, sdl, err
+}
+
+// Databases returns every database, ordered by org and name.
+func (db *DB) Databases(ctx context.Context) ([]*sluice.Database, error) {
+	rows, err := db.pool.Query(ctx, `SELECT `+databaseColumns+`
+		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id
+		ORDER BY d.org, d.name`)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []*sluice.Database
+	for rows.Next() {
+		d, _, err := scanDatabase(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, mapError(rows.Err())
+}
+
+// newEpoch returns a random lower-case token that identifies one
+// incarnation of a database in stream positions.
+func newEpoch() string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 10)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// CreateDatabase creates database d (Org, Name, Label, Comment) with schema
+// s: its row, its commit counter, its Postgres schema and one table per
+// document class. It fills in d.ID, d.Epoch and d.SchemaVersion. It returns a
+// Conflict error when the name is taken and NotFound when the organization
+// does not exist.
+func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
+	var exists bool
+	if err := t.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sluice.organizations WHERE name = $1)", d.Org).Scan(&exists); err != nil {
+		return mapError(err)
+	}
+	if !exists {
+		return sluice.Errorf(sluice.CodeNotFound, "organization %q does not exist", d.Org)
+	}
+	d.Epoch = newEpoch()
+	d.SchemaVersion = 1
+	err := t.tx.QueryRow(ctx, `INSERT INTO sluice.databases (org, name, label, comment, epoch, schema_sdl)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (org, name) DO NOTHING RETURNING id`,
+		d.Org, d.Name, d.Label, d.Comment, d.Epoch, s.SDL).Scan(&d.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sluice.Errorf(sluice.CodeConflict, "database %s/%s already exists", d.Org, d.Name)
+	}
+	if err != nil {
+		return mapError(err)
+	}
+	if _, err := t.tx.Exec(ctx, "INSERT INTO sluice.commit_counters (db_id) VALUES ($1)", d.ID); err != nil {
+		return mapError(err)
+	}
+	if _, err := t.tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()); err != nil {
+		return mapError(err)
+	}
+	return syncTables(ctx, t.tx, d.ID, nil, s)
+}
+
+// DeleteDatabase removes database d with its tables and its history.
+func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
+	if _, err := t.tx.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()+" CASCADE"); err != nil {
+		return mapError(err)
+	}
+	if _, err := t.tx.Exec(ctx, "DELETE FROM sluice.changes WHERE db_id = $1", d.ID); err != nil {
+		return mapError(err)
+	}
+	tag, err := t.tx.Exec(ctx, "DELETE FROM sluice.databases WHERE id = $1", d.ID)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
+	}
+	return nil
+}
+
+// LockDatabase locks database d's commit counter for a schema change: it
+// waits for commits in flight and makes later ones wait until the Tx ends.
+// It returns a Conflict error when the schema version moved since d was read.
+func (t *Tx) LockDatabase(ctx context.Context, d *sluice.Database) error {
+	var v int
+	err := t.tx.QueryRow(ctx, "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE", d.ID).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
+	}
+	if err != nil {
+		return mapError(err)
+	}
+	if v != d.SchemaVersion {
+		return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed concurrently; retry", d.Path())
+	}
+	return nil
+}
+
+// ChangeSchema replaces database d's schema prev by next, altering its
+// tables to match, and increments d.SchemaVersion. Call LockDatabase first
+// in the same Tx.
+func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *sluice.Schema) error {
+	if err := syncTables(ctx, t.tx, d.ID, prev, next); err != nil {
+		return err
+	}
+	if _, err := t.tx.Exec(ctx, "UPDATE sluice.databases SET schema_sdl = $2 WHERE id = $1", d.ID, next.SDL); err != nil {
+		return mapError(err)
+	}
+	if err := t.tx.QueryRow(ctx, "UPDATE sluice.commit_counters SET schema_version = schema_version + 1 WHERE db_id = $1 RETURNING schema_version", d.ID).Scan(&d.SchemaVersion); err != nil {
+		return mapError(err)
+	}
+	return nil
+}
+
+// CountMissing returns how many documents of the given classes lack field.
+// The engine uses it before making an optional field required.
+func (t *Tx) CountMissing(ctx context.Context, d *sluice.Database, classes []string, field string) (int64, error) {
+	var total int64
+	for _, c := range classes {
+		var n int64
+		q := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL", tableName(d.ID, c), pgx.Identifier{field}.Sanitize())
+		if err := t.tx.QueryRow(ctx, q).Scan(&n); err != nil {
+			return 0, mapError(err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// ClearEnumValues sets field to null where it holds a value not in allowed
+// (for a forced schema change that removes enum values).
+func (t *Tx) ClearEnumValues(ctx context.Context, d *sluice.Database, class, field string, allowed []string) error {
+	col := pgx.Identifier{field}.Sanitize()
+	q := fmt.Sprintf("UPDATE %s SET %s = NULL WHERE NOT (%s = ANY($1))", tableName(d.ID, class), col, col)
+	_, err := t.tx.Exec(ctx, q, allowed)
+	return mapError(err)
+}

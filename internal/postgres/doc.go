@@ -1,0 +1,9 @@
+// Package postgres is Sluice's storage: every SQL statement lives here. It
+// applies migrations, keeps users, tokens, roles and databases, creates one
+// Postgres schema per database with one table per document class, and writes
+// commits: the documents, one change row per changed document and the commit
+// row, in one transaction, with the commit's sequence number allocated last.
+//
+// pgx types never leave this package; errors are mapped to *sluice.Error by
+// mapError.
+package postgres

@@ -1,0 +1,125 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice/migrations"
+)
+
+// migrationLockKey is the advisory lock key that serializes migrations across
+// replicas starting at once ("sluice" in ASCII).
+const migrationLockKey = 0x736c75696365
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrations.FS, ".")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %s: name must be NNNN_name.sql", e.Name())
+		}
+		body, err := fs.ReadFile(migrations.FS, e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("migration %s: expected version %d", m.name, i+1)
+		}
+	}
+	return out, nil
+}
+
+// LatestVersion returns the schema version this binary migrates to.
+func LatestVersion() int {
+	ms, err := loadMigrations()
+	if err != nil {
+		return 0
+	}
+	return len(ms)
+}
+
+// Migrate applies every migration the database lacks, each in one
+// transaction with its version row, holding an advisory lock so concurrent
+// starts apply each migration once. It refuses a database migrated by a newer
+// binary. It returns the number of migrations applied.
+func (db *DB) Migrate(ctx context.Context) (int, error) {
+	ms, err := loadMigrations()
+	if err != nil {
+		return 0, err
+	}
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockKey)); err != nil {
+		return 0, fmt.Errorf("migrate: take lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLockKey)) //nolint:errcheck // released with the session anyway
+	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS sluice;
+		CREATE TABLE IF NOT EXISTS sluice.schema_migrations (
+			version integer PRIMARY KEY,
+			name text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return 0, fmt.Errorf("migrate: create version table: %w", err)
+	}
+	var current int
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sluice.schema_migrations").Scan(&current); err != nil {
+		return 0, fmt.Errorf("migrate: read version: %w", err)
+	}
+	if current > len(ms) {
+		return 0, fmt.Errorf("the database is at schema version %d but this sluice binary only knows %d: upgrade sluice", current, len(ms))
+	}
+	applied := 0
+	for _, m := range ms[current:] {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		}
+		db.logger.Info("applied migration", "version", m.version, "name", m.name)
+		applied++
+	}
+	return applied, nil
+}
+
+// SchemaVersion returns the migration version the database is at (0 when
+// Sluice never ran on it).
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var exists bool
+	if err := db.pool.QueryRow(ctx, "SELECT to_regclass('sluice.schema_migrations') IS NOT NULL").Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
+	var v int
+	err := db.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM sluice.schema_migrations").Scan(&v)
+	return v, err
+}

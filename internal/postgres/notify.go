@@ -1,0 +1,62 @@
+package postgres
+
+import (
+	"context"
+	"strconv"
+	"sync"
+)
+
+// NotifyChannel is the Postgres channel on which commits are announced. The
+// payload is the database id. A notification is only a wake-up: listeners
+// read the log by position, and also poll, so a lost one only delays.
+const NotifyChannel = "sluice_commits"
+
+// Notifier sends one NOTIFY per burst of commits, after they committed,
+// instead of one inside every transaction: NOTIFY takes a cluster-wide lock
+// at commit, which serialized concurrent writers (see DESIGN.md's measured
+// costs). Commit calls Wake; Run sends what accumulated since its last send.
+type Notifier struct {
+	db *DB
+
+	mu      sync.Mutex
+	pending map[int64]struct{}
+	wake    chan struct{}
+}
+
+// NewNotifier returns a Notifier that sends through db. Call Run.
+func NewNotifier(db *DB) *Notifier {
+	return &Notifier{db: db, pending: map[int64]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// Wake records that database dbID committed. It never blocks.
+func (n *Notifier) Wake(dbID int64) {
+	n.mu.Lock()
+	n.pending[dbID] = struct{}{}
+	n.mu.Unlock()
+	select {
+	case n.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run sends notifications until ctx ends. A failed send is logged and
+// dropped: the listeners' periodic poll covers it.
+func (n *Notifier) Run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.wake:
+		}
+		n.mu.Lock()
+		ids := make([]string, 0, len(n.pending))
+		for id := range n.pending {
+			ids = append(ids, strconv.FormatInt(id, 10))
+		}
+		clear(n.pending)
+		n.mu.Unlock()
+		if _, err := n.db.pool.Exec(ctx, "SELECT pg_notify($1, x) FROM unnest($2::text[]) x", NotifyChannel, ids); err != nil && ctx.Err() == nil {
+			n.db.logger.Warn("send commit notification", "err", err)
+		}
+	}
+}

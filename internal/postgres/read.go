@@ -1,0 +1,269 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Document returns the API-form JSON of document id ("Class/key") in
+// database d, or a NotFound error.
+func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
+	class, _, _ := strings.Cut(id, "/")
+	c := s.Class(class)
+	if c == nil || c.Kind != sluice.KindDocument {
+		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+	}
+	var raw []byte
+	err := db.pool.QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
+	if errors.Is(mapError(err), errNotFound) {
+		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+	}
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return rowJSON(c, raw)
+}
+
+func rowJSON(c *sluice.Class, raw []byte) ([]byte, error) {
+	row, err := decodeRow(raw)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := rowToDocument(c, row)
+	if err != nil {
+		return nil, err
+	}
+	return DocumentJSON(c, doc)
+}
+
+// Documents calls fn with the API-form JSON of each document of the given
+// classes (every document class when classes is empty), ordered by id,
+// skipping skip and stopping after count (count < 0: no limit).
+func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
+	if len(classes) == 0 {
+		for _, name := range s.Order {
+			if s.Classes[name].Kind == sluice.KindDocument {
+				classes = append(classes, name)
+			}
+		}
+	}
+	if len(classes) == 0 {
+		return nil
+	}
+	var parts []string
+	for i, name := range classes {
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
+	}
+	q := strings.Join(parts, " UNION ALL ") + " ORDER BY id OFFSET $1"
+	args := []any{skip}
+	if count >= 0 {
+		q += " LIMIT $2"
+		args = append(args, count)
+	}
+	rows, err := db.pool.Query(ctx, q, args...)
+	if err != nil {
+		return mapError(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ci int
+		var id string
+		var raw []byte
+		if err := rows.Scan(&ci, &id, &raw); err != nil {
+			return mapError(err)
+		}
+		b, err := rowJSON(s.Classes[classes[ci]], raw)
+		if err != nil {
+			return err
+		}
+		if err := fn(b); err != nil {
+			return err
+		}
+	}
+	return mapError(rows.Err())
+}
+
+const commitColumns = "db_id, seq, uid, author, message, user_name, committed_at, n_changes"
+
+func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
+	return row.Scan(&c.DatabaseID, &c.Seq, uid, &c.Author, &c.Message, &c.UserID, &c.Time, &c.NumChanges)
+}
+
+// Log returns up to limit commits of database d, newest first, starting
+// below sequence before (0: from the newest). Changes are not loaded.
+func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit int) ([]*sluice.Commit, error) {
+	q := "SELECT " + commitColumns + " FROM sluice.commits WHERE db_id = $1 AND ($2 = 0 OR seq < $2) ORDER BY seq DESC LIMIT $3"
+	rows, err := db.pool.Query(ctx, q, d.ID, before, limit)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []*sluice.Commit
+	for rows.Next() {
+		c := &sluice.Commit{Epoch: d.Epoch}
+		var uid int64
+		if err := scanCommit(rows, c, &uid); err != nil {
+			return nil, mapError(err)
+		}
+		out = append(out, c)
+	}
+	return out, mapError(rows.Err())
+}
+
+// History describes the retained part of a database's commit log.
+type History struct {
+	// LastSeq is the newest commit's sequence number (0: none yet).
+	LastSeq int64
+	// PrunedSeq is the newest pruned sequence number: commits after it are
+	// all retained.
+	PrunedSeq int64
+}
+
+// History returns the bounds of database d's retained log.
+func (db *DB) History(ctx context.Context, dbID int64) (History, error) {
+	var h History
+	err := db.pool.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", dbID).Scan(&h.LastSeq, &h.PrunedSeq)
+	if errors.Is(mapError(err), errNotFound) {
+		return h, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", dbID)
+	}
+	return h, mapError(err)
+}
+
+// CommitsAfter returns up to limit commits of database d with sequence
+// greater than after, oldest first, with their changes in order. The caller
+// checks History first: commits before PrunedSeq are gone.
+func (db *DB) CommitsAfter(ctx context.Context, d *sluice.Database, after int64, limit int) ([]*sluice.Commit, error) {
+	return db.commits(ctx, d, "seq > $2 ORDER BY seq LIMIT $3", d.ID, after, limit)
+}
+
+// Commit returns commit seq of database d with its changes (seq 0: the
+// newest), or NotFound.
+func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Commit, error) {
+	var cs []*sluice.Commit
+	var err error
+	if seq == 0 {
+		cs, err = db.commits(ctx, d, "true ORDER BY seq DESC LIMIT 1", d.ID)
+	} else {
+		cs, err = db.commits(ctx, d, "seq = $2", d.ID, seq)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) == 0 {
+		if seq == 0 {
+			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s has no commits", d.Path())
+		}
+		return nil, sluice.Errorf(sluice.CodeNotFound, "commit %d of %s does not exist or was pruned", seq, d.Path())
+	}
+	return cs[0], nil
+}
+
+func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, args ...any) ([]*sluice.Commit, error) {
+	rows, err := db.pool.Query(ctx, "SELECT "+commitColumns+" FROM sluice.commits WHERE db_id = $1 AND "+where, args...)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	var out []*sluice.Commit
+	byUID := map[int64]*sluice.Commit{}
+	var uids []int64
+	for rows.Next() {
+		c := &sluice.Commit{Epoch: d.Epoch}
+		var uid int64
+		if err := scanCommit(rows, c, &uid); err != nil {
+			rows.Close()
+			return nil, mapError(err)
+		}
+		c.Changes = make([]sluice.Change, 0, c.NumChanges)
+		out = append(out, c)
+		byUID[uid] = c
+		uids = append(uids, uid)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, mapError(err)
+	}
+	if len(uids) == 0 {
+		return out, nil
+	}
+	rows, err = db.pool.Query(ctx, `SELECT commit_uid, idx, class, doc_id, op, before, after FROM sluice.changes
+		WHERE commit_uid = ANY($1) ORDER BY commit_uid, idx`, uids)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var uid int64
+		var ch sluice.Change
+		var op int16
+		if err := rows.Scan(&uid, &ch.Index, &ch.Class, &ch.DocID, &op, &ch.Before, &ch.After); err != nil {
+			return nil, mapError(err)
+		}
+		ch.Op = sluice.Op(op)
+		c := byUID[uid]
+		c.Changes = append(c.Changes, ch)
+	}
+	return out, mapError(rows.Err())
+}
+
+// Prune removes commits of every database committed before cutoff, except
+// each database's newest commit and anything after keep[dbID] (the oldest
+// position a connected subscriber still needs). It returns the number of
+// commits removed.
+func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
+	var total int64
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT db_id, max(seq) FROM sluice.commits WHERE committed_at < $1 GROUP BY db_id`, cutoff)
+		if err != nil {
+			return err
+		}
+		type bound struct{ db, seq int64 }
+		var bounds []bound
+		for rows.Next() {
+			var b bound
+			if err := rows.Scan(&b.db, &b.seq); err != nil {
+				rows.Close()
+				return err
+			}
+			bounds = append(bounds, b)
+		}
+		rows.Close()
+		for _, b := range bounds {
+			upTo := b.seq
+			var last int64
+			if err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1", b.db).Scan(&last); err != nil {
+				return err
+			}
+			if upTo >= last {
+				upTo = last - 1 // keep the newest commit
+			}
+			if k, ok := keep[b.db]; ok && upTo > k {
+				upTo = k
+			}
+			if upTo <= 0 {
+				continue
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM sluice.changes WHERE commit_uid IN
+				(SELECT uid FROM sluice.commits WHERE db_id = $1 AND seq <= $2)`, b.db, upTo); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, "DELETE FROM sluice.commits WHERE db_id = $1 AND seq <= $2", b.db, upTo)
+			if err != nil {
+				return err
+			}
+			total += tag.RowsAffected()
+			// GREATEST: a concurrent prune may have gone further.
+			if _, err := tx.Exec(ctx, "UPDATE sluice.commit_counters SET pruned_seq = GREATEST(pruned_seq, $2) WHERE db_id = $1", b.db, upTo); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return total, mapError(err)
+}

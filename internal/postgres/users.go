@@ -1,0 +1,197 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// CreateOrganization creates organization name. It returns a Conflict error
+// when it exists.
+func (t *Tx) CreateOrganization(ctx context.Context, name string) error {
+	tag, err := t.tx.Exec(ctx, "INSERT INTO sluice.organizations (name) VALUES ($1) ON CONFLICT DO NOTHING", name)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.Errorf(sluice.CodeConflict, "organization %q already exists", name)
+	}
+	return nil
+}
+
+// Organizations returns every organization name, sorted.
+func (db *DB) Organizations(ctx context.Context) ([]string, error) {
+	rows, err := db.pool.Query(ctx, "SELECT name FROM sluice.organizations ORDER BY name")
+	if err != nil {
+		return nil, mapError(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, mapError(err)
+}
+
+// CreateUser creates a user with a password hash. It returns Conflict when
+// the name is taken and NotFound when the organization does not exist.
+func (t *Tx) CreateUser(ctx context.Context, u *sluice.User, passwordHash string) error {
+	var orgExists bool
+	if err := t.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sluice.organizations WHERE name = $1)", u.Org).Scan(&orgExists); err != nil {
+		return mapError(err)
+	}
+	if !orgExists {
+		return sluice.Errorf(sluice.CodeNotFound, "organization %q does not exist", u.Org)
+	}
+	err := t.tx.QueryRow(ctx, `INSERT INTO sluice.users (org, name, password_hash, superuser)
+		VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING RETURNING id`,
+		u.Org, u.Name, passwordHash, u.Superuser).Scan(&u.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sluice.Errorf(sluice.CodeConflict, "user %q already exists", u.Name)
+	}
+	return mapError(err)
+}
+
+// UserByName returns the user called name and its password hash, or a
+// NotFound error.
+func (db *DB) UserByName(ctx context.Context, name string) (*sluice.User, string, error) {
+	return userByName(ctx, db.pool, name)
+}
+
+// UserByName is DB.UserByName inside the transaction.
+func (t *Tx) UserByName(ctx context.Context, name string) (*sluice.User, string, error) {
+	return userByName(ctx, t.tx, name)
+}
+
+func userByName(ctx context.Context, q querier, name string) (*sluice.User, string, error) {
+	var u sluice.User
+	var hash string
+	err := q.QueryRow(ctx, "SELECT id, org, name, superuser, password_hash FROM sluice.users WHERE name = $1", name).
+		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser, &hash)
+	if errors.Is(mapError(err), errNotFound) {
+		return nil, "", sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", name)
+	}
+	if err != nil {
+		return nil, "", mapError(err)
+	}
+	return &u, hash, nil
+}
+
+// Users returns every user, sorted by name.
+func (db *DB) Users(ctx context.Context) ([]*sluice.User, error) {
+	rows, err := db.pool.Query(ctx, "SELECT id, org, name, superuser FROM sluice.users ORDER BY name")
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []*sluice.User
+	for rows.Next() {
+		var u sluice.User
+		if err := rows.Scan(&u.ID, &u.Org, &u.Name, &u.Superuser); err != nil {
+			return nil, mapError(err)
+		}
+		out = append(out, &u)
+	}
+	return out, mapError(rows.Err())
+}
+
+// SetPassword replaces a user's password hash.
+func (t *Tx) SetPassword(ctx context.Context, userID int64, hash string) error {
+	_, err := t.tx.Exec(ctx, "UPDATE sluice.users SET password_hash = $2 WHERE id = $1", userID, hash)
+	return mapError(err)
+}
+
+// UserByToken returns the owner of the unrevoked token whose secret hashes to
+// hash, or an Unauthenticated error.
+func (db *DB) UserByToken(ctx context.Context, hash []byte) (*sluice.User, error) {
+	var u sluice.User
+	err := db.pool.QueryRow(ctx, `SELECT u.id, u.org, u.name, u.superuser FROM sluice.tokens t
+		JOIN sluice.users u ON u.id = t.user_id WHERE t.hash = $1 AND t.revoked_at IS NULL`, hash).
+		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser)
+	if errors.Is(mapError(err), errNotFound) {
+		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "invalid or revoked token")
+	}
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return &u, nil
+}
+
+// CreateToken stores a new token for userID and returns it.
+func (db *DB) CreateToken(ctx context.Context, userID int64, name string, hash []byte) (*sluice.Token, error) {
+	tok := &sluice.Token{Name: name}
+	err := db.pool.QueryRow(ctx, "INSERT INTO sluice.tokens (user_id, name, hash) VALUES ($1, $2, $3) RETURNING id, created_at",
+		userID, name, hash).Scan(&tok.ID, &tok.CreatedAt)
+	return tok, mapError(err)
+}
+
+// Tokens returns userID's tokens, newest first.
+func (db *DB) Tokens(ctx context.Context, userID int64) ([]*sluice.Token, error) {
+	rows, err := db.pool.Query(ctx, "SELECT id, name, created_at, revoked_at FROM sluice.tokens WHERE user_id = $1 ORDER BY id DESC", userID)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []*sluice.Token
+	for rows.Next() {
+		var t sluice.Token
+		if err := rows.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.RevokedAt); err != nil {
+			return nil, mapError(err)
+		}
+		out = append(out, &t)
+	}
+	return out, mapError(rows.Err())
+}
+
+// RevokeToken revokes token id of userID. It returns NotFound when userID has
+// no such unrevoked token.
+func (db *DB) RevokeToken(ctx context.Context, userID, id int64) error {
+	tag, err := db.pool.Exec(ctx, "UPDATE sluice.tokens SET revoked_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL", id, userID)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.Errorf(sluice.CodeNotFound, "token %d does not exist or is already revoked", id)
+	}
+	return nil
+}
+
+// SetRole grants userID role on database dbID; RoleNone removes the grant.
+func (t *Tx) SetRole(ctx context.Context, userID, dbID int64, role sluice.Role) error {
+	var err error
+	if role == sluice.RoleNone {
+		_, err = t.tx.Exec(ctx, "DELETE FROM sluice.roles WHERE user_id = $1 AND db_id = $2", userID, dbID)
+	} else {
+		_, err = t.tx.Exec(ctx, `INSERT INTO sluice.roles (user_id, db_id, role) VALUES ($1, $2, $3)
+			ON CONFLICT (user_id, db_id) DO UPDATE SET role = EXCLUDED.role`, userID, dbID, int(role))
+	}
+	return mapError(err)
+}
+
+// Role returns userID's granted role on dbID (RoleNone when none).
+func (db *DB) Role(ctx context.Context, userID, dbID int64) (sluice.Role, error) {
+	var r int
+	err := db.pool.QueryRow(ctx, "SELECT role FROM sluice.roles WHERE user_id = $1 AND db_id = $2", userID, dbID).Scan(&r)
+	if errors.Is(mapError(err), errNotFound) {
+		return sluice.RoleNone, nil
+	}
+	return sluice.Role(r), mapError(err)
+}
+
+// Roles returns userID's granted roles by database id.
+func (db *DB) Roles(ctx context.Context, userID int64) (map[int64]sluice.Role, error) {
+	rows, err := db.pool.Query(ctx, "SELECT db_id, role FROM sluice.roles WHERE user_id = $1", userID)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	out := map[int64]sluice.Role{}
+	for rows.Next() {
+		var id int64
+		var r int
+		if err := rows.Scan(&id, &r); err != nil {
+			return nil, mapError(err)
+		}
+		out[id] = sluice.Role(r)
+	}
+	return out, mapError(rows.Err())
+}

@@ -1,0 +1,142 @@
+package rest
+
+import (
+	"io"
+	"net/http"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+func databaseJSON(d *sluice.Database) map[string]any {
+	return map[string]any{
+		"path":           d.Path(),
+		"organization":   d.Org,
+		"name":           d.Name,
+		"label":          d.Label,
+		"comment":        d.Comment,
+		"schema_version": d.SchemaVersion,
+	}
+}
+
+func (a *api) listDatabases(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	ds, err := a.Engine.Databases(r.Context(), userFrom(r))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]map[string]any, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, databaseJSON(d))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) getDatabase(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	d, _, err := a.Engine.Database(r.Context(), userFrom(r), org, name, sluice.RoleRead)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, databaseJSON(d))
+}
+
+func (a *api) createDatabase(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var body struct {
+		Label   string `json:"label"`
+		Comment string `json:"comment"`
+		Schema  string `json:"schema"`
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &body); err != nil && !isEmptyBody(err) {
+			writeError(w, r, err)
+			return
+		}
+	}
+	org, name := dbPath(r)
+	d, err := a.Engine.CreateDatabase(r.Context(), userFrom(r), engine.NewDatabase{
+		Org: org, Name: name, Label: body.Label, Comment: body.Comment, Schema: body.Schema,
+	})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, success(databaseJSON(d)))
+}
+
+func isEmptyBody(err error) bool {
+	return sluice.ErrorMessage(err) == "the request body is empty: expected a JSON object"
+}
+
+func (a *api) deleteDatabase(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	if err := a.Engine.DeleteDatabase(r.Context(), userFrom(r), org, name); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{"deleted": org + "/" + name}))
+}
+
+func (a *api) getSchema(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	s, err := a.Engine.Schema(r.Context(), userFrom(r), org, name)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/graphql; charset=utf-8")
+	_, _ = io.WriteString(w, s.SDL)
+}
+
+// putSchema takes the SDL as the raw body (any content type) and answers
+// with the changes it applied.
+func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "force")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	force, err := boolParam(q, "force")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
+	if err != nil {
+		writeError(w, r, bodyError(err))
+		return
+	}
+	org, name := dbPath(r)
+	res, err := a.Engine.PutSchema(r.Context(), userFrom(r), org, name, string(body), force)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	changes := make([]string, 0, len(res.Changes))
+	for _, c := range res.Changes {
+		changes = append(changes, c.Reason)
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{"schema_version": res.Version, "changes": changes}))
+}

@@ -1,0 +1,193 @@
+package rest
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "id", "type", "skip", "count", "as_list")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	u := userFrom(r)
+	if id := q.Get("id"); id != "" {
+		if q.Has("type") || q.Has("skip") || q.Has("count") {
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
+			return
+		}
+		doc, err := a.Engine.Document(r.Context(), u, org, name, id)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_, _ = w.Write(append(doc, '\n'))
+		return
+	}
+	skip, err := intParam(q, "skip", 0)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	count, err := intParam(q, "count", -1)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	asList, err := boolParam(q, "as_list")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	// Documents stream out as they are read; the first error is reported
+	// as a JSON error only if nothing was written yet.
+	bw := bufio.NewWriterSize(w, 32<<10)
+	n := 0
+	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count}, func(doc []byte) error {
+		if n == 0 {
+			if asList {
+				w.Header().Set("Content-Type", "application/json; charset=utf-8")
+				bw.WriteByte('[')
+			} else {
+				w.Header().Set("Content-Type", "application/x-ndjson")
+			}
+		} else if asList {
+			bw.WriteByte(',')
+		}
+		n++
+		_, err := bw.Write(doc)
+		if !asList {
+			bw.WriteByte('\n')
+		}
+		return err
+	})
+	if err != nil {
+		if n == 0 {
+			writeError(w, r, err)
+			return
+		}
+		loggerFrom(r).Error("document listing failed mid-stream", "err", err)
+		return // the client sees a truncated body
+	}
+	if asList {
+		if n == 0 {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			bw.WriteByte('[')
+		}
+		bw.WriteString("]\n")
+	} else if n == 0 {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+	}
+	_ = bw.Flush()
+}
+
+// writeOptions checks a write's query parameters (author, message and the
+// extra ones given) and returns its options.
+func writeOptions(r *http.Request, extra ...string) (engine.WriteOptions, error) {
+	q, err := query(r, append([]string{"author", "message"}, extra...)...)
+	if err != nil {
+		return engine.WriteOptions{}, err
+	}
+	opt := engine.WriteOptions{Author: q.Get("author"), Message: q.Get("message")}
+	opt.Create, err = boolParam(q, "create")
+	return opt, err
+}
+
+// requestBody limits the body of a JSON write; NDJSON streams may be of any
+// length.
+func (a *api) requestBody(w http.ResponseWriter, r *http.Request) io.Reader {
+	if r.Header.Get("Content-Type") == "application/x-ndjson" {
+		return r.Body
+	}
+	return http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+}
+
+func writeResult(w http.ResponseWriter, status int, res *engine.WriteResult) {
+	writeJSON(w, status, success(map[string]any{
+		"ids":    res.IDs,
+		"commit": res.Commit.ID(),
+	}))
+}
+
+func (a *api) insertDocuments(w http.ResponseWriter, r *http.Request) {
+	opt, err := writeOptions(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	src, err := newDocStream(a.requestBody(w, r))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	res, err := a.Engine.Insert(r.Context(), userFrom(r), org, name, src, opt)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeResult(w, http.StatusOK, res)
+}
+
+func (a *api) replaceDocuments(w http.ResponseWriter, r *http.Request) {
+	opt, err := writeOptions(r, "create")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	src, err := newDocStream(a.requestBody(w, r))
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	res, err := a.Engine.Replace(r.Context(), userFrom(r), org, name, src, opt)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeResult(w, http.StatusOK, res)
+}
+
+// deleteDocuments takes ?id=<id> or a body with a JSON array of ids (or
+// one id as a JSON string).
+func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
+	opt, err := writeOptions(r, "id")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var ids []string
+	if id := r.URL.Query().Get("id"); id != "" {
+		ids = []string{id}
+	} else {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
+		if err != nil {
+			writeError(w, r, bodyError(err))
+			return
+		}
+		if err := json.Unmarshal(body, &ids); err != nil {
+			var one string
+			if json.Unmarshal(body, &one) != nil {
+				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "give ?id=<id> or a body with a JSON array of document ids"))
+				return
+			}
+			ids = []string{one}
+		}
+	}
+	org, name := dbPath(r)
+	res, err := a.Engine.Delete(r.Context(), userFrom(r), org, name, ids, opt)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeResult(w, http.StatusOK, res)
+}

@@ -1,0 +1,102 @@
+package rest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// recoverer turns a handler panic into a 500 and a log line, never a
+// crashed daemon.
+func (a *api) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				a.Logger.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+				writeError(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter records the status code for metrics and logs. It forwards
+// Unwrap so http.ResponseController reaches the real writer (flushing,
+// deadlines) through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// observe logs each request and records its metrics by route pattern (never
+// by raw path, which would make label cardinality unbounded).
+func (a *api) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		logger := a.Logger.With("method", r.Method, "path", r.URL.Path)
+		r = r.WithContext(context.WithValue(r.Context(), loggerKey, logger))
+		next.ServeHTTP(sw, r)
+		route := chi.RouteContext(r.Context()).RoutePattern()
+		if route == "" {
+			route = "unmatched"
+		}
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		d := time.Since(start)
+		a.Metrics.HTTPRequests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
+		a.Metrics.HTTPDuration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+		logger.Debug("request", "status", sw.status, "duration", d)
+	})
+}
+
+// authenticate requires credentials and puts the user in the context.
+func (a *api) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodOptions {
+			// CORS preflights carry no credentials; the handlers that
+			// support CORS answer them.
+			next.ServeHTTP(w, r)
+			return
+		}
+		u, err := a.Engine.Auth().Authenticate(r)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey, u)))
+	})
+}
+
+// UserFrom returns the authenticated user of a request context, for
+// handlers mounted behind authenticate in other packages (GraphQL).
+func UserFrom(ctx context.Context) *sluice.User {
+	u, _ := ctx.Value(userKey).(*sluice.User)
+	return u
+}

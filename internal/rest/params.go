@@ -1,0 +1,67 @@
+package rest
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// query checks that the request's query parameters are among allowed, each
+// given at most once, so that a typo is an error rather than a silently
+// ignored (and so widened) request.
+func query(r *http.Request, allowed ...string) (url.Values, error) {
+	q := r.URL.Query()
+	for k, vs := range q {
+		ok := false
+		for _, a := range allowed {
+			if k == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown query parameter %q (allowed: %v)", k, allowed)
+		}
+		if len(vs) > 1 {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %q is given %d times", k, len(vs))
+		}
+	}
+	return q, nil
+}
+
+// intParam parses parameter name as an integer ≥ 0, or returns def when it
+// is absent.
+func intParam(q url.Values, name string, def int64) (int64, error) {
+	s := q.Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%q: want an integer ≥ 0", name, s)
+	}
+	return n, nil
+}
+
+// boolParam parses parameter name as true/false, or returns false when it
+// is absent.
+func boolParam(q url.Values, name string) (bool, error) {
+	s := q.Get(name)
+	if s == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%q: want true or false", name, s)
+	}
+	return b, nil
+}
+
+// dbPath returns the {org} and {db} path parameters.
+func dbPath(r *http.Request) (string, string) {
+	return chi.URLParam(r, "org"), chi.URLParam(r, "db")
+}

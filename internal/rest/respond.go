@@ -1,0 +1,81 @@
+package rest
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
+)
+
+// errorBody is the JSON shape of every REST error.
+type errorBody struct {
+	Status  string            `json:"api:status"`
+	Error   map[string]string `json:"api:error"`
+	Message string            `json:"api:message"`
+}
+
+// writeError answers with err's status and JSON body. Errors that are not
+// *sluice.Error are logged with their detail and shown as internal errors.
+func writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := sluice.ErrorCode(err)
+	if code == sluice.CodeInternal {
+		loggerFrom(r).Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if code == sluice.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
+	}
+	status := "api:failure"
+	if code == sluice.CodeInternal || code == sluice.CodeUnavailable {
+		status = "api:server_error"
+	}
+	writeJSON(w, code.HTTPStatus(), errorBody{
+		Status:  status,
+		Error:   map[string]string{"@type": "api:" + string(code)},
+		Message: sluice.ErrorMessage(err),
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v) // the client went away; nothing to do
+}
+
+// success wraps a successful response's fields with "api:status".
+func success(fields map[string]any) map[string]any {
+	fields["api:status"] = "api:success"
+	return fields
+}
+
+func errNotFoundRoute(r *http.Request) error {
+	return sluice.Errorf(sluice.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+}
+
+func errMethod(r *http.Request) error {
+	return sluice.Errorf(sluice.CodeMethod, "method %s is not allowed on %s", r.Method, r.URL.Path)
+}
+
+type ctxKey int
+
+const (
+	userKey ctxKey = iota
+	loggerKey
+)
+
+func userFrom(r *http.Request) *sluice.User {
+	u, _ := r.Context().Value(userKey).(*sluice.User)
+	return u
+}
+
+func loggerFrom(r *http.Request) *slog.Logger {
+	if l, ok := r.Context().Value(loggerKey).(*slog.Logger); ok {
+		return l
+	}
+	return slog.Default()
+}
+
+var _ = auth.ErrNoCredentials

@@ -1,0 +1,298 @@
+package schema
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// ChangeKind says what a Change does.
+type ChangeKind int
+
+// The kinds of schema change. Field changes are listed per class over the
+// class's full field list, inherited fields included, so that storage can
+// apply them table by table.
+const (
+	// AddEnum adds an enum; Class names it.
+	AddEnum ChangeKind = iota + 1
+	// AddEnumValue adds the value Field to the enum Class.
+	AddEnumValue
+	// AddClass adds a class with all its fields (no AddField follows).
+	AddClass
+	// ChangeClassKind changes a class between document, abstract and
+	// subdocument; destructive when the class had documents of its own.
+	ChangeClassKind
+	// ChangeParents changes the set of a class's ancestors. It is
+	// destructive when a class with documents loses an ancestor: references
+	// typed as that ancestor may point to its documents.
+	ChangeParents
+	// AddField adds an optional field.
+	AddField
+	// AddRequiredField adds a required field. Documents stored before the
+	// change lack it: like RequireField, the caller must check the data.
+	AddRequiredField
+	// DropField drops a field and its values.
+	DropField
+	// AlterField changes a field's type or list-ness (and maybe whether it
+	// is required).
+	AlterField
+	// RequireField makes an optional field required. It is not marked
+	// destructive: the caller must check that every stored value is present.
+	RequireField
+	// RelaxField makes a required field optional.
+	RelaxField
+	// ChangeFieldRole changes the role needed to read a field.
+	ChangeFieldRole
+	// DropClass drops a class and its documents.
+	DropClass
+	// DropEnumValue drops the value Field of the enum Class.
+	DropEnumValue
+	// DropEnum drops an enum; Class names it.
+	DropEnum
+)
+
+// String returns the kind's name, as spelled in Go.
+func (k ChangeKind) String() string {
+	switch k {
+	case AddEnum:
+		return "AddEnum"
+	case AddEnumValue:
+		return "AddEnumValue"
+	case AddClass:
+		return "AddClass"
+	case ChangeClassKind:
+		return "ChangeClassKind"
+	case ChangeParents:
+		return "ChangeParents"
+	case AddField:
+		return "AddField"
+	case AddRequiredField:
+		return "AddRequiredField"
+	case DropField:
+		return "DropField"
+	case AlterField:
+		return "AlterField"
+	case RequireField:
+		return "RequireField"
+	case RelaxField:
+		return "RelaxField"
+	case ChangeFieldRole:
+		return "ChangeFieldRole"
+	case DropClass:
+		return "DropClass"
+	case DropEnumValue:
+		return "DropEnumValue"
+	case DropEnum:
+		return "DropEnum"
+	}
+	return fmt.Sprintf("ChangeKind(%d)", int(k))
+}
+
+// Change is one difference between two schemas.
+type Change struct {
+	Kind ChangeKind
+	// Class names the class, or the enum for enum changes.
+	Class string
+	// Field names the field, or the value for enum value changes; "" for
+	// class and enum changes.
+	Field string
+	// Destructive is true when applying the change loses or invalidates
+	// stored data.
+	Destructive bool
+	// Reason says what the change does, for people: "drops field
+	// Person.age and its values".
+	Reason string
+}
+
+// Diff returns the changes that turn old into new (either may be nil, an
+// empty schema). The order is stable and safe to apply in: added enums and
+// enum values first (in new declaration order), then each class of new in
+// declaration order (its class-level change, then its field changes in
+// field order, then its dropped fields in old order), then dropped classes
+// in old order, then dropped enum values and enums in old order.
+func Diff(from, to *sluice.Schema) []Change {
+	old, new := orEmpty(from), orEmpty(to)
+	var out []Change
+	for _, name := range new.EnumOrder {
+		oe, ne := old.Enums[name], new.Enums[name]
+		if oe == nil {
+			out = append(out, Change{Kind: AddEnum, Class: name, Reason: "adds enum " + name})
+			continue
+		}
+		for _, v := range ne.Values {
+			if !oe.Has(v) {
+				out = append(out, Change{Kind: AddEnumValue, Class: name, Field: v,
+					Reason: fmt.Sprintf("adds value %s to enum %s", v, name)})
+			}
+		}
+	}
+	for _, name := range new.Order {
+		out = append(out, diffClass(old, new, name)...)
+	}
+	for _, name := range old.Order {
+		if new.Classes[name] == nil {
+			c := old.Classes[name]
+			out = append(out, Change{Kind: DropClass, Class: name, Destructive: c.Kind != sluice.KindAbstract,
+				Reason: "drops " + describeClass(c) + " " + name + droppedData(c.Kind, " and its documents", " and its values in documents")})
+		}
+	}
+	for _, name := range old.EnumOrder {
+		oe, ne := old.Enums[name], new.Enums[name]
+		if ne == nil {
+			out = append(out, Change{Kind: DropEnum, Class: name, Destructive: true,
+				Reason: "drops enum " + name + "; stored values of it become invalid"})
+			continue
+		}
+		for _, v := range oe.Values {
+			if !ne.Has(v) {
+				out = append(out, Change{Kind: DropEnumValue, Class: name, Field: v, Destructive: true,
+					Reason: fmt.Sprintf("drops value %s of enum %s; stored %s values become invalid", v, name, v)})
+			}
+		}
+	}
+	return out
+}
+
+// diffClass returns the changes to the class name of new.
+func diffClass(old, new *sluice.Schema, name string) []Change {
+	oc, nc := old.Classes[name], new.Classes[name]
+	if oc == nil {
+		return []Change{{Kind: AddClass, Class: name, Reason: "adds " + describeClass(nc) + " " + name}}
+	}
+	var out []Change
+	// Only documents and subdocuments hold values: changing the fields of
+	// an abstract class loses nothing by itself (its descendants get their
+	// own changes).
+	holdsData := oc.Kind != sluice.KindAbstract
+	valuesLost, valuesDropped := "", ""
+	if holdsData {
+		valuesLost, valuesDropped = " and its values", "; its stored values are dropped"
+	}
+	if oc.Kind != nc.Kind {
+		out = append(out, Change{Kind: ChangeClassKind, Class: name, Destructive: oc.Kind == sluice.KindDocument,
+			Reason: fmt.Sprintf("changes %s from %s to %s%s", name, describeClass(oc), describeClass(nc),
+				droppedData(oc.Kind, ", dropping its documents", ""))})
+	}
+	oa, na := ancestors(old, name), ancestors(new, name)
+	if !slices.Equal(oa, na) {
+		var lost, gained []string
+		for _, a := range oa {
+			if !slices.Contains(na, a) {
+				lost = append(lost, a)
+			}
+		}
+		for _, a := range na {
+			if !slices.Contains(oa, a) {
+				gained = append(gained, a)
+			}
+		}
+		var parts []string
+		if len(gained) > 0 {
+			parts = append(parts, "makes "+name+" inherit from "+strings.Join(gained, ", "))
+		}
+		if len(lost) > 0 {
+			parts = append(parts, "makes "+name+" no longer inherit from "+strings.Join(lost, ", "))
+		}
+		reason := strings.Join(parts, " and ")
+		destructive := len(lost) > 0 && oc.Kind == sluice.KindDocument
+		if destructive {
+			reason += "; references to " + strings.Join(lost, " or ") + " may point to " + name + " documents"
+		}
+		out = append(out, Change{Kind: ChangeParents, Class: name, Destructive: destructive, Reason: reason})
+	}
+	for _, nf := range nc.Fields {
+		of := oc.Field(nf.Name)
+		path := name + "." + nf.Name
+		switch {
+		case of == nil && nf.Required:
+			out = append(out, Change{Kind: AddRequiredField, Class: name, Field: nf.Name,
+				Reason: fmt.Sprintf("adds required field %s %s; existing %s values must have it", path, typeString(nf), name)})
+		case of == nil:
+			out = append(out, Change{Kind: AddField, Class: name, Field: nf.Name,
+				Reason: fmt.Sprintf("adds field %s %s", path, typeString(nf))})
+		case of.Type != nf.Type || of.List != nf.List:
+			from, to := typeString(of), typeString(nf)
+			if of.Type.Kind != nf.Type.Kind {
+				from, to = typeKindWord(of.Type.Kind)+from, typeKindWord(nf.Type.Kind)+to
+			}
+			out = append(out, Change{Kind: AlterField, Class: name, Field: nf.Name, Destructive: holdsData,
+				Reason: fmt.Sprintf("changes field %s from %s to %s%s", path, from, to, valuesDropped)})
+		case !of.Required && nf.Required:
+			out = append(out, Change{Kind: RequireField, Class: name, Field: nf.Name,
+				Reason: fmt.Sprintf("makes field %s required; existing %s values must have it", path, name)})
+		case of.Required && !nf.Required:
+			out = append(out, Change{Kind: RelaxField, Class: name, Field: nf.Name,
+				Reason: fmt.Sprintf("makes field %s optional", path)})
+		}
+		if of != nil && of.ReadRole != nf.ReadRole {
+			out = append(out, Change{Kind: ChangeFieldRole, Class: name, Field: nf.Name,
+				Reason: fmt.Sprintf("changes the role needed to read %s from %s to %s", path, of.ReadRole, nf.ReadRole)})
+		}
+	}
+	for _, of := range oc.Fields {
+		if nc.Field(of.Name) == nil {
+			out = append(out, Change{Kind: DropField, Class: name, Field: of.Name, Destructive: holdsData,
+				Reason: fmt.Sprintf("drops field %s.%s%s", name, of.Name, valuesLost)})
+		}
+	}
+	return out
+}
+
+// ancestors returns every class name inherits from, directly or not, sorted.
+func ancestors(s *sluice.Schema, name string) []string {
+	var out []string
+	for _, n := range s.Order {
+		if n != name && s.IsA(name, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// typeKindWord names a kind of field type for a reason that would otherwise
+// read "from B to B".
+func typeKindWord(k sluice.TypeKind) string {
+	switch k {
+	case sluice.TypeEnum:
+		return "enum "
+	case sluice.TypeReference:
+		return "reference to "
+	case sluice.TypeSubdocument:
+		return "subdocument "
+	}
+	return "scalar "
+}
+
+// describeClass names a class's kind for a reason.
+func describeClass(c *sluice.Class) string {
+	switch c.Kind {
+	case sluice.KindAbstract:
+		return "abstract class"
+	case sluice.KindSubdocument:
+		return "subdocument"
+	}
+	return "class"
+}
+
+// droppedData returns what is lost with a class of kind k: document for a
+// document class, sub for a subdocument, nothing for an abstract class.
+func droppedData(k sluice.ClassKind, document, sub string) string {
+	switch k {
+	case sluice.KindDocument:
+		return document
+	case sluice.KindSubdocument:
+		return sub
+	}
+	return ""
+}
+
+// orEmpty returns s, or an empty schema for nil.
+func orEmpty(s *sluice.Schema) *sluice.Schema {
+	if s == nil {
+		return &sluice.Schema{}
+	}
+	return s
+}

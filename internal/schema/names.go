@@ -1,0 +1,108 @@
+package schema
+
+import (
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// maxNameBytes bounds class, enum, field and enum value names. Postgres
+// silently truncates identifiers and enum labels to 63 bytes, so two longer
+// names could collide once stored.
+const maxNameBytes = 63
+
+// isBuiltinScalar reports whether name is one of the scalars every schema has.
+func isBuiltinScalar(name string) bool {
+	switch name {
+	case sluice.ScalarString, sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarBoolean,
+		sluice.ScalarID, sluice.ScalarDateTime, sluice.ScalarBigInt, sluice.ScalarJSON:
+		return true
+	}
+	return false
+}
+
+// isReservedTypeName reports whether a class or enum may not be called name
+// because the generated GraphQL schema already uses it.
+func isReservedTypeName(name string) bool {
+	switch name {
+	case "Query", "Mutation", "Subscription":
+		return true
+	}
+	return isBuiltinScalar(name)
+}
+
+// isTypeName reports whether s is spelled like a class or enum name: ASCII
+// letters and digits, starting with a letter. Underscores are refused
+// because generated names (Person_Filter, Person_added) use them as the
+// separator, so a class named Person_Filter would collide.
+func isTypeName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isLetter(c) && (i == 0 || !isDigit(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// isFieldName reports whether s is spelled like a field name: ASCII letters,
+// digits and underscores, starting with a letter. A leading underscore is
+// reserved for generated fields (_id, _type, _CommitMetadata).
+func isFieldName(s string) bool {
+	if s == "" || !isLetter(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !isLetter(c) && !isDigit(c) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// isEnumValue reports whether s may be an enum value: a GraphQL name that is
+// not true, false or null (GraphQL forbids them as enum values) and does not
+// start with "__" (reserved for introspection).
+func isEnumValue(s string) bool {
+	if s == "" || strings.HasPrefix(s, "__") || s == "true" || s == "false" || s == "null" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !isLetter(c) && c != '_' && (i == 0 || !isDigit(c)) {
+			return false
+		}
+	}
+	return true
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// typeString spells f's type the way SDL would, with list elements always
+// non-null because Sluice lists never hold nulls: Int, String!, [Person!]!.
+func typeString(f *sluice.Field) string {
+	s := f.Type.Name
+	if f.List {
+		s = "[" + s + "!]"
+	}
+	if f.Required {
+		s += "!"
+	}
+	return s
+}
+
+// fieldString spells f's type and protection, for messages comparing two
+// versions of a field.
+func fieldString(f *sluice.Field) string {
+	s := typeString(f)
+	if f.ReadRole != sluice.RoleRead {
+		s += ` @protected(role: "` + f.ReadRole.String() + `")`
+	}
+	return s
+}

@@ -1,0 +1,492 @@
+package schema
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// The directives Sluice understands.
+const (
+	dirConcrete    = "concrete"
+	dirSubdocument = "subdocument"
+	dirPrivate     = "private"
+	dirProtected   = "protected"
+)
+
+// Parse parses sdl (see the package documentation for the language) into a
+// schema. Empty input, or input of only whitespace and comments, is a valid
+// empty schema. Every error is a CodeInvalid *sluice.Error whose message
+// starts with "line L, column C: " and names the offending definition.
+func Parse(sdl string) (*sluice.Schema, error) {
+	doc, err := parser.ParseSchema(&ast.Source{Name: "schema", Input: sdl})
+	if err != nil {
+		return nil, syntaxError(err)
+	}
+	if err := refuseUnsupported(doc); err != nil {
+		return nil, err
+	}
+	b := &builder{
+		schema:  &sluice.Schema{SDL: sdl, Classes: map[string]*sluice.Class{}, Enums: map[string]*sluice.Enum{}},
+		classes: map[string]*classDef{},
+		names:   map[string]*ast.Position{},
+	}
+	for _, def := range doc.Definitions {
+		if err := b.declare(def); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range b.schema.Order {
+		if err := b.ownFields(b.classes[name]); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range b.schema.Order {
+		if err := b.inherit(b.classes[name], nil); err != nil {
+			return nil, err
+		}
+	}
+	if err := b.checkSubdocumentCycles(); err != nil {
+		return nil, err
+	}
+	return b.schema, nil
+}
+
+// builder holds the state of one Parse call.
+type builder struct {
+	schema  *sluice.Schema
+	classes map[string]*classDef
+	// names holds the position of every declared class and enum, to report
+	// duplicates.
+	names map[string]*ast.Position
+}
+
+// classDef is a class being built from its definition.
+type classDef struct {
+	def   *ast.Definition
+	class *sluice.Class
+	// own are the fields the definition declares, with their positions.
+	own    []*sluice.Field
+	ownPos []*ast.Position
+	// origin names, for each field of class.Fields, the class that declares
+	// it, for error messages.
+	origin map[string]string
+	// state is 0 before inherit, 1 while inherit works on the class's
+	// ancestors (so meeting it again is a cycle), 2 after.
+	state int
+}
+
+// errorAt returns a CodeInvalid error whose message starts with pos.
+func errorAt(pos *ast.Position, format string, args ...any) error {
+	if pos == nil {
+		return sluice.Errorf(sluice.CodeInvalid, format, args...)
+	}
+	args = append([]any{pos.Line, pos.Column}, args...)
+	return sluice.Errorf(sluice.CodeInvalid, "line %d, column %d: "+format, args...)
+}
+
+// syntaxError converts a gqlparser error to a CodeInvalid error with the
+// position the parser reported.
+func syntaxError(err error) error {
+	var ge *gqlerror.Error
+	if !errors.As(err, &ge) {
+		return sluice.Errorf(sluice.CodeInvalid, "%s", err.Error())
+	}
+	if len(ge.Locations) > 0 && ge.Locations[0].Line > 0 {
+		loc := ge.Locations[0]
+		return sluice.Errorf(sluice.CodeInvalid, "line %d, column %d: %s", loc.Line, loc.Column, ge.Message)
+	}
+	return sluice.Errorf(sluice.CodeInvalid, "%s", ge.Message)
+}
+
+// refuseUnsupported reports the first schema definition, directive
+// definition or extension in doc: Sluice generates the root types and has a
+// fixed set of directives, and a type is defined in one place.
+func refuseUnsupported(doc *ast.SchemaDocument) error {
+	if len(doc.Schema) > 0 {
+		return errorAt(doc.Schema[0].Position, "schema definitions are not supported: Sluice generates Query, Mutation and Subscription")
+	}
+	if len(doc.SchemaExtension) > 0 {
+		return errorAt(doc.SchemaExtension[0].Position, "schema extensions (extend schema) are not supported")
+	}
+	if len(doc.Directives) > 0 {
+		d := doc.Directives[0]
+		return errorAt(d.Position, "directive definitions are not supported: @%s", d.Name)
+	}
+	if len(doc.DirectiveExtensions) > 0 {
+		d := doc.DirectiveExtensions[0]
+		return errorAt(d.Position, "directive extensions are not supported: extend directive @%s", d.Name)
+	}
+	if len(doc.Extensions) > 0 {
+		d := doc.Extensions[0]
+		return errorAt(d.Position, "type extensions are not supported: extend %s %s; put everything in the definition of %s",
+			keyword(d.Kind), d.Name, d.Name)
+	}
+	return nil
+}
+
+// keyword returns the SDL keyword that declares a definition of kind k.
+func keyword(k ast.DefinitionKind) string {
+	switch k {
+	case ast.Scalar:
+		return "scalar"
+	case ast.Object:
+		return "type"
+	case ast.Interface:
+		return "interface"
+	case ast.Union:
+		return "union"
+	case ast.Enum:
+		return "enum"
+	case ast.InputObject:
+		return "input"
+	}
+	return strings.ToLower(string(k))
+}
+
+// declare records a class or enum definition. Fields are resolved later,
+// once every name is known.
+func (b *builder) declare(def *ast.Definition) error {
+	switch def.Kind {
+	case ast.Scalar:
+		if isBuiltinScalar(def.Name) {
+			return errorAt(def.Position, "scalar %s is built in; remove its declaration", def.Name)
+		}
+		return errorAt(def.Position, "custom scalars are not supported: %s; use String, Int, Float, Boolean, ID, DateTime, BigInt or JSON", def.Name)
+	case ast.Union:
+		return errorAt(def.Position, "union types are not supported: %s; use an interface", def.Name)
+	case ast.InputObject:
+		return errorAt(def.Position, "input types are not supported: %s; Sluice generates input types from the classes", def.Name)
+	}
+	what := keyword(def.Kind)
+	if !isTypeName(def.Name) {
+		return errorAt(def.Position, "invalid %s name %s: use only letters and digits, starting with a letter (no underscores)", what, def.Name)
+	}
+	if len(def.Name) > maxNameBytes {
+		return errorAt(def.Position, "%s name %s is longer than %d bytes", what, def.Name, maxNameBytes)
+	}
+	if isReservedTypeName(def.Name) {
+		return errorAt(def.Position, "%s is a reserved name", def.Name)
+	}
+	if prev := b.names[def.Name]; prev != nil {
+		return errorAt(def.Position, "%s is declared twice (first on line %d)", def.Name, prev.Line)
+	}
+	b.names[def.Name] = def.Position
+	if def.Kind == ast.Enum {
+		return b.declareEnum(def)
+	}
+	return b.declareClass(def)
+}
+
+func (b *builder) declareEnum(def *ast.Definition) error {
+	if len(def.Directives) > 0 {
+		d := def.Directives[0]
+		return errorAt(d.Position, "unknown directive @%s on enum %s: enums take no directives", d.Name, def.Name)
+	}
+	if len(def.EnumValues) == 0 {
+		return errorAt(def.Position, "enum %s has no values", def.Name)
+	}
+	e := &sluice.Enum{Name: def.Name}
+	for _, v := range def.EnumValues {
+		if !isEnumValue(v.Name) {
+			return errorAt(v.Position, "invalid value %s of enum %s: use letters, digits and underscores, not true, false or null, and not starting with __", v.Name, def.Name)
+		}
+		if len(v.Name) > maxNameBytes {
+			return errorAt(v.Position, "value %s of enum %s is longer than %d bytes", v.Name, def.Name, maxNameBytes)
+		}
+		if e.Has(v.Name) {
+			return errorAt(v.Position, "value %s of enum %s is declared twice", v.Name, def.Name)
+		}
+		if len(v.Directives) > 0 {
+			d := v.Directives[0]
+			return errorAt(d.Position, "unknown directive @%s on value %s.%s: enum values take no directives", d.Name, def.Name, v.Name)
+		}
+		e.Values = append(e.Values, v.Name)
+	}
+	b.schema.Enums[e.Name] = e
+	b.schema.EnumOrder = append(b.schema.EnumOrder, e.Name)
+	return nil
+}
+
+func (b *builder) declareClass(def *ast.Definition) error {
+	kind := sluice.KindDocument
+	if def.Kind == ast.Interface {
+		kind = sluice.KindAbstract
+	}
+	what := keyword(def.Kind) + " " + def.Name
+	seen := map[string]bool{}
+	for _, d := range def.Directives {
+		switch {
+		case d.Name == dirSubdocument && def.Kind == ast.Object:
+			kind = sluice.KindSubdocument
+		case d.Name == dirConcrete && def.Kind == ast.Interface:
+			kind = sluice.KindDocument
+		case d.Name == dirSubdocument:
+			return errorAt(d.Position, "@subdocument applies to types, not to %s", what)
+		case d.Name == dirConcrete:
+			return errorAt(d.Position, "@concrete applies to interfaces, not to %s: a type already has documents of its own", what)
+		default:
+			return errorAt(d.Position, "unknown directive @%s on %s: types take @subdocument, interfaces @concrete", d.Name, what)
+		}
+		if seen[d.Name] {
+			return errorAt(d.Position, "@%s is given twice on %s", d.Name, what)
+		}
+		seen[d.Name] = true
+		if len(d.Arguments) > 0 {
+			return errorAt(d.Position, "@%s takes no arguments", d.Name)
+		}
+	}
+	if kind == sluice.KindSubdocument && len(def.Interfaces) > 0 {
+		return errorAt(def.Position, "subdocument %s cannot implement interfaces", def.Name)
+	}
+	if kind == sluice.KindSubdocument && len(def.Fields) == 0 {
+		// A subdocument has no id, so without fields it could hold nothing,
+		// and GraphQL has no empty input types to write it with.
+		return errorAt(def.Position, "subdocument %s has no fields", def.Name)
+	}
+	c := &sluice.Class{Name: def.Name, Kind: kind, Description: def.Description, Parents: def.Interfaces}
+	b.classes[c.Name] = &classDef{def: def, class: c}
+	b.schema.Classes[c.Name] = c
+	b.schema.Order = append(b.schema.Order, c.Name)
+	return nil
+}
+
+// ownFields resolves the fields cd declares itself.
+func (b *builder) ownFields(cd *classDef) error {
+	name := cd.class.Name
+	for _, fd := range cd.def.Fields {
+		if !isFieldName(fd.Name) {
+			return errorAt(fd.Position, "invalid field name %s.%s: use letters, digits and underscores, starting with a letter", name, fd.Name)
+		}
+		if len(fd.Name) > maxNameBytes {
+			return errorAt(fd.Position, "field name %s.%s is longer than %d bytes", name, fd.Name, maxNameBytes)
+		}
+		for _, f := range cd.own {
+			if f.Name == fd.Name {
+				return errorAt(fd.Position, "field %s.%s is declared twice", name, fd.Name)
+			}
+		}
+		if len(fd.Arguments) > 0 {
+			return errorAt(fd.Position, "field %s.%s: field arguments are not supported", name, fd.Name)
+		}
+		f := &sluice.Field{Name: fd.Name, Description: fd.Description}
+		if err := b.fieldType(f, fd, name); err != nil {
+			return err
+		}
+		role, err := readRole(fd, name)
+		if err != nil {
+			return err
+		}
+		f.ReadRole = role
+		cd.own = append(cd.own, f)
+		cd.ownPos = append(cd.ownPos, fd.Position)
+	}
+	return nil
+}
+
+// fieldType sets f's Type, List and Required from its definition.
+func (b *builder) fieldType(f *sluice.Field, fd *ast.FieldDefinition, class string) error {
+	t := fd.Type
+	f.Required = t.NonNull
+	if t.Elem != nil {
+		f.List = true
+		t = t.Elem
+		if t.Elem != nil {
+			return errorAt(fd.Position, "field %s.%s: lists of lists are not supported", class, fd.Name)
+		}
+	}
+	name := t.NamedType
+	switch {
+	case isBuiltinScalar(name):
+		f.Type = sluice.FieldType{Kind: sluice.TypeScalar, Name: name}
+	case b.schema.Enums[name] != nil:
+		f.Type = sluice.FieldType{Kind: sluice.TypeEnum, Name: name}
+	case b.schema.Classes[name] != nil && b.schema.Classes[name].Kind == sluice.KindSubdocument:
+		f.Type = sluice.FieldType{Kind: sluice.TypeSubdocument, Name: name}
+	case b.schema.Classes[name] != nil:
+		f.Type = sluice.FieldType{Kind: sluice.TypeReference, Name: name}
+	default:
+		return errorAt(fd.Position, "field %s.%s: unknown type %s", class, fd.Name, name)
+	}
+	return nil
+}
+
+// readRole returns the role a reader needs to see the field fd declares.
+func readRole(fd *ast.FieldDefinition, class string) (sluice.Role, error) {
+	role := sluice.RoleRead
+	var prev *ast.Directive
+	for _, d := range fd.Directives {
+		if d.Name != dirPrivate && d.Name != dirProtected {
+			return 0, errorAt(d.Position, "unknown directive @%s on field %s.%s: fields take @private or @protected(role: …)", d.Name, class, fd.Name)
+		}
+		if prev != nil {
+			return 0, errorAt(d.Position, "field %s.%s: give one of @private and @protected, once", class, fd.Name)
+		}
+		prev = d
+		if d.Name == dirPrivate {
+			if len(d.Arguments) > 0 {
+				return 0, errorAt(d.Position, "@private takes no arguments; it means @protected(role: \"admin\")")
+			}
+			role = sluice.RoleAdmin
+			continue
+		}
+		r, err := protectedRole(d)
+		if err != nil {
+			return 0, err
+		}
+		role = r
+	}
+	return role, nil
+}
+
+// protectedRole returns the role named by @protected(role: "…").
+func protectedRole(d *ast.Directive) (sluice.Role, error) {
+	const usage = `@protected takes one argument, role: "read", "write" or "admin"`
+	if len(d.Arguments) != 1 || d.Arguments[0].Name != "role" {
+		return 0, errorAt(d.Position, usage)
+	}
+	v := d.Arguments[0].Value
+	if v == nil || (v.Kind != ast.StringValue && v.Kind != ast.BlockValue) {
+		return 0, errorAt(d.Position, usage)
+	}
+	r, ok := sluice.ParseRole(v.Raw)
+	if !ok {
+		return 0, errorAt(d.Position, "unknown role %q in @protected: use \"read\", \"write\" or \"admin\"", v.Raw)
+	}
+	return r, nil
+}
+
+// inherit sets cd.class.Fields to the fields of its parents (each with its
+// own inherited fields first) followed by its own. path lists the classes
+// whose ancestors are being resolved, to name a cycle.
+func (b *builder) inherit(cd *classDef, path []string) error {
+	name := cd.class.Name
+	switch cd.state {
+	case 2:
+		return nil
+	case 1:
+		i := 0
+		for path[i] != name {
+			i++
+		}
+		cycle := append(path[i:len(path):len(path)], name)
+		return errorAt(cd.def.Position, "interface inheritance cycle: %s", strings.Join(cycle, " implements "))
+	}
+	cd.state = 1
+	path = append(path, name)
+	var fields []*sluice.Field
+	origin := map[string]string{}
+	for i, pname := range cd.class.Parents {
+		parent := b.classes[pname]
+		switch {
+		case parent == nil && b.schema.Enums[pname] != nil:
+			return errorAt(cd.def.Position, "%s implements %s, which is an enum; only interfaces can be implemented", name, pname)
+		case parent == nil:
+			return errorAt(cd.def.Position, "%s implements unknown interface %s", name, pname)
+		case parent.def.Kind != ast.Interface:
+			return errorAt(cd.def.Position, "%s implements %s, which is a type; only interfaces can be implemented", name, pname)
+		}
+		for _, prev := range cd.class.Parents[:i] {
+			if prev == pname {
+				return errorAt(cd.def.Position, "%s implements %s twice", name, pname)
+			}
+		}
+		if err := b.inherit(parent, path); err != nil {
+			return err
+		}
+		for _, f := range parent.class.Fields {
+			if j := fieldIndex(fields, f.Name); j >= 0 {
+				if !sameField(fields[j], f) {
+					return errorAt(cd.def.Position, "%s inherits field %s as %s from %s and as %s from %s",
+						name, f.Name, fieldString(fields[j]), origin[f.Name], fieldString(f), parent.origin[f.Name])
+				}
+				continue
+			}
+			inherited := *f
+			fields = append(fields, &inherited)
+			origin[f.Name] = parent.origin[f.Name]
+		}
+	}
+	for i, f := range cd.own {
+		if j := fieldIndex(fields, f.Name); j >= 0 {
+			if !sameField(fields[j], f) {
+				return errorAt(cd.ownPos[i], "field %s.%s is %s but %s declares it %s; repeat an inherited field identically or leave it out",
+					name, f.Name, fieldString(f), origin[f.Name], fieldString(fields[j]))
+			}
+			if f.Description != "" {
+				fields[j].Description = f.Description
+			}
+			continue
+		}
+		fields = append(fields, f)
+		origin[f.Name] = name
+	}
+	cd.class.Fields = fields
+	cd.origin = origin
+	cd.state = 2
+	return nil
+}
+
+// fieldIndex returns the index of the field named name in fields, or -1.
+func fieldIndex(fields []*sluice.Field, name string) int {
+	for i, f := range fields {
+		if f.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// sameField reports whether a and b hold the same values under the same
+// protection; descriptions may differ.
+func sameField(a, b *sluice.Field) bool {
+	return a.Type == b.Type && a.List == b.List && a.Required == b.Required && a.ReadRole == b.ReadRole
+}
+
+// checkSubdocumentCycles refuses a subdocument that requires itself through
+// required, non-list subdocument fields: no finite value could satisfy it.
+func (b *builder) checkSubdocumentCycles() error {
+	type step struct{ class, field string }
+	state := map[string]int{} // 1 while on the current path, 2 when done
+	var visit func(name string, path []step) error
+	visit = func(name string, path []step) error {
+		switch state[name] {
+		case 2:
+			return nil
+		case 1:
+			i := 0
+			for path[i].class != name {
+				i++
+			}
+			var parts []string
+			for _, s := range path[i:] {
+				parts = append(parts, s.class+"."+s.field)
+			}
+			return errorAt(b.classes[name].def.Position, "subdocument %s can never be written: it requires itself through %s",
+				name, strings.Join(append(parts, name), " → "))
+		}
+		state[name] = 1
+		for _, f := range b.schema.Classes[name].Fields {
+			if f.Type.Kind == sluice.TypeSubdocument && f.Required && !f.List {
+				if err := visit(f.Type.Name, append(path, step{name, f.Name})); err != nil {
+					return err
+				}
+			}
+		}
+		state[name] = 2
+		return nil
+	}
+	for _, name := range b.schema.Order {
+		if b.schema.Classes[name].Kind == sluice.KindSubdocument {
+			if err := visit(name, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,357 @@
+package schema
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// render prints s compactly, one line per class, field and enum, so tests
+// can compare whole schemas.
+func render(s *sluice.Schema) string {
+	var b strings.Builder
+	for _, name := range s.Order {
+		c := s.Classes[name]
+		b.WriteString(describeClass(c) + " " + c.Name)
+		if len(c.Parents) > 0 {
+			b.WriteString(" implements " + strings.Join(c.Parents, " & "))
+		}
+		if c.Description != "" {
+			b.WriteString(" # " + c.Description)
+		}
+		b.WriteString("\n")
+		for _, f := range c.Fields {
+			b.WriteString("  " + f.Name + ": " + fieldString(f))
+			switch f.Type.Kind {
+			case sluice.TypeEnum:
+				b.WriteString(" (enum)")
+			case sluice.TypeReference:
+				b.WriteString(" (reference)")
+			case sluice.TypeSubdocument:
+				b.WriteString(" (subdocument)")
+			}
+			if f.Description != "" {
+				b.WriteString(" # " + f.Description)
+			}
+			b.WriteString("\n")
+		}
+	}
+	for _, name := range s.EnumOrder {
+		b.WriteString("enum " + name + " " + strings.Join(s.Enums[name].Values, " ") + "\n")
+	}
+	return b.String()
+}
+
+// mustParse parses sdl or fails the test.
+func mustParse(t testing.TB, sdl string) *sluice.Schema {
+	t.Helper()
+	s, err := Parse(sdl)
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return s
+}
+
+// representative is a schema using every feature: both kinds of
+// inheritance, a diamond, enums, references, subdocuments, protection and
+// descriptions.
+const representative = `
+"""A person."""
+type Person {
+  "Full name."
+  name: String!
+  age: Int
+  friends: [Person!]
+  home: Address
+  addresses: [Address]!
+  favorite: Color
+  pet: Pet
+  ssn: String @private
+  salary: BigInt @protected(role: "write")
+  id: ID
+  type: String
+}
+
+type Address @subdocument {
+  street: String
+  city: String!
+  next: Address
+}
+
+enum Color { RED GREEN }
+
+interface Animal { name: String! }
+
+type Dog implements Animal {
+  breed: String
+  name: String!
+  owner: Person
+}
+
+interface Pet @concrete {
+  name: String!
+  born: DateTime
+}
+
+interface Puppy implements Pet @concrete { toy: JSON }
+
+type Cat implements Pet & Animal {
+  """Lives left."""
+  lives: Int!
+}
+
+type Beagle implements Puppy & Animal { loud: Boolean! }
+
+interface Ghost { boo: Float }
+`
+
+func TestParseRepresentative(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, representative)
+	want := `class Person # A person.
+  name: String! # Full name.
+  age: Int
+  friends: [Person!] (reference)
+  home: Address (subdocument)
+  addresses: [Address!]! (subdocument)
+  favorite: Color (enum)
+  pet: Pet (reference)
+  ssn: String @protected(role: "admin")
+  salary: BigInt @protected(role: "write")
+  id: ID
+  type: String
+subdocument Address
+  street: String
+  city: String!
+  next: Address (subdocument)
+abstract class Animal
+  name: String!
+class Dog implements Animal
+  name: String!
+  breed: String
+  owner: Person (reference)
+class Pet
+  name: String!
+  born: DateTime
+class Puppy implements Pet
+  name: String!
+  born: DateTime
+  toy: JSON
+class Cat implements Pet & Animal
+  name: String!
+  born: DateTime
+  lives: Int! # Lives left.
+class Beagle implements Puppy & Animal
+  name: String!
+  born: DateTime
+  toy: JSON
+  loud: Boolean!
+abstract class Ghost
+  boo: Float
+enum Color RED GREEN
+`
+	if got := render(s); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	if s.SDL != representative {
+		t.Errorf("SDL not kept")
+	}
+	if got := s.Class("Person").Field("name").ReadRole; got != sluice.RoleRead {
+		t.Errorf("unprotected field role = %v, want read", got)
+	}
+	if got, want := strings.Join(s.Descendants("Pet"), " "), "Pet Puppy Cat Beagle"; got != want {
+		t.Errorf("Descendants(Pet) = %q, want %q", got, want)
+	}
+	if got, want := strings.Join(s.Descendants("Animal"), " "), "Animal Dog Cat Beagle"; got != want {
+		t.Errorf("Descendants(Animal) = %q, want %q", got, want)
+	}
+	// Inherited fields are copies: a class's fields belong to it alone.
+	if s.Class("Pet").Field("name") == s.Class("Cat").Field("name") {
+		t.Errorf("Cat shares its inherited field with Pet")
+	}
+}
+
+func TestParseGood(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, sdl, want string
+	}{
+		{"empty", "", ""},
+		{"blank", " \n\t\r\n", ""},
+		{"comments only", "# nothing here\n  # still nothing\n", ""},
+		{"all scalars", "type T { a: String b: Int c: Float d: Boolean e: ID f: DateTime g: BigInt h: JSON }",
+			"class T\n  a: String\n  b: Int\n  c: Float\n  d: Boolean\n  e: ID\n  f: DateTime\n  g: BigInt\n  h: JSON\n"},
+		{"lists", "type T { a: [Int] b: [Int!] c: [Int]! d: [Int!]! e: Int! }",
+			"class T\n  a: [Int!]\n  b: [Int!]\n  c: [Int!]!\n  d: [Int!]!\n  e: Int!\n"},
+		{"forward reference", "type A { b: B c: C }\ntype B { x: Int }\nenum C { X }",
+			"class A\n  b: B (reference)\n  c: C (enum)\nclass B\n  x: Int\nenum C X\n"},
+		{"class without fields", "type Tag", "class Tag\n"},
+		{"interface without fields", "interface Marker\ntype T implements Marker { a: Int }",
+			"abstract class Marker\nclass T implements Marker\n  a: Int\n"},
+		{"missing inherited field is added", "interface A { x: Int y: String }\ntype T implements A { z: Int }",
+			"abstract class A\n  x: Int\n  y: String\nclass T implements A\n  x: Int\n  y: String\n  z: Int\n"},
+		{"repeated inherited field keeps ancestor order", "interface A { x: Int y: String }\ntype T implements A { z: Int y: String x: Int }",
+			"abstract class A\n  x: Int\n  y: String\nclass T implements A\n  x: Int\n  y: String\n  z: Int\n"},
+		{"repeated field may describe itself", "interface A { \"a\" x: Int }\ntype T implements A { \"t\" x: Int }",
+			"abstract class A\n  x: Int # a\nclass T implements A\n  x: Int # t\n"},
+		{"child declared before parent", "type T implements A { b: Int }\ninterface A { a: Int }",
+			"class T implements A\n  a: Int\n  b: Int\nabstract class A\n  a: Int\n"},
+		{"diamond", "interface A { a: Int }\ninterface B implements A { b: Int }\ninterface C implements A { c: Int }\ntype D implements B & C { d: Int }",
+			"abstract class A\n  a: Int\nabstract class B implements A\n  a: Int\n  b: Int\nabstract class C implements A\n  a: Int\n  c: Int\nclass D implements B & C\n  a: Int\n  b: Int\n  c: Int\n  d: Int\n"},
+		{"same field from unrelated parents", "interface A { n: String! }\ninterface B { n: String! }\ntype T implements A & B",
+			"abstract class A\n  n: String!\nabstract class B\n  n: String!\nclass T implements A & B\n  n: String!\n"},
+		{"implements with leading ampersand", "interface A { a: Int }\ntype T implements & A",
+			"abstract class A\n  a: Int\nclass T implements A\n  a: Int\n"},
+		{"protection", `type T { a: Int @private b: Int @protected(role: "admin") c: Int @protected(role: "write") d: Int @protected(role: "read") }`,
+			"class T\n  a: Int @protected(role: \"admin\")\n  b: Int @protected(role: \"admin\")\n  c: Int @protected(role: \"write\")\n  d: Int\n"},
+		{"protected with block string", "type T { a: Int @protected(role: \"\"\"write\"\"\") }",
+			"class T\n  a: Int @protected(role: \"write\")\n"},
+		{"recursive optional subdocument", "type N @subdocument { v: Int next: N kids: [N!]! }",
+			"subdocument N\n  v: Int\n  next: N (subdocument)\n  kids: [N!]! (subdocument)\n"},
+		{"subdocument holds a reference", "type S @subdocument { p: P! }\ntype P { s: S! }",
+			"subdocument S\n  p: P! (reference)\nclass P\n  s: S! (subdocument)\n"},
+		{"required self reference", "type Node { next: Node! }", "class Node\n  next: Node! (reference)\n"},
+		{"names", "type A1b2 { x_1: Int X: Int }\nenum E1 { a _b C_1 }",
+			"class A1b2\n  x_1: Int\n  X: Int\nenum E1 a _b C_1\n"},
+		{"63-byte names", "type " + strings.Repeat("A", 63) + " { " + strings.Repeat("b", 63) + ": Int }",
+			"class " + strings.Repeat("A", 63) + "\n  " + strings.Repeat("b", 63) + ": Int\n"},
+		{"descriptions", "\"\"\"\n  Multi\n  line\n\"\"\"\ntype T { \"one\" a: Int }\n\"enum desc\" enum E { A }",
+			"class T # Multi\nline\n  a: Int # one\nenum E A\n"},
+		{"abstract without concrete descendant", "interface A { a: Int }\ntype T { a: A }",
+			"abstract class A\n  a: Int\nclass T\n  a: A (reference)\n"},
+		{"concrete interface alone", "interface P @concrete { a: Int }", "class P\n  a: Int\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustParse(t, tt.sdl)
+			if got := render(s); got != tt.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, tt.want)
+			}
+			if s.Classes == nil || s.Enums == nil {
+				t.Errorf("nil maps in %+v", s)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("A", 64)
+	tests := []struct {
+		name, sdl, want string
+	}{
+		// Syntax errors, as gqlparser reports them.
+		{"syntax", "type {", "line 1, column 6: Expected Name, found {"},
+		{"syntax on line 3", "type A {\n  a: Int\n  b Int\n}", "line 3, column 5: Expected :, found Name"},
+		{"empty braces", "enum X {}", "line 1, column 9: expected at least one definition, found }"},
+		{"bad character", "type A { a: Int }\n§", "line 2, column 1: Unexpected <Invalid>"},
+		{"query document", "query { a }", "line 1, column 1: Unexpected Name \"query\""},
+
+		// Unsupported definitions.
+		{"schema definition", "schema { query: Q }\ntype Q { a: Int }", "line 1, column 8: schema definitions are not supported: Sluice generates Query, Mutation and Subscription"},
+		{"schema extension", "extend schema @foo", "line 1, column 15: schema extensions (extend schema) are not supported"},
+		{"directive definition", "directive @key on OBJECT", "line 1, column 12: directive definitions are not supported: @key"},
+		{"type extension", "type A { a: Int }\nextend type A { b: Int }", "line 2, column 13: type extensions are not supported: extend type A; put everything in the definition of A"},
+		{"enum extension", "enum E { A }\nextend enum E { B }", "line 2, column 13: type extensions are not supported: extend enum E; put everything in the definition of E"},
+		{"union", "type A { a: Int }\nunion U = A", "line 2, column 7: union types are not supported: U; use an interface"},
+		{"input", "input I { a: Int }", "line 1, column 7: input types are not supported: I; Sluice generates input types from the classes"},
+		{"custom scalar", "scalar Date", "line 1, column 8: custom scalars are not supported: Date; use String, Int, Float, Boolean, ID, DateTime, BigInt or JSON"},
+		{"built-in scalar declared", "scalar DateTime", "line 1, column 8: scalar DateTime is built in; remove its declaration"},
+
+		// Names.
+		{"underscore in class name", "type Person_Filter { a: Int }", "line 1, column 6: invalid type name Person_Filter: use only letters and digits, starting with a letter (no underscores)"},
+		{"leading underscore", "interface _A { a: Int }", "line 1, column 11: invalid interface name _A: use only letters and digits, starting with a letter (no underscores)"},
+		{"underscore in enum name", "enum Color_X { A }", "line 1, column 6: invalid enum name Color_X: use only letters and digits, starting with a letter (no underscores)"},
+		{"long class name", "type " + long + " { a: Int }", "line 1, column 6: type name " + long + " is longer than 63 bytes"},
+		{"Query", "type Query { a: Int }", "line 1, column 6: Query is a reserved name"},
+		{"Mutation", "type Mutation { a: Int }", "line 1, column 6: Mutation is a reserved name"},
+		{"Subscription", "interface Subscription { a: Int }", "line 1, column 11: Subscription is a reserved name"},
+		{"scalar name as class", "type DateTime { a: Int }", "line 1, column 6: DateTime is a reserved name"},
+		{"scalar name as enum", "enum String { A }", "line 1, column 6: String is a reserved name"},
+		{"duplicate class", "type A { a: Int }\n\ntype A { b: Int }", "line 3, column 6: A is declared twice (first on line 1)"},
+		{"class and enum of one name", "enum A { X }\ninterface A { a: Int }", "line 2, column 11: A is declared twice (first on line 1)"},
+		{"field name with leading underscore", "type A { _id: Int }", "line 1, column 10: invalid field name A._id: use letters, digits and underscores, starting with a letter"},
+		{"long field name", "type A { " + strings.Repeat("b", 64) + ": Int }", "line 1, column 10: field name A." + strings.Repeat("b", 64) + " is longer than 63 bytes"},
+		{"duplicate field", "type A {\n  a: Int\n  a: String\n}", "line 3, column 3: field A.a is declared twice"},
+		{"enum value true", "enum E { A true }", "line 1, column 12: invalid value true of enum E: use letters, digits and underscores, not true, false or null, and not starting with __"},
+		{"enum value null", "enum E { null }", "line 1, column 10: invalid value null of enum E: use letters, digits and underscores, not true, false or null, and not starting with __"},
+		{"enum value __", "enum E { __A }", "line 1, column 10: invalid value __A of enum E: use letters, digits and underscores, not true, false or null, and not starting with __"},
+		{"long enum value", "enum E { " + long + " }", "line 1, column 10: value " + long + " of enum E is longer than 63 bytes"},
+		{"duplicate enum value", "enum E { A B A }", "line 1, column 14: value A of enum E is declared twice"},
+		{"enum without values", "enum E", "line 1, column 6: enum E has no values"},
+
+		// Fields and types.
+		{"unknown type", "type A {\n  b: Bee\n}", "line 2, column 3: field A.b: unknown type Bee"},
+		{"unknown type in list", "type A { b: [Bee!]! }", "line 1, column 10: field A.b: unknown type Bee"},
+		{"list of lists", "type A { b: [[Int]] }", "line 1, column 10: field A.b: lists of lists are not supported"},
+		{"field arguments", "type A { b(x: Int): Int }", "line 1, column 10: field A.b: field arguments are not supported"},
+
+		// Directives.
+		{"unknown type directive", "type A @key(fields: \"a\") { a: Int }", "line 1, column 9: unknown directive @key on type A: types take @subdocument, interfaces @concrete"},
+		{"unknown field directive", "type A { a: Int @deprecated }", "line 1, column 18: unknown directive @deprecated on field A.a: fields take @private or @protected(role: …)"},
+		{"enum directive", "enum E @private { A }", "line 1, column 9: unknown directive @private on enum E: enums take no directives"},
+		{"enum value directive", "enum E { A @deprecated }", "line 1, column 13: unknown directive @deprecated on value E.A: enum values take no directives"},
+		{"concrete on type", "type A @concrete { a: Int }", "line 1, column 9: @concrete applies to interfaces, not to type A: a type already has documents of its own"},
+		{"subdocument on interface", "interface A @subdocument { a: Int }", "line 1, column 14: @subdocument applies to types, not to interface A"},
+		{"subdocument with arguments", "type A @subdocument(x: 1) { a: Int }", "line 1, column 9: @subdocument takes no arguments"},
+		{"repeated subdocument", "type A @subdocument @subdocument { a: Int }", "line 1, column 22: @subdocument is given twice on type A"},
+		{"private on type", "type A @private { a: Int }", "line 1, column 9: unknown directive @private on type A: types take @subdocument, interfaces @concrete"},
+		{"subdocument implements", "interface I { a: Int }\ntype A implements I @subdocument { a: Int }", "line 2, column 6: subdocument A cannot implement interfaces"},
+		{"subdocument without fields", "type A @subdocument", "line 1, column 6: subdocument A has no fields"},
+		{"private with arguments", "type A { a: Int @private(role: \"admin\") }", "line 1, column 18: @private takes no arguments; it means @protected(role: \"admin\")"},
+		{"private and protected", "type A { a: Int @private @protected(role: \"write\") }", "line 1, column 27: field A.a: give one of @private and @protected, once"},
+		{"private twice", "type A { a: Int @private @private }", "line 1, column 27: field A.a: give one of @private and @protected, once"},
+		{"protected without role", "type A { a: Int @protected }", "line 1, column 18: @protected takes one argument, role: \"read\", \"write\" or \"admin\""},
+		{"protected with other argument", "type A { a: Int @protected(level: \"admin\") }", "line 1, column 18: @protected takes one argument, role: \"read\", \"write\" or \"admin\""},
+		{"protected with enum literal", "type A { a: Int @protected(role: admin) }", "line 1, column 18: @protected takes one argument, role: \"read\", \"write\" or \"admin\""},
+		{"protected with two arguments", "type A { a: Int @protected(role: \"admin\", x: 1) }", "line 1, column 18: @protected takes one argument, role: \"read\", \"write\" or \"admin\""},
+		{"unknown role", "type A { a: Int @protected(role: \"owner\") }", "line 1, column 18: unknown role \"owner\" in @protected: use \"read\", \"write\" or \"admin\""},
+		{"role none", "type A { a: Int @protected(role: \"none\") }", "line 1, column 18: unknown role \"none\" in @protected: use \"read\", \"write\" or \"admin\""},
+
+		// Inheritance.
+		{"implements unknown", "type A implements I { a: Int }", "line 1, column 6: A implements unknown interface I"},
+		{"implements type", "type B { a: Int }\ntype A implements B { a: Int }", "line 2, column 6: A implements B, which is a type; only interfaces can be implemented"},
+		{"implements subdocument", "type B @subdocument { a: Int }\ntype A implements B { a: Int }", "line 2, column 6: A implements B, which is a type; only interfaces can be implemented"},
+		{"implements enum", "enum E { X }\ntype A implements E { a: Int }", "line 2, column 6: A implements E, which is an enum; only interfaces can be implemented"},
+		{"implements twice", "interface I { a: Int }\ntype A implements I & I { a: Int }", "line 2, column 6: A implements I twice"},
+		{"self cycle", "interface I implements I { a: Int }", "line 1, column 11: interface inheritance cycle: I implements I"},
+		{"cycle", "interface A implements C { a: Int }\ninterface B implements A { b: Int }\ninterface C implements B { c: Int }",
+			"line 1, column 11: interface inheritance cycle: A implements C implements B implements A"},
+		{"cycle below a type", "type T implements A\ninterface A implements B { a: Int }\ninterface B implements A { b: Int }",
+			"line 2, column 11: interface inheritance cycle: A implements B implements A"},
+		{"repeated field of another type", "interface A { x: Int }\ntype T implements A {\n  x: String\n}",
+			"line 3, column 3: field T.x is String but A declares it Int; repeat an inherited field identically or leave it out"},
+		{"repeated field not required", "interface A { x: Int! }\ntype T implements A { x: Int }",
+			"line 2, column 23: field T.x is Int but A declares it Int!; repeat an inherited field identically or leave it out"},
+		{"repeated field as list", "interface A { x: Int }\ntype T implements A { x: [Int] }",
+			"line 2, column 23: field T.x is [Int!] but A declares it Int; repeat an inherited field identically or leave it out"},
+		{"repeated field unprotected", "interface A { x: Int @private }\ntype T implements A { x: Int }",
+			"line 2, column 23: field T.x is Int but A declares it Int @protected(role: \"admin\"); repeat an inherited field identically or leave it out"},
+		{"repeated field of grandparent", "interface A { x: Int }\ninterface B implements A { y: Int }\ntype T implements B { x: Float }",
+			"line 3, column 23: field T.x is Float but A declares it Int; repeat an inherited field identically or leave it out"},
+		{"conflicting parents", "interface A { x: Int }\ninterface B { x: String }\ntype T implements A & B",
+			"line 3, column 6: T inherits field x as Int from A and as String from B"},
+
+		// Subdocuments that could never be written.
+		{"subdocument requires itself", "type S @subdocument { s: S! }", "line 1, column 6: subdocument S can never be written: it requires itself through S.s → S"},
+		{"subdocument cycle", "type A @subdocument { x: Int b: B! }\ntype B @subdocument { a: A! }",
+			"line 1, column 6: subdocument A can never be written: it requires itself through A.b → B.a → A"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := Parse(tt.sdl)
+			if err == nil {
+				t.Fatalf("Parse succeeded:\n%s", render(s))
+			}
+			if code := sluice.ErrorCode(err); code != sluice.CodeInvalid {
+				t.Errorf("code = %s, want %s", code, sluice.CodeInvalid)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error:\n got %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

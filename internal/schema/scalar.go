@@ -1,0 +1,272 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// maxBigIntDigits is the most digits a BigInt may have: as many as a
+// Postgres numeric holds before the decimal point.
+const maxBigIntDigits = 131072
+
+// scalar checks a value of the built-in scalar name and returns it
+// normalized (see ValidateDocument). Its CodeInvalid errors describe the
+// value, not the field; the caller adds the field.
+func scalar(name string, val any) (any, error) {
+	switch name {
+	case sluice.ScalarString, sluice.ScalarID:
+		s, ok := val.(string)
+		if !ok {
+			return nil, expected(name, val)
+		}
+		return s, checkText(s)
+	case sluice.ScalarBoolean:
+		b, ok := val.(bool)
+		if !ok {
+			return nil, expected(name, val)
+		}
+		return b, nil
+	case sluice.ScalarInt:
+		return intValue(val)
+	case sluice.ScalarFloat:
+		n, ok := number(val)
+		if !ok {
+			return nil, expected(name, val)
+		}
+		f, err := strconv.ParseFloat(n, 64)
+		if err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "number %s is out of Float range", shorten(n))
+		}
+		return f, nil
+	case sluice.ScalarDateTime:
+		return dateTime(val)
+	case sluice.ScalarBigInt:
+		return bigInt(val)
+	case sluice.ScalarJSON:
+		return jsonValue(val)
+	}
+	// Parse never makes a field of another scalar, so this is a bug in
+	// whoever built the schema, not bad input.
+	return nil, errors.New("schema: unknown scalar " + name)
+}
+
+// expected returns the error for a value of the wrong JSON type.
+func expected(what string, val any) error {
+	return sluice.Errorf(sluice.CodeInvalid, "expected %s, got %s", what, describe(val))
+}
+
+// checkText refuses strings Postgres cannot store: invalid UTF-8 and NUL.
+func checkText(s string) error {
+	if !utf8.ValidString(s) {
+		return sluice.Errorf(sluice.CodeInvalid, "string is not valid UTF-8")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return sluice.Errorf(sluice.CodeInvalid, `string contains a NUL character (\u0000), which cannot be stored`)
+	}
+	return nil
+}
+
+func intValue(val any) (int64, error) {
+	const what = "Int (a whole number)"
+	n, ok := number(val)
+	if !ok {
+		return 0, expected(what, val)
+	}
+	lit, ok := wholeNumber(n)
+	if !ok {
+		return 0, expected(what, val)
+	}
+	i, err := strconv.ParseInt(lit, 10, 32)
+	if err != nil {
+		return 0, sluice.Errorf(sluice.CodeInvalid, "number %s is out of Int range (%d to %d)", shorten(n), math.MinInt32, math.MaxInt32)
+	}
+	return i, nil
+}
+
+func dateTime(val any) (string, error) {
+	const what = "DateTime (RFC 3339, such as 2024-08-01T16:00:00Z)"
+	s, ok := val.(string)
+	if !ok {
+		return "", expected(what, val)
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return "", expected(what, val)
+	}
+	t = t.UTC()
+	// Outside years 1 to 9999 the RFC 3339 form of the UTC time does not
+	// exist (an offset can push 9999-12-31 into year 10000).
+	if t.Year() < 1 || t.Year() > 9999 {
+		return "", sluice.Errorf(sluice.CodeInvalid, "DateTime %s is out of range (years 1 to 9999 in UTC)", quote(s))
+	}
+	return t.Format(time.RFC3339Nano), nil
+}
+
+func bigInt(val any) (string, error) {
+	const what = "BigInt (a whole number or a string of decimal digits)"
+	var lit string
+	if s, ok := val.(string); ok {
+		digits := strings.TrimPrefix(s, "-")
+		if digits == "" || strings.Trim(digits, "0123456789") != "" {
+			return "", expected(what, val)
+		}
+		lit = s
+	} else {
+		n, ok := number(val)
+		if !ok {
+			return "", expected(what, val)
+		}
+		if lit, ok = wholeNumber(n); !ok {
+			return "", expected(what, val)
+		}
+	}
+	neg := strings.HasPrefix(lit, "-")
+	digits := strings.TrimLeft(strings.TrimPrefix(lit, "-"), "0")
+	if len(digits) > maxBigIntDigits {
+		return "", sluice.Errorf(sluice.CodeInvalid, "BigInt has more than %d digits", maxBigIntDigits)
+	}
+	switch {
+	case digits == "":
+		return "0", nil
+	case neg:
+		return "-" + digits, nil
+	}
+	return digits, nil
+}
+
+// jsonValue returns val as compact JSON.
+func jsonValue(val any) (json.RawMessage, error) {
+	if raw, ok := val.(json.RawMessage); ok {
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.UseNumber()
+		if err := d.Decode(&val); err != nil || d.Decode(new(any)) != io.EOF {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "expected JSON, got malformed JSON text")
+		}
+		if val == nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "expected JSON, got null; leave the field out instead")
+		}
+	}
+	if err := checkJSONText(val); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	// The value is data, not HTML: keep <, > and & as they are.
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(val); err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "expected JSON, got a value JSON cannot encode")
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// checkJSONText applies checkText to every string and object key in val:
+// Postgres jsonb refuses \u0000 too.
+func checkJSONText(val any) error {
+	switch x := val.(type) {
+	case string:
+		return checkText(x)
+	case []any:
+		for _, e := range x {
+			if err := checkJSONText(e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if err := checkText(k); err != nil {
+				return err
+			}
+			if err := checkJSONText(e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// number returns the JSON text of val when val is a number: a json.Number
+// (if well formed), a finite float64, an int or an int64.
+func number(val any) (string, bool) {
+	switch x := val.(type) {
+	case json.Number:
+		return string(x), isJSONNumber(string(x))
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return "", false
+		}
+		return strconv.FormatFloat(x, 'g', -1, 64), true
+	case int:
+		return strconv.Itoa(x), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	}
+	return "", false
+}
+
+// wholeNumber returns the integer literal of the JSON number n when n is a
+// whole number written without an exponent, with any fraction all zeros.
+func wholeNumber(n string) (string, bool) {
+	if strings.ContainsAny(n, "eE") {
+		return "", false
+	}
+	whole, frac, _ := strings.Cut(n, ".")
+	if strings.Trim(frac, "0") != "" {
+		return "", false
+	}
+	return whole, true
+}
+
+// isJSONNumber reports whether s follows the JSON number grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func isJSONNumber(s string) bool {
+	i := 0
+	digits := func() int {
+		start := i
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		return i - start
+	}
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}
+
+// shorten cuts a number's text for a message.
+func shorten(n string) string {
+	if len(n) > 64 {
+		return n[:64] + "…"
+	}
+	return n
+}

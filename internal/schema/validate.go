@@ -1,0 +1,272 @@
+package schema
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// ValidateDocument checks one document against s and returns it normalized.
+// raw is a JSON object decoded with json.Decoder.UseNumber, so its values
+// are json.Number, string, bool, nil, []any and map[string]any; float64,
+// int, int64 and json.RawMessage are accepted too, so that a document
+// ValidateDocument returned validates again to itself.
+//
+// "@type" must name a class with documents of its own. "@id" is optional:
+// when absent (or null) Document.ID is "" and the caller makes one; "key"
+// becomes "Type/key"; "Type/key" must name the document's own class. Other
+// keys starting with "@" and fields the class does not have are errors. A
+// required field must be present and not null; null for an optional field
+// means absent.
+//
+// Values are normalized as sluice.Document describes:
+//   - String, ID: a JSON string (valid UTF-8, no NUL characters, which
+//     Postgres cannot store).
+//   - Int: a JSON number that is a whole number from -2^31 to 2^31-1, written
+//     without an exponent; a zero fraction is accepted (3.0 is 3, because
+//     some encoders write whole floats that way) but 3.5, 3e0 and "3" are
+//     errors. Stored as int64.
+//   - Float: any JSON number within float64 range, stored as float64.
+//   - Boolean: true or false.
+//   - DateTime: an RFC 3339 string with any offset, stored in UTC as
+//     time.RFC3339Nano; years 1 to 9999.
+//   - BigInt: a whole JSON number (as for Int, without the range) or a
+//     string of decimal digits with an optional "-", at most 131072 digits
+//     (as Postgres numeric); stored as its canonical decimal string.
+//   - JSON: any JSON value, stored as compact json.RawMessage.
+//   - enum: a string that is one of the enum's values.
+//   - reference: "Class/key" where Class is the field's class or a class
+//     with documents that inherits from it; {"@id": "Class/key"} is the same.
+//   - subdocument: an object checked like a document of the subdocument
+//     class; its "@type" may be left out and must be that class if given; it
+//     has no "@id". The normalized map carries "@type".
+//   - list: a JSON array of such values, none of them null.
+//
+// Every error is a CodeInvalid *sluice.Error naming the class and the field
+// path, as in `Person: field "friends[2]": expected a reference to Person
+// ("Person/<key>"), got number 3`; the caller adds which document it was.
+func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, error) {
+	t, ok := raw["@type"]
+	if !ok || t == nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, `document has no "@type"`)
+	}
+	name, ok := t.(string)
+	if !ok {
+		return nil, sluice.Errorf(sluice.CodeInvalid, `"@type" must be a string, got %s`, describe(t))
+	}
+	if err := checkDocumentClass(s, name); err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, `invalid "@type": %s`, sluice.ErrorMessage(err))
+	}
+	doc := &sluice.Document{Type: name}
+	if v := raw["@id"]; v != nil {
+		id, ok := v.(string)
+		if !ok {
+			return nil, sluice.Errorf(sluice.CodeInvalid, `%s: "@id" must be a string, got %s`, name, describe(v))
+		}
+		full, err := normalizeID(s, name, id)
+		if err != nil {
+			return nil, err
+		}
+		doc.ID = full
+	}
+	v := &validator{schema: s, root: name}
+	fields, err := v.object(s.Class(name), raw, "")
+	if err != nil {
+		return nil, err
+	}
+	doc.Fields = fields
+	return doc, nil
+}
+
+// validator checks the fields of one document.
+type validator struct {
+	schema *sluice.Schema
+	// root is the document's class, the prefix of every error.
+	root string
+}
+
+// errorf returns a CodeInvalid error about the field at path.
+func (v *validator) errorf(path, format string, args ...any) error {
+	return sluice.Errorf(sluice.CodeInvalid, "%s: field %q: %s", v.root, path, fmt.Sprintf(format, args...))
+}
+
+// object checks the fields of m, a document or subdocument of class c whose
+// path is prefix ("" for the document itself, "home." for a subdocument in
+// field home).
+func (v *validator) object(c *sluice.Class, m map[string]any, prefix string) (map[string]any, error) {
+	if err := v.checkKeys(c, m, prefix); err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(c.Fields)+1)
+	for _, f := range c.Fields {
+		val, ok := m[f.Name]
+		switch {
+		case !ok && f.Required:
+			return nil, v.errorf(prefix+f.Name, "required field is missing")
+		case val == nil && f.Required:
+			return nil, v.errorf(prefix+f.Name, "required field is null")
+		case val == nil:
+			continue
+		}
+		nv, err := v.value(f, val, prefix+f.Name)
+		if err != nil {
+			return nil, err
+		}
+		out[f.Name] = nv
+	}
+	return out, nil
+}
+
+// checkKeys reports the first key of m, in byte order so the error does not
+// depend on map order, that is not a field of c: an unknown field or "@"
+// key. A document may have "@id" and "@type", a subdocument only "@type"
+// (checked by the caller).
+func (v *validator) checkKeys(c *sluice.Class, m map[string]any, prefix string) error {
+	bad := ""
+	found := false
+	for k := range m {
+		var ok bool
+		switch {
+		case k == "@type":
+			ok = true
+		case k == "@id":
+			ok = c.Kind != sluice.KindSubdocument
+		default:
+			ok = c.Field(k) != nil
+		}
+		if !ok && (!found || k < bad) {
+			bad, found = k, true
+		}
+	}
+	switch {
+	case !found:
+		return nil
+	case bad == "@id":
+		return v.errorf(strings.TrimSuffix(prefix, "."), `a subdocument has no "@id"`)
+	case strings.HasPrefix(bad, "@"):
+		return sluice.Errorf(sluice.CodeInvalid, "%s: unknown key %s: only \"@id\" and \"@type\" start with @", v.root, quote(prefix+bad))
+	}
+	return sluice.Errorf(sluice.CodeInvalid, "%s: unknown field %s: %s has no such field", v.root, quote(prefix+bad), c.Name)
+}
+
+// value checks and normalizes the value of field f.
+func (v *validator) value(f *sluice.Field, val any, path string) (any, error) {
+	if !f.List {
+		return v.element(f.Type, val, path)
+	}
+	list, ok := val.([]any)
+	if !ok {
+		return nil, v.errorf(path, "expected a list of %s, got %s", f.Type.Name, describe(val))
+	}
+	out := make([]any, len(list))
+	for i, e := range list {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		if e == nil {
+			return nil, v.errorf(p, "list elements cannot be null")
+		}
+		nv, err := v.element(f.Type, e, p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = nv
+	}
+	return out, nil
+}
+
+// element checks and normalizes one value of type t.
+func (v *validator) element(t sluice.FieldType, val any, path string) (any, error) {
+	switch t.Kind {
+	case sluice.TypeEnum:
+		e := v.schema.Enums[t.Name]
+		if s, ok := val.(string); ok && e.Has(s) {
+			return s, nil
+		}
+		return nil, v.errorf(path, "expected %s (one of %s), got %s", t.Name, enumValues(e), describe(val))
+	case sluice.TypeReference:
+		return v.reference(t.Name, val, path)
+	case sluice.TypeSubdocument:
+		return v.subdocument(t.Name, val, path)
+	}
+	nv, err := scalar(t.Name, val)
+	var e *sluice.Error
+	if errors.As(err, &e) {
+		return nil, v.errorf(path, "%s", e.Message)
+	}
+	return nv, err
+}
+
+// reference checks a reference to a document of class (or a subclass).
+func (v *validator) reference(class string, val any, path string) (string, error) {
+	if m, ok := val.(map[string]any); ok {
+		id, ok := m["@id"]
+		if !ok || len(m) != 1 {
+			return "", v.errorf(path, `a reference object has exactly one key, "@id"`)
+		}
+		val = id
+	}
+	id, ok := val.(string)
+	if !ok {
+		return "", v.errorf(path, "expected a reference to %s (\"%s/<key>\"), got %s", class, class, describe(val))
+	}
+	target, _, err := ParseID(v.schema, id)
+	if err != nil {
+		return "", v.errorf(path, "%s", sluice.ErrorMessage(err))
+	}
+	if !v.schema.IsA(target, class) {
+		return "", v.errorf(path, "%s is not a %s", quote(id), class)
+	}
+	return id, nil
+}
+
+// subdocument checks an embedded subdocument of class name.
+func (v *validator) subdocument(name string, val any, path string) (map[string]any, error) {
+	m, ok := val.(map[string]any)
+	if !ok {
+		return nil, v.errorf(path, "expected a %s object, got %s", name, describe(val))
+	}
+	if t := m["@type"]; t != nil && t != name {
+		return nil, v.errorf(path, `"@type" must be %s, got %s`, quote(name), describe(t))
+	}
+	out, err := v.object(v.schema.Class(name), m, path+".")
+	if err != nil {
+		return nil, err
+	}
+	out["@type"] = name
+	return out, nil
+}
+
+// enumValues lists e's values for a message, shortened for long enums.
+func enumValues(e *sluice.Enum) string {
+	const max = 10
+	if len(e.Values) <= max {
+		return strings.Join(e.Values, ", ")
+	}
+	return strings.Join(e.Values[:max], ", ") + ", …"
+}
+
+// describe names the JSON type and, for scalars, the value of val, for
+// messages such as `expected Int, got string "x"`.
+func describe(val any) string {
+	switch x := val.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean " + strconv.FormatBool(x)
+	case string:
+		return "string " + quote(x)
+	case []any:
+		return "list"
+	case map[string]any:
+		return "object"
+	case json.RawMessage:
+		return "JSON"
+	}
+	if n, ok := number(val); ok {
+		return "number " + shorten(n)
+	}
+	return fmt.Sprintf("%T", val)
+}

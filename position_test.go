@@ -1,0 +1,30 @@
+package sluice
+
+import "testing"
+
+func TestParsePosition(t *testing.T) {
+	t.Parallel()
+	good := Position{Epoch: "k3x9", Seq: 42, Index: 7}
+	if got, err := ParsePosition(good.String()); err != nil || got != good {
+		t.Fatalf("round trip: got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "k3x9", "k3x9-42", "-1-2", "K3-1-2", "a-01-2", "a-1-02", "a--1-2", "a-1--2", "a-1-2-3", "a-x-1", "a-99999999999999999999-1"} {
+		if _, err := ParsePosition(bad); err == nil || ErrorCode(err) != CodeInvalid {
+			t.Errorf("ParsePosition(%q) = %v, want a BadRequest error", bad, err)
+		}
+	}
+}
+
+func FuzzParsePosition(f *testing.F) {
+	f.Add("k3x9-42-7")
+	f.Add("a-0-0")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParsePosition(s)
+		if err != nil {
+			return
+		}
+		if p.String() != s {
+			t.Fatalf("ParsePosition(%q) = %v, which prints as %q", s, p, p.String())
+		}
+	})
+}
