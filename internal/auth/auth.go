@@ -120,3 +120,16 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.User, error) {
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "unsupported authorization scheme %q: use Basic or Bearer", scheme)
 	}
 }
+
+type userKey struct{}
+
+// WithUser returns ctx carrying the authenticated user u.
+func WithUser(ctx context.Context, u *sluice.User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
+
+// UserFrom returns the authenticated user carried by ctx, or nil.
+func UserFrom(ctx context.Context) *sluice.User {
+	u, _ := ctx.Value(userKey{}).(*sluice.User)
+	return u
+}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/metrics"
@@ -133,11 +134,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	m := metrics.New()
 	notifier := postgres.NewNotifier(store)
+	sm := metrics.NewStream(m.Registry)
+	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm})
+	tailer := changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm})
 	eng := engine.New(store, auth.New(store, d.opts.BcryptCost), d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
 		notifier.Wake(c.DatabaseID)
+		tailer.Wake(c.DatabaseID)
 	})
 	generated, err := eng.Bootstrap(ctx, d.cfg.AdminPassword)
 	if err != nil {
@@ -155,17 +160,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { notifier.Run(bg) })
 	if d.cfg.LogRetention > 0 {
-		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, d.logger) })
+		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, hub.Floors, d.logger) })
 	}
 	defer func() { stopBG(); wg.Wait() }()
+
+	// The change feed stops before the HTTP server so that every open
+	// stream gets its final frame and returns before Shutdown waits for it.
+	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
+	feedDone := make(chan struct{})
+	go func() { defer close(feedDone); tailer.Run(feedCtx) }()
+	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
+	defer stopFeed()
 
 	handler := rest.Routes(rest.Deps{
 		Engine:       eng,
 		Metrics:      m,
 		Logger:       d.logger,
-		Ready:        d.ready.Load,
+		Ready:        func() bool { return d.ready.Load() && tailer.Running() },
 		Version:      d.opts.Version,
 		MaxBodyBytes: d.cfg.MaxBodyBytes,
+		Stream:       rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -194,6 +208,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.ready.Store(false)
 	d.logger.Info("shutting down")
+	stopFeed()
 	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -208,12 +223,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 // prune removes commit history older than retention, every retention/24
 // (at most hourly, at least every minute).
-func prune(ctx context.Context, store *postgres.DB, retention time.Duration, logger *slog.Logger) {
+func prune(ctx context.Context, store *postgres.DB, retention time.Duration, floors func() map[int64]int64, logger *slog.Logger) {
 	every := min(max(retention/24, time.Minute), time.Hour)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		n, err := store.Prune(ctx, time.Now().Add(-retention), nil)
+		n, err := store.Prune(ctx, time.Now().Add(-retention), floors())
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("prune commit history", "err", err)
 		} else if n > 0 {

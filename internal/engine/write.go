@@ -44,7 +44,7 @@ type WriteResult struct {
 // commit. Any invalid document, or one whose id exists, fails the whole
 // request and nothing is written.
 func (e *Engine) Insert(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions) (*WriteResult, error) {
-	return e.writeDocs(ctx, u, org, name, src, opt, func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error {
+	return e.writeDocs(ctx, u, org, name, src, opt, true, func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error {
 		return w.Insert(ctx, docs)
 	})
 }
@@ -52,12 +52,7 @@ func (e *Engine) Insert(ctx context.Context, u *sluice.User, org, name string, s
 // Replace validates every document from src and replaces them all in one
 // commit (inserting missing ones when opt.Create is set).
 func (e *Engine) Replace(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions) (*WriteResult, error) {
-	return e.writeDocs(ctx, u, org, name, src, opt, func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error {
-		for _, d := range docs {
-			if d.ID == "" {
-				return sluice.Errorf(sluice.CodeInvalid, "a replaced %s document needs an @id", d.Type)
-			}
-		}
+	return e.writeDocs(ctx, u, org, name, src, opt, false, func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error {
 		return w.Replace(ctx, docs, opt.Create)
 	})
 }
@@ -120,7 +115,9 @@ func writable(d *sluice.Database) error {
 
 type writeFunc func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error
 
-func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, write writeFunc) (*WriteResult, error) {
+// writeDocs runs one document write request. newIDs allows documents without
+// an @id (inserts), which get a random key.
+func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, newIDs bool, write writeFunc) (*WriteResult, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
 		return nil, err
@@ -131,7 +128,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	var res *WriteResult
 	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
 		var err error
-		res, err = e.writeStream(ctx, tx, d, s, src, write, e.meta(u, opt))
+		res, err = e.writeStream(ctx, tx, d, s, src, newIDs, write, e.meta(u, opt))
 		return err
 	})
 	if err != nil {
@@ -143,7 +140,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 
 // writeStream reads src in chunks, validates each document and writes each
 // chunk with write, then finishes the commit. It runs inside tx.
-func (e *Engine) writeStream(ctx context.Context, tx *postgres.Tx, d *sluice.Database, s *sluice.Schema, src DocSource, write writeFunc, meta postgres.CommitMeta) (*WriteResult, error) {
+func (e *Engine) writeStream(ctx context.Context, tx *postgres.Tx, d *sluice.Database, s *sluice.Schema, src DocSource, newIDs bool, write writeFunc, meta postgres.CommitMeta) (*WriteResult, error) {
 	w, err := tx.NewWriter(ctx, d, s)
 	if err != nil {
 		return nil, err
@@ -164,6 +161,9 @@ func (e *Engine) writeStream(ctx context.Context, tx *postgres.Tx, d *sluice.Dat
 			return nil, docError(n, raw, err)
 		}
 		if doc.ID == "" {
+			if !newIDs {
+				return nil, docError(n, raw, sluice.Errorf(sluice.CodeInvalid, "a replaced %s document needs an @id", doc.Type))
+			}
 			doc.ID = doc.Type + "/" + randomKey()
 		}
 		if seen[doc.ID] {

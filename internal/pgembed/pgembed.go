@@ -123,7 +123,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	if err := makeDataDir(dataDir, cred); err != nil {
 		return nil, err
 	}
-	lock, err := lockDataDir(dataDir)
+	lock, err := lockDataDir(ctx, dataDir)
 	if err != nil {
 		return nil, err
 	}
@@ -293,19 +293,38 @@ func checkSocketPath(dataDir string) error {
 // lockDataDir takes an exclusive flock on dataDir, held until the returned
 // file is closed. The kernel drops it when its process dies, which is what
 // tells a leftover server from one another live Sluice is using.
-func lockDataDir(dataDir string) (*os.File, error) {
+//
+// A lock that was just released can look held for a moment: a process being
+// forked elsewhere in this program shares the descriptor until it execs, and
+// a killed owner takes a moment to die. So a busy lock is retried for a few
+// seconds before Start gives up.
+func lockDataDir(ctx context.Context, dataDir string) (*os.File, error) {
 	f, err := os.Open(dataDir)
 	if err != nil {
 		return nil, fmt.Errorf("pgembed: open data dir: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("pgembed: data dir %s is in use by another process (is another sluice running?)", dataDir)
+	timer := time.NewTimer(3 * time.Second)
+	defer timer.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
 		}
-		return nil, fmt.Errorf("pgembed: lock data dir: %w", err)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("pgembed: lock data dir: %w", err)
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+		f.Close()
+		return nil, fmt.Errorf("pgembed: data dir %s is in use by another process (is another sluice running?)", dataDir)
 	}
-	return f, nil
 }
 
 // initdb creates the cluster in dataDir, which must be empty.

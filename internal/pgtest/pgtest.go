@@ -32,7 +32,7 @@ import (
 // hand values to the tests it runs, so Main sets this before m.Run and
 // NewDatabase reads it; nothing writes it while tests run.
 var server struct {
-	adminURL string                   // a database to run CREATE/DROP DATABASE from
+	adminURL string                     // a database to run CREATE/DROP DATABASE from
 	urlFor   func(dbname string) string // the URL of a database on the server
 }
 
@@ -89,7 +89,8 @@ func run(m *testing.M) int {
 	})
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: cannot start a throwaway Postgres for the tests: %v\n", err)
+		fmt.Fprintf(os.Stderr, "pgtest: cannot start a throwaway Postgres for the tests: %v\n"+
+			"pgtest: to test against an existing server instead, set SLUICE_TEST_DATABASE_URL\n", err)
 		return 1
 	}
 	defer func() {

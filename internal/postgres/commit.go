@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -78,16 +79,22 @@ func (w *Writer) Insert(ctx context.Context, docs []*sluice.Document) error {
 // Replace replaces existing documents by new versions. A document that does
 // not exist gives a NotFound error naming it, unless create is set, in which
 // case it is inserted.
+//
+// Rows are locked and read with SELECT … FOR UPDATE and then UPDATEd in
+// place. Deleting and re-inserting them would be wrong under concurrency: a
+// transaction waiting on the row lock would find the old row gone and miss
+// the new one.
 func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bool) error {
 	ids := make([]string, len(docs))
 	for i, d := range docs {
 		ids[i] = d.ID
 	}
-	before, err := w.remove(ctx, ids)
+	before, err := w.rows(ctx, ids, "SELECT to_jsonb(t) FROM %s t WHERE %s = ANY($1) FOR UPDATE")
 	if err != nil {
 		return err
 	}
 	changes := make([]change, len(docs))
+	var updates, inserts []*sluice.Document
 	for i, doc := range docs {
 		after, err := DocumentJSON(w.schema.Classes[doc.Type], doc)
 		if err != nil {
@@ -99,19 +106,68 @@ func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bo
 				return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", doc.ID)
 			}
 			c.op = sluice.OpAdded
+			inserts = append(inserts, doc)
+		} else {
+			updates = append(updates, doc)
 		}
 		changes[i] = c
 	}
-	if err := w.writeRows(ctx, docs); err != nil {
+	if err := w.updateRows(ctx, updates); err != nil {
+		return err
+	}
+	if err := w.writeRows(ctx, inserts); err != nil {
 		return err
 	}
 	return w.writeChanges(ctx, changes)
 }
 
+// updateRows overwrites the rows of existing documents, by class: pipelined
+// UPDATEs for small batches, COPY into a temporary table and one UPDATE … FROM
+// for large ones.
+func (w *Writer) updateRows(ctx context.Context, docs []*sluice.Document) error {
+	byClass, order, err := w.groupRows(docs)
+	if err != nil {
+		return err
+	}
+	for _, class := range order {
+		c := w.schema.Classes[class]
+		rows := byClass[class]
+		cols := columns(c)
+		tbl := tableName(w.d.ID, class)
+		if len(rows) < copyThreshold {
+			sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1", tbl, setClause(cols[1:], func(i int, _ string) string { return fmt.Sprintf("$%d", i+2) }), colID)
+			batch := &pgx.Batch{}
+			for _, r := range rows {
+				batch.Queue(sql, r...)
+			}
+			if err := w.tx.SendBatch(ctx, batch).Close(); err != nil {
+				return mapError(err)
+			}
+			continue
+		}
+		tmp := pgx.Identifier{"sluice_replace_" + strconv.FormatInt(w.uid, 10)}
+		if _, err := w.tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", tmp.Sanitize(), tbl)); err != nil {
+			return mapError(err)
+		}
+		if _, err := w.tx.CopyFrom(ctx, tmp, cols, pgx.CopyFromRows(rows)); err != nil {
+			return mapError(err)
+		}
+		set := setClause(cols[1:], func(_ int, col string) string { return "n." + pgx.Identifier{col}.Sanitize() })
+		sql := fmt.Sprintf("UPDATE %s t SET %s FROM %s n WHERE t.%s = n.%s", tbl, set, tmp.Sanitize(), colID, colID)
+		if _, err := w.tx.Exec(ctx, sql); err != nil {
+			return mapError(err)
+		}
+		if _, err := w.tx.Exec(ctx, "DROP TABLE "+tmp.Sanitize()); err != nil {
+			return mapError(err)
+		}
+	}
+	return nil
+}
+
 // Delete removes documents by id. An id that names no document gives a
 // NotFound error naming it.
 func (w *Writer) Delete(ctx context.Context, ids []string) error {
-	before, err := w.remove(ctx, ids)
+	before, err := w.rows(ctx, ids, "DELETE FROM %s t WHERE %s = ANY($1) RETURNING to_jsonb(t)")
 	if err != nil {
 		return err
 	}
@@ -127,10 +183,12 @@ func (w *Writer) Delete(ctx context.Context, ids []string) error {
 	return w.writeChanges(ctx, changes)
 }
 
-// remove deletes the rows with the given ids and returns their API-form JSON
-// by id; ids that name no row are absent from the map. Ids must be
-// "Class/key" with Class a document class (the engine checks).
-func (w *Writer) remove(ctx context.Context, ids []string) (map[string][]byte, error) {
+// rows runs query (a statement template with the table and id column to
+// fill in, returning to_jsonb of each row) for the rows with the given ids,
+// class by class, and returns their API-form JSON by id; ids that name no
+// row are absent from the map. Ids must be "Class/key" with Class a document
+// class (the engine checks).
+func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[string][]byte, error) {
 	byClass := map[string][]string{}
 	var order []string
 	for _, id := range ids {
@@ -146,7 +204,7 @@ func (w *Writer) remove(ctx context.Context, ids []string) (map[string][]byte, e
 		if c == nil || c.Kind != sluice.KindDocument {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
-		rows, err := w.tx.Query(ctx, fmt.Sprintf("DELETE FROM %s t WHERE %s = ANY($1) RETURNING to_jsonb(t)", tableName(w.d.ID, class), colID), byClass[class])
+		rows, err := w.tx.Query(ctx, fmt.Sprintf(query, tableName(w.d.ID, class), colID), byClass[class])
 		if err != nil {
 			return nil, mapError(err)
 		}
@@ -181,18 +239,9 @@ func (w *Writer) remove(ctx context.Context, ids []string) (map[string][]byte, e
 // writeRows inserts the documents' rows, by class, with COPY for large
 // batches and pipelined INSERTs otherwise.
 func (w *Writer) writeRows(ctx context.Context, docs []*sluice.Document) error {
-	byClass := map[string][][]any{}
-	var order []string
-	for _, doc := range docs {
-		c := w.schema.Classes[doc.Type]
-		vals, err := rowValues(c, doc, w.uid)
-		if err != nil {
-			return err
-		}
-		if _, ok := byClass[doc.Type]; !ok {
-			order = append(order, doc.Type)
-		}
-		byClass[doc.Type] = append(byClass[doc.Type], vals)
+	byClass, order, err := w.groupRows(docs)
+	if err != nil {
+		return err
 	}
 	for _, class := range order {
 		c := w.schema.Classes[class]
@@ -215,6 +264,37 @@ func (w *Writer) writeRows(ctx context.Context, docs []*sluice.Document) error {
 		}
 	}
 	return nil
+}
+
+// setClause returns "col1 = v1, col2 = v2…" with each value expression from
+// value(i, col).
+func setClause(cols []string, value func(i int, col string) string) string {
+	var b strings.Builder
+	for i, col := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = %s", pgx.Identifier{col}.Sanitize(), value(i, col))
+	}
+	return b.String()
+}
+
+// groupRows returns the documents' row values by class, and the classes in
+// order of first appearance.
+func (w *Writer) groupRows(docs []*sluice.Document) (map[string][][]any, []string, error) {
+	byClass := map[string][][]any{}
+	var order []string
+	for _, doc := range docs {
+		vals, err := rowValues(w.schema.Classes[doc.Type], doc, w.uid)
+		if err != nil {
+			return nil, nil, err
+		}
+		if _, ok := byClass[doc.Type]; !ok {
+			order = append(order, doc.Type)
+		}
+		byClass[doc.Type] = append(byClass[doc.Type], vals)
+	}
+	return byClass, order, nil
 }
 
 func insertSQL(table string, cols []string) string {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
 )
 
 // recoverer turns a handler panic into a 500 and a log line, never a
@@ -90,13 +90,6 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			writeError(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey, u)))
+		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
 	})
-}
-
-// UserFrom returns the authenticated user of a request context, for
-// handlers mounted behind authenticate in other packages (GraphQL).
-func UserFrom(ctx context.Context) *sluice.User {
-	u, _ := ctx.Value(userKey).(*sluice.User)
-	return u
 }

@@ -61,15 +61,9 @@ func errMethod(r *http.Request) error {
 
 type ctxKey int
 
-const (
-	userKey ctxKey = iota
-	loggerKey
-)
+const loggerKey ctxKey = 0
 
-func userFrom(r *http.Request) *sluice.User {
-	u, _ := r.Context().Value(userKey).(*sluice.User)
-	return u
-}
+func userFrom(r *http.Request) *sluice.User { return auth.UserFrom(r.Context()) }
 
 func loggerFrom(r *http.Request) *slog.Logger {
 	if l, ok := r.Context().Value(loggerKey).(*slog.Logger); ok {
@@ -77,5 +71,3 @@ func loggerFrom(r *http.Request) *slog.Logger {
 	}
 	return slog.Default()
 }
-
-var _ = auth.ErrNoCredentials

@@ -28,6 +28,8 @@ type Deps struct {
 	GraphQL http.Handler
 	// GraphiQL, when set, serves /api/graphiql/{org}/{db}.
 	GraphiQL http.Handler
+	// Stream serves the change streams (see subscribe.go).
+	Stream StreamDeps
 }
 
 type api struct {
@@ -64,6 +66,7 @@ func Routes(d Deps) http.Handler {
 
 		r.Get("/api/log/{org}/{db}", a.log)
 		r.Get("/api/changes/{org}/{db}", a.changes)
+		r.HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
 
 		r.Get("/api/organizations", a.listOrganizations)
 		r.Post("/api/organizations", a.createOrganization)

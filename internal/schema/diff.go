@@ -202,8 +202,9 @@ func diffClass(old, new *sluice.Schema, name string) []Change {
 		}
 		out = append(out, Change{Kind: ChangeParents, Class: name, Destructive: destructive, Reason: reason})
 	}
+	oldFields, newFields := fieldsByName(oc), fieldsByName(nc)
 	for _, nf := range nc.Fields {
-		of := oc.Field(nf.Name)
+		of := oldFields[nf.Name]
 		path := name + "." + nf.Name
 		switch {
 		case of == nil && nf.Required:
@@ -232,7 +233,7 @@ func diffClass(old, new *sluice.Schema, name string) []Change {
 		}
 	}
 	for _, of := range oc.Fields {
-		if nc.Field(of.Name) == nil {
+		if newFields[of.Name] == nil {
 			out = append(out, Change{Kind: DropField, Class: name, Field: of.Name, Destructive: holdsData,
 				Reason: fmt.Sprintf("drops field %s.%s%s", name, of.Name, valuesLost)})
 		}
@@ -240,12 +241,32 @@ func diffClass(old, new *sluice.Schema, name string) []Change {
 	return out
 }
 
+// fieldsByName indexes c's fields by name.
+func fieldsByName(c *sluice.Class) map[string]*sluice.Field {
+	m := make(map[string]*sluice.Field, len(c.Fields))
+	for _, f := range c.Fields {
+		m[f.Name] = f
+	}
+	return m
+}
+
 // ancestors returns every class name inherits from, directly or not, sorted.
 func ancestors(s *sluice.Schema, name string) []string {
 	var out []string
-	for _, n := range s.Order {
-		if n != name && s.IsA(name, n) {
-			out = append(out, n)
+	seen := map[string]bool{name: true}
+	stack := []string{name}
+	for len(stack) > 0 {
+		c := s.Classes[stack[len(stack)-1]]
+		stack = stack[:len(stack)-1]
+		if c == nil {
+			continue
+		}
+		for _, p := range c.Parents {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+				stack = append(stack, p)
+			}
 		}
 	}
 	slices.Sort(out)

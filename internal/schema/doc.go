@@ -66,7 +66,8 @@
 // fields (_id, _type, _CommitMetadata). Plain "id" and "type" are ordinary
 // field names: a document's own id and class travel as "@id" and "@type".
 // Enum values are GraphQL names (not true, false or null, not starting with
-// "__"), at most 63 bytes.
+// "__"), at most 63 bytes. A class has at most 1000 fields, inherited ones
+// included (a Postgres table has at most 1600 columns).
 //
 // Not supported, and reported as errors naming them: union and input types,
 // custom scalars, directives other than @concrete, @subdocument, @private and
@@ -79,6 +80,8 @@
 // A document is a JSON object with "@type" (a document class) and an
 // optional "@id". A document id is "Class/key"; "@id" may also be just the
 // key. A key is 1 to 255 bytes of UTF-8 with no whitespace, no control
-// characters and no "/". See ValidateDocument for how each field type is
+// characters and no "/". A reference is always written in full,
+// "Class/key" (or {"@id": "Class/key"}), where Class is the field's class or
+// one that inherits from it. See ValidateDocument for how each field type is
 // checked and normalized.
 package schema

@@ -11,6 +11,11 @@ import (
 // names could collide once stored.
 const maxNameBytes = 63
 
+// maxFields bounds the fields of one class, inherited ones included. A
+// document class is a Postgres table with a column per field, and a table
+// has at most 1600 columns; the margin leaves room for Sluice's own.
+const maxFields = 1000
+
 // isBuiltinScalar reports whether name is one of the scalars every schema has.
 func isBuiltinScalar(name string) bool {
 	switch name {

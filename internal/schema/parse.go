@@ -192,6 +192,7 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 		return errorAt(def.Position, "enum %s has no values", def.Name)
 	}
 	e := &sluice.Enum{Name: def.Name}
+	seen := map[string]bool{}
 	for _, v := range def.EnumValues {
 		if !isEnumValue(v.Name) {
 			return errorAt(v.Position, "invalid value %s of enum %s: use letters, digits and underscores, not true, false or null, and not starting with __", v.Name, def.Name)
@@ -199,13 +200,14 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 		if len(v.Name) > maxNameBytes {
 			return errorAt(v.Position, "value %s of enum %s is longer than %d bytes", v.Name, def.Name, maxNameBytes)
 		}
-		if e.Has(v.Name) {
+		if seen[v.Name] {
 			return errorAt(v.Position, "value %s of enum %s is declared twice", v.Name, def.Name)
 		}
 		if len(v.Directives) > 0 {
 			d := v.Directives[0]
 			return errorAt(d.Position, "unknown directive @%s on value %s.%s: enum values take no directives", d.Name, def.Name, v.Name)
 		}
+		seen[v.Name] = true
 		e.Values = append(e.Values, v.Name)
 	}
 	b.schema.Enums[e.Name] = e
@@ -259,6 +261,7 @@ func (b *builder) declareClass(def *ast.Definition) error {
 // ownFields resolves the fields cd declares itself.
 func (b *builder) ownFields(cd *classDef) error {
 	name := cd.class.Name
+	seen := map[string]bool{}
 	for _, fd := range cd.def.Fields {
 		if !isFieldName(fd.Name) {
 			return errorAt(fd.Position, "invalid field name %s.%s: use letters, digits and underscores, starting with a letter", name, fd.Name)
@@ -266,11 +269,10 @@ func (b *builder) ownFields(cd *classDef) error {
 		if len(fd.Name) > maxNameBytes {
 			return errorAt(fd.Position, "field name %s.%s is longer than %d bytes", name, fd.Name, maxNameBytes)
 		}
-		for _, f := range cd.own {
-			if f.Name == fd.Name {
-				return errorAt(fd.Position, "field %s.%s is declared twice", name, fd.Name)
-			}
+		if seen[fd.Name] {
+			return errorAt(fd.Position, "field %s.%s is declared twice", name, fd.Name)
 		}
+		seen[fd.Name] = true
 		if len(fd.Arguments) > 0 {
 			return errorAt(fd.Position, "field %s.%s: field arguments are not supported", name, fd.Name)
 		}
@@ -380,8 +382,10 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 	cd.state = 1
 	path = append(path, name)
 	var fields []*sluice.Field
+	index := map[string]int{} // field name → position in fields
 	origin := map[string]string{}
-	for i, pname := range cd.class.Parents {
+	seen := map[string]bool{}
+	for _, pname := range cd.class.Parents {
 		parent := b.classes[pname]
 		switch {
 		case parent == nil && b.schema.Enums[pname] != nil:
@@ -391,16 +395,15 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 		case parent.def.Kind != ast.Interface:
 			return errorAt(cd.def.Position, "%s implements %s, which is a type; only interfaces can be implemented", name, pname)
 		}
-		for _, prev := range cd.class.Parents[:i] {
-			if prev == pname {
-				return errorAt(cd.def.Position, "%s implements %s twice", name, pname)
-			}
+		if seen[pname] {
+			return errorAt(cd.def.Position, "%s implements %s twice", name, pname)
 		}
+		seen[pname] = true
 		if err := b.inherit(parent, path); err != nil {
 			return err
 		}
 		for _, f := range parent.class.Fields {
-			if j := fieldIndex(fields, f.Name); j >= 0 {
+			if j, ok := index[f.Name]; ok {
 				if !sameField(fields[j], f) {
 					return errorAt(cd.def.Position, "%s inherits field %s as %s from %s and as %s from %s",
 						name, f.Name, fieldString(fields[j]), origin[f.Name], fieldString(f), parent.origin[f.Name])
@@ -408,12 +411,13 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 				continue
 			}
 			inherited := *f
+			index[f.Name] = len(fields)
 			fields = append(fields, &inherited)
 			origin[f.Name] = parent.origin[f.Name]
 		}
 	}
 	for i, f := range cd.own {
-		if j := fieldIndex(fields, f.Name); j >= 0 {
+		if j, ok := index[f.Name]; ok {
 			if !sameField(fields[j], f) {
 				return errorAt(cd.ownPos[i], "field %s.%s is %s but %s declares it %s; repeat an inherited field identically or leave it out",
 					name, f.Name, fieldString(f), origin[f.Name], fieldString(fields[j]))
@@ -423,23 +427,17 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 			}
 			continue
 		}
+		index[f.Name] = len(fields)
 		fields = append(fields, f)
 		origin[f.Name] = name
+	}
+	if len(fields) > maxFields {
+		return errorAt(cd.def.Position, "%s has %d fields, inherited ones included; at most %d are allowed", name, len(fields), maxFields)
 	}
 	cd.class.Fields = fields
 	cd.origin = origin
 	cd.state = 2
 	return nil
-}
-
-// fieldIndex returns the index of the field named name in fields, or -1.
-func fieldIndex(fields []*sluice.Field, name string) int {
-	for i, f := range fields {
-		if f.Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // sameField reports whether a and b hold the same values under the same

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -214,6 +215,8 @@ func TestParseGood(t *testing.T) {
 		{"required self reference", "type Node { next: Node! }", "class Node\n  next: Node! (reference)\n"},
 		{"names", "type A1b2 { x_1: Int X: Int }\nenum E1 { a _b C_1 }",
 			"class A1b2\n  x_1: Int\n  X: Int\nenum E1 a _b C_1\n"},
+		{"1000 fields", "interface I { " + fieldList(0, 500) + " }\ntype T implements I { " + fieldList(500, 1000) + " }",
+			"abstract class I\n" + renderedFields(0, 500) + "class T implements I\n" + renderedFields(0, 1000)},
 		{"63-byte names", "type " + strings.Repeat("A", 63) + " { " + strings.Repeat("b", 63) + ": Int }",
 			"class " + strings.Repeat("A", 63) + "\n  " + strings.Repeat("b", 63) + ": Int\n"},
 		{"descriptions", "\"\"\"\n  Multi\n  line\n\"\"\"\ntype T { \"one\" a: Int }\n\"enum desc\" enum E { A }",
@@ -331,6 +334,8 @@ func TestParseErrors(t *testing.T) {
 			"line 2, column 23: field T.x is Int but A declares it Int @protected(role: \"admin\"); repeat an inherited field identically or leave it out"},
 		{"repeated field of grandparent", "interface A { x: Int }\ninterface B implements A { y: Int }\ntype T implements B { x: Float }",
 			"line 3, column 23: field T.x is Float but A declares it Int; repeat an inherited field identically or leave it out"},
+		{"1001 fields", "interface I { " + fieldList(0, 500) + " }\ntype T implements I { " + fieldList(500, 1001) + " }",
+			"line 2, column 6: T has 1001 fields, inherited ones included; at most 1000 are allowed"},
 		{"conflicting parents", "interface A { x: Int }\ninterface B { x: String }\ntype T implements A & B",
 			"line 3, column 6: T inherits field x as Int from A and as String from B"},
 
@@ -354,4 +359,50 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseDiamonds checks that inheritance costs linear time: each of 40
+// levels has two interfaces implementing both of the level above, so a
+// walk over every path would take 2^40 steps.
+func TestParseDiamonds(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("interface A0 { a0: Int }\ninterface B0 { b0: Int }\n")
+	const levels = 40
+	for i := 1; i <= levels; i++ {
+		fmt.Fprintf(&b, "interface A%d implements A%d & B%d { a%d: Int }\n", i, i-1, i-1, i)
+		fmt.Fprintf(&b, "interface B%d implements A%d & B%d { b%d: Int }\n", i, i-1, i-1, i)
+	}
+	fmt.Fprintf(&b, "type T implements A%d & B%d { other: Other }\ntype Other { x: Int }\n", levels, levels)
+	old := mustParse(t, b.String())
+	if got, want := len(old.Class("T").Fields), 2*(levels+1)+1; got != want {
+		t.Errorf("T has %d fields, want %d", got, want)
+	}
+	// A reference to a class that is not an ancestor walks the whole graph.
+	_, err := ValidateDocument(old, map[string]any{"@type": "T", "other": "T/x"})
+	if want := `T: field "other": "T/x": class T is neither Other nor a subclass of it`; err == nil || err.Error() != want {
+		t.Errorf("error = %v, want %s", err, want)
+	}
+	new := mustParse(t, strings.Replace(b.String(), "interface A1 implements A0 & B0", "interface A1 implements B0", 1))
+	if got := len(Diff(old, new)); got == 0 {
+		t.Errorf("no changes")
+	}
+}
+
+// fieldList returns SDL declaring Int fields f<from> to f<to-1>.
+func fieldList(from, to int) string {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "f%d: Int ", i)
+	}
+	return b.String()
+}
+
+// renderedFields returns what render prints for fieldList(from, to).
+func renderedFields(from, to int) string {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "  f%d: Int\n", i)
+	}
+	return b.String()
 }

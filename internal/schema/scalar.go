@@ -203,6 +203,11 @@ func number(val any) (string, bool) {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			return "", false
 		}
+		if x == math.Trunc(x) && math.Abs(x) < 1e21 {
+			// 'g' would write 1234567 as 1.234567e+06, which Int and
+			// BigInt refuse for its exponent.
+			return strconv.FormatFloat(x, 'f', -1, 64), true
+		}
 		return strconv.FormatFloat(x, 'g', -1, 64), true
 	case int:
 		return strconv.Itoa(x), true

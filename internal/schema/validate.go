@@ -126,25 +126,36 @@ func (v *validator) object(c *sluice.Class, m map[string]any, prefix string) (ma
 // key. A document may have "@id" and "@type", a subdocument only "@type"
 // (checked by the caller).
 func (v *validator) checkKeys(c *sluice.Class, m map[string]any, prefix string) error {
+	// Counting the keys that are fields costs one map lookup per field, so
+	// valid input is checked in linear time; only an error pays for more.
+	known := 0
+	for _, f := range c.Fields {
+		if _, ok := m[f.Name]; ok {
+			known++
+		}
+	}
+	if _, ok := m["@type"]; ok {
+		known++
+	}
+	if _, ok := m["@id"]; ok && c.Kind != sluice.KindSubdocument {
+		known++
+	}
+	if known == len(m) {
+		return nil
+	}
+	fields := make(map[string]bool, len(c.Fields))
+	for _, f := range c.Fields {
+		fields[f.Name] = true
+	}
 	bad := ""
 	found := false
 	for k := range m {
-		var ok bool
-		switch {
-		case k == "@type":
-			ok = true
-		case k == "@id":
-			ok = c.Kind != sluice.KindSubdocument
-		default:
-			ok = c.Field(k) != nil
-		}
+		ok := fields[k] || k == "@type" || (k == "@id" && c.Kind != sluice.KindSubdocument)
 		if !ok && (!found || k < bad) {
 			bad, found = k, true
 		}
 	}
 	switch {
-	case !found:
-		return nil
 	case bad == "@id":
 		return v.errorf(strings.TrimSuffix(prefix, "."), `a subdocument has no "@id"`)
 	case strings.HasPrefix(bad, "@"):
@@ -216,17 +227,46 @@ func (v *validator) reference(class string, val any, path string) (string, error
 	if err != nil {
 		return "", v.errorf(path, "%s", sluice.ErrorMessage(err))
 	}
-	if !v.schema.IsA(target, class) {
-		return "", v.errorf(path, "%s is not a %s", quote(id), class)
+	if !inherits(v.schema, target, class) {
+		return "", v.errorf(path, "%s: class %s is neither %s nor a subclass of it", quote(id), target, class)
 	}
 	return id, nil
+}
+
+// inherits reports whether class sub is ancestor or inherits from it.
+// Unlike sluice.Schema.IsA it visits each class once, so a schema full of
+// diamonds (each level implementing both interfaces of the level above)
+// costs linear, not exponential, time.
+func inherits(s *sluice.Schema, sub, ancestor string) bool {
+	if sub == ancestor {
+		return true
+	}
+	seen := map[string]bool{sub: true}
+	stack := []string{sub}
+	for len(stack) > 0 {
+		c := s.Classes[stack[len(stack)-1]]
+		stack = stack[:len(stack)-1]
+		if c == nil {
+			continue
+		}
+		for _, p := range c.Parents {
+			if p == ancestor {
+				return true
+			}
+			if !seen[p] {
+				seen[p] = true
+				stack = append(stack, p)
+			}
+		}
+	}
+	return false
 }
 
 // subdocument checks an embedded subdocument of class name.
 func (v *validator) subdocument(name string, val any, path string) (map[string]any, error) {
 	m, ok := val.(map[string]any)
 	if !ok {
-		return nil, v.errorf(path, "expected a %s object, got %s", name, describe(val))
+		return nil, v.errorf(path, "expected subdocument %s (an object), got %s", name, describe(val))
 	}
 	if t := m["@type"]; t != nil && t != name {
 		return nil, v.errorf(path, `"@type" must be %s, got %s`, quote(name), describe(t))

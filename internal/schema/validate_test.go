@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -228,7 +229,7 @@ func TestValidateDocumentErrors(t *testing.T) {
 		{"enum number", `{"@type":"Person","name":"A","color":0}`, `Person: field "color": expected Color (one of RED, GREEN), got number 0`},
 		{"reference number", `{"@type":"Person","name":"A","pet":3}`, `Person: field "pet": expected a reference to Pet ("Pet/<key>"), got number 3`},
 		{"reference bare key", `{"@type":"Person","name":"A","pet":"tom"}`, `Person: field "pet": invalid id "tom": want Class/key`},
-		{"reference wrong class", `{"@type":"Person","name":"A","pet":"Dog/rex"}`, `Person: field "pet": "Dog/rex" is not a Pet`},
+		{"reference wrong class", `{"@type":"Person","name":"A","pet":"Dog/rex"}`, `Person: field "pet": "Dog/rex": class Dog is neither Pet nor a subclass of it`},
 		{"reference unknown class", `{"@type":"Person","name":"A","pet":"Robot/x"}`, `Person: field "pet": invalid id "Robot/x": unknown class "Robot"`},
 		{"reference to abstract", `{"@type":"Person","name":"A","animal":"Animal/x"}`, `Person: field "animal": invalid id "Animal/x": class Animal is abstract and has no documents of its own`},
 		{"reference to subdocument", `{"@type":"Person","name":"A","pet":"Address/x"}`, `Person: field "pet": invalid id "Address/x": class Address is a subdocument and exists only inside documents`},
@@ -236,7 +237,7 @@ func TestValidateDocumentErrors(t *testing.T) {
 		{"reference object extra key", `{"@type":"Person","name":"A","pet":{"@id":"Cat/t","name":"T"}}`, `Person: field "pet": a reference object has exactly one key, "@id"`},
 		{"reference object no id", `{"@type":"Person","name":"A","pet":{}}`, `Person: field "pet": a reference object has exactly one key, "@id"`},
 		{"reference object id number", `{"@type":"Person","name":"A","pet":{"@id":1}}`, `Person: field "pet": expected a reference to Pet ("Pet/<key>"), got number 1`},
-		{"subdocument not an object", `{"@type":"Person","name":"A","home":"Oslo"}`, `Person: field "home": expected a Address object, got string "Oslo"`},
+		{"subdocument not an object", `{"@type":"Person","name":"A","home":"Oslo"}`, `Person: field "home": expected subdocument Address (an object), got string "Oslo"`},
 		{"subdocument missing field", `{"@type":"Person","name":"A","home":{}}`, `Person: field "home.city": required field is missing`},
 		{"subdocument bad field", `{"@type":"Person","name":"A","home":{"city":1}}`, `Person: field "home.city": expected String, got number 1`},
 		{"subdocument unknown field", `{"@type":"Person","name":"A","home":{"city":"O","zip":"1"}}`, `Person: unknown field "home.zip": Address has no such field`},
@@ -281,6 +282,10 @@ func TestValidateDocumentGoValues(t *testing.T) {
 		err   string // the error message
 	}{
 		{"float64 int", "age", float64(7), int64(7), ""},
+		{"float64 large int", "age", float64(1234567), int64(1234567), ""},
+		{"float64 bigint", "big", 1e20, "100000000000000000000", ""},
+		{"float64 huge bigint", "big", 1e21, nil, `Person: field "big": expected BigInt (a whole number or a string of decimal digits), got number 1e+21`},
+		{"float64 NaN", "score", math.NaN(), nil, `Person: field "score": expected Float, got float64`},
 		{"int", "age", 7, int64(7), ""},
 		{"int64", "age", int64(-7), int64(-7), ""},
 		{"float64 fraction int", "age", 7.5, nil, `Person: field "age": expected Int (a whole number), got number 7.5`},

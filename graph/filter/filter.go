@@ -1,0 +1,483 @@
+// Package filter is the typed form of a GraphQL document filter (the
+// <Class>_Filter input of queries and subscriptions). Parse checks a filter
+// input once; the result is evaluated in Go against a document (Match, used
+// for subscription events) and compiled to SQL by internal/postgres (used
+// for queries), with the same semantics:
+//
+//   - A comparison on an absent field is false, whatever the operator
+//     (ne included), so _not of it is true.
+//   - All keys of one input object, and all operators of one field filter,
+//     must hold together ({age: {ge: 30, le: 40}} is a range).
+//   - someHave on an absent or empty list is false; allHave is true.
+//   - A filter through a reference holds when the referenced document exists
+//     and matches.
+//   - Strings compare byte-wise (SQL COLLATE "C"); numbers by value; DateTime
+//     by instant. regex is RE2 syntax (checked here; Postgres runs it as an
+//     ARE, which agrees on RE2's syntax except for the Perl classes \d \s \w,
+//     which Postgres also matches on non-ASCII characters).
+//
+// The package depends only on the domain package, so both the GraphQL layer
+// and the storage layer can use it.
+package filter
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Expr is a node of a parsed filter: one of *And, *Or, *Not, *IDs, *Compare,
+// *Ref, *Sub and *Quant.
+type Expr interface{ expr() }
+
+// And holds when every one of its expressions does (an empty And is true).
+type And struct{ Exprs []Expr }
+
+// Or holds when any of its expressions does (an empty Or is false).
+type Or struct{ Exprs []Expr }
+
+// Not holds when Expr does not.
+type Not struct{ Expr Expr }
+
+// IDs holds when the document's id is one of IDs.
+type IDs struct{ IDs []string }
+
+// Op is a comparison operator.
+type Op string
+
+// The comparison operators.
+const (
+	OpEq         Op = "eq"
+	OpNe         Op = "ne"
+	OpLt         Op = "lt"
+	OpLe         Op = "le"
+	OpGt         Op = "gt"
+	OpGe         Op = "ge"
+	OpRegex      Op = "regex"
+	OpStartsWith Op = "startsWith"
+)
+
+// Compare compares a value with a constant. Field is the compared field of
+// the current object; nil means the current value itself (an element of a
+// list of scalars or enums, inside a Quant).
+type Compare struct {
+	Field *sluice.Field
+	// Type is the type of the compared value (Field.Type when Field is set).
+	Type  sluice.FieldType
+	Op    Op
+	Value Value
+}
+
+// Value is a filter constant, held in the forms its type compares by.
+type Value struct {
+	// Str is the value of a String, ID, enum or reference, the normalized
+	// RFC 3339 text of a DateTime, the decimal text of a number, or the
+	// pattern of a regex.
+	Str string
+	// Num is the exact value of an Int or BigInt (and of a Float's decimal
+	// text).
+	Num *big.Rat
+	// Float is the value of a Float: Floats compare as float64, like the
+	// double precision columns that hold them.
+	Float float64
+	// Time is the instant of a DateTime.
+	Time time.Time
+	// Bool is the value of a Boolean.
+	Bool bool
+	// Re is the compiled pattern of a regex.
+	Re *regexp.Regexp
+}
+
+// Ref holds when the document that the single reference Field names exists
+// and matches Expr (evaluated on that document, of class Class).
+type Ref struct {
+	Field *sluice.Field
+	Class string
+	Expr  Expr
+}
+
+// Sub holds when the single subdocument Field is present and matches Expr.
+type Sub struct {
+	Field *sluice.Field
+	Class string
+	Expr  Expr
+}
+
+// Quant holds when some (All false) or every (All true) element of the list
+// Field matches Elem. Elem is evaluated on the element: a Compare with a nil
+// Field for scalars and enums, a document of Field's class for references,
+// a subdocument for subdocuments.
+type Quant struct {
+	Field *sluice.Field
+	All   bool
+	Elem  Expr
+}
+
+func (*And) expr()     {}
+func (*Or) expr()      {}
+func (*Not) expr()     {}
+func (*IDs) expr()     {}
+func (*Compare) expr() {}
+func (*Ref) expr()     {}
+func (*Sub) expr()     {}
+func (*Quant) expr()   {}
+
+// MaxDepth bounds the nesting of a filter, so that a hostile input cannot
+// make a deep recursion or a huge SQL statement.
+const MaxDepth = 32
+
+// Parse checks input, the value of a <class>_Filter argument as gqlgen
+// decodes it (map[string]any with string, bool, int64, float64,
+// json.Number, []any and map[string]any values; nil means "not given"), and
+// returns its typed form. A nil or empty input gives an empty *And (true).
+// Every error is a CodeInvalid *sluice.Error naming the path of the bad
+// entry, such as `filter.age.ge: expected an Int, got "x"`.
+func Parse(s *sluice.Schema, class string, input map[string]any) (Expr, error) {
+	c := s.Class(class)
+	if c == nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "filter: unknown class %q", class)
+	}
+	p := &parser{s: s}
+	return p.object(c, input, "filter", 0)
+}
+
+type parser struct {
+	s *sluice.Schema
+}
+
+func errorf(path, format string, args ...any) error {
+	return sluice.Errorf(sluice.CodeInvalid, "%s: "+format, append([]any{path}, args...)...)
+}
+
+// sortedKeys returns m's keys sorted, so that errors and SQL are
+// deterministic.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// object parses the filter of an object of class c (a document or a
+// subdocument).
+func (p *parser) object(c *sluice.Class, input map[string]any, path string, depth int) (Expr, error) {
+	if depth > MaxDepth {
+		return nil, errorf(path, "the filter is nested more than %d levels deep", MaxDepth)
+	}
+	and := &And{}
+	for _, k := range sortedKeys(input) {
+		v := input[k]
+		if v == nil {
+			continue
+		}
+		kp := path + "." + k
+		switch k {
+		case "_and", "_or":
+			items, ok := v.([]any)
+			if !ok {
+				return nil, errorf(kp, "expected a list of %s_Filter objects, got %s", c.Name, describe(v))
+			}
+			var exprs []Expr
+			for i, it := range items {
+				m, ok := it.(map[string]any)
+				if !ok {
+					return nil, errorf(fmt.Sprintf("%s[%d]", kp, i), "expected a %s_Filter object, got %s", c.Name, describe(it))
+				}
+				e, err := p.object(c, m, fmt.Sprintf("%s[%d]", kp, i), depth+1)
+				if err != nil {
+					return nil, err
+				}
+				exprs = append(exprs, e)
+			}
+			if k == "_and" {
+				and.Exprs = append(and.Exprs, &And{Exprs: exprs})
+			} else {
+				and.Exprs = append(and.Exprs, &Or{Exprs: exprs})
+			}
+		case "_not":
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, errorf(kp, "expected a %s_Filter object, got %s", c.Name, describe(v))
+			}
+			e, err := p.object(c, m, kp, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			and.Exprs = append(and.Exprs, &Not{Expr: e})
+		case "_id", "_ids":
+			if c.Kind == sluice.KindSubdocument {
+				return nil, errorf(kp, "a subdocument has no id")
+			}
+			var ids []string
+			if k == "_id" {
+				id, ok := v.(string)
+				if !ok {
+					return nil, errorf(kp, "expected an ID, got %s", describe(v))
+				}
+				ids = []string{id}
+			} else {
+				items, ok := v.([]any)
+				if !ok {
+					return nil, errorf(kp, "expected a list of IDs, got %s", describe(v))
+				}
+				for i, it := range items {
+					id, ok := it.(string)
+					if !ok {
+						return nil, errorf(fmt.Sprintf("%s[%d]", kp, i), "expected an ID, got %s", describe(it))
+					}
+					ids = append(ids, id)
+				}
+			}
+			and.Exprs = append(and.Exprs, &IDs{IDs: ids})
+		default:
+			f := c.Field(k)
+			if f == nil {
+				return nil, errorf(kp, "%s has no field %s", c.Name, k)
+			}
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, errorf(kp, "expected a filter object, got %s", describe(v))
+			}
+			e, err := p.field(f, m, kp, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			and.Exprs = append(and.Exprs, e)
+		}
+	}
+	return and, nil
+}
+
+// field parses the filter of one field.
+func (p *parser) field(f *sluice.Field, input map[string]any, path string, depth int) (Expr, error) {
+	if depth > MaxDepth {
+		return nil, errorf(path, "the filter is nested more than %d levels deep", MaxDepth)
+	}
+	if f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON {
+		return nil, errorf(path, "JSON fields cannot be filtered on")
+	}
+	if f.List {
+		and := &And{}
+		for _, k := range sortedKeys(input) {
+			v := input[k]
+			if v == nil {
+				continue
+			}
+			kp := path + "." + k
+			if k != "someHave" && k != "allHave" {
+				return nil, errorf(kp, "unknown list operator %s: use someHave or allHave", k)
+			}
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil, errorf(kp, "expected a filter object, got %s", describe(v))
+			}
+			elem, err := p.element(f, m, kp, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			and.Exprs = append(and.Exprs, &Quant{Field: f, All: k == "allHave", Elem: elem})
+		}
+		return and, nil
+	}
+	switch f.Type.Kind {
+	case sluice.TypeReference:
+		e, err := p.object(p.s.Class(f.Type.Name), input, path, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return &Ref{Field: f, Class: f.Type.Name, Expr: e}, nil
+	case sluice.TypeSubdocument:
+		e, err := p.object(p.s.Class(f.Type.Name), input, path, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		return &Sub{Field: f, Class: f.Type.Name, Expr: e}, nil
+	}
+	return p.compares(f, f.Type, input, path)
+}
+
+// element parses the filter of one element of the list field f.
+func (p *parser) element(f *sluice.Field, input map[string]any, path string, depth int) (Expr, error) {
+	switch f.Type.Kind {
+	case sluice.TypeReference, sluice.TypeSubdocument:
+		return p.object(p.s.Class(f.Type.Name), input, path, depth+1)
+	}
+	return p.compares(nil, f.Type, input, path)
+}
+
+// compares parses the operators of a scalar or enum filter.
+func (p *parser) compares(f *sluice.Field, t sluice.FieldType, input map[string]any, path string) (Expr, error) {
+	and := &And{}
+	allowed := scalarOps(t)
+	for _, k := range sortedKeys(input) {
+		v := input[k]
+		if v == nil {
+			continue
+		}
+		kp := path + "." + k
+		op := Op(k)
+		if !slices.Contains(allowed, op) {
+			return nil, errorf(kp, "unknown operator %s for %s: use one of %s", k, t.Name, joinOps(allowed))
+		}
+		val, err := p.value(t, op, v, kp)
+		if err != nil {
+			return nil, err
+		}
+		and.Exprs = append(and.Exprs, &Compare{Field: f, Type: t, Op: op, Value: val})
+	}
+	return and, nil
+}
+
+func joinOps(ops []Op) string {
+	s := make([]string, len(ops))
+	for i, o := range ops {
+		s[i] = string(o)
+	}
+	return strings.Join(s, ", ")
+}
+
+// scalarOps returns the operators a value of type t can be filtered with.
+func scalarOps(t sluice.FieldType) []Op {
+	if t.Kind == sluice.TypeEnum {
+		return []Op{OpEq, OpNe, OpLt, OpLe, OpGt, OpGe}
+	}
+	switch t.Name {
+	case sluice.ScalarString:
+		return []Op{OpEq, OpNe, OpLt, OpLe, OpGt, OpGe, OpRegex, OpStartsWith}
+	case sluice.ScalarBoolean, sluice.ScalarID:
+		return []Op{OpEq, OpNe}
+	}
+	return []Op{OpEq, OpNe, OpLt, OpLe, OpGt, OpGe}
+}
+
+// maxRegexBytes bounds a regex pattern.
+const maxRegexBytes = 1000
+
+// value converts the constant v of an operator on type t.
+func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, error) {
+	if op == OpRegex || op == OpStartsWith {
+		s, ok := v.(string)
+		if !ok {
+			return Value{}, errorf(path, "expected a String, got %s", describe(v))
+		}
+		if op == OpStartsWith {
+			return Value{Str: s}, nil
+		}
+		if len(s) > maxRegexBytes {
+			return Value{}, errorf(path, "the regex is longer than %d bytes", maxRegexBytes)
+		}
+		re, err := regexp.Compile(s)
+		if err != nil {
+			return Value{}, errorf(path, "invalid regex %q: %s", s, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		}
+		return Value{Str: s, Re: re}, nil
+	}
+	if t.Kind == sluice.TypeEnum {
+		s, ok := v.(string)
+		e := p.s.Enums[t.Name]
+		if !ok || e == nil || !e.Has(s) {
+			return Value{}, errorf(path, "expected a value of enum %s, got %s", t.Name, describe(v))
+		}
+		return Value{Str: s}, nil
+	}
+	switch t.Name {
+	case sluice.ScalarString, sluice.ScalarID:
+		s, ok := v.(string)
+		if !ok {
+			return Value{}, errorf(path, "expected a %s, got %s", t.Name, describe(v))
+		}
+		return Value{Str: s}, nil
+	case sluice.ScalarBoolean:
+		b, ok := v.(bool)
+		if !ok {
+			return Value{}, errorf(path, "expected a Boolean, got %s", describe(v))
+		}
+		return Value{Bool: b}, nil
+	case sluice.ScalarDateTime:
+		s, ok := v.(string)
+		if !ok {
+			return Value{}, errorf(path, "expected a DateTime (RFC 3339 string), got %s", describe(v))
+		}
+		tm, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil || tm.Year() < 1 || tm.Year() > 9999 {
+			return Value{}, errorf(path, "expected a DateTime (RFC 3339 string), got %q", s)
+		}
+		tm = tm.UTC()
+		return Value{Str: tm.Format(time.RFC3339Nano), Time: tm}, nil
+	case sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarBigInt:
+		r, ok := number(v)
+		if !ok {
+			return Value{}, errorf(path, "expected a %s, got %s", t.Name, describe(v))
+		}
+		if t.Name != sluice.ScalarFloat && !r.IsInt() {
+			return Value{}, errorf(path, "expected a whole number for %s, got %s", t.Name, describe(v))
+		}
+		f, _ := r.Float64()
+		return Value{Num: r, Float: f, Str: ratString(r, t.Name)}, nil
+	}
+	return Value{}, errorf(path, "%s values cannot be filtered on", t.Name)
+}
+
+// ratString returns the decimal text of r for SQL parameters.
+func ratString(r *big.Rat, scalar string) string {
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// number returns the exact value of a number as a filter constant or a
+// document value holds it. Floats are taken by their shortest decimal text,
+// as JSON and Postgres numeric see them.
+func number(v any) (*big.Rat, bool) {
+	switch n := v.(type) {
+	case int64:
+		return new(big.Rat).SetInt64(n), true
+	case int:
+		return new(big.Rat).SetInt64(int64(n)), true
+	case int32:
+		return new(big.Rat).SetInt64(int64(n)), true
+	case float64:
+		return new(big.Rat).SetString(strconv.FormatFloat(n, 'g', -1, 64))
+	case json.Number:
+		return new(big.Rat).SetString(string(n))
+	case string: // BigInt values are stored as decimal strings
+		if n == "" || len(n) > 200000 {
+			return nil, false
+		}
+		return new(big.Rat).SetString(n)
+	}
+	return nil, false
+}
+
+// describe names a value's JSON type for error messages.
+func describe(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		if len(x) > 40 {
+			x = x[:40] + "…"
+		}
+		return strconv.Quote(x)
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	case int64, int, int32, float64, json.Number:
+		return fmt.Sprintf("the number %v", x)
+	}
+	return fmt.Sprintf("a %T", v)
+}

@@ -1,0 +1,355 @@
+package graph
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vektah/gqlparser/v2"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Names of generated types and fields that do not depend on the user's
+// schema. User class and enum names have no underscore, so none of these,
+// nor any "<Class>_<suffix>" name, can collide with a user type.
+const (
+	typeCommitMetadata = "_CommitMetadata"
+	typeChangeSet      = "_ChangeSet"
+	typeOrder          = "_Order"
+	fieldID            = "_id"
+	fieldType          = "_type"
+	fieldCommit        = "_CommitMetadata"
+	fieldChangeSet     = "_ChangeSet"
+	fieldInsertDocs    = "_insertDocuments"
+	fieldReplaceDocs   = "_replaceDocuments"
+	fieldDeleteDocs    = "_deleteDocuments"
+)
+
+// The suffixes of per-class generated names.
+const (
+	suffixFilter     = "_Filter"
+	suffixListFilter = "_ListFilter"
+	suffixOrdering   = "_Ordering"
+	suffixInput      = "_Input"
+	suffixInsert     = "_insert"
+	suffixReplace    = "_replace"
+	suffixAdded      = "_added"
+	suffixUpdated    = "_updated"
+	suffixDeleted    = "_deleted"
+	suffixChanged    = "_changed"
+)
+
+// SDL returns the GraphQL schema generated from s for a reader with role:
+// output types, filters and orderings leave out every field the role may not
+// read, so a hidden field can be neither selected nor filtered or sorted on.
+// Input types (typed mutations) keep every field, as writes are checked by
+// the engine. The text is deterministic: the same schema and role always
+// give the same bytes.
+func SDL(s *sluice.Schema, role sluice.Role) string {
+	g := &sdlGen{s: s, role: role}
+	return g.generate()
+}
+
+// BuildSchema returns the parsed and validated gqlparser schema of SDL(s,
+// role). An error here is a bug in the generator, never the user's fault.
+func BuildSchema(s *sluice.Schema, role sluice.Role) (*ast.Schema, error) {
+	src := SDL(s, role)
+	gs, err := gqlparser.LoadSchema(&ast.Source{Name: "sluice", Input: src})
+	if err != nil {
+		return nil, fmt.Errorf("generated schema does not validate: %w", err)
+	}
+	return gs, nil
+}
+
+type sdlGen struct {
+	s    *sluice.Schema
+	role sluice.Role
+	b    strings.Builder
+}
+
+func (g *sdlGen) p(format string, args ...any) { fmt.Fprintf(&g.b, format, args...) }
+
+func (g *sdlGen) generate() string {
+	g.p(`"An instant, as an RFC 3339 string in UTC."
+scalar DateTime
+"An arbitrary precision integer, as a string of decimal digits (a whole JSON number is accepted as input)."
+scalar BigInt
+"Any JSON value."
+scalar JSON
+
+"A sort direction."
+enum %s { ASC DESC }
+
+"The commit that last wrote a document, or the commit of a change set."
+type %s {
+  "The commit id: its sequence number in the database."
+  _id: ID!
+  "The commit time in seconds since the Unix epoch."
+  _timestamp: Float!
+  "The commit time."
+  _datetime: DateTime!
+  _author: String!
+  _message: String!
+  "added, updated or deleted in a subscription event; commit in a change set; null in queries."
+  _change_type: String
+}
+
+`, typeOrder, typeCommitMetadata)
+	g.scalarFilters()
+	for _, name := range g.s.EnumOrder {
+		e := g.s.Enums[name]
+		g.p("enum %s {\n", name)
+		for _, v := range e.Values {
+			g.p("  %s\n", v)
+		}
+		g.p("}\n\n")
+		g.p("input %s%s {\n  eq: %s\n  ne: %s\n  lt: %s\n  le: %s\n  gt: %s\n  ge: %s\n}\n\n", name, suffixFilter, name, name, name, name, name, name)
+		g.p("input %s%s {\n  someHave: %s%s\n  allHave: %s%s\n}\n\n", name, suffixListFilter, name, suffixFilter, name, suffixFilter)
+	}
+	for _, name := range g.s.Order {
+		g.class(g.s.Classes[name])
+	}
+	g.query()
+	g.changeSet()
+	g.mutation()
+	g.subscription()
+	return g.b.String()
+}
+
+// scalarOps lists the filter operators of each scalar.
+func scalarOps(scalar string) []string {
+	switch scalar {
+	case sluice.ScalarString:
+		return []string{"eq", "ne", "lt", "le", "gt", "ge", "regex", "startsWith"}
+	case sluice.ScalarBoolean, sluice.ScalarID:
+		return []string{"eq", "ne"}
+	case sluice.ScalarJSON:
+		return nil
+	}
+	return []string{"eq", "ne", "lt", "le", "gt", "ge"}
+}
+
+var filterScalars = []string{sluice.ScalarString, sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarBoolean,
+	sluice.ScalarID, sluice.ScalarDateTime, sluice.ScalarBigInt}
+
+func (g *sdlGen) scalarFilters() {
+	for _, sc := range filterScalars {
+		g.p("input %s%s {\n", sc, suffixFilter)
+		for _, op := range scalarOps(sc) {
+			t := sc
+			if op == "regex" || op == "startsWith" {
+				t = sluice.ScalarString
+			}
+			g.p("  %s: %s\n", op, t)
+		}
+		g.p("}\n\n")
+		g.p("input %s%s {\n  someHave: %s%s\n  allHave: %s%s\n}\n\n", sc, suffixListFilter, sc, suffixFilter, sc, suffixFilter)
+	}
+}
+
+// visible returns the fields of c a reader with g.role may see.
+func (g *sdlGen) visible(c *sluice.Class) []*sluice.Field {
+	var out []*sluice.Field
+	for _, f := range c.Fields {
+		if f.ReadRole <= g.role {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// abstractAncestors returns every abstract ancestor of c, in schema order.
+func abstractAncestors(s *sluice.Schema, c *sluice.Class) []string {
+	var out []string
+	for _, n := range s.Order {
+		if n != c.Name && s.Classes[n].Kind == sluice.KindAbstract && s.IsA(c.Name, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (g *sdlGen) description(indent, d string) {
+	if d == "" {
+		return
+	}
+	g.p("%s%q\n", indent, d)
+}
+
+func (g *sdlGen) class(c *sluice.Class) {
+	fields := g.visible(c)
+	g.description("", c.Description)
+	switch c.Kind {
+	case sluice.KindSubdocument:
+		g.p("type %s {\n", c.Name)
+	case sluice.KindAbstract:
+		g.p("interface %s%s {\n", c.Name, implements(abstractAncestors(g.s, c)))
+	default:
+		g.p("type %s%s {\n", c.Name, implements(abstractAncestors(g.s, c)))
+	}
+	if c.Kind != sluice.KindSubdocument {
+		g.p("  %s: ID!\n  %s: String!\n  %s: %s\n", fieldID, fieldType, fieldCommit, typeCommitMetadata)
+	}
+	for _, f := range fields {
+		g.description("  ", f.Description)
+		g.p("  %s: %s\n", f.Name, outputType(f))
+	}
+	g.p("}\n\n")
+
+	// The filter.
+	g.p("input %s%s {\n  _and: [%s%s!]\n  _or: [%s%s!]\n  _not: %s%s\n", c.Name, suffixFilter, c.Name, suffixFilter, c.Name, suffixFilter, c.Name, suffixFilter)
+	if c.Kind != sluice.KindSubdocument {
+		g.p("  %s: ID\n  _ids: [ID!]\n", fieldID)
+	}
+	for _, f := range fields {
+		if t := filterType(f); t != "" {
+			g.p("  %s: %s\n", f.Name, t)
+		}
+	}
+	g.p("}\n\n")
+	g.p("input %s%s {\n  someHave: %s%s\n  allHave: %s%s\n}\n\n", c.Name, suffixListFilter, c.Name, suffixFilter, c.Name, suffixFilter)
+
+	if c.Kind != sluice.KindSubdocument {
+		g.p("input %s%s {\n  %s: %s\n", c.Name, suffixOrdering, fieldID, typeOrder)
+		for _, f := range fields {
+			if orderable(f) {
+				g.p("  %s: %s\n", f.Name, typeOrder)
+			}
+		}
+		g.p("}\n\n")
+	}
+	if c.Kind != sluice.KindAbstract {
+		g.p("input %s%s {\n", c.Name, suffixInput)
+		if c.Kind == sluice.KindDocument {
+			g.p("  \"The document id, \\\"%s/<key>\\\" or just the key; a new key is made when it is left out.\"\n  %s: ID\n", c.Name, fieldID)
+		}
+		for _, f := range c.Fields {
+			g.p("  %s: %s\n", f.Name, inputType(f))
+		}
+		g.p("}\n\n")
+	}
+}
+
+func implements(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return " implements " + strings.Join(names, " & ")
+}
+
+func outputType(f *sluice.Field) string {
+	t := f.Type.Name
+	if f.List {
+		t = "[" + t + "!]"
+	}
+	if f.Required {
+		t += "!"
+	}
+	return t
+}
+
+func inputType(f *sluice.Field) string {
+	t := f.Type.Name
+	switch f.Type.Kind {
+	case sluice.TypeReference:
+		t = sluice.ScalarID
+	case sluice.TypeSubdocument:
+		t += suffixInput
+	}
+	if f.List {
+		t = "[" + t + "!]"
+	}
+	if f.Required {
+		t += "!"
+	}
+	return t
+}
+
+// filterType returns the filter input type of f, or "" when f cannot be
+// filtered on (JSON).
+func filterType(f *sluice.Field) string {
+	if f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON {
+		return ""
+	}
+	if f.List {
+		return f.Type.Name + suffixListFilter
+	}
+	return f.Type.Name + suffixFilter
+}
+
+// orderable reports whether documents can be sorted by f: single scalar
+// (not JSON), enum and reference values.
+func orderable(f *sluice.Field) bool {
+	if f.List || f.Type.Kind == sluice.TypeSubdocument {
+		return false
+	}
+	return !(f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON)
+}
+
+// queryClasses returns the classes that get a query field: every class
+// with an id (document classes and abstract parents).
+func queryClasses(s *sluice.Schema) []*sluice.Class {
+	var out []*sluice.Class
+	for _, n := range s.Order {
+		if c := s.Classes[n]; c.Kind != sluice.KindSubdocument {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (g *sdlGen) query() {
+	g.p("type Query {\n")
+	for _, c := range queryClasses(g.s) {
+		g.description("  ", c.Description)
+		g.p("  %s(id: ID, ids: [ID!], filter: %s%s, orderBy: %s%s, limit: Int, offset: Int, include_children: Boolean = true): [%s!]!\n",
+			c.Name, c.Name, suffixFilter, c.Name, suffixOrdering, c.Name)
+	}
+	g.p("  \"The changes of a retained commit (the newest when commit is left out).\"\n")
+	g.p("  %s(commit: ID): %s\n", fieldChangeSet, typeChangeSet)
+	g.p("}\n\n")
+}
+
+func (g *sdlGen) changeSet() {
+	g.p("\"The changes one commit made, by class and operation.\"\ntype %s {\n  %s: %s!\n", typeChangeSet, fieldCommit, typeCommitMetadata)
+	for _, c := range queryClasses(g.s) {
+		args := fmt.Sprintf("(filter: %s%s, include_children: Boolean = true)", c.Name, suffixFilter)
+		for _, suf := range []string{suffixAdded, suffixUpdated, suffixDeleted} {
+			g.p("  %s%s%s: [%s!]!\n", c.Name, suf, args, c.Name)
+		}
+		g.p("  %s%s%s: [%s!]! @deprecated(reason: \"Use %s%s.\")\n", c.Name, suffixChanged, args, c.Name, c.Name, suffixUpdated)
+	}
+	g.p("}\n\n")
+}
+
+func (g *sdlGen) mutation() {
+	g.p(`type Mutation {
+  "Inserts documents (a JSON object, an array of them, or a string holding either) in one commit and returns their ids."
+  %s(json: JSON!, author: String, message: String): [ID!]!
+  "Replaces documents (inserting missing ones when create is true) in one commit and returns their ids."
+  %s(json: JSON!, create: Boolean, author: String, message: String): [ID!]!
+  "Deletes documents by id in one commit and returns their ids."
+  %s(ids: [ID!]!, author: String, message: String): [ID!]!
+`, fieldInsertDocs, fieldReplaceDocs, fieldDeleteDocs)
+	for _, n := range g.s.Order {
+		c := g.s.Classes[n]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		g.p("  %s%s(documents: [%s%s!]!, author: String, message: String): [ID!]!\n", c.Name, suffixInsert, c.Name, suffixInput)
+		g.p("  %s%s(documents: [%s%s!]!, create: Boolean, author: String, message: String): [ID!]!\n", c.Name, suffixReplace, c.Name, suffixInput)
+	}
+	g.p("}\n\n")
+}
+
+func (g *sdlGen) subscription() {
+	g.p("\"Subscriptions are served as server-sent events (Accept: text/event-stream).\"\ntype Subscription {\n")
+	for _, c := range queryClasses(g.s) {
+		for _, suf := range []string{suffixAdded, suffixUpdated, suffixDeleted} {
+			g.p("  %s%s(filter: %s%s): %s\n", c.Name, suf, c.Name, suffixFilter, c.Name)
+		}
+	}
+	g.p("  %s(include_children: Boolean = true): %s\n", fieldChangeSet, typeChangeSet)
+	g.p("}\n")
+}

@@ -1,0 +1,443 @@
+package changefeed
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// Log is the part of the commit log the hub reads. *postgres.DB satisfies
+// it.
+type Log interface {
+	History(ctx context.Context, dbID int64) (postgres.History, error)
+	CommitsAfter(ctx context.Context, d *sluice.Database, after int64, limit int) ([]*sluice.Commit, error)
+}
+
+// ErrShutdown ends every subscription when the hub closes.
+var ErrShutdown = sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down")
+
+// ErrClosed is the Err of a subscription ended by its own Close.
+var ErrClosed = errors.New("subscription closed")
+
+// HubOptions configure a Hub. Zero values take the defaults.
+type HubOptions struct {
+	Logger  *slog.Logger
+	Metrics *metrics.Stream
+	// QueueSize is how many commits a live subscription may have waiting
+	// before it switches to reading the log (default 256).
+	QueueSize int
+	// BatchSize is how many commits a catch-up reads at a time (default 256).
+	BatchSize int
+	// Recheck is how often a subscription waiting for the tailer checks that
+	// its database still exists (default 1s).
+	Recheck time.Duration
+}
+
+// Hub fans commits out to subscriptions. It is safe for concurrent use.
+type Hub struct {
+	log     Log
+	logger  *slog.Logger
+	metrics *metrics.Stream
+	queue   int
+	batch   int
+	recheck time.Duration
+	nextID  atomic.Uint64
+
+	// mu guards the fields below. It may be taken while holding a
+	// dbState's mu, never the other way round.
+	mu     sync.Mutex
+	closed bool
+	dbs    map[int64]*dbState
+	subs   map[*Subscription]struct{}
+	wg     sync.WaitGroup // catch-up goroutines
+}
+
+// dbState is the hub's view of one database.
+type dbState struct {
+	id int64
+
+	mu      sync.Mutex
+	tracked bool  // the tailer follows this database
+	head    int64 // the last sequence the tailer handed over
+	live    map[*Subscription]struct{}
+	// changed is closed (and replaced) whenever head or tracked changes,
+	// to wake catch-ups waiting for the tailer.
+	changed chan struct{}
+}
+
+// NewHub returns a Hub that reads catch-ups from log.
+func NewHub(log Log, o HubOptions) *Hub {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.QueueSize <= 0 {
+		o.QueueSize = 256
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 256
+	}
+	if o.Recheck <= 0 {
+		o.Recheck = time.Second
+	}
+	return &Hub{
+		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, recheck: o.Recheck,
+		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{},
+	}
+}
+
+// state returns the state of database id, creating it untracked.
+func (h *Hub) state(id int64) *dbState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := h.dbs[id]
+	if st == nil {
+		st = &dbState{id: id, live: map[*Subscription]struct{}{}, changed: make(chan struct{})}
+		h.dbs[id] = st
+	}
+	return st
+}
+
+func (st *dbState) signal() {
+	close(st.changed)
+	st.changed = make(chan struct{})
+}
+
+// Options describe one subscription.
+type Options struct {
+	// Classes limits delivery to commits that change a document of one of
+	// these classes; empty means every commit. The consumer still filters
+	// changes within a commit.
+	Classes []string
+	// Transport labels the subscription in metrics and listings ("rest",
+	// "graphql-sse").
+	Transport string
+}
+
+// Subscribe registers a subscription to database d starting after position
+// from, or at the newest commit when from is nil. It returns a CodeGone
+// error when from is from another epoch or older than retained history, a
+// CodeInvalid one when it is ahead of the log, NotFound when d no longer
+// exists and ErrShutdown once the hub is closed. Any commit that starts
+// after Subscribe returns is delivered. The caller must Close it.
+func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Position, o Options) (*Subscription, error) {
+	hist, err := h.log.History(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	label := dbLabel(d.ID)
+	s := &Subscription{
+		id: h.nextID.Add(1), hub: h, db: d, opts: o,
+		ch: make(chan *sluice.Commit, h.queue), done: make(chan struct{}),
+		trimSeq: -1, started: time.Now(),
+	}
+	if len(o.Classes) > 0 {
+		s.classes = make(map[string]bool, len(o.Classes))
+		for _, c := range o.Classes {
+			s.classes[c] = true
+		}
+	}
+	if from == nil {
+		s.cursor.Store(hist.LastSeq)
+	} else {
+		if err := checkResume(d, hist, *from); err != nil {
+			if h.metrics != nil && sluice.ErrorCode(err) == sluice.CodeGone {
+				h.metrics.ResumeFailures.WithLabelValues(label).Inc()
+			}
+			return nil, err
+		}
+		if h.metrics != nil {
+			h.metrics.Replays.WithLabelValues(label).Inc()
+		}
+		s.cursor.Store(from.Seq - 1)
+		s.trimSeq, s.trimIndex = from.Seq, from.Index
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	st := h.state(d.ID)
+	s.st = st
+
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		s.cancel()
+		return nil, ErrShutdown
+	}
+	h.subs[s] = struct{}{}
+	h.mu.Unlock()
+	if h.metrics != nil {
+		h.metrics.Subscribers.WithLabelValues(o.Transport, label).Inc()
+	}
+
+	st.mu.Lock()
+	if st.tracked && s.cursor.Load() >= st.head && s.trimSeq < 0 {
+		st.live[s] = struct{}{}
+		s.live.Store(true)
+	} else {
+		h.startCatchUp(s)
+	}
+	st.mu.Unlock()
+	return s, nil
+}
+
+func checkResume(d *sluice.Database, hist postgres.History, p sluice.Position) error {
+	if p.Epoch != d.Epoch {
+		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
+	}
+	if p.Seq < hist.PrunedSeq || p.Seq < 1 {
+		return sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned); re-read the current state", p, d.Path(), hist.PrunedSeq)
+	}
+	if p.Seq > hist.LastSeq {
+		return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", p, hist.LastSeq, d.Path())
+	}
+	return nil
+}
+
+// startCatchUp starts s's catch-up goroutine. The caller holds s.st.mu.
+func (h *Hub) startCatchUp(s *Subscription) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return // Close ends s
+	}
+	h.wg.Add(1)
+	go h.catchUp(s)
+}
+
+// track tells the hub that the tailer follows database id from sequence
+// head on.
+func (h *Hub) track(id int64, head int64) {
+	st := h.state(id)
+	st.mu.Lock()
+	st.tracked = true
+	st.head = head
+	st.signal()
+	st.mu.Unlock()
+}
+
+// drop ends every subscription of database id, which was deleted.
+func (h *Hub) drop(id int64) {
+	h.mu.Lock()
+	delete(h.dbs, id)
+	var victims []*Subscription
+	for s := range h.subs {
+		if s.db.ID == id {
+			victims = append(victims, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range victims {
+		s.finish(sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", s.db.Path()))
+	}
+}
+
+// publish hands commit c, the successor of the database's head, to every
+// live subscription. It never blocks on a subscriber: one whose queue is
+// full switches to catching up from its cursor.
+func (h *Hub) publish(c *sluice.Commit) {
+	st := h.state(c.DatabaseID)
+	var classes map[string]bool
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.head = c.Seq
+	for s := range st.live {
+		if c.Seq <= s.cursor.Load() {
+			continue
+		}
+		if s.classes != nil && classes == nil {
+			classes = commitClasses(c)
+		}
+		out := s.prepare(c, classes)
+		if out == nil {
+			s.cursor.Store(c.Seq)
+			continue
+		}
+		select {
+		case s.ch <- out:
+			s.cursor.Store(c.Seq)
+		default:
+			delete(st.live, s)
+			s.live.Store(false)
+			s.catchUps.Add(1)
+			if h.metrics != nil {
+				h.metrics.CatchUps.WithLabelValues(dbLabel(c.DatabaseID)).Inc()
+			}
+			h.startCatchUp(s)
+		}
+	}
+	st.signal()
+}
+
+// gap moves every live subscription of database id to catching up: the
+// tailer found commits missing (pruned while it lagged), and each
+// subscription must find out for itself whether it needed them.
+func (h *Hub) gap(id int64) {
+	st := h.state(id)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for s := range st.live {
+		delete(st.live, s)
+		s.live.Store(false)
+		h.startCatchUp(s)
+	}
+}
+
+// catchUp reads the log for s until its cursor reaches the head, then
+// makes it live.
+func (h *Hub) catchUp(s *Subscription) {
+	defer h.wg.Done()
+	backoff := 50 * time.Millisecond
+	for {
+		st := s.st
+		st.mu.Lock()
+		if s.ctx.Err() != nil {
+			st.mu.Unlock()
+			return
+		}
+		if st.tracked && s.cursor.Load() >= st.head && s.cursor.Load() >= s.trimSeq {
+			st.live[s] = struct{}{}
+			s.live.Store(true)
+			st.mu.Unlock()
+			return
+		}
+		changed := st.changed
+		st.mu.Unlock()
+
+		cursor := s.cursor.Load()
+		cs, err := h.log.CommitsAfter(s.ctx, s.db, cursor, h.batch)
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return
+			}
+			h.logger.Warn("change feed catch-up read failed", "sub", s.id, "database", s.db.Path(), "err", err)
+			if !s.sleep(backoff) {
+				return
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		for _, c := range cs {
+			if c.Seq != cursor+1 {
+				s.finish(sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned before this subscriber read it; re-read the current state", s.db.Path(), cursor))
+				return
+			}
+			if out := s.prepare(c, nil); out != nil {
+				select {
+				case s.ch <- out:
+				case <-s.ctx.Done():
+					return
+				}
+			}
+			cursor = c.Seq
+			s.cursor.Store(cursor)
+		}
+		if len(cs) > 0 {
+			continue
+		}
+		// At the end of the log but the tailer does not follow this
+		// database yet: wait for it, checking that the database exists.
+		select {
+		case <-changed:
+		case <-s.ctx.Done():
+			return
+		case <-time.After(h.recheck):
+			if _, err := h.log.History(s.ctx, s.db.ID); sluice.ErrorCode(err) == sluice.CodeNotFound {
+				s.finish(sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", s.db.Path()))
+				return
+			}
+		}
+	}
+}
+
+// Floors returns, per database, the lowest cursor of the local
+// subscriptions: Prune must keep every commit after it.
+func (h *Hub) Floors() map[int64]int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[int64]int64{}
+	for s := range h.subs {
+		c := s.cursor.Load()
+		if f, ok := out[s.db.ID]; !ok || c < f {
+			out[s.db.ID] = c
+		}
+	}
+	return out
+}
+
+// SubscriptionInfo describes one open subscription.
+type SubscriptionInfo struct {
+	ID        uint64
+	Database  string // org/name
+	Transport string
+	Started   time.Time
+	// Cursor is the sequence of the last commit handed to the consumer's
+	// queue (or skipped as not matching).
+	Cursor int64
+	// Live is false while the subscription reads the log itself.
+	Live bool
+	// CatchUps counts the times its queue overflowed.
+	CatchUps int64
+}
+
+// Subscriptions lists the open subscriptions.
+func (h *Hub) Subscriptions() []SubscriptionInfo {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]SubscriptionInfo, 0, len(h.subs))
+	for s := range h.subs {
+		out = append(out, SubscriptionInfo{
+			ID: s.id, Database: s.db.Path(), Transport: s.opts.Transport, Started: s.started,
+			Cursor: s.cursor.Load(), Live: s.live.Load(), CatchUps: s.catchUps.Load(),
+		})
+	}
+	return out
+}
+
+// Close ends every subscription with ErrShutdown, refuses new ones, and
+// waits for the hub's goroutines.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	subs := make([]*Subscription, 0, len(h.subs))
+	for s := range h.subs {
+		subs = append(subs, s)
+	}
+	h.mu.Unlock()
+	for _, s := range subs {
+		s.finish(ErrShutdown)
+	}
+	h.wg.Wait()
+}
+
+func (h *Hub) remove(s *Subscription) {
+	st := s.st
+	if st != nil {
+		st.mu.Lock()
+		delete(st.live, s)
+		st.mu.Unlock()
+	}
+	h.mu.Lock()
+	_, ok := h.subs[s]
+	delete(h.subs, s)
+	h.mu.Unlock()
+	if ok && h.metrics != nil {
+		h.metrics.Subscribers.WithLabelValues(s.opts.Transport, dbLabel(s.db.ID)).Dec()
+	}
+}
+
+func commitClasses(c *sluice.Commit) map[string]bool {
+	m := make(map[string]bool, 4)
+	for i := range c.Changes {
+		m[c.Changes[i].Class] = true
+	}
+	return m
+}
+
+func dbLabel(id int64) string { return strconv.FormatInt(id, 10) }

@@ -1,0 +1,132 @@
+package changefeed
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Subscription receives the commits of one database in order, each once,
+// from its starting position on. Read Commits until Done is closed, then
+// Err says why it ended; Close it when done. Its methods are safe for
+// concurrent use.
+type Subscription struct {
+	id      uint64
+	hub     *Hub
+	db      *sluice.Database
+	opts    Options
+	classes map[string]bool // nil: every class
+	started time.Time
+	st      *dbState
+
+	// trimSeq is the commit a resume starts inside: only its changes after
+	// trimIndex are delivered. -1 when the subscription starts between
+	// commits.
+	trimSeq   int64
+	trimIndex int
+
+	ch     chan *sluice.Commit
+	ctx    context.Context // ends with the subscription
+	cancel context.CancelFunc
+
+	// cursor is the sequence of the last commit put in ch or skipped. The
+	// tailer writes it (under st.mu) while live, the catch-up goroutine
+	// while not.
+	cursor   atomic.Int64
+	live     atomic.Bool
+	catchUps atomic.Int64
+
+	once sync.Once
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// ID returns the subscription's id, unique in the process and increasing,
+// for logs, metrics and the `: connected sub=<n>` frame.
+func (s *Subscription) ID() uint64 { return s.id }
+
+// Database returns the database subscribed to.
+func (s *Subscription) Database() *sluice.Database { return s.db }
+
+// Commits returns the channel the commits arrive on, oldest first. It is
+// never closed: select on Done too. Commits are shared; do not modify them.
+func (s *Subscription) Commits() <-chan *sluice.Commit { return s.ch }
+
+// Done is closed when the subscription ends. Commits already queued may
+// still be read from Commits, in order.
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Err returns why the subscription ended: ErrClosed, ErrShutdown, or a
+// *sluice.Error with CodeGone (history it needed was pruned) or
+// CodeNotFound (the database was deleted). It is nil before Done is closed.
+func (s *Subscription) Err() error {
+	select {
+	case <-s.done:
+		return s.err
+	default:
+		return nil
+	}
+}
+
+// Close ends the subscription and releases it. It is idempotent.
+func (s *Subscription) Close() { s.finish(ErrClosed) }
+
+func (s *Subscription) finish(err error) {
+	s.once.Do(func() {
+		s.err = err
+		s.cancel()
+		close(s.done)
+		s.hub.remove(s)
+	})
+}
+
+// sleep waits d or until the subscription ends, reporting whether it is
+// still open.
+func (s *Subscription) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// prepare returns what s receives of commit c: nil when c changes none of
+// its classes (classes, when not nil, is c's set of classes), a copy
+// holding only the changes after the resume position for the commit a
+// resume starts inside, else c itself.
+func (s *Subscription) prepare(c *sluice.Commit, classes map[string]bool) *sluice.Commit {
+	if s.classes != nil {
+		if classes == nil {
+			classes = commitClasses(c)
+		}
+		match := false
+		for cl := range s.classes {
+			if classes[cl] {
+				match = true
+				break
+			}
+		}
+		if !match {
+			return nil
+		}
+	}
+	if c.Seq != s.trimSeq {
+		return c
+	}
+	i := 0
+	for i < len(c.Changes) && c.Changes[i].Index <= s.trimIndex {
+		i++
+	}
+	if i == len(c.Changes) {
+		return nil
+	}
+	cc := *c
+	cc.Changes = c.Changes[i:]
+	return &cc
+}

@@ -1,0 +1,282 @@
+package changefeed
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// Store is what the tailer reads. *postgres.DB satisfies it.
+type Store interface {
+	Log
+	Heads(ctx context.Context) ([]postgres.Head, error)
+	Listen(ctx context.Context) (*postgres.Listener, error)
+}
+
+// TailerOptions configure a Tailer. Zero values take the defaults.
+type TailerOptions struct {
+	Logger  *slog.Logger
+	Metrics *metrics.Stream
+	// Poll is the interval of the periodic read of every database's head,
+	// which covers lost notifications (default 1s).
+	Poll time.Duration
+	// BatchSize is how many commits one read fetches (default 256).
+	BatchSize int
+	// Now is the clock used to measure lag (default time.Now).
+	Now func() time.Time
+}
+
+// Tailer follows the commit log of every database and hands each new
+// commit to the hub, once and in order. There is one per process.
+type Tailer struct {
+	store   Store
+	hub     *Hub
+	logger  *slog.Logger
+	metrics *metrics.Stream
+	poll    time.Duration
+	batch   int
+	now     func() time.Time
+	running atomic.Bool
+
+	mu      sync.Mutex
+	pending map[int64]struct{} // databases woken since the last sync
+	full    bool               // re-read every database's head
+	wake    chan struct{}
+
+	// Owned by Run's goroutine.
+	dbs map[int64]*sluice.Database // followed databases (ID and Epoch)
+	pos map[int64]int64            // the last sequence handed to the hub
+}
+
+// NewTailer returns a Tailer that reads store and feeds hub. Call Run.
+func NewTailer(store Store, hub *Hub, o TailerOptions) *Tailer {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Poll <= 0 {
+		o.Poll = time.Second
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 256
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Tailer{
+		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, now: o.Now,
+		pending: map[int64]struct{}{}, full: true, wake: make(chan struct{}, 1),
+		dbs: map[int64]*sluice.Database{}, pos: map[int64]int64{},
+	}
+}
+
+// Wake tells the tailer that database dbID committed (in this process, or
+// as a notification said). It never blocks.
+func (t *Tailer) Wake(dbID int64) {
+	t.mu.Lock()
+	if dbID == 0 {
+		t.full = true
+	} else {
+		t.pending[dbID] = struct{}{}
+	}
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running reports whether the tailer's last read of the log succeeded.
+func (t *Tailer) Running() bool { return t.running.Load() }
+
+// Run follows the log until ctx ends, then returns after its goroutines.
+// Read errors are logged and retried on the next poll.
+func (t *Tailer) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { t.listen(ctx) })
+	defer wg.Wait()
+	tick := time.NewTicker(t.poll)
+	defer tick.Stop()
+	for {
+		t.setRunning(t.sync(ctx) == nil)
+		select {
+		case <-ctx.Done():
+			t.setRunning(false)
+			return
+		case <-t.wake:
+		case <-tick.C:
+			t.mu.Lock()
+			t.full = true
+			t.mu.Unlock()
+		}
+	}
+}
+
+func (t *Tailer) setRunning(ok bool) {
+	t.running.Store(ok)
+	if t.metrics != nil {
+		v := 0.0
+		if ok {
+			v = 1
+		}
+		t.metrics.TailerRunning.Set(v)
+	}
+}
+
+// sync reads every woken database's new commits and hands them over.
+func (t *Tailer) sync(ctx context.Context) error {
+	t.mu.Lock()
+	full := t.full
+	ids := make([]int64, 0, len(t.pending))
+	for id := range t.pending {
+		ids = append(ids, id)
+		if t.dbs[id] == nil {
+			full = true // a database created since the last poll
+		}
+	}
+	clear(t.pending)
+	t.full = false
+	t.mu.Unlock()
+
+	if full {
+		var err error
+		if ids, err = t.heads(ctx); err != nil {
+			t.retry(full, ids)
+			if ctx.Err() == nil {
+				t.logger.Warn("change feed: read heads", "err", err)
+			}
+			return err
+		}
+	}
+	for i, id := range ids {
+		if err := t.follow(ctx, id); err != nil {
+			t.retry(false, ids[i:])
+			if ctx.Err() == nil {
+				t.logger.Warn("change feed: read commits", "database", id, "err", err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// retry schedules the work a failed sync left for the next one.
+func (t *Tailer) retry(full bool, ids []int64) {
+	t.mu.Lock()
+	t.full = t.full || full
+	for _, id := range ids {
+		t.pending[id] = struct{}{}
+	}
+	t.mu.Unlock()
+}
+
+// heads reads every database's head: it starts following new databases
+// at their head, drops deleted ones, and returns those with new commits.
+func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
+	hs, err := t.store.Heads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := make(map[int64]bool, len(hs))
+	var behind []int64
+	for _, h := range hs {
+		seen[h.DatabaseID] = true
+		if t.dbs[h.DatabaseID] == nil {
+			// Commits up to the head are in the log for any subscription
+			// that needs them; the hub delivers from here on.
+			t.dbs[h.DatabaseID] = &sluice.Database{ID: h.DatabaseID, Epoch: h.Epoch}
+			t.pos[h.DatabaseID] = h.LastSeq
+			t.hub.track(h.DatabaseID, h.LastSeq)
+			continue
+		}
+		if h.LastSeq > t.pos[h.DatabaseID] {
+			behind = append(behind, h.DatabaseID)
+		}
+	}
+	for id := range t.dbs {
+		if !seen[id] {
+			delete(t.dbs, id)
+			delete(t.pos, id)
+			t.hub.drop(id)
+		}
+	}
+	return behind, nil
+}
+
+// follow hands database id's commits after its position to the hub.
+func (t *Tailer) follow(ctx context.Context, id int64) error {
+	d := t.dbs[id]
+	if d == nil {
+		return nil // deleted meanwhile
+	}
+	for {
+		cs, err := t.store.CommitsAfter(ctx, d, t.pos[id], t.batch)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if c.Seq != t.pos[id]+1 {
+				// Pruned while this process lagged behind: the live
+				// subscriptions re-read and each learns whether it lost
+				// anything.
+				t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", t.pos[id], "next", c.Seq)
+				t.hub.gap(id)
+			}
+			t.hub.publish(c)
+			t.pos[id] = c.Seq
+			if t.metrics != nil {
+				t.metrics.Published.WithLabelValues(dbLabel(id)).Add(float64(len(c.Changes)))
+				t.metrics.TailerLag.Set(t.now().Sub(c.Time).Seconds())
+			}
+		}
+		if len(cs) < t.batch {
+			return nil
+		}
+	}
+}
+
+// listen wakes the tailer on every notification, reconnecting with backoff.
+// After each (re)connection it asks for a full read, so commits whose
+// notification was missed while disconnected are not delayed to the poll.
+func (t *Tailer) listen(ctx context.Context) {
+	backoff := 100 * time.Millisecond
+	first := true
+	for ctx.Err() == nil {
+		l, err := t.store.Listen(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.logger.Warn("change feed: listen", "err", err, "retry_in", backoff)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 10*time.Second)
+			continue
+		}
+		if !first && t.metrics != nil {
+			t.metrics.ListenReconnects.Inc()
+		}
+		first = false
+		backoff = 100 * time.Millisecond
+		t.Wake(0)
+		for {
+			id, err := l.Wait(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.logger.Warn("change feed: listen connection lost; reconnecting", "err", err)
+				}
+				break
+			}
+			t.Wake(id)
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = l.Close(cctx)
+		cancel()
+	}
+}

@@ -1,0 +1,142 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+type changeJSON struct {
+	Position string          `json:"position"`
+	ID       string          `json:"id"`
+	Op       string          `json:"op"`
+	Before   json.RawMessage `json:"before"`
+	After    json.RawMessage `json:"after"`
+}
+
+type commitJSON struct {
+	ID      string       `json:"id"`
+	Changes []changeJSON `json:"changes"`
+}
+
+// allChanges reads the whole change history of admin/<db>, page by page.
+func allChanges(t *testing.T, d *dt.Daemon, db string) []commitJSON {
+	t.Helper()
+	var out []commitJSON
+	after := "0"
+	for {
+		var page []commitJSON
+		r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/"+db+"?limit=1000&after="+after, nil)
+		if err := json.Unmarshal(r.Body, &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			return out
+		}
+		out = append(out, page...)
+		after = page[len(page)-1].ID
+	}
+}
+
+// TestConcurrentWritersGaplessAndOrdered runs 8 writers that update one
+// shared document and one document each. The log must number commits
+// 1..N without gaps, and for every document each change's before image must
+// be the previous change's after image: the log order is the commit order.
+func TestConcurrentWritersGaplessAndOrdered(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "counters", "type Counter { writer: Int! step: Int! }")
+	const writers, steps = 8, 40
+	var docs bytes.Buffer
+	docs.WriteString(`[{"@type":"Counter","@id":"shared","writer":-1,"step":-1}`)
+	for w := range writers {
+		fmt.Fprintf(&docs, `,{"@type":"Counter","@id":"own%d","writer":%d,"step":-1}`, w, w)
+	}
+	docs.WriteString("]")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/counters", docs.String())
+
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*steps)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range steps {
+				id := "shared"
+				if i%2 == 1 {
+					id = fmt.Sprintf("own%d", w)
+				}
+				body := fmt.Sprintf(`{"@type":"Counter","@id":"%s","writer":%d,"step":%d}`, id, w, i)
+				if r := d.Do(t, dt.Admin(), "PUT", "/api/document/admin/counters", body); r.Status != 200 {
+					errs <- fmt.Errorf("writer %d step %d: %d %s", w, i, r.Status, r.Body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+
+	commits := allChanges(t, d, "counters")
+	if len(commits) != 1+writers*steps {
+		t.Fatalf("%d commits, want %d", len(commits), 1+writers*steps)
+	}
+	last := map[string]string{}
+	for i, c := range commits {
+		if c.ID != fmt.Sprint(i+1) {
+			t.Fatalf("commit %d has id %s: the sequence has a gap or is out of order", i+1, c.ID)
+		}
+		for _, ch := range c.Changes {
+			if prev, ok := last[ch.ID]; ok && prev != string(ch.Before) {
+				t.Fatalf("commit %s: %s before image %s, but the previous change left %s", c.ID, ch.ID, ch.Before, prev)
+			}
+			last[ch.ID] = string(ch.After)
+		}
+	}
+}
+
+// TestFailedRequestLeavesNoTrace fails a bulk insert after its first chunk
+// of 1,000 documents was already sent to Postgres.
+func TestFailedRequestLeavesNoTrace(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "bulk", "type Item { n: Int! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/bulk", `{"@type":"Item","@id":"taken","n":0}`)
+
+	var body strings.Builder
+	for i := range 1500 {
+		id := fmt.Sprintf("i%d", i)
+		if i == 1200 {
+			id = "taken"
+		}
+		fmt.Fprintf(&body, "{\"@type\":\"Item\",\"@id\":\"%s\",\"n\":%d}\n", id, i)
+	}
+	r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/bulk", body.String(), "Content-Type", "application/x-ndjson")
+	if r.Status != 409 || !strings.Contains(string(r.Body), "Item/taken already exists") {
+		t.Fatalf("got %d %s", r.Status, r.Body)
+	}
+	// The same with a validation error late in the stream.
+	bad := strings.Replace(body.String(), `"@id":"taken","n":1200`, `"@id":"i1200","n":"x"`, 1)
+	r = d.Do(t, dt.Admin(), "POST", "/api/document/admin/bulk", bad, "Content-Type", "application/x-ndjson")
+	if r.Status != 400 || !strings.Contains(string(r.Body), `document 1200 (i1200): Item: field \"n\"`) {
+		t.Fatalf("got %d %s", r.Status, r.Body)
+	}
+	commits := allChanges(t, d, "bulk")
+	if len(commits) != 1 {
+		t.Fatalf("%d commits after failed requests, want 1", len(commits))
+	}
+	list := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/bulk", nil)
+	if n := strings.Count(string(list.Body), "\n"); n != 1 {
+		t.Fatalf("%d documents after failed requests, want 1", n)
+	}
+	// The next commit gets the next number: the failures used none.
+	r = d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/bulk", `{"@type":"Item","n":1}`)
+	if !strings.Contains(string(r.Body), `"commit":"2"`) {
+		t.Fatalf("next commit: %s", r.Body)
+	}
+}

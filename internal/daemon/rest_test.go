@@ -1,0 +1,223 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+const peopleSDL = `
+enum Color { RED GREEN BLUE }
+type Address @subdocument { street: String! city: String }
+interface Animal { name: String! }
+type Dog implements Animal { name: String! breed: String }
+type Person {
+  name: String!
+  age: Int
+  favorite: Color
+  home: Address
+  friends: [Person!]
+  pet: Animal
+  ssn: String @private
+}
+`
+
+// errBody decodes a REST error body and checks its shape.
+func errBody(t *testing.T, r dt.Response) (typ, msg string) {
+	t.Helper()
+	var b struct {
+		Status string            `json:"api:status"`
+		Error  map[string]string `json:"api:error"`
+		Msg    string            `json:"api:message"`
+	}
+	if err := json.Unmarshal(r.Body, &b); err != nil {
+		t.Fatalf("error body is not JSON: %s", r.Body)
+	}
+	if !strings.HasPrefix(b.Status, "api:") || b.Error["@type"] == "" || b.Msg == "" {
+		t.Fatalf("error body has the wrong shape: %s", r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("error Content-Type %q", ct)
+	}
+	return b.Error["@type"], b.Msg
+}
+
+func TestRESTDocumentsRoundTrip(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "people", peopleSDL)
+
+	ins := d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/people?author=ann&message=first",
+		`[{"@type":"Dog","@id":"rex","name":"Rex"},
+		  {"@type":"Person","@id":"Person/alice","name":"Alice","age":30,"favorite":"RED","home":{"street":"Main St"},"pet":"Dog/rex","ssn":"123"}]`)
+	var res struct {
+		IDs    []string `json:"ids"`
+		Commit string   `json:"commit"`
+	}
+	if err := json.Unmarshal(ins.Body, &res); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(res.IDs, ",") != "Dog/rex,Person/alice" || res.Commit != "1" {
+		t.Fatalf("insert answered %s", ins.Body)
+	}
+
+	got := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?id=Person/alice", nil)
+	want := `{"@id":"Person/alice","@type":"Person","name":"Alice","age":30,"favorite":"RED","home":{"@type":"Address","street":"Main St"},"pet":"Dog/rex","ssn":"123"}` + "\n"
+	if string(got.Body) != want {
+		t.Fatalf("get by id:\n got %s\nwant %s", got.Body, want)
+	}
+
+	// NDJSON insert of several documents is one commit.
+	ndjson := "{\"@type\":\"Person\",\"@id\":\"bob\",\"name\":\"Bob\"}\n{\"@type\":\"Person\",\"@id\":\"carol\",\"name\":\"Carol\",\"friends\":[\"Person/bob\"]}\n"
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/people", ndjson, "Content-Type", "application/x-ndjson")
+	if !strings.Contains(string(r.Body), `"commit":"2"`) {
+		t.Fatalf("ndjson insert: %s", r.Body)
+	}
+
+	// Listing by type, paging, as_list.
+	list := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?type=Person&skip=1&count=1&as_list=true", nil)
+	if string(list.Body) != `[{"@id":"Person/bob","@type":"Person","name":"Bob"}]`+"\n" {
+		t.Fatalf("paged list: %s", list.Body)
+	}
+	all := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?type=Animal", nil)
+	if strings.Count(string(all.Body), "\n") != 1 || !strings.Contains(string(all.Body), `"@id":"Dog/rex"`) {
+		t.Fatalf("list of the abstract parent: %s", all.Body)
+	}
+	if ct := all.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+		t.Fatalf("listing Content-Type %q", ct)
+	}
+
+	// Replace, upsert, delete.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/people", `{"@type":"Person","@id":"Person/bob","name":"Robert","age":41}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/people?create=true", `{"@type":"Person","@id":"Person/dave","name":"Dave"}`)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/people", `["Person/carol","Person/dave"]`)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/people?id=Dog/rex", nil)
+
+	names := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?type=Person", nil)
+	if strings.Count(string(names.Body), "\n") != 2 || !strings.Contains(string(names.Body), `"name":"Robert","age":41`) {
+		t.Fatalf("after replace and delete: %s", names.Body)
+	}
+
+	// The log has one commit per request, newest first, with author and message.
+	var log []struct {
+		ID      string `json:"id"`
+		Author  string `json:"author"`
+		Message string `json:"message"`
+		Changes int    `json:"changes"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/people", nil).Body, &log); err != nil {
+		t.Fatal(err)
+	}
+	if len(log) != 6 || log[0].ID != "6" || log[5].Author != "ann" || log[5].Message != "first" || log[5].Changes != 2 {
+		t.Fatalf("log: %+v", log)
+	}
+
+	// The change history has before and after images.
+	var changes []struct {
+		ID      string `json:"id"`
+		Changes []struct {
+			Op     string          `json:"op"`
+			ID     string          `json:"id"`
+			Before json.RawMessage `json:"before"`
+			After  json.RawMessage `json:"after"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/people?after=2", nil).Body, &changes); err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 4 {
+		t.Fatalf("changes after 2: %d commits", len(changes))
+	}
+	up := changes[0].Changes[0]
+	if up.Op != "updated" || string(up.Before) != `{"@id":"Person/bob","@type":"Person","name":"Bob"}` ||
+		string(up.After) != `{"@id":"Person/bob","@type":"Person","name":"Robert","age":41}` {
+		t.Fatalf("update change: %+v", up)
+	}
+	del := changes[2].Changes
+	if len(del) != 2 || del[0].Op != "deleted" || del[0].ID != "Person/carol" || string(del[0].After) != "null" ||
+		!strings.Contains(string(del[0].Before), `"friends":["Person/bob"]`) {
+		t.Fatalf("delete changes: %+v", del)
+	}
+}
+
+func TestRESTErrors(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "people", peopleSDL)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/people", `{"@type":"Person","@id":"alice","name":"Alice"}`)
+
+	cases := []struct {
+		method, path, body string
+		status             int
+		typ, msg           string
+	}{
+		{"GET", "/api/nope", "", 404, "api:NotFound", "no route for GET /api/nope"},
+		{"PATCH", "/api/document/admin/people", "", 405, "api:MethodNotAllowed", "method PATCH is not allowed"},
+		{"GET", "/api/db/admin/missing", "", 404, "api:NotFound", "database admin/missing does not exist"},
+		{"POST", "/api/db/admin/people", "", 409, "api:Conflict", "database admin/people already exists"},
+		{"POST", "/api/db/admin/bad%20name", "", 400, "api:BadRequest", `invalid database name "bad name"`},
+		{"POST", "/api/db/nosuchorg/x", "", 404, "api:NotFound", `organization "nosuchorg" does not exist`},
+		{"POST", "/api/db/admin/badsdl", `{"schema":"type Person {\n  name: Strin\n}"}`, 400, "api:BadRequest", "line 2, column"},
+		{"POST", "/api/db/admin/x", `{"labl":"x"}`, 400, "api:BadRequest", `unknown field "labl"`},
+		{"GET", "/api/document/admin/people?typ=Person", "", 400, "api:BadRequest", `unknown query parameter "typ"`},
+		{"GET", "/api/document/admin/people?count=-1", "", 400, "api:BadRequest", "count"},
+		{"GET", "/api/document/admin/people?id=Person/nobody", "", 404, "api:NotFound", "document Person/nobody does not exist"},
+		{"GET", "/api/document/admin/people?type=Nope", "", 400, "api:BadRequest", `type "Nope" is not a document class`},
+		{"POST", "/api/document/admin/people", "", 400, "api:BadRequest", "the request body is empty"},
+		{"POST", "/api/document/admin/people", `{"@type":"Person","name":`, 400, "api:BadRequest", "document 0: invalid JSON"},
+		{"POST", "/api/document/admin/people", `[{"@type":"Person","name":"A"},{"@type":"Person","age":"x","name":"B"}]`, 400, "api:BadRequest", `document 1: Person: field "age"`},
+		{"POST", "/api/document/admin/people", `{"@type":"Person","@id":"alice","name":"Again"}`, 409, "api:Conflict", "document Person/alice already exists"},
+		{"POST", "/api/document/admin/people", `{"@type":"Person","name":"A","shoe":1}`, 400, "api:BadRequest", `"shoe"`},
+		{"POST", "/api/document/admin/people", `{"@type":"Nope","name":"A"}`, 400, "api:BadRequest", "Nope"},
+		{"POST", "/api/document/admin/people", `[{"@type":"Person","@id":"x","name":"A"},{"@type":"Person","@id":"x","name":"B"}]`, 400, "api:BadRequest", "appears twice"},
+		{"POST", "/api/document/admin/people", `[1]`, 400, "api:BadRequest", "document 0: not a JSON object"},
+		{"POST", "/api/document/admin/people", `"x"`, 400, "api:BadRequest", "must be a JSON object"},
+		{"PUT", "/api/document/admin/people", `{"@type":"Person","@id":"nobody","name":"N"}`, 404, "api:NotFound", "document Person/nobody does not exist"},
+		{"PUT", "/api/document/admin/people", `{"@type":"Person","name":"N"}`, 400, "api:BadRequest", "needs an @id"},
+		{"PUT", "/api/document/admin/people?create=maybe", `{}`, 400, "api:BadRequest", "create"},
+		{"DELETE", "/api/document/admin/people?id=Person/nobody", "", 404, "api:NotFound", "document Person/nobody does not exist"},
+		{"DELETE", "/api/document/admin/people", `{"x":1}`, 400, "api:BadRequest", "JSON array of document ids"},
+		{"DELETE", "/api/document/admin/people", `[]`, 400, "api:BadRequest", "no document ids"},
+		{"DELETE", "/api/document/admin/people", `["nonsense"]`, 400, "api:BadRequest", `invalid document id "nonsense"`},
+		{"PUT", "/api/schema/admin/people", "type Person { name: String! }", 409, "api:Conflict", "repeat with force=true"},
+		{"PUT", "/api/schema/admin/people?force=yes", "type X { a: Int }", 400, "api:BadRequest", "force"},
+		{"PUT", "/api/schema/admin/people", "type {", 400, "api:BadRequest", "line 1, column"},
+		{"GET", "/api/changes/admin/people?after=zzz-1-0", "", 410, "api:Gone", "another incarnation"},
+		{"GET", "/api/changes/admin/people?after=a-b-c", "", 400, "api:BadRequest", "after"},
+		{"GET", "/api/changes/admin/people?after=99", "", 400, "api:BadRequest", "ahead of the newest commit"},
+		{"GET", "/api/log/admin/people?count=0", "", 400, "api:BadRequest", "count=0"},
+		{"DELETE", "/api/tokens/abc", "", 400, "api:BadRequest", `token id "abc" is not a number`},
+		{"DELETE", "/api/tokens/999", "", 404, "api:NotFound", "token 999 does not exist"},
+		{"PUT", "/api/roles/admin/people", `{"user":"admin","role":"owner"}`, 400, "api:BadRequest", `role "owner"`},
+		{"POST", "/api/document/_system/_system", `{"@type":"Organization","name":"x"}`, 403, "api:Forbidden", "written only by Sluice"},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s %s", c.method, c.path), func(t *testing.T) {
+			var body any
+			if c.body != "" {
+				body = c.body
+			}
+			r := d.Do(t, dt.Admin(), c.method, c.path, body)
+			if r.Status != c.status {
+				t.Fatalf("status %d, want %d; body %s", r.Status, c.status, r.Body)
+			}
+			typ, msg := errBody(t, r)
+			if typ != c.typ || !strings.Contains(msg, c.msg) {
+				t.Fatalf("error %s %q, want %s containing %q", typ, msg, c.typ, c.msg)
+			}
+		})
+	}
+
+	// None of the failed writes left a trace: one commit, one document.
+	log := d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/people", nil)
+	if n := strings.Count(string(log.Body), `"id":`); n != 1 {
+		t.Fatalf("failed requests left commits: %s", log.Body)
+	}
+	docs := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people", nil)
+	if string(docs.Body) != `{"@id":"Person/alice","@type":"Person","name":"Alice"}`+"\n" {
+		t.Fatalf("failed requests left documents: %s", docs.Body)
+	}
+}

@@ -1,0 +1,176 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// DocQuery and QueryDoc are the storage layer's GraphQL read types.
+type (
+	DocQuery = postgres.DocQuery
+	QueryDoc = postgres.QueryDoc
+	OrderKey = postgres.OrderKey
+)
+
+// GraphQLDatabase authorizes a GraphQL request on database org/name: u
+// needs the read role. It returns the database, its schema and u's role,
+// which decides the fields the generated schema shows (field protection).
+func (e *Engine) GraphQLDatabase(ctx context.Context, u *sluice.User, org, name string) (*sluice.Database, *sluice.Schema, sluice.Role, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	if err != nil {
+		return nil, nil, sluice.RoleNone, err
+	}
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, nil, sluice.RoleNone, err
+	}
+	return d, s, role, nil
+}
+
+// QueryDocuments runs one GraphQL document query (one SQL statement). The
+// caller has authorized the reader with GraphQLDatabase and hides the
+// fields the reader may not see.
+func (e *Engine) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery) ([]QueryDoc, error) {
+	return e.store.QueryDocuments(ctx, d, s, q)
+}
+
+// DocumentsByID reads documents by id, of any classes, in one SQL
+// statement; missing ids are left out. Authorization as QueryDocuments.
+func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]QueryDoc, error) {
+	return e.store.DocumentsByID(ctx, d, s, ids)
+}
+
+// CommitChanges returns commit seq of d (0: the newest) with its changes,
+// unredacted, or NotFound when it does not exist or was pruned.
+// Authorization as QueryDocuments.
+func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Commit, error) {
+	return e.store.Commit(ctx, d, seq)
+}
+
+// WriteKind says what a WriteOp does.
+type WriteKind int
+
+// The kinds of write.
+const (
+	WriteInsert WriteKind = iota + 1
+	WriteReplace
+	WriteDelete
+)
+
+// WriteOp is one write of a batch: documents to insert or replace (Docs),
+// or ids to delete (IDs).
+type WriteOp struct {
+	Kind WriteKind
+	Docs DocSource
+	IDs  []string
+	// Create makes a replace insert documents that do not exist.
+	Create bool
+}
+
+// WriteBatch runs several writes, in order, as one commit (one GraphQL
+// request with several mutation fields). It needs the write role. Any
+// error rolls the whole batch back. It returns the ids each op wrote.
+func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writable(d); err != nil {
+		return nil, nil, err
+	}
+	if len(ops) == 0 {
+		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "no writes in the request")
+	}
+	var ids [][]string
+	var commit *sluice.Commit
+	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		ids = make([][]string, len(ops))
+		w, err := tx.NewWriter(ctx, d, s)
+		if err != nil {
+			return err
+		}
+		for i, op := range ops {
+			if ids[i], err = e.batchOp(ctx, w, s, op); err != nil {
+				return err
+			}
+		}
+		commit, err = w.Finish(ctx, e.meta(u, opt))
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	e.onCommit(commit)
+	return ids, commit, nil
+}
+
+// batchOp runs one op of WriteBatch inside its commit.
+func (e *Engine) batchOp(ctx context.Context, w *postgres.Writer, s *sluice.Schema, op WriteOp) ([]string, error) {
+	if op.Kind == WriteDelete {
+		if len(op.IDs) == 0 {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
+		}
+		seen := make(map[string]bool, len(op.IDs))
+		for _, id := range op.IDs {
+			class, key, ok := strings.Cut(id, "/")
+			if !ok || key == "" || s.Class(class) == nil {
+				return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
+			}
+			if seen[id] {
+				return nil, sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
+			}
+			seen[id] = true
+		}
+		return op.IDs, w.Delete(ctx, op.IDs)
+	}
+	var docs []*sluice.Document
+	var ids []string
+	seen := map[string]bool{}
+	for n := 0; ; n++ {
+		raw, err := op.Docs.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, docError(n, nil, err)
+		}
+		doc, err := schema.ValidateDocument(s, raw)
+		if err != nil {
+			return nil, docError(n, raw, err)
+		}
+		if doc.ID == "" {
+			if op.Kind == WriteReplace {
+				return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: a replaced %s document needs an @id", n, doc.Type)
+			}
+			doc.ID = doc.Type + "/" + randomKey()
+		}
+		if seen[doc.ID] {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
+		}
+		seen[doc.ID] = true
+		docs = append(docs, doc)
+		ids = append(ids, doc.ID)
+	}
+	if len(docs) == 0 {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
+	}
+	for start := 0; start < len(docs); start += chunkSize {
+		chunk := docs[start:min(start+chunkSize, len(docs))]
+		var err error
+		if op.Kind == WriteInsert {
+			err = w.Insert(ctx, chunk)
+		} else {
+			err = w.Replace(ctx, chunk, op.Create)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}

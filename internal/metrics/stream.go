@@ -1,0 +1,87 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Stream holds the change feed's and the streams' collectors. Database
+// labels are database ids, like sluice_commits_total. Fields are safe for
+// concurrent use.
+type Stream struct {
+	// Subscribers counts open subscriptions, by transport ("rest",
+	// "graphql-sse", …) and database.
+	Subscribers *prometheus.GaugeVec
+	// Published counts events (document changes) the tailer handed to the
+	// hub, by database.
+	Published *prometheus.CounterVec
+	// Delivered counts events written to clients, by transport and database.
+	Delivered *prometheus.CounterVec
+	// CatchUps counts subscribers switched from live delivery to reading
+	// the log because their queue overflowed, by database.
+	CatchUps *prometheus.CounterVec
+	// Replays counts subscriptions that started from a past position
+	// (resume), by database.
+	Replays *prometheus.CounterVec
+	// ResumeFailures counts resumes refused because the position expired
+	// or belongs to another epoch, by database.
+	ResumeFailures *prometheus.CounterVec
+	// Latency observes the time from commit to the write of its event to a
+	// client, by transport.
+	Latency *prometheus.HistogramVec
+	// TailerLag is the age of the newest commit the tailer handed to the
+	// hub, when it handed it over.
+	TailerLag prometheus.Gauge
+	// TailerRunning is 1 while the tailer reads the log successfully.
+	TailerRunning prometheus.Gauge
+	// ListenReconnects counts reconnections of the tailer's LISTEN
+	// connection.
+	ListenReconnects prometheus.Counter
+}
+
+// NewStream creates the stream collectors and registers them in reg.
+func NewStream(reg prometheus.Registerer) *Stream {
+	s := &Stream{
+		Subscribers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_stream_subscribers",
+			Help: "Open stream subscriptions, by transport and database.",
+		}, []string{"transport", "database"}),
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_stream_events_published_total",
+			Help: "Document changes the change feed handed to the hub, by database.",
+		}, []string{"database"}),
+		Delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_stream_events_delivered_total",
+			Help: "Events written to stream clients, by transport and database.",
+		}, []string{"transport", "database"}),
+		CatchUps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_stream_catchups_total",
+			Help: "Subscribers whose queue overflowed and that switched to reading the log, by database.",
+		}, []string{"database"}),
+		Replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_stream_replays_total",
+			Help: "Subscriptions resumed from a past position and replayed from the log, by database.",
+		}, []string{"database"}),
+		ResumeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_stream_resume_failures_total",
+			Help: "Resumes refused because the position expired or is from another epoch, by database.",
+		}, []string{"database"}),
+		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_stream_delivery_latency_seconds",
+			Help:    "Time from a commit to the write of its event to a stream client, by transport.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+		}, []string{"transport"}),
+		TailerLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_changefeed_lag_seconds",
+			Help: "Age of the newest commit the change feed handed to the hub, at the time it did.",
+		}),
+		TailerRunning: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_changefeed_running",
+			Help: "1 while the change feed reads the commit log successfully, else 0.",
+		}),
+		ListenReconnects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_changefeed_listen_reconnects_total",
+			Help: "Reconnections of the change feed's LISTEN connection.",
+		}),
+	}
+	reg.MustRegister(s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays,
+		s.ResumeFailures, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects)
+	return s
+}

@@ -1,0 +1,72 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Head is where one database's commit log stands.
+type Head struct {
+	DatabaseID int64
+	Epoch      string
+	History
+}
+
+// Heads returns the head of every database's commit log: one cheap read of
+// the counter rows, for the change feed's periodic poll.
+func (db *DB) Heads(ctx context.Context) ([]Head, error) {
+	rows, err := db.pool.Query(ctx, `SELECT d.id, d.epoch, c.last_seq, c.pruned_seq
+		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id`)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []Head
+	for rows.Next() {
+		var h Head
+		if err := rows.Scan(&h.DatabaseID, &h.Epoch, &h.LastSeq, &h.PrunedSeq); err != nil {
+			return nil, mapError(err)
+		}
+		out = append(out, h)
+	}
+	return out, mapError(rows.Err())
+}
+
+// Listener is a dedicated connection listening on NotifyChannel. It is not
+// safe for concurrent use: one goroutine owns it.
+type Listener struct {
+	conn *pgx.Conn
+}
+
+// Listen opens a dedicated connection to the server db is connected to and
+// starts listening on NotifyChannel. Close it when done.
+func (db *DB) Listen(ctx context.Context) (*Listener, error) {
+	conn, err := pgx.Connect(ctx, db.ConnString())
+	if err != nil {
+		return nil, fmt.Errorf("connect for listen: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel}.Sanitize()); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("listen on %s: %w", NotifyChannel, err)
+	}
+	return &Listener{conn: conn}, nil
+}
+
+// Wait blocks until a notification arrives and returns the id of the
+// database that committed. A payload that is not a database id gives 0. It
+// returns an error when ctx ends or the connection fails; the Listener is
+// then unusable.
+func (l *Listener) Wait(ctx context.Context) (int64, error) {
+	n, err := l.conn.WaitForNotification(ctx)
+	if err != nil {
+		return 0, err
+	}
+	id, _ := strconv.ParseInt(n.Payload, 10, 64)
+	return id, nil
+}
+
+// Close closes the connection.
+func (l *Listener) Close(ctx context.Context) error { return l.conn.Close(ctx) }

@@ -1,0 +1,235 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph/filter"
+)
+
+// DocQuery selects documents for a GraphQL query. Each query compiles to
+// one SQL statement.
+type DocQuery struct {
+	// Class is the queried class; Filter and Order address its fields.
+	Class string
+	// Classes are the document classes whose tables are read: Class and,
+	// unless children are excluded, its document subclasses.
+	Classes []string
+	// IDs, when not nil, keeps only documents with these ids.
+	IDs []string
+	// Filter, when not nil, keeps only matching documents.
+	Filter filter.Expr
+	// Order sorts the result; the id always comes last as a tie-breaker,
+	// so paging is stable.
+	Order []OrderKey
+	// Limit caps the number of documents (< 0: no limit); Offset skips.
+	Limit, Offset int64
+}
+
+// OrderKey is one sort key: a field name of the queried class, or "_id".
+type OrderKey struct {
+	Field string
+	Desc  bool
+}
+
+// QueryDoc is a document read for GraphQL with the commit that last wrote
+// it; Commit is nil when that commit was pruned from the log.
+type QueryDoc struct {
+	Doc    *sluice.Document
+	Commit *sluice.Commit
+}
+
+type statementCounterKey struct{}
+
+// CountStatements returns a context under which the GraphQL read functions
+// of this package (QueryDocuments, DocumentsByID) count the SQL statements
+// they send, and a function returning the count so far. Tests use it to
+// show that a nested query costs a number of statements that does not grow
+// with the number of documents.
+func CountStatements(ctx context.Context) (context.Context, func() int64) {
+	n := new(atomic.Int64)
+	return context.WithValue(ctx, statementCounterKey{}, n), n.Load
+}
+
+func countStatement(ctx context.Context) {
+	if n, ok := ctx.Value(statementCounterKey{}).(*atomic.Int64); ok {
+		n.Add(1)
+	}
+}
+
+// QueryDocuments returns the documents q selects from database d, in one
+// statement. Errors are domain errors: an invalid regex is CodeInvalid;
+// anything else is internal and keeps its SQL detail for the log only.
+func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery) ([]QueryDoc, error) {
+	if len(q.Classes) == 0 {
+		return nil, nil
+	}
+	c := s.Class(q.Class)
+	if c == nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", q.Class)
+	}
+	b := &sqlBuilder{db: d, schema: s}
+	var where []string
+	if q.IDs != nil {
+		where = append(where, fmt.Sprintf("t.%s = ANY(%s)", colID, b.arg(q.IDs)))
+	}
+	if q.Filter != nil {
+		cond, err := b.compileFilter(q.Filter, scope{alias: "t"})
+		if err != nil {
+			return nil, err
+		}
+		if cond != "true" {
+			where = append(where, cond)
+		}
+	}
+	whereSQL := ""
+	if len(where) > 0 {
+		whereSQL = " WHERE " + strings.Join(where, " AND ")
+	}
+	var orderCols, orderBy []string
+	idDesc := false
+	for i, k := range q.Order {
+		if k.Field == colID {
+			idDesc = k.Desc
+			break // the id is unique: later keys cannot matter
+		}
+		f := c.Field(k.Field)
+		if f == nil || f.List || f.Type.Kind == sluice.TypeSubdocument {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "orderBy: %s cannot be sorted by %s", q.Class, k.Field)
+		}
+		col := fmt.Sprintf("o%d", i)
+		orderCols = append(orderCols, fmt.Sprintf("t.%s AS %s", ident(f.Name), col))
+		expr := "u." + col
+		if columnType(f) == "text" {
+			expr += ` COLLATE "C"`
+		}
+		orderBy = append(orderBy, expr+direction(k.Desc))
+	}
+	orderBy = append(orderBy, `u._id COLLATE "C"`+direction(idDesc))
+	extra := ""
+	if len(orderCols) > 0 {
+		extra = ", " + strings.Join(orderCols, ", ")
+	}
+	parts := make([]string, len(q.Classes))
+	for i, name := range q.Classes {
+		if s.Class(name) == nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
+		}
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid, to_jsonb(t) AS j%s FROM %s t%s",
+			i, colID, colCommitUID, extra, tableName(d.ID, name), whereSQL)
+	}
+	sql := "SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
+		strings.Join(parts, " UNION ALL ") + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " +
+		strings.Join(orderBy, ", ")
+	if q.Limit >= 0 {
+		sql += " LIMIT " + b.arg(q.Limit)
+	}
+	if q.Offset > 0 {
+		sql += " OFFSET " + b.arg(q.Offset)
+	}
+	return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
+}
+
+func direction(desc bool) string {
+	if desc {
+		return " DESC"
+	}
+	return " ASC"
+}
+
+// DocumentsByID returns the documents of database d with the given ids
+// ("Class/key"), whatever their classes, in one statement. Ids that name no
+// document (or no document class) are left out; the order is unspecified.
+func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]QueryDoc, error) {
+	byClass := map[string][]string{}
+	var classes []string
+	for _, id := range ids {
+		class, _, ok := strings.Cut(id, "/")
+		if !ok {
+			continue
+		}
+		if c := s.Class(class); c == nil || c.Kind != sluice.KindDocument {
+			continue
+		}
+		if _, seen := byClass[class]; !seen {
+			classes = append(classes, class)
+		}
+		byClass[class] = append(byClass[class], id)
+	}
+	if len(classes) == 0 {
+		return nil, nil
+	}
+	b := &sqlBuilder{db: d, schema: s}
+	parts := make([]string, len(classes))
+	for i, name := range classes {
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS uid, to_jsonb(t) AS j FROM %s t WHERE t.%s = ANY(%s)",
+			i, colCommitUID, tableName(d.ID, name), colID, b.arg(byClass[name]))
+	}
+	sql := "SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
+		strings.Join(parts, " UNION ALL ") + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid"
+	return db.readDocs(ctx, d, s, classes, sql, b.args)
+}
+
+// readDocs runs a statement whose rows are (class index, row JSON, commit
+// columns) and decodes them.
+func (db *DB) readDocs(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, sql string, args []any) ([]QueryDoc, error) {
+	countStatement(ctx)
+	rows, err := db.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, queryError(err)
+	}
+	defer rows.Close()
+	var out []QueryDoc
+	for rows.Next() {
+		var (
+			ci      int
+			raw     []byte
+			seq     *int64
+			author  *string
+			message *string
+			at      *time.Time
+		)
+		if err := rows.Scan(&ci, &raw, &seq, &author, &message, &at); err != nil {
+			return nil, queryError(err)
+		}
+		c := s.Classes[classes[ci]]
+		row, err := decodeRow(raw)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s row: %w", c.Name, err)
+		}
+		doc, err := rowToDocument(c, row)
+		if err != nil {
+			return nil, err
+		}
+		qd := QueryDoc{Doc: doc}
+		if seq != nil {
+			qd.Commit = &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch, Seq: *seq, Author: *author, Message: *message, Time: *at}
+		}
+		out = append(out, qd)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, queryError(err)
+	}
+	return out, nil
+}
+
+// queryError maps errors of a GraphQL read: Postgres rejecting a regex the
+// Go check accepted is the client's error; the rest as mapError.
+func queryError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "2201B" { // invalid_regular_expression
+		return sluice.Errorf(sluice.CodeInvalid, "invalid regex: %s", pe.Message)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return mapError(err)
+}

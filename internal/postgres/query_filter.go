@@ -1,0 +1,268 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph/filter"
+)
+
+// sqlBuilder accumulates the text and parameters of one statement.
+type sqlBuilder struct {
+	db      *sluice.Database
+	schema  *sluice.Schema
+	args    []any
+	aliases int
+}
+
+// arg adds a parameter and returns its placeholder.
+func (b *sqlBuilder) arg(v any) string {
+	b.args = append(b.args, v)
+	return fmt.Sprintf("$%d", len(b.args))
+}
+
+func (b *sqlBuilder) alias(prefix string) string {
+	b.aliases++
+	return fmt.Sprintf("%s%d", prefix, b.aliases)
+}
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// scope says how to reach the fields of the object a filter is evaluated on:
+// a table row (alias set), a jsonb object (obj set) or, for list elements of
+// scalars, a jsonb scalar (elem set).
+type scope struct {
+	alias string
+	obj   string
+	elem  string
+}
+
+// textOf returns the SQL text value of field f (nil: the element itself) in
+// scope sc, for comparisons: native columns in a row, ->> text in jsonb.
+func (sc scope) value(f *sluice.Field, t sluice.FieldType) string {
+	var raw string
+	switch {
+	case sc.alias != "":
+		// A row column already has its type.
+		return sc.alias + "." + ident(f.Name)
+	case sc.obj != "":
+		raw = fmt.Sprintf("(%s->>%s)", sc.obj, quoteLiteral(f.Name))
+	default:
+		raw = fmt.Sprintf("(%s #>> '{}')", sc.elem)
+	}
+	if t.Kind != sluice.TypeScalar {
+		return raw
+	}
+	switch t.Name {
+	case sluice.ScalarInt, sluice.ScalarBigInt:
+		return raw + "::numeric"
+	case sluice.ScalarFloat:
+		return raw + "::float8"
+	case sluice.ScalarBoolean:
+		return raw + "::boolean"
+	case sluice.ScalarDateTime:
+		return raw + "::timestamptz"
+	}
+	return raw
+}
+
+// jsonb returns the jsonb value of a list or subdocument field in scope sc.
+func (sc scope) jsonb(f *sluice.Field) string {
+	if sc.alias != "" {
+		return sc.alias + "." + ident(f.Name)
+	}
+	return fmt.Sprintf("(%s->%s)", sc.obj, quoteLiteral(f.Name))
+}
+
+// quoteLiteral quotes a field name as a SQL string literal. Field names are
+// letters, digits and underscores (schema.Parse checks), but quote anyway.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// compileFilter returns a SQL boolean expression, never NULL, for e
+// evaluated in scope sc, on an object of class c.
+func (b *sqlBuilder) compileFilter(e filter.Expr, sc scope) (string, error) {
+	switch x := e.(type) {
+	case *filter.And:
+		return b.join(x.Exprs, sc, " AND ", "true")
+	case *filter.Or:
+		return b.join(x.Exprs, sc, " OR ", "false")
+	case *filter.Not:
+		s, err := b.compileFilter(x.Expr, sc)
+		if err != nil {
+			return "", err
+		}
+		return "NOT " + s, nil
+	case *filter.IDs:
+		if sc.alias == "" {
+			return "", fmt.Errorf("compile filter: _id outside a document")
+		}
+		return fmt.Sprintf("(%s.%s = ANY(%s))", sc.alias, colID, b.arg(x.IDs)), nil
+	case *filter.Compare:
+		return b.compare(x, sc.value(x.Field, x.Type))
+	case *filter.Ref:
+		var ref string
+		if sc.alias != "" {
+			ref = sc.alias + "." + ident(x.Field.Name)
+		} else {
+			ref = fmt.Sprintf("(%s->>%s)", sc.obj, quoteLiteral(x.Field.Name))
+		}
+		return b.refExists(x.Class, ref, x.Expr)
+	case *filter.Sub:
+		j := sc.jsonb(x.Field)
+		inner, err := b.compileFilter(x.Expr, scope{obj: j})
+		if err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("(%s IS NOT NULL AND jsonb_typeof(%s) = 'object' AND %s)", j, j, inner), nil
+	case *filter.Quant:
+		return b.quant(x, sc)
+	}
+	return "", fmt.Errorf("compile filter: unknown node %T", e)
+}
+
+func (b *sqlBuilder) join(exprs []filter.Expr, sc scope, sep, empty string) (string, error) {
+	if len(exprs) == 0 {
+		return empty, nil
+	}
+	parts := make([]string, len(exprs))
+	for i, e := range exprs {
+		s, err := b.compileFilter(e, sc)
+		if err != nil {
+			return "", err
+		}
+		parts[i] = s
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	return "(" + strings.Join(parts, sep) + ")", nil
+}
+
+// compare compiles one comparison of the SQL value v.
+func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
+	var param string
+	switch {
+	case c.Op == filter.OpRegex || c.Op == filter.OpStartsWith:
+		param = b.arg(c.Value.Str)
+	case c.Type.Kind != sluice.TypeScalar:
+		param = b.arg(c.Value.Str)
+	default:
+		switch c.Type.Name {
+		case sluice.ScalarInt, sluice.ScalarBigInt:
+			param = b.arg(c.Value.Str) + "::numeric"
+		case sluice.ScalarFloat:
+			param = b.arg(c.Value.Float) + "::float8"
+		case sluice.ScalarBoolean:
+			param = b.arg(c.Value.Bool) + "::boolean"
+		case sluice.ScalarDateTime:
+			param = b.arg(c.Value.Time) + "::timestamptz"
+		default:
+			param = b.arg(c.Value.Str) + "::text"
+		}
+	}
+	text := c.Type.Kind != sluice.TypeScalar || c.Type.Name == sluice.ScalarString || c.Type.Name == sluice.ScalarID
+	var cond string
+	switch c.Op {
+	case filter.OpRegex:
+		cond = fmt.Sprintf("%s::text ~ %s::text", v, param)
+	case filter.OpStartsWith:
+		cond = fmt.Sprintf("starts_with(%s::text, %s::text)", v, param)
+	case filter.OpEq:
+		cond = fmt.Sprintf("%s = %s", v, param)
+	case filter.OpNe:
+		cond = fmt.Sprintf("%s <> %s", v, param)
+	default:
+		op := map[filter.Op]string{filter.OpLt: "<", filter.OpLe: "<=", filter.OpGt: ">", filter.OpGe: ">="}[c.Op]
+		if op == "" {
+			return "", fmt.Errorf("compile filter: unknown operator %q", c.Op)
+		}
+		if text {
+			// Byte-wise order, like Go's string comparison in Match.
+			cond = fmt.Sprintf("%s::text COLLATE \"C\" %s %s::text", v, op, param)
+		} else {
+			cond = fmt.Sprintf("%s %s %s", v, op, param)
+		}
+	}
+	return "COALESCE(" + cond + ", false)", nil
+}
+
+// documentTables returns the tables of the document classes that are class
+// or inherit from it.
+func documentTables(s *sluice.Schema, class string) []string {
+	var out []string
+	for _, n := range s.Descendants(class) {
+		if s.Classes[n].Kind == sluice.KindDocument {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// unionSource returns a FROM source with the rows of every document table
+// of class or its subclasses, with the columns of class's own fields, so
+// that a filter on class's fields applies to all of them.
+func (b *sqlBuilder) unionSource(class string) (string, bool) {
+	classes := documentTables(b.schema, class)
+	if len(classes) == 0 {
+		return "", false
+	}
+	if len(classes) == 1 {
+		return tableName(b.db.ID, classes[0]), true
+	}
+	c := b.schema.Classes[class]
+	cols := []string{colID, colCommitUID}
+	for _, f := range c.Fields {
+		cols = append(cols, ident(f.Name))
+	}
+	list := strings.Join(cols, ", ")
+	parts := make([]string, len(classes))
+	for i, n := range classes {
+		parts[i] = fmt.Sprintf("SELECT %s FROM %s", list, tableName(b.db.ID, n))
+	}
+	return "(" + strings.Join(parts, " UNION ALL ") + ")", true
+}
+
+// refExists compiles "the document whose id is the SQL text ref exists,
+// is of class (or a subclass) and matches e".
+func (b *sqlBuilder) refExists(class, ref string, e filter.Expr) (string, error) {
+	src, ok := b.unionSource(class)
+	if !ok {
+		return "false", nil
+	}
+	a := b.alias("r")
+	inner, err := b.compileFilter(e, scope{alias: a})
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM %s %s WHERE %s.%s = %s AND %s)", src, a, a, colID, ref, inner), nil
+}
+
+// quant compiles someHave / allHave over the elements of a list field.
+func (b *sqlBuilder) quant(q *filter.Quant, sc scope) (string, error) {
+	list := sc.jsonb(q.Field)
+	a := b.alias("e")
+	elem := a + ".v"
+	var cond string
+	var err error
+	switch q.Field.Type.Kind {
+	case sluice.TypeReference:
+		cond, err = b.refExists(q.Field.Type.Name, "("+elem+" #>> '{}')", q.Elem)
+	case sluice.TypeSubdocument:
+		var inner string
+		inner, err = b.compileFilter(q.Elem, scope{obj: elem})
+		cond = fmt.Sprintf("(jsonb_typeof(%s) = 'object' AND %s)", elem, inner)
+	default:
+		cond, err = b.compileFilter(q.Elem, scope{elem: elem})
+	}
+	if err != nil {
+		return "", err
+	}
+	src := fmt.Sprintf("jsonb_array_elements(CASE WHEN jsonb_typeof(%s) = 'array' THEN %s END) %s(v)", list, list, a)
+	if q.All {
+		return fmt.Sprintf("NOT EXISTS (SELECT 1 FROM %s WHERE NOT %s)", src, cond), nil
+	}
+	return fmt.Sprintf("EXISTS (SELECT 1 FROM %s WHERE %s)", src, cond), nil
+}

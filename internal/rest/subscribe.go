@@ -1,0 +1,408 @@
+package rest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/metrics"
+)
+
+// StreamDeps is what the streaming endpoints need.
+type StreamDeps struct {
+	// Hub delivers commits; without it the stream routes answer 503.
+	Hub     *changefeed.Hub
+	Metrics *metrics.Stream
+	// Heartbeat is the keep-alive interval when a request gives none
+	// (config key heartbeat).
+	Heartbeat time.Duration
+	// WriteTimeout bounds each write to a stream client, so a vanished
+	// peer is noticed (default 1m). The server itself has no write timeout.
+	WriteTimeout time.Duration
+}
+
+// restTransport labels the REST change stream in metrics.
+const restTransport = "rest"
+
+// opTokens are the ?ops= tokens, the operation words of the envelope.
+var opTokens = map[string]sluice.Op{"create": sluice.OpAdded, "update": sluice.OpUpdated, "delete": sluice.OpDeleted}
+
+func opToken(o sluice.Op) string {
+	switch o {
+	case sluice.OpAdded:
+		return "create"
+	case sluice.OpUpdated:
+		return "update"
+	default:
+		return "delete"
+	}
+}
+
+// subscribe serves the REST change stream GET /api/subscribe/{org}/{db}/{class}:
+// one server-sent event per changed document of the class or a subclass,
+// as a CloudEvents 1.0 structured event, resumable with Last-Event-ID.
+func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
+	setCORS(w, r)
+	switch r.Method {
+	case http.MethodGet:
+	case http.MethodOptions:
+		w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
+		w.Header().Set("Access-Control-Allow-Headers", "Authorization, Last-Event-ID, Cache-Control")
+		w.Header().Set("Access-Control-Max-Age", "600")
+		w.WriteHeader(http.StatusNoContent)
+		return
+	default:
+		w.Header().Set("Allow", "GET, OPTIONS")
+		writeError(w, r, errMethod(r))
+		return
+	}
+	req, err := a.parseSubscribe(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if a.Stream.Hub == nil {
+		writeError(w, r, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
+		return
+	}
+	org, name := dbPath(r)
+	reader, err := a.Engine.StreamReader(r.Context(), userFrom(r), org, name)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	class := chi.URLParam(r, "class")
+	if c := reader.Schema.Class(class); c == nil || c.Kind == sluice.KindSubdocument {
+		writeError(w, r, sluice.Errorf(sluice.CodeNotFound, "class %q is not a document class of %s", class, reader.Database.Path()))
+		return
+	}
+	req.class = class
+	req.reader = reader
+	sub, err := a.Stream.Hub.Subscribe(r.Context(), reader.Database, req.from, changefeed.Options{
+		Classes:   reader.Schema.Descendants(class),
+		Transport: restTransport,
+	})
+	st := &eventStream{api: a, w: w, rc: http.NewResponseController(w), req: req}
+	if sluice.ErrorCode(err) == sluice.CodeGone {
+		// A resume that cannot be honoured is an event on the stream, so
+		// an EventSource sees why, never a silent gap.
+		st.start(r)
+		_ = st.writeError(err)
+		return
+	}
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	defer sub.Close()
+	st.sub = sub
+	st.serve(r)
+}
+
+// subscribeRequest is a parsed change stream request.
+type subscribeRequest struct {
+	ops       map[sluice.Op]bool
+	heartbeat time.Duration
+	from      *sluice.Position // nil: from now
+	class     string
+	reader    *engine.Reader
+}
+
+func (a *api) parseSubscribe(r *http.Request) (*subscribeRequest, error) {
+	q, err := query(r, "ops", "heartbeat", "lastEventId")
+	if err != nil {
+		return nil, err
+	}
+	req := &subscribeRequest{heartbeat: a.Stream.Heartbeat}
+	if req.heartbeat <= 0 {
+		req.heartbeat = 12 * time.Second
+	}
+	if req.ops, err = parseOps(q.Has("ops"), q.Get("ops")); err != nil {
+		return nil, err
+	}
+	if q.Has("heartbeat") {
+		if req.heartbeat, err = parseHeartbeat(q.Get("heartbeat")); err != nil {
+			return nil, err
+		}
+	}
+	// The header wins: an EventSource reconnecting sends the newest id
+	// there while its URL keeps the first one.
+	last, param := r.Header.Get("Last-Event-ID"), "Last-Event-ID header"
+	if last == "" && q.Has("lastEventId") {
+		last, param = q.Get("lastEventId"), "query parameter lastEventId"
+		if last == "" {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s is empty: want a stream position (an event id)", param)
+		}
+	}
+	if last != "" {
+		p, err := sluice.ParsePosition(last)
+		if err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param, sluice.ErrorMessage(err))
+		}
+		req.from = &p
+	}
+	return req, nil
+}
+
+// parseOps parses ?ops=: comma-separated create, update, delete. Absent
+// means all three; an empty list or an unknown token is an error, never a
+// wider stream.
+func parseOps(given bool, s string) (map[sluice.Op]bool, error) {
+	ops := map[sluice.Op]bool{}
+	if !given {
+		for _, o := range opTokens {
+			ops[o] = true
+		}
+		return ops, nil
+	}
+	for _, tok := range strings.Split(s, ",") {
+		tok = strings.TrimSpace(tok)
+		o, ok := opTokens[tok]
+		if !ok {
+			if tok == "" {
+				return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops=%q has an empty operation: want a comma-separated list of create, update, delete", s)
+			}
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops: unknown operation %q: want create, update or delete", tok)
+		}
+		ops[o] = true
+	}
+	return ops, nil
+}
+
+// parseHeartbeat parses ?heartbeat=: a Go duration ("45s", "1m") or whole
+// seconds ("45"), greater than zero.
+func parseHeartbeat(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.ParseInt(s, 10, 64)
+		if nerr != nil || n > int64(24*time.Hour/time.Second) {
+			return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: want a duration such as 15s or a number of seconds", s)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d <= 0 {
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be greater than zero", s)
+	}
+	return d, nil
+}
+
+// setCORS reflects the request's Origin: streams are read by browsers
+// from other origins with credentials.
+func setCORS(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	if o := r.Header.Get("Origin"); o != "" {
+		h.Set("Access-Control-Allow-Origin", o)
+		h.Set("Access-Control-Allow-Credentials", "true")
+	}
+}
+
+// eventStream writes one change stream.
+type eventStream struct {
+	*api
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+	req *subscribeRequest
+	sub *changefeed.Subscription
+	buf bytes.Buffer
+}
+
+func (s *eventStream) start(r *http.Request) {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+		h.Set("Connection", "keep-alive")
+	}
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// flush writes the buffered frames with a deadline and flushes them.
+func (s *eventStream) flush() error {
+	if s.buf.Len() == 0 {
+		return nil
+	}
+	timeout := s.Stream.WriteTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	// Not every writer supports deadlines (httptest); the write still works.
+	if err := s.rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	_, err := s.w.Write(s.buf.Bytes())
+	s.buf.Reset()
+	if err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *eventStream) writeError(err error) error {
+	b, _ := json.Marshal(errorBody{
+		Status:  "api:failure",
+		Error:   map[string]string{"@type": "api:" + string(sluice.ErrorCode(err))},
+		Message: sluice.ErrorMessage(err),
+	})
+	s.buf.WriteString("event: error\ndata: ")
+	s.buf.Write(b)
+	s.buf.WriteString("\n\n")
+	return s.flush()
+}
+
+func (s *eventStream) serve(r *http.Request) {
+	logger := loggerFrom(r).With("sub", s.sub.ID(), "database", s.sub.Database().Path(), "class", s.req.class)
+	logger.Debug("change stream opened")
+	defer logger.Debug("change stream closed")
+	s.start(r)
+	fmt.Fprintf(&s.buf, ": connected sub=%d\n\n", s.sub.ID())
+	if err := s.flush(); err != nil {
+		return
+	}
+	tick := time.NewTicker(s.req.heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case c := <-s.sub.Commits():
+			if err := s.writeCommits(c); err != nil {
+				logger.Debug("change stream write failed", "err", err)
+				return
+			}
+		case <-s.sub.Done():
+			// What was queued before the end is still owed, in order.
+			for {
+				select {
+				case c := <-s.sub.Commits():
+					if err := s.writeCommits(c); err != nil {
+						return
+					}
+					continue
+				default:
+				}
+				break
+			}
+			err := s.sub.Err()
+			if errors.Is(err, changefeed.ErrShutdown) {
+				s.buf.WriteString(": server shutting down\n\n")
+				_ = s.flush()
+				return
+			}
+			logger.Info("change stream ended", "err", err)
+			_ = s.writeError(err)
+			return
+		case <-tick.C:
+			s.buf.WriteString(": ping\n\n")
+			if err := s.flush(); err != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// writeCommits writes the events of c and of up to 63 further commits
+// already queued, then flushes once.
+func (s *eventStream) writeCommits(c *sluice.Commit) error {
+	n := 0
+	var first time.Time
+	for i := 0; ; i++ {
+		k, err := s.appendEvents(c)
+		if err != nil {
+			return err
+		}
+		if k > 0 && n == 0 {
+			first = c.Time
+		}
+		n += k
+		if i == 63 {
+			break
+		}
+		select {
+		case c = <-s.sub.Commits():
+			continue
+		default:
+		}
+		break
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if m := s.Stream.Metrics; m != nil {
+		m.Delivered.WithLabelValues(restTransport, strconv.FormatInt(s.sub.Database().ID, 10)).Add(float64(n))
+		m.Latency.WithLabelValues(restTransport).Observe(time.Since(first).Seconds())
+	}
+	return nil
+}
+
+// envelope is a CloudEvents 1.0 structured event.
+type envelope struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Type            string          `json:"type"`
+	Source          string          `json:"source"`
+	Subject         string          `json:"subject"`
+	Time            string          `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	Entity          string          `json:"entity"`
+	Operation       string          `json:"operation"`
+	Tenant          string          `json:"tenant"`
+	UserID          string          `json:"user_id"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// appendEvents buffers the frames of c's changes that the stream selects
+// and returns how many.
+func (s *eventStream) appendEvents(c *sluice.Commit) (int, error) {
+	rd := s.req.reader
+	d := rd.Database
+	n := 0
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		if !s.req.ops[ch.Op] || !rd.Schema.IsA(ch.Class, s.req.class) {
+			continue
+		}
+		doc := ch.After
+		if ch.Op == sluice.OpDeleted {
+			doc = ch.Before
+		}
+		data, err := rd.Redact(doc)
+		if err != nil {
+			return n, err
+		}
+		op := opToken(ch.Op)
+		pos := c.Position(ch.Index).String()
+		b, err := json.Marshal(envelope{
+			SpecVersion: "1.0", ID: pos, Type: "entity." + op,
+			Source: "/api/db/" + d.Path(), Subject: ch.DocID, Time: c.Time.UTC().Format(time.RFC3339Nano),
+			DataContentType: "application/json", Entity: ch.Class, Operation: op,
+			Tenant: d.Org, UserID: c.UserID, Data: data,
+		})
+		if err != nil {
+			return n, fmt.Errorf("encode event %s: %w", pos, err)
+		}
+		s.buf.WriteString("id: ")
+		s.buf.WriteString(pos)
+		s.buf.WriteString("\nevent: entity.")
+		s.buf.WriteString(op)
+		s.buf.WriteString("\ndata: ")
+		s.buf.Write(b)
+		s.buf.WriteString("\n\n")
+		n++
+	}
+	return n, nil
+}
