@@ -22,11 +22,16 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go ## run every test (Go with -race, plus the Node client tests)
+test: test-go test-graphql-http ## run every test (Go with -race, plus the Node client tests)
 
 .PHONY: test-go
 test-go:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+.PHONY: test-graphql-http
+test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test/graphql-http first)
+	cd test/graphql-http && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_GRAPHQL_HTTP_AUDIT=1 $(GO) test -count=1 -run '^TestGraphQLHTTPAudit$$' -v ./graph/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)

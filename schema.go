@@ -111,18 +111,23 @@ func (s *Schema) Descendants(name string) []string {
 	return out
 }
 
-// IsA reports whether class sub is ancestor or inherits from it.
+// IsA reports whether class sub is ancestor or inherits from it. It visits
+// each class at most once, so diamond-shaped hierarchies stay linear.
 func (s *Schema) IsA(sub, ancestor string) bool {
-	if sub == ancestor {
-		return true
-	}
-	c := s.Classes[sub]
-	if c == nil {
-		return false
-	}
-	for _, p := range c.Parents {
-		if s.IsA(p, ancestor) {
+	seen := map[string]bool{}
+	stack := []string{sub}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if n == ancestor {
 			return true
+		}
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		if c := s.Classes[n]; c != nil {
+			stack = append(stack, c.Parents...)
 		}
 	}
 	return false

@@ -190,7 +190,9 @@ func checkResume(d *sluice.Database, hist postgres.History, p sluice.Position) e
 	if p.Epoch != d.Epoch {
 		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
 	}
-	if p.Seq < hist.PrunedSeq || p.Seq < 1 {
+	// A position inside a pruned commit is refused too: whether the
+	// client had all of that commit cannot be known any more.
+	if p.Seq <= hist.PrunedSeq || p.Seq < 1 {
 		return sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned); re-read the current state", p, d.Path(), hist.PrunedSeq)
 	}
 	if p.Seq > hist.LastSeq {

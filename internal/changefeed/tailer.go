@@ -50,8 +50,9 @@ type Tailer struct {
 	wake    chan struct{}
 
 	// Owned by Run's goroutine.
-	dbs map[int64]*sluice.Database // followed databases (ID and Epoch)
-	pos map[int64]int64            // the last sequence handed to the hub
+	dbs     map[int64]*sluice.Database // followed databases (ID and Epoch)
+	pos     map[int64]int64            // the last sequence handed to the hub
+	started bool                       // the first read of the heads is done
 }
 
 // NewTailer returns a Tailer that reads store and feeds hub. Call Run.
@@ -187,17 +188,27 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 	for _, h := range hs {
 		seen[h.DatabaseID] = true
 		if t.dbs[h.DatabaseID] == nil {
-			// Commits up to the head are in the log for any subscription
-			// that needs them; the hub delivers from here on.
+			// At start, commits up to the head are in the log for any
+			// subscription that needs them and the hub delivers from there
+			// on. A database that appears later is new: its subscribers
+			// are waiting, so its retained history is handed over.
+			from := h.LastSeq
+			if t.started {
+				from = h.PrunedSeq
+			}
 			t.dbs[h.DatabaseID] = &sluice.Database{ID: h.DatabaseID, Epoch: h.Epoch}
-			t.pos[h.DatabaseID] = h.LastSeq
-			t.hub.track(h.DatabaseID, h.LastSeq)
+			t.pos[h.DatabaseID] = from
+			t.hub.track(h.DatabaseID, from)
+			if h.LastSeq > from {
+				behind = append(behind, h.DatabaseID)
+			}
 			continue
 		}
 		if h.LastSeq > t.pos[h.DatabaseID] {
 			behind = append(behind, h.DatabaseID)
 		}
 	}
+	t.started = true
 	for id := range t.dbs {
 		if !seen[id] {
 			delete(t.dbs, id)

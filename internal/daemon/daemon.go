@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
@@ -180,6 +181,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Version:      d.opts.Version,
 		MaxBodyBytes: d.cfg.MaxBodyBytes,
 		Stream:       rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
+		GraphQL:      graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes}),
+		GraphiQL:     graph.GraphiQL(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {

@@ -196,7 +196,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 			return err
 		}
 		for _, c := range changes {
-			if c.Kind != schema.RequireField {
+			if c.Kind != schema.RequireField && c.Kind != schema.AddRequiredField {
 				continue
 			}
 			n, err := tx.CountMissing(ctx, d, documentClasses(next, c.Class), c.Field)

@@ -24,8 +24,9 @@ type Engine struct {
 	// transaction (to wake the change feed and the notifier).
 	onCommit func(*sluice.Commit)
 
-	mu      sync.Mutex
-	schemas map[schemaKey]*sluice.Schema
+	mu         sync.Mutex
+	schemas    map[schemaKey]*sluice.Schema
+	committers map[int64]*committer // by database id; see group.go
 }
 
 type schemaKey struct {
@@ -38,7 +39,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, onCommi
 	if onCommit == nil {
 		onCommit = func(*sluice.Commit) {}
 	}
-	return &Engine{store: store, auth: a, logger: logger, onCommit: onCommit, schemas: map[schemaKey]*sluice.Schema{}}
+	return &Engine{store: store, auth: a, logger: logger, onCommit: onCommit, schemas: map[schemaKey]*sluice.Schema{}, committers: map[int64]*committer{}}
 }
 
 // Auth returns the engine's authenticator.

@@ -81,24 +81,13 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 		}
 		seen[id] = true
 	}
-	var res *WriteResult
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		w, err := tx.NewWriter(ctx, d, s)
-		if err != nil {
-			return err
-		}
-		if err := w.Delete(ctx, ids); err != nil {
-			return err
-		}
-		c, err := w.Finish(ctx, e.meta(u, opt))
-		res = &WriteResult{IDs: ids, Commit: c}
-		return err
+	c, err := e.groupCommit(ctx, d, s, e.meta(u, opt), func(ctx context.Context, w *postgres.Writer) error {
+		return w.Delete(ctx, ids)
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.onCommit(res.Commit)
-	return res, nil
+	return &WriteResult{IDs: ids, Commit: c}, nil
 }
 
 func (e *Engine) meta(u *sluice.User, opt WriteOptions) postgres.CommitMeta {
@@ -116,7 +105,9 @@ func writable(d *sluice.Database) error {
 type writeFunc func(ctx context.Context, w *postgres.Writer, docs []*sluice.Document) error
 
 // writeDocs runs one document write request. newIDs allows documents without
-// an @id (inserts), which get a random key.
+// an @id (inserts), which get a random key. A request of at most groupMax
+// documents joins group commit; a larger one, of any length, is validated
+// and written chunk by chunk in a transaction of its own.
 func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, newIDs bool, write writeFunc) (*WriteResult, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -125,70 +116,103 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	if err := writable(d); err != nil {
 		return nil, err
 	}
-	var res *WriteResult
+	v := &validator{schema: s, src: src, newIDs: newIDs, seen: map[string]bool{}}
+	var first []*sluice.Document
+	for len(first) <= groupMax {
+		doc, err := v.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		first = append(first, doc)
+	}
+	if len(first) == 0 {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
+	}
+	if len(first) <= groupMax {
+		c, err := e.groupCommit(ctx, d, s, e.meta(u, opt), func(ctx context.Context, w *postgres.Writer) error {
+			return write(ctx, w, first)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &WriteResult{IDs: v.ids, Commit: c}, nil
+	}
+	var c *sluice.Commit
 	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		var err error
-		res, err = e.writeStream(ctx, tx, d, s, src, newIDs, write, e.meta(u, opt))
+		w, err := tx.NewWriter(ctx, d, s)
+		if err != nil {
+			return err
+		}
+		chunk := first
+		for {
+			if len(chunk) == chunkSize {
+				if err := write(ctx, w, chunk); err != nil {
+					return err
+				}
+				chunk = chunk[:0]
+			}
+			doc, err := v.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			chunk = append(chunk, doc)
+		}
+		if len(chunk) > 0 {
+			if err := write(ctx, w, chunk); err != nil {
+				return err
+			}
+		}
+		c, err = w.Finish(ctx, e.meta(u, opt))
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.onCommit(res.Commit)
-	return res, nil
+	e.onCommit(c)
+	return &WriteResult{IDs: v.ids, Commit: c}, nil
 }
 
-// writeStream reads src in chunks, validates each document and writes each
-// chunk with write, then finishes the commit. It runs inside tx.
-func (e *Engine) writeStream(ctx context.Context, tx *postgres.Tx, d *sluice.Database, s *sluice.Schema, src DocSource, newIDs bool, write writeFunc, meta postgres.CommitMeta) (*WriteResult, error) {
-	w, err := tx.NewWriter(ctx, d, s)
+// validator reads documents from a request, validates each against the
+// schema, assigns missing ids and refuses an id given twice.
+type validator struct {
+	schema *sluice.Schema
+	src    DocSource
+	newIDs bool
+	seen   map[string]bool
+	ids    []string
+}
+
+func (v *validator) next() (*sluice.Document, error) {
+	n := len(v.ids)
+	raw, err := v.src.Next()
 	if err != nil {
-		return nil, err
-	}
-	res := &WriteResult{}
-	seen := map[string]bool{}
-	chunk := make([]*sluice.Document, 0, chunkSize)
-	for n := 0; ; n++ {
-		raw, err := src.Next()
 		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, docError(n, nil, err)
-		}
-		doc, err := schema.ValidateDocument(s, raw)
-		if err != nil {
-			return nil, docError(n, raw, err)
-		}
-		if doc.ID == "" {
-			if !newIDs {
-				return nil, docError(n, raw, sluice.Errorf(sluice.CodeInvalid, "a replaced %s document needs an @id", doc.Type))
-			}
-			doc.ID = doc.Type + "/" + randomKey()
-		}
-		if seen[doc.ID] {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
-		}
-		seen[doc.ID] = true
-		res.IDs = append(res.IDs, doc.ID)
-		chunk = append(chunk, doc)
-		if len(chunk) == chunkSize {
-			if err := write(ctx, w, chunk); err != nil {
-				return nil, err
-			}
-			chunk = chunk[:0]
-		}
-	}
-	if len(res.IDs) == 0 {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
-	}
-	if len(chunk) > 0 {
-		if err := write(ctx, w, chunk); err != nil {
 			return nil, err
 		}
+		return nil, docError(n, nil, err)
 	}
-	res.Commit, err = w.Finish(ctx, meta)
-	return res, err
+	doc, err := schema.ValidateDocument(v.schema, raw)
+	if err != nil {
+		return nil, docError(n, raw, err)
+	}
+	if doc.ID == "" {
+		if !v.newIDs {
+			return nil, docError(n, raw, sluice.Errorf(sluice.CodeInvalid, "a replaced %s document needs an @id", doc.Type))
+		}
+		doc.ID = doc.Type + "/" + randomKey()
+	}
+	if v.seen[doc.ID] {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
+	}
+	v.seen[doc.ID] = true
+	v.ids = append(v.ids, doc.ID)
+	return doc, nil
 }
 
 // docError prefixes a validation error with which document of the request

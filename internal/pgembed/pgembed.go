@@ -83,12 +83,12 @@ func defaultSettings(dataDir string) map[string]string {
 // stops a server left running by a previous owner that died, and reuses the
 // existing cluster otherwise.
 //
-// Start fails with an error wrapping ErrBinariesNotFound when initdb and
-// postgres cannot be found, when another process already owns the data
-// directory, when the data directory path is too long for a Unix socket, or
-// when the server does not start (the error then ends with the server's last
-// log lines). If ctx ends before the server is ready, Start stops it and
-// returns ctx's error.
+// The error wraps ErrBinariesNotFound when initdb and postgres cannot be
+// found, and says how to install them. Start also fails when another process
+// owns the data directory, when the directory's path is too long for a Unix
+// socket, and when the server does not start; that error ends with the
+// server's last log lines. If ctx ends before the server is ready, Start
+// stops it and returns an error wrapping ctx's.
 func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	logger := opts.Logger
 	if logger == nil {
@@ -318,12 +318,13 @@ func lockDataDir(ctx context.Context, dataDir string) (*os.File, error) {
 		}
 		select {
 		case <-tick.C:
-			continue
 		case <-timer.C:
+			f.Close()
+			return nil, fmt.Errorf("pgembed: data dir %s is in use by another process (is another sluice running?)", dataDir)
 		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("pgembed: lock data dir: %w", ctx.Err())
 		}
-		f.Close()
-		return nil, fmt.Errorf("pgembed: data dir %s is in use by another process (is another sluice running?)", dataDir)
 	}
 }
 

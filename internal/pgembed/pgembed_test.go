@@ -390,3 +390,35 @@ func TestVersionOrdersBinDirs(t *testing.T) {
 		}
 	}
 }
+
+func TestStartFailureIncludesServerLog(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, newDataDir(t))
+	opts.Settings["shared_buffers"] = "lots"
+
+	_, err := Start(t.Context(), opts)
+	if err == nil || !strings.Contains(err.Error(), `invalid value for parameter "shared_buffers"`) {
+		t.Fatalf("Start = %v, want an error quoting the server's complaint", err)
+	}
+}
+
+func TestStopWithEndedContextStillStops(t *testing.T) {
+	t.Parallel()
+	p, err := Start(t.Context(), testOptions(t, newDataDir(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) }) // in case the test fails before its Stop
+	pid := p.cmd.Process.Pid
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+
+	// The server may finish its fast shutdown before Stop notices ctx, so
+	// either result is right; what matters is that it is gone.
+	if err := p.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("Stop = %v, want nil or context.Canceled", err)
+	}
+	if processAlive(pid) {
+		t.Errorf("postgres pid %d alive after Stop returned", pid)
+	}
+}

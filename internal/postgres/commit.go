@@ -37,17 +37,54 @@ type Writer struct {
 	schema *sluice.Schema
 	uid    int64
 	next   int // index of the next change
+	// pending holds statements whose results are not needed right away;
+	// they are sent in one round trip by flush, before anything that
+	// reads, and at the latest by Finish.
+	pending pgx.Batch
 }
 
 // NewWriter starts a commit on database d whose documents were validated
 // against schema (at version d.SchemaVersion).
 func (t *Tx) NewWriter(ctx context.Context, d *sluice.Database, schema *sluice.Schema) (*Writer, error) {
-	w := &Writer{tx: t.tx, d: d, schema: schema}
-	if err := t.tx.QueryRow(ctx, "SELECT nextval('sluice.commit_uid_seq')").Scan(&w.uid); err != nil {
+	ws, err := t.NewWriters(ctx, d, schema, 1)
+	if err != nil {
+		return nil, err
+	}
+	return ws[0], nil
+}
+
+// NewWriters starts n commits on database d in the same transaction, for
+// group commit: each becomes a commit of its own, finished together by
+// Tx.Finish.
+func (t *Tx) NewWriters(ctx context.Context, d *sluice.Database, schema *sluice.Schema, n int) ([]*Writer, error) {
+	rows, err := t.tx.Query(ctx, "SELECT nextval('sluice.commit_uid_seq') FROM generate_series(1, $1)", n)
+	if err != nil {
 		return nil, mapError(err)
 	}
-	return w, nil
+	uids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, mapError(err)
+	}
+	ws := make([]*Writer, n)
+	for i, uid := range uids {
+		ws[i] = &Writer{tx: t.tx, d: d, schema: schema, uid: uid}
+	}
+	return ws, nil
 }
+
+// flush sends the pending statements.
+func (w *Writer) flush(ctx context.Context) error {
+	if w.pending.Len() == 0 {
+		return nil
+	}
+	err := w.tx.SendBatch(ctx, &w.pending).Close()
+	w.pending = pgx.Batch{}
+	return insertError(err)
+}
+
+// Flush sends the statements the Writer has queued, reporting their first
+// error (a duplicate id is a Conflict naming the document).
+func (w *Writer) Flush(ctx context.Context) error { return w.flush(ctx) }
 
 // Changes returns how many changes the commit holds so far.
 func (w *Writer) Changes() int { return w.next }
@@ -136,14 +173,13 @@ func (w *Writer) updateRows(ctx context.Context, docs []*sluice.Document) error 
 		tbl := tableName(w.d.ID, class)
 		if len(rows) < copyThreshold {
 			sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1", tbl, setClause(cols[1:], func(i int, _ string) string { return fmt.Sprintf("$%d", i+2) }), colID)
-			batch := &pgx.Batch{}
 			for _, r := range rows {
-				batch.Queue(sql, r...)
-			}
-			if err := w.tx.SendBatch(ctx, batch).Close(); err != nil {
-				return mapError(err)
+				w.pending.Queue(sql, r...)
 			}
 			continue
+		}
+		if err := w.flush(ctx); err != nil {
+			return err
 		}
 		tmp := pgx.Identifier{"sluice_replace_" + strconv.FormatInt(w.uid, 10)}
 		if _, err := w.tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", tmp.Sanitize(), tbl)); err != nil {
@@ -189,6 +225,9 @@ func (w *Writer) Delete(ctx context.Context, ids []string) error {
 // row are absent from the map. Ids must be "Class/key" with Class a document
 // class (the engine checks).
 func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[string][]byte, error) {
+	if err := w.flush(ctx); err != nil {
+		return nil, err
+	}
 	byClass := map[string][]string{}
 	var order []string
 	for _, id := range ids {
@@ -248,6 +287,9 @@ func (w *Writer) writeRows(ctx context.Context, docs []*sluice.Document) error {
 		rows := byClass[class]
 		cols := columns(c)
 		if len(rows) >= copyThreshold {
+			if err := w.flush(ctx); err != nil {
+				return err
+			}
 			_, err := w.tx.CopyFrom(ctx, pgx.Identifier{schemaName(w.d.ID), class}, cols, pgx.CopyFromRows(rows))
 			if err != nil {
 				return insertError(err)
@@ -255,12 +297,8 @@ func (w *Writer) writeRows(ctx context.Context, docs []*sluice.Document) error {
 			continue
 		}
 		sql := insertSQL(tableName(w.d.ID, class), cols)
-		batch := &pgx.Batch{}
 		for _, r := range rows {
-			batch.Queue(sql, r...)
-		}
-		if err := w.tx.SendBatch(ctx, batch).Close(); err != nil {
-			return insertError(err)
+			w.pending.Queue(sql, r...)
 		}
 	}
 	return nil
@@ -343,14 +381,16 @@ func (w *Writer) writeChanges(ctx context.Context, changes []change) error {
 		w.next++
 	}
 	if len(rows) >= copyThreshold {
+		if err := w.flush(ctx); err != nil {
+			return err
+		}
 		_, err := w.tx.CopyFrom(ctx, pgx.Identifier{"sluice", "changes"}, changeColumns, pgx.CopyFromRows(rows))
 		return mapError(err)
 	}
-	batch := &pgx.Batch{}
 	for _, r := range rows {
-		batch.Queue(insertChangeSQL, r...)
+		w.pending.Queue(insertChangeSQL, r...)
 	}
-	return mapError(w.tx.SendBatch(ctx, batch).Close())
+	return nil
 }
 
 func jsonOrNil(b []byte) any {
@@ -360,25 +400,95 @@ func jsonOrNil(b []byte) any {
 	return json.RawMessage(b)
 }
 
-// Finish allocates the commit's sequence number and writes the commit row,
-// as the last statement before the caller commits the Tx: the counter row's
-// lock, held until COMMIT, is what makes the sequence equal commit order. It
-// returns a Conflict error when the database's schema changed since the
-// documents were validated, and NotFound when the database was deleted.
+// Finish flushes the Writer, allocates the commit's sequence number and
+// writes the commit row, as the last statement before the caller commits the
+// Tx: the counter row's lock, held until COMMIT, is what makes the sequence
+// equal commit order. It returns a Conflict error when the database's schema
+// changed since the documents were validated, and NotFound when the database
+// was deleted.
 func (w *Writer) Finish(ctx context.Context, meta CommitMeta) (*sluice.Commit, error) {
-	c := &sluice.Commit{DatabaseID: w.d.ID, Epoch: w.d.Epoch, Author: meta.Author, Message: meta.Message, UserID: meta.User, NumChanges: w.next}
-	err := w.tx.QueryRow(ctx, `WITH s AS (
-			UPDATE sluice.commit_counters SET last_seq = last_seq + 1
+	cs, err := (&Tx{tx: w.tx}).Finish(ctx, []*Writer{w}, []CommitMeta{meta})
+	if err != nil {
+		return nil, err
+	}
+	return cs[0], nil
+}
+
+// Finish is Writer.Finish for several Writers of one database in this Tx
+// (group commit): their commits get consecutive sequence numbers in the
+// order given, from one update of the counter row.
+func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*sluice.Commit, error) {
+	d := ws[0].d
+	n := len(ws)
+	uids := make([]int64, n)
+	authors := make([]string, n)
+	messages := make([]string, n)
+	users := make([]string, n)
+	counts := make([]int32, n)
+	for i, w := range ws {
+		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion {
+			return nil, fmt.Errorf("finish: writers of different databases or schema versions")
+		}
+		if err := w.flush(ctx); err != nil {
+			return nil, err
+		}
+		uids[i], authors[i], messages[i], users[i], counts[i] = w.uid, metas[i].Author, metas[i].Message, metas[i].User, int32(w.next)
+	}
+	rows, err := t.tx.Query(ctx, `WITH s AS (
+			UPDATE sluice.commit_counters SET last_seq = last_seq + $3
 			WHERE db_id = $1 AND schema_version = $2 RETURNING last_seq)
 		INSERT INTO sluice.commits (db_id, seq, uid, author, message, user_name, n_changes)
-		SELECT $1, s.last_seq, $3, $4, $5, $6, $7 FROM s
-		RETURNING seq, committed_at`,
-		w.d.ID, w.d.SchemaVersion, w.uid, meta.Author, meta.Message, meta.User, w.next).Scan(&c.Seq, &c.Time)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran (or the database was deleted); retry", w.d.Path())
-	}
+		SELECT $1, s.last_seq - $3 + o.ord, o.uid, o.author, o.message, o.user_name, o.n
+		FROM s, unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::int[])
+			WITH ORDINALITY AS o(uid, author, message, user_name, n, ord)
+		RETURNING uid, seq, committed_at`,
+		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts)
 	if err != nil {
 		return nil, mapError(err)
 	}
-	return c, nil
+	byUID := make(map[int64]int, n)
+	for i, uid := range uids {
+		byUID[uid] = i
+	}
+	out := make([]*sluice.Commit, n)
+	got := 0
+	for rows.Next() {
+		var uid int64
+		c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
+		if err := rows.Scan(&uid, &c.Seq, &c.Time); err != nil {
+			rows.Close()
+			return nil, mapError(err)
+		}
+		i := byUID[uid]
+		c.Author, c.Message, c.UserID, c.NumChanges = metas[i].Author, metas[i].Message, metas[i].User, ws[i].next
+		out[i] = c
+		got++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapError(err)
+	}
+	if got == 0 {
+		return nil, sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran (or the database was deleted); retry", d.Path())
+	}
+	return out, nil
+}
+
+// Savepoint queues a savepoint the Tx can roll back to with RollbackTo, so
+// one failing commit of a group does not affect the others. It is sent with
+// the Writer's next statements.
+func (w *Writer) Savepoint(name string) {
+	w.pending.Queue("SAVEPOINT " + pgx.Identifier{name}.Sanitize())
+}
+
+// Release queues forgetting Savepoint(name), keeping its work; Flush sends
+// it.
+func (w *Writer) Release(name string) {
+	w.pending.Queue("RELEASE SAVEPOINT " + pgx.Identifier{name}.Sanitize())
+}
+
+// RollbackTo undoes everything since Writer.Savepoint(name), including a
+// failed statement.
+func (t *Tx) RollbackTo(ctx context.Context, name string) error {
+	_, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+pgx.Identifier{name}.Sanitize())
+	return mapError(err)
 }

@@ -106,17 +106,18 @@ type Change struct {
 	Reason string
 }
 
-// Diff returns the changes that turn old into new (either may be nil, an
-// empty schema). The order is stable and safe to apply in: added enums and
-// enum values first (in new declaration order), then each class of new in
-// declaration order (its class-level change, then its field changes in
-// field order, then its dropped fields in old order), then dropped classes
-// in old order, then dropped enum values and enums in old order.
+// Diff returns the changes that turn schema from into schema to (either may
+// be nil, meaning empty). The order is stable and safe to apply in: added
+// enums and enum values first, then each class of to (its class-level
+// changes, then its field changes in its field order, then its dropped
+// fields), then dropped classes, then dropped enum values and enums. Each
+// group follows declaration order, of to for what is added or kept and of
+// from for what is dropped.
 func Diff(from, to *sluice.Schema) []Change {
-	old, new := orEmpty(from), orEmpty(to)
+	old, next := orEmpty(from), orEmpty(to)
 	var out []Change
-	for _, name := range new.EnumOrder {
-		oe, ne := old.Enums[name], new.Enums[name]
+	for _, name := range next.EnumOrder {
+		oe, ne := old.Enums[name], next.Enums[name]
 		if oe == nil {
 			out = append(out, Change{Kind: AddEnum, Class: name, Reason: "adds enum " + name})
 			continue
@@ -128,18 +129,18 @@ func Diff(from, to *sluice.Schema) []Change {
 			}
 		}
 	}
-	for _, name := range new.Order {
-		out = append(out, diffClass(old, new, name)...)
+	for _, name := range next.Order {
+		out = append(out, diffClass(old, next, name)...)
 	}
 	for _, name := range old.Order {
-		if new.Classes[name] == nil {
+		if next.Classes[name] == nil {
 			c := old.Classes[name]
 			out = append(out, Change{Kind: DropClass, Class: name, Destructive: c.Kind != sluice.KindAbstract,
 				Reason: "drops " + describeClass(c) + " " + name + droppedData(c.Kind, " and its documents", " and its values in documents")})
 		}
 	}
 	for _, name := range old.EnumOrder {
-		oe, ne := old.Enums[name], new.Enums[name]
+		oe, ne := old.Enums[name], next.Enums[name]
 		if ne == nil {
 			out = append(out, Change{Kind: DropEnum, Class: name, Destructive: true,
 				Reason: "drops enum " + name + "; stored values of it become invalid"})
@@ -155,9 +156,9 @@ func Diff(from, to *sluice.Schema) []Change {
 	return out
 }
 
-// diffClass returns the changes to the class name of new.
-func diffClass(old, new *sluice.Schema, name string) []Change {
-	oc, nc := old.Classes[name], new.Classes[name]
+// diffClass returns the changes to the class name of next.
+func diffClass(old, next *sluice.Schema, name string) []Change {
+	oc, nc := old.Classes[name], next.Classes[name]
 	if oc == nil {
 		return []Change{{Kind: AddClass, Class: name, Reason: "adds " + describeClass(nc) + " " + name}}
 	}
@@ -175,7 +176,7 @@ func diffClass(old, new *sluice.Schema, name string) []Change {
 			Reason: fmt.Sprintf("changes %s from %s to %s%s", name, describeClass(oc), describeClass(nc),
 				droppedData(oc.Kind, ", dropping its documents", ""))})
 	}
-	oa, na := ancestors(old, name), ancestors(new, name)
+	oa, na := ancestors(old, name), ancestors(next, name)
 	if !slices.Equal(oa, na) {
 		var lost, gained []string
 		for _, a := range oa {

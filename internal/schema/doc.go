@@ -79,8 +79,9 @@
 //
 // A document is a JSON object with "@type" (a document class) and an
 // optional "@id". A document id is "Class/key"; "@id" may also be just the
-// key. A key is 1 to 255 bytes of UTF-8 with no whitespace, no control
-// characters and no "/". A reference is always written in full,
+// key. A key is 1 to 255 bytes of UTF-8 with no whitespace and no control
+// characters. It may contain "/", but then "@id" must be written in full:
+// an id is split at its first "/". A reference is always written in full,
 // "Class/key" (or {"@id": "Class/key"}), where Class is the field's class or
 // one that inherits from it. See ValidateDocument for how each field type is
 // checked and normalized.

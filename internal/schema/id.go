@@ -31,9 +31,11 @@ func ParseID(s *sluice.Schema, id string) (class, key string, err error) {
 }
 
 // CheckKey returns a CodeInvalid error unless key is a valid document key:
-// 1 to MaxKeyBytes bytes of UTF-8 without whitespace, control characters or
-// "/". Keys travel in URLs and in "Class/key" ids, so the rules keep them
-// unambiguous there and printable everywhere.
+// 1 to MaxKeyBytes bytes of UTF-8 without whitespace or control characters,
+// so that ids stay printable and survive being pasted into URLs and logs. A
+// key may contain "/" (the system database names databases
+// UserDatabase/<org>/<name>): an id is split at its first "/", and class
+// names never contain one.
 func CheckKey(key string) error {
 	switch {
 	case key == "":
@@ -45,8 +47,6 @@ func CheckKey(key string) error {
 	}
 	for _, r := range key {
 		switch {
-		case r == '/':
-			return sluice.Errorf(sluice.CodeInvalid, `the key contains "/"`)
 		case unicode.IsSpace(r):
 			return sluice.Errorf(sluice.CodeInvalid, "the key contains whitespace")
 		case unicode.IsControl(r):
@@ -72,7 +72,9 @@ func checkDocumentClass(s *sluice.Schema, name string) error {
 }
 
 // normalizeID returns the full id for the "@id" value id of a document of
-// class: "Class/key" stays as it is, a bare key gets the class prefix.
+// class: "Class/key" stays as it is, a bare key gets the class prefix. An id
+// with a "/" is always the full form, so a key containing "/" must be given
+// in full.
 func normalizeID(s *sluice.Schema, class, id string) (string, error) {
 	prefix, key, ok := strings.Cut(id, "/")
 	if !ok {

@@ -383,8 +383,8 @@ func TestParseDiamonds(t *testing.T) {
 	if want := `T: field "other": "T/x": class T is neither Other nor a subclass of it`; err == nil || err.Error() != want {
 		t.Errorf("error = %v, want %s", err, want)
 	}
-	new := mustParse(t, strings.Replace(b.String(), "interface A1 implements A0 & B0", "interface A1 implements B0", 1))
-	if got := len(Diff(old, new)); got == 0 {
+	next := mustParse(t, strings.Replace(b.String(), "interface A1 implements A0 & B0", "interface A1 implements B0", 1))
+	if got := len(Diff(old, next)); got == 0 {
 		t.Errorf("no changes")
 	}
 }

@@ -102,6 +102,10 @@ func dateTime(val any) (string, error) {
 	if err != nil {
 		return "", expected(what, val)
 	}
+	if t.Nanosecond()%1000 != 0 {
+		// Postgres keeps microseconds; storing would silently round.
+		return "", sluice.Errorf(sluice.CodeInvalid, "DateTime %s is more precise than a microsecond, the most that is stored", quote(s))
+	}
 	t = t.UTC()
 	// Outside years 1 to 9999 the RFC 3339 form of the UTC time does not
 	// exist (an offset can push 9999-12-31 into year 10000).
@@ -155,7 +159,7 @@ func jsonValue(val any) (json.RawMessage, error) {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "expected JSON, got null; leave the field out instead")
 		}
 	}
-	if err := checkJSONText(val); err != nil {
+	if err := checkJSONValue(val); err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
@@ -168,15 +172,20 @@ func jsonValue(val any) (json.RawMessage, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// checkJSONText applies checkText to every string and object key in val:
-// Postgres jsonb refuses \u0000 too.
-func checkJSONText(val any) error {
+// checkJSONValue refuses what Postgres jsonb cannot store: strings and keys
+// that checkText refuses (jsonb refuses \u0000 too) and numbers outside the
+// range of numeric.
+func checkJSONValue(val any) error {
 	switch x := val.(type) {
 	case string:
 		return checkText(x)
+	case json.Number:
+		if isJSONNumber(string(x)) && !fitsNumeric(string(x)) {
+			return sluice.Errorf(sluice.CodeInvalid, "number %s is too large or too precise to store", shorten(string(x)))
+		}
 	case []any:
 		for _, e := range x {
-			if err := checkJSONText(e); err != nil {
+			if err := checkJSONValue(e); err != nil {
 				return err
 			}
 		}
@@ -185,12 +194,56 @@ func checkJSONText(val any) error {
 			if err := checkText(k); err != nil {
 				return err
 			}
-			if err := checkJSONText(e); err != nil {
+			if err := checkJSONValue(e); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// Limits of a Postgres numeric (src/backend/utils/adt/numeric.c), checked
+// against Postgres 15: digits before the decimal point, the display scale
+// (digits after the point as written, trailing zeros included, less the
+// exponent) and the exponent (Postgres refuses 0e1073741823).
+const (
+	maxNumericIntDigits = 131072
+	maxNumericScale     = 16383
+	maxNumericExponent  = math.MaxInt32/2 - 1
+)
+
+// fitsNumeric reports whether Postgres accepts the JSON number n as a
+// numeric, which jsonb uses for every number. It follows the checks of
+// Postgres's numeric input, so that even a zero written as 0e-99999 (whose
+// scale is too large) is refused here rather than by the database.
+func fitsNumeric(n string) bool {
+	mant, exp, _ := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	whole, frac, _ := strings.Cut(mant, ".")
+	var e int64
+	if exp != "" {
+		neg := strings.HasPrefix(exp, "-")
+		exp = strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
+		if len(exp) > 10 {
+			return false
+		}
+		e, _ = strconv.ParseInt("0"+exp, 10, 64)
+		if e > maxNumericExponent {
+			return false
+		}
+		if neg {
+			e = -e
+		}
+	}
+	if int64(len(frac))-e > maxNumericScale {
+		return false
+	}
+	digits := strings.TrimLeft(whole+frac, "0")
+	if digits == "" {
+		return true // zero has no integer digits
+	}
+	// The value is 0.<digits> × 10^point.
+	point := int64(len(whole)) - int64(len(whole+frac)-len(digits)) + e
+	return point <= maxNumericIntDigits
 }
 
 // number returns the JSON text of val when val is a number: a json.Number

@@ -18,7 +18,9 @@ import (
 //
 // "@type" must name a class with documents of its own. "@id" is optional:
 // when absent (or null) Document.ID is "" and the caller makes one; "key"
-// becomes "Type/key"; "Type/key" must name the document's own class. Other
+// becomes "Type/key"; "Type/key" must name the document's own class (an
+// "@id" with a "/" is always read as "Type/key", so a key containing "/"
+// must be written in full). Other
 // keys starting with "@" and fields the class does not have are errors. A
 // required field must be present and not null; null for an optional field
 // means absent.
@@ -32,12 +34,15 @@ import (
 //     errors. Stored as int64.
 //   - Float: any JSON number within float64 range, stored as float64.
 //   - Boolean: true or false.
-//   - DateTime: an RFC 3339 string with any offset, stored in UTC as
-//     time.RFC3339Nano; years 1 to 9999.
+//   - DateTime: an RFC 3339 string with any offset and at most microsecond
+//     precision (what Postgres stores), stored in UTC as time.RFC3339Nano;
+//     years 1 to 9999.
 //   - BigInt: a whole JSON number (as for Int, without the range) or a
 //     string of decimal digits with an optional "-", at most 131072 digits
 //     (as Postgres numeric); stored as its canonical decimal string.
-//   - JSON: any JSON value, stored as compact json.RawMessage.
+//   - JSON: any JSON value that Postgres jsonb can store (no NUL characters
+//     in strings, numbers within the range of numeric), stored as compact
+//     json.RawMessage.
 //   - enum: a string that is one of the enum's values.
 //   - reference: "Class/key" where Class is the field's class or a class
 //     with documents that inherits from it; {"@id": "Class/key"} is the same.

@@ -1,0 +1,119 @@
+package graph_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testSDL is a representative schema: inheritance both ways, enums,
+// references, subdocuments, protected fields.
+const testSDL = `
+"A person."
+type Person {
+  name: String!
+  age: Int
+  score: Float
+  born: DateTime
+  wealth: BigInt
+  active: Boolean
+  friends: [Person!]
+  home: Address
+  addresses: [Address!]
+  favorite: Color
+  tags: [String!]
+  ssn: String @private
+  salary: Int @protected(role: "write")
+  extra: JSON
+}
+
+type Address @subdocument {
+  street: String
+  city: String
+}
+
+enum Color { RED GREEN BLUE }
+
+interface Animal { name: String! }
+type Dog implements Animal { breed: String owner: Person }
+
+interface Pet @concrete { name: String! }
+type Cat implements Pet & Animal { indoor: Boolean }
+`
+
+// gql posts a GraphQL request and decodes the response.
+func gql(t *testing.T, d *daemontest.Daemon, path, query string, vars map[string]any) gqlResult {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+	r := d.Do(t, daemontest.Admin(), http.MethodPost, path, body, "Content-Type", "application/json")
+	if r.Status != http.StatusOK {
+		t.Fatalf("POST %s: status %d: %s", path, r.Status, r.Body)
+	}
+	var res gqlResult
+	if err := json.Unmarshal(r.Body, &res); err != nil {
+		t.Fatalf("decode %s: %v", r.Body, err)
+	}
+	res.raw = string(r.Body)
+	return res
+}
+
+type gqlResult struct {
+	Data   json.RawMessage `json:"data"`
+	Errors []struct {
+		Message    string         `json:"message"`
+		Extensions map[string]any `json:"extensions"`
+	} `json:"errors"`
+	raw string
+}
+
+func (r gqlResult) mustOK(t *testing.T) gqlResult {
+	t.Helper()
+	if len(r.Errors) > 0 {
+		t.Fatalf("unexpected errors: %s", r.raw)
+	}
+	return r
+}
+
+func insertDocs(t *testing.T, d *daemontest.Daemon, db, docs string) {
+	t.Helper()
+	d.MustDo(t, http.StatusOK, daemontest.Admin(), http.MethodPost, "/api/document/admin/"+db, docs, "Content-Type", "application/json")
+}
+
+func TestQueryBasics(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "people", testSDL)
+	insertDocs(t, d, "people", `[
+	 {"@type":"Person","@id":"alice","name":"Alice","age":31,"favorite":"RED","friends":["Person/bob"],"home":{"street":"Main","city":"Oslo"},"ssn":"123","tags":["a","b"]},
+	 {"@type":"Person","@id":"bob","name":"Bob","age":42,"friends":["Person/alice"]},
+	 {"@type":"Dog","@id":"rex","name":"Rex","breed":"lab","owner":"Person/alice"},
+	 {"@type":"Cat","@id":"tom","name":"Tom","indoor":true},
+	 {"@type":"Pet","@id":"generic","name":"Gen"}
+	]`)
+	path := "/api/graphql/admin/people"
+	res := gql(t, d, path, `{ Person(orderBy: {name: ASC}) { _id _type name age favorite tags home { city } friends { name friends { name } } ssn _CommitMetadata { _id _author } } }`, nil).mustOK(t)
+	want := `{"Person":[{"_id":"Person/alice","_type":"Person","name":"Alice","age":31,"favorite":"RED","tags":["a","b"],"home":{"city":"Oslo"},"friends":[{"name":"Bob","friends":[{"name":"Alice"}]}],"ssn":"123","_CommitMetadata":{"_id":"`
+	if !strings.HasPrefix(string(res.Data), want) {
+		t.Fatalf("got %s\nwant prefix %s", res.Data, want)
+	}
+	res = gql(t, d, path, `{ Animal { __typename _id name ... on Dog { breed owner { name } } ... on Cat { indoor } } }`, nil).mustOK(t)
+	if got, want := string(res.Data), `{"Animal":[{"__typename":"Cat","_id":"Cat/tom","name":"Tom","indoor":true},{"__typename":"Dog","_id":"Dog/rex","name":"Rex","breed":"lab","owner":{"name":"Alice"}}]}`; got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	res = gql(t, d, path, `{ Pet { _id _type name } own: Pet(include_children: false) { _id } }`, nil).mustOK(t)
+	if got, want := string(res.Data), `{"Pet":[{"_id":"Cat/tom","_type":"Cat","name":"Tom"},{"_id":"Pet/generic","_type":"Pet","name":"Gen"}],"own":[{"_id":"Pet/generic"}]}`; got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	res = gql(t, d, path, `{ _ChangeSet { _CommitMetadata { _change_type } Person_added { name } Animal_added { name } Dog_updated { name } } }`, nil).mustOK(t)
+	if got, want := string(res.Data), `{"_ChangeSet":{"_CommitMetadata":{"_change_type":"commit"},"Person_added":[{"name":"Alice"},{"name":"Bob"}],"Animal_added":[{"name":"Rex"},{"name":"Tom"}],"Dog_updated":[]}}`; got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	_ = url.Values{}
+}

@@ -1,0 +1,160 @@
+package graph
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+// Store is what the GraphQL engine needs from the service layer.
+// *engine.Engine implements it. The read methods do no authorization: the
+// caller has authorized the reader with GraphQLDatabase, and the generated
+// schema leaves out the fields the reader's role may not see.
+type Store interface {
+	GraphQLDatabase(ctx context.Context, u *sluice.User, org, name string) (*sluice.Database, *sluice.Schema, sluice.Role, error)
+	QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.DocQuery) ([]engine.QueryDoc, error)
+	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]engine.QueryDoc, error)
+	CommitChanges(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Commit, error)
+	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) ([][]string, *sluice.Commit, error)
+}
+
+// Request is the per-request state the executable schema reads from the
+// context: who asks, and which database (at the schema version the
+// executable schema was built for).
+type Request struct {
+	User *sluice.User
+	DB   *sluice.Database
+}
+
+type requestKey struct{}
+
+// WithRequest returns ctx carrying r, for Exec.
+func WithRequest(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, requestKey{}, r)
+}
+
+// RequestFrom returns the Request carried by ctx, or nil.
+func RequestFrom(ctx context.Context) *Request {
+	r, _ := ctx.Value(requestKey{}).(*Request)
+	return r
+}
+
+// ExecutableSchema is gqlgen's graphql.ExecutableSchema for one database
+// schema version seen with one role. It is immutable and safe for
+// concurrent use; per-request state comes from the context (WithRequest).
+type ExecutableSchema struct {
+	store  Store
+	schema *sluice.Schema
+	role   sluice.Role
+	gql    *ast.Schema
+	intro  *introspection.Schema
+	logger *slog.Logger
+	// sat caches, for each object type, the type names fragments on it
+	// match (itself and its interfaces).
+	sat map[string][]string
+}
+
+var _ graphql.ExecutableSchema = (*ExecutableSchema)(nil)
+
+// NewExecutableSchema generates the GraphQL schema of s for role and
+// returns its executor. An error means the generator has a bug.
+func NewExecutableSchema(store Store, s *sluice.Schema, role sluice.Role, logger *slog.Logger) (*ExecutableSchema, error) {
+	gql, err := BuildSchema(s, role)
+	if err != nil {
+		return nil, err
+	}
+	es := &ExecutableSchema{store: store, schema: s, role: role, gql: gql, intro: introspection.WrapSchema(gql), logger: logger, sat: map[string][]string{}}
+	for name, def := range gql.Types {
+		if def.Kind == ast.Object {
+			es.sat[name] = append([]string{name}, def.Interfaces...)
+		}
+	}
+	return es, nil
+}
+
+// Schema returns the generated schema.
+func (es *ExecutableSchema) Schema() *ast.Schema { return es.gql }
+
+// SluiceSchema returns the database schema es was generated from.
+func (es *ExecutableSchema) SluiceSchema() *sluice.Schema { return es.schema }
+
+// Complexity leaves every field at gqlgen's default cost (1 plus its
+// children's).
+func (es *ExecutableSchema) Complexity(context.Context, string, string, int, map[string]any) (int, bool) {
+	return 0, false
+}
+
+// Exec runs the operation of the operation context in ctx and returns its
+// one response. Queries and mutations only: a subscription gets an error
+// (they are served by the event-stream transport).
+func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
+	op := graphql.GetOperationContext(ctx)
+	req := RequestFrom(ctx)
+	x := &execution{ctx: ctx, op: op, es: es, req: req, cache: map[string]*object{}}
+	resp := &graphql.Response{}
+	switch {
+	case req == nil:
+		x.fail(nil, errors.New("graph: no request in context"))
+	case op.Operation.Operation == ast.Query:
+		resp.Data = x.query()
+	case op.Operation.Operation == ast.Mutation:
+		resp.Data = x.mutation()
+	default:
+		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse)"))
+	}
+	resp.Errors = x.errs
+	return graphql.OneShot(resp)
+}
+
+// execution is the state of one operation.
+type execution struct {
+	ctx   context.Context
+	op    *graphql.OperationContext
+	es    *ExecutableSchema
+	req   *Request
+	errs  gqlerror.List
+	cache map[string]*object // documents by id; nil: known missing
+}
+
+// fail records err as a GraphQL error at path. Domain errors show their
+// message and code; anything else is logged and shown as internal.
+func (x *execution) fail(path ast.Path, err error) {
+	x.errs = append(x.errs, toGQLError(x.ctx, x.es.logger, path, err))
+}
+
+// toGQLError converts err to a GraphQL error with extensions.code.
+func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err error) *gqlerror.Error {
+	var ge *gqlerror.Error
+	if errors.As(err, &ge) {
+		return ge
+	}
+	code := sluice.ErrorCode(err)
+	msg := sluice.ErrorMessage(err)
+	if code == sluice.CodeInternal && logger != nil {
+		logger.ErrorContext(ctx, "graphql request failed", "err", err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		msg = "the request was cancelled"
+	}
+	return &gqlerror.Error{Message: msg, Path: path, Extensions: map[string]any{"code": code.GraphQLCode()}}
+}
+
+// fieldPath returns the response path of a root field.
+func fieldPath(f graphql.CollectedField) ast.Path {
+	return ast.Path{ast.PathName(f.Alias)}
+}
+
+func errorf(format string, args ...any) error {
+	return sluice.Errorf(sluice.CodeInvalid, format, args...)
+}
+
+func describe(v any) string { return fmt.Sprintf("%v", v) }

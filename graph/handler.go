@@ -1,0 +1,197 @@
+package graph
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/handler/extension"
+	"github.com/99designs/gqlgen/graphql/handler/lru"
+	"github.com/99designs/gqlgen/graphql/playground"
+	"github.com/go-chi/chi/v5"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
+)
+
+// Options configure a Handler. Zero values take the documented defaults.
+type Options struct {
+	Logger *slog.Logger
+	// Transports are tried, in order, before the GraphQL-over-HTTP
+	// transport (HTTPTransport), which takes every request they leave: an
+	// event-stream transport for subscriptions goes here. Each is called
+	// with the request context carrying the Request (RequestFrom) and may
+	// use the ExecutableSchema (ExecutableSchemaFrom) for subscriptions.
+	Transports []func(*ExecutableSchema) graphql.Transport
+	// MaxDepth bounds the nesting of selections (default 20; introspection
+	// as GraphiQL sends it needs about 12).
+	MaxDepth int
+	// MaxComplexity bounds gqlgen's complexity (one per selected field;
+	// default 5000).
+	MaxComplexity int
+	// QueryCacheSize is the number of parsed queries and of persisted
+	// queries (APQ) each schema version keeps (default 1000).
+	QueryCacheSize int
+	// MaxBodyBytes bounds a POST body (default 10 MiB).
+	MaxBodyBytes int64
+}
+
+// Handler serves GraphQL for every database at /api/graphql/{org}/{db}
+// and /api/graphql/_system. Each request is authorized (the read role), then
+// served by the gqlgen server of its database's current schema version and
+// the reader's role, built on first use. A schema change makes the next
+// request build a new server, which replaces the old one; requests in
+// flight finish on the one they started with. Safe for concurrent use.
+type Handler struct {
+	store Store
+	opts  Options
+
+	mu      sync.Mutex
+	servers map[serverKey]*server
+}
+
+type serverKey struct {
+	db   int64
+	role sluice.Role
+}
+
+// server is a gqlgen server for one schema version. Its query caches hold
+// documents validated against that version only, so they go with it.
+type server struct {
+	version int
+	es      *ExecutableSchema
+	srv     *handler.Server
+}
+
+// NewHandler returns a Handler reading and writing through store.
+func NewHandler(store Store, opts Options) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxDepth <= 0 {
+		opts.MaxDepth = 20
+	}
+	if opts.MaxComplexity <= 0 {
+		opts.MaxComplexity = 5000
+	}
+	if opts.QueryCacheSize <= 0 {
+		opts.QueryCacheSize = 1000
+	}
+	return &Handler{store: store, opts: opts, servers: map[serverKey]*server{}}
+}
+
+// ServeHTTP authorizes the request and serves it.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	media, ok := responseMedia(r.Header.Get("Accept"))
+	if !ok {
+		media = mediaJSON
+	}
+	u := auth.UserFrom(r.Context())
+	if u == nil {
+		writeRequestError(w, media, http.StatusUnauthorized, "not authenticated")
+		return
+	}
+	org, name := chi.URLParam(r, "org"), chi.URLParam(r, "db")
+	if org == "" && name == "" {
+		org, name = sluice.SystemOrg, sluice.SystemDB
+	}
+	d, s, role, err := h.store.GraphQLDatabase(r.Context(), u, org, name)
+	if err != nil {
+		ge := toGQLError(r.Context(), h.opts.Logger, nil, err)
+		writeErrors(w, media, sluice.ErrorCode(err).HTTPStatus(), gqlerror.List{ge})
+		return
+	}
+	srv, err := h.server(d, s, role)
+	if err != nil {
+		ge := toGQLError(r.Context(), h.opts.Logger, nil, err)
+		writeErrors(w, media, http.StatusInternalServerError, gqlerror.List{ge})
+		return
+	}
+	ctx := WithRequest(r.Context(), &Request{User: u, DB: d})
+	ctx = context.WithValue(ctx, esKey{}, srv.es)
+	srv.srv.ServeHTTP(w, r.WithContext(ctx))
+}
+
+type esKey struct{}
+
+// ExecutableSchemaFrom returns the executable schema serving the request
+// whose context is ctx (for transports), or nil.
+func ExecutableSchemaFrom(ctx context.Context) *ExecutableSchema {
+	es, _ := ctx.Value(esKey{}).(*ExecutableSchema)
+	return es
+}
+
+// server returns the gqlgen server for d's current schema version and role.
+func (h *Handler) server(d *sluice.Database, s *sluice.Schema, role sluice.Role) (*server, error) {
+	key := serverKey{d.ID, role}
+	h.mu.Lock()
+	cur := h.servers[key]
+	h.mu.Unlock()
+	if cur != nil && cur.version == d.SchemaVersion {
+		return cur, nil
+	}
+	next, err := h.build(s, role)
+	if err != nil {
+		return nil, err
+	}
+	next.version = d.SchemaVersion
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// A concurrent request may have built a newer version meanwhile.
+	if cur := h.servers[key]; cur != nil && cur.version > next.version {
+		return next, nil
+	}
+	h.servers[key] = next
+	return next, nil
+}
+
+// Forget drops the servers of database id (after it is deleted).
+func (h *Handler) Forget(id int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k := range h.servers {
+		if k.db == id {
+			delete(h.servers, k)
+		}
+	}
+}
+
+func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
+	es, err := NewExecutableSchema(h.store, s, role, h.opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	srv := handler.New(es)
+	for _, t := range h.opts.Transports {
+		srv.AddTransport(t(es))
+	}
+	srv.AddTransport(HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes})
+	srv.SetQueryCache(lru.New[*ast.QueryDocument](h.opts.QueryCacheSize))
+	srv.Use(extension.Introspection{})
+	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](h.opts.QueryCacheSize)})
+	srv.Use(extension.FixedComplexityLimit(h.opts.MaxComplexity))
+	srv.Use(DepthLimit(h.opts.MaxDepth))
+	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
+		h.opts.Logger.ErrorContext(ctx, "graphql panic", "panic", v)
+		return sluice.Errorf(sluice.CodeInternal, "internal error")
+	})
+	return &server{es: es, srv: srv}, nil
+}
+
+// GraphiQL returns the handler of the GraphiQL page at
+// /api/graphiql/{org}/{db}, which talks to /api/graphql/{org}/{db}.
+func GraphiQL() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		org, name := chi.URLParam(r, "org"), chi.URLParam(r, "db")
+		endpoint := "/api/graphql/" + org + "/" + name
+		if org == "" && name == "" {
+			endpoint = "/api/graphql/_system"
+		}
+		playground.Handler("Sluice GraphiQL: "+org+"/"+name, endpoint).ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,274 @@
+package graph
+
+import (
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/introspection"
+	"github.com/vektah/gqlparser/v2/ast"
+)
+
+// introspect writes the root field __schema or __type(name:).
+func (x *execution) introspect(w *jsonWriter, cf graphql.CollectedField) {
+	if cf.Name == "__schema" {
+		x.writeSchema(w, x.es.intro, cf.Selections)
+		return
+	}
+	name, _ := cf.ArgumentMap(x.op.Variables)["name"].(string)
+	def := x.es.gql.Types[name]
+	if def == nil {
+		w.null()
+		return
+	}
+	x.writeType(w, introspection.WrapTypeFromDef(x.es.gql, def), cf.Selections)
+}
+
+func (x *execution) writeSchema(w *jsonWriter, s *introspection.Schema, sel ast.SelectionSet) {
+	w.WriteByte('{')
+	for i, cf := range x.fields(sel, "__Schema") {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str("__Schema")
+		case "description":
+			optStr(w, s.Description())
+		case "types":
+			types := s.Types()
+			w.WriteByte('[')
+			for j := range types {
+				if j > 0 {
+					w.WriteByte(',')
+				}
+				x.writeType(w, &types[j], cf.Selections)
+			}
+			w.WriteByte(']')
+		case "queryType":
+			x.writeType(w, s.QueryType(), cf.Selections)
+		case "mutationType":
+			x.writeType(w, s.MutationType(), cf.Selections)
+		case "subscriptionType":
+			x.writeType(w, s.SubscriptionType(), cf.Selections)
+		case "directives":
+			ds := s.Directives()
+			w.WriteByte('[')
+			for j := range ds {
+				if j > 0 {
+					w.WriteByte(',')
+				}
+				x.writeDirective(w, &ds[j], cf.Selections)
+			}
+			w.WriteByte(']')
+		default:
+			w.null()
+		}
+	}
+	w.WriteByte('}')
+}
+
+func optStr(w *jsonWriter, s *string) {
+	if s == nil {
+		w.null()
+		return
+	}
+	w.str(*s)
+}
+
+func includeDeprecated(x *execution, cf graphql.CollectedField) bool {
+	b, _ := cf.ArgumentMap(x.op.Variables)["includeDeprecated"].(bool)
+	return b
+}
+
+func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.SelectionSet) {
+	if t == nil {
+		w.null()
+		return
+	}
+	w.WriteByte('{')
+	for i, cf := range x.fields(sel, "__Type") {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str("__Type")
+		case "kind":
+			w.str(t.Kind())
+		case "name":
+			optStr(w, t.Name())
+		case "description":
+			optStr(w, t.Description())
+		case "specifiedByURL":
+			optStr(w, t.SpecifiedByURL())
+		case "isOneOf":
+			w.boolean(t.IsOneOf())
+		case "fields":
+			fs := t.Fields(includeDeprecated(x, cf))
+			if fs == nil {
+				w.null()
+				continue
+			}
+			w.WriteByte('[')
+			for j := range fs {
+				if j > 0 {
+					w.WriteByte(',')
+				}
+				x.writeField(w, &fs[j], cf.Selections)
+			}
+			w.WriteByte(']')
+		case "interfaces", "possibleTypes":
+			var ts []introspection.Type
+			if cf.Name == "interfaces" {
+				ts = t.Interfaces()
+			} else {
+				ts = t.PossibleTypes()
+			}
+			if ts == nil {
+				w.null()
+				continue
+			}
+			w.WriteByte('[')
+			for j := range ts {
+				if j > 0 {
+					w.WriteByte(',')
+				}
+				x.writeType(w, &ts[j], cf.Selections)
+			}
+			w.WriteByte(']')
+		case "enumValues":
+			vs := t.EnumValues(includeDeprecated(x, cf))
+			if vs == nil {
+				w.null()
+				continue
+			}
+			w.WriteByte('[')
+			for j := range vs {
+				if j > 0 {
+					w.WriteByte(',')
+				}
+				x.writeEnumValue(w, &vs[j], cf.Selections)
+			}
+			w.WriteByte(']')
+		case "inputFields":
+			vs := t.VisibleInputFields(includeDeprecated(x, cf))
+			if vs == nil {
+				w.null()
+				continue
+			}
+			x.writeInputValues(w, vs, cf.Selections)
+		case "ofType":
+			x.writeType(w, t.OfType(), cf.Selections)
+		default:
+			w.null()
+		}
+	}
+	w.WriteByte('}')
+}
+
+func (x *execution) writeField(w *jsonWriter, f *introspection.Field, sel ast.SelectionSet) {
+	w.WriteByte('{')
+	for i, cf := range x.fields(sel, "__Field") {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str("__Field")
+		case "name":
+			w.str(f.Name)
+		case "description":
+			optStr(w, f.Description())
+		case "args":
+			x.writeInputValues(w, f.VisibleArgs(includeDeprecated(x, cf)), cf.Selections)
+		case "type":
+			x.writeType(w, f.Type, cf.Selections)
+		case "isDeprecated":
+			w.boolean(f.IsDeprecated())
+		case "deprecationReason":
+			optStr(w, f.DeprecationReason())
+		default:
+			w.null()
+		}
+	}
+	w.WriteByte('}')
+}
+
+func (x *execution) writeInputValues(w *jsonWriter, vs []introspection.InputValue, sel ast.SelectionSet) {
+	w.WriteByte('[')
+	for j := range vs {
+		if j > 0 {
+			w.WriteByte(',')
+		}
+		v := &vs[j]
+		w.WriteByte('{')
+		for i, cf := range x.fields(sel, "__InputValue") {
+			w.key(cf.Alias, i == 0)
+			switch cf.Name {
+			case "__typename":
+				w.str("__InputValue")
+			case "name":
+				w.str(v.Name)
+			case "description":
+				optStr(w, v.Description())
+			case "type":
+				x.writeType(w, v.Type, cf.Selections)
+			case "defaultValue":
+				optStr(w, v.DefaultValue)
+			case "isDeprecated":
+				w.boolean(v.IsDeprecated())
+			case "deprecationReason":
+				optStr(w, v.DeprecationReason())
+			default:
+				w.null()
+			}
+		}
+		w.WriteByte('}')
+	}
+	w.WriteByte(']')
+}
+
+func (x *execution) writeEnumValue(w *jsonWriter, v *introspection.EnumValue, sel ast.SelectionSet) {
+	w.WriteByte('{')
+	for i, cf := range x.fields(sel, "__EnumValue") {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str("__EnumValue")
+		case "name":
+			w.str(v.Name)
+		case "description":
+			optStr(w, v.Description())
+		case "isDeprecated":
+			w.boolean(v.IsDeprecated())
+		case "deprecationReason":
+			optStr(w, v.DeprecationReason())
+		default:
+			w.null()
+		}
+	}
+	w.WriteByte('}')
+}
+
+func (x *execution) writeDirective(w *jsonWriter, d *introspection.Directive, sel ast.SelectionSet) {
+	w.WriteByte('{')
+	for i, cf := range x.fields(sel, "__Directive") {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str("__Directive")
+		case "name":
+			w.str(d.Name)
+		case "description":
+			optStr(w, d.Description())
+		case "locations":
+			w.WriteByte('[')
+			for j, l := range d.Locations {
+				if j > 0 {
+					w.WriteByte(',')
+				}
+				w.str(l)
+			}
+			w.WriteByte(']')
+		case "args":
+			x.writeInputValues(w, d.VisibleArgs(includeDeprecated(x, cf)), cf.Selections)
+		case "isRepeatable":
+			w.boolean(d.IsRepeatable)
+		default:
+			w.null()
+		}
+	}
+	w.WriteByte('}')
+}

@@ -1,0 +1,230 @@
+package graph
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+// mutation runs every mutation field of the operation as one commit (one
+// request is one commit): the fields run in order inside one transaction,
+// and any error rolls all of them back, so every field is null and data is
+// null. author and message, when given on several fields, must agree.
+func (x *execution) mutation() json.RawMessage {
+	fields := x.fields(x.op.Operation.SelectionSet, "Mutation")
+	var ops []engine.WriteOp
+	var opFields []int // index in fields of each op
+	var opt engine.WriteOptions
+	for i, cf := range fields {
+		if cf.Name == "__typename" {
+			continue
+		}
+		op, author, message, err := x.writeOp(cf)
+		if err == nil {
+			err = agree(&opt.Author, author, "author")
+		}
+		if err == nil {
+			err = agree(&opt.Message, message, "message")
+		}
+		if err != nil {
+			x.fail(fieldPath(cf), err)
+			return nil
+		}
+		ops = append(ops, op)
+		opFields = append(opFields, i)
+	}
+	var ids [][]string
+	if len(ops) > 0 {
+		var err error
+		ids, _, err = x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
+		if err != nil {
+			x.fail(fieldPath(fields[opFields[0]]), err)
+			return nil
+		}
+	}
+	w := &jsonWriter{}
+	w.WriteByte('{')
+	n := 0
+	for i, cf := range fields {
+		w.key(cf.Alias, i == 0)
+		if cf.Name == "__typename" {
+			w.str("Mutation")
+			continue
+		}
+		w.WriteByte('[')
+		for j, id := range ids[n] {
+			if j > 0 {
+				w.WriteByte(',')
+			}
+			w.str(id)
+		}
+		w.WriteByte(']')
+		n++
+	}
+	w.WriteByte('}')
+	return w.Bytes()
+}
+
+// agree sets *dst to v, or fails when both are set and differ.
+func agree(dst *string, v, name string) error {
+	if v == "" {
+		return nil
+	}
+	if *dst != "" && *dst != v {
+		return errorf("the mutations of one request make one commit, which has one %s: got %q and %q", name, *dst, v)
+	}
+	*dst = v
+	return nil
+}
+
+// writeOp converts a mutation field to a write of the batch.
+func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, string, error) {
+	args := cf.ArgumentMap(x.op.Variables)
+	author, _ := args["author"].(string)
+	message, _ := args["message"].(string)
+	create, _ := args["create"].(bool)
+	switch cf.Name {
+	case fieldInsertDocs, fieldReplaceDocs:
+		docs, err := jsonDocuments(args["json"])
+		if err != nil {
+			return engine.WriteOp{}, "", "", err
+		}
+		kind := engine.WriteInsert
+		if cf.Name == fieldReplaceDocs {
+			kind = engine.WriteReplace
+		}
+		return engine.WriteOp{Kind: kind, Docs: &sliceSource{docs: docs}, Create: create}, author, message, nil
+	case fieldDeleteDocs:
+		raw, _ := args["ids"].([]any)
+		ids := make([]string, 0, len(raw))
+		for _, v := range raw {
+			s, _ := v.(string)
+			ids = append(ids, s)
+		}
+		return engine.WriteOp{Kind: engine.WriteDelete, IDs: ids}, author, message, nil
+	}
+	for _, suffix := range []string{suffixInsert, suffixReplace} {
+		class, ok := strings.CutSuffix(cf.Name, suffix)
+		if !ok {
+			continue
+		}
+		c := x.es.schema.Class(class)
+		if c == nil || c.Kind != sluice.KindDocument {
+			break
+		}
+		raw, _ := args["documents"].([]any)
+		docs := make([]map[string]any, 0, len(raw))
+		for _, v := range raw {
+			m, _ := v.(map[string]any)
+			docs = append(docs, TypedInputDocument(x.es.schema, c, m))
+		}
+		kind := engine.WriteInsert
+		if suffix == suffixReplace {
+			kind = engine.WriteReplace
+		}
+		return engine.WriteOp{Kind: kind, Docs: &sliceSource{docs: docs}, Create: create}, author, message, nil
+	}
+	return engine.WriteOp{}, "", "", errorf("unknown mutation %s", cf.Name)
+}
+
+// TypedInputDocument converts a <Class>_Input value to the raw document the
+// generic mutations take, so that typed and generic mutations write the
+// same commit: "@type" is added to the document and its subdocuments, and
+// _id becomes "@id".
+func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) map[string]any {
+	out := make(map[string]any, len(in)+1)
+	out["@type"] = c.Name
+	for k, v := range in {
+		if v == nil {
+			continue
+		}
+		if k == fieldID {
+			out["@id"] = v
+			continue
+		}
+		f := c.Field(k)
+		if f != nil && f.Type.Kind == sluice.TypeSubdocument {
+			sc := s.Class(f.Type.Name)
+			if items, ok := v.([]any); ok && f.List {
+				subs := make([]any, len(items))
+				for i, it := range items {
+					m, _ := it.(map[string]any)
+					subs[i] = TypedInputDocument(s, sc, m)
+				}
+				v = subs
+			} else if m, ok := v.(map[string]any); ok {
+				v = TypedInputDocument(s, sc, m)
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// jsonDocuments reads the json argument of the generic mutations: an
+// object, an array of objects, or a string holding either.
+func jsonDocuments(v any) ([]map[string]any, error) {
+	if s, ok := v.(string); ok {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		var parsed any
+		if err := dec.Decode(&parsed); err != nil {
+			return nil, errorf("json: the string is not JSON: %s", err.Error())
+		}
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return nil, errorf("json: the string holds more than one JSON value")
+		}
+		v = parsed
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		return []map[string]any{x}, nil
+	case []any:
+		out := make([]map[string]any, len(x))
+		for i, it := range x {
+			m, ok := it.(map[string]any)
+			if !ok {
+				return nil, errorf("json[%d]: expected a document object, got %s", i, describeJSON(it))
+			}
+			out[i] = m
+		}
+		return out, nil
+	}
+	return nil, errorf("json: expected a document object, an array of them, or a string holding either; got %s", describeJSON(v))
+}
+
+func describeJSON(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a number"
+}
+
+// sliceSource is an engine.DocSource over documents already in memory.
+type sliceSource struct {
+	docs []map[string]any
+	i    int
+}
+
+func (s *sliceSource) Next() (map[string]any, error) {
+	if s.i >= len(s.docs) {
+		return nil, io.EOF
+	}
+	s.i++
+	return s.docs[s.i-1], nil
+}

@@ -1,0 +1,130 @@
+package graph_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+func lastCommit(t testing.TB, st *stack) *sluice.Commit {
+	t.Helper()
+	c, err := st.eng.CommitChanges(context.Background(), mustDB(t, st), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestTypedAndGenericMutationsSameCommit writes the same documents through
+// _insertDocuments and through Person_insert, in two databases, and
+// compares the commits.
+func TestTypedAndGenericMutationsSameCommit(t *testing.T) {
+	t.Parallel()
+	generic, typed := newStack(t, testSDL), newStack(t, testSDL)
+	doc := `{"@type":"Person","@id":"Person/zed","name":"Zed","age":7,"score":0.5,"born":"2001-02-03T04:05:06Z","wealth":"12345678901234567890","active":true,"home":{"@type":"Address","city":"Rome"},"addresses":[{"@type":"Address","street":"Via"}],"favorite":"BLUE","tags":["x"],"friends":["Person/zed"],"extra":{"k":[1,2]}}`
+	generic.query(t, `mutation($j: JSON!) { _insertDocuments(json: $j, author: "me", message: "hi") }`, map[string]any{"j": doc}).mustOK(t)
+	res := typed.query(t, `mutation { Person_insert(author: "me", message: "hi", documents: [{_id: "Person/zed", name: "Zed", age: 7, score: 0.5, born: "2001-02-03T04:05:06Z", wealth: "12345678901234567890", active: true, home: {city: "Rome"}, addresses: [{street: "Via"}], favorite: BLUE, tags: ["x"], friends: ["Person/zed"], extra: {k: [1, 2]}}]) }`, nil).mustOK(t)
+	if got, want := string(res.Data), `{"Person_insert":["Person/zed"]}`; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	a, b := lastCommit(t, generic), lastCommit(t, typed)
+	if a.Author != b.Author || a.Message != b.Message || a.Author != "me" || a.Message != "hi" {
+		t.Fatalf("commit metadata differs: %+v vs %+v", a, b)
+	}
+	if len(a.Changes) != 1 || len(b.Changes) != 1 {
+		t.Fatalf("changes: %d and %d, want 1", len(a.Changes), len(b.Changes))
+	}
+	ca, cb := a.Changes[0], b.Changes[0]
+	if ca.DocID != cb.DocID || ca.Op != cb.Op || string(ca.After) != string(cb.After) {
+		t.Fatalf("changes differ:\n%s %v %s\n%s %v %s", ca.DocID, ca.Op, ca.After, cb.DocID, cb.Op, cb.After)
+	}
+}
+
+func TestMutationsOneCommitAndRollback(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, testSDL)
+	st.insert(t, people)
+	before := lastCommit(t, st).Seq
+
+	// Two mutation fields are one commit.
+	res := st.query(t, `mutation {
+	  a: _insertDocuments(json: "[{\"@type\":\"Person\",\"@id\":\"x1\",\"name\":\"X1\"}]", message: "m")
+	  skipped: _deleteDocuments(ids: ["Person/bob"]) @skip(if: true)
+	  c: _deleteDocuments(ids: ["Person/dave"])
+	}`, nil)
+	res.mustOK(t)
+	if got, want := string(res.Data), `{"a":["Person/x1"],"c":["Person/dave"]}`; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	c := lastCommit(t, st)
+	if c.Seq != before+1 || len(c.Changes) != 2 || c.Message != "m" {
+		t.Fatalf("want one commit with 2 changes, got seq %d (before %d) with %d changes", c.Seq, before, len(c.Changes))
+	}
+
+	// An error in the second field rolls back the first.
+	res = st.query(t, `mutation {
+	  a: Person_insert(documents: [{_id: "x2", name: "X2"}])
+	  b: _insertDocuments(json: {name: "no type"})
+	}`, nil)
+	if string(res.Data) != "null" || len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != "BAD_USER_INPUT" {
+		t.Fatalf("want data null and one BAD_USER_INPUT error, got %s", res.raw)
+	}
+	if got := lastCommit(t, st).Seq; got != before+1 {
+		t.Fatalf("a failed request committed: seq %d", got)
+	}
+	if ids := st.query(t, `{ Person(id: "Person/x2") { _id } }`, nil).mustOK(t).ids(t, "Person"); len(ids) != 0 {
+		t.Fatalf("rolled back document is visible: %v", ids)
+	}
+	// A duplicate id is a conflict; nothing is written.
+	res = st.query(t, `mutation { Person_insert(documents: [{_id: "x3", name: "X3"}, {_id: "alice", name: "A"}]) }`, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != "CONFLICT" {
+		t.Fatalf("want CONFLICT, got %s", res.raw)
+	}
+	if got := lastCommit(t, st).Seq; got != before+1 {
+		t.Fatalf("a failed request committed: seq %d", got)
+	}
+	// Different authors in one request are refused.
+	res = st.query(t, `mutation { a: _deleteDocuments(ids: ["Person/x1"], author: "p") b: _deleteDocuments(ids: ["Person/eve"], author: "q") }`, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != "BAD_USER_INPUT" {
+		t.Fatalf("want BAD_USER_INPUT, got %s", res.raw)
+	}
+}
+
+// TestStatementCountIndependentOfRows runs a nested query over 10 and over
+// 1,000 documents and counts SQL statements: one per level of references.
+func TestStatementCountIndependentOfRows(t *testing.T) {
+	t.Parallel()
+	counts := map[int]int64{}
+	for _, n := range []int{10, 1000} {
+		st := newStack(t, testSDL)
+		// Roots P reference F documents, which reference G documents, so
+		// each level of the query needs documents of its own.
+		var docs []string
+		for i := range n {
+			for _, lv := range []struct{ prefix, next string }{{"p", "f"}, {"f", "g"}, {"g", ""}} {
+				friends := "[]"
+				if lv.next != "" {
+					friends = fmt.Sprintf(`["Person/%s%04d","Person/%s%04d"]`, lv.next, i, lv.next, (i+7)%n)
+				}
+				docs = append(docs, fmt.Sprintf(`{"@type":"Person","@id":"%s%04d","name":"%s%d","age":%d,"friends":%s,"home":{"city":"C%d"}}`,
+					lv.prefix, i, strings.ToUpper(lv.prefix), i, i%90, friends, i%5))
+			}
+		}
+		st.insert(t, "["+strings.Join(docs, ",")+"]")
+		ctx, count := postgres.CountStatements(context.Background())
+		res := st.do(ctx, t, nil, `{ Person(filter: {name: {startsWith: "P"}}) { _id name _CommitMetadata { _id } home { city } friends { name friends { name home { city } } } } }`, nil).mustOK(t)
+		var data struct{ Person []json.RawMessage }
+		if err := json.Unmarshal(res.Data, &data); err != nil || len(data.Person) != n {
+			t.Fatalf("n=%d: got %d documents (%v)", n, len(data.Person), err)
+		}
+		counts[n] = count()
+	}
+	if counts[10] != counts[1000] || counts[10] != 3 {
+		t.Fatalf("statements: %d for 10 documents, %d for 1000; want 3 for both (one per level)", counts[10], counts[1000])
+	}
+}

@@ -1,0 +1,379 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+// query runs a query operation and returns its data.
+func (x *execution) query() json.RawMessage {
+	w := &jsonWriter{}
+	w.WriteByte('{')
+	nullData := false
+	for i, cf := range x.fields(x.op.Operation.SelectionSet, "Query") {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str("Query")
+		case "__schema", "__type":
+			if x.op.DisableIntrospection {
+				x.fail(fieldPath(cf), sluice.Errorf(sluice.CodeForbidden, "introspection is disabled"))
+				w.null()
+				continue
+			}
+			x.introspect(w, cf)
+		case fieldChangeSet:
+			x.changeSetField(w, cf)
+		default:
+			if !x.classQuery(w, cf) {
+				nullData = true // [X!]! is non-null: the error nulls the parent, data
+			}
+		}
+	}
+	w.WriteByte('}')
+	if nullData {
+		return nil
+	}
+	return w.Bytes()
+}
+
+// classQuery writes the result of a class query field; on error it writes
+// null, records the error and returns false.
+func (x *execution) classQuery(w *jsonWriter, cf graphql.CollectedField) bool {
+	objs, err := x.runClassQuery(cf)
+	if err == nil {
+		err = x.prefetch(pendings(objs, cf.Selections, cf.Name))
+	}
+	if err != nil {
+		x.fail(fieldPath(cf), err)
+		w.null()
+		return false
+	}
+	x.writeObjects(w, objs, cf.Selections, cf.Name)
+	return true
+}
+
+func pendings(objs []*object, sel ast.SelectionSet, static string) []pending {
+	out := make([]pending, len(objs))
+	for i, o := range objs {
+		out[i] = pending{obj: o, sel: sel, static: static}
+	}
+	return out
+}
+
+// runClassQuery reads the documents a class query field selects.
+func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) {
+	q, err := ParseQueryArgs(x.es.schema, cf.Name, cf.Field, x.op.Variables)
+	if err != nil {
+		return nil, err
+	}
+	docs, err := x.es.store.QueryDocuments(x.ctx, x.req.DB, x.es.schema, q)
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]*object, len(docs))
+	for i, d := range docs {
+		o := docObject(x.es.schema, d.Doc, d.Commit)
+		x.cache[d.Doc.ID] = o
+		objs[i] = o
+	}
+	return objs, nil
+}
+
+// ParseQueryArgs converts the arguments of the query field of class (id,
+// ids, filter, orderBy, limit, offset, include_children) to a storage
+// query. Conflicting or invalid arguments give a CodeInvalid error.
+func ParseQueryArgs(s *sluice.Schema, class string, field *ast.Field, vars map[string]any) (engine.DocQuery, error) {
+	args := field.ArgumentMap(vars)
+	q := engine.DocQuery{Class: class, Limit: -1}
+	id, hasID := args["id"].(string)
+	if rawIDs, ok := args["ids"].([]any); ok {
+		if hasID {
+			return q, errorf("%s: give id or ids, not both", class)
+		}
+		q.IDs = make([]string, 0, len(rawIDs))
+		for _, v := range rawIDs {
+			s, _ := v.(string)
+			q.IDs = append(q.IDs, s)
+		}
+	} else if hasID {
+		q.IDs = []string{id}
+	}
+	children := true
+	if b, ok := args["include_children"].(bool); ok {
+		children = b
+	}
+	q.Classes = classesOf(s, class, children)
+	if m, ok := args["filter"].(map[string]any); ok {
+		e, err := filter.Parse(s, class, m)
+		if err != nil {
+			return q, err
+		}
+		q.Filter = e
+	}
+	order, err := orderKeys(s, class, field, vars)
+	if err != nil {
+		return q, err
+	}
+	q.Order = order
+	for _, name := range []string{"limit", "offset"} {
+		v, ok := args[name]
+		if !ok || v == nil {
+			continue
+		}
+		n, ok := toInt(v)
+		if !ok || n < 0 {
+			return q, errorf("%s: %s must be a whole number of at least 0, got %v", class, name, v)
+		}
+		if name == "limit" {
+			q.Limit = n
+		} else {
+			q.Offset = n
+		}
+	}
+	return q, nil
+}
+
+// classesOf returns the document classes a query on class reads.
+func classesOf(s *sluice.Schema, class string, children bool) []string {
+	if !children {
+		if c := s.Class(class); c != nil && c.Kind == sluice.KindDocument {
+			return []string{class}
+		}
+		return nil
+	}
+	var out []string
+	for _, n := range s.Descendants(class) {
+		if s.Classes[n].Kind == sluice.KindDocument {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func toInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < 1<<53 {
+			return int64(n), true
+		}
+	case json.Number:
+		i, err := n.Int64()
+		return i, err == nil
+	}
+	return 0, false
+}
+
+// orderKeys reads the orderBy argument. Keys written literally apply in the
+// order written; keys of an orderBy given as a variable (a JSON object,
+// whose key order is not kept) apply in the class's field order.
+func orderKeys(s *sluice.Schema, class string, field *ast.Field, vars map[string]any) ([]engine.OrderKey, error) {
+	arg := field.Arguments.ForName("orderBy")
+	if arg == nil || arg.Value == nil {
+		return nil, nil
+	}
+	var names []string
+	values := map[string]any{}
+	if arg.Value.Kind == ast.ObjectValue {
+		for _, ch := range arg.Value.Children {
+			v, err := ch.Value.Value(vars)
+			if err != nil {
+				return nil, errorf("orderBy.%s: %s", ch.Name, err.Error())
+			}
+			names = append(names, ch.Name)
+			values[ch.Name] = v
+		}
+	} else {
+		v, err := arg.Value.Value(vars)
+		if err != nil {
+			return nil, errorf("orderBy: %s", err.Error())
+		}
+		m, _ := v.(map[string]any)
+		if _, ok := m[fieldID]; ok {
+			names = append(names, fieldID)
+		}
+		if c := s.Class(class); c != nil {
+			for _, f := range c.Fields {
+				if _, ok := m[f.Name]; ok {
+					names = append(names, f.Name)
+				}
+			}
+		}
+		for k, v := range m {
+			values[k] = v
+		}
+	}
+	var out []engine.OrderKey
+	for _, n := range names {
+		dir, _ := values[n].(string)
+		switch dir {
+		case "":
+			continue
+		case "ASC", "DESC":
+			out = append(out, engine.OrderKey{Field: n, Desc: dir == "DESC"})
+		default:
+			return nil, errorf("orderBy.%s: expected ASC or DESC, got %v", n, values[n])
+		}
+	}
+	return out, nil
+}
+
+// changeSetField writes Query._ChangeSet(commit:).
+func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
+	args := cf.ArgumentMap(x.op.Variables)
+	var seq int64
+	if v, ok := args["commit"]; ok && v != nil {
+		s, _ := v.(string)
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			x.fail(fieldPath(cf), errorf("_ChangeSet: commit must be a commit id (a positive integer), got %q", s))
+			w.null()
+			return
+		}
+		seq = n
+	}
+	c, err := x.es.store.CommitChanges(x.ctx, x.req.DB, seq)
+	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		w.null() // no commits yet, or pruned: a nullable answer
+		x.fail(fieldPath(cf), err)
+		return
+	}
+	if err != nil {
+		x.fail(fieldPath(cf), err)
+		w.null()
+		return
+	}
+	if err := x.WriteChangeSet(w, c, cf.Selections, true); err != nil {
+		x.fail(fieldPath(cf), err)
+	}
+}
+
+// WriteChangeSet writes the _ChangeSet object of commit c for selection
+// sel. includeChildren is the default of the per-class fields'
+// include_children argument (a subscription's _ChangeSet passes its own).
+func (x *execution) WriteChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.SelectionSet, includeChildren bool) error {
+	var buf jsonWriter
+	buf.WriteByte('{')
+	for i, cf := range x.fields(sel, typeChangeSet) {
+		buf.key(cf.Alias, i == 0)
+		switch {
+		case cf.Name == "__typename":
+			buf.str(typeChangeSet)
+		case cf.Name == fieldCommit:
+			writeCommit(x, &buf, c, "commit", cf.Selections)
+		default:
+			objs, class, err := x.changes(c, cf, includeChildren)
+			if err == nil {
+				err = x.prefetch(pendings(objs, cf.Selections, class))
+			}
+			if err != nil {
+				return err
+			}
+			x.writeObjects(&buf, objs, cf.Selections, class)
+		}
+	}
+	buf.WriteByte('}')
+	w.Write(buf.Bytes())
+	return nil
+}
+
+// changes returns the documents of c that the change-set field cf
+// (<Class>_added, _updated, _changed or _deleted) selects.
+func (x *execution) changes(c *sluice.Commit, cf graphql.CollectedField, includeChildren bool) ([]*object, string, error) {
+	i := strings.LastIndexByte(cf.Name, '_')
+	if i < 0 {
+		return nil, "", errorf("unknown field %s", cf.Name)
+	}
+	class, which := cf.Name[:i], cf.Name[i+1:]
+	if which == "changed" {
+		which = "updated"
+	}
+	op, ok := sluice.ParseOp(which)
+	if !ok || x.es.schema.Class(class) == nil {
+		return nil, "", errorf("unknown field %s", cf.Name)
+	}
+	args := cf.ArgumentMap(x.op.Variables)
+	children := includeChildren
+	if b, ok := args["include_children"].(bool); ok {
+		children = b
+	}
+	var f filter.Expr
+	if m, ok := args["filter"].(map[string]any); ok {
+		e, err := filter.Parse(x.es.schema, class, m)
+		if err != nil {
+			return nil, "", err
+		}
+		f = e
+	}
+	var out []*object
+	for _, ch := range c.Changes {
+		if ch.Op != op || !(ch.Class == class || children && x.es.schema.IsA(ch.Class, class)) {
+			continue
+		}
+		raw := ch.After
+		if op == sluice.OpDeleted {
+			raw = ch.Before
+		}
+		doc, err := DecodeDocument(raw)
+		if err != nil {
+			return nil, "", err
+		}
+		if x.es.schema.Class(doc.Type) == nil {
+			continue // a class the schema no longer has
+		}
+		if f != nil && !filter.Match(f, doc, x.lookup) {
+			continue
+		}
+		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, fields: doc.Fields, commit: c, changeType: "commit"})
+	}
+	return out, class, nil
+}
+
+// lookup reads one document for a filter through a reference, caching it.
+// Change sets are small and such filters rare, so one statement per
+// distinct referenced id is acceptable here (queries compile to SQL).
+func (x *execution) lookup(id string) *sluice.Document {
+	if o, ok := x.cache[id]; ok {
+		if o == nil {
+			return nil
+		}
+		return &sluice.Document{ID: o.id, Type: o.class.Name, Fields: o.fields}
+	}
+	docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, []string{id})
+	if err != nil || len(docs) == 0 {
+		x.cache[id] = nil
+		return nil
+	}
+	x.cache[id] = docObject(x.es.schema, docs[0].Doc, docs[0].Commit)
+	return docs[0].Doc
+}
+
+// DecodeDocument decodes a document's API-form JSON (a change's before or
+// after) into a sluice.Document, keeping numbers as json.Number.
+func DecodeDocument(raw []byte) (*sluice.Document, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	id, _ := m["@id"].(string)
+	typ, _ := m["@type"].(string)
+	delete(m, "@id")
+	delete(m, "@type")
+	return &sluice.Document{ID: id, Type: typ, Fields: m}, nil
+}

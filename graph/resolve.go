@@ -1,0 +1,325 @@
+package graph
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// object is a document or subdocument being resolved.
+type object struct {
+	class  *sluice.Class
+	id     string // "" for subdocuments
+	fields map[string]any
+	// commit is the commit that last wrote a document (nil when pruned).
+	commit *sluice.Commit
+	// changeType is set on documents of subscription events.
+	changeType string
+}
+
+func docObject(s *sluice.Schema, d *sluice.Document, c *sluice.Commit) *object {
+	return &object{class: s.Class(d.Type), id: d.ID, fields: d.Fields, commit: c}
+}
+
+// pending is an object waiting for its references to be loaded.
+type pending struct {
+	obj    *object
+	sel    ast.SelectionSet
+	static string // the GraphQL type the selection is on
+}
+
+// runtimeType returns the object type an object of class is presented as
+// where the schema expects type static: its own class for an interface
+// (abstract parent), static otherwise (a concrete parent presents its
+// subclasses' documents as itself, with _type telling the class).
+func (x *execution) runtimeType(static string, class *sluice.Class) string {
+	def := x.es.gql.Types[static]
+	if def != nil && def.Kind == ast.Interface {
+		if d := x.es.gql.Types[class.Name]; d != nil && d.Kind == ast.Object {
+			return class.Name
+		}
+	}
+	return static
+}
+
+func (x *execution) fields(sel ast.SelectionSet, runtime string) []graphql.CollectedField {
+	return graphql.CollectFields(x.op, sel, x.es.sat[runtime])
+}
+
+// prefetch loads every document the selections of level reference, level
+// by level: one statement per level of references, whatever the number of
+// documents.
+func (x *execution) prefetch(level []pending) error {
+	for len(level) > 0 {
+		var next []pending
+		var want []string
+		wanted := map[string]bool{}
+		var walk func(p pending)
+		walk = func(p pending) {
+			rt := x.runtimeType(p.static, p.obj.class)
+			for _, cf := range x.fields(p.sel, rt) {
+				if len(cf.Selections) == 0 {
+					continue
+				}
+				f := p.obj.class.Field(cf.Name)
+				if f == nil || f.ReadRole > x.es.role {
+					continue
+				}
+				v, ok := p.obj.fields[f.Name]
+				if !ok {
+					continue
+				}
+				items := []any{v}
+				if f.List {
+					items, _ = v.([]any)
+				}
+				for _, it := range items {
+					switch f.Type.Kind {
+					case sluice.TypeReference:
+						id, ok := refID(it)
+						if !ok {
+							continue
+						}
+						if _, cached := x.cache[id]; !cached && !wanted[id] {
+							wanted[id] = true
+							want = append(want, id)
+						}
+						next = append(next, pending{obj: &object{id: id}, sel: cf.Selections, static: f.Type.Name})
+					case sluice.TypeSubdocument:
+						if m, ok := it.(map[string]any); ok {
+							walk(pending{obj: subObject(x.es.schema, f.Type.Name, m), sel: cf.Selections, static: f.Type.Name})
+						}
+					}
+				}
+			}
+		}
+		for _, p := range level {
+			walk(p)
+		}
+		if len(want) > 0 {
+			docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, want)
+			if err != nil {
+				return err
+			}
+			for _, d := range docs {
+				x.cache[d.Doc.ID] = docObject(x.es.schema, d.Doc, d.Commit)
+			}
+			for _, id := range want {
+				if _, ok := x.cache[id]; !ok {
+					x.cache[id] = nil
+				}
+			}
+		}
+		level = level[:0]
+		for _, p := range next {
+			if o := x.cache[p.obj.id]; o != nil {
+				level = append(level, pending{obj: o, sel: p.sel, static: p.static})
+			}
+		}
+	}
+	return nil
+}
+
+func subObject(s *sluice.Schema, class string, m map[string]any) *object {
+	return &object{class: s.Class(class), fields: m}
+}
+
+func refID(v any) (string, bool) {
+	switch r := v.(type) {
+	case string:
+		return r, true
+	case map[string]any:
+		id, ok := r["@id"].(string)
+		return id, ok
+	}
+	return "", false
+}
+
+// writeObjects writes a list of objects of GraphQL type static.
+func (x *execution) writeObjects(w *jsonWriter, objs []*object, sel ast.SelectionSet, static string) {
+	w.WriteByte('[')
+	for i, o := range objs {
+		if i > 0 {
+			w.WriteByte(',')
+		}
+		x.writeObject(w, o, sel, static)
+	}
+	w.WriteByte(']')
+}
+
+// writeObject writes one object of GraphQL type static with its selection.
+// References must have been loaded by prefetch.
+func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, static string) {
+	rt := x.runtimeType(static, o.class)
+	w.WriteByte('{')
+	for i, cf := range x.fields(sel, rt) {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str(rt)
+			continue
+		case fieldID:
+			if o.id != "" {
+				w.str(o.id)
+			} else {
+				w.null()
+			}
+			continue
+		case fieldType:
+			w.str(o.class.Name)
+			continue
+		case fieldCommit:
+			if o.commit == nil {
+				w.null()
+			} else {
+				writeCommit(x, w, o.commit, o.changeType, cf.Selections)
+			}
+			continue
+		}
+		f := o.class.Field(cf.Name)
+		v, ok := o.fields[cf.Name]
+		if f == nil || !ok || v == nil || f.ReadRole > x.es.role {
+			w.null()
+			continue
+		}
+		if f.List {
+			items, _ := v.([]any)
+			w.WriteByte('[')
+			n := 0
+			for _, it := range items {
+				if f.Type.Kind == sluice.TypeReference && x.refObject(it) == nil {
+					continue // a dangling reference is left out of the list
+				}
+				if n > 0 {
+					w.WriteByte(',')
+				}
+				n++
+				x.writeValue(w, f, it, cf.Selections)
+			}
+			w.WriteByte(']')
+			continue
+		}
+		x.writeValue(w, f, v, cf.Selections)
+	}
+	w.WriteByte('}')
+}
+
+func (x *execution) refObject(v any) *object {
+	id, ok := refID(v)
+	if !ok {
+		return nil
+	}
+	return x.cache[id]
+}
+
+// writeValue writes one (element) value of field f.
+func (x *execution) writeValue(w *jsonWriter, f *sluice.Field, v any, sel ast.SelectionSet) {
+	switch f.Type.Kind {
+	case sluice.TypeReference:
+		o := x.refObject(v)
+		if o == nil {
+			w.null()
+			return
+		}
+		x.writeObject(w, o, sel, f.Type.Name)
+		return
+	case sluice.TypeSubdocument:
+		m, ok := v.(map[string]any)
+		if !ok {
+			w.null()
+			return
+		}
+		x.writeObject(w, subObject(x.es.schema, f.Type.Name, m), sel, f.Type.Name)
+		return
+	case sluice.TypeEnum:
+		writeString(w, v)
+		return
+	}
+	writeScalar(w, f.Type.Name, v)
+}
+
+func writeString(w *jsonWriter, v any) {
+	switch s := v.(type) {
+	case string:
+		w.str(s)
+	case json.Number:
+		w.str(string(s))
+	default:
+		w.any(v)
+	}
+}
+
+// writeScalar writes a scalar value of a normalized document (or of change
+// JSON decoded with UseNumber).
+func writeScalar(w *jsonWriter, scalar string, v any) {
+	switch scalar {
+	case sluice.ScalarInt:
+		switch n := v.(type) {
+		case int64:
+			w.int(n)
+		case json.Number:
+			w.WriteString(string(n))
+		case float64:
+			w.int(int64(n))
+		default:
+			w.any(v)
+		}
+	case sluice.ScalarFloat:
+		switch n := v.(type) {
+		case float64:
+			w.WriteString(strconv.FormatFloat(n, 'g', -1, 64))
+		case json.Number:
+			w.WriteString(string(n))
+		case int64:
+			w.int(n)
+		default:
+			w.any(v)
+		}
+	case sluice.ScalarBoolean:
+		b, _ := v.(bool)
+		w.boolean(b)
+	case sluice.ScalarJSON:
+		if raw, ok := v.(json.RawMessage); ok {
+			w.Write(raw)
+			return
+		}
+		w.any(v)
+	default: // String, ID, DateTime, BigInt: strings
+		writeString(w, v)
+	}
+}
+
+// writeCommit writes a _CommitMetadata object.
+func writeCommit(x *execution, w *jsonWriter, c *sluice.Commit, changeType string, sel ast.SelectionSet) {
+	w.WriteByte('{')
+	for i, cf := range x.fields(sel, typeCommitMetadata) {
+		w.key(cf.Alias, i == 0)
+		switch cf.Name {
+		case "__typename":
+			w.str(typeCommitMetadata)
+		case "_id":
+			w.str(c.ID())
+		case "_timestamp":
+			w.WriteString(strconv.FormatFloat(float64(c.Time.UnixMicro())/1e6, 'f', -1, 64))
+		case "_datetime":
+			w.str(c.Time.UTC().Format("2006-01-02T15:04:05.999999Z07:00"))
+		case "_author":
+			w.str(c.Author)
+		case "_message":
+			w.str(c.Message)
+		case "_change_type":
+			if changeType == "" {
+				w.null()
+			} else {
+				w.str(changeType)
+			}
+		default:
+			w.null()
+		}
+	}
+	w.WriteByte('}')
+}

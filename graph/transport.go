@@ -1,0 +1,276 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// The response media types of GraphQL over HTTP.
+const (
+	mediaGraphQLResponse = "application/graphql-response+json"
+	mediaJSON            = "application/json"
+)
+
+// HTTPTransport serves queries and mutations over plain HTTP as the
+// GraphQL-over-HTTP specification says, for GET and POST:
+//
+//   - The response is application/graphql-response+json when the client
+//     accepts it first, application/json otherwise (also for a missing
+//     Accept, */* and application/*); 406 when it accepts neither.
+//   - A POST body must be application/json (UTF-8); a malformed body or
+//     malformed parameters are a 400.
+//   - A request error (the document does not parse or validate, variables
+//     do not coerce) is a 400 with application/graphql-response+json and a
+//     200 with application/json, and has no data entry.
+//   - A mutation over GET is a 405 with Allow: POST; other methods are 405.
+//
+// It accepts every request (put transports that claim some requests, such
+// as an event-stream transport, before it).
+type HTTPTransport struct {
+	// MaxBodyBytes bounds a POST body (0: 10 MiB).
+	MaxBodyBytes int64
+}
+
+var _ graphql.Transport = HTTPTransport{}
+
+// Supports reports true: HTTPTransport answers everything that reaches it.
+func (HTTPTransport) Supports(*http.Request) bool { return true }
+
+// requestError is a malformed HTTP request: it gets status and message.
+type requestError struct {
+	status int
+	msg    string
+}
+
+// Do serves one request.
+func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	media, ok := responseMedia(r.Header.Get("Accept"))
+	if !ok {
+		writeRequestError(w, mediaJSON, http.StatusNotAcceptable,
+			"the server responds with application/graphql-response+json or application/json; the Accept header allows neither")
+		return
+	}
+	var params *graphql.RawParams
+	var rerr *requestError
+	switch r.Method {
+	case http.MethodGet:
+		params, rerr = getParams(r)
+	case http.MethodPost:
+		params, rerr = t.postParams(r)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeRequestError(w, media, http.StatusMethodNotAllowed, "use GET or POST")
+		return
+	}
+	if rerr != nil {
+		writeRequestError(w, media, rerr.status, rerr.msg)
+		return
+	}
+	params.Headers = r.Header
+	start := graphql.Now()
+	params.ReadTime = graphql.TraceTiming{Start: start, End: start}
+	ctx := r.Context()
+	rc, errs := exec.CreateOperationContext(ctx, params)
+	if errs != nil {
+		status := http.StatusOK
+		if media == mediaGraphQLResponse {
+			status = http.StatusBadRequest
+		}
+		writeErrors(w, media, status, errs)
+		return
+	}
+	if r.Method == http.MethodGet && rc.Operation.Operation != ast.Query {
+		w.Header().Set("Allow", "POST")
+		writeRequestError(w, media, http.StatusMethodNotAllowed, "a "+string(rc.Operation.Operation)+" cannot be sent with GET; use POST")
+		return
+	}
+	responses, ctx := exec.DispatchOperation(ctx, rc)
+	resp := responses(ctx)
+	b, err := json.Marshal(resp)
+	if err != nil {
+		writeRequestError(w, media, http.StatusInternalServerError, "internal error")
+		return
+	}
+	w.Header().Set("Content-Type", media+"; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// responseMedia picks the response media type from an Accept header.
+func responseMedia(accept string) (string, bool) {
+	if strings.TrimSpace(accept) == "" {
+		return mediaJSON, true
+	}
+	best, bestQ := "", 0.0
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if s, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(s, 64); err == nil {
+				q = f
+			}
+		}
+		var m string
+		switch mt {
+		case mediaGraphQLResponse:
+			m = mediaGraphQLResponse
+		case mediaJSON, "application/*", "*/*":
+			m = mediaJSON
+		default:
+			continue
+		}
+		if q > bestQ {
+			best, bestQ = m, q
+		}
+	}
+	return best, best != ""
+}
+
+func getParams(r *http.Request) (*graphql.RawParams, *requestError) {
+	q := r.URL.Query()
+	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
+	if p.Query == "" {
+		return nil, &requestError{http.StatusBadRequest, "the query parameter is missing"}
+	}
+	if v := q.Get("variables"); v != "" {
+		if err := decodeObject([]byte(v), &p.Variables); err != nil {
+			return nil, &requestError{http.StatusBadRequest, "variables: " + err.Error()}
+		}
+	}
+	if v := q.Get("extensions"); v != "" {
+		if err := decodeObject([]byte(v), &p.Extensions); err != nil {
+			return nil, &requestError{http.StatusBadRequest, "extensions: " + err.Error()}
+		}
+	}
+	return p, nil
+}
+
+func (t HTTPTransport) postParams(r *http.Request) (*graphql.RawParams, *requestError) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return nil, &requestError{http.StatusUnsupportedMediaType, "the request body must be application/json; Content-Type is missing"}
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != mediaJSON {
+		return nil, &requestError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + ct}
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return nil, &requestError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
+	}
+	limit := t.MaxBodyBytes
+	if limit <= 0 {
+		limit = 10 << 20
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, &requestError{http.StatusBadRequest, "could not read the request body"}
+	}
+	if int64(len(body)) > limit {
+		return nil, &requestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes"}
+	}
+	p, msg := ParseRequestBody(body)
+	if msg != "" {
+		return nil, &requestError{http.StatusBadRequest, msg}
+	}
+	return p, nil
+}
+
+// ParseRequestBody parses a GraphQL-over-HTTP POST body: a JSON object with
+// a string query and optional operationName (string), variables and
+// extensions (objects); null means absent. It returns the parameters, or a
+// message saying what is wrong.
+func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, "the request body is empty; send a JSON object with a query"
+	}
+	var raw map[string]json.RawMessage
+	if err := decodeObject(body, &raw); err != nil {
+		return nil, "the request body is not a JSON object: " + err.Error()
+	}
+	p := &graphql.RawParams{}
+	isNull := func(m json.RawMessage) bool { return m == nil || string(bytes.TrimSpace(m)) == "null" }
+	if isNull(raw["query"]) {
+		return nil, "the query parameter is missing"
+	}
+	if err := json.Unmarshal(raw["query"], &p.Query); err != nil {
+		return nil, "the query parameter must be a string"
+	}
+	if !isNull(raw["operationName"]) {
+		if err := json.Unmarshal(raw["operationName"], &p.OperationName); err != nil {
+			return nil, "the operationName parameter must be a string"
+		}
+	}
+	if !isNull(raw["variables"]) {
+		if err := decodeObject(raw["variables"], &p.Variables); err != nil {
+			return nil, "the variables parameter must be an object"
+		}
+	}
+	if !isNull(raw["extensions"]) {
+		if err := decodeObject(raw["extensions"], &p.Extensions); err != nil {
+			return nil, "the extensions parameter must be an object"
+		}
+	}
+	return p, ""
+}
+
+// decodeObject decodes one JSON object (numbers as json.Number) into dst.
+func decodeObject(b []byte, dst any) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return errors.New("expected a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+func writeRequestError(w http.ResponseWriter, media string, status int, msg string) {
+	writeErrors(w, media, status, gqlerror.List{{Message: msg, Extensions: map[string]any{"code": codeForStatus(status)}}})
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusMethodNotAllowed:
+		return sluice.CodeMethod.GraphQLCode()
+	case http.StatusUnauthorized:
+		return sluice.CodeUnauthenticated.GraphQLCode()
+	case http.StatusForbidden:
+		return sluice.CodeForbidden.GraphQLCode()
+	case http.StatusNotFound:
+		return sluice.CodeNotFound.GraphQLCode()
+	case http.StatusInternalServerError:
+		return sluice.CodeInternal.GraphQLCode()
+	}
+	return "BAD_REQUEST"
+}
+
+// writeErrors writes a response with errors and no data entry.
+func writeErrors(w http.ResponseWriter, media string, status int, errs gqlerror.List) {
+	b, _ := json.Marshal(struct {
+		Errors gqlerror.List `json:"errors"`
+	}{errs})
+	w.Header().Set("Content-Type", media+"; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+const personSDL = `type Person { name: String! email: String! age: Int score: Float active: Boolean }`
+
+// rawTable has the same columns as Sluice's Person table, without change
+// capture: the baseline.
+const rawTable = `CREATE TABLE raw_person (_id text PRIMARY KEY, _commit_uid bigint NOT NULL,
+	name text, email text, age integer, score double precision, active boolean)`
+
+var dbCounter atomic.Int64
+
+// newDatabase creates a fresh Postgres database on the durable cluster.
+func newDatabase(b *testing.B) string {
+	b.Helper()
+	name := fmt.Sprintf("bench_%d", dbCounter.Add(1))
+	conn, err := pgx.Connect(context.Background(), cluster.URL("postgres"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		b.Fatal(err)
+	}
+	return cluster.URL(name)
+}
+
+func personJSON(i int) string {
+	return fmt.Sprintf(`{"@type":"Person","@id":"p%d","name":"Person %d","email":"p%d@example.com","age":%d,"score":%d.5,"active":true}`, i, i, i, i%90, i)
+}
+
+func personRow(i int) []any {
+	return []any{fmt.Sprintf("Person/p%d", i), int64(1), fmt.Sprintf("Person %d", i), fmt.Sprintf("p%d@example.com", i), int32(i % 90), float64(i) + 0.5, true}
+}
+
+var personCols = []string{"_id", "_commit_uid", "name", "email", "age", "score", "active"}
+
+// sluiceTarget starts a daemon on a fresh durable database with the Person
+// schema and returns a function that POSTs a body as the admin (with an API
+// token, as a service would: Basic auth runs bcrypt on every request).
+func sluiceTarget(b *testing.B) func(body string) {
+	d := dt.Start(b, dt.WithDatabaseURL(newDatabase(b)))
+	d.CreateDatabase(b, "bench", personSDL)
+	var tok struct{ Token string }
+	r := d.MustDo(b, 201, dt.Admin(), "POST", "/api/tokens", `{"name":"bench"}`)
+	if err := jsonUnmarshal(r.Body, &tok); err != nil {
+		b.Fatal(err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	url := d.URL + "/api/document/admin/bench"
+	return func(body string) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Errorf("POST: %d %s", resp.StatusCode, out)
+		}
+	}
+}
+
+func rawPool(b *testing.B) *pgxpool.Pool {
+	pool, err := pgxpool.New(context.Background(), newDatabase(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	if _, err := pool.Exec(context.Background(), rawTable); err != nil {
+		b.Fatal(err)
+	}
+	return pool
+}
+
+func reportDocsPerSec(b *testing.B, docs int, start time.Time) {
+	b.ReportMetric(float64(docs)/time.Since(start).Seconds(), "docs/s")
+}
+
+// BenchmarkWriteBatch1000 is target (a): one request at a time, each
+// committing 1,000 documents.
+func BenchmarkWriteBatch1000(b *testing.B) {
+	const batch = 1000
+	b.Run("sluice-rest", func(b *testing.B) {
+		post := sluiceTarget(b)
+		next := 0
+		start := time.Now()
+		for b.Loop() {
+			var body bytes.Buffer
+			body.WriteByte('[')
+			for i := range batch {
+				if i > 0 {
+					body.WriteByte(',')
+				}
+				body.WriteString(personJSON(next))
+				next++
+			}
+			body.WriteByte(']')
+			post(body.String())
+		}
+		reportDocsPerSec(b, next, start)
+	})
+	b.Run("raw-pgx-copy", func(b *testing.B) {
+		pool := rawPool(b)
+		next := 0
+		start := time.Now()
+		for b.Loop() {
+			rows := make([][]any, batch)
+			for i := range rows {
+				rows[i] = personRow(next)
+				next++
+			}
+			err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+				_, err := tx.CopyFrom(context.Background(), pgx.Identifier{"raw_person"}, personCols, pgx.CopyFromRows(rows))
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		reportDocsPerSec(b, next, start)
+	})
+}
+
+// BenchmarkWriteConcurrent8 is target (b): 8 concurrent clients, each
+// committing one document per request, into one database. b.N counts
+// documents.
+func BenchmarkWriteConcurrent8(b *testing.B) {
+	const clients = 8
+	run := func(b *testing.B, write func(i int)) {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		b.ResetTimer()
+		start := time.Now()
+		for range clients {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1))
+					if i > b.N {
+						return
+					}
+					write(i)
+				}
+			})
+		}
+		wg.Wait()
+		reportDocsPerSec(b, b.N, start)
+	}
+	b.Run("sluice-rest", func(b *testing.B) {
+		post := sluiceTarget(b)
+		run(b, func(i int) { post(personJSON(i)) })
+	})
+	b.Run("raw-pgx-insert", func(b *testing.B) {
+		pool := rawPool(b)
+		sql := "INSERT INTO raw_person (_id, _commit_uid, name, email, age, score, active) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+		run(b, func(i int) {
+			if _, err := pool.Exec(context.Background(), sql, personRow(i)...); err != nil {
+				b.Error(err)
+			}
+		})
+	})
+}

@@ -1,0 +1,196 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// Group commit. Concurrent small writes to one database share one Postgres
+// transaction: each is still a commit of its own (its own changes, its own
+// sequence number, in the order they were queued), but the batch pays for
+// one counter-row lock and one WAL flush instead of one each, which is what
+// serialized concurrent writers (DESIGN.md, "Measured costs"). Each write
+// runs inside a savepoint, so one failing write never affects another.
+//
+// There is no timer: whoever finds no batch running leads one with what is
+// queued, and hands leadership to the next queued writer when its own
+// batch is done, so no request serves others for long.
+
+// groupMax is the largest request, in documents, that joins group commit;
+// larger ones run in a transaction of their own. maxBatch caps a batch.
+const (
+	groupMax = 100
+	maxBatch = 64
+)
+
+type job struct {
+	d     *sluice.Database
+	s     *sluice.Schema
+	apply func(context.Context, *postgres.Writer) error
+	meta  postgres.CommitMeta
+
+	lead chan struct{} // closed when this job's goroutine must lead a batch
+	done chan struct{} // closed when commit or err is set
+
+	commit *sluice.Commit
+	err    error
+}
+
+type committer struct {
+	mu      sync.Mutex
+	queue   []*job
+	leading bool
+}
+
+func (e *Engine) committer(dbID int64) *committer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c, ok := e.committers[dbID]
+	if !ok {
+		c = &committer{}
+		e.committers[dbID] = c
+	}
+	return c
+}
+
+// groupCommit runs apply as one commit of database d, batched with
+// concurrent ones. It returns once the commit is durable or failed. The
+// batch runs detached from ctx: a client that goes away must not roll back
+// the other writers' work.
+func (e *Engine) groupCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, meta postgres.CommitMeta, apply func(context.Context, *postgres.Writer) error) (*sluice.Commit, error) {
+	j := &job{d: d, s: s, apply: apply, meta: meta, lead: make(chan struct{}), done: make(chan struct{})}
+	c := e.committer(d.ID)
+	c.mu.Lock()
+	c.queue = append(c.queue, j)
+	if c.leading {
+		c.mu.Unlock()
+		select {
+		case <-j.done:
+			return j.commit, j.err
+		case <-j.lead:
+		}
+	} else {
+		c.leading = true
+		c.mu.Unlock()
+	}
+	// This goroutine leads: commit one batch (which holds its own job,
+	// at the head of the queue) and pass the lead on as soon as the batch
+	// holds the counter-row lock, so the next batch writes its documents
+	// while this one waits for its COMMIT to be durable. The next batch's
+	// own counter update then waits for this COMMIT: order is kept.
+	c.mu.Lock()
+	batch := takeBatch(&c.queue)
+	c.mu.Unlock()
+	var once sync.Once
+	handoff := func() {
+		once.Do(func() {
+			c.mu.Lock()
+			if len(c.queue) > 0 {
+				close(c.queue[0].lead)
+			} else {
+				c.leading = false
+			}
+			c.mu.Unlock()
+		})
+	}
+	e.commitBatch(context.WithoutCancel(ctx), batch, handoff)
+	handoff()
+	<-j.done
+	return j.commit, j.err
+}
+
+// takeBatch removes from the queue's head the jobs that can share one
+// transaction: same schema version (a commit is checked against the version
+// its documents were validated with), at most maxBatch.
+func takeBatch(queue *[]*job) []*job {
+	q := *queue
+	n := 1
+	for n < len(q) && n < maxBatch && q[n].d.SchemaVersion == q[0].d.SchemaVersion {
+		n++
+	}
+	batch := append([]*job(nil), q[:n]...)
+	*queue = append(q[:0], q[n:]...)
+	return batch
+}
+
+var errAllFailed = errors.New("every write of the batch failed")
+
+// commitBatch commits the batch's jobs in one transaction and calls handoff
+// once their sequence numbers are allocated (it may not call it at all on
+// failure; the caller does then).
+func (e *Engine) commitBatch(ctx context.Context, batch []*job, handoff func()) {
+	d, s := batch[0].d, batch[0].s
+	var committed []*job
+	err := e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		committed = committed[:0]
+		ws, err := tx.NewWriters(ctx, d, s, len(batch))
+		if err != nil {
+			return err
+		}
+		var writers []*postgres.Writer
+		var metas []postgres.CommitMeta
+		for i, j := range batch {
+			j.err = nil
+			if len(batch) == 1 {
+				if err := runJob(ctx, j, ws[i]); err != nil {
+					j.err = err
+					return err
+				}
+			} else {
+				// The savepoint and its release travel with the job's own
+				// statements: one round trip per job.
+				sp := fmt.Sprintf("w%d", i)
+				ws[i].Savepoint(sp)
+				err := j.apply(ctx, ws[i])
+				if err == nil {
+					ws[i].Release(sp)
+					err = ws[i].Flush(ctx)
+				}
+				if err != nil {
+					j.err = err
+					if err := tx.RollbackTo(ctx, sp); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			committed = append(committed, j)
+			writers = append(writers, ws[i])
+			metas = append(metas, j.meta)
+		}
+		if len(committed) == 0 {
+			return errAllFailed
+		}
+		commits, err := tx.Finish(ctx, writers, metas)
+		if err != nil {
+			return err
+		}
+		handoff()
+		for i, j := range committed {
+			j.commit = commits[i]
+		}
+		return nil
+	})
+	for _, j := range batch {
+		if err != nil && j.err == nil {
+			j.err = err
+			j.commit = nil
+		}
+		if j.err == nil {
+			e.onCommit(j.commit)
+		}
+		close(j.done)
+	}
+}
+
+func runJob(ctx context.Context, j *job, w *postgres.Writer) error {
+	if err := j.apply(ctx, w); err != nil {
+		return err
+	}
+	return w.Flush(ctx)
+}

@@ -1,0 +1,778 @@
+package rest_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// wait bounds every wait for an asynchronous event.
+const wait = 60 * time.Second
+
+const shopSDL = `
+interface Animal @concrete { name: String! }
+type Dog implements Animal { name: String! breed: String }
+type Cat implements Animal { name: String! }
+type Customer { name: String! ssn: String @private }
+`
+
+// frame is one server-sent-events frame: its lines, without the blank line
+// that ends it.
+type frame []string
+
+func (f frame) String() string { return strings.Join(f, "\n") }
+
+// field returns the value of the frame's first line "name: value".
+func (f frame) field(name string) string {
+	for _, l := range f {
+		if v, ok := strings.CutPrefix(l, name+": "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// stream is an open change stream read frame by frame.
+type stream struct {
+	t      testing.TB
+	resp   *http.Response
+	frames chan frame
+	cancel context.CancelFunc
+	done   chan struct{}
+	// gate, when set, stops the reader after the first frame until it is
+	// closed: a client that stops reading.
+	gate chan struct{}
+}
+
+// open starts GET path as a stream and fails the test unless it answers
+// 200. Close it (it is closed at the end of the test anyway).
+func open(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, header ...string) *stream {
+	t.Helper()
+	s, resp := tryOpen(t, d, auth, path, header...)
+	if resp != nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("GET %s: status %d: %s", path, resp.StatusCode, b)
+	}
+	return s
+}
+
+// tryOpen opens a stream; a non-200 answer is returned instead.
+func tryOpen(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, header ...string) (*stream, *http.Response) {
+	t.Helper()
+	return tryOpenGated(t, d, auth, path, nil, header...)
+}
+
+func tryOpenGated(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, gate chan struct{}, header ...string) (*stream, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	auth(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		cancel()
+		return nil, resp
+	}
+	s := &stream{t: t, resp: resp, frames: make(chan frame, 1<<16), cancel: cancel, done: make(chan struct{}), gate: gate}
+	go s.read()
+	t.Cleanup(s.Close)
+	return s, nil
+}
+
+func (s *stream) read() {
+	defer close(s.done)
+	defer close(s.frames)
+	br := bufio.NewReader(s.resp.Body)
+	var f frame
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimSuffix(line, "\n")
+		if line == "" {
+			s.frames <- f
+			f = nil
+			if s.gate != nil {
+				<-s.gate
+				s.gate = nil
+			}
+			continue
+		}
+		f = append(f, line)
+	}
+}
+
+// Close disconnects and waits for the reader.
+func (s *stream) Close() {
+	s.cancel()
+	s.resp.Body.Close()
+	<-s.done
+}
+
+// next returns the next frame, failing the test if none comes in time.
+func (s *stream) next() frame {
+	s.t.Helper()
+	select {
+	case f, ok := <-s.frames:
+		if !ok {
+			s.t.Fatal("stream ended")
+		}
+		return f
+	case <-time.After(wait):
+		s.t.Fatal("no frame within the deadline")
+	}
+	return nil
+}
+
+// event returns the next frame that is not a heartbeat.
+func (s *stream) event() frame {
+	s.t.Helper()
+	for {
+		f := s.next()
+		if len(f) == 1 && f[0] == ": ping" {
+			continue
+		}
+		return f
+	}
+}
+
+// ended waits until the server closes the stream and returns the frames
+// sent before, heartbeats left out.
+func (s *stream) ended() []frame {
+	s.t.Helper()
+	var out []frame
+	timeout := time.After(wait)
+	for {
+		select {
+		case f, ok := <-s.frames:
+			if !ok {
+				return out
+			}
+			if len(f) == 1 && f[0] == ": ping" {
+				continue
+			}
+			out = append(out, f)
+		case <-timeout:
+			s.t.Fatal("the stream did not end within the deadline")
+		}
+	}
+}
+
+// connected reads the first frame and checks it is ": connected sub=<n>".
+func (s *stream) connected() {
+	s.t.Helper()
+	f := s.next()
+	if len(f) != 1 || !strings.HasPrefix(f[0], ": connected sub=") {
+		s.t.Fatalf("first frame %q, want : connected sub=<n>", f)
+	}
+}
+
+type envelope struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Type            string          `json:"type"`
+	Source          string          `json:"source"`
+	Subject         string          `json:"subject"`
+	Time            string          `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	Entity          string          `json:"entity"`
+	Operation       string          `json:"operation"`
+	Tenant          string          `json:"tenant"`
+	UserID          string          `json:"user_id"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// decode checks an event frame's shape and returns its envelope.
+func decode(t testing.TB, f frame) envelope {
+	t.Helper()
+	if len(f) != 3 || !strings.HasPrefix(f[0], "id: ") || !strings.HasPrefix(f[1], "event: entity.") || !strings.HasPrefix(f[2], "data: ") {
+		t.Fatalf("not an event frame: %q", f)
+	}
+	var e envelope
+	if err := json.Unmarshal([]byte(f.field("data")), &e); err != nil {
+		t.Fatalf("event data: %v: %s", err, f.field("data"))
+	}
+	if e.ID != f.field("id") || "entity."+e.Operation != f.field("event") || e.Type != f.field("event") {
+		t.Fatalf("event frame and envelope disagree: %q", f)
+	}
+	return e
+}
+
+// insert inserts docs (a JSON value) into admin/<db> in one commit.
+func insert(t testing.TB, d *dt.Daemon, db, docs string) {
+	t.Helper()
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/"+db, docs)
+}
+
+func TestSubscribeFramesAndEnvelope(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+
+	s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Animal", "Origin", "https://app.example")
+	h := s.resp.Header
+	for k, want := range map[string]string{
+		"Content-Type":                "text/event-stream; charset=utf-8",
+		"Cache-Control":               "no-cache",
+		"X-Accel-Buffering":           "no",
+		"Connection":                  "keep-alive",
+		"Access-Control-Allow-Origin": "https://app.example",
+		"Vary":                        "Origin",
+	} {
+		if got := h.Get(k); got != want {
+			t.Errorf("header %s = %q, want %q", k, got, want)
+		}
+	}
+	s.connected()
+
+	insert(t, d, "shop", `{"@type":"Dog","@id":"rex","name":"Rex","breed":"lab"}`)
+	f := s.event()
+	e := decode(t, f)
+	if f[1] != "event: entity.create" {
+		t.Fatalf("event line %q", f[1])
+	}
+	if e.SpecVersion != "1.0" || e.Type != "entity.create" || e.Source != "/api/db/admin/shop" ||
+		e.Subject != "Dog/rex" || e.Entity != "Dog" || e.Operation != "create" || e.Tenant != "admin" ||
+		e.UserID != "admin" || e.DataContentType != "application/json" {
+		t.Fatalf("envelope %+v", e)
+	}
+	if _, err := time.Parse(time.RFC3339Nano, e.Time); err != nil {
+		t.Fatalf("time %q: %v", e.Time, err)
+	}
+	if string(e.Data) != `{"@id":"Dog/rex","@type":"Dog","name":"Rex","breed":"lab"}` {
+		t.Fatalf("data %s", e.Data)
+	}
+	if !strings.HasSuffix(e.ID, "-1-0") {
+		t.Fatalf("id %q, want <epoch>-1-0", e.ID)
+	}
+
+	// Exact frames of an update and a delete; a Customer change (not an
+	// Animal) sends nothing, so the next frame is the Cat's.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/shop", `{"@type":"Dog","@id":"Dog/rex","name":"Rex II"}`)
+	epoch := strings.Split(e.ID, "-")[0]
+	want := fmt.Sprintf("id: %s-2-0\nevent: entity.update\ndata: "+
+		`{"specversion":"1.0","id":"%[1]s-2-0","type":"entity.update","source":"/api/db/admin/shop","subject":"Dog/rex",`+
+		`"time":"%[2]s","datacontenttype":"application/json","entity":"Dog","operation":"update","tenant":"admin","user_id":"admin",`+
+		`"data":{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}}`, epoch, "%s")
+	f = s.event()
+	e = decode(t, f)
+	if got := f.String(); got != fmt.Sprintf(want, e.Time) {
+		t.Fatalf("update frame:\n got %s\nwant %s", got, fmt.Sprintf(want, e.Time))
+	}
+	insert(t, d, "shop", `{"@type":"Customer","@id":"c1","name":"Ann"}`)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/shop?id=Dog/rex", nil)
+	f = s.event()
+	e = decode(t, f)
+	if f[0] != "id: "+epoch+"-4-0" || f[1] != "event: entity.delete" || e.Operation != "delete" ||
+		string(e.Data) != `{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}` {
+		t.Fatalf("delete frame %q", f)
+	}
+
+	// Bulk insert: one commit, one event per document, in request order;
+	// the Customer in the middle is not an Animal.
+	insert(t, d, "shop", `[{"@type":"Cat","@id":"tom","name":"Tom"},{"@type":"Customer","@id":"c2","name":"Bo"},
+		{"@type":"Animal","@id":"a1","name":"Generic"},{"@type":"Dog","@id":"fido","name":"Fido"}]`)
+	for _, w := range []struct{ id, subject string }{{"-5-0", "Cat/tom"}, {"-5-2", "Animal/a1"}, {"-5-3", "Dog/fido"}} {
+		e := decode(t, s.event())
+		if e.ID != epoch+w.id || e.Subject != w.subject {
+			t.Fatalf("bulk event %s %s, want %s %s", e.ID, e.Subject, epoch+w.id, w.subject)
+		}
+	}
+}
+
+func TestSubscribeBadRequests(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	for _, c := range []struct {
+		path, header string
+		status       int
+		typ, msg     string
+	}{
+		{"/api/subscribe/admin/shop/Dog?ops=create,upsert", "", 400, "api:BadRequest", `unknown operation "upsert"`},
+		{"/api/subscribe/admin/shop/Dog?ops=read", "", 400, "api:BadRequest", `unknown operation "read"`},
+		{"/api/subscribe/admin/shop/Dog?ops=", "", 400, "api:BadRequest", `ops=""`},
+		{"/api/subscribe/admin/shop/Dog?ops=create,", "", 400, "api:BadRequest", "empty operation"},
+		{"/api/subscribe/admin/shop/Dog?heartbeat=soon", "", 400, "api:BadRequest", `heartbeat="soon"`},
+		{"/api/subscribe/admin/shop/Dog?heartbeat=0", "", 400, "api:BadRequest", `heartbeat="0"`},
+		{"/api/subscribe/admin/shop/Dog?heartbeat=-5s", "", 400, "api:BadRequest", `heartbeat="-5s"`},
+		{"/api/subscribe/admin/shop/Dog?heartbeat=", "", 400, "api:BadRequest", `heartbeat=""`},
+		{"/api/subscribe/admin/shop/Dog?topic=x", "", 400, "api:BadRequest", `"topic"`},
+		{"/api/subscribe/admin/shop/Dog?ops=create&ops=update", "", 400, "api:BadRequest", `"ops" is given 2 times`},
+		{"/api/subscribe/admin/shop/Dog?lastEventId=nope", "", 400, "api:BadRequest", "lastEventId"},
+		{"/api/subscribe/admin/shop/Dog?lastEventId=", "", 400, "api:BadRequest", "lastEventId is empty"},
+		{"/api/subscribe/admin/shop/Dog", "x-1", 400, "api:BadRequest", "Last-Event-ID"},
+		{"/api/subscribe/admin/shop/Unicorn", "", 404, "api:NotFound", `"Unicorn"`},
+		{"/api/subscribe/admin/nope/Dog", "", 404, "api:NotFound", "nope"},
+	} {
+		var hdr []string
+		if c.header != "" {
+			hdr = []string{"Last-Event-ID", c.header}
+		}
+		r := d.Do(t, dt.Admin(), "GET", c.path, nil, hdr...)
+		var b struct {
+			Error map[string]string `json:"api:error"`
+			Msg   string            `json:"api:message"`
+		}
+		_ = json.Unmarshal(r.Body, &b)
+		if r.Status != c.status || b.Error["@type"] != c.typ || !strings.Contains(b.Msg, c.msg) {
+			t.Errorf("GET %s: %d %s, want %d %s containing %s", c.path, r.Status, r.Body, c.status, c.typ, c.msg)
+		}
+	}
+	if r := d.Do(t, dt.NoAuth(), "GET", "/api/subscribe/admin/shop/Dog", nil); r.Status != 401 {
+		t.Errorf("no credentials: %d", r.Status)
+	}
+	if r := d.Do(t, dt.Admin(), "POST", "/api/subscribe/admin/shop/Dog", nil); r.Status != 405 {
+		t.Errorf("POST: %d", r.Status)
+	}
+	r := d.Do(t, dt.NoAuth(), "OPTIONS", "/api/subscribe/admin/shop/Dog", nil, "Origin", "https://x.example")
+	if r.Status != 204 || r.Header.Get("Access-Control-Allow-Origin") != "https://x.example" {
+		t.Errorf("preflight: %d %v", r.Status, r.Header)
+	}
+}
+
+func TestSubscribeOpsAndProtection(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"reader","organization":"admin","password":"reader-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/shop", `{"user":"reader","role":"read"}`)
+
+	admin := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Customer?ops=update,delete&heartbeat=30")
+	reader := open(t, d, dt.Basic("reader", "reader-password"), "/api/subscribe/admin/shop/Customer?heartbeat=1m")
+	admin.connected()
+	reader.connected()
+
+	insert(t, d, "shop", `{"@type":"Customer","@id":"ann","name":"Ann","ssn":"123-45"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/shop", `{"@type":"Customer","@id":"Customer/ann","name":"Ann B","ssn":"999"}`)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/shop?id=Customer/ann", nil)
+
+	// The reader lacks the role for ssn: it never sees it, after or before.
+	for _, want := range []string{
+		`create {"@id":"Customer/ann","@type":"Customer","name":"Ann"}`,
+		`update {"@id":"Customer/ann","@type":"Customer","name":"Ann B"}`,
+		`delete {"@id":"Customer/ann","@type":"Customer","name":"Ann B"}`,
+	} {
+		e := decode(t, reader.event())
+		if got := e.Operation + " " + string(e.Data); got != want {
+			t.Errorf("reader got %s, want %s", got, want)
+		}
+	}
+	// The admin asked for updates and deletes only, and sees ssn.
+	for _, want := range []string{
+		`update {"@id":"Customer/ann","@type":"Customer","name":"Ann B","ssn":"999"}`,
+		`delete {"@id":"Customer/ann","@type":"Customer","name":"Ann B","ssn":"999"}`,
+	} {
+		e := decode(t, admin.event())
+		if got := e.Operation + " " + string(e.Data); got != want {
+			t.Errorf("admin got %s, want %s", got, want)
+		}
+	}
+}
+
+// ids reads n events and returns their ids, checking they increase.
+func (s *stream) ids(n int) []string {
+	s.t.Helper()
+	out := make([]string, 0, n)
+	var last sluice.Position
+	for len(out) < n {
+		e := decode(s.t, s.event())
+		p, err := sluice.ParsePosition(e.ID)
+		if err != nil {
+			s.t.Fatal(err)
+		}
+		if len(out) > 0 && !last.Less(p) {
+			s.t.Fatalf("event %s after %s: out of order or repeated", e.ID, last)
+		}
+		last = p
+		out = append(out, e.ID)
+	}
+	return out
+}
+
+func TestSubscribeResume(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+
+	s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	s.connected()
+	insert(t, d, "shop", `{"@type":"Dog","@id":"a","name":"A"}`)
+	insert(t, d, "shop", `[{"@type":"Dog","@id":"b","name":"B"},{"@type":"Dog","@id":"c","name":"C"},{"@type":"Dog","@id":"d","name":"D"}]`)
+	got := s.ids(3) // a, b, and c: the client stops in the middle of commit 2
+	s.Close()
+	epoch := strings.Split(got[0], "-")[0]
+	if want := []string{epoch + "-1-0", epoch + "-2-0", epoch + "-2-1"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("ids %v, want %v", got, want)
+	}
+
+	// Missed while disconnected: the rest of commit 2, then commit 3.
+	insert(t, d, "shop", `{"@type":"Dog","@id":"e","name":"E"}`)
+	for _, how := range []struct{ path, header string }{
+		{"/api/subscribe/admin/shop/Dog", "Last-Event-ID"},
+		{"/api/subscribe/admin/shop/Dog?lastEventId=" + got[2], ""},
+		// The header wins over a stale query parameter.
+		{"/api/subscribe/admin/shop/Dog?lastEventId=" + got[0], "Last-Event-ID"},
+	} {
+		var hdr []string
+		if how.header != "" {
+			hdr = []string{how.header, got[2]}
+		}
+		r := open(t, d, dt.Admin(), how.path, hdr...)
+		r.connected()
+		if ids := r.ids(2); strings.Join(ids, " ") != epoch+"-2-2 "+epoch+"-3-0" {
+			t.Fatalf("%s %s: replayed %v", how.path, how.header, ids)
+		}
+		r.Close()
+	}
+
+	// Replay, then live without a gap or a duplicate.
+	r := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", got[0])
+	r.connected()
+	insert(t, d, "shop", `{"@type":"Dog","@id":"f","name":"F"}`)
+	ids := r.ids(5)
+	want := []string{epoch + "-2-0", epoch + "-2-1", epoch + "-2-2", epoch + "-3-0", epoch + "-4-0"}
+	if strings.Join(ids, " ") != strings.Join(want, " ") {
+		t.Fatalf("replay then live: %v, want %v", ids, want)
+	}
+}
+
+func TestSubscribeResumeAfterRestart(t *testing.T) {
+	t.Parallel()
+	dbURL := pgtest.NewDatabase(t) // outlives daemon A
+	var last string
+	var s *stream
+	// Daemon A lives in a subtest: its cleanup stops it (daemontest.Stop
+	// must run once), and the check registered before it runs after it.
+	t.Run("daemon A", func(st *testing.T) {
+		st.Cleanup(func() {
+			// Shutdown sends the final comment, then closes.
+			frames := s.ended()
+			if len(frames) != 1 || frames[0].String() != ": server shutting down" {
+				t.Errorf("frames at shutdown: %q", frames)
+			}
+		})
+		a := dt.Start(st, dt.WithDatabaseURL(dbURL))
+		a.CreateDatabase(st, "shop", shopSDL)
+		s = open(t, a, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+		s.connected()
+		insert(st, a, "shop", `{"@type":"Dog","@id":"a","name":"A"}`)
+		last = s.ids(1)[0]
+	})
+	if t.Failed() {
+		return
+	}
+
+	b := dt.Start(t, dt.WithDatabaseURL(dbURL))
+	insert(t, b, "shop", `[{"@type":"Dog","@id":"b","name":"B"},{"@type":"Dog","@id":"c","name":"C"}]`)
+	r := open(t, b, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", last)
+	r.connected()
+	insert(t, b, "shop", `{"@type":"Dog","@id":"d","name":"D"}`)
+	epoch := strings.Split(last, "-")[0]
+	if ids := r.ids(3); strings.Join(ids, " ") != epoch+"-2-0 "+epoch+"-2-1 "+epoch+"-3-0" {
+		t.Fatalf("after restart: %v", ids)
+	}
+}
+
+func TestSubscribeExpiredPosition(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	for i := range 3 {
+		insert(t, d, "shop", fmt.Sprintf(`{"@type":"Dog","@id":"d%d","name":"D"}`, i))
+	}
+	var hist []struct {
+		Position string `json:"position"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/shop", nil).Body, &hist); err != nil || len(hist) != 3 {
+		t.Fatalf("log: %v %v", hist, err)
+	}
+	first := hist[2].Position // commit 1
+
+	// Prune everything but the newest commit.
+	ctx := context.Background()
+	store, err := postgres.Open(ctx, d.DatabaseURL, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Prune(ctx, time.Now().Add(time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	epoch := strings.Split(first, "-")[0]
+	for _, c := range []struct{ pos, code, msg string }{
+		{first, "api:Gone", "older than the retained history"},
+		{"zzzzzzzzzz-1-0", "api:Gone", "another incarnation"},
+		// Commit 2 itself is pruned: whether the client had all of it
+		// cannot be known, so this is refused too.
+		{hist[1].Position, "api:Gone", "older than the retained history"},
+	} {
+		s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", c.pos)
+		frames := s.ended()
+		if len(frames) != 1 || len(frames[0]) != 2 || frames[0][0] != "event: error" {
+			t.Fatalf("resume from %s: frames %q, want one error event", c.pos, frames)
+		}
+		var body struct {
+			Error map[string]string `json:"api:error"`
+			Msg   string            `json:"api:message"`
+		}
+		if err := json.Unmarshal([]byte(frames[0].field("data")), &body); err != nil || body.Error["@type"] != c.code || !strings.Contains(body.Msg, c.msg) {
+			t.Fatalf("resume from %s: error %q", c.pos, frames[0])
+		}
+	}
+	// Ahead of the log is bad input.
+	r := d.Do(t, dt.Admin(), "GET", "/api/subscribe/admin/shop/Dog", nil, "Last-Event-ID", epoch+"-99-0")
+	if r.Status != 400 {
+		t.Fatalf("position ahead: %d %s", r.Status, r.Body)
+	}
+	// Resuming from the newest, retained commit works: live follows.
+	s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", hist[0].Position)
+	s.connected()
+	insert(t, d, "shop", `{"@type":"Dog","@id":"late","name":"L"}`)
+	if ids := s.ids(1); ids[0] != epoch+"-4-0" {
+		t.Fatalf("resume from retained history: %v", ids)
+	}
+}
+
+func TestSubscribeTwoDaemons(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "shop", shopSDL)
+	sa := open(t, a, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	sb := open(t, b, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	sa.connected()
+	sb.connected()
+	const n = 40
+	var wg sync.WaitGroup
+	for _, d := range []*dt.Daemon{a, b} {
+		wg.Go(func() {
+			for i := range n / 2 {
+				r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/shop", fmt.Sprintf(`{"@type":"Dog","name":"dog %d"}`, i))
+				if r.Status != 200 {
+					t.Errorf("insert: %d %s", r.Status, r.Body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	ia, ib := sa.ids(n), sb.ids(n)
+	if strings.Join(ia, " ") != strings.Join(ib, " ") {
+		t.Fatalf("daemons delivered different streams:\n%v\n%v", ia, ib)
+	}
+	epoch := strings.Split(ia[0], "-")[0]
+	for i, id := range ia {
+		if id != fmt.Sprintf("%s-%d-0", epoch, i+1) {
+			t.Fatalf("event %d is %s", i, id)
+		}
+	}
+}
+
+func TestSubscribeSlowReaderLosesNothing(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	gate := make(chan struct{})
+	slow, resp := tryOpenGated(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", gate)
+	if resp != nil {
+		t.Fatalf("slow reader: status %d", resp.StatusCode)
+	}
+	fast := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	slow.connected() // then it stops reading until the gate opens
+	fast.connected()
+
+	// 10,000 events of about 1 KiB: 1,000 commits of 10 documents by 4
+	// concurrent writers, far more than the socket buffers and the slow
+	// subscriber's queue hold.
+	const writers, commits, docs = 4, 250, 10
+	const n = writers * commits * docs
+	breed := strings.Repeat("x", 1024)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for c := range commits {
+				var b strings.Builder
+				b.WriteString("[")
+				for i := range docs {
+					if i > 0 {
+						b.WriteString(",")
+					}
+					fmt.Fprintf(&b, `{"@type":"Dog","@id":"w%d-c%d-d%d","name":"dog","breed":"%s"}`, w, c, i, breed)
+				}
+				b.WriteString("]")
+				if r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/shop", b.String()); r.Status != 200 {
+					t.Errorf("insert: %d %s", r.Status, r.Body)
+					return
+				}
+			}
+		})
+	}
+	// The fast reader receives everything while the slow one reads nothing.
+	got := fast.ids(n)
+	wg.Wait()
+	close(gate)
+	if slowGot := slow.ids(n); strings.Join(slowGot, " ") != strings.Join(got, " ") {
+		t.Fatal("the slow reader's events differ from the fast reader's")
+	}
+	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
+	t.Logf("catch-ups: %v", metricValue(m, "sluice_stream_catchups_total"))
+}
+
+// metricValue sums the samples of metric name whose labels include every
+// given `key="value"` pair.
+func metricValue(body, name string, labels ...string) float64 {
+	var sum float64
+	for _, l := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
+			continue
+		}
+		ok := true
+		for _, lb := range labels {
+			ok = ok && strings.Contains(l, lb)
+		}
+		if !ok {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(l[strings.LastIndex(l, " ")+1:], &v); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+func TestSubscribeMetrics(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	metrics := func() string { return string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body) }
+	value := func(m, name string, labels ...string) float64 { return metricValue(m, name, labels...) }
+	rest := `transport="rest"`
+
+	before := metrics()
+	s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	s.connected()
+	m := metrics()
+	if got := value(m, "sluice_stream_subscribers", rest) - value(before, "sluice_stream_subscribers", rest); got != 1 {
+		t.Fatalf("subscribers moved by %v, want 1", got)
+	}
+	// 3 commits: 2 Dogs + 1 Customer, 1 Dog, 1 Customer: 5 changes
+	// published, 3 delivered to this Dog stream.
+	insert(t, d, "shop", `[{"@type":"Dog","name":"a"},{"@type":"Dog","name":"b"},{"@type":"Customer","name":"c"}]`)
+	insert(t, d, "shop", `{"@type":"Dog","name":"d"}`)
+	insert(t, d, "shop", `{"@type":"Customer","name":"e"}`)
+	ids := s.ids(3)
+	// Published is counted when the tailer hands over, delivered after the
+	// write: wait for both (bounded) rather than sleeping.
+	deadline := time.Now().Add(wait)
+	for {
+		m = metrics()
+		if value(m, "sluice_stream_events_published_total")-value(before, "sluice_stream_events_published_total") >= 5 &&
+			value(m, "sluice_stream_events_delivered_total", rest)-value(before, "sluice_stream_events_delivered_total", rest) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics did not move:\n%s", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := value(m, "sluice_stream_events_published_total") - value(before, "sluice_stream_events_published_total"); got != 5 {
+		t.Errorf("published moved by %v, want 5", got)
+	}
+	if got := value(m, "sluice_stream_events_delivered_total", rest) - value(before, "sluice_stream_events_delivered_total", rest); got != 3 {
+		t.Errorf("delivered moved by %v, want 3", got)
+	}
+	if got := value(m, "sluice_stream_delivery_latency_seconds_count", rest); got < 1 {
+		t.Errorf("latency observations: %v", got)
+	}
+	if got := value(m, "sluice_changefeed_running"); got != 1 {
+		t.Errorf("changefeed running = %v", got)
+	}
+
+	// A resume is a replay; a resume from another epoch is a failure.
+	r := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", ids[0])
+	r.connected()
+	if got := r.ids(2); got[0] != ids[1] {
+		t.Fatalf("replayed %v", got)
+	}
+	open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", "zzzzzzzzzz-1-0").ended()
+	s.Close()
+	r.Close()
+	deadline = time.Now().Add(wait)
+	for {
+		m = metrics()
+		if value(m, "sluice_stream_subscribers", rest) == value(before, "sluice_stream_subscribers", rest) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("subscribers did not go back after disconnects:\n%s", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := value(m, "sluice_stream_replays_total") - value(before, "sluice_stream_replays_total"); got != 1 {
+		t.Errorf("replays moved by %v, want 1", got)
+	}
+	if got := value(m, "sluice_stream_resume_failures_total") - value(before, "sluice_stream_resume_failures_total"); got != 1 {
+		t.Errorf("resume failures moved by %v, want 1", got)
+	}
+}
+
+// TestSubscribeDisconnectLeavesNoGoroutine is not parallel: goleak looks
+// at every goroutine of the process, and parallel tests only start once
+// the sequential ones are done.
+func TestSubscribeDisconnectLeavesNoGoroutine(t *testing.T) {
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	cycle := func() {
+		s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog?heartbeat=1h")
+		s.connected()
+		s.Close()
+	}
+	cycle()
+	base := goleak.IgnoreCurrent()
+	for range 1000 {
+		cycle()
+	}
+	// A commit after the disconnects reaches no one and must not block.
+	insert(t, d, "shop", `{"@type":"Dog","name":"after"}`)
+	// Goroutines of closed connections end asynchronously: Find retries
+	// for about half a second, this loop bounds the whole wait.
+	deadline := time.Now().Add(wait)
+	for {
+		err := goleak.Find(base)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+}
