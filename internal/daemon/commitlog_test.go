@@ -140,3 +140,52 @@ func TestFailedRequestLeavesNoTrace(t *testing.T) {
 		t.Fatalf("next commit: %s", r.Body)
 	}
 }
+
+// TestGroupCommitIsolatesFailures sends concurrent single-document inserts
+// where every third one collides with an existing id. The collisions fail
+// alone (409); every other insert commits, each as its own commit, and the
+// sequence stays gapless.
+func TestGroupCommitIsolatesFailures(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "group", "type Item { n: Int! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/group", `{"@type":"Item","@id":"taken","n":0}`)
+	const clients, each = 8, 30
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, conflicts := 0, 0
+	for c := range clients {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("c%d-%d", c, i)
+				if i%3 == 0 {
+					id = "taken"
+				}
+				r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/group", fmt.Sprintf(`{"@type":"Item","@id":"%s","n":%d}`, id, i))
+				mu.Lock()
+				switch r.Status {
+				case 200:
+					ok++
+				case 409:
+					conflicts++
+				default:
+					t.Errorf("insert %s: %d %s", id, r.Status, r.Body)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if conflicts != clients*each/3 || ok != clients*each-conflicts {
+		t.Fatalf("%d ok, %d conflicts", ok, conflicts)
+	}
+	commits := allChanges(t, d, "group")
+	if len(commits) != 1+ok {
+		t.Fatalf("%d commits, want %d", len(commits), 1+ok)
+	}
+	for i, c := range commits {
+		if c.ID != fmt.Sprint(i+1) || len(c.Changes) != 1 {
+			t.Fatalf("commit %d: id %s with %d changes", i+1, c.ID, len(c.Changes))
+		}
+	}
+}

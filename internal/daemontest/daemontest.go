@@ -5,8 +5,8 @@ package daemontest
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"

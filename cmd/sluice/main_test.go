@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the real binary with its embedded Postgres: first start,
+// restart on existing data, clean stop, and a start after SIGKILL.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "sluice-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "sluice")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		os.Stderr.Write(out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// tempDir returns a directory the postgres user can enter: the embedded
+// cluster runs as that user when the tests run as root, and t.TempDir's
+// parent is private to the current user.
+func tempDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "sluice-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan error
+}
+
+var servingLine = regexp.MustCompile(`msg="sluice is serving" addr=(\S+)`)
+
+// start runs `sluice serve` on dataDir and waits until it serves.
+func start(t *testing.T, dataDir string, extraEnv ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_PASSWORD=secret-pw")
+	cmd.Env = append(cmd.Env, extraEnv...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case err := <-p.done:
+		t.Fatalf("sluice exited before serving: %v", err)
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("sluice did not serve within 90s")
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	})
+	return p
+}
+
+func (p *proc) do(t *testing.T, method, path, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, p.url+path, strings.NewReader(body))
+	req.SetBasicAuth("admin", "secret-pw")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(60 * time.Second):
+		t.Fatal("sluice did not exit within 60s")
+		return nil
+	}
+}
+
+// postmasterRunning reports whether dataDir's embedded cluster has a live
+// postmaster.
+func postmasterRunning(dataDir string) bool {
+	b, err := os.ReadFile(filepath.Join(dataDir, "pg", "postmaster.pid"))
+	if err != nil {
+		return false
+	}
+	var pid int
+	for _, c := range strings.SplitN(string(b), "\n", 2)[0] {
+		pid = pid*10 + int(c-'0')
+	}
+	return syscall.Kill(pid, 0) == nil
+}
+
+func TestEmbeddedPostgresLifecycle(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(tempDir(t), "data")
+
+	// First start: initdb, migrate, bootstrap.
+	p := start(t, dataDir)
+	if code, body := p.do(t, "POST", "/api/db/admin/keep", `{"schema":"type Note { text: String! }"}`); code != 201 {
+		t.Fatalf("create database: %d %s", code, body)
+	}
+	if code, body := p.do(t, "POST", "/api/document/admin/keep", `{"@type":"Note","@id":"n1","text":"kept"}`); code != 200 {
+		t.Fatalf("insert: %d %s", code, body)
+	}
+
+	// Clean stop: SIGTERM exits 0 and stops the postmaster.
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("sluice exited with %v after SIGTERM", err)
+	}
+	if postmasterRunning(dataDir) {
+		t.Fatal("the embedded postmaster still runs after a clean stop")
+	}
+
+	// Restart on existing data.
+	p = start(t, dataDir)
+	if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/n1", ""); code != 200 || !strings.Contains(body, `"kept"`) {
+		t.Fatalf("after restart: %d %s", code, body)
+	}
+
+	// SIGKILL: the next start must not be blocked by a leftover postmaster.
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.wait(t)
+	p = start(t, dataDir)
+	if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/n1", ""); code != 200 || !strings.Contains(body, `"kept"`) {
+		t.Fatalf("after SIGKILL and restart: %d %s", code, body)
+	}
+	if code, _ := p.do(t, "GET", "/readyz", ""); code != 200 {
+		t.Fatalf("readyz: %d", code)
+	}
+}
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command(binary, "version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "sluice ") {
+		t.Fatalf("version: %v %s", err, out)
+	}
+	dir := tempDir(t)
+	cfg := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(cfg, []byte("listen: \":1\"\nlisten_port: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = exec.Command(binary, "serve", "--config", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "listen_port") {
+		t.Fatalf("unknown config key: %v %s", err, out)
+	}
+	out, err = exec.Command(binary, "serve", "--nope").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "unknown flag: --nope") {
+		t.Fatalf("unknown flag: %v %s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(dir, "data")
+	out, err = exec.CommandContext(ctx, binary, "migrate", "--data-dir", dataDir).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "applied migration") {
+		t.Fatalf("migrate: %v %s", err, out)
+	}
+	if postmasterRunning(dataDir) {
+		t.Fatal("migrate left the embedded postmaster running")
+	}
+}
