@@ -73,7 +73,7 @@ type gqlResult struct {
 	raw string
 }
 
-func (r gqlResult) mustOK(t *testing.T) gqlResult {
+func (r gqlResult) mustOK(t testing.TB) gqlResult {
 	t.Helper()
 	if len(r.Errors) > 0 {
 		t.Fatalf("unexpected errors: %s", r.raw)
@@ -116,4 +116,44 @@ func TestQueryBasics(t *testing.T) {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}
 	_ = url.Values{}
+}
+
+func TestHTTPBehaviour(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "h", testSDL)
+	path := "/api/graphql/admin/h"
+	ct := []string{"Content-Type", "application/json"}
+	deep := `{"query":"{ Person { ` + strings.Repeat("friends { ", 21) + "name" + strings.Repeat(" }", 23) + `"}`
+	for _, c := range []struct {
+		name, method, path, body, accept string
+		status                           int
+		contentType, bodyHas             string
+	}{
+		{"json parse error", "POST", path, `{ Person {`, "application/json", 400, "application/json", `"errors"`},
+		{"syntax error, graphql-response", "POST", path, `{"query":"{ Person {"}`, "application/graphql-response+json", 400, "application/graphql-response+json", `GRAPHQL_PARSE_FAILED`},
+		{"syntax error, json", "POST", path, `{"query":"{ Person {"}`, "application/json", 200, "application/json", `GRAPHQL_PARSE_FAILED`},
+		{"validation error", "POST", path, `{"query":"{ Nope }"}`, "application/graphql-response+json", 400, "application/graphql-response+json", `GRAPHQL_VALIDATION_FAILED`},
+		{"not acceptable", "POST", path, `{"query":"{ __typename }"}`, "text/html", 406, "application/json", `"errors"`},
+		{"get query", "GET", path + "?query=" + url.QueryEscape("{ __typename }"), "", "", 200, "application/json", `{"data":{"__typename":"Query"}}`},
+		{"get mutation", "GET", path + "?query=" + url.QueryEscape(`mutation { _deleteDocuments(ids: ["Person/x"]) }`), "", "", 405, "application/json", `"errors"`},
+		{"put", "PUT", path, `{"query":"{ __typename }"}`, "", 405, "application/json", `"errors"`},
+		{"unknown database", "POST", "/api/graphql/admin/nope", `{"query":"{ __typename }"}`, "", 404, "application/json", `NOT_FOUND`},
+		{"system", "POST", "/api/graphql/_system", `{"query":"{ UserDatabase { name } }"}`, "", 200, "application/json", `{"name":"h"}`},
+		{"depth limit", "POST", path, deep, "", 200, "application/json", `more than 20 levels`},
+		{"subscription over json", "POST", path, `{"query":"subscription { Person_added { name } }"}`, "", 200, "application/json", `text/event-stream`},
+	} {
+		h := append([]string{}, ct...)
+		if c.accept != "" {
+			h = append(h, "Accept", c.accept)
+		}
+		r := d.Do(t, daemontest.Admin(), c.method, c.path, c.body, h...)
+		if r.Status != c.status || !strings.Contains(r.Header.Get("Content-Type"), c.contentType) || !strings.Contains(string(r.Body), c.bodyHas) {
+			t.Errorf("%s: got %d %s %s; want %d %s containing %s", c.name, r.Status, r.Header.Get("Content-Type"), r.Body, c.status, c.contentType, c.bodyHas)
+		}
+	}
+	r := d.Do(t, daemontest.Admin(), "GET", "/api/graphiql/admin/h", nil)
+	if r.Status != 200 || !strings.Contains(string(r.Body), "/api/graphql/admin/h") {
+		t.Errorf("graphiql: %d %s", r.Status, r.Body)
+	}
 }

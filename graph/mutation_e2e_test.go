@@ -128,3 +128,50 @@ func TestStatementCountIndependentOfRows(t *testing.T) {
 		t.Fatalf("statements: %d for 10 documents, %d for 1000; want 3 for both (one per level)", counts[10], counts[1000])
 	}
 }
+
+// TestFieldProtection checks that readers without the role can neither
+// select nor filter on a protected field.
+func TestFieldProtection(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, testSDL)
+	st.insert(t, people)
+	ctx := context.Background()
+	st.insert(t, `[{"@type":"Person","@id":"sec","name":"S","ssn":"1","salary":5}]`)
+	reader, err := st.eng.CreateUser(ctx, st.admin, "admin", "reader", "password1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer, err := st.eng.CreateUser(ctx, st.admin, "admin", "writer", "password2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.eng.SetRole(ctx, st.admin, "admin", "db", "reader", sluice.RoleRead); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.eng.SetRole(ctx, st.admin, "admin", "db", "writer", sluice.RoleWrite); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		u     *sluice.User
+		query string
+		ok    bool
+	}{
+		{reader, `{ Person(id: "Person/sec") { name } }`, true},
+		{reader, `{ Person(id: "Person/sec") { ssn } }`, false},
+		{reader, `{ Person(filter: {ssn: {eq: "1"}}) { name } }`, false},
+		{reader, `{ Person(orderBy: {salary: ASC}) { name } }`, false},
+		{reader, `{ _ChangeSet { Person_added { salary } } }`, false},
+		{writer, `{ Person(id: "Person/sec") { salary } }`, true},
+		{writer, `{ Person(id: "Person/sec") { ssn } }`, false},
+		{st.admin, `{ Person(id: "Person/sec") { ssn salary } }`, true},
+	} {
+		res := st.do(ctx, t, c.u, c.query, nil)
+		if ok := len(res.Errors) == 0; ok != c.ok {
+			t.Errorf("%s as %s: got %s", c.query, c.u.Name, res.raw)
+		}
+	}
+	res := st.do(ctx, t, reader, `mutation { _deleteDocuments(ids: ["Person/sec"]) }`, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions["code"] != "FORBIDDEN" {
+		t.Errorf("reader mutation: got %s, want FORBIDDEN", res.raw)
+	}
+}

@@ -77,6 +77,7 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 	if err != nil {
 		return nil, err
 	}
+	q.Fields = selectedFields(x.op.Doc, cf.Selections)
 	docs, err := x.es.store.QueryDocuments(x.ctx, x.req.DB, x.es.schema, q)
 	if err != nil {
 		return nil, err
@@ -84,10 +85,44 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 	objs := make([]*object, len(docs))
 	for i, d := range docs {
 		o := docObject(x.es.schema, d.Doc, d.Commit)
-		x.cache[d.Doc.ID] = o
+		o.partial = q.Fields != nil
+		if _, ok := x.cache[d.Doc.ID]; !ok {
+			x.cache[d.Doc.ID] = o
+		}
 		objs[i] = o
 	}
 	return objs, nil
+}
+
+// selectedFields returns the names of the fields sel selects directly
+// (through fragments too, whatever their type condition): the columns a
+// query must read. Directives are ignored, so this is a superset.
+func selectedFields(doc *ast.QueryDocument, sel ast.SelectionSet) []string {
+	out := []string{}
+	seen := map[string]bool{}
+	var walk func(ast.SelectionSet, int)
+	walk = func(sel ast.SelectionSet, depth int) {
+		if depth > 32 {
+			return
+		}
+		for _, s := range sel {
+			switch s := s.(type) {
+			case *ast.Field:
+				if !seen[s.Name] {
+					seen[s.Name] = true
+					out = append(out, s.Name)
+				}
+			case *ast.InlineFragment:
+				walk(s.SelectionSet, depth+1)
+			case *ast.FragmentSpread:
+				if f := doc.Fragments.ForName(s.Name); f != nil {
+					walk(f.SelectionSet, depth+1)
+				}
+			}
+		}
+	}
+	walk(sel, 0)
+	return out
 }
 
 // ParseQueryArgs converts the arguments of the query field of class (id,

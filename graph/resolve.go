@@ -19,6 +19,10 @@ type object struct {
 	commit *sluice.Commit
 	// changeType is set on documents of subscription events.
 	changeType string
+	// partial is set when fields holds only the fields one selection
+	// needed (a projected query); such objects are not reused for
+	// references.
+	partial bool
 }
 
 func docObject(s *sluice.Schema, d *sluice.Document, c *sluice.Commit) *object {
@@ -84,7 +88,7 @@ func (x *execution) prefetch(level []pending) error {
 						if !ok {
 							continue
 						}
-						if _, cached := x.cache[id]; !cached && !wanted[id] {
+						if o, cached := x.cache[id]; (!cached || o != nil && o.partial) && !wanted[id] {
 							wanted[id] = true
 							want = append(want, id)
 						}
@@ -105,18 +109,20 @@ func (x *execution) prefetch(level []pending) error {
 			if err != nil {
 				return err
 			}
+			found := make(map[string]bool, len(docs))
 			for _, d := range docs {
 				x.cache[d.Doc.ID] = docObject(x.es.schema, d.Doc, d.Commit)
+				found[d.Doc.ID] = true
 			}
 			for _, id := range want {
-				if _, ok := x.cache[id]; !ok {
+				if !found[id] {
 					x.cache[id] = nil
 				}
 			}
 		}
 		level = level[:0]
 		for _, p := range next {
-			if o := x.cache[p.obj.id]; o != nil {
+			if o := x.cache[p.obj.id]; o != nil && !o.partial {
 				level = append(level, pending{obj: o, sel: p.sel, static: p.static})
 			}
 		}

@@ -28,13 +28,15 @@ type stack struct {
 	router http.Handler
 	admin  *sluice.User
 	db     string // "admin/<name>"
+	url    string // the Postgres database
 }
 
 func newStack(t testing.TB, sdl string) *stack {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
-	store, err := postgres.Open(ctx, pgtest.NewDatabase(t), logger)
+	dbURL := pgtest.NewDatabase(t)
+	store, err := postgres.Open(ctx, dbURL, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func newStack(t testing.TB, sdl string) *stack {
 	}
 	r := chi.NewRouter()
 	r.Handle("/api/graphql/{org}/{db}", graph.NewHandler(eng, graph.Options{Logger: logger}))
-	return &stack{eng: eng, router: r, admin: admin, db: "admin/db"}
+	return &stack{eng: eng, router: r, admin: admin, db: "admin/db", url: dbURL}
 }
 
 // do runs a GraphQL request as user u (the admin when nil) under ctx.

@@ -77,14 +77,14 @@ CREATE TABLE sluice.commits (
 );
 CREATE INDEX commits_time ON sluice.commits (db_id, committed_at);
 
--- One row per changed document; before/after are the document in its API
+-- One row per changed document, found through its commit's uid (no
+-- db_id column or second index: every byte here is paid on every write); before/after are the document in its API
 -- form ("@id", "@type", fields), null when absent; json, not jsonb, keeps
 -- the bytes as written (deterministic field order) and is cheaper to write. op: 1 added, 2 updated,
 -- 3 deleted.
 CREATE TABLE sluice.changes (
     commit_uid  bigint NOT NULL,
     idx         integer NOT NULL,
-    db_id       bigint NOT NULL,
     class       text NOT NULL,
     doc_id      text NOT NULL,
     op          smallint NOT NULL,
@@ -92,4 +92,3 @@ CREATE TABLE sluice.changes (
     after       json,
     PRIMARY KEY (commit_uid, idx)
 );
-CREATE INDEX changes_db ON sluice.changes (db_id, commit_uid);

@@ -27,11 +27,17 @@ type commitJSON struct {
 // allChanges reads the whole change history of admin/<db>, page by page.
 func allChanges(t *testing.T, d *dt.Daemon, db string) []commitJSON {
 	t.Helper()
+	return allChangesOf(t, d, "admin/"+db)
+}
+
+// allChangesOf reads the whole change history of <org>/<db>.
+func allChangesOf(t *testing.T, d *dt.Daemon, path string) []commitJSON {
+	t.Helper()
 	var out []commitJSON
 	after := "0"
 	for {
 		var page []commitJSON
-		r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/"+db+"?limit=1000&after="+after, nil)
+		r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/"+path+"?limit=1000&after="+after, nil)
 		if err := json.Unmarshal(r.Body, &page); err != nil {
 			t.Fatal(err)
 		}

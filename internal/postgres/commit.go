@@ -369,15 +369,15 @@ func insertError(err error) error {
 	return mapError(err)
 }
 
-const insertChangeSQL = `INSERT INTO sluice.changes (commit_uid, idx, db_id, class, doc_id, op, before, after)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+const insertChangeSQL = `INSERT INTO sluice.changes (commit_uid, idx, class, doc_id, op, before, after)
+	VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
-var changeColumns = []string{"commit_uid", "idx", "db_id", "class", "doc_id", "op", "before", "after"}
+var changeColumns = []string{"commit_uid", "idx", "class", "doc_id", "op", "before", "after"}
 
 func (w *Writer) writeChanges(ctx context.Context, changes []change) error {
 	rows := make([][]any, len(changes))
 	for i, c := range changes {
-		rows[i] = []any{w.uid, w.next, w.d.ID, c.class, c.id, int16(c.op), jsonOrNil(c.before), jsonOrNil(c.after)}
+		rows[i] = []any{w.uid, w.next, c.class, c.id, int16(c.op), jsonOrNil(c.before), jsonOrNil(c.after)}
 		w.next++
 	}
 	if len(rows) >= copyThreshold {

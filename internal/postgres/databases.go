@@ -116,7 +116,7 @@ func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
 	if _, err := t.tx.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()+" CASCADE"); err != nil {
 		return mapError(err)
 	}
-	if _, err := t.tx.Exec(ctx, "DELETE FROM sluice.changes WHERE db_id = $1", d.ID); err != nil {
+	if _, err := t.tx.Exec(ctx, "DELETE FROM sluice.changes WHERE commit_uid IN (SELECT uid FROM sluice.commits WHERE db_id = $1)", d.ID); err != nil {
 		return mapError(err)
 	}
 	tag, err := t.tx.Exec(ctx, "DELETE FROM sluice.databases WHERE id = $1", d.ID)

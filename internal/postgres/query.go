@@ -32,6 +32,9 @@ type DocQuery struct {
 	Order []OrderKey
 	// Limit caps the number of documents (< 0: no limit); Offset skips.
 	Limit, Offset int64
+	// Fields, when not nil, are the only fields read (a projection): the
+	// documents returned then hold only those of their fields.
+	Fields []string
 }
 
 // OrderKey is one sort key: a field name of the queried class, or "_id".
@@ -123,8 +126,8 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 		if s.Class(name) == nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
 		}
-		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid, to_jsonb(t) AS j%s FROM %s t%s",
-			i, colID, colCommitUID, extra, tableName(d.ID, name), whereSQL)
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid, %s AS j%s FROM %s t%s",
+			i, colID, colCommitUID, rowJSONSQL(s.Class(name), q.Fields), extra, tableName(d.ID, name), whereSQL)
 	}
 	sql := "SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " +
@@ -136,6 +139,25 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 		sql += " OFFSET " + b.arg(q.Offset)
 	}
 	return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
+}
+
+// rowJSONSQL returns the SQL of a row's JSON: every column, or only the
+// _id and the given fields that class c has.
+func rowJSONSQL(c *sluice.Class, fields []string) string {
+	if fields == nil {
+		return "to_jsonb(t)"
+	}
+	parts := []string{quoteLiteral(colID), "t." + colID}
+	for _, name := range fields {
+		if c.Field(name) != nil {
+			parts = append(parts, quoteLiteral(name), "t."+ident(name))
+		}
+	}
+	// jsonb_build_object takes at most 100 arguments.
+	if len(parts) > 100 {
+		return "to_jsonb(t)"
+	}
+	return "jsonb_build_object(" + strings.Join(parts, ", ") + ")"
 }
 
 func direction(desc bool) string {

@@ -2,7 +2,6 @@ package rest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,8 +72,8 @@ func (s *docStream) Next() (map[string]any, error) {
 		}
 		return nil, io.EOF
 	}
-	var raw json.RawMessage
-	if err := s.dec.Decode(&raw); err != nil {
+	var v any
+	if err := s.dec.Decode(&v); err != nil {
 		if errors.Is(err, io.EOF) && !s.inArray {
 			s.done = true
 			return nil, io.EOF
@@ -82,15 +81,9 @@ func (s *docStream) Next() (map[string]any, error) {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: %s", s.n, jsonErrorText(err))
 	}
 	s.n++
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
+	m, ok := v.(map[string]any)
+	if !ok {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: not a JSON object", s.n-1)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: %s", s.n-1, jsonErrorText(err))
 	}
 	return m, nil
 }

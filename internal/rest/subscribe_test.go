@@ -636,14 +636,16 @@ func TestSubscribeSlowReaderLosesNothing(t *testing.T) {
 		})
 	}
 	// The fast reader receives everything while the slow one reads nothing.
+	start := time.Now()
 	got := fast.ids(n)
+	t.Logf("fast reader done after %v", time.Since(start))
 	wg.Wait()
 	close(gate)
 	if slowGot := slow.ids(n); strings.Join(slowGot, " ") != strings.Join(got, " ") {
 		t.Fatal("the slow reader's events differ from the fast reader's")
 	}
 	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
-	t.Logf("catch-ups: %v", metricValue(m, "sluice_stream_catchups_total"))
+	t.Logf("slow reader done after %v; catch-ups: %v", time.Since(start), metricValue(m, "sluice_stream_catchups_total"))
 }
 
 // metricValue sums the samples of metric name whose labels include every
@@ -684,6 +686,14 @@ func TestSubscribeMetrics(t *testing.T) {
 	if got := value(m, "sluice_stream_subscribers", rest) - value(before, "sluice_stream_subscribers", rest); got != 1 {
 		t.Fatalf("subscribers moved by %v, want 1", got)
 	}
+	// The shop's label: the database of the only stream subscriber.
+	var shop string
+	for _, l := range strings.Split(m, "\n") {
+		if strings.HasPrefix(l, "sluice_stream_subscribers{") && strings.HasSuffix(l, " 1") {
+			i := strings.Index(l, `database="`)
+			shop = l[i : i+strings.Index(l[i+10:], `"`)+11]
+		}
+	}
 	// 3 commits: 2 Dogs + 1 Customer, 1 Dog, 1 Customer: 5 changes
 	// published, 3 delivered to this Dog stream.
 	insert(t, d, "shop", `[{"@type":"Dog","name":"a"},{"@type":"Dog","name":"b"},{"@type":"Customer","name":"c"}]`)
@@ -695,7 +705,7 @@ func TestSubscribeMetrics(t *testing.T) {
 	deadline := time.Now().Add(wait)
 	for {
 		m = metrics()
-		if value(m, "sluice_stream_events_published_total")-value(before, "sluice_stream_events_published_total") >= 5 &&
+		if value(m, "sluice_stream_events_published_total", shop)-value(before, "sluice_stream_events_published_total", shop) >= 5 &&
 			value(m, "sluice_stream_events_delivered_total", rest)-value(before, "sluice_stream_events_delivered_total", rest) >= 3 {
 			break
 		}
@@ -704,7 +714,7 @@ func TestSubscribeMetrics(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if got := value(m, "sluice_stream_events_published_total") - value(before, "sluice_stream_events_published_total"); got != 5 {
+	if got := value(m, "sluice_stream_events_published_total", shop) - value(before, "sluice_stream_events_published_total", shop); got != 5 {
 		t.Errorf("published moved by %v, want 5", got)
 	}
 	if got := value(m, "sluice_stream_events_delivered_total", rest) - value(before, "sluice_stream_events_delivered_total", rest); got != 3 {
@@ -763,6 +773,7 @@ func TestSubscribeDisconnectLeavesNoGoroutine(t *testing.T) {
 	}
 	// A commit after the disconnects reaches no one and must not block.
 	insert(t, d, "shop", `{"@type":"Dog","name":"after"}`)
+	http.DefaultClient.CloseIdleConnections()
 	// Goroutines of closed connections end asynchronously: Find retries
 	// for about half a second, this loop bounds the whole wait.
 	deadline := time.Now().Add(wait)

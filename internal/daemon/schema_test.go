@@ -1,0 +1,86 @@
+package daemon_test
+
+import (
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+func TestSchemaChanges(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "s", "enum Size { S M L }\ntype Shirt { size: Size! color: String }\ntype Hat { brim: Int }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/s",
+		`[{"@type":"Shirt","@id":"a","size":"M","color":"red"},{"@type":"Shirt","@id":"b","size":"L"},{"@type":"Hat","@id":"h","brim":3}]`)
+
+	// Additive: new optional field, new class, new enum value, relaxing.
+	r := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/s",
+		"enum Size { S M L XL }\ntype Shirt { size: Size color: String sleeves: Int }\ntype Hat { brim: Int }\ntype Sock { pair: Boolean }")
+	if !strings.Contains(string(r.Body), `"schema_version":2`) {
+		t.Fatalf("additive change: %s", r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/s", `{"@type":"Sock","pair":true}`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/s", `{"@type":"Shirt","size":"XL","sleeves":2}`)
+	got := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/s?id=Shirt/a", nil)
+	if string(got.Body) != `{"@id":"Shirt/a","@type":"Shirt","size":"M","color":"red"}`+"\n" {
+		t.Fatalf("existing document after an additive change: %s", got.Body)
+	}
+
+	// Making a field required while a document lacks it is refused, force or not.
+	for _, q := range []string{"", "?force=true"} {
+		r = d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/s"+q,
+			"enum Size { S M L XL }\ntype Shirt { size: Size color: String! sleeves: Int }\ntype Hat { brim: Int }\ntype Sock { pair: Boolean }")
+		if r.Status != 409 || !strings.Contains(string(r.Body), "Shirt.color required: 2 stored documents lack it") {
+			t.Fatalf("require with missing values%s: %d %s", q, r.Status, r.Body)
+		}
+	}
+
+	// Destructive: dropping a class and a field is refused, naming the loss.
+	destructive := "enum Size { S M L XL }\ntype Shirt { size: Size sleeves: Int }\ntype Sock { pair: Boolean }"
+	r = d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/s", destructive)
+	if r.Status != 409 || !strings.Contains(string(r.Body), "Hat") || !strings.Contains(string(r.Body), "Shirt.color") {
+		t.Fatalf("destructive change: %d %s", r.Status, r.Body)
+	}
+	// Nothing changed.
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/s?id=Hat/h", nil)
+	// With force it applies.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/s?force=true", destructive)
+	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/s?id=Hat/h", nil)
+	got = d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/s?id=Shirt/a", nil)
+	if string(got.Body) != `{"@id":"Shirt/a","@type":"Shirt","size":"M"}`+"\n" {
+		t.Fatalf("after a forced change: %s", got.Body)
+	}
+	sdl := d.MustDo(t, 200, dt.Admin(), "GET", "/api/schema/admin/s", nil)
+	if string(sdl.Body) != destructive {
+		t.Fatalf("stored SDL: %s", sdl.Body)
+	}
+}
+
+func TestSystemDatabaseRecordsDatabases(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/db/admin/one", `{"label":"One","comment":"first"}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/db/admin/two", "")
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/db/admin/two", nil)
+	docs := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/_system/_system?type=UserDatabase", nil)
+	if string(docs.Body) != `{"@id":"UserDatabase/admin/one","@type":"UserDatabase","name":"one","organization":"admin","label":"One","comment":"first"}`+"\n" {
+		t.Fatalf("UserDatabase documents: %s", docs.Body)
+	}
+	// Each create and delete was a commit on _system, after the bootstrap one.
+	commits := allChangesOf(t, d, "_system/_system")
+	if len(commits) != 4 {
+		t.Fatalf("%d _system commits, want 4 (bootstrap, create, create, delete)", len(commits))
+	}
+	last := commits[3].Changes[0]
+	if last.Op != "deleted" || last.ID != "UserDatabase/admin/two" || !strings.Contains(string(last.Before), `"name":"two"`) {
+		t.Fatalf("delete commit: %+v", last)
+	}
+	// The metrics count HTTP requests and commits.
+	m := d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil)
+	for _, want := range []string{`sluice_http_requests_total{code="201",method="POST",route="/api/db/{org}/{db}"} 2`, "sluice_commits_total{"} {
+		if !strings.Contains(string(m.Body), want) {
+			t.Fatalf("metrics lack %q", want)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package postgres_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+func open(t *testing.T) *postgres.DB {
+	t.Helper()
+	db, err := postgres.Open(context.Background(), pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func TestMigrateIsIdempotentAndRefusesNewerDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	if n, err := db.Migrate(ctx); err != nil || n != 0 {
+		t.Fatalf("second Migrate applied %d: %v", n, err)
+	}
+	if v, err := db.SchemaVersion(ctx); err != nil || v != postgres.LatestVersion() {
+		t.Fatalf("version %d (%v), want %d", v, err, postgres.LatestVersion())
+	}
+	err := db.InTx(ctx, func(tx *postgres.Tx) error { return tx.ExecForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES (999, 'future.sql')") })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Migrate(ctx)
+	if err == nil || !strings.Contains(err.Error(), "schema version 999") || !strings.Contains(err.Error(), "upgrade sluice") {
+		t.Fatalf("Migrate on a newer database: %v", err)
+	}
+}
+
+// commitN makes n single-document commits on d and returns the last.
+func commitN(t *testing.T, db *postgres.DB, d *sluice.Database, s *sluice.Schema, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		err := db.InTx(ctx, func(tx *postgres.Tx) error {
+			w, err := tx.NewWriter(ctx, d, s)
+			if err != nil {
+				return err
+			}
+			doc := &sluice.Document{ID: "Note/n" + string(rune('a'+i)), Type: "Note", Fields: map[string]any{"text": "x"}}
+			if err := w.Insert(ctx, []*sluice.Document{doc}); err != nil {
+				return err
+			}
+			_, err = w.Finish(ctx, postgres.CommitMeta{User: "admin"})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPruneKeepsNewestAndWhatSubscribersNeed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	s, err := schema.Parse("type Note { text: String! }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b *sluice.Database
+	err = db.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		a = &sluice.Database{Org: "o", Name: "a"}
+		b = &sluice.Database{Org: "o", Name: "b"}
+		if err := tx.CreateDatabase(ctx, a, s); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, b, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, a, s, 5)
+	commitN(t, db, b, s, 5)
+
+	// Nothing is older than an hour ago.
+	if n, err := db.Prune(ctx, time.Now().Add(-time.Hour), nil); err != nil || n != 0 {
+		t.Fatalf("prune of recent history removed %d (%v)", n, err)
+	}
+	// Everything is older than a minute from now: a keeps what a
+	// subscriber at seq 2 needs, b keeps only its newest commit.
+	n, err := db.Prune(ctx, time.Now().Add(time.Minute), map[int64]int64{a.ID: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2+4 {
+		t.Fatalf("pruned %d commits, want 6", n)
+	}
+	for _, c := range []struct {
+		d            *sluice.Database
+		pruned, left int64
+	}{{a, 2, 3}, {b, 4, 1}} {
+		h, err := db.History(ctx, c.d.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, err := db.CommitsAfter(ctx, c.d, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.PrunedSeq != c.pruned || int64(len(cs)) != c.left || cs[0].Seq != c.pruned+1 || len(cs[0].Changes) != 1 {
+			t.Fatalf("%s: pruned through %d with %d commits left, want %d and %d", c.d.Name, h.PrunedSeq, len(cs), c.pruned, c.left)
+		}
+	}
+}
