@@ -412,3 +412,7 @@ func DecodeDocument(raw []byte) (*sluice.Document, error) {
 	delete(m, "@type")
 	return &sluice.Document{ID: id, Type: typ, Fields: m}, nil
 }
+
+func parseFilter(s *sluice.Schema, class string, input map[string]any) (filter.Expr, error) {
+	return filter.Parse(s, class, input)
+}

@@ -39,7 +39,7 @@ func FuzzParse(f *testing.F) {
 	doc := &sluice.Document{ID: "Person/a", Type: "Person", Fields: map[string]any{
 		"name": "a", "age": int64(3), "score": 1.5, "born": "1999-01-01T00:00:00Z", "wealth": "12",
 		"active": true, "friends": []any{"Person/a"}, "best": "Person/a",
-		"home": map[string]any{"@type": "Address", "city": "x", "zip": json.Number("3")},
+		"home":  map[string]any{"@type": "Address", "city": "x", "zip": json.Number("3")},
 		"homes": []any{map[string]any{"city": "y"}}, "color": "RED", "colors": []any{"GREEN"}, "tags": []any{"t"},
 	}}
 	lookup := func(id string) *sluice.Document {

@@ -12,10 +12,12 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/ttlcache"
 )
 
 // TokenPrefix starts every API token, so leaked tokens are easy to grep for.
@@ -31,7 +33,16 @@ type Store interface {
 type Authenticator struct {
 	store Store
 	cost  int
+	// verified remembers credentials that checked out, by a SHA-256 of the
+	// Authorization header, for CacheTTL: bcrypt costs tens of
+	// milliseconds and a token check a round trip, on every request.
+	verified *ttlcache.Cache[[sha256.Size]byte, *sluice.User]
 }
+
+// CacheTTL is how long verified credentials are remembered. A password
+// change or token revocation takes effect at once on the replica that made
+// it (Forget) and within CacheTTL on the others.
+const CacheTTL = 2 * time.Second
 
 // New returns an Authenticator reading users from store. cost is the bcrypt
 // cost for new hashes (bcrypt.DefaultCost when 0; tests use bcrypt.MinCost).
@@ -39,8 +50,12 @@ func New(store Store, cost int) *Authenticator {
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
-	return &Authenticator{store: store, cost: cost}
+	return &Authenticator{store: store, cost: cost, verified: ttlcache.New[[sha256.Size]byte, *sluice.User](CacheTTL, time.Now)}
 }
+
+// Forget drops every remembered credential (after a revocation or a
+// password change).
+func (a *Authenticator) Forget() { a.verified.Clear() }
 
 // HashPassword returns the bcrypt hash of password.
 func (a *Authenticator) HashPassword(password string) (string, error) {
@@ -93,6 +108,18 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.User, error) {
 	if h == "" {
 		return nil, ErrNoCredentials
 	}
+	key := sha256.Sum256([]byte(h))
+	if u, ok := a.verified.Get(key); ok {
+		return u, nil
+	}
+	u, err := a.check(r, h)
+	if err == nil {
+		a.verified.Put(key, u)
+	}
+	return u, err
+}
+
+func (a *Authenticator) check(r *http.Request, h string) (*sluice.User, error) {
 	scheme, cred, _ := strings.Cut(h, " ")
 	switch strings.ToLower(scheme) {
 	case "basic":

@@ -65,6 +65,7 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 	if err != nil {
 		return nil, err
 	}
+	e.forgetDatabase(d)
 	e.onCommit(sys)
 	return d, nil
 }
@@ -101,6 +102,7 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 		})
 		return err
 	})
+	e.forgetDatabase(d)
 	if err != nil {
 		return err
 	}
@@ -209,6 +211,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 		}
 		return tx.ChangeSchema(ctx, d, prev, next)
 	})
+	e.forgetDatabase(d)
 	if err != nil {
 		return nil, err
 	}

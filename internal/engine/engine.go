@@ -8,11 +8,13 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
+	"github.com/sluice-dev/sluice/internal/ttlcache"
 )
 
 // Engine runs Sluice's operations. It is safe for concurrent use.
@@ -27,7 +29,26 @@ type Engine struct {
 	mu         sync.Mutex
 	schemas    map[schemaKey]*sluice.Schema
 	committers map[int64]*committer // by database id; see group.go
+
+	// databases and roles save a round trip per request. Changes made
+	// through this process clear them at once; other replicas' changes
+	// show within cacheTTL. Writes stay correct regardless: a commit
+	// checks the schema version it validated against (postgres.Writer).
+	databases *ttlcache.Cache[dbKey, cachedDatabase]
+	roles     *ttlcache.Cache[roleKey, sluice.Role]
 }
+
+// cacheTTL is how long database metadata and roles are remembered.
+const cacheTTL = time.Second
+
+type dbKey struct{ org, name string }
+
+type cachedDatabase struct {
+	d   sluice.Database
+	sdl string
+}
+
+type roleKey struct{ user, db int64 }
 
 type schemaKey struct {
 	db      int64
@@ -39,7 +60,10 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, onCommi
 	if onCommit == nil {
 		onCommit = func(*sluice.Commit) {}
 	}
-	return &Engine{store: store, auth: a, logger: logger, onCommit: onCommit, schemas: map[schemaKey]*sluice.Schema{}, committers: map[int64]*committer{}}
+	return &Engine{store: store, auth: a, logger: logger, onCommit: onCommit, schemas: map[schemaKey]*sluice.Schema{}, committers: map[int64]*committer{},
+		databases: ttlcache.New[dbKey, cachedDatabase](cacheTTL, time.Now),
+		roles:     ttlcache.New[roleKey, sluice.Role](cacheTTL, time.Now),
+	}
 }
 
 // Auth returns the engine's authenticator.
@@ -67,7 +91,7 @@ func (e *Engine) parsed(d *sluice.Database, sdl string) (*sluice.Schema, error) 
 // Database returns database org/name and its schema after checking that u
 // has at least role on it: a Forbidden error names the role that is missing.
 func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string, role sluice.Role) (*sluice.Database, *sluice.Schema, error) {
-	d, sdl, err := e.store.Database(ctx, org, name)
+	d, sdl, err := e.database(ctx, org, name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -88,6 +112,28 @@ func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string,
 	return d, s, nil
 }
 
+// database returns a copy of database org/name (callers may modify it) and
+// its SDL, from the cache when fresh.
+func (e *Engine) database(ctx context.Context, org, name string) (*sluice.Database, string, error) {
+	key := dbKey{org, name}
+	if c, ok := e.databases.Get(key); ok {
+		d := c.d
+		return &d, c.sdl, nil
+	}
+	d, sdl, err := e.store.Database(ctx, org, name)
+	if err != nil {
+		return nil, "", err
+	}
+	e.databases.Put(key, cachedDatabase{d: *d, sdl: sdl})
+	return d, sdl, nil
+}
+
+// forgetDatabase drops d from the cache, after this process changed it or a
+// write found it changed.
+func (e *Engine) forgetDatabase(d *sluice.Database) {
+	e.databases.Delete(dbKey{d.Org, d.Name})
+}
+
 // Role returns u's role on d: admin for the super user, admin on _system for
 // nobody else (only the daemon writes it; only the super user reads it), and
 // the granted role otherwise.
@@ -98,5 +144,13 @@ func (e *Engine) Role(ctx context.Context, u *sluice.User, d *sluice.Database) (
 	if d.Org == sluice.SystemOrg {
 		return sluice.RoleNone, nil
 	}
-	return e.store.Role(ctx, u.ID, d.ID)
+	key := roleKey{u.ID, d.ID}
+	if r, ok := e.roles.Get(key); ok {
+		return r, nil
+	}
+	r, err := e.store.Role(ctx, u.ID, d.ID)
+	if err == nil {
+		e.roles.Put(key, r)
+	}
+	return r, err
 }

@@ -1,34 +1,184 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // Reader is what a stream subscriber may see of one database: the
-// database, its schema and the subscriber's role on it.
+// database, its schema and the subscriber's role on it. A stream keeps one
+// for its lifetime and refreshes it when a commit shows a newer schema. It
+// is not safe for concurrent use.
 type Reader struct {
 	Database *sluice.Database
 	Schema   *sluice.Schema
 	Role     sluice.Role
-}
 
-// Redact returns doc (a document's API-form JSON) without the fields the
-// reader's role may not see. A nil doc stays nil.
-func (r *Reader) Redact(doc []byte) ([]byte, error) { return redactFor(r.Role, r.Schema, doc) }
+	e         *Engine
+	user      *sluice.User
+	refreshed time.Time
+}
 
 // StreamReader authorizes u to subscribe to database org/name (the read
 // role) and returns what its events must be shaped by. It fails like
 // Database.
 func (e *Engine) StreamReader(ctx context.Context, u *sluice.User, org, name string) (*Reader, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
-	if err != nil {
+	r := &Reader{e: e, user: u, Database: &sluice.Database{Org: org, Name: name}}
+	if err := r.Refresh(ctx); err != nil {
 		return nil, err
 	}
-	role, err := e.Role(ctx, u, d)
+	return r, nil
+}
+
+// Refresh re-reads the schema and re-checks the role. It returns Forbidden
+// when the access was revoked and NotFound when the database was deleted
+// or re-created.
+func (r *Reader) Refresh(ctx context.Context) error {
+	d, s, err := r.e.Database(ctx, r.user, r.Database.Org, r.Database.Name, sluice.RoleRead)
 	if err != nil {
+		return err
+	}
+	if r.Database.Epoch != "" && d.Epoch != r.Database.Epoch {
+		return sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", d.Path())
+	}
+	role, err := r.e.Role(ctx, r.user, d)
+	if err != nil {
+		return err
+	}
+	r.Database, r.Schema, r.Role = d, s, role
+	r.refreshed = time.Now()
+	return nil
+}
+
+// Class returns the class named name, refreshing the schema first when it
+// does not know the class (added since the stream started); nil when it
+// still does not.
+func (r *Reader) Class(ctx context.Context, name string) (*sluice.Class, error) {
+	if c := r.Schema.Class(name); c != nil {
+		return c, nil
+	}
+	if err := r.maybeRefresh(ctx); err != nil {
 		return nil, err
 	}
-	return &Reader{Database: d, Schema: s, Role: role}, nil
+	return r.Schema.Class(name), nil
+}
+
+// Redact returns doc (a document's API-form JSON) without the fields the
+// reader's role may not see; a nil doc stays nil. A field the reader's
+// schema does not know (added since the stream started, maybe protected)
+// refreshes the schema first, and a field still unknown (removed since the
+// document was written) is left out: an outdated schema never lets a
+// protected field through.
+func (r *Reader) Redact(ctx context.Context, doc []byte) ([]byte, error) {
+	if doc == nil || r.Role >= sluice.RoleAdmin {
+		return doc, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("redact: %w", err)
+	}
+	if knownObject(r.Schema, m) {
+		return redactFor(r.Role, r.Schema, doc)
+	}
+	if err := r.maybeRefresh(ctx); err != nil {
+		return nil, err
+	}
+	if r.Role >= sluice.RoleAdmin {
+		return doc, nil
+	}
+	if knownObject(r.Schema, m) {
+		return redactFor(r.Role, r.Schema, doc)
+	}
+	typ, _ := m["@type"].(string)
+	c := r.Schema.Class(typ)
+	if c == nil {
+		return nil, nil
+	}
+	stripUnknown(r.Schema, c, m)
+	redactMap(r.Role, r.Schema, c, m)
+	id, _ := m["@id"].(string)
+	delete(m, "@id")
+	delete(m, "@type")
+	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Fields: m})
+}
+
+// maybeRefresh refreshes the reader unless it did within the last second,
+// so that documents written under an older schema do not cause a refresh
+// each.
+func (r *Reader) maybeRefresh(ctx context.Context) error {
+	if time.Since(r.refreshed) < time.Second {
+		return nil
+	}
+	return r.Refresh(ctx)
+}
+
+func knownObject(s *sluice.Schema, m map[string]any) bool {
+	typ, _ := m["@type"].(string)
+	c := s.Class(typ)
+	if c == nil {
+		return false
+	}
+	for k, v := range m {
+		if k == "@id" || k == "@type" {
+			continue
+		}
+		f := c.Field(k)
+		if f == nil {
+			return false
+		}
+		for _, sub := range subdocuments(f, v) {
+			if !knownObject(s, sub) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// stripUnknown deletes from m (an object of class c) every field, at any
+// depth, that the schema does not declare.
+func stripUnknown(s *sluice.Schema, c *sluice.Class, m map[string]any) {
+	for k, v := range m {
+		if k == "@id" || k == "@type" {
+			continue
+		}
+		f := c.Field(k)
+		if f == nil {
+			delete(m, k)
+			continue
+		}
+		for _, sub := range subdocuments(f, v) {
+			typ, _ := sub["@type"].(string)
+			if sc := s.Class(typ); sc != nil {
+				stripUnknown(s, sc, sub)
+			} else {
+				delete(m, k) // a subdocument type the schema no longer has
+			}
+		}
+	}
+}
+
+func subdocuments(f *sluice.Field, v any) []map[string]any {
+	if f.Type.Kind != sluice.TypeSubdocument {
+		return nil
+	}
+	items := []any{v}
+	if f.List {
+		items, _ = v.([]any)
+	}
+	var out []map[string]any
+	for _, it := range items {
+		if sub, ok := it.(map[string]any); ok {
+			out = append(out, sub)
+		}
+	}
+	return out
 }

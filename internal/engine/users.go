@@ -76,6 +76,7 @@ func (e *Engine) Bootstrap(ctx context.Context, adminPassword string) (generated
 			if err != nil {
 				return err
 			}
+			e.auth.Forget()
 			return tx.SetPassword(ctx, u.ID, hash)
 		}
 		return nil
@@ -194,7 +195,9 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 	if err != nil {
 		return err
 	}
-	return e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.SetRole(ctx, tu.ID, d.ID, role) })
+	err = e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.SetRole(ctx, tu.ID, d.ID, role) })
+	e.roles.Clear()
+	return err
 }
 
 // CreateToken creates an API token for u and returns its secret, which is
@@ -210,7 +213,12 @@ func (e *Engine) Tokens(ctx context.Context, u *sluice.User) ([]*sluice.Token, e
 	return e.store.Tokens(ctx, u.ID)
 }
 
-// RevokeToken revokes one of u's tokens.
+// RevokeToken revokes one of u's tokens. It takes effect at once here and
+// within auth.CacheTTL on other replicas.
 func (e *Engine) RevokeToken(ctx context.Context, u *sluice.User, id int64) error {
-	return e.store.RevokeToken(ctx, u.ID, id)
+	if err := e.store.RevokeToken(ctx, u.ID, id); err != nil {
+		return err
+	}
+	e.auth.Forget()
+	return nil
 }

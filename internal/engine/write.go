@@ -85,6 +85,7 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 		return w.Delete(ctx, ids)
 	})
 	if err != nil {
+		e.forgetDatabase(d)
 		return nil, err
 	}
 	return &WriteResult{IDs: ids, Commit: c}, nil
@@ -136,6 +137,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 			return write(ctx, w, first)
 		})
 		if err != nil {
+			e.forgetDatabase(d)
 			return nil, err
 		}
 		return &WriteResult{IDs: v.ids, Commit: c}, nil
@@ -172,6 +174,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		return err
 	})
 	if err != nil {
+		e.forgetDatabase(d)
 		return nil, err
 	}
 	e.onCommit(c)

@@ -37,6 +37,8 @@ func mapError(err error) error {
 		switch pe.Code {
 		case "40P01", "40001": // deadlock_detected, serialization_failure
 			return sluice.Errorf(sluice.CodeConflict, "the request conflicted with a concurrent write; retry it")
+		case "42P01": // undefined_table: a cached database was deleted or re-created
+			return sluice.Errorf(sluice.CodeConflict, "the database changed concurrently (deleted, re-created or its schema changed); retry")
 		case "57014": // query_canceled
 			return fmt.Errorf("query canceled: %w", err)
 		}

@@ -35,6 +35,10 @@ func (db *DB) Heads(ctx context.Context) ([]Head, error) {
 	return out, mapError(rows.Err())
 }
 
+// listenerName is the application_name of listening connections, so that
+// operators (and TerminateListeners) can tell them apart.
+const listenerName = "sluice changefeed"
+
 // Listener is a dedicated connection listening on NotifyChannel. It is not
 // safe for concurrent use: one goroutine owns it.
 type Listener struct {
@@ -44,7 +48,12 @@ type Listener struct {
 // Listen opens a dedicated connection to the server db is connected to and
 // starts listening on NotifyChannel. Close it when done.
 func (db *DB) Listen(ctx context.Context) (*Listener, error) {
-	conn, err := pgx.Connect(ctx, db.ConnString())
+	cfg, err := pgx.ParseConfig(db.ConnString())
+	if err != nil {
+		return nil, fmt.Errorf("parse database url: %w", err)
+	}
+	cfg.RuntimeParams["application_name"] = listenerName
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect for listen: %w", err)
 	}
@@ -70,3 +79,13 @@ func (l *Listener) Wait(ctx context.Context) (int64, error) {
 
 // Close closes the connection.
 func (l *Listener) Close(ctx context.Context) error { return l.conn.Close(ctx) }
+
+// TerminateListeners ends every listening connection of every daemon on
+// this database (they reconnect) and returns how many it ended. It exists
+// for failure tests and for operators.
+func (db *DB) TerminateListeners(ctx context.Context) (int, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+		FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, listenerName).Scan(&n)
+	return n, mapError(err)
+}

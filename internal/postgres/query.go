@@ -121,41 +121,99 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 	if len(orderCols) > 0 {
 		extra = ", " + strings.Join(orderCols, ", ")
 	}
+	// Sorting and paging happen on ids before the documents' JSON is built
+	// and their commits joined, so both cost only the rows returned: the
+	// page's rows are then read again by primary key.
 	parts := make([]string, len(q.Classes))
+	var joins, cases []string
 	for i, name := range q.Classes {
 		if s.Class(name) == nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
 		}
-		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid, %s AS j%s FROM %s t%s",
-			i, colID, colCommitUID, rowJSONSQL(s.Class(name), q.Fields), extra, tableName(d.ID, name), whereSQL)
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s t%s",
+			i, colID, colCommitUID, extra, tableName(d.ID, name), whereSQL)
+		alias := fmt.Sprintf("t%d", i)
+		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", tableName(d.ID, name), alias, i, alias, colID))
+		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), q.Fields, alias)))
 	}
-	sql := "SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
-		strings.Join(parts, " UNION ALL ") + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " +
-		strings.Join(orderBy, ", ")
+	order := strings.Join(orderBy, ", ")
+	page := ""
 	if q.Limit >= 0 {
-		sql += " LIMIT " + b.arg(q.Limit)
+		page += " LIMIT " + b.arg(q.Limit)
 	}
 	if q.Offset > 0 {
-		sql += " OFFSET " + b.arg(q.Offset)
+		page += " OFFSET " + b.arg(q.Offset)
 	}
+	if len(q.Classes) == 1 {
+		// The common case, kept simple so that planning it is cheap. The
+		// inner query sorts and pages the narrow rows; the JSON is built
+		// only for the rows the LIMIT keeps.
+		c1 := s.Class(q.Classes[0])
+		cols := "t.*"
+		if q.Fields != nil {
+			names := []string{"t." + colID, "t." + colCommitUID}
+			seen := map[string]bool{}
+			add := func(n string) {
+				if c1.Field(n) != nil && !seen[n] {
+					seen[n] = true
+					names = append(names, "t."+ident(n))
+				}
+			}
+			for _, n := range q.Fields {
+				add(n)
+			}
+			for _, k := range q.Order {
+				add(k.Field)
+			}
+			cols = strings.Join(names, ", ")
+		}
+		ord := singleOrder(c, q.Order)
+		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT %s FROM %s t%s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
+			rowJSONSQL(c1, q.Fields, "t"), cols, tableName(d.ID, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
+		return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
+	}
+	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
+		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
+		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order
 	return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
 }
 
-// rowJSONSQL returns the SQL of a row's JSON: every column, or only the
-// _id and the given fields that class c has.
-func rowJSONSQL(c *sluice.Class, fields []string) string {
-	if fields == nil {
-		return "to_jsonb(t)"
+// singleOrder returns the ORDER BY list of a query on one table (alias t);
+// keys were checked by QueryDocuments.
+func singleOrder(c *sluice.Class, keys []OrderKey) string {
+	var out []string
+	idDesc := false
+	for _, k := range keys {
+		if k.Field == colID {
+			idDesc = k.Desc
+			break
+		}
+		f := c.Field(k.Field)
+		expr := "t." + ident(f.Name)
+		if columnType(f) == "text" {
+			expr += ` COLLATE "C"`
+		}
+		out = append(out, expr+direction(k.Desc))
 	}
-	parts := []string{quoteLiteral(colID), "t." + colID}
+	out = append(out, "t."+colID+` COLLATE "C"`+direction(idDesc))
+	return strings.Join(out, ", ")
+}
+
+// rowJSONSQL returns the SQL of the JSON of row (an alias of a row of class
+// c's table): every column, or only the _id and the given fields c has.
+func rowJSONSQL(c *sluice.Class, fields []string, row string) string {
+	if fields == nil {
+		return "to_jsonb(" + row + ")"
+	}
+	parts := []string{quoteLiteral(colID), row + "." + colID}
 	for _, name := range fields {
 		if c.Field(name) != nil {
-			parts = append(parts, quoteLiteral(name), "t."+ident(name))
+			parts = append(parts, quoteLiteral(name), row+"."+ident(name))
 		}
 	}
 	// jsonb_build_object takes at most 100 arguments.
 	if len(parts) > 100 {
-		return "to_jsonb(t)"
+		return "to_jsonb(" + row + ")"
 	}
 	return "jsonb_build_object(" + strings.Join(parts, ", ") + ")"
 }

@@ -152,7 +152,13 @@ func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
 	default:
 		switch c.Type.Name {
 		case sluice.ScalarInt, sluice.ScalarBigInt:
-			param = b.arg(c.Value.Str) + "::numeric"
+			// An integer column compares natively with a bigint (and can
+			// use an index); anything else as numeric.
+			if c.Type.Name == sluice.ScalarInt && c.Value.Num != nil && c.Value.Num.IsInt() && c.Value.Num.Num().IsInt64() {
+				param = b.arg(c.Value.Num.Num().Int64()) + "::bigint"
+			} else {
+				param = b.arg(c.Value.Str) + "::numeric"
+			}
 		case sluice.ScalarFloat:
 			param = b.arg(c.Value.Float) + "::float8"
 		case sluice.ScalarBoolean:

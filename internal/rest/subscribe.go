@@ -2,9 +2,11 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -88,10 +90,10 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	req.class = class
 	req.reader = reader
-	sub, err := a.Stream.Hub.Subscribe(r.Context(), reader.Database, req.from, changefeed.Options{
-		Classes:   reader.Schema.Descendants(class),
-		Transport: restTransport,
-	})
+	// No hub class filter: a subclass added to the schema while the stream
+	// is open must match too, which only the stream's refreshed schema
+	// knows.
+	sub, err := a.Stream.Hub.Subscribe(r.Context(), reader.Database, req.from, changefeed.Options{Transport: restTransport})
 	st := &eventStream{api: a, w: w, rc: http.NewResponseController(w), req: req}
 	if sluice.ErrorCode(err) == sluice.CodeGone {
 		// A resume that cannot be honoured is an event on the stream, so
@@ -239,14 +241,17 @@ func (s *eventStream) flush() error {
 	}
 	// Not every writer supports deadlines (httptest); the write still works.
 	if err := s.rc.SetWriteDeadline(time.Now().Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+		return errClient{err}
 	}
 	_, err := s.w.Write(s.buf.Bytes())
 	s.buf.Reset()
-	if err != nil {
-		return err
+	if err == nil {
+		err = s.rc.Flush()
 	}
-	return s.rc.Flush()
+	if err != nil {
+		return errClient{err}
+	}
+	return nil
 }
 
 func (s *eventStream) writeError(err error) error {
@@ -275,8 +280,8 @@ func (s *eventStream) serve(r *http.Request) {
 	for {
 		select {
 		case c := <-s.sub.Commits():
-			if err := s.writeCommits(c); err != nil {
-				logger.Debug("change stream write failed", "err", err)
+			if err := s.writeCommits(r.Context(), c); err != nil {
+				s.fail(logger, err)
 				return
 			}
 		case <-s.sub.Done():
@@ -284,7 +289,8 @@ func (s *eventStream) serve(r *http.Request) {
 			for {
 				select {
 				case c := <-s.sub.Commits():
-					if err := s.writeCommits(c); err != nil {
+					if err := s.writeCommits(r.Context(), c); err != nil {
+						s.fail(logger, err)
 						return
 					}
 					continue
@@ -298,8 +304,7 @@ func (s *eventStream) serve(r *http.Request) {
 				_ = s.flush()
 				return
 			}
-			logger.Info("change stream ended", "err", err)
-			_ = s.writeError(err)
+			s.fail(logger, err)
 			return
 		case <-tick.C:
 			s.buf.WriteString(": ping\n\n")
@@ -312,13 +317,33 @@ func (s *eventStream) serve(r *http.Request) {
 	}
 }
 
+// errClient is a failed write to the client: the stream is over.
+type errClient struct{ err error }
+
+func (e errClient) Error() string { return "write to stream client: " + e.err.Error() }
+
+// fail ends the stream after err: with an error event unless the client
+// itself is gone.
+func (s *eventStream) fail(logger *slog.Logger, err error) {
+	if errors.As(err, new(errClient)) {
+		logger.Debug("change stream client gone", "err", err)
+		return
+	}
+	if sluice.ErrorCode(err) == sluice.CodeInternal {
+		logger.Error("change stream failed", "err", err)
+	} else {
+		logger.Info("change stream ended", "err", err)
+	}
+	_ = s.writeError(err)
+}
+
 // writeCommits writes the events of c and of up to 63 further commits
 // already queued, then flushes once.
-func (s *eventStream) writeCommits(c *sluice.Commit) error {
+func (s *eventStream) writeCommits(ctx context.Context, c *sluice.Commit) error {
 	n := 0
 	var first time.Time
 	for i := 0; ; i++ {
-		k, err := s.appendEvents(c)
+		k, err := s.appendEvents(ctx, c)
 		if err != nil {
 			return err
 		}
@@ -367,23 +392,28 @@ type envelope struct {
 
 // appendEvents buffers the frames of c's changes that the stream selects
 // and returns how many.
-func (s *eventStream) appendEvents(c *sluice.Commit) (int, error) {
+func (s *eventStream) appendEvents(ctx context.Context, c *sluice.Commit) (int, error) {
 	rd := s.req.reader
-	d := rd.Database
 	n := 0
 	for i := range c.Changes {
 		ch := &c.Changes[i]
-		if !s.req.ops[ch.Op] || !rd.Schema.IsA(ch.Class, s.req.class) {
+		if !s.req.ops[ch.Op] {
+			continue
+		}
+		if cl, err := rd.Class(ctx, ch.Class); err != nil {
+			return n, err
+		} else if cl == nil || !rd.Schema.IsA(ch.Class, s.req.class) {
 			continue
 		}
 		doc := ch.After
 		if ch.Op == sluice.OpDeleted {
 			doc = ch.Before
 		}
-		data, err := rd.Redact(doc)
+		data, err := rd.Redact(ctx, doc)
 		if err != nil {
 			return n, err
 		}
+		d := rd.Database
 		op := opToken(ch.Op)
 		pos := c.Position(ch.Index).String()
 		b, err := json.Marshal(envelope{

@@ -787,3 +787,61 @@ func TestSubscribeDisconnectLeavesNoGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscribeListenReconnect cuts every LISTEN connection; the tailers
+// reconnect and a commit made on the other daemon still arrives.
+func TestSubscribeListenReconnect(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "shop", shopSDL)
+	s := open(t, a, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	s.connected()
+	insert(t, b, "shop", `{"@type":"Dog","@id":"one","name":"1"}`)
+	first := s.ids(1)[0]
+
+	ctx := context.Background()
+	store, err := postgres.Open(ctx, a.DatabaseURL, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if n, err := store.TerminateListeners(ctx); err != nil || n != 2 {
+		t.Fatalf("terminated %d listeners: %v", n, err)
+	}
+	deadline := time.Now().Add(wait)
+	for metricValue(string(a.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body), "sluice_changefeed_listen_reconnects_total") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("daemon A's tailer did not reconnect")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	insert(t, b, "shop", `{"@type":"Dog","@id":"two","name":"2"}`)
+	if got := s.ids(1)[0]; got != strings.Replace(first, "-1-", "-2-", 1) {
+		t.Fatalf("after reconnect: %s", got)
+	}
+	if r := a.Do(t, dt.NoAuth(), "GET", "/readyz", nil); r.Status != 200 {
+		t.Fatalf("readyz %d", r.Status)
+	}
+}
+
+// TestSubscribeSchemaChange: a stream opened before an additive schema
+// change matches a new subclass and never leaks a new protected field.
+func TestSubscribeSchemaChange(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"reader","organization":"admin","password":"reader-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/shop", `{"user":"reader","role":"read"}`)
+	s := open(t, d, dt.Basic("reader", "reader-password"), "/api/subscribe/admin/shop/Animal")
+	s.connected()
+
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/shop", shopSDL+`
+type Bird implements Animal { name: String! ring: String @private }
+`)
+	insert(t, d, "shop", `{"@type":"Bird","@id":"tweety","name":"Tweety","ring":"R-1"}`)
+	e := decode(t, s.event())
+	if e.Entity != "Bird" || string(e.Data) != `{"@id":"Bird/tweety","@type":"Bird","name":"Tweety"}` {
+		t.Fatalf("event %s %s", e.Entity, e.Data)
+	}
+}

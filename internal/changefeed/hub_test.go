@@ -1,0 +1,410 @@
+package changefeed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// The hub's own tests use an in-memory log so that every interleaving the
+// tests force is deterministic; the tailer and the whole path run against
+// Postgres in internal/rest's end-to-end tests.
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const wait = 30 * time.Second
+
+// memLog is a commit log in memory: commits pruned+1..last of database 1.
+type memLog struct {
+	mu      sync.Mutex
+	commits []*sluice.Commit
+	pruned  int64
+}
+
+var testDB = &sluice.Database{ID: 1, Org: "o", Name: "db", Epoch: "ep"}
+
+func (l *memLog) History(_ context.Context, id int64) (postgres.History, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if id != testDB.ID {
+		return postgres.History{}, sluice.Errorf(sluice.CodeNotFound, "no database %d", id)
+	}
+	return postgres.History{LastSeq: l.pruned + int64(len(l.commits)), PrunedSeq: l.pruned}, nil
+}
+
+func (l *memLog) CommitsAfter(_ context.Context, _ *sluice.Database, after int64, limit int) ([]*sluice.Commit, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*sluice.Commit
+	for _, c := range l.commits {
+		if c.Seq > after && len(out) < limit {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// add appends a commit of the given classes (one change each).
+func (l *memLog) add(classes ...string) *sluice.Commit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: l.pruned + int64(len(l.commits)) + 1, Time: time.Now()}
+	if len(classes) == 0 {
+		classes = []string{"T"}
+	}
+	for i, cl := range classes {
+		c.Changes = append(c.Changes, sluice.Change{Index: i, Class: cl, DocID: fmt.Sprintf("%s/%d", cl, i), Op: sluice.OpAdded})
+	}
+	c.NumChanges = len(c.Changes)
+	l.commits = append(l.commits, c)
+	return c
+}
+
+// prune drops commits up to seq.
+func (l *memLog) prune(seq int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.commits = l.commits[seq-l.pruned:]
+	l.pruned = seq
+}
+
+func newHub(t *testing.T, o HubOptions) (*Hub, *memLog) {
+	t.Helper()
+	l := &memLog{}
+	if o.Recheck == 0 {
+		o.Recheck = 10 * time.Millisecond
+	}
+	h := NewHub(l, o)
+	t.Cleanup(h.Close)
+	return h, l
+}
+
+// receive reads n commits from s and returns their sequence numbers.
+func receive(t *testing.T, s *Subscription, n int) []int64 {
+	t.Helper()
+	var out []int64
+	timeout := time.After(wait)
+	for len(out) < n {
+		select {
+		case c := <-s.Commits():
+			out = append(out, c.Seq)
+		case <-timeout:
+			t.Fatalf("received %d of %d commits (%v…)", len(out), n, out[max(0, len(out)-5):])
+		}
+	}
+	return out
+}
+
+func seqs(from, to int64) []int64 {
+	var out []int64
+	for s := from; s <= to; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func subscribe(t *testing.T, h *Hub, from *sluice.Position, o Options) *Subscription {
+	t.Helper()
+	s, err := h.Subscribe(context.Background(), testDB, from, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestHubLiveInOrder(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	s := subscribe(t, h, nil, Options{})
+	for range 10 {
+		h.publish(l.add())
+	}
+	if got := receive(t, s, 10); !equal(got, seqs(1, 10)) {
+		t.Fatalf("got %v", got)
+	}
+	if !s.live.Load() {
+		t.Fatal("a subscriber at the head should be live")
+	}
+}
+
+func TestHubSlowSubscriberCatchesUpWithoutBlocking(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{QueueSize: 2, BatchSize: 7})
+	h.track(1, 0)
+	slow := subscribe(t, h, nil, Options{})
+	fast := subscribe(t, h, nil, Options{})
+	const n = 1000
+	fastGot := make(chan []int64)
+	go func() { fastGot <- receive(t, fast, n) }()
+	// publish never blocks: the slow subscriber reads nothing meanwhile.
+	for range n {
+		h.publish(l.add())
+	}
+	if got := <-fastGot; !equal(got, seqs(1, n)) {
+		t.Fatalf("fast subscriber got %v", got)
+	}
+	if slow.catchUps.Load() == 0 {
+		t.Fatal("the slow subscriber never overflowed")
+	}
+	if got := receive(t, slow, n); !equal(got, seqs(1, n)) {
+		t.Fatalf("slow subscriber got %d commits, not 1..%d in order", len(got), n)
+	}
+	// Caught up, it rejoins live delivery.
+	h.publish(l.add())
+	if got := receive(t, slow, 1); got[0] != n+1 {
+		t.Fatalf("after catching up: %v", got)
+	}
+	if !slow.live.Load() {
+		t.Fatal("the slow subscriber did not rejoin live delivery")
+	}
+}
+
+// TestHubHandoffRace subscribes from now and resumes from random positions
+// while the tailer publishes, and checks each subscriber receives exactly
+// the commits after its start: no gap, no duplicate across the
+// catch-up/live handoff.
+func TestHubHandoffRace(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{QueueSize: 4, BatchSize: 3})
+	h.track(1, 0)
+	const n = 3000
+	h.publish(l.add())
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for range n - 1 {
+			h.publish(l.add())
+		}
+	}()
+	var wg sync.WaitGroup
+	subscribed := make(chan struct{}, 40)
+	for i := range 40 {
+		wg.Go(func() {
+			before, _ := l.History(context.Background(), 1)
+			var from *sluice.Position
+			if i%2 == 0 {
+				p := sluice.Position{Epoch: "ep", Seq: 1 + rand.Int64N(before.LastSeq), Index: 0}
+				from = &p
+			}
+			s, err := h.Subscribe(context.Background(), testDB, from, Options{})
+			after, _ := l.History(context.Background(), 1)
+			subscribed <- struct{}{}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close()
+			// The first commit: right after the position of a resume; for
+			// "now", after a head read between the two History calls.
+			lo, hi := before.LastSeq+1, after.LastSeq+1
+			if from != nil {
+				lo, hi = from.Seq+1, from.Seq+1
+			}
+			var got []int64
+			timeout := time.After(wait)
+			for len(got) == 0 || got[len(got)-1] < n+1 {
+				select {
+				case c := <-s.Commits():
+					got = append(got, c.Seq)
+					if rand.IntN(50) == 0 {
+						time.Sleep(time.Millisecond) // a consumer that stalls now and then
+					}
+				case <-timeout:
+					t.Errorf("subscriber %d: %d commits; live %v cursor %d", i, len(got), s.live.Load(), s.cursor.Load())
+					return
+				}
+			}
+			if got[0] < lo || got[0] > hi || !equal(got, seqs(got[0], n+1)) {
+				t.Errorf("subscriber %d: %d commits from %d (want start in %d..%d), not contiguous to %d", i, len(got), got[0], lo, hi, n+1)
+			}
+		})
+	}
+	<-published
+	for range 40 {
+		<-subscribed
+	}
+	h.publish(l.add()) // n+1: the end mark every subscriber receives
+	wg.Wait()
+}
+
+func TestHubResumeInsideCommit(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	l.add("A")
+	l.add("A", "B", "A")
+	h.track(1, 2)
+	s := subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 2, Index: 0}, Options{})
+	select {
+	case c := <-s.Commits():
+		if c.Seq != 2 || len(c.Changes) != 2 || c.Changes[0].Index != 1 || c.Changes[1].Index != 2 {
+			t.Fatalf("resumed commit %+v", c)
+		}
+	case <-time.After(wait):
+		t.Fatal("no commit")
+	}
+	// The shared commit itself is untouched.
+	if len(l.commits[1].Changes) != 3 {
+		t.Fatal("the resume trimmed the shared commit")
+	}
+	// Resuming after the last change of a commit skips it entirely.
+	s2 := subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 2, Index: 2}, Options{})
+	h.publish(l.add("A"))
+	if got := receive(t, s2, 1); got[0] != 3 {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestHubClassFilter(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{QueueSize: 2})
+	h.track(1, 0)
+	s := subscribe(t, h, nil, Options{Classes: []string{"Dog", "Beagle"}})
+	h.publish(l.add("Cat"))
+	h.publish(l.add("Cat", "Beagle"))
+	for range 100 {
+		h.publish(l.add("Cat")) // never queued, so no overflow
+	}
+	h.publish(l.add("Dog"))
+	if got := receive(t, s, 2); !equal(got, []int64{2, 103}) {
+		t.Fatalf("got %v", got)
+	}
+	if s.catchUps.Load() != 0 {
+		t.Fatal("commits of other classes filled the queue")
+	}
+}
+
+func TestHubRefusesExpiredAndForeignPositions(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	for range 5 {
+		l.add()
+	}
+	l.prune(3)
+	h.track(1, 5)
+	for _, c := range []struct {
+		p    sluice.Position
+		code sluice.Code
+	}{
+		{sluice.Position{Epoch: "other", Seq: 4}, sluice.CodeGone},
+		{sluice.Position{Epoch: "ep", Seq: 2}, sluice.CodeGone},
+		{sluice.Position{Epoch: "ep", Seq: 3}, sluice.CodeGone}, // inside the newest pruned commit
+		{sluice.Position{Epoch: "ep", Seq: 6}, sluice.CodeInvalid},
+	} {
+		if _, err := h.Subscribe(context.Background(), testDB, &c.p, Options{}); sluice.ErrorCode(err) != c.code {
+			t.Errorf("resume from %v: %v, want %s", c.p, err, c.code)
+		}
+	}
+	s := subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 4}, Options{})
+	if got := receive(t, s, 1); got[0] != 5 {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// TestHubPrunedDuringCatchUp: history pruned under a subscriber that is
+// still reading the log ends it with Gone after what it could read, never
+// a silent gap.
+func TestHubPrunedDuringCatchUp(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{QueueSize: 1, BatchSize: 1})
+	for range 10 {
+		l.add()
+	}
+	h.track(1, 10)
+	s := subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 1, Index: 0}, Options{})
+	// The catch-up holds commit 2 in the queue and commit 3 in hand.
+	got := receive(t, s, 1)
+	l.prune(6)
+	for {
+		select {
+		case c := <-s.Commits():
+			got = append(got, c.Seq)
+			continue
+		case <-s.Done():
+		case <-time.After(wait):
+			t.Fatal("the subscription did not end")
+		}
+		break
+	}
+	for len(s.Commits()) > 0 {
+		got = append(got, (<-s.Commits()).Seq)
+	}
+	if sluice.ErrorCode(s.Err()) != sluice.CodeGone {
+		t.Fatalf("err %v", s.Err())
+	}
+	if !equal(got, seqs(2, got[len(got)-1])) || got[len(got)-1] >= 7 {
+		t.Fatalf("delivered %v before the gap", got)
+	}
+}
+
+func TestHubWaitsForTailerOnNewDatabase(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	s := subscribe(t, h, nil, Options{}) // the tailer does not follow db 1 yet
+	l.add()
+	l.add()
+	if got := receive(t, s, 2); !equal(got, []int64{1, 2}) {
+		t.Fatalf("got %v", got)
+	}
+	h.track(1, 0)
+	h.publish(l.commits[0])
+	h.publish(l.commits[1])
+	h.publish(l.add())
+	if got := receive(t, s, 1); got[0] != 3 {
+		t.Fatalf("got %v", got)
+	}
+}
+
+func TestHubEnds(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{QueueSize: 1})
+	h.track(1, 0)
+	a := subscribe(t, h, nil, Options{})
+	b := subscribe(t, h, nil, Options{})
+	for range 5 {
+		h.publish(l.add()) // b overflows into a catch-up blocked on its queue
+	}
+	a.Close()
+	if !errors.Is(a.Err(), ErrClosed) {
+		t.Fatalf("closed: %v", a.Err())
+	}
+	h.drop(1)
+	<-b.Done()
+	if sluice.ErrorCode(b.Err()) != sluice.CodeNotFound {
+		t.Fatalf("dropped: %v", b.Err())
+	}
+	c := subscribe(t, h, nil, Options{})
+	h.Close()
+	<-c.Done()
+	if !errors.Is(c.Err(), ErrShutdown) {
+		t.Fatalf("shutdown: %v", c.Err())
+	}
+	if _, err := h.Subscribe(context.Background(), testDB, nil, Options{}); !errors.Is(err, ErrShutdown) {
+		t.Fatalf("subscribe after close: %v", err)
+	}
+	if len(h.Subscriptions()) != 0 || len(h.Floors()) != 0 {
+		t.Fatal("subscriptions left after close")
+	}
+}
