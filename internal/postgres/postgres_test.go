@@ -39,7 +39,9 @@ func TestMigrateIsIdempotentAndRefusesNewerDatabase(t *testing.T) {
 	if v, err := db.SchemaVersion(ctx); err != nil || v != postgres.LatestVersion() {
 		t.Fatalf("version %d (%v), want %d", v, err, postgres.LatestVersion())
 	}
-	err := db.InTx(ctx, func(tx *postgres.Tx) error { return tx.ExecForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES (999, 'future.sql')") })
+	err := db.InTx(ctx, func(tx *postgres.Tx) error {
+		return tx.ExecForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES (999, 'future.sql')")
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,31 @@
+// Package graph is Sluice's GraphQL engine: it generates a GraphQL schema
+// from each database's schema (SDL, BuildSchema), executes queries and
+// mutations against it (ExecutableSchema, gqlgen's graphql.ExecutableSchema)
+// and serves them over HTTP (Handler, HTTPTransport, GraphiQL).
+//
+// # Execution
+//
+// A class query compiles to one SQL statement (internal/postgres
+// QueryDocuments: filter, order and paging in SQL, reading only the
+// selected columns). References are then loaded level by level: every id
+// that the selections of one level reference, whatever the number of
+// documents, is read with one statement (DocumentsByID), so a query costs
+// one statement per level of references. Results are written as JSON
+// directly in selection order.
+//
+// Field protection is applied by the schema: each (database, schema
+// version, role) gets its own generated schema that leaves out the fields
+// the role may not read, from output types, filters and orderings alike.
+//
+// Mutations: every mutation field of a request runs in one transaction and
+// makes one commit (engine.WriteBatch); any error rolls the whole request
+// back.
+//
+// # Subscriptions
+//
+// The schema includes the Subscription type. Execution over plain HTTP
+// answers with an error; the event-stream transport (registered through
+// Options.Transports, before HTTPTransport) uses ExecutableSchemaFrom,
+// ExecutableSchema.ParseFilter with filter.Match (the same semantics as the
+// SQL compilation), ResolveDocument and ResolveChangeSet.
+package graph
