@@ -1,7 +1,9 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -144,38 +146,190 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 	if q.Offset > 0 {
 		page += " OFFSET " + b.arg(q.Offset)
 	}
+	if len(q.Classes) == 1 && q.Fields != nil {
+		return db.queryProjection(ctx, d, s, q, whereSQL, page, b.args)
+	}
 	if len(q.Classes) == 1 {
-		// The common case, kept simple so that planning it is cheap. The
-		// inner query sorts and pages the narrow rows; the JSON is built
-		// only for the rows the LIMIT keeps.
-		c1 := s.Class(q.Classes[0])
-		cols := "t.*"
-		if q.Fields != nil {
-			names := []string{"t." + colID, "t." + colCommitUID}
-			seen := map[string]bool{}
-			add := func(n string) {
-				if c1.Field(n) != nil && !seen[n] {
-					seen[n] = true
-					names = append(names, "t."+ident(n))
-				}
-			}
-			for _, n := range q.Fields {
-				add(n)
-			}
-			for _, k := range q.Order {
-				add(k.Field)
-			}
-			cols = strings.Join(names, ", ")
-		}
+		// The inner query sorts and pages the narrow rows; the JSON is
+		// built only for the rows the LIMIT keeps.
 		ord := singleOrder(c, q.Order)
-		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT %s FROM %s t%s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
-			rowJSONSQL(c1, q.Fields, "t"), cols, tableName(d.ID, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
+		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT t.* FROM %s t%s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
+			rowJSONSQL(c, nil, "t"), tableName(d.ID, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
 		return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
 	}
 	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order
 	return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
+}
+
+// queryProjection runs the most common query: one table, a known set of
+// selected fields. It selects just those columns and scans them into typed
+// values, with no JSON in between, and joins the commit only when
+// _CommitMetadata is selected.
+func (db *DB) queryProjection(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery, whereSQL, page string, args []any) ([]QueryDoc, error) {
+	c := s.Class(q.Classes[0])
+	var fields []*sluice.Field
+	withCommit := false
+	seen := map[string]bool{}
+	for _, n := range q.Fields {
+		if n == "_CommitMetadata" {
+			withCommit = true
+		}
+		if f := c.Field(n); f != nil && !seen[n] {
+			seen[n] = true
+			fields = append(fields, f)
+		}
+	}
+	// The inner query reads the sort columns too.
+	inner := []string{"t." + colID, "t." + colCommitUID}
+	innerSeen := map[string]bool{}
+	for _, f := range fields {
+		innerSeen[f.Name] = true
+		inner = append(inner, "t."+ident(f.Name))
+	}
+	for _, k := range q.Order {
+		if f := c.Field(k.Field); f != nil && !innerSeen[f.Name] {
+			innerSeen[f.Name] = true
+			inner = append(inner, "t."+ident(f.Name))
+		}
+	}
+	outer := []string{"t." + colID}
+	for _, f := range fields {
+		expr := "t." + ident(f.Name)
+		if columnType(f) == "numeric" {
+			expr += "::text" // exact decimal text; BigInt is returned as a string
+		}
+		outer = append(outer, expr)
+	}
+	join := ""
+	if withCommit {
+		outer = append(outer, "c.seq", "c.author", "c.message", "c.committed_at")
+		join = " LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID
+	}
+	ord := singleOrder(c, q.Order)
+	sql := fmt.Sprintf("SELECT %s FROM (SELECT %s FROM %s t%s ORDER BY %s%s) t%s ORDER BY %s",
+		strings.Join(outer, ", "), strings.Join(inner, ", "), tableName(d.ID, c.Name), whereSQL, ord, page, join, ord)
+
+	countStatement(ctx)
+	rows, err := db.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, queryError(err)
+	}
+	defer rows.Close()
+	cols := make([]column, len(fields))
+	dest := make([]any, 0, len(outer))
+	var id string
+	dest = append(dest, &id)
+	for i, f := range fields {
+		cols[i].field = f
+		dest = append(dest, cols[i].dest())
+	}
+	var (
+		seq             *int64
+		author, message *string
+		at              *time.Time
+	)
+	if withCommit {
+		dest = append(dest, &seq, &author, &message, &at)
+	}
+	var out []QueryDoc
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return nil, queryError(err)
+		}
+		doc := &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(fields))}
+		for i := range cols {
+			v, ok, err := cols[i].value()
+			if err != nil {
+				return nil, fmt.Errorf("%s: column %s: %w", id, cols[i].field.Name, err)
+			}
+			if ok {
+				doc.Fields[cols[i].field.Name] = v
+			}
+		}
+		qd := QueryDoc{Doc: doc}
+		if seq != nil {
+			qd.Commit = &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch, Seq: *seq, Author: *author, Message: *message, Time: *at}
+		}
+		out = append(out, qd)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, queryError(err)
+	}
+	return out, nil
+}
+
+// column scans one field's column into a typed holder and converts it to
+// the normalized field value (the same values rowToDocument produces).
+type column struct {
+	field *sluice.Field
+	str   *string
+	num   *int64
+	float *float64
+	bool  *bool
+	time  *time.Time
+	raw   []byte
+}
+
+func (c *column) dest() any {
+	switch columnType(c.field) {
+	case "integer":
+		return &c.num
+	case "double precision":
+		return &c.float
+	case "boolean":
+		return &c.bool
+	case "timestamptz":
+		return &c.time
+	case "jsonb":
+		return &c.raw
+	default: // text, and numeric read as text
+		return &c.str
+	}
+}
+
+// value returns the scanned value, false when the column was null.
+func (c *column) value() (any, bool, error) {
+	switch columnType(c.field) {
+	case "integer":
+		if c.num == nil {
+			return nil, false, nil
+		}
+		return *c.num, true, nil
+	case "double precision":
+		if c.float == nil {
+			return nil, false, nil
+		}
+		return *c.float, true, nil
+	case "boolean":
+		if c.bool == nil {
+			return nil, false, nil
+		}
+		return *c.bool, true, nil
+	case "timestamptz":
+		if c.time == nil {
+			return nil, false, nil
+		}
+		return c.time.UTC().Format(time.RFC3339Nano), true, nil
+	case "jsonb":
+		if c.raw == nil {
+			return nil, false, nil
+		}
+		dec := json.NewDecoder(bytes.NewReader(c.raw))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, false, err
+		}
+		nv, err := fromColumn(c.field, v)
+		return nv, err == nil, err
+	default:
+		if c.str == nil {
+			return nil, false, nil
+		}
+		return *c.str, true, nil
+	}
 }
 
 // singleOrder returns the ORDER BY list of a query on one table (alias t);
