@@ -74,9 +74,12 @@ func (s *docStream) Next() (map[string]any, error) {
 	}
 	var v any
 	if err := s.dec.Decode(&v); err != nil {
-		if errors.Is(err, io.EOF) && !s.inArray {
-			s.done = true
-			return nil, io.EOF
+		if errors.Is(err, io.EOF) {
+			if !s.inArray {
+				s.done = true
+				return nil, io.EOF
+			}
+			return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: unexpected end of input: the JSON array is not closed", s.n)
 		}
 		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: %s", s.n, jsonErrorText(err))
 	}

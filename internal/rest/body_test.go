@@ -1,0 +1,75 @@
+package rest
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+)
+
+func readAll(body string) ([]map[string]any, error) {
+	s, err := newDocStream(strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	for {
+		m, err := s.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, m)
+	}
+}
+
+func TestDocStream(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		body string
+		n    int
+		err  string
+	}{
+		{`{"a":1}`, 1, ""},
+		{` [ {"a":1} , {"b":2} ] `, 2, ""},
+		{"{\"a\":1}\n{\"b\":2}\n\n{\"c\":3}", 3, ""},
+		{`[]`, 0, ""},
+		{``, 0, "the request body is empty"},
+		{`   `, 0, "the request body is empty"},
+		{`5`, 0, "must be a JSON object"},
+		{`[1]`, 0, "document 0: not a JSON object"},
+		{`[{"a":1},`, 1, "unexpected end of input"},
+		{`[{"a":1}] x`, 1, "unexpected data after the JSON array"},
+		{`{"a":1} [2]`, 1, "document 1: not a JSON object"},
+		{`{"a":`, 0, "document 0: invalid JSON"},
+	} {
+		docs, err := readAll(c.body)
+		if len(docs) != c.n {
+			t.Errorf("%q: %d documents, want %d", c.body, len(docs), c.n)
+		}
+		if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("%q: error %v, want %q", c.body, err, c.err)
+		}
+		if err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Errorf("%q: error code %s, want BadRequest", c.body, sluice.ErrorCode(err))
+		}
+	}
+}
+
+// FuzzDocStream feeds arbitrary request bodies to the document reader: it
+// must never panic, and every error must be a client error.
+func FuzzDocStream(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `[{"a":1},{"b":[1,2]}]`, "{}\n{}", `[`, `{"a":"\u0000"}`, `[{}]]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		_, err := readAll(body)
+		if err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Fatalf("%q: error %v is not a BadRequest", body, err)
+		}
+	})
+}
