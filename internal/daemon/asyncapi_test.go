@@ -1,0 +1,140 @@
+package daemon_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestAsyncAPIDescribesTheStreams checks the AsyncAPI document against what
+// the REST change stream really sends.
+func TestAsyncAPIDescribesTheStreams(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "zoo", `interface Animal { name: String! }
+type Dog implements Animal { breed: String chip: String @private }
+type Keeper @subdocument { name: String }
+type Cage { number: Int! keeper: Keeper }`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"vera","organization":"admin","password":"vera-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/zoo", `{"user":"vera","role":"read"}`)
+
+	var doc struct {
+		AsyncAPI string `json:"asyncapi"`
+		Channels map[string]struct {
+			Address  string                     `json:"address"`
+			Messages map[string]json.RawMessage `json:"messages"`
+		} `json:"channels"`
+		Operations map[string]struct {
+			Action string `json:"action"`
+		} `json:"operations"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+				Required   []string                   `json:"required"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	r := d.MustDo(t, 200, dt.Basic("vera", "vera-password"), "GET", "/api/asyncapi/admin/zoo", nil)
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.AsyncAPI != "3.0.0" {
+		t.Fatalf("asyncapi %q", doc.AsyncAPI)
+	}
+	for _, class := range []string{"Animal", "Dog", "Cage"} {
+		ch, ok := doc.Channels[class]
+		if !ok || ch.Address != "/api/subscribe/admin/zoo/"+class || len(ch.Messages) != 3 {
+			t.Fatalf("channel %s: %+v", class, ch)
+		}
+		if doc.Operations["receive"+class+"Changes"].Action != "receive" {
+			t.Fatalf("no receive operation for %s", class)
+		}
+	}
+	if _, ok := doc.Channels["Keeper"]; ok {
+		t.Fatal("a subdocument has no stream of its own")
+	}
+	if g := doc.Channels["graphql"]; g.Address != "/api/graphql/admin/zoo" || g.Messages["next"] == nil || g.Messages["complete"] == nil {
+		t.Fatalf("graphql channel: %+v", g)
+	}
+	dog := doc.Components.Schemas["Dog"]
+	if _, ok := dog.Properties["chip"]; ok {
+		t.Fatal("the reader's document shows a field it cannot read")
+	}
+	admin := d.MustDo(t, 200, dt.Admin(), "GET", "/api/asyncapi/admin/zoo", nil)
+	if !strings.Contains(string(admin.Body), `"chip"`) {
+		t.Fatal("the admin's document lacks the private field")
+	}
+
+	// What the stream sends matches the document.
+	req, _ := http.NewRequest("GET", d.URL+"/api/subscribe/admin/zoo/Animal", nil)
+	req.SetBasicAuth("vera", "vera-password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func() string {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatal("no frame within 20s")
+		}
+		return ""
+	}
+	for !strings.HasPrefix(next(), ": connected") {
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex","chip":"c1"}`)
+	var event, data string
+	for data == "" {
+		l := next()
+		if strings.HasPrefix(l, "event: ") {
+			event = strings.TrimPrefix(l, "event: ")
+		}
+		if strings.HasPrefix(l, "data: ") {
+			data = strings.TrimPrefix(l, "data: ")
+		}
+	}
+	if doc.Channels["Animal"].Messages[event] == nil {
+		t.Fatalf("event %q is not a message of the Animal channel", event)
+	}
+	var env map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(data), &env); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"specversion", "id", "type", "source", "subject", "time", "entity", "operation", "tenant", "user_id", "data"} {
+		if env[k] == nil {
+			t.Fatalf("envelope lacks %s: %s", k, data)
+		}
+	}
+	var payload map[string]any
+	if err := json.Unmarshal(env["data"], &payload); err != nil {
+		t.Fatal(err)
+	}
+	for k := range payload {
+		if _, ok := dog.Properties[k]; !ok {
+			t.Fatalf("data field %s is not in the Dog schema", k)
+		}
+	}
+	for _, k := range dog.Required {
+		if _, ok := payload[k]; !ok {
+			t.Fatalf("data lacks required %s", k)
+		}
+	}
+}
