@@ -22,7 +22,7 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go test-graphql-http ## run every test (Go with -race, plus the Node client tests)
+test: test-go test-graphql-http test-graphql-sse ## run every test (Go with -race, plus the Node client tests)
 
 .PHONY: test-go
 test-go:
@@ -32,6 +32,11 @@ test-go:
 test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test/graphql-http first)
 	cd test/graphql-http && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_GRAPHQL_HTTP_AUDIT=1 $(GO) test -count=1 -run '^TestGraphQLHTTPAudit$$' -v ./graph/
+
+.PHONY: test-graphql-sse
+test-graphql-sse: ## run the graphql-sse npm client against a daemon (Node 20; npm ci in test/graphql-sse first)
+	cd test/graphql-sse && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/sse/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)

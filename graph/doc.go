@@ -24,8 +24,10 @@
 // # Subscriptions
 //
 // The schema includes the Subscription type. Execution over plain HTTP
-// answers with an error; the event-stream transport (registered through
-// Options.Transports, before HTTPTransport) uses ExecutableSchemaFrom,
-// ExecutableSchema.ParseFilter with filter.Match (the same semantics as the
-// SQL compilation), ResolveDocument and ResolveChangeSet.
+// answers with an error; the event-stream transport (internal/sse,
+// registered through Options.Transports, before HTTPTransport) prepares a
+// Subscription with ExecutableSchema.NewSubscription and evaluates each
+// commit with Subscription.Events: filters with filter.Match (the same
+// semantics as the SQL compilation), payloads resolved like queries from
+// the change's after (or, for deletions, before) document.
 package graph

@@ -301,6 +301,15 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 // sel. includeChildren is the default of the per-class fields'
 // include_children argument (a subscription's _ChangeSet passes its own).
 func (x *execution) WriteChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.SelectionSet, includeChildren bool) error {
+	_, err := x.writeChangeSet(w, c, sel, includeChildren)
+	return err
+}
+
+// writeChangeSet is WriteChangeSet that also returns how many documents
+// the per-class fields hold (a change-set subscription skips commits that
+// give none).
+func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.SelectionSet, includeChildren bool) (int, error) {
+	n := 0
 	var buf jsonWriter
 	buf.WriteByte('{')
 	for i, cf := range x.fields(sel, typeChangeSet) {
@@ -316,14 +325,15 @@ func (x *execution) WriteChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 				err = x.prefetch(pendings(objs, cf.Selections, class))
 			}
 			if err != nil {
-				return err
+				return 0, err
 			}
+			n += len(objs)
 			x.writeObjects(&buf, objs, cf.Selections, class)
 		}
 	}
 	buf.WriteByte('}')
 	w.Write(buf.Bytes())
-	return nil
+	return n, nil
 }
 
 // changes returns the documents of c that the change-set field cf
@@ -342,8 +352,10 @@ func (x *execution) changes(c *sluice.Commit, cf graphql.CollectedField, include
 		return nil, "", errorf("unknown field %s", cf.Name)
 	}
 	args := cf.ArgumentMap(x.op.Variables)
+	// The field's include_children overrides the top-level one only when
+	// given: its schema default (true) must not.
 	children := includeChildren
-	if b, ok := args["include_children"].(bool); ok {
+	if b, ok := args["include_children"].(bool); ok && cf.Arguments.ForName("include_children") != nil {
 		children = b
 	}
 	var f filter.Expr

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/99designs/gqlgen/graphql"
+
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/auth"
@@ -27,6 +29,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/rest"
+	"github.com/sluice-dev/sluice/internal/sse"
 )
 
 // Options are a Daemon's settings beyond the configuration file.
@@ -173,6 +176,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
 	defer stopFeed()
 
+	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes})
 	handler := rest.Routes(rest.Deps{
 		Engine:       eng,
 		Metrics:      m,
@@ -181,7 +185,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Version:      d.opts.Version,
 		MaxBodyBytes: d.cfg.MaxBodyBytes,
 		Stream:       rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
-		GraphQL:      graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes}),
+		GraphQL:      sse.CORS(graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport}})),
 		GraphiQL:     graph.GraphiQL(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)

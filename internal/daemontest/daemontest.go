@@ -87,7 +87,10 @@ func (d *Daemon) Stop(t testing.TB) {
 	d.cancel()
 	select {
 	case err, ok := <-d.done:
-		if ok && err != nil {
+		if !ok {
+			return // stopped before
+		}
+		if err != nil {
 			t.Errorf("daemon exited with error: %v", err)
 		}
 		close(d.done)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -20,9 +19,12 @@ type Reader struct {
 	Schema   *sluice.Schema
 	Role     sluice.Role
 
-	e         *Engine
-	user      *sluice.User
-	refreshed time.Time
+	e    *Engine
+	user *sluice.User
+	// missing holds what the current schema version was found not to
+	// declare (class names, and classes with undeclared fields), so that
+	// documents written under an older schema refresh at most once each.
+	missing map[string]bool
 }
 
 // StreamReader authorizes u to subscribe to database org/name (the read
@@ -51,8 +53,10 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.Database.SchemaVersion != d.SchemaVersion || r.missing == nil {
+		r.missing = map[string]bool{}
+	}
 	r.Database, r.Schema, r.Role = d, s, role
-	r.refreshed = time.Now()
 	return nil
 }
 
@@ -60,13 +64,17 @@ func (r *Reader) Refresh(ctx context.Context) error {
 // does not know the class (added since the stream started); nil when it
 // still does not.
 func (r *Reader) Class(ctx context.Context, name string) (*sluice.Class, error) {
-	if c := r.Schema.Class(name); c != nil {
+	if c := r.Schema.Class(name); c != nil || r.missing["class "+name] {
 		return c, nil
 	}
-	if err := r.maybeRefresh(ctx); err != nil {
+	if err := r.Refresh(ctx); err != nil {
 		return nil, err
 	}
-	return r.Schema.Class(name), nil
+	c := r.Schema.Class(name)
+	if c == nil {
+		r.missing["class "+name] = true
+	}
+	return c, nil
 }
 
 // Redact returns doc (a document's API-form JSON) without the fields the
@@ -88,16 +96,19 @@ func (r *Reader) Redact(ctx context.Context, doc []byte) ([]byte, error) {
 	if knownObject(r.Schema, m) {
 		return redactFor(r.Role, r.Schema, doc)
 	}
-	if err := r.maybeRefresh(ctx); err != nil {
-		return nil, err
-	}
-	if r.Role >= sluice.RoleAdmin {
-		return doc, nil
-	}
-	if knownObject(r.Schema, m) {
-		return redactFor(r.Role, r.Schema, doc)
-	}
 	typ, _ := m["@type"].(string)
+	if !r.missing["fields "+typ] {
+		if err := r.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		if r.Role >= sluice.RoleAdmin {
+			return doc, nil
+		}
+		if knownObject(r.Schema, m) {
+			return redactFor(r.Role, r.Schema, doc)
+		}
+		r.missing["fields "+typ] = true
+	}
 	c := r.Schema.Class(typ)
 	if c == nil {
 		return nil, nil
@@ -108,16 +119,6 @@ func (r *Reader) Redact(ctx context.Context, doc []byte) ([]byte, error) {
 	delete(m, "@id")
 	delete(m, "@type")
 	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Fields: m})
-}
-
-// maybeRefresh refreshes the reader unless it did within the last second,
-// so that documents written under an older schema do not cause a refresh
-// each.
-func (r *Reader) maybeRefresh(ctx context.Context) error {
-	if time.Since(r.refreshed) < time.Second {
-		return nil
-	}
-	return r.Refresh(ctx)
 }
 
 func knownObject(s *sluice.Schema, m map[string]any) bool {

@@ -139,13 +139,18 @@ func (s *stream) Close() {
 // next returns the next frame, failing the test if none comes in time.
 func (s *stream) next() frame {
 	s.t.Helper()
+	return s.nextBefore(time.After(wait))
+}
+
+func (s *stream) nextBefore(deadline <-chan time.Time) frame {
+	s.t.Helper()
 	select {
 	case f, ok := <-s.frames:
 		if !ok {
 			s.t.Fatal("stream ended")
 		}
 		return f
-	case <-time.After(wait):
+	case <-deadline:
 		s.t.Fatal("no frame within the deadline")
 	}
 	return nil
@@ -154,8 +159,9 @@ func (s *stream) next() frame {
 // event returns the next frame that is not a heartbeat.
 func (s *stream) event() frame {
 	s.t.Helper()
+	deadline := time.After(wait)
 	for {
-		f := s.next()
+		f := s.nextBefore(deadline)
 		if len(f) == 1 && f[0] == ": ping" {
 			continue
 		}
@@ -304,6 +310,20 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 		if e.ID != epoch+w.id || e.Subject != w.subject {
 			t.Fatalf("bulk event %s %s, want %s %s", e.ID, e.Subject, epoch+w.id, w.subject)
 		}
+	}
+}
+
+func TestSubscribeHeartbeat(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	for _, hb := range []string{"20ms", "1"} {
+		s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog?heartbeat="+hb)
+		s.connected()
+		if f := s.next(); f.String() != ": ping" {
+			t.Fatalf("heartbeat=%s: frame %q, want : ping", hb, f)
+		}
+		s.Close()
 	}
 }
 

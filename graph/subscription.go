@@ -1,0 +1,209 @@
+package graph
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph/filter"
+)
+
+// Subscription is a validated subscription operation, ready to be
+// evaluated against the commits of its database: a per-document field
+// (<Class>_added, _updated, _deleted) or _ChangeSet. It is immutable;
+// Events may be called from one goroutine at a time per commit stream, and
+// different Subscriptions are independent.
+type Subscription struct {
+	es    *ExecutableSchema
+	op    *graphql.OperationContext
+	req   *Request
+	field graphql.CollectedField
+
+	// A per-document subscription: class, change and optional filter.
+	class  string
+	change sluice.Op
+	filter filter.Expr
+
+	// A _ChangeSet subscription: its include_children argument and whether
+	// it selects any per-class field (one that only selects
+	// _CommitMetadata gets every commit).
+	changeSet       bool
+	includeChildren bool
+	classFields     bool
+
+	classes []string
+}
+
+// SubscriptionEvent is one event of a subscription: its stream position
+// (the SSE id) and its ExecutionResult as one line of JSON
+// ({"data":{"<field>":…}}).
+type SubscriptionEvent struct {
+	Position sluice.Position
+	Data     []byte
+}
+
+// NewSubscription prepares the subscription operation of op for the
+// request req (both from a request served by es). It returns a CodeInvalid
+// error when op is not a subscription, selects more than one root field or
+// has an invalid filter.
+func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *Request) (*Subscription, error) {
+	if op.Operation.Operation != ast.Subscription {
+		return nil, errorf("the operation is a %s, not a subscription", op.Operation.Operation)
+	}
+	if req == nil || req.DB == nil {
+		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the subscription")
+	}
+	x := &execution{op: op, es: es, req: req}
+	roots := x.fields(op.Operation.SelectionSet, "Subscription")
+	if len(roots) != 1 {
+		return nil, errorf("a subscription must select exactly one root field, not %d", len(roots))
+	}
+	cf := roots[0]
+	s := &Subscription{es: es, op: op, req: req, field: cf}
+	if cf.Name == fieldChangeSet {
+		s.changeSet = true
+		s.includeChildren = true
+		if b, ok := cf.ArgumentMap(op.Variables)["include_children"].(bool); ok {
+			s.includeChildren = b
+		}
+		seen := map[string]bool{}
+		for _, f := range x.fields(cf.Selections, typeChangeSet) {
+			if f.Name == fieldCommit || strings.HasPrefix(f.Name, "__") {
+				continue
+			}
+			s.classFields = true
+			class := f.Name[:max(strings.LastIndexByte(f.Name, '_'), 0)]
+			// Validate the field's filter now, so a bad one is a request
+			// error rather than a failure at the first commit.
+			if m, ok := f.ArgumentMap(op.Variables)["filter"].(map[string]any); ok {
+				if _, err := es.ParseFilter(class, m); err != nil {
+					return nil, err
+				}
+			}
+			for _, n := range classesOf(es.schema, class, true) {
+				if !seen[n] {
+					seen[n] = true
+					s.classes = append(s.classes, n)
+				}
+			}
+		}
+		if !s.classFields {
+			s.classes = nil
+		}
+		return s, nil
+	}
+	i := strings.LastIndexByte(cf.Name, '_')
+	if i <= 0 {
+		return nil, errorf("unknown subscription field %s", cf.Name)
+	}
+	change, ok := sluice.ParseOp(cf.Name[i+1:])
+	if !ok || es.schema.Class(cf.Name[:i]) == nil {
+		return nil, errorf("unknown subscription field %s", cf.Name)
+	}
+	s.class, s.change = cf.Name[:i], change
+	if m, ok := cf.ArgumentMap(op.Variables)["filter"].(map[string]any); ok {
+		f, err := es.ParseFilter(s.class, m)
+		if err != nil {
+			return nil, err
+		}
+		s.filter = f
+	}
+	s.classes = classesOf(es.schema, s.class, true)
+	return s, nil
+}
+
+// Classes returns the document classes whose changes can produce an
+// event (nil: any commit can), for the change feed to skip the others.
+func (s *Subscription) Classes() []string { return s.classes }
+
+// Events returns the events commit c gives the subscription, in change
+// order: one per matching change for a per-document field, at most one
+// (positioned at the commit's last change) for _ChangeSet. The payloads
+// pass the subscriber's read path (the role's schema and the selection).
+// Errors are failures to read referenced documents.
+func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
+	if len(c.Changes) == 0 {
+		return nil, nil
+	}
+	x := &execution{ctx: ctx, op: s.op, es: s.es, req: s.req, cache: map[string]*object{}}
+	if s.changeSet {
+		w := s.open()
+		n, err := x.writeChangeSet(w, c, s.field.Selections, s.includeChildren)
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 && s.classFields {
+			return nil, nil
+		}
+		w.WriteString("}}")
+		return []SubscriptionEvent{{Position: c.Position(c.Changes[len(c.Changes)-1].Index), Data: compactLine(w.Bytes())}}, nil
+	}
+	var objs []*object
+	var idx []int
+	sc := s.es.schema
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		if ch.Op != s.change || sc.Class(ch.Class) == nil || !sc.IsA(ch.Class, s.class) {
+			continue
+		}
+		raw := ch.After
+		if ch.Op == sluice.OpDeleted {
+			raw = ch.Before
+		}
+		doc, err := DecodeDocument(raw)
+		if err != nil {
+			return nil, err
+		}
+		cl := sc.Class(doc.Type)
+		if cl == nil {
+			continue
+		}
+		if s.filter != nil && !filter.Match(s.filter, doc, x.lookup) {
+			continue
+		}
+		objs = append(objs, &object{class: cl, id: doc.ID, fields: doc.Fields, commit: c, changeType: s.change.String()})
+		idx = append(idx, ch.Index)
+	}
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	// One statement per level of references for the whole commit.
+	if err := x.prefetch(pendings(objs, s.field.Selections, s.class)); err != nil {
+		return nil, err
+	}
+	out := make([]SubscriptionEvent, len(objs))
+	for i, o := range objs {
+		w := s.open()
+		x.writeObject(w, o, s.field.Selections, s.class)
+		w.WriteString("}}")
+		out[i] = SubscriptionEvent{Position: c.Position(idx[i]), Data: compactLine(w.Bytes())}
+	}
+	return out, nil
+}
+
+// open starts an ExecutionResult up to the root field's value.
+func (s *Subscription) open() *jsonWriter {
+	w := &jsonWriter{}
+	w.WriteString(`{"data":`)
+	w.WriteByte('{')
+	w.key(s.field.Alias, true)
+	return w
+}
+
+// compactLine returns b without line breaks (JSON scalar values are stored
+// as given and may hold some between tokens), so it fits one SSE data line.
+func compactLine(b []byte) []byte {
+	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
+		return b
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return b
+	}
+	return out.Bytes()
+}

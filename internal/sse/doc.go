@@ -1,0 +1,50 @@
+// Package sse serves GraphQL over event streams: the graphql-sse protocol
+// in distinct connections mode (one HTTP request per operation), with
+// server-sent events or NDJSON framing. Server.Transport is a gqlgen
+// transport registered before the GraphQL-over-HTTP one (graph.Options.
+// Transports); it claims GET and POST requests whose Accept header prefers
+// text/event-stream (SSE) or application/x-ndjson (NDJSON).
+//
+// # Messages
+//
+// A subscription is registered with the change feed hub before anything is
+// written, then the readiness frame is sent: the comment `: connected`
+// (SSE) or the line `null` (NDJSON). Any commit that starts after the client
+// has read it is delivered. Each event is an SSE `event: next` with
+// `id: <position>` and `data: <ExecutionResult>` on one line, or one
+// ExecutionResult line in NDJSON. The end is `event: complete` with an
+// empty `data:` line, or an empty NDJSON line.
+//
+// The named `event: connected` / `data: null` of the source document is
+// sent only with ?connected=true: the graphql-sse npm client treats any
+// event other than next and complete as a protocol error and fails the
+// subscription, while the `: connected` comment is ignored by every SSE
+// parser and signals the same readiness.
+//
+// Queries and mutations over a stream give one next and complete; a
+// request that does not validate gives a next with {"errors":[…]} and
+// complete, on a 200 stream. A malformed request (body, parameters, a
+// position that does not parse, ?heartbeat=) is a 400 JSON error before
+// any stream starts; a mutation over GET is a 405.
+//
+// # Keep-alive
+//
+// SSE streams send the comment `: ping` every heartbeat (config key
+// heartbeat, 12s by default; ?heartbeat= overrides). NDJSON has no
+// comments and its empty line means complete, so its keep-alive is a
+// `null` line, the same "no result" value as its first line: NDJSON
+// clients skip every `null` line.
+//
+// # Delivery
+//
+// Events follow commit order, then change order within a commit; each
+// carries its position (the change's, or the commit's last change's for
+// _ChangeSet). Last-Event-ID, ?lastEventId= or extensions.lastEventId
+// resume after a position, replayed from the log; a position that is
+// expired or from another epoch gives an error next (extensions.code
+// POSITION_EXPIRED) and complete. When the hub shuts down every open
+// stream gets its queued events and complete.
+//
+// Single connection mode (reservations over one stream) is not served: it
+// would need sticky routing between replicas.
+package sse

@@ -1,0 +1,291 @@
+package sse
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/changefeed"
+)
+
+// transportLabel names the framings in metrics and subscription listings.
+func transportLabel(f framing) string {
+	if f == framingNDJSON {
+		return "graphql-ndjson"
+	}
+	return "graphql-sse"
+}
+
+// session is one subscription stream being served.
+type session struct {
+	t      *transport
+	r      *http.Request
+	st     *stream
+	gs     *graph.Subscription
+	db     *sluice.Database
+	label  string
+	logger *slog.Logger
+	tick   *time.Ticker
+}
+
+// subscribe serves a subscription operation: it registers (joining the
+// group of identical subscribers when it starts from now, with a change
+// feed subscription of its own when it resumes), writes the readiness
+// frame, then one next per event until the client leaves (nothing more is
+// written) or the subscription ends (an error next unless the server is
+// shutting down, then complete).
+func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *graphql.OperationContext) {
+	ctx := r.Context()
+	greq := graph.RequestFrom(ctx)
+	s := &session{t: t, r: r, st: st, label: transportLabel(st.framing), logger: t.opts.Logger}
+	gs, err := t.es.NewSubscription(op, greq)
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	if t.opts.Hub == nil {
+		s.fail(sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
+		return
+	}
+	s.gs, s.db = gs, greq.DB
+	s.logger = s.logger.With("database", greq.DB.Path(), "transport", s.label)
+	if req.from == nil {
+		if key, ok := keyOf(t.es, req); ok {
+			m, err := t.join(ctx, key, gs, greq.DB, s.label)
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			defer m.leave()
+			if !s.ready(req) {
+				return
+			}
+			s.member(m)
+			return
+		}
+	}
+	sub, err := t.opts.Hub.Subscribe(ctx, greq.DB, req.from, changefeed.Options{Classes: gs.Classes(), Transport: s.label})
+	if err != nil {
+		// An expired position is an error on the stream, never a silent
+		// gap: the client re-reads the current state.
+		s.fail(err)
+		return
+	}
+	defer sub.Close()
+	if !s.ready(req) {
+		return
+	}
+	s.own(sub)
+}
+
+// ready writes the readiness frame, once the subscription is registered:
+// a commit that starts after the client reads it is delivered.
+func (s *session) ready(req *request) bool {
+	s.logger.Debug("graphql subscription opened")
+	s.st.start(s.r)
+	s.st.connected(req.named)
+	s.tick = time.NewTicker(req.heartbeat)
+	return s.st.flush() == nil
+}
+
+// fail ends the stream with an error next and complete.
+func (s *session) fail(err error) {
+	s.st.start(s.r)
+	s.st.next("", errorResult(gqlerror.List{gqlError(s.logger, err)}))
+	s.st.complete()
+	_ = s.st.flush()
+}
+
+// finish ends the stream after the subscription ended with err: complete,
+// preceded by an error next unless the server is shutting down.
+func (s *session) finish(err error) {
+	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
+		s.logger.Info("graphql subscription ended", "err", err)
+		s.st.next("", errorResult(gqlerror.List{gqlError(s.logger, err)}))
+	}
+	s.st.complete()
+	_ = s.st.flush()
+}
+
+// member serves a group member until it ends; a member detached for
+// falling behind continues on a change feed subscription of its own.
+func (s *session) member(m *member) {
+	defer s.tick.Stop()
+	for {
+		select {
+		case evs := <-m.ch:
+			if s.write(evs, m.ch) != nil {
+				return
+			}
+		case <-m.detached:
+			if s.drain(m.ch) != nil {
+				return
+			}
+			sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &m.from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
+			if err != nil {
+				s.finish(err)
+				return
+			}
+			defer sub.Close()
+			s.own(sub)
+			return
+		case <-m.g.done:
+			if s.drain(m.ch) != nil {
+				return
+			}
+			s.finish(m.g.err)
+			return
+		case <-s.tick.C:
+			s.st.ping()
+			if s.st.flush() != nil {
+				return
+			}
+		case <-s.r.Context().Done():
+			return
+		}
+	}
+}
+
+// drain writes the events queued for a member.
+func (s *session) drain(ch chan []graph.SubscriptionEvent) error {
+	for {
+		select {
+		case evs := <-ch:
+			if err := s.write(evs, ch); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+}
+
+// write writes evs and up to 63 further queued batches, then flushes once.
+func (s *session) write(evs []graph.SubscriptionEvent, more chan []graph.SubscriptionEvent) error {
+	n := 0
+	for i := 0; ; i++ {
+		for _, ev := range evs {
+			s.st.next(ev.Position.String(), ev.Data)
+		}
+		n += len(evs)
+		if i == 63 {
+			break
+		}
+		select {
+		case evs = <-more:
+			continue
+		default:
+		}
+		break
+	}
+	if err := s.st.flush(); err != nil {
+		return err
+	}
+	s.delivered(n, time.Time{})
+	return nil
+}
+
+func (s *session) delivered(n int, first time.Time) {
+	m := s.t.opts.Metrics
+	if m == nil || n == 0 {
+		return
+	}
+	m.Delivered.WithLabelValues(s.label, strconv.FormatInt(s.db.ID, 10)).Add(float64(n))
+	if !first.IsZero() {
+		m.Latency.WithLabelValues(s.label).Observe(time.Since(first).Seconds())
+	}
+}
+
+// own serves a subscriber with its own change feed subscription,
+// evaluating each commit itself.
+func (s *session) own(sub *changefeed.Subscription) {
+	defer s.tick.Stop()
+	for {
+		select {
+		case c := <-sub.Commits():
+			if err := s.commits(sub, c); err != nil {
+				if !errors.As(err, new(clientGone)) {
+					s.fail(err)
+				}
+				return
+			}
+		case <-sub.Done():
+			// What was queued before the end is still owed, in order.
+			for drained := false; !drained; {
+				select {
+				case c := <-sub.Commits():
+					if err := s.commits(sub, c); err != nil {
+						if !errors.As(err, new(clientGone)) {
+							s.fail(err)
+						}
+						return
+					}
+				default:
+					drained = true
+				}
+			}
+			s.finish(sub.Err())
+			return
+		case <-s.tick.C:
+			s.st.ping()
+			if s.st.flush() != nil {
+				return
+			}
+		case <-s.r.Context().Done():
+			return
+		}
+	}
+}
+
+// clientGone is a failed write: the client left, nothing more is written.
+type clientGone struct{ err error }
+
+func (e clientGone) Error() string { return "write to stream client: " + e.err.Error() }
+
+// commits writes the events of c and of up to 63 further commits already
+// queued, then flushes once.
+func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error {
+	ctx := s.r.Context()
+	n := 0
+	var first time.Time
+	for i := 0; ; i++ {
+		evs, err := s.gs.Events(ctx, c)
+		if err != nil {
+			if ctx.Err() != nil {
+				return clientGone{err}
+			}
+			return err
+		}
+		for _, ev := range evs {
+			s.st.next(ev.Position.String(), ev.Data)
+		}
+		if len(evs) > 0 && n == 0 {
+			first = c.Time
+		}
+		n += len(evs)
+		if i == 63 {
+			break
+		}
+		select {
+		case c = <-sub.Commits():
+			continue
+		default:
+		}
+		break
+	}
+	if n == 0 {
+		return nil
+	}
+	if err := s.st.flush(); err != nil {
+		return clientGone{err}
+	}
+	s.delivered(n, first)
+	return nil
+}

@@ -1,0 +1,349 @@
+package sse
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/metrics"
+)
+
+// Options configure a Server. Zero values take the defaults.
+type Options struct {
+	// Hub delivers commits; without it subscriptions get an UNAVAILABLE
+	// error (finite operations still work).
+	Hub     *changefeed.Hub
+	Logger  *slog.Logger
+	Metrics *metrics.Stream
+	// Heartbeat is the keep-alive interval when a request gives no
+	// ?heartbeat= (config key heartbeat; default 12s).
+	Heartbeat time.Duration
+	// WriteTimeout bounds each write to a client, so a vanished peer is
+	// noticed (default 1m). The HTTP server itself has no write timeout.
+	WriteTimeout time.Duration
+	// MaxBodyBytes bounds a POST body (default 10 MiB).
+	MaxBodyBytes int64
+}
+
+// Server is the graphql-sse transport shared by every database's gqlgen
+// server. It is safe for concurrent use.
+type Server struct {
+	opts Options
+
+	mu     sync.Mutex
+	groups map[groupKey]*group // live groups of subscribers from now
+}
+
+// NewServer returns a Server.
+func NewServer(o Options) *Server {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = 12 * time.Second
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = time.Minute
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 10 << 20
+	}
+	return &Server{opts: o, groups: map[groupKey]*group{}}
+}
+
+// Transport returns the gqlgen transport serving the event-stream requests
+// of the executable schema es; register it with graph.Options.Transports.
+func (s *Server) Transport(es *graph.ExecutableSchema) graphql.Transport {
+	return &transport{Server: s, es: es}
+}
+
+type transport struct {
+	*Server
+	es *graph.ExecutableSchema
+}
+
+// Supports claims GET and POST requests whose Accept header prefers
+// text/event-stream or application/x-ndjson.
+func (t *transport) Supports(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		return false
+	}
+	return negotiate(r.Header.Get("Accept")) != 0
+}
+
+// negotiate returns the framing the Accept header prefers, or 0 when it
+// prefers a plain JSON response (or names nothing we stream). The first
+// of equally weighted types wins.
+func negotiate(accept string) framing {
+	var best framing
+	bestQ := 0.0
+	for _, part := range strings.Split(accept, ",") {
+		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+		if err != nil {
+			continue
+		}
+		q := 1.0
+		if v, ok := params["q"]; ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				q = f
+			}
+		}
+		var f framing
+		switch mt {
+		case mediaSSE:
+			f = framingSSE
+		case mediaNDJSON:
+			f = framingNDJSON
+		case "application/json", "application/graphql-response+json", "application/*", "*/*":
+			f = 0
+		default:
+			continue
+		}
+		if q > bestQ {
+			best, bestQ = f, q
+		}
+	}
+	return best
+}
+
+// request is a parsed streaming request.
+type request struct {
+	params    *graphql.RawParams
+	heartbeat time.Duration
+	named     bool             // ?connected=true: send the named connected event
+	from      *sluice.Position // resume after it; nil: from now
+}
+
+// Do serves one streaming request.
+func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	st := newStream(w, negotiate(r.Header.Get("Accept")), t.opts.WriteTimeout)
+	req, err := t.parse(r)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	ctx := r.Context()
+	start := graphql.Now()
+	req.params.Headers = r.Header
+	req.params.ReadTime = graphql.TraceTiming{Start: start, End: start}
+	op, errs := exec.CreateOperationContext(ctx, req.params)
+	if errs != nil {
+		// graphql-sse: a request that does not validate is answered on an
+		// accepted stream.
+		st.start(r)
+		st.next("", errorResult(errs))
+		st.complete()
+		_ = st.flush()
+		return
+	}
+	kind := op.Operation.Operation
+	if r.Method == http.MethodGet && kind == ast.Mutation {
+		w.Header().Set("Allow", "POST")
+		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "a mutation cannot be sent with GET; use POST"))
+		return
+	}
+	if kind != ast.Subscription {
+		responses, ctx := exec.DispatchOperation(ctx, op)
+		b, err := json.Marshal(responses(ctx))
+		if err != nil {
+			t.opts.Logger.Error("encode graphql response", "err", err)
+			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, err)})
+		}
+		st.start(r)
+		st.next("", b)
+		st.complete()
+		_ = st.flush()
+		return
+	}
+	t.subscribe(r, st, req, op)
+}
+
+// parse reads the request's parameters: the GraphQL parameters from the
+// URL (GET) or the JSON body (POST), and the stream's own URL parameters.
+// Errors are CodeInvalid (400) or 415/413 request errors.
+func (t *transport) parse(r *http.Request) (*request, error) {
+	q := r.URL.Query()
+	req := &request{heartbeat: t.opts.Heartbeat}
+	if q.Has("heartbeat") {
+		d, err := parseHeartbeat(q.Get("heartbeat"))
+		if err != nil {
+			return nil, err
+		}
+		req.heartbeat = d
+	}
+	if q.Has("connected") {
+		b, err := strconv.ParseBool(q.Get("connected"))
+		if err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter connected=%q: want true or false", q.Get("connected"))
+		}
+		req.named = b
+	}
+	var err error
+	if r.Method == http.MethodGet {
+		req.params, err = getParams(q)
+	} else {
+		req.params, err = t.postParams(r)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The header wins: an EventSource reconnecting sends the newest id
+	// there while its URL keeps the first one.
+	last, where := r.Header.Get("Last-Event-ID"), "the Last-Event-ID header"
+	if last == "" && q.Has("lastEventId") {
+		last, where = q.Get("lastEventId"), "query parameter lastEventId"
+		if last == "" {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s is empty: want a stream position (an event id)", where)
+		}
+	}
+	if v, ok := req.params.Extensions["lastEventId"]; ok && last == "" && v != nil {
+		s, ok := v.(string)
+		if !ok || s == "" {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId must be a stream position (an event id) string")
+		}
+		last, where = s, "extensions.lastEventId"
+	}
+	if last != "" {
+		p, err := sluice.ParsePosition(last)
+		if err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", where, sluice.ErrorMessage(err))
+		}
+		req.from = &p
+	}
+	return req, nil
+}
+
+// parseHeartbeat parses ?heartbeat=: a Go duration ("45s", "1m") or whole
+// seconds ("45"), greater than zero and at most a day.
+func parseHeartbeat(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.ParseInt(s, 10, 64)
+		if nerr != nil || n > int64(24*time.Hour/time.Second) {
+			return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: want a duration such as 15s or a number of seconds", s)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d <= 0 || d > 24*time.Hour {
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be greater than zero and at most 24h", s)
+	}
+	return d, nil
+}
+
+func getParams(q url.Values) (*graphql.RawParams, error) {
+	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
+	if p.Query == "" {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the query parameter is missing")
+	}
+	if v := q.Get("variables"); v != "" {
+		if err := decodeObject([]byte(v), &p.Variables); err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter variables: %v", err)
+		}
+	}
+	if v := q.Get("extensions"); v != "" {
+		if err := decodeObject([]byte(v), &p.Extensions); err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter extensions: %v", err)
+		}
+	}
+	return p, nil
+}
+
+// statusError is a request error whose status has no sluice.Code (415,
+// 413).
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func (t *transport) postParams(r *http.Request) (*graphql.RawParams, error) {
+	ct := r.Header.Get("Content-Type")
+	mt, cp, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return nil, &statusError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + strconv.Quote(ct)}
+	}
+	if cs, ok := cp["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return nil, &statusError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, t.opts.MaxBodyBytes+1))
+	if err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "could not read the request body")
+	}
+	if int64(len(body)) > t.opts.MaxBodyBytes {
+		return nil, &statusError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(t.opts.MaxBodyBytes, 10) + " bytes"}
+	}
+	p, msg := graph.ParseRequestBody(body)
+	if msg != "" {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s", msg)
+	}
+	return p, nil
+}
+
+// decodeObject decodes one JSON object (numbers as json.Number) into dst.
+func decodeObject(b []byte, dst any) error {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return errors.New("expected a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// gqlError converts err to a GraphQL error with extensions.code; anything
+// but a *sluice.Error is logged and shown as internal.
+func gqlError(logger *slog.Logger, err error) *gqlerror.Error {
+	code := sluice.ErrorCode(err)
+	if code == sluice.CodeInternal {
+		logger.Error("graphql stream failed", "err", err)
+	}
+	return &gqlerror.Error{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": code.GraphQLCode()}}
+}
+
+// errorResult returns the ExecutionResult {"errors":[…]}.
+func errorResult(errs gqlerror.List) []byte {
+	b, _ := json.Marshal(struct {
+		Errors gqlerror.List `json:"errors"`
+	}{errs})
+	return b
+}
+
+// writeHTTPError answers a request that cannot start a stream with a JSON
+// GraphQL error response and the status of err.
+func writeHTTPError(w http.ResponseWriter, err error) {
+	status := sluice.ErrorCode(err).HTTPStatus()
+	code := sluice.ErrorCode(err).GraphQLCode()
+	var se *statusError
+	if errors.As(err, &se) {
+		status, code = se.status, "BAD_REQUEST"
+	}
+	if status == http.StatusBadRequest {
+		code = "BAD_REQUEST"
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(errorResult(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": code}}}))
+}
