@@ -263,6 +263,7 @@ func (h *Hub) publish(c *sluice.Commit) {
 		select {
 		case s.ch <- out:
 			s.cursor.Store(c.Seq)
+			s.queued.Add(1)
 		default:
 			delete(st.live, s)
 			s.live.Store(false)
@@ -333,6 +334,7 @@ func (h *Hub) catchUp(s *Subscription) {
 			if out := s.prepare(c, nil); out != nil {
 				select {
 				case s.ch <- out:
+					s.queued.Add(1)
 				case <-s.ctx.Done():
 					return
 				}
@@ -386,6 +388,8 @@ type SubscriptionInfo struct {
 	Live bool
 	// CatchUps counts the times its queue overflowed.
 	CatchUps int64
+	// Commits counts the commits handed to its consumer.
+	Commits int64
 }
 
 // Subscriptions lists the open subscriptions.
@@ -396,7 +400,7 @@ func (h *Hub) Subscriptions() []SubscriptionInfo {
 	for s := range h.subs {
 		out = append(out, SubscriptionInfo{
 			ID: s.id, Database: s.db.Path(), Transport: s.opts.Transport, Started: s.started,
-			Cursor: s.cursor.Load(), Live: s.live.Load(), CatchUps: s.catchUps.Load(),
+			Cursor: s.cursor.Load(), Live: s.live.Load(), CatchUps: s.catchUps.Load(), Commits: s.queued.Load(),
 		})
 	}
 	return out

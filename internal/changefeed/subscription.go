@@ -38,6 +38,8 @@ type Subscription struct {
 	cursor   atomic.Int64
 	live     atomic.Bool
 	catchUps atomic.Int64
+	// queued counts the commits put in ch, live or from the log.
+	queued atomic.Int64
 
 	once sync.Once
 	done chan struct{}

@@ -138,3 +138,48 @@ type Cage { number: Int! keeper: Keeper }`)
 		}
 	}
 }
+
+// TestAdminListsSubscriptions opens a REST stream and finds it, with its
+// counters, in the super user's listing.
+func TestAdminListsSubscriptions(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "subs", "type Note { text: String! }")
+	req, _ := http.NewRequest("GET", d.URL+"/api/subscribe/admin/subs/Note", nil)
+	req.SetBasicAuth("admin", dt.AdminPassword)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	readLine := func() string {
+		l, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	if l := readLine(); !strings.HasPrefix(l, ": connected sub=") {
+		t.Fatalf("first frame %q", l)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subs", `{"@type":"Note","text":"x"}`)
+	for !strings.HasPrefix(readLine(), "data: ") {
+	}
+	type sub struct {
+		ID        uint64 `json:"id"`
+		Database  string `json:"database"`
+		Transport string `json:"transport"`
+		Commits   int64  `json:"commits"`
+		Live      bool   `json:"live"`
+	}
+	var subs []sub
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 1 || subs[0].Database != "admin/subs" || subs[0].Transport != "rest" || subs[0].Commits != 1 || !subs[0].Live {
+		t.Fatalf("subscriptions: %+v", subs)
+	}
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"nosy","organization":"admin","password":"nosy-password"}`)
+	d.MustDo(t, 403, dt.Basic("nosy", "nosy-password"), "GET", "/api/admin/subscriptions", nil)
+}

@@ -79,6 +79,10 @@ func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, befo
 	return d, cs, err
 }
 
+// MaxIndex is the change index that stands for "the whole commit" in a
+// position given as a commit id.
+const MaxIndex = 1<<31 - 1
+
 // Changes returns up to limit commits after position after, oldest first,
 // with their changes, redacted for u. A position from another epoch or older
 // than retained history gives a Gone error: never a silent gap.
@@ -94,7 +98,9 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	if after.Seq < h.PrunedSeq {
+	// A position inside the newest pruned commit cannot be resumed either:
+	// the rest of that commit is gone. A commit id (index MaxIndex) can.
+	if after.Seq < h.PrunedSeq || after.Seq == h.PrunedSeq && after.Seq > 0 && after.Index != MaxIndex {
 		return nil, nil, sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned)", after, d.Path(), h.PrunedSeq)
 	}
 	if after.Seq > h.LastSeq {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 const (
@@ -82,7 +83,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 	var after sluice.Position
 	if s := q.Get("after"); s != "" {
 		if seq, err := strconv.ParseInt(s, 10, 64); err == nil && seq >= 0 {
-			after = sluice.Position{Seq: seq, Index: 1<<31 - 1}
+			after = sluice.Position{Seq: seq, Index: engine.MaxIndex}
 		} else if after, err = sluice.ParsePosition(s); err != nil {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "query parameter after=%q: want a stream position or a commit id", s))
 			return

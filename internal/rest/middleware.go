@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -71,7 +72,10 @@ func (a *api) observe(next http.Handler) http.Handler {
 		}
 		d := time.Since(start)
 		a.Metrics.HTTPRequests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
-		a.Metrics.HTTPDuration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+		if !isStream(sw.Header().Get("Content-Type"), route) {
+			// A stream's lifetime is not a request duration.
+			a.Metrics.HTTPDuration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+		}
 		logger.Debug("request", "status", sw.status, "duration", d)
 	})
 }
@@ -92,4 +96,12 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
 	})
+}
+
+// isStream reports whether a response was a long-lived stream: server-sent
+// events, or NDJSON from the GraphQL endpoint (document listings in NDJSON
+// are ordinary requests).
+func isStream(contentType, route string) bool {
+	return strings.HasPrefix(contentType, "text/event-stream") ||
+		strings.HasPrefix(contentType, "application/x-ndjson") && strings.HasPrefix(route, "/api/graphql/")
 }

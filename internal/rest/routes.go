@@ -67,6 +67,7 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/log/{org}/{db}", a.log)
 		r.Get("/api/changes/{org}/{db}", a.changes)
 		r.Get("/api/asyncapi/{org}/{db}", a.asyncAPI)
+		r.Get("/api/admin/subscriptions", a.subscriptions)
 		r.HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
 
 		r.Get("/api/organizations", a.listOrganizations)
