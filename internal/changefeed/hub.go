@@ -223,6 +223,26 @@ func (h *Hub) track(id int64, head int64) {
 	st.mu.Unlock()
 }
 
+// skipIfIdle moves database id's head to seq without delivering anything
+// when no subscription is live, and reports whether it did. It is safe:
+// a subscription that is catching up reads the log itself up to the head,
+// and one that registers later starts from the log or after the head.
+// The check and the move happen under the database's lock, so no
+// subscription can go live in between.
+func (h *Hub) skipIfIdle(id int64, seq int64) bool {
+	st := h.state(id)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.live) > 0 {
+		return false
+	}
+	if seq > st.head {
+		st.head = seq
+		st.signal()
+	}
+	return true
+}
+
 // drop ends every subscription of database id, which was deleted.
 func (h *Hub) drop(id int64) {
 	h.mu.Lock()
