@@ -124,9 +124,38 @@ var errAllFailed = errors.New("every write of the batch failed")
 // once their sequence numbers are allocated (it may not call it at all on
 // failure; the caller does then).
 func (e *Engine) commitBatch(ctx context.Context, batch []*job, handoff func()) {
+	// Optimistically, the batch runs without savepoints: a savepoint makes
+	// Postgres open a subtransaction for each job, which costs more than
+	// the job's own statements. If any job fails, the whole transaction is
+	// rolled back and the batch runs again with one savepoint per job, so
+	// that the failure stays that job's own.
+	err := e.runBatch(ctx, batch, false, handoff)
+	if errors.Is(err, errRetryIsolated) {
+		err = e.runBatch(ctx, batch, true, handoff)
+	}
+	for _, j := range batch {
+		if err != nil && j.err == nil {
+			j.err = err
+			j.commit = nil
+		}
+		if j.err == nil {
+			e.onCommit(j.commit)
+		}
+		close(j.done)
+	}
+}
+
+// errRetryIsolated says a job of an optimistic batch failed.
+var errRetryIsolated = errors.New("a write of the batch failed; run it again with savepoints")
+
+// runBatch runs the batch in one transaction. Without savepoints, the
+// first failing job fails the attempt with errRetryIsolated (for a batch of
+// one, with the job's own error). With savepoints, a failing job is rolled
+// back alone and keeps its error in j.err.
+func (e *Engine) runBatch(ctx context.Context, batch []*job, savepoints bool, handoff func()) error {
 	d, s := batch[0].d, batch[0].s
 	var committed []*job
-	err := e.store.InTx(ctx, func(tx *postgres.Tx) error {
+	return e.store.InTx(ctx, func(tx *postgres.Tx) error {
 		committed = committed[:0]
 		ws, err := tx.NewWriters(ctx, d, s, len(batch))
 		if err != nil {
@@ -136,10 +165,13 @@ func (e *Engine) commitBatch(ctx context.Context, batch []*job, handoff func()) 
 		var metas []postgres.CommitMeta
 		for i, j := range batch {
 			j.err = nil
-			if len(batch) == 1 {
+			if !savepoints {
 				if err := runJob(ctx, j, ws[i]); err != nil {
-					j.err = err
-					return err
+					if len(batch) == 1 {
+						j.err = err
+						return err
+					}
+					return errRetryIsolated
 				}
 			} else {
 				// The savepoint and its release travel with the job's own
@@ -176,16 +208,6 @@ func (e *Engine) commitBatch(ctx context.Context, batch []*job, handoff func()) 
 		}
 		return nil
 	})
-	for _, j := range batch {
-		if err != nil && j.err == nil {
-			j.err = err
-			j.commit = nil
-		}
-		if j.err == nil {
-			e.onCommit(j.commit)
-		}
-		close(j.done)
-	}
 }
 
 func runJob(ctx context.Context, j *job, w *postgres.Writer) error {
