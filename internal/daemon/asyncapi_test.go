@@ -183,3 +183,43 @@ func TestAdminListsSubscriptions(t *testing.T) {
 	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"nosy","organization":"admin","password":"nosy-password"}`)
 	d.MustDo(t, 403, dt.Basic("nosy", "nosy-password"), "GET", "/api/admin/subscriptions", nil)
 }
+
+// TestStreamEndsWhenAccessIsRevoked revokes a reader's role while its REST
+// stream is open: the stream must end with a Forbidden error event.
+func TestStreamEndsWhenAccessIsRevoked(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "rev", "type Note { text: String! }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rex","organization":"admin","password":"rex-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/rev", `{"user":"rex","role":"read"}`)
+	req, _ := http.NewRequest("GET", d.URL+"/api/subscribe/admin/rev/Note?heartbeat=1", nil)
+	req.SetBasicAuth("rex", "rex-password")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/rev", `{"user":"rex","role":"none"}`)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended without an error event")
+			}
+			if strings.HasPrefix(l, "data: ") && strings.Contains(l, "api:Forbidden") {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the stream of a revoked reader was still open after 30s")
+		}
+	}
+}

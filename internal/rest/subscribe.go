@@ -307,6 +307,13 @@ func (s *eventStream) serve(r *http.Request) {
 			s.fail(logger, err)
 			return
 		case <-tick.C:
+			// Access is re-checked at every heartbeat: a revoked role or a
+			// deleted database ends the stream with an error event within
+			// one heartbeat (plus the engine's one-second cache).
+			if err := s.req.reader.Refresh(r.Context()); err != nil {
+				s.fail(logger, err)
+				return
+			}
 			s.buf.WriteString(": ping\n\n")
 			if err := s.flush(); err != nil {
 				return
