@@ -84,6 +84,9 @@ func NewExecutableSchema(store Store, s *sluice.Schema, role sluice.Role, logger
 // Schema returns the generated schema.
 func (es *ExecutableSchema) Schema() *ast.Schema { return es.gql }
 
+// Role returns the role the schema was generated for.
+func (es *ExecutableSchema) Role() sluice.Role { return es.role }
+
 // SluiceSchema returns the database schema es was generated from.
 func (es *ExecutableSchema) SluiceSchema() *sluice.Schema { return es.schema }
 

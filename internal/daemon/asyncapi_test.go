@@ -223,3 +223,52 @@ func TestStreamEndsWhenAccessIsRevoked(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphQLStreamEndsWhenAccessIsRevoked is the GraphQL subscription
+// counterpart: an error next (FORBIDDEN), then complete.
+func TestGraphQLStreamEndsWhenAccessIsRevoked(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "grev", "type Note { text: String! }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"gus","organization":"admin","password":"gus-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/grev", `{"user":"gus","role":"read"}`)
+	req, _ := http.NewRequest("POST", d.URL+"/api/graphql/admin/grev?heartbeat=1", strings.NewReader(`{"query":"subscription { Note_added { text } }"}`))
+	req.SetBasicAuth("gus", "gus-password")
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/grev", `{"user":"gus","role":"none"}`)
+	deadline := time.After(30 * time.Second)
+	forbidden := false
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				if !forbidden {
+					t.Fatal("the stream ended without a FORBIDDEN error")
+				}
+				return
+			}
+			if strings.HasPrefix(l, "data: ") && strings.Contains(l, `"FORBIDDEN"`) {
+				forbidden = true
+			}
+			if l == "event: complete" && !forbidden {
+				t.Fatal("complete before the FORBIDDEN error")
+			}
+		case <-deadline:
+			t.Fatal("the subscription of a revoked reader was still open after 30s")
+		}
+	}
+}

@@ -176,7 +176,19 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
 	defer stopFeed()
 
-	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes})
+	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
+		Access: func(ctx context.Context, u *sluice.User, db *sluice.Database, role sluice.Role) error {
+			now, _, have, err := eng.GraphQLDatabase(ctx, u, db.Org, db.Name)
+			switch {
+			case err != nil:
+				return err
+			case now.Epoch != db.Epoch:
+				return sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", db.Path())
+			case have < role:
+				return sluice.Errorf(sluice.CodeForbidden, "the access of %s to %s changed; subscribe again", u.Name, db.Path())
+			}
+			return nil
+		}})
 	handler := rest.Routes(rest.Deps{
 		Engine:       eng,
 		Metrics:      m,

@@ -143,6 +143,10 @@ func (s *session) member(m *member) {
 			s.finish(m.g.err)
 			return
 		case <-s.tick.C:
+			if err := s.recheck(); err != nil {
+				s.finish(err)
+				return
+			}
 			s.st.ping()
 			if s.st.flush() != nil {
 				return
@@ -151,6 +155,16 @@ func (s *session) member(m *member) {
 			return
 		}
 	}
+}
+
+// recheck runs Options.Access at every heartbeat, so a subscriber whose
+// access was revoked (or narrowed) or whose database was deleted is ended
+// within a heartbeat.
+func (s *session) recheck() error {
+	if s.t.opts.Access == nil {
+		return nil
+	}
+	return s.t.opts.Access(s.r.Context(), graph.RequestFrom(s.r.Context()).User, s.db, s.t.es.Role())
 }
 
 // drain writes the events queued for a member.
@@ -234,6 +248,10 @@ func (s *session) own(sub *changefeed.Subscription) {
 			s.finish(sub.Err())
 			return
 		case <-s.tick.C:
+			if err := s.recheck(); err != nil {
+				s.finish(err)
+				return
+			}
 			s.st.ping()
 			if s.st.flush() != nil {
 				return
