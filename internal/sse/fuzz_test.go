@@ -1,0 +1,82 @@
+package sse
+
+import (
+	"bufio"
+	"encoding/json"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+)
+
+// FuzzRequestParams feeds arbitrary query strings, POST bodies and
+// Last-Event-ID headers to the request parsers: no panic, and every
+// refusal is a client error.
+func FuzzRequestParams(f *testing.F) {
+	f.Add("heartbeat=15s&connected=true", `{"query":"subscription { A_added { _id } }","extensions":{"lastEventId":"abc-1-0"}}`, "")
+	f.Add("query=%7B%20A%20%7B%20_id%20%7D%20%7D&variables=%7B%7D&lastEventId=", ``, "x-1-2")
+	f.Add("heartbeat=0", `[]`, "")
+	f.Fuzz(func(t *testing.T, rawQuery, body, lastEventID string) {
+		q, err := url.ParseQuery(rawQuery)
+		if err != nil {
+			return
+		}
+		if q.Has("heartbeat") {
+			if _, err := parseHeartbeat(q.Get("heartbeat")); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+				t.Fatalf("heartbeat %q: %v", q.Get("heartbeat"), err)
+			}
+		}
+		if _, err := getParams(q); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Fatalf("GET params %q: %v", rawQuery, err)
+		}
+		graph.ParseRequestBody([]byte(body))
+		if lastEventID != "" {
+			if _, err := sluice.ParsePosition(lastEventID); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+				t.Fatalf("position %q: %v", lastEventID, err)
+			}
+		}
+	})
+}
+
+// FuzzFraming checks that a next message always is exactly one SSE event
+// (and one NDJSON line) whose data is the payload, whatever text the
+// payload's JSON carries: an unescaped line break would split it.
+func FuzzFraming(f *testing.F) {
+	f.Add("plain", "abc-1-0")
+	f.Add("line\nbreak\r\nand\u2028separators", "")
+	f.Fuzz(func(t *testing.T, text, id string) {
+		if strings.ContainsAny(id, "\r\n") {
+			return // ids are positions: [a-z0-9-]
+		}
+		payload, err := json.Marshal(map[string]any{"data": map[string]string{"text": text}})
+		if err != nil {
+			return
+		}
+		rec := httptest.NewRecorder()
+		s := newStream(rec, framingSSE, 0)
+		s.next(id, payload)
+		frames := strings.Split(strings.TrimSuffix(s.buf.String(), "\n\n"), "\n\n")
+		if len(frames) != 1 {
+			t.Fatalf("%d frames for one message: %q", len(frames), s.buf.String())
+		}
+		var data []string
+		sc := bufio.NewScanner(strings.NewReader(frames[0]))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				data = append(data, v)
+			}
+		}
+		if len(data) != 1 || data[0] != string(payload) {
+			t.Fatalf("data lines %q, want one with %s", data, payload)
+		}
+		nd := newStream(httptest.NewRecorder(), framingNDJSON, 0)
+		nd.next(id, payload)
+		if got := nd.buf.String(); strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "\n") {
+			t.Fatalf("NDJSON line %q", got)
+		}
+	})
+}
