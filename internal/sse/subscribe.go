@@ -64,6 +64,9 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 				return
 			}
 			defer m.leave()
+			// The group's change feed subscription id ties the stream to
+			// /api/admin/subscriptions and the hub's logs.
+			s.logger = s.logger.With("sub", m.g.sub.ID(), "grouped", true)
 			if !s.ready(req) {
 				return
 			}
@@ -79,6 +82,7 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 		return
 	}
 	defer sub.Close()
+	s.logger = s.logger.With("sub", sub.ID())
 	if !s.ready(req) {
 		return
 	}
