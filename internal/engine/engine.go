@@ -83,6 +83,13 @@ func (e *Engine) parsed(d *sluice.Database, sdl string) (*sluice.Schema, error) 
 		return nil, err
 	}
 	e.mu.Lock()
+	// Only the newest version of a database is kept: older ones are only
+	// needed by requests already holding them.
+	for k := range e.schemas {
+		if k.db == d.ID && k.version < d.SchemaVersion {
+			delete(e.schemas, k)
+		}
+	}
 	e.schemas[key] = s
 	e.mu.Unlock()
 	return s, nil
