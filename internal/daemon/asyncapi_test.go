@@ -78,14 +78,7 @@ type Cage { number: Int! keeper: Keeper }`)
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := lineReader(resp)
 	next := func() string {
 		select {
 		case l, ok := <-lines:
@@ -199,14 +192,7 @@ func TestStreamEndsWhenAccessIsRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := lineReader(resp)
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/rev", `{"user":"rex","role":"none"}`)
 	deadline := time.After(30 * time.Second)
 	for {
@@ -241,14 +227,7 @@ func TestGraphQLStreamEndsWhenAccessIsRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	lines := make(chan string, 100)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	lines := lineReader(resp)
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/grev", `{"user":"gus","role":"none"}`)
 	deadline := time.After(30 * time.Second)
 	forbidden := false
@@ -271,4 +250,18 @@ func TestGraphQLStreamEndsWhenAccessIsRevoked(t *testing.T) {
 			t.Fatal("the subscription of a revoked reader was still open after 30s")
 		}
 	}
+}
+
+// lineReader returns the lines of a streamed response body as they come;
+// the channel is closed when the body ends.
+func lineReader(resp *http.Response) <-chan string {
+	lines := make(chan string, 100)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	return lines
 }
