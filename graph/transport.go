@@ -108,12 +108,17 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	_, _ = w.Write(b)
 }
 
-// responseMedia picks the response media type from an Accept header.
-func responseMedia(accept string) (string, bool) {
-	if strings.TrimSpace(accept) == "" {
-		return mediaJSON, true
-	}
-	best, bestQ := "", 0.0
+// MediaRange is one entry of an Accept header: a media type and its
+// quality.
+type MediaRange struct {
+	Type string
+	Q    float64
+}
+
+// MediaRanges parses an Accept header, in order, skipping entries that do
+// not parse. A missing or unparseable q counts as 1.
+func MediaRanges(accept string) []MediaRange {
+	var out []MediaRange
 	for _, part := range strings.Split(accept, ",") {
 		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
 		if err != nil {
@@ -125,8 +130,20 @@ func responseMedia(accept string) (string, bool) {
 				q = f
 			}
 		}
+		out = append(out, MediaRange{Type: mt, Q: q})
+	}
+	return out
+}
+
+// responseMedia picks the response media type from an Accept header.
+func responseMedia(accept string) (string, bool) {
+	if strings.TrimSpace(accept) == "" {
+		return mediaJSON, true
+	}
+	best, bestQ := "", 0.0
+	for _, mr := range MediaRanges(accept) {
 		var m string
-		switch mt {
+		switch mr.Type {
 		case mediaGraphQLResponse:
 			m = mediaGraphQLResponse
 		case mediaJSON, "application/*", "*/*":
@@ -134,8 +151,8 @@ func responseMedia(accept string) (string, bool) {
 		default:
 			continue
 		}
-		if q > bestQ {
-			best, bestQ = m, q
+		if mr.Q > bestQ {
+			best, bestQ = m, mr.Q
 		}
 	}
 	return best, best != ""

@@ -98,19 +98,9 @@ func (t *transport) Supports(r *http.Request) bool {
 func negotiate(accept string) framing {
 	var best framing
 	bestQ := 0.0
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
-		if err != nil {
-			continue
-		}
-		q := 1.0
-		if v, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				q = f
-			}
-		}
+	for _, mr := range graph.MediaRanges(accept) {
 		var f framing
-		switch mt {
+		switch mr.Type {
 		case mediaSSE:
 			f = framingSSE
 		case mediaNDJSON:
@@ -120,8 +110,8 @@ func negotiate(accept string) framing {
 		default:
 			continue
 		}
-		if q > bestQ {
-			best, bestQ = f, q
+		if mr.Q > bestQ {
+			best, bestQ = f, mr.Q
 		}
 	}
 	return best
