@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds the main package pkg into dir and returns its path.
+func buildBinary(b *testing.B, dir, pkg string) string {
+	b.Helper()
+	out := filepath.Join(dir, filepath.Base(pkg))
+	if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		b.Fatalf("go build %s: %v\n%s", pkg, err, msg)
+	}
+	return out
+}
+
+// servingLine matches the line both servers log once they accept
+// connections.
+var servingLine = regexp.MustCompile(`is serving" addr=(\S+)`)
+
+// serverProc is a server running as its own process, so that its CPU time
+// and memory can be read apart from the load generator's.
+type serverProc struct {
+	cmd  *exec.Cmd
+	addr string
+	done chan error
+	// problems counts the warnings and errors it logged.
+	problems atomic.Int64
+}
+
+// startServer runs the binary with args and env and waits until it logs
+// the address it serves on. It is stopped (SIGTERM, then SIGKILL after
+// 30 s) when the benchmark ends.
+func startServer(b *testing.B, env []string, bin string, args ...string) *serverProc {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			} else if bytes.Contains(sc.Bytes(), []byte("level=ERROR")) || bytes.Contains(sc.Bytes(), []byte("level=WARN")) {
+				// Shown up to three, then counted: a server in trouble
+				// may log one line per stream.
+				if p.problems.Add(1) <= 3 {
+					fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(bin), sc.Text())
+				}
+			}
+		}
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case a := <-addr:
+		p.addr = a
+	case err := <-p.done:
+		b.Fatalf("%s exited before serving: %v", bin, err)
+	case <-time.After(90 * time.Second):
+		_ = cmd.Process.Kill()
+		b.Fatalf("%s did not serve within 90s", bin)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// clockTick is the unit of utime and stime in /proc/<pid>/stat: USER_HZ,
+// 100 on every Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// cpuTime returns the user plus system CPU time the process has used.
+func (p *serverProc) cpuTime(b *testing.B) time.Duration {
+	f, err := statFields(p.cmd.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return ticks(f[11]) + ticks(f[12])
+}
+
+// statFields returns the fields of /proc/<pid>/stat after the command
+// name (which may hold spaces): index 0 is field 3 (state), 1 the ppid,
+// 11 utime, 12 stime, 13 cutime, 14 cstime.
+func statFields(pid int) ([][]byte, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
+	}
+	f := bytes.Fields(raw[bytes.LastIndexByte(raw, ')')+1:])
+	if len(f) < 15 {
+		return nil, fmt.Errorf("/proc/%d/stat: short: %s", pid, raw)
+	}
+	return f, nil
+}
+
+func ticks(f []byte) time.Duration {
+	n, _ := strconv.ParseInt(string(f), 10, 64)
+	return time.Duration(n) * clockTick
+}
+
+// postgresCPU returns the CPU time used so far by the cluster serving
+// dbURL: the postmaster, its live children, and its children that exited.
+func postgresCPU(b *testing.B, dbURL string) time.Duration {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(u.Query().Get("host"), "postmaster.pid"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	pm, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	if err != nil {
+		b.Fatalf("postmaster.pid: %v", err)
+	}
+	f, err := statFields(pm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := ticks(f[11]) + ticks(f[12]) + ticks(f[13]) + ticks(f[14])
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ppid := []byte(strconv.Itoa(pm))
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if f, err := statFields(pid); err == nil && bytes.Equal(f[1], ppid) {
+			total += ticks(f[11]) + ticks(f[12])
+		}
+	}
+	return total
+}
+
+// rss returns the process's resident set size in bytes.
+func (p *serverProc) rss(b *testing.B) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range bytes.Lines(raw) {
+		if rest, ok := bytes.CutPrefix(line, []byte("VmRSS:")); ok {
+			kb, err := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimSpace(rest), []byte(" kB"))), 10, 64)
+			if err != nil {
+				b.Fatalf("parse VmRSS: %q", line)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatalf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
+	return 0
+}
