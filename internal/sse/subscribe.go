@@ -99,8 +99,13 @@ func (s *session) ready(req *request) bool {
 	return s.st.flush() == nil
 }
 
-// fail ends the stream with an error next and complete.
+// fail ends the stream with an error next and complete. When the client
+// already left (its request context ended, which also cancels whatever was
+// evaluating for it), there is no one to tell.
 func (s *session) fail(err error) {
+	if s.r.Context().Err() != nil {
+		return
+	}
 	s.st.start(s.r)
 	s.st.next("", errorResult(gqlerror.List{gqlError(s.logger, err)}))
 	s.st.complete()
@@ -110,6 +115,9 @@ func (s *session) fail(err error) {
 // finish ends the stream after the subscription ended with err: complete,
 // preceded by an error next unless the server is shutting down.
 func (s *session) finish(err error) {
+	if s.r.Context().Err() != nil {
+		return
+	}
 	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
 		s.logger.Info("graphql subscription ended", "err", err)
 		s.st.next("", errorResult(gqlerror.List{gqlError(s.logger, err)}))

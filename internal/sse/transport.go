@@ -312,7 +312,13 @@ func decodeObject(b []byte, dst any) error {
 // but a *sluice.Error is logged and shown as internal.
 func gqlError(logger *slog.Logger, err error) *gqlerror.Error {
 	code := sluice.ErrorCode(err)
-	if code == sluice.CodeInternal {
+	switch {
+	case errors.Is(err, context.Canceled):
+		// A departed client or a shutdown, not a failure.
+		logger.Debug("graphql stream canceled", "err", err)
+		code = sluice.CodeUnavailable
+		err = sluice.Errorf(code, "the stream was canceled")
+	case code == sluice.CodeInternal:
 		logger.Error("graphql stream failed", "err", err)
 	}
 	return &gqlerror.Error{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": code.GraphQLCode()}}
