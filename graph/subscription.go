@@ -44,7 +44,10 @@ type Subscription struct {
 // ({"data":{"<field>":…}}).
 type SubscriptionEvent struct {
 	Position sluice.Position
-	Data     []byte
+	// ID is Position's text form (the SSE id:), computed once per event
+	// rather than once per subscriber.
+	ID   string
+	Data []byte
 }
 
 // NewSubscription prepares the subscription operation of op for the
@@ -141,7 +144,8 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 			return nil, nil
 		}
 		w.WriteString("}}")
-		return []SubscriptionEvent{{Position: c.Position(c.Changes[len(c.Changes)-1].Index), Data: compactLine(w.Bytes())}}, nil
+		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
+		return []SubscriptionEvent{{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}}, nil
 	}
 	var objs []*object
 	var idx []int
@@ -181,7 +185,8 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		w := s.open()
 		x.writeObject(w, o, s.field.Selections, s.class)
 		w.WriteString("}}")
-		out[i] = SubscriptionEvent{Position: c.Position(idx[i]), Data: compactLine(w.Bytes())}
+		pos := c.Position(idx[i])
+		out[i] = SubscriptionEvent{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}
 	}
 	return out, nil
 }

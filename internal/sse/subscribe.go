@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
@@ -33,6 +34,9 @@ type session struct {
 	label  string
 	logger *slog.Logger
 	tick   *time.Ticker
+
+	deliveredCounter prometheus.Counter
+	latency          prometheus.Observer
 }
 
 // subscribe serves a subscription operation: it registers (joining the
@@ -198,7 +202,7 @@ func (s *session) write(evs []graph.SubscriptionEvent, more chan []graph.Subscri
 	n := 0
 	for i := 0; ; i++ {
 		for _, ev := range evs {
-			s.st.next(ev.Position.String(), ev.Data)
+			s.st.next(ev.ID, ev.Data)
 		}
 		n += len(evs)
 		if i == 63 {
@@ -223,9 +227,14 @@ func (s *session) delivered(n int, first time.Time) {
 	if m == nil || n == 0 {
 		return
 	}
-	m.Delivered.WithLabelValues(s.label, strconv.FormatInt(s.db.ID, 10)).Add(float64(n))
+	// The labelled series are looked up once per session, not per write.
+	if s.deliveredCounter == nil {
+		s.deliveredCounter = m.Delivered.WithLabelValues(s.label, strconv.FormatInt(s.db.ID, 10))
+		s.latency = m.Latency.WithLabelValues(s.label)
+	}
+	s.deliveredCounter.Add(float64(n))
 	if !first.IsZero() {
-		m.Latency.WithLabelValues(s.label).Observe(time.Since(first).Seconds())
+		s.latency.Observe(time.Since(first).Seconds())
 	}
 }
 
@@ -294,7 +303,7 @@ func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error 
 			return err
 		}
 		for _, ev := range evs {
-			s.st.next(ev.Position.String(), ev.Data)
+			s.st.next(ev.ID, ev.Data)
 		}
 		if len(evs) > 0 && n == 0 {
 			first = c.Time
