@@ -32,6 +32,8 @@ type stream struct {
 	timeout time.Duration
 	started bool
 	buf     bytes.Buffer
+	// deadlineSet is when the write deadline was last moved.
+	deadlineSet time.Time
 }
 
 func newStream(w http.ResponseWriter, f framing, timeout time.Duration) *stream {
@@ -123,9 +125,16 @@ func (s *stream) flush() error {
 	if s.buf.Len() == 0 {
 		return nil
 	}
-	// Not every writer supports deadlines (httptest); the write still works.
-	if err := s.rc.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
+	// The deadline is moved at most every quarter timeout: moving it on
+	// every flush cost about as much CPU as the write itself, and a write
+	// still gets at least three quarters of the timeout.
+	if now := time.Now(); now.Sub(s.deadlineSet) > s.timeout/4 {
+		// Not every writer supports deadlines (httptest); the write
+		// still works.
+		if err := s.rc.SetWriteDeadline(now.Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		s.deadlineSet = now
 	}
 	_, err := s.w.Write(s.buf.Bytes())
 	s.buf.Reset()
