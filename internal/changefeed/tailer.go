@@ -30,6 +30,10 @@ type TailerOptions struct {
 	BatchSize int
 	// Now is the clock used to measure lag (default time.Now).
 	Now func() time.Time
+	// OnDrop, when set, is called with the id of each database the tailer
+	// finds deleted (on any replica), after its subscriptions ended, so
+	// other per-database state can be released.
+	OnDrop func(id int64)
 }
 
 // Tailer follows the commit log of every database and hands each new
@@ -42,6 +46,7 @@ type Tailer struct {
 	poll    time.Duration
 	batch   int
 	now     func() time.Time
+	onDrop  func(id int64)
 	running atomic.Bool
 
 	mu      sync.Mutex
@@ -70,7 +75,7 @@ func NewTailer(store Store, hub *Hub, o TailerOptions) *Tailer {
 		o.Now = time.Now
 	}
 	return &Tailer{
-		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, now: o.Now,
+		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, now: o.Now, onDrop: o.OnDrop,
 		pending: map[int64]struct{}{}, full: true, wake: make(chan struct{}, 1),
 		dbs: map[int64]*sluice.Database{}, pos: map[int64]int64{},
 	}
@@ -214,6 +219,9 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 			delete(t.dbs, id)
 			delete(t.pos, id)
 			t.hub.drop(id)
+			if t.onDrop != nil {
+				t.onDrop(id)
+			}
 		}
 	}
 	return behind, nil

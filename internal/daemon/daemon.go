@@ -140,8 +140,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	notifier := postgres.NewNotifier(store)
 	sm := metrics.NewStream(m.Registry)
 	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm})
-	tailer := changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm})
-	eng := engine.New(store, auth.New(store, d.opts.BcryptCost), d.logger, func(c *sluice.Commit) {
+	// eng and gql are built below; the tailer's OnDrop only runs once the
+	// tailer runs, which starts after both are set.
+	var (
+		eng *engine.Engine
+		gql *graph.Handler
+	)
+	tailer := changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
+		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
+	eng = engine.New(store, auth.New(store, d.opts.BcryptCost), d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
@@ -168,14 +175,6 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
-	// The change feed stops before the HTTP server so that every open
-	// stream gets its final frame and returns before Shutdown waits for it.
-	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
-	feedDone := make(chan struct{})
-	go func() { defer close(feedDone); tailer.Run(feedCtx) }()
-	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
-	defer stopFeed()
-
 	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
 		Access: func(ctx context.Context, u *sluice.User, db *sluice.Database, role sluice.Role) error {
 			now, _, have, err := eng.GraphQLDatabase(ctx, u, db.Org, db.Name)
@@ -189,6 +188,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 			return nil
 		}})
+	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport}})
+
+	// The change feed stops before the HTTP server so that every open
+	// stream gets its final frame and returns before Shutdown waits for it.
+	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
+	feedDone := make(chan struct{})
+	go func() { defer close(feedDone); tailer.Run(feedCtx) }()
+	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
+	defer stopFeed()
+
 	handler := rest.Routes(rest.Deps{
 		Engine:       eng,
 		Metrics:      m,
@@ -197,7 +206,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Version:      d.opts.Version,
 		MaxBodyBytes: d.cfg.MaxBodyBytes,
 		Stream:       rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
-		GraphQL:      sse.CORS(graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport}})),
+		GraphQL:      sse.CORS(gql),
 		GraphiQL:     graph.GraphiQL(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)

@@ -84,3 +84,24 @@ func TestSystemDatabaseRecordsDatabases(t *testing.T) {
 		}
 	}
 }
+
+// TestRecreatedDatabaseServesItsNewSchema deletes a database that GraphQL
+// served and re-creates it with another schema: the new schema is served,
+// not a leftover of the old database.
+func TestRecreatedDatabaseServesItsNewSchema(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "again", "type Old { a: Int }")
+	q := func(query string) string {
+		r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/again", `{"query":"`+query+`"}`, "Content-Type", "application/json")
+		return string(r.Body)
+	}
+	if got := q("{ Old { _id } }"); got != `{"data":{"Old":[]}}` {
+		t.Fatalf("old schema: %s", got)
+	}
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/db/admin/again", nil)
+	d.CreateDatabase(t, "again", "type New { b: Int }")
+	if got := q("{ New { _id } }"); got != `{"data":{"New":[]}}` {
+		t.Fatalf("new schema: %s", got)
+	}
+}

@@ -161,3 +161,16 @@ func (e *Engine) Role(ctx context.Context, u *sluice.User, d *sluice.Database) (
 	}
 	return r, err
 }
+
+// Forget releases what the engine keeps for database id (its parsed
+// schemas and its group-commit queue) after the database was deleted.
+func (e *Engine) Forget(id int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for k := range e.schemas {
+		if k.db == id {
+			delete(e.schemas, k)
+		}
+	}
+	delete(e.committers, id)
+}
