@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/httpstream"
 	"github.com/sluice-dev/sluice/internal/metrics"
 )
 
@@ -94,7 +94,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 	// is open must match too, which only the stream's refreshed schema
 	// knows.
 	sub, err := a.Stream.Hub.Subscribe(r.Context(), reader.Database, req.from, changefeed.Options{Transport: restTransport})
-	st := &eventStream{api: a, w: w, rc: http.NewResponseController(w), req: req}
+	st := &eventStream{api: a, out: httpstream.New(w, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout), req: req}
 	if sluice.ErrorCode(err) == sluice.CodeGone {
 		// A resume that cannot be honoured is an event on the stream, so
 		// an EventSource sees why, never a silent gap.
@@ -212,52 +212,16 @@ func setCORS(w http.ResponseWriter, r *http.Request) {
 // eventStream writes one change stream.
 type eventStream struct {
 	*api
-	w   http.ResponseWriter
-	rc  *http.ResponseController
+	out *httpstream.Writer
 	req *subscribeRequest
 	sub *changefeed.Subscription
-	buf bytes.Buffer
-	// deadlineSet is when the write deadline was last moved.
-	deadlineSet time.Time
 }
 
-func (s *eventStream) start(r *http.Request) {
-	h := s.w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
-		h.Set("Connection", "keep-alive")
-	}
-	s.w.WriteHeader(http.StatusOK)
-}
+func (s *eventStream) start(r *http.Request) { s.out.Start(r) }
 
-// flush writes the buffered frames with a deadline and flushes them.
+// flush sends the buffered frames; a failure means the client is gone.
 func (s *eventStream) flush() error {
-	if s.buf.Len() == 0 {
-		return nil
-	}
-	timeout := s.Stream.WriteTimeout
-	if timeout <= 0 {
-		timeout = time.Minute
-	}
-	// The deadline is moved at most every quarter timeout (moving it costs
-	// about as much CPU as a small write); a write still gets at least
-	// three quarters of the timeout.
-	if now := time.Now(); now.Sub(s.deadlineSet) > timeout/4 {
-		// Not every writer supports deadlines (httptest); the write
-		// still works.
-		if err := s.rc.SetWriteDeadline(now.Add(timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return errClient{err}
-		}
-		s.deadlineSet = now
-	}
-	_, err := s.w.Write(s.buf.Bytes())
-	s.buf.Reset()
-	if err == nil {
-		err = s.rc.Flush()
-	}
-	if err != nil {
+	if err := s.out.Flush(); err != nil {
 		return errClient{err}
 	}
 	return nil
@@ -269,9 +233,9 @@ func (s *eventStream) writeError(err error) error {
 		Error:   map[string]string{"@type": "api:" + string(sluice.ErrorCode(err))},
 		Message: sluice.ErrorMessage(err),
 	})
-	s.buf.WriteString("event: error\ndata: ")
-	s.buf.Write(b)
-	s.buf.WriteString("\n\n")
+	s.out.Buf.WriteString("event: error\ndata: ")
+	s.out.Buf.Write(b)
+	s.out.Buf.WriteString("\n\n")
 	return s.flush()
 }
 
@@ -280,7 +244,7 @@ func (s *eventStream) serve(r *http.Request) {
 	logger.Debug("change stream opened")
 	defer logger.Debug("change stream closed")
 	s.start(r)
-	fmt.Fprintf(&s.buf, ": connected sub=%d\n\n", s.sub.ID())
+	fmt.Fprintf(&s.out.Buf, ": connected sub=%d\n\n", s.sub.ID())
 	if err := s.flush(); err != nil {
 		return
 	}
@@ -309,7 +273,7 @@ func (s *eventStream) serve(r *http.Request) {
 			}
 			err := s.sub.Err()
 			if errors.Is(err, changefeed.ErrShutdown) {
-				s.buf.WriteString(": server shutting down\n\n")
+				s.out.Buf.WriteString(": server shutting down\n\n")
 				_ = s.flush()
 				return
 			}
@@ -323,7 +287,7 @@ func (s *eventStream) serve(r *http.Request) {
 				s.fail(logger, err)
 				return
 			}
-			s.buf.WriteString(": ping\n\n")
+			s.out.Buf.WriteString(": ping\n\n")
 			if err := s.flush(); err != nil {
 				return
 			}
@@ -441,13 +405,13 @@ func (s *eventStream) appendEvents(ctx context.Context, c *sluice.Commit) (int, 
 		if err != nil {
 			return n, fmt.Errorf("encode event %s: %w", pos, err)
 		}
-		s.buf.WriteString("id: ")
-		s.buf.WriteString(pos)
-		s.buf.WriteString("\nevent: entity.")
-		s.buf.WriteString(op)
-		s.buf.WriteString("\ndata: ")
-		s.buf.Write(b)
-		s.buf.WriteString("\n\n")
+		s.out.Buf.WriteString("id: ")
+		s.out.Buf.WriteString(pos)
+		s.out.Buf.WriteString("\nevent: entity.")
+		s.out.Buf.WriteString(op)
+		s.out.Buf.WriteString("\ndata: ")
+		s.out.Buf.Write(b)
+		s.out.Buf.WriteString("\n\n")
 		n++
 	}
 	return n, nil

@@ -58,9 +58,9 @@ func FuzzFraming(f *testing.F) {
 		rec := httptest.NewRecorder()
 		s := newStream(rec, framingSSE, 0)
 		s.next(id, payload)
-		frames := strings.Split(strings.TrimSuffix(s.buf.String(), "\n\n"), "\n\n")
+		frames := strings.Split(strings.TrimSuffix(s.Buf.String(), "\n\n"), "\n\n")
 		if len(frames) != 1 {
-			t.Fatalf("%d frames for one message: %q", len(frames), s.buf.String())
+			t.Fatalf("%d frames for one message: %q", len(frames), s.Buf.String())
 		}
 		var data []string
 		sc := bufio.NewScanner(strings.NewReader(frames[0]))
@@ -75,7 +75,7 @@ func FuzzFraming(f *testing.F) {
 		}
 		nd := newStream(httptest.NewRecorder(), framingNDJSON, 0)
 		nd.next(id, payload)
-		if got := nd.buf.String(); strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "\n") {
+		if got := nd.Buf.String(); strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "\n") {
 			t.Fatalf("NDJSON line %q", got)
 		}
 	})

@@ -1,0 +1,79 @@
+// Package httpstream writes long-lived HTTP responses (server-sent events,
+// NDJSON): the streaming headers, and buffered frames sent with a per-write
+// deadline, since the server has no write timeout (a stream is not cut,
+// and a vanished peer is noticed at the next write). The REST change
+// stream and the graphql-sse transport both write through it.
+package httpstream
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Writer buffers the frames of one response and sends them on Flush. It is
+// not safe for concurrent use.
+type Writer struct {
+	// Buf holds the frames not yet sent.
+	Buf bytes.Buffer
+
+	w           http.ResponseWriter
+	rc          *http.ResponseController
+	contentType string
+	timeout     time.Duration
+	started     bool
+	deadlineSet time.Time // when the write deadline was last moved
+}
+
+// New returns a Writer for w with the given Content-Type; each write must
+// finish within timeout (a minute when 0).
+func New(w http.ResponseWriter, contentType string, timeout time.Duration) *Writer {
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	return &Writer{w: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout}
+}
+
+// Start writes the status and headers, once. Connection: keep-alive is an
+// HTTP/1.1 header (forbidden in HTTP/2). The body is never compressed and
+// X-Accel-Buffering: no keeps nginx-style proxies from buffering it.
+func (s *Writer) Start(r *http.Request) {
+	if s.started {
+		return
+	}
+	s.started = true
+	h := s.w.Header()
+	h.Set("Content-Type", s.contentType)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
+	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+		h.Set("Connection", "keep-alive")
+	}
+	s.w.WriteHeader(http.StatusOK)
+}
+
+// Flush writes the buffered frames and flushes them. An error means the
+// client is gone. The deadline is moved at most every quarter timeout:
+// moving it on every flush cost about as much CPU as the write itself, and
+// a write still gets at least three quarters of the timeout.
+func (s *Writer) Flush() error {
+	if s.Buf.Len() == 0 {
+		return nil
+	}
+	if now := time.Now(); now.Sub(s.deadlineSet) > s.timeout/4 {
+		// Not every writer supports deadlines (httptest); the write
+		// still works.
+		if err := s.rc.SetWriteDeadline(now.Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		s.deadlineSet = now
+	}
+	_, err := s.w.Write(s.Buf.Bytes())
+	s.Buf.Reset()
+	if err == nil {
+		err = s.rc.Flush()
+	}
+	return err
+}
