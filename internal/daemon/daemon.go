@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -172,6 +173,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Go(func() { notifier.Run(bg) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, hub.Floors, d.logger) })
+		wg.Go(func() { publishFloors(bg, store, hub.Floors, d.logger) })
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
@@ -247,6 +249,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// publishFloors tells the other daemons, through Postgres, which commits
+// this one's subscribers still need, every third of postgres.FloorTTL, and
+// withdraws them on shutdown.
+func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[int64]int64, logger *slog.Logger) {
+	replica := "r-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
+	t := time.NewTicker(postgres.FloorTTL / 3)
+	defer t.Stop()
+	for {
+		if err := store.PublishFloors(ctx, replica, floors()); err != nil && ctx.Err() == nil {
+			logger.Warn("publish stream floors", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			wctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := store.PublishFloors(wctx, replica, nil); err != nil {
+				logger.Warn("withdraw stream floors", "err", err)
+			}
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // prune removes commit history older than retention, every retention/24

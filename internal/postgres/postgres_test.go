@@ -130,3 +130,45 @@ func TestPruneKeepsNewestAndWhatSubscribersNeed(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneKeepsWhatOtherReplicasNeed publishes floors for two replicas:
+// pruning keeps everything after the lower one, and proceeds once both are
+// withdrawn.
+func TestPruneKeepsWhatOtherReplicasNeed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	s, err := schema.Parse("type Note { text: String! }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a *sluice.Database
+	err = db.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		a = &sluice.Database{Org: "o", Name: "a"}
+		return tx.CreateDatabase(ctx, a, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, a, s, 6)
+	if err := db.PublishFloors(ctx, "one", map[int64]int64{a.ID: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.PublishFloors(ctx, "two", map[int64]int64{a.ID: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want 2: replica two still needs commit 3 on", n, err)
+	}
+	for _, r := range []string{"one", "two"} {
+		if err := db.PublishFloors(ctx, r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 3 {
+		t.Fatalf("pruned %d (%v), want 3 (all but the newest)", n, err)
+	}
+}

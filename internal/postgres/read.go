@@ -212,14 +212,61 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	return out, mapError(rows.Err())
 }
 
+// FloorTTL is how long a published floor counts: a daemon that stopped
+// publishing (it died) no longer holds history back after it.
+const FloorTTL = 2 * time.Minute
+
+// PublishFloors replaces replica's published floors: per database, the
+// newest commit all of its connected subscribers have read. Call it well
+// within FloorTTL; an empty map withdraws the replica's floors.
+func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int64]int64) error {
+	ids := make([]int64, 0, len(floors))
+	seqs := make([]int64, 0, len(floors))
+	for id, seq := range floors {
+		ids = append(ids, id)
+		seqs = append(seqs, seq)
+	}
+	return db.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "DELETE FROM sluice.stream_floors WHERE replica = $1", replica); err != nil {
+			return mapError(err)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO sluice.stream_floors (replica, db_id, seq)
+			SELECT $1, f.id, f.seq FROM unnest($2::bigint[], $3::bigint[]) AS f(id, seq)`, replica, ids, seqs)
+		return mapError(err)
+	})
+}
+
 // Prune removes commits of every database committed before cutoff, except
-// each database's newest commit and anything after keep[dbID] (the oldest
-// position a connected subscriber still needs). It returns the number of
-// commits removed.
+// each database's newest commit and anything after the floors: keep[dbID]
+// (this process's subscribers) and the fresh floors other daemons
+// published. It returns the number of commits removed.
 func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
 	var total int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT db_id, max(seq) FROM sluice.commits WHERE committed_at < $1 GROUP BY db_id`, cutoff)
+		floors := make(map[int64]int64, len(keep))
+		for id, seq := range keep {
+			floors[id] = seq
+		}
+		rows, err := tx.Query(ctx, "SELECT db_id, min(seq) FROM sluice.stream_floors WHERE updated_at > now() - make_interval(secs => $1) GROUP BY db_id", FloorTTL.Seconds())
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id, seq int64
+			if err := rows.Scan(&id, &seq); err != nil {
+				rows.Close()
+				return err
+			}
+			if cur, ok := floors[id]; !ok || seq < cur {
+				floors[id] = seq
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		keep := floors
+		rows, err = tx.Query(ctx, `SELECT db_id, max(seq) FROM sluice.commits WHERE committed_at < $1 GROUP BY db_id`, cutoff)
 		if err != nil {
 			return err
 		}
