@@ -57,6 +57,7 @@ type Hub struct {
 	closed bool
 	dbs    map[int64]*dbState
 	subs   map[*Subscription]struct{}
+	perDB  map[int64]int  // len(subs) by database
 	wg     sync.WaitGroup // catch-up goroutines
 }
 
@@ -89,7 +90,7 @@ func NewHub(log Log, o HubOptions) *Hub {
 	}
 	return &Hub{
 		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, recheck: o.Recheck,
-		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{},
+		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 	}
 }
 
@@ -170,6 +171,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		return nil, ErrShutdown
 	}
 	h.subs[s] = struct{}{}
+	h.perDB[d.ID]++
 	h.mu.Unlock()
 	if h.metrics != nil {
 		h.metrics.Subscribers.WithLabelValues(o.Transport, label).Inc()
@@ -224,16 +226,20 @@ func (h *Hub) track(id int64, head int64) {
 }
 
 // skipIfIdle moves database id's head to seq without delivering anything
-// when no subscription is live, and reports whether it did. It is safe:
-// a subscription that is catching up reads the log itself up to the head,
-// and one that registers later starts from the log or after the head.
-// The check and the move happen under the database's lock, so no
+// when the database has no subscription at all, and reports whether it did.
+// It would be safe even with subscriptions catching up (they read the log
+// themselves up to the head), but then the published counts would depend
+// on timing; one that registers later starts from the log or after the
+// head. The check and the move happen under the database's lock, so no
 // subscription can go live in between.
 func (h *Hub) skipIfIdle(id int64, seq int64) bool {
 	st := h.state(id)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if len(st.live) > 0 {
+	h.mu.Lock()
+	n := h.perDB[id]
+	h.mu.Unlock()
+	if n > 0 || len(st.live) > 0 {
 		return false
 	}
 	if seq > st.head {
@@ -451,7 +457,12 @@ func (h *Hub) remove(s *Subscription) {
 	}
 	h.mu.Lock()
 	_, ok := h.subs[s]
-	delete(h.subs, s)
+	if ok {
+		delete(h.subs, s)
+		if h.perDB[s.db.ID]--; h.perDB[s.db.ID] == 0 {
+			delete(h.perDB, s.db.ID)
+		}
+	}
 	h.mu.Unlock()
 	if ok && h.metrics != nil {
 		h.metrics.Subscribers.WithLabelValues(s.opts.Transport, dbLabel(s.db.ID)).Dec()
