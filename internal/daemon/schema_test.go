@@ -36,8 +36,20 @@ func TestSchemaChanges(t *testing.T) {
 		}
 	}
 
+	// Dropping an enum value that documents hold is refused, force or not;
+	// an unused one goes with force.
+	r = d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/s?force=true",
+		"enum Size { S M XL }\ntype Shirt { size: Size color: String sleeves: Int }\ntype Hat { brim: Int }\ntype Sock { pair: Boolean }")
+	if r.Status != 409 || !strings.Contains(string(r.Body), "cannot drop value L of enum Size: 1 stored documents hold it in Shirt.size") {
+		t.Fatalf("drop a used enum value: %d %s", r.Status, r.Body)
+	}
+	d.MustDo(t, 409, dt.Admin(), "PUT", "/api/schema/admin/s",
+		"enum Size { M L XL }\ntype Shirt { size: Size color: String sleeves: Int }\ntype Hat { brim: Int }\ntype Sock { pair: Boolean }")
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/s?force=true",
+		"enum Size { M L XL }\ntype Shirt { size: Size color: String sleeves: Int }\ntype Hat { brim: Int }\ntype Sock { pair: Boolean }")
+
 	// Destructive: dropping a class and a field is refused, naming the loss.
-	destructive := "enum Size { S M L XL }\ntype Shirt { size: Size sleeves: Int }\ntype Sock { pair: Boolean }"
+	destructive := "enum Size { M L XL }\ntype Shirt { size: Size sleeves: Int }\ntype Sock { pair: Boolean }"
 	r = d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/s", destructive)
 	if r.Status != 409 || !strings.Contains(string(r.Body), "Hat") || !strings.Contains(string(r.Body), "Shirt.color") {
 		t.Fatalf("destructive change: %d %s", r.Status, r.Body)

@@ -198,6 +198,12 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 			return err
 		}
 		for _, c := range changes {
+			if c.Kind == schema.DropEnumValue {
+				if err := checkEnumValueUnused(ctx, tx, d, prev, c.Class, c.Field); err != nil {
+					return err
+				}
+				continue
+			}
 			if c.Kind != schema.RequireField && c.Kind != schema.AddRequiredField {
 				continue
 			}
@@ -216,6 +222,32 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 		return nil, err
 	}
 	return &SchemaChange{Changes: changes, Version: d.SchemaVersion}, nil
+}
+
+// checkEnumValueUnused refuses to drop an enum value that stored documents
+// still hold (in a field of a document class, or a list of them), force or
+// not: dropping it would leave them invalid. Values inside subdocuments are
+// not checked.
+func checkEnumValueUnused(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev *sluice.Schema, enum, value string) error {
+	for _, name := range prev.Order {
+		c := prev.Classes[name]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		for _, f := range c.Fields {
+			if f.Type.Kind != sluice.TypeEnum || f.Type.Name != enum {
+				continue
+			}
+			n, err := tx.CountEnumValue(ctx, d, name, f, value)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return sluice.Errorf(sluice.CodeConflict, "cannot drop value %s of enum %s: %d stored documents hold it in %s.%s; change them first", value, enum, n, name, f.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // documentClasses returns the document classes among class and its

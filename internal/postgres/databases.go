@@ -178,11 +178,15 @@ func (t *Tx) CountMissing(ctx context.Context, d *sluice.Database, classes []str
 	return total, nil
 }
 
-// ClearEnumValues sets field to null where it holds a value not in allowed
-// (for a forced schema change that removes enum values).
-func (t *Tx) ClearEnumValues(ctx context.Context, d *sluice.Database, class, field string, allowed []string) error {
-	col := pgx.Identifier{field}.Sanitize()
-	q := fmt.Sprintf("UPDATE %s SET %s = NULL WHERE NOT (%s = ANY($1))", tableName(d.ID, class), col, col)
-	_, err := t.tx.Exec(ctx, q, allowed)
-	return mapError(err)
+// CountEnumValue returns how many documents of class hold value in field
+// (an enum field, or a list of enums).
+func (t *Tx) CountEnumValue(ctx context.Context, d *sluice.Database, class string, field *sluice.Field, value string) (int64, error) {
+	col := pgx.Identifier{field.Name}.Sanitize()
+	cond := col + " = $1"
+	if field.List {
+		cond = col + " @> jsonb_build_array($1::text)"
+	}
+	var n int64
+	err := t.tx.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tableName(d.ID, class), cond), value).Scan(&n)
+	return n, mapError(err)
 }
