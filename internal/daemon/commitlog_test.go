@@ -106,6 +106,55 @@ func TestConcurrentWritersGaplessAndOrdered(t *testing.T) {
 	}
 }
 
+// TestBulkCommitsReadBackInOrder writes requests larger than one chunk of
+// 1,000 documents (stored as one batch of changes per chunk): two classes
+// interleaved, then a replace with create=true that updates some documents
+// and inserts others across the chunk boundary. Every change comes back in
+// request order with its op and images.
+func TestBulkCommitsReadBackInOrder(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "bulk", "type Item { n: Int! } type Tag { name: String! }")
+	const n = 2500
+	doc := func(i, v int) string {
+		if i%3 == 0 {
+			return fmt.Sprintf(`{"@id":"Tag/t%d","@type":"Tag","name":"v%d"}`, i, v)
+		}
+		return fmt.Sprintf(`{"@id":"Item/i%d","@type":"Item","n":%d}`, i, v)
+	}
+	var body strings.Builder
+	for i := range n {
+		body.WriteString(doc(i, 0) + "\n")
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/bulk", body.String(), "Content-Type", "application/x-ndjson")
+	// Replace documents 1500..3999: the first 1,000 exist, the rest are new.
+	body.Reset()
+	for i := 1500; i < 1500+n; i++ {
+		body.WriteString(doc(i, 1) + "\n")
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/bulk?create=true", body.String(), "Content-Type", "application/x-ndjson")
+
+	commits := allChanges(t, d, "bulk")
+	if len(commits) != 2 || len(commits[0].Changes) != n || len(commits[1].Changes) != n {
+		t.Fatalf("got %d commits", len(commits))
+	}
+	for k, ch := range commits[0].Changes {
+		if ch.Op != "added" || string(ch.Before) != "null" || string(ch.After) != doc(k, 0) {
+			t.Fatalf("insert change %d: %+v", k, ch)
+		}
+	}
+	for k, ch := range commits[1].Changes {
+		i := 1500 + k
+		want := changeJSON{Op: "added", Before: json.RawMessage("null"), After: json.RawMessage(doc(i, 1))}
+		if i < n {
+			want.Op, want.Before = "updated", json.RawMessage(doc(i, 0))
+		}
+		if ch.Op != want.Op || string(ch.Before) != string(want.Before) || string(ch.After) != string(want.After) {
+			t.Fatalf("replace change %d: %+v, want %+v", k, ch, want)
+		}
+	}
+}
+
 // TestFailedRequestLeavesNoTrace fails a bulk insert after its first chunk
 // of 1,000 documents was already sent to Postgres.
 func TestFailedRequestLeavesNoTrace(t *testing.T) {

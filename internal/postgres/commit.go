@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -110,7 +109,8 @@ func (w *Writer) Insert(ctx context.Context, docs []*sluice.Document) error {
 	if err := w.writeRows(ctx, docs); err != nil {
 		return err
 	}
-	return w.writeChanges(ctx, changes)
+	w.writeChanges(changes)
+	return nil
 }
 
 // Replace replaces existing documents by new versions. A document that does
@@ -155,7 +155,8 @@ func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bo
 	if err := w.writeRows(ctx, inserts); err != nil {
 		return err
 	}
-	return w.writeChanges(ctx, changes)
+	w.writeChanges(changes)
+	return nil
 }
 
 // updateRows overwrites the rows of existing documents, by class: pipelined
@@ -216,7 +217,8 @@ func (w *Writer) Delete(ctx context.Context, ids []string) error {
 		class, _, _ := strings.Cut(id, "/")
 		changes[i] = change{class: class, id: id, op: sluice.OpDeleted, before: b}
 	}
-	return w.writeChanges(ctx, changes)
+	w.writeChanges(changes)
+	return nil
 }
 
 // rows runs query (a statement template with the table and id column to
@@ -369,35 +371,52 @@ func insertError(err error) error {
 	return mapError(err)
 }
 
-const insertChangeSQL = `INSERT INTO sluice.changes (commit_uid, idx, class, doc_id, op, before, after)
-	VALUES ($1, $2, $3, $4, $5, $6, $7)`
+// insertChangesSQL writes one batch of changes (see migration 0003). The
+// image arrays are sent as text: pgx would otherwise re-encode a
+// json.RawMessage, which costs more than Postgres's own check of the text.
+const insertChangesSQL = `INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
+	VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json)`
 
-var changeColumns = []string{"commit_uid", "idx", "class", "doc_id", "op", "before", "after"}
-
-func (w *Writer) writeChanges(ctx context.Context, changes []change) error {
-	rows := make([][]any, len(changes))
+// writeChanges queues one row holding the changes, in order, as the next
+// batch of the commit's changes.
+func (w *Writer) writeChanges(changes []change) {
+	if len(changes) == 0 {
+		return
+	}
+	ids := make([]string, len(changes))
+	ops := make([]int16, len(changes))
+	befores := make([][]byte, len(changes))
+	afters := make([][]byte, len(changes))
 	for i, c := range changes {
-		rows[i] = []any{w.uid, w.next, c.class, c.id, int16(c.op), jsonOrNil(c.before), jsonOrNil(c.after)}
-		w.next++
+		ids[i], ops[i], befores[i], afters[i] = c.id, int16(c.op), c.before, c.after
 	}
-	if len(rows) >= copyThreshold {
-		if err := w.flush(ctx); err != nil {
-			return err
-		}
-		_, err := w.tx.CopyFrom(ctx, pgx.Identifier{"sluice", "changes"}, changeColumns, pgx.CopyFromRows(rows))
-		return mapError(err)
-	}
-	for _, r := range rows {
-		w.pending.Queue(insertChangeSQL, r...)
-	}
-	return nil
+	w.pending.Queue(insertChangesSQL, w.uid, w.next, ids, ops, jsonArray(befores), jsonArray(afters))
+	w.next += len(changes)
 }
 
-func jsonOrNil(b []byte) any {
-	if b == nil {
+// jsonArray returns the JSON array of the given JSON values (nil ones as
+// null), or nil when all are nil.
+func jsonArray(vals [][]byte) any {
+	n := 2
+	for _, v := range vals {
+		n += len(v) + 5
+	}
+	if n == 2+5*len(vals) {
 		return nil
 	}
-	return json.RawMessage(b)
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if v == nil {
+			v = []byte("null")
+		}
+		b = append(b, v...)
+	}
+	b = append(b, ']')
+	return string(b)
 }
 
 // Finish flushes the Writer, allocates the commit's sequence number and

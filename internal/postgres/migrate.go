@@ -67,6 +67,11 @@ func LatestVersion() int {
 // starts apply each migration once. It refuses a database migrated by a newer
 // binary. It returns the number of migrations applied.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
+	return db.migrateTo(ctx, LatestVersion())
+}
+
+// migrateTo is Migrate up to version target (tests start older schemas).
+func (db *DB) migrateTo(ctx context.Context, target int) (int, error) {
 	ms, err := loadMigrations()
 	if err != nil {
 		return 0, err
@@ -95,7 +100,7 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("the database is at schema version %d but this sluice binary only knows %d: upgrade sluice", current, len(ms))
 	}
 	applied := 0
-	for _, m := range ms[current:] {
+	for _, m := range ms[current:max(current, target)] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return err

@@ -172,3 +172,71 @@ func TestPruneKeepsWhatOtherReplicasNeed(t *testing.T) {
 		t.Fatalf("pruned %d (%v), want 3 (all but the newest)", n, err)
 	}
 }
+
+// Migration 3 turns the per-document change rows of migration 1 into
+// batches; commits written before it read back exactly as they were.
+func TestMigrationToChangeBatchesKeepsOldCommits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.MigrateToForTest(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	s, err := schema.Parse("type Note { text: String! }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "a"}
+	err = db.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := `{"@id": "Note/b", "@type": "Note", "text": "old"}` // spacing kept as written
+	after := `{"@id":"Note/b","@type":"Note","text":"new"}`
+	for _, sql := range []string{
+		"INSERT INTO sluice.commits (db_id, seq, uid, n_changes) VALUES ($1, 1, 900001, 3)",
+		`INSERT INTO sluice.changes (commit_uid, idx, class, doc_id, op, before, after) VALUES
+			(900001, 0, 'Note', 'Note/a', 1, NULL, '{"@id":"Note/a","@type":"Note","text":"x"}'),
+			(900001, 1, 'Note', 'Note/b', 2, '` + before + `', '` + after + `'),
+			(900001, 2, 'Note', 'Note/c', 3, '{"@id":"Note/c","@type":"Note","text":"y"}', NULL)`,
+		"UPDATE sluice.commit_counters SET last_seq = 1 WHERE db_id = $1",
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = append(args, d.ID)
+		}
+		if err := db.ExecDBForTest(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	if n, err := db.Migrate(ctx); err != nil || n != postgres.LatestVersion()-2 {
+		t.Fatalf("Migrate applied %d: %v", n, err)
+	}
+	c, err := db.Commit(ctx, d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []sluice.Change{
+		{Index: 0, Class: "Note", DocID: "Note/a", Op: sluice.OpAdded, After: []byte(`{"@id":"Note/a","@type":"Note","text":"x"}`)},
+		{Index: 1, Class: "Note", DocID: "Note/b", Op: sluice.OpUpdated, Before: []byte(before), After: []byte(after)},
+		{Index: 2, Class: "Note", DocID: "Note/c", Op: sluice.OpDeleted, Before: []byte(`{"@id":"Note/c","@type":"Note","text":"y"}`)},
+	}
+	if len(c.Changes) != len(want) {
+		t.Fatalf("%d changes, want %d: %+v", len(c.Changes), len(want), c.Changes)
+	}
+	for i, w := range want {
+		g := c.Changes[i]
+		if g.Index != w.Index || g.Class != w.Class || g.DocID != w.DocID || g.Op != w.Op || string(g.Before) != string(w.Before) || string(g.After) != string(w.After) {
+			t.Errorf("change %d:\n got %+v\nwant %+v", i, g, w)
+		}
+	}
+}

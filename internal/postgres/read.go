@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -192,7 +193,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	if len(uids) == 0 {
 		return out, nil
 	}
-	rows, err = db.pool.Query(ctx, `SELECT commit_uid, idx, class, doc_id, op, before, after FROM sluice.changes
+	rows, err = db.pool.Query(ctx, `SELECT commit_uid, idx, doc_ids, ops, befores, afters FROM sluice.changes
 		WHERE commit_uid = ANY($1) ORDER BY commit_uid, idx`, uids)
 	if err != nil {
 		return nil, mapError(err)
@@ -200,16 +201,62 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	defer rows.Close()
 	for rows.Next() {
 		var uid int64
-		var ch sluice.Change
-		var op int16
-		if err := rows.Scan(&uid, &ch.Index, &ch.Class, &ch.DocID, &op, &ch.Before, &ch.After); err != nil {
+		var idx int
+		var ids []string
+		var ops []int16
+		var befores, afters []byte
+		if err := rows.Scan(&uid, &idx, &ids, &ops, &befores, &afters); err != nil {
 			return nil, mapError(err)
 		}
-		ch.Op = sluice.Op(op)
 		c := byUID[uid]
-		c.Changes = append(c.Changes, ch)
+		if c.Changes, err = appendChanges(c.Changes, idx, ids, ops, befores, afters); err != nil {
+			return nil, fmt.Errorf("commit %d: %w", c.Seq, err)
+		}
 	}
 	return out, mapError(rows.Err())
+}
+
+// appendChanges appends the changes of one row of sluice.changes (see
+// migration 0003) to cs.
+func appendChanges(cs []sluice.Change, idx int, ids []string, ops []int16, befores, afters []byte) ([]sluice.Change, error) {
+	bs, err := splitJSONArray(befores, len(ids))
+	if err != nil {
+		return nil, fmt.Errorf("befores of change %d: %w", idx, err)
+	}
+	as, err := splitJSONArray(afters, len(ids))
+	if err != nil {
+		return nil, fmt.Errorf("afters of change %d: %w", idx, err)
+	}
+	if len(ops) != len(ids) {
+		return nil, fmt.Errorf("change %d: %d ids but %d ops", idx, len(ids), len(ops))
+	}
+	for i, id := range ids {
+		class, _, _ := strings.Cut(id, "/")
+		cs = append(cs, sluice.Change{Index: idx + i, Class: class, DocID: id, Op: sluice.Op(ops[i]), Before: bs[i], After: as[i]})
+	}
+	return cs, nil
+}
+
+// splitJSONArray returns the n elements of a JSON array, nil for null ones;
+// a nil array means n nils.
+func splitJSONArray(b []byte, n int) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, n)
+	if b == nil {
+		return out, nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(b, &elems); err != nil {
+		return nil, err
+	}
+	if len(elems) != n {
+		return nil, fmt.Errorf("%d images for %d changes", len(elems), n)
+	}
+	for i, e := range elems {
+		if string(e) != "null" {
+			out[i] = e
+		}
+	}
+	return out, nil
 }
 
 // FloorTTL is how long a published floor counts: a daemon that stopped
