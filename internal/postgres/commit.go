@@ -88,25 +88,62 @@ func (w *Writer) Flush(ctx context.Context) error { return w.flush(ctx) }
 // Changes returns how many changes the commit holds so far.
 func (w *Writer) Changes() int { return w.next }
 
-// change is one change row waiting to be written.
+// change is one change waiting to be written.
 type change struct {
-	class, id     string
+	id            string
 	op            sluice.Op
 	before, after []byte
 }
 
+// Rows are validated documents encoded for writing: each one's table row
+// and its API-form JSON (its after image). Encoding is CPU work a large
+// write does on another goroutine while its Writer waits on Postgres.
+type Rows struct {
+	docs []*sluice.Document
+	// vals are the table rows; vals[i][1], the commit uid, is set by the
+	// Writer that writes them.
+	vals  [][]any
+	after [][]byte
+}
+
+// EncodeRows encodes docs, validated against s, for a Writer of s.
+func EncodeRows(s *sluice.Schema, docs []*sluice.Document) (*Rows, error) {
+	r := &Rows{docs: docs, vals: make([][]any, len(docs)), after: make([][]byte, len(docs))}
+	for i, doc := range docs {
+		c := s.Classes[doc.Type]
+		var err error
+		if r.after[i], err = DocumentJSON(c, doc); err != nil {
+			return nil, err
+		}
+		if r.vals[i], err = rowValues(c, doc, 0); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Len returns the number of documents.
+func (r *Rows) Len() int { return len(r.docs) }
+
 // Insert adds new documents. A document whose id exists gives a Conflict
 // error naming it.
 func (w *Writer) Insert(ctx context.Context, docs []*sluice.Document) error {
-	changes := make([]change, len(docs))
-	for i, doc := range docs {
-		after, err := DocumentJSON(w.schema.Classes[doc.Type], doc)
-		if err != nil {
-			return err
-		}
-		changes[i] = change{class: doc.Type, id: doc.ID, op: sluice.OpAdded, after: after}
+	r, err := EncodeRows(w.schema, docs)
+	if err != nil {
+		return err
 	}
-	if err := w.writeRows(ctx, docs); err != nil {
+	return w.InsertRows(ctx, r)
+}
+
+// InsertRows is Insert for documents already encoded.
+func (w *Writer) InsertRows(ctx context.Context, r *Rows) error {
+	changes := make([]change, r.Len())
+	all := make([]int, r.Len())
+	for i, doc := range r.docs {
+		changes[i] = change{id: doc.ID, op: sluice.OpAdded, after: r.after[i]}
+		all[i] = i
+	}
+	if err := w.writeRows(ctx, r, all); err != nil {
 		return err
 	}
 	w.writeChanges(changes)
@@ -116,43 +153,48 @@ func (w *Writer) Insert(ctx context.Context, docs []*sluice.Document) error {
 // Replace replaces existing documents by new versions. A document that does
 // not exist gives a NotFound error naming it, unless create is set, in which
 // case it is inserted.
+func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bool) error {
+	r, err := EncodeRows(w.schema, docs)
+	if err != nil {
+		return err
+	}
+	return w.ReplaceRows(ctx, r, create)
+}
+
+// ReplaceRows is Replace for documents already encoded.
 //
 // Rows are locked and read with SELECT … FOR UPDATE and then UPDATEd in
 // place. Deleting and re-inserting them would be wrong under concurrency: a
 // transaction waiting on the row lock would find the old row gone and miss
 // the new one.
-func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bool) error {
-	ids := make([]string, len(docs))
-	for i, d := range docs {
+func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
+	ids := make([]string, r.Len())
+	for i, d := range r.docs {
 		ids[i] = d.ID
 	}
 	before, err := w.rows(ctx, ids, "SELECT to_jsonb(t) FROM %s t WHERE %s = ANY($1) FOR UPDATE")
 	if err != nil {
 		return err
 	}
-	changes := make([]change, len(docs))
-	var updates, inserts []*sluice.Document
-	for i, doc := range docs {
-		after, err := DocumentJSON(w.schema.Classes[doc.Type], doc)
-		if err != nil {
-			return err
-		}
-		c := change{class: doc.Type, id: doc.ID, op: sluice.OpUpdated, before: before[doc.ID], after: after}
+	changes := make([]change, r.Len())
+	var updates, inserts []int
+	for i, doc := range r.docs {
+		c := change{id: doc.ID, op: sluice.OpUpdated, before: before[doc.ID], after: r.after[i]}
 		if c.before == nil {
 			if !create {
 				return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", doc.ID)
 			}
 			c.op = sluice.OpAdded
-			inserts = append(inserts, doc)
+			inserts = append(inserts, i)
 		} else {
-			updates = append(updates, doc)
+			updates = append(updates, i)
 		}
 		changes[i] = c
 	}
-	if err := w.updateRows(ctx, updates); err != nil {
+	if err := w.updateRows(ctx, r, updates); err != nil {
 		return err
 	}
-	if err := w.writeRows(ctx, inserts); err != nil {
+	if err := w.writeRows(ctx, r, inserts); err != nil {
 		return err
 	}
 	w.writeChanges(changes)
@@ -162,11 +204,8 @@ func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bo
 // updateRows overwrites the rows of existing documents, by class: pipelined
 // UPDATEs for small batches, COPY into a temporary table and one UPDATE … FROM
 // for large ones.
-func (w *Writer) updateRows(ctx context.Context, docs []*sluice.Document) error {
-	byClass, order, err := w.groupRows(docs)
-	if err != nil {
-		return err
-	}
+func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
+	byClass, order := w.groupRows(r, which)
 	for _, class := range order {
 		c := w.schema.Classes[class]
 		rows := byClass[class]
@@ -214,8 +253,7 @@ func (w *Writer) Delete(ctx context.Context, ids []string) error {
 		if b == nil {
 			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 		}
-		class, _, _ := strings.Cut(id, "/")
-		changes[i] = change{class: class, id: id, op: sluice.OpDeleted, before: b}
+		changes[i] = change{id: id, op: sluice.OpDeleted, before: b}
 	}
 	w.writeChanges(changes)
 	return nil
@@ -279,11 +317,8 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 
 // writeRows inserts the documents' rows, by class, with COPY for large
 // batches and pipelined INSERTs otherwise.
-func (w *Writer) writeRows(ctx context.Context, docs []*sluice.Document) error {
-	byClass, order, err := w.groupRows(docs)
-	if err != nil {
-		return err
-	}
+func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
+	byClass, order := w.groupRows(r, which)
 	for _, class := range order {
 		c := w.schema.Classes[class]
 		rows := byClass[class]
@@ -319,22 +354,21 @@ func setClause(cols []string, value func(i int, col string) string) string {
 	return b.String()
 }
 
-// groupRows returns the documents' row values by class, and the classes in
-// order of first appearance.
-func (w *Writer) groupRows(docs []*sluice.Document) (map[string][][]any, []string, error) {
+// groupRows returns the rows r.vals[i] for i in which, by class, with this
+// Writer's commit uid, and the classes in order of first appearance.
+func (w *Writer) groupRows(r *Rows, which []int) (map[string][][]any, []string) {
 	byClass := map[string][][]any{}
 	var order []string
-	for _, doc := range docs {
-		vals, err := rowValues(w.schema.Classes[doc.Type], doc, w.uid)
-		if err != nil {
-			return nil, nil, err
+	for _, i := range which {
+		class := r.docs[i].Type
+		vals := r.vals[i]
+		vals[1] = w.uid
+		if _, ok := byClass[class]; !ok {
+			order = append(order, class)
 		}
-		if _, ok := byClass[doc.Type]; !ok {
-			order = append(order, doc.Type)
-		}
-		byClass[doc.Type] = append(byClass[doc.Type], vals)
+		byClass[class] = append(byClass[class], vals)
 	}
-	return byClass, order, nil
+	return byClass, order
 }
 
 func insertSQL(table string, cols []string) string {
@@ -371,11 +405,9 @@ func insertError(err error) error {
 	return mapError(err)
 }
 
-// insertChangesSQL writes one batch of changes (see migration 0003). The
-// image arrays are sent as text: pgx would otherwise re-encode a
-// json.RawMessage, which costs more than Postgres's own check of the text.
+// insertChangesSQL writes one batch of changes (see migration 0003).
 const insertChangesSQL = `INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
-	VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json)`
+	VALUES ($1, $2, $3, $4, $5, $6)`
 
 // writeChanges queues one row holding the changes, in order, as the next
 // batch of the commit's changes.
