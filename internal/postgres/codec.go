@@ -223,32 +223,59 @@ func normalizeElem(f *sluice.Field, v any) (any, error) {
 // in the class's field order. The output is deterministic, so the same
 // document always has the same bytes.
 func DocumentJSON(c *sluice.Class, doc *sluice.Document) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString(`{"@id":`)
-	writeJSONString(&buf, doc.ID)
-	buf.WriteString(`,"@type":`)
-	writeJSONString(&buf, doc.Type)
+	buf := make([]byte, 0, 64+16*len(doc.Fields))
+	buf = append(buf, `{"@id":`...)
+	buf = appendJSONString(buf, doc.ID)
+	buf = append(buf, `,"@type":`...)
+	buf = appendJSONString(buf, doc.Type)
 	for _, f := range c.Fields {
 		v, ok := doc.Fields[f.Name]
 		if !ok {
 			continue
 		}
-		buf.WriteByte(',')
-		writeJSONString(&buf, f.Name)
-		buf.WriteByte(':')
-		b, err := json.Marshal(v)
-		if err != nil {
+		buf = append(buf, ',')
+		buf = appendJSONString(buf, f.Name)
+		buf = append(buf, ':')
+		var err error
+		if buf, err = appendJSONValue(buf, v); err != nil {
 			return nil, fmt.Errorf("encode %s.%s: %w", doc.ID, f.Name, err)
 		}
-		buf.Write(b)
 	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	buf = append(buf, '}')
+	return buf, nil
 }
 
-func writeJSONString(buf *bytes.Buffer, s string) {
-	b, _ := json.Marshal(s)
-	buf.Write(b)
+// appendJSONValue appends v as encoding/json would encode it, writing the
+// common scalars directly: this runs for every field of every document
+// written.
+func appendJSONValue(buf []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case string:
+		return appendJSONString(buf, v), nil
+	case json.Number:
+		if v != "" {
+			return append(buf, v...), nil
+		}
+	case bool:
+		return strconv.AppendBool(buf, v), nil
+	}
+	b, err := json.Marshal(v)
+	return append(buf, b...), err
+}
+
+// appendJSONString appends s quoted, byte for byte as encoding/json does:
+// strings with nothing to escape (the usual case) are copied, others go
+// through encoding/json (which also escapes <, > and & for HTML).
+func appendJSONString(buf []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
 }
 
 // decodeRow decodes to_jsonb(row) text keeping numbers exact.
