@@ -225,6 +225,11 @@ func (v *validator) sendChunks(chunk []*sluice.Document, cr *chunkReader) error 
 		chunk = make([]*sluice.Document, 0, chunkSize)
 		return nil
 	}
+	// The documents read before the request was known to be large go
+	// first, as they are, so that Postgres starts writing at once.
+	if err := send(); err != nil {
+		return err
+	}
 	for !cr.stopped.Load() {
 		if len(chunk) >= chunkSize {
 			if err := send(); err != nil {
