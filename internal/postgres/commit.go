@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -172,7 +173,7 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	for i, d := range r.docs {
 		ids[i] = d.ID
 	}
-	before, err := w.rows(ctx, ids, "SELECT to_jsonb(t) FROM %s t WHERE %s = ANY($1) FOR UPDATE")
+	before, err := w.rows(ctx, ids, "SELECT to_jsonb(t) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE")
 	if err != nil {
 		return err
 	}
@@ -277,6 +278,10 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 		}
 		byClass[class] = append(byClass[class], id)
 	}
+	// Classes in name order and rows in id order (the query sorts): two
+	// requests locking overlapping documents take the locks in the same
+	// order, so they wait for each other instead of deadlocking.
+	sort.Strings(order)
 	out := make(map[string][]byte, len(ids))
 	for _, class := range order {
 		c := w.schema.Classes[class]
