@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,6 +87,9 @@ func BenchmarkStreams(b *testing.B) {
 	raiseOpenFiles(b)
 	dir := b.TempDir()
 	sluiceBin := buildBinary(b, dir, "github.com/sluice-dev/sluice/cmd/sluice")
+	if pkg := os.Getenv("TMPPKG"); pkg != "" { // TEMPORARY
+		sluiceBin = buildBinary(b, dir, pkg)
+	}
 	minimalBin := buildBinary(b, dir, "github.com/sluice-dev/sluice/internal/bench/minimalsse")
 	for _, cell := range streamCells {
 		b.Run(fmt.Sprintf("subs=%d,rate=%d", cell.subs, cell.rate), func(b *testing.B) {
@@ -205,6 +211,7 @@ func runStreamCell(b *testing.B, t *streamTarget, subs, rate int, load time.Dura
 
 	// Commit at a fixed rate, each commit on its own goroutine so that a
 	// slow one does not delay the next.
+	stopPerf := startPerf(b, t.proc, subs, rate)
 	cpu0 := t.proc.cpuTime(b)
 	var pg0 time.Duration
 	if t.pgCPU != nil {
@@ -263,6 +270,18 @@ func runStreamCell(b *testing.B, t *streamTarget, subs, rate int, load time.Dura
 	}
 	drain.Stop()
 	r.cpu = t.proc.cpuTime(b) - cpu0
+	stopPerf()
+	if a := os.Getenv("SLUICE_PPROF"); a != "" && filepath.Base(t.proc.cmd.Path) != "minimalsse" { // TEMPORARY
+		for _, what := range []string{"heap", "goroutine", "heap?debug=1"} {
+			resp, err := http.Get("http://" + a + "/debug/pprof/" + what)
+			if err == nil {
+				f, _ := os.Create(fmt.Sprintf("/tmp/perf/%s-%d-%d.pprof", what, subs, rate))
+				io.Copy(f, resp.Body)
+				f.Close()
+				resp.Body.Close()
+			}
+		}
+	}
 	var pgCPU time.Duration
 	if t.pgCPU != nil {
 		pgCPU = t.pgCPU() - pg0
@@ -300,6 +319,35 @@ func runStreamCell(b *testing.B, t *streamTarget, subs, rate int, load time.Dura
 	r.rssPerSub = float64(peak.Load()-rss0) / float64(subs)
 	r.problems = t.proc.problems.Load()
 	return r
+}
+
+// perfEnv names the environment variable that, set to a directory, makes
+// the stream benchmark record each server's CPU profile over the commit
+// phase and the drain with `perf record -g` (perf must be installed and
+// allowed to attach): <dir>/<server>-<subs>-<rate>.data, read with
+// `perf report -i`. Go binaries keep frame pointers, so call graphs work.
+const perfEnv = "SLUICE_BENCH_PERF"
+
+// startPerf starts perf on the server when perfEnv asks for it and returns
+// the function that stops it and waits for the profile to be written.
+func startPerf(b *testing.B, p *serverProc, subs, rate int) func() {
+	dir := os.Getenv(perfEnv)
+	if dir == "" {
+		return func() {}
+	}
+	out := filepath.Join(dir, fmt.Sprintf("%s-%d-%d.data", filepath.Base(p.cmd.Path), subs, rate))
+	cmd := exec.Command("perf", "record", "-q", "-F", "499", "-g", "-p", strconv.Itoa(p.cmd.Process.Pid), "-o", out)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("%s: start perf: %v", perfEnv, err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			b.Logf("perf record: %v", err)
+		}
+		b.Logf("CPU profile of %s in %s", filepath.Base(p.cmd.Path), out)
+	}
 }
 
 // raiseOpenFiles raises the soft limit on open files to the hard limit:

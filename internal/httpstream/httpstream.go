@@ -24,6 +24,9 @@ type Writer struct {
 	timeout     time.Duration
 	started     bool
 	deadlineSet time.Time // when the write deadline was last moved
+	// spilled is set when frames were handed to the response since the
+	// last flush.
+	spilled bool
 }
 
 // New returns a Writer for w with the given Content-Type; each write must
@@ -54,11 +57,43 @@ func (s *Writer) Start(r *http.Request) {
 	s.w.WriteHeader(http.StatusOK)
 }
 
-// Flush writes the buffered frames and flushes them. An error means the
-// client is gone. The deadline is moved at most every quarter timeout:
-// moving it on every flush cost about as much CPU as the write itself, and
-// a write still gets at least three quarters of the timeout.
+// spillSize is the buffered size at which Spill hands the frames to the
+// response: a long batch of frames then reuses a small buffer instead of
+// growing one per stream.
+const spillSize = 4 << 10
+
+// keepSize is the largest buffer kept between flushes; one that grew
+// beyond (a single large frame) is released.
+const keepSize = 64 << 10
+
+// Flush writes the buffered frames and flushes them; with nothing
+// buffered or spilled it does nothing. An error means the client is gone.
 func (s *Writer) Flush() error {
+	if s.Buf.Len() == 0 && !s.spilled {
+		return nil
+	}
+	if err := s.write(); err != nil {
+		return err
+	}
+	s.spilled = false
+	return s.rc.Flush()
+}
+
+// Spill writes the buffered frames to the response, without flushing it,
+// once they reach a few KiB. Call it between the frames of a batch.
+func (s *Writer) Spill() error {
+	if s.Buf.Len() < spillSize {
+		return nil
+	}
+	s.spilled = true
+	return s.write()
+}
+
+// write hands the buffered frames to the response. The deadline is moved
+// at most every quarter timeout: moving it on every flush cost about as
+// much CPU as the write itself, and a write still gets at least three
+// quarters of the timeout.
+func (s *Writer) write() error {
 	if s.Buf.Len() == 0 {
 		return nil
 	}
@@ -71,9 +106,10 @@ func (s *Writer) Flush() error {
 		s.deadlineSet = now
 	}
 	_, err := s.w.Write(s.Buf.Bytes())
-	s.Buf.Reset()
-	if err == nil {
-		err = s.rc.Flush()
+	if s.Buf.Cap() > keepSize {
+		s.Buf = bytes.Buffer{}
+	} else {
+		s.Buf.Reset()
 	}
 	return err
 }

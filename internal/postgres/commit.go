@@ -453,7 +453,7 @@ func jsonArray(vals [][]byte) any {
 		b = append(b, v...)
 	}
 	b = append(b, ']')
-	return string(b)
+	return b // pgx sends a []byte for a text parameter as it is
 }
 
 // Finish flushes the Writer, allocates the commit's sequence number and

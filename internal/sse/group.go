@@ -12,9 +12,25 @@ import (
 	"github.com/sluice-dev/sluice/internal/changefeed"
 )
 
-// memberQueue is how many commits' events a group member may have waiting
-// before it leaves the group and reads the log on its own.
-const memberQueue = 256
+// The bounds of a group's history: the events of the commits some member
+// has not taken yet. A member whose next commit would fall out of it
+// leaves the group and reads the log on its own. The bytes scale with the
+// members (each may lag as much as one alone), so memory per subscriber
+// stays bounded while a large group tolerates long bursts: 10,000 members
+// lagging 500 commits behind read shared payloads instead of evaluating
+// each commit once per member.
+const (
+	historyCommits        = 4096
+	historyBytesPerMember = 64 << 10
+	historyMaxBytes       = 64 << 20
+	// eventOverhead is what an event costs beyond its id and payload bytes
+	// (the SubscriptionEvent and its share of the entry).
+	eventOverhead = 64
+)
+
+// takeMax is how many commits' events a member takes at once (written
+// with one flush).
+const takeMax = 64
 
 // groupKey identifies subscribers that share one evaluation: the same
 // executable schema (database, schema version and role), query, operation
@@ -40,31 +56,55 @@ func keyOf(es *graph.ExecutableSchema, req *request) (groupKey, bool) {
 }
 
 // group is one change feed subscription whose commits are evaluated once
-// (one graph evaluation, one serialized payload per event) and fanned out
-// to its members' bounded queues, never blocking on a member.
+// (one graph evaluation, one serialized payload per event) and kept in a
+// history that every member reads at its own pace. Publishing never
+// blocks on a member: it appends and wakes the members with one channel
+// close, instead of one send per member.
 type group struct {
-	srv  *Server
-	key  groupKey
-	gs   *graph.Subscription
-	sub  *changefeed.Subscription
-	ctx  context.Context
-	stop context.CancelFunc
+	srv   *Server
+	key   groupKey
+	gs    *graph.Subscription
+	sub   *changefeed.Subscription
+	epoch string
+	ctx   context.Context
+	stop  context.CancelFunc
+	// catchUps counts members that fell out of the history; nil without
+	// metrics.
+	catchUps interface{ Inc() }
 
 	mu      sync.Mutex
 	members map[*member]struct{}
-	closed  bool
-	err     error         // why the group ended; set before done is closed
-	done    chan struct{} // closed when the group ends on its own (hub, evaluation error)
-	exited  chan struct{} // closed when run returns
+	closed  bool  // no member may join
+	ended   bool  // the group ended on its own (hub, evaluation error)
+	err     error // why it ended
+	// hist holds the events of the commits not yet taken by every member,
+	// oldest first; hist[0] has the index first. Indexes only grow.
+	hist  []entry
+	first int64
+	bytes int
+	// wake is closed (and replaced) when the history grows or the group
+	// ends.
+	wake   chan struct{}
+	exited chan struct{} // closed when run returns
 }
 
-// member is one subscriber of a group.
+// entry is one commit's events in a group's history. evs is shared by
+// every member and never modified.
+type entry struct {
+	seq    int64
+	evs    []graph.SubscriptionEvent
+	size   int
+	unread int // members that have not taken it
+}
+
+// member is one subscriber of a group. Its fields are guarded by g.mu.
 type member struct {
-	g  *group
-	ch chan []graph.SubscriptionEvent
-	// detached is closed when the group dropped the member because its
-	// queue was full; from is then where it continues on its own.
-	detached chan struct{}
+	g *group
+	// pos is the index of the next history entry it takes.
+	pos int64
+	// detached is set when its next entry fell out of the history; from is
+	// then where it continues on its own.
+	detached bool
 	from     sluice.Position
 }
 
@@ -86,18 +126,27 @@ func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription,
 	if err != nil {
 		return nil, err
 	}
-	gctx, stop := context.WithCancel(context.Background())
-	g := &group{srv: s, key: key, gs: gs, sub: sub, ctx: gctx, stop: stop,
-		members: map[*member]struct{}{}, done: make(chan struct{}), exited: make(chan struct{})}
+	g := newGroup(s, key, gs, sub, d)
 	s.groups[key] = g
 	m := g.add()
 	go g.run()
 	return m, nil
 }
 
-// add adds a member; the caller holds g.mu.
+func newGroup(s *Server, key groupKey, gs *graph.Subscription, sub *changefeed.Subscription, d *sluice.Database) *group {
+	gctx, stop := context.WithCancel(context.Background())
+	g := &group{srv: s, key: key, gs: gs, sub: sub, epoch: d.Epoch, ctx: gctx, stop: stop,
+		members: map[*member]struct{}{}, wake: make(chan struct{}), exited: make(chan struct{})}
+	if mt := s.opts.Metrics; mt != nil {
+		g.catchUps = mt.CatchUps.WithLabelValues(strconv.FormatInt(d.ID, 10))
+	}
+	return g
+}
+
+// add adds a member that takes what is published from now on; the caller
+// holds g.mu.
 func (g *group) add() *member {
-	m := &member{g: g, ch: make(chan []graph.SubscriptionEvent, memberQueue), detached: make(chan struct{})}
+	m := &member{g: g, pos: g.first + int64(len(g.hist))}
 	g.members[m] = struct{}{}
 	return m
 }
@@ -107,7 +156,13 @@ func (g *group) add() *member {
 func (m *member) leave() {
 	g := m.g
 	g.mu.Lock()
-	delete(g.members, m)
+	if _, ok := g.members[m]; ok {
+		delete(g.members, m)
+		for i := m.pos - g.first; i < int64(len(g.hist)); i++ {
+			g.hist[i].unread--
+		}
+		g.trim()
+	}
 	last := len(g.members) == 0 && !g.closed
 	if last {
 		g.closed = true
@@ -130,7 +185,7 @@ func (s *Server) forget(g *group) {
 	s.mu.Unlock()
 }
 
-// run evaluates each commit once and fans the events out.
+// run evaluates each commit once and publishes its events.
 func (g *group) run() {
 	defer close(g.exited)
 	for {
@@ -160,9 +215,8 @@ func (g *group) run() {
 	}
 }
 
-// deliver evaluates c and hands its events to every member without
-// blocking: a member whose queue is full is detached, to continue on its
-// own from c. It reports whether the group goes on.
+// deliver evaluates c and publishes its events. It reports whether the
+// group goes on.
 func (g *group) deliver(c *sluice.Commit) bool {
 	evs, err := g.gs.Events(g.ctx, c)
 	if err != nil {
@@ -171,34 +225,126 @@ func (g *group) deliver(c *sluice.Commit) bool {
 		}
 		return false
 	}
-	if len(evs) == 0 {
-		return true
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for m := range g.members {
-		select {
-		case m.ch <- evs:
-		default:
-			// Index -1: the whole of commit c is replayed to it.
-			m.from = sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}
-			delete(g.members, m)
-			close(m.detached)
-			if mt := g.srv.opts.Metrics; mt != nil {
-				mt.CatchUps.WithLabelValues(strconv.FormatInt(c.DatabaseID, 10)).Inc()
-			}
-		}
+	if len(evs) > 0 {
+		g.publish(c.Seq, evs)
 	}
 	return true
 }
 
-// end closes the group with err; its members finish with it.
+// publish appends the events of commit seq to the history and wakes the
+// members. Over the history's bounds, the oldest entries go, and the
+// members that had not taken them leave the group.
+func (g *group) publish(seq int64, evs []graph.SubscriptionEvent) {
+	size := 0
+	for i := range evs {
+		size += len(evs[i].ID) + len(evs[i].Data) + eventOverhead
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.members) == 0 {
+		return
+	}
+	g.hist = append(g.hist, entry{seq: seq, evs: evs, size: size, unread: len(g.members)})
+	g.bytes += size
+	budget := min(historyBytesPerMember*len(g.members), historyMaxBytes)
+	for len(g.hist) > 1 && (len(g.hist) > historyCommits || g.bytes > budget) {
+		g.evictOldest()
+	}
+	g.signal()
+}
+
+// evictOldest drops the oldest entry, detaching the members that had not
+// taken it: they continue from its commit, read from the log. The caller
+// holds g.mu.
+func (g *group) evictOldest() {
+	e := g.hist[0]
+	for m := range g.members {
+		if m.pos != g.first {
+			continue
+		}
+		// Index -1: the whole commit is replayed to it.
+		m.detached, m.from = true, sluice.Position{Epoch: g.epoch, Seq: e.seq, Index: -1}
+		delete(g.members, m)
+		for i := 1; i < len(g.hist); i++ {
+			g.hist[i].unread--
+		}
+		if g.catchUps != nil {
+			g.catchUps.Inc()
+		}
+	}
+	g.bytes -= e.size
+	g.hist[0] = entry{}
+	g.hist = g.hist[1:]
+	g.first++
+	g.trim()
+}
+
+// trim drops the oldest entries every member has taken. The caller holds
+// g.mu.
+func (g *group) trim() {
+	for len(g.hist) > 0 && g.hist[0].unread <= 0 {
+		g.bytes -= g.hist[0].size
+		g.hist[0] = entry{}
+		g.hist = g.hist[1:]
+		g.first++
+	}
+	if len(g.hist) == 0 {
+		g.hist = nil // release the backing array
+	}
+}
+
+// signal wakes every member waiting on the current wake channel. The
+// caller holds g.mu.
+func (g *group) signal() {
+	close(g.wake)
+	g.wake = make(chan struct{})
+}
+
+// end closes the group with err; its members finish with it once they
+// have taken what it published.
 func (g *group) end(err error) {
 	g.srv.forget(g)
 	g.mu.Lock()
 	g.closed = true
+	g.ended = true
 	g.err = err
+	g.signal()
 	g.mu.Unlock()
-	close(g.done)
 	g.sub.Close()
+}
+
+// takeState says what a member does once take gave it nothing.
+type takeState int
+
+const (
+	takeWait     takeState = iota // wait on the wake channel
+	takeDetached                  // continue on its own from m.from
+	takeEnded                     // the group ended: finish with g.err
+)
+
+// take appends to buf the next entries (at most takeMax) m has not taken.
+// When there are none it returns the channel that is closed when that may
+// change, or why m does not wait.
+func (m *member) take(buf []entry) ([]entry, <-chan struct{}, takeState) {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m.detached {
+		return buf, nil, takeDetached
+	}
+	i := int(m.pos - g.first)
+	n := min(len(g.hist)-i, takeMax)
+	for k := i; k < i+n; k++ {
+		buf = append(buf, g.hist[k])
+		g.hist[k].unread--
+	}
+	m.pos += int64(n)
+	if n > 0 {
+		g.trim()
+		return buf, nil, takeWait
+	}
+	if g.ended {
+		return buf, nil, takeEnded
+	}
+	return buf, g.wake, takeWait
 }

@@ -34,29 +34,32 @@ type session struct {
 	label  string
 	logger *slog.Logger
 	tick   *time.Ticker
+	// Exactly one of m (a group member) and sub (a subscription of its
+	// own) is set once the session is registered.
+	m   *member
+	sub *changefeed.Subscription
 
 	deliveredCounter prometheus.Counter
 	latency          prometheus.Observer
 }
 
-// subscribe serves a subscription operation: it registers (joining the
-// group of identical subscribers when it starts from now, with a change
-// feed subscription of its own when it resumes), writes the readiness
-// frame, then one next per event until the client leaves (nothing more is
-// written) or the subscription ends (an error next unless the server is
-// shutting down, then complete).
-func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *graphql.OperationContext) {
+// subscribe starts serving a subscription operation: it registers
+// (joining the group of identical subscribers when it starts from now,
+// with a change feed subscription of its own when it resumes) and writes
+// the readiness frame. It returns the session to serve, or nil when the
+// request is over (an error was answered, or the client left).
+func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *graphql.OperationContext) *session {
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
 	s := &session{t: t, r: r, st: st, label: transportLabel(st.framing), logger: t.opts.Logger}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
 		s.fail(err)
-		return
+		return nil
 	}
 	if t.opts.Hub == nil {
 		s.fail(sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
-		return
+		return nil
 	}
 	s.gs, s.db = gs, greq.DB
 	s.logger = s.logger.With("database", greq.DB.Path(), "transport", s.label)
@@ -65,17 +68,17 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 			m, err := t.join(ctx, key, gs, greq.DB, s.label)
 			if err != nil {
 				s.fail(err)
-				return
+				return nil
 			}
-			defer m.leave()
 			// The group's change feed subscription id ties the stream to
 			// /api/admin/subscriptions and the hub's logs.
 			s.logger = s.logger.With("sub", m.g.sub.ID(), "grouped", true)
 			if !s.ready(req) {
-				return
+				m.leave()
+				return nil
 			}
-			s.member(m)
-			return
+			s.m = m
+			return s
 		}
 	}
 	sub, err := t.opts.Hub.Subscribe(ctx, greq.DB, req.from, changefeed.Options{Classes: gs.Classes(), Transport: s.label})
@@ -83,14 +86,28 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 		// An expired position is an error on the stream, never a silent
 		// gap: the client re-reads the current state.
 		s.fail(err)
-		return
+		return nil
 	}
-	defer sub.Close()
 	s.logger = s.logger.With("sub", sub.ID())
 	if !s.ready(req) {
+		sub.Close()
+		return nil
+	}
+	s.sub = sub
+	return s
+}
+
+// serve writes one next per event until the client leaves (nothing more
+// is written) or the subscription ends (an error next unless the server
+// is shutting down, then complete), then releases the subscription.
+func (s *session) serve() {
+	if s.m != nil {
+		defer s.m.leave()
+		s.member(s.m)
 		return
 	}
-	s.own(sub)
+	defer s.sub.Close()
+	s.own(s.sub)
 }
 
 // ready writes the readiness frame, once the subscription is registered:
@@ -134,16 +151,23 @@ func (s *session) finish(err error) {
 // falling behind continues on a change feed subscription of its own.
 func (s *session) member(m *member) {
 	defer s.tick.Stop()
+	// Looked up once: Done walks the request's chain of contexts.
+	gone := s.r.Context().Done()
+	var buf []entry
 	for {
-		select {
-		case evs := <-m.ch:
-			if s.write(evs, m.ch) != nil {
+		var wake <-chan struct{}
+		var state takeState
+		buf, wake, state = m.take(buf[:0])
+		if len(buf) > 0 {
+			err := s.writeEntries(buf)
+			clear(buf) // do not hold payloads while waiting
+			if err != nil {
 				return
 			}
-		case <-m.detached:
-			if s.drain(m.ch) != nil {
-				return
-			}
+			continue
+		}
+		switch state {
+		case takeDetached:
 			sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &m.from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
 			if err != nil {
 				s.finish(err)
@@ -152,12 +176,12 @@ func (s *session) member(m *member) {
 			defer sub.Close()
 			s.own(sub)
 			return
-		case <-m.g.done:
-			if s.drain(m.ch) != nil {
-				return
-			}
+		case takeEnded:
 			s.finish(m.g.err)
 			return
+		}
+		select {
+		case <-wake:
 		case <-s.tick.C:
 			if err := s.recheck(); err != nil {
 				s.finish(err)
@@ -167,7 +191,7 @@ func (s *session) member(m *member) {
 			if s.st.flush() != nil {
 				return
 			}
-		case <-s.r.Context().Done():
+		case <-gone:
 			return
 		}
 	}
@@ -183,37 +207,17 @@ func (s *session) recheck() error {
 	return s.t.opts.Access(s.r.Context(), graph.RequestFrom(s.r.Context()).User, s.db, s.t.es.Role())
 }
 
-// drain writes the events queued for a member.
-func (s *session) drain(ch chan []graph.SubscriptionEvent) error {
-	for {
-		select {
-		case evs := <-ch:
-			if err := s.write(evs, ch); err != nil {
-				return err
-			}
-		default:
-			return nil
-		}
-	}
-}
-
-// write writes evs and up to 63 further queued batches, then flushes once.
-func (s *session) write(evs []graph.SubscriptionEvent, more chan []graph.SubscriptionEvent) error {
+// writeEntries writes the events of es, then flushes once.
+func (s *session) writeEntries(es []entry) error {
 	n := 0
-	for i := 0; ; i++ {
-		for _, ev := range evs {
+	for _, e := range es {
+		for _, ev := range e.evs {
 			s.st.next(ev.ID, ev.Data)
 		}
-		n += len(evs)
-		if i == 63 {
-			break
+		n += len(e.evs)
+		if err := s.st.Spill(); err != nil {
+			return err
 		}
-		select {
-		case evs = <-more:
-			continue
-		default:
-		}
-		break
 	}
 	if err := s.st.flush(); err != nil {
 		return err

@@ -126,12 +126,45 @@ type request struct {
 }
 
 // Do serves one streaming request.
+//
+// Everything up to the readiness frame (parsing, validation, the first
+// reads of the log) runs on a goroutine of its own that ends once the
+// subscription is registered: those call chains grow a goroutine's stack
+// to 16 KiB or more, the runtime only shrinks a stack to half when less
+// than a quarter of it is in use, and a subscription's handler goroutine
+// then waits for hours with that stack. Its stack stays at the size the
+// long-lived loop needs.
 func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	var (
+		s        *session
+		panicked any
+		started  = make(chan struct{})
+	)
+	go func() {
+		defer close(started)
+		// A panic belongs to the handler goroutine, where the server's
+		// recovery middleware sees it.
+		defer func() { panicked = recover() }()
+		s = t.start(w, r, exec)
+	}()
+	<-started
+	if panicked != nil {
+		panic(panicked)
+	}
+	if s != nil {
+		s.serve()
+	}
+}
+
+// start answers a request up to the point where a subscription is
+// registered and ready, and returns its session; nil when the request is
+// over (an error, or a finite operation).
+func (t *transport) start(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) *session {
 	st := newStream(w, negotiate(r.Header.Get("Accept")), t.opts.WriteTimeout)
 	req, err := t.parse(r)
 	if err != nil {
 		writeHTTPError(w, err)
-		return
+		return nil
 	}
 	ctx := r.Context()
 	start := graphql.Now()
@@ -145,13 +178,13 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		st.next("", errorResult(errs))
 		st.complete()
 		_ = st.flush()
-		return
+		return nil
 	}
 	kind := op.Operation.Operation
 	if r.Method == http.MethodGet && kind == ast.Mutation {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "a mutation cannot be sent with GET; use POST"))
-		return
+		return nil
 	}
 	if kind != ast.Subscription {
 		responses, ctx := exec.DispatchOperation(ctx, op)
@@ -164,9 +197,9 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		st.next("", b)
 		st.complete()
 		_ = st.flush()
-		return
+		return nil
 	}
-	t.subscribe(r, st, req, op)
+	return t.subscribe(r, st, req, op)
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the
