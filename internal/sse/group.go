@@ -29,8 +29,8 @@ const (
 )
 
 // takeMax is how many commits' events a member takes at once (written
-// with one flush).
-const takeMax = 64
+// with one flush). A member keeps a slice of that many entries.
+const takeMax = 16
 
 // groupKey identifies subscribers that share one evaluation: the same
 // executable schema (database, schema version and role), query, operation
