@@ -155,6 +155,31 @@ func TestBulkCommitsReadBackInOrder(t *testing.T) {
 	}
 }
 
+// TestLargeImagesReadBack writes a request whose change images (3 MB)
+// exceed what a Writer holds back before sending, so its change rows go
+// out in several batches; every change reads back in order.
+func TestLargeImagesReadBack(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "big", "type Blob { text: String! }")
+	text := strings.Repeat("x", 8000)
+	var body strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&body, `{"@id":"Blob/b%d","@type":"Blob","text":"%s%d"}`+"\n", i, text, i)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", body.String(), "Content-Type", "application/x-ndjson")
+	commits := allChanges(t, d, "big")
+	if len(commits) != 1 || len(commits[0].Changes) != 400 {
+		t.Fatalf("got %d commits", len(commits))
+	}
+	for i, ch := range commits[0].Changes {
+		want := fmt.Sprintf(`{"@id":"Blob/b%d","@type":"Blob","text":"%s%d"}`, i, text, i)
+		if ch.ID != fmt.Sprintf("Blob/b%d", i) || string(ch.After) != want {
+			t.Fatalf("change %d: %s", i, ch.ID)
+		}
+	}
+}
+
 // TestFailedRequestLeavesNoTrace fails a bulk insert after its first chunk
 // of 1,000 documents was already sent to Postgres.
 func TestFailedRequestLeavesNoTrace(t *testing.T) {

@@ -39,9 +39,19 @@ type Writer struct {
 	next   int // index of the next change
 	// pending holds statements whose results are not needed right away;
 	// they are sent in one round trip by flush, before anything that
-	// reads, and at the latest by Finish.
+	// reads or copies, and at the latest by Finish.
 	pending pgx.Batch
+	// deferred holds change rows (insertChangesSQL arguments) not yet in
+	// pending. They join pending when another statement is queued behind
+	// them (keeping the order of statements), when they exceed
+	// maxDeferredBytes, or at Finish, so that a large write's COPYs are
+	// not each preceded by a round trip for the previous chunk's changes.
+	deferred      [][]any
+	deferredBytes int
 }
+
+// maxDeferredBytes bounds the change images a Writer holds back.
+const maxDeferredBytes = 1 << 20
 
 // NewWriter starts a commit on database d whose documents were validated
 // against schema (at version d.SchemaVersion).
@@ -72,7 +82,21 @@ func (t *Tx) NewWriters(ctx context.Context, d *sluice.Database, schema *sluice.
 	return ws, nil
 }
 
-// flush sends the pending statements.
+// queue adds a statement to pending, after the deferred change rows.
+func (w *Writer) queue(sql string, args ...any) {
+	w.queueDeferred()
+	w.pending.Queue(sql, args...)
+}
+
+// queueDeferred moves the deferred change rows to pending.
+func (w *Writer) queueDeferred() {
+	for _, args := range w.deferred {
+		w.pending.Queue(insertChangesSQL, args...)
+	}
+	w.deferred, w.deferredBytes = nil, 0
+}
+
+// flush sends the pending statements (not the deferred change rows).
 func (w *Writer) flush(ctx context.Context) error {
 	if w.pending.Len() == 0 {
 		return nil
@@ -82,9 +106,12 @@ func (w *Writer) flush(ctx context.Context) error {
 	return insertError(err)
 }
 
-// Flush sends the statements the Writer has queued, reporting their first
+// Flush sends every statement the Writer has queued, reporting their first
 // error (a duplicate id is a Conflict naming the document).
-func (w *Writer) Flush(ctx context.Context) error { return w.flush(ctx) }
+func (w *Writer) Flush(ctx context.Context) error {
+	w.queueDeferred()
+	return w.flush(ctx)
+}
 
 // Changes returns how many changes the commit holds so far.
 func (w *Writer) Changes() int { return w.next }
@@ -215,7 +242,7 @@ func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
 		if len(rows) < copyThreshold {
 			sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1", tbl, setClause(cols[1:], func(i int, _ string) string { return fmt.Sprintf("$%d", i+2) }), colID)
 			for _, r := range rows {
-				w.pending.Queue(sql, r...)
+				w.queue(sql, r...)
 			}
 			continue
 		}
@@ -340,7 +367,7 @@ func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
 		}
 		sql := insertSQL(tableName(w.d.ID, class), cols)
 		for _, r := range rows {
-			w.pending.Queue(sql, r...)
+			w.queue(sql, r...)
 		}
 	}
 	return nil
@@ -427,13 +454,18 @@ func (w *Writer) writeChanges(changes []change) {
 	for i, c := range changes {
 		ids[i], ops[i], befores[i], afters[i] = c.id, int16(c.op), c.before, c.after
 	}
-	w.pending.Queue(insertChangesSQL, w.uid, w.next, ids, ops, jsonArray(befores), jsonArray(afters))
+	bs, as := jsonArray(befores), jsonArray(afters)
+	w.deferred = append(w.deferred, []any{w.uid, w.next, ids, ops, textOrNull(bs), textOrNull(as)})
+	w.deferredBytes += len(bs) + len(as)
+	if w.deferredBytes > maxDeferredBytes {
+		w.queueDeferred()
+	}
 	w.next += len(changes)
 }
 
 // jsonArray returns the JSON array of the given JSON values (nil ones as
 // null), or nil when all are nil.
-func jsonArray(vals [][]byte) any {
+func jsonArray(vals [][]byte) []byte {
 	n := 2
 	for _, v := range vals {
 		n += len(v) + 5
@@ -453,7 +485,16 @@ func jsonArray(vals [][]byte) any {
 		b = append(b, v...)
 	}
 	b = append(b, ']')
-	return b // pgx sends a []byte for a text parameter as it is
+	return b
+}
+
+// textOrNull is b for a text parameter (pgx sends a []byte as it is), or
+// NULL when b is nil.
+func textOrNull(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
 }
 
 // Finish flushes the Writer, allocates the commit's sequence number and
@@ -481,16 +522,20 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 	messages := make([]string, n)
 	users := make([]string, n)
 	counts := make([]int32, n)
+	// The Writers' last statements and the commit row go in one round
+	// trip.
+	var b pgx.Batch
 	for i, w := range ws {
 		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion {
 			return nil, fmt.Errorf("finish: writers of different databases or schema versions")
 		}
-		if err := w.flush(ctx); err != nil {
-			return nil, err
-		}
+		w.queueDeferred()
+		b.QueuedQueries = append(b.QueuedQueries, w.pending.QueuedQueries...)
+		w.pending = pgx.Batch{}
 		uids[i], authors[i], messages[i], users[i], counts[i] = w.uid, metas[i].Author, metas[i].Message, metas[i].User, int32(w.next)
 	}
-	rows, err := t.tx.Query(ctx, `WITH s AS (
+	queued := b.Len()
+	b.Queue(`WITH s AS (
 			UPDATE sluice.commit_counters SET last_seq = last_seq + $3
 			WHERE db_id = $1 AND schema_version = $2 RETURNING last_seq)
 		INSERT INTO sluice.commits (db_id, seq, uid, author, message, user_name, n_changes)
@@ -499,6 +544,14 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 			WITH ORDINALITY AS o(uid, author, message, user_name, n, ord)
 		RETURNING uid, seq, committed_at`,
 		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts)
+	br := t.tx.SendBatch(ctx, &b)
+	defer br.Close()
+	for range queued {
+		if _, err := br.Exec(); err != nil {
+			return nil, insertError(err)
+		}
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -523,6 +576,9 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 	if err := rows.Err(); err != nil {
 		return nil, mapError(err)
 	}
+	if err := br.Close(); err != nil {
+		return nil, mapError(err)
+	}
 	if got == 0 {
 		return nil, sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran (or the database was deleted); retry", d.Path())
 	}
@@ -533,13 +589,13 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 // one failing commit of a group does not affect the others. It is sent with
 // the Writer's next statements.
 func (w *Writer) Savepoint(name string) {
-	w.pending.Queue("SAVEPOINT " + pgx.Identifier{name}.Sanitize())
+	w.queue("SAVEPOINT " + pgx.Identifier{name}.Sanitize())
 }
 
 // Release queues forgetting Savepoint(name), keeping its work; Flush sends
 // it.
 func (w *Writer) Release(name string) {
-	w.pending.Queue("RELEASE SAVEPOINT " + pgx.Identifier{name}.Sanitize())
+	w.queue("RELEASE SAVEPOINT " + pgx.Identifier{name}.Sanitize())
 }
 
 // RollbackTo undoes everything since Writer.Savepoint(name), including a
