@@ -67,13 +67,9 @@ func (t *Tx) NewWriter(ctx context.Context, d *sluice.Database, schema *sluice.S
 // group commit: each becomes a commit of its own, finished together by
 // Tx.Finish.
 func (t *Tx) NewWriters(ctx context.Context, d *sluice.Database, schema *sluice.Schema, n int) ([]*Writer, error) {
-	rows, err := t.tx.Query(ctx, "SELECT nextval('sluice.commit_uid_seq') FROM generate_series(1, $1)", n)
+	uids, err := t.db.takeUIDs(ctx, t.tx, n)
 	if err != nil {
-		return nil, mapError(err)
-	}
-	uids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
 	ws := make([]*Writer, n)
 	for i, uid := range uids {

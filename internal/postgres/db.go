@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,6 +23,7 @@ type querier interface {
 type DB struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	uids   uidPool
 }
 
 // Open connects to the Postgres server at url and checks that it answers.
@@ -81,4 +83,39 @@ func (db *DB) CreateDatabaseIfMissing(ctx context.Context, name string) error {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
+}
+
+// uidBlock is how many commit uids a process draws from Postgres at a time.
+// A uid only joins a commit to its changes and document rows (it is not an
+// order: the sequence number is), so gaps and uids used out of order are
+// harmless, and drawing them ahead saves each commit a round trip.
+const uidBlock = 64
+
+// uidPool holds commit uids drawn from sluice.commit_uid_seq and not used
+// yet.
+type uidPool struct {
+	mu   sync.Mutex
+	free []int64
+}
+
+// takeUIDs returns n unused commit uids, drawing more through q when the
+// pool runs short.
+func (db *DB) takeUIDs(ctx context.Context, q querier, n int) ([]int64, error) {
+	p := &db.uids
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < n {
+		rows, err := q.Query(ctx, "SELECT nextval('sluice.commit_uid_seq') FROM generate_series(1, $1)", n-len(p.free)+uidBlock)
+		if err != nil {
+			return nil, mapError(err)
+		}
+		more, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, mapError(err)
+		}
+		p.free = append(p.free, more...)
+	}
+	out := append([]int64(nil), p.free[:n]...)
+	p.free = p.free[n:]
+	return out, nil
 }

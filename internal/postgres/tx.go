@@ -11,12 +11,13 @@ import (
 // tables) run through the same Tx. A Tx is used by one goroutine.
 type Tx struct {
 	tx pgx.Tx
+	db *DB
 }
 
 // InTx runs fn in one transaction, committing when fn returns nil and rolling
 // back otherwise.
 func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
-	return db.inTx(ctx, func(tx pgx.Tx) error { return fn(&Tx{tx: tx}) })
+	return db.inTx(ctx, func(tx pgx.Tx) error { return fn(&Tx{tx: tx, db: db}) })
 }
 
 // AdvisoryLock takes a transaction-scoped advisory lock named key, waiting
