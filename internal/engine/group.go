@@ -166,7 +166,9 @@ func (e *Engine) runBatch(ctx context.Context, batch []*job, savepoints bool, ha
 		for i, j := range batch {
 			j.err = nil
 			if !savepoints {
-				if err := runJob(ctx, j, ws[i]); err != nil {
+				// The job's statements stay queued and go with the
+				// batch's commit row in one round trip (Tx.Finish).
+				if err := j.apply(ctx, ws[i]); err != nil {
 					if len(batch) == 1 {
 						j.err = err
 						return err
@@ -200,6 +202,9 @@ func (e *Engine) runBatch(ctx context.Context, batch []*job, savepoints bool, ha
 		}
 		commits, err := tx.Finish(ctx, writers, metas)
 		if err != nil {
+			if !savepoints && len(batch) > 1 {
+				return errRetryIsolated // which job failed is not known yet
+			}
 			return err
 		}
 		handoff()
@@ -208,11 +213,4 @@ func (e *Engine) runBatch(ctx context.Context, batch []*job, savepoints bool, ha
 		}
 		return nil
 	})
-}
-
-func runJob(ctx context.Context, j *job, w *postgres.Writer) error {
-	if err := j.apply(ctx, w); err != nil {
-		return err
-	}
-	return w.Flush(ctx)
 }

@@ -39,8 +39,10 @@ type Writer struct {
 	next   int // index of the next change
 	// pending holds statements whose results are not needed right away;
 	// they are sent in one round trip by flush, before anything that
-	// reads or copies, and at the latest by Finish.
-	pending pgx.Batch
+	// reads or copies, and at the latest by Finish. The Writers of one
+	// NewWriters call share it: a group commit's later job that reads a
+	// document must see what an earlier job wrote.
+	pending *pgx.Batch
 	// deferred holds change rows (insertChangesSQL arguments) not yet in
 	// pending. They join pending when another statement is queued behind
 	// them (keeping the order of statements), when they exceed
@@ -72,8 +74,9 @@ func (t *Tx) NewWriters(ctx context.Context, d *sluice.Database, schema *sluice.
 		return nil, err
 	}
 	ws := make([]*Writer, n)
+	pending := &pgx.Batch{}
 	for i, uid := range uids {
-		ws[i] = &Writer{tx: t.tx, d: d, schema: schema, uid: uid}
+		ws[i] = &Writer{tx: t.tx, d: d, schema: schema, uid: uid, pending: pending}
 	}
 	return ws, nil
 }
@@ -97,8 +100,8 @@ func (w *Writer) flush(ctx context.Context) error {
 	if w.pending.Len() == 0 {
 		return nil
 	}
-	err := w.tx.SendBatch(ctx, &w.pending).Close()
-	w.pending = pgx.Batch{}
+	err := w.tx.SendBatch(ctx, w.pending).Close()
+	*w.pending = pgx.Batch{}
 	return insertError(err)
 }
 
@@ -520,14 +523,12 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 	counts := make([]int32, n)
 	// The Writers' last statements and the commit row go in one round
 	// trip.
-	var b pgx.Batch
+	b := ws[0].pending
 	for i, w := range ws {
-		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion {
-			return nil, fmt.Errorf("finish: writers of different databases or schema versions")
+		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion || w.pending != b {
+			return nil, fmt.Errorf("finish: writers not of one NewWriters call")
 		}
 		w.queueDeferred()
-		b.QueuedQueries = append(b.QueuedQueries, w.pending.QueuedQueries...)
-		w.pending = pgx.Batch{}
 		uids[i], authors[i], messages[i], users[i], counts[i] = w.uid, metas[i].Author, metas[i].Message, metas[i].User, int32(w.next)
 	}
 	queued := b.Len()
@@ -540,8 +541,11 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 			WITH ORDINALITY AS o(uid, author, message, user_name, n, ord)
 		RETURNING uid, seq, committed_at`,
 		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts)
-	br := t.tx.SendBatch(ctx, &b)
-	defer br.Close()
+	br := t.tx.SendBatch(ctx, b)
+	defer func() {
+		br.Close()
+		*b = pgx.Batch{} // after Close: the results refer to the batch
+	}()
 	for range queued {
 		if _, err := br.Exec(); err != nil {
 			return nil, insertError(err)
