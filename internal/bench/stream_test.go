@@ -87,9 +87,6 @@ func BenchmarkStreams(b *testing.B) {
 	raiseOpenFiles(b)
 	dir := b.TempDir()
 	sluiceBin := buildBinary(b, dir, "github.com/sluice-dev/sluice/cmd/sluice")
-	if pkg := os.Getenv("TMPPKG"); pkg != "" { // TEMPORARY
-		sluiceBin = buildBinary(b, dir, pkg)
-	}
 	minimalBin := buildBinary(b, dir, "github.com/sluice-dev/sluice/internal/bench/minimalsse")
 	for _, cell := range streamCells {
 		b.Run(fmt.Sprintf("subs=%d,rate=%d", cell.subs, cell.rate), func(b *testing.B) {
@@ -271,17 +268,6 @@ func runStreamCell(b *testing.B, t *streamTarget, subs, rate int, load time.Dura
 	drain.Stop()
 	r.cpu = t.proc.cpuTime(b) - cpu0
 	stopPerf()
-	if a := os.Getenv("SLUICE_PPROF"); a != "" && filepath.Base(t.proc.cmd.Path) != "minimalsse" { // TEMPORARY
-		for _, what := range []string{"heap", "goroutine", "heap?debug=1"} {
-			resp, err := http.Get("http://" + a + "/debug/pprof/" + what)
-			if err == nil {
-				f, _ := os.Create(fmt.Sprintf("/tmp/perf/%s-%d-%d.pprof", what, subs, rate))
-				io.Copy(f, resp.Body)
-				f.Close()
-				resp.Body.Close()
-			}
-		}
-	}
 	var pgCPU time.Duration
 	if t.pgCPU != nil {
 		pgCPU = t.pgCPU() - pg0
@@ -336,7 +322,7 @@ func startPerf(b *testing.B, p *serverProc, subs, rate int) func() {
 		return func() {}
 	}
 	out := filepath.Join(dir, fmt.Sprintf("%s-%d-%d.data", filepath.Base(p.cmd.Path), subs, rate))
-	cmd := exec.Command("perf", "record", "-q", "-F", "499", "-g", "-p", strconv.Itoa(p.cmd.Process.Pid), "-o", out)
+	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-p", strconv.Itoa(p.cmd.Process.Pid), "-o", out)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("%s: start perf: %v", perfEnv, err)

@@ -52,11 +52,10 @@
 //
 // Subscribers with the same query, variables and access share one
 // evaluation: a group is one Subscription whose consumer goroutine
-// evaluates each commit once and fans the serialized payload out to its
-// members' bounded byte queues. A member whose queue would overflow leaves
-// the group and continues with a Subscription of its own, started with
-// Subscribe from the position of the last payload it was given, which
-// replays from the log; it may rejoin a group once both are live at the
-// same cursor. Options.Classes lets the hub skip commits a group cannot
-// match without waking it.
+// evaluates each commit once and appends the serialized payloads to a
+// bounded history its members read at their own pace (package sse). A
+// member whose next commit falls out of that history leaves the group and
+// continues with a Subscription of its own, started with Subscribe from
+// that commit's position, which replays from the log. Options.Classes
+// lets the hub skip commits a group cannot match without waking it.
 package changefeed

@@ -323,8 +323,9 @@ const (
 )
 
 // take appends to buf the next entries (at most takeMax) m has not taken.
-// When there are none it returns the channel that is closed when that may
-// change, or why m does not wait.
+// When that leaves nothing to take, it also returns the channel that is
+// closed when that changes (nil when more can be taken now), or the
+// reason m must not wait: detached or ended.
 func (m *member) take(buf []entry) ([]entry, <-chan struct{}, takeState) {
 	g := m.g
 	g.mu.Lock()
@@ -339,11 +340,14 @@ func (m *member) take(buf []entry) ([]entry, <-chan struct{}, takeState) {
 		g.hist[k].unread--
 	}
 	m.pos += int64(n)
+	more := i+n < len(g.hist) // before trim moves the indexes
 	if n > 0 {
 		g.trim()
-		return buf, nil, takeWait
 	}
-	if g.ended {
+	switch {
+	case more:
+		return buf, nil, takeWait
+	case g.ended:
 		return buf, nil, takeEnded
 	}
 	return buf, g.wake, takeWait

@@ -26,14 +26,23 @@ func transportLabel(f framing) string {
 
 // session is one subscription stream being served.
 type session struct {
-	t      *transport
-	r      *http.Request
-	st     *stream
-	gs     *graph.Subscription
-	db     *sluice.Database
-	label  string
-	logger *slog.Logger
-	tick   *time.Ticker
+	t     *transport
+	r     *http.Request
+	st    *stream
+	gs    *graph.Subscription
+	db    *sluice.Database
+	label string
+	// beat receives a value when a heartbeat is due: a timer function
+	// sends it, rather than the loops selecting on a ticker's channel,
+	// because every wait on a timer channel adds the timer to the
+	// runtime's heap and removes it again (about 2% of a stream's CPU).
+	beat      chan struct{}
+	heartbeat time.Duration
+	hb        *time.Timer
+	// subID is the change feed subscription serving the stream (the
+	// group's for a member), for logs.
+	subID   uint64
+	grouped bool
 	// Exactly one of m (a group member) and sub (a subscription of its
 	// own) is set once the session is registered.
 	m   *member
@@ -51,7 +60,7 @@ type session struct {
 func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *graphql.OperationContext) *session {
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, st: st, label: transportLabel(st.framing), logger: t.opts.Logger}
+	s := &session{t: t, r: r, st: st, label: transportLabel(st.framing)}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
 		s.fail(err)
@@ -62,7 +71,6 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 		return nil
 	}
 	s.gs, s.db = gs, greq.DB
-	s.logger = s.logger.With("database", greq.DB.Path(), "transport", s.label)
 	if req.from == nil {
 		if key, ok := keyOf(t.es, req); ok {
 			m, err := t.join(ctx, key, gs, greq.DB, s.label)
@@ -72,7 +80,13 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 			}
 			// The group's change feed subscription id ties the stream to
 			// /api/admin/subscriptions and the hub's logs.
-			s.logger = s.logger.With("sub", m.g.sub.ID(), "grouped", true)
+			s.subID, s.grouped = m.g.sub.ID(), true
+			// A member evaluates commits only once detached, then with the
+			// group's subscription (the same schema, role, operation and
+			// variables; Events keeps no state between calls): its own
+			// operation and subscription, about a KiB, are not kept for
+			// the life of the stream.
+			s.gs = m.g.gs
 			if !s.ready(req) {
 				m.leave()
 				return nil
@@ -88,7 +102,7 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 		s.fail(err)
 		return nil
 	}
-	s.logger = s.logger.With("sub", sub.ID())
+	s.subID = sub.ID()
 	if !s.ready(req) {
 		sub.Close()
 		return nil
@@ -110,14 +124,40 @@ func (s *session) serve() {
 	s.own(s.sub)
 }
 
+// logger returns the session's logger. It is built when something is
+// logged rather than kept: a logger with attributes costs about half a
+// KiB per stream.
+func (s *session) logger() *slog.Logger {
+	l := s.t.opts.Logger.With("transport", s.label)
+	if s.db != nil {
+		l = l.With("database", s.db.Path())
+	}
+	if s.subID != 0 {
+		l = l.With("sub", s.subID, "grouped", s.grouped)
+	}
+	return l
+}
+
 // ready writes the readiness frame, once the subscription is registered:
 // a commit that starts after the client reads it is delivered.
 func (s *session) ready(req *request) bool {
-	s.logger.Debug("graphql subscription opened")
+	if s.t.opts.Logger.Enabled(s.r.Context(), slog.LevelDebug) {
+		s.logger().Debug("graphql subscription opened")
+	}
 	s.st.start(s.r)
 	s.st.connected(req.named)
-	s.tick = time.NewTicker(req.heartbeat)
-	return s.st.flush() == nil
+	if s.st.flush() != nil {
+		return false
+	}
+	s.beat = make(chan struct{}, 1)
+	s.heartbeat = req.heartbeat
+	s.hb = time.AfterFunc(req.heartbeat, func() {
+		select {
+		case s.beat <- struct{}{}:
+		default:
+		}
+	})
+	return true
 }
 
 // fail ends the stream with an error next and complete. When the client
@@ -128,7 +168,7 @@ func (s *session) fail(err error) {
 		return
 	}
 	s.st.start(s.r)
-	s.st.next("", errorResult(gqlerror.List{gqlError(s.logger, err)}))
+	s.st.next("", errorResult(gqlerror.List{gqlError(s.logger(), err)}))
 	s.st.complete()
 	_ = s.st.flush()
 }
@@ -140,8 +180,8 @@ func (s *session) finish(err error) {
 		return
 	}
 	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
-		s.logger.Info("graphql subscription ended", "err", err)
-		s.st.next("", errorResult(gqlerror.List{gqlError(s.logger, err)}))
+		s.logger().Info("graphql subscription ended", "err", err)
+		s.st.next("", errorResult(gqlerror.List{gqlError(s.logger(), err)}))
 	}
 	s.st.complete()
 	_ = s.st.flush()
@@ -150,7 +190,7 @@ func (s *session) finish(err error) {
 // member serves a group member until it ends; a member detached for
 // falling behind continues on a change feed subscription of its own.
 func (s *session) member(m *member) {
-	defer s.tick.Stop()
+	defer s.hb.Stop()
 	// Looked up once: Done walks the request's chain of contexts.
 	gone := s.r.Context().Done()
 	var buf []entry
@@ -164,7 +204,9 @@ func (s *session) member(m *member) {
 			if err != nil {
 				return
 			}
-			continue
+			if wake == nil {
+				continue // more to take
+			}
 		}
 		switch state {
 		case takeDetached:
@@ -182,7 +224,7 @@ func (s *session) member(m *member) {
 		}
 		select {
 		case <-wake:
-		case <-s.tick.C:
+		case <-s.beat:
 			if err := s.recheck(); err != nil {
 				s.finish(err)
 				return
@@ -191,6 +233,7 @@ func (s *session) member(m *member) {
 			if s.st.flush() != nil {
 				return
 			}
+			s.hb.Reset(s.heartbeat)
 		case <-gone:
 			return
 		}
@@ -245,7 +288,7 @@ func (s *session) delivered(n int, first time.Time) {
 // own serves a subscriber with its own change feed subscription,
 // evaluating each commit itself.
 func (s *session) own(sub *changefeed.Subscription) {
-	defer s.tick.Stop()
+	defer s.hb.Stop()
 	for {
 		select {
 		case c := <-sub.Commits():
@@ -272,7 +315,7 @@ func (s *session) own(sub *changefeed.Subscription) {
 			}
 			s.finish(sub.Err())
 			return
-		case <-s.tick.C:
+		case <-s.beat:
 			if err := s.recheck(); err != nil {
 				s.finish(err)
 				return
@@ -281,6 +324,7 @@ func (s *session) own(sub *changefeed.Subscription) {
 			if s.st.flush() != nil {
 				return
 			}
+			s.hb.Reset(s.heartbeat)
 		case <-s.r.Context().Done():
 			return
 		}

@@ -1,0 +1,228 @@
+package sse
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+)
+
+// The group's history, without a hub: publish stands for the group's
+// evaluation of each commit, take for each member's stream.
+
+func testGroup() *group {
+	return newGroup(NewServer(Options{}), groupKey{}, nil, nil, &sluice.Database{ID: 1, Epoch: "e"})
+}
+
+// events returns n events of commit seq with payloads of size bytes.
+func events(seq int64, n, size int) []graph.SubscriptionEvent {
+	evs := make([]graph.SubscriptionEvent, n)
+	for i := range evs {
+		id := "e-" + strconv.FormatInt(seq, 10) + "-" + strconv.Itoa(i)
+		evs[i] = graph.SubscriptionEvent{ID: id, Data: []byte(strings.Repeat("x", size))}
+	}
+	return evs
+}
+
+// ids takes everything m can take now and returns the event ids.
+func ids(t *testing.T, m *member) []string {
+	t.Helper()
+	var out []string
+	for {
+		buf, _, _ := m.take(nil)
+		if len(buf) == 0 {
+			return out
+		}
+		for _, e := range buf {
+			for _, ev := range e.evs {
+				out = append(out, ev.ID)
+			}
+		}
+	}
+}
+
+func addMember(g *group) *member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.add()
+}
+
+func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
+	g := testGroup()
+	a, b := addMember(g), addMember(g)
+	g.publish(1, events(1, 2, 10))
+	g.publish(2, events(2, 1, 10))
+	if got := strings.Join(ids(t, a), " "); got != "e-1-0 e-1-1 e-2-0" {
+		t.Fatalf("a took %q", got)
+	}
+	if len(g.hist) != 2 {
+		t.Fatalf("history after one of two members took it: %d entries", len(g.hist))
+	}
+	late := addMember(g) // takes from now on
+	g.publish(3, events(3, 1, 10))
+	if got := strings.Join(ids(t, b), " "); got != "e-1-0 e-1-1 e-2-0 e-3-0" {
+		t.Fatalf("b took %q", got)
+	}
+	if got := strings.Join(ids(t, late), " "); got != "e-3-0" {
+		t.Fatalf("a member that joined late took %q", got)
+	}
+	if got := strings.Join(ids(t, a), " "); got != "e-3-0" {
+		t.Fatalf("a took %q", got)
+	}
+	if len(g.hist) != 0 || g.bytes != 0 || g.hist != nil {
+		t.Fatalf("history after every member took it: %d entries, %d bytes", len(g.hist), g.bytes)
+	}
+	// A member that leaves no longer holds entries back.
+	g.publish(4, events(4, 1, 10))
+	ids(t, a)
+	ids(t, b)
+	late.leave()
+	if len(g.hist) != 0 || g.bytes != 0 {
+		t.Fatalf("history after the last reader left: %d entries, %d bytes", len(g.hist), g.bytes)
+	}
+}
+
+// A member that does not take falls out of the history once it exceeds
+// its bounds, and continues from the first commit it did not take; the
+// others are not affected.
+func TestHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
+	g := testGroup()
+	slow, fast := addMember(g), addMember(g)
+	const size = 1000
+	perCommit := size + len("e-1-0") + eventOverhead
+	commits := 2*historyBytesPerMember/perCommit + 10
+	var want []string
+	for seq := int64(1); seq <= int64(commits); seq++ {
+		g.publish(seq, events(seq, 1, size))
+		want = append(want, "e-"+strconv.FormatInt(seq, 10)+"-0")
+		if got := ids(t, fast); len(got) != 1 || got[0] != want[len(want)-1] {
+			t.Fatalf("fast member took %v at commit %d", got, seq)
+		}
+	}
+	buf, _, state := slow.take(nil)
+	if len(buf) != 0 || state != takeDetached {
+		t.Fatalf("slow member: %d entries, state %v", len(buf), state)
+	}
+	// It never took anything: it continues from the first commit, whole.
+	if slow.from != (sluice.Position{Epoch: "e", Seq: 1, Index: -1}) {
+		t.Fatalf("slow member continues from %+v", slow.from)
+	}
+	if len(g.hist) != 0 || g.bytes != 0 {
+		t.Fatalf("history once the slow member left: %d entries, %d bytes", len(g.hist), g.bytes)
+	}
+	g.mu.Lock()
+	_, in := g.members[slow]
+	g.mu.Unlock()
+	if in {
+		t.Fatal("the detached member is still a member")
+	}
+	slow.leave() // as its stream does when it ends; fast keeps the group
+	if g.closed {
+		t.Fatal("the group closed with a member left")
+	}
+}
+
+// A member that took some commits and then stopped continues from the
+// first one it did not take.
+func TestHistoryDetachPositionAfterPartialRead(t *testing.T) {
+	g := testGroup()
+	m := addMember(g)
+	g.publish(7, events(7, 3, 10))
+	ids(t, m)
+	for seq := int64(8); seq < 8+historyCommits+1; seq++ {
+		g.publish(seq, events(seq, 1, 1))
+	}
+	if _, _, state := m.take(nil); state != takeDetached || m.from.Seq != 8 || m.from.Index != -1 {
+		t.Fatalf("state %v, from %+v", state, m.from)
+	}
+}
+
+// A group that ends gives its members what it published, then the end.
+func TestHistoryEnd(t *testing.T) {
+	g := testGroup()
+	m := addMember(g)
+	g.publish(1, events(1, 1, 10))
+	g.mu.Lock()
+	g.closed, g.ended, g.err = true, true, errors.New("gone")
+	g.signal()
+	g.mu.Unlock()
+	if got := ids(t, m); len(got) != 1 {
+		t.Fatalf("took %v", got)
+	}
+	if _, _, state := m.take(nil); state != takeEnded {
+		t.Fatalf("state %v", state)
+	}
+}
+
+// take returns no wake channel while entries remain, also when the
+// entries it took were the last unread ones and were released: a member
+// must never wait with something left to take.
+func TestHistoryTakeReportsWhatRemains(t *testing.T) {
+	g := testGroup()
+	a, b := addMember(g), addMember(g)
+	for seq := int64(1); seq <= takeMax+3; seq++ {
+		g.publish(seq, events(seq, 1, 10))
+	}
+	ids(t, b) // b took everything: a's entries are the last unread ones
+	buf, wake, state := a.take(nil)
+	if len(buf) != takeMax || wake != nil || state != takeWait {
+		t.Fatalf("first take: %d entries, wake %v, state %v", len(buf), wake, state)
+	}
+	buf, wake, state = a.take(nil)
+	if len(buf) != 3 || wake == nil || state != takeWait {
+		t.Fatalf("second take: %d entries, wake %v, state %v", len(buf), wake, state)
+	}
+}
+
+// Members reading concurrently with the publisher each get every event
+// once, in order, and wait only on the channel take returns.
+func TestHistoryConcurrentReaders(t *testing.T) {
+	g := testGroup()
+	const readers, commits = 8, 2000
+	ms := make([]*member, readers)
+	for i := range ms {
+		ms[i] = addMember(g)
+	}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			next := int64(1)
+			for next <= commits {
+				buf, wake, state := m.take(nil)
+				if state != takeWait {
+					t.Errorf("state %v", state)
+					return
+				}
+				for _, e := range buf {
+					if e.seq != next {
+						t.Errorf("took commit %d, want %d", e.seq, next)
+						return
+					}
+					next++
+				}
+				// As the session does: wait when take says so, even
+				// right after taking something.
+				if wake != nil && next <= commits {
+					select {
+					case <-wake:
+					case <-time.After(time.Minute):
+						t.Errorf("waited a minute at commit %d of %d", next, commits)
+						return
+					}
+				}
+			}
+		})
+	}
+	for seq := int64(1); seq <= commits; seq++ {
+		g.publish(seq, events(seq, 1, 10))
+	}
+	wg.Wait()
+	if len(g.hist) != 0 {
+		t.Fatalf("history after every reader took everything: %d entries", len(g.hist))
+	}
+}
