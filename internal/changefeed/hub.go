@@ -236,10 +236,7 @@ func (h *Hub) skipIfIdle(id int64, seq int64) bool {
 	st := h.state(id)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	h.mu.Lock()
-	n := h.perDB[id]
-	h.mu.Unlock()
-	if n > 0 || len(st.live) > 0 {
+	if h.watchedLocked(id, st) {
 		return false
 	}
 	if seq > st.head {
@@ -247,6 +244,23 @@ func (h *Hub) skipIfIdle(id int64, seq int64) bool {
 		st.signal()
 	}
 	return true
+}
+
+// watched reports whether database id has subscriptions, live or
+// catching up.
+func (h *Hub) watched(id int64) bool {
+	st := h.state(id)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return h.watchedLocked(id, st)
+}
+
+// watchedLocked is watched with st (id's state) locked.
+func (h *Hub) watchedLocked(id int64, st *dbState) bool {
+	h.mu.Lock()
+	n := h.perDB[id]
+	h.mu.Unlock()
+	return n > 0 || len(st.live) > 0
 }
 
 // drop ends every subscription of database id, which was deleted.

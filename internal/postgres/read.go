@@ -167,49 +167,40 @@ func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64) (*sluic
 }
 
 func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, args ...any) ([]*sluice.Commit, error) {
-	rows, err := db.pool.Query(ctx, "SELECT "+commitColumns+" FROM sluice.commits WHERE db_id = $1 AND "+where, args...)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	var out []*sluice.Commit
-	byUID := map[int64]*sluice.Commit{}
-	var uids []int64
-	for rows.Next() {
-		c := &sluice.Commit{Epoch: d.Epoch}
-		var uid int64
-		if err := scanCommit(rows, c, &uid); err != nil {
-			rows.Close()
-			return nil, mapError(err)
-		}
-		c.Changes = make([]sluice.Change, 0, c.NumChanges)
-		out = append(out, c)
-		byUID[uid] = c
-		uids = append(uids, uid)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, mapError(err)
-	}
-	if len(uids) == 0 {
-		return out, nil
-	}
-	rows, err = db.pool.Query(ctx, `SELECT commit_uid, idx, doc_ids, ops, befores, afters FROM sluice.changes
-		WHERE commit_uid = ANY($1) ORDER BY commit_uid, idx`, uids)
+	// One statement, so one snapshot and one round trip: the commits and
+	// their change batches in order.
+	rows, err := db.pool.Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes,
+			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters
+		FROM (SELECT `+commitColumns+` FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
+		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
+		ORDER BY c.seq, ch.idx`, args...)
 	if err != nil {
 		return nil, mapError(err)
 	}
 	defer rows.Close()
+	var out []*sluice.Commit
+	var c *sluice.Commit
 	for rows.Next() {
+		var cur sluice.Commit
 		var uid int64
-		var idx int
+		var idx *int
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&uid, &idx, &ids, &ops, &befores, &afters); err != nil {
+		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.UserID, &cur.Time, &cur.NumChanges,
+			&idx, &ids, &ops, &befores, &afters); err != nil {
 			return nil, mapError(err)
 		}
-		c := byUID[uid]
-		if c.Changes, err = appendChanges(c.Changes, idx, ids, ops, befores, afters); err != nil {
+		if c == nil || c.Seq != cur.Seq {
+			c = &cur
+			c.Epoch = d.Epoch
+			c.Changes = make([]sluice.Change, 0, c.NumChanges)
+			out = append(out, c)
+		}
+		if idx == nil {
+			continue // a commit without changes
+		}
+		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
 			return nil, fmt.Errorf("commit %d: %w", c.Seq, err)
 		}
 	}
