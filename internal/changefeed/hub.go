@@ -139,6 +139,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		ch: make(chan *sluice.Commit, h.queue), done: make(chan struct{}),
 		trimSeq: -1, started: time.Now(),
 	}
+	s.hold.Store(-1)
 	if len(o.Classes) > 0 {
 		s.classes = make(map[string]bool, len(o.Classes))
 		for _, c := range o.Classes {
@@ -400,14 +401,18 @@ func (h *Hub) catchUp(s *Subscription) {
 	}
 }
 
-// Floors returns, per database, the lowest cursor of the local
-// subscriptions: Prune must keep every commit after it.
+// Floors returns, per database, the lowest cursor (or hold, see
+// Subscription.Hold) of the local subscriptions: Prune must keep every
+// commit after it.
 func (h *Hub) Floors() map[int64]int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[int64]int64{}
 	for s := range h.subs {
 		c := s.cursor.Load()
+		if hold := s.hold.Load(); hold >= 0 && hold < c {
+			c = hold
+		}
 		if f, ok := out[s.db.ID]; !ok || c < f {
 			out[s.db.ID] = c
 		}

@@ -408,3 +408,25 @@ func TestHubEnds(t *testing.T) {
 		t.Fatal("subscriptions left after close")
 	}
 }
+
+func TestHubFloorsRespectHold(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	s := subscribe(t, h, nil, Options{})
+	for range 5 {
+		h.publish(l.add())
+	}
+	receive(t, s, 5)
+	if f := h.Floors()[testDB.ID]; f != 5 {
+		t.Fatalf("floor %d at cursor 5", f)
+	}
+	s.Hold(2)
+	if f := h.Floors()[testDB.ID]; f != 2 {
+		t.Fatalf("floor %d with a hold at 2", f)
+	}
+	s.Hold(-1)
+	if f := h.Floors()[testDB.ID]; f != 5 {
+		t.Fatalf("floor %d after the hold was released", f)
+	}
+}

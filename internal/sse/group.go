@@ -82,6 +82,11 @@ type group struct {
 	hist  []entry
 	first int64
 	bytes int
+	// leaving holds the members that fell out of the history and have not
+	// yet subscribed on their own, with the commit they replay from.
+	leaving map[*member]int64
+	// floor is what the group holds in the hub (see holdFloor); -1: none.
+	floor int64
 	// wake is closed (and replaced) when the history grows or the group
 	// ends.
 	wake   chan struct{}
@@ -136,7 +141,7 @@ func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription,
 func newGroup(s *Server, key groupKey, gs *graph.Subscription, sub *changefeed.Subscription, d *sluice.Database) *group {
 	gctx, stop := context.WithCancel(context.Background())
 	g := &group{srv: s, key: key, gs: gs, sub: sub, epoch: d.Epoch, ctx: gctx, stop: stop,
-		members: map[*member]struct{}{}, wake: make(chan struct{}), exited: make(chan struct{})}
+		members: map[*member]struct{}{}, leaving: map[*member]int64{}, floor: -1, wake: make(chan struct{}), exited: make(chan struct{})}
 	if mt := s.opts.Metrics; mt != nil {
 		g.catchUps = mt.CatchUps.WithLabelValues(strconv.FormatInt(d.ID, 10))
 	}
@@ -163,6 +168,8 @@ func (m *member) leave() {
 		}
 		g.trim()
 	}
+	delete(g.leaving, m)
+	g.holdFloor()
 	last := len(g.members) == 0 && !g.closed
 	if last {
 		g.closed = true
@@ -250,7 +257,42 @@ func (g *group) publish(seq int64, evs []graph.SubscriptionEvent) {
 	for len(g.hist) > 1 && (len(g.hist) > historyCommits || g.bytes > budget) {
 		g.evictOldest()
 	}
+	g.holdFloor()
 	g.signal()
+}
+
+// holdFloor keeps the commits members still need from being pruned: the
+// group's hub subscription moves on as soon as a commit is evaluated, but
+// members take it later, and one that fell out of the history replays
+// from the log. The caller holds g.mu.
+func (g *group) holdFloor() {
+	floor := int64(-1)
+	if len(g.hist) > 0 {
+		floor = g.hist[0].seq - 1
+	}
+	for _, seq := range g.leaving {
+		if floor < 0 || seq-1 < floor {
+			floor = seq - 1
+		}
+	}
+	if floor != g.floor {
+		g.floor = floor
+		if g.sub != nil { // nil in tests of the history alone
+			g.sub.Hold(floor)
+		}
+	}
+}
+
+// left says that m, which fell out of the history, has its own hub
+// subscription now (or gave up): the group stops holding its commits.
+func (m *member) left() {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.leaving[m]; ok {
+		delete(g.leaving, m)
+		g.holdFloor()
+	}
 }
 
 // evictOldest drops the oldest entry, detaching the members that had not
@@ -265,6 +307,7 @@ func (g *group) evictOldest() {
 		// Index -1: the whole commit is replayed to it.
 		m.detached, m.from = true, sluice.Position{Epoch: g.epoch, Seq: e.seq, Index: -1}
 		delete(g.members, m)
+		g.leaving[m] = e.seq
 		for i := 1; i < len(g.hist); i++ {
 			g.hist[i].unread--
 		}
@@ -342,7 +385,11 @@ func (m *member) take(buf []entry) ([]entry, <-chan struct{}, takeState) {
 	m.pos += int64(n)
 	more := i+n < len(g.hist) // before trim moves the indexes
 	if n > 0 {
+		first := g.first
 		g.trim()
+		if g.first != first {
+			g.holdFloor()
+		}
 	}
 	switch {
 	case more:

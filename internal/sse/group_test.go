@@ -226,3 +226,43 @@ func TestHistoryConcurrentReaders(t *testing.T) {
 		t.Fatalf("history after every reader took everything: %d entries", len(g.hist))
 	}
 }
+
+// The group's hub subscription moves on once a commit is evaluated; what
+// the slowest member has not taken, and where a member that fell out of
+// the history replays from, must stay in the log: the group holds it.
+func TestHistoryHoldsWhatMembersStillNeed(t *testing.T) {
+	g := testGroup()
+	fast, slow := addMember(g), addMember(g)
+	if g.floor != -1 {
+		t.Fatalf("floor %d with nothing published", g.floor)
+	}
+	g.publish(5, events(5, 1, 10))
+	g.publish(7, events(7, 1, 10))
+	ids(t, fast)
+	if g.floor != 4 {
+		t.Fatalf("floor %d while a member has not taken commit 5, want 4", g.floor)
+	}
+	ids(t, slow)
+	if g.floor != -1 {
+		t.Fatalf("floor %d once every member took everything, want -1", g.floor)
+	}
+
+	// slow falls out of the history: the group holds its replay point
+	// until it has a subscription of its own.
+	g.publish(9, events(9, 1, historyBytesPerMember))
+	ids(t, fast)
+	g.publish(10, events(10, 1, historyBytesPerMember))
+	ids(t, fast)
+	g.publish(11, events(11, 1, historyBytesPerMember))
+	ids(t, fast)
+	if _, _, state := slow.take(nil); state != takeDetached || slow.from.Seq != 9 {
+		t.Fatalf("slow: state %v from %v, want detached from commit 9", state, slow.from)
+	}
+	if g.floor != 8 {
+		t.Fatalf("floor %d while the detached member has not subscribed, want 8", g.floor)
+	}
+	slow.left()
+	if g.floor != -1 {
+		t.Fatalf("floor %d after the detached member subscribed on its own, want -1", g.floor)
+	}
+}

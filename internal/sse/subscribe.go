@@ -211,6 +211,7 @@ func (s *session) member(m *member) {
 		switch state {
 		case takeDetached:
 			sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &m.from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
+			m.left() // its own subscription holds its commits now
 			if err != nil {
 				s.finish(err)
 				return
