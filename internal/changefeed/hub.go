@@ -120,6 +120,10 @@ type Options struct {
 	// Transport labels the subscription in metrics and listings ("rest",
 	// "graphql-sse").
 	Transport string
+	// Shared marks a subscription that serves several clients (a group
+	// of GraphQL subscribers): its owner counts them in the subscribers
+	// gauge, the hub does not count the subscription itself.
+	Shared bool
 }
 
 // Subscribe registers a subscription to database d starting after position
@@ -174,7 +178,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	h.subs[s] = struct{}{}
 	h.perDB[d.ID]++
 	h.mu.Unlock()
-	if h.metrics != nil {
+	if h.metrics != nil && !o.Shared {
 		h.metrics.Subscribers.WithLabelValues(o.Transport, label).Inc()
 	}
 
@@ -483,7 +487,7 @@ func (h *Hub) remove(s *Subscription) {
 		}
 	}
 	h.mu.Unlock()
-	if ok && h.metrics != nil {
+	if ok && h.metrics != nil && !s.opts.Shared {
 		h.metrics.Subscribers.WithLabelValues(s.opts.Transport, dbLabel(s.db.ID)).Dec()
 	}
 }

@@ -1,6 +1,7 @@
 package sse_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -323,9 +324,17 @@ func TestGrouping(t *testing.T) {
 	for _, s := range ss {
 		s.connected()
 	}
+	var subs []struct{ Transport string }
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 || subs[0].Transport != "graphql-sse" || subs[1].Transport != "graphql-sse" {
+		t.Fatalf("change feed subscriptions for 4 subscribers in 2 groups: %+v", subs)
+	}
+	// The gauge counts the clients, not the groups.
 	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
-	if got := metricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`); got != 2 {
-		t.Fatalf("change feed subscriptions for 4 subscribers in 2 groups: %v", got)
+	if got := metricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`); got != 4 {
+		t.Fatalf("subscribers gauge for 4 subscribers in 2 groups: %v", got)
 	}
 	insert(t, d, "zoo", dogs("b", "a"))
 	for i, s := range ss {
@@ -345,6 +354,19 @@ func TestGrouping(t *testing.T) {
 		if ids, data := s.nexts(1); names(data) != "a" || !strings.HasSuffix(ids[0], "-3-0") {
 			t.Fatalf("after a member left: %v %v", ids, data)
 		}
+	}
+	// The server notices the closed stream when it next writes to it.
+	deadline := time.Now().Add(wait)
+	for {
+		m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
+		got := metricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`)
+		if got == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("subscribers gauge after one of 4 left: %v", got)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for the event
 	}
 }
 

@@ -111,29 +111,36 @@ type member struct {
 	// then where it continues on its own.
 	detached bool
 	from     sluice.Position
+	// counted is the subscribers gauge that counts m while it is a member
+	// (nil without metrics): the group's hub subscription is not counted.
+	counted interface{ Inc(); Dec() }
 }
 
 // join adds a subscriber to the group of key, starting the group (a hub
 // subscription from now) when there is none. It fails like Hub.Subscribe.
 func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription, d *sluice.Database, label string) (*member, error) {
+	var counted interface{ Inc(); Dec() }
+	if mt := s.opts.Metrics; mt != nil {
+		counted = mt.Subscribers.WithLabelValues(label, strconv.FormatInt(d.ID, 10))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if g := s.groups[key]; g != nil {
 		g.mu.Lock()
 		if !g.closed {
-			m := g.add()
+			m := g.add(counted)
 			g.mu.Unlock()
 			return m, nil
 		}
 		g.mu.Unlock()
 	}
-	sub, err := s.opts.Hub.Subscribe(ctx, d, nil, changefeed.Options{Classes: gs.Classes(), Transport: label})
+	sub, err := s.opts.Hub.Subscribe(ctx, d, nil, changefeed.Options{Classes: gs.Classes(), Transport: label, Shared: true})
 	if err != nil {
 		return nil, err
 	}
 	g := newGroup(s, key, gs, sub, d)
 	s.groups[key] = g
-	m := g.add()
+	m := g.add(counted)
 	go g.run()
 	return m, nil
 }
@@ -148,12 +155,23 @@ func newGroup(s *Server, key groupKey, gs *graph.Subscription, sub *changefeed.S
 	return g
 }
 
-// add adds a member that takes what is published from now on; the caller
-// holds g.mu.
-func (g *group) add() *member {
-	m := &member{g: g, pos: g.first + int64(len(g.hist))}
+// add adds a member that takes what is published from now on, counted in
+// the subscribers gauge counted (may be nil); the caller holds g.mu.
+func (g *group) add(counted interface{ Inc(); Dec() }) *member {
+	m := &member{g: g, pos: g.first + int64(len(g.hist)), counted: counted}
 	g.members[m] = struct{}{}
+	if counted != nil {
+		counted.Inc()
+	}
 	return m
+}
+
+// remove takes m out of the members (and the gauge); the caller holds g.mu.
+func (g *group) remove(m *member) {
+	delete(g.members, m)
+	if m.counted != nil {
+		m.counted.Dec()
+	}
 }
 
 // leave removes m from its group (a client that left, or a member that
@@ -162,7 +180,7 @@ func (m *member) leave() {
 	g := m.g
 	g.mu.Lock()
 	if _, ok := g.members[m]; ok {
-		delete(g.members, m)
+		g.remove(m)
 		for i := m.pos - g.first; i < int64(len(g.hist)); i++ {
 			g.hist[i].unread--
 		}
@@ -306,7 +324,7 @@ func (g *group) evictOldest() {
 		}
 		// Index -1: the whole commit is replayed to it.
 		m.detached, m.from = true, sluice.Position{Epoch: g.epoch, Seq: e.seq, Index: -1}
-		delete(g.members, m)
+		g.remove(m)
 		g.leaving[m] = e.seq
 		for i := 1; i < len(g.hist); i++ {
 			g.hist[i].unread--

@@ -49,7 +49,7 @@ func ids(t *testing.T, m *member) []string {
 func addMember(g *group) *member {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.add()
+	return g.add(nil)
 }
 
 func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
