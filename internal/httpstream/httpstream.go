@@ -19,6 +19,7 @@ type Writer struct {
 	Buf bytes.Buffer
 
 	w           http.ResponseWriter
+	out         http.ResponseWriter // where frames go (see Start)
 	rc          *http.ResponseController
 	contentType string
 	timeout     time.Duration
@@ -35,7 +36,7 @@ func New(w http.ResponseWriter, contentType string, timeout time.Duration) *Writ
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	return &Writer{w: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout}
+	return &Writer{w: w, out: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout}
 }
 
 // Start writes the status and headers, once. Connection: keep-alive is an
@@ -55,6 +56,18 @@ func (s *Writer) Start(r *http.Request) {
 		h.Set("Connection", "keep-alive")
 	}
 	s.w.WriteHeader(http.StatusOK)
+	// The wrappers around the response (the REST middleware's status
+	// recorder) have seen the status; frames go to the innermost writer,
+	// which saves a call through each wrapper on every write and flush of
+	// a stream's whole life.
+	for {
+		u, ok := s.out.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		s.out = u.Unwrap()
+	}
+	s.rc = http.NewResponseController(s.out)
 }
 
 // spillSize is the buffered size at which Spill hands the frames to the
@@ -106,7 +119,7 @@ func (s *Writer) write() error {
 		}
 		s.deadlineSet = now
 	}
-	_, err := s.w.Write(s.Buf.Bytes())
+	_, err := s.out.Write(s.Buf.Bytes())
 	if s.Buf.Cap() > keepSize {
 		s.Buf = bytes.Buffer{}
 	} else {
