@@ -113,13 +113,19 @@ type member struct {
 	from     sluice.Position
 	// counted is the subscribers gauge that counts m while it is a member
 	// (nil without metrics): the group's hub subscription is not counted.
-	counted interface{ Inc(); Dec() }
+	counted interface {
+		Inc()
+		Dec()
+	}
 }
 
 // join adds a subscriber to the group of key, starting the group (a hub
 // subscription from now) when there is none. It fails like Hub.Subscribe.
 func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription, d *sluice.Database, label string) (*member, error) {
-	var counted interface{ Inc(); Dec() }
+	var counted interface {
+		Inc()
+		Dec()
+	}
 	if mt := s.opts.Metrics; mt != nil {
 		counted = mt.Subscribers.WithLabelValues(label, strconv.FormatInt(d.ID, 10))
 	}
@@ -157,7 +163,10 @@ func newGroup(s *Server, key groupKey, gs *graph.Subscription, sub *changefeed.S
 
 // add adds a member that takes what is published from now on, counted in
 // the subscribers gauge counted (may be nil); the caller holds g.mu.
-func (g *group) add(counted interface{ Inc(); Dec() }) *member {
+func (g *group) add(counted interface {
+	Inc()
+	Dec()
+}) *member {
 	m := &member{g: g, pos: g.first + int64(len(g.hist)), counted: counted}
 	g.members[m] = struct{}{}
 	if counted != nil {
