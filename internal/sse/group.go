@@ -113,19 +113,13 @@ type member struct {
 	from     sluice.Position
 	// counted is the subscribers gauge that counts m while it is a member
 	// (nil without metrics): the group's hub subscription is not counted.
-	counted interface {
-		Inc()
-		Dec()
-	}
+	counted gauge
 }
 
 // join adds a subscriber to the group of key, starting the group (a hub
 // subscription from now) when there is none. It fails like Hub.Subscribe.
 func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription, d *sluice.Database, label string) (*member, error) {
-	var counted interface {
-		Inc()
-		Dec()
-	}
+	var counted gauge
 	if mt := s.opts.Metrics; mt != nil {
 		counted = mt.Subscribers.WithLabelValues(label, strconv.FormatInt(d.ID, 10))
 	}
@@ -161,12 +155,15 @@ func newGroup(s *Server, key groupKey, gs *graph.Subscription, sub *changefeed.S
 	return g
 }
 
-// add adds a member that takes what is published from now on, counted in
-// the subscribers gauge counted (may be nil); the caller holds g.mu.
-func (g *group) add(counted interface {
+// gauge is a subscribers gauge (a prometheus.Gauge).
+type gauge interface {
 	Inc()
 	Dec()
-}) *member {
+}
+
+// add adds a member that takes what is published from now on, counted in
+// the subscribers gauge counted (may be nil); the caller holds g.mu.
+func (g *group) add(counted gauge) *member {
 	m := &member{g: g, pos: g.first + int64(len(g.hist)), counted: counted}
 	g.members[m] = struct{}{}
 	if counted != nil {
