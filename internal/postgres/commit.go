@@ -26,9 +26,9 @@ type CommitMeta struct {
 	User    string
 }
 
-// Writer builds one commit inside a Tx: the documents it writes, one change
-// row per changed document in request order, and finally the commit row with
-// its sequence number. Calls may be repeated (a long NDJSON stream is written
+// Writer builds one commit inside a Tx: the documents it writes, their
+// changes in request order (one sluice.changes row per call, see migration
+// 3), and finally the commit row with its sequence number. Calls may be repeated (a long NDJSON stream is written
 // in chunks). A Writer is used by one goroutine; if any call fails, the Tx
 // must be rolled back.
 type Writer struct {
@@ -111,9 +111,6 @@ func (w *Writer) Flush(ctx context.Context) error {
 	w.queueDeferred()
 	return w.flush(ctx)
 }
-
-// Changes returns how many changes the commit holds so far.
-func (w *Writer) Changes() int { return w.next }
 
 // change is one change waiting to be written.
 type change struct {
