@@ -1,18 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
 // These tests run the real binary with its embedded Postgres: first start,
@@ -52,55 +52,16 @@ func tempDir(t *testing.T) string {
 }
 
 type proc struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan error
+	*dt.Proc
+	url string
 }
-
-var servingLine = regexp.MustCompile(`msg="sluice is serving" addr=(\S+)`)
 
 // start runs `sluice serve` on dataDir and waits until it serves.
 func start(t *testing.T, dataDir string, extraEnv ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, "serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "SLUICE_ADMIN_PASSWORD=secret-pw")
-	cmd.Env = append(cmd.Env, extraEnv...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case err := <-p.done:
-		t.Fatalf("sluice exited before serving: %v", err)
-	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("sluice did not serve within 90s")
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	})
-	return p
+	p := dt.StartProc(t, binary, []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"},
+		append([]string{"SLUICE_ADMIN_PASSWORD=secret-pw"}, extraEnv...), nil)
+	return &proc{Proc: p, url: "http://" + p.Addr}
 }
 
 func (p *proc) do(t *testing.T, method, path, body string) (int, string) {
@@ -119,8 +80,8 @@ func (p *proc) do(t *testing.T, method, path, body string) (int, string) {
 func (p *proc) wait(t *testing.T) error {
 	t.Helper()
 	select {
-	case err := <-p.done:
-		return err
+	case <-p.Exited():
+		return p.Err()
 	case <-time.After(60 * time.Second):
 		t.Fatal("sluice did not exit within 60s")
 		return nil
@@ -155,7 +116,7 @@ func TestEmbeddedPostgresLifecycle(t *testing.T) {
 	}
 
 	// Clean stop: SIGTERM exits 0 and stops the postmaster.
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.wait(t); err != nil {
@@ -172,7 +133,7 @@ func TestEmbeddedPostgresLifecycle(t *testing.T) {
 	}
 
 	// SIGKILL: the next start must not be blocked by a leftover postmaster.
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = p.wait(t)

@@ -1,20 +1,19 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
 // buildBinary builds the main package pkg into dir and returns its path.
@@ -27,67 +26,26 @@ func buildBinary(b *testing.B, dir, pkg string) string {
 	return out
 }
 
-// servingLine matches the line both servers log once they accept
-// connections.
-var servingLine = regexp.MustCompile(`is serving" addr=(\S+)`)
-
 // serverProc is a server running as its own process, so that its CPU time
 // and memory can be read apart from the load generator's.
 type serverProc struct {
-	cmd  *exec.Cmd
-	addr string
-	done chan error
+	*dt.Proc
 	// problems counts the warnings and errors it logged.
 	problems atomic.Int64
 }
 
-// startServer runs the binary with args and env and waits until it logs
-// the address it serves on. It is stopped (SIGTERM, then SIGKILL after
-// 30 s) when the benchmark ends.
+// startServer runs the binary with args and env and waits until it serves
+// (see daemontest.StartProc); it is stopped when the benchmark ends.
 func startServer(b *testing.B, env []string, bin string, args ...string) *serverProc {
 	b.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	p := &serverProc{cmd: cmd, done: make(chan error, 1)}
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			} else if bytes.Contains(sc.Bytes(), []byte("level=ERROR")) || bytes.Contains(sc.Bytes(), []byte("level=WARN")) {
-				// Shown up to three, then counted: a server in trouble
-				// may log one line per stream.
-				if p.problems.Add(1) <= 3 {
-					fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(bin), sc.Text())
-				}
+	p := &serverProc{}
+	p.Proc = dt.StartProc(b, bin, args, env, func(line string) {
+		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+			// Shown up to three, then counted: a server in trouble may
+			// log one line per stream.
+			if p.problems.Add(1) <= 3 {
+				fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(bin), line)
 			}
-		}
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case a := <-addr:
-		p.addr = a
-	case err := <-p.done:
-		b.Fatalf("%s exited before serving: %v", bin, err)
-	case <-time.After(90 * time.Second):
-		_ = cmd.Process.Kill()
-		b.Fatalf("%s did not serve within 90s", bin)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-p.done
 		}
 	})
 	return p
@@ -99,7 +57,7 @@ const clockTick = 10 * time.Millisecond
 
 // cpuTime returns the user plus system CPU time the process has used.
 func (p *serverProc) cpuTime(b *testing.B) time.Duration {
-	f, err := statFields(p.cmd.Process.Pid)
+	f, err := statFields(p.Cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -165,7 +123,7 @@ func postgresCPU(b *testing.B, dbURL string) time.Duration {
 
 // rss returns the process's resident set size in bytes.
 func (p *serverProc) rss(b *testing.B) int64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -178,6 +136,6 @@ func (p *serverProc) rss(b *testing.B) int64 {
 			return kb << 10
 		}
 	}
-	b.Fatalf("no VmRSS in /proc/%d/status", p.cmd.Process.Pid)
+	b.Fatalf("no VmRSS in /proc/%d/status", p.Cmd.Process.Pid)
 	return 0
 }

@@ -169,7 +169,7 @@ func runStreamCell(b *testing.B, t *streamTarget, subs, rate int, load time.Dura
 	for i := range clients {
 		opens.Go(func() {
 			sem <- struct{}{}
-			c, err := openStream(t.proc.addr, t.request)
+			c, err := openStream(t.proc.Addr, t.request)
 			<-sem
 			if err != nil {
 				openErr.CompareAndSwap(nil, &err)
@@ -321,8 +321,8 @@ func startPerf(b *testing.B, p *serverProc, subs, rate int) func() {
 	if dir == "" {
 		return func() {}
 	}
-	out := filepath.Join(dir, fmt.Sprintf("%s-%d-%d.data", filepath.Base(p.cmd.Path), subs, rate))
-	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-p", strconv.Itoa(p.cmd.Process.Pid), "-o", out)
+	out := filepath.Join(dir, fmt.Sprintf("%s-%d-%d.data", filepath.Base(p.Cmd.Path), subs, rate))
+	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-p", strconv.Itoa(p.Cmd.Process.Pid), "-o", out)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("%s: start perf: %v", perfEnv, err)
@@ -332,7 +332,7 @@ func startPerf(b *testing.B, p *serverProc, subs, rate int) func() {
 		if err := cmd.Wait(); err != nil {
 			b.Logf("perf record: %v", err)
 		}
-		b.Logf("CPU profile of %s in %s", filepath.Base(p.cmd.Path), out)
+		b.Logf("CPU profile of %s in %s", filepath.Base(p.Cmd.Path), out)
 	}
 }
 
@@ -395,7 +395,7 @@ func sluiceStreamTarget(b *testing.B, bin string) *streamTarget {
 	p := startServer(b, []string{"SLUICE_ADMIN_PASSWORD=" + benchPassword}, bin, "serve",
 		"--listen", "127.0.0.1:0", "--data-dir", b.TempDir(), "--database-url", dbURL)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 5 * time.Minute}
-	base := "http://" + p.addr
+	base := "http://" + p.Addr
 	basic := "Basic YWRtaW46YmVuY2gtcHc=" // admin:bench-pw
 	if _, err := postJSON(client, base+"/api/db/admin/bench", basic, `{"schema":"`+itemSDL+`"}`, http.StatusCreated); err != nil {
 		b.Fatal(err)
@@ -412,7 +412,7 @@ func sluiceStreamTarget(b *testing.B, bin string) *streamTarget {
 	docs := base + "/api/document/admin/bench"
 	return &streamTarget{
 		proc:    p,
-		request: streamRequest(p.addr, "/api/graphql/admin/bench", bearer),
+		request: streamRequest(p.Addr, "/api/graphql/admin/bench", bearer),
 		commit: func(k int, sent int64) error {
 			_, err := postJSON(client, docs, bearer, fmt.Sprintf(`{"@type":"Item","@id":"i%d","n":"%d"}`, k, sent), http.StatusOK)
 			return err
@@ -426,10 +426,10 @@ func sluiceStreamTarget(b *testing.B, bin string) *streamTarget {
 func minimalStreamTarget(b *testing.B, bin string) *streamTarget {
 	p := startServer(b, nil, bin)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 5 * time.Minute}
-	publish := "http://" + p.addr + "/publish"
+	publish := "http://" + p.Addr + "/publish"
 	return &streamTarget{
 		proc:    p,
-		request: streamRequest(p.addr, "/sub", "Bearer unused"),
+		request: streamRequest(p.Addr, "/sub", "Bearer unused"),
 		commit: func(k int, sent int64) error {
 			// _timestamp as Sluice renders it: unix seconds, microseconds.
 			_, err := postJSON(client, publish, "", fmt.Sprintf(`{"data":{"Item_added":{"_id":"Item/i%d","n":"%d","_CommitMetadata":{"_timestamp":%d.%06d}}}}`,

@@ -665,30 +665,7 @@ func TestSubscribeSlowReaderLosesNothing(t *testing.T) {
 		t.Fatal("the slow reader's events differ from the fast reader's")
 	}
 	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
-	t.Logf("slow reader done after %v; catch-ups: %v", time.Since(start), metricValue(m, "sluice_stream_catchups_total"))
-}
-
-// metricValue sums the samples of metric name whose labels include every
-// given `key="value"` pair.
-func metricValue(body, name string, labels ...string) float64 {
-	var sum float64
-	for _, l := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
-			continue
-		}
-		ok := true
-		for _, lb := range labels {
-			ok = ok && strings.Contains(l, lb)
-		}
-		if !ok {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(l[strings.LastIndex(l, " ")+1:], &v); err == nil {
-			sum += v
-		}
-	}
-	return sum
+	t.Logf("slow reader done after %v; catch-ups: %v", time.Since(start), dt.MetricValue(m, "sluice_stream_catchups_total"))
 }
 
 func TestSubscribeMetrics(t *testing.T) {
@@ -696,7 +673,7 @@ func TestSubscribeMetrics(t *testing.T) {
 	d := dt.Start(t)
 	d.CreateDatabase(t, "shop", shopSDL)
 	metrics := func() string { return string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body) }
-	value := func(m, name string, labels ...string) float64 { return metricValue(m, name, labels...) }
+	value := func(m, name string, labels ...string) float64 { return dt.MetricValue(m, name, labels...) }
 	rest := `transport="rest"`
 
 	before := metrics()
@@ -830,7 +807,7 @@ func TestSubscribeListenReconnect(t *testing.T) {
 		t.Fatalf("terminated %d listeners: %v", n, err)
 	}
 	deadline := time.Now().Add(wait)
-	for metricValue(string(a.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body), "sluice_changefeed_listen_reconnects_total") < 1 {
+	for dt.MetricValue(string(a.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body), "sluice_changefeed_listen_reconnects_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("daemon A's tailer did not reconnect")
 		}

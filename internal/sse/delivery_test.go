@@ -262,7 +262,7 @@ func TestSlowReaderLosesNothing(t *testing.T) {
 	}
 	// Both readers were in one group; the slow one left it to read the log.
 	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
-	if got := metricValue(m, "sluice_stream_catchups_total"); got < 1 {
+	if got := dt.MetricValue(m, "sluice_stream_catchups_total"); got < 1 {
 		t.Fatalf("catch-ups: %v, want at least 1", got)
 	}
 }
@@ -333,7 +333,7 @@ func TestGrouping(t *testing.T) {
 	}
 	// The gauge counts the clients, not the groups.
 	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
-	if got := metricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`); got != 4 {
+	if got := dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`); got != 4 {
 		t.Fatalf("subscribers gauge for 4 subscribers in 2 groups: %v", got)
 	}
 	insert(t, d, "zoo", dogs("b", "a"))
@@ -359,7 +359,7 @@ func TestGrouping(t *testing.T) {
 	deadline := time.Now().Add(wait)
 	for {
 		m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
-		got := metricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`)
+		got := dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`)
 		if got == 3 {
 			break
 		}
@@ -368,27 +368,4 @@ func TestGrouping(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for the event
 	}
-}
-
-// metricValue sums the samples of metric name whose labels include every
-// given `key="value"` pair.
-func metricValue(body, name string, labels ...string) float64 {
-	var sum float64
-	for _, l := range strings.Split(body, "\n") {
-		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
-			continue
-		}
-		ok := true
-		for _, lb := range labels {
-			ok = ok && strings.Contains(l, lb)
-		}
-		if !ok {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(l[strings.LastIndex(l, " ")+1:], &v); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }
