@@ -155,7 +155,7 @@ var errRetryIsolated = errors.New("a write of the batch failed; run it again wit
 func (e *Engine) runBatch(ctx context.Context, batch []*job, savepoints bool, handoff func()) error {
 	d, s := batch[0].d, batch[0].s
 	var committed []*job
-	return e.store.InTx(ctx, func(tx *postgres.Tx) error {
+	return e.store.InCommitTx(ctx, func(tx *postgres.Tx) error {
 		committed = committed[:0]
 		ws, err := tx.NewWriters(ctx, d, s, len(batch))
 		if err != nil {
@@ -200,14 +200,15 @@ func (e *Engine) runBatch(ctx context.Context, batch []*job, savepoints bool, ha
 		if len(committed) == 0 {
 			return errAllFailed
 		}
-		commits, err := tx.Finish(ctx, writers, metas)
+		// The commit rows and COMMIT go with the jobs' last statements;
+		// the lead passes on as soon as the counter row is locked.
+		commits, err := tx.FinishCommit(ctx, writers, metas, handoff)
 		if err != nil {
-			if !savepoints && len(batch) > 1 {
+			if !savepoints && len(batch) > 1 && !errors.Is(err, postgres.ErrCommitFailed) {
 				return errRetryIsolated // which job failed is not known yet
 			}
 			return err
 		}
-		handoff()
 		for i, j := range committed {
 			j.commit = commits[i]
 		}

@@ -156,7 +156,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	// while this one writes the chunks before it.
 	chunks := v.readChunks(first)
 	var c *sluice.Commit
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+	err = e.store.InCommitTx(ctx, func(tx *postgres.Tx) error {
 		w, err := tx.NewWriter(ctx, d, s)
 		if err != nil {
 			return err
@@ -169,7 +169,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		if err := chunks.wait(); err != nil {
 			return err
 		}
-		c, err = w.Finish(ctx, e.meta(u, opt))
+		c, err = w.FinishCommit(ctx, e.meta(u, opt))
 		return err
 	})
 	chunks.stop()

@@ -32,7 +32,7 @@ type CommitMeta struct {
 // in chunks). A Writer is used by one goroutine; if any call fails, the Tx
 // must be rolled back.
 type Writer struct {
-	tx     pgx.Tx
+	t      *Tx
 	d      *sluice.Database
 	schema *sluice.Schema
 	uid    int64
@@ -76,7 +76,7 @@ func (t *Tx) NewWriters(ctx context.Context, d *sluice.Database, schema *sluice.
 	ws := make([]*Writer, n)
 	pending := &pgx.Batch{}
 	for i, uid := range uids {
-		ws[i] = &Writer{tx: t.tx, d: d, schema: schema, uid: uid, pending: pending}
+		ws[i] = &Writer{t: t, d: d, schema: schema, uid: uid, pending: pending}
 	}
 	return ws, nil
 }
@@ -100,7 +100,7 @@ func (w *Writer) flush(ctx context.Context) error {
 	if w.pending.Len() == 0 {
 		return nil
 	}
-	err := w.tx.SendBatch(ctx, w.pending).Close()
+	err := w.t.tx.SendBatch(ctx, w.pending).Close()
 	*w.pending = pgx.Batch{}
 	return insertError(err)
 }
@@ -246,18 +246,18 @@ func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
 			return err
 		}
 		tmp := pgx.Identifier{"sluice_replace_" + strconv.FormatInt(w.uid, 10)}
-		if _, err := w.tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", tmp.Sanitize(), tbl)); err != nil {
+		if _, err := w.t.tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", tmp.Sanitize(), tbl)); err != nil {
 			return mapError(err)
 		}
-		if _, err := w.tx.CopyFrom(ctx, tmp, cols, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := w.t.tx.CopyFrom(ctx, tmp, cols, pgx.CopyFromRows(rows)); err != nil {
 			return mapError(err)
 		}
 		set := setClause(cols[1:], func(_ int, col string) string { return "n." + pgx.Identifier{col}.Sanitize() })
 		sql := fmt.Sprintf("UPDATE %s t SET %s FROM %s n WHERE t.%s = n.%s", tbl, set, tmp.Sanitize(), colID, colID)
-		if _, err := w.tx.Exec(ctx, sql); err != nil {
+		if _, err := w.t.tx.Exec(ctx, sql); err != nil {
 			return mapError(err)
 		}
-		if _, err := w.tx.Exec(ctx, "DROP TABLE "+tmp.Sanitize()); err != nil {
+		if _, err := w.t.tx.Exec(ctx, "DROP TABLE "+tmp.Sanitize()); err != nil {
 			return mapError(err)
 		}
 	}
@@ -311,7 +311,7 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 		if c == nil || c.Kind != sluice.KindDocument {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
-		rows, err := w.tx.Query(ctx, fmt.Sprintf(query, tableName(w.d.ID, class), colID), byClass[class])
+		rows, err := w.t.tx.Query(ctx, fmt.Sprintf(query, tableName(w.d.ID, class), colID), byClass[class])
 		if err != nil {
 			return nil, mapError(err)
 		}
@@ -355,7 +355,7 @@ func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
 			if err := w.flush(ctx); err != nil {
 				return err
 			}
-			_, err := w.tx.CopyFrom(ctx, pgx.Identifier{schemaName(w.d.ID), class}, cols, pgx.CopyFromRows(rows))
+			_, err := w.t.tx.CopyFrom(ctx, pgx.Identifier{schemaName(w.d.ID), class}, cols, pgx.CopyFromRows(rows))
 			if err != nil {
 				return insertError(err)
 			}
@@ -500,7 +500,17 @@ func textOrNull(b []byte) any {
 // changed since the documents were validated, and NotFound when the database
 // was deleted.
 func (w *Writer) Finish(ctx context.Context, meta CommitMeta) (*sluice.Commit, error) {
-	cs, err := (&Tx{tx: w.tx}).Finish(ctx, []*Writer{w}, []CommitMeta{meta})
+	cs, err := w.t.Finish(ctx, []*Writer{w}, []CommitMeta{meta})
+	if err != nil {
+		return nil, err
+	}
+	return cs[0], nil
+}
+
+// FinishCommit is Finish followed by COMMIT in the same round trip (see
+// Tx.FinishCommit).
+func (w *Writer) FinishCommit(ctx context.Context, meta CommitMeta) (*sluice.Commit, error) {
+	cs, err := w.t.FinishCommit(ctx, []*Writer{w}, []CommitMeta{meta}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -511,6 +521,19 @@ func (w *Writer) Finish(ctx context.Context, meta CommitMeta) (*sluice.Commit, e
 // (group commit): their commits get consecutive sequence numbers in the
 // order given, from one update of the counter row.
 func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*sluice.Commit, error) {
+	return t.finish(ctx, ws, metas, false, nil)
+}
+
+// FinishCommit is Finish followed by COMMIT in the same round trip (in a
+// transaction of InCommitTx), so that no round trip to the client falls
+// between taking the counter row's lock and releasing it: that span is
+// what orders the database's commits. locked, when not nil, is called
+// once the lock is held, before the COMMIT is known to be durable.
+func (t *Tx) FinishCommit(ctx context.Context, ws []*Writer, metas []CommitMeta, locked func()) ([]*sluice.Commit, error) {
+	return t.finish(ctx, ws, metas, true, locked)
+}
+
+func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commit bool, locked func()) ([]*sluice.Commit, error) {
 	d := ws[0].d
 	n := len(ws)
 	uids := make([]int64, n)
@@ -534,10 +557,18 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 			WHERE db_id = $1 AND schema_version = $2 RETURNING last_seq)
 		INSERT INTO sluice.commits (db_id, seq, uid, author, message, user_name, n_changes)
 		SELECT $1, s.last_seq - $3 + o.ord, o.uid, o.author, o.message, o.user_name, o.n
-		FROM s, unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::int[])
+		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::int[])
 			WITH ORDINALITY AS o(uid, author, message, user_name, n, ord)
+			LEFT JOIN s ON true
 		RETURNING uid, seq, committed_at`,
 		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts)
+	// When the counter row does not match (the schema changed, or the
+	// database was deleted), the LEFT JOIN makes seq NULL and the insert
+	// fails: an error, not an empty result, so that a COMMIT sent behind
+	// it (FinishCommit) never runs.
+	if commit {
+		b.Queue("COMMIT")
+	}
 	br := t.tx.SendBatch(ctx, b)
 	defer func() {
 		br.Close()
@@ -550,7 +581,7 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, mapError(err)
+		return nil, finishError(err, d)
 	}
 	byUID := make(map[int64]int, n)
 	for i, uid := range uids {
@@ -571,15 +602,40 @@ func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*s
 		got++
 	}
 	if err := rows.Err(); err != nil {
-		return nil, mapError(err)
+		return nil, finishError(err, d)
+	}
+	rows.Close()
+	if got != n {
+		return nil, fmt.Errorf("finish: %d commit rows for %d commits", got, n)
+	}
+	if locked != nil {
+		locked()
+	}
+	if commit {
+		if err := commitTag(br.Exec()); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrCommitFailed, err)
+		}
+		t.committed = true
 	}
 	if err := br.Close(); err != nil {
 		return nil, mapError(err)
 	}
-	if got == 0 {
-		return nil, sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran (or the database was deleted); retry", d.Path())
-	}
 	return out, nil
+}
+
+// ErrCommitFailed wraps an error of the COMMIT that FinishCommit sent:
+// whether the transaction committed is not known, so it must not be
+// retried as if it had not.
+var ErrCommitFailed = errors.New("commit failed")
+
+// finishError maps the error of the commit row's insert: a NULL seq means
+// the counter row did not match.
+func finishError(err error, d *sluice.Database) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23502" && pe.TableName == "commits" && pe.ColumnName == "seq" {
+		return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran (or the database was deleted); retry", d.Path())
+	}
+	return mapError(err)
 }
 
 // Savepoint queues a savepoint the Tx can roll back to with RollbackTo, so

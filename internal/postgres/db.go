@@ -19,6 +19,14 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// dbtx is what a Tx runs its statements on: a pgx transaction (InTx), or
+// a pooled connection inside a BEGIN of its own (InCommitTx).
+type dbtx interface {
+	querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+}
+
 // DB is the storage handle. It is safe for concurrent use.
 type DB struct {
 	pool   *pgxpool.Pool

@@ -240,3 +240,51 @@ func TestMigrationToChangeBatchesKeepsOldCommits(t *testing.T) {
 		}
 	}
 }
+
+// A commit whose schema changed after its documents were validated is
+// refused, and FinishCommit, which sends COMMIT behind the commit row in
+// the same round trip, must then leave nothing written.
+func TestFinishCommitRefusesAChangedSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	s, err := schema.Parse("type Note { text: String! }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "a"}
+	err = db.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.InCommitTx(ctx, func(tx *postgres.Tx) error {
+		w, err := tx.NewWriter(ctx, d, s)
+		if err != nil {
+			return err
+		}
+		doc := &sluice.Document{ID: "Note/n1", Type: "Note", Fields: map[string]any{"text": "x"}}
+		if err := w.Insert(ctx, []*sluice.Document{doc}); err != nil {
+			return err
+		}
+		// A schema change commits meanwhile.
+		if err := db.ExecDBForTest(ctx, "UPDATE sluice.commit_counters SET schema_version = schema_version + 1 WHERE db_id = $1", d.ID); err != nil {
+			return err
+		}
+		_, err = tx.FinishCommit(ctx, []*postgres.Writer{w}, []postgres.CommitMeta{{User: "admin"}}, func() { t.Error("the counter row was locked") })
+		return err
+	})
+	if sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "schema of o/a changed") {
+		t.Fatalf("got %v, want a Conflict about the schema change", err)
+	}
+	if _, err := db.Document(ctx, d, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+		t.Fatalf("the document was written: %v", err)
+	}
+	if cs, err := db.CommitsAfter(ctx, d, 0, 10); err != nil || len(cs) != 0 {
+		t.Fatalf("commits after the refused one: %v %v", cs, err)
+	}
+}
