@@ -51,6 +51,28 @@ func TestMigrateIsIdempotentAndRefusesNewerDatabase(t *testing.T) {
 	}
 }
 
+// noteDatabase creates organization o with database o/<name> whose schema
+// has one class, Note, and returns them.
+func noteDatabase(t *testing.T, db *postgres.DB, name string) (*sluice.Database, *sluice.Schema) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := schema.Parse("type Note { text: String! }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: name}
+	err = db.InTx(ctx, func(tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, s
+}
+
 // commitN makes n single-document commits on d and returns the last.
 func commitN(t *testing.T, db *postgres.DB, d *sluice.Database, s *sluice.Schema, n int) {
 	t.Helper()
@@ -138,21 +160,7 @@ func TestPruneKeepsWhatOtherReplicasNeed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := open(t)
-	s, err := schema.Parse("type Note { text: String! }")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var a *sluice.Database
-	err = db.InTx(ctx, func(tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		a = &sluice.Database{Org: "o", Name: "a"}
-		return tx.CreateDatabase(ctx, a, s)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, s := noteDatabase(t, db, "a")
 	commitN(t, db, a, s, 6)
 	if err := db.PublishFloors(ctx, "one", map[int64]int64{a.ID: 4}); err != nil {
 		t.Fatal(err)
@@ -186,20 +194,7 @@ func TestMigrationToChangeBatchesKeepsOldCommits(t *testing.T) {
 	if _, err := db.MigrateToForTest(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	s, err := schema.Parse("type Note { text: String! }")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &sluice.Database{Org: "o", Name: "a"}
-	err = db.InTx(ctx, func(tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		return tx.CreateDatabase(ctx, d, s)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, _ := noteDatabase(t, db, "a")
 	before := `{"@id": "Note/b", "@type": "Note", "text": "old"}` // spacing kept as written
 	after := `{"@id":"Note/b","@type":"Note","text":"new"}`
 	for _, sql := range []string{
@@ -248,21 +243,8 @@ func TestFinishCommitRefusesAChangedSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := open(t)
-	s, err := schema.Parse("type Note { text: String! }")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &sluice.Database{Org: "o", Name: "a"}
-	err = db.InTx(ctx, func(tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		return tx.CreateDatabase(ctx, d, s)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.InCommitTx(ctx, func(tx *postgres.Tx) error {
+	d, s := noteDatabase(t, db, "a")
+	err := db.InCommitTx(ctx, func(tx *postgres.Tx) error {
 		w, err := tx.NewWriter(ctx, d, s)
 		if err != nil {
 			return err
