@@ -166,12 +166,24 @@ func TestAdminListsSubscriptions(t *testing.T) {
 		Commits   int64  `json:"commits"`
 		Live      bool   `json:"live"`
 	}
-	var subs []sub
-	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
-		t.Fatal(err)
-	}
-	if len(subs) != 1 || subs[0].Database != "admin/subs" || subs[0].Transport != "rest" || subs[0].Commits != 1 || !subs[0].Live {
-		t.Fatalf("subscriptions: %+v", subs)
+	// A stream opened before the change feed first saw its (new) database
+	// reads the log itself and turns live at its next look: wait for it.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var subs []sub
+		if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
+			t.Fatal(err)
+		}
+		if len(subs) != 1 || subs[0].Database != "admin/subs" || subs[0].Transport != "rest" || subs[0].Commits != 1 {
+			t.Fatalf("subscriptions: %+v", subs)
+		}
+		if subs[0].Live {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the subscription did not turn live: %+v", subs)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for the event
 	}
 	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"nosy","organization":"admin","password":"nosy-password"}`)
 	d.MustDo(t, 403, dt.Basic("nosy", "nosy-password"), "GET", "/api/admin/subscriptions", nil)
