@@ -238,18 +238,9 @@ func (s *session) member(m *member) {
 		select {
 		case <-wake:
 		case <-s.beat:
-			if s.gone.Load() {
+			if !s.heartbeatDue() {
 				return
 			}
-			if err := s.recheck(); err != nil {
-				s.finish(err)
-				return
-			}
-			s.st.ping()
-			if s.st.flush() != nil {
-				return
-			}
-			s.hb.Reset(s.heartbeat)
 		}
 	}
 }
@@ -331,20 +322,30 @@ func (s *session) own(sub *changefeed.Subscription) {
 			s.finish(sub.Err())
 			return
 		case <-s.beat:
-			if s.gone.Load() {
+			if !s.heartbeatDue() {
 				return
 			}
-			if err := s.recheck(); err != nil {
-				s.finish(err)
-				return
-			}
-			s.st.ping()
-			if s.st.flush() != nil {
-				return
-			}
-			s.hb.Reset(s.heartbeat)
 		}
 	}
+}
+
+// heartbeatDue handles a beat: it reports false when the stream ends (the
+// client left, its access was revoked, or the ping could not be written),
+// and otherwise re-checks access, pings and schedules the next beat.
+func (s *session) heartbeatDue() bool {
+	if s.gone.Load() {
+		return false
+	}
+	if err := s.recheck(); err != nil {
+		s.finish(err)
+		return false
+	}
+	s.st.ping()
+	if s.st.flush() != nil {
+		return false
+	}
+	s.hb.Reset(s.heartbeat)
+	return true
 }
 
 // clientGone is a failed write: the client left, nothing more is written.
