@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // mutation runs every mutation field of the operation as one commit (one
@@ -221,10 +222,10 @@ type sliceSource struct {
 	i    int
 }
 
-func (s *sliceSource) Next() (map[string]any, error) {
+func (s *sliceSource) Next() (schema.RawDocument, error) {
 	if s.i >= len(s.docs) {
-		return nil, io.EOF
+		return schema.RawDocument{}, io.EOF
 	}
 	s.i++
-	return s.docs[s.i-1], nil
+	return schema.RawDocument{Map: s.docs[s.i-1]}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // stack is the GraphQL handler over a real engine and Postgres, without an
@@ -105,12 +106,12 @@ type docSource struct {
 	i    int
 }
 
-func (s *docSource) Next() (map[string]any, error) {
+func (s *docSource) Next() (schema.RawDocument, error) {
 	if s.i >= len(s.docs) {
-		return nil, io.EOF
+		return schema.RawDocument{}, io.EOF
 	}
 	s.i++
-	return s.docs[s.i-1], nil
+	return schema.RawDocument{Map: s.docs[s.i-1]}, nil
 }
 
 // ids returns the _id of every object of the list in data field name.

@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
-	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // DocQuery and QueryDoc are the storage layer's GraphQL read types.
@@ -138,11 +137,11 @@ func (e *Engine) batchOp(ctx context.Context, w *postgres.Writer, s *sluice.Sche
 			break
 		}
 		if err != nil {
-			return nil, docError(n, nil, err)
+			return nil, docError(n, "", err)
 		}
-		doc, err := schema.ValidateDocument(s, raw)
+		doc, err := raw.Validate(s)
 		if err != nil {
-			return nil, docError(n, raw, err)
+			return nil, docError(n, raw.ID(), err)
 		}
 		if doc.ID == "" {
 			if op.Kind == WriteReplace {

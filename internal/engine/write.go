@@ -25,10 +25,10 @@ const chunkSize = 250
 // chunksAhead is how many validated chunks may wait for the writer.
 const chunksAhead = 2
 
-// DocSource yields the raw documents of a write request, each decoded with
-// json.Decoder.UseNumber. Next returns io.EOF after the last one.
+// DocSource yields the raw documents of a write request. Next returns
+// io.EOF after the last one.
 type DocSource interface {
-	Next() (map[string]any, error)
+	Next() (schema.RawDocument, error)
 }
 
 // WriteOptions are the optional parameters of a write.
@@ -273,15 +273,15 @@ func (v *validator) next() (*sluice.Document, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		return nil, docError(n, nil, err)
+		return nil, docError(n, "", err)
 	}
-	doc, err := schema.ValidateDocument(v.schema, raw)
+	doc, err := raw.Validate(v.schema)
 	if err != nil {
-		return nil, docError(n, raw, err)
+		return nil, docError(n, raw.ID(), err)
 	}
 	if doc.ID == "" {
 		if !v.newIDs {
-			return nil, docError(n, raw, sluice.Errorf(sluice.CodeInvalid, "a replaced %s document needs an @id", doc.Type))
+			return nil, docError(n, "", sluice.Errorf(sluice.CodeInvalid, "a replaced %s document needs an @id", doc.Type))
 		}
 		doc.ID = doc.Type + "/" + randomKey()
 	}
@@ -295,13 +295,13 @@ func (v *validator) next() (*sluice.Document, error) {
 
 // docError prefixes a validation error with which document of the request
 // it is about: its position and, when it has one, its @id.
-func docError(n int, raw map[string]any, err error) error {
+func docError(n int, id string, err error) error {
 	var se *sluice.Error
 	if !errors.As(err, &se) {
 		return fmt.Errorf("document %d: %w", n, err)
 	}
 	which := fmt.Sprintf("document %d", n)
-	if id, ok := raw["@id"].(string); ok {
+	if id != "" {
 		which += fmt.Sprintf(" (%s)", id)
 	}
 	return sluice.Errorf(se.Code, "%s: %s", which, se.Message)

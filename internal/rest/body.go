@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // docStream reads the documents of a write request body: one JSON object,
@@ -57,38 +58,38 @@ func peekNonSpace(br *bufio.Reader) (byte, error) {
 	}
 }
 
-// Next returns the next document or io.EOF.
-func (s *docStream) Next() (map[string]any, error) {
+// Next returns the next document's JSON text or io.EOF. The decoder checks
+// its syntax; schema.RawDocument reads it.
+func (s *docStream) Next() (schema.RawDocument, error) {
 	if s.done {
-		return nil, io.EOF
+		return schema.RawDocument{}, io.EOF
 	}
 	if s.inArray && !s.dec.More() {
 		if _, err := s.dec.Token(); err != nil { // the closing ]
-			return nil, bodyError(err)
+			return schema.RawDocument{}, bodyError(err)
 		}
 		s.done = true
 		if err := s.expectEOF(); err != nil {
-			return nil, err
+			return schema.RawDocument{}, err
 		}
-		return nil, io.EOF
+		return schema.RawDocument{}, io.EOF
 	}
-	var v any
-	if err := s.dec.Decode(&v); err != nil {
+	var raw json.RawMessage
+	if err := s.dec.Decode(&raw); err != nil {
 		if errors.Is(err, io.EOF) {
 			if !s.inArray {
 				s.done = true
-				return nil, io.EOF
+				return schema.RawDocument{}, io.EOF
 			}
-			return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: unexpected end of input: the JSON array is not closed", s.n)
+			return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: unexpected end of input: the JSON array is not closed", s.n)
 		}
-		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: %s", s.n, jsonErrorText(err))
+		return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: %s", s.n, jsonErrorText(err))
 	}
 	s.n++
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: not a JSON object", s.n-1)
+	if raw[0] != '{' { // the decoder skipped any leading space
+		return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: not a JSON object", s.n-1)
 	}
-	return m, nil
+	return schema.RawDocument{JSON: raw}, nil
 }
 
 func (s *docStream) expectEOF() error {

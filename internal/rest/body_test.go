@@ -7,14 +7,15 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-func readAll(body string) ([]map[string]any, error) {
+func readAll(body string) ([]schema.RawDocument, error) {
 	s, err := newDocStream(strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	var out []map[string]any
+	var out []schema.RawDocument
 	for {
 		m, err := s.Next()
 		if errors.Is(err, io.EOF) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -166,6 +167,52 @@ func FuzzParseID(f *testing.F) {
 		}
 		if class+"/"+key != id || s.Class(class).Kind != sluice.KindDocument || CheckKey(key) != nil {
 			t.Fatalf("ParseID(%q) = %q, %q", id, class, key)
+		}
+	})
+}
+
+// FuzzValidateJSON checks that RawDocument.Validate of JSON text, with its
+// fast path, gives exactly what ValidateDocument gives for the same text
+// decoded by encoding/json: the same document or the same error.
+func FuzzValidateJSON(f *testing.F) {
+	s := mustParse(f, docSchema)
+	for _, d := range []string{
+		`{"@type":"Person","@id":"p1","name":"Ann","nick":"a","age":-0,"score":1.5e3,"active":false,"color":"RED","pet":"Cat/tom"}`,
+		`{ "name" : "Ann" , "@type" : "Person" , "age" : null , "big" : 12 , "born" : "2024-08-01T18:30:00Z" }`,
+		`{"@type":"Person","name":"Ann","name":"Bob"}`,
+		`{"@type":"Person","name":"caf\u00e9 ` + "\xff" + `"}`,
+		`{"@type":"Person","name":"Ann","age":2147483648}`,
+		`{"@type":"Person","name":"Ann","age":3.0,"score":-1E-2}`,
+		`{"@type":"Person","name":"Ann","meta":"x","colors":null,"friends":[]}`,
+		`{"@type":"Person","@id":null,"name":"Ann","@x":1}`,
+		`{"@type":"Cat","@id":"Dog/rex","name":"Tom"}`,
+		`{"@type":"Person","name":true}`,
+		`{"@type":"Animal","name":"x"}`,
+		`{"@type":"Person"}`,
+		`{}`,
+	} {
+		f.Add([]byte(d))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) {
+			return // a reader passes only checked JSON text
+		}
+		d := json.NewDecoder(bytes.NewReader(data))
+		d.UseNumber()
+		var raw map[string]any
+		if d.Decode(&raw) != nil || raw == nil {
+			return // not an object: the reader refuses it first
+		}
+		want, wantErr := ValidateDocument(s, raw)
+		got, err := RawDocument{JSON: data}.Validate(s)
+		if fmt.Sprint(err) != fmt.Sprint(wantErr) {
+			t.Fatalf("error %v, want %v", err, wantErr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("document\n%#v\nwant\n%#v", got, want)
+		}
+		if id, _ := raw["@id"].(string); (RawDocument{JSON: data}).ID() != id {
+			t.Fatalf("ID() = %q, want %q", RawDocument{JSON: data}.ID(), id)
 		}
 	})
 }

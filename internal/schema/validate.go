@@ -208,9 +208,13 @@ func (v *validator) element(t sluice.FieldType, val any, path string) (any, erro
 		return v.subdocument(t.Name, val, path)
 	}
 	nv, err := scalar(t.Name, val)
-	var e *sluice.Error
-	if errors.As(err, &e) {
-		return nil, v.errorf(path, "%s", e.Message)
+	if err != nil {
+		// Declared here, not above: &e makes it escape, an allocation
+		// per value even when there is no error.
+		var e *sluice.Error
+		if errors.As(err, &e) {
+			return nil, v.errorf(path, "%s", e.Message)
+		}
 	}
 	return nv, err
 }

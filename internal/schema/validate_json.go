@@ -1,0 +1,321 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// RawDocument is one document of a write request before validation: the
+// JSON text of an object (a REST body, whose syntax the reader has
+// checked) or, when JSON is nil, an object already decoded with
+// json.Decoder.UseNumber (a GraphQL mutation's input).
+type RawDocument struct {
+	JSON []byte
+	Map  map[string]any
+}
+
+// Validate checks the document against s as ValidateDocument does and
+// returns it normalized.
+//
+// JSON text takes a fast path when it is a flat object (no nested objects or
+// arrays, no escapes in keys or strings, valid UTF-8, no repeated key) whose
+// document validates: it is read straight into the document, without the
+// map encoding/json would build. That is most documents of a bulk write, and
+// decoding that map cost more CPU than anything else a write does. Anything
+// else, including every invalid document, is decoded into a map and goes
+// through ValidateDocument, so both paths give the same documents and the
+// same errors (FuzzValidateJSON compares them).
+func (r RawDocument) Validate(s *sluice.Schema) (*sluice.Document, error) {
+	if r.JSON == nil {
+		return ValidateDocument(s, r.Map)
+	}
+	if doc, ok := validateFlat(s, r.JSON); ok {
+		return doc, nil
+	}
+	m, err := r.decode()
+	if err != nil {
+		return nil, err
+	}
+	return ValidateDocument(s, m)
+}
+
+// ID returns the document's "@id" as given, or "" when it has none or it is
+// not a string: for error messages, which name the document.
+func (r RawDocument) ID() string {
+	m := r.Map
+	if r.JSON != nil {
+		var err error
+		if m, err = r.decode(); err != nil {
+			return ""
+		}
+	}
+	id, _ := m["@id"].(string)
+	return id
+}
+
+func (r RawDocument) decode() (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(r.JSON))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil || m == nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "not a JSON object")
+	}
+	return m, nil
+}
+
+// flatMember is one member of a flat JSON object.
+type flatMember struct {
+	key []byte
+	// kind is '"' for a string, '0' for a number, 't', 'f' or 'n' for the
+	// literals.
+	kind byte
+	// value is a string's bytes between its quotes, or a number as written.
+	value []byte
+}
+
+// maxFlatMembers is the most members the fast path reads; larger objects
+// take the general path.
+const maxFlatMembers = 32
+
+// validateFlat is Validate's fast path for b, the JSON text of an object.
+// It returns ok false, having done nothing, for anything but a flat
+// object that is a valid document.
+func validateFlat(s *sluice.Schema, b []byte) (doc *sluice.Document, ok bool) {
+	var buf [maxFlatMembers]flatMember
+	members, ok := scanFlatObject(b, buf[:0])
+	if !ok {
+		return nil, false
+	}
+	var typ, id *flatMember
+	for i := range members {
+		m := &members[i]
+		switch string(m.key) {
+		case "@type":
+			typ = m
+		case "@id":
+			id = m
+		}
+	}
+	if typ == nil || typ.kind != '"' {
+		return nil, false
+	}
+	c := s.Classes[string(typ.value)]
+	if c == nil || c.Kind != sluice.KindDocument {
+		return nil, false
+	}
+	name := c.Name
+	doc = &sluice.Document{Type: name}
+	if id != nil && id.kind != 'n' {
+		if id.kind != '"' {
+			return nil, false
+		}
+		full, err := normalizeID(s, name, string(id.value))
+		if err != nil {
+			return nil, false
+		}
+		doc.ID = full
+	}
+	v := &validator{schema: s, root: name}
+	fields := make(map[string]any, len(c.Fields)+1)
+	for i := range members {
+		m := &members[i]
+		if m == typ || m == id {
+			continue
+		}
+		f := fieldNamed(c, m.key)
+		if f == nil {
+			return nil, false
+		}
+		if m.kind == 'n' {
+			if f.Required {
+				return nil, false
+			}
+			continue // null for an optional field means absent
+		}
+		nv, ok := flatScalar(f, m)
+		if !ok {
+			var val any
+			switch m.kind {
+			case '"':
+				val = string(m.value)
+			case '0':
+				val = json.Number(m.value)
+			case 't':
+				val = true
+			case 'f':
+				val = false
+			}
+			var err error
+			if nv, err = v.value(f, val, f.Name); err != nil {
+				return nil, false
+			}
+		}
+		fields[f.Name] = nv
+	}
+	for _, f := range c.Fields {
+		if _, ok := fields[f.Name]; f.Required && !ok {
+			return nil, false
+		}
+	}
+	doc.Fields = fields
+	return doc, true
+}
+
+// flatScalar normalizes the commonest values without the representation
+// encoding/json would decode them to (which costs an allocation or two
+// each): a string for String and ID, a whole number without fraction or
+// exponent for Int, a number for Float, a boolean for Boolean. It gives what
+// scalar gives for the same value, or ok false for the general path.
+func flatScalar(f *sluice.Field, m *flatMember) (v any, ok bool) {
+	if f.List || f.Type.Kind != sluice.TypeScalar {
+		return nil, false
+	}
+	switch f.Type.Name {
+	case sluice.ScalarString, sluice.ScalarID:
+		// scanString let through neither invalid UTF-8 nor control
+		// characters, so checkText has nothing to refuse.
+		return string(m.value), m.kind == '"'
+	case sluice.ScalarBoolean:
+		return m.kind == 't', m.kind == 't' || m.kind == 'f'
+	case sluice.ScalarInt:
+		if m.kind != '0' || bytes.ContainsAny(m.value, ".eE") {
+			return nil, false
+		}
+		i, err := strconv.ParseInt(string(m.value), 10, 32)
+		return i, err == nil
+	case sluice.ScalarFloat:
+		if m.kind != '0' {
+			return nil, false
+		}
+		f, err := strconv.ParseFloat(string(m.value), 64)
+		return f, err == nil
+	}
+	return nil, false
+}
+
+// fieldNamed is c.Field for a name in bytes, without converting it.
+func fieldNamed(c *sluice.Class, name []byte) *sluice.Field {
+	for _, f := range c.Fields {
+		if f.Name == string(name) {
+			return f
+		}
+	}
+	return nil
+}
+
+// scanFlatObject appends the members of the JSON object b to out. It
+// returns ok false when b is not an object, or when a value is an object
+// or an array, a key or string has an escape or invalid UTF-8, a key is
+// repeated, or there are more than maxFlatMembers members: the cases whose
+// meaning encoding/json decides (it replaces invalid UTF-8 and keeps a
+// repeated key's last value), left to the general path. b's syntax has been
+// checked, but a malformed b still gives ok false, never a wrong result.
+func scanFlatObject(b []byte, out []flatMember) ([]flatMember, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return out, skipSpace(b, i+1) == len(b)
+	}
+	for {
+		var m flatMember
+		var ok bool
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		if m.key, i, ok = scanString(b, i); !ok {
+			return nil, false
+		}
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(b, i+1)
+		if i >= len(b) {
+			return nil, false
+		}
+		switch c := b[i]; {
+		case c == '"':
+			m.kind = '"'
+			if m.value, i, ok = scanString(b, i); !ok {
+				return nil, false
+			}
+		case c == '-' || ('0' <= c && c <= '9'):
+			m.kind = '0'
+			start := i
+			for i < len(b) && isNumberByte(b[i]) {
+				i++
+			}
+			m.value = b[start:i]
+		case bytes.HasPrefix(b[i:], []byte("true")):
+			m.kind, i = 't', i+4
+		case bytes.HasPrefix(b[i:], []byte("false")):
+			m.kind, i = 'f', i+5
+		case bytes.HasPrefix(b[i:], []byte("null")):
+			m.kind, i = 'n', i+4
+		default:
+			return nil, false // an object, an array, or bad syntax
+		}
+		if len(out) == maxFlatMembers {
+			return nil, false
+		}
+		for _, o := range out {
+			if bytes.Equal(o.key, m.key) {
+				return nil, false
+			}
+		}
+		out = append(out, m)
+		i = skipSpace(b, i)
+		if i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i = skipSpace(b, i+1)
+		case '}':
+			return out, skipSpace(b, i+1) == len(b)
+		default:
+			return nil, false
+		}
+	}
+}
+
+// scanString reads the string starting at b[i] (a quote) and returns its
+// contents and the index after it; ok is false for an escape, a control
+// character, invalid UTF-8 or a missing closing quote.
+func scanString(b []byte, i int) (s []byte, next int, ok bool) {
+	start := i + 1
+	ascii := true
+	for j := start; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			s = b[start:j]
+			if !ascii && !utf8.Valid(s) {
+				return nil, 0, false
+			}
+			return s, j + 1, true
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, 0, false
+}
+
+func isNumberByte(c byte) bool {
+	return ('0' <= c && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
