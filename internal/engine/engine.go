@@ -25,6 +25,9 @@ type Engine struct {
 	// onCommit is called after every successful commit, outside any
 	// transaction (to wake the change feed and the notifier).
 	onCommit func(*sluice.Commit)
+	// gcPercent is the collector's target while large writes run (see
+	// bulkGC); 0 leaves it alone.
+	gcPercent int
 
 	mu         sync.Mutex
 	schemas    map[schemaKey]*sluice.Schema
@@ -65,6 +68,11 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, onCommi
 		roles:     ttlcache.New[roleKey, sluice.Role](cacheTTL, time.Now),
 	}
 }
+
+// RaiseGCDuringBulkWrites sets the garbage collector's target (as GOGC)
+// while writes of more than groupMax documents run (see bulkGC); call it
+// before the Engine is used. The daemon does unless GOGC is set.
+func (e *Engine) RaiseGCDuringBulkWrites(percent int) { e.gcPercent = percent }
 
 // Auth returns the engine's authenticator.
 func (e *Engine) Auth() *auth.Authenticator { return e.auth }

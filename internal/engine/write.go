@@ -154,6 +154,8 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	}
 	// A large request: a goroutine reads, validates and encodes the rest
 	// while this one writes the chunks before it.
+	processGC.begin(e.gcPercent)
+	defer processGC.end(e.gcPercent)
 	chunks := v.readChunks(first)
 	var c *sluice.Commit
 	err = e.store.InCommitTx(ctx, func(tx *postgres.Tx) error {
