@@ -3,10 +3,11 @@ package engine
 import (
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // bulkGC raises the garbage collector's target (GOGC) while large writes
-// run, and puts it back when the last one ends.
+// run, and puts it back a second after the last one ends.
 //
 // A 1,000-document write allocates about 3 MB (documents, rows, images)
 // while the daemon's live heap is often a few MB. At the default GOGC of
@@ -19,15 +20,27 @@ import (
 // the live heap, which a daemon holding thousands of streams would pay for
 // in memory all the time.
 type bulkGC struct {
+	linger time.Duration // see bulkGCLinger
+
 	mu      sync.Mutex
-	running int // large writes in progress
-	prev    int // the target before the first of them
+	running int  // large writes in progress
+	raised  bool // the target is raised
+	prev    int  // the target before it was raised
+	// restore puts the target back bulkGCLinger after the last large
+	// write ended, unless another one started since.
+	restore *time.Timer
 }
+
+// bulkGCLinger is how long the target stays raised after the last large
+// write: putting it back at once would start a collection at the end of
+// every request (the heap is then far above the lower goal), slowing its
+// response and the next request of a bulk import.
+const bulkGCLinger = time.Second
 
 // processGC counts the large writes of the whole process: GOGC is
 // process-wide, so the count must be too (tests run several Engines in one
 // process).
-var processGC bulkGC
+var processGC = bulkGC{linger: bulkGCLinger}
 
 // begin raises the target to percent (unless it is 0, or the target is
 // already higher or off) for a large write that is starting.
@@ -37,13 +50,20 @@ func (g *bulkGC) begin(percent int) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.running == 0 {
-		g.prev = debug.SetGCPercent(percent)
-		if g.prev < 0 || g.prev >= percent {
-			debug.SetGCPercent(g.prev) // already off or higher: keep it
-		}
-	}
 	g.running++
+	if g.restore != nil {
+		g.restore.Stop()
+		g.restore = nil
+	}
+	if g.raised {
+		return
+	}
+	prev := debug.SetGCPercent(percent)
+	if prev < 0 || prev >= percent {
+		debug.SetGCPercent(prev) // already off or higher: keep it
+		return
+	}
+	g.prev, g.raised = prev, true
 }
 
 // end is called with the same percent when the write ends.
@@ -54,7 +74,18 @@ func (g *bulkGC) end(percent int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.running--
-	if g.running == 0 {
-		debug.SetGCPercent(g.prev)
+	if g.running > 0 || !g.raised {
+		return
 	}
+	var t *time.Timer
+	t = time.AfterFunc(g.linger, func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.restore != t { // a write started since; stopping t lost the race
+			return
+		}
+		debug.SetGCPercent(g.prev)
+		g.raised, g.restore = false, nil
+	})
+	g.restore = t
 }

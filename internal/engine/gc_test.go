@@ -3,6 +3,7 @@ package engine
 import (
 	"runtime/debug"
 	"testing"
+	"time"
 )
 
 // gcPercent returns the collector's current target.
@@ -12,22 +13,38 @@ func gcPercent() int {
 	return p
 }
 
+// waitGCPercent waits, with a deadline, for the target to become want.
+func waitGCPercent(t *testing.T, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: GOGC %d, want %d", what, gcPercent(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Not parallel: GOGC is process-wide.
 func TestBulkGCRaisesTheTargetWhileWritesRun(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	g := &bulkGC{}
+	g := &bulkGC{linger: time.Hour}
 	g.begin(400)
 	g.begin(400)
 	if p := gcPercent(); p != 400 {
 		t.Fatalf("during two writes: GOGC %d, want 400", p)
 	}
 	g.end(400)
-	if p := gcPercent(); p != 400 {
-		t.Fatalf("during one write: GOGC %d, want 400", p)
-	}
 	g.end(400)
-	if p := gcPercent(); p != 100 {
-		t.Fatalf("after the writes: GOGC %d, want 100 again", p)
+	if p := gcPercent(); p != 400 {
+		t.Fatalf("right after the writes: GOGC %d, want 400 until the linger ends", p)
 	}
+	// A write starting while the target lingers keeps it raised, and
+	// stops the pending restore.
+	g.begin(400)
+	g.linger = 10 * time.Millisecond
+	g.end(400)
+	waitGCPercent(t, 100, "after the linger")
 
 	debug.SetGCPercent(800) // a higher target is kept
 	g.begin(400)
