@@ -103,6 +103,34 @@ func (s *Writer) Spill() error {
 	return s.write()
 }
 
+// WriteShared hands frames that many streams send alike (built once, not
+// copied into each stream's Buf) to the response, after any buffered
+// ones; Flush sends them. p is not modified or kept.
+func (s *Writer) WriteShared(p []byte) error {
+	if err := s.write(); err != nil {
+		return err
+	}
+	if err := s.moveDeadline(); err != nil {
+		return err
+	}
+	s.spilled = true
+	_, err := s.out.Write(p)
+	return err
+}
+
+// moveDeadline moves the write deadline, at most every quarter timeout.
+func (s *Writer) moveDeadline() error {
+	if now := time.Now(); now.Sub(s.deadlineSet) > s.timeout/4 {
+		// Not every writer supports deadlines (httptest); the write
+		// still works.
+		if err := s.rc.SetWriteDeadline(now.Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		s.deadlineSet = now
+	}
+	return nil
+}
+
 // write hands the buffered frames to the response. The deadline is moved
 // at most every quarter timeout: moving it on every flush cost about as
 // much CPU as the write itself, and a write still gets at least three
@@ -111,13 +139,8 @@ func (s *Writer) write() error {
 	if s.Buf.Len() == 0 {
 		return nil
 	}
-	if now := time.Now(); now.Sub(s.deadlineSet) > s.timeout/4 {
-		// Not every writer supports deadlines (httptest); the write
-		// still works.
-		if err := s.rc.SetWriteDeadline(now.Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
-		s.deadlineSet = now
+	if err := s.moveDeadline(); err != nil {
+		return err
 	}
 	_, err := s.out.Write(s.Buf.Bytes())
 	if s.Buf.Cap() > keepSize {

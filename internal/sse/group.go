@@ -23,9 +23,11 @@ const (
 	historyCommits        = 4096
 	historyBytesPerMember = 64 << 10
 	historyMaxBytes       = 64 << 20
-	// eventOverhead is what an event costs beyond its id and payload bytes
-	// (the SubscriptionEvent and its share of the entry).
+	// eventOverhead is what an event costs beyond its SSE frame (the
+	// SubscriptionEvent and its share of the entry).
 	eventOverhead = 64
+	// sseFrameBytes is the most an SSE frame adds to its id and payload.
+	sseFrameBytes = len("event: next\nid: \ndata: \n\n")
 )
 
 // takeMax is how many commits' events a member takes at once (written
@@ -96,8 +98,11 @@ type group struct {
 // entry is one commit's events in a group's history. evs is shared by
 // every member and never modified.
 type entry struct {
-	seq    int64
-	evs    []graph.SubscriptionEvent
+	seq int64
+	evs []graph.SubscriptionEvent
+	// sse is the SSE frames of evs, built once for every member (most
+	// streams are SSE); each event's Data points into it.
+	sse    []byte
 	size   int
 	unread int // members that have not taken it
 }
@@ -266,16 +271,23 @@ func (g *group) deliver(c *sluice.Commit) bool {
 // members. Over the history's bounds, the oldest entries go, and the
 // members that had not taken them leave the group.
 func (g *group) publish(seq int64, evs []graph.SubscriptionEvent) {
-	size := 0
+	n := 0
 	for i := range evs {
-		size += len(evs[i].ID) + len(evs[i].Data) + eventOverhead
+		n += len(evs[i].ID) + len(evs[i].Data) + sseFrameBytes
 	}
+	sse := make([]byte, 0, n)
+	for i := range evs {
+		sse = appendNextSSE(sse, evs[i].ID, evs[i].Data)
+		// The payload is the frame's bytes before its closing "\n\n".
+		evs[i].Data = sse[len(sse)-2-len(evs[i].Data) : len(sse)-2 : len(sse)-2]
+	}
+	size := len(sse) + len(evs)*eventOverhead
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.members) == 0 {
 		return
 	}
-	g.hist = append(g.hist, entry{seq: seq, evs: evs, size: size, unread: len(g.members)})
+	g.hist = append(g.hist, entry{seq: seq, evs: evs, sse: sse, size: size, unread: len(g.members)})
 	g.bytes += size
 	budget := min(historyBytesPerMember*len(g.members), historyMaxBytes)
 	for len(g.hist) > 1 && (len(g.hist) > historyCommits || g.bytes > budget) {

@@ -62,15 +62,20 @@ func (s *stream) next(id string, result []byte) {
 		s.Buf.WriteByte('\n')
 		return
 	}
-	s.Buf.WriteString("event: next\n")
+	s.Buf.Write(appendNextSSE(s.Buf.AvailableBuffer(), id, result))
+}
+
+// appendNextSSE appends the SSE frame of a next message to b.
+func appendNextSSE(b []byte, id string, result []byte) []byte {
+	b = append(b, "event: next\n"...)
 	if id != "" {
-		s.Buf.WriteString("id: ")
-		s.Buf.WriteString(id)
-		s.Buf.WriteByte('\n')
+		b = append(b, "id: "...)
+		b = append(b, id...)
+		b = append(b, '\n')
 	}
-	s.Buf.WriteString("data: ")
-	s.Buf.Write(result)
-	s.Buf.WriteString("\n\n")
+	b = append(b, "data: "...)
+	b = append(b, result...)
+	return append(b, "\n\n"...)
 }
 
 // complete buffers the complete message: the last one of a stream.

@@ -259,10 +259,16 @@ func (s *session) recheck() error {
 func (s *session) writeEntries(es []entry) error {
 	n := 0
 	for _, e := range es {
+		n += len(e.evs)
+		if s.st.framing == framingSSE {
+			if err := s.st.WriteShared(e.sse); err != nil {
+				return err
+			}
+			continue
+		}
 		for _, ev := range e.evs {
 			s.st.next(ev.ID, ev.Data)
 		}
-		n += len(e.evs)
 		if err := s.st.Spill(); err != nil {
 			return err
 		}
