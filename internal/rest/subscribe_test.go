@@ -1,11 +1,9 @@
 package rest_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -32,169 +30,34 @@ type Cat implements Animal { name: String! }
 type Customer { name: String! ssn: String @private }
 `
 
-// frame is one server-sent-events frame: its lines, without the blank line
-// that ends it.
-type frame []string
-
-func (f frame) String() string { return strings.Join(f, "\n") }
-
-// field returns the value of the frame's first line "name: value".
-func (f frame) field(name string) string {
-	for _, l := range f {
-		if v, ok := strings.CutPrefix(l, name+": "); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// stream is an open change stream read frame by frame.
+// stream is an open change stream (see dt.Stream).
 type stream struct {
-	t      testing.TB
-	resp   *http.Response
-	frames chan frame
-	cancel context.CancelFunc
-	done   chan struct{}
-	// gate, when set, stops the reader after the first frame until it is
-	// closed: a client that stops reading.
-	gate chan struct{}
+	*dt.Stream
+	t testing.TB
 }
 
 // open starts GET path as a stream and fails the test unless it answers
 // 200. Close it (it is closed at the end of the test anyway).
 func open(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, header ...string) *stream {
 	t.Helper()
-	s, resp := tryOpen(t, d, auth, path, header...)
-	if resp != nil {
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		t.Fatalf("GET %s: status %d: %s", path, resp.StatusCode, b)
-	}
-	return s
+	return &stream{d.MustOpenStream(t, auth, dt.StreamRequest{Path: path, Header: header}), t}
 }
 
-// tryOpen opens a stream; a non-200 answer is returned instead.
-func tryOpen(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, header ...string) (*stream, *http.Response) {
-	t.Helper()
-	return tryOpenGated(t, d, auth, path, nil, header...)
-}
-
+// tryOpenGated opens a stream whose reader stops after the first frame
+// until gate is closed; a non-200 answer is returned instead.
 func tryOpenGated(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, gate chan struct{}, header ...string) (*stream, *http.Response) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	auth(req)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		cancel()
+	s, resp := d.OpenStream(t, auth, dt.StreamRequest{Path: path, Header: header, Gate: gate})
+	if resp != nil {
 		return nil, resp
 	}
-	s := &stream{t: t, resp: resp, frames: make(chan frame, 1<<16), cancel: cancel, done: make(chan struct{}), gate: gate}
-	go s.read()
-	t.Cleanup(s.Close)
-	return s, nil
-}
-
-func (s *stream) read() {
-	defer close(s.done)
-	defer close(s.frames)
-	br := bufio.NewReader(s.resp.Body)
-	var f frame
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return
-		}
-		line = strings.TrimSuffix(line, "\n")
-		if line == "" {
-			s.frames <- f
-			f = nil
-			if s.gate != nil {
-				<-s.gate
-				s.gate = nil
-			}
-			continue
-		}
-		f = append(f, line)
-	}
-}
-
-// Close disconnects and waits for the reader.
-func (s *stream) Close() {
-	s.cancel()
-	s.resp.Body.Close()
-	<-s.done
-}
-
-// next returns the next frame, failing the test if none comes in time.
-func (s *stream) next() frame {
-	s.t.Helper()
-	return s.nextBefore(time.After(wait))
-}
-
-func (s *stream) nextBefore(deadline <-chan time.Time) frame {
-	s.t.Helper()
-	select {
-	case f, ok := <-s.frames:
-		if !ok {
-			s.t.Fatal("stream ended")
-		}
-		return f
-	case <-deadline:
-		s.t.Fatal("no frame within the deadline")
-	}
-	return nil
-}
-
-// event returns the next frame that is not a heartbeat.
-func (s *stream) event() frame {
-	s.t.Helper()
-	deadline := time.After(wait)
-	for {
-		f := s.nextBefore(deadline)
-		if len(f) == 1 && f[0] == ": ping" {
-			continue
-		}
-		return f
-	}
-}
-
-// ended waits until the server closes the stream and returns the frames
-// sent before, heartbeats left out.
-func (s *stream) ended() []frame {
-	s.t.Helper()
-	var out []frame
-	timeout := time.After(wait)
-	for {
-		select {
-		case f, ok := <-s.frames:
-			if !ok {
-				return out
-			}
-			if len(f) == 1 && f[0] == ": ping" {
-				continue
-			}
-			out = append(out, f)
-		case <-timeout:
-			s.t.Fatal("the stream did not end within the deadline")
-		}
-	}
+	return &stream{s, t}, nil
 }
 
 // connected reads the first frame and checks it is ": connected sub=<n>".
 func (s *stream) connected() {
 	s.t.Helper()
-	f := s.next()
+	f := s.Next()
 	if len(f) != 1 || !strings.HasPrefix(f[0], ": connected sub=") {
 		s.t.Fatalf("first frame %q, want : connected sub=<n>", f)
 	}
@@ -216,16 +79,16 @@ type envelope struct {
 }
 
 // decode checks an event frame's shape and returns its envelope.
-func decode(t testing.TB, f frame) envelope {
+func decode(t testing.TB, f dt.Frame) envelope {
 	t.Helper()
 	if len(f) != 3 || !strings.HasPrefix(f[0], "id: ") || !strings.HasPrefix(f[1], "event: entity.") || !strings.HasPrefix(f[2], "data: ") {
 		t.Fatalf("not an event frame: %q", f)
 	}
 	var e envelope
-	if err := json.Unmarshal([]byte(f.field("data")), &e); err != nil {
-		t.Fatalf("event data: %v: %s", err, f.field("data"))
+	if err := json.Unmarshal([]byte(f.Field("data")), &e); err != nil {
+		t.Fatalf("event data: %v: %s", err, f.Field("data"))
 	}
-	if e.ID != f.field("id") || "entity."+e.Operation != f.field("event") || e.Type != f.field("event") {
+	if e.ID != f.Field("id") || "entity."+e.Operation != f.Field("event") || e.Type != f.Field("event") {
 		t.Fatalf("event frame and envelope disagree: %q", f)
 	}
 	return e
@@ -243,7 +106,7 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	d.CreateDatabase(t, "shop", shopSDL)
 
 	s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Animal", "Origin", "https://app.example")
-	h := s.resp.Header
+	h := s.Header()
 	for k, want := range map[string]string{
 		"Content-Type":                "text/event-stream; charset=utf-8",
 		"Cache-Control":               "no-cache",
@@ -259,7 +122,7 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	s.connected()
 
 	insert(t, d, "shop", `{"@type":"Dog","@id":"rex","name":"Rex","breed":"lab"}`)
-	f := s.event()
+	f := s.Event()
 	e := decode(t, f)
 	if f[1] != "event: entity.create" {
 		t.Fatalf("event line %q", f[1])
@@ -287,14 +150,14 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 		`{"specversion":"1.0","id":"%[1]s-2-0","type":"entity.update","source":"/api/db/admin/shop","subject":"Dog/rex",`+
 		`"time":"%[2]s","datacontenttype":"application/json","entity":"Dog","operation":"update","tenant":"admin","user_id":"admin",`+
 		`"data":{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}}`, epoch, "%s")
-	f = s.event()
+	f = s.Event()
 	e = decode(t, f)
 	if got := f.String(); got != fmt.Sprintf(want, e.Time) {
 		t.Fatalf("update frame:\n got %s\nwant %s", got, fmt.Sprintf(want, e.Time))
 	}
 	insert(t, d, "shop", `{"@type":"Customer","@id":"c1","name":"Ann"}`)
 	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/shop?id=Dog/rex", nil)
-	f = s.event()
+	f = s.Event()
 	e = decode(t, f)
 	if f[0] != "id: "+epoch+"-4-0" || f[1] != "event: entity.delete" || e.Operation != "delete" ||
 		string(e.Data) != `{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}` {
@@ -306,7 +169,7 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	insert(t, d, "shop", `[{"@type":"Cat","@id":"tom","name":"Tom"},{"@type":"Customer","@id":"c2","name":"Bo"},
 		{"@type":"Animal","@id":"a1","name":"Generic"},{"@type":"Dog","@id":"fido","name":"Fido"}]`)
 	for _, w := range []struct{ id, subject string }{{"-5-0", "Cat/tom"}, {"-5-2", "Animal/a1"}, {"-5-3", "Dog/fido"}} {
-		e := decode(t, s.event())
+		e := decode(t, s.Event())
 		if e.ID != epoch+w.id || e.Subject != w.subject {
 			t.Fatalf("bulk event %s %s, want %s %s", e.ID, e.Subject, epoch+w.id, w.subject)
 		}
@@ -320,7 +183,7 @@ func TestSubscribeHeartbeat(t *testing.T) {
 	for _, hb := range []string{"20ms", "1"} {
 		s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog?heartbeat="+hb)
 		s.connected()
-		if f := s.next(); f.String() != ": ping" {
+		if f := s.Next(); f.String() != ": ping" {
 			t.Fatalf("heartbeat=%s: frame %q, want : ping", hb, f)
 		}
 		s.Close()
@@ -400,7 +263,7 @@ func TestSubscribeOpsAndProtection(t *testing.T) {
 		`update {"@id":"Customer/ann","@type":"Customer","name":"Ann B"}`,
 		`delete {"@id":"Customer/ann","@type":"Customer","name":"Ann B"}`,
 	} {
-		e := decode(t, reader.event())
+		e := decode(t, reader.Event())
 		if got := e.Operation + " " + string(e.Data); got != want {
 			t.Errorf("reader got %s, want %s", got, want)
 		}
@@ -410,7 +273,7 @@ func TestSubscribeOpsAndProtection(t *testing.T) {
 		`update {"@id":"Customer/ann","@type":"Customer","name":"Ann B","ssn":"999"}`,
 		`delete {"@id":"Customer/ann","@type":"Customer","name":"Ann B","ssn":"999"}`,
 	} {
-		e := decode(t, admin.event())
+		e := decode(t, admin.Event())
 		if got := e.Operation + " " + string(e.Data); got != want {
 			t.Errorf("admin got %s, want %s", got, want)
 		}
@@ -423,7 +286,7 @@ func (s *stream) ids(n int) []string {
 	out := make([]string, 0, n)
 	var last sluice.Position
 	for len(out) < n {
-		e := decode(s.t, s.event())
+		e := decode(s.t, s.Event())
 		p, err := sluice.ParsePosition(e.ID)
 		if err != nil {
 			s.t.Fatal(err)
@@ -494,7 +357,7 @@ func TestSubscribeResumeAfterRestart(t *testing.T) {
 	t.Run("daemon A", func(st *testing.T) {
 		st.Cleanup(func() {
 			// Shutdown sends the final comment, then closes.
-			frames := s.ended()
+			frames := s.Ended()
 			if len(frames) != 1 || frames[0].String() != ": server shutting down" {
 				t.Errorf("frames at shutdown: %q", frames)
 			}
@@ -556,7 +419,7 @@ func TestSubscribeExpiredPosition(t *testing.T) {
 		{hist[1].Position, "api:Gone", "older than the retained history"},
 	} {
 		s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", c.pos)
-		frames := s.ended()
+		frames := s.Ended()
 		if len(frames) != 1 || len(frames[0]) != 2 || frames[0][0] != "event: error" {
 			t.Fatalf("resume from %s: frames %q, want one error event", c.pos, frames)
 		}
@@ -564,7 +427,7 @@ func TestSubscribeExpiredPosition(t *testing.T) {
 			Error map[string]string `json:"api:error"`
 			Msg   string            `json:"api:message"`
 		}
-		if err := json.Unmarshal([]byte(frames[0].field("data")), &body); err != nil || body.Error["@type"] != c.code || !strings.Contains(body.Msg, c.msg) {
+		if err := json.Unmarshal([]byte(frames[0].Field("data")), &body); err != nil || body.Error["@type"] != c.code || !strings.Contains(body.Msg, c.msg) {
 			t.Fatalf("resume from %s: error %q", c.pos, frames[0])
 		}
 	}
@@ -730,7 +593,7 @@ func TestSubscribeMetrics(t *testing.T) {
 	if got := r.ids(2); got[0] != ids[1] {
 		t.Fatalf("replayed %v", got)
 	}
-	open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", "zzzzzzzzzz-1-0").ended()
+	open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", "zzzzzzzzzz-1-0").Ended()
 	s.Close()
 	r.Close()
 	deadline = time.Now().Add(wait)
@@ -837,7 +700,7 @@ func TestSubscribeSchemaChange(t *testing.T) {
 type Bird implements Animal { name: String! ring: String @private }
 `)
 	insert(t, d, "shop", `{"@type":"Bird","@id":"tweety","name":"Tweety","ring":"R-1"}`)
-	e := decode(t, s.event())
+	e := decode(t, s.Event())
 	if e.Entity != "Bird" || string(e.Data) != `{"@id":"Bird/tweety","@type":"Bird","name":"Tweety"}` {
 		t.Fatalf("event %s %s", e.Entity, e.Data)
 	}

@@ -47,14 +47,14 @@ func TestChangeSetEvents(t *testing.T) {
 	// The NDJSON change set of deletions only: the one commit that has one.
 	var lines []string
 	for len(lines) < 1 {
-		if f := nd.next(); f[0] != "null" {
+		if f := nd.Next(); f[0] != "null" {
 			lines = append(lines, f[0])
 		}
 	}
 	insert(t, d, "zoo", `{"@type":"Person","@id":"Person/d","name":"D"}`)
 	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/zoo?id=Person/d", nil)
 	for len(lines) < 2 {
-		if f := nd.next(); f[0] != "null" {
+		if f := nd.Next(); f[0] != "null" {
 			lines = append(lines, f[0])
 		}
 	}

@@ -73,10 +73,10 @@ func TestResume(t *testing.T) {
 	insert(t, d, "zoo", dogs("f"))
 	epoch := strings.Split(ids[0], "-")[0]
 	for how, r := range resumes {
-		if r.ndjson {
+		if r.NDJSON() {
 			var got []string
 			for len(got) < 4 {
-				if f := r.next(); f[0] != "null" {
+				if f := r.Next(); f[0] != "null" {
 					got = append(got, f[0])
 				}
 			}
@@ -104,7 +104,7 @@ func TestResumeErrors(t *testing.T) {
 		"zzzzzzzzzz-1-0": `data: {"errors":[{"message":"position zzzzzzzzzz-1-0 is from another incarnation of admin/zoo (epoch EPOCH); re-read the current state","extensions":{"code":"POSITION_EXPIRED"}}]}`,
 	} {
 		s := subscribe(t, d, "zoo", dogAdded, "Last-Event-ID", pos)
-		frames := s.ended()
+		frames := s.Ended()
 		if len(frames) != 2 || len(frames[0]) != 2 || frames[0][0] != "event: next" || frames[1].String() != "event: complete\ndata:" {
 			t.Fatalf("resume from %s: %q", pos, frames)
 		}
@@ -120,7 +120,7 @@ func TestResumeErrors(t *testing.T) {
 	insert(t, d, "zoo", dogs("b"))
 	ids, _ := s.nexts(1)
 	epoch := strings.Split(ids[0], "-")[0]
-	frames := subscribe(t, d, "zoo", dogAdded, "Last-Event-ID", epoch+"-99-0").ended()
+	frames := subscribe(t, d, "zoo", dogAdded, "Last-Event-ID", epoch+"-99-0").Ended()
 	if len(frames) != 2 || !strings.Contains(frames[0].String(), `"code":"BAD_USER_INPUT"`) {
 		t.Fatalf("position ahead: %q", frames)
 	}
@@ -138,7 +138,7 @@ func TestResumeAfterRestart(t *testing.T) {
 	ids, _ := s.nexts(1)
 	a.Stop(t)
 	// The shutdown completed the stream after what was queued.
-	rest := s.ended()
+	rest := s.Ended()
 	if len(rest) != 2 || rest[1].String() != "event: complete\ndata:" || !strings.Contains(rest[0].String(), `"name":"b"`) {
 		t.Fatalf("frames at shutdown: %q", rest)
 	}
@@ -167,9 +167,9 @@ func TestShutdownCompletesStreams(t *testing.T) {
 	}
 	d.Stop(t)
 	for _, s := range ss {
-		frames := s.ended()
+		frames := s.Ended()
 		want := "event: complete\ndata:"
-		if s.ndjson {
+		if s.NDJSON() {
 			want = ""
 		}
 		if len(frames) != 1 || frames[0].String() != want {

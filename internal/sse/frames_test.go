@@ -127,15 +127,15 @@ func TestSubscriptionFrames(t *testing.T) {
 	get.connected()
 	nd.connected()
 	named.connected()
-	if f := named.next(); f.String() != "event: connected\ndata: null" {
+	if f := named.Next(); f.String() != "event: connected\ndata: null" {
 		t.Fatalf("named connected frame %q", f)
 	}
 	hb.connected()
-	if f := hb.next(); f.String() != ": ping" {
+	if f := hb.Next(); f.String() != ": ping" {
 		t.Fatalf("heartbeat frame %q", f)
 	}
 	ndhb.connected()
-	if f := ndhb.next(); f.String() != "null" {
+	if f := ndhb.Next(); f.String() != "null" {
 		t.Fatalf("NDJSON keep-alive %q", f)
 	}
 
@@ -143,7 +143,7 @@ func TestSubscriptionFrames(t *testing.T) {
 	const data = `{"data":{"Person_added":{"_id":"Person/alice","name":"Alice"}}}`
 	var id string
 	for _, s := range []*stream{plain, named, get, hb} {
-		f := s.event()
+		f := s.Event()
 		if len(f) != 3 || f[0] != "event: next" || !idRE.MatchString(f[1]) || !strings.HasSuffix(f[1], "-1-0") || f[2] != "data: "+data {
 			t.Fatalf("event frame %q", f)
 		}
@@ -153,7 +153,7 @@ func TestSubscriptionFrames(t *testing.T) {
 		id = f[1]
 	}
 	for {
-		if f := nd.next(); f.String() != "null" {
+		if f := nd.Next(); f.String() != "null" {
 			if f.String() != data {
 				t.Fatalf("NDJSON event %q", f)
 			}

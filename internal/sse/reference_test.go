@@ -106,7 +106,7 @@ func TestReferenceExamples(t *testing.T) {
 	}
 	var lines []string
 	for len(lines) < 2 {
-		if f := nd.next(); f[0] != "null" {
+		if f := nd.Next(); f[0] != "null" {
 			lines = append(lines, f[0])
 		}
 	}
@@ -128,8 +128,8 @@ func TestReferenceExamples(t *testing.T) {
 
 	// Finite operations over SSE: one next, then complete.
 	fin := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/people", body(`{ Person { _id name } }`), nil, "Accept", sse)
-	frames := fin.ended()
-	if len(frames) != 2 || frames[0][0] != "event: next" || frames[0].field("data") != `{"data":{"Person":[{"_id":"Person/alice","name":"Alice"},{"_id":"Person/bob","name":"Bob"}]}}` ||
+	frames := fin.Ended()
+	if len(frames) != 2 || frames[0][0] != "event: next" || frames[0].Field("data") != `{"data":{"Person":[{"_id":"Person/alice","name":"Alice"},{"_id":"Person/bob","name":"Bob"}]}}` ||
 		frames[1].String() != "event: complete\ndata:" {
 		t.Fatalf("finite operation frames: %q", frames)
 	}
@@ -137,8 +137,8 @@ func TestReferenceExamples(t *testing.T) {
 	// Error events: a query that does not parse is a 200 stream with an
 	// errors next, then complete.
 	bad := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/people", body(`subscription { Person_added { `), nil, "Accept", sse)
-	frames = bad.ended()
-	if len(frames) != 2 || !strings.HasPrefix(frames[0].field("data"), `{"errors":[{"message":`) || frames[1].String() != "event: complete\ndata:" {
+	frames = bad.Ended()
+	if len(frames) != 2 || !strings.HasPrefix(frames[0].Field("data"), `{"errors":[{"message":`) || frames[1].String() != "event: complete\ndata:" {
 		t.Fatalf("error frames: %q", frames)
 	}
 }
