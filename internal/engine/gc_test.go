@@ -25,20 +25,24 @@ func waitGCPercent(t *testing.T, want int, what string) {
 	}
 }
 
+// wantGCPercent fails the test unless the target is want now.
+func wantGCPercent(t *testing.T, want int, when string) {
+	t.Helper()
+	if p := gcPercent(); p != want {
+		t.Fatalf("%s: GOGC %d, want %d", when, p, want)
+	}
+}
+
 // Not parallel: GOGC is process-wide.
 func TestBulkGCRaisesTheTargetWhileWritesRun(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	g := &bulkGC{linger: time.Hour}
 	g.begin(400)
 	g.begin(400)
-	if p := gcPercent(); p != 400 {
-		t.Fatalf("during two writes: GOGC %d, want 400", p)
-	}
+	wantGCPercent(t, 400, "during two writes")
 	g.end(400)
 	g.end(400)
-	if p := gcPercent(); p != 400 {
-		t.Fatalf("right after the writes: GOGC %d, want 400 until the linger ends", p)
-	}
+	wantGCPercent(t, 400, "right after the writes (it lingers)")
 	// A write starting while the target lingers keeps it raised, and
 	// stops the pending restore.
 	g.begin(400)
@@ -48,18 +52,12 @@ func TestBulkGCRaisesTheTargetWhileWritesRun(t *testing.T) {
 
 	debug.SetGCPercent(800) // a higher target is kept
 	g.begin(400)
-	if p := gcPercent(); p != 800 {
-		t.Fatalf("GOGC was 800: %d during a write", p)
-	}
+	wantGCPercent(t, 800, "during a write, GOGC 800 before")
 	g.end(400)
-	if p := gcPercent(); p != 800 {
-		t.Fatalf("GOGC was 800: %d after a write", p)
-	}
+	wantGCPercent(t, 800, "after a write, GOGC 800 before")
 
 	debug.SetGCPercent(100)
 	g.begin(0)
-	if p := gcPercent(); p != 100 {
-		t.Fatalf("percent 0 changed GOGC to %d", p)
-	}
+	wantGCPercent(t, 100, "a write with percent 0")
 	g.end(0)
 }
