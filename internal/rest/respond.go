@@ -21,7 +21,7 @@ type errorBody struct {
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code := sluice.ErrorCode(err)
 	if code == sluice.CodeInternal {
-		loggerFrom(r).Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		loggerFrom(r).Error("request failed", "err", err)
 	}
 	if code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
@@ -65,9 +65,12 @@ const loggerKey ctxKey = 0
 
 func userFrom(r *http.Request) *sluice.User { return auth.UserFrom(r.Context()) }
 
+// loggerFrom returns the daemon's logger with the request's method and
+// path.
 func loggerFrom(r *http.Request) *slog.Logger {
-	if l, ok := r.Context().Value(loggerKey).(*slog.Logger); ok {
-		return l
+	l, ok := r.Context().Value(loggerKey).(*slog.Logger)
+	if !ok {
+		l = slog.Default()
 	}
-	return slog.Default()
+	return l.With("method", r.Method, "path", r.URL.Path)
 }
