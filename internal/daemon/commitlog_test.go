@@ -206,6 +206,13 @@ func TestFailedRequestLeavesNoTrace(t *testing.T) {
 	if r.Status != 400 || !strings.Contains(string(r.Body), `document 1200 (i1200): Item: field \"n\"`) {
 		t.Fatalf("got %d %s", r.Status, r.Body)
 	}
+	// And with a document that is not valid JSON, whose braces and
+	// quotes still balance.
+	broken := strings.Replace(body.String(), `"@id":"taken","n":1200}`, `"@id":"i1200","n":1200,}`, 1)
+	r = d.Do(t, dt.Admin(), "POST", "/api/document/admin/bulk", broken, "Content-Type", "application/x-ndjson")
+	if r.Status != 400 || !strings.Contains(string(r.Body), `document 1200: invalid JSON: invalid character '}' looking for beginning of object key string`) {
+		t.Fatalf("got %d %s", r.Status, r.Body)
+	}
 	commits := allChanges(t, d, "bulk")
 	if len(commits) != 1 {
 		t.Fatalf("%d commits after failed requests, want 1", len(commits))

@@ -26,7 +26,8 @@ const chunkSize = 250
 const chunksAhead = 2
 
 // DocSource yields the raw documents of a write request. Next returns
-// io.EOF after the last one.
+// io.EOF after the last one. A document's JSON text may be reused by the
+// following call to Next: validate it first.
 type DocSource interface {
 	Next() (schema.RawDocument, error)
 }

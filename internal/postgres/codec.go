@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 	"time"
@@ -258,6 +259,14 @@ func appendJSONValue(buf []byte, v any) ([]byte, error) {
 		}
 	case bool:
 		return strconv.AppendBool(buf, v), nil
+	case int64:
+		return strconv.AppendInt(buf, v, 10), nil
+	case float64:
+		// encoding/json writes this range in 'f' format, shortest
+		// representation; outside it, it uses exponents of its own style.
+		if a := math.Abs(v); a == 0 || 1e-6 <= a && a < 1e21 {
+			return strconv.AppendFloat(buf, v, 'f', -1, 64), nil
+		}
 	}
 	b, err := json.Marshal(v)
 	return append(buf, b...), err

@@ -20,7 +20,7 @@ func FuzzAppendJSONString(f *testing.F) {
 }
 
 func TestAppendJSONValueMatchesEncodingJSON(t *testing.T) {
-	for _, v := range []any{"x", json.Number("-1.5e3"), json.Number(""), true, false, nil, []any{"a", json.Number("1")}, map[string]any{"k": "<v>"}, json.RawMessage(`{"a":1}`)} {
+	for _, v := range []any{"x", json.Number("-1.5e3"), json.Number(""), true, false, nil, []any{"a", json.Number("1")}, map[string]any{"k": "<v>"}, json.RawMessage(`{"a":1}`), int64(-42), float64(0), 1.5, -1e-6, 1e-7, 1e20, 1e21, 123456789.125} {
 		want, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
@@ -30,4 +30,21 @@ func TestAppendJSONValueMatchesEncodingJSON(t *testing.T) {
 			t.Errorf("%#v: got %s (%v), want %s", v, got, err, want)
 		}
 	}
+}
+
+// FuzzAppendJSONNumber checks the direct encoders of Int and Float values
+// against encoding/json.
+func FuzzAppendJSONNumber(f *testing.F) {
+	f.Add(int64(0), 0.0)
+	f.Add(int64(-1)<<63, 1e-7)
+	f.Add(int64(90), 2.5e21)
+	f.Fuzz(func(t *testing.T, i int64, x float64) {
+		for _, v := range []any{i, x} {
+			want, wantErr := json.Marshal(v)
+			got, err := appendJSONValue(nil, v)
+			if (err != nil) != (wantErr != nil) || string(got) != string(want) {
+				t.Fatalf("%#v: got %s (%v), want %s (%v)", v, got, err, want, wantErr)
+			}
+		}
+	})
 }

@@ -1,17 +1,28 @@
 package rest
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 func readAll(body string) ([]schema.RawDocument, error) {
-	s, err := newDocStream(strings.NewReader(body))
+	return readFrom(strings.NewReader(body))
+}
+
+// readFrom reads every document from r, copying each (a document's text is
+// valid only until the next one is read).
+func readFrom(r io.Reader) ([]schema.RawDocument, error) {
+	s, err := newDocStream(r)
 	if err != nil {
 		return nil, err
 	}
@@ -24,7 +35,7 @@ func readAll(body string) ([]schema.RawDocument, error) {
 		if err != nil {
 			return out, err
 		}
-		out = append(out, m)
+		out = append(out, schema.RawDocument{JSON: bytes.Clone(m.JSON)})
 	}
 }
 
@@ -46,7 +57,13 @@ func TestDocStream(t *testing.T) {
 		{`[{"a":1},`, 1, "unexpected end of input"},
 		{`[{"a":1}] x`, 1, "unexpected data after the JSON array"},
 		{`{"a":1} [2]`, 1, "document 1: not a JSON object"},
-		{`{"a":`, 0, "document 0: invalid JSON"},
+		{`{"a":`, 0, "document 0: invalid JSON: unexpected end of input"},
+		{`[{"a":1} {"b":2}]`, 1, "document 1: invalid JSON: invalid character '{' after array element"},
+		{`[{"a":1},]`, 1, "document 1: invalid JSON: invalid character ']' looking for beginning of value"},
+		{`[{"a":"}"}, {"b":"\"{"}]`, 2, ""},
+		{"{\"a\":1}\n}", 1, "document 1: invalid JSON: invalid character '}' looking for beginning of value"},
+		{`[{"a":1}`, 1, "document 1: unexpected end of input: the JSON array is not closed"},
+		{`[{"a":[1,{"b":2}]}]`, 1, ""},
 	} {
 		docs, err := readAll(c.body)
 		if len(docs) != c.n {
@@ -64,13 +81,36 @@ func TestDocStream(t *testing.T) {
 // FuzzDocStream feeds arbitrary request bodies to the document reader: it
 // must never panic, and every error must be a client error.
 func FuzzDocStream(f *testing.F) {
-	for _, s := range []string{`{"a":1}`, `[{"a":1},{"b":[1,2]}]`, "{}\n{}", `[`, `{"a":"\u0000"}`, `[{}]]`} {
+	for _, s := range []string{`{"a":1}`, `[{"a":1},{"b":[1,2]}]`, "{}\n{}", `[`, `{"a":"\u0000"}`, `[{}]]`, ` [ {"a":"]\\\"}"} , {"b":[{}]} ] `} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		_, err := readAll(body)
+		docs, err := readAll(body)
 		if err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
 			t.Fatalf("%q: error %v is not a BadRequest", body, err)
+		}
+		// Read a byte at a time, the stream splits the same way.
+		docs1, err1 := readFrom(iotest.OneByteReader(strings.NewReader(body)))
+		if fmt.Sprint(err1) != fmt.Sprint(err) || !reflect.DeepEqual(docs1, docs) {
+			t.Fatalf("%q: one byte at a time read %d documents (%v), at once %d (%v)", body, len(docs1), err1, len(docs), err)
+		}
+		// A valid JSON array of objects splits into exactly its elements.
+		var elems []json.RawMessage
+		if json.Unmarshal([]byte(body), &elems) != nil {
+			return
+		}
+		for _, e := range elems {
+			if e[0] != '{' {
+				return
+			}
+		}
+		if err != nil || len(docs) != len(elems) {
+			t.Fatalf("%q: %d documents (%v), want %d", body, len(docs), err, len(elems))
+		}
+		for i, e := range elems {
+			if !bytes.Equal(docs[i].JSON, e) {
+				t.Fatalf("%q: document %d is %s, want %s", body, i, docs[i].JSON, e)
+			}
 		}
 	})
 }

@@ -121,6 +121,7 @@ func FuzzValidateDocument(f *testing.F) {
 		`{"@type":"Animal"}`,
 		`null`,
 		`{}`,
+		`{"@type":"Person","name":"Ann","age":01}`,
 	} {
 		f.Add([]byte(d))
 	}
@@ -173,7 +174,8 @@ func FuzzParseID(f *testing.F) {
 
 // FuzzValidateJSON checks that RawDocument.Validate of JSON text, with its
 // fast path, gives exactly what ValidateDocument gives for the same text
-// decoded by encoding/json: the same document or the same error.
+// decoded by encoding/json: the same document or the same error; and that
+// text that is not valid JSON is refused, never read by the fast path.
 func FuzzValidateJSON(f *testing.F) {
 	s := mustParse(f, docSchema)
 	for _, d := range []string{
@@ -190,12 +192,19 @@ func FuzzValidateJSON(f *testing.F) {
 		`{"@type":"Animal","name":"x"}`,
 		`{"@type":"Person"}`,
 		`{}`,
+		`{"@type":"Person","name":"Ann","age":01}`,
 	} {
 		f.Add([]byte(d))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if !json.Valid(data) {
-			return // a reader passes only checked JSON text
+			if _, ok := validateFlat(s, data); ok {
+				t.Fatalf("the fast path read invalid JSON")
+			}
+			if _, err := (RawDocument{JSON: data}).Validate(s); sluice.ErrorCode(err) != sluice.CodeInvalid {
+				t.Fatalf("invalid JSON: error %v, want BadRequest", err)
+			}
+			return
 		}
 		d := json.NewDecoder(bytes.NewReader(data))
 		d.UseNumber()

@@ -3,6 +3,8 @@ package schema
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"strconv"
 	"unicode/utf8"
 
@@ -10,9 +12,10 @@ import (
 )
 
 // RawDocument is one document of a write request before validation: the
-// JSON text of an object (a REST body, whose syntax the reader has
-// checked) or, when JSON is nil, an object already decoded with
-// json.Decoder.UseNumber (a GraphQL mutation's input).
+// JSON text of one value as the client sent it (a REST body, split into
+// documents but not otherwise checked: Validate checks its syntax) or, when
+// JSON is nil, an object already decoded with json.Decoder.UseNumber (a
+// GraphQL mutation's input).
 type RawDocument struct {
 	JSON []byte
 	Map  map[string]any
@@ -24,11 +27,12 @@ type RawDocument struct {
 // JSON text takes a fast path when it is a flat object (no nested objects or
 // arrays, no escapes in keys or strings, valid UTF-8, no repeated key) whose
 // document validates: it is read straight into the document, without the
-// map encoding/json would build. That is most documents of a bulk write, and
-// decoding that map cost more CPU than anything else a write does. Anything
-// else, including every invalid document, is decoded into a map and goes
-// through ValidateDocument, so both paths give the same documents and the
-// same errors (FuzzValidateJSON compares them).
+// map encoding/json would build, and that reading checks its syntax too.
+// That is most documents of a bulk write, and encoding/json's decoding cost
+// more CPU than anything else a write does. Anything else, including every
+// invalid document, is decoded by encoding/json (which reports a syntax
+// error) into a map and goes through ValidateDocument, so both paths give
+// the same documents and the same errors (FuzzValidateJSON compares them).
 func (r RawDocument) Validate(s *sluice.Schema) (*sluice.Document, error) {
 	if r.JSON == nil {
 		return ValidateDocument(s, r.Map)
@@ -61,8 +65,18 @@ func (r RawDocument) decode() (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(r.JSON))
 	dec.UseNumber()
 	var m map[string]any
-	if err := dec.Decode(&m); err != nil || m == nil {
+	err := dec.Decode(&m)
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &se):
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: %s", se)
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: unexpected end of input")
+	case err != nil || m == nil:
 		return nil, sluice.Errorf(sluice.CodeInvalid, "not a JSON object")
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: unexpected data after the object")
 	}
 	return m, nil
 }
@@ -212,8 +226,8 @@ func fieldNamed(c *sluice.Class, name []byte) *sluice.Field {
 // or an array, a key or string has an escape or invalid UTF-8, a key is
 // repeated, or there are more than maxFlatMembers members: the cases whose
 // meaning encoding/json decides (it replaces invalid UTF-8 and keeps a
-// repeated key's last value), left to the general path. b's syntax has been
-// checked, but a malformed b still gives ok false, never a wrong result.
+// repeated key's last value), left to the general path, and when b is not
+// valid JSON: ok true means b is a syntactically valid object.
 func scanFlatObject(b []byte, out []flatMember) ([]flatMember, bool) {
 	i := skipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
@@ -249,8 +263,8 @@ func scanFlatObject(b []byte, out []flatMember) ([]flatMember, bool) {
 		case c == '-' || ('0' <= c && c <= '9'):
 			m.kind = '0'
 			start := i
-			for i < len(b) && isNumberByte(b[i]) {
-				i++
+			if i, ok = scanNumber(b, i); !ok {
+				return nil, false
 			}
 			m.value = b[start:i]
 		case bytes.HasPrefix(b[i:], []byte("true")):
@@ -309,8 +323,46 @@ func scanString(b []byte, i int) (s []byte, next int, ok bool) {
 	return nil, 0, false
 }
 
-func isNumberByte(c byte) bool {
-	return ('0' <= c && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+// scanNumber reads the JSON number starting at b[i] and returns the index
+// after it; ok is false when the text there is not one.
+func scanNumber(b []byte, i int) (next int, ok bool) {
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		i = skipDigits(b, i)
+	default:
+		return 0, false
+	}
+	if i < len(b) && b[i] == '.' {
+		j := skipDigits(b, i+1)
+		if j == i+1 {
+			return 0, false
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := skipDigits(b, i)
+		if j == i {
+			return 0, false
+		}
+		i = j
+	}
+	return i, true
+}
+
+func skipDigits(b []byte, i int) int {
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 func skipSpace(b []byte, i int) int {
