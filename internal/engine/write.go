@@ -157,13 +157,18 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	// while this one writes the chunks before it.
 	processGC.begin(e.gcPercent)
 	defer processGC.end(e.gcPercent)
-	chunks := v.readChunks(first)
+	var chunks *chunkReader
 	var c *sluice.Commit
 	err = e.store.InCommitTx(ctx, func(tx *postgres.Tx) error {
 		w, err := tx.NewWriter(ctx, d, s)
 		if err != nil {
 			return err
 		}
+		// The reader starts once the transaction has begun. Started
+		// before, it kept a core busy validating, and with two cores
+		// the reply to BEGIN waited for this goroutine to be scheduled
+		// (0.5-1 ms instead of 0.2 ms; the chunk then waits 0.25 ms).
+		chunks = v.readChunks(first)
 		for r := range chunks.out {
 			if err := write(ctx, w, r); err != nil {
 				return err
@@ -175,7 +180,9 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		c, err = w.FinishCommit(ctx, e.meta(u, opt))
 		return err
 	})
-	chunks.stop()
+	if chunks != nil {
+		chunks.stop()
+	}
 	if err != nil {
 		e.forgetDatabase(d)
 		return nil, err
