@@ -139,3 +139,20 @@ func FuzzStreamParams(f *testing.F) {
 		}
 	})
 }
+
+// TestDocStreamLargeDocuments reads documents larger than the stream's
+// buffer, between small ones, whole and a byte at a time.
+func TestDocStreamLargeDocuments(t *testing.T) {
+	t.Parallel()
+	big := `{"a":"` + strings.Repeat(`x\"}{`, 40<<10) + `"}`
+	body := `[{"s":1},` + big + `,{"s":2},` + big + `]`
+	for _, r := range []io.Reader{strings.NewReader(body), iotest.OneByteReader(strings.NewReader(body))} {
+		docs, err := readFrom(r)
+		if err != nil || len(docs) != 4 {
+			t.Fatalf("%d documents, error %v", len(docs), err)
+		}
+		if string(docs[1].JSON) != big || string(docs[3].JSON) != big || string(docs[2].JSON) != `{"s":2}` {
+			t.Fatalf("documents not split at their ends")
+		}
+	}
+}
