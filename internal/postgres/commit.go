@@ -81,6 +81,21 @@ func (t *Tx) NewWriters(ctx context.Context, d *sluice.Database, schema *sluice.
 	return ws, nil
 }
 
+// AddWriters starts n more commits in the transaction of w's NewWriters
+// call, sharing its pending statements and finished with its Writers by
+// Tx.Finish: a group commit adds the writes that arrived while it waited.
+func (t *Tx) AddWriters(ctx context.Context, w *Writer, n int) ([]*Writer, error) {
+	uids, err := t.db.takeUIDs(ctx, t.tx, n)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]*Writer, n)
+	for i, uid := range uids {
+		ws[i] = &Writer{t: t, d: w.d, schema: w.schema, uid: uid, pending: w.pending}
+	}
+	return ws, nil
+}
+
 // queue adds a statement to pending, after the deferred change rows.
 func (w *Writer) queue(sql string, args ...any) {
 	w.queueDeferred()
