@@ -3,7 +3,6 @@ package rest
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -114,7 +113,7 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 	c, err := s.peek()
 	if s.inArray {
 		if errors.Is(err, io.EOF) {
-			return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: unexpected end of input: the JSON array is not closed", s.n)
+			return schema.RawDocument{}, s.notClosed()
 		}
 		if err != nil {
 			return schema.RawDocument{}, bodyError(err)
@@ -130,7 +129,7 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 			}
 			s.pos++
 			if c, err = s.peek(); errors.Is(err, io.EOF) {
-				return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: unexpected end of input: the JSON array is not closed", s.n)
+				return schema.RawDocument{}, s.notClosed()
 			}
 		}
 	} else if errors.Is(err, io.EOF) {
@@ -158,6 +157,11 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 	s.n++
 	s.more = s.inArray
 	return schema.RawDocument{JSON: doc}, nil
+}
+
+// notClosed is the error for a body that ends inside its array.
+func (s *docStream) notClosed() error {
+	return sluice.Errorf(sluice.CodeInvalid, "document %d: unexpected end of input: the JSON array is not closed", s.n)
 }
 
 // valueLen returns the length of the object or array starting at buf[pos],
@@ -220,18 +224,10 @@ func bodyError(err error) error {
 	if errors.As(err, &mbe) {
 		return sluice.Errorf(sluice.CodeInvalid, "the request body is larger than %d bytes", mbe.Limit)
 	}
-	return sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: %s", jsonErrorText(err))
-}
-
-func jsonErrorText(err error) string {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return fmt.Sprintf("the request body is larger than %d bytes", mbe.Limit)
-	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return "unexpected end of input"
+		return sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: unexpected end of input")
 	}
-	return err.Error()
+	return sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: %s", err)
 }
 
 // decodeJSON decodes a small JSON request body into v, rejecting unknown
