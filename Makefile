@@ -43,6 +43,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'WriteBatch1000' -benchtime 60x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'WriteConcurrent8' -benchtime 2400x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'ReadDocuments' -benchmem -count 3 ./internal/rest/
+	$(GO) test -run '^$$' -bench 'CopyRows' -benchmem -count 3 ./internal/postgres/
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
 

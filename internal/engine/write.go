@@ -112,11 +112,11 @@ func writable(d *sluice.Database) error {
 
 type writeFunc func(ctx context.Context, w *postgres.Writer, r *postgres.Rows) error
 
-// writeDocs runs one document write request. newIDs allows documents without
-// an @id (inserts), which get a random key. A request of at most groupMax
+// writeDocs runs one document write request. An insert allows documents
+// without an @id, which get a random key. A request of at most groupMax
 // documents joins group commit; a larger one, of any length, is validated
 // and written chunk by chunk in a transaction of its own.
-func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, newIDs bool, write writeFunc) (*WriteResult, error) {
+func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
 		return nil, err
@@ -124,7 +124,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	if err := writable(d); err != nil {
 		return nil, err
 	}
-	v := &validator{schema: s, src: src, newIDs: newIDs, seen: map[string]bool{}}
+	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}}
 	var first []*sluice.Document
 	for len(first) <= groupMax {
 		doc, err := v.next()
@@ -168,7 +168,11 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		// before, it kept a core busy validating, and with two cores
 		// the reply to BEGIN waited for this goroutine to be scheduled
 		// (0.5-1 ms instead of 0.2 ms; the chunk then waits 0.25 ms).
-		chunks = v.readChunks(first)
+		encode := func(docs []*sluice.Document) (*postgres.Rows, error) { return postgres.EncodeRows(s, docs) }
+		if insert {
+			encode = w.InsertEncoder() // rows ready for COPY
+		}
+		chunks = v.readChunks(first, encode)
 		for r := range chunks.out {
 			if err := write(ctx, w, r); err != nil {
 				return err
@@ -211,23 +215,24 @@ type chunkReader struct {
 	err     error // the reader's error, set before done is closed
 }
 
-// readChunks starts reading after the documents already read (first).
+// readChunks starts reading after the documents already read (first),
+// encoding each chunk with encode.
 // The caller ranges over out, then calls wait for the reader's error, and
 // in every case calls stop before the request ends: the request body must
 // not be read after the handler returns.
-func (v *validator) readChunks(first []*sluice.Document) *chunkReader {
+func (v *validator) readChunks(first []*sluice.Document, encode func([]*sluice.Document) (*postgres.Rows, error)) *chunkReader {
 	cr := &chunkReader{out: make(chan *postgres.Rows, chunksAhead), done: make(chan struct{})}
 	go func() {
 		defer close(cr.done)
 		defer close(cr.out)
-		cr.err = v.sendChunks(first, cr)
+		cr.err = v.sendChunks(first, encode, cr)
 	}()
 	return cr
 }
 
-func (v *validator) sendChunks(chunk []*sluice.Document, cr *chunkReader) error {
+func (v *validator) sendChunks(chunk []*sluice.Document, encode func([]*sluice.Document) (*postgres.Rows, error), cr *chunkReader) error {
 	send := func() error {
-		r, err := postgres.EncodeRows(v.schema, chunk)
+		r, err := encode(chunk)
 		if err != nil {
 			return err
 		}

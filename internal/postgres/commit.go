@@ -143,6 +143,10 @@ type Rows struct {
 	// Writer that writes them.
 	vals  [][]any
 	after [][]byte
+	// copy, when not nil, replaces vals: the rows, all of class, as a
+	// binary COPY stream (InsertEncoder).
+	copy  []byte
+	class string
 }
 
 // EncodeRows encodes docs, validated against s, for a Writer of s.
@@ -182,7 +186,13 @@ func (w *Writer) InsertRows(ctx context.Context, r *Rows) error {
 		changes[i] = change{id: doc.ID, op: sluice.OpAdded, after: r.after[i]}
 		all[i] = i
 	}
-	if err := w.writeRows(ctx, r, all); err != nil {
+	var err error
+	if r.copy != nil {
+		err = w.copyRows(ctx, r)
+	} else {
+		err = w.writeRows(ctx, r, all)
+	}
+	if err != nil {
 		return err
 	}
 	w.writeChanges(changes)

@@ -25,6 +25,7 @@ type dbtx interface {
 	querier
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	Conn() *pgx.Conn
 }
 
 // DB is the storage handle. It is safe for concurrent use.
@@ -32,6 +33,7 @@ type DB struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
 	uids   uidPool
+	maps   typeMaps
 }
 
 // Open connects to the Postgres server at url and checks that it answers.
