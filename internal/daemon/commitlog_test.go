@@ -281,7 +281,8 @@ func TestGroupCommitIsolatesFailures(t *testing.T) {
 // of every kind, once as one large insert (whose rows Sluice encodes for
 // COPY itself) and once one request per document (rows encoded by pgx),
 // into two databases, and checks that both read back identically and as
-// the change feed's after images say.
+// the change feed's after images say (whose ids, for insertions, are read
+// from the images: migration 4).
 func TestBulkInsertAllTypesReadsBack(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
@@ -294,7 +295,11 @@ func TestBulkInsertAllTypesReadsBack(t *testing.T) {
 	const n = 300 // more than a first chunk and a chunk
 	docs := make([]string, n)
 	for k := range n {
-		doc := map[string]any{"@type": "Thing", "@id": fmt.Sprintf("Thing/t%03d", k)}
+		id := fmt.Sprintf("Thing/t%03d", k)
+		if k%10 == 0 {
+			id += `"<&>\é` // escaped in JSON, or not by encoding/json
+		}
+		doc := map[string]any{"@type": "Thing", "@id": id}
 		// Every field is missing or null in some documents.
 		set := func(field string, v any) {
 			switch k % 7 {
@@ -342,7 +347,13 @@ func TestBulkInsertAllTypesReadsBack(t *testing.T) {
 	}
 	after := map[string]string{}
 	for _, ch := range allChanges(t, d, "bulk")[0].Changes {
+		if ch.Op != "added" || string(ch.Before) != "null" {
+			t.Fatalf("change %+v", ch)
+		}
 		after[ch.ID] = string(ch.After)
+	}
+	if len(after) != n {
+		t.Fatalf("%d changes name distinct documents, want %d", len(after), n)
 	}
 	for k := range n {
 		if string(bulk[k]) != string(single[k]) {

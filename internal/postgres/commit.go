@@ -472,11 +472,19 @@ func (w *Writer) writeChanges(changes []change) {
 	ops := make([]int16, len(changes))
 	befores := make([][]byte, len(changes))
 	afters := make([][]byte, len(changes))
+	inserts := true
 	for i, c := range changes {
 		ids[i], ops[i], befores[i], afters[i] = c.id, int16(c.op), c.before, c.after
+		inserts = inserts && c.op == sluice.OpAdded && c.before == nil && c.after != nil
 	}
 	bs, as := jsonArray(befores), jsonArray(afters)
-	w.deferred = append(w.deferred, []any{w.uid, w.next, ids, ops, textOrNull(bs), textOrNull(as)})
+	// A row of insertions leaves out its ids and ops: the after images
+	// hold the ids (migration 4).
+	var idsArg, opsArg any = ids, ops
+	if inserts {
+		idsArg, opsArg = nil, nil
+	}
+	w.deferred = append(w.deferred, []any{w.uid, w.next, idsArg, opsArg, textOrNull(bs), textOrNull(as)})
 	w.deferredBytes += len(bs) + len(as)
 	if w.deferredBytes > maxDeferredBytes {
 		w.queueDeferred()

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -208,8 +209,11 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 }
 
 // appendChanges appends the changes of one row of sluice.changes (see
-// migration 0003) to cs.
+// migrations 3 and 4) to cs.
 func appendChanges(cs []sluice.Change, idx int, ids []string, ops []int16, befores, afters []byte) ([]sluice.Change, error) {
+	if ids == nil {
+		return appendInsertions(cs, idx, afters)
+	}
 	bs, err := splitJSONArray(befores, len(ids))
 	if err != nil {
 		return nil, fmt.Errorf("befores of change %d: %w", idx, err)
@@ -226,6 +230,46 @@ func appendChanges(cs []sluice.Change, idx int, ids []string, ops []int16, befor
 		cs = append(cs, sluice.Change{Index: idx + i, Class: class, DocID: id, Op: sluice.Op(ops[i]), Before: bs[i], After: as[i]})
 	}
 	return cs, nil
+}
+
+// appendInsertions appends the changes of a row of insertions, without
+// ids and ops (migration 4): each after image names its document.
+func appendInsertions(cs []sluice.Change, idx int, afters []byte) ([]sluice.Change, error) {
+	var as []json.RawMessage
+	if err := json.Unmarshal(afters, &as); err != nil {
+		return nil, fmt.Errorf("afters of change %d: %w", idx, err)
+	}
+	for i, a := range as {
+		id, err := imageID(a)
+		if err != nil {
+			return nil, fmt.Errorf("after image of change %d: %w", idx+i, err)
+		}
+		class, _, _ := strings.Cut(id, "/")
+		cs = append(cs, sluice.Change{Index: idx + i, Class: class, DocID: id, Op: sluice.OpAdded, After: a})
+	}
+	return cs, nil
+}
+
+// imageID returns the "@id" of a document image. DocumentJSON writes it
+// first, so it is read from there when it has no escapes; anything else
+// is decoded.
+func imageID(image []byte) (string, error) {
+	const prefix = `{"@id":"`
+	if rest, ok := bytes.CutPrefix(image, []byte(prefix)); ok {
+		if end := bytes.IndexAny(rest, `"\`); end > 0 && rest[end] == '"' {
+			return string(rest[:end]), nil
+		}
+	}
+	var doc struct {
+		ID *string `json:"@id"`
+	}
+	if err := json.Unmarshal(image, &doc); err != nil {
+		return "", err
+	}
+	if doc.ID == nil || *doc.ID == "" {
+		return "", fmt.Errorf("no @id in %.80s", image)
+	}
+	return *doc.ID, nil
 }
 
 // splitJSONArray returns the n elements of a JSON array, nil for null ones;
