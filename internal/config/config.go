@@ -64,7 +64,7 @@ type Config struct {
 	Heartbeat time.Duration
 
 	// MaxBodyBytes limits the size of a JSON request body. NDJSON streams
-	// may hold any number of documents, but each line is limited to this.
+	// may hold any number of documents, but each one is limited to this.
 	// Always greater than zero.
 	// Key max_body_bytes, env SLUICE_MAX_BODY_BYTES, flag --max-body-bytes, default 67108864.
 	MaxBodyBytes int64

@@ -102,7 +102,7 @@ func options() []option {
 				return nil
 			}),
 		int64Option("max_body_bytes", "67108864",
-			"largest JSON request body in bytes (64 MiB); for NDJSON streams, the largest single line",
+			"largest JSON request body in bytes (64 MiB); for NDJSON streams (any length), the largest single document",
 			func(c *Config, n int64) error { c.MaxBodyBytes = n; return nil }),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -219,5 +220,40 @@ func TestRESTErrors(t *testing.T) {
 	docs := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people", nil)
 	if string(docs.Body) != `{"@id":"Person/alice","@type":"Person","name":"Alice"}`+"\n" {
 		t.Fatalf("failed requests left documents: %s", docs.Body)
+	}
+}
+
+// TestNDJSONStreamLimitsEachDocument: a JSON body is limited as a whole,
+// an NDJSON stream (its media type may carry parameters) only document by
+// document, and a stream with one document over the limit writes nothing.
+func TestNDJSONStreamLimitsEachDocument(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxBodyBytes = 2000 })
+	d.CreateDatabase(t, "lim", "type Note { text: String! }")
+	note := func(i, size int) string {
+		return fmt.Sprintf(`{"@id":"Note/n%d","@type":"Note","text":%q}`, i, strings.Repeat("x", size))
+	}
+	var stream, array []string
+	for i := range 50 {
+		stream = append(stream, note(i, 60))
+		array = append(array, note(i, 60))
+	}
+	r := d.MustDo(t, 400, dt.Admin(), "POST", "/api/document/admin/lim", "["+strings.Join(array, ",")+"]")
+	if !strings.Contains(string(r.Body), "the request body is larger than 2000 bytes") {
+		t.Fatalf("JSON body over the limit: %s", r.Body)
+	}
+	r = d.MustDo(t, 400, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(append(stream[:3:3], note(99, 3000)), "\n"),
+		"Content-Type", "application/x-ndjson")
+	if !strings.Contains(string(r.Body), "document 3 is larger than 2000 bytes (max_body_bytes)") {
+		t.Fatalf("NDJSON document over the limit: %s", r.Body)
+	}
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/lim?type=Note&as_list=true", nil); strings.TrimSpace(string(r.Body)) != "[]" {
+		t.Fatalf("a refused stream wrote documents: %s", r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(stream, "\n"),
+		"Content-Type", "application/x-ndjson; charset=utf-8")
+	var docs []json.RawMessage
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/lim?type=Note&as_list=true", nil).Body, &docs); err != nil || len(docs) != 50 {
+		t.Fatalf("read back %d documents (%v), want 50", len(docs), err)
 	}
 }

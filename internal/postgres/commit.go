@@ -292,7 +292,10 @@ func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
 // Delete removes documents by id. An id that names no document gives a
 // NotFound error naming it.
 func (w *Writer) Delete(ctx context.Context, ids []string) error {
-	before, err := w.rows(ctx, ids, "DELETE FROM %s t WHERE %s = ANY($1) RETURNING to_jsonb(t)")
+	// The rows are locked in id order first, as Replace locks them, so that
+	// overlapping deletes and replaces wait for each other instead of
+	// deadlocking.
+	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t)")
 	if err != nil {
 		return err
 	}
@@ -648,7 +651,12 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commi
 		if err := commitTag(br.Exec()); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCommitFailed, err)
 		}
+		// COMMIT answered: the commits are durable, whatever reading the
+		// rest of the pipeline reports (a connection lost now is closed
+		// when released). An error here would have the caller treat
+		// committed writes as failed, and group commit run them again.
 		t.committed = true
+		return out, nil
 	}
 	if err := br.Close(); err != nil {
 		return nil, mapError(err)

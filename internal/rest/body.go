@@ -33,6 +33,10 @@ type docStream struct {
 	more bool
 	done bool
 	n    int
+	// maxDoc, when not 0, is the largest document a stream may hold: an
+	// NDJSON stream is not limited as a whole, but none of its documents
+	// may grow the buffer without bound.
+	maxDoc int64
 }
 
 // The stream's buffer starts at minReadSize, since most bodies are one
@@ -45,8 +49,10 @@ const (
 	readSize    = 32 << 10
 )
 
-func newDocStream(body io.Reader) (*docStream, error) {
-	s := &docStream{r: body}
+// newDocStream reads the documents of body; maxDoc (0: none) limits the
+// size of each.
+func newDocStream(body io.Reader, maxDoc int64) (*docStream, error) {
+	s := &docStream{r: body, maxDoc: maxDoc}
 	first, err := s.peek()
 	switch {
 	case errors.Is(err, io.EOF):
@@ -71,6 +77,11 @@ func (s *docStream) fill() error {
 	if s.pos > 0 {
 		n := copy(s.buf, s.buf[s.pos:])
 		s.buf, s.pos = s.buf[:n], 0
+	}
+	// What is left unread is part of one document (fill is called only
+	// while a document or the space before it is read).
+	if s.maxDoc > 0 && int64(len(s.buf)) >= s.maxDoc {
+		return s.tooLarge()
 	}
 	if cap(s.buf) < readSize || len(s.buf) == cap(s.buf) {
 		s.buf = append(make([]byte, 0, max(minReadSize, 2*cap(s.buf))), s.buf...)
@@ -152,11 +163,19 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 	if err != nil {
 		return schema.RawDocument{}, bodyError(err)
 	}
+	if s.maxDoc > 0 && int64(n) > s.maxDoc {
+		return schema.RawDocument{}, s.tooLarge()
+	}
 	doc := s.buf[s.pos : s.pos+n : s.pos+n]
 	s.pos += n
 	s.n++
 	s.more = s.inArray
 	return schema.RawDocument{JSON: doc}, nil
+}
+
+// tooLarge is the error for a document over the stream's limit.
+func (s *docStream) tooLarge() error {
+	return sluice.Errorf(sluice.CodeInvalid, "document %d is larger than %d bytes (max_body_bytes)", s.n, s.maxDoc)
 }
 
 // notClosed is the error for a body that ends inside its array.
@@ -220,6 +239,9 @@ func (s *docStream) expectEOF() error {
 }
 
 func bodyError(err error) error {
+	if _, ok := errors.AsType[*sluice.Error](err); ok {
+		return err // already says what is wrong
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return sluice.Errorf(sluice.CodeInvalid, "the request body is larger than %d bytes", mbe.Limit)

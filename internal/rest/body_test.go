@@ -22,7 +22,7 @@ func readAll(body string) ([]schema.RawDocument, error) {
 // readFrom reads every document from r, copying each (a document's text is
 // valid only until the next one is read).
 func readFrom(r io.Reader) ([]schema.RawDocument, error) {
-	s, err := newDocStream(r)
+	s, err := newDocStream(r, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -154,5 +154,35 @@ func TestDocStreamLargeDocuments(t *testing.T) {
 		if string(docs[1].JSON) != big || string(docs[3].JSON) != big || string(docs[2].JSON) != `{"s":2}` {
 			t.Fatalf("documents not split at their ends")
 		}
+	}
+}
+
+// TestDocStreamLimitsEachDocument checks an NDJSON stream's per-document
+// limit: the stream may be longer than the limit, a document may not.
+func TestDocStreamLimitsEachDocument(t *testing.T) {
+	t.Parallel()
+	small := `{"a":"` + strings.Repeat("x", 900) + `"}` + "\n"
+	big := `{"a":"` + strings.Repeat("x", 1100) + `"}` + "\n"
+	read := func(body string) (int, error) {
+		s, err := newDocStream(strings.NewReader(body), 1000)
+		if err != nil {
+			return 0, err
+		}
+		n := 0
+		for {
+			if _, err := s.Next(); errors.Is(err, io.EOF) {
+				return n, nil
+			} else if err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	if n, err := read(strings.Repeat(small, 100)); err != nil || n != 100 {
+		t.Fatalf("100 documents under the limit: read %d, error %v", n, err)
+	}
+	n, err := read(small + small + big + small)
+	if want := "document 2 is larger than 1000 bytes (max_body_bytes)"; err == nil || err.Error() != want || n != 2 {
+		t.Fatalf("read %d, error %v; want 2 and %q", n, err, want)
 	}
 }

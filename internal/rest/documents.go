@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
+	"mime"
 	"net/http"
 
 	"github.com/sluice-dev/sluice"
@@ -101,13 +102,14 @@ func writeOptions(r *http.Request, extra ...string) (engine.WriteOptions, error)
 	return opt, err
 }
 
-// requestBody limits the body of a JSON write; NDJSON streams may be of any
-// length.
-func (a *api) requestBody(w http.ResponseWriter, r *http.Request) io.Reader {
-	if r.Header.Get("Content-Type") == "application/x-ndjson" {
-		return r.Body
+// documentStream reads the documents of a write's body. A JSON body is
+// limited to MaxBodyBytes; an NDJSON stream may be of any length, each of
+// its documents limited to MaxBodyBytes.
+func (a *api) documentStream(w http.ResponseWriter, r *http.Request) (*docStream, error) {
+	if t, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && t == "application/x-ndjson" {
+		return newDocStream(r.Body, a.MaxBodyBytes)
 	}
-	return http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+	return newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0)
 }
 
 func writeResult(w http.ResponseWriter, status int, res *engine.WriteResult) {
@@ -123,7 +125,7 @@ func (a *api) insertDocuments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	src, err := newDocStream(a.requestBody(w, r))
+	src, err := a.documentStream(w, r)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -143,7 +145,7 @@ func (a *api) replaceDocuments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	src, err := newDocStream(a.requestBody(w, r))
+	src, err := a.documentStream(w, r)
 	if err != nil {
 		writeError(w, r, err)
 		return
