@@ -370,3 +370,45 @@ func TestBulkInsertAllTypesReadsBack(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentUpsertsOfANewDocument: two requests, to two daemons on one
+// database, upsert (PUT ?create=true) the same new document at once, over
+// and over. Both succeed: one creates the document and the other then
+// updates it, whichever found it missing first.
+func TestConcurrentUpsertsOfANewDocument(t *testing.T) {
+	t.Parallel()
+	d1 := dt.Start(t)
+	d1.CreateDatabase(t, "upserts", "type Note { by: Int! }")
+	d2 := dt.Start(t, dt.WithDatabaseURL(d1.DatabaseURL))
+	const rounds = 40
+	for i := range rounds {
+		var wg sync.WaitGroup
+		got := make([]dt.Response, 2)
+		start := make(chan struct{})
+		for w, d := range []*dt.Daemon{d1, d2} {
+			wg.Go(func() {
+				<-start
+				got[w] = d.Do(t, dt.Admin(), "PUT", "/api/document/admin/upserts?create=true", fmt.Sprintf(`{"@type":"Note","@id":"n%d","by":%d}`, i, w))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for w, r := range got {
+			if r.Status != 200 {
+				t.Fatalf("round %d, writer %d: %d %s", i, w, r.Status, r.Body)
+			}
+		}
+	}
+	ops := map[string][]string{}
+	for _, c := range allChanges(t, d1, "upserts") {
+		for _, ch := range c.Changes {
+			ops[ch.ID] = append(ops[ch.ID], ch.Op)
+		}
+	}
+	for i := range rounds {
+		id := fmt.Sprintf("Note/n%d", i)
+		if got := strings.Join(ops[id], ","); got != "added,updated" {
+			t.Fatalf("%s: changes %s, want added,updated", id, got)
+		}
+	}
+}

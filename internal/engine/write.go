@@ -144,12 +144,20 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		if err != nil {
 			return nil, err
 		}
-		c, err := e.groupCommit(ctx, d, s, e.meta(u, opt), func(ctx context.Context, w *postgres.Writer) error {
-			return write(ctx, w, r)
-		})
+		commit := func() (*sluice.Commit, error) {
+			return e.groupCommit(ctx, d, s, e.meta(u, opt), func(ctx context.Context, w *postgres.Writer) error {
+				return write(ctx, w, r)
+			})
+		}
+		c, err := commit()
+		if !insert && errors.Is(err, postgres.ErrExists) {
+			// Another request created a document this upsert had found
+			// missing: run it again, which now updates that document.
+			c, err = commit()
+		}
 		if err != nil {
 			e.forgetDatabase(d)
-			return nil, err
+			return nil, upsertError(insert, err)
 		}
 		return &WriteResult{IDs: v.ids, Commit: c}, nil
 	}
@@ -189,10 +197,21 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	}
 	if err != nil {
 		e.forgetDatabase(d)
-		return nil, err
+		return nil, upsertError(insert, err)
 	}
 	e.onCommit(c)
 	return &WriteResult{IDs: v.ids, Commit: c}, nil
+}
+
+// upsertError explains the error of a replace with create (not an insert)
+// that found a document missing and then could not create it: another
+// request created it meanwhile. (A large request is not run again: its
+// body has been read.)
+func upsertError(insert bool, err error) error {
+	if insert || !errors.Is(err, postgres.ErrExists) {
+		return err
+	}
+	return sluice.Errorf(sluice.CodeConflict, "%s: another request created it while this one ran; retry", sluice.ErrorMessage(err))
 }
 
 // validator reads documents from a request, validates each against the

@@ -448,7 +448,8 @@ func insertSQL(table string, cols []string) string {
 }
 
 // insertError turns a duplicate primary key into a Conflict naming the
-// document; Postgres reports it as `Key (_id)=(Person/alice) already exists.`
+// document (matching ErrExists); Postgres reports it as `Key
+// (_id)=(Person/alice) already exists.`
 func insertError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
@@ -456,10 +457,21 @@ func insertError(err error) error {
 		if _, rest, ok := strings.Cut(id, ")=("); ok {
 			id, _, _ = strings.Cut(rest, ") already exists")
 		}
-		return sluice.Errorf(sluice.CodeConflict, "document %s already exists", id)
+		return existsError{sluice.Errorf(sluice.CodeConflict, "document %s already exists", id)}
 	}
 	return mapError(err)
 }
+
+// ErrExists matches the error of writing a new document whose id exists.
+// For a replace with create, that means another request created the
+// document after this one found it missing.
+var ErrExists = errors.New("document exists")
+
+type existsError struct{ err *sluice.Error }
+
+func (e existsError) Error() string        { return e.err.Error() }
+func (e existsError) Unwrap() error        { return e.err }
+func (e existsError) Is(target error) bool { return target == ErrExists }
 
 // insertChangesSQL writes one batch of changes (see migration 0003).
 const insertChangesSQL = `INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
