@@ -68,6 +68,13 @@ type Config struct {
 	// Always greater than zero.
 	// Key max_body_bytes, env SLUICE_MAX_BODY_BYTES, flag --max-body-bytes, default 67108864.
 	MaxBodyBytes int64
+
+	// BodyIdleTimeout is the longest a document write's body may send
+	// nothing before the request fails: a large write reads its body inside
+	// its transaction, so a stalled upload would hold a connection and row
+	// locks. Zero disables it.
+	// Key body_idle_timeout, env SLUICE_BODY_IDLE_TIMEOUT, flag --body-idle-timeout, default 30s.
+	BodyIdleTimeout time.Duration
 }
 
 // LogFormat is the encoding of log records.
@@ -106,6 +113,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
 	)
 }
 

@@ -52,6 +52,7 @@ func TestDefault(t *testing.T) {
 		ShutdownTimeout: 10 * time.Second,
 		Heartbeat:       12 * time.Second,
 		MaxBodyBytes:    64 << 20,
+		BodyIdleTimeout: 30 * time.Second,
 	}
 	if got := Default(); got != want {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -198,6 +199,7 @@ var everything = Config{
 	ShutdownTimeout: 30 * time.Second,
 	Heartbeat:       time.Minute,
 	MaxBodyBytes:    1024,
+	BodyIdleTimeout: 5 * time.Second,
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -227,6 +229,7 @@ log_retention: 0
 shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
+body_idle_timeout: 5s
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -240,6 +243,7 @@ log_retention: "0"
 shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
+body_idle_timeout: 5s
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -253,6 +257,7 @@ log_retention = 0
 shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
+body_idle_timeout = "5s"
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -265,7 +270,8 @@ max_body_bytes = 1024
   "log_retention": "0s",
   "shutdown_timeout": "30s",
   "heartbeat": "1m0s",
-  "max_body_bytes": 1024
+  "max_body_bytes": 1024,
+  "body_idle_timeout": "5s"
 }`},
 	}
 	for _, tt := range tests {
@@ -286,17 +292,18 @@ max_body_bytes = 1024
 func TestEnvEveryKey(t *testing.T) {
 	t.Parallel()
 	got, err := load(t, nil, map[string]string{
-		"SLUICE_LISTEN":           "127.0.0.1:7000",
-		"SLUICE_DATA_DIR":         "/var/lib/sluice",
-		"SLUICE_DATABASE_URL":     "postgres://sluice@db/sluice",
-		"SLUICE_ADMIN_PASSWORD":   "hunter2",
-		"SLUICE_PG_BIN_DIR":       "/opt/pg/bin",
-		"SLUICE_LOG_LEVEL":        "debug",
-		"SLUICE_LOG_FORMAT":       "json",
-		"SLUICE_LOG_RETENTION":    "0",
-		"SLUICE_SHUTDOWN_TIMEOUT": "30s",
-		"SLUICE_HEARTBEAT":        "1m",
-		"SLUICE_MAX_BODY_BYTES":   "1024",
+		"SLUICE_LISTEN":            "127.0.0.1:7000",
+		"SLUICE_DATA_DIR":          "/var/lib/sluice",
+		"SLUICE_DATABASE_URL":      "postgres://sluice@db/sluice",
+		"SLUICE_ADMIN_PASSWORD":    "hunter2",
+		"SLUICE_PG_BIN_DIR":        "/opt/pg/bin",
+		"SLUICE_LOG_LEVEL":         "debug",
+		"SLUICE_LOG_FORMAT":        "json",
+		"SLUICE_LOG_RETENTION":     "0",
+		"SLUICE_SHUTDOWN_TIMEOUT":  "30s",
+		"SLUICE_HEARTBEAT":         "1m",
+		"SLUICE_MAX_BODY_BYTES":    "1024",
+		"SLUICE_BODY_IDLE_TIMEOUT": "5s",
 	})
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -317,6 +324,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--shutdown-timeout", "30s",
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
+		"--body-idle-timeout", "5s",
 	}, nil)
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -492,7 +500,7 @@ func TestInvalidFileValues(t *testing.T) {
 
 func TestFileErrors(t *testing.T) {
 	t.Parallel()
-	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes"
+	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes, body_idle_timeout"
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	tests := []struct {
 		name, file, content string

@@ -104,6 +104,9 @@ func options() []option {
 		int64Option("max_body_bytes", "67108864",
 			"largest JSON request body in bytes (64 MiB); for NDJSON streams (any length), the largest single document",
 			func(c *Config, n int64) error { c.MaxBodyBytes = n; return nil }),
+		durationOption("body_idle_timeout", "30s",
+			"longest a document write's body may send nothing before the request fails (0: no limit)",
+			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
 	}
 }
 

@@ -208,15 +208,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer stopFeed()
 
 	handler := rest.Routes(rest.Deps{
-		Engine:       eng,
-		Metrics:      m,
-		Logger:       d.logger,
-		Ready:        func() bool { return d.ready.Load() && tailer.Running() },
-		Version:      d.opts.Version,
-		MaxBodyBytes: d.cfg.MaxBodyBytes,
-		Stream:       rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
-		GraphQL:      sse.CORS(gql),
-		GraphiQL:     graph.GraphiQL(),
+		Engine:          eng,
+		Metrics:         m,
+		Logger:          d.logger,
+		Ready:           func() bool { return d.ready.Load() && tailer.Running() },
+		Version:         d.opts.Version,
+		MaxBodyBytes:    d.cfg.MaxBodyBytes,
+		BodyIdleTimeout: d.cfg.BodyIdleTimeout,
+		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
+		GraphQL:         sse.CORS(gql),
+		GraphiQL:        graph.GraphiQL(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {

@@ -1,10 +1,14 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
@@ -255,5 +259,44 @@ func TestNDJSONStreamLimitsEachDocument(t *testing.T) {
 	var docs []json.RawMessage
 	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/lim?type=Note&as_list=true", nil).Body, &docs); err != nil || len(docs) != 50 {
 		t.Fatalf("read back %d documents (%v), want 50", len(docs), err)
+	}
+}
+
+// TestStalledUploadFails: a large write whose body stops arriving fails
+// after body_idle_timeout, rolling back what it had written, instead of
+// holding its transaction for as long as the client stays connected.
+func TestStalledUploadFails(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.BodyIdleTimeout = 300 * time.Millisecond })
+	d.CreateDatabase(t, "stall", "type Note { text: String! }")
+	body, feed := io.Pipe()
+	defer feed.Close()
+	go func() {
+		for i := range 150 { // more than a group-commit request: its own transaction
+			if _, err := fmt.Fprintf(feed, `{"@id":"Note/n%d","@type":"Note","text":"x"}`+"\n", i); err != nil {
+				return
+			}
+		}
+		// ... and then nothing, without closing the body.
+	}()
+	req, err := http.NewRequest("POST", d.URL+"/api/document/admin/stall", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	dt.Admin()(req)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(out), "the request body sent nothing for 300ms (body_idle_timeout)") {
+		t.Fatalf("stalled upload: %d %s", resp.StatusCode, out)
+	}
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/stall?type=Note&as_list=true", nil); strings.TrimSpace(string(r.Body)) != "[]" {
+		t.Fatalf("a stalled upload wrote documents: %s", r.Body)
 	}
 }

@@ -5,6 +5,7 @@ package rest
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -22,8 +23,12 @@ type Deps struct {
 	Ready func() bool
 	// Version is the build's version string for /api/info.
 	Version string
-	// MaxBodyBytes limits JSON request bodies (NDJSON streams are unlimited).
+	// MaxBodyBytes limits JSON request bodies (NDJSON streams are limited
+	// document by document).
 	MaxBodyBytes int64
+	// BodyIdleTimeout, when not zero, fails a document write whose body
+	// sends nothing for that long.
+	BodyIdleTimeout time.Duration
 	// GraphQL, when set, serves /api/graphql/{org}/{db} and /api/graphql/_system.
 	GraphQL http.Handler
 	// GraphiQL, when set, serves /api/graphiql/{org}/{db}.
