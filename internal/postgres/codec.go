@@ -73,8 +73,8 @@ func columns(c *sluice.Class) []string {
 func rowValues(c *sluice.Class, doc *sluice.Document, uid int64) ([]any, error) {
 	vals := make([]any, 0, len(c.Fields)+2)
 	vals = append(vals, doc.ID, uid)
-	for _, f := range c.Fields {
-		v, ok := doc.Fields[f.Name]
+	for i, f := range c.Fields {
+		v, ok := doc.Value(i, f.Name)
 		if !ok {
 			vals = append(vals, nil)
 			continue
@@ -224,13 +224,13 @@ func normalizeElem(f *sluice.Field, v any) (any, error) {
 // in the class's field order. The output is deterministic, so the same
 // document always has the same bytes.
 func DocumentJSON(c *sluice.Class, doc *sluice.Document) ([]byte, error) {
-	buf := make([]byte, 0, 64+16*len(doc.Fields))
+	buf := make([]byte, 0, 64+16*len(c.Fields))
 	buf = append(buf, `{"@id":`...)
 	buf = appendJSONString(buf, doc.ID)
 	buf = append(buf, `,"@type":`...)
 	buf = appendJSONString(buf, doc.Type)
-	for _, f := range c.Fields {
-		v, ok := doc.Fields[f.Name]
+	for i, f := range c.Fields {
+		v, ok := doc.Value(i, f.Name)
 		if !ok {
 			continue
 		}

@@ -113,8 +113,8 @@ func appendCopyRow(buf []byte, c *sluice.Class, doc *sluice.Document, uid int64,
 	buf = appendCopyText(buf, doc.ID)
 	buf = binary.BigEndian.AppendUint32(buf, 8)
 	buf = binary.BigEndian.AppendUint64(buf, uint64(uid))
-	for _, f := range c.Fields {
-		v, ok := doc.Fields[f.Name]
+	for i, f := range c.Fields {
+		v, ok := doc.Value(i, f.Name)
 		if !ok {
 			buf = binary.BigEndian.AppendUint32(buf, math.MaxUint32) // NULL
 			continue

@@ -133,17 +133,19 @@ func validateFlat(s *sluice.Schema, b []byte) (doc *sluice.Document, ok bool) {
 		}
 		doc.ID = full
 	}
-	v := &validator{schema: s, root: name}
-	fields := make(map[string]any, len(c.Fields)+1)
+	// The values go into Values, in field order, not into a map (see
+	// sluice.Document).
+	values := make([]any, len(c.Fields))
 	for i := range members {
 		m := &members[i]
 		if m == typ || m == id {
 			continue
 		}
-		f := fieldNamed(c, m.key)
-		if f == nil {
+		k := fieldIndex(c, m.key)
+		if k < 0 {
 			return nil, false
 		}
+		f := c.Fields[k]
 		if m.kind == 'n' {
 			if f.Required {
 				return nil, false
@@ -164,18 +166,19 @@ func validateFlat(s *sluice.Schema, b []byte) (doc *sluice.Document, ok bool) {
 				val = false
 			}
 			var err error
+			v := &validator{schema: s, root: name}
 			if nv, err = v.value(f, val, f.Name); err != nil {
 				return nil, false
 			}
 		}
-		fields[f.Name] = nv
+		values[k] = nv
 	}
-	for _, f := range c.Fields {
-		if _, ok := fields[f.Name]; f.Required && !ok {
+	for k, f := range c.Fields {
+		if f.Required && values[k] == nil {
 			return nil, false
 		}
 	}
-	doc.Fields = fields
+	doc.Values = values
 	return doc, true
 }
 
@@ -211,14 +214,15 @@ func flatScalar(f *sluice.Field, m *flatMember) (v any, ok bool) {
 	return nil, false
 }
 
-// fieldNamed is c.Field for a name in bytes, without converting it.
-func fieldNamed(c *sluice.Class, name []byte) *sluice.Field {
-	for _, f := range c.Fields {
+// fieldIndex returns the index in c.Fields of the field with a name in
+// bytes, without converting it, or -1.
+func fieldIndex(c *sluice.Class, name []byte) int {
+	for i, f := range c.Fields {
 		if f.Name == string(name) {
-			return f
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 // scanFlatObject appends the members of the JSON object b to out. It
