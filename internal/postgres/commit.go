@@ -483,23 +483,25 @@ func (w *Writer) writeChanges(changes []change) {
 	if len(changes) == 0 {
 		return
 	}
-	ids := make([]string, len(changes))
-	ops := make([]int16, len(changes))
 	befores := make([][]byte, len(changes))
 	afters := make([][]byte, len(changes))
 	inserts := true
 	for i, c := range changes {
-		ids[i], ops[i], befores[i], afters[i] = c.id, int16(c.op), c.before, c.after
+		befores[i], afters[i] = c.before, c.after
 		inserts = inserts && c.op == sluice.OpAdded && c.before == nil && c.after != nil
 	}
 	bs, as := jsonArray(befores), jsonArray(afters)
-	// A row of insertions leaves out its ids and ops: the after images
-	// hold the ids (migration 4).
-	var idsArg, opsArg any = ids, ops
-	if inserts {
-		idsArg, opsArg = nil, nil
+	// A row of insertions leaves out its ids and ops (NULL): the after
+	// images hold the ids (migration 4).
+	var ids, ops any
+	if !inserts {
+		idList, opList := make([]string, len(changes)), make([]int16, len(changes))
+		for i, c := range changes {
+			idList[i], opList[i] = c.id, int16(c.op)
+		}
+		ids, ops = idList, opList
 	}
-	w.deferred = append(w.deferred, []any{w.uid, w.next, idsArg, opsArg, textOrNull(bs), textOrNull(as)})
+	w.deferred = append(w.deferred, []any{w.uid, w.next, ids, ops, textOrNull(bs), textOrNull(as)})
 	w.deferredBytes += len(bs) + len(as)
 	if w.deferredBytes > maxDeferredBytes {
 		w.queueDeferred()
