@@ -270,3 +270,43 @@ func TestFinishCommitRefusesAChangedSchema(t *testing.T) {
 		t.Fatalf("commits after the refused one: %v %v", cs, err)
 	}
 }
+
+// TestNotifierAnnouncesEveryDatabase wakes the notifier for one database,
+// then for three more at once, as a burst of commits under load does: a
+// listener must hear of every one of them (notifications of a burst that
+// arrives while a send is being spaced out go in the next one).
+func TestNotifierAnnouncesEveryDatabase(t *testing.T) {
+	t.Parallel()
+	db := open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := db.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	n := postgres.NewNotifier(db)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); n.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	heard := map[int64]bool{}
+	wait := func(ids ...int64) {
+		t.Helper()
+		for _, id := range ids {
+			for !heard[id] {
+				got, err := l.Wait(ctx)
+				if err != nil {
+					t.Fatalf("waiting for database %d: %v (heard %v)", id, err, heard)
+				}
+				heard[got] = true
+			}
+		}
+	}
+	n.Wake(1)
+	wait(1)
+	n.Wake(2)
+	n.Wake(3)
+	n.Wake(4)
+	wait(2, 3, 4)
+}
