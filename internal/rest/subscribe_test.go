@@ -479,6 +479,38 @@ func TestSubscribeTwoDaemons(t *testing.T) {
 	}
 }
 
+// TestSubscribeAfterUnwatchedWritesOnTwoDaemons: two daemons write to a
+// database nobody subscribes to (each daemon's change feed then only moves
+// its head, to its own commits or to what a notification says), and then
+// a subscriber on one of them resumes from the middle: it gets exactly the
+// commits after its position, then the live ones from both daemons.
+func TestSubscribeAfterUnwatchedWritesOnTwoDaemons(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "shop", shopSDL)
+	for i := range 20 {
+		insert(t, []*dt.Daemon{a, b}[i%2], "shop", fmt.Sprintf(`{"@type":"Dog","name":"dog %d"}`, i))
+	}
+	var hist []struct {
+		Position string `json:"position"`
+	}
+	if err := json.Unmarshal(a.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/shop", nil).Body, &hist); err != nil || len(hist) != 20 {
+		t.Fatalf("log: %v %v", hist, err)
+	}
+	epoch := strings.Split(hist[0].Position, "-")[0]
+	s := open(t, a, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", epoch+"-10-0")
+	s.connected()
+	insert(t, b, "shop", `{"@type":"Dog","name":"dog 20"}`)
+	insert(t, a, "shop", `{"@type":"Dog","name":"dog 21"}`)
+	ids := s.ids(12)
+	for k, id := range ids {
+		if want := fmt.Sprintf("%s-%d-0", epoch, 11+k); id != want {
+			t.Fatalf("event %d is %s, want %s (all: %v)", k, id, want, ids)
+		}
+	}
+}
+
 func TestSubscribeSlowReaderLosesNothing(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
