@@ -248,7 +248,10 @@ func TestNDJSONStreamLimitsEachDocument(t *testing.T) {
 	}
 	r = d.MustDo(t, 400, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(append(stream[:3:3], note(99, 3000)), "\n"),
 		"Content-Type", "application/x-ndjson")
-	if !strings.Contains(string(r.Body), "document 3 is larger than 2000 bytes (max_body_bytes)") {
+	var e struct {
+		Message string `json:"api:message"`
+	}
+	if err := json.Unmarshal(r.Body, &e); err != nil || e.Message != "document 3 is larger than 2000 bytes (max_body_bytes)" {
 		t.Fatalf("NDJSON document over the limit: %s", r.Body)
 	}
 	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/lim?type=Note&as_list=true", nil); strings.TrimSpace(string(r.Body)) != "[]" {

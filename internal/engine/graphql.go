@@ -137,7 +137,7 @@ func (e *Engine) batchOp(ctx context.Context, w *postgres.Writer, s *sluice.Sche
 			break
 		}
 		if err != nil {
-			return nil, docError(n, "", err)
+			return nil, err // names the document (DocSource)
 		}
 		doc, err := raw.Validate(s)
 		if err != nil {

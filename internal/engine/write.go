@@ -26,7 +26,8 @@ const chunkSize = 250
 const chunksAhead = 2
 
 // DocSource yields the raw documents of a write request. Next returns
-// io.EOF after the last one. A document's JSON text may be reused by the
+// io.EOF after the last one, and its errors name the document they are
+// about ("document 3: …"). A document's JSON text may be reused by the
 // following call to Next: validate it first.
 type DocSource interface {
 	Next() (schema.RawDocument, error)
@@ -304,10 +305,7 @@ func (v *validator) next() (*sluice.Document, error) {
 	n := len(v.ids)
 	raw, err := v.src.Next()
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		return nil, docError(n, "", err)
+		return nil, err // io.EOF, or an error naming the document
 	}
 	doc, err := raw.Validate(v.schema)
 	if err != nil {

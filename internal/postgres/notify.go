@@ -51,30 +51,46 @@ func (n *Notifier) Wake(dbID int64) {
 	}
 }
 
-// Run sends notifications until ctx ends. A failed send is logged and
-// dropped: the listeners' periodic poll covers it.
+// Run sends notifications until ctx ends, and then once more for the
+// commits not yet announced. A failed send is logged and dropped: the
+// listeners' periodic poll covers it.
 func (n *Notifier) Run(ctx context.Context) {
+	defer func() {
+		// The last commits of a daemon that is stopping are announced
+		// too, rather than left to the other replicas' poll.
+		final, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		n.send(final)
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.wake:
 		}
-		n.mu.Lock()
-		ids := make([]string, 0, len(n.pending))
-		for id := range n.pending {
-			ids = append(ids, strconv.FormatInt(id, 10))
-		}
-		clear(n.pending)
-		n.mu.Unlock()
-		if _, err := n.db.pool.Exec(ctx, "SELECT pg_notify($1, x) FROM unnest($2::text[]) x", NotifyChannel, ids); err != nil && ctx.Err() == nil {
-			n.db.logger.Warn("send commit notification", "err", err)
-		}
+		n.send(ctx)
 		// Commits meanwhile wait in pending for the next send.
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(notifyInterval):
 		}
+	}
+}
+
+// send announces the databases pending, if any.
+func (n *Notifier) send(ctx context.Context) {
+	n.mu.Lock()
+	ids := make([]string, 0, len(n.pending))
+	for id := range n.pending {
+		ids = append(ids, strconv.FormatInt(id, 10))
+	}
+	clear(n.pending)
+	n.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	if _, err := n.db.pool.Exec(ctx, "SELECT pg_notify($1, x) FROM unnest($2::text[]) x", NotifyChannel, ids); err != nil && ctx.Err() == nil {
+		n.db.logger.Warn("send commit notification", "err", err)
 	}
 }
