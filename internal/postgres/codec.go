@@ -224,7 +224,13 @@ func normalizeElem(f *sluice.Field, v any) (any, error) {
 // in the class's field order. The output is deterministic, so the same
 // document always has the same bytes.
 func DocumentJSON(c *sluice.Class, doc *sluice.Document) ([]byte, error) {
-	buf := make([]byte, 0, 64+16*len(c.Fields))
+	present := len(doc.Fields)
+	for _, v := range doc.Values {
+		if v != nil {
+			present++
+		}
+	}
+	buf := make([]byte, 0, 64+16*present)
 	buf = append(buf, `{"@id":`...)
 	buf = appendJSONString(buf, doc.ID)
 	buf = append(buf, `,"@type":`...)
