@@ -257,8 +257,11 @@ func TestNDJSONStreamLimitsEachDocument(t *testing.T) {
 	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/lim?type=Note&as_list=true", nil); strings.TrimSpace(string(r.Body)) != "[]" {
 		t.Fatalf("a refused stream wrote documents: %s", r.Body)
 	}
-	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(stream, "\n"),
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(stream[:25], "\n"),
 		"Content-Type", "application/x-ndjson; charset=utf-8")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(stream[25:], "\n"),
+		"Content-Type", "Application/X-NDJSON; charset") // a malformed parameter
+
 	var docs []json.RawMessage
 	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/lim?type=Note&as_list=true", nil).Body, &docs); err != nil || len(docs) != 50 {
 		t.Fatalf("read back %d documents (%v), want 50", len(docs), err)

@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -113,10 +114,21 @@ func (a *api) documentStream(w http.ResponseWriter, r *http.Request) (*docStream
 	if a.BodyIdleTimeout > 0 {
 		body = &idleReader{r: r.Body, rc: http.NewResponseController(w), idle: a.BodyIdleTimeout}
 	}
-	if t, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err == nil && t == "application/x-ndjson" {
+	if mediaType(r) == "application/x-ndjson" {
 		return newDocStream(body, a.MaxBodyBytes)
 	}
 	return newDocStream(http.MaxBytesReader(w, io.NopCloser(body), a.MaxBodyBytes), 0)
+}
+
+// mediaType returns the request's media type, without parameters, even
+// when they are malformed.
+func mediaType(r *http.Request) string {
+	ct := r.Header.Get("Content-Type")
+	if t, _, err := mime.ParseMediaType(ct); err == nil {
+		return t
+	}
+	t, _, _ := strings.Cut(ct, ";")
+	return strings.ToLower(strings.TrimSpace(t))
 }
 
 // idleReader fails a read of the request body that waits more than idle
