@@ -159,15 +159,17 @@ func appendCopyValue(buf []byte, f *sluice.Field, v any, m *pgtype.Map) ([]byte,
 	if err != nil {
 		return nil, err
 	}
+	return appendPgxValue(buf, m, columnOID(f), cv)
+}
+
+// appendPgxValue appends v, encoded by pgx for the type oid, preceded by
+// its length (-1 for a NULL), as pgx's CopyFrom does.
+func appendPgxValue(buf []byte, m *pgtype.Map, oid uint32, v any) ([]byte, error) {
 	at := len(buf)
-	buf = binary.BigEndian.AppendUint32(buf, 0)
-	out, err := m.Encode(columnOID(f), pgtype.BinaryFormatCode, cv, buf)
-	if err != nil {
-		return nil, err
-	}
-	if out == nil { // pgx encoded a NULL
-		binary.BigEndian.PutUint32(buf[at:], math.MaxUint32)
-		return buf, nil
+	buf = binary.BigEndian.AppendUint32(buf, math.MaxUint32)
+	out, err := m.Encode(oid, pgtype.BinaryFormatCode, v, buf)
+	if err != nil || out == nil { // out nil: pgx encoded a NULL
+		return buf, err
 	}
 	binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
 	return out, nil

@@ -32,23 +32,19 @@ type Thing {
 	addr: Address
 }`
 
-// pgxCopyValue encodes v as pgx's CopyFrom does (its encodeCopyValue):
-// the reference appendCopyValue must match byte for byte.
+// pgxCopyValue encodes v through pgx's encoders, as pgx's CopyFrom does
+// (its encodeCopyValue): appendCopyValue's direct encodings must match
+// byte for byte.
 func pgxCopyValue(t *testing.T, m *pgtype.Map, f *sluice.Field, v any) []byte {
 	t.Helper()
 	cv, err := columnValue(f, v)
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := binary.BigEndian.AppendUint32(nil, math.MaxUint32)
-	out, err := m.Encode(columnOID(f), pgtype.BinaryFormatCode, cv, buf)
+	out, err := appendPgxValue(nil, m, columnOID(f), cv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out == nil {
-		return buf
-	}
-	binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 	return out
 }
 
@@ -140,13 +136,8 @@ func BenchmarkCopyRows(b *testing.B) {
 				}
 				buf = binary.BigEndian.AppendUint16(buf, uint16(len(vals)))
 				for i, v := range vals {
-					at := len(buf)
-					buf = binary.BigEndian.AppendUint32(buf, math.MaxUint32)
-					if out, err := m.Encode(oids[i], pgtype.BinaryFormatCode, v, buf); err != nil {
+					if buf, err = appendPgxValue(buf, m, oids[i], v); err != nil {
 						b.Fatal(err)
-					} else if out != nil {
-						buf = out
-						binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
 					}
 				}
 			}
