@@ -72,6 +72,11 @@ type Commit struct {
 	// (the log) may leave them out; NumChanges always counts them.
 	Changes    []Change
 	NumChanges int
+	// AccessVersion is the access log version visible in the snapshot the
+	// commit was read in (see AccessChange): every access change up to it
+	// reaches open streams before the commit does. 0 when not read from
+	// the log.
+	AccessVersion int64
 }
 
 // ID returns the commit id shown to clients: its sequence number in decimal.

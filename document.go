@@ -48,6 +48,13 @@ type Database struct {
 // Path returns "org/name", the way the API names a database.
 func (d *Database) Path() string { return d.Org + "/" + d.Name }
 
+// ErrNoDatabase returns the NotFound error for database org/name. A
+// database of an organization the caller does not belong to answers with
+// exactly this error too, so its existence is not revealed.
+func ErrNoDatabase(org, name string) *Error {
+	return Errorf(CodeNotFound, "database %s/%s does not exist", org, name)
+}
+
 // SystemOrg and SystemDB name the built-in system database, served at
 // /api/graphql/_system.
 const (

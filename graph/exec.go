@@ -23,7 +23,8 @@ type Store interface {
 	GraphQLDatabase(ctx context.Context, u *sluice.User, org, name string) (*sluice.Database, *sluice.Schema, sluice.Role, error)
 	QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.DocQuery) ([]engine.QueryDoc, error)
 	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]engine.QueryDoc, error)
-	CommitChanges(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Commit, error)
+	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error)
+	RedactCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, c *sluice.Commit) (*sluice.Commit, error)
 	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) ([][]string, *sluice.Commit, error)
 }
 

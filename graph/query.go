@@ -281,7 +281,7 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 		}
 		seq = n
 	}
-	c, err := x.es.store.CommitChanges(x.ctx, x.req.DB, seq)
+	c, err := x.es.store.CommitChanges(x.ctx, x.req.DB, x.es.schema, x.es.role, seq)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		w.null() // no commits yet, or pruned: a nullable answer
 		x.fail(fieldPath(cf), err)

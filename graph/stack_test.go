@@ -45,7 +45,7 @@ func newStack(t testing.TB, sdl string) *stack {
 	if _, err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(store, auth.New(store, 4), logger, nil)
+	eng := engine.New(store, auth.New(store, 4, nil), logger, engine.Hooks{})
 	if _, err := eng.Bootstrap(ctx, "pw"); err != nil {
 		t.Fatal(err)
 	}

@@ -133,6 +133,12 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	if len(c.Changes) == 0 {
 		return nil, nil
 	}
+	// History is shown through the schema of the commit too: a field
+	// protected when the commit was made stays hidden from this role.
+	c, err := s.es.store.RedactCommit(ctx, s.req.DB, s.es.schema, s.es.role, c)
+	if err != nil {
+		return nil, err
+	}
 	x := &execution{ctx: ctx, op: s.op, es: s.es, req: s.req, cache: map[string]*object{}}
 	if s.changeSet {
 		w := s.open()

@@ -2,22 +2,31 @@
 // hashes and bearer API tokens, whose secrets are stored only as SHA-256
 // hashes. Authorization (which role a user has on a database) is the engine's
 // job.
+//
+// Every request reads its credential from Postgres (one indexed row, with
+// the access log's version from the same snapshot), so a revoked token, a
+// changed password or a deleted user is refused at once on every replica.
+// What is remembered is only which passwords were already checked against
+// which hash: a client that keeps presenting the same valid password pays
+// one bcrypt, not one per request, and concurrent checks of one credential
+// share one bcrypt.
 package auth
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/ttlcache"
 )
 
 // TokenPrefix starts every API token, so leaked tokens are easy to grep for.
@@ -25,37 +34,57 @@ const TokenPrefix = "sluice_"
 
 // Store is what authentication reads.
 type Store interface {
-	UserByName(ctx context.Context, name string) (*sluice.User, string, error)
-	UserByToken(ctx context.Context, hash []byte) (*sluice.User, error)
+	// PasswordCredential returns user name's credential with its password
+	// hash, or a NotFound error.
+	PasswordCredential(ctx context.Context, name string) (*sluice.Credential, error)
+	// TokenCredential returns the credential of the unrevoked token whose
+	// secret hashes to hash, or an Unauthenticated error.
+	TokenCredential(ctx context.Context, hash []byte) (*sluice.Credential, error)
 }
+
+// verifiedEntries bounds the memory of the verified-password cache: past
+// it, the least recently used entry goes (its client pays one more bcrypt).
+const verifiedEntries = 10000
 
 // Authenticator checks credentials. It is safe for concurrent use.
 type Authenticator struct {
 	store Store
 	cost  int
-	// verified remembers credentials that checked out, by a SHA-256 of the
-	// Authorization header, for CacheTTL: bcrypt costs tens of
-	// milliseconds and a token check a round trip, on every request.
-	verified *ttlcache.Cache[[sha256.Size]byte, *sluice.User]
+	// key is a random per-process HMAC key: the verified cache is keyed by
+	// an HMAC of name and password, so its keys are worthless outside the
+	// process (a plain hash would be a fast-to-crack password hash).
+	key []byte
+	// verified maps HMAC(name, password) to the bcrypt hash the password
+	// was found to match. An entry counts only while the user's stored
+	// hash is still that one, so a password change needs no invalidation.
+	verified *lru.Cache[[sha256.Size]byte, string]
+	// flight makes concurrent checks of one credential run one bcrypt.
+	flight singleflight.Group
+	// onHash, when set, is called for every bcrypt comparison (a metric).
+	onHash func()
 }
 
-// CacheTTL is how long verified credentials are remembered. A password
-// change or token revocation takes effect at once on the replica that made
-// it (Forget) and within CacheTTL on the others.
-const CacheTTL = 2 * time.Second
-
-// New returns an Authenticator reading users from store. cost is the bcrypt
-// cost for new hashes (bcrypt.DefaultCost when 0; tests use bcrypt.MinCost).
-func New(store Store, cost int) *Authenticator {
+// New returns an Authenticator reading credentials from store. cost is the
+// bcrypt cost for new hashes (bcrypt.DefaultCost when 0; tests use
+// bcrypt.MinCost). onHash, which may be nil, is called for every password
+// hash comparison run.
+func New(store Store, cost int, onHash func()) *Authenticator {
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
-	return &Authenticator{store: store, cost: cost, verified: ttlcache.New[[sha256.Size]byte, *sluice.User](CacheTTL, time.Now)}
+	if onHash == nil {
+		onHash = func() {}
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	verified, err := lru.New[[sha256.Size]byte, string](verifiedEntries)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return &Authenticator{store: store, cost: cost, key: key, verified: verified, onHash: onHash}
 }
-
-// Forget drops every remembered credential (after a revocation or a
-// password change).
-func (a *Authenticator) Forget() { a.verified.Clear() }
 
 // HashPassword returns the bcrypt hash of password.
 func (a *Authenticator) HashPassword(password string) (string, error) {
@@ -100,26 +129,15 @@ func RandomPassword() string {
 // none; the HTTP layer answers 401 with WWW-Authenticate.
 var ErrNoCredentials = sluice.Errorf(sluice.CodeUnauthenticated, "authentication required: use Basic auth or a bearer token")
 
-// Authenticate returns the user the request's Authorization header names.
-// It returns ErrNoCredentials when there is none and an Unauthenticated
-// error for wrong credentials.
-func (a *Authenticator) Authenticate(r *http.Request) (*sluice.User, error) {
+// Authenticate returns the credential the request's Authorization header
+// presents. It returns ErrNoCredentials when there is none, an
+// Unauthenticated error for wrong credentials, and Unavailable when
+// Postgres cannot be reached.
+func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return nil, ErrNoCredentials
 	}
-	key := sha256.Sum256([]byte(h))
-	if u, ok := a.verified.Get(key); ok {
-		return u, nil
-	}
-	u, err := a.check(r, h)
-	if err == nil {
-		a.verified.Put(key, u)
-	}
-	return u, err
-}
-
-func (a *Authenticator) check(r *http.Request, h string) (*sluice.User, error) {
 	scheme, cred, _ := strings.Cut(h, " ")
 	switch strings.ToLower(scheme) {
 	case "basic":
@@ -127,36 +145,91 @@ func (a *Authenticator) check(r *http.Request, h string) (*sluice.User, error) {
 		if !ok {
 			return nil, sluice.Errorf(sluice.CodeUnauthenticated, "malformed Basic authorization header")
 		}
-		u, hash, err := a.store.UserByName(r.Context(), name)
-		if sluice.ErrorCode(err) == sluice.CodeNotFound || (err == nil && !CheckPassword(hash, password)) {
-			return nil, sluice.Errorf(sluice.CodeUnauthenticated, "wrong user name or password")
-		}
-		return u, err
+		return a.Password(r.Context(), name, password)
 	case "bearer", "token":
 		cred = strings.TrimSpace(cred)
 		if cred == "" {
 			return nil, sluice.Errorf(sluice.CodeUnauthenticated, "empty bearer token")
 		}
-		u, err := a.store.UserByToken(r.Context(), HashToken(cred))
-		var se *sluice.Error
-		if errors.As(err, &se) {
-			return nil, err
-		}
-		return u, err
+		return a.store.TokenCredential(r.Context(), HashToken(cred))
 	default:
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "unsupported authorization scheme %q: use Basic or Bearer", scheme)
 	}
 }
 
-type userKey struct{}
+var errWrongPassword = sluice.Errorf(sluice.CodeUnauthenticated, "wrong user name or password")
 
-// WithUser returns ctx carrying the authenticated user u.
+// Password checks user name's password. The stored hash is read on every
+// call; bcrypt runs only the first time this password is seen against
+// that hash, and once for any number of concurrent calls.
+func (a *Authenticator) Password(ctx context.Context, name, password string) (*sluice.Credential, error) {
+	c, err := a.store.PasswordCredential(ctx, name)
+	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		return nil, errWrongPassword
+	}
+	if err != nil {
+		return nil, err
+	}
+	key := a.keyOf(name, password)
+	if h, ok := a.verified.Get(key); ok && hmac.Equal([]byte(h), []byte(c.PasswordHash)) {
+		return c, nil
+	}
+	// The flight is keyed by the stored hash too: a check that started
+	// against an old hash must not answer for the new one.
+	v, _, _ := a.flight.Do(string(key[:])+c.PasswordHash, func() (any, error) {
+		a.onHash()
+		ok := CheckPassword(c.PasswordHash, password)
+		if ok {
+			a.verified.Add(key, c.PasswordHash)
+		}
+		return ok, nil
+	})
+	if !v.(bool) {
+		return nil, errWrongPassword
+	}
+	return c, nil
+}
+
+func (a *Authenticator) keyOf(name, password string) [sha256.Size]byte {
+	m := hmac.New(sha256.New, a.key)
+	m.Write([]byte(name))
+	m.Write([]byte{0})
+	m.Write([]byte(password))
+	var k [sha256.Size]byte
+	m.Sum(k[:0])
+	return k
+}
+
+type credentialKey struct{}
+
+// WithCredential returns ctx carrying the credential c of the request.
+func WithCredential(ctx context.Context, c *sluice.Credential) context.Context {
+	return context.WithValue(ctx, credentialKey{}, c)
+}
+
+// CredentialFrom returns the credential carried by ctx, or nil.
+func CredentialFrom(ctx context.Context) *sluice.Credential {
+	c, _ := ctx.Value(credentialKey{}).(*sluice.Credential)
+	return c
+}
+
+// WithUser returns ctx carrying a credential for user u alone (for calls
+// made on a user's behalf without a request, such as tests and the
+// daemon's own operations).
 func WithUser(ctx context.Context, u *sluice.User) context.Context {
-	return context.WithValue(ctx, userKey{}, u)
+	return WithCredential(ctx, &sluice.Credential{User: u})
 }
 
 // UserFrom returns the authenticated user carried by ctx, or nil.
 func UserFrom(ctx context.Context) *sluice.User {
-	u, _ := ctx.Value(userKey{}).(*sluice.User)
-	return u
+	if c := CredentialFrom(ctx); c != nil {
+		return c.User
+	}
+	return nil
+}
+
+// IsUnauthenticated reports whether err is an authentication failure.
+func IsUnauthenticated(err error) bool {
+	var e *sluice.Error
+	return errors.As(err, &e) && e.Code == sluice.CodeUnauthenticated
 }

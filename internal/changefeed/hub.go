@@ -18,7 +18,10 @@ import (
 // it.
 type Log interface {
 	History(ctx context.Context, dbID int64) (postgres.History, error)
+	// CommitsAfter returns commits with their AccessVersion set.
 	CommitsAfter(ctx context.Context, d *sluice.Database, after int64, limit int) ([]*sluice.Commit, error)
+	// AccessChanges returns the access log's changes in (after, upTo].
+	AccessChanges(ctx context.Context, after, upTo int64) ([]sluice.AccessChange, error)
 }
 
 // ErrShutdown ends every subscription when the hub closes.
@@ -39,6 +42,10 @@ type HubOptions struct {
 	// Recheck is how often a subscription waiting for the tailer checks that
 	// its database still exists (default 1s).
 	Recheck time.Duration
+	// Check re-checks a stream's grant against the current state (see
+	// Guard): nil when it still holds, else the error a request would
+	// get. Nil checks nothing.
+	Check func(context.Context, *sluice.Grant) error
 }
 
 // Hub fans commits out to subscriptions. It is safe for concurrent use.
@@ -59,6 +66,14 @@ type Hub struct {
 	subs   map[*Subscription]struct{}
 	perDB  map[int64]int  // len(subs) by database
 	wg     sync.WaitGroup // catch-up goroutines
+
+	// Access (see access.go). accessMu guards guards and serializes the
+	// application of access changes; it is never taken while holding mu
+	// or a dbState's mu.
+	checkGrant func(context.Context, *sluice.Grant) error
+	accessMu   sync.Mutex
+	applied    atomic.Int64 // the access version applied; -1: none yet
+	guards     map[*Guard]struct{}
 }
 
 // dbState is the hub's view of one database.
@@ -88,10 +103,13 @@ func NewHub(log Log, o HubOptions) *Hub {
 	if o.Recheck <= 0 {
 		o.Recheck = time.Second
 	}
-	return &Hub{
+	h := &Hub{
 		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, recheck: o.Recheck,
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
+		checkGrant: o.Check, guards: map[*Guard]struct{}{},
 	}
+	h.applied.Store(-1)
+	return h
 }
 
 // state returns the state of database id, creating it untracked.
@@ -371,7 +389,25 @@ func (h *Hub) catchUp(s *Subscription) {
 			continue
 		}
 		backoff = 50 * time.Millisecond
+		if len(cs) > 0 {
+			// Access changes visible where these commits were read reach
+			// the streams first (access.go).
+			if err := h.syncAccess(s.ctx, maxAccessVersion(cs)); err != nil {
+				if s.ctx.Err() != nil {
+					return
+				}
+				h.logger.Warn("change feed catch-up: apply access changes", "sub", s.id, "database", s.db.Path(), "err", err)
+				if !s.sleep(backoff) {
+					return
+				}
+				backoff = min(2*backoff, 5*time.Second)
+				continue
+			}
+		}
 		for _, c := range cs {
+			if s.ctx.Err() != nil {
+				return // ended, maybe by an access change just applied
+			}
 			if c.Seq != cursor+1 {
 				s.finish(sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned before this subscriber read it; re-read the current state", s.db.Path(), cursor))
 				return
@@ -490,6 +526,16 @@ func (h *Hub) remove(s *Subscription) {
 	if ok && h.metrics != nil && !s.opts.Shared {
 		h.metrics.Subscribers.WithLabelValues(s.opts.Transport, dbLabel(s.db.ID)).Dec()
 	}
+}
+
+// maxAccessVersion returns the highest access version of cs (commits read
+// in one statement share one).
+func maxAccessVersion(cs []*sluice.Commit) int64 {
+	var v int64
+	for _, c := range cs {
+		v = max(v, c.AccessVersion)
+	}
+	return v
 }
 
 func commitClasses(c *sluice.Commit) map[string]bool {

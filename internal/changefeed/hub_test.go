@@ -28,6 +28,7 @@ type memLog struct {
 	mu      sync.Mutex
 	commits []*sluice.Commit
 	pruned  int64
+	access  []sluice.AccessChange
 }
 
 var testDB = &sluice.Database{ID: 1, Org: "o", Name: "db", Epoch: "ep"}
@@ -47,6 +48,19 @@ func (l *memLog) CommitsAfter(_ context.Context, _ *sluice.Database, after int64
 	var out []*sluice.Commit
 	for _, c := range l.commits {
 		if c.Seq > after && len(out) < limit {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// AccessChanges returns the access changes in (after, upTo].
+func (l *memLog) AccessChanges(_ context.Context, after, upTo int64) ([]sluice.AccessChange, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []sluice.AccessChange
+	for _, c := range l.access {
+		if c.Version > after && c.Version <= upTo {
 			out = append(out, c)
 		}
 	}

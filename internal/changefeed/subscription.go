@@ -85,6 +85,10 @@ func (s *Subscription) Hold(seq int64) { s.hold.Store(seq) }
 // Close ends the subscription and releases it. It is idempotent.
 func (s *Subscription) Close() { s.finish(ErrClosed) }
 
+// End ends the subscription with err (what Err then returns), unless it
+// already ended. It never blocks on the consumer.
+func (s *Subscription) End(err error) { s.finish(err) }
+
 func (s *Subscription) finish(err error) {
 	s.once.Do(func() {
 		s.err = err

@@ -15,7 +15,9 @@ import (
 // Store is what the tailer reads. *postgres.DB satisfies it.
 type Store interface {
 	Log
-	Heads(ctx context.Context) ([]postgres.Head, error)
+	// Heads returns every database's head and the access log's version,
+	// from one snapshot.
+	Heads(ctx context.Context) ([]postgres.Head, int64, error)
 	Listen(ctx context.Context) (*postgres.Listener, error)
 }
 
@@ -23,8 +25,10 @@ type Store interface {
 type TailerOptions struct {
 	Logger  *slog.Logger
 	Metrics *metrics.Stream
-	// Poll is the interval of the periodic read of every database's head,
-	// which covers lost notifications (default 1s).
+	// Poll is the interval of the periodic read of every database's head
+	// and of the access log's version, which covers lost notifications
+	// (default 500ms: an access change ends the streams it affects within
+	// it even when its notification is lost).
 	Poll time.Duration
 	// BatchSize is how many commits one read fetches (default 256).
 	BatchSize int
@@ -58,6 +62,9 @@ type Tailer struct {
 	dbs     map[int64]*sluice.Database // followed databases (ID and Epoch)
 	pos     map[int64]int64            // the last sequence handed to the hub
 	started bool                       // the first read of the heads is done
+	// lost is set while Postgres is unreachable: the open streams were
+	// ended once (their access can no longer be checked), not again.
+	lost bool
 }
 
 // NewTailer returns a Tailer that reads store and feeds hub. Call Run.
@@ -66,7 +73,7 @@ func NewTailer(store Store, hub *Hub, o TailerOptions) *Tailer {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Poll <= 0 {
-		o.Poll = time.Second
+		o.Poll = 500 * time.Millisecond
 	}
 	if o.BatchSize <= 0 {
 		o.BatchSize = 256
@@ -109,7 +116,9 @@ func (t *Tailer) Run(ctx context.Context) {
 	tick := time.NewTicker(t.poll)
 	defer tick.Stop()
 	for {
-		t.setRunning(t.sync(ctx) == nil)
+		err := t.sync(ctx)
+		t.setRunning(err == nil)
+		t.outage(err)
 		select {
 		case <-ctx.Done():
 			t.setRunning(false)
@@ -120,6 +129,20 @@ func (t *Tailer) Run(ctx context.Context) {
 			t.full = true
 			t.mu.Unlock()
 		}
+	}
+}
+
+// outage ends every open stream when Postgres became unreachable: access
+// changes can no longer be seen, so no stream may go on. Their clients
+// reconnect and resume once it is back; until then new streams get 503.
+func (t *Tailer) outage(err error) {
+	switch {
+	case err == nil:
+		t.lost = false
+	case sluice.ErrorCode(err) == sluice.CodeUnavailable && !t.lost:
+		t.lost = true
+		t.logger.Warn("change feed: postgres is unreachable; ending every open stream", "err", err)
+		t.hub.endAll(postgres.ErrUnavailable)
 	}
 }
 
@@ -184,8 +207,11 @@ func (t *Tailer) retry(full bool, ids []int64) {
 // heads reads every database's head: it starts following new databases
 // at their head, drops deleted ones, and returns those with new commits.
 func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
-	hs, err := t.store.Heads(ctx)
+	hs, access, err := t.store.Heads(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := t.hub.syncAccess(ctx, access); err != nil {
 		return nil, err
 	}
 	seen := make(map[int64]bool, len(hs))
@@ -258,6 +284,13 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		cs, err := t.store.CommitsAfter(ctx, d, t.pos[id], t.batch)
 		if err != nil {
 			return err
+		}
+		if len(cs) > 0 {
+			// Access changes visible where these commits were read reach
+			// the streams first (access.go).
+			if err := t.hub.syncAccess(ctx, maxAccessVersion(cs)); err != nil {
+				return err
+			}
 		}
 		for _, c := range cs {
 			if c.Seq != t.pos[id]+1 {

@@ -75,6 +75,12 @@ type Config struct {
 	// locks. Zero disables it.
 	// Key body_idle_timeout, env SLUICE_BODY_IDLE_TIMEOUT, flag --body-idle-timeout, default 30s.
 	BodyIdleTimeout time.Duration
+
+	// CORSOrigins are the origins whose pages may call the API with
+	// credentials; "*" lets any origin call without credentials. Empty:
+	// same origin only (no CORS headers).
+	// Key cors_origins, env SLUICE_CORS_ORIGINS, flag --cors-origins, default "".
+	CORSOrigins []string
 }
 
 // LogFormat is the encoding of log records.
@@ -114,6 +120,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
+		slog.Any("cors_origins", c.CORSOrigins),
 	)
 }
 

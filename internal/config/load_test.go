@@ -54,15 +54,15 @@ func TestDefault(t *testing.T) {
 		MaxBodyBytes:    64 << 20,
 		BodyIdleTimeout: 30 * time.Second,
 	}
-	if got := Default(); got != want {
+	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
 	}
 	got, err := load(t, nil, nil)
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Load with nothing set = %+v, %v; want %+v", got, err, want)
 	}
 	got, err = Load(nil, nil)
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Errorf("Load(nil, nil) = %+v, %v; want %+v", got, err, want)
 	}
 }
@@ -82,7 +82,7 @@ func TestFlagDefaults(t *testing.T) {
 		args = append(args, "--"+f.Name+"="+f.DefValue)
 	}
 	got, err := load(t, args, nil)
-	if err != nil || got != Default() {
+	if err != nil || !reflect.DeepEqual(got, Default()) {
 		t.Errorf("Load(%q) = %+v, %v; want %+v", args, got, err, Default())
 	}
 }
@@ -200,6 +200,7 @@ var everything = Config{
 	Heartbeat:       time.Minute,
 	MaxBodyBytes:    1024,
 	BodyIdleTimeout: 5 * time.Second,
+	CORSOrigins:     []string{"https://app.example.com", "http://localhost:3000"},
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -208,7 +209,7 @@ func TestEverythingCoversEveryField(t *testing.T) {
 	t.Parallel()
 	e, d := reflect.ValueOf(everything), reflect.ValueOf(Default())
 	for i := range e.NumField() {
-		if e.Field(i).Equal(d.Field(i)) {
+		if reflect.DeepEqual(e.Field(i).Interface(), d.Field(i).Interface()) {
 			t.Errorf("everything.%s equals the default; give it another value in this test's files", e.Type().Field(i).Name)
 		}
 	}
@@ -230,6 +231,7 @@ shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
 body_idle_timeout: 5s
+cors_origins: ["https://app.example.com", "http://localhost:3000"]
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -244,6 +246,9 @@ shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
 body_idle_timeout: 5s
+cors_origins:
+  - https://app.example.com
+  - http://localhost:3000
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -258,6 +263,7 @@ shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
 body_idle_timeout = "5s"
+cors_origins = ["https://app.example.com", "http://localhost:3000"]
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -271,7 +277,8 @@ body_idle_timeout = "5s"
   "shutdown_timeout": "30s",
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
-  "body_idle_timeout": "5s"
+  "body_idle_timeout": "5s",
+  "cors_origins": ["https://app.example.com", "http://localhost:3000"]
 }`},
 	}
 	for _, tt := range tests {
@@ -282,7 +289,7 @@ body_idle_timeout = "5s"
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != everything {
+			if !reflect.DeepEqual(got, everything) {
 				t.Errorf("got  %+v\nwant %+v", got, everything)
 			}
 		})
@@ -304,8 +311,9 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_HEARTBEAT":         "1m",
 		"SLUICE_MAX_BODY_BYTES":    "1024",
 		"SLUICE_BODY_IDLE_TIMEOUT": "5s",
+		"SLUICE_CORS_ORIGINS":      "https://app.example.com, http://localhost:3000",
 	})
-	if err != nil || got != everything {
+	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
 	}
 }
@@ -325,8 +333,9 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
 		"--body-idle-timeout", "5s",
+		"--cors-origins", "https://app.example.com,http://localhost:3000",
 	}, nil)
-	if err != nil || got != everything {
+	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
 	}
 }
@@ -500,7 +509,11 @@ func TestInvalidFileValues(t *testing.T) {
 
 func TestFileErrors(t *testing.T) {
 	t.Parallel()
-	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes, body_idle_timeout"
+	var keys []string
+	for _, o := range options() {
+		keys = append(keys, o.key)
+	}
+	known := strings.Join(keys, ", ")
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	tests := []struct {
 		name, file, content string

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -107,7 +108,67 @@ func options() []option {
 		durationOption("body_idle_timeout", "30s",
 			"longest a document write's body may send nothing before the request fails (0: no limit)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
+		listOption("cors_origins", "",
+			"origins (scheme://host[:port], comma-separated) whose pages may call the API with credentials; * lets any origin call without credentials; empty: same origin only",
+			func(c *Config, origins []string) error {
+				for _, o := range origins {
+					if err := checkOrigin(o); err != nil {
+						return err
+					}
+				}
+				c.CORSOrigins = origins
+				return nil
+			}),
 	}
+}
+
+// listOption accepts a comma-separated string (flags, the environment) or
+// a list of strings (a config file). Empty items are refused.
+func listOption(key, def, usage string, set func(*Config, []string) error) option {
+	const want = "want a list of strings (comma-separated in a flag or variable)"
+	return option{key: key, kind: kindString, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			var items []string
+			switch v := v.(type) {
+			case string:
+				if strings.TrimSpace(v) != "" {
+					for _, it := range strings.Split(v, ",") {
+						items = append(items, strings.TrimSpace(it))
+					}
+				}
+			case []any:
+				for _, it := range v {
+					s, ok := it.(string)
+					if !ok {
+						return errors.New(want)
+					}
+					items = append(items, strings.TrimSpace(s))
+				}
+			case []string:
+				items = v
+			default:
+				return errors.New(want)
+			}
+			for _, it := range items {
+				if it == "" {
+					return errors.New("empty item in the list")
+				}
+			}
+			return set(c, items)
+		}}
+}
+
+// checkOrigin accepts "*" or an origin as browsers send it: scheme and
+// host, an optional port, nothing else.
+func checkOrigin(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("origin %q: want scheme://host[:port], such as https://app.example.com, or *", o)
+	}
+	return nil
 }
 
 var levels = map[string]slog.Level{

@@ -60,8 +60,8 @@ func TestAuthMatrix(t *testing.T) {
 		{"reader writes", write, dt.Basic("rita", "rita-password"), 403, "needs the write role"},
 		{"token of a reader writes", write, dt.Bearer(tok.Token), 403, "needs the write role"},
 		{"writer writes", write, dt.Basic("wade", "wade-password"), 200, ""},
-		{"other organization reads", read, dt.Basic("otto", "otto-password"), 403, "no access"},
-		{"other organization writes", write, dt.Basic("otto", "otto-password"), 403, "no access"},
+		{"other organization reads", read, dt.Basic("otto", "otto-password"), 404, "database admin/people does not exist"},
+		{"other organization writes", write, dt.Basic("otto", "otto-password"), 404, "database admin/people does not exist"},
 		{"admin writes", write, dt.Admin(), 200, ""},
 	}
 	for _, c := range cases {

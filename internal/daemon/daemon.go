@@ -144,21 +144,26 @@ func (d *Daemon) Run(ctx context.Context) error {
 	m := metrics.New()
 	notifier := postgres.NewNotifier(store)
 	sm := metrics.NewStream(m.Registry)
-	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm})
+	// eng is built below; the hub calls Check only once streams exist.
+	var eng *engine.Engine
+	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
+		Check: func(ctx context.Context, g *sluice.Grant) error { return eng.CheckGrant(ctx, g) }})
 	// eng and gql are built below; the tailer's OnDrop only runs once the
 	// tailer runs, which starts after both are set.
-	var (
-		eng *engine.Engine
-		gql *graph.Handler
-	)
+	var gql *graph.Handler
 	tailer := changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
-	eng = engine.New(store, auth.New(store, d.opts.BcryptCost), d.logger, func(c *sluice.Commit) {
-		label := strconv.FormatInt(c.DatabaseID, 10)
-		m.Commits.WithLabelValues(label).Inc()
-		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
-		notifier.Wake(c.DatabaseID)
-		tailer.Wake(c.DatabaseID)
+	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc), d.logger, engine.Hooks{
+		OnCommit: func(c *sluice.Commit) {
+			label := strconv.FormatInt(c.DatabaseID, 10)
+			m.Commits.WithLabelValues(label).Inc()
+			m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
+			notifier.Wake(c.DatabaseID)
+			tailer.Wake(c.DatabaseID)
+		},
+		// An access change is announced to other processes by its own
+		// NOTIFY; this one's tailer applies it at once.
+		OnAccess: func() { tailer.Wake(0) },
 	})
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
@@ -184,19 +189,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
-	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
-		Access: func(ctx context.Context, u *sluice.User, db *sluice.Database, role sluice.Role) error {
-			now, _, have, err := eng.GraphQLDatabase(ctx, u, db.Org, db.Name)
-			switch {
-			case err != nil:
-				return err
-			case now.Epoch != db.Epoch:
-				return sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", db.Path())
-			case have < role:
-				return sluice.Errorf(sluice.CodeForbidden, "the access of %s to %s changed; subscribe again", u.Name, db.Path())
-			}
-			return nil
-		}})
+	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes})
 	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport}})
 
 	// The change feed stops before the HTTP server so that every open
@@ -216,7 +209,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		MaxBodyBytes:    d.cfg.MaxBodyBytes,
 		BodyIdleTimeout: d.cfg.BodyIdleTimeout,
 		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
-		GraphQL:         sse.CORS(gql),
+		GraphQL:         gql,
+		CORS:            rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:        graph.GraphiQL(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)

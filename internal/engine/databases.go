@@ -106,7 +106,9 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 	if err != nil {
 		return err
 	}
+	e.forgetHistory(d.ID)
 	e.onCommit(sys)
+	e.onAccess()
 	return nil
 }
 

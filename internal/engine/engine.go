@@ -25,6 +25,9 @@ type Engine struct {
 	// onCommit is called after every successful commit, outside any
 	// transaction (to wake the change feed and the notifier).
 	onCommit func(*sluice.Commit)
+	// onAccess is called after every committed access change (to wake the
+	// change feed, which ends the streams it affects).
+	onAccess func()
 	// gcPercent is the collector's target while large writes run (see
 	// bulkGC); 0 leaves it alone.
 	gcPercent int
@@ -32,13 +35,37 @@ type Engine struct {
 	mu         sync.Mutex
 	schemas    map[schemaKey]*sluice.Schema
 	committers map[int64]*committer // by database id; see group.go
+	history    historySchemas
 
-	// databases and roles save a round trip per request. Changes made
-	// through this process clear them at once; other replicas' changes
-	// show within cacheTTL. Writes stay correct regardless: a commit
-	// checks the schema version it validated against (postgres.Writer).
-	databases *ttlcache.Cache[dbKey, cachedDatabase]
-	roles     *ttlcache.Cache[roleKey, sluice.Role]
+	// databases and roles save a round trip per request. Each entry is
+	// tagged with the access log version it was read at: a request whose
+	// credential was read at a newer version (an access change happened,
+	// on any replica: a role changed, a database was deleted) reads them
+	// again. Without a version (no credential in the context), entries
+	// count for cacheTTL. Writes stay correct regardless: a commit checks
+	// the schema version it validated against (postgres.Writer).
+	databases *ttlcache.Cache[dbKey, versioned[cachedDatabase]]
+	roles     *ttlcache.Cache[roleKey, versioned[sluice.Role]]
+}
+
+// versioned is a cached value and the access log version it was read at.
+type versioned[T any] struct {
+	v       T
+	version int64
+}
+
+// fresh reports whether a cached value read at version may answer a
+// request whose credential was read at want (0: any cached value within
+// its TTL).
+func fresh(version, want int64) bool { return want == 0 || version >= want }
+
+// accessVersion returns the access log version of the request's
+// credential, 0 when ctx carries none.
+func accessVersion(ctx context.Context) int64 {
+	if c := auth.CredentialFrom(ctx); c != nil {
+		return c.AccessVersion
+	}
+	return 0
 }
 
 // cacheTTL is how long database metadata and roles are remembered.
@@ -58,14 +85,28 @@ type schemaKey struct {
 	version int
 }
 
-// New returns an Engine. onCommit may be nil.
-func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, onCommit func(*sluice.Commit)) *Engine {
-	if onCommit == nil {
-		onCommit = func(*sluice.Commit) {}
+// Hooks are called after changes commit, outside any transaction. Nil
+// fields are not called.
+type Hooks struct {
+	// OnCommit is called with every commit.
+	OnCommit func(*sluice.Commit)
+	// OnAccess is called after every access change (see
+	// sluice.AccessChange).
+	OnAccess func()
+}
+
+// New returns an Engine.
+func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks Hooks) *Engine {
+	if hooks.OnCommit == nil {
+		hooks.OnCommit = func(*sluice.Commit) {}
 	}
-	return &Engine{store: store, auth: a, logger: logger, onCommit: onCommit, schemas: map[schemaKey]*sluice.Schema{}, committers: map[int64]*committer{},
-		databases: ttlcache.New[dbKey, cachedDatabase](cacheTTL, time.Now),
-		roles:     ttlcache.New[roleKey, sluice.Role](cacheTTL, time.Now),
+	if hooks.OnAccess == nil {
+		hooks.OnAccess = func() {}
+	}
+	return &Engine{store: store, auth: a, logger: logger, onCommit: hooks.OnCommit, onAccess: hooks.OnAccess,
+		schemas: map[schemaKey]*sluice.Schema{}, committers: map[int64]*committer{},
+		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
+		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}
 }
 
@@ -104,7 +145,10 @@ func (e *Engine) parsed(d *sluice.Database, sdl string) (*sluice.Schema, error) 
 }
 
 // Database returns database org/name and its schema after checking that u
-// has at least role on it: a Forbidden error names the role that is missing.
+// has at least role on it: a Forbidden error names the role that is
+// missing. A database of another organization that u has no role on
+// answers exactly as one that does not exist (sluice.ErrNoDatabase), so
+// its existence is not revealed; _system keeps its Forbidden.
 func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string, role sluice.Role) (*sluice.Database, *sluice.Schema, error) {
 	d, sdl, err := e.database(ctx, org, name)
 	if err != nil {
@@ -115,7 +159,10 @@ func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string,
 		return nil, nil, err
 	}
 	if have < role {
-		if have == sluice.RoleNone && u.Org != org {
+		if have == sluice.RoleNone && u.Org != org && org != sluice.SystemOrg {
+			return nil, nil, sluice.ErrNoDatabase(org, name)
+		}
+		if have == sluice.RoleNone {
 			return nil, nil, sluice.Errorf(sluice.CodeForbidden, "user %s has no access to database %s", u.Name, d.Path())
 		}
 		return nil, nil, sluice.Errorf(sluice.CodeForbidden, "user %s needs the %s role on %s (has %s)", u.Name, role, d.Path(), have)
@@ -131,15 +178,16 @@ func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string,
 // its SDL, from the cache when fresh.
 func (e *Engine) database(ctx context.Context, org, name string) (*sluice.Database, string, error) {
 	key := dbKey{org, name}
-	if c, ok := e.databases.Get(key); ok {
-		d := c.d
-		return &d, c.sdl, nil
+	want := accessVersion(ctx)
+	if c, ok := e.databases.Get(key); ok && fresh(c.version, want) {
+		d := c.v.d
+		return &d, c.v.sdl, nil
 	}
 	d, sdl, err := e.store.Database(ctx, org, name)
 	if err != nil {
 		return nil, "", err
 	}
-	e.databases.Put(key, cachedDatabase{d: *d, sdl: sdl})
+	e.databases.Put(key, versioned[cachedDatabase]{v: cachedDatabase{d: *d, sdl: sdl}, version: want})
 	return d, sdl, nil
 }
 
@@ -160,12 +208,13 @@ func (e *Engine) Role(ctx context.Context, u *sluice.User, d *sluice.Database) (
 		return sluice.RoleNone, nil
 	}
 	key := roleKey{u.ID, d.ID}
-	if r, ok := e.roles.Get(key); ok {
-		return r, nil
+	want := accessVersion(ctx)
+	if r, ok := e.roles.Get(key); ok && fresh(r.version, want) {
+		return r.v, nil
 	}
 	r, err := e.store.Role(ctx, u.ID, d.ID)
 	if err == nil {
-		e.roles.Put(key, r)
+		e.roles.Put(key, versioned[sluice.Role]{v: r, version: want})
 	}
 	return r, err
 }

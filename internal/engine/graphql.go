@@ -45,11 +45,16 @@ func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluic
 	return e.store.DocumentsByID(ctx, d, s, ids)
 }
 
-// CommitChanges returns commit seq of d (0: the newest) with its changes,
-// unredacted, or NotFound when it does not exist or was pruned.
+// CommitChanges returns commit seq of d (0: the newest) with its changes
+// as a reader with role sees them through the current schema s (see
+// RedactCommit), or NotFound when it does not exist or was pruned.
 // Authorization as QueryDocuments.
-func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Commit, error) {
-	return e.store.Commit(ctx, d, seq)
+func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error) {
+	c, err := e.store.Commit(ctx, d, seq)
+	if err != nil {
+		return nil, err
+	}
+	return e.RedactCommit(ctx, d, s, role, c)
 }
 
 // WriteKind says what a WriteOp does.

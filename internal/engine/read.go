@@ -133,15 +133,9 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, c := range cs {
-		for i := range c.Changes {
-			ch := &c.Changes[i]
-			if ch.Before, err = redactFor(role, s, ch.Before); err != nil {
-				return nil, nil, err
-			}
-			if ch.After, err = redactFor(role, s, ch.After); err != nil {
-				return nil, nil, err
-			}
+	for i, c := range cs {
+		if cs[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
+			return nil, nil, err
 		}
 	}
 	return d, cs, nil

@@ -183,3 +183,21 @@ func subdocuments(f *sluice.Field, v any) []map[string]any {
 	}
 	return out
 }
+
+// RedactAt is Redact for an image of commit c: it also hides what the
+// schema c was made under did not let the reader's role see (see
+// RedactCommit).
+func (r *Reader) RedactAt(ctx context.Context, c *sluice.Commit, class string, doc []byte) ([]byte, error) {
+	doc, err := r.Redact(ctx, doc)
+	if err != nil || doc == nil || r.Role >= sluice.RoleAdmin {
+		return doc, err
+	}
+	old, err := r.e.schemaAt(ctx, r.Database, c.Seq)
+	if err != nil {
+		return nil, err
+	}
+	if !hides(r.Role, r.Schema, old, class) {
+		return doc, nil
+	}
+	return redactHistory(r.Role, r.Schema, old, doc)
+}

@@ -76,7 +76,6 @@ func (e *Engine) Bootstrap(ctx context.Context, adminPassword string) (generated
 			if err != nil {
 				return err
 			}
-			e.auth.Forget()
 			return tx.SetPassword(ctx, u.ID, hash)
 		}
 		return nil
@@ -182,7 +181,8 @@ func (e *Engine) Organizations(ctx context.Context, u *sluice.User) ([]string, e
 }
 
 // SetRole grants user target a role on a database (RoleNone revokes); it
-// needs the admin role on that database.
+// needs the admin role on that database. Open streams of target that the
+// new role no longer allows end, on every replica (see sluice.AccessChange).
 func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target string, role sluice.Role) error {
 	d, _, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
 	if err != nil {
@@ -196,8 +196,12 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 		return err
 	}
 	err = e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.SetRole(ctx, tu.ID, d.ID, role) })
+	if err != nil {
+		return err
+	}
 	e.roles.Clear()
-	return err
+	e.onAccess()
+	return nil
 }
 
 // CreateToken creates an API token for u and returns its secret, which is
@@ -213,12 +217,136 @@ func (e *Engine) Tokens(ctx context.Context, u *sluice.User) ([]*sluice.Token, e
 	return e.store.Tokens(ctx, u.ID)
 }
 
-// RevokeToken revokes one of u's tokens. It takes effect at once here and
-// within auth.CacheTTL on other replicas.
+// RevokeToken revokes one of u's tokens. Requests with it are refused at
+// once on every replica, and streams opened with it end.
 func (e *Engine) RevokeToken(ctx context.Context, u *sluice.User, id int64) error {
-	if err := e.store.RevokeToken(ctx, u.ID, id); err != nil {
+	err := e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.RevokeToken(ctx, u.ID, id) })
+	if err != nil {
 		return err
 	}
-	e.auth.Forget()
+	e.onAccess()
+	return nil
+}
+
+// ChangePassword sets user target's password; u must be target or the
+// super user. Streams opened with the old password end; tokens stay valid.
+func (e *Engine) ChangePassword(ctx context.Context, u *sluice.User, target, password string) error {
+	if u.Name != target {
+		if err := requireSuperuser(u); err != nil {
+			return err
+		}
+	}
+	if len(password) < 8 {
+		return sluice.Errorf(sluice.CodeInvalid, "password must be at least 8 characters")
+	}
+	hash, err := e.auth.HashPassword(password)
+	if err != nil {
+		return err
+	}
+	tu, _, err := e.store.UserByName(ctx, target)
+	if err != nil {
+		return err
+	}
+	if err := e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.SetPassword(ctx, tu.ID, hash) }); err != nil {
+		return err
+	}
+	e.onAccess()
+	return nil
+}
+
+// DeleteUser deletes user target with its tokens and roles; super user
+// only. The super user itself cannot be deleted. Its User document is
+// deleted from _system in the same transaction, and its open streams end.
+func (e *Engine) DeleteUser(ctx context.Context, u *sluice.User, target string) error {
+	if err := requireSuperuser(u); err != nil {
+		return err
+	}
+	var c *sluice.Commit
+	err := e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		tu, _, err := tx.UserByName(ctx, target)
+		if err != nil {
+			return err
+		}
+		if tu.Superuser {
+			return sluice.Errorf(sluice.CodeForbidden, "the super user %s cannot be deleted", tu.Name)
+		}
+		if err := tx.DeleteUser(ctx, tu); err != nil {
+			return err
+		}
+		c, err = e.systemWrite(ctx, tx, u, "delete user "+target, func(ctx context.Context, w *postgres.Writer) error {
+			return w.Delete(ctx, []string{userDoc(tu).ID})
+		})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	e.roles.Clear()
+	e.onCommit(c)
+	e.onAccess()
+	return nil
+}
+
+// DeleteOrganization deletes organization org with all its databases and
+// users; super user only. The organizations admin (the super user's) and
+// _system cannot be deleted. Their _system documents are deleted in the
+// same transaction, and every open stream they allowed ends.
+func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org string) error {
+	if err := requireSuperuser(u); err != nil {
+		return err
+	}
+	if org == AdminOrg || org == sluice.SystemOrg {
+		return sluice.Errorf(sluice.CodeForbidden, "organization %s cannot be deleted", org)
+	}
+	var c *sluice.Commit
+	var dropped []*sluice.Database
+	err := e.store.InTx(ctx, func(tx *postgres.Tx) error {
+		dropped = nil
+		all, err := tx.Databases(ctx)
+		if err != nil {
+			return err
+		}
+		var docs []string
+		for _, d := range all {
+			if d.Org != org {
+				continue
+			}
+			if err := tx.DeleteDatabase(ctx, d); err != nil {
+				return err
+			}
+			dropped = append(dropped, d)
+			docs = append(docs, userDatabaseDoc(d).ID)
+		}
+		users, err := tx.OrganizationMembers(ctx, org)
+		if err != nil {
+			return err
+		}
+		for _, m := range users {
+			if m.Superuser {
+				return sluice.Errorf(sluice.CodeForbidden, "organization %s holds the super user %s and cannot be deleted", org, m.Name)
+			}
+			if err := tx.DeleteUser(ctx, m); err != nil {
+				return err
+			}
+			docs = append(docs, userDoc(m).ID)
+		}
+		if err := tx.DeleteOrganization(ctx, org); err != nil {
+			return err
+		}
+		docs = append(docs, organizationDoc(org).ID)
+		c, err = e.systemWrite(ctx, tx, u, "delete organization "+org, func(ctx context.Context, w *postgres.Writer) error {
+			return w.Delete(ctx, docs)
+		})
+		return err
+	})
+	for _, d := range dropped {
+		e.forgetDatabase(d)
+	}
+	if err != nil {
+		return err
+	}
+	e.roles.Clear()
+	e.onCommit(c)
+	e.onAccess()
 	return nil
 }

@@ -19,6 +19,9 @@ type Metrics struct {
 	HTTPDuration *prometheus.HistogramVec // by method, route
 	Commits      *prometheus.CounterVec   // by database ("org/name")
 	Changes      *prometheus.CounterVec   // by database and op
+	// PasswordChecks counts bcrypt comparisons: one per new (user,
+	// password, stored hash), however many requests present it.
+	PasswordChecks prometheus.Counter
 }
 
 // New creates and registers every collector, plus the Go and process
@@ -43,8 +46,12 @@ func New() *Metrics {
 			Name: "sluice_changes_total",
 			Help: "Document changes committed through this process, by database.",
 		}, []string{"database"}),
+		PasswordChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_auth_password_checks_total",
+			Help: "Password hash comparisons run (bcrypt): one per credential and stored hash, not per request.",
+		}),
 	}
-	m.Registry.MustRegister(m.HTTPRequests, m.HTTPDuration, m.Commits, m.Changes,
+	m.Registry.MustRegister(m.HTTPRequests, m.HTTPDuration, m.Commits, m.Changes, m.PasswordChecks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -23,6 +23,9 @@ type Stream struct {
 	// ResumeFailures counts resumes refused because the position expired
 	// or belongs to another epoch, by database.
 	ResumeFailures *prometheus.CounterVec
+	// StreamsEnded counts open streams ended because an access change took
+	// their access away, or because Postgres was lost.
+	StreamsEnded prometheus.Counter
 	// Latency observes the time from commit to the write of its event to a
 	// client, by transport.
 	Latency *prometheus.HistogramVec
@@ -59,6 +62,10 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Name: "sluice_stream_replays_total",
 			Help: "Subscriptions resumed from a past position and replayed from the log, by database.",
 		}, []string{"database"}),
+		StreamsEnded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_streams_ended_by_access_total",
+			Help: "Open streams ended because an access change took their access away, or because Postgres was lost.",
+		}),
 		ResumeFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_stream_resume_failures_total",
 			Help: "Resumes refused because the position expired or is from another epoch, by database.",
@@ -82,6 +89,6 @@ func NewStream(reg prometheus.Registerer) *Stream {
 		}),
 	}
 	reg.MustRegister(s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays,
-		s.ResumeFailures, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects)
+		s.ResumeFailures, s.StreamsEnded, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects)
 	return s
 }

@@ -39,14 +39,23 @@ func database(ctx context.Context, q querier, org, name string) (*sluice.Databas
 		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id
 		WHERE d.org = $1 AND d.name = $2`, org, name))
 	if errors.Is(err, errNotFound) {
-		return nil, "", sluice.Errorf(sluice.CodeNotFound, "database %s/%s does not exist", org, name)
+		return nil, "", sluice.ErrNoDatabase(org, name)
 	}
 	return d, sdl, err
 }
 
 // Databases returns every database, ordered by org and name.
 func (db *DB) Databases(ctx context.Context) ([]*sluice.Database, error) {
-	rows, err := db.pool.Query(ctx, `SELECT `+databaseColumns+`
+	return databases(ctx, db.pool)
+}
+
+// Databases is DB.Databases inside the transaction.
+func (t *Tx) Databases(ctx context.Context) ([]*sluice.Database, error) {
+	return databases(ctx, t.tx)
+}
+
+func databases(ctx context.Context, q querier) ([]*sluice.Database, error) {
+	rows, err := q.Query(ctx, `SELECT `+databaseColumns+`
 		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id
 		ORDER BY d.org, d.name`)
 	if err != nil {
@@ -105,6 +114,9 @@ func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.S
 	if _, err := t.tx.Exec(ctx, "INSERT INTO sluice.commit_counters (db_id) VALUES ($1)", d.ID); err != nil {
 		return mapError(err)
 	}
+	if _, err := t.tx.Exec(ctx, "INSERT INTO sluice.schema_versions (db_id, version, sdl, first_seq) VALUES ($1, 1, $2, 1)", d.ID, s.SDL); err != nil {
+		return mapError(err)
+	}
 	if _, err := t.tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()); err != nil {
 		return mapError(err)
 	}
@@ -126,7 +138,7 @@ func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
 	if tag.RowsAffected() == 0 {
 		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
 	}
-	return nil
+	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessDatabase, DatabaseID: d.ID, Org: d.Org})
 }
 
 // LockDatabase locks database d's commit counter for a schema change: it
@@ -157,10 +169,37 @@ func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *s
 	if _, err := t.tx.Exec(ctx, "UPDATE sluice.databases SET schema_sdl = $2 WHERE id = $1", d.ID, next.SDL); err != nil {
 		return mapError(err)
 	}
-	if err := t.tx.QueryRow(ctx, "UPDATE sluice.commit_counters SET schema_version = schema_version + 1 WHERE db_id = $1 RETURNING schema_version", d.ID).Scan(&d.SchemaVersion); err != nil {
+	var last int64
+	if err := t.tx.QueryRow(ctx, "UPDATE sluice.commit_counters SET schema_version = schema_version + 1 WHERE db_id = $1 RETURNING schema_version, last_seq", d.ID).Scan(&d.SchemaVersion, &last); err != nil {
 		return mapError(err)
 	}
-	return nil
+	// The counter row is locked (LockDatabase): the next commit is last+1.
+	_, err := t.tx.Exec(ctx, "INSERT INTO sluice.schema_versions (db_id, version, sdl, first_seq) VALUES ($1, $2, $3, $4)", d.ID, d.SchemaVersion, next.SDL, last+1)
+	return mapError(err)
+}
+
+// SchemaVersion is one version of a database's schema and the first
+// commit made under it.
+type SchemaVersion struct {
+	Version  int
+	SDL      string
+	FirstSeq int64
+}
+
+// SchemaVersions returns the known schema versions of database dbID,
+// oldest first. Versions from before migration 5 are not known: the
+// oldest listed may start after commit 1.
+func (db *DB) SchemaVersions(ctx context.Context, dbID int64) ([]SchemaVersion, error) {
+	rows, err := db.pool.Query(ctx, "SELECT version, sdl, first_seq FROM sluice.schema_versions WHERE db_id = $1 ORDER BY version", dbID)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SchemaVersion, error) {
+		var v SchemaVersion
+		err := row.Scan(&v.Version, &v.SDL, &v.FirstSeq)
+		return v, err
+	})
+	return out, mapError(err)
 }
 
 // CountMissing returns how many documents of the given classes lack field.

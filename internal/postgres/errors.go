@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,6 +35,9 @@ func mapError(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
+	if unreachable(err) {
+		return &unavailableError{err: err}
+	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
@@ -44,4 +50,41 @@ func mapError(err error) error {
 		}
 	}
 	return err
+}
+
+// ErrUnavailable is the client-facing error for a Postgres server that
+// cannot be reached (or is shutting down or starting): every request
+// answers it with 503 and Retry-After, and streams end with it.
+var ErrUnavailable = sluice.Errorf(sluice.CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")
+
+// unavailableError keeps the driver's error for the log while showing
+// clients ErrUnavailable.
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return "postgres unavailable: " + e.err.Error() }
+func (e *unavailableError) Unwrap() []error {
+	return []error{ErrUnavailable, e.err}
+}
+
+// unreachable reports whether err says the server cannot be reached, the
+// connection broke, or the server is shutting down or starting: failures
+// of the infrastructure, not of the statement.
+func unreachable(err error) bool {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		// Class 08: connection exception; 57P01-57P03: admin shutdown,
+		// crash shutdown, cannot connect now.
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return true
+	}
+	// pgconn reports a connection that died under an earlier statement as
+	// "conn closed" without a typed error.
+	return strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "closed pool")
 }

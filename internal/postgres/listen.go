@@ -15,24 +15,34 @@ type Head struct {
 	History
 }
 
-// Heads returns the head of every database's commit log: one cheap read of
-// the counter rows, for the change feed's periodic poll.
-func (db *DB) Heads(ctx context.Context) ([]Head, error) {
-	rows, err := db.pool.Query(ctx, `SELECT d.id, d.epoch, c.last_seq, c.pruned_seq
+// Heads returns the head of every database's commit log, and the access
+// log's version, from one snapshot: one cheap read of the counter rows, for
+// the change feed's periodic poll.
+func (db *DB) Heads(ctx context.Context) ([]Head, int64, error) {
+	// The union's first row carries the access version (id 0 is no
+	// database), so there is a row even without databases.
+	rows, err := db.pool.Query(ctx, `SELECT 0, '', `+accessVersionSQL+`, 0
+		UNION ALL
+		SELECT d.id, d.epoch, c.last_seq, c.pruned_seq
 		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id`)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, 0, mapError(err)
 	}
 	defer rows.Close()
 	var out []Head
+	var access int64
 	for rows.Next() {
 		var h Head
 		if err := rows.Scan(&h.DatabaseID, &h.Epoch, &h.LastSeq, &h.PrunedSeq); err != nil {
-			return nil, mapError(err)
+			return nil, 0, mapError(err)
+		}
+		if h.DatabaseID == 0 {
+			access = h.LastSeq
+			continue
 		}
 		out = append(out, h)
 	}
-	return out, mapError(rows.Err())
+	return out, access, mapError(rows.Err())
 }
 
 // listenerName is the application_name of listening connections, so that

@@ -170,8 +170,10 @@ func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64) (*sluic
 func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, args ...any) ([]*sluice.Commit, error) {
 	// One statement, so one snapshot and one round trip: the commits and
 	// their change batches in order.
+	// The access log's version comes from the same snapshot (see
+	// accessVersionSQL and sluice.Commit.AccessVersion).
 	rows, err := db.pool.Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes,
-			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters
+			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+`
 		FROM (SELECT `+commitColumns+` FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
 		ORDER BY c.seq, ch.idx`, args...)
@@ -189,7 +191,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		var ops []int16
 		var befores, afters []byte
 		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.UserID, &cur.Time, &cur.NumChanges,
-			&idx, &ids, &ops, &befores, &afters); err != nil {
+			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion); err != nil {
 			return nil, mapError(err)
 		}
 		if c == nil || c.Seq != cur.Seq {
@@ -392,7 +394,7 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64)
 				return err
 			}
 		}
-		return nil
+		return pruneAccess(ctx, tx)
 	})
 	return total, mapError(err)
 }

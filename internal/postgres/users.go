@@ -94,26 +94,90 @@ func (db *DB) Users(ctx context.Context) ([]*sluice.User, error) {
 	return out, mapError(rows.Err())
 }
 
-// SetPassword replaces a user's password hash.
+// SetPassword replaces a user's password hash and records the change in
+// the access log (streams authenticated with the old password end).
 func (t *Tx) SetPassword(ctx context.Context, userID int64, hash string) error {
-	_, err := t.tx.Exec(ctx, "UPDATE sluice.users SET password_hash = $2 WHERE id = $1", userID, hash)
-	return mapError(err)
+	if _, err := t.tx.Exec(ctx, "UPDATE sluice.users SET password_hash = $2 WHERE id = $1", userID, hash); err != nil {
+		return mapError(err)
+	}
+	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessPassword, UserID: userID})
 }
 
-// UserByToken returns the owner of the unrevoked token whose secret hashes to
-// hash, or an Unauthenticated error.
-func (db *DB) UserByToken(ctx context.Context, hash []byte) (*sluice.User, error) {
+// DeleteUser deletes user u (its tokens and roles go with it) and records
+// it in the access log.
+func (t *Tx) DeleteUser(ctx context.Context, u *sluice.User) error {
+	tag, err := t.tx.Exec(ctx, "DELETE FROM sluice.users WHERE id = $1", u.ID)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", u.Name)
+	}
+	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessUser, UserID: u.ID})
+}
+
+// OrganizationMembers returns the users of organization org.
+func (t *Tx) OrganizationMembers(ctx context.Context, org string) ([]*sluice.User, error) {
+	rows, err := t.tx.Query(ctx, "SELECT id, org, name, superuser FROM sluice.users WHERE org = $1 ORDER BY name", org)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*sluice.User, error) {
+		var u sluice.User
+		err := row.Scan(&u.ID, &u.Org, &u.Name, &u.Superuser)
+		return &u, err
+	})
+	return out, mapError(err)
+}
+
+// DeleteOrganization deletes organization org, which must hold no users
+// and no databases any more (delete them first, in the same Tx), and
+// records it in the access log.
+func (t *Tx) DeleteOrganization(ctx context.Context, org string) error {
+	tag, err := t.tx.Exec(ctx, "DELETE FROM sluice.organizations WHERE name = $1", org)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.Errorf(sluice.CodeNotFound, "organization %q does not exist", org)
+	}
+	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessOrganization, Org: org})
+}
+
+// PasswordCredential returns the credential of user name for a password
+// check: the user, its password hash and the access log's version, from
+// one snapshot. A missing user is a NotFound error.
+func (db *DB) PasswordCredential(ctx context.Context, name string) (*sluice.Credential, error) {
 	var u sluice.User
-	err := db.pool.QueryRow(ctx, `SELECT u.id, u.org, u.name, u.superuser FROM sluice.tokens t
+	c := &sluice.Credential{User: &u}
+	err := db.pool.QueryRow(ctx, "SELECT id, org, name, superuser, password_hash, "+accessVersionSQL+" FROM sluice.users WHERE name = $1", name).
+		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser, &c.PasswordHash, &c.AccessVersion)
+	if errors.Is(mapError(err), errNotFound) {
+		return nil, sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", name)
+	}
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return c, nil
+}
+
+// TokenCredential returns the credential of the unrevoked token whose
+// secret hashes to hash: its owner, its id and the access log's version,
+// from one snapshot. An unknown or revoked token is an Unauthenticated
+// error.
+func (db *DB) TokenCredential(ctx context.Context, hash []byte) (*sluice.Credential, error) {
+	var u sluice.User
+	c := &sluice.Credential{User: &u}
+	err := db.pool.QueryRow(ctx, `SELECT u.id, u.org, u.name, u.superuser, t.id, `+accessVersionSQL+` FROM sluice.tokens t
 		JOIN sluice.users u ON u.id = t.user_id WHERE t.hash = $1 AND t.revoked_at IS NULL`, hash).
-		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser)
+		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser, &c.TokenID, &c.AccessVersion)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "invalid or revoked token")
 	}
 	if err != nil {
 		return nil, mapError(err)
 	}
-	return &u, nil
+	return c, nil
 }
 
 // CreateToken stores a new token for userID and returns it.
@@ -142,20 +206,21 @@ func (db *DB) Tokens(ctx context.Context, userID int64) ([]*sluice.Token, error)
 	return out, mapError(rows.Err())
 }
 
-// RevokeToken revokes token id of userID. It returns NotFound when userID has
-// no such unrevoked token.
-func (db *DB) RevokeToken(ctx context.Context, userID, id int64) error {
-	tag, err := db.pool.Exec(ctx, "UPDATE sluice.tokens SET revoked_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL", id, userID)
+// RevokeToken revokes token id of userID and records it in the access log.
+// It returns NotFound when userID has no such unrevoked token.
+func (t *Tx) RevokeToken(ctx context.Context, userID, id int64) error {
+	tag, err := t.tx.Exec(ctx, "UPDATE sluice.tokens SET revoked_at = now() WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL", id, userID)
 	if err != nil {
 		return mapError(err)
 	}
 	if tag.RowsAffected() == 0 {
 		return sluice.Errorf(sluice.CodeNotFound, "token %d does not exist or is already revoked", id)
 	}
-	return nil
+	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessToken, UserID: userID, TokenID: id})
 }
 
-// SetRole grants userID role on database dbID; RoleNone removes the grant.
+// SetRole grants userID role on database dbID (RoleNone removes the
+// grant) and records it in the access log.
 func (t *Tx) SetRole(ctx context.Context, userID, dbID int64, role sluice.Role) error {
 	var err error
 	if role == sluice.RoleNone {
@@ -164,7 +229,10 @@ func (t *Tx) SetRole(ctx context.Context, userID, dbID int64, role sluice.Role) 
 		_, err = t.tx.Exec(ctx, `INSERT INTO sluice.roles (user_id, db_id, role) VALUES ($1, $2, $3)
 			ON CONFLICT (user_id, db_id) DO UPDATE SET role = EXCLUDED.role`, userID, dbID, int(role))
 	}
-	return mapError(err)
+	if err != nil {
+		return mapError(err)
+	}
+	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessRole, UserID: userID, DatabaseID: dbID, Role: role})
 }
 
 // Role returns userID's granted role on dbID (RoleNone when none).
@@ -194,4 +262,11 @@ func (db *DB) Roles(ctx context.Context, userID int64) (map[int64]sluice.Role, e
 		out[id] = sluice.Role(r)
 	}
 	return out, mapError(rows.Err())
+}
+
+// TokenValid reports whether token id of userID exists and is unrevoked.
+func (db *DB) TokenValid(ctx context.Context, userID, id int64) (bool, error) {
+	var ok bool
+	err := db.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sluice.tokens WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL)", id, userID).Scan(&ok)
+	return ok, mapError(err)
 }

@@ -88,18 +88,12 @@ func (a *api) observe(next http.Handler) http.Handler {
 // authenticate requires credentials and puts the user in the context.
 func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodOptions {
-			// CORS preflights carry no credentials; the handlers that
-			// support CORS answer them.
-			next.ServeHTTP(w, r)
-			return
-		}
-		u, err := a.Engine.Auth().Authenticate(r)
+		c, err := a.Engine.Auth().Authenticate(r)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(auth.WithUser(r.Context(), u)))
+		next.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), c)))
 	})
 }
 

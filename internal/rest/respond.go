@@ -26,6 +26,9 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
 	}
+	if code == sluice.CodeUnavailable {
+		w.Header().Set("Retry-After", RetryAfter)
+	}
 	status := "api:failure"
 	if code == sluice.CodeInternal || code == sluice.CodeUnavailable {
 		status = "api:server_error"
@@ -36,6 +39,10 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		Message: sluice.ErrorMessage(err),
 	})
 }
+
+// RetryAfter is the Retry-After of every 503, in seconds: Postgres was
+// unreachable or the daemon is starting or stopping.
+const RetryAfter = "2"
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

@@ -35,6 +35,8 @@ type Deps struct {
 	GraphiQL http.Handler
 	// Stream serves the change streams (see subscribe.go).
 	Stream StreamDeps
+	// CORS is the cross-origin policy of every route.
+	CORS *CORS
 }
 
 type api struct {
@@ -45,7 +47,7 @@ type api struct {
 func Routes(d Deps) http.Handler {
 	a := &api{Deps: d}
 	r := chi.NewRouter()
-	r.Use(a.recoverer, a.observe)
+	r.Use(a.recoverer, a.observe, d.CORS.Middleware)
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
@@ -77,8 +79,11 @@ func Routes(d Deps) http.Handler {
 
 		r.Get("/api/organizations", a.listOrganizations)
 		r.Post("/api/organizations", a.createOrganization)
+		r.Delete("/api/organizations/{name}", a.deleteOrganization)
 		r.Get("/api/users", a.listUsers)
 		r.Post("/api/users", a.createUser)
+		r.Delete("/api/users/{name}", a.deleteUser)
+		r.Put("/api/users/{name}/password", a.setPassword)
 		r.Put("/api/roles/{org}/{db}", a.setRole)
 		r.Get("/api/tokens", a.listTokens)
 		r.Post("/api/tokens", a.createToken)

@@ -54,16 +54,7 @@ func opToken(o sluice.Op) string {
 // one server-sent event per changed document of the class or a subclass,
 // as a CloudEvents 1.0 structured event, resumable with Last-Event-ID.
 func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
-	setCORS(w, r)
-	switch r.Method {
-	case http.MethodGet:
-	case http.MethodOptions:
-		w.Header().Set("Access-Control-Allow-Methods", "GET, OPTIONS")
-		w.Header().Set("Access-Control-Allow-Headers", "Authorization, Last-Event-ID, Cache-Control")
-		w.Header().Set("Access-Control-Max-Age", "600")
-		w.WriteHeader(http.StatusNoContent)
-		return
-	default:
+	if r.Method != http.MethodGet {
 		w.Header().Set("Allow", "GET, OPTIONS")
 		writeError(w, r, errMethod(r))
 		return
@@ -90,6 +81,15 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 	}
 	req.class = class
 	req.reader = reader
+	// The guard comes first: an access change from now on ends the
+	// stream before any later commit reaches it (changefeed/access.go).
+	var ender changefeed.Ender
+	guard, err := a.Stream.Hub.Guard(r.Context(), engine.Grant(r.Context(), userFrom(r), reader.Database, reader.Role), ender.End)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	defer guard.Release()
 	// No hub class filter: a subclass added to the schema while the stream
 	// is open must match too, which only the stream's refreshed schema
 	// knows.
@@ -107,6 +107,10 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	if err := ender.Serve(sub); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	st.sub = sub
 	st.serve(r)
 }
@@ -198,17 +202,6 @@ func parseHeartbeat(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// setCORS reflects the request's Origin: streams are read by browsers
-// from other origins with credentials.
-func setCORS(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Add("Vary", "Origin")
-	if o := r.Header.Get("Origin"); o != "" {
-		h.Set("Access-Control-Allow-Origin", o)
-		h.Set("Access-Control-Allow-Credentials", "true")
-	}
-}
-
 // eventStream writes one change stream.
 type eventStream struct {
 	*api
@@ -258,8 +251,9 @@ func (s *eventStream) serve(r *http.Request) {
 				return
 			}
 		case <-s.sub.Done():
-			// What was queued before the end is still owed, in order.
-			for {
+			// What was queued before the end is still owed, in order,
+			// unless the stream lost its access: then nothing more.
+			for !changefeed.IsRevoked(s.sub.Err()) {
 				select {
 				case c := <-s.sub.Commits():
 					if err := s.writeCommits(r.Context(), c); err != nil {
@@ -280,13 +274,6 @@ func (s *eventStream) serve(r *http.Request) {
 			s.fail(logger, err)
 			return
 		case <-tick.C:
-			// Access is re-checked at every heartbeat: a revoked role or a
-			// deleted database ends the stream with an error event within
-			// one heartbeat (plus the engine's one-second cache).
-			if err := s.req.reader.Refresh(r.Context()); err != nil {
-				s.fail(logger, err)
-				return
-			}
 			s.out.Buf.WriteString(": ping\n\n")
 			if err := s.flush(); err != nil {
 				return
@@ -389,7 +376,7 @@ func (s *eventStream) appendEvents(ctx context.Context, c *sluice.Commit) (int, 
 		if ch.Op == sluice.OpDeleted {
 			doc = ch.Before
 		}
-		data, err := rd.Redact(ctx, doc)
+		data, err := rd.RedactAt(ctx, c, ch.Class, doc)
 		if err != nil {
 			return n, err
 		}

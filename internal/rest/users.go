@@ -148,3 +148,42 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, success(map[string]any{"revoked": id}))
 }
+
+// deleteOrganization deletes an organization with its users and databases.
+func (a *api) deleteOrganization(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := a.Engine.DeleteOrganization(r.Context(), userFrom(r), name); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{"deleted": name}))
+}
+
+// deleteUser deletes a user with its tokens and roles.
+func (a *api) deleteUser(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := a.Engine.DeleteUser(r.Context(), userFrom(r), name); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{"deleted": name}))
+}
+
+// setPassword changes a user's password: the user's own, or any as the
+// super user.
+func (a *api) setPassword(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Password string `json:"password"`
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	name := chi.URLParam(r, "name")
+	if err := a.Engine.ChangePassword(r.Context(), userFrom(r), name, body.Password); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{"user": name}))
+}

@@ -119,6 +119,21 @@ type member struct {
 	// counted is the subscribers gauge that counts m while it is a member
 	// (nil without metrics): the group's hub subscription is not counted.
 	counted gauge
+	// revoked is set when the stream lost its access (End): m takes
+	// nothing more.
+	revoked bool
+}
+
+// End stops m taking anything more: its stream lost its access (see
+// changefeed.Guard). It wakes the members waiting, m among them.
+func (m *member) End(error) {
+	g := m.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !m.revoked {
+		m.revoked = true
+		g.signal()
+	}
 }
 
 // join adds a subscriber to the group of key, starting the group (a hub
@@ -399,6 +414,7 @@ const (
 	takeWait     takeState = iota // wait on the wake channel
 	takeDetached                  // continue on its own from m.from
 	takeEnded                     // the group ended: finish with g.err
+	takeRevoked                   // the member lost its access: finish
 )
 
 // take appends to buf the next entries (at most takeMax) m has not taken.
@@ -409,6 +425,9 @@ func (m *member) take(buf []entry) ([]entry, <-chan struct{}, takeState) {
 	g := m.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if m.revoked {
+		return buf, nil, takeRevoked
+	}
 	if m.detached {
 		return buf, nil, takeDetached
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 // transportLabel names the framings in metrics and subscription listings.
@@ -53,6 +54,10 @@ type session struct {
 	// own) is set once the session is registered.
 	m   *member
 	sub *changefeed.Subscription
+	// guard ends the stream when an access change takes its grant away;
+	// ender ends whatever serves the stream at that time.
+	guard *changefeed.Guard
+	ender changefeed.Ender
 
 	deliveredCounter prometheus.Counter
 	latency          prometheus.Observer
@@ -77,10 +82,19 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 		return nil
 	}
 	s.gs, s.db = gs, greq.DB
+	// The guard comes first: an access change from now on ends the
+	// stream before any later commit reaches it (changefeed/access.go).
+	guard, err := t.opts.Hub.Guard(ctx, engine.Grant(ctx, greq.User, greq.DB, t.es.Role()), s.ender.End)
+	if err != nil {
+		s.fail(err)
+		return nil
+	}
+	s.guard = guard
 	if req.from == nil {
 		if key, ok := keyOf(t.es, req); ok {
 			m, err := t.join(ctx, key, gs, greq.DB, s.label)
 			if err != nil {
+				guard.Release()
 				s.fail(err)
 				return nil
 			}
@@ -93,8 +107,15 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 			// operation and subscription, about a KiB, are not kept for
 			// the life of the stream.
 			s.gs = m.g.gs
+			if err := s.ender.Serve(m); err != nil {
+				m.leave()
+				guard.Release()
+				s.fail(err)
+				return nil
+			}
 			if !s.ready(req) {
 				m.leave()
+				guard.Release()
 				return nil
 			}
 			s.m = m
@@ -103,14 +124,22 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 	}
 	sub, err := t.opts.Hub.Subscribe(ctx, greq.DB, req.from, changefeed.Options{Classes: gs.Classes(), Transport: s.label})
 	if err != nil {
+		guard.Release()
 		// An expired position is an error on the stream, never a silent
 		// gap: the client re-reads the current state.
 		s.fail(err)
 		return nil
 	}
 	s.subID = sub.ID()
+	if err := s.ender.Serve(sub); err != nil {
+		sub.Close()
+		guard.Release()
+		s.fail(err)
+		return nil
+	}
 	if !s.ready(req) {
 		sub.Close()
+		guard.Release()
 		return nil
 	}
 	s.sub = sub
@@ -121,6 +150,7 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 // is written) or the subscription ends (an error next unless the server
 // is shutting down, then complete), then releases the subscription.
 func (s *session) serve() {
+	defer s.guard.Release()
 	if s.m != nil {
 		defer s.m.leave()
 		s.member(s.m)
@@ -229,10 +259,17 @@ func (s *session) member(m *member) {
 				return
 			}
 			defer sub.Close()
+			if err := s.ender.Serve(sub); err != nil {
+				s.finish(err)
+				return
+			}
 			s.own(sub)
 			return
 		case takeEnded:
 			s.finish(m.g.err)
+			return
+		case takeRevoked:
+			s.finish(s.ender.Err())
 			return
 		}
 		select {
@@ -243,16 +280,6 @@ func (s *session) member(m *member) {
 			}
 		}
 	}
-}
-
-// recheck runs Options.Access at every heartbeat, so a subscriber whose
-// access was revoked (or narrowed) or whose database was deleted is ended
-// within a heartbeat.
-func (s *session) recheck() error {
-	if s.t.opts.Access == nil {
-		return nil
-	}
-	return s.t.opts.Access(s.r.Context(), graph.RequestFrom(s.r.Context()).User, s.db, s.t.es.Role())
 }
 
 // writeEntries writes the events of es, then flushes once.
@@ -311,8 +338,9 @@ func (s *session) own(sub *changefeed.Subscription) {
 				return
 			}
 		case <-sub.Done():
-			// What was queued before the end is still owed, in order.
-			for drained := false; !drained; {
+			// What was queued before the end is still owed, in order,
+			// unless the stream lost its access: then nothing more.
+			for drained := changefeed.IsRevoked(sub.Err()); !drained; {
 				select {
 				case c := <-sub.Commits():
 					if err := s.commits(sub, c); err != nil {
@@ -336,14 +364,11 @@ func (s *session) own(sub *changefeed.Subscription) {
 }
 
 // heartbeatDue handles a beat: it reports false when the stream ends (the
-// client left, its access was revoked, or the ping could not be written),
-// and otherwise re-checks access, pings and schedules the next beat.
+// client left, or the ping could not be written), and otherwise pings and
+// schedules the next beat. Heartbeats are keep-alives only: access changes
+// end streams through their guard.
 func (s *session) heartbeatDue() bool {
 	if s.gone.Load() {
-		return false
-	}
-	if err := s.recheck(); err != nil {
-		s.finish(err)
 		return false
 	}
 	s.st.ping()

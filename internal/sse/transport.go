@@ -40,10 +40,6 @@ type Options struct {
 	WriteTimeout time.Duration
 	// MaxBodyBytes bounds a POST body (default 10 MiB).
 	MaxBodyBytes int64
-	// Access, when set, is called at every heartbeat of a subscription
-	// with its user, database and the role its schema was generated for;
-	// an error ends the stream with that error.
-	Access func(ctx context.Context, u *sluice.User, d *sluice.Database, role sluice.Role) error
 }
 
 // Server is the graphql-sse transport shared by every database's gqlgen
