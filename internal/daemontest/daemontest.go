@@ -44,6 +44,12 @@ func WithDatabaseURL(url string) Option {
 	return func(c *config.Config) { c.DatabaseURL = url }
 }
 
+// WithCORS sets the origins allowed to call with credentials (config key
+// cors_origins).
+func WithCORS(origins ...string) Option {
+	return func(c *config.Config) { c.CORSOrigins = origins }
+}
+
 // Start starts a daemon on a fresh database (unless an option gives one) and
 // stops it when the test ends.
 func Start(t testing.TB, opts ...Option) *Daemon {

@@ -67,9 +67,33 @@ func (c *CORS) Middleware(next http.Handler) http.Handler {
 		h.Set("Allow", "GET, POST, PUT, DELETE, OPTIONS")
 		if allowed || origin != "" && c.any {
 			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", corsAllowHeaders)
+			// The headers asked for are allowed (clients send their own,
+			// such as Apollo's apollo-require-preflight); what the
+			// server does with a header does not depend on CORS.
+			allow := corsAllowHeaders
+			if req := r.Header.Get("Access-Control-Request-Headers"); req != "" && headerList(req) {
+				allow = req
+			}
+			h.Set("Access-Control-Allow-Headers", allow)
 			h.Set("Access-Control-Max-Age", "600")
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// headerList reports whether s is a comma-separated list of header names
+// (tokens), so it can be echoed back safely.
+func headerList(s string) bool {
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			return false
+		}
+		for _, r := range f {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+				return false
+			}
+		}
+	}
+	return true
 }

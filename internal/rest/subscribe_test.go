@@ -102,7 +102,7 @@ func insert(t testing.TB, d *dt.Daemon, db, docs string) {
 
 func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t)
+	d := dt.Start(t, dt.WithCORS("https://app.example"))
 	d.CreateDatabase(t, "shop", shopSDL)
 
 	s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Animal", "Origin", "https://app.example")
@@ -192,7 +192,7 @@ func TestSubscribeHeartbeat(t *testing.T) {
 
 func TestSubscribeBadRequests(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t)
+	d := dt.Start(t, dt.WithCORS("https://x.example"))
 	d.CreateDatabase(t, "shop", shopSDL)
 	for _, c := range []struct {
 		path, header string
@@ -235,7 +235,7 @@ func TestSubscribeBadRequests(t *testing.T) {
 	if r := d.Do(t, dt.Admin(), "POST", "/api/subscribe/admin/shop/Dog", nil); r.Status != 405 {
 		t.Errorf("POST: %d", r.Status)
 	}
-	r := d.Do(t, dt.NoAuth(), "OPTIONS", "/api/subscribe/admin/shop/Dog", nil, "Origin", "https://x.example")
+	r := d.Do(t, dt.NoAuth(), "OPTIONS", "/api/subscribe/admin/shop/Dog", nil, "Origin", "https://x.example", "Access-Control-Request-Method", "GET")
 	if r.Status != 204 || r.Header.Get("Access-Control-Allow-Origin") != "https://x.example" {
 		t.Errorf("preflight: %d %v", r.Status, r.Header)
 	}

@@ -14,7 +14,7 @@ import (
 // and request errors over SSE and NDJSON, and every HTTP error.
 func TestFiniteOperationFrames(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t)
+	d := dt.Start(t, dt.WithCORS("https://app.example"))
 	d.CreateDatabase(t, "zoo", zooSDL)
 	path := "/api/graphql/admin/zoo"
 	post := func(accept, b string, header ...string) dt.Response {
