@@ -71,7 +71,8 @@ func (l *memLog) AccessChanges(_ context.Context, after, upTo int64) ([]sluice.A
 func (l *memLog) add(classes ...string) *sluice.Commit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: l.pruned + int64(len(l.commits)) + 1, Time: time.Now()}
+	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: l.pruned + int64(len(l.commits)) + 1, Time: time.Now(),
+		AccessVersion: int64(len(l.access))}
 	if len(classes) == 0 {
 		classes = []string{"T"}
 	}

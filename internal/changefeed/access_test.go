@@ -1,0 +1,228 @@
+package changefeed
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// change appends an access change to the log; commits added after it
+// carry its version, as commits read after it committed would.
+func (l *memLog) change(c sluice.AccessChange) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.Version = int64(len(l.access)) + 1
+	l.access = append(l.access, c)
+}
+
+// feed hands c to the hub as the tailer does: access changes first.
+func feed(t *testing.T, h *Hub, c *sluice.Commit) {
+	t.Helper()
+	if err := h.syncAccess(context.Background(), c.AccessVersion); err != nil {
+		t.Fatal(err)
+	}
+	h.publish(c)
+}
+
+var (
+	ulla     = &sluice.User{ID: 7, Name: "ulla", Org: "o"}
+	ullaRead = &sluice.Grant{Credential: sluice.Credential{User: ulla, TokenID: 3}, Database: testDB, Role: sluice.RoleRead}
+)
+
+// guarded subscribes from position from with a guard for grant, as a
+// stream does.
+func guarded(t *testing.T, h *Hub, grant *sluice.Grant, from *sluice.Position) *Subscription {
+	t.Helper()
+	var e Ender
+	g, err := h.Guard(context.Background(), grant, e.End)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Release)
+	s := subscribe(t, h, from, Options{})
+	if err := e.Serve(s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ended waits for s to end and returns its error.
+func ended(t *testing.T, s *Subscription) error {
+	t.Helper()
+	select {
+	case <-s.Done():
+		return s.Err()
+	case <-time.After(wait):
+		t.Fatal("the subscription did not end")
+	}
+	return nil
+}
+
+func TestAccessChangeEndsStreamBeforeLaterCommits(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		change sluice.AccessChange
+		code   sluice.Code
+	}{
+		{"token revoked", sluice.AccessChange{Kind: sluice.AccessToken, UserID: 7, TokenID: 3}, sluice.CodeUnauthenticated},
+		{"user deleted", sluice.AccessChange{Kind: sluice.AccessUser, UserID: 7}, sluice.CodeUnauthenticated},
+		{"role revoked", sluice.AccessChange{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 1, Role: sluice.RoleNone}, sluice.CodeForbidden},
+		{"database deleted", sluice.AccessChange{Kind: sluice.AccessDatabase, DatabaseID: 1}, sluice.CodeNotFound},
+		{"organization deleted", sluice.AccessChange{Kind: sluice.AccessOrganization, Org: "o"}, sluice.CodeNotFound},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			h, l := newHub(t, HubOptions{})
+			h.track(1, 0)
+			s := guarded(t, h, ullaRead, nil)
+			feed(t, h, l.add())
+			l.change(c.change)
+			feed(t, h, l.add()) // read after the change: must not reach s
+			err := ended(t, s)
+			if !IsRevoked(err) || sluice.ErrorCode(err) != c.code {
+				t.Fatalf("ended with %v (code %s), want a revocation with %s", err, sluice.ErrorCode(err), c.code)
+			}
+			var got []int64
+			for len(s.Commits()) > 0 {
+				got = append(got, (<-s.Commits()).Seq)
+			}
+			if !equal(got, []int64{1}) {
+				t.Fatalf("queued %v, want only commit 1", got)
+			}
+		})
+	}
+}
+
+func TestAccessChangesThatLeaveTheGrantAlone(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	s := guarded(t, h, ullaRead, nil)
+	for _, c := range []sluice.AccessChange{
+		{Kind: sluice.AccessToken, UserID: 7, TokenID: 4},                           // another token
+		{Kind: sluice.AccessPassword, UserID: 7},                                    // the stream uses a token
+		{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 1, Role: sluice.RoleWrite}, // widened
+		{Kind: sluice.AccessRole, UserID: 8, DatabaseID: 1, Role: sluice.RoleNone},  // someone else
+		{Kind: sluice.AccessDatabase, DatabaseID: 2},                                // another database
+		{Kind: sluice.AccessOrganization, Org: "other"},                             // another organization
+		{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 2, Role: sluice.RoleNone},  // another database
+		{Kind: sluice.AccessUser, UserID: 8},                                        // someone else
+		{Kind: sluice.AccessToken, UserID: 8, TokenID: 5},                           // someone else's
+		{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 1, Role: sluice.RoleRead},  // the same role
+		{Kind: sluice.AccessPassword, UserID: 8},                                    // someone else's
+		{Kind: sluice.AccessDatabase, DatabaseID: 3, Org: "o"},                      // a sibling database
+		{Kind: sluice.AccessOrganization, Org: "p"},                                 // another organization
+		{Kind: sluice.AccessUser, UserID: 9},                                        // someone else
+		{Kind: sluice.AccessToken, UserID: 7, TokenID: 0},                           // no token (never written)
+		{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 1, Role: sluice.RoleAdmin}, // widened
+		{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 1, Role: sluice.RoleRead},  // back
+		{Kind: sluice.AccessDatabase, DatabaseID: 4},                                // another database
+		{Kind: sluice.AccessOrganization, Org: "q"},                                 // another organization
+		{Kind: sluice.AccessPassword, UserID: 10},                                   // someone else's
+	} {
+		l.change(c)
+	}
+	feed(t, h, l.add())
+	if got := receive(t, s, 1); got[0] != 1 {
+		t.Fatalf("got %v", got)
+	}
+	if s.Err() != nil {
+		t.Fatalf("ended: %v", s.Err())
+	}
+}
+
+// A grant read at or after a change already reflects it: a stream opened
+// with a password set by a change the hub had not applied yet goes on.
+func TestAccessChangeOlderThanTheGrant(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	if err := h.syncAccess(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	l.change(sluice.AccessChange{Kind: sluice.AccessPassword, UserID: 7})
+	grant := *ullaRead
+	grant.TokenID, grant.AccessVersion = 0, 1
+	s := guarded(t, h, &grant, nil)
+	feed(t, h, l.add())
+	if got := receive(t, s, 1); got[0] != 1 || s.Err() != nil {
+		t.Fatalf("got %v, err %v", got, s.Err())
+	}
+}
+
+// A subscription reading the log itself (a resume) applies the access
+// changes visible where it read, before it hands anything on.
+func TestCatchUpAppliesAccessChanges(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	if err := h.syncAccess(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	l.add()
+	l.add()
+	l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 1, Role: sluice.RoleNone})
+	l.add() // commit 3, after the change
+	s := guarded(t, h, ullaRead, &sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: 0})
+	err := ended(t, s)
+	if !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeForbidden {
+		t.Fatalf("ended with %v", err)
+	}
+	for len(s.Commits()) > 0 {
+		if c := <-s.Commits(); c.Seq == 3 {
+			t.Fatal("commit 3, made after the change, was handed on")
+		}
+	}
+}
+
+// A guard registered after the hub applied access changes newer than its
+// grant is checked again at once.
+func TestGuardChecksAStaleGrant(t *testing.T) {
+	t.Parallel()
+	var checks atomic.Int64
+	denied := sluice.Errorf(sluice.CodeForbidden, "no")
+	h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error { checks.Add(1); return denied }})
+	h.track(1, 0)
+	l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 8, DatabaseID: 1})
+	if err := h.syncAccess(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Guard(context.Background(), ullaRead, func(error) {}); !errors.Is(err, denied) || checks.Load() != 1 {
+		t.Fatalf("Guard of a grant read before the applied version: %v, %d checks", err, checks.Load())
+	}
+	fresh := *ullaRead
+	fresh.AccessVersion = 1
+	g, err := h.Guard(context.Background(), &fresh, func(error) {})
+	if err != nil || checks.Load() != 1 {
+		t.Fatalf("Guard of a current grant: %v, %d checks", err, checks.Load())
+	}
+	g.Release()
+}
+
+// Access changes pruned before they were applied: every guard is checked
+// again.
+func TestPrunedAccessChangesRecheckEveryStream(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error {
+		return sluice.Errorf(sluice.CodeUnauthenticated, "gone")
+	}})
+	h.track(1, 0)
+	if err := h.syncAccess(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	s := guarded(t, h, ullaRead, nil)
+	l.change(sluice.AccessChange{Kind: sluice.AccessUser, UserID: 99})
+	l.change(sluice.AccessChange{Kind: sluice.AccessUser, UserID: 98})
+	l.mu.Lock()
+	l.access = l.access[1:] // version 1 pruned
+	l.mu.Unlock()
+	feed(t, h, &sluice.Commit{DatabaseID: 1, Epoch: testDB.Epoch, Seq: 1, AccessVersion: 2})
+	if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("ended with %v", err)
+	}
+}
