@@ -406,12 +406,12 @@ func TestInvalidValues(t *testing.T) {
 		{
 			name: "zero heartbeat",
 			env:  map[string]string{"SLUICE_HEARTBEAT": "0"},
-			want: `config: heartbeat: invalid value "0" (from SLUICE_HEARTBEAT): must be greater than zero`,
+			want: `config: heartbeat: invalid value "0" (from SLUICE_HEARTBEAT): want 1s to 1h`,
 		},
 		{
 			name: "zero heartbeat flag",
 			args: []string{"--heartbeat", "0s"},
-			want: `config: heartbeat: invalid value "0s" (from --heartbeat): must be greater than zero`,
+			want: `config: heartbeat: invalid value "0s" (from --heartbeat): want 1s to 1h`,
 		},
 		{
 			name: "negative heartbeat",
@@ -439,7 +439,7 @@ func TestInvalidValues(t *testing.T) {
 			env:  map[string]string{"SLUICE_LOG_LEVEL": "loud", "SLUICE_HEARTBEAT": "0s"},
 			want: `config: listen: invalid value "nope" (from --listen): want host:port, such as ":6363" or "127.0.0.1:6363"` + "\n" +
 				`config: log_level: invalid value "loud" (from SLUICE_LOG_LEVEL): want one of debug, info, warn, error` + "\n" +
-				`config: heartbeat: invalid value "0s" (from SLUICE_HEARTBEAT): must be greater than zero`,
+				`config: heartbeat: invalid value "0s" (from SLUICE_HEARTBEAT): want 1s to 1h`,
 		},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // option describes one key: its names, its default and how its value is
@@ -94,10 +96,10 @@ func options() []option {
 			"on SIGTERM or SIGINT, how long to wait for requests and streams to finish before closing them (0 closes them at once)",
 			func(c *Config, d time.Duration) error { c.ShutdownTimeout = d; return nil }),
 		durationOption("heartbeat", "12s",
-			"SSE keep-alive interval for streams that do not pass ?heartbeat=",
+			"keep-alive interval of streams that do not pass ?heartbeat= (1s to 1h, the bounds of ?heartbeat= too)",
 			func(c *Config, d time.Duration) error {
-				if d == 0 {
-					return errors.New("must be greater than zero")
+				if err := streamparam.CheckHeartbeat(d); err != nil {
+					return errors.New("want 1s to 1h")
 				}
 				c.Heartbeat = d
 				return nil

@@ -115,31 +115,6 @@ func FuzzDocStream(f *testing.F) {
 	})
 }
 
-// FuzzStreamParams feeds arbitrary ?ops= and ?heartbeat= values to the
-// REST change stream's parsers: no panic, a refusal is a client error, and
-// an accepted ops value never selects nothing.
-func FuzzStreamParams(f *testing.F) {
-	f.Add("create,update", "15s")
-	f.Add("upsert", "soon")
-	f.Add("", "0")
-	f.Fuzz(func(t *testing.T, ops, heartbeat string) {
-		set, err := parseOps(true, ops)
-		if err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
-			t.Fatalf("ops %q: %v", ops, err)
-		}
-		if err == nil && len(set) == 0 {
-			t.Fatalf("ops %q accepted with no operation", ops)
-		}
-		d, err := parseHeartbeat(heartbeat)
-		if err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
-			t.Fatalf("heartbeat %q: %v", heartbeat, err)
-		}
-		if err == nil && d <= 0 {
-			t.Fatalf("heartbeat %q accepted as %v", heartbeat, d)
-		}
-	})
-}
-
 // TestDocStreamLargeDocuments reads documents larger than the stream's
 // buffer, between small ones, whole and a byte at a time.
 func TestDocStreamLargeDocuments(t *testing.T) {

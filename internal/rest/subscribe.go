@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -18,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // StreamDeps is what the streaming endpoints need.
@@ -35,20 +35,6 @@ type StreamDeps struct {
 
 // restTransport labels the REST change stream in metrics.
 const restTransport = "rest"
-
-// opTokens are the ?ops= tokens, the operation words of the envelope.
-var opTokens = map[string]sluice.Op{"create": sluice.OpAdded, "update": sluice.OpUpdated, "delete": sluice.OpDeleted}
-
-func opToken(o sluice.Op) string {
-	switch o {
-	case sluice.OpAdded:
-		return "create"
-	case sluice.OpUpdated:
-		return "update"
-	default:
-		return "delete"
-	}
-}
 
 // subscribe serves the REST change stream GET /api/subscribe/{org}/{db}/{class}:
 // one server-sent event per changed document of the class or a subclass,
@@ -133,73 +119,18 @@ func (a *api) parseSubscribe(r *http.Request) (*subscribeRequest, error) {
 	if req.heartbeat <= 0 {
 		req.heartbeat = 12 * time.Second
 	}
-	if req.ops, err = parseOps(q.Has("ops"), q.Get("ops")); err != nil {
+	if req.ops, err = streamparam.Ops(q.Has("ops"), q.Get("ops")); err != nil {
 		return nil, err
 	}
 	if q.Has("heartbeat") {
-		if req.heartbeat, err = parseHeartbeat(q.Get("heartbeat")); err != nil {
+		if req.heartbeat, err = streamparam.Heartbeat(q.Get("heartbeat")); err != nil {
 			return nil, err
 		}
 	}
-	// The header wins: an EventSource reconnecting sends the newest id
-	// there while its URL keeps the first one.
-	last, param := r.Header.Get("Last-Event-ID"), "Last-Event-ID header"
-	if last == "" && q.Has("lastEventId") {
-		last, param = q.Get("lastEventId"), "query parameter lastEventId"
-		if last == "" {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s is empty: want a stream position (an event id)", param)
-		}
-	}
-	if last != "" {
-		p, err := sluice.ParsePosition(last)
-		if err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param, sluice.ErrorMessage(err))
-		}
-		req.from = &p
+	if req.from, err = streamparam.LastEventID(r, nil); err != nil {
+		return nil, err
 	}
 	return req, nil
-}
-
-// parseOps parses ?ops=: comma-separated create, update, delete. Absent
-// means all three; an empty list or an unknown token is an error, never a
-// wider stream.
-func parseOps(given bool, s string) (map[sluice.Op]bool, error) {
-	ops := map[sluice.Op]bool{}
-	if !given {
-		for _, o := range opTokens {
-			ops[o] = true
-		}
-		return ops, nil
-	}
-	for _, tok := range strings.Split(s, ",") {
-		tok = strings.TrimSpace(tok)
-		o, ok := opTokens[tok]
-		if !ok {
-			if tok == "" {
-				return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops=%q has an empty operation: want a comma-separated list of create, update, delete", s)
-			}
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops: unknown operation %q: want create, update or delete", tok)
-		}
-		ops[o] = true
-	}
-	return ops, nil
-}
-
-// parseHeartbeat parses ?heartbeat=: a Go duration ("45s", "1m") or whole
-// seconds ("45"), greater than zero.
-func parseHeartbeat(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		n, nerr := strconv.ParseInt(s, 10, 64)
-		if nerr != nil || n > int64(24*time.Hour/time.Second) {
-			return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: want a duration such as 15s or a number of seconds", s)
-		}
-		d = time.Duration(n) * time.Second
-	}
-	if d <= 0 {
-		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be greater than zero", s)
-	}
-	return d, nil
 }
 
 // eventStream writes one change stream.
@@ -381,7 +312,7 @@ func (s *eventStream) appendEvents(ctx context.Context, c *sluice.Commit) (int, 
 			return n, err
 		}
 		d := rd.Database
-		op := opToken(ch.Op)
+		op := streamparam.OpToken(ch.Op)
 		pos := c.Position(ch.Index).String()
 		b, err := json.Marshal(envelope{
 			SpecVersion: "1.0", ID: pos, Type: "entity." + op,

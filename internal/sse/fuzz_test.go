@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // FuzzRequestParams feeds arbitrary query strings, POST bodies and
@@ -25,7 +26,7 @@ func FuzzRequestParams(f *testing.F) {
 			return
 		}
 		if q.Has("heartbeat") {
-			if _, err := parseHeartbeat(q.Get("heartbeat")); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+			if _, err := streamparam.Heartbeat(q.Get("heartbeat")); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
 				t.Fatalf("heartbeat %q: %v", q.Get("heartbeat"), err)
 			}
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // Options configure a Server. Zero values take the defaults.
@@ -205,7 +206,7 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 	q := r.URL.Query()
 	req := &request{heartbeat: t.opts.Heartbeat}
 	if q.Has("heartbeat") {
-		d, err := parseHeartbeat(q.Get("heartbeat"))
+		d, err := streamparam.Heartbeat(q.Get("heartbeat"))
 		if err != nil {
 			return nil, err
 		}
@@ -227,47 +228,10 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The header wins: an EventSource reconnecting sends the newest id
-	// there while its URL keeps the first one.
-	last, where := r.Header.Get("Last-Event-ID"), "the Last-Event-ID header"
-	if last == "" && q.Has("lastEventId") {
-		last, where = q.Get("lastEventId"), "query parameter lastEventId"
-		if last == "" {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s is empty: want a stream position (an event id)", where)
-		}
-	}
-	if v, ok := req.params.Extensions["lastEventId"]; ok && last == "" && v != nil {
-		s, ok := v.(string)
-		if !ok || s == "" {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId must be a stream position (an event id) string")
-		}
-		last, where = s, "extensions.lastEventId"
-	}
-	if last != "" {
-		p, err := sluice.ParsePosition(last)
-		if err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", where, sluice.ErrorMessage(err))
-		}
-		req.from = &p
+	if req.from, err = streamparam.LastEventID(r, req.params.Extensions["lastEventId"]); err != nil {
+		return nil, err
 	}
 	return req, nil
-}
-
-// parseHeartbeat parses ?heartbeat=: a Go duration ("45s", "1m") or whole
-// seconds ("45"), greater than zero and at most a day.
-func parseHeartbeat(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		n, nerr := strconv.ParseInt(s, 10, 64)
-		if nerr != nil || n > int64(24*time.Hour/time.Second) {
-			return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: want a duration such as 15s or a number of seconds", s)
-		}
-		d = time.Duration(n) * time.Second
-	}
-	if d <= 0 || d > 24*time.Hour {
-		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be greater than zero and at most 24h", s)
-	}
-	return d, nil
 }
 
 func getParams(q url.Values) (*graphql.RawParams, error) {

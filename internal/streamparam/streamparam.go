@@ -1,0 +1,124 @@
+// Package streamparam parses the parameters every stream transport shares
+// (the GraphQL event streams and the REST change stream): the heartbeat
+// interval, the position a stream resumes after, and the REST stream's
+// operations. One parser and one set of bounds, so the transports cannot
+// drift apart. Every error is a CodeInvalid *sluice.Error naming the
+// parameter, answered 400 before any stream starts.
+package streamparam
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// The bounds of a heartbeat interval: a ping more often than every second
+// costs a core per few thousand streams for nothing; one rarer than hourly
+// lets proxies and load balancers cut the stream.
+const (
+	MinHeartbeat = time.Second
+	MaxHeartbeat = time.Hour
+)
+
+// CheckHeartbeat returns an error naming the bounds when d is outside them.
+func CheckHeartbeat(d time.Duration) error {
+	if d < MinHeartbeat || d > MaxHeartbeat {
+		return sluice.Errorf(sluice.CodeInvalid, "heartbeat %s is out of bounds: want 1s to 1h", d)
+	}
+	return nil
+}
+
+// Heartbeat parses ?heartbeat=: a Go duration ("45s", "1m") or whole
+// seconds ("45"), from 1s to 1h.
+func Heartbeat(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		n, nerr := strconv.ParseInt(s, 10, 64)
+		if nerr != nil || n < 0 || n > int64(MaxHeartbeat/time.Second) {
+			if nerr == nil {
+				return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be from 1s to 1h", s)
+			}
+			return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: want a duration such as 15s or a number of seconds", s)
+		}
+		d = time.Duration(n) * time.Second
+	}
+	if d < MinHeartbeat || d > MaxHeartbeat {
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be from 1s to 1h", s)
+	}
+	return d, nil
+}
+
+// LastEventID returns the position a stream resumes after, or nil to start
+// from now. It is taken from the Last-Event-ID header, else the
+// lastEventId query parameter, else ext (extensions.lastEventId of a POST
+// body; nil when absent). The header wins: an EventSource reconnecting
+// sends the newest id there while its URL keeps the first one.
+func LastEventID(r *http.Request, ext any) (*sluice.Position, error) {
+	q := r.URL.Query()
+	last, where := r.Header.Get("Last-Event-ID"), "the Last-Event-ID header"
+	if last == "" && q.Has("lastEventId") {
+		last, where = q.Get("lastEventId"), "query parameter lastEventId"
+		if last == "" {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s is empty: want a stream position (an event id)", where)
+		}
+	}
+	if last == "" && ext != nil {
+		s, ok := ext.(string)
+		if !ok || s == "" {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId must be a stream position (an event id) string")
+		}
+		last, where = s, "extensions.lastEventId"
+	}
+	if last == "" {
+		return nil, nil
+	}
+	p, err := sluice.ParsePosition(last)
+	if err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", where, sluice.ErrorMessage(err))
+	}
+	return &p, nil
+}
+
+// opTokens are the ?ops= tokens, the operation words of the REST stream's
+// events.
+var opTokens = map[string]sluice.Op{"create": sluice.OpAdded, "update": sluice.OpUpdated, "delete": sluice.OpDeleted}
+
+// OpToken returns the ?ops= token (and event word) of o.
+func OpToken(o sluice.Op) string {
+	switch o {
+	case sluice.OpAdded:
+		return "create"
+	case sluice.OpUpdated:
+		return "update"
+	default:
+		return "delete"
+	}
+}
+
+// Ops parses ?ops=: comma-separated create, update, delete. Absent (given
+// false) means all three; an empty list or an unknown token is an error,
+// never a wider stream.
+func Ops(given bool, s string) (map[sluice.Op]bool, error) {
+	ops := map[sluice.Op]bool{}
+	if !given {
+		for _, o := range opTokens {
+			ops[o] = true
+		}
+		return ops, nil
+	}
+	for _, tok := range strings.Split(s, ",") {
+		tok = strings.TrimSpace(tok)
+		o, ok := opTokens[tok]
+		if !ok {
+			if tok == "" {
+				return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops=%q has an empty operation: want a comma-separated list of create, update, delete", s)
+			}
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops: unknown operation %q: want create, update or delete", tok)
+		}
+		ops[o] = true
+	}
+	return ops, nil
+}

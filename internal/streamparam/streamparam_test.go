@@ -1,0 +1,108 @@
+package streamparam
+
+import (
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+func TestHeartbeat(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in   string
+		want time.Duration // 0: refused
+	}{
+		{"15s", 15 * time.Second}, {"15", 15 * time.Second}, {"1s", time.Second}, {"1h", time.Hour}, {"3600", time.Hour},
+		{"1ns", 0}, {"999ms", 0}, {"0", 0}, {"-5s", 0}, {"1h0m1s", 0}, {"1000h", 0}, {"3601", 0}, {"soon", 0}, {"", 0},
+		{"99999999999999999999", 0},
+	} {
+		d, err := Heartbeat(c.in)
+		if c.want == 0 {
+			if err == nil || sluice.ErrorCode(err) != sluice.CodeInvalid {
+				t.Errorf("Heartbeat(%q) = %v, %v; want a CodeInvalid error", c.in, d, err)
+			}
+			continue
+		}
+		if err != nil || d != c.want {
+			t.Errorf("Heartbeat(%q) = %v, %v; want %v", c.in, d, err, c.want)
+		}
+	}
+}
+
+func TestLastEventID(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		header, query string
+		ext           any
+		want          string // "": nil; "error": refused
+	}{
+		{want: ""},
+		{header: "ep-3-1", query: "ep-1-0", ext: "ep-2-0", want: "ep-3-1"},
+		{query: "ep-1-0", ext: "ep-2-0", want: "ep-1-0"},
+		{ext: "ep-2-0", want: "ep-2-0"},
+		{header: "nonsense", want: "error"},
+		{query: "=", want: "error"},
+		{ext: 42, want: "error"},
+		{ext: "", want: "error"},
+	} {
+		target := "/x"
+		if c.query != "" {
+			target += "?lastEventId=" + url.QueryEscape(c.query)
+			if c.query == "=" {
+				target = "/x?lastEventId="
+			}
+		}
+		r := httptest.NewRequest("GET", target, nil)
+		if c.header != "" {
+			r.Header.Set("Last-Event-ID", c.header)
+		}
+		p, err := LastEventID(r, c.ext)
+		switch {
+		case c.want == "error":
+			if err == nil || sluice.ErrorCode(err) != sluice.CodeInvalid {
+				t.Errorf("%+v: %v, %v; want a CodeInvalid error", c, p, err)
+			}
+		case c.want == "":
+			if p != nil || err != nil {
+				t.Errorf("%+v: %v, %v; want nil", c, p, err)
+			}
+		case err != nil || p == nil || p.String() != c.want:
+			t.Errorf("%+v: %v, %v; want %s", c, p, err, c.want)
+		}
+	}
+}
+
+// FuzzStreamParams feeds arbitrary ?ops=, ?heartbeat= and resume position
+// values to the parsers: no panic, a refusal is a client error, an
+// accepted ops value never selects nothing, an accepted heartbeat is
+// within its bounds.
+func FuzzStreamParams(f *testing.F) {
+	f.Add("create,update", "15s", "ep-1-0")
+	f.Add("upsert", "soon", "x")
+	f.Add("", "0", "")
+	f.Add("delete", "1ns", "ep-99999999999999999999-0")
+	f.Fuzz(func(t *testing.T, ops, heartbeat, last string) {
+		set, err := Ops(true, ops)
+		if err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Fatalf("ops %q: %v", ops, err)
+		}
+		if err == nil && len(set) == 0 {
+			t.Fatalf("ops %q accepted with no operation", ops)
+		}
+		d, err := Heartbeat(heartbeat)
+		if err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Fatalf("heartbeat %q: %v", heartbeat, err)
+		}
+		if err == nil && (d < MinHeartbeat || d > MaxHeartbeat) {
+			t.Fatalf("heartbeat %q accepted as %v", heartbeat, d)
+		}
+		r := httptest.NewRequest("GET", "/x", nil)
+		r.Header.Set("Last-Event-ID", last)
+		if _, err := LastEventID(r, nil); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Fatalf("position %q: %v", last, err)
+		}
+	})
+}
