@@ -20,7 +20,8 @@ const (
 	CodeMethod          Code = "MethodNotAllowed" // HTTP method not allowed for the operation
 	CodeConflict        Code = "Conflict"         // exists already, or a destructive change without force
 	CodeGone            Code = "Gone"             // a stream position older than retained history or from another epoch
-	CodeUnavailable     Code = "Unavailable"      // shutting down or not ready
+	CodeTooMany         Code = "TooManyRequests"  // a per-user limit is reached; retry later
+	CodeUnavailable     Code = "Unavailable"      // shutting down, not ready, Postgres unreachable or at capacity
 	CodeInternal        Code = "InternalError"    // a bug or an infrastructure failure
 )
 
@@ -41,6 +42,8 @@ func (c Code) HTTPStatus() int {
 		return 409
 	case CodeGone:
 		return 410
+	case CodeTooMany:
+		return 429
 	case CodeUnavailable:
 		return 503
 	default:
@@ -66,11 +69,25 @@ func (c Code) GraphQLCode() string {
 		return "CONFLICT"
 	case CodeGone:
 		return "POSITION_EXPIRED"
+	case CodeTooMany:
+		return "TOO_MANY_REQUESTS"
 	case CodeUnavailable:
 		return "UNAVAILABLE"
 	default:
 		return "INTERNAL_SERVER_ERROR"
 	}
+}
+
+// RetryAfter returns the Retry-After header value (seconds) of answers
+// with code c, "" for codes that do not invite a retry.
+func (c Code) RetryAfter() string {
+	switch c {
+	case CodeTooMany:
+		return "5"
+	case CodeUnavailable:
+		return "2"
+	}
+	return ""
 }
 
 // Error is the one error type whose message is safe to show a client.

@@ -62,9 +62,22 @@ type Guard struct {
 func (g *Guard) Release() {
 	h := g.h
 	h.accessMu.Lock()
-	delete(h.guards, g)
+	h.dropGuard(g)
 	g.ended = true
 	h.accessMu.Unlock()
+}
+
+// dropGuard removes g from the registry and the stream counts. The caller
+// holds h.accessMu.
+func (h *Hub) dropGuard(g *Guard) {
+	if _, ok := h.guards[g]; !ok {
+		return
+	}
+	delete(h.guards, g)
+	id := g.grant.User.ID
+	if h.perUser[id]--; h.perUser[id] <= 0 {
+		delete(h.perUser, id)
+	}
 }
 
 // Guard registers grant for an open stream: end is called once, with a
@@ -78,9 +91,20 @@ func (g *Guard) Release() {
 //
 // Register the guard before the stream's subscription, so that nothing is
 // delivered to an unguarded stream.
+//
+// Guard also enforces the stream caps (HubOptions.MaxStreams and
+// MaxStreamsPerUser): past them it returns an Unavailable or TooMany
+// error, before the stream holds anything.
 func (h *Hub) Guard(ctx context.Context, grant *sluice.Grant, end func(error)) (*Guard, error) {
 	h.accessMu.Lock()
 	defer h.accessMu.Unlock()
+	u := grant.User
+	if h.maxStreams > 0 && len(h.guards) >= h.maxStreams {
+		return nil, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", h.maxStreams)
+	}
+	if h.maxPerUser > 0 && !u.Superuser && h.perUser[u.ID] >= h.maxPerUser {
+		return nil, sluice.Errorf(sluice.CodeTooMany, "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, h.maxPerUser)
+	}
 	if applied := h.applied.Load(); applied >= 0 && grant.AccessVersion < applied {
 		if err := h.check(ctx, grant); err != nil {
 			return nil, err
@@ -88,6 +112,7 @@ func (h *Hub) Guard(ctx context.Context, grant *sluice.Grant, end func(error)) (
 	}
 	g := &Guard{h: h, grant: grant, end: end}
 	h.guards[g] = struct{}{}
+	h.perUser[u.ID]++
 	return g, nil
 }
 
@@ -177,7 +202,7 @@ func (h *Hub) endGuard(g *Guard, err error) {
 		return
 	}
 	g.ended = true
-	delete(h.guards, g)
+	h.dropGuard(g)
 	if h.metrics != nil {
 		h.metrics.StreamsEnded.Inc()
 	}

@@ -46,6 +46,11 @@ type HubOptions struct {
 	// Guard): nil when it still holds, else the error a request would
 	// get. Nil checks nothing.
 	Check func(context.Context, *sluice.Grant) error
+	// MaxStreams caps the open streams (guards) of the process, and
+	// MaxStreamsPerUser those of one user (the super user is exempt);
+	// 0: no cap.
+	MaxStreams        int
+	MaxStreamsPerUser int
 }
 
 // Hub fans commits out to subscriptions. It is safe for concurrent use.
@@ -74,6 +79,9 @@ type Hub struct {
 	accessMu   sync.Mutex
 	applied    atomic.Int64 // the access version applied; -1: none yet
 	guards     map[*Guard]struct{}
+	perUser    map[int64]int // guards by user id
+	maxStreams int
+	maxPerUser int
 }
 
 // dbState is the hub's view of one database.
@@ -106,7 +114,8 @@ func NewHub(log Log, o HubOptions) *Hub {
 	h := &Hub{
 		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, recheck: o.Recheck,
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
-		checkGrant: o.Check, guards: map[*Guard]struct{}{},
+		checkGrant: o.Check, guards: map[*Guard]struct{}{}, perUser: map[int64]int{},
+		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
 	}
 	h.applied.Store(-1)
 	return h

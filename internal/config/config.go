@@ -76,6 +76,17 @@ type Config struct {
 	// Key body_idle_timeout, env SLUICE_BODY_IDLE_TIMEOUT, flag --body-idle-timeout, default 30s.
 	BodyIdleTimeout time.Duration
 
+	// MaxStreams caps the open streams of the process; 0 picks nine
+	// tenths of the open-file limit less 100, so the process never fails
+	// at its file limit.
+	// Key max_streams, env SLUICE_MAX_STREAMS, flag --max-streams, default 0.
+	MaxStreams int64
+
+	// MaxStreamsPerUser caps the open streams of one user on the process;
+	// the super user is exempt; 0: no cap.
+	// Key max_streams_per_user, env SLUICE_MAX_STREAMS_PER_USER, flag --max-streams-per-user, default 1000.
+	MaxStreamsPerUser int64
+
 	// CORSOrigins are the origins whose pages may call the API with
 	// credentials; "*" lets any origin call without credentials. Empty:
 	// same origin only (no CORS headers).
@@ -120,6 +131,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
+		slog.Int64("max_streams", c.MaxStreams),
+		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
 		slog.Any("cors_origins", c.CORSOrigins),
 	)
 }

@@ -41,18 +41,19 @@ func writeFile(t *testing.T, name, content string) string {
 func TestDefault(t *testing.T) {
 	t.Parallel()
 	want := Config{
-		Listen:          ":6363",
-		DataDir:         "./data",
-		DatabaseURL:     "",
-		AdminPassword:   "",
-		PGBinDir:        "",
-		LogLevel:        slog.LevelInfo,
-		LogFormat:       LogFormatText,
-		LogRetention:    168 * time.Hour,
-		ShutdownTimeout: 10 * time.Second,
-		Heartbeat:       12 * time.Second,
-		MaxBodyBytes:    64 << 20,
-		BodyIdleTimeout: 30 * time.Second,
+		Listen:            ":6363",
+		DataDir:           "./data",
+		DatabaseURL:       "",
+		AdminPassword:     "",
+		PGBinDir:          "",
+		LogLevel:          slog.LevelInfo,
+		LogFormat:         LogFormatText,
+		LogRetention:      168 * time.Hour,
+		ShutdownTimeout:   10 * time.Second,
+		Heartbeat:         12 * time.Second,
+		MaxBodyBytes:      64 << 20,
+		BodyIdleTimeout:   30 * time.Second,
+		MaxStreamsPerUser: 1000,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -188,19 +189,21 @@ max_body_bytes: 100
 // everything is a Config with every field away from its default; the
 // files in TestFileFormats spell it out.
 var everything = Config{
-	Listen:          "127.0.0.1:7000",
-	DataDir:         "/var/lib/sluice",
-	DatabaseURL:     "postgres://sluice@db/sluice",
-	AdminPassword:   "hunter2",
-	PGBinDir:        "/opt/pg/bin",
-	LogLevel:        slog.LevelDebug,
-	LogFormat:       LogFormatJSON,
-	LogRetention:    0,
-	ShutdownTimeout: 30 * time.Second,
-	Heartbeat:       time.Minute,
-	MaxBodyBytes:    1024,
-	BodyIdleTimeout: 5 * time.Second,
-	CORSOrigins:     []string{"https://app.example.com", "http://localhost:3000"},
+	Listen:            "127.0.0.1:7000",
+	DataDir:           "/var/lib/sluice",
+	DatabaseURL:       "postgres://sluice@db/sluice",
+	AdminPassword:     "hunter2",
+	PGBinDir:          "/opt/pg/bin",
+	LogLevel:          slog.LevelDebug,
+	LogFormat:         LogFormatJSON,
+	LogRetention:      0,
+	ShutdownTimeout:   30 * time.Second,
+	Heartbeat:         time.Minute,
+	MaxBodyBytes:      1024,
+	BodyIdleTimeout:   5 * time.Second,
+	MaxStreams:        5000,
+	MaxStreamsPerUser: 0,
+	CORSOrigins:       []string{"https://app.example.com", "http://localhost:3000"},
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -231,6 +234,8 @@ shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
 body_idle_timeout: 5s
+max_streams: 5000
+max_streams_per_user: 0
 cors_origins: ["https://app.example.com", "http://localhost:3000"]
 `},
 		{"sluice.YML", `
@@ -246,6 +251,8 @@ shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
 body_idle_timeout: 5s
+max_streams: 5000
+max_streams_per_user: "0"
 cors_origins:
   - https://app.example.com
   - http://localhost:3000
@@ -263,6 +270,8 @@ shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
 body_idle_timeout = "5s"
+max_streams = 5000
+max_streams_per_user = 0
 cors_origins = ["https://app.example.com", "http://localhost:3000"]
 `},
 		{"sluice.json", `{
@@ -278,6 +287,8 @@ cors_origins = ["https://app.example.com", "http://localhost:3000"]
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
   "body_idle_timeout": "5s",
+  "max_streams": 5000,
+  "max_streams_per_user": 0,
   "cors_origins": ["https://app.example.com", "http://localhost:3000"]
 }`},
 	}
@@ -299,19 +310,21 @@ cors_origins = ["https://app.example.com", "http://localhost:3000"]
 func TestEnvEveryKey(t *testing.T) {
 	t.Parallel()
 	got, err := load(t, nil, map[string]string{
-		"SLUICE_LISTEN":            "127.0.0.1:7000",
-		"SLUICE_DATA_DIR":          "/var/lib/sluice",
-		"SLUICE_DATABASE_URL":      "postgres://sluice@db/sluice",
-		"SLUICE_ADMIN_PASSWORD":    "hunter2",
-		"SLUICE_PG_BIN_DIR":        "/opt/pg/bin",
-		"SLUICE_LOG_LEVEL":         "debug",
-		"SLUICE_LOG_FORMAT":        "json",
-		"SLUICE_LOG_RETENTION":     "0",
-		"SLUICE_SHUTDOWN_TIMEOUT":  "30s",
-		"SLUICE_HEARTBEAT":         "1m",
-		"SLUICE_MAX_BODY_BYTES":    "1024",
-		"SLUICE_BODY_IDLE_TIMEOUT": "5s",
-		"SLUICE_CORS_ORIGINS":      "https://app.example.com, http://localhost:3000",
+		"SLUICE_LISTEN":               "127.0.0.1:7000",
+		"SLUICE_DATA_DIR":             "/var/lib/sluice",
+		"SLUICE_DATABASE_URL":         "postgres://sluice@db/sluice",
+		"SLUICE_ADMIN_PASSWORD":       "hunter2",
+		"SLUICE_PG_BIN_DIR":           "/opt/pg/bin",
+		"SLUICE_LOG_LEVEL":            "debug",
+		"SLUICE_LOG_FORMAT":           "json",
+		"SLUICE_LOG_RETENTION":        "0",
+		"SLUICE_SHUTDOWN_TIMEOUT":     "30s",
+		"SLUICE_HEARTBEAT":            "1m",
+		"SLUICE_MAX_BODY_BYTES":       "1024",
+		"SLUICE_BODY_IDLE_TIMEOUT":    "5s",
+		"SLUICE_MAX_STREAMS":          "5000",
+		"SLUICE_MAX_STREAMS_PER_USER": "0",
+		"SLUICE_CORS_ORIGINS":         "https://app.example.com, http://localhost:3000",
 	})
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -333,6 +346,8 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
 		"--body-idle-timeout", "5s",
+		"--max-streams", "5000",
+		"--max-streams-per-user", "0",
 		"--cors-origins", "https://app.example.com,http://localhost:3000",
 	}, nil)
 	if err != nil || !reflect.DeepEqual(got, everything) {

@@ -110,6 +110,12 @@ func options() []option {
 		durationOption("body_idle_timeout", "30s",
 			"longest a document write's body may send nothing before the request fails (0: no limit)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
+		countOption("max_streams", "0",
+			"most open streams (every kind) this process serves; 0 picks nine tenths of its open-file limit less 100; past it a new stream is answered 503 with Retry-After",
+			func(c *Config, n int64) error { c.MaxStreams = n; return nil }),
+		countOption("max_streams_per_user", "1000",
+			"most open streams one user may hold on this process (the super user is exempt; 0: no cap); past it a new stream is answered 429 with Retry-After",
+			func(c *Config, n int64) error { c.MaxStreamsPerUser = n; return nil }),
 		listOption("cors_origins", "",
 			"origins (scheme://host[:port], comma-separated) whose pages may call the API with credentials; * lets any origin call without credentials; empty: same origin only",
 			func(c *Config, origins []string) error {
@@ -233,6 +239,24 @@ func int64Option(key, def, usage string, set func(*Config, int64) error) option 
 				ok = err == nil
 			}
 			if !ok || n <= 0 {
+				return errors.New(want)
+			}
+			return set(c, n)
+		}}
+}
+
+// countOption is a whole number, zero allowed.
+func countOption(key, def, usage string, set func(*Config, int64) error) option {
+	const want = "want a whole number, 0 or more"
+	return option{key: key, kind: kindInt64, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			n, ok := wholeNumber(v)
+			if s, isString := v.(string); isString {
+				var err error
+				n, err = strconv.ParseInt(s, 10, 64)
+				ok = err == nil
+			}
+			if !ok || n < 0 {
 				return errors.New(want)
 			}
 			return set(c, n)

@@ -147,7 +147,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// eng is built below; the hub calls Check only once streams exist.
 	var eng *engine.Engine
 	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
-		Check: func(ctx context.Context, g *sluice.Grant) error { return eng.CheckGrant(ctx, g) }})
+		Check:             func(ctx context.Context, g *sluice.Grant) error { return eng.CheckGrant(ctx, g) },
+		MaxStreams:        maxStreams(d.cfg.MaxStreams, openFileLimit()),
+		MaxStreamsPerUser: int(d.cfg.MaxStreamsPerUser)})
 	// eng and gql are built below; the tailer's OnDrop only runs once the
 	// tailer runs, which starts after both are set.
 	var gql *graph.Handler
@@ -296,4 +298,22 @@ func prune(ctx context.Context, store *postgres.DB, retention time.Duration, flo
 		case <-t.C:
 		}
 	}
+}
+
+// maxStreams returns the process's stream cap: the configured one, or
+// with 0 nine tenths of the open-file limit less 100 (the pool, the
+// listener, logs and plain requests need descriptors too), so the process
+// refuses streams with a clear answer rather than failing at its file
+// limit. An unknown limit gives 10,000, an unlimited one 100,000.
+func maxStreams(configured int64, fileLimit uint64) int {
+	if configured > 0 {
+		return int(configured)
+	}
+	switch {
+	case fileLimit == 0:
+		return 10000
+	case fileLimit > 1<<30: // unlimited
+		return 100000
+	}
+	return max(int(fileLimit/10*9)-100, 16)
 }

@@ -26,8 +26,8 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
 	}
-	if code == sluice.CodeUnavailable {
-		w.Header().Set("Retry-After", RetryAfter)
+	if ra := code.RetryAfter(); ra != "" {
+		w.Header().Set("Retry-After", ra)
 	}
 	status := "api:failure"
 	if code == sluice.CodeInternal || code == sluice.CodeUnavailable {
@@ -39,10 +39,6 @@ func writeError(w http.ResponseWriter, r *http.Request, err error) {
 		Message: sluice.ErrorMessage(err),
 	})
 }
-
-// RetryAfter is the Retry-After of every 503, in seconds: Postgres was
-// unreachable or the daemon is starting or stopping.
-const RetryAfter = "2"
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

@@ -68,7 +68,7 @@ type session struct {
 // with a change feed subscription of its own when it resumes) and writes
 // the readiness frame. It returns the session to serve, or nil when the
 // request is over (an error was answered, or the client left).
-func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *graphql.OperationContext) *session {
+func (t *transport) subscribe(w http.ResponseWriter, r *http.Request, st *stream, req *request, op *graphql.OperationContext) *session {
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
 	s := &session{t: t, r: r, st: st, label: transportLabel(st.framing)}
@@ -86,7 +86,10 @@ func (t *transport) subscribe(r *http.Request, st *stream, req *request, op *gra
 	// stream before any later commit reaches it (changefeed/access.go).
 	guard, err := t.opts.Hub.Guard(ctx, engine.Grant(ctx, greq.User, greq.DB, t.es.Role()), s.ender.End)
 	if err != nil {
-		s.fail(err)
+		// Refused before any stream starts (a stream cap, or access lost
+		// since the request was authorized): an HTTP error, 429 or 503
+		// with Retry-After.
+		writeHTTPError(w, err)
 		return nil
 	}
 	s.guard = guard

@@ -196,7 +196,7 @@ func (t *transport) start(w http.ResponseWriter, r *http.Request, exec graphql.G
 		_ = st.flush()
 		return nil
 	}
-	return t.subscribe(r, st, req, op)
+	return t.subscribe(w, r, st, req, op)
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the
@@ -336,6 +336,9 @@ func writeHTTPError(w http.ResponseWriter, err error) {
 	}
 	if status == http.StatusBadRequest {
 		code = "BAD_REQUEST"
+	}
+	if ra := sluice.ErrorCode(err).RetryAfter(); ra != "" {
+		w.Header().Set("Retry-After", ra)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
