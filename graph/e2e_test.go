@@ -68,6 +68,7 @@ type gqlResult struct {
 	Data   json.RawMessage `json:"data"`
 	Errors []struct {
 		Message    string         `json:"message"`
+		Path       []any          `json:"path"`
 		Extensions map[string]any `json:"extensions"`
 	} `json:"errors"`
 	raw string
