@@ -61,6 +61,9 @@ type ExecutableSchema struct {
 	// sat caches, for each object type, the type names fragments on it
 	// match (itself and its interfaces).
 	sat map[string][]string
+	// limits bound the queries and mutations Exec runs (the Handler sets
+	// them); zero fields are unbounded.
+	limits Limits
 }
 
 var _ graphql.ExecutableSchema = (*ExecutableSchema)(nil)
