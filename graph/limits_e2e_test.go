@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,9 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 // fragmentBomb is the document of nested fragment spreads the outside
@@ -84,5 +89,130 @@ func TestIntrospectionWithDefaultLimits(t *testing.T) {
 		if len(res.Errors) > 0 || !strings.Contains(string(res.Data), `"name":"Person"`) {
 			t.Errorf("%s: %.500s", f, res.raw)
 		}
+	}
+}
+
+// rowCounter is a graph.Store that records how many documents each read
+// returns.
+type rowCounter struct {
+	graph.Store
+	mu   sync.Mutex
+	read []int
+}
+
+func (c *rowCounter) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.DocQuery) ([]engine.QueryDoc, error) {
+	docs, err := c.Store.QueryDocuments(ctx, d, s, q)
+	c.record(len(docs))
+	return docs, err
+}
+
+func (c *rowCounter) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error) {
+	docs, err := c.Store.DocumentsByID(ctx, d, s, ids, limit)
+	c.record(len(docs))
+	return docs, err
+}
+
+func (c *rowCounter) record(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read = append(c.read, n)
+}
+
+// take returns the reads since the last call and their total.
+func (c *rowCounter) take() ([]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reads, total := c.read, 0
+	for _, n := range reads {
+		total += n
+	}
+	c.read = nil
+	return reads, total
+}
+
+// people returns n Person documents p000…, each a friend of the next two.
+func manyPeople(n int) string {
+	docs := make([]string, n)
+	for i := range n {
+		docs[i] = fmt.Sprintf(`{"@type":"Person","@id":"p%03d","name":"P%d","age":%d,"friends":["Person/p%03d","Person/p%03d"]}`, i, i, i, (i+1)%n, (i+2)%n)
+	}
+	return "[" + strings.Join(docs, ",") + "]"
+}
+
+// TestResultRowLimit checks that one request reads at most
+// graphql_max_result_rows documents over all its fields, aliases and
+// levels of references, that the SQL never returns more than one past
+// the bound, and that a request over it gets an error naming the limit
+// on the field that passed it, with data null.
+func TestResultRowLimit(t *testing.T) {
+	t.Parallel()
+	const bound = 10
+	var counter *rowCounter
+	st := newStackWith(t, testSDL, graph.Options{Limits: graph.Limits{MaxResultRows: bound}}, func(s graph.Store) graph.Store {
+		counter = &rowCounter{Store: s}
+		return counter
+	})
+	st.insert(t, manyPeople(40))
+	const msg = "the request reads more than 10 documents; use limit and offset to read them page by page (limit graphql_max_result_rows)"
+	aliases := make([]string, 10)
+	for i := range aliases {
+		aliases[i] = fmt.Sprintf("a%d: Person { _id name age }", i)
+	}
+	for _, c := range []struct {
+		name, query string
+		errPath     string // "" when the request must succeed
+		rows        int    // documents it reads in all
+	}{
+		{"within", `{ Person(limit: 10) { _id } }`, "", 10},
+		{"aliases within", `{ a: Person(limit: 4) { _id } b: Person(offset: 30, limit: 6) { _id } }`, "", 10},
+		{"one field over", `{ Person { _id } }`, "Person", bound + 1},
+		{"a limit over the bound", `{ Person(limit: 25) { _id } }`, "Person", bound + 1},
+		{"the second alias passes it", `{ a: Person(limit: 7) { _id } b: Person(limit: 7) { _id } }`, "b", bound + 1},
+		// The tester's shape: every alias reads the whole class.
+		{"ten aliases", "{ " + strings.Join(aliases, " ") + " }", "a0", bound + 1},
+		// p000…p005 have seven friends (p001…p007), read again in
+		// full: 13 documents.
+		{"references", `{ Person(limit: 6) { _id friends { name } } }`, "Person", bound + 1},
+		{"references within", `{ Person(limit: 3) { _id friends { name } } }`, "", 3 + 4},
+	} {
+		res := st.query(t, c.query, nil)
+		reads, total := counter.take()
+		if total != c.rows {
+			t.Errorf("%s: read %d documents (%v), want %d", c.name, total, reads, c.rows)
+		}
+		if c.errPath == "" {
+			if len(res.Errors) > 0 {
+				t.Errorf("%s: %s", c.name, res.raw)
+			}
+			continue
+		}
+		want := `{"errors":[{"message":"` + msg + `","path":["` + c.errPath + `"],"extensions":{"code":"BAD_USER_INPUT","limit":"graphql_max_result_rows"}}],"data":null}`
+		if res.raw != want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, res.raw, want)
+		}
+	}
+}
+
+// TestResponseBytesLimit checks that a response whose data would pass
+// graphql_max_response_bytes is refused with an error naming the limit,
+// and that one just within it is whole.
+func TestResponseBytesLimit(t *testing.T) {
+	t.Parallel()
+	st := newStackWith(t, testSDL, graph.Options{Limits: graph.Limits{MaxResponseBytes: 300}}, nil)
+	st.insert(t, manyPeople(40))
+	// {"Person":[{"_id":"Person/p000"},…]}: 12 bytes and 22 a document.
+	res := st.query(t, `{ Person(limit: 13) { _id } }`, nil).mustOK(t)
+	if n := len(res.Data); n != 12+13*22 {
+		t.Fatalf("data is %d bytes: %s", n, res.Data)
+	}
+	res = st.query(t, `{ Person(limit: 14) { _id } }`, nil)
+	const want = `{"errors":[{"message":"the response is larger than 300 bytes; select fewer fields, or use limit and offset to read the documents page by page (limit graphql_max_response_bytes)","path":["Person"],"extensions":{"code":"BAD_USER_INPUT","limit":"graphql_max_response_bytes"}}],"data":null}`
+	if res.raw != want {
+		t.Fatalf("got  %s\nwant %s", res.raw, want)
+	}
+	// Introspection is held to it too.
+	res = st.query(t, `{ __schema { types { name fields { name } } } }`, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions["limit"] != "graphql_max_response_bytes" || string(res.Data) != "null" {
+		t.Fatalf("introspection: %s", res.raw)
 	}
 }

@@ -56,6 +56,8 @@ func (x *execution) mutation() json.RawMessage {
 			return nil
 		}
 	}
+	// Not bounded by the response bytes limit: the commit is made, and the
+	// ids it answers are bounded by the request's size.
 	w := &jsonWriter{}
 	w.WriteByte('{')
 	n := 0

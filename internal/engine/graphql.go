@@ -40,9 +40,10 @@ func (e *Engine) QueryDocuments(ctx context.Context, d *sluice.Database, s *slui
 }
 
 // DocumentsByID reads documents by id, of any classes, in one SQL
-// statement; missing ids are left out. Authorization as QueryDocuments.
-func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]QueryDoc, error) {
-	return e.store.DocumentsByID(ctx, d, s, ids)
+// statement; missing ids are left out, and at most limit documents are
+// read (< 0: no limit). Authorization as QueryDocuments.
+func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]QueryDoc, error) {
+	return e.store.DocumentsByID(ctx, d, s, ids, limit)
 }
 
 // CommitChanges returns commit seq of d (0: the newest) with its changes,
