@@ -94,8 +94,10 @@ func (es *ExecutableSchema) Role() sluice.Role { return es.role }
 // SluiceSchema returns the database schema es was generated from.
 func (es *ExecutableSchema) SluiceSchema() *sluice.Schema { return es.schema }
 
-// Complexity leaves every field at gqlgen's default cost (1 plus its
-// children's).
+// Complexity leaves every field at gqlgen's default cost. No complexity
+// limit uses it: gqlgen's walk expands every fragment spread, exponential
+// in nested spreads; the document limits (documentBounds) bound cost
+// instead.
 func (es *ExecutableSchema) Complexity(context.Context, string, string, int, map[string]any) (int, bool) {
 	return 0, false
 }
