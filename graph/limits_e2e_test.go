@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/engine"
 )
@@ -215,4 +216,31 @@ func TestResponseBytesLimit(t *testing.T) {
 	if len(res.Errors) != 1 || res.Errors[0].Extensions["limit"] != "graphql_max_response_bytes" || string(res.Data) != "null" {
 		t.Fatalf("introspection: %s", res.raw)
 	}
+}
+
+// TestDocumentLimitsFromConfig checks that the daemon applies the
+// configured document limits (not the defaults).
+func TestDocumentLimitsFromConfig(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, func(c *config.Config) {
+		c.GraphQLMaxAliases = 1
+		c.GraphQLMaxDepth = 2
+		c.GraphQLMaxQueryBytes = 100
+		c.GraphQLMaxResultRows = 3
+	})
+	d.CreateDatabase(t, "conf", testSDL)
+	insertDocs(t, d, "conf", manyPeople(5))
+	path := "/api/graphql/admin/conf"
+	for _, c := range []struct{ query, limit string }{
+		{`{ a: Person { _id } b: Person { _id } }`, "graphql_max_aliases"},
+		{`{ Person { friends { _id } } }`, "graphql_max_depth"},
+		{`{ Person { _id } }` + strings.Repeat(" ", 100), "graphql_max_query_bytes"},
+		{`{ Person { _id } }`, "graphql_max_result_rows"},
+	} {
+		res := gql(t, d, path, c.query, nil)
+		if len(res.Errors) != 1 || res.Errors[0].Extensions["limit"] != c.limit {
+			t.Errorf("%q: got %s, want an error of %s", c.query, res.raw, c.limit)
+		}
+	}
+	gql(t, d, path, `{ a: Person(limit: 3) { _id } }`, nil).mustOK(t)
 }

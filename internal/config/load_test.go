@@ -53,6 +53,15 @@ func TestDefault(t *testing.T) {
 		Heartbeat:       12 * time.Second,
 		MaxBodyBytes:    64 << 20,
 		BodyIdleTimeout: 30 * time.Second,
+
+		GraphQLMaxQueryBytes:    64 << 10,
+		GraphQLMaxTokens:        15000,
+		GraphQLMaxDepth:         20,
+		GraphQLMaxAliases:       100,
+		GraphQLMaxFields:        1000,
+		GraphQLMaxFragments:     100,
+		GraphQLMaxResultRows:    10000,
+		GraphQLMaxResponseBytes: 16 << 20,
 	}
 	if got := Default(); got != want {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -200,6 +209,15 @@ var everything = Config{
 	Heartbeat:       time.Minute,
 	MaxBodyBytes:    1024,
 	BodyIdleTimeout: 5 * time.Second,
+
+	GraphQLMaxQueryBytes:    1001,
+	GraphQLMaxTokens:        1002,
+	GraphQLMaxDepth:         3,
+	GraphQLMaxAliases:       4,
+	GraphQLMaxFields:        1005,
+	GraphQLMaxFragments:     6,
+	GraphQLMaxResultRows:    1007,
+	GraphQLMaxResponseBytes: 1008,
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -230,6 +248,14 @@ shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
 body_idle_timeout: 5s
+graphql_max_query_bytes: 1001
+graphql_max_tokens: 1002
+graphql_max_depth: 3
+graphql_max_aliases: 4
+graphql_max_fields: 1005
+graphql_max_fragments: 6
+graphql_max_result_rows: 1007
+graphql_max_response_bytes: 1008
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -244,6 +270,14 @@ shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
 body_idle_timeout: 5s
+graphql_max_query_bytes: 1001
+graphql_max_tokens: 1002
+graphql_max_depth: 3
+graphql_max_aliases: 4
+graphql_max_fields: 1005
+graphql_max_fragments: 6
+graphql_max_result_rows: 1007
+graphql_max_response_bytes: 1008
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -258,6 +292,14 @@ shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
 body_idle_timeout = "5s"
+graphql_max_query_bytes = 1001
+graphql_max_tokens = 1002
+graphql_max_depth = 3
+graphql_max_aliases = 4
+graphql_max_fields = 1005
+graphql_max_fragments = 6
+graphql_max_result_rows = 1007
+graphql_max_response_bytes = 1008
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -271,7 +313,15 @@ body_idle_timeout = "5s"
   "shutdown_timeout": "30s",
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
-  "body_idle_timeout": "5s"
+  "body_idle_timeout": "5s",
+  "graphql_max_query_bytes": 1001,
+  "graphql_max_tokens": 1002,
+  "graphql_max_depth": 3,
+  "graphql_max_aliases": 4,
+  "graphql_max_fields": 1005,
+  "graphql_max_fragments": 6,
+  "graphql_max_result_rows": 1007,
+  "graphql_max_response_bytes": 1008
 }`},
 	}
 	for _, tt := range tests {
@@ -292,18 +342,26 @@ body_idle_timeout = "5s"
 func TestEnvEveryKey(t *testing.T) {
 	t.Parallel()
 	got, err := load(t, nil, map[string]string{
-		"SLUICE_LISTEN":            "127.0.0.1:7000",
-		"SLUICE_DATA_DIR":          "/var/lib/sluice",
-		"SLUICE_DATABASE_URL":      "postgres://sluice@db/sluice",
-		"SLUICE_ADMIN_PASSWORD":    "hunter2",
-		"SLUICE_PG_BIN_DIR":        "/opt/pg/bin",
-		"SLUICE_LOG_LEVEL":         "debug",
-		"SLUICE_LOG_FORMAT":        "json",
-		"SLUICE_LOG_RETENTION":     "0",
-		"SLUICE_SHUTDOWN_TIMEOUT":  "30s",
-		"SLUICE_HEARTBEAT":         "1m",
-		"SLUICE_MAX_BODY_BYTES":    "1024",
-		"SLUICE_BODY_IDLE_TIMEOUT": "5s",
+		"SLUICE_LISTEN":                     "127.0.0.1:7000",
+		"SLUICE_DATA_DIR":                   "/var/lib/sluice",
+		"SLUICE_DATABASE_URL":               "postgres://sluice@db/sluice",
+		"SLUICE_ADMIN_PASSWORD":             "hunter2",
+		"SLUICE_PG_BIN_DIR":                 "/opt/pg/bin",
+		"SLUICE_LOG_LEVEL":                  "debug",
+		"SLUICE_LOG_FORMAT":                 "json",
+		"SLUICE_LOG_RETENTION":              "0",
+		"SLUICE_SHUTDOWN_TIMEOUT":           "30s",
+		"SLUICE_HEARTBEAT":                  "1m",
+		"SLUICE_MAX_BODY_BYTES":             "1024",
+		"SLUICE_BODY_IDLE_TIMEOUT":          "5s",
+		"SLUICE_GRAPHQL_MAX_QUERY_BYTES":    "1001",
+		"SLUICE_GRAPHQL_MAX_TOKENS":         "1002",
+		"SLUICE_GRAPHQL_MAX_DEPTH":          "3",
+		"SLUICE_GRAPHQL_MAX_ALIASES":        "4",
+		"SLUICE_GRAPHQL_MAX_FIELDS":         "1005",
+		"SLUICE_GRAPHQL_MAX_FRAGMENTS":      "6",
+		"SLUICE_GRAPHQL_MAX_RESULT_ROWS":    "1007",
+		"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES": "1008",
 	})
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -325,6 +383,14 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
 		"--body-idle-timeout", "5s",
+		"--graphql-max-query-bytes", "1001",
+		"--graphql-max-tokens", "1002",
+		"--graphql-max-depth", "3",
+		"--graphql-max-aliases", "4",
+		"--graphql-max-fields", "1005",
+		"--graphql-max-fragments", "6",
+		"--graphql-max-result-rows", "1007",
+		"--graphql-max-response-bytes", "1008",
 	}, nil)
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -408,6 +474,21 @@ func TestInvalidValues(t *testing.T) {
 			name: "negative heartbeat",
 			env:  map[string]string{"SLUICE_HEARTBEAT": "-5s"},
 			want: `config: heartbeat: invalid value "-5s" (from SLUICE_HEARTBEAT): must not be negative`,
+		},
+		{
+			name: "zero graphql_max_depth",
+			env:  map[string]string{"SLUICE_GRAPHQL_MAX_DEPTH": "0"},
+			want: `config: graphql_max_depth: invalid value "0" (from SLUICE_GRAPHQL_MAX_DEPTH): want a whole number from 1 to 2147483647`,
+		},
+		{
+			name: "graphql_max_result_rows beyond int32",
+			args: []string{"--graphql-max-result-rows=2147483648"},
+			want: `config: graphql_max_result_rows: invalid value 2147483648 (from --graphql-max-result-rows): want a whole number from 1 to 2147483647`,
+		},
+		{
+			name: "graphql_max_response_bytes with unit",
+			env:  map[string]string{"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES": "16MiB"},
+			want: `config: graphql_max_response_bytes: invalid value "16MiB" (from SLUICE_GRAPHQL_MAX_RESPONSE_BYTES): want a whole number from 1 to 2147483647`,
 		},
 		{
 			name: "zero max_body_bytes",
@@ -500,7 +581,13 @@ func TestInvalidFileValues(t *testing.T) {
 
 func TestFileErrors(t *testing.T) {
 	t.Parallel()
-	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes, body_idle_timeout"
+	// Every key, in the order of options(), so that adding one needs no
+	// edit here.
+	var keys []string
+	for _, o := range options() {
+		keys = append(keys, o.key)
+	}
+	known := strings.Join(keys, ", ")
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	tests := []struct {
 		name, file, content string
