@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -105,4 +107,33 @@ func sameJSON(t testing.TB, a, b []byte) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return string(xa) == string(ya)
+}
+
+// BenchmarkFragmentBomb measures the CPU the whole handler spends refusing
+// the 30-level fragment bomb (2^31 fields once expanded; before the
+// document limits, gqlgen's complexity walk never finished it), one
+// request at a time; see docs/benchmarks.md.
+func BenchmarkFragmentBomb(b *testing.B) {
+	st := newStack(b, testSDL)
+	body, _ := json.Marshal(map[string]any{"query": fragmentBomb(30)})
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	b.ResetTimer()
+	for range b.N {
+		req := httptest.NewRequest(http.MethodPost, "/api/graphql/admin/db", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req = req.WithContext(auth.WithUser(req.Context(), st.admin))
+		rec := httptest.NewRecorder()
+		st.router.ServeHTTP(rec, req)
+		if !strings.Contains(rec.Body.String(), "graphql_max_fields") {
+			b.Fatalf("not refused by the fields limit: %s", rec.Body)
+		}
+	}
+	b.ReportMetric(float64(cpu()-start)/float64(b.N)/1e6, "cpu-ms/op")
 }

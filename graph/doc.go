@@ -21,6 +21,16 @@
 // makes one commit (engine.WriteBatch); any error rolls the whole request
 // back.
 //
+// # Limits
+//
+// Limits bound what one request may cost. The document limits (size,
+// tokens, depth, aliases, fields with fragments expanded, fragment
+// definitions) are checked on the query text by a gqlgen extension
+// (documentBounds) before gqlparser validates it, on every transport,
+// since some validation rules cost more than linear time. While a query
+// runs, the documents it reads are bounded in the SQL (LIMIT) and the
+// bytes of its answer by the JSON writer.
+//
 // # Subscriptions
 //
 // The schema includes the Subscription type. Execution over plain HTTP

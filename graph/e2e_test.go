@@ -68,6 +68,7 @@ type gqlResult struct {
 	Data   json.RawMessage `json:"data"`
 	Errors []struct {
 		Message    string         `json:"message"`
+		Path       []any          `json:"path"`
 		Extensions map[string]any `json:"extensions"`
 	} `json:"errors"`
 	raw string
@@ -140,7 +141,7 @@ func TestHTTPBehaviour(t *testing.T) {
 		{"put", "PUT", path, `{"query":"{ __typename }"}`, "", 405, "application/json", `"errors"`},
 		{"unknown database", "POST", "/api/graphql/admin/nope", `{"query":"{ __typename }"}`, "", 404, "application/json", `NOT_FOUND`},
 		{"system", "POST", "/api/graphql/_system", `{"query":"{ UserDatabase { name } }"}`, "", 200, "application/json", `{"name":"h"}`},
-		{"depth limit", "POST", path, deep, "", 200, "application/json", `more than 20 levels`},
+		{"depth limit", "POST", path, deep, "", 200, "application/json", `"the query nests selections 23 levels deep, more than 20 (limit graphql_max_depth)"`},
 		{"subscription over json", "POST", path, `{"query":"subscription { Person_added { name } }"}`, "", 200, "application/json", `text/event-stream`},
 	} {
 		h := append([]string{}, ct...)

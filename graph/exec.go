@@ -22,7 +22,8 @@ import (
 type Store interface {
 	GraphQLDatabase(ctx context.Context, u *sluice.User, org, name string) (*sluice.Database, *sluice.Schema, sluice.Role, error)
 	QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.DocQuery) ([]engine.QueryDoc, error)
-	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]engine.QueryDoc, error)
+	// DocumentsByID returns at most limit documents (< 0: no limit).
+	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error)
 	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error)
 	RedactCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, c *sluice.Commit) (*sluice.Commit, error)
 	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) ([][]string, *sluice.Commit, error)
@@ -62,6 +63,9 @@ type ExecutableSchema struct {
 	// sat caches, for each object type, the type names fragments on it
 	// match (itself and its interfaces).
 	sat map[string][]string
+	// limits bound the queries and mutations Exec runs (the Handler sets
+	// them); zero fields are unbounded.
+	limits Limits
 }
 
 var _ graphql.ExecutableSchema = (*ExecutableSchema)(nil)
@@ -91,8 +95,10 @@ func (es *ExecutableSchema) Role() sluice.Role { return es.role }
 // SluiceSchema returns the database schema es was generated from.
 func (es *ExecutableSchema) SluiceSchema() *sluice.Schema { return es.schema }
 
-// Complexity leaves every field at gqlgen's default cost (1 plus its
-// children's).
+// Complexity leaves every field at gqlgen's default cost. No complexity
+// limit uses it: gqlgen's walk expands every fragment spread, exponential
+// in nested spreads; the document limits (documentBounds) bound cost
+// instead.
 func (es *ExecutableSchema) Complexity(context.Context, string, string, int, map[string]any) (int, bool) {
 	return 0, false
 }
@@ -103,7 +109,7 @@ func (es *ExecutableSchema) Complexity(context.Context, string, string, int, map
 func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	op := graphql.GetOperationContext(ctx)
 	req := RequestFrom(ctx)
-	x := &execution{ctx: ctx, op: op, es: es, req: req, cache: map[string]*object{}}
+	x := &execution{ctx: ctx, op: op, es: es, req: req, cache: map[string]*object{}, maxRows: es.limits.MaxResultRows}
 	resp := &graphql.Response{}
 	switch {
 	case req == nil:
@@ -127,6 +133,43 @@ type execution struct {
 	req   *Request
 	errs  gqlerror.List
 	cache map[string]*object // documents by id; nil: known missing
+	// rows counts the documents read from Postgres; maxRows (0: no bound)
+	// bounds them.
+	rows, maxRows int
+	// lookupErr is the error of a document read for a filter (lookup),
+	// which filter.Match cannot return.
+	lookupErr error
+}
+
+// overRows reports whether the request has read more documents than its
+// bound allows.
+func (x *execution) overRows() bool {
+	return x.maxRows > 0 && x.rows > x.maxRows
+}
+
+// rowBudget returns the most documents the next read may return: one more
+// than the rows left, so that reading them all shows the bound is passed;
+// -1 when unbounded.
+func (x *execution) rowBudget() int {
+	if x.maxRows <= 0 {
+		return -1
+	}
+	return max(x.maxRows-x.rows, 0) + 1
+}
+
+// readRows counts n documents read and fails once they pass the bound.
+func (x *execution) readRows(n int) error {
+	x.rows += n
+	if x.maxRows > 0 && x.rows > x.maxRows {
+		return errTooManyRows(x.maxRows)
+	}
+	return nil
+}
+
+// newWriter returns the writer of a response's data, bounded by the
+// response bytes limit.
+func (x *execution) newWriter() *jsonWriter {
+	return &jsonWriter{max: x.es.limits.MaxResponseBytes}
 }
 
 // fail records err as a GraphQL error at path. Domain errors show their
@@ -140,6 +183,10 @@ func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err err
 	var ge *gqlerror.Error
 	if errors.As(err, &ge) {
 		return ge
+	}
+	var le *resultLimitError
+	if errors.As(err, &le) {
+		return le.gqlError(path)
 	}
 	code := sluice.ErrorCode(err)
 	msg := sluice.ErrorMessage(err)

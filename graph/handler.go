@@ -28,12 +28,9 @@ type Options struct {
 	// with the request context carrying the Request (RequestFrom) and may
 	// use the ExecutableSchema (ExecutableSchemaFrom) for subscriptions.
 	Transports []func(*ExecutableSchema) graphql.Transport
-	// MaxDepth bounds the nesting of selections (default 20; introspection
-	// as GraphiQL sends it needs about 12).
-	MaxDepth int
-	// MaxComplexity bounds gqlgen's complexity (one per selected field;
-	// default 5000).
-	MaxComplexity int
+	// Limits bound each request's document and result; zero fields take
+	// the defaults (DefaultLimits).
+	Limits Limits
 	// QueryCacheSize is the number of parsed queries and of persisted
 	// queries (APQ) each schema version keeps (default 1000).
 	QueryCacheSize int
@@ -73,12 +70,7 @@ func NewHandler(store Store, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.MaxDepth <= 0 {
-		opts.MaxDepth = 20
-	}
-	if opts.MaxComplexity <= 0 {
-		opts.MaxComplexity = 5000
-	}
+	opts.Limits = opts.Limits.withDefaults()
 	if opts.QueryCacheSize <= 0 {
 		opts.QueryCacheSize = 1000
 	}
@@ -169,16 +161,19 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
+	es.limits = h.opts.Limits
 	srv := handler.New(es)
 	for _, t := range h.opts.Transports {
 		srv.AddTransport(t(es))
 	}
 	srv.AddTransport(HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes})
-	srv.SetQueryCache(lru.New[*ast.QueryDocument](h.opts.QueryCacheSize))
+	cache := lru.New[*ast.QueryDocument](h.opts.QueryCacheSize)
+	srv.SetQueryCache(cache)
 	srv.Use(extension.Introspection{})
+	// Before the persisted-query cache, which keeps the texts it is sent
+	// (see documentBounds).
+	srv.Use(documentBounds{limits: h.opts.Limits, cache: cache})
 	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](h.opts.QueryCacheSize)})
-	srv.Use(extension.FixedComplexityLimit(h.opts.MaxComplexity))
-	srv.Use(DepthLimit(h.opts.MaxDepth))
 	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
 		h.opts.Logger.ErrorContext(ctx, "graphql panic", "panic", v)
 		return sluice.Errorf(sluice.CodeInternal, "internal error")

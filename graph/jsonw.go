@@ -3,14 +3,60 @@ package graph
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"unicode/utf8"
 )
 
 // jsonWriter builds a response's JSON directly in resolution order, which
 // is the order GraphQL requires (the selection order).
+//
+// With max > 0 it holds at most max bytes: a write that would go past it
+// is dropped and sets over, and so is every write after it, so that a
+// response's memory is bounded whatever the data. The writer's content is
+// then incomplete; whoever set max checks over and reports the error.
+// Write, WriteString and WriteByte shadow bytes.Buffer's to apply it.
 type jsonWriter struct {
 	bytes.Buffer
+	max  int
+	over bool
+}
+
+// errWriterFull is what writes past a jsonWriter's max return (callers
+// check over instead).
+var errWriterFull = errors.New("graph: response bytes limit reached")
+
+// room reports whether n more bytes fit, and records when they do not.
+func (w *jsonWriter) room(n int) bool {
+	if w.over {
+		return false
+	}
+	if w.max > 0 && w.Len()+n > w.max {
+		w.over = true
+		return false
+	}
+	return true
+}
+
+func (w *jsonWriter) Write(p []byte) (int, error) {
+	if !w.room(len(p)) {
+		return 0, errWriterFull
+	}
+	return w.Buffer.Write(p)
+}
+
+func (w *jsonWriter) WriteString(s string) (int, error) {
+	if !w.room(len(s)) {
+		return 0, errWriterFull
+	}
+	return w.Buffer.WriteString(s)
+}
+
+func (w *jsonWriter) WriteByte(c byte) error {
+	if !w.room(1) {
+		return errWriterFull
+	}
+	return w.Buffer.WriteByte(c)
 }
 
 const hexDigits = "0123456789abcdef"

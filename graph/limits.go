@@ -1,63 +1,151 @@
 package graph
 
 import (
-	"context"
+	"fmt"
 
-	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
 )
 
-// DepthLimit returns a gqlgen extension that refuses operations whose
-// selections nest deeper than max (fragments included), before they run.
-func DepthLimit(max int) graphql.HandlerExtension { return depthLimit{max: max} }
-
-type depthLimit struct{ max int }
-
-var (
-	_ graphql.HandlerExtension        = depthLimit{}
-	_ graphql.OperationContextMutator = depthLimit{}
-)
-
-func (depthLimit) ExtensionName() string                   { return "DepthLimit" }
-func (depthLimit) Validate(graphql.ExecutableSchema) error { return nil }
-func (d depthLimit) MutateOperationContext(_ context.Context, rc *graphql.OperationContext) *gqlerror.Error {
-	if rc.Operation == nil {
-		return nil
-	}
-	if n := depth(rc.Operation.SelectionSet, rc.Doc, 0, d.max); n > d.max {
-		err := gqlerror.Errorf("the operation nests more than %d levels of selections", d.max)
-		errcode.Set(err, errcode.ValidationFailed)
-		return err
-	}
-	return nil
+// Limits bound what one GraphQL request may cost, so that no request can
+// exhaust the daemon or Postgres. The document limits (the first six) are
+// checked on the query text before gqlparser validates it, because some
+// validation rules cost more than linear time (OverlappingFieldsCanBeMerged
+// compares pairs of fields and of fragments); the result limits bound the
+// memory of executing it. Each is the config key named in its comment;
+// zero takes the default (DefaultLimits).
+type Limits struct {
+	// MaxQueryBytes bounds the query text (graphql_max_query_bytes).
+	MaxQueryBytes int
+	// MaxTokens bounds the query's lexical tokens, comments excluded
+	// (graphql_max_tokens).
+	MaxTokens int
+	// MaxDepth bounds the nesting of selections, through fragments
+	// (graphql_max_depth): `{ a }` is 1 deep.
+	MaxDepth int
+	// MaxAliases bounds the aliased fields, counted with fragments
+	// expanded (graphql_max_aliases): each aliased root field is one SQL
+	// statement.
+	MaxAliases int
+	// MaxFields bounds the field selections with fragments expanded, every
+	// operation and unused fragment of the document together
+	// (graphql_max_fields).
+	MaxFields int
+	// MaxFragments bounds the fragment definitions of a document
+	// (graphql_max_fragments).
+	MaxFragments int
+	// MaxResultRows bounds the documents one request reads from Postgres,
+	// over all its fields, aliases and levels of references together
+	// (graphql_max_result_rows).
+	MaxResultRows int
+	// MaxResponseBytes bounds the JSON of a response's data
+	// (graphql_max_response_bytes).
+	MaxResponseBytes int
 }
 
-// depth returns the nesting depth of sel, stopping once it exceeds max (so
-// that fragment cycles, which validation refuses anyway, cannot loop).
-func depth(sel ast.SelectionSet, doc *ast.QueryDocument, at, limit int) int {
-	if at > limit {
-		return at
+// DefaultLimits returns the limits used for zero fields of Limits.
+//
+// The document limits were chosen against gqlparser v2.5.64's validation
+// (measured on a 2-core machine, the worst shapes we found): its cost is
+// linear in the document except OverlappingFieldsCanBeMerged, which is
+// quadratic in the fields sharing a response name and in the fragments
+// spread into one selection set. At 1,000 expanded fields the worst shape
+// (1,000 fields of one name) validates in 40 ms, at 5,000 in 2.1 s; 100
+// fragments spread into one selection set validate in 5 ms, 1,000 in
+// 330 ms. Introspection as GraphiQL 4 and graphql-js 16 send it has about
+// 230 expanded fields, 3 fragments, no aliases, 180 tokens and 2 KB, and
+// nests 15 levels deep (testdata/introspection.*.graphql).
+func DefaultLimits() Limits {
+	return Limits{
+		// Large values belong in variables (bounded by max_body_bytes); 64
+		// KiB holds any hand-written query, and gqlgen's query cache keeps
+		// up to 1,000 query texts per schema.
+		MaxQueryBytes: 64 << 10,
+		// Parsing is linear; the bound keeps the parsed document (about
+		// 100 bytes a token) small. 15,000 is gqlparser's suggested limit.
+		MaxTokens:  15000,
+		MaxDepth:   20,
+		MaxAliases: 100,
+		MaxFields:  1000,
+		// Relay-style applications spread a few dozen fragments per
+		// operation.
+		MaxFragments: 100,
+		// 10,000 documents are a few MB in memory and far more than a
+		// screen shows; larger reads page with limit and offset.
+		MaxResultRows: 10000,
+		// 16 MiB holds 10,000 documents of 1.6 KB of JSON each. The
+		// response is built in memory (about twice its size with buffer
+		// growth and encoding), so this bounds a request's memory too.
+		MaxResponseBytes: 16 << 20,
 	}
-	deepest := at
-	for _, s := range sel {
-		var n int
-		switch s := s.(type) {
-		case *ast.Field:
-			if len(s.SelectionSet) == 0 {
-				n = at + 1
-			} else {
-				n = depth(s.SelectionSet, doc, at+1, limit)
-			}
-		case *ast.InlineFragment:
-			n = depth(s.SelectionSet, doc, at, limit)
-		case *ast.FragmentSpread:
-			if f := doc.Fragments.ForName(s.Name); f != nil {
-				n = depth(f.SelectionSet, doc, at, limit)
-			}
+}
+
+// withDefaults returns l with zero fields set to their defaults.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	for _, f := range []struct{ v, def *int }{
+		{&l.MaxQueryBytes, &d.MaxQueryBytes},
+		{&l.MaxTokens, &d.MaxTokens},
+		{&l.MaxDepth, &d.MaxDepth},
+		{&l.MaxAliases, &d.MaxAliases},
+		{&l.MaxFields, &d.MaxFields},
+		{&l.MaxFragments, &d.MaxFragments},
+		{&l.MaxResultRows, &d.MaxResultRows},
+		{&l.MaxResponseBytes, &d.MaxResponseBytes},
+	} {
+		if *f.v <= 0 {
+			*f.v = *f.def
 		}
-		deepest = max(deepest, n)
 	}
-	return deepest
+	return l
+}
+
+// The config keys of the limits, named by the errors so that a client
+// knows which one it hit and an operator which one to raise.
+const (
+	keyMaxQueryBytes    = "graphql_max_query_bytes"
+	keyMaxTokens        = "graphql_max_tokens"
+	keyMaxDepth         = "graphql_max_depth"
+	keyMaxAliases       = "graphql_max_aliases"
+	keyMaxFields        = "graphql_max_fields"
+	keyMaxFragments     = "graphql_max_fragments"
+	keyMaxResultRows    = "graphql_max_result_rows"
+	keyMaxResponseBytes = "graphql_max_response_bytes"
+)
+
+// documentLimitError is the request error of a document over limit key:
+// a validation failure (the document is refused before it runs), with
+// extensions.limit naming the key.
+func documentLimitError(key, format string, args ...any) *gqlerror.Error {
+	err := gqlerror.Errorf(format+" (limit %s)", append(args, key)...)
+	errcode.Set(err, errcode.ValidationFailed)
+	err.Extensions["limit"] = key
+	return err
+}
+
+// resultLimitError is the error of a request whose result went over limit
+// key while it ran; toGQLError gives it the path of the field that was
+// being resolved.
+type resultLimitError struct {
+	key, msg string
+}
+
+func (e *resultLimitError) Error() string { return e.msg + " (limit " + e.key + ")" }
+
+func (e *resultLimitError) gqlError(path ast.Path) *gqlerror.Error {
+	return &gqlerror.Error{Message: e.Error(), Path: path,
+		Extensions: map[string]any{"code": sluice.CodeInvalid.GraphQLCode(), "limit": e.key}}
+}
+
+func errTooManyRows(max int) error {
+	return &resultLimitError{key: keyMaxResultRows,
+		msg: fmt.Sprintf("the request reads more than %d documents; use limit and offset to read them page by page", max)}
+}
+
+func errResponseTooLarge(max int) error {
+	return &resultLimitError{key: keyMaxResponseBytes,
+		msg: fmt.Sprintf("the response is larger than %d bytes; select fewer fields, or use limit and offset to read the documents page by page", max)}
 }

@@ -45,10 +45,19 @@ func (x *execution) mutation() json.RawMessage {
 		var err error
 		ids, _, err = x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
 		if err != nil {
-			x.fail(fieldPath(fields[opFields[0]]), err)
+			// An error of the whole request (access) is shown on its
+			// first field; one of an op on the field that made it.
+			at := opFields[0]
+			var oe *engine.OpError
+			if errors.As(err, &oe) && oe.Index >= 0 && oe.Index < len(opFields) {
+				at = opFields[oe.Index]
+			}
+			x.fail(fieldPath(fields[at]), err)
 			return nil
 		}
 	}
+	// Not bounded by the response bytes limit: the commit is made, and the
+	// ids it answers are bounded by the request's size.
 	w := &jsonWriter{}
 	w.WriteByte('{')
 	n := 0

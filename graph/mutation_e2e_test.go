@@ -95,6 +95,43 @@ func TestMutationsOneCommitAndRollback(t *testing.T) {
 	}
 }
 
+// TestMutationErrorNamesItsField checks, for every kind of mutation field,
+// that the error of a request with several fields has the path of the
+// field (its alias) that failed, including errors Postgres reports only
+// when the statements are sent (a duplicate id), and that nothing is
+// committed.
+func TestMutationErrorNamesItsField(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, testSDL)
+	st.insert(t, people)
+	before := lastCommit(t, st).Seq
+	for _, c := range []struct {
+		name, query, path, code string
+	}{
+		{"second delete", `mutation { a: _deleteDocuments(ids: ["Person/alice"]) b: _deleteDocuments(ids: ["Person/nobody"]) }`, "b", "NOT_FOUND"},
+		{"second generic insert, a duplicate", `mutation { a: _insertDocuments(json: "{\"@type\":\"Person\",\"@id\":\"n1\",\"name\":\"N\"}") b: _insertDocuments(json: "{\"@type\":\"Person\",\"@id\":\"bob\",\"name\":\"B\"}") }`, "b", "CONFLICT"},
+		{"first typed insert, a duplicate, before a delete", `mutation { a: Person_insert(documents: [{_id: "alice", name: "A"}]) b: _deleteDocuments(ids: ["Person/bob"]) }`, "a", "CONFLICT"},
+		{"first typed insert, a duplicate, before an insert", `mutation { a: Person_insert(documents: [{_id: "alice", name: "A"}]) b: Person_insert(documents: [{_id: "n2", name: "N"}]) }`, "a", "CONFLICT"},
+		{"second typed replace", `mutation { a: Person_insert(documents: [{_id: "n3", name: "N"}]) b: Person_replace(documents: [{_id: "nobody", name: "X"}]) }`, "b", "NOT_FOUND"},
+		{"second generic replace", `mutation { a: _replaceDocuments(json: "{\"@type\":\"Person\",\"@id\":\"alice\",\"name\":\"A2\"}") b: _replaceDocuments(json: "{\"@type\":\"Person\",\"@id\":\"nobody\",\"name\":\"X\"}") }`, "b", "NOT_FOUND"},
+		{"last typed insert, a duplicate", `mutation { a: _deleteDocuments(ids: ["Person/carol"]) b: Person_insert(documents: [{_id: "dave", name: "D"}]) }`, "b", "CONFLICT"},
+		{"invalid document after __typename", `mutation { a: _deleteDocuments(ids: ["Person/eve"]) __typename b: _insertDocuments(json: {name: "no type"}) }`, "b", "BAD_USER_INPUT"},
+	} {
+		res := st.query(t, c.query, nil)
+		if len(res.Errors) != 1 || string(res.Data) != "null" {
+			t.Errorf("%s: want one error and data null, got %s", c.name, res.raw)
+			continue
+		}
+		e := res.Errors[0]
+		if len(e.Path) != 1 || e.Path[0] != c.path || e.Extensions["code"] != c.code {
+			t.Errorf("%s: want %s at path [%s], got %s", c.name, c.code, c.path, res.raw)
+		}
+	}
+	if got := lastCommit(t, st).Seq; got != before {
+		t.Fatalf("a failed request committed: seq %d, was %d", got, before)
+	}
+}
+
 // TestStatementCountIndependentOfRows runs a nested query over 10 and over
 // 1,000 documents and counts SQL statements: one per level of references.
 func TestStatementCountIndependentOfRows(t *testing.T) {

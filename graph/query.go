@@ -17,10 +17,13 @@ import (
 
 // query runs a query operation and returns its data.
 func (x *execution) query() json.RawMessage {
-	w := &jsonWriter{}
+	w := x.newWriter()
 	w.WriteByte('{')
 	nullData := false
 	for i, cf := range x.fields(x.op.Operation.SelectionSet, "Query") {
+		if x.overRows() {
+			return nil // the error is recorded; later fields would only add to it
+		}
 		w.key(cf.Alias, i == 0)
 		switch cf.Name {
 		case "__typename":
@@ -39,8 +42,16 @@ func (x *execution) query() json.RawMessage {
 				nullData = true // [X!]! is non-null: the error nulls the parent, data
 			}
 		}
+		if w.over {
+			x.fail(fieldPath(cf), errResponseTooLarge(w.max))
+			return nil
+		}
 	}
 	w.WriteByte('}')
+	if w.over {
+		x.fail(nil, errResponseTooLarge(w.max))
+		return nil
+	}
 	if nullData {
 		return nil
 	}
@@ -78,8 +89,16 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 		return nil, err
 	}
 	q.Fields = selectedFields(x.op.Doc, cf.Selections)
+	// The row bound goes into the statement, so that Postgres never sends
+	// more than one document past it.
+	if b := x.rowBudget(); b >= 0 && (q.Limit < 0 || q.Limit > int64(b)) {
+		q.Limit = int64(b)
+	}
 	docs, err := x.es.store.QueryDocuments(x.ctx, x.req.DB, x.es.schema, q)
 	if err != nil {
+		return nil, err
+	}
+	if err := x.readRows(len(docs)); err != nil {
 		return nil, err
 	}
 	objs := make([]*object, len(docs))
@@ -96,15 +115,14 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 
 // selectedFields returns the names of the fields sel selects directly
 // (through fragments too, whatever their type condition): the columns a
-// query must read. Directives are ignored, so this is a superset.
+// query must read. Directives are ignored, so this is a superset. Each
+// fragment is walked once, however often it is spread.
 func selectedFields(doc *ast.QueryDocument, sel ast.SelectionSet) []string {
 	out := []string{}
 	seen := map[string]bool{}
-	var walk func(ast.SelectionSet, int)
-	walk = func(sel ast.SelectionSet, depth int) {
-		if depth > 32 {
-			return
-		}
+	spread := map[string]bool{}
+	var walk func(ast.SelectionSet)
+	walk = func(sel ast.SelectionSet) {
 		for _, s := range sel {
 			switch s := s.(type) {
 			case *ast.Field:
@@ -113,15 +131,16 @@ func selectedFields(doc *ast.QueryDocument, sel ast.SelectionSet) []string {
 					out = append(out, s.Name)
 				}
 			case *ast.InlineFragment:
-				walk(s.SelectionSet, depth+1)
+				walk(s.SelectionSet)
 			case *ast.FragmentSpread:
-				if f := doc.Fragments.ForName(s.Name); f != nil {
-					walk(f.SelectionSet, depth+1)
+				if f := doc.Fragments.ForName(s.Name); f != nil && !spread[s.Name] {
+					spread[s.Name] = true
+					walk(f.SelectionSet)
 				}
 			}
 		}
 	}
-	walk(sel, 0)
+	walk(sel)
 	return out
 }
 
@@ -310,9 +329,16 @@ func (x *execution) WriteChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 // give none).
 func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.SelectionSet, includeChildren bool) (int, error) {
 	n := 0
-	var buf jsonWriter
+	// The object is built aside, so that an error leaves w as it was.
+	buf := jsonWriter{}
+	if w.max > 0 {
+		buf.max = max(w.max-w.Len(), 1)
+	}
 	buf.WriteByte('{')
 	for i, cf := range x.fields(sel, typeChangeSet) {
+		if buf.over {
+			break
+		}
 		buf.key(cf.Alias, i == 0)
 		switch {
 		case cf.Name == "__typename":
@@ -332,6 +358,10 @@ func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 		}
 	}
 	buf.WriteByte('}')
+	if buf.over {
+		w.over = true
+		return n, nil
+	}
 	w.Write(buf.Bytes())
 	return n, nil
 }
@@ -387,6 +417,14 @@ func (x *execution) changes(c *sluice.Commit, cf graphql.CollectedField, include
 		}
 		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, fields: doc.Fields, commit: c, changeType: "commit"})
 	}
+	if x.lookupErr != nil {
+		return nil, "", x.lookupErr
+	}
+	// The commit's changes are read already; counting them keeps the
+	// response's documents within the same bound as a query's.
+	if err := x.readRows(len(out)); err != nil {
+		return nil, "", err
+	}
 	return out, class, nil
 }
 
@@ -400,7 +438,12 @@ func (x *execution) lookup(id string) *sluice.Document {
 		}
 		return &sluice.Document{ID: o.id, Type: o.class.Name, Fields: o.fields}
 	}
-	docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, []string{id})
+	docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, []string{id}, x.rowBudget())
+	if err == nil {
+		if err = x.readRows(len(docs)); err != nil {
+			x.lookupErr = err // Match cannot return it; the caller does
+		}
+	}
 	if err != nil || len(docs) == 0 {
 		x.cache[id] = nil
 		return nil

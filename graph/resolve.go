@@ -105,8 +105,11 @@ func (x *execution) prefetch(level []pending) error {
 			walk(p)
 		}
 		if len(want) > 0 {
-			docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, want)
+			docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, want, x.rowBudget())
 			if err != nil {
+				return err
+			}
+			if err := x.readRows(len(docs)); err != nil {
 				return err
 			}
 			found := make(map[string]bool, len(docs))
@@ -149,6 +152,9 @@ func refID(v any) (string, bool) {
 func (x *execution) writeObjects(w *jsonWriter, objs []*object, sel ast.SelectionSet, static string) {
 	w.WriteByte('[')
 	for i, o := range objs {
+		if w.over {
+			return // the rest would be dropped; stop walking it
+		}
 		if i > 0 {
 			w.WriteByte(',')
 		}
@@ -197,6 +203,9 @@ func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, 
 			w.WriteByte('[')
 			n := 0
 			for _, it := range items {
+				if w.over {
+					break
+				}
 				if f.Type.Kind == sluice.TypeReference && x.refObject(it) == nil {
 					continue // a dangling reference is left out of the list
 				}

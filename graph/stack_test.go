@@ -34,6 +34,13 @@ type stack struct {
 
 func newStack(t testing.TB, sdl string) *stack {
 	t.Helper()
+	return newStackWith(t, sdl, graph.Options{}, nil)
+}
+
+// newStackWith is newStack with handler options, and with wrap, when not
+// nil, around the engine the handler reads and writes through.
+func newStackWith(t testing.TB, sdl string, opts graph.Options, wrap func(graph.Store) graph.Store) *stack {
+	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	dbURL := pgtest.NewDatabase(t)
@@ -53,8 +60,15 @@ func newStack(t testing.TB, sdl string) *stack {
 	if _, err := eng.CreateDatabase(ctx, admin, engine.NewDatabase{Org: "admin", Name: "db", Schema: sdl}); err != nil {
 		t.Fatal(err)
 	}
+	var gs graph.Store = eng
+	if wrap != nil {
+		gs = wrap(eng)
+	}
+	if opts.Logger == nil {
+		opts.Logger = logger
+	}
 	r := chi.NewRouter()
-	r.Handle("/api/graphql/{org}/{db}", graph.NewHandler(eng, graph.Options{Logger: logger}))
+	r.Handle("/api/graphql/{org}/{db}", graph.NewHandler(gs, opts))
 	return &stack{eng: eng, router: r, admin: admin, db: "admin/db", url: dbURL}
 }
 

@@ -92,6 +92,45 @@ type Config struct {
 	// same origin only (no CORS headers).
 	// Key cors_origins, env SLUICE_CORS_ORIGINS, flag --cors-origins, default "".
 	CORSOrigins []string
+	// GraphQLMaxQueryBytes limits the size of a GraphQL query text. The
+	// document limits (this and the next five) are checked before the
+	// query is validated, whose cost grows faster than its size.
+	// Key graphql_max_query_bytes, env SLUICE_GRAPHQL_MAX_QUERY_BYTES, flag --graphql-max-query-bytes, default 65536.
+	GraphQLMaxQueryBytes int
+
+	// GraphQLMaxTokens limits the lexical tokens of a GraphQL query.
+	// Key graphql_max_tokens, env SLUICE_GRAPHQL_MAX_TOKENS, flag --graphql-max-tokens, default 15000.
+	GraphQLMaxTokens int
+
+	// GraphQLMaxDepth limits the nesting of a GraphQL query's selections.
+	// Key graphql_max_depth, env SLUICE_GRAPHQL_MAX_DEPTH, flag --graphql-max-depth, default 20.
+	GraphQLMaxDepth int
+
+	// GraphQLMaxAliases limits the aliased fields of a GraphQL query, with
+	// its fragments expanded.
+	// Key graphql_max_aliases, env SLUICE_GRAPHQL_MAX_ALIASES, flag --graphql-max-aliases, default 100.
+	GraphQLMaxAliases int
+
+	// GraphQLMaxFields limits the fields a GraphQL query selects, with its
+	// fragments expanded.
+	// Key graphql_max_fields, env SLUICE_GRAPHQL_MAX_FIELDS, flag --graphql-max-fields, default 1000.
+	GraphQLMaxFields int
+
+	// GraphQLMaxFragments limits the fragment definitions of a GraphQL
+	// query.
+	// Key graphql_max_fragments, env SLUICE_GRAPHQL_MAX_FRAGMENTS, flag --graphql-max-fragments, default 100.
+	GraphQLMaxFragments int
+
+	// GraphQLMaxResultRows limits the documents one GraphQL request reads
+	// from Postgres, over all its fields, aliases and references; the SQL
+	// reads at most one more.
+	// Key graphql_max_result_rows, env SLUICE_GRAPHQL_MAX_RESULT_ROWS, flag --graphql-max-result-rows, default 10000.
+	GraphQLMaxResultRows int
+
+	// GraphQLMaxResponseBytes limits the JSON data of one GraphQL response,
+	// which is built in memory.
+	// Key graphql_max_response_bytes, env SLUICE_GRAPHQL_MAX_RESPONSE_BYTES, flag --graphql-max-response-bytes, default 16777216.
+	GraphQLMaxResponseBytes int
 }
 
 // LogFormat is the encoding of log records.
@@ -134,6 +173,14 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_streams", c.MaxStreams),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
 		slog.Any("cors_origins", c.CORSOrigins),
+		slog.Int("graphql_max_query_bytes", c.GraphQLMaxQueryBytes),
+		slog.Int("graphql_max_tokens", c.GraphQLMaxTokens),
+		slog.Int("graphql_max_depth", c.GraphQLMaxDepth),
+		slog.Int("graphql_max_aliases", c.GraphQLMaxAliases),
+		slog.Int("graphql_max_fields", c.GraphQLMaxFields),
+		slog.Int("graphql_max_fragments", c.GraphQLMaxFragments),
+		slog.Int("graphql_max_result_rows", c.GraphQLMaxResultRows),
+		slog.Int("graphql_max_response_bytes", c.GraphQLMaxResponseBytes),
 	)
 }
 

@@ -54,6 +54,15 @@ func TestDefault(t *testing.T) {
 		MaxBodyBytes:      64 << 20,
 		BodyIdleTimeout:   30 * time.Second,
 		MaxStreamsPerUser: 1000,
+
+		GraphQLMaxQueryBytes:    64 << 10,
+		GraphQLMaxTokens:        15000,
+		GraphQLMaxDepth:         20,
+		GraphQLMaxAliases:       100,
+		GraphQLMaxFields:        1000,
+		GraphQLMaxFragments:     100,
+		GraphQLMaxResultRows:    10000,
+		GraphQLMaxResponseBytes: 16 << 20,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -204,6 +213,15 @@ var everything = Config{
 	MaxStreams:        5000,
 	MaxStreamsPerUser: 0,
 	CORSOrigins:       []string{"https://app.example.com", "http://localhost:3000"},
+
+	GraphQLMaxQueryBytes:    1001,
+	GraphQLMaxTokens:        1002,
+	GraphQLMaxDepth:         3,
+	GraphQLMaxAliases:       4,
+	GraphQLMaxFields:        1005,
+	GraphQLMaxFragments:     6,
+	GraphQLMaxResultRows:    1007,
+	GraphQLMaxResponseBytes: 1008,
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -237,6 +255,14 @@ body_idle_timeout: 5s
 max_streams: 5000
 max_streams_per_user: 0
 cors_origins: ["https://app.example.com", "http://localhost:3000"]
+graphql_max_query_bytes: 1001
+graphql_max_tokens: 1002
+graphql_max_depth: 3
+graphql_max_aliases: 4
+graphql_max_fields: 1005
+graphql_max_fragments: 6
+graphql_max_result_rows: 1007
+graphql_max_response_bytes: 1008
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -256,6 +282,14 @@ max_streams_per_user: "0"
 cors_origins:
   - https://app.example.com
   - http://localhost:3000
+graphql_max_query_bytes: 1001
+graphql_max_tokens: 1002
+graphql_max_depth: 3
+graphql_max_aliases: 4
+graphql_max_fields: 1005
+graphql_max_fragments: 6
+graphql_max_result_rows: 1007
+graphql_max_response_bytes: 1008
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -273,6 +307,14 @@ body_idle_timeout = "5s"
 max_streams = 5000
 max_streams_per_user = 0
 cors_origins = ["https://app.example.com", "http://localhost:3000"]
+graphql_max_query_bytes = 1001
+graphql_max_tokens = 1002
+graphql_max_depth = 3
+graphql_max_aliases = 4
+graphql_max_fields = 1005
+graphql_max_fragments = 6
+graphql_max_result_rows = 1007
+graphql_max_response_bytes = 1008
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -289,7 +331,15 @@ cors_origins = ["https://app.example.com", "http://localhost:3000"]
   "body_idle_timeout": "5s",
   "max_streams": 5000,
   "max_streams_per_user": 0,
-  "cors_origins": ["https://app.example.com", "http://localhost:3000"]
+  "cors_origins": ["https://app.example.com", "http://localhost:3000"],
+  "graphql_max_query_bytes": 1001,
+  "graphql_max_tokens": 1002,
+  "graphql_max_depth": 3,
+  "graphql_max_aliases": 4,
+  "graphql_max_fields": 1005,
+  "graphql_max_fragments": 6,
+  "graphql_max_result_rows": 1007,
+  "graphql_max_response_bytes": 1008
 }`},
 	}
 	for _, tt := range tests {
@@ -310,21 +360,29 @@ cors_origins = ["https://app.example.com", "http://localhost:3000"]
 func TestEnvEveryKey(t *testing.T) {
 	t.Parallel()
 	got, err := load(t, nil, map[string]string{
-		"SLUICE_LISTEN":               "127.0.0.1:7000",
-		"SLUICE_DATA_DIR":             "/var/lib/sluice",
-		"SLUICE_DATABASE_URL":         "postgres://sluice@db/sluice",
-		"SLUICE_ADMIN_PASSWORD":       "hunter2",
-		"SLUICE_PG_BIN_DIR":           "/opt/pg/bin",
-		"SLUICE_LOG_LEVEL":            "debug",
-		"SLUICE_LOG_FORMAT":           "json",
-		"SLUICE_LOG_RETENTION":        "0",
-		"SLUICE_SHUTDOWN_TIMEOUT":     "30s",
-		"SLUICE_HEARTBEAT":            "1m",
-		"SLUICE_MAX_BODY_BYTES":       "1024",
-		"SLUICE_BODY_IDLE_TIMEOUT":    "5s",
-		"SLUICE_MAX_STREAMS":          "5000",
-		"SLUICE_MAX_STREAMS_PER_USER": "0",
-		"SLUICE_CORS_ORIGINS":         "https://app.example.com, http://localhost:3000",
+		"SLUICE_LISTEN":                     "127.0.0.1:7000",
+		"SLUICE_DATA_DIR":                   "/var/lib/sluice",
+		"SLUICE_DATABASE_URL":               "postgres://sluice@db/sluice",
+		"SLUICE_ADMIN_PASSWORD":             "hunter2",
+		"SLUICE_PG_BIN_DIR":                 "/opt/pg/bin",
+		"SLUICE_LOG_LEVEL":                  "debug",
+		"SLUICE_LOG_FORMAT":                 "json",
+		"SLUICE_LOG_RETENTION":              "0",
+		"SLUICE_SHUTDOWN_TIMEOUT":           "30s",
+		"SLUICE_HEARTBEAT":                  "1m",
+		"SLUICE_MAX_BODY_BYTES":             "1024",
+		"SLUICE_BODY_IDLE_TIMEOUT":          "5s",
+		"SLUICE_MAX_STREAMS":                "5000",
+		"SLUICE_MAX_STREAMS_PER_USER":       "0",
+		"SLUICE_CORS_ORIGINS":               "https://app.example.com, http://localhost:3000",
+		"SLUICE_GRAPHQL_MAX_QUERY_BYTES":    "1001",
+		"SLUICE_GRAPHQL_MAX_TOKENS":         "1002",
+		"SLUICE_GRAPHQL_MAX_DEPTH":          "3",
+		"SLUICE_GRAPHQL_MAX_ALIASES":        "4",
+		"SLUICE_GRAPHQL_MAX_FIELDS":         "1005",
+		"SLUICE_GRAPHQL_MAX_FRAGMENTS":      "6",
+		"SLUICE_GRAPHQL_MAX_RESULT_ROWS":    "1007",
+		"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES": "1008",
 	})
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -349,6 +407,14 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--max-streams", "5000",
 		"--max-streams-per-user", "0",
 		"--cors-origins", "https://app.example.com,http://localhost:3000",
+		"--graphql-max-query-bytes", "1001",
+		"--graphql-max-tokens", "1002",
+		"--graphql-max-depth", "3",
+		"--graphql-max-aliases", "4",
+		"--graphql-max-fields", "1005",
+		"--graphql-max-fragments", "6",
+		"--graphql-max-result-rows", "1007",
+		"--graphql-max-response-bytes", "1008",
 	}, nil)
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -432,6 +498,21 @@ func TestInvalidValues(t *testing.T) {
 			name: "negative heartbeat",
 			env:  map[string]string{"SLUICE_HEARTBEAT": "-5s"},
 			want: `config: heartbeat: invalid value "-5s" (from SLUICE_HEARTBEAT): must not be negative`,
+		},
+		{
+			name: "zero graphql_max_depth",
+			env:  map[string]string{"SLUICE_GRAPHQL_MAX_DEPTH": "0"},
+			want: `config: graphql_max_depth: invalid value "0" (from SLUICE_GRAPHQL_MAX_DEPTH): want a whole number from 1 to 2147483647`,
+		},
+		{
+			name: "graphql_max_result_rows beyond int32",
+			args: []string{"--graphql-max-result-rows=2147483648"},
+			want: `config: graphql_max_result_rows: invalid value 2147483648 (from --graphql-max-result-rows): want a whole number from 1 to 2147483647`,
+		},
+		{
+			name: "graphql_max_response_bytes with unit",
+			env:  map[string]string{"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES": "16MiB"},
+			want: `config: graphql_max_response_bytes: invalid value "16MiB" (from SLUICE_GRAPHQL_MAX_RESPONSE_BYTES): want a whole number from 1 to 2147483647`,
 		},
 		{
 			name: "zero max_body_bytes",
@@ -524,6 +605,8 @@ func TestInvalidFileValues(t *testing.T) {
 
 func TestFileErrors(t *testing.T) {
 	t.Parallel()
+	// Every key, in the order of options(), so that adding one needs no
+	// edit here.
 	var keys []string
 	for _, o := range options() {
 		keys = append(keys, o.key)

@@ -110,10 +110,10 @@ func options() []option {
 		durationOption("body_idle_timeout", "30s",
 			"longest a document write's body may send nothing before the request fails (0: no limit)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
-		countOption("max_streams", "0",
+		capOption("max_streams", "0",
 			"most open streams (every kind) this process serves; 0 picks nine tenths of its open-file limit less 100; past it a new stream is answered 503 with Retry-After",
 			func(c *Config, n int64) error { c.MaxStreams = n; return nil }),
-		countOption("max_streams_per_user", "1000",
+		capOption("max_streams_per_user", "1000",
 			"most open streams one user may hold on this process (the super user is exempt; 0: no cap); past it a new stream is answered 429 with Retry-After",
 			func(c *Config, n int64) error { c.MaxStreamsPerUser = n; return nil }),
 		listOption("cors_origins", "",
@@ -127,6 +127,30 @@ func options() []option {
 				c.CORSOrigins = origins
 				return nil
 			}),
+		countOption("graphql_max_query_bytes", "65536",
+			"largest GraphQL query text in bytes (64 KiB); pass large values as variables",
+			func(c *Config, n int) { c.GraphQLMaxQueryBytes = n }),
+		countOption("graphql_max_tokens", "15000",
+			"most lexical tokens in a GraphQL query (names, values, punctuation; comments do not count)",
+			func(c *Config, n int) { c.GraphQLMaxTokens = n }),
+		countOption("graphql_max_depth", "20",
+			"deepest nesting of selections in a GraphQL query, through fragments ({ a } is 1)",
+			func(c *Config, n int) { c.GraphQLMaxDepth = n }),
+		countOption("graphql_max_aliases", "100",
+			"most aliased fields in a GraphQL query, counted with its fragments expanded",
+			func(c *Config, n int) { c.GraphQLMaxAliases = n }),
+		countOption("graphql_max_fields", "1000",
+			"most fields a GraphQL query selects, counted with its fragments expanded",
+			func(c *Config, n int) { c.GraphQLMaxFields = n }),
+		countOption("graphql_max_fragments", "100",
+			"most fragment definitions in a GraphQL query",
+			func(c *Config, n int) { c.GraphQLMaxFragments = n }),
+		countOption("graphql_max_result_rows", "10000",
+			"most documents one GraphQL request reads, over all its fields, aliases and references; page with limit and offset",
+			func(c *Config, n int) { c.GraphQLMaxResultRows = n }),
+		countOption("graphql_max_response_bytes", "16777216",
+			"largest GraphQL response data in bytes (16 MiB)",
+			func(c *Config, n int) { c.GraphQLMaxResponseBytes = n }),
 	}
 }
 
@@ -245,8 +269,28 @@ func int64Option(key, def, usage string, set func(*Config, int64) error) option 
 		}}
 }
 
-// countOption is a whole number, zero allowed.
-func countOption(key, def, usage string, set func(*Config, int64) error) option {
+// countOption is a whole number greater than zero that fits an int: a
+// count or a size of things held in memory.
+func countOption(key, def, usage string, set func(*Config, int)) option {
+	const want = "want a whole number from 1 to 2147483647"
+	return option{key: key, kind: kindInt64, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			n, ok := wholeNumber(v)
+			if s, isString := v.(string); isString {
+				var err error
+				n, err = strconv.ParseInt(s, 10, 64)
+				ok = err == nil
+			}
+			if !ok || n <= 0 || n > math.MaxInt32 {
+				return errors.New(want)
+			}
+			set(c, int(n))
+			return nil
+		}}
+}
+
+// capOption is a whole number, zero allowed (for "none" or "pick one").
+func capOption(key, def, usage string, set func(*Config, int64) error) option {
 	const want = "want a whole number, 0 or more"
 	return option{key: key, kind: kindInt64, def: def, usage: usage,
 		decode: func(c *Config, v any) error {

@@ -192,7 +192,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer func() { stopBG(); wg.Wait() }()
 
 	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes})
-	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport}})
+	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
+		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
+			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
+			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes}})
 
 	// The change feed stops before the HTTP server so that every open
 	// stream gets its final frame and returns before Shutdown waits for it.

@@ -40,9 +40,10 @@ func (e *Engine) QueryDocuments(ctx context.Context, d *sluice.Database, s *slui
 }
 
 // DocumentsByID reads documents by id, of any classes, in one SQL
-// statement; missing ids are left out. Authorization as QueryDocuments.
-func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]QueryDoc, error) {
-	return e.store.DocumentsByID(ctx, d, s, ids)
+// statement; missing ids are left out, and at most limit documents are
+// read (< 0: no limit). Authorization as QueryDocuments.
+func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]QueryDoc, error) {
+	return e.store.DocumentsByID(ctx, d, s, ids, limit)
 }
 
 // CommitChanges returns commit seq of d (0: the newest) with its changes
@@ -77,9 +78,20 @@ type WriteOp struct {
 	Create bool
 }
 
+// OpError is an error of WriteBatch caused by one of its ops: Index is the
+// op's position, so that the caller can name the request part that failed.
+type OpError struct {
+	Index int
+	Err   error
+}
+
+func (e *OpError) Error() string { return e.Err.Error() }
+func (e *OpError) Unwrap() error { return e.Err }
+
 // WriteBatch runs several writes, in order, as one commit (one GraphQL
 // request with several mutation fields). It needs the write role. Any
-// error rolls the whole batch back. It returns the ids each op wrote.
+// error rolls the whole batch back. It returns the ids each op wrote. An
+// error an op causes is an *OpError naming it.
 func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -101,11 +113,22 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 		}
 		for i, op := range ops {
 			if ids[i], err = e.batchOp(ctx, w, s, op); err != nil {
-				return err
+				return &OpError{Index: i, Err: err}
+			}
+			// An op's pipelined statements report their errors (a
+			// duplicate id) when they are sent: send them before the
+			// next op, so each error is known to be its op's.
+			if i < len(ops)-1 {
+				if err := w.Flush(ctx); err != nil {
+					return &OpError{Index: i, Err: err}
+				}
 			}
 		}
-		commit, err = w.Finish(ctx, e.meta(u, opt))
-		return err
+		// Finish sends the last op's statements with the commit row.
+		if commit, err = w.Finish(ctx, e.meta(u, opt)); err != nil {
+			return &OpError{Index: len(ops) - 1, Err: err}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err

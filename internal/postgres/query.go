@@ -382,7 +382,9 @@ func direction(desc bool) string {
 // DocumentsByID returns the documents of database d with the given ids
 // ("Class/key"), whatever their classes, in one statement. Ids that name no
 // document (or no document class) are left out; the order is unspecified.
-func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string) ([]QueryDoc, error) {
+// At most limit documents are read (< 0: no limit), so that a caller
+// bounding its rows never receives more than it asks for.
+func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]QueryDoc, error) {
 	byClass := map[string][]string{}
 	var classes []string
 	for _, id := range ids {
@@ -407,8 +409,12 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS uid, to_jsonb(t) AS j FROM %s t WHERE t.%s = ANY(%s)",
 			i, colCommitUID, tableName(d.ID, name), colID, b.arg(byClass[name]))
 	}
+	page := ""
+	if limit >= 0 {
+		page = " LIMIT " + b.arg(limit)
+	}
 	sql := "SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
-		strings.Join(parts, " UNION ALL ") + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid"
+		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid"
 	return db.readDocs(ctx, d, s, classes, sql, b.args)
 }
 

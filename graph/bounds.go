@@ -1,0 +1,201 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/lexer"
+	"github.com/vektah/gqlparser/v2/parser"
+)
+
+// documentBounds is the gqlgen extension that applies the document limits
+// to every operation a server runs, whatever the transport: it runs in
+// CreateOperationContext before gqlgen parses and validates the query, as
+// the first operation parameter mutator. It must be added before
+// extension.AutomaticPersistedQuery, so that a query text is bounded
+// before that cache keeps it; a request naming a persisted query by hash
+// alone then needs no check.
+type documentBounds struct {
+	limits Limits
+	// cache is the server's query cache: gqlgen adds a document to it
+	// only once it is parsed and validated, which on this server means it
+	// passed these same bounds, so a cached query needs no check.
+	cache graphql.Cache[*ast.QueryDocument]
+}
+
+var (
+	_ graphql.HandlerExtension          = documentBounds{}
+	_ graphql.OperationParameterMutator = documentBounds{}
+)
+
+func (documentBounds) ExtensionName() string                   { return "DocumentBounds" }
+func (documentBounds) Validate(graphql.ExecutableSchema) error { return nil }
+
+func (b documentBounds) MutateOperationParameters(ctx context.Context, p *graphql.RawParams) *gqlerror.Error {
+	if p.Query == "" {
+		return nil // a persisted query's hash; or gqlgen reports the missing query
+	}
+	if _, ok := b.cache.Get(ctx, p.Query); ok {
+		return nil
+	}
+	return checkDocument(p.Query, b.limits)
+}
+
+// checkDocument returns a request error when query is over one of the
+// document limits of l, and nil otherwise. A query that does not lex or
+// parse gets nil: gqlgen parses it again and reports the syntax error in
+// its usual form. The cost is linear in the query's length: fragments are
+// measured once each, not once per spread.
+func checkDocument(query string, l Limits) *gqlerror.Error {
+	if len(query) > l.MaxQueryBytes {
+		return documentLimitError(keyMaxQueryBytes,
+			"the query is %d bytes long, more than %d; pass large values as variables", len(query), l.MaxQueryBytes)
+	}
+	src := &ast.Source{Input: query}
+	lex := lexer.New(src)
+	for n := 0; ; {
+		tok, err := lex.ReadToken()
+		if err != nil {
+			return nil
+		}
+		if tok.Kind == lexer.EOF {
+			break
+		}
+		if tok.Kind == lexer.Comment {
+			continue
+		}
+		if n++; n > l.MaxTokens {
+			return documentLimitError(keyMaxTokens, "the query has more than %d tokens", l.MaxTokens)
+		}
+	}
+	doc, err := parser.ParseQuery(src)
+	if err != nil {
+		return nil
+	}
+	if n := len(doc.Fragments); n > l.MaxFragments {
+		return documentLimitError(keyMaxFragments, "the query defines %d fragments, more than %d", n, l.MaxFragments)
+	}
+	m, _ := measureDocument(doc)
+	switch {
+	case m.cycle != "":
+		// Measuring cannot expand a cycle; gqlparser would refuse it too.
+		err := gqlerror.Errorf("Cannot spread fragment %q within itself.", m.cycle)
+		errcode.Set(err, errcode.ValidationFailed)
+		return err
+	case m.depth > l.MaxDepth:
+		return documentLimitError(keyMaxDepth, "the query nests selections %d levels deep, more than %d", m.depth, l.MaxDepth)
+	case m.fields > int64(l.MaxFields):
+		return documentLimitError(keyMaxFields, "the query selects %s fields once its fragments are expanded, more than %d", countText(m.fields), l.MaxFields)
+	case m.aliases > int64(l.MaxAliases):
+		return documentLimitError(keyMaxAliases, "the query has %s aliased fields once its fragments are expanded, more than %d", countText(m.aliases), l.MaxAliases)
+	}
+	return nil
+}
+
+// measure is the size of a selection set with its fragments expanded.
+// Counts saturate at countCap: a document of nested spreads doubles them
+// at each level.
+type measure struct {
+	fields, aliases int64
+	depth           int
+	cycle           string // a fragment that spreads itself, if any
+}
+
+const countCap = math.MaxInt64 / 4
+
+func countText(n int64) string {
+	if n >= countCap {
+		return fmt.Sprintf("more than %d", int64(countCap))
+	}
+	return fmt.Sprint(n)
+}
+
+func (m *measure) add(o measure) {
+	m.fields = min(m.fields+o.fields, countCap)
+	m.aliases = min(m.aliases+o.aliases, countCap)
+	m.depth = max(m.depth, o.depth)
+	if m.cycle == "" {
+		m.cycle = o.cycle
+	}
+}
+
+// measureDocument measures every operation of doc, and every fragment no
+// operation spreads (gqlparser validates those too), together: depth is
+// the deepest, fields and aliases the sums.
+//
+// It also returns how many selections it visited: at most the number doc
+// holds, since each fragment is measured once (tests check it).
+func measureDocument(doc *ast.QueryDocument) (measure, int) {
+	w := &measurer{frags: map[string]*ast.FragmentDefinition{}, memo: map[string]*measure{}}
+	for _, f := range doc.Fragments {
+		if _, dup := w.frags[f.Name]; !dup { // spreads use the first, as in gqlparser
+			w.frags[f.Name] = f
+		}
+	}
+	var total measure
+	for _, op := range doc.Operations {
+		total.add(w.selections(op.SelectionSet))
+	}
+	for _, f := range doc.Fragments {
+		if w.frags[f.Name] != f {
+			total.add(w.selections(f.SelectionSet)) // a duplicate name
+		} else if _, spread := w.memo[f.Name]; !spread {
+			total.add(w.fragment(f.Name))
+		}
+	}
+	return total, w.steps
+}
+
+// measurer measures selection sets, each fragment once.
+type measurer struct {
+	frags map[string]*ast.FragmentDefinition
+	// memo holds the measure of each fragment reached; nil while it is
+	// being measured, so that reaching it again is a cycle.
+	memo  map[string]*measure
+	steps int
+}
+
+func (w *measurer) selections(set ast.SelectionSet) measure {
+	var total measure
+	for _, s := range set {
+		w.steps++
+		var m measure
+		switch s := s.(type) {
+		case *ast.Field:
+			m = w.selections(s.SelectionSet)
+			m.fields = min(m.fields+1, countCap)
+			if s.Alias != s.Name {
+				m.aliases = min(m.aliases+1, countCap)
+			}
+			m.depth++
+		case *ast.InlineFragment:
+			m = w.selections(s.SelectionSet)
+		case *ast.FragmentSpread:
+			m = w.fragment(s.Name)
+		}
+		total.add(m)
+	}
+	return total
+}
+
+func (w *measurer) fragment(name string) measure {
+	if m, seen := w.memo[name]; seen {
+		if m == nil {
+			return measure{cycle: name}
+		}
+		return *m
+	}
+	f := w.frags[name]
+	if f == nil {
+		return measure{} // gqlparser reports the unknown fragment
+	}
+	w.memo[name] = nil
+	m := w.selections(f.SelectionSet)
+	w.memo[name] = &m
+	return m
+}

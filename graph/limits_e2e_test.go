@@ -1,0 +1,246 @@
+package graph_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+// fragmentBomb is the document of nested fragment spreads the outside
+// tester sent: each of levels fragments spreads the next one twice.
+func fragmentBomb(levels int) string {
+	var b strings.Builder
+	b.WriteString("{ Person { ...F0 } }\n")
+	for i := range levels {
+		fmt.Fprintf(&b, "fragment F%d on Person { _id ...F%d ...F%d }\n", i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, "fragment F%d on Person { _id }\n", levels)
+	return b.String()
+}
+
+// TestFragmentBombRefusedOnEveryTransport sends the 30-level fragment bomb
+// (before the limits, 24 levels took 15 s of CPU and 30 did not finish in
+// 10 minutes) over GraphQL over HTTP and over the event-stream transport:
+// each refuses it with the fields limit before validating it.
+func TestFragmentBombRefusedOnEveryTransport(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "bomb", testSDL)
+	path := "/api/graphql/admin/bomb"
+	q := fragmentBomb(30)
+	const want = `{"message":"the query selects 2147483648 fields once its fragments are expanded, more than 1000 (limit graphql_max_fields)","extensions":{"code":"GRAPHQL_VALIDATION_FAILED","limit":"graphql_max_fields"}}`
+	body, _ := json.Marshal(map[string]any{"query": q})
+	for _, c := range []struct {
+		name, method, path, accept string
+		body                       any
+		status                     int
+		has                        []string
+	}{
+		{"POST json", http.MethodPost, path, "application/json", body, 200, []string{`{"errors":[` + want + `]}`}},
+		{"POST graphql-response", http.MethodPost, path, "application/graphql-response+json", body, 400, []string{`{"errors":[` + want + `]}`}},
+		{"GET", http.MethodGet, path + "?query=" + url.QueryEscape(q), "", nil, 200, []string{`{"errors":[` + want + `]}`}},
+		{"SSE", http.MethodPost, path, "text/event-stream", body, 200, []string{"event: next\ndata: {\"errors\":[" + want + "]}\n", "event: complete\n"}},
+		{"NDJSON", http.MethodPost, path, "application/x-ndjson", body, 200, []string{"{\"errors\":[" + want + "]}\n"}},
+	} {
+		h := []string{"Content-Type", "application/json"}
+		if c.accept != "" {
+			h = append(h, "Accept", c.accept)
+		}
+		r := d.Do(t, daemontest.Admin(), c.method, c.path, c.body, h...)
+		if r.Status != c.status {
+			t.Errorf("%s: status %d, want %d: %s", c.name, r.Status, c.status, r.Body)
+		}
+		for _, s := range c.has {
+			if !strings.Contains(string(r.Body), s) {
+				t.Errorf("%s: got %s\nwant it to contain %s", c.name, r.Body, s)
+			}
+		}
+	}
+}
+
+// TestIntrospectionWithDefaultLimits runs introspection as graphql-js and
+// GraphiQL send it against the default limits.
+func TestIntrospectionWithDefaultLimits(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "intro", testSDL)
+	files, _ := filepath.Glob("testdata/introspection.*.graphql")
+	if len(files) < 2 {
+		t.Fatalf("want the introspection queries in testdata, found %v", files)
+	}
+	for _, f := range files {
+		q, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := gql(t, d, "/api/graphql/admin/intro", string(q), nil)
+		if len(res.Errors) > 0 || !strings.Contains(string(res.Data), `"name":"Person"`) {
+			t.Errorf("%s: %.500s", f, res.raw)
+		}
+	}
+}
+
+// rowCounter is a graph.Store that records how many documents each read
+// returns.
+type rowCounter struct {
+	graph.Store
+	mu   sync.Mutex
+	read []int
+}
+
+func (c *rowCounter) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.DocQuery) ([]engine.QueryDoc, error) {
+	docs, err := c.Store.QueryDocuments(ctx, d, s, q)
+	c.record(len(docs))
+	return docs, err
+}
+
+func (c *rowCounter) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error) {
+	docs, err := c.Store.DocumentsByID(ctx, d, s, ids, limit)
+	c.record(len(docs))
+	return docs, err
+}
+
+func (c *rowCounter) record(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.read = append(c.read, n)
+}
+
+// take returns the reads since the last call and their total.
+func (c *rowCounter) take() ([]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reads, total := c.read, 0
+	for _, n := range reads {
+		total += n
+	}
+	c.read = nil
+	return reads, total
+}
+
+// people returns n Person documents p000…, each a friend of the next two.
+func manyPeople(n int) string {
+	docs := make([]string, n)
+	for i := range n {
+		docs[i] = fmt.Sprintf(`{"@type":"Person","@id":"p%03d","name":"P%d","age":%d,"friends":["Person/p%03d","Person/p%03d"]}`, i, i, i, (i+1)%n, (i+2)%n)
+	}
+	return "[" + strings.Join(docs, ",") + "]"
+}
+
+// TestResultRowLimit checks that one request reads at most
+// graphql_max_result_rows documents over all its fields, aliases and
+// levels of references, that the SQL never returns more than one past
+// the bound, and that a request over it gets an error naming the limit
+// on the field that passed it, with data null.
+func TestResultRowLimit(t *testing.T) {
+	t.Parallel()
+	const bound = 10
+	var counter *rowCounter
+	st := newStackWith(t, testSDL, graph.Options{Limits: graph.Limits{MaxResultRows: bound}}, func(s graph.Store) graph.Store {
+		counter = &rowCounter{Store: s}
+		return counter
+	})
+	st.insert(t, manyPeople(40))
+	const msg = "the request reads more than 10 documents; use limit and offset to read them page by page (limit graphql_max_result_rows)"
+	aliases := make([]string, 10)
+	for i := range aliases {
+		aliases[i] = fmt.Sprintf("a%d: Person { _id name age }", i)
+	}
+	for _, c := range []struct {
+		name, query string
+		errPath     string // "" when the request must succeed
+		rows        int    // documents it reads in all
+	}{
+		{"within", `{ Person(limit: 10) { _id } }`, "", 10},
+		{"aliases within", `{ a: Person(limit: 4) { _id } b: Person(offset: 30, limit: 6) { _id } }`, "", 10},
+		{"one field over", `{ Person { _id } }`, "Person", bound + 1},
+		{"a limit over the bound", `{ Person(limit: 25) { _id } }`, "Person", bound + 1},
+		{"the second alias passes it", `{ a: Person(limit: 7) { _id } b: Person(limit: 7) { _id } }`, "b", bound + 1},
+		// The tester's shape: every alias reads the whole class.
+		{"ten aliases", "{ " + strings.Join(aliases, " ") + " }", "a0", bound + 1},
+		// p000…p005 have seven friends (p001…p007), read again in
+		// full: 13 documents.
+		{"references", `{ Person(limit: 6) { _id friends { name } } }`, "Person", bound + 1},
+		{"references within", `{ Person(limit: 3) { _id friends { name } } }`, "", 3 + 4},
+	} {
+		res := st.query(t, c.query, nil)
+		reads, total := counter.take()
+		if total != c.rows {
+			t.Errorf("%s: read %d documents (%v), want %d", c.name, total, reads, c.rows)
+		}
+		if c.errPath == "" {
+			if len(res.Errors) > 0 {
+				t.Errorf("%s: %s", c.name, res.raw)
+			}
+			continue
+		}
+		want := `{"errors":[{"message":"` + msg + `","path":["` + c.errPath + `"],"extensions":{"code":"BAD_USER_INPUT","limit":"graphql_max_result_rows"}}],"data":null}`
+		if res.raw != want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, res.raw, want)
+		}
+	}
+}
+
+// TestResponseBytesLimit checks that a response whose data would pass
+// graphql_max_response_bytes is refused with an error naming the limit,
+// and that one just within it is whole.
+func TestResponseBytesLimit(t *testing.T) {
+	t.Parallel()
+	st := newStackWith(t, testSDL, graph.Options{Limits: graph.Limits{MaxResponseBytes: 300}}, nil)
+	st.insert(t, manyPeople(40))
+	// {"Person":[{"_id":"Person/p000"},…]}: 12 bytes and 22 a document.
+	res := st.query(t, `{ Person(limit: 13) { _id } }`, nil).mustOK(t)
+	if n := len(res.Data); n != 12+13*22 {
+		t.Fatalf("data is %d bytes: %s", n, res.Data)
+	}
+	res = st.query(t, `{ Person(limit: 14) { _id } }`, nil)
+	const want = `{"errors":[{"message":"the response is larger than 300 bytes; select fewer fields, or use limit and offset to read the documents page by page (limit graphql_max_response_bytes)","path":["Person"],"extensions":{"code":"BAD_USER_INPUT","limit":"graphql_max_response_bytes"}}],"data":null}`
+	if res.raw != want {
+		t.Fatalf("got  %s\nwant %s", res.raw, want)
+	}
+	// Introspection is held to it too.
+	res = st.query(t, `{ __schema { types { name fields { name } } } }`, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Extensions["limit"] != "graphql_max_response_bytes" || string(res.Data) != "null" {
+		t.Fatalf("introspection: %s", res.raw)
+	}
+}
+
+// TestDocumentLimitsFromConfig checks that the daemon applies the
+// configured document limits (not the defaults).
+func TestDocumentLimitsFromConfig(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t, func(c *config.Config) {
+		c.GraphQLMaxAliases = 1
+		c.GraphQLMaxDepth = 2
+		c.GraphQLMaxQueryBytes = 100
+		c.GraphQLMaxResultRows = 3
+	})
+	d.CreateDatabase(t, "conf", testSDL)
+	insertDocs(t, d, "conf", manyPeople(5))
+	path := "/api/graphql/admin/conf"
+	for _, c := range []struct{ query, limit string }{
+		{`{ a: Person { _id } b: Person { _id } }`, "graphql_max_aliases"},
+		{`{ Person { friends { _id } } }`, "graphql_max_depth"},
+		{`{ Person { _id } }` + strings.Repeat(" ", 100), "graphql_max_query_bytes"},
+		{`{ Person { _id } }`, "graphql_max_result_rows"},
+	} {
+		res := gql(t, d, path, c.query, nil)
+		if len(res.Errors) != 1 || res.Errors[0].Extensions["limit"] != c.limit {
+			t.Errorf("%q: got %s, want an error of %s", c.query, res.raw, c.limit)
+		}
+	}
+	gql(t, d, path, `{ a: Person(limit: 3) { _id } }`, nil).mustOK(t)
+}
