@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // sqlBuilder accumulates the text and parameters of one statement.
