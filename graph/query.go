@@ -294,6 +294,7 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 	}
 	if err := x.WriteChangeSet(w, c, cf.Selections, true); err != nil {
 		x.fail(fieldPath(cf), err)
+		w.null() // WriteChangeSet writes nothing when it fails (a bad filter)
 	}
 }
 
