@@ -43,7 +43,8 @@ const (
 	maxRegexElems = 2000
 	// maxOptionalRun bounds the longest run of consecutive optional
 	// elements (x?, x*, x{0,n}, an alternative that can be empty) of the
-	// expanded pattern: 64 of them compile in a few milliseconds.
+	// expanded pattern. The costliest patterns found within both bounds,
+	// such as (?:(?:a?){63}x){15}, compile in under 50 ms.
 	maxOptionalRun = 64
 	// maxAREBytes bounds the generated pattern, whose character classes,
 	// case folding and escapes can make it longer than the user's.
