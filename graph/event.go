@@ -8,7 +8,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // The entry points below are for subscriptions (the event-stream

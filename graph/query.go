@@ -11,8 +11,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // query runs a query operation and returns its data.
@@ -313,6 +313,7 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 	}
 	if err := x.WriteChangeSet(w, c, cf.Selections, true); err != nil {
 		x.fail(fieldPath(cf), err)
+		w.null() // WriteChangeSet writes nothing when it fails (a bad filter)
 	}
 }
 

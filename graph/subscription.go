@@ -10,7 +10,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // Subscription is a validated subscription operation, ready to be

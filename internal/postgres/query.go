@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // DocQuery selects documents for a GraphQL query. Each query compiles to
