@@ -155,6 +155,9 @@ func ParseQueryArgs(s *sluice.Schema, class string, field *ast.Field, vars map[s
 		if hasID {
 			return q, errorf("%s: give id or ids, not both", class)
 		}
+		if len(rawIDs) > filter.MaxIDs {
+			return q, errorf("%s: ids lists %d ids, more than %d (the limit); page with several requests", class, len(rawIDs), filter.MaxIDs)
+		}
 		q.IDs = make([]string, 0, len(rawIDs))
 		for _, v := range rawIDs {
 			s, _ := v.(string)
