@@ -10,7 +10,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/go-chi/chi/v5"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -179,17 +178,4 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 		return sluice.Errorf(sluice.CodeInternal, "internal error")
 	})
 	return &server{es: es, srv: srv}, nil
-}
-
-// GraphiQL returns the handler of the GraphiQL page at
-// /api/graphiql/{org}/{db}, which talks to /api/graphql/{org}/{db}.
-func GraphiQL() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		org, name := chi.URLParam(r, "org"), chi.URLParam(r, "db")
-		endpoint := "/api/graphql/" + org + "/" + name
-		if org == "" && name == "" {
-			endpoint = "/api/graphql/_system"
-		}
-		playground.Handler("Sluice GraphiQL: "+org+"/"+name, endpoint).ServeHTTP(w, r)
-	})
 }

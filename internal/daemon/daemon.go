@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/graphiql"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -205,6 +206,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
 	defer stopFeed()
 
+	giql := graphiql.New()
 	handler := rest.Routes(rest.Deps{
 		Engine:          eng,
 		Metrics:         m,
@@ -216,7 +218,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:         gql,
 		CORS:            rest.NewCORS(d.cfg.CORSOrigins),
-		GraphiQL:        graph.GraphiQL(),
+		GraphiQL:        giql,
+		GraphiQLAssets:  giql.Assets(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {

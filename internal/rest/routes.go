@@ -31,8 +31,11 @@ type Deps struct {
 	BodyIdleTimeout time.Duration
 	// GraphQL, when set, serves /api/graphql/{org}/{db} and /api/graphql/_system.
 	GraphQL http.Handler
-	// GraphiQL, when set, serves /api/graphiql/{org}/{db}.
-	GraphiQL http.Handler
+	// GraphiQL, when set, serves the GraphiQL page at /api/graphiql/{org}/{db}
+	// and /api/graphiql/_system, and GraphiQLAssets the files it loads at
+	// /api/graphiql/_assets/{file} (public: the same npm files for everyone).
+	GraphiQL       http.Handler
+	GraphiQLAssets http.Handler
 	// Stream serves the change streams (see subscribe.go).
 	Stream StreamDeps
 	// CORS is the cross-origin policy of every route.
@@ -53,6 +56,9 @@ func Routes(d Deps) http.Handler {
 	r.Get("/healthz", a.ok)
 	r.Get("/readyz", a.readyz)
 	r.Method(http.MethodGet, "/metrics", d.Metrics.Handler())
+	if d.GraphiQLAssets != nil {
+		r.Method(http.MethodGet, "/api/graphiql/_assets/{file}", d.GraphiQLAssets)
+	}
 
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
@@ -94,7 +100,8 @@ func Routes(d Deps) http.Handler {
 			r.Handle("/api/graphql/_system", d.GraphQL)
 		}
 		if d.GraphiQL != nil {
-			r.Handle("/api/graphiql/{org}/{db}", d.GraphiQL)
+			r.Method(http.MethodGet, "/api/graphiql/{org}/{db}", d.GraphiQL)
+			r.Method(http.MethodGet, "/api/graphiql/_system", d.GraphiQL)
 		}
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
