@@ -22,7 +22,7 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go test-graphql-http test-graphql-sse ## run every test (Go with -race, plus the Node client tests)
+test: test-go test-graphql-http test-graphql-sse test-graphql-clients ## run every test (Go with -race, plus the Node client tests)
 
 .PHONY: test-go
 test-go:
@@ -37,6 +37,11 @@ test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test
 test-graphql-sse: ## run the graphql-sse npm client against a daemon (Node 20; npm ci in test/graphql-sse first)
 	cd test/graphql-sse && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/sse/
+
+.PHONY: test-graphql-clients
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon (Node 20; npm ci in test/clients first)
+	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/sse/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)
