@@ -204,6 +204,7 @@ func (m *muxOp) refuse(err error) {
 		return
 	}
 	m.failed(gqlerror.List{{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": sluice.ErrorCode(err).GraphQLCode()}}})
+	_ = m.flush() // the caller writes nothing more
 }
 
 // ping is a no-op: the connection keeps itself alive, not each operation.
@@ -255,7 +256,6 @@ func (t *transport) operate(r *http.Request, mr *muxRequest, exec graphql.GraphE
 	from, err := streamparam.LastEventID(&http.Request{URL: &url.URL{}, Header: http.Header{}}, mr.params.Extensions["lastEventId"])
 	if err != nil {
 		mr.op.refuse(err)
-		_ = mr.op.flush()
 		return
 	}
 	req := &request{params: mr.params, from: from}

@@ -397,7 +397,6 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 	cred, err := sc.authenticate(sc.credReq.WithContext(ctx))
 	if err != nil {
 		op.refuse(err)
-		_ = op.flush()
 		return
 	}
 	mr := &muxRequest{params: params, op: op, registered: mark, serve: func(s *session) {
