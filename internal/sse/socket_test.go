@@ -165,7 +165,7 @@ func TestSocketMessages(t *testing.T) {
 	got := []string{c.read(), c.read(), c.read()}
 	want := map[string]bool{
 		`{"id":"m1","type":"next","payload":{"data":{"_insertDocuments":["Dog/c"]}}}`: true,
-		`{"id":"m1","type":"complete"}`: true,
+		`{"id":"m1","type":"complete"}`:                                               true,
 	}
 	n := 0
 	for _, g := range got {
