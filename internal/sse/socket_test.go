@@ -333,3 +333,23 @@ func TestSocketCaps(t *testing.T) {
 		t.Fatalf("events for %v, want 1 and 2", seen)
 	}
 }
+
+// TestSocketShutdown: on shutdown every subscription of a socket gets
+// complete, then the socket closes with 1001, and the daemon's Run
+// returns with no socket goroutine left behind.
+func TestSocketShutdown(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsstop", "type Dog { name: String! }")
+	c := mustConnect(t, d, "wsstop")
+	c.send(`{"id":"s","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	c.barrier("b")
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		d.Stop(t)
+	}()
+	c.expect(`{"id":"s","type":"complete"}`)
+	c.expectClose(websocket.StatusGoingAway, "server shutting down")
+	<-stopped
+}
