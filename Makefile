@@ -28,7 +28,7 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go test-graphql-http test-graphql-sse test-introspection test-browser ## run every test (Go with -race, the Node client tests, the browser test)
+test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser ## run every test (Go with -race, the Node client tests, the browser test)
 
 .PHONY: test-go
 test-go:
@@ -58,6 +58,11 @@ test-browser: ## drive GraphiQL in headless Chromium with the network cut off (N
 graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into internal/graphiql/assets (versions pinned in tools/graphiql)
 	cd tools/graphiql && npm ci --no-audit --no-fund --loglevel=error
 	node tools/graphiql/vendor.mjs internal/graphiql/assets
+
+.PHONY: test-graphql-clients
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon (Node 20; npm ci in test/clients first)
+	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/sse/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -192,7 +193,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
-	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes})
+	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
+		WebSocketOrigins: webSocketOrigins(d.cfg.CORSOrigins)})
 	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
@@ -203,7 +205,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
 	feedDone := make(chan struct{})
 	go func() { defer close(feedDone); tailer.Run(feedCtx) }()
-	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
+	// Closing the hub ends every subscription; the connections that carry
+	// many (graphql-ws, single connection mode) then send their last
+	// messages and close.
+	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close(); streams.Close() })
 	defer stopFeed()
 
 	giql := graphiql.New()
@@ -217,6 +222,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		BodyIdleTimeout: d.cfg.BodyIdleTimeout,
 		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:         gql,
+		GraphQLSocket:   streams.Socket(gql, eng.Auth().Authenticate),
 		CORS:            rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:        giql,
 		GraphiQLAssets:  giql.Assets(),
@@ -322,4 +328,21 @@ func maxStreams(configured int64, fileLimit uint64) int {
 		return 100000
 	}
 	return max(int(fileLimit/10*9)-100, 16)
+}
+
+// webSocketOrigins returns the host patterns of the CORS origins (config
+// cors_origins): the pages that may call the API may open a GraphQL
+// WebSocket too; "*" lets any page.
+func webSocketOrigins(cors []string) []string {
+	var hosts []string
+	for _, o := range cors {
+		if o == "*" {
+			hosts = append(hosts, "*")
+			continue
+		}
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			hosts = append(hosts, u.Host)
+		}
+	}
+	return hosts
 }

@@ -31,6 +31,9 @@ type Deps struct {
 	BodyIdleTimeout time.Duration
 	// GraphQL, when set, serves /api/graphql/{org}/{db} and /api/graphql/_system.
 	GraphQL http.Handler
+	// GraphQLSocket, when set, serves the WebSocket upgrades of the
+	// GraphQL URLs (graphql-ws); it authenticates by itself.
+	GraphQLSocket http.Handler
 	// GraphiQL, when set, serves the GraphiQL page at /api/graphiql/{org}/{db}
 	// and /api/graphiql/_system, and GraphiQLAssets the files it loads at
 	// /api/graphiql/_assets/{file} (public: the same npm files for everyone).
@@ -50,7 +53,11 @@ type api struct {
 func Routes(d Deps) http.Handler {
 	a := &api{Deps: d}
 	r := chi.NewRouter()
-	r.Use(a.recoverer, a.observe, d.CORS.Middleware)
+	var sockets []string // the routes that accept WebSocket upgrades
+	if d.GraphQL != nil && d.GraphQLSocket != nil {
+		sockets = []string{"/api/graphql/{org}/{db}", "/api/graphql/_system"}
+	}
+	r.Use(a.recoverer, a.observe, d.CORS.Middleware, refuseUpgrades(r, sockets...))
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
@@ -95,15 +102,18 @@ func Routes(d Deps) http.Handler {
 		r.Post("/api/tokens", a.createToken)
 		r.Delete("/api/tokens/{id}", a.revokeToken)
 
-		if d.GraphQL != nil {
-			r.Handle("/api/graphql/{org}/{db}", d.GraphQL)
-			r.Handle("/api/graphql/_system", d.GraphQL)
-		}
 		if d.GraphiQL != nil {
 			r.Method(http.MethodGet, "/api/graphiql/{org}/{db}", d.GraphiQL)
 			r.Method(http.MethodGet, "/api/graphiql/_system", d.GraphiQL)
 		}
 	})
+	if d.GraphQL != nil {
+		// A GraphQL WebSocket's credentials may arrive after the upgrade,
+		// in its connection_init message.
+		gql := upgradeOr(d.GraphQLSocket, a.authenticate(d.GraphQL))
+		r.Handle("/api/graphql/{org}/{db}", gql)
+		r.Handle("/api/graphql/_system", gql)
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errNotFoundRoute(r))
 	})
