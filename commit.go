@@ -69,9 +69,14 @@ type Commit struct {
 	UserID string
 	Time   time.Time
 	// Changes are in request order. A commit read from a summary listing
-	// (the log) may leave them out; NumChanges always counts them.
+	// (the log) may leave them out; NumChanges always counts them. A large
+	// commit is read and delivered in pieces: several Commits of one Seq,
+	// each holding a run of consecutive changes (Change.Index says where
+	// they sit), all but the last with Partial set.
 	Changes    []Change
 	NumChanges int
+	// Partial is set on a piece of a commit that more changes follow.
+	Partial bool
 	// AccessVersion is the access log version visible in the snapshot the
 	// commit was read in (see AccessChange): every access change up to it
 	// reaches open streams before the commit does. 0 when not read from

@@ -120,6 +120,10 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 	return s, nil
 }
 
+// PerCommit reports whether the subscription gives one event per commit
+// (_ChangeSet) rather than one per change: its Events need a whole commit.
+func (s *Subscription) PerCommit() bool { return s.changeSet }
+
 // Classes returns the document classes whose changes can produce an
 // event (nil: any commit can), for the change feed to skip the others.
 func (s *Subscription) Classes() []string { return s.classes }

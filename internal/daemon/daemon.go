@@ -194,7 +194,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer func() { stopBG(); wg.Wait() }()
 
 	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
-		WebSocketOrigins: webSocketOrigins(d.cfg.CORSOrigins)})
+		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
+		WebSocketOrigins:  webSocketOrigins(d.cfg.CORSOrigins)})
 	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,

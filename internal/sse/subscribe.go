@@ -36,6 +36,9 @@ type session struct {
 	r     *http.Request
 	st    framer
 	gs    *graph.Subscription
+	// asm gathers the pieces of large commits for a subscription of the
+	// session's own (see pieces.go).
+	asm assembler
 	db    *sluice.Database
 	label string
 	// beat receives a value when a heartbeat is due: a timer function
@@ -74,7 +77,7 @@ type session struct {
 func (t *transport) subscribe(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, st: st, label: st.label()}
+	s := &session{t: t, r: r, st: st, label: st.label(), asm: assembler{max: t.opts.MaxChangeSetBytes}}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
 		s.fail(err)
@@ -408,7 +411,7 @@ func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error 
 	n := 0
 	var first time.Time
 	for i := 0; ; i++ {
-		evs, err := s.gs.Events(ctx, c)
+		evs, _, err := s.asm.events(ctx, s.gs, c)
 		if err != nil {
 			if ctx.Err() != nil {
 				return clientGone{err}
@@ -422,6 +425,11 @@ func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error 
 			first = c.Time
 		}
 		n += len(evs)
+		// What is buffered goes to the connection as it grows, so a
+		// burst of large pieces is not held whole before one flush.
+		if err := s.st.spill(); err != nil {
+			return clientGone{err}
+		}
 		if i == 63 {
 			break
 		}

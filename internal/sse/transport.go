@@ -42,6 +42,10 @@ type Options struct {
 	// MaxBodyBytes bounds a POST body and a WebSocket message (default
 	// 10 MiB).
 	MaxBodyBytes int64
+	// MaxChangeSetBytes bounds the change images of one commit gathered
+	// for a _ChangeSet event (config key graphql_max_response_bytes; 0:
+	// no bound). A larger commit gives such a subscriber an error event.
+	MaxChangeSetBytes int64
 	// WebSocketOrigins are the host patterns (path.Match, such as
 	// "app.example.com" or "*.example.com") of the foreign origins whose
 	// pages may open a GraphQL WebSocket; pages of the server's own
