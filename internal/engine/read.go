@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // Document returns the API-form JSON of one document; it needs the read role.
@@ -17,6 +18,11 @@ func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id str
 	_, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+	}
+	// A key no document can have (NUL, invalid UTF-8, too long) is the
+	// client's mistake, and must not reach SQL.
+	if err := schema.CheckKey(key); err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
 	}
 	b, err := e.store.Document(ctx, d, s, id)
 	if err != nil {

@@ -17,6 +17,9 @@ import (
 // Document returns the API-form JSON of document id ("Class/key") in
 // database d, or a NotFound error.
 func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
+	if err := checkText("document id", id); err != nil {
+		return nil, err
+	}
 	class, _, _ := strings.Cut(id, "/")
 	c := s.Class(class)
 	if c == nil || c.Kind != sluice.KindDocument {
