@@ -75,6 +75,13 @@ type Config struct {
 	// locks. Zero disables it.
 	// Key body_idle_timeout, env SLUICE_BODY_IDLE_TIMEOUT, flag --body-idle-timeout, default 30s.
 	BodyIdleTimeout time.Duration
+
+	// StatementTimeout is Postgres' statement_timeout on every connection
+	// Sluice opens: a statement running longer is cancelled and its request
+	// fails with 503. A large write is many statements, each bounded, not
+	// one; migrations and history pruning are exempt. Zero means no limit.
+	// Key statement_timeout, env SLUICE_STATEMENT_TIMEOUT, flag --statement-timeout, default 30s.
+	StatementTimeout time.Duration
 }
 
 // LogFormat is the encoding of log records.
@@ -114,6 +121,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
+		slog.Duration("statement_timeout", c.StatementTimeout),
 	)
 }
 

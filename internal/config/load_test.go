@@ -53,6 +53,8 @@ func TestDefault(t *testing.T) {
 		Heartbeat:       12 * time.Second,
 		MaxBodyBytes:    64 << 20,
 		BodyIdleTimeout: 30 * time.Second,
+
+		StatementTimeout: 30 * time.Second,
 	}
 	if got := Default(); got != want {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -200,6 +202,8 @@ var everything = Config{
 	Heartbeat:       time.Minute,
 	MaxBodyBytes:    1024,
 	BodyIdleTimeout: 5 * time.Second,
+
+	StatementTimeout: 2 * time.Minute,
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -230,6 +234,7 @@ shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
 body_idle_timeout: 5s
+statement_timeout: 2m
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -244,6 +249,7 @@ shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
 body_idle_timeout: 5s
+statement_timeout: 2m
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -258,6 +264,7 @@ shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
 body_idle_timeout = "5s"
+statement_timeout = "2m"
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -271,7 +278,8 @@ body_idle_timeout = "5s"
   "shutdown_timeout": "30s",
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
-  "body_idle_timeout": "5s"
+  "body_idle_timeout": "5s",
+  "statement_timeout": "120s"
 }`},
 	}
 	for _, tt := range tests {
@@ -304,6 +312,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_HEARTBEAT":         "1m",
 		"SLUICE_MAX_BODY_BYTES":    "1024",
 		"SLUICE_BODY_IDLE_TIMEOUT": "5s",
+		"SLUICE_STATEMENT_TIMEOUT": "2m",
 	})
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -325,6 +334,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
 		"--body-idle-timeout", "5s",
+		"--statement-timeout", "2m",
 	}, nil)
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -500,7 +510,7 @@ func TestInvalidFileValues(t *testing.T) {
 
 func TestFileErrors(t *testing.T) {
 	t.Parallel()
-	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes, body_idle_timeout"
+	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes, body_idle_timeout, statement_timeout"
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	tests := []struct {
 		name, file, content string

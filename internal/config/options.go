@@ -107,6 +107,9 @@ func options() []option {
 		durationOption("body_idle_timeout", "30s",
 			"longest a document write's body may send nothing before the request fails (0: no limit)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
+		durationOption("statement_timeout", "30s",
+			"longest a single Postgres statement may run before Postgres cancels it and the request fails with 503 (0: no limit); a large write is many statements, each bounded; migrations and history pruning are exempt",
+			func(c *Config, d time.Duration) error { c.StatementTimeout = d; return nil }),
 	}
 }
 

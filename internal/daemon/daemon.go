@@ -99,7 +99,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*po
 		}
 		url = pg.URL("sluice")
 	}
-	store, err := postgres.Open(ctx, url, logger)
+	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout))
 	if err != nil {
 		stop()
 		return nil, nil, err

@@ -328,6 +328,12 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
 	var total int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		// Pruning a long backlog may take longer than statement_timeout,
+		// and would then fail the same way on every later run. Nobody
+		// waits for it, and ctx still cancels it.
+		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+			return err
+		}
 		floors := make(map[int64]int64, len(keep))
 		for id, seq := range keep {
 			floors[id] = seq
