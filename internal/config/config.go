@@ -82,6 +82,14 @@ type Config struct {
 	// one; migrations and history pruning are exempt. Zero means no limit.
 	// Key statement_timeout, env SLUICE_STATEMENT_TIMEOUT, flag --statement-timeout, default 30s.
 	StatementTimeout time.Duration
+
+	// HistoryPageBytes bounds one page of /api/changes and /api/log: the
+	// bytes of change images (before and after) and commit text it holds.
+	// A page ends before it would pass this, so a large commit spans
+	// pages; a single larger change is sent alone. Always greater than
+	// zero.
+	// Key history_page_bytes, env SLUICE_HISTORY_PAGE_BYTES, flag --history-page-bytes, default 4194304.
+	HistoryPageBytes int64
 }
 
 // LogFormat is the encoding of log records.
@@ -122,6 +130,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
 		slog.Duration("statement_timeout", c.StatementTimeout),
+		slog.Int64("history_page_bytes", c.HistoryPageBytes),
 	)
 }
 

@@ -55,6 +55,7 @@ func TestDefault(t *testing.T) {
 		BodyIdleTimeout: 30 * time.Second,
 
 		StatementTimeout: 30 * time.Second,
+		HistoryPageBytes: 4 << 20,
 	}
 	if got := Default(); got != want {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -204,6 +205,7 @@ var everything = Config{
 	BodyIdleTimeout: 5 * time.Second,
 
 	StatementTimeout: 2 * time.Minute,
+	HistoryPageBytes: 65536,
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -235,6 +237,7 @@ heartbeat: 1m
 max_body_bytes: 1024
 body_idle_timeout: 5s
 statement_timeout: 2m
+history_page_bytes: 65536
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -250,6 +253,7 @@ heartbeat: 60s
 max_body_bytes: 1024
 body_idle_timeout: 5s
 statement_timeout: 2m
+history_page_bytes: 65536
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -265,6 +269,7 @@ heartbeat = "1m"
 max_body_bytes = 1024
 body_idle_timeout = "5s"
 statement_timeout = "2m"
+history_page_bytes = 65536
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -279,7 +284,8 @@ statement_timeout = "2m"
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
   "body_idle_timeout": "5s",
-  "statement_timeout": "120s"
+  "statement_timeout": "120s",
+  "history_page_bytes": 65536
 }`},
 	}
 	for _, tt := range tests {
@@ -313,6 +319,8 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_MAX_BODY_BYTES":    "1024",
 		"SLUICE_BODY_IDLE_TIMEOUT": "5s",
 		"SLUICE_STATEMENT_TIMEOUT": "2m",
+
+		"SLUICE_HISTORY_PAGE_BYTES": "65536",
 	})
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -335,6 +343,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--max-body-bytes", "1024",
 		"--body-idle-timeout", "5s",
 		"--statement-timeout", "2m",
+		"--history-page-bytes", "65536",
 	}, nil)
 	if err != nil || got != everything {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -510,7 +519,7 @@ func TestInvalidFileValues(t *testing.T) {
 
 func TestFileErrors(t *testing.T) {
 	t.Parallel()
-	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes, body_idle_timeout, statement_timeout"
+	known := "listen, data_dir, database_url, admin_password, pg_bin_dir, log_level, log_format, log_retention, shutdown_timeout, heartbeat, max_body_bytes, body_idle_timeout, statement_timeout, history_page_bytes"
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	tests := []struct {
 		name, file, content string

@@ -215,6 +215,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Version:         d.opts.Version,
 		MaxBodyBytes:    d.cfg.MaxBodyBytes,
 		BodyIdleTimeout: d.cfg.BodyIdleTimeout,
+		PageBytes:       d.cfg.HistoryPageBytes,
 		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:         sse.CORS(gql),
 		GraphiQL:        graph.GraphiQL(),

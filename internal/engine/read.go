@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -74,25 +75,29 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 	})
 }
 
-// Log returns commits newest first (see postgres.DB.Log); it needs the read
+// Log returns a page of commits newest first, below sequence before (0:
+// from the newest), without their changes: at most limit commits, with at
+// most maxBytes of commit text (see postgres.DB.Log). It needs the read
 // role.
-func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int) (*sluice.Database, []*sluice.Commit, error) {
+func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int, maxBytes int64) (*sluice.Database, *postgres.LogPage, error) {
 	d, _, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := e.store.Log(ctx, d, before, limit)
-	return d, cs, err
+	page, err := e.store.Log(ctx, d, before, limit, maxBytes)
+	return d, page, err
 }
 
 // MaxIndex is the change index that stands for "the whole commit" in a
 // position given as a commit id.
-const MaxIndex = 1<<31 - 1
+const MaxIndex = postgres.WholeCommit
 
-// Changes returns up to limit commits after position after, oldest first,
-// with their changes, redacted for u. A position from another epoch or older
-// than retained history gives a Gone error: never a silent gap.
-func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int) (*sluice.Database, []*sluice.Commit, error) {
+// Changes returns the page of history after position after, oldest first:
+// at most limit commits, with change images of at most maxBytes in all
+// (see postgres.DB.Changes; a large commit spans pages), redacted for u.
+// A position from another epoch or older than retained history gives a
+// Gone error: never a silent gap.
+func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int, maxBytes int64) (*sluice.Database, *postgres.ChangePage, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, nil, err
@@ -112,34 +117,19 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	if after.Seq > h.LastSeq {
 		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", after, h.LastSeq, d.Path())
 	}
-	// A position names one change; the rest of its commit comes first.
-	from := after.Seq
-	if from > 0 {
-		from--
+	from := after
+	if after.Index == MaxIndex {
+		from = sluice.Position{Seq: after.Seq + 1, Index: -1}
 	}
-	cs, err := e.store.CommitsAfter(ctx, d, from, limit+1)
+	page, err := e.store.Changes(ctx, d, from, limit, maxBytes)
 	if err != nil {
 		return nil, nil, err
-	}
-	if len(cs) > 0 && cs[0].Seq == after.Seq {
-		first := cs[0]
-		i := 0
-		for i < len(first.Changes) && first.Changes[i].Index <= after.Index {
-			i++
-		}
-		first.Changes = first.Changes[i:]
-		if len(first.Changes) == 0 {
-			cs = cs[1:]
-		}
-	}
-	if len(cs) > limit {
-		cs = cs[:limit]
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, c := range cs {
+	for _, c := range page.Commits {
 		for i := range c.Changes {
 			ch := &c.Changes[i]
 			if ch.Before, err = redactFor(role, s, ch.Before); err != nil {
@@ -150,5 +140,5 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 			}
 		}
 	}
-	return d, cs, nil
+	return d, page, nil
 }

@@ -101,27 +101,6 @@ func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
 	return row.Scan(&c.DatabaseID, &c.Seq, uid, &c.Author, &c.Message, &c.UserID, &c.Time, &c.NumChanges)
 }
 
-// Log returns up to limit commits of database d, newest first, starting
-// below sequence before (0: from the newest). Changes are not loaded.
-func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit int) ([]*sluice.Commit, error) {
-	q := "SELECT " + commitColumns + " FROM sluice.commits WHERE db_id = $1 AND ($2 = 0 OR seq < $2) ORDER BY seq DESC LIMIT $3"
-	rows, err := db.pool.Query(ctx, q, d.ID, before, limit)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	defer rows.Close()
-	var out []*sluice.Commit
-	for rows.Next() {
-		c := &sluice.Commit{Epoch: d.Epoch}
-		var uid int64
-		if err := scanCommit(rows, c, &uid); err != nil {
-			return nil, mapError(err)
-		}
-		out = append(out, c)
-	}
-	return out, mapError(rows.Err())
-}
-
 // History describes the retained part of a database's commit log.
 type History struct {
 	// LastSeq is the newest commit's sequence number (0: none yet).
