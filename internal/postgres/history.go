@@ -185,8 +185,8 @@ func (db *DB) planChanges(ctx context.Context, d *sluice.Database, after sluice.
 		FROM (SELECT seq, uid, n_changes, author, message, user_name FROM sluice.commits
 			WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT $4) c
 		LEFT JOIN LATERAL (SELECT idx, befores, afters FROM sluice.changes
-			WHERE commit_uid = c.uid AND (c.seq > $2 OR idx >= coalesce(
-				(SELECT max(s.idx) FROM sluice.changes s WHERE s.commit_uid = c.uid AND s.idx <= $3), 0))
+			WHERE commit_uid = c.uid AND idx >= CASE WHEN c.seq = $2 THEN coalesce(
+				(SELECT max(s.idx) FROM sluice.changes s WHERE s.commit_uid = c.uid AND s.idx <= $3), 0) ELSE 0 END
 			ORDER BY idx LIMIT $5) ch ON true
 		ORDER BY c.seq, ch.idx
 		LIMIT $5`, d.ID, after.Seq, start, limit+2, maxPlanRows)
