@@ -40,7 +40,7 @@ const WholeCommit = math.MaxInt32
 
 // plannedCommit is a commit a page holds, and which of its rows.
 type plannedCommit struct {
-	seq, uid   int64
+	seq        int64
 	n          int // all of its changes
 	head       int64
 	rows       int // planned rows of sluice.changes
@@ -83,6 +83,7 @@ func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Posi
 	var c *sluice.Commit
 	var p *plannedCommit
 	full := false // the budget cut the page inside a row
+read:
 	for rows.Next() {
 		var seq int64
 		var hdr sluice.Commit
@@ -93,9 +94,6 @@ func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Posi
 		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.UserID, &hdr.Time, &hdr.NumChanges,
 			&idx, &ids, &ops, &befores, &afters); err != nil {
 			return nil, mapError(err)
-		}
-		if full {
-			continue // rows.Close would read them anyway; they are few
 		}
 		if c == nil || c.Seq != seq {
 			if c == nil && seq != first.seq {
@@ -125,9 +123,10 @@ func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Posi
 			size := int64(len(ch.Before) + len(ch.After))
 			if used+size > maxBytes && (len(c.Changes) > 0 || len(page.Commits) > 1) {
 				// Only the first row of a page can be larger than the
-				// budget; the planned rows after it fit.
+				// budget; the planned rows after it fit. Close discards
+				// the rest unread.
 				full = true
-				break
+				break read
 			}
 			used += size
 			c.Changes = append(c.Changes, ch)
@@ -179,7 +178,7 @@ func (db *DB) planChanges(ctx context.Context, d *sluice.Database, after sluice.
 	// change start (a row holds a run of changes, see migration 3), and
 	// every later commit at its first row. Commit after.Seq may turn out
 	// to be read already, hence limit+2 commits.
-	rows, err := db.pool.Query(ctx, `SELECT c.seq, c.uid, c.n_changes,
+	rows, err := db.pool.Query(ctx, `SELECT c.seq, c.n_changes,
 			octet_length(c.author) + octet_length(c.message) + octet_length(c.user_name),
 			ch.idx, coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)
 		FROM (SELECT seq, uid, n_changes, author, message, user_name FROM sluice.commits
@@ -189,7 +188,7 @@ func (db *DB) planChanges(ctx context.Context, d *sluice.Database, after sluice.
 				(SELECT max(s.idx) FROM sluice.changes s WHERE s.commit_uid = c.uid AND s.idx <= $3), 0) ELSE 0 END
 			ORDER BY idx LIMIT $5) ch ON true
 		ORDER BY c.seq, ch.idx
-		LIMIT $5`, d.ID, after.Seq, start, limit+2, maxPlanRows)
+		LIMIT $5`, d.ID, after.Seq, start, limit+2, maxPlanRows+1)
 	if err != nil {
 		return nil, false, mapError(err)
 	}
@@ -202,12 +201,15 @@ func (db *DB) planChanges(ctx context.Context, d *sluice.Database, after sluice.
 	skip := int64(-1)   // commit after.Seq, when every change of it was read before
 	n := 0
 	for rows.Next() {
-		n++
-		var seq, uid, head int64
+		if n++; n > maxPlanRows {
+			more = true
+			break
+		}
+		var seq, head int64
 		var nChanges int
 		var idx *int
 		var size int64
-		if err := rows.Scan(&seq, &uid, &nChanges, &head, &idx, &size); err != nil {
+		if err := rows.Scan(&seq, &nChanges, &head, &idx, &size); err != nil {
 			return nil, false, mapError(err)
 		}
 		if seq == skip {
@@ -234,7 +236,7 @@ func (db *DB) planChanges(ctx context.Context, d *sluice.Database, after sluice.
 				break
 			}
 			used += head
-			plan = append(plan, plannedCommit{seq: seq, uid: uid, n: nChanges, head: head, startIndex: firstIndex})
+			plan = append(plan, plannedCommit{seq: seq, n: nChanges, head: head, startIndex: firstIndex})
 			if nChanges == 0 {
 				progress = true
 			}
@@ -257,9 +259,6 @@ func (db *DB) planChanges(ctx context.Context, d *sluice.Database, after sluice.
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, mapError(err)
-	}
-	if n == maxPlanRows {
-		more = true // the plan stopped at maxPlanRows; the log may go on
 	}
 	// A commit whose rows did not fit is left whole to the next page.
 	for len(plan) > 0 && plan[len(plan)-1].n > 0 && plan[len(plan)-1].rows == 0 {
