@@ -123,8 +123,8 @@ func FuzzUntrustedStrings(f *testing.F) {
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				if strings.ContainsAny(authz, "\x00\r\n") {
-					continue // net/http refuses to send such a header
+				if strings.Contains(err.Error(), "invalid header field value") {
+					continue // net/http refuses to send it (and its server answers 400)
 				}
 				t.Fatalf("%s %q: %v", method, path, err)
 			}
