@@ -2,6 +2,7 @@ package changefeed
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -146,7 +147,7 @@ func (t *Tailer) outage(err error) {
 	switch {
 	case err == nil:
 		t.lost = false
-	case sluice.ErrorCode(err) == sluice.CodeUnavailable && !t.lost:
+	case errors.Is(err, postgres.ErrUnavailable) && !t.lost:
 		t.lost = true
 		t.logger.Warn("change feed: postgres is unreachable; ending every open stream", "err", err)
 		t.hub.endAll(postgres.ErrUnavailable)

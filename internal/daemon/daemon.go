@@ -101,7 +101,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*po
 		}
 		url = pg.URL("sluice")
 	}
-	store, err := postgres.Open(ctx, url, logger)
+	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout))
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -221,6 +221,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Version:         d.opts.Version,
 		MaxBodyBytes:    d.cfg.MaxBodyBytes,
 		BodyIdleTimeout: d.cfg.BodyIdleTimeout,
+		PageBytes:       d.cfg.HistoryPageBytes,
 		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:         gql,
 		GraphQLSocket:   streams.Socket(gql, eng.Auth().Authenticate),

@@ -74,6 +74,9 @@ func (e *Engine) committer(dbID int64) *committer {
 // batch runs detached from ctx: a client that goes away must not roll back
 // the other writers' work.
 func (e *Engine) groupCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, meta postgres.CommitMeta, apply func(context.Context, *postgres.Writer) error) (*sluice.Commit, error) {
+	if err := meta.Check(); err != nil {
+		return nil, err // it would fail the whole batch's commit rows
+	}
 	j := &job{d: d, s: s, apply: apply, meta: meta, lead: make(chan struct{}), done: make(chan struct{})}
 	c := e.committer(d.ID)
 	c.mu.Lock()

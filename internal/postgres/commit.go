@@ -26,6 +26,17 @@ type CommitMeta struct {
 	User    string
 }
 
+// Check returns a CodeInvalid error naming the field when m holds text
+// Postgres cannot store (see checkText). Group commit checks each request's
+// metadata before it joins a batch: the batch writes every commit row in
+// one statement, which one bad value would fail for all.
+func (m CommitMeta) Check() error {
+	if err := checkText("author", m.Author); err != nil {
+		return err
+	}
+	return checkText("message", m.Message)
+}
+
 // Writer builds one commit inside a Tx: the documents it writes, their
 // changes in request order (one sluice.changes row per call, see migration
 // 3), and finally the commit row with its sequence number. Calls may be repeated (a long NDJSON stream is written
@@ -292,6 +303,11 @@ func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
 // Delete removes documents by id. An id that names no document gives a
 // NotFound error naming it.
 func (w *Writer) Delete(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if err := checkText("document id", id); err != nil {
+			return err
+		}
+	}
 	// The rows are locked in id order first, as Replace locks them, so that
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.
@@ -597,6 +613,9 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commi
 	for i, w := range ws {
 		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion || w.pending != b {
 			return nil, fmt.Errorf("finish: writers not of one NewWriters call")
+		}
+		if err := metas[i].Check(); err != nil {
+			return nil, err
 		}
 		w.queueDeferred()
 		uids[i], authors[i], messages[i], users[i], counts[i] = w.uid, metas[i].Author, metas[i].Message, metas[i].User, int32(w.next)

@@ -4,6 +4,12 @@
 // commits: the documents, one change row per changed document and the commit
 // row, in one transaction, with the commit's sequence number allocated last.
 //
+// Every connection runs with JIT off and a statement timeout, and a
+// statement whose context ends is cancelled on the server (see Open).
+// Untrusted text is checked before it reaches SQL (checkText). History is
+// read in pages bounded in bytes (Changes, Log), never a whole commit at
+// once for a client.
+//
 // pgx types never leave this package; errors are mapped to *sluice.Error by
 // mapError.
 package postgres

@@ -62,6 +62,7 @@ func (db *DB) Listen(ctx context.Context) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	db.opts.configure(&cfg.Config, listenerName)
 	cfg.RuntimeParams["application_name"] = listenerName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -29,6 +29,9 @@ type Deps struct {
 	// BodyIdleTimeout, when not zero, fails a document write whose body
 	// sends nothing for that long.
 	BodyIdleTimeout time.Duration
+	// PageBytes bounds a page of /api/changes and /api/log in bytes of
+	// change images and commit text (history_page_bytes).
+	PageBytes int64
 	// GraphQL, when set, serves /api/graphql/{org}/{db} and /api/graphql/_system.
 	GraphQL http.Handler
 	// GraphQLSocket, when set, serves the WebSocket upgrades of the
