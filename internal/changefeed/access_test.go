@@ -226,3 +226,20 @@ func TestPrunedAccessChangesRecheckEveryStream(t *testing.T) {
 		t.Fatalf("ended with %v", err)
 	}
 }
+
+// A stream opened with a credential that expires (a JWT's exp) ends then.
+func TestGuardEndsAtExpiry(t *testing.T) {
+	t.Parallel()
+	h, _ := newHub(t, HubOptions{})
+	h.track(1, 0)
+	grant := *ullaRead
+	grant.ExpiresAt = time.Now().Add(50 * time.Millisecond)
+	s := guarded(t, h, &grant, nil)
+	if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("ended with %v", err)
+	}
+	grant.ExpiresAt = time.Now().Add(-time.Second)
+	if _, err := h.Guard(context.Background(), &grant, func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("an expired grant: %v", err)
+	}
+}
