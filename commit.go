@@ -91,3 +91,19 @@ func (c *Commit) ID() string { return strconv.FormatInt(c.Seq, 10) }
 func (c *Commit) Position(i int) Position {
 	return Position{Epoch: c.Epoch, Seq: c.Seq, Index: i}
 }
+
+// History is the retained part of a database's commit log.
+type History struct {
+	// LastSeq is the newest commit's sequence number (0: none yet).
+	LastSeq int64
+	// PrunedSeq is the newest pruned sequence number: commits after it are
+	// all retained.
+	PrunedSeq int64
+}
+
+// Head is where one database's commit log stands.
+type Head struct {
+	DatabaseID int64
+	Epoch      string
+	History
+}

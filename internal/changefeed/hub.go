@@ -11,13 +11,12 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/metrics"
-	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
-// Log is the part of the commit log the hub reads. *postgres.DB satisfies
-// it.
+// Log is the part of the commit log the hub reads (internal/postgres's DB
+// implements it).
 type Log interface {
-	History(ctx context.Context, dbID int64) (postgres.History, error)
+	History(ctx context.Context, dbID int64) (sluice.History, error)
 	// ReadLog returns the commits after position after (Index
 	// sluice.WholeCommit: after all of commit after.Seq), oldest first,
 	// at most limit commits and about maxBytes of change images: a large
@@ -234,7 +233,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	return s, nil
 }
 
-func checkResume(d *sluice.Database, hist postgres.History, p sluice.Position) error {
+func checkResume(d *sluice.Database, hist sluice.History, p sluice.Position) error {
 	if p.Epoch != d.Epoch {
 		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
 	}

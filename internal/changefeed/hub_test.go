@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // The hub's own tests use an in-memory log so that every interleaving the
@@ -33,13 +32,13 @@ type memLog struct {
 
 var testDB = &sluice.Database{ID: 1, Org: "o", Name: "db", Epoch: "ep"}
 
-func (l *memLog) History(_ context.Context, id int64) (postgres.History, error) {
+func (l *memLog) History(_ context.Context, id int64) (sluice.History, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if id != testDB.ID {
-		return postgres.History{}, sluice.Errorf(sluice.CodeNotFound, "no database %d", id)
+		return sluice.History{}, sluice.Errorf(sluice.CodeNotFound, "no database %d", id)
 	}
-	return postgres.History{LastSeq: l.pruned + int64(len(l.commits)), PrunedSeq: l.pruned}, nil
+	return sluice.History{LastSeq: l.pruned + int64(len(l.commits)), PrunedSeq: l.pruned}, nil
 }
 
 // ReadLog reads like postgres.DB.ReadLog: commits after position after,

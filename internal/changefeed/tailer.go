@@ -10,16 +10,27 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/metrics"
-	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
-// Store is what the tailer reads. *postgres.DB satisfies it.
+// Store is what the tailer reads: the log, every database's head, and the
+// notifications of commits made by other processes.
 type Store interface {
 	Log
 	// Heads returns every database's head and the access log's version,
 	// from one snapshot.
-	Heads(ctx context.Context) ([]postgres.Head, int64, error)
-	Listen(ctx context.Context) (*postgres.Listener, error)
+	Heads(ctx context.Context) ([]sluice.Head, int64, error)
+	// Listen opens a connection that receives the notifications.
+	Listen(ctx context.Context) (Listener, error)
+}
+
+// Listener receives commit notifications: a wake-up only (the tailer reads
+// the log by position, and polls). Its owner is one goroutine.
+type Listener interface {
+	// Wait returns the id of the database a notification names (0 for
+	// any, or an access change), or an error when the connection failed
+	// or ctx ended: the Listener is then unusable.
+	Wait(ctx context.Context) (int64, error)
+	Close(ctx context.Context) error
 }
 
 // TailerOptions configure a Tailer. Zero values take the defaults.
@@ -147,10 +158,10 @@ func (t *Tailer) outage(err error) {
 	switch {
 	case err == nil:
 		t.lost = false
-	case errors.Is(err, postgres.ErrUnavailable) && !t.lost:
+	case errors.Is(err, sluice.ErrStorageUnavailable) && !t.lost:
 		t.lost = true
 		t.logger.Warn("change feed: postgres is unreachable; ending every open stream", "err", err)
-		t.hub.endAll(postgres.ErrUnavailable)
+		t.hub.endAll(sluice.ErrStorageUnavailable)
 	}
 }
 

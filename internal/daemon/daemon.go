@@ -155,7 +155,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// eng and gql are built below; the tailer's OnDrop only runs once the
 	// tailer runs, which starts after both are set.
 	var gql *graph.Handler
-	tailer := changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
+	tailer := changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
 	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc), d.logger, engine.Hooks{
 		OnCommit: func(c *sluice.Commit) {

@@ -63,18 +63,13 @@ func mapError(err error) error {
 	return err
 }
 
-// ErrUnavailable is the client-facing error for a Postgres server that
-// cannot be reached (or is shutting down or starting): every request
-// answers it with 503 and Retry-After, and streams end with it.
-var ErrUnavailable = sluice.Errorf(sluice.CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")
-
 // unavailableError keeps the driver's error for the log while showing
-// clients ErrUnavailable.
+// clients sluice.ErrStorageUnavailable.
 type unavailableError struct{ err error }
 
 func (e *unavailableError) Error() string { return "postgres unavailable: " + e.err.Error() }
 func (e *unavailableError) Unwrap() []error {
-	return []error{ErrUnavailable, e.err}
+	return []error{sluice.ErrStorageUnavailable, e.err}
 }
 
 // unreachable reports whether err says the server cannot be reached, the

@@ -101,18 +101,9 @@ func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
 	return row.Scan(&c.DatabaseID, &c.Seq, uid, &c.Author, &c.Message, &c.UserID, &c.Time, &c.NumChanges)
 }
 
-// History describes the retained part of a database's commit log.
-type History struct {
-	// LastSeq is the newest commit's sequence number (0: none yet).
-	LastSeq int64
-	// PrunedSeq is the newest pruned sequence number: commits after it are
-	// all retained.
-	PrunedSeq int64
-}
-
 // History returns the bounds of database d's retained log.
-func (db *DB) History(ctx context.Context, dbID int64) (History, error) {
-	var h History
+func (db *DB) History(ctx context.Context, dbID int64) (sluice.History, error) {
+	var h sluice.History
 	err := db.pool.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", dbID).Scan(&h.LastSeq, &h.PrunedSeq)
 	if errors.Is(mapError(err), errNotFound) {
 		return h, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", dbID)
