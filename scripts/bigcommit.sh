@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 n=${1:-200000}
 work=$(mktemp -d /tmp/bigcommit.XXXXXX)
 chmod 755 "$work"
-trap 'kill $(jobs -p) 2>/dev/null || true; sleep 1; rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 CGO_ENABLED=0 go build -trimpath -o "$work/sluice" ./cmd/sluice
 mkdir -p "$work/a"; chmod 777 "$work/a"
 auth=admin:root

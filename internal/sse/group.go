@@ -105,7 +105,7 @@ type entry struct {
 	// events were evaluated from: a member that did not take it resumes
 	// there.
 	start sluice.Position
-	evs []graph.SubscriptionEvent
+	evs   []graph.SubscriptionEvent
 	// sse is the SSE frames of evs, built once for every member (most
 	// streams are SSE); each event's Data points into it.
 	sse    []byte

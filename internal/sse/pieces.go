@@ -71,7 +71,7 @@ func (a *assembler) events(ctx context.Context, gs *graph.Subscription, c *sluic
 	}
 	last := c.Position(c.NumChanges - 1)
 	data, _ := json.Marshal(map[string]any{"errors": []map[string]any{{
-		"message": "commit " + whole.ID() + " is too large for one _ChangeSet event: its changes exceed graphql_max_response_bytes; subscribe to the per-document fields to receive it",
+		"message":    "commit " + whole.ID() + " is too large for one _ChangeSet event: its changes exceed graphql_max_response_bytes; subscribe to the per-document fields to receive it",
 		"extensions": map[string]any{"code": "RESULT_TOO_LARGE", "limit": "graphql_max_response_bytes"},
 	}}})
 	return []graph.SubscriptionEvent{{Position: last, ID: last.String(), Data: data}}, start, nil

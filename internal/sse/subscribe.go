@@ -32,13 +32,13 @@ func transportLabel(f framing) string {
 
 // session is one subscription stream being served.
 type session struct {
-	t     *transport
-	r     *http.Request
-	st    framer
-	gs    *graph.Subscription
+	t  *transport
+	r  *http.Request
+	st framer
+	gs *graph.Subscription
 	// asm gathers the pieces of large commits for a subscription of the
 	// session's own (see pieces.go).
-	asm assembler
+	asm   assembler
 	db    *sluice.Database
 	label string
 	// beat receives a value when a heartbeat is due: a timer function
