@@ -25,7 +25,7 @@ type Options struct {
 	// transport (HTTPTransport), which takes every request they leave: an
 	// event-stream transport for subscriptions goes here. Each is called
 	// with the request context carrying the Request (RequestFrom) and may
-	// use the ExecutableSchema (ExecutableSchemaFrom) for subscriptions.
+	// use the ExecutableSchema it is built for.
 	Transports []func(*ExecutableSchema) graphql.Transport
 	// Limits bound each request's document and result; zero fields take
 	// the defaults (DefaultLimits).
@@ -107,17 +107,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := WithRequest(r.Context(), &Request{User: u, DB: d})
-	ctx = context.WithValue(ctx, esKey{}, srv.es)
 	srv.srv.ServeHTTP(w, r.WithContext(ctx))
-}
-
-type esKey struct{}
-
-// ExecutableSchemaFrom returns the executable schema serving the request
-// whose context is ctx (for transports), or nil.
-func ExecutableSchemaFrom(ctx context.Context) *ExecutableSchema {
-	es, _ := ctx.Value(esKey{}).(*ExecutableSchema)
-	return es
 }
 
 // server returns the gqlgen server for d's current schema version and role.

@@ -330,7 +330,7 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 // singleOperation runs the operation a POST sends: 202 once it is under
 // way, its results on the reservation's stream.
 func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res *reservation, exec graphql.GraphExecutor) {
-	params, err := t.postParams(r)
+	params, err := t.readParams(r)
 	if err != nil {
 		writeHTTPError(w, err)
 		return

@@ -1,17 +1,12 @@
 package sse
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -260,11 +255,7 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 		req.named = b
 	}
 	var err error
-	if r.Method == http.MethodGet {
-		req.params, err = getParams(q)
-	} else {
-		req.params, err = t.postParams(r)
-	}
+	req.params, err = t.readParams(r)
 	if err != nil {
 		return nil, err
 	}
@@ -274,71 +265,14 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 	return req, nil
 }
 
-func getParams(q url.Values) (*graphql.RawParams, error) {
-	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
-	if p.Query == "" {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "the query parameter is missing")
-	}
-	if v := q.Get("variables"); v != "" {
-		if err := decodeObject([]byte(v), &p.Variables); err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter variables: %v", err)
-		}
-	}
-	if v := q.Get("extensions"); v != "" {
-		if err := decodeObject([]byte(v), &p.Extensions); err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter extensions: %v", err)
-		}
+// readParams reads the GraphQL parameters with graph.ReadParams, the
+// parser of every transport on the GraphQL URL.
+func (t *transport) readParams(r *http.Request) (*graphql.RawParams, error) {
+	p, rerr := graph.ReadParams(r, t.opts.MaxBodyBytes)
+	if rerr != nil {
+		return nil, rerr
 	}
 	return p, nil
-}
-
-// statusError is a request error whose status has no sluice.Code (415,
-// 413).
-type statusError struct {
-	status int
-	msg    string
-}
-
-func (e *statusError) Error() string { return e.msg }
-
-func (t *transport) postParams(r *http.Request) (*graphql.RawParams, error) {
-	ct := r.Header.Get("Content-Type")
-	mt, cp, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return nil, &statusError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + strconv.Quote(ct)}
-	}
-	if cs, ok := cp["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, &statusError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, t.opts.MaxBodyBytes+1))
-	if err != nil {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "could not read the request body")
-	}
-	if int64(len(body)) > t.opts.MaxBodyBytes {
-		return nil, &statusError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(t.opts.MaxBodyBytes, 10) + " bytes"}
-	}
-	p, msg := graph.ParseRequestBody(body)
-	if msg != "" {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "%s", msg)
-	}
-	return p, nil
-}
-
-// decodeObject decodes one JSON object (numbers as json.Number) into dst.
-func decodeObject(b []byte, dst any) error {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] != '{' {
-		return errors.New("expected a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(dst); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("unexpected data after the JSON object")
-	}
-	return nil
 }
 
 // gqlError converts err to a GraphQL error with extensions.code; anything
@@ -370,9 +304,9 @@ func errorResult(errs gqlerror.List) []byte {
 func writeHTTPError(w http.ResponseWriter, err error) {
 	status := sluice.ErrorCode(err).HTTPStatus()
 	code := sluice.ErrorCode(err).GraphQLCode()
-	var se *statusError
-	if errors.As(err, &se) {
-		status, code = se.status, "BAD_REQUEST"
+	var re *graph.RequestError
+	if errors.As(err, &re) {
+		status, code = re.Status, "BAD_REQUEST"
 	}
 	if status == http.StatusBadRequest {
 		code = "BAD_REQUEST"
