@@ -115,6 +115,9 @@ type Event struct {
 	Position Position
 	// ID is Position's text form, computed once per event rather than once
 	// per subscriber.
-	ID   string
+	ID string
+	// Kind names the event where the transport does (the REST change
+	// stream's SSE event: entity.create, …); empty otherwise.
+	Kind string
 	Data []byte
 }

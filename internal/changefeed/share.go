@@ -3,6 +3,7 @@ package changefeed
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -71,7 +72,9 @@ type ShareOptions struct {
 type Entry struct {
 	// Start is the position just before the first change the events were
 	// evaluated from.
-	Start  sluice.Position
+	Start sluice.Position
+	// Time is the commit's time (for the delivery latency metric).
+	Time   time.Time
 	Events []sluice.Event
 	// Frames are the events' frames, one after the other (nil without
 	// ShareOptions.Frame).
@@ -185,6 +188,9 @@ func (s *share) remove(m *Member) {
 	delete(s.members, m)
 	s.count(m, -1)
 }
+
+// Database returns the database of m's share.
+func (m *Member) Database() *sluice.Database { return m.s.sub.db }
 
 // SubscriptionID returns the id of the share's hub subscription, for logs
 // and /api/admin/subscriptions.
@@ -312,7 +318,7 @@ func (s *share) deliver(c *sluice.Commit) bool {
 		return false
 	}
 	if len(evs) > 0 {
-		s.publish(start, evs)
+		s.publish(start, c.Time, evs)
 	}
 	return true
 }
@@ -320,7 +326,7 @@ func (s *share) deliver(c *sluice.Commit) bool {
 // publish appends events to the history and wakes the members. Over the
 // history's bounds, the oldest entries go, and the members that had not
 // taken them are detached.
-func (s *share) publish(start sluice.Position, evs []sluice.Event) {
+func (s *share) publish(start sluice.Position, at time.Time, evs []sluice.Event) {
 	var frames []byte
 	size := len(evs) * eventOverhead
 	if s.frame != nil {
@@ -341,7 +347,7 @@ func (s *share) publish(start sluice.Position, evs []sluice.Event) {
 	if len(s.members) == 0 {
 		return
 	}
-	s.hist = append(s.hist, Entry{Start: start, Events: evs, Frames: frames, size: size, unread: len(s.members)})
+	s.hist = append(s.hist, Entry{Start: start, Time: at, Events: evs, Frames: frames, size: size, unread: len(s.members)})
 	s.bytes += size
 	budget := min(historyBytesPerMember*len(s.members), historyMaxBytes)
 	for len(s.hist) > 1 && (len(s.hist) > historyEntries || s.bytes > budget) {

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,25 +65,45 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.class = class
-	req.reader = reader
 	// The guard comes first: an access change from now on ends the
 	// stream before any later commit reaches it (changefeed/access.go).
-	var ender changefeed.Ender
-	guard, err := a.Stream.Hub.Guard(r.Context(), engine.Grant(r.Context(), userFrom(r), reader.Database, reader.Role), ender.End)
+	st := &eventStream{api: a, r: r, out: httpstream.New(w, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout), req: req, dbID: reader.Database.ID}
+	guard, err := a.Stream.Hub.Guard(r.Context(), engine.Grant(r.Context(), userFrom(r), reader.Database, reader.Role), st.ender.End)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	defer guard.Release()
-	// No hub class filter: a subclass added to the schema while the stream
-	// is open must match too, which only the stream's refreshed schema
-	// knows.
+	if req.from == nil {
+		// Streams of one class, operations and role share one evaluation
+		// and one framing of each commit (the hub's shares).
+		m, err := a.Stream.Hub.Join(r.Context(), changefeed.ShareOptions{
+			Key: restKey{db: reader.Database.ID, epoch: reader.Database.Epoch, class: class, ops: req.opsKey(), role: reader.Role}, Database: reader.Database, Transport: restTransport,
+			New:   func() changefeed.Evaluator { return newRestEvaluator(reader.Shared(), req) },
+			Frame: frameREST,
+		})
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		defer m.Leave()
+		if err := st.ender.Serve(m); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		st.subID = m.SubscriptionID()
+		st.member(m)
+		return
+	}
+	// A resume reads the log from its position with a subscription of its
+	// own. No hub class filter: a subclass added to the schema while the
+	// stream is open must match too, which only the stream's refreshed
+	// schema knows.
 	sub, err := a.Stream.Hub.Subscribe(r.Context(), reader.Database, req.from, changefeed.Options{Transport: restTransport})
-	st := &eventStream{api: a, out: httpstream.New(w, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout), req: req}
 	if sluice.ErrorCode(err) == sluice.CodeGone {
 		// A resume that cannot be honoured is an event on the stream, so
 		// an EventSource sees why, never a silent gap.
-		st.start(r)
+		st.start()
 		_ = st.writeError(err)
 		return
 	}
@@ -93,12 +112,24 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	if err := ender.Serve(sub); err != nil {
+	if err := st.ender.Serve(sub); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	st.sub = sub
-	st.serve(r)
+	st.subID = sub.ID()
+	if !st.connected() {
+		return
+	}
+	st.own(sub, newRestEvaluator(reader, req))
+}
+
+// restKey identifies REST change streams with the same events.
+type restKey struct {
+	db    int64
+	epoch string
+	class string
+	ops   string
+	role  sluice.Role
 }
 
 // subscribeRequest is a parsed change stream request.
@@ -107,7 +138,17 @@ type subscribeRequest struct {
 	heartbeat time.Duration
 	from      *sluice.Position // nil: from now
 	class     string
-	reader    *engine.Reader
+}
+
+// opsKey returns the operations in canonical form.
+func (req *subscribeRequest) opsKey() string {
+	k := ""
+	for _, o := range []sluice.Op{sluice.OpAdded, sluice.OpUpdated, sluice.OpDeleted} {
+		if req.ops[o] {
+			k += streamparam.OpToken(o) + ","
+		}
+	}
+	return k
 }
 
 func (a *api) parseSubscribe(r *http.Request) (*subscribeRequest, error) {
@@ -136,12 +177,16 @@ func (a *api) parseSubscribe(r *http.Request) (*subscribeRequest, error) {
 // eventStream writes one change stream.
 type eventStream struct {
 	*api
-	out *httpstream.Writer
-	req *subscribeRequest
-	sub *changefeed.Subscription
+	r     *http.Request
+	out   *httpstream.Writer
+	req   *subscribeRequest
+	subID uint64
+	dbID  int64
+	// ender ends whatever serves the stream when the guard says so.
+	ender changefeed.Ender
 }
 
-func (s *eventStream) start(r *http.Request) { s.out.Start(r) }
+func (s *eventStream) start() { s.out.Start(s.r) }
 
 // flush sends the buffered frames; a failure means the client is gone.
 func (s *eventStream) flush() error {
@@ -163,32 +208,115 @@ func (s *eventStream) writeError(err error) error {
 	return s.flush()
 }
 
-func (s *eventStream) serve(r *http.Request) {
-	logger := loggerFrom(r).With("sub", s.sub.ID(), "database", s.sub.Database().Path(), "class", s.req.class)
-	logger.Debug("change stream opened")
-	defer logger.Debug("change stream closed")
-	s.start(r)
-	fmt.Fprintf(&s.out.Buf, ": connected sub=%d\n\n", s.sub.ID())
-	if err := s.flush(); err != nil {
+func (s *eventStream) logger() *slog.Logger {
+	return loggerFrom(s.r).With("sub", s.subID, "class", s.req.class)
+}
+
+// connected starts the stream with `: connected sub=<n>`, once the
+// subscription is registered. It reports false when the client is gone.
+func (s *eventStream) connected() bool {
+	s.logger().Debug("change stream opened")
+	s.start()
+	fmt.Fprintf(&s.out.Buf, ": connected sub=%d\n\n", s.subID)
+	return s.flush() == nil
+}
+
+// member serves a stream that shares its events (a hub share) until it
+// ends; a member detached for falling behind continues on a subscription
+// of its own.
+func (s *eventStream) member(m *changefeed.Member) {
+	if !s.connected() {
 		return
 	}
 	tick := time.NewTicker(s.req.heartbeat)
 	defer tick.Stop()
+	var buf []changefeed.Entry
 	for {
-		select {
-		case c := <-s.sub.Commits():
-			if err := s.writeCommits(r.Context(), c); err != nil {
-				s.fail(logger, err)
+		var wake <-chan struct{}
+		var state changefeed.TakeState
+		buf, wake, state = m.Take(buf[:0])
+		if len(buf) > 0 {
+			n := 0
+			var err error
+			first := buf[0].Time
+			for _, e := range buf {
+				n += len(e.Events)
+				if err = s.out.WriteShared(e.Frames); err != nil {
+					break
+				}
+			}
+			clear(buf) // do not hold frames while waiting
+			if err == nil {
+				err = s.flush()
+			}
+			if err != nil {
 				return
 			}
-		case <-s.sub.Done():
+			s.delivered(n, first)
+			if wake == nil {
+				continue // more to take
+			}
+		}
+		switch state {
+		case changefeed.TakeDetached:
+			from := m.From()
+			sub, err := s.Stream.Hub.Subscribe(s.r.Context(), m.Database(), &from, changefeed.Options{Transport: restTransport})
+			m.Left() // its own subscription holds its commits now
+			if err != nil {
+				s.fail(err)
+				return
+			}
+			defer sub.Close()
+			if err := s.ender.Serve(sub); err != nil {
+				s.fail(err)
+				return
+			}
+			s.serve(sub, m.Evaluator().(*restEvaluator).fork(), tick)
+			return
+		case changefeed.TakeEnded:
+			s.end(m.Err())
+			return
+		case changefeed.TakeRevoked:
+			s.end(s.ender.Err())
+			return
+		}
+		select {
+		case <-wake:
+		case <-tick.C:
+			if !s.ping() {
+				return
+			}
+		case <-s.r.Context().Done():
+			return
+		}
+	}
+}
+
+// own serves a stream with a subscription of its own (a resume).
+func (s *eventStream) own(sub *changefeed.Subscription, ev *restEvaluator) {
+	tick := time.NewTicker(s.req.heartbeat)
+	defer tick.Stop()
+	s.serve(sub, ev, tick)
+}
+
+// serve writes the events of sub's pieces, evaluated by ev, until the
+// client leaves or the subscription ends.
+func (s *eventStream) serve(sub *changefeed.Subscription, ev *restEvaluator, tick *time.Ticker) {
+	for {
+		select {
+		case c := <-sub.Commits():
+			if err := s.writeCommits(sub, ev, c); err != nil {
+				s.fail(err)
+				return
+			}
+		case <-sub.Done():
 			// What was queued before the end is still owed, in order,
 			// unless the stream lost its access: then nothing more.
-			for !changefeed.IsRevoked(s.sub.Err()) {
+			for !changefeed.IsRevoked(sub.Err()) {
 				select {
-				case c := <-s.sub.Commits():
-					if err := s.writeCommits(r.Context(), c); err != nil {
-						s.fail(logger, err)
+				case c := <-sub.Commits():
+					if err := s.writeCommits(sub, ev, c); err != nil {
+						s.fail(err)
 						return
 					}
 					continue
@@ -196,23 +324,32 @@ func (s *eventStream) serve(r *http.Request) {
 				}
 				break
 			}
-			err := s.sub.Err()
-			if errors.Is(err, changefeed.ErrShutdown) {
-				s.out.Buf.WriteString(": server shutting down\n\n")
-				_ = s.flush()
-				return
-			}
-			s.fail(logger, err)
+			s.end(sub.Err())
 			return
 		case <-tick.C:
-			s.out.Buf.WriteString(": ping\n\n")
-			if err := s.flush(); err != nil {
+			if !s.ping() {
 				return
 			}
-		case <-r.Context().Done():
+		case <-s.r.Context().Done():
 			return
 		}
 	}
+}
+
+// ping writes a heartbeat; false means the client is gone.
+func (s *eventStream) ping() bool {
+	s.out.Buf.WriteString(": ping\n\n")
+	return s.flush() == nil
+}
+
+// end finishes the stream after its subscription ended with err.
+func (s *eventStream) end(err error) {
+	if errors.Is(err, changefeed.ErrShutdown) {
+		s.out.Buf.WriteString(": server shutting down\n\n")
+		_ = s.flush()
+		return
+	}
+	s.fail(err)
 }
 
 // errClient is a failed write to the client: the stream is over.
@@ -222,33 +359,36 @@ func (e errClient) Error() string { return "write to stream client: " + e.err.Er
 
 // fail ends the stream after err: with an error event unless the client
 // itself is gone.
-func (s *eventStream) fail(logger *slog.Logger, err error) {
-	if errors.As(err, new(errClient)) {
-		logger.Debug("change stream client gone", "err", err)
+func (s *eventStream) fail(err error) {
+	if errors.As(err, new(errClient)) || s.r.Context().Err() != nil {
+		s.logger().Debug("change stream client gone", "err", err)
 		return
 	}
 	if sluice.ErrorCode(err) == sluice.CodeInternal {
-		logger.Error("change stream failed", "err", err)
+		s.logger().Error("change stream failed", "err", err)
 	} else {
-		logger.Info("change stream ended", "err", err)
+		s.logger().Info("change stream ended", "err", err)
 	}
 	_ = s.writeError(err)
 }
 
-// writeCommits writes the events of c and of up to 63 further commits
+// writeCommits writes the events of c and of up to 63 further pieces
 // already queued, then flushes once.
-func (s *eventStream) writeCommits(ctx context.Context, c *sluice.Commit) error {
+func (s *eventStream) writeCommits(sub *changefeed.Subscription, ev *restEvaluator, c *sluice.Commit) error {
 	n := 0
 	var first time.Time
 	for i := 0; ; i++ {
-		k, err := s.appendEvents(ctx, c)
+		evs, _, err := ev.Events(s.r.Context(), c)
 		if err != nil {
 			return err
 		}
-		if k > 0 && n == 0 {
+		for _, e := range evs {
+			s.out.Buf.Write(frameREST(s.out.Buf.AvailableBuffer(), e))
+		}
+		if len(evs) > 0 && n == 0 {
 			first = c.Time
 		}
-		n += k
+		n += len(evs)
 		// What is buffered goes to the connection as it grows, so a
 		// burst of large pieces is not held whole before one flush.
 		if err := s.out.Spill(); err != nil {
@@ -258,7 +398,7 @@ func (s *eventStream) writeCommits(ctx context.Context, c *sluice.Commit) error 
 			break
 		}
 		select {
-		case c = <-s.sub.Commits():
+		case c = <-sub.Commits():
 			continue
 		default:
 		}
@@ -270,72 +410,19 @@ func (s *eventStream) writeCommits(ctx context.Context, c *sluice.Commit) error 
 	if err := s.flush(); err != nil {
 		return err
 	}
-	if m := s.Stream.Metrics; m != nil {
-		m.Delivered.WithLabelValues(restTransport, strconv.FormatInt(s.sub.Database().ID, 10)).Add(float64(n))
-		m.Latency.WithLabelValues(restTransport).Observe(time.Since(first).Seconds())
-	}
+	s.delivered(n, first)
 	return nil
 }
 
-// envelope is a CloudEvents 1.0 structured event.
-type envelope struct {
-	SpecVersion     string          `json:"specversion"`
-	ID              string          `json:"id"`
-	Type            string          `json:"type"`
-	Source          string          `json:"source"`
-	Subject         string          `json:"subject"`
-	Time            string          `json:"time"`
-	DataContentType string          `json:"datacontenttype"`
-	Entity          string          `json:"entity"`
-	Operation       string          `json:"operation"`
-	Tenant          string          `json:"tenant"`
-	UserID          string          `json:"user_id"`
-	Data            json.RawMessage `json:"data"`
-}
-
-// appendEvents buffers the frames of c's changes that the stream selects
-// and returns how many.
-func (s *eventStream) appendEvents(ctx context.Context, c *sluice.Commit) (int, error) {
-	rd := s.req.reader
-	n := 0
-	for i := range c.Changes {
-		ch := &c.Changes[i]
-		if !s.req.ops[ch.Op] {
-			continue
-		}
-		if cl, err := rd.Class(ctx, ch.Class); err != nil {
-			return n, err
-		} else if cl == nil || !rd.Schema.IsA(ch.Class, s.req.class) {
-			continue
-		}
-		doc := ch.After
-		if ch.Op == sluice.OpDeleted {
-			doc = ch.Before
-		}
-		data, err := rd.RedactAt(ctx, c, ch.Class, doc)
-		if err != nil {
-			return n, err
-		}
-		d := rd.Database
-		op := streamparam.OpToken(ch.Op)
-		pos := c.Position(ch.Index).String()
-		b, err := json.Marshal(envelope{
-			SpecVersion: "1.0", ID: pos, Type: "entity." + op,
-			Source: "/api/db/" + d.Path(), Subject: ch.DocID, Time: c.Time.UTC().Format(time.RFC3339Nano),
-			DataContentType: "application/json", Entity: ch.Class, Operation: op,
-			Tenant: d.Org, UserID: c.UserID, Data: data,
-		})
-		if err != nil {
-			return n, fmt.Errorf("encode event %s: %w", pos, err)
-		}
-		s.out.Buf.WriteString("id: ")
-		s.out.Buf.WriteString(pos)
-		s.out.Buf.WriteString("\nevent: entity.")
-		s.out.Buf.WriteString(op)
-		s.out.Buf.WriteString("\ndata: ")
-		s.out.Buf.Write(b)
-		s.out.Buf.WriteString("\n\n")
-		n++
+// delivered counts n events written (and, when first is set, the latency
+// of the first).
+func (s *eventStream) delivered(n int, first time.Time) {
+	m := s.Stream.Metrics
+	if m == nil || n == 0 {
+		return
 	}
-	return n, nil
+	m.Delivered.WithLabelValues(restTransport, strconv.FormatInt(s.dbID, 10)).Add(float64(n))
+	if !first.IsZero() {
+		m.Latency.WithLabelValues(restTransport).Observe(time.Since(first).Seconds())
+	}
 }

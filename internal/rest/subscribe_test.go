@@ -737,3 +737,41 @@ type Bird implements Animal { name: String! ring: String @private }
 		t.Fatalf("event %s %s", e.Entity, e.Data)
 	}
 }
+
+// TestSubscribeSharesEvaluation: REST streams of one class, operations and
+// role share one hub subscription (one evaluation and one framing per
+// commit); a stream with other operations has its own; each gets exactly
+// its events.
+func TestSubscribeSharesEvaluation(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	a := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	b := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	c := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog?ops=delete")
+	for _, s := range []*stream{a, b, c} {
+		s.connected()
+	}
+	var subs []struct {
+		Transport string `json:"transport"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 {
+		t.Fatalf("%d change feed subscriptions for 2 kinds of REST stream: %+v", len(subs), subs)
+	}
+	insert(t, d, "shop", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/shop?id=Dog/rex", nil)
+	for _, s := range []*stream{a, b} {
+		if e := decode(t, s.Event()); e.Operation != "create" {
+			t.Fatalf("first event %+v", e)
+		}
+		if e := decode(t, s.Event()); e.Operation != "delete" {
+			t.Fatalf("second event %+v", e)
+		}
+	}
+	if e := decode(t, c.Event()); e.Operation != "delete" || e.Subject != "Dog/rex" {
+		t.Fatalf("ops=delete stream: %+v", e)
+	}
+}

@@ -314,7 +314,7 @@ func (s *session) writeEntries(es []changefeed.Entry) error {
 	if err := s.st.flush(); err != nil {
 		return err
 	}
-	s.delivered(n, time.Time{})
+	s.delivered(n, es[0].Time)
 	return nil
 }
 
