@@ -61,7 +61,8 @@ func (a *api) createTicket(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]any{
 		"ticket":     t.Secret,
-		"expires":    t.Expires.UTC().Format(time.RFC3339),
+		// Milliseconds, as JavaScript's Date keeps them.
+		"expires":    t.Expires.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 		"expires_in": int64(time.Until(t.Expires).Round(time.Second) / time.Second),
 	}
 	if path != "" {
