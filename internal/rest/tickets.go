@@ -60,7 +60,7 @@ func (a *api) createTicket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := map[string]any{
-		"ticket":     t.Secret,
+		"ticket": t.Secret,
 		// Milliseconds, as JavaScript's Date keeps them.
 		"expires":    t.Expires.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 		"expires_in": int64(time.Until(t.Expires).Round(time.Second) / time.Second),
