@@ -137,18 +137,18 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 // gracefully: open streams are completed, HTTP requests finish within the
 // shutdown timeout, and the embedded Postgres stops cleanly.
 func (d *Daemon) Run(ctx context.Context) error {
-	store, stopStore, err := openStore(ctx, d.cfg, d.logger)
-	if err != nil {
-		return err
-	}
-	defer stopStore()
-
+	// Read before Postgres starts: a wrong key file stops the daemon at once.
 	jwt, err := auth.LoadJWT(auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
 		JWKSFile: d.cfg.JWTJWKSFile, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
 		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, time.Now)
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	store, stopStore, err := openStore(ctx, d.cfg, d.logger)
+	if err != nil {
+		return err
+	}
+	defer stopStore()
 
 	m := metrics.New()
 	notifier := postgres.NewNotifier(store)
