@@ -126,34 +126,71 @@ func TestJWT(t *testing.T) {
 	secret := []byte(jwtSecret)
 	cases := []struct {
 		name   string
-		token  string
+		token  func(*testing.T) string // signed when the subtest runs: a parallel subtest may wait long for its turn
 		status int
 		msg    string
 	}{
-		{"HS256", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, nil), secret), 200, ""},
-		{"RS256", signJWT(t, jwt.SigningMethodRS256, "rsa-1", jwtClaims("ulla", hour, nil), f.rsa), 200, ""},
-		{"ES256", signJWT(t, jwt.SigningMethodES256, "ec-1", jwtClaims("ulla", hour, nil), f.ec), 200, ""},
-		{"ES256 without kid", signJWT(t, jwt.SigningMethodES256, "", jwtClaims("ulla", hour, nil), f.ec), 200, ""},
-		{"unknown user", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("nobody", hour, nil), secret), 401, `names user "nobody", who does not exist`},
-		{"bad signature", signJWT(t, jwt.SigningMethodRS256, "rsa-1", jwtClaims("ulla", hour, nil), other), 401, "signature is invalid"},
-		{"wrong secret", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, nil), []byte("not-the-secret-but-long-enough-anyway")), 401, "signature is invalid"},
-		{"HS256 signed with the RSA public key", signJWT(t, jwt.SigningMethodHS256, "rsa-1", jwtClaims("ulla", hour, nil), pubPEM), 401, "signature is invalid"},
-		{"wrong alg for the key", signJWT(t, jwt.SigningMethodES256, "rsa-1", jwtClaims("ulla", hour, nil), f.ec), 401, `key "rsa-1" is for RS256, not ES256`},
-		{"alg not configured", signJWT(t, jwt.SigningMethodRS512, "", jwtClaims("ulla", hour, nil), f.rsa), 401, "signing method RS512 is invalid"},
-		{"alg none", signJWT(t, jwt.SigningMethodNone, "", jwtClaims("ulla", hour, nil), jwt.UnsafeAllowNoneSignatureType), 401, "signing method none is invalid"},
-		{"expired", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", time.Now().Add(-time.Minute), nil), secret), 401, "token is expired"},
-		{"no exp", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { delete(c, "exp") }), secret), 401, "missing required claim: exp"},
-		{"not yet valid", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Minute).Unix() }), secret), 401, "token is not valid yet"},
-		{"issued in the future", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Minute).Unix() }), secret), 401, "token used before issued"},
-		{"wrong issuer", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["iss"] = "https://other.example.com/" }), secret), 401, "invalid issuer"},
-		{"no issuer", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { delete(c, "iss") }), secret), 401, "iss claim is required"},
-		{"wrong audience", signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["aud"] = []string{"billing"} }), secret), 401, "invalid audience"},
-		{"garbage", "a.b.c", 401, "invalid JWT"},
+		{"HS256", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, nil), secret)
+		}, 200, ""},
+		{"RS256", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodRS256, "rsa-1", jwtClaims("ulla", hour, nil), f.rsa)
+		}, 200, ""},
+		{"ES256", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodES256, "ec-1", jwtClaims("ulla", hour, nil), f.ec)
+		}, 200, ""},
+		{"ES256 without kid", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodES256, "", jwtClaims("ulla", hour, nil), f.ec)
+		}, 200, ""},
+		{"unknown user", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("nobody", hour, nil), secret)
+		}, 401, `names user "nobody", who does not exist`},
+		{"bad signature", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodRS256, "rsa-1", jwtClaims("ulla", hour, nil), other)
+		}, 401, "signature is invalid"},
+		{"wrong secret", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, nil), []byte("not-the-secret-but-long-enough-anyway"))
+		}, 401, "signature is invalid"},
+		{"HS256 signed with the RSA public key", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "rsa-1", jwtClaims("ulla", hour, nil), pubPEM)
+		}, 401, "signature is invalid"},
+		{"wrong alg for the key", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodES256, "rsa-1", jwtClaims("ulla", hour, nil), f.ec)
+		}, 401, `key "rsa-1" is for RS256, not ES256`},
+		{"alg not configured", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodRS512, "", jwtClaims("ulla", hour, nil), f.rsa)
+		}, 401, "signing method RS512 is invalid"},
+		{"alg none", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodNone, "", jwtClaims("ulla", hour, nil), jwt.UnsafeAllowNoneSignatureType)
+		}, 401, "signing method none is invalid"},
+		{"expired", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", time.Now().Add(-time.Minute), nil), secret)
+		}, 401, "token is expired"},
+		{"no exp", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { delete(c, "exp") }), secret)
+		}, 401, "missing required claim: exp"},
+		{"not yet valid", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["nbf"] = time.Now().Add(time.Minute).Unix() }), secret)
+		}, 401, "token is not valid yet"},
+		{"issued in the future", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["iat"] = time.Now().Add(time.Minute).Unix() }), secret)
+		}, 401, "token used before issued"},
+		{"wrong issuer", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["iss"] = "https://other.example.com/" }), secret)
+		}, 401, "invalid issuer"},
+		{"no issuer", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { delete(c, "iss") }), secret)
+		}, 401, "iss claim is required"},
+		{"wrong audience", func(t *testing.T) string {
+			return signJWT(t, jwt.SigningMethodHS256, "", jwtClaims("ulla", hour, func(c jwt.MapClaims) { c["aud"] = []string{"billing"} }), secret)
+		}, 401, "invalid audience"},
+		{"garbage", func(t *testing.T) string { return "a.b.c" }, 401, "invalid JWT"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			r := f.d.Do(t, dt.Bearer(c.token), "GET", "/api/document/acme/notes", nil)
+			token := c.token(t)
+			r := f.d.Do(t, dt.Bearer(token), "GET", "/api/document/acme/notes", nil)
 			if r.Status != c.status {
 				t.Fatalf("status %d, want %d: %s", r.Status, c.status, r.Body)
 			}
@@ -163,7 +200,7 @@ func TestJWT(t *testing.T) {
 			if _, msg := errBody(t, r); !strings.Contains(msg, c.msg) {
 				t.Errorf("message %q, want %q", msg, c.msg)
 			}
-			if strings.Contains(string(r.Body), c.token) {
+			if strings.Contains(string(r.Body), token) {
 				t.Errorf("the answer shows the token: %s", r.Body)
 			}
 			if r.Header.Get("WWW-Authenticate") == "" {
