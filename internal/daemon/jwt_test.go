@@ -235,8 +235,9 @@ func TestJWT(t *testing.T) {
 func TestJWTStreamEndsAtExp(t *testing.T) {
 	t.Parallel()
 	f := newJWTFixture(t)
-	// Seconds: exp is a whole number of them.
-	exp := time.Now().Add(4 * time.Second).Truncate(time.Second)
+	// Whole seconds, as exp is; long enough for the streams to open and
+	// get an event on a loaded machine.
+	exp := time.Now().Add(8 * time.Second).Truncate(time.Second)
 	tok := signJWT(t, jwt.SigningMethodES256, "ec-1", jwtClaims("ulla", exp, nil), f.ec)
 	ticket, ticketExp := newTicket(t, f.d, dt.Bearer(tok), "")
 	if ticketExp.After(exp.Add(jwtLeeway)) {
