@@ -173,7 +173,6 @@ var ErrNoCredentials = sluice.Errorf(sluice.CodeUnauthenticated, "authentication
 // it is spent by RedeemTicket, only for a stream request (see the REST
 // stream middleware), while Authenticate may run many times for one
 // connection (graphql-ws checks its credentials for every operation).
-
 func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {

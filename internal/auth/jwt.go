@@ -176,6 +176,11 @@ func (j *JWT) Verify(raw string) (user string, expires time.Time, err error) {
 // its kid names, or with no kid every JWKS key of its algorithm. A key is
 // used only with its own algorithm.
 func (j *JWT) key(t *jwt.Token) (any, error) {
+	// RFC 7515 4.1.11: a JWT whose crit header names extensions the
+	// verifier does not understand must be refused; Sluice knows none.
+	if _, ok := t.Header["crit"]; ok {
+		return nil, errors.New("the JWT has a crit header, whose extensions this server does not support")
+	}
 	alg := t.Method.Alg()
 	kid, _ := t.Header["kid"].(string)
 	if alg == "HS256" {

@@ -144,6 +144,11 @@ func TestJWTVerify(t *testing.T) {
 		{"no user", sign(t, jwt.SigningMethodHS256, "", claims(func(c jwt.MapClaims) { delete(c, "sub") }), []byte(testSecret)), `claim "sub"`},
 		{"user not a string", sign(t, jwt.SigningMethodHS256, "", claims(func(c jwt.MapClaims) { c["sub"] = 7 }), []byte(testSecret)), `claim "sub"`},
 		{"too long", sign(t, jwt.SigningMethodHS256, "", claims(func(c jwt.MapClaims) { c["pad"] = strings.Repeat("x", maxJWTBytes) }), []byte(testSecret)), "longer than"},
+		{"crit header", func() string {
+			tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims(nil))
+			tok.Header["crit"] = []string{"b64"}
+			return must(tok.SignedString([]byte(testSecret)))
+		}(), "crit header"},
 		{"tampered payload", tamper(sign(t, jwt.SigningMethodRS256, "rsa-1", claims(nil), keys.rsa)), "verification error"},
 	}
 	for _, tt := range tests {
