@@ -44,8 +44,9 @@ type Credential struct {
 	// the credential.
 	AccessVersion int64
 	// ExpiresAt, when not zero, is when the credential stops being valid
-	// (a JWT's exp, a stream ticket's lifetime): open streams that
-	// authenticated with it end then.
+	// (a JWT's exp plus the leeway; a stream ticket passes on the expiry
+	// of the credential that made it, not its own short lifetime): open
+	// streams that authenticated with it end then.
 	ExpiresAt time.Time
 }
 

@@ -1,15 +1,17 @@
 // Package auth authenticates requests: Basic auth against bcrypt password
-// hashes and bearer API tokens, whose secrets are stored only as SHA-256
-// hashes. Authorization (which role a user has on a database) is the engine's
-// job.
+// hashes, bearer API tokens, whose secrets are stored only as SHA-256
+// hashes, bearer JWTs (jwt.go) and single-use stream tickets for browsers'
+// EventSource (ticket.go). Authorization (which role a user has on a
+// database) is the engine's job.
 //
 // Every request reads its credential from Postgres (one indexed row, with
 // the access log's version from the same snapshot), so a revoked token, a
-// changed password or a deleted user is refused at once on every replica.
-// What is remembered is only which passwords were already checked against
-// which hash: a client that keeps presenting the same valid password pays
-// one bcrypt, not one per request, and concurrent checks of one credential
-// share one bcrypt.
+// changed password or a deleted user is refused at once on every replica;
+// a JWT is checked without Postgres, but the user it names is read the
+// same way. What is remembered is only which passwords were already
+// checked against which hash: a client that keeps presenting the same
+// valid password pays one bcrypt, not one per request, and concurrent
+// checks of one credential share one bcrypt.
 package auth
 
 import (
@@ -20,6 +22,7 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"golang.org/x/crypto/bcrypt"
@@ -39,6 +42,16 @@ type Store interface {
 	// TokenCredential returns the credential of the unrevoked token whose
 	// secret hashes to hash, or an Unauthenticated error.
 	TokenCredential(ctx context.Context, hash []byte) (*sluice.Credential, error)
+	// CreateStreamTicket stores a stream ticket whose secret hashes to
+	// hash, carrying credential c, for database dbPath ("" for any),
+	// valid for ttl; it returns when the ticket expires, or TooMany when
+	// c's user holds maxPerUser live tickets.
+	CreateStreamTicket(ctx context.Context, hash []byte, c *sluice.Credential, dbPath string, ttl time.Duration, maxPerUser int) (time.Time, error)
+	// RedeemStreamTicket spends the ticket whose secret hashes to hash,
+	// on every replica at once, and returns the credential it carries as
+	// it is now and its database path ("" for any), or an
+	// Unauthenticated error.
+	RedeemStreamTicket(ctx context.Context, hash []byte) (*sluice.Credential, string, error)
 }
 
 // verifiedEntries bounds the memory of the verified-password cache: past
@@ -61,13 +74,34 @@ type Authenticator struct {
 	flight singleflight.Group
 	// onHash, when set, is called for every bcrypt comparison (a metric).
 	onHash func()
+	// jwt verifies bearer JWTs; nil when none are accepted.
+	jwt *JWT
+	// ticketTTL is how long a stream ticket may be redeemed.
+	ticketTTL time.Duration
+}
+
+// Option configures an Authenticator.
+type Option func(*Authenticator)
+
+// WithJWT makes the Authenticator accept bearer JWTs that j verifies; a
+// nil j accepts none.
+func WithJWT(j *JWT) Option { return func(a *Authenticator) { a.jwt = j } }
+
+// WithTicketTTL sets how long a stream ticket may be redeemed after it is
+// made (DefaultTicketTTL when d is 0).
+func WithTicketTTL(d time.Duration) Option {
+	return func(a *Authenticator) {
+		if d > 0 {
+			a.ticketTTL = d
+		}
+	}
 }
 
 // New returns an Authenticator reading credentials from store. cost is the
 // bcrypt cost for new hashes (bcrypt.DefaultCost when 0; tests use
 // bcrypt.MinCost). onHash, which may be nil, is called for every password
 // hash comparison run.
-func New(store Store, cost int, onHash func()) *Authenticator {
+func New(store Store, cost int, onHash func(), opts ...Option) *Authenticator {
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
@@ -82,7 +116,11 @@ func New(store Store, cost int, onHash func()) *Authenticator {
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return &Authenticator{store: store, cost: cost, key: key, verified: verified, onHash: onHash}
+	a := &Authenticator{store: store, cost: cost, key: key, verified: verified, onHash: onHash, ticketTTL: DefaultTicketTTL}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
 // HashPassword returns the bcrypt hash of password.
@@ -131,7 +169,10 @@ var ErrNoCredentials = sluice.Errorf(sluice.CodeUnauthenticated, "authentication
 // Authenticate returns the credential the request's Authorization header
 // presents. It returns ErrNoCredentials when there is none, an
 // Unauthenticated error for wrong credentials, and Unavailable when
-// Postgres cannot be reached.
+// Postgres cannot be reached. A stream ticket in the URL is not read here:
+// it is spent by RedeemTicket, only for a stream request (see the REST
+// stream middleware), while Authenticate may run many times for one
+// connection (graphql-ws checks its credentials for every operation).
 func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
@@ -149,6 +190,13 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		cred = strings.TrimSpace(cred)
 		if cred == "" {
 			return nil, sluice.Errorf(sluice.CodeUnauthenticated, "empty bearer token")
+		}
+		if strings.HasPrefix(cred, TicketPrefix) {
+			return nil, sluice.Errorf(sluice.CodeUnauthenticated, "a stream ticket is not a bearer token: pass it as ?ticket= on a stream URL")
+		}
+		// API tokens are base64url after their prefix: never a dot.
+		if strings.Count(cred, ".") == 2 {
+			return a.jwtCredential(r.Context(), cred)
 		}
 		return a.store.TokenCredential(r.Context(), HashToken(cred))
 	default:

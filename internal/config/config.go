@@ -92,6 +92,50 @@ type Config struct {
 	// same origin only (no CORS headers).
 	// Key cors_origins, env SLUICE_CORS_ORIGINS, flag --cors-origins, default "".
 	CORSOrigins []string
+
+	// StreamTicketTTL is how long a stream ticket may be redeemed, once,
+	// after it is made: long enough for a page to open its EventSource,
+	// short enough that a URL that leaks is spent or dead. 1s to 10m.
+	// Key stream_ticket_ttl, env SLUICE_STREAM_TICKET_TTL, flag --stream-ticket-ttl, default 60s.
+	StreamTicketTTL time.Duration
+
+	// JWTHS256Secret is the HMAC secret that verifies bearer JWTs signed
+	// with HS256, at least 32 bytes (checked at start, so that no error
+	// shows it). Empty: HS256 JWTs are refused. Never logged.
+	// Key jwt_hs256_secret, env SLUICE_JWT_HS256_SECRET, flag --jwt-hs256-secret, default "".
+	JWTHS256Secret string
+
+	// JWTHS256SecretFile names a file holding the HS256 secret instead
+	// (a final newline is not part of it). Setting both is an error at
+	// start.
+	// Key jwt_hs256_secret_file, env SLUICE_JWT_HS256_SECRET_FILE, flag --jwt-hs256-secret-file, default "".
+	JWTHS256SecretFile string
+
+	// JWTJWKSFile names a JSON Web Key Set file of the public keys that
+	// verify bearer JWTs signed with RS256, PS256, ES256, EdDSA and their
+	// kin; each key is used only with its own algorithm. Read at start.
+	// Key jwt_jwks_file, env SLUICE_JWT_JWKS_FILE, flag --jwt-jwks-file, default "".
+	JWTJWKSFile string
+
+	// JWTIssuer is, when set, what a JWT's iss claim must equal.
+	// Key jwt_issuer, env SLUICE_JWT_ISSUER, flag --jwt-issuer, default "".
+	JWTIssuer string
+
+	// JWTAudience is, when set, what a JWT's aud claim must contain.
+	// Key jwt_audience, env SLUICE_JWT_AUDIENCE, flag --jwt-audience, default "".
+	JWTAudience string
+
+	// JWTUserClaim is the JWT claim that names the Sluice user the JWT
+	// authenticates; the user must exist, and its roles apply.
+	// Key jwt_user_claim, env SLUICE_JWT_USER_CLAIM, flag --jwt-user-claim, default "sub".
+	JWTUserClaim string
+
+	// JWTLeeway is the clock skew allowed when checking a JWT's exp, nbf
+	// and iat, at most 5m. A stream opened with a JWT ends at its exp plus
+	// the leeway, when a request with it would be refused.
+	// Key jwt_leeway, env SLUICE_JWT_LEEWAY, flag --jwt-leeway, default 30s.
+	JWTLeeway time.Duration
+
 	// GraphQLMaxQueryBytes limits the size of a GraphQL query text. The
 	// document limits (this and the next five) are checked before the
 	// query is validated, whose cost grows faster than its size.
@@ -169,7 +213,8 @@ func Default() Config {
 }
 
 // LogValue implements slog.LogValuer so that logging a Config shows every
-// setting without the admin password or the database password.
+// setting without the admin password, the database password or the JWT
+// secret.
 func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(
 		slog.String("listen", c.Listen),
@@ -187,6 +232,14 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_streams", c.MaxStreams),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
 		slog.Any("cors_origins", c.CORSOrigins),
+		slog.Duration("stream_ticket_ttl", c.StreamTicketTTL),
+		slog.String("jwt_hs256_secret", redact(c.JWTHS256Secret)),
+		slog.String("jwt_hs256_secret_file", c.JWTHS256SecretFile),
+		slog.String("jwt_jwks_file", c.JWTJWKSFile),
+		slog.String("jwt_issuer", c.JWTIssuer),
+		slog.String("jwt_audience", c.JWTAudience),
+		slog.String("jwt_user_claim", c.JWTUserClaim),
+		slog.Duration("jwt_leeway", c.JWTLeeway),
 		slog.Int("graphql_max_query_bytes", c.GraphQLMaxQueryBytes),
 		slog.Int("graphql_max_tokens", c.GraphQLMaxTokens),
 		slog.Int("graphql_max_depth", c.GraphQLMaxDepth),

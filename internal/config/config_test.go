@@ -26,6 +26,7 @@ func TestLogValueHidesSecrets(t *testing.T) {
 			c := Default()
 			c.DatabaseURL = tt.databaseURL
 			c.AdminPassword = "hunter2"
+			c.JWTHS256Secret = "jwt-secret-jwt-secret-jwt-secret-0"
 			var buf bytes.Buffer
 			slog.New(slog.NewTextHandler(&buf, nil)).Info("starting", "config", c)
 			out := buf.String()
@@ -35,7 +36,10 @@ func TestLogValueHidesSecrets(t *testing.T) {
 			if !strings.Contains(out, "config.admin_password=[redacted] ") {
 				t.Errorf("log line %q lacks config.admin_password=[redacted]", out)
 			}
-			if strings.Contains(out, "s3cret") || strings.Contains(out, "hunter2") {
+			if !strings.Contains(out, "config.jwt_hs256_secret=[redacted] ") {
+				t.Errorf("log line %q lacks config.jwt_hs256_secret=[redacted]", out)
+			}
+			if strings.Contains(out, "s3cret") || strings.Contains(out, "hunter2") || strings.Contains(out, "jwt-secret") {
 				t.Errorf("log line %q shows a secret", out)
 			}
 			if !strings.Contains(out, "config.log_level=info ") || !strings.Contains(out, "config.heartbeat=12s ") {

@@ -54,6 +54,9 @@ func TestDefault(t *testing.T) {
 		MaxBodyBytes:      64 << 20,
 		BodyIdleTimeout:   30 * time.Second,
 		MaxStreamsPerUser: 1000,
+		StreamTicketTTL:   time.Minute,
+		JWTUserClaim:      "sub",
+		JWTLeeway:         30 * time.Second,
 
 		GraphQLMaxQueryBytes:    64 << 10,
 		GraphQLMaxTokens:        15000,
@@ -217,6 +220,15 @@ var everything = Config{
 	MaxStreamsPerUser: 0,
 	CORSOrigins:       []string{"https://app.example.com", "http://localhost:3000"},
 
+	StreamTicketTTL:    30 * time.Second,
+	JWTHS256Secret:     "0123456789abcdef0123456789abcdef",
+	JWTHS256SecretFile: "/run/secrets/jwt",
+	JWTJWKSFile:        "/etc/sluice/jwks.json",
+	JWTIssuer:          "https://id.example.com/",
+	JWTAudience:        "sluice",
+	JWTUserClaim:       "preferred_username",
+	JWTLeeway:          5 * time.Second,
+
 	GraphQLMaxQueryBytes:    1001,
 	GraphQLMaxTokens:        1002,
 	GraphQLMaxDepth:         3,
@@ -261,6 +273,14 @@ body_idle_timeout: 5s
 max_streams: 5000
 max_streams_per_user: 0
 cors_origins: ["https://app.example.com", "http://localhost:3000"]
+stream_ticket_ttl: 30s
+jwt_hs256_secret: 0123456789abcdef0123456789abcdef
+jwt_hs256_secret_file: /run/secrets/jwt
+jwt_jwks_file: /etc/sluice/jwks.json
+jwt_issuer: https://id.example.com/
+jwt_audience: sluice
+jwt_user_claim: preferred_username
+jwt_leeway: 5s
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -290,6 +310,14 @@ max_streams_per_user: "0"
 cors_origins:
   - https://app.example.com
   - http://localhost:3000
+stream_ticket_ttl: "30s"
+jwt_hs256_secret: 0123456789abcdef0123456789abcdef
+jwt_hs256_secret_file: /run/secrets/jwt
+jwt_jwks_file: /etc/sluice/jwks.json
+jwt_issuer: https://id.example.com/
+jwt_audience: sluice
+jwt_user_claim: preferred_username
+jwt_leeway: 5s
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -317,6 +345,14 @@ body_idle_timeout = "5s"
 max_streams = 5000
 max_streams_per_user = 0
 cors_origins = ["https://app.example.com", "http://localhost:3000"]
+stream_ticket_ttl = "30s"
+jwt_hs256_secret = "0123456789abcdef0123456789abcdef"
+jwt_hs256_secret_file = "/run/secrets/jwt"
+jwt_jwks_file = "/etc/sluice/jwks.json"
+jwt_issuer = "https://id.example.com/"
+jwt_audience = "sluice"
+jwt_user_claim = "preferred_username"
+jwt_leeway = "5s"
 graphql_max_query_bytes = 1001
 graphql_max_tokens = 1002
 graphql_max_depth = 3
@@ -344,6 +380,14 @@ history_page_bytes = 65536
   "max_streams": 5000,
   "max_streams_per_user": 0,
   "cors_origins": ["https://app.example.com", "http://localhost:3000"],
+  "stream_ticket_ttl": "30s",
+  "jwt_hs256_secret": "0123456789abcdef0123456789abcdef",
+  "jwt_hs256_secret_file": "/run/secrets/jwt",
+  "jwt_jwks_file": "/etc/sluice/jwks.json",
+  "jwt_issuer": "https://id.example.com/",
+  "jwt_audience": "sluice",
+  "jwt_user_claim": "preferred_username",
+  "jwt_leeway": "5s",
   "graphql_max_query_bytes": 1001,
   "graphql_max_tokens": 1002,
   "graphql_max_depth": 3,
@@ -389,6 +433,14 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_MAX_STREAMS":                "5000",
 		"SLUICE_MAX_STREAMS_PER_USER":       "0",
 		"SLUICE_CORS_ORIGINS":               "https://app.example.com, http://localhost:3000",
+		"SLUICE_STREAM_TICKET_TTL":          "30s",
+		"SLUICE_JWT_HS256_SECRET":           "0123456789abcdef0123456789abcdef",
+		"SLUICE_JWT_HS256_SECRET_FILE":      "/run/secrets/jwt",
+		"SLUICE_JWT_JWKS_FILE":              "/etc/sluice/jwks.json",
+		"SLUICE_JWT_ISSUER":                 "https://id.example.com/",
+		"SLUICE_JWT_AUDIENCE":               "sluice",
+		"SLUICE_JWT_USER_CLAIM":             "preferred_username",
+		"SLUICE_JWT_LEEWAY":                 "5s",
 		"SLUICE_GRAPHQL_MAX_QUERY_BYTES":    "1001",
 		"SLUICE_GRAPHQL_MAX_TOKENS":         "1002",
 		"SLUICE_GRAPHQL_MAX_DEPTH":          "3",
@@ -424,6 +476,14 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--max-streams", "5000",
 		"--max-streams-per-user", "0",
 		"--cors-origins", "https://app.example.com,http://localhost:3000",
+		"--stream-ticket-ttl", "30s",
+		"--jwt-hs256-secret", "0123456789abcdef0123456789abcdef",
+		"--jwt-hs256-secret-file", "/run/secrets/jwt",
+		"--jwt-jwks-file", "/etc/sluice/jwks.json",
+		"--jwt-issuer", "https://id.example.com/",
+		"--jwt-audience", "sluice",
+		"--jwt-user-claim", "preferred_username",
+		"--jwt-leeway", "5s",
 		"--graphql-max-query-bytes", "1001",
 		"--graphql-max-tokens", "1002",
 		"--graphql-max-depth", "3",
@@ -547,6 +607,26 @@ func TestInvalidValues(t *testing.T) {
 			name: "max_body_bytes with unit",
 			env:  map[string]string{"SLUICE_MAX_BODY_BYTES": "64MiB"},
 			want: `config: max_body_bytes: invalid value "64MiB" (from SLUICE_MAX_BODY_BYTES): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "stream_ticket_ttl too short",
+			env:  map[string]string{"SLUICE_STREAM_TICKET_TTL": "500ms"},
+			want: `config: stream_ticket_ttl: invalid value "500ms" (from SLUICE_STREAM_TICKET_TTL): want 1s to 10m`,
+		},
+		{
+			name: "stream_ticket_ttl too long",
+			args: []string{"--stream-ticket-ttl", "1h"},
+			want: `config: stream_ticket_ttl: invalid value "1h0m0s" (from --stream-ticket-ttl): want 1s to 10m`,
+		},
+		{
+			name: "empty jwt_user_claim",
+			args: []string{"--jwt-user-claim="},
+			want: `config: jwt_user_claim: invalid value "" (from --jwt-user-claim): must not be empty`,
+		},
+		{
+			name: "jwt_leeway too long",
+			env:  map[string]string{"SLUICE_JWT_LEEWAY": "1h"},
+			want: `config: jwt_leeway: invalid value "1h" (from SLUICE_JWT_LEEWAY): want at most 5m`,
 		},
 		{
 			name: "every bad value is reported",

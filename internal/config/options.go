@@ -127,6 +127,50 @@ func options() []option {
 				c.CORSOrigins = origins
 				return nil
 			}),
+		durationOption("stream_ticket_ttl", "60s",
+			"how long a stream ticket (POST /api/stream-tickets, for a browser's EventSource) may be used, once, after it is made (1s to 10m)",
+			func(c *Config, d time.Duration) error {
+				if d < time.Second || d > 10*time.Minute {
+					return errors.New("want 1s to 10m")
+				}
+				c.StreamTicketTTL = d
+				return nil
+			}),
+		stringOption("jwt_hs256_secret", "",
+			"secret (at least 32 bytes, checked at start) that verifies bearer JWTs signed with HS256; empty: HS256 JWTs are refused",
+			// Its length is checked at start (auth.NewJWT): an invalid
+			// value here would be shown in the error.
+			func(c *Config, s string) error { c.JWTHS256Secret = s; return nil }),
+		stringOption("jwt_hs256_secret_file", "",
+			"file holding the HS256 secret instead of jwt_hs256_secret (a final newline is not part of it)",
+			func(c *Config, s string) error { c.JWTHS256SecretFile = s; return nil }),
+		stringOption("jwt_jwks_file", "",
+			"JSON Web Key Set file of the public keys (RSA, EC P-256/384/521, Ed25519) that verify bearer JWTs signed with RS256, PS256, ES256, EdDSA…, each key pinned to its algorithm; read at start",
+			func(c *Config, s string) error { c.JWTJWKSFile = s; return nil }),
+		stringOption("jwt_issuer", "",
+			"when set, a JWT's iss must equal it",
+			func(c *Config, s string) error { c.JWTIssuer = s; return nil }),
+		stringOption("jwt_audience", "",
+			"when set, a JWT's aud must contain it",
+			func(c *Config, s string) error { c.JWTAudience = s; return nil }),
+		stringOption("jwt_user_claim", "sub",
+			"the JWT claim that names the Sluice user (who must exist; its roles apply)",
+			func(c *Config, s string) error {
+				if s == "" {
+					return errors.New("must not be empty")
+				}
+				c.JWTUserClaim = s
+				return nil
+			}),
+		durationOption("jwt_leeway", "30s",
+			"clock skew allowed when checking a JWT's exp, nbf and iat (at most 5m); a stream opened with a JWT ends at its exp plus this",
+			func(c *Config, d time.Duration) error {
+				if d > 5*time.Minute {
+					return errors.New("want at most 5m")
+				}
+				c.JWTLeeway = d
+				return nil
+			}),
 		countOption("graphql_max_query_bytes", "65536",
 			"largest GraphQL query text in bytes (64 KiB); pass large values as variables",
 			func(c *Config, n int) { c.GraphQLMaxQueryBytes = n }),

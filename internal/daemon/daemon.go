@@ -137,6 +137,13 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 // gracefully: open streams are completed, HTTP requests finish within the
 // shutdown timeout, and the embedded Postgres stops cleanly.
 func (d *Daemon) Run(ctx context.Context) error {
+	// Read before Postgres starts: a wrong key file stops the daemon at once.
+	jwt, err := auth.LoadJWT(auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
+		JWKSFile: d.cfg.JWTJWKSFile, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
+		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, time.Now)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	store, stopStore, err := openStore(ctx, d.cfg, d.logger)
 	if err != nil {
 		return err
@@ -157,7 +164,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var gql *graph.Handler
 	tailer := changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
-	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc), d.logger, engine.Hooks{
+	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
+		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL)), d.logger, engine.Hooks{
 		OnCommit: func(c *sluice.Commit) {
 			label := strconv.FormatInt(c.DatabaseID, 10)
 			m.Commits.WithLabelValues(label).Inc()

@@ -70,8 +70,13 @@ func Routes(d Deps) http.Handler {
 		r.Method(http.MethodGet, "/api/graphiql/_assets/{file}", d.GraphiQLAssets)
 	}
 
+	// The change streams also take a stream ticket (?ticket=), for
+	// browsers' EventSource, which cannot send an Authorization header;
+	// every other route refuses one.
+	r.With(a.authenticateStream).HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
+
 	r.Group(func(r chi.Router) {
-		r.Use(a.authenticate)
+		r.Use(refuseTickets, a.authenticate)
 		r.Get("/api/info", a.info)
 
 		r.Get("/api/db", a.listDatabases)
@@ -91,7 +96,6 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/changes/{org}/{db}", a.changes)
 		r.Get("/api/asyncapi/{org}/{db}", a.asyncAPI)
 		r.Get("/api/admin/subscriptions", a.subscriptions)
-		r.HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
 
 		r.Get("/api/organizations", a.listOrganizations)
 		r.Post("/api/organizations", a.createOrganization)
@@ -104,6 +108,7 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/tokens", a.listTokens)
 		r.Post("/api/tokens", a.createToken)
 		r.Delete("/api/tokens/{id}", a.revokeToken)
+		r.Post("/api/stream-tickets", a.createTicket)
 
 		if d.GraphiQL != nil {
 			r.Method(http.MethodGet, "/api/graphiql/{org}/{db}", d.GraphiQL)
@@ -112,8 +117,9 @@ func Routes(d Deps) http.Handler {
 	})
 	if d.GraphQL != nil {
 		// A GraphQL WebSocket's credentials may arrive after the upgrade,
-		// in its connection_init message.
-		gql := upgradeOr(d.GraphQLSocket, a.authenticate(d.GraphQL))
+		// in its connection_init message; a GraphQL SSE stream's may be a
+		// stream ticket.
+		gql := upgradeOr(d.GraphQLSocket, a.authenticateStream(d.GraphQL))
 		r.Handle("/api/graphql/{org}/{db}", gql)
 		r.Handle("/api/graphql/_system", gql)
 	}
