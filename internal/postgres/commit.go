@@ -647,7 +647,7 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commi
 			return nil, mapError(err)
 		}
 		i := byUID[uid]
-		c.Author, c.Message, c.UserID, c.NumChanges = metas[i].Author, metas[i].Message, metas[i].User, ws[i].next
+		c.Author, c.Message, c.User, c.NumChanges = metas[i].Author, metas[i].Message, metas[i].User, ws[i].next
 		out[i] = c
 		got++
 	}

@@ -19,7 +19,7 @@ func commitJSON(c *sluice.Commit) map[string]any {
 		"id":        c.ID(),
 		"author":    c.Author,
 		"message":   c.Message,
-		"user":      c.UserID,
+		"user":      c.User,
 		"timestamp": float64(c.Time.UnixMicro()) / 1e6,
 		"datetime":  c.Time.UTC().Format(time.RFC3339Nano),
 		"changes":   c.NumChanges,

@@ -318,7 +318,7 @@ func (s *eventStream) appendEvents(ctx context.Context, c *sluice.Commit) (int, 
 			SpecVersion: "1.0", ID: pos, Type: "entity." + op,
 			Source: "/api/db/" + d.Path(), Subject: ch.DocID, Time: c.Time.UTC().Format(time.RFC3339Nano),
 			DataContentType: "application/json", Entity: ch.Class, Operation: op,
-			Tenant: d.Org, UserID: c.UserID, Data: data,
+			Tenant: d.Org, UserID: c.User, Data: data,
 		})
 		if err != nil {
 			return n, fmt.Errorf("encode event %s: %w", pos, err)
