@@ -70,9 +70,9 @@ func (d *Daemon) Started() <-chan struct{} { return d.started }
 func (d *Daemon) Addr() string { return d.addr }
 
 // openStore starts the embedded Postgres when no database URL is
-// configured, connects and migrates. The returned stop function closes the
-// pool and stops the embedded server.
-func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*postgres.DB, func(), error) {
+// configured, connects (with opts) and migrates. The returned stop
+// function closes the pool and stops the embedded server.
+func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...postgres.Option) (*postgres.DB, func(), error) {
 	url := cfg.DatabaseURL
 	var pg *pgembed.Postgres
 	stop := func() {
@@ -99,7 +99,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*po
 		}
 		url = pg.URL("sluice")
 	}
-	store, err := postgres.Open(ctx, url, logger)
+	store, err := postgres.Open(ctx, url, logger, opts...)
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -135,14 +135,25 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 // gracefully: open streams are completed, HTTP requests finish within the
 // shutdown timeout, and the embedded Postgres stops cleanly.
 func (d *Daemon) Run(ctx context.Context) error {
-	store, stopStore, err := openStore(ctx, d.cfg, d.logger)
+	m := metrics.New()
+	// Every commit, whatever made it, wakes this process's tailer and the
+	// notifier (other processes). Both are built from the store, after
+	// it opens; nothing commits before Bootstrap, when both are set.
+	var notifier *postgres.Notifier
+	var tailer *changefeed.Tailer
+	store, stopStore, err := openStore(ctx, d.cfg, d.logger, postgres.OnCommit(func(c *sluice.Commit) {
+		label := strconv.FormatInt(c.DatabaseID, 10)
+		m.Commits.WithLabelValues(label).Inc()
+		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
+		notifier.Wake(c.DatabaseID)
+		tailer.Wake(c.DatabaseID)
+	}))
 	if err != nil {
 		return err
 	}
 	defer stopStore()
 
-	m := metrics.New()
-	notifier := postgres.NewNotifier(store)
+	notifier = postgres.NewNotifier(store)
 	sm := metrics.NewStream(m.Registry)
 	// eng is built below; the hub calls Check only once streams exist.
 	var eng *engine.Engine
@@ -153,16 +164,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// eng and gql are built below; the tailer's OnDrop only runs once the
 	// tailer runs, which starts after both are set.
 	var gql *graph.Handler
-	tailer := changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
+	tailer = changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
 	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc), d.logger, engine.Hooks{
-		OnCommit: func(c *sluice.Commit) {
-			label := strconv.FormatInt(c.DatabaseID, 10)
-			m.Commits.WithLabelValues(label).Inc()
-			m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
-			notifier.Wake(c.DatabaseID)
-			tailer.Wake(c.DatabaseID)
-		},
 		// An access change is announced to other processes by its own
 		// NOTIFY; this one's tailer applies it at once.
 		OnAccess: func() { tailer.Wake(0) },

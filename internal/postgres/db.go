@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // querier is satisfied by a pool, a connection and a transaction, so helpers
@@ -19,8 +21,8 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// dbtx is what a Tx runs its statements on: a pgx transaction (InTx), or
-// a pooled connection inside a BEGIN of its own (InCommitTx).
+// dbtx is what a Tx runs its statements on: a pooled connection inside a
+// BEGIN of its own (see DB.transact).
 type dbtx interface {
 	querier
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -32,12 +34,25 @@ type dbtx interface {
 type DB struct {
 	pool   *pgxpool.Pool
 	logger *slog.Logger
+	opts   options
 	uids   uidPool
 	maps   typeMaps
+	groups groups // group commit, by database (group.go)
 }
 
+type options struct {
+	onCommit func(*sluice.Commit)
+}
+
+// Option adjusts how Open sets up the DB.
+type Option func(*options)
+
 // Open connects to the Postgres server at url and checks that it answers.
-func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
+func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) (*DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
@@ -53,7 +68,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &DB{pool: pool, logger: logger}, nil
+	return &DB{pool: pool, logger: logger, opts: o}, nil
 }
 
 // Close closes every connection. It waits for connections in use.
