@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -207,5 +206,3 @@ func fieldPath(f graphql.CollectedField) ast.Path {
 func errorf(format string, args ...any) error {
 	return sluice.Errorf(sluice.CodeInvalid, format, args...)
 }
-
-func describe(v any) string { return fmt.Sprintf("%v", v) }
