@@ -24,9 +24,12 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 .PHONY: test
 test: test-go test-graphql-http test-graphql-sse ## run every test (Go with -race, plus the Node client tests)
 
+# The tests that start sluice as its own process run the release binary,
+# built here once per run rather than by each test binary (see
+# daemontest.SluiceBinary).
 .PHONY: test-go
-test-go:
-	$(GO) test -race -count=1 -timeout 15m ./...
+test-go: build
+	SLUICE_TEST_BINARY=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 15m ./...
 
 .PHONY: test-graphql-http
 test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test/graphql-http first)
