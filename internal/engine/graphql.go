@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -162,19 +161,8 @@ func opError(err error, n int) *OpError {
 // documents to write (none for a delete) and the ids it writes.
 func batchOp(s *sluice.Schema, op WriteOp) ([]*sluice.Document, []string, error) {
 	if op.Kind == WriteDelete {
-		if len(op.IDs) == 0 {
-			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
-		}
-		seen := make(map[string]bool, len(op.IDs))
-		for _, id := range op.IDs {
-			class, key, ok := strings.Cut(id, "/")
-			if !ok || key == "" || s.Class(class) == nil {
-				return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
-			}
-			if seen[id] {
-				return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
-			}
-			seen[id] = true
+		if err := checkDeleteIDs(s, op.IDs); err != nil {
+			return nil, nil, err
 		}
 		return nil, op.IDs, nil
 	}

@@ -75,19 +75,8 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 	if err := writable(d); err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
-	}
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		class, key, ok := strings.Cut(id, "/")
-		if !ok || key == "" || s.Class(class) == nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
-		}
-		if seen[id] {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
-		}
-		seen[id] = true
+	if err := checkDeleteIDs(s, ids); err != nil {
+		return nil, err
 	}
 	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
 		Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Delete(ctx, ids) }})
@@ -96,6 +85,26 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 		return nil, err
 	}
 	return &WriteResult{IDs: ids, Commit: c}, nil
+}
+
+// checkDeleteIDs refuses a list of ids to delete that is empty, names a
+// class the schema lacks, or names a document twice.
+func checkDeleteIDs(s *sluice.Schema, ids []string) error {
+	if len(ids) == 0 {
+		return sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		class, key, ok := strings.Cut(id, "/")
+		if !ok || key == "" || s.Class(class) == nil {
+			return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
+		}
+		if seen[id] {
+			return sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
 }
 
 func (e *Engine) meta(u *sluice.User, opt WriteOptions) postgres.CommitMeta {
