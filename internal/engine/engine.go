@@ -40,7 +40,7 @@ type Engine struct {
 	// on any replica: a role changed, a database was deleted) reads them
 	// again. Without a version (no credential in the context), entries
 	// count for cacheTTL. Writes stay correct regardless: a commit checks
-	// the schema version it validated against (postgres.Writer).
+	// the schema version it validated against (postgres.DB.Write).
 	databases *ttlcache.Cache[dbKey, versioned[cachedDatabase]]
 	roles     *ttlcache.Cache[roleKey, versioned[sluice.Role]]
 }
