@@ -6,15 +6,21 @@ BIN      := bin/sluice
 
 .PHONY: help
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-20s %s\n", $$1, $$2}'
 
 .PHONY: run
-run: ## start Sluice on port 6363 with its embedded Postgres in ./data
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/sluice serve
+run: build ## build, then run Sluice on port 6363 with its embedded Postgres in ./data
+	@# exec: the daemon replaces the shell, so a SIGTERM or SIGINT that make
+	@# passes on reaches it (`go run` left its child and Postgres running).
+	exec ./$(BIN) serve
 
 .PHONY: build
 build: ## build the static binary into bin/sluice
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
+
+.PHONY: docker
+docker: ## build the Docker image sluice:$(VERSION) and sluice:latest (needs a Docker engine)
+	docker build --build-arg VERSION=$(VERSION) -t sluice:$(VERSION) -t sluice:latest .
 
 .PHONY: docker-binary
 docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
@@ -22,7 +28,7 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go test-graphql-http test-graphql-sse ## run every test (Go with -race, plus the Node client tests)
+test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser ## run every test (Go with -race, the Node client tests, the browser test)
 
 # The tests that start sluice as its own process run the release binary,
 # built here once per run rather than by each test binary (see
@@ -40,6 +46,26 @@ test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test
 test-graphql-sse: ## run the graphql-sse npm client against a daemon (Node 20; npm ci in test/graphql-sse first)
 	cd test/graphql-sse && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/sse/
+
+.PHONY: test-introspection
+test-introspection: ## build client schemas from introspection with graphql-js 16 (Node 20; npm ci in test/introspection first)
+	cd test/introspection && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
+
+.PHONY: test-browser
+test-browser: ## drive GraphiQL in headless Chromium with the network cut off (Node 20, /usr/bin/chromium; npm ci in test/browser first)
+	cd test/browser && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
+
+.PHONY: graphiql-assets
+graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into internal/graphiql/assets (versions pinned in tools/graphiql)
+	cd tools/graphiql && npm ci --no-audit --no-fund --loglevel=error
+	node tools/graphiql/vendor.mjs internal/graphiql/assets
+
+.PHONY: test-graphql-clients
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon (Node 20; npm ci in test/clients first)
+	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/sse/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)

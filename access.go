@@ -1,5 +1,7 @@
 package sluice
 
+import "time"
+
 // AccessKind says what an AccessChange changed.
 type AccessKind string
 
@@ -41,6 +43,10 @@ type Credential struct {
 	// AccessVersion is the access log version read in the same snapshot as
 	// the credential.
 	AccessVersion int64
+	// ExpiresAt, when not zero, is when the credential stops being valid
+	// (a JWT's exp, a stream ticket's lifetime): open streams that
+	// authenticated with it end then.
+	ExpiresAt time.Time
 }
 
 // Grant is what an open stream was allowed when it opened: a credential, a

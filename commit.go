@@ -69,9 +69,14 @@ type Commit struct {
 	User string
 	Time time.Time
 	// Changes are in request order. A commit read from a summary listing
-	// (the log) may leave them out; NumChanges always counts them.
+	// (the log) may leave them out; NumChanges always counts them. A large
+	// commit is read and delivered in pieces: several Commits of one Seq,
+	// each holding a run of consecutive changes (Change.Index says where
+	// they sit), all but the last with Partial set.
 	Changes    []Change
 	NumChanges int
+	// Partial is set on a piece of a commit that more changes follow.
+	Partial bool
 	// AccessVersion is the access log version visible in the snapshot the
 	// commit was read in (see AccessChange): every access change up to it
 	// reaches open streams before the commit does. 0 when not read from
@@ -85,4 +90,20 @@ func (c *Commit) ID() string { return strconv.FormatInt(c.Seq, 10) }
 // Position returns the stream position of change i of the commit.
 func (c *Commit) Position(i int) Position {
 	return Position{Epoch: c.Epoch, Seq: c.Seq, Index: i}
+}
+
+// History is the retained part of a database's commit log.
+type History struct {
+	// LastSeq is the newest commit's sequence number (0: none yet).
+	LastSeq int64
+	// PrunedSeq is the newest pruned sequence number: commits after it are
+	// all retained.
+	PrunedSeq int64
+}
+
+// Head is where one database's commit log stands.
+type Head struct {
+	DatabaseID int64
+	Epoch      string
+	History
 }

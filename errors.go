@@ -123,3 +123,9 @@ func ErrorMessage(err error) string {
 	}
 	return "internal error"
 }
+
+// ErrStorageUnavailable is the error of a request or stream that Postgres
+// could not serve because it cannot be reached (or is shutting down or
+// starting): 503 with Retry-After; streams end with it, telling clients to
+// reconnect and resume.
+var ErrStorageUnavailable = Errorf(CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")

@@ -15,6 +15,10 @@ type Position struct {
 	Index int
 }
 
+// WholeCommit is the change index that stands for every change of a
+// commit: Position{Seq: s, Index: WholeCommit} is the end of commit s.
+const WholeCommit = 1<<31 - 1
+
 // String returns the position's text form.
 func (p Position) String() string {
 	return p.Epoch + "-" + strconv.FormatInt(p.Seq, 10) + "-" + strconv.Itoa(p.Index)

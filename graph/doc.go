@@ -1,7 +1,8 @@
 // Package graph is Sluice's GraphQL engine: it generates a GraphQL schema
 // from each database's schema (SDL, BuildSchema), executes queries and
 // mutations against it (ExecutableSchema, gqlgen's graphql.ExecutableSchema)
-// and serves them over HTTP (Handler, HTTPTransport, GraphiQL).
+// and serves them over HTTP (Handler, HTTPTransport; the GraphiQL page is
+// internal/graphiql).
 //
 // # Execution
 //

@@ -138,7 +138,7 @@ func TestHTTPBehaviour(t *testing.T) {
 		{"not acceptable", "POST", path, `{"query":"{ __typename }"}`, "text/html", 406, "application/json", `"errors"`},
 		{"get query", "GET", path + "?query=" + url.QueryEscape("{ __typename }"), "", "", 200, "application/json", `{"data":{"__typename":"Query"}}`},
 		{"get mutation", "GET", path + "?query=" + url.QueryEscape(`mutation { _deleteDocuments(ids: ["Person/x"]) }`), "", "", 405, "application/json", `"errors"`},
-		{"put", "PUT", path, `{"query":"{ __typename }"}`, "", 405, "application/json", `"errors"`},
+		{"put reserves a graphql-sse single connection stream", "PUT", path, "", "", 201, "text/plain", ""},
 		{"unknown database", "POST", "/api/graphql/admin/nope", `{"query":"{ __typename }"}`, "", 404, "application/json", `NOT_FOUND`},
 		{"system", "POST", "/api/graphql/_system", `{"query":"{ UserDatabase { name } }"}`, "", 200, "application/json", `{"name":"h"}`},
 		{"depth limit", "POST", path, deep, "", 200, "application/json", `"the query nests selections 23 levels deep, more than 20 (limit graphql_max_depth)"`},

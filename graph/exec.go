@@ -118,7 +118,7 @@ func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	case op.Operation.Operation == ast.Mutation:
 		resp.Data = x.mutation()
 	default:
-		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse)"))
+		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)"))
 	}
 	resp.Errors = x.errs
 	return graphql.OneShot(resp)

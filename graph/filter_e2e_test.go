@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 const people = `[

@@ -10,7 +10,6 @@ import (
 	"github.com/99designs/gqlgen/graphql/handler"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
-	"github.com/99designs/gqlgen/graphql/playground"
 	"github.com/go-chi/chi/v5"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -26,7 +25,7 @@ type Options struct {
 	// transport (HTTPTransport), which takes every request they leave: an
 	// event-stream transport for subscriptions goes here. Each is called
 	// with the request context carrying the Request (RequestFrom) and may
-	// use the ExecutableSchema (ExecutableSchemaFrom) for subscriptions.
+	// use the ExecutableSchema it is built for.
 	Transports []func(*ExecutableSchema) graphql.Transport
 	// Limits bound each request's document and result; zero fields take
 	// the defaults (DefaultLimits).
@@ -108,17 +107,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := WithRequest(r.Context(), &Request{User: u, DB: d})
-	ctx = context.WithValue(ctx, esKey{}, srv.es)
 	srv.srv.ServeHTTP(w, r.WithContext(ctx))
-}
-
-type esKey struct{}
-
-// ExecutableSchemaFrom returns the executable schema serving the request
-// whose context is ctx (for transports), or nil.
-func ExecutableSchemaFrom(ctx context.Context) *ExecutableSchema {
-	es, _ := ctx.Value(esKey{}).(*ExecutableSchema)
-	return es
 }
 
 // server returns the gqlgen server for d's current schema version and role.
@@ -179,17 +168,4 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 		return sluice.Errorf(sluice.CodeInternal, "internal error")
 	})
 	return &server{es: es, srv: srv}, nil
-}
-
-// GraphiQL returns the handler of the GraphiQL page at
-// /api/graphiql/{org}/{db}, which talks to /api/graphql/{org}/{db}.
-func GraphiQL() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		org, name := chi.URLParam(r, "org"), chi.URLParam(r, "db")
-		endpoint := "/api/graphql/" + org + "/" + name
-		if org == "" && name == "" {
-			endpoint = "/api/graphql/_system"
-		}
-		playground.Handler("Sluice GraphiQL: "+org+"/"+name, endpoint).ServeHTTP(w, r)
-	})
 }

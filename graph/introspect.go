@@ -255,10 +255,15 @@ func (x *execution) writeDirective(w *jsonWriter, d *introspection.Directive, se
 			optStr(w, d.Description())
 		case "locations":
 			w.WriteByte('[')
-			for j, l := range d.Locations {
-				if j > 0 {
+			first := true
+			for _, l := range d.Locations {
+				if !specLocation(l) {
+					continue
+				}
+				if !first {
 					w.WriteByte(',')
 				}
+				first = false
 				w.str(l)
 			}
 			w.WriteByte(']')
@@ -271,4 +276,21 @@ func (x *execution) writeDirective(w *jsonWriter, d *introspection.Directive, se
 		}
 	}
 	w.WriteByte('}')
+}
+
+// specLocation reports whether l is a directive location of the October 2021
+// GraphQL specification. gqlparser's prelude also puts @deprecated on
+// DIRECTIVE_DEFINITION, a location of a later draft: graphql-js 16 and
+// graphql-core 3.2 (so Python's gql, and GraphiQL) reject the whole
+// introspection result for one location they do not know, and no Sluice
+// schema defines a directive, so that location is never used.
+func specLocation(l string) bool {
+	switch l {
+	case "QUERY", "MUTATION", "SUBSCRIPTION", "FIELD", "FRAGMENT_DEFINITION", "FRAGMENT_SPREAD",
+		"INLINE_FRAGMENT", "VARIABLE_DEFINITION", "SCHEMA", "SCALAR", "OBJECT", "FIELD_DEFINITION",
+		"ARGUMENT_DEFINITION", "INTERFACE", "UNION", "ENUM", "ENUM_VALUE", "INPUT_OBJECT",
+		"INPUT_FIELD_DEFINITION":
+		return true
+	}
+	return false
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // query runs a query operation and returns its data.
@@ -154,6 +154,9 @@ func ParseQueryArgs(s *sluice.Schema, class string, field *ast.Field, vars map[s
 	if rawIDs, ok := args["ids"].([]any); ok {
 		if hasID {
 			return q, errorf("%s: give id or ids, not both", class)
+		}
+		if len(rawIDs) > filter.MaxIDs {
+			return q, errorf("%s: ids lists %d ids, more than %d (the limit); page with several requests", class, len(rawIDs), filter.MaxIDs)
 		}
 		q.IDs = make([]string, 0, len(rawIDs))
 		for _, v := range rawIDs {
@@ -313,6 +316,7 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 	}
 	if err := x.WriteChangeSet(w, c, cf.Selections, true); err != nil {
 		x.fail(fieldPath(cf), err)
+		w.null() // WriteChangeSet writes nothing when it fails (a bad filter)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // Subscription is a validated subscription operation, ready to be
@@ -119,6 +119,10 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 	s.classes = classesOf(es.schema, s.class, true)
 	return s, nil
 }
+
+// PerCommit reports whether the subscription gives one event per commit
+// (_ChangeSet) rather than one per change: its Events need a whole commit.
+func (s *Subscription) PerCommit() bool { return s.changeSet }
 
 // Classes returns the document classes whose changes can produce an
 // event (nil: any commit can), for the change feed to skip the others.

@@ -48,11 +48,14 @@ var _ graphql.Transport = HTTPTransport{}
 // Supports reports true: HTTPTransport answers everything that reaches it.
 func (HTTPTransport) Supports(*http.Request) bool { return true }
 
-// requestError is a malformed HTTP request: it gets status and message.
-type requestError struct {
-	status int
-	msg    string
+// RequestError is a malformed GraphQL-over-HTTP request: it is answered
+// with Status and Message, before anything runs.
+type RequestError struct {
+	Status  int
+	Message string
 }
+
+func (e *RequestError) Error() string { return e.Message }
 
 // Do serves one request.
 func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
@@ -62,20 +65,14 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 			"the server responds with application/graphql-response+json or application/json; the Accept header allows neither")
 		return
 	}
-	var params *graphql.RawParams
-	var rerr *requestError
-	switch r.Method {
-	case http.MethodGet:
-		params, rerr = getParams(r)
-	case http.MethodPost:
-		params, rerr = t.postParams(r)
-	default:
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
 		writeRequestError(w, media, http.StatusMethodNotAllowed, "use GET or POST")
 		return
 	}
+	params, rerr := ReadParams(r, t.MaxBodyBytes)
 	if rerr != nil {
-		writeRequestError(w, media, rerr.status, rerr.msg)
+		writeRequestError(w, media, rerr.Status, rerr.Message)
 		return
 	}
 	params.Headers = r.Header
@@ -158,51 +155,61 @@ func responseMedia(accept string) (string, bool) {
 	return best, best != ""
 }
 
-func getParams(r *http.Request) (*graphql.RawParams, *requestError) {
+// ReadParams reads the GraphQL parameters of a GraphQL-over-HTTP request:
+// from the URL of a GET (query, operationName, variables, extensions), or
+// the JSON body of a POST of at most maxBody bytes (10 MiB when 0). Every
+// transport on the GraphQL URL parses requests with it.
+func ReadParams(r *http.Request, maxBody int64) (*graphql.RawParams, *RequestError) {
+	if r.Method == http.MethodGet {
+		return getParams(r)
+	}
+	return postParams(r, maxBody)
+}
+
+func getParams(r *http.Request) (*graphql.RawParams, *RequestError) {
 	q := r.URL.Query()
 	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
 	if p.Query == "" {
-		return nil, &requestError{http.StatusBadRequest, "the query parameter is missing"}
+		return nil, &RequestError{http.StatusBadRequest, "the query parameter is missing"}
 	}
 	if v := q.Get("variables"); v != "" {
 		if err := decodeObject([]byte(v), &p.Variables); err != nil {
-			return nil, &requestError{http.StatusBadRequest, "variables: " + err.Error()}
+			return nil, &RequestError{http.StatusBadRequest, "variables: " + err.Error()}
 		}
 	}
 	if v := q.Get("extensions"); v != "" {
 		if err := decodeObject([]byte(v), &p.Extensions); err != nil {
-			return nil, &requestError{http.StatusBadRequest, "extensions: " + err.Error()}
+			return nil, &RequestError{http.StatusBadRequest, "extensions: " + err.Error()}
 		}
 	}
 	return p, nil
 }
 
-func (t HTTPTransport) postParams(r *http.Request) (*graphql.RawParams, *requestError) {
+func postParams(r *http.Request, limit int64) (*graphql.RawParams, *RequestError) {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		return nil, &requestError{http.StatusUnsupportedMediaType, "the request body must be application/json; Content-Type is missing"}
+		return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be application/json; Content-Type is missing"}
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != mediaJSON {
-		return nil, &requestError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + ct}
+		return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + ct}
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, &requestError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
+		return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
 	}
-	limit := t.MaxBodyBytes
 	if limit <= 0 {
 		limit = 10 << 20
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return nil, &requestError{http.StatusBadRequest, "could not read the request body"}
+		return nil, &RequestError{http.StatusBadRequest, "could not read the request body"}
 	}
 	if int64(len(body)) > limit {
-		return nil, &requestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes"}
+		return nil, &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes"}
 	}
 	p, msg := ParseRequestBody(body)
 	if msg != "" {
-		return nil, &requestError{http.StatusBadRequest, msg}
+		return nil, &RequestError{http.StatusBadRequest, msg}
 	}
 	return p, nil
 }

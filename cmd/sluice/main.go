@@ -1,6 +1,7 @@
 // Command sluice is the Sluice daemon: `sluice serve` runs it, `sluice
-// migrate` applies its database migrations, `sluice version` prints the
-// build's version.
+// migrate` applies its database migrations, `sluice healthcheck` tells
+// whether a running daemon is ready, `sluice version` prints the build's
+// version.
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -71,9 +73,24 @@ func newRootCommand() *cobra.Command {
 			fmt.Fprintln(cmd.OutOrStdout(), "sluice", version)
 		},
 	}
+	var timeout time.Duration
+	healthcheckCmd := &cobra.Command{
+		Use:   "healthcheck",
+		Short: "Exit 0 if the daemon at the configured listen address is ready (GET /readyz answers 200), else 1",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
+			if err != nil {
+				return err
+			}
+			return healthcheck(cmd.Context(), cfg.Listen, timeout)
+		},
+	}
 	config.RegisterFlags(serve.Flags())
 	config.RegisterFlags(migrate.Flags())
-	root.AddCommand(serve, migrate, versionCmd)
+	config.RegisterFlags(healthcheckCmd.Flags())
+	healthcheckCmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the answer")
+	root.AddCommand(serve, migrate, healthcheckCmd, versionCmd)
 	root.SetContext(context.Background())
 	return root
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -56,6 +57,8 @@ type Guard struct {
 	grant *sluice.Grant
 	end   func(error)
 	ended bool // guarded by h.accessMu
+	// expiry ends the stream when its credential expires; nil without.
+	expiry *time.Timer
 }
 
 // Release removes the guard; end is not called after it returns.
@@ -65,6 +68,9 @@ func (g *Guard) Release() {
 	h.dropGuard(g)
 	g.ended = true
 	h.accessMu.Unlock()
+	if g.expiry != nil {
+		g.expiry.Stop()
+	}
 }
 
 // dropGuard removes g from the registry and the stream counts. The caller
@@ -110,9 +116,19 @@ func (h *Hub) Guard(ctx context.Context, grant *sluice.Grant, end func(error)) (
 			return nil, err
 		}
 	}
+	if exp := grant.ExpiresAt; !exp.IsZero() && !time.Now().Before(exp) {
+		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the credential expired")
+	}
 	g := &Guard{h: h, grant: grant, end: end}
 	h.guards[g] = struct{}{}
 	h.perUser[u.ID]++
+	if exp := grant.ExpiresAt; !exp.IsZero() {
+		g.expiry = time.AfterFunc(time.Until(exp), func() {
+			h.accessMu.Lock()
+			defer h.accessMu.Unlock()
+			h.endGuard(g, revoked(sluice.CodeUnauthenticated, "the credential this stream was opened with expired; authenticate again"))
+		})
+	}
 	return g, nil
 }
 

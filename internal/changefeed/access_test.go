@@ -160,14 +160,14 @@ func TestAccessChangeOlderThanTheGrant(t *testing.T) {
 func TestCatchUpAppliesAccessChanges(t *testing.T) {
 	t.Parallel()
 	h, l := newHub(t, HubOptions{})
-	h.track(1, 0)
 	if err := h.syncAccess(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	l.add()
 	l.add()
 	l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 7, DatabaseID: 1, Role: sluice.RoleNone})
-	l.add() // commit 3, after the change
+	l.add()       // commit 3, after the change
+	h.track(1, 3) // the tailer is past them: a resume reads the log
 	s := guarded(t, h, ullaRead, &sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: 0})
 	err := ended(t, s)
 	if !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeForbidden {
@@ -224,5 +224,22 @@ func TestPrunedAccessChangesRecheckEveryStream(t *testing.T) {
 	feed(t, h, &sluice.Commit{DatabaseID: 1, Epoch: testDB.Epoch, Seq: 1, AccessVersion: 2})
 	if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
 		t.Fatalf("ended with %v", err)
+	}
+}
+
+// A stream opened with a credential that expires (a JWT's exp) ends then.
+func TestGuardEndsAtExpiry(t *testing.T) {
+	t.Parallel()
+	h, _ := newHub(t, HubOptions{})
+	h.track(1, 0)
+	grant := *ullaRead
+	grant.ExpiresAt = time.Now().Add(50 * time.Millisecond)
+	s := guarded(t, h, &grant, nil)
+	if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("ended with %v", err)
+	}
+	grant.ExpiresAt = time.Now().Add(-time.Second)
+	if _, err := h.Guard(context.Background(), &grant, func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("an expired grant: %v", err)
 	}
 }

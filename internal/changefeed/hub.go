@@ -11,15 +11,21 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/metrics"
-	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
-// Log is the part of the commit log the hub reads. *postgres.DB satisfies
-// it.
+// Log is the part of the commit log the hub reads (internal/postgres's DB
+// implements it).
 type Log interface {
-	History(ctx context.Context, dbID int64) (postgres.History, error)
-	// CommitsAfter returns commits with their AccessVersion set.
-	CommitsAfter(ctx context.Context, d *sluice.Database, after int64, limit int) ([]*sluice.Commit, error)
+	History(ctx context.Context, dbID int64) (sluice.History, error)
+	// ReadLog returns the commits after position after (Index
+	// sluice.WholeCommit: after all of commit after.Seq), oldest first,
+	// at most limit commits and about maxBytes of change images: a large
+	// commit comes in pieces (sluice.Commit.Partial), and the first commit
+	// may start inside. Commits carry the AccessVersion of the snapshot
+	// they were read in. more reports whether the log held more. A result
+	// that does not start right after after, or a Gone error, means the
+	// history in between was pruned.
+	ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) (commits []*sluice.Commit, more bool, err error)
 	// AccessChanges returns the access log's changes in (after, upTo].
 	AccessChanges(ctx context.Context, after, upTo int64) ([]sluice.AccessChange, error)
 }
@@ -37,8 +43,12 @@ type HubOptions struct {
 	// QueueSize is how many commits a live subscription may have waiting
 	// before it switches to reading the log (default 256).
 	QueueSize int
-	// BatchSize is how many commits a catch-up reads at a time (default 256).
-	BatchSize int
+	// BatchSize is how many commits a catch-up reads at a time (default
+	// 256), and PieceBytes about how many bytes of change images at most
+	// (default 64 KiB): a larger commit is read and delivered in pieces,
+	// so a subscription holds at most QueueSize pieces.
+	BatchSize  int
+	PieceBytes int64
 	// Recheck is how often a subscription waiting for the tailer checks that
 	// its database still exists (default 1s).
 	Recheck time.Duration
@@ -60,6 +70,7 @@ type Hub struct {
 	metrics *metrics.Stream
 	queue   int
 	batch   int
+	piece   int64
 	recheck time.Duration
 	nextID  atomic.Uint64
 
@@ -89,8 +100,8 @@ type dbState struct {
 	id int64
 
 	mu      sync.Mutex
-	tracked bool  // the tailer follows this database
-	head    int64 // the last sequence the tailer handed over
+	tracked bool // the tailer follows this database
+	head    mark // how far the tailer handed the log over
 	live    map[*Subscription]struct{}
 	// changed is closed (and replaced) whenever head or tracked changes,
 	// to wake catch-ups waiting for the tailer.
@@ -108,11 +119,14 @@ func NewHub(log Log, o HubOptions) *Hub {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 256
 	}
+	if o.PieceBytes <= 0 {
+		o.PieceBytes = 64 << 10
+	}
 	if o.Recheck <= 0 {
 		o.Recheck = time.Second
 	}
 	h := &Hub{
-		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, recheck: o.Recheck,
+		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, recheck: o.Recheck,
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 		checkGrant: o.Check, guards: map[*Guard]struct{}{}, perUser: map[int64]int{},
 		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
@@ -168,7 +182,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	s := &Subscription{
 		id: h.nextID.Add(1), hub: h, db: d, opts: o,
 		ch: make(chan *sluice.Commit, h.queue), done: make(chan struct{}),
-		trimSeq: -1, started: time.Now(),
+		started: time.Now(),
 	}
 	s.hold.Store(-1)
 	if len(o.Classes) > 0 {
@@ -178,7 +192,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		}
 	}
 	if from == nil {
-		s.cursor.Store(hist.LastSeq)
+		s.setMark(mark{seq: hist.LastSeq, part: -1})
 	} else {
 		if err := checkResume(d, hist, *from); err != nil {
 			if h.metrics != nil && sluice.ErrorCode(err) == sluice.CodeGone {
@@ -189,8 +203,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		if h.metrics != nil {
 			h.metrics.Replays.WithLabelValues(label).Inc()
 		}
-		s.cursor.Store(from.Seq - 1)
-		s.trimSeq, s.trimIndex = from.Seq, from.Index
+		s.setMark(markAt(*from))
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	st := h.state(d.ID)
@@ -210,7 +223,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	}
 
 	st.mu.Lock()
-	if st.tracked && s.cursor.Load() >= st.head && s.trimSeq < 0 {
+	if st.tracked && !s.mark().less(st.head) {
 		st.live[s] = struct{}{}
 		s.live.Store(true)
 	} else {
@@ -220,7 +233,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	return s, nil
 }
 
-func checkResume(d *sluice.Database, hist postgres.History, p sluice.Position) error {
+func checkResume(d *sluice.Database, hist sluice.History, p sluice.Position) error {
 	if p.Epoch != d.Epoch {
 		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
 	}
@@ -246,13 +259,13 @@ func (h *Hub) startCatchUp(s *Subscription) {
 	go h.catchUp(s)
 }
 
-// track tells the hub that the tailer follows database id from sequence
-// head on.
+// track tells the hub that the tailer follows database id from the end of
+// commit head on.
 func (h *Hub) track(id int64, head int64) {
 	st := h.state(id)
 	st.mu.Lock()
 	st.tracked = true
-	st.head = head
+	st.head = mark{seq: head, part: -1}
 	st.signal()
 	st.mu.Unlock()
 }
@@ -271,8 +284,8 @@ func (h *Hub) skipIfIdle(id int64, seq int64) bool {
 	if h.watchedLocked(id, st) {
 		return false
 	}
-	if seq > st.head {
-		st.head = seq
+	if st.head.less(mark{seq: seq, part: -1}) {
+		st.head = mark{seq: seq, part: -1}
 		st.signal()
 	}
 	return true
@@ -311,30 +324,28 @@ func (h *Hub) drop(id int64) {
 	}
 }
 
-// publish hands commit c, the successor of the database's head, to every
+// publish hands piece c, the successor of the database's head, to every
 // live subscription. It never blocks on a subscriber: one whose queue is
-// full switches to catching up from its cursor.
+// full switches to catching up from its mark.
 func (h *Hub) publish(c *sluice.Commit) {
 	st := h.state(c.DatabaseID)
 	var classes map[string]bool
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.head = c.Seq
+	st.head = past(c)
 	for s := range st.live {
-		if c.Seq <= s.cursor.Load() {
-			continue
-		}
+		m := s.mark()
 		if s.classes != nil && classes == nil {
 			classes = commitClasses(c)
 		}
-		out := s.prepare(c, classes)
+		out := s.prepare(m, c, classes)
 		if out == nil {
-			s.cursor.Store(c.Seq)
+			s.setMark(later(m, past(c)))
 			continue
 		}
 		select {
 		case s.ch <- out:
-			s.cursor.Store(c.Seq)
+			s.setMark(past(c))
 			s.queued.Add(1)
 		default:
 			delete(st.live, s)
@@ -363,7 +374,7 @@ func (h *Hub) gap(id int64) {
 	}
 }
 
-// catchUp reads the log for s until its cursor reaches the head, then
+// catchUp reads the log for s until its mark reaches the head, then
 // makes it live.
 func (h *Hub) catchUp(s *Subscription) {
 	defer h.wg.Done()
@@ -375,7 +386,7 @@ func (h *Hub) catchUp(s *Subscription) {
 			st.mu.Unlock()
 			return
 		}
-		if st.tracked && s.cursor.Load() >= st.head && s.cursor.Load() >= s.trimSeq {
+		if st.tracked && !s.mark().less(st.head) {
 			st.live[s] = struct{}{}
 			s.live.Store(true)
 			st.mu.Unlock()
@@ -384,10 +395,14 @@ func (h *Hub) catchUp(s *Subscription) {
 		changed := st.changed
 		st.mu.Unlock()
 
-		cursor := s.cursor.Load()
-		cs, err := h.log.CommitsAfter(s.ctx, s.db, cursor, h.batch)
+		m := s.mark()
+		cs, more, err := h.log.ReadLog(s.ctx, s.db, m.after(), h.batch, h.piece)
 		if err != nil {
 			if s.ctx.Err() != nil {
+				return
+			}
+			if sluice.ErrorCode(err) == sluice.CodeGone {
+				s.finish(err)
 				return
 			}
 			h.logger.Warn("change feed catch-up read failed", "sub", s.id, "database", s.db.Path(), "err", err)
@@ -412,16 +427,16 @@ func (h *Hub) catchUp(s *Subscription) {
 				backoff = min(2*backoff, 5*time.Second)
 				continue
 			}
+			if !next(m, cs[0].Seq) {
+				s.finish(sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned before this subscriber read it; re-read the current state", s.db.Path(), m.seq))
+				return
+			}
 		}
 		for _, c := range cs {
 			if s.ctx.Err() != nil {
 				return // ended, maybe by an access change just applied
 			}
-			if c.Seq != cursor+1 {
-				s.finish(sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned before this subscriber read it; re-read the current state", s.db.Path(), cursor))
-				return
-			}
-			if out := s.prepare(c, nil); out != nil {
+			if out := s.prepare(m, c, nil); out != nil {
 				select {
 				case s.ch <- out:
 					s.queued.Add(1)
@@ -429,10 +444,10 @@ func (h *Hub) catchUp(s *Subscription) {
 					return
 				}
 			}
-			cursor = c.Seq
-			s.cursor.Store(cursor)
+			m = later(m, past(c))
+			s.setMark(m)
 		}
-		if len(cs) > 0 {
+		if more || len(cs) > 0 {
 			continue
 		}
 		// At the end of the log but the tailer does not follow this
@@ -450,9 +465,9 @@ func (h *Hub) catchUp(s *Subscription) {
 	}
 }
 
-// Floors returns, per database, the lowest cursor (or hold, see
-// Subscription.Hold) of the local subscriptions: Prune must keep every
-// commit after it.
+// Floors returns, per database, the lowest cursor (the last commit a
+// subscription has whole, or its hold, see Subscription.Hold) of the local
+// subscriptions: Prune must keep every commit after it.
 func (h *Hub) Floors() map[int64]int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()

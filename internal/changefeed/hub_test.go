@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // The hub's own tests use an in-memory log so that every interleaving the
@@ -33,25 +32,57 @@ type memLog struct {
 
 var testDB = &sluice.Database{ID: 1, Org: "o", Name: "db", Epoch: "ep"}
 
-func (l *memLog) History(_ context.Context, id int64) (postgres.History, error) {
+func (l *memLog) History(_ context.Context, id int64) (sluice.History, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if id != testDB.ID {
-		return postgres.History{}, sluice.Errorf(sluice.CodeNotFound, "no database %d", id)
+		return sluice.History{}, sluice.Errorf(sluice.CodeNotFound, "no database %d", id)
 	}
-	return postgres.History{LastSeq: l.pruned + int64(len(l.commits)), PrunedSeq: l.pruned}, nil
+	return sluice.History{LastSeq: l.pruned + int64(len(l.commits)), PrunedSeq: l.pruned}, nil
 }
 
-func (l *memLog) CommitsAfter(_ context.Context, _ *sluice.Database, after int64, limit int) ([]*sluice.Commit, error) {
+// ReadLog reads like postgres.DB.ReadLog: commits after position after,
+// at most limit, cut into pieces of about maxBytes of changes (a change
+// without images counts one byte).
+func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []*sluice.Commit
-	for _, c := range l.commits {
-		if c.Seq > after && len(out) < limit {
-			out = append(out, c)
-		}
+	m := markAt(after)
+	if m.seq+1 <= l.pruned && l.pruned > 0 {
+		return nil, false, sluice.Errorf(sluice.CodeGone, "pruned")
 	}
-	return out, nil
+	var out []*sluice.Commit
+	var used int64
+	for _, c := range l.commits {
+		if c.Seq <= m.seq {
+			continue
+		}
+		if len(out) == limit {
+			return out, true, nil
+		}
+		piece := *c
+		piece.Changes = nil
+		for _, ch := range c.Changes {
+			if c.Seq == m.seq+1 && ch.Index <= m.part {
+				continue
+			}
+			size := max(int64(len(ch.Before)+len(ch.After)), 1)
+			if used+size > maxBytes && (len(piece.Changes) > 0 || len(out) > 0) {
+				if len(piece.Changes) > 0 {
+					piece.Partial = true
+					out = append(out, &piece)
+				}
+				return out, true, nil
+			}
+			used += size
+			piece.Changes = append(piece.Changes, ch)
+		}
+		if c.Seq == m.seq+1 && m.part >= 0 && len(piece.Changes) == 0 {
+			continue // read whole before
+		}
+		out = append(out, &piece)
+	}
+	return out, false, nil
 }
 
 // AccessChanges returns the access changes in (after, upTo].

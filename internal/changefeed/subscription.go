@@ -22,20 +22,17 @@ type Subscription struct {
 	started time.Time
 	st      *dbState
 
-	// trimSeq is the commit a resume starts inside: only its changes after
-	// trimIndex are delivered. -1 when the subscription starts between
-	// commits.
-	trimSeq   int64
-	trimIndex int
-
 	ch     chan *sluice.Commit
 	ctx    context.Context // ends with the subscription
 	cancel context.CancelFunc
 
-	// cursor is the sequence of the last commit put in ch or skipped. The
-	// tailer writes it (under st.mu) while live, the catch-up goroutine
-	// while not.
+	// cursor and part are the subscription's mark (see mark.go): every
+	// commit up to cursor, and in the next the changes up to index part,
+	// were put in ch or skipped. The tailer writes them (under st.mu)
+	// while live, the catch-up goroutine while not; the hand-over between
+	// the two happens under st.mu. Others read only cursor (atomic).
 	cursor   atomic.Int64
+	part     int
 	live     atomic.Bool
 	catchUps atomic.Int64
 	// queued counts the commits put in ch, live or from the log.
@@ -111,37 +108,31 @@ func (s *Subscription) sleep(d time.Duration) bool {
 	}
 }
 
-// prepare returns what s receives of commit c: nil when c changes none of
-// its classes (classes, when not nil, is c's set of classes), a copy
-// holding only the changes after the resume position for the commit a
-// resume starts inside, else c itself.
-func (s *Subscription) prepare(c *sluice.Commit, classes map[string]bool) *sluice.Commit {
-	if s.classes != nil {
-		if classes == nil {
-			classes = commitClasses(c)
+// mark returns how far s got. Only its writer (see cursor) may call it.
+func (s *Subscription) mark() mark { return mark{seq: s.cursor.Load(), part: s.part} }
+
+// setMark records how far s got. Only its writer may call it.
+func (s *Subscription) setMark(m mark) {
+	s.part = m.part
+	s.cursor.Store(m.seq)
+}
+
+// prepare returns what s receives of piece c given its mark m: nil when
+// it holds nothing after m or changes none of its classes (classes, when
+// not nil, is c's set of classes), else c or a copy of it holding only
+// the changes after m.
+func (s *Subscription) prepare(m mark, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
+	out := m.rest(c)
+	if out == nil || s.classes == nil {
+		return out
+	}
+	if classes == nil {
+		classes = commitClasses(out)
+	}
+	for cl := range s.classes {
+		if classes[cl] {
+			return out
 		}
-		match := false
-		for cl := range s.classes {
-			if classes[cl] {
-				match = true
-				break
-			}
-		}
-		if !match {
-			return nil
-		}
 	}
-	if c.Seq != s.trimSeq {
-		return c
-	}
-	i := 0
-	for i < len(c.Changes) && c.Changes[i].Index <= s.trimIndex {
-		i++
-	}
-	if i == len(c.Changes) {
-		return nil
-	}
-	cc := *c
-	cc.Changes = c.Changes[i:]
-	return &cc
+	return nil
 }

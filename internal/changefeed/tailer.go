@@ -2,6 +2,7 @@ package changefeed
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -9,16 +10,27 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/metrics"
-	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
-// Store is what the tailer reads. *postgres.DB satisfies it.
+// Store is what the tailer reads: the log, every database's head, and the
+// notifications of commits made by other processes.
 type Store interface {
 	Log
 	// Heads returns every database's head and the access log's version,
 	// from one snapshot.
-	Heads(ctx context.Context) ([]postgres.Head, int64, error)
-	Listen(ctx context.Context) (*postgres.Listener, error)
+	Heads(ctx context.Context) ([]sluice.Head, int64, error)
+	// Listen opens a connection that receives the notifications.
+	Listen(ctx context.Context) (Listener, error)
+}
+
+// Listener receives commit notifications: a wake-up only (the tailer reads
+// the log by position, and polls). Its owner is one goroutine.
+type Listener interface {
+	// Wait returns the id of the database a notification names (0 for
+	// any, or an access change), or an error when the connection failed
+	// or ctx ended: the Listener is then unusable.
+	Wait(ctx context.Context) (int64, error)
+	Close(ctx context.Context) error
 }
 
 // TailerOptions configure a Tailer. Zero values take the defaults.
@@ -30,8 +42,11 @@ type TailerOptions struct {
 	// (default 500ms: an access change ends the streams it affects within
 	// it even when its notification is lost).
 	Poll time.Duration
-	// BatchSize is how many commits one read fetches (default 256).
-	BatchSize int
+	// BatchSize is how many commits one read fetches (default 256), and
+	// PieceBytes about how many bytes of change images (default 64 KiB):
+	// a larger commit is read and handed on in pieces.
+	BatchSize  int
+	PieceBytes int64
 	// Now is the clock used to measure lag (default time.Now).
 	Now func() time.Time
 	// OnDrop, when set, is called with the id of each database the tailer
@@ -49,6 +64,7 @@ type Tailer struct {
 	metrics *metrics.Stream
 	poll    time.Duration
 	batch   int
+	piece   int64
 	now     func() time.Time
 	onDrop  func(id int64)
 	running atomic.Bool
@@ -60,7 +76,7 @@ type Tailer struct {
 
 	// Owned by Run's goroutine.
 	dbs     map[int64]*sluice.Database // followed databases (ID and Epoch)
-	pos     map[int64]int64            // the last sequence handed to the hub
+	pos     map[int64]mark             // how far the log was handed to the hub
 	started bool                       // the first read of the heads is done
 	// lost is set while Postgres is unreachable: the open streams were
 	// ended once (their access can no longer be checked), not again.
@@ -78,13 +94,16 @@ func NewTailer(store Store, hub *Hub, o TailerOptions) *Tailer {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 256
 	}
+	if o.PieceBytes <= 0 {
+		o.PieceBytes = 64 << 10
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return &Tailer{
-		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, now: o.Now, onDrop: o.OnDrop,
+		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, piece: o.PieceBytes, now: o.Now, onDrop: o.OnDrop,
 		pending: map[int64]struct{}{}, full: true, wake: make(chan struct{}, 1),
-		dbs: map[int64]*sluice.Database{}, pos: map[int64]int64{},
+		dbs: map[int64]*sluice.Database{}, pos: map[int64]mark{},
 	}
 }
 
@@ -139,10 +158,10 @@ func (t *Tailer) outage(err error) {
 	switch {
 	case err == nil:
 		t.lost = false
-	case sluice.ErrorCode(err) == sluice.CodeUnavailable && !t.lost:
+	case errors.Is(err, sluice.ErrStorageUnavailable) && !t.lost:
 		t.lost = true
 		t.logger.Warn("change feed: postgres is unreachable; ending every open stream", "err", err)
-		t.hub.endAll(postgres.ErrUnavailable)
+		t.hub.endAll(sluice.ErrStorageUnavailable)
 	}
 }
 
@@ -228,14 +247,14 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 				from = h.PrunedSeq
 			}
 			t.dbs[h.DatabaseID] = &sluice.Database{ID: h.DatabaseID, Epoch: h.Epoch}
-			t.pos[h.DatabaseID] = from
+			t.pos[h.DatabaseID] = mark{seq: from, part: -1}
 			t.hub.track(h.DatabaseID, from)
 			if h.LastSeq > from {
 				behind = append(behind, h.DatabaseID)
 			}
 			continue
 		}
-		if h.LastSeq > t.pos[h.DatabaseID] {
+		if p := t.pos[h.DatabaseID]; h.LastSeq > p.seq {
 			behind = append(behind, h.DatabaseID)
 		}
 	}
@@ -272,16 +291,30 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		if h.LastSeq <= t.pos[id] {
+		if h.LastSeq <= t.pos[id].seq {
 			return nil
 		}
 		if t.hub.skipIfIdle(id, h.LastSeq) {
-			t.pos[id] = h.LastSeq
+			t.pos[id] = mark{seq: h.LastSeq, part: -1}
 			return nil
 		}
 	}
 	for {
-		cs, err := t.store.CommitsAfter(ctx, d, t.pos[id], t.batch)
+		pos := t.pos[id]
+		cs, more, err := t.store.ReadLog(ctx, d, pos.after(), t.batch, t.piece)
+		if sluice.ErrorCode(err) == sluice.CodeGone {
+			// Pruned while this process lagged behind: start after the
+			// pruned part; the live subscriptions re-read and each learns
+			// whether it lost anything.
+			h, herr := t.store.History(ctx, id)
+			if herr != nil {
+				return herr
+			}
+			t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.seq, "next", h.PrunedSeq+1)
+			t.pos[id] = mark{seq: h.PrunedSeq, part: -1}
+			t.hub.gap(id)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -291,23 +324,20 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 			if err := t.hub.syncAccess(ctx, maxAccessVersion(cs)); err != nil {
 				return err
 			}
-		}
-		for _, c := range cs {
-			if c.Seq != t.pos[id]+1 {
-				// Pruned while this process lagged behind: the live
-				// subscriptions re-read and each learns whether it lost
-				// anything.
-				t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", t.pos[id], "next", c.Seq)
+			if !next(pos, cs[0].Seq) {
+				t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.seq, "next", cs[0].Seq)
 				t.hub.gap(id)
 			}
+		}
+		for _, c := range cs {
 			t.hub.publish(c)
-			t.pos[id] = c.Seq
+			t.pos[id] = past(c)
 			if t.metrics != nil {
 				t.metrics.Published.WithLabelValues(dbLabel(id)).Add(float64(len(c.Changes)))
 				t.metrics.TailerLag.Set(t.now().Sub(c.Time).Seconds())
 			}
 		}
-		if len(cs) < t.batch {
+		if !more {
 			return nil
 		}
 	}

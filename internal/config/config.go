@@ -131,6 +131,20 @@ type Config struct {
 	// which is built in memory.
 	// Key graphql_max_response_bytes, env SLUICE_GRAPHQL_MAX_RESPONSE_BYTES, flag --graphql-max-response-bytes, default 16777216.
 	GraphQLMaxResponseBytes int
+	// StatementTimeout is Postgres' statement_timeout on every connection
+	// Sluice opens: a statement running longer is cancelled and its request
+	// fails with 503. A large write is many statements, each bounded, not
+	// one; migrations and history pruning are exempt. Zero means no limit.
+	// Key statement_timeout, env SLUICE_STATEMENT_TIMEOUT, flag --statement-timeout, default 30s.
+	StatementTimeout time.Duration
+
+	// HistoryPageBytes bounds one page of /api/changes and /api/log: the
+	// bytes of change images (before and after) and commit text it holds.
+	// A page ends before it would pass this, so a large commit spans
+	// pages; a single larger change is sent alone. Always greater than
+	// zero.
+	// Key history_page_bytes, env SLUICE_HISTORY_PAGE_BYTES, flag --history-page-bytes, default 4194304.
+	HistoryPageBytes int64
 }
 
 // LogFormat is the encoding of log records.
@@ -181,6 +195,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("graphql_max_fragments", c.GraphQLMaxFragments),
 		slog.Int("graphql_max_result_rows", c.GraphQLMaxResultRows),
 		slog.Int("graphql_max_response_bytes", c.GraphQLMaxResponseBytes),
+		slog.Duration("statement_timeout", c.StatementTimeout),
+		slog.Int64("history_page_bytes", c.HistoryPageBytes),
 	)
 }
 

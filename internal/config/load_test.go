@@ -63,6 +63,9 @@ func TestDefault(t *testing.T) {
 		GraphQLMaxFragments:     100,
 		GraphQLMaxResultRows:    10000,
 		GraphQLMaxResponseBytes: 16 << 20,
+
+		StatementTimeout: 30 * time.Second,
+		HistoryPageBytes: 4 << 20,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -222,6 +225,9 @@ var everything = Config{
 	GraphQLMaxFragments:     6,
 	GraphQLMaxResultRows:    1007,
 	GraphQLMaxResponseBytes: 1008,
+
+	StatementTimeout: 2 * time.Minute,
+	HistoryPageBytes: 65536,
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -263,6 +269,8 @@ graphql_max_fields: 1005
 graphql_max_fragments: 6
 graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
+statement_timeout: 2m
+history_page_bytes: 65536
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -290,6 +298,8 @@ graphql_max_fields: 1005
 graphql_max_fragments: 6
 graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
+statement_timeout: 2m
+history_page_bytes: 65536
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -315,6 +325,8 @@ graphql_max_fields = 1005
 graphql_max_fragments = 6
 graphql_max_result_rows = 1007
 graphql_max_response_bytes = 1008
+statement_timeout = "2m"
+history_page_bytes = 65536
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -339,7 +351,9 @@ graphql_max_response_bytes = 1008
   "graphql_max_fields": 1005,
   "graphql_max_fragments": 6,
   "graphql_max_result_rows": 1007,
-  "graphql_max_response_bytes": 1008
+  "graphql_max_response_bytes": 1008,
+  "statement_timeout": "120s",
+  "history_page_bytes": 65536
 }`},
 	}
 	for _, tt := range tests {
@@ -383,6 +397,9 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_GRAPHQL_MAX_FRAGMENTS":      "6",
 		"SLUICE_GRAPHQL_MAX_RESULT_ROWS":    "1007",
 		"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES": "1008",
+		"SLUICE_STATEMENT_TIMEOUT":          "2m",
+
+		"SLUICE_HISTORY_PAGE_BYTES": "65536",
 	})
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -415,6 +432,8 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--graphql-max-fragments", "6",
 		"--graphql-max-result-rows", "1007",
 		"--graphql-max-response-bytes", "1008",
+		"--statement-timeout", "2m",
+		"--history-page-bytes", "65536",
 	}, nil)
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)

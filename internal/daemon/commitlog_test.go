@@ -20,8 +20,16 @@ type changeJSON struct {
 }
 
 type commitJSON struct {
-	ID      string       `json:"id"`
-	Changes []changeJSON `json:"changes"`
+	ID           string       `json:"id"`
+	ChangesCount int          `json:"changes_count"`
+	Changes      []changeJSON `json:"changes"`
+}
+
+// changesPage is a page of /api/changes.
+type changesPage struct {
+	Next    string       `json:"next"`
+	More    bool         `json:"more"`
+	Commits []commitJSON `json:"commits"`
 }
 
 // allChanges reads the whole change history of admin/<db>, page by page.
@@ -30,22 +38,29 @@ func allChanges(t *testing.T, d *dt.Daemon, db string) []commitJSON {
 	return allChangesOf(t, d, "admin/"+db)
 }
 
-// allChangesOf reads the whole change history of <org>/<db>.
+// allChangesOf reads the whole change history of <org>/<db>, page by
+// page, joining the parts of a commit that spans pages.
 func allChangesOf(t *testing.T, d *dt.Daemon, path string) []commitJSON {
 	t.Helper()
 	var out []commitJSON
 	after := "0"
 	for {
-		var page []commitJSON
+		var page changesPage
 		r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/"+path+"?limit=1000&after="+after, nil)
 		if err := json.Unmarshal(r.Body, &page); err != nil {
 			t.Fatal(err)
 		}
-		if len(page) == 0 {
+		for i, c := range page.Commits {
+			if i == 0 && len(out) > 0 && out[len(out)-1].ID == c.ID {
+				out[len(out)-1].Changes = append(out[len(out)-1].Changes, c.Changes...)
+				continue
+			}
+			out = append(out, c)
+		}
+		if !page.More {
 			return out
 		}
-		out = append(out, page...)
-		after = page[len(page)-1].ID
+		after = page.Next
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/graphiql"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -70,9 +72,10 @@ func (d *Daemon) Started() <-chan struct{} { return d.started }
 func (d *Daemon) Addr() string { return d.addr }
 
 // openStore starts the embedded Postgres when no database URL is
-// configured, connects (with opts) and migrates. The returned stop
-// function closes the pool and stops the embedded server.
-func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...postgres.Option) (*postgres.DB, func(), error) {
+// configured, connects and migrates. onCommit (nil: none) is the store's
+// commit hook (postgres.OnCommit). The returned stop function closes the
+// pool and stops the embedded server.
+func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, func(), error) {
 	url := cfg.DatabaseURL
 	var pg *pgembed.Postgres
 	stop := func() {
@@ -99,7 +102,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, opts
 		}
 		url = pg.URL("sluice")
 	}
-	store, err := postgres.Open(ctx, url, logger, opts...)
+	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit))
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -123,7 +126,7 @@ func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Log
 
 // Migrate applies Sluice's migrations and returns (sluice migrate).
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	_, stop, err := openStore(ctx, cfg, logger)
+	_, stop, err := openStore(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -141,13 +144,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// it opens; nothing commits before Bootstrap, when both are set.
 	var notifier *postgres.Notifier
 	var tailer *changefeed.Tailer
-	store, stopStore, err := openStore(ctx, d.cfg, d.logger, postgres.OnCommit(func(c *sluice.Commit) {
+	store, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
 		notifier.Wake(c.DatabaseID)
 		tailer.Wake(c.DatabaseID)
-	}))
+	})
 	if err != nil {
 		return err
 	}
@@ -164,7 +167,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// eng and gql are built below; the tailer's OnDrop only runs once the
 	// tailer runs, which starts after both are set.
 	var gql *graph.Handler
-	tailer = changefeed.NewTailer(store, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
+	tailer = changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
 	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc), d.logger, engine.Hooks{
 		// An access change is announced to other processes by its own
@@ -195,7 +198,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	defer func() { stopBG(); wg.Wait() }()
 
-	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes})
+	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
+		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
+		WebSocketOrigins:  webSocketOrigins(d.cfg.CORSOrigins)})
 	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
@@ -206,9 +211,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
 	feedDone := make(chan struct{})
 	go func() { defer close(feedDone); tailer.Run(feedCtx) }()
-	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close() })
+	// Closing the hub ends every subscription; the connections that carry
+	// many (graphql-ws, single connection mode) then send their last
+	// messages and close.
+	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close(); streams.Close() })
 	defer stopFeed()
 
+	giql := graphiql.New()
 	handler := rest.Routes(rest.Deps{
 		Engine:          eng,
 		Metrics:         m,
@@ -217,10 +226,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		Version:         d.opts.Version,
 		MaxBodyBytes:    d.cfg.MaxBodyBytes,
 		BodyIdleTimeout: d.cfg.BodyIdleTimeout,
+		PageBytes:       d.cfg.HistoryPageBytes,
 		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:         gql,
+		GraphQLSocket:   streams.Socket(gql, eng.Auth().Authenticate),
 		CORS:            rest.NewCORS(d.cfg.CORSOrigins),
-		GraphiQL:        graph.GraphiQL(),
+		GraphiQL:        giql,
+		GraphiQLAssets:  giql.Assets(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -323,4 +335,21 @@ func maxStreams(configured int64, fileLimit uint64) int {
 		return 100000
 	}
 	return max(int(fileLimit/10*9)-100, 16)
+}
+
+// webSocketOrigins returns the host patterns of the CORS origins (config
+// cors_origins): the pages that may call the API may open a GraphQL
+// WebSocket too; "*" lets any page.
+func webSocketOrigins(cors []string) []string {
+	var hosts []string
+	for _, o := range cors {
+		if o == "*" {
+			hosts = append(hosts, "*")
+			continue
+		}
+		if u, err := url.Parse(o); err == nil && u.Host != "" {
+			hosts = append(hosts, u.Host)
+		}
+	}
+	return hosts
 }

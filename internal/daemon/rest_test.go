@@ -121,18 +121,21 @@ func TestRESTDocumentsRoundTrip(t *testing.T) {
 	}
 
 	// The change history has before and after images.
-	var changes []struct {
-		ID      string `json:"id"`
-		Changes []struct {
-			Op     string          `json:"op"`
-			ID     string          `json:"id"`
-			Before json.RawMessage `json:"before"`
-			After  json.RawMessage `json:"after"`
-		} `json:"changes"`
+	var page struct {
+		Commits []struct {
+			ID      string `json:"id"`
+			Changes []struct {
+				Op     string          `json:"op"`
+				ID     string          `json:"id"`
+				Before json.RawMessage `json:"before"`
+				After  json.RawMessage `json:"after"`
+			} `json:"changes"`
+		} `json:"commits"`
 	}
-	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/people?after=2", nil).Body, &changes); err != nil {
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/people?after=2", nil).Body, &page); err != nil {
 		t.Fatal(err)
 	}
+	changes := page.Commits
 	if len(changes) != 4 {
 		t.Fatalf("changes after 2: %d commits", len(changes))
 	}

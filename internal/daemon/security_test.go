@@ -145,13 +145,15 @@ func TestHistoryAfterForcedSchemaChanges(t *testing.T) {
 // epochOf returns the epoch of admin/hr from its first change's position.
 func epochOf(t *testing.T, d *dt.Daemon) string {
 	t.Helper()
-	var h []struct {
-		Position string `json:"position"`
+	var h struct {
+		Commits []struct {
+			Position string `json:"position"`
+		} `json:"commits"`
 	}
-	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/hr?after=0&limit=1", nil).Body, &h); err != nil || len(h) == 0 {
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/hr?after=0&limit=1", nil).Body, &h); err != nil || len(h.Commits) == 0 {
 		t.Fatalf("no first commit: %v", err)
 	}
-	return strings.Split(h[0].Position, "-")[0]
+	return strings.Split(h.Commits[0].Position, "-")[0]
 }
 
 // TestOneBcryptPerCredential: concurrent requests with one new credential

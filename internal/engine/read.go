@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // Document returns the API-form JSON of one document; it needs the read role.
@@ -17,6 +19,11 @@ func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id str
 	_, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+	}
+	// A key no document can have (NUL, invalid UTF-8, too long) is the
+	// client's mistake, and must not reach SQL.
+	if err := schema.CheckKey(key); err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
 	}
 	b, err := e.store.Document(ctx, d, s, id)
 	if err != nil {
@@ -68,25 +75,29 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 	})
 }
 
-// Log returns commits newest first (see postgres.DB.Log); it needs the read
+// Log returns a page of commits newest first, below sequence before (0:
+// from the newest), without their changes: at most limit commits, with at
+// most maxBytes of commit text (see postgres.DB.Log). It needs the read
 // role.
-func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int) (*sluice.Database, []*sluice.Commit, error) {
+func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int, maxBytes int64) (*sluice.Database, *postgres.LogPage, error) {
 	d, _, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, err := e.store.Log(ctx, d, before, limit)
-	return d, cs, err
+	page, err := e.store.Log(ctx, d, before, limit, maxBytes)
+	return d, page, err
 }
 
 // MaxIndex is the change index that stands for "the whole commit" in a
 // position given as a commit id.
-const MaxIndex = 1<<31 - 1
+const MaxIndex = postgres.WholeCommit
 
-// Changes returns up to limit commits after position after, oldest first,
-// with their changes, redacted for u. A position from another epoch or older
-// than retained history gives a Gone error: never a silent gap.
-func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int) (*sluice.Database, []*sluice.Commit, error) {
+// Changes returns the page of history after position after, oldest first:
+// at most limit commits, with change images of at most maxBytes in all
+// (see postgres.DB.Changes; a large commit spans pages), redacted for u.
+// A position from another epoch or older than retained history gives a
+// Gone error: never a silent gap.
+func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int, maxBytes int64) (*sluice.Database, *postgres.ChangePage, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, nil, err
@@ -106,37 +117,22 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	if after.Seq > h.LastSeq {
 		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", after, h.LastSeq, d.Path())
 	}
-	// A position names one change; the rest of its commit comes first.
-	from := after.Seq
-	if from > 0 {
-		from--
+	from := after
+	if after.Index == MaxIndex {
+		from = sluice.Position{Seq: after.Seq + 1, Index: -1}
 	}
-	cs, err := e.store.CommitsAfter(ctx, d, from, limit+1)
+	page, err := e.store.Changes(ctx, d, from, limit, maxBytes)
 	if err != nil {
 		return nil, nil, err
-	}
-	if len(cs) > 0 && cs[0].Seq == after.Seq {
-		first := cs[0]
-		i := 0
-		for i < len(first.Changes) && first.Changes[i].Index <= after.Index {
-			i++
-		}
-		first.Changes = first.Changes[i:]
-		if len(first.Changes) == 0 {
-			cs = cs[1:]
-		}
-	}
-	if len(cs) > limit {
-		cs = cs[:limit]
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
 		return nil, nil, err
 	}
-	for i, c := range cs {
-		if cs[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
+	for i, c := range page.Commits {
+		if page.Commits[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
 			return nil, nil, err
 		}
 	}
-	return d, cs, nil
+	return d, page, nil
 }

@@ -18,6 +18,17 @@ type CommitMeta struct {
 	User    string
 }
 
+// Check returns a CodeInvalid error naming the field when m holds text
+// Postgres cannot store (see checkText). DB.Write checks it before a
+// commit joins a group-commit batch: the batch writes every commit row in
+// one statement, which one bad value would fail for all.
+func (m CommitMeta) Check() error {
+	if err := checkText("author", m.Author); err != nil {
+		return err
+	}
+	return checkText("message", m.Message)
+}
+
 // WriteSpec is one write for DB.Write: changes made through a Tx, the
 // documents of one database, or both, committed together.
 type WriteSpec struct {
@@ -74,6 +85,9 @@ func OnCommit(fn func(*sluice.Commit)) Option {
 func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error) {
 	if spec.Documents != nil && (spec.Database == nil || spec.Schema == nil) {
 		return nil, errors.New("commit: documents without their database and schema")
+	}
+	if err := spec.Meta.Check(); err != nil {
+		return nil, err
 	}
 	if spec.Group && spec.Before == nil && spec.Documents != nil {
 		j := newJob(spec)

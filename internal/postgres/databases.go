@@ -35,6 +35,12 @@ func (t *Tx) Database(ctx context.Context, org, name string) (*sluice.Database, 
 }
 
 func database(ctx context.Context, q querier, org, name string) (*sluice.Database, string, error) {
+	if err := checkText("organization", org); err != nil {
+		return nil, "", err
+	}
+	if err := checkText("database name", name); err != nil {
+		return nil, "", err
+	}
 	d, sdl, err := scanDatabase(q.QueryRow(ctx, `SELECT `+databaseColumns+`
 		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id
 		WHERE d.org = $1 AND d.name = $2`, org, name))
@@ -93,6 +99,11 @@ func newEpoch() string {
 // Conflict error when the name is taken and NotFound when the organization
 // does not exist.
 func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
+	for _, f := range [][2]string{{"organization", d.Org}, {"database name", d.Name}, {"label", d.Label}, {"comment", d.Comment}} {
+		if err := checkText(f[0], f[1]); err != nil {
+			return err
+		}
+	}
 	var exists bool
 	if err := t.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sluice.organizations WHERE name = $1)", d.Org).Scan(&exists); err != nil {
 		return mapError(err)

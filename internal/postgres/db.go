@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-dev/sluice"
@@ -40,16 +43,39 @@ type DB struct {
 	groups groups // group commit, by database (group.go)
 }
 
+// DefaultStatementTimeout is the statement timeout of a DB opened without
+// the StatementTimeout option; it matches the statement_timeout setting's
+// default.
+const DefaultStatementTimeout = 30 * time.Second
+
+// cancelGrace is how long a statement whose context ended may take to
+// stop after Postgres was asked to cancel it, before its connection is
+// closed: Postgres checks for a cancel request often, so this is only
+// reached when it cannot be reached at all.
+const cancelGrace = 5 * time.Second
+
 type options struct {
-	onCommit func(*sluice.Commit)
+	statementTimeout time.Duration
+	onCommit         func(*sluice.Commit) // see OnCommit
 }
 
-// Option adjusts how Open sets up the DB.
+// Option adjusts how Open connects.
 type Option func(*options)
 
+// StatementTimeout sets Postgres' statement_timeout on every connection:
+// any statement running longer is cancelled by Postgres and its request
+// fails with an Unavailable error. Zero means no limit.
+func StatementTimeout(d time.Duration) Option {
+	return func(o *options) { o.statementTimeout = d }
+}
+
 // Open connects to the Postgres server at url and checks that it answers.
+// Every connection it opens (the pool's and Listen's) runs with JIT
+// compilation off and a statement timeout (DefaultStatementTimeout unless
+// an Option says otherwise), and a statement whose context ends is
+// cancelled on the server, not only abandoned by the client.
 func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) (*DB, error) {
-	var o options
+	o := options{statementTimeout: DefaultStatementTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -60,6 +86,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 	if cfg.MaxConns < 16 {
 		cfg.MaxConns = 16
 	}
+	o.configure(&cfg.ConnConfig.Config, "sluice")
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -69,6 +96,31 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
 	return &DB{pool: pool, logger: logger, opts: o}, nil
+}
+
+// configure sets what every connection of Sluice runs with.
+//
+// JIT is off: Sluice's statements are short or bounded, so compiling them
+// with LLVM only adds latency, and a backend inside JIT compilation ignores
+// cancel and terminate requests (an outside tester saw one run on for
+// minutes after its client left).
+//
+// A context that ends sends Postgres a cancel request. pgx's default only
+// sets a deadline on the socket, and the backend runs on until it next
+// writes to it, which for a long sort or scan is when it is done.
+func (o options) configure(cfg *pgconn.Config, appName string) {
+	cfg.RuntimeParams["jit"] = "off"
+	ms := o.statementTimeout.Milliseconds()
+	if o.statementTimeout > 0 && ms == 0 {
+		ms = 1 // 0 would mean no limit
+	}
+	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(ms, 10)
+	if cfg.RuntimeParams["application_name"] == "" {
+		cfg.RuntimeParams["application_name"] = appName
+	}
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+	}
 }
 
 // Close closes every connection. It waits for connections in use.

@@ -10,6 +10,12 @@
 // share a transaction (group commit, group.go), and the function set with
 // OnCommit is told of every commit once it is durable.
 //
+// Every connection runs with JIT off and a statement timeout, and a
+// statement whose context ends is cancelled on the server (see Open).
+// Untrusted text is checked before it reaches SQL (checkText). History is
+// read in pages bounded in bytes (Changes, Log), never a whole commit at
+// once for a client.
+//
 // pgx types never leave this package; errors are mapped to *sluice.Error by
 // mapError.
 package postgres

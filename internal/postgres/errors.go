@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,24 +47,29 @@ func mapError(err error) error {
 		case "42P01": // undefined_table: a cached database was deleted or re-created
 			return sluice.Errorf(sluice.CodeConflict, "the database changed concurrently (deleted, re-created or its schema changed); retry")
 		case "57014": // query_canceled
-			return fmt.Errorf("query canceled: %w", err)
+			// Sluice cancels a statement itself only when the request's
+			// context ended, and then nobody reads this error. Otherwise
+			// it ran past statement_timeout, or an operator cancelled it:
+			// the request may succeed when retried, or with a higher limit.
+			return &sluice.Error{Code: sluice.CodeUnavailable, Message: "the database cancelled a statement of this request: it ran longer than statement_timeout allows, or an operator cancelled it"}
+		}
+		if msg, ok := inputErrorMessage(pe.Code); ok {
+			// Only what a client sent can cause these: Sluice's own
+			// values are valid. Callers check text before it reaches SQL
+			// (checkText); this is the last line of defence.
+			return sluice.Errorf(sluice.CodeInvalid, "%s (SQLSTATE %s)", msg, pe.Code)
 		}
 	}
 	return err
 }
 
-// ErrUnavailable is the client-facing error for a Postgres server that
-// cannot be reached (or is shutting down or starting): every request
-// answers it with 503 and Retry-After, and streams end with it.
-var ErrUnavailable = sluice.Errorf(sluice.CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")
-
 // unavailableError keeps the driver's error for the log while showing
-// clients ErrUnavailable.
+// clients sluice.ErrStorageUnavailable.
 type unavailableError struct{ err error }
 
 func (e *unavailableError) Error() string { return "postgres unavailable: " + e.err.Error() }
 func (e *unavailableError) Unwrap() []error {
-	return []error{ErrUnavailable, e.err}
+	return []error{sluice.ErrStorageUnavailable, e.err}
 }
 
 // unreachable reports whether err says the server cannot be reached, the
@@ -87,4 +93,56 @@ func unreachable(err error) bool {
 	// pgconn reports a connection that died under an earlier statement as
 	// "conn closed" without a typed error.
 	return strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "closed pool")
+}
+
+// inputErrorMessage returns the message shown for a SQLSTATE that only
+// input from a client can cause. Postgres' own message is not shown: it may
+// quote SQL or internal names.
+func inputErrorMessage(code string) (string, bool) {
+	switch code {
+	case "22021": // character_not_in_repertoire
+		return `the request holds text that is not valid UTF-8 or contains a NUL character (\u0000)`, true
+	case "22P05": // untranslatable_character
+		return `the request holds a JSON value Postgres cannot store, such as \u0000`, true
+	case "22P02": // invalid_text_representation
+		return "the request holds a value that is not valid for its field", true
+	case "22003": // numeric_value_out_of_range
+		return "the request holds a number out of range for its field", true
+	case "22007", "22008": // invalid_datetime_format, datetime_field_overflow
+		return "the request holds an invalid or out of range date or time", true
+	case "2201B": // invalid_regular_expression
+		return "the request holds an invalid regular expression", true
+	case "22025", "22019": // invalid_escape_sequence, invalid_escape_character
+		return "the request holds an invalid escape sequence", true
+	case "54000": // program_limit_exceeded, e.g. an index entry too large
+		return "the request holds a value too large for the database", true
+	case "54001": // statement_too_complex (stack depth)
+		return "the request is too complex for the database to evaluate", true
+	}
+	return "", false
+}
+
+// checkText returns a CodeInvalid error naming what unless s can be a
+// Postgres text value: valid UTF-8 without NUL characters. Untrusted strings
+// (names, ids, commit messages) are checked before they reach SQL, where
+// they would fail the statement and, inside a shared transaction, the
+// requests that share it.
+func checkText(what, s string) error {
+	if !utf8.ValidString(s) {
+		return sluice.Errorf(sluice.CodeInvalid, "%s %s is not valid UTF-8", what, quote(s))
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return sluice.Errorf(sluice.CodeInvalid, `%s %s contains a NUL character (\u0000)`, what, quote(s))
+	}
+	return nil
+}
+
+// quote quotes s for an error message (invalid bytes as escapes),
+// shortened so that a huge input does not make a huge message.
+func quote(s string) string {
+	const max = 64
+	if len(s) > max {
+		return fmt.Sprintf("%q…", s[:max])
+	}
+	return fmt.Sprintf("%q", s)
 }

@@ -1,6 +1,10 @@
 package postgres
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // ExecForTest runs sql in the transaction (tests only).
 func (t *Tx) ExecForTest(ctx context.Context, sql string) error {
@@ -17,4 +21,45 @@ func (db *DB) MigrateToForTest(ctx context.Context, target int) (int, error) {
 func (db *DB) ExecDBForTest(ctx context.Context, sql string, args ...any) error {
 	_, err := db.pool.Exec(ctx, sql, args...)
 	return err
+}
+
+// ShowForTest returns the value of setting name on a pooled connection.
+func (db *DB) ShowForTest(ctx context.Context, name string) (string, error) {
+	var v string
+	err := db.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
+
+// ShowForTest returns the value of setting name on the listening
+// connection.
+func (l *Listener) ShowForTest(ctx context.Context, name string) (string, error) {
+	var v string
+	err := l.conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, mapError(err)
+}
+
+// SleepForTest runs pg_sleep(seconds) on a pooled connection: a statement
+// that runs until it is cancelled or its time is up. It reports whether
+// the connection was closed when the statement ended, rather than kept
+// for the pool. Errors are mapped as every statement's are.
+func (db *DB) SleepForTest(ctx context.Context, seconds float64) (closed bool, err error) {
+	c, err := db.pool.Acquire(context.WithoutCancel(ctx))
+	if err != nil {
+		return false, err
+	}
+	defer c.Release()
+	_, err = c.Exec(ctx, "SELECT pg_sleep($1)", seconds)
+	return c.Conn().IsClosed(), mapError(err)
+}
+
+// ActiveForTest returns the pids of this database's backends running a
+// statement that contains text, other than the one asking.
+func (db *DB) ActiveForTest(ctx context.Context, text string) ([]int32, error) {
+	rows, err := db.pool.Query(ctx, `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+		AND position($1 in query) > 0`, text)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int32])
 }

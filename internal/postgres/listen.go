@@ -6,19 +6,14 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// Head is where one database's commit log stands.
-type Head struct {
-	DatabaseID int64
-	Epoch      string
-	History
-}
+	"github.com/sluice-dev/sluice"
+)
 
 // Heads returns the head of every database's commit log, and the access
 // log's version, from one snapshot: one cheap read of the counter rows, for
 // the change feed's periodic poll.
-func (db *DB) Heads(ctx context.Context) ([]Head, int64, error) {
+func (db *DB) Heads(ctx context.Context) ([]sluice.Head, int64, error) {
 	// The union's first row carries the access version (id 0 is no
 	// database), so there is a row even without databases.
 	rows, err := db.pool.Query(ctx, `SELECT 0, '', `+accessVersionSQL+`, 0
@@ -29,10 +24,10 @@ func (db *DB) Heads(ctx context.Context) ([]Head, int64, error) {
 		return nil, 0, mapError(err)
 	}
 	defer rows.Close()
-	var out []Head
+	var out []sluice.Head
 	var access int64
 	for rows.Next() {
-		var h Head
+		var h sluice.Head
 		if err := rows.Scan(&h.DatabaseID, &h.Epoch, &h.LastSeq, &h.PrunedSeq); err != nil {
 			return nil, 0, mapError(err)
 		}
@@ -62,6 +57,7 @@ func (db *DB) Listen(ctx context.Context) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse database url: %w", err)
 	}
+	db.opts.configure(&cfg.Config, listenerName)
 	cfg.RuntimeParams["application_name"] = listenerName
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

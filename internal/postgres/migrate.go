@@ -81,6 +81,14 @@ func (db *DB) migrateTo(ctx context.Context, target int) (int, error) {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Release()
+	// Migrations are exempt from statement_timeout: one may rewrite a
+	// large table, and a replica starting meanwhile waits for the lock.
+	// The session's default comes back before the connection returns to
+	// the pool (deferred first, so it runs after the unlock).
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET statement_timeout") //nolint:errcheck // a broken connection is not reused
+	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockKey)); err != nil {
 		return 0, fmt.Errorf("migrate: take lock: %w", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // DocQuery selects documents for a GraphQL query. Each query compiles to
@@ -388,6 +388,9 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	byClass := map[string][]string{}
 	var classes []string
 	for _, id := range ids {
+		if err := checkText("document id", id); err != nil {
+			return nil, err
+		}
 		class, _, ok := strings.Cut(id, "/")
 		if !ok {
 			continue

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 )
 
 // sqlBuilder accumulates the text and parameters of one statement.
@@ -145,7 +145,9 @@ func (b *sqlBuilder) join(exprs []filter.Expr, sc scope, sep, empty string) (str
 func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
 	var param string
 	switch {
-	case c.Op == filter.OpRegex || c.Op == filter.OpStartsWith:
+	case c.Op == filter.OpRegex:
+		param = b.arg(c.Value.Regex.ARE)
+	case c.Op == filter.OpStartsWith:
 		param = b.arg(c.Value.Str)
 	case c.Type.Kind != sluice.TypeScalar:
 		param = b.arg(c.Value.Str)
@@ -173,7 +175,7 @@ func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
 	var cond string
 	switch c.Op {
 	case filter.OpRegex:
-		cond = fmt.Sprintf("%s::text ~ %s::text", v, param)
+		cond = regexMatch(v, param)
 	case filter.OpStartsWith:
 		cond = fmt.Sprintf("starts_with(%s::text, %s::text)", v, param)
 	case filter.OpEq:
@@ -193,6 +195,15 @@ func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
 		}
 	}
 	return "COALESCE(" + cond + ", false)", nil
+}
+
+// regexMatch returns the SQL condition "the text value v matches the
+// pattern param", param being the ARE form of a filter.Regex. The pattern
+// uses no locale-dependent construct, but COLLATE "C" keeps Postgres from
+// consulting the column's or the database's locale (and from refusing a
+// nondeterministic collation) all the same.
+func regexMatch(v, param string) string {
+	return fmt.Sprintf("%s::text COLLATE \"C\" ~ %s::text", v, param)
 }
 
 // documentTables returns the tables of the document classes that are class

@@ -17,6 +17,9 @@ import (
 // Document returns the API-form JSON of document id ("Class/key") in
 // database d, or a NotFound error.
 func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
+	if err := checkText("document id", id); err != nil {
+		return nil, err
+	}
 	class, _, _ := strings.Cut(id, "/")
 	c := s.Class(class)
 	if c == nil || c.Kind != sluice.KindDocument {
@@ -98,39 +101,9 @@ func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
 	return row.Scan(&c.DatabaseID, &c.Seq, uid, &c.Author, &c.Message, &c.User, &c.Time, &c.NumChanges)
 }
 
-// Log returns up to limit commits of database d, newest first, starting
-// below sequence before (0: from the newest). Changes are not loaded.
-func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit int) ([]*sluice.Commit, error) {
-	q := "SELECT " + commitColumns + " FROM sluice.commits WHERE db_id = $1 AND ($2 = 0 OR seq < $2) ORDER BY seq DESC LIMIT $3"
-	rows, err := db.pool.Query(ctx, q, d.ID, before, limit)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	defer rows.Close()
-	var out []*sluice.Commit
-	for rows.Next() {
-		c := &sluice.Commit{Epoch: d.Epoch}
-		var uid int64
-		if err := scanCommit(rows, c, &uid); err != nil {
-			return nil, mapError(err)
-		}
-		out = append(out, c)
-	}
-	return out, mapError(rows.Err())
-}
-
-// History describes the retained part of a database's commit log.
-type History struct {
-	// LastSeq is the newest commit's sequence number (0: none yet).
-	LastSeq int64
-	// PrunedSeq is the newest pruned sequence number: commits after it are
-	// all retained.
-	PrunedSeq int64
-}
-
 // History returns the bounds of database d's retained log.
-func (db *DB) History(ctx context.Context, dbID int64) (History, error) {
-	var h History
+func (db *DB) History(ctx context.Context, dbID int64) (sluice.History, error) {
+	var h sluice.History
 	err := db.pool.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", dbID).Scan(&h.LastSeq, &h.PrunedSeq)
 	if errors.Is(mapError(err), errNotFound) {
 		return h, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", dbID)
@@ -327,6 +300,12 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
 	var total int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		// Pruning a long backlog may take longer than statement_timeout,
+		// and would then fail the same way on every later run. Nobody
+		// waits for it, and ctx still cancels it.
+		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+			return err
+		}
 		floors := make(map[int64]int64, len(keep))
 		for id, seq := range keep {
 			floors[id] = seq

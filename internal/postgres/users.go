@@ -12,6 +12,9 @@ import (
 // CreateOrganization creates organization name. It returns a Conflict error
 // when it exists.
 func (t *Tx) CreateOrganization(ctx context.Context, name string) error {
+	if err := checkText("organization name", name); err != nil {
+		return err
+	}
 	tag, err := t.tx.Exec(ctx, "INSERT INTO sluice.organizations (name) VALUES ($1) ON CONFLICT DO NOTHING", name)
 	if err != nil {
 		return mapError(err)
@@ -35,6 +38,12 @@ func (db *DB) Organizations(ctx context.Context) ([]string, error) {
 // CreateUser creates a user with a password hash. It returns Conflict when
 // the name is taken and NotFound when the organization does not exist.
 func (t *Tx) CreateUser(ctx context.Context, u *sluice.User, passwordHash string) error {
+	if err := checkText("organization", u.Org); err != nil {
+		return err
+	}
+	if err := checkText("user name", u.Name); err != nil {
+		return err
+	}
 	var orgExists bool
 	if err := t.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sluice.organizations WHERE name = $1)", u.Org).Scan(&orgExists); err != nil {
 		return mapError(err)
@@ -63,6 +72,9 @@ func (t *Tx) UserByName(ctx context.Context, name string) (*sluice.User, string,
 }
 
 func userByName(ctx context.Context, q querier, name string) (*sluice.User, string, error) {
+	if err := checkText("user name", name); err != nil {
+		return nil, "", err
+	}
 	var u sluice.User
 	var hash string
 	err := q.QueryRow(ctx, "SELECT id, org, name, superuser, password_hash FROM sluice.users WHERE name = $1", name).
@@ -182,6 +194,9 @@ func (db *DB) TokenCredential(ctx context.Context, hash []byte) (*sluice.Credent
 
 // CreateToken stores a new token for userID and returns it.
 func (t *Tx) CreateToken(ctx context.Context, userID int64, name string, hash []byte) (*sluice.Token, error) {
+	if err := checkText("token name", name); err != nil {
+		return nil, err
+	}
 	tok := &sluice.Token{Name: name}
 	err := t.tx.QueryRow(ctx, "INSERT INTO sluice.tokens (user_id, name, hash) VALUES ($1, $2, $3) RETURNING id, created_at",
 		userID, name, hash).Scan(&tok.ID, &tok.CreatedAt)

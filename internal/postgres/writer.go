@@ -270,6 +270,11 @@ func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
 // Delete removes documents by id. An id that names no document gives a
 // NotFound error naming it.
 func (w *Writer) Delete(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if err := checkText("document id", id); err != nil {
+			return err
+		}
+	}
 	// The rows are locked in id order first, as Replace locks them, so that
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -12,10 +14,16 @@ import (
 
 // query checks that the request's query parameters are among allowed, each
 // given at most once, so that a typo is an error rather than a silently
-// ignored (and so widened) request.
+// ignored (and so widened) request. Values must be text (UTF-8 without
+// NUL): anything else could never match and would fail in Postgres.
 func query(r *http.Request, allowed ...string) (url.Values, error) {
 	q := r.URL.Query()
 	for k, vs := range q {
+		for _, v := range vs {
+			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+				return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%.64q: not valid UTF-8, or contains a NUL character", k, v)
+			}
+		}
 		ok := false
 		for _, a := range allowed {
 			if k == a {

@@ -29,10 +29,19 @@ type Deps struct {
 	// BodyIdleTimeout, when not zero, fails a document write whose body
 	// sends nothing for that long.
 	BodyIdleTimeout time.Duration
+	// PageBytes bounds a page of /api/changes and /api/log in bytes of
+	// change images and commit text (history_page_bytes).
+	PageBytes int64
 	// GraphQL, when set, serves /api/graphql/{org}/{db} and /api/graphql/_system.
 	GraphQL http.Handler
-	// GraphiQL, when set, serves /api/graphiql/{org}/{db}.
-	GraphiQL http.Handler
+	// GraphQLSocket, when set, serves the WebSocket upgrades of the
+	// GraphQL URLs (graphql-ws); it authenticates by itself.
+	GraphQLSocket http.Handler
+	// GraphiQL, when set, serves the GraphiQL page at /api/graphiql/{org}/{db}
+	// and /api/graphiql/_system, and GraphiQLAssets the files it loads at
+	// /api/graphiql/_assets/{file} (public: the same npm files for everyone).
+	GraphiQL       http.Handler
+	GraphiQLAssets http.Handler
 	// Stream serves the change streams (see subscribe.go).
 	Stream StreamDeps
 	// CORS is the cross-origin policy of every route.
@@ -47,12 +56,19 @@ type api struct {
 func Routes(d Deps) http.Handler {
 	a := &api{Deps: d}
 	r := chi.NewRouter()
-	r.Use(a.recoverer, a.observe, d.CORS.Middleware)
+	var sockets []string // the routes that accept WebSocket upgrades
+	if d.GraphQL != nil && d.GraphQLSocket != nil {
+		sockets = []string{"/api/graphql/{org}/{db}", "/api/graphql/_system"}
+	}
+	r.Use(a.recoverer, a.observe, d.CORS.Middleware, refuseUpgrades(r, sockets...))
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
 	r.Get("/readyz", a.readyz)
 	r.Method(http.MethodGet, "/metrics", d.Metrics.Handler())
+	if d.GraphiQLAssets != nil {
+		r.Method(http.MethodGet, "/api/graphiql/_assets/{file}", d.GraphiQLAssets)
+	}
 
 	r.Group(func(r chi.Router) {
 		r.Use(a.authenticate)
@@ -89,14 +105,18 @@ func Routes(d Deps) http.Handler {
 		r.Post("/api/tokens", a.createToken)
 		r.Delete("/api/tokens/{id}", a.revokeToken)
 
-		if d.GraphQL != nil {
-			r.Handle("/api/graphql/{org}/{db}", d.GraphQL)
-			r.Handle("/api/graphql/_system", d.GraphQL)
-		}
 		if d.GraphiQL != nil {
-			r.Handle("/api/graphiql/{org}/{db}", d.GraphiQL)
+			r.Method(http.MethodGet, "/api/graphiql/{org}/{db}", d.GraphiQL)
+			r.Method(http.MethodGet, "/api/graphiql/_system", d.GraphiQL)
 		}
 	})
+	if d.GraphQL != nil {
+		// A GraphQL WebSocket's credentials may arrive after the upgrade,
+		// in its connection_init message.
+		gql := upgradeOr(d.GraphQLSocket, a.authenticate(d.GraphQL))
+		r.Handle("/api/graphql/{org}/{db}", gql)
+		r.Handle("/api/graphql/_system", gql)
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errNotFoundRoute(r))
 	})

@@ -249,6 +249,11 @@ func (s *eventStream) writeCommits(ctx context.Context, c *sluice.Commit) error 
 			first = c.Time
 		}
 		n += k
+		// What is buffered goes to the connection as it grows, so a
+		// burst of large pieces is not held whole before one flush.
+		if err := s.out.Spill(); err != nil {
+			return errClient{err}
+		}
 		if i == 63 {
 			break
 		}

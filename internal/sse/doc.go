@@ -1,6 +1,7 @@
-// Package sse serves GraphQL over event streams: the graphql-sse protocol
-// in distinct connections mode (one HTTP request per operation), with
-// server-sent events or NDJSON framing. Server.Transport is a gqlgen
+// Package sse serves GraphQL subscriptions: the graphql-sse protocol in
+// distinct connections mode (one HTTP request per operation), with
+// server-sent events or NDJSON framing, and, on the same URLs, the other
+// transports mainstream clients use (see the last section). Server.Transport is a gqlgen
 // transport registered before the GraphQL-over-HTTP one (graph.Options.
 // Transports); it claims GET and POST requests whose Accept header prefers
 // text/event-stream (SSE) or application/x-ndjson (NDJSON).
@@ -45,6 +46,17 @@
 // POSITION_EXPIRED) and complete. When the hub shuts down every open
 // stream gets its queued events and complete.
 //
-// Single connection mode (reservations over one stream) is not served: it
-// would need sticky routing between replicas.
+// # Other transports on the same URLs
+//
+// The same sessions serve, through a framer per transport (framing.go):
+// Apollo's multipart subscriptions (multipart.go), graphql-sse single
+// connection mode (single.go: a reservation and one event stream per
+// client, which lives in one process, so a client's requests must be
+// routed to it), and graphql-ws sockets (socket.go, the
+// graphql-transport-ws subprotocol, served by Server.Socket). The last
+// two carry many operations on one connection: each operation runs
+// through the GraphQL handler (authorization, the current schema), is
+// guarded, capped, grouped and resumed like a stream of its own, and
+// appends its messages to the connection's bounded output (mux.go). Close
+// ends those connections once the hub is closed.
 package sse

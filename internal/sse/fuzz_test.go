@@ -3,6 +3,7 @@ package sse
 import (
 	"bufio"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -30,10 +31,15 @@ func FuzzRequestParams(f *testing.F) {
 				t.Fatalf("heartbeat %q: %v", q.Get("heartbeat"), err)
 			}
 		}
-		if _, err := getParams(q); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
-			t.Fatalf("GET params %q: %v", rawQuery, err)
+		for _, r := range []*http.Request{
+			httptest.NewRequest(http.MethodGet, "/x?"+q.Encode(), nil),
+			httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(body)),
+		} {
+			r.Header.Set("Content-Type", "application/json")
+			if _, rerr := graph.ReadParams(r, 1<<20); rerr != nil && rerr.Status/100 != 4 {
+				t.Fatalf("%s %q %q: %d %s", r.Method, rawQuery, body, rerr.Status, rerr.Message)
+			}
 		}
-		graph.ParseRequestBody([]byte(body))
 		if lastEventID != "" {
 			if _, err := sluice.ParsePosition(lastEventID); err != nil && sluice.ErrorCode(err) != sluice.CodeInvalid {
 				t.Fatalf("position %q: %v", lastEventID, err)

@@ -73,6 +73,8 @@ type group struct {
 	// catchUps counts members that fell out of the history; nil without
 	// metrics.
 	catchUps interface{ Inc() }
+	// asm gathers the pieces of large commits (run's goroutine only).
+	asm assembler
 
 	mu      sync.Mutex
 	members map[*member]struct{}
@@ -95,11 +97,15 @@ type group struct {
 	exited chan struct{} // closed when run returns
 }
 
-// entry is one commit's events in a group's history. evs is shared by
+// entry is the events of one commit (or one piece of a large one) in a
+// group's history. evs is shared by
 // every member and never modified.
 type entry struct {
-	seq int64
-	evs []graph.SubscriptionEvent
+	// start is the position just before the first change the entry's
+	// events were evaluated from: a member that did not take it resumes
+	// there.
+	start sluice.Position
+	evs   []graph.SubscriptionEvent
 	// sse is the SSE frames of evs, built once for every member (most
 	// streams are SSE); each event's Data points into it.
 	sse    []byte
@@ -168,7 +174,8 @@ func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription,
 func newGroup(s *Server, key groupKey, gs *graph.Subscription, sub *changefeed.Subscription, d *sluice.Database) *group {
 	gctx, stop := context.WithCancel(context.Background())
 	g := &group{srv: s, key: key, gs: gs, sub: sub, epoch: d.Epoch, ctx: gctx, stop: stop,
-		members: map[*member]struct{}{}, leaving: map[*member]int64{}, floor: -1, wake: make(chan struct{}), exited: make(chan struct{})}
+		members: map[*member]struct{}{}, leaving: map[*member]int64{}, floor: -1, wake: make(chan struct{}), exited: make(chan struct{}),
+		asm: assembler{max: s.opts.MaxChangeSetBytes}}
 	if mt := s.opts.Metrics; mt != nil {
 		g.catchUps = mt.CatchUps.WithLabelValues(strconv.FormatInt(d.ID, 10))
 	}
@@ -269,7 +276,7 @@ func (g *group) run() {
 // deliver evaluates c and publishes its events. It reports whether the
 // group goes on.
 func (g *group) deliver(c *sluice.Commit) bool {
-	evs, err := g.gs.Events(g.ctx, c)
+	evs, start, err := g.asm.events(g.ctx, g.gs, c)
 	if err != nil {
 		if g.ctx.Err() == nil {
 			g.end(err)
@@ -277,7 +284,7 @@ func (g *group) deliver(c *sluice.Commit) bool {
 		return false
 	}
 	if len(evs) > 0 {
-		g.publish(c.Seq, evs)
+		g.publish(start, evs)
 	}
 	return true
 }
@@ -285,7 +292,7 @@ func (g *group) deliver(c *sluice.Commit) bool {
 // publish appends the events of commit seq to the history and wakes the
 // members. Over the history's bounds, the oldest entries go, and the
 // members that had not taken them leave the group.
-func (g *group) publish(seq int64, evs []graph.SubscriptionEvent) {
+func (g *group) publish(start sluice.Position, evs []graph.SubscriptionEvent) {
 	n := 0
 	for i := range evs {
 		n += len(evs[i].ID) + len(evs[i].Data) + sseFrameBytes
@@ -302,7 +309,7 @@ func (g *group) publish(seq int64, evs []graph.SubscriptionEvent) {
 	if len(g.members) == 0 {
 		return
 	}
-	g.hist = append(g.hist, entry{seq: seq, evs: evs, sse: sse, size: size, unread: len(g.members)})
+	g.hist = append(g.hist, entry{start: start, evs: evs, sse: sse, size: size, unread: len(g.members)})
 	g.bytes += size
 	budget := min(historyBytesPerMember*len(g.members), historyMaxBytes)
 	for len(g.hist) > 1 && (len(g.hist) > historyCommits || g.bytes > budget) {
@@ -319,7 +326,7 @@ func (g *group) publish(seq int64, evs []graph.SubscriptionEvent) {
 func (g *group) holdFloor() {
 	floor := int64(-1)
 	if len(g.hist) > 0 {
-		floor = g.hist[0].seq - 1
+		floor = g.hist[0].start.Seq - 1
 	}
 	for _, seq := range g.leaving {
 		if floor < 0 || seq-1 < floor {
@@ -355,10 +362,12 @@ func (g *group) evictOldest() {
 		if m.pos != g.first {
 			continue
 		}
-		// Index -1: the whole commit is replayed to it.
-		m.detached, m.from = true, sluice.Position{Epoch: g.epoch, Seq: e.seq, Index: -1}
+		// From just before the entry's first change: what it holds is
+		// replayed to it.
+		m.detached, m.from = true, e.start
+		m.from.Epoch = g.epoch
 		g.remove(m)
-		g.leaving[m] = e.seq
+		g.leaving[m] = e.start.Seq
 		for i := 1; i < len(g.hist); i++ {
 			g.hist[i].unread--
 		}

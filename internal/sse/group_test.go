@@ -55,8 +55,8 @@ func addMember(g *group) *member {
 func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
 	g := testGroup()
 	a, b := addMember(g), addMember(g)
-	g.publish(1, events(1, 2, 10))
-	g.publish(2, events(2, 1, 10))
+	g.publish(at(1), events(1, 2, 10))
+	g.publish(at(2), events(2, 1, 10))
 	if got := strings.Join(ids(t, a), " "); got != "e-1-0 e-1-1 e-2-0" {
 		t.Fatalf("a took %q", got)
 	}
@@ -64,7 +64,7 @@ func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
 		t.Fatalf("history after one of two members took it: %d entries", len(g.hist))
 	}
 	late := addMember(g) // takes from now on
-	g.publish(3, events(3, 1, 10))
+	g.publish(at(3), events(3, 1, 10))
 	if got := strings.Join(ids(t, b), " "); got != "e-1-0 e-1-1 e-2-0 e-3-0" {
 		t.Fatalf("b took %q", got)
 	}
@@ -78,7 +78,7 @@ func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
 		t.Fatalf("history after every member took it: %d entries, %d bytes", len(g.hist), g.bytes)
 	}
 	// A member that leaves no longer holds entries back.
-	g.publish(4, events(4, 1, 10))
+	g.publish(at(4), events(4, 1, 10))
 	ids(t, a)
 	ids(t, b)
 	late.leave()
@@ -98,7 +98,7 @@ func TestHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 	commits := 2*historyBytesPerMember/perCommit + 10
 	var want []string
 	for seq := int64(1); seq <= int64(commits); seq++ {
-		g.publish(seq, events(seq, 1, size))
+		g.publish(at(seq), events(seq, 1, size))
 		want = append(want, "e-"+strconv.FormatInt(seq, 10)+"-0")
 		if got := ids(t, fast); len(got) != 1 || got[0] != want[len(want)-1] {
 			t.Fatalf("fast member took %v at commit %d", got, seq)
@@ -132,10 +132,10 @@ func TestHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 func TestHistoryDetachPositionAfterPartialRead(t *testing.T) {
 	g := testGroup()
 	m := addMember(g)
-	g.publish(7, events(7, 3, 10))
+	g.publish(at(7), events(7, 3, 10))
 	ids(t, m)
 	for seq := int64(8); seq < 8+historyCommits+1; seq++ {
-		g.publish(seq, events(seq, 1, 1))
+		g.publish(at(seq), events(seq, 1, 1))
 	}
 	if _, _, state := m.take(nil); state != takeDetached || m.from.Seq != 8 || m.from.Index != -1 {
 		t.Fatalf("state %v, from %+v", state, m.from)
@@ -146,7 +146,7 @@ func TestHistoryDetachPositionAfterPartialRead(t *testing.T) {
 func TestHistoryEnd(t *testing.T) {
 	g := testGroup()
 	m := addMember(g)
-	g.publish(1, events(1, 1, 10))
+	g.publish(at(1), events(1, 1, 10))
 	g.mu.Lock()
 	g.closed, g.ended, g.err = true, true, errors.New("gone")
 	g.signal()
@@ -166,7 +166,7 @@ func TestHistoryTakeReportsWhatRemains(t *testing.T) {
 	g := testGroup()
 	a, b := addMember(g), addMember(g)
 	for seq := int64(1); seq <= takeMax+3; seq++ {
-		g.publish(seq, events(seq, 1, 10))
+		g.publish(at(seq), events(seq, 1, 10))
 	}
 	ids(t, b) // b took everything: a's entries are the last unread ones
 	buf, wake, state := a.take(nil)
@@ -199,8 +199,8 @@ func TestHistoryConcurrentReaders(t *testing.T) {
 					return
 				}
 				for _, e := range buf {
-					if e.seq != next {
-						t.Errorf("took commit %d, want %d", e.seq, next)
+					if e.start.Seq != next {
+						t.Errorf("took commit %d, want %d", e.start.Seq, next)
 						return
 					}
 					next++
@@ -219,7 +219,7 @@ func TestHistoryConcurrentReaders(t *testing.T) {
 		})
 	}
 	for seq := int64(1); seq <= commits; seq++ {
-		g.publish(seq, events(seq, 1, 10))
+		g.publish(at(seq), events(seq, 1, 10))
 	}
 	wg.Wait()
 	if len(g.hist) != 0 {
@@ -236,8 +236,8 @@ func TestHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 	if g.floor != -1 {
 		t.Fatalf("floor %d with nothing published", g.floor)
 	}
-	g.publish(5, events(5, 1, 10))
-	g.publish(7, events(7, 1, 10))
+	g.publish(at(5), events(5, 1, 10))
+	g.publish(at(7), events(7, 1, 10))
 	ids(t, fast)
 	if g.floor != 4 {
 		t.Fatalf("floor %d while a member has not taken commit 5, want 4", g.floor)
@@ -249,11 +249,11 @@ func TestHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 
 	// slow falls out of the history: the group holds its replay point
 	// until it has a subscription of its own.
-	g.publish(9, events(9, 1, historyBytesPerMember))
+	g.publish(at(9), events(9, 1, historyBytesPerMember))
 	ids(t, fast)
-	g.publish(10, events(10, 1, historyBytesPerMember))
+	g.publish(at(10), events(10, 1, historyBytesPerMember))
 	ids(t, fast)
-	g.publish(11, events(11, 1, historyBytesPerMember))
+	g.publish(at(11), events(11, 1, historyBytesPerMember))
 	ids(t, fast)
 	if _, _, state := slow.take(nil); state != takeDetached || slow.from.Seq != 9 {
 		t.Fatalf("slow: state %v from %v, want detached from commit 9", state, slow.from)
@@ -266,3 +266,6 @@ func TestHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 		t.Fatalf("floor %d after the detached member subscribed on its own, want -1", g.floor)
 	}
 }
+
+// at is the start of a history entry holding a whole commit seq.
+func at(seq int64) sluice.Position { return sluice.Position{Seq: seq, Index: -1} }

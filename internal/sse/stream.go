@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
 	"github.com/sluice-dev/sluice/internal/httpstream"
 )
 
@@ -11,14 +13,19 @@ import (
 type framing int
 
 const (
-	framingSSE    framing = iota + 1 // text/event-stream
-	framingNDJSON                    // application/x-ndjson
+	framingSSE       framing = iota + 1 // text/event-stream
+	framingNDJSON                       // application/x-ndjson
+	framingMultipart                    // Apollo's multipart/mixed subscriptions (multipart.go)
 )
 
 // The response media types of the streaming transport.
 const (
 	mediaSSE    = "text/event-stream"
 	mediaNDJSON = "application/x-ndjson"
+	// mediaMultipart is Apollo's multipart subscriptions (any
+	// multipart/mixed Accept: Apollo sends
+	// multipart/mixed;boundary=graphql;subscriptionSpec=1.0).
+	mediaMultipart = "multipart/mixed"
 )
 
 // stream writes the graphql-sse frames of one response through an
@@ -26,6 +33,7 @@ const (
 // for concurrent use.
 type stream struct {
 	*httpstream.Writer
+	w       http.ResponseWriter
 	framing framing
 }
 
@@ -34,7 +42,7 @@ func newStream(w http.ResponseWriter, f framing, timeout time.Duration) *stream 
 	if f == framingNDJSON {
 		ct = mediaNDJSON + "; charset=utf-8"
 	}
-	return &stream{Writer: httpstream.New(w, ct, timeout), framing: f}
+	return &stream{Writer: httpstream.New(w, ct, timeout), w: w, framing: f}
 }
 
 // start writes the status and headers, once.
@@ -100,3 +108,16 @@ func (s *stream) ping() {
 
 // flush sends the buffered frames. An error means the client is gone.
 func (s *stream) flush() error { return s.Flush() }
+
+// The rest of the framer interface (framing.go).
+
+func (s *stream) label() string              { return transportLabel(s.framing) }
+func (s *stream) spill() error               { return s.Spill() }
+func (s *stream) shared() bool               { return s.framing == framingSSE }
+func (s *stream) writeShared(p []byte) error { return s.WriteShared(p) }
+func (s *stream) refuse(err error)           { writeHTTPError(s.w, err) }
+func (s *stream) failed(errs gqlerror.List)  { s.next("", errorResult(errs)); s.complete() }
+func (s *stream) invalid(r *http.Request, errs gqlerror.List) {
+	s.start(r)
+	s.failed(errs)
+}

@@ -21,18 +21,24 @@ import (
 
 // transportLabel names the framings in metrics and subscription listings.
 func transportLabel(f framing) string {
-	if f == framingNDJSON {
+	switch f {
+	case framingNDJSON:
 		return "graphql-ndjson"
+	case framingMultipart:
+		return "graphql-multipart"
 	}
 	return "graphql-sse"
 }
 
 // session is one subscription stream being served.
 type session struct {
-	t     *transport
-	r     *http.Request
-	st    *stream
-	gs    *graph.Subscription
+	t  *transport
+	r  *http.Request
+	st framer
+	gs *graph.Subscription
+	// asm gathers the pieces of large commits for a subscription of the
+	// session's own (see pieces.go).
+	asm   assembler
 	db    *sluice.Database
 	label string
 	// beat receives a value when a heartbeat is due: a timer function
@@ -68,10 +74,10 @@ type session struct {
 // with a change feed subscription of its own when it resumes) and writes
 // the readiness frame. It returns the session to serve, or nil when the
 // request is over (an error was answered, or the client left).
-func (t *transport) subscribe(w http.ResponseWriter, r *http.Request, st *stream, req *request, op *graphql.OperationContext) *session {
+func (t *transport) subscribe(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, st: st, label: transportLabel(st.framing)}
+	s := &session{t: t, r: r, st: st, label: st.label(), asm: assembler{max: t.opts.MaxChangeSetBytes}}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
 		s.fail(err)
@@ -89,7 +95,7 @@ func (t *transport) subscribe(w http.ResponseWriter, r *http.Request, st *stream
 		// Refused before any stream starts (a stream cap, or access lost
 		// since the request was authorized): an HTTP error, 429 or 503
 		// with Retry-After.
-		writeHTTPError(w, err)
+		st.refuse(err)
 		return nil
 	}
 	s.guard = guard
@@ -190,7 +196,9 @@ func (s *session) ready(req *request) bool {
 	}
 	s.beat = make(chan struct{}, 1)
 	s.heartbeat = req.heartbeat
-	s.hb = time.AfterFunc(req.heartbeat, s.wake)
+	if req.heartbeat > 0 { // 0: the connection it shares keeps itself alive
+		s.hb = time.AfterFunc(req.heartbeat, s.wake)
+	}
 	s.stopGone = context.AfterFunc(s.r.Context(), func() {
 		s.gone.Store(true) // before the wake-up: a pending beat shows it
 		s.wake()
@@ -214,8 +222,7 @@ func (s *session) fail(err error) {
 		return
 	}
 	s.st.start(s.r)
-	s.st.next("", errorResult(gqlerror.List{gqlError(s.logger(), err)}))
-	s.st.complete()
+	s.st.failed(gqlerror.List{gqlError(s.logger(), err)})
 	_ = s.st.flush()
 }
 
@@ -227,17 +234,17 @@ func (s *session) finish(err error) {
 	}
 	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
 		s.logger().Info("graphql subscription ended", "err", err)
-		s.st.next("", errorResult(gqlerror.List{gqlError(s.logger(), err)}))
+		s.st.failed(gqlerror.List{gqlError(s.logger(), err)})
+	} else {
+		s.st.complete()
 	}
-	s.st.complete()
 	_ = s.st.flush()
 }
 
 // member serves a group member until it ends; a member detached for
 // falling behind continues on a change feed subscription of its own.
 func (s *session) member(m *member) {
-	defer s.hb.Stop()
-	defer s.stopGone()
+	defer s.stopBeats()
 	var buf []entry
 	for {
 		var wake <-chan struct{}
@@ -290,8 +297,8 @@ func (s *session) writeEntries(es []entry) error {
 	n := 0
 	for _, e := range es {
 		n += len(e.evs)
-		if s.st.framing == framingSSE {
-			if err := s.st.WriteShared(e.sse); err != nil {
+		if s.st.shared() {
+			if err := s.st.writeShared(e.sse); err != nil {
 				return err
 			}
 			continue
@@ -299,7 +306,7 @@ func (s *session) writeEntries(es []entry) error {
 		for _, ev := range e.evs {
 			s.st.next(ev.ID, ev.Data)
 		}
-		if err := s.st.Spill(); err != nil {
+		if err := s.st.spill(); err != nil {
 			return err
 		}
 	}
@@ -329,8 +336,7 @@ func (s *session) delivered(n int, first time.Time) {
 // own serves a subscriber with its own change feed subscription,
 // evaluating each commit itself.
 func (s *session) own(sub *changefeed.Subscription) {
-	defer s.hb.Stop()
-	defer s.stopGone()
+	defer s.stopBeats()
 	for {
 		select {
 		case c := <-sub.Commits():
@@ -374,12 +380,23 @@ func (s *session) heartbeatDue() bool {
 	if s.gone.Load() {
 		return false
 	}
+	if s.hb == nil {
+		return true
+	}
 	s.st.ping()
 	if s.st.flush() != nil {
 		return false
 	}
 	s.hb.Reset(s.heartbeat)
 	return true
+}
+
+// stopBeats stops the heartbeat and the watch on the client leaving.
+func (s *session) stopBeats() {
+	if s.hb != nil {
+		s.hb.Stop()
+	}
+	s.stopGone()
 }
 
 // clientGone is a failed write: the client left, nothing more is written.
@@ -394,7 +411,7 @@ func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error 
 	n := 0
 	var first time.Time
 	for i := 0; ; i++ {
-		evs, err := s.gs.Events(ctx, c)
+		evs, _, err := s.asm.events(ctx, s.gs, c)
 		if err != nil {
 			if ctx.Err() != nil {
 				return clientGone{err}
@@ -408,6 +425,11 @@ func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error 
 			first = c.Time
 		}
 		n += len(evs)
+		// What is buffered goes to the connection as it grows, so a
+		// burst of large pieces is not held whole before one flush.
+		if err := s.st.spill(); err != nil {
+			return clientGone{err}
+		}
 		if i == 63 {
 			break
 		}

@@ -1,17 +1,12 @@
 package sse
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -39,8 +34,18 @@ type Options struct {
 	// WriteTimeout bounds each write to a client, so a vanished peer is
 	// noticed (default 1m). The HTTP server itself has no write timeout.
 	WriteTimeout time.Duration
-	// MaxBodyBytes bounds a POST body (default 10 MiB).
+	// MaxBodyBytes bounds a POST body and a WebSocket message (default
+	// 10 MiB).
 	MaxBodyBytes int64
+	// MaxChangeSetBytes bounds the change images of one commit gathered
+	// for a _ChangeSet event (config key graphql_max_response_bytes; 0:
+	// no bound). A larger commit gives such a subscriber an error event.
+	MaxChangeSetBytes int64
+	// WebSocketOrigins are the host patterns (path.Match, such as
+	// "app.example.com" or "*.example.com") of the foreign origins whose
+	// pages may open a GraphQL WebSocket; pages of the server's own
+	// origin, and clients that send no Origin, always may.
+	WebSocketOrigins []string
 }
 
 // Server is the graphql-sse transport shared by every database's gqlgen
@@ -50,6 +55,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	groups map[groupKey]*group // live groups of subscribers from now
+
+	conns *connections // graphql-ws sockets, single connection mode streams
 }
 
 // NewServer returns a Server.
@@ -66,7 +73,7 @@ func NewServer(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 10 << 20
 	}
-	return &Server{opts: o, groups: map[groupKey]*group{}}
+	return &Server{opts: o, groups: map[groupKey]*group{}, conns: newConnections()}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests
@@ -81,8 +88,14 @@ type transport struct {
 }
 
 // Supports claims GET and POST requests whose Accept header prefers
-// text/event-stream or application/x-ndjson.
+// text/event-stream, application/x-ndjson or multipart/mixed; the
+// requests of single connection mode (single.go); and the operations of
+// a graphql-ws socket (socket.go), which reach it with a muxRequest in
+// their context.
 func (t *transport) Supports(r *http.Request) bool {
+	if muxFrom(r.Context()) != nil || isSingleConnection(r) {
+		return true
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		return false
 	}
@@ -102,6 +115,8 @@ func negotiate(accept string) framing {
 			f = framingSSE
 		case mediaNDJSON:
 			f = framingNDJSON
+		case mediaMultipart:
+			f = framingMultipart
 		case "application/json", "application/graphql-response+json", "application/*", "*/*":
 			f = 0
 		default:
@@ -132,6 +147,14 @@ type request struct {
 // then waits for hours with that stack. Its stack stays at the size the
 // long-lived loop needs.
 func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	if mr := muxFrom(r.Context()); mr != nil {
+		t.operate(r, mr, exec)
+		return
+	}
+	if isSingleConnection(r) {
+		t.single(w, r, exec)
+		return
+	}
 	var (
 		s        *session
 		panicked any
@@ -157,34 +180,46 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 // registered and ready, and returns its session; nil when the request is
 // over (an error, or a finite operation).
 func (t *transport) start(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) *session {
-	st := newStream(w, negotiate(r.Header.Get("Accept")), t.opts.WriteTimeout)
+	st := newFramer(w, negotiate(r.Header.Get("Accept")), t.opts.WriteTimeout)
 	req, err := t.parse(r)
 	if err != nil {
 		writeHTTPError(w, err)
 		return nil
 	}
-	ctx := r.Context()
-	start := graphql.Now()
-	req.params.Headers = r.Header
-	req.params.ReadTime = graphql.TraceTiming{Start: start, End: start}
-	op, errs := exec.CreateOperationContext(ctx, req.params)
-	if errs != nil {
-		// graphql-sse: a request that does not validate is answered on an
-		// accepted stream.
-		st.start(r)
-		st.next("", errorResult(errs))
-		st.complete()
-		_ = st.flush()
+	op := t.prepare(r, st, req, exec)
+	if op == nil {
 		return nil
 	}
-	kind := op.Operation.Operation
-	if r.Method == http.MethodGet && kind == ast.Mutation {
+	if r.Method == http.MethodGet && op.Operation.Operation == ast.Mutation {
 		w.Header().Set("Allow", "POST")
 		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "a mutation cannot be sent with GET; use POST"))
 		return nil
 	}
-	if kind != ast.Subscription {
-		responses, ctx := exec.DispatchOperation(ctx, op)
+	return t.execute(r, st, req, op, exec)
+}
+
+// prepare parses and validates the operation of req; nil when it does not
+// validate (answered through st: graphql-sse answers it on an accepted
+// stream).
+func (t *transport) prepare(r *http.Request, st framer, req *request, exec graphql.GraphExecutor) *graphql.OperationContext {
+	start := graphql.Now()
+	req.params.Headers = r.Header
+	req.params.ReadTime = graphql.TraceTiming{Start: start, End: start}
+	op, errs := exec.CreateOperationContext(r.Context(), req.params)
+	if errs != nil {
+		st.invalid(r, errs)
+		_ = st.flush()
+		return nil
+	}
+	return op
+}
+
+// execute runs a validated operation: a query or mutation gives one next
+// and complete; a subscription is registered and its session returned
+// (nil when it could not start).
+func (t *transport) execute(r *http.Request, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor) *session {
+	if op.Operation.Operation != ast.Subscription {
+		responses, ctx := exec.DispatchOperation(r.Context(), op)
 		b, err := json.Marshal(responses(ctx))
 		if err != nil {
 			t.opts.Logger.Error("encode graphql response", "err", err)
@@ -196,7 +231,7 @@ func (t *transport) start(w http.ResponseWriter, r *http.Request, exec graphql.G
 		_ = st.flush()
 		return nil
 	}
-	return t.subscribe(w, r, st, req, op)
+	return t.subscribe(r, st, req, op)
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the
@@ -220,11 +255,7 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 		req.named = b
 	}
 	var err error
-	if r.Method == http.MethodGet {
-		req.params, err = getParams(q)
-	} else {
-		req.params, err = t.postParams(r)
-	}
+	req.params, err = t.readParams(r)
 	if err != nil {
 		return nil, err
 	}
@@ -234,71 +265,14 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 	return req, nil
 }
 
-func getParams(q url.Values) (*graphql.RawParams, error) {
-	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
-	if p.Query == "" {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "the query parameter is missing")
-	}
-	if v := q.Get("variables"); v != "" {
-		if err := decodeObject([]byte(v), &p.Variables); err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter variables: %v", err)
-		}
-	}
-	if v := q.Get("extensions"); v != "" {
-		if err := decodeObject([]byte(v), &p.Extensions); err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter extensions: %v", err)
-		}
+// readParams reads the GraphQL parameters with graph.ReadParams, the
+// parser of every transport on the GraphQL URL.
+func (t *transport) readParams(r *http.Request) (*graphql.RawParams, error) {
+	p, rerr := graph.ReadParams(r, t.opts.MaxBodyBytes)
+	if rerr != nil {
+		return nil, rerr
 	}
 	return p, nil
-}
-
-// statusError is a request error whose status has no sluice.Code (415,
-// 413).
-type statusError struct {
-	status int
-	msg    string
-}
-
-func (e *statusError) Error() string { return e.msg }
-
-func (t *transport) postParams(r *http.Request) (*graphql.RawParams, error) {
-	ct := r.Header.Get("Content-Type")
-	mt, cp, err := mime.ParseMediaType(ct)
-	if err != nil || mt != "application/json" {
-		return nil, &statusError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + strconv.Quote(ct)}
-	}
-	if cs, ok := cp["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, &statusError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, t.opts.MaxBodyBytes+1))
-	if err != nil {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "could not read the request body")
-	}
-	if int64(len(body)) > t.opts.MaxBodyBytes {
-		return nil, &statusError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(t.opts.MaxBodyBytes, 10) + " bytes"}
-	}
-	p, msg := graph.ParseRequestBody(body)
-	if msg != "" {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "%s", msg)
-	}
-	return p, nil
-}
-
-// decodeObject decodes one JSON object (numbers as json.Number) into dst.
-func decodeObject(b []byte, dst any) error {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || b[0] != '{' {
-		return errors.New("expected a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(dst); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("unexpected data after the JSON object")
-	}
-	return nil
 }
 
 // gqlError converts err to a GraphQL error with extensions.code; anything
@@ -330,9 +304,9 @@ func errorResult(errs gqlerror.List) []byte {
 func writeHTTPError(w http.ResponseWriter, err error) {
 	status := sluice.ErrorCode(err).HTTPStatus()
 	code := sluice.ErrorCode(err).GraphQLCode()
-	var se *statusError
-	if errors.As(err, &se) {
-		status, code = se.status, "BAD_REQUEST"
+	var re *graph.RequestError
+	if errors.As(err, &re) {
+		status, code = re.Status, "BAD_REQUEST"
 	}
 	if status == http.StatusBadRequest {
 		code = "BAD_REQUEST"

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph/filter"
+	"github.com/sluice-dev/sluice/internal/filter"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -17,8 +17,9 @@ type Address @subdocument { city: String zip: Int }
 enum Color { RED GREEN }
 `
 
-// FuzzParse feeds arbitrary JSON to Parse: it must never panic, and a
-// filter it accepts must evaluate without panicking.
+// FuzzParse feeds arbitrary JSON to Parse: it must never panic, must
+// refuse only with CodeInvalid, and a filter it accepts must evaluate
+// without panicking and be within the limits.
 func FuzzParse(f *testing.F) {
 	s, err := schema.Parse(fuzzSDL)
 	if err != nil {
@@ -33,6 +34,16 @@ func FuzzParse(f *testing.F) {
 		`{"tags":{"someHave":{"regex":"("}}}`,
 		`{"_ids":["Person/a"],"_id":"Person/b","extra":{"eq":1}}`,
 		`{"age":{"eq":"x"}}`,
+		// Regexes of the dialect and outside it.
+		`{"name":{"regex":"(?i)^k\\d+\\s*[^a-c]?.$"},"tags":{"someHave":{"regex":"a.b|\\x{1F600}{2,3}"}}}`,
+		`{"_or":[{"name":{"regex":"\\bAl"}},{"name":{"regex":"\\pL"}},{"name":{"regex":"(?m)^a"}},{"name":{"regex":"a{256}"}}]}`,
+		`{"name":{"regex":"(?:a?b?){255}"}}`,
+		// Limits: terms, depth, ids, numbers, strings Postgres cannot hold.
+		`{"_or":[{},{},{"_and":[{},{"_not":{"_not":{"_not":{}}}}]}]}`,
+		`{"best":{"best":{"best":{"friends":{"someHave":{"best":{"home":{"zip":{"ge":1}}}}}}}}}`,
+		`{"_ids":["Person/a","Person/b","Person/c"],"_id":"\u0000"}`,
+		`{"score":{"eq":1e1000000},"wealth":{"lt":"1e5"},"age":{"gt":-0.0}}`,
+		`{"name":{"startsWith":"\ud800"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -62,6 +73,38 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		if n := countNodes(e); n > 2*filter.MaxTerms+1 {
+			t.Fatalf("accepted a filter of %d nodes", n)
+		}
 		filter.Match(e, doc, lookup)
 	})
+}
+
+// countNodes returns the number of nodes of e, which the term limit
+// bounds: each term makes at most two nodes (a reference: Ref and the
+// And of the referenced document), and the root And makes one more.
+func countNodes(e filter.Expr) int {
+	switch x := e.(type) {
+	case *filter.And:
+		n := 1
+		for _, s := range x.Exprs {
+			n += countNodes(s)
+		}
+		return n
+	case *filter.Or:
+		n := 1
+		for _, s := range x.Exprs {
+			n += countNodes(s)
+		}
+		return n
+	case *filter.Not:
+		return 1 + countNodes(x.Expr)
+	case *filter.Ref:
+		return 1 + countNodes(x.Expr)
+	case *filter.Sub:
+		return 1 + countNodes(x.Expr)
+	case *filter.Quant:
+		return 1 + countNodes(x.Elem)
+	}
+	return 1
 }

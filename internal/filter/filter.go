@@ -1,34 +1,14 @@
-// Package filter is the typed form of a GraphQL document filter (the
-// <Class>_Filter input of queries and subscriptions). Parse checks a filter
-// input once; the result is evaluated in Go against a document (Match, used
-// for subscription events) and compiled to SQL by internal/postgres (used
-// for queries), with the same semantics:
-//
-//   - A comparison on an absent field is false, whatever the operator
-//     (ne included), so _not of it is true.
-//   - All keys of one input object, and all operators of one field filter,
-//     must hold together ({age: {ge: 30, le: 40}} is a range).
-//   - someHave on an absent or empty list is false; allHave is true.
-//   - A filter through a reference holds when the referenced document exists
-//     and matches.
-//   - Strings compare byte-wise (SQL COLLATE "C"); numbers by value; DateTime
-//     by instant. regex is RE2 syntax (checked here; Postgres runs it as an
-//     ARE, which agrees on RE2's syntax except for the Perl classes \d \s \w,
-//     which Postgres also matches on non-ASCII characters).
-//
-// The package depends only on the domain package, so both the GraphQL layer
-// and the storage layer can use it.
 package filter
 
 import (
 	"encoding/json"
 	"fmt"
 	"math/big"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -79,7 +59,7 @@ type Compare struct {
 type Value struct {
 	// Str is the value of a String, ID, enum or reference, the normalized
 	// RFC 3339 text of a DateTime, the decimal text of a number, or the
-	// pattern of a regex.
+	// pattern of a regex as the client wrote it.
 	Str string
 	// Num is the exact value of an Int or BigInt (and of a Float's decimal
 	// text).
@@ -91,8 +71,8 @@ type Value struct {
 	Time time.Time
 	// Bool is the value of a Boolean.
 	Bool bool
-	// Re is the compiled pattern of a regex.
-	Re *regexp.Regexp
+	// Regex is the compiled pattern of a regex.
+	Regex *Regex
 }
 
 // Ref holds when the document that the single reference Field names exists
@@ -129,27 +109,48 @@ func (*Ref) expr()     {}
 func (*Sub) expr()     {}
 func (*Quant) expr()   {}
 
-// MaxDepth bounds the nesting of a filter, so that a hostile input cannot
-// make a deep recursion or a huge SQL statement.
-const MaxDepth = 32
-
 // Parse checks input, the value of a <class>_Filter argument as gqlgen
 // decodes it (map[string]any with string, bool, int64, float64,
 // json.Number, []any and map[string]any values; nil means "not given"), and
 // returns its typed form. A nil or empty input gives an empty *And (true).
 // Every error is a CodeInvalid *sluice.Error naming the path of the bad
-// entry, such as `filter.age.ge: expected an Int, got "x"`.
+// entry, such as `filter.age.ge: expected an Int, got "x"`, including a
+// filter over one of the limits (MaxTerms and the others), which names the
+// limit and the path where the filter crossed it. Parse stops at the first
+// error, so its work is bounded by the limits whatever the input's size.
 func Parse(s *sluice.Schema, class string, input map[string]any) (Expr, error) {
 	c := s.Class(class)
 	if c == nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "filter: unknown class %q", class)
 	}
-	p := &parser{s: s}
-	return p.object(c, input, "filter", 0)
+	p := &parser{s: s, regexes: map[string]*Regex{}}
+	return p.object(c, input, "filter", 1)
 }
 
 type parser struct {
 	s *sluice.Schema
+	// terms counts the terms parsed so far, against MaxTerms.
+	terms int
+	// regexes holds the patterns compiled so far, against MaxRegexes; a
+	// pattern given twice is compiled once.
+	regexes map[string]*Regex
+}
+
+// term counts one term at path.
+func (p *parser) term(path string) error {
+	p.terms++
+	if p.terms > MaxTerms {
+		return errorf(path, "the filter has more than %d terms (the limit)", MaxTerms)
+	}
+	return nil
+}
+
+// enter checks the depth of the filter object at path.
+func enter(path string, depth int) error {
+	if depth > MaxDepth {
+		return errorf(path, "the filter nests more than %d levels of objects (the limit)", MaxDepth)
+	}
+	return nil
 }
 
 func errorf(path, format string, args ...any) error {
@@ -168,10 +169,10 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // object parses the filter of an object of class c (a document or a
-// subdocument).
+// subdocument), the input object at path, depth objects deep.
 func (p *parser) object(c *sluice.Class, input map[string]any, path string, depth int) (Expr, error) {
-	if depth > MaxDepth {
-		return nil, errorf(path, "the filter is nested more than %d levels deep", MaxDepth)
+	if err := enter(path, depth); err != nil {
+		return nil, err
 	}
 	and := &And{}
 	for _, k := range sortedKeys(input) {
@@ -180,6 +181,9 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 			continue
 		}
 		kp := path + "." + k
+		if err := p.term(kp); err != nil {
+			return nil, err
+		}
 		switch k {
 		case "_and", "_or":
 			items, ok := v.([]any)
@@ -188,11 +192,15 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 			}
 			var exprs []Expr
 			for i, it := range items {
+				ip := fmt.Sprintf("%s[%d]", kp, i)
+				if err := p.term(ip); err != nil {
+					return nil, err
+				}
 				m, ok := it.(map[string]any)
 				if !ok {
-					return nil, errorf(fmt.Sprintf("%s[%d]", kp, i), "expected a %s_Filter object, got %s", c.Name, describe(it))
+					return nil, errorf(ip, "expected a %s_Filter object, got %s", c.Name, describe(it))
 				}
-				e, err := p.object(c, m, fmt.Sprintf("%s[%d]", kp, i), depth+1)
+				e, err := p.object(c, m, ip, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -217,25 +225,9 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 			if c.Kind == sluice.KindSubdocument {
 				return nil, errorf(kp, "a subdocument has no id")
 			}
-			var ids []string
-			if k == "_id" {
-				id, ok := v.(string)
-				if !ok {
-					return nil, errorf(kp, "expected an ID, got %s", describe(v))
-				}
-				ids = []string{id}
-			} else {
-				items, ok := v.([]any)
-				if !ok {
-					return nil, errorf(kp, "expected a list of IDs, got %s", describe(v))
-				}
-				for i, it := range items {
-					id, ok := it.(string)
-					if !ok {
-						return nil, errorf(fmt.Sprintf("%s[%d]", kp, i), "expected an ID, got %s", describe(it))
-					}
-					ids = append(ids, id)
-				}
+			ids, err := parseIDs(k, v, kp)
+			if err != nil {
+				return nil, err
 			}
 			and.Exprs = append(and.Exprs, &IDs{IDs: ids})
 		default:
@@ -257,10 +249,46 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 	return and, nil
 }
 
-// field parses the filter of one field.
+// parseIDs parses the value of _id (one ID) or _ids (a list of at most
+// MaxIDs).
+func parseIDs(key string, v any, path string) ([]string, error) {
+	if key == "_id" {
+		id, ok := v.(string)
+		if !ok {
+			return nil, errorf(path, "expected an ID, got %s", describe(v))
+		}
+		if err := checkText(path, id); err != nil {
+			return nil, err
+		}
+		return []string{id}, nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return nil, errorf(path, "expected a list of IDs, got %s", describe(v))
+	}
+	if len(items) > MaxIDs {
+		return nil, errorf(path, "the list has %d ids, more than %d ids (the limit)", len(items), MaxIDs)
+	}
+	ids := make([]string, 0, len(items))
+	for i, it := range items {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		id, ok := it.(string)
+		if !ok {
+			return nil, errorf(ip, "expected an ID, got %s", describe(it))
+		}
+		if err := checkText(ip, id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// field parses the filter of field f, the input object at path, depth
+// objects deep.
 func (p *parser) field(f *sluice.Field, input map[string]any, path string, depth int) (Expr, error) {
-	if depth > MaxDepth {
-		return nil, errorf(path, "the filter is nested more than %d levels deep", MaxDepth)
+	if err := enter(path, depth); err != nil {
+		return nil, err
 	}
 	if f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON {
 		return nil, errorf(path, "JSON fields cannot be filtered on")
@@ -273,6 +301,9 @@ func (p *parser) field(f *sluice.Field, input map[string]any, path string, depth
 				continue
 			}
 			kp := path + "." + k
+			if err := p.term(kp); err != nil {
+				return nil, err
+			}
 			if k != "someHave" && k != "allHave" {
 				return nil, errorf(kp, "unknown list operator %s: use someHave or allHave", k)
 			}
@@ -290,13 +321,14 @@ func (p *parser) field(f *sluice.Field, input map[string]any, path string, depth
 	}
 	switch f.Type.Kind {
 	case sluice.TypeReference:
-		e, err := p.object(p.s.Class(f.Type.Name), input, path, depth+1)
+		// The field's input object is the referenced document's filter.
+		e, err := p.object(p.s.Class(f.Type.Name), input, path, depth)
 		if err != nil {
 			return nil, err
 		}
 		return &Ref{Field: f, Class: f.Type.Name, Expr: e}, nil
 	case sluice.TypeSubdocument:
-		e, err := p.object(p.s.Class(f.Type.Name), input, path, depth+1)
+		e, err := p.object(p.s.Class(f.Type.Name), input, path, depth)
 		if err != nil {
 			return nil, err
 		}
@@ -305,11 +337,15 @@ func (p *parser) field(f *sluice.Field, input map[string]any, path string, depth
 	return p.compares(f, f.Type, input, path)
 }
 
-// element parses the filter of one element of the list field f.
+// element parses the filter of one element of the list field f, the input
+// object at path, depth objects deep.
 func (p *parser) element(f *sluice.Field, input map[string]any, path string, depth int) (Expr, error) {
 	switch f.Type.Kind {
 	case sluice.TypeReference, sluice.TypeSubdocument:
-		return p.object(p.s.Class(f.Type.Name), input, path, depth+1)
+		return p.object(p.s.Class(f.Type.Name), input, path, depth)
+	}
+	if err := enter(path, depth); err != nil {
+		return nil, err
 	}
 	return p.compares(nil, f.Type, input, path)
 }
@@ -324,6 +360,9 @@ func (p *parser) compares(f *sluice.Field, t sluice.FieldType, input map[string]
 			continue
 		}
 		kp := path + "." + k
+		if err := p.term(kp); err != nil {
+			return nil, err
+		}
 		op := Op(k)
 		if !slices.Contains(allowed, op) {
 			return nil, errorf(kp, "unknown operator %s for %s: use one of %s", k, t.Name, joinOps(allowed))
@@ -359,8 +398,33 @@ func scalarOps(t sluice.FieldType) []Op {
 	return []Op{OpEq, OpNe, OpLt, OpLe, OpGt, OpGe}
 }
 
-// maxRegexBytes bounds a regex pattern.
-const maxRegexBytes = 1000
+// checkText refuses a string that Postgres text cannot hold, so that it is
+// a bad request rather than a failed statement.
+func checkText(path, s string) error {
+	if !utf8.ValidString(s) {
+		return errorf(path, "the string is not valid UTF-8")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return errorf(path, "the string holds a NUL character (\\u0000), which no stored string can")
+	}
+	return nil
+}
+
+// regex compiles the pattern of a regex operator at path.
+func (p *parser) regex(pattern, path string) (*Regex, error) {
+	if re, ok := p.regexes[pattern]; ok {
+		return re, nil
+	}
+	if len(p.regexes) == MaxRegexes {
+		return nil, errorf(path, "the filter has more than %d different regexes (the limit)", MaxRegexes)
+	}
+	re, err := compileRegex(pattern)
+	if err != nil {
+		return nil, errorf(path, "%v", err)
+	}
+	p.regexes[pattern] = re
+	return re, nil
+}
 
 // value converts the constant v of an operator on type t.
 func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, error) {
@@ -370,16 +434,16 @@ func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, er
 			return Value{}, errorf(path, "expected a String, got %s", describe(v))
 		}
 		if op == OpStartsWith {
+			if err := checkText(path, s); err != nil {
+				return Value{}, err
+			}
 			return Value{Str: s}, nil
 		}
-		if len(s) > maxRegexBytes {
-			return Value{}, errorf(path, "the regex is longer than %d bytes", maxRegexBytes)
-		}
-		re, err := regexp.Compile(s)
+		re, err := p.regex(s, path)
 		if err != nil {
-			return Value{}, errorf(path, "invalid regex %q: %s", s, strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+			return Value{}, err
 		}
-		return Value{Str: s, Re: re}, nil
+		return Value{Str: s, Regex: re}, nil
 	}
 	if t.Kind == sluice.TypeEnum {
 		s, ok := v.(string)
@@ -395,6 +459,9 @@ func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, er
 		if !ok {
 			return Value{}, errorf(path, "expected a %s, got %s", t.Name, describe(v))
 		}
+		if err := checkText(path, s); err != nil {
+			return Value{}, err
+		}
 		return Value{Str: s}, nil
 	case sluice.ScalarBoolean:
 		b, ok := v.(bool)
@@ -409,11 +476,14 @@ func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, er
 		}
 		tm, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil || tm.Year() < 1 || tm.Year() > 9999 {
-			return Value{}, errorf(path, "expected a DateTime (RFC 3339 string), got %q", s)
+			return Value{}, errorf(path, "expected a DateTime (RFC 3339 string), got %s", describe(s))
 		}
 		tm = tm.UTC()
 		return Value{Str: tm.Format(time.RFC3339Nano), Time: tm}, nil
 	case sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarBigInt:
+		if !numberSized(v) {
+			return Value{}, errorf(path, "the number is longer than %d characters or its exponent is beyond ±%d (the limit)", MaxNumberBytes, MaxNumberBytes)
+		}
 		r, ok := number(v)
 		if !ok {
 			return Value{}, errorf(path, "expected a %s, got %s", t.Name, describe(v))
@@ -425,6 +495,29 @@ func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, er
 		return Value{Num: r, Float: f, Str: ratString(r, t.Name)}, nil
 	}
 	return Value{}, errorf(path, "%s values cannot be filtered on", t.Name)
+}
+
+// numberSized reports whether v, if it is a number's text, is short enough
+// for number to convert it exactly at a bounded cost.
+func numberSized(v any) bool {
+	var s string
+	switch n := v.(type) {
+	case json.Number:
+		s = string(n)
+	case string:
+		s = n
+	default:
+		return true
+	}
+	if len(s) > MaxNumberBytes {
+		return false
+	}
+	i := strings.IndexAny(s, "eE")
+	if i < 0 {
+		return true
+	}
+	exp, err := strconv.Atoi(s[i+1:])
+	return err == nil && exp >= -MaxNumberBytes && exp <= MaxNumberBytes
 }
 
 // ratString returns the decimal text of r for SQL parameters.

@@ -140,7 +140,7 @@ func compare(c *Compare, v any) bool {
 	switch c.Op {
 	case OpRegex:
 		s, ok := v.(string)
-		return ok && c.Value.Re.MatchString(s)
+		return ok && c.Value.Regex.Go.MatchString(s)
 	case OpStartsWith:
 		s, ok := v.(string)
 		return ok && strings.HasPrefix(s, c.Value.Str)

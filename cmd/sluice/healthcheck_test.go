@@ -1,0 +1,94 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadyURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ listen, want, err string }{
+		{":6363", "http://127.0.0.1:6363/readyz", ""},
+		{"0.0.0.0:8080", "http://127.0.0.1:8080/readyz", ""},
+		{"[::]:6363", "http://[::1]:6363/readyz", ""},
+		{"127.0.0.1:7000", "http://127.0.0.1:7000/readyz", ""},
+		{"[::1]:7000", "http://[::1]:7000/readyz", ""},
+		{"10.1.2.3:6363", "http://10.1.2.3:6363/readyz", ""},
+		{"sluice.internal:6363", "http://sluice.internal:6363/readyz", ""},
+		{"127.0.0.1:0", "", `listen address "127.0.0.1:0" has no fixed port to check`},
+		{"6363", "", `healthcheck: listen address "6363": address 6363: missing port in address`},
+	} {
+		got, err := readyURL(c.listen)
+		if got != c.want || (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("readyURL(%q) = %q, %v; want %q, %q", c.listen, got, err, c.want, c.err)
+		}
+	}
+}
+
+// TestHealthcheckCommand runs `sluice healthcheck` against a running
+// daemon (exit 0, found through SLUICE_LISTEN as in the Docker image),
+// a daemon that is not ready (503: exit 1) and a closed port (exit 1).
+func TestHealthcheckCommand(t *testing.T) {
+	t.Parallel()
+	p := start(t, filepath.Join(tempDir(t), "data"))
+	run := func(env string, args ...string) (string, error) {
+		cmd := exec.Command(binary, append([]string{"healthcheck"}, args...)...)
+		cmd.Env = append(os.Environ(), env)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	// The daemon serves before its change feed runs, and is ready after.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, err := run("SLUICE_LISTEN=" + p.Addr)
+		if err == nil && out == "" {
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(out, "503") {
+			t.Fatalf("ready daemon: %v %q", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			t.Errorf("healthcheck asked for %s", r.URL.Path)
+		}
+		http.Error(w, "starting", http.StatusServiceUnavailable)
+	}))
+	defer notReady.Close()
+	out, err := run("", "--listen", strings.TrimPrefix(notReady.URL, "http://"))
+	if code := exitCode(err); code != 1 || !strings.Contains(out, "503 Service Unavailable: starting") {
+		t.Fatalf("daemon not ready: exit %d %q", code, out)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	out, err = run("", "--listen", closed, "--timeout", "2s")
+	if code := exitCode(err); code != 1 || !strings.Contains(out, "connection refused") {
+		t.Fatalf("nothing listening: exit %d %q", code, out)
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}

@@ -1,0 +1,238 @@
+package changefeed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// fakeStore is the tailer's Store over a memLog (database 1), with
+// notifications sent by the test and failures it injects.
+type fakeStore struct {
+	*memLog
+	notes   chan int64
+	listens atomic.Int64
+	// listenFail makes the current listener fail once.
+	listenFail chan struct{}
+	// down makes every read fail as an unreachable Postgres does.
+	down atomic.Bool
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{memLog: &memLog{}, notes: make(chan int64, 16), listenFail: make(chan struct{}, 1)}
+}
+
+func (f *fakeStore) Heads(ctx context.Context) ([]sluice.Head, int64, error) {
+	if f.down.Load() {
+		return nil, 0, fmt.Errorf("heads: %w", sluice.ErrStorageUnavailable)
+	}
+	h, err := f.History(ctx, 1)
+	if err != nil {
+		return nil, 0, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return []sluice.Head{{DatabaseID: 1, Epoch: testDB.Epoch, History: h}}, int64(len(f.access)), nil
+}
+
+func (f *fakeStore) Listen(context.Context) (Listener, error) {
+	f.listens.Add(1)
+	return fakeListener{f}, nil
+}
+
+type fakeListener struct{ f *fakeStore }
+
+func (l fakeListener) Wait(ctx context.Context) (int64, error) {
+	select {
+	case id := <-l.f.notes:
+		return id, nil
+	case <-l.f.listenFail:
+		return 0, errors.New("connection lost")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (fakeListener) Close(context.Context) error { return nil }
+
+// runTailer starts a hub and a tailer over store; both stop at the end of
+// the test.
+func runTailer(t *testing.T, store *fakeStore, o TailerOptions) (*Hub, *Tailer) {
+	t.Helper()
+	h := NewHub(store, HubOptions{Recheck: 10 * time.Millisecond, PieceBytes: o.PieceBytes})
+	tl := NewTailer(store, h, o)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { tl.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait(); h.Close() })
+	return h, tl
+}
+
+// changesOf reads pieces from s until it has n changes, and returns their
+// positions.
+func changesOf(t *testing.T, s *Subscription, n int) []sluice.Position {
+	t.Helper()
+	var out []sluice.Position
+	timeout := time.After(wait)
+	for len(out) < n {
+		select {
+		case c := <-s.Commits():
+			for _, ch := range c.Changes {
+				out = append(out, c.Position(ch.Index))
+			}
+			if last := c.Changes[len(c.Changes)-1].Index; c.Partial == (last == c.NumChanges-1) {
+				t.Fatalf("piece of commit %d ending at change %d of %d marked Partial %v", c.Seq, last, c.NumChanges, c.Partial)
+			}
+		case <-timeout:
+			t.Fatalf("received %d of %d changes", len(out), n)
+		}
+	}
+	return out
+}
+
+// TestTailerHandsOnLargeCommitsInPieces: a commit larger than a piece
+// reaches a subscriber in pieces, every change once and in order, both
+// live and through a catch-up from a position inside it.
+func TestTailerHandsOnLargeCommitsInPieces(t *testing.T) {
+	t.Parallel()
+	store := newFakeStore()
+	h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour, PieceBytes: 7})
+	waitFor(t, func() bool { return tl.Running() })
+	live := subscribe(t, h, nil, Options{})
+	classes := make([]string, 40)
+	for i := range classes {
+		classes[i] = "T"
+	}
+	store.add(classes...)
+	store.add("T")
+	tl.Wake(1)
+	got := changesOf(t, live, 41)
+	for i, p := range got {
+		want := sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: i}
+		if i == 40 {
+			want = sluice.Position{Epoch: testDB.Epoch, Seq: 2, Index: 0}
+		}
+		if p != want {
+			t.Fatalf("change %d is %v, want %v", i, p, want)
+		}
+	}
+	resumed := subscribe(t, h, &sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: 22}, Options{})
+	if got := changesOf(t, resumed, 18); got[0].Index != 23 || got[17] != (sluice.Position{Epoch: testDB.Epoch, Seq: 2, Index: 0}) {
+		t.Fatalf("resumed inside the commit: %v", got)
+	}
+}
+
+// TestTailerWakeUps: a notification wakes the tailer; a lost one is
+// covered by the poll; a lost listener connection is reopened.
+func TestTailerWakeUps(t *testing.T) {
+	t.Parallel()
+	t.Run("notification", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour})
+		waitFor(t, func() bool { return tl.Running() && store.listens.Load() == 1 })
+		s := subscribe(t, h, nil, Options{})
+		store.add()
+		store.notes <- 1
+		if got := receive(t, s, 1); got[0] != 1 {
+			t.Fatalf("got %v", got)
+		}
+	})
+	t.Run("poll", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		h, tl := runTailer(t, store, TailerOptions{Poll: 5 * time.Millisecond})
+		waitFor(t, func() bool { return tl.Running() })
+		s := subscribe(t, h, nil, Options{})
+		store.add() // nobody notifies
+		if got := receive(t, s, 1); got[0] != 1 {
+			t.Fatalf("got %v", got)
+		}
+	})
+	t.Run("reconnect", func(t *testing.T) {
+		t.Parallel()
+		store := newFakeStore()
+		h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour})
+		waitFor(t, func() bool { return tl.Running() && store.listens.Load() == 1 })
+		s := subscribe(t, h, nil, Options{})
+		store.add()
+		store.listenFail <- struct{}{} // the commit's notification was lost with the connection
+		if got := receive(t, s, 1); got[0] != 1 || store.listens.Load() != 2 {
+			t.Fatalf("got %v after %d listens", got, store.listens.Load())
+		}
+	})
+}
+
+// TestTailerAppliesAccessChangesFirst: an access change read with commits
+// (or alone, on a poll) ends the streams it affects before the commits
+// read with it reach them.
+func TestTailerAppliesAccessChangesFirst(t *testing.T) {
+	t.Parallel()
+	store := newFakeStore()
+	h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour})
+	waitFor(t, func() bool { return tl.Running() })
+	s := guarded(t, h, ullaRead, nil)
+	store.add()
+	tl.Wake(1)
+	if got := receive(t, s, 1); got[0] != 1 {
+		t.Fatalf("got %v", got)
+	}
+	store.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: 7, TokenID: 3})
+	store.add() // commit 2, after the change
+	tl.Wake(1)
+	if err := ended(t, s); !IsRevoked(err) {
+		t.Fatalf("ended with %v", err)
+	}
+	for len(s.Commits()) > 0 {
+		if c := <-s.Commits(); c.Seq == 2 {
+			t.Fatal("commit 2, read after the change, was handed on")
+		}
+	}
+	// With nothing committed, the poll's read of the access version ends
+	// a stream too.
+	s2 := guarded(t, h, &sluice.Grant{Credential: sluice.Credential{User: ulla, AccessVersion: 1}, Database: testDB, Role: sluice.RoleRead}, nil)
+	store.change(sluice.AccessChange{Kind: sluice.AccessUser, UserID: 7})
+	tl.Wake(0)
+	if err := ended(t, s2); !IsRevoked(err) {
+		t.Fatalf("ended with %v", err)
+	}
+}
+
+// TestTailerOutageEndsStreams: Postgres unreachable ends every stream with
+// an error telling clients to reconnect; the tailer reports it is not
+// running until reads succeed again.
+func TestTailerOutageEndsStreams(t *testing.T) {
+	t.Parallel()
+	store := newFakeStore()
+	h, tl := runTailer(t, store, TailerOptions{Poll: 5 * time.Millisecond})
+	waitFor(t, func() bool { return tl.Running() })
+	s := guarded(t, h, ullaRead, nil)
+	store.down.Store(true)
+	if err := ended(t, s); !errors.Is(err, sluice.ErrStorageUnavailable) {
+		t.Fatalf("ended with %v", err)
+	}
+	waitFor(t, func() bool { return !tl.Running() })
+	store.down.Store(false)
+	waitFor(t, func() bool { return tl.Running() })
+}
+
+// waitFor waits until cond holds, failing the test after wait.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.After(wait)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("condition not reached")
+		}
+	}
+}

@@ -1,0 +1,226 @@
+package daemon_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// pgWatch is a connection of the test's own to the daemon's database, to
+// hold locks the daemon must wait for and to watch its backends.
+type pgWatch struct {
+	t    *testing.T
+	conn *pgx.Conn
+}
+
+func watchPostgres(t *testing.T, d *dt.Daemon) *pgWatch {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return &pgWatch{t: t, conn: conn}
+}
+
+// lockClass takes an exclusive lock on the table of class in database
+// admin/<db> until the returned function is called: every statement of the
+// daemon that reads the class waits for it, running until it is cancelled.
+func (w *pgWatch) lockClass(d *dt.Daemon, db, class string) (release func()) {
+	w.t.Helper()
+	ctx := context.Background()
+	var id int64
+	if err := w.conn.QueryRow(ctx, "SELECT id FROM sluice.databases WHERE org = 'admin' AND name = $1", db).Scan(&id); err != nil {
+		w.t.Fatal(err)
+	}
+	// A connection of its own: pg_stat_activity is read on w.conn, and
+	// a transaction would see one snapshot of it.
+	conn, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	table := pgx.Identifier{fmt.Sprintf("sluice_db_%d", id), class}.Sanitize()
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		w.t.Fatal(err)
+	}
+	return func() {
+		_ = tx.Rollback(ctx)
+		_ = conn.Close(ctx)
+	}
+}
+
+// waiting returns the pids of the daemon's backends waiting for a lock.
+func (w *pgWatch) waiting() []int32 {
+	w.t.Helper()
+	rows, err := w.conn.Query(context.Background(), `SELECT pid FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'sluice'
+		AND state = 'active' AND wait_event_type = 'Lock'`)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return pids
+}
+
+// until polls cond until it holds, failing the test after 20 seconds.
+func (w *pgWatch) until(what string, cond func() bool) {
+	w.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("%s did not happen within 20s", what)
+		}
+		<-tick.C
+	}
+}
+
+// TestClientGoneEndsItsStatement: a request whose client goes away while
+// its statement runs ends that statement in Postgres; no backend runs on
+// for a request that is gone.
+func TestClientGoneEndsItsStatement(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "people", "type Person { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/people", `{"@type":"Person","@id":"x","name":"X"}`)
+	pg := watchPostgres(t, d)
+	release := pg.lockClass(d, "people", "Person")
+	defer release()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, "GET", d.URL+"/api/document/admin/people?type=Person", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt.Admin()(req)
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			err = fmt.Errorf("answered %d while its statement waits", resp.StatusCode)
+		}
+		done <- err
+	}()
+	pg.until("the request's statement waits for the lock", func() bool { return len(pg.waiting()) == 1 })
+	cancel() // the client goes away
+	if err := <-done; !strings.Contains(fmt.Sprint(err), "context canceled") {
+		t.Fatalf("client: %v", err)
+	}
+	pg.until("the statement ends in Postgres", func() bool { return len(pg.waiting()) == 0 })
+}
+
+// TestStatementTimeout: a statement that runs past statement_timeout is
+// cancelled by Postgres and its request answers 503, while a large write,
+// whose transaction lasts longer than statement_timeout but whose every
+// statement is short, commits whole.
+func TestStatementTimeout(t *testing.T) {
+	t.Parallel()
+	const timeout = 2 * time.Second
+	d := dt.Start(t, func(c *config.Config) { c.StatementTimeout = timeout })
+	d.CreateDatabase(t, "people", "type Person { name: String! }")
+	pg := watchPostgres(t, d)
+
+	t.Run("a long statement is cancelled", func(t *testing.T) {
+		release := pg.lockClass(d, "people", "Person")
+		defer release()
+		// The client's deadline only ends the test sooner should the
+		// timeout not work.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, "GET", d.URL+"/api/document/admin/people?id=Person/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dt.Admin()(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("a statement waiting past statement_timeout: %v", err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 503 || !strings.Contains(string(b), "statement_timeout") {
+			t.Fatalf("a statement waiting past statement_timeout: %d %s", resp.StatusCode, b)
+		}
+		if pids := pg.waiting(); len(pids) != 0 {
+			t.Fatalf("backends still waiting: %v", pids)
+		}
+	})
+
+	t.Run("a large write outlasts it", func(t *testing.T) {
+		body, w := io.Pipe()
+		req, err := http.NewRequest("POST", d.URL+"/api/document/admin/people", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		dt.Admin()(req)
+		type answer struct {
+			status int
+			body   []byte
+			err    error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				done <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			b, err := io.ReadAll(resp.Body)
+			done <- answer{resp.StatusCode, b, err}
+		}()
+		write := func(from, to int) {
+			for i := from; i < to; i++ {
+				if _, err := fmt.Fprintf(w, `{"@type":"Person","@id":"p%d","name":"P"}`+"\n", i); err != nil {
+					t.Errorf("write body: %v", err)
+					return
+				}
+			}
+		}
+		write(0, 300) // more than one chunk: its transaction has begun
+		pg.until("the write's transaction is older than statement_timeout", func() bool {
+			var old bool
+			err := pg.conn.QueryRow(context.Background(), `SELECT count(*) > 0 FROM pg_stat_activity
+				WHERE datname = current_database() AND application_name = 'sluice'
+				AND state = 'idle in transaction' AND xact_start < now() - $1::interval`, fmt.Sprintf("%d ms", (timeout+500*time.Millisecond).Milliseconds())).Scan(&old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return old
+		})
+		write(300, 1000)
+		w.Close()
+		r := <-done
+		if r.err != nil || r.status != 200 {
+			t.Fatalf("the write failed: %v %d %s", r.err, r.status, r.body)
+		}
+		var res struct{ IDs []string }
+		if err := json.Unmarshal(r.body, &res); err != nil || len(res.IDs) != 1000 {
+			t.Fatalf("the write answered %s", r.body)
+		}
+		docs := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?type=Person", nil)
+		if n := strings.Count(string(docs.Body), "\n"); n != 1000 {
+			t.Fatalf("%d documents stored, want 1000", n)
+		}
+	})
+}

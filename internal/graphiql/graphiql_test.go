@@ -1,0 +1,177 @@
+package graphiql_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/graphiql"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestPage checks what a browser gets: the page of a database and of
+// _system behind the API's auth (a Basic challenge without credentials),
+// with the Content-Security-Policy, loading only files the daemon serves,
+// without credentials, byte for byte the vendored ones.
+func TestPage(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "kennel", "type Dog { name: String! }")
+
+	r := d.Do(t, dt.NoAuth(), http.MethodGet, "/api/graphiql/admin/kennel", nil)
+	if r.Status != http.StatusUnauthorized || !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Basic ") {
+		t.Fatalf("without credentials: %d %v", r.Status, r.Header)
+	}
+	if r := d.Do(t, dt.Admin(), http.MethodPost, "/api/graphiql/admin/kennel", nil); r.Status != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d, want 405", r.Status)
+	}
+
+	for path, endpoint := range map[string]string{
+		"/api/graphiql/admin/kennel": "/api/graphql/admin/kennel",
+		"/api/graphiql/_system":      "/api/graphql/_system",
+	} {
+		r := d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodGet, path, nil)
+		if got := r.Header.Get("Content-Type"); got != "text/html; charset=utf-8" {
+			t.Errorf("%s: Content-Type %q", path, got)
+		}
+		if got := r.Header.Get("Content-Security-Policy"); got != graphiql.ContentSecurityPolicy {
+			t.Errorf("%s: Content-Security-Policy %q", path, got)
+		}
+		if !strings.Contains(string(r.Body), `data-endpoint="`+endpoint+`"`) {
+			t.Errorf("%s: the page does not name the endpoint %s:\n%s", path, endpoint, r.Body)
+		}
+		refs := regexp.MustCompile(`(?:src|href)="([^"]*)"`).FindAllStringSubmatch(string(r.Body), -1)
+		if len(refs) != 8 {
+			t.Errorf("%s: %d references, want 8 (an icon, 2 stylesheets, 5 scripts): %v", path, len(refs), refs)
+		}
+		for _, m := range refs {
+			ref := m[1]
+			if ref == "data:," {
+				continue
+			}
+			if !strings.HasPrefix(ref, graphiql.AssetsPath) {
+				t.Errorf("%s: loads %s, not from %s", path, ref, graphiql.AssetsPath)
+				continue
+			}
+			a := d.MustDo(t, http.StatusOK, dt.NoAuth(), http.MethodGet, ref, nil, "Accept-Encoding", "identity")
+			want, err := os.ReadFile(sourceFile(strings.TrimPrefix(ref, graphiql.AssetsPath)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(a.Body, want) {
+				t.Errorf("%s: %d bytes differ from the vendored %d", ref, len(a.Body), len(want))
+			}
+			ctype := map[string]string{".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}[filepath.Ext(ref)]
+			if got := a.Header.Get("Content-Type"); got != ctype {
+				t.Errorf("%s: Content-Type %q, want %q", ref, got, ctype)
+			}
+			if a.Header.Get("Content-Encoding") != "" || a.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("%s: headers %v", ref, a.Header)
+			}
+		}
+	}
+	d.MustDo(t, http.StatusNotFound, dt.NoAuth(), http.MethodGet, graphiql.AssetsPath+"nope.js", nil)
+}
+
+// sourceFile returns the file in this package's directory that an asset
+// name is served from: Sluice's own in web/, the vendored ones in assets/.
+func sourceFile(name string) string {
+	if strings.HasPrefix(name, "sluice-") {
+		return filepath.Join("web", name)
+	}
+	return filepath.Join("assets", name)
+}
+
+// TestAssetEncodingAndRevalidation: gzip to clients that accept it, each
+// encoding with its own ETag, and 304 for a matching If-None-Match.
+func TestAssetEncodingAndRevalidation(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	path := graphiql.AssetsPath + "graphiql.min.js"
+	want, err := os.ReadFile("assets/graphiql.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := d.MustDo(t, http.StatusOK, dt.NoAuth(), http.MethodGet, path, nil, "Accept-Encoding", "identity")
+	gz := d.MustDo(t, http.StatusOK, dt.NoAuth(), http.MethodGet, path, nil, "Accept-Encoding", "br, gzip;q=0.5")
+	if gz.Header.Get("Content-Encoding") != "gzip" || gz.Header.Get("Vary") != "Accept-Encoding" {
+		t.Fatalf("gzip response headers: %v", gz.Header)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("gunzipped body: %d bytes (%v), want the %d of the file", len(got), err, len(want))
+	}
+	if len(gz.Body) >= len(want)/2 {
+		t.Errorf("gzip body is %d bytes of %d", len(gz.Body), len(want))
+	}
+	pe, ge := plain.Header.Get("ETag"), gz.Header.Get("ETag")
+	if pe == "" || ge == "" || pe == ge {
+		t.Fatalf("ETags %q (identity) and %q (gzip): want two different ones", pe, ge)
+	}
+	r := d.MustDo(t, http.StatusNotModified, dt.NoAuth(), http.MethodGet, path, nil, "Accept-Encoding", "gzip", "If-None-Match", `"x", `+ge)
+	if len(r.Body) != 0 || r.Header.Get("ETag") != ge {
+		t.Errorf("304: %v %q", r.Header, r.Body)
+	}
+	// The identity ETag does not validate the gzip representation.
+	d.MustDo(t, http.StatusOK, dt.NoAuth(), http.MethodGet, path, nil, "Accept-Encoding", "gzip", "If-None-Match", pe)
+	d.MustDo(t, http.StatusOK, dt.NoAuth(), http.MethodGet, path, nil, "Accept-Encoding", "gzip;q=0", "If-None-Match", ge)
+}
+
+// TestVendoredAssets checks that the committed files are the ones `make
+// graphiql-assets` copied (their SHA-256 in the manifest it wrote) from
+// the versions tools/graphiql/package-lock.json pins.
+func TestVendoredAssets(t *testing.T) {
+	t.Parallel()
+	var manifest []struct {
+		File, Package, Version, SHA256 string
+	}
+	b, err := os.ReadFile("assets/manifest.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &manifest); err != nil {
+		t.Fatal(err)
+	}
+	var lock struct {
+		Packages map[string]struct{ Version string } `json:"packages"`
+	}
+	b, err = os.ReadFile("../../tools/graphiql/package-lock.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &lock); err != nil {
+		t.Fatal(err)
+	}
+	if len(manifest) != 5 {
+		t.Errorf("manifest lists %d files, want 5", len(manifest))
+	}
+	for _, m := range manifest {
+		body, err := os.ReadFile(filepath.Join("assets", m.File))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != m.SHA256 {
+			t.Errorf("%s was changed after it was vendored: run make graphiql-assets", m.File)
+		}
+		if locked := lock.Packages["node_modules/"+m.Package].Version; locked != m.Version {
+			t.Errorf("%s comes from %s %s, but package-lock.json pins %q: run make graphiql-assets", m.File, m.Package, m.Version, locked)
+		}
+	}
+}

@@ -1,0 +1,114 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// ReadLog returns the commits of database d after position after (Index
+// sluice.WholeCommit: after every change of commit after.Seq; otherwise
+// the changes after after.Index of commit after.Seq come first), oldest
+// first, with their changes in order: at most limit commits, and change
+// rows (each a run of changes, see migration 3) of about maxBytes of
+// images; a larger commit comes in pieces (sluice.Commit.Partial), at
+// least one row at a time. Every commit carries the access log's version
+// read in the same statement (sluice.Commit.AccessVersion). more reports
+// whether the log held more.
+//
+// The change feed reads the log this way, so what it holds is bounded by
+// maxBytes whatever the size of a commit. The caller checks that after is
+// within retained history (History); a result that does not start with
+// the commit it expected means history was pruned meanwhile.
+func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
+	startSeq, startIdx := after.Seq+1, 0
+	if after.Index != sluice.WholeCommit {
+		startSeq, startIdx = after.Seq, after.Index+1
+	}
+	// The lateral subquery starts commit startSeq at the row that holds
+	// change startIdx, every later commit at its first row. octet_length
+	// reads a stored value's size from its header, so the running size
+	// costs no detoasting; rows past the budget are never sent. limit+1
+	// commits and rows tell whether more follow.
+	rows, err := db.pool.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes,
+			idx, doc_ids, ops, befores, afters, access, has_next
+		FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes,
+				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+` AS access,
+				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
+				row_number() OVER w AS n,
+				lead(c.seq) OVER w IS NOT NULL AS has_next
+			FROM (SELECT seq, uid, author, message, user_name, committed_at, n_changes FROM sluice.commits
+				WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT $4 + 1) c
+			LEFT JOIN LATERAL (SELECT idx, doc_ids, ops, befores, afters FROM sluice.changes
+				WHERE commit_uid = c.uid AND (c.seq > $2 OR idx >= coalesce(
+					(SELECT max(s.idx) FROM sluice.changes s WHERE s.commit_uid = c.uid AND s.idx <= $3), 0))
+				ORDER BY idx LIMIT $6) ch ON true
+			WINDOW w AS (ORDER BY c.seq, ch.idx ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+			ORDER BY c.seq, ch.idx
+			LIMIT $6) page
+		WHERE n = 1 OR upto <= $5
+		ORDER BY seq, idx`, d.ID, startSeq, startIdx, limit, maxBytes, maxLogRows)
+	if err != nil {
+		return nil, false, mapError(err)
+	}
+	defer rows.Close()
+	var out []*sluice.Commit
+	var c *sluice.Commit
+	more := false
+	for rows.Next() {
+		var cur sluice.Commit
+		var idx *int
+		var ids []string
+		var ops []int16
+		var befores, afters []byte
+		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges,
+			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more); err != nil {
+			return nil, false, mapError(err)
+		}
+		if c == nil || c.Seq != cur.Seq {
+			c = &cur
+			c.DatabaseID, c.Epoch = d.ID, d.Epoch
+			out = append(out, c)
+		}
+		if idx == nil {
+			continue // a commit without changes
+		}
+		from := len(c.Changes)
+		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
+			return nil, false, fmt.Errorf("commit %d: %w", c.Seq, err)
+		}
+		if c.Seq == startSeq && startIdx > 0 {
+			// The row holding the first change wanted may hold earlier
+			// ones, read before.
+			kept := c.Changes[:from]
+			for _, ch := range c.Changes[from:] {
+				if ch.Index >= startIdx {
+					kept = append(kept, ch)
+				}
+			}
+			c.Changes = kept
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, false, mapError(err)
+	}
+	if len(out) > limit {
+		out, more = out[:limit], true // the extra commit only told that more follow
+	}
+	// The budget (or the row bound) may have cut the last commit.
+	if len(out) > 0 {
+		last := out[len(out)-1]
+		if k := len(last.Changes); k > 0 && last.Changes[k-1].Index < last.NumChanges-1 {
+			last.Partial, more = true, true
+		}
+	}
+	if len(out) > 0 && out[0].Seq == startSeq && startIdx > 0 && len(out[0].Changes) == 0 {
+		out = out[1:] // its remaining changes were none
+	}
+	return out, more, nil
+}
+
+// maxLogRows bounds the change rows one ReadLog returns, so that a read of
+// many small commits is bounded too.
+const maxLogRows = 1024

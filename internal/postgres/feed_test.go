@@ -1,0 +1,122 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// bigCommit makes commit 1 of 3 small ones, then commit 2 of n documents
+// in rows of 250, then commit 3 of one document.
+func bigCommit(t *testing.T, db *postgres.DB, n int) *sluice.Database {
+	t.Helper()
+	ctx := context.Background()
+	d, s := noteDatabase(t, db, "big")
+	write := func(ids []string) {
+		_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+			Documents: func(ctx context.Context, w *postgres.Writer) error {
+				for start := 0; start < len(ids); start += 250 {
+					var docs []*sluice.Document
+					for _, id := range ids[start:min(start+250, len(ids))] {
+						docs = append(docs, &sluice.Document{ID: id, Type: "Note", Fields: map[string]any{"text": "text of " + id}})
+					}
+					if err := w.Insert(ctx, docs); err != nil {
+						return err
+					}
+				}
+				return nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write([]string{"Note/a", "Note/b", "Note/c"})
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("Note/%05d", i))
+	}
+	write(ids)
+	write([]string{"Note/z"})
+	return d
+}
+
+// TestReadLogInPieces reads a large commit in pieces of a bounded size,
+// from the start and from positions inside it: every change comes once, in
+// order, and a piece is marked Partial exactly when more of its commit
+// follows.
+func TestReadLogInPieces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d := bigCommit(t, db, 1000)
+	for _, from := range []sluice.Position{
+		{Seq: 0, Index: sluice.WholeCommit},
+		{Seq: 1, Index: 1},
+		{Seq: 2, Index: 0},
+		{Seq: 2, Index: 249},
+		{Seq: 2, Index: 250},
+		{Seq: 2, Index: 777},
+		{Seq: 2, Index: 999},
+	} {
+		var got []sluice.Position
+		after := from
+		reads := 0
+		for {
+			cs, more, err := db.ReadLog(ctx, d, after, 256, 16<<10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads++
+			var size int
+			for i, c := range cs {
+				if c.AccessVersion < 0 || c.NumChanges == 0 {
+					t.Fatalf("commit %+v", c)
+				}
+				if c.Partial != (c.Changes[len(c.Changes)-1].Index < c.NumChanges-1) || c.Partial && i != len(cs)-1 {
+					t.Fatalf("from %v: commit %d piece %d..%d of %d marked Partial %v", from, c.Seq, c.Changes[0].Index, c.Changes[len(c.Changes)-1].Index, c.NumChanges, c.Partial)
+				}
+				for _, ch := range c.Changes {
+					got = append(got, c.Position(ch.Index))
+					size += len(ch.After)
+				}
+				after = c.Position(sluice.WholeCommit)
+				if c.Partial {
+					after = c.Position(c.Changes[len(c.Changes)-1].Index)
+				}
+			}
+			if size > 16<<10+250*64 {
+				t.Fatalf("a read of %d bytes of images, budget 16 KiB (plus one row)", size)
+			}
+			if !more {
+				break
+			}
+		}
+		// Every change after from, once, in order.
+		var want []sluice.Position
+		for _, c := range []struct {
+			seq int64
+			n   int
+		}{{1, 3}, {2, 1000}, {3, 1}} {
+			for i := range c.n {
+				p := sluice.Position{Epoch: d.Epoch, Seq: c.seq, Index: i}
+				if from.Index == sluice.WholeCommit && p.Seq > from.Seq || from.Index != sluice.WholeCommit && from.Less(p) {
+					want = append(want, p)
+				}
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("from %v: %d changes in %d reads, want %d", from, len(got), reads, len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("from %v: change %d is %v, want %v", from, i, got[i], want[i])
+			}
+		}
+		if from.Seq <= 1 && reads < 4 {
+			t.Fatalf("from %v: the 1000-document commit came in %d reads of at most 16 KiB", from, reads)
+		}
+	}
+}

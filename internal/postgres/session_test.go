@@ -1,0 +1,122 @@
+package postgres_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// TestConnectionsRunWithoutJITAndWithATimeout checks the settings every
+// connection starts with, the pool's and the listener's.
+func TestConnectionsRunWithoutJITAndWithATimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)), postgres.StatementTimeout(1500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	l, err := db.Listen(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(ctx)
+	want := map[string]string{"jit": "off", "statement_timeout": "1500ms"}
+	for name, v := range want {
+		if got, err := db.ShowForTest(ctx, name); err != nil || got != v {
+			t.Errorf("pool: %s = %q (%v), want %q", name, got, err, v)
+		}
+		if got, err := l.ShowForTest(ctx, name); err != nil || got != v {
+			t.Errorf("listener: %s = %q (%v), want %q", name, got, err, v)
+		}
+	}
+	if got, err := db.ShowForTest(ctx, "application_name"); err != nil || got != "sluice" {
+		t.Errorf("pool: application_name = %q (%v)", got, err)
+	}
+}
+
+// waitUntil polls cond until it holds, failing t after 20 seconds.
+func waitUntil(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("waiting until %s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within 20s", what)
+		}
+		<-tick.C
+	}
+}
+
+// TestCancelledContextStopsTheStatement: a statement whose context ends
+// stops on the server, and its connection, told by a cancel request rather
+// than closed, stays usable: clients that go away do not make Sluice
+// reconnect. (pgx's default closed the connection, and sent the cancel
+// request from there.)
+func TestCancelledContextStopsTheStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	sleepCtx, cancel := context.WithCancel(ctx)
+	type result struct {
+		closed bool
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		closed, err := db.SleepForTest(sleepCtx, 600)
+		done <- result{closed, err}
+	}()
+	running := func(want int) func() (bool, error) {
+		return func() (bool, error) {
+			pids, err := db.ActiveForTest(ctx, "pg_sleep")
+			return len(pids) == want, err
+		}
+	}
+	waitUntil(t, "pg_sleep runs", running(1))
+	cancel()
+	r := <-done
+	if r.err == nil {
+		t.Fatal("the cancelled statement succeeded")
+	}
+	if r.closed {
+		t.Errorf("the connection was closed (%v); want it kept", r.err)
+	}
+	waitUntil(t, "pg_sleep stops on the server", running(0))
+}
+
+// TestStatementTimeoutCancelsALongStatement: Postgres cancels a statement
+// that runs past statement_timeout, and the request fails as Unavailable.
+func TestStatementTimeoutCancelsALongStatement(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)), postgres.StatementTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	// The deadline only ends the test sooner should the timeout not work.
+	sleepCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err = db.SleepForTest(sleepCtx, 600)
+	if sluice.ErrorCode(err) != sluice.CodeUnavailable {
+		t.Fatalf("pg_sleep(600) with a 200ms statement timeout: %v, want Unavailable", err)
+	}
+	if pids, err := db.ActiveForTest(ctx, "pg_sleep"); err != nil || len(pids) != 0 {
+		t.Fatalf("pg_sleep still running: %v (%v)", pids, err)
+	}
+}

@@ -1,0 +1,83 @@
+package sse_test
+
+import (
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// BenchmarkExtraSubscription measures what one more subscription on an
+// open connection costs (graphql-ws, single connection mode): the heap
+// and goroutine stack in use after a GC, over 2,000 subscriptions,
+// reported per subscription. Identical subscriptions share a group (the
+// common case: many clients watching one thing); distinct ones each have
+// their own group and change feed subscription.
+//
+//	go test -run '^$' -bench ExtraSubscription -benchtime 1x ./internal/sse/
+func BenchmarkExtraSubscription(b *testing.B) {
+	const n = 2000
+	d := dt.Start(b)
+	d.CreateDatabase(b, "mem", "type Dog { name: String! }")
+	query := func(distinct bool, i int) string {
+		if distinct {
+			return fmt.Sprintf(`subscription { Dog_added(filter: {name: {eq: \"d%d\"}}) { name } }`, i)
+		}
+		return `subscription { Dog_added { name } }`
+	}
+	measure := func(b *testing.B, open func(i int)) {
+		open(-1) // the first one starts what later ones share
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			open(i)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "heapB/sub")
+		b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/n, "stackB/sub")
+	}
+	for _, distinct := range []bool{false, true} {
+		name := "identical"
+		if distinct {
+			name = "distinct"
+		}
+		b.Run("graphql-ws/"+name, func(b *testing.B) {
+			for range b.N {
+				c := mustConnect(b, d, "mem")
+				measure(b, func(i int) {
+					c.send(fmt.Sprintf(`{"id":"s%d","type":"subscribe","payload":{"query":"%s"}}`, i, query(distinct, i)))
+					if i%100 == 99 || i < 0 {
+						c.barrier(fmt.Sprintf("b%d", i))
+					}
+				})
+				_ = c.c.CloseNow()
+			}
+		})
+		b.Run("single-connection/"+name, func(b *testing.B) {
+			for range b.N {
+				tok := reserve(b, d, dt.Admin(), "mem")
+				st := mustOpen(b, d, dt.Admin(), "GET", "/api/graphql/admin/mem", "", nil, "Accept", sse, "X-GraphQL-Event-Stream-Token", tok)
+				st.connected()
+				client := &http.Client{}
+				measure(b, func(i int) {
+					req, _ := http.NewRequest("POST", d.URL+"/api/graphql/admin/mem",
+						strings.NewReader(fmt.Sprintf(`{"query":"%s","extensions":{"operationId":"s%d"}}`, query(distinct, i), i)))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("X-GraphQL-Event-Stream-Token", tok)
+					req.SetBasicAuth("admin", dt.AdminPassword)
+					resp, err := client.Do(req)
+					if err != nil || resp.StatusCode != 202 {
+						b.Fatalf("POST: %v %v", err, resp)
+					}
+					resp.Body.Close()
+				})
+				st.Close()
+			}
+		})
+	}
+}

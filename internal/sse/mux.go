@@ -1,0 +1,272 @@
+package sse
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"sync"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/streamparam"
+)
+
+// The connections that carry many operations (a graphql-ws socket,
+// socket.go; a single connection mode event stream, single.go) share
+// this machinery: each operation is served by the same session as a
+// stream of its own (subscribe.go), through a muxOp framer that appends
+// its messages to the connection's muxOut, and one writer goroutine per
+// connection sends them.
+
+// muxOutLimit is how many bytes of messages a connection holds for its
+// writer. An operation that finds more waits at its next flush, so a slow
+// client holds at most about twice this here (what is being written and
+// what waits); its subscriptions then fall behind on their own and read
+// the log from their positions, as SSE streams do: nothing is lost and
+// the hub never waits.
+const muxOutLimit = 64 << 10
+
+// muxOut is the outgoing messages of one connection. Its methods are safe
+// for concurrent use.
+type muxOut struct {
+	mu   sync.Mutex
+	buf  []byte
+	ends []int         // where each message in buf ends
+	room chan struct{} // closed when the writer takes buf
+	wake chan struct{} // has a value when buf has messages for the writer
+	done <-chan struct{}
+}
+
+func newMuxOut(done <-chan struct{}) *muxOut {
+	return &muxOut{room: make(chan struct{}), wake: make(chan struct{}, 1), done: done}
+}
+
+// add appends one message, the concatenation of parts. It never waits.
+func (o *muxOut) add(parts ...[]byte) {
+	o.mu.Lock()
+	for _, p := range parts {
+		o.buf = append(o.buf, p...)
+	}
+	o.ends = append(o.ends, len(o.buf))
+	o.mu.Unlock()
+}
+
+// flush wakes the writer, then waits while more than muxOutLimit bytes
+// wait for it. It fails once the connection is gone.
+func (o *muxOut) flush() error {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+	for {
+		o.mu.Lock()
+		n, room := len(o.buf), o.room
+		o.mu.Unlock()
+		select {
+		case <-o.done:
+			return errConnectionGone
+		default:
+		}
+		if n <= muxOutLimit {
+			return nil
+		}
+		select {
+		case <-room:
+		case <-o.done:
+			return errConnectionGone
+		}
+	}
+}
+
+// take hands the writer what waits (nil when nothing does) and makes
+// room; spare is a buffer the writer no longer needs, reused.
+func (o *muxOut) take(spare []byte) ([]byte, []int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.ends) == 0 {
+		return nil, nil
+	}
+	buf, ends := o.buf, o.ends
+	if cap(spare) > 4*muxOutLimit {
+		spare = nil // one large message grew it: let it go
+	}
+	o.buf, o.ends = spare[:0], nil
+	close(o.room)
+	o.room = make(chan struct{})
+	return buf, ends
+}
+
+type connectionGone struct{}
+
+func (connectionGone) Error() string { return "the connection is closed" }
+
+var errConnectionGone error = connectionGone{}
+
+// The encodings of the two multiplexing protocols.
+type muxProtocol int
+
+const (
+	protoWS     muxProtocol = iota + 1 // graphql-transport-ws messages
+	protoSingle                        // graphql-sse single connection mode events
+)
+
+// muxOp frames the messages of one operation of a connection. accept,
+// when set, is called once the operation is accepted (start): single
+// connection mode answers its POST then. reject, when set, answers an
+// operation that does not validate or may not start with an HTTP error
+// instead (single connection mode's POST); else it becomes an error
+// message on the connection.
+type muxOp struct {
+	out    *muxOut
+	proto  muxProtocol
+	id     []byte // the operation id, JSON-encoded
+	accept func()
+	reject func(err error, errs gqlerror.List)
+}
+
+func (m *muxOp) label() string {
+	if m.proto == protoWS {
+		return "graphql-ws"
+	}
+	return "graphql-sse-single"
+}
+
+func (m *muxOp) start(*http.Request) {
+	if m.accept != nil {
+		m.accept()
+		m.accept, m.reject = nil, nil
+	}
+}
+
+func (m *muxOp) connected(bool) { m.start(nil) }
+
+// The message pieces.
+var (
+	wsIDOpen        = []byte(`{"id":`)
+	wsNext          = []byte(`,"type":"next","payload":`)
+	wsComplete      = []byte(`,"type":"complete"}`)
+	wsError         = []byte(`,"type":"error","payload":`)
+	singleNextOpen  = []byte("event: next\ndata: {\"id\":")
+	singlePayload   = []byte(`,"payload":`)
+	singleNextClose = []byte("}\n\n")
+	singleComplete  = []byte("event: complete\ndata: {\"id\":")
+)
+
+func (m *muxOp) next(id string, result []byte) {
+	payload := withPosition(nil, result, id)
+	if m.proto == protoWS {
+		m.out.add(wsIDOpen, m.id, wsNext, payload, closeBrace)
+		return
+	}
+	m.out.add(singleNextOpen, m.id, singlePayload, payload, singleNextClose)
+}
+
+func (m *muxOp) complete() {
+	if m.proto == protoWS {
+		m.out.add(wsIDOpen, m.id, wsComplete)
+		return
+	}
+	m.out.add(singleComplete, m.id, singleNextClose)
+}
+
+// failed ends the operation with errs: graphql-ws's error message (which
+// ends an operation: no complete follows), single connection mode's next
+// with {"errors":…} and complete, as in distinct connections mode.
+func (m *muxOp) failed(errs gqlerror.List) {
+	if m.proto == protoWS {
+		b, _ := json.Marshal(errs)
+		m.out.add(wsIDOpen, m.id, wsError, b, closeBrace)
+		return
+	}
+	m.next("", errorResult(errs))
+	m.complete()
+}
+
+func (m *muxOp) invalid(_ *http.Request, errs gqlerror.List) {
+	if m.reject != nil {
+		// Single connection mode: validation errors answer the POST as the
+		// GraphQL-over-HTTP spec says (the protocol asks for that).
+		m.reject(nil, errs)
+		m.accept, m.reject = nil, nil
+		return
+	}
+	m.failed(errs)
+}
+
+func (m *muxOp) refuse(err error) {
+	if m.reject != nil {
+		m.reject(err, nil)
+		m.accept, m.reject = nil, nil
+		return
+	}
+	m.failed(gqlerror.List{{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": sluice.ErrorCode(err).GraphQLCode()}}})
+	_ = m.flush() // the caller writes nothing more
+}
+
+// ping is a no-op: the connection keeps itself alive, not each operation.
+func (m *muxOp) ping()                    {}
+func (m *muxOp) spill() error             { return nil }
+func (m *muxOp) flush() error             { return m.out.flush() }
+func (m *muxOp) shared() bool             { return false }
+func (m *muxOp) writeShared([]byte) error { panic("sse: multiplexed frames are not shared") }
+
+// muxRequest is one operation of a connection, handed through the GraphQL
+// handler (which authorizes it, per operation, and picks the executable
+// schema of the database's current schema and the caller's role) to the
+// transport in the request context.
+type muxRequest struct {
+	params *graphql.RawParams
+	op     *muxOp
+	// registered is called once the operation is under way: a
+	// subscription registered (or refused), a query or mutation
+	// dispatched. The connection reads its next message only then, so a
+	// mutation sent after a subscription on one socket is delivered to it.
+	registered func()
+	// serve runs the session of a registered subscription on a goroutine
+	// the connection owns.
+	serve func(*session)
+	// reached is set when the transport got the operation (otherwise the
+	// handler answered it with an HTTP error).
+	reached bool
+}
+
+type muxKey struct{}
+
+func withMux(ctx context.Context, mr *muxRequest) context.Context {
+	return context.WithValue(ctx, muxKey{}, mr)
+}
+
+func muxFrom(ctx context.Context) *muxRequest {
+	mr, _ := ctx.Value(muxKey{}).(*muxRequest)
+	return mr
+}
+
+// operate runs one operation of a connection: it validates it, then runs
+// a query or mutation to its end, or registers a subscription and hands
+// its session to the connection.
+func (t *transport) operate(r *http.Request, mr *muxRequest, exec graphql.GraphExecutor) {
+	mr.reached = true
+	defer mr.registered()
+	// extensions.lastEventId is the only resume position: the
+	// connection's URL and headers are not the operation's.
+	from, err := streamparam.LastEventID(&http.Request{URL: &url.URL{}, Header: http.Header{}}, mr.params.Extensions["lastEventId"])
+	if err != nil {
+		mr.op.refuse(err)
+		return
+	}
+	req := &request{params: mr.params, from: from}
+	op := t.prepare(r, mr.op, req, exec)
+	if op == nil {
+		return
+	}
+	if op.Operation.Operation != ast.Subscription {
+		mr.registered()
+	}
+	if s := t.execute(r, mr.op, req, op, exec); s != nil {
+		mr.serve(s)
+	}
+}

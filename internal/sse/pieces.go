@@ -1,0 +1,78 @@
+package sse
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+)
+
+// A large commit reaches subscriptions in pieces (sluice.Commit.Partial),
+// so that what a stream holds is bounded by the size of a piece, not of a
+// commit. A per-document subscription evaluates each piece as it comes.
+// A _ChangeSet subscription gives one event per commit, so it gathers a
+// commit's pieces first, up to a bound on their change images: a commit
+// past it gives an error event instead of its change set, naming the
+// bound, and the stream goes on.
+
+// assembler is the piece state of one consumer (a group, or a session
+// with a subscription of its own). It is used by one goroutine.
+type assembler struct {
+	// max bounds the change images of a commit gathered for _ChangeSet.
+	max     int64
+	pending *sluice.Commit
+	start   sluice.Position
+	size    int64
+	over    bool
+}
+
+// events returns the events piece c gives gs, and the position just
+// before the first change they were evaluated from (where a reader that
+// has not taken them resumes).
+func (a *assembler) events(ctx context.Context, gs *graph.Subscription, c *sluice.Commit) ([]graph.SubscriptionEvent, sluice.Position, error) {
+	start := sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}
+	if len(c.Changes) > 0 {
+		start.Index = c.Changes[0].Index - 1
+	}
+	if !gs.PerCommit() {
+		evs, err := gs.Events(ctx, c)
+		return evs, start, err
+	}
+	if a.pending == nil {
+		if !c.Partial {
+			evs, err := gs.Events(ctx, c)
+			return evs, start, err
+		}
+		head := *c
+		head.Changes = nil
+		a.pending, a.start, a.size, a.over = &head, start, 0, false
+	}
+	if !a.over {
+		for _, ch := range c.Changes {
+			a.size += int64(len(ch.Before) + len(ch.After))
+		}
+		if a.max > 0 && a.size > a.max {
+			a.over = true
+			a.pending.Changes = nil
+		} else {
+			a.pending.Changes = append(a.pending.Changes, c.Changes...)
+		}
+	}
+	if c.Partial {
+		return nil, a.start, nil
+	}
+	whole, start, over := a.pending, a.start, a.over
+	a.pending = nil
+	whole.Partial = false
+	if !over {
+		evs, err := gs.Events(ctx, whole)
+		return evs, start, err
+	}
+	last := c.Position(c.NumChanges - 1)
+	data, _ := json.Marshal(map[string]any{"errors": []map[string]any{{
+		"message":    "commit " + whole.ID() + " is too large for one _ChangeSet event: its changes exceed graphql_max_response_bytes; subscribe to the per-document fields to receive it",
+		"extensions": map[string]any{"code": "RESULT_TOO_LARGE", "limit": "graphql_max_response_bytes"},
+	}}})
+	return []graph.SubscriptionEvent{{Position: last, ID: last.String(), Data: data}}, start, nil
+}

@@ -1,0 +1,406 @@
+package sse
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/httpstream"
+	"github.com/sluice-dev/sluice/internal/streamparam"
+)
+
+// graphql-sse single connection mode: one event stream carries the
+// results of every operation of a client, for browsers on HTTP/1, which
+// open at most six connections to an origin.
+//
+//   - PUT on the GraphQL URL reserves a stream: 201 with a token
+//     (text/plain).
+//   - GET with the token (X-GraphQL-Event-Stream-Token, or ?token= for
+//     EventSource) and Accept: text/event-stream opens the stream: `:
+//     connected`, then `event: next` / `data: {"id":<operationId>,
+//     "payload":<ExecutionResult>}` and `event: complete` / `data:
+//     {"id":<operationId>}`, and `: ping` every heartbeat. Only one
+//     stream per reservation (409); it ends the reservation when it ends.
+//   - POST with the token and extensions.operationId runs an operation:
+//     202 once it is under way (a subscription registered: any commit that
+//     starts after the 202 is delivered), its results on the stream. A
+//     request that does not validate is a 400 JSON error, as the
+//     GraphQL-over-HTTP spec says.
+//   - DELETE with the token and ?operationId= stops one (200).
+//
+// Every request carries credentials, and a token answers only to the user
+// who reserved it, on the database it was reserved on (else 404, as an
+// unknown token). Each operation is authorized, guarded against access
+// changes, capped and resumed (extensions.lastEventId) like a stream of
+// its own; its results carry their positions as extensions.lastEventId.
+//
+// The reservation lives in the process that took the PUT: every request
+// of a client must reach that process (see the README's routing section:
+// sticky sessions by cookie, or by client address).
+
+// tokenHeader carries the reservation token.
+const tokenHeader = "X-Graphql-Event-Stream-Token"
+
+// reservationTTL is how long a reservation waits for its stream.
+const reservationTTL = time.Minute
+
+// isSingleConnection reports whether r is a request of single connection
+// mode: a reservation, a stop, or any request carrying a token.
+func isSingleConnection(r *http.Request) bool {
+	return r.Method == http.MethodPut || r.Method == http.MethodDelete || streamToken(r) != ""
+}
+
+func streamToken(r *http.Request) string {
+	if t := r.Header.Get(tokenHeader); t != "" {
+		return t
+	}
+	if !strings.Contains(r.URL.RawQuery, "token=") {
+		return ""
+	}
+	return r.URL.Query().Get("token")
+}
+
+// connections holds the connections that carry many operations, so that
+// Close can end them. Its methods are safe for concurrent use.
+type connections struct {
+	ctx    context.Context // canceled by Close
+	cancel context.CancelFunc
+
+	mu           sync.Mutex
+	closed       bool
+	reservations map[string]*reservation
+	wg           sync.WaitGroup // the goroutines serving them
+}
+
+func newConnections() *connections {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &connections{ctx: ctx, cancel: cancel, reservations: map[string]*reservation{}}
+}
+
+// enter counts a connection goroutine; false once Close started.
+func (c *connections) enter() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+// Close ends the connections that carry many operations (graphql-ws
+// sockets, single connection mode streams) and waits for them. Call it
+// after the hub is closed: every subscription has ended then, so each
+// connection sends what its operations wrote, their complete messages
+// among them, before it closes.
+func (s *Server) Close() {
+	c := s.conns
+	c.mu.Lock()
+	c.closed = true
+	for tok, res := range c.reservations {
+		if !res.attached {
+			delete(c.reservations, tok)
+			res.end()
+		}
+	}
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+}
+
+// reservation is one single connection mode client.
+type reservation struct {
+	token string
+	user  int64
+	db    int64
+	// ctx ends when the stream ends (or the reservation expires): the
+	// operations stop and the stream's output is dropped.
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    *muxOut
+	expire *time.Timer
+
+	mu       sync.Mutex
+	attached bool // guarded by the connections' mu
+	ended    bool
+	ops      map[string]context.CancelFunc
+	wg       sync.WaitGroup // the operations' goroutines
+}
+
+// end stops every operation, drops the output and waits for the
+// operations.
+func (res *reservation) end() {
+	res.mu.Lock()
+	res.ended = true
+	for _, cancel := range res.ops {
+		cancel()
+	}
+	res.mu.Unlock()
+	res.cancel()
+	res.wg.Wait()
+}
+
+// single serves a request of single connection mode.
+func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	greq := graph.RequestFrom(r.Context())
+	if r.Method == http.MethodPut {
+		t.reserve(w, greq)
+		return
+	}
+	res := t.reservation(r, greq)
+	if res == nil {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeNotFound, "no stream reservation for this token on this server (single connection mode needs every request of a client to reach the server that took its PUT; see the README)"))
+		return
+	}
+	switch r.Method {
+	case http.MethodGet:
+		t.eventStream(w, r, res)
+	case http.MethodPost:
+		t.singleOperation(w, r, res, exec)
+	case http.MethodDelete:
+		id := r.URL.Query().Get("operationId")
+		if id == "" {
+			writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "the operationId query parameter is missing"))
+			return
+		}
+		res.mu.Lock()
+		if cancel := res.ops[id]; cancel != nil {
+			cancel()
+			delete(res.ops, id)
+		}
+		res.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	default:
+		w.Header().Set("Allow", "GET, POST, PUT, DELETE")
+		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "%s is not a method of single connection mode: use PUT, GET, POST or DELETE", r.Method))
+	}
+}
+
+// reserve answers a PUT: a new reservation, 201 with its token.
+func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // never fails on the supported platforms
+	tok := base64.RawURLEncoding.EncodeToString(b)
+	ctx, cancel := context.WithCancel(t.conns.ctx)
+	res := &reservation{token: tok, user: greq.User.ID, db: greq.DB.ID, ctx: ctx, cancel: cancel,
+		out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
+	c := t.conns
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
+		return
+	}
+	c.reservations[tok] = res
+	// A reservation no stream claims goes away.
+	res.expire = time.AfterFunc(reservationTTL, func() {
+		c.mu.Lock()
+		drop := !res.attached && c.reservations[tok] == res
+		if drop {
+			delete(c.reservations, tok)
+		}
+		c.mu.Unlock()
+		if drop {
+			res.end()
+		}
+	})
+	c.mu.Unlock()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write([]byte(tok))
+}
+
+// reservation returns the reservation r's token names, when it is the
+// caller's on this database.
+func (t *transport) reservation(r *http.Request, greq *graph.Request) *reservation {
+	tok := streamToken(r)
+	c := t.conns
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	res := c.reservations[tok]
+	if res == nil || res.user != greq.User.ID || res.db != greq.DB.ID {
+		return nil
+	}
+	return res
+}
+
+// eventStream serves a reservation's event stream until the client
+// leaves, a write fails or the server shuts down.
+func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *reservation) {
+	heartbeat := t.opts.Heartbeat
+	if q := r.URL.Query(); q.Has("heartbeat") {
+		d, err := streamparam.Heartbeat(q.Get("heartbeat"))
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		heartbeat = d
+	}
+	c := t.conns
+	c.mu.Lock()
+	busy := res.attached
+	res.attached = true
+	c.mu.Unlock()
+	if busy {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeConflict, "the stream of this reservation is already open"))
+		return
+	}
+	res.expire.Stop()
+	if !c.enter() {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
+		return
+	}
+	defer c.wg.Done()
+	defer func() {
+		c.mu.Lock()
+		if c.reservations[res.token] == res {
+			delete(c.reservations, res.token)
+		}
+		c.mu.Unlock()
+		res.end()
+	}()
+
+	st := httpstream.New(w, mediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
+	st.Start(r)
+	st.Buf.WriteString(": connected\n\n")
+	if st.Flush() != nil {
+		return
+	}
+	hb := time.NewTimer(heartbeat)
+	defer hb.Stop()
+	var spare []byte
+	write := func() error {
+		buf, _ := res.out.take(spare)
+		if buf == nil {
+			return nil
+		}
+		err := st.WriteShared(buf)
+		if err == nil {
+			err = st.Flush()
+		}
+		spare = buf
+		return err
+	}
+	var opsDone chan struct{} // closed once the operations ended, during shutdown
+	shutdown := c.ctx.Done()
+	for {
+		select {
+		case <-res.out.wake:
+			if write() != nil {
+				return
+			}
+		case <-hb.C:
+			st.Buf.WriteString(": ping\n\n")
+			if st.Flush() != nil {
+				return
+			}
+			hb.Reset(heartbeat)
+		case <-r.Context().Done():
+			return
+		case <-shutdown:
+			// The hub is closed: the subscriptions end and write their
+			// complete; send everything before the stream ends.
+			shutdown = nil
+			opsDone = make(chan struct{})
+			go func() {
+				res.mu.Lock()
+				res.ended = true // no operation starts now
+				res.mu.Unlock()
+				res.wg.Wait()
+				close(opsDone)
+			}()
+		case <-opsDone:
+			_ = write()
+			return
+		}
+	}
+}
+
+// singleOperation runs the operation a POST sends: 202 once it is under
+// way, its results on the reservation's stream.
+func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res *reservation, exec graphql.GraphExecutor) {
+	params, err := t.readParams(r)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	id, _ := params.Extensions["operationId"].(string)
+	if id == "" {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "extensions.operationId is missing: single connection mode needs an operation id"))
+		return
+	}
+	from, err := streamparam.LastEventID(r, params.Extensions["lastEventId"])
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	// The operation outlives the POST: it ends with the stream or a
+	// DELETE. Its context keeps the request's values (the caller, the
+	// executable schema).
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	res.mu.Lock()
+	switch {
+	case res.ended:
+		res.mu.Unlock()
+		cancel()
+		writeHTTPError(w, sluice.Errorf(sluice.CodeNotFound, "the stream of this reservation has ended"))
+		return
+	case res.ops[id] != nil:
+		res.mu.Unlock()
+		cancel()
+		writeHTTPError(w, sluice.Errorf(sluice.CodeConflict, "an operation with id %q is running on this stream", id))
+		return
+	}
+	res.ops[id] = cancel
+	res.wg.Add(1)
+	res.mu.Unlock()
+	done := func() {
+		res.mu.Lock()
+		if res.ops[id] != nil {
+			delete(res.ops, id)
+		}
+		res.mu.Unlock()
+		cancel()
+		res.wg.Done()
+	}
+	idJSON, _ := json.Marshal(id)
+	op := &muxOp{out: res.out, proto: protoSingle, id: idJSON,
+		accept: func() { w.WriteHeader(http.StatusAccepted) },
+		reject: func(err error, errs gqlerror.List) {
+			if err != nil {
+				writeHTTPError(w, err)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(errorResult(errs))
+		}}
+	opReq := (&http.Request{Method: http.MethodPost, URL: r.URL, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
+	req := &request{params: params, from: from}
+	gop := t.prepare(opReq, op, req, exec)
+	if gop == nil {
+		done()
+		return
+	}
+	s := t.execute(opReq, op, req, gop, exec)
+	if s == nil {
+		done()
+		return
+	}
+	// A fresh goroutine serves it: this one's stack grew while preparing.
+	go func() {
+		defer done()
+		s.serve()
+	}()
+}

@@ -1,0 +1,152 @@
+package sse_test
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// reserve PUTs a single connection mode reservation and returns its token.
+func reserve(t testing.TB, d *dt.Daemon, auth dt.Auth, db string) string {
+	t.Helper()
+	r := d.MustDo(t, 201, auth, "PUT", "/api/graphql/admin/"+db, nil)
+	if ct := r.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" || len(r.Body) < 20 {
+		t.Fatalf("reservation: %q %q", ct, r.Body)
+	}
+	return string(r.Body)
+}
+
+// TestSingleConnection: graphql-sse single connection mode's exact frames:
+// a reservation, its stream, a subscription and a query POSTed with
+// operation ids (202), results as {"id","payload"} with positions, DELETE
+// stopping one, a resume, and the errors of each request.
+func TestSingleConnection(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "single", "type Dog { name: String! }")
+	path := "/api/graphql/admin/single"
+	tok := reserve(t, d, dt.Admin(), "single")
+	tokenHeader := "X-GraphQL-Event-Stream-Token"
+
+	// Operations may be sent before the stream opens: their results wait.
+	q := d.MustDo(t, 202, dt.Admin(), "POST", path, body("{ __typename }", "extensions", map[string]any{"operationId": "q1"}), "Content-Type", "application/json", tokenHeader, tok)
+	if len(q.Body) != 0 {
+		t.Fatalf("202 body %q", q.Body)
+	}
+	st := mustOpen(t, d, dt.Admin(), "GET", path+"?token="+tok, "", nil, "Accept", sse)
+	st.connected()
+	for _, want := range []string{
+		"event: next\ndata: {\"id\":\"q1\",\"payload\":{\"data\":{\"__typename\":\"Query\"}}}",
+		"event: complete\ndata: {\"id\":\"q1\"}",
+	} {
+		if f := st.Event(); f.String() != want {
+			t.Fatalf("got  %q\nwant %q", f, want)
+		}
+	}
+
+	d.MustDo(t, 202, dt.Admin(), "POST", path, body("subscription { Dog_added { name } }", "extensions", map[string]any{"operationId": "s1"}), "Content-Type", "application/json", tokenHeader, tok)
+	insertDog(t, d, "single", "a")
+	f := st.Event().String()
+	m := positionRE.FindStringSubmatch(f)
+	if m == nil {
+		t.Fatalf("no position in %q", f)
+	}
+	if want := "event: next\ndata: {\"id\":\"s1\",\"payload\":{\"data\":{\"Dog_added\":{\"name\":\"a\"}},\"extensions\":{\"lastEventId\":\"" + m[1] + "\"}}}"; f != want {
+		t.Fatalf("got  %q\nwant %q", f, want)
+	}
+	// An id in use is a conflict; a DELETE stops the operation.
+	d.MustDo(t, 409, dt.Admin(), "POST", path, body("subscription { Dog_added { name } }", "extensions", map[string]any{"operationId": "s1"}), "Content-Type", "application/json", tokenHeader, tok)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", path+"?operationId=s1", nil, tokenHeader, tok)
+	insertDog(t, d, "single", "b")
+	// Resume after a: b is replayed, then the query's frames show nothing
+	// of s1 came in between.
+	d.MustDo(t, 202, dt.Admin(), "POST", path, body("subscription { Dog_added { name } }", "extensions", map[string]any{"operationId": "s2", "lastEventId": m[1]}), "Content-Type", "application/json", tokenHeader, tok)
+	if f := st.Event().String(); !strings.HasPrefix(f, "event: next\ndata: {\"id\":\"s2\",\"payload\":{\"data\":{\"Dog_added\":{\"name\":\"b\"}}") {
+		t.Fatalf("resumed: %q", f)
+	}
+
+	// Request errors answer the POST itself.
+	r := d.MustDo(t, 400, dt.Admin(), "POST", path, body("subscription { Cat_added { name } }", "extensions", map[string]any{"operationId": "v"}), "Content-Type", "application/json", tokenHeader, tok)
+	if !strings.HasPrefix(string(r.Body), `{"errors":[{"message":"Cannot query field \"Cat_added\"`) {
+		t.Fatalf("validation error %s", r.Body)
+	}
+	d.MustDo(t, 400, dt.Admin(), "POST", path, body("{ __typename }"), "Content-Type", "application/json", tokenHeader, tok)
+	d.MustDo(t, 400, dt.Admin(), "DELETE", path, nil, tokenHeader, tok)
+	// A second stream for the reservation is a conflict.
+	d.MustDo(t, 409, dt.Admin(), "GET", path, nil, "Accept", sse, tokenHeader, tok)
+	// Unknown tokens, and tokens of other users, are not found.
+	d.MustDo(t, 404, dt.Admin(), "POST", path, body("{ __typename }", "extensions", map[string]any{"operationId": "x"}), "Content-Type", "application/json", tokenHeader, "nope")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/single", `{"user":"rita","role":"read"}`)
+	d.MustDo(t, 404, dt.Basic("rita", "rita-password"), "POST", path, body("{ __typename }", "extensions", map[string]any{"operationId": "x"}), "Content-Type", "application/json", tokenHeader, tok)
+
+	// When the stream ends, so does the reservation.
+	st.Close()
+	for {
+		r := d.Do(t, dt.Admin(), "POST", path, body("{ __typename }", "extensions", map[string]any{"operationId": "late"}), "Content-Type", "application/json", tokenHeader, tok)
+		if r.Status == 404 {
+			break
+		}
+		if r.Status != 202 {
+			t.Fatalf("POST after the stream closed: %d %s", r.Status, r.Body)
+		}
+	}
+}
+
+// TestMultipart: Apollo's multipart subscriptions, byte for byte: the
+// heartbeat part once registered, a payload part per event with its
+// position, and a transport-level error with the closing boundary.
+func TestMultipart(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "multi", "type Dog { name: String! }")
+	accept := "multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/graphql-response+json,application/json;q=0.9"
+	req, err := http.NewRequest("POST", d.URL+"/api/graphql/admin/multi", strings.NewReader(body("subscription { Dog_added { name } }")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", accept)
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("admin", dt.AdminPassword)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != `multipart/mixed; boundary="graphql"; subscriptionSpec="1.0"` {
+		t.Fatalf("%d %q", resp.StatusCode, ct)
+	}
+	const part = "\r\ncontent-type: application/json; charset=utf-8\r\n\r\n"
+	readExactly := func(want string) string {
+		t.Helper()
+		b := make([]byte, len(want))
+		if _, err := io.ReadFull(resp.Body, b); err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got, want := readExactly("\r\n--graphql"+part+"{}\r\n--graphql"), "\r\n--graphql"+part+"{}\r\n--graphql"; got != want {
+		t.Fatalf("got %q want %q", got, want)
+	}
+	insertDog(t, d, "multi", "a")
+	prefix := part + `{"payload":{"data":{"Dog_added":{"name":"a"}},"extensions":{"lastEventId":"`
+	if got := readExactly(prefix); got != prefix {
+		t.Fatalf("got %q want %q", got, prefix)
+	}
+
+	// A position from another epoch: an error part and the end.
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/multi",
+		body("subscription { Dog_added { name } }", "extensions", map[string]any{"lastEventId": "zzzz-1-0"}), "Accept", accept, "Content-Type", "application/json")
+	if want := "\r\n--graphql" + part + `{"payload":null,"errors":[{"message":"position zzzz-1-0 is from another incarnation of admin/multi`; !strings.HasPrefix(string(r.Body), want) ||
+		!strings.HasSuffix(string(r.Body), `"extensions":{"code":"POSITION_EXPIRED"}}]}`+"\r\n--graphql--\r\n") {
+		t.Fatalf("expired position: %q", r.Body)
+	}
+	// A query: one payload part and the end.
+	r = d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/multi", body("{ __typename }"), "Accept", accept, "Content-Type", "application/json")
+	if want := "\r\n--graphql" + part + `{"payload":{"data":{"__typename":"Query"}}}` + "\r\n--graphql--\r\n"; string(r.Body) != want {
+		t.Fatalf("query: %q, want %q", r.Body, want)
+	}
+}

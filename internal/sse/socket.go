@@ -1,0 +1,450 @@
+package sse
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/coder/websocket"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/auth"
+)
+
+// GraphQL over WebSocket, the graphql-transport-ws subprotocol of the
+// graphql-ws library (Apollo's GraphQLWsLink, urql, Relay, GraphiQL), on
+// the GraphQL URLs themselves.
+//
+// Credentials come from the upgrade request (its Authorization header or
+// whatever else the authenticator reads, such as cookies) or, for
+// browsers, which cannot set headers on a WebSocket, from the
+// connection_init payload: {"Authorization":"Basic …"} (any case, also
+// nested as {"headers":{"Authorization":…}}); the payload wins. They are
+// checked again for every operation, which is then authorized and
+// executed through the GraphQL handler like an HTTP request, against the
+// database's current schema; a subscription is served by the same session
+// as an SSE stream: guarded against access changes, counted in the stream
+// caps, grouped with identical subscriptions, resumed with
+// extensions.lastEventId, lossless for slow clients.
+//
+// Messages: connection_ack answers connection_init; pong answers ping; the
+// server pings every heartbeat. Each result is a next whose payload
+// carries its position as extensions.lastEventId. A subscription ends
+// with complete, or with an error message when something ends it (an
+// access change, an expired position, an outage): graphql-ws reports an
+// error message to the subscriber as an error, where a next with errors
+// would look like a result. A query or mutation gives next and complete;
+// one that does not validate, an error. The socket closes with 4400
+// (invalid message), 4401 (subscribe before connection_ack), 4403
+// (credentials refused), 4408 (no connection_init within 10 s), 4409
+// (an operation id in use), 4429 (a second connection_init), and 1001 on
+// shutdown once every subscription's complete was sent.
+
+// wsSubprotocol is the only subprotocol served: the legacy
+// subscriptions-transport-ws ("graphql-ws") is not.
+const wsSubprotocol = "graphql-transport-ws"
+
+// wsInitTimeout bounds the wait for connection_init.
+const wsInitTimeout = 10 * time.Second
+
+// IsWebSocketUpgrade reports whether r asks to upgrade to a WebSocket.
+func IsWebSocketUpgrade(r *http.Request) bool {
+	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Socket returns the handler of WebSocket upgrades on the GraphQL URLs.
+// gql is the GraphQL handler, through which every operation is authorized
+// and executed; authenticate returns the credential a request presents
+// (auth.ErrNoCredentials when none). It is registered without the
+// authentication middleware: a browser's credentials arrive in
+// connection_init.
+func (s *Server) Socket(gql http.Handler, authenticate func(*http.Request) (*sluice.Credential, error)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serveSocket(w, r, gql, authenticate)
+	})
+}
+
+func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Handler, authenticate func(*http.Request) (*sluice.Credential, error)) {
+	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsSubprotocol) {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "a GraphQL WebSocket must use the subprotocol %s (Sec-WebSocket-Protocol); the legacy subscriptions-transport-ws protocol is not served", wsSubprotocol))
+		return
+	}
+	// Credentials of the upgrade request itself are checked before it is
+	// accepted, so wrong ones get a plain 401.
+	cred, err := authenticate(r)
+	if err != nil && !errors.Is(err, auth.ErrNoCredentials) {
+		writeHTTPError(w, err)
+		return
+	}
+	c := s.conns
+	if !c.enter() {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
+		return
+	}
+	defer c.wg.Done()
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		Subprotocols:    []string{wsSubprotocol},
+		OriginPatterns:  s.opts.WebSocketOrigins,
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		return // Accept answered (403 for a foreign origin)
+	}
+	ws.SetReadLimit(s.opts.MaxBodyBytes)
+	ctx, cancel := context.WithCancel(r.Context())
+	sc := &socket{srv: s, ws: ws, upgrade: r, gql: gql, authenticate: authenticate, cred: cred,
+		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
+	sc.run()
+}
+
+// socket is one graphql-ws connection.
+type socket struct {
+	srv          *Server
+	ws           *websocket.Conn
+	upgrade      *http.Request
+	gql          http.Handler
+	authenticate func(*http.Request) (*sluice.Credential, error)
+	cred         *sluice.Credential // of the upgrade request; nil: none
+
+	// ctx ends with the connection; each operation's context is a child.
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    *muxOut
+
+	// credReq presents the connection's credentials (set by
+	// connection_init, read by the operations).
+	credReq *http.Request
+
+	mu  sync.Mutex
+	ops map[string]context.CancelFunc // running operations by id
+	wg  sync.WaitGroup                // their goroutines
+}
+
+// run serves the socket: this goroutine writes, another reads.
+func (sc *socket) run() {
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc.read()
+	}()
+	sc.write()
+	sc.cancel()
+	<-readDone
+	sc.wg.Wait()
+	_ = sc.ws.CloseNow()
+}
+
+// write sends what the operations and the reader queue, and a ping every
+// heartbeat, until the connection ends; on shutdown it waits for the
+// operations to end (the hub is closed, so their subscriptions do), sends
+// what they wrote and closes with 1001.
+func (sc *socket) write() {
+	hb := time.NewTimer(sc.srv.opts.Heartbeat)
+	defer hb.Stop()
+	var spare []byte
+	send := func(msgs ...[]byte) bool {
+		ctx, cancel := context.WithTimeout(sc.ctx, sc.srv.opts.WriteTimeout)
+		defer cancel()
+		for _, m := range msgs {
+			if sc.ws.Write(ctx, websocket.MessageText, m) != nil {
+				return false
+			}
+		}
+		return true
+	}
+	flush := func() bool {
+		buf, ends := sc.out.take(spare)
+		if buf == nil {
+			return true
+		}
+		msgs := make([][]byte, len(ends))
+		start := 0
+		for i, end := range ends {
+			msgs[i] = buf[start:end]
+			start = end
+		}
+		ok := send(msgs...)
+		spare = buf
+		return ok
+	}
+	shutdown := sc.srv.conns.ctx.Done()
+	var opsDone chan struct{}
+	for {
+		select {
+		case <-sc.out.wake:
+			if !flush() {
+				return
+			}
+		case <-hb.C:
+			if !send([]byte(`{"type":"ping"}`)) {
+				return
+			}
+			hb.Reset(sc.srv.opts.Heartbeat)
+		case <-sc.ctx.Done():
+			return
+		case <-shutdown:
+			shutdown = nil
+			opsDone = make(chan struct{})
+			go func() {
+				sc.mu.Lock()
+				sc.ops = nil // no operation starts now
+				sc.mu.Unlock()
+				sc.wg.Wait()
+				close(opsDone)
+			}()
+		case <-opsDone:
+			flush()
+			_ = sc.ws.Close(websocket.StatusGoingAway, "server shutting down")
+			return
+		}
+	}
+}
+
+// closeWith closes the socket with a graphql-ws close code.
+func (sc *socket) closeWith(code websocket.StatusCode, reason string) {
+	if len(reason) > 120 { // a close frame's reason is at most 123 bytes
+		reason = reason[:120]
+	}
+	_ = sc.ws.Close(code, reason)
+	sc.cancel()
+}
+
+// wsMessage is a graphql-transport-ws message.
+type wsMessage struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// read handles the client's messages until the connection ends.
+func (sc *socket) read() {
+	defer sc.cancel()
+	initTimer := time.AfterFunc(wsInitTimeout, func() {
+		sc.closeWith(4408, "Connection initialisation timeout")
+	})
+	defer initTimer.Stop()
+	acked := false
+	for {
+		typ, data, err := sc.ws.Read(sc.ctx)
+		if err != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			sc.closeWith(4400, "graphql-transport-ws messages are text")
+			return
+		}
+		var m wsMessage
+		if err := json.Unmarshal(data, &m); err != nil || m.Type == "" {
+			sc.closeWith(4400, "Invalid message: want a JSON object with a type")
+			return
+		}
+		switch m.Type {
+		case "connection_init":
+			if acked || !initTimer.Stop() {
+				sc.closeWith(4429, "Too many initialisation requests")
+				return
+			}
+			if err := sc.init(m.Payload); err != nil {
+				sc.closeWith(4403, "Forbidden: "+sluice.ErrorMessage(err))
+				return
+			}
+			acked = true
+			sc.out.add([]byte(`{"type":"connection_ack"}`))
+			_ = sc.out.flush()
+		case "ping":
+			sc.out.add([]byte(`{"type":"pong"}`))
+			_ = sc.out.flush()
+		case "pong":
+		case "subscribe":
+			if !acked {
+				sc.closeWith(4401, "Unauthorized")
+				return
+			}
+			if m.ID == "" {
+				sc.closeWith(4400, "Invalid message: subscribe needs an id")
+				return
+			}
+			params, msg := graph.ParseRequestBody(m.Payload)
+			if msg != "" {
+				sc.closeWith(4400, "Invalid message: "+msg)
+				return
+			}
+			if !sc.subscribe(m.ID, params) {
+				sc.closeWith(4409, "Subscriber for "+m.ID+" already exists")
+				return
+			}
+		case "complete":
+			sc.mu.Lock()
+			if cancel := sc.ops[m.ID]; cancel != nil {
+				cancel()
+				delete(sc.ops, m.ID)
+			}
+			sc.mu.Unlock()
+		default:
+			sc.closeWith(4400, "Invalid message: unknown type "+m.Type)
+			return
+		}
+	}
+}
+
+// init takes the connection's credentials: the connection_init payload's
+// Authorization, else the upgrade request's.
+func (sc *socket) init(payload json.RawMessage) error {
+	var p map[string]any
+	if len(bytes.TrimSpace(payload)) > 0 && !bytes.Equal(bytes.TrimSpace(payload), []byte("null")) {
+		if err := json.Unmarshal(payload, &p); err != nil {
+			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload must be an object")
+		}
+	}
+	authz := authorizationOf(p)
+	if h, ok := p["headers"].(map[string]any); ok && authz == "" {
+		authz = authorizationOf(h)
+	}
+	if authz == "" {
+		if sc.cred == nil {
+			return auth.ErrNoCredentials
+		}
+		sc.credReq = sc.upgrade
+		return nil
+	}
+	req := sc.upgrade.Clone(sc.ctx)
+	req.Header.Set("Authorization", authz)
+	if _, err := sc.authenticate(req); err != nil {
+		return err
+	}
+	sc.credReq = req
+	return nil
+}
+
+// authorizationOf returns the string under the key authorization, in any
+// case, of m.
+func authorizationOf(m map[string]any) string {
+	for k, v := range m {
+		if s, ok := v.(string); ok && strings.EqualFold(k, "authorization") {
+			return s
+		}
+	}
+	return ""
+}
+
+// subscribe starts operation id and waits until it is under way (see
+// muxRequest.registered). It reports false when id is in use.
+func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
+	ctx, cancel := context.WithCancel(sc.ctx)
+	sc.mu.Lock()
+	if sc.ops == nil { // shutting down: the operation is not started
+		sc.mu.Unlock()
+		cancel()
+		return true
+	}
+	if sc.ops[id] != nil {
+		sc.mu.Unlock()
+		cancel()
+		return false
+	}
+	sc.ops[id] = cancel
+	sc.wg.Add(1)
+	sc.mu.Unlock()
+	registered := make(chan struct{})
+	go sc.operation(ctx, cancel, id, params, registered)
+	<-registered
+	return true
+}
+
+// operation runs operation id through the GraphQL handler.
+func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id string, params *graphql.RawParams, registered chan struct{}) {
+	var once sync.Once
+	mark := func() { once.Do(func() { close(registered) }) }
+	served := false
+	done := func() {
+		sc.mu.Lock()
+		if sc.ops != nil {
+			delete(sc.ops, id)
+		}
+		sc.mu.Unlock()
+		cancel()
+		sc.wg.Done()
+	}
+	defer func() {
+		mark()
+		if !served {
+			done()
+		}
+	}()
+	idJSON, _ := json.Marshal(id)
+	op := &muxOp{out: sc.out, proto: protoWS, id: idJSON}
+	// Every operation presents the connection's credentials again: a
+	// revoked token or changed password refuses it as it would a request.
+	cred, err := sc.authenticate(sc.credReq.WithContext(ctx))
+	if err != nil {
+		op.refuse(err)
+		return
+	}
+	mr := &muxRequest{params: params, op: op, registered: mark, serve: func(s *session) {
+		served = true
+		// A fresh goroutine serves it: this one's stack grew while
+		// preparing.
+		go func() {
+			defer done()
+			s.serve()
+		}()
+	}}
+	req := (&http.Request{Method: http.MethodPost, URL: sc.upgrade.URL, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}).
+		WithContext(withMux(auth.WithCredential(ctx, cred), mr))
+	var rec responseRecorder
+	sc.gql.ServeHTTP(&rec, req)
+	if !mr.reached {
+		// The handler answered with an HTTP error (no access, no such
+		// database, Postgres unavailable): its GraphQL errors end the
+		// operation.
+		op.failed(rec.errors())
+		_ = op.flush()
+	}
+}
+
+// responseRecorder keeps the HTTP error the GraphQL handler answers an
+// operation it does not hand to the transport.
+type responseRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *responseRecorder) Header() http.Header {
+	if r.header == nil {
+		r.header = http.Header{}
+	}
+	return r.header
+}
+func (r *responseRecorder) WriteHeader(status int)      { r.status = status }
+func (r *responseRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
+
+// errors returns the GraphQL errors of the recorded response.
+func (r *responseRecorder) errors() gqlerror.List {
+	var resp struct {
+		Errors gqlerror.List `json:"errors"`
+	}
+	if json.Unmarshal(r.body.Bytes(), &resp) == nil && len(resp.Errors) > 0 {
+		return resp.Errors
+	}
+	return gqlerror.List{{Message: http.StatusText(r.status), Extensions: map[string]any{"code": "INTERNAL_SERVER_ERROR"}}}
+}

@@ -1,0 +1,355 @@
+package sse_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// wsConn is a graphql-transport-ws test client.
+type wsConn struct {
+	t  testing.TB
+	c  *websocket.Conn
+	tx context.Context
+}
+
+func basicAuth(user, password string) string {
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+password))
+}
+
+// dialWS opens a socket to path with the graphql-transport-ws
+// subprotocol and the given upgrade headers.
+func dialWS(t testing.TB, d *dt.Daemon, path string, header http.Header) (*wsConn, *http.Response, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	t.Cleanup(cancel)
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+path, &websocket.DialOptions{
+		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: header})
+	if err != nil {
+		return nil, resp, err
+	}
+	c.SetReadLimit(1 << 20)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return &wsConn{t: t, c: c, tx: ctx}, resp, nil
+}
+
+// mustConnect opens a socket to admin/<db> and initialises it as the
+// admin (credentials in the connection_init payload).
+func mustConnect(t testing.TB, d *dt.Daemon, db string) *wsConn {
+	t.Helper()
+	c, _, err := dialWS(t, d, "/api/graphql/admin/"+db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("admin", dt.AdminPassword) + `"}}`)
+	c.expect(`{"type":"connection_ack"}`)
+	return c
+}
+
+func (c *wsConn) send(msg string) {
+	c.t.Helper()
+	if err := c.c.Write(c.tx, websocket.MessageText, []byte(msg)); err != nil {
+		c.t.Fatalf("send %s: %v", msg, err)
+	}
+}
+
+// read returns the next message, skipping the server's pings.
+func (c *wsConn) read() string {
+	c.t.Helper()
+	for {
+		_, b, err := c.c.Read(c.tx)
+		if err != nil {
+			c.t.Fatalf("read: %v", err)
+		}
+		if string(b) != `{"type":"ping"}` {
+			return string(b)
+		}
+	}
+}
+
+func (c *wsConn) expect(want string) {
+	c.t.Helper()
+	if got := c.read(); got != want {
+		c.t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// expectClose reads until the server closes the socket and checks the
+// close code and reason.
+func (c *wsConn) expectClose(code websocket.StatusCode, reason string) {
+	c.t.Helper()
+	for {
+		_, b, err := c.c.Read(c.tx)
+		if err == nil {
+			continue // a message before the close, such as a ping
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) {
+			c.t.Fatalf("read: %v (after %s), want close %d", err, b, code)
+		}
+		if ce.Code != code || !strings.Contains(ce.Reason, reason) {
+			c.t.Fatalf("closed with %d %q, want %d %q", ce.Code, ce.Reason, code, reason)
+		}
+		return
+	}
+}
+
+// barrier runs a query on the socket: Sluice reads a socket's next
+// message only once the operation before it is under way, so when the
+// query answers, every subscription sent before it is registered.
+func (c *wsConn) barrier(id string) {
+	c.t.Helper()
+	c.send(`{"id":"` + id + `","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+	c.expect(`{"id":"` + id + `","type":"next","payload":{"data":{"__typename":"Query"}}}`)
+	c.expect(`{"id":"` + id + `","type":"complete"}`)
+}
+
+var positionRE = regexp.MustCompile(`"lastEventId":"([a-z0-9]+-[0-9]+-[0-9]+)"`)
+
+// expectNext reads a next of operation id whose payload, with its
+// position replaced by POS, is want; it returns the position.
+func (c *wsConn) expectNext(id, want string) string {
+	c.t.Helper()
+	got := c.read()
+	m := positionRE.FindStringSubmatch(got)
+	if m == nil {
+		c.t.Fatalf("no position in %s", got)
+	}
+	got = strings.Replace(got, m[1], "POS", 1)
+	if w := `{"id":"` + id + `","type":"next","payload":` + want + `}`; got != w {
+		c.t.Fatalf("got  %s\nwant %s", got, w)
+	}
+	return m[1]
+}
+
+func insertDog(t testing.TB, d *dt.Daemon, db, name string) {
+	t.Helper()
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/"+db, `{"@type":"Dog","@id":"Dog/`+name+`","name":"`+name+`"}`)
+}
+
+// TestSocketMessages: the exact graphql-transport-ws messages of a
+// subscription (with its position), a query, pings, completes from both
+// sides, a validation error, and a resume with extensions.lastEventId.
+func TestSocketMessages(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsmsg", "type Dog { name: String! }")
+	c := mustConnect(t, d, "wsmsg")
+
+	c.send(`{"type":"ping","payload":{"x":1}}`)
+	c.expect(`{"type":"pong"}`)
+
+	c.send(`{"id":"s1","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	c.barrier("b1")
+	insertDog(t, d, "wsmsg", "a")
+	pos := c.expectNext("s1", `{"data":{"Dog_added":{"name":"a"}},"extensions":{"lastEventId":"POS"}}`)
+
+	// The client completes: nothing more for s1, and the id is free again.
+	c.send(`{"id":"s1","type":"complete"}`)
+	insertDog(t, d, "wsmsg", "b")
+	c.send(`{"id":"s1","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }","extensions":{"lastEventId":"` + pos + `"}}}`)
+	c.expectNext("s1", `{"data":{"Dog_added":{"name":"b"}},"extensions":{"lastEventId":"POS"}}`)
+
+	// A mutation on the socket, then its event on the subscription.
+	c.send(`{"id":"m1","type":"subscribe","payload":{"query":"mutation { _insertDocuments(json: \"{\\\"@type\\\":\\\"Dog\\\",\\\"name\\\":\\\"c\\\",\\\"@id\\\":\\\"Dog/c\\\"}\") }"}}`)
+	got := []string{c.read(), c.read(), c.read()}
+	want := map[string]bool{
+		`{"id":"m1","type":"next","payload":{"data":{"_insertDocuments":["Dog/c"]}}}`: true,
+		`{"id":"m1","type":"complete"}`:                                               true,
+	}
+	n := 0
+	for _, g := range got {
+		if want[g] {
+			n++
+		} else if !strings.HasPrefix(g, `{"id":"s1","type":"next","payload":{"data":{"Dog_added":{"name":"c"}}`) {
+			t.Fatalf("unexpected message %s", g)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("mutation messages %q", got)
+	}
+
+	// Validation errors are an error message, with no complete.
+	c.send(`{"id":"v1","type":"subscribe","payload":{"query":"subscription { Cat_added { name } }"}}`)
+	if got := c.read(); !strings.HasPrefix(got, `{"id":"v1","type":"error","payload":[{"message":"Cannot query field \"Cat_added\"`) {
+		t.Fatalf("validation error %s", got)
+	}
+	// A position that does not parse too.
+	c.send(`{"id":"v2","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }","extensions":{"lastEventId":"nope"}}}`)
+	if got := c.read(); !strings.HasPrefix(got, `{"id":"v2","type":"error","payload":[{"message":"extensions.lastEventId: `) {
+		t.Fatalf("bad position %s", got)
+	}
+	c.barrier("b2")
+
+	// An id in use closes the socket.
+	c.send(`{"id":"s1","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	c.expectClose(4409, "Subscriber for s1 already exists")
+}
+
+// TestSocketProtocolErrors: the close codes of graphql-transport-ws and
+// the HTTP errors of upgrades that cannot be served.
+func TestSocketProtocolErrors(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wserr", "type Dog { name: String! }")
+	path := "/api/graphql/admin/wserr"
+	open := func(header http.Header) *wsConn {
+		c, _, err := dialWS(t, d, path, header)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	t.Run("subscribe before connection_init", func(t *testing.T) {
+		c := open(nil)
+		c.send(`{"id":"1","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+		c.expectClose(4401, "Unauthorized")
+	})
+	t.Run("no credentials", func(t *testing.T) {
+		c := open(nil)
+		c.send(`{"type":"connection_init"}`)
+		c.expectClose(4403, "Forbidden: authentication required")
+	})
+	t.Run("wrong password in connection_init", func(t *testing.T) {
+		c := open(nil)
+		c.send(`{"type":"connection_init","payload":{"headers":{"authorization":"` + basicAuth("admin", "wrong") + `"}}}`)
+		c.expectClose(4403, "Forbidden: wrong user name or password")
+	})
+	t.Run("credentials of the upgrade request", func(t *testing.T) {
+		c := open(http.Header{"Authorization": {basicAuth("admin", dt.AdminPassword)}})
+		c.send(`{"type":"connection_init"}`)
+		c.expect(`{"type":"connection_ack"}`)
+		c.barrier("1")
+		c.send(`{"type":"connection_init"}`)
+		c.expectClose(4429, "Too many initialisation requests")
+	})
+	t.Run("invalid message", func(t *testing.T) {
+		c := open(nil)
+		c.send(`{"typ":"connection_init"}`)
+		c.expectClose(4400, "Invalid message")
+	})
+	t.Run("unknown type", func(t *testing.T) {
+		c := mustConnect(t, d, "wserr")
+		c.send(`{"type":"start","id":"1"}`)
+		c.expectClose(4400, "Invalid message: unknown type start")
+	})
+	t.Run("wrong credentials on the upgrade", func(t *testing.T) {
+		_, resp, err := dialWS(t, d, path, http.Header{"Authorization": {basicAuth("admin", "wrong")}})
+		if err == nil || resp == nil || resp.StatusCode != 401 {
+			t.Fatalf("upgrade with a wrong password: %v %v, want 401", err, resp)
+		}
+	})
+	t.Run("no such database", func(t *testing.T) {
+		c := mustConnect(t, d, "nope")
+		c.send(`{"id":"1","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+		c.expect(`{"id":"1","type":"error","payload":[{"message":"database admin/nope does not exist","extensions":{"code":"NOT_FOUND"}}]}`)
+	})
+	t.Run("legacy subprotocol", func(t *testing.T) {
+		r := d.Do(t, dt.Admin(), "GET", path, nil, "Connection", "Upgrade", "Upgrade", "websocket",
+			"Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol", "graphql-ws")
+		if r.Status != 400 || !strings.Contains(string(r.Body), "subprotocol graphql-transport-ws") {
+			t.Fatalf("legacy subprotocol: %d %s", r.Status, r.Body)
+		}
+	})
+	t.Run("a URL that does not speak WebSocket", func(t *testing.T) {
+		r := d.Do(t, dt.Admin(), "GET", "/api/subscribe/admin/wserr/Dog", nil, "Connection", "Upgrade", "Upgrade", "websocket",
+			"Sec-WebSocket-Version", "13", "Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol", "graphql-transport-ws")
+		if r.Status != 400 || !strings.Contains(string(r.Body), "does not accept WebSocket upgrades") {
+			t.Fatalf("upgrade of the REST stream: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// TestSocketAccessChange: revoking the subscriber's role ends its
+// subscription with an error message before any later commit reaches it;
+// the socket stays open and its next operation is refused.
+func TestSocketAccessChange(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsrev", "type Dog { name: String! }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wsrev", `{"user":"rita","role":"read"}`)
+	c, _, err := dialWS(t, d, "/api/graphql/admin/wsrev", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("rita", "rita-password") + `"}}`)
+	c.expect(`{"type":"connection_ack"}`)
+	c.send(`{"id":"s","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	c.barrier("b")
+	insertDog(t, d, "wsrev", "a")
+	c.expectNext("s", `{"data":{"Dog_added":{"name":"a"}},"extensions":{"lastEventId":"POS"}}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wsrev", `{"user":"rita","role":"none"}`)
+	insertDog(t, d, "wsrev", "b")
+	c.expect(`{"id":"s","type":"error","payload":[{"message":"the access of rita to admin/wsrev was revoked","extensions":{"code":"FORBIDDEN"}}]}`)
+	c.send(`{"id":"q","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+	if got := c.read(); !strings.HasPrefix(got, `{"id":"q","type":"error","payload":[`) {
+		t.Fatalf("operation after the revocation: %s", got)
+	}
+}
+
+// TestSocketCaps: a socket's subscriptions count in the stream caps; one
+// past max_streams_per_user is an error message, the others go on.
+func TestSocketCaps(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxStreamsPerUser = 2 })
+	d.CreateDatabase(t, "wscap", "type Dog { name: String! }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wscap", `{"user":"rita","role":"read"}`)
+	c, _, err := dialWS(t, d, "/api/graphql/admin/wscap", http.Header{"Authorization": {basicAuth("rita", "rita-password")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init"}`)
+	c.expect(`{"type":"connection_ack"}`)
+	for _, id := range []string{"1", "2"} {
+		c.send(`{"id":"` + id + `","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	}
+	c.send(`{"id":"3","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	if got := c.read(); !strings.HasPrefix(got, `{"id":"3","type":"error","payload":[{"message":"user rita holds its maximum of 2 open streams`) ||
+		!strings.Contains(got, `"code":"TOO_MANY_REQUESTS"`) {
+		t.Fatalf("third subscription: %s", got)
+	}
+	insertDog(t, d, "wscap", "a")
+	seen := map[string]bool{}
+	for range 2 {
+		var m struct{ ID string }
+		if err := json.Unmarshal([]byte(c.read()), &m); err != nil {
+			t.Fatal(err)
+		}
+		seen[m.ID] = true
+	}
+	if !seen["1"] || !seen["2"] {
+		t.Fatalf("events for %v, want 1 and 2", seen)
+	}
+}
+
+// TestSocketShutdown: on shutdown every subscription of a socket gets
+// complete, then the socket closes with 1001, and the daemon's Run
+// returns with no socket goroutine left behind.
+func TestSocketShutdown(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsstop", "type Dog { name: String! }")
+	c := mustConnect(t, d, "wsstop")
+	c.send(`{"id":"s","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	c.barrier("b")
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		d.Stop(t)
+	}()
+	c.expect(`{"id":"s","type":"complete"}`)
+	c.expectClose(websocket.StatusGoingAway, "server shutting down")
+	<-stopped
+}

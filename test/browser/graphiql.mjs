@@ -1,0 +1,183 @@
+// Drives Debian's Chromium, headless, through Sluice's GraphiQL page of a
+// database whose schema has `type Dog { name: String! }` and which holds
+// Dog/rex: the page must render with every request outside the daemon's
+// origin aborted (an attempted one fails the test) and no
+// Content-Security-Policy violation, run a query and show its result, run a
+// subscription that shows the event of a write this script makes once the
+// subscription is registered, and close the subscription's connection when
+// it is stopped. Then the _system page runs a query. The browser answers
+// the daemon's Basic auth challenge, as a user does at the prompt.
+// Prints one line per step; exits 1 on any failure.
+//
+//   node graphiql.mjs <daemon base URL> <org/db> <user> <password>
+//
+// CHROMIUM names the browser (default /usr/bin/chromium).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import puppeteer from 'puppeteer-core';
+
+const [base, db, user, password] = process.argv.slice(2);
+if (!base || !db || !user || !password) {
+  console.error('usage: node graphiql.mjs <daemon base URL> <org/db> <user> <password>');
+  process.exit(2);
+}
+const origin = new URL(base).origin;
+const authorization = 'Basic ' + Buffer.from(`${user}:${password}`).toString('base64');
+const step = (s) => console.log(`ok: ${s}`);
+
+// waitFor polls cond every 50 ms until it returns a truthy value, which it
+// returns, or fails after ms naming what it waited for.
+async function waitFor(what, cond, ms = 20000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  userDataDir,
+  // Without the background-networking flags Chromium reaches out to
+  // Google's services at start; the sandbox needs privileges CI (root)
+  // does not give it.
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+
+const blocked = [];
+const problems = [];
+let failed = false;
+try {
+  const page = await browser.newPage();
+  await page.authenticate({ username: user, password });
+  // The network is cut off: only the daemon's origin (and data: URLs,
+  // which load nothing) may be reached.
+  await page.setRequestInterception(true);
+  page.on('request', (req) => {
+    const u = req.url();
+    if (u.startsWith('data:') || new URL(u).origin === origin) {
+      req.continue();
+      return;
+    }
+    blocked.push(`${req.method()} ${u}`);
+    req.abort('internetdisconnected');
+  });
+  await page.evaluateOnNewDocument(() => {
+    document.addEventListener('securitypolicyviolation', (e) => {
+      console.error(`CSP violation: ${e.violatedDirective} blocked ${e.blockedURI}`);
+    });
+  });
+  page.on('console', (m) => {
+    if (m.type() === 'error') problems.push(`console: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+
+  // The subscription's connection, watched through the DevTools protocol:
+  // Sluice writes its first bytes (the comment ": connected") once the
+  // subscription is registered, so a write after that is delivered.
+  const cdp = await page.createCDPSession();
+  await cdp.send('Network.enable');
+  const streams = new Map(); // requestId -> {bytes, ended}
+  cdp.on('Network.requestWillBeSent', (e) => {
+    const accept = Object.entries(e.request.headers).find(([k]) => k.toLowerCase() === 'accept');
+    if (accept && accept[1].includes('text/event-stream')) streams.set(e.requestId, { bytes: 0, ended: false });
+  });
+  cdp.on('Network.dataReceived', (e) => {
+    const s = streams.get(e.requestId);
+    if (s) s.bytes += e.dataLength;
+  });
+  for (const ev of ['Network.loadingFinished', 'Network.loadingFailed']) {
+    cdp.on(ev, (e) => {
+      const s = streams.get(e.requestId);
+      if (s) s.ended = true;
+    });
+  }
+
+  const editorValue = (sel) => page.evaluate((s) => document.querySelector(s)?.CodeMirror?.getValue() ?? null, sel);
+  const response = () => editorValue('.graphiql-response .CodeMirror');
+  // run puts query in the editor and presses the run button once GraphiQL
+  // has parsed it (it reads the operation to run from that parse).
+  async function run(query) {
+    await page.evaluate((q) => document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror.setValue(q), query);
+    await waitFor('GraphiQL to parse the query', () => page.evaluate((q) =>
+      document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror.documentAST?.loc?.source?.body === q, query));
+    await page.click('.graphiql-execute-button');
+  }
+  // result waits for the response pane to hold want (compared as JSON).
+  async function result(what, want) {
+    const text = JSON.stringify(want);
+    let last = null;
+    try {
+      await waitFor(what, async () => {
+        last = await response();
+        try {
+          return last !== null && JSON.stringify(JSON.parse(last)) === text;
+        } catch {
+          return false;
+        }
+      });
+    } catch (e) {
+      throw new Error(`${e.message}; the response pane shows ${JSON.stringify(last)}, want ${text}`);
+    }
+  }
+  async function open(path) {
+    const introspected = page.waitForResponse((r) => r.request().method() === 'POST' &&
+      (r.request().postData() || '').includes('IntrospectionQuery'), { timeout: 20000 });
+    const res = await page.goto(`${base}${path}`, { waitUntil: 'load' });
+    if (res.status() !== 200) throw new Error(`GET ${path}: status ${res.status()}`);
+    const csp = res.headers()['content-security-policy'] || '';
+    if (!csp.includes("default-src 'none'") || !csp.includes("script-src 'self'") || !csp.includes("connect-src 'self'")) {
+      throw new Error(`GET ${path}: Content-Security-Policy ${JSON.stringify(csp)}`);
+    }
+    await page.waitForSelector('.graphiql-container .graphiql-query-editor .CodeMirror', { timeout: 20000 });
+    const intro = await introspected;
+    if (intro.status() !== 200) throw new Error(`introspection: status ${intro.status()}`);
+    step(`${path} renders GraphiQL and loads the schema (status 200, CSP ${csp.split(';')[0]}; …)`);
+  }
+
+  await open(`/api/graphiql/${db}`);
+
+  await run('{ Dog { _id name } }');
+  await result('the query result', { data: { Dog: [{ _id: 'Dog/rex', name: 'Rex' }] } });
+  step('a query shows its result');
+
+  // A comment, a name and a fragment: the page must still see a
+  // subscription and send it over graphql-sse.
+  await run('# not a query { }\nsubscription Added { Dog_added { ...D } }\nfragment D on Dog { _id name }');
+  const sse = await waitFor('the subscription to be registered (its first bytes)', () =>
+    [...streams.values()].find((s) => s.bytes > 0 && !s.ended));
+  const write = await fetch(`${base}/api/document/${db}`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({ '@type': 'Dog', '@id': 'fido', name: 'Fido' }),
+  });
+  if (write.status !== 200) throw new Error(`insert Dog/fido: status ${write.status}: ${await write.text()}`);
+  await result('the subscription event', { data: { Dog_added: { _id: 'Dog/fido', name: 'Fido' } } });
+  step('a subscription over graphql-sse shows the event of a write made after it started');
+
+  await page.click('.graphiql-execute-button'); // now the stop button
+  await waitFor('the stopped subscription to close its connection', () => sse.ended);
+  step('stopping the subscription closes its connection');
+
+  await open('/api/graphiql/_system');
+  await run(`{ UserDatabase(filter: {name: {eq: "${db.split('/')[1]}"}}) { name } }`);
+  await result('the _system query result', { data: { UserDatabase: [{ name: db.split('/')[1] }] } });
+  step('/api/graphiql/_system runs a query');
+} catch (e) {
+  failed = true;
+  console.log(`FAIL: ${e.message}`);
+} finally {
+  await browser.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}
+
+for (const b of blocked) console.log(`FAIL: a request left the daemon's origin: ${b}`);
+for (const p of problems) console.log(`FAIL: ${p}`);
+if (failed || blocked.length || problems.length) process.exit(1);
+console.log('graphiql browser test: every step passed');

@@ -1,0 +1,232 @@
+// Runs mainstream GraphQL clients against a Sluice database endpoint whose
+// schema has `type Dog { name: String! }`. For each client: subscribe,
+// receive the event of a write, note its position
+// (extensions.lastEventId), complete; write again while unsubscribed; then
+// resubscribe with extensions.lastEventId and receive the missed event
+// first (resume), and complete. Prints one line per step; exits 1 on any
+// failure.
+//
+//   node clients.mjs <graphql url> <Authorization header value>
+import { createClient as createSSEClient } from 'graphql-sse';
+import { createClient as createWSClient } from 'graphql-ws';
+import WebSocket from 'ws';
+import { ApolloClient, ApolloLink, HttpLink, InMemoryCache, gql, Observable } from '@apollo/client';
+import { GraphQLWsLink } from '@apollo/client/link/subscriptions';
+import { Client as UrqlClient, subscriptionExchange, createRequest } from '@urql/core';
+import { print } from 'graphql';
+
+const [url, authorization] = process.argv.slice(2);
+if (!url || !authorization) {
+  console.error('usage: node clients.mjs <graphql url> <Authorization header value>');
+  process.exit(2);
+}
+const wsURL = url.replace(/^http/, 'ws');
+
+function fail(msg) {
+  console.error('FAIL: ' + msg);
+  process.exit(1);
+}
+const timeout = setTimeout(() => fail('timed out'), 120_000);
+
+// write commits one dog through a plain GraphQL-over-HTTP mutation.
+async function write(name) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json', accept: 'application/json' },
+    body: JSON.stringify({ query: `mutation { _insertDocuments(json: ${JSON.stringify(JSON.stringify({ '@type': 'Dog', '@id': 'Dog/' + name, name }))}) }` }),
+  });
+  const body = await res.json();
+  if (body.errors) fail(`write ${name}: ${JSON.stringify(body.errors)}`);
+}
+
+const subQuery = (prefix) => `subscription { Dog_added(filter: {name: {startsWith: "${prefix}"}}) { name } }`;
+
+// A queue of results a client delivers, awaited one at a time.
+function inbox() {
+  const items = [];
+  let wake = null;
+  return {
+    push(x) { items.push(x); if (wake) { wake(); wake = null; } },
+    async take(what) {
+      while (!items.length) await new Promise((r) => { wake = r; });
+      const x = items.shift();
+      if (x instanceof Error) fail(`${what}: ${x.message}`);
+      if (x.errors) fail(`${what}: ${JSON.stringify(x.errors)}`);
+      return x;
+    },
+  };
+}
+
+// run drives one client through the scenario. open(prefix, extensions,
+// onResult) subscribes and resolves once the subscription is registered
+// (so a write after it is delivered), returning a function that completes
+// it.
+async function run(name, prefix, open, positionOf = (r) => r.extensions && r.extensions.lastEventId) {
+  const box = inbox();
+  let close = await open(prefix, undefined, (r) => box.push(r));
+  await write(prefix + '1');
+  const first = await box.take(name);
+  if (first.data.Dog_added.name !== prefix + '1') fail(`${name}: got ${JSON.stringify(first)}`);
+  const position = positionOf(first);
+  if (!position) fail(`${name}: no extensions.lastEventId in ${JSON.stringify(first)}`);
+  console.log(`${name}: received ${prefix}1 at ${position}`);
+  await close();
+  await write(prefix + '2');
+  const box2 = inbox();
+  close = await open(prefix, { lastEventId: position }, (r) => box2.push(r));
+  const replayed = await box2.take(name + ' resume');
+  if (replayed.data.Dog_added.name !== prefix + '2') fail(`${name} resume: got ${JSON.stringify(replayed)}`);
+  await write(prefix + '3');
+  const live = await box2.take(name + ' resume');
+  if (live.data.Dog_added.name !== prefix + '3') fail(`${name} resume: got ${JSON.stringify(live)}`);
+  console.log(`${name}: resumed after ${position}: ${prefix}2 replayed, ${prefix}3 live`);
+  await close();
+  console.log(`${name}: completed`);
+}
+
+// fetchWatching wraps fetch: ready() resolves once a response body shows
+// marker (the readiness frame of an HTTP stream), or a response has the
+// status wanted.
+function fetchWatching({ marker, status }) {
+  let waiters = [];
+  let lastID = null;
+  const resolve = () => { for (const w of waiters) w(); waiters = []; };
+  const fetchFn = async (input, init) => {
+    const res = await fetch(input, init);
+    if (status && res.status === status) resolve();
+    if (!marker || !res.body) return res;
+    let seen = '';
+    const watch = new TransformStream({
+      transform(chunk, controller) {
+        const text = new TextDecoder().decode(chunk);
+        if (seen !== null) {
+          seen += text;
+          if (seen.includes(marker)) { seen = null; resolve(); }
+        }
+        for (const m of text.matchAll(/^id: (.*)$/gm)) lastID = m[1];
+        controller.enqueue(chunk);
+      },
+    });
+    return new Response(res.body.pipeThrough(watch), { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  // ready returns a promise of the next readiness; call it before the
+  // request.
+  return { fetchFn, ready: () => new Promise((r) => waiters.push(r)), lastID: () => lastID };
+}
+
+// graphql-sse, distinct connections mode: ready on ": connected".
+async function graphqlSSE(singleConnection, prefix) {
+  const watch = fetchWatching(singleConnection ? { status: 202 } : { marker: ': connected\n' });
+  const client = createSSEClient({ url, headers: { Authorization: authorization }, fetchFn: watch.fetchFn, retryAttempts: 0, singleConnection });
+  await run(singleConnection ? 'graphql-sse single connection' : 'graphql-sse distinct connections', prefix, async (p, extensions, onResult) => {
+    const ready = watch.ready();
+    const dispose = client.subscribe({ query: subQuery(p), extensions }, { next: onResult, error: (e) => onResult(e instanceof Error ? e : new Error(JSON.stringify(e))), complete: () => {} });
+    await ready;
+    return async () => dispose();
+  // In distinct connections mode the position is the SSE event id, which
+  // the client does not expose: it is read off the stream.
+  }, singleConnection ? undefined : () => watch.lastID());
+  client.dispose();
+}
+
+// A graphql-ws client: a query sent after a subscribe on the same socket
+// is answered only once the subscription is registered (Sluice reads the
+// next message then), so its answer is the readiness signal.
+function wsClient() {
+  return createWSClient({ url: wsURL, webSocketImpl: WebSocket, connectionParams: { Authorization: authorization }, retryAttempts: 0, lazy: true });
+}
+
+async function barrier(client) {
+  for await (const r of client.iterate({ query: '{ __typename }' })) {
+    if (r.errors) fail('barrier: ' + JSON.stringify(r.errors));
+  }
+}
+
+async function graphqlWS(prefix) {
+  const client = wsClient();
+  await run('graphql-ws', prefix, async (p, extensions, onResult) => {
+    const dispose = client.subscribe({ query: subQuery(p), extensions }, { next: onResult, error: (e) => onResult(new Error(JSON.stringify(e))), complete: () => {} });
+    await barrier(client);
+    return async () => dispose();
+  });
+  // A query and a mutation over the socket too.
+  for await (const r of client.iterate({ query: `{ Dog(filter: {name: {startsWith: "${prefix}"}}) { name } }` })) {
+    if (r.data.Dog.map((d) => d.name).join(' ') !== `${prefix}1 ${prefix}2 ${prefix}3`) fail('graphql-ws query: ' + JSON.stringify(r));
+  }
+  for await (const r of client.iterate({ query: `mutation { _deleteDocuments(ids: ["Dog/${prefix}1"]) }` })) {
+    if (JSON.stringify(r.data) !== `{"_deleteDocuments":["Dog/${prefix}1"]}`) fail('graphql-ws mutation: ' + JSON.stringify(r));
+  }
+  console.log('graphql-ws: query and mutation ok');
+  await client.dispose();
+}
+
+// Apollo Client subscribing through link; ready() resolves once the
+// subscription is registered.
+async function apollo(name, prefix, link, ready, positionOf) {
+  const client = new ApolloClient({ link, cache: new InMemoryCache() });
+  await run(name, prefix, async (p, extensions, onResult) => {
+    const sub = client.subscribe({ query: gql(subQuery(p)), extensions }).subscribe({
+      next: (r) => onResult(r.error ? new Error(r.error.message) : r),
+      error: (e) => onResult(e),
+    });
+    await ready();
+    return async () => sub.unsubscribe();
+  }, positionOf);
+  client.stop();
+}
+
+// An Apollo link on graphql-sse (the recipe of graphql-sse's docs).
+class SSELink extends ApolloLink {
+  constructor(client) { super(); this.client = client; }
+  request(operation) {
+    return new Observable((sink) => this.client.subscribe({ ...operation, query: print(operation.query) }, {
+      next: sink.next.bind(sink), complete: sink.complete.bind(sink), error: sink.error.bind(sink),
+    }));
+  }
+}
+
+async function urql(prefix) {
+  const ws = wsClient();
+  const client = new UrqlClient({
+    url,
+    exchanges: [subscriptionExchange({
+      enableAllOperations: true,
+      forwardSubscription: (request) => ({
+        subscribe: (sink) => ({ unsubscribe: ws.subscribe({ ...request, query: request.query || '' }, sink) }),
+      }),
+    })],
+  });
+  await run('urql (graphql-ws)', prefix, async (p, extensions, onResult) => {
+    const { unsubscribe } = client.executeSubscription(createRequest(subQuery(p), {}, extensions)).subscribe((r) => {
+      onResult(r.error ? new Error(r.error.message) : { data: r.data, extensions: r.extensions });
+    });
+    await barrier(ws);
+    return async () => unsubscribe();
+  });
+  await ws.dispose();
+}
+
+await graphqlSSE(false, 'sd');
+await graphqlSSE(true, 'ss');
+await graphqlWS('ws');
+
+{
+  const ws = wsClient();
+  await apollo('Apollo GraphQLWsLink', 'aw', new GraphQLWsLink(ws), () => barrier(ws));
+  await ws.dispose();
+}
+{
+  const watch = fetchWatching({ marker: ': connected\n' });
+  const sse = createSSEClient({ url, headers: { Authorization: authorization }, fetchFn: watch.fetchFn, retryAttempts: 0 });
+  await apollo('Apollo graphql-sse link', 'as', new SSELink(sse), () => watch.ready(), () => watch.lastID());
+  sse.dispose();
+}
+{
+  // HttpLink alone: multipart subscriptions; ready on the first part, {}.
+  const watch = fetchWatching({ marker: '{}' });
+  await apollo('Apollo HttpLink multipart', 'am', new HttpLink({ uri: url, headers: { Authorization: authorization }, fetch: watch.fetchFn, includeExtensions: true }), () => watch.ready());
+}
+await urql('ur');
+
+clearTimeout(timeout);
+console.log('PASS');
