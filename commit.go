@@ -107,3 +107,14 @@ type Head struct {
 	Epoch      string
 	History
 }
+
+// Event is one event of a subscription, as a transport sends it: its
+// position in the log (the stream's event id) and its payload, one line
+// of JSON (a GraphQL ExecutionResult, a REST change stream envelope).
+type Event struct {
+	Position Position
+	// ID is Position's text form, computed once per event rather than once
+	// per subscriber.
+	ID   string
+	Data []byte
+}

@@ -42,13 +42,7 @@ type Subscription struct {
 // SubscriptionEvent is one event of a subscription: its stream position
 // (the SSE id) and its ExecutionResult as one line of JSON
 // ({"data":{"<field>":…}}).
-type SubscriptionEvent struct {
-	Position sluice.Position
-	// ID is Position's text form (the SSE id:), computed once per event
-	// rather than once per subscriber.
-	ID   string
-	Data []byte
-}
+type SubscriptionEvent = sluice.Event
 
 // NewSubscription prepares the subscription operation of op for the
 // request req (both from a request served by es). It returns a CodeInvalid

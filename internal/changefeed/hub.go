@@ -93,6 +93,10 @@ type Hub struct {
 	perUser    map[int64]int // guards by user id
 	maxStreams int
 	maxPerUser int
+
+	// shareMu guards shares (see share.go).
+	shareMu sync.Mutex
+	shares  map[any]*share
 }
 
 // dbState is the hub's view of one database.
@@ -130,6 +134,7 @@ func NewHub(log Log, o HubOptions) *Hub {
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 		checkGrant: o.Check, guards: map[*Guard]struct{}{}, perUser: map[int64]int{},
 		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
+		shares: map[any]*share{},
 	}
 	h.applied.Store(-1)
 	return h

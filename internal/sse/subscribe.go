@@ -58,7 +58,7 @@ type session struct {
 	grouped bool
 	// Exactly one of m (a group member) and sub (a subscription of its
 	// own) is set once the session is registered.
-	m   *member
+	m   *changefeed.Member
 	sub *changefeed.Subscription
 	// guard ends the stream when an access change takes its grant away;
 	// ender ends whatever serves the stream at that time.
@@ -107,23 +107,23 @@ func (t *transport) subscribe(r *http.Request, st framer, req *request, op *grap
 				s.fail(err)
 				return nil
 			}
-			// The group's change feed subscription id ties the stream to
+			// The share's change feed subscription id ties the stream to
 			// /api/admin/subscriptions and the hub's logs.
-			s.subID, s.grouped = m.g.sub.ID(), true
+			s.subID, s.grouped = m.SubscriptionID(), true
 			// A member evaluates commits only once detached, then with the
-			// group's subscription (the same schema, role, operation and
+			// share's subscription (the same schema, role, operation and
 			// variables; Events keeps no state between calls): its own
 			// operation and subscription, about a KiB, are not kept for
 			// the life of the stream.
-			s.gs = m.g.gs
+			s.gs = m.Evaluator().(*evaluator).gs
 			if err := s.ender.Serve(m); err != nil {
-				m.leave()
+				m.Leave()
 				guard.Release()
 				s.fail(err)
 				return nil
 			}
 			if !s.ready(req) {
-				m.leave()
+				m.Leave()
 				guard.Release()
 				return nil
 			}
@@ -161,7 +161,7 @@ func (t *transport) subscribe(r *http.Request, st framer, req *request, op *grap
 func (s *session) serve() {
 	defer s.guard.Release()
 	if s.m != nil {
-		defer s.m.leave()
+		defer s.m.Leave()
 		s.member(s.m)
 		return
 	}
@@ -243,13 +243,13 @@ func (s *session) finish(err error) {
 
 // member serves a group member until it ends; a member detached for
 // falling behind continues on a change feed subscription of its own.
-func (s *session) member(m *member) {
+func (s *session) member(m *changefeed.Member) {
 	defer s.stopBeats()
-	var buf []entry
+	var buf []changefeed.Entry
 	for {
 		var wake <-chan struct{}
-		var state takeState
-		buf, wake, state = m.take(buf[:0])
+		var state changefeed.TakeState
+		buf, wake, state = m.Take(buf[:0])
 		if len(buf) > 0 {
 			err := s.writeEntries(buf)
 			clear(buf) // do not hold payloads while waiting
@@ -261,9 +261,10 @@ func (s *session) member(m *member) {
 			}
 		}
 		switch state {
-		case takeDetached:
-			sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &m.from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
-			m.left() // its own subscription holds its commits now
+		case changefeed.TakeDetached:
+			from := m.From()
+			sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
+			m.Left() // its own subscription holds its commits now
 			if err != nil {
 				s.finish(err)
 				return
@@ -275,10 +276,10 @@ func (s *session) member(m *member) {
 			}
 			s.own(sub)
 			return
-		case takeEnded:
-			s.finish(m.g.err)
+		case changefeed.TakeEnded:
+			s.finish(m.Err())
 			return
-		case takeRevoked:
+		case changefeed.TakeRevoked:
 			s.finish(s.ender.Err())
 			return
 		}
@@ -293,17 +294,17 @@ func (s *session) member(m *member) {
 }
 
 // writeEntries writes the events of es, then flushes once.
-func (s *session) writeEntries(es []entry) error {
+func (s *session) writeEntries(es []changefeed.Entry) error {
 	n := 0
 	for _, e := range es {
-		n += len(e.evs)
+		n += len(e.Events)
 		if s.st.shared() {
-			if err := s.st.writeShared(e.sse); err != nil {
+			if err := s.st.writeShared(e.Frames); err != nil {
 				return err
 			}
 			continue
 		}
-		for _, ev := range e.evs {
+		for _, ev := range e.Events {
 			s.st.next(ev.ID, ev.Data)
 		}
 		if err := s.st.spill(); err != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -53,9 +52,6 @@ type Options struct {
 type Server struct {
 	opts Options
 
-	mu     sync.Mutex
-	groups map[groupKey]*group // live groups of subscribers from now
-
 	conns *connections // graphql-ws sockets, single connection mode streams
 }
 
@@ -73,7 +69,7 @@ func NewServer(o Options) *Server {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 10 << 20
 	}
-	return &Server{opts: o, groups: map[groupKey]*group{}, conns: newConnections()}
+	return &Server{opts: o, conns: newConnections()}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests

@@ -1,4 +1,4 @@
-package sse
+package changefeed
 
 import (
 	"errors"
@@ -9,50 +9,50 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/graph"
 )
 
-// The group's history, without a hub: publish stands for the group's
-// evaluation of each commit, take for each member's stream.
+// A share's history, without a hub subscription: publish stands for the
+// share's evaluation of each piece, Take for each member's stream.
 
-func testGroup() *group {
-	return newGroup(NewServer(Options{}), groupKey{}, nil, nil, &sluice.Database{ID: 1, Epoch: "e"})
+func testGroup() *share {
+	h := NewHub(&memLog{}, HubOptions{})
+	return h.newShare(ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}}, nil)
 }
 
 // events returns n events of commit seq with payloads of size bytes.
-func events(seq int64, n, size int) []graph.SubscriptionEvent {
-	evs := make([]graph.SubscriptionEvent, n)
+func events(seq int64, n, size int) []sluice.Event {
+	evs := make([]sluice.Event, n)
 	for i := range evs {
 		id := "e-" + strconv.FormatInt(seq, 10) + "-" + strconv.Itoa(i)
-		evs[i] = graph.SubscriptionEvent{ID: id, Data: []byte(strings.Repeat("x", size))}
+		evs[i] = sluice.Event{ID: id, Data: []byte(strings.Repeat("x", size))}
 	}
 	return evs
 }
 
 // ids takes everything m can take now and returns the event ids.
-func ids(t *testing.T, m *member) []string {
+func ids(t *testing.T, m *Member) []string {
 	t.Helper()
 	var out []string
 	for {
-		buf, _, _ := m.take(nil)
+		buf, _, _ := m.Take(nil)
 		if len(buf) == 0 {
 			return out
 		}
 		for _, e := range buf {
-			for _, ev := range e.evs {
+			for _, ev := range e.Events {
 				out = append(out, ev.ID)
 			}
 		}
 	}
 }
 
-func addMember(g *group) *member {
+func addMember(g *share) *Member {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.add(nil)
+	return g.add("test")
 }
 
-func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
+func TestShareHistoryReleasesWhatEveryMemberTook(t *testing.T) {
 	g := testGroup()
 	a, b := addMember(g), addMember(g)
 	g.publish(at(1), events(1, 2, 10))
@@ -81,7 +81,7 @@ func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
 	g.publish(at(4), events(4, 1, 10))
 	ids(t, a)
 	ids(t, b)
-	late.leave()
+	late.Leave()
 	if len(g.hist) != 0 || g.bytes != 0 {
 		t.Fatalf("history after the last reader left: %d entries, %d bytes", len(g.hist), g.bytes)
 	}
@@ -90,7 +90,7 @@ func TestHistoryReleasesWhatEveryMemberTook(t *testing.T) {
 // A member that does not take falls out of the history once it exceeds
 // its bounds, and continues from the first commit it did not take; the
 // others are not affected.
-func TestHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
+func TestShareHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 	g := testGroup()
 	slow, fast := addMember(g), addMember(g)
 	const size = 1000
@@ -104,8 +104,8 @@ func TestHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 			t.Fatalf("fast member took %v at commit %d", got, seq)
 		}
 	}
-	buf, _, state := slow.take(nil)
-	if len(buf) != 0 || state != takeDetached {
+	buf, _, state := slow.Take(nil)
+	if len(buf) != 0 || state != TakeDetached {
 		t.Fatalf("slow member: %d entries, state %v", len(buf), state)
 	}
 	// It never took anything: it continues from the first commit, whole.
@@ -121,7 +121,7 @@ func TestHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 	if in {
 		t.Fatal("the detached member is still a member")
 	}
-	slow.leave() // as its stream does when it ends; fast keeps the group
+	slow.Leave() // as its stream does when it ends; fast keeps the group
 	if g.closed {
 		t.Fatal("the group closed with a member left")
 	}
@@ -129,21 +129,21 @@ func TestHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 
 // A member that took some commits and then stopped continues from the
 // first one it did not take.
-func TestHistoryDetachPositionAfterPartialRead(t *testing.T) {
+func TestShareHistoryDetachPositionAfterPartialRead(t *testing.T) {
 	g := testGroup()
 	m := addMember(g)
 	g.publish(at(7), events(7, 3, 10))
 	ids(t, m)
-	for seq := int64(8); seq < 8+historyCommits+1; seq++ {
+	for seq := int64(8); seq < 8+historyEntries+1; seq++ {
 		g.publish(at(seq), events(seq, 1, 1))
 	}
-	if _, _, state := m.take(nil); state != takeDetached || m.from.Seq != 8 || m.from.Index != -1 {
+	if _, _, state := m.Take(nil); state != TakeDetached || m.from.Seq != 8 || m.from.Index != -1 {
 		t.Fatalf("state %v, from %+v", state, m.from)
 	}
 }
 
 // A group that ends gives its members what it published, then the end.
-func TestHistoryEnd(t *testing.T) {
+func TestShareHistoryEnd(t *testing.T) {
 	g := testGroup()
 	m := addMember(g)
 	g.publish(at(1), events(1, 1, 10))
@@ -154,7 +154,7 @@ func TestHistoryEnd(t *testing.T) {
 	if got := ids(t, m); len(got) != 1 {
 		t.Fatalf("took %v", got)
 	}
-	if _, _, state := m.take(nil); state != takeEnded {
+	if _, _, state := m.Take(nil); state != TakeEnded {
 		t.Fatalf("state %v", state)
 	}
 }
@@ -162,29 +162,29 @@ func TestHistoryEnd(t *testing.T) {
 // take returns no wake channel while entries remain, also when the
 // entries it took were the last unread ones and were released: a member
 // must never wait with something left to take.
-func TestHistoryTakeReportsWhatRemains(t *testing.T) {
+func TestShareHistoryTakeReportsWhatRemains(t *testing.T) {
 	g := testGroup()
 	a, b := addMember(g), addMember(g)
 	for seq := int64(1); seq <= takeMax+3; seq++ {
 		g.publish(at(seq), events(seq, 1, 10))
 	}
 	ids(t, b) // b took everything: a's entries are the last unread ones
-	buf, wake, state := a.take(nil)
-	if len(buf) != takeMax || wake != nil || state != takeWait {
+	buf, wake, state := a.Take(nil)
+	if len(buf) != takeMax || wake != nil || state != TakeWait {
 		t.Fatalf("first take: %d entries, wake %v, state %v", len(buf), wake, state)
 	}
-	buf, wake, state = a.take(nil)
-	if len(buf) != 3 || wake == nil || state != takeWait {
+	buf, wake, state = a.Take(nil)
+	if len(buf) != 3 || wake == nil || state != TakeWait {
 		t.Fatalf("second take: %d entries, wake %v, state %v", len(buf), wake, state)
 	}
 }
 
 // Members reading concurrently with the publisher each get every event
 // once, in order, and wait only on the channel take returns.
-func TestHistoryConcurrentReaders(t *testing.T) {
+func TestShareHistoryConcurrentReaders(t *testing.T) {
 	g := testGroup()
 	const readers, commits = 8, 2000
-	ms := make([]*member, readers)
+	ms := make([]*Member, readers)
 	for i := range ms {
 		ms[i] = addMember(g)
 	}
@@ -193,14 +193,14 @@ func TestHistoryConcurrentReaders(t *testing.T) {
 		wg.Go(func() {
 			next := int64(1)
 			for next <= commits {
-				buf, wake, state := m.take(nil)
-				if state != takeWait {
+				buf, wake, state := m.Take(nil)
+				if state != TakeWait {
 					t.Errorf("state %v", state)
 					return
 				}
 				for _, e := range buf {
-					if e.start.Seq != next {
-						t.Errorf("took commit %d, want %d", e.start.Seq, next)
+					if e.Start.Seq != next {
+						t.Errorf("took commit %d, want %d", e.Start.Seq, next)
 						return
 					}
 					next++
@@ -230,7 +230,7 @@ func TestHistoryConcurrentReaders(t *testing.T) {
 // The group's hub subscription moves on once a commit is evaluated; what
 // the slowest member has not taken, and where a member that fell out of
 // the history replays from, must stay in the log: the group holds it.
-func TestHistoryHoldsWhatMembersStillNeed(t *testing.T) {
+func TestShareHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 	g := testGroup()
 	fast, slow := addMember(g), addMember(g)
 	if g.floor != -1 {
@@ -255,13 +255,13 @@ func TestHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 	ids(t, fast)
 	g.publish(at(11), events(11, 1, historyBytesPerMember))
 	ids(t, fast)
-	if _, _, state := slow.take(nil); state != takeDetached || slow.from.Seq != 9 {
+	if _, _, state := slow.Take(nil); state != TakeDetached || slow.from.Seq != 9 {
 		t.Fatalf("slow: state %v from %v, want detached from commit 9", state, slow.from)
 	}
 	if g.floor != 8 {
 		t.Fatalf("floor %d while the detached member has not subscribed, want 8", g.floor)
 	}
-	slow.left()
+	slow.Left()
 	if g.floor != -1 {
 		t.Fatalf("floor %d after the detached member subscribed on its own, want -1", g.floor)
 	}

@@ -1,0 +1,484 @@
+package changefeed
+
+import (
+	"context"
+	"sync"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Sharing. Subscribers that would compute the same events from each commit
+// (the same GraphQL query, variables and access; the same REST class,
+// operations and role) share one: one hub subscription whose pieces are
+// evaluated once and framed once, into a bounded history that every member
+// takes from at its own pace. Transports only write prepared frames.
+// Publishing never blocks on a member: it appends and wakes the members
+// with one channel close, instead of one send per member.
+//
+// A member whose next entry would fall out of the history leaves the share
+// (it is detached) and continues from there with a subscription of its own
+// (Hub.Subscribe from Member.From), which replays from the log; meanwhile
+// the share holds those commits back from pruning.
+
+// The bounds of a share's history: the events of the pieces some member
+// has not taken yet. The bytes scale with the members (each may lag as much
+// as one alone), so memory per subscriber stays bounded while a large share
+// tolerates long bursts: 10,000 members lagging 500 commits behind read
+// shared frames instead of evaluating each commit once per member.
+const (
+	historyEntries        = 4096
+	historyBytesPerMember = 64 << 10
+	historyMaxBytes       = 64 << 20
+	// eventOverhead is what an event costs beyond its frame (the Event and
+	// its share of the entry).
+	eventOverhead = 64
+)
+
+// takeMax is how many entries a member takes at once (written with one
+// flush). A member keeps a slice of that many entries.
+const takeMax = 16
+
+// Evaluator computes the events of a share (or of a subscriber of its
+// own) from the pieces of commits, in order; one goroutine calls it.
+type Evaluator interface {
+	// Events returns the events piece c gives, and the position just
+	// before the first change they come from (where a reader that has not
+	// taken them resumes).
+	Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error)
+}
+
+// ShareOptions describe the subscription a subscriber shares.
+type ShareOptions struct {
+	// Key identifies subscribers with the same events; comparable.
+	Key      any
+	Database *sluice.Database
+	// Classes limits the commits evaluated (see Options.Classes).
+	Classes []string
+	// Transport labels the share in metrics and listings.
+	Transport string
+	// New returns the share's evaluator, when the share starts.
+	New func() Evaluator
+	// Frame, when set, appends the frame of ev to dst: the share builds
+	// every event's frame once for its members. A frame must end with
+	// ev.Data followed by two bytes (an SSE data line and the blank line):
+	// each Event's Data then points into the frame instead of a copy.
+	Frame func(dst []byte, ev sluice.Event) []byte
+}
+
+// Entry is the events of one commit (or piece of one) in a share's
+// history, as a member takes them. Nothing in it is modified after it is
+// published.
+type Entry struct {
+	// Start is the position just before the first change the events were
+	// evaluated from.
+	Start  sluice.Position
+	Events []sluice.Event
+	// Frames are the events' frames, one after the other (nil without
+	// ShareOptions.Frame).
+	Frames []byte
+	size   int
+	unread int // members that have not taken it
+}
+
+// share is one hub subscription evaluated once for its members.
+type share struct {
+	h     *Hub
+	key   any
+	ev    Evaluator
+	frame func([]byte, sluice.Event) []byte
+	sub   *Subscription
+	epoch string
+	ctx   context.Context
+	stop  context.CancelFunc
+
+	mu      sync.Mutex
+	members map[*Member]struct{}
+	closed  bool  // no member may join
+	ended   bool  // the share ended on its own (hub, evaluation error)
+	err     error // why it ended
+	// hist holds the entries not yet taken by every member, oldest first;
+	// hist[0] has the index first. Indexes only grow.
+	hist  []Entry
+	first int64
+	bytes int
+	// leaving holds the members that fell out of the history and have not
+	// yet subscribed on their own, with the commit they replay from.
+	leaving map[*Member]int64
+	// floor is what the share holds in the hub (see holdFloor); -1: none.
+	floor int64
+	// wake is closed (and replaced) when the history grows or the share
+	// ends.
+	wake   chan struct{}
+	exited chan struct{} // closed when run returns
+}
+
+// Member is one subscriber of a share. Its fields are guarded by the
+// share's mutex.
+type Member struct {
+	s *share
+	// pos is the index of the next history entry it takes.
+	pos int64
+	// detached is set when its next entry fell out of the history; from is
+	// then where it continues on its own.
+	detached bool
+	from     sluice.Position
+	// revoked is set when its stream lost its access (End).
+	revoked bool
+	label   string
+}
+
+// Join adds a subscriber to the share of o.Key, starting the share (a hub
+// subscription from now) when there is none. It fails like Subscribe.
+func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
+	h.shareMu.Lock()
+	defer h.shareMu.Unlock()
+	if s := h.shares[o.Key]; s != nil {
+		s.mu.Lock()
+		if !s.closed {
+			m := s.add(o.Transport)
+			s.mu.Unlock()
+			return m, nil
+		}
+		s.mu.Unlock()
+	}
+	sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: o.Classes, Transport: o.Transport, Shared: true})
+	if err != nil {
+		return nil, err
+	}
+	s := h.newShare(o, sub)
+	h.shares[o.Key] = s
+	m := s.add(o.Transport)
+	go s.run()
+	return m, nil
+}
+
+func (h *Hub) newShare(o ShareOptions, sub *Subscription) *share {
+	ctx, stop := context.WithCancel(context.Background())
+	var ev Evaluator
+	if o.New != nil {
+		ev = o.New()
+	}
+	return &share{h: h, key: o.Key, ev: ev, frame: o.Frame, sub: sub, epoch: o.Database.Epoch, ctx: ctx, stop: stop,
+		members: map[*Member]struct{}{}, leaving: map[*Member]int64{}, floor: -1,
+		wake: make(chan struct{}), exited: make(chan struct{})}
+}
+
+// add adds a member that takes what is published from now on; the caller
+// holds s.mu.
+func (s *share) add(label string) *Member {
+	m := &Member{s: s, pos: s.first + int64(len(s.hist)), label: label}
+	s.members[m] = struct{}{}
+	s.count(m, 1)
+	return m
+}
+
+// count moves the subscribers gauge of m's transport by d: the share's
+// own hub subscription is not counted, its members are.
+func (s *share) count(m *Member, d float64) {
+	if mt := s.h.metrics; mt != nil && s.sub != nil {
+		mt.Subscribers.WithLabelValues(m.label, dbLabel(s.sub.db.ID)).Add(d)
+	}
+}
+
+// remove takes m out of the members; the caller holds s.mu.
+func (s *share) remove(m *Member) {
+	delete(s.members, m)
+	s.count(m, -1)
+}
+
+// SubscriptionID returns the id of the share's hub subscription, for logs
+// and /api/admin/subscriptions.
+func (m *Member) SubscriptionID() uint64 { return m.s.sub.ID() }
+
+// Evaluator returns the share's evaluator, so that a transport can take
+// from it what a detached member needs to evaluate by itself; it must not
+// call its Events, which only the share does.
+func (m *Member) Evaluator() Evaluator { return m.s.ev }
+
+// From returns where a detached member continues on its own.
+func (m *Member) From() sluice.Position {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return m.from
+}
+
+// Err returns why the share ended (after Take said TakeEnded).
+func (m *Member) Err() error {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// End stops m taking anything more: its stream lost its access (see
+// Guard). It wakes the members waiting, m among them.
+func (m *Member) End(error) {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !m.revoked {
+		m.revoked = true
+		s.signal()
+	}
+}
+
+// Leave removes m from its share (a client that left, or a member that
+// finished); the last member out closes the share and waits for it.
+func (m *Member) Leave() {
+	s := m.s
+	s.mu.Lock()
+	if _, ok := s.members[m]; ok {
+		s.remove(m)
+		for i := m.pos - s.first; i < int64(len(s.hist)); i++ {
+			s.hist[i].unread--
+		}
+		s.trim()
+	}
+	delete(s.leaving, m)
+	s.holdFloor()
+	last := len(s.members) == 0 && !s.closed
+	if last {
+		s.closed = true
+	}
+	s.mu.Unlock()
+	if !last {
+		return
+	}
+	s.h.forgetShare(s)
+	s.stop()
+	s.sub.Close()
+	<-s.exited
+}
+
+// Left says that m, which was detached, has its own hub subscription now
+// (or gave up): the share stops holding its commits.
+func (m *Member) Left() {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.leaving[m]; ok {
+		delete(s.leaving, m)
+		s.holdFloor()
+	}
+}
+
+func (h *Hub) forgetShare(s *share) {
+	h.shareMu.Lock()
+	if h.shares[s.key] == s {
+		delete(h.shares, s.key)
+	}
+	h.shareMu.Unlock()
+}
+
+// run evaluates each piece once and publishes its events.
+func (s *share) run() {
+	defer close(s.exited)
+	for {
+		select {
+		case c := <-s.sub.Commits():
+			if !s.deliver(c) {
+				return
+			}
+		case <-s.sub.Done():
+			// What was queued before the end is still owed, in order.
+			for {
+				select {
+				case c := <-s.sub.Commits():
+					if !s.deliver(c) {
+						return
+					}
+					continue
+				default:
+				}
+				break
+			}
+			s.end(s.sub.Err())
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// deliver evaluates c and publishes its events. It reports whether the
+// share goes on.
+func (s *share) deliver(c *sluice.Commit) bool {
+	evs, start, err := s.ev.Events(s.ctx, c)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.end(err)
+		}
+		return false
+	}
+	if len(evs) > 0 {
+		s.publish(start, evs)
+	}
+	return true
+}
+
+// publish appends events to the history and wakes the members. Over the
+// history's bounds, the oldest entries go, and the members that had not
+// taken them are detached.
+func (s *share) publish(start sluice.Position, evs []sluice.Event) {
+	var frames []byte
+	size := len(evs) * eventOverhead
+	if s.frame != nil {
+		for i := range evs {
+			frames = s.frame(frames, evs[i])
+			// The payload is the frame's bytes before its closing "\n\n".
+			end := len(frames) - 2
+			evs[i].Data = frames[end-len(evs[i].Data) : end : end]
+		}
+		size += len(frames)
+	} else {
+		for i := range evs {
+			size += len(evs[i].ID) + len(evs[i].Data)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.members) == 0 {
+		return
+	}
+	s.hist = append(s.hist, Entry{Start: start, Events: evs, Frames: frames, size: size, unread: len(s.members)})
+	s.bytes += size
+	budget := min(historyBytesPerMember*len(s.members), historyMaxBytes)
+	for len(s.hist) > 1 && (len(s.hist) > historyEntries || s.bytes > budget) {
+		s.evictOldest()
+	}
+	s.holdFloor()
+	s.signal()
+}
+
+// holdFloor keeps the commits members still need from being pruned: the
+// share's hub subscription moves on as soon as a piece is evaluated, but
+// members take it later, and one that was detached replays from the log.
+// The caller holds s.mu.
+func (s *share) holdFloor() {
+	floor := int64(-1)
+	if len(s.hist) > 0 {
+		floor = s.hist[0].Start.Seq - 1
+	}
+	for _, seq := range s.leaving {
+		if floor < 0 || seq-1 < floor {
+			floor = seq - 1
+		}
+	}
+	if floor != s.floor {
+		s.floor = floor
+		if s.sub != nil { // nil in tests of the history alone
+			s.sub.Hold(floor)
+		}
+	}
+}
+
+// evictOldest drops the oldest entry, detaching the members that had not
+// taken it: they continue from just before its first change, read from
+// the log. The caller holds s.mu.
+func (s *share) evictOldest() {
+	e := s.hist[0]
+	for m := range s.members {
+		if m.pos != s.first {
+			continue
+		}
+		m.detached, m.from = true, e.Start
+		m.from.Epoch = s.epoch
+		s.remove(m)
+		s.leaving[m] = e.Start.Seq
+		for i := 1; i < len(s.hist); i++ {
+			s.hist[i].unread--
+		}
+		if mt := s.h.metrics; mt != nil && s.sub != nil {
+			mt.CatchUps.WithLabelValues(dbLabel(s.sub.db.ID)).Inc()
+		}
+	}
+	s.bytes -= e.size
+	s.hist[0] = Entry{}
+	s.hist = s.hist[1:]
+	s.first++
+	s.trim()
+}
+
+// trim drops the oldest entries every member has taken. The caller holds
+// s.mu.
+func (s *share) trim() {
+	for len(s.hist) > 0 && s.hist[0].unread <= 0 {
+		s.bytes -= s.hist[0].size
+		s.hist[0] = Entry{}
+		s.hist = s.hist[1:]
+		s.first++
+	}
+	if len(s.hist) == 0 {
+		s.hist = nil // release the backing array
+	}
+}
+
+// signal wakes every member waiting on the current wake channel. The
+// caller holds s.mu.
+func (s *share) signal() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+// end closes the share with err; its members finish with it once they
+// have taken what it published.
+func (s *share) end(err error) {
+	s.h.forgetShare(s)
+	s.mu.Lock()
+	s.closed = true
+	s.ended = true
+	s.err = err
+	s.signal()
+	s.mu.Unlock()
+	s.sub.Close()
+}
+
+// TakeState says what a member does once Take gave it nothing more.
+type TakeState int
+
+// The states Take reports.
+const (
+	TakeWait     TakeState = iota // wait on the returned channel
+	TakeDetached                  // continue on its own from From
+	TakeEnded                     // the share ended: finish with Err
+	TakeRevoked                   // the member lost its access: finish
+)
+
+// Take appends to buf the next entries (at most 16) m has not taken. When
+// that leaves nothing to take, it also returns the channel that is closed
+// when that changes (nil when more can be taken now), or the reason m must
+// not wait.
+func (m *Member) Take(buf []Entry) ([]Entry, <-chan struct{}, TakeState) {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.revoked {
+		return buf, nil, TakeRevoked
+	}
+	if m.detached {
+		return buf, nil, TakeDetached
+	}
+	i := int(m.pos - s.first)
+	n := min(len(s.hist)-i, takeMax)
+	for k := i; k < i+n; k++ {
+		buf = append(buf, s.hist[k])
+		s.hist[k].unread--
+	}
+	m.pos += int64(n)
+	more := i+n < len(s.hist) // before trim moves the indexes
+	if n > 0 {
+		first := s.first
+		s.trim()
+		if s.first != first {
+			s.holdFloor()
+		}
+	}
+	switch {
+	case more:
+		return buf, nil, TakeWait
+	case s.ended:
+		return buf, nil, TakeEnded
+	}
+	return buf, s.wake, TakeWait
+}
