@@ -30,9 +30,12 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 .PHONY: test
 test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser ## run every test (Go with -race, the Node client tests, the browser test)
 
+# The tests that start sluice as its own process run the release binary,
+# built here once per run rather than by each test binary (see
+# daemontest.SluiceBinary).
 .PHONY: test-go
-test-go:
-	$(GO) test -race -count=1 -timeout 15m ./...
+test-go: build
+	SLUICE_TEST_BINARY=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 15m ./...
 
 .PHONY: test-graphql-http
 test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test/graphql-http first)
@@ -74,10 +77,15 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
 
+# staticcheck runs from the module proxy at a pinned version, so that lint
+# needs nothing installed but Go.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
 .PHONY: lint
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo 'run gofmt -w .'; exit 1)
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 
 .PHONY: verify
 verify: lint docker-binary ## lint, check go.mod is tidy, check the Docker build command

@@ -65,9 +65,9 @@ type Commit struct {
 	Seq     int64
 	Author  string
 	Message string
-	// UserID names the user who made the commit.
-	UserID string
-	Time   time.Time
+	// User is the name of the user who made the commit.
+	User string
+	Time time.Time
 	// Changes are in request order. A commit read from a summary listing
 	// (the log) may leave them out; NumChanges always counts them. A large
 	// commit is read and delivered in pieces: several Commits of one Seq,

@@ -72,9 +72,10 @@ func (d *Daemon) Started() <-chan struct{} { return d.started }
 func (d *Daemon) Addr() string { return d.addr }
 
 // openStore starts the embedded Postgres when no database URL is
-// configured, connects and migrates. The returned stop function closes the
+// configured, connects and migrates. onCommit (nil: none) is the store's
+// commit hook (postgres.OnCommit). The returned stop function closes the
 // pool and stops the embedded server.
-func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*postgres.DB, func(), error) {
+func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, func(), error) {
 	url := cfg.DatabaseURL
 	var pg *pgembed.Postgres
 	stop := func() {
@@ -101,7 +102,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger) (*po
 		}
 		url = pg.URL("sluice")
 	}
-	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout))
+	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit))
 	if err != nil {
 		stop()
 		return nil, nil, err
@@ -125,7 +126,7 @@ func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Log
 
 // Migrate applies Sluice's migrations and returns (sluice migrate).
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	_, stop, err := openStore(ctx, cfg, logger)
+	_, stop, err := openStore(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -144,14 +145,25 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
-	store, stopStore, err := openStore(ctx, d.cfg, d.logger)
+	m := metrics.New()
+	// Every commit, whatever made it, wakes this process's tailer and the
+	// notifier (other processes). Both are built from the store, after
+	// it opens; nothing commits before Bootstrap, when both are set.
+	var notifier *postgres.Notifier
+	var tailer *changefeed.Tailer
+	store, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
+		label := strconv.FormatInt(c.DatabaseID, 10)
+		m.Commits.WithLabelValues(label).Inc()
+		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
+		notifier.Wake(c.DatabaseID)
+		tailer.Wake(c.DatabaseID)
+	})
 	if err != nil {
 		return err
 	}
 	defer stopStore()
 
-	m := metrics.New()
-	notifier := postgres.NewNotifier(store)
+	notifier = postgres.NewNotifier(store)
 	sm := metrics.NewStream(m.Registry)
 	// eng is built below; the hub calls Check only once streams exist.
 	var eng *engine.Engine
@@ -162,17 +174,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// eng and gql are built below; the tailer's OnDrop only runs once the
 	// tailer runs, which starts after both are set.
 	var gql *graph.Handler
-	tailer := changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
+	tailer = changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
 	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL)), d.logger, engine.Hooks{
-		OnCommit: func(c *sluice.Commit) {
-			label := strconv.FormatInt(c.DatabaseID, 10)
-			m.Commits.WithLabelValues(label).Inc()
-			m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
-			notifier.Wake(c.DatabaseID)
-			tailer.Wake(c.DatabaseID)
-		},
 		// An access change is announced to other processes by its own
 		// NOTIFY; this one's tailer applies it at once.
 		OnAccess: func() { tailer.Wake(0) },

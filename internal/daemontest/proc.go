@@ -2,13 +2,41 @@ package daemontest
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"syscall"
 	"testing"
 	"time"
 )
+
+// SluiceBinaryEnv names the environment variable that holds the path of a
+// sluice binary built for a test run. `make test-go` builds the release
+// binary once and sets it, so every package that starts sluice as its own
+// process runs that one binary, the one that ships, instead of building
+// its own.
+const SluiceBinaryEnv = "SLUICE_TEST_BINARY"
+
+// SluiceBinary returns the path of a sluice binary of this module for
+// tests that run it as a process: the one named by $SLUICE_TEST_BINARY, or
+// else one it builds into dir (go build caches, so a rebuild of unchanged
+// sources takes under a second). It takes no testing.TB so that TestMain
+// can call it.
+func SluiceBinary(dir string) (string, error) {
+	if p := os.Getenv(SluiceBinaryEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("%s: %w", SluiceBinaryEnv, err)
+		}
+		return p, nil
+	}
+	out := filepath.Join(dir, "sluice")
+	if msg, err := exec.Command("go", "build", "-o", out, "github.com/sluice-dev/sluice/cmd/sluice").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/sluice: %w\n%s", err, msg)
+	}
+	return out, nil
+}
 
 // Proc is a server process started by StartProc.
 type Proc struct {

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -47,26 +46,24 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 		return nil, err
 	}
 	d := &sluice.Database{Org: nd.Org, Name: nd.Name, Label: nd.Label, Comment: nd.Comment}
-	var sys *sluice.Commit
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+	_, err = e.systemWrite(ctx, u, "create database "+d.Path(), func(ctx context.Context, tx *postgres.Tx) error {
 		if err := tx.CreateDatabase(ctx, d, s); err != nil {
 			return err
 		}
-		if !u.Superuser {
-			if err := tx.SetRole(ctx, u.ID, d.ID, sluice.RoleAdmin); err != nil {
-				return err
-			}
+		if u.Superuser {
+			return nil
 		}
-		sys, err = e.systemWrite(ctx, tx, u, fmt.Sprintf("create database %s", d.Path()), func(ctx context.Context, w *postgres.Writer) error {
-			return w.Insert(ctx, []*sluice.Document{userDatabaseDoc(d)})
-		})
-		return err
+		return tx.SetRole(ctx, u.ID, d.ID, sluice.RoleAdmin)
+	}, func(ctx context.Context, w *postgres.Writer) error {
+		return w.Insert(ctx, []*sluice.Document{userDatabaseDoc(d)})
 	})
 	if err != nil {
 		return nil, err
 	}
 	e.forgetDatabase(d)
-	e.onCommit(sys)
+	if !u.Superuser {
+		e.onAccess()
+	}
 	return d, nil
 }
 
@@ -92,22 +89,16 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 	if err := writable(d); err != nil {
 		return err
 	}
-	var sys *sluice.Commit
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		if err := tx.DeleteDatabase(ctx, d); err != nil {
-			return err
-		}
-		sys, err = e.systemWrite(ctx, tx, u, fmt.Sprintf("delete database %s", d.Path()), func(ctx context.Context, w *postgres.Writer) error {
-			return w.Delete(ctx, []string{userDatabaseDoc(d).ID})
-		})
-		return err
+	_, err = e.systemWrite(ctx, u, "delete database "+d.Path(), func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.DeleteDatabase(ctx, d)
+	}, func(ctx context.Context, w *postgres.Writer) error {
+		return w.Delete(ctx, []string{userDatabaseDoc(d).ID})
 	})
 	e.forgetDatabase(d)
 	if err != nil {
 		return err
 	}
 	e.forgetHistory(d.ID)
-	e.onCommit(sys)
 	e.onAccess()
 	return nil
 }
@@ -136,9 +127,12 @@ func (e *Engine) Databases(ctx context.Context, u *sluice.User) ([]*sluice.Datab
 	return out, nil
 }
 
-// systemWrite makes one commit on _system inside tx.
-func (e *Engine) systemWrite(ctx context.Context, tx *postgres.Tx, u *sluice.User, message string, fn func(context.Context, *postgres.Writer) error) (*sluice.Commit, error) {
-	d, sdl, err := tx.Database(ctx, sluice.SystemOrg, sluice.SystemDB)
+// systemWrite runs before, then write, which writes documents of _system,
+// as one commit of u's (message says what it does), in one transaction:
+// a change to organizations, users or databases and the _system documents
+// that show it commit together.
+func (e *Engine) systemWrite(ctx context.Context, u *sluice.User, message string, before func(context.Context, *postgres.Tx) error, write func(context.Context, *postgres.Writer) error) (*sluice.Commit, error) {
+	d, sdl, err := e.database(ctx, sluice.SystemOrg, sluice.SystemDB)
 	if err != nil {
 		return nil, err
 	}
@@ -146,14 +140,8 @@ func (e *Engine) systemWrite(ctx context.Context, tx *postgres.Tx, u *sluice.Use
 	if err != nil {
 		return nil, err
 	}
-	w, err := tx.NewWriter(ctx, d, s)
-	if err != nil {
-		return nil, err
-	}
-	if err := fn(ctx, w); err != nil {
-		return nil, err
-	}
-	return w.Finish(ctx, postgres.CommitMeta{Author: "sluice", Message: message, User: u.Name})
+	return e.store.Write(ctx, postgres.WriteSpec{Before: before, Database: d, Schema: s,
+		Meta: postgres.CommitMeta{Author: "sluice", Message: message, User: u.Name}, Documents: write})
 }
 
 // Schema returns the SDL of a database u can read.
@@ -195,7 +183,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 	if len(lost) > 0 && !force {
 		return nil, sluice.Errorf(sluice.CodeConflict, "the schema change would lose data: %s; repeat with force=true to apply it", strings.Join(lost, "; "))
 	}
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
+	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
 		if err := tx.LockDatabase(ctx, d); err != nil {
 			return err
 		}
@@ -218,7 +206,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 			}
 		}
 		return tx.ChangeSchema(ctx, d, prev, next)
-	})
+	}})
 	e.forgetDatabase(d)
 	if err != nil {
 		return nil, err

@@ -1,7 +1,8 @@
 // Package engine is Sluice's service layer: it authorizes every operation,
-// validates documents against their database's schema, and runs every write
-// through the one commit path (internal/postgres Writer), whatever the entry
-// point: REST, GraphQL or the daemon's own writes to _system.
+// validates and encodes documents against their database's schema, and
+// hands every write to the one commit path, postgres.DB.Write (which owns
+// transactions and group commit), whatever the entry point: REST, GraphQL
+// or the daemon's own writes to _system, users, tokens and roles.
 package engine
 
 import (
@@ -22,9 +23,6 @@ type Engine struct {
 	store  *postgres.DB
 	auth   *auth.Authenticator
 	logger *slog.Logger
-	// onCommit is called after every successful commit, outside any
-	// transaction (to wake the change feed and the notifier).
-	onCommit func(*sluice.Commit)
 	// onAccess is called after every committed access change (to wake the
 	// change feed, which ends the streams it affects).
 	onAccess func()
@@ -32,10 +30,9 @@ type Engine struct {
 	// bulkGC); 0 leaves it alone.
 	gcPercent int
 
-	mu         sync.Mutex
-	schemas    map[schemaKey]*sluice.Schema
-	committers map[int64]*committer // by database id; see group.go
-	history    historySchemas
+	mu      sync.Mutex
+	schemas map[schemaKey]*sluice.Schema
+	history historySchemas
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
@@ -43,7 +40,7 @@ type Engine struct {
 	// on any replica: a role changed, a database was deleted) reads them
 	// again. Without a version (no credential in the context), entries
 	// count for cacheTTL. Writes stay correct regardless: a commit checks
-	// the schema version it validated against (postgres.Writer).
+	// the schema version it validated against (postgres.DB.Write).
 	databases *ttlcache.Cache[dbKey, versioned[cachedDatabase]]
 	roles     *ttlcache.Cache[roleKey, versioned[sluice.Role]]
 }
@@ -86,10 +83,9 @@ type schemaKey struct {
 }
 
 // Hooks are called after changes commit, outside any transaction. Nil
-// fields are not called.
+// fields are not called. (Commits are announced by the store: see
+// postgres.OnCommit.)
 type Hooks struct {
-	// OnCommit is called with every commit.
-	OnCommit func(*sluice.Commit)
 	// OnAccess is called after every access change (see
 	// sluice.AccessChange).
 	OnAccess func()
@@ -97,14 +93,11 @@ type Hooks struct {
 
 // New returns an Engine.
 func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks Hooks) *Engine {
-	if hooks.OnCommit == nil {
-		hooks.OnCommit = func(*sluice.Commit) {}
-	}
 	if hooks.OnAccess == nil {
 		hooks.OnAccess = func() {}
 	}
-	return &Engine{store: store, auth: a, logger: logger, onCommit: hooks.OnCommit, onAccess: hooks.OnAccess,
-		schemas: map[schemaKey]*sluice.Schema{}, committers: map[int64]*committer{},
+	return &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
+		schemas:   map[schemaKey]*sluice.Schema{},
 		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}
@@ -220,7 +213,7 @@ func (e *Engine) Role(ctx context.Context, u *sluice.User, d *sluice.Database) (
 }
 
 // Forget releases what the engine keeps for database id (its parsed
-// schemas and its group-commit queue) after the database was deleted.
+// schemas) after the database was deleted.
 func (e *Engine) Forget(id int64) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -229,5 +222,4 @@ func (e *Engine) Forget(id int64) {
 			delete(e.schemas, k)
 		}
 	}
-	delete(e.committers, id)
 }

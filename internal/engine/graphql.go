@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strings"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -92,6 +91,10 @@ func (e *OpError) Unwrap() error { return e.Err }
 // request with several mutation fields). It needs the write role. Any
 // error rolls the whole batch back. It returns the ids each op wrote. An
 // error an op causes is an *OpError naming it.
+//
+// Every op is read and validated before anything is written, so a batch
+// of at most groupMax documents joins group commit as a REST request of
+// that size does.
 func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -103,58 +106,65 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 	if len(ops) == 0 {
 		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "no writes in the request")
 	}
-	var ids [][]string
-	var commit *sluice.Commit
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		ids = make([][]string, len(ops))
-		w, err := tx.NewWriter(ctx, d, s)
-		if err != nil {
-			return err
+	docs := make([][]*sluice.Document, len(ops))
+	ids := make([][]string, len(ops))
+	n := 0
+	for i, op := range ops {
+		if docs[i], ids[i], err = batchOp(s, op); err != nil {
+			return nil, nil, &OpError{Index: i, Err: err}
 		}
-		for i, op := range ops {
-			if ids[i], err = e.batchOp(ctx, w, s, op); err != nil {
-				return &OpError{Index: i, Err: err}
-			}
-			// An op's pipelined statements report their errors (a
-			// duplicate id) when they are sent: send them before the
-			// next op, so each error is known to be its op's.
-			if i < len(ops)-1 {
-				if err := w.Flush(ctx); err != nil {
+		n += len(ids[i])
+	}
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax,
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			for i, op := range ops {
+				if err := writeOp(ctx, w, op, docs[i]); err != nil {
 					return &OpError{Index: i, Err: err}
 				}
+				// An op's pipelined statements report their errors (a
+				// duplicate id) when they are sent: send them before
+				// the next op, so each error is known to be its op's.
+				// The last op's go with the commit row.
+				if i < len(ops)-1 {
+					if err := w.Flush(ctx); err != nil {
+						return &OpError{Index: i, Err: err}
+					}
+				}
 			}
-		}
-		// Finish sends the last op's statements with the commit row.
-		if commit, err = w.Finish(ctx, e.meta(u, opt)); err != nil {
-			return &OpError{Index: len(ops) - 1, Err: err}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
+			return nil
+		}}
+	commit, err := e.store.Write(ctx, spec)
+	if errors.Is(err, postgres.ErrExists) && ops[opError(err, len(ops)).Index].Kind == WriteReplace {
+		// Another request created a document this upsert had found
+		// missing: run it again, which now updates that document.
+		commit, err = e.store.Write(ctx, spec)
 	}
-	e.onCommit(commit)
+	if err != nil {
+		e.forgetDatabase(d)
+		return nil, nil, opError(err, len(ops))
+	}
 	return ids, commit, nil
 }
 
-// batchOp runs one op of WriteBatch inside its commit.
-func (e *Engine) batchOp(ctx context.Context, w *postgres.Writer, s *sluice.Schema, op WriteOp) ([]string, error) {
+// opError returns err, an error of a WriteBatch of n ops, as an *OpError:
+// one that is not already is the last op's, whose statements are sent
+// with the commit row.
+func opError(err error, n int) *OpError {
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return oe
+	}
+	return &OpError{Index: n - 1, Err: err}
+}
+
+// batchOp reads and validates one op of WriteBatch, returning the
+// documents to write (none for a delete) and the ids it writes.
+func batchOp(s *sluice.Schema, op WriteOp) ([]*sluice.Document, []string, error) {
 	if op.Kind == WriteDelete {
-		if len(op.IDs) == 0 {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
+		if err := checkDeleteIDs(s, op.IDs); err != nil {
+			return nil, nil, err
 		}
-		seen := make(map[string]bool, len(op.IDs))
-		for _, id := range op.IDs {
-			class, key, ok := strings.Cut(id, "/")
-			if !ok || key == "" || s.Class(class) == nil {
-				return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
-			}
-			if seen[id] {
-				return nil, sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
-			}
-			seen[id] = true
-		}
-		return op.IDs, w.Delete(ctx, op.IDs)
+		return nil, op.IDs, nil
 	}
 	var docs []*sluice.Document
 	var ids []string
@@ -165,27 +175,36 @@ func (e *Engine) batchOp(ctx context.Context, w *postgres.Writer, s *sluice.Sche
 			break
 		}
 		if err != nil {
-			return nil, err // names the document (DocSource)
+			return nil, nil, err // names the document (DocSource)
 		}
 		doc, err := raw.Validate(s)
 		if err != nil {
-			return nil, docError(n, raw.ID(), err)
+			return nil, nil, docError(n, raw.ID(), err)
 		}
 		if doc.ID == "" {
 			if op.Kind == WriteReplace {
-				return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: a replaced %s document needs an @id", n, doc.Type)
+				return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %d: a replaced %s document needs an @id", n, doc.Type)
 			}
 			doc.ID = doc.Type + "/" + randomKey()
 		}
 		if seen[doc.ID] {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
 		}
 		seen[doc.ID] = true
 		docs = append(docs, doc)
 		ids = append(ids, doc.ID)
 	}
 	if len(docs) == 0 {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
+		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
+	}
+	return docs, ids, nil
+}
+
+// writeOp writes one op of WriteBatch, validated by batchOp, in chunks of
+// chunkSize documents.
+func writeOp(ctx context.Context, w *postgres.Writer, op WriteOp, docs []*sluice.Document) error {
+	if op.Kind == WriteDelete {
+		return w.Delete(ctx, op.IDs)
 	}
 	for start := 0; start < len(docs); start += chunkSize {
 		chunk := docs[start:min(start+chunkSize, len(docs))]
@@ -196,8 +215,8 @@ func (e *Engine) batchOp(ctx context.Context, w *postgres.Writer, s *sluice.Sche
 			err = w.Replace(ctx, chunk, op.Create)
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return ids, nil
+	return nil
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/sluice-dev/sluice"
@@ -21,72 +22,114 @@ const (
 // _system database exist. When adminPassword is set, the admin password is
 // (re)set to it; when it is empty and the admin user is new, a random password
 // is generated and returned so the caller can print it once. Concurrent
-// bootstraps (replicas starting together) are serialized by the transaction's
-// advisory lock.
+// bootstraps (replicas starting together) are serialized by an advisory
+// lock that each step takes in its transaction.
 func (e *Engine) Bootstrap(ctx context.Context, adminPassword string) (generated string, err error) {
-	var commits []*sluice.Commit
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		commits = nil
-		if err := tx.AdvisoryLock(ctx, "sluice bootstrap"); err != nil {
+	if err := e.bootstrapSystem(ctx); err != nil {
+		return "", fmt.Errorf("bootstrap: %w", err)
+	}
+	generated, err = e.bootstrapAdmin(ctx, adminPassword)
+	if err != nil {
+		return "", fmt.Errorf("bootstrap: %w", err)
+	}
+	return generated, nil
+}
+
+// bootstrapLock is the advisory lock of the bootstrap steps.
+const bootstrapLock = "sluice bootstrap"
+
+// bootstrapSystem creates the _system database unless it exists.
+func (e *Engine) bootstrapSystem(ctx context.Context) error {
+	_, err := e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.AdvisoryLock(ctx, bootstrapLock); err != nil {
 			return err
 		}
 		sys := &sluice.Database{Org: sluice.SystemOrg, Name: sluice.SystemDB, Label: "System database"}
-		if _, _, err := tx.Database(ctx, sys.Org, sys.Name); sluice.ErrorCode(err) == sluice.CodeNotFound {
-			if err := tx.CreateOrganization(ctx, sluice.SystemOrg); err != nil {
-				return err
-			}
-			s, err := schema.Parse(sluice.SystemSchemaSDL)
-			if err != nil {
-				return fmt.Errorf("system schema: %w", err)
-			}
-			if err := tx.CreateDatabase(ctx, sys, s); err != nil {
-				return err
-			}
-		} else if err != nil {
+		_, _, err := tx.Database(ctx, sys.Org, sys.Name)
+		if sluice.ErrorCode(err) != sluice.CodeNotFound {
 			return err
 		}
-		u, hash, err := tx.UserByName(ctx, AdminUser)
-		switch {
-		case sluice.ErrorCode(err) == sluice.CodeNotFound:
-			password := adminPassword
-			if password == "" {
-				password = auth.RandomPassword()
-				generated = password
+		if err := tx.CreateOrganization(ctx, sluice.SystemOrg); err != nil {
+			return err
+		}
+		s, err := schema.Parse(sluice.SystemSchemaSDL)
+		if err != nil {
+			return fmt.Errorf("system schema: %w", err)
+		}
+		return tx.CreateDatabase(ctx, sys, s)
+	}})
+	return err
+}
+
+// errAdminExists says another process created the admin user first.
+var errAdminExists = errors.New("the admin user exists")
+
+// bootstrapAdmin creates the admin organization and super user with their
+// _system documents unless the user exists, and otherwise resets its
+// password to adminPassword when that is set and differs.
+func (e *Engine) bootstrapAdmin(ctx context.Context, adminPassword string) (generated string, err error) {
+	_, hash, err := e.store.UserByName(ctx, AdminUser)
+	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		password := adminPassword
+		if password == "" {
+			password = auth.RandomPassword()
+		}
+		newHash, err := e.auth.HashPassword(password)
+		if err != nil {
+			return "", err
+		}
+		u := &sluice.User{Name: AdminUser, Org: AdminOrg, Superuser: true}
+		_, err = e.systemWrite(ctx, u, "bootstrap", func(ctx context.Context, tx *postgres.Tx) error {
+			if err := tx.AdvisoryLock(ctx, bootstrapLock); err != nil {
+				return err
+			}
+			if _, _, err := tx.UserByName(ctx, AdminUser); err == nil {
+				return errAdminExists
+			} else if sluice.ErrorCode(err) != sluice.CodeNotFound {
+				return err
 			}
 			if err := tx.CreateOrganization(ctx, AdminOrg); err != nil && sluice.ErrorCode(err) != sluice.CodeConflict {
 				return err
 			}
-			hash, err := e.auth.HashPassword(password)
-			if err != nil {
-				return err
+			return tx.CreateUser(ctx, u, newHash)
+		}, func(ctx context.Context, w *postgres.Writer) error {
+			return w.Insert(ctx, []*sluice.Document{organizationDoc(AdminOrg), userDoc(u)})
+		})
+		if err == nil {
+			if adminPassword == "" {
+				generated = password
 			}
-			u = &sluice.User{Name: AdminUser, Org: AdminOrg, Superuser: true}
-			if err := tx.CreateUser(ctx, u, hash); err != nil {
-				return err
-			}
-			c, err := e.systemWrite(ctx, tx, u, "bootstrap", func(ctx context.Context, w *postgres.Writer) error {
-				return w.Insert(ctx, []*sluice.Document{organizationDoc(AdminOrg), userDoc(u)})
-			})
-			commits = append(commits, c)
-			return err
-		case err != nil:
-			return err
-		case adminPassword != "" && !auth.CheckPassword(hash, adminPassword):
-			hash, err := e.auth.HashPassword(adminPassword)
-			if err != nil {
-				return err
-			}
-			return tx.SetPassword(ctx, u.ID, hash)
+			return generated, nil
 		}
-		return nil
-	})
+		if !errors.Is(err, errAdminExists) {
+			return "", err
+		}
+		// Another replica created it: set the password below, if given.
+		if _, hash, err = e.store.UserByName(ctx, AdminUser); err != nil {
+			return "", err
+		}
+	} else if err != nil {
+		return "", err
+	}
+	if adminPassword == "" || auth.CheckPassword(hash, adminPassword) {
+		return "", nil
+	}
+	hash, err = e.auth.HashPassword(adminPassword)
 	if err != nil {
-		return "", fmt.Errorf("bootstrap: %w", err)
+		return "", err
 	}
-	for _, c := range commits {
-		e.onCommit(c)
+	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		u, _, err := tx.UserByName(ctx, AdminUser)
+		if err != nil {
+			return err
+		}
+		return tx.SetPassword(ctx, u.ID, hash)
+	}})
+	if err != nil {
+		return "", err
 	}
-	return generated, nil
+	e.onAccess()
+	return "", nil
 }
 
 func organizationDoc(name string) *sluice.Document {
@@ -112,22 +155,12 @@ func (e *Engine) CreateOrganization(ctx context.Context, u *sluice.User, name st
 	if err := checkName("organization", name); err != nil {
 		return err
 	}
-	var c *sluice.Commit
-	err := e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, name); err != nil {
-			return err
-		}
-		var err error
-		c, err = e.systemWrite(ctx, tx, u, "create organization "+name, func(ctx context.Context, w *postgres.Writer) error {
-			return w.Insert(ctx, []*sluice.Document{organizationDoc(name)})
-		})
-		return err
+	_, err := e.systemWrite(ctx, u, "create organization "+name, func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.CreateOrganization(ctx, name)
+	}, func(ctx context.Context, w *postgres.Writer) error {
+		return w.Insert(ctx, []*sluice.Document{organizationDoc(name)})
 	})
-	if err != nil {
-		return err
-	}
-	e.onCommit(c)
-	return nil
+	return err
 }
 
 // CreateUser creates a (non-super) user in an organization; super user only.
@@ -146,21 +179,14 @@ func (e *Engine) CreateUser(ctx context.Context, u *sluice.User, org, name, pass
 		return nil, err
 	}
 	nu := &sluice.User{Org: org, Name: name}
-	var c *sluice.Commit
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		if err := tx.CreateUser(ctx, nu, hash); err != nil {
-			return err
-		}
-		var err error
-		c, err = e.systemWrite(ctx, tx, u, "create user "+name, func(ctx context.Context, w *postgres.Writer) error {
-			return w.Insert(ctx, []*sluice.Document{userDoc(nu)})
-		})
-		return err
+	_, err = e.systemWrite(ctx, u, "create user "+name, func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.CreateUser(ctx, nu, hash)
+	}, func(ctx context.Context, w *postgres.Writer) error {
+		return w.Insert(ctx, []*sluice.Document{userDoc(nu)})
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.onCommit(c)
 	return nu, nil
 }
 
@@ -195,7 +221,9 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 	if err != nil {
 		return err
 	}
-	err = e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.SetRole(ctx, tu.ID, d.ID, role) })
+	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.SetRole(ctx, tu.ID, d.ID, role)
+	}})
 	if err != nil {
 		return err
 	}
@@ -208,8 +236,16 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 // never shown again.
 func (e *Engine) CreateToken(ctx context.Context, u *sluice.User, name string) (*sluice.Token, string, error) {
 	secret, hash := auth.NewToken()
-	tok, err := e.store.CreateToken(ctx, u.ID, name, hash)
-	return tok, secret, err
+	var tok *sluice.Token
+	_, err := e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		var err error
+		tok, err = tx.CreateToken(ctx, u.ID, name, hash)
+		return err
+	}})
+	if err != nil {
+		return nil, "", err
+	}
+	return tok, secret, nil
 }
 
 // Tokens lists u's tokens.
@@ -220,7 +256,9 @@ func (e *Engine) Tokens(ctx context.Context, u *sluice.User) ([]*sluice.Token, e
 // RevokeToken revokes one of u's tokens. Requests with it are refused at
 // once on every replica, and streams opened with it end.
 func (e *Engine) RevokeToken(ctx context.Context, u *sluice.User, id int64) error {
-	err := e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.RevokeToken(ctx, u.ID, id) })
+	_, err := e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.RevokeToken(ctx, u.ID, id)
+	}})
 	if err != nil {
 		return err
 	}
@@ -247,7 +285,10 @@ func (e *Engine) ChangePassword(ctx context.Context, u *sluice.User, target, pas
 	if err != nil {
 		return err
 	}
-	if err := e.store.InTx(ctx, func(tx *postgres.Tx) error { return tx.SetPassword(ctx, tu.ID, hash) }); err != nil {
+	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.SetPassword(ctx, tu.ID, hash)
+	}})
+	if err != nil {
 		return err
 	}
 	e.onAccess()
@@ -261,8 +302,7 @@ func (e *Engine) DeleteUser(ctx context.Context, u *sluice.User, target string) 
 	if err := requireSuperuser(u); err != nil {
 		return err
 	}
-	var c *sluice.Commit
-	err := e.store.InTx(ctx, func(tx *postgres.Tx) error {
+	_, err := e.systemWrite(ctx, u, "delete user "+target, func(ctx context.Context, tx *postgres.Tx) error {
 		tu, _, err := tx.UserByName(ctx, target)
 		if err != nil {
 			return err
@@ -270,19 +310,14 @@ func (e *Engine) DeleteUser(ctx context.Context, u *sluice.User, target string) 
 		if tu.Superuser {
 			return sluice.Errorf(sluice.CodeForbidden, "the super user %s cannot be deleted", tu.Name)
 		}
-		if err := tx.DeleteUser(ctx, tu); err != nil {
-			return err
-		}
-		c, err = e.systemWrite(ctx, tx, u, "delete user "+target, func(ctx context.Context, w *postgres.Writer) error {
-			return w.Delete(ctx, []string{userDoc(tu).ID})
-		})
-		return err
+		return tx.DeleteUser(ctx, tu)
+	}, func(ctx context.Context, w *postgres.Writer) error {
+		return w.Delete(ctx, []string{userDoc(&sluice.User{Name: target}).ID})
 	})
 	if err != nil {
 		return err
 	}
 	e.roles.Clear()
-	e.onCommit(c)
 	e.onAccess()
 	return nil
 }
@@ -298,15 +333,13 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 	if org == AdminOrg || org == sluice.SystemOrg {
 		return sluice.Errorf(sluice.CodeForbidden, "organization %s cannot be deleted", org)
 	}
-	var c *sluice.Commit
 	var dropped []*sluice.Database
-	err := e.store.InTx(ctx, func(tx *postgres.Tx) error {
-		dropped = nil
+	var docs []string
+	_, err := e.systemWrite(ctx, u, "delete organization "+org, func(ctx context.Context, tx *postgres.Tx) error {
 		all, err := tx.Databases(ctx)
 		if err != nil {
 			return err
 		}
-		var docs []string
 		for _, d := range all {
 			if d.Org != org {
 				continue
@@ -334,10 +367,9 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 			return err
 		}
 		docs = append(docs, organizationDoc(org).ID)
-		c, err = e.systemWrite(ctx, tx, u, "delete organization "+org, func(ctx context.Context, w *postgres.Writer) error {
-			return w.Delete(ctx, docs)
-		})
-		return err
+		return nil
+	}, func(ctx context.Context, w *postgres.Writer) error {
+		return w.Delete(ctx, docs)
 	})
 	for _, d := range dropped {
 		e.forgetDatabase(d)
@@ -346,7 +378,6 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 		return err
 	}
 	e.roles.Clear()
-	e.onCommit(c)
 	e.onAccess()
 	return nil
 }

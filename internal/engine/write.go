@@ -75,28 +75,36 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 	if err := writable(d); err != nil {
 		return nil, err
 	}
-	if len(ids) == 0 {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
+	if err := checkDeleteIDs(s, ids); err != nil {
+		return nil, err
 	}
-	seen := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		class, key, ok := strings.Cut(id, "/")
-		if !ok || key == "" || s.Class(class) == nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
-		}
-		if seen[id] {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
-		}
-		seen[id] = true
-	}
-	c, err := e.groupCommit(ctx, d, s, e.meta(u, opt), func(ctx context.Context, w *postgres.Writer) error {
-		return w.Delete(ctx, ids)
-	})
+	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
+		Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Delete(ctx, ids) }})
 	if err != nil {
 		e.forgetDatabase(d)
 		return nil, err
 	}
 	return &WriteResult{IDs: ids, Commit: c}, nil
+}
+
+// checkDeleteIDs refuses a list of ids to delete that is empty, names a
+// class the schema lacks, or names a document twice.
+func checkDeleteIDs(s *sluice.Schema, ids []string) error {
+	if len(ids) == 0 {
+		return sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		class, key, ok := strings.Cut(id, "/")
+		if !ok || key == "" || s.Class(class) == nil {
+			return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
+		}
+		if seen[id] {
+			return sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
 }
 
 func (e *Engine) meta(u *sluice.User, opt WriteOptions) postgres.CommitMeta {
@@ -113,10 +121,15 @@ func writable(d *sluice.Database) error {
 
 type writeFunc func(ctx context.Context, w *postgres.Writer, r *postgres.Rows) error
 
+// groupMax is the largest request, in documents, that joins group commit
+// (postgres.WriteSpec.Group): its documents are read before it is written.
+// A larger one, of any length, is validated and written chunk by chunk in
+// a transaction of its own, as it is read.
+const groupMax = 100
+
 // writeDocs runs one document write request. An insert allows documents
 // without an @id, which get a random key. A request of at most groupMax
-// documents joins group commit; a larger one, of any length, is validated
-// and written chunk by chunk in a transaction of its own.
+// documents joins group commit; a larger one is written as it is read.
 func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -145,16 +158,13 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		if err != nil {
 			return nil, err
 		}
-		commit := func() (*sluice.Commit, error) {
-			return e.groupCommit(ctx, d, s, e.meta(u, opt), func(ctx context.Context, w *postgres.Writer) error {
-				return write(ctx, w, r)
-			})
-		}
-		c, err := commit()
+		spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
+			Documents: func(ctx context.Context, w *postgres.Writer) error { return write(ctx, w, r) }}
+		c, err := e.store.Write(ctx, spec)
 		if !insert && errors.Is(err, postgres.ErrExists) {
 			// Another request created a document this upsert had found
 			// missing: run it again, which now updates that document.
-			c, err = commit()
+			c, err = e.store.Write(ctx, spec)
 		}
 		if err != nil {
 			e.forgetDatabase(d)
@@ -167,32 +177,24 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	processGC.begin(e.gcPercent)
 	defer processGC.end(e.gcPercent)
 	var chunks *chunkReader
-	var c *sluice.Commit
-	err = e.store.InCommitTx(ctx, func(tx *postgres.Tx) error {
-		w, err := tx.NewWriter(ctx, d, s)
-		if err != nil {
-			return err
-		}
-		// The reader starts once the transaction has begun. Started
-		// before, it kept a core busy validating, and with two cores
-		// the reply to BEGIN waited for this goroutine to be scheduled
-		// (0.5-1 ms instead of 0.2 ms; the chunk then waits 0.25 ms).
-		encode := func(docs []*sluice.Document) (*postgres.Rows, error) { return postgres.EncodeRows(s, docs) }
-		if insert {
-			encode = w.InsertEncoder() // rows ready for COPY
-		}
-		chunks = v.readChunks(first, encode)
-		for r := range chunks.out {
-			if err := write(ctx, w, r); err != nil {
-				return err
+	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt),
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			// The reader starts once the transaction has begun. Started
+			// before, it kept a core busy validating, and with two cores
+			// the reply to BEGIN waited for this goroutine to be scheduled
+			// (0.5-1 ms instead of 0.2 ms; the chunk then waits 0.25 ms).
+			encode := func(docs []*sluice.Document) (*postgres.Rows, error) { return postgres.EncodeRows(s, docs) }
+			if insert {
+				encode = w.InsertEncoder() // rows ready for COPY
 			}
-		}
-		if err := chunks.wait(); err != nil {
-			return err
-		}
-		c, err = w.FinishCommit(ctx, e.meta(u, opt))
-		return err
-	})
+			chunks = v.readChunks(first, encode)
+			for r := range chunks.out {
+				if err := write(ctx, w, r); err != nil {
+					return err
+				}
+			}
+			return chunks.wait()
+		}})
 	if chunks != nil {
 		chunks.stop()
 	}
@@ -200,7 +202,6 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		e.forgetDatabase(d)
 		return nil, upsertError(insert, err)
 	}
-	e.onCommit(c)
 	return &WriteResult{IDs: v.ids, Commit: c}, nil
 }
 

@@ -4,20 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
 )
-
-// copyThreshold is the number of rows from which a write uses COPY instead of
-// pipelined INSERT statements. COPY costs an extra round trip to describe the
-// table, so it pays off only for larger batches.
-const copyThreshold = 32
 
 // CommitMeta is what a commit records about who made it and why.
 type CommitMeta struct {
@@ -27,8 +19,8 @@ type CommitMeta struct {
 }
 
 // Check returns a CodeInvalid error naming the field when m holds text
-// Postgres cannot store (see checkText). Group commit checks each request's
-// metadata before it joins a batch: the batch writes every commit row in
+// Postgres cannot store (see checkText). DB.Write checks it before a
+// commit joins a group-commit batch: the batch writes every commit row in
 // one statement, which one bad value would fail for all.
 func (m CommitMeta) Check() error {
 	if err := checkText("author", m.Author); err != nil {
@@ -37,569 +29,119 @@ func (m CommitMeta) Check() error {
 	return checkText("message", m.Message)
 }
 
-// Writer builds one commit inside a Tx: the documents it writes, their
-// changes in request order (one sluice.changes row per call, see migration
-// 3), and finally the commit row with its sequence number. Calls may be repeated (a long NDJSON stream is written
-// in chunks). A Writer is used by one goroutine; if any call fails, the Tx
-// must be rolled back.
-type Writer struct {
-	t      *Tx
-	d      *sluice.Database
-	schema *sluice.Schema
-	uid    int64
-	next   int // index of the next change
-	// pending holds statements whose results are not needed right away;
-	// they are sent in one round trip by flush, before anything that
-	// reads or copies, and at the latest by Finish. The Writers of one
-	// NewWriters call share it: a group commit's later job that reads a
-	// document must see what an earlier job wrote.
-	pending *pgx.Batch
-	// deferred holds change rows (insertChangesSQL arguments) not yet in
-	// pending. They join pending when another statement is queued behind
-	// them (keeping the order of statements), when they exceed
-	// maxDeferredBytes, or at Finish, so that a large write's COPYs are
-	// not each preceded by a round trip for the previous chunk's changes.
-	deferred      [][]any
-	deferredBytes int
+// WriteSpec is one write for DB.Write: changes made through a Tx, the
+// documents of one database, or both, committed together.
+type WriteSpec struct {
+	// Before, when not nil, runs first in the write's transaction: the
+	// changes besides documents (organizations, users, tokens, roles,
+	// databases, schemas) that must commit, or roll back, with them. The
+	// Tx methods that change access record it in the access log
+	// themselves, in this same transaction.
+	Before func(ctx context.Context, tx *Tx) error
+
+	// Database is the database whose documents Documents writes, validated
+	// against Schema at Database.SchemaVersion.
+	Database *sluice.Database
+	Schema   *sluice.Schema
+	Meta     CommitMeta
+	// Documents writes the commit's documents through w. Nil: the write
+	// has no documents (only Before) and makes no commit.
+	Documents func(ctx context.Context, w *Writer) error
+
+	// Group lets the commit share one transaction with concurrent commits
+	// of its database (group commit; see group.go). Documents may then
+	// run more than once, each run but the last rolled back, so it must
+	// write the same documents each time: set Group only when they are in
+	// memory. A write with Before never shares.
+	Group bool
 }
 
-// maxDeferredBytes bounds the change images a Writer holds back.
-const maxDeferredBytes = 1 << 20
-
-// NewWriter starts a commit on database d whose documents were validated
-// against schema (at version d.SchemaVersion).
-func (t *Tx) NewWriter(ctx context.Context, d *sluice.Database, schema *sluice.Schema) (*Writer, error) {
-	ws, err := t.NewWriters(ctx, d, schema, 1)
-	if err != nil {
-		return nil, err
-	}
-	return ws[0], nil
+// OnCommit makes DB.Write call fn with every commit, once it is durable
+// and before Write returns, outside any transaction: the daemon wakes its
+// change feed and the notifier with it. fn must not block; in group
+// commit, the other commits of a transaction are answered after it.
+func OnCommit(fn func(*sluice.Commit)) Option {
+	return func(o *options) { o.onCommit = fn }
 }
 
-// NewWriters starts n commits on database d in the same transaction, for
-// group commit: each becomes a commit of its own, finished together by
-// Tx.Finish.
-func (t *Tx) NewWriters(ctx context.Context, d *sluice.Database, schema *sluice.Schema, n int) ([]*Writer, error) {
-	uids, err := t.db.takeUIDs(ctx, t.tx, n)
-	if err != nil {
-		return nil, err
-	}
-	ws := make([]*Writer, n)
-	pending := &pgx.Batch{}
-	for i, uid := range uids {
-		ws[i] = &Writer{t: t, d: d, schema: schema, uid: uid, pending: pending}
-	}
-	return ws, nil
-}
-
-// AddWriters starts n more commits in the transaction of w's NewWriters
-// call, sharing its pending statements and finished with its Writers by
-// Tx.Finish: a group commit adds the writes that arrived while it waited.
-func (t *Tx) AddWriters(ctx context.Context, w *Writer, n int) ([]*Writer, error) {
-	uids, err := t.db.takeUIDs(ctx, t.tx, n)
-	if err != nil {
-		return nil, err
-	}
-	ws := make([]*Writer, n)
-	for i, uid := range uids {
-		ws[i] = &Writer{t: t, d: w.d, schema: w.schema, uid: uid, pending: w.pending}
-	}
-	return ws, nil
-}
-
-// queue adds a statement to pending, after the deferred change rows.
-func (w *Writer) queue(sql string, args ...any) {
-	w.queueDeferred()
-	w.pending.Queue(sql, args...)
-}
-
-// queueDeferred moves the deferred change rows to pending.
-func (w *Writer) queueDeferred() {
-	for _, args := range w.deferred {
-		w.pending.Queue(insertChangesSQL, args...)
-	}
-	w.deferred, w.deferredBytes = nil, 0
-}
-
-// flush sends the pending statements (not the deferred change rows).
-func (w *Writer) flush(ctx context.Context) error {
-	if w.pending.Len() == 0 {
-		return nil
-	}
-	err := w.t.tx.SendBatch(ctx, w.pending).Close()
-	*w.pending = pgx.Batch{}
-	return insertError(err)
-}
-
-// Flush sends every statement the Writer has queued, reporting their first
-// error (a duplicate id is a Conflict naming the document).
-func (w *Writer) Flush(ctx context.Context) error {
-	w.queueDeferred()
-	return w.flush(ctx)
-}
-
-// change is one change waiting to be written.
-type change struct {
-	id            string
-	op            sluice.Op
-	before, after []byte
-}
-
-// Rows are validated documents encoded for writing: each one's table row
-// and its API-form JSON (its after image). Encoding is CPU work a large
-// write does on another goroutine while its Writer waits on Postgres.
-type Rows struct {
-	docs []*sluice.Document
-	// vals are the table rows; vals[i][1], the commit uid, is set by the
-	// Writer that writes them.
-	vals  [][]any
-	after [][]byte
-	// copy, when not nil, replaces vals: the rows, all of class, as a
-	// binary COPY stream (InsertEncoder).
-	copy  []byte
-	class string
-}
-
-// EncodeRows encodes docs, validated against s, for a Writer of s.
-func EncodeRows(s *sluice.Schema, docs []*sluice.Document) (*Rows, error) {
-	r := &Rows{docs: docs, vals: make([][]any, len(docs)), after: make([][]byte, len(docs))}
-	for i, doc := range docs {
-		c := s.Classes[doc.Type]
-		var err error
-		if r.after[i], err = DocumentJSON(c, doc); err != nil {
-			return nil, err
-		}
-		if r.vals[i], err = rowValues(c, doc, 0); err != nil {
-			return nil, err
-		}
-	}
-	return r, nil
-}
-
-// Len returns the number of documents.
-func (r *Rows) Len() int { return len(r.docs) }
-
-// Insert adds new documents. A document whose id exists gives a Conflict
-// error naming it.
-func (w *Writer) Insert(ctx context.Context, docs []*sluice.Document) error {
-	r, err := EncodeRows(w.schema, docs)
-	if err != nil {
-		return err
-	}
-	return w.InsertRows(ctx, r)
-}
-
-// InsertRows is Insert for documents already encoded.
-func (w *Writer) InsertRows(ctx context.Context, r *Rows) error {
-	changes := make([]change, r.Len())
-	all := make([]int, r.Len())
-	for i, doc := range r.docs {
-		changes[i] = change{id: doc.ID, op: sluice.OpAdded, after: r.after[i]}
-		all[i] = i
-	}
-	var err error
-	if r.copy != nil {
-		err = w.copyRows(ctx, r)
-	} else {
-		err = w.writeRows(ctx, r, all)
-	}
-	if err != nil {
-		return err
-	}
-	w.writeChanges(changes)
-	return nil
-}
-
-// Replace replaces existing documents by new versions. A document that does
-// not exist gives a NotFound error naming it, unless create is set, in which
-// case it is inserted.
-func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bool) error {
-	r, err := EncodeRows(w.schema, docs)
-	if err != nil {
-		return err
-	}
-	return w.ReplaceRows(ctx, r, create)
-}
-
-// ReplaceRows is Replace for documents already encoded.
+// Write runs one write: every document write, whatever the entry point
+// (REST, GraphQL, Sluice's own _system documents), and every change to
+// organizations, users, tokens, roles, databases and schemas goes through
+// it. In one transaction it runs spec.Before, then spec.Write, and, as the
+// last statement, increments the database's counter row and inserts the
+// commit row, with COMMIT sent in the same round trip: the counter row's
+// lock, held from that statement to COMMIT, is what makes each database's
+// sequence gapless and equal to commit order, and no round trip to Sluice
+// falls inside it.
 //
-// Rows are locked and read with SELECT … FOR UPDATE and then UPDATEd in
-// place. Deleting and re-inserting them would be wrong under concurrency: a
-// transaction waiting on the row lock would find the old row gone and miss
-// the new one.
-func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
-	ids := make([]string, r.Len())
-	for i, d := range r.docs {
-		ids[i] = d.ID
+// It returns the commit once durable (nil when spec has no Documents),
+// after the OnCommit function has seen it, or the error of Before or
+// Documents, or
+// of a statement they queued (a duplicate id is a Conflict matching
+// ErrExists). A commit whose database's schema changed since its documents
+// were validated, or whose database was deleted, fails with a Conflict and
+// leaves nothing. A failed write leaves nothing either, and, in group
+// commit, fails alone.
+func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error) {
+	if spec.Documents != nil && (spec.Database == nil || spec.Schema == nil) {
+		return nil, errors.New("commit: documents without their database and schema")
 	}
-	before, err := w.rows(ctx, ids, "SELECT to_jsonb(t) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE")
-	if err != nil {
-		return err
-	}
-	changes := make([]change, r.Len())
-	var updates, inserts []int
-	for i, doc := range r.docs {
-		c := change{id: doc.ID, op: sluice.OpUpdated, before: before[doc.ID], after: r.after[i]}
-		if c.before == nil {
-			if !create {
-				return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", doc.ID)
-			}
-			c.op = sluice.OpAdded
-			inserts = append(inserts, i)
-		} else {
-			updates = append(updates, i)
-		}
-		changes[i] = c
-	}
-	if err := w.updateRows(ctx, r, updates); err != nil {
-		return err
-	}
-	if err := w.writeRows(ctx, r, inserts); err != nil {
-		return err
-	}
-	w.writeChanges(changes)
-	return nil
-}
-
-// updateRows overwrites the rows of existing documents, by class: pipelined
-// UPDATEs for small batches, COPY into a temporary table and one UPDATE … FROM
-// for large ones.
-func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
-	byClass, order := w.groupRows(r, which)
-	for _, class := range order {
-		c := w.schema.Classes[class]
-		rows := byClass[class]
-		cols := columns(c)
-		tbl := tableName(w.d.ID, class)
-		if len(rows) < copyThreshold {
-			sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1", tbl, setClause(cols[1:], func(i int, _ string) string { return fmt.Sprintf("$%d", i+2) }), colID)
-			for _, r := range rows {
-				w.queue(sql, r...)
-			}
-			continue
-		}
-		if err := w.flush(ctx); err != nil {
-			return err
-		}
-		tmp := pgx.Identifier{"sluice_replace_" + strconv.FormatInt(w.uid, 10)}
-		if _, err := w.t.tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", tmp.Sanitize(), tbl)); err != nil {
-			return mapError(err)
-		}
-		if _, err := w.t.tx.CopyFrom(ctx, tmp, cols, pgx.CopyFromRows(rows)); err != nil {
-			return mapError(err)
-		}
-		set := setClause(cols[1:], func(_ int, col string) string { return "n." + pgx.Identifier{col}.Sanitize() })
-		sql := fmt.Sprintf("UPDATE %s t SET %s FROM %s n WHERE t.%s = n.%s", tbl, set, tmp.Sanitize(), colID, colID)
-		if _, err := w.t.tx.Exec(ctx, sql); err != nil {
-			return mapError(err)
-		}
-		if _, err := w.t.tx.Exec(ctx, "DROP TABLE "+tmp.Sanitize()); err != nil {
-			return mapError(err)
-		}
-	}
-	return nil
-}
-
-// Delete removes documents by id. An id that names no document gives a
-// NotFound error naming it.
-func (w *Writer) Delete(ctx context.Context, ids []string) error {
-	for _, id := range ids {
-		if err := checkText("document id", id); err != nil {
-			return err
-		}
-	}
-	// The rows are locked in id order first, as Replace locks them, so that
-	// overlapping deletes and replaces wait for each other instead of
-	// deadlocking.
-	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t)")
-	if err != nil {
-		return err
-	}
-	changes := make([]change, len(ids))
-	for i, id := range ids {
-		b := before[id]
-		if b == nil {
-			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
-		}
-		changes[i] = change{id: id, op: sluice.OpDeleted, before: b}
-	}
-	w.writeChanges(changes)
-	return nil
-}
-
-// rows runs query (a statement template with the table and id column to
-// fill in, returning to_jsonb of each row) for the rows with the given ids,
-// class by class, and returns their API-form JSON by id; ids that name no
-// row are absent from the map. Ids must be "Class/key" with Class a document
-// class (the engine checks).
-func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[string][]byte, error) {
-	if err := w.flush(ctx); err != nil {
+	if err := spec.Meta.Check(); err != nil {
 		return nil, err
 	}
-	byClass := map[string][]string{}
-	var order []string
-	for _, id := range ids {
-		class, _, _ := strings.Cut(id, "/")
-		if _, ok := byClass[class]; !ok {
-			order = append(order, class)
-		}
-		byClass[class] = append(byClass[class], id)
+	if spec.Group && spec.Before == nil && spec.Documents != nil {
+		j := newJob(spec)
+		db.groups.commit(ctx, j, db.commitBatch)
+		return j.commit, j.err
 	}
-	// Classes in name order and rows in id order (the query sorts): two
-	// requests locking overlapping documents take the locks in the same
-	// order, so they wait for each other instead of deadlocking.
-	sort.Strings(order)
-	out := make(map[string][]byte, len(ids))
-	for _, class := range order {
-		c := w.schema.Classes[class]
-		if c == nil || c.Kind != sluice.KindDocument {
-			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
-		}
-		rows, err := w.t.tx.Query(ctx, fmt.Sprintf(query, tableName(w.d.ID, class), colID), byClass[class])
-		if err != nil {
-			return nil, mapError(err)
-		}
-		for rows.Next() {
-			var raw []byte
-			if err := rows.Scan(&raw); err != nil {
-				rows.Close()
-				return nil, mapError(err)
-			}
-			row, err := decodeRow(raw)
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
-			doc, err := rowToDocument(c, row)
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
-			if out[doc.ID], err = DocumentJSON(c, doc); err != nil {
-				rows.Close()
-				return nil, err
-			}
-		}
-		if err := rows.Err(); err != nil {
-			return nil, mapError(err)
-		}
-	}
-	return out, nil
-}
-
-// writeRows inserts the documents' rows, by class, with COPY for large
-// batches and pipelined INSERTs otherwise.
-func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
-	byClass, order := w.groupRows(r, which)
-	for _, class := range order {
-		c := w.schema.Classes[class]
-		rows := byClass[class]
-		cols := columns(c)
-		if len(rows) >= copyThreshold {
-			if err := w.flush(ctx); err != nil {
+	var c *sluice.Commit
+	err := db.transact(ctx, func(tx *Tx) error {
+		if spec.Before != nil {
+			if err := spec.Before(ctx, tx); err != nil {
 				return err
 			}
-			_, err := w.t.tx.CopyFrom(ctx, pgx.Identifier{schemaName(w.d.ID), class}, cols, pgx.CopyFromRows(rows))
-			if err != nil {
-				return insertError(err)
-			}
-			continue
 		}
-		sql := insertSQL(tableName(w.d.ID, class), cols)
-		for _, r := range rows {
-			w.queue(sql, r...)
+		if spec.Documents == nil {
+			return nil
 		}
-	}
-	return nil
-}
-
-// setClause returns "col1 = v1, col2 = v2…" with each value expression from
-// value(i, col).
-func setClause(cols []string, value func(i int, col string) string) string {
-	var b strings.Builder
-	for i, col := range cols {
-		if i > 0 {
-			b.WriteString(", ")
+		ws, err := tx.newWriters(ctx, []*WriteSpec{&spec}, &pgx.Batch{})
+		if err != nil {
+			return err
 		}
-		fmt.Fprintf(&b, "%s = %s", pgx.Identifier{col}.Sanitize(), value(i, col))
-	}
-	return b.String()
-}
-
-// groupRows returns the rows r.vals[i] for i in which, by class, with this
-// Writer's commit uid, and the classes in order of first appearance.
-func (w *Writer) groupRows(r *Rows, which []int) (map[string][][]any, []string) {
-	byClass := map[string][][]any{}
-	var order []string
-	for _, i := range which {
-		class := r.docs[i].Type
-		vals := r.vals[i]
-		vals[1] = w.uid
-		if _, ok := byClass[class]; !ok {
-			order = append(order, class)
+		if err := spec.Documents(ctx, ws[0]); err != nil {
+			return err
 		}
-		byClass[class] = append(byClass[class], vals)
-	}
-	return byClass, order
-}
-
-func insertSQL(table string, cols []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "INSERT INTO %s (", table)
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
+		cs, err := tx.finish(ctx, ws, nil)
+		if err != nil {
+			return err
 		}
-		b.WriteString(pgx.Identifier{c}.Sanitize())
-	}
-	b.WriteString(") VALUES (")
-	for i := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "$%d", i+1)
-	}
-	b.WriteString(")")
-	return b.String()
-}
-
-// insertError turns a duplicate primary key into a Conflict naming the
-// document (matching ErrExists); Postgres reports it as `Key
-// (_id)=(Person/alice) already exists.`
-func insertError(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" {
-		id := pe.Detail
-		if _, rest, ok := strings.Cut(id, ")=("); ok {
-			id, _, _ = strings.Cut(rest, ") already exists")
-		}
-		return existsError{sluice.Errorf(sluice.CodeConflict, "document %s already exists", id)}
-	}
-	return mapError(err)
-}
-
-// ErrExists matches the error of writing a new document whose id exists.
-// For a replace with create, that means another request created the
-// document after this one found it missing.
-var ErrExists = errors.New("document exists")
-
-type existsError struct{ err *sluice.Error }
-
-func (e existsError) Error() string        { return e.err.Error() }
-func (e existsError) Unwrap() error        { return e.err }
-func (e existsError) Is(target error) bool { return target == ErrExists }
-
-// insertChangesSQL writes one batch of changes (see migration 0003).
-const insertChangesSQL = `INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
-	VALUES ($1, $2, $3, $4, $5, $6)`
-
-// writeChanges queues one row holding the changes, in order, as the next
-// batch of the commit's changes.
-func (w *Writer) writeChanges(changes []change) {
-	if len(changes) == 0 {
-		return
-	}
-	befores := make([][]byte, len(changes))
-	afters := make([][]byte, len(changes))
-	inserts := true
-	for i, c := range changes {
-		befores[i], afters[i] = c.before, c.after
-		inserts = inserts && c.op == sluice.OpAdded && c.before == nil && c.after != nil
-	}
-	bs, as := jsonArray(befores), jsonArray(afters)
-	// A row of insertions leaves out its ids and ops (NULL): the after
-	// images hold the ids (migration 4).
-	var ids, ops any
-	if !inserts {
-		idList, opList := make([]string, len(changes)), make([]int16, len(changes))
-		for i, c := range changes {
-			idList[i], opList[i] = c.id, int16(c.op)
-		}
-		ids, ops = idList, opList
-	}
-	w.deferred = append(w.deferred, []any{w.uid, w.next, ids, ops, textOrNull(bs), textOrNull(as)})
-	w.deferredBytes += len(bs) + len(as)
-	if w.deferredBytes > maxDeferredBytes {
-		w.queueDeferred()
-	}
-	w.next += len(changes)
-}
-
-// jsonArray returns the JSON array of the given JSON values (nil ones as
-// null), or nil when all are nil.
-func jsonArray(vals [][]byte) []byte {
-	n := 2
-	for _, v := range vals {
-		n += len(v) + 5
-	}
-	if n == 2+5*len(vals) {
+		c = cs[0]
 		return nil
-	}
-	b := make([]byte, 0, n)
-	b = append(b, '[')
-	for i, v := range vals {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if v == nil {
-			v = []byte("null")
-		}
-		b = append(b, v...)
-	}
-	b = append(b, ']')
-	return b
-}
-
-// textOrNull is b for a text parameter (pgx sends a []byte as it is), or
-// NULL when b is nil.
-func textOrNull(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return b
-}
-
-// Finish flushes the Writer, allocates the commit's sequence number and
-// writes the commit row, as the last statement before the caller commits the
-// Tx: the counter row's lock, held until COMMIT, is what makes the sequence
-// equal commit order. It returns a Conflict error when the database's schema
-// changed since the documents were validated, and NotFound when the database
-// was deleted.
-func (w *Writer) Finish(ctx context.Context, meta CommitMeta) (*sluice.Commit, error) {
-	cs, err := w.t.Finish(ctx, []*Writer{w}, []CommitMeta{meta})
+	})
 	if err != nil {
 		return nil, err
 	}
-	return cs[0], nil
-}
-
-// FinishCommit is Finish followed by COMMIT in the same round trip (see
-// Tx.FinishCommit).
-func (w *Writer) FinishCommit(ctx context.Context, meta CommitMeta) (*sluice.Commit, error) {
-	cs, err := w.t.FinishCommit(ctx, []*Writer{w}, []CommitMeta{meta}, nil)
-	if err != nil {
-		return nil, err
+	if c != nil {
+		db.committed(c)
 	}
-	return cs[0], nil
+	return c, nil
 }
 
-// Finish is Writer.Finish for several Writers of one database in this Tx
-// (group commit): their commits get consecutive sequence numbers in the
-// order given, from one update of the counter row.
-func (t *Tx) Finish(ctx context.Context, ws []*Writer, metas []CommitMeta) ([]*sluice.Commit, error) {
-	return t.finish(ctx, ws, metas, false, nil)
+// committed calls the OnCommit function, if any, with c.
+func (db *DB) committed(c *sluice.Commit) {
+	if db.opts.onCommit != nil {
+		db.opts.onCommit(c)
+	}
 }
 
-// FinishCommit is Finish followed by COMMIT in the same round trip (in a
-// transaction of InCommitTx), so that no round trip to the client falls
-// between taking the counter row's lock and releasing it: that span is
-// what orders the database's commits. locked, when not nil, is called
-// once the lock is held, before the COMMIT is known to be durable.
-func (t *Tx) FinishCommit(ctx context.Context, ws []*Writer, metas []CommitMeta, locked func()) ([]*sluice.Commit, error) {
-	return t.finish(ctx, ws, metas, true, locked)
-}
-
-func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commit bool, locked func()) ([]*sluice.Commit, error) {
+// finish ends the transaction of the Writers ws (one Writer, or one
+// group-commit batch: commits of one database sharing their pending
+// statements): in one round trip it sends their last statements, one
+// statement that allocates their sequence numbers, consecutive in the
+// order of ws, from one update of the counter row and writes their commit
+// rows, and COMMIT. locked, when not nil, is called once the counter row's
+// lock is held, before COMMIT is known to be durable.
+func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice.Commit, error) {
 	d := ws[0].d
 	n := len(ws)
 	uids := make([]int64, n)
@@ -607,20 +149,19 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commi
 	messages := make([]string, n)
 	users := make([]string, n)
 	counts := make([]int32, n)
-	// The Writers' last statements and the commit row go in one round
-	// trip.
 	b := ws[0].pending
 	for i, w := range ws {
 		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion || w.pending != b {
-			return nil, fmt.Errorf("finish: writers not of one NewWriters call")
-		}
-		if err := metas[i].Check(); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("finish: writers of different databases or batches")
 		}
 		w.queueDeferred()
-		uids[i], authors[i], messages[i], users[i], counts[i] = w.uid, metas[i].Author, metas[i].Message, metas[i].User, int32(w.next)
+		uids[i], authors[i], messages[i], users[i], counts[i] = w.uid, w.meta.Author, w.meta.Message, w.meta.User, int32(w.next)
 	}
 	queued := b.Len()
+	// When the counter row does not match (the schema changed, or the
+	// database was deleted), the LEFT JOIN makes seq NULL and the insert
+	// fails: an error, not an empty result, so that the COMMIT behind it
+	// never runs.
 	b.Queue(`WITH s AS (
 			UPDATE sluice.commit_counters SET last_seq = last_seq + $3
 			WHERE db_id = $1 AND schema_version = $2 RETURNING last_seq)
@@ -631,13 +172,7 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commi
 			LEFT JOIN s ON true
 		RETURNING uid, seq, committed_at`,
 		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts)
-	// When the counter row does not match (the schema changed, or the
-	// database was deleted), the LEFT JOIN makes seq NULL and the insert
-	// fails: an error, not an empty result, so that a COMMIT sent behind
-	// it (FinishCommit) never runs.
-	if commit {
-		b.Queue("COMMIT")
-	}
+	b.Queue("COMMIT")
 	br := t.tx.SendBatch(ctx, b)
 	defer func() {
 		br.Close()
@@ -665,9 +200,9 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commi
 			rows.Close()
 			return nil, mapError(err)
 		}
-		i := byUID[uid]
-		c.Author, c.Message, c.UserID, c.NumChanges = metas[i].Author, metas[i].Message, metas[i].User, ws[i].next
-		out[i] = c
+		w := ws[byUID[uid]]
+		c.Author, c.Message, c.User, c.NumChanges = w.meta.Author, w.meta.Message, w.meta.User, w.next
+		out[byUID[uid]] = c
 		got++
 	}
 	if err := rows.Err(); err != nil {
@@ -680,27 +215,16 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, metas []CommitMeta, commi
 	if locked != nil {
 		locked()
 	}
-	if commit {
-		if err := commitTag(br.Exec()); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCommitFailed, err)
-		}
-		// COMMIT answered: the commits are durable, whatever reading the
-		// rest of the pipeline reports (a connection lost now is closed
-		// when released). An error here would have the caller treat
-		// committed writes as failed, and group commit run them again.
-		t.committed = true
-		return out, nil
+	if err := commitTag(br.Exec()); err != nil {
+		return nil, fmt.Errorf("%w: %w", errCommitFailed, err)
 	}
-	if err := br.Close(); err != nil {
-		return nil, mapError(err)
-	}
+	// COMMIT answered: the commits are durable, whatever reading the rest
+	// of the pipeline reports (a connection lost now is closed when
+	// released). An error here would have the caller treat committed
+	// writes as failed, and group commit run them again.
+	t.committed = true
 	return out, nil
 }
-
-// ErrCommitFailed wraps an error of the COMMIT that FinishCommit sent:
-// whether the transaction committed is not known, so it must not be
-// retried as if it had not.
-var ErrCommitFailed = errors.New("commit failed")
 
 // finishError maps the error of the commit row's insert: a NULL seq means
 // the counter row did not match.
@@ -709,25 +233,5 @@ func finishError(err error, d *sluice.Database) error {
 	if errors.As(err, &pe) && pe.Code == "23502" && pe.TableName == "commits" && pe.ColumnName == "seq" {
 		return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran (or the database was deleted); retry", d.Path())
 	}
-	return mapError(err)
-}
-
-// Savepoint queues a savepoint the Tx can roll back to with RollbackTo, so
-// one failing commit of a group does not affect the others. It is sent with
-// the Writer's next statements.
-func (w *Writer) Savepoint(name string) {
-	w.queue("SAVEPOINT " + pgx.Identifier{name}.Sanitize())
-}
-
-// Release queues forgetting Savepoint(name), keeping its work; Flush sends
-// it.
-func (w *Writer) Release(name string) {
-	w.queue("RELEASE SAVEPOINT " + pgx.Identifier{name}.Sanitize())
-}
-
-// RollbackTo undoes everything since Writer.Savepoint(name), including a
-// failed statement.
-func (t *Tx) RollbackTo(ctx context.Context, name string) error {
-	_, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+pgx.Identifier{name}.Sanitize())
 	return mapError(err)
 }

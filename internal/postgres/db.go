@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // querier is satisfied by a pool, a connection and a transaction, so helpers
@@ -22,8 +24,8 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// dbtx is what a Tx runs its statements on: a pgx transaction (InTx), or
-// a pooled connection inside a BEGIN of its own (InCommitTx).
+// dbtx is what a Tx runs its statements on: a pooled connection inside a
+// BEGIN of its own (see DB.transact).
 type dbtx interface {
 	querier
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
@@ -38,6 +40,7 @@ type DB struct {
 	opts   options
 	uids   uidPool
 	maps   typeMaps
+	groups groups // group commit, by database (group.go)
 }
 
 // DefaultStatementTimeout is the statement timeout of a DB opened without
@@ -53,6 +56,7 @@ const cancelGrace = 5 * time.Second
 
 type options struct {
 	statementTimeout time.Duration
+	onCommit         func(*sluice.Commit) // see OnCommit
 }
 
 // Option adjusts how Open connects.

@@ -1,8 +1,14 @@
 // Package postgres is Sluice's storage: every SQL statement lives here. It
 // applies migrations, keeps users, tokens, roles and databases, creates one
-// Postgres schema per database with one table per document class, and writes
-// commits: the documents, one change row per changed document and the commit
-// row, in one transaction, with the commit's sequence number allocated last.
+// Postgres schema per database with one table per document class, and owns
+// the commit path: DB.Write is the one entry point of every write. A commit
+// writes, in one transaction, the documents, their changes (one
+// sluice.changes row per batch of changes, holding their ids, operations
+// and before and after images as arrays: migrations 3 and 4) and the
+// commit row, with the commit's sequence number allocated last and COMMIT
+// sent in the same round trip. Concurrent small writes to one database
+// share a transaction (group commit, group.go), and the function set with
+// OnCommit is told of every commit once it is durable.
 //
 // Every connection runs with JIT off and a statement timeout, and a
 // statement whose context ends is cancelled on the server (see Open).

@@ -62,7 +62,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.UserID, &cur.Time, &cur.NumChanges,
+		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more); err != nil {
 			return nil, false, mapError(err)
 		}

@@ -16,23 +16,19 @@ func bigCommit(t *testing.T, db *postgres.DB, n int) *sluice.Database {
 	ctx := context.Background()
 	d, s := noteDatabase(t, db, "big")
 	write := func(ids []string) {
-		err := db.InTx(ctx, func(tx *postgres.Tx) error {
-			w, err := tx.NewWriter(ctx, d, s)
-			if err != nil {
-				return err
-			}
-			for start := 0; start < len(ids); start += 250 {
-				var docs []*sluice.Document
-				for _, id := range ids[start:min(start+250, len(ids))] {
-					docs = append(docs, &sluice.Document{ID: id, Type: "Note", Fields: map[string]any{"text": "text of " + id}})
+		_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+			Documents: func(ctx context.Context, w *postgres.Writer) error {
+				for start := 0; start < len(ids); start += 250 {
+					var docs []*sluice.Document
+					for _, id := range ids[start:min(start+250, len(ids))] {
+						docs = append(docs, &sluice.Document{ID: id, Type: "Note", Fields: map[string]any{"text": "text of " + id}})
+					}
+					if err := w.Insert(ctx, docs); err != nil {
+						return err
+					}
 				}
-				if err := w.Insert(ctx, docs); err != nil {
-					return err
-				}
-			}
-			_, err = w.Finish(ctx, postgres.CommitMeta{User: "admin"})
-			return err
-		})
+				return nil
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}

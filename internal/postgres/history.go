@@ -91,7 +91,7 @@ read:
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.UserID, &hdr.Time, &hdr.NumChanges,
+		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.User, &hdr.Time, &hdr.NumChanges,
 			&idx, &ids, &ops, &befores, &afters); err != nil {
 			return nil, mapError(err)
 		}

@@ -22,17 +22,8 @@ func historyFixture(t *testing.T, db *postgres.DB) (*sluice.Database, []want) {
 	d, s := noteDatabase(t, db, "h")
 	commit := func(meta postgres.CommitMeta, write func(w *postgres.Writer) error) {
 		t.Helper()
-		err := db.InTx(ctx, func(tx *postgres.Tx) error {
-			w, err := tx.NewWriter(ctx, d, s)
-			if err != nil {
-				return err
-			}
-			if err := write(w); err != nil {
-				return err
-			}
-			_, err = w.Finish(ctx, meta)
-			return err
-		})
+		_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: meta,
+			Documents: func(_ context.Context, w *postgres.Writer) error { return write(w) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,13 +73,13 @@ func historyFixture(t *testing.T, db *postgres.DB) (*sluice.Database, []want) {
 			t.Fatalf("commit %d: %d of %d changes in one page", c.Seq, len(c.Changes), c.NumChanges)
 		}
 		if c.NumChanges == 0 {
-			all = append(all, want{seq: c.Seq, index: -1, head: int64(len(c.Message) + len(c.UserID))})
+			all = append(all, want{seq: c.Seq, index: -1, head: int64(len(c.Message) + len(c.User))})
 		}
 		for i, ch := range c.Changes {
 			if ch.Index != i {
 				t.Fatalf("commit %d: change %d has index %d", c.Seq, i, ch.Index)
 			}
-			all = append(all, want{seq: c.Seq, index: i, id: ch.DocID, size: int64(len(ch.Before) + len(ch.After)), head: int64(len(c.Message) + len(c.UserID))})
+			all = append(all, want{seq: c.Seq, index: i, id: ch.DocID, size: int64(len(ch.Before) + len(ch.After)), head: int64(len(c.Message) + len(c.User))})
 		}
 	}
 	if len(all) != 600+1+1+2+3+260 {
@@ -140,14 +131,14 @@ func TestChangesPagesAreBoundedAndResumeExactly(t *testing.T) {
 					var bytes int64
 					items := 0
 					for _, c := range page.Commits {
-						bytes += int64(len(c.Message) + len(c.Author) + len(c.UserID))
+						bytes += int64(len(c.Message) + len(c.Author) + len(c.User))
 						if c.NumChanges == 0 {
-							got = append(got, want{seq: c.Seq, index: -1, head: int64(len(c.Message) + len(c.UserID))})
+							got = append(got, want{seq: c.Seq, index: -1, head: int64(len(c.Message) + len(c.User))})
 							items++
 						}
 						for _, ch := range c.Changes {
 							bytes += int64(len(ch.Before) + len(ch.After))
-							got = append(got, want{seq: c.Seq, index: ch.Index, id: ch.DocID, size: int64(len(ch.Before) + len(ch.After)), head: int64(len(c.Message) + len(c.UserID))})
+							got = append(got, want{seq: c.Seq, index: ch.Index, id: ch.DocID, size: int64(len(ch.Before) + len(ch.After)), head: int64(len(c.Message) + len(c.User))})
 							items++
 						}
 					}
@@ -249,7 +240,7 @@ func TestLogPagesAreBounded(t *testing.T) {
 			}
 			var bytes int
 			for _, c := range page.Commits {
-				bytes += len(c.Author) + len(c.Message) + len(c.UserID)
+				bytes += len(c.Author) + len(c.Message) + len(c.User)
 				seqs = append(seqs, c.Seq)
 			}
 			if len(page.Commits) > 2 || len(page.Commits) > 1 && int64(bytes) > budget {

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -39,9 +40,9 @@ func TestMigrateIsIdempotentAndRefusesNewerDatabase(t *testing.T) {
 	if v, err := db.SchemaVersion(ctx); err != nil || v != postgres.LatestVersion() {
 		t.Fatalf("version %d (%v), want %d", v, err, postgres.LatestVersion())
 	}
-	err := db.InTx(ctx, func(tx *postgres.Tx) error {
+	_, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
 		return tx.ExecForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES (999, 'future.sql')")
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,35 +62,26 @@ func noteDatabase(t *testing.T, db *postgres.DB, name string) (*sluice.Database,
 		t.Fatal(err)
 	}
 	d := &sluice.Database{Org: "o", Name: name}
-	err = db.InTx(ctx, func(tx *postgres.Tx) error {
+	_, err = db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
 		if err := tx.CreateOrganization(ctx, "o"); err != nil {
 			return err
 		}
 		return tx.CreateDatabase(ctx, d, s)
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d, s
 }
 
-// commitN makes n single-document commits on d and returns the last.
+// commitN makes n single-document commits on d.
 func commitN(t *testing.T, db *postgres.DB, d *sluice.Database, s *sluice.Schema, n int) {
 	t.Helper()
 	ctx := context.Background()
 	for i := range n {
-		err := db.InTx(ctx, func(tx *postgres.Tx) error {
-			w, err := tx.NewWriter(ctx, d, s)
-			if err != nil {
-				return err
-			}
-			doc := &sluice.Document{ID: "Note/n" + string(rune('a'+i)), Type: "Note", Fields: map[string]any{"text": "x"}}
-			if err := w.Insert(ctx, []*sluice.Document{doc}); err != nil {
-				return err
-			}
-			_, err = w.Finish(ctx, postgres.CommitMeta{User: "admin"})
-			return err
-		})
+		doc := &sluice.Document{ID: "Note/n" + string(rune('a'+i)), Type: "Note", Fields: map[string]any{"text": "x"}}
+		_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+			Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Insert(ctx, []*sluice.Document{doc}) }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,18 +96,17 @@ func TestPruneKeepsNewestAndWhatSubscribersNeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a, b *sluice.Database
-	err = db.InTx(ctx, func(tx *postgres.Tx) error {
+	a := &sluice.Database{Org: "o", Name: "a"}
+	b := &sluice.Database{Org: "o", Name: "b"}
+	_, err = db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
 		if err := tx.CreateOrganization(ctx, "o"); err != nil {
 			return err
 		}
-		a = &sluice.Database{Org: "o", Name: "a"}
-		b = &sluice.Database{Org: "o", Name: "b"}
 		if err := tx.CreateDatabase(ctx, a, s); err != nil {
 			return err
 		}
 		return tx.CreateDatabase(ctx, b, s)
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,37 +239,35 @@ func TestMigrationToChangeBatchesKeepsOldCommits(t *testing.T) {
 }
 
 // A commit whose schema changed after its documents were validated is
-// refused, and FinishCommit, which sends COMMIT behind the commit row in
-// the same round trip, must then leave nothing written.
-func TestFinishCommitRefusesAChangedSchema(t *testing.T) {
+// refused, and since COMMIT travels behind the commit row in the same
+// round trip, nothing of it may be left, grouped or not.
+func TestWriteRefusesAChangedSchema(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := open(t)
-	d, s := noteDatabase(t, db, "a")
-	err := db.InCommitTx(ctx, func(tx *postgres.Tx) error {
-		w, err := tx.NewWriter(ctx, d, s)
-		if err != nil {
-			return err
-		}
-		doc := &sluice.Document{ID: "Note/n1", Type: "Note", Fields: map[string]any{"text": "x"}}
-		if err := w.Insert(ctx, []*sluice.Document{doc}); err != nil {
-			return err
-		}
-		// A schema change commits meanwhile.
-		if err := db.ExecDBForTest(ctx, "UPDATE sluice.commit_counters SET schema_version = schema_version + 1 WHERE db_id = $1", d.ID); err != nil {
-			return err
-		}
-		_, err = tx.FinishCommit(ctx, []*postgres.Writer{w}, []postgres.CommitMeta{{User: "admin"}}, func() { t.Error("the counter row was locked") })
-		return err
-	})
-	if sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "schema of o/a changed") {
-		t.Fatalf("got %v, want a Conflict about the schema change", err)
-	}
-	if _, err := db.Document(ctx, d, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
-		t.Fatalf("the document was written: %v", err)
-	}
-	if cs, err := db.CommitsAfter(ctx, d, 0, 10); err != nil || len(cs) != 0 {
-		t.Fatalf("commits after the refused one: %v %v", cs, err)
+	for _, group := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group=%v", group), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := open(t)
+			d, s := noteDatabase(t, db, "a")
+			_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Group: group, Meta: postgres.CommitMeta{User: "admin"},
+				Documents: func(ctx context.Context, w *postgres.Writer) error {
+					doc := &sluice.Document{ID: "Note/n1", Type: "Note", Fields: map[string]any{"text": "x"}}
+					if err := w.Insert(ctx, []*sluice.Document{doc}); err != nil {
+						return err
+					}
+					// A schema change commits meanwhile.
+					return db.ExecDBForTest(ctx, "UPDATE sluice.commit_counters SET schema_version = schema_version + 1 WHERE db_id = $1", d.ID)
+				}})
+			if sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "schema of o/a changed") {
+				t.Fatalf("got %v, want a Conflict about the schema change", err)
+			}
+			if _, err := db.Document(ctx, d, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+				t.Fatalf("the document was written: %v", err)
+			}
+			if cs, err := db.CommitsAfter(ctx, d, 0, 10); err != nil || len(cs) != 0 {
+				t.Fatalf("commits after the refused one: %v %v", cs, err)
+			}
+		})
 	}
 }
 

@@ -98,7 +98,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 const commitColumns = "db_id, seq, uid, author, message, user_name, committed_at, n_changes"
 
 func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
-	return row.Scan(&c.DatabaseID, &c.Seq, uid, &c.Author, &c.Message, &c.UserID, &c.Time, &c.NumChanges)
+	return row.Scan(&c.DatabaseID, &c.Seq, uid, &c.Author, &c.Message, &c.User, &c.Time, &c.NumChanges)
 }
 
 // History returns the bounds of database d's retained log.
@@ -163,7 +163,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.UserID, &cur.Time, &cur.NumChanges,
+		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion); err != nil {
 			return nil, mapError(err)
 		}

@@ -2,33 +2,29 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Tx is a storage transaction. Operations that must be atomic together
-// (creating a database and recording it in _system, a schema change and its
-// tables) run through the same Tx. A Tx is used by one goroutine.
+// Tx is the transaction of one DB.Write: what a WriteSpec's Before runs its
+// statements in, so that they commit, or roll back, with the write's
+// documents. A Tx is used by one goroutine, and only during the Before
+// call it is given to.
 type Tx struct {
 	tx dbtx
 	db *DB
-	// committed is set once FinishCommit committed the transaction.
+	// committed is set once finish sent COMMIT and Postgres answered it.
 	committed bool
 }
 
-// InTx runs fn in one transaction, committing when fn returns nil and rolling
-// back otherwise.
-func (db *DB) InTx(ctx context.Context, fn func(*Tx) error) error {
-	return db.inTx(ctx, func(tx pgx.Tx) error { return fn(&Tx{tx: tx, db: db}) })
-}
-
-// InCommitTx is InTx for a function that ends by committing the
-// transaction itself with Tx.FinishCommit, in the same round trip as its
-// last statements; if it returns nil without doing so, InCommitTx commits,
-// and on error it rolls back, as InTx does.
-func (db *DB) InCommitTx(ctx context.Context, fn func(*Tx) error) error {
+// transact runs fn in one transaction on a pooled connection, in a BEGIN of
+// its own rather than pgx's transaction type, so that fn may end the
+// transaction itself by sending COMMIT in the same round trip as its last
+// statements (finish). If fn returns nil without having done so, transact
+// commits; on error it rolls back.
+func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return mapError(err)
@@ -59,6 +55,11 @@ func commitTag(tag pgconn.CommandTag, err error) error {
 	}
 	return mapError(err)
 }
+
+// errCommitFailed wraps an error of a COMMIT sent behind a commit's last
+// statements: whether the transaction committed is not known, so group
+// commit must not run its writes again as if it had not.
+var errCommitFailed = errors.New("commit failed")
 
 // AdvisoryLock takes a transaction-scoped advisory lock named key, waiting
 // for other holders.

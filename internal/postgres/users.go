@@ -193,12 +193,12 @@ func (db *DB) TokenCredential(ctx context.Context, hash []byte) (*sluice.Credent
 }
 
 // CreateToken stores a new token for userID and returns it.
-func (db *DB) CreateToken(ctx context.Context, userID int64, name string, hash []byte) (*sluice.Token, error) {
+func (t *Tx) CreateToken(ctx context.Context, userID int64, name string, hash []byte) (*sluice.Token, error) {
 	if err := checkText("token name", name); err != nil {
 		return nil, err
 	}
 	tok := &sluice.Token{Name: name}
-	err := db.pool.QueryRow(ctx, "INSERT INTO sluice.tokens (user_id, name, hash) VALUES ($1, $2, $3) RETURNING id, created_at",
+	err := t.tx.QueryRow(ctx, "INSERT INTO sluice.tokens (user_id, name, hash) VALUES ($1, $2, $3) RETURNING id, created_at",
 		userID, name, hash).Scan(&tok.ID, &tok.CreatedAt)
 	return tok, mapError(err)
 }

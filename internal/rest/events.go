@@ -83,7 +83,7 @@ func (e *restEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.
 			SpecVersion: "1.0", ID: id, Type: "entity." + op,
 			Source: "/api/db/" + d.Path(), Subject: ch.DocID, Time: c.Time.UTC().Format(time.RFC3339Nano),
 			DataContentType: "application/json", Entity: ch.Class, Operation: op,
-			Tenant: d.Org, UserID: c.UserID, Data: data,
+			Tenant: d.Org, UserID: c.User, Data: data,
 		})
 		if err != nil {
 			return nil, start, fmt.Errorf("encode event %s: %w", id, err)

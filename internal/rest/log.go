@@ -39,7 +39,7 @@ func newCommitHead(c *sluice.Commit) commitHead {
 		ID:        c.ID(),
 		Author:    c.Author,
 		Message:   c.Message,
-		User:      c.UserID,
+		User:      c.User,
 		Timestamp: float64(c.Time.UnixMicro()) / 1e6,
 		Datetime:  c.Time.UTC().Format(time.RFC3339Nano),
 	}

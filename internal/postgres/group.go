@@ -1,0 +1,367 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Group commit. Concurrent writes to one database that allow it
+// (WriteSpec.Group) share one Postgres transaction: each is still a commit
+// of its own (its own changes, its own sequence number, in the order they
+// were queued), but the batch pays for one counter-row lock and one WAL
+// flush instead of one each, which is what serialized concurrent writers
+// (DESIGN.md, "Measured costs").
+//
+// There is no timer: whoever finds no batch running leads one with what is
+// queued, and hands leadership to the next queued writer when its own
+// batch holds the counter row's lock, so no request serves others for
+// long.
+//
+// A batch that starts while the one before it is still waiting for its
+// COMMIT sends its writes at once, waits for that COMMIT, and then takes in
+// the writes queued meanwhile before sending its own commit rows: the
+// previous batch's writers, answered by then, are usually among them. With
+// 8 concurrent writers, batches grew from 3.9 to 4.9 writes on average
+// (eight became the commonest size) and the benchmark's throughput by about
+// a sixth (docs/benchmarks.md).
+//
+// A batch first runs without savepoints: a savepoint makes Postgres open a
+// subtransaction for each commit, which costs more than the commit's own
+// statements. If any commit of it fails, the whole transaction is rolled
+// back and the batch runs again with one savepoint per commit, so that the
+// failure stays that commit's own.
+
+// maxBatch caps the commits of one batch.
+const maxBatch = 64
+
+// job is one grouped commit, from DB.Write to its answer.
+type job struct {
+	spec WriteSpec
+	lead chan struct{} // closed when this job's goroutine must lead a batch
+	done chan struct{} // closed once commit or err is set
+
+	commit *sluice.Commit
+	err    error
+}
+
+func newJob(spec WriteSpec) *job {
+	return &job{spec: spec, lead: make(chan struct{}), done: make(chan struct{})}
+}
+
+// version is the schema version the job's documents were validated with:
+// only jobs of one version share a transaction, since the commit row is
+// checked against it.
+func (j *job) version() int { return j.spec.Database.SchemaVersion }
+
+// groups holds the group-commit queue of each database that has commits
+// queued or running; a database's entry goes once its last batch is done.
+type groups struct {
+	mu   sync.Mutex // taken before a group's own mu
+	byDB map[int64]*group
+}
+
+// group is the group-commit queue of one database.
+type group struct {
+	mu    sync.Mutex
+	queue []*job
+	// leading is set while a goroutine leads a batch, or has been handed
+	// the lead (the first job of queue).
+	leading bool
+	// inflight is closed when the batch started last is done (committed
+	// or failed).
+	inflight chan struct{}
+}
+
+// batchRunner commits one batch of a group: DB.commitBatch, or a fake in
+// the unit tests of the queue. It runs batch in one transaction, with the
+// jobs it takes in from g once prev (the batch before, or nil) is done;
+// calls handoff once the next batch may start (at the latest, its caller
+// does when it returns); and returns every job it ran, each with its
+// commit or err set.
+type batchRunner func(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job
+
+// commit runs j as one commit of its database, batched with concurrent
+// ones, and returns once j's commit or err is set. The batch runs detached
+// from ctx: a client that goes away must not roll back the other writers'
+// work.
+func (gs *groups) commit(ctx context.Context, j *job, run batchRunner) {
+	g, lead := gs.join(j)
+	gs.await(context.WithoutCancel(ctx), g, j, lead, run)
+}
+
+// join queues j on its database's group and reports whether j's goroutine
+// must lead a batch (no batch is running).
+func (gs *groups) join(j *job) (*group, bool) {
+	id := j.spec.Database.ID
+	gs.mu.Lock()
+	if gs.byDB == nil {
+		gs.byDB = map[int64]*group{}
+	}
+	g := gs.byDB[id]
+	if g == nil {
+		g = &group{}
+		gs.byDB[id] = g
+	}
+	g.mu.Lock()
+	gs.mu.Unlock()
+	defer g.mu.Unlock()
+	g.queue = append(g.queue, j)
+	lead := !g.leading
+	g.leading = true
+	return g, lead
+}
+
+// await waits until j is done, leading a batch when j's turn comes (or at
+// once when lead is set).
+func (gs *groups) await(ctx context.Context, g *group, j *job, lead bool, run batchRunner) {
+	if !lead {
+		select {
+		case <-j.done:
+			return
+		case <-j.lead:
+		}
+	}
+	gs.lead(ctx, g, j.spec.Database.ID, run)
+	<-j.done
+}
+
+// lead commits one batch of g: the jobs at the head of its queue that can
+// share a transaction, the leader's own first. It passes the lead on as
+// soon as the batch holds the counter row's lock, so that the next batch
+// writes its documents while this one waits for its COMMIT to be durable;
+// the next batch's own counter update then waits for this COMMIT, which
+// keeps the order.
+func (gs *groups) lead(ctx context.Context, g *group, id int64, run batchRunner) {
+	g.mu.Lock()
+	batch := g.take(maxBatch, g.queue[0].version())
+	prev := g.inflight
+	mine := make(chan struct{})
+	g.inflight = mine
+	g.mu.Unlock()
+	var once sync.Once
+	handoff := func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if len(g.queue) > 0 {
+				close(g.queue[0].lead)
+			} else {
+				g.leading = false
+			}
+		})
+	}
+	// The jobs are answered before the next batch, waiting for this one
+	// (prev), takes in the jobs queued meanwhile: their writers' next
+	// requests can then be among them.
+	for _, j := range run(ctx, g, batch, prev, handoff) {
+		close(j.done)
+	}
+	close(mine)
+	handoff()
+	gs.forget(id, g, mine)
+}
+
+// forget drops g, the group of database id, once it is idle: no job
+// queued, no lead handed on, and no batch started after the one whose
+// inflight channel is last.
+func (gs *groups) forget(id int64, g *group, last chan struct{}) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gs.byDB[id] == g && len(g.queue) == 0 && !g.leading && g.inflight == last {
+		delete(gs.byDB, id)
+	}
+}
+
+// take removes from the head of the queue the jobs that can share one
+// transaction: at most n, validated against the given schema version. The
+// caller holds g.mu.
+func (g *group) take(n int, version int) []*job {
+	k := 0
+	for k < len(g.queue) && k < n && g.queue[k].version() == version {
+		k++
+	}
+	batch := append([]*job(nil), g.queue[:k]...)
+	g.queue = append(g.queue[:0], g.queue[k:]...)
+	return batch
+}
+
+var (
+	// errRetryIsolated says a commit of an optimistic batch failed.
+	errRetryIsolated = errors.New("a commit of the batch failed; run it again with savepoints")
+	errAllFailed     = errors.New("every commit of the batch failed")
+)
+
+// commitBatch is the batchRunner of a DB: it runs the batch optimistically,
+// and once more with savepoints if any of it failed, and calls the
+// OnCommit function with each commit made.
+func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job {
+	err := db.runBatch(ctx, &batch, g, prev, handoff)
+	if errors.Is(err, errRetryIsolated) {
+		err = db.runBatch(ctx, &batch, nil, nil, handoff)
+	}
+	for _, j := range batch {
+		if err != nil && j.err == nil {
+			j.err, j.commit = err, nil
+		}
+		if j.err == nil {
+			db.committed(j.commit)
+		}
+	}
+	return batch
+}
+
+// runBatch runs the batch in one transaction. Without savepoints (g not
+// nil), the first failing job fails the attempt with errRetryIsolated (for
+// a batch of one, with the job's own error), and the batch takes in the
+// jobs queued on g by the time prev is done, adding them to *batch. With
+// savepoints (g nil), a failing job is rolled back alone and keeps its
+// error in j.err.
+func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan struct{}, handoff func()) error {
+	jobs := *batch
+	savepoints := g == nil
+	return db.transact(ctx, func(tx *Tx) error {
+		var committed []*job
+		var writers []*Writer
+		// run runs job j with its Writer w.
+		run := func(j *job, w *Writer, i int) error {
+			j.err = nil
+			if !savepoints {
+				// The job's statements stay queued and go with the
+				// batch's commit rows in one round trip (finish).
+				if err := j.spec.Documents(ctx, w); err != nil {
+					if len(*batch) == 1 {
+						j.err = err
+						return err
+					}
+					return errRetryIsolated
+				}
+			} else {
+				failed, err := w.isolated(ctx, fmt.Sprintf("w%d", i), j.spec.Documents)
+				if err != nil {
+					return err
+				}
+				if failed != nil {
+					j.err = failed
+					return nil
+				}
+			}
+			committed = append(committed, j)
+			writers = append(writers, w)
+			return nil
+		}
+		ws, err := tx.newWriters(ctx, specs(jobs), &pgx.Batch{})
+		if err != nil {
+			return err
+		}
+		for i, j := range jobs {
+			if err := run(j, ws[i], i); err != nil {
+				return err
+			}
+		}
+		if !savepoints {
+			more, mws, err := topUp(ctx, tx, g, prev, ws[0], maxBatch-len(jobs))
+			// The jobs taken join the batch before any runs, whatever
+			// happens next: the retry, or the answer to every job of the
+			// batch, must include them.
+			*batch = append(*batch, more...)
+			if err != nil {
+				return err
+			}
+			for i, j := range more {
+				if err := run(j, mws[i], len(jobs)+i); err != nil {
+					return err
+				}
+			}
+		}
+		if len(committed) == 0 {
+			return errAllFailed
+		}
+		// The commit rows and COMMIT go with the jobs' last statements;
+		// the lead passes on as soon as the counter row is locked.
+		commits, err := tx.finish(ctx, writers, handoff)
+		if err != nil {
+			if !savepoints && len(*batch) > 1 && !errors.Is(err, errCommitFailed) {
+				return errRetryIsolated // which job failed is not known yet
+			}
+			return err
+		}
+		for i, j := range committed {
+			j.commit = commits[i]
+		}
+		return nil
+	})
+}
+
+// isolated runs write with w inside a savepoint named name. If write or
+// its statements fail, it rolls the transaction back to the savepoint and
+// returns their error as failed, so that the failure stays this commit's
+// own; err is an error that leaves the transaction unusable. The
+// savepoint and its release travel with the commit's own statements: one
+// round trip per commit.
+func (w *Writer) isolated(ctx context.Context, name string, write func(context.Context, *Writer) error) (failed, err error) {
+	sp := pgx.Identifier{name}.Sanitize()
+	w.queue("SAVEPOINT " + sp)
+	sends := w.sends
+	failed = write(ctx, w)
+	if failed == nil {
+		w.queue("RELEASE SAVEPOINT " + sp)
+		failed = w.Flush(ctx)
+	}
+	if failed == nil {
+		return nil, nil
+	}
+	// What is still queued is this commit's alone (the commits before it
+	// sent theirs): drop it. If nothing was sent since the savepoint was
+	// queued, nothing of this commit reached Postgres, the savepoint
+	// included.
+	*w.pending = pgx.Batch{}
+	w.deferred, w.deferredBytes = nil, 0
+	if w.sends == sends {
+		return failed, nil
+	}
+	_, err = w.t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+sp)
+	return failed, mapError(err)
+}
+
+// topUp waits until prev (the previous batch) is done, having sent the
+// statements queued so far so that Postgres runs them meanwhile, and then
+// takes up to n jobs of w's schema version queued on g since the batch
+// began, with Writers for them sharing w's pending statements. The jobs
+// taken are returned even with an error.
+func topUp(ctx context.Context, tx *Tx, g *group, prev <-chan struct{}, w *Writer, n int) ([]*job, []*Writer, error) {
+	if prev != nil {
+		select {
+		case <-prev:
+		default:
+			if err := w.Flush(ctx); err != nil {
+				return nil, nil, errRetryIsolated // which job failed is not known
+			}
+			<-prev
+		}
+	}
+	g.mu.Lock()
+	more := g.take(n, w.d.SchemaVersion)
+	g.mu.Unlock()
+	if len(more) == 0 {
+		return nil, nil, nil
+	}
+	ws, err := tx.newWriters(ctx, specs(more), w.pending)
+	return more, ws, err
+}
+
+// specs returns the jobs' specs.
+func specs(jobs []*job) []*WriteSpec {
+	out := make([]*WriteSpec, len(jobs))
+	for i, j := range jobs {
+		out[i] = &j.spec
+	}
+	return out
+}

@@ -1,0 +1,302 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// DB.Write against a real Postgres: group commit's batches, its isolation
+// of failures, Before's atomicity with the documents, and the commit hook.
+
+// hookLog records what the OnCommit function saw.
+type hookLog struct {
+	mu      sync.Mutex
+	commits []*sluice.Commit
+	errs    []error
+}
+
+func (h *hookLog) seqs() []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []int64
+	for _, c := range h.commits {
+		out = append(out, c.Seq)
+	}
+	return out
+}
+
+// openNotes opens a migrated database holding organization o and its
+// database o/notes (one class, Note), with a commit hook that checks each
+// commit is durable (readable from another connection) when it is called.
+func openNotes(t *testing.T) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
+	t.Helper()
+	ctx := context.Background()
+	h := &hookLog{}
+	var db *DB
+	db, err := Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)), OnCommit(func(c *sluice.Commit) {
+		cs, err := db.CommitsAfter(ctx, &sluice.Database{ID: c.DatabaseID}, c.Seq-1, 1)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err != nil || len(cs) != 1 || cs[0].Seq != c.Seq {
+			h.errs = append(h.errs, errors.New("the hook saw a commit not readable yet"))
+		}
+		h.commits = append(h.commits, c)
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := schema.Parse("type Note { text: String! }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "notes"}
+	_, err = db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, d, s, h
+}
+
+func note(key string) []*sluice.Document {
+	return []*sluice.Document{{ID: "Note/" + key, Type: "Note", Fields: map[string]any{"text": key}}}
+}
+
+// batchTest runs grouped writes on o/notes: the first one's Documents
+// blocks (its first run only) until every other job is queued behind it,
+// so that all of them make one batch.
+type batchTest struct {
+	db      *DB
+	d       *sluice.Database
+	s       *sluice.Schema
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+	calls   map[string]*atomic.Int32
+}
+
+func newBatchTest(db *DB, d *sluice.Database, s *sluice.Schema) *batchTest {
+	return &batchTest{db: db, d: d, s: s, entered: make(chan struct{}), release: make(chan struct{}), calls: map[string]*atomic.Int32{}}
+}
+
+// job returns a grouped write named name whose Documents runs docs,
+// counting its runs.
+func (b *batchTest) job(name string, docs func(ctx context.Context, w *Writer) error) *job {
+	n := &atomic.Int32{}
+	b.calls[name] = n
+	return newJob(WriteSpec{Database: b.d, Schema: b.s, Group: true, Meta: CommitMeta{Message: name, User: "u"},
+		Documents: func(ctx context.Context, w *Writer) error {
+			n.Add(1)
+			return docs(ctx, w)
+		}})
+}
+
+// blocking wraps docs so that its first run waits for release.
+func (b *batchTest) blocking(docs func(ctx context.Context, w *Writer) error) func(ctx context.Context, w *Writer) error {
+	return func(ctx context.Context, w *Writer) error {
+		if err := docs(ctx, w); err != nil {
+			return err
+		}
+		b.once.Do(func() {
+			close(b.entered)
+			<-b.release
+		})
+		return nil
+	}
+}
+
+// run submits lead (whose Documents must be blocking) with ctx, then the
+// others once it runs, and returns when all are answered.
+func (b *batchTest) run(t *testing.T, ctx context.Context, lead *job, others ...*job) {
+	t.Helper()
+	var wg sync.WaitGroup
+	wg.Go(func() { b.db.groups.commit(ctx, lead, b.db.commitBatch) })
+	select {
+	case <-b.entered:
+	case <-time.After(wait):
+		t.Fatal("the first write did not start")
+	}
+	for _, j := range others {
+		g, leads := b.db.groups.join(j)
+		if leads {
+			t.Fatal("a write leads while a batch runs")
+		}
+		wg.Go(func() { b.db.groups.await(context.Background(), g, j, false, b.db.commitBatch) })
+	}
+	close(b.release)
+	wg.Wait()
+}
+
+// xmins counts the transactions that wrote d's commit rows.
+func xmins(t *testing.T, db *DB, d *sluice.Database) int {
+	t.Helper()
+	var n int
+	if err := db.pool.QueryRow(context.Background(), "SELECT count(DISTINCT xmin::text) FROM sluice.commits WHERE db_id = $1", d.ID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestGroupCommitSharesOneTransaction queues three writes behind a
+// running one whose client goes away: the four make one transaction (one
+// commit row xmin), each its own commit, numbered in queue order, each run
+// once (no savepoints, no retry), each seen by the hook once durable.
+func TestGroupCommitSharesOneTransaction(t *testing.T) {
+	t.Parallel()
+	db, d, s, hook := openNotes(t)
+	b := newBatchTest(db, d, s)
+	insert := func(key string) func(ctx context.Context, w *Writer) error {
+		return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }
+	}
+	jobs := []*job{b.job("a", b.blocking(insert("a"))), b.job("b", insert("b")), b.job("c", insert("c")), b.job("d", insert("d"))}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-b.entered; cancel() }() // the first client leaves
+	b.run(t, ctx, jobs[0], jobs[1:]...)
+
+	for i, j := range jobs {
+		if j.err != nil || j.commit == nil || j.commit.Seq != int64(i+1) || j.commit.Message != j.spec.Meta.Message || j.commit.NumChanges != 1 {
+			t.Fatalf("write %s: commit %+v, error %v; want commit %d", j.spec.Meta.Message, j.commit, j.err, i+1)
+		}
+		if n := b.calls[j.spec.Meta.Message].Load(); n != 1 {
+			t.Errorf("write %s ran %d times, want once", j.spec.Meta.Message, n)
+		}
+	}
+	if n := xmins(t, db, d); n != 1 {
+		t.Fatalf("the batch's commits were written by %d transactions, want 1", n)
+	}
+	if got := hook.seqs(); len(got) != 4 || got[0] != 1 || got[3] != 4 {
+		t.Fatalf("hook saw commits %v, want 1 to 4", got)
+	}
+	if len(hook.errs) > 0 {
+		t.Fatal(hook.errs[0])
+	}
+}
+
+// TestGroupCommitIsolatesAFailure fails the third write of a batch in
+// three ways: a statement Postgres refuses at commit (a duplicate id), an
+// error before its statements were sent, and one after. The batch runs
+// again with savepoints: the others commit, numbered without a gap, in one
+// transaction; the failed write gets its own error and leaves nothing.
+func TestGroupCommitIsolatesAFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		fail func(ctx context.Context, w *Writer) error
+		want string
+	}{
+		{"duplicate", func(ctx context.Context, w *Writer) error {
+			if err := w.Insert(ctx, note("x")); err != nil {
+				return err
+			}
+			return w.Insert(ctx, note("a"))
+		}, "document Note/a already exists"},
+		{"before sending", func(ctx context.Context, w *Writer) error {
+			if err := w.Insert(ctx, note("x")); err != nil {
+				return err
+			}
+			return sluice.Errorf(sluice.CodeInvalid, "refused")
+		}, "refused"},
+		{"after sending", func(ctx context.Context, w *Writer) error {
+			if err := w.Insert(ctx, note("x")); err != nil {
+				return err
+			}
+			if err := w.Flush(ctx); err != nil {
+				return err
+			}
+			return sluice.Errorf(sluice.CodeInvalid, "refused")
+		}, "refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, d, s, hook := openNotes(t)
+			b := newBatchTest(db, d, s)
+			insert := func(key string) func(ctx context.Context, w *Writer) error {
+				return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }
+			}
+			a, bj, c, dj := b.job("a", b.blocking(insert("a"))), b.job("b", insert("b")), b.job("c", tc.fail), b.job("d", insert("d"))
+			b.run(t, context.Background(), a, bj, c, dj)
+
+			if c.err == nil || !strings.Contains(c.err.Error(), tc.want) || c.commit != nil {
+				t.Fatalf("failing write: commit %+v, error %v; want %q", c.commit, c.err, tc.want)
+			}
+			for i, j := range []*job{a, bj, dj} {
+				if j.err != nil || j.commit == nil || j.commit.Seq != int64(i+1) {
+					t.Fatalf("write %s: commit %+v, error %v; want commit %d", j.spec.Meta.Message, j.commit, j.err, i+1)
+				}
+			}
+			if a, c := b.calls["a"].Load(), b.calls["c"].Load(); a != 2 || c != 2 {
+				t.Fatalf("the first and failing writes ran %d and %d times, want twice (then with savepoints)", a, c)
+			}
+			if _, err := db.Document(context.Background(), d, s, "Note/x"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+				t.Fatalf("the failed write's document was written: %v", err)
+			}
+			if n := xmins(t, db, d); n != 1 {
+				t.Fatalf("the batch's commits were written by %d transactions, want 1", n)
+			}
+			if got := hook.seqs(); len(got) != 3 {
+				t.Fatalf("hook saw commits %v, want 1 to 3", got)
+			}
+		})
+	}
+}
+
+// TestWriteBeforeCommitsWithDocuments: what Before does commits with the
+// documents, and is rolled back with them; a write without documents makes
+// no commit and calls no hook.
+func TestWriteBeforeCommitsWithDocuments(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, hook := openNotes(t)
+	org := func(name string) func(ctx context.Context, tx *Tx) error {
+		return func(ctx context.Context, tx *Tx) error { return tx.CreateOrganization(ctx, name) }
+	}
+	insert := func(key string) func(ctx context.Context, w *Writer) error {
+		return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }
+	}
+	// The documents fail (a duplicate, reported by the commit's last
+	// round trip): the organization is not created either.
+	if _, err := db.Write(ctx, WriteSpec{Before: org("p"), Database: d, Schema: s, Documents: insert("a")}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Write(ctx, WriteSpec{Before: org("q"), Database: d, Schema: s, Documents: insert("a")})
+	if !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	// Before fails: the documents are not written.
+	_, err = db.Write(ctx, WriteSpec{Before: org("p"), Database: d, Schema: s, Documents: insert("b")})
+	if sluice.ErrorCode(err) != sluice.CodeConflict {
+		t.Fatalf("existing organization: %v", err)
+	}
+	if _, err := db.Document(ctx, d, s, "Note/b"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+		t.Fatalf("Note/b was written: %v", err)
+	}
+	c, err := db.Write(ctx, WriteSpec{Before: org("q")})
+	if err != nil || c != nil {
+		t.Fatalf("a write without documents: commit %v, error %v", c, err)
+	}
+	if got := hook.seqs(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("hook saw commits %v, want 1", got)
+	}
+	if len(hook.errs) > 0 {
+		t.Fatal(hook.errs[0])
+	}
+}

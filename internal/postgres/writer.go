@@ -1,0 +1,527 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// copyThreshold is the number of rows from which a write uses COPY instead of
+// pipelined INSERT statements. COPY costs an extra round trip to describe the
+// table, so it pays off only for larger batches.
+const copyThreshold = 32
+
+// Writer writes the documents of one commit, inside the transaction of a
+// DB.Write, which hands it to the WriteSpec's Documents: the documents, and
+// their changes in request order (one sluice.changes row per call, see
+// migration 3). Calls may be repeated (a long NDJSON stream is written in
+// chunks). Statements whose results are not needed at once are held back
+// and sent together, at the latest with the commit row, so an error may be
+// reported by a later call than the one that caused it (Flush reports it
+// at once). A Writer is used by one goroutine, during its Documents call
+// only; if any call fails, Documents must return the error.
+type Writer struct {
+	t      *Tx
+	d      *sluice.Database
+	schema *sluice.Schema
+	meta   CommitMeta
+	uid    int64
+	next   int // index of the next change
+	// pending holds statements whose results are not needed right away;
+	// they are sent in one round trip by flush, before anything that
+	// reads or copies, and at the latest with the commit row. The Writers
+	// of one group-commit batch share it: a later commit of the batch
+	// that reads a document must see what an earlier one wrote.
+	pending *pgx.Batch
+	// deferred holds change rows (insertChangesSQL arguments) not yet in
+	// pending. They join pending when another statement is queued behind
+	// them (keeping the order of statements), when they exceed
+	// maxDeferredBytes, or with the commit row, so that a large write's
+	// COPYs are not each preceded by a round trip for the previous chunk's
+	// changes.
+	deferred      [][]any
+	deferredBytes int
+	// sends counts the round trips that sent pending.
+	sends int
+}
+
+// maxDeferredBytes bounds the change images a Writer holds back.
+const maxDeferredBytes = 1 << 20
+
+// newWriters starts one commit for each spec in this transaction, sharing
+// pending (the statements not sent yet): each becomes a commit of its own,
+// finished together by finish.
+func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pgx.Batch) ([]*Writer, error) {
+	uids, err := t.db.takeUIDs(ctx, t.tx, len(specs))
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]*Writer, len(specs))
+	for i, uid := range uids {
+		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, uid: uid, pending: pending}
+	}
+	return ws, nil
+}
+
+// queue adds a statement to pending, after the deferred change rows.
+func (w *Writer) queue(sql string, args ...any) {
+	w.queueDeferred()
+	w.pending.Queue(sql, args...)
+}
+
+// queueDeferred moves the deferred change rows to pending.
+func (w *Writer) queueDeferred() {
+	for _, args := range w.deferred {
+		w.pending.Queue(insertChangesSQL, args...)
+	}
+	w.deferred, w.deferredBytes = nil, 0
+}
+
+// flush sends the pending statements (not the deferred change rows).
+func (w *Writer) flush(ctx context.Context) error {
+	if w.pending.Len() == 0 {
+		return nil
+	}
+	w.sends++
+	err := w.t.tx.SendBatch(ctx, w.pending).Close()
+	*w.pending = pgx.Batch{}
+	return insertError(err)
+}
+
+// Flush sends every statement the Writer has queued and reports their
+// first error (a duplicate id is a Conflict naming the document): a write
+// made of several parts calls it between them to know which part an error
+// belongs to.
+func (w *Writer) Flush(ctx context.Context) error {
+	w.queueDeferred()
+	return w.flush(ctx)
+}
+
+// change is one change waiting to be written.
+type change struct {
+	id            string
+	op            sluice.Op
+	before, after []byte
+}
+
+// Rows are validated documents encoded for writing: each one's table row
+// and its API-form JSON (its after image). Encoding is CPU work a large
+// write does on another goroutine while its Writer waits on Postgres.
+type Rows struct {
+	docs []*sluice.Document
+	// vals are the table rows; vals[i][1], the commit uid, is set by the
+	// Writer that writes them.
+	vals  [][]any
+	after [][]byte
+	// copy, when not nil, replaces vals: the rows, all of class, as a
+	// binary COPY stream (InsertEncoder).
+	copy  []byte
+	class string
+}
+
+// EncodeRows encodes docs, validated against s, for a Writer of s.
+func EncodeRows(s *sluice.Schema, docs []*sluice.Document) (*Rows, error) {
+	r := &Rows{docs: docs, vals: make([][]any, len(docs)), after: make([][]byte, len(docs))}
+	for i, doc := range docs {
+		c := s.Classes[doc.Type]
+		var err error
+		if r.after[i], err = DocumentJSON(c, doc); err != nil {
+			return nil, err
+		}
+		if r.vals[i], err = rowValues(c, doc, 0); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Len returns the number of documents.
+func (r *Rows) Len() int { return len(r.docs) }
+
+// Insert adds new documents. A document whose id exists gives a Conflict
+// error naming it.
+func (w *Writer) Insert(ctx context.Context, docs []*sluice.Document) error {
+	r, err := EncodeRows(w.schema, docs)
+	if err != nil {
+		return err
+	}
+	return w.InsertRows(ctx, r)
+}
+
+// InsertRows is Insert for documents already encoded.
+func (w *Writer) InsertRows(ctx context.Context, r *Rows) error {
+	changes := make([]change, r.Len())
+	all := make([]int, r.Len())
+	for i, doc := range r.docs {
+		changes[i] = change{id: doc.ID, op: sluice.OpAdded, after: r.after[i]}
+		all[i] = i
+	}
+	var err error
+	if r.copy != nil {
+		err = w.copyRows(ctx, r)
+	} else {
+		err = w.writeRows(ctx, r, all)
+	}
+	if err != nil {
+		return err
+	}
+	w.writeChanges(changes)
+	return nil
+}
+
+// Replace replaces existing documents by new versions. A document that does
+// not exist gives a NotFound error naming it, unless create is set, in which
+// case it is inserted.
+func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bool) error {
+	r, err := EncodeRows(w.schema, docs)
+	if err != nil {
+		return err
+	}
+	return w.ReplaceRows(ctx, r, create)
+}
+
+// ReplaceRows is Replace for documents already encoded.
+//
+// Rows are locked and read with SELECT … FOR UPDATE and then UPDATEd in
+// place. Deleting and re-inserting them would be wrong under concurrency: a
+// transaction waiting on the row lock would find the old row gone and miss
+// the new one.
+func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
+	ids := make([]string, r.Len())
+	for i, d := range r.docs {
+		ids[i] = d.ID
+	}
+	before, err := w.rows(ctx, ids, "SELECT to_jsonb(t) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE")
+	if err != nil {
+		return err
+	}
+	changes := make([]change, r.Len())
+	var updates, inserts []int
+	for i, doc := range r.docs {
+		c := change{id: doc.ID, op: sluice.OpUpdated, before: before[doc.ID], after: r.after[i]}
+		if c.before == nil {
+			if !create {
+				return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", doc.ID)
+			}
+			c.op = sluice.OpAdded
+			inserts = append(inserts, i)
+		} else {
+			updates = append(updates, i)
+		}
+		changes[i] = c
+	}
+	if err := w.updateRows(ctx, r, updates); err != nil {
+		return err
+	}
+	if err := w.writeRows(ctx, r, inserts); err != nil {
+		return err
+	}
+	w.writeChanges(changes)
+	return nil
+}
+
+// updateRows overwrites the rows of existing documents, by class: pipelined
+// UPDATEs for small batches, COPY into a temporary table and one UPDATE … FROM
+// for large ones.
+func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
+	byClass, order := w.groupRows(r, which)
+	for _, class := range order {
+		c := w.schema.Classes[class]
+		rows := byClass[class]
+		cols := columns(c)
+		tbl := tableName(w.d.ID, class)
+		if len(rows) < copyThreshold {
+			sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1", tbl, setClause(cols[1:], func(i int, _ string) string { return fmt.Sprintf("$%d", i+2) }), colID)
+			for _, r := range rows {
+				w.queue(sql, r...)
+			}
+			continue
+		}
+		if err := w.flush(ctx); err != nil {
+			return err
+		}
+		tmp := pgx.Identifier{"sluice_replace_" + strconv.FormatInt(w.uid, 10)}
+		if _, err := w.t.tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", tmp.Sanitize(), tbl)); err != nil {
+			return mapError(err)
+		}
+		if _, err := w.t.tx.CopyFrom(ctx, tmp, cols, pgx.CopyFromRows(rows)); err != nil {
+			return mapError(err)
+		}
+		set := setClause(cols[1:], func(_ int, col string) string { return "n." + pgx.Identifier{col}.Sanitize() })
+		sql := fmt.Sprintf("UPDATE %s t SET %s FROM %s n WHERE t.%s = n.%s", tbl, set, tmp.Sanitize(), colID, colID)
+		if _, err := w.t.tx.Exec(ctx, sql); err != nil {
+			return mapError(err)
+		}
+		if _, err := w.t.tx.Exec(ctx, "DROP TABLE "+tmp.Sanitize()); err != nil {
+			return mapError(err)
+		}
+	}
+	return nil
+}
+
+// Delete removes documents by id. An id that names no document gives a
+// NotFound error naming it.
+func (w *Writer) Delete(ctx context.Context, ids []string) error {
+	for _, id := range ids {
+		if err := checkText("document id", id); err != nil {
+			return err
+		}
+	}
+	// The rows are locked in id order first, as Replace locks them, so that
+	// overlapping deletes and replaces wait for each other instead of
+	// deadlocking.
+	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t)")
+	if err != nil {
+		return err
+	}
+	changes := make([]change, len(ids))
+	for i, id := range ids {
+		b := before[id]
+		if b == nil {
+			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		}
+		changes[i] = change{id: id, op: sluice.OpDeleted, before: b}
+	}
+	w.writeChanges(changes)
+	return nil
+}
+
+// rows runs query (a statement template with the table and id column to
+// fill in, returning to_jsonb of each row) for the rows with the given ids,
+// class by class, and returns their API-form JSON by id; ids that name no
+// row are absent from the map. Ids must be "Class/key" with Class a document
+// class (the engine checks).
+func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[string][]byte, error) {
+	if err := w.flush(ctx); err != nil {
+		return nil, err
+	}
+	byClass := map[string][]string{}
+	var order []string
+	for _, id := range ids {
+		class, _, _ := strings.Cut(id, "/")
+		if _, ok := byClass[class]; !ok {
+			order = append(order, class)
+		}
+		byClass[class] = append(byClass[class], id)
+	}
+	// Classes in name order and rows in id order (the query sorts): two
+	// requests locking overlapping documents take the locks in the same
+	// order, so they wait for each other instead of deadlocking.
+	sort.Strings(order)
+	out := make(map[string][]byte, len(ids))
+	for _, class := range order {
+		c := w.schema.Classes[class]
+		if c == nil || c.Kind != sluice.KindDocument {
+			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
+		}
+		rows, err := w.t.tx.Query(ctx, fmt.Sprintf(query, tableName(w.d.ID, class), colID), byClass[class])
+		if err != nil {
+			return nil, mapError(err)
+		}
+		for rows.Next() {
+			var raw []byte
+			if err := rows.Scan(&raw); err != nil {
+				rows.Close()
+				return nil, mapError(err)
+			}
+			row, err := decodeRow(raw)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			doc, err := rowToDocument(c, row)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			if out[doc.ID], err = DocumentJSON(c, doc); err != nil {
+				rows.Close()
+				return nil, err
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return nil, mapError(err)
+		}
+	}
+	return out, nil
+}
+
+// writeRows inserts the documents' rows, by class, with COPY for large
+// batches and pipelined INSERTs otherwise.
+func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
+	byClass, order := w.groupRows(r, which)
+	for _, class := range order {
+		c := w.schema.Classes[class]
+		rows := byClass[class]
+		cols := columns(c)
+		if len(rows) >= copyThreshold {
+			if err := w.flush(ctx); err != nil {
+				return err
+			}
+			_, err := w.t.tx.CopyFrom(ctx, pgx.Identifier{schemaName(w.d.ID), class}, cols, pgx.CopyFromRows(rows))
+			if err != nil {
+				return insertError(err)
+			}
+			continue
+		}
+		sql := insertSQL(tableName(w.d.ID, class), cols)
+		for _, r := range rows {
+			w.queue(sql, r...)
+		}
+	}
+	return nil
+}
+
+// setClause returns "col1 = v1, col2 = v2…" with each value expression from
+// value(i, col).
+func setClause(cols []string, value func(i int, col string) string) string {
+	var b strings.Builder
+	for i, col := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = %s", pgx.Identifier{col}.Sanitize(), value(i, col))
+	}
+	return b.String()
+}
+
+// groupRows returns the rows r.vals[i] for i in which, by class, with this
+// Writer's commit uid, and the classes in order of first appearance.
+func (w *Writer) groupRows(r *Rows, which []int) (map[string][][]any, []string) {
+	byClass := map[string][][]any{}
+	var order []string
+	for _, i := range which {
+		class := r.docs[i].Type
+		vals := r.vals[i]
+		vals[1] = w.uid
+		if _, ok := byClass[class]; !ok {
+			order = append(order, class)
+		}
+		byClass[class] = append(byClass[class], vals)
+	}
+	return byClass, order
+}
+
+func insertSQL(table string, cols []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "INSERT INTO %s (", table)
+	for i, c := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(pgx.Identifier{c}.Sanitize())
+	}
+	b.WriteString(") VALUES (")
+	for i := range cols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "$%d", i+1)
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// insertError turns a duplicate primary key into a Conflict naming the
+// document (matching ErrExists); Postgres reports it as `Key
+// (_id)=(Person/alice) already exists.`
+func insertError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" {
+		id := pe.Detail
+		if _, rest, ok := strings.Cut(id, ")=("); ok {
+			id, _, _ = strings.Cut(rest, ") already exists")
+		}
+		return existsError{sluice.Errorf(sluice.CodeConflict, "document %s already exists", id)}
+	}
+	return mapError(err)
+}
+
+// ErrExists matches the error of writing a new document whose id exists.
+// For a replace with create, that means another request created the
+// document after this one found it missing.
+var ErrExists = errors.New("document exists")
+
+type existsError struct{ err *sluice.Error }
+
+func (e existsError) Error() string        { return e.err.Error() }
+func (e existsError) Unwrap() error        { return e.err }
+func (e existsError) Is(target error) bool { return target == ErrExists }
+
+// insertChangesSQL writes one batch of changes (see migration 0003).
+const insertChangesSQL = `INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
+	VALUES ($1, $2, $3, $4, $5, $6)`
+
+// writeChanges queues one row holding the changes, in order, as the next
+// batch of the commit's changes.
+func (w *Writer) writeChanges(changes []change) {
+	if len(changes) == 0 {
+		return
+	}
+	befores := make([][]byte, len(changes))
+	afters := make([][]byte, len(changes))
+	inserts := true
+	for i, c := range changes {
+		befores[i], afters[i] = c.before, c.after
+		inserts = inserts && c.op == sluice.OpAdded && c.before == nil && c.after != nil
+	}
+	bs, as := jsonArray(befores), jsonArray(afters)
+	// A row of insertions leaves out its ids and ops (NULL): the after
+	// images hold the ids (migration 4).
+	var ids, ops any
+	if !inserts {
+		idList, opList := make([]string, len(changes)), make([]int16, len(changes))
+		for i, c := range changes {
+			idList[i], opList[i] = c.id, int16(c.op)
+		}
+		ids, ops = idList, opList
+	}
+	w.deferred = append(w.deferred, []any{w.uid, w.next, ids, ops, textOrNull(bs), textOrNull(as)})
+	w.deferredBytes += len(bs) + len(as)
+	if w.deferredBytes > maxDeferredBytes {
+		w.queueDeferred()
+	}
+	w.next += len(changes)
+}
+
+// jsonArray returns the JSON array of the given JSON values (nil ones as
+// null), or nil when all are nil.
+func jsonArray(vals [][]byte) []byte {
+	n := 2
+	for _, v := range vals {
+		n += len(v) + 5
+	}
+	if n == 2+5*len(vals) {
+		return nil
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '[')
+	for i, v := range vals {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if v == nil {
+			v = []byte("null")
+		}
+		b = append(b, v...)
+	}
+	b = append(b, ']')
+	return b
+}
+
+// textOrNull is b for a text parameter (pgx sends a []byte as it is), or
+// NULL when b is nil.
+func textOrNull(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
