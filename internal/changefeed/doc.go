@@ -1,61 +1,66 @@
 // Package changefeed delivers committed changes to stream subscribers,
 // losslessly and in commit order, whatever the number of daemons sharing
-// the Postgres server.
+// the Postgres server, in pieces of bounded size, and only while the
+// subscriber's access holds.
 //
 // # Pieces
 //
 // A Tailer (one per process) follows every database's commit log. It is
-// woken three ways: in-process by Tailer.Wake (the engine's onCommit), by
-// Postgres NOTIFY on postgres.NotifyChannel (commits made by other daemons),
-// and by a periodic poll of the counter rows, so a lost notification only
-// delays. Whatever woke it, it reads the log by position (postgres
-// CommitsAfter), decodes each commit once and hands it to the Hub in
-// sequence order, exactly once. Its LISTEN connection reconnects with
-// backoff; nothing is lost meanwhile because reading is by position.
-//
-// The Hub keeps, per database, the sequence of the last commit the tailer
-// handed it (the head) and the set of live subscriptions.
+// woken three ways: in-process by Tailer.Wake (the store's commit hook),
+// by Postgres NOTIFY (commits made by other daemons, access changes), and
+// by a periodic poll of the counter rows, so a lost notification only
+// delays. Whatever woke it, it reads the log by position (Store.ReadLog):
+// whole small commits, or a run of a large commit's changes, about
+// PieceBytes of change images at a time (sluice.Commit.Partial marks a
+// piece more of its commit follows). It hands each piece to the Hub in
+// order, exactly once. Readers track how far they got as a mark: a whole
+// commit, and some changes of the next (mark.go).
 //
 // # Subscriptions
 //
-// The unit of delivery is a Subscription: a consumer that receives each
-// *sluice.Commit of one database after a starting position, in order, once.
-// Hub.Subscribe registers one; nil starts at "now" (the newest commit at the
-// time of the call), a position resumes after it. Commits are shared between
-// subscribers and must be treated as read-only; the first commit of a resume
-// is a trimmed copy holding only the changes after the position.
+// The unit of delivery is a Subscription: a consumer that receives the
+// pieces of one database after a starting position, in order, once.
+// Hub.Subscribe registers one; nil starts at "now" (the newest commit at
+// the time of the call), a position resumes after it. Pieces are shared
+// between subscribers and must be treated as read-only.
 //
 // A subscription is either live (the tailer pushes into its bounded queue
-// without ever blocking) or catching up (a goroutine owned by the hub reads
-// the log from the subscription's cursor and blocks on the queue as the
-// consumer allows). A new subscription whose cursor is behind the head, a
-// resume, and a live subscription whose queue would overflow all catch up;
-// a catching-up subscription joins the live set, under the database's lock,
-// as soon as its cursor reaches the head. Live delivery skips commits at or
-// below a subscription's cursor, so the handoff has no gap and no duplicate.
-// Memory per subscription is bounded by its queue (HubOptions.QueueSize
-// commits), and a slow consumer never blocks the tailer, a commit, or
-// another subscriber.
+// without ever blocking) or catching up (a goroutine owned by the hub
+// reads the log from the subscription's mark and blocks on the queue as
+// the consumer allows). A new subscription behind the head, a resume, and
+// a live subscription whose queue would overflow all catch up; a
+// catching-up subscription joins the live set, under the database's lock,
+// as soon as its mark reaches the head. Live delivery skips what a
+// subscription already has, so the handoff has no gap and no duplicate.
+// Memory per subscription is bounded by its queue (QueueSize pieces).
 //
-// Sequences are gapless, so a catch-up read that does not start right after
-// the cursor means the history was pruned: the subscription ends with a
-// CodeGone error. Subscribe itself refuses a position from another epoch or
-// older than retained history (CodeGone) and one ahead of the log
-// (CodeInvalid). Hub.Floors gives Prune what local subscriptions still need.
+// Sequences are gapless, so a read that does not start where it should
+// means the history was pruned: the subscription ends with a CodeGone
+// error. Subscribe itself refuses a position from another epoch or older
+// than retained history (CodeGone) and one ahead of the log (CodeInvalid).
+// Hub.Floors gives Prune what local subscriptions still need.
 //
 // A consumer selects on Commits() and Done(). When Done is closed, Err says
-// why (ErrShutdown, ErrClosed, a CodeGone or CodeNotFound *sluice.Error);
-// commits already queued are still valid, in order, and may be drained
-// first. Close ends a subscription; it is idempotent and leaves no goroutine.
+// why (ErrShutdown, ErrClosed, a Revoked access, sluice.ErrStorageUnavailable,
+// a CodeGone or CodeNotFound *sluice.Error); pieces already queued may be
+// drained first, except after a revocation. Close ends a subscription; it
+// is idempotent and leaves no goroutine.
 //
-// # Grouped subscribers (GraphQL)
+// # Shares
 //
-// Subscribers with the same query, variables and access share one
-// evaluation: a group is one Subscription whose consumer goroutine
-// evaluates each commit once and appends the serialized payloads to a
-// bounded history its members read at their own pace (package sse). A
-// member whose next commit falls out of that history leaves the group and
-// continues with a Subscription of its own, started with Subscribe from
-// that commit's position, which replays from the log. Options.Classes
-// lets the hub skip commits a group cannot match without waking it.
+// Subscribers with the same events (a GraphQL query with its variables
+// and access, a REST class with its operations and role) join one share
+// (Hub.Join, share.go): one subscription whose pieces an Evaluator turns
+// into events once, framed once, kept in a bounded history that every
+// member takes from at its own pace. A member that falls out of it leaves
+// and continues with a subscription of its own from where it was.
+//
+// # Access
+//
+// Every stream registers a Guard with its grant before its subscription
+// (access.go). The access log's version is read in the same snapshot as
+// the commits; before anything read at version v is handed on, the access
+// changes up to v end the streams they affect. A commit made after an
+// access change answered can therefore never reach a stream it ends, on
+// any replica. Guards also enforce the stream caps and credential expiry.
 package changefeed
