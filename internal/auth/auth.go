@@ -4,12 +4,14 @@
 // EventSource (ticket.go). Authorization (which role a user has on a
 // database) is the engine's job.
 //
-// Every request reads its credential from Postgres (one indexed row, with
-// the access log's version from the same snapshot), so a revoked token, a
-// changed password or a deleted user is refused at once on every replica;
-// a JWT is checked without Postgres, but the user it names is read the
-// same way. What is remembered is only which passwords were already
-// checked against which hash: a client that keeps presenting the same
+// A credential is read from Postgres (one indexed row, with the access
+// log's version from the same snapshot) the first time it is seen, and
+// remembered only while no access change has been seen since (cache.go):
+// a revoked token, a changed password or a deleted user is refused at once
+// by the replica that made the change and by the others as soon as their
+// change feed reads it. A JWT is checked without Postgres, but the user it
+// names is read the same way. Which passwords were already checked against
+// which hash is remembered too: a client that keeps presenting the same
 // valid password pays one bcrypt, not one per request, and concurrent
 // checks of one credential share one bcrypt.
 package auth
@@ -78,6 +80,8 @@ type Authenticator struct {
 	jwt *JWT
 	// ticketTTL is how long a stream ticket may be redeemed.
 	ticketTTL time.Duration
+	// cache remembers credentials that checked out (cache.go); nil: none.
+	cache *credentialCache
 }
 
 // Option configures an Authenticator.
@@ -178,6 +182,18 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	if h == "" {
 		return nil, ErrNoCredentials
 	}
+	if c, ok := a.cached(h); ok {
+		return c, nil
+	}
+	c, err := a.authenticate(r, h)
+	if err == nil {
+		a.remember(h, c)
+	}
+	return c, err
+}
+
+// authenticate checks the credential of Authorization header h.
+func (a *Authenticator) authenticate(r *http.Request, h string) (*sluice.Credential, error) {
 	scheme, cred, _ := strings.Cut(h, " ")
 	switch strings.ToLower(scheme) {
 	case "basic":

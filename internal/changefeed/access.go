@@ -144,6 +144,12 @@ func (h *Hub) check(ctx context.Context, grant *sluice.Grant) error {
 // streams, -1 before the first.
 func (h *Hub) AccessApplied() int64 { return h.applied.Load() }
 
+// AccessSeen returns the newest access log version this process has read,
+// -1 before the first. It moves before the streams the changes affect are
+// ended (AccessApplied moves after): what remembers credentials compares
+// with it, so a client that saw its stream end is refused at once.
+func (h *Hub) AccessSeen() int64 { return h.seen.Load() }
+
 // syncAccess applies every access change up to version v to the guards
 // (see the comment at the top of this file). It returns once they are
 // applied, or an error when they could not be read; then nothing read at
@@ -157,6 +163,9 @@ func (h *Hub) syncAccess(ctx context.Context, v int64) error {
 	applied := h.applied.Load()
 	if applied >= v {
 		return nil
+	}
+	if v > h.seen.Load() {
+		h.seen.Store(v)
 	}
 	if applied < 0 {
 		// The first version seen: streams registered so far were checked

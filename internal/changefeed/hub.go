@@ -89,6 +89,7 @@ type Hub struct {
 	checkGrant func(context.Context, *sluice.Grant) error
 	accessMu   sync.Mutex
 	applied    atomic.Int64 // the access version applied; -1: none yet
+	seen       atomic.Int64 // the newest access version read (AccessSeen)
 	guards     map[*Guard]struct{}
 	perUser    map[int64]int // guards by user id
 	maxStreams int
@@ -137,6 +138,7 @@ func NewHub(log Log, o HubOptions) *Hub {
 		shares: map[any]*share{},
 	}
 	h.applied.Store(-1)
+	h.seen.Store(-1)
 	return h
 }
 

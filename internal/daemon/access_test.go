@@ -221,13 +221,21 @@ func TestAccessChangesEndStreams(t *testing.T) {
 
 			c.change(t, f)
 			answered := time.Now()
+			// Daemon a, which made the change, refuses ulla's credential
+			// at once.
+			if r := f.a.Do(t, f.ulla, "GET", "/api/document/acme/notes?id="+url.QueryEscape(before), nil); c.after != 200 && r.Status != c.after {
+				t.Errorf("ulla's next request on daemon a: %d %s, want %d", r.Status, r.Body, c.after)
+			}
 			later := "" // skipped by ulla's streams on both replicas
 			if !c.veraEnds {
 				later = f.write(t)
 			}
+			slowest := expectEnd(t, ulla, later, c.graphql, c.rest, answered)
+			// Daemon b has read the change (its streams ended): its next
+			// request with ulla's credential sees it too.
 			if c.after == 200 {
-				// Narrowed, not revoked: the other replica answers with the
-				// new role at once (the secret field is gone).
+				// Narrowed, not revoked: the new role (the secret field is
+				// gone).
 				r := f.b.MustDo(t, 200, f.ulla, "GET", "/api/document/acme/notes?id="+url.QueryEscape(before), nil)
 				if strings.Contains(string(r.Body), "secret") {
 					t.Errorf("after narrowing, daemon b still shows the secret: %s", r.Body)
@@ -235,7 +243,7 @@ func TestAccessChangesEndStreams(t *testing.T) {
 			} else if r := f.b.Do(t, f.ulla, "GET", "/api/document/acme/notes?id="+url.QueryEscape(before), nil); r.Status != c.after {
 				t.Errorf("ulla's next request on daemon b: %d %s, want %d", r.Status, r.Body, c.after)
 			}
-			slowest := expectEnd(t, ulla, later, c.graphql, c.rest, answered)
+
 			if c.veraEnds {
 				expectEnd(t, vera, "", c.graphql, c.rest, answered)
 			} else {

@@ -177,7 +177,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	tailer = changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
 	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
-		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL)), d.logger, engine.Hooks{
+		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen)), d.logger, engine.Hooks{
 		// An access change is announced to other processes by its own
 		// NOTIFY; this one's tailer applies it at once.
 		OnAccess: func() { tailer.Wake(0) },

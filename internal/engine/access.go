@@ -69,3 +69,16 @@ func Grant(ctx context.Context, u *sluice.User, d *sluice.Database, role sluice.
 	}
 	return g
 }
+
+// accessChanged is called after an access change of this process
+// committed: remembered credentials read before it count no more, at once
+// (the change's request has not answered yet), and the change feed is
+// woken to end the streams it affects.
+func (e *Engine) accessChanged(ctx context.Context) {
+	if v, err := e.store.AccessVersion(context.WithoutCancel(ctx)); err == nil {
+		e.auth.Invalidate(v)
+	} else {
+		e.auth.Forget()
+	}
+	e.onAccess()
+}

@@ -62,7 +62,7 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 	}
 	e.forgetDatabase(d)
 	if !u.Superuser {
-		e.onAccess()
+		e.accessChanged(ctx)
 	}
 	return d, nil
 }
@@ -99,7 +99,7 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 		return err
 	}
 	e.forgetHistory(d.ID)
-	e.onAccess()
+	e.accessChanged(ctx)
 	return nil
 }
 

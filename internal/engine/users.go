@@ -128,7 +128,7 @@ func (e *Engine) bootstrapAdmin(ctx context.Context, adminPassword string) (gene
 	if err != nil {
 		return "", err
 	}
-	e.onAccess()
+	e.accessChanged(ctx)
 	return "", nil
 }
 
@@ -228,7 +228,7 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 		return err
 	}
 	e.roles.Clear()
-	e.onAccess()
+	e.accessChanged(ctx)
 	return nil
 }
 
@@ -262,7 +262,7 @@ func (e *Engine) RevokeToken(ctx context.Context, u *sluice.User, id int64) erro
 	if err != nil {
 		return err
 	}
-	e.onAccess()
+	e.accessChanged(ctx)
 	return nil
 }
 
@@ -291,7 +291,7 @@ func (e *Engine) ChangePassword(ctx context.Context, u *sluice.User, target, pas
 	if err != nil {
 		return err
 	}
-	e.onAccess()
+	e.accessChanged(ctx)
 	return nil
 }
 
@@ -318,7 +318,7 @@ func (e *Engine) DeleteUser(ctx context.Context, u *sluice.User, target string) 
 		return err
 	}
 	e.roles.Clear()
-	e.onAccess()
+	e.accessChanged(ctx)
 	return nil
 }
 
@@ -378,6 +378,6 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 		return err
 	}
 	e.roles.Clear()
-	e.onAccess()
+	e.accessChanged(ctx)
 	return nil
 }
