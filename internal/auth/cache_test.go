@@ -13,7 +13,7 @@ import (
 // countingStore answers every token with one credential at version
 // version, and counts the reads.
 type countingStore struct {
-	Store // the methods the test does not use
+	Store   // the methods the test does not use
 	reads   atomic.Int64
 	version atomic.Int64
 }
