@@ -96,9 +96,12 @@ type share struct {
 
 	mu      sync.Mutex
 	members map[*Member]struct{}
-	closed  bool  // no member may join
-	ended   bool  // the share ended on its own (hub, evaluation error)
-	err     error // why it ended
+	// notified are the members (or detached members) that asked to be
+	// notified (Notify).
+	notified map[*Member]struct{}
+	closed   bool  // no member may join
+	ended    bool  // the share ended on its own (hub, evaluation error)
+	err      error // why it ended
 	// hist holds the entries not yet taken by every member, oldest first;
 	// hist[0] has the index first. Indexes only grow.
 	hist  []Entry
@@ -128,6 +131,26 @@ type Member struct {
 	// revoked is set when its stream lost its access (End).
 	revoked bool
 	label   string
+	// notify, when set, is called (under the share's lock; it must not
+	// block) whenever m may have something new to take or must stop.
+	notify func()
+}
+
+// Notify makes the share call fn whenever m may have something new to
+// take, or must stop (detached, ended, revoked), instead of only closing
+// the channel Take returns. fn is called with the share's lock held and
+// must not block. A transport that serves many members from one goroutine
+// (a multiplexed connection) needs no goroutine per member this way.
+func (m *Member) Notify(fn func()) {
+	s := m.s
+	s.mu.Lock()
+	m.notify = fn
+	if fn != nil {
+		s.notified[m] = struct{}{}
+	} else {
+		delete(s.notified, m)
+	}
+	s.mu.Unlock()
 }
 
 // Join adds a subscriber to the share of o.Key, starting the share (a hub
@@ -162,7 +185,7 @@ func (h *Hub) newShare(o ShareOptions, sub *Subscription) *share {
 		ev = o.New()
 	}
 	return &share{h: h, key: o.Key, ev: ev, frame: o.Frame, sub: sub, epoch: o.Database.Epoch, ctx: ctx, stop: stop,
-		members: map[*Member]struct{}{}, leaving: map[*Member]int64{}, floor: -1,
+		members: map[*Member]struct{}{}, notified: map[*Member]struct{}{}, leaving: map[*Member]int64{}, floor: -1,
 		wake: make(chan struct{}), exited: make(chan struct{})}
 }
 
@@ -242,6 +265,7 @@ func (m *Member) Leave() {
 		s.trim()
 	}
 	delete(s.leaving, m)
+	delete(s.notified, m)
 	s.holdFloor()
 	last := len(s.members) == 0 && !s.closed
 	if last {
@@ -420,11 +444,14 @@ func (s *share) trim() {
 	}
 }
 
-// signal wakes every member waiting on the current wake channel. The
-// caller holds s.mu.
+// signal wakes every member waiting on the current wake channel, and
+// notifies those that asked (Notify). The caller holds s.mu.
 func (s *share) signal() {
 	close(s.wake)
 	s.wake = make(chan struct{})
+	for m := range s.notified {
+		m.notify()
+	}
 }
 
 // end closes the share with err; its members finish with it once they

@@ -135,6 +135,23 @@ type reservation struct {
 	ended    bool
 	ops      map[string]context.CancelFunc
 	wg       sync.WaitGroup // the operations' goroutines
+	// pump serves the operations that share their events; started with
+	// the first one.
+	pump *pump
+}
+
+// servePump returns the reservation's pump, starting it; nil once the
+// reservation ended.
+func (res *reservation) servePump() *pump {
+	res.mu.Lock()
+	defer res.mu.Unlock()
+	if res.ended {
+		return nil
+	}
+	if res.pump == nil {
+		res.pump = newPump()
+	}
+	return res.pump
 }
 
 // end stops every operation, drops the output and waits for the
@@ -145,9 +162,13 @@ func (res *reservation) end() {
 	for _, cancel := range res.ops {
 		cancel()
 	}
+	p := res.pump
 	res.mu.Unlock()
 	res.cancel()
 	res.wg.Wait()
+	if p != nil {
+		p.close()
+	}
 }
 
 // single serves a request of single connection mode.
@@ -398,7 +419,15 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		done()
 		return
 	}
-	// A fresh goroutine serves it: this one's stack grew while preparing.
+	// The connection's pump serves a subscription that shares its
+	// events; another gets a fresh goroutine (this one's stack grew
+	// while preparing).
+	if s.m != nil {
+		if p := res.servePump(); p != nil {
+			p.add(s, done)
+			return
+		}
+	}
 	go func() {
 		defer done()
 		s.serve()

@@ -137,10 +137,14 @@ type socket struct {
 	mu  sync.Mutex
 	ops map[string]context.CancelFunc // running operations by id
 	wg  sync.WaitGroup                // their goroutines
+	// pump serves the subscriptions that share their events.
+	pump *pump
 }
 
 // run serves the socket: this goroutine writes, another reads.
 func (sc *socket) run() {
+	sc.pump = newPump()
+	defer sc.pump.close() // after the operations ended (wg.Wait below)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -401,8 +405,13 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 	}
 	mr := &muxRequest{params: params, op: op, registered: mark, serve: func(s *session) {
 		served = true
-		// A fresh goroutine serves it: this one's stack grew while
-		// preparing.
+		// The connection's pump serves a subscription that shares its
+		// events; another gets a fresh goroutine (this one's stack grew
+		// while preparing).
+		if s.m != nil {
+			sc.pump.add(s, done)
+			return
+		}
 		go func() {
 			defer done()
 			s.serve()

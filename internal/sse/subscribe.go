@@ -262,19 +262,7 @@ func (s *session) member(m *changefeed.Member) {
 		}
 		switch state {
 		case changefeed.TakeDetached:
-			from := m.From()
-			sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
-			m.Left() // its own subscription holds its commits now
-			if err != nil {
-				s.finish(err)
-				return
-			}
-			defer sub.Close()
-			if err := s.ender.Serve(sub); err != nil {
-				s.finish(err)
-				return
-			}
-			s.own(sub)
+			s.detach(m)
 			return
 		case changefeed.TakeEnded:
 			s.finish(m.Err())
@@ -291,6 +279,24 @@ func (s *session) member(m *changefeed.Member) {
 			}
 		}
 	}
+}
+
+// detach serves member m, which fell out of its share's history, with a
+// subscription of its own from where it was, until it ends.
+func (s *session) detach(m *changefeed.Member) {
+	from := m.From()
+	sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
+	m.Left() // its own subscription holds its commits now
+	if err != nil {
+		s.finish(err)
+		return
+	}
+	defer sub.Close()
+	if err := s.ender.Serve(sub); err != nil {
+		s.finish(err)
+		return
+	}
+	s.own(sub)
 }
 
 // writeEntries writes the events of es, then flushes once.
