@@ -53,7 +53,9 @@
 // (Hub.Join, share.go): one subscription whose pieces an Evaluator turns
 // into events once, framed once, kept in a bounded history that every
 // member takes from at its own pace. A member that falls out of it leaves
-// and continues with a subscription of its own from where it was.
+// and continues with a subscription of its own from where it was. A share
+// has no goroutine while idle: its subscription notifies it
+// (Options.Notify) and a goroutine evaluates what is queued, then exits.
 //
 // # Access
 //

@@ -172,6 +172,14 @@ type Options struct {
 	// of GraphQL subscribers): its owner counts them in the subscribers
 	// gauge, the hub does not count the subscription itself.
 	Shared bool
+	// Notify, when set, is called whenever a piece was queued on Commits
+	// and when the subscription ends, so that its consumer needs no
+	// goroutine waiting on it (a share starts one when there is work). It
+	// is called with the hub's locks held and must not block.
+	Notify func()
+	// Queue, when positive and below the hub's QueueSize, is how many
+	// pieces this subscription may have waiting.
+	Queue int
 }
 
 // Subscribe registers a subscription to database d starting after position
@@ -188,16 +196,10 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	label := dbLabel(d.ID)
 	s := &Subscription{
 		id: h.nextID.Add(1), hub: h, db: d, opts: o,
-		ch: make(chan *sluice.Commit, h.queue), done: make(chan struct{}),
+		ch: make(chan *sluice.Commit, queueSize(h.queue, o.Queue)), done: make(chan struct{}),
 		started: time.Now(),
 	}
 	s.hold.Store(-1)
-	if len(o.Classes) > 0 {
-		s.classes = make(map[string]bool, len(o.Classes))
-		for _, c := range o.Classes {
-			s.classes[c] = true
-		}
-	}
 	if from == nil {
 		s.setMark(mark{seq: hist.LastSeq, part: -1})
 	} else {
@@ -238,6 +240,15 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	}
 	st.mu.Unlock()
 	return s, nil
+}
+
+// queueSize returns the queue of a subscription that asked for want
+// pieces, of a hub whose queue is def.
+func queueSize(def, want int) int {
+	if want > 0 && want < def {
+		return want
+	}
+	return def
 }
 
 func checkResume(d *sluice.Database, hist sluice.History, p sluice.Position) error {
@@ -342,7 +353,7 @@ func (h *Hub) publish(c *sluice.Commit) {
 	st.head = past(c)
 	for s := range st.live {
 		m := s.mark()
-		if s.classes != nil && classes == nil {
+		if len(s.opts.Classes) > 0 && classes == nil {
 			classes = commitClasses(c)
 		}
 		out := s.prepare(m, c, classes)
@@ -354,6 +365,7 @@ func (h *Hub) publish(c *sluice.Commit) {
 		case s.ch <- out:
 			s.setMark(past(c))
 			s.queued.Add(1)
+			s.notify()
 		default:
 			delete(st.live, s)
 			s.live.Store(false)
@@ -447,6 +459,7 @@ func (h *Hub) catchUp(s *Subscription) {
 				select {
 				case s.ch <- out:
 					s.queued.Add(1)
+					s.notify()
 				case <-s.ctx.Done():
 					return
 				}

@@ -114,8 +114,19 @@ type share struct {
 	floor int64
 	// wake is closed (and replaced) when the history grows or the share
 	// ends.
-	wake   chan struct{}
-	exited chan struct{} // closed when run returns
+	wake chan struct{}
+
+	// A share has no goroutine of its own while nothing is queued: its
+	// subscription notifies it (kick), and a goroutine evaluates what is
+	// queued, then exits (drain). Thousands of distinct idle subscriptions
+	// (one multiplexed connection may hold them) then cost no stack.
+	// runMu guards the fields below.
+	runMu   sync.Mutex
+	ready   bool       // sub is set: a drain may start
+	running bool       // a drain runs
+	again   bool       // kicked while it ran: it drains once more
+	halted  bool       // the share is over: no drain starts any more
+	idle    *sync.Cond // broadcast when a drain returns (on runMu)
 }
 
 // Member is one subscriber of a share. Its fields are guarded by the
@@ -167,26 +178,44 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 		}
 		s.mu.Unlock()
 	}
-	sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: o.Classes, Transport: o.Transport, Shared: true})
+	s := h.newShare(o)
+	sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: o.Classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: s.kick})
 	if err != nil {
+		s.stop()
 		return nil, err
 	}
-	s := h.newShare(o, sub)
+	s.sub = sub
 	h.shares[o.Key] = s
 	m := s.add(o.Transport)
-	go s.run()
+	s.runMu.Lock()
+	s.ready = true
+	queued := s.again // kicked before it was ready
+	s.again = false
+	s.runMu.Unlock()
+	if queued {
+		s.kick()
+	}
 	return m, nil
 }
 
-func (h *Hub) newShare(o ShareOptions, sub *Subscription) *share {
+// shareQueue is how many pieces a share's subscription may have waiting.
+// A share only evaluates and appends to its history, so it keeps up
+// unless the machine is saturated; when it does not, it catches up from
+// the log like any subscriber. Smaller than the hub's default queue: a
+// connection may hold thousands of distinct shares.
+const shareQueue = 16
+
+func (h *Hub) newShare(o ShareOptions) *share {
 	ctx, stop := context.WithCancel(context.Background())
 	var ev Evaluator
 	if o.New != nil {
 		ev = o.New()
 	}
-	return &share{h: h, key: o.Key, ev: ev, frame: o.Frame, sub: sub, epoch: o.Database.Epoch, ctx: ctx, stop: stop,
+	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, epoch: o.Database.Epoch, ctx: ctx, stop: stop,
 		members: map[*Member]struct{}{}, notified: map[*Member]struct{}{}, leaving: map[*Member]int64{}, floor: -1,
-		wake: make(chan struct{}), exited: make(chan struct{})}
+		wake: make(chan struct{})}
+	s.idle = sync.NewCond(&s.runMu)
+	return s
 }
 
 // add adds a member that takes what is published from now on; the caller
@@ -278,7 +307,7 @@ func (m *Member) Leave() {
 	s.h.forgetShare(s)
 	s.stop()
 	s.sub.Close()
-	<-s.exited
+	s.halt()
 }
 
 // Left says that m, which was detached, has its own hub subscription now
@@ -301,22 +330,73 @@ func (h *Hub) forgetShare(s *share) {
 	h.shareMu.Unlock()
 }
 
-// run evaluates each piece once and publishes its events.
-func (s *share) run() {
-	defer close(s.exited)
+// kick makes sure a drain evaluates what the share's subscription queued
+// (Options.Notify). It never blocks.
+func (s *share) kick() {
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	switch {
+	case s.running || !s.ready:
+		s.again = true
+	case !s.halted:
+		s.running = true
+		go s.drain()
+	}
+}
+
+// drain evaluates what is queued, then returns; a kick while it runs
+// makes it look once more, so nothing queued waits for the next kick.
+func (s *share) drain() {
 	for {
+		ok := s.step()
+		s.runMu.Lock()
+		if ok && s.again {
+			s.again = false
+			s.runMu.Unlock()
+			continue
+		}
+		s.running = false
+		s.halted = s.halted || !ok
+		s.idle.Broadcast()
+		s.runMu.Unlock()
+		return
+	}
+}
+
+// halt stops drains from starting and waits for the running one: after
+// it, the evaluator is not used any more.
+func (s *share) halt() {
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	s.halted = true
+	for s.running {
+		s.idle.Wait()
+	}
+}
+
+// step evaluates each queued piece once and publishes its events. It
+// reports whether the share goes on.
+func (s *share) step() bool {
+	for {
+		if s.ctx.Err() != nil {
+			return false
+		}
 		select {
 		case c := <-s.sub.Commits():
 			if !s.deliver(c) {
-				return
+				return false
 			}
+			continue
+		default:
+		}
+		select {
 		case <-s.sub.Done():
 			// What was queued before the end is still owed, in order.
 			for {
 				select {
 				case c := <-s.sub.Commits():
 					if !s.deliver(c) {
-						return
+						return false
 					}
 					continue
 				default:
@@ -324,9 +404,9 @@ func (s *share) run() {
 				break
 			}
 			s.end(s.sub.Err())
-			return
-		case <-s.ctx.Done():
-			return
+			return false
+		default:
+			return true
 		}
 	}
 }

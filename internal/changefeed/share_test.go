@@ -1,7 +1,9 @@
 package changefeed
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,7 +18,7 @@ import (
 
 func testGroup() *share {
 	h := NewHub(&memLog{}, HubOptions{})
-	return h.newShare(ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}}, nil)
+	return h.newShare(ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}})
 }
 
 // events returns n events of commit seq with payloads of size bytes.
@@ -269,3 +271,91 @@ func TestShareHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 
 // at is the start of a history entry holding a whole commit seq.
 func at(seq int64) sluice.Position { return sluice.Position{Seq: seq, Index: -1} }
+
+// seqEvaluator gives one event per piece, its commit's sequence number;
+// gate, when set, holds each evaluation until it can receive.
+type seqEvaluator struct{ gate chan struct{} }
+
+func (e seqEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	if e.gate != nil {
+		select {
+		case <-e.gate:
+		case <-ctx.Done():
+			return nil, sluice.Position{}, ctx.Err()
+		}
+	}
+	return []sluice.Event{{ID: fmt.Sprint(c.Seq)}}, sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}, nil
+}
+
+// takeSeqs takes n events from m and returns their ids.
+func takeSeqs(t *testing.T, m *Member, n int) []string {
+	t.Helper()
+	var out []string
+	deadline := time.After(wait)
+	for len(out) < n {
+		es, wake, state := m.Take(nil)
+		for _, e := range es {
+			for _, ev := range e.Events {
+				out = append(out, ev.ID)
+			}
+		}
+		if state != TakeWait {
+			t.Fatalf("took %d of %d events, then state %d", len(out), n, state)
+		}
+		if wake == nil || len(out) >= n {
+			continue
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatalf("took %d of %d events", len(out), n)
+		}
+	}
+	return out
+}
+
+// A share evaluates on demand: no goroutine while nothing is queued, and
+// a burst larger than its queue (evaluations held back meanwhile) still
+// reaches its member whole and in order, partly through the log.
+func TestShareEvaluatesOnDemand(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	gate := make(chan struct{})
+	m, err := h.Join(context.Background(), ShareOptions{Key: "k", Database: testDB, New: func() Evaluator { return seqEvaluator{gate: gate} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Leave()
+	s := m.s
+	idle := func() bool {
+		s.runMu.Lock()
+		defer s.runMu.Unlock()
+		return !s.running
+	}
+	if !idle() {
+		t.Fatal("a share with nothing queued runs a goroutine")
+	}
+	const n = 5 * shareQueue
+	for range n {
+		h.publish(l.add())
+	}
+	var want []string
+	for i := 1; i <= n; i++ {
+		want = append(want, fmt.Sprint(i))
+	}
+	close(gate)
+	if got := takeSeqs(t, m, n); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v", got)
+	}
+	if s.sub.catchUps.Load() == 0 {
+		t.Fatal("a burst larger than the share's queue did not overflow to the log")
+	}
+	// The drain that evaluated the burst exits (the test's timeout
+	// catches one that does not).
+	s.runMu.Lock()
+	for s.running {
+		s.idle.Wait()
+	}
+	s.runMu.Unlock()
+}

@@ -18,7 +18,6 @@ type Subscription struct {
 	hub     *Hub
 	db      *sluice.Database
 	opts    Options
-	classes map[string]bool // nil: every class
 	started time.Time
 	st      *dbState
 
@@ -92,7 +91,16 @@ func (s *Subscription) finish(err error) {
 		s.cancel()
 		close(s.done)
 		s.hub.remove(s)
+		s.notify()
 	})
+}
+
+// notify tells the consumer, if it asked (Options.Notify), that a piece
+// was queued or the subscription ended.
+func (s *Subscription) notify() {
+	if s.opts.Notify != nil {
+		s.opts.Notify()
+	}
 }
 
 // sleep waits d or until the subscription ends, reporting whether it is
@@ -123,13 +131,13 @@ func (s *Subscription) setMark(m mark) {
 // the changes after m.
 func (s *Subscription) prepare(m mark, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
 	out := m.rest(c)
-	if out == nil || s.classes == nil {
+	if out == nil || len(s.opts.Classes) == 0 {
 		return out
 	}
 	if classes == nil {
 		classes = commitClasses(out)
 	}
-	for cl := range s.classes {
+	for _, cl := range s.opts.Classes {
 		if classes[cl] {
 			return out
 		}

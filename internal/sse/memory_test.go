@@ -13,20 +13,30 @@ import (
 // BenchmarkExtraSubscription measures what one more subscription on an
 // open connection costs (graphql-ws, single connection mode): the heap
 // and goroutine stack in use after a GC, over 2,000 subscriptions,
-// reported per subscription. Identical subscriptions share a group (the
-// common case: many clients watching one thing); distinct ones each have
-// their own group and change feed subscription.
+// reported per subscription. Identical subscriptions share their events
+// (the common case: many clients watching one thing); distinct ones each
+// have a share and change feed subscription of their own, either from one
+// document with different variables (how client libraries subscribe to
+// "this item") or from a document of their own (which the subscription
+// holds parsed).
 //
 //	go test -run '^$' -bench ExtraSubscription -benchtime 1x ./internal/sse/
 func BenchmarkExtraSubscription(b *testing.B) {
 	const n = 2000
 	d := dt.Start(b)
 	d.CreateDatabase(b, "mem", "type Dog { name: String! }")
-	query := func(distinct bool, i int) string {
-		if distinct {
-			return fmt.Sprintf(`subscription { Dog_added(filter: {name: {eq: \"d%d\"}}) { name } }`, i)
+	// payload returns the GraphQL request of subscription i of a kind.
+	payload := func(kind string, i int) string {
+		switch kind {
+		case "variables":
+			return fmt.Sprintf(`{"query":"subscription($n: String!) { Dog_added(filter: {name: {eq: $n}}) { name } }","variables":{"n":"d%d"}}`, i)
+		case "documents":
+			return fmt.Sprintf(`{"query":"subscription { Dog_added(filter: {name: {eq: \"d%d\"}}) { name } }"}`, i)
 		}
-		return `subscription { Dog_added { name } }`
+		return `{"query":"subscription { Dog_added { name } }"}`
+	}
+	withID := func(p, key, id string) string {
+		return p[:len(p)-1] + fmt.Sprintf(`,%q:%s}`, key, id)
 	}
 	measure := func(b *testing.B, open func(i int)) {
 		open(-1) // the first one starts what later ones share
@@ -41,16 +51,12 @@ func BenchmarkExtraSubscription(b *testing.B) {
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/n, "heapB/sub")
 		b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/n, "stackB/sub")
 	}
-	for _, distinct := range []bool{false, true} {
-		name := "identical"
-		if distinct {
-			name = "distinct"
-		}
-		b.Run("graphql-ws/"+name, func(b *testing.B) {
+	for _, kind := range []string{"identical", "variables", "documents"} {
+		b.Run("graphql-ws/"+kind, func(b *testing.B) {
 			for range b.N {
 				c := mustConnect(b, d, "mem")
 				measure(b, func(i int) {
-					c.send(fmt.Sprintf(`{"id":"s%d","type":"subscribe","payload":{"query":"%s"}}`, i, query(distinct, i)))
+					c.send(fmt.Sprintf(`{"id":"s%d","type":"subscribe","payload":%s}`, i, payload(kind, i)))
 					if i%100 == 99 || i < 0 {
 						c.barrier(fmt.Sprintf("b%d", i))
 					}
@@ -58,15 +64,15 @@ func BenchmarkExtraSubscription(b *testing.B) {
 				_ = c.c.CloseNow()
 			}
 		})
-		b.Run("single-connection/"+name, func(b *testing.B) {
+		b.Run("single-connection/"+kind, func(b *testing.B) {
 			for range b.N {
 				tok := reserve(b, d, dt.Admin(), "mem")
 				st := mustOpen(b, d, dt.Admin(), "GET", "/api/graphql/admin/mem", "", nil, "Accept", sse, "X-GraphQL-Event-Stream-Token", tok)
 				st.connected()
 				client := &http.Client{}
 				measure(b, func(i int) {
-					req, _ := http.NewRequest("POST", d.URL+"/api/graphql/admin/mem",
-						strings.NewReader(fmt.Sprintf(`{"query":"%s","extensions":{"operationId":"s%d"}}`, query(distinct, i), i)))
+					body := withID(payload(kind, i), "extensions", fmt.Sprintf(`{"operationId":"s%d"}`, i))
+					req, _ := http.NewRequest("POST", d.URL+"/api/graphql/admin/mem", strings.NewReader(body))
 					req.Header.Set("Content-Type", "application/json")
 					req.Header.Set("X-GraphQL-Event-Stream-Token", tok)
 					req.SetBasicAuth("admin", dt.AdminPassword)

@@ -156,7 +156,11 @@ func TestSocketMessages(t *testing.T) {
 	pos := c.expectNext("s1", `{"data":{"Dog_added":{"name":"a"}},"extensions":{"lastEventId":"POS"}}`)
 
 	// The client completes: nothing more for s1, and the id is free again.
+	// (The barrier: the socket has read the complete before "b" is
+	// written; a change the server commits before it reads the complete
+	// is still owed to s1.)
 	c.send(`{"id":"s1","type":"complete"}`)
+	c.barrier("b0")
 	insertDog(t, d, "wsmsg", "b")
 	c.send(`{"id":"s1","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }","extensions":{"lastEventId":"` + pos + `"}}}`)
 	c.expectNext("s1", `{"data":{"Dog_added":{"name":"b"}},"extensions":{"lastEventId":"POS"}}`)
