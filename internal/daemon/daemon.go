@@ -253,6 +253,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 		// No WriteTimeout: streams are long-lived; handlers that need a
 		// deadline set it per write with http.ResponseController.
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+		// Every request's context starts with the logger (see
+		// rest.WithLogger).
+		BaseContext: func(net.Listener) context.Context { return rest.WithLogger(context.Background(), d.logger) },
 	}
 	d.addr = ln.Addr().String()
 	serveErr := make(chan error, 1)

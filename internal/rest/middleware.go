@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -64,7 +63,11 @@ func (a *api) observe(next http.Handler) http.Handler {
 		// The request's logger gets its method and path attributes only
 		// when something is logged (loggerFrom): building them for every
 		// request cost CPU and, for a stream, memory for its whole life.
-		r = r.WithContext(context.WithValue(r.Context(), loggerKey, a.Logger))
+		// The daemon's server puts it in every request's base context
+		// (BaseContext); only a server without it pays a request copy.
+		if r.Context().Value(loggerKey) != a.Logger {
+			r = r.WithContext(WithLogger(r.Context(), a.Logger))
+		}
 		next.ServeHTTP(sw, r)
 		route := chi.RouteContext(r.Context()).RoutePattern()
 		if route == "" {

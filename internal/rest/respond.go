@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -65,6 +66,13 @@ func errMethod(r *http.Request) error {
 type ctxKey int
 
 const loggerKey ctxKey = 0
+
+// WithLogger returns ctx with the logger requests log to. A server whose
+// base context has the logger of Deps.Logger spares each request a copy
+// (a stream keeps it for its whole life).
+func WithLogger(ctx context.Context, l *slog.Logger) context.Context {
+	return context.WithValue(ctx, loggerKey, l)
+}
 
 func userFrom(r *http.Request) *sluice.User { return auth.UserFrom(r.Context()) }
 
