@@ -19,10 +19,16 @@ import (
 // Events may be called from one goroutine at a time per commit stream, and
 // different Subscriptions are independent.
 type Subscription struct {
-	es    *ExecutableSchema
-	op    *graphql.OperationContext
-	req   *Request
-	field graphql.CollectedField
+	es *ExecutableSchema
+	// What an evaluation needs of the operation, rather than gqlgen's
+	// OperationContext, whose field cache (filled by every execution)
+	// would stay with the subscription: each evaluation makes its own
+	// (operation).
+	variables map[string]any
+	doc       *ast.QueryDocument
+	operation *ast.OperationDefinition
+	req       *Request
+	field     graphql.CollectedField
 
 	// A per-document subscription: class, change and optional filter.
 	class  string
@@ -55,13 +61,14 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 	if req == nil || req.DB == nil {
 		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the subscription")
 	}
-	x := &execution{op: op, es: es, req: req}
+	s := &Subscription{es: es, variables: op.Variables, doc: op.Doc, operation: op.Operation, req: req}
+	x := &execution{op: s.operationContext(), es: es, req: req}
 	roots := x.fields(op.Operation.SelectionSet, "Subscription")
 	if len(roots) != 1 {
 		return nil, errorf("a subscription must select exactly one root field, not %d", len(roots))
 	}
 	cf := roots[0]
-	s := &Subscription{es: es, op: op, req: req, field: cf}
+	s.field = cf
 	if cf.Name == fieldChangeSet {
 		s.changeSet = true
 		s.includeChildren = true
@@ -118,6 +125,12 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 // (_ChangeSet) rather than one per change: its Events need a whole commit.
 func (s *Subscription) PerCommit() bool { return s.changeSet }
 
+// operationContext returns a fresh OperationContext of the operation, for
+// one evaluation.
+func (s *Subscription) operationContext() *graphql.OperationContext {
+	return &graphql.OperationContext{Variables: s.variables, Doc: s.doc, Operation: s.operation}
+}
+
 // Classes returns the document classes whose changes can produce an
 // event (nil: any commit can), for the change feed to skip the others.
 func (s *Subscription) Classes() []string { return s.classes }
@@ -137,7 +150,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	if err != nil {
 		return nil, err
 	}
-	x := &execution{ctx: ctx, op: s.op, es: s.es, req: s.req, cache: map[string]*object{}}
+	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}}
 	if s.changeSet {
 		w := s.open()
 		n, err := x.writeChangeSet(w, c, s.field.Selections, s.includeChildren)

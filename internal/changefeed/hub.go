@@ -214,14 +214,12 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		}
 		s.setMark(markAt(*from))
 	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
 	st := h.state(d.ID)
 	s.st = st
 
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		s.cancel()
 		return nil, ErrShutdown
 	}
 	h.subs[s] = struct{}{}
@@ -397,11 +395,12 @@ func (h *Hub) gap(id int64) {
 // makes it live.
 func (h *Hub) catchUp(s *Subscription) {
 	defer h.wg.Done()
+	ctx := s.ctx.get()
 	backoff := 50 * time.Millisecond
 	for {
 		st := s.st
 		st.mu.Lock()
-		if s.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			st.mu.Unlock()
 			return
 		}
@@ -415,9 +414,9 @@ func (h *Hub) catchUp(s *Subscription) {
 		st.mu.Unlock()
 
 		m := s.mark()
-		cs, more, err := h.log.ReadLog(s.ctx, s.db, m.after(), h.batch, h.piece)
+		cs, more, err := h.log.ReadLog(ctx, s.db, m.after(), h.batch, h.piece)
 		if err != nil {
-			if s.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			if sluice.ErrorCode(err) == sluice.CodeGone {
@@ -435,8 +434,8 @@ func (h *Hub) catchUp(s *Subscription) {
 		if len(cs) > 0 {
 			// Access changes visible where these commits were read reach
 			// the streams first (access.go).
-			if err := h.syncAccess(s.ctx, maxAccessVersion(cs)); err != nil {
-				if s.ctx.Err() != nil {
+			if err := h.syncAccess(ctx, maxAccessVersion(cs)); err != nil {
+				if ctx.Err() != nil {
 					return
 				}
 				h.logger.Warn("change feed catch-up: apply access changes", "sub", s.id, "database", s.db.Path(), "err", err)
@@ -452,7 +451,7 @@ func (h *Hub) catchUp(s *Subscription) {
 			}
 		}
 		for _, c := range cs {
-			if s.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return // ended, maybe by an access change just applied
 			}
 			if out := s.prepare(m, c, nil); out != nil {
@@ -460,7 +459,7 @@ func (h *Hub) catchUp(s *Subscription) {
 				case s.ch <- out:
 					s.queued.Add(1)
 					s.notify()
-				case <-s.ctx.Done():
+				case <-ctx.Done():
 					return
 				}
 			}
@@ -474,10 +473,10 @@ func (h *Hub) catchUp(s *Subscription) {
 		// database yet: wait for it, checking that the database exists.
 		select {
 		case <-changed:
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-time.After(h.recheck):
-			if _, err := h.log.History(s.ctx, s.db.ID); sluice.ErrorCode(err) == sluice.CodeNotFound {
+			if _, err := h.log.History(ctx, s.db.ID); sluice.ErrorCode(err) == sluice.CodeNotFound {
 				s.finish(sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", s.db.Path()))
 				return
 			}

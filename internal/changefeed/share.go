@@ -91,14 +91,11 @@ type share struct {
 	frame func([]byte, sluice.Event) []byte
 	sub   *Subscription
 	epoch string
-	ctx   context.Context
-	stop  context.CancelFunc
+	// ctx ends when the last member left: a drain stops evaluating.
+	ctx lazyCtx
 
 	mu      sync.Mutex
 	members map[*Member]struct{}
-	// notified are the members (or detached members) that asked to be
-	// notified (Notify).
-	notified map[*Member]struct{}
 	closed   bool  // no member may join
 	ended    bool  // the share ended on its own (hub, evaluation error)
 	err      error // why it ended
@@ -108,7 +105,8 @@ type share struct {
 	first int64
 	bytes int
 	// leaving holds the members that fell out of the history and have not
-	// yet subscribed on their own, with the commit they replay from.
+	// yet subscribed on their own, with the commit they replay from (nil
+	// until one does).
 	leaving map[*Member]int64
 	// floor is what the share holds in the hub (see holdFloor); -1: none.
 	floor int64
@@ -126,7 +124,7 @@ type share struct {
 	running bool       // a drain runs
 	again   bool       // kicked while it ran: it drains once more
 	halted  bool       // the share is over: no drain starts any more
-	idle    *sync.Cond // broadcast when a drain returns (on runMu)
+	idle    sync.Cond // broadcast when a drain returns (on runMu)
 }
 
 // Member is one subscriber of a share. Its fields are guarded by the
@@ -156,11 +154,6 @@ func (m *Member) Notify(fn func()) {
 	s := m.s
 	s.mu.Lock()
 	m.notify = fn
-	if fn != nil {
-		s.notified[m] = struct{}{}
-	} else {
-		delete(s.notified, m)
-	}
 	s.mu.Unlock()
 }
 
@@ -181,7 +174,6 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 	s := h.newShare(o)
 	sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: o.Classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: s.kick})
 	if err != nil {
-		s.stop()
 		return nil, err
 	}
 	s.sub = sub
@@ -206,15 +198,14 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 const shareQueue = 16
 
 func (h *Hub) newShare(o ShareOptions) *share {
-	ctx, stop := context.WithCancel(context.Background())
 	var ev Evaluator
 	if o.New != nil {
 		ev = o.New()
 	}
-	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, epoch: o.Database.Epoch, ctx: ctx, stop: stop,
-		members: map[*Member]struct{}{}, notified: map[*Member]struct{}{}, leaving: map[*Member]int64{}, floor: -1,
+	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, epoch: o.Database.Epoch,
+		members: map[*Member]struct{}{}, floor: -1,
 		wake: make(chan struct{})}
-	s.idle = sync.NewCond(&s.runMu)
+	s.idle.L = &s.runMu
 	return s
 }
 
@@ -294,7 +285,7 @@ func (m *Member) Leave() {
 		s.trim()
 	}
 	delete(s.leaving, m)
-	delete(s.notified, m)
+	m.notify = nil
 	s.holdFloor()
 	last := len(s.members) == 0 && !s.closed
 	if last {
@@ -305,7 +296,7 @@ func (m *Member) Leave() {
 		return
 	}
 	s.h.forgetShare(s)
-	s.stop()
+	s.ctx.stop()
 	s.sub.Close()
 	s.halt()
 }
@@ -378,7 +369,7 @@ func (s *share) halt() {
 // reports whether the share goes on.
 func (s *share) step() bool {
 	for {
-		if s.ctx.Err() != nil {
+		if s.ctx.get().Err() != nil {
 			return false
 		}
 		select {
@@ -414,9 +405,10 @@ func (s *share) step() bool {
 // deliver evaluates c and publishes its events. It reports whether the
 // share goes on.
 func (s *share) deliver(c *sluice.Commit) bool {
-	evs, start, err := s.ev.Events(s.ctx, c)
+	ctx := s.ctx.get()
+	evs, start, err := s.ev.Events(ctx, c)
 	if err != nil {
-		if s.ctx.Err() == nil {
+		if ctx.Err() == nil {
 			s.end(err)
 		}
 		return false
@@ -495,6 +487,9 @@ func (s *share) evictOldest() {
 		m.detached, m.from = true, e.Start
 		m.from.Epoch = s.epoch
 		s.remove(m)
+		if s.leaving == nil {
+			s.leaving = map[*Member]int64{}
+		}
 		s.leaving[m] = e.Start.Seq
 		for i := 1; i < len(s.hist); i++ {
 			s.hist[i].unread--
@@ -529,8 +524,16 @@ func (s *share) trim() {
 func (s *share) signal() {
 	close(s.wake)
 	s.wake = make(chan struct{})
-	for m := range s.notified {
-		m.notify()
+	// Members that asked to be notified (Notify), detached ones too.
+	for m := range s.members {
+		if m.notify != nil {
+			m.notify()
+		}
+	}
+	for m := range s.leaving {
+		if m.notify != nil {
+			m.notify()
+		}
 	}
 }
 

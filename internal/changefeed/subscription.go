@@ -1,7 +1,6 @@
 package changefeed
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +20,9 @@ type Subscription struct {
 	started time.Time
 	st      *dbState
 
-	ch     chan *sluice.Commit
-	ctx    context.Context // ends with the subscription
-	cancel context.CancelFunc
+	ch chan *sluice.Commit
+	// ctx ends with the subscription (for reading the log).
+	ctx lazyCtx
 
 	// cursor and part are the subscription's mark (see mark.go): every
 	// commit up to cursor, and in the next the changes up to index part,
@@ -88,8 +87,8 @@ func (s *Subscription) End(err error) { s.finish(err) }
 func (s *Subscription) finish(err error) {
 	s.once.Do(func() {
 		s.err = err
-		s.cancel()
 		close(s.done)
+		s.ctx.stop()
 		s.hub.remove(s)
 		s.notify()
 	})
@@ -111,7 +110,7 @@ func (s *Subscription) sleep(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-s.ctx.Done():
+	case <-s.done:
 		return false
 	}
 }

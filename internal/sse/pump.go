@@ -1,7 +1,6 @@
 package sse
 
 import (
-	"context"
 	"sync"
 
 	"github.com/sluice-dev/sluice/internal/changefeed"
@@ -21,7 +20,7 @@ type pump struct {
 	mu    sync.Mutex
 	ready map[*session]struct{}
 	// stops holds, per session, what its end undoes: its finish (the
-	// connection's bookkeeping) and the watch on its context.
+	// connection's bookkeeping).
 	stops map[*session]func()
 	wake  chan struct{}
 	quit  chan struct{}
@@ -38,14 +37,12 @@ func newPump() *pump {
 
 // add serves member session s (s.m set, ready written) until it ends;
 // finish is called then (from the pump, or from the goroutine a detached
-// member continues on).
+// member continues on). The pump does not watch s's context, which would
+// cost a context.AfterFunc per subscription: whoever cancels it marks s
+// (mark), or every session when the connection ends (markAll).
 func (p *pump) add(s *session, finish func()) {
-	unwatch := context.AfterFunc(s.r.Context(), func() { p.mark(s) })
 	p.mu.Lock()
-	p.stops[s] = func() {
-		unwatch()
-		finish()
-	}
+	p.stops[s] = finish
 	p.mu.Unlock()
 	s.m.Notify(func() { p.mark(s) })
 	p.mark(s) // what the share published before Notify
@@ -55,6 +52,19 @@ func (p *pump) add(s *session, finish func()) {
 func (p *pump) mark(s *session) {
 	p.mu.Lock()
 	p.ready[s] = struct{}{}
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// markAll marks every session: the connection ended.
+func (p *pump) markAll() {
+	p.mu.Lock()
+	for s := range p.stops {
+		p.ready[s] = struct{}{}
+	}
 	p.mu.Unlock()
 	select {
 	case p.wake <- struct{}{}:

@@ -424,6 +424,15 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 	// while preparing).
 	if s.m != nil {
 		if p := res.servePump(); p != nil {
+			// A DELETE, or the end of the stream, marks it for the pump.
+			res.mu.Lock()
+			if res.ops[id] != nil {
+				res.ops[id] = func() {
+					cancel()
+					p.mark(s)
+				}
+			}
+			res.mu.Unlock()
 			p.add(s, done)
 			return
 		}

@@ -152,6 +152,7 @@ func (sc *socket) run() {
 	}()
 	sc.write()
 	sc.cancel()
+	sc.pump.markAll() // their contexts ended with the connection's
 	<-readDone
 	sc.wg.Wait()
 	_ = sc.ws.CloseNow()
@@ -409,6 +410,15 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		// events; another gets a fresh goroutine (this one's stack grew
 		// while preparing).
 		if s.m != nil {
+			// A complete from the client marks it for the pump.
+			sc.mu.Lock()
+			if sc.ops[id] != nil {
+				sc.ops[id] = func() {
+					cancel()
+					sc.pump.mark(s)
+				}
+			}
+			sc.mu.Unlock()
 			sc.pump.add(s, done)
 			return
 		}
