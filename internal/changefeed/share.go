@@ -96,9 +96,9 @@ type share struct {
 
 	mu      sync.Mutex
 	members map[*Member]struct{}
-	closed   bool  // no member may join
-	ended    bool  // the share ended on its own (hub, evaluation error)
-	err      error // why it ended
+	closed  bool  // no member may join
+	ended   bool  // the share ended on its own (hub, evaluation error)
+	err     error // why it ended
 	// hist holds the entries not yet taken by every member, oldest first;
 	// hist[0] has the index first. Indexes only grow.
 	hist  []Entry
@@ -120,10 +120,10 @@ type share struct {
 	// (one multiplexed connection may hold them) then cost no stack.
 	// runMu guards the fields below.
 	runMu   sync.Mutex
-	ready   bool       // sub is set: a drain may start
-	running bool       // a drain runs
-	again   bool       // kicked while it ran: it drains once more
-	halted  bool       // the share is over: no drain starts any more
+	ready   bool      // sub is set: a drain may start
+	running bool      // a drain runs
+	again   bool      // kicked while it ran: it drains once more
+	halted  bool      // the share is over: no drain starts any more
 	idle    sync.Cond // broadcast when a drain returns (on runMu)
 }
 
