@@ -20,15 +20,18 @@ import (
 // different Subscriptions are independent.
 type Subscription struct {
 	es *ExecutableSchema
-	// What an evaluation needs of the operation, rather than gqlgen's
+	// What an evaluation needs of the operation: its variables, its
+	// fragments and the root field's alias and selections. Not gqlgen's
 	// OperationContext, whose field cache (filled by every execution)
-	// would stay with the subscription: each evaluation makes its own
-	// (operation).
-	variables map[string]any
-	doc       *ast.QueryDocument
-	operation *ast.OperationDefinition
-	req       *Request
-	field     graphql.CollectedField
+	// would stay with the subscription, nor the parsed document, whose
+	// root field's arguments (a filter's literal) are parsed already: a
+	// connection may hold thousands of subscriptions. Each evaluation
+	// makes its own OperationContext (operationContext).
+	variables  map[string]any
+	doc        *ast.QueryDocument // only the fragments
+	alias      string
+	selections ast.SelectionSet
+	req        *Request
 
 	// A per-document subscription: class, change and optional filter.
 	class  string
@@ -61,14 +64,14 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 	if req == nil || req.DB == nil {
 		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the subscription")
 	}
-	s := &Subscription{es: es, variables: op.Variables, doc: op.Doc, operation: op.Operation, req: req}
+	s := &Subscription{es: es, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments}, req: req}
 	x := &execution{op: s.operationContext(), es: es, req: req}
 	roots := x.fields(op.Operation.SelectionSet, "Subscription")
 	if len(roots) != 1 {
 		return nil, errorf("a subscription must select exactly one root field, not %d", len(roots))
 	}
 	cf := roots[0]
-	s.field = cf
+	s.alias, s.selections = cf.Alias, cf.Selections
 	if cf.Name == fieldChangeSet {
 		s.changeSet = true
 		s.includeChildren = true
@@ -128,7 +131,7 @@ func (s *Subscription) PerCommit() bool { return s.changeSet }
 // operationContext returns a fresh OperationContext of the operation, for
 // one evaluation.
 func (s *Subscription) operationContext() *graphql.OperationContext {
-	return &graphql.OperationContext{Variables: s.variables, Doc: s.doc, Operation: s.operation}
+	return &graphql.OperationContext{Variables: s.variables, Doc: s.doc}
 }
 
 // Classes returns the document classes whose changes can produce an
@@ -153,7 +156,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}}
 	if s.changeSet {
 		w := s.open()
-		n, err := x.writeChangeSet(w, c, s.field.Selections, s.includeChildren)
+		n, err := x.writeChangeSet(w, c, s.selections, s.includeChildren)
 		if err != nil {
 			return nil, err
 		}
@@ -194,13 +197,13 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		return nil, nil
 	}
 	// One statement per level of references for the whole commit.
-	if err := x.prefetch(pendings(objs, s.field.Selections, s.class)); err != nil {
+	if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
 		return nil, err
 	}
 	out := make([]SubscriptionEvent, len(objs))
 	for i, o := range objs {
 		w := s.open()
-		x.writeObject(w, o, s.field.Selections, s.class)
+		x.writeObject(w, o, s.selections, s.class)
 		w.WriteString("}}")
 		pos := c.Position(idx[i])
 		out[i] = SubscriptionEvent{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}
@@ -213,7 +216,7 @@ func (s *Subscription) open() *jsonWriter {
 	w := &jsonWriter{}
 	w.WriteString(`{"data":`)
 	w.WriteByte('{')
-	w.key(s.field.Alias, true)
+	w.key(s.alias, true)
 	return w
 }
 

@@ -19,8 +19,8 @@ func (l *memLog) change(c sluice.AccessChange) {
 	l.access = append(l.access, c)
 }
 
-// feed hands c to the hub as the tailer does: access changes first.
-func feed(t *testing.T, h *Hub, c *sluice.Commit) {
+// feedCommit hands c to the hub as the tailer does: access changes first.
+func feedCommit(t *testing.T, h *Hub, c *sluice.Commit) {
 	t.Helper()
 	if err := h.syncAccess(context.Background(), c.AccessVersion); err != nil {
 		t.Fatal(err)
@@ -80,9 +80,9 @@ func TestAccessChangeEndsStreamBeforeLaterCommits(t *testing.T) {
 			h, l := newHub(t, HubOptions{})
 			h.track(1, 0)
 			s := guarded(t, h, ullaRead, nil)
-			feed(t, h, l.add())
+			feedCommit(t, h, l.add())
 			l.change(c.change)
-			feed(t, h, l.add()) // read after the change: must not reach s
+			feedCommit(t, h, l.add()) // read after the change: must not reach s
 			err := ended(t, s)
 			if !IsRevoked(err) || sluice.ErrorCode(err) != c.code {
 				t.Fatalf("ended with %v (code %s), want a revocation with %s", err, sluice.ErrorCode(err), c.code)
@@ -127,7 +127,7 @@ func TestAccessChangesThatLeaveTheGrantAlone(t *testing.T) {
 	} {
 		l.change(c)
 	}
-	feed(t, h, l.add())
+	feedCommit(t, h, l.add())
 	if got := receive(t, s, 1); got[0] != 1 {
 		t.Fatalf("got %v", got)
 	}
@@ -149,7 +149,7 @@ func TestAccessChangeOlderThanTheGrant(t *testing.T) {
 	grant := *ullaRead
 	grant.TokenID, grant.AccessVersion = 0, 1
 	s := guarded(t, h, &grant, nil)
-	feed(t, h, l.add())
+	feedCommit(t, h, l.add())
 	if got := receive(t, s, 1); got[0] != 1 || s.Err() != nil {
 		t.Fatalf("got %v, err %v", got, s.Err())
 	}
@@ -221,7 +221,7 @@ func TestPrunedAccessChangesRecheckEveryStream(t *testing.T) {
 	l.mu.Lock()
 	l.access = l.access[1:] // version 1 pruned
 	l.mu.Unlock()
-	feed(t, h, &sluice.Commit{DatabaseID: 1, Epoch: testDB.Epoch, Seq: 1, AccessVersion: 2})
+	feedCommit(t, h, &sluice.Commit{DatabaseID: 1, Epoch: testDB.Epoch, Seq: 1, AccessVersion: 2})
 	if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
 		t.Fatalf("ended with %v", err)
 	}

@@ -3,6 +3,7 @@ package changefeed
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -64,6 +65,10 @@ type ShareOptions struct {
 	// ev.Data followed by two bytes (an SSE data line and the blank line):
 	// each Event's Data then points into the frame instead of a copy.
 	Frame func(dst []byte, ev sluice.Event) []byte
+	// Feed, when set, is the subscriber's connection's: a new share is
+	// evaluated by the feed the connection's other shares of the
+	// database use, rather than by a hub subscription of its own.
+	Feed *Feed
 }
 
 // Entry is the events of one commit (or piece of one) in a share's
@@ -83,19 +88,20 @@ type Entry struct {
 	unread int // members that have not taken it
 }
 
-// share is one hub subscription evaluated once for its members.
+// share is one evaluation of the commits for its members, by its feed
+// (feed.go).
 type share struct {
-	h     *Hub
-	key   any
-	ev    Evaluator
-	frame func([]byte, sluice.Event) []byte
-	sub   *Subscription
-	epoch string
-	// ctx ends when the last member left: a drain stops evaluating.
-	ctx lazyCtx
+	h       *Hub
+	key     any
+	ev      Evaluator
+	frame   func([]byte, sluice.Event) []byte
+	db      *sluice.Database
+	classes []string
+	f       *feed // set by attach
 
 	mu      sync.Mutex
-	members map[*Member]struct{}
+	// members are the share's members; each knows its index (Member.idx).
+	members []*Member
 	closed  bool  // no member may join
 	ended   bool  // the share ended on its own (hub, evaluation error)
 	err     error // why it ended
@@ -109,28 +115,20 @@ type share struct {
 	// until one does).
 	leaving map[*Member]int64
 	// floor is what the share holds in the hub (see holdFloor); -1: none.
-	floor int64
-	// wake is closed (and replaced) when the history grows or the share
-	// ends.
+	// Written under mu, read by the feed.
+	floor atomic.Int64
+	// wake is closed when the history grows or the share ends; made when
+	// a member waits on it (Take), so that members served by notification
+	// (Notify) cost no channel.
 	wake chan struct{}
-
-	// A share has no goroutine of its own while nothing is queued: its
-	// subscription notifies it (kick), and a goroutine evaluates what is
-	// queued, then exits (drain). Thousands of distinct idle subscriptions
-	// (one multiplexed connection may hold them) then cost no stack.
-	// runMu guards the fields below.
-	runMu   sync.Mutex
-	ready   bool      // sub is set: a drain may start
-	running bool      // a drain runs
-	again   bool      // kicked while it ran: it drains once more
-	halted  bool      // the share is over: no drain starts any more
-	idle    sync.Cond // broadcast when a drain returns (on runMu)
 }
 
 // Member is one subscriber of a share. Its fields are guarded by the
 // share's mutex.
 type Member struct {
 	s *share
+	// idx is its index in the share's members; -1 once it is not one.
+	idx int
 	// pos is the index of the next history entry it takes.
 	pos int64
 	// detached is set when its next entry fell out of the history; from is
@@ -157,8 +155,8 @@ func (m *Member) Notify(fn func()) {
 	s.mu.Unlock()
 }
 
-// Join adds a subscriber to the share of o.Key, starting the share (a hub
-// subscription from now) when there is none. It fails like Subscribe.
+// Join adds a subscriber to the share of o.Key, starting the share (from
+// now) when there is none. It fails like Subscribe.
 func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 	h.shareMu.Lock()
 	defer h.shareMu.Unlock()
@@ -172,21 +170,36 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 		s.mu.Unlock()
 	}
 	s := h.newShare(o)
-	sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: o.Classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: s.kick})
-	if err != nil {
-		return nil, err
+	attached := false
+	if o.Feed != nil {
+		if f := o.Feed.current(o.Database); f != nil {
+			attached = f.attach(s)
+		}
 	}
-	s.sub = sub
+	if !attached {
+		// A feed of its own, or a new one for the connection: a
+		// connection's feed takes every commit, since the shares that
+		// join it later may concern any class.
+		var classes []string
+		if o.Feed == nil {
+			classes = o.Classes
+		}
+		f := newFeed(h, o.Database, o.Feed != nil)
+		sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: f.kick})
+		if err != nil {
+			return nil, err
+		}
+		f.sub = sub
+		f.attach(s)
+		if o.Feed != nil {
+			o.Feed.set(f)
+		}
+		defer f.start()
+	}
 	h.shares[o.Key] = s
+	s.mu.Lock()
 	m := s.add(o.Transport)
-	s.runMu.Lock()
-	s.ready = true
-	queued := s.again // kicked before it was ready
-	s.again = false
-	s.runMu.Unlock()
-	if queued {
-		s.kick()
-	}
+	s.mu.Unlock()
 	return m, nil
 }
 
@@ -202,10 +215,9 @@ func (h *Hub) newShare(o ShareOptions) *share {
 	if o.New != nil {
 		ev = o.New()
 	}
-	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, epoch: o.Database.Epoch,
-		members: map[*Member]struct{}{}, floor: -1,
-		wake: make(chan struct{})}
-	s.idle.L = &s.runMu
+	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, db: o.Database, classes: o.Classes,
+	}
+	s.floor.Store(-1)
 	return s
 }
 
@@ -213,7 +225,8 @@ func (h *Hub) newShare(o ShareOptions) *share {
 // holds s.mu.
 func (s *share) add(label string) *Member {
 	m := &Member{s: s, pos: s.first + int64(len(s.hist)), label: label}
-	s.members[m] = struct{}{}
+	m.idx = len(s.members)
+	s.members = append(s.members, m)
 	s.count(m, 1)
 	return m
 }
@@ -221,23 +234,28 @@ func (s *share) add(label string) *Member {
 // count moves the subscribers gauge of m's transport by d: the share's
 // own hub subscription is not counted, its members are.
 func (s *share) count(m *Member, d float64) {
-	if mt := s.h.metrics; mt != nil && s.sub != nil {
-		mt.Subscribers.WithLabelValues(m.label, dbLabel(s.sub.db.ID)).Add(d)
+	if mt := s.h.metrics; mt != nil && s.f != nil {
+		mt.Subscribers.WithLabelValues(m.label, dbLabel(s.db.ID)).Add(d)
 	}
 }
 
 // remove takes m out of the members; the caller holds s.mu.
 func (s *share) remove(m *Member) {
-	delete(s.members, m)
+	last := len(s.members) - 1
+	s.members[m.idx] = s.members[last]
+	s.members[m.idx].idx = m.idx
+	s.members[last] = nil
+	s.members = s.members[:last]
+	m.idx = -1
 	s.count(m, -1)
 }
 
 // Database returns the database of m's share.
-func (m *Member) Database() *sluice.Database { return m.s.sub.db }
+func (m *Member) Database() *sluice.Database { return m.s.db }
 
-// SubscriptionID returns the id of the share's hub subscription, for logs
-// and /api/admin/subscriptions.
-func (m *Member) SubscriptionID() uint64 { return m.s.sub.ID() }
+// SubscriptionID returns the id of the hub subscription of the share's
+// feed, for logs and /api/admin/subscriptions.
+func (m *Member) SubscriptionID() uint64 { return m.s.f.sub.ID() }
 
 // Evaluator returns the share's evaluator, so that a transport can take
 // from it what a detached member needs to evaluate by itself; it must not
@@ -273,11 +291,12 @@ func (m *Member) End(error) {
 }
 
 // Leave removes m from its share (a client that left, or a member that
-// finished); the last member out closes the share and waits for it.
+// finished); the last member out closes the share, and the feed if it
+// was its last share (waiting for its drain).
 func (m *Member) Leave() {
 	s := m.s
 	s.mu.Lock()
-	if _, ok := s.members[m]; ok {
+	if m.idx >= 0 {
 		s.remove(m)
 		for i := m.pos - s.first; i < int64(len(s.hist)); i++ {
 			s.hist[i].unread--
@@ -296,9 +315,7 @@ func (m *Member) Leave() {
 		return
 	}
 	s.h.forgetShare(s)
-	s.ctx.stop()
-	s.sub.Close()
-	s.halt()
+	s.f.detach(s, false)
 }
 
 // Left says that m, which was detached, has its own hub subscription now
@@ -321,102 +338,20 @@ func (h *Hub) forgetShare(s *share) {
 	h.shareMu.Unlock()
 }
 
-// kick makes sure a drain evaluates what the share's subscription queued
-// (Options.Notify). It never blocks.
-func (s *share) kick() {
-	s.runMu.Lock()
-	defer s.runMu.Unlock()
-	switch {
-	case s.running || !s.ready:
-		s.again = true
-	case !s.halted:
-		s.running = true
-		go s.drain()
-	}
-}
-
-// drain evaluates what is queued, then returns; a kick while it runs
-// makes it look once more, so nothing queued waits for the next kick.
-func (s *share) drain() {
-	for {
-		ok := s.step()
-		s.runMu.Lock()
-		if ok && s.again {
-			s.again = false
-			s.runMu.Unlock()
-			continue
-		}
-		s.running = false
-		s.halted = s.halted || !ok
-		s.idle.Broadcast()
-		s.runMu.Unlock()
-		return
-	}
-}
-
-// halt stops drains from starting and waits for the running one: after
-// it, the evaluator is not used any more.
-func (s *share) halt() {
-	s.runMu.Lock()
-	defer s.runMu.Unlock()
-	s.halted = true
-	for s.running {
-		s.idle.Wait()
-	}
-}
-
-// step evaluates each queued piece once and publishes its events. It
-// reports whether the share goes on.
-func (s *share) step() bool {
-	for {
-		if s.ctx.get().Err() != nil {
-			return false
-		}
-		select {
-		case c := <-s.sub.Commits():
-			if !s.deliver(c) {
-				return false
-			}
-			continue
-		default:
-		}
-		select {
-		case <-s.sub.Done():
-			// What was queued before the end is still owed, in order.
-			for {
-				select {
-				case c := <-s.sub.Commits():
-					if !s.deliver(c) {
-						return false
-					}
-					continue
-				default:
-				}
-				break
-			}
-			s.end(s.sub.Err())
-			return false
-		default:
-			return true
-		}
-	}
-}
-
-// deliver evaluates c and publishes its events. It reports whether the
-// share goes on.
-func (s *share) deliver(c *sluice.Commit) bool {
-	ctx := s.ctx.get()
+// deliver evaluates c and publishes its events; an error ends the share
+// (its feed goes on for the others). Only the feed's drain calls it.
+func (s *share) deliver(c *sluice.Commit) {
+	ctx := s.f.ctx.get()
 	evs, start, err := s.ev.Events(ctx, c)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.end(err)
 		}
-		return false
+		return
 	}
 	if len(evs) > 0 {
 		s.publish(start, c.Time, evs)
 	}
-	return true
 }
 
 // publish appends events to the history and wakes the members. Over the
@@ -467,10 +402,10 @@ func (s *share) holdFloor() {
 			floor = seq - 1
 		}
 	}
-	if floor != s.floor {
-		s.floor = floor
-		if s.sub != nil { // nil in tests of the history alone
-			s.sub.Hold(floor)
+	if floor != s.floor.Load() {
+		s.floor.Store(floor)
+		if s.f != nil { // nil in tests of the history alone
+			s.f.hold()
 		}
 	}
 }
@@ -480,12 +415,15 @@ func (s *share) holdFloor() {
 // the log. The caller holds s.mu.
 func (s *share) evictOldest() {
 	e := s.hist[0]
-	for m := range s.members {
+	// Backwards: remove moves the last member into the removed one's
+	// place, one visited already.
+	for i := len(s.members) - 1; i >= 0; i-- {
+		m := s.members[i]
 		if m.pos != s.first {
 			continue
 		}
 		m.detached, m.from = true, e.Start
-		m.from.Epoch = s.epoch
+		m.from.Epoch = s.db.Epoch
 		s.remove(m)
 		if s.leaving == nil {
 			s.leaving = map[*Member]int64{}
@@ -494,8 +432,8 @@ func (s *share) evictOldest() {
 		for i := 1; i < len(s.hist); i++ {
 			s.hist[i].unread--
 		}
-		if mt := s.h.metrics; mt != nil && s.sub != nil {
-			mt.CatchUps.WithLabelValues(dbLabel(s.sub.db.ID)).Inc()
+		if mt := s.h.metrics; mt != nil && s.f != nil {
+			mt.CatchUps.WithLabelValues(dbLabel(s.db.ID)).Inc()
 		}
 	}
 	s.bytes -= e.size
@@ -522,10 +460,12 @@ func (s *share) trim() {
 // signal wakes every member waiting on the current wake channel, and
 // notifies those that asked (Notify). The caller holds s.mu.
 func (s *share) signal() {
-	close(s.wake)
-	s.wake = make(chan struct{})
+	if s.wake != nil {
+		close(s.wake)
+		s.wake = nil
+	}
 	// Members that asked to be notified (Notify), detached ones too.
-	for m := range s.members {
+	for _, m := range s.members {
 		if m.notify != nil {
 			m.notify()
 		}
@@ -547,7 +487,7 @@ func (s *share) end(err error) {
 	s.err = err
 	s.signal()
 	s.mu.Unlock()
-	s.sub.Close()
+	s.f.detach(s, true) // by the drain: it does not wait for itself
 }
 
 // TakeState says what a member does once Take gave it nothing more.
@@ -595,6 +535,9 @@ func (m *Member) Take(buf []Entry) ([]Entry, <-chan struct{}, TakeState) {
 		return buf, nil, TakeWait
 	case s.ended:
 		return buf, nil, TakeEnded
+	}
+	if s.wake == nil {
+		s.wake = make(chan struct{})
 	}
 	return buf, s.wake, TakeWait
 }

@@ -118,7 +118,7 @@ func TestShareHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 		t.Fatalf("history once the slow member left: %d entries, %d bytes", len(g.hist), g.bytes)
 	}
 	g.mu.Lock()
-	_, in := g.members[slow]
+	in := slow.idx >= 0
 	g.mu.Unlock()
 	if in {
 		t.Fatal("the detached member is still a member")
@@ -235,18 +235,18 @@ func TestShareHistoryConcurrentReaders(t *testing.T) {
 func TestShareHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 	g := testGroup()
 	fast, slow := addMember(g), addMember(g)
-	if g.floor != -1 {
-		t.Fatalf("floor %d with nothing published", g.floor)
+	if g.floor.Load() != -1 {
+		t.Fatalf("floor %d with nothing published", g.floor.Load())
 	}
 	g.publish(at(5), time.Time{}, events(5, 1, 10))
 	g.publish(at(7), time.Time{}, events(7, 1, 10))
 	ids(t, fast)
-	if g.floor != 4 {
-		t.Fatalf("floor %d while a member has not taken commit 5, want 4", g.floor)
+	if g.floor.Load() != 4 {
+		t.Fatalf("floor %d while a member has not taken commit 5, want 4", g.floor.Load())
 	}
 	ids(t, slow)
-	if g.floor != -1 {
-		t.Fatalf("floor %d once every member took everything, want -1", g.floor)
+	if g.floor.Load() != -1 {
+		t.Fatalf("floor %d once every member took everything, want -1", g.floor.Load())
 	}
 
 	// slow falls out of the history: the group holds its replay point
@@ -260,12 +260,12 @@ func TestShareHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 	if _, _, state := slow.Take(nil); state != TakeDetached || slow.from.Seq != 9 {
 		t.Fatalf("slow: state %v from %v, want detached from commit 9", state, slow.from)
 	}
-	if g.floor != 8 {
-		t.Fatalf("floor %d while the detached member has not subscribed, want 8", g.floor)
+	if g.floor.Load() != 8 {
+		t.Fatalf("floor %d while the detached member has not subscribed, want 8", g.floor.Load())
 	}
 	slow.Left()
-	if g.floor != -1 {
-		t.Fatalf("floor %d after the detached member subscribed on its own, want -1", g.floor)
+	if g.floor.Load() != -1 {
+		t.Fatalf("floor %d after the detached member subscribed on its own, want -1", g.floor.Load())
 	}
 }
 
@@ -327,7 +327,7 @@ func TestShareEvaluatesOnDemand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Leave()
-	s := m.s
+	s := m.s.f
 	idle := func() bool {
 		s.runMu.Lock()
 		defer s.runMu.Unlock()
@@ -358,4 +358,96 @@ func TestShareEvaluatesOnDemand(t *testing.T) {
 		s.idle.Wait()
 	}
 	s.runMu.Unlock()
+}
+
+// failEvaluator fails its first evaluation.
+type failEvaluator struct{}
+
+func (failEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	return nil, sluice.Position{}, errors.New("evaluation failed")
+}
+
+// classEvaluator gives one event per piece that changes a document of
+// its class, "<class>:<seq>".
+type classEvaluator struct{ class string }
+
+func (e classEvaluator) Events(_ context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	for _, ch := range c.Changes {
+		if ch.Class == e.class {
+			return []sluice.Event{{ID: fmt.Sprintf("%s:%d", e.class, c.Seq)}}, sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}, nil
+		}
+	}
+	return nil, sluice.Position{}, nil
+}
+
+// The distinct shares of one connection are evaluated from one hub
+// subscription (Feed): each gets the events of its own evaluation, in
+// order; one that fails or leaves does not end the others; the last one
+// out ends the subscription, and a later share starts a new one.
+func TestConnectionFeedServesDistinctShares(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	var conn Feed
+	join := func(key string, ev Evaluator, classes ...string) *Member {
+		t.Helper()
+		m, err := h.Join(context.Background(), ShareOptions{Key: key, Database: testDB, Classes: classes, Feed: &conn,
+			New: func() Evaluator { return ev }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a := join("a", classEvaluator{"A"}, "A")
+	b := join("b", classEvaluator{"B"}, "B")
+	bad := join("bad", failEvaluator{}, "A")
+	if a.SubscriptionID() != b.SubscriptionID() || a.SubscriptionID() != bad.SubscriptionID() {
+		t.Fatalf("shares of one connection on hub subscriptions %d, %d and %d, want one", a.SubscriptionID(), b.SubscriptionID(), bad.SubscriptionID())
+	}
+	h.publish(l.add("A"))
+	h.publish(l.add("B"))
+	h.publish(l.add("A", "B"))
+	if got := fmt.Sprint(takeSeqs(t, a, 2)); got != "[A:1 A:3]" {
+		t.Fatalf("share a got %s", got)
+	}
+	if got := fmt.Sprint(takeSeqs(t, b, 2)); got != "[B:2 B:3]" {
+		t.Fatalf("share b got %s", got)
+	}
+	deadline := time.After(wait)
+	for {
+		_, wake, state := bad.Take(nil)
+		if state == TakeEnded {
+			break
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			t.Fatal("the failing share did not end")
+		}
+	}
+	if err := bad.Err(); err == nil || err.Error() != "evaluation failed" {
+		t.Fatalf("failing share ended with %v", err)
+	}
+	bad.Leave()
+	sub := a.s.f.sub
+	a.Leave()
+	h.publish(l.add("B"))
+	if got := fmt.Sprint(takeSeqs(t, b, 1)); got != "[B:4]" {
+		t.Fatalf("share b after a left got %s", got)
+	}
+	b.Leave()
+	select {
+	case <-sub.Done():
+	case <-time.After(wait):
+		t.Fatal("the feed's subscription outlived its last share")
+	}
+	c := join("c", classEvaluator{"A"}, "A")
+	defer c.Leave()
+	if c.SubscriptionID() == sub.ID() {
+		t.Fatal("a share joined a closed feed")
+	}
+	h.publish(l.add("A"))
+	if got := fmt.Sprint(takeSeqs(t, c, 1)); got != "[A:5]" {
+		t.Fatalf("share c got %s", got)
+	}
 }

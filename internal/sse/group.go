@@ -54,10 +54,11 @@ func (e *evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 func frameNext(dst []byte, ev sluice.Event) []byte { return appendNextSSE(dst, ev.ID, ev.Data) }
 
 // join adds a subscriber to the share of key, which the hub starts (from
-// now) when there is none. It fails like Hub.Subscribe.
-func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription, d *sluice.Database, label string) (*changefeed.Member, error) {
+// now) when there is none, evaluated by feed when not nil (the
+// subscriber's connection's). It fails like Hub.Subscribe.
+func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription, d *sluice.Database, label string, feed *changefeed.Feed) (*changefeed.Member, error) {
 	return s.opts.Hub.Join(ctx, changefeed.ShareOptions{
-		Key: key, Database: d, Classes: gs.Classes(), Transport: label,
+		Key: key, Database: d, Classes: gs.Classes(), Transport: label, Feed: feed,
 		New:   func() changefeed.Evaluator { return &evaluator{gs: gs, asm: assembler{max: s.opts.MaxChangeSetBytes}} },
 		Frame: frameNext,
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -39,6 +40,9 @@ type muxOut struct {
 	room chan struct{} // closed when the writer takes buf
 	wake chan struct{} // has a value when buf has messages for the writer
 	done <-chan struct{}
+	// feed evaluates the connection's distinct subscriptions from one
+	// change feed subscription (changefeed.Feed).
+	feed changefeed.Feed
 }
 
 func newMuxOut(done <-chan struct{}) *muxOut {

@@ -123,7 +123,7 @@ func (p *pump) serve(s *session) {
 		s.stopBeats()
 		stop()
 	}
-	if s.r.Context().Err() != nil {
+	if s.ctx.Err() != nil {
 		end() // the client completed it, or the connection ended
 		return
 	}

@@ -275,6 +275,40 @@ func TestSocketProtocolErrors(t *testing.T) {
 	})
 }
 
+// TestSocketDistinctSubscriptions: the distinct subscriptions of one
+// socket (other variables, another class) are evaluated from one change
+// feed subscription, and each gets only its own events; one that
+// completes leaves the others running.
+func TestSocketDistinctSubscriptions(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsdist", "type Dog { name: String! } type Cat { name: String! }")
+	c := mustConnect(t, d, "wsdist")
+	dog := func(id, name string) {
+		c.send(`{"id":"` + id + `","type":"subscribe","payload":{"query":"subscription($n: String!) { Dog_added(filter: {name: {eq: $n}}) { name } }","variables":{"n":"` + name + `"}}}`)
+	}
+	dog("a", "a")
+	dog("b", "b")
+	c.send(`{"id":"cat","type":"subscribe","payload":{"query":"subscription { Cat_added { name } }"}}`)
+	c.barrier("b1")
+	var subs []struct{ Transport string }
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 1 || subs[0].Transport != "graphql-ws" {
+		t.Fatalf("change feed subscriptions for 3 distinct subscriptions of one socket: %+v", subs)
+	}
+	insertDog(t, d, "wsdist", "b")
+	c.expectNext("b", `{"data":{"Dog_added":{"name":"b"}},"extensions":{"lastEventId":"POS"}}`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/wsdist", `{"@type":"Cat","@id":"Cat/c","name":"c"}`)
+	c.expectNext("cat", `{"data":{"Cat_added":{"name":"c"}},"extensions":{"lastEventId":"POS"}}`)
+	c.send(`{"id":"b","type":"complete"}`)
+	c.barrier("b2")
+	insertDog(t, d, "wsdist", "bb")
+	insertDog(t, d, "wsdist", "a")
+	c.expectNext("a", `{"data":{"Dog_added":{"name":"a"}},"extensions":{"lastEventId":"POS"}}`)
+}
+
 // TestSocketAccessChange: revoking the subscriber's role ends its
 // subscription with an error message before any later commit reaches it;
 // the socket stays open and its next operation is refused.

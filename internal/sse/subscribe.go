@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -30,10 +31,13 @@ func transportLabel(f framing) string {
 
 // session is one subscription stream being served.
 type session struct {
-	t  *transport
-	r  *http.Request
-	st framer
-	gs *graph.Subscription
+	t *transport
+	// r is the request until the stream started (ready); ctx is its
+	// context, which ends when the client leaves.
+	r   *http.Request
+	ctx context.Context
+	st  framer
+	gs  *graph.Subscription
 	// asm gathers the pieces of large commits for a subscription of the
 	// session's own (see pieces.go).
 	asm   assembler
@@ -74,7 +78,7 @@ type session struct {
 func (t *transport) subscribe(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, st: st, label: st.label(), asm: assembler{max: t.opts.MaxChangeSetBytes}}
+	s := &session{t: t, r: r, ctx: r.Context(), st: st, label: st.label(), asm: assembler{max: t.opts.MaxChangeSetBytes}}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
 		s.fail(err)
@@ -98,7 +102,11 @@ func (t *transport) subscribe(r *http.Request, st framer, req *request, op *grap
 	s.guard = guard
 	if req.from == nil {
 		if key, ok := keyOf(t.es, req); ok {
-			m, err := t.join(ctx, key, gs, greq.DB, s.label)
+			var feed *changefeed.Feed
+			if mo, ok := st.(*muxOp); ok {
+				feed = &mo.out.feed // the connection's
+			}
+			m, err := t.join(ctx, key, gs, greq.DB, s.label, feed)
 			if err != nil {
 				guard.Release()
 				s.fail(err)
@@ -183,10 +191,11 @@ func (s *session) logger() *slog.Logger {
 // ready writes the readiness frame, once the subscription is registered:
 // a commit that starts after the client reads it is delivered.
 func (s *session) ready(req *request) bool {
-	if s.t.opts.Logger.Enabled(s.r.Context(), slog.LevelDebug) {
+	if s.t.opts.Logger.Enabled(s.ctx, slog.LevelDebug) {
 		s.logger().Debug("graphql subscription opened")
 	}
 	s.st.start(s.r)
+	s.r = nil // started: the request (a copy of it per layer) may go
 	s.st.connected(req.named)
 	if s.st.flush() != nil {
 		return false
@@ -211,7 +220,7 @@ func (s *session) wake() {
 // already left (its request context ended, which also cancels whatever was
 // evaluating for it), there is no one to tell.
 func (s *session) fail(err error) {
-	if s.r.Context().Err() != nil {
+	if s.ctx.Err() != nil {
 		return
 	}
 	s.st.start(s.r)
@@ -222,7 +231,7 @@ func (s *session) fail(err error) {
 // finish ends the stream after the subscription ended with err: complete,
 // preceded by an error next unless the server is shutting down.
 func (s *session) finish(err error) {
-	if s.r.Context().Err() != nil {
+	if s.ctx.Err() != nil {
 		return
 	}
 	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
@@ -238,7 +247,7 @@ func (s *session) finish(err error) {
 // falling behind continues on a change feed subscription of its own.
 func (s *session) member(m *changefeed.Member) {
 	defer s.stopBeats()
-	gone := s.r.Context().Done()
+	gone := s.ctx.Done()
 	var buf []changefeed.Entry
 	for {
 		var wake <-chan struct{}
@@ -281,7 +290,7 @@ func (s *session) member(m *changefeed.Member) {
 // subscription of its own from where it was, until it ends.
 func (s *session) detach(m *changefeed.Member) {
 	from := m.From()
-	sub, err := s.t.opts.Hub.Subscribe(s.r.Context(), s.db, &from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
+	sub, err := s.t.opts.Hub.Subscribe(s.ctx, s.db, &from, changefeed.Options{Classes: s.gs.Classes(), Transport: s.label})
 	m.Left() // its own subscription holds its commits now
 	if err != nil {
 		s.finish(err)
@@ -340,7 +349,7 @@ func (s *session) delivered(n int, first time.Time) {
 // evaluating each commit itself.
 func (s *session) own(sub *changefeed.Subscription) {
 	defer s.stopBeats()
-	gone := s.r.Context().Done()
+	gone := s.ctx.Done()
 	for {
 		select {
 		case c := <-sub.Commits():
@@ -409,7 +418,7 @@ func (e clientGone) Error() string { return "write to stream client: " + e.err.E
 // commits writes the events of c and of up to 63 further commits already
 // queued, then flushes once.
 func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error {
-	ctx := s.r.Context()
+	ctx := s.ctx
 	n := 0
 	var first time.Time
 	for i := 0; ; i++ {
