@@ -99,7 +99,7 @@ type share struct {
 	classes []string
 	f       *feed // set by attach
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// members are the share's members; each knows its index (Member.idx).
 	members []*Member
 	closed  bool  // no member may join
@@ -215,8 +215,7 @@ func (h *Hub) newShare(o ShareOptions) *share {
 	if o.New != nil {
 		ev = o.New()
 	}
-	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, db: o.Database, classes: o.Classes,
-	}
+	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, db: o.Database, classes: o.Classes}
 	s.floor.Store(-1)
 	return s
 }
