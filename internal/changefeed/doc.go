@@ -54,8 +54,11 @@
 // into events once, framed once, kept in a bounded history that every
 // member takes from at its own pace. A member that falls out of it leaves
 // and continues with a subscription of its own from where it was. A share
-// has no goroutine while idle: its subscription notifies it
-// (Options.Notify) and a goroutine evaluates what is queued, then exits.
+// is evaluated by a feed (feed.go): a subscription of its own, or, for the
+// distinct subscriptions of one multiplexed connection, the connection's
+// Feed, one subscription evaluated for each of its shares. A feed has no
+// goroutine while idle: its subscription notifies it (Options.Notify) and
+// a goroutine evaluates what is queued, then exits.
 //
 // # Access
 //
