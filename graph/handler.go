@@ -2,12 +2,13 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/99designs/gqlgen/graphql/handler"
+	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/go-chi/chi/v5"
@@ -58,10 +59,42 @@ type serverKey struct {
 
 // server is a gqlgen server for one schema version. Its query caches hold
 // documents validated against that version only, so they go with it.
+//
+// It is what gqlgen's handler.Server would be, written out: that server
+// copies every request (StartOperationTrace) and its panic handler keeps
+// the copy for a stream's whole life; here the request is copied once,
+// and the panic handler keeps only its context.
 type server struct {
-	version int
-	es      *ExecutableSchema
-	srv     *handler.Server
+	version    int
+	es         *ExecutableSchema
+	exec       *executor.Executor
+	transports []graphql.Transport
+}
+
+// serve hands r to the first transport that supports it.
+func (srv *server) serve(w http.ResponseWriter, r *http.Request, media string) {
+	ctx := r.Context()
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		var ge *gqlerror.Error
+		if err := srv.exec.PresentRecoveredError(ctx, v); !errors.As(err, &ge) {
+			ge = gqlerror.Errorf("internal error")
+		}
+		writeErrors(w, media, http.StatusInternalServerError, gqlerror.List{ge})
+	}()
+	for _, t := range srv.transports {
+		if t.Supports(r) {
+			t.Do(w, r, srv.exec)
+			return
+		}
+	}
+	writeRequestError(w, media, http.StatusBadRequest, "transport not supported")
 }
 
 // NewHandler returns a Handler reading and writing through store.
@@ -106,8 +139,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, media, http.StatusInternalServerError, gqlerror.List{ge})
 		return
 	}
-	ctx := WithRequest(r.Context(), &Request{User: u, DB: d})
-	srv.srv.ServeHTTP(w, r.WithContext(ctx))
+	ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d}))
+	srv.serve(w, r.WithContext(ctx), media)
 }
 
 // server returns the gqlgen server for d's current schema version and role.
@@ -151,21 +184,21 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 		return nil, err
 	}
 	es.limits = h.opts.Limits
-	srv := handler.New(es)
+	srv := &server{es: es, exec: executor.New(es)}
 	for _, t := range h.opts.Transports {
-		srv.AddTransport(t(es))
+		srv.transports = append(srv.transports, t(es))
 	}
-	srv.AddTransport(HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes})
+	srv.transports = append(srv.transports, HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes})
 	cache := lru.New[*ast.QueryDocument](h.opts.QueryCacheSize)
-	srv.SetQueryCache(cache)
-	srv.Use(extension.Introspection{})
+	srv.exec.SetQueryCache(cache)
+	srv.exec.Use(extension.Introspection{})
 	// Before the persisted-query cache, which keeps the texts it is sent
 	// (see documentBounds).
-	srv.Use(documentBounds{limits: h.opts.Limits, cache: cache})
-	srv.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](h.opts.QueryCacheSize)})
-	srv.SetRecoverFunc(func(ctx context.Context, v any) error {
+	srv.exec.Use(documentBounds{limits: h.opts.Limits, cache: cache})
+	srv.exec.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](h.opts.QueryCacheSize)})
+	srv.exec.SetRecoverFunc(func(ctx context.Context, v any) error {
 		h.opts.Logger.ErrorContext(ctx, "graphql panic", "panic", v)
 		return sluice.Errorf(sluice.CodeInternal, "internal error")
 	})
-	return &server{es: es, srv: srv}, nil
+	return srv, nil
 }

@@ -17,13 +17,16 @@ import (
 // crashed daemon.
 func (a *api) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The deferred function keeps what it logs, not r: a request
+		// kept by a frame below a stream lives as long as the stream.
+		method, path := r.Method, r.URL.Path
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				a.Logger.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-				writeError(w, r, fmt.Errorf("panic: %v", v))
+				a.Logger.Error("handler panic", "method", method, "path", path, "panic", v)
+				writeErrorBody(w, fmt.Errorf("panic: %v", v))
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -68,8 +71,11 @@ func (a *api) observe(next http.Handler) http.Handler {
 		if r.Context().Value(loggerKey) != a.Logger {
 			r = r.WithContext(WithLogger(r.Context(), a.Logger))
 		}
+		// What is used after next returns is taken now: r itself is not
+		// kept by this frame for the life of a stream.
+		ctx, method, path := r.Context(), r.Method, r.URL.Path
 		next.ServeHTTP(sw, r)
-		route := chi.RouteContext(r.Context()).RoutePattern()
+		route := chi.RouteContext(ctx).RoutePattern()
 		if route == "" {
 			route = "unmatched"
 		}
@@ -77,13 +83,13 @@ func (a *api) observe(next http.Handler) http.Handler {
 			sw.status = http.StatusOK
 		}
 		d := time.Since(start)
-		a.Metrics.HTTPRequests.WithLabelValues(r.Method, route, strconv.Itoa(sw.status)).Inc()
+		a.Metrics.HTTPRequests.WithLabelValues(method, route, strconv.Itoa(sw.status)).Inc()
 		if !isStream(sw.Header().Get("Content-Type"), route) {
 			// A stream's lifetime is not a request duration.
-			a.Metrics.HTTPDuration.WithLabelValues(r.Method, route).Observe(d.Seconds())
+			a.Metrics.HTTPDuration.WithLabelValues(method, route).Observe(d.Seconds())
 		}
-		if a.Logger.Enabled(r.Context(), slog.LevelDebug) {
-			loggerFrom(r).Debug("request", "status", sw.status, "duration", d)
+		if a.Logger.Enabled(ctx, slog.LevelDebug) {
+			requestLogger(ctx, method, path).Debug("request", "status", sw.status, "duration", d)
 		}
 	})
 }

@@ -20,10 +20,15 @@ type errorBody struct {
 // writeError answers with err's status and JSON body. Errors that are not
 // *sluice.Error are logged with their detail and shown as internal errors.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := sluice.ErrorCode(err)
-	if code == sluice.CodeInternal {
+	if sluice.ErrorCode(err) == sluice.CodeInternal {
 		loggerFrom(r).Error("request failed", "err", err)
 	}
+	writeErrorBody(w, err)
+}
+
+// writeErrorBody answers err (see writeError), without logging it.
+func writeErrorBody(w http.ResponseWriter, err error) {
+	code := sluice.ErrorCode(err)
 	if code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
 	}
@@ -79,9 +84,14 @@ func userFrom(r *http.Request) *sluice.User { return auth.UserFrom(r.Context()) 
 // loggerFrom returns the daemon's logger with the request's method and
 // path.
 func loggerFrom(r *http.Request) *slog.Logger {
-	l, ok := r.Context().Value(loggerKey).(*slog.Logger)
+	return requestLogger(r.Context(), r.Method, r.URL.Path)
+}
+
+// requestLogger is loggerFrom, from what it takes of a request.
+func requestLogger(ctx context.Context, method, path string) *slog.Logger {
+	l, ok := ctx.Value(loggerKey).(*slog.Logger)
 	if !ok {
 		l = slog.Default()
 	}
-	return l.With("method", r.Method, "path", r.URL.Path)
+	return l.With("method", method, "path", path)
 }
