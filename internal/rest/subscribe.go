@@ -228,8 +228,8 @@ func (s *eventStream) member(m *changefeed.Member) {
 	if !s.connected() {
 		return
 	}
-	tick := time.NewTicker(s.req.heartbeat)
-	defer tick.Stop()
+	beat := time.NewTimer(s.req.heartbeat)
+	defer beat.Stop()
 	var buf []changefeed.Entry
 	for {
 		var wake <-chan struct{}
@@ -271,7 +271,7 @@ func (s *eventStream) member(m *changefeed.Member) {
 				s.fail(err)
 				return
 			}
-			s.serve(sub, m.Evaluator().(*restEvaluator).fork(), tick)
+			s.serve(sub, m.Evaluator().(*restEvaluator).fork(), beat)
 			return
 		case changefeed.TakeEnded:
 			s.end(m.Err())
@@ -282,8 +282,8 @@ func (s *eventStream) member(m *changefeed.Member) {
 		}
 		select {
 		case <-wake:
-		case <-tick.C:
-			if !s.ping() {
+		case <-beat.C:
+			if !s.heartbeat(beat) {
 				return
 			}
 		case <-s.r.Context().Done():
@@ -294,14 +294,14 @@ func (s *eventStream) member(m *changefeed.Member) {
 
 // own serves a stream with a subscription of its own (a resume).
 func (s *eventStream) own(sub *changefeed.Subscription, ev *restEvaluator) {
-	tick := time.NewTicker(s.req.heartbeat)
-	defer tick.Stop()
-	s.serve(sub, ev, tick)
+	beat := time.NewTimer(s.req.heartbeat)
+	defer beat.Stop()
+	s.serve(sub, ev, beat)
 }
 
 // serve writes the events of sub's pieces, evaluated by ev, until the
 // client leaves or the subscription ends.
-func (s *eventStream) serve(sub *changefeed.Subscription, ev *restEvaluator, tick *time.Ticker) {
+func (s *eventStream) serve(sub *changefeed.Subscription, ev *restEvaluator, beat *time.Timer) {
 	for {
 		select {
 		case c := <-sub.Commits():
@@ -326,14 +326,26 @@ func (s *eventStream) serve(sub *changefeed.Subscription, ev *restEvaluator, tic
 			}
 			s.end(sub.Err())
 			return
-		case <-tick.C:
-			if !s.ping() {
+		case <-beat.C:
+			if !s.heartbeat(beat) {
 				return
 			}
 		case <-s.r.Context().Done():
 			return
 		}
 	}
+}
+
+// heartbeat handles a beat: a ping when nothing was written for a
+// heartbeat interval (a stream that just wrote an event is alive), and
+// the next beat. False means the client is gone.
+func (s *eventStream) heartbeat(beat *time.Timer) bool {
+	if idle := s.out.Idle(); idle < s.req.heartbeat {
+		beat.Reset(s.req.heartbeat - idle)
+		return true
+	}
+	beat.Reset(s.req.heartbeat)
+	return s.ping()
 }
 
 // ping writes a heartbeat; false means the client is gone.

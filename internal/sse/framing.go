@@ -35,6 +35,9 @@ type framer interface {
 	refuse(err error)
 	// ping buffers a keep-alive.
 	ping()
+	// Idle returns how long ago something was last written (see
+	// httpstream.Writer.Idle).
+	Idle() time.Duration
 	// spill hands what is buffered on when it grew large, between the
 	// frames of a batch; flush sends it. An error means the client left.
 	spill() error

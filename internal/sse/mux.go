@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -138,6 +139,9 @@ func (m *muxOp) label() string {
 	}
 	return "graphql-sse-single"
 }
+
+// Idle is never asked of an operation: its connection keeps itself alive.
+func (m *muxOp) Idle() time.Duration { return 0 }
 
 func (m *muxOp) start(*http.Request) {
 	if m.accept != nil {

@@ -29,7 +29,7 @@ import (
 //     EventSource) and Accept: text/event-stream opens the stream: `:
 //     connected`, then `event: next` / `data: {"id":<operationId>,
 //     "payload":<ExecutionResult>}` and `event: complete` / `data:
-//     {"id":<operationId>}`, and `: ping` every heartbeat. Only one
+//     {"id":<operationId>}`, and `: ping` after a heartbeat without a frame. Only one
 //     stream per reservation (409); it ends the reservation when it ends.
 //   - POST with the token and extensions.operationId runs an operation:
 //     202 once it is under way (a subscription registered: any commit that
@@ -322,6 +322,11 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 				return
 			}
 		case <-hb.C:
+			// A ping only after a quiet spell (httpstream.Writer.Idle).
+			if idle := st.Idle(); idle < heartbeat {
+				hb.Reset(heartbeat - idle)
+				continue
+			}
 			st.Buf.WriteString(": ping\n\n")
 			if st.Flush() != nil {
 				return

@@ -388,11 +388,16 @@ func (s *session) own(sub *changefeed.Subscription) {
 }
 
 // heartbeatDue handles a beat: it reports false when the stream ends (the
-// ping could not be written), and otherwise pings and schedules the next
-// beat. Heartbeats are keep-alives only: access changes end streams
+// ping could not be written), and otherwise pings, unless the stream
+// wrote something within the interval, and schedules the next beat. Heartbeats are keep-alives only: access changes end streams
 // through their guard.
 func (s *session) heartbeatDue() bool {
 	if s.hb == nil {
+		return true
+	}
+	if idle := s.st.Idle(); idle < s.heartbeat {
+		// It wrote meanwhile: alive without a ping.
+		s.hb.Reset(s.heartbeat - idle)
 		return true
 	}
 	s.st.ping()
