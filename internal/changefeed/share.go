@@ -84,6 +84,9 @@ type Entry struct {
 	// Frames are the events' frames, one after the other (nil without
 	// ShareOptions.Frame).
 	Frames []byte
+	// Last is set in what Take gives the member that took the entry last
+	// of all its members (for a metric of the share's whole fan-out).
+	Last   bool
 	size   int
 	unread int // members that have not taken it
 }
@@ -117,6 +120,8 @@ type share struct {
 	// floor is what the share holds in the hub (see holdFloor); -1: none.
 	// Written under mu, read by the feed.
 	floor atomic.Int64
+	// notifyBuf is publish's buffer of notify functions (wakeups).
+	notifyBuf []func()
 	// wake is closed when the history grows or the share ends; made when
 	// a member waits on it (Take), so that members served by notification
 	// (Notify) cost no channel.
@@ -138,15 +143,15 @@ type Member struct {
 	// revoked is set when its stream lost its access (End).
 	revoked bool
 	label   string
-	// notify, when set, is called (under the share's lock; it must not
-	// block) whenever m may have something new to take or must stop.
+	// notify, when set, is called (it must not block) whenever m may have
+	// something new to take or must stop.
 	notify func()
 }
 
 // Notify makes the share call fn whenever m may have something new to
 // take, or must stop (detached, ended, revoked), instead of only closing
-// the channel Take returns. fn is called with the share's lock held and
-// must not block. A transport that serves many members from one goroutine
+// the channel Take returns. fn must not block; it may still be called
+// (once) after Notify(nil) or Leave. A transport that serves many members from one goroutine
 // (a multiplexed connection) needs no goroutine per member this way.
 func (m *Member) Notify(fn func()) {
 	s := m.s
@@ -282,11 +287,14 @@ func (m *Member) Err() error {
 func (m *Member) End(error) {
 	s := m.s
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !m.revoked {
-		m.revoked = true
-		s.signal()
+	if m.revoked {
+		s.mu.Unlock()
+		return
 	}
+	m.revoked = true
+	w, fns := s.wakeups(nil)
+	s.mu.Unlock()
+	wake(w, fns)
 }
 
 // Leave removes m from its share (a client that left, or a member that
@@ -373,8 +381,8 @@ func (s *share) publish(start sluice.Position, at time.Time, evs []sluice.Event)
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.members) == 0 {
+		s.mu.Unlock()
 		return
 	}
 	s.hist = append(s.hist, Entry{Start: start, Time: at, Events: evs, Frames: frames, size: size, unread: len(s.members)})
@@ -384,7 +392,11 @@ func (s *share) publish(start sluice.Position, at time.Time, evs []sluice.Event)
 		s.evictOldest()
 	}
 	s.holdFloor()
-	s.signal()
+	w, fns := s.wakeups(s.notifyBuf[:0])
+	s.mu.Unlock()
+	wake(w, fns)
+	clear(fns)
+	s.notifyBuf = fns
 }
 
 // holdFloor keeps the commits members still need from being pruned: the
@@ -456,23 +468,34 @@ func (s *share) trim() {
 	}
 }
 
-// signal wakes every member waiting on the current wake channel, and
-// notifies those that asked (Notify). The caller holds s.mu.
-func (s *share) signal() {
-	if s.wake != nil {
-		close(s.wake)
-		s.wake = nil
-	}
-	// Members that asked to be notified (Notify), detached ones too.
+// wakeups takes what wakes the members: the channel they wait on and the
+// functions of those that asked to be notified (Notify), detached ones
+// too, appended to fns. The caller holds s.mu, and calls wake with them
+// once it released it: members woken while the lock is held would only
+// queue on it (thousands at once, for a large share).
+func (s *share) wakeups(fns []func()) (chan struct{}, []func()) {
+	w := s.wake
+	s.wake = nil
 	for _, m := range s.members {
 		if m.notify != nil {
-			m.notify()
+			fns = append(fns, m.notify)
 		}
 	}
 	for m := range s.leaving {
 		if m.notify != nil {
-			m.notify()
+			fns = append(fns, m.notify)
 		}
+	}
+	return w, fns
+}
+
+// wake wakes what wakeups took.
+func wake(w chan struct{}, fns []func()) {
+	if w != nil {
+		close(w)
+	}
+	for _, fn := range fns {
+		fn()
 	}
 }
 
@@ -484,8 +507,9 @@ func (s *share) end(err error) {
 	s.closed = true
 	s.ended = true
 	s.err = err
-	s.signal()
+	w, fns := s.wakeups(nil)
 	s.mu.Unlock()
+	wake(w, fns)
 	s.f.detach(s, true) // by the drain: it does not wait for itself
 }
 
@@ -517,8 +541,10 @@ func (m *Member) Take(buf []Entry) ([]Entry, <-chan struct{}, TakeState) {
 	i := int(m.pos - s.first)
 	n := min(len(s.hist)-i, takeMax)
 	for k := i; k < i+n; k++ {
-		buf = append(buf, s.hist[k])
 		s.hist[k].unread--
+		e := s.hist[k]
+		e.Last = e.unread == 0
+		buf = append(buf, e)
 	}
 	m.pos += int64(n)
 	more := i+n < len(s.hist) // before trim moves the indexes

@@ -151,8 +151,9 @@ func TestShareHistoryEnd(t *testing.T) {
 	g.publish(at(1), time.Time{}, events(1, 1, 10))
 	g.mu.Lock()
 	g.closed, g.ended, g.err = true, true, errors.New("gone")
-	g.signal()
+	w, fns := g.wakeups(nil)
 	g.mu.Unlock()
+	wake(w, fns)
 	if got := ids(t, m); len(got) != 1 {
 		t.Fatalf("took %v", got)
 	}

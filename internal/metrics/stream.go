@@ -27,7 +27,8 @@ type Stream struct {
 	// their access away, or because Postgres was lost.
 	StreamsEnded prometheus.Counter
 	// Latency observes the time from commit to the write of its event to a
-	// client, by transport.
+	// client, by transport (for a share of identical GraphQL
+	// subscriptions, to the write of its last member).
 	Latency *prometheus.HistogramVec
 	// TailerLag is the age of the newest commit the tailer handed to the
 	// hub, when it handed it over.

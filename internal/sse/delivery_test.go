@@ -369,3 +369,45 @@ func TestGrouping(t *testing.T) {
 		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for the event
 	}
 }
+
+// TestDeliveryMetrics: the delivered counter counts every event written
+// to every GraphQL stream (added to at most once a second while a stream
+// runs, and when it ends), and a share observes the delivery latency once
+// per commit, at its last member's write.
+func TestDeliveryMetrics(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "zoo", zooSDL)
+	metrics := func() string { return string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body) }
+	const label = `transport="graphql-sse"`
+	ss := []*stream{subscribe(t, d, "zoo", dogAdded), subscribe(t, d, "zoo", dogAdded), subscribe(t, d, "zoo", dogAdded)}
+	for _, s := range ss {
+		s.connected()
+	}
+	insert(t, d, "zoo", dogs("a", "b"))
+	insert(t, d, "zoo", dogs("c"))
+	for _, s := range ss {
+		s.nexts(3)
+		s.Close()
+	}
+	// The streams count what is left when they end: wait for it
+	// (bounded) rather than sleeping.
+	deadline := time.Now().Add(wait)
+	var m string
+	for {
+		m = metrics()
+		if dt.MetricValue(m, "sluice_stream_events_delivered_total", label) >= 9 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered did not reach 9:\n%s", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := dt.MetricValue(m, "sluice_stream_events_delivered_total", label); got != 9 {
+		t.Errorf("delivered %v, want 9 (3 events to 3 streams)", got)
+	}
+	if got := dt.MetricValue(m, "sluice_stream_delivery_latency_seconds_count", label); got != 2 {
+		t.Errorf("latency observations %v, want 2 (one per commit for the share)", got)
+	}
+}

@@ -23,7 +23,7 @@ func (f *quietFramer) flush() error        { return nil }
 func TestHeartbeatOnlyAfterAQuietSpell(t *testing.T) {
 	f := &quietFramer{}
 	s := &session{st: f, heartbeat: time.Hour, hb: time.AfterFunc(time.Hour, func() {})}
-	defer s.stopBeats()
+	defer s.wrapUp()
 	f.idle = time.Minute // wrote a minute ago
 	if !s.heartbeatDue() || f.pings != 0 {
 		t.Fatalf("a stream that wrote within the interval was pinged (%d)", f.pings)

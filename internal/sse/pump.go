@@ -120,7 +120,7 @@ func (p *pump) serve(s *session) {
 		s.m.Notify(nil)
 		s.m.Leave()
 		s.guard.Release()
-		s.stopBeats()
+		s.wrapUp()
 		stop()
 	}
 	if s.ctx.Err() != nil {
