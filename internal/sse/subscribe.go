@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -50,7 +51,13 @@ type session struct {
 	// The loops see the client leave on the request context's Done
 	// channel (which the request's cancelation allocates anyway), not
 	// through a context.AfterFunc (about 0.5 KB a stream).
+	//
+	// A share member's loop also receives its share's notifications on
+	// beat (kick), so that it waits on channels of its own: thousands of
+	// members waiting on the share's one channel contend for its lock
+	// on every commit. beatDue tells a heartbeat from a notification.
 	beat      chan struct{}
+	beatDue   atomic.Bool
 	heartbeat time.Duration
 	hb        *time.Timer
 	// subID is the change feed subscription serving the stream (the
@@ -212,8 +219,14 @@ func (s *session) ready(req *request) bool {
 	return true
 }
 
-// wake makes a beat pending, unless one is.
+// wake makes a heartbeat pending.
 func (s *session) wake() {
+	s.beatDue.Store(true)
+	s.kick()
+}
+
+// kick makes a receive on beat pending, unless one is. It never blocks.
+func (s *session) kick() {
 	select {
 	case s.beat <- struct{}{}:
 	default:
@@ -251,6 +264,12 @@ func (s *session) finish(err error) {
 // falling behind continues on a change feed subscription of its own.
 func (s *session) member(m *changefeed.Member) {
 	defer s.wrapUp()
+	if s.beat == nil {
+		s.beat = make(chan struct{}, 1)
+	}
+	// Notified on beat from now on: what was published before, the first
+	// Take takes.
+	m.Notify(s.kick)
 	gone := s.ctx.Done()
 	var buf []changefeed.Entry
 	for {
@@ -261,6 +280,7 @@ func (s *session) member(m *changefeed.Member) {
 			err := s.writeEntries(buf)
 			clear(buf) // do not hold payloads while waiting
 			if err != nil {
+				m.Notify(nil)
 				return
 			}
 			if wake == nil {
@@ -269,22 +289,26 @@ func (s *session) member(m *changefeed.Member) {
 		}
 		switch state {
 		case changefeed.TakeDetached:
+			m.Notify(nil)
 			s.detach(m)
 			return
 		case changefeed.TakeEnded:
+			m.Notify(nil)
 			s.finish(m.Err())
 			return
 		case changefeed.TakeRevoked:
+			m.Notify(nil)
 			s.finish(s.ender.Err())
 			return
 		}
 		select {
-		case <-wake:
 		case <-s.beat:
-			if !s.heartbeatDue() {
+			if s.beatDue.Swap(false) && !s.heartbeatDue() {
+				m.Notify(nil)
 				return
 			}
 		case <-gone:
+			m.Notify(nil)
 			return
 		}
 	}
@@ -421,7 +445,9 @@ func (s *session) own(sub *changefeed.Subscription) {
 			s.finish(sub.Err())
 			return
 		case <-s.beat:
-			if !s.heartbeatDue() {
+			// Only heartbeats arrive here once a detached member's share
+			// stopped notifying it; a late notification is harmless.
+			if s.beatDue.Swap(false) && !s.heartbeatDue() {
 				return
 			}
 		case <-gone:
