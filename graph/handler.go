@@ -61,8 +61,8 @@ type serverKey struct {
 // documents validated against that version only, so they go with it.
 //
 // It is what gqlgen's handler.Server would be, written out: that server
-// copies every request (StartOperationTrace) and its panic handler keeps
-// the copy for a stream's whole life; here the request is copied once,
+// copies every request (to add StartOperationTrace's start time) and its
+// panic handler keeps the copy for a stream's whole life; here the request is copied once,
 // and the panic handler keeps only its context.
 type server struct {
 	version    int
@@ -139,6 +139,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, media, http.StatusInternalServerError, gqlerror.List{ge})
 		return
 	}
+	// gqlgen's transports need the operation's start time.
 	ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d}))
 	srv.serve(w, r.WithContext(ctx), media)
 }

@@ -40,8 +40,9 @@ type session struct {
 	st  framer
 	gs  *graph.Subscription
 	// asm gathers the pieces of large commits for a subscription of the
-	// session's own (see pieces.go).
-	asm   assembler
+	// session's own (see pieces.go); made when one starts (a share
+	// member's share evaluates for it).
+	asm   *assembler
 	db    *sluice.Database
 	label string
 	// beat receives a value when a heartbeat is due: a timer function
@@ -89,7 +90,7 @@ type session struct {
 func (t *transport) subscribe(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, ctx: r.Context(), st: st, label: st.label(), asm: assembler{max: t.opts.MaxChangeSetBytes}}
+	s := &session{t: t, r: r, ctx: r.Context(), st: st, label: st.label()}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
 		s.fail(err)
@@ -498,6 +499,9 @@ func (s *session) commits(sub *changefeed.Subscription, c *sluice.Commit) error 
 	n := 0
 	var first time.Time
 	for i := 0; ; i++ {
+		if s.asm == nil { // a subscription of its own evaluates itself
+			s.asm = &assembler{max: s.t.opts.MaxChangeSetBytes}
+		}
 		evs, _, err := s.asm.events(ctx, s.gs, c)
 		if err != nil {
 			if ctx.Err() != nil {
