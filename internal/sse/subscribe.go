@@ -364,9 +364,9 @@ func (s *session) writeEntries(es []changefeed.Entry) error {
 }
 
 // metricsEvery is how often a stream adds what it delivered to the
-// delivered counter (and when it ends): a shared counter added to by
-// every stream on every write costs a few percent of the CPU of a large
-// fan-out.
+// delivered counter while it writes (the rest at its next heartbeat, and
+// when it ends): a shared counter added to by every stream on every write
+// costs a few percent of the CPU of a large fan-out.
 const metricsEvery = time.Second
 
 // delivered counts n events written.
@@ -376,7 +376,10 @@ func (s *session) delivered(n int) {
 	}
 	s.series()
 	s.unreported += n
-	if now := time.Now(); now.Sub(s.reported) >= metricsEvery {
+	// A stream with a heartbeat counts the rest at its next beat (see
+	// heartbeatDue), within an interval of its last write; one without
+	// (an operation of a multiplexed connection) counts every write.
+	if now := time.Now(); s.hb == nil || now.Sub(s.reported) >= metricsEvery {
 		s.reportDelivered()
 		s.reported = now
 	}
@@ -465,6 +468,7 @@ func (s *session) heartbeatDue() bool {
 	if s.hb == nil {
 		return true
 	}
+	s.reportDelivered()
 	if idle := s.st.Idle(); idle < s.heartbeat {
 		// It wrote meanwhile: alive without a ping.
 		s.hb.Reset(s.heartbeat - idle)
