@@ -114,7 +114,6 @@ func (f *feed) detach(s *share, inDrain bool) {
 		f.shares = nil
 	}
 	f.mu.Unlock()
-	f.hold()
 	if !last {
 		return
 	}
@@ -125,20 +124,20 @@ func (f *feed) detach(s *share, inDrain bool) {
 	}
 }
 
-// hold keeps what the shares' members still need from being pruned: the
-// lowest of the shares' floors (see share.holdFloor).
-func (f *feed) hold() {
+// floor is what the feed's shares hold (Options.Hold): the lowest of
+// their floors (see share.holdFloor), -1 for none. Floors asks for it
+// when it needs it, rather than each share telling the feed every time
+// its floor moves: a connection's feed may have thousands of shares.
+func (f *feed) floor() int64 {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	floor := int64(-1)
 	for _, s := range f.shares {
 		if v := s.floor.Load(); v >= 0 && (floor < 0 || v < floor) {
 			floor = v
 		}
 	}
-	f.mu.Unlock()
-	if f.sub != nil { // nil in tests of the history alone
-		f.sub.Hold(floor)
-	}
+	return floor
 }
 
 // kick makes sure a drain evaluates what the subscription queued

@@ -180,6 +180,13 @@ type Options struct {
 	// Queue, when positive and below the hub's QueueSize, is how many
 	// pieces this subscription may have waiting.
 	Queue int
+	// Hold, when set, returns a floor the subscription's owner keeps
+	// (-1: none): Floors reports at most it, so that pruning keeps the
+	// commits after it. An owner that hands the commits on at its
+	// readers' pace (a feed's shares) holds what its slowest reader
+	// still needs, which may be behind the subscription's own cursor.
+	// Called by Floors, with the hub's lock held; it must not block.
+	Hold func() int64
 }
 
 // Subscribe registers a subscription to database d starting after position
@@ -199,7 +206,6 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		ch: make(chan *sluice.Commit, queueSize(h.queue, o.Queue)), done: make(chan struct{}),
 		started: time.Now(),
 	}
-	s.hold.Store(-1)
 	if from == nil {
 		s.setMark(mark{seq: hist.LastSeq, part: -1})
 	} else {
@@ -485,7 +491,7 @@ func (h *Hub) catchUp(s *Subscription) {
 }
 
 // Floors returns, per database, the lowest cursor (the last commit a
-// subscription has whole, or its hold, see Subscription.Hold) of the local
+// subscription has whole, or its hold, see Options.Hold) of the local
 // subscriptions: Prune must keep every commit after it.
 func (h *Hub) Floors() map[int64]int64 {
 	h.mu.Lock()
@@ -493,8 +499,10 @@ func (h *Hub) Floors() map[int64]int64 {
 	out := map[int64]int64{}
 	for s := range h.subs {
 		c := s.cursor.Load()
-		if hold := s.hold.Load(); hold >= 0 && hold < c {
-			c = hold
+		if s.opts.Hold != nil {
+			if hold := s.opts.Hold(); hold >= 0 && hold < c {
+				c = hold
+			}
 		}
 		if f, ok := out[s.db.ID]; !ok || c < f {
 			out[s.db.ID] = c

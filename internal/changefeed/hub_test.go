@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -459,7 +460,9 @@ func TestHubFloorsRespectHold(t *testing.T) {
 	t.Parallel()
 	h, l := newHub(t, HubOptions{})
 	h.track(1, 0)
-	s := subscribe(t, h, nil, Options{})
+	var hold atomic.Int64
+	hold.Store(-1)
+	s := subscribe(t, h, nil, Options{Hold: hold.Load})
 	for range 5 {
 		h.publish(l.add())
 	}
@@ -467,11 +470,11 @@ func TestHubFloorsRespectHold(t *testing.T) {
 	if f := h.Floors()[testDB.ID]; f != 5 {
 		t.Fatalf("floor %d at cursor 5", f)
 	}
-	s.Hold(2)
+	hold.Store(2)
 	if f := h.Floors()[testDB.ID]; f != 2 {
 		t.Fatalf("floor %d with a hold at 2", f)
 	}
-	s.Hold(-1)
+	hold.Store(-1)
 	if f := h.Floors()[testDB.ID]; f != 5 {
 		t.Fatalf("floor %d after the hold was released", f)
 	}

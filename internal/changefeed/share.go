@@ -190,7 +190,7 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 			classes = o.Classes
 		}
 		f := newFeed(h, o.Database, o.Feed != nil)
-		sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: f.kick})
+		sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: f.kick, Hold: f.floor})
 		if err != nil {
 			return nil, err
 		}
@@ -413,12 +413,7 @@ func (s *share) holdFloor() {
 			floor = seq - 1
 		}
 	}
-	if floor != s.floor.Load() {
-		s.floor.Store(floor)
-		if s.f != nil { // nil in tests of the history alone
-			s.f.hold()
-		}
-	}
+	s.floor.Store(floor) // read by the feed (feed.floor)
 }
 
 // evictOldest drops the oldest entry, detaching the members that had not

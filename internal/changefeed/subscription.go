@@ -35,8 +35,6 @@ type Subscription struct {
 	catchUps atomic.Int64
 	// queued counts the commits put in ch, live or from the log.
 	queued atomic.Int64
-	// hold, when not -1, is a floor its owner keeps (see Hold).
-	hold atomic.Int64
 
 	once sync.Once
 	done chan struct{}
@@ -69,13 +67,6 @@ func (s *Subscription) Err() error {
 		return nil
 	}
 }
-
-// Hold makes Hub.Floors report at most seq for this subscription, so that
-// pruning keeps the commits after seq; -1 releases it. An owner that hands
-// the commits on at its readers' pace (a group of GraphQL subscribers)
-// holds what its slowest reader still needs, which may be behind the
-// subscription's own cursor.
-func (s *Subscription) Hold(seq int64) { s.hold.Store(seq) }
 
 // Close ends the subscription and releases it. It is idempotent.
 func (s *Subscription) Close() { s.finish(ErrClosed) }
