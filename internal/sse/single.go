@@ -29,8 +29,9 @@ import (
 //     EventSource) and Accept: text/event-stream opens the stream: `:
 //     connected`, then `event: next` / `data: {"id":<operationId>,
 //     "payload":<ExecutionResult>}` and `event: complete` / `data:
-//     {"id":<operationId>}`, and `: ping` after a heartbeat without a frame. Only one
-//     stream per reservation (409); it ends the reservation when it ends.
+//     {"id":<operationId>}`, and `: ping` after a heartbeat without a
+//     frame. Only one stream per reservation (409); it ends the
+//     reservation when it ends.
 //   - POST with the token and extensions.operationId runs an operation:
 //     202 once it is under way (a subscription registered: any commit that
 //     starts after the 202 is delivered), its results on the stream. A
