@@ -65,7 +65,9 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the subscription")
 	}
 	s := &Subscription{es: es, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments}, req: req}
-	x := &execution{op: s.operationContext(), es: es, req: req}
+	// The request's operation context collects the root fields: it has the
+	// same variables and fragments, and goes when the request does.
+	x := &execution{op: op, es: es, req: req}
 	roots := x.fields(op.Operation.SelectionSet, "Subscription")
 	if len(roots) != 1 {
 		return nil, errorf("a subscription must select exactly one root field, not %d", len(roots))

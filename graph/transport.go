@@ -116,8 +116,13 @@ type MediaRange struct {
 // not parse. A missing or unparseable q counts as 1.
 func MediaRanges(accept string) []MediaRange {
 	var out []MediaRange
-	for _, part := range strings.Split(accept, ",") {
-		mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+	for part := range strings.SplitSeq(accept, ",") {
+		part = strings.TrimSpace(part)
+		if plainMediaType(part) { // what ParseMediaType returns, without its map
+			out = append(out, MediaRange{Type: part, Q: 1})
+			continue
+		}
+		mt, params, err := mime.ParseMediaType(part)
 		if err != nil {
 			continue
 		}
@@ -130,6 +135,25 @@ func MediaRanges(accept string) []MediaRange {
 		out = append(out, MediaRange{Type: mt, Q: q})
 	}
 	return out
+}
+
+// plainMediaType reports whether s is a lower-case type/subtype without
+// parameters, such as text/event-stream.
+func plainMediaType(s string) bool {
+	slash := strings.IndexByte(s, '/')
+	if slash <= 0 || slash == len(s)-1 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case i == slash:
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '.', c == '+', c == '*', c == '_':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // responseMedia picks the response media type from an Accept header.
@@ -190,28 +214,51 @@ func postParams(r *http.Request, limit int64) (*graphql.RawParams, *RequestError
 	if ct == "" {
 		return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be application/json; Content-Type is missing"}
 	}
-	mt, params, err := mime.ParseMediaType(ct)
-	if err != nil || mt != mediaJSON {
-		return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + ct}
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
+	if ct != mediaJSON { // the usual value needs no parsing
+		mt, params, err := mime.ParseMediaType(ct)
+		if err != nil || mt != mediaJSON {
+			return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + ct}
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
+		}
 	}
 	if limit <= 0 {
 		limit = 10 << 20
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	tooLarge := func() *RequestError {
+		return &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes"}
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge() // refused before reading any of it
+	}
+	body, err := readBody(r, limit)
 	if err != nil {
 		return nil, &RequestError{http.StatusBadRequest, "could not read the request body"}
 	}
 	if int64(len(body)) > limit {
-		return nil, &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes"}
+		return nil, tooLarge()
 	}
 	p, msg := ParseRequestBody(body)
 	if msg != "" {
 		return nil, &RequestError{http.StatusBadRequest, msg}
 	}
 	return p, nil
+}
+
+// readBody reads r's body, at most limit+1 bytes. A body of announced
+// length (at most limit, checked before) is read into a buffer of exactly
+// that size: a stream opened with a small request keeps no garbage of a
+// growing buffer until the next collection.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength < 0 {
+		return io.ReadAll(io.LimitReader(r.Body, limit+1))
+	}
+	body := make([]byte, r.ContentLength)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		return nil, err
+	}
+	return body, nil
 }
 
 // ParseRequestBody parses a GraphQL-over-HTTP POST body: a JSON object with
@@ -222,8 +269,12 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, "the request body is empty; send a JSON object with a query"
 	}
+	// json.Unmarshal rather than decodeObject: the top level needs no
+	// json.Number, and a decoder's buffers would be garbage of every request.
 	var raw map[string]json.RawMessage
-	if err := decodeObject(body, &raw); err != nil {
+	if b := bytes.TrimSpace(body); b[0] != '{' {
+		return nil, "the request body is not a JSON object: expected a JSON object"
+	} else if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, "the request body is not a JSON object: " + err.Error()
 	}
 	p := &graphql.RawParams{}

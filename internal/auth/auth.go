@@ -22,8 +22,10 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"hash"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -82,6 +84,15 @@ type Authenticator struct {
 	ticketTTL time.Duration
 	// cache remembers credentials that checked out (cache.go); nil: none.
 	cache *credentialCache
+	// macs holds *macState keyed with key: every request computes an
+	// HMAC (the cache's key), and a new one costs half a kilobyte.
+	macs sync.Pool
+}
+
+// macState is an HMAC and a buffer for its input.
+type macState struct {
+	h   hash.Hash
+	buf []byte
 }
 
 // Option configures an Authenticator.
@@ -121,6 +132,7 @@ func New(store Store, cost int, onHash func(), opts ...Option) *Authenticator {
 		panic(err) // only for a size <= 0
 	}
 	a := &Authenticator{store: store, cost: cost, key: key, verified: verified, onHash: onHash, ticketTTL: DefaultTicketTTL}
+	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, key)} }
 	for _, o := range opts {
 		o(a)
 	}
@@ -259,12 +271,23 @@ func (a *Authenticator) Password(ctx context.Context, name, password string) (*s
 }
 
 func (a *Authenticator) keyOf(name, password string) [sha256.Size]byte {
-	m := hmac.New(sha256.New, a.key)
-	m.Write([]byte(name))
-	m.Write([]byte{0})
-	m.Write([]byte(password))
+	return a.mac(name, "\x00", password)
+}
+
+// mac returns the HMAC with the process's key of the concatenated parts.
+func (a *Authenticator) mac(parts ...string) [sha256.Size]byte {
+	m := a.macs.Get().(*macState)
+	m.h.Reset()
+	m.buf = m.buf[:0]
+	for _, p := range parts {
+		m.buf = append(m.buf, p...)
+	}
+	m.h.Write(m.buf)
 	var k [sha256.Size]byte
-	m.Sum(k[:0])
+	m.h.Sum(k[:0])
+	if cap(m.buf) <= 4<<10 { // a huge header's buffer is not kept
+		a.macs.Put(m)
+	}
 	return k
 }
 

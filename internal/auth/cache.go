@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"sync/atomic"
 	"time"
@@ -93,12 +92,7 @@ func (a *Authenticator) Forget() {
 // cacheKey returns the key of an Authorization header: an HMAC with the
 // process's key, so that the keys are worthless outside it.
 func (a *Authenticator) cacheKey(header string) [sha256.Size]byte {
-	m := hmac.New(sha256.New, a.key)
-	m.Write([]byte("authorization\x00"))
-	m.Write([]byte(header))
-	var k [sha256.Size]byte
-	m.Sum(k[:0])
-	return k
+	return a.mac("authorization\x00", header)
 }
 
 // cached returns the remembered credential of header, if it still counts.

@@ -1,0 +1,66 @@
+package graph
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// unread fails the test if the request body is read at all.
+type unread struct{ t *testing.T }
+
+func (u unread) Read([]byte) (int, error) {
+	u.t.Error("the body was read")
+	return 0, io.EOF
+}
+
+// TestReadParamsBodyLimit: a POST body is limited before it is read when
+// its length is announced, while it is read when it is not (chunked), and
+// a body of announced length is read whole.
+func TestReadParamsBodyLimit(t *testing.T) {
+	const limit = 64
+	post := func(body io.Reader, length int64) *http.Request {
+		r := httptest.NewRequest("POST", "/api/graphql/a/b", body)
+		r.Header.Set("Content-Type", "application/json")
+		r.ContentLength = length
+		return r
+	}
+	if _, err := ReadParams(post(unread{t}, limit+1), limit); err == nil || err.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("announced over the limit: %v", err)
+	}
+	big := `{"query":"` + strings.Repeat("x", limit) + `"}`
+	if _, err := ReadParams(post(strings.NewReader(big), -1), limit); err == nil || err.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("chunked over the limit: %v", err)
+	}
+	ok := `{"query":"{ a }","variables":{"n":1}}`
+	p, err := ReadParams(post(strings.NewReader(ok), int64(len(ok))), limit)
+	if err != nil || p.Query != "{ a }" || p.Variables["n"] == nil {
+		t.Fatalf("a body within the limit: %+v %v", p, err)
+	}
+	if _, err := ReadParams(post(strings.NewReader(ok), int64(len(ok))+5), limit); err == nil || err.Status != http.StatusBadRequest {
+		t.Fatalf("a body shorter than announced: %v", err)
+	}
+	r := post(strings.NewReader(ok), int64(len(ok)))
+	r.Header.Set("Content-Type", "application/json; charset=latin1")
+	if _, err := ReadParams(r, limit); err == nil || err.Status != http.StatusUnsupportedMediaType {
+		t.Fatalf("a latin1 body: %v", err)
+	}
+}
+
+// TestParseRequestBodyErrors: what is wrong with a body is named.
+func TestParseRequestBodyErrors(t *testing.T) {
+	for body, want := range map[string]string{
+		``:                                 "the request body is empty; send a JSON object with a query",
+		`[1]`:                              "the request body is not a JSON object: expected a JSON object",
+		`{"query":"{ a }"} {}`:             "the request body is not a JSON object: invalid character '{' after top-level value",
+		`{"operationName":"x"}`:            "the query parameter is missing",
+		`{"query":1}`:                      "the query parameter must be a string",
+		`{"query":"{ a }","variables":[]}`: "the variables parameter must be an object",
+	} {
+		if _, msg := ParseRequestBody([]byte(body)); msg != want {
+			t.Errorf("%q: %q, want %q", body, msg, want)
+		}
+	}
+}
