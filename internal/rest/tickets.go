@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // Stream tickets (see internal/auth/ticket.go for the design): a page gets
@@ -90,7 +91,7 @@ func parseDatabasePath(s string) (string, string, error) {
 // is a mistake the client should hear of, not a credential.
 func refuseTickets(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Has(ticketParam) {
+		if streamparam.Query(r).Has(ticketParam) {
 			writeError(w, r, errTicketNotStream())
 			return
 		}
@@ -110,7 +111,7 @@ func errTicketNotStream() error {
 func (a *api) authenticateStream(next http.Handler) http.Handler {
 	plain := a.authenticate(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
+		q := streamparam.Query(r)
 		if !q.Has(ticketParam) {
 			plain.ServeHTTP(w, r)
 			return

@@ -234,7 +234,7 @@ func (t *transport) execute(r *http.Request, st framer, req *request, op *graphq
 // URL (GET) or the JSON body (POST), and the stream's own URL parameters.
 // Errors are CodeInvalid (400) or 415/413 request errors.
 func (t *transport) parse(r *http.Request) (*request, error) {
-	q := r.URL.Query()
+	q := streamparam.Query(r)
 	req := &request{heartbeat: t.opts.Heartbeat}
 	if q.Has("heartbeat") {
 		d, err := streamparam.Heartbeat(q.Get("heartbeat"))

@@ -8,12 +8,22 @@ package streamparam
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice"
 )
+
+// Query returns r's URL parameters; nil (which reads as empty) when the
+// URL has none, as most streams' do, rather than an empty map per request.
+func Query(r *http.Request) url.Values {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	return r.URL.Query()
+}
 
 // The bounds of a heartbeat interval: a ping more often than every second
 // costs a core per few thousand streams for nothing; one rarer than hourly
@@ -57,7 +67,7 @@ func Heartbeat(s string) (time.Duration, error) {
 // body; nil when absent). The header wins: an EventSource reconnecting
 // sends the newest id there while its URL keeps the first one.
 func LastEventID(r *http.Request, ext any) (*sluice.Position, error) {
-	q := r.URL.Query()
+	q := Query(r)
 	last, where := r.Header.Get("Last-Event-ID"), "the Last-Event-ID header"
 	if last == "" && q.Has("lastEventId") {
 		last, where = q.Get("lastEventId"), "query parameter lastEventId"
