@@ -266,15 +266,17 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // extensions (objects); null means absent. It returns the parameters, or a
 // message saying what is wrong.
 func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
-	if len(bytes.TrimSpace(body)) == 0 {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
 		return nil, "the request body is empty; send a JSON object with a query"
+	}
+	if body[0] != '{' {
+		return nil, "the request body is not a JSON object: expected a JSON object"
 	}
 	// json.Unmarshal rather than decodeObject: the top level needs no
 	// json.Number, and a decoder's buffers would be garbage of every request.
 	var raw map[string]json.RawMessage
-	if b := bytes.TrimSpace(body); b[0] != '{' {
-		return nil, "the request body is not a JSON object: expected a JSON object"
-	} else if err := json.Unmarshal(b, &raw); err != nil {
+	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, "the request body is not a JSON object: " + err.Error()
 	}
 	p := &graphql.RawParams{}
