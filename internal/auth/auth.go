@@ -285,7 +285,7 @@ func (a *Authenticator) mac(parts ...string) [sha256.Size]byte {
 	m.h.Write(m.buf)
 	var k [sha256.Size]byte
 	m.h.Sum(k[:0])
-	clear(m.buf) // it held a password or a token
+	clear(m.buf)             // it held a password or a token
 	if cap(m.buf) <= 4<<10 { // a huge header's buffer is not kept
 		a.macs.Put(m)
 	}
