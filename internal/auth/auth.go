@@ -285,8 +285,9 @@ func (a *Authenticator) mac(parts ...string) [sha256.Size]byte {
 	m.h.Write(m.buf)
 	var k [sha256.Size]byte
 	m.h.Sum(k[:0])
-	clear(m.buf)             // it held a password or a token
-	if cap(m.buf) <= 4<<10 { // a huge header's buffer is not kept
+	clear(m.buf) // it held a password or a token
+	// A huge header's buffer is not kept.
+	if cap(m.buf) <= 4<<10 {
 		a.macs.Put(m)
 	}
 	return k
