@@ -62,8 +62,8 @@ type serverKey struct {
 //
 // It is what gqlgen's handler.Server would be, written out: that server
 // copies every request (to add StartOperationTrace's start time) and its
-// panic handler keeps the copy for a stream's whole life; here the request is copied once,
-// and the panic handler keeps only its context.
+// panic handler keeps the copy for a stream's whole life; here the
+// request is copied once, and the panic handler keeps only its context.
 type server struct {
 	version    int
 	es         *ExecutableSchema

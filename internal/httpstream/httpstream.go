@@ -128,6 +128,19 @@ func (s *Writer) WriteShared(p []byte) error {
 // streams, a 12 s heartbeat: 833 pings a second).
 func (s *Writer) Idle() time.Duration { return time.Since(s.wrote) }
 
+// PingDue handles a heartbeat timer t that fired, for a stream that has
+// been idle for idle and wants a keep-alive every interval: it reports
+// whether a ping is due (nothing written for an interval) and rearms t,
+// for the rest of the quiet spell or for a whole interval after the ping.
+func PingDue(t *time.Timer, idle, interval time.Duration) bool {
+	if idle < interval {
+		t.Reset(interval - idle)
+		return false
+	}
+	t.Reset(interval)
+	return true
+}
+
 // moveDeadline moves the write deadline, at most every quarter timeout,
 // and notes the time of the write it precedes (Idle).
 func (s *Writer) moveDeadline() error {

@@ -340,12 +340,7 @@ func (s *eventStream) serve(sub *changefeed.Subscription, ev *restEvaluator, bea
 // heartbeat interval (a stream that just wrote an event is alive), and
 // the next beat. False means the client is gone.
 func (s *eventStream) heartbeat(beat *time.Timer) bool {
-	if idle := s.out.Idle(); idle < s.req.heartbeat {
-		beat.Reset(s.req.heartbeat - idle)
-		return true
-	}
-	beat.Reset(s.req.heartbeat)
-	return s.ping()
+	return !httpstream.PingDue(beat, s.out.Idle(), s.req.heartbeat) || s.ping()
 }
 
 // ping writes a heartbeat; false means the client is gone.

@@ -323,16 +323,13 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 				return
 			}
 		case <-hb.C:
-			// A ping only after a quiet spell (httpstream.Writer.Idle).
-			if idle := st.Idle(); idle < heartbeat {
-				hb.Reset(heartbeat - idle)
+			if !httpstream.PingDue(hb, st.Idle(), heartbeat) {
 				continue
 			}
 			st.Buf.WriteString(": ping\n\n")
 			if st.Flush() != nil {
 				return
 			}
-			hb.Reset(heartbeat)
 		case <-r.Context().Done():
 			return
 		case <-shutdown:

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/httpstream"
 )
 
 // transportLabel names the framings in metrics and subscription listings.
@@ -462,24 +463,19 @@ func (s *session) own(sub *changefeed.Subscription) {
 
 // heartbeatDue handles a beat: it reports false when the stream ends (the
 // ping could not be written), and otherwise pings, unless the stream
-// wrote something within the interval, and schedules the next beat. Heartbeats are keep-alives only: access changes end streams
-// through their guard.
+// wrote something within the interval, and schedules the next beat.
+// Heartbeats are keep-alives only: access changes end streams through
+// their guard.
 func (s *session) heartbeatDue() bool {
 	if s.hb == nil {
 		return true
 	}
 	s.reportDelivered()
-	if idle := s.st.Idle(); idle < s.heartbeat {
-		// It wrote meanwhile: alive without a ping.
-		s.hb.Reset(s.heartbeat - idle)
-		return true
+	if !httpstream.PingDue(s.hb, s.st.Idle(), s.heartbeat) {
+		return true // it wrote meanwhile: alive without a ping
 	}
 	s.st.ping()
-	if s.st.flush() != nil {
-		return false
-	}
-	s.hb.Reset(s.heartbeat)
-	return true
+	return s.st.flush() == nil
 }
 
 // wrapUp stops the heartbeat and counts what is left to count: the
