@@ -89,7 +89,7 @@ func TestSystemDatabaseRecordsDatabases(t *testing.T) {
 		t.Fatalf("delete commit: %+v", last)
 	}
 	// The metrics count HTTP requests and commits.
-	m := d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil)
+	m := d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil)
 	for _, want := range []string{`sluice_http_requests_total{code="201",method="POST",route="/api/db/{org}/{db}"} 2`, "sluice_commits_total{"} {
 		if !strings.Contains(string(m.Body), want) {
 			t.Fatalf("metrics lack %q", want)

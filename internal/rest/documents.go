@@ -3,13 +3,10 @@ package rest
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
@@ -108,16 +105,13 @@ func writeOptions(r *http.Request, extra ...string) (engine.WriteOptions, error)
 
 // documentStream reads the documents of a write's body. A JSON body is
 // limited to MaxBodyBytes; an NDJSON stream may be of any length, each of
-// its documents limited to MaxBodyBytes.
+// its documents limited to MaxBodyBytes. (Every body is bounded in time
+// too: see bodies.go.)
 func (a *api) documentStream(w http.ResponseWriter, r *http.Request) (*docStream, error) {
-	var body io.Reader = r.Body
-	if a.BodyIdleTimeout > 0 {
-		body = &idleReader{r: r.Body, rc: http.NewResponseController(w), idle: a.BodyIdleTimeout}
-	}
 	if mediaType(r) == "application/x-ndjson" {
-		return newDocStream(body, a.MaxBodyBytes)
+		return newDocStream(r.Body, a.MaxBodyBytes)
 	}
-	return newDocStream(http.MaxBytesReader(w, io.NopCloser(body), a.MaxBodyBytes), 0)
+	return newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0)
 }
 
 // mediaType returns the request's media type, without parameters, even
@@ -129,32 +123,6 @@ func mediaType(r *http.Request) string {
 	}
 	t, _, _ := strings.Cut(ct, ";")
 	return strings.ToLower(strings.TrimSpace(t))
-}
-
-// idleReader fails a read of the request body that waits more than idle
-// for the client. A large write reads its body inside its transaction: a
-// stalled upload must not hold a connection and row locks for as long as
-// the client likes.
-type idleReader struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	idle time.Duration
-}
-
-func (i *idleReader) Read(p []byte) (int, error) {
-	// Without support for deadlines (not the case for HTTP/1), reads wait.
-	_ = i.rc.SetReadDeadline(time.Now().Add(i.idle))
-	n, err := i.r.Read(p)
-	if err != nil {
-		// Once the body is read, net/http reads the connection in the
-		// background to notice a client going away, and a deadline
-		// passing there would cancel the request: clear it.
-		_ = i.rc.SetReadDeadline(time.Time{})
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			err = sluice.Errorf(sluice.CodeInvalid, "the request body sent nothing for %s (body_idle_timeout)", i.idle)
-		}
-	}
-	return n, err
 }
 
 func writeResult(w http.ResponseWriter, status int, res *engine.WriteResult) {

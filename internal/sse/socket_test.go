@@ -430,7 +430,7 @@ func TestSocketSlowReaderLosesNothing(t *testing.T) {
 	}
 	check(fast)
 	check(c) // read only now: 8 MB behind
-	if n := dt.MetricValue(string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body), "sluice_stream_catchups_total"); n < 1 {
+	if n := dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_stream_catchups_total"); n < 1 {
 		t.Fatalf("%v catch-ups: the slow socket never fell out of its share", n)
 	}
 }
