@@ -18,11 +18,11 @@ package auth
 
 import (
 	"context"
-	"errors"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"hash"
 	"net/http"
 	"strings"

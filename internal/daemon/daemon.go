@@ -233,24 +233,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	giql := graphiql.New()
 	handler := rest.Routes(rest.Deps{
-		Engine:          eng,
-		Metrics:         m,
-		Logger:          d.logger,
-		Ready:           func() bool { return d.ready.Load() && tailer.Running() },
-		Version:         d.opts.Version,
-		MaxBodyBytes:    d.cfg.MaxBodyBytes,
+		Engine:           eng,
+		Metrics:          m,
+		Logger:           d.logger,
+		Ready:            func() bool { return d.ready.Load() && tailer.Running() },
+		Version:          d.opts.Version,
+		MaxBodyBytes:     d.cfg.MaxBodyBytes,
 		BodyIdleTimeout:  d.cfg.BodyIdleTimeout,
 		BodyMinRate:      d.cfg.BodyMinRate,
 		MaxRequestBodies: d.cfg.MaxRequestBodies,
 		MetricsToken:     d.cfg.MetricsToken,
 		MetricsElsewhere: d.cfg.MetricsListen != "",
 		PageBytes:        d.cfg.HistoryPageBytes,
-		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
-		GraphQL:         gql,
-		GraphQLSocket:   streams.Socket(gql, eng.Auth().Authenticate),
-		CORS:            rest.NewCORS(d.cfg.CORSOrigins),
-		GraphiQL:        giql,
-		GraphiQLAssets:  giql.Assets(),
+		Stream:           rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
+		GraphQL:          gql,
+		GraphQLSocket:    streams.Socket(gql, eng.Auth().Authenticate),
+		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
+		GraphiQL:         giql,
+		GraphiQLAssets:   giql.Assets(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -262,7 +262,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		// What a client sends before it is authenticated is bounded
 		// (net/http allows 4 KiB more than this).
 		MaxHeaderBytes: int(d.cfg.MaxHeaderBytes),
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
 		// No WriteTimeout: streams are long-lived; handlers that need a
 		// deadline set it per write with http.ResponseController.
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
