@@ -25,7 +25,8 @@ import (
 // Both deadlines are one read deadline on the connection, moved before
 // each read, and cleared once the body is read: after that net/http reads
 // the connection in the background to notice a client going away, and a
-// deadline passing there would cancel the request (a stream, say).
+// deadline passing there would cancel the request (a stream, say). A body
+// that failed, or that its handler left unread, keeps its deadline.
 
 // bodyLimits enforces the time limits and the cap of request bodies.
 type bodyLimits struct {
@@ -100,7 +101,9 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	b.n += int64(n)
 	if !b.finished && (err != nil || b.length >= 0 && b.n >= b.length) {
 		b.finished = true
-		if l.idle > 0 {
+		// A body that failed keeps its deadline: what net/http reads of
+		// it before answering must not wait for the client either.
+		if l.idle > 0 && (err == nil || err == io.EOF) {
 			_ = b.rc.SetReadDeadline(time.Time{})
 		}
 		b.release()

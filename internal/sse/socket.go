@@ -187,6 +187,9 @@ func normalOrigin(origin string) (string, bool) {
 		return "", false
 	}
 	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if host == "" {
+		return "", false
+	}
 	if port == "" || scheme == "http" && port == "80" || scheme == "https" && port == "443" {
 		if strings.Contains(host, ":") {
 			host = "[" + host + "]"
