@@ -303,3 +303,32 @@ func decodeRow(b []byte) (map[string]any, error) {
 	}
 	return m, nil
 }
+
+// rowImage returns the document image (DocumentJSON) of a table row of
+// class c read as row_to_json, as the capture triggers record rows written
+// through SQL. A field whose value the class's type cannot hold (possible
+// only for what the triggers do not check, such as the elements of a
+// list) is left out and named in dropped, rather than failing the
+// commit's delivery.
+func rowImage(c *sluice.Class, raw []byte) (img []byte, dropped []string, err error) {
+	row, err := decodeRow(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, _ := row[colID].(string)
+	doc := &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(c.Fields))}
+	for _, f := range c.Fields {
+		v, ok := row[f.Name]
+		if !ok || v == nil {
+			continue
+		}
+		nv, err := fromColumn(f, v)
+		if err != nil {
+			dropped = append(dropped, f.Name)
+			continue
+		}
+		doc.Fields[f.Name] = nv
+	}
+	img, err = DocumentJSON(c, doc)
+	return img, dropped, err
+}

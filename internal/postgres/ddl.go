@@ -15,8 +15,9 @@ import (
 // fields a typed column each. A field whose column type, list-ness or element
 // type changed is dropped and re-added (its values are lost: the engine only
 // gets here for such a change with force). Removed classes and fields are
-// dropped.
-func syncTables(ctx context.Context, q querier, dbID int64, prev, next *sluice.Schema) error {
+// dropped. Every table then gets the capture triggers of next (capture.go);
+// role is Sluice's own.
+func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, next *sluice.Schema) error {
 	var stmts []string
 	for _, name := range next.Order {
 		c := next.Classes[name]
@@ -62,7 +63,7 @@ func syncTables(ctx context.Context, q querier, dbID int64, prev, next *sluice.S
 			return fmt.Errorf("schema change %q: %w", s, err)
 		}
 	}
-	return nil
+	return syncCapture(ctx, q, dbID, role, next)
 }
 
 func createTableSQL(dbID int64, c *sluice.Class) string {

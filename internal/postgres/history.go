@@ -68,7 +68,7 @@ func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Posi
 	if last.rows == 0 {
 		lastIdx = WholeCommit
 	}
-	rows, err := db.pool.Query(ctx, `SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes,
+	rows, err := db.pool.Query(ctx, `SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters
 		FROM sluice.commits c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
@@ -91,7 +91,7 @@ read:
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.User, &hdr.Time, &hdr.NumChanges,
+		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.User, &hdr.Time, &hdr.NumChanges, &hdr.RowImages,
 			&idx, &ids, &ops, &befores, &afters); err != nil {
 			return nil, mapError(err)
 		}
@@ -163,6 +163,10 @@ read:
 		page.More = true
 	}
 	page.More = page.More || full
+	rows.Close()
+	if err := db.documentImages(ctx, d, page.Commits); err != nil {
+		return nil, err
+	}
 	return page, nil
 }
 

@@ -65,9 +65,19 @@ func LatestVersion() int {
 // Migrate applies every migration the database lacks, each in one
 // transaction with its version row, holding an advisory lock so concurrent
 // starts apply each migration once. It refuses a database migrated by a newer
-// binary. It returns the number of migrations applied.
+// binary, and one that is Sluice's as another Postgres role. Then it gives
+// every database's tables the capture triggers their schema asks for
+// (capture.go). It returns the number of migrations applied.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
-	return db.migrateTo(ctx, LatestVersion())
+	n, err := db.migrateTo(ctx, LatestVersion())
+	if err != nil {
+		return n, err
+	}
+	role, err := db.checkWriterRole(ctx)
+	if err != nil {
+		return n, err
+	}
+	return n, db.ensureCapture(ctx, role)
 }
 
 // migrateTo is Migrate up to version target (tests start older schemas).

@@ -77,8 +77,9 @@ func (sc scope) jsonb(f *sluice.Field) string {
 	return fmt.Sprintf("(%s->%s)", sc.obj, quoteLiteral(f.Name))
 }
 
-// quoteLiteral quotes a field name as a SQL string literal. Field names are
-// letters, digits and underscores (schema.Parse checks), but quote anyway.
+// quoteLiteral quotes s as a SQL string literal, for where parameters
+// cannot go: field names (letters, digits and underscores, as schema.Parse
+// checks, but quoted anyway) and the DDL of capture triggers.
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // compileFilter returns a SQL boolean expression, never NULL, for e

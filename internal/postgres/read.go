@@ -145,9 +145,9 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	// their change batches in order.
 	// The access log's version comes from the same snapshot (see
 	// accessVersionSQL and sluice.Commit.AccessVersion).
-	rows, err := db.pool.Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes,
+	rows, err := db.pool.Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+`
-		FROM (SELECT `+commitColumns+` FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
+		FROM (SELECT `+commitColumns+`, row_images FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
 		ORDER BY c.seq, ch.idx`, args...)
 	if err != nil {
@@ -163,7 +163,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges,
+		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion); err != nil {
 			return nil, mapError(err)
 		}
@@ -180,7 +180,11 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 			return nil, fmt.Errorf("commit %d: %w", c.Seq, err)
 		}
 	}
-	return out, mapError(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, mapError(err)
+	}
+	rows.Close()
+	return out, db.documentImages(ctx, d, out)
 }
 
 // appendChanges appends the changes of one row of sluice.changes (see
