@@ -53,7 +53,9 @@ var readShapes = []readShape{
 				Fields: []string{"_id", "name", "email", "age", "score", "active"}}, nil
 		}},
 	{"filter-100",
-		func(arg int) string { return fmt.Sprintf(`{ Person(filter: {grp: {eq: %d}}) { _id name email age } }`, arg/100) },
+		func(arg int) string {
+			return fmt.Sprintf(`{ Person(filter: {grp: {eq: %d}}) { _id name email age } }`, arg/100)
+		},
 		func(s *sluice.Schema, arg int) (postgres.DocQuery, error) {
 			f, err := filter.Parse(s, "Person", map[string]any{"grp": map[string]any{"eq": int64(arg / 100)}})
 			return postgres.DocQuery{Class: "Person", Classes: []string{"Person"}, Limit: 10001, Filter: f,
