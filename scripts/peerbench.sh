@@ -10,14 +10,14 @@
 #
 # pairs: alternating rounds of every cell (default 3); seconds: the length
 # of each read and batch cell (default 10; single inserts run twice as
-# long). SLUICE_PEER_DIR keeps the npm install between runs (default
+# long). PEERBENCH_DIR keeps the npm install between runs (default
 # ${TMPDIR:-/tmp}/sluice-peer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pairs=${1:-3}
 seconds=${2:-10}
-dir=${SLUICE_PEER_DIR:-${TMPDIR:-/tmp}/sluice-peer}
+dir=${PEERBENCH_DIR:-${TMPDIR:-/tmp}/sluice-peer}
 
 if ! command -v wrk >/dev/null 2>&1; then
   echo "peerbench: installing wrk"
@@ -32,6 +32,6 @@ if [ ! -x "$dir/node_modules/.bin/postgraphile" ]; then
 fi
 echo "peerbench: $(node --version), postgraphile $(node -p "require('$dir/node_modules/postgraphile/package.json').version"), $(wrk --version 2>&1 | head -1)"
 
-SLUICE_PEER_POSTGRAPHILE="$dir/node_modules/.bin/postgraphile" \
-SLUICE_PEER_PAIRS=$pairs SLUICE_PEER_SECONDS=$seconds \
+PEERBENCH_POSTGRAPHILE="$dir/node_modules/.bin/postgraphile" \
+PEERBENCH_PAIRS=$pairs PEERBENCH_SECONDS=$seconds \
   go test -run '^$' -bench '^BenchmarkPeer$' -benchtime 1x -timeout 60m ./internal/bench/

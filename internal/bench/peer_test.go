@@ -168,15 +168,15 @@ func (r peerRun) perRequest(d time.Duration) float64 {
 // cluster's: every backend and background process) per run, and the
 // ratios (Sluice over PostGraphile, geometric mean over the pairs).
 func BenchmarkPeer(b *testing.B) {
-	pgBin := os.Getenv("SLUICE_PEER_POSTGRAPHILE")
+	pgBin := os.Getenv("PEERBENCH_POSTGRAPHILE")
 	if pgBin == "" {
-		b.Fatal("SLUICE_PEER_POSTGRAPHILE is not set: run scripts/peerbench.sh (make bench-peer), which installs PostGraphile 4 and wrk")
+		b.Fatal("PEERBENCH_POSTGRAPHILE is not set: run scripts/peerbench.sh (make bench-peer), which installs PostGraphile 4 and wrk")
 	}
 	wrkBin, err := exec.LookPath("wrk")
 	if err != nil {
 		b.Fatal("wrk is not installed: run scripts/peerbench.sh (make bench-peer), or apt-get install wrk")
 	}
-	pairs, seconds := envInt(b, "SLUICE_PEER_PAIRS", 3), envInt(b, "SLUICE_PEER_SECONDS", 10)
+	pairs, seconds := envInt(b, "PEERBENCH_PAIRS", 3), envInt(b, "PEERBENCH_SECONDS", 10)
 	ctx := context.Background()
 	dir := b.TempDir()
 	dbURL := newDatabase(b)
