@@ -75,7 +75,12 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'ReadDocuments' -benchmem -count 3 ./internal/rest/
 	$(GO) test -run '^$$' -bench 'CopyRows' -benchmem -count 3 ./internal/postgres/
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
+	$(GO) test -run '^$$' -bench 'ReadScale' -benchtime 300x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
+
+.PHONY: bench-peer
+bench-peer: ## run the peer benchmark against PostGraphile 4 (installs wrk and postgraphile@4 if missing; about 9 minutes; see docs/benchmarks.md)
+	scripts/peerbench.sh
 
 # staticcheck runs from the module proxy at a pinned version, so that lint
 # needs nothing installed but Go.

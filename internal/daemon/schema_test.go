@@ -117,3 +117,31 @@ func TestRecreatedDatabaseServesItsNewSchema(t *testing.T) {
 		t.Fatalf("new schema: %s", got)
 	}
 }
+
+// Adding and removing @index apply in place, without force, and say what
+// they did; a field that cannot be indexed is a 400 naming it.
+func TestSchemaIndexChanges(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "ix", "type Shirt { size: Int color: String tags: [String!] }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ix", `[{"@type":"Shirt","@id":"a","size":3,"color":"red"}]`)
+	r := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/ix",
+		`type Shirt @index(fields: ["size", "color"]) { size: Int color: String @index tags: [String!] }`)
+	for _, want := range []string{"adds an index on Shirt(size, color)", "adds an index on Shirt(color)"} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("adding indexes: %s lacks %q", r.Body, want)
+		}
+	}
+	r = d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/ix", "type Shirt { size: Int color: String tags: [String!] }")
+	if !strings.Contains(string(r.Body), "drops the index on Shirt(color)") {
+		t.Errorf("dropping indexes: %s", r.Body)
+	}
+	r = d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/ix", "type Shirt { size: Int color: String tags: [String!] @index }")
+	if r.Status != 400 || !strings.Contains(string(r.Body), "@index on Shirt.tags: the field cannot be indexed: it is a list") {
+		t.Errorf("index on a list: %d %s", r.Status, r.Body)
+	}
+	got := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/ix?id=Shirt/a", nil)
+	if string(got.Body) != `{"@id":"Shirt/a","@type":"Shirt","size":3,"color":"red"}`+"\n" {
+		t.Errorf("document after the index changes: %s", got.Body)
+	}
+}

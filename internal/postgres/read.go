@@ -62,16 +62,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(classes) == 0 {
 		return nil
 	}
-	var parts []string
-	for i, name := range classes {
-		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
-	}
-	q := strings.Join(parts, " UNION ALL ") + " ORDER BY id OFFSET $1"
-	args := []any{skip}
-	if count >= 0 {
-		q += " LIMIT $2"
-		args = append(args, count)
-	}
+	q, args := documentsSQL(d, classes, skip, count)
 	rows, err := db.pool.Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
@@ -93,6 +84,24 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		}
 	}
 	return mapError(rows.Err())
+}
+
+// documentsSQL returns the statement of Documents: rows (class index, id,
+// row JSON) of the given classes in byte order of id, which each table's
+// primary key serves (declared COLLATE "C"), so a page costs what it
+// skips and holds, merged from the tables in order.
+func documentsSQL(d *sluice.Database, classes []string, skip, count int64) (string, []any) {
+	var parts []string
+	for i, name := range classes {
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
+	}
+	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET $1`
+	args := []any{skip}
+	if count >= 0 {
+		q += " LIMIT $2"
+		args = append(args, count)
+	}
+	return q, args
 }
 
 const commitColumns = "db_id, seq, uid, author, message, user_name, committed_at, n_changes"
