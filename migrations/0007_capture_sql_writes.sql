@@ -49,8 +49,8 @@ CREATE UNLOGGED TABLE sluice.pending_commits (
 -- is_writer reports whether the session is Sluice's own.
 CREATE FUNCTION sluice.is_writer() RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-    SELECT current_setting('sluice.writer', true) = 'on'
-        AND session_user = (SELECT value FROM sluice.settings WHERE key = 'writer_role')::name
+    SELECT coalesce(current_setting('sluice.writer', true) = 'on'
+        AND session_user = (SELECT value FROM sluice.settings WHERE key = 'writer_role')::name, false)
 $$;
 
 -- tx_uid returns the uid of the commit the current transaction makes in
@@ -105,7 +105,8 @@ BEGIN
         RAISE EXCEPTION 'document id %: the key must be 1 to 255 bytes without whitespace or control characters', quote_literal(id)
             USING ERRCODE = 'check_violation';
     END IF;
-    FOR i IN 2 .. coalesce(array_length(spec, 1), 0) LOOP
+    -- spec[first] is the database id (a trigger's TG_ARGV starts at 0).
+    FOR i IN array_lower(spec, 1) + 1 .. coalesce(array_upper(spec, 1), 0) LOOP
         item := spec[i];
         kind := split_part(item, ':', 1);
         field := split_part(item, ':', 2);

@@ -145,3 +145,19 @@ func TestSchemaIndexChanges(t *testing.T) {
 		t.Errorf("document after the index changes: %s", got.Body)
 	}
 }
+
+// TestAddRequiredFieldToStoredDocuments: adding a required field to a
+// class is refused (409) while stored documents lack it, with the count,
+// and accepted on an empty class: the count reads a column that does not
+// exist yet as missing everywhere.
+func TestAddRequiredFieldToStoredDocuments(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "req", "type Note { text: String }\ntype Tag { name: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/req", `{"@type":"Note","text":"x"}`)
+	r := d.MustDo(t, 409, dt.Admin(), "PUT", "/api/schema/admin/req", "type Note { text: String title: String! }\ntype Tag { name: String }")
+	if !strings.Contains(string(r.Body), "cannot make Note.title required: 1 stored documents lack it") {
+		t.Errorf("adding a required field to a class with a document: %s", r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/req", "type Note { text: String }\ntype Tag { name: String label: String! }")
+}

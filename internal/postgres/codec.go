@@ -27,6 +27,11 @@ const (
 // It is derived from the numeric id, never from a user-chosen name.
 func schemaName(dbID int64) string { return "sluice_db_" + strconv.FormatInt(dbID, 10) }
 
+// SchemaName returns the Postgres schema that holds database d's tables,
+// one table per document class named as the class: what other roles are
+// granted access to (see the README's "Writing in SQL").
+func SchemaName(d *sluice.Database) string { return schemaName(d.ID) }
+
 // tableName returns the quoted, schema-qualified table of a class.
 func tableName(dbID int64, class string) string {
 	return pgx.Identifier{schemaName(dbID), class}.Sanitize()

@@ -222,12 +222,25 @@ func (db *DB) SchemaVersions(ctx context.Context, dbID int64) ([]SchemaVersion, 
 }
 
 // CountMissing returns how many documents of the given classes lack field.
-// The engine uses it before making an optional field required.
+// The engine uses it before making an optional field required, or adding a
+// required one: a class without a table yet has no documents, and every
+// document of a table without the field's column lacks it.
 func (t *Tx) CountMissing(ctx context.Context, d *sluice.Database, classes []string, field string) (int64, error) {
 	var total int64
 	for _, c := range classes {
+		var hasTable, hasColumn bool
+		if err := t.tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, tableName(d.ID, c), field).Scan(&hasTable, &hasColumn); err != nil {
+			return 0, mapError(err)
+		}
+		if !hasTable {
+			continue
+		}
+		q := "SELECT count(*) FROM " + tableName(d.ID, c)
+		if hasColumn {
+			q += fmt.Sprintf(" WHERE %s IS NULL", pgx.Identifier{field}.Sanitize())
+		}
 		var n int64
-		q := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL", tableName(d.ID, c), pgx.Identifier{field}.Sanitize())
 		if err := t.tx.QueryRow(ctx, q).Scan(&n); err != nil {
 			return 0, mapError(err)
 		}
