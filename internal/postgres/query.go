@@ -266,7 +266,7 @@ func projectionStatement(d *sluice.Database, s *sluice.Schema, q DocQuery, where
 func (db *DB) queryProjection(ctx context.Context, d *sluice.Database, st *statement) ([]QueryDoc, error) {
 	c, fields, withCommit := st.proj.class, st.proj.fields, st.proj.withCommit
 	countStatement(ctx)
-	rows, err := db.pool.Query(ctx, st.sql, st.args...)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, st.sql, st.args...)
 	if err != nil {
 		return nil, queryError(err)
 	}
@@ -475,7 +475,7 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 // columns) and decodes them.
 func (db *DB) readDocs(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, sql string, args []any) ([]QueryDoc, error) {
 	countStatement(ctx)
-	rows, err := db.pool.Query(ctx, sql, args...)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, sql, args...)
 	if err != nil {
 		return nil, queryError(err)
 	}

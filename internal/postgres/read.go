@@ -26,7 +26,7 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	err := db.pool.QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
+	err := db.reader(ctx, d.ID).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -63,7 +63,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		return nil
 	}
 	q, args := documentsSQL(d, classes, skip, count)
-	rows, err := db.pool.Query(ctx, q, args...)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
 	}
@@ -113,7 +113,7 @@ func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
 // History returns the bounds of database d's retained log.
 func (db *DB) History(ctx context.Context, dbID int64) (sluice.History, error) {
 	var h sluice.History
-	err := db.pool.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", dbID).Scan(&h.LastSeq, &h.PrunedSeq)
+	err := db.reader(ctx, dbID).QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", dbID).Scan(&h.LastSeq, &h.PrunedSeq)
 	if errors.Is(mapError(err), errNotFound) {
 		return h, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", dbID)
 	}
@@ -154,7 +154,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	// their change batches in order.
 	// The access log's version comes from the same snapshot (see
 	// accessVersionSQL and sluice.Commit.AccessVersion).
-	rows, err := db.pool.Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
+	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+`
 		FROM (SELECT `+commitColumns+`, row_images FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid

@@ -12,6 +12,11 @@ import (
 	"github.com/sluice-dev/sluice/internal/engine"
 )
 
+// positionHeader carries the position a read reflects: every commit up to
+// it, none after. A subscription resumed from it (Last-Event-ID) receives
+// exactly the commits the read did not see.
+const positionHeader = "Sluice-Position"
+
 func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "id", "type", "skip", "count", "as_list")
 	if err != nil {
@@ -25,11 +30,12 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
 			return
 		}
-		doc, err := a.Engine.Document(r.Context(), u, org, name, id)
+		doc, pos, err := a.Engine.Document(r.Context(), u, org, name, id)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
+		w.Header().Set(positionHeader, pos.String())
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		_, _ = w.Write(append(doc, '\n'))
 		return
@@ -53,7 +59,8 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	// as a JSON error only if nothing was written yet.
 	bw := bufio.NewWriterSize(w, 32<<10)
 	n := 0
-	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count}, func(doc []byte) error {
+	start := func(pos sluice.Position) { w.Header().Set(positionHeader, pos.String()) }
+	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count}, start, func(doc []byte) error {
 		if n == 0 {
 			if asList {
 				w.Header().Set("Content-Type", "application/json; charset=utf-8")
