@@ -122,6 +122,9 @@ func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		// commits the query did not see.
 		var snap *engine.Snapshot
 		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
+		if x.oneStatement() {
+			snap.OneStatement() // ended in the round trip of its statement
+		}
 		resp.Data = x.query()
 		if pos, ok := snap.Position(); ok {
 			resp.Extensions = map[string]any{"position": pos.String()}
