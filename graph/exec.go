@@ -105,10 +105,25 @@ func (es *ExecutableSchema) Complexity(context.Context, string, string, int, map
 	return 0, false
 }
 
-// Exec runs the operation of the operation context in ctx and returns its
-// one response. Queries and mutations only: a subscription gets an error
-// (they are served by the event-stream transport).
+// Exec returns the handler of the one response of the operation of the
+// operation context in ctx, which runs it when called. Queries and
+// mutations only: a subscription gets an error (they are served by the
+// event-stream transport). It runs the operation in the handler, not here,
+// because gqlgen's executor takes the response's extensions from the
+// context the handler is called with.
 func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
+	done := false
+	return func(rctx context.Context) *graphql.Response {
+		if done {
+			return nil
+		}
+		done = true
+		return es.exec(ctx, rctx)
+	}
+}
+
+// exec runs the operation of ctx; rctx is the response's context.
+func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 	op := graphql.GetOperationContext(ctx)
 	req := RequestFrom(ctx)
 	x := &execution{ctx: ctx, op: op, es: es, req: req, cache: map[string]*object{}, maxRows: es.limits.MaxResultRows}
@@ -127,7 +142,7 @@ func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		}
 		resp.Data = x.query()
 		if pos, ok := snap.Position(); ok {
-			resp.Extensions = map[string]any{"position": pos.String()}
+			graphql.RegisterExtension(rctx, "position", pos.String())
 		}
 		snap.Close()
 	case op.Operation.Operation == ast.Mutation:
@@ -136,7 +151,7 @@ func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)"))
 	}
 	resp.Errors = x.errs
-	return graphql.OneShot(resp)
+	return resp
 }
 
 // execution is the state of one operation.
