@@ -141,7 +141,8 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 			snap.OneStatement() // ended in the round trip of its statement
 		}
 		resp.Data = x.query()
-		if pos, ok := snap.Position(); ok {
+		// A result without data reflects nothing.
+		if pos, ok := snap.Position(); ok && resp.Data != nil {
 			graphql.RegisterExtension(rctx, "position", pos.String())
 		}
 		snap.Close()
