@@ -170,11 +170,13 @@ type restSink struct {
 
 func (s *restSink) Shared() bool                    { return true }
 func (s *restSink) WriteFrames(frames []byte) error { return s.out.WriteShared(frames) }
-func (s *restSink) WriteEvent(ev sluice.Event)      { s.out.Buf.Write(frameREST(s.out.Buf.AvailableBuffer(), ev)) }
-func (s *restSink) Spill() error                    { return s.out.Spill() }
-func (s *restSink) Flush() error                    { return s.out.Flush() }
-func (s *restSink) Ping()                           { s.out.Buf.WriteString(": ping\n\n") }
-func (s *restSink) Idle() time.Duration             { return s.out.Idle() }
+func (s *restSink) WriteEvent(ev sluice.Event) {
+	s.out.Buf.Write(frameREST(s.out.Buf.AvailableBuffer(), ev))
+}
+func (s *restSink) Spill() error        { return s.out.Spill() }
+func (s *restSink) Flush() error        { return s.out.Flush() }
+func (s *restSink) Ping()               { s.out.Buf.WriteString(": ping\n\n") }
+func (s *restSink) Idle() time.Duration { return s.out.Idle() }
 
 // End writes `: server shutting down` on shutdown, and an error event for
 // anything else that ends the stream.
