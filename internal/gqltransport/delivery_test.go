@@ -1,4 +1,4 @@
-package sse_test
+package gqltransport_test
 
 import (
 	"encoding/json"
@@ -260,7 +260,7 @@ func TestSlowReaderLosesNothing(t *testing.T) {
 			t.Fatalf("events out of order: %s then %s", got[i-1], got[i])
 		}
 	}
-	// Both readers were in one group; the slow one left it to read the log.
+	// Both readers were in one share; the slow one left it to read the log.
 	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 	if got := dt.MetricValue(m, "sluice_stream_catchups_total"); got < 1 {
 		t.Fatalf("catch-ups: %v, want at least 1", got)
@@ -329,12 +329,12 @@ func TestGrouping(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(subs) != 2 || subs[0].Transport != "graphql-sse" || subs[1].Transport != "graphql-sse" {
-		t.Fatalf("change feed subscriptions for 4 subscribers in 2 groups: %+v", subs)
+		t.Fatalf("change feed subscriptions for 4 subscribers in 2 shares: %+v", subs)
 	}
-	// The gauge counts the clients, not the groups.
+	// The gauge counts the clients, not the shares.
 	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 	if got := dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`); got != 4 {
-		t.Fatalf("subscribers gauge for 4 subscribers in 2 groups: %v", got)
+		t.Fatalf("subscribers gauge for 4 subscribers in 2 shares: %v", got)
 	}
 	insert(t, d, "zoo", dogs("b", "a"))
 	for i, s := range ss {
@@ -346,7 +346,7 @@ func TestGrouping(t *testing.T) {
 			t.Fatalf("subscriber %d: %v %v", i, ids, data)
 		}
 	}
-	// A member that leaves does not end the group for the others.
+	// A member that leaves does not end the share for the others.
 	ss[0].Close()
 	insert(t, d, "zoo", dogs("a2"))
 	insert(t, d, "zoo", `{"@type":"Dog","@id":"Dog/a3","name":"a"}`)
