@@ -26,12 +26,12 @@ import (
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/gqltransport"
 	"github.com/sluice-dev/sluice/internal/graphiql"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/rest"
-	"github.com/sluice-dev/sluice/internal/gqltransport"
 )
 
 // bulkGCPercent is the garbage collector's target (as GOGC) while a large
