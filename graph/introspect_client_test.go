@@ -27,7 +27,9 @@ func TestIntrospectionClient(t *testing.T) {
 	d.CreateDatabase(t, "every", string(sdl))
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+daemontest.AdminPassword))
 	urls := []string{d.URL + "/api/graphql/admin/every", d.URL + "/api/graphql/_system"}
-	t.Run("graphql-js", func(t *testing.T) { daemontest.RunNode(t, dir, nil, append([]string{"introspect.mjs", auth}, urls...)...) })
+	t.Run("graphql-js", func(t *testing.T) {
+		daemontest.RunNode(t, dir, nil, append([]string{"introspect.mjs", auth}, urls...)...)
+	})
 	t.Run("graphql-core", func(t *testing.T) {
 		// Python's graphql-core is not in this project's registries; the
 		// check runs where it is installed (pip install graphql-core).
