@@ -134,7 +134,7 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		// commits the query did not see.
 		var snap *engine.Snapshot
 		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
-		if x.oneStatement() {
+		if x.oneStatement(typeQuery) {
 			snap.OneStatement() // ended in the round trip of its statement
 		}
 		resp.Data = x.query()

@@ -16,18 +16,23 @@ import (
 )
 
 // query runs a query operation and returns its data.
-func (x *execution) query() json.RawMessage {
+func (x *execution) query() json.RawMessage { return x.queryOn(typeQuery) }
+
+// queryOn runs the query fields selected on root (Query, or Subscription
+// for the live query fields, which are Query's again) and returns their
+// data.
+func (x *execution) queryOn(root string) json.RawMessage {
 	w := x.newWriter()
 	w.WriteByte('{')
 	nullData := false
-	for i, cf := range x.fields(x.op.Operation.SelectionSet, "Query") {
+	for i, cf := range x.fields(x.op.Operation.SelectionSet, root) {
 		if x.overRows() {
 			return nil // the error is recorded; later fields would only add to it
 		}
 		w.key(cf.Alias, i == 0)
 		switch cf.Name {
 		case "__typename":
-			w.str("Query")
+			w.str(root)
 		case "__schema", "__type":
 			if x.op.DisableIntrospection {
 				x.fail(fieldPath(cf), sluice.Errorf(sluice.CodeForbidden, "introspection is disabled"))
@@ -482,10 +487,10 @@ func parseFilter(s *sluice.Schema, class string, input map[string]any) (filter.E
 // documents with a statement of their own (prefetch). It errs on the side
 // of false: a field with a selection of its own named as some class's
 // reference counts as one, whatever type it is on.
-func (x *execution) oneStatement() bool {
+func (x *execution) oneStatement(rootType string) bool {
 	reading := 0
 	var root graphql.CollectedField
-	for _, cf := range x.fields(x.op.Operation.SelectionSet, "Query") {
+	for _, cf := range x.fields(x.op.Operation.SelectionSet, rootType) {
 		switch cf.Name {
 		case "__typename", "__schema", "__type":
 		default:

@@ -17,6 +17,8 @@ const (
 	typeCommitMetadata = "_CommitMetadata"
 	typeChangeSet      = "_ChangeSet"
 	typeOrder          = "_Order"
+	typeQuery          = "Query"
+	typeSubscription   = "Subscription"
 	fieldID            = "_id"
 	fieldType          = "_type"
 	fieldCommit        = "_CommitMetadata"
@@ -77,6 +79,9 @@ scalar DateTime
 scalar BigInt
 "Any JSON value."
 scalar JSON
+
+"Makes a query a live query on a streaming transport: its result, then the new result after each commit that changes it (as the Subscription field of the same name does)."
+directive @live(if: Boolean = true) on QUERY
 
 "A sort direction."
 enum %s { ASC DESC }
@@ -341,12 +346,18 @@ func (g *sdlGen) query() {
 	g.p("type Query {\n")
 	for _, c := range queryClasses(g.s) {
 		g.description("  ", c.Description)
-		g.p("  %s(id: ID, ids: [ID!], filter: %s%s, orderBy: %s%s, limit: Int, offset: Int, include_children: Boolean = true): [%s!]!\n",
-			c.Name, c.Name, suffixFilter, c.Name, suffixOrdering, c.Name)
+		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
 	}
 	g.p("  \"The changes of a retained commit (the newest when commit is left out).\"\n")
 	g.p("  %s(commit: ID): %s\n", fieldChangeSet, typeChangeSet)
 	g.p("}\n\n")
+}
+
+// queryArgs returns the arguments of the query field of class c (and of
+// its live query field, which takes the same).
+func queryArgs(c *sluice.Class) string {
+	return fmt.Sprintf("(id: ID, ids: [ID!], filter: %s%s, orderBy: %s%s, limit: Int, offset: Int, include_children: Boolean = true)",
+		c.Name, suffixFilter, c.Name, suffixOrdering)
 }
 
 func (g *sdlGen) changeSet() {
@@ -382,11 +393,17 @@ func (g *sdlGen) mutation() {
 }
 
 func (g *sdlGen) subscription() {
-	g.p("\"Subscriptions are served as server-sent events (Accept: text/event-stream).\"\ntype Subscription {\n")
+	g.p("\"Subscriptions are served as server-sent events (Accept: text/event-stream), graphql-ws and multipart.\"\ntype Subscription {\n")
 	for _, c := range queryClasses(g.s) {
 		for _, suf := range []string{suffixAdded, suffixUpdated, suffixDeleted} {
 			g.p("  %s%s(filter: %s%s): %s\n", c.Name, suf, c.Name, suffixFilter, c.Name)
 		}
+	}
+	// The live queries: each class query field again, whose result is
+	// pushed again whenever a commit changes it (graph/live.go).
+	for _, c := range queryClasses(g.s) {
+		g.p("  \"The live query of Query.%s: its current result, then the new result after each commit that changes it.\"\n", c.Name)
+		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
 	}
 	g.p("  %s(include_children: Boolean = true): %s\n", fieldChangeSet, typeChangeSet)
 	g.p("}\n")

@@ -1,6 +1,7 @@
 package changefeed
 
 import (
+	"context"
 	"slices"
 	"sync"
 
@@ -14,7 +15,51 @@ import (
 // connection mode stream) may hold thousands of distinct subscriptions,
 // each a share; with a Feed, the connection's distinct subscriptions of
 // one database are evaluated from one hub subscription instead of one
-// each, which is most of what a distinct subscription would cost.
+// each, which is most of what a distinct subscription would cost. The
+// shares of a cohort (ShareOptions.Cohort: live queries that differ only
+// in their variables) share a feed the same way, whatever their
+// connections.
+//
+// Batches. The shares of a feed that have a Batcher are evaluated
+// together, in two steps: each queued piece is noted for all of them at
+// once (Note: what they have in common, such as decoding a change's
+// images, is done once), and once the queue is empty, or after
+// settleEvery pieces, they are settled (Settle: a live query cohort
+// re-reads the results the noted pieces may have changed, in one
+// statement) and what each gives is published. Pieces that queue while
+// a settle runs are noted and settled together after it: a burst of
+// commits costs at most two settles.
+
+// Batcher evaluates shares together (ShareOptions.Batcher). Shares with
+// equal Batchers are evaluated by one BatchGroup per feed.
+type Batcher interface {
+	// NewGroup returns the state of a feed's shares of this Batcher; the
+	// feed's drain goroutine uses it, one call at a time.
+	NewGroup() BatchGroup
+}
+
+// BatchGroup evaluates a feed's shares of one Batcher. evs are the
+// shares' evaluators (ShareOptions.New), in the order of the shares.
+type BatchGroup interface {
+	// Note takes note of piece c, in commit order.
+	Note(ctx context.Context, c *sluice.Commit, evs []Evaluator)
+	// Settle sets out[i] (zeroed) to what evs[i] gives now: a share that
+	// joined since the last settle is due its first entry.
+	Settle(ctx context.Context, evs []Evaluator, out []Settled)
+}
+
+// settleEvery bounds the pieces noted before a settle while more keep
+// queuing.
+const settleEvery = 64
+
+// group is a feed's shares of one Batcher. The slices are replaced, not
+// modified, when shares attach or detach, so the drain may use a group
+// it read without holding the feed's lock.
+type group struct {
+	g      BatchGroup
+	shares []*share
+	evs    []Evaluator
+}
 
 // Feed is a connection's handle on the feed its shares join (see
 // ShareOptions.Feed). The zero value is ready to use; a Feed needs no
@@ -32,14 +77,26 @@ type feed struct {
 	// ctx ends when the feed closes (its last share left).
 	ctx lazyCtx
 
+	// cohort is the key of the cohort the feed evaluates (nil: none).
+	cohort *cohortKey
+
 	mu      sync.Mutex
 	shares  []*share
 	closing bool // no share may attach
+	// groups holds the shares with a Batcher (not in shares).
+	groups map[Batcher]*group
+	// unsettled: a share of a group attached since the last settle.
+	unsettled bool
 	// batch is set for a connection's feed: its subscription takes every
 	// commit (any class), and each piece is matched to the classes of
 	// each share.
 	batch bool
 	buf   []*share // the drain's copy of shares
+	// The drain's: the groups, a piece was noted since the last settle,
+	// and the outcomes of a settle.
+	gbuf    []*group
+	noted   bool
+	settled []Settled
 
 	// A feed has no goroutine of its own while nothing is queued: its
 	// subscription notifies it (kick), and a goroutine evaluates what is
@@ -83,21 +140,56 @@ func (f *feed) start() {
 	queued := f.again // kicked before it was ready
 	f.again = false
 	f.runMu.Unlock()
+	f.mu.Lock()
+	queued = queued || f.unsettled
+	f.mu.Unlock()
 	if queued {
 		f.kick()
 	}
 }
 
-// attach adds share s, reporting false when the feed is closing.
+// attach adds share s, reporting false when the feed is closing. A
+// share with a Batcher is due a settle: attach kicks the drain (start
+// does for a feed that is not started).
 func (f *feed) attach(s *share) bool {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.closing {
+		f.mu.Unlock()
 		return false
 	}
 	s.f = f
-	f.shares = append(f.shares, s)
+	if s.batcher == nil {
+		f.shares = append(f.shares, s)
+		f.mu.Unlock()
+		return true
+	}
+	if f.groups == nil {
+		f.groups = map[Batcher]*group{}
+	}
+	old := f.groups[s.batcher]
+	g := &group{}
+	if old != nil {
+		g.g = old.g
+		g.shares = append(slices.Clip(old.shares), s)
+		g.evs = append(slices.Clip(old.evs), s.ev)
+	} else {
+		g.g = s.batcher.NewGroup()
+		g.shares, g.evs = []*share{s}, []Evaluator{s.ev}
+	}
+	f.groups[s.batcher] = g
+	f.unsettled = true
+	f.mu.Unlock()
+	f.kick()
 	return true
+}
+
+// count returns how many shares the feed has; the caller holds f.mu.
+func (f *feed) count() int {
+	n := len(f.shares)
+	for _, g := range f.groups {
+		n += len(g.shares)
+	}
+	return n
 }
 
 // detach removes share s. When it was the last, the feed closes: its
@@ -108,14 +200,29 @@ func (f *feed) detach(s *share, inDrain bool) {
 	if i := slices.Index(f.shares, s); i >= 0 {
 		f.shares = slices.Delete(f.shares, i, i+1)
 	}
-	last := len(f.shares) == 0 && !f.closing
+	if old := f.groups[s.batcher]; s.batcher != nil && old != nil {
+		if i := slices.Index(old.shares, s); i >= 0 {
+			g := &group{g: old.g,
+				shares: slices.Concat(old.shares[:i], old.shares[i+1:]),
+				evs:    slices.Concat(old.evs[:i], old.evs[i+1:])}
+			if len(g.shares) == 0 {
+				delete(f.groups, s.batcher)
+			} else {
+				f.groups[s.batcher] = g
+			}
+		}
+	}
+	last := f.count() == 0 && !f.closing
 	if last {
 		f.closing = true
-		f.shares = nil
+		f.shares, f.groups = nil, nil
 	}
 	f.mu.Unlock()
 	if !last {
 		return
+	}
+	if f.cohort != nil {
+		f.h.forgetCohort(f)
 	}
 	f.ctx.stop()
 	f.sub.Close()
@@ -137,6 +244,7 @@ func (f *feed) floor() int64 {
 			floor = v
 		}
 	}
+	// The groups' shares are shares of results, which hold nothing.
 	return floor
 }
 
@@ -185,17 +293,31 @@ func (f *feed) halt() {
 }
 
 // step evaluates each queued piece once for every share and publishes
-// the events. It reports whether the feed goes on.
+// the events, settling the groups when the queue is empty (or every
+// settleEvery pieces). It reports whether the feed goes on.
 func (f *feed) step() bool {
+	pieces := 0
 	for {
 		if f.ctx.get().Err() != nil {
 			return false
 		}
-		select {
-		case c := <-f.sub.Commits():
-			f.deliver(c)
-			continue
-		default:
+		if pieces < settleEvery {
+			select {
+			case c := <-f.sub.Commits():
+				f.deliver(c)
+				pieces++
+				continue
+			default:
+			}
+		}
+		f.mu.Lock()
+		due := f.unsettled || f.noted
+		f.unsettled = false
+		f.mu.Unlock()
+		if due {
+			f.settle()
+			pieces = 0
+			continue // what queued meanwhile
 		}
 		select {
 		case <-f.sub.Done():
@@ -211,6 +333,9 @@ func (f *feed) step() bool {
 			}
 			f.mu.Lock()
 			shares := append(f.buf[:0], f.shares...)
+			for _, g := range f.groups {
+				shares = append(shares, g.shares...)
+			}
 			f.mu.Unlock()
 			for _, s := range shares {
 				s.end(f.sub.Err())
@@ -224,11 +349,23 @@ func (f *feed) step() bool {
 }
 
 // deliver evaluates piece c for each share (of a connection's feed, only
-// those it may concern) and publishes their events.
+// those it may concern) and publishes their events; the groups note it.
 func (f *feed) deliver(c *sluice.Commit) {
 	f.mu.Lock()
 	f.buf = append(f.buf[:0], f.shares...)
+	f.gbuf = f.gbuf[:0]
+	for _, g := range f.groups {
+		f.gbuf = append(f.gbuf, g)
+	}
 	f.mu.Unlock()
+	if len(f.gbuf) > 0 {
+		ctx := f.ctx.get()
+		for _, g := range f.gbuf {
+			g.g.Note(ctx, c, g.evs)
+		}
+		f.noted = true
+		clear(f.gbuf)
+	}
 	var classes map[string]bool
 	for _, s := range f.buf {
 		if f.batch && len(s.classes) > 0 {
@@ -242,6 +379,47 @@ func (f *feed) deliver(c *sluice.Commit) {
 		s.deliver(c)
 	}
 	clear(f.buf) // do not hold shares that leave
+}
+
+// settle settles every group and publishes what each share gives; a
+// share whose evaluation failed ends.
+func (f *feed) settle() {
+	f.noted = false
+	f.mu.Lock()
+	f.gbuf = f.gbuf[:0]
+	for _, g := range f.groups {
+		f.gbuf = append(f.gbuf, g)
+	}
+	f.mu.Unlock()
+	ctx := f.ctx.get()
+	var ended []*share
+	var errs []error
+	for _, g := range f.gbuf {
+		out := f.settled[:0]
+		for range g.evs {
+			out = append(out, Settled{})
+		}
+		g.g.Settle(ctx, g.evs, out)
+		for i := range out {
+			r := &out[i]
+			switch {
+			case r.Err != nil:
+				if ctx.Err() == nil {
+					ended = append(ended, g.shares[i])
+					errs = append(errs, r.Err)
+				}
+			case len(r.Events) > 0:
+				g.shares[i].publishResult(r)
+			}
+		}
+		clear(out)
+		f.settled = out
+	}
+	clear(f.gbuf)
+	// Ending a share detaches it from the feed: after the walk.
+	for i, s := range ended {
+		s.end(errs[i])
+	}
 }
 
 func anyOf(want []string, have map[string]bool) bool {

@@ -95,9 +95,10 @@ type Hub struct {
 	maxStreams int
 	maxPerUser int
 
-	// shareMu guards shares (see share.go).
+	// shareMu guards shares (see share.go) and the feeds of cohorts.
 	shareMu sync.Mutex
 	shares  map[any]*share
+	cohorts map[cohortKey]*feed
 }
 
 // dbState is the hub's view of one database.
@@ -135,7 +136,7 @@ func NewHub(log Log, o HubOptions) *Hub {
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 		checkGrant: o.Check, guards: map[*Guard]struct{}{}, perUser: map[int64]int{},
 		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
-		shares: map[any]*share{},
+		shares: map[any]*share{}, cohorts: map[cohortKey]*feed{},
 	}
 	h.applied.Store(-1)
 	h.seen.Store(-1)

@@ -21,6 +21,13 @@ import (
 // (it is detached) and continues from there with a subscription of its own
 // (Hub.Subscribe from Member.From), which replays from the log; meanwhile
 // the share holds those commits back from pruning.
+//
+// A share of results (ShareOptions.Latest: a live query's) publishes
+// whole states rather than events: each entry supersedes the ones before,
+// so the history keeps only the newest, a member that joins takes it
+// first, and a member that falls behind skips to it instead of being
+// detached. An entry may carry a delta from the one before (a JSON
+// Patch), which a member that took that one gets instead.
 
 // The bounds of a share's history: the events of the pieces some member
 // has not taken yet. The bytes scale with the members (each may lag as much
@@ -69,6 +76,19 @@ type ShareOptions struct {
 	// evaluated by the feed the connection's other shares of the
 	// database use, rather than by a hub subscription of its own.
 	Feed *Feed
+	// Latest makes the share one of results (see above): its entries
+	// supersede each other. It needs a Batcher.
+	Latest bool
+	// Batcher, when set, evaluates the share with the other shares of
+	// its feed that have the same Batcher, together (see Batcher); the
+	// evaluator's Events is then not called.
+	Batcher Batcher
+	// Cohort, when set, groups shares evaluated by one feed: a new share
+	// joins the feed of the shares of the same Cohort and database (one
+	// hub subscription for them all, its pieces handed to their Batcher
+	// together) rather than a feed of its own or its connection's (Feed
+	// is then ignored). Shares of one cohort must take the same Classes.
+	Cohort any
 }
 
 // Entry is the events of one commit (or piece of one) in a share's
@@ -84,6 +104,11 @@ type Entry struct {
 	// Frames are the events' frames, one after the other (nil without
 	// ShareOptions.Frame).
 	Frames []byte
+	// Delta and DeltaFrames, in a share of results, are the entry as a
+	// change from the entry before it (nil: none); Take gives them, as
+	// Events and Frames, to a member that took that entry.
+	Delta       []sluice.Event
+	DeltaFrames []byte
 	// Last is set in what Take gives the member that took the entry last
 	// of all its members (for a metric of the share's whole fan-out).
 	Last   bool
@@ -100,6 +125,8 @@ type share struct {
 	frame   func([]byte, sluice.Event) []byte
 	db      *sluice.Database
 	classes []string
+	latest  bool
+	batcher Batcher
 	f       *feed // set by attach
 
 	mu sync.Mutex
@@ -136,6 +163,9 @@ type Member struct {
 	idx int
 	// pos is the index of the next history entry it takes.
 	pos int64
+	// took is the index of the last entry it took (-1: none), whose
+	// delta the next entry may be (a share of results).
+	took int64
 	// detached is set when its next entry fell out of the history; from is
 	// then where it continues on its own.
 	detached bool
@@ -176,27 +206,38 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 	}
 	s := h.newShare(o)
 	attached := false
-	if o.Feed != nil {
+	ck := cohortKey{db: o.Database.ID, epoch: o.Database.Epoch, key: o.Cohort}
+	switch {
+	case o.Cohort != nil:
+		if f := h.cohorts[ck]; f != nil {
+			attached = f.attach(s)
+		}
+	case o.Feed != nil:
 		if f := o.Feed.current(o.Database); f != nil {
 			attached = f.attach(s)
 		}
 	}
 	if !attached {
-		// A feed of its own, or a new one for the connection: a
-		// connection's feed takes every commit, since the shares that
-		// join it later may concern any class.
+		// A feed of its own or of its cohort, or a new one for the
+		// connection: a connection's feed takes every commit, since the
+		// shares that join it later may concern any class.
+		conn := o.Feed != nil && o.Cohort == nil
 		var classes []string
-		if o.Feed == nil {
+		if !conn {
 			classes = o.Classes
 		}
-		f := newFeed(h, o.Database, o.Feed != nil)
+		f := newFeed(h, o.Database, conn)
 		sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: f.kick, Hold: f.floor})
 		if err != nil {
 			return nil, err
 		}
 		f.sub = sub
 		f.attach(s)
-		if o.Feed != nil {
+		switch {
+		case o.Cohort != nil:
+			f.cohort = &ck
+			h.cohorts[ck] = f
+		case conn:
 			o.Feed.set(f)
 		}
 		defer f.start()
@@ -206,6 +247,22 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 	m := s.add(o.Transport)
 	s.mu.Unlock()
 	return m, nil
+}
+
+// cohortKey identifies the feed of a cohort (ShareOptions.Cohort).
+type cohortKey struct {
+	db    int64
+	epoch string
+	key   any
+}
+
+// forgetCohort removes f, which closed, from the cohorts' feeds.
+func (h *Hub) forgetCohort(f *feed) {
+	h.shareMu.Lock()
+	if h.cohorts[*f.cohort] == f {
+		delete(h.cohorts, *f.cohort)
+	}
+	h.shareMu.Unlock()
 }
 
 // shareQueue is how many pieces a share's subscription may have waiting.
@@ -220,7 +277,7 @@ func (h *Hub) newShare(o ShareOptions) *share {
 	if o.New != nil {
 		ev = o.New()
 	}
-	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, db: o.Database, classes: o.Classes}
+	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, db: o.Database, classes: o.Classes, latest: o.Latest, batcher: o.Batcher}
 	s.floor.Store(-1)
 	return s
 }
@@ -228,10 +285,16 @@ func (h *Hub) newShare(o ShareOptions) *share {
 // add adds a member that takes what is published from now on; the caller
 // holds s.mu.
 func (s *share) add(label string) *Member {
-	m := &Member{s: s, pos: s.first + int64(len(s.hist)), label: label}
+	m := &Member{s: s, pos: s.first + int64(len(s.hist)), took: -1, label: label}
+	if s.latest {
+		m.pos = s.first // the newest result first: the current state
+	}
 	m.idx = len(s.members)
 	s.members = append(s.members, m)
 	s.count(m, 1)
+	for i := m.pos - s.first; i < int64(len(s.hist)); i++ {
+		s.hist[i].unread++ // a share of results: the newest, which it takes
+	}
 	return m
 }
 
@@ -274,6 +337,15 @@ func (m *Member) From() sluice.Position {
 	return m.from
 }
 
+// Untake says that m did not use the last entry it took (its stream left
+// it out): the next entry it takes is whole, not a delta from that one.
+func (m *Member) Untake() {
+	s := m.s
+	s.mu.Lock()
+	m.took = -1
+	s.mu.Unlock()
+}
+
 // Err returns why the share ended (after Take said TakeEnded).
 func (m *Member) Err() error {
 	s := m.s
@@ -305,7 +377,7 @@ func (m *Member) Leave() {
 	s.mu.Lock()
 	if m.idx >= 0 {
 		s.remove(m)
-		for i := m.pos - s.first; i < int64(len(s.hist)); i++ {
+		for i := max(m.pos-s.first, 0); i < int64(len(s.hist)); i++ {
 			s.hist[i].unread--
 		}
 		s.trim()
@@ -361,6 +433,70 @@ func (s *share) deliver(c *sluice.Commit) {
 	}
 }
 
+// Settled is what a Batcher's evaluation of one share gives.
+type Settled struct {
+	// Events are published (none: nothing changed), with Delta, in a
+	// share of results, as their change from the share's previous entry.
+	Events []sluice.Event
+	Delta  []sluice.Event
+	// Start is the position just before the first change they come from.
+	Start sluice.Position
+	// Time is the time of the commit they reflect first (zero: none, a
+	// first result), for the delivery latency metric.
+	Time time.Time
+	// Err, when set, ends the share with it.
+	Err error
+}
+
+// publishResult publishes a share of results' new entry r, which
+// supersedes every entry before it.
+func (s *share) publishResult(r *Settled) {
+	var frames, deltaFrames []byte
+	size := (len(r.Events) + len(r.Delta)) * eventOverhead
+	if s.frame != nil {
+		frames = s.frameAll(nil, r.Events)
+		deltaFrames = s.frameAll(nil, r.Delta)
+		size += len(frames) + len(deltaFrames)
+	} else {
+		for _, evs := range [][]sluice.Event{r.Events, r.Delta} {
+			for i := range evs {
+				size += len(evs[i].ID) + len(evs[i].Data)
+			}
+		}
+	}
+	s.mu.Lock()
+	if len(s.members) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	// The older entries go, untaken or not: a member that did not take
+	// them skips to this one (Take).
+	clear(s.hist)
+	s.first += int64(len(s.hist))
+	s.hist = append(s.hist[:0], Entry{Start: r.Start, Time: r.Time, Events: r.Events, Frames: frames,
+		Delta: r.Delta, DeltaFrames: deltaFrames, size: size, unread: len(s.members)})
+	s.bytes = size
+	w, fns := s.wakeups(s.notifyBuf[:0])
+	s.mu.Unlock()
+	wake(w, fns)
+	clear(fns)
+	s.notifyBuf = fns
+}
+
+// frameAll appends the frames of evs to dst, pointing each event's Data
+// into its frame (see ShareOptions.Frame).
+func (s *share) frameAll(dst []byte, evs []sluice.Event) []byte {
+	ends := make([]int, len(evs))
+	for i := range evs {
+		dst = s.frame(dst, evs[i])
+		ends[i] = len(dst) - 2 // the payload ends before the frame's "\n\n"
+	}
+	for i := range evs {
+		evs[i].Data = dst[ends[i]-len(evs[i].Data) : ends[i] : ends[i]]
+	}
+	return dst
+}
+
 // publish appends events to the history and wakes the members. Over the
 // history's bounds, the oldest entries go, and the members that had not
 // taken them are detached.
@@ -405,6 +541,12 @@ func (s *share) publish(start sluice.Position, at time.Time, evs []sluice.Event)
 // The caller holds s.mu.
 func (s *share) holdFloor() {
 	floor := int64(-1)
+	if s.latest {
+		// Nobody replays a share of results from the log: a member takes
+		// the newest result, whenever.
+		s.floor.Store(floor)
+		return
+	}
 	if len(s.hist) > 0 {
 		floor = s.hist[0].Start.Seq - 1
 	}
@@ -452,7 +594,11 @@ func (s *share) evictOldest() {
 // trim drops the oldest entries every member has taken. The caller holds
 // s.mu.
 func (s *share) trim() {
-	for len(s.hist) > 0 && s.hist[0].unread <= 0 {
+	keep := 0
+	if s.latest {
+		keep = 1 // the current result, for members that join
+	}
+	for len(s.hist) > keep && s.hist[0].unread <= 0 {
 		s.bytes -= s.hist[0].size
 		s.hist[0] = Entry{}
 		s.hist = s.hist[1:]
@@ -533,15 +679,23 @@ func (m *Member) Take(buf []Entry) ([]Entry, <-chan struct{}, TakeState) {
 	if m.detached {
 		return buf, nil, TakeDetached
 	}
-	i := int(m.pos - s.first)
+	// A member of a share of results that did not take the entries
+	// before the oldest kept skips to it.
+	i := int(max(m.pos-s.first, 0))
 	n := min(len(s.hist)-i, takeMax)
 	for k := i; k < i+n; k++ {
 		s.hist[k].unread--
 		e := s.hist[k]
+		idx := s.first + int64(k)
+		if e.Delta != nil && m.took == idx-1 {
+			e.Events, e.Frames = e.Delta, e.DeltaFrames
+		}
+		e.Delta, e.DeltaFrames = nil, nil
+		m.took = idx
 		e.Last = e.unread == 0
 		buf = append(buf, e)
 	}
-	m.pos += int64(n)
+	m.pos = s.first + int64(i+n)
 	more := i+n < len(s.hist) // before trim moves the indexes
 	if n > 0 {
 		first := s.first

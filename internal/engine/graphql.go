@@ -19,6 +19,13 @@ type (
 	Snapshot = postgres.Snapshot
 )
 
+// CountStatements returns a context under which QueryDocuments and
+// DocumentsByID count the SQL statements they send, and the function
+// returning the count so far (see postgres.CountStatements).
+func CountStatements(ctx context.Context) (context.Context, func() int64) {
+	return postgres.CountStatements(ctx)
+}
+
 // ReadSnapshot returns ctx carrying a new snapshot of database d, and the
 // snapshot: every read of d made with the returned context runs in it,
 // and its Position is the position they reflect. Close it when done.

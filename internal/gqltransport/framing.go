@@ -1,6 +1,7 @@
 package gqltransport
 
 import (
+	"bytes"
 	"net/http"
 	"time"
 
@@ -33,6 +34,12 @@ type framer interface {
 	// refuse answers an operation that may not start (a stream cap, access
 	// lost since the request was authorized).
 	refuse(err error)
+	// current buffers the message that a resumed live query's result is
+	// unchanged since its client's position and stands at position id:
+	// an SSE event of only an id (EventSource and graphql-sse clients take
+	// the id and dispatch nothing); nothing in the other framings, whose
+	// clients would take any message for a result.
+	current(id string)
 	// ping buffers a keep-alive.
 	ping()
 	// Idle returns how long ago something was last written (see
@@ -64,7 +71,7 @@ func newFramer(w http.ResponseWriter, f framing, timeout time.Duration) framer {
 // object without extensions (graph.SubscriptionEvent.Data); it is not
 // modified.
 func withPosition(dst []byte, result []byte, id string) []byte {
-	if id == "" || len(result) < 2 || result[len(result)-1] != '}' {
+	if id == "" || len(result) < 2 || result[len(result)-1] != '}' || hasLastEventID(result, id) {
 		return append(dst, result...)
 	}
 	dst = append(dst, result[:len(result)-1]...)
@@ -74,4 +81,15 @@ func withPosition(dst []byte, result []byte, id string) []byte {
 	dst = append(dst, `"extensions":{"lastEventId":"`...)
 	dst = append(dst, id...) // positions are [a-z0-9-]
 	return append(dst, `"}}`...)
+}
+
+// hasLastEventID reports whether result ends with its position as
+// extensions.lastEventId already (a live query's result, live.go).
+func hasLastEventID(result []byte, id string) bool {
+	n := len(id) + len(`"lastEventId":""}}`)
+	if len(result) < n {
+		return false
+	}
+	tail := result[len(result)-n:]
+	return bytes.HasPrefix(tail, []byte(`"lastEventId":"`)) && string(tail[len(`"lastEventId":"`):len(tail)-3]) == id
 }

@@ -69,6 +69,7 @@ func (m *multipartStream) label() string            { return transportLabel(fram
 func (m *multipartStream) start(r *http.Request)    { m.Start(r) }
 func (m *multipartStream) connected(bool)           { m.part(multipartHeartbeat) }
 func (m *multipartStream) ping()                    { m.part(multipartHeartbeat) }
+func (m *multipartStream) current(string)           {}
 func (m *multipartStream) spill() error             { return m.Spill() }
 func (m *multipartStream) flush() error             { return m.Flush() }
 func (m *multipartStream) shared() bool             { return false }

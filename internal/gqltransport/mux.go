@@ -217,6 +217,7 @@ func (m *muxOp) refuse(err error) {
 
 // ping is a no-op: the connection keeps itself alive, not each operation.
 func (m *muxOp) ping()                    {}
+func (m *muxOp) current(string)           {}
 func (m *muxOp) spill() error             { return nil }
 func (m *muxOp) flush() error             { return m.out.flush() }
 func (m *muxOp) shared() bool             { return false }
@@ -271,7 +272,7 @@ func (t *transport) operate(r *http.Request, mr *muxRequest, exec graphql.GraphE
 	if op == nil {
 		return
 	}
-	if op.Operation.Operation != ast.Subscription {
+	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
 		mr.registered()
 	}
 	if s := t.execute(r, mr.op, req, op, exec); s != nil {

@@ -54,6 +54,9 @@ func (t *transport) newEvaluator(gs *graph.Subscription) *evaluator {
 // the readiness frame. It returns the session to serve, or nil when the
 // request is over (an error was answered, or the client left).
 func (t *transport) subscribe(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
+	if t.es.IsLive(op) {
+		return t.subscribeLive(r, st, req, op)
+	}
 	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
 	s := &session{t: t, r: r, ctx: r.Context(), st: st}

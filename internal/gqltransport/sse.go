@@ -95,6 +95,13 @@ func (s *eventFramer) complete() {
 	s.Buf.WriteString("event: complete\ndata:\n\n")
 }
 
+// current buffers an SSE event of only an id (see framer.current).
+func (s *eventFramer) current(id string) {
+	if s.framing == framingSSE && id != "" {
+		s.Buf.WriteString("id: " + id + "\n\n")
+	}
+}
+
 // ping buffers a keep-alive: the comment `: ping` for SSE. NDJSON has no
 // comments and an empty line means complete, so its keep-alive is a
 // `null` line, the same "no result" value as its first line.

@@ -63,6 +63,8 @@ type Server struct {
 	opts Options
 
 	conns *connections // graphql-ws sockets, single connection mode streams
+	// live evaluates the live queries of each feed together.
+	live *liveBatcher
 	// pending counts the graphql-ws sockets not yet acknowledged.
 	pending atomic.Int64
 }
@@ -87,7 +89,7 @@ func NewServer(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
 	}
-	return &Server{opts: o, conns: newConnections()}
+	return &Server{opts: o, conns: newConnections(), live: &liveBatcher{metrics: o.Metrics}}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests
@@ -232,7 +234,7 @@ func (t *transport) prepare(r *http.Request, st framer, req *request, exec graph
 // and complete; a subscription is registered and its session returned
 // (nil when it could not start).
 func (t *transport) execute(r *http.Request, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor) *session {
-	if op.Operation.Operation != ast.Subscription {
+	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
 		responses, ctx := exec.DispatchOperation(r.Context(), op)
 		b, err := json.Marshal(responses(ctx))
 		if err != nil {

@@ -38,6 +38,13 @@ type Stream struct {
 	// ListenReconnects counts reconnections of the tailer's LISTEN
 	// connection.
 	ListenReconnects prometheus.Counter
+	// LiveReads counts the reads of live query results (one snapshot each,
+	// a cohort's batch counting once), LiveStatements the SQL statements
+	// they sent, and LiveResults the results that changed and were
+	// published, by database.
+	LiveReads      *prometheus.CounterVec
+	LiveStatements *prometheus.CounterVec
+	LiveResults    *prometheus.CounterVec
 }
 
 // NewStream creates the stream collectors and registers them in reg.
@@ -88,8 +95,21 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Name: "sluice_changefeed_listen_reconnects_total",
 			Help: "Reconnections of the change feed's LISTEN connection.",
 		}),
+		LiveReads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_live_query_reads_total",
+			Help: "Reads of live query results (one snapshot each; a cohort's batch counts once), by database.",
+		}, []string{"database"}),
+		LiveStatements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_live_query_statements_total",
+			Help: "SQL statements sent by reads of live query results, by database.",
+		}, []string{"database"}),
+		LiveResults: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_live_query_results_total",
+			Help: "Live query results that changed and were published (once per share, whatever its members), by database.",
+		}, []string{"database"}),
 	}
 	reg.MustRegister(s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays,
-		s.ResumeFailures, s.StreamsEnded, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects)
+		s.ResumeFailures, s.StreamsEnded, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects,
+		s.LiveReads, s.LiveStatements, s.LiveResults)
 	return s
 }

@@ -119,6 +119,9 @@ type Stream struct {
 	sub *changefeed.Subscription
 	ev  changefeed.Evaluator // sub's
 	buf []changefeed.Entry
+	// keep, when set, says which of its share's entries a member writes
+	// (see Filter).
+	keep func(*changefeed.Entry) bool
 
 	// beat receives a value when a heartbeat may be due or, for a member,
 	// when its share has something new (see wait): a timer function and
@@ -201,6 +204,11 @@ func (s *Stream) SubscriptionID() uint64 {
 	}
 	return 0
 }
+
+// Filter makes a member write only the entries of its share that keep
+// returns true for (a resumed live query skips the results its client
+// has). Call it before Ready.
+func (s *Stream) Filter(keep func(*changefeed.Entry) bool) { s.keep = keep }
 
 // Member returns the share member serving the stream, nil for a
 // subscription of its own.
@@ -399,7 +407,12 @@ func (s *Stream) serveOwn() {
 func (s *Stream) writeEntries(es []changefeed.Entry) error {
 	n := 0
 	shared := s.sink.Shared()
-	for _, e := range es {
+	for i := range es {
+		e := &es[i]
+		if s.keep != nil && !s.keep(e) {
+			s.m.Untake() // its client does not have it: no delta from it
+			continue
+		}
 		n += len(e.Events)
 		if shared {
 			if err := s.sink.WriteFrames(e.Frames); err != nil {
@@ -418,7 +431,8 @@ func (s *Stream) writeEntries(es []changefeed.Entry) error {
 		return err
 	}
 	s.delivered(n)
-	for _, e := range es {
+	for i := range es {
+		e := &es[i]
 		// A member observes a commit's latency only for the entries it
 		// took last of all members: one observation per commit for the
 		// whole fan-out, its slowest write.

@@ -1,0 +1,375 @@
+package graph
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/filter"
+)
+
+// Live queries. A live query is a query whose result is pushed again
+// whenever a commit changes it: a Subscription field named after a class
+// (the same arguments and selection as the Query field of that name), or
+// a query operation marked @live. This file holds what the GraphQL layer
+// knows of one: which changes may change its result (Affects, judged
+// from a change's class and its before and after images, so that a
+// commit costs work only for the live queries it can affect) and how to
+// read the result in one snapshot (Run). Sharing, batching and framing
+// are the transport's (internal/gqltransport/live.go).
+
+// directiveLive is the directive that makes a query operation live.
+const directiveLive = "live"
+
+// IsLive reports whether op is a live query: a query operation marked
+// @live (unless its if argument is false), or a subscription operation
+// whose root field is a class's live query field.
+func (es *ExecutableSchema) IsLive(op *graphql.OperationContext) bool {
+	switch op.Operation.Operation {
+	case ast.Query:
+		d := op.Operation.Directives.ForName(directiveLive)
+		if d == nil {
+			return false
+		}
+		on, ok := d.ArgumentMap(op.Variables)["if"].(bool)
+		return !ok || on
+	case ast.Subscription:
+		for _, cf := range graphql.CollectFields(op, op.Operation.SelectionSet, es.sat[typeSubscription]) {
+			if c := es.schema.Class(cf.Name); c != nil && c.Kind != sluice.KindSubdocument {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// LiveQuery is a validated live query, ready to be judged against
+// commits and run. It is immutable and safe for concurrent use.
+type LiveQuery struct {
+	es  *ExecutableSchema
+	req *Request
+	// What a run needs of the operation (see Subscription for why not
+	// the operation context): its variables, fragments and root
+	// selection, and the type its root fields are on.
+	variables       map[string]any
+	doc             *ast.QueryDocument // only the fragments
+	selections      ast.SelectionSet
+	root            string
+	noIntrospection bool
+
+	// anyCommit: every commit may change the result (_ChangeSet, the
+	// newest commit's changes).
+	anyCommit bool
+	fields    []liveField
+	classes   []string
+}
+
+// liveField is what may change the result of one root field that reads
+// documents.
+type liveField struct {
+	// roots are the document classes whose documents the field lists.
+	roots map[string]bool
+	// ids, when not nil, are the only documents it lists.
+	ids map[string]bool
+	// filt is its filter (nil: none); refFilter is set when it follows
+	// references, so that whether a document matches depends on others.
+	filt      filter.Expr
+	refFilter bool
+	// refs are the document classes it reads through references (its
+	// selection's, and its filter's): any change of one may change the
+	// result.
+	refs map[string]bool
+}
+
+// NewLiveQuery prepares the live query op (see IsLive) for the request
+// req. It returns a CodeInvalid error for invalid arguments (a filter, an
+// order, a limit) and for a subscription that selects more than one root
+// field.
+func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Request) (*LiveQuery, error) {
+	if req == nil || req.DB == nil {
+		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the live query")
+	}
+	q := &LiveQuery{es: es, req: req, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments},
+		selections: op.Operation.SelectionSet, root: typeQuery, noIntrospection: op.DisableIntrospection}
+	if op.Operation.Operation == ast.Subscription {
+		q.root = typeSubscription
+	}
+	x := &execution{op: op, es: es, req: req}
+	roots := x.fields(op.Operation.SelectionSet, q.root)
+	if q.root == typeSubscription && len(roots) != 1 {
+		return nil, errorf("a subscription must select exactly one root field, not %d", len(roots))
+	}
+	seen := map[string]bool{}
+	for _, cf := range roots {
+		switch cf.Name {
+		case "__typename", "__schema", "__type":
+			continue
+		case fieldChangeSet:
+			q.anyCommit = true
+			continue
+		}
+		pq, err := ParseQueryArgs(es.schema, cf.Name, cf.Field, op.Variables)
+		if err != nil {
+			return nil, err
+		}
+		f := liveField{roots: set(pq.Classes), filt: pq.Filter, refs: map[string]bool{}}
+		if pq.IDs != nil {
+			f.ids = set(pq.IDs)
+		}
+		if f.filt != nil {
+			f.refFilter = filterRefs(es.schema, f.filt, f.refs)
+		}
+		selectionRefs(es.schema, op.Doc, cf.Name, cf.Selections, f.refs, map[string]bool{})
+		q.fields = append(q.fields, f)
+		for _, m := range []map[string]bool{f.roots, f.refs} {
+			for _, n := range slices.Sorted(maps.Keys(m)) { // deterministic
+				if !seen[n] {
+					seen[n] = true
+					q.classes = append(q.classes, n)
+				}
+			}
+		}
+	}
+	if q.anyCommit {
+		q.classes = nil
+	}
+	return q, nil
+}
+
+func set(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// documentClasses adds to refs the document classes a reference to class
+// may name (class and its descendants).
+func documentClasses(s *sluice.Schema, class string, refs map[string]bool) {
+	for _, n := range classesOf(s, class, true) {
+		refs[n] = true
+	}
+}
+
+// filterRefs adds to refs the classes filter e reads through references
+// and reports whether it reads any.
+func filterRefs(s *sluice.Schema, e filter.Expr, refs map[string]bool) bool {
+	reads := false
+	var walk func(filter.Expr)
+	walk = func(e filter.Expr) {
+		switch x := e.(type) {
+		case *filter.And:
+			for _, y := range x.Exprs {
+				walk(y)
+			}
+		case *filter.Or:
+			for _, y := range x.Exprs {
+				walk(y)
+			}
+		case *filter.Not:
+			walk(x.Expr)
+		case *filter.Ref:
+			reads = true
+			documentClasses(s, x.Class, refs)
+			walk(x.Expr)
+		case *filter.Sub:
+			walk(x.Expr)
+		case *filter.Quant:
+			if x.Field.Type.Kind == sluice.TypeReference {
+				reads = true
+				documentClasses(s, x.Field.Type.Name, refs)
+			}
+			walk(x.Elem)
+		}
+	}
+	walk(e)
+	return reads
+}
+
+// selectionRefs adds to refs the classes of the documents selection sel,
+// on documents of class, reads through references. It errs on the side
+// of more: a field is looked up in class and every class below it (an
+// inline fragment may select a subclass's field).
+func selectionRefs(s *sluice.Schema, doc *ast.QueryDocument, class string, sel ast.SelectionSet, refs map[string]bool, spread map[string]bool) {
+	candidates := s.Descendants(class)
+	for _, it := range sel {
+		switch it := it.(type) {
+		case *ast.Field:
+			if len(it.SelectionSet) == 0 {
+				continue
+			}
+			for _, cn := range candidates {
+				c := s.Class(cn)
+				if c == nil {
+					continue
+				}
+				f := c.Field(it.Name)
+				if f == nil {
+					continue
+				}
+				switch f.Type.Kind {
+				case sluice.TypeReference:
+					documentClasses(s, f.Type.Name, refs)
+					selectionRefs(s, doc, f.Type.Name, it.SelectionSet, refs, spread)
+				case sluice.TypeSubdocument:
+					selectionRefs(s, doc, f.Type.Name, it.SelectionSet, refs, spread)
+				}
+			}
+		case *ast.InlineFragment:
+			on := class
+			if it.TypeCondition != "" && s.Class(it.TypeCondition) != nil {
+				on = it.TypeCondition
+			}
+			selectionRefs(s, doc, on, it.SelectionSet, refs, spread)
+		case *ast.FragmentSpread:
+			def := doc.Fragments.ForName(it.Name)
+			key := it.Name + " " + class
+			if def == nil || spread[key] {
+				continue
+			}
+			spread[key] = true
+			on := class
+			if s.Class(def.TypeCondition) != nil {
+				on = def.TypeCondition
+			}
+			selectionRefs(s, doc, on, def.SelectionSet, refs, spread)
+		}
+	}
+}
+
+// Database returns the database the live query reads.
+func (q *LiveQuery) Database() *sluice.Database { return q.req.DB }
+
+// Classes returns the document classes whose changes may change the
+// result (nil: any commit may), for the change feed to skip the others.
+func (q *LiveQuery) Classes() []string { return q.classes }
+
+// ReadsNothing reports whether the query reads no document, so that no
+// commit can change its result (only __typename and introspection).
+func (q *LiveQuery) ReadsNothing() bool { return !q.anyCommit && len(q.classes) == 0 }
+
+// Change is one change of a commit as live queries judge it: its images
+// are decoded once, when a live query's filter first needs them, for
+// every live query that judges it. It is used by one goroutine.
+type Change struct {
+	*sluice.Change
+	decoded       bool
+	before, after *sluice.Document
+	bad           bool // an image did not decode
+}
+
+// NewChange returns ch ready to be judged.
+func NewChange(ch *sluice.Change) Change { return Change{Change: ch} }
+
+func (ch *Change) decode() {
+	if ch.decoded {
+		return
+	}
+	ch.decoded = true
+	var err error
+	if len(ch.Before) > 0 {
+		if ch.before, err = DecodeDocument(ch.Before); err != nil {
+			ch.bad = true
+		}
+	}
+	if len(ch.After) > 0 {
+		if ch.after, err = DecodeDocument(ch.After); err != nil {
+			ch.bad = true
+		}
+	}
+}
+
+// Affects reports whether change ch may change the result: it changes a
+// document of a class the query reads through a reference, or a listed
+// document (its id, when the field lists given ids) that matches the
+// field's filter before or after the change. A filter that follows
+// references cannot be judged from the images alone: any change of a
+// listed class may then change the result. Whether the change moves a
+// document across an order's or a limit's boundary is not judged: the
+// result is read again, and an unchanged result sends nothing.
+func (q *LiveQuery) Affects(ch *Change) bool {
+	if q.anyCommit {
+		return true
+	}
+	for i := range q.fields {
+		f := &q.fields[i]
+		if f.refs[ch.Class] {
+			return true
+		}
+		if !f.roots[ch.Class] || f.ids != nil && !f.ids[ch.DocID] {
+			continue
+		}
+		if f.filt == nil || f.refFilter {
+			return true
+		}
+		ch.decode()
+		if ch.bad ||
+			ch.before != nil && filter.Match(f.filt, ch.before, nil) ||
+			ch.after != nil && filter.Match(f.filt, ch.after, nil) {
+			return true
+		}
+	}
+	return false
+}
+
+// Run reads the query's result in one snapshot: its data (the JSON object
+// of the root fields, on one line) and the position it reflects (the zero
+// Position when it read nothing from the database). A result with errors
+// (a limit it went over, a reference it could not read) is a
+// *ResultError.
+func (q *LiveQuery) Run(ctx context.Context) ([]byte, sluice.Position, error) {
+	op := &graphql.OperationContext{Variables: q.variables, Doc: q.doc, DisableIntrospection: q.noIntrospection,
+		Operation: &ast.OperationDefinition{Operation: ast.Query, SelectionSet: q.selections}}
+	x := &execution{op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
+	rctx, snap := q.es.store.ReadSnapshot(ctx, q.req.DB)
+	x.ctx = rctx
+	if x.oneStatement(q.root) {
+		snap.OneStatement()
+	}
+	data := x.queryOn(q.root)
+	pos, ok := snap.Position()
+	snap.Close()
+	if len(x.errs) > 0 || data == nil {
+		return nil, sluice.Position{}, newResultError(x.errs)
+	}
+	if !ok {
+		pos = sluice.Position{} // read nothing: no position (Epoch "")
+	}
+	return compactLine(data), pos, nil
+}
+
+// ResultError is the error of a live query whose result has errors: they
+// end its stream, as they would answer the query. It unwraps to a
+// *sluice.Error of the first error's code.
+type ResultError struct {
+	Errors gqlerror.List
+}
+
+func newResultError(errs gqlerror.List) *ResultError {
+	if len(errs) == 0 {
+		errs = gqlerror.List{{Message: "internal error", Extensions: map[string]any{"code": sluice.CodeInternal.GraphQLCode()}}}
+	}
+	return &ResultError{Errors: errs}
+}
+
+func (e *ResultError) Error() string { return e.Errors.Error() }
+
+// Unwrap returns the first error as a *sluice.Error, for its code.
+func (e *ResultError) Unwrap() error {
+	code := sluice.CodeInternal
+	if c, ok := e.Errors[0].Extensions["code"].(string); ok {
+		for _, k := range []sluice.Code{sluice.CodeInvalid, sluice.CodeForbidden, sluice.CodeNotFound, sluice.CodeUnavailable, sluice.CodeTooMany} {
+			if k.GraphQLCode() == c {
+				code = k
+			}
+		}
+	}
+	return &sluice.Error{Code: code, Message: strings.TrimSpace(e.Errors[0].Message)}
+}

@@ -1,0 +1,235 @@
+package gqltransport
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/jsonpatch"
+	"github.com/sluice-dev/sluice/internal/metrics"
+)
+
+// Live queries (graph/live.go) are streams like the subscriptions: a
+// session registers them through the stream engine (guard, share,
+// readiness, heartbeats, access end, caps). What differs is the share:
+//
+//   - identical live queries (the same executable schema, query,
+//     operation, variables and patch mode) share one evaluation and one
+//     framed result; the share is one of results (changefeed's Latest):
+//     each entry is a whole result that supersedes the one before, so a
+//     member that joins takes the current result first and one that
+//     falls behind skips to the newest;
+//   - live queries that differ only in their variables are a cohort:
+//     their shares are evaluated by one feed (one hub subscription) and
+//     batched (liveGroup): each commit piece is judged once for all of
+//     them (its images decoded once), and the results it may have
+//     changed are read again together, in one snapshot, once the queued
+//     pieces are judged: commits that queue meanwhile cost no read of
+//     their own (coalescing without a delay);
+//   - a result is published only when its bytes changed, with the
+//     position of the snapshot it was read in: results never go
+//     backwards.
+
+// patchMode is the value of extensions.patch that asks for JSON Patches.
+const patchMode = "json-patch"
+
+// liveKey is the share key of a live query: its subscription's, and
+// whether it sends patches (framed otherwise).
+type liveKey struct {
+	shareKey
+	patch bool
+}
+
+// liveCohort is the cohort of a live query: the live queries of one
+// executable schema and operation, whatever their variables.
+type liveCohort struct {
+	es        *graph.ExecutableSchema
+	query     string
+	operation string
+}
+
+// liveBatcher evaluates the live queries of a feed together; one per
+// Server, so that every live share has the same Batcher.
+type liveBatcher struct {
+	metrics *metrics.Stream
+}
+
+func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b} }
+
+// liveEvaluator is the evaluation state of one live share. The feed's
+// drain goroutine uses it (through its liveGroup).
+type liveEvaluator struct {
+	lq    *graph.LiveQuery
+	patch bool
+
+	ran bool // a result was read
+	// seen is the last commit the result reflects: the head of the
+	// snapshot it was read in. A piece of a commit up to it changes
+	// nothing the result does not show.
+	seen int64
+	// dirty: a piece judged since the read may have changed the result;
+	// since is the time of the first such commit.
+	dirty bool
+	since time.Time
+	// data is the last result published; revision counts them.
+	data     []byte
+	revision int64
+}
+
+// Events is not called: a live share is settled by its group.
+func (e *liveEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	return nil, sluice.Position{}, nil
+}
+
+// liveGroup is the live shares of one feed (changefeed.BatchGroup).
+type liveGroup struct {
+	b   *liveBatcher
+	chs []graph.Change
+}
+
+// Note judges piece c for every live share of the feed that might need
+// it: one that read its result, reflects no later commit and is not
+// already due a read.
+func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []changefeed.Evaluator) {
+	g.chs = g.chs[:0]
+	for i := range c.Changes {
+		g.chs = append(g.chs, graph.NewChange(&c.Changes[i]))
+	}
+	for _, ev := range evs {
+		e := ev.(*liveEvaluator)
+		if !e.ran || e.dirty || c.Seq <= e.seen {
+			continue
+		}
+		for i := range g.chs {
+			if e.lq.Affects(&g.chs[i]) {
+				e.dirty, e.since = true, c.Time
+				break
+			}
+		}
+	}
+	clear(g.chs) // hold no images between pieces
+}
+
+// Settle reads again the results that are due (a new share's first, or
+// one a noted piece may have changed) and gives each that changed.
+func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out []changefeed.Settled) {
+	for i, ev := range evs {
+		e := ev.(*liveEvaluator)
+		if e.ran && !e.dirty {
+			continue
+		}
+		rctx, statements := engine.CountStatements(ctx)
+		data, pos, err := e.lq.Run(rctx)
+		g.b.count(e.lq, statements())
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		g.settle(e, data, pos, &out[i])
+	}
+}
+
+// settle takes e's result data, read at pos, and sets out to what it
+// publishes: nothing when the result is unchanged.
+func (g *liveGroup) settle(e *liveEvaluator, data []byte, pos sluice.Position, out *changefeed.Settled) {
+	first := !e.ran
+	since := e.since
+	e.ran, e.dirty, e.since = true, false, time.Time{}
+	e.seen = max(e.seen, pos.Seq)
+	if !first && bytes.Equal(data, e.data) {
+		return
+	}
+	prev := e.data
+	e.data = data
+	e.revision++
+	id := ""
+	if pos.Epoch != "" {
+		id = pos.String()
+	}
+	out.Start, out.Time = pos, since
+	out.Events = []sluice.Event{{Position: pos, ID: id, Data: liveResult(data, id, e.revision, e.patch)}}
+	if e.patch && !first {
+		// A patch larger than the result is no saving: members then get
+		// the result.
+		if p, err := jsonpatch.Diff(prev, data); err == nil && len(p) < len(data) {
+			out.Delta = []sluice.Event{{Position: pos, ID: id, Data: livePatch(p, id, e.revision)}}
+		}
+	}
+	if m := g.b.metrics; m != nil {
+		m.LiveResults.WithLabelValues(strconv.FormatInt(e.lq.Database().ID, 10)).Inc()
+	}
+}
+
+// liveResult returns the message of a whole result: its data, and as
+// extensions its position (also as lastEventId, which every transport's
+// clients resume with) and, with patches, its revision.
+//
+//	{"data":{…},"extensions":{"position":"<p>","lastEventId":"<p>"}}
+//	{"data":{…},"extensions":{"position":"<p>","revision":3,"lastEventId":"<p>"}}
+func liveResult(data []byte, id string, revision int64, patch bool) []byte {
+	b := make([]byte, 0, len(data)+len(id)*2+64)
+	b = append(b, `{"data":`...)
+	b = append(b, data...)
+	if id == "" && !patch {
+		return append(b, '}')
+	}
+	b = append(b, `,"extensions":{`...)
+	b = appendLiveExtensions(b, id, revision, patch, nil)
+	return append(b, "}}"...)
+}
+
+// livePatch returns the message of a patch: the JSON Patch from the
+// previous result (revision-1) to this one, with the position.
+//
+//	{"extensions":{"position":"<p>","revision":4,"patch":[…],"lastEventId":"<p>"}}
+func livePatch(patch []byte, id string, revision int64) []byte {
+	b := make([]byte, 0, len(patch)+len(id)*2+80)
+	b = append(b, `{"extensions":{`...)
+	b = appendLiveExtensions(b, id, revision, true, patch)
+	return append(b, "}}"...)
+}
+
+func appendLiveExtensions(b []byte, id string, revision int64, withRevision bool, patch []byte) []byte {
+	sep := ""
+	if id != "" {
+		b = append(b, `"position":"`...)
+		b = append(b, id...) // positions are [a-z0-9-]
+		b = append(b, '"')
+		sep = ","
+	}
+	if withRevision {
+		b = append(b, sep+`"revision":`...)
+		b = strconv.AppendInt(b, revision, 10)
+		sep = ","
+	}
+	if patch != nil {
+		b = append(b, sep+`"patch":`...)
+		b = append(b, patch...)
+		sep = ","
+	}
+	if id != "" {
+		b = append(b, sep+`"lastEventId":"`...)
+		b = append(b, id...)
+		b = append(b, '"')
+	}
+	return b
+}
+
+// liveData returns the data of a whole result message without patches
+// (liveResult), nil when msg is not one.
+func liveData(msg []byte, id string) []byte {
+	const open = `{"data":`
+	tail := len(`,"extensions":{"position":"","lastEventId":""}}`) + 2*len(id)
+	if id == "" {
+		tail = 1
+	}
+	if len(msg) < len(open)+tail || !bytes.HasPrefix(msg, []byte(open)) {
+		return nil
+	}
+	return msg[len(open) : len(msg)-tail]
+}

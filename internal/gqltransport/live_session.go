@@ -1,0 +1,182 @@
+package gqltransport
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/99designs/gqlgen/graphql"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/stream"
+)
+
+// subscribeLive starts serving a live query: it registers it (the guard,
+// then its share, whose first entry is the current result), writes the
+// readiness frame and, for a resumed one, what its client is owed first.
+// It returns the session to serve, or nil when the request is over.
+func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
+	ctx := r.Context()
+	greq := graph.RequestFrom(ctx)
+	s := &session{t: t, r: r, ctx: ctx, st: st}
+	lq, err := t.es.NewLiveQuery(op, greq)
+	if err != nil {
+		s.fail(err)
+		return nil
+	}
+	patch, err := livePatchOption(req.params.Extensions["patch"])
+	if err != nil {
+		s.fail(err)
+		return nil
+	}
+	if t.opts.Hub == nil {
+		s.fail(sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
+		return nil
+	}
+	key, ok := keyOf(t.es, req)
+	if !ok {
+		s.fail(sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON"))
+		return nil
+	}
+	s.db = greq.DB
+	s.str = stream.New(ctx, frameSink{st}, stream.Options{Hub: t.opts.Hub, Metrics: t.opts.Metrics, Logger: t.opts.Logger,
+		Label: st.label(), Database: greq.DB, Classes: lq.Classes(), Heartbeat: req.heartbeat})
+	// The guard first, as for every stream (session.go).
+	if err := s.str.Guard(engine.Grant(ctx, greq.User, greq.DB, t.es.Role())); err != nil {
+		st.refuse(err)
+		return nil
+	}
+	var res *liveResume
+	if req.from != nil {
+		if res, err = t.resumeLive(ctx, lq, *req.from, patch); err != nil {
+			s.str.Release()
+			s.fail(err)
+			return nil
+		}
+		s.str.Filter(res.keep)
+	}
+	err = s.str.Join(changefeed.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(),
+		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName},
+		New:   func() changefeed.Evaluator { return &liveEvaluator{lq: lq, patch: patch} },
+		Frame: frameNext,
+	})
+	if err != nil {
+		s.str.Release()
+		s.fail(err)
+		return nil
+	}
+	s.st.start(s.r)
+	s.r = nil
+	s.st.connected(req.named)
+	switch {
+	case res == nil:
+	case res.msg != nil:
+		s.st.next(res.id, res.msg)
+	default:
+		s.st.current(res.id)
+	}
+	if !s.str.Ready() {
+		s.str.Release()
+		return nil
+	}
+	return s
+}
+
+// livePatchOption reads extensions.patch: "json-patch" asks for patches.
+func livePatchOption(v any) (bool, error) {
+	switch v {
+	case nil:
+		return false, nil
+	case patchMode:
+		return true, nil
+	}
+	return false, sluice.Errorf(sluice.CodeInvalid, "extensions.patch must be %q (send results as JSON Patches) or left out", patchMode)
+}
+
+// liveResume is what a resumed live query's client is owed first: the
+// current result (msg), or that its result is current (msg nil) at
+// position id; and which of its share's results to write after it.
+type liveResume struct {
+	msg  []byte
+	id   string
+	keep func(*changefeed.Entry) bool
+}
+
+// resumeLive reads the current result of a live query whose client has
+// its result at position from, in a snapshot, and judges the log between
+// from and that snapshot as the share judges commits: when nothing there
+// can have changed the result, the client's is current; otherwise (or
+// when that history is gone, or from is from another incarnation of the
+// database) it is owed the current result. From then on, the stream
+// writes only results read after that snapshot and, without patches,
+// not the first one when it equals the result the client has.
+func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sluice.Position, patch bool) (*liveResume, error) {
+	rctx, statements := engine.CountStatements(ctx)
+	data, pos, err := lq.Run(rctx)
+	t.live.count(lq, statements())
+	if err != nil {
+		return nil, err
+	}
+	changed := true
+	if pos.Epoch != "" {
+		changed = false
+		err := t.opts.Hub.Scan(ctx, lq.Database(), from, pos.Seq, func(c *sluice.Commit) bool {
+			for i := range c.Changes {
+				ch := graph.NewChange(&c.Changes[i])
+				if lq.Affects(&ch) {
+					changed = true
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			if sluice.ErrorCode(err) != sluice.CodeGone {
+				return nil, err
+			}
+			changed = true // a live query's result is whole: never an error
+		}
+	}
+	res := &liveResume{}
+	if pos.Epoch != "" {
+		res.id = pos.String()
+	}
+	if changed {
+		// Revision 0: a whole result from outside the share, which the
+		// first result the stream takes from its share replaces.
+		res.msg = liveResult(data, res.id, 0, patch)
+	}
+	last := data
+	if patch {
+		last = nil // a patch's base must be the share's: the first is whole
+	}
+	res.keep = func(e *changefeed.Entry) bool {
+		if len(e.Events) != 1 {
+			return true
+		}
+		ev := &e.Events[0]
+		if pos.Epoch != "" && ev.Position.Seq <= pos.Seq {
+			return false // the client's result is as new
+		}
+		if last != nil {
+			same := bytes.Equal(liveData(ev.Data, ev.ID), last)
+			last = nil
+			return !same
+		}
+		return true
+	}
+	return res, nil
+}
+
+// count adds a read of lq's result that sent n statements to the metrics.
+func (b *liveBatcher) count(lq *graph.LiveQuery, n int64) {
+	if m := b.metrics; m != nil {
+		db := strconv.FormatInt(lq.Database().ID, 10)
+		m.LiveReads.WithLabelValues(db).Inc()
+		m.LiveStatements.WithLabelValues(db).Add(float64(n))
+	}
+}
