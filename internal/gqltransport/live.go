@@ -46,11 +46,15 @@ type liveKey struct {
 }
 
 // liveCohort is the cohort of a live query: the live queries of one
-// executable schema and operation, whatever their variables.
+// executable schema and operation, whatever their variables, that read
+// the same classes (variables may change them: include_children, a
+// filter through a reference), so that their feed takes the commits each
+// needs.
 type liveCohort struct {
 	es        *graph.ExecutableSchema
 	query     string
 	operation string
+	classes   string
 }
 
 // liveBatcher evaluates the live queries of a feed together; one per

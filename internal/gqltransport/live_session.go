@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 
@@ -60,7 +61,7 @@ func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *
 		s.str.Filter(res.keep)
 	}
 	err = s.str.Join(changefeed.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(),
-		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName},
+		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName, classes: strings.Join(lq.Classes(), " ")},
 		New:   func() changefeed.Evaluator { return &liveEvaluator{lq: lq, patch: patch} },
 		Frame: frameNext,
 	})

@@ -1,0 +1,156 @@
+package gqltransport_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// staffSDL has a reference (manager), a protected field and a second
+// class.
+const staffSDL = `
+type Person { name: String! team: String age: Int manager: Person ssn: String @private }
+type Team { name: String! }
+`
+
+// liveResult is one result of a live query: the commit its position
+// stands at, and its data.
+type liveResult struct {
+	seq  int64
+	data string
+}
+
+// result reads the next event of a live query's SSE stream and checks
+// that its position is its SSE id, its extensions.position and its
+// extensions.lastEventId.
+func (s *stream) result() liveResult {
+	s.t.Helper()
+	f := s.Event()
+	if len(f) != 3 || f[0] != "event: next" || !idRE.MatchString(f[1]) {
+		s.t.Fatalf("not a live query result: %q", f)
+	}
+	return parseResult(s.t, f.Field("id"), f.Field("data"))
+}
+
+// parseResult checks a live query result message whose position is id.
+func parseResult(t testing.TB, id, msg string) liveResult {
+	t.Helper()
+	var m struct {
+		Data       json.RawMessage `json:"data"`
+		Errors     json.RawMessage `json:"errors"`
+		Extensions struct {
+			Position    string `json:"position"`
+			LastEventID string `json:"lastEventId"`
+		} `json:"extensions"`
+	}
+	if err := json.Unmarshal([]byte(msg), &m); err != nil || m.Errors != nil {
+		t.Fatalf("result %s: %v", msg, err)
+	}
+	if m.Extensions.Position != id || m.Extensions.LastEventID != id || !strings.HasSuffix(id, "-2147483647") {
+		t.Fatalf("result at %s carries position %q and lastEventId %q: %s", id, m.Extensions.Position, m.Extensions.LastEventID, msg)
+	}
+	parts := strings.Split(id, "-")
+	seq, _ := strconv.ParseInt(parts[1], 10, 64)
+	return liveResult{seq: seq, data: string(m.Data)}
+}
+
+// expect reads the next result and checks it stands at commit seq and
+// holds data.
+func (s *stream) expect(seq int64, data string) {
+	s.t.Helper()
+	if r := s.result(); r.seq != seq || r.data != data {
+		s.t.Fatalf("result at commit %d: %s\nwant at %d:       %s", r.seq, r.data, seq, data)
+	}
+}
+
+// writer makes commits on a database through daemon d, counting them: a
+// database's commits are numbered from 1, so the count is the newest
+// commit's sequence number.
+type writer struct {
+	t   testing.TB
+	d   *dt.Daemon
+	db  string
+	seq int64
+}
+
+func (w *writer) do(method, docs string) int64 {
+	w.t.Helper()
+	w.d.MustDo(w.t, http.StatusOK, dt.Admin(), method, "/api/document/admin/"+w.db, docs)
+	w.seq++
+	return w.seq
+}
+
+func (w *writer) insert(docs string) int64  { w.t.Helper(); return w.do(http.MethodPost, docs) }
+func (w *writer) replace(docs string) int64 { w.t.Helper(); return w.do(http.MethodPut, docs) }
+func (w *writer) delete(id string) int64 {
+	w.t.Helper()
+	w.d.MustDo(w.t, http.StatusOK, dt.Admin(), http.MethodDelete, "/api/document/admin/"+w.db+"?id="+id, nil)
+	w.seq++
+	return w.seq
+}
+
+func person(id, name, team, manager string) string {
+	m := ""
+	if manager != "" {
+		m = `,"manager":"Person/` + manager + `"`
+	}
+	return fmt.Sprintf(`{"@type":"Person","@id":"Person/%s","name":%q,"team":%q%s}`, id, name, team, m)
+}
+
+// TestLiveQueryFollowsCommits: a live query over SSE on one daemon, the
+// commits made through another on the same Postgres. Its first result is
+// the current one; each commit that changes the result gives the new
+// result at that commit's position, and a commit that does not (a
+// document outside the filter, another class, a change past the limit, a
+// field not selected) sends nothing: the next result stands at the
+// commit that changed it.
+func TestLiveQueryFollowsCommits(t *testing.T) {
+	t.Parallel()
+	d1 := dt.Start(t)
+	d1.CreateDatabase(t, "staff", staffSDL)
+	d2 := dt.Start(t, dt.WithDatabaseURL(d1.DatabaseURL))
+	w := &writer{t: t, d: d2, db: "staff"}
+	w.insert(person("m", "Mia", "y", ""))
+	w.insert(person("a", "Ann", "x", "m"))
+	w.insert(person("b", "Bob", "x", ""))
+
+	const sel = `Person(filter: {team: {eq: $t}}, orderBy: {name: ASC}, limit: 2) { _id name manager { name } }`
+	q := `subscription Team($t: String) { ` + sel + ` }`
+	s := mustOpen(t, d1, dt.Admin(), http.MethodPost, "/api/graphql/admin/staff", body(q, "variables", map[string]any{"t": "x"}), nil, "Accept", sse)
+	s.connected()
+	s.expect(3, `{"Person":[{"_id":"Person/a","name":"Ann","manager":{"name":"Mia"}},{"_id":"Person/b","name":"Bob","manager":null}]}`)
+
+	w.insert(person("c", "Cat", "x", ""))                  // 4: past the limit
+	w.insert(person("z", "Zed", "y", ""))                  // 5: outside the filter
+	w.insert(`{"@type":"Team","@id":"Team/t","name":"T"}`) // 6: another class
+	seq := w.insert(person("al", "Al", "x", "m"))          // first in order: Bob leaves the page
+	s.expect(seq, `{"Person":[{"_id":"Person/al","name":"Al","manager":{"name":"Mia"}},{"_id":"Person/a","name":"Ann","manager":{"name":"Mia"}}]}`)
+
+	seq = w.replace(person("a", "Ann", "y", "m")) // leaves the filter
+	s.expect(seq, `{"Person":[{"_id":"Person/al","name":"Al","manager":{"name":"Mia"}},{"_id":"Person/b","name":"Bob","manager":null}]}`)
+
+	seq = w.replace(person("m", "Mina", "y", "")) // the referenced document
+	s.expect(seq, `{"Person":[{"_id":"Person/al","name":"Al","manager":{"name":"Mina"}},{"_id":"Person/b","name":"Bob","manager":null}]}`)
+
+	seq = w.delete("Person/al") // Cat enters the page
+	s.expect(seq, `{"Person":[{"_id":"Person/b","name":"Bob","manager":null},{"_id":"Person/c","name":"Cat","manager":null}]}`)
+
+	w.replace(`{"@type":"Person","@id":"Person/c","name":"Cat","team":"x","age":3}`) // a field not selected
+	seq = w.replace(person("b", "Bo", "x", ""))
+	s.expect(seq, `{"Person":[{"_id":"Person/b","name":"Bo","manager":null},{"_id":"Person/c","name":"Cat","manager":null}]}`)
+
+	// The @live spelling of the same query, on the first daemon too.
+	l := mustOpen(t, d1, dt.Admin(), http.MethodPost, "/api/graphql/admin/staff",
+		body(`query Team($t: String) @live { `+sel+` }`, "variables", map[string]any{"t": "x"}), nil, "Accept", sse)
+	l.connected()
+	l.expect(seq, `{"Person":[{"_id":"Person/b","name":"Bo","manager":null},{"_id":"Person/c","name":"Cat","manager":null}]}`)
+	seq = w.delete("Person/c")
+	for _, st := range []*stream{s, l} {
+		st.expect(seq, `{"Person":[{"_id":"Person/b","name":"Bo","manager":null}]}`)
+	}
+}
