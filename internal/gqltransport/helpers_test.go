@@ -38,6 +38,8 @@ var idRE = regexp.MustCompile(`^id: [a-z0-9]+-[0-9]+-[0-9]+$`)
 type stream struct {
 	*dt.Stream
 	t testing.TB
+	// last is the id of the last live query result read (result).
+	last string
 }
 
 // body returns a JSON GraphQL request body.
@@ -58,7 +60,7 @@ func subscribe(t testing.TB, d *dt.Daemon, db, query string, header ...string) *
 
 func mustOpen(t testing.TB, d *dt.Daemon, auth dt.Auth, method, path, reqBody string, gate chan struct{}, header ...string) *stream {
 	t.Helper()
-	return &stream{d.MustOpenStream(t, auth, dt.StreamRequest{Method: method, Path: path, Body: reqBody, Header: header, Gate: gate}), t}
+	return &stream{d.MustOpenStream(t, auth, dt.StreamRequest{Method: method, Path: path, Body: reqBody, Header: header, Gate: gate}), t, ""}
 }
 
 // connected reads the first frame and checks it is the readiness frame.

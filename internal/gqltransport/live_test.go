@@ -34,7 +34,8 @@ func (s *stream) result() liveResult {
 	if len(f) != 3 || f[0] != "event: next" || !idRE.MatchString(f[1]) {
 		s.t.Fatalf("not a live query result: %q", f)
 	}
-	return parseResult(s.t, f.Field("id"), f.Field("data"))
+	s.last = f.Field("id")
+	return parseResult(s.t, s.last, f.Field("data"))
 }
 
 // parseResult checks a live query result message whose position is id.
@@ -153,4 +154,109 @@ func TestLiveQueryFollowsCommits(t *testing.T) {
 	for _, st := range []*stream{s, l} {
 		st.expect(seq, `{"Person":[{"_id":"Person/b","name":"Bo","manager":null}]}`)
 	}
+}
+
+// metric returns the sum of a metric of d's /metrics.
+func metric(t testing.TB, d *dt.Daemon, name string) float64 {
+	t.Helper()
+	return dt.MetricValue(string(d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodGet, "/metrics", nil).Body), name)
+}
+
+// TestLiveQueryCosts: identical live queries share one evaluation, and
+// live queries that differ only in their variables one change feed
+// subscription; a commit costs a read only for the results it can
+// change: one of another class, or of a document no filter takes, costs
+// none. (A result is read before it is published, so once a client has
+// it the counters count it.)
+func TestLiveQueryCosts(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "cost", staffSDL)
+	w := &writer{t: t, d: d, db: "cost"}
+	w.insert(person("a", "Ann", "x", ""))
+	q := `subscription S($t: String) { Person(filter: {team: {eq: $t}}) { name } }`
+	open := func(team string) *stream {
+		s := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/cost", body(q, "variables", map[string]any{"t": team}), nil, "Accept", sse)
+		s.connected()
+		return s
+	}
+	x1, x2, y := open("x"), open("x"), open("y")
+	x1.expect(1, `{"Person":[{"name":"Ann"}]}`)
+	x2.expect(1, `{"Person":[{"name":"Ann"}]}`)
+	y.expect(1, `{"Person":[]}`)
+	if got := metric(t, d, "sluice_live_query_reads_total"); got != 2 {
+		t.Fatalf("%v reads for the first results of two shares, want 2", got)
+	}
+	var subs []struct{ ID uint64 }
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil || len(subs) != 1 {
+		t.Fatalf("change feed subscriptions of one cohort: %v (%v)", subs, err)
+	}
+
+	w.insert(`{"@type":"Team","@id":"Team/t","name":"T"}`)
+	w.insert(person("z", "Zed", "z", ""))
+	seq := w.insert(person("b", "Bob", "x", ""))
+	x1.expect(seq, `{"Person":[{"name":"Ann"},{"name":"Bob"}]}`)
+	x2.expect(seq, `{"Person":[{"name":"Ann"},{"name":"Bob"}]}`)
+	for name, want := range map[string]float64{"sluice_live_query_reads_total": 3, "sluice_live_query_statements_total": 3, "sluice_live_query_results_total": 3} {
+		if got := metric(t, d, name); got != want {
+			t.Errorf("%s = %v after three commits of which one changed one result, want %v", name, got, want)
+		}
+	}
+	seq = w.insert(person("c", "Cy", "y", ""))
+	y.expect(seq, `{"Person":[{"name":"Cy"}]}`)
+	seq = w.insert(person("d", "Di", "x", ""))
+	x1.expect(seq, `{"Person":[{"name":"Ann"},{"name":"Bob"},{"name":"Di"}]}`)
+	if got := metric(t, d, "sluice_live_query_reads_total"); got != 5 {
+		t.Errorf("%v reads, want 5", got)
+	}
+}
+
+// TestLiveQueryBurst: commits in quick succession may be coalesced, but
+// every result is a state the database was in at its position, positions
+// only grow, and the last state arrives.
+func TestLiveQueryBurst(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "burst", staffSDL)
+	s := subscribe(t, d, "burst", `subscription { Person(orderBy: {name: ASC}) { name } }`)
+	s.connected()
+	s.expect(0, `{"Person":[]}`)
+	const n = 30
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i <= n; i++ {
+			req, _ := http.NewRequest(http.MethodPost, d.URL+"/api/document/admin/burst", strings.NewReader(person(fmt.Sprint(i), fmt.Sprintf("p%02d", i), "x", "")))
+			dt.Admin()(req)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("commit %d: %v", i, err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("commit %d: status %d", i, resp.StatusCode)
+				return
+			}
+		}
+	}()
+	// The state at commit k holds p01 … pk.
+	state := func(k int64) string {
+		var names []string
+		for i := int64(1); i <= k; i++ {
+			names = append(names, fmt.Sprintf(`{"name":"p%02d"}`, i))
+		}
+		return `{"Person":[` + strings.Join(names, ",") + `]}`
+	}
+	results, last := 0, int64(0)
+	for last < n {
+		r := s.result()
+		results++
+		if r.seq <= last || r.data != state(r.seq) {
+			t.Fatalf("result %d at commit %d after one at %d: %s", results, r.seq, last, r.data)
+		}
+		last = r.seq
+	}
+	<-done
+	t.Logf("%d commits gave %d results", n, results)
 }

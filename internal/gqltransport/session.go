@@ -149,6 +149,12 @@ func (s *session) fail(err error) {
 		return
 	}
 	s.st.start(s.r)
+	var re *graph.ResultError
+	if errors.As(err, &re) {
+		s.st.failed(re.Errors)
+		_ = s.st.flush()
+		return
+	}
 	s.st.failed(gqlerror.List{gqlError(s.logger(), err)})
 	_ = s.st.flush()
 }
@@ -168,6 +174,13 @@ func (k frameSink) Idle() time.Duration             { return k.f.Idle() }
 // ended normally (the server shutting down, the client completing it).
 // The engine logged why.
 func (k frameSink) End(err error) {
+	var re *graph.ResultError
+	if errors.As(err, &re) {
+		// A live query's result had errors: they end it as they would
+		// answer the query (with their paths and extensions).
+		k.f.failed(re.Errors)
+		return
+	}
 	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
 		k.f.failed(gqlerror.List{gqlError(slog.New(slog.DiscardHandler), err)})
 		return

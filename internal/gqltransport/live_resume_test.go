@@ -1,0 +1,208 @@
+package gqltransport_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/jsonpatch"
+)
+
+// TestLiveQueryResume: a live query resumed from a result's position
+// (Last-Event-ID, ?lastEventId= on a GET, extensions.lastEventId) gets,
+// when nothing since can have changed its result, the SSE event of only
+// an id (its result is current at that position) and nothing else until
+// it changes; when something did, the current result; a position the
+// history no longer holds or from another incarnation of the database
+// gives the current result too; a position ahead of the log is an error.
+// Resumed on the other daemon of the same Postgres.
+func TestLiveQueryResume(t *testing.T) {
+	t.Parallel()
+	d1 := dt.Start(t)
+	d1.CreateDatabase(t, "res", staffSDL)
+	d2 := dt.Start(t, dt.WithDatabaseURL(d1.DatabaseURL))
+	w := &writer{t: t, d: d1, db: "res"}
+	w.insert(person("a", "Ann", "x", ""))
+	q := `subscription { Person(filter: {team: {eq: "x"}}) { name } }`
+	s := subscribe(t, d1, "res", q)
+	s.connected()
+	f := s.Event()
+	pos := f.Field("id")
+	s.Close()
+
+	// Unchanged: commits that cannot change it.
+	w.insert(`{"@type":"Team","@id":"Team/t","name":"T"}`)
+	head := w.insert(person("z", "Zed", "z", ""))
+	epoch := strings.Split(pos, "-")[0]
+	r := subscribe(t, d2, "res", q, "Last-Event-ID", pos)
+	r.connected()
+	if f := r.Event(); f.String() != "id: "+epoch+"-"+itoa(head)+"-2147483647" {
+		t.Fatalf("resumed with an unchanged result: %q, want the id of its current position alone", f)
+	}
+	seq := w.insert(person("b", "Bob", "x", ""))
+	r.expect(seq, `{"Person":[{"name":"Ann"},{"name":"Bob"}]}`) // and nothing before
+	r.Close()
+
+	// Changed: the current result, at once.
+	w.replace(person("a", "Ann", "y", ""))
+	seq = w.insert(`{"@type":"Team","@id":"Team/u","name":"U"}`)
+	g := mustOpen(t, d2, dt.Admin(), http.MethodGet, "/api/graphql/admin/res?query="+urlQuery(q)+"&lastEventId="+pos, "", nil, "Accept", sse)
+	g.connected()
+	g.expect(seq, `{"Person":[{"name":"Bob"}]}`)
+
+	// Positions the history does not hold: the current result.
+	for _, old := range []string{"zzzz-1-2147483647", epoch + "-0-2147483647"} {
+		o := mustOpen(t, d1, dt.Admin(), http.MethodPost, "/api/graphql/admin/res", body(q, "extensions", map[string]any{"lastEventId": old}), nil, "Accept", sse)
+		o.connected()
+		o.expect(seq, `{"Person":[{"name":"Bob"}]}`)
+	}
+	// Ahead of the log: an error.
+	e := mustOpen(t, d1, dt.Admin(), http.MethodPost, "/api/graphql/admin/res", body(q, "extensions", map[string]any{"lastEventId": epoch + "-99-2147483647"}), nil, "Accept", sse)
+	if fs := e.Ended(); len(fs) != 2 || !strings.Contains(fs[0].String(), `"code":"BAD_USER_INPUT"`) || fs[1].String() != "event: complete\ndata:" {
+		t.Fatalf("resumed ahead of the log: %q", fs)
+	}
+
+	// graphql-ws: an unchanged result sends nothing (its clients would
+	// take any message for a result), then the next result.
+	c := mustConnect(t, d2, "res")
+	c.send(`{"id":"l","type":"subscribe","payload":{"query":` + jsonString(q) + `,"extensions":{"lastEventId":"` + epoch + `-` + itoa(seq) + `-2147483647"}}}`)
+	c.barrier("b")
+	seq = w.insert(person("c", "Cy", "x", ""))
+	got := c.read()
+	if want := `{"id":"l","type":"next","payload":{"data":{"Person":[{"name":"Bob"},{"name":"Cy"}]},"extensions":{"position":"` + epoch + `-` + itoa(seq) + `-2147483647","lastEventId":"` + epoch + `-` + itoa(seq) + `-2147483647"}}}`; got != want {
+		t.Fatalf("graphql-ws after an unchanged resume:\ngot  %s\nwant %s", got, want)
+	}
+}
+
+// TestLiveQueryPatches: with extensions.patch "json-patch", a live query
+// sends its first result whole (with revision 1), then each change as
+// the JSON Patch from the result before (revision + 1), which applied to
+// it gives the new result exactly; a member that joins gets the current
+// result whole. Over SSE and graphql-ws.
+func TestLiveQueryPatches(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "patch", staffSDL)
+	w := &writer{t: t, d: d, db: "patch"}
+	for _, p := range []string{person("m", "Mia", "y", ""), person("a", "Ann", "x", "m"), person("c", "Cat", "x", "")} {
+		w.insert(p)
+	}
+	q := `subscription { Person(filter: {team: {eq: "x"}}, orderBy: {name: ASC}) { _id name age manager { name } } }`
+	s := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/patch", body(q, "extensions", map[string]any{"patch": "json-patch"}), nil, "Accept", sse)
+	s.connected()
+	c := mustConnect(t, d, "patch")
+	c.send(`{"id":"p","type":"subscribe","payload":{"query":` + jsonString(q) + `,"extensions":{"patch":"json-patch"}}}`)
+	c.barrier("b")
+
+	type message struct {
+		Data       json.RawMessage `json:"data"`
+		Extensions struct {
+			Position string          `json:"position"`
+			Revision int64           `json:"revision"`
+			Patch    json.RawMessage `json:"patch"`
+		} `json:"extensions"`
+	}
+	// apply follows a client: a whole result replaces its state, a patch
+	// applies to the result of the revision before.
+	type client struct {
+		data     []byte
+		revision int64
+		patches  int
+	}
+	apply := func(cl *client, raw string) {
+		t.Helper()
+		var m message
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatalf("%v: %s", err, raw)
+		}
+		if m.Data != nil {
+			cl.data, cl.revision = m.Data, m.Extensions.Revision
+			return
+		}
+		if m.Extensions.Revision != cl.revision+1 {
+			t.Fatalf("patch of revision %d on revision %d: %s", m.Extensions.Revision, cl.revision, raw)
+		}
+		out, err := jsonpatch.Apply(cl.data, m.Extensions.Patch)
+		if err != nil {
+			t.Fatalf("apply %s: %v", raw, err)
+		}
+		cl.data, cl.revision = out, m.Extensions.Revision
+		cl.patches++
+	}
+	// want is the result a query reads now, as the decoded value.
+	want := func() any {
+		var r struct{ Data any }
+		if err := json.Unmarshal([]byte(gql(t, d, "patch", strings.Replace(q, "subscription", "query", 1))), &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.Data
+	}
+	same := func(name string, cl *client) {
+		t.Helper()
+		var got any
+		if err := json.Unmarshal(cl.data, &got); err != nil {
+			t.Fatal(err)
+		}
+		if g, w := mustJSON(got), mustJSON(want()); g != w {
+			t.Fatalf("%s: the patched result %s, the query's %s", name, g, w)
+		}
+	}
+	var sc, wc client
+	wsPayload := func() string {
+		var m struct{ Payload json.RawMessage }
+		if err := json.Unmarshal([]byte(c.read()), &m); err != nil {
+			t.Fatal(err)
+		}
+		return string(m.Payload)
+	}
+	apply(&sc, s.Event().Field("data"))
+	apply(&wc, wsPayload())
+	if sc.revision != 1 || wc.revision != 1 {
+		t.Fatalf("first results of revisions %d and %d, want 1", sc.revision, wc.revision)
+	}
+	for _, step := range []func(){
+		func() { w.insert(person("b", "Bea", "x", "m")) },                                           // an insert in the middle
+		func() { w.replace(person("m", "Mina", "y", "")) },                                          // a referenced document
+		func() { w.replace(`{"@type":"Person","@id":"Person/c","name":"Cat","team":"x","age":4}`) }, // a field appears
+		func() { w.delete("Person/a") },                                                             // a removal
+		func() { w.replace(person("c", "Cat", "z", "")) },                                           // leaves the filter
+	} {
+		step()
+		apply(&sc, s.Event().Field("data"))
+		apply(&wc, wsPayload())
+		same("SSE", &sc)
+		same("graphql-ws", &wc)
+	}
+	if sc.patches != 5 || wc.patches != 5 {
+		t.Fatalf("%d and %d of 5 changes came as patches", sc.patches, wc.patches)
+	}
+	// A member that joins gets the current result whole.
+	j := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/patch", body(q, "extensions", map[string]any{"patch": "json-patch"}), nil, "Accept", sse)
+	j.connected()
+	var jc client
+	apply(&jc, j.Event().Field("data"))
+	if jc.revision != 6 {
+		t.Fatalf("a member that joined got revision %d, want the current, 6", jc.revision)
+	}
+	same("joined", &jc)
+	// An unknown patch format is refused.
+	bad := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/patch", body(q, "extensions", map[string]any{"patch": "merge"}), nil, "Accept", sse)
+	if fs := bad.Ended(); len(fs) != 2 || !strings.Contains(fs[0].String(), `extensions.patch must be \"json-patch\"`) {
+		t.Fatalf("extensions.patch merge: %q", fs)
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func jsonString(s string) string { return mustJSON(s) }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func urlQuery(q string) string { return url.QueryEscape(q) }
