@@ -11,9 +11,12 @@ import (
 // graphql-sse in both modes, graphql-ws, Apollo Client over GraphQLWsLink,
 // a graphql-sse link and HttpLink's multipart subscriptions, and urql over
 // graphql-ws. Each subscribes, receives the event of a write, resumes
-// with extensions.lastEventId and completes. It needs Node 20 and `npm
-// ci` in test/clients, so it runs only when SLUICE_GRAPHQL_CLIENTS=1
-// (make test-graphql-clients sets it; make test depends on that target).
+// with extensions.lastEventId and completes. The same clients run live
+// queries on one daemon while another writes (test/clients/live.mjs),
+// with Apollo's useSubscription and JSON Patches applied by
+// fast-json-patch. It needs Node 20 and `npm ci` in test/clients, so it
+// runs only when SLUICE_GRAPHQL_CLIENTS=1 (make test-graphql-clients sets
+// it; make test depends on that target).
 func TestGraphQLClients(t *testing.T) {
 	dir := dt.NodeProject(t, "SLUICE_GRAPHQL_CLIENTS", "clients", "@apollo/client")
 	t.Parallel()
@@ -24,4 +27,7 @@ func TestGraphQLClients(t *testing.T) {
 		d.CreateDatabase(t, db, "type Dog { name: String! }")
 		dt.RunNode(t, dir, nil, script, d.URL+"/api/graphql/admin/"+db, authz)
 	}
+	d.CreateDatabase(t, "live", "type Person { name: String! team: String }")
+	b := dt.Start(t, dt.WithDatabaseURL(d.DatabaseURL))
+	dt.RunNode(t, dir, nil, "live.mjs", d.URL+"/api/graphql/admin/live", b.URL+"/api/graphql/admin/live", authz)
 }

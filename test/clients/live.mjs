@@ -1,0 +1,269 @@
+// Runs mainstream GraphQL clients against live queries (docs/live-queries.md)
+// on two Sluice daemons sharing one Postgres: each client subscribes on
+// daemon A, and the documents are written through daemon B. The
+// database's schema has `type Person { name: String! team: String }`.
+//
+// For each client: the first result is the current one (empty); a
+// matching insert gives the new result at that commit's position; an
+// insert outside the filter sends nothing (the next result stands at the
+// commit after it); complete. Then graphql-ws with JSON Patches applied
+// by fast-json-patch, equal to a query's result after every change, and
+// Apollo's useSubscription (React) through its link. Prints one line per
+// step; exits 1 on any failure.
+//
+//   node live.mjs <graphql url on A> <graphql url on B> <Authorization header value>
+import { createClient as createSSEClient } from 'graphql-sse';
+import { createClient as createWSClient } from 'graphql-ws';
+import WebSocket from 'ws';
+import { ApolloClient, ApolloLink, HttpLink, InMemoryCache, gql, Observable } from '@apollo/client';
+import { GraphQLWsLink } from '@apollo/client/link/subscriptions';
+import { ApolloProvider, useSubscription } from '@apollo/client/react';
+import { Client as UrqlClient, subscriptionExchange, createRequest } from '@urql/core';
+import jsonpatch from 'fast-json-patch';
+import { print } from 'graphql';
+const { applyPatch, compare } = jsonpatch; // a CommonJS module
+import React from 'react';
+import TestRenderer from 'react-test-renderer';
+
+const [url, writeURL, authorization] = process.argv.slice(2);
+if (!url || !writeURL || !authorization) {
+  console.error('usage: node live.mjs <graphql url on A> <graphql url on B> <Authorization header value>');
+  process.exit(2);
+}
+const wsURL = url.replace(/^http/, 'ws');
+
+function fail(msg) {
+  console.error('FAIL: ' + msg);
+  process.exit(1);
+}
+const timeout = setTimeout(() => fail('timed out'), 180_000);
+
+// post runs a GraphQL request on daemon B.
+async function post(query) {
+  const res = await fetch(writeURL, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json', accept: 'application/json' },
+    body: JSON.stringify({ query }),
+  });
+  const body = await res.json();
+  if (body.errors) fail(`${query}: ${JSON.stringify(body.errors)}`);
+  return body;
+}
+
+// write commits one person through daemon B and returns the position of
+// that commit (a query's right after it: nothing else writes meanwhile).
+async function write(id, team) {
+  const doc = { '@type': 'Person', '@id': 'Person/' + id, name: id, team };
+  await post(`mutation { _insertDocuments(json: ${JSON.stringify(JSON.stringify(doc))}) }`);
+  return (await post('{ Person(limit: 0) { name } }')).extensions.position;
+}
+
+const liveQuery = 'subscription Team($t: String) { Person(filter: {team: {eq: $t}}, orderBy: {name: ASC}) { name } }';
+
+// A queue of results a client delivers, awaited one at a time.
+function inbox() {
+  const items = [];
+  let wake = null;
+  return {
+    push(x) { items.push(x); if (wake) { wake(); wake = null; } },
+    async take(what) {
+      while (!items.length) await new Promise((r) => { wake = r; });
+      const x = items.shift();
+      if (x instanceof Error) fail(`${what}: ${x.message}`);
+      if (x.errors) fail(`${what}: ${JSON.stringify(x.errors)}`);
+      return x;
+    },
+  };
+}
+
+const names = (r) => r.data.Person.map((p) => p.name).join(' ');
+
+// scenario drives one client. open(query, variables, extensions,
+// onResult) subscribes and returns a function that completes it. A live
+// query's first result is its readiness: it is registered then.
+async function scenario(name, team, open, { positions = true } = {}) {
+  const box = inbox();
+  const close = await open(liveQuery, { t: team }, undefined, (r) => box.push(r));
+  const check = async (want, position) => {
+    const r = await box.take(name);
+    if (names(r) !== want) fail(`${name}: got ${JSON.stringify(r)}, want ${want}`);
+    if (positions && position && r.extensions?.position !== position) fail(`${name}: result at ${r.extensions?.position}, want ${position}: ${JSON.stringify(r)}`);
+    if (positions && !/^[a-z0-9]+-[0-9]+-2147483647$/.test(r.extensions?.position)) fail(`${name}: no position in ${JSON.stringify(r)}`);
+  };
+  await check('');
+  await check(team + '1', await write(team + '1', team));
+  await write(team + 'x', 'elsewhere');
+  await check(`${team}1 ${team}2`, await write(team + '2', team));
+  await close();
+  console.log(`${name}: current result, a matching insert at its position, nothing for one outside the filter`);
+}
+
+// A graphql-sse client in either mode.
+async function graphqlSSE(singleConnection, team) {
+  const client = createSSEClient({ url, headers: { Authorization: authorization }, retryAttempts: 0, singleConnection });
+  await scenario(singleConnection ? 'graphql-sse single connection' : 'graphql-sse distinct connections', team, async (query, variables, extensions, onResult) => {
+    const dispose = client.subscribe({ query, variables, extensions }, { next: onResult, error: (e) => onResult(e instanceof Error ? e : new Error(JSON.stringify(e))), complete: () => {} });
+    return async () => dispose();
+  });
+  client.dispose();
+}
+
+function wsClient() {
+  return createWSClient({ url: wsURL, webSocketImpl: WebSocket, connectionParams: { Authorization: authorization }, retryAttempts: 0, lazy: true });
+}
+
+function wsOpen(client) {
+  return async (query, variables, extensions, onResult) => {
+    const dispose = client.subscribe({ query, variables, extensions }, { next: onResult, error: (e) => onResult(new Error(JSON.stringify(e))), complete: () => {} });
+    return async () => dispose();
+  };
+}
+
+async function apollo(name, team, link, positions = true) {
+  const client = new ApolloClient({ link, cache: new InMemoryCache() });
+  await scenario(name, team, async (query, variables, extensions, onResult) => {
+    const sub = client.subscribe({ query: gql(query), variables, extensions }).subscribe({
+      next: (r) => onResult(r.error ? new Error(r.error.message) : r),
+      error: (e) => onResult(e),
+    });
+    return async () => sub.unsubscribe();
+  }, { positions });
+  client.stop();
+}
+
+// An Apollo link on graphql-sse (the recipe of graphql-sse's docs).
+class SSELink extends ApolloLink {
+  constructor(client) { super(); this.client = client; }
+  request(operation) {
+    return new Observable((sink) => this.client.subscribe({ ...operation, query: print(operation.query) }, {
+      next: sink.next.bind(sink), complete: sink.complete.bind(sink), error: sink.error.bind(sink),
+    }));
+  }
+}
+
+// Apollo's useSubscription, rendered by React (react-test-renderer, no
+// DOM), through GraphQLWsLink: the hook's data follows the live query.
+async function apolloHook(team) {
+  globalThis.IS_REACT_ACT_ENVIRONMENT = false;
+  const ws = wsClient();
+  const client = new ApolloClient({ link: new GraphQLWsLink(ws), cache: new InMemoryCache() });
+  const box = inbox();
+  const query = gql(liveQuery);
+  function Live() {
+    useSubscription(query, { variables: { t: team }, onData: ({ data }) => box.push(data.error ? new Error(data.error.message) : data) });
+    return null;
+  }
+  const renderer = TestRenderer.create(React.createElement(ApolloProvider, { client }, React.createElement(Live)));
+  const take = async (want) => {
+    const r = await box.take('useSubscription');
+    if (names(r) !== want) fail(`useSubscription: got ${JSON.stringify(r.data)}, want ${want}`);
+  };
+  await take('');
+  await write(team + '1', team);
+  await take(team + '1');
+  await write(team + 'x', 'elsewhere');
+  await write(team + '2', team);
+  await take(`${team}1 ${team}2`);
+  renderer.unmount();
+  client.stop();
+  await ws.dispose();
+  console.log('Apollo useSubscription (GraphQLWsLink): current result, then each change');
+}
+
+async function urql(team) {
+  const ws = wsClient();
+  const client = new UrqlClient({
+    url,
+    exchanges: [subscriptionExchange({
+      enableAllOperations: true,
+      forwardSubscription: (request) => ({
+        subscribe: (sink) => ({ unsubscribe: ws.subscribe({ ...request, query: request.query || '' }, sink) }),
+      }),
+    })],
+  });
+  await scenario('urql (graphql-ws)', team, async (query, variables, extensions, onResult) => {
+    const { unsubscribe } = client.executeSubscription(createRequest(query, variables, extensions)).subscribe((r) => {
+      onResult(r.error ? new Error(r.error.message) : { data: r.data, extensions: r.extensions });
+    });
+    return async () => unsubscribe();
+  });
+  await ws.dispose();
+}
+
+// JSON Patches, applied by fast-json-patch: after every change the
+// patched result equals what a query reads.
+async function patches(team) {
+  // A patch is sent only when it is smaller than the whole result (see
+  // docs/live-queries.md): start from a result of several documents so
+  // that each change below comes as one.
+  for (const id of ['b', 'd', 'f', 'h', 'j', 'l']) await write(team + id, team);
+  const ws = wsClient();
+  const box = inbox();
+  const dispose = ws.subscribe({ query: liveQuery, variables: { t: team }, extensions: { patch: 'json-patch' } },
+    { next: (r) => box.push(r), error: (e) => box.push(new Error(JSON.stringify(e))), complete: () => {} });
+  let state = null;
+  let revision = 0;
+  let patched = 0;
+  const next = async () => {
+    const r = await box.take('patches');
+    if (r.data) {
+      state = r.data;
+      revision = r.extensions.revision;
+      return;
+    }
+    if (r.extensions?.revision !== revision + 1 || !Array.isArray(r.extensions?.patch)) fail(`patches: ${JSON.stringify(r)} after revision ${revision}`);
+    state = applyPatch(state, r.extensions.patch, true, false).newDocument;
+    revision = r.extensions.revision;
+    patched++;
+  };
+  const same = async () => {
+    const { data } = await post(`{ Person(filter: {team: {eq: "${team}"}}, orderBy: {name: ASC}) { name } }`);
+    const diff = compare(state, data);
+    if (diff.length) fail(`patches: the patched result ${JSON.stringify(state)} differs from the query's ${JSON.stringify(data)}`);
+  };
+  await next();
+  await same();
+  for (const id of ['m', 'c', 'a', 'z']) {
+    await write(team + id, team);
+    await next();
+    await same();
+  }
+  if (patched !== 4) fail(`patches: ${patched} of 4 changes came as patches`);
+  dispose();
+  await ws.dispose();
+  console.log('graphql-ws with JSON Patches: fast-json-patch reproduces every result');
+}
+
+// query @live, as graphql-live-query clients send it, over graphql-sse.
+async function atLive(team) {
+  const client = createSSEClient({ url, headers: { Authorization: authorization }, retryAttempts: 0 });
+  await scenario('graphql-sse, query @live', team, async (query, variables, extensions, onResult) => {
+    const dispose = client.subscribe({ query: query.replace('subscription Team($t: String)', 'query Team($t: String) @live'), variables, extensions },
+      { next: onResult, error: (e) => onResult(e instanceof Error ? e : new Error(JSON.stringify(e))), complete: () => {} });
+    return async () => dispose();
+  });
+  client.dispose();
+}
+
+await graphqlSSE(false, 'sd');
+await graphqlSSE(true, 'ss');
+await scenario('graphql-ws', 'ws', wsOpen(wsClient()));
+{
+  const ws = wsClient();
+  await apollo('Apollo GraphQLWsLink', 'aw', new GraphQLWsLink(ws));
+  await ws.dispose();
+}
+{
+  const sse = createSSEClient({ url, headers: { Authorization: authorization }, retryAttempts: 0 });
+  await apollo('Apollo graphql-sse link', 'as', new SSELink(sse));
+  sse.dispose();
+}
+await apollo('Apollo HttpLink multipart', 'am', new HttpLink({ uri: url, headers: { Authorization: authorization }, includeExtensions: true }));
+await apolloHook('ah');
+await urql('ur');
+await patches('pt');
+await atLive('al');
+
+clearTimeout(timeout);
+console.log('PASS');
+process.exit(0);
