@@ -110,15 +110,15 @@ func FuzzStreamParams(f *testing.F) {
 
 func TestOpList(t *testing.T) {
 	t.Parallel()
-	ops, err := streamparam.OpList("ops", []string{"delete", "create"})
+	ops, err := OpList("ops", []string{"delete", "create"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := streamparam.OpTokens(ops); strings.Join(got, ",") != "create,delete" {
+	if got := OpTokens(ops); strings.Join(got, ",") != "create,delete" {
 		t.Errorf("OpTokens = %v, want create,delete", got)
 	}
 	for _, bad := range [][]string{nil, {}, {"create", "insert"}, {""}, {"Create"}} {
-		_, err := streamparam.OpList("ops", bad)
+		_, err := OpList("ops", bad)
 		if sluice.ErrorCode(err) != sluice.CodeInvalid || !strings.HasPrefix(sluice.ErrorMessage(err), "ops") {
 			t.Errorf("OpList(%q) = %v, want a BadRequest naming ops", bad, err)
 		}
