@@ -80,7 +80,7 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 	d := w.Database
 	return db.inTx(ctx, func(tx pgx.Tx) error {
 		// Creations on one database take turns, so the cap holds.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('sluice webhooks ' || $1::text))", d.ID); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "sluice webhooks "+strconv.FormatInt(d.ID, 10)); err != nil {
 			return mapError(err)
 		}
 		var n int
