@@ -44,11 +44,24 @@ type Input struct {
 	Description *string          `json:"description"`
 	Classes     *[]string        `json:"classes"`
 	Ops         *[]string        `json:"ops"`
-	Filter      *json.RawMessage `json:"filter"`
+	Filter      Given            `json:"filter"`
 	Batch       *string          `json:"batch"`
 	// After (creation only) starts delivery after this retained position
 	// instead of after the newest commit.
 	After *string `json:"after"`
+}
+
+// Given is a JSON value a request may give, null included (which a
+// pointer could not tell from absent).
+type Given struct {
+	Set   bool
+	Value json.RawMessage
+}
+
+// UnmarshalJSON records the value, null included.
+func (g *Given) UnmarshalJSON(b []byte) error {
+	g.Set, g.Value = true, slices.Clone(b)
+	return nil
 }
 
 // Limits of what a webhook's settings may hold.
@@ -134,9 +147,9 @@ func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
 		}
 		w.Ops = streamparam.OpTokens(ops)
 	}
-	if in.Filter != nil {
+	if in.Filter.Set {
 		w.Filter = nil
-		if f := bytes.TrimSpace(*in.Filter); len(f) > 0 && string(f) != "null" {
+		if f := bytes.TrimSpace(in.Filter.Value); len(f) > 0 && string(f) != "null" {
 			w.Filter = slices.Clone(f)
 		}
 	}

@@ -8,6 +8,7 @@
 //   {"cmd":"fail","path":"/a","status":500,"count":2}   answer the next 2 with 500
 //   {"cmd":"hang","path":"/a","count":1}                answer the next one never
 //   {"cmd":"down"} / {"cmd":"up"}                       stop listening (connections refused) / listen again
+//   {"cmd":"sync"}                                      nothing: acknowledged after every delivery reported so far
 import http from 'node:http';
 import readline from 'node:readline';
 import { Webhook } from 'standardwebhooks';
@@ -95,6 +96,8 @@ rl.on('line', async (line) => {
       break;
     case 'up':
       await listen();
+      break;
+    case 'sync': // nothing: its acknowledgement follows every delivery reported so far
       break;
     default:
       out({ type: 'error', error: 'unknown command ' + c.cmd });
