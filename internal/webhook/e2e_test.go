@@ -319,7 +319,7 @@ func TestWebhookPausedWhenCreatorLosesAccess(t *testing.T) {
 	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/guarded", `{"user":"rita","role":"none"}`)
 	insert(t, a, "guarded", "three")
 	st := waitStatus(t, a, "guarded", h.ID, 30*time.Second, func(m map[string]any) bool { return m["state"] == "revoked" })
-	if msg := st["status_message"].(string); !strings.Contains(msg, "rita") || !strings.Contains(msg, "revoked") {
+	if msg := st["status_message"].(string); !strings.Contains(msg, "its creator rita lost the read access") || !strings.Contains(msg, "is now none") {
 		t.Fatalf("revoked status message %q", msg)
 	}
 	r.do(map[string]any{"cmd": "sync"}) // every delivery made so far is reported before this

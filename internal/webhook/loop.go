@@ -387,7 +387,7 @@ func (l *loop) record(ctx context.Context, st *state, every int64) error {
 // checkAccess checks that the creator still has the read access the
 // webhook delivers with, and pauses it as revoked when not.
 func (l *loop) checkAccess(ctx context.Context, st *state) error {
-	if err := checkCreator(ctx, l.m.d.eng, l.m.d.store, st.w); err != nil {
+	if err := checkCreator(ctx, l.m.d.store, st.w); err != nil {
 		return l.revokedOr(ctx, st, err)
 	}
 	return nil
@@ -398,7 +398,7 @@ func (l *loop) checkAccess(ctx context.Context, st *state) error {
 func (l *loop) revokedOr(ctx context.Context, st *state, err error) error {
 	switch sluice.ErrorCode(err) {
 	case sluice.CodeUnauthenticated, sluice.CodeForbidden, sluice.CodeNotFound:
-		return l.halt(ctx, st, sluice.WebhookRevoked, fmt.Sprintf("paused: it delivers with the read access of %s, which was taken away (%s)", st.w.CreatorName, sluice.ErrorMessage(err)))
+		return l.halt(ctx, st, sluice.WebhookRevoked, fmt.Sprintf("paused: its creator %s lost the read access it delivers with: %s", st.w.CreatorName, sluice.ErrorMessage(err)))
 	}
 	return err
 }

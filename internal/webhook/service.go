@@ -349,7 +349,7 @@ func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, 
 // checkCreator checks that w's creator still has the read access w
 // delivers with; its error says what is missing.
 func (s *Service) checkCreator(ctx context.Context, w *sluice.Webhook) error {
-	return checkCreator(ctx, s.eng, s.store, w)
+	return checkCreator(ctx, s.store, w)
 }
 
 // Replay moves webhook id of org/name to position after: it delivers what
@@ -401,8 +401,9 @@ func (s *Service) Delete(ctx context.Context, u *sluice.User, org, name string, 
 
 // checkCreator checks, against Postgres and bypassing caches, that the
 // creator of w still exists, that the API token it was made with (if any)
-// is unrevoked, and that the creator can read w's database.
-func checkCreator(ctx context.Context, eng *engine.Engine, store *postgres.DB, w *sluice.Webhook) error {
+// is unrevoked, and that the creator can read w's database. Its errors
+// (Unauthenticated, Forbidden, NotFound) say what is missing.
+func checkCreator(ctx context.Context, store *postgres.DB, w *sluice.Webhook) error {
 	u, err := store.UserByID(ctx, w.CreatorID)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		return sluice.Errorf(sluice.CodeUnauthenticated, "user %s was deleted", w.CreatorName)
@@ -410,5 +411,31 @@ func checkCreator(ctx context.Context, eng *engine.Engine, store *postgres.DB, w
 	if err != nil {
 		return err
 	}
-	return eng.CheckGrant(ctx, &sluice.Grant{Credential: sluice.Credential{User: u, TokenID: w.CreatorTokenID}, Database: w.Database, Role: sluice.RoleRead})
+	if w.CreatorTokenID != 0 {
+		ok, err := store.TokenValid(ctx, u.ID, w.CreatorTokenID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return sluice.Errorf(sluice.CodeUnauthenticated, "the API token %s made it with was revoked", u.Name)
+		}
+	}
+	d, err := store.DatabaseByID(ctx, w.Database.ID)
+	if err != nil {
+		return err
+	}
+	if d.Epoch != w.Database.Epoch {
+		return sluice.ErrNoDatabase(d.Org, d.Name)
+	}
+	if u.Superuser {
+		return nil
+	}
+	role, err := store.Role(ctx, u.ID, d.ID)
+	if err != nil {
+		return err
+	}
+	if role < sluice.RoleRead {
+		return sluice.Errorf(sluice.CodeForbidden, "the role of %s on %s is now %s; a webhook needs read", u.Name, d.Path(), role)
+	}
+	return nil
 }
