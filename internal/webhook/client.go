@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -107,20 +108,15 @@ func (s *sender) send(ctx context.Context, m *message, secrets [][]byte) result 
 // describe says what went wrong with a request, without the URL (the
 // attempts log shows it separately).
 func describe(err error, timeout time.Duration) string {
-	var re *RefusedError
-	if errors.As(err, &re) {
-		return re.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
 	}
 	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout awaiting response headers") {
 		return fmt.Sprintf("no answer within %s (webhook_timeout)", timeout)
 	}
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			err = inner
-		}
-	}
-	return err.Error()
+	// Every address of a name is tried: say why each failed.
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
 // cleanText returns b as valid UTF-8 text.

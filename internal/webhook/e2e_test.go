@@ -2,8 +2,11 @@ package webhook_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemon"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
@@ -410,5 +414,55 @@ func TestWebhookAPI(t *testing.T) {
 	}
 	if res := a.Do(t, dt.Admin(), "GET", "/api/webhooks/admin/api/x", nil); res.Status != 404 {
 		t.Errorf("webhook x: %d", res.Status)
+	}
+}
+
+// TestWebhookRefusesPrivateAddresses: URLs naming loopback, link-local,
+// private and other non-public addresses are refused when the webhook is
+// made; a name that resolves to such an address is refused when it is
+// dialled (DNS rebinding), and no connection is even attempted: the test's
+// dial function fails the test if it is called. Nothing here needs the
+// receiver, and no packet leaves the process.
+func TestWebhookRefusesPrivateAddresses(t *testing.T) {
+	t.Parallel()
+	resolve := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host != "rebind.test" {
+			t.Errorf("resolved %q", host)
+			return nil, errors.New("test: no resolving")
+		}
+		return []netip.Addr{netip.MustParseAddr("10.1.2.3"), netip.MustParseAddr("::1")}, nil
+	}
+	dial := func(_ context.Context, network, address string) (net.Conn, error) {
+		t.Errorf("dialled %s %s: a refused address reached the dialer", network, address)
+		return nil, errors.New("test: no dialing")
+	}
+	a := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, WebhookResolve: resolve, WebhookDial: dial}, func(c *config.Config) {
+		c.WebhookRetrySchedule = []time.Duration{time.Hour} // one retry, not soon
+	})
+	a.CreateDatabase(t, "ssrf", personSchema)
+	for _, url := range []string{
+		"http://10.0.0.1/hook", "http://169.254.169.254/latest/meta-data/", "http://127.0.0.1:6363/api/db",
+		"http://[::1]/", "http://localhost:9/", "http://api.localhost/", "http://0.0.0.0/", "http://[fd00::1]/",
+		"http://100.64.0.1/", "http://192.168.1.1/", "http://172.16.0.1/", "http://[::ffff:10.0.0.1]/", "http://[64:ff9b::a00:1]/",
+		"http://224.0.0.1/", "http://[fe80::1]/",
+	} {
+		res := a.Do(t, dt.Admin(), "POST", "/api/webhooks/admin/ssrf", fmt.Sprintf(`{"url":%q}`, url))
+		if res.Status != 400 || !bytes.Contains(res.Body, []byte("url: refused to connect to")) {
+			t.Errorf("create with %s: %d %s, want 400 refusing the address", url, res.Status, res.Body)
+		}
+	}
+	for _, url := range []string{"ftp://example.com/", "http://user:pw@example.com/", "/relative", "http://example.com/#x"} {
+		if res := a.Do(t, dt.Admin(), "POST", "/api/webhooks/admin/ssrf", fmt.Sprintf(`{"url":%q}`, url)); res.Status != 400 || !bytes.Contains(res.Body, []byte("url")) {
+			t.Errorf("create with %s: %d %s, want 400 naming url", url, res.Status, res.Body)
+		}
+	}
+	h := createHook(t, a, nil, "ssrf", "", `{"url":"http://rebind.test/hook"}`)
+	insert(t, a, "ssrf", "one")
+	st := waitStatus(t, a, "ssrf", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 1.0 })
+	msg := st["status_message"].(string)
+	for _, want := range []string{"refused to connect to 10.1.2.3: a private address", "refused to connect to ::1: a loopback address", "webhook_allow_networks"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("status message %q does not say %q", msg, want)
+		}
 	}
 }
