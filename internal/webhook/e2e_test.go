@@ -466,3 +466,92 @@ func TestWebhookRefusesPrivateAddresses(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookKill9HandsOver: the delivering replica, a process of its own,
+// is killed with SIGKILL in the middle of a burst; the other replica takes
+// the lease over once it expires and goes on from the recorded position:
+// every commit arrives, in order, and the only duplicate possible is the
+// request the killed replica had sent but not recorded.
+func TestWebhookKill9HandsOver(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t)
+	bin, err := dt.SluiceBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dbURL := pgtest.NewDatabase(t)
+	p := dt.StartProc(t, bin, []string{"serve", "--listen", "127.0.0.1:0"}, []string{
+		"SLUICE_DATABASE_URL=" + dbURL, "SLUICE_ADMIN_PASSWORD=" + dt.AdminPassword,
+		"SLUICE_WEBHOOK_ALLOW_NETWORKS=127.0.0.0/8", "SLUICE_WEBHOOK_LEASE_TTL=2s", "SLUICE_WEBHOOK_TIMEOUT=1s",
+		"SLUICE_WEBHOOK_RETRY_SCHEDULE=50ms,100ms,200ms,400ms",
+	}, nil)
+	first := &dt.Daemon{URL: "http://" + p.Addr}
+	leader := func(d *dt.Daemon) bool {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_webhook_leader") == 1
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !leader(first) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first replica did not take the deliverer lease within 30s")
+		}
+		<-tick.C
+	}
+	second := dt.Start(t, dt.WithDatabaseURL(dbURL), fastRetries)
+	first.CreateDatabase(t, "burst", personSchema)
+	createHook(t, first, r, "burst", "/k", fmt.Sprintf(`{"url":%q}`, r.url("/k")))
+	const n = 300
+	written := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if err := post(second, "burst", fmt.Sprintf("b%03d", i)); err != nil {
+				written <- err
+				return
+			}
+		}
+		written <- nil
+	}()
+	var got []delivery
+	for len(got) < 50 {
+		got = append(got, r.next(30*time.Second))
+	}
+	if err := p.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Exited()
+	subjects := map[string]bool{}
+	for _, d := range got {
+		subjects[d.Events[0].Subject] = true
+	}
+	for len(subjects) < n {
+		d := r.next(time.Minute)
+		got = append(got, d)
+		subjects[d.Events[0].Subject] = true
+	}
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if !leader(second) {
+		t.Error("the second replica does not report the lease")
+	}
+	var last sluice.Position
+	dups := 0
+	for i, d := range got {
+		checkVerified(t, d)
+		p := position(t, d.ID)
+		switch {
+		case i == 0:
+		case p.Seq == last.Seq:
+			dups++
+			t.Logf("delivered twice: %s (%s), at %d of %d", d.ID, d.Events[0].Subject, i, len(got))
+		case p.Seq != last.Seq+1:
+			t.Fatalf("request %d is commit %d after commit %d: out of order or missing", i, p.Seq, last.Seq)
+		}
+		last = p
+	}
+	if dups > 1 {
+		t.Fatalf("%d duplicates, want at most one (the request in flight when the replica died)", dups)
+	}
+	t.Logf("%d commits, %d requests, %d duplicate", n, len(got), dups)
+}

@@ -40,12 +40,12 @@ func NewService(eng *engine.Engine, store *postgres.DB, keys *Keys, policy Polic
 // Input is a webhook's settings as a request gives them; nil fields are
 // not given (a change leaves them alone; a creation takes the defaults).
 type Input struct {
-	URL         *string          `json:"url"`
-	Description *string          `json:"description"`
-	Classes     *[]string        `json:"classes"`
-	Ops         *[]string        `json:"ops"`
-	Filter      Given            `json:"filter"`
-	Batch       *string          `json:"batch"`
+	URL         *string   `json:"url"`
+	Description *string   `json:"description"`
+	Classes     *[]string `json:"classes"`
+	Ops         *[]string `json:"ops"`
+	Filter      Given     `json:"filter"`
+	Batch       *string   `json:"batch"`
 	// After (creation only) starts delivery after this retained position
 	// instead of after the newest commit.
 	After *string `json:"after"`
