@@ -28,7 +28,7 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser ## run every test (Go with -race, the Node client tests, the browser test)
+test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser test-webhooks ## run every test (Go with -race, the Node client tests, the browser test, the webhook receiver)
 
 # The tests that start sluice as its own process run the release binary,
 # built here once per run rather than by each test binary (see
@@ -57,6 +57,11 @@ test-browser: ## drive GraphiQL, EventSource with stream tickets from another or
 	cd test/browser && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms)$$' -v ./internal/daemon/
+
+.PHONY: test-webhooks
+test-webhooks: build ## deliver webhooks to a receiver that verifies every signature with the standardwebhooks npm package: order across replicas, retries, kill -9, replay, revocation (Node 20; npm ci in test/webhooks first)
+	cd test/webhooks && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_WEBHOOK_RECEIVER=1 SLUICE_TEST_BINARY=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -run '^TestWebhook' -v ./internal/webhook/
 
 .PHONY: graphiql-assets
 graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into internal/graphiql/assets (versions pinned in tools/graphiql)
