@@ -82,6 +82,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
 	$(GO) test -run '^$$' -bench 'ReadScale' -benchtime 300x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
+	$(GO) test -run '^$$' -bench 'Webhooks' -benchtime 1x -count 3 ./internal/bench/
 
 .PHONY: bench-peer
 bench-peer: ## run the peer benchmark against PostGraphile 4 (installs wrk and postgraphile@4 if missing; about 9 minutes; see docs/benchmarks.md)
