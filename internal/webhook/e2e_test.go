@@ -555,3 +555,33 @@ func TestWebhookKill9HandsOver(t *testing.T) {
 	}
 	t.Logf("%d commits, %d requests, %d duplicate", n, len(got), dups)
 }
+
+// TestWebhookFilterAndCommitBatches: a filter selects the events whose
+// document matches it; a commit batch carries a commit's selected events
+// in one request, in change order, identified by its last one.
+func TestWebhookFilterAndCommitBatches(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t)
+	a := dt.Start(t, fastRetries)
+	a.CreateDatabase(t, "adults", personSchema)
+	createHook(t, a, r, "adults", "/f", fmt.Sprintf(`{"url":%q,"classes":["Person"],"filter":{"age":{"ge":18}},"batch":"commit"}`, r.url("/f")))
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/adults",
+		`[{"@type":"Person","@id":"ann","name":"Ann","age":40},{"@type":"Person","@id":"kid","name":"Kid","age":9},{"@type":"Person","@id":"bob","name":"Bob","age":18}]`)
+	insert(t, a, "adults", "noage")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/adults", `{"@type":"Person","@id":"cy","name":"Cy","age":77}`)
+	d := r.next(30 * time.Second)
+	checkVerified(t, d)
+	if len(d.Events) != 2 || d.Events[0].Subject != "Person/ann" || d.Events[1].Subject != "Person/bob" || d.ID != d.Events[1].ID {
+		t.Fatalf("first commit's batch: id %s, events %+v; want ann and bob, identified by bob's", d.ID, d.Events)
+	}
+	d = r.next(30 * time.Second)
+	if len(d.Events) != 1 || d.Events[0].Subject != "Person/cy" {
+		t.Fatalf("then %+v, want cy alone (the commit without a matching document sends nothing)", d.Events)
+	}
+	var doc struct {
+		Age int `json:"age"`
+	}
+	if err := json.Unmarshal(d.Events[0].Data, &doc); err != nil || doc.Age != 77 {
+		t.Fatalf("data %s", d.Events[0].Data)
+	}
+}
