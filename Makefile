@@ -28,7 +28,7 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser ## run every test (Go with -race, the Node client tests, the browser test)
+test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser test-webhooks ## run every test (Go with -race, the Node client tests, the browser test, the webhook receiver)
 
 # The tests that start sluice as its own process run the release binary,
 # built here once per run rather than by each test binary (see
@@ -58,6 +58,11 @@ test-browser: ## drive GraphiQL, EventSource with stream tickets from another or
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms)$$' -v ./internal/daemon/
 
+.PHONY: test-webhooks
+test-webhooks: build ## deliver webhooks to a receiver that verifies every signature with the standardwebhooks npm package: order across replicas, retries, kill -9, replay, revocation (Node 20; npm ci in test/webhooks first)
+	cd test/webhooks && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_WEBHOOK_RECEIVER=1 SLUICE_TEST_BINARY=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -run '^TestWebhook' -v ./internal/webhook/
+
 .PHONY: graphiql-assets
 graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into internal/graphiql/assets (versions pinned in tools/graphiql)
 	cd tools/graphiql && npm ci --no-audit --no-fund --loglevel=error
@@ -77,6 +82,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
 	$(GO) test -run '^$$' -bench 'ReadScale' -benchtime 300x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
+	$(GO) test -run '^$$' -bench 'Webhooks' -benchtime 1x -count 3 ./internal/bench/
 
 .PHONY: bench-peer
 bench-peer: ## run the peer benchmark against PostGraphile 4 (installs wrk and postgraphile@4 if missing; about 9 minutes; see docs/benchmarks.md)

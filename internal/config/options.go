@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -248,6 +249,61 @@ func options() []option {
 		int64Option("history_page_bytes", "4194304",
 			"largest page of /api/changes and /api/log in bytes of change images and commit text (4 MiB); a larger commit spans pages, a single larger change is sent alone",
 			func(c *Config, n int64) error { c.HistoryPageBytes = n; return nil }),
+		countOption("max_webhooks_per_database", "20",
+			"most webhooks one database may have",
+			func(c *Config, n int) { c.MaxWebhooksPerDatabase = n }),
+		durationOption("webhook_timeout", "15s",
+			"longest a webhook request may take to be answered (its response headers) before the attempt counts as failed and is retried (1s to 5m)",
+			func(c *Config, d time.Duration) error {
+				if d < time.Second || d > 5*time.Minute {
+					return errors.New("want 1s to 5m")
+				}
+				c.WebhookTimeout = d
+				return nil
+			}),
+		listOption("webhook_retry_schedule", "5s,30s,2m,10m,30m,1h,2h,4h,8h,8h",
+			"waits before the retries of a failed webhook request, each with up to 20% jitter (the default retries for about a day); after the last, the webhook is paused as failing",
+			func(c *Config, items []string) error {
+				if len(items) == 0 {
+					return errors.New("want at least one duration, such as 5s,1m,1h")
+				}
+				var out []time.Duration
+				for _, it := range items {
+					d, err := time.ParseDuration(it)
+					if err != nil || d <= 0 || d > 7*24*time.Hour {
+						return fmt.Errorf("retry wait %q: want a duration from 1ns to 168h, such as 30s", it)
+					}
+					out = append(out, d)
+				}
+				c.WebhookRetrySchedule = out
+				return nil
+			}),
+		listOption("webhook_allow_networks", "",
+			"networks (CIDR, comma-separated, such as 10.0.0.0/8 or 127.0.0.1/32) that webhooks may reach although they are loopback, link-local, private or not public, which are refused by default; checked on the address dialled",
+			func(c *Config, items []string) error {
+				var out []netip.Prefix
+				for _, it := range items {
+					p, err := netip.ParsePrefix(it)
+					if err != nil {
+						return fmt.Errorf("network %q: want an address and a prefix length, such as 10.0.0.0/8 or fd00::/8", it)
+					}
+					out = append(out, p.Masked())
+				}
+				c.WebhookAllowNetworks = out
+				return nil
+			}),
+		durationOption("webhook_lease_ttl", "10s",
+			"term of the lease that makes one replica deliver every webhook; it is renewed every third of it, and another replica takes over within about this much after the deliverer dies (1s to 5m)",
+			func(c *Config, d time.Duration) error {
+				if d < time.Second || d > 5*time.Minute {
+					return errors.New("want 1s to 5m")
+				}
+				c.WebhookLeaseTTL = d
+				return nil
+			}),
+		stringOption("webhook_secret_key_file", "",
+			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
+			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
 	}
 }
 

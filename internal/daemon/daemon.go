@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,6 +33,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/rest"
+	"github.com/sluice-dev/sluice/internal/webhook"
 )
 
 // bulkGCPercent is the garbage collector's target (as GOGC) while a large
@@ -46,6 +48,11 @@ type Options struct {
 	// OnAdminPassword receives a generated admin password, shown once. Nil
 	// logs it.
 	OnAdminPassword func(string)
+	// WebhookResolve and WebhookDial, for tests, replace how webhooks
+	// resolve names and dial the addresses their policy allows (see
+	// webhook.Options).
+	WebhookResolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	WebhookDial    func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Daemon is one Sluice process.
@@ -155,12 +162,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// it opens; nothing commits before Bootstrap, when both are set.
 	var notifier *postgres.Notifier
 	var tailer *changefeed.Tailer
+	var hooks *webhook.Deliverer
 	store, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
 		notifier.Wake(c.DatabaseID)
 		tailer.Wake(c.DatabaseID)
+		hooks.Wake(c.DatabaseID)
 	})
 	if err != nil {
 		return err
@@ -202,9 +211,21 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 
+	keys, err := webhook.LoadKeys(ctx, store, d.cfg.WebhookSecretKeyFile)
+	if err != nil {
+		return err
+	}
+	policy := webhook.Policy{Allow: d.cfg.WebhookAllowNetworks}
+	hooks = webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
+		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
+		UserAgent: "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial})
+
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { notifier.Run(bg) })
+	// Webhooks are delivered until the daemon stops; the lease is then
+	// released, so another replica takes over at once.
+	wg.Go(func() { hooks.Run(bg) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, store, hub.Floors, d.logger) })
@@ -251,6 +272,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
+		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
