@@ -63,3 +63,12 @@ func (db *DB) ActiveForTest(ctx context.Context, text string) ([]int32, error) {
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int32])
 }
+
+// CancelGraceForTest is cancelGrace: how long a cancelled statement's
+// connection waits for Postgres before it is closed.
+const CancelGraceForTest = cancelGrace
+
+// QueryRowForTest runs sql on the pool and scans its one row into dest.
+func (db *DB) QueryRowForTest(ctx context.Context, sql string, dest ...any) error {
+	return db.pool.QueryRow(ctx, sql).Scan(dest...)
+}
