@@ -74,8 +74,9 @@ func (d *Daemon) Addr() string { return d.addr }
 // openStore starts the embedded Postgres when no database URL is
 // configured, connects and migrates. onCommit (nil: none) is the store's
 // commit hook (postgres.OnCommit). The returned stop function closes the
-// pool and stops the embedded server.
-func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, func(), error) {
+// pool and stops the embedded server; the *pgembed.Postgres is that server
+// (nil with a database URL), supervised (pgembed restarts it).
+func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, *pgembed.Postgres, func(), error) {
 	url := cfg.DatabaseURL
 	var pg *pgembed.Postgres
 	stop := func() {
@@ -90,29 +91,29 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 	if url == "" {
 		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pg"))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		pg, err = pgembed.Start(ctx, pgembed.Options{DataDir: dir, BinDir: cfg.PGBinDir, Logger: logger.With("component", "postgres")})
 		if err != nil {
-			return nil, nil, fmt.Errorf("embedded postgres: %w", err)
+			return nil, nil, nil, fmt.Errorf("embedded postgres: %w", err)
 		}
 		if err := ensureDatabase(ctx, pg.URL("postgres"), "sluice", logger); err != nil {
 			stop()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		url = pg.URL("sluice")
 	}
 	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit))
 	if err != nil {
 		stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := store.Migrate(ctx); err != nil {
 		store.Close()
 		stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return store, func() { store.Close(); stop() }, nil
+	return store, pg, func() { store.Close(); stop() }, nil
 }
 
 func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Logger) error {
@@ -126,7 +127,7 @@ func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Log
 
 // Migrate applies Sluice's migrations and returns (sluice migrate).
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	_, stop, err := openStore(ctx, cfg, logger, nil)
+	_, _, stop, err := openStore(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// it opens; nothing commits before Bootstrap, when both are set.
 	var notifier *postgres.Notifier
 	var tailer *changefeed.Tailer
-	store, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
+	store, pg, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
@@ -264,11 +265,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 	close(d.started)
 	d.logger.Info("sluice is serving", "addr", d.addr, "version", d.opts.Version)
 
+	// A nil channel never fires: an external Postgres is not ours to
+	// supervise.
+	var pgFailed <-chan struct{}
+	if pg != nil {
+		pgFailed = pg.Failed()
+	}
+	var runErr error
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		d.ready.Store(false)
 		return fmt.Errorf("http server: %w", err)
+	case <-pgFailed:
+		// pgembed restarts a server that died, with backoff; when it
+		// gives up, Sluice exits non-zero so that whatever supervises it
+		// (a container's restart policy, systemd) starts it afresh.
+		runErr = fmt.Errorf("embedded postgres: %w", pg.Err())
+		d.logger.Error("embedded postgres does not come back; shutting down", "err", pg.Err())
 	}
 	d.ready.Store(false)
 	d.logger.Info("shutting down")
@@ -282,7 +296,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	return runErr
 }
 
 // publishFloors tells the other daemons, through Postgres, which commits
