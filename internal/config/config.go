@@ -189,6 +189,23 @@ type Config struct {
 	// zero.
 	// Key history_page_bytes, env SLUICE_HISTORY_PAGE_BYTES, flag --history-page-bytes, default 4194304.
 	HistoryPageBytes int64
+
+	// JWTJWKSURL is the http(s) URL of an identity provider's JSON Web
+	// Key Set, instead of JWTJWKSFile: fetched at start (a failure stops
+	// Sluice), refreshed as the response's Cache-Control says and when a
+	// JWT names an unknown kid (rate-limited), and kept for up to a day
+	// while the URL fails. Empty: none.
+	// Key jwt_jwks_url, env SLUICE_JWT_JWKS_URL, flag --jwt-jwks-url, default "".
+	JWTJWKSURL string
+
+	// TLSCertFile names a PEM certificate (chain): with TLSKeyFile, the
+	// HTTP API is served over TLS (HTTP/2 included), both files read
+	// again on SIGHUP. Empty (both): plain HTTP.
+	// Key tls_cert_file, env SLUICE_TLS_CERT_FILE, flag --tls-cert-file, default "".
+	TLSCertFile string
+	// TLSKeyFile names the PEM private key of TLSCertFile.
+	// Key tls_key_file, env SLUICE_TLS_KEY_FILE, flag --tls-key-file, default "".
+	TLSKeyFile string
 }
 
 // LogFormat is the encoding of log records.
@@ -250,6 +267,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("graphql_max_response_bytes", c.GraphQLMaxResponseBytes),
 		slog.Duration("statement_timeout", c.StatementTimeout),
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
+		slog.String("jwt_jwks_url", redactURL(c.JWTJWKSURL)),
+		slog.String("tls_cert_file", c.TLSCertFile),
+		slog.String("tls_key_file", c.TLSKeyFile),
 	)
 }
 
@@ -263,7 +283,7 @@ func redact(s string) string {
 // redactURL hides the password of a postgres:// URL. A key=value connection
 // string is hidden whole, since it may carry password=.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+	if u, err := url.Parse(s); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "https" || u.Scheme == "http") {
 		if _, ok := u.Query()["password"]; !ok {
 			return u.Redacted()
 		}

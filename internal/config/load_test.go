@@ -240,6 +240,9 @@ var everything = Config{
 
 	StatementTimeout: 2 * time.Minute,
 	HistoryPageBytes: 65536,
+	JWTJWKSURL:       "https://id.example.com/.well-known/jwks.json",
+	TLSCertFile:      "/etc/sluice/cert.pem",
+	TLSKeyFile:       "/etc/sluice/key.pem",
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -291,6 +294,9 @@ graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
 statement_timeout: 2m
 history_page_bytes: 65536
+jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+tls_cert_file: /etc/sluice/cert.pem
+tls_key_file: /etc/sluice/key.pem
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -328,6 +334,9 @@ graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
 statement_timeout: 2m
 history_page_bytes: 65536
+jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+tls_cert_file: /etc/sluice/cert.pem
+tls_key_file: /etc/sluice/key.pem
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -363,6 +372,9 @@ graphql_max_result_rows = 1007
 graphql_max_response_bytes = 1008
 statement_timeout = "2m"
 history_page_bytes = 65536
+jwt_jwks_url = "https://id.example.com/.well-known/jwks.json"
+tls_cert_file = "/etc/sluice/cert.pem"
+tls_key_file = "/etc/sluice/key.pem"
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -397,7 +409,10 @@ history_page_bytes = 65536
   "graphql_max_result_rows": 1007,
   "graphql_max_response_bytes": 1008,
   "statement_timeout": "120s",
-  "history_page_bytes": 65536
+  "history_page_bytes": 65536,
+  "jwt_jwks_url": "https://id.example.com/.well-known/jwks.json",
+  "tls_cert_file": "/etc/sluice/cert.pem",
+  "tls_key_file": "/etc/sluice/key.pem"
 }`},
 	}
 	for _, tt := range tests {
@@ -452,6 +467,9 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_STATEMENT_TIMEOUT":          "2m",
 
 		"SLUICE_HISTORY_PAGE_BYTES": "65536",
+		"SLUICE_JWT_JWKS_URL":       "https://id.example.com/.well-known/jwks.json",
+		"SLUICE_TLS_CERT_FILE":      "/etc/sluice/cert.pem",
+		"SLUICE_TLS_KEY_FILE":       "/etc/sluice/key.pem",
 	})
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -494,6 +512,9 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--graphql-max-response-bytes", "1008",
 		"--statement-timeout", "2m",
 		"--history-page-bytes", "65536",
+		"--jwt-jwks-url", "https://id.example.com/.well-known/jwks.json",
+		"--tls-cert-file", "/etc/sluice/cert.pem",
+		"--tls-key-file", "/etc/sluice/key.pem",
 	}, nil)
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -635,6 +656,11 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: listen: invalid value "nope" (from --listen): want host:port, such as ":6363" or "127.0.0.1:6363"` + "\n" +
 				`config: log_level: invalid value "loud" (from SLUICE_LOG_LEVEL): want one of debug, info, warn, error` + "\n" +
 				`config: heartbeat: invalid value "0s" (from SLUICE_HEARTBEAT): want 1s to 1h`,
+		},
+		{
+			name: "jwt_jwks_url not http",
+			env:  map[string]string{"SLUICE_JWT_JWKS_URL": "id.example.com/jwks.json"},
+			want: `config: jwt_jwks_url: invalid value "id.example.com/jwks.json" (from SLUICE_JWT_JWKS_URL): want an http(s) URL`,
 		},
 	}
 	for _, tt := range tests {

@@ -58,6 +58,10 @@ type Daemon struct {
 	started chan struct{}
 	addr    string
 	ready   atomic.Bool
+
+	// What Reload reads again (reload.go), set by Run.
+	reloadMu sync.Mutex
+	reload   reloadable
 }
 
 // New returns a Daemon that Run starts.
@@ -140,12 +144,17 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 // shutdown timeout, and the embedded Postgres stops cleanly.
 func (d *Daemon) Run(ctx context.Context) error {
 	// Read before Postgres starts: a wrong key file stops the daemon at once.
-	jwt, err := auth.LoadJWT(auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
-		JWKSFile: d.cfg.JWTJWKSFile, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
-		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, time.Now)
+	jwt, err := auth.LoadJWT(ctx, auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
+		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
+		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, auth.JWTDeps{Logger: d.logger})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	cert, err := loadCertificate(d.cfg.TLSCertFile, d.cfg.TLSKeyFile)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	d.setReloadable(reloadable{jwt: jwt, cert: cert})
 	m := metrics.New()
 	// Every commit, whatever made it, wakes this process's tailer and the
 	// notifier (other processes). Both are built from the store, after
@@ -201,6 +210,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { notifier.Run(bg) })
+	wg.Go(func() { jwt.Run(bg) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, store, hub.Floors, d.logger) })
@@ -260,7 +270,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.addr = ln.Addr().String()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- serve(srv, ln, cert) }()
 	d.ready.Store(true)
 	close(d.started)
 	d.logger.Info("sluice is serving", "addr", d.addr, "version", d.opts.Version)
