@@ -62,6 +62,22 @@ func (l *logLines) waitFor(t *testing.T, s string) string {
 	}
 }
 
+// waitUntil polls cond every 20 ms until it holds, failing t after a
+// minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s did not happen within a minute", what)
+		}
+	}
+}
+
 // startLogged runs `sluice serve` on dataDir with debug logs (the embedded
 // server's own lines among them) collected in the returned logLines.
 func startLogged(t *testing.T, dataDir string, extraEnv ...string) (*proc, *logLines) {

@@ -55,22 +55,6 @@ func children(t *testing.T, ppid int) []procStat {
 	return out
 }
 
-// waitUntil polls cond every 20 ms until it holds, failing t after a
-// minute.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s did not happen within a minute", what)
-		}
-	}
-}
-
 // TestEmbeddedPostgresKilled runs Sluice as PID 1 of a PID namespace of
 // its own, as in a container without an init, and kills its embedded
 // postmaster with SIGKILL while a change stream is open. The stream ends
