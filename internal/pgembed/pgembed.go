@@ -104,6 +104,9 @@ func defaultSettings(dataDir string) map[string]string {
 		"max_connections":         "100",
 		// Modest: Sluice is one process among others on the machine.
 		"shared_buffers": "128MB",
+		// Every Sluice session turns JIT off; so does the server, for any
+		// other client, since the Docker image carries no LLVM.
+		"jit": "off",
 		// Lines go to our logger, which adds its own timestamp.
 		"logging_collector": "off",
 		"log_destination":   "stderr",
