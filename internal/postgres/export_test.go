@@ -72,3 +72,8 @@ const CancelGraceForTest = cancelGrace
 func (db *DB) QueryRowForTest(ctx context.Context, sql string, dest ...any) error {
 	return db.pool.QueryRow(ctx, sql).Scan(dest...)
 }
+
+// ReadableByForTest is readableBy: what a migration's header declares.
+func ReadableByForTest(name string, version int, sql string) (int, error) {
+	return readableBy(name, version, sql)
+}
