@@ -82,6 +82,10 @@ type Commit struct {
 	// reaches open streams before the commit does. 0 when not read from
 	// the log.
 	AccessVersion int64
+	// RowImages is set, inside the storage package only, on a commit read
+	// from the log whose images are table rows (a write made in SQL) not
+	// yet turned into documents; no commit handed on has it.
+	RowImages bool
 }
 
 // ID returns the commit id shown to clients: its sequence number in decimal.

@@ -3,6 +3,9 @@ package sluice
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
+	"time"
 )
 
 // Code classifies an Error. Each code maps to one HTTP status and one GraphQL
@@ -94,9 +97,23 @@ func (c Code) RetryAfter() string {
 type Error struct {
 	Code    Code
 	Message string
+	// Retry, when not zero, is how long the client should wait before
+	// retrying (the Retry-After of the answer); zero uses the code's.
+	Retry time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// RetryAfter returns the Retry-After header value (whole seconds, at least
+// 1) of the answer to err: the error's own Retry when it has one, else its
+// code's; "" for errors that do not invite a retry.
+func RetryAfter(err error) string {
+	var e *Error
+	if errors.As(err, &e) && e.Retry > 0 {
+		return strconv.FormatInt(int64(max(1, math.Ceil(e.Retry.Seconds()))), 10)
+	}
+	return ErrorCode(err).RetryAfter()
+}
 
 // Errorf returns an *Error with the given code and a formatted message. The
 // message is shown to clients: never put SQL, file paths or secrets in it.

@@ -142,6 +142,31 @@ type Class struct {
 	Parents []string
 	// Fields holds every field, inherited ones first, in declaration order.
 	Fields []*Field
+	// Indexes are the indexes declared with @index on the class, on its
+	// fields or on an ancestor (an ancestor's come first), without
+	// duplicates. Each document class's table has one btree index per
+	// entry; abstract classes pass theirs on to their descendants.
+	Indexes []Index
+}
+
+// Index is an index of a document class's table, declared with @index.
+type Index struct {
+	// Fields are the indexed fields, in key order. The document id is
+	// always the last key, so the index serves an order by its fields
+	// then the id, and filters on its first field (or on a prefix of
+	// its fields compared for equality, then a range on the next).
+	Fields []string
+}
+
+// IndexedBy returns the first of c's indexes whose first key is field,
+// or nil.
+func (c *Class) IndexedBy(field string) *Index {
+	for i := range c.Indexes {
+		if c.Indexes[i].Fields[0] == field {
+			return &c.Indexes[i]
+		}
+	}
+	return nil
 }
 
 // Field returns the field named name, or nil.

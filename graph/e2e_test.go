@@ -17,8 +17,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // references, subdocuments, protected fields.
 const testSDL = `
 "A person."
-type Person {
-  name: String!
+type Person @index(fields: ["age", "name"]) {
+  "The name."
+  name: String! @index
   age: Int
   score: Float
   born: DateTime
@@ -29,7 +30,7 @@ type Person {
   addresses: [Address!]
   favorite: Color
   tags: [String!]
-  ssn: String @private
+  ssn: String @private @index
   salary: Int @protected(role: "write")
   extra: JSON
 }
@@ -41,7 +42,7 @@ type Address @subdocument {
 
 enum Color { RED GREEN BLUE }
 
-interface Animal { name: String! }
+interface Animal { name: String! @index }
 type Dog implements Animal { breed: String owner: Person }
 
 interface Pet @concrete { name: String! }

@@ -24,6 +24,9 @@ type Store interface {
 	// DocumentsByID returns at most limit documents (< 0: no limit).
 	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error)
 	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error)
+	// ReadSnapshot returns ctx carrying a snapshot of d that the reads
+	// above made with it run in, and the snapshot.
+	ReadSnapshot(ctx context.Context, d *sluice.Database) (context.Context, *engine.Snapshot)
 	RedactCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, c *sluice.Commit) (*sluice.Commit, error)
 	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) ([][]string, *sluice.Commit, error)
 }
@@ -114,7 +117,16 @@ func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 	case req == nil:
 		x.fail(nil, errors.New("graph: no request in context"))
 	case op.Operation.Operation == ast.Query:
+		// Every field reads in one snapshot, whose position the result
+		// carries: a subscription resumed from it receives exactly the
+		// commits the query did not see.
+		var snap *engine.Snapshot
+		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
 		resp.Data = x.query()
+		if pos, ok := snap.Position(); ok {
+			resp.Extensions = map[string]any{"position": pos.String()}
+		}
+		snap.Close()
 	case op.Operation.Operation == ast.Mutation:
 		resp.Data = x.mutation()
 	default:

@@ -127,7 +127,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d, s, role, err := h.store.GraphQLDatabase(r.Context(), u, org, name)
 	if err != nil {
 		ge := toGQLError(r.Context(), h.opts.Logger, nil, err)
-		if ra := sluice.ErrorCode(err).RetryAfter(); ra != "" {
+		if ra := sluice.RetryAfter(err); ra != "" {
 			w.Header().Set("Retry-After", ra)
 		}
 		writeErrors(w, media, sluice.ErrorCode(err).HTTPStatus(), gqlerror.List{ge})

@@ -192,7 +192,7 @@ func (g *sdlGen) class(c *sluice.Class) {
 		g.p("  %s: ID!\n  %s: String!\n  %s: %s\n", fieldID, fieldType, fieldCommit, typeCommitMetadata)
 	}
 	for _, f := range fields {
-		g.description("  ", f.Description)
+		g.description("  ", indexedDescription(c, f, f.Description))
 		g.p("  %s: %s\n", f.Name, outputType(f))
 	}
 	g.p("}\n\n")
@@ -204,6 +204,7 @@ func (g *sdlGen) class(c *sluice.Class) {
 	}
 	for _, f := range fields {
 		if t := filterType(f); t != "" {
+			g.description("  ", indexedDescription(c, f, ""))
 			g.p("  %s: %s\n", f.Name, t)
 		}
 	}
@@ -211,9 +212,11 @@ func (g *sdlGen) class(c *sluice.Class) {
 	g.p("input %s%s {\n  someHave: %s%s\n  allHave: %s%s\n}\n\n", c.Name, suffixListFilter, c.Name, suffixFilter, c.Name, suffixFilter)
 
 	if c.Kind != sluice.KindSubdocument {
+		g.description("", g.indexedOrders(c, fields))
 		g.p("input %s%s {\n  %s: %s\n", c.Name, suffixOrdering, fieldID, typeOrder)
 		for _, f := range fields {
 			if orderable(f) {
+				g.description("  ", indexedDescription(c, f, ""))
 				g.p("  %s: %s\n", f.Name, typeOrder)
 			}
 		}
@@ -229,6 +232,41 @@ func (g *sdlGen) class(c *sluice.Class) {
 		}
 		g.p("}\n\n")
 	}
+}
+
+// indexedDescription returns the description of field f of class c in
+// the generated schema: desc, followed by a sentence saying that an index
+// serves it when an index of c (@index) starts with f.
+func indexedDescription(c *sluice.Class, f *sluice.Field, desc string) string {
+	if c.Kind == sluice.KindSubdocument || c.IndexedBy(f.Name) == nil {
+		return desc
+	}
+	const note = "Indexed (@index): filters and orderBy on this field are served by an index."
+	if desc == "" {
+		return note
+	}
+	return desc + "\n\n" + note
+}
+
+// indexedOrders returns the description of c's ordering type: the orders
+// an index serves, each of c's indexes whose fields the reader may see
+// (an index on a hidden field is not mentioned).
+func (g *sdlGen) indexedOrders(c *sluice.Class, visible []*sluice.Field) string {
+	seen := map[string]bool{}
+	for _, f := range visible {
+		seen[f.Name] = true
+	}
+	orders := []string{fieldID}
+	for _, ix := range c.Indexes {
+		ok := true
+		for _, name := range ix.Fields {
+			ok = ok && seen[name]
+		}
+		if ok {
+			orders = append(orders, "{"+strings.Join(ix.Fields, ", ")+"}")
+		}
+	}
+	return "How to sort " + c.Name + " documents; the id is always the last key. Orders an index serves (each key ascending, or each descending with _id: DESC last): " + strings.Join(orders, "; ") + "."
 }
 
 func implements(names []string) string {

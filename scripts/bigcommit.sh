@@ -66,7 +66,7 @@ echo "commit of $n documents: $(echo "$(date +%s.%N) - $start" | bc) s"
 # all delivered (sluice_stream_events_delivered_total on B).
 want=$((n * 8))
 for _ in $(seq 1 1200); do
-  got=$(curl -s $B/metrics | awk '/^sluice_stream_events_delivered_total/ {s+=$2} END {print s+0}')
+  got=$(curl -s -u $auth $B/metrics | awk '/^sluice_stream_events_delivered_total/ {s+=$2} END {print s+0}')
   [ "${got%.*}" -ge "$want" ] && break
   sleep 0.5
 done

@@ -22,6 +22,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"hash"
 	"net/http"
 	"strings"
@@ -87,6 +88,12 @@ type Authenticator struct {
 	// macs holds *macState keyed with key: every request computes an
 	// HMAC (the cache's key), and a new one costs half a kilobyte.
 	macs sync.Pool
+	// throttle counts failed password checks; nil: none are throttled.
+	throttle *Throttle
+	// decoy is a bcrypt hash of a random password at cost, which the
+	// password of a user who does not exist is checked against, so that
+	// the answer takes as long as for one who does (made on first use).
+	decoy func() string
 }
 
 // macState is an HMAC and a buffer for its input.
@@ -133,6 +140,13 @@ func New(store Store, cost int, onHash func(), opts ...Option) *Authenticator {
 	}
 	a := &Authenticator{store: store, cost: cost, key: key, verified: verified, onHash: onHash, ticketTTL: DefaultTicketTTL}
 	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, key)} }
+	a.decoy = sync.OnceValue(func() string {
+		h, err := bcrypt.GenerateFromPassword([]byte(RandomPassword()), a.cost)
+		if err != nil {
+			panic(err) // only for an invalid cost, refused by New's callers' config
+		}
+		return string(h)
+	})
 	for _, o := range opts {
 		o(a)
 	}
@@ -184,20 +198,47 @@ var ErrNoCredentials = sluice.Errorf(sluice.CodeUnauthenticated, "authentication
 
 // Authenticate returns the credential the request's Authorization header
 // presents. It returns ErrNoCredentials when there is none, an
-// Unauthenticated error for wrong credentials, and Unavailable when
-// Postgres cannot be reached. A stream ticket in the URL is not read here:
-// it is spent by RedeemTicket, only for a stream request (see the REST
-// stream middleware), while Authenticate may run many times for one
-// connection (graphql-ws checks its credentials for every operation).
+// Unauthenticated error for wrong credentials, Invalid for a request with
+// more than one Authorization header (which one counts would be a guess),
+// TooMany while the client's password guesses are throttled (throttle.go),
+// and Unavailable when Postgres cannot be reached. A stream ticket in the
+// URL is not read here: it is spent by RedeemTicket, only for a stream
+// request (see the REST stream middleware), while Authenticate may run
+// many times for one connection (graphql-ws checks its credentials for
+// every operation).
 func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error) {
-	h := r.Header.Get("Authorization")
+	hs := r.Header.Values("Authorization")
+	switch len(hs) {
+	case 0:
+		return nil, ErrNoCredentials
+	case 1:
+	default:
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the request has %d Authorization headers: send one", len(hs))
+	}
+	h := hs[0]
 	if h == "" {
 		return nil, ErrNoCredentials
+	}
+	// A throttled client is refused before anything is checked, the
+	// remembered credentials included.
+	name, _, basic := r.BasicAuth()
+	if basic && a.throttle != nil {
+		if err := a.throttle.Check(r.RemoteAddr, name); err != nil {
+			return nil, err
+		}
 	}
 	if c, ok := a.cached(h); ok {
 		return c, nil
 	}
 	c, err := a.authenticate(r, h)
+	if basic && a.throttle != nil {
+		switch {
+		case err == nil:
+			a.throttle.Succeed(r.RemoteAddr, name)
+		case errors.Is(err, errWrongPassword):
+			a.throttle.Fail(r.RemoteAddr, name)
+		}
+	}
 	if err == nil {
 		a.remember(h, c)
 	}
@@ -236,10 +277,14 @@ var errWrongPassword = sluice.Errorf(sluice.CodeUnauthenticated, "wrong user nam
 
 // Password checks user name's password. The stored hash is read on every
 // call; bcrypt runs only the first time this password is seen against
-// that hash, and once for any number of concurrent calls.
+// that hash, and once for any number of concurrent calls. A user who does
+// not exist costs a bcrypt too, so that the time of the answer does not
+// tell which user names exist.
 func (a *Authenticator) Password(ctx context.Context, name, password string) (*sluice.Credential, error) {
 	c, err := a.store.PasswordCredential(ctx, name)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		a.onHash()
+		CheckPassword(a.decoy(), password)
 		return nil, errWrongPassword
 	}
 	if err != nil {

@@ -99,26 +99,39 @@ func postgresCPU(b *testing.B, dbURL string) time.Duration {
 	if err != nil {
 		b.Fatalf("postmaster.pid: %v", err)
 	}
-	f, err := statFields(pm)
-	if err != nil {
-		b.Fatal(err)
-	}
-	total := ticks(f[11]) + ticks(f[12]) + ticks(f[13]) + ticks(f[14])
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ppid := []byte(strconv.Itoa(pm))
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
+	// A child that exits while the children are read is in neither sum
+	// (it went to the postmaster's cutime after that was read): read
+	// again until the postmaster reaped no child meanwhile.
+	for range 20 {
+		f, err := statFields(pm)
 		if err != nil {
-			continue
+			b.Fatal(err)
 		}
-		if f, err := statFields(pid); err == nil && bytes.Equal(f[1], ppid) {
-			total += ticks(f[11]) + ticks(f[12])
+		total := ticks(f[11]) + ticks(f[12]) + ticks(f[13]) + ticks(f[14])
+		entries, err := os.ReadDir("/proc")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ppid := []byte(strconv.Itoa(pm))
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if f, err := statFields(pid); err == nil && bytes.Equal(f[1], ppid) {
+				total += ticks(f[11]) + ticks(f[12])
+			}
+		}
+		g, err := statFields(pm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bytes.Equal(f[13], g[13]) && bytes.Equal(f[14], g[14]) {
+			return total
 		}
 	}
-	return total
+	b.Fatal("postgres CPU: children kept exiting while they were read")
+	return 0
 }
 
 // rss returns the process's resident set size in bytes.

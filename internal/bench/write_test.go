@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,18 @@ import (
 )
 
 const personSDL = `type Person { name: String! email: String! age: Int score: Float active: Boolean }`
+
+// indexedPersonSDL is personSDL with two indexes, to measure what indexes
+// cost writes: SLUICE_BENCH_INDEXED=1 makes the write benchmarks use it.
+const indexedPersonSDL = `type Person @index(fields: ["age", "name"]) { name: String! @index email: String! age: Int score: Float active: Boolean }`
+
+// writeSDL returns the schema the write benchmarks' Sluice side uses.
+func writeSDL() string {
+	if os.Getenv("SLUICE_BENCH_INDEXED") != "" {
+		return indexedPersonSDL
+	}
+	return personSDL
+}
 
 // rawTable has the same columns as Sluice's Person table, without change
 // capture: the baseline.
@@ -58,7 +71,7 @@ var personCols = []string{"_id", "_commit_uid", "name", "email", "age", "score",
 // token, as a service would.
 func sluiceTarget(b *testing.B) func(body string) {
 	d := dt.Start(b, dt.WithDatabaseURL(newDatabase(b)))
-	d.CreateDatabase(b, "bench", personSDL)
+	d.CreateDatabase(b, "bench", writeSDL())
 	return poster(b, d, "Bearer "+adminToken(b, d))
 }
 

@@ -69,12 +69,54 @@ type Config struct {
 	// Key max_body_bytes, env SLUICE_MAX_BODY_BYTES, flag --max-body-bytes, default 67108864.
 	MaxBodyBytes int64
 
-	// BodyIdleTimeout is the longest a document write's body may send
-	// nothing before the request fails: a large write reads its body inside
-	// its transaction, so a stalled upload would hold a connection and row
-	// locks. Zero disables it.
+	// BodyIdleTimeout is the longest a request body may send nothing
+	// before the request fails: a large write reads its body inside its
+	// transaction, so a stalled upload would hold a connection and row
+	// locks. It is also the grace before BodyMinRate applies. Zero
+	// disables it.
 	// Key body_idle_timeout, env SLUICE_BODY_IDLE_TIMEOUT, flag --body-idle-timeout, default 30s.
 	BodyIdleTimeout time.Duration
+
+	// BodyMinRate is the least average rate, in bytes per second, at
+	// which a request body must arrive once BodyIdleTimeout has passed
+	// since it started: a body trickled a byte at a time is cut, where the
+	// idle timeout alone would wait for it forever. Zero: no minimum.
+	// Key body_min_rate, env SLUICE_BODY_MIN_RATE, flag --body-min-rate, default 8192.
+	BodyMinRate int64
+
+	// MaxRequestBodies caps the request bodies the process reads at once:
+	// slow bodies hold connections and, for writes, transactions. Past it
+	// a request with a body is answered 503. Zero: no cap.
+	// Key max_request_bodies, env SLUICE_MAX_REQUEST_BODIES, flag --max-request-bodies, default 1024.
+	MaxRequestBodies int64
+
+	// MaxHeaderBytes limits a request's header block, and a graphql-ws
+	// message before connection_ack: what a client sends before it is
+	// authenticated. Always greater than zero.
+	// Key max_header_bytes, env SLUICE_MAX_HEADER_BYTES, flag --max-header-bytes, default 16384.
+	MaxHeaderBytes int64
+
+	// GraphQLWSMaxMessageBytes limits a graphql-ws message once the
+	// socket is acknowledged. Always greater than zero.
+	// Key graphql_ws_max_message_bytes, env SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES, flag --graphql-ws-max-message-bytes, default 1048576.
+	GraphQLWSMaxMessageBytes int64
+
+	// MaxUnauthenticatedSockets caps the graphql-ws sockets the process
+	// holds before their connection_ack. Zero: no cap.
+	// Key max_unauthenticated_sockets, env SLUICE_MAX_UNAUTHENTICATED_SOCKETS, flag --max-unauthenticated-sockets, default 1000.
+	MaxUnauthenticatedSockets int64
+
+	// AuthMaxFailures is how many failed password checks of one user name
+	// from one client address (and ten times as many of any names) are
+	// allowed within AuthFailureWindow; past it that address is answered
+	// 429 until the window ends.
+	// Key auth_max_failures, env SLUICE_AUTH_MAX_FAILURES, flag --auth-max-failures, default 10.
+	AuthMaxFailures int
+
+	// AuthFailureWindow is the window in which failed password checks
+	// are counted. Always greater than zero.
+	// Key auth_failure_window, env SLUICE_AUTH_FAILURE_WINDOW, flag --auth-failure-window, default 5m.
+	AuthFailureWindow time.Duration
 
 	// MaxStreams caps the open streams of the process; 0 picks nine
 	// tenths of the open-file limit less 100, so the process never fails
@@ -135,6 +177,18 @@ type Config struct {
 	// the leeway, when a request with it would be refused.
 	// Key jwt_leeway, env SLUICE_JWT_LEEWAY, flag --jwt-leeway, default 30s.
 	JWTLeeway time.Duration
+
+	// MetricsToken is a bearer secret that authorizes GET /metrics, for a
+	// scraper without a user account; the super user's credentials always
+	// do. Never logged.
+	// Key metrics_token, env SLUICE_METRICS_TOKEN, flag --metrics-token, default "".
+	MetricsToken string
+
+	// MetricsListen is, when set, the address of a second listener that
+	// serves GET /metrics without credentials (for a scraper on a private
+	// network); /metrics then leaves the API's listener.
+	// Key metrics_listen, env SLUICE_METRICS_LISTEN, flag --metrics-listen, default "".
+	MetricsListen string
 
 	// GraphQLMaxQueryBytes limits the size of a GraphQL query text. The
 	// document limits (this and the next five) are checked before the
@@ -246,6 +300,13 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
 		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
+		slog.Int64("body_min_rate", c.BodyMinRate),
+		slog.Int64("max_request_bodies", c.MaxRequestBodies),
+		slog.Int64("max_header_bytes", c.MaxHeaderBytes),
+		slog.Int64("graphql_ws_max_message_bytes", c.GraphQLWSMaxMessageBytes),
+		slog.Int64("max_unauthenticated_sockets", c.MaxUnauthenticatedSockets),
+		slog.Int("auth_max_failures", c.AuthMaxFailures),
+		slog.Duration("auth_failure_window", c.AuthFailureWindow),
 		slog.Int64("max_streams", c.MaxStreams),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
 		slog.Any("cors_origins", c.CORSOrigins),
@@ -257,6 +318,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("jwt_audience", c.JWTAudience),
 		slog.String("jwt_user_claim", c.JWTUserClaim),
 		slog.Duration("jwt_leeway", c.JWTLeeway),
+		slog.String("metrics_token", redact(c.MetricsToken)),
+		slog.String("metrics_listen", c.MetricsListen),
 		slog.Int("graphql_max_query_bytes", c.GraphQLMaxQueryBytes),
 		slog.Int("graphql_max_tokens", c.GraphQLMaxTokens),
 		slog.Int("graphql_max_depth", c.GraphQLMaxDepth),

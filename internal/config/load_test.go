@@ -41,18 +41,27 @@ func writeFile(t *testing.T, name, content string) string {
 func TestDefault(t *testing.T) {
 	t.Parallel()
 	want := Config{
-		Listen:            ":6363",
-		DataDir:           "./data",
-		DatabaseURL:       "",
-		AdminPassword:     "",
-		PGBinDir:          "",
-		LogLevel:          slog.LevelInfo,
-		LogFormat:         LogFormatText,
-		LogRetention:      168 * time.Hour,
-		ShutdownTimeout:   10 * time.Second,
-		Heartbeat:         12 * time.Second,
-		MaxBodyBytes:      64 << 20,
-		BodyIdleTimeout:   30 * time.Second,
+		Listen:           ":6363",
+		DataDir:          "./data",
+		DatabaseURL:      "",
+		AdminPassword:    "",
+		PGBinDir:         "",
+		LogLevel:         slog.LevelInfo,
+		LogFormat:        LogFormatText,
+		LogRetention:     168 * time.Hour,
+		ShutdownTimeout:  10 * time.Second,
+		Heartbeat:        12 * time.Second,
+		MaxBodyBytes:     64 << 20,
+		BodyIdleTimeout:  30 * time.Second,
+		BodyMinRate:      8192,
+		MaxRequestBodies: 1024,
+		MaxHeaderBytes:   16 << 10,
+
+		GraphQLWSMaxMessageBytes:  1 << 20,
+		MaxUnauthenticatedSockets: 1000,
+		AuthMaxFailures:           10,
+		AuthFailureWindow:         5 * time.Minute,
+
 		MaxStreamsPerUser: 1000,
 		StreamTicketTTL:   time.Minute,
 		JWTUserClaim:      "sub",
@@ -204,18 +213,27 @@ max_body_bytes: 100
 // everything is a Config with every field away from its default; the
 // files in TestFileFormats spell it out.
 var everything = Config{
-	Listen:            "127.0.0.1:7000",
-	DataDir:           "/var/lib/sluice",
-	DatabaseURL:       "postgres://sluice@db/sluice",
-	AdminPassword:     "hunter2",
-	PGBinDir:          "/opt/pg/bin",
-	LogLevel:          slog.LevelDebug,
-	LogFormat:         LogFormatJSON,
-	LogRetention:      0,
-	ShutdownTimeout:   30 * time.Second,
-	Heartbeat:         time.Minute,
-	MaxBodyBytes:      1024,
-	BodyIdleTimeout:   5 * time.Second,
+	Listen:           "127.0.0.1:7000",
+	DataDir:          "/var/lib/sluice",
+	DatabaseURL:      "postgres://sluice@db/sluice",
+	AdminPassword:    "hunter2",
+	PGBinDir:         "/opt/pg/bin",
+	LogLevel:         slog.LevelDebug,
+	LogFormat:        LogFormatJSON,
+	LogRetention:     0,
+	ShutdownTimeout:  30 * time.Second,
+	Heartbeat:        time.Minute,
+	MaxBodyBytes:     1024,
+	BodyIdleTimeout:  5 * time.Second,
+	BodyMinRate:      100,
+	MaxRequestBodies: 7,
+	MaxHeaderBytes:   8192,
+
+	GraphQLWSMaxMessageBytes:  2048,
+	MaxUnauthenticatedSockets: 9,
+	AuthMaxFailures:           3,
+	AuthFailureWindow:         time.Minute,
+
 	MaxStreams:        5000,
 	MaxStreamsPerUser: 0,
 	CORSOrigins:       []string{"https://app.example.com", "http://localhost:3000"},
@@ -228,6 +246,8 @@ var everything = Config{
 	JWTAudience:        "sluice",
 	JWTUserClaim:       "preferred_username",
 	JWTLeeway:          5 * time.Second,
+	MetricsToken:       "0123456789abcdef-metrics",
+	MetricsListen:      "127.0.0.1:9363",
 
 	GraphQLMaxQueryBytes:    1001,
 	GraphQLMaxTokens:        1002,
@@ -273,6 +293,13 @@ shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
 body_idle_timeout: 5s
+body_min_rate: 100
+max_request_bodies: 7
+max_header_bytes: 8192
+graphql_ws_max_message_bytes: 2048
+max_unauthenticated_sockets: 9
+auth_max_failures: 3
+auth_failure_window: 1m
 max_streams: 5000
 max_streams_per_user: 0
 cors_origins: ["https://app.example.com", "http://localhost:3000"]
@@ -284,6 +311,8 @@ jwt_issuer: https://id.example.com/
 jwt_audience: sluice
 jwt_user_claim: preferred_username
 jwt_leeway: 5s
+metrics_token: 0123456789abcdef-metrics
+metrics_listen: 127.0.0.1:9363
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -311,6 +340,13 @@ shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
 body_idle_timeout: 5s
+body_min_rate: 100
+max_request_bodies: 7
+max_header_bytes: 8192
+graphql_ws_max_message_bytes: 2048
+max_unauthenticated_sockets: 9
+auth_max_failures: 3
+auth_failure_window: 1m
 max_streams: 5000
 max_streams_per_user: "0"
 cors_origins:
@@ -324,6 +360,8 @@ jwt_issuer: https://id.example.com/
 jwt_audience: sluice
 jwt_user_claim: preferred_username
 jwt_leeway: 5s
+metrics_token: 0123456789abcdef-metrics
+metrics_listen: 127.0.0.1:9363
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -351,6 +389,13 @@ shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
 body_idle_timeout = "5s"
+body_min_rate = 100
+max_request_bodies = 7
+max_header_bytes = 8192
+graphql_ws_max_message_bytes = 2048
+max_unauthenticated_sockets = 9
+auth_max_failures = 3
+auth_failure_window = "1m"
 max_streams = 5000
 max_streams_per_user = 0
 cors_origins = ["https://app.example.com", "http://localhost:3000"]
@@ -362,6 +407,8 @@ jwt_issuer = "https://id.example.com/"
 jwt_audience = "sluice"
 jwt_user_claim = "preferred_username"
 jwt_leeway = "5s"
+metrics_token = "0123456789abcdef-metrics"
+metrics_listen = "127.0.0.1:9363"
 graphql_max_query_bytes = 1001
 graphql_max_tokens = 1002
 graphql_max_depth = 3
@@ -389,6 +436,13 @@ tls_key_file = "/etc/sluice/key.pem"
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
   "body_idle_timeout": "5s",
+  "body_min_rate": 100,
+  "max_request_bodies": 7,
+  "max_header_bytes": 8192,
+  "graphql_ws_max_message_bytes": 2048,
+  "max_unauthenticated_sockets": 9,
+  "auth_max_failures": 3,
+  "auth_failure_window": "1m",
   "max_streams": 5000,
   "max_streams_per_user": 0,
   "cors_origins": ["https://app.example.com", "http://localhost:3000"],
@@ -400,6 +454,8 @@ tls_key_file = "/etc/sluice/key.pem"
   "jwt_audience": "sluice",
   "jwt_user_claim": "preferred_username",
   "jwt_leeway": "5s",
+  "metrics_token": "0123456789abcdef-metrics",
+  "metrics_listen": "127.0.0.1:9363",
   "graphql_max_query_bytes": 1001,
   "graphql_max_tokens": 1002,
   "graphql_max_depth": 3,
@@ -433,38 +489,47 @@ tls_key_file = "/etc/sluice/key.pem"
 func TestEnvEveryKey(t *testing.T) {
 	t.Parallel()
 	got, err := load(t, nil, map[string]string{
-		"SLUICE_LISTEN":                     "127.0.0.1:7000",
-		"SLUICE_DATA_DIR":                   "/var/lib/sluice",
-		"SLUICE_DATABASE_URL":               "postgres://sluice@db/sluice",
-		"SLUICE_ADMIN_PASSWORD":             "hunter2",
-		"SLUICE_PG_BIN_DIR":                 "/opt/pg/bin",
-		"SLUICE_LOG_LEVEL":                  "debug",
-		"SLUICE_LOG_FORMAT":                 "json",
-		"SLUICE_LOG_RETENTION":              "0",
-		"SLUICE_SHUTDOWN_TIMEOUT":           "30s",
-		"SLUICE_HEARTBEAT":                  "1m",
-		"SLUICE_MAX_BODY_BYTES":             "1024",
-		"SLUICE_BODY_IDLE_TIMEOUT":          "5s",
-		"SLUICE_MAX_STREAMS":                "5000",
-		"SLUICE_MAX_STREAMS_PER_USER":       "0",
-		"SLUICE_CORS_ORIGINS":               "https://app.example.com, http://localhost:3000",
-		"SLUICE_STREAM_TICKET_TTL":          "30s",
-		"SLUICE_JWT_HS256_SECRET":           "0123456789abcdef0123456789abcdef",
-		"SLUICE_JWT_HS256_SECRET_FILE":      "/run/secrets/jwt",
-		"SLUICE_JWT_JWKS_FILE":              "/etc/sluice/jwks.json",
-		"SLUICE_JWT_ISSUER":                 "https://id.example.com/",
-		"SLUICE_JWT_AUDIENCE":               "sluice",
-		"SLUICE_JWT_USER_CLAIM":             "preferred_username",
-		"SLUICE_JWT_LEEWAY":                 "5s",
-		"SLUICE_GRAPHQL_MAX_QUERY_BYTES":    "1001",
-		"SLUICE_GRAPHQL_MAX_TOKENS":         "1002",
-		"SLUICE_GRAPHQL_MAX_DEPTH":          "3",
-		"SLUICE_GRAPHQL_MAX_ALIASES":        "4",
-		"SLUICE_GRAPHQL_MAX_FIELDS":         "1005",
-		"SLUICE_GRAPHQL_MAX_FRAGMENTS":      "6",
-		"SLUICE_GRAPHQL_MAX_RESULT_ROWS":    "1007",
-		"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES": "1008",
-		"SLUICE_STATEMENT_TIMEOUT":          "2m",
+		"SLUICE_LISTEN":                       "127.0.0.1:7000",
+		"SLUICE_DATA_DIR":                     "/var/lib/sluice",
+		"SLUICE_DATABASE_URL":                 "postgres://sluice@db/sluice",
+		"SLUICE_ADMIN_PASSWORD":               "hunter2",
+		"SLUICE_PG_BIN_DIR":                   "/opt/pg/bin",
+		"SLUICE_LOG_LEVEL":                    "debug",
+		"SLUICE_LOG_FORMAT":                   "json",
+		"SLUICE_LOG_RETENTION":                "0",
+		"SLUICE_SHUTDOWN_TIMEOUT":             "30s",
+		"SLUICE_HEARTBEAT":                    "1m",
+		"SLUICE_MAX_BODY_BYTES":               "1024",
+		"SLUICE_BODY_IDLE_TIMEOUT":            "5s",
+		"SLUICE_BODY_MIN_RATE":                "100",
+		"SLUICE_MAX_REQUEST_BODIES":           "7",
+		"SLUICE_MAX_HEADER_BYTES":             "8192",
+		"SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES": "2048",
+		"SLUICE_MAX_UNAUTHENTICATED_SOCKETS":  "9",
+		"SLUICE_AUTH_MAX_FAILURES":            "3",
+		"SLUICE_AUTH_FAILURE_WINDOW":          "1m",
+		"SLUICE_METRICS_TOKEN":                "0123456789abcdef-metrics",
+		"SLUICE_METRICS_LISTEN":               "127.0.0.1:9363",
+		"SLUICE_MAX_STREAMS":                  "5000",
+		"SLUICE_MAX_STREAMS_PER_USER":         "0",
+		"SLUICE_CORS_ORIGINS":                 "https://app.example.com, http://localhost:3000",
+		"SLUICE_STREAM_TICKET_TTL":            "30s",
+		"SLUICE_JWT_HS256_SECRET":             "0123456789abcdef0123456789abcdef",
+		"SLUICE_JWT_HS256_SECRET_FILE":        "/run/secrets/jwt",
+		"SLUICE_JWT_JWKS_FILE":                "/etc/sluice/jwks.json",
+		"SLUICE_JWT_ISSUER":                   "https://id.example.com/",
+		"SLUICE_JWT_AUDIENCE":                 "sluice",
+		"SLUICE_JWT_USER_CLAIM":               "preferred_username",
+		"SLUICE_JWT_LEEWAY":                   "5s",
+		"SLUICE_GRAPHQL_MAX_QUERY_BYTES":      "1001",
+		"SLUICE_GRAPHQL_MAX_TOKENS":           "1002",
+		"SLUICE_GRAPHQL_MAX_DEPTH":            "3",
+		"SLUICE_GRAPHQL_MAX_ALIASES":          "4",
+		"SLUICE_GRAPHQL_MAX_FIELDS":           "1005",
+		"SLUICE_GRAPHQL_MAX_FRAGMENTS":        "6",
+		"SLUICE_GRAPHQL_MAX_RESULT_ROWS":      "1007",
+		"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES":   "1008",
+		"SLUICE_STATEMENT_TIMEOUT":            "2m",
 
 		"SLUICE_HISTORY_PAGE_BYTES": "65536",
 		"SLUICE_JWT_JWKS_URL":       "https://id.example.com/.well-known/jwks.json",
@@ -491,6 +556,15 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
 		"--body-idle-timeout", "5s",
+		"--body-min-rate", "100",
+		"--max-request-bodies", "7",
+		"--max-header-bytes", "8192",
+		"--graphql-ws-max-message-bytes", "2048",
+		"--max-unauthenticated-sockets", "9",
+		"--auth-max-failures", "3",
+		"--auth-failure-window", "1m",
+		"--metrics-token", "0123456789abcdef-metrics",
+		"--metrics-listen", "127.0.0.1:9363",
 		"--max-streams", "5000",
 		"--max-streams-per-user", "0",
 		"--cors-origins", "https://app.example.com,http://localhost:3000",

@@ -108,8 +108,35 @@ func options() []option {
 			"largest JSON request body in bytes (64 MiB); for NDJSON streams (any length), the largest single document",
 			func(c *Config, n int64) error { c.MaxBodyBytes = n; return nil }),
 		durationOption("body_idle_timeout", "30s",
-			"longest a document write's body may send nothing before the request fails (0: no limit)",
+			"longest a request body may send nothing before the request fails, and the grace before body_min_rate applies (0: no limit)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
+		capOption("body_min_rate", "8192",
+			"least average rate, in bytes per second, at which a request body must arrive once body_idle_timeout has passed since it started; a slower body fails (0: no minimum)",
+			func(c *Config, n int64) error { c.BodyMinRate = n; return nil }),
+		capOption("max_request_bodies", "1024",
+			"most request bodies this process reads at once; past it a request with a body is answered 503 with Retry-After (0: no cap)",
+			func(c *Config, n int64) error { c.MaxRequestBodies = n; return nil }),
+		int64Option("max_header_bytes", "16384",
+			"largest request header block in bytes (16 KiB), and largest graphql-ws message before connection_ack: what a client may send before it is authenticated",
+			func(c *Config, n int64) error { c.MaxHeaderBytes = n; return nil }),
+		int64Option("graphql_ws_max_message_bytes", "1048576",
+			"largest graphql-ws message in bytes (1 MiB) once a socket is acknowledged; send larger writes over HTTP",
+			func(c *Config, n int64) error { c.GraphQLWSMaxMessageBytes = n; return nil }),
+		capOption("max_unauthenticated_sockets", "1000",
+			"most graphql-ws sockets this process holds before their connection_ack (they have 10s to send connection_init); past it an upgrade is answered 503 with Retry-After (0: no cap)",
+			func(c *Config, n int64) error { c.MaxUnauthenticatedSockets = n; return nil }),
+		countOption("auth_max_failures", "10",
+			"failed password checks of one user name from one client address (ten times as many of any names) within auth_failure_window, past which that address is answered 429 with Retry-After until the window ends",
+			func(c *Config, n int) { c.AuthMaxFailures = n }),
+		durationOption("auth_failure_window", "5m",
+			"the window in which failed password checks are counted (see auth_max_failures)",
+			func(c *Config, d time.Duration) error {
+				if d <= 0 {
+					return errors.New("must be greater than zero")
+				}
+				c.AuthFailureWindow = d
+				return nil
+			}),
 		capOption("max_streams", "0",
 			"most open streams (every kind) this process serves; 0 picks nine tenths of its open-file limit less 100; past it a new stream is answered 503 with Retry-After",
 			func(c *Config, n int64) error { c.MaxStreams = n; return nil }),
@@ -169,6 +196,26 @@ func options() []option {
 					return errors.New("want at most 5m")
 				}
 				c.JWTLeeway = d
+				return nil
+			}),
+		stringOption("metrics_token", "",
+			"bearer secret that authorizes GET /metrics (at least 16 bytes); the super user's credentials always do; empty: only the super user's",
+			func(c *Config, s string) error {
+				if s != "" && len(s) < 16 {
+					return errors.New("want at least 16 bytes")
+				}
+				c.MetricsToken = s
+				return nil
+			}),
+		stringOption("metrics_listen", "",
+			"when set, address (host:port) of a second listener serving GET /metrics without credentials, for a scraper on a private network; /metrics then leaves the API's listener",
+			func(c *Config, s string) error {
+				if s != "" {
+					if err := checkHostPort(s); err != nil {
+						return err
+					}
+				}
+				c.MetricsListen = s
 				return nil
 			}),
 		countOption("graphql_max_query_bytes", "65536",

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
@@ -31,4 +32,47 @@ func TestBrowserEventSource(t *testing.T) {
 	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/kennel", `{"user":"bea","role":"read"}`)
 	// The page authenticates as bea, a reader; the script writes as admin.
 	dt.RunBrowserScript(t, "eventsource.mjs", d.URL, page.URL, "admin/kennel", "bea", "bea-password", "admin", dt.AdminPassword)
+}
+
+// TestBrowserCrossSiteForms runs test/browser/csrf.mjs: a user signs in to
+// Sluice with Basic auth in Debian's Chromium, headless, then visits pages
+// of another site that submit forms to Sluice (text/plain, multipart,
+// form-urlencoded): each is refused with 403, and nothing they asked for
+// exists afterwards, while a form of Sluice's own origin writes (the
+// browser does send what it remembers).
+func TestBrowserCrossSiteForms(t *testing.T) {
+	dt.SkipWithoutBrowser(t)
+	t.Parallel()
+	d := dt.Start(t)
+	// pad takes what a text/plain form adds after the JSON it smuggles.
+	d.CreateDatabase(t, "people", "type Note { text: String pad: String }")
+	daemonURL := d.URL
+	forms := map[string]string{
+		"plain": `<form method="post" enctype="text/plain" action="` + daemonURL + `/api/document/admin/people">` +
+			`<input name='{"@type":"Note","@id":"Note/evil","text":"x","pad":"' value='"}'></form>`,
+		"multipart": `<form method="post" enctype="multipart/form-data" action="` + daemonURL + `/api/users">` +
+			`<input name="name" value="evil"><input name="password" value="evil-password"></form>`,
+		"urlencoded": `<form method="post" action="` + daemonURL + `/api/tokens"><input name="name" value="evil"></form>`,
+	}
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		form, ok := forms[strings.TrimPrefix(r.URL.Path, "/")]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<!doctype html><title>another site</title><body onload=\"document.forms[0].submit()\">" + form + "</body>\n"))
+	}))
+	defer page.Close()
+	// The daemon is at 127.0.0.1: the page at localhost is of another site.
+	attacker := strings.Replace(page.URL, "127.0.0.1", "localhost", 1)
+	dt.RunBrowserScript(t, "csrf.mjs", d.URL, attacker, "admin", dt.AdminPassword)
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?type=Note", nil); !strings.Contains(string(r.Body), "Note/control") || strings.Contains(string(r.Body), "Note/evil") {
+		t.Errorf("documents after the forms: %s", r.Body)
+	}
+	for _, path := range []string{"/api/users", "/api/tokens"} {
+		if r := d.MustDo(t, 200, dt.Admin(), "GET", path, nil); strings.Contains(string(r.Body), "evil") {
+			t.Errorf("GET %s after the forms: %s", path, r.Body)
+		}
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -55,9 +54,10 @@ type Daemon struct {
 	opts   Options
 	logger *slog.Logger
 
-	started chan struct{}
-	addr    string
-	ready   atomic.Bool
+	started     chan struct{}
+	addr        string
+	metricsAddr string
+	ready       atomic.Bool
 
 	// What Reload reads again (reload.go), set by Run.
 	reloadMu sync.Mutex
@@ -74,6 +74,10 @@ func (d *Daemon) Started() <-chan struct{} { return d.started }
 
 // Addr returns the address the HTTP server listens on; valid after Started.
 func (d *Daemon) Addr() string { return d.addr }
+
+// MetricsAddr returns the address of the metrics listener (config
+// metrics_listen), "" without one; valid after Started.
+func (d *Daemon) MetricsAddr() string { return d.metricsAddr }
 
 // openStore starts the embedded Postgres when no database URL is
 // configured, connects and migrates. onCommit (nil: none) is the store's
@@ -187,7 +191,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 	tailer = changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
 	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
-		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen)), d.logger, engine.Hooks{
+		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
+		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now))), d.logger, engine.Hooks{
 		// An access change is announced to other processes by its own
 		// NOTIFY; this one's tailer applies it at once.
 		OnAccess: func() { tailer.Wake(0) },
@@ -218,8 +223,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	defer func() { stopBG(); wg.Wait() }()
 
 	streams := sse.NewServer(sse.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
+		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
-		WebSocketOrigins:  webSocketOrigins(d.cfg.CORSOrigins)})
+		Origins:           d.cfg.CORSOrigins})
 	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
@@ -238,20 +244,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	giql := graphiql.New()
 	handler := rest.Routes(rest.Deps{
-		Engine:          eng,
-		Metrics:         m,
-		Logger:          d.logger,
-		Ready:           func() bool { return d.ready.Load() && tailer.Running() },
-		Version:         d.opts.Version,
-		MaxBodyBytes:    d.cfg.MaxBodyBytes,
-		BodyIdleTimeout: d.cfg.BodyIdleTimeout,
-		PageBytes:       d.cfg.HistoryPageBytes,
-		Stream:          rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
-		GraphQL:         gql,
-		GraphQLSocket:   streams.Socket(gql, eng.Auth().Authenticate),
-		CORS:            rest.NewCORS(d.cfg.CORSOrigins),
-		GraphiQL:        giql,
-		GraphiQLAssets:  giql.Assets(),
+		Engine:           eng,
+		Metrics:          m,
+		Logger:           d.logger,
+		Ready:            func() bool { return d.ready.Load() && tailer.Running() },
+		Version:          d.opts.Version,
+		MaxBodyBytes:     d.cfg.MaxBodyBytes,
+		BodyIdleTimeout:  d.cfg.BodyIdleTimeout,
+		BodyMinRate:      d.cfg.BodyMinRate,
+		MaxRequestBodies: d.cfg.MaxRequestBodies,
+		MetricsToken:     d.cfg.MetricsToken,
+		MetricsElsewhere: d.cfg.MetricsListen != "",
+		PageBytes:        d.cfg.HistoryPageBytes,
+		Stream:           rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
+		GraphQL:          gql,
+		GraphQLSocket:    streams.Socket(gql, eng.Auth().Authenticate),
+		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
+		GraphiQL:         giql,
+		GraphiQLAssets:   giql.Assets(),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -260,7 +270,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		// What a client sends before it is authenticated is bounded
+		// (net/http allows 4 KiB more than this).
+		MaxHeaderBytes: int(d.cfg.MaxHeaderBytes),
+		IdleTimeout:    2 * time.Minute,
 		// No WriteTimeout: streams are long-lived; handlers that need a
 		// deadline set it per write with http.ResponseController.
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
@@ -271,6 +284,15 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.addr = ln.Addr().String()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, ln, cert) }()
+	if d.cfg.MetricsListen != "" {
+		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, m.Handler(), d.logger)
+		if err != nil {
+			_ = srv.Close()
+			return err
+		}
+		defer stopMetrics()
+		d.metricsAddr = addr
+	}
 	d.ready.Store(true)
 	close(d.started)
 	d.logger.Info("sluice is serving", "addr", d.addr, "version", d.opts.Version)
@@ -372,19 +394,26 @@ func maxStreams(configured int64, fileLimit uint64) int {
 	return max(int(fileLimit/10*9)-100, 16)
 }
 
-// webSocketOrigins returns the host patterns of the CORS origins (config
-// cors_origins): the pages that may call the API may open a GraphQL
-// WebSocket too; "*" lets any page.
-func webSocketOrigins(cors []string) []string {
-	var hosts []string
-	for _, o := range cors {
-		if o == "*" {
-			hosts = append(hosts, "*")
-			continue
-		}
-		if u, err := url.Parse(o); err == nil && u.Host != "" {
-			hosts = append(hosts, u.Host)
-		}
+// serveMetrics serves GET /metrics, without credentials, on a listener of
+// its own at addr (config metrics_listen): for a scraper on a network the
+// API's clients cannot reach. It returns the address it listens on and a
+// function that stops it.
+func serveMetrics(addr string, metrics http.Handler, logger *slog.Logger) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("listen on %s (metrics_listen): %w", addr, err)
 	}
-	return hosts
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 4 << 10,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics listener", "err", err)
+		}
+	}()
+	logger.Info("serving metrics", "addr", ln.Addr().String())
+	return ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
 }

@@ -92,9 +92,10 @@ func TestChangesPagesSplitALargeCommit(t *testing.T) {
 	if err := json.Unmarshal(r.Body, &page); err != nil || len(page.Commits) == 0 || page.Commits[0].Changes[0].Position != epoch+"-1-138" {
 		t.Fatalf("after change 137: %v %.300s", err, r.Body)
 	}
-	// At the end, the next position is the one given.
+	// At the end, the next position is the one given, and the position
+	// read is the end of the newest commit.
 	r = d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/people?after=2", nil)
-	if string(r.Body) != `{"next":"2","more":false,"commits":[]}`+"\n" {
+	if string(r.Body) != `{"next":"2","more":false,"position":"`+epoch+`-2-2147483647","commits":[]}`+"\n" || r.Header.Get("Sluice-Position") != epoch+"-2-2147483647" {
 		t.Fatalf("after the last commit: %s", r.Body)
 	}
 }

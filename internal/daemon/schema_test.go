@@ -89,7 +89,7 @@ func TestSystemDatabaseRecordsDatabases(t *testing.T) {
 		t.Fatalf("delete commit: %+v", last)
 	}
 	// The metrics count HTTP requests and commits.
-	m := d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil)
+	m := d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil)
 	for _, want := range []string{`sluice_http_requests_total{code="201",method="POST",route="/api/db/{org}/{db}"} 2`, "sluice_commits_total{"} {
 		if !strings.Contains(string(m.Body), want) {
 			t.Fatalf("metrics lack %q", want)
@@ -116,4 +116,48 @@ func TestRecreatedDatabaseServesItsNewSchema(t *testing.T) {
 	if got := q("{ New { _id } }"); got != `{"data":{"New":[]}}` {
 		t.Fatalf("new schema: %s", got)
 	}
+}
+
+// Adding and removing @index apply in place, without force, and say what
+// they did; a field that cannot be indexed is a 400 naming it.
+func TestSchemaIndexChanges(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "ix", "type Shirt { size: Int color: String tags: [String!] }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ix", `[{"@type":"Shirt","@id":"a","size":3,"color":"red"}]`)
+	r := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/ix",
+		`type Shirt @index(fields: ["size", "color"]) { size: Int color: String @index tags: [String!] }`)
+	for _, want := range []string{"adds an index on Shirt(size, color)", "adds an index on Shirt(color)"} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("adding indexes: %s lacks %q", r.Body, want)
+		}
+	}
+	r = d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/ix", "type Shirt { size: Int color: String tags: [String!] }")
+	if !strings.Contains(string(r.Body), "drops the index on Shirt(color)") {
+		t.Errorf("dropping indexes: %s", r.Body)
+	}
+	r = d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/ix", "type Shirt { size: Int color: String tags: [String!] @index }")
+	if r.Status != 400 || !strings.Contains(string(r.Body), "@index on Shirt.tags: the field cannot be indexed: it is a list") {
+		t.Errorf("index on a list: %d %s", r.Status, r.Body)
+	}
+	got := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/ix?id=Shirt/a", nil)
+	if string(got.Body) != `{"@id":"Shirt/a","@type":"Shirt","size":3,"color":"red"}`+"\n" {
+		t.Errorf("document after the index changes: %s", got.Body)
+	}
+}
+
+// TestAddRequiredFieldToStoredDocuments: adding a required field to a
+// class is refused (409) while stored documents lack it, with the count,
+// and accepted on an empty class: the count reads a column that does not
+// exist yet as missing everywhere.
+func TestAddRequiredFieldToStoredDocuments(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "req", "type Note { text: String }\ntype Tag { name: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/req", `{"@type":"Note","text":"x"}`)
+	r := d.MustDo(t, 409, dt.Admin(), "PUT", "/api/schema/admin/req", "type Note { text: String title: String! }\ntype Tag { name: String }")
+	if !strings.Contains(string(r.Body), "cannot make Note.title required: 1 stored documents lack it") {
+		t.Errorf("adding a required field to a class with a document: %s", r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/req", "type Note { text: String }\ntype Tag { name: String label: String! }")
 }

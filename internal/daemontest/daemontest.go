@@ -51,8 +51,15 @@ func WithCORS(origins ...string) Option {
 }
 
 // Start starts a daemon on a fresh database (unless an option gives one) and
-// stops it when the test ends.
+// stops it when the test ends. Passwords are hashed at bcrypt's least cost.
 func Start(t testing.TB, opts ...Option) *Daemon {
+	t.Helper()
+	return StartWith(t, daemon.Options{Version: "test", BcryptCost: 4}, opts...)
+}
+
+// StartWith is Start with the daemon's own options (such as a bcrypt cost
+// of real passwords' for a test of timing).
+func StartWith(t testing.TB, dopts daemon.Options, opts ...Option) *Daemon {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Listen = "127.0.0.1:0"
@@ -69,7 +76,7 @@ func Start(t testing.TB, opts ...Option) *Daemon {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	d := daemon.New(cfg, logger, daemon.Options{Version: "test", BcryptCost: 4})
+	d := daemon.New(cfg, logger, dopts)
 	ctx, cancel := context.WithCancel(context.Background())
 	td := &Daemon{Daemon: d, DatabaseURL: cfg.DatabaseURL, cancel: cancel, done: make(chan error, 1)}
 	go func() { td.done <- d.Run(ctx) }()

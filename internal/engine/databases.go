@@ -251,3 +251,7 @@ func documentClasses(s *sluice.Schema, class string) []string {
 	}
 	return out
 }
+
+// PostgresSchema returns the Postgres schema of database d's tables (one
+// table per document class, named as the class).
+func PostgresSchema(d *sluice.Database) string { return postgres.SchemaName(d) }

@@ -14,7 +14,18 @@ type (
 	DocQuery = postgres.DocQuery
 	QueryDoc = postgres.QueryDoc
 	OrderKey = postgres.OrderKey
+	// Snapshot is one read of a database in one snapshot, which answers
+	// the position it reflects (see postgres.Snapshot).
+	Snapshot = postgres.Snapshot
 )
+
+// ReadSnapshot returns ctx carrying a new snapshot of database d, and the
+// snapshot: every read of d made with the returned context runs in it,
+// and its Position is the position they reflect. Close it when done.
+func (e *Engine) ReadSnapshot(ctx context.Context, d *sluice.Database) (context.Context, *Snapshot) {
+	s := e.store.Snapshot(d)
+	return postgres.WithSnapshot(ctx, s), s
+}
 
 // GraphQLDatabase authorizes a GraphQL request on database org/name: u
 // needs the read role. It returns the database, its schema and u's role,

@@ -27,6 +27,11 @@ const (
 // It is derived from the numeric id, never from a user-chosen name.
 func schemaName(dbID int64) string { return "sluice_db_" + strconv.FormatInt(dbID, 10) }
 
+// SchemaName returns the Postgres schema that holds database d's tables,
+// one table per document class named as the class: what other roles are
+// granted access to (see the README's "Writing in SQL").
+func SchemaName(d *sluice.Database) string { return schemaName(d.ID) }
+
 // tableName returns the quoted, schema-qualified table of a class.
 func tableName(dbID int64, class string) string {
 	return pgx.Identifier{schemaName(dbID), class}.Sanitize()
@@ -302,4 +307,33 @@ func decodeRow(b []byte) (map[string]any, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// rowImage returns the document image (DocumentJSON) of a table row of
+// class c read as row_to_json, as the capture triggers record rows written
+// through SQL. A field whose value the class's type cannot hold (possible
+// only for what the triggers do not check, such as the elements of a
+// list) is left out and named in dropped, rather than failing the
+// commit's delivery.
+func rowImage(c *sluice.Class, raw []byte) (img []byte, dropped []string, err error) {
+	row, err := decodeRow(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, _ := row[colID].(string)
+	doc := &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(c.Fields))}
+	for _, f := range c.Fields {
+		v, ok := row[f.Name]
+		if !ok || v == nil {
+			continue
+		}
+		nv, err := fromColumn(f, v)
+		if err != nil {
+			dropped = append(dropped, f.Name)
+			continue
+		}
+		doc.Fields[f.Name] = nv
+	}
+	img, err = DocumentJSON(c, doc)
+	return img, dropped, err
 }

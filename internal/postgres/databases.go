@@ -131,7 +131,11 @@ func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.S
 	if _, err := t.tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()); err != nil {
 		return mapError(err)
 	}
-	return syncTables(ctx, t.tx, d.ID, nil, s)
+	role, err := t.db.writerRole(ctx)
+	if err != nil {
+		return err
+	}
+	return syncTables(ctx, t.tx, d.ID, role, nil, s)
 }
 
 // DeleteDatabase removes database d with its tables and its history.
@@ -174,7 +178,11 @@ func (t *Tx) LockDatabase(ctx context.Context, d *sluice.Database) error {
 // tables to match, and increments d.SchemaVersion. Call LockDatabase first
 // in the same Tx.
 func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *sluice.Schema) error {
-	if err := syncTables(ctx, t.tx, d.ID, prev, next); err != nil {
+	role, err := t.db.writerRole(ctx)
+	if err != nil {
+		return err
+	}
+	if err := syncTables(ctx, t.tx, d.ID, role, prev, next); err != nil {
 		return err
 	}
 	if _, err := t.tx.Exec(ctx, "UPDATE sluice.databases SET schema_sdl = $2 WHERE id = $1", d.ID, next.SDL); err != nil {
@@ -185,7 +193,7 @@ func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *s
 		return mapError(err)
 	}
 	// The counter row is locked (LockDatabase): the next commit is last+1.
-	_, err := t.tx.Exec(ctx, "INSERT INTO sluice.schema_versions (db_id, version, sdl, first_seq) VALUES ($1, $2, $3, $4)", d.ID, d.SchemaVersion, next.SDL, last+1)
+	_, err = t.tx.Exec(ctx, "INSERT INTO sluice.schema_versions (db_id, version, sdl, first_seq) VALUES ($1, $2, $3, $4)", d.ID, d.SchemaVersion, next.SDL, last+1)
 	return mapError(err)
 }
 
@@ -214,12 +222,25 @@ func (db *DB) SchemaVersions(ctx context.Context, dbID int64) ([]SchemaVersion, 
 }
 
 // CountMissing returns how many documents of the given classes lack field.
-// The engine uses it before making an optional field required.
+// The engine uses it before making an optional field required, or adding a
+// required one: a class without a table yet has no documents, and every
+// document of a table without the field's column lacks it.
 func (t *Tx) CountMissing(ctx context.Context, d *sluice.Database, classes []string, field string) (int64, error) {
 	var total int64
 	for _, c := range classes {
+		var hasTable, hasColumn bool
+		if err := t.tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute
+			WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, tableName(d.ID, c), field).Scan(&hasTable, &hasColumn); err != nil {
+			return 0, mapError(err)
+		}
+		if !hasTable {
+			continue
+		}
+		q := "SELECT count(*) FROM " + tableName(d.ID, c)
+		if hasColumn {
+			q += fmt.Sprintf(" WHERE %s IS NULL", pgx.Identifier{field}.Sanitize())
+		}
 		var n int64
-		q := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s IS NULL", tableName(d.ID, c), pgx.Identifier{field}.Sanitize())
 		if err := t.tx.QueryRow(ctx, q).Scan(&n); err != nil {
 			return 0, mapError(err)
 		}

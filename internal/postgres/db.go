@@ -41,6 +41,12 @@ type DB struct {
 	uids   uidPool
 	maps   typeMaps
 	groups groups // group commit, by database (group.go)
+	// rowSchemas holds the schemas that turn SQL writes' row images into
+	// documents (rowimages.go).
+	rowSchemas rowSchemas
+	// role is Sluice's Postgres role (capture.go), read once.
+	roleMu sync.Mutex
+	role   string
 }
 
 // DefaultStatementTimeout is the statement timeout of a DB opened without
@@ -95,7 +101,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &DB{pool: pool, logger: logger, opts: o}, nil
+	return &DB{pool: pool, logger: logger, opts: o, rowSchemas: newRowSchemas()}, nil
 }
 
 // configure sets what every connection of Sluice runs with.
@@ -110,6 +116,9 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 // writes to it, which for a long sort or scan is when it is done.
 func (o options) configure(cfg *pgconn.Config, appName string) {
 	cfg.RuntimeParams["jit"] = "off"
+	// Sluice's own writes record themselves; the capture triggers skip
+	// them by this setting (capture.go).
+	cfg.RuntimeParams[writerSetting] = "on"
 	ms := o.statementTimeout.Milliseconds()
 	if o.statementTimeout > 0 && ms == 0 {
 		ms = 1 // 0 would mean no limit
@@ -195,4 +204,17 @@ func (db *DB) takeUIDs(ctx context.Context, q querier, n int) ([]int64, error) {
 	out := append([]int64(nil), p.free[:n]...)
 	p.free = p.free[n:]
 	return out, nil
+}
+
+// writerRole returns Sluice's Postgres role, the one the capture triggers
+// skip (capture.go).
+func (db *DB) writerRole(ctx context.Context) (string, error) {
+	db.roleMu.Lock()
+	defer db.roleMu.Unlock()
+	if db.role == "" {
+		if err := db.pool.QueryRow(ctx, "SELECT value FROM sluice.settings WHERE key = 'writer_role'").Scan(&db.role); err != nil {
+			return "", fmt.Errorf("read Sluice's role: %w", mapError(err))
+		}
+	}
+	return db.role, nil
 }

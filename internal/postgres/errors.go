@@ -53,6 +53,12 @@ func mapError(err error) error {
 			// the request may succeed when retried, or with a higher limit.
 			return &sluice.Error{Code: sluice.CodeUnavailable, Message: "the database cancelled a statement of this request: it ran longer than statement_timeout allows, or an operator cancelled it"}
 		}
+		if pe.Code == "54000" && strings.HasPrefix(pe.Message, "index row") {
+			// "index row size 9016 exceeds btree version 4 maximum 2704
+			// for index …": the index is one of @index, named after its
+			// class and fields.
+			return sluice.Errorf(sluice.CodeInvalid, "a value is too large for an index declared with @index (%s): an indexed value may take at most about 2,700 bytes, after compression", pe.Message)
+		}
 		if msg, ok := inputErrorMessage(pe.Code); ok {
 			// Only what a client sent can cause these: Sluice's own
 			// values are valid. Callers check text before it reaches SQL

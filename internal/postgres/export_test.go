@@ -2,8 +2,11 @@ package postgres
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // ExecForTest runs sql in the transaction (tests only).
@@ -76,4 +79,36 @@ func (db *DB) QueryRowForTest(ctx context.Context, sql string, dest ...any) erro
 // ReadableByForTest is readableBy: what a migration's header declares.
 func ReadableByForTest(name string, version int, sql string) (int, error) {
 	return readableBy(name, version, sql)
+}
+
+// ExplainDocumentsForTest returns the plan (EXPLAIN, COSTS OFF) of the
+// statement Documents sends for these classes and page.
+func (db *DB) ExplainDocumentsForTest(ctx context.Context, d *sluice.Database, classes []string, skip, count int64) (string, error) {
+	q, args := documentsSQL(d, classes, skip, count)
+	rows, err := db.pool.Query(ctx, "EXPLAIN (COSTS OFF) "+q, args...)
+	if err != nil {
+		return "", err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return strings.Join(lines, "\n"), err
+}
+
+// IndexesForTest returns the definitions of the indexes of class's table
+// in database d, other than its primary key, sorted.
+func (db *DB) IndexesForTest(ctx context.Context, d *sluice.Database, class string) ([]string, error) {
+	rows, err := db.pool.Query(ctx, `SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND tablename = $2
+		AND indexname <> $2 || '_pkey' ORDER BY indexdef`, schemaName(d.ID), class)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ColumnCollationForTest returns the collation of a column of class's
+// table in database d ("" for the database's default).
+func (db *DB) ColumnCollationForTest(ctx context.Context, d *sluice.Database, class, column string) (string, error) {
+	var c string
+	err := db.pool.QueryRow(ctx, `SELECT coalesce(collation_name, '') FROM information_schema.columns
+		WHERE table_schema = $1 AND table_name = $2 AND column_name = $3`, schemaName(d.ID), class, column).Scan(&c)
+	return c, err
 }

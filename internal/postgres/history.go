@@ -68,7 +68,7 @@ func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Posi
 	if last.rows == 0 {
 		lastIdx = WholeCommit
 	}
-	rows, err := db.pool.Query(ctx, `SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes,
+	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters
 		FROM sluice.commits c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
@@ -91,7 +91,7 @@ read:
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.User, &hdr.Time, &hdr.NumChanges,
+		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.User, &hdr.Time, &hdr.NumChanges, &hdr.RowImages,
 			&idx, &ids, &ops, &befores, &afters); err != nil {
 			return nil, mapError(err)
 		}
@@ -163,6 +163,10 @@ read:
 		page.More = true
 	}
 	page.More = page.More || full
+	rows.Close()
+	if err := db.documentImages(ctx, d, page.Commits); err != nil {
+		return nil, err
+	}
 	return page, nil
 }
 
@@ -178,7 +182,7 @@ func (db *DB) planChanges(ctx context.Context, d *sluice.Database, after sluice.
 	// change start (a row holds a run of changes, see migration 3), and
 	// every later commit at its first row. Commit after.Seq may turn out
 	// to be read already, hence limit+2 commits.
-	rows, err := db.pool.Query(ctx, `SELECT c.seq, c.n_changes,
+	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.seq, c.n_changes,
 			octet_length(c.author) + octet_length(c.message) + octet_length(c.user_name),
 			ch.idx, coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)
 		FROM (SELECT seq, uid, n_changes, author, message, user_name FROM sluice.commits
@@ -285,7 +289,7 @@ type LogPage struct {
 // user of at most maxBytes bytes in all (at least one commit). Changes are
 // not loaded.
 func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit int, maxBytes int64) (*LogPage, error) {
-	rows, err := db.pool.Query(ctx, `SELECT seq, octet_length(author) + octet_length(message) + octet_length(user_name)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT seq, octet_length(author) + octet_length(message) + octet_length(user_name)
 		FROM sluice.commits WHERE db_id = $1 AND ($2 = 0 OR seq < $2) ORDER BY seq DESC LIMIT $3`, d.ID, before, limit+1)
 	if err != nil {
 		return nil, mapError(err)
@@ -318,7 +322,7 @@ func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit i
 	if n == 0 {
 		return page, nil
 	}
-	rows, err = db.pool.Query(ctx, "SELECT "+commitColumns+" FROM sluice.commits WHERE db_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq DESC",
+	rows, err = db.reader(ctx, d.ID).Query(ctx, "SELECT "+commitColumns+" FROM sluice.commits WHERE db_id = $1 AND seq BETWEEN $2 AND $3 ORDER BY seq DESC",
 		d.ID, oldest, newest)
 	if err != nil {
 		return nil, mapError(err)

@@ -24,7 +24,7 @@ type migration struct {
 	// readableBy is the oldest schema version a binary may know and still
 	// run on the database once this migration is applied (its header
 	// "-- sluice:readable-by N"; its own version without one). See
-	// migrations/0007_rolling_upgrades.sql.
+	// migrations/0009_rolling_upgrades.sql.
 	readableBy int
 }
 
@@ -50,7 +50,7 @@ func readableBy(name string, version int, sql string) (int, error) {
 
 // rollingSince is the migration that brought readable_by: binaries that
 // know fewer migrations never read it, and refuse a newer database.
-const rollingSince = 7
+const rollingSince = 9
 
 func loadMigrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrations.FS, ".")
@@ -99,10 +99,21 @@ func LatestVersion() int {
 // transaction with its version row, holding an advisory lock so concurrent
 // starts apply each migration once. A database migrated by a newer binary
 // is refused unless every migration this one lacks says it may run beside
-// them (readable_by, see migrations/0007_rolling_upgrades.sql): then
-// nothing is applied. It returns the number of migrations applied.
+// them (readable_by, see migrations/0009_rolling_upgrades.sql): then
+// nothing is applied. It refuses a database that is Sluice's as another
+// Postgres role. Then it gives every database's tables the capture
+// triggers their schema asks for (capture.go). It returns the number of
+// migrations applied.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
-	return db.migrateTo(ctx, LatestVersion())
+	n, err := db.migrateTo(ctx, LatestVersion())
+	if err != nil {
+		return n, err
+	}
+	role, err := db.checkWriterRole(ctx)
+	if err != nil {
+		return n, err
+	}
+	return n, db.ensureCapture(ctx, role)
 }
 
 // migrateTo is Migrate up to version target (tests start older schemas).

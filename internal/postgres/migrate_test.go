@@ -14,14 +14,14 @@ func TestReadableByHeader(t *testing.T) {
 		want int
 		err  string
 	}{
-		{"ALTER TABLE x ADD COLUMN y int;", 9, ""},
-		{"-- An index.\n-- sluice:readable-by 8\nCREATE INDEX ...;", 8, ""},
-		{"  -- sluice:readable-by 9  \nCREATE TABLE t ();", 9, ""},
-		{"-- sluice:readable-by 6\n", 0, "want a schema version from 7 to 9"},
-		{"-- sluice:readable-by 10\n", 0, "want a schema version from 7 to 9"},
-		{"-- sluice:readable-by eight\n", 0, "0009_x.sql"},
+		{"ALTER TABLE x ADD COLUMN y int;", 11, ""},
+		{"-- An index.\n-- sluice:readable-by 10\nCREATE INDEX ...;", 10, ""},
+		{"  -- sluice:readable-by 11  \nCREATE TABLE t ();", 11, ""},
+		{"-- sluice:readable-by 8\n", 0, "want a schema version from 9 to 11"},
+		{"-- sluice:readable-by 12\n", 0, "want a schema version from 9 to 11"},
+		{"-- sluice:readable-by eleven\n", 0, "0011_x.sql"},
 	} {
-		got, err := postgres.ReadableByForTest("0009_x.sql", 9, tt.sql)
+		got, err := postgres.ReadableByForTest("0011_x.sql", 11, tt.sql)
 		if tt.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%q: %v, want an error with %q", tt.sql, err, tt.err)

@@ -216,6 +216,8 @@ func TestMigrationToChangeBatchesKeepsOldCommits(t *testing.T) {
 		"INSERT INTO sluice.organizations (name) VALUES ('o')",
 		"INSERT INTO sluice.databases (id, org, name, epoch, schema_sdl) VALUES (1, 'o', 'a', 'ep', 'type Note { text: String! }')",
 		"INSERT INTO sluice.commit_counters (db_id) VALUES (1)",
+		"CREATE SCHEMA sluice_db_1",
+		`CREATE TABLE sluice_db_1."Note" (_id text PRIMARY KEY, _commit_uid bigint NOT NULL, text text)`,
 	} {
 		if err := db.ExecDBForTest(ctx, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)

@@ -74,6 +74,59 @@ func countStatement(ctx context.Context) {
 // statement. Errors are domain errors: an invalid regex is CodeInvalid;
 // anything else is internal and keeps its SQL detail for the log only.
 func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery) ([]QueryDoc, error) {
+	st, err := compileQuery(d, s, q)
+	if err != nil || st == nil {
+		return nil, err
+	}
+	if st.proj != nil {
+		return db.queryProjection(ctx, d, st)
+	}
+	return db.readDocs(ctx, d, s, q.Classes, st.sql, st.args)
+}
+
+// ExplainQuery returns Postgres' plan (EXPLAIN, with ANALYZE and BUFFERS
+// when analyze is set, which runs the statement) of the statement
+// QueryDocuments sends for q, as text; "" when q reads no table. Tests
+// and benchmarks use it to show which index serves a query.
+func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery, analyze bool) (string, error) {
+	st, err := compileQuery(d, s, q)
+	if err != nil || st == nil {
+		return "", err
+	}
+	opts := "COSTS OFF"
+	if analyze {
+		opts = "ANALYZE, BUFFERS, COSTS OFF"
+	}
+	rows, err := db.pool.Query(ctx, "EXPLAIN ("+opts+") "+st.sql, st.args...)
+	if err != nil {
+		return "", queryError(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", queryError(err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// statement is the SQL of a DocQuery. Its rows are (class index, row JSON,
+// commit columns), as readDocs reads them, unless proj is set.
+type statement struct {
+	sql  string
+	args []any
+	proj *projection
+}
+
+// projection says what the rows of a projected query hold (see
+// queryProjection): the id, each field's column, then the commit's
+// columns when withCommit is set.
+type projection struct {
+	class      *sluice.Class
+	fields     []*sluice.Field
+	withCommit bool
+}
+
+// compileQuery returns the statement of q, or nil when q reads no table.
+func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery) (*statement, error) {
 	if len(q.Classes) == 0 {
 		return nil, nil
 	}
@@ -112,11 +165,7 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 		}
 		col := fmt.Sprintf("o%d", i)
 		orderCols = append(orderCols, fmt.Sprintf("t.%s AS %s", ident(f.Name), col))
-		expr := "u." + col
-		if columnType(f) == "text" {
-			expr += ` COLLATE "C"`
-		}
-		orderBy = append(orderBy, expr+direction(k.Desc))
+		orderBy = append(orderBy, collated(f, "u."+col)+direction(k.Desc))
 	}
 	orderBy = append(orderBy, `u._id COLLATE "C"`+direction(idDesc))
 	extra := ""
@@ -147,7 +196,7 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 		page += " OFFSET " + b.arg(q.Offset)
 	}
 	if len(q.Classes) == 1 && q.Fields != nil {
-		return db.queryProjection(ctx, d, s, q, whereSQL, page, b.args)
+		return projectionStatement(d, s, q, whereSQL, page, b.args), nil
 	}
 	if len(q.Classes) == 1 {
 		// The inner query sorts and pages the narrow rows; the JSON is
@@ -155,19 +204,19 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 		ord := singleOrder(c, q.Order)
 		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT t.* FROM %s t%s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
 			rowJSONSQL(c, nil, "t"), tableName(d.ID, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
-		return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
+		return &statement{sql: sql, args: b.args}, nil
 	}
 	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order
-	return db.readDocs(ctx, d, s, q.Classes, sql, b.args)
+	return &statement{sql: sql, args: b.args}, nil
 }
 
-// queryProjection runs the most common query: one table, a known set of
-// selected fields. It selects just those columns and scans them into typed
-// values, with no JSON in between, and joins the commit only when
-// _CommitMetadata is selected.
-func (db *DB) queryProjection(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery, whereSQL, page string, args []any) ([]QueryDoc, error) {
+// projectionStatement returns the statement of the most common query: one
+// table, a known set of selected fields. It selects just those columns,
+// which queryProjection scans into typed values with no JSON in between,
+// and joins the commit only when _CommitMetadata is selected.
+func projectionStatement(d *sluice.Database, s *sluice.Schema, q DocQuery, whereSQL, page string, args []any) *statement {
 	c := s.Class(q.Classes[0])
 	var fields []*sluice.Field
 	withCommit := false
@@ -210,15 +259,20 @@ func (db *DB) queryProjection(ctx context.Context, d *sluice.Database, s *sluice
 	ord := singleOrder(c, q.Order)
 	sql := fmt.Sprintf("SELECT %s FROM (SELECT %s FROM %s t%s ORDER BY %s%s) t%s ORDER BY %s",
 		strings.Join(outer, ", "), strings.Join(inner, ", "), tableName(d.ID, c.Name), whereSQL, ord, page, join, ord)
+	return &statement{sql: sql, args: args, proj: &projection{class: c, fields: fields, withCommit: withCommit}}
+}
 
+// queryProjection runs a projected statement (see projectionStatement).
+func (db *DB) queryProjection(ctx context.Context, d *sluice.Database, st *statement) ([]QueryDoc, error) {
+	c, fields, withCommit := st.proj.class, st.proj.fields, st.proj.withCommit
 	countStatement(ctx)
-	rows, err := db.pool.Query(ctx, sql, args...)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, st.sql, st.args...)
 	if err != nil {
 		return nil, queryError(err)
 	}
 	defer rows.Close()
 	cols := make([]column, len(fields))
-	dest := make([]any, 0, len(outer))
+	dest := make([]any, 0, len(fields)+5)
 	var id string
 	dest = append(dest, &id)
 	for i, f := range fields {
@@ -343,11 +397,7 @@ func singleOrder(c *sluice.Class, keys []OrderKey) string {
 			break
 		}
 		f := c.Field(k.Field)
-		expr := "t." + ident(f.Name)
-		if columnType(f) == "text" {
-			expr += ` COLLATE "C"`
-		}
-		out = append(out, expr+direction(k.Desc))
+		out = append(out, collated(f, "t."+ident(f.Name))+direction(k.Desc))
 	}
 	out = append(out, "t."+colID+` COLLATE "C"`+direction(idDesc))
 	return strings.Join(out, ", ")
@@ -425,7 +475,7 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 // columns) and decodes them.
 func (db *DB) readDocs(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, sql string, args []any) ([]QueryDoc, error) {
 	countStatement(ctx)
-	rows, err := db.pool.Query(ctx, sql, args...)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, sql, args...)
 	if err != nil {
 		return nil, queryError(err)
 	}

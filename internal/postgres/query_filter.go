@@ -3,6 +3,7 @@ package postgres
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,10 +35,17 @@ func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 // scope says how to reach the fields of the object a filter is evaluated on:
 // a table row (alias set), a jsonb object (obj set) or, for list elements of
 // scalars, a jsonb scalar (elem set).
+//
+// strict says the expression must be true or false, never NULL: it is
+// under a NOT (or an allHave). Elsewhere a comparison is left bare, since
+// WHERE and EXISTS treat NULL as false, and AND and OR keep that: a bare
+// comparison on a column is what an index can serve (COALESCE(x, false)
+// is not indexable).
 type scope struct {
-	alias string
-	obj   string
-	elem  string
+	alias  string
+	obj    string
+	elem   string
+	strict bool
 }
 
 // textOf returns the SQL text value of field f (nil: the element itself) in
@@ -77,8 +85,9 @@ func (sc scope) jsonb(f *sluice.Field) string {
 	return fmt.Sprintf("(%s->%s)", sc.obj, quoteLiteral(f.Name))
 }
 
-// quoteLiteral quotes a field name as a SQL string literal. Field names are
-// letters, digits and underscores (schema.Parse checks), but quote anyway.
+// quoteLiteral quotes s as a SQL string literal, for where parameters
+// cannot go: field names (letters, digits and underscores, as schema.Parse
+// checks, but quoted anyway) and the DDL of capture triggers.
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // compileFilter returns a SQL boolean expression, never NULL, for e
@@ -90,6 +99,7 @@ func (b *sqlBuilder) compileFilter(e filter.Expr, sc scope) (string, error) {
 	case *filter.Or:
 		return b.join(x.Exprs, sc, " OR ", "false")
 	case *filter.Not:
+		sc.strict = true
 		s, err := b.compileFilter(x.Expr, sc)
 		if err != nil {
 			return "", err
@@ -101,7 +111,7 @@ func (b *sqlBuilder) compileFilter(e filter.Expr, sc scope) (string, error) {
 		}
 		return fmt.Sprintf("(%s.%s = ANY(%s))", sc.alias, colID, b.arg(x.IDs)), nil
 	case *filter.Compare:
-		return b.compare(x, sc.value(x.Field, x.Type))
+		return b.compare(x, sc.value(x.Field, x.Type), sc.strict)
 	case *filter.Ref:
 		var ref string
 		if sc.alias != "" {
@@ -112,7 +122,7 @@ func (b *sqlBuilder) compileFilter(e filter.Expr, sc scope) (string, error) {
 		return b.refExists(x.Class, ref, x.Expr)
 	case *filter.Sub:
 		j := sc.jsonb(x.Field)
-		inner, err := b.compileFilter(x.Expr, scope{obj: j})
+		inner, err := b.compileFilter(x.Expr, scope{obj: j, strict: sc.strict})
 		if err != nil {
 			return "", err
 		}
@@ -141,8 +151,13 @@ func (b *sqlBuilder) join(exprs []filter.Expr, sc scope, sep, empty string) (str
 	return "(" + strings.Join(parts, sep) + ")", nil
 }
 
-// compare compiles one comparison of the SQL value v.
-func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
+// compare compiles one comparison of the SQL value v: an expression that
+// is never NULL when strict is set, and otherwise may be NULL where it
+// cannot be true. Text is compared in the "C" collation (byte order and
+// byte equality, as Go compares strings in filter.Match), which is also
+// the collation its indexes are built in (indexSQL), so that an index on
+// the column serves eq, the ranges and startsWith.
+func (b *sqlBuilder) compare(c *filter.Compare, v string, strict bool) (string, error) {
 	var param string
 	switch {
 	case c.Op == filter.OpRegex:
@@ -172,12 +187,22 @@ func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
 		}
 	}
 	text := c.Type.Kind != sluice.TypeScalar || c.Type.Name == sluice.ScalarString || c.Type.Name == sluice.ScalarID
+	raw := v
+	if text {
+		v += `::text COLLATE "C"`
+	}
 	var cond string
 	switch c.Op {
 	case filter.OpRegex:
-		cond = regexMatch(v, param)
+		cond = regexMatch(raw, param)
 	case filter.OpStartsWith:
-		cond = fmt.Sprintf("starts_with(%s::text, %s::text)", v, param)
+		// A range of byte strings, which an index in the "C" collation
+		// serves: starts_with() is served only when Postgres plans with
+		// the prefix's value, not by a prepared statement's generic plan.
+		cond = fmt.Sprintf("%s >= %s::text", v, param)
+		if next, ok := prefixEnd(c.Value.Str); ok {
+			cond = fmt.Sprintf("(%s AND %s < %s::text)", cond, v, b.arg(next))
+		}
 	case filter.OpEq:
 		cond = fmt.Sprintf("%s = %s", v, param)
 	case filter.OpNe:
@@ -188,13 +213,34 @@ func (b *sqlBuilder) compare(c *filter.Compare, v string) (string, error) {
 			return "", fmt.Errorf("compile filter: unknown operator %q", c.Op)
 		}
 		if text {
-			// Byte-wise order, like Go's string comparison in Match.
-			cond = fmt.Sprintf("%s::text COLLATE \"C\" %s %s::text", v, op, param)
+			cond = fmt.Sprintf("%s %s %s::text", v, op, param)
 		} else {
 			cond = fmt.Sprintf("%s %s %s", v, op, param)
 		}
 	}
-	return "COALESCE(" + cond + ", false)", nil
+	if strict {
+		return "COALESCE(" + cond + ", false)", nil
+	}
+	return cond, nil
+}
+
+// prefixEnd returns the least string greater than every string that starts
+// with prefix, in byte order: prefix with its last character replaced by
+// the next one (UTF-8's byte order is code point order). A prefix of only
+// U+10FFFF characters (or none) has no such bound: ok is false.
+func prefixEnd(prefix string) (string, bool) {
+	for prefix != "" {
+		r, size := utf8.DecodeLastRuneInString(prefix)
+		prefix = prefix[:len(prefix)-size]
+		next := r + 1
+		if next == 0xD800 { // surrogates are not characters
+			next = 0xE000
+		}
+		if next <= utf8.MaxRune {
+			return prefix + string(next), true
+		}
+	}
+	return "", false
 }
 
 // regexMatch returns the SQL condition "the text value v matches the
@@ -269,10 +315,10 @@ func (b *sqlBuilder) quant(q *filter.Quant, sc scope) (string, error) {
 		cond, err = b.refExists(q.Field.Type.Name, "("+elem+" #>> '{}')", q.Elem)
 	case sluice.TypeSubdocument:
 		var inner string
-		inner, err = b.compileFilter(q.Elem, scope{obj: elem})
+		inner, err = b.compileFilter(q.Elem, scope{obj: elem, strict: q.All})
 		cond = fmt.Sprintf("(jsonb_typeof(%s) = 'object' AND %s)", elem, inner)
 	default:
-		cond, err = b.compileFilter(q.Elem, scope{elem: elem})
+		cond, err = b.compileFilter(q.Elem, scope{elem: elem, strict: q.All})
 	}
 	if err != nil {
 		return "", err

@@ -26,7 +26,7 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	err := db.pool.QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
+	err := db.reader(ctx, d.ID).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -62,17 +62,8 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(classes) == 0 {
 		return nil
 	}
-	var parts []string
-	for i, name := range classes {
-		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
-	}
-	q := strings.Join(parts, " UNION ALL ") + " ORDER BY id OFFSET $1"
-	args := []any{skip}
-	if count >= 0 {
-		q += " LIMIT $2"
-		args = append(args, count)
-	}
-	rows, err := db.pool.Query(ctx, q, args...)
+	q, args := documentsSQL(d, classes, skip, count)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
 	}
@@ -95,6 +86,24 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	return mapError(rows.Err())
 }
 
+// documentsSQL returns the statement of Documents: rows (class index, id,
+// row JSON) of the given classes in byte order of id, which each table's
+// primary key serves (declared COLLATE "C"), so a page costs what it
+// skips and holds, merged from the tables in order.
+func documentsSQL(d *sluice.Database, classes []string, skip, count int64) (string, []any) {
+	var parts []string
+	for i, name := range classes {
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
+	}
+	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET $1`
+	args := []any{skip}
+	if count >= 0 {
+		q += " LIMIT $2"
+		args = append(args, count)
+	}
+	return q, args
+}
+
 const commitColumns = "db_id, seq, uid, author, message, user_name, committed_at, n_changes"
 
 func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
@@ -104,7 +113,7 @@ func scanCommit(row pgx.Row, c *sluice.Commit, uid *int64) error {
 // History returns the bounds of database d's retained log.
 func (db *DB) History(ctx context.Context, dbID int64) (sluice.History, error) {
 	var h sluice.History
-	err := db.pool.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", dbID).Scan(&h.LastSeq, &h.PrunedSeq)
+	err := db.reader(ctx, dbID).QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", dbID).Scan(&h.LastSeq, &h.PrunedSeq)
 	if errors.Is(mapError(err), errNotFound) {
 		return h, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", dbID)
 	}
@@ -145,9 +154,9 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	// their change batches in order.
 	// The access log's version comes from the same snapshot (see
 	// accessVersionSQL and sluice.Commit.AccessVersion).
-	rows, err := db.pool.Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes,
+	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+`
-		FROM (SELECT `+commitColumns+` FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
+		FROM (SELECT `+commitColumns+`, row_images FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
 		ORDER BY c.seq, ch.idx`, args...)
 	if err != nil {
@@ -163,7 +172,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges,
+		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion); err != nil {
 			return nil, mapError(err)
 		}
@@ -180,7 +189,11 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 			return nil, fmt.Errorf("commit %d: %w", c.Seq, err)
 		}
 	}
-	return out, mapError(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, mapError(err)
+	}
+	rows.Close()
+	return out, db.documentImages(ctx, d, out)
 }
 
 // appendChanges appends the changes of one row of sluice.changes (see

@@ -277,7 +277,7 @@ func TestRegexInCompiledFilters(t *testing.T) {
 		t.Errorf("ARE %q, want %q", re.ARE, want)
 	}
 	b := &sqlBuilder{}
-	sql, err := b.compare(&filter.Compare{Type: sluice.FieldType{Kind: sluice.TypeScalar, Name: sluice.ScalarString}, Op: filter.OpRegex, Value: filter.Value{Str: `a\.b|\d`, Regex: re}}, "t.name")
+	sql, err := b.compare(&filter.Compare{Type: sluice.FieldType{Kind: sluice.TypeScalar, Name: sluice.ScalarString}, Op: filter.OpRegex, Value: filter.Value{Str: `a\.b|\d`, Regex: re}}, "t.name", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,10 @@ package rest
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // CORS decides which other origins' pages may call the API (config key
@@ -15,21 +18,71 @@ type CORS struct {
 	origins map[string]bool
 	// any lets every other origin call without credentials.
 	any bool
+	// csrf refuses state-changing requests from pages of other origins
+	// than the daemon's own and origins (see Protect).
+	csrf *http.CrossOriginProtection
 }
 
 // NewCORS returns the policy for the configured origins: exact origins
 // ("https://app.example.com") may call with credentials; "*" lets any
 // origin call without them. No origins: same origin only.
 func NewCORS(origins []string) *CORS {
-	c := &CORS{origins: map[string]bool{}}
+	c := &CORS{origins: map[string]bool{}, csrf: http.NewCrossOriginProtection()}
 	for _, o := range origins {
 		if o == "*" {
 			c.any = true
 			continue
 		}
-		c.origins[strings.ToLower(o)] = true
+		o = strings.ToLower(o) // as browsers send it
+		c.origins[o] = true
+		// The configuration checked its form (scheme://host[:port]).
+		_ = c.csrf.AddTrustedOrigin(o)
 	}
 	return c
+}
+
+// Protect refuses, with 403, every state-changing request (any method but
+// GET, HEAD and OPTIONS, on every route) that a browser sends from a page
+// of another origin than the daemon's own and cors_origins. A form on any
+// site can make a browser POST to Sluice, with no CORS preflight, and the
+// browser adds the Basic credentials it remembers for Sluice (anyone who
+// signed in to GraphiQL): without this, such a page writes as its
+// visitor. Browsers say where a request comes from in Sec-Fetch-Site, or
+// else Origin; net/http's CrossOriginProtection judges them. Requests
+// without either (curl, servers, SDKs) are not from a page and pass.
+//
+// With "*", a page of any origin may call, but never with credentials the
+// browser remembers: a cross-origin state-changing request from an
+// unlisted origin passes only when it carries no Basic credentials (a
+// bearer token, which a browser never adds by itself, was put there by
+// the page's own script).
+func (c *CORS) Protect(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := c.csrf.Check(r); err != nil && !(c.any && !basicAuth(r)) {
+			writeError(w, r, errCrossOrigin(r))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// basicAuth reports whether r carries Basic credentials, which a browser
+// may add by itself.
+func basicAuth(r *http.Request) bool {
+	for _, h := range r.Header.Values("Authorization") {
+		if scheme, _, _ := strings.Cut(strings.TrimSpace(h), " "); strings.EqualFold(scheme, "basic") {
+			return true
+		}
+	}
+	return false
+}
+
+func errCrossOrigin(r *http.Request) error {
+	from := "a page of another site"
+	if o := r.Header.Get("Origin"); o != "" && o != "null" && len(o) <= 256 {
+		from = "a page of " + strconv.Quote(o)
+	}
+	return sluice.Errorf(sluice.CodeForbidden, "cross-origin request refused: %s may not %s here with this browser's credentials; to allow an origin's pages, list it in cors_origins", from, r.Method)
 }
 
 // corsAllowHeaders are the request headers a preflight allows: what
@@ -37,7 +90,7 @@ func NewCORS(origins []string) *CORS {
 const corsAllowHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, Cache-Control, X-Requested-With, X-GraphQL-Event-Stream-Token"
 
 // corsExposeHeaders are the response headers a page may read.
-const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location"
+const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location, Link, Sluice-Position"
 
 // Middleware answers preflights and adds the CORS headers to every answer
 // for an allowed origin. An origin that is not allowed never gets

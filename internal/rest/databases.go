@@ -16,6 +16,8 @@ func databaseJSON(d *sluice.Database) map[string]any {
 		"label":          d.Label,
 		"comment":        d.Comment,
 		"schema_version": d.SchemaVersion,
+		// Where its tables are, for roles granted access to them in SQL.
+		"postgres_schema": engine.PostgresSchema(d),
 	}
 }
 

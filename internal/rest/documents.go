@@ -3,17 +3,19 @@ package rest
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"io"
 	"mime"
 	"net/http"
-	"os"
 	"strings"
-	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
 )
+
+// positionHeader carries the position a read reflects: every commit up to
+// it, none after. A subscription resumed from it (Last-Event-ID) receives
+// exactly the commits the read did not see.
+const positionHeader = "Sluice-Position"
 
 func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "id", "type", "skip", "count", "as_list")
@@ -28,11 +30,12 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
 			return
 		}
-		doc, err := a.Engine.Document(r.Context(), u, org, name, id)
+		doc, pos, err := a.Engine.Document(r.Context(), u, org, name, id)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
+		w.Header().Set(positionHeader, pos.String())
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		_, _ = w.Write(append(doc, '\n'))
 		return
@@ -56,7 +59,8 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	// as a JSON error only if nothing was written yet.
 	bw := bufio.NewWriterSize(w, 32<<10)
 	n := 0
-	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count}, func(doc []byte) error {
+	start := func(pos sluice.Position) { w.Header().Set(positionHeader, pos.String()) }
+	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count}, start, func(doc []byte) error {
 		if n == 0 {
 			if asList {
 				w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -108,16 +112,13 @@ func writeOptions(r *http.Request, extra ...string) (engine.WriteOptions, error)
 
 // documentStream reads the documents of a write's body. A JSON body is
 // limited to MaxBodyBytes; an NDJSON stream may be of any length, each of
-// its documents limited to MaxBodyBytes.
+// its documents limited to MaxBodyBytes. (Every body is bounded in time
+// too: see bodies.go.)
 func (a *api) documentStream(w http.ResponseWriter, r *http.Request) (*docStream, error) {
-	var body io.Reader = r.Body
-	if a.BodyIdleTimeout > 0 {
-		body = &idleReader{r: r.Body, rc: http.NewResponseController(w), idle: a.BodyIdleTimeout}
-	}
 	if mediaType(r) == "application/x-ndjson" {
-		return newDocStream(body, a.MaxBodyBytes)
+		return newDocStream(r.Body, a.MaxBodyBytes)
 	}
-	return newDocStream(http.MaxBytesReader(w, io.NopCloser(body), a.MaxBodyBytes), 0)
+	return newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0)
 }
 
 // mediaType returns the request's media type, without parameters, even
@@ -129,32 +130,6 @@ func mediaType(r *http.Request) string {
 	}
 	t, _, _ := strings.Cut(ct, ";")
 	return strings.ToLower(strings.TrimSpace(t))
-}
-
-// idleReader fails a read of the request body that waits more than idle
-// for the client. A large write reads its body inside its transaction: a
-// stalled upload must not hold a connection and row locks for as long as
-// the client likes.
-type idleReader struct {
-	r    io.Reader
-	rc   *http.ResponseController
-	idle time.Duration
-}
-
-func (i *idleReader) Read(p []byte) (int, error) {
-	// Without support for deadlines (not the case for HTTP/1), reads wait.
-	_ = i.rc.SetReadDeadline(time.Now().Add(i.idle))
-	n, err := i.r.Read(p)
-	if err != nil {
-		// Once the body is read, net/http reads the connection in the
-		// background to notice a client going away, and a deadline
-		// passing there would cancel the request: clear it.
-		_ = i.rc.SetReadDeadline(time.Time{})
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			err = sluice.Errorf(sluice.CodeInvalid, "the request body sent nothing for %s (body_idle_timeout)", i.idle)
-		}
-	}
-	return n, err
 }
 
 func writeResult(w http.ResponseWriter, status int, res *engine.WriteResult) {

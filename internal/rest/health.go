@@ -1,7 +1,9 @@
 package rest
 
 import (
+	"crypto/subtle"
 	"net/http"
+	"strings"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -27,4 +29,31 @@ func (a *api) info(w http.ResponseWriter, r *http.Request) {
 		"org":       u.Org,
 		"superuser": u.Superuser,
 	}))
+}
+
+// authorizeMetrics lets through a request for /metrics from the super
+// user (any of its credentials) or with the bearer metrics_token. The
+// metrics name databases and show their activity, so they are not public
+// by default; a scraper on a private network can be given a listener of
+// its own instead (metrics_listen).
+func (a *api) authorizeMetrics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.MetricsToken != "" {
+			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+			if strings.EqualFold(scheme, "bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(a.MetricsToken)) == 1 {
+				next.ServeHTTP(w, r)
+				return
+			}
+		}
+		c, err := a.Engine.Auth().Authenticate(r)
+		if err != nil {
+			writeError(w, r, err)
+			return
+		}
+		if !c.User.Superuser {
+			writeError(w, r, sluice.Errorf(sluice.CodeForbidden, "only the super user, or a scraper with the bearer metrics_token, may read /metrics"))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -154,11 +154,12 @@ func (a *api) log(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, name := dbPath(r)
-	_, page, err := a.Engine.Log(r.Context(), userFrom(r), org, name, before, int(count), a.PageBytes)
+	page, pos, err := a.Engine.Log(r.Context(), userFrom(r), org, name, before, int(count), a.PageBytes)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	w.Header().Set(positionHeader, pos.String())
 	if page.More {
 		nextLink(w, r, "before", page.Commits[len(page.Commits)-1].ID())
 	}
@@ -208,11 +209,12 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	org, name := dbPath(r)
-	_, page, err := a.Engine.Changes(r.Context(), userFrom(r), org, name, after, int(limit), a.PageBytes)
+	page, pos, err := a.Engine.Changes(r.Context(), userFrom(r), org, name, after, int(limit), a.PageBytes)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	w.Header().Set(positionHeader, pos.String())
 	if len(page.Commits) > 0 {
 		next = page.Next.String()
 	}
@@ -222,7 +224,9 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 	out := newJSONStream(w)
 	out.raw(`{"next":`)
 	out.value(next)
-	out.raw(`,"more":` + strconv.FormatBool(page.More) + `,"commits":[`)
+	out.raw(`,"more":` + strconv.FormatBool(page.More) + `,"position":`)
+	out.value(pos.String())
+	out.raw(`,"commits":[`)
 	for i, c := range page.Commits {
 		if i > 0 {
 			out.raw(",")

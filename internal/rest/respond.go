@@ -32,7 +32,7 @@ func writeErrorBody(w http.ResponseWriter, err error) {
 	if code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
 	}
-	if ra := code.RetryAfter(); ra != "" {
+	if ra := sluice.RetryAfter(err); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
 	status := "api:failure"

@@ -26,9 +26,18 @@ type Deps struct {
 	// MaxBodyBytes limits JSON request bodies (NDJSON streams are limited
 	// document by document).
 	MaxBodyBytes int64
-	// BodyIdleTimeout, when not zero, fails a document write whose body
-	// sends nothing for that long.
-	BodyIdleTimeout time.Duration
+	// BodyIdleTimeout, when not zero, fails a request whose body sends
+	// nothing for that long; past it, BodyMinRate (bytes a second, 0:
+	// none) is the least average rate a body must keep. MaxRequestBodies
+	// (0: no cap) bounds the bodies read at once (see bodies.go).
+	BodyIdleTimeout  time.Duration
+	BodyMinRate      int64
+	MaxRequestBodies int64
+	// Metrics serves GET /metrics to the super user and to a bearer
+	// MetricsToken (when set); with MetricsElsewhere it is not served
+	// here (the daemon serves it on a listener of its own).
+	MetricsToken     string
+	MetricsElsewhere bool
 	// PageBytes bounds a page of /api/changes and /api/log in bytes of
 	// change images and commit text (history_page_bytes).
 	PageBytes int64
@@ -60,12 +69,17 @@ func Routes(d Deps) http.Handler {
 	if d.GraphQL != nil && d.GraphQLSocket != nil {
 		sockets = []string{"/api/graphql/{org}/{db}", "/api/graphql/_system"}
 	}
-	r.Use(a.recoverer, a.observe, d.CORS.Middleware, refuseUpgrades(r, sockets...))
+	// Cross-origin writes are refused before anything else, bodies are
+	// bounded before any is read.
+	r.Use(a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
+		newBodyLimits(d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware)
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
 	r.Get("/readyz", a.readyz)
-	r.Method(http.MethodGet, "/metrics", d.Metrics.Handler())
+	if !d.MetricsElsewhere {
+		r.With(a.authorizeMetrics).Method(http.MethodGet, "/metrics", d.Metrics.Handler())
+	}
 	if d.GraphiQLAssets != nil {
 		r.Method(http.MethodGet, "/api/graphiql/_assets/{file}", d.GraphiQLAssets)
 	}

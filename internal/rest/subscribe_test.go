@@ -559,7 +559,7 @@ func TestSubscribeSlowReaderLosesNothing(t *testing.T) {
 	if slowGot := slow.ids(n); strings.Join(slowGot, " ") != strings.Join(got, " ") {
 		t.Fatal("the slow reader's events differ from the fast reader's")
 	}
-	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
+	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 	t.Logf("slow reader done after %v; catch-ups: %v", time.Since(start), dt.MetricValue(m, "sluice_stream_catchups_total"))
 }
 
@@ -567,7 +567,7 @@ func TestSubscribeMetrics(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
 	d.CreateDatabase(t, "shop", shopSDL)
-	metrics := func() string { return string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body) }
+	metrics := func() string { return string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body) }
 	value := func(m, name string, labels ...string) float64 { return dt.MetricValue(m, name, labels...) }
 	rest := `transport="rest"`
 
@@ -702,7 +702,7 @@ func TestSubscribeListenReconnect(t *testing.T) {
 		t.Fatalf("terminated %d listeners: %v", n, err)
 	}
 	deadline := time.Now().Add(wait)
-	for dt.MetricValue(string(a.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body), "sluice_changefeed_listen_reconnects_total") < 1 {
+	for dt.MetricValue(string(a.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_changefeed_listen_reconnects_total") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("daemon A's tailer did not reconnect")
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // refuseUpgrades answers a WebSocket upgrade with a 400 naming where
@@ -32,13 +33,19 @@ func refuseUpgrades(mux chi.Routes, accept ...string) func(http.Handler) http.Ha
 
 // upgradeOr sends WebSocket upgrades to socket (which authenticates by
 // itself: a browser's credentials arrive after the upgrade) and every
-// other request to plain.
+// other request to plain. A stream ticket is refused on an upgrade: it
+// opens an EventSource only, and a socket takes its credentials in
+// connection_init.
 func upgradeOr(socket, plain http.Handler) http.Handler {
 	if socket == nil {
 		return plain
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if isUpgrade(r) {
+			if streamparam.Query(r).Has(ticketParam) {
+				writeError(w, r, errTicketNotStream())
+				return
+			}
 			socket.ServeHTTP(w, r)
 			return
 		}

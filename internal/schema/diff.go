@@ -51,6 +51,12 @@ const (
 	DropEnumValue
 	// DropEnum drops an enum; Class names it.
 	DropEnum
+	// AddIndex adds an index (@index) to a document class's table; Field
+	// lists its fields, comma-separated. Never destructive.
+	AddIndex
+	// DropIndex drops an index of a document class's table; Field lists
+	// its fields, comma-separated. Never destructive: no data is lost.
+	DropIndex
 )
 
 // String returns the kind's name, as spelled in Go.
@@ -86,6 +92,10 @@ func (k ChangeKind) String() string {
 		return "DropEnumValue"
 	case DropEnum:
 		return "DropEnum"
+	case AddIndex:
+		return "AddIndex"
+	case DropIndex:
+		return "DropIndex"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", int(k))
 }
@@ -237,6 +247,37 @@ func diffClass(old, next *sluice.Schema, name string) []Change {
 		if newFields[of.Name] == nil {
 			out = append(out, Change{Kind: DropField, Class: name, Field: of.Name, Destructive: holdsData,
 				Reason: fmt.Sprintf("drops field %s.%s%s", name, of.Name, valuesLost)})
+		}
+	}
+	return append(out, diffIndexes(oc, nc)...)
+}
+
+// diffIndexes returns the indexes added to and dropped from the table of
+// document class nc (oc before). Only document classes have tables.
+func diffIndexes(oc, nc *sluice.Class) []Change {
+	if nc.Kind != sluice.KindDocument {
+		return nil
+	}
+	var before []sluice.Index
+	if oc.Kind == sluice.KindDocument {
+		before = oc.Indexes
+	}
+	has := func(list []sluice.Index, ix sluice.Index) bool {
+		return slices.ContainsFunc(list, func(x sluice.Index) bool { return slices.Equal(x.Fields, ix.Fields) })
+	}
+	var out []Change
+	for _, ix := range nc.Indexes {
+		if !has(before, ix) {
+			fields := strings.Join(ix.Fields, ", ")
+			out = append(out, Change{Kind: AddIndex, Class: nc.Name, Field: fields,
+				Reason: fmt.Sprintf("adds an index on %s(%s)", nc.Name, fields)})
+		}
+	}
+	for _, ix := range before {
+		if !has(nc.Indexes, ix) {
+			fields := strings.Join(ix.Fields, ", ")
+			out = append(out, Change{Kind: DropIndex, Class: nc.Name, Field: fields,
+				Reason: fmt.Sprintf("drops the index on %s(%s)", nc.Name, fields)})
 		}
 	}
 	return out

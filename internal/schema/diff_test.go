@@ -25,6 +25,15 @@ func TestDiff(t *testing.T) {
 		{"identical", representative, representative, nil},
 		{"descriptions and order of fields do not matter",
 			"type A { a: Int b: String }", "\"doc\" type A { \"b\" b: String a: Int }", nil},
+		{"indexes added and dropped, inherited ones on each table",
+			`interface I { x: Int } type A implements I @index(fields: ["b", "x"]) { b: String @index c: Int }`,
+			`interface I { x: Int @index } type A implements I { b: String c: Int @index } type B implements I`, []string{
+				"AddIndex A.x: adds an index on A(x)",
+				"AddIndex A.c: adds an index on A(c)",
+				"DropIndex A.b, x: drops the index on A(b, x)",
+				"DropIndex A.b: drops the index on A(b)",
+				"AddClass B.: adds class B",
+			}},
 		{"from empty", "", "type A { a: Int }\nenum E { X }\ninterface I { i: Int }\ntype S @subdocument { s: Int }", []string{
 			"AddEnum E.: adds enum E",
 			"AddClass A.: adds class A",
@@ -152,7 +161,7 @@ func TestDiffNil(t *testing.T) {
 
 func TestChangeKindString(t *testing.T) {
 	t.Parallel()
-	for k := AddEnum; k <= DropEnum; k++ {
+	for k := AddEnum; k <= DropIndex; k++ {
 		if s := k.String(); strings.HasPrefix(s, "ChangeKind(") {
 			t.Errorf("kind %d has no name", int(k))
 		}

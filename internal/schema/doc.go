@@ -51,6 +51,13 @@
 // name from two parents gets it once when both agree and is an error
 // otherwise. Subdocuments neither inherit nor are inherited from.
 //
+// Indexes: @index on a field, or @index(fields: ["a", "b"]) on a type or
+// interface (repeatable), declares an index of the class's table on those
+// fields (sluice.Class.Indexes), inherited by every class that implements
+// an interface declaring it. Only a single scalar other than JSON, an enum
+// value or a reference can be indexed; lists, subdocuments, JSON and the
+// fields of subdocument types are errors naming the field.
+//
 // Field protection: @private is @protected(role: "admin"); @protected(role:
 // "write") hides the field from readers with less than the write role. Roles
 // are "read", "write" and "admin". Unprotected fields need the read role.
@@ -70,8 +77,8 @@
 // included (a Postgres table has at most 1600 columns).
 //
 // Not supported, and reported as errors naming them: union and input types,
-// custom scalars, directives other than @concrete, @subdocument, @private and
-// @protected, directive definitions, schema definitions, type extensions
+// custom scalars, directives other than @concrete, @subdocument, @index,
+// @private and @protected, directive definitions, schema definitions, type extensions
 // (extend …) and field arguments. Every error is a CodeInvalid *sluice.Error
 // whose message starts with "line L, column C: ".
 //

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -17,7 +18,12 @@ const (
 	dirSubdocument = "subdocument"
 	dirPrivate     = "private"
 	dirProtected   = "protected"
+	dirIndex       = "index"
 )
+
+// maxIndexFields bounds the fields of one @index: Postgres allows 32 keys
+// in an index, and the document id is the last.
+const maxIndexFields = 31
 
 // Parse parses sdl (see the package documentation for the language) into a
 // schema. Empty input, or input of only whitespace and comments, is a valid
@@ -76,9 +82,19 @@ type classDef struct {
 	// origin names, for each field of class.Fields, the class that declares
 	// it, for error messages.
 	origin map[string]string
+	// indexes are the @index directives of the definition: the class's
+	// own, then its fields', in order.
+	indexes []indexDef
 	// state is 0 before inherit, 1 while inherit works on the class's
 	// ancestors (so meeting it again is a cycle), 2 after.
 	state int
+}
+
+// indexDef is one @index of a definition, checked once the class's
+// fields (inherited ones included) are known.
+type indexDef struct {
+	index sluice.Index
+	pos   *ast.Position
 }
 
 // errorAt returns a CodeInvalid error whose message starts with pos.
@@ -222,7 +238,16 @@ func (b *builder) declareClass(def *ast.Definition) error {
 	}
 	what := keyword(def.Kind) + " " + def.Name
 	seen := map[string]bool{}
+	var indexes []indexDef
 	for _, d := range def.Directives {
+		if d.Name == dirIndex {
+			ix, err := typeIndex(d, what)
+			if err != nil {
+				return err
+			}
+			indexes = append(indexes, indexDef{index: ix, pos: d.Position})
+			continue
+		}
 		switch {
 		case d.Name == dirSubdocument && def.Kind == ast.Object:
 			kind = sluice.KindSubdocument
@@ -233,7 +258,7 @@ func (b *builder) declareClass(def *ast.Definition) error {
 		case d.Name == dirConcrete:
 			return errorAt(d.Position, "@concrete applies to interfaces, not to %s: a type already has documents of its own", what)
 		default:
-			return errorAt(d.Position, "unknown directive @%s on %s: types take @subdocument, interfaces @concrete", d.Name, what)
+			return errorAt(d.Position, "unknown directive @%s on %s: types take @subdocument and @index(fields: […]), interfaces @concrete and @index(fields: […])", d.Name, what)
 		}
 		if seen[d.Name] {
 			return errorAt(d.Position, "@%s is given twice on %s", d.Name, what)
@@ -242,6 +267,9 @@ func (b *builder) declareClass(def *ast.Definition) error {
 		if len(d.Arguments) > 0 {
 			return errorAt(d.Position, "@%s takes no arguments", d.Name)
 		}
+	}
+	if kind == sluice.KindSubdocument && len(indexes) > 0 {
+		return errorAt(indexes[0].pos, "@index on subdocument %s: a subdocument is stored inside its documents, with no table to index", def.Name)
 	}
 	if kind == sluice.KindSubdocument && len(def.Interfaces) > 0 {
 		return errorAt(def.Position, "subdocument %s cannot implement interfaces", def.Name)
@@ -252,7 +280,7 @@ func (b *builder) declareClass(def *ast.Definition) error {
 		return errorAt(def.Position, "subdocument %s has no fields", def.Name)
 	}
 	c := &sluice.Class{Name: def.Name, Kind: kind, Description: def.Description, Parents: def.Interfaces}
-	b.classes[c.Name] = &classDef{def: def, class: c}
+	b.classes[c.Name] = &classDef{def: def, class: c, indexes: indexes}
 	b.schema.Classes[c.Name] = c
 	b.schema.Order = append(b.schema.Order, c.Name)
 	return nil
@@ -285,6 +313,11 @@ func (b *builder) ownFields(cd *classDef) error {
 			return err
 		}
 		f.ReadRole = role
+		if ix, pos, err := fieldIndexDirective(fd, f, cd.class); err != nil {
+			return err
+		} else if ix != nil {
+			cd.indexes = append(cd.indexes, indexDef{index: *ix, pos: pos})
+		}
 		cd.own = append(cd.own, f)
 		cd.ownPos = append(cd.ownPos, fd.Position)
 	}
@@ -323,8 +356,11 @@ func readRole(fd *ast.FieldDefinition, class string) (sluice.Role, error) {
 	role := sluice.RoleRead
 	var prev *ast.Directive
 	for _, d := range fd.Directives {
+		if d.Name == dirIndex {
+			continue // see fieldIndex
+		}
 		if d.Name != dirPrivate && d.Name != dirProtected {
-			return 0, errorAt(d.Position, "unknown directive @%s on field %s.%s: fields take @private or @protected(role: …)", d.Name, class, fd.Name)
+			return 0, errorAt(d.Position, "unknown directive @%s on field %s.%s: fields take @index, @private or @protected(role: …)", d.Name, class, fd.Name)
 		}
 		if prev != nil {
 			return 0, errorAt(d.Position, "field %s.%s: give one of @private and @protected, once", class, fd.Name)
@@ -436,8 +472,125 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 	}
 	cd.class.Fields = fields
 	cd.origin = origin
+	if err := b.indexes(cd); err != nil {
+		return err
+	}
 	cd.state = 2
 	return nil
+}
+
+// indexes sets cd.class.Indexes: its ancestors' indexes, then its own,
+// each once, after checking that its own name fields it has and can index.
+func (b *builder) indexes(cd *classDef) error {
+	c := cd.class
+	var out []sluice.Index
+	add := func(ix sluice.Index) {
+		for _, have := range out {
+			if slices.Equal(have.Fields, ix.Fields) {
+				return
+			}
+		}
+		out = append(out, ix)
+	}
+	for _, p := range c.Parents {
+		for _, ix := range b.classes[p].class.Indexes {
+			add(ix)
+		}
+	}
+	for _, d := range cd.indexes {
+		for _, name := range d.index.Fields {
+			f := c.Field(name)
+			if f == nil {
+				return errorAt(d.pos, "@index on %s names field %s, which %s does not have", c.Name, name, c.Name)
+			}
+			if why := unindexable(f); why != "" {
+				return errorAt(d.pos, "@index on %s: field %s cannot be indexed: %s", c.Name, name, why)
+			}
+		}
+		add(d.index)
+	}
+	c.Indexes = out
+	return nil
+}
+
+// typeIndex reads @index(fields: ["a", "b"]) on the type or interface
+// described by what. The fields are checked later, against the class's
+// fields.
+func typeIndex(d *ast.Directive, what string) (sluice.Index, error) {
+	usage := `@index on a type or interface takes one argument, fields: the list of field names to index, in key order, as in @index(fields: ["age", "name"])`
+	if len(d.Arguments) != 1 || d.Arguments[0].Name != "fields" || d.Arguments[0].Value == nil {
+		return sluice.Index{}, errorAt(d.Position, "%s (on %s)", usage, what)
+	}
+	v := d.Arguments[0].Value
+	var names []string
+	switch v.Kind {
+	case ast.StringValue, ast.BlockValue:
+		names = []string{v.Raw}
+	case ast.ListValue:
+		for _, ch := range v.Children {
+			if ch.Value == nil || (ch.Value.Kind != ast.StringValue && ch.Value.Kind != ast.BlockValue) {
+				return sluice.Index{}, errorAt(d.Position, "%s (on %s)", usage, what)
+			}
+			names = append(names, ch.Value.Raw)
+		}
+	default:
+		return sluice.Index{}, errorAt(d.Position, "%s (on %s)", usage, what)
+	}
+	if len(names) == 0 {
+		return sluice.Index{}, errorAt(d.Position, "@index on %s lists no fields", what)
+	}
+	if len(names) > maxIndexFields {
+		return sluice.Index{}, errorAt(d.Position, "@index on %s lists %d fields; at most %d are allowed", what, len(names), maxIndexFields)
+	}
+	for i, n := range names {
+		if slices.Contains(names[:i], n) {
+			return sluice.Index{}, errorAt(d.Position, "@index on %s lists field %s twice", what, n)
+		}
+	}
+	return sluice.Index{Fields: names}, nil
+}
+
+// fieldIndexDirective reads @index on field f (declared by fd in class c): the
+// index on f alone, or nil when fd has no @index.
+func fieldIndexDirective(fd *ast.FieldDefinition, f *sluice.Field, c *sluice.Class) (*sluice.Index, *ast.Position, error) {
+	var found *ast.Directive
+	for _, d := range fd.Directives {
+		if d.Name != dirIndex {
+			continue
+		}
+		if found != nil {
+			return nil, nil, errorAt(d.Position, "@index is given twice on field %s.%s", c.Name, f.Name)
+		}
+		found = d
+	}
+	if found == nil {
+		return nil, nil, nil
+	}
+	if len(found.Arguments) > 0 {
+		return nil, nil, errorAt(found.Position, `@index on a field takes no arguments; to index several fields together, put @index(fields: [...]) on the type`)
+	}
+	if c.Kind == sluice.KindSubdocument {
+		return nil, nil, errorAt(found.Position, "@index on %s.%s: a subdocument is stored inside its documents, with no table to index", c.Name, f.Name)
+	}
+	if why := unindexable(f); why != "" {
+		return nil, nil, errorAt(found.Position, "@index on %s.%s: the field cannot be indexed: %s", c.Name, f.Name, why)
+	}
+	return &sluice.Index{Fields: []string{f.Name}}, found.Position, nil
+}
+
+// unindexable says why field f cannot be indexed, or returns "" when it
+// can: a single scalar (not JSON), enum value or reference, stored in a
+// column of its own type.
+func unindexable(f *sluice.Field) string {
+	switch {
+	case f.List:
+		return "it is a list (stored as JSON); only a field holding one String, Int, Float, Boolean, ID, DateTime, BigInt, enum value or reference can be"
+	case f.Type.Kind == sluice.TypeSubdocument:
+		return "it holds a subdocument (stored as JSON); index a field of the documents instead"
+	case f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON:
+		return "JSON fields cannot be filtered or sorted"
+	}
+	return ""
 }
 
 // sameField reports whether a and b hold the same values under the same

@@ -37,6 +37,9 @@ func render(s *sluice.Schema) string {
 			}
 			b.WriteString("\n")
 		}
+		for _, ix := range c.Indexes {
+			b.WriteString("  @index(" + strings.Join(ix.Fields, ", ") + ")\n")
+		}
 	}
 	for _, name := range s.EnumOrder {
 		b.WriteString("enum " + name + " " + strings.Join(s.Enums[name].Values, " ") + "\n")
@@ -224,6 +227,14 @@ func TestParseGood(t *testing.T) {
 		{"abstract without concrete descendant", "interface A { a: Int }\ntype T { a: A }",
 			"abstract class A\n  a: Int\nclass T\n  a: A (reference)\n"},
 		{"concrete interface alone", "interface P @concrete { a: Int }", "class P\n  a: Int\n"},
+		{"index on fields", "enum C { R G }\ntype T { s: String @index n: Int! @index @private c: C @index r: T @index d: DateTime @index }",
+			"class T\n  s: String\n  n: Int! @protected(role: \"admin\")\n  c: C (enum)\n  r: T (reference)\n  d: DateTime\n  @index(s)\n  @index(n)\n  @index(c)\n  @index(r)\n  @index(d)\nenum C R G\n"},
+		{"index on a type", `type T @index(fields: ["a", "b"]) @index(fields: "b") { a: Int b: String @index }`,
+			"class T\n  a: Int\n  b: String\n  @index(a, b)\n  @index(b)\n"},
+		{"indexes are inherited once", "interface A @index(fields: [\"x\"]) { x: Int @index y: Int }\ntype T implements A @index(fields: [\"y\", \"x\"]) { y: Int @index }",
+			"abstract class A\n  x: Int\n  y: Int\n  @index(x)\nclass T implements A\n  x: Int\n  y: Int\n  @index(x)\n  @index(y, x)\n  @index(y)\n"},
+		{"type index on an inherited field", "interface A { x: Int }\ntype T implements A @index(fields: [\"x\"])",
+			"abstract class A\n  x: Int\nclass T implements A\n  x: Int\n  @index(x)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -292,15 +303,29 @@ func TestParseErrors(t *testing.T) {
 		{"field arguments", "type A { b(x: Int): Int }", "line 1, column 10: field A.b: field arguments are not supported"},
 
 		// Directives.
-		{"unknown type directive", "type A @key(fields: \"a\") { a: Int }", "line 1, column 9: unknown directive @key on type A: types take @subdocument, interfaces @concrete"},
-		{"unknown field directive", "type A { a: Int @deprecated }", "line 1, column 18: unknown directive @deprecated on field A.a: fields take @private or @protected(role: …)"},
+		{"unknown type directive", "type A @key(fields: \"a\") { a: Int }", "line 1, column 9: unknown directive @key on type A: types take @subdocument and @index(fields: […]), interfaces @concrete and @index(fields: […])"},
+		{"unknown field directive", "type A { a: Int @deprecated }", "line 1, column 18: unknown directive @deprecated on field A.a: fields take @index, @private or @protected(role: …)"},
+		{"index on a list", "type A { a: [Int] @index }", "line 1, column 20: @index on A.a: the field cannot be indexed: it is a list (stored as JSON); only a field holding one String, Int, Float, Boolean, ID, DateTime, BigInt, enum value or reference can be"},
+		{"index on JSON", "type A { a: JSON @index }", "line 1, column 19: @index on A.a: the field cannot be indexed: JSON fields cannot be filtered or sorted"},
+		{"index on a subdocument field", "type S @subdocument { x: Int }\ntype A { s: S @index }", "line 2, column 16: @index on A.s: the field cannot be indexed: it holds a subdocument (stored as JSON); index a field of the documents instead"},
+		{"index inside a subdocument", "type S @subdocument { x: Int @index }", "line 1, column 31: @index on S.x: a subdocument is stored inside its documents, with no table to index"},
+		{"index on a subdocument type", "type S @index(fields: [\"x\"]) @subdocument { x: Int }", "line 1, column 9: @index on subdocument S: a subdocument is stored inside its documents, with no table to index"},
+		{"field index with arguments", "type A { a: Int @index(fields: [\"a\"]) }", "line 1, column 18: @index on a field takes no arguments; to index several fields together, put @index(fields: [...]) on the type"},
+		{"field index twice", "type A { a: Int @index @index }", "line 1, column 25: @index is given twice on field A.a"},
+		{"type index without fields", "type A @index { a: Int }", "line 1, column 9: @index on a type or interface takes one argument, fields: the list of field names to index, in key order, as in @index(fields: [\"age\", \"name\"]) (on type A)"},
+		{"type index with numbers", "type A @index(fields: [1]) { a: Int }", "line 1, column 9: @index on a type or interface takes one argument, fields: the list of field names to index, in key order, as in @index(fields: [\"age\", \"name\"]) (on type A)"},
+		{"type index with an empty list", "type A @index(fields: []) { a: Int }", "line 1, column 9: @index on type A lists no fields"},
+		{"type index repeats a field", `type A @index(fields: ["a", "a"]) { a: Int }`, "line 1, column 9: @index on type A lists field a twice"},
+		{"type index of an unknown field", `type A @index(fields: ["a", "b"]) { a: Int }`, "line 1, column 9: @index on A names field b, which A does not have"},
+		{"type index of a list field", `type A @index(fields: ["a"]) { a: [Int] }`, "line 1, column 9: @index on A: field a cannot be indexed: it is a list (stored as JSON); only a field holding one String, Int, Float, Boolean, ID, DateTime, BigInt, enum value or reference can be"},
+		{"type index of 32 fields", "type A @index(fields: [" + strings.Repeat(`"a", `, 32) + "]) { a: Int }", "line 1, column 9: @index on type A lists 32 fields; at most 31 are allowed"},
 		{"enum directive", "enum E @private { A }", "line 1, column 9: unknown directive @private on enum E: enums take no directives"},
 		{"enum value directive", "enum E { A @deprecated }", "line 1, column 13: unknown directive @deprecated on value E.A: enum values take no directives"},
 		{"concrete on type", "type A @concrete { a: Int }", "line 1, column 9: @concrete applies to interfaces, not to type A: a type already has documents of its own"},
 		{"subdocument on interface", "interface A @subdocument { a: Int }", "line 1, column 14: @subdocument applies to types, not to interface A"},
 		{"subdocument with arguments", "type A @subdocument(x: 1) { a: Int }", "line 1, column 9: @subdocument takes no arguments"},
 		{"repeated subdocument", "type A @subdocument @subdocument { a: Int }", "line 1, column 22: @subdocument is given twice on type A"},
-		{"private on type", "type A @private { a: Int }", "line 1, column 9: unknown directive @private on type A: types take @subdocument, interfaces @concrete"},
+		{"private on type", "type A @private { a: Int }", "line 1, column 9: unknown directive @private on type A: types take @subdocument and @index(fields: […]), interfaces @concrete and @index(fields: […])"},
 		{"subdocument implements", "interface I { a: Int }\ntype A implements I @subdocument { a: Int }", "line 2, column 6: subdocument A cannot implement interfaces"},
 		{"subdocument without fields", "type A @subdocument", "line 1, column 6: subdocument A has no fields"},
 		{"private with arguments", "type A { a: Int @private(role: \"admin\") }", "line 1, column 18: @private takes no arguments; it means @protected(role: \"admin\")"},

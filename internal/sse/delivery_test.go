@@ -261,7 +261,7 @@ func TestSlowReaderLosesNothing(t *testing.T) {
 		}
 	}
 	// Both readers were in one group; the slow one left it to read the log.
-	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
+	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 	if got := dt.MetricValue(m, "sluice_stream_catchups_total"); got < 1 {
 		t.Fatalf("catch-ups: %v, want at least 1", got)
 	}
@@ -332,7 +332,7 @@ func TestGrouping(t *testing.T) {
 		t.Fatalf("change feed subscriptions for 4 subscribers in 2 groups: %+v", subs)
 	}
 	// The gauge counts the clients, not the groups.
-	m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
+	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 	if got := dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`); got != 4 {
 		t.Fatalf("subscribers gauge for 4 subscribers in 2 groups: %v", got)
 	}
@@ -358,7 +358,7 @@ func TestGrouping(t *testing.T) {
 	// The server notices the closed stream when it next writes to it.
 	deadline := time.Now().Add(wait)
 	for {
-		m := string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body)
+		m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 		got := dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`)
 		if got == 3 {
 			break
@@ -378,7 +378,7 @@ func TestDeliveryMetrics(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
 	d.CreateDatabase(t, "zoo", zooSDL)
-	metrics := func() string { return string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body) }
+	metrics := func() string { return string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body) }
 	const label = `transport="graphql-sse"`
 	ss := []*stream{subscribe(t, d, "zoo", dogAdded), subscribe(t, d, "zoo", dogAdded), subscribe(t, d, "zoo", dogAdded)}
 	for _, s := range ss {

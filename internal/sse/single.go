@@ -15,6 +15,8 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
@@ -139,6 +141,13 @@ type reservation struct {
 	// pump serves the operations that share their events; started with
 	// the first one.
 	pump *pump
+	// guard counts the reservation, and then its stream, as an open
+	// stream of its user (Hub.Guard: the stream caps). An access change
+	// that takes its grant away ends the reservation while no stream
+	// claimed it; a claimed one's operations are guarded each (and end
+	// with the change), and a new one is authorized as it starts.
+	guard   *changefeed.Guard
+	endOnce sync.Once
 }
 
 // servePump returns the reservation's pump, starting it; nil once the
@@ -155,9 +164,11 @@ func (res *reservation) servePump() *pump {
 	return res.pump
 }
 
-// end stops every operation, drops the output and waits for the
-// operations.
-func (res *reservation) end() {
+// end stops every operation, drops the output, waits for the operations
+// and releases the reservation's guard. Only its first call does.
+func (res *reservation) end() { res.endOnce.Do(res.stop) }
+
+func (res *reservation) stop() {
 	res.mu.Lock()
 	res.ended = true
 	for _, cancel := range res.ops {
@@ -170,6 +181,7 @@ func (res *reservation) end() {
 	if p != nil {
 		p.close()
 	}
+	res.guard.Release()
 }
 
 // single serves a request of single connection mode.
@@ -208,8 +220,15 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 	}
 }
 
-// reserve answers a PUT: a new reservation, 201 with its token.
+// reserve answers a PUT: a new reservation, 201 with its token. A
+// reservation counts toward the stream caps from now on, claimed or not,
+// so that reserving costs what opening a stream does: past a cap it is
+// refused, 429 or 503 with Retry-After.
 func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
+	if t.opts.Hub == nil {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
+		return
+	}
 	b := make([]byte, 24)
 	_, _ = rand.Read(b) // never fails on the supported platforms
 	tok := base64.RawURLEncoding.EncodeToString(b)
@@ -217,30 +236,46 @@ func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
 	res := &reservation{token: tok, user: greq.User.ID, db: greq.DB.ID, ctx: ctx, cancel: cancel,
 		out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
 	c := t.conns
+	// The guard's end runs while access changes are applied, holding the
+	// hub's access lock, and must not block or take c.mu (end, under
+	// c.mu, takes the access lock to release the guard).
+	guard, err := t.opts.Hub.Guard(ctx, engine.Grant(ctx, greq.User, greq.DB, t.es.Role()), func(error) {
+		go c.dropUnclaimed(res)
+	})
+	if err != nil {
+		cancel()
+		writeHTTPError(w, err)
+		return
+	}
+	res.guard = guard
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		cancel()
+		guard.Release()
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
 		return
 	}
 	c.reservations[tok] = res
 	// A reservation no stream claims goes away.
-	res.expire = time.AfterFunc(reservationTTL, func() {
-		c.mu.Lock()
-		drop := !res.attached && c.reservations[tok] == res
-		if drop {
-			delete(c.reservations, tok)
-		}
-		c.mu.Unlock()
-		if drop {
-			res.end()
-		}
-	})
+	res.expire = time.AfterFunc(reservationTTL, func() { c.dropUnclaimed(res) })
 	c.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write([]byte(tok))
+}
+
+// dropUnclaimed ends res unless a stream claimed it.
+func (c *connections) dropUnclaimed(res *reservation) {
+	c.mu.Lock()
+	drop := !res.attached && c.reservations[res.token] == res
+	if drop {
+		delete(c.reservations, res.token)
+	}
+	c.mu.Unlock()
+	if drop {
+		res.end()
+	}
 }
 
 // reservation returns the reservation r's token names, when it is the

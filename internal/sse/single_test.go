@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -148,5 +149,32 @@ func TestMultipart(t *testing.T) {
 	r = d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/multi", body("{ __typename }"), "Accept", accept, "Content-Type", "application/json")
 	if want := "\r\n--graphql" + part + `{"payload":{"data":{"__typename":"Query"}}}` + "\r\n--graphql--\r\n"; string(r.Body) != want {
 		t.Fatalf("query: %q, want %q", r.Body, want)
+	}
+}
+
+// TestReservationsCountAsStreams: a single connection mode reservation
+// counts toward max_streams_per_user and max_streams from its PUT, claimed
+// or not (each lives a minute): past them a PUT is answered 429 or 503
+// with Retry-After, naming the key.
+func TestReservationsCountAsStreams(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxStreamsPerUser, c.MaxStreams = 50, 55 })
+	d.CreateDatabase(t, "resv", "type Dog { name: String! }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/resv", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	for range 50 {
+		reserve(t, d, rita, "resv")
+	}
+	r := d.Do(t, rita, "PUT", "/api/graphql/admin/resv", nil)
+	if r.Status != 429 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "max_streams_per_user") {
+		t.Fatalf("a 51st reservation: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	for range 5 { // the super user is exempt from the per-user cap
+		reserve(t, d, dt.Admin(), "resv")
+	}
+	r = d.Do(t, dt.Admin(), "PUT", "/api/graphql/admin/resv", nil)
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "max_streams") {
+		t.Fatalf("a reservation past max_streams: %d %v %s", r.Status, r.Header, r.Body)
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,11 +58,6 @@ const wsSubprotocol = "graphql-transport-ws"
 // wsInitTimeout bounds the wait for connection_init.
 const wsInitTimeout = 10 * time.Second
 
-// IsWebSocketUpgrade reports whether r asks to upgrade to a WebSocket.
-func IsWebSocketUpgrade(r *http.Request) bool {
-	return headerHasToken(r.Header, "Connection", "upgrade") && headerHasToken(r.Header, "Upgrade", "websocket")
-}
-
 func headerHasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
@@ -88,13 +86,33 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "a GraphQL WebSocket must use the subprotocol %s (Sec-WebSocket-Protocol); the legacy subscriptions-transport-ws protocol is not served", wsSubprotocol))
 		return
 	}
-	// Credentials of the upgrade request itself are checked before it is
-	// accepted, so wrong ones get a plain 401.
-	cred, err := authenticate(r)
-	if err != nil && !errors.Is(err, auth.ErrNoCredentials) {
-		writeHTTPError(w, err)
+	allowed, ambient := s.checkOrigin(r)
+	if !allowed {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeForbidden, "a page of origin %.256q may not open a GraphQL WebSocket here: it is neither this server's origin nor listed in cors_origins", r.Header.Get("Origin")))
 		return
 	}
+	// Credentials of the upgrade request itself are checked before it is
+	// accepted, so wrong ones get a plain 401. A browser adds the ones it
+	// remembers by itself: they count only for a page allowed to use them.
+	var cred *sluice.Credential
+	if ambient {
+		var err error
+		cred, err = authenticate(r)
+		if err != nil && !errors.Is(err, auth.ErrNoCredentials) {
+			writeHTTPError(w, err)
+			return
+		}
+	}
+	// Until connection_ack a socket is unauthenticated: there are only so
+	// many, each reading at most MaxInitBytes.
+	if max := s.opts.MaxPendingSockets; s.pending.Add(1) > max && max > 0 {
+		s.pending.Add(-1)
+		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d GraphQL WebSockets waiting for connection_init (config max_unauthenticated_sockets); retry shortly", max))
+		return
+	}
+	var acked sync.Once
+	ack := func() { acked.Do(func() { s.pending.Add(-1) }) }
+	defer ack()
 	c := s.conns
 	if !c.enter() {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
@@ -102,18 +120,83 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 	}
 	defer c.wg.Done()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols:    []string{wsSubprotocol},
-		OriginPatterns:  s.opts.WebSocketOrigins,
-		CompressionMode: websocket.CompressionDisabled,
+		Subprotocols: []string{wsSubprotocol},
+		// checkOrigin decided, comparing scheme, host and port, where
+		// the library's patterns compare the host only.
+		InsecureSkipVerify: true,
+		CompressionMode:    websocket.CompressionDisabled,
 	})
 	if err != nil {
-		return // Accept answered (403 for a foreign origin)
+		return // Accept answered
 	}
-	ws.SetReadLimit(s.opts.MaxBodyBytes)
+	ws.SetReadLimit(s.opts.MaxInitBytes)
 	ctx, cancel := context.WithCancel(r.Context())
-	sc := &socket{srv: s, ws: ws, upgrade: r, gql: gql, authenticate: authenticate, cred: cred,
+	sc := &socket{srv: s, ws: ws, upgrade: r, gql: gql, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
 		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
 	sc.run()
+}
+
+// checkOrigin decides whether the page that opens a socket may, and
+// whether the credentials the browser adds to the upgrade by itself
+// (ambient) may count. A client that sends no Origin is no page. A page
+// of the server's own origin, or of one listed in Origins, may, with
+// them; with "*" any other page may, without them. Origins are compared
+// as CORS does: scheme, host and port (a page of http://app.example does
+// not speak for https://app.example).
+func (s *Server) checkOrigin(r *http.Request) (allowed, ambient bool) {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true, true
+	}
+	if o, ok := normalOrigin(origin); ok {
+		if o == requestOrigin(r) {
+			return true, true
+		}
+		for _, allowed := range s.opts.Origins {
+			if a, ok := normalOrigin(allowed); ok && a == o {
+				return true, true
+			}
+		}
+	}
+	if slices.Contains(s.opts.Origins, "*") {
+		return true, false
+	}
+	return false, false
+}
+
+// requestOrigin returns the origin r was sent to: its scheme (https over
+// TLS, or as a proxy that terminated TLS says in X-Forwarded-Proto) and
+// Host.
+func requestOrigin(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	} else if p := strings.ToLower(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto"))); p == "https" {
+		scheme = p
+	}
+	o, _ := normalOrigin(scheme + "://" + r.Host)
+	return o
+}
+
+// normalOrigin returns origin as scheme://host[:port] in lower case,
+// without the scheme's default port; false when it is no http(s) origin.
+func normalOrigin(origin string) (string, bool) {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
+	if host == "" {
+		return "", false
+	}
+	if port == "" || scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		return scheme + "://" + host, true
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), true
 }
 
 // socket is one graphql-ws connection.
@@ -124,6 +207,11 @@ type socket struct {
 	gql          http.Handler
 	authenticate func(*http.Request) (*sluice.Credential, error)
 	cred         *sluice.Credential // of the upgrade request; nil: none
+	// ambient is set when the upgrade's own credentials may count (see
+	// checkOrigin).
+	ambient bool
+	// ack counts the socket out of the unacknowledged ones, once.
+	ack func()
 
 	// ctx ends with the connection; each operation's context is a child.
 	ctx    context.Context
@@ -269,10 +357,16 @@ func (sc *socket) read() {
 				return
 			}
 			if err := sc.init(m.Payload); err != nil {
-				sc.closeWith(4403, "Forbidden: "+sluice.ErrorMessage(err))
+				if sluice.ErrorCode(err) == sluice.CodeInvalid {
+					sc.closeWith(4400, "Invalid message: "+sluice.ErrorMessage(err))
+				} else {
+					sc.closeWith(4403, "Forbidden: "+sluice.ErrorMessage(err))
+				}
 				return
 			}
 			acked = true
+			sc.ack()
+			sc.ws.SetReadLimit(sc.srv.opts.MaxMessageBytes)
 			sc.out.add([]byte(`{"type":"connection_ack"}`))
 			_ = sc.out.flush()
 		case "ping":
@@ -312,7 +406,10 @@ func (sc *socket) read() {
 }
 
 // init takes the connection's credentials: the connection_init payload's
-// Authorization, else the upgrade request's.
+// Authorization, else the upgrade request's (when they may count: see
+// checkOrigin). A payload naming it twice (in two spellings, or at the top
+// and under headers) is refused as Invalid: which one counts would be a
+// guess. So is an Authorization that is not a string.
 func (sc *socket) init(payload json.RawMessage) error {
 	var p map[string]any
 	if len(bytes.TrimSpace(payload)) > 0 && !bytes.Equal(bytes.TrimSpace(payload), []byte("null")) {
@@ -320,9 +417,21 @@ func (sc *socket) init(payload json.RawMessage) error {
 			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload must be an object")
 		}
 	}
-	authz := authorizationOf(p)
-	if h, ok := p["headers"].(map[string]any); ok && authz == "" {
-		authz = authorizationOf(h)
+	authz, n, err := authorizationOf(p)
+	if err != nil {
+		return err
+	}
+	if h, ok := p["headers"].(map[string]any); ok {
+		hz, hn, err := authorizationOf(h)
+		if err != nil {
+			return err
+		}
+		if n > 0 && hn > 0 {
+			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload has an Authorization both at its top and under headers: send one")
+		}
+		if hn > 0 {
+			authz = hz
+		}
 	}
 	if authz == "" {
 		if sc.cred == nil {
@@ -341,14 +450,25 @@ func (sc *socket) init(payload json.RawMessage) error {
 }
 
 // authorizationOf returns the string under the key authorization, in any
-// case, of m.
-func authorizationOf(m map[string]any) string {
+// case, of m, and how many such keys m has; an Invalid error for two, or
+// for one that is not a string.
+func authorizationOf(m map[string]any) (string, int, error) {
+	var s string
+	n := 0
 	for k, v := range m {
-		if s, ok := v.(string); ok && strings.EqualFold(k, "authorization") {
-			return s
+		if !strings.EqualFold(k, "authorization") {
+			continue
+		}
+		n++
+		if n > 1 {
+			return "", n, sluice.Errorf(sluice.CodeInvalid, "the connection_init payload has the key Authorization in two spellings: send one")
+		}
+		var ok bool
+		if s, ok = v.(string); !ok {
+			return "", n, sluice.Errorf(sluice.CodeInvalid, "the connection_init payload's %s must be a string", k)
 		}
 	}
-	return ""
+	return s, n, nil
 }
 
 // subscribe starts operation id and waits until it is under way (see

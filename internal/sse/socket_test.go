@@ -430,7 +430,144 @@ func TestSocketSlowReaderLosesNothing(t *testing.T) {
 	}
 	check(fast)
 	check(c) // read only now: 8 MB behind
-	if n := dt.MetricValue(string(d.MustDo(t, 200, dt.NoAuth(), "GET", "/metrics", nil).Body), "sluice_stream_catchups_total"); n < 1 {
+	if n := dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_stream_catchups_total"); n < 1 {
 		t.Fatalf("%v catch-ups: the slow socket never fell out of its share", n)
+	}
+}
+
+// TestSocketOrigins: a page may open a socket when it is of the server's
+// own origin or listed in cors_origins, compared as CORS does (scheme,
+// host and port); clients that send no Origin always may. With "*" a page
+// of any origin may, but the credentials its browser adds to the upgrade
+// by itself do not count: only connection_init's.
+func TestSocketOrigins(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, dt.WithCORS("http://app.example"))
+	d.CreateDatabase(t, "origins", "type Dog { name: String! }")
+	path := "/api/graphql/admin/origins"
+	for origin, want := range map[string]int{
+		"http://app.example":      101,
+		"http://APP.example:80":   101,
+		d.URL:                     101, // the server's own
+		"":                        101, // no page
+		"https://app.example":     403,
+		"ws://app.example":        403,
+		"http://app.example:8080": 403,
+		"http://evil.example":     403,
+		"null":                    403,
+	} {
+		h := http.Header{}
+		if origin != "" {
+			h.Set("Origin", origin)
+		}
+		c, resp, err := dialWS(t, d, path, h)
+		got := 0
+		if resp != nil {
+			got = resp.StatusCode
+		}
+		if got != want {
+			t.Errorf("upgrade from origin %q: %d (%v), want %d", origin, got, err, want)
+		}
+		if c != nil {
+			_ = c.c.CloseNow()
+		}
+	}
+
+	e := dt.Start(t, dt.WithCORS("*"))
+	e.CreateDatabase(t, "origins", "type Dog { name: String! }")
+	admin := http.Header{"Authorization": {basicAuth("admin", dt.AdminPassword)}, "Origin": {"https://evil.example"}}
+	c, _, err := dialWS(t, e, path, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init"}`)
+	c.expectClose(4403, "Forbidden: authentication required")
+	c, _, err = dialWS(t, e, path, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("admin", dt.AdminPassword) + `"}}`)
+	c.expect(`{"type":"connection_ack"}`)
+	c.barrier("1")
+	own := http.Header{"Authorization": {basicAuth("admin", dt.AdminPassword)}, "Origin": {e.URL}}
+	c, _, err = dialWS(t, e, path, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init"}`)
+	c.expect(`{"type":"connection_ack"}`)
+}
+
+// TestSocketBeforeAcknowledgement: what a socket sends before
+// connection_ack is read up to max_header_bytes (a larger connection_init
+// closes it with 1009, read no further); after it, messages up to
+// graphql_ws_max_message_bytes. At most max_unauthenticated_sockets wait
+// for their connection_ack; past it an upgrade is answered 503 with
+// Retry-After. Ambiguous credentials close the socket with 4400, and a
+// stream ticket on an upgrade is a 400.
+func TestSocketBeforeAcknowledgement(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) {
+		c.MaxHeaderBytes, c.GraphQLWSMaxMessageBytes, c.MaxUnauthenticatedSockets = 4096, 16384, 2
+	})
+	d.CreateDatabase(t, "preack", "type Dog { name: String! }")
+	path := "/api/graphql/admin/preack"
+	auth := basicAuth("admin", dt.AdminPassword)
+
+	big, _, err := dialWS(t, d, path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big.send(`{"type":"connection_init","payload":{"pad":"` + strings.Repeat("x", 5000) + `"}}`)
+	big.expectClose(websocket.StatusMessageTooBig, "")
+
+	c := mustConnect(t, d, "preack")
+	// 8 KiB of query: past the pre-acknowledgement limit, within the other.
+	c.send(`{"id":"1","type":"subscribe","payload":{"query":"{ __typename ` + strings.Repeat(" ", 8000) + `}"}}`)
+	c.expect(`{"id":"1","type":"next","payload":{"data":{"__typename":"Query"}}}`)
+	c.expect(`{"id":"1","type":"complete"}`)
+	c.send(`{"id":"2","type":"subscribe","payload":{"query":"{ __typename ` + strings.Repeat(" ", 17000) + `}"}}`)
+	c.expectClose(websocket.StatusMessageTooBig, "")
+
+	// Two sockets waiting for connection_init hold the cap.
+	var waiting []*wsConn
+	for range 2 {
+		w, _, err := dialWS(t, d, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting = append(waiting, w)
+	}
+	_, resp, err := dialWS(t, d, path, nil)
+	if err == nil || resp == nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a third unacknowledged socket: %v %v, want 503 with Retry-After", err, resp)
+	}
+	waiting[0].send(`{"type":"connection_init","payload":{"Authorization":"` + auth + `"}}`)
+	waiting[0].expect(`{"type":"connection_ack"}`)
+	if _, _, err := dialWS(t, d, path, nil); err != nil {
+		t.Fatalf("a socket once another was acknowledged: %v", err)
+	}
+
+	// Ambiguous credentials, on a daemon without the cap.
+	e := dt.Start(t)
+	e.CreateDatabase(t, "preack", "type Dog { name: String! }")
+	for name, payload := range map[string]string{
+		"two spellings":         `{"authorization":"` + auth + `","Authorization":"` + auth + `"}`,
+		"at the top and nested": `{"Authorization":"` + auth + `","headers":{"authorization":"` + auth + `"}}`,
+		"not a string":          `{"Authorization":42}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, _, err := dialWS(t, e, path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.send(`{"type":"connection_init","payload":` + payload + `}`)
+			w.expectClose(4400, "Invalid message")
+		})
+	}
+
+	_, resp, err = dialWS(t, d, path+"?ticket=sluice-st_x", nil)
+	if err == nil || resp == nil || resp.StatusCode != 400 {
+		t.Fatalf("an upgrade with a ticket: %v %v, want 400", err, resp)
 	}
 }

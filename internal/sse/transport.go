@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -33,18 +34,27 @@ type Options struct {
 	// WriteTimeout bounds each write to a client, so a vanished peer is
 	// noticed (default 1m). The HTTP server itself has no write timeout.
 	WriteTimeout time.Duration
-	// MaxBodyBytes bounds a POST body and a WebSocket message (default
-	// 10 MiB).
+	// MaxBodyBytes bounds a POST body (default 10 MiB).
 	MaxBodyBytes int64
+	// MaxInitBytes bounds a graphql-ws message before connection_ack
+	// (config max_header_bytes; default 16 KiB), MaxMessageBytes one
+	// after it (config graphql_ws_max_message_bytes; default 1 MiB).
+	MaxInitBytes    int64
+	MaxMessageBytes int64
+	// MaxPendingSockets caps the graphql-ws sockets not yet acknowledged
+	// (config max_unauthenticated_sockets; 0: no cap).
+	MaxPendingSockets int64
 	// MaxChangeSetBytes bounds the change images of one commit gathered
 	// for a _ChangeSet event (config key graphql_max_response_bytes; 0:
 	// no bound). A larger commit gives such a subscriber an error event.
 	MaxChangeSetBytes int64
-	// WebSocketOrigins are the host patterns (path.Match, such as
-	// "app.example.com" or "*.example.com") of the foreign origins whose
-	// pages may open a GraphQL WebSocket; pages of the server's own
-	// origin, and clients that send no Origin, always may.
-	WebSocketOrigins []string
+	// Origins are the foreign origins (config cors_origins:
+	// "https://app.example.com", compared as CORS does, scheme, host and
+	// port) whose pages may open a GraphQL WebSocket with the browser's
+	// credentials; "*" lets any page open one, with the credentials of
+	// its connection_init only. Pages of the server's own origin, and
+	// clients that send no Origin, always may (see checkOrigin).
+	Origins []string
 }
 
 // Server is the graphql-sse transport shared by every database's gqlgen
@@ -53,6 +63,8 @@ type Server struct {
 	opts Options
 
 	conns *connections // graphql-ws sockets, single connection mode streams
+	// pending counts the graphql-ws sockets not yet acknowledged.
+	pending atomic.Int64
 }
 
 // NewServer returns a Server.
@@ -68,6 +80,12 @@ func NewServer(o Options) *Server {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 10 << 20
+	}
+	if o.MaxInitBytes <= 0 {
+		o.MaxInitBytes = 16 << 10
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 1 << 20
 	}
 	return &Server{opts: o, conns: newConnections()}
 }
@@ -307,7 +325,7 @@ func writeHTTPError(w http.ResponseWriter, err error) {
 	if status == http.StatusBadRequest {
 		code = "BAD_REQUEST"
 	}
-	if ra := sluice.ErrorCode(err).RetryAfter(); ra != "" {
+	if ra := sluice.RetryAfter(err); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

@@ -1,0 +1,478 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemon"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+)
+
+// crossSiteWrites are the writes a page of any site can make a browser
+// send with the credentials it remembers: CORS "simple" requests (a form,
+// or fetch with mode no-cors), which no preflight guards. Each body is
+// what Sluice would take (JSON), sent with a content type a page may use.
+var crossSiteWrites = []struct {
+	name, method, path, contentType, body string
+}{
+	{"a document, as a text/plain form", "POST", "/api/document/admin/people", "text/plain", `{"@type":"Note","@id":"Note/evil","text":"x"}`},
+	{"a user, as multipart", "POST", "/api/users", "multipart/form-data; boundary=x", `{"name":"evil","organization":"admin","password":"evil-password"}`},
+	{"an organization, form-encoded", "POST", "/api/organizations", "application/x-www-form-urlencoded", `{"name":"evilorg"}`},
+	{"a database, form-encoded", "POST", "/api/db/admin/evildb", "application/x-www-form-urlencoded", `{"schema":"type Note { text: String }"}`},
+	{"a token, as text/plain", "POST", "/api/tokens", "text/plain", `{"name":"evil"}`},
+	{"a replace, as text/plain", "PUT", "/api/document/admin/people?create=true", "text/plain", `{"@type":"Note","@id":"Note/evil2","text":"x"}`},
+	{"a schema, as text/plain", "PUT", "/api/schema/admin/people", "text/plain", "type Note { text: String }\ntype Evil { x: String }"},
+	{"a delete", "DELETE", "/api/document/admin/people?id=Note/kept", "", ""},
+}
+
+// checkNothingWritten fails t when any write of crossSiteWrites landed.
+func checkNothingWritten(t *testing.T, d *dt.Daemon) {
+	t.Helper()
+	for _, c := range []struct{ path, absent string }{
+		{"/api/users", `"evil"`},
+		{"/api/organizations", `"evilorg"`},
+		{"/api/db", "evildb"},
+		{"/api/tokens", "evil"},
+		{"/api/document/admin/people?type=Note", "evil"},
+		{"/api/schema/admin/people", "Evil"},
+	} {
+		if r := d.MustDo(t, 200, dt.Admin(), "GET", c.path, nil); strings.Contains(string(r.Body), c.absent) {
+			t.Errorf("a cross-site write landed: GET %s holds %s: %s", c.path, c.absent, r.Body)
+		}
+	}
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?id=Note/kept", nil); !strings.Contains(string(r.Body), "kept") {
+		t.Errorf("a cross-site delete landed: %s", r.Body)
+	}
+}
+
+// TestCrossOriginWritesRefused: no state-changing request a page of an
+// unlisted origin makes a browser send with remembered Basic credentials
+// is served, whether the browser says where it comes from in
+// Sec-Fetch-Site (every current browser) or in Origin only (older ones);
+// each is a 403 naming cors_origins, and nothing is written. A listed
+// origin, the daemon's own pages, and clients that are no browser (no
+// such headers: curl's -d sends application/x-www-form-urlencoded) keep
+// writing.
+func TestCrossOriginWritesRefused(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, dt.WithCORS("https://app.example"))
+	d.CreateDatabase(t, "people", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/people", `{"@type":"Note","@id":"Note/kept","text":"x"}`)
+	evil := map[string][]string{
+		"a current browser": {"Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"},
+		"a same-site page":  {"Origin", "https://sub.app.example", "Sec-Fetch-Site", "same-site"},
+		"an older browser":  {"Origin", "https://evil.example"},
+		"a sandboxed page":  {"Origin", "null", "Sec-Fetch-Site", "cross-site"},
+		"another scheme":    {"Origin", "http://app.example", "Sec-Fetch-Site", "cross-site"},
+	}
+	for _, w := range crossSiteWrites {
+		for from, h := range evil {
+			if w.contentType != "" {
+				h = append(slices.Clone(h), "Content-Type", w.contentType)
+			}
+			var body any
+			if w.body != "" {
+				body = w.body
+			}
+			r := d.Do(t, dt.Admin(), w.method, w.path, body, h...)
+			if typ, msg := errBody(t, r); r.Status != 403 || typ != "api:Forbidden" || !strings.Contains(msg, "cors_origins") {
+				t.Errorf("%s from %s: %d %s, want 403 naming cors_origins", w.name, from, r.Status, r.Body)
+			}
+		}
+	}
+	// GraphQL mutations too (JSON needs a preflight, but the rule is one).
+	r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/people", `{"query":"mutation { _deleteDocuments(ids: [\"Note/kept\"]) }"}`,
+		"Content-Type", "application/json", "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site")
+	if r.Status != 403 {
+		t.Errorf("a cross-site GraphQL mutation: %d %s", r.Status, r.Body)
+	}
+	checkNothingWritten(t, d)
+
+	// Reads are not refused (CORS keeps their answers from the page).
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/people?type=Note", nil, "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site")
+
+	// The listed origin, the daemon's own pages and curl write.
+	for i, h := range [][]string{
+		{"Origin", "https://app.example", "Sec-Fetch-Site", "cross-site"},
+		{"Origin", d.URL, "Sec-Fetch-Site", "same-origin"},
+		{"Origin", d.URL}, // an older browser on the daemon's own page
+		{"Sec-Fetch-Site", "none"},
+		{"Content-Type", "application/x-www-form-urlencoded"}, // curl -d
+		{},
+	} {
+		d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/people",
+			fmt.Sprintf(`{"@type":"Note","@id":"Note/ok%d","text":"x"}`, i), h...)
+	}
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"fine","organization":"admin","password":"fine-password"}`,
+		"Origin", "https://app.example", "Sec-Fetch-Site", "cross-site")
+}
+
+// TestCrossOriginWritesWithAnyOrigin: with cors_origins "*" a page of any
+// origin may write with a bearer token its own script sends, never with
+// the Basic credentials a browser adds by itself.
+func TestCrossOriginWritesWithAnyOrigin(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, dt.WithCORS("*"))
+	d.CreateDatabase(t, "people", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/people", `{"@type":"Note","@id":"Note/kept","text":"x"}`)
+	for _, w := range crossSiteWrites {
+		var body any
+		if w.body != "" {
+			body = w.body
+		}
+		if r := d.Do(t, dt.Admin(), w.method, w.path, body, "Origin", "https://evil.example", "Sec-Fetch-Site", "cross-site"); r.Status != 403 {
+			t.Errorf("%s from any origin with Basic credentials: %d %s, want 403", w.name, r.Status, r.Body)
+		}
+	}
+	checkNothingWritten(t, d)
+	tok := d.MustDo(t, 201, dt.Admin(), "POST", "/api/tokens", `{"name":"app"}`)
+	secret := jsonField(t, tok.Body, "token")
+	d.MustDo(t, 200, dt.Bearer(secret), "POST", "/api/document/admin/people", `{"@type":"Note","@id":"Note/app","text":"x"}`,
+		"Content-Type", "application/json", "Origin", "https://any.example", "Sec-Fetch-Site", "cross-site")
+}
+
+// TestPasswordTimingDoesNotTellUsers: a wrong password takes as long for a
+// user who does not exist as for one who does (medians within 3x, with
+// passwords hashed at bcrypt's default cost, as in production), so timing
+// does not tell which user names exist.
+func TestPasswordTimingDoesNotTellUsers(t *testing.T) {
+	t.Parallel()
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 8}, func(c *config.Config) { c.AuthMaxFailures = 1000 })
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"exists","organization":"admin","password":"the-right-password"}`)
+	timeOf := func(user string) time.Duration {
+		start := time.Now()
+		d.MustDo(t, 401, dt.Basic(user, "a-wrong-password"), "GET", "/api/info", nil)
+		return time.Since(start)
+	}
+	var known, unknown []time.Duration
+	for range 9 { // alternating, so both see the same machine
+		known = append(known, timeOf("exists"))
+		unknown = append(unknown, timeOf("nobody"))
+	}
+	slices.Sort(known)
+	slices.Sort(unknown)
+	k, u := known[len(known)/2], unknown[len(unknown)/2]
+	t.Logf("median time of a wrong password: existing user %v, unknown user %v", k, u)
+	if k > 3*u || u > 3*k {
+		t.Errorf("a wrong password takes %v for an existing user and %v for an unknown one: timing tells them apart", k, u)
+	}
+}
+
+// TestPasswordGuessesThrottled: past auth_max_failures failed passwords of
+// one user from one address, that address is answered 429 with
+// Retry-After, the right password included, before any hash is checked;
+// the user still signs in from another address, and other users from
+// the same one.
+func TestPasswordGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.AuthMaxFailures, c.AuthFailureWindow = 3, time.Hour })
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"bea","organization":"admin","password":"bea-password"}`)
+	checks := func() float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_auth_password_checks_total")
+	}
+	for i := range 3 {
+		d.MustDo(t, 401, dt.Basic("bea", "guess"+strconv.Itoa(i)), "GET", "/api/info", nil)
+	}
+	n := checks()
+	for _, pw := range []string{"guess9", "bea-password"} {
+		r := d.Do(t, dt.Basic("bea", pw), "GET", "/api/info", nil)
+		ra, _ := strconv.Atoi(r.Header.Get("Retry-After"))
+		if r.Status != 429 || ra < 3000 || ra > 3600 || !strings.Contains(string(r.Body), "auth_max_failures") {
+			t.Fatalf("a guess past the limit: %d Retry-After %q %s, want 429 with about an hour", r.Status, r.Header.Get("Retry-After"), r.Body)
+		}
+	}
+	if m := checks(); m != n {
+		t.Errorf("throttled guesses ran %v password hashes, want none", m-n)
+	}
+	// Another user from the same address, and bea from another one.
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/info", nil)
+	other := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	req, _ := http.NewRequest("GET", d.URL+"/api/info", nil)
+	req.SetBasicAuth("bea", "bea-password")
+	resp, err := other.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("bea from another address: %d, want 200", resp.StatusCode)
+	}
+}
+
+// trickle sends a write whose body arrives a byte every interval (for at
+// most n bytes) and returns the answer's status and body; ok is false
+// when the server never cut it.
+func trickle(t *testing.T, d *dt.Daemon, interval time.Duration, n int) (status int, body string, ok bool) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	doc := `{"@type":"Note","text":"` + strings.Repeat("x", n) + `"}`
+	fmt.Fprintf(conn, "POST /api/document/admin/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		basic("admin", dt.AdminPassword), len(doc))
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		status, body = resp.StatusCode, string(b)
+	}()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for i := range len(doc) {
+		select {
+		case <-answered:
+			return status, body, true
+		case <-tick.C:
+		}
+		if _, err := conn.Write([]byte{doc[i]}); err != nil {
+			<-answered
+			return status, body, true
+		}
+	}
+	return 0, "", false
+}
+
+// TestTrickledBodyIsCut: a body sent a byte at a time, never silent for
+// body_idle_timeout, is cut once it falls behind body_min_rate, and
+// nothing of it is written.
+func TestTrickledBodyIsCut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.BodyIdleTimeout, c.BodyMinRate = time.Second, 1000 })
+	d.CreateDatabase(t, "slow", "type Note { text: String }")
+	// 400 bytes at 20 a second would take 20 s; the rule allows 1 s and
+	// then 1000 bytes a second.
+	status, body, ok := trickle(t, d, 50*time.Millisecond, 400)
+	if !ok {
+		t.Fatal("a body trickled a byte every 50ms was never cut")
+	}
+	if status != 400 || !strings.Contains(body, "body_min_rate") {
+		t.Fatalf("trickled body: %d %s", status, body)
+	}
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/slow?type=Note&as_list=true", nil); strings.TrimSpace(string(r.Body)) != "[]" {
+		t.Errorf("a cut body wrote documents: %s", r.Body)
+	}
+}
+
+// TestSlowBodiesAreCapped: bodies still arriving count toward
+// max_request_bodies; past it a request with a body is answered 503 with
+// Retry-After, requests without one are served, and a place frees once
+// a body ends.
+func TestSlowBodiesAreCapped(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxRequestBodies, c.BodyIdleTimeout, c.BodyMinRate = 2, 10*time.Second, 0 })
+	d.CreateDatabase(t, "slow", "type Note { text: String }")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range 2 {
+		body, feed := io.Pipe()
+		defer feed.Close()
+		go func() { _, _ = feed.Write([]byte(`{"@type":"Note",`)) }() // and no more
+		req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/document/admin/slow", body)
+		dt.Admin()(req)
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	// Once the server has both, a third body is refused.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"x"}`)
+		if r.Status == 503 {
+			if r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "max_request_bodies") {
+				t.Fatalf("a body past the cap: %d %v %s", r.Status, r.Header, r.Body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("two bodies in progress and max_request_bodies 2: a third is answered %d %s", r.Status, r.Body)
+		}
+	}
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/slow?type=Note", nil)
+	cancel() // the slow clients give up: their places free
+	for {
+		r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"x"}`)
+		if r.Status == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the slow bodies ended: %d %s", r.Status, r.Body)
+		}
+	}
+}
+
+// TestTwoAuthorizationHeaders: which of two Authorization headers counts
+// would be a guess; the request is refused, on every kind of route.
+func TestTwoAuthorizationHeaders(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "two", "type Note { text: String }")
+	two := func(r *http.Request) {
+		r.Header.Add("Authorization", "Basic "+basic("admin", dt.AdminPassword))
+		r.Header.Add("Authorization", "Basic "+basic("admin", "wrong"))
+	}
+	for _, path := range []string{"/api/info", "/api/subscribe/admin/two/Note", "/api/graphql/admin/two?query=%7B__typename%7D", "/metrics"} {
+		r := d.Do(t, two, "GET", path, nil)
+		if r.Status != 400 || !strings.Contains(string(r.Body), "2 Authorization headers") {
+			t.Errorf("GET %s with two Authorization headers: %d %s", path, r.Status, r.Body)
+		}
+	}
+}
+
+// TestMetricsNeedCredentials: /metrics names databases and shows their
+// activity, so it answers the super user and the bearer metrics_token
+// only; with metrics_listen it moves to a listener of its own, open to
+// whoever reaches it.
+func TestMetricsNeedCredentials(t *testing.T) {
+	t.Parallel()
+	const token = "a-metrics-token-0123456789"
+	d := dt.Start(t, func(c *config.Config) { c.MetricsToken = token })
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	if r := d.Do(t, dt.NoAuth(), "GET", "/metrics", nil); r.Status != 401 || r.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("/metrics without credentials: %d %s", r.Status, r.Body)
+	}
+	if r := d.Do(t, dt.Basic("rita", "rita-password"), "GET", "/metrics", nil); r.Status != 403 {
+		t.Errorf("/metrics as a user: %d %s", r.Status, r.Body)
+	}
+	d.MustDo(t, 401, dt.Bearer("a-wrong-token-0123456789"), "GET", "/metrics", nil)
+	for _, auth := range []dt.Auth{dt.Admin(), dt.Bearer(token)} {
+		if r := d.MustDo(t, 200, auth, "GET", "/metrics", nil); !strings.Contains(string(r.Body), "sluice_http_requests_total") {
+			t.Errorf("/metrics: %s", r.Body)
+		}
+	}
+
+	e := dt.Start(t, func(c *config.Config) { c.MetricsListen = "127.0.0.1:0" })
+	e.MustDo(t, 404, dt.Admin(), "GET", "/metrics", nil)
+	resp, err := http.Get("http://" + e.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "sluice_http_requests_total") {
+		t.Errorf("the metrics listener: %d %s", resp.StatusCode, b)
+	}
+}
+
+// basic returns the credentials of a Basic Authorization header.
+func basic(user, password string) string {
+	return base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
+}
+
+// jsonField returns the string field key of the JSON object b.
+func jsonField(t *testing.T, b []byte, key string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	s, ok := m[key].(string)
+	if !ok {
+		t.Fatalf("no string %s in %s", key, b)
+	}
+	return s
+}
+
+// TestUnauthenticatedSocketsCostLittle: eight anonymous graphql-ws sockets
+// each sending a 60 MiB connection_init (which took a daemon reading up to
+// max_body_bytes from 22 MB to 1.3 GB) are closed with 1009 once they pass
+// max_header_bytes, and the daemon's peak memory grows by a few MB. The
+// daemon runs as its own process, so that its memory is its own.
+func TestUnauthenticatedSocketsCostLittle(t *testing.T) {
+	t.Parallel()
+	bin, err := dt.SluiceBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := dt.StartProc(t, bin, []string{"serve", "--listen", "127.0.0.1:0"},
+		[]string{"SLUICE_DATABASE_URL=" + pgtest.NewDatabase(t), "SLUICE_ADMIN_PASSWORD=" + dt.AdminPassword}, nil)
+	pid := p.Cmd.Process.Pid
+	// A request or two first, so that the baseline holds what serving
+	// anything costs.
+	for range 3 {
+		if resp, err := http.Get("http://" + p.Addr + "/api/ok"); err == nil {
+			resp.Body.Close()
+		}
+	}
+	peak0, rss0 := procMemory(t, pid, "VmHWM"), procMemory(t, pid, "VmRSS")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	chunk := []byte(strings.Repeat("x", 64<<10))
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			c, _, err := websocket.Dial(ctx, "ws://"+p.Addr+"/api/graphql/admin/any", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.CloseNow()
+			sent := 0
+			if w, err := c.Writer(ctx, websocket.MessageText); err == nil {
+				_, err = w.Write([]byte(`{"type":"connection_init","payload":{"pad":"`))
+				for ; err == nil && sent < 60<<20; sent += len(chunk) {
+					_, err = w.Write(chunk)
+				}
+			}
+			_, _, err = c.Read(ctx)
+			if websocket.CloseStatus(err) != websocket.StatusMessageTooBig && sent >= 60<<20 {
+				errs <- fmt.Errorf("a 60 MiB connection_init was sent whole, and the socket ended with %v", err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	peak, rss := procMemory(t, pid, "VmHWM"), procMemory(t, pid, "VmRSS")
+	t.Logf("8 sockets sending 60 MiB connection_init each: peak RSS %d -> %d KiB (+%d), RSS %d -> %d KiB", peak0, peak, peak-peak0, rss0, rss)
+	if peak-peak0 > 16<<10 {
+		t.Errorf("the daemon's peak RSS grew by %d KiB for 8 unauthenticated sockets, want a few MB", peak-peak0)
+	}
+}
+
+// procMemory returns field (VmRSS, VmHWM) of /proc/<pid>/status in KiB.
+func procMemory(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("parse %q: %v", l, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}

@@ -1,0 +1,200 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// Writes made directly in Postgres (another role granted DML on a class
+// table, psql, a migration) join the commit log: migration 7 holds the
+// trigger functions and says how. This file makes each class table's
+// triggers and column defaults from the database's schema, whenever its
+// tables change, and at start for databases made before (or whose
+// schema changed under an older Sluice).
+
+// writerSetting is the session setting that, with the writer role,
+// marks a connection as Sluice's own: the capture triggers skip its
+// writes, which record themselves.
+const writerSetting = "sluice.writer"
+
+// captureVersion names the form of the triggers below; a database whose
+// recorded capture (databases.capture) was made by another is made again.
+const captureVersion = "capture/1"
+
+// captureSpec returns the validation arguments of class c's capture
+// trigger (see sluice.check_document): its required fields, lists,
+// subdocuments and enums.
+func captureSpec(s *sluice.Schema, c *sluice.Class) []string {
+	var spec []string
+	for _, f := range c.Fields {
+		if f.Required {
+			spec = append(spec, "req:"+f.Name)
+		}
+		switch {
+		case f.List:
+			spec = append(spec, "list:"+f.Name)
+		case f.Type.Kind == sluice.TypeSubdocument:
+			spec = append(spec, "obj:"+f.Name)
+		}
+		if f.Type.Kind == sluice.TypeEnum {
+			if e := s.Enums[f.Type.Name]; e != nil {
+				spec = append(spec, "enum:"+f.Name+":"+strings.Join(e.Values, "|"))
+			}
+		}
+	}
+	return spec
+}
+
+// captureSQL returns the statements that give the table of class c of
+// database dbID its capture triggers and defaults; role is Sluice's own.
+func captureSQL(dbID int64, role string, s *sluice.Schema, c *sluice.Class) []string {
+	tbl := tableName(dbID, c.Name)
+	db := strconv.FormatInt(dbID, 10)
+	// Sluice's own rows skip the triggers by this condition, evaluated
+	// per row: no trigger call, no queued event.
+	when := fmt.Sprintf("WHEN (session_user <> %s::name OR current_setting('%s', true) IS DISTINCT FROM 'on')", quoteLiteral(role), writerSetting)
+	args := []string{quoteLiteral(db)}
+	for _, a := range captureSpec(s, c) {
+		args = append(args, quoteLiteral(a))
+	}
+	return []string{
+		fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT sluice.new_id(%s), ALTER COLUMN %s SET DEFAULT sluice.tx_uid(%s)",
+			tbl, colID, quoteLiteral(c.Name), colCommitUID, db),
+		fmt.Sprintf("CREATE OR REPLACE TRIGGER sluice_capture AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW %s EXECUTE FUNCTION sluice.capture_change(%s)",
+			tbl, when, strings.Join(args, ", ")),
+		fmt.Sprintf("CREATE OR REPLACE TRIGGER sluice_stamp BEFORE UPDATE ON %s FOR EACH ROW %s EXECUTE FUNCTION sluice.capture_stamp(%s)",
+			tbl, when, quoteLiteral(db)),
+		fmt.Sprintf("CREATE OR REPLACE TRIGGER sluice_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION sluice.capture_truncate(%s)",
+			tbl, quoteLiteral(db)),
+	}
+}
+
+// captureRecord returns what databases.capture records for schema s: the
+// form of the triggers and their arguments, so that a change of either
+// makes them again.
+func captureRecord(role string, s *sluice.Schema) string {
+	var b strings.Builder
+	b.WriteString(captureVersion + " " + role)
+	for _, name := range s.Order {
+		c := s.Classes[name]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		b.WriteString("\n" + name + ": " + strings.Join(captureSpec(s, c), " "))
+	}
+	return b.String()
+}
+
+// syncCapture gives every table of schema s of database dbID its capture
+// triggers and records it.
+func syncCapture(ctx context.Context, q querier, dbID int64, role string, s *sluice.Schema) error {
+	for _, name := range s.Order {
+		c := s.Classes[name]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		for _, stmt := range captureSQL(dbID, role, s, c) {
+			if _, err := q.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("capture triggers of %s: %w", c.Name, err)
+			}
+		}
+	}
+	_, err := q.Exec(ctx, "UPDATE sluice.databases SET capture = $2 WHERE id = $1", dbID, captureRecord(role, s))
+	return mapError(err)
+}
+
+// checkWriterRole returns Sluice's role (the one migration 7 recorded)
+// and an error when this connection's role is another: the capture
+// triggers skip that role's writes only, so a replica connected as
+// another would have its writes recorded twice.
+func (db *DB) checkWriterRole(ctx context.Context) (string, error) {
+	var role, user string
+	if err := db.pool.QueryRow(ctx, "SELECT value, session_user FROM sluice.settings WHERE key = 'writer_role'").Scan(&role, &user); err != nil {
+		return "", fmt.Errorf("read Sluice's role: %w", err)
+	}
+	if role != user {
+		return "", fmt.Errorf("this database is Sluice's as Postgres role %q, and this process connects as %q: every replica must connect as %q (Sluice tells its own writes from other roles' by the role)", role, user, role)
+	}
+	return role, nil
+}
+
+// ensureCapture makes the capture triggers of every database whose
+// recorded capture is not the one its schema asks for: databases made
+// before migration 7, or by a Sluice whose triggers had another form.
+// Each is made in a transaction of its own holding the database's counter
+// row, as a schema change does, so replicas starting at once do it once.
+func (db *DB) ensureCapture(ctx context.Context, role string) error {
+	rows, err := db.pool.Query(ctx, "SELECT id, schema_sdl, capture FROM sluice.databases ORDER BY id")
+	if err != nil {
+		return mapError(err)
+	}
+	type stale struct {
+		id     int64
+		schema *sluice.Schema
+	}
+	var todo []stale
+	for rows.Next() {
+		var id int64
+		var sdl, capture string
+		if err := rows.Scan(&id, &sdl, &capture); err != nil {
+			rows.Close()
+			return mapError(err)
+		}
+		s, err := parseStored(id, sdl)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		if capture != captureRecord(role, s) {
+			todo = append(todo, stale{id, s})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return mapError(err)
+	}
+	for _, st := range todo {
+		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+			var sdl, capture string
+			err := tx.QueryRow(ctx, `SELECT d.schema_sdl, d.capture FROM sluice.databases d
+				JOIN sluice.commit_counters c ON c.db_id = d.id WHERE d.id = $1 FOR UPDATE OF c`, st.id).Scan(&sdl, &capture)
+			if err == pgx.ErrNoRows {
+				return nil // deleted meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			s, err := parseStored(st.id, sdl)
+			if err != nil {
+				return err
+			}
+			if capture == captureRecord(role, s) {
+				return nil // another replica made them meanwhile
+			}
+			return syncCapture(ctx, tx, st.id, role, s)
+		})
+		if err != nil {
+			return fmt.Errorf("capture triggers of database %d: %w", st.id, mapError(err))
+		}
+	}
+	return nil
+}
+
+// parseStored parses the stored schema of database id.
+func parseStored(id int64, sdl string) (*sluice.Schema, error) {
+	if sdl == "" {
+		return &sluice.Schema{Classes: map[string]*sluice.Class{}, Enums: map[string]*sluice.Enum{}}, nil
+	}
+	s, err := schema.Parse(sdl)
+	if err != nil {
+		return nil, fmt.Errorf("the stored schema of database %d does not parse: %w", id, err)
+	}
+	return s, nil
+}

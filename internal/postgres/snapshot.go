@@ -1,0 +1,181 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// A read answers the position it reflects: every statement of one read
+// (a GraphQL query's fields and the documents they reference, a REST
+// listing, a page of history) runs in one REPEATABLE READ snapshot, which
+// also reads the database's commit counter. Since a commit increments the
+// counter as its last statement before COMMIT, the snapshot holds exactly
+// the commits up to the counter's value: a client that subscribes from
+// that position receives exactly the commits the read did not see.
+//
+// A Snapshot begins with its first statement, sent with BEGIN and the
+// counter's read in one round trip (a pgx batch): a read of one statement
+// costs one round trip more than outside a snapshot, the ROLLBACK that
+// ends it (see Close).
+
+// Snapshot reads database d in one snapshot. Pass it down with
+// WithSnapshot: the DB's read methods for d then run in it. It is used by
+// one goroutine at a time; Close it.
+type Snapshot struct {
+	db   *DB
+	d    *sluice.Database
+	conn *pgxpool.Conn
+	// head is the counter's value in the snapshot, once begun.
+	head  int64
+	begun bool
+}
+
+// Snapshot returns a snapshot of database d, which begins with its first
+// statement.
+func (db *DB) Snapshot(d *sluice.Database) *Snapshot { return &Snapshot{db: db, d: d} }
+
+type snapshotKey struct{}
+
+// WithSnapshot returns ctx carrying s: reads of s's database through the
+// DB with that context run in s.
+func WithSnapshot(ctx context.Context, s *Snapshot) context.Context {
+	return context.WithValue(ctx, snapshotKey{}, s)
+}
+
+// reader returns what reads of database dbID run on: the snapshot ctx
+// carries for it, or the pool.
+func (db *DB) reader(ctx context.Context, dbID int64) querier {
+	if s, ok := ctx.Value(snapshotKey{}).(*Snapshot); ok && s.d.ID == dbID && s.db == db {
+		return s
+	}
+	return db.pool
+}
+
+// Position returns the position the snapshot reflects: the end of the
+// newest commit it sees (or of commit 0, before any). ok is false until
+// the snapshot has begun (nothing was read).
+func (s *Snapshot) Position() (p sluice.Position, ok bool) {
+	return sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: WholeCommit}, s.begun
+}
+
+// Close ends the snapshot and gives its connection back.
+func (s *Snapshot) Close() {
+	if s.conn == nil {
+		return
+	}
+	// A read-only transaction commits nothing: ROLLBACK ends it, even
+	// after a failed statement. A connection left broken is closed by
+	// Release.
+	_, _ = s.conn.Exec(context.Background(), "ROLLBACK")
+	s.conn.Release()
+	s.conn = nil
+}
+
+// begin sends sql with BEGIN and the counter's read, and returns the
+// results of sql; the caller closes them before anything else is sent.
+func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	conn, err := s.db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	s.conn = conn
+	b := &pgx.Batch{}
+	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+	b.Queue("SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1", s.d.ID)
+	b.Queue(sql, args...)
+	br := conn.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, mapError(err)
+	}
+	if err := br.QueryRow().Scan(&s.head); err != nil {
+		_ = br.Close()
+		if err == pgx.ErrNoRows {
+			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", s.d.Path())
+		}
+		return nil, mapError(err)
+	}
+	s.begun = true
+	return br, nil
+}
+
+// Query runs a query in the snapshot.
+func (s *Snapshot) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if s.conn != nil {
+		return s.conn.Query(ctx, sql, args...)
+	}
+	br, err := s.begin(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, br: br}, nil
+}
+
+// QueryRow runs a query of one row in the snapshot.
+func (s *Snapshot) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	rows, err := s.Query(ctx, sql, args...)
+	return &firstRow{rows: rows, err: err}
+}
+
+// Exec runs a statement in the snapshot (reads use Query).
+func (s *Snapshot) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if s.conn != nil {
+		return s.conn.Exec(ctx, sql, args...)
+	}
+	br, err := s.begin(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// batchRows are the rows of a snapshot's first statement: closing them
+// closes the batch they came in.
+type batchRows struct {
+	pgx.Rows
+	br pgx.BatchResults
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	_ = r.br.Close()
+}
+
+// firstRow is a pgx.Row read from rows.
+type firstRow struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *firstRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return fmt.Errorf("scan: %w", err)
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}

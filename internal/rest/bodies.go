@@ -1,0 +1,129 @@
+package rest
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Request bodies are bounded in time as well as in size, on every route:
+//
+//   - a body that sends nothing for BodyIdleTimeout fails;
+//   - once BodyIdleTimeout has passed since it started, a body must keep
+//     arriving at BodyMinRate bytes per second on average, counted from its
+//     start: a client trickling a byte a second, which the idle timeout
+//     alone waits for forever, is cut after the grace;
+//   - at most MaxRequestBodies bodies are read at once by the process, so
+//     slow bodies cannot hold every connection (and, for writes, a
+//     transaction each); past it a request with a body is answered 503.
+//
+// Both deadlines are one read deadline on the connection, moved before
+// each read, and cleared once the body is read: after that net/http reads
+// the connection in the background to notice a client going away, and a
+// deadline passing there would cancel the request (a stream, say). A body
+// that failed, or that its handler left unread, keeps its deadline.
+
+// bodyLimits enforces the time limits and the cap of request bodies.
+type bodyLimits struct {
+	idle    time.Duration // 0: no time limits
+	minRate int64         // bytes per second; 0: none
+	// slots holds a token per body being read; nil: no cap.
+	slots chan struct{}
+}
+
+func newBodyLimits(idle time.Duration, minRate, maxBodies int64) *bodyLimits {
+	b := &bodyLimits{idle: idle, minRate: minRate}
+	if maxBodies > 0 {
+		b.slots = make(chan struct{}, maxBodies)
+	}
+	return b
+}
+
+// Middleware takes a slot for a request with a body, or answers 503, and
+// puts the body's deadlines in place.
+func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if b.slots != nil {
+			select {
+			case b.slots <- struct{}{}:
+			default:
+				writeError(w, r, sluice.Errorf(sluice.CodeUnavailable, "this server is reading its maximum of %d request bodies (config max_request_bodies); retry shortly", cap(b.slots)))
+				return
+			}
+		}
+		body := &limitedBody{ReadCloser: r.Body, limits: b, rc: http.NewResponseController(w), start: time.Now(), length: r.ContentLength}
+		// A body its handler left unread keeps its last deadline: what
+		// net/http reads of it after the handler is bounded too.
+		defer body.release()
+		r.Body = body
+		next.ServeHTTP(w, r)
+	})
+}
+
+// limitedBody is a request body under bodyLimits.
+type limitedBody struct {
+	io.ReadCloser
+	limits *bodyLimits
+	rc     *http.ResponseController
+	start  time.Time
+	length int64 // the announced length; -1: unknown
+	n      int64 // bytes read so far
+	// rateBound is set when the last deadline set was the rate's.
+	rateBound bool
+	finished  bool
+	once      sync.Once
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	l := b.limits
+	if l.idle > 0 {
+		// Without support for deadlines (not the case for HTTP/1 or 2),
+		// reads wait.
+		deadline := time.Now().Add(l.idle)
+		b.rateBound = false
+		if l.minRate > 0 {
+			if due := b.start.Add(l.idle + time.Duration(float64(b.n)/float64(l.minRate)*float64(time.Second))); due.Before(deadline) {
+				deadline, b.rateBound = due, true
+			}
+		}
+		_ = b.rc.SetReadDeadline(deadline)
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	if !b.finished && (err != nil || b.length >= 0 && b.n >= b.length) {
+		b.finished = true
+		// A body that failed keeps its deadline: what net/http reads of
+		// it before answering must not wait for the client either.
+		if l.idle > 0 && (err == nil || err == io.EOF) {
+			_ = b.rc.SetReadDeadline(time.Time{})
+		}
+		b.release()
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if b.rateBound {
+			err = sluice.Errorf(sluice.CodeInvalid, "the request body arrived slower than %d bytes a second (body_min_rate): %d bytes in %s", l.minRate, b.n, time.Since(b.start).Round(time.Second))
+		} else {
+			err = sluice.Errorf(sluice.CodeInvalid, "the request body sent nothing for %s (body_idle_timeout)", l.idle)
+		}
+	}
+	return n, err
+}
+
+// release gives back the body's slot, once: when it is read (or failed),
+// or when its handler returns.
+func (b *limitedBody) release() {
+	b.once.Do(func() {
+		if b.limits.slots != nil {
+			<-b.limits.slots
+		}
+	})
+}
