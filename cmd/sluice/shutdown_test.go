@@ -2,14 +2,19 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
@@ -88,6 +93,25 @@ func startLogged(t *testing.T, dataDir string, extraEnv ...string) (*proc, *logL
 	return &proc{Proc: p, url: "http://" + p.Addr}, logs
 }
 
+// openTransactions returns how many of Sluice's sessions on the embedded
+// server in pgDir are inside a transaction.
+func openTransactions(t *testing.T, pgDir string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, "postgres://postgres@/sluice?sslmode=disable&port=5432&host="+url.QueryEscape(pgDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = 'sluice' AND state = 'idle in transaction'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // checkCleanStart fails t unless the embedded server's start found a
 // cluster that had been shut down cleanly: no crash recovery.
 func checkCleanStart(t *testing.T, logs *logLines) {
@@ -149,9 +173,19 @@ func TestStopWithARequestInFlight(t *testing.T) {
 		b, err := io.ReadAll(resp.Body)
 		answered <- answer{resp.StatusCode, string(b), err}
 	}()
-	if _, err := io.WriteString(send, `{"@type":"Note","@id":"first","text":"sent before SIGTERM"}`+"\n"); err != nil {
+	// More than one chunk (250 documents), so that the handler opens its
+	// transaction, which shows the request is being served: a connection
+	// still in the listen queue at SIGTERM would not be.
+	var docs strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&docs, `{"@type":"Note","@id":"first-%d","text":"sent before SIGTERM"}`+"\n", i)
+	}
+	if _, err := io.WriteString(send, docs.String()); err != nil {
 		t.Fatal(err)
 	}
+	waitUntil(t, "the write's transaction is open", func() bool {
+		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
+	})
 
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -176,7 +210,7 @@ func TestStopWithARequestInFlight(t *testing.T) {
 
 	p, logs := startLogged(t, dataDir)
 	checkCleanStart(t, logs)
-	for _, id := range []string{"first", "second"} {
+	for _, id := range []string{"first-0", "first-299", "second"} {
 		if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/"+id, ""); code != 200 {
 			t.Fatalf("Note/%s after restart: %d %s", id, code, body)
 		}
@@ -204,16 +238,28 @@ func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
 	go func() {
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
-			_, err = io.ReadAll(resp.Body)
+			var b []byte
+			b, err = io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if err == nil {
+				err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
+			}
 		}
 		answered <- err
 	}()
-	if _, err := io.WriteString(send, `{"@type":"Note","@id":"never","text":"never finished"}`+"\n"); err != nil {
+	// More documents than one chunk (250): the handler writes the first
+	// chunk in its transaction, which shows the request is being served
+	// (a connection still in the listen queue at SIGTERM is not).
+	var docs strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&docs, `{"@type":"Note","@id":"never-%d","text":"never finished"}`+"\n", i)
+	}
+	if _, err := io.WriteString(send, docs.String()); err != nil {
 		t.Fatal(err)
 	}
-	// Its headers and first document are on the socket: a connection the
-	// server has not read yet is waited for by the drain as well.
+	waitUntil(t, "the write's transaction is open", func() bool {
+		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
+	})
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +273,10 @@ func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
 		t.Errorf("stop took %v with shutdown_timeout %v", took, timeout)
 	}
 	t.Logf("stopped %v after SIGTERM", time.Since(stopped))
-	logs.waitFor(t, "http shutdown timed out")
+	if logs.find("http shutdown timed out") == "" {
+		send.Close()
+		t.Fatalf("the drain did not time out; the write got: %v", <-answered)
+	}
 	// The client learns it was cut off once it stops sending (the
 	// transport is blocked reading the body until then); any answer will do.
 	send.Close()
@@ -235,7 +284,7 @@ func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
 
 	p, logs = startLogged(t, dataDir)
 	checkCleanStart(t, logs)
-	if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/never", ""); code != 404 {
+	if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/never-0", ""); code != 404 {
 		t.Fatalf("the cut-off write committed: %d %s", code, body)
 	}
 }

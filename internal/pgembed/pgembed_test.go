@@ -184,7 +184,10 @@ func TestStartStopsLeftoverServer(t *testing.T) {
 	leftover := start(t, opts)
 	leftoverPID := leftover.PID()
 	// What a dead owner leaves behind when the server outlives it: the
-	// kernel released its lock, the server still runs.
+	// kernel released its lock, the server still runs, nothing supervises
+	// it.
+	leftover.stopSuper()
+	<-leftover.superDone
 	leftover.lock.Close()
 
 	p := start(t, opts)

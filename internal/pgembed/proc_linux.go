@@ -47,8 +47,8 @@ func isPostgres(pid int) bool {
 	return name == "postgres" || name == "postmaster" || bytes.HasPrefix(cmdline, []byte("postgres:"))
 }
 
-// orphans returns the live postgres processes working in dataDir, and
-// reaps those that exited and are this process's children. Called between
+// orphans returns the live orphaned postgres processes working in
+// dataDir, and reaps those that exited and are this process's children. Called between
 // a postmaster's death and the next start, they are the dead server's
 // backends: each runs in the data directory, and each calls setsid, so
 // neither a process group nor a parent names them. When Sluice is PID 1 (a
@@ -92,8 +92,15 @@ func orphans(dataDir string) []int {
 			}
 			continue
 		}
-		// An adopted process on its way out has no cwd any more, and
-		// must still be waited for to be reaped.
+		// An orphan was reparented: to init (or a container's init, PID
+		// 1 of its namespace), or to Sluice when it is PID 1. A postgres
+		// process in dataDir with another parent belongs to a server
+		// another owner started there, never an orphan to end. An
+		// adopted process on its way out has no cwd any more, and must
+		// still be waited for to be reaped.
+		if ppid != 1 && !adopted {
+			continue
+		}
 		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == dataDir || err != nil && adopted {
 			alive = append(alive, pid)
 		}
