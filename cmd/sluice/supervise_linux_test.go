@@ -68,6 +68,9 @@ func TestEmbeddedPostgresKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal("this test needs unshare (util-linux) to run sluice as PID 1 of a PID namespace: apt-get install util-linux")
 	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes a PID namespace, which needs root (CAP_SYS_ADMIN): run the tests as root, as .ci/run does")
+	}
 	dataDir := filepath.Join(tempDir(t), "data")
 	logs := newLogLines()
 	p := dt.StartProc(t, unshare, []string{"--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", binary,
