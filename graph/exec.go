@@ -105,10 +105,25 @@ func (es *ExecutableSchema) Complexity(context.Context, string, string, int, map
 	return 0, false
 }
 
-// Exec runs the operation of the operation context in ctx and returns its
-// one response. Queries and mutations only: a subscription gets an error
-// (they are served by the event-stream transport).
+// Exec returns the handler of the one response of the operation of the
+// operation context in ctx, which runs it when called. Queries and
+// mutations only: a subscription gets an error (they are served by the
+// event-stream transport). It runs the operation in the handler, not here,
+// because gqlgen's executor takes the response's extensions from the
+// context the handler is called with.
 func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
+	done := false
+	return func(rctx context.Context) *graphql.Response {
+		if done {
+			return nil
+		}
+		done = true
+		return es.exec(ctx, rctx)
+	}
+}
+
+// exec runs the operation of ctx; rctx is the response's context.
+func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 	op := graphql.GetOperationContext(ctx)
 	req := RequestFrom(ctx)
 	x := &execution{ctx: ctx, op: op, es: es, req: req, cache: map[string]*object{}, maxRows: es.limits.MaxResultRows}
@@ -122,9 +137,13 @@ func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		// commits the query did not see.
 		var snap *engine.Snapshot
 		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
+		if x.oneStatement() {
+			snap.OneStatement() // ended in the round trip of its statement
+		}
 		resp.Data = x.query()
-		if pos, ok := snap.Position(); ok {
-			resp.Extensions = map[string]any{"position": pos.String()}
+		// A result without data reflects nothing.
+		if pos, ok := snap.Position(); ok && resp.Data != nil {
+			graphql.RegisterExtension(rctx, "position", pos.String())
 		}
 		snap.Close()
 	case op.Operation.Operation == ast.Mutation:
@@ -133,7 +152,7 @@ func (es *ExecutableSchema) Exec(ctx context.Context) graphql.ResponseHandler {
 		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)"))
 	}
 	resp.Errors = x.errs
-	return graphql.OneShot(resp)
+	return resp
 }
 
 // execution is the state of one operation.

@@ -475,3 +475,62 @@ func DecodeDocument(raw []byte) (*sluice.Document, error) {
 func parseFilter(s *sluice.Schema, class string, input map[string]any) (filter.Expr, error) {
 	return filter.Parse(s, class, input)
 }
+
+// oneStatement reports whether the query reads with one SQL statement: a
+// single root field that reads (a class query or _ChangeSet) whose
+// selection follows no reference, which would read the referenced
+// documents with a statement of their own (prefetch). It errs on the side
+// of false: a field with a selection of its own named as some class's
+// reference counts as one, whatever type it is on.
+func (x *execution) oneStatement() bool {
+	reading := 0
+	var root graphql.CollectedField
+	for _, cf := range x.fields(x.op.Operation.SelectionSet, "Query") {
+		switch cf.Name {
+		case "__typename", "__schema", "__type":
+		default:
+			reading++
+			root = cf
+		}
+	}
+	if reading != 1 {
+		return false
+	}
+	if root.Name == fieldChangeSet {
+		return true
+	}
+	refs := map[string]bool{}
+	for _, c := range x.es.schema.Classes {
+		for _, f := range c.Fields {
+			if f.Type.Kind == sluice.TypeReference {
+				refs[f.Name] = true
+			}
+		}
+	}
+	seen := map[string]bool{}
+	var follows func(sel ast.SelectionSet) bool
+	follows = func(sel ast.SelectionSet) bool {
+		for _, s := range sel {
+			switch s := s.(type) {
+			case *ast.Field:
+				if len(s.SelectionSet) > 0 && (refs[s.Name] || follows(s.SelectionSet)) {
+					return true
+				}
+			case *ast.InlineFragment:
+				if follows(s.SelectionSet) {
+					return true
+				}
+			case *ast.FragmentSpread:
+				if seen[s.Name] {
+					continue
+				}
+				seen[s.Name] = true
+				if def := x.op.Doc.Fragments.ForName(s.Name); def != nil && follows(def.SelectionSet) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return !follows(root.Selections)
+}

@@ -33,6 +33,7 @@ func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id str
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
+	snap.OneStatement()
 	b, err := e.store.Document(rctx, d, s, id)
 	if err != nil {
 		return nil, sluice.Position{}, err
@@ -73,6 +74,7 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
+	snap.OneStatement() // the listing, or the position alone
 	started := false
 	begin := func() {
 		if !started {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -20,9 +21,10 @@ import (
 // that position receives exactly the commits the read did not see.
 //
 // A Snapshot begins with its first statement, sent with BEGIN and the
-// counter's read in one round trip (a pgx batch): a read of one statement
-// costs one round trip more than outside a snapshot, the ROLLBACK that
-// ends it (see Close).
+// counter's read in one round trip (a pgx batch); the ROLLBACK that ends
+// it is one more (Close), unless the reader said the first statement is
+// its only one (OneStatement): then it goes in the same batch, and a read
+// of one statement costs one round trip, as outside a snapshot.
 
 // Snapshot reads database d in one snapshot. Pass it down with
 // WithSnapshot: the DB's read methods for d then run in it. It is used by
@@ -34,7 +36,14 @@ type Snapshot struct {
 	// head is the counter's value in the snapshot, once begun.
 	head  int64
 	begun bool
+	// one: the first statement is the only one (OneStatement); ended: it
+	// was, and the snapshot is over.
+	one, ended bool
 }
+
+// OneStatement tells s that its first statement will be its only one, so
+// that it ends with it, in the same round trip. A second statement fails.
+func (s *Snapshot) OneStatement() { s.one = true }
 
 // Snapshot returns a snapshot of database d, which begins with its first
 // statement.
@@ -89,6 +98,9 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 	b.Queue("SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1", s.d.ID)
 	b.Queue(sql, args...)
+	if s.one {
+		b.Queue("ROLLBACK")
+	}
 	br := conn.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -105,21 +117,29 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 	return br, nil
 }
 
+// errSecondStatement is the error of a statement after the only one.
+var errSecondStatement = errors.New("snapshot: a statement after the one it was told would be its only one")
+
 // Query runs a query in the snapshot.
 func (s *Snapshot) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if s.ended {
+		return nil, errSecondStatement
+	}
 	if s.conn != nil {
 		return s.conn.Query(ctx, sql, args...)
 	}
 	br, err := s.begin(ctx, sql, args)
 	if err != nil {
+		s.Close()
 		return nil, err
 	}
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
+		s.Close()
 		return nil, err
 	}
-	return &batchRows{Rows: rows, br: br}, nil
+	return &batchRows{Rows: rows, br: br, s: s}, nil
 }
 
 // QueryRow runs a query of one row in the snapshot.
@@ -133,27 +153,53 @@ func (s *Snapshot) Exec(ctx context.Context, sql string, args ...any) (pgconn.Co
 	if s.conn != nil {
 		return s.conn.Exec(ctx, sql, args...)
 	}
+	if s.ended {
+		return pgconn.CommandTag{}, errSecondStatement
+	}
 	br, err := s.begin(ctx, sql, args)
 	if err != nil {
+		s.Close()
 		return pgconn.CommandTag{}, err
 	}
 	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	s.endBatch(br)
 	return tag, err
+}
+
+// endBatch reads the rest of the first statement's batch: the ROLLBACK
+// of a snapshot of one statement, which ends it.
+func (s *Snapshot) endBatch(br pgx.BatchResults) {
+	if s.one {
+		_, err := br.Exec()
+		_ = br.Close()
+		s.ended = true
+		if err != nil {
+			// Not known to be out of its transaction: closed, not reused.
+			_ = s.conn.Conn().Close(context.Background())
+		}
+		s.conn.Release()
+		s.conn = nil
+		return
+	}
+	_ = br.Close()
 }
 
 // batchRows are the rows of a snapshot's first statement: closing them
 // closes the batch they came in.
 type batchRows struct {
 	pgx.Rows
-	br pgx.BatchResults
+	br     pgx.BatchResults
+	s      *Snapshot
+	closed bool
 }
 
 func (r *batchRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
 	r.Rows.Close()
-	_ = r.br.Close()
+	r.s.endBatch(r.br)
 }
 
 // firstRow is a pgx.Row read from rows.

@@ -30,13 +30,16 @@ func TestGraphQLClients(t *testing.T) {
 		t.Fatalf("the clients are not installed: run npm ci in %s (%v)", dir, err)
 	}
 	d := dt.Start(t)
-	d.CreateDatabase(t, "kennel", "type Dog { name: String! }")
-	cmd := exec.Command("node", "clients.mjs", d.URL+"/api/graphql/admin/kennel",
-		"Basic "+base64.StdEncoding.EncodeToString([]byte("admin:"+dt.AdminPassword)))
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Fatalf("clients failed: %v", err)
+	authz := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+dt.AdminPassword))
+	// Each script on a database of its own.
+	for db, script := range map[string]string{"kennel": "clients.mjs", "follow": "read-then-subscribe.mjs"} {
+		d.CreateDatabase(t, db, "type Dog { name: String! }")
+		cmd := exec.Command("node", script, d.URL+"/api/graphql/admin/"+db, authz)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s:\n%s", script, out)
+		if err != nil {
+			t.Fatalf("%s failed: %v", script, err)
+		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // framer writes the messages of one operation in its transport's framing.
 // A session (subscribe.go) serves every transport through it: an HTTP
-// response of its own (SSE, NDJSON: *stream; Apollo's multipart:
+// response of its own (SSE, NDJSON: *eventFramer; Apollo's multipart:
 // *multipartStream), or one operation of a connection that carries many
 // (graphql-ws, graphql-sse single connection mode: *muxOp). Messages are
 // buffered until flush. It is not safe for concurrent use.
