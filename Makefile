@@ -82,15 +82,17 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 bench-peer: ## run the peer benchmark against PostGraphile 4 (installs wrk and postgraphile@4 if missing; about 9 minutes; see docs/benchmarks.md)
 	scripts/peerbench.sh
 
-# staticcheck runs from the module proxy at a pinned version, so that lint
-# needs nothing installed but Go.
+# staticcheck and deadcode run from the module proxy at pinned versions,
+# so that lint needs nothing installed but Go.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE    ?= golang.org/x/tools/cmd/deadcode@v0.52.0
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet, staticcheck, and deadcode (no function that neither the binary nor a test reaches)
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo 'run gofmt -w .'; exit 1)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	@dead="$$($(GO) run $(DEADCODE) -test ./...)"; test -z "$$dead" || (echo "$$dead"; echo 'unreachable code: delete it'; exit 1)
 
 # The Dockerfile is checked without a container engine: BuildKit's parser
 # and lint rules, and what the image must hold for operators (a separate

@@ -11,8 +11,8 @@ import (
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-// The default organization and super user (DESIGN.md: "Default organization
-// admin, super user admin").
+// The default organization and super user, part of the external contract
+// (the README's quick start signs in as admin).
 const (
 	AdminOrg  = "admin"
 	AdminUser = "admin"

@@ -15,8 +15,8 @@ import (
 // (WriteSpec.Group) share one Postgres transaction: each is still a commit
 // of its own (its own changes, its own sequence number, in the order they
 // were queued), but the batch pays for one counter-row lock and one WAL
-// flush instead of one each, which is what serialized concurrent writers
-// (DESIGN.md, "Measured costs").
+// flush instead of one each, which is what serialized concurrent writers:
+// each held the counter row's lock until its own COMMIT was durable.
 //
 // There is no timer: whoever finds no batch running leads one with what is
 // queued, and hands leadership to the next queued writer when its own

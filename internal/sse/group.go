@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 )
 
 // Identical subscriptions share one evaluation through the hub (see
@@ -52,14 +51,3 @@ func (e *evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 // frameNext is the SSE frame of a GraphQL next message: a share builds it
 // once for every member.
 func frameNext(dst []byte, ev sluice.Event) []byte { return appendNextSSE(dst, ev.ID, ev.Data) }
-
-// join adds a subscriber to the share of key, which the hub starts (from
-// now) when there is none, evaluated by feed when not nil (the
-// subscriber's connection's). It fails like Hub.Subscribe.
-func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription, d *sluice.Database, label string, feed *changefeed.Feed) (*changefeed.Member, error) {
-	return s.opts.Hub.Join(ctx, changefeed.ShareOptions{
-		Key: key, Database: d, Classes: gs.Classes(), Transport: label, Feed: feed,
-		New:   func() changefeed.Evaluator { return &evaluator{gs: gs, asm: assembler{max: s.opts.MaxChangeSetBytes}} },
-		Frame: frameNext,
-	})
-}

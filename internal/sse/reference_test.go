@@ -9,10 +9,10 @@ import (
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
-// The examples of the subscriptions reference this API follows
-// (shared/seeds/002_…), run verbatim apart from host and auth. Its frames
-// show bare data objects; Sluice sends GraphQL ExecutionResults ({"data":…}),
-// as the graphql-sse protocol and DESIGN.md require.
+// The examples of the GraphQL subscriptions reference this API follows, run
+// verbatim apart from host and auth. Its frames show bare data objects;
+// Sluice sends GraphQL ExecutionResults ({"data":…}), as the graphql-sse
+// protocol requires.
 
 // referenceSDL has what the examples use: Person, and Dog inheriting from
 // Animal, which has documents of its own ("only direct Animal documents").
