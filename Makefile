@@ -45,7 +45,7 @@ test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test
 .PHONY: test-graphql-sse
 test-graphql-sse: ## run the graphql-sse npm client against a daemon (Node 20; npm ci in test/graphql-sse first)
 	cd test/graphql-sse && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
-	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/sse/
+	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/gqltransport/
 
 .PHONY: test-introspection
 test-introspection: ## build client schemas from introspection with graphql-js 16 (Node 20; npm ci in test/introspection first)
@@ -66,7 +66,7 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 .PHONY: test-graphql-clients
 test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon (Node 20; npm ci in test/clients first)
 	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
-	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/sse/
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)

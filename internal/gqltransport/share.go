@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"bytes"
@@ -14,27 +14,27 @@ import (
 // evaluator below, frames its events as SSE once, and every member writes
 // the prepared frames (or, in another framing, the prepared payloads).
 
-// groupKey identifies subscribers that share one evaluation: the same
+// shareKey identifies subscribers that share one evaluation: the same
 // executable schema (database, schema version and role), query, operation
 // name and variables.
-type groupKey struct {
+type shareKey struct {
 	es        *graph.ExecutableSchema
 	query     string
 	operation string
 	variables string
 }
 
-// keyOf returns the group key of a request, and false when its variables
-// cannot be put in canonical form (then it is not grouped).
-func keyOf(es *graph.ExecutableSchema, req *request) (groupKey, bool) {
+// keyOf returns the share key of a request, and false when its variables
+// cannot be put in canonical form (then it shares with no one).
+func keyOf(es *graph.ExecutableSchema, req *request) (shareKey, bool) {
 	var vars bytes.Buffer
 	if len(req.params.Variables) > 0 {
 		// encoding/json sorts map keys: equal variables give equal bytes.
 		if err := json.NewEncoder(&vars).Encode(req.params.Variables); err != nil {
-			return groupKey{}, false
+			return shareKey{}, false
 		}
 	}
-	return groupKey{es: es, query: req.params.Query, operation: req.params.OperationName, variables: vars.String()}, true
+	return shareKey{es: es, query: req.params.Query, operation: req.params.OperationName, variables: vars.String()}, true
 }
 
 // evaluator evaluates a GraphQL subscription for the hub: per piece for

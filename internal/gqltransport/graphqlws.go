@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ import (
 // executed through the GraphQL handler like an HTTP request, against the
 // database's current schema; a subscription is served by the same session
 // as an SSE stream: guarded against access changes, counted in the stream
-// caps, grouped with identical subscriptions, resumed with
+// caps, sharing with identical subscriptions, resumed with
 // extensions.lastEventId, lossless for slow clients.
 //
 // Messages: connection_ack answers connection_init; pong answers ping; the
