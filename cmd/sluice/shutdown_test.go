@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // logLines collects a process's log lines and lets a test wait for one.
@@ -63,22 +64,6 @@ func (l *logLines) waitFor(t *testing.T, s string) string {
 		case <-added:
 		case <-deadline:
 			t.Fatalf("no log line containing %q within a minute", s)
-		}
-	}
-}
-
-// waitUntil polls cond every 20 ms until it holds, failing t after a
-// minute.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s did not happen within a minute", what)
 		}
 	}
 }
@@ -183,7 +168,7 @@ func TestStopWithARequestInFlight(t *testing.T) {
 	if _, err := io.WriteString(send, docs.String()); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the write's transaction is open", func() bool {
+	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
 		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
 	})
 
@@ -257,7 +242,7 @@ func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
 	if _, err := io.WriteString(send, docs.String()); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the write's transaction is open", func() bool {
+	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
 		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
 	})
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // procStat is what /proc/<pid>/stat says of a process.
@@ -116,7 +117,7 @@ func TestEmbeddedPostgresKilled(t *testing.T) {
 		t.Fatalf("stream after the crash: %q, want an api:Unavailable error", frames)
 	}
 	logs.waitFor(t, "embedded postgres restarted")
-	waitUntil(t, "/readyz 200", func() bool {
+	eventually.True(t, time.Minute, "/readyz 200", func() bool {
 		return sluice.Do(t, dt.NoAuth(), "GET", "/readyz", nil).Status == 200
 	})
 	// Every child of the dead postmaster was reparented to sluice (PID 1)

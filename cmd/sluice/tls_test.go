@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // TestTLSProcess: `sluice serve` with a certificate serves HTTPS, `sluice
@@ -22,7 +24,7 @@ func TestTLSProcess(t *testing.T) {
 	p, logs := startLogged(t, filepath.Join(dir, "data"), tlsEnv...)
 
 	// Ready once the change feed has read the log, soon after serving.
-	waitUntil(t, "healthcheck over TLS passes", func() bool {
+	eventually.True(t, time.Minute, "healthcheck over TLS passes", func() bool {
 		_, err := exec.Command(binary, "healthcheck", "--listen", p.Addr, "--tls-cert-file", first.CertFile, "--tls-key-file", first.KeyFile).CombinedOutput()
 		return err == nil
 	})

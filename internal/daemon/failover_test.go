@@ -14,6 +14,7 @@ import (
 	"time"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
@@ -185,21 +186,6 @@ func logSubjects(t *testing.T, d *dt.Daemon) []event {
 	}
 }
 
-// waitUntil polls cond until it holds, failing t after 2 minutes.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(2 * time.Minute)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within 2 minutes", what)
-		}
-	}
-}
-
 // TestFailoverSynchronous: with a synchronous standby, a failover loses no
 // acknowledged commit. Two replicas write and stream while the primary is
 // killed and the standby promoted; both reconnect to the new primary;
@@ -239,13 +225,13 @@ func TestFailoverSynchronous(t *testing.T) {
 		writers.Go(func() { acked[i] = writer(writeCtx, d.URL, fmt.Sprintf("w%d", i), &counts[i]) })
 	}
 	// Some commits before the failover, some after.
-	waitUntil(t, "20 events before the failover", func() bool { return len(subs[0].received()) >= 20 })
+	eventually.True(t, 2*time.Minute, "20 events before the failover", func() bool { return len(subs[0].received()) >= 20 })
 	primary.Stop("immediate")
 	standby.Promote()
 	n := len(subs[0].received())
 	before := [2]int64{counts[0].Load(), counts[1].Load()}
 	// Both replicas reconnect to the new primary and commit through it.
-	waitUntil(t, "20 events after the failover, and commits through both replicas", func() bool {
+	eventually.True(t, 2*time.Minute, "20 events after the failover, and commits through both replicas", func() bool {
 		return len(subs[0].received()) >= n+20 && len(subs[1].received()) >= n+20 &&
 			counts[0].Load() > before[0] && counts[1].Load() > before[1]
 	})
@@ -257,7 +243,7 @@ func TestFailoverSynchronous(t *testing.T) {
 	log := logSubjects(t, a)
 	for {
 		for i, s := range subs {
-			waitUntil(t, fmt.Sprintf("subscriber %d receives the whole log", i), func() bool { return len(s.received()) >= len(log) })
+			eventually.True(t, 2*time.Minute, fmt.Sprintf("subscriber %d receives the whole log", i), func() bool { return len(s.received()) >= len(log) })
 		}
 		again := logSubjects(t, a)
 		if len(again) == len(log) {
@@ -319,13 +305,13 @@ func TestFailoverAsynchronousLossIsExplicit(t *testing.T) {
 	<-ready
 	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ha", `{"@type":"Note","@id":"kept","text":"replicated"}`)
 	// The standby has everything so far; then it stops receiving.
-	waitUntil(t, "the standby replays the first commit", func() bool {
+	eventually.True(t, 2*time.Minute, "the standby replays the first commit", func() bool {
 		lsn := primary.Query("SELECT pg_current_wal_lsn()::text")
 		return standby.Query("SELECT (pg_last_wal_replay_lsn() >= '"+lsn+"'::pg_lsn)::text") == "true"
 	})
 	standby.Stop("fast")
 	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ha", `{"@type":"Note","@id":"lost","text":"acknowledged, never replicated"}`)
-	waitUntil(t, "the subscriber receives the commit that will be lost", func() bool { return len(s.received()) == 2 })
+	eventually.True(t, 2*time.Minute, "the subscriber receives the commit that will be lost", func() bool { return len(s.received()) == 2 })
 
 	primary.Stop("immediate")
 	standby.Start()

@@ -10,23 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// waitFor polls cond every 20 ms until it holds, failing t after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within a minute", what)
-		}
-		select {
-		case <-time.After(20 * time.Millisecond):
-		case <-t.Context().Done():
-			t.Fatal(t.Context().Err())
-		}
-	}
-}
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
 
 // TestRestartsAServerThatDied: a postmaster killed with SIGKILL is
 // restarted, after its orphaned backends are ended, on the same data and
@@ -58,7 +44,7 @@ func TestRestartsAServerThatDied(t *testing.T) {
 	if err := syscall.Kill(old, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a restart", func() bool { return p.Restarts() == 1 })
+	eventually.True(t, time.Minute, "a restart", func() bool { return p.Restarts() == 1 })
 	if p.PID() == old {
 		t.Fatalf("the postmaster's pid is still %d after the restart", old)
 	}
