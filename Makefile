@@ -100,6 +100,15 @@ lint: ## gofmt, go vet, staticcheck, and deadcode (no function that neither the 
 	$(GO) run $(STATICCHECK) ./...
 	@dead="$$($(GO) run $(DEADCODE) -test ./...)"; test -z "$$dead" || (echo "$$dead"; echo 'unreachable code: delete it'; exit 1)
 
+# The Dockerfile is checked without a container engine: BuildKit's parser
+# and lint rules, and what the image must hold for operators (a separate
+# module, tools/dockerfilecheck, so that Sluice does not depend on
+# BuildKit).
+.PHONY: lint-docker
+lint-docker: ## check the Dockerfile without an engine (BuildKit's lint rules and the image's operating rules)
+	cd tools/dockerfilecheck && $(GO) test -count=1 ./... && $(GO) run . ../../Dockerfile
+
 .PHONY: verify
-verify: lint docker-binary ## lint, check go.mod is tidy, check the Docker build command
+verify: lint docker-binary lint-docker ## lint, check go.mod is tidy, check the Docker build command and the Dockerfile
 	$(GO) mod tidy -diff
+	cd tools/dockerfilecheck && $(GO) mod tidy -diff

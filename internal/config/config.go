@@ -282,6 +282,22 @@ type Config struct {
 	// replica must have the same file.
 	// Key webhook_secret_key_file, env SLUICE_WEBHOOK_SECRET_KEY_FILE, flag --webhook-secret-key-file, default "".
 	WebhookSecretKeyFile string
+	// JWTJWKSURL is the http(s) URL of an identity provider's JSON Web
+	// Key Set, instead of JWTJWKSFile: fetched at start (a failure stops
+	// Sluice), refreshed as the response's Cache-Control says and when a
+	// JWT names an unknown kid (rate-limited), and kept for up to a day
+	// while the URL fails. Empty: none.
+	// Key jwt_jwks_url, env SLUICE_JWT_JWKS_URL, flag --jwt-jwks-url, default "".
+	JWTJWKSURL string
+
+	// TLSCertFile names a PEM certificate (chain): with TLSKeyFile, the
+	// HTTP API is served over TLS (HTTP/2 included), both files read
+	// again on SIGHUP. Empty (both): plain HTTP.
+	// Key tls_cert_file, env SLUICE_TLS_CERT_FILE, flag --tls-cert-file, default "".
+	TLSCertFile string
+	// TLSKeyFile names the PEM private key of TLSCertFile.
+	// Key tls_key_file, env SLUICE_TLS_KEY_FILE, flag --tls-key-file, default "".
+	TLSKeyFile string
 }
 
 // LogFormat is the encoding of log records.
@@ -358,6 +374,9 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("webhook_allow_networks", c.WebhookAllowNetworks),
 		slog.Duration("webhook_lease_ttl", c.WebhookLeaseTTL),
 		slog.String("webhook_secret_key_file", c.WebhookSecretKeyFile),
+		slog.String("jwt_jwks_url", redactURL(c.JWTJWKSURL)),
+		slog.String("tls_cert_file", c.TLSCertFile),
+		slog.String("tls_key_file", c.TLSKeyFile),
 	)
 }
 
@@ -371,7 +390,7 @@ func redact(s string) string {
 // redactURL hides the password of a postgres:// URL. A key=value connection
 // string is hidden whole, since it may carry password=.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+	if u, err := url.Parse(s); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "https" || u.Scheme == "http") {
 		if _, ok := u.Query()["password"]; !ok {
 			return u.Redacted()
 		}

@@ -274,6 +274,9 @@ var everything = Config{
 	WebhookAllowNetworks:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
 	WebhookLeaseTTL:        3 * time.Second,
 	WebhookSecretKeyFile:   "/run/secrets/webhooks",
+	JWTJWKSURL:             "https://id.example.com/.well-known/jwks.json",
+	TLSCertFile:            "/etc/sluice/cert.pem",
+	TLSKeyFile:             "/etc/sluice/key.pem",
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -340,6 +343,9 @@ webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
+jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+tls_cert_file: /etc/sluice/cert.pem
+tls_key_file: /etc/sluice/key.pem
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -392,6 +398,9 @@ webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
+jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+tls_cert_file: /etc/sluice/cert.pem
+tls_key_file: /etc/sluice/key.pem
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -442,6 +451,9 @@ webhook_retry_schedule = ["100ms", "1s"]
 webhook_allow_networks = ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl = "3s"
 webhook_secret_key_file = "/run/secrets/webhooks"
+jwt_jwks_url = "https://id.example.com/.well-known/jwks.json"
+tls_cert_file = "/etc/sluice/cert.pem"
+tls_key_file = "/etc/sluice/key.pem"
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -491,7 +503,10 @@ webhook_secret_key_file = "/run/secrets/webhooks"
   "webhook_retry_schedule": "100ms,1s",
   "webhook_allow_networks": ["127.0.0.0/8", "fd00::/8"],
   "webhook_lease_ttl": "3s",
-  "webhook_secret_key_file": "/run/secrets/webhooks"
+  "webhook_secret_key_file": "/run/secrets/webhooks",
+  "jwt_jwks_url": "https://id.example.com/.well-known/jwks.json",
+  "tls_cert_file": "/etc/sluice/cert.pem",
+  "tls_key_file": "/etc/sluice/key.pem"
 }`},
 	}
 	for _, tt := range tests {
@@ -562,6 +577,9 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_WEBHOOK_ALLOW_NETWORKS":    "127.0.0.0/8,fd00::/8",
 		"SLUICE_WEBHOOK_LEASE_TTL":         "3s",
 		"SLUICE_WEBHOOK_SECRET_KEY_FILE":   "/run/secrets/webhooks",
+		"SLUICE_JWT_JWKS_URL":              "https://id.example.com/.well-known/jwks.json",
+		"SLUICE_TLS_CERT_FILE":             "/etc/sluice/cert.pem",
+		"SLUICE_TLS_KEY_FILE":              "/etc/sluice/key.pem",
 	})
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -619,6 +637,9 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--webhook-allow-networks", "127.0.0.1/8,fd00::/8",
 		"--webhook-lease-ttl", "3s",
 		"--webhook-secret-key-file", "/run/secrets/webhooks",
+		"--jwt-jwks-url", "https://id.example.com/.well-known/jwks.json",
+		"--tls-cert-file", "/etc/sluice/cert.pem",
+		"--tls-key-file", "/etc/sluice/key.pem",
 	}, nil)
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -785,6 +806,11 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: listen: invalid value "nope" (from --listen): want host:port, such as ":6363" or "127.0.0.1:6363"` + "\n" +
 				`config: log_level: invalid value "loud" (from SLUICE_LOG_LEVEL): want one of debug, info, warn, error` + "\n" +
 				`config: heartbeat: invalid value "0s" (from SLUICE_HEARTBEAT): want 1s to 1h`,
+		},
+		{
+			name: "jwt_jwks_url not http",
+			env:  map[string]string{"SLUICE_JWT_JWKS_URL": "id.example.com/jwks.json"},
+			want: `config: jwt_jwks_url: invalid value "id.example.com/jwks.json" (from SLUICE_JWT_JWKS_URL): want an http(s) URL`,
 		},
 	}
 	for _, tt := range tests {

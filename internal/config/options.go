@@ -173,7 +173,7 @@ func options() []option {
 			"file holding the HS256 secret instead of jwt_hs256_secret (a final newline is not part of it)",
 			func(c *Config, s string) error { c.JWTHS256SecretFile = s; return nil }),
 		stringOption("jwt_jwks_file", "",
-			"JSON Web Key Set file of the public keys (RSA, EC P-256/384/521, Ed25519) that verify bearer JWTs signed with RS256, PS256, ES256, EdDSA…, each key pinned to its algorithm; read at start",
+			"JSON Web Key Set file of the public keys (RSA, EC P-256/384/521, Ed25519) that verify bearer JWTs signed with RS256, PS256, ES256, EdDSA…, each key pinned to its algorithm; read at start and again on SIGHUP",
 			func(c *Config, s string) error { c.JWTJWKSFile = s; return nil }),
 		stringOption("jwt_issuer", "",
 			"when set, a JWT's iss must equal it",
@@ -304,6 +304,24 @@ func options() []option {
 		stringOption("webhook_secret_key_file", "",
 			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
 			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
+		stringOption("jwt_jwks_url", "",
+			"http(s) URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start, refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
+			func(c *Config, s string) error {
+				if s != "" {
+					u, err := url.Parse(s)
+					if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+						return errors.New("want an http(s) URL")
+					}
+				}
+				c.JWTJWKSURL = s
+				return nil
+			}),
+		stringOption("tls_cert_file", "",
+			"PEM certificate (chain) file: with tls_key_file, the API is served over TLS and HTTP/2; both are read again on SIGHUP; empty: plain HTTP",
+			func(c *Config, s string) error { c.TLSCertFile = s; return nil }),
+		stringOption("tls_key_file", "",
+			"PEM private key file of tls_cert_file",
+			func(c *Config, s string) error { c.TLSKeyFile = s; return nil }),
 	}
 }
 

@@ -65,6 +65,10 @@ type Daemon struct {
 	addr        string
 	metricsAddr string
 	ready       atomic.Bool
+
+	// What Reload reads again (reload.go), set by Run.
+	reloadMu sync.Mutex
+	reload   reloadable
 }
 
 // New returns a Daemon that Run starts.
@@ -85,8 +89,9 @@ func (d *Daemon) MetricsAddr() string { return d.metricsAddr }
 // openStore starts the embedded Postgres when no database URL is
 // configured, connects and migrates. onCommit (nil: none) is the store's
 // commit hook (postgres.OnCommit). The returned stop function closes the
-// pool and stops the embedded server.
-func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, func(), error) {
+// pool and stops the embedded server; the *pgembed.Postgres is that server
+// (nil with a database URL), supervised (pgembed restarts it).
+func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, *pgembed.Postgres, func(), error) {
 	url := cfg.DatabaseURL
 	var pg *pgembed.Postgres
 	stop := func() {
@@ -101,29 +106,29 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 	if url == "" {
 		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pg"))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		pg, err = pgembed.Start(ctx, pgembed.Options{DataDir: dir, BinDir: cfg.PGBinDir, Logger: logger.With("component", "postgres")})
 		if err != nil {
-			return nil, nil, fmt.Errorf("embedded postgres: %w", err)
+			return nil, nil, nil, fmt.Errorf("embedded postgres: %w", err)
 		}
 		if err := ensureDatabase(ctx, pg.URL("postgres"), "sluice", logger); err != nil {
 			stop()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		url = pg.URL("sluice")
 	}
 	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit))
 	if err != nil {
 		stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := store.Migrate(ctx); err != nil {
 		store.Close()
 		stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return store, func() { store.Close(); stop() }, nil
+	return store, pg, func() { store.Close(); stop() }, nil
 }
 
 func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Logger) error {
@@ -137,7 +142,7 @@ func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Log
 
 // Migrate applies Sluice's migrations and returns (sluice migrate).
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	_, stop, err := openStore(ctx, cfg, logger, nil)
+	_, _, stop, err := openStore(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -150,12 +155,17 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 // shutdown timeout, and the embedded Postgres stops cleanly.
 func (d *Daemon) Run(ctx context.Context) error {
 	// Read before Postgres starts: a wrong key file stops the daemon at once.
-	jwt, err := auth.LoadJWT(auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
-		JWKSFile: d.cfg.JWTJWKSFile, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
-		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, time.Now)
+	jwt, err := auth.LoadJWT(ctx, auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
+		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
+		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, auth.JWTDeps{Logger: d.logger})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	cert, err := loadCertificate(d.cfg.TLSCertFile, d.cfg.TLSKeyFile)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	d.setReloadable(reloadable{jwt: jwt, cert: cert})
 	m := metrics.New()
 	// Every commit, whatever made it, wakes this process's tailer and the
 	// notifier (other processes). Both are built from the store, after
@@ -163,7 +173,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	var notifier *postgres.Notifier
 	var tailer *changefeed.Tailer
 	var hooks *webhook.Deliverer
-	store, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
+	store, pg, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
@@ -226,6 +236,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	// Webhooks are delivered until the daemon stops; the lease is then
 	// released, so another replica takes over at once.
 	wg.Go(func() { hooks.Run(bg) })
+	wg.Go(func() { jwt.Run(bg) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, store, hub.Floors, d.logger) })
@@ -294,7 +305,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.addr = ln.Addr().String()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- serve(srv, ln, cert) }()
 	if d.cfg.MetricsListen != "" {
 		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, m.Handler(), d.logger)
 		if err != nil {
@@ -308,11 +319,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 	close(d.started)
 	d.logger.Info("sluice is serving", "addr", d.addr, "version", d.opts.Version)
 
+	// A nil channel never fires: an external Postgres is not ours to
+	// supervise.
+	var pgFailed <-chan struct{}
+	if pg != nil {
+		pgFailed = pg.Failed()
+	}
+	var runErr error
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		d.ready.Store(false)
 		return fmt.Errorf("http server: %w", err)
+	case <-pgFailed:
+		// pgembed restarts a server that died, with backoff; when it
+		// gives up, Sluice exits non-zero so that whatever supervises it
+		// (a container's restart policy, systemd) starts it afresh.
+		runErr = fmt.Errorf("embedded postgres: %w", pg.Err())
+		d.logger.Error("embedded postgres does not come back; shutting down", "err", pg.Err())
 	}
 	d.ready.Store(false)
 	d.logger.Info("shutting down")
@@ -326,7 +350,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	return runErr
 }
 
 // publishFloors tells the other daemons, through Postgres, which commits
