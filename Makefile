@@ -92,6 +92,11 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
+.PHONY: generate
+generate: ## write the generated files: docs/configuration.md from internal/config/options.go
+	$(GO) run ./internal/config/gendoc docs/configuration.md
+
 .PHONY: verify
-verify: lint docker-binary ## lint, check go.mod is tidy, check the Docker build command
+verify: lint docker-binary ## lint, check go.mod is tidy, the generated files are current, the Docker build command
 	$(GO) mod tidy -diff
+	$(GO) run ./internal/config/gendoc -check docs/configuration.md
