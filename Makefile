@@ -53,10 +53,11 @@ test-introspection: ## build client schemas from introspection with graphql-js 1
 	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
 
 .PHONY: test-browser
-test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin, and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
+test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
 	cd test/browser && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms)$$' -v ./internal/daemon/
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserExample$$' -v ./internal/doctest/
 
 .PHONY: graphiql-assets
 graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into internal/graphiql/assets (versions pinned in tools/graphiql)
@@ -64,9 +65,10 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 	node tools/graphiql/vendor.mjs internal/graphiql/assets
 
 .PHONY: test-graphql-clients
-test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon (Node 20; npm ci in test/clients first)
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
 	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/sse/
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestClientExamples$$' -v ./internal/doctest/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)
