@@ -3,14 +3,18 @@
 # the kit's limit server alternate, each on a fresh process, and one JSON
 # summary line per run is printed, then the ratios Sluice / limit.
 #
-#   scripts/ssebench.sh [kit-dir] [streams] [rate] [duration] [pairs]
+#   scripts/ssebench.sh <kit-dir> [streams] [rate] [duration] [pairs]
 #
-# kit-dir defaults to ../shared/ssebench (the kit is not part of this
+# kit-dir is the ssebench kit's directory (the kit is not part of this
 # repository). Needs Postgres server binaries (Sluice runs its embedded
 # Postgres in a temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-kit=$(cd "${1:-../shared/ssebench}" && pwd)
+if [ $# -lt 1 ]; then
+  echo "usage: scripts/ssebench.sh <kit-dir> [streams] [rate] [duration] [pairs]" >&2
+  exit 2
+fi
+kit=$(cd "$1" && pwd)
 n=${2:-1000}
 rate=${3:-10}
 duration=${4:-8s}

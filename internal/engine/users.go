@@ -11,8 +11,8 @@ import (
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-// The default organization and super user (DESIGN.md: "Default organization
-// admin, super user admin").
+// The default organization and super user, which every installation has
+// (docs/design.md).
 const (
 	AdminOrg  = "admin"
 	AdminUser = "admin"
