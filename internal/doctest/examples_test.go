@@ -3,6 +3,7 @@ package doctest_test
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,6 +74,7 @@ func runFile(t *testing.T, name string, blocks []block) {
 		c.CORSOrigins = []string{corsOrigin}
 	})
 	addr := strings.TrimPrefix(d.URL, "http://")
+	waitReady(t, d)
 	dir := t.TempDir()
 	var streams []*stream
 	var groups []int // process groups that may hold streams
@@ -121,6 +123,24 @@ func awaitStreams(t *testing.T, streams []*stream) {
 	for _, s := range streams {
 		if missing := s.wait(30 * time.Second); missing != "" {
 			t.Fatalf("%s: the stream printed no %q before the file's last block; it printed:\n%s", s.where, missing, s.output())
+		}
+	}
+}
+
+// waitReady waits until the daemon's /readyz answers 200, as a reader's
+// Sluice does before they paste anything: it serves a little before its
+// change feed has read the log once.
+func waitReady(t *testing.T, d *dt.Daemon) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for d.Do(t, dt.NoAuth(), http.MethodGet, "/readyz", nil).Status != http.StatusOK {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatal("the daemon's /readyz did not answer 200 within 30 s")
 		}
 	}
 }
