@@ -45,7 +45,7 @@ test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test
 .PHONY: test-graphql-sse
 test-graphql-sse: ## run the graphql-sse npm client against a daemon (Node 20; npm ci in test/graphql-sse first)
 	cd test/graphql-sse && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
-	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/sse/
+	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/gqltransport/
 
 .PHONY: test-introspection
 test-introspection: ## build client schemas from introspection with graphql-js 16 (Node 20; npm ci in test/introspection first)
@@ -67,7 +67,7 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 .PHONY: test-graphql-clients
 test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
 	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
-	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/sse/
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestClientExamples$$' -v ./internal/doctest/
 
 .PHONY: bench
@@ -84,15 +84,17 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 bench-peer: ## run the peer benchmark against PostGraphile 4 (installs wrk and postgraphile@4 if missing; about 9 minutes; see docs/benchmarks.md)
 	scripts/peerbench.sh
 
-# staticcheck runs from the module proxy at a pinned version, so that lint
-# needs nothing installed but Go.
+# staticcheck and deadcode run from the module proxy at pinned versions,
+# so that lint needs nothing installed but Go.
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+DEADCODE    ?= golang.org/x/tools/cmd/deadcode@v0.52.0
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet, staticcheck, and deadcode (no function that neither the binary nor a test reaches)
 	@test -z "$$(gofmt -l .)" || (gofmt -l .; echo 'run gofmt -w .'; exit 1)
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	@dead="$$($(GO) run $(DEADCODE) -test ./...)"; test -z "$$dead" || (echo "$$dead"; echo 'unreachable code: delete it'; exit 1)
 
 .PHONY: generate
 generate: ## write the generated files: docs/configuration.md from internal/config/options.go

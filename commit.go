@@ -125,3 +125,25 @@ type Event struct {
 	Kind string
 	Data []byte
 }
+
+// ChangePage is one page of a database's change log.
+type ChangePage struct {
+	// Commits are in commit order, with their changes in order. The first
+	// and the last may be partial: Changes is then a run of consecutive
+	// changes, and NumChanges counts all of the commit's.
+	Commits []*Commit
+	// Next is the position to read the next page after: the last change
+	// returned, or the whole last commit (Index WholeCommit) when the
+	// page ends with it. It is the zero Position when Commits is empty.
+	Next Position
+	// More reports whether the log held more after Next when it was read.
+	More bool
+}
+
+// LogPage is one page of a database's commits, newest first, without
+// their changes.
+type LogPage struct {
+	Commits []*Commit
+	// More reports whether older commits were left out.
+	More bool
+}

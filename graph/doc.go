@@ -35,7 +35,7 @@
 // # Subscriptions
 //
 // The schema includes the Subscription type. Execution over plain HTTP
-// answers with an error; the event-stream transport (internal/sse,
+// answers with an error; the event-stream transport (internal/gqltransport,
 // registered through Options.Transports, before HTTPTransport) prepares a
 // Subscription with ExecutableSchema.NewSubscription and evaluates each
 // commit with Subscription.Events: filters with filter.Match (the same

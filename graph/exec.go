@@ -94,9 +94,6 @@ func (es *ExecutableSchema) Schema() *ast.Schema { return es.gql }
 // Role returns the role the schema was generated for.
 func (es *ExecutableSchema) Role() sluice.Role { return es.role }
 
-// SluiceSchema returns the database schema es was generated from.
-func (es *ExecutableSchema) SluiceSchema() *sluice.Schema { return es.schema }
-
 // Complexity leaves every field at gqlgen's default cost. No complexity
 // limit uses it: gqlgen's walk expands every fragment spread, exponential
 // in nested spreads; the document limits (documentBounds) bound cost
@@ -141,7 +138,8 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 			snap.OneStatement() // ended in the round trip of its statement
 		}
 		resp.Data = x.query()
-		if pos, ok := snap.Position(); ok {
+		// A result without data reflects nothing.
+		if pos, ok := snap.Position(); ok && resp.Data != nil {
 			graphql.RegisterExtension(rctx, "position", pos.String())
 		}
 		snap.Close()

@@ -17,17 +17,8 @@ import (
 // in test/introspection, so it runs only when SLUICE_INTROSPECTION_CLIENT=1
 // (make test-introspection sets it; make test depends on that target).
 func TestIntrospectionClient(t *testing.T) {
-	if os.Getenv("SLUICE_INTROSPECTION_CLIENT") != "1" {
-		t.Skip("set SLUICE_INTROSPECTION_CLIENT=1 (make test-introspection) to run the Node client")
-	}
+	dir := daemontest.NodeProject(t, "SLUICE_INTROSPECTION_CLIENT", "introspection", "graphql")
 	t.Parallel()
-	dir, err := filepath.Abs("../test/introspection")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "graphql")); err != nil {
-		t.Fatalf("graphql is not installed: run npm ci in %s (%v)", dir, err)
-	}
 	sdl, err := os.ReadFile(filepath.Join(dir, "schema.graphql"))
 	if err != nil {
 		t.Fatal(err)
@@ -36,22 +27,21 @@ func TestIntrospectionClient(t *testing.T) {
 	d.CreateDatabase(t, "every", string(sdl))
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+daemontest.AdminPassword))
 	urls := []string{d.URL + "/api/graphql/admin/every", d.URL + "/api/graphql/_system"}
-	run := func(t *testing.T, name string, args ...string) {
-		cmd := exec.Command(name, args...)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		t.Logf("%s", out)
-		if err != nil {
-			t.Fatalf("%s failed: %v", name, err)
-		}
-	}
-	t.Run("graphql-js", func(t *testing.T) { run(t, "node", append([]string{"introspect.mjs", auth}, urls...)...) })
+	t.Run("graphql-js", func(t *testing.T) {
+		daemontest.RunNode(t, dir, nil, append([]string{"introspect.mjs", auth}, urls...)...)
+	})
 	t.Run("graphql-core", func(t *testing.T) {
 		// Python's graphql-core is not in this project's registries; the
 		// check runs where it is installed (pip install graphql-core).
 		if exec.Command("python3", "-c", "import graphql").Run() != nil {
 			t.Skip("python3 with graphql-core is not installed")
 		}
-		run(t, "python3", append([]string{"introspect.py", auth}, urls...)...)
+		cmd := exec.Command("python3", append([]string{"introspect.py", auth}, urls...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s", out)
+		if err != nil {
+			t.Fatalf("graphql-core failed: %v", err)
+		}
 	})
 }

@@ -5,8 +5,8 @@
 #
 #   scripts/ssebench.sh <kit-dir> [streams] [rate] [duration] [pairs]
 #
-# kit-dir is the ssebench kit's directory (the kit is not part of this
-# repository). Needs Postgres server binaries (Sluice runs its embedded
+# kit-dir is the ssebench kit's directory (its loadgen and limit-server;
+# the kit is not part of this repository). Needs Postgres server binaries (Sluice runs its embedded
 # Postgres in a temporary directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 func TestReadyURL(t *testing.T) {
@@ -46,17 +48,13 @@ func TestHealthcheckCommand(t *testing.T) {
 		return string(out), err
 	}
 	// The daemon serves before its change feed runs, and is ready after.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.True(t, 30*time.Second, "the healthcheck of a daemon that becomes ready", func() bool {
 		out, err := run("SLUICE_LISTEN=" + p.Addr)
-		if err == nil && out == "" {
-			break
-		}
-		if time.Now().After(deadline) || !strings.Contains(out, "503") {
+		if err != nil && !strings.Contains(out, "503") {
 			t.Fatalf("ready daemon: %v %q", err, out)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil && out == ""
+	})
 
 	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {

@@ -61,9 +61,6 @@ type Ticket struct {
 	Database string
 }
 
-// TicketTTL returns how long a stream ticket may be redeemed.
-func (a *Authenticator) TicketTTL() time.Duration { return a.ticketTTL }
-
 // CreateTicket makes a stream ticket that carries credential c, for
 // database dbPath ("org/name"; "" for any). The caller has checked that c
 // may read dbPath. It returns TooMany when c's user holds too many unused

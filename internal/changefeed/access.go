@@ -140,13 +140,9 @@ func (h *Hub) check(ctx context.Context, grant *sluice.Grant) error {
 	return h.checkGrant(ctx, grant)
 }
 
-// AccessApplied returns the access log version applied to the open
-// streams, -1 before the first.
-func (h *Hub) AccessApplied() int64 { return h.applied.Load() }
-
 // AccessSeen returns the newest access log version this process has read,
 // -1 before the first. It moves before the streams the changes affect are
-// ended (AccessApplied moves after): what remembers credentials compares
+// ended (the applied version moves after): what remembers credentials compares
 // with it, so a client that saw its stream end is refused at once.
 func (h *Hub) AccessSeen() int64 { return h.seen.Load() }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // fakeStore is the tailer's Store over a memLog (database 1), with
@@ -225,14 +226,5 @@ func TestTailerOutageEndsStreams(t *testing.T) {
 // waitFor waits until cond holds, failing the test after wait.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.After(wait)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatal("condition not reached")
-		}
-	}
+	eventually.True(t, wait, "the condition", cond)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // TestAsyncAPIDescribesTheStreams checks the AsyncAPI document against what
@@ -170,8 +171,7 @@ func TestAdminListsSubscriptions(t *testing.T) {
 	// reads the log itself and turns live at its next look: wait for it.
 	// The commit count, too, may lag the event on the wire by a moment (it
 	// is counted once the commit is handed to the stream).
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually.True(t, 60*time.Second, "the subscription live with its one commit counted", func() bool {
 		var subs []sub
 		if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
 			t.Fatal(err)
@@ -179,14 +179,8 @@ func TestAdminListsSubscriptions(t *testing.T) {
 		if len(subs) != 1 || subs[0].Database != "admin/subs" || subs[0].Transport != "rest" || subs[0].Commits > 1 {
 			t.Fatalf("subscriptions: %+v", subs)
 		}
-		if subs[0].Live && subs[0].Commits == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the subscription did not turn live with its one commit counted: %+v", subs)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for the event
-	}
+		return subs[0].Live && subs[0].Commits == 1
+	})
 	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"nosy","organization":"admin","password":"nosy-password"}`)
 	d.MustDo(t, 403, dt.Basic("nosy", "nosy-password"), "GET", "/api/admin/subscriptions", nil)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // TestStreamCaps: past max_streams_per_user a user's new stream is
@@ -52,19 +53,13 @@ func TestStreamCaps(t *testing.T) {
 
 	// Closing a stream frees its place (once the server noticed).
 	first.Close()
-	deadline := time.After(30 * time.Second)
-	for {
+	eventually.True(t, 30*time.Second, "the closed stream's place freed", func() bool {
 		s, resp := d.OpenStream(t, ulla, rest)
-		if s != nil {
-			break
+		if s == nil {
+			resp.Body.Close()
 		}
-		resp.Body.Close()
-		select {
-		case <-deadline:
-			t.Fatal("the closed stream's place was not freed")
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		return s != nil
+	})
 }
 
 // TestStreamParameterBounds: every transport refuses the same heartbeat

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgembed"
 )
 
@@ -99,21 +101,11 @@ func TestPostgresOutage(t *testing.T) {
 // waitReady waits until /readyz answers status.
 func waitReady(t *testing.T, d *dt.Daemon, status int) {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	eventually.True(t, 60*time.Second, fmt.Sprintf("/readyz answering %d", status), func() bool {
 		r := d.Do(t, dt.NoAuth(), "GET", "/readyz", nil)
-		if r.Status == status {
-			if status == 503 && r.Header.Get("Retry-After") == "" {
-				t.Errorf("/readyz 503 without Retry-After")
-			}
-			return
+		if r.Status == 503 && status == 503 && r.Header.Get("Retry-After") == "" {
+			t.Errorf("/readyz 503 without Retry-After")
 		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("/readyz did not answer %d within 60s (last %d)", status, r.Status)
-		}
-	}
+		return r.Status == status
+	})
 }

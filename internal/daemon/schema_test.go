@@ -106,6 +106,9 @@ func TestRecreatedDatabaseServesItsNewSchema(t *testing.T) {
 	d.CreateDatabase(t, "again", "type Old { a: Int }")
 	q := func(query string) string {
 		r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/again", `{"query":"`+query+`"}`, "Content-Type", "application/json")
+		if data, _, ok := strings.Cut(string(r.Body), `,"extensions":`); ok {
+			return data + "}" // without the position
+		}
 		return string(r.Body)
 	}
 	if got := q("{ Old { _id } }"); got != `{"data":{"Old":[]}}` {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // pgWatch is a connection of the test's own to the daemon's database, to
@@ -82,15 +83,7 @@ func (w *pgWatch) waiting() []int32 {
 // until polls cond until it holds, failing the test after 20 seconds.
 func (w *pgWatch) until(what string, cond func() bool) {
 	w.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			w.t.Fatalf("%s did not happen within 20s", what)
-		}
-		<-tick.C
-	}
+	eventually.True(w.t, 20*time.Second, what, cond)
 }
 
 // TestClientGoneEndsItsStatement: a request whose client goes away while

@@ -2,8 +2,6 @@ package daemontest
 
 import (
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -16,15 +14,7 @@ import (
 // Call SkipWithoutBrowser first when the test sets up anything costly.
 func RunBrowserScript(t *testing.T, script string, args ...string) {
 	t.Helper()
-	SkipWithoutBrowser(t)
-	// Tests run in their package's directory, internal/<package>.
-	dir, err := filepath.Abs("../../test/browser")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "puppeteer-core")); err != nil {
-		t.Fatalf("puppeteer-core is not installed: run npm ci in %s (%v)", dir, err)
-	}
+	dir := NodeProject(t, "SLUICE_BROWSER_TEST", "browser", "puppeteer-core")
 	chromium := os.Getenv("CHROMIUM")
 	if chromium == "" {
 		chromium = "/usr/bin/chromium"
@@ -32,14 +22,7 @@ func RunBrowserScript(t *testing.T, script string, args ...string) {
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("no Chromium at %s: apt-get install chromium, or set CHROMIUM (%v)", chromium, err)
 	}
-	cmd := exec.Command("node", append([]string{script}, args...)...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium)
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Fatalf("browser test %s failed: %v", script, err)
-	}
+	RunNode(t, dir, []string{"CHROMIUM=" + chromium}, append([]string{script}, args...)...)
 }
 
 // SkipWithoutBrowser skips t unless SLUICE_BROWSER_TEST=1.

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -51,17 +50,8 @@ func TestDocsShowExamples(t *testing.T) {
 // test/clients, so it runs only when SLUICE_GRAPHQL_CLIENTS=1 (make
 // test-graphql-clients, part of make test).
 func TestClientExamples(t *testing.T) {
-	if os.Getenv("SLUICE_GRAPHQL_CLIENTS") != "1" {
-		t.Skip("set SLUICE_GRAPHQL_CLIENTS=1 (make test-graphql-clients) to run the Node examples")
-	}
+	dir := dt.NodeProject(t, "SLUICE_GRAPHQL_CLIENTS", "clients", "graphql-ws")
 	t.Parallel()
-	dir, err := filepath.Abs("../../test/clients")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "graphql-ws")); err != nil {
-		t.Fatalf("the clients are not installed: run npm ci in %s (%v)", dir, err)
-	}
 	for _, c := range []struct{ script, scheme string }{
 		{"follow-graphql-sse.mjs", "http"},
 		{"follow-graphql-ws.mjs", "ws"},
@@ -85,15 +75,8 @@ func TestClientExamples(t *testing.T) {
 // TestClientExamples does. It runs only when SLUICE_BROWSER_TEST=1 (make
 // test-browser; see dt.RunBrowserScript for what it needs).
 func TestBrowserExample(t *testing.T) {
-	dt.SkipWithoutBrowser(t)
+	dir := dt.NodeProject(t, "SLUICE_BROWSER_TEST", "browser", "puppeteer-core")
 	t.Parallel()
-	dir, err := filepath.Abs("../../test/browser")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "puppeteer-core")); err != nil {
-		t.Fatalf("puppeteer-core is not installed: run npm ci in %s (%v)", dir, err)
-	}
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, _ = w.Write([]byte("<!doctype html><title>another origin</title><p>A page that follows Sluice.</p>\n"))

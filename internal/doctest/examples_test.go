@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // The settings the docs' examples say Sluice was started with: the admin
@@ -132,17 +133,9 @@ func awaitStreams(t *testing.T, streams []*stream) {
 // change feed has read the log once.
 func waitReady(t *testing.T, d *dt.Daemon) {
 	t.Helper()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for d.Do(t, dt.NoAuth(), http.MethodGet, "/readyz", nil).Status != http.StatusOK {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatal("the daemon's /readyz did not answer 200 within 30 s")
-		}
-	}
+	eventually.True(t, 30*time.Second, "GET /readyz answers 200", func() bool {
+		return d.Do(t, dt.NoAuth(), http.MethodGet, "/readyz", nil).Status == http.StatusOK
+	})
 }
 
 // prelude defines the functions a block's commands are rewritten to call.

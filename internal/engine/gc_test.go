@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"fmt"
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // gcPercent returns the collector's current target.
@@ -16,13 +19,7 @@ func gcPercent() int {
 // waitGCPercent waits, with a deadline, for the target to become want.
 func waitGCPercent(t *testing.T, want int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for gcPercent() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: GOGC %d, want %d", what, gcPercent(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, fmt.Sprintf("%s: GOGC %d", what, want), func() bool { return gcPercent() == want })
 }
 
 // wantGCPercent fails the test unless the target is want now.

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -118,7 +117,7 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 // role.
 //
 // The page is read in one snapshot, whose position Log returns too.
-func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int, maxBytes int64) (*postgres.LogPage, sluice.Position, error) {
+func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int, maxBytes int64) (*sluice.LogPage, sluice.Position, error) {
 	d, _, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, sluice.Position{}, err
@@ -135,7 +134,7 @@ func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, befo
 
 // MaxIndex is the change index that stands for "the whole commit" in a
 // position given as a commit id.
-const MaxIndex = postgres.WholeCommit
+const MaxIndex = sluice.WholeCommit
 
 // Changes returns the page of history after position after, oldest first,
 // read in one snapshot, and the position that snapshot reflects (the
@@ -144,7 +143,7 @@ const MaxIndex = postgres.WholeCommit
 // (see postgres.DB.Changes; a large commit spans pages), redacted for u.
 // A position from another epoch or older than retained history gives a
 // Gone error: never a silent gap.
-func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int, maxBytes int64) (*postgres.ChangePage, sluice.Position, error) {
+func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, sluice.Position{}, err

@@ -11,8 +11,8 @@ import (
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-// The default organization and super user, which every installation has
-// (docs/design.md).
+// The default organization and super user, part of the external contract
+// (docs/design.md; the README's quick start signs in as admin).
 const (
 	AdminOrg  = "admin"
 	AdminUser = "admin"

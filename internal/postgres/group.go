@@ -15,7 +15,8 @@ import (
 // (WriteSpec.Group) share one Postgres transaction: each is still a commit
 // of its own (its own changes, its own sequence number, in the order they
 // were queued), but the batch pays for one counter-row lock and one WAL
-// flush instead of one each, which is what serialized concurrent writers
+// flush instead of one each, which is what serialized concurrent writers:
+// each held the counter row's lock until its own COMMIT was durable
 // (docs/benchmarks.md, "Measured choices in the code").
 //
 // There is no timer: whoever finds no batch running leads one with what is

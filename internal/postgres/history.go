@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -19,24 +18,6 @@ import (
 // planning a page is bounded too; a page of very many small changes ends
 // there.
 const maxPlanRows = 4096
-
-// ChangePage is one page of a database's change log.
-type ChangePage struct {
-	// Commits are in commit order, with their changes in order. The first
-	// and the last may be partial: Changes is then a run of consecutive
-	// changes, and NumChanges counts all of the commit's.
-	Commits []*sluice.Commit
-	// Next is the position to read the next page after: the last change
-	// returned, or the whole last commit (Index math.MaxInt32) when the
-	// page ends with it. It is the zero Position when Commits is empty.
-	Next sluice.Position
-	// More reports whether the log held more after Next when it was read.
-	More bool
-}
-
-// WholeCommit is the change index that stands for every change of a commit
-// in a position: Next uses it when a page ends at the end of a commit.
-const WholeCommit = math.MaxInt32
 
 // plannedCommit is a commit a page holds, and which of its rows.
 type plannedCommit struct {
@@ -57,16 +38,16 @@ type plannedCommit struct {
 // changes) when there is one. The caller checks that after is within
 // retained history (see History); a page that would start in history
 // pruned meanwhile gives a Gone error.
-func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) (*ChangePage, error) {
+func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, error) {
 	plan, more, err := db.planChanges(ctx, d, after, limit, maxBytes)
 	if err != nil || len(plan) == 0 {
-		return &ChangePage{}, err
+		return &sluice.ChangePage{}, err
 	}
-	page := &ChangePage{Commits: make([]*sluice.Commit, 0, len(plan)), More: more}
+	page := &sluice.ChangePage{Commits: make([]*sluice.Commit, 0, len(plan)), More: more}
 	first, last := plan[0], plan[len(plan)-1]
 	lastIdx := last.lastIdx
 	if last.rows == 0 {
-		lastIdx = WholeCommit
+		lastIdx = sluice.WholeCommit
 	}
 	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters
@@ -155,9 +136,9 @@ read:
 	case len(c.Changes) == 0:
 		// A commit without changes (a full budget never leaves one
 		// empty: it keeps at least one change).
-		page.Next = c.Position(WholeCommit)
+		page.Next = c.Position(sluice.WholeCommit)
 	case c.Changes[len(c.Changes)-1].Index == c.NumChanges-1:
-		page.Next = c.Position(WholeCommit)
+		page.Next = c.Position(sluice.WholeCommit)
 	default:
 		page.Next = c.Position(c.Changes[len(c.Changes)-1].Index)
 		page.More = true
@@ -276,25 +257,17 @@ func goneWhileReading(d *sluice.Database, after sluice.Position) error {
 	return sluice.Errorf(sluice.CodeGone, "history of %s after commit %d was pruned while it was read; re-read the current state", d.Path(), after.Seq)
 }
 
-// LogPage is one page of a database's commits, newest first, without
-// their changes.
-type LogPage struct {
-	Commits []*sluice.Commit
-	// More reports whether older commits were left out.
-	More bool
-}
-
 // Log returns up to limit commits of database d, newest first, starting
 // below sequence before (0: from the newest), with author, message and
 // user of at most maxBytes bytes in all (at least one commit). Changes are
 // not loaded.
-func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit int, maxBytes int64) (*LogPage, error) {
+func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit int, maxBytes int64) (*sluice.LogPage, error) {
 	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT seq, octet_length(author) + octet_length(message) + octet_length(user_name)
 		FROM sluice.commits WHERE db_id = $1 AND ($2 = 0 OR seq < $2) ORDER BY seq DESC LIMIT $3`, d.ID, before, limit+1)
 	if err != nil {
 		return nil, mapError(err)
 	}
-	page := &LogPage{}
+	page := &sluice.LogPage{}
 	var used int64
 	var newest, oldest int64
 	n := 0

@@ -148,7 +148,7 @@ func TestChangesPagesAreBoundedAndResumeExactly(t *testing.T) {
 					last := got[len(got)-1]
 					wantNext := sluice.Position{Epoch: d.Epoch, Seq: last.seq, Index: last.index}
 					if c := page.Commits[len(page.Commits)-1]; last.index < 0 || last.index == c.NumChanges-1 {
-						wantNext.Index = postgres.WholeCommit
+						wantNext.Index = sluice.WholeCommit
 					}
 					if page.Next != wantNext {
 						t.Fatalf("page %d: next %v, want %v", pages, page.Next, wantNext)
@@ -165,7 +165,7 @@ func TestChangesPagesAreBoundedAndResumeExactly(t *testing.T) {
 						break
 					}
 					after = page.Next
-					if after.Index == postgres.WholeCommit {
+					if after.Index == sluice.WholeCommit {
 						after = sluice.Position{Seq: after.Seq + 1, Index: -1}
 					}
 				}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
@@ -44,22 +45,13 @@ func TestConnectionsRunWithoutJITAndWithATimeout(t *testing.T) {
 // waitUntil polls cond until it holds, failing t after 20 seconds.
 func waitUntil(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
+	eventually.True(t, 20*time.Second, what, func() bool {
 		ok, err := cond()
 		if err != nil {
 			t.Fatalf("waiting until %s: %v", what, err)
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within 20s", what)
-		}
-		<-tick.C
-	}
+		return ok
+	})
 }
 
 // TestCancelledContextStopsTheStatement: a statement whose context ends

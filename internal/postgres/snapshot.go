@@ -70,7 +70,7 @@ func (db *DB) reader(ctx context.Context, dbID int64) querier {
 // newest commit it sees (or of commit 0, before any). ok is false until
 // the snapshot has begun (nothing was read).
 func (s *Snapshot) Position() (p sluice.Position, ok bool) {
-	return sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: WholeCommit}, s.begun
+	return sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: sluice.WholeCommit}, s.begun
 }
 
 // Close ends the snapshot and gives its connection back.

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -16,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -65,62 +64,51 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.class = class
+	sink := &restSink{out: httpstream.New(w, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout)}
+	st := stream.New(r.Context(), sink, stream.Options{Hub: a.Stream.Hub, Metrics: a.Stream.Metrics, Logger: loggerFrom(r).With("class", class),
+		// A stream of its own reads every class (no Classes): a subclass
+		// added to the schema while the stream is open must match too,
+		// which only the stream's refreshed schema knows.
+		Label: restTransport, Database: reader.Database, Heartbeat: req.heartbeat,
+		Detached: func(shared changefeed.Evaluator) changefeed.Evaluator { return shared.(*restEvaluator).fork() }})
 	// The guard comes first: an access change from now on ends the
 	// stream before any later commit reaches it (changefeed/access.go).
-	st := &eventStream{api: a, r: r, out: httpstream.New(w, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout), req: req, dbID: reader.Database.ID}
-	guard, err := a.Stream.Hub.Guard(r.Context(), engine.Grant(r.Context(), userFrom(r), reader.Database, reader.Role), st.ender.End)
-	if err != nil {
+	if err := st.Guard(engine.Grant(r.Context(), userFrom(r), reader.Database, reader.Role)); err != nil {
 		writeError(w, r, err)
 		return
 	}
-	defer guard.Release()
 	if req.from == nil {
 		// Streams of one class, operations and role share one evaluation
 		// and one framing of each commit (the hub's shares).
-		m, err := a.Stream.Hub.Join(r.Context(), changefeed.ShareOptions{
-			Key: restKey{db: reader.Database.ID, epoch: reader.Database.Epoch, class: class, ops: req.opsKey(), role: reader.Role}, Database: reader.Database, Transport: restTransport,
+		err = st.Join(changefeed.ShareOptions{
+			Key:   restKey{db: reader.Database.ID, epoch: reader.Database.Epoch, class: class, ops: req.opsKey(), role: reader.Role},
 			New:   func() changefeed.Evaluator { return newRestEvaluator(reader.Shared(), req) },
 			Frame: frameREST,
 		})
-		if err != nil {
-			writeError(w, r, err)
+	} else {
+		err = st.Subscribe(req.from, newRestEvaluator(reader, req))
+		if sluice.ErrorCode(err) == sluice.CodeGone {
+			// A resume that cannot be honoured is an event on the
+			// stream, so an EventSource sees why, never a silent gap.
+			st.Release()
+			sink.out.Start(r)
+			sink.End(err)
+			_ = sink.Flush()
 			return
 		}
-		defer m.Leave()
-		if err := st.ender.Serve(m); err != nil {
-			writeError(w, r, err)
-			return
-		}
-		st.subID = m.SubscriptionID()
-		st.member(m)
-		return
-	}
-	// A resume reads the log from its position with a subscription of its
-	// own. No hub class filter: a subclass added to the schema while the
-	// stream is open must match too, which only the stream's refreshed
-	// schema knows.
-	sub, err := a.Stream.Hub.Subscribe(r.Context(), reader.Database, req.from, changefeed.Options{Transport: restTransport})
-	if sluice.ErrorCode(err) == sluice.CodeGone {
-		// A resume that cannot be honoured is an event on the stream, so
-		// an EventSource sees why, never a silent gap.
-		st.start()
-		_ = st.writeError(err)
-		return
 	}
 	if err != nil {
+		st.Release()
 		writeError(w, r, err)
 		return
 	}
-	defer sub.Close()
-	if err := st.ender.Serve(sub); err != nil {
-		writeError(w, r, err)
+	sink.out.Start(r)
+	fmt.Fprintf(&sink.out.Buf, ": connected sub=%d\n\n", st.SubscriptionID())
+	if !st.Ready() {
+		st.Release()
 		return
 	}
-	st.subID = sub.ID()
-	if !st.connected() {
-		return
-	}
-	st.own(sub, newRestEvaluator(reader, req))
+	st.Serve()
 }
 
 // restKey identifies REST change streams with the same events.
@@ -174,262 +162,37 @@ func (a *api) parseSubscribe(r *http.Request) (*subscribeRequest, error) {
 	return req, nil
 }
 
-// eventStream writes one change stream.
-type eventStream struct {
-	*api
-	r     *http.Request
-	out   *httpstream.Writer
-	req   *subscribeRequest
-	subID uint64
-	dbID  int64
-	// ender ends whatever serves the stream when the guard says so.
-	ender changefeed.Ender
+// restSink frames the REST change stream (stream.Sink): SSE events of
+// CloudEvents envelopes, which a share frames once for its members.
+type restSink struct {
+	out *httpstream.Writer
 }
 
-func (s *eventStream) start() { s.out.Start(s.r) }
-
-// flush sends the buffered frames; a failure means the client is gone.
-func (s *eventStream) flush() error {
-	if err := s.out.Flush(); err != nil {
-		return errClient{err}
-	}
-	return nil
+func (s *restSink) Shared() bool                    { return true }
+func (s *restSink) WriteFrames(frames []byte) error { return s.out.WriteShared(frames) }
+func (s *restSink) WriteEvent(ev sluice.Event) {
+	s.out.Buf.Write(frameREST(s.out.Buf.AvailableBuffer(), ev))
 }
+func (s *restSink) Spill() error        { return s.out.Spill() }
+func (s *restSink) Flush() error        { return s.out.Flush() }
+func (s *restSink) Ping()               { s.out.Buf.WriteString(": ping\n\n") }
+func (s *restSink) Idle() time.Duration { return s.out.Idle() }
 
-func (s *eventStream) writeError(err error) error {
-	b, _ := json.Marshal(errorBody{
-		Status:  "api:failure",
-		Error:   map[string]string{"@type": "api:" + string(sluice.ErrorCode(err))},
-		Message: sluice.ErrorMessage(err),
-	})
-	s.out.Buf.WriteString("event: error\ndata: ")
-	s.out.Buf.Write(b)
-	s.out.Buf.WriteString("\n\n")
-	return s.flush()
-}
-
-func (s *eventStream) logger() *slog.Logger {
-	return loggerFrom(s.r).With("sub", s.subID, "class", s.req.class)
-}
-
-// connected starts the stream with `: connected sub=<n>`, once the
-// subscription is registered. It reports false when the client is gone.
-func (s *eventStream) connected() bool {
-	s.logger().Debug("change stream opened")
-	s.start()
-	fmt.Fprintf(&s.out.Buf, ": connected sub=%d\n\n", s.subID)
-	return s.flush() == nil
-}
-
-// member serves a stream that shares its events (a hub share) until it
-// ends; a member detached for falling behind continues on a subscription
-// of its own.
-func (s *eventStream) member(m *changefeed.Member) {
-	if !s.connected() {
-		return
-	}
-	beat := time.NewTimer(s.req.heartbeat)
-	defer beat.Stop()
-	var buf []changefeed.Entry
-	for {
-		var wake <-chan struct{}
-		var state changefeed.TakeState
-		buf, wake, state = m.Take(buf[:0])
-		if len(buf) > 0 {
-			n := 0
-			var err error
-			first := buf[0].Time
-			for _, e := range buf {
-				n += len(e.Events)
-				if err = s.out.WriteShared(e.Frames); err != nil {
-					break
-				}
-			}
-			clear(buf) // do not hold frames while waiting
-			if err == nil {
-				err = s.flush()
-			}
-			if err != nil {
-				return
-			}
-			s.delivered(n, first)
-			if wake == nil {
-				continue // more to take
-			}
-		}
-		switch state {
-		case changefeed.TakeDetached:
-			from := m.From()
-			sub, err := s.Stream.Hub.Subscribe(s.r.Context(), m.Database(), &from, changefeed.Options{Transport: restTransport})
-			m.Left() // its own subscription holds its commits now
-			if err != nil {
-				s.fail(err)
-				return
-			}
-			defer sub.Close()
-			if err := s.ender.Serve(sub); err != nil {
-				s.fail(err)
-				return
-			}
-			s.serve(sub, m.Evaluator().(*restEvaluator).fork(), beat)
-			return
-		case changefeed.TakeEnded:
-			s.end(m.Err())
-			return
-		case changefeed.TakeRevoked:
-			s.end(s.ender.Err())
-			return
-		}
-		select {
-		case <-wake:
-		case <-beat.C:
-			if !s.heartbeat(beat) {
-				return
-			}
-		case <-s.r.Context().Done():
-			return
-		}
-	}
-}
-
-// own serves a stream with a subscription of its own (a resume).
-func (s *eventStream) own(sub *changefeed.Subscription, ev *restEvaluator) {
-	beat := time.NewTimer(s.req.heartbeat)
-	defer beat.Stop()
-	s.serve(sub, ev, beat)
-}
-
-// serve writes the events of sub's pieces, evaluated by ev, until the
-// client leaves or the subscription ends.
-func (s *eventStream) serve(sub *changefeed.Subscription, ev *restEvaluator, beat *time.Timer) {
-	for {
-		select {
-		case c := <-sub.Commits():
-			if err := s.writeCommits(sub, ev, c); err != nil {
-				s.fail(err)
-				return
-			}
-		case <-sub.Done():
-			// What was queued before the end is still owed, in order,
-			// unless the stream lost its access: then nothing more.
-			for !changefeed.IsRevoked(sub.Err()) {
-				select {
-				case c := <-sub.Commits():
-					if err := s.writeCommits(sub, ev, c); err != nil {
-						s.fail(err)
-						return
-					}
-					continue
-				default:
-				}
-				break
-			}
-			s.end(sub.Err())
-			return
-		case <-beat.C:
-			if !s.heartbeat(beat) {
-				return
-			}
-		case <-s.r.Context().Done():
-			return
-		}
-	}
-}
-
-// heartbeat handles a beat: a ping when nothing was written for a
-// heartbeat interval (a stream that just wrote an event is alive), and
-// the next beat. False means the client is gone.
-func (s *eventStream) heartbeat(beat *time.Timer) bool {
-	return !httpstream.PingDue(beat, s.out.Idle(), s.req.heartbeat) || s.ping()
-}
-
-// ping writes a heartbeat; false means the client is gone.
-func (s *eventStream) ping() bool {
-	s.out.Buf.WriteString(": ping\n\n")
-	return s.flush() == nil
-}
-
-// end finishes the stream after its subscription ended with err.
-func (s *eventStream) end(err error) {
-	if errors.Is(err, changefeed.ErrShutdown) {
+// End writes `: server shutting down` on shutdown, and an error event for
+// anything else that ends the stream.
+func (s *restSink) End(err error) {
+	switch {
+	case errors.Is(err, changefeed.ErrShutdown):
 		s.out.Buf.WriteString(": server shutting down\n\n")
-		_ = s.flush()
-		return
-	}
-	s.fail(err)
-}
-
-// errClient is a failed write to the client: the stream is over.
-type errClient struct{ err error }
-
-func (e errClient) Error() string { return "write to stream client: " + e.err.Error() }
-
-// fail ends the stream after err: with an error event unless the client
-// itself is gone.
-func (s *eventStream) fail(err error) {
-	if errors.As(err, new(errClient)) || s.r.Context().Err() != nil {
-		s.logger().Debug("change stream client gone", "err", err)
-		return
-	}
-	if sluice.ErrorCode(err) == sluice.CodeInternal {
-		s.logger().Error("change stream failed", "err", err)
-	} else {
-		s.logger().Info("change stream ended", "err", err)
-	}
-	_ = s.writeError(err)
-}
-
-// writeCommits writes the events of c and of up to 63 further pieces
-// already queued, then flushes once.
-func (s *eventStream) writeCommits(sub *changefeed.Subscription, ev *restEvaluator, c *sluice.Commit) error {
-	n := 0
-	var first time.Time
-	for i := 0; ; i++ {
-		evs, _, err := ev.Events(s.r.Context(), c)
-		if err != nil {
-			return err
-		}
-		for _, e := range evs {
-			s.out.Buf.Write(frameREST(s.out.Buf.AvailableBuffer(), e))
-		}
-		if len(evs) > 0 && n == 0 {
-			first = c.Time
-		}
-		n += len(evs)
-		// What is buffered goes to the connection as it grows, so a
-		// burst of large pieces is not held whole before one flush.
-		if err := s.out.Spill(); err != nil {
-			return errClient{err}
-		}
-		if i == 63 {
-			break
-		}
-		select {
-		case c = <-sub.Commits():
-			continue
-		default:
-		}
-		break
-	}
-	if n == 0 {
-		return nil
-	}
-	if err := s.flush(); err != nil {
-		return err
-	}
-	s.delivered(n, first)
-	return nil
-}
-
-// delivered counts n events written (and, when first is set, the latency
-// of the first).
-func (s *eventStream) delivered(n int, first time.Time) {
-	m := s.Stream.Metrics
-	if m == nil || n == 0 {
-		return
-	}
-	m.Delivered.WithLabelValues(restTransport, strconv.FormatInt(s.dbID, 10)).Add(float64(n))
-	if !first.IsZero() {
-		m.Latency.WithLabelValues(restTransport).Observe(time.Since(first).Seconds())
+	case err == nil || errors.Is(err, changefeed.ErrClosed):
+	default:
+		b, _ := json.Marshal(errorBody{
+			Status:  "api:failure",
+			Error:   map[string]string{"@type": "api:" + string(sluice.ErrorCode(err))},
+			Message: sluice.ErrorMessage(err),
+		})
+		s.out.Buf.WriteString("event: error\ndata: ")
+		s.out.Buf.Write(b)
+		s.out.Buf.WriteString("\n\n")
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"go.uber.org/goleak"
@@ -594,18 +595,11 @@ func TestSubscribeMetrics(t *testing.T) {
 	ids := s.ids(3)
 	// Published is counted when the tailer hands over, delivered after the
 	// write: wait for both (bounded) rather than sleeping.
-	deadline := time.Now().Add(wait)
-	for {
+	eventually.True(t, wait, "published and delivered events counted", func() bool {
 		m = metrics()
-		if value(m, "sluice_stream_events_published_total", shop)-value(before, "sluice_stream_events_published_total", shop) >= 5 &&
-			value(m, "sluice_stream_events_delivered_total", rest)-value(before, "sluice_stream_events_delivered_total", rest) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics did not move:\n%s", m)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return value(m, "sluice_stream_events_published_total", shop)-value(before, "sluice_stream_events_published_total", shop) >= 5 &&
+			value(m, "sluice_stream_events_delivered_total", rest)-value(before, "sluice_stream_events_delivered_total", rest) >= 3
+	})
 	if got := value(m, "sluice_stream_events_published_total", shop) - value(before, "sluice_stream_events_published_total", shop); got != 5 {
 		t.Errorf("published moved by %v, want 5", got)
 	}
@@ -628,17 +622,10 @@ func TestSubscribeMetrics(t *testing.T) {
 	open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", "zzzzzzzzzz-1-0").Ended()
 	s.Close()
 	r.Close()
-	deadline = time.Now().Add(wait)
-	for {
+	eventually.True(t, wait, "the subscribers gauge back after the disconnects", func() bool {
 		m = metrics()
-		if value(m, "sluice_stream_subscribers", rest) == value(before, "sluice_stream_subscribers", rest) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("subscribers did not go back after disconnects:\n%s", m)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return value(m, "sluice_stream_subscribers", rest) == value(before, "sluice_stream_subscribers", rest)
+	})
 	if got := value(m, "sluice_stream_replays_total") - value(before, "sluice_stream_replays_total"); got != 1 {
 		t.Errorf("replays moved by %v, want 1", got)
 	}
@@ -668,16 +655,7 @@ func TestSubscribeDisconnectLeavesNoGoroutine(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	// Goroutines of closed connections end asynchronously: Find retries
 	// for about half a second, this loop bounds the whole wait.
-	deadline := time.Now().Add(wait)
-	for {
-		err := goleak.Find(base)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	eventually.Nil(t, wait, "no goroutine left behind", func() error { return goleak.Find(base) })
 }
 
 // TestSubscribeListenReconnect cuts every LISTEN connection; the tailers
@@ -701,13 +679,9 @@ func TestSubscribeListenReconnect(t *testing.T) {
 	if n, err := store.TerminateListeners(ctx); err != nil || n != 2 {
 		t.Fatalf("terminated %d listeners: %v", n, err)
 	}
-	deadline := time.Now().Add(wait)
-	for dt.MetricValue(string(a.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_changefeed_listen_reconnects_total") < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("daemon A's tailer did not reconnect")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, wait, "daemon A's tailer reconnected", func() bool {
+		return dt.MetricValue(string(a.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_changefeed_listen_reconnects_total") >= 1
+	})
 	insert(t, b, "shop", `{"@type":"Dog","@id":"two","name":"2"}`)
 	if got := s.ids(1)[0]; got != strings.Replace(first, "-1-", "-2-", 1) {
 		t.Fatalf("after reconnect: %s", got)

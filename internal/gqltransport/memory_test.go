@@ -1,4 +1,4 @@
-package sse_test
+package gqltransport_test
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ import (
 // (how client libraries subscribe to "this item") or from a document of
 // their own (which the subscription holds parsed).
 //
-//	go test -run '^$' -bench ExtraSubscription -benchtime 1x ./internal/sse/
+//	go test -run '^$' -bench ExtraSubscription -benchtime 1x ./internal/gqltransport/
 func BenchmarkExtraSubscription(b *testing.B) {
 	const n = 2000
 	// Each kind runs on a daemon of its own: what the previous one tears

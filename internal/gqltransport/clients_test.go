@@ -1,10 +1,7 @@
-package sse_test
+package gqltransport_test
 
 import (
 	"encoding/base64"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
@@ -18,28 +15,13 @@ import (
 // ci` in test/clients, so it runs only when SLUICE_GRAPHQL_CLIENTS=1
 // (make test-graphql-clients sets it; make test depends on that target).
 func TestGraphQLClients(t *testing.T) {
-	if os.Getenv("SLUICE_GRAPHQL_CLIENTS") != "1" {
-		t.Skip("set SLUICE_GRAPHQL_CLIENTS=1 (make test-graphql-clients) to run the Node clients")
-	}
+	dir := dt.NodeProject(t, "SLUICE_GRAPHQL_CLIENTS", "clients", "@apollo/client")
 	t.Parallel()
-	dir, err := filepath.Abs("../../test/clients")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@apollo", "client")); err != nil {
-		t.Fatalf("the clients are not installed: run npm ci in %s (%v)", dir, err)
-	}
 	d := dt.Start(t)
 	authz := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+dt.AdminPassword))
 	// Each script on a database of its own.
 	for db, script := range map[string]string{"kennel": "clients.mjs", "follow": "read-then-subscribe.mjs"} {
 		d.CreateDatabase(t, db, "type Dog { name: String! }")
-		cmd := exec.Command("node", script, d.URL+"/api/graphql/admin/"+db, authz)
-		cmd.Dir = dir
-		out, err := cmd.CombinedOutput()
-		t.Logf("%s:\n%s", script, out)
-		if err != nil {
-			t.Fatalf("%s failed: %v", script, err)
-		}
+		dt.RunNode(t, dir, nil, script, d.URL+"/api/graphql/admin/"+db, authz)
 	}
 }

@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"net/http"
@@ -28,30 +28,30 @@ const (
 	mediaMultipart = "multipart/mixed"
 )
 
-// stream writes the graphql-sse frames of one response through an
+// eventFramer writes the graphql-sse frames of one response through an
 // httpstream.Writer (buffered frames, per-write deadline). It is not safe
 // for concurrent use.
-type stream struct {
+type eventFramer struct {
 	*httpstream.Writer
 	w       http.ResponseWriter
 	framing framing
 }
 
-func newStream(w http.ResponseWriter, f framing, timeout time.Duration) *stream {
+func newStream(w http.ResponseWriter, f framing, timeout time.Duration) *eventFramer {
 	ct := mediaSSE + "; charset=utf-8"
 	if f == framingNDJSON {
 		ct = mediaNDJSON + "; charset=utf-8"
 	}
-	return &stream{Writer: httpstream.New(w, ct, timeout), w: w, framing: f}
+	return &eventFramer{Writer: httpstream.New(w, ct, timeout), w: w, framing: f}
 }
 
 // start writes the status and headers, once.
-func (s *stream) start(r *http.Request) { s.Start(r) }
+func (s *eventFramer) start(r *http.Request) { s.Start(r) }
 
 // connected buffers the readiness frame: the comment `: connected` (and,
 // when named, the `connected` event the source document sends) for SSE,
 // the line `null` for NDJSON.
-func (s *stream) connected(named bool) {
+func (s *eventFramer) connected(named bool) {
 	if s.framing == framingNDJSON {
 		s.Buf.WriteString("null\n")
 		return
@@ -64,7 +64,7 @@ func (s *stream) connected(named bool) {
 
 // next buffers a next message carrying result (one line of JSON); id, when
 // not empty, is its SSE event id.
-func (s *stream) next(id string, result []byte) {
+func (s *eventFramer) next(id string, result []byte) {
 	if s.framing == framingNDJSON {
 		s.Buf.Write(result)
 		s.Buf.WriteByte('\n')
@@ -87,7 +87,7 @@ func appendNextSSE(b []byte, id string, result []byte) []byte {
 }
 
 // complete buffers the complete message: the last one of a stream.
-func (s *stream) complete() {
+func (s *eventFramer) complete() {
 	if s.framing == framingNDJSON {
 		s.Buf.WriteByte('\n')
 		return
@@ -98,7 +98,7 @@ func (s *stream) complete() {
 // ping buffers a keep-alive: the comment `: ping` for SSE. NDJSON has no
 // comments and an empty line means complete, so its keep-alive is a
 // `null` line, the same "no result" value as its first line.
-func (s *stream) ping() {
+func (s *eventFramer) ping() {
 	if s.framing == framingNDJSON {
 		s.Buf.WriteString("null\n")
 		return
@@ -107,17 +107,17 @@ func (s *stream) ping() {
 }
 
 // flush sends the buffered frames. An error means the client is gone.
-func (s *stream) flush() error { return s.Flush() }
+func (s *eventFramer) flush() error { return s.Flush() }
 
 // The rest of the framer interface (framing.go).
 
-func (s *stream) label() string              { return transportLabel(s.framing) }
-func (s *stream) spill() error               { return s.Spill() }
-func (s *stream) shared() bool               { return s.framing == framingSSE }
-func (s *stream) writeShared(p []byte) error { return s.WriteShared(p) }
-func (s *stream) refuse(err error)           { writeHTTPError(s.w, err) }
-func (s *stream) failed(errs gqlerror.List)  { s.next("", errorResult(errs)); s.complete() }
-func (s *stream) invalid(r *http.Request, errs gqlerror.List) {
+func (s *eventFramer) label() string              { return transportLabel(s.framing) }
+func (s *eventFramer) spill() error               { return s.Spill() }
+func (s *eventFramer) shared() bool               { return s.framing == framingSSE }
+func (s *eventFramer) writeShared(p []byte) error { return s.WriteShared(p) }
+func (s *eventFramer) refuse(err error)           { writeHTTPError(s.w, err) }
+func (s *eventFramer) failed(errs gqlerror.List)  { s.next("", errorResult(errs)); s.complete() }
+func (s *eventFramer) invalid(r *http.Request, errs gqlerror.List) {
 	s.start(r)
 	s.failed(errs)
 }

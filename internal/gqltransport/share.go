@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 )
 
 // Identical subscriptions share one evaluation through the hub (see
@@ -15,27 +14,27 @@ import (
 // evaluator below, frames its events as SSE once, and every member writes
 // the prepared frames (or, in another framing, the prepared payloads).
 
-// groupKey identifies subscribers that share one evaluation: the same
+// shareKey identifies subscribers that share one evaluation: the same
 // executable schema (database, schema version and role), query, operation
 // name and variables.
-type groupKey struct {
+type shareKey struct {
 	es        *graph.ExecutableSchema
 	query     string
 	operation string
 	variables string
 }
 
-// keyOf returns the group key of a request, and false when its variables
-// cannot be put in canonical form (then it is not grouped).
-func keyOf(es *graph.ExecutableSchema, req *request) (groupKey, bool) {
+// keyOf returns the share key of a request, and false when its variables
+// cannot be put in canonical form (then it shares with no one).
+func keyOf(es *graph.ExecutableSchema, req *request) (shareKey, bool) {
 	var vars bytes.Buffer
 	if len(req.params.Variables) > 0 {
 		// encoding/json sorts map keys: equal variables give equal bytes.
 		if err := json.NewEncoder(&vars).Encode(req.params.Variables); err != nil {
-			return groupKey{}, false
+			return shareKey{}, false
 		}
 	}
-	return groupKey{es: es, query: req.params.Query, operation: req.params.OperationName, variables: vars.String()}, true
+	return shareKey{es: es, query: req.params.Query, operation: req.params.OperationName, variables: vars.String()}, true
 }
 
 // evaluator evaluates a GraphQL subscription for the hub: per piece for
@@ -52,14 +51,3 @@ func (e *evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 // frameNext is the SSE frame of a GraphQL next message: a share builds it
 // once for every member.
 func frameNext(dst []byte, ev sluice.Event) []byte { return appendNextSSE(dst, ev.ID, ev.Data) }
-
-// join adds a subscriber to the share of key, which the hub starts (from
-// now) when there is none, evaluated by feed when not nil (the
-// subscriber's connection's). It fails like Hub.Subscribe.
-func (s *Server) join(ctx context.Context, key groupKey, gs *graph.Subscription, d *sluice.Database, label string, feed *changefeed.Feed) (*changefeed.Member, error) {
-	return s.opts.Hub.Join(ctx, changefeed.ShareOptions{
-		Key: key, Database: d, Classes: gs.Classes(), Transport: label, Feed: feed,
-		New:   func() changefeed.Evaluator { return &evaluator{gs: gs, asm: assembler{max: s.opts.MaxChangeSetBytes}} },
-		Frame: frameNext,
-	})
-}

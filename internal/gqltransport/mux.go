@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 )
 
 // The connections that carry many operations (a graphql-ws socket,
-// socket.go; a single connection mode event stream, single.go) share
+// graphqlws.go; a single connection mode event stream, sse_single.go) share
 // this machinery: each operation is served by the same session as a
-// stream of its own (subscribe.go), through a muxOp framer that appends
+// stream of its own (session.go), through a muxOp framer that appends
 // its messages to the connection's muxOut, and one writer goroutine per
 // connection sends them.
 

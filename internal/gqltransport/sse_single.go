@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
+	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -140,7 +141,7 @@ type reservation struct {
 	wg       sync.WaitGroup // the operations' goroutines
 	// pump serves the operations that share their events; started with
 	// the first one.
-	pump *pump
+	pump *stream.Pump
 	// guard counts the reservation, and then its stream, as an open
 	// stream of its user (Hub.Guard: the stream caps). An access change
 	// that takes its grant away ends the reservation while no stream
@@ -152,14 +153,14 @@ type reservation struct {
 
 // servePump returns the reservation's pump, starting it; nil once the
 // reservation ended.
-func (res *reservation) servePump() *pump {
+func (res *reservation) servePump() *stream.Pump {
 	res.mu.Lock()
 	defer res.mu.Unlock()
 	if res.ended {
 		return nil
 	}
 	if res.pump == nil {
-		res.pump = newPump()
+		res.pump = stream.NewPump()
 	}
 	return res.pump
 }
@@ -179,7 +180,7 @@ func (res *reservation) stop() {
 	res.cancel()
 	res.wg.Wait()
 	if p != nil {
-		p.close()
+		p.Close()
 	}
 	res.guard.Release()
 }
@@ -460,18 +461,18 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 	// The connection's pump serves a subscription that shares its
 	// events; another gets a fresh goroutine (this one's stack grew
 	// while preparing).
-	if s.m != nil {
+	if s.str.Member() != nil {
 		if p := res.servePump(); p != nil {
 			// A DELETE, or the end of the stream, marks it for the pump.
 			res.mu.Lock()
 			if res.ops[id] != nil {
 				res.ops[id] = func() {
 					cancel()
-					p.mark(s)
+					p.Mark(s.str)
 				}
 			}
 			res.mu.Unlock()
-			p.add(s, done)
+			p.Add(s.str, done)
 			return
 		}
 	}

@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"bytes"
@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/stream"
 )
 
 // GraphQL over WebSocket, the graphql-transport-ws subprotocol of the
@@ -35,7 +36,7 @@ import (
 // executed through the GraphQL handler like an HTTP request, against the
 // database's current schema; a subscription is served by the same session
 // as an SSE stream: guarded against access changes, counted in the stream
-// caps, grouped with identical subscriptions, resumed with
+// caps, sharing with identical subscriptions, resumed with
 // extensions.lastEventId, lossless for slow clients.
 //
 // Messages: connection_ack answers connection_init; pong answers ping; the
@@ -226,13 +227,13 @@ type socket struct {
 	ops map[string]context.CancelFunc // running operations by id
 	wg  sync.WaitGroup                // their goroutines
 	// pump serves the subscriptions that share their events.
-	pump *pump
+	pump *stream.Pump
 }
 
 // run serves the socket: this goroutine writes, another reads.
 func (sc *socket) run() {
-	sc.pump = newPump()
-	defer sc.pump.close() // after the operations ended (wg.Wait below)
+	sc.pump = stream.NewPump()
+	defer sc.pump.Close() // after the operations ended (wg.Wait below)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -240,7 +241,7 @@ func (sc *socket) run() {
 	}()
 	sc.write()
 	sc.cancel()
-	sc.pump.markAll() // their contexts ended with the connection's
+	sc.pump.MarkAll() // their contexts ended with the connection's
 	<-readDone
 	sc.wg.Wait()
 	_ = sc.ws.CloseNow()
@@ -529,17 +530,17 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		// The connection's pump serves a subscription that shares its
 		// events; another gets a fresh goroutine (this one's stack grew
 		// while preparing).
-		if s.m != nil {
+		if s.str.Member() != nil {
 			// A complete from the client marks it for the pump.
 			sc.mu.Lock()
 			if sc.ops[id] != nil {
 				sc.ops[id] = func() {
 					cancel()
-					sc.pump.mark(s)
+					sc.pump.Mark(s.str)
 				}
 			}
 			sc.mu.Unlock()
-			sc.pump.add(s, done)
+			sc.pump.Add(s.str, done)
 			return
 		}
 		go func() {

@@ -1,4 +1,4 @@
-package sse_test
+package gqltransport_test
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 const dogAdded = `subscription { Dog_added { name } }`
@@ -260,7 +261,7 @@ func TestSlowReaderLosesNothing(t *testing.T) {
 			t.Fatalf("events out of order: %s then %s", got[i-1], got[i])
 		}
 	}
-	// Both readers were in one group; the slow one left it to read the log.
+	// Both readers were in one share; the slow one left it to read the log.
 	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 	if got := dt.MetricValue(m, "sluice_stream_catchups_total"); got < 1 {
 		t.Fatalf("catch-ups: %v, want at least 1", got)
@@ -298,16 +299,7 @@ func TestDisconnectLeavesNoGoroutine(t *testing.T) {
 	}
 	insert(t, d, "zoo", dogs("after"))
 	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(wait)
-	for {
-		err := goleak.Find(base)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
+	eventually.Nil(t, wait, "no goroutine left behind", func() error { return goleak.Find(base) })
 }
 
 // TestGrouping: identical subscriptions share one change feed subscription
@@ -329,12 +321,12 @@ func TestGrouping(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(subs) != 2 || subs[0].Transport != "graphql-sse" || subs[1].Transport != "graphql-sse" {
-		t.Fatalf("change feed subscriptions for 4 subscribers in 2 groups: %+v", subs)
+		t.Fatalf("change feed subscriptions for 4 subscribers in 2 shares: %+v", subs)
 	}
-	// The gauge counts the clients, not the groups.
+	// The gauge counts the clients, not the shares.
 	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
 	if got := dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`); got != 4 {
-		t.Fatalf("subscribers gauge for 4 subscribers in 2 groups: %v", got)
+		t.Fatalf("subscribers gauge for 4 subscribers in 2 shares: %v", got)
 	}
 	insert(t, d, "zoo", dogs("b", "a"))
 	for i, s := range ss {
@@ -346,7 +338,7 @@ func TestGrouping(t *testing.T) {
 			t.Fatalf("subscriber %d: %v %v", i, ids, data)
 		}
 	}
-	// A member that leaves does not end the group for the others.
+	// A member that leaves does not end the share for the others.
 	ss[0].Close()
 	insert(t, d, "zoo", dogs("a2"))
 	insert(t, d, "zoo", `{"@type":"Dog","@id":"Dog/a3","name":"a"}`)
@@ -356,18 +348,10 @@ func TestGrouping(t *testing.T) {
 		}
 	}
 	// The server notices the closed stream when it next writes to it.
-	deadline := time.Now().Add(wait)
-	for {
+	eventually.True(t, wait, "the subscribers gauge at 3 after one of 4 left", func() bool {
 		m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
-		got := dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`)
-		if got == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("subscribers gauge after one of 4 left: %v", got)
-		}
-		time.Sleep(10 * time.Millisecond) // polling interval, not a wait for the event
-	}
+		return dt.MetricValue(m, "sluice_stream_subscribers", `transport="graphql-sse"`) == 3
+	})
 }
 
 // TestDeliveryMetrics: the delivered counter counts every event written
@@ -392,18 +376,11 @@ func TestDeliveryMetrics(t *testing.T) {
 	}
 	// The streams count what is left when they end: wait for it
 	// (bounded) rather than sleeping.
-	deadline := time.Now().Add(wait)
 	var m string
-	for {
+	eventually.True(t, wait, "9 events delivered", func() bool {
 		m = metrics()
-		if dt.MetricValue(m, "sluice_stream_events_delivered_total", label) >= 9 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("delivered did not reach 9:\n%s", m)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return dt.MetricValue(m, "sluice_stream_events_delivered_total", label) >= 9
+	})
 	if got := dt.MetricValue(m, "sluice_stream_events_delivered_total", label); got != 9 {
 		t.Errorf("delivered %v, want 9 (3 events to 3 streams)", got)
 	}

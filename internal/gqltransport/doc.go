@@ -50,13 +50,13 @@
 //
 // The same sessions serve, through a framer per transport (framing.go):
 // Apollo's multipart subscriptions (multipart.go), graphql-sse single
-// connection mode (single.go: a reservation and one event stream per
+// connection mode (sse_single.go: a reservation and one event stream per
 // client, which lives in one process, so a client's requests must be
-// routed to it), and graphql-ws sockets (socket.go, the
+// routed to it), and graphql-ws sockets (graphqlws.go, the
 // graphql-transport-ws subprotocol, served by Server.Socket). The last
 // two carry many operations on one connection: each operation runs
 // through the GraphQL handler (authorization, the current schema), is
-// guarded, capped, grouped and resumed like a stream of its own, and
+// guarded, capped, shared and resumed like a stream of its own, and
 // appends its messages to the connection's bounded output (mux.go). Close
 // ends those connections once the hub is closed.
-package sse
+package gqltransport

@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"net/http"
@@ -8,8 +8,8 @@ import (
 )
 
 // framer writes the messages of one operation in its transport's framing.
-// A session (subscribe.go) serves every transport through it: an HTTP
-// response of its own (SSE, NDJSON: *stream; Apollo's multipart:
+// A session (session.go) serves every transport through it: an HTTP
+// response of its own (SSE, NDJSON: *eventFramer; Apollo's multipart:
 // *multipartStream), or one operation of a connection that carries many
 // (graphql-ws, graphql-sse single connection mode: *muxOp). Messages are
 // buffered until flush. It is not safe for concurrent use.
@@ -42,7 +42,7 @@ type framer interface {
 	// frames of a batch; flush sends it. An error means the client left.
 	spill() error
 	flush() error
-	// shared reports whether the SSE frames a group builds once for all
+	// shared reports whether the SSE frames a share builds once for all
 	// its members are this framer's frames; writeShared then writes them
 	// as they are.
 	shared() bool

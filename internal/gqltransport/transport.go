@@ -1,4 +1,4 @@
-package sse
+package gqltransport
 
 import (
 	"context"
@@ -103,8 +103,8 @@ type transport struct {
 
 // Supports claims GET and POST requests whose Accept header prefers
 // text/event-stream, application/x-ndjson or multipart/mixed; the
-// requests of single connection mode (single.go); and the operations of
-// a graphql-ws socket (socket.go), which reach it with a muxRequest in
+// requests of single connection mode (sse_single.go); and the operations of
+// a graphql-ws socket (graphqlws.go), which reach it with a muxRequest in
 // their context.
 func (t *transport) Supports(r *http.Request) bool {
 	if muxFrom(r.Context()) != nil || isSingleConnection(r) {

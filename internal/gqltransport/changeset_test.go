@@ -1,4 +1,4 @@
-package sse_test
+package gqltransport_test
 
 import (
 	"net/http"
