@@ -53,10 +53,11 @@ test-introspection: ## build client schemas from introspection with graphql-js 1
 	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
 
 .PHONY: test-browser
-test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin, and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
+test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
 	cd test/browser && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms)$$' -v ./internal/daemon/
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserExample$$' -v ./internal/doctest/
 
 .PHONY: test-webhooks
 test-webhooks: build ## deliver webhooks to a receiver that verifies every signature with the standardwebhooks npm package: order across replicas, retries, kill -9, replay, revocation (Node 20; npm ci in test/webhooks first)
@@ -69,9 +70,10 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 	node tools/graphiql/vendor.mjs internal/graphiql/assets
 
 .PHONY: test-graphql-clients
-test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon (Node 20; npm ci in test/clients first)
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
 	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestClientExamples$$' -v ./internal/doctest/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)
@@ -108,7 +110,12 @@ lint: ## gofmt, go vet, staticcheck, and deadcode (no function that neither the 
 lint-docker: ## check the Dockerfile without an engine (BuildKit's lint rules and the image's operating rules)
 	cd tools/dockerfilecheck && $(GO) test -count=1 ./... && $(GO) run . ../../Dockerfile
 
+.PHONY: generate
+generate: ## write the generated files: docs/configuration.md from internal/config/options.go
+	$(GO) run ./internal/config/gendoc docs/configuration.md
+
 .PHONY: verify
-verify: lint docker-binary lint-docker ## lint, check go.mod is tidy, check the Docker build command and the Dockerfile
+verify: lint docker-binary lint-docker ## lint, check go.mod is tidy, the generated files are current, the Docker build command and the Dockerfile
 	$(GO) mod tidy -diff
 	cd tools/dockerfilecheck && $(GO) mod tidy -diff
+	$(GO) run ./internal/config/gendoc -check docs/configuration.md

@@ -260,8 +260,10 @@ func checkResume(d *sluice.Database, hist sluice.History, p sluice.Position) err
 		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
 	}
 	// A position inside a pruned commit is refused too: whether the
-	// client had all of that commit cannot be known any more.
-	if p.Seq <= hist.PrunedSeq || p.Seq < 1 {
+	// client had all of that commit cannot be known any more. The end of
+	// an empty log (what a read of a database without commits answers)
+	// is a position like any other.
+	if !hist.Retains(p) {
 		return sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned); re-read the current state", p, d.Path(), hist.PrunedSeq)
 	}
 	if p.Seq > hist.LastSeq {

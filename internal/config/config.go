@@ -9,8 +9,8 @@ import (
 
 // Config is the daemon's configuration. Load fills it; Default returns it
 // with every field at its default. Each field names its config file key,
-// environment variable and flag; README.fragment.md documents the same keys
-// for users.
+// environment variable and flag; docs/configuration.md documents the same
+// keys for users.
 type Config struct {
 	// Listen is the address the HTTP API listens on, as host:port. An empty
 	// host listens on every interface; port 0 picks a free port.

@@ -21,7 +21,7 @@ type option struct {
 	key   string
 	kind  kind
 	def   string // written as a user would write it in the environment
-	usage string // flag help and the README's "meaning" column
+	usage string // flag help and the "meaning" column of docs/configuration.md
 	// decode parses v, which is a string from a flag, the environment or a
 	// default, or whatever type the config file decoder produced, and stores
 	// it in c. Its error is the reason only; Load adds key, value and source.
@@ -39,7 +39,7 @@ const (
 func (o option) env() string  { return "SLUICE_" + strings.ToUpper(o.key) }
 func (o option) flag() string { return strings.ReplaceAll(o.key, "_", "-") }
 
-// options lists every key in the order the README shows them. It is a
+// options lists every key in the order docs/configuration.md shows them. It is a
 // function, not a variable, so that no package state can be changed.
 func options() []option {
 	return []option{

@@ -37,7 +37,8 @@ import (
 )
 
 // bulkGCPercent is the garbage collector's target (as GOGC) while a large
-// write runs; see engine.bulkGC for why and what it was measured to give.
+// write runs; see engine.bulkGC for why (and docs/benchmarks.md for what it
+// was measured to give).
 const bulkGCPercent = 400
 
 // Options are a Daemon's settings beyond the configuration file.
