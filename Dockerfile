@@ -4,6 +4,7 @@
 #        (.git is not in the build context: without VERSION, `sluice version` says dev)
 # Run:   docker run -p 6363:6363 -v sluice-data:/data sluice       (embedded Postgres, data in the /data volume)
 #        docker run -p 6363:6363 -e SLUICE_DATABASE_URL=postgres://… sluice
+#        (docs/operations.md: bind mounts, --read-only, stop timeouts, Compose)
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
@@ -21,22 +22,44 @@ FROM debian:bookworm-slim
 ARG VERSION=dev
 LABEL org.opencontainers.image.title="Sluice" \
       org.opencontainers.image.version="${VERSION}"
-RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-15 ca-certificates \
- && rm -rf /var/lib/apt/lists/* \
- && useradd --system --uid 10001 --home-dir /data sluice \
+# - postgresql-common would create a "main" cluster on install (39 MB);
+#   Sluice makes its own in /data/pg.
+# - JIT is off in every Sluice session and in the embedded server, and
+#   LLVM serves only JIT: libllvm14 (107 MB) and the z3 solver it alone
+#   needs (23 MB) are removed with the server's JIT module and bitcode.
+#   dpkg still lists them as dependencies of postgresql-15: an image built
+#   FROM this one that runs apt-get install gets them back.
+# - tini is PID 1: it forwards SIGTERM to Sluice and reaps any orphan
+#   (Sluice also reaps the backends of an embedded server that died).
+# - A uid above the system range, so useradd does not warn; give a bind
+#   mount this owner (see docs/operations.md).
+RUN mkdir -p /etc/postgresql-common/createcluster.d \
+ && echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/sluice.conf \
+ && apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-15 ca-certificates tini \
+ && rm -rf /usr/lib/postgresql/15/lib/llvmjit.so /usr/lib/postgresql/15/lib/llvmjit_types.bc /usr/lib/postgresql/15/lib/bitcode \
+ && dpkg --purge --force-depends libllvm14 libz3-4 \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/lib/postgresql/15 /etc/postgresql/15 \
+ && useradd --uid 10001 --user-group --home-dir /data --no-create-home --shell /usr/sbin/nologin sluice \
  && mkdir -p /data && chown sluice:sluice /data
 COPY --from=build /out/sluice /usr/local/bin/sluice
+# shutdown_timeout: the drain of requests and streams on SIGTERM. 6 s
+# leaves Postgres 4 s of Docker's default 10 s grace (docker stop,
+# Compose) for its clean shutdown; Kubernetes gives 30 s. With a longer
+# drain, raise the grace too (docker run --stop-timeout, Compose
+# stop_grace_period, terminationGracePeriodSeconds).
 ENV SLUICE_LISTEN=:6363 \
     SLUICE_DATA_DIR=/data \
-    SLUICE_PG_BIN_DIR=/usr/lib/postgresql/15/bin
+    SLUICE_PG_BIN_DIR=/usr/lib/postgresql/15/bin \
+    SLUICE_SHUTDOWN_TIMEOUT=6s
 VOLUME /data
 EXPOSE 6363
-USER sluice
+USER 10001:10001
+STOPSIGNAL SIGTERM
 # Ready means GET /readyz answers 200 on SLUICE_LISTEN (or the config
 # file's listen): Postgres reachable, migrations applied, change feed
 # running. The first start runs initdb, hence the start period.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["/usr/local/bin/sluice", "healthcheck", "--timeout", "4s"]
-ENTRYPOINT ["/usr/local/bin/sluice"]
+ENTRYPOINT ["/usr/bin/tini", "--", "/usr/local/bin/sluice"]
 CMD ["serve"]

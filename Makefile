@@ -28,7 +28,7 @@ docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
 	/tmp/sluice-docker-check version
 
 .PHONY: test
-test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser ## run every test (Go with -race, the Node client tests, the browser test)
+test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser test-webhooks ## run every test (Go with -race, the Node client tests, the browser test, the webhook receiver)
 
 # The tests that start sluice as its own process run the release binary,
 # built here once per run rather than by each test binary (see
@@ -53,10 +53,16 @@ test-introspection: ## build client schemas from introspection with graphql-js 1
 	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
 
 .PHONY: test-browser
-test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin, and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
+test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
 	cd test/browser && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms)$$' -v ./internal/daemon/
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserExample$$' -v ./internal/doctest/
+
+.PHONY: test-webhooks
+test-webhooks: build ## deliver webhooks to a receiver that verifies every signature with the standardwebhooks npm package: order across replicas, retries, kill -9, replay, revocation (Node 20; npm ci in test/webhooks first)
+	cd test/webhooks && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	SLUICE_WEBHOOK_RECEIVER=1 SLUICE_TEST_BINARY=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -run '^TestWebhook' -v ./internal/webhook/
 
 .PHONY: graphiql-assets
 graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into internal/graphiql/assets (versions pinned in tools/graphiql)
@@ -64,9 +70,10 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 	node tools/graphiql/vendor.mjs internal/graphiql/assets
 
 .PHONY: test-graphql-clients
-test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon (Node 20; npm ci in test/clients first)
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
 	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestClientExamples$$' -v ./internal/doctest/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)
@@ -77,6 +84,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
 	$(GO) test -run '^$$' -bench 'ReadScale' -benchtime 300x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
+	$(GO) test -run '^$$' -bench 'Webhooks' -benchtime 1x -count 3 ./internal/bench/
 
 .PHONY: bench-peer
 bench-peer: ## run the peer benchmark against PostGraphile 4 (installs wrk and postgraphile@4 if missing; about 9 minutes; see docs/benchmarks.md)
@@ -94,6 +102,20 @@ lint: ## gofmt, go vet, staticcheck, and deadcode (no function that neither the 
 	$(GO) run $(STATICCHECK) ./...
 	@dead="$$($(GO) run $(DEADCODE) -test ./...)"; test -z "$$dead" || (echo "$$dead"; echo 'unreachable code: delete it'; exit 1)
 
+# The Dockerfile is checked without a container engine: BuildKit's parser
+# and lint rules, and what the image must hold for operators (a separate
+# module, tools/dockerfilecheck, so that Sluice does not depend on
+# BuildKit).
+.PHONY: lint-docker
+lint-docker: ## check the Dockerfile without an engine (BuildKit's lint rules and the image's operating rules)
+	cd tools/dockerfilecheck && $(GO) test -count=1 ./... && $(GO) run . ../../Dockerfile
+
+.PHONY: generate
+generate: ## write the generated files: docs/configuration.md from internal/config/options.go
+	$(GO) run ./internal/config/gendoc docs/configuration.md
+
 .PHONY: verify
-verify: lint docker-binary ## lint, check go.mod is tidy, check the Docker build command
+verify: lint docker-binary lint-docker ## lint, check go.mod is tidy, the generated files are current, the Docker build command and the Dockerfile
 	$(GO) mod tidy -diff
+	cd tools/dockerfilecheck && $(GO) mod tidy -diff
+	$(GO) run ./internal/config/gendoc -check docs/configuration.md

@@ -105,6 +105,17 @@ type History struct {
 	PrunedSeq int64
 }
 
+// Retains reports whether everything after p is still in the log, so that
+// a client holding p may resume from it. The end of the newest pruned
+// commit (or of no commit, Seq 0) qualifies; a position inside it does
+// not: the rest of that commit is gone.
+func (h History) Retains(p Position) bool {
+	if p.Seq == h.PrunedSeq {
+		return p.Index == WholeCommit || p.Seq == 0
+	}
+	return p.Seq > h.PrunedSeq
+}
+
 // Head is where one database's commit log stands.
 type Head struct {
 	DatabaseID int64

@@ -28,3 +28,24 @@ func FuzzParsePosition(f *testing.F) {
 		}
 	})
 }
+
+func TestHistoryRetains(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		h    History
+		p    Position
+		want bool
+	}{
+		{History{LastSeq: 0}, Position{Seq: 0, Index: WholeCommit}, true}, // an empty log's end
+		{History{LastSeq: 5}, Position{Seq: 0, Index: WholeCommit}, true},
+		{History{LastSeq: 5, PrunedSeq: 3}, Position{Seq: 3, Index: WholeCommit}, true}, // the end of the newest pruned commit
+		{History{LastSeq: 5, PrunedSeq: 3}, Position{Seq: 3, Index: 0}, false},          // inside it: the rest is gone
+		{History{LastSeq: 5, PrunedSeq: 3}, Position{Seq: 2, Index: WholeCommit}, false},
+		{History{LastSeq: 5, PrunedSeq: 3}, Position{Seq: 4, Index: 0}, true},
+		{History{LastSeq: 5, PrunedSeq: 3}, Position{Seq: 0, Index: WholeCommit}, false},
+	} {
+		if got := tt.h.Retains(tt.p); got != tt.want {
+			t.Errorf("%+v.Retains(%v) = %v, want %v", tt.h, tt.p, got, tt.want)
+		}
+	}
+}

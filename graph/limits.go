@@ -48,16 +48,15 @@ type Limits struct {
 
 // DefaultLimits returns the limits used for zero fields of Limits.
 //
-// The document limits were chosen against gqlparser v2.5.64's validation
-// (measured on a 2-core machine, the worst shapes we found): its cost is
-// linear in the document except OverlappingFieldsCanBeMerged, which is
+// The document limits were chosen against gqlparser's validation: its cost
+// is linear in the document except OverlappingFieldsCanBeMerged, which is
 // quadratic in the fields sharing a response name and in the fragments
-// spread into one selection set. At 1,000 expanded fields the worst shape
-// (1,000 fields of one name) validates in 40 ms, at 5,000 in 2.1 s; 100
-// fragments spread into one selection set validate in 5 ms, 1,000 in
-// 330 ms. Introspection as GraphiQL 4 and graphql-js 16 send it has about
-// 230 expanded fields, 3 fragments, no aliases, 180 tokens and 2 KB, and
-// nests 15 levels deep (testdata/introspection.*.graphql).
+// spread into one selection set, so the limits keep the worst shapes
+// found to tens of milliseconds (the figures are in docs/benchmarks.md,
+// "Bounded GraphQL requests"). Introspection as GraphiQL 4 and graphql-js
+// 16 send it has about 230 expanded fields, 3 fragments, no aliases, 180
+// tokens and 2 KB, and nests 15 levels deep
+// (testdata/introspection.*.graphql).
 func DefaultLimits() Limits {
 	return Limits{
 		// Large values belong in variables (bounded by max_body_bytes); 64

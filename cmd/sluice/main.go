@@ -48,9 +48,12 @@ func newRootCommand() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return daemon.New(cfg, logger, daemon.Options{Version: version, OnAdminPassword: func(p string) {
+			d := daemon.New(cfg, logger, daemon.Options{Version: version, OnAdminPassword: func(p string) {
 				fmt.Fprintf(os.Stderr, "\n  Generated password for user admin: %s\n  It is shown only once. Set SLUICE_ADMIN_PASSWORD to choose one.\n\n", p)
-			}}).Run(ctx)
+			}})
+			stopReload := reloadOnHangup(ctx, d, logger)
+			defer stopReload()
+			return d.Run(ctx)
 		},
 	}
 	migrate := &cobra.Command{
@@ -83,7 +86,7 @@ func newRootCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return healthcheck(cmd.Context(), cfg.Listen, timeout)
+			return healthcheck(cmd.Context(), cfg.Listen, cfg.TLSCertFile != "", timeout)
 		},
 	}
 	config.RegisterFlags(serve.Flags())
@@ -93,6 +96,35 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(serve, migrate, healthcheckCmd, versionCmd)
 	root.SetContext(context.Background())
 	return root
+}
+
+// reloadOnHangup calls d.Reload on every SIGHUP (new TLS certificate, new
+// JWT key set) until ctx ends or the returned function is called, which
+// waits for a reload in progress.
+func reloadOnHangup(ctx context.Context, d *daemon.Daemon, logger *slog.Logger) func() {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				logger.Info("SIGHUP: reloading the TLS certificate and the JWT key set")
+				if err := d.Reload(ctx); err != nil {
+					logger.Error("reload; what failed stays as it was", "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }
 
 // load reads the configuration and builds the logger it asks for.

@@ -11,8 +11,9 @@ import (
 )
 
 // Credentials that checked out are remembered, so that a request with one
-// pays no round trip to Postgres (one indexed read per request cost eight
-// concurrent writers a third of their throughput). An entry counts only
+// pays no round trip to Postgres (one indexed read per request cost
+// concurrent writers a large part of their throughput: docs/benchmarks.md,
+// "Writes"). An entry counts only
 // while no access change has been seen since it was read:
 //
 //   - every change to credentials or access bumps the access log's

@@ -92,6 +92,11 @@ func parseJWKS(b []byte) ([]publicKey, error) {
 	return keys, nil
 }
 
+// publicKeyAlgs returns every algorithm a JWKS key may be used with.
+func publicKeyAlgs() []string {
+	return append(rsaAlgs(), "ES256", "ES384", "ES512", "EdDSA")
+}
+
 // rsaAlgs returns the algorithms an RSA key may be used with.
 func rsaAlgs() []string { return []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512"} }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -37,8 +39,12 @@ type JWTConfig struct {
 	HS256SecretFile string
 	// JWKSFile names a JSON Web Key Set of the public keys of RS256,
 	// ES256 (and the other RSA, ECDSA and EdDSA algorithms) JWTs
-	// (jwt_jwks_file).
+	// (jwt_jwks_file), read at start and again by Reload.
 	JWKSFile string
+	// JWKSURL is where an identity provider publishes its JSON Web Key
+	// Set instead (jwt_jwks_url): fetched at start, refreshed as its
+	// Cache-Control says and when a JWT names an unknown kid.
+	JWKSURL string
 	// Issuer and Audience, when set, must be the JWT's iss and one of its
 	// aud (jwt_issuer, jwt_audience).
 	Issuer   string
@@ -51,26 +57,54 @@ type JWTConfig struct {
 
 // Enabled reports whether JWTs are accepted: a secret or a key set is set.
 func (c JWTConfig) Enabled() bool {
-	return c.HS256Secret != "" || c.HS256SecretFile != "" || c.JWKSFile != ""
+	return c.HS256Secret != "" || c.HS256SecretFile != "" || c.JWKSFile != "" || c.JWKSURL != ""
 }
 
 // JWT verifies bearer JWTs: their signature with the key configured for
 // their algorithm, then exp (required), nbf and iat (with a leeway), iss
 // and aud. It is safe for concurrent use.
 type JWT struct {
-	secret    []byte      // HS256; nil: not accepted
-	keys      []publicKey // from the JWKS file
+	secret    []byte  // HS256; nil: not accepted
+	set       *keySet // the JWKS; nil: none
 	userClaim string
 	leeway    time.Duration
 	parser    *jwt.Parser
 }
 
-// LoadJWT reads the files cfg names and returns the verifier, or nil when
-// cfg enables no JWTs. now is the clock (time.Now when nil). Errors name
-// the config key that is wrong.
-func LoadJWT(cfg JWTConfig, now func() time.Time) (*JWT, error) {
+// JWTDeps are what LoadJWT's verifier uses besides its configuration.
+type JWTDeps struct {
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// Client fetches jwt_jwks_url (http.DefaultClient when nil).
+	Client *http.Client
+	// Logger receives failed refreshes of jwt_jwks_url (discarded when
+	// nil).
+	Logger *slog.Logger
+}
+
+// LoadJWT reads the files cfg names, fetches its JWKS URL, and returns the
+// verifier, or nil when cfg enables no JWTs. Errors name the config key
+// that is wrong. With a JWKS URL, call Run to keep the keys fresh.
+func LoadJWT(ctx context.Context, cfg JWTConfig, deps JWTDeps) (*JWT, error) {
 	if !cfg.Enabled() {
 		return nil, nil
+	}
+	if cfg.JWKSFile != "" && cfg.JWKSURL != "" {
+		return nil, errors.New("jwt_jwks_file and jwt_jwks_url are both set: set one")
+	}
+	if cfg.JWKSURL != "" {
+		if u, err := url.Parse(cfg.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return nil, fmt.Errorf("jwt_jwks_url: %q is not an http(s) URL", cfg.JWKSURL)
+		}
+	}
+	if deps.Now == nil {
+		deps.Now = time.Now
+	}
+	if deps.Client == nil {
+		deps.Client = http.DefaultClient
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	secret := []byte(cfg.HS256Secret)
 	if cfg.HS256SecretFile != "" {
@@ -85,14 +119,14 @@ func LoadJWT(cfg JWTConfig, now func() time.Time) (*JWT, error) {
 		// JWT issuer's secret has.
 		secret = []byte(strings.TrimRight(string(b), "\r\n"))
 	}
-	var jwks []byte
-	if cfg.JWKSFile != "" {
-		var err error
-		if jwks, err = os.ReadFile(cfg.JWKSFile); err != nil {
-			return nil, fmt.Errorf("jwt_jwks_file: %w", err)
+	var set *keySet
+	if cfg.JWKSFile != "" || cfg.JWKSURL != "" {
+		set = &keySet{file: cfg.JWKSFile, url: cfg.JWKSURL, client: deps.Client, now: deps.Now, logger: deps.Logger}
+		if err := set.load(ctx); err != nil {
+			return nil, err
 		}
 	}
-	return NewJWT(secret, jwks, cfg, now)
+	return newJWT(secret, set, cfg, deps.Now)
 }
 
 // NewJWT returns a verifier of HS256 JWTs signed with secret (none when
@@ -100,18 +134,25 @@ func LoadJWT(cfg JWTConfig, now func() time.Time) (*JWT, error) {
 // jwks (none when empty), checked as cfg says (its file names are not
 // read). now is the clock (time.Now when nil).
 func NewJWT(secret, jwks []byte, cfg JWTConfig, now func() time.Time) (*JWT, error) {
+	var set *keySet
+	if len(jwks) > 0 {
+		keys, err := parseJWKS(jwks)
+		if err != nil {
+			return nil, fmt.Errorf("jwt_jwks_file: %w", err)
+		}
+		set = &keySet{keys: keys, now: now}
+	}
+	return newJWT(secret, set, cfg, now)
+}
+
+// newJWT returns the verifier of HS256 JWTs signed with secret and of
+// JWTs signed with set's keys.
+func newJWT(secret []byte, set *keySet, cfg JWTConfig, now func() time.Time) (*JWT, error) {
 	if len(secret) > 0 && len(secret) < 32 {
 		// RFC 7518 3.2: an HS256 key must be at least as long as the hash.
 		return nil, fmt.Errorf("jwt_hs256_secret: %d bytes; it must be at least 32", len(secret))
 	}
-	var keys []publicKey
-	if len(jwks) > 0 {
-		var err error
-		if keys, err = parseJWKS(jwks); err != nil {
-			return nil, fmt.Errorf("jwt_jwks_file: %w", err)
-		}
-	}
-	if len(secret) == 0 && len(keys) == 0 {
+	if len(secret) == 0 && set == nil {
 		return nil, errors.New("jwt: no HS256 secret and no keys, so no JWT could be verified")
 	}
 	if cfg.UserClaim == "" {
@@ -120,17 +161,17 @@ func NewJWT(secret, jwks []byte, cfg JWTConfig, now func() time.Time) (*JWT, err
 	if now == nil {
 		now = time.Now
 	}
-	// The accepted algorithms are exactly those of the configured keys:
-	// never "none", and never HS256 unless a secret is set (so a public
-	// key can never be used as an HMAC secret).
+	// The accepted algorithms: never "none", and never HS256 unless a
+	// secret is set (so a public key can never be used as an HMAC
+	// secret). With a key set, every public-key algorithm passes the
+	// parser, since a reloaded or rotated set may bring another; key
+	// then uses each key only with its own algorithm.
 	var algs []string
 	if len(secret) > 0 {
 		algs = append(algs, "HS256")
 	}
-	for _, k := range keys {
-		if !slices.Contains(algs, k.alg) {
-			algs = append(algs, k.alg)
-		}
+	if set != nil {
+		algs = append(algs, publicKeyAlgs()...)
 	}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(algs),
@@ -146,7 +187,7 @@ func NewJWT(secret, jwks []byte, cfg JWTConfig, now func() time.Time) (*JWT, err
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
-	return &JWT{secret: secret, keys: keys, userClaim: cfg.UserClaim, leeway: cfg.Leeway, parser: jwt.NewParser(opts...)}, nil
+	return &JWT{secret: secret, set: set, userClaim: cfg.UserClaim, leeway: cfg.Leeway, parser: jwt.NewParser(opts...)}, nil
 }
 
 // Verify checks the JWT raw and returns the user name it names and when it
@@ -189,27 +230,68 @@ func (j *JWT) key(t *jwt.Token) (any, error) {
 		}
 		return j.secret, nil
 	}
+	if j.set == nil {
+		return nil, fmt.Errorf("%s is not accepted (no jwt_jwks_file or jwt_jwks_url)", alg)
+	}
+	keys, err := j.set.current()
+	if err != nil {
+		return nil, err
+	}
 	if kid != "" {
-		for _, k := range j.keys {
-			if k.kid == kid {
-				if k.alg != alg {
-					return nil, fmt.Errorf("key %q is for %s, not %s", kid, k.alg, alg)
-				}
-				return k.key, nil
+		k, ok := keyByID(keys, kid)
+		// A provider publishes a new key before it signs with it: an
+		// unknown kid means the set changed since it was fetched.
+		if !ok && j.set.refreshForKid(kid) {
+			if keys, err = j.set.current(); err != nil {
+				return nil, err
 			}
+			k, ok = keyByID(keys, kid)
 		}
-		return nil, fmt.Errorf("no key with kid %q in jwt_jwks_file", kid)
+		if !ok {
+			return nil, fmt.Errorf("no key with kid %q in %s", kid, j.set.source())
+		}
+		if k.alg != alg {
+			return nil, fmt.Errorf("key %q is for %s, not %s", kid, k.alg, alg)
+		}
+		return k.key, nil
 	}
 	var set jwt.VerificationKeySet
-	for _, k := range j.keys {
+	for _, k := range keys {
 		if k.alg == alg {
 			set.Keys = append(set.Keys, k.key)
 		}
 	}
 	if len(set.Keys) == 0 {
-		return nil, fmt.Errorf("no key for %s in jwt_jwks_file", alg)
+		return nil, fmt.Errorf("no key for %s in %s", alg, j.set.source())
 	}
 	return set, nil
+}
+
+func keyByID(keys []publicKey, kid string) (publicKey, bool) {
+	for _, k := range keys {
+		if k.kid == kid {
+			return k, true
+		}
+	}
+	return publicKey{}, false
+}
+
+// Reload reads jwt_jwks_file again (on SIGHUP), or fetches jwt_jwks_url
+// now. A set that cannot be read or parsed leaves the keys in use as they
+// were, and the error says why; without a key set it returns ErrNoKeySet.
+func (j *JWT) Reload(ctx context.Context) error {
+	if j == nil || j.set == nil || (j.set.file == "" && j.set.url == "") {
+		return ErrNoKeySet
+	}
+	return j.set.load(ctx)
+}
+
+// Run keeps the keys of jwt_jwks_url fresh until ctx ends (see
+// keyset.go); without a URL it returns at once.
+func (j *JWT) Run(ctx context.Context) {
+	if j != nil && j.set != nil {
+		j.set.run(ctx)
+	}
 }
 
 // jwtCredential authenticates the bearer JWT raw: the user it names, read
@@ -219,7 +301,7 @@ func (j *JWT) key(t *jwt.Token) (any, error) {
 // and the JWT's expiry.
 func (a *Authenticator) jwtCredential(ctx context.Context, raw string) (*sluice.Credential, error) {
 	if a.jwt == nil {
-		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the bearer token is a JWT, and this server accepts none (configure jwt_hs256_secret, jwt_hs256_secret_file or jwt_jwks_file)")
+		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the bearer token is a JWT, and this server accepts none (configure jwt_hs256_secret, jwt_hs256_secret_file, jwt_jwks_file or jwt_jwks_url)")
 	}
 	name, expires, err := a.jwt.Verify(raw)
 	if err != nil {

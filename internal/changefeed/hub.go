@@ -261,12 +261,17 @@ func checkResume(d *sluice.Database, hist sluice.History, p sluice.Position) err
 		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
 	}
 	// A position inside a pruned commit is refused too: whether the
-	// client had all of that commit cannot be known any more.
-	if p.Seq <= hist.PrunedSeq || p.Seq < 1 {
+	// client had all of that commit cannot be known any more. The end of
+	// an empty log (what a read of a database without commits answers)
+	// is a position like any other.
+	if !hist.Retains(p) {
 		return sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned); re-read the current state", p, d.Path(), hist.PrunedSeq)
 	}
 	if p.Seq > hist.LastSeq {
-		return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", p, hist.LastSeq, d.Path())
+		// Positions come from this log; one past its end names commits
+		// the log no longer has (lost in a failover to a Postgres standby
+		// that had not received them, or by a restore from a backup).
+		return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s: the commits after %d are not in the log (lost in a Postgres failover or a restore); re-read the current state", p, hist.LastSeq, d.Path(), hist.LastSeq)
 	}
 	return nil
 }
@@ -395,6 +400,37 @@ func (h *Hub) gap(id int64) {
 		delete(st.live, s)
 		s.live.Store(false)
 		h.startCatchUp(s)
+	}
+}
+
+// rewind tells the hub that database id's log now ends at commit head,
+// before commits this process had read: they were lost (a failover to a
+// Postgres standby that had not received them, or a restore). Every
+// subscription that may have received one of them ends with a Gone error:
+// going on, it would take the next commits to reuse their sequence
+// numbers for the ones it had, silently. The others go on.
+func (h *Hub) rewind(id int64, head int64) {
+	st := h.state(id)
+	end := mark{seq: head, part: -1}
+	st.mu.Lock()
+	st.head = end
+	h.mu.Lock()
+	var victims []*Subscription
+	for s := range h.subs {
+		// Commit head itself is intact (the log is a prefix of what it
+		// was): past it means past the end. cursor is safe to read here.
+		if s.db.ID == id && s.cursor.Load() > head {
+			victims = append(victims, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range victims {
+		delete(st.live, s)
+		s.live.Store(false)
+	}
+	st.mu.Unlock()
+	for _, s := range victims {
+		s.finish(sluice.Errorf(sluice.CodeGone, "the commit log of %s now ends at commit %d, before commits this stream may have received: they were lost (a Postgres failover or a restore); re-read the current state", s.db.Path(), head))
 	}
 }
 

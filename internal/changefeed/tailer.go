@@ -254,7 +254,15 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 			}
 			continue
 		}
-		if p := t.pos[h.DatabaseID]; h.LastSeq > p.seq {
+		p := t.pos[h.DatabaseID]
+		if h.LastSeq < p.seq {
+			t.logger.Error("change feed: a database's commit log ends before commits this process read; they were lost (a Postgres failover with asynchronous replication, or a restore); ending the streams that may have received them",
+				"database", h.DatabaseID, "head", h.LastSeq, "read", p.seq)
+			t.pos[h.DatabaseID] = mark{seq: h.LastSeq, part: -1}
+			t.hub.rewind(h.DatabaseID, h.LastSeq)
+			continue
+		}
+		if h.LastSeq > p.seq {
 			behind = append(behind, h.DatabaseID)
 		}
 	}

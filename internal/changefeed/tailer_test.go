@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,4 +228,36 @@ func TestTailerOutageEndsStreams(t *testing.T) {
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	eventually.True(t, wait, "the condition", cond)
+}
+
+// TestTailerRewoundLogEndsStreams: when a database's log ends before
+// commits the tailer read (lost in a failover to an asynchronous standby,
+// or by a restore), a subscription that received them ends with a Gone
+// error instead of taking the commits that reuse their sequence numbers;
+// one from the log's new end gets the commits written after the loss.
+func TestTailerRewoundLogEndsStreams(t *testing.T) {
+	t.Parallel()
+	store := newFakeStore()
+	store.add()
+	h, tl := runTailer(t, store, TailerOptions{Poll: 5 * time.Millisecond})
+	waitFor(t, func() bool { return tl.Running() })
+	s := subscribe(t, h, nil, Options{})
+	store.add()
+	store.add()
+	if got := receive(t, s, 2); got[0] != 2 || got[1] != 3 {
+		t.Fatalf("before the loss: got %v", got)
+	}
+
+	store.mu.Lock()
+	store.commits = store.commits[:1] // commits 2 and 3 are lost
+	store.mu.Unlock()
+	if err := ended(t, s); sluice.ErrorCode(err) != sluice.CodeGone || !strings.Contains(err.Error(), "now ends at commit 1") {
+		t.Fatalf("after the loss: %v", err)
+	}
+	from := sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: sluice.WholeCommit}
+	late := subscribe(t, h, &from, Options{})
+	store.add() // a new commit 2
+	if got := receive(t, late, 1); got[0] != 2 {
+		t.Fatalf("a subscription from commit 1 after the loss: got %v", got)
+	}
 }

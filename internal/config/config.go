@@ -2,14 +2,15 @@ package config
 
 import (
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"time"
 )
 
 // Config is the daemon's configuration. Load fills it; Default returns it
 // with every field at its default. Each field names its config file key,
-// environment variable and flag; README.fragment.md documents the same keys
-// for users.
+// environment variable and flag; docs/configuration.md documents the same
+// keys for users.
 type Config struct {
 	// Listen is the address the HTTP API listens on, as host:port. An empty
 	// host listens on every interface; port 0 picks a free port.
@@ -243,6 +244,60 @@ type Config struct {
 	// zero.
 	// Key history_page_bytes, env SLUICE_HISTORY_PAGE_BYTES, flag --history-page-bytes, default 4194304.
 	HistoryPageBytes int64
+
+	// MaxWebhooksPerDatabase caps the webhooks one database may have:
+	// each holds an outgoing connection and, while active, history from
+	// pruning.
+	// Key max_webhooks_per_database, env SLUICE_MAX_WEBHOOKS_PER_DATABASE, flag --max-webhooks-per-database, default 20.
+	MaxWebhooksPerDatabase int
+
+	// WebhookTimeout bounds one webhook request, from connecting to the
+	// end of the response's headers; a request that takes longer is a
+	// failed attempt, retried. 1s to 5m.
+	// Key webhook_timeout, env SLUICE_WEBHOOK_TIMEOUT, flag --webhook-timeout, default 15s.
+	WebhookTimeout time.Duration
+
+	// WebhookRetrySchedule is the wait before each retry of a failed
+	// webhook request (each with up to a fifth of jitter either way);
+	// when the last retry fails, the webhook is paused as failing.
+	// Key webhook_retry_schedule, env SLUICE_WEBHOOK_RETRY_SCHEDULE, flag --webhook-retry-schedule, default "5s,30s,2m,10m,30m,1h,2h,4h,8h,8h".
+	WebhookRetrySchedule []time.Duration
+
+	// WebhookAllowNetworks are the networks webhooks may reach although
+	// they are loopback, link-local, private or otherwise not public
+	// (refused by default, against SSRF), checked on the address dialled.
+	// Key webhook_allow_networks, env SLUICE_WEBHOOK_ALLOW_NETWORKS, flag --webhook-allow-networks, default "".
+	WebhookAllowNetworks []netip.Prefix
+
+	// WebhookLeaseTTL is the term of the lease that makes one replica the
+	// deliverer of every webhook: it renews it every third of the term,
+	// and another replica takes over within about the term after it dies.
+	// 1s to 5m.
+	// Key webhook_lease_ttl, env SLUICE_WEBHOOK_LEASE_TTL, flag --webhook-lease-ttl, default 10s.
+	WebhookLeaseTTL time.Duration
+
+	// WebhookSecretKeyFile names a file holding the key (32 bytes, in
+	// base64) that seals webhook signing secrets in Postgres; empty: a key
+	// Sluice makes and keeps in Postgres, next to the secrets. Every
+	// replica must have the same file.
+	// Key webhook_secret_key_file, env SLUICE_WEBHOOK_SECRET_KEY_FILE, flag --webhook-secret-key-file, default "".
+	WebhookSecretKeyFile string
+	// JWTJWKSURL is the http(s) URL of an identity provider's JSON Web
+	// Key Set, instead of JWTJWKSFile: fetched at start (a failure stops
+	// Sluice), refreshed as the response's Cache-Control says and when a
+	// JWT names an unknown kid (rate-limited), and kept for up to a day
+	// while the URL fails. Empty: none.
+	// Key jwt_jwks_url, env SLUICE_JWT_JWKS_URL, flag --jwt-jwks-url, default "".
+	JWTJWKSURL string
+
+	// TLSCertFile names a PEM certificate (chain): with TLSKeyFile, the
+	// HTTP API is served over TLS (HTTP/2 included), both files read
+	// again on SIGHUP. Empty (both): plain HTTP.
+	// Key tls_cert_file, env SLUICE_TLS_CERT_FILE, flag --tls-cert-file, default "".
+	TLSCertFile string
+	// TLSKeyFile names the PEM private key of TLSCertFile.
+	// Key tls_key_file, env SLUICE_TLS_KEY_FILE, flag --tls-key-file, default "".
+	TLSKeyFile string
 }
 
 // LogFormat is the encoding of log records.
@@ -313,6 +368,15 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("graphql_max_response_bytes", c.GraphQLMaxResponseBytes),
 		slog.Duration("statement_timeout", c.StatementTimeout),
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
+		slog.Int("max_webhooks_per_database", c.MaxWebhooksPerDatabase),
+		slog.Duration("webhook_timeout", c.WebhookTimeout),
+		slog.Any("webhook_retry_schedule", c.WebhookRetrySchedule),
+		slog.Any("webhook_allow_networks", c.WebhookAllowNetworks),
+		slog.Duration("webhook_lease_ttl", c.WebhookLeaseTTL),
+		slog.String("webhook_secret_key_file", c.WebhookSecretKeyFile),
+		slog.String("jwt_jwks_url", redactURL(c.JWTJWKSURL)),
+		slog.String("tls_cert_file", c.TLSCertFile),
+		slog.String("tls_key_file", c.TLSKeyFile),
 	)
 }
 
@@ -326,7 +390,7 @@ func redact(s string) string {
 // redactURL hides the password of a postgres:// URL. A key=value connection
 // string is hidden whole, since it may carry password=.
 func redactURL(s string) string {
-	if u, err := url.Parse(s); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+	if u, err := url.Parse(s); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "https" || u.Scheme == "http") {
 		if _, ok := u.Query()["password"]; !ok {
 			return u.Redacted()
 		}

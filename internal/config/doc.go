@@ -14,6 +14,7 @@
 // Load rejects unknown keys in the config file and values that do not parse
 // or are out of range, with an error naming the key, the value and where the
 // value came from. The environment is read through a lookup function so
-// that tests never touch the process environment. README.fragment.md holds
-// the user-facing table of keys; a test keeps it in step with the code.
+// that tests never touch the process environment. Reference renders the
+// user's table of keys, docs/configuration.md; a test keeps the committed
+// page in step with the code.
 package config

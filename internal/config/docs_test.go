@@ -1,7 +1,6 @@
 package config
 
 import (
-	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -12,64 +11,23 @@ import (
 	"testing"
 )
 
-var update = flag.Bool("update", false, "rewrite README.fragment.md from options()")
-
-const fragmentFile = "README.fragment.md"
-
-// renderFragment renders the README's configuration section from options().
-func renderFragment() string {
-	var b strings.Builder
-	b.WriteString("<!-- Generated from internal/config/options.go by `go test ./internal/config -update`. -->\n")
-	b.WriteString(`Every setting can be given as a flag, as an environment variable, or as a
-key in a config file named by ` + "`--config` or `SLUICE_CONFIG`" + ` (YAML, TOML or JSON,
-chosen by the file's extension). A flag you give beats the environment, which
-beats the file, which beats the default. An empty environment variable counts
-as unset. An unknown key in the file or an invalid value stops Sluice with an
-error naming the key. Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
-
-| Key | Environment | Flag | Default | Meaning |
-|-----|-------------|------|---------|---------|
-`)
-	for _, o := range options() {
-		def := "`" + o.def + "`"
-		if o.def == "" {
-			def = "empty"
-		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | `--%s` | %s | %s |\n", o.key, o.env(), o.flag(), def, markdownEscape(o.usage))
-	}
-	b.WriteString("\nFor example, `sluice.yaml`:\n\n```yaml\n" + `listen: ":8080"
-database_url: "postgres://sluice@db.internal/sluice"
-log_format: json
-log_retention: 720h
-` + "```\n")
-	return b.String()
-}
-
-func markdownEscape(s string) string {
-	return strings.NewReplacer("*", `\*`, "<", "&lt;", ">", "&gt;", "|", `\|`).Replace(s)
-}
-
-// TestReadmeFragment keeps README.fragment.md in step with options(). Run
-// `go test ./internal/config -update` after changing a key.
-func TestReadmeFragment(t *testing.T) {
+// TestConfigurationDoc keeps docs/configuration.md in step with options():
+// run `make generate` after changing a key.
+func TestConfigurationDoc(t *testing.T) {
 	t.Parallel()
-	want := renderFragment()
-	if *update {
-		if err := os.WriteFile(fragmentFile, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
+	want := Reference()
+	for _, o := range options() {
+		if !strings.Contains(want, "| `"+o.key+"` | `"+o.env()+"` | `--"+o.flag()+"` |") {
+			t.Errorf("Reference() has no row for %s", o.key)
 		}
 	}
-	got, err := os.ReadFile(fragmentFile)
+	// Tests run in the package's directory, internal/config.
+	got, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got) != want {
-		t.Errorf("%s is out of date; run `go test ./internal/config -update`. Want:\n%s", fragmentFile, want)
-	}
-	for _, o := range options() {
-		if !strings.Contains(string(got), "| `"+o.key+"` | `"+o.env()+"` | `--"+o.flag()+"` |") {
-			t.Errorf("%s has no row for %s", fragmentFile, o.key)
-		}
+		t.Errorf("docs/configuration.md is out of date with options(); run make generate")
 	}
 }
 

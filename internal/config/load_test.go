@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -78,6 +79,12 @@ func TestDefault(t *testing.T) {
 
 		StatementTimeout: 30 * time.Second,
 		HistoryPageBytes: 4 << 20,
+
+		MaxWebhooksPerDatabase: 20,
+		WebhookTimeout:         15 * time.Second,
+		WebhookRetrySchedule: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
+			time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour},
+		WebhookLeaseTTL: 10 * time.Second,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -260,6 +267,16 @@ var everything = Config{
 
 	StatementTimeout: 2 * time.Minute,
 	HistoryPageBytes: 65536,
+
+	MaxWebhooksPerDatabase: 3,
+	WebhookTimeout:         2 * time.Second,
+	WebhookRetrySchedule:   []time.Duration{100 * time.Millisecond, time.Second},
+	WebhookAllowNetworks:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
+	WebhookLeaseTTL:        3 * time.Second,
+	WebhookSecretKeyFile:   "/run/secrets/webhooks",
+	JWTJWKSURL:             "https://id.example.com/.well-known/jwks.json",
+	TLSCertFile:            "/etc/sluice/cert.pem",
+	TLSKeyFile:             "/etc/sluice/key.pem",
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -320,6 +337,15 @@ graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
 statement_timeout: 2m
 history_page_bytes: 65536
+max_webhooks_per_database: 3
+webhook_timeout: 2s
+webhook_retry_schedule: [100ms, 1s]
+webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
+webhook_lease_ttl: 3s
+webhook_secret_key_file: /run/secrets/webhooks
+jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+tls_cert_file: /etc/sluice/cert.pem
+tls_key_file: /etc/sluice/key.pem
 `},
 		{"sluice.YML", `
 listen: 127.0.0.1:7000
@@ -366,6 +392,15 @@ graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
 statement_timeout: 2m
 history_page_bytes: 65536
+max_webhooks_per_database: 3
+webhook_timeout: 2s
+webhook_retry_schedule: [100ms, 1s]
+webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
+webhook_lease_ttl: 3s
+webhook_secret_key_file: /run/secrets/webhooks
+jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+tls_cert_file: /etc/sluice/cert.pem
+tls_key_file: /etc/sluice/key.pem
 `},
 		{"sluice.toml", `
 listen = "127.0.0.1:7000"
@@ -410,6 +445,15 @@ graphql_max_result_rows = 1007
 graphql_max_response_bytes = 1008
 statement_timeout = "2m"
 history_page_bytes = 65536
+max_webhooks_per_database = 3
+webhook_timeout = "2s"
+webhook_retry_schedule = ["100ms", "1s"]
+webhook_allow_networks = ["127.0.0.0/8", "fd00::/8"]
+webhook_lease_ttl = "3s"
+webhook_secret_key_file = "/run/secrets/webhooks"
+jwt_jwks_url = "https://id.example.com/.well-known/jwks.json"
+tls_cert_file = "/etc/sluice/cert.pem"
+tls_key_file = "/etc/sluice/key.pem"
 `},
 		{"sluice.json", `{
   "listen": "127.0.0.1:7000",
@@ -453,7 +497,16 @@ history_page_bytes = 65536
   "graphql_max_result_rows": 1007,
   "graphql_max_response_bytes": 1008,
   "statement_timeout": "120s",
-  "history_page_bytes": 65536
+  "history_page_bytes": 65536,
+  "max_webhooks_per_database": 3,
+  "webhook_timeout": "2s",
+  "webhook_retry_schedule": "100ms,1s",
+  "webhook_allow_networks": ["127.0.0.0/8", "fd00::/8"],
+  "webhook_lease_ttl": "3s",
+  "webhook_secret_key_file": "/run/secrets/webhooks",
+  "jwt_jwks_url": "https://id.example.com/.well-known/jwks.json",
+  "tls_cert_file": "/etc/sluice/cert.pem",
+  "tls_key_file": "/etc/sluice/key.pem"
 }`},
 	}
 	for _, tt := range tests {
@@ -517,6 +570,16 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_STATEMENT_TIMEOUT":            "2m",
 
 		"SLUICE_HISTORY_PAGE_BYTES": "65536",
+
+		"SLUICE_MAX_WEBHOOKS_PER_DATABASE": "3",
+		"SLUICE_WEBHOOK_TIMEOUT":           "2s",
+		"SLUICE_WEBHOOK_RETRY_SCHEDULE":    "100ms, 1s",
+		"SLUICE_WEBHOOK_ALLOW_NETWORKS":    "127.0.0.0/8,fd00::/8",
+		"SLUICE_WEBHOOK_LEASE_TTL":         "3s",
+		"SLUICE_WEBHOOK_SECRET_KEY_FILE":   "/run/secrets/webhooks",
+		"SLUICE_JWT_JWKS_URL":              "https://id.example.com/.well-known/jwks.json",
+		"SLUICE_TLS_CERT_FILE":             "/etc/sluice/cert.pem",
+		"SLUICE_TLS_KEY_FILE":              "/etc/sluice/key.pem",
 	})
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -568,6 +631,15 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--graphql-max-response-bytes", "1008",
 		"--statement-timeout", "2m",
 		"--history-page-bytes", "65536",
+		"--max-webhooks-per-database", "3",
+		"--webhook-timeout", "2s",
+		"--webhook-retry-schedule", "100ms,1s",
+		"--webhook-allow-networks", "127.0.0.1/8,fd00::/8",
+		"--webhook-lease-ttl", "3s",
+		"--webhook-secret-key-file", "/run/secrets/webhooks",
+		"--jwt-jwks-url", "https://id.example.com/.well-known/jwks.json",
+		"--tls-cert-file", "/etc/sluice/cert.pem",
+		"--tls-key-file", "/etc/sluice/key.pem",
 	}, nil)
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -703,12 +775,42 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: jwt_leeway: invalid value "1h" (from SLUICE_JWT_LEEWAY): want at most 5m`,
 		},
 		{
+			name: "webhook_retry_schedule with a bad wait",
+			env:  map[string]string{"SLUICE_WEBHOOK_RETRY_SCHEDULE": "5s,soon"},
+			want: `config: webhook_retry_schedule: invalid value "5s,soon" (from SLUICE_WEBHOOK_RETRY_SCHEDULE): retry wait "soon": want a duration from 1ns to 168h, such as 30s`,
+		},
+		{
+			name: "empty webhook_retry_schedule",
+			args: []string{"--webhook-retry-schedule="},
+			want: `config: webhook_retry_schedule: invalid value "" (from --webhook-retry-schedule): want at least one duration, such as 5s,1m,1h`,
+		},
+		{
+			name: "webhook_allow_networks without a prefix length",
+			env:  map[string]string{"SLUICE_WEBHOOK_ALLOW_NETWORKS": "10.0.0.1"},
+			want: `config: webhook_allow_networks: invalid value "10.0.0.1" (from SLUICE_WEBHOOK_ALLOW_NETWORKS): network "10.0.0.1": want an address and a prefix length, such as 10.0.0.0/8 or fd00::/8`,
+		},
+		{
+			name: "webhook_lease_ttl too short",
+			args: []string{"--webhook-lease-ttl", "100ms"},
+			want: `config: webhook_lease_ttl: invalid value "100ms" (from --webhook-lease-ttl): want 1s to 5m`,
+		},
+		{
+			name: "webhook_timeout too long",
+			env:  map[string]string{"SLUICE_WEBHOOK_TIMEOUT": "1h"},
+			want: `config: webhook_timeout: invalid value "1h" (from SLUICE_WEBHOOK_TIMEOUT): want 1s to 5m`,
+		},
+		{
 			name: "every bad value is reported",
 			args: []string{"--listen", "nope"},
 			env:  map[string]string{"SLUICE_LOG_LEVEL": "loud", "SLUICE_HEARTBEAT": "0s"},
 			want: `config: listen: invalid value "nope" (from --listen): want host:port, such as ":6363" or "127.0.0.1:6363"` + "\n" +
 				`config: log_level: invalid value "loud" (from SLUICE_LOG_LEVEL): want one of debug, info, warn, error` + "\n" +
 				`config: heartbeat: invalid value "0s" (from SLUICE_HEARTBEAT): want 1s to 1h`,
+		},
+		{
+			name: "jwt_jwks_url not http",
+			env:  map[string]string{"SLUICE_JWT_JWKS_URL": "id.example.com/jwks.json"},
+			want: `config: jwt_jwks_url: invalid value "id.example.com/jwks.json" (from SLUICE_JWT_JWKS_URL): want an http(s) URL`,
 		},
 	}
 	for _, tt := range tests {

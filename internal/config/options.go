@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -20,7 +21,7 @@ type option struct {
 	key   string
 	kind  kind
 	def   string // written as a user would write it in the environment
-	usage string // flag help and the README's "meaning" column
+	usage string // flag help and the "meaning" column of docs/configuration.md
 	// decode parses v, which is a string from a flag, the environment or a
 	// default, or whatever type the config file decoder produced, and stores
 	// it in c. Its error is the reason only; Load adds key, value and source.
@@ -38,7 +39,7 @@ const (
 func (o option) env() string  { return "SLUICE_" + strings.ToUpper(o.key) }
 func (o option) flag() string { return strings.ReplaceAll(o.key, "_", "-") }
 
-// options lists every key in the order the README shows them. It is a
+// options lists every key in the order docs/configuration.md shows them. It is a
 // function, not a variable, so that no package state can be changed.
 func options() []option {
 	return []option{
@@ -172,7 +173,7 @@ func options() []option {
 			"file holding the HS256 secret instead of jwt_hs256_secret (a final newline is not part of it)",
 			func(c *Config, s string) error { c.JWTHS256SecretFile = s; return nil }),
 		stringOption("jwt_jwks_file", "",
-			"JSON Web Key Set file of the public keys (RSA, EC P-256/384/521, Ed25519) that verify bearer JWTs signed with RS256, PS256, ES256, EdDSA…, each key pinned to its algorithm; read at start",
+			"JSON Web Key Set file of the public keys (RSA, EC P-256/384/521, Ed25519) that verify bearer JWTs signed with RS256, PS256, ES256, EdDSA…, each key pinned to its algorithm; read at start and again on SIGHUP",
 			func(c *Config, s string) error { c.JWTJWKSFile = s; return nil }),
 		stringOption("jwt_issuer", "",
 			"when set, a JWT's iss must equal it",
@@ -248,6 +249,79 @@ func options() []option {
 		int64Option("history_page_bytes", "4194304",
 			"largest page of /api/changes and /api/log in bytes of change images and commit text (4 MiB); a larger commit spans pages, a single larger change is sent alone",
 			func(c *Config, n int64) error { c.HistoryPageBytes = n; return nil }),
+		countOption("max_webhooks_per_database", "20",
+			"most webhooks one database may have",
+			func(c *Config, n int) { c.MaxWebhooksPerDatabase = n }),
+		durationOption("webhook_timeout", "15s",
+			"longest a webhook request may take to be answered (its response headers) before the attempt counts as failed and is retried (1s to 5m)",
+			func(c *Config, d time.Duration) error {
+				if d < time.Second || d > 5*time.Minute {
+					return errors.New("want 1s to 5m")
+				}
+				c.WebhookTimeout = d
+				return nil
+			}),
+		listOption("webhook_retry_schedule", "5s,30s,2m,10m,30m,1h,2h,4h,8h,8h",
+			"waits before the retries of a failed webhook request, each with up to 20% jitter (the default retries for about a day); after the last, the webhook is paused as failing",
+			func(c *Config, items []string) error {
+				if len(items) == 0 {
+					return errors.New("want at least one duration, such as 5s,1m,1h")
+				}
+				var out []time.Duration
+				for _, it := range items {
+					d, err := time.ParseDuration(it)
+					if err != nil || d <= 0 || d > 7*24*time.Hour {
+						return fmt.Errorf("retry wait %q: want a duration from 1ns to 168h, such as 30s", it)
+					}
+					out = append(out, d)
+				}
+				c.WebhookRetrySchedule = out
+				return nil
+			}),
+		listOption("webhook_allow_networks", "",
+			"networks (CIDR, comma-separated, such as 10.0.0.0/8 or 127.0.0.1/32) that webhooks may reach although they are loopback, link-local, private or not public, which are refused by default; checked on the address dialled",
+			func(c *Config, items []string) error {
+				var out []netip.Prefix
+				for _, it := range items {
+					p, err := netip.ParsePrefix(it)
+					if err != nil {
+						return fmt.Errorf("network %q: want an address and a prefix length, such as 10.0.0.0/8 or fd00::/8", it)
+					}
+					out = append(out, p.Masked())
+				}
+				c.WebhookAllowNetworks = out
+				return nil
+			}),
+		durationOption("webhook_lease_ttl", "10s",
+			"term of the lease that makes one replica deliver every webhook; it is renewed every third of it, and another replica takes over within about this much after the deliverer dies (1s to 5m)",
+			func(c *Config, d time.Duration) error {
+				if d < time.Second || d > 5*time.Minute {
+					return errors.New("want 1s to 5m")
+				}
+				c.WebhookLeaseTTL = d
+				return nil
+			}),
+		stringOption("webhook_secret_key_file", "",
+			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
+			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
+		stringOption("jwt_jwks_url", "",
+			"http(s) URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start, refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
+			func(c *Config, s string) error {
+				if s != "" {
+					u, err := url.Parse(s)
+					if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+						return errors.New("want an http(s) URL")
+					}
+				}
+				c.JWTJWKSURL = s
+				return nil
+			}),
+		stringOption("tls_cert_file", "",
+			"PEM certificate (chain) file: with tls_key_file, the API is served over TLS and HTTP/2; both are read again on SIGHUP; empty: plain HTTP",
+			func(c *Config, s string) error { c.TLSCertFile = s; return nil }),
+		stringOption("tls_key_file", "",
+			"PEM private key file of tls_cert_file",
+			func(c *Config, s string) error { c.TLSKeyFile = s; return nil }),
 	}
 }
 

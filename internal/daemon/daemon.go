@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,10 +33,12 @@ import (
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/rest"
+	"github.com/sluice-dev/sluice/internal/webhook"
 )
 
 // bulkGCPercent is the garbage collector's target (as GOGC) while a large
-// write runs; see engine.bulkGC for why and what it was measured to give.
+// write runs; see engine.bulkGC for why (and docs/benchmarks.md for what it
+// was measured to give).
 const bulkGCPercent = 400
 
 // Options are a Daemon's settings beyond the configuration file.
@@ -46,6 +49,11 @@ type Options struct {
 	// OnAdminPassword receives a generated admin password, shown once. Nil
 	// logs it.
 	OnAdminPassword func(string)
+	// WebhookResolve and WebhookDial, for tests, replace how webhooks
+	// resolve names and dial the addresses their policy allows (see
+	// webhook.Options).
+	WebhookResolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	WebhookDial    func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // Daemon is one Sluice process.
@@ -58,6 +66,10 @@ type Daemon struct {
 	addr        string
 	metricsAddr string
 	ready       atomic.Bool
+
+	// What Reload reads again (reload.go), set by Run.
+	reloadMu sync.Mutex
+	reload   reloadable
 }
 
 // New returns a Daemon that Run starts.
@@ -78,8 +90,9 @@ func (d *Daemon) MetricsAddr() string { return d.metricsAddr }
 // openStore starts the embedded Postgres when no database URL is
 // configured, connects and migrates. onCommit (nil: none) is the store's
 // commit hook (postgres.OnCommit). The returned stop function closes the
-// pool and stops the embedded server.
-func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, func(), error) {
+// pool and stops the embedded server; the *pgembed.Postgres is that server
+// (nil with a database URL), supervised (pgembed restarts it).
+func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCommit func(*sluice.Commit)) (*postgres.DB, *pgembed.Postgres, func(), error) {
 	url := cfg.DatabaseURL
 	var pg *pgembed.Postgres
 	stop := func() {
@@ -94,29 +107,29 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 	if url == "" {
 		dir, err := filepath.Abs(filepath.Join(cfg.DataDir, "pg"))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		pg, err = pgembed.Start(ctx, pgembed.Options{DataDir: dir, BinDir: cfg.PGBinDir, Logger: logger.With("component", "postgres")})
 		if err != nil {
-			return nil, nil, fmt.Errorf("embedded postgres: %w", err)
+			return nil, nil, nil, fmt.Errorf("embedded postgres: %w", err)
 		}
 		if err := ensureDatabase(ctx, pg.URL("postgres"), "sluice", logger); err != nil {
 			stop()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		url = pg.URL("sluice")
 	}
 	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit))
 	if err != nil {
 		stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if _, err := store.Migrate(ctx); err != nil {
 		store.Close()
 		stop()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return store, func() { store.Close(); stop() }, nil
+	return store, pg, func() { store.Close(); stop() }, nil
 }
 
 func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Logger) error {
@@ -130,7 +143,7 @@ func ensureDatabase(ctx context.Context, adminURL, name string, logger *slog.Log
 
 // Migrate applies Sluice's migrations and returns (sluice migrate).
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	_, stop, err := openStore(ctx, cfg, logger, nil)
+	_, _, stop, err := openStore(ctx, cfg, logger, nil)
 	if err != nil {
 		return err
 	}
@@ -143,24 +156,31 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 // shutdown timeout, and the embedded Postgres stops cleanly.
 func (d *Daemon) Run(ctx context.Context) error {
 	// Read before Postgres starts: a wrong key file stops the daemon at once.
-	jwt, err := auth.LoadJWT(auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
-		JWKSFile: d.cfg.JWTJWKSFile, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
-		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, time.Now)
+	jwt, err := auth.LoadJWT(ctx, auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
+		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
+		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, auth.JWTDeps{Logger: d.logger})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	cert, err := loadCertificate(d.cfg.TLSCertFile, d.cfg.TLSKeyFile)
+	if err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	d.setReloadable(reloadable{jwt: jwt, cert: cert})
 	m := metrics.New()
 	// Every commit, whatever made it, wakes this process's tailer and the
 	// notifier (other processes). Both are built from the store, after
 	// it opens; nothing commits before Bootstrap, when both are set.
 	var notifier *postgres.Notifier
 	var tailer *changefeed.Tailer
-	store, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
+	var hooks *webhook.Deliverer
+	store, pg, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
 		notifier.Wake(c.DatabaseID)
 		tailer.Wake(c.DatabaseID)
+		hooks.Wake(c.DatabaseID)
 	})
 	if err != nil {
 		return err
@@ -202,9 +222,22 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 
+	keys, err := webhook.LoadKeys(ctx, store, d.cfg.WebhookSecretKeyFile)
+	if err != nil {
+		return err
+	}
+	policy := webhook.Policy{Allow: d.cfg.WebhookAllowNetworks}
+	hooks = webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
+		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
+		UserAgent: "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial})
+
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { notifier.Run(bg) })
+	// Webhooks are delivered until the daemon stops; the lease is then
+	// released, so another replica takes over at once.
+	wg.Go(func() { hooks.Run(bg) })
+	wg.Go(func() { jwt.Run(bg) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, store, hub.Floors, d.logger) })
@@ -251,6 +284,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
+		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
 	})
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -272,7 +306,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.addr = ln.Addr().String()
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- serve(srv, ln, cert) }()
 	if d.cfg.MetricsListen != "" {
 		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, m.Handler(), d.logger)
 		if err != nil {
@@ -286,11 +320,24 @@ func (d *Daemon) Run(ctx context.Context) error {
 	close(d.started)
 	d.logger.Info("sluice is serving", "addr", d.addr, "version", d.opts.Version)
 
+	// A nil channel never fires: an external Postgres is not ours to
+	// supervise.
+	var pgFailed <-chan struct{}
+	if pg != nil {
+		pgFailed = pg.Failed()
+	}
+	var runErr error
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		d.ready.Store(false)
 		return fmt.Errorf("http server: %w", err)
+	case <-pgFailed:
+		// pgembed restarts a server that died, with backoff; when it
+		// gives up, Sluice exits non-zero so that whatever supervises it
+		// (a container's restart policy, systemd) starts it afresh.
+		runErr = fmt.Errorf("embedded postgres: %w", pg.Err())
+		d.logger.Error("embedded postgres does not come back; shutting down", "err", pg.Err())
 	}
 	d.ready.Store(false)
 	d.logger.Info("shutting down")
@@ -304,7 +351,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	return runErr
 }
 
 // publishFloors tells the other daemons, through Postgres, which commits

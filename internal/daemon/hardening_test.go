@@ -386,8 +386,9 @@ func jsonField(t *testing.T, b []byte, key string) string {
 }
 
 // TestUnauthenticatedSocketsCostLittle: eight anonymous graphql-ws sockets
-// each sending a 60 MiB connection_init (which took a daemon reading up to
-// max_body_bytes from 22 MB to 1.3 GB) are closed with 1009 once they pass
+// each sending a 60 MiB connection_init (which cost a daemon reading up to
+// max_body_bytes over a gigabyte; docs/benchmarks.md, "Measured choices in
+// the code") are closed with 1009 once they pass
 // max_header_bytes, and the daemon's peak memory grows by a few MB. The
 // daemon runs as its own process, so that its memory is its own.
 func TestUnauthenticatedSocketsCostLittle(t *testing.T) {

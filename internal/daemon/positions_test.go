@@ -24,8 +24,17 @@ func TestRESTReadsCarryTheirPosition(t *testing.T) {
 	if rest != "0-2147483647" {
 		t.Fatalf("an empty listing's position %q", empty.Header.Get("Sluice-Position"))
 	}
+	// The position of a database without commits resumes like any other:
+	// the stream gets every commit.
+	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/rpos/Note", Header: []string{"Last-Event-ID", empty.Header.Get("Sluice-Position")}})
+	st.Next() // : connected
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/rpos", `{"@type":"Note","@id":"Note/a","text":"x"}`)
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/rpos", `{"@type":"Note","@id":"Note/b","text":"y"}`)
+	for _, id := range []string{"Note/a", "Note/b"} {
+		if e := nextEvent(t, st); e.Subject != id || e.Kind != "entity.create" {
+			t.Fatalf("resumed from an empty database's position: event %+v, want the creation of %s", e, id)
+		}
+	}
 	want := epoch + "-2-2147483647"
 	for _, path := range []string{"/api/document/admin/rpos?id=Note/a", "/api/document/admin/rpos?type=Note", "/api/document/admin/rpos",
 		"/api/log/admin/rpos", "/api/changes/admin/rpos?after=1"} {

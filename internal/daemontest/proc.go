@@ -108,3 +108,8 @@ func StartProc(tb testing.TB, bin string, args, env []string, onLine func(string
 	})
 	return p
 }
+
+// Remote returns a Daemon for a server running at baseURL (such as a
+// process StartProc started) whose HTTP and stream helpers (Do, MustDo,
+// OpenStream…) tests can use; its in-process parts are nil.
+func Remote(baseURL string) *Daemon { return &Daemon{URL: baseURL} }

@@ -9,16 +9,15 @@ import (
 // bulkGC raises the garbage collector's target (GOGC) while large writes
 // run, and puts it back a second after the last one ends.
 //
-// A 1,000-document write allocates about 3 MB (documents, rows, images)
-// while the daemon's live heap is often a few MB. At the default GOGC of
-// 100 the heap goal is then about 4 MB, so the collector runs once or twice
-// per request, on the cores Postgres needs for the same request: measured
-// on this project's 2-core machine, a target of 400 during the write took
-// 1,000-document requests from 0.57-0.58x to 0.65-0.70x of raw COPY
-// (docs/benchmarks.md). It is raised only while large writes run, not for
-// the whole process: a higher target lets garbage grow to several times
-// the live heap, which a daemon holding thousands of streams would pay for
-// in memory all the time.
+// A 1,000-document write allocates about 3 MB (documents, rows, images) while
+// the daemon's live heap is often a few MB. At the default GOGC of 100 the heap
+// goal is then about 4 MB, so the collector runs once or twice per request, on
+// the cores Postgres needs for the same request; a target of 400 during the
+// write made 1,000-document requests markedly faster (docs/benchmarks.md,
+// "Measured choices in the code"). It is raised only while large writes run,
+// not for the whole process: a higher target lets garbage grow to several times
+// the live heap, which a daemon holding thousands of streams would pay for in
+// memory all the time.
 type bulkGC struct {
 	linger time.Duration // see bulkGCLinger
 

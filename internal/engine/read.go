@@ -157,9 +157,7 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
-	// A position inside the newest pruned commit cannot be resumed either:
-	// the rest of that commit is gone. A commit id (index MaxIndex) can.
-	if after.Seq < h.PrunedSeq || after.Seq == h.PrunedSeq && after.Seq > 0 && after.Index != MaxIndex {
+	if !h.Retains(after) {
 		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned)", after, d.Path(), h.PrunedSeq)
 	}
 	if after.Seq > h.LastSeq {

@@ -12,7 +12,7 @@ import (
 )
 
 // The default organization and super user, part of the external contract
-// (the README's quick start signs in as admin).
+// (docs/design.md; the README's quick start signs in as admin).
 const (
 	AdminOrg  = "admin"
 	AdminUser = "admin"

@@ -182,7 +182,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 			// The reader starts once the transaction has begun. Started
 			// before, it kept a core busy validating, and with two cores
 			// the reply to BEGIN waited for this goroutine to be scheduled
-			// (0.5-1 ms instead of 0.2 ms; the chunk then waits 0.25 ms).
+			// (figures in docs/benchmarks.md, "Measured choices in the code").
 			encode := func(docs []*sluice.Document) (*postgres.Rows, error) { return postgres.EncodeRows(s, docs) }
 			if insert {
 				encode = w.InsertEncoder() // rows ready for COPY

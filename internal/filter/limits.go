@@ -1,14 +1,14 @@
 package filter
 
 // The bounds Parse enforces on a filter. A filter arrives after GraphQL
-// variables are substituted, so a limit on the query text alone would not
-// see it; Parse sees every filter on every path (queries, subscriptions,
-// _ChangeSet). Each one is far above what a hand-written or generated
-// filter needs and far below what hurts the server: an _or of 30,000
-// comparisons kept a Postgres backend at 100% CPU for minutes on 170k
-// documents, and an _and of 100,000 overflowed the 65,535 parameters of a
-// statement. They are constants rather than configuration: no sane client
-// meets them, and raising them only reopens the hole.
+// variables are substituted, so a limit on the query text alone would not see
+// it; Parse sees every filter on every path (queries, subscriptions,
+// _ChangeSet). Each one is far above what a hand-written or generated filter
+// needs and far below what hurts the server: a huge _or kept a Postgres backend
+// busy for minutes, and an _and of 100,000 overflowed the 65,535 parameters of
+// a statement (docs/benchmarks.md, "Measured choices in the code"). They are
+// constants rather than configuration: no sane client meets them, and raising
+// them only reopens the hole.
 const (
 	// MaxTerms bounds the terms of a filter: every key given a value, at
 	// any depth ({name: {eq: "x"}} is two), and every element of an _and
@@ -26,8 +26,9 @@ const (
 	// Postgres keeps the 32 regexes it compiled last per connection; a
 	// statement with more than that recompiles them for every row.
 	MaxRegexes = 16
-	// MaxNumberBytes bounds the text of a number (a JSON number or a
-	// BigInt string) and the magnitude of its exponent: exact conversion
-	// of 1e1000000 takes 30 ms, of a 200,000-digit BigInt 170 ms.
+	// MaxNumberBytes bounds the text of a number (a JSON number or a BigInt
+	// string) and the magnitude of its exponent: exact conversion of a huge one
+	// costs tens of milliseconds or more (docs/benchmarks.md, "Measured choices
+	// in the code").
 	MaxNumberBytes = 1000
 )

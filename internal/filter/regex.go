@@ -44,7 +44,8 @@ const (
 	// maxOptionalRun bounds the longest run of consecutive optional
 	// elements (x?, x*, x{0,n}, an alternative that can be empty) of the
 	// expanded pattern. The costliest patterns found within both bounds,
-	// such as (?:(?:a?){63}x){15}, compile in under 50 ms.
+	// such as (?:(?:a?){63}x){15}, compile in tens of milliseconds
+	// (docs/benchmarks.md, "Measured choices in the code").
 	maxOptionalRun = 64
 	// maxAREBytes bounds the generated pattern, whose character classes,
 	// case folding and escapes can make it longer than the user's.

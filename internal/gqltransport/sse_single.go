@@ -49,8 +49,9 @@ import (
 // its own; its results carry their positions as extensions.lastEventId.
 //
 // The reservation lives in the process that took the PUT: every request
-// of a client must reach that process (see the README's routing section:
-// sticky sessions by cookie, or by client address).
+// of a client must reach that process (docs/subscriptions.md, single
+// connection mode's routing: sticky sessions by cookie, or by client
+// address).
 
 // tokenHeader carries the reservation token.
 const tokenHeader = "X-Graphql-Event-Stream-Token"
@@ -194,7 +195,7 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 	}
 	res := t.reservation(r, greq)
 	if res == nil {
-		writeHTTPError(w, sluice.Errorf(sluice.CodeNotFound, "no stream reservation for this token on this server (single connection mode needs every request of a client to reach the server that took its PUT; see the README)"))
+		writeHTTPError(w, sluice.Errorf(sluice.CodeNotFound, "no stream reservation for this token on this server (single connection mode needs every request of a client to reach the server that took its PUT; see docs/subscriptions.md#graphql-sse-single-connection-mode)"))
 		return
 	}
 	switch r.Method {

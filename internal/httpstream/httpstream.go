@@ -75,8 +75,8 @@ func (s *Writer) Start(r *http.Request) {
 
 // spillSize is the buffered size at which Spill hands the frames to the
 // response (itself buffered): a long batch of frames then reuses a buffer
-// of a few frames instead of growing one per stream, which under overload
-// (10,000 streams each writing batches) cost 20 KiB per stream.
+// of a few frames instead of growing one per stream, which cost memory per
+// stream under overload (docs/benchmarks.md, "Measured choices in the code").
 const spillSize = 1 << 10
 
 // keepSize is the largest buffer kept between flushes; one that grew

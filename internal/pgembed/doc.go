@@ -27,6 +27,13 @@
 //     its own.
 //   - On Linux the server gets SIGINT (fast shutdown) when its parent dies
 //     (Pdeathsig), so even a SIGKILLed Sluice does not leave it behind.
+//   - The server is supervised: one that exits without Stop asking (killed,
+//     crashed) is restarted on the same data and socket after its orphaned
+//     backends are ended, with a delay that doubles from RestartDelay; past
+//     MaxRestarts exits within RestartWindow the supervisor gives up and
+//     closes Failed, and the owner decides (Sluice exits non-zero). When
+//     Sluice is PID 1, the dead server's backends become its children and
+//     are reaped.
 //   - Server log lines go to the slog logger (FATAL and PANIC at warn level,
 //     the rest at debug); the last lines are included in start errors.
 package pgembed

@@ -42,24 +42,57 @@ type Options struct {
 	// Logger receives the server's log lines and pgembed's own messages.
 	// Nil discards them.
 	Logger *slog.Logger
+	// RestartDelay is the wait before the first restart of a server that
+	// exited unexpectedly; it doubles with each restart within
+	// RestartWindow, up to maxRestartDelay. Zero means 500 ms.
+	RestartDelay time.Duration
+	// MaxRestarts is how many unexpected exits within RestartWindow are
+	// followed by a restart; the next one makes the supervisor give up
+	// (see Failed). Zero means 5; a negative value means no restart.
+	MaxRestarts int
 }
 
 // Postgres is a running embedded server. Its methods are safe for
-// concurrent use. Call Stop when done: it owns a child process, a goroutine
-// waiting for it and a lock on the data directory.
+// concurrent use. Call Stop when done: it owns a child process, the
+// goroutines waiting for and supervising it and a lock on the data
+// directory.
+//
+// The server is supervised: when it exits without Stop asking (killed, or
+// crashed), it is restarted after a delay that doubles with each restart
+// (Options.RestartDelay, 500 ms by default, at most 8 s). More than
+// Options.MaxRestarts unexpected exits within RestartWindow make it give
+// up: Failed is closed and Err says why.
 type Postgres struct {
 	dataDir string
 	logger  *slog.Logger
-	cmd     *exec.Cmd
 	logs    *logWriter
 	lock    *os.File // holds the flock on dataDir
+	path    string   // the postgres binary
+	args    []string
+	cred    *syscall.Credential
 
-	stopping atomic.Bool   // set by Stop, so an exit is not reported as unexpected
-	exited   chan struct{} // closed once cmd.Wait has returned
-	waitErr  error         // cmd.Wait's result; read only after exited is closed
+	mu  sync.Mutex
+	cur *server // the latest server process; replaced by a restart
 
-	stopOnce sync.Once
-	stopErr  error
+	restartDelay time.Duration
+	maxRestarts  int
+	now          func() time.Time
+
+	stopping  atomic.Bool // set by Stop, so an exit is not reported as unexpected
+	stopSuper context.CancelFunc
+	superDone chan struct{} // closed when supervise returns
+	failed    chan struct{} // closed when supervise gave up
+	failErr   error         // why; read only after failed is closed
+	restarted atomic.Int64  // restarts that became ready
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// server is one run of the postgres binary.
+type server struct {
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once cmd.Wait has returned
+	err    error         // cmd.Wait's result; read only after exited is closed
 }
 
 // defaultSettings are the server settings before Options.Settings is applied.
@@ -71,6 +104,9 @@ func defaultSettings(dataDir string) map[string]string {
 		"max_connections":         "100",
 		// Modest: Sluice is one process among others on the machine.
 		"shared_buffers": "128MB",
+		// Every Sluice session turns JIT off; so does the server, for any
+		// other client, since the Docker image carries no LLVM.
+		"jit": "off",
 		// Lines go to our logger, which adds its own timestamp.
 		"logging_collector": "off",
 		"log_destination":   "stderr",
@@ -146,34 +182,76 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	}
 
 	p := &Postgres{
-		dataDir: dataDir,
-		logger:  logger,
-		logs:    newLogWriter(logger),
-		lock:    lock,
-		exited:  make(chan struct{}),
+		dataDir:      dataDir,
+		logger:       logger,
+		logs:         newLogWriter(logger),
+		lock:         lock,
+		path:         bin.postgres,
+		args:         serverArgs(dataDir, settings),
+		cred:         cred,
+		restartDelay: opts.RestartDelay,
+		maxRestarts:  opts.MaxRestarts,
+		now:          time.Now,
+		superDone:    make(chan struct{}),
+		failed:       make(chan struct{}),
 	}
-	p.cmd = exec.Command(bin.postgres, serverArgs(dataDir, settings)...)
-	p.cmd.Dir = dataDir
-	p.cmd.Stdout = p.logs
-	p.cmd.Stderr = p.logs
-	// Backends inherit the log pipe; the postmaster waits for them, but bound
-	// the wait in case one outlives it.
-	p.cmd.WaitDelay = 5 * time.Second
-	p.cmd.SysProcAttr = sysProcAttr(cred)
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("pgembed: start %s: %w", bin.postgres, err)
+	if p.restartDelay <= 0 {
+		p.restartDelay = defaultRestartDelay
 	}
+	if p.maxRestarts == 0 {
+		p.maxRestarts = defaultMaxRestarts
+	}
+	s := p.launch()
 	started = true // from here on, Stop releases the lock
-	go p.wait()
-
-	if err := p.waitReady(ctx); err != nil {
+	p.cur = s
+	superCtx, stopSuper := context.WithCancel(context.WithoutCancel(ctx))
+	p.stopSuper = stopSuper
+	if err := p.waitReady(ctx, s); err != nil {
+		close(p.superDone) // nothing to supervise
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = p.Stop(stopCtx) // the start error matters more than how the stop went
 		return nil, err
 	}
-	logger.Info("embedded postgres ready", "data_dir", dataDir, "pid", p.cmd.Process.Pid, "bin_dir", bin.dir)
+	go p.supervise(superCtx)
+	logger.Info("embedded postgres ready", "data_dir", dataDir, "pid", s.cmd.Process.Pid, "bin_dir", bin.dir)
 	return p, nil
+}
+
+// launch starts the server process. A process that cannot be started is
+// returned as one that exited at once, with the reason as its error.
+func (p *Postgres) launch() *server {
+	s := &server{cmd: exec.Command(p.path, p.args...), exited: make(chan struct{})}
+	s.cmd.Dir = p.dataDir
+	s.cmd.Stdout = p.logs
+	s.cmd.Stderr = p.logs
+	// Backends inherit the log pipe; the postmaster waits for them, but bound
+	// the wait in case one outlives it.
+	s.cmd.WaitDelay = 5 * time.Second
+	s.cmd.SysProcAttr = sysProcAttr(p.cred)
+	if err := s.cmd.Start(); err != nil {
+		s.err = fmt.Errorf("pgembed: start %s: %w", p.path, err)
+		close(s.exited)
+		return s
+	}
+	go s.wait()
+	return s
+}
+
+// PID returns the process id of the server's postmaster (the latest one,
+// after a restart).
+func (p *Postgres) PID() int {
+	s := p.current()
+	if s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (p *Postgres) current() *server {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
 }
 
 // serverArgs returns the postgres command line, settings sorted by name so
@@ -192,31 +270,30 @@ func serverArgs(dataDir string, settings map[string]string) []string {
 }
 
 // wait reaps the server and records how it exited.
-func (p *Postgres) wait() {
-	p.waitErr = p.cmd.Wait()
-	if errors.Is(p.waitErr, exec.ErrWaitDelay) {
+func (s *server) wait() {
+	s.err = s.cmd.Wait()
+	if errors.Is(s.err, exec.ErrWaitDelay) {
 		// The server exited; only a child still held the log pipe.
-		p.waitErr = nil
+		s.err = nil
 	}
-	if !p.stopping.Load() {
-		p.logger.Error("embedded postgres exited unexpectedly", "err", p.waitErr, "data_dir", p.dataDir)
-	}
-	close(p.exited)
+	close(s.exited)
 }
 
-// waitReady polls postmaster.pid until the server marks itself ready, the
+// waitReady polls postmaster.pid until server s marks itself ready, the
 // way pg_ctl does, so no connection attempts fill the log while it starts.
-func (p *Postgres) waitReady(ctx context.Context) error {
+func (p *Postgres) waitReady(ctx context.Context, s *server) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		pid, status, _ := readPIDFile(p.dataDir)
-		if pid == p.cmd.Process.Pid && status == "ready" {
-			return nil
+		if s.cmd.Process != nil {
+			pid, status, _ := readPIDFile(p.dataDir)
+			if pid == s.cmd.Process.Pid && status == "ready" {
+				return nil
+			}
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("pgembed: postgres exited during startup (%v); server log:\n%s", p.waitErr, p.logs.tail())
+		case <-s.exited:
+			return fmt.Errorf("pgembed: postgres exited during startup (%v); server log:\n%s", s.err, p.logs.tail())
 		case <-ctx.Done():
 			return fmt.Errorf("pgembed: wait for postgres to accept connections: %w; server log:\n%s", ctx.Err(), p.logs.tail())
 		case <-tick.C:
@@ -254,25 +331,32 @@ func (p *Postgres) Stop(ctx context.Context) error {
 
 func (p *Postgres) stop(ctx context.Context) error {
 	p.stopping.Store(true)
+	// The supervisor returns before the server is signalled, so that it
+	// neither takes this stop for a crash nor starts another server.
+	p.stopSuper()
+	<-p.superDone
+	s := p.current()
 	// An error means the process has already exited; exited says so.
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
+	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGINT)
+	}
 	select {
-	case <-p.exited:
-		if p.waitErr != nil {
-			return fmt.Errorf("pgembed: postgres exited: %w", p.waitErr)
+	case <-s.exited:
+		if s.err != nil {
+			return fmt.Errorf("pgembed: postgres exited: %w", s.err)
 		}
 		return nil
 	case <-ctx.Done():
 	}
 	p.logger.Warn("embedded postgres did not stop in time; forcing it", "data_dir", p.dataDir)
-	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = s.cmd.Process.Signal(syscall.SIGQUIT)
 	timer := time.NewTimer(5 * time.Second)
 	defer timer.Stop()
 	select {
-	case <-p.exited:
+	case <-s.exited:
 	case <-timer.C:
-		_ = p.cmd.Process.Kill()
-		<-p.exited
+		_ = s.cmd.Process.Kill()
+		<-s.exited
 	}
 	return fmt.Errorf("pgembed: stop postgres: %w", ctx.Err())
 }

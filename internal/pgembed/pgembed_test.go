@@ -148,7 +148,7 @@ func TestStopIsCleanAndIdempotent(t *testing.T) {
 	t.Parallel()
 	dataDir := newDataDir(t)
 	p := start(t, testOptions(t, dataDir))
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 
 	stop(t, p)
 	if processAlive(pid) {
@@ -182,16 +182,19 @@ func TestStartStopsLeftoverServer(t *testing.T) {
 	dataDir := newDataDir(t)
 	opts := testOptions(t, dataDir)
 	leftover := start(t, opts)
-	leftoverPID := leftover.cmd.Process.Pid
+	leftoverPID := leftover.PID()
 	// What a dead owner leaves behind when the server outlives it: the
-	// kernel released its lock, the server still runs.
+	// kernel released its lock, the server still runs, nothing supervises
+	// it.
+	leftover.stopSuper()
+	<-leftover.superDone
 	leftover.lock.Close()
 
 	p := start(t, opts)
 	if processAlive(leftoverPID) {
 		t.Errorf("leftover postgres pid %d still alive", leftoverPID)
 	}
-	if p.cmd.Process.Pid == leftoverPID {
+	if p.PID() == leftoverPID {
 		t.Fatal("Start reused the leftover server instead of starting its own")
 	}
 	if got := queryString(t, p.URL("postgres"), "SELECT 1::text"); got != "1" {
@@ -330,7 +333,7 @@ func runChild(t *testing.T) {
 	if err != nil {
 		t.Fatalf("child Start: %v", err)
 	}
-	fmt.Printf("READY %d\n", p.cmd.Process.Pid)
+	fmt.Printf("READY %d\n", p.PID())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	stop(t, p)
 }
@@ -409,7 +412,7 @@ func TestStopWithEndedContextStillStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop(context.Background()) }) // in case the test fails before its Stop
-	pid := p.cmd.Process.Pid
+	pid := p.PID()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 

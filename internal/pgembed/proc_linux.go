@@ -46,3 +46,64 @@ func isPostgres(pid int) bool {
 	// keeps its command line.
 	return name == "postgres" || name == "postmaster" || bytes.HasPrefix(cmdline, []byte("postgres:"))
 }
+
+// orphans returns the live orphaned postgres processes working in
+// dataDir, and reaps those that exited and are this process's children. Called between
+// a postmaster's death and the next start, they are the dead server's
+// backends: each runs in the data directory, and each calls setsid, so
+// neither a process group nor a parent names them. When Sluice is PID 1 (a
+// container without an init) they become its children, and their zombies
+// are Sluice's to reap; os/exec waits for no postgres process then (the
+// dead one was reaped, the next is not started, and a PID 1 Sluice runs
+// one server).
+func orphans(dataDir string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var alive []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		lp, rp := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+		if lp < 0 || rp < lp {
+			continue
+		}
+		f := bytes.Fields(stat[rp+1:])
+		if string(stat[lp+1:rp]) != "postgres" || len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(string(f[1]))
+		// Only PID 1 inherits orphans; elsewhere a postgres child of ours
+		// is another live server's postmaster (tests run several), whose
+		// exit os/exec must see.
+		adopted := self == 1 && ppid == self
+		if f[0][0] == 'Z' {
+			if adopted {
+				var status syscall.WaitStatus
+				_, _ = syscall.Wait4(pid, &status, syscall.WNOHANG, nil)
+			}
+			continue
+		}
+		// An orphan was reparented: to init (or a container's init, PID
+		// 1 of its namespace), or to Sluice when it is PID 1. A postgres
+		// process in dataDir with another parent belongs to a server
+		// another owner started there, never an orphan to end. An
+		// adopted process on its way out has no cwd any more, and must
+		// still be waited for to be reaped.
+		if ppid != 1 && !adopted {
+			continue
+		}
+		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == dataDir || err != nil && adopted {
+			alive = append(alive, pid)
+		}
+	}
+	return alive
+}

@@ -29,7 +29,7 @@ func schemaName(dbID int64) string { return "sluice_db_" + strconv.FormatInt(dbI
 
 // SchemaName returns the Postgres schema that holds database d's tables,
 // one table per document class named as the class: what other roles are
-// granted access to (see the README's "Writing in SQL").
+// granted access to (see docs/reads-and-streams.md, "Writes made in SQL").
 func SchemaName(d *sluice.Database) string { return schemaName(d.ID) }
 
 // tableName returns the quoted, schema-qualified table of a class.

@@ -3,6 +3,8 @@ package postgres
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // FuzzAppendJSONString checks the direct string encoder against
@@ -72,6 +74,33 @@ func FuzzImageID(f *testing.F) {
 		}
 		if got != want.ID {
 			t.Fatalf("%q: got %q, want %q", id, got, want.ID)
+		}
+	})
+}
+
+// FuzzRowImage feeds arbitrary row JSON, as another Postgres role may
+// leave in a class table, to the conversion of SQL writes' row images:
+// no panic, and what converts is a document image of the class that
+// parses as JSON.
+func FuzzRowImage(f *testing.F) {
+	f.Add(`{"_id":"Person/a","_commit_uid":1,"name":"Ann","age":30,"tags":["x"],"born":"2024-01-01T10:00:00+01:00","big":12345678901234567890}`)
+	f.Add(`{"_id":"Person/b","name":null,"age":"thirty","tags":{"a":1},"home":[1,2]}`)
+	f.Add(`{"_id":7}`)
+	f.Add(`[]`)
+	s, err := schema.Parse(`type Address @subdocument { street: String }
+type Person { name: String! age: Int score: Float tags: [String!] born: DateTime big: BigInt data: JSON home: Address friend: Person }`)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := s.Class("Person")
+	f.Fuzz(func(t *testing.T, raw string) {
+		img, _, err := rowImage(c, []byte(raw))
+		if err != nil {
+			return
+		}
+		var v map[string]any
+		if err := json.Unmarshal(img, &v); err != nil || v["@type"] != "Person" {
+			t.Fatalf("image %s of row %s: %v", img, raw, err)
 		}
 	})
 }

@@ -15,16 +15,16 @@ import (
 	"github.com/sluice-dev/sluice"
 )
 
-// A large insert's rows are encoded in COPY's binary format by the
-// goroutine that validates them (InsertEncoder), so that the Writer's
-// goroutine only sends bytes. The common column types (text, integer,
-// double precision, boolean) are written here directly; the others go
-// through pgx's encoders, as pgx's CopyFrom would (FuzzAppendCopyRow
-// checks both give its bytes). On two cores shared with Postgres, all the
-// CPU a write spends counts against its throughput (docs/benchmarks.md):
-// going from documents to []any rows and through pgx's per-value encode
-// plans took 0.34 ms per 1,000 flat documents, this takes 0.16 ms
-// (BenchmarkCopyRows), and pgx's COPY goroutine and pipe no longer run.
+// A large insert's rows are encoded in COPY's binary format by the goroutine
+// that validates them (InsertEncoder), so that the Writer's goroutine only
+// sends bytes. The common column types (text, integer, double precision,
+// boolean) are written here directly; the others go through pgx's encoders, as
+// pgx's CopyFrom would (FuzzAppendCopyRow checks both give its bytes). On two
+// cores shared with Postgres, all the CPU a write spends counts against its
+// throughput: this takes half the time of going from documents to []any rows
+// and through pgx's per-value encode plans (BenchmarkCopyRows;
+// docs/benchmarks.md, "Measured choices in the code"), and pgx's COPY goroutine
+// and pipe no longer run.
 
 // copyHeader starts a binary COPY stream: its signature, flags and header
 // extension length (both zero).

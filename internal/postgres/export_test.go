@@ -67,6 +67,20 @@ func (db *DB) ActiveForTest(ctx context.Context, text string) ([]int32, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[int32])
 }
 
+// CancelGraceForTest is cancelGrace: how long a cancelled statement's
+// connection waits for Postgres before it is closed.
+const CancelGraceForTest = cancelGrace
+
+// QueryRowForTest runs sql on the pool and scans its one row into dest.
+func (db *DB) QueryRowForTest(ctx context.Context, sql string, dest ...any) error {
+	return db.pool.QueryRow(ctx, sql).Scan(dest...)
+}
+
+// ReadableByForTest is readableBy: what a migration's header declares.
+func ReadableByForTest(name string, version int, sql string) (int, error) {
+	return readableBy(name, version, sql)
+}
+
 // ExplainDocumentsForTest returns the plan (EXPLAIN, COSTS OFF) of the
 // statement Documents sends for these classes and page.
 func (db *DB) ExplainDocumentsForTest(ctx context.Context, d *sluice.Database, classes []string, skip, count int64) (string, error) {

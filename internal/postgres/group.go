@@ -16,7 +16,8 @@ import (
 // of its own (its own changes, its own sequence number, in the order they
 // were queued), but the batch pays for one counter-row lock and one WAL
 // flush instead of one each, which is what serialized concurrent writers:
-// each held the counter row's lock until its own COMMIT was durable.
+// each held the counter row's lock until its own COMMIT was durable
+// (docs/benchmarks.md, "Measured choices in the code").
 //
 // There is no timer: whoever finds no batch running leads one with what is
 // queued, and hands leadership to the next queued writer when its own
@@ -26,10 +27,9 @@ import (
 // A batch that starts while the one before it is still waiting for its
 // COMMIT sends its writes at once, waits for that COMMIT, and then takes in
 // the writes queued meanwhile before sending its own commit rows: the
-// previous batch's writers, answered by then, are usually among them. With
-// 8 concurrent writers, batches grew from 3.9 to 4.9 writes on average
-// (eight became the commonest size) and the benchmark's throughput by about
-// a sixth (docs/benchmarks.md).
+// previous batch's writers, answered by then, are usually among them:
+// batches grow larger, and concurrent writers' throughput with them
+// (figures in docs/benchmarks.md, "Measured choices in the code").
 //
 // A batch first runs without savepoints: a savepoint makes Postgres open a
 // subtransaction for each commit, which costs more than the commit's own

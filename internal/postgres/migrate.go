@@ -21,7 +21,36 @@ type migration struct {
 	version int
 	name    string
 	sql     string
+	// readableBy is the oldest schema version a binary may know and still
+	// run on the database once this migration is applied (its header
+	// "-- sluice:readable-by N"; its own version without one). See
+	// migrations/0010_rolling_upgrades.sql.
+	readableBy int
 }
+
+// readableByHeader declares an expand migration: binaries that know at
+// least its number of migrations may run beside it.
+const readableByHeader = "-- sluice:readable-by "
+
+// readableBy returns what the header of migration m says, or m's version.
+func readableBy(name string, version int, sql string) (int, error) {
+	for _, line := range strings.Split(sql, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), readableByHeader)
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(rest))
+		if err != nil || n < rollingSince || n > version {
+			return 0, fmt.Errorf("migration %s: %s%s: want a schema version from %d to %d", name, readableByHeader, rest, rollingSince, version)
+		}
+		return n, nil
+	}
+	return version, nil
+}
+
+// rollingSince is the migration that brought readable_by: binaries that
+// know fewer migrations never read it, and refuse a newer database.
+const rollingSince = 10
 
 func loadMigrations() ([]migration, error) {
 	entries, err := fs.ReadDir(migrations.FS, ".")
@@ -42,7 +71,11 @@ func loadMigrations() ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, migration{version: v, name: e.Name(), sql: string(body)})
+		rb, err := readableBy(e.Name(), v, string(body))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(body), readableBy: rb})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
 	for i, m := range out {
@@ -64,10 +97,13 @@ func LatestVersion() int {
 
 // Migrate applies every migration the database lacks, each in one
 // transaction with its version row, holding an advisory lock so concurrent
-// starts apply each migration once. It refuses a database migrated by a newer
-// binary, and one that is Sluice's as another Postgres role. Then it gives
-// every database's tables the capture triggers their schema asks for
-// (capture.go). It returns the number of migrations applied.
+// starts apply each migration once. A database migrated by a newer binary
+// is refused unless every migration this one lacks says it may run beside
+// them (readable_by, see migrations/0010_rolling_upgrades.sql): then
+// nothing is applied. It refuses a database that is Sluice's as another
+// Postgres role. Then it gives every database's tables the capture
+// triggers their schema asks for (capture.go). It returns the number of
+// migrations applied.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
 	n, err := db.migrateTo(ctx, LatestVersion())
 	if err != nil {
@@ -115,15 +151,40 @@ func (db *DB) migrateTo(ctx context.Context, target int) (int, error) {
 		return 0, fmt.Errorf("migrate: read version: %w", err)
 	}
 	if current > len(ms) {
-		return 0, fmt.Errorf("the database is at schema version %d but this sluice binary only knows %d: upgrade sluice", current, len(ms))
+		// A newer binary migrated the database: this one may run beside
+		// it (a rolling upgrade) only if every migration it lacks was an
+		// expand one.
+		readable := current
+		if current >= rollingSince {
+			if err := conn.QueryRow(ctx, "SELECT readable_by FROM sluice.schema_migrations WHERE version = $1", current).Scan(&readable); err != nil {
+				return 0, fmt.Errorf("migrate: read readable_by: %w", err)
+			}
+		}
+		if readable > len(ms) {
+			return 0, fmt.Errorf("the database is at schema version %d, which needs a sluice binary that knows at least %d, but this one only knows %d: upgrade sluice", current, readable, len(ms))
+		}
+		db.logger.Warn("the database was migrated by a newer sluice; this binary runs beside it (a rolling upgrade): upgrade it too",
+			"schema_version", current, "readable_by", readable, "known", len(ms))
+		return 0, nil
+	}
+	readable := 0
+	if current >= rollingSince {
+		if err := conn.QueryRow(ctx, "SELECT readable_by FROM sluice.schema_migrations WHERE version = $1", current).Scan(&readable); err != nil {
+			return 0, fmt.Errorf("migrate: read readable_by: %w", err)
+		}
 	}
 	applied := 0
 	for _, m := range ms[current:max(current, target)] {
+		readable = max(readable, m.readableBy)
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name)
+			if m.version < rollingSince {
+				_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name)
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name, readable_by) VALUES ($1, $2, $3)", m.version, m.name, readable)
 			return err
 		})
 		if err != nil {

@@ -14,16 +14,16 @@ const NotifyChannel = "sluice_commits"
 
 // Notifier sends one NOTIFY per burst of commits, after they committed,
 // instead of one inside every transaction: NOTIFY takes a cluster-wide lock
-// at commit, which serialized concurrent writers (measured with pgbench:
-// 8 clients lost about half their throughput to it). Commit calls Wake; Run sends what accumulated since its last send.
+// at commit, which serialized concurrent writers. Commit calls Wake; Run
+// sends what accumulated since its last send.
 //
 // Under a steady stream of commits, sends are at least notifyInterval
 // apart: sending as often as a round trip allowed (a NOTIFY after nearly
-// every group-commit batch, each waking every listening tailer) cost 8
-// concurrent single-document writers about a tenth of their throughput on
-// this project's benchmark machine. A commit after a quiet spell is still
+// every group-commit batch, each waking every listening tailer) cost
+// concurrent writers measurably. A commit after a quiet spell is still
 // announced at once; under load, other replicas learn of commits up to
-// notifyInterval later.
+// notifyInterval later. The figures are in docs/benchmarks.md, "Measured
+// choices in the code".
 type Notifier struct {
 	db *DB
 

@@ -41,7 +41,7 @@ func TestMigrateIsIdempotentAndRefusesNewerDatabase(t *testing.T) {
 		t.Fatalf("version %d (%v), want %d", v, err, postgres.LatestVersion())
 	}
 	_, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		return tx.ExecForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES (999, 'future.sql')")
+		return tx.ExecForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name, readable_by) VALUES (999, 'future.sql', 999)")
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -49,6 +49,30 @@ func TestMigrateIsIdempotentAndRefusesNewerDatabase(t *testing.T) {
 	_, err = db.Migrate(ctx)
 	if err == nil || !strings.Contains(err.Error(), "schema version 999") || !strings.Contains(err.Error(), "upgrade sluice") {
 		t.Fatalf("Migrate on a newer database: %v", err)
+	}
+}
+
+// TestMigrateRunsBesideExpandMigrations: a database a newer binary
+// migrated with expand migrations only (readable_by no newer than what
+// this binary knows) is run on as it is: a rolling upgrade.
+func TestMigrateRunsBesideExpandMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	latest := postgres.LatestVersion()
+	if err := db.ExecDBForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name, readable_by) VALUES ($1, 'expand.sql', $2)", latest+1, latest); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Migrate(ctx); err != nil || n != 0 {
+		t.Fatalf("Migrate beside an expand migration: applied %d, %v", n, err)
+	}
+	// A contract migration after it: this binary must be upgraded.
+	if err := db.ExecDBForTest(ctx, "INSERT INTO sluice.schema_migrations (version, name, readable_by) VALUES ($1, 'contract.sql', $1)", latest+2); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Migrate(ctx)
+	if want := fmt.Sprintf("needs a sluice binary that knows at least %d, but this one only knows %d: upgrade sluice", latest+2, latest); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Migrate beside a contract migration: %v, want %q", err, want)
 	}
 }
 

@@ -308,8 +308,8 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 
 // Prune removes commits of every database committed before cutoff, except
 // each database's newest commit and anything after the floors: keep[dbID]
-// (this process's subscribers) and the fresh floors other daemons
-// published. It returns the number of commits removed.
+// (this process's subscribers), the fresh floors other daemons published,
+// and the positions of active webhooks. It returns the number of commits removed.
 func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
 	var total int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
@@ -324,6 +324,28 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64)
 			floors[id] = seq
 		}
 		rows, err := tx.Query(ctx, "SELECT db_id, min(seq) FROM sluice.stream_floors WHERE updated_at > now() - make_interval(secs => $1) GROUP BY db_id", FloorTTL.Seconds())
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var id, seq int64
+			if err := rows.Scan(&id, &seq); err != nil {
+				rows.Close()
+				return err
+			}
+			if cur, ok := floors[id]; !ok || seq < cur {
+				floors[id] = seq
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// Active webhooks keep what they have not delivered, for as long
+		// as they need it: their positions are durable, so they need no
+		// TTL. (A position inside a commit still owes that commit.)
+		rows, err = tx.Query(ctx, `SELECT db_id, min(CASE WHEN idx = $1 THEN seq ELSE seq - 1 END)
+			FROM sluice.webhooks WHERE state = 'active' GROUP BY db_id`, sluice.WholeCommit)
 		if err != nil {
 			return err
 		}

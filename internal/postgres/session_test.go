@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -110,5 +111,42 @@ func TestStatementTimeoutCancelsALongStatement(t *testing.T) {
 	}
 	if pids, err := db.ActiveForTest(ctx, "pg_sleep"); err != nil || len(pids) != 0 {
 		t.Fatalf("pg_sleep still running: %v (%v)", pids, err)
+	}
+}
+
+// TestListenerWaitEndsWithItsContext: the listener's backend is idle while
+// Wait blocks, so a cancel request has nothing to cancel; Wait must return
+// when its context ends, not after the cancel grace that pooled
+// connections wait (that grace was added to every shutdown).
+func TestListenerWaitEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	db := open(t)
+	l, err := db.Listen(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Wait(ctx)
+		done <- err
+	}()
+	// Wait is blocked on the socket once the backend shows the LISTEN
+	// connection idle; cancel then.
+	waitUntil(t, "the listener is idle", func() (bool, error) {
+		var n int
+		err := db.QueryRowForTest(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND application_name = 'sluice changefeed' AND state = 'idle'`, &n)
+		return n == 1, err
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait returned %v, want context.Canceled", err)
+		}
+	case <-time.After(postgres.CancelGraceForTest / 2):
+		t.Fatalf("Wait still blocked %v after its context ended (cancel grace %v)", postgres.CancelGraceForTest/2, postgres.CancelGraceForTest)
 	}
 }

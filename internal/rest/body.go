@@ -39,10 +39,10 @@ type docStream struct {
 	maxDoc int64
 }
 
-// The stream's buffer starts at minReadSize, since most bodies are one
-// small document (a larger first buffer, allocated per request, cost the
-// concurrent single-document benchmark a tenth of its throughput), and
-// doubles on each refill up to readSize. Beyond that only a document larger
+// The stream's buffer starts at minReadSize, since most bodies are one small
+// document (a larger first buffer, allocated per request, slowed concurrent
+// single-document writes: docs/benchmarks.md, "Measured choices in the code"),
+// and doubles on each refill up to readSize. Beyond that only a document larger
 // than the buffer grows it.
 const (
 	minReadSize = 4 << 10

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/webhook"
 )
 
 // Deps is what the HTTP API needs.
@@ -55,6 +56,9 @@ type Deps struct {
 	Stream StreamDeps
 	// CORS is the cross-origin policy of every route.
 	CORS *CORS
+	// Webhooks, when set, serves /api/webhooks/{org}/{db} (see webhooks.go);
+	// without it those routes answer 503.
+	Webhooks *webhook.Service
 }
 
 type api struct {
@@ -123,6 +127,17 @@ func Routes(d Deps) http.Handler {
 		r.Post("/api/tokens", a.createToken)
 		r.Delete("/api/tokens/{id}", a.revokeToken)
 		r.Post("/api/stream-tickets", a.createTicket)
+
+		r.Get("/api/webhooks/{org}/{db}", a.listWebhooks)
+		r.Post("/api/webhooks/{org}/{db}", a.createWebhook)
+		r.Get("/api/webhooks/{org}/{db}/{id}", a.getWebhook)
+		r.Patch("/api/webhooks/{org}/{db}/{id}", a.updateWebhook)
+		r.Delete("/api/webhooks/{org}/{db}/{id}", a.deleteWebhook)
+		r.Get("/api/webhooks/{org}/{db}/{id}/attempts", a.webhookAttempts)
+		r.Post("/api/webhooks/{org}/{db}/{id}/pause", a.pauseWebhook)
+		r.Post("/api/webhooks/{org}/{db}/{id}/resume", a.resumeWebhook)
+		r.Post("/api/webhooks/{org}/{db}/{id}/replay", a.replayWebhook)
+		r.Post("/api/webhooks/{org}/{db}/{id}/rotate-secret", a.rotateWebhookSecret)
 
 		if d.GraphiQL != nil {
 			r.Method(http.MethodGet, "/api/graphiql/{org}/{db}", d.GraphiQL)

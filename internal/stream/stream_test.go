@@ -2,6 +2,7 @@ package stream
 
 import (
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -39,3 +40,42 @@ func TestHeartbeatOnlyAfterAQuietSpell(t *testing.T) {
 		t.Fatalf("a stream quiet for the interval got %d pings, want 1", k.pings)
 	}
 }
+
+// The heartbeat timer fires after a quiet interval, in fake time: a stream
+// that wrote nothing gets a ping when the interval has passed, not before.
+func TestHeartbeatTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		k := &clockSink{start: time.Now()}
+		s := &Stream{o: Options{Heartbeat: 12 * time.Second}, sink: k}
+		if !s.Ready() {
+			t.Fatal("not ready")
+		}
+		defer s.hb.Stop()
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		if s.beatDue.Load() {
+			t.Fatal("a heartbeat was due before the interval passed")
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if !s.beatDue.Swap(false) || !s.heartbeat() || k.pings != 1 {
+			t.Fatalf("after a quiet interval: due %v, pings %d, want a ping", s.beatDue.Load(), k.pings)
+		}
+		// The next beat comes a whole interval after the ping.
+		time.Sleep(11 * time.Second)
+		synctest.Wait()
+		if s.beatDue.Load() {
+			t.Fatal("the next heartbeat came before an interval")
+		}
+	})
+}
+
+// clockSink is idle since its last ping (or its start), in the bubble's
+// time.
+type clockSink struct {
+	quietSink
+	start time.Time
+}
+
+func (k *clockSink) Ping()               { k.pings++; k.start = time.Now() }
+func (k *clockSink) Idle() time.Duration { return time.Since(k.start) }

@@ -132,3 +132,34 @@ func Ops(given bool, s string) (map[sluice.Op]bool, error) {
 	}
 	return ops, nil
 }
+
+// OpList parses a JSON list of the ?ops= tokens given in field (a request
+// body's field, such as a webhook's "ops"): the same tokens and the same
+// refusals as Ops, each error naming field. An empty list is an error,
+// never every operation.
+func OpList(field string, tokens []string) (map[sluice.Op]bool, error) {
+	if len(tokens) == 0 {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s is an empty list: want some of create, update, delete (leave it out for all three)", field)
+	}
+	ops := map[sluice.Op]bool{}
+	for _, tok := range tokens {
+		o, ok := opTokens[tok]
+		if !ok {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: unknown operation %q: want create, update or delete", field, tok)
+		}
+		ops[o] = true
+	}
+	return ops, nil
+}
+
+// OpTokens returns the tokens of ops in canonical order (create, update,
+// delete).
+func OpTokens(ops map[sluice.Op]bool) []string {
+	var out []string
+	for _, o := range []sluice.Op{sluice.OpAdded, sluice.OpUpdated, sluice.OpDeleted} {
+		if ops[o] {
+			out = append(out, OpToken(o))
+		}
+	}
+	return out
+}

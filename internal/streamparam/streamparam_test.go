@@ -3,6 +3,7 @@ package streamparam
 import (
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +106,21 @@ func FuzzStreamParams(f *testing.F) {
 			t.Fatalf("position %q: %v", last, err)
 		}
 	})
+}
+
+func TestOpList(t *testing.T) {
+	t.Parallel()
+	ops, err := OpList("ops", []string{"delete", "create"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := OpTokens(ops); strings.Join(got, ",") != "create,delete" {
+		t.Errorf("OpTokens = %v, want create,delete", got)
+	}
+	for _, bad := range [][]string{nil, {}, {"create", "insert"}, {""}, {"Create"}} {
+		_, err := OpList("ops", bad)
+		if sluice.ErrorCode(err) != sluice.CodeInvalid || !strings.HasPrefix(sluice.ErrorMessage(err), "ops") {
+			t.Errorf("OpList(%q) = %v, want a BadRequest naming ops", bad, err)
+		}
+	}
 }

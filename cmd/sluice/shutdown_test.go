@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// logLines collects a process's log lines and lets a test wait for one.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	added chan struct{} // closed and replaced on every line
+}
+
+func newLogLines() *logLines { return &logLines{added: make(chan struct{})} }
+
+func (l *logLines) add(line string) {
+	l.mu.Lock()
+	l.lines = append(l.lines, line)
+	close(l.added)
+	l.added = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// find returns the first line containing s, or "".
+func (l *logLines) find(s string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return line
+		}
+	}
+	return ""
+}
+
+// waitFor waits up to a minute for a line containing s and returns it.
+func (l *logLines) waitFor(t *testing.T, s string) string {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for {
+		l.mu.Lock()
+		added := l.added
+		l.mu.Unlock()
+		if line := l.find(s); line != "" {
+			return line
+		}
+		select {
+		case <-added:
+		case <-deadline:
+			t.Fatalf("no log line containing %q within a minute", s)
+		}
+	}
+}
+
+// startLogged runs `sluice serve` on dataDir with debug logs (the embedded
+// server's own lines among them) collected in the returned logLines.
+func startLogged(t *testing.T, dataDir string, extraEnv ...string) (*proc, *logLines) {
+	t.Helper()
+	logs := newLogLines()
+	env := append([]string{"SLUICE_ADMIN_PASSWORD=secret-pw", "SLUICE_LOG_LEVEL=debug"}, extraEnv...)
+	p := dt.StartProc(t, binary, []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0"}, env, logs.add)
+	return &proc{Proc: p, url: "http://" + p.Addr}, logs
+}
+
+// openTransactions returns how many of Sluice's sessions on the embedded
+// server in pgDir are inside a transaction.
+func openTransactions(t *testing.T, pgDir string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, "postgres://postgres@/sluice?sslmode=disable&port=5432&host="+url.QueryEscape(pgDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		WHERE application_name = 'sluice' AND state = 'idle in transaction'`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// checkCleanStart fails t unless the embedded server's start found a
+// cluster that had been shut down cleanly: no crash recovery.
+func checkCleanStart(t *testing.T, logs *logLines) {
+	t.Helper()
+	// StartProc returned once Sluice served: the server's start lines
+	// came before.
+	if line := logs.find("not properly shut down"); line != "" {
+		t.Fatalf("the embedded Postgres ran crash recovery: %s", line)
+	}
+	if logs.find("database system was shut down at") == "" {
+		t.Fatal(`the embedded Postgres did not log "database system was shut down at": it was not stopped cleanly`)
+	}
+}
+
+// TestStopWithARequestInFlight: SIGTERM while a write's body is still
+// being sent and a change stream is open. The stream gets its last frame
+// at once, the write may finish within shutdown_timeout and commits, and
+// Sluice exits 0 with its embedded Postgres shut down cleanly, so the next
+// start runs no crash recovery.
+func TestStopWithARequestInFlight(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(tempDir(t), "data")
+	p, _ := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT=20s")
+	if code, body := p.do(t, "POST", "/api/db/admin/keep", `{"schema":"type Note { text: String! }"}`); code != 201 {
+		t.Fatalf("create database: %d %s", code, body)
+	}
+
+	// A change stream, read until it ends.
+	req, _ := http.NewRequest("GET", p.url+"/api/subscribe/admin/keep/Note", nil)
+	req.SetBasicAuth("admin", "secret-pw")
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	frames := bufio.NewReader(stream.Body)
+	if line, err := frames.ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
+		t.Fatalf("stream opened with %q, %v", line, err)
+	}
+
+	// An NDJSON write whose body is only half sent.
+	body, send := io.Pipe()
+	req, _ = http.NewRequest("POST", p.url+"/api/document/admin/keep", body)
+	req.SetBasicAuth("admin", "secret-pw")
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		answered <- answer{resp.StatusCode, string(b), err}
+	}()
+	// More than one chunk (250 documents), so that the handler opens its
+	// transaction, which shows the request is being served: a connection
+	// still in the listen queue at SIGTERM would not be.
+	var docs strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&docs, `{"@type":"Note","@id":"first-%d","text":"sent before SIGTERM"}`+"\n", i)
+	}
+	if _, err := io.WriteString(send, docs.String()); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
+		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
+	})
+
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The stream ends first (the change feed stops before the HTTP
+	// server drains), which is how the test knows shutdown has begun.
+	rest, err := io.ReadAll(frames)
+	if err != nil || !strings.Contains(string(rest), ": server shutting down") {
+		t.Fatalf("stream ended with %q, %v; want its shutdown frame", rest, err)
+	}
+	if _, err := io.WriteString(send, `{"@type":"Note","@id":"second","text":"sent after SIGTERM"}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	send.Close()
+	a := <-answered
+	if a.err != nil || a.code != 200 {
+		t.Fatalf("write in flight at SIGTERM: %d %s %v", a.code, a.body, a.err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("sluice exited with %v after SIGTERM", err)
+	}
+
+	p, logs := startLogged(t, dataDir)
+	checkCleanStart(t, logs)
+	for _, id := range []string{"first-0", "first-299", "second"} {
+		if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/"+id, ""); code != 200 {
+			t.Fatalf("Note/%s after restart: %d %s", id, code, body)
+		}
+	}
+}
+
+// TestStopClosesARequestThatOutlastsTheTimeout: a request still running
+// when shutdown_timeout ends is cut off; Sluice still exits 0, well within
+// the grace a container runtime gives it after SIGTERM, and stops its
+// embedded Postgres cleanly.
+func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(tempDir(t), "data")
+	const timeout = 2 * time.Second
+	p, logs := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT="+timeout.String())
+	if code, body := p.do(t, "POST", "/api/db/admin/keep", `{"schema":"type Note { text: String! }"}`); code != 201 {
+		t.Fatalf("create database: %d %s", code, body)
+	}
+	body, send := io.Pipe()
+	defer send.Close()
+	req, _ := http.NewRequest("POST", p.url+"/api/document/admin/keep", body)
+	req.SetBasicAuth("admin", "secret-pw")
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var b []byte
+			b, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
+			}
+		}
+		answered <- err
+	}()
+	// More documents than one chunk (250): the handler writes the first
+	// chunk in its transaction, which shows the request is being served
+	// (a connection still in the listen queue at SIGTERM is not).
+	var docs strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&docs, `{"@type":"Note","@id":"never-%d","text":"never finished"}`+"\n", i)
+	}
+	if _, err := io.WriteString(send, docs.String()); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
+		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
+	})
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := p.wait(t); err != nil {
+		t.Fatalf("sluice exited with %v after SIGTERM", err)
+	}
+	// Docker's default grace is 10 s; the image sets shutdown_timeout
+	// well under it, and the rest of the stop must fit in what is left.
+	if took := time.Since(stopped); took > timeout+3*time.Second {
+		t.Errorf("stop took %v with shutdown_timeout %v", took, timeout)
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(stopped))
+	if logs.find("http shutdown timed out") == "" {
+		send.Close()
+		t.Fatalf("the drain did not time out; the write got: %v", <-answered)
+	}
+	// The client learns it was cut off once it stops sending (the
+	// transport is blocked reading the body until then); any answer will do.
+	send.Close()
+	<-answered
+
+	p, logs = startLogged(t, dataDir)
+	checkCleanStart(t, logs)
+	if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/never-0", ""); code != 404 {
+		t.Fatalf("the cut-off write committed: %d %s", code, body)
+	}
+}

@@ -1,0 +1,267 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Where the public keys come from, and how long they are trusted. An
+// identity provider (Auth0, Keycloak, Clerk, Supabase Auth…) publishes
+// its JWKS at a URL and rotates keys by publishing the new one before
+// signing with it; so a JWT whose kid is unknown is the cue to fetch the
+// set again, and otherwise the response's Cache-Control says when to.
+const (
+	// jwksMinTTL and jwksMaxTTL bound the refresh interval a response's
+	// Cache-Control sets (no-cache counts as 0); jwksDefaultTTL applies
+	// without max-age.
+	jwksMinTTL     = time.Minute
+	jwksMaxTTL     = 24 * time.Hour
+	jwksDefaultTTL = 15 * time.Minute
+	// jwksMaxStale is how long past its refresh time a set whose URL
+	// fails is still used. Past it JWTs are refused: a key the provider
+	// revoked meanwhile must not be accepted for ever.
+	jwksMaxStale = 24 * time.Hour
+	// jwksKidInterval is the least time between two fetches caused by
+	// unknown kids: a stream of JWTs with made-up kids costs the provider
+	// one request per interval, not one each.
+	jwksKidInterval = 10 * time.Second
+	// jwksFetchTimeout bounds one fetch; jwksKidWait bounds how long a
+	// request whose JWT has an unknown kid waits for the fetch it caused.
+	jwksFetchTimeout = 10 * time.Second
+	jwksKidWait      = 5 * time.Second
+	// jwksMaxBytes bounds a JWKS response: real ones are a few KiB.
+	jwksMaxBytes = 1 << 20
+	// jwksRetryMin and jwksRetryMax bound the delay between retries of a
+	// failed scheduled refresh.
+	jwksRetryMin = 5 * time.Second
+	jwksRetryMax = 5 * time.Minute
+)
+
+// keySet is the JWKS that verifies JWTs: fixed, read from a file (again
+// on Reload), or fetched from a URL and kept fresh. It is safe for
+// concurrent use.
+type keySet struct {
+	file   string // jwt_jwks_file, or ""
+	url    string // jwt_jwks_url, or ""
+	client *http.Client
+	now    func() time.Time
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	keys      []publicKey
+	fresh     time.Time     // URL: when to fetch again
+	fetched   time.Time     // URL: the last successful fetch
+	kidFetch  time.Time     // URL: the last fetch an unknown kid caused
+	fetching  chan struct{} // URL: closed when the fetch in flight ends; nil when none
+	lastError error         // URL: why the last fetch failed, nil after a success
+}
+
+// current returns the keys to verify with, or an error saying why there
+// are none usable.
+func (s *keySet) current() ([]publicKey, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.url != "" && s.now().After(s.fresh.Add(jwksMaxStale)) {
+		return nil, fmt.Errorf("the key set of jwt_jwks_url was last fetched at %s and could not be refreshed since (%v)", s.fetched.UTC().Format(time.RFC3339), s.lastError)
+	}
+	return s.keys, nil
+}
+
+// source names the config key the keys come from, for error messages.
+func (s *keySet) source() string {
+	if s.url != "" {
+		return "jwt_jwks_url"
+	}
+	return "jwt_jwks_file"
+}
+
+// load reads the file or fetches the URL, and replaces the keys. A set
+// that cannot be read or parsed leaves the keys as they were.
+func (s *keySet) load(ctx context.Context) error {
+	if s.url != "" {
+		return s.fetch(ctx)
+	}
+	if s.file == "" {
+		return nil
+	}
+	b, err := os.ReadFile(s.file)
+	if err != nil {
+		return fmt.Errorf("jwt_jwks_file: %w", err)
+	}
+	keys, err := parseJWKS(b)
+	if err != nil {
+		return fmt.Errorf("jwt_jwks_file: %w", err)
+	}
+	s.mu.Lock()
+	s.keys = keys
+	s.mu.Unlock()
+	return nil
+}
+
+// fetch fetches the URL's set, unless a fetch is in flight, in which case
+// it waits for that one. Only one request reaches the provider at a time.
+func (s *keySet) fetch(ctx context.Context) error {
+	s.mu.Lock()
+	if wait := s.fetching; wait != nil {
+		s.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.lastError
+	}
+	done := make(chan struct{})
+	s.fetching = done
+	s.mu.Unlock()
+
+	keys, ttl, err := s.get(ctx)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fetching = nil
+	close(done)
+	if err != nil {
+		s.lastError = fmt.Errorf("jwt_jwks_url: %w", err)
+		return s.lastError
+	}
+	now := s.now()
+	s.keys, s.fetched, s.fresh, s.lastError = keys, now, now.Add(ttl), nil
+	return nil
+}
+
+// get makes one request for the URL's set and returns its keys and how
+// long its Cache-Control says they may be used.
+func (s *keySet) get(ctx context.Context) ([]publicKey, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, jwksFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Accept", "application/json, application/jwk-set+json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, 0, fmt.Errorf("GET %s: %s", s.url, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBytes+1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
+	}
+	if len(b) > jwksMaxBytes {
+		return nil, 0, fmt.Errorf("GET %s: the key set is larger than %d bytes", s.url, jwksMaxBytes)
+	}
+	keys, err := parseJWKS(b)
+	if err != nil {
+		return nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
+	}
+	return keys, cacheTTL(resp.Header.Get("Cache-Control")), nil
+}
+
+// cacheTTL returns how long a response may be used by its Cache-Control
+// header: max-age, no-cache or no-store as 0, jwksDefaultTTL without
+// either; bounded by jwksMinTTL and jwksMaxTTL.
+func cacheTTL(cacheControl string) time.Duration {
+	ttl := jwksDefaultTTL
+	for _, d := range strings.Split(cacheControl, ",") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), "=")
+		switch strings.ToLower(name) {
+		case "no-cache", "no-store":
+			return jwksMinTTL
+		case "max-age":
+			if n, err := strconv.ParseInt(strings.Trim(value, `"`), 10, 64); err == nil && n >= 0 {
+				ttl = time.Duration(min(n, int64(jwksMaxTTL/time.Second))) * time.Second
+			}
+		}
+	}
+	return min(max(ttl, jwksMinTTL), jwksMaxTTL)
+}
+
+// refreshForKid fetches the URL's set again because a JWT names kid, which
+// the set does not hold, at most once per jwksKidInterval; a request that
+// comes sooner waits for the fetch in flight, if any. It reports whether
+// the keys may have changed.
+func (s *keySet) refreshForKid(kid string) bool {
+	if s.url == "" {
+		return false
+	}
+	s.mu.Lock()
+	inFlight := s.fetching != nil
+	if !inFlight && s.now().Sub(s.kidFetch) < jwksKidInterval {
+		s.mu.Unlock()
+		return false
+	}
+	if !inFlight {
+		s.kidFetch = s.now()
+	}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), jwksKidWait)
+	defer cancel()
+	if err := s.fetch(ctx); err != nil {
+		s.logger.Warn("jwt: fetch the key set for an unknown kid", "kid", kid, "err", err)
+		return false
+	}
+	return true
+}
+
+// run refreshes the URL's set when its Cache-Control says, until ctx
+// ends. A failed refresh is retried with backoff; the keys it had stay in
+// use for up to jwksMaxStale.
+func (s *keySet) run(ctx context.Context) {
+	if s.url == "" {
+		return
+	}
+	retry := jwksRetryMin
+	for {
+		s.mu.Lock()
+		wait := s.fresh.Sub(s.now())
+		if s.lastError != nil {
+			wait = retry
+		}
+		s.mu.Unlock()
+		timer := time.NewTimer(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		if err := s.fetch(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			s.logger.Warn("jwt: refresh the key set; the keys fetched before stay in use", "err", err, "retry_in", retry,
+				"refused_after", s.staleLimit().UTC().Format(time.RFC3339))
+			retry = min(2*retry, jwksRetryMax)
+			continue
+		}
+		retry = jwksRetryMin
+	}
+}
+
+// staleLimit returns when the current keys stop being used if no fetch
+// succeeds.
+func (s *keySet) staleLimit() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fresh.Add(jwksMaxStale)
+}
+
+// ErrNoKeySet is returned by JWT.Reload when no key set is configured
+// (no jwt_jwks_file or jwt_jwks_url): there is nothing to reload.
+var ErrNoKeySet = errors.New("no jwt_jwks_file or jwt_jwks_url is configured")

@@ -1,0 +1,247 @@
+package auth
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// jwksServer is an identity provider's JWKS endpoint whose keys, status
+// and Cache-Control a test changes, counting the requests it answers.
+type jwksServer struct {
+	*httptest.Server
+	requests atomic.Int64
+	served   chan struct{} // receives after each answer, when not full
+
+	mu           sync.Mutex
+	jwks         []byte
+	status       int
+	cacheControl string
+}
+
+func newJWKSServer(t *testing.T, jwks []byte) *jwksServer {
+	s := &jwksServer{jwks: jwks, status: 200, cacheControl: "public, max-age=600", served: make(chan struct{}, 16)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		body, status, cc := s.jwks, s.status, s.cacheControl
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if cc != "" {
+			w.Header().Set("Cache-Control", cc)
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+		s.requests.Add(1)
+		select {
+		case s.served <- struct{}{}:
+		default:
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *jwksServer) publish(jwks []byte, status int) {
+	s.mu.Lock()
+	s.jwks, s.status = jwks, status
+	s.mu.Unlock()
+}
+
+// clock is a test clock that moves only when told.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func ecKey(t *testing.T) *ecdsa.PrivateKey {
+	t.Helper()
+	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// TestJWKSURLRotation: the set is fetched at start; a JWT whose kid is
+// new makes Sluice fetch again (once, however many such JWTs arrive
+// within jwksKidInterval); a key dropped by the provider is refused once
+// the set is fetched again; while the URL fails, the keys fetched last
+// stay in use, up to jwksMaxStale past their refresh time.
+func TestJWKSURLRotation(t *testing.T) {
+	t.Parallel()
+	old, next := ecKey(t), ecKey(t)
+	srv := newJWKSServer(t, marshalJWKS(t, map[string]any{"old": &old.PublicKey}))
+	clk := &clock{now: time.Now()}
+	v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL + "/.well-known/jwks.json"}, JWTDeps{Now: clk.Now, Client: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Fatalf("%d requests at start, want 1", n)
+	}
+	token := func(kid string, key *ecdsa.PrivateKey) string {
+		return sign(t, jwt.SigningMethodES256, kid, jwt.MapClaims{"sub": "rita", "exp": clk.Now().Add(time.Hour).Unix()}, key)
+	}
+	verify := func(tok string) error {
+		_, _, err := v.Verify(tok)
+		return err
+	}
+	if err := verify(token("old", old)); err != nil {
+		t.Fatalf("JWT of the published key: %v", err)
+	}
+
+	// The provider publishes its next key and signs with it.
+	srv.publish(marshalJWKS(t, map[string]any{"old": &old.PublicKey, "next": &next.PublicKey}), 200)
+	if err := verify(token("next", next)); err != nil {
+		t.Fatalf("JWT of the rotated key: %v", err)
+	}
+	if n := srv.requests.Load(); n != 2 {
+		t.Fatalf("%d requests after an unknown kid, want 2", n)
+	}
+	// Made-up kids within the interval cost the provider nothing more.
+	for i := range 20 {
+		err := verify(token("made-up-"+string(rune('a'+i)), next))
+		if err == nil || !strings.Contains(err.Error(), "no key with kid") || !strings.Contains(err.Error(), "jwt_jwks_url") {
+			t.Fatalf("JWT with an unknown kid: %v", err)
+		}
+	}
+	if n := srv.requests.Load(); n != 2 {
+		t.Fatalf("%d requests after 20 unknown kids within %v, want still 2", n, jwksKidInterval)
+	}
+	clk.add(jwksKidInterval)
+	_ = verify(token("made-up-later", next))
+	if n := srv.requests.Load(); n != 3 {
+		t.Fatalf("%d requests after an unknown kid past the interval, want 3", n)
+	}
+
+	// The old key is withdrawn: refused once the set is fetched again
+	// (here by Reload, as SIGHUP does).
+	srv.publish(marshalJWKS(t, map[string]any{"next": &next.PublicKey}), 200)
+	if err := v.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(token("old", old)); err == nil || !strings.Contains(err.Error(), `no key with kid "old"`) {
+		t.Fatalf("JWT of the withdrawn key: %v", err)
+	}
+
+	// The URL fails: the keys fetched last stay in use...
+	srv.publish([]byte(`{"error":"unavailable"}`), 503)
+	if err := v.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("Reload with the URL down: %v", err)
+	}
+	clk.add(jwksMaxStale) // the set had max-age=600: now 600 s short of the limit
+	if err := verify(token("next", next)); err != nil {
+		t.Fatalf("JWT while the URL is down: %v", err)
+	}
+	// ...until jwksMaxStale past their refresh time.
+	clk.add(10*time.Minute + time.Second)
+	if err := verify(token("next", next)); err == nil || !strings.Contains(err.Error(), "could not be refreshed since") {
+		t.Fatalf("JWT a day after the URL went down: %v", err)
+	}
+	// The URL is back: the next fetch restores service.
+	srv.publish(marshalJWKS(t, map[string]any{"next": &next.PublicKey}), 200)
+	if err := v.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := verify(token("next", next)); err != nil {
+		t.Fatalf("JWT once the URL is back: %v", err)
+	}
+}
+
+// TestJWKSURLRefreshesWhenStale: Run fetches the set again once its
+// Cache-Control time has passed, and returns when its context ends.
+func TestJWKSURLRefreshesWhenStale(t *testing.T) {
+	t.Parallel()
+	k := ecKey(t)
+	srv := newJWKSServer(t, marshalJWKS(t, map[string]any{"k": &k.PublicKey}))
+	clk := &clock{now: time.Now()}
+	v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL}, JWTDeps{Now: clk.Now, Client: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-srv.served // the fetch at start
+	clk.add(600 * time.Second)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); v.Run(ctx) }()
+	select {
+	case <-srv.served:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not refresh a set past its max-age")
+	}
+	cancel()
+	<-done
+	if n := srv.requests.Load(); n != 2 {
+		t.Fatalf("%d requests, want 2", n)
+	}
+}
+
+func TestJWKSURLErrors(t *testing.T) {
+	t.Parallel()
+	k := ecKey(t)
+	srv := newJWKSServer(t, marshalJWKS(t, map[string]any{"k": &k.PublicKey}))
+	cases := []struct {
+		name string
+		cfg  JWTConfig
+		edit func()
+		want string
+	}{
+		{"file and URL", JWTConfig{JWKSURL: srv.URL, JWKSFile: "/x.json"}, nil, "jwt_jwks_file and jwt_jwks_url are both set"},
+		{"not http", JWTConfig{JWKSURL: "file:///etc/jwks.json"}, nil, "jwt_jwks_url: \"file:///etc/jwks.json\" is not an http(s) URL"},
+		{"not found", JWTConfig{JWKSURL: srv.URL}, func() { srv.publish([]byte("not here"), 404) }, "jwt_jwks_url: GET " + srv.URL + ": 404 Not Found"},
+		{"not a key set", JWTConfig{JWKSURL: srv.URL}, func() { srv.publish([]byte(`{"keys":[]}`), 200) }, "no signature key"},
+	}
+	for _, c := range cases { // not parallel: they share the server
+		if c.edit != nil {
+			c.edit()
+		}
+		_, err := LoadJWT(t.Context(), c.cfg, JWTDeps{Client: srv.Client()})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestCacheTTL(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", jwksDefaultTTL},
+		{"public, max-age=3600", time.Hour},
+		{"max-age=\"7200\", must-revalidate", 2 * time.Hour},
+		{"max-age=5", jwksMinTTL},
+		{"no-cache", jwksMinTTL},
+		{"no-store, max-age=3600", jwksMinTTL},
+		{"max-age=999999999", jwksMaxTTL},
+		{"max-age=-1", jwksDefaultTTL},
+		{"private", jwksDefaultTTL},
+	} {
+		if got := cacheTTL(tt.header); got != tt.want {
+			t.Errorf("cacheTTL(%q) = %v, want %v", tt.header, got, tt.want)
+		}
+	}
+}

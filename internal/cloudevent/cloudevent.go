@@ -1,0 +1,190 @@
+// Package cloudevent builds the CloudEvents 1.0 envelopes of document
+// changes: the events of the REST change stream and the payloads of
+// webhooks, which are the same bytes. An Evaluator selects the changes of
+// a commit (classes with their subclasses, operations, and optionally a
+// filter), redacts each document for the reader's role, and encodes it.
+package cloudevent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/filter"
+	"github.com/sluice-dev/sluice/internal/streamparam"
+)
+
+// Envelope is a CloudEvents 1.0 structured event of one change.
+type Envelope struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Type            string          `json:"type"`
+	Source          string          `json:"source"`
+	Subject         string          `json:"subject"`
+	Time            string          `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	Entity          string          `json:"entity"`
+	Operation       string          `json:"operation"`
+	Tenant          string          `json:"tenant"`
+	UserID          string          `json:"user_id"`
+	Data            json.RawMessage `json:"data"`
+}
+
+// Selector says which changes become events.
+type Selector struct {
+	// Classes selects documents of these classes or their subclasses;
+	// empty selects every class.
+	Classes []string
+	// Ops selects operations.
+	Ops map[sluice.Op]bool
+	// Filter, when set, must match the document as the reader may see it
+	// (after redaction, so a hidden field never matches). It holds no
+	// filter through a reference (see CheckFilter).
+	Filter filter.Expr
+}
+
+// Evaluator computes the events of the pieces of commits for one reader
+// and selector. Not safe for concurrent use (its Reader refreshes).
+type Evaluator struct {
+	rd  *engine.Reader
+	sel Selector
+}
+
+// New returns an Evaluator of sel's events as rd may see them.
+func New(rd *engine.Reader, sel Selector) *Evaluator {
+	return &Evaluator{rd: rd, sel: sel}
+}
+
+// Fork returns an evaluator of the same events with a shared reader of
+// its own (see engine.Reader.Shared), for a consumer that continues on its
+// own.
+func (e *Evaluator) Fork() *Evaluator {
+	return &Evaluator{rd: e.rd.Shared(), sel: e.sel}
+}
+
+// Events returns the events of piece c, in change order, and the
+// position just before the piece.
+func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	start := sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}
+	if len(c.Changes) > 0 {
+		start.Index = c.Changes[0].Index - 1
+	}
+	rd := e.rd
+	var out []sluice.Event
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		if !e.sel.Ops[ch.Op] {
+			continue
+		}
+		if cl, err := rd.Class(ctx, ch.Class); err != nil {
+			return nil, start, err
+		} else if cl == nil || !e.selects(ch.Class) {
+			continue
+		}
+		doc := ch.After
+		if ch.Op == sluice.OpDeleted {
+			doc = ch.Before
+		}
+		data, err := rd.RedactAt(ctx, c, ch.Class, doc)
+		if err != nil {
+			return nil, start, err
+		}
+		if e.sel.Filter != nil {
+			ok, err := matches(e.sel.Filter, data)
+			if err != nil {
+				return nil, start, fmt.Errorf("filter %s: %w", ch.DocID, err)
+			}
+			if !ok {
+				continue
+			}
+		}
+		d := rd.Database
+		op := streamparam.OpToken(ch.Op)
+		pos := c.Position(ch.Index)
+		id := pos.String()
+		b, err := json.Marshal(Envelope{
+			SpecVersion: "1.0", ID: id, Type: "entity." + op,
+			Source: "/api/db/" + d.Path(), Subject: ch.DocID, Time: c.Time.UTC().Format(time.RFC3339Nano),
+			DataContentType: "application/json", Entity: ch.Class, Operation: op,
+			Tenant: d.Org, UserID: c.User, Data: data,
+		})
+		if err != nil {
+			return nil, start, fmt.Errorf("encode event %s: %w", id, err)
+		}
+		out = append(out, sluice.Event{Position: pos, ID: id, Kind: "entity." + op, Data: b})
+	}
+	return out, start, nil
+}
+
+// selects reports whether documents of class are selected.
+func (e *Evaluator) selects(class string) bool {
+	if len(e.sel.Classes) == 0 {
+		return true
+	}
+	for _, c := range e.sel.Classes {
+		if e.rd.Schema.IsA(class, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether doc (a document's API-form JSON; nil when the
+// reader may not see it at all) matches f.
+func matches(f filter.Expr, doc []byte) (bool, error) {
+	if doc == nil {
+		return false, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return false, err
+	}
+	id, _ := m["@id"].(string)
+	typ, _ := m["@type"].(string)
+	delete(m, "@id")
+	delete(m, "@type")
+	return filter.Match(f, &sluice.Document{ID: id, Type: typ, Fields: m}, nil), nil
+}
+
+// CheckFilter returns a CodeInvalid error naming field when f filters
+// through a reference: the referenced document would be read when the
+// event is delivered, not as it was at the commit, so a replay could
+// select other events.
+func CheckFilter(field string, f filter.Expr) error {
+	switch x := f.(type) {
+	case *filter.And:
+		for _, s := range x.Exprs {
+			if err := CheckFilter(field, s); err != nil {
+				return err
+			}
+		}
+	case *filter.Or:
+		for _, s := range x.Exprs {
+			if err := CheckFilter(field, s); err != nil {
+				return err
+			}
+		}
+	case *filter.Not:
+		return CheckFilter(field, x.Expr)
+	case *filter.Sub:
+		return CheckFilter(field, x.Expr)
+	case *filter.Quant:
+		if x.Field.Type.Kind == sluice.TypeReference {
+			return errThroughReference(field, x.Field.Name)
+		}
+		return CheckFilter(field, x.Elem)
+	case *filter.Ref:
+		return errThroughReference(field, x.Field.Name)
+	}
+	return nil
+}
+
+func errThroughReference(field, name string) error {
+	return sluice.Errorf(sluice.CodeInvalid, "%s.%s: a filter through a reference cannot select events: the referenced document would be read at delivery, not as it was at the commit", field, name)
+}

@@ -1,0 +1,48 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Reference returns docs/configuration.md, the user's table of every key,
+// rendered from options() so that the page cannot drift from the code.
+// `make generate` writes it (internal/config/gendoc) and `make verify`
+// fails when the committed page differs.
+func Reference() string {
+	var b strings.Builder
+	b.WriteString(`<!-- Generated from internal/config/options.go by ` + "`make generate`" + `; do not edit. -->
+# Configuration
+
+Every setting can be given as a flag, as an environment variable, or as a
+key in a config file named by ` + "`--config` or `SLUICE_CONFIG`" + ` (YAML, TOML or JSON,
+chosen by the file's extension). A flag you give beats the environment, which
+beats the file, which beats the default. An empty environment variable counts
+as unset. An unknown key in the file or an invalid value stops Sluice with an
+error naming the key. Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
+
+| Key | Environment | Flag | Default | Meaning |
+|-----|-------------|------|---------|---------|
+`)
+	for _, o := range options() {
+		def := "`" + o.def + "`"
+		if o.def == "" {
+			def = "empty"
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | `--%s` | %s | %s |\n", o.key, o.env(), o.flag(), def, markdownEscape(o.usage))
+	}
+	b.WriteString("\nFor example, `sluice.yaml`:\n\n```yaml\n" + `listen: ":8080"
+database_url: "postgres://sluice@db.internal/sluice"
+log_format: json
+log_retention: 720h
+` + "```\n" + `
+The Go runtime's own variables (` + "`GOGC`, `GOMEMLIMIT`, `GOMAXPROCS`" + `) work as
+for any Go program; when ` + "`GOGC`" + ` is unset, Sluice raises the collector's
+target during large writes (see [How writes work](ARCHITECTURE.md#how-writes-work)).
+`)
+	return b.String()
+}
+
+func markdownEscape(s string) string {
+	return strings.NewReplacer("*", `\*`, "<", "&lt;", ">", "&gt;", "|", `\|`).Replace(s)
+}

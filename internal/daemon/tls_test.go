@@ -1,0 +1,175 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemon"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// tlsClient returns a client that trusts c and counts the connections it
+// opens in dials.
+func tlsClient(c dt.Certificate, dials *atomic.Int64) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: c.Pool},
+		ForceAttemptHTTP2: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dials.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		},
+	}}
+}
+
+// TestTLS: with tls_cert_file and tls_key_file the API is served over
+// TLS and HTTP/2, so a client (a browser) carries many streams on one
+// connection instead of one connection each; a renewed certificate is
+// served to new connections after Reload (SIGHUP), and one that fails to
+// load leaves the current one in place.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := dt.WriteCertificate(t, dir, 1)
+	d := dt.Start(t, func(c *config.Config) { c.TLSCertFile = first.CertFile; c.TLSKeyFile = first.KeyFile })
+	base := "https://" + d.Addr()
+
+	var dials atomic.Int64
+	client := tlsClient(first, &dials)
+	do := func(c *http.Client, method, path, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.SetBasicAuth("admin", dt.AdminPassword)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp
+	}
+	get := func(c *http.Client, path string) *http.Response { t.Helper(); return do(c, "GET", path, "") }
+	if resp := do(client, "POST", "/api/db/admin/tls", `{"schema":"type Note { text: String! }"}`); resp.StatusCode != 201 {
+		t.Fatalf("create database over TLS: %d", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+	resp := get(client, "/api/info")
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Proto != "HTTP/2.0" || resp.TLS.PeerCertificates[0].SerialNumber.Int64() != 1 {
+		t.Fatalf("GET /api/info: %d %s, certificate %v", resp.StatusCode, resp.Proto, resp.TLS.PeerCertificates[0].SerialNumber)
+	}
+
+	// Ten change streams, more than the six HTTP/1.1 connections a browser
+	// opens to one origin, all on the one connection.
+	var streams []*bufio.Reader
+	for range 10 {
+		resp := get(client, "/api/subscribe/admin/tls/Note")
+		t.Cleanup(func() { resp.Body.Close() })
+		r := bufio.NewReader(resp.Body)
+		if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
+			t.Fatalf("stream over HTTP/2: %q %v", line, err)
+		}
+		streams = append(streams, r)
+	}
+	if resp := do(client, "POST", "/api/document/admin/tls", `{"@type":"Note","@id":"n","text":"over h2"}`); resp.StatusCode != 200 {
+		t.Fatalf("write: %d", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+	for i, r := range streams {
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("stream %d: %v", i, err)
+			}
+			if strings.HasPrefix(line, "data: ") {
+				if !strings.Contains(line, `"subject":"Note/n"`) {
+					t.Fatalf("stream %d: %s", i, line)
+				}
+				break
+			}
+		}
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections for 3 requests and 10 streams, want 1", n)
+	}
+
+	// Plain HTTP to the TLS port is refused.
+	if resp, err := http.Get("http://" + d.Addr() + "/readyz"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Errorf("plain HTTP to the TLS listener: %d", resp.StatusCode)
+		}
+	}
+
+	// A renewed certificate: new connections get it after Reload.
+	second := dt.WriteCertificate(t, dir, 2)
+	if err := d.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var dials2 atomic.Int64
+	resp = get(tlsClient(second, &dials2), "/readyz")
+	resp.Body.Close()
+	if got := resp.TLS.PeerCertificates[0].SerialNumber.Int64(); got != 2 {
+		t.Fatalf("certificate after Reload: serial %d, want 2", got)
+	}
+	// The connection opened before goes on.
+	resp = get(client, "/readyz")
+	resp.Body.Close()
+	if resp.StatusCode != 200 || dials.Load() != 1 {
+		t.Errorf("old connection after Reload: %d, %d dials", resp.StatusCode, dials.Load())
+	}
+
+	// A key that does not load: Reload fails, the certificate stays.
+	if err := os.WriteFile(second.KeyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), "tls_key_file") {
+		t.Fatalf("Reload with a broken key: %v", err)
+	}
+	var dials3 atomic.Int64
+	resp = get(tlsClient(second, &dials3), "/readyz")
+	resp.Body.Close()
+	if got := resp.TLS.PeerCertificates[0].SerialNumber.Int64(); got != 2 {
+		t.Fatalf("certificate after a failed Reload: serial %d, want 2", got)
+	}
+}
+
+func TestTLSConfigErrors(t *testing.T) {
+	t.Parallel()
+	c := dt.WriteCertificate(t, t.TempDir(), 1)
+	cases := []struct {
+		name      string
+		cert, key string
+		want      string
+	}{
+		{"certificate without key", c.CertFile, "", "tls_cert_file is set but tls_key_file is not"},
+		{"key without certificate", "", c.KeyFile, "tls_key_file is set but tls_cert_file is not"},
+		{"missing file", c.CertFile + ".none", c.KeyFile, "tls_cert_file " + c.CertFile + ".none"},
+		{"key of another certificate", c.CertFile, dt.WriteCertificate(t, t.TempDir(), 2).KeyFile, "private key does not match public key"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := config.Default()
+			cfg.Listen = "127.0.0.1:0"
+			cfg.DatabaseURL = "postgres://unused.invalid/sluice" // never reached: the files are read first
+			cfg.TLSCertFile, cfg.TLSKeyFile = tc.cert, tc.key
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			err := daemon.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), daemon.Options{}).Run(ctx)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,625 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// WebhookChannel is the Postgres channel on which changes to webhooks made
+// through the API are announced (the payload is the webhook id), so that
+// the replica delivering them picks them up at once. Like commit
+// notifications it is only a wake-up: the deliverer also re-reads the
+// webhooks every few seconds.
+const WebhookChannel = "sluice_webhooks"
+
+// webhookColumns are the columns scanWebhook reads, w being the webhook,
+// d its database and c the database's counter row.
+const webhookColumns = `w.id, w.url, w.description, w.classes, w.ops, w.filter, w.batch,
+	w.creator_id, w.creator_name, coalesce(w.creator_token_id, 0), w.state, w.status_message, w.seq, w.idx,
+	w.attempt, w.next_attempt_at, w.delivered, w.delivered_events, w.failed, w.last_success_at, w.old_secret_until,
+	w.version, w.created_at, w.updated_at, ` + databaseColumns
+
+const webhookFrom = ` FROM sluice.webhooks w JOIN sluice.databases d ON d.id = w.db_id JOIN sluice.commit_counters c ON c.db_id = w.db_id`
+
+func scanWebhook(row pgx.Row) (*sluice.Webhook, error) {
+	var w sluice.Webhook
+	var d sluice.Database
+	var sdl, batch, state string
+	var next, lastOK, oldUntil *time.Time
+	err := row.Scan(&w.ID, &w.URL, &w.Description, &w.Classes, &w.Ops, &w.Filter, &batch,
+		&w.CreatorID, &w.CreatorName, &w.CreatorTokenID, &state, &w.StatusMessage, &w.Position.Seq, &w.Position.Index,
+		&w.Attempt, &next, &w.Delivered, &w.DeliveredEvents, &w.Failed, &lastOK, &oldUntil,
+		&w.Version, &w.CreatedAt, &w.UpdatedAt,
+		&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	w.Batch, w.State = sluice.WebhookBatch(batch), sluice.WebhookState(state)
+	w.Position.Epoch = d.Epoch
+	w.Database = &d
+	for _, t := range []struct {
+		src *time.Time
+		dst *time.Time
+	}{{next, &w.NextAttemptAt}, {lastOK, &w.LastSuccessAt}, {oldUntil, &w.OldSecretUntil}} {
+		if t.src != nil {
+			*t.dst = *t.src
+		}
+	}
+	return &w, nil
+}
+
+// errNoWebhook is the NotFound error of webhook id of database d.
+func errNoWebhook(d *sluice.Database, id int64) error {
+	return sluice.Errorf(sluice.CodeNotFound, "database %s has no webhook %d", d.Path(), id)
+}
+
+// notifyWebhook announces a change to webhook id at the commit of q's
+// transaction.
+func notifyWebhook(ctx context.Context, q querier, id int64) error {
+	_, err := q.Exec(ctx, "SELECT pg_notify($1, $2)", WebhookChannel, strconv.FormatInt(id, 10))
+	return mapError(err)
+}
+
+// Seal turns a webhook's signing secret into what is stored: it is given
+// the webhook's id, which the sealing binds the secret to.
+type Seal func(id int64) ([]byte, error)
+
+// CreateWebhook stores w (its settings, creator and state) on database
+// w.Database with a secret sealed by seal, unless the database holds max
+// webhooks already (a Conflict error naming the cap). Delivery starts
+// after w.Position when it has an epoch (it must be retained history, else
+// Gone), else after the newest commit. It sets w's id, position, version
+// and times.
+func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, max int) error {
+	d := w.Database
+	return db.inTx(ctx, func(tx pgx.Tx) error {
+		// Creations on one database take turns, so the cap holds.
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "sluice webhooks "+strconv.FormatInt(d.ID, 10)); err != nil {
+			return mapError(err)
+		}
+		var n int
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.webhooks WHERE db_id = $1", d.ID).Scan(&n); err != nil {
+			return mapError(err)
+		}
+		if n >= max {
+			return sluice.Errorf(sluice.CodeConflict, "database %s has %d webhooks, its maximum (config max_webhooks_per_database); delete one first", d.Path(), n)
+		}
+		h, err := history(ctx, tx, d)
+		if err != nil {
+			return err
+		}
+		if w.Position.Epoch == "" {
+			w.Position = sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
+		} else if err := checkWebhookPosition(d, h, w.Position); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, "SELECT nextval('sluice.webhooks_id_seq')").Scan(&w.ID); err != nil {
+			return mapError(err)
+		}
+		secret, err := seal(w.ID)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `INSERT INTO sluice.webhooks (id, db_id, url, description, classes, ops, filter, batch,
+				creator_id, creator_name, creator_token_id, secret, state, seq, idx)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), $12, $13, $14, $15)
+			RETURNING version, created_at, updated_at`,
+			w.ID, d.ID, w.URL, w.Description, nonNil(w.Classes), w.Ops, nullJSON(w.Filter), string(w.Batch),
+			w.CreatorID, w.CreatorName, w.CreatorTokenID, secret, string(sluice.WebhookActive), w.Position.Seq, w.Position.Index).
+			Scan(&w.Version, &w.CreatedAt, &w.UpdatedAt)
+		if err != nil {
+			return mapError(err)
+		}
+		w.State = sluice.WebhookActive
+		return notifyWebhook(ctx, tx, w.ID)
+	})
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nullJSON(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+// history reads d's retained history in q's transaction, or NotFound when
+// d was deleted.
+func history(ctx context.Context, q querier, d *sluice.Database) (sluice.History, error) {
+	var h sluice.History
+	err := q.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", d.ID).Scan(&h.LastSeq, &h.PrunedSeq)
+	if errors.Is(mapError(err), errNotFound) {
+		return h, sluice.ErrNoDatabase(d.Org, d.Name)
+	}
+	return h, mapError(err)
+}
+
+// checkWebhookPosition checks that delivery can continue after p: it is of
+// d's epoch, not ahead of the log, and nothing after it was pruned. The
+// end of the newest pruned commit is fine: everything after it is kept.
+func checkWebhookPosition(d *sluice.Database, h sluice.History, p sluice.Position) error {
+	if p.Epoch != d.Epoch {
+		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s)", p, d.Path(), d.Epoch)
+	}
+	if p.Seq > h.LastSeq {
+		return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", p, h.LastSeq, d.Path())
+	}
+	if p.Seq < h.PrunedSeq || p.Seq == h.PrunedSeq && p.Index != sluice.WholeCommit && h.PrunedSeq > 0 {
+		return sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s: commits up to %d were pruned; the oldest position to continue from is %s",
+			p, d.Path(), h.PrunedSeq, sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit})
+	}
+	return nil
+}
+
+// Webhooks returns the webhooks of database d, by id.
+func (db *DB) Webhooks(ctx context.Context, d *sluice.Database) ([]*sluice.Webhook, error) {
+	rows, err := db.pool.Query(ctx, "SELECT "+webhookColumns+webhookFrom+" WHERE w.db_id = $1 ORDER BY w.id", d.ID)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*sluice.Webhook, error) { return scanWebhook(row) })
+	return out, mapError(err)
+}
+
+// Webhook returns webhook id of database d, or NotFound.
+func (db *DB) Webhook(ctx context.Context, d *sluice.Database, id int64) (*sluice.Webhook, error) {
+	w, err := scanWebhook(db.pool.QueryRow(ctx, "SELECT "+webhookColumns+webhookFrom+" WHERE w.db_id = $1 AND w.id = $2", d.ID, id))
+	if errors.Is(err, errNotFound) {
+		return nil, errNoWebhook(d, id)
+	}
+	return w, err
+}
+
+// WebhookSecrets are a webhook's sealed signing secrets: Old (nil: none)
+// signs too until OldUntil.
+type WebhookSecrets struct {
+	Current  []byte
+	Old      []byte
+	OldUntil time.Time
+}
+
+// WebhookForDelivery returns webhook id with its sealed secrets, or a
+// NotFound error when it no longer exists.
+func (db *DB) WebhookForDelivery(ctx context.Context, id int64) (*sluice.Webhook, *WebhookSecrets, error) {
+	var s WebhookSecrets
+	var row pgx.Row = db.pool.QueryRow(ctx, "SELECT "+webhookColumns+", w.secret, w.old_secret"+webhookFrom+" WHERE w.id = $1", id)
+	w, err := scanWebhook(scanTail{row, []any{&s.Current, &s.Old}})
+	if errors.Is(err, errNotFound) {
+		return nil, nil, sluice.Errorf(sluice.CodeNotFound, "webhook %d does not exist", id)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	s.OldUntil = w.OldSecretUntil
+	return w, &s, nil
+}
+
+// scanTail scans extra columns after those of another scanner.
+type scanTail struct {
+	row  pgx.Row
+	tail []any
+}
+
+func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tail...)...) }
+
+// WebhookSettings are the settings of a webhook an admin may change.
+type WebhookSettings struct {
+	URL         string
+	Description string
+	Classes     []string
+	Ops         []string
+	Filter      []byte
+	Batch       sluice.WebhookBatch
+}
+
+// UpdateWebhook replaces the settings of webhook id of database d. A
+// delivery being retried starts its schedule again, with the new settings.
+func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, s WebhookSettings) error {
+	return db.changeWebhook(ctx, d, id, `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8,
+		attempt = 0, next_attempt_at = NULL`, s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch))
+}
+
+// changeWebhook applies set (an UPDATE's SET list, whose parameters start
+// at $3) to webhook id of d, bumps its version and announces it.
+func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, set string, args ...any) error {
+	return db.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", version = version + 1, updated_at = now() WHERE db_id = $1 AND id = $2",
+			append([]any{d.ID, id}, args...)...)
+		if err != nil {
+			return mapError(err)
+		}
+		if tag.RowsAffected() == 0 {
+			return errNoWebhook(d, id)
+		}
+		return notifyWebhook(ctx, tx, id)
+	})
+}
+
+// PauseWebhook pauses webhook id of d (an admin's pause), whatever its
+// state.
+func (db *DB) PauseWebhook(ctx context.Context, d *sluice.Database, id int64) error {
+	return db.changeWebhook(ctx, d, id, `state = $3, status_message = 'paused by an admin', attempt = 0, next_attempt_at = NULL`, string(sluice.WebhookPaused))
+}
+
+// ResumeWebhook makes webhook id of d active again, delivering after its
+// position, or after *from when given. It returns Gone, naming the gap and
+// the oldest position to continue from, when history after that position
+// was pruned while the webhook was not active.
+func (db *DB) ResumeWebhook(ctx context.Context, d *sluice.Database, id int64, from *sluice.Position) error {
+	return db.moveWebhook(ctx, d, id, from, true)
+}
+
+// ReplayWebhook moves webhook id of d to position p: it next delivers what
+// follows p, which must be retained history of d. Its state is left
+// alone.
+func (db *DB) ReplayWebhook(ctx context.Context, d *sluice.Database, id int64, p sluice.Position) error {
+	return db.moveWebhook(ctx, d, id, &p, false)
+}
+
+func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to *sluice.Position, resume bool) error {
+	return db.inTx(ctx, func(tx pgx.Tx) error {
+		var seq int64
+		var idx int
+		err := tx.QueryRow(ctx, "SELECT seq, idx FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE", d.ID, id).Scan(&seq, &idx)
+		if errors.Is(mapError(err), errNotFound) {
+			return errNoWebhook(d, id)
+		}
+		if err != nil {
+			return mapError(err)
+		}
+		h, err := history(ctx, tx, d)
+		if err != nil {
+			return err
+		}
+		p := sluice.Position{Epoch: d.Epoch, Seq: seq, Index: idx}
+		if to != nil {
+			p = *to
+		}
+		if err := checkWebhookPosition(d, h, p); err != nil {
+			if to == nil && sluice.ErrorCode(err) == sluice.CodeGone {
+				return sluice.Errorf(sluice.CodeGone, "webhook %d delivered up to %s, but commits up to %d of %s were pruned while it was not active: resume it from a retained position ({\"after\": \"%s\"} continues with the oldest retained commit, accepting the gap)",
+					id, p, h.PrunedSeq, d.Path(), sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit})
+			}
+			return err
+		}
+		set := "seq = $3, idx = $4, attempt = 0, next_attempt_at = NULL"
+		if resume {
+			set += ", state = 'active', status_message = ''"
+		}
+		if _, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", version = version + 1, updated_at = now() WHERE id = $2 AND db_id = $1",
+			d.ID, id, p.Seq, p.Index); err != nil {
+			return mapError(err)
+		}
+		return notifyWebhook(ctx, tx, id)
+	})
+}
+
+// RotateWebhookSecret replaces the signing secret of webhook id of d with
+// one sealed by seal; the previous one keeps signing (a second signature)
+// for grace.
+func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id int64, seal Seal, grace time.Duration) error {
+	secret, err := seal(id)
+	if err != nil {
+		return err
+	}
+	return db.changeWebhook(ctx, d, id, `old_secret = CASE WHEN $4 > 0 THEN secret END,
+		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3`, secret, grace.Seconds())
+}
+
+// ResealWebhookSecrets passes every stored secret sealed with a key other
+// than keyID (the first 8 bytes of a sealed secret name its key) through
+// reseal and stores the result, and returns how many it resealed.
+func (db *DB) ResealWebhookSecrets(ctx context.Context, keyID []byte, reseal func(id int64, sealed []byte) ([]byte, error)) (int, error) {
+	n := 0
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id, secret, old_secret FROM sluice.webhooks
+			WHERE substring(secret FROM 1 FOR 8) <> $1 OR substring(old_secret FROM 1 FOR 8) <> $1 FOR UPDATE`, keyID)
+		if err != nil {
+			return mapError(err)
+		}
+		type sealed struct {
+			id       int64
+			cur, old []byte
+		}
+		all, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sealed, error) {
+			var s sealed
+			return s, row.Scan(&s.id, &s.cur, &s.old)
+		})
+		if err != nil {
+			return mapError(err)
+		}
+		for _, s := range all {
+			cur, err := reseal(s.id, s.cur)
+			if err != nil {
+				return err
+			}
+			var old []byte
+			if s.old != nil {
+				if old, err = reseal(s.id, s.old); err != nil {
+					return err
+				}
+			}
+			if _, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET secret = $2, old_secret = $3 WHERE id = $1", s.id, cur, old); err != nil {
+				return mapError(err)
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// DeleteWebhook deletes webhook id of d with its attempts.
+func (db *DB) DeleteWebhook(ctx context.Context, d *sluice.Database, id int64) error {
+	return db.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "DELETE FROM sluice.webhooks WHERE db_id = $1 AND id = $2", d.ID, id)
+		if err != nil {
+			return mapError(err)
+		}
+		if tag.RowsAffected() == 0 {
+			return errNoWebhook(d, id)
+		}
+		return notifyWebhook(ctx, tx, id)
+	})
+}
+
+// WebhookAttempts returns the last attempts of webhook id, newest first,
+// at most limit (the log keeps 100).
+func (db *DB) WebhookAttempts(ctx context.Context, id int64, limit int) ([]sluice.WebhookAttempt, error) {
+	rows, err := db.pool.Query(ctx, `SELECT n, at, message_id, events, attempt, status, error, duration_ms, response
+		FROM sluice.webhook_attempts WHERE webhook_id = $1 ORDER BY n DESC LIMIT $2`, id, limit)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sluice.WebhookAttempt, error) {
+		var a sluice.WebhookAttempt
+		var ms float64
+		err := row.Scan(&a.N, &a.At, &a.MessageID, &a.Events, &a.Attempt, &a.Status, &a.Error, &ms, &a.Response)
+		a.Duration = time.Duration(ms * float64(time.Millisecond))
+		return a, err
+	})
+	return out, mapError(err)
+}
+
+// WebhookLag returns how far webhook w is behind its database's log.
+func (db *DB) WebhookLag(ctx context.Context, w *sluice.Webhook) (sluice.WebhookLag, error) {
+	var lag sluice.WebhookLag
+	var since *time.Time
+	// A position inside a commit still owes the rest of that commit.
+	from := w.Position.Seq + 1
+	if w.Position.Index != sluice.WholeCommit {
+		from = w.Position.Seq
+	}
+	err := db.pool.QueryRow(ctx, `SELECT greatest(c.last_seq - $2 + 1, 0),
+			(SELECT committed_at FROM sluice.commits WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT 1)
+		FROM sluice.commit_counters c WHERE c.db_id = $1`, w.Database.ID, from).Scan(&lag.Commits, &since)
+	if since != nil {
+		lag.Since = *since
+	}
+	return lag, mapError(err)
+}
+
+// The deliverer's side.
+
+// AcquireWebhookLease makes holder the deliverer for ttl when the lease is
+// free or expired, and returns its new generation; ok is false when
+// another holder's lease runs.
+func (db *DB) AcquireWebhookLease(ctx context.Context, holder string, ttl time.Duration) (gen int64, ok bool, err error) {
+	err = db.pool.QueryRow(ctx, `UPDATE sluice.webhook_lease SET holder = $1, generation = generation + 1,
+			expires_at = now() + make_interval(secs => $2)
+		WHERE expires_at <= now() RETURNING generation`, holder, ttl.Seconds()).Scan(&gen)
+	if errors.Is(mapError(err), errNotFound) {
+		return 0, false, nil
+	}
+	return gen, err == nil, mapError(err)
+}
+
+// RenewWebhookLease extends holder's lease of generation gen by ttl from
+// now; false means it is no longer held (it expired, or another took it).
+func (db *DB) RenewWebhookLease(ctx context.Context, holder string, gen int64, ttl time.Duration) (bool, error) {
+	tag, err := db.pool.Exec(ctx, `UPDATE sluice.webhook_lease SET expires_at = now() + make_interval(secs => $3)
+		WHERE holder = $1 AND generation = $2 AND expires_at > now()`, holder, gen, ttl.Seconds())
+	return err == nil && tag.RowsAffected() == 1, mapError(err)
+}
+
+// ReleaseWebhookLease ends holder's lease of generation gen at once, so
+// that another replica takes over without waiting for it to expire.
+func (db *DB) ReleaseWebhookLease(ctx context.Context, holder string, gen int64) error {
+	_, err := db.pool.Exec(ctx, `UPDATE sluice.webhook_lease SET expires_at = now() WHERE holder = $1 AND generation = $2`, holder, gen)
+	return mapError(err)
+}
+
+// WebhookRef names an active webhook and the version of its settings.
+type WebhookRef struct {
+	ID, DatabaseID, Version int64
+}
+
+// ActiveWebhooks returns every active webhook.
+func (db *DB) ActiveWebhooks(ctx context.Context) ([]WebhookRef, error) {
+	rows, err := db.pool.Query(ctx, "SELECT id, db_id, version FROM sluice.webhooks WHERE state = 'active' ORDER BY id")
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WebhookRef, error) {
+		var r WebhookRef
+		return r, row.Scan(&r.ID, &r.DatabaseID, &r.Version)
+	})
+	return out, mapError(err)
+}
+
+// Delivery is the outcome of one attempt of a webhook's deliverer, to
+// record: a success moves the position, a failure counts toward the retry
+// schedule.
+type Delivery struct {
+	Webhook int64
+	// Version is the webhook version the deliverer works under, and
+	// Generation the lease it holds: the record is refused under others.
+	Version, Generation int64
+	Attempt             sluice.WebhookAttempt
+	// OK records a 2xx: the position moves to Position.
+	OK       bool
+	Position sluice.Position
+	// Otherwise Failures is the number of failed attempts of this
+	// delivery so far, and Next when the next one is due; Fail, when set,
+	// pauses the webhook as failing with that message instead.
+	Failures int
+	Next     time.Time
+	Fail     string
+}
+
+// attemptSlots is how many attempts the log keeps per webhook.
+const attemptSlots = 100
+
+// leaseHeld is a statement fragment that holds when the lease of
+// generation $2 runs; FOR SHARE makes a takeover wait for the statement.
+const leaseHeld = `EXISTS (SELECT 1 FROM sluice.webhook_lease WHERE generation = $2 AND expires_at > now() FOR SHARE)`
+
+// RecordDelivery records attempt r in the webhook's row and attempts log,
+// in one statement. It returns false, recording nothing, when the webhook
+// changed (another version), was deleted or paused, or the lease is no
+// longer held: the deliverer must then stop.
+func (db *DB) RecordDelivery(ctx context.Context, r Delivery) (bool, error) {
+	a := r.Attempt
+	var set string
+	args := []any{r.Webhook, r.Generation, r.Version, a.At, a.MessageID, a.Events, a.Attempt, a.Status, a.Error,
+		float64(a.Duration) / float64(time.Millisecond), a.Response}
+	switch {
+	case r.OK:
+		set = `seq = $12, idx = $13, attempt = 0, next_attempt_at = NULL, status_message = '', delivered = delivered + 1,
+			delivered_events = delivered_events + $6, last_success_at = $4`
+		args = append(args, r.Position.Seq, r.Position.Index)
+	case r.Fail != "":
+		set = `state = 'failing', status_message = $12, attempt = $13, next_attempt_at = NULL, failed = failed + 1`
+		args = append(args, r.Fail, r.Failures)
+	default:
+		set = `status_message = $12, attempt = $13, next_attempt_at = $14, failed = failed + 1`
+		args = append(args, a.Error, r.Failures, r.Next)
+	}
+	var n int64
+	err := db.pool.QueryRow(ctx, `WITH w AS (UPDATE sluice.webhooks SET `+set+`, attempts = attempts + 1
+			WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld+` RETURNING attempts)
+		INSERT INTO sluice.webhook_attempts AS a (webhook_id, slot, n, at, message_id, events, attempt, status, error, duration_ms, response)
+		SELECT $1, w.attempts % `+strconv.Itoa(attemptSlots)+`, w.attempts, $4, $5, $6, $7, $8, $9, $10, $11 FROM w
+		ON CONFLICT (webhook_id, slot) DO UPDATE SET n = excluded.n, at = excluded.at, message_id = excluded.message_id,
+			events = excluded.events, attempt = excluded.attempt, status = excluded.status, error = excluded.error,
+			duration_ms = excluded.duration_ms, response = excluded.response
+		RETURNING a.n`, args...).Scan(&n)
+	if errors.Is(mapError(err), errNotFound) {
+		return false, nil
+	}
+	return err == nil, mapError(err)
+}
+
+// AdvanceWebhook moves webhook id's position to p without a delivery (the
+// commits up to p held nothing it selects), under version and the lease of
+// generation gen; false as for RecordDelivery.
+func (db *DB) AdvanceWebhook(ctx context.Context, id, version, gen int64, p sluice.Position) (bool, error) {
+	tag, err := db.pool.Exec(ctx, `UPDATE sluice.webhooks SET seq = $4, idx = $5
+		WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld, id, gen, version, p.Seq, p.Index)
+	return err == nil && tag.RowsAffected() == 1, mapError(err)
+}
+
+// StopWebhook pauses webhook id in state (failing or revoked) with msg,
+// under version and the lease of generation gen; false as for
+// RecordDelivery.
+func (db *DB) StopWebhook(ctx context.Context, id, version, gen int64, state sluice.WebhookState, msg string) (bool, error) {
+	tag, err := db.pool.Exec(ctx, `UPDATE sluice.webhooks SET state = $4, status_message = $5, next_attempt_at = NULL, updated_at = now()
+		WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld, id, gen, version, string(state), msg)
+	return err == nil && tag.RowsAffected() == 1, mapError(err)
+}
+
+// Setting returns the value of Sluice's setting key, and whether it is
+// set.
+func (db *DB) Setting(ctx context.Context, key string) (string, bool, error) {
+	var v string
+	err := db.pool.QueryRow(ctx, "SELECT value FROM sluice.settings WHERE key = $1", key).Scan(&v)
+	if errors.Is(mapError(err), errNotFound) {
+		return "", false, nil
+	}
+	return v, err == nil, mapError(err)
+}
+
+// SettingOrSet returns the value of setting key, first storing value when
+// it has none (of concurrent callers, the first one's value wins).
+func (db *DB) SettingOrSet(ctx context.Context, key, value string) (string, error) {
+	if _, err := db.pool.Exec(ctx, "INSERT INTO sluice.settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", key, value); err != nil {
+		return "", mapError(err)
+	}
+	v, _, err := db.Setting(ctx, key)
+	return v, err
+}
+
+// DeleteSetting removes setting key.
+func (db *DB) DeleteSetting(ctx context.Context, key string) error {
+	_, err := db.pool.Exec(ctx, "DELETE FROM sluice.settings WHERE key = $1", key)
+	return mapError(err)
+}
+
+// UserByID returns the user with id, or NotFound.
+func (db *DB) UserByID(ctx context.Context, id int64) (*sluice.User, error) {
+	var u sluice.User
+	err := db.pool.QueryRow(ctx, "SELECT id, org, name, superuser FROM sluice.users WHERE id = $1", id).Scan(&u.ID, &u.Org, &u.Name, &u.Superuser)
+	if errors.Is(mapError(err), errNotFound) {
+		return nil, sluice.Errorf(sluice.CodeNotFound, "user %d does not exist", id)
+	}
+	return &u, mapError(err)
+}
+
+// DatabaseByID returns database id, or NotFound.
+func (db *DB) DatabaseByID(ctx context.Context, id int64) (*sluice.Database, error) {
+	d, _, err := scanDatabase(db.pool.QueryRow(ctx, `SELECT `+databaseColumns+`
+		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id WHERE d.id = $1`, id))
+	if errors.Is(err, errNotFound) {
+		return nil, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", id)
+	}
+	return d, err
+}
+
+// webhookListenerName is the application_name of the deliverer's
+// listening connection.
+const webhookListenerName = "sluice webhooks"
+
+// WebhookListener is the deliverer's dedicated connection, listening on
+// NotifyChannel (commits) and WebhookChannel (webhooks changed). One
+// goroutine owns it.
+type WebhookListener struct {
+	conn *pgx.Conn
+}
+
+// ListenWebhooks opens a WebhookListener. Close it when done.
+func (db *DB) ListenWebhooks(ctx context.Context) (*WebhookListener, error) {
+	conn, err := db.listenConn(ctx, webhookListenerName, NotifyChannel, WebhookChannel)
+	if err != nil {
+		return nil, err
+	}
+	return &WebhookListener{conn: conn}, nil
+}
+
+// Wait blocks until a notification arrives: a commit of database id
+// (webhook false), or a change to webhook id (webhook true). An id that
+// does not parse is 0 (an access change, on NotifyChannel). It returns an
+// error when ctx ends or the connection fails; the listener is then
+// unusable.
+func (l *WebhookListener) Wait(ctx context.Context) (id int64, webhook bool, err error) {
+	n, err := l.conn.WaitForNotification(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	id, _ = strconv.ParseInt(n.Payload, 10, 64)
+	return id, n.Channel == WebhookChannel, nil
+}
+
+// Close closes the connection.
+func (l *WebhookListener) Close(ctx context.Context) error { return l.conn.Close(ctx) }

@@ -1,0 +1,128 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// responseExcerpt is how much of a response body is kept for the attempts
+// log, and responseDrain how much more is read (and dropped) so the
+// connection can be reused; a longer body closes the connection.
+const (
+	responseExcerpt = 512
+	responseDrain   = 64 << 10
+)
+
+// sender posts webhook requests.
+type sender struct {
+	client    *http.Client
+	timeout   time.Duration
+	userAgent string
+	now       func() time.Time
+}
+
+func newSender(d *dialer, timeout time.Duration, userAgent string, now func() time.Time) *sender {
+	tr := &http.Transport{
+		Proxy:                 nil, // a proxy would dial for us, past Policy
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: timeout,
+	}
+	return &sender{
+		client: &http.Client{Transport: tr,
+			// Redirects are not followed: a 3xx is a failed attempt (a
+			// redirect could lead anywhere, and the body would not be
+			// sent again anyway).
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		timeout: timeout, userAgent: userAgent, now: now,
+	}
+}
+
+// message is one request of a webhook.
+type message struct {
+	url         string
+	id          string // webhook-id: the position of its last event
+	body        []byte
+	contentType string
+	events      int
+}
+
+// result is what an attempt came to.
+type result struct {
+	status   int    // 0 without an answer
+	err      string // "" for a 2xx
+	duration time.Duration
+	response string // the start of the response body
+}
+
+func (r result) ok() bool { return r.err == "" }
+
+// send makes one attempt to deliver m, signed with secrets. It never
+// returns an error: a failed attempt is a result; ctx ending is reported
+// by ctx.
+func (s *sender) send(ctx context.Context, m *message, secrets [][]byte) result {
+	start := s.now()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.url, bytes.NewReader(m.body))
+	if err != nil {
+		return result{err: "bad request: " + err.Error()}
+	}
+	ts := start.Unix()
+	req.Header.Set("Content-Type", m.contentType)
+	req.Header.Set("User-Agent", s.userAgent)
+	req.Header.Set("webhook-id", m.id)
+	req.Header.Set("webhook-timestamp", strconv.FormatInt(ts, 10))
+	req.Header.Set("webhook-signature", signatures(secrets, m.id, ts, m.body))
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return result{err: describe(err, s.timeout), duration: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
+	r := result{status: resp.StatusCode, duration: time.Since(start), response: cleanText(excerpt)}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		r.err = fmt.Sprintf("answered %d (redirects are not followed; Location: %.200s)", resp.StatusCode, resp.Header.Get("Location"))
+	default:
+		r.err = fmt.Sprintf("answered %d", resp.StatusCode)
+	}
+	return r
+}
+
+// describe says what went wrong with a request, without the URL (the
+// attempts log shows it separately).
+func describe(err error, timeout time.Duration) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout awaiting response headers") {
+		return fmt.Sprintf("no answer within %s (webhook_timeout)", timeout)
+	}
+	// Every address of a name is tried: say why each failed.
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// cleanText returns b as valid UTF-8 text.
+func cleanText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD")
+}

@@ -1,0 +1,220 @@
+package webhook
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// Options configure a Deliverer. Zero values take the defaults.
+type Options struct {
+	Logger  *slog.Logger
+	Metrics *metrics.Webhook
+	// LeaseTTL is the deliverer lease's term (default 10s).
+	LeaseTTL time.Duration
+	// Timeout bounds each request (default 15s).
+	Timeout time.Duration
+	// Schedule is the retry schedule (default: retries after 5s, 30s, 2m,
+	// 10m, 30m, 1h, 2h, 4h, 8h, 8h).
+	Schedule []time.Duration
+	// Jitter returns a number in [0, 1) (default math/rand).
+	Jitter func() float64
+	// Policy decides which addresses webhooks may reach.
+	Policy Policy
+	// UserAgent is the User-Agent of requests.
+	UserAgent string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Resolve and Dial, for tests, replace the system resolver and the
+	// dialing of a checked address (see dialer).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	Dial    func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// defaultSchedule is the default retry schedule: about a day in all.
+var defaultSchedule = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour}
+
+// Deliverer delivers every webhook while its replica holds the lease in
+// Postgres: one replica at a time, so each webhook's requests leave in
+// order from one place. Run it; Wake it on local commits. It is safe for
+// concurrent use.
+type Deliverer struct {
+	store  *postgres.DB
+	eng    *engine.Engine
+	keys   *Keys
+	logger *slog.Logger
+	m      *metrics.Webhook
+	ttl    time.Duration
+	sched  schedule
+	send   *sender
+	now    func() time.Time
+	holder string
+
+	// Local commits announce their database here (Wake); the manager
+	// takes them (see manager.run).
+	mu      sync.Mutex
+	pending map[int64]struct{}
+	wake    chan struct{}
+}
+
+// New returns a Deliverer of store's webhooks.
+func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliverer {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LeaseTTL <= 0 {
+		o.LeaseTTL = 10 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 15 * time.Second
+	}
+	if len(o.Schedule) == 0 {
+		o.Schedule = defaultSchedule
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.UserAgent == "" {
+		o.UserAgent = "Sluice-Webhooks"
+	}
+	dl := newDialer(o.Policy)
+	if o.Resolve != nil {
+		dl.resolve = o.Resolve
+	}
+	if o.Dial != nil {
+		dl.dial = o.Dial
+	}
+	host, _ := os.Hostname()
+	return &Deliverer{store: store, eng: eng, keys: keys, logger: o.Logger.With("component", "webhooks"), m: o.Metrics,
+		ttl: o.LeaseTTL, sched: schedule{waits: o.Schedule, jitter: o.Jitter}, send: newSender(dl, o.Timeout, o.UserAgent, o.Now), now: o.Now,
+		holder:  host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		pending: map[int64]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+// Wake tells the deliverer that database dbID committed (in this
+// process; other replicas' commits arrive by NOTIFY). It never blocks, and
+// does nothing on a nil Deliverer (commits made before it exists).
+func (d *Deliverer) Wake(dbID int64) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.pending[dbID] = struct{}{}
+	d.mu.Unlock()
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// takeWoken returns the databases woken since the last call.
+func (d *Deliverer) takeWoken() []int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]int64, 0, len(d.pending))
+	for id := range d.pending {
+		out = append(out, id)
+	}
+	clear(d.pending)
+	return out
+}
+
+// Run tries to take the lease every third of its term and, while it holds
+// it, delivers; it returns when ctx ends, after releasing the lease so that
+// another replica takes over at once.
+func (d *Deliverer) Run(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		sent := time.Now()
+		gen, ok, err := d.store.AcquireWebhookLease(ctx, d.holder, d.ttl)
+		if err != nil && ctx.Err() == nil {
+			d.logger.Warn("take the webhook deliverer lease", "err", err)
+		}
+		if ok {
+			d.lead(ctx, gen, sent)
+		}
+		t.Reset(d.ttl / 3)
+	}
+}
+
+// lead delivers under the lease of generation gen, taken at sent, until it
+// is lost or ctx ends.
+func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
+	d.logger.Info("delivering webhooks", "holder", d.holder, "generation", gen)
+	if d.m != nil {
+		d.m.Leader.Set(1)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	mgr := newManager(d, gen)
+	done := make(chan struct{})
+	go func() { defer close(done); mgr.run(lctx) }()
+	defer func() {
+		cancel()
+		<-done
+		if d.m != nil {
+			d.m.Leader.Set(0)
+		}
+		if ctx.Err() != nil {
+			rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer rcancel()
+			if err := d.store.ReleaseWebhookLease(rctx, d.holder, gen); err != nil {
+				d.logger.Warn("release the webhook deliverer lease", "err", err)
+			}
+		}
+	}()
+	// The lease runs at least until sent + ttl as Postgres counts (its
+	// expiry was set after sent); stopping a tenth of the term before
+	// leaves room for clocks that run apart.
+	term := func(from time.Time) time.Time { return from.Add(d.ttl - d.ttl/10) }
+	until := term(sent)
+	renew := time.NewTimer(d.ttl / 3)
+	defer renew.Stop()
+	for {
+		expire := time.NewTimer(time.Until(until))
+		select {
+		case <-ctx.Done():
+			expire.Stop()
+			return
+		case <-expire.C:
+			d.logger.Warn("the webhook deliverer lease ran out before it could be renewed; stopping", "generation", gen)
+			return
+		case <-renew.C:
+		}
+		expire.Stop()
+		sent := time.Now()
+		ok, err := d.store.RenewWebhookLease(ctx, d.holder, gen, d.ttl)
+		switch {
+		case ok:
+			until = term(sent)
+			renew.Reset(d.ttl / 3)
+		case err == nil:
+			d.logger.Warn("the webhook deliverer lease was lost; stopping", "generation", gen)
+			return
+		default:
+			if ctx.Err() == nil {
+				d.logger.Warn("renew the webhook deliverer lease", "err", err)
+			}
+			renew.Reset(d.ttl / 10) // again soon: the term runs
+		}
+	}
+}

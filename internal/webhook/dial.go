@@ -1,0 +1,175 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"syscall"
+)
+
+// Webhook URLs are chosen by database admins, so a webhook is a way to make
+// the server send requests: to its own loopback services, to a cloud
+// metadata endpoint (169.254.169.254), to the private network behind it.
+// Policy refuses every address that is not public unless the operator
+// allows its network (webhook_allow_networks), and it is checked on the
+// address actually dialled, after name resolution, so a name that
+// resolves to a public address when the webhook is made and to a private
+// one later (DNS rebinding) is refused too. No proxy from the environment
+// is used (it would dial for us), and redirects are not followed.
+
+// Policy decides which addresses webhooks may connect to.
+type Policy struct {
+	// Allow lists the networks allowed although they are not public.
+	Allow []netip.Prefix
+}
+
+// RefusedError is a connection Policy refused: nothing was sent.
+type RefusedError struct {
+	Addr   netip.Addr
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("refused to connect to %s: %s (webhook_allow_networks can allow it)", e.Addr, e.Reason)
+}
+
+// special are the non-public ranges netip's predicates do not name.
+var special = []struct {
+	prefix netip.Prefix
+	reason string
+}{
+	{netip.MustParsePrefix("0.0.0.0/8"), `a "this network" address`},
+	{netip.MustParsePrefix("100.64.0.0/10"), "a shared (carrier-grade NAT) address"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
+	{netip.MustParsePrefix("100::/64"), "a discard address"},
+	{netip.MustParsePrefix("2001::/32"), "a Teredo address"},
+	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local NAT64 address"},
+	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
+}
+
+// Check returns a *RefusedError when webhooks may not connect to a.
+func (p Policy) Check(a netip.Addr) error {
+	for _, n := range p.Allow {
+		if n.Contains(a) || n.Contains(a.Unmap()) {
+			return nil
+		}
+	}
+	if reason := notPublic(a); reason != "" {
+		return &RefusedError{Addr: a, Reason: reason}
+	}
+	return nil
+}
+
+// notPublic says why a is not a public unicast address, "" when it is.
+func notPublic(a netip.Addr) string {
+	a = a.Unmap()
+	// IPv4 addresses carried inside IPv6 ones (NAT64, 6to4) are judged as
+	// what they reach.
+	if a.Is6() {
+		b := a.As16()
+		if netip.MustParsePrefix("64:ff9b::/96").Contains(a) {
+			if r := notPublic(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+				return r + " (through NAT64)"
+			}
+		}
+		if netip.MustParsePrefix("2002::/16").Contains(a) {
+			if r := notPublic(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
+				return r + " (through 6to4)"
+			}
+		}
+	}
+	switch {
+	case !a.IsValid():
+		return "not an address"
+	case a.IsUnspecified():
+		return "an unspecified address"
+	case a.IsLoopback():
+		return "a loopback address"
+	case a.IsLinkLocalUnicast():
+		return "a link-local address"
+	case a.IsMulticast():
+		return "a multicast address"
+	case a.IsPrivate():
+		return "a private address"
+	case a.Is4() && a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	for _, s := range special {
+		if s.prefix.Contains(a) {
+			return s.reason
+		}
+	}
+	return ""
+}
+
+// control is a net.Dialer Control function: it refuses a connection to an
+// address Policy refuses after the socket is made and before it connects,
+// so no packet is sent to it.
+func (p Policy) control(network, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("webhook dial %s %s: %w", network, address, err)
+	}
+	return p.Check(ap.Addr())
+}
+
+// dialer connects webhooks: it resolves the host, skips the addresses
+// Policy refuses, and dials the others through dial until one connects.
+// Tests give it a resolve and a dial of their own.
+type dialer struct {
+	policy  Policy
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	dial    func(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// newDialer returns the production dialer: the system resolver, and a
+// net.Dialer whose Control checks Policy again on the address it dials.
+func newDialer(p Policy) *dialer {
+	nd := &net.Dialer{Control: p.control}
+	return &dialer{policy: p, dial: nd.DialContext, resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	}}
+}
+
+// DialContext connects to address (host:port) for network.
+func (d *dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("webhook dial %s: bad port", address)
+	}
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{a}
+	} else if addrs, err = d.resolve(ctx, host); err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, a := range addrs {
+		if err := d.policy.Check(a); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		c, err := d.dial(ctx, network, netip.AddrPortFrom(a.Unmap(), uint16(port)).String())
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("webhook dial %s: the name has no address", host)
+	}
+	return nil, errors.Join(errs...)
+}

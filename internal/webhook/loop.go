@@ -1,0 +1,440 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/cloudevent"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// Reading the log: at most readCommits commits and about readBytes of
+// change images at a time; a request of a commit batch holds at most
+// maxBatchBytes of events (a larger commit is sent in several).
+const (
+	readCommits   = 256
+	readBytes     = 1 << 20
+	maxBatchBytes = 1 << 20
+	// idleCheck is how often an idle loop reads the log even unwoken.
+	idleCheck = 5 * time.Second
+	// advanceEvery is how many commits without events a loop passes
+	// before it records its position (it also does when idle).
+	advanceEvery = 1000
+)
+
+// errStop ends a loop: the webhook is gone, not active, changed, or the
+// lease is lost. The manager starts a new loop if the webhook is active.
+var errStop = errors.New("webhook loop stops")
+
+// errAgain starts the loop over at once (access changed: its creator's
+// access is checked again).
+var errAgain = errors.New("webhook loop starts over")
+
+// loop delivers one webhook, in order: one request at a time, the next
+// only after a 2xx for the previous one. Its goroutine is owned by the
+// manager (start, stop).
+type loop struct {
+	m              *manager
+	id, dbID       int64
+	version        int64
+	label, dbLabel string
+	wake           chan struct{}
+	cancel         context.CancelFunc
+	done           chan struct{}
+}
+
+func newLoop(m *manager, r postgres.WebhookRef) *loop {
+	return &loop{m: m, id: r.ID, dbID: r.DatabaseID, version: r.Version,
+		label: strconv.FormatInt(r.ID, 10), dbLabel: strconv.FormatInt(r.DatabaseID, 10),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (l *loop) start(ctx context.Context) {
+	ctx, l.cancel = context.WithCancel(ctx)
+	go func() {
+		defer close(l.done)
+		l.run(ctx)
+	}()
+}
+
+// stop ends the loop and waits for it.
+func (l *loop) stop() {
+	l.cancel()
+	<-l.done
+}
+
+// finished reports whether the loop ended by itself.
+func (l *loop) finished() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// poke wakes the loop if it waits for commits.
+func (l *loop) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (l *loop) run(ctx context.Context) {
+	d := l.m.d
+	backoff := 500 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.deliver(ctx)
+		switch {
+		case errors.Is(err, errStop) || ctx.Err() != nil:
+			return
+		case errors.Is(err, errAgain):
+			continue
+		}
+		d.logger.Warn("webhook delivery interrupted; retrying", "webhook", l.id, "err", err, "retry_in", backoff)
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// sleep waits for d or until ctx ends, reporting whether ctx is alive.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// state is where one run of a loop stands.
+type state struct {
+	w *sluice.Webhook
+	// read is where the log is read from next; pos the position reached
+	// (delivered, or passed without events), recorded what Postgres
+	// holds.
+	read, pos, recorded sluice.Position
+	// failures counts the failed attempts of the next request.
+	failures int
+	// access is the access log version the creator's access was checked
+	// at.
+	access int64
+	// secrets sign: the current one, and the previous one until oldUntil.
+	current, old []byte
+	oldUntil     time.Time
+}
+
+// deliver runs the webhook from its recorded position until an error.
+func (l *loop) deliver(ctx context.Context) error {
+	d := l.m.d
+	w, sealed, err := d.store.WebhookForDelivery(ctx, l.id)
+	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		return errStop
+	}
+	if err != nil {
+		return err
+	}
+	if w.State != sluice.WebhookActive || w.Version != l.version {
+		return errStop
+	}
+	st := &state{w: w, read: w.Position, pos: w.Position, recorded: w.Position, failures: w.Attempt}
+	// The version first: an access change after it is seen as a newer
+	// version, and checked then.
+	if st.access, err = d.store.AccessVersion(ctx); err != nil {
+		return err
+	}
+	if err := l.checkAccess(ctx, st); err != nil {
+		return err
+	}
+	if st.current, err = d.keys.Open(w.ID, sealed.Current); err != nil {
+		return err
+	}
+	if sealed.Old != nil {
+		if st.old, err = d.keys.Open(w.ID, sealed.Old); err != nil {
+			return err
+		}
+		st.oldUntil = sealed.OldUntil
+	}
+	u, err := d.store.UserByID(ctx, w.CreatorID)
+	if err != nil {
+		return err
+	}
+	rd, err := d.eng.StreamReader(ctx, u, w.Database.Org, w.Database.Name)
+	if err != nil {
+		return l.revokedOr(ctx, st, err)
+	}
+	sel, err := selector(rd.Schema, w)
+	if err != nil {
+		return l.halt(ctx, st, sluice.WebhookFailing, "its settings no longer fit the schema: "+sluice.ErrorMessage(err)+"; change them, then resume it")
+	}
+	ev := cloudevent.New(rd, sel)
+	if w.Attempt > 0 {
+		// A retry is due at the time the previous deliverer recorded,
+		// whoever delivers now.
+		if wait := w.NextAttemptAt.Sub(d.now()); wait > 0 && !sleep(ctx, wait) {
+			return ctx.Err()
+		}
+	}
+	idle := time.NewTimer(idleCheck)
+	defer idle.Stop()
+	var pending []sluice.Event // a commit batch not sent yet
+	pendingBytes := 0
+	for {
+		cs, _, err := d.store.ReadLog(ctx, w.Database, st.read, readCommits, readBytes)
+		if sluice.ErrorCode(err) == sluice.CodeGone {
+			return l.halt(ctx, st, sluice.WebhookFailing, "history after "+st.pos.String()+" was pruned: "+sluice.ErrorMessage(err))
+		}
+		if err != nil {
+			return err
+		}
+		if len(cs) == 0 {
+			if err := l.record(ctx, st, 0); err != nil {
+				return err
+			}
+			l.lag(st, time.Time{})
+			if l.m.access.Load() > st.access {
+				return errAgain
+			}
+			idle.Reset(idleCheck)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-l.wake:
+			case <-idle.C:
+			}
+			continue
+		}
+		if first := cs[0].Seq; st.read.Index == sluice.WholeCommit && first != st.read.Seq+1 ||
+			st.read.Index != sluice.WholeCommit && first != st.read.Seq && first != st.read.Seq+1 {
+			return l.halt(ctx, st, sluice.WebhookFailing, fmt.Sprintf("commits %d to %d were pruned before it delivered them; replay it from a retained position to go on", st.read.Seq+1, first-1))
+		}
+		var v int64
+		for _, c := range cs {
+			v = max(v, c.AccessVersion)
+		}
+		if v > st.access {
+			st.access = v
+			if err := l.checkAccess(ctx, st); err != nil {
+				return err
+			}
+		}
+		for _, c := range cs {
+			l.lag(st, c.Time)
+			evs, _, err := ev.Events(ctx, c)
+			if err != nil {
+				return l.revokedOr(ctx, st, err)
+			}
+			end := pieceEnd(c)
+			if w.Batch == sluice.BatchEvent {
+				for i, e := range evs {
+					after := e.Position
+					if i == len(evs)-1 {
+						after = end // nothing of the piece is left
+					}
+					if err := l.send(ctx, st, &message{url: w.URL, id: e.ID, body: e.Data, contentType: "application/cloudevents+json", events: 1}, after); err != nil {
+						return err
+					}
+				}
+			} else {
+				for _, e := range evs {
+					pending = append(pending, e)
+					pendingBytes += len(e.Data) + 1
+					if pendingBytes >= maxBatchBytes {
+						if err := l.sendBatch(ctx, st, pending, pending[len(pending)-1].Position); err != nil {
+							return err
+						}
+						pending, pendingBytes = nil, 0
+					}
+				}
+				if len(pending) > 0 && !c.Partial {
+					if err := l.sendBatch(ctx, st, pending, end); err != nil {
+						return err
+					}
+					pending, pendingBytes = nil, 0
+				}
+			}
+			if len(pending) == 0 && st.pos.Less(end) {
+				st.pos = end
+			}
+			st.read = end
+		}
+		if err := l.record(ctx, st, advanceEvery); err != nil {
+			return err
+		}
+	}
+}
+
+// pieceEnd returns the position at the end of piece c.
+func pieceEnd(c *sluice.Commit) sluice.Position {
+	if c.Partial && len(c.Changes) > 0 {
+		return c.Position(c.Changes[len(c.Changes)-1].Index)
+	}
+	return c.Position(sluice.WholeCommit)
+}
+
+// sendBatch sends events as one request (a JSON array: CloudEvents' batched
+// mode), identified by its last event.
+func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, after sluice.Position) error {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, e := range events {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(e.Data)
+	}
+	b.WriteByte(']')
+	last := events[len(events)-1]
+	return l.send(ctx, st, &message{url: st.w.URL, id: last.ID, body: b.Bytes(), contentType: "application/cloudevents-batch+json", events: len(events)}, after)
+}
+
+// send delivers m, retrying on the schedule, and moves the position to
+// after once it is answered 2xx. When the schedule runs out, the webhook
+// is paused as failing, keeping its position, and send returns errStop.
+func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Position) error {
+	d := l.m.d
+	for {
+		secrets := [][]byte{st.current}
+		if st.old != nil && d.now().Before(st.oldUntil) {
+			secrets = append(secrets, st.old)
+		}
+		at := d.now()
+		res := d.send.send(ctx, m, secrets)
+		if ctx.Err() != nil {
+			return ctx.Err() // stopped: the attempt does not count
+		}
+		if d.m != nil {
+			d.m.Duration.Observe(res.duration.Seconds())
+		}
+		a := sluice.WebhookAttempt{At: at, MessageID: m.id, Events: m.events, Attempt: st.failures + 1, Status: res.status,
+			Error: res.err, Duration: res.duration, Response: res.response}
+		rec := postgres.Delivery{Webhook: l.id, Version: l.version, Generation: l.m.gen, Attempt: a}
+		if res.ok() {
+			rec.OK, rec.Position = true, after
+			ok, err := d.store.RecordDelivery(ctx, rec)
+			if err != nil {
+				// Delivered but not recorded: it is delivered again from
+				// the recorded position (at least once).
+				return err
+			}
+			if !ok {
+				return errStop
+			}
+			st.pos, st.recorded, st.failures = after, after, 0
+			if d.m != nil {
+				d.m.Delivered.WithLabelValues(l.label, l.dbLabel).Inc()
+				d.m.Events.WithLabelValues(l.label, l.dbLabel).Add(float64(m.events))
+			}
+			return nil
+		}
+		st.failures++
+		rec.Failures = st.failures
+		wait, more := d.sched.wait(st.failures)
+		if more {
+			rec.Next = d.now().Add(wait)
+		} else {
+			rec.Fail = fmt.Sprintf("the delivery of %s failed %d times, the whole retry schedule (last: %s); its position %s is kept: resume it to try again",
+				m.id, st.failures, res.err, st.recorded)
+		}
+		ok, err := d.store.RecordDelivery(ctx, rec)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errStop
+		}
+		if d.m != nil {
+			d.m.Failed.WithLabelValues(l.label, l.dbLabel).Inc()
+		}
+		if !more {
+			d.logger.Warn("webhook failing: paused after its retry schedule ran out", "webhook", l.id, "position", st.recorded.String(), "err", res.err)
+			return errStop
+		}
+		d.logger.Info("webhook attempt failed; retrying", "webhook", l.id, "message", m.id, "attempt", a.Attempt, "err", res.err, "retry_in", wait)
+		if !sleep(ctx, wait) {
+			return ctx.Err()
+		}
+	}
+}
+
+// record stores the position reached without a delivery when it is more
+// than every commits past the recorded one (0: whenever it moved).
+func (l *loop) record(ctx context.Context, st *state, every int64) error {
+	if !st.recorded.Less(st.pos) || st.pos.Seq-st.recorded.Seq < every {
+		return nil
+	}
+	ok, err := l.m.d.store.AdvanceWebhook(ctx, l.id, l.version, l.m.gen, st.pos)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errStop
+	}
+	st.recorded = st.pos
+	return nil
+}
+
+// checkAccess checks that the creator still has the read access the
+// webhook delivers with, and pauses it as revoked when not.
+func (l *loop) checkAccess(ctx context.Context, st *state) error {
+	if err := checkCreator(ctx, l.m.d.store, st.w); err != nil {
+		return l.revokedOr(ctx, st, err)
+	}
+	return nil
+}
+
+// revokedOr pauses the webhook as revoked when err says its creator lost
+// its access (or its database is gone), and returns err otherwise.
+func (l *loop) revokedOr(ctx context.Context, st *state, err error) error {
+	switch sluice.ErrorCode(err) {
+	case sluice.CodeUnauthenticated, sluice.CodeForbidden, sluice.CodeNotFound:
+		return l.halt(ctx, st, sluice.WebhookRevoked, fmt.Sprintf("paused: its creator %s lost the read access it delivers with: %s", st.w.CreatorName, sluice.ErrorMessage(err)))
+	}
+	return err
+}
+
+// halt pauses the webhook in state with msg (the position kept) and
+// returns errStop.
+func (l *loop) halt(ctx context.Context, st *state, state sluice.WebhookState, msg string) error {
+	d := l.m.d
+	if err := l.record(ctx, st, 0); err != nil && !errors.Is(err, errStop) {
+		return err
+	}
+	if _, err := d.store.StopWebhook(ctx, l.id, l.version, l.m.gen, state, msg); err != nil {
+		return err
+	}
+	d.logger.Warn("webhook paused", "webhook", l.id, "state", state, "reason", msg)
+	return errStop
+}
+
+// lag sets the lag gauges: the commits after the position, and the age of
+// oldest, the commit being delivered (zero: none).
+func (l *loop) lag(st *state, oldest time.Time) {
+	m := l.m.d.m
+	if m == nil {
+		return
+	}
+	var behind int64 // idle: nothing after the position
+	if !oldest.IsZero() {
+		behind = l.m.head(l.dbID) - st.pos.Seq
+		if st.pos.Index != sluice.WholeCommit {
+			behind++
+		}
+	}
+	m.LagCommits.WithLabelValues(l.label, l.dbLabel).Set(float64(max(behind, 0)))
+	secs := 0.0
+	if !oldest.IsZero() {
+		secs = max(l.m.d.now().Sub(oldest).Seconds(), 0)
+	}
+	m.LagSeconds.WithLabelValues(l.label, l.dbLabel).Set(secs)
+}

@@ -1,0 +1,193 @@
+package webhook
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// pollEvery is how often the manager reads every database's head and the
+// access log's version, which covers lost notifications; reloadEvery how
+// often it re-reads the active webhooks.
+const (
+	pollEvery   = time.Second
+	reloadEvery = 5 * time.Second
+)
+
+// manager runs one loop per active webhook while the deliverer holds the
+// lease of generation gen. Its run goroutine owns the loops: it starts
+// them, wakes them, and stops and waits for them.
+type manager struct {
+	d   *Deliverer
+	gen int64
+
+	loops map[int64]*loop
+	// heads are the databases' newest commits and access the access log's
+	// version, as last read; loops read them.
+	heads  sync.Map // db id -> int64
+	access atomic.Int64
+}
+
+func newManager(d *Deliverer, gen int64) *manager {
+	m := &manager{d: d, gen: gen, loops: map[int64]*loop{}}
+	m.access.Store(-1)
+	return m
+}
+
+// notification is what the listener heard: a commit of a database, a
+// change to a webhook, or (id 0 on the commit channel) an access change.
+type notification struct {
+	id      int64
+	webhook bool
+}
+
+// run manages the loops until ctx ends, then stops them.
+func (m *manager) run(ctx context.Context) {
+	notes := make(chan notification, 64)
+	var wg sync.WaitGroup
+	wg.Go(func() { m.listen(ctx, notes) })
+	defer func() {
+		for _, l := range m.loops {
+			l.stop()
+		}
+		wg.Wait()
+	}()
+	m.reload(ctx)
+	poll := time.NewTicker(pollEvery)
+	defer poll.Stop()
+	lastReload := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case n := <-notes:
+			if n.webhook {
+				m.reload(ctx)
+				lastReload = time.Now()
+			} else {
+				m.wakeDB(n.id)
+			}
+		case <-m.d.wake:
+			for _, id := range m.d.takeWoken() {
+				m.wakeDB(id)
+			}
+		case <-poll.C:
+			m.poll(ctx)
+			if time.Since(lastReload) >= reloadEvery {
+				m.reload(ctx)
+				lastReload = time.Now()
+			}
+		}
+	}
+}
+
+// reload starts a loop for every active webhook without a running one of
+// its version, and stops the others.
+func (m *manager) reload(ctx context.Context) {
+	refs, err := m.d.store.ActiveWebhooks(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.d.logger.Warn("read the active webhooks", "err", err)
+		}
+		return
+	}
+	want := make(map[int64]postgres.WebhookRef, len(refs))
+	for _, r := range refs {
+		want[r.ID] = r
+	}
+	for id, l := range m.loops {
+		if r, ok := want[id]; !ok || r.Version != l.version || l.finished() {
+			l.stop()
+			delete(m.loops, id)
+			if !ok && m.d.m != nil {
+				m.d.m.LagCommits.DeleteLabelValues(l.label, l.dbLabel)
+				m.d.m.LagSeconds.DeleteLabelValues(l.label, l.dbLabel)
+			}
+		}
+	}
+	for id, r := range want {
+		if _, ok := m.loops[id]; !ok {
+			l := newLoop(m, r)
+			m.loops[id] = l
+			l.start(ctx)
+		}
+	}
+}
+
+// wakeDB wakes the loops of database id; 0 wakes every loop (an access
+// change, or a database not named).
+func (m *manager) wakeDB(id int64) {
+	for _, l := range m.loops {
+		if id == 0 || l.dbID == id {
+			l.poke()
+		}
+	}
+}
+
+// poll reads every head and the access version, and wakes the loops of
+// databases that moved, or every loop when access changed.
+func (m *manager) poll(ctx context.Context) {
+	heads, access, err := m.d.store.Heads(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.d.logger.Warn("read the heads of the logs", "err", err)
+		}
+		return
+	}
+	if old := m.access.Swap(access); old >= 0 && old != access {
+		m.wakeDB(0)
+	}
+	for _, h := range heads {
+		if old, ok := m.heads.Swap(h.DatabaseID, h.LastSeq); !ok || old.(int64) != h.LastSeq {
+			m.wakeDB(h.DatabaseID)
+		}
+	}
+}
+
+// head returns the newest commit of database id as last read, -1 when
+// unknown.
+func (m *manager) head(id int64) int64 {
+	if v, ok := m.heads.Load(id); ok {
+		return v.(int64)
+	}
+	return -1
+}
+
+// listen passes the notifications of commits and of webhook changes to
+// notes until ctx ends, reconnecting with backoff; the poll covers what
+// is missed meanwhile.
+func (m *manager) listen(ctx context.Context, notes chan<- notification) {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		l, err := m.d.store.ListenWebhooks(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.d.logger.Warn("listen for webhook notifications", "err", err, "retry_in", backoff)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		for {
+			id, webhook, err := l.Wait(ctx)
+			if err != nil {
+				break
+			}
+			select {
+			case notes <- notification{id: id, webhook: webhook}:
+			default:
+				// The manager is busy: a full queue already wakes it, and
+				// the poll covers what this drops.
+			}
+		}
+		_ = l.Close(context.WithoutCancel(ctx))
+	}
+}

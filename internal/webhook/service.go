@@ -1,0 +1,441 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/cloudevent"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/filter"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/streamparam"
+)
+
+// Service manages webhooks for the API: admins of a database create, read,
+// change, pause, resume, replay and delete its webhooks. It is safe for
+// concurrent use.
+type Service struct {
+	eng    *engine.Engine
+	store  *postgres.DB
+	keys   *Keys
+	policy Policy
+	max    int
+}
+
+// NewService returns a Service that keeps at most max webhooks per
+// database and refuses URLs policy refuses.
+func NewService(eng *engine.Engine, store *postgres.DB, keys *Keys, policy Policy, max int) *Service {
+	return &Service{eng: eng, store: store, keys: keys, policy: policy, max: max}
+}
+
+// Input is a webhook's settings as a request gives them; nil fields are
+// not given (a change leaves them alone; a creation takes the defaults).
+type Input struct {
+	URL         *string   `json:"url"`
+	Description *string   `json:"description"`
+	Classes     *[]string `json:"classes"`
+	Ops         *[]string `json:"ops"`
+	Filter      Given     `json:"filter"`
+	Batch       *string   `json:"batch"`
+	// After (creation only) starts delivery after this retained position
+	// instead of after the newest commit.
+	After *string `json:"after"`
+}
+
+// Given is a JSON value a request may give, null included (which a
+// pointer could not tell from absent).
+type Given struct {
+	Set   bool
+	Value json.RawMessage
+}
+
+// UnmarshalJSON records the value, null included.
+func (g *Given) UnmarshalJSON(b []byte) error {
+	g.Set, g.Value = true, slices.Clone(b)
+	return nil
+}
+
+// Limits of what a webhook's settings may hold.
+const (
+	maxURLBytes         = 2048
+	maxDescriptionBytes = 1024
+)
+
+// admin authorizes u to manage the webhooks of org/name.
+func (s *Service) admin(ctx context.Context, u *sluice.User, org, name string) (*sluice.Database, *sluice.Schema, error) {
+	return s.eng.Database(ctx, u, org, name, sluice.RoleAdmin)
+}
+
+// Create makes a webhook on org/name for u (who must be an admin of it),
+// delivering with u's read access, and returns it with its signing secret
+// in text form (shown this once).
+func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, in Input) (*sluice.Webhook, string, error) {
+	d, sch, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, "", err
+	}
+	if in.URL == nil {
+		return nil, "", sluice.Errorf(sluice.CodeInvalid, "url is required: the endpoint to POST events to")
+	}
+	w := &sluice.Webhook{Database: d, Batch: sluice.BatchEvent, Ops: []string{"create", "update", "delete"},
+		CreatorID: u.ID, CreatorName: u.Name}
+	if c := auth.CredentialFrom(ctx); c != nil && c.User != nil && c.User.ID == u.ID {
+		// Made with an API token, it lives while the token does: revoking
+		// a token that leaked stops what was made with it.
+		w.CreatorTokenID = c.TokenID
+	}
+	if err := s.apply(sch, w, in); err != nil {
+		return nil, "", err
+	}
+	if in.After != nil {
+		p, err := sluice.ParsePosition(*in.After)
+		if err != nil {
+			return nil, "", sluice.Errorf(sluice.CodeInvalid, "after: %s", sluice.ErrorMessage(err))
+		}
+		w.Position = p
+	}
+	secret := newSecret()
+	if err := s.store.CreateWebhook(ctx, w, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, s.max); err != nil {
+		return nil, "", err
+	}
+	return w, showSecret(secret), nil
+}
+
+// apply checks in against the database's schema and the policy, and sets
+// what it gives on w.
+func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
+	if in.URL != nil {
+		if err := s.checkURL(*in.URL); err != nil {
+			return err
+		}
+		w.URL = *in.URL
+	}
+	if in.Description != nil {
+		if len(*in.Description) > maxDescriptionBytes || !utf8.ValidString(*in.Description) || strings.ContainsRune(*in.Description, 0) {
+			return sluice.Errorf(sluice.CodeInvalid, "description: want UTF-8 text of at most %d bytes", maxDescriptionBytes)
+		}
+		w.Description = *in.Description
+	}
+	if in.Classes != nil {
+		if len(*in.Classes) == 0 {
+			return sluice.Errorf(sluice.CodeInvalid, "classes is an empty list: name document classes, or leave it out for every class")
+		}
+		for i, c := range *in.Classes {
+			cl := sch.Class(c)
+			if cl == nil || cl.Kind == sluice.KindSubdocument {
+				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %q is not a document class of %s", i, c, w.Database.Path())
+			}
+			if slices.Contains((*in.Classes)[:i], c) {
+				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %q is given twice", i, c)
+			}
+		}
+		w.Classes = slices.Clone(*in.Classes)
+	}
+	if in.Ops != nil {
+		ops, err := streamparam.OpList("ops", *in.Ops)
+		if err != nil {
+			return err
+		}
+		w.Ops = streamparam.OpTokens(ops)
+	}
+	if in.Filter.Set {
+		w.Filter = nil
+		if f := bytes.TrimSpace(in.Filter.Value); len(f) > 0 && string(f) != "null" {
+			w.Filter = slices.Clone(f)
+		}
+	}
+	if in.Batch != nil {
+		switch b := sluice.WebhookBatch(*in.Batch); b {
+		case sluice.BatchEvent, sluice.BatchCommit:
+			w.Batch = b
+		default:
+			return sluice.Errorf(sluice.CodeInvalid, "batch: %q is not a batching mode: want event (a request per event) or commit (a request per commit)", *in.Batch)
+		}
+	}
+	_, err := selector(sch, w)
+	return err
+}
+
+// selector returns the events w selects, checked against sch: the filter
+// must fit the one class w selects.
+func selector(sch *sluice.Schema, w *sluice.Webhook) (cloudevent.Selector, error) {
+	ops, err := streamparam.OpList("ops", w.Ops)
+	if err != nil {
+		return cloudevent.Selector{}, err
+	}
+	sel := cloudevent.Selector{Classes: w.Classes, Ops: ops}
+	if w.Filter == nil {
+		return sel, nil
+	}
+	if len(w.Classes) != 1 {
+		return sel, sluice.Errorf(sluice.CodeInvalid, "filter needs exactly one class in classes (the filter is a <Class>_Filter of it; it applies to its subclasses too)")
+	}
+	dec := json.NewDecoder(bytes.NewReader(w.Filter))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return sel, sluice.Errorf(sluice.CodeInvalid, "filter: want a JSON object, a %s_Filter as in GraphQL", w.Classes[0])
+	}
+	f, err := filter.Parse(sch, w.Classes[0], m)
+	if err != nil {
+		return sel, err
+	}
+	if err := cloudevent.CheckFilter("filter", f); err != nil {
+		return sel, err
+	}
+	sel.Filter = f
+	return sel, nil
+}
+
+// checkURL refuses URLs a webhook cannot have: not http or https, with
+// credentials, too long, or naming a host the policy refuses outright (an
+// address literal, or localhost). Other names are checked on the address
+// they resolve to, each time one is dialled.
+func (s *Service) checkURL(raw string) error {
+	if len(raw) > maxURLBytes {
+		return sluice.Errorf(sluice.CodeInvalid, "url is longer than %d bytes", maxURLBytes)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" {
+		return sluice.Errorf(sluice.CodeInvalid, "url %q: want an absolute http or https URL, such as https://example.com/hooks/sluice", raw)
+	}
+	if u.User != nil {
+		return sluice.Errorf(sluice.CodeInvalid, "url: credentials in the URL are refused (they would be shown to every admin of the database); verify the webhook-signature header instead")
+	}
+	if u.Fragment != "" {
+		return sluice.Errorf(sluice.CodeInvalid, "url: a fragment (#…) is never sent; leave it out")
+	}
+	host := u.Hostname()
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		h := strings.ToLower(strings.TrimSuffix(host, "."))
+		if h != "localhost" && !strings.HasSuffix(h, ".localhost") {
+			return nil
+		}
+		addr = netip.MustParseAddr("127.0.0.1") // RFC 6761: always loopback
+	}
+	if err := s.policy.Check(addr); err != nil {
+		return sluice.Errorf(sluice.CodeInvalid, "url: %s", err.Error())
+	}
+	return nil
+}
+
+// List returns the webhooks of org/name.
+func (s *Service) List(ctx context.Context, u *sluice.User, org, name string) ([]*sluice.Webhook, error) {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	return s.store.Webhooks(ctx, d)
+}
+
+// Details is a webhook with what its status page shows.
+type Details struct {
+	*sluice.Webhook
+	Lag      sluice.WebhookLag
+	Attempts []sluice.WebhookAttempt
+}
+
+// Get returns webhook id of org/name with its lag and its last attempts
+// (at most attempts of them).
+func (s *Service) Get(ctx context.Context, u *sluice.User, org, name string, id int64, attempts int) (*Details, error) {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.store.Webhook(ctx, d, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &Details{Webhook: w}
+	if out.Lag, err = s.store.WebhookLag(ctx, w); err != nil {
+		return nil, err
+	}
+	if out.Attempts, err = s.store.WebhookAttempts(ctx, w.ID, attempts); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Attempts returns the last attempts of webhook id of org/name, newest
+// first, at most limit.
+func (s *Service) Attempts(ctx context.Context, u *sluice.User, org, name string, id int64, limit int) ([]sluice.WebhookAttempt, error) {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.store.Webhook(ctx, d, id); err != nil {
+		return nil, err
+	}
+	return s.store.WebhookAttempts(ctx, id, limit)
+}
+
+// Update changes the settings in of webhook id of org/name. A delivery
+// being retried starts its schedule again.
+func (s *Service) Update(ctx context.Context, u *sluice.User, org, name string, id int64, in Input) (*sluice.Webhook, error) {
+	d, sch, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	if in.After != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "after: to move a webhook's position, replay it (POST …/replay)")
+	}
+	w, err := s.store.Webhook(ctx, d, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.apply(sch, w, in); err != nil {
+		return nil, err
+	}
+	if err := s.store.UpdateWebhook(ctx, d, id, postgres.WebhookSettings{URL: w.URL, Description: w.Description,
+		Classes: w.Classes, Ops: w.Ops, Filter: w.Filter, Batch: w.Batch}); err != nil {
+		return nil, err
+	}
+	return s.store.Webhook(ctx, d, id)
+}
+
+// Pause pauses webhook id of org/name.
+func (s *Service) Pause(ctx context.Context, u *sluice.User, org, name string, id int64) (*sluice.Webhook, error) {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.PauseWebhook(ctx, d, id); err != nil {
+		return nil, err
+	}
+	return s.store.Webhook(ctx, d, id)
+}
+
+// Resume makes webhook id of org/name active again, from its position or
+// after after (a position) when given. A webhook whose creator lost its
+// access stays paused (Conflict, saying why); one whose history was pruned
+// meanwhile answers Gone, naming the gap.
+func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, id int64, after *string) (*sluice.Webhook, error) {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	w, err := s.store.Webhook(ctx, d, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkCreator(ctx, w); err != nil {
+		return nil, sluice.Errorf(sluice.CodeConflict, "webhook %d delivers with the read access of %s, who no longer has it (%s); delete it, or make a new one with after: %s",
+			id, w.CreatorName, sluice.ErrorMessage(err), w.Position)
+	}
+	var from *sluice.Position
+	if after != nil {
+		p, err := sluice.ParsePosition(*after)
+		if err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "after: %s", sluice.ErrorMessage(err))
+		}
+		from = &p
+	}
+	if err := s.store.ResumeWebhook(ctx, d, id, from); err != nil {
+		return nil, err
+	}
+	return s.store.Webhook(ctx, d, id)
+}
+
+// checkCreator checks that w's creator still has the read access w
+// delivers with; its error says what is missing.
+func (s *Service) checkCreator(ctx context.Context, w *sluice.Webhook) error {
+	return checkCreator(ctx, s.store, w)
+}
+
+// Replay moves webhook id of org/name to position after: it delivers what
+// follows it next.
+func (s *Service) Replay(ctx context.Context, u *sluice.User, org, name string, id int64, after string) (*sluice.Webhook, error) {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	p, err := sluice.ParsePosition(after)
+	if err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "after: %s", sluice.ErrorMessage(err))
+	}
+	if err := s.store.ReplayWebhook(ctx, d, id, p); err != nil {
+		return nil, err
+	}
+	return s.store.Webhook(ctx, d, id)
+}
+
+// MaxGrace is the longest a rotated secret may keep signing.
+const MaxGrace = 7 * 24 * time.Hour
+
+// Rotate gives webhook id of org/name a new signing secret, returned in
+// text form (shown this once); the previous one keeps signing along for
+// grace (0: it stops at once).
+func (s *Service) Rotate(ctx context.Context, u *sluice.User, org, name string, id int64, grace time.Duration) (string, error) {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return "", err
+	}
+	if grace < 0 || grace > MaxGrace {
+		return "", sluice.Errorf(sluice.CodeInvalid, "grace: want 0 to %s", MaxGrace)
+	}
+	secret := newSecret()
+	if err := s.store.RotateWebhookSecret(ctx, d, id, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, grace); err != nil {
+		return "", err
+	}
+	return showSecret(secret), nil
+}
+
+// Delete deletes webhook id of org/name.
+func (s *Service) Delete(ctx context.Context, u *sluice.User, org, name string, id int64) error {
+	d, _, err := s.admin(ctx, u, org, name)
+	if err != nil {
+		return err
+	}
+	return s.store.DeleteWebhook(ctx, d, id)
+}
+
+// checkCreator checks, against Postgres and bypassing caches, that the
+// creator of w still exists, that the API token it was made with (if any)
+// is unrevoked, and that the creator can read w's database. Its errors
+// (Unauthenticated, Forbidden, NotFound) say what is missing.
+func checkCreator(ctx context.Context, store *postgres.DB, w *sluice.Webhook) error {
+	u, err := store.UserByID(ctx, w.CreatorID)
+	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		return sluice.Errorf(sluice.CodeUnauthenticated, "user %s was deleted", w.CreatorName)
+	}
+	if err != nil {
+		return err
+	}
+	if w.CreatorTokenID != 0 {
+		ok, err := store.TokenValid(ctx, u.ID, w.CreatorTokenID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return sluice.Errorf(sluice.CodeUnauthenticated, "the API token %s made it with was revoked", u.Name)
+		}
+	}
+	d, err := store.DatabaseByID(ctx, w.Database.ID)
+	if err != nil {
+		return err
+	}
+	if d.Epoch != w.Database.Epoch {
+		return sluice.ErrNoDatabase(d.Org, d.Name)
+	}
+	if u.Superuser {
+		return nil
+	}
+	role, err := store.Role(ctx, u.ID, d.ID)
+	if err != nil {
+		return err
+	}
+	if role < sluice.RoleRead {
+		return sluice.Errorf(sluice.CodeForbidden, "the role of %s on %s is now %s; a webhook needs read", u.Name, d.Path(), role)
+	}
+	return nil
+}

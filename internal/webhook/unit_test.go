@@ -1,0 +1,170 @@
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSignatureVector checks signing against the example of the Standard
+// Webhooks specification.
+func TestSignatureVector(t *testing.T) {
+	t.Parallel()
+	secret, err := base64.StdEncoding.DecodeString("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := signature(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if want := "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Errorf("signature = %s, want %s", got, want)
+	}
+	two := signatures([][]byte{secret, []byte("other")}, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, []byte(`{"test": 2432232314}`))
+	if parts := strings.Split(two, " "); len(parts) != 2 || parts[0] != got || !strings.HasPrefix(parts[1], "v1,") || parts[1] == got {
+		t.Errorf("two secrets sign %q", two)
+	}
+}
+
+func TestPolicy(t *testing.T) {
+	t.Parallel()
+	p := Policy{}
+	for addr, reason := range map[string]string{
+		"127.0.0.1": "loopback", "::1": "loopback", "10.1.2.3": "private", "172.16.0.1": "private", "192.168.0.1": "private",
+		"169.254.169.254": "link-local", "fe80::1": "link-local", "0.0.0.0": "unspecified", "::": "unspecified",
+		"0.1.2.3": "this network", "100.64.0.1": "carrier-grade", "224.0.0.1": "multicast", "ff02::1": "multicast",
+		"255.255.255.255": "broadcast", "240.0.0.1": "reserved", "fd12::1": "private", "fec0::1": "site-local",
+		"::ffff:10.0.0.1": "private", "64:ff9b::a00:1": "private address (through NAT64)", "2002:7f00:1::": "loopback address (through 6to4)",
+		"2001:db8::1": "documentation", "198.18.0.1": "benchmarking", "192.0.2.1": "documentation", "2001::1": "Teredo",
+	} {
+		err := p.Check(netip.MustParseAddr(addr))
+		var re *RefusedError
+		if !errors.As(err, &re) || !strings.Contains(re.Reason, reason) {
+			t.Errorf("Check(%s) = %v, want refused as %s", addr, err, reason)
+		}
+	}
+	for _, addr := range []string{"93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "64:ff9b::5db8:d70e", "8.8.8.8"} {
+		if err := p.Check(netip.MustParseAddr(addr)); err != nil {
+			t.Errorf("Check(%s) = %v, want allowed", addr, err)
+		}
+	}
+	allow := Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.9.0.0/16")}}
+	for addr, ok := range map[string]bool{"127.0.0.1": true, "::ffff:127.0.0.1": true, "10.9.1.1": true, "10.8.1.1": false, "::1": false} {
+		if err := allow.Check(netip.MustParseAddr(addr)); (err == nil) != ok {
+			t.Errorf("with allowed networks, Check(%s) = %v", addr, err)
+		}
+	}
+}
+
+// TestDialerControlSendsNothing: the production dialer's Control refuses
+// a loopback address after the socket is made and before it connects: a
+// listener on that address never sees a connection.
+func TestDialerControlSendsNothing(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{})
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			close(accepted)
+		}
+	}()
+	d := newDialer(Policy{})
+	// Past the dialer's own check, as if a name had resolved to a public
+	// address and then to this one: only Control stands in the way.
+	_, err = d.dial(context.Background(), "tcp", ln.Addr().String())
+	var re *RefusedError
+	if !errors.As(err, &re) || !strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("dial of a loopback address = %v, want refused", err)
+	}
+	ln.Close()
+	select {
+	case <-accepted:
+		t.Fatal("the listener accepted a connection")
+	default:
+	}
+}
+
+// TestDialerSkipsRefusedAddresses: of a name's addresses, the refused ones
+// never reach the dial function; an allowed one does.
+func TestDialerSkipsRefusedAddresses(t *testing.T) {
+	t.Parallel()
+	var dialled []string
+	d := &dialer{policy: Policy{},
+		resolve: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("::ffff:192.168.0.1"), netip.MustParseAddr("93.184.215.14")}, nil
+		},
+		dial: func(_ context.Context, _, address string) (net.Conn, error) {
+			dialled = append(dialled, address)
+			return nil, errors.New("test: no dialing")
+		}}
+	_, err := d.DialContext(context.Background(), "tcp", "example.test:443")
+	if len(dialled) != 1 || dialled[0] != "93.184.215.14:443" {
+		t.Errorf("dialled %v, want only the public address", dialled)
+	}
+	if err == nil || !strings.Contains(err.Error(), "10.0.0.1: a private address") || !strings.Contains(err.Error(), "test: no dialing") {
+		t.Errorf("error %v does not say why each address failed", err)
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	t.Parallel()
+	for _, j := range []float64{0, 0.5, 0.999} {
+		s := schedule{waits: []time.Duration{time.Second, time.Minute}, jitter: func() float64 { return j }}
+		w, ok := s.wait(2)
+		lo, hi := 48*time.Second, 72*time.Second
+		if !ok || w < lo || w > hi {
+			t.Errorf("jitter %v: wait after 2 failures = %s %v, want %s to %s", j, w, ok, lo, hi)
+		}
+		if _, ok := s.wait(3); ok {
+			t.Errorf("a schedule of 2 waits allowed a third retry")
+		}
+	}
+	var total time.Duration
+	for _, w := range defaultSchedule {
+		total += w
+	}
+	if total < 20*time.Hour || total > 28*time.Hour {
+		t.Errorf("the default schedule retries for %s, want about a day", total)
+	}
+}
+
+func TestSealing(t *testing.T) {
+	t.Parallel()
+	k1, err := newSealKey(newSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k2, _ := newSealKey(newSecret())
+	keys := &Keys{seal: k1}
+	secret := newSecret()
+	sealed, err := keys.Seal(7, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(sealed), string(secret)) {
+		t.Fatal("the sealed secret holds the secret")
+	}
+	if got, err := keys.Open(7, sealed); err != nil || string(got) != string(secret) {
+		t.Fatalf("Open = %x, %v", got, err)
+	}
+	if _, err := keys.Open(8, sealed); err == nil {
+		t.Error("a secret sealed for webhook 7 opened for webhook 8")
+	}
+	if _, err := (&Keys{seal: k2}).Open(7, sealed); err == nil || !strings.Contains(err.Error(), "webhook_secret_key_file") {
+		t.Errorf("another key opened it, or did not say why not: %v", err)
+	}
+	if got, err := (&Keys{seal: k2, other: []sealKey{k1}}).Open(7, sealed); err != nil || string(got) != string(secret) {
+		t.Errorf("an older key did not open it: %v", err)
+	}
+	if !strings.HasPrefix(showSecret(secret), "whsec_") {
+		t.Error("secrets are not shown with whsec_")
+	}
+}
