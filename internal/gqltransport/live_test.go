@@ -35,11 +35,11 @@ func (s *stream) result() liveResult {
 		s.t.Fatalf("not a live query result: %q", f)
 	}
 	s.last = f.Field("id")
-	return parseResult(s.t, s.last, f.Field("data"))
+	return parseLiveResult(s.t, s.last, f.Field("data"))
 }
 
 // parseResult checks a live query result message whose position is id.
-func parseResult(t testing.TB, id, msg string) liveResult {
+func parseLiveResult(t testing.TB, id, msg string) liveResult {
 	t.Helper()
 	var m struct {
 		Data       json.RawMessage `json:"data"`

@@ -40,7 +40,7 @@ func TestLiveQueryTransports(t *testing.T) {
 	d.MustDo(t, 202, dt.Admin(), http.MethodPost, "/api/graphql/admin/tr", body(q, "extensions", map[string]any{"operationId": "o"}),
 		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok)
 
-	mp := openMultipart(t, d, "/api/graphql/admin/tr", body(q))
+	mp := openLiveMultipart(t, d, "/api/graphql/admin/tr", body(q))
 
 	msg := func(seq int64, data string) string {
 		return `{"data":` + data + `,"extensions":{"position":"` + pos(seq) + `","lastEventId":"` + pos(seq) + `"}}`
@@ -87,7 +87,7 @@ type multipartReader struct {
 	open bool
 }
 
-func openMultipart(t testing.TB, d *dt.Daemon, path, reqBody string) *multipartReader {
+func openLiveMultipart(t testing.TB, d *dt.Daemon, path, reqBody string) *multipartReader {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, d.URL+path, strings.NewReader(reqBody))
 	if err != nil {
