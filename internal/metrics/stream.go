@@ -38,8 +38,8 @@ type Stream struct {
 	// ListenReconnects counts reconnections of the tailer's LISTEN
 	// connection.
 	ListenReconnects prometheus.Counter
-	// LiveReads counts the reads of live query results (one snapshot each,
-	// a cohort's batch counting once), LiveStatements the SQL statements
+	// LiveReads counts the reads of live query results (one snapshot of
+	// one share's result each), LiveStatements the SQL statements
 	// they sent, and LiveResults the results that changed and were
 	// published, by database.
 	LiveReads      *prometheus.CounterVec
@@ -97,7 +97,7 @@ func NewStream(reg prometheus.Registerer) *Stream {
 		}),
 		LiveReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_live_query_reads_total",
-			Help: "Reads of live query results (one snapshot each; a cohort's batch counts once), by database.",
+			Help: "Reads of live query results (one snapshot of one share's result each), by database.",
 		}, []string{"database"}),
 		LiveStatements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_live_query_statements_total",
