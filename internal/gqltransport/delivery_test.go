@@ -299,7 +299,7 @@ func TestDisconnectLeavesNoGoroutine(t *testing.T) {
 	}
 	insert(t, d, "zoo", dogs("after"))
 	http.DefaultClient.CloseIdleConnections()
-	eventually.Nil(t, wait, "no goroutine left behind", func() error { return goleak.Find(base) })
+	eventually.Nil(t, wait, "no goroutine left behind", func() error { return dt.GoroutinesSince(base) })
 }
 
 // TestGrouping: identical subscriptions share one change feed subscription

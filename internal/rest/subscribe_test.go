@@ -655,7 +655,7 @@ func TestSubscribeDisconnectLeavesNoGoroutine(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 	// Goroutines of closed connections end asynchronously: Find retries
 	// for about half a second, this loop bounds the whole wait.
-	eventually.Nil(t, wait, "no goroutine left behind", func() error { return goleak.Find(base) })
+	eventually.Nil(t, wait, "no goroutine left behind", func() error { return dt.GoroutinesSince(base) })
 }
 
 // TestSubscribeListenReconnect cuts every LISTEN connection; the tailers
