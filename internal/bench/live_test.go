@@ -170,7 +170,7 @@ func BenchmarkLiveQueries(b *testing.B) {
 		liveQueries, liveOwners, liveSockets, r.open.Round(time.Millisecond), r.rssPerQuery/1024)
 	b.Logf("%d commits at %d/s: results owed %d, read %d, superseded by a later state of the document %d, lost %d (drain timed out %v); %d results after the first (%d holding no new commit); latency p50 %v, p99 %v, max %v; commit requests p50 %v, p99 %v, max %v",
 		r.commits, liveRate, r.expected, r.received, r.superseded, r.lost, r.drainTimedOut, r.results, r.stale, r.p50, r.p99, r.max, r.commitP50, r.commitP99, r.maxCommit)
-	b.Logf("over %v from the first commit to the last result: daemon CPU %v (%.1f%% of one core, %v/commit), Postgres CPU %v (%v/commit); Postgres statements %.1f/commit (pg_stat_statements calls in the database, top level, BEGIN and COMMIT included); live reads %.2f/commit sending %.2f statements/commit (the daemon's metrics)",
+	b.Logf("over %v from the first commit to the last result: daemon CPU %v (%.1f%% of one core, %v/commit), Postgres CPU %v (%v/commit); Postgres statements %.1f/commit (pg_stat_statements calls in the database, top level, utility statements such as BEGIN included); live reads %.2f/commit sending %.2f statements/commit (the daemon's metrics)",
 		r.window.Round(time.Millisecond), r.cpu, 100*r.cpu.Seconds()/r.window.Seconds(), r.cpu/time.Duration(max(r.commits, 1)),
 		r.pgCPU, r.pgCPU/time.Duration(max(r.commits, 1)), perCommit(r.statements), perCommit(r.liveReads), perCommit(r.liveStatements))
 	// One line, since a benchmark's log is cut after ten lines without -v.
