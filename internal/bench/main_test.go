@@ -15,6 +15,12 @@ import (
 // cluster is the durable Postgres the benchmarks share; TestMain sets it.
 var cluster *pgembed.Postgres
 
+// clusterSettings are the server settings of the benchmarks' clusters,
+// beyond pgembed's defaults (BenchmarkLiveQueries starts one of its own).
+func clusterSettings() map[string]string {
+	return map[string]string{"max_connections": "200", "shared_buffers": "256MB"}
+}
+
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
@@ -33,7 +39,7 @@ func run(m *testing.M) int {
 	cluster, err = pgembed.Start(ctx, pgembed.Options{
 		DataDir:  filepath.Join(dir, "pg"),
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-		Settings: map[string]string{"max_connections": "200", "shared_buffers": "256MB"},
+		Settings: clusterSettings(),
 	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench: start postgres:", err)

@@ -364,7 +364,12 @@ func streamRequest(addr, path, auth string) []byte {
 
 // postJSON POSTs body and fails unless the status is want.
 func postJSON(client *http.Client, url, auth, body string, want int) ([]byte, error) {
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	return sendJSON(client, http.MethodPost, url, auth, body, want)
+}
+
+// sendJSON sends body with method and fails unless the status is want.
+func sendJSON(client *http.Client, method, url, auth, body string, want int) ([]byte, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -380,36 +385,24 @@ func postJSON(client *http.Client, url, auth, body string, want int) ([]byte, er
 		return nil, err
 	}
 	if resp.StatusCode != want {
-		return out, fmt.Errorf("POST %s: status %d: %s", url, resp.StatusCode, out)
+		return out, fmt.Errorf("%s %s: status %d: %s", method, url, resp.StatusCode, out)
 	}
 	return out, nil
 }
 
 const benchPassword = "bench-pw"
 
+// benchBasic is the Authorization of the admin with benchPassword.
+const benchBasic = "Basic YWRtaW46YmVuY2gtcHc=" // admin:bench-pw
+
 // sluiceStreamTarget runs `sluice serve` on a fresh database of the durable
 // cluster, with an Item class, and commits each document with one REST
 // request authorized by an API token.
 func sluiceStreamTarget(b *testing.B, bin string) *streamTarget {
 	dbURL := newDatabase(b)
-	p := startServer(b, []string{"SLUICE_ADMIN_PASSWORD=" + benchPassword}, bin, "serve",
-		"--listen", "127.0.0.1:0", "--data-dir", b.TempDir(), "--database-url", dbURL)
+	p, bearer := startSluiceBench(b, bin, dbURL, itemSDL)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 5 * time.Minute}
-	base := "http://" + p.Addr
-	basic := "Basic YWRtaW46YmVuY2gtcHc=" // admin:bench-pw
-	if _, err := postJSON(client, base+"/api/db/admin/bench", basic, `{"schema":"`+itemSDL+`"}`, http.StatusCreated); err != nil {
-		b.Fatal(err)
-	}
-	out, err := postJSON(client, base+"/api/tokens", basic, `{"name":"bench"}`, http.StatusCreated)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var tok struct{ Token string }
-	if err := jsonUnmarshal(out, &tok); err != nil || tok.Token == "" {
-		b.Fatalf("token: %v: %s", err, out)
-	}
-	bearer := "Bearer " + tok.Token
-	docs := base + "/api/document/admin/bench"
+	docs := "http://" + p.Addr + "/api/document/admin/bench"
 	return &streamTarget{
 		proc:    p,
 		request: streamRequest(p.Addr, "/api/graphql/admin/bench", bearer),
@@ -419,6 +412,29 @@ func sluiceStreamTarget(b *testing.B, bin string) *streamTarget {
 		},
 		pgCPU: func() time.Duration { return postgresCPU(b, dbURL) },
 	}
+}
+
+// startSluiceBench runs `sluice serve` (bin) on the Postgres database
+// dbURL, creates the database admin/bench with schema sdl, and returns the
+// server and the Authorization of an API token of the admin ("Bearer …"),
+// as a service would hold.
+func startSluiceBench(b *testing.B, bin, dbURL, sdl string) (*serverProc, string) {
+	p := startServer(b, []string{"SLUICE_ADMIN_PASSWORD=" + benchPassword}, bin, "serve",
+		"--listen", "127.0.0.1:0", "--data-dir", b.TempDir(), "--database-url", dbURL)
+	client := &http.Client{Timeout: 5 * time.Minute}
+	base := "http://" + p.Addr
+	if _, err := postJSON(client, base+"/api/db/admin/bench", benchBasic, `{"schema":`+strconv.Quote(sdl)+`}`, http.StatusCreated); err != nil {
+		b.Fatal(err)
+	}
+	out, err := postJSON(client, base+"/api/tokens", benchBasic, `{"name":"bench"}`, http.StatusCreated)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var tok struct{ Token string }
+	if err := jsonUnmarshal(out, &tok); err != nil || tok.Token == "" {
+		b.Fatalf("token: %v: %s", err, out)
+	}
+	return p, "Bearer " + tok.Token
 }
 
 // minimalStreamTarget runs the minimal server and publishes, per commit,

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/pgembed"
 )
 
 const personSDL = `type Person { name: String! email: String! age: Int score: Float active: Boolean }`
@@ -44,8 +45,14 @@ var dbCounter atomic.Int64
 // newDatabase creates a fresh Postgres database on the durable cluster.
 func newDatabase(b *testing.B) string {
 	b.Helper()
+	return newDatabaseOn(b, cluster)
+}
+
+// newDatabaseOn creates a fresh Postgres database on the cluster c.
+func newDatabaseOn(b *testing.B, c *pgembed.Postgres) string {
+	b.Helper()
 	name := fmt.Sprintf("bench_%d", dbCounter.Add(1))
-	conn, err := pgx.Connect(context.Background(), cluster.URL("postgres"))
+	conn, err := pgx.Connect(context.Background(), c.URL("postgres"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +60,7 @@ func newDatabase(b *testing.B) string {
 	if _, err := conn.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
 		b.Fatal(err)
 	}
-	return cluster.URL(name)
+	return c.URL(name)
 }
 
 func personJSON(i int) string {
