@@ -21,6 +21,9 @@ import (
 type Store interface {
 	GraphQLDatabase(ctx context.Context, u *sluice.User, org, name string) (*sluice.Database, *sluice.Schema, sluice.Role, error)
 	QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.DocQuery) ([]engine.QueryDoc, error)
+	// QueryDocumentsEach runs several document queries with one
+	// statement.
+	QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []engine.DocQuery) ([][]engine.QueryDoc, error)
 	// DocumentsByID returns at most limit documents (< 0: no limit).
 	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error)
 	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error)
@@ -166,6 +169,9 @@ type execution struct {
 	// lookupErr is the error of a document read for a filter (lookup),
 	// which filter.Match cannot return.
 	lookupErr error
+	// preread holds the documents of root class query fields (by alias)
+	// read before the execution, with other queries' (RunEach).
+	preread map[string][]engine.QueryDoc
 }
 
 // overRows reports whether the request has read more documents than its

@@ -11,6 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/filter"
 )
 
@@ -325,24 +326,121 @@ func (q *LiveQuery) Affects(ch *Change) bool {
 // (a limit it went over, a reference it could not read) is a
 // *ResultError.
 func (q *LiveQuery) Run(ctx context.Context) ([]byte, sluice.Position, error) {
-	op := &graphql.OperationContext{Variables: q.variables, Doc: q.doc, DisableIntrospection: q.noIntrospection,
-		Operation: &ast.OperationDefinition{Operation: ast.Query, SelectionSet: q.selections}}
-	x := &execution{op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
 	rctx, snap := q.es.store.ReadSnapshot(ctx, q.req.DB)
-	x.ctx = rctx
+	x := q.execution(rctx)
 	if x.oneStatement(q.root) {
 		snap.OneStatement()
 	}
-	data := x.queryOn(q.root)
-	pos, ok := snap.Position()
+	data, err := q.result(x)
+	pos := snapshotPosition(snap)
 	snap.Close()
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	return data, pos, nil
+}
+
+// execution returns an execution of the query reading under ctx.
+func (q *LiveQuery) execution(ctx context.Context) *execution {
+	op := &graphql.OperationContext{Variables: q.variables, Doc: q.doc, DisableIntrospection: q.noIntrospection,
+		Operation: &ast.OperationDefinition{Operation: ast.Query, SelectionSet: q.selections}}
+	return &execution{ctx: ctx, op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
+}
+
+// result runs x, an execution of q, and returns its data on one line.
+func (q *LiveQuery) result(x *execution) ([]byte, error) {
+	data := x.queryOn(q.root)
 	if len(x.errs) > 0 || data == nil {
-		return nil, sluice.Position{}, newResultError(x.errs)
+		return nil, newResultError(x.errs)
 	}
+	return compactLine(data), nil
+}
+
+// snapshotPosition returns the position snap reflects, the zero Position
+// when it read nothing (Epoch "").
+func snapshotPosition(snap *engine.Snapshot) sluice.Position {
+	pos, ok := snap.Position()
 	if !ok {
-		pos = sluice.Position{} // read nothing: no position (Epoch "")
+		return sluice.Position{}
 	}
-	return compactLine(data), pos, nil
+	return pos
+}
+
+// LiveResult is the result of one live query run with others (RunEach):
+// its data and the position it reflects, or its error.
+type LiveResult struct {
+	Data     []byte
+	Position sluice.Position
+	Err      error
+}
+
+// RunEach reads the results of live queries qs of one database and
+// executable schema (a cohort: one query, different variables) in one
+// snapshot, as Run reads one: the documents their root fields list are
+// read by one SQL statement for all of them (engine.QueryDocumentsEach),
+// then what each selects through references. A query whose root is not
+// one class query field, or whose arguments are refused, reads on its
+// own in that snapshot. If the joined statement fails, each query is run
+// on its own (Run), so that an error is its query's alone.
+func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
+	out := make([]LiveResult, len(qs))
+	if len(qs) == 0 {
+		return out
+	}
+	if len(qs) == 1 {
+		out[0].Data, out[0].Position, out[0].Err = qs[0].Run(ctx)
+		return out
+	}
+	es, db := qs[0].es, qs[0].req.DB
+	rctx, snap := es.store.ReadSnapshot(ctx, db)
+	xs := make([]*execution, len(qs))
+	var (
+		batch   []engine.DocQuery
+		batched []int // the query of each of batch
+		one     = true
+	)
+	for i, q := range qs {
+		x := q.execution(rctx)
+		xs[i] = x
+		one = one && x.oneStatement(q.root)
+		cf, ok := x.readingRoot(q.root)
+		if !ok || cf.Name == fieldChangeSet {
+			one = false
+			continue
+		}
+		dq, err := x.classDocQuery(cf)
+		if err != nil {
+			one = false // its execution answers the error
+			continue
+		}
+		batch, batched = append(batch, dq), append(batched, i)
+	}
+	if one && len(batched) == len(qs) {
+		snap.OneStatement()
+	}
+	docs, err := es.store.QueryDocumentsEach(rctx, db, es.schema, batch)
+	if err != nil {
+		snap.Close()
+		for i, q := range qs {
+			out[i].Data, out[i].Position, out[i].Err = q.Run(ctx)
+		}
+		return out
+	}
+	for j, i := range batched {
+		cf, _ := xs[i].readingRoot(qs[i].root)
+		xs[i].preread = map[string][]engine.QueryDoc{cf.Alias: docs[j]}
+	}
+	for i, q := range qs {
+		out[i].Data, out[i].Err = q.result(xs[i])
+	}
+	pos := snapshotPosition(snap)
+	snap.Close()
+	for i := range out {
+		if out[i].Err == nil {
+			out[i].Position = pos
+		}
+	}
+	return out
 }
 
 // ResultError is the error of a live query whose result has errors: they

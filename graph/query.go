@@ -87,21 +87,19 @@ func pendings(objs []*object, sel ast.SelectionSet, static string) []pending {
 	return out
 }
 
-// runClassQuery reads the documents a class query field selects.
+// runClassQuery reads the documents a class query field selects (or
+// takes those read for it already: preread).
 func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) {
-	q, err := ParseQueryArgs(x.es.schema, cf.Name, cf.Field, x.op.Variables)
+	q, err := x.classDocQuery(cf)
 	if err != nil {
 		return nil, err
 	}
-	q.Fields = selectedFields(x.op.Doc, cf.Selections)
-	// The row bound goes into the statement, so that Postgres never sends
-	// more than one document past it.
-	if b := x.rowBudget(); b >= 0 && (q.Limit < 0 || q.Limit > int64(b)) {
-		q.Limit = int64(b)
-	}
-	docs, err := x.es.store.QueryDocuments(x.ctx, x.req.DB, x.es.schema, q)
-	if err != nil {
-		return nil, err
+	docs, ok := x.preread[cf.Alias]
+	if !ok {
+		docs, err = x.es.store.QueryDocuments(x.ctx, x.req.DB, x.es.schema, q)
+		if err != nil {
+			return nil, err
+		}
 	}
 	if err := x.readRows(len(docs)); err != nil {
 		return nil, err
@@ -116,6 +114,22 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 		objs[i] = o
 	}
 	return objs, nil
+}
+
+// classDocQuery returns the query of the documents a class query field
+// selects.
+func (x *execution) classDocQuery(cf graphql.CollectedField) (engine.DocQuery, error) {
+	q, err := ParseQueryArgs(x.es.schema, cf.Name, cf.Field, x.op.Variables)
+	if err != nil {
+		return engine.DocQuery{}, err
+	}
+	q.Fields = selectedFields(x.op.Doc, cf.Selections)
+	// The row bound goes into the statement, so that Postgres never sends
+	// more than one document past it.
+	if b := x.rowBudget(); b >= 0 && (q.Limit < 0 || q.Limit > int64(b)) {
+		q.Limit = int64(b)
+	}
+	return q, nil
 }
 
 // selectedFields returns the names of the fields sel selects directly
@@ -481,13 +495,9 @@ func parseFilter(s *sluice.Schema, class string, input map[string]any) (filter.E
 	return filter.Parse(s, class, input)
 }
 
-// oneStatement reports whether the query reads with one SQL statement: a
-// single root field that reads (a class query or _ChangeSet) whose
-// selection follows no reference, which would read the referenced
-// documents with a statement of their own (prefetch). It errs on the side
-// of false: a field with a selection of its own named as some class's
-// reference counts as one, whatever type it is on.
-func (x *execution) oneStatement(rootType string) bool {
+// readingRoot returns the root field of rootType that reads (a class query
+// or _ChangeSet), false unless there is exactly one.
+func (x *execution) readingRoot(rootType string) (graphql.CollectedField, bool) {
 	reading := 0
 	var root graphql.CollectedField
 	for _, cf := range x.fields(x.op.Operation.SelectionSet, rootType) {
@@ -498,7 +508,18 @@ func (x *execution) oneStatement(rootType string) bool {
 			root = cf
 		}
 	}
-	if reading != 1 {
+	return root, reading == 1
+}
+
+// oneStatement reports whether the query reads with one SQL statement: a
+// single root field that reads (a class query or _ChangeSet) whose
+// selection follows no reference, which would read the referenced
+// documents with a statement of their own (prefetch). It errs on the side
+// of false: a field with a selection of its own named as some class's
+// reference counts as one, whatever type it is on.
+func (x *execution) oneStatement(rootType string) bool {
+	root, ok := x.readingRoot(rootType)
+	if !ok {
 		return false
 	}
 	if root.Name == fieldChangeSet {

@@ -56,6 +56,13 @@ func (e *Engine) QueryDocuments(ctx context.Context, d *sluice.Database, s *slui
 	return e.store.QueryDocuments(ctx, d, s, q)
 }
 
+// QueryDocumentsEach runs several GraphQL document queries with one SQL
+// statement (see postgres.DB.QueryDocumentsEach). Authorization as
+// QueryDocuments.
+func (e *Engine) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []DocQuery) ([][]QueryDoc, error) {
+	return e.store.QueryDocumentsEach(ctx, d, s, qs)
+}
+
 // DocumentsByID reads documents by id, of any classes, in one SQL
 // statement; missing ids are left out, and at most limit documents are
 // read (< 0: no limit). Authorization as QueryDocuments.

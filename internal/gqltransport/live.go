@@ -94,6 +94,10 @@ func (e *liveEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event,
 type liveGroup struct {
 	b   *liveBatcher
 	chs []graph.Change
+	// due and lqs are the shares a settle reads (their indexes in the
+	// batch) and their live queries.
+	due []int
+	lqs []*graph.LiveQuery
 }
 
 // Note judges piece c for every live share of the feed that might need
@@ -120,22 +124,30 @@ func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []changefeed.E
 }
 
 // Settle reads again the results that are due (a new share's first, or
-// one a noted piece may have changed) and gives each that changed.
+// one a noted piece may have changed), all in one snapshot with one
+// statement for their documents (graph.RunEach), and gives each that
+// changed.
 func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out []changefeed.Settled) {
+	g.due, g.lqs = g.due[:0], g.lqs[:0]
 	for i, ev := range evs {
-		e := ev.(*liveEvaluator)
-		if e.ran && !e.dirty {
-			continue
+		if e := ev.(*liveEvaluator); !e.ran || e.dirty {
+			g.due, g.lqs = append(g.due, i), append(g.lqs, e.lq)
 		}
-		rctx, statements := engine.CountStatements(ctx)
-		data, pos, err := e.lq.Run(rctx)
-		g.b.count(e.lq, statements())
-		if err != nil {
-			out[i].Err = err
-			continue
-		}
-		g.settle(e, data, pos, &out[i])
 	}
+	if len(g.due) == 0 {
+		return
+	}
+	rctx, statements := engine.CountStatements(ctx)
+	res := graph.RunEach(rctx, g.lqs)
+	g.b.count(g.lqs[0], statements())
+	for j, i := range g.due {
+		if res[j].Err != nil {
+			out[i].Err = res[j].Err
+			continue
+		}
+		g.settle(evs[i].(*liveEvaluator), res[j].Data, res[j].Position, &out[i])
+	}
+	clear(g.lqs) // hold no live query between batches
 }
 
 // settle takes e's result data, read at pos, and sets out to what it

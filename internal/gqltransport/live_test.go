@@ -180,9 +180,12 @@ func TestLiveQueryCosts(t *testing.T) {
 		s.connected()
 		return s
 	}
-	x1, x2, y := open("x"), open("x"), open("y")
+	// y opens once x's result is read, so that the two first results are
+	// two reads (read together, they would be one: below).
+	x1, x2 := open("x"), open("x")
 	x1.expect(1, `{"Person":[{"name":"Ann"}]}`)
 	x2.expect(1, `{"Person":[{"name":"Ann"}]}`)
+	y := open("y")
 	y.expect(1, `{"Person":[]}`)
 	if got := metric(t, d, "sluice_live_query_reads_total"); got != 2 {
 		t.Fatalf("%v reads for the first results of two shares, want 2", got)
@@ -208,6 +211,18 @@ func TestLiveQueryCosts(t *testing.T) {
 	x1.expect(seq, `{"Person":[{"name":"Ann"},{"name":"Bob"},{"name":"Di"}]}`)
 	if got := metric(t, d, "sluice_live_query_reads_total"); got != 5 {
 		t.Errorf("%v reads, want 5", got)
+	}
+	// A commit that changes the results of both variable sets has them
+	// read together: one snapshot, one statement (a cohort's batch).
+	statements := metric(t, d, "sluice_live_query_statements_total")
+	seq = w.insert("[" + person("e", "Eve", "x", "") + "," + person("f", "Flo", "y", "") + "]")
+	x1.expect(seq, `{"Person":[{"name":"Ann"},{"name":"Bob"},{"name":"Di"},{"name":"Eve"}]}`)
+	y.expect(seq, `{"Person":[{"name":"Cy"},{"name":"Flo"}]}`)
+	if got := metric(t, d, "sluice_live_query_reads_total"); got != 6 {
+		t.Errorf("%v reads after a commit changing two results of a cohort, want 6", got)
+	}
+	if got := metric(t, d, "sluice_live_query_statements_total") - statements; got != 1 {
+		t.Errorf("%v statements for two results of a cohort, want 1", got)
 	}
 }
 

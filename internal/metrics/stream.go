@@ -38,8 +38,9 @@ type Stream struct {
 	// ListenReconnects counts reconnections of the tailer's LISTEN
 	// connection.
 	ListenReconnects prometheus.Counter
-	// LiveReads counts the reads of live query results (one snapshot of
-	// one share's result each), LiveStatements the SQL statements
+	// LiveReads counts the reads of live query results (one snapshot
+	// each, which reads every result of a cohort a batch of commits may
+	// have changed), LiveStatements the SQL statements
 	// they sent, and LiveResults the results that changed and were
 	// published, by database.
 	LiveReads      *prometheus.CounterVec
@@ -97,7 +98,7 @@ func NewStream(reg prometheus.Registerer) *Stream {
 		}),
 		LiveReads: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_live_query_reads_total",
-			Help: "Reads of live query results (one snapshot of one share's result each), by database.",
+			Help: "Reads of live query results (one snapshot each, for every result of a cohort a batch of commits may have changed), by database.",
 		}, []string{"database"}),
 		LiveStatements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_live_query_statements_total",

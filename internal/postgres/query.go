@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -74,14 +75,101 @@ func countStatement(ctx context.Context) {
 // statement. Errors are domain errors: an invalid regex is CodeInvalid;
 // anything else is internal and keeps its SQL detail for the log only.
 func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery) ([]QueryDoc, error) {
-	st, err := compileQuery(d, s, q)
+	st, err := compileQuery(d, s, q, nil)
 	if err != nil || st == nil {
 		return nil, err
 	}
-	if st.proj != nil {
-		return db.queryProjection(ctx, d, st)
+	return db.readRows(ctx, d, st.sql, st.args, st.rows(d, s))
+}
+
+// QueryDocumentsEach returns the documents each of qs selects from
+// database d, as QueryDocuments would, read by one SQL statement: their
+// statements joined by UNION ALL, each row numbered by its query and its
+// place in that query's result. Live queries that differ only in their
+// variables read their results so: one statement for a batch, not one
+// per variable set. Statements of different shapes (a variable that
+// changes which columns or tables are read) cannot be joined: each shape
+// is then one statement.
+func (db *DB) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []DocQuery) ([][]QueryDoc, error) {
+	out := make([][]QueryDoc, len(qs))
+	// Group the queries by the shape of their statements; a query that
+	// reads no table has no documents.
+	var groups [][]int
+	var shapes []*statement
+	for i, q := range qs {
+		st, err := compileQuery(d, s, q, nil)
+		if err != nil {
+			return nil, err
+		}
+		if st == nil {
+			continue
+		}
+		g := slices.IndexFunc(shapes, st.sameShape)
+		if g < 0 {
+			g = len(groups)
+			groups, shapes = append(groups, nil), append(shapes, st)
+		}
+		groups[g] = append(groups[g], i)
 	}
-	return db.readDocs(ctx, d, s, q.Classes, st.sql, st.args)
+	for _, g := range groups {
+		if err := db.queryJoined(ctx, d, s, qs, g, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// queryJoined reads the documents of the queries qs[i], i in which, whose
+// statements have one shape, by one statement, into out[i].
+func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []DocQuery, which []int, out [][]QueryDoc) error {
+	sts := make([]*statement, len(which))
+	var args []any
+	for j, i := range which {
+		st, err := compileQuery(d, s, qs[i], args) // numbered after the ones before
+		if err != nil {
+			return err
+		}
+		sts[j], args = st, st.args
+	}
+	if len(sts) == 1 {
+		docs, err := db.readRows(ctx, d, sts[0].sql, args, sts[0].rows(d, s))
+		out[which[0]] = docs
+		return err
+	}
+	// row_number() numbers each branch's rows in the order its statement
+	// returns them, so that sorting by (branch, number) keeps each
+	// query's order whatever order the UNION ALL's branches run in.
+	var sql strings.Builder
+	for j, st := range sts {
+		if j > 0 {
+			sql.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(&sql, "SELECT %d AS k, row_number() OVER () AS n, s.* FROM (%s) s", j, st.sql)
+	}
+	sql.WriteString(" ORDER BY 1, 2")
+	var k, n int64
+	rr := sts[0].rows(d, s)
+	dest := append([]any{&k, &n}, rr.dest()...)
+	countStatement(ctx)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, sql.String(), args...)
+	if err != nil {
+		return queryError(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := rows.Scan(dest...); err != nil {
+			return queryError(err)
+		}
+		doc, err := rr.doc()
+		if err != nil {
+			return err
+		}
+		out[which[k]] = append(out[which[k]], doc)
+	}
+	if err := rows.Err(); err != nil {
+		return queryError(err)
+	}
+	return nil
 }
 
 // ExplainQuery returns Postgres' plan (EXPLAIN, with ANALYZE and BUFFERS
@@ -89,7 +177,7 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 // QueryDocuments sends for q, as text; "" when q reads no table. Tests
 // and benchmarks use it to show which index serves a query.
 func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery, analyze bool) (string, error) {
-	st, err := compileQuery(d, s, q)
+	st, err := compileQuery(d, s, q, nil)
 	if err != nil || st == nil {
 		return "", err
 	}
@@ -109,11 +197,33 @@ func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Sc
 }
 
 // statement is the SQL of a DocQuery. Its rows are (class index, row JSON,
-// commit columns), as readDocs reads them, unless proj is set.
+// commit columns) of the documents of classes, as docRows reads them,
+// unless proj is set.
 type statement struct {
-	sql  string
-	args []any
-	proj *projection
+	sql     string
+	args    []any
+	classes []string
+	proj    *projection
+}
+
+// rows returns what decodes the statement's rows.
+func (st *statement) rows(d *sluice.Database, s *sluice.Schema) rowReader {
+	if st.proj != nil {
+		return newProjectionRows(d, st.proj)
+	}
+	return &docRows{d: d, s: s, classes: st.classes}
+}
+
+// sameShape reports whether st's rows are read as o's are: the same
+// columns of the same classes.
+func (st *statement) sameShape(o *statement) bool {
+	if (st.proj == nil) != (o.proj == nil) {
+		return false
+	}
+	if st.proj == nil {
+		return slices.Equal(st.classes, o.classes)
+	}
+	return st.proj.class == o.proj.class && st.proj.withCommit == o.proj.withCommit && slices.Equal(st.proj.fields, o.proj.fields)
 }
 
 // projection says what the rows of a projected query hold (see
@@ -126,7 +236,10 @@ type projection struct {
 }
 
 // compileQuery returns the statement of q, or nil when q reads no table.
-func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery) (*statement, error) {
+// Its parameters are numbered after args, which its own args begin with,
+// so that statements compiled one after the other can be joined into one
+// (QueryDocumentsEach).
+func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) (*statement, error) {
 	if len(q.Classes) == 0 {
 		return nil, nil
 	}
@@ -134,7 +247,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery) (*statement,
 	if c == nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", q.Class)
 	}
-	b := &sqlBuilder{db: d, schema: s}
+	b := &sqlBuilder{db: d, schema: s, args: slices.Clip(args)}
 	var where []string
 	if q.IDs != nil {
 		where = append(where, fmt.Sprintf("t.%s = ANY(%s)", colID, b.arg(q.IDs)))
@@ -204,12 +317,12 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery) (*statement,
 		ord := singleOrder(c, q.Order)
 		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT t.* FROM %s t%s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
 			rowJSONSQL(c, nil, "t"), tableName(d.ID, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
-		return &statement{sql: sql, args: b.args}, nil
+		return &statement{sql: sql, args: b.args, classes: q.Classes}, nil
 	}
 	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order
-	return &statement{sql: sql, args: b.args}, nil
+	return &statement{sql: sql, args: b.args, classes: q.Classes}, nil
 }
 
 // projectionStatement returns the statement of the most common query: one
@@ -262,56 +375,99 @@ func projectionStatement(d *sluice.Database, s *sluice.Schema, q DocQuery, where
 	return &statement{sql: sql, args: args, proj: &projection{class: c, fields: fields, withCommit: withCommit}}
 }
 
-// queryProjection runs a projected statement (see projectionStatement).
-func (db *DB) queryProjection(ctx context.Context, d *sluice.Database, st *statement) ([]QueryDoc, error) {
-	c, fields, withCommit := st.proj.class, st.proj.fields, st.proj.withCommit
+// A rowReader decodes the rows of a statement into documents.
+type rowReader interface {
+	// dest returns where a row's columns are scanned to.
+	dest() []any
+	// doc returns the document of the row scanned last.
+	doc() (QueryDoc, error)
+}
+
+// readRows runs a statement and decodes its rows with rr.
+func (db *DB) readRows(ctx context.Context, d *sluice.Database, sql string, args []any, rr rowReader) ([]QueryDoc, error) {
 	countStatement(ctx)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, st.sql, st.args...)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, sql, args...)
 	if err != nil {
 		return nil, queryError(err)
 	}
 	defer rows.Close()
-	cols := make([]column, len(fields))
-	dest := make([]any, 0, len(fields)+5)
-	var id string
-	dest = append(dest, &id)
-	for i, f := range fields {
-		cols[i].field = f
-		dest = append(dest, cols[i].dest())
-	}
-	var (
-		seq             *int64
-		author, message *string
-		at              *time.Time
-	)
-	if withCommit {
-		dest = append(dest, &seq, &author, &message, &at)
-	}
+	dest := rr.dest()
 	var out []QueryDoc
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
 			return nil, queryError(err)
 		}
-		doc := &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(fields))}
-		for i := range cols {
-			v, ok, err := cols[i].value()
-			if err != nil {
-				return nil, fmt.Errorf("%s: column %s: %w", id, cols[i].field.Name, err)
-			}
-			if ok {
-				doc.Fields[cols[i].field.Name] = v
-			}
+		doc, err := rr.doc()
+		if err != nil {
+			return nil, err
 		}
-		qd := QueryDoc{Doc: doc}
-		if seq != nil {
-			qd.Commit = &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch, Seq: *seq, Author: *author, Message: *message, Time: *at}
-		}
-		out = append(out, qd)
+		out = append(out, doc)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, queryError(err)
 	}
 	return out, nil
+}
+
+// lastCommit holds the columns of the commit that last wrote a document
+// (all null when it was pruned).
+type lastCommit struct {
+	seq             *int64
+	author, message *string
+	at              *time.Time
+}
+
+func (c *lastCommit) dest() []any { return []any{&c.seq, &c.author, &c.message, &c.at} }
+
+func (c *lastCommit) commit(d *sluice.Database) *sluice.Commit {
+	if c.seq == nil {
+		return nil
+	}
+	return &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch, Seq: *c.seq, Author: *c.author, Message: *c.message, Time: *c.at}
+}
+
+// projectionRows reads the rows of a projected statement (see
+// projectionStatement) into typed values, with no JSON in between.
+type projectionRows struct {
+	d      *sluice.Database
+	proj   *projection
+	id     string
+	cols   []column
+	commit lastCommit
+}
+
+func newProjectionRows(d *sluice.Database, p *projection) *projectionRows {
+	r := &projectionRows{d: d, proj: p, cols: make([]column, len(p.fields))}
+	for i, f := range p.fields {
+		r.cols[i].field = f
+	}
+	return r
+}
+
+func (r *projectionRows) dest() []any {
+	dest := make([]any, 0, len(r.cols)+5)
+	dest = append(dest, &r.id)
+	for i := range r.cols {
+		dest = append(dest, r.cols[i].dest())
+	}
+	if r.proj.withCommit {
+		dest = append(dest, r.commit.dest()...)
+	}
+	return dest
+}
+
+func (r *projectionRows) doc() (QueryDoc, error) {
+	doc := &sluice.Document{ID: r.id, Type: r.proj.class.Name, Fields: make(map[string]any, len(r.cols))}
+	for i := range r.cols {
+		v, ok, err := r.cols[i].value()
+		if err != nil {
+			return QueryDoc{}, fmt.Errorf("%s: column %s: %w", r.id, r.cols[i].field.Name, err)
+		}
+		if ok {
+			doc.Fields[r.cols[i].field.Name] = v
+		}
+	}
+	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d)}, nil
 }
 
 // column scans one field's column into a typed holder and converts it to
@@ -468,50 +624,33 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	}
 	sql := "SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
 		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid"
-	return db.readDocs(ctx, d, s, classes, sql, b.args)
+	return db.readRows(ctx, d, sql, b.args, &docRows{d: d, s: s, classes: classes})
 }
 
-// readDocs runs a statement whose rows are (class index, row JSON, commit
-// columns) and decodes them.
-func (db *DB) readDocs(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, sql string, args []any) ([]QueryDoc, error) {
-	countStatement(ctx)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, sql, args...)
+// docRows reads rows of (class index, row JSON, commit columns) of the
+// documents of classes.
+type docRows struct {
+	d       *sluice.Database
+	s       *sluice.Schema
+	classes []string
+	ci      int
+	raw     []byte
+	commit  lastCommit
+}
+
+func (r *docRows) dest() []any { return append([]any{&r.ci, &r.raw}, r.commit.dest()...) }
+
+func (r *docRows) doc() (QueryDoc, error) {
+	c := r.s.Classes[r.classes[r.ci]]
+	row, err := decodeRow(r.raw)
 	if err != nil {
-		return nil, queryError(err)
+		return QueryDoc{}, fmt.Errorf("decode %s row: %w", c.Name, err)
 	}
-	defer rows.Close()
-	var out []QueryDoc
-	for rows.Next() {
-		var (
-			ci      int
-			raw     []byte
-			seq     *int64
-			author  *string
-			message *string
-			at      *time.Time
-		)
-		if err := rows.Scan(&ci, &raw, &seq, &author, &message, &at); err != nil {
-			return nil, queryError(err)
-		}
-		c := s.Classes[classes[ci]]
-		row, err := decodeRow(raw)
-		if err != nil {
-			return nil, fmt.Errorf("decode %s row: %w", c.Name, err)
-		}
-		doc, err := rowToDocument(c, row)
-		if err != nil {
-			return nil, err
-		}
-		qd := QueryDoc{Doc: doc}
-		if seq != nil {
-			qd.Commit = &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch, Seq: *seq, Author: *author, Message: *message, Time: *at}
-		}
-		out = append(out, qd)
+	doc, err := rowToDocument(c, row)
+	if err != nil {
+		return QueryDoc{}, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, queryError(err)
-	}
-	return out, nil
+	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d)}, nil
 }
 
 // queryError maps errors of a GraphQL read: Postgres rejecting a regex the
