@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/metrics"
 )
 
 // Access decisions hold for a stream's whole life, on every replica, by
@@ -22,7 +25,7 @@ import (
 //   - Every commit the hub hands on carries the access version read in the
 //     same snapshot (sluice.Commit.AccessVersion). Before any commit
 //     reaches a stream, the tailer or the catch-up that read it applies
-//     every access change up to that version (syncAccess): each guard a
+//     every access change up to that version (guards.sync): each guard a
 //     change affects ends its stream with an explicit error.
 //
 // A commit that starts after an access change answered is read in a
@@ -50,39 +53,70 @@ func revoked(code sluice.Code, format string, args ...any) error {
 	return &Revoked{Err: sluice.Errorf(code, format, args...)}
 }
 
+// guards are the hub's open streams, as the access check sees them.
+type guards struct {
+	log        Log // for the access changes
+	logger     *slog.Logger
+	metrics    *metrics.Stream
+	checkGrant func(context.Context, *sluice.Grant) error
+	maxStreams int
+	maxPerUser int
+
+	// mu guards all and perUser and serializes the application of access
+	// changes (applied and seen move only under it; they are atomic for
+	// readers without it). It is never taken while holding the hub's mu
+	// or a dbState's mu: ending a stream takes them.
+	mu      sync.Mutex
+	applied atomic.Int64 // the access version applied; -1: none yet
+	seen    atomic.Int64 // the newest access version read (AccessSeen)
+	all     map[*Guard]struct{}
+	perUser map[int64]int // guards by user id
+}
+
+func newGuards(log Log, o HubOptions) *guards {
+	gs := &guards{
+		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check,
+		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
+		all: map[*Guard]struct{}{}, perUser: map[int64]int{},
+	}
+	gs.applied.Store(-1)
+	gs.seen.Store(-1)
+	return gs
+}
+
 // Guard is a stream's registration with the access check: Release it when
 // the stream ends.
 type Guard struct {
-	h     *Hub
+	gs    *guards
 	grant *sluice.Grant
 	end   func(error)
-	ended bool // guarded by h.accessMu
+	ended bool // guarded by gs.mu
 	// expiry ends the stream when its credential expires; nil without.
 	expiry *time.Timer
 }
 
 // Release removes the guard; end is not called after it returns.
 func (g *Guard) Release() {
-	h := g.h
-	h.accessMu.Lock()
-	h.dropGuard(g)
+	gs := g.gs
+	gs.mu.Lock()
+	gs.drop(g)
 	g.ended = true
-	h.accessMu.Unlock()
+	gs.mu.Unlock()
 	if g.expiry != nil {
 		g.expiry.Stop()
 	}
 }
 
-// dropGuard removes g from the registry and the stream counts. The caller
-// holds h.accessMu.
-func (h *Hub) dropGuard(g *Guard) {
-	if _, ok := h.guards[g]; !ok {
+// drop removes g from the registry and the stream counts. The caller
+// holds gs.mu.
+func (gs *guards) drop(g *Guard) {
+	if _, ok := gs.all[g]; !ok {
 		return
 	}
-	delete(h.guards, g)
+	delete(gs.all, g)
 	id := g.grant.User.ID
-	if h.perUser[id]--; h.perUser[id] <= 0 {
-		delete(h.perUser, id)
+	if gs.perUser[id]--; gs.perUser[id] <= 0 {
+		delete(gs.perUser, id)
 	}
 }
 
@@ -102,141 +136,145 @@ func (h *Hub) dropGuard(g *Guard) {
 // MaxStreamsPerUser): past them it returns an Unavailable or TooMany
 // error, before the stream holds anything.
 func (h *Hub) Guard(ctx context.Context, grant *sluice.Grant, end func(error)) (*Guard, error) {
-	h.accessMu.Lock()
-	defer h.accessMu.Unlock()
+	return h.guards.add(ctx, grant, end)
+}
+
+func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error)) (*Guard, error) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
 	u := grant.User
-	if h.maxStreams > 0 && len(h.guards) >= h.maxStreams {
-		return nil, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", h.maxStreams)
+	if gs.maxStreams > 0 && len(gs.all) >= gs.maxStreams {
+		return nil, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", gs.maxStreams)
 	}
-	if h.maxPerUser > 0 && !u.Superuser && h.perUser[u.ID] >= h.maxPerUser {
-		return nil, sluice.Errorf(sluice.CodeTooMany, "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, h.maxPerUser)
+	if gs.maxPerUser > 0 && !u.Superuser && gs.perUser[u.ID] >= gs.maxPerUser {
+		return nil, sluice.Errorf(sluice.CodeTooMany, "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, gs.maxPerUser)
 	}
-	if applied := h.applied.Load(); applied >= 0 && grant.AccessVersion < applied {
-		if err := h.check(ctx, grant); err != nil {
+	if applied := gs.applied.Load(); applied >= 0 && grant.AccessVersion < applied {
+		if err := gs.check(ctx, grant); err != nil {
 			return nil, err
 		}
 	}
 	if exp := grant.ExpiresAt; !exp.IsZero() && !time.Now().Before(exp) {
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the credential expired")
 	}
-	g := &Guard{h: h, grant: grant, end: end}
-	h.guards[g] = struct{}{}
-	h.perUser[u.ID]++
+	g := &Guard{gs: gs, grant: grant, end: end}
+	gs.all[g] = struct{}{}
+	gs.perUser[u.ID]++
 	if exp := grant.ExpiresAt; !exp.IsZero() {
 		g.expiry = time.AfterFunc(time.Until(exp), func() {
-			h.accessMu.Lock()
-			defer h.accessMu.Unlock()
-			h.endGuard(g, revoked(sluice.CodeUnauthenticated, "the credential this stream was opened with expired; authenticate again"))
+			gs.mu.Lock()
+			defer gs.mu.Unlock()
+			gs.end(g, revoked(sluice.CodeUnauthenticated, "the credential this stream was opened with expired; authenticate again"))
 		})
 	}
 	return g, nil
 }
 
 // check runs HubOptions.Check, when there is one.
-func (h *Hub) check(ctx context.Context, grant *sluice.Grant) error {
-	if h.checkGrant == nil {
+func (gs *guards) check(ctx context.Context, grant *sluice.Grant) error {
+	if gs.checkGrant == nil {
 		return nil
 	}
-	return h.checkGrant(ctx, grant)
+	return gs.checkGrant(ctx, grant)
 }
 
 // AccessSeen returns the newest access log version this process has read,
 // -1 before the first. It moves before the streams the changes affect are
 // ended (the applied version moves after): what remembers credentials compares
 // with it, so a client that saw its stream end is refused at once.
-func (h *Hub) AccessSeen() int64 { return h.seen.Load() }
+func (h *Hub) AccessSeen() int64 { return h.guards.seen.Load() }
 
-// syncAccess applies every access change up to version v to the guards
-// (see the comment at the top of this file). It returns once they are
-// applied, or an error when they could not be read; then nothing read at
-// v may be handed on.
-func (h *Hub) syncAccess(ctx context.Context, v int64) error {
-	if h.applied.Load() >= v {
+// sync applies every access change up to version v to the guards (see the
+// comment at the top of this file). It returns once they are applied, or
+// an error when they could not be read; then nothing read at v may be
+// handed on.
+func (gs *guards) sync(ctx context.Context, v int64) error {
+	if gs.applied.Load() >= v {
 		return nil
 	}
-	h.accessMu.Lock()
-	defer h.accessMu.Unlock()
-	applied := h.applied.Load()
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	applied := gs.applied.Load()
 	if applied >= v {
 		return nil
 	}
-	if v > h.seen.Load() {
-		h.seen.Store(v)
+	if v > gs.seen.Load() {
+		gs.seen.Store(v)
 	}
 	if applied < 0 {
 		// The first version seen: streams registered so far were checked
 		// at their own versions, which the guard registration compares.
-		for g := range h.guards {
+		for g := range gs.all {
 			if g.grant.AccessVersion < v {
-				h.recheckGuard(ctx, g)
+				gs.recheck(ctx, g)
 			}
 		}
-		h.applied.Store(v)
+		gs.applied.Store(v)
 		return nil
 	}
-	changes, err := h.log.AccessChanges(ctx, applied, v)
+	changes, err := gs.log.AccessChanges(ctx, applied, v)
 	if err != nil {
 		return fmt.Errorf("read access changes %d..%d: %w", applied+1, v, err)
 	}
 	if len(changes) == 0 || changes[0].Version != applied+1 || changes[len(changes)-1].Version != v {
 		// Pruned before this process read them (it was cut off for
 		// long): whatever they were, every grant is checked again.
-		h.logger.Warn("access changes were pruned before they were applied; re-checking every stream", "after", applied, "upTo", v)
-		for g := range h.guards {
-			h.recheckGuard(ctx, g)
+		gs.logger.Warn("access changes were pruned before they were applied; re-checking every stream", "after", applied, "upTo", v)
+		for g := range gs.all {
+			gs.recheck(ctx, g)
 		}
-		h.applied.Store(v)
+		gs.applied.Store(v)
 		return nil
 	}
 	for _, c := range changes {
-		for g := range h.guards {
+		for g := range gs.all {
 			// A grant read at or after c already reflects it (a stream
 			// opened with a password set by c).
 			if c.Version <= g.grant.AccessVersion {
 				continue
 			}
 			if err := affects(c, g.grant); err != nil {
-				h.endGuard(g, err)
+				gs.end(g, err)
 			}
 		}
-		h.applied.Store(c.Version)
+		gs.applied.Store(c.Version)
 	}
 	return nil
 }
 
-// recheckGuard checks g's grant against the current state and ends it when it
-// no longer holds. The caller holds h.accessMu.
-func (h *Hub) recheckGuard(ctx context.Context, g *Guard) {
-	if err := h.check(ctx, g.grant); err != nil {
+// recheck checks g's grant against the current state and ends it when it
+// no longer holds. The caller holds gs.mu.
+func (gs *guards) recheck(ctx context.Context, g *Guard) {
+	if err := gs.check(ctx, g.grant); err != nil {
 		var se *sluice.Error
 		if !errors.As(err, &se) || se.Code == sluice.CodeInternal || se.Code == sluice.CodeUnavailable {
-			h.endGuard(g, err)
+			gs.end(g, err)
 			return
 		}
-		h.endGuard(g, &Revoked{Err: se})
+		gs.end(g, &Revoked{Err: se})
 	}
 }
 
-// endGuard ends g's stream with err. The caller holds h.accessMu.
-func (h *Hub) endGuard(g *Guard, err error) {
+// end ends g's stream with err. The caller holds gs.mu.
+func (gs *guards) end(g *Guard, err error) {
 	if g.ended {
 		return
 	}
 	g.ended = true
-	h.dropGuard(g)
-	if h.metrics != nil {
-		h.metrics.StreamsEnded.Inc()
+	gs.drop(g)
+	if gs.metrics != nil {
+		gs.metrics.StreamsEnded.Inc()
 	}
 	g.end(err)
 }
 
 // endAll ends every guarded stream with err (Postgres was lost: access
 // changes can no longer be seen, so no stream may go on).
-func (h *Hub) endAll(err error) {
-	h.accessMu.Lock()
-	defer h.accessMu.Unlock()
-	for g := range h.guards {
-		h.endGuard(g, err)
+func (gs *guards) endAll(err error) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	for g := range gs.all {
+		gs.end(g, err)
 	}
 }
 

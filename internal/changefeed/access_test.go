@@ -22,7 +22,7 @@ func (l *memLog) change(c sluice.AccessChange) {
 // feedCommit hands c to the hub as the tailer does: access changes first.
 func feedCommit(t *testing.T, h *Hub, c *sluice.Commit) {
 	t.Helper()
-	if err := h.syncAccess(context.Background(), c.AccessVersion); err != nil {
+	if err := h.guards.sync(context.Background(), c.AccessVersion); err != nil {
 		t.Fatal(err)
 	}
 	h.publish(c)
@@ -142,7 +142,7 @@ func TestAccessChangeOlderThanTheGrant(t *testing.T) {
 	t.Parallel()
 	h, l := newHub(t, HubOptions{})
 	h.track(1, 0)
-	if err := h.syncAccess(context.Background(), 0); err != nil {
+	if err := h.guards.sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	l.change(sluice.AccessChange{Kind: sluice.AccessPassword, UserID: 7})
@@ -160,7 +160,7 @@ func TestAccessChangeOlderThanTheGrant(t *testing.T) {
 func TestCatchUpAppliesAccessChanges(t *testing.T) {
 	t.Parallel()
 	h, l := newHub(t, HubOptions{})
-	if err := h.syncAccess(context.Background(), 0); err != nil {
+	if err := h.guards.sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	l.add()
@@ -189,7 +189,7 @@ func TestGuardChecksAStaleGrant(t *testing.T) {
 	h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error { checks.Add(1); return denied }})
 	h.track(1, 0)
 	l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 8, DatabaseID: 1})
-	if err := h.syncAccess(context.Background(), 1); err != nil {
+	if err := h.guards.sync(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.Guard(context.Background(), ullaRead, func(error) {}); !errors.Is(err, denied) || checks.Load() != 1 {
@@ -212,7 +212,7 @@ func TestPrunedAccessChangesRecheckEveryStream(t *testing.T) {
 		return sluice.Errorf(sluice.CodeUnauthenticated, "gone")
 	}})
 	h.track(1, 0)
-	if err := h.syncAccess(context.Background(), 0); err != nil {
+	if err := h.guards.sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	s := guarded(t, h, ullaRead, nil)

@@ -17,7 +17,7 @@ import (
 
 func resultShare() *share {
 	h := NewHub(&memLog{}, HubOptions{})
-	return h.newShare(ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}, Latest: true})
+	return newShare(h, ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}, Latest: true})
 }
 
 // result publishes result n, with its delta from result n-1 when delta.

@@ -222,7 +222,7 @@ func (f *feed) detach(s *share, inDrain bool) {
 		return
 	}
 	if f.cohort != nil {
-		f.h.forgetCohort(f)
+		f.h.shares.forgetCohort(f)
 	}
 	f.ctx.stop()
 	f.sub.Close()

@@ -73,6 +73,10 @@ type Hub struct {
 	piece   int64
 	recheck time.Duration
 	nextID  atomic.Uint64
+	// The open streams' access guards and the shares have locks of their
+	// own; their files say how those order with mu.
+	guards *guards   // access.go
+	shares *shareSet // share.go
 
 	// mu guards the fields below. It may be taken while holding a
 	// dbState's mu, never the other way round.
@@ -82,23 +86,6 @@ type Hub struct {
 	subs   map[*Subscription]struct{}
 	perDB  map[int64]int  // len(subs) by database
 	wg     sync.WaitGroup // catch-up goroutines
-
-	// Access (see access.go). accessMu guards guards and serializes the
-	// application of access changes; it is never taken while holding mu
-	// or a dbState's mu.
-	checkGrant func(context.Context, *sluice.Grant) error
-	accessMu   sync.Mutex
-	applied    atomic.Int64 // the access version applied; -1: none yet
-	seen       atomic.Int64 // the newest access version read (AccessSeen)
-	guards     map[*Guard]struct{}
-	perUser    map[int64]int // guards by user id
-	maxStreams int
-	maxPerUser int
-
-	// shareMu guards shares (see share.go) and the feeds of cohorts.
-	shareMu sync.Mutex
-	shares  map[any]*share
-	cohorts map[cohortKey]*feed
 }
 
 // dbState is the hub's view of one database.
@@ -134,12 +121,9 @@ func NewHub(log Log, o HubOptions) *Hub {
 	h := &Hub{
 		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, recheck: o.Recheck,
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
-		checkGrant: o.Check, guards: map[*Guard]struct{}{}, perUser: map[int64]int{},
-		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
-		shares: map[any]*share{}, cohorts: map[cohortKey]*feed{},
+		guards: newGuards(log, o),
 	}
-	h.applied.Store(-1)
-	h.seen.Store(-1)
+	h.shares = newShareSet(h)
 	return h
 }
 
@@ -477,7 +461,7 @@ func (h *Hub) catchUp(s *Subscription) {
 		if len(cs) > 0 {
 			// Access changes visible where these commits were read reach
 			// the streams first (access.go).
-			if err := h.syncAccess(ctx, maxAccessVersion(cs)); err != nil {
+			if err := h.guards.sync(ctx, maxAccessVersion(cs)); err != nil {
 				if ctx.Err() != nil {
 					return
 				}

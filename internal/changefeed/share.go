@@ -190,12 +190,34 @@ func (m *Member) Notify(fn func()) {
 	s.mu.Unlock()
 }
 
+// shareSet is a hub's shares, by key, and the feeds of its cohorts.
+type shareSet struct {
+	h *Hub
+
+	// mu guards the fields below. A join holds it while it subscribes, so
+	// that subscribers with one key join one share and a cohort has one
+	// feed: it is taken before the hub's locks and those of shares and
+	// feeds, never while holding one.
+	mu      sync.Mutex
+	byKey   map[any]*share
+	cohorts map[cohortKey]*feed
+}
+
+func newShareSet(h *Hub) *shareSet {
+	return &shareSet{h: h, byKey: map[any]*share{}, cohorts: map[cohortKey]*feed{}}
+}
+
 // Join adds a subscriber to the share of o.Key, starting the share (from
 // now) when there is none. It fails like Subscribe.
 func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
-	h.shareMu.Lock()
-	defer h.shareMu.Unlock()
-	if s := h.shares[o.Key]; s != nil {
+	return h.shares.join(ctx, o)
+}
+
+func (set *shareSet) join(ctx context.Context, o ShareOptions) (*Member, error) {
+	h := set.h
+	set.mu.Lock()
+	defer set.mu.Unlock()
+	if s := set.byKey[o.Key]; s != nil {
 		s.mu.Lock()
 		if !s.closed {
 			m := s.add(o.Transport)
@@ -204,12 +226,12 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 		}
 		s.mu.Unlock()
 	}
-	s := h.newShare(o)
+	s := newShare(h, o)
 	attached := false
 	ck := cohortKey{db: o.Database.ID, epoch: o.Database.Epoch, key: o.Cohort}
 	switch {
 	case o.Cohort != nil:
-		if f := h.cohorts[ck]; f != nil {
+		if f := set.cohorts[ck]; f != nil {
 			attached = f.attach(s)
 		}
 	case o.Feed != nil:
@@ -236,13 +258,13 @@ func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
 		switch {
 		case o.Cohort != nil:
 			f.cohort = &ck
-			h.cohorts[ck] = f
+			set.cohorts[ck] = f
 		case conn:
 			o.Feed.set(f)
 		}
 		defer f.start()
 	}
-	h.shares[o.Key] = s
+	set.byKey[o.Key] = s
 	s.mu.Lock()
 	m := s.add(o.Transport)
 	s.mu.Unlock()
@@ -257,12 +279,12 @@ type cohortKey struct {
 }
 
 // forgetCohort removes f, which closed, from the cohorts' feeds.
-func (h *Hub) forgetCohort(f *feed) {
-	h.shareMu.Lock()
-	if h.cohorts[*f.cohort] == f {
-		delete(h.cohorts, *f.cohort)
+func (set *shareSet) forgetCohort(f *feed) {
+	set.mu.Lock()
+	if set.cohorts[*f.cohort] == f {
+		delete(set.cohorts, *f.cohort)
 	}
-	h.shareMu.Unlock()
+	set.mu.Unlock()
 }
 
 // shareQueue is how many pieces a share's subscription may have waiting.
@@ -272,7 +294,7 @@ func (h *Hub) forgetCohort(f *feed) {
 // connection may hold thousands of distinct shares.
 const shareQueue = 16
 
-func (h *Hub) newShare(o ShareOptions) *share {
+func newShare(h *Hub, o ShareOptions) *share {
 	var ev Evaluator
 	if o.New != nil {
 		ev = o.New()
@@ -393,7 +415,7 @@ func (m *Member) Leave() {
 	if !last {
 		return
 	}
-	s.h.forgetShare(s)
+	s.h.shares.forget(s)
 	s.f.detach(s, false)
 }
 
@@ -409,12 +431,13 @@ func (m *Member) Left() {
 	}
 }
 
-func (h *Hub) forgetShare(s *share) {
-	h.shareMu.Lock()
-	if h.shares[s.key] == s {
-		delete(h.shares, s.key)
+// forget removes s, which closed, from the shares a subscriber may join.
+func (set *shareSet) forget(s *share) {
+	set.mu.Lock()
+	if set.byKey[s.key] == s {
+		delete(set.byKey, s.key)
 	}
-	h.shareMu.Unlock()
+	set.mu.Unlock()
 }
 
 // deliver evaluates c and publishes its events; an error ends the share
@@ -643,7 +666,7 @@ func wake(w chan struct{}, fns []func()) {
 // end closes the share with err; its members finish with it once they
 // have taken what it published.
 func (s *share) end(err error) {
-	s.h.forgetShare(s)
+	s.h.shares.forget(s)
 	s.mu.Lock()
 	s.closed = true
 	s.ended = true

@@ -18,7 +18,7 @@ import (
 
 func testGroup() *share {
 	h := NewHub(&memLog{}, HubOptions{})
-	return h.newShare(ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}})
+	return newShare(h, ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}})
 }
 
 // events returns n events of commit seq with payloads of size bytes.

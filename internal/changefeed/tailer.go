@@ -161,7 +161,7 @@ func (t *Tailer) outage(err error) {
 	case errors.Is(err, sluice.ErrStorageUnavailable) && !t.lost:
 		t.lost = true
 		t.logger.Warn("change feed: postgres is unreachable; ending every open stream", "err", err)
-		t.hub.endAll(sluice.ErrStorageUnavailable)
+		t.hub.guards.endAll(sluice.ErrStorageUnavailable)
 	}
 }
 
@@ -230,7 +230,7 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := t.hub.syncAccess(ctx, access); err != nil {
+	if err := t.hub.guards.sync(ctx, access); err != nil {
 		return nil, err
 	}
 	seen := make(map[int64]bool, len(hs))
@@ -329,7 +329,7 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		if len(cs) > 0 {
 			// Access changes visible where these commits were read reach
 			// the streams first (access.go).
-			if err := t.hub.syncAccess(ctx, maxAccessVersion(cs)); err != nil {
+			if err := t.hub.guards.sync(ctx, maxAccessVersion(cs)); err != nil {
 				return err
 			}
 			if !next(pos, cs[0].Seq) {
