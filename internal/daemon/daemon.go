@@ -168,101 +168,97 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	d.setReloadable(reloadable{jwt: jwt, cert: cert})
 	m := metrics.New()
-	// Every commit, whatever made it, wakes this process's tailer and the
-	// notifier (other processes). Both are built from the store, after
-	// it opens; nothing commits before Bootstrap, when both are set.
-	var notifier *postgres.Notifier
-	var tailer *changefeed.Tailer
-	var hooks *webhook.Deliverer
+	// Every commit, whatever made it, is counted and wakes what follows the
+	// log; build registers those with wake as it builds them.
+	wake := &wakeups{}
 	store, pg, stopStore, err := openStore(ctx, d.cfg, d.logger, func(c *sluice.Commit) {
 		label := strconv.FormatInt(c.DatabaseID, 10)
 		m.Commits.WithLabelValues(label).Inc()
 		m.Changes.WithLabelValues(label).Add(float64(c.NumChanges))
-		notifier.Wake(c.DatabaseID)
-		tailer.Wake(c.DatabaseID)
-		hooks.Wake(c.DatabaseID)
+		wake.committed(c.DatabaseID)
 	})
 	if err != nil {
 		return err
 	}
 	defer stopStore()
+	p, err := d.build(ctx, store, wake, m, jwt)
+	if err != nil {
+		return err
+	}
+	return d.serve(ctx, p, pg, cert)
+}
 
-	notifier = postgres.NewNotifier(store)
+// parts are what build assembles and serve runs.
+type parts struct {
+	store    *postgres.DB
+	metrics  *metrics.Metrics
+	jwt      *auth.JWT
+	notifier *postgres.Notifier
+	hub      *changefeed.Hub
+	tailer   *changefeed.Tailer
+	hooks    *webhook.Deliverer
+	streams  *gqltransport.Server
+	handler  http.Handler
+}
+
+// build constructs every component on store in dependency order: each is
+// built from what is built before it, and no function it hands on refers
+// to one built later. What a commit or an access change wakes (the
+// notifier, the tailer, the webhook deliverer) is registered with wake as
+// it is built, before Bootstrap makes the first commit. Nothing runs yet:
+// serve starts the goroutines and the listener.
+func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m *metrics.Metrics, jwt *auth.JWT) (*parts, error) {
+	notifier := postgres.NewNotifier(store)
+	wake.onCommit(notifier.Wake)
+
 	sm := metrics.NewStream(m.Registry)
-	// eng is built below; the hub calls Check only once streams exist.
-	var eng *engine.Engine
+	// The hub re-checks a stale grant against Postgres directly, not through
+	// the engine, so it comes first: the engine's credential cache asks it
+	// which access version this process has seen.
 	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
-		Check:             func(ctx context.Context, g *sluice.Grant) error { return eng.CheckGrant(ctx, g) },
+		Check:             func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
 		MaxStreams:        maxStreams(d.cfg.MaxStreams, openFileLimit()),
 		MaxStreamsPerUser: int(d.cfg.MaxStreamsPerUser)})
-	// eng and gql are built below; the tailer's OnDrop only runs once the
-	// tailer runs, which starts after both are set.
-	var gql *graph.Handler
-	tailer = changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
-		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
-	eng = engine.New(store, auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
+	authn := auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
-		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now))), d.logger, engine.Hooks{
-		// An access change is announced to other processes by its own
-		// NOTIFY; this one's tailer applies it at once.
-		OnAccess: func() { tailer.Wake(0) },
-	})
+		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
+	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}
-	generated, err := eng.Bootstrap(ctx, d.cfg.AdminPassword)
-	if err != nil {
-		return err
-	}
-	if generated != "" {
-		if d.opts.OnAdminPassword != nil {
-			d.opts.OnAdminPassword(generated)
-		} else {
-			d.logger.Warn("generated a password for the admin user; it is shown only this once (set SLUICE_ADMIN_PASSWORD to choose one)", "user", engine.AdminUser, "password", generated)
-		}
-	}
-
-	keys, err := webhook.LoadKeys(ctx, store, d.cfg.WebhookSecretKeyFile)
-	if err != nil {
-		return err
-	}
-	policy := webhook.Policy{Allow: d.cfg.WebhookAllowNetworks}
-	hooks = webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
-		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
-		UserAgent: "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial})
-
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { notifier.Run(bg) })
-	// Webhooks are delivered until the daemon stops; the lease is then
-	// released, so another replica takes over at once.
-	wg.Go(func() { hooks.Run(bg) })
-	wg.Go(func() { jwt.Run(bg) })
-	if d.cfg.LogRetention > 0 {
-		wg.Go(func() { prune(bg, store, d.cfg.LogRetention, hub.Floors, d.logger) })
-		wg.Go(func() { publishFloors(bg, store, hub.Floors, d.logger) })
-	}
-	defer func() { stopBG(); wg.Wait() }()
 
 	streams := gqltransport.NewServer(gqltransport.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
 		Origins:           d.cfg.CORSOrigins})
-	gql = graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
+	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
 			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes}})
 
-	// The change feed stops before the HTTP server so that every open
-	// stream gets its final frame and returns before Shutdown waits for it.
-	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
-	feedDone := make(chan struct{})
-	go func() { defer close(feedDone); tailer.Run(feedCtx) }()
-	// Closing the hub ends every subscription; the connections that carry
-	// many (graphql-ws, single connection mode) then send their last
-	// messages and close.
-	stopFeed := sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; hub.Close(); streams.Close() })
-	defer stopFeed()
+	// The tailer comes after the engine and the GraphQL handler: when it
+	// finds a database deleted, they release what they keep for it.
+	tailer := changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
+		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
+	wake.onCommit(tailer.Wake)
+	// An access change is announced to other processes by its own NOTIFY;
+	// this one's tailer applies it at once.
+	wake.onAccess(func() { tailer.Wake(0) })
+
+	keys, err := webhook.LoadKeys(ctx, store, d.cfg.WebhookSecretKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	policy := webhook.Policy{Allow: d.cfg.WebhookAllowNetworks}
+	hooks := webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
+		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
+		UserAgent: "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial})
+	wake.onCommit(hooks.Wake)
+
+	// The first commit: everything a commit wakes is registered above.
+	if err := d.bootstrap(ctx, eng); err != nil {
+		return nil, err
+	}
 
 	giql := graphiql.New()
 	handler := rest.Routes(rest.Deps{
@@ -280,35 +276,55 @@ func (d *Daemon) Run(ctx context.Context) error {
 		PageBytes:        d.cfg.HistoryPageBytes,
 		Stream:           rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:          gql,
-		GraphQLSocket:    streams.Socket(gql, eng.Auth().Authenticate),
+		GraphQLSocket:    streams.Socket(gql, authn.Authenticate),
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
 		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
 	})
+	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
+		streams: streams, handler: handler}, nil
+}
+
+// bootstrap creates the _system database and the admin user unless they
+// exist, and shows a generated admin password once.
+func (d *Daemon) bootstrap(ctx context.Context, eng *engine.Engine) error {
+	generated, err := eng.Bootstrap(ctx, d.cfg.AdminPassword)
+	if err != nil {
+		return err
+	}
+	if generated != "" {
+		if d.opts.OnAdminPassword != nil {
+			d.opts.OnAdminPassword(generated)
+		} else {
+			d.logger.Warn("generated a password for the admin user; it is shown only this once (set SLUICE_ADMIN_PASSWORD to choose one)", "user", engine.AdminUser, "password", generated)
+		}
+	}
+	return nil
+}
+
+// serve runs what build assembled: the background loops, the change feed
+// and the HTTP server (and the metrics listener, when configured), until
+// ctx is cancelled, the HTTP server fails or the embedded Postgres pg (nil
+// with a database URL) gives up; then it shuts them down in order.
+func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert *certificate) error {
+	stopBackground := d.startBackground(ctx, p)
+	defer stopBackground()
+	// The change feed stops before the HTTP server so that every open
+	// stream gets its final frame and returns before Shutdown waits for it.
+	stopFeed := startFeed(ctx, p)
+	defer stopFeed()
+
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		// What a client sends before it is authenticated is bounded
-		// (net/http allows 4 KiB more than this).
-		MaxHeaderBytes: int(d.cfg.MaxHeaderBytes),
-		IdleTimeout:    2 * time.Minute,
-		// No WriteTimeout: streams are long-lived; handlers that need a
-		// deadline set it per write with http.ResponseController.
-		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
-		// Every request's context starts with the logger (see
-		// rest.WithLogger).
-		BaseContext: func(net.Listener) context.Context { return rest.WithLogger(context.Background(), d.logger) },
-	}
+	srv := d.httpServer(p.handler)
 	d.addr = ln.Addr().String()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, ln, cert) }()
 	if d.cfg.MetricsListen != "" {
-		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, m.Handler(), d.logger)
+		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, p.metrics.Handler(), d.logger)
 		if err != nil {
 			_ = srv.Close()
 			return err
@@ -352,6 +368,54 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	return runErr
+}
+
+// startBackground starts the loops that run beside the requests: the
+// notifier, the webhook deliverer, the JWT key set's refresh and, with a
+// log retention, pruning and the publication of this process's floors. The
+// returned function stops them and waits for them.
+func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { p.notifier.Run(bg) })
+	// Webhooks are delivered until the daemon stops; the lease is then
+	// released, so another replica takes over at once.
+	wg.Go(func() { p.hooks.Run(bg) })
+	wg.Go(func() { p.jwt.Run(bg) })
+	if d.cfg.LogRetention > 0 {
+		wg.Go(func() { prune(bg, p.store, d.cfg.LogRetention, p.hub.Floors, d.logger) })
+		wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, d.logger) })
+	}
+	return func() { stopBG(); wg.Wait() }
+}
+
+// startFeed runs the tailer. The returned function, which only its first
+// call runs, stops the tailer and then closes the hub: that ends every
+// subscription, and the connections that carry many (graphql-ws, single
+// connection mode) then send their last messages and close.
+func startFeed(ctx context.Context, p *parts) func() {
+	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
+	feedDone := make(chan struct{})
+	go func() { defer close(feedDone); p.tailer.Run(feedCtx) }()
+	return sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; p.hub.Close(); p.streams.Close() })
+}
+
+// httpServer returns the API's server of handler.
+func (d *Daemon) httpServer(handler http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		// What a client sends before it is authenticated is bounded
+		// (net/http allows 4 KiB more than this).
+		MaxHeaderBytes: int(d.cfg.MaxHeaderBytes),
+		IdleTimeout:    2 * time.Minute,
+		// No WriteTimeout: streams are long-lived; handlers that need a
+		// deadline set it per write with http.ResponseController.
+		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+		// Every request's context starts with the logger (see
+		// rest.WithLogger).
+		BaseContext: func(net.Listener) context.Context { return rest.WithLogger(context.Background(), d.logger) },
+	}
 }
 
 // publishFloors tells the other daemons, through Postgres, which commits

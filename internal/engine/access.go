@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // CheckGrant checks a stream's grant against the current state in
@@ -13,9 +14,13 @@ import (
 // database is the same incarnation, and the user still has the grant's
 // role on it. It returns nil when the grant holds, else the error a
 // request would get (Unauthenticated, Forbidden or NotFound).
-func (e *Engine) CheckGrant(ctx context.Context, g *sluice.Grant) error {
+//
+// It reads store alone, not an Engine and its caches, so the change feed's
+// hub, which calls it, is built before the engine, whose credential cache
+// reads the hub (see internal/daemon).
+func CheckGrant(ctx context.Context, store *postgres.DB, g *sluice.Grant) error {
 	u := g.User
-	c, err := e.store.PasswordCredential(ctx, u.Name)
+	c, err := store.PasswordCredential(ctx, u.Name)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound || err == nil && c.User.ID != u.ID {
 		return sluice.Errorf(sluice.CodeUnauthenticated, "user %s no longer exists", u.Name)
 	}
@@ -24,7 +29,7 @@ func (e *Engine) CheckGrant(ctx context.Context, g *sluice.Grant) error {
 	}
 	switch {
 	case g.TokenID != 0:
-		ok, err := e.store.TokenValid(ctx, u.ID, g.TokenID)
+		ok, err := store.TokenValid(ctx, u.ID, g.TokenID)
 		if err != nil {
 			return err
 		}
@@ -34,7 +39,7 @@ func (e *Engine) CheckGrant(ctx context.Context, g *sluice.Grant) error {
 	case g.PasswordHash != "" && c.PasswordHash != g.PasswordHash:
 		return sluice.Errorf(sluice.CodeUnauthenticated, "the password of %s changed; authenticate again", u.Name)
 	}
-	d, _, err := e.store.Database(ctx, g.Database.Org, g.Database.Name)
+	d, _, err := store.Database(ctx, g.Database.Org, g.Database.Name)
 	if err != nil {
 		return err
 	}
@@ -47,7 +52,7 @@ func (e *Engine) CheckGrant(ctx context.Context, g *sluice.Grant) error {
 	if d.Org == sluice.SystemOrg {
 		return sluice.Errorf(sluice.CodeForbidden, "user %s has no access to database %s", u.Name, d.Path())
 	}
-	role, err := e.store.Role(ctx, u.ID, d.ID)
+	role, err := store.Role(ctx, u.ID, d.ID)
 	if err != nil {
 		return err
 	}

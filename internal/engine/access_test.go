@@ -17,9 +17,9 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// newEngine returns an engine on a fresh database, bootstrapped, and the
-// super user.
-func newEngine(t *testing.T) (*engine.Engine, *sluice.User) {
+// newEngine returns an engine on a fresh database, bootstrapped, its store
+// and the super user.
+func newEngine(t *testing.T) (*engine.Engine, *postgres.DB, *sluice.User) {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -39,7 +39,7 @@ func newEngine(t *testing.T) (*engine.Engine, *sluice.User) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e, c.User
+	return e, store, c.User
 }
 
 // grantOf authenticates name with password and returns the grant a
@@ -66,7 +66,7 @@ func grantOf(t *testing.T, e *engine.Engine, name, password, org, db string, rol
 func TestCheckGrant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e, admin := newEngine(t)
+	e, store, admin := newEngine(t)
 	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCheckGrant(t *testing.T) {
 	}
 	check := func(what string, g *sluice.Grant, want sluice.Code) {
 		t.Helper()
-		err := e.CheckGrant(ctx, g)
+		err := engine.CheckGrant(ctx, store, g)
 		if want == "" && err != nil || want != "" && sluice.ErrorCode(err) != want {
 			t.Errorf("%s: %v, want %q", what, err, want)
 		}
@@ -191,7 +191,7 @@ func TestCheckGrant(t *testing.T) {
 func TestDatabaseAccess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e, admin := newEngine(t)
+	e, _, admin := newEngine(t)
 	if err := e.CreateOrganization(ctx, admin, "other"); err != nil {
 		t.Fatal(err)
 	}

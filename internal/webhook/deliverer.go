@@ -106,12 +106,8 @@ func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliver
 }
 
 // Wake tells the deliverer that database dbID committed (in this
-// process; other replicas' commits arrive by NOTIFY). It never blocks, and
-// does nothing on a nil Deliverer (commits made before it exists).
+// process; other replicas' commits arrive by NOTIFY). It never blocks.
 func (d *Deliverer) Wake(dbID int64) {
-	if d == nil {
-		return
-	}
 	d.mu.Lock()
 	d.pending[dbID] = struct{}{}
 	d.mu.Unlock()
