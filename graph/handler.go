@@ -24,7 +24,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Transports are tried, in order, before the GraphQL-over-HTTP
 	// transport (HTTPTransport), which takes every request they leave: an
-	// event-stream transport for subscriptions goes here. Each is called
+	// event-stream transport for subscriptions goes here, claiming the
+	// requests by their protocol (internal/protocol.Of). Each is called
 	// with the request context carrying the Request (RequestFrom) and may
 	// use the ExecutableSchema it is built for.
 	Transports []func(*ExecutableSchema) graphql.Transport

@@ -15,6 +15,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
 // The response media types of GraphQL over HTTP.
@@ -36,8 +37,10 @@ const (
 //     200 with application/json, and has no data entry.
 //   - A mutation over GET is a 405 with Allow: POST; other methods are 405.
 //
-// It accepts every request (put transports that claim some requests, such
-// as an event-stream transport, before it).
+// It accepts every request: put the transports that claim some, such as
+// the event-stream transport, before it. On the GraphQL URLs those claim
+// every request internal/protocol.Of does not call HTTP, so what reaches
+// HTTPTransport is what Of calls plain HTTP.
 type HTTPTransport struct {
 	// MaxBodyBytes bounds a POST body (0: 10 MiB).
 	MaxBodyBytes int64
@@ -105,64 +108,13 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	_, _ = w.Write(b)
 }
 
-// MediaRange is one entry of an Accept header: a media type and its
-// quality.
-type MediaRange struct {
-	Type string
-	Q    float64
-}
-
-// MediaRanges parses an Accept header, in order, skipping entries that do
-// not parse. A missing or unparseable q counts as 1.
-func MediaRanges(accept string) []MediaRange {
-	var out []MediaRange
-	for part := range strings.SplitSeq(accept, ",") {
-		part = strings.TrimSpace(part)
-		if plainMediaType(part) { // what ParseMediaType returns, without its map
-			out = append(out, MediaRange{Type: part, Q: 1})
-			continue
-		}
-		mt, params, err := mime.ParseMediaType(part)
-		if err != nil {
-			continue
-		}
-		q := 1.0
-		if s, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(s, 64); err == nil {
-				q = f
-			}
-		}
-		out = append(out, MediaRange{Type: mt, Q: q})
-	}
-	return out
-}
-
-// plainMediaType reports whether s is a lower-case type/subtype without
-// parameters, such as text/event-stream.
-func plainMediaType(s string) bool {
-	slash := strings.IndexByte(s, '/')
-	if slash <= 0 || slash == len(s)-1 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case i == slash:
-		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '-', c == '.', c == '+', c == '*', c == '_':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // responseMedia picks the response media type from an Accept header.
 func responseMedia(accept string) (string, bool) {
 	if strings.TrimSpace(accept) == "" {
 		return mediaJSON, true
 	}
 	best, bestQ := "", 0.0
-	for _, mr := range MediaRanges(accept) {
+	for _, mr := range protocol.MediaRanges(accept) {
 		var m string
 		switch mr.Type {
 		case mediaGraphQLResponse:

@@ -3,8 +3,11 @@
 // server-sent events or NDJSON framing, and, on the same URLs, the other
 // transports mainstream clients use (see the last section). Server.Transport is a gqlgen
 // transport registered before the GraphQL-over-HTTP one (graph.Options.
-// Transports); it claims GET and POST requests whose Accept header prefers
-// text/event-stream (SSE) or application/x-ndjson (NDJSON).
+// Transports); it claims the requests that internal/protocol.Of, the one
+// place that decides a request's protocol, does not call plain HTTP: GET
+// and POST requests whose Accept header prefers text/event-stream (SSE),
+// application/x-ndjson (NDJSON) or multipart/mixed, single connection
+// mode's, and graphql-ws operations.
 //
 // # Messages
 //

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/vektah/gqlparser/v2/gqlerror"
+
+	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
 // framer writes the messages of one operation in its transport's framing.
@@ -56,9 +58,10 @@ type framer interface {
 	writeShared(p []byte) error
 }
 
-// newFramer returns the framer of an HTTP streaming response in framing f.
-func newFramer(w http.ResponseWriter, f framing, timeout time.Duration) framer {
-	if f == framingMultipart {
+// newFramer returns the framer of an HTTP streaming response of event
+// stream protocol f (protocol.SSE, NDJSON or Multipart).
+func newFramer(w http.ResponseWriter, f protocol.Kind, timeout time.Duration) framer {
+	if f == protocol.Multipart {
 		return newMultipartStream(w, timeout)
 	}
 	return newStream(w, f, timeout)

@@ -8,6 +8,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice/internal/httpstream"
+	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
 // Apollo's multipart HTTP protocol for subscriptions: a request whose
@@ -65,7 +66,7 @@ var (
 	closeBrace         = []byte("}")
 )
 
-func (m *multipartStream) label() string            { return transportLabel(framingMultipart) }
+func (m *multipartStream) label() string            { return transportLabel(protocol.Multipart) }
 func (m *multipartStream) start(r *http.Request)    { m.Start(r) }
 func (m *multipartStream) connected(bool)           { m.part(multipartHeartbeat) }
 func (m *multipartStream) ping()                    { m.part(multipartHeartbeat) }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -245,8 +246,10 @@ type muxRequest struct {
 
 type muxKey struct{}
 
+// withMux returns ctx carrying mr, marked as a WebSocket operation's
+// (protocol.Of decides by the mark; the transport then takes mr).
 func withMux(ctx context.Context, mr *muxRequest) context.Context {
-	return context.WithValue(ctx, muxKey{}, mr)
+	return context.WithValue(protocol.WithWebSocketOperation(ctx), muxKey{}, mr)
 }
 
 func muxFrom(ctx context.Context) *muxRequest {

@@ -14,15 +14,16 @@ import (
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/stream"
 )
 
 // transportLabel names the framings in metrics and subscription listings.
-func transportLabel(f framing) string {
+func transportLabel(f protocol.Kind) string {
 	switch f {
-	case framingNDJSON:
+	case protocol.NDJSON:
 		return "graphql-ndjson"
-	case framingMultipart:
+	case protocol.Multipart:
 		return "graphql-multipart"
 	}
 	return "graphql-sse"

@@ -7,25 +7,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice/internal/httpstream"
-)
-
-// framing is how a stream frames the graphql-sse messages.
-type framing int
-
-const (
-	framingSSE       framing = iota + 1 // text/event-stream
-	framingNDJSON                       // application/x-ndjson
-	framingMultipart                    // Apollo's multipart/mixed subscriptions (multipart.go)
-)
-
-// The response media types of the streaming transport.
-const (
-	mediaSSE    = "text/event-stream"
-	mediaNDJSON = "application/x-ndjson"
-	// mediaMultipart is Apollo's multipart subscriptions (any
-	// multipart/mixed Accept: Apollo sends
-	// multipart/mixed;boundary=graphql;subscriptionSpec=1.0).
-	mediaMultipart = "multipart/mixed"
+	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
 // eventFramer writes the graphql-sse frames of one response through an
@@ -34,13 +16,13 @@ const (
 type eventFramer struct {
 	*httpstream.Writer
 	w       http.ResponseWriter
-	framing framing
+	framing protocol.Kind // SSE or NDJSON
 }
 
-func newStream(w http.ResponseWriter, f framing, timeout time.Duration) *eventFramer {
-	ct := mediaSSE + "; charset=utf-8"
-	if f == framingNDJSON {
-		ct = mediaNDJSON + "; charset=utf-8"
+func newStream(w http.ResponseWriter, f protocol.Kind, timeout time.Duration) *eventFramer {
+	ct := protocol.MediaSSE + "; charset=utf-8"
+	if f == protocol.NDJSON {
+		ct = protocol.MediaNDJSON + "; charset=utf-8"
 	}
 	return &eventFramer{Writer: httpstream.New(w, ct, timeout), w: w, framing: f}
 }
@@ -52,7 +34,7 @@ func (s *eventFramer) start(r *http.Request) { s.Start(r) }
 // when named, the `connected` event the source document sends) for SSE,
 // the line `null` for NDJSON.
 func (s *eventFramer) connected(named bool) {
-	if s.framing == framingNDJSON {
+	if s.framing == protocol.NDJSON {
 		s.Buf.WriteString("null\n")
 		return
 	}
@@ -65,7 +47,7 @@ func (s *eventFramer) connected(named bool) {
 // next buffers a next message carrying result (one line of JSON); id, when
 // not empty, is its SSE event id.
 func (s *eventFramer) next(id string, result []byte) {
-	if s.framing == framingNDJSON {
+	if s.framing == protocol.NDJSON {
 		s.Buf.Write(result)
 		s.Buf.WriteByte('\n')
 		return
@@ -88,7 +70,7 @@ func appendNextSSE(b []byte, id string, result []byte) []byte {
 
 // complete buffers the complete message: the last one of a stream.
 func (s *eventFramer) complete() {
-	if s.framing == framingNDJSON {
+	if s.framing == protocol.NDJSON {
 		s.Buf.WriteByte('\n')
 		return
 	}
@@ -97,7 +79,7 @@ func (s *eventFramer) complete() {
 
 // current buffers an SSE event of only an id (see framer.current).
 func (s *eventFramer) current(id string) {
-	if s.framing == framingSSE && id != "" {
+	if s.framing == protocol.SSE && id != "" {
 		s.Buf.WriteString("id: " + id + "\n\n")
 	}
 }
@@ -106,7 +88,7 @@ func (s *eventFramer) current(id string) {
 // comments and an empty line means complete, so its keep-alive is a
 // `null` line, the same "no result" value as its first line.
 func (s *eventFramer) ping() {
-	if s.framing == framingNDJSON {
+	if s.framing == protocol.NDJSON {
 		s.Buf.WriteString("null\n")
 		return
 	}
@@ -120,7 +102,7 @@ func (s *eventFramer) flush() error { return s.Flush() }
 
 func (s *eventFramer) label() string              { return transportLabel(s.framing) }
 func (s *eventFramer) spill() error               { return s.Spill() }
-func (s *eventFramer) shared() bool               { return s.framing == framingSSE }
+func (s *eventFramer) shared() bool               { return s.framing == protocol.SSE }
 func (s *eventFramer) writeShared(p []byte) error { return s.WriteShared(p) }
 func (s *eventFramer) refuse(err error)           { writeHTTPError(s.w, err) }
 func (s *eventFramer) failed(errs gqlerror.List)  { s.next("", errorResult(errs)); s.complete() }

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
+	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
@@ -53,27 +53,8 @@ import (
 // connection mode's routing: sticky sessions by cookie, or by client
 // address).
 
-// tokenHeader carries the reservation token.
-const tokenHeader = "X-Graphql-Event-Stream-Token"
-
 // reservationTTL is how long a reservation waits for its stream.
 const reservationTTL = time.Minute
-
-// isSingleConnection reports whether r is a request of single connection
-// mode: a reservation, a stop, or any request carrying a token.
-func isSingleConnection(r *http.Request) bool {
-	return r.Method == http.MethodPut || r.Method == http.MethodDelete || streamToken(r) != ""
-}
-
-func streamToken(r *http.Request) string {
-	if t := r.Header.Get(tokenHeader); t != "" {
-		return t
-	}
-	if !strings.Contains(r.URL.RawQuery, "token=") {
-		return ""
-	}
-	return r.URL.Query().Get("token")
-}
 
 // connections holds the connections that carry many operations, so that
 // Close can end them. Its methods are safe for concurrent use.
@@ -283,7 +264,7 @@ func (c *connections) dropUnclaimed(res *reservation) {
 // reservation returns the reservation r's token names, when it is the
 // caller's on this database.
 func (t *transport) reservation(r *http.Request, greq *graph.Request) *reservation {
-	tok := streamToken(r)
+	tok := protocol.StreamToken(r)
 	c := t.conns
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -330,7 +311,7 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		res.end()
 	}()
 
-	st := httpstream.New(w, mediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
+	st := httpstream.New(w, protocol.MediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
 	st.Start(r)
 	st.Buf.WriteString(": connected\n\n")
 	if st.Flush() != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -103,46 +104,16 @@ type transport struct {
 	es *graph.ExecutableSchema
 }
 
-// Supports claims GET and POST requests whose Accept header prefers
-// text/event-stream, application/x-ndjson or multipart/mixed; the
-// requests of single connection mode (sse_single.go); and the operations of
-// a graphql-ws socket (graphqlws.go), which reach it with a muxRequest in
-// their context.
+// Supports claims the requests protocol.Of says are a graphql-ws
+// operation (graphqlws.go: they reach it with a muxRequest in their
+// context), of single connection mode (sse_single.go), or an event stream
+// (SSE, NDJSON, multipart); graph.HTTPTransport takes the rest.
 func (t *transport) Supports(r *http.Request) bool {
-	if muxFrom(r.Context()) != nil || isSingleConnection(r) {
+	switch protocol.Of(r) {
+	case protocol.WebSocketOperation, protocol.SingleConnection, protocol.SSE, protocol.NDJSON, protocol.Multipart:
 		return true
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		return false
-	}
-	return negotiate(r.Header.Get("Accept")) != 0
-}
-
-// negotiate returns the framing the Accept header prefers, or 0 when it
-// prefers a plain JSON response (or names nothing we stream). The first
-// of equally weighted types wins.
-func negotiate(accept string) framing {
-	var best framing
-	bestQ := 0.0
-	for _, mr := range graph.MediaRanges(accept) {
-		var f framing
-		switch mr.Type {
-		case mediaSSE:
-			f = framingSSE
-		case mediaNDJSON:
-			f = framingNDJSON
-		case mediaMultipart:
-			f = framingMultipart
-		case "application/json", "application/graphql-response+json", "application/*", "*/*":
-			f = 0
-		default:
-			continue
-		}
-		if mr.Q > bestQ {
-			best, bestQ = f, mr.Q
-		}
-	}
-	return best
+	return false
 }
 
 // request is a parsed streaming request.
@@ -163,14 +134,17 @@ type request struct {
 // then waits for hours with that stack. Its stack stays at the size the
 // long-lived loop needs.
 func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	if mr := muxFrom(r.Context()); mr != nil {
-		t.operate(r, mr, exec)
+	p := protocol.Of(r)
+	switch p {
+	case protocol.WebSocketOperation:
+		t.operate(r, muxFrom(r.Context()), exec)
 		return
-	}
-	if isSingleConnection(r) {
+	case protocol.SingleConnection:
 		t.single(w, r, exec)
 		return
 	}
+	// An event stream (SSE, NDJSON, Multipart): Supports claims nothing
+	// else.
 	var (
 		s        *session
 		panicked any
@@ -181,7 +155,7 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		// A panic belongs to the handler goroutine, where the server's
 		// recovery middleware sees it.
 		defer func() { panicked = recover() }()
-		s = t.start(w, r, exec)
+		s = t.start(w, r, p, exec)
 	}()
 	<-started
 	if panicked != nil {
@@ -194,9 +168,10 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 
 // start answers a request up to the point where a subscription is
 // registered and ready, and returns its session; nil when the request is
-// over (an error, or a finite operation).
-func (t *transport) start(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) *session {
-	st := newFramer(w, negotiate(r.Header.Get("Accept")), t.opts.WriteTimeout)
+// over (an error, or a finite operation). p is the request's event stream
+// protocol (SSE, NDJSON or Multipart).
+func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kind, exec graphql.GraphExecutor) *session {
+	st := newFramer(w, p, t.opts.WriteTimeout)
 	req, err := t.parse(r)
 	if err != nil {
 		writeHTTPError(w, err)

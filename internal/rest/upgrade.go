@@ -3,13 +3,17 @@ package rest
 import (
 	"net/http"
 	"slices"
-	"strings"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
+
+// What counts as a WebSocket upgrade is protocol.Of's to say, as for every
+// other protocol of a request (internal/protocol, a leaf package, so that
+// this router does not import the GraphQL packages it routes to).
 
 // refuseUpgrades answers a WebSocket upgrade with a 400 naming where
 // WebSockets are served, unless it is for one of the route patterns
@@ -19,7 +23,7 @@ import (
 func refuseUpgrades(mux chi.Routes, accept ...string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if isUpgrade(r) {
+			if protocol.Of(r) == protocol.WebSocket {
 				rctx := chi.NewRouteContext()
 				if !mux.Match(rctx, r.Method, r.URL.Path) || !slices.Contains(accept, rctx.RoutePattern()) {
 					writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "%s does not accept WebSocket upgrades: GraphQL over WebSocket (graphql-transport-ws) is served at /api/graphql/{org}/{db} and /api/graphql/_system", r.URL.Path))
@@ -41,7 +45,7 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 		return plain
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isUpgrade(r) {
+		if protocol.Of(r) == protocol.WebSocket {
 			if streamparam.Query(r).Has(ticketParam) {
 				writeError(w, r, errTicketNotStream())
 				return
@@ -51,20 +55,4 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 		}
 		plain.ServeHTTP(w, r)
 	})
-}
-
-// isUpgrade reports whether r asks to upgrade to a WebSocket.
-func isUpgrade(r *http.Request) bool {
-	return hasToken(r.Header.Values("Connection"), "upgrade") && hasToken(r.Header.Values("Upgrade"), "websocket")
-}
-
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), token) {
-				return true
-			}
-		}
-	}
-	return false
 }

@@ -1,6 +1,6 @@
 // The fast path of MediaRanges must say what mime.ParseMediaType says.
 
-package graph
+package protocol
 
 import (
 	"mime"

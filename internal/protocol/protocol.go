@@ -1,0 +1,149 @@
+// Package protocol decides which protocol a request speaks: a WebSocket
+// upgrade, an operation of a graphql-ws socket, graphql-sse single
+// connection mode, an event stream (SSE, NDJSON, Apollo's multipart), or a
+// plain HTTP request. Of is the one place that decides it: the REST router
+// asks it whether a request is a WebSocket upgrade (rest/upgrade.go), and
+// the GraphQL streaming transport whether it claims a request and how it
+// serves it (gqltransport/transport.go); the GraphQL-over-HTTP transport
+// (graph.HTTPTransport) takes what Of calls HTTP.
+//
+// It is a leaf package (the standard library only) so that internal/rest,
+// graph and internal/gqltransport all import it and none of them imports
+// another for it: the router stays independent of the GraphQL layers it
+// routes to, which reach it as http.Handlers.
+package protocol
+
+import (
+	"context"
+	"net/http"
+	"strings"
+)
+
+// Kind is the protocol of a request.
+type Kind int
+
+const (
+	// HTTP is a plain request and response: GraphQL over HTTP (JSON), or
+	// any REST request. It is what no other rule claims.
+	HTTP Kind = iota
+	// WebSocket is an upgrade to a WebSocket: Connection names upgrade and
+	// Upgrade names websocket, whatever the method, URL or other headers.
+	// On the GraphQL URLs the graphql-ws socket handler serves it; every
+	// other route refuses it.
+	WebSocket
+	// WebSocketOperation is one operation of a graphql-ws socket: a
+	// request the socket's handler builds for it and marks with
+	// WithWebSocketOperation (the socket's own request was the upgrade).
+	WebSocketOperation
+	// SingleConnection is a request of graphql-sse single connection mode:
+	// PUT reserves a stream, DELETE stops an operation, and any request
+	// carrying a stream token (StreamToken) opens the stream or runs an
+	// operation on it.
+	SingleConnection
+	// SSE, NDJSON and Multipart are the event streams of graphql-sse's
+	// distinct connections mode (text/event-stream, application/x-ndjson)
+	// and Apollo's multipart subscriptions: a GET or POST whose Accept
+	// header prefers their media type.
+	SSE
+	NDJSON
+	Multipart
+)
+
+// The media types of the event streams.
+const (
+	MediaSSE    = "text/event-stream"
+	MediaNDJSON = "application/x-ndjson"
+	// MediaMultipart is Apollo's multipart subscriptions (any
+	// multipart/mixed Accept: Apollo sends
+	// multipart/mixed;boundary=graphql;subscriptionSpec=1.0).
+	MediaMultipart = "multipart/mixed"
+)
+
+// TokenHeader carries a single connection mode stream token.
+const TokenHeader = "X-Graphql-Event-Stream-Token"
+
+// Of returns the protocol of r. The rules apply in this order, the first
+// that matches deciding: a WebSocket operation (its context), a WebSocket
+// upgrade, single connection mode (PUT, DELETE, a stream token), then for
+// GET and POST the event stream the Accept header prefers (negotiate);
+// anything else is HTTP. Only the first two mean anything outside the
+// GraphQL URLs.
+func Of(r *http.Request) Kind {
+	switch {
+	case r.Context().Value(operationKey{}) != nil:
+		return WebSocketOperation
+	case hasToken(r.Header.Values("Connection"), "upgrade") && hasToken(r.Header.Values("Upgrade"), "websocket"):
+		return WebSocket
+	case r.Method == http.MethodPut || r.Method == http.MethodDelete || StreamToken(r) != "":
+		return SingleConnection
+	case r.Method != http.MethodGet && r.Method != http.MethodPost:
+		return HTTP
+	}
+	return negotiate(r.Header.Get("Accept"))
+}
+
+type operationKey struct{}
+
+// WithWebSocketOperation returns ctx marked as that of one operation of a
+// WebSocket connection, which Of reports as WebSocketOperation: the
+// request the socket handler builds for an operation has no headers of
+// its own to tell it by.
+func WithWebSocketOperation(ctx context.Context) context.Context {
+	return context.WithValue(ctx, operationKey{}, true)
+}
+
+// StreamToken returns the single connection mode stream token of r: the
+// TokenHeader header, or ?token= (for EventSource, which cannot set
+// headers); "" when it has none.
+func StreamToken(r *http.Request) string {
+	if t := r.Header.Get(TokenHeader); t != "" {
+		return t
+	}
+	if !strings.Contains(r.URL.RawQuery, "token=") { // most requests: no query to parse
+		return ""
+	}
+	return r.URL.Query().Get("token")
+}
+
+// hasToken reports whether one of the comma-separated lists values holds
+// token, compared case-insensitively (Connection: keep-alive, Upgrade).
+func hasToken(values []string, token string) bool {
+	for _, v := range values {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// negotiate returns the event stream the Accept header prefers, or HTTP
+// when it prefers a plain JSON response (or names nothing we stream). The
+// first of equally weighted types wins; a type of quality 0 is refused.
+func negotiate(accept string) Kind {
+	if accept == "" { // most REST requests: nothing to parse
+		return HTTP
+	}
+	best := HTTP
+	bestQ := 0.0
+	for _, mr := range MediaRanges(accept) {
+		var k Kind
+		switch mr.Type {
+		case MediaSSE:
+			k = SSE
+		case MediaNDJSON:
+			k = NDJSON
+		case MediaMultipart:
+			k = Multipart
+		case "application/json", "application/graphql-response+json", "application/*", "*/*":
+			k = HTTP
+		default:
+			continue
+		}
+		if mr.Q > bestQ {
+			best, bestQ = k, mr.Q
+		}
+	}
+	return best
+}
