@@ -10,8 +10,9 @@
 #
 # pairs: alternating rounds of every cell (default 3); seconds: the length
 # of each read and batch cell (default 10; single inserts run twice as
-# long). PEERBENCH_DIR keeps the npm install between runs (default
-# ${TMPDIR:-/tmp}/sluice-peer).
+# long). PEERBENCH_CELLS, a regular expression, runs only the cells whose
+# names match (e.g. PEERBENCH_CELLS=documents). PEERBENCH_DIR keeps the
+# npm install between runs (default ${TMPDIR:-/tmp}/sluice-peer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

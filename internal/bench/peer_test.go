@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -234,6 +235,14 @@ func BenchmarkPeer(b *testing.B) {
 	printPeerPlans(b, dbURL)
 
 	cells := peerCells(seconds)
+	if re := os.Getenv("PEERBENCH_CELLS"); re != "" {
+		// Only the cells whose names match: to measure one again.
+		m, err := regexp.Compile(re)
+		if err != nil {
+			b.Fatalf("PEERBENCH_CELLS: %v", err)
+		}
+		cells = slices.DeleteFunc(cells, func(c peerCell) bool { return !m.MatchString(c.name) })
+	}
 	runs := map[string][]peerRun{} // cell/side → one run per pair
 	fmt.Printf("%-30s %-13s %10s %12s %12s %12s %8s\n", "cell", "server", "req/s", "API µs/req", "PG µs/req", "total µs/req", "latency")
 	for pair := range pairs + 1 {

@@ -309,11 +309,39 @@ func openWS(t *testing.T, d *dt.Daemon, auth dt.Auth, db, from string) deliveryt
 	c.send(`{"type":"connection_init","payload":{"Authorization":"` + r.Header.Get("Authorization") + `"}}`)
 	c.expect(`{"type":"connection_ack"}`)
 	c.send(`{"id":"s","type":"subscribe","payload":` + subscribeBody(from) + `}`)
-	c.barrier("b")
-	return wsSub{c}
+	// The barrier: answered once s is registered. A resumed s may send
+	// what it replays before that answer: those are kept for Next.
+	c.send(`{"id":"b","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+	s := &wsSub{wsConn: c}
+	for {
+		m := c.read()
+		if strings.HasPrefix(m, `{"id":"s",`) {
+			s.early = append(s.early, m)
+			continue
+		}
+		if want := `{"id":"b","type":"next","payload":{"data":{"__typename":"Query"}}}`; m != want {
+			t.Fatalf("got  %s\nwant %s", m, want)
+		}
+		break
+	}
+	c.expect(`{"id":"b","type":"complete"}`)
+	return s
 }
 
-type wsSub struct{ *wsConn }
+type wsSub struct {
+	*wsConn
+	early []string // messages of the subscription read before it was known registered
+}
+
+// message returns the subscription's next message.
+func (s *wsSub) message() string {
+	if len(s.early) > 0 {
+		m := s.early[0]
+		s.early = s.early[1:]
+		return m
+	}
+	return s.read()
+}
 
 // wsMessage is a graphql-transport-ws message.
 type wsMessage struct {
@@ -322,18 +350,21 @@ type wsMessage struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
-func (s wsSub) Next(t *testing.T) (pos, id string) {
+func (s *wsSub) Next(t *testing.T) (pos, id string) {
 	t.Helper()
 	var m wsMessage
-	if err := json.Unmarshal([]byte(s.read()), &m); err != nil || m.Type != "next" || m.ID != "s" {
+	if err := json.Unmarshal([]byte(s.message()), &m); err != nil || m.Type != "next" || m.ID != "s" {
 		t.Fatalf("message %+v (%v)", m, err)
 	}
 	r := parseResult(t, string(m.Payload))
 	return r.Extensions.LastEventID, r.Data.DogAdded.ID
 }
 
-func (s wsSub) End(t *testing.T) string {
+func (s *wsSub) End(t *testing.T) string {
 	t.Helper()
+	if len(s.early) > 0 {
+		t.Fatalf("a message before the end: %s", s.early[0])
+	}
 	for {
 		_, b, err := s.c.Read(s.tx)
 		if err != nil {
@@ -365,4 +396,4 @@ func (s wsSub) End(t *testing.T) string {
 	}
 }
 
-func (s wsSub) Close() { _ = s.c.CloseNow() }
+func (s *wsSub) Close() { _ = s.c.CloseNow() }
