@@ -37,31 +37,36 @@ test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-intro
 test-go: build
 	SLUICE_TEST_BINARY=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 15m ./...
 
+# NPM_CI installs a test directory's pinned npm packages when they are
+# missing or older than its package-lock.json (npm writes
+# node_modules/.package-lock.json on every install).
+NPM_CI = { [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund --loglevel=error; }
+
 .PHONY: test-graphql-http
 test-graphql-http: ## run the graphql-http server audit (Node 20; npm ci in test/graphql-http first)
-	cd test/graphql-http && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	cd test/graphql-http && $(NPM_CI)
 	SLUICE_GRAPHQL_HTTP_AUDIT=1 $(GO) test -count=1 -run '^TestGraphQLHTTPAudit$$' -v ./graph/
 
 .PHONY: test-graphql-sse
 test-graphql-sse: ## run the graphql-sse npm client against a daemon (Node 20; npm ci in test/graphql-sse first)
-	cd test/graphql-sse && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	cd test/graphql-sse && $(NPM_CI)
 	SLUICE_GRAPHQL_SSE_CLIENT=1 $(GO) test -count=1 -run '^TestGraphQLSSEClient$$' -v ./internal/gqltransport/
 
 .PHONY: test-introspection
 test-introspection: ## build client schemas from introspection with graphql-js 16 (Node 20; npm ci in test/introspection first)
-	cd test/introspection && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	cd test/introspection && $(NPM_CI)
 	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
 
 .PHONY: test-browser
 test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
-	cd test/browser && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	cd test/browser && $(NPM_CI)
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms)$$' -v ./internal/daemon/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserExample$$' -v ./internal/doctest/
 
 .PHONY: test-webhooks
 test-webhooks: build ## deliver webhooks to a receiver that verifies every signature with the standardwebhooks npm package: order across replicas, retries, kill -9, replay, revocation (Node 20; npm ci in test/webhooks first)
-	cd test/webhooks && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	cd test/webhooks && $(NPM_CI)
 	SLUICE_WEBHOOK_RECEIVER=1 SLUICE_TEST_BINARY=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -run '^TestWebhook' -v ./internal/webhook/
 
 .PHONY: graphiql-assets
@@ -71,7 +76,7 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 
 .PHONY: test-graphql-clients
 test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
-	cd test/clients && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; }
+	cd test/clients && $(NPM_CI)
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestClientExamples$$' -v ./internal/doctest/
 

@@ -10,10 +10,10 @@
 import { createClient as createSSEClient } from 'graphql-sse';
 import { createClient as createWSClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { ApolloClient, ApolloLink, HttpLink, InMemoryCache, gql, Observable } from '@apollo/client';
+import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { GraphQLWsLink } from '@apollo/client/link/subscriptions';
 import { Client as UrqlClient, subscriptionExchange, createRequest } from '@urql/core';
-import { print } from 'graphql';
+import { fail, inbox, SSELink } from './lib.mjs';
 
 const [url, authorization] = process.argv.slice(2);
 if (!url || !authorization) {
@@ -22,10 +22,6 @@ if (!url || !authorization) {
 }
 const wsURL = url.replace(/^http/, 'ws');
 
-function fail(msg) {
-  console.error('FAIL: ' + msg);
-  process.exit(1);
-}
 const timeout = setTimeout(() => fail('timed out'), 120_000);
 
 // write commits one dog through a plain GraphQL-over-HTTP mutation.
@@ -40,22 +36,6 @@ async function write(name) {
 }
 
 const subQuery = (prefix) => `subscription { Dog_added(filter: {name: {startsWith: "${prefix}"}}) { name } }`;
-
-// A queue of results a client delivers, awaited one at a time.
-function inbox() {
-  const items = [];
-  let wake = null;
-  return {
-    push(x) { items.push(x); if (wake) { wake(); wake = null; } },
-    async take(what) {
-      while (!items.length) await new Promise((r) => { wake = r; });
-      const x = items.shift();
-      if (x instanceof Error) fail(`${what}: ${x.message}`);
-      if (x.errors) fail(`${what}: ${JSON.stringify(x.errors)}`);
-      return x;
-    },
-  };
-}
 
 // run drives one client through the scenario. open(prefix, extensions,
 // onResult) subscribes and resolves once the subscription is registered
@@ -173,16 +153,6 @@ async function apollo(name, prefix, link, ready, positionOf) {
     return async () => sub.unsubscribe();
   }, positionOf);
   client.stop();
-}
-
-// An Apollo link on graphql-sse (the recipe of graphql-sse's docs).
-class SSELink extends ApolloLink {
-  constructor(client) { super(); this.client = client; }
-  request(operation) {
-    return new Observable((sink) => this.client.subscribe({ ...operation, query: print(operation.query) }, {
-      next: sink.next.bind(sink), complete: sink.complete.bind(sink), error: sink.error.bind(sink),
-    }));
-  }
 }
 
 async function urql(prefix) {

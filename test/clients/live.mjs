@@ -15,12 +15,12 @@
 import { createClient as createSSEClient } from 'graphql-sse';
 import { createClient as createWSClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { ApolloClient, ApolloLink, HttpLink, InMemoryCache, gql, Observable } from '@apollo/client';
+import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { GraphQLWsLink } from '@apollo/client/link/subscriptions';
 import { ApolloProvider, useSubscription } from '@apollo/client/react';
 import { Client as UrqlClient, subscriptionExchange, createRequest } from '@urql/core';
 import jsonpatch from 'fast-json-patch';
-import { print } from 'graphql';
+import { fail, inbox, SSELink } from './lib.mjs';
 const { applyPatch, compare } = jsonpatch; // a CommonJS module
 import React from 'react';
 import TestRenderer from 'react-test-renderer';
@@ -32,10 +32,6 @@ if (!url || !writeURL || !authorization) {
 }
 const wsURL = url.replace(/^http/, 'ws');
 
-function fail(msg) {
-  console.error('FAIL: ' + msg);
-  process.exit(1);
-}
 const timeout = setTimeout(() => fail('timed out'), 180_000);
 
 // post runs a GraphQL request on daemon B.
@@ -59,22 +55,6 @@ async function write(id, team) {
 }
 
 const liveQuery = 'subscription Team($t: String) { Person(filter: {team: {eq: $t}}, orderBy: {name: ASC}) { name } }';
-
-// A queue of results a client delivers, awaited one at a time.
-function inbox() {
-  const items = [];
-  let wake = null;
-  return {
-    push(x) { items.push(x); if (wake) { wake(); wake = null; } },
-    async take(what) {
-      while (!items.length) await new Promise((r) => { wake = r; });
-      const x = items.shift();
-      if (x instanceof Error) fail(`${what}: ${x.message}`);
-      if (x.errors) fail(`${what}: ${JSON.stringify(x.errors)}`);
-      return x;
-    },
-  };
-}
 
 const names = (r) => r.data.Person.map((p) => p.name).join(' ');
 
@@ -129,16 +109,6 @@ async function apollo(name, team, link, positions = true) {
     return async () => sub.unsubscribe();
   }, { positions });
   client.stop();
-}
-
-// An Apollo link on graphql-sse (the recipe of graphql-sse's docs).
-class SSELink extends ApolloLink {
-  constructor(client) { super(); this.client = client; }
-  request(operation) {
-    return new Observable((sink) => this.client.subscribe({ ...operation, query: print(operation.query) }, {
-      next: sink.next.bind(sink), complete: sink.complete.bind(sink), error: sink.error.bind(sink),
-    }));
-  }
 }
 
 // Apollo's useSubscription, rendered by React (react-test-renderer, no

@@ -14,13 +14,13 @@
 //
 //   node read-then-subscribe.mjs <graphql url> <Authorization header value>
 import { createClient } from 'graphql-sse';
+import { fail } from './lib.mjs';
 
 const [url, authorization] = process.argv.slice(2);
 if (!url || !authorization) {
   console.error('usage: node read-then-subscribe.mjs <graphql url> <Authorization header value>');
   process.exit(2);
 }
-const fail = (msg) => { console.error('FAIL: ' + msg); process.exit(1); };
 const timeout = setTimeout(() => fail('timed out'), 60_000);
 
 async function graphql(query, variables) {
