@@ -394,29 +394,25 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 	es, db := qs[0].es, qs[0].req.DB
 	rctx, snap := es.store.ReadSnapshot(ctx, db)
 	xs := make([]*execution, len(qs))
+	// The snapshot is not told it has one statement (Run's saving of a
+	// round trip): queries whose variables change their SQL's shape are
+	// read by a statement per shape.
 	var (
 		batch   []engine.DocQuery
 		batched []int // the query of each of batch
-		one     = true
 	)
 	for i, q := range qs {
 		x := q.execution(rctx)
 		xs[i] = x
-		one = one && x.oneStatement(q.root)
 		cf, ok := x.readingRoot(q.root)
 		if !ok || cf.Name == fieldChangeSet {
-			one = false
 			continue
 		}
 		dq, err := x.classDocQuery(cf)
 		if err != nil {
-			one = false // its execution answers the error
-			continue
+			continue // its execution answers the error
 		}
 		batch, batched = append(batch, dq), append(batched, i)
-	}
-	if one && len(batched) == len(qs) {
-		snap.OneStatement()
 	}
 	docs, err := es.store.QueryDocumentsEach(rctx, db, es.schema, batch)
 	if err != nil {
