@@ -275,3 +275,50 @@ func TestLiveQueryBurst(t *testing.T) {
 	<-done
 	t.Logf("%d commits gave %d results", n, results)
 }
+
+// TestLiveQuerySubclassesAndCommits: a live query of an abstract parent
+// lists its subclasses' documents with their own fields through
+// `... on`, and each document's _CommitMetadata follows the commit that
+// last wrote it; one of a concrete parent with include_children: false
+// lists its own documents only, and a commit of a subclass's document
+// sends it nothing.
+func TestLiveQuerySubclassesAndCommits(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "zoo", `
+interface Animal { name: String! }
+type Dog implements Animal { breed: String }
+type Cat implements Animal { lives: Int }
+interface Pet @concrete { name: String! }
+type Hamster implements Pet { wheel: Boolean }
+`)
+	w := &writer{t: t, d: d, db: "zoo"}
+	w.insert(`{"@type":"Dog","@id":"Dog/d","name":"d","breed":"lab"}`)
+	open := func(q string) *stream {
+		s := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/zoo", body("subscription { "+q+" }"), nil, "Accept", sse)
+		s.connected()
+		return s
+	}
+	animals := open(`Animal(orderBy: {name: ASC}) { _id name ... on Dog { breed } ... on Cat { lives } _CommitMetadata { _id } }`)
+	own := open(`Pet(include_children: false, orderBy: {name: ASC}) { _id _type }`)
+	pets := open(`Pet(orderBy: {name: ASC}) { _id _type }`)
+	animals.expect(1, `{"Animal":[{"_id":"Dog/d","name":"d","breed":"lab","_CommitMetadata":{"_id":"1"}}]}`)
+	own.expect(1, `{"Pet":[]}`)
+	pets.expect(1, `{"Pet":[]}`)
+
+	cat := `{"_id":"Cat/c","name":"c","lives":9,"_CommitMetadata":{"_id":"2"}}`
+	seq := w.insert(`{"@type":"Cat","@id":"Cat/c","name":"c","lives":9}`)
+	animals.expect(seq, `{"Animal":[`+cat+`,{"_id":"Dog/d","name":"d","breed":"lab","_CommitMetadata":{"_id":"1"}}]}`)
+	seq = w.replace(`{"@type":"Dog","@id":"Dog/d","name":"d","breed":"pug"}`)
+	animals.expect(seq, `{"Animal":[`+cat+`,{"_id":"Dog/d","name":"d","breed":"pug","_CommitMetadata":{"_id":"3"}}]}`)
+
+	seq = w.insert(`{"@type":"Hamster","@id":"Hamster/h","name":"h","wheel":true}`)
+	pets.expect(seq, `{"Pet":[{"_id":"Hamster/h","_type":"Hamster"}]}`)
+	seq = w.insert(`{"@type":"Pet","@id":"Pet/p","name":"p"}`)
+	pets.expect(seq, `{"Pet":[{"_id":"Hamster/h","_type":"Hamster"},{"_id":"Pet/p","_type":"Pet"}]}`)
+	// own's next result is this one: the commits before sent it nothing.
+	own.expect(seq, `{"Pet":[{"_id":"Pet/p","_type":"Pet"}]}`)
+	// Nor did any to animals since the Dog's.
+	seq = w.delete("Cat/c")
+	animals.expect(seq, `{"Animal":[{"_id":"Dog/d","name":"d","breed":"pug","_CommitMetadata":{"_id":"3"}}]}`)
+}
