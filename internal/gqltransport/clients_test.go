@@ -27,7 +27,7 @@ func TestGraphQLClients(t *testing.T) {
 		d.CreateDatabase(t, db, "type Dog { name: String! }")
 		dt.RunNode(t, dir, nil, script, d.URL+"/api/graphql/admin/"+db, authz)
 	}
-	d.CreateDatabase(t, "live", "type Person { name: String! team: String }")
+	d.CreateDatabase(t, "live", "type Person { name: String! team: String manager: Person }")
 	b := dt.Start(t, dt.WithDatabaseURL(d.DatabaseURL))
 	dt.RunNode(t, dir, nil, "live.mjs", d.URL+"/api/graphql/admin/live", b.URL+"/api/graphql/admin/live", authz)
 }

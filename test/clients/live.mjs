@@ -1,15 +1,18 @@
 // Runs mainstream GraphQL clients against live queries (docs/live-queries.md)
 // on two Sluice daemons sharing one Postgres: each client subscribes on
 // daemon A, and the documents are written through daemon B. The
-// database's schema has `type Person { name: String! team: String }`.
+// database's schema has `type Person { name: String! team: String
+// manager: Person }`.
 //
 // For each client: the first result is the current one (empty); a
 // matching insert gives the new result at that commit's position; an
 // insert outside the filter sends nothing (the next result stands at the
 // commit after it); complete. Then graphql-ws with JSON Patches applied
-// by fast-json-patch, equal to a query's result after every change, and
-// Apollo's useSubscription (React) through its link. Prints one line per
-// step; exits 1 on any failure.
+// by fast-json-patch, equal to a query's result after inserts, an update
+// leaving the filter, an update of a referenced document and a delete;
+// resuming with graphql-sse from a current and from an outdated result;
+// Apollo's useSubscription (React) through its link; query @live. Prints
+// one line per step; exits 1 on any failure.
 //
 //   node live.mjs <graphql url on A> <graphql url on B> <Authorization header value>
 import { createClient as createSSEClient } from 'graphql-sse';
@@ -48,10 +51,16 @@ async function post(query) {
 
 // write commits one person through daemon B and returns the position of
 // that commit (a query's right after it: nothing else writes meanwhile).
-async function write(id, team) {
-  const doc = { '@type': 'Person', '@id': 'Person/' + id, name: id, team };
-  await post(`mutation { _insertDocuments(json: ${JSON.stringify(JSON.stringify(doc))}) }`);
+async function write(id, team, { name = id, manager } = {}) {
+  const doc = { '@type': 'Person', '@id': 'Person/' + id, name, team };
+  if (manager) doc.manager = 'Person/' + manager;
+  await post(`mutation { _replaceDocuments(json: ${JSON.stringify(JSON.stringify(doc))}, create: true) }`);
   return (await post('{ Person(limit: 0) { name } }')).extensions.position;
+}
+
+// remove deletes a person through daemon B.
+async function remove(id) {
+  await post(`mutation { _deleteDocuments(ids: ["Person/${id}"]) }`);
 }
 
 const liveQuery = 'subscription Team($t: String) { Person(filter: {team: {eq: $t}}, orderBy: {name: ASC}) { name } }';
@@ -169,7 +178,8 @@ async function patches(team) {
   for (const id of ['b', 'd', 'f', 'h', 'j', 'l']) await write(team + id, team);
   const ws = wsClient();
   const box = inbox();
-  const dispose = ws.subscribe({ query: liveQuery, variables: { t: team }, extensions: { patch: 'json-patch' } },
+  const query = 'subscription Team($t: String) { Person(filter: {team: {eq: $t}}, orderBy: {name: ASC}) { name manager { name } } }';
+  const dispose = ws.subscribe({ query, variables: { t: team }, extensions: { patch: 'json-patch' } },
     { next: (r) => box.push(r), error: (e) => box.push(new Error(JSON.stringify(e))), complete: () => {} });
   let state = null;
   let revision = 0;
@@ -187,21 +197,63 @@ async function patches(team) {
     patched++;
   };
   const same = async () => {
-    const { data } = await post(`{ Person(filter: {team: {eq: "${team}"}}, orderBy: {name: ASC}) { name } }`);
+    const { data } = await post(`{ Person(filter: {team: {eq: "${team}"}}, orderBy: {name: ASC}) { name manager { name } } }`);
     const diff = compare(state, data);
     if (diff.length) fail(`patches: the patched result ${JSON.stringify(state)} differs from the query's ${JSON.stringify(data)}`);
   };
   await next();
   await same();
-  for (const id of ['m', 'c', 'a', 'z']) {
-    await write(team + id, team);
+  // Each changes the result.
+  const changes = [
+    () => write(team + 'm', team), // inserts, between and at either end
+    () => write(team + 'c', team),
+    () => write(team + 'a', team),
+    () => write(team + 'z', team, { manager: team + 'b' }),
+    () => write(team + 'b', 'elsewhere'), // z's manager leaves the filter
+    () => write(team + 'b', 'elsewhere', { name: 'Bea' }), // and is renamed: a nested field
+    () => remove(team + 'd'), // a delete
+  ];
+  for (const change of changes) {
+    await change();
     await next();
     await same();
   }
-  if (patched !== 4) fail(`patches: ${patched} of 4 changes came as patches`);
+  if (patched < 4) fail(`patches: ${patched} of ${changes.length} changes came as patches`);
   dispose();
   await ws.dispose();
   console.log('graphql-ws with JSON Patches: fast-json-patch reproduces every result');
+}
+
+// Resume with graphql-sse: from the position of a result that is still
+// current, the client gets nothing (the server's SSE event of only an id
+// dispatches nothing) until a change, then that result; from one that is
+// not, the current result at once.
+async function resume(team) {
+  const client = createSSEClient({ url, headers: { Authorization: authorization }, retryAttempts: 0 });
+  const open = (lastEventId) => {
+    const box = inbox();
+    const extensions = lastEventId ? { lastEventId } : undefined;
+    const dispose = client.subscribe({ query: liveQuery, variables: { t: team }, extensions },
+      { next: (r) => box.push(r), error: (e) => box.push(e instanceof Error ? e : new Error(JSON.stringify(e))), complete: () => {} });
+    return { box, dispose };
+  };
+  const check = (r, want, position) => {
+    if (names(r) !== want || r.extensions?.position !== position) fail(`resume: got ${JSON.stringify(r)}, want ${want} at ${position}`);
+  };
+  let sub = open();
+  const first = await sub.box.take('resume');
+  sub.dispose();
+  await write(team + 'x', 'elsewhere'); // changes nothing the query reads
+  sub = open(first.extensions.position);
+  const p1 = await write(team + '1', team);
+  check(await sub.box.take('resume unchanged'), team + '1', p1);
+  sub.dispose();
+  const p2 = await write(team + '2', team);
+  sub = open(p1);
+  check(await sub.box.take('resume changed'), `${team}1 ${team}2`, p2);
+  sub.dispose();
+  client.dispose();
+  console.log('graphql-sse resume: nothing while the result is current, then the change; the current result when it changed');
 }
 
 // query @live, as graphql-live-query clients send it, over graphql-sse.
@@ -232,6 +284,7 @@ await apollo('Apollo HttpLink multipart', 'am', new HttpLink({ uri: url, headers
 await apolloHook('ah');
 await urql('ur');
 await patches('pt');
+await resume('rs');
 await atLive('al');
 
 clearTimeout(timeout);
