@@ -252,6 +252,64 @@ func (q *LiveQuery) Database() *sluice.Database { return q.req.DB }
 // result (nil: any commit may), for the change feed to skip the others.
 func (q *LiveQuery) Classes() []string { return q.classes }
 
+// Key returns a field and a value that, of every change Affects may
+// judge as changing the result, the document before or after the change
+// has: the query's one root field lists documents whose field equals
+// value (a filter of an eq, alone or in a top-level AND, on a String, ID,
+// enum or reference field), and reads no class through a reference. ok
+// is false when there is no such pair: then any change of a class the
+// query reads may affect it. A feed judging many live queries looks up
+// the ones a change may affect by its images' values of field instead
+// of judging every one (Change.Value).
+func (q *LiveQuery) Key() (field, value string, ok bool) {
+	if q.anyCommit || len(q.fields) != 1 {
+		return "", "", false
+	}
+	f := &q.fields[0]
+	if len(f.refs) > 0 || f.refFilter || f.filt == nil {
+		return "", "", false
+	}
+	key := func(e filter.Expr) (string, string, bool) {
+		c, ok := e.(*filter.Compare)
+		if !ok || c.Op != filter.OpEq || c.Field == nil {
+			return "", "", false
+		}
+		if c.Type.Kind == sluice.TypeScalar && c.Type.Name != sluice.ScalarString && c.Type.Name != sluice.ScalarID {
+			return "", "", false // other scalars do not compare as strings
+		}
+		return c.Field.Name, c.Value.Str, true
+	}
+	if and, isAnd := f.filt.(*filter.And); isAnd {
+		for _, e := range and.Exprs {
+			if field, value, ok := key(e); ok {
+				return field, value, true
+			}
+		}
+		return "", "", false
+	}
+	return key(f.filt)
+}
+
+// Value returns the value of field in the change's document before
+// (after: false) or after it, when it is a string; ok is false when that
+// image has no such value. An image that did not decode gives ok true and
+// bad true: the change must then be judged by every live query.
+func (ch *Change) Value(after bool, field string) (v string, ok, bad bool) {
+	ch.decode()
+	if ch.bad {
+		return "", true, true
+	}
+	doc := ch.before
+	if after {
+		doc = ch.after
+	}
+	if doc == nil {
+		return "", false, false
+	}
+	v, ok = doc.Fields[field].(string)
+	return v, ok, false
+}
+
 // ReadsNothing reports whether the query reads no document, so that no
 // commit can change its result (only __typename and introspection).
 func (q *LiveQuery) ReadsNothing() bool { return !q.anyCommit && len(q.classes) == 0 }

@@ -98,26 +98,95 @@ type liveGroup struct {
 	// batch) and their live queries.
 	due []int
 	lqs []*graph.LiveQuery
+	// idx finds the shares a change may affect; built for evs.
+	idx *liveIndex
+	evs []changefeed.Evaluator
+}
+
+// liveIndex finds the live shares of a feed a change may affect without
+// judging every one: a cohort's live queries usually differ only in the
+// value one field must equal (`filter: {owner: {eq: $u}}`), so the
+// shares keyed by that field (graph.LiveQuery.Key) are looked up by the
+// change's values of it, before and after; the others are judged
+// whatever the change.
+type liveIndex struct {
+	field   string
+	byValue map[string][]*liveEvaluator
+	rest    []*liveEvaluator
+	all     []*liveEvaluator
+}
+
+// index returns the index of evs. The feed replaces its slice of
+// evaluators when a share attaches or detaches (changefeed's group), and
+// g keeps the slice it indexed, whose array therefore cannot be reused:
+// the same first element and length mean the same evaluators.
+func (g *liveGroup) index(evs []changefeed.Evaluator) *liveIndex {
+	if g.idx != nil && len(evs) == len(g.evs) && (len(evs) == 0 || &evs[0] == &g.evs[0]) {
+		return g.idx
+	}
+	x := &liveIndex{byValue: map[string][]*liveEvaluator{}}
+	for _, ev := range evs {
+		e := ev.(*liveEvaluator)
+		x.all = append(x.all, e)
+		field, value, ok := e.lq.Key()
+		if ok && x.field == "" {
+			x.field = field
+		}
+		if !ok || field != x.field {
+			x.rest = append(x.rest, e)
+			continue
+		}
+		x.byValue[value] = append(x.byValue[value], e)
+	}
+	g.idx, g.evs = x, evs
+	return x
 }
 
 // Note judges piece c for every live share of the feed that might need
 // it: one that read its result, reflects no later commit and is not
-// already due a read.
+// already due a read, and that the change may affect by the index.
 func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []changefeed.Evaluator) {
+	x := g.index(evs)
 	g.chs = g.chs[:0]
 	for i := range c.Changes {
 		g.chs = append(g.chs, graph.NewChange(&c.Changes[i]))
 	}
-	for _, ev := range evs {
-		e := ev.(*liveEvaluator)
+	judge := func(e *liveEvaluator, ch *graph.Change) {
 		if !e.ran || e.dirty || c.Seq <= e.seen {
+			return
+		}
+		if e.lq.Affects(ch) {
+			e.dirty, e.since = true, c.Time
+		}
+	}
+	for i := range g.chs {
+		ch := &g.chs[i]
+		if x.field == "" {
+			for _, e := range x.all {
+				judge(e, ch)
+			}
 			continue
 		}
-		for i := range g.chs {
-			if e.lq.Affects(&g.chs[i]) {
-				e.dirty, e.since = true, c.Time
-				break
+		before, okBefore, bad := ch.Value(false, x.field)
+		if bad {
+			for _, e := range x.all {
+				judge(e, ch)
 			}
+			continue
+		}
+		after, okAfter, _ := ch.Value(true, x.field)
+		if okBefore {
+			for _, e := range x.byValue[before] {
+				judge(e, ch)
+			}
+		}
+		if okAfter && (!okBefore || after != before) {
+			for _, e := range x.byValue[after] {
+				judge(e, ch)
+			}
+		}
+		for _, e := range x.rest {
+			judge(e, ch)
 		}
 	}
 	clear(g.chs) // hold no images between pieces

@@ -224,6 +224,18 @@ func TestLiveQueryCosts(t *testing.T) {
 	if got := metric(t, d, "sluice_live_query_statements_total") - statements; got != 1 {
 		t.Errorf("%v statements for two results of a cohort, want 1", got)
 	}
+	// A document that moves from one variable set's filter to the
+	// other's changes both results (found by its value before and after).
+	seq = w.replace(person("e", "Eve", "y", ""))
+	x1.expect(seq, `{"Person":[{"name":"Ann"},{"name":"Bob"},{"name":"Di"}]}`)
+	y.expect(seq, `{"Person":[{"name":"Cy"},{"name":"Eve"},{"name":"Flo"}]}`)
+	// A filter of a number or of two fields still finds what changes it.
+	n := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/cost",
+		body(`subscription { Person(filter: {age: {eq: 7}, _or: [{team: {eq: "x"}}, {team: {eq: "y"}}]}) { name } }`), nil, "Accept", sse)
+	n.connected()
+	n.expect(seq, `{"Person":[]}`)
+	seq = w.replace(`{"@type":"Person","@id":"Person/f","name":"Flo","team":"y","age":7}`) // y's result stays as it is
+	n.expect(seq, `{"Person":[{"name":"Flo"}]}`)
 }
 
 // TestLiveQueryBurst: commits in quick succession may be coalesced, but
