@@ -379,23 +379,23 @@ func (q *LiveQuery) Affects(ch *Change) bool {
 }
 
 // Run reads the query's result in one snapshot: its data (the JSON object
-// of the root fields, on one line) and the position it reflects (the zero
-// Position when it read nothing from the database). A result with errors
-// (a limit it went over, a reference it could not read) is a
-// *ResultError.
-func (q *LiveQuery) Run(ctx context.Context) ([]byte, sluice.Position, error) {
+// of the root fields, on one line), the position it reflects (the zero
+// Position when it read nothing from the database) and the snapshot's
+// access version. A result with errors (a limit it went over, a reference
+// it could not read) has a *ResultError.
+func (q *LiveQuery) Run(ctx context.Context) LiveResult {
 	rctx, snap := q.es.store.ReadSnapshot(ctx, q.req.DB)
 	x := q.execution(rctx)
 	if x.oneStatement(q.root) {
 		snap.OneStatement()
 	}
 	data, err := q.result(x)
-	pos := snapshotPosition(snap)
+	pos, access := snapshotPosition(snap), snap.AccessVersion()
 	snap.Close()
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return LiveResult{Err: err}
 	}
-	return data, pos, nil
+	return LiveResult{Data: data, Position: pos, Access: access}
 }
 
 // execution returns an execution of the query reading under ctx.
@@ -424,11 +424,15 @@ func snapshotPosition(snap *engine.Snapshot) sluice.Position {
 	return pos
 }
 
-// LiveResult is the result of one live query run with others (RunEach):
-// its data and the position it reflects, or its error.
+// LiveResult is the result of a live query's run: its data and the
+// position it reflects, or its error. Access is the access version of the
+// snapshot it was read in: the result is handed on only once the access
+// changes up to it are applied (changefeed.Hub.SyncAccess), since what it
+// read may have been written after them.
 type LiveResult struct {
 	Data     []byte
 	Position sluice.Position
+	Access   int64
 	Err      error
 }
 
@@ -446,7 +450,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		return out
 	}
 	if len(qs) == 1 {
-		out[0].Data, out[0].Position, out[0].Err = qs[0].Run(ctx)
+		out[0] = qs[0].Run(ctx)
 		return out
 	}
 	es, db := qs[0].es, qs[0].req.DB
@@ -476,7 +480,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 	if err != nil {
 		snap.Close()
 		for i, q := range qs {
-			out[i].Data, out[i].Position, out[i].Err = q.Run(ctx)
+			out[i] = q.Run(ctx)
 		}
 		return out
 	}
@@ -487,11 +491,11 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 	for i, q := range qs {
 		out[i].Data, out[i].Err = q.result(xs[i])
 	}
-	pos := snapshotPosition(snap)
+	pos, access := snapshotPosition(snap), snap.AccessVersion()
 	snap.Close()
 	for i := range out {
 		if out[i].Err == nil {
-			out[i].Position = pos
+			out[i].Position, out[i].Access = pos, access
 		}
 	}
 	return out

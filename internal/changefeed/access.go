@@ -184,6 +184,12 @@ func (gs *guards) check(ctx context.Context, grant *sluice.Grant) error {
 // with it, so a client that saw its stream end is refused at once.
 func (h *Hub) AccessSeen() int64 { return h.guards.seen.Load() }
 
+// SyncAccess applies every access change up to version v to the streams
+// of this process, as the tailer does before it hands on what it read at
+// v: what a stream reads itself in a snapshot that sees access version v
+// (a live query's result) may be handed on only once it returned nil.
+func (h *Hub) SyncAccess(ctx context.Context, v int64) error { return h.guards.sync(ctx, v) }
+
 // sync applies every access change up to version v to the guards (see the
 // comment at the top of this file). It returns once they are applied, or
 // an error when they could not be read; then nothing read at v may be

@@ -60,6 +60,7 @@ type liveCohort struct {
 // liveBatcher evaluates the live queries of a feed together; one per
 // Server, so that every live share has the same Batcher.
 type liveBatcher struct {
+	hub     *changefeed.Hub
 	metrics *metrics.Stream
 }
 
@@ -209,6 +210,20 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 	rctx, statements := engine.CountStatements(ctx)
 	res := graph.RunEach(rctx, g.lqs)
 	g.b.count(g.lqs[0], statements())
+	// What the reads saw may have been written after access changes that
+	// end some members: apply those first, so that an ended member never
+	// takes these results.
+	var access int64
+	for _, r := range res {
+		access = max(access, r.Access)
+	}
+	if err := syncAccess(ctx, g.b.hub, access); err != nil {
+		for _, i := range g.due {
+			out[i].Err = err
+		}
+		clear(g.lqs)
+		return
+	}
 	for j, i := range g.due {
 		if res[j].Err != nil {
 			out[i].Err = res[j].Err

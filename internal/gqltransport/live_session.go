@@ -117,11 +117,18 @@ type liveResume struct {
 // not the first one when it equals the result the client has.
 func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sluice.Position, patch bool) (*liveResume, error) {
 	rctx, statements := engine.CountStatements(ctx)
-	data, pos, err := lq.Run(rctx)
+	run := lq.Run(rctx)
 	t.live.count(lq, statements())
-	if err != nil {
+	if run.Err != nil {
+		return nil, run.Err
+	}
+	// What the read saw may have been written after an access change that
+	// ends this stream: apply those first (its Join then fails with the
+	// change's error, and nothing read is written).
+	if err := syncAccess(ctx, t.opts.Hub, run.Access); err != nil {
 		return nil, err
 	}
+	data, pos := run.Data, run.Position
 	changed := true
 	if pos.Epoch != "" {
 		changed = false
@@ -180,4 +187,14 @@ func (b *liveBatcher) count(lq *graph.LiveQuery, n int64) {
 		m.LiveReads.WithLabelValues(db).Inc()
 		m.LiveStatements.WithLabelValues(db).Add(float64(n))
 	}
+}
+
+// syncAccess applies the access changes up to version v (that of the
+// snapshot a result was read in) before the result is handed on; 0 is a
+// snapshot that read nothing, which has nothing to hold back.
+func syncAccess(ctx context.Context, hub *changefeed.Hub, v int64) error {
+	if v <= 0 {
+		return nil
+	}
+	return hub.SyncAccess(ctx, v)
 }

@@ -90,7 +90,7 @@ func NewServer(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
 	}
-	return &Server{opts: o, conns: newConnections(), live: &liveBatcher{metrics: o.Metrics}}
+	return &Server{opts: o, conns: newConnections(), live: &liveBatcher{hub: o.Hub, metrics: o.Metrics}}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests

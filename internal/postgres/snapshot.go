@@ -33,9 +33,10 @@ type Snapshot struct {
 	db   *DB
 	d    *sluice.Database
 	conn *pgxpool.Conn
-	// head is the counter's value in the snapshot, once begun.
-	head  int64
-	begun bool
+	// head is the counter's value in the snapshot, once begun; access
+	// the access version it sees (AccessVersion).
+	head, access int64
+	begun        bool
 	// one: the first statement is the only one (OneStatement); ended: it
 	// was, and the snapshot is over.
 	one, ended bool
@@ -73,6 +74,13 @@ func (s *Snapshot) Position() (p sluice.Position, ok bool) {
 	return sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: sluice.WholeCommit}, s.begun
 }
 
+// AccessVersion returns the access version the snapshot sees (0 until it
+// has begun). What it read may have been written after every access
+// change up to that version: a stream hands it on only once those
+// changes are applied to it (changefeed.Hub.SyncAccess), as it does with
+// the commits it follows.
+func (s *Snapshot) AccessVersion() int64 { return s.access }
+
 // Close ends the snapshot and gives its connection back.
 func (s *Snapshot) Close() {
 	if s.conn == nil {
@@ -96,7 +104,7 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 	s.conn = conn
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-	b.Queue("SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1", s.d.ID)
+	b.Queue("SELECT last_seq, "+accessVersionSQL+" FROM sluice.commit_counters WHERE db_id = $1", s.d.ID)
 	b.Queue(sql, args...)
 	if s.one {
 		b.Queue("ROLLBACK")
@@ -106,7 +114,7 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 		_ = br.Close()
 		return nil, mapError(err)
 	}
-	if err := br.QueryRow().Scan(&s.head); err != nil {
+	if err := br.QueryRow().Scan(&s.head, &s.access); err != nil {
 		_ = br.Close()
 		if err == pgx.ErrNoRows {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", s.d.Path())
