@@ -488,12 +488,11 @@ func (s *share) publishResult(r *Settled) {
 		}
 	}
 	s.mu.Lock()
-	if len(s.members) == 0 {
-		s.mu.Unlock()
-		return
-	}
-	// The older entries go, untaken or not: a member that did not take
-	// them skips to this one (Take).
+	// Kept even with no member: a share's first result may be settled
+	// before the member that made the share is added (its feed runs
+	// already), and that member then takes it. The older entries go,
+	// untaken or not: a member that did not take them skips to this one
+	// (Take).
 	clear(s.hist)
 	s.first += int64(len(s.hist))
 	s.hist = append(s.hist[:0], Entry{Start: r.Start, Time: r.Time, Events: r.Events, Frames: frames,

@@ -263,6 +263,7 @@ func TestStreamTicketRefusals(t *testing.T) {
 		{"GraphQL POST", "POST", "/api/graphql/acme/notes", []string{"Accept", "text/event-stream", "Content-Type", "application/json"}},
 		{"REST stream without Accept", "GET", restNotes, nil},
 		{"REST stream, Accept q=0", "GET", restNotes, []string{"Accept", "text/event-stream;q=0, */*"}},
+		{"GraphQL query preferring JSON", "GET", "/api/graphql/acme/notes?query=%7B+Note+%7B+_id+%7D+%7D", []string{"Accept", "application/json, text/event-stream;q=0.5"}},
 	}
 	for _, c := range notStreams {
 		t.Run("not a stream: "+c.name, func(t *testing.T) {

@@ -98,6 +98,11 @@ func livePatchOption(v any) (bool, error) {
 	return false, sluice.Errorf(sluice.CodeInvalid, "extensions.patch must be %q (send results as JSON Patches) or left out", patchMode)
 }
 
+// maxResumeScan is the most pieces of the log (about 64 KiB each) a
+// resumed live query judges to tell whether its result changed since its
+// client's position; past it, the client gets the current result.
+const maxResumeScan = 256
+
 // liveResume is what a resumed live query's client is owed first: the
 // current result (msg), or that its result is current (msg nil) at
 // position id; and which of its share's results to write after it.
@@ -132,7 +137,14 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	changed := true
 	if pos.Epoch != "" {
 		changed = false
+		pieces := 0
 		err := t.opts.Hub.Scan(ctx, lq.Database(), from, pos.Seq, func(c *sluice.Commit) bool {
+			// A client chooses its position: past a bound, sending the
+			// current result costs less than judging more of the log.
+			if pieces++; pieces > maxResumeScan {
+				changed = true
+				return false
+			}
 			for i := range c.Changes {
 				ch := graph.NewChange(&c.Changes[i])
 				if lq.Affects(&ch) {

@@ -92,9 +92,17 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 // is then one statement.
 func (db *DB) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []DocQuery) ([][]QueryDoc, error) {
 	out := make([][]QueryDoc, len(qs))
-	// Group the queries by the shape of their statements; a query that
-	// reads no table has no documents.
-	var groups [][]int
+	// Group the queries by the shape of their statements, in chunks of at
+	// most maxJoined queries and maxJoinedArgs parameters (Postgres takes
+	// at most 65,535; a statement of thousands of branches would cost its
+	// planning more than it saves); a query that reads no table has no
+	// documents.
+	type chunk struct {
+		which []int
+		args  int
+	}
+	var chunks []*chunk
+	open := map[int]*chunk{} // the chunk each shape fills, by its first query
 	var shapes []*statement
 	for i, q := range qs {
 		st, err := compileQuery(d, s, q, nil)
@@ -106,18 +114,31 @@ func (db *DB) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *slu
 		}
 		g := slices.IndexFunc(shapes, st.sameShape)
 		if g < 0 {
-			g = len(groups)
-			groups, shapes = append(groups, nil), append(shapes, st)
+			g = len(shapes)
+			shapes = append(shapes, st)
 		}
-		groups[g] = append(groups[g], i)
+		c := open[g]
+		if c == nil || len(c.which) == maxJoined || c.args+len(st.args) > maxJoinedArgs {
+			c = &chunk{}
+			open[g] = c
+			chunks = append(chunks, c)
+		}
+		c.which, c.args = append(c.which, i), c.args+len(st.args)
 	}
-	for _, g := range groups {
-		if err := db.queryJoined(ctx, d, s, qs, g, out); err != nil {
+	for _, c := range chunks {
+		if err := db.queryJoined(ctx, d, s, qs, c.which, out); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
+
+// The most queries, and parameters, one joined statement reads
+// (QueryDocumentsEach).
+const (
+	maxJoined     = 256
+	maxJoinedArgs = 30000
+)
 
 // queryJoined reads the documents of the queries qs[i], i in which, whose
 // statements have one shape, by one statement, into out[i].

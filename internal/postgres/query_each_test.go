@@ -34,6 +34,11 @@ func TestQueryDocumentsEach(t *testing.T) {
 			Order: []postgres.OrderKey{{Field: "name", Desc: true}}, Limit: 4}
 	}
 	fields := []string{"name", "age", "_CommitMetadata"}
+	// More queries than one statement joins: two statements.
+	var many []postgres.DocQuery
+	for i := range 300 {
+		many = append(many, person(i%5, i%2 == 0, int64(i%7), fields))
+	}
 	for _, c := range []struct {
 		name       string
 		qs         []postgres.DocQuery
@@ -46,6 +51,7 @@ func TestQueryDocumentsEach(t *testing.T) {
 			{Class: "Person", Classes: []string{"Person"}, IDs: []string{"Person/p00010"}, Limit: -1, Fields: []string{"email"}},
 		}, 1},
 		{"shapes differ", []postgres.DocQuery{person(1, false, 2, fields), person(1, false, 2, []string{"name"}), animals("dog"), person(2, true, 3, fields), animals("animal")}, 3},
+		{"more than one statement joins", many, 2},
 		{"one reads no table", []postgres.DocQuery{{Class: "Person"}, person(2, false, 5, fields)}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package rest
 
 import (
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -105,7 +105,8 @@ func errTicketNotStream() error {
 
 // authenticateStream authenticates the stream routes: like authenticate,
 // or with a stream ticket in ?ticket= when the request is an event stream
-// (GET, Accept: text/event-stream). The ticket is spent, then removed from
+// (GET, Accept preferring text/event-stream: protocol.SSE, as the GraphQL
+// transport will serve it). The ticket is spent, then removed from
 // the URL the handlers see, so their parameter checks and any URL they
 // log or echo never hold it.
 func (a *api) authenticateStream(next http.Handler) http.Handler {
@@ -117,7 +118,7 @@ func (a *api) authenticateStream(next http.Handler) http.Handler {
 			return
 		}
 		switch {
-		case r.Method != http.MethodGet || !acceptsEventStream(r.Header.Values("Accept")):
+		case r.Method != http.MethodGet || protocol.Of(r) != protocol.SSE:
 			writeError(w, r, errTicketNotStream())
 			return
 		case len(q[ticketParam]) > 1:
@@ -152,20 +153,3 @@ func routeDatabase(r *http.Request) string {
 	return org + "/" + name
 }
 
-// acceptsEventStream reports whether the Accept header values name
-// text/event-stream (with a q above 0).
-func acceptsEventStream(values []string) bool {
-	for _, v := range values {
-		for _, mr := range strings.Split(v, ",") {
-			t, params, err := mime.ParseMediaType(strings.TrimSpace(mr))
-			if err != nil || !strings.EqualFold(t, "text/event-stream") {
-				continue
-			}
-			if q, ok := params["q"]; ok && strings.Trim(q, "0.") == "" {
-				continue // q=0: not acceptable
-			}
-			return true
-		}
-	}
-	return false
-}
