@@ -152,4 +152,3 @@ func routeDatabase(r *http.Request) string {
 	}
 	return org + "/" + name
 }
-
