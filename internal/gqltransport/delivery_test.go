@@ -374,12 +374,15 @@ func TestDeliveryMetrics(t *testing.T) {
 		s.nexts(3)
 		s.Close()
 	}
-	// The streams count what is left when they end: wait for it
-	// (bounded) rather than sleeping.
+	// The streams count what is left when they end, and a stream may
+	// publish its count (once a second) just before it observes the
+	// latency of what it wrote: wait for both (bounded) rather than
+	// sleeping.
 	var m string
-	eventually.True(t, wait, "9 events delivered", func() bool {
+	eventually.True(t, wait, "9 events delivered and 2 latencies observed", func() bool {
 		m = metrics()
-		return dt.MetricValue(m, "sluice_stream_events_delivered_total", label) >= 9
+		return dt.MetricValue(m, "sluice_stream_events_delivered_total", label) >= 9 &&
+			dt.MetricValue(m, "sluice_stream_delivery_latency_seconds_count", label) >= 2
 	})
 	if got := dt.MetricValue(m, "sluice_stream_events_delivered_total", label); got != 9 {
 		t.Errorf("delivered %v, want 9 (3 events to 3 streams)", got)

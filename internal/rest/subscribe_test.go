@@ -594,11 +594,13 @@ func TestSubscribeMetrics(t *testing.T) {
 	insert(t, d, "shop", `{"@type":"Customer","name":"e"}`)
 	ids := s.ids(3)
 	// Published is counted when the tailer hands over, delivered after the
-	// write: wait for both (bounded) rather than sleeping.
-	eventually.True(t, wait, "published and delivered events counted", func() bool {
+	// write, the latency after that: wait for all three (bounded) rather
+	// than sleeping.
+	eventually.True(t, wait, "published and delivered events counted, latency observed", func() bool {
 		m = metrics()
 		return value(m, "sluice_stream_events_published_total", shop)-value(before, "sluice_stream_events_published_total", shop) >= 5 &&
-			value(m, "sluice_stream_events_delivered_total", rest)-value(before, "sluice_stream_events_delivered_total", rest) >= 3
+			value(m, "sluice_stream_events_delivered_total", rest)-value(before, "sluice_stream_events_delivered_total", rest) >= 3 &&
+			value(m, "sluice_stream_delivery_latency_seconds_count", rest) >= 1
 	})
 	if got := value(m, "sluice_stream_events_published_total", shop) - value(before, "sluice_stream_events_published_total", shop); got != 5 {
 		t.Errorf("published moved by %v, want 5", got)
