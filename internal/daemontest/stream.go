@@ -43,7 +43,7 @@ type StreamRequest struct {
 	Header []string
 	// Gate, when set, stops the reader after the first frame until it is
 	// closed: a client that stops reading.
-	Gate chan struct{}
+	Gate <-chan struct{}
 }
 
 // Stream is an open streaming response (the REST change stream, a GraphQL
@@ -56,7 +56,7 @@ type Stream struct {
 	frames chan Frame
 	cancel context.CancelFunc
 	done   chan struct{}
-	gate   chan struct{}
+	gate   <-chan struct{}
 }
 
 // OpenStream sends req with auth and, when the answer is 200, reads it as

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -208,73 +207,6 @@ func TestTwoDaemons(t *testing.T) {
 			t.Fatalf("event %d is %s", i, id)
 		}
 	}
-}
-
-// TestSlowReaderLosesNothing: a reader that stops while 10,000 events are
-// committed receives all of them in order later; a fast reader keeps up
-// meanwhile.
-func TestSlowReaderLosesNothing(t *testing.T) {
-	t.Parallel()
-	d := dt.Start(t)
-	d.CreateDatabase(t, "zoo", zooSDL)
-	gate := make(chan struct{})
-	q := `subscription { Dog_added { _id breed } }`
-	slow := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/zoo", body(q), gate, "Accept", sse)
-	fast := subscribe(t, d, "zoo", q)
-	slow.connected() // then it stops reading until the gate opens
-	fast.connected()
-
-	const writers, commits, docs = 4, 250, 10
-	const n = writers * commits * docs
-	breed := strings.Repeat("x", 1024)
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for c := range commits {
-				var b strings.Builder
-				b.WriteString("[")
-				for i := range docs {
-					if i > 0 {
-						b.WriteString(",")
-					}
-					fmt.Fprintf(&b, `{"@type":"Dog","@id":"Dog/w%d-c%d-d%d","name":"dog","breed":"%s"}`, w, c, i, breed)
-				}
-				b.WriteString("]")
-				if r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/zoo", b.String()); r.Status != 200 {
-					t.Errorf("insert: %d %s", r.Status, r.Body)
-					return
-				}
-			}
-		})
-	}
-	start := time.Now()
-	got, _ := fast.nexts(n)
-	t.Logf("fast reader done after %v", time.Since(start))
-	wg.Wait()
-	close(gate)
-	slowGot, _ := slow.nexts(n)
-	if strings.Join(slowGot, " ") != strings.Join(got, " ") {
-		t.Fatal("the slow reader's events differ from the fast reader's")
-	}
-	for i := 1; i < n; i++ {
-		if !positionLess(got[i-1], got[i]) {
-			t.Fatalf("events out of order: %s then %s", got[i-1], got[i])
-		}
-	}
-	// Both readers were in one share; the slow one left it to read the log.
-	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
-	if got := dt.MetricValue(m, "sluice_stream_catchups_total"); got < 1 {
-		t.Fatalf("catch-ups: %v, want at least 1", got)
-	}
-}
-
-// positionLess compares two event ids of one epoch.
-func positionLess(a, b string) bool {
-	var e string
-	var s1, i1, s2, i2 int
-	fmt.Sscanf(strings.ReplaceAll(a, "-", " "), "%s %d %d", &e, &s1, &i1)
-	fmt.Sscanf(strings.ReplaceAll(b, "-", " "), "%s %d %d", &e, &s2, &i2)
-	return s1 < s2 || s1 == s2 && i1 < i2
 }
 
 // TestDisconnectLeavesNoGoroutine is not parallel: goleak looks at every

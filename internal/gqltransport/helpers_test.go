@@ -58,7 +58,7 @@ func subscribe(t testing.TB, d *dt.Daemon, db, query string, header ...string) *
 	return mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/"+db, body(query), nil, append([]string{"Accept", sse}, header...)...)
 }
 
-func mustOpen(t testing.TB, d *dt.Daemon, auth dt.Auth, method, path, reqBody string, gate chan struct{}, header ...string) *stream {
+func mustOpen(t testing.TB, d *dt.Daemon, auth dt.Auth, method, path, reqBody string, gate <-chan struct{}, header ...string) *stream {
 	t.Helper()
 	return &stream{d.MustOpenStream(t, auth, dt.StreamRequest{Method: method, Path: path, Body: reqBody, Header: header, Gate: gate}), t, ""}
 }

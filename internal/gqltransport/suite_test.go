@@ -17,8 +17,9 @@ import (
 )
 
 // suiteQuery is the subscription every GraphQL transport runs in the
-// delivery suite.
-const suiteQuery = `subscription { Dog_added { _id } }`
+// delivery suite. It selects the name, which the slow reader check makes
+// 1 KiB long: events that overflow what a stream may hold back.
+const suiteQuery = `subscription { Dog_added { _id name } }`
 
 // result is a GraphQL ExecutionResult of the suite's subscription.
 type result struct {
@@ -60,7 +61,7 @@ func subscribeBody(from string, extra ...any) string {
 func TestDeliveryGuarantees(t *testing.T) {
 	t.Parallel()
 	for _, tr := range []deliverytest.Transport{
-		{Name: "graphql-sse", Open: openSSE(sse)},
+		{Name: "graphql-sse", Open: openSSE(sse), OpenGated: openGatedSSE},
 		{Name: "NDJSON", Open: openSSE(ndjson), NoPositions: true},
 		{Name: "graphql-sse single connection mode", Open: openSingle},
 		{Name: "Apollo multipart", Open: openMultipart},
@@ -81,6 +82,12 @@ func openSSE(accept string) func(*testing.T, *dt.Daemon, dt.Auth, string, string
 		s.connected()
 		return sseSub{s}
 	}
+}
+
+func openGatedSSE(t *testing.T, d *dt.Daemon, auth dt.Auth, db string, gate <-chan struct{}) deliverytest.Sub {
+	s := mustOpen(t, d, auth, http.MethodPost, "/api/graphql/admin/"+db, subscribeBody(""), gate, "Accept", sse)
+	s.connected() // then it stops reading until the gate opens
+	return sseSub{s}
 }
 
 type sseSub struct{ *stream }

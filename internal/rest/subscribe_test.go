@@ -44,17 +44,6 @@ func open(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, header ...strin
 	return &stream{d.MustOpenStream(t, auth, dt.StreamRequest{Path: path, Header: header}), t}
 }
 
-// tryOpenGated opens a stream whose reader stops after the first frame
-// until gate is closed; a non-200 answer is returned instead.
-func tryOpenGated(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, gate chan struct{}, header ...string) (*stream, *http.Response) {
-	t.Helper()
-	s, resp := d.OpenStream(t, auth, dt.StreamRequest{Path: path, Header: header, Gate: gate})
-	if resp != nil {
-		return nil, resp
-	}
-	return &stream{s, t}, nil
-}
-
 // connected reads the first frame and checks it is ": connected sub=<n>".
 func (s *stream) connected() {
 	s.t.Helper()
@@ -510,58 +499,6 @@ func TestSubscribeAfterUnwatchedWritesOnTwoDaemons(t *testing.T) {
 			t.Fatalf("event %d is %s, want %s (all: %v)", k, id, want, ids)
 		}
 	}
-}
-
-func TestSubscribeSlowReaderLosesNothing(t *testing.T) {
-	t.Parallel()
-	d := dt.Start(t)
-	d.CreateDatabase(t, "shop", shopSDL)
-	gate := make(chan struct{})
-	slow, resp := tryOpenGated(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", gate)
-	if resp != nil {
-		t.Fatalf("slow reader: status %d", resp.StatusCode)
-	}
-	fast := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog")
-	slow.connected() // then it stops reading until the gate opens
-	fast.connected()
-
-	// 10,000 events of about 1 KiB: 1,000 commits of 10 documents by 4
-	// concurrent writers, far more than the socket buffers and the slow
-	// subscriber's queue hold.
-	const writers, commits, docs = 4, 250, 10
-	const n = writers * commits * docs
-	breed := strings.Repeat("x", 1024)
-	var wg sync.WaitGroup
-	for w := range writers {
-		wg.Go(func() {
-			for c := range commits {
-				var b strings.Builder
-				b.WriteString("[")
-				for i := range docs {
-					if i > 0 {
-						b.WriteString(",")
-					}
-					fmt.Fprintf(&b, `{"@type":"Dog","@id":"w%d-c%d-d%d","name":"dog","breed":"%s"}`, w, c, i, breed)
-				}
-				b.WriteString("]")
-				if r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/shop", b.String()); r.Status != 200 {
-					t.Errorf("insert: %d %s", r.Status, r.Body)
-					return
-				}
-			}
-		})
-	}
-	// The fast reader receives everything while the slow one reads nothing.
-	start := time.Now()
-	got := fast.ids(n)
-	t.Logf("fast reader done after %v", time.Since(start))
-	wg.Wait()
-	close(gate)
-	if slowGot := slow.ids(n); strings.Join(slowGot, " ") != strings.Join(got, " ") {
-		t.Fatal("the slow reader's events differ from the fast reader's")
-	}
-	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
-	t.Logf("slow reader done after %v; catch-ups: %v", time.Since(start), dt.MetricValue(m, "sluice_stream_catchups_total"))
 }
 
 func TestSubscribeMetrics(t *testing.T) {

@@ -19,12 +19,19 @@ func TestDeliveryGuarantees(t *testing.T) {
 			if from != "" {
 				h = []string{"Last-Event-ID", from}
 			}
-			s := d.MustOpenStream(t, auth, dt.StreamRequest{Path: "/api/subscribe/admin/" + db + "/Dog", Header: h})
-			if f := s.Next(); !strings.HasPrefix(f.String(), ": connected sub=") {
-				t.Fatalf("first frame %q", f)
-			}
-			return restSub{s}
+			return openREST(t, d, dt.StreamRequest{Path: "/api/subscribe/admin/" + db + "/Dog", Header: h}, auth)
+		},
+		OpenGated: func(t *testing.T, d *dt.Daemon, auth dt.Auth, db string, gate <-chan struct{}) deliverytest.Sub {
+			return openREST(t, d, dt.StreamRequest{Path: "/api/subscribe/admin/" + db + "/Dog", Gate: gate}, auth)
 		}})
+}
+
+func openREST(t *testing.T, d *dt.Daemon, req dt.StreamRequest, auth dt.Auth) restSub {
+	s := d.MustOpenStream(t, auth, req)
+	if f := s.Next(); !strings.HasPrefix(f.String(), ": connected sub=") {
+		t.Fatalf("first frame %q", f)
+	}
+	return restSub{s}
 }
 
 type restSub struct{ *dt.Stream }

@@ -11,12 +11,15 @@
 //     from the position of a read, exactly the commits after the read);
 //   - an access change ends the stream with an error, and nothing of a
 //     later commit reaches it;
-//   - shutdown ends it normally (no error).
+//   - shutdown ends it normally (no error);
+//   - a client that stops reading loses nothing, and holds no one back
+//     (for the transports that give OpenGated).
 package deliverytest
 
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/sluice-dev/sluice"
@@ -35,6 +38,9 @@ type Transport struct {
 	// after position from ("": from now), and returns once the
 	// subscription is registered (its readiness frame was read).
 	Open func(t *testing.T, d *dt.Daemon, auth dt.Auth, db, from string) Sub
+	// OpenGated, when set, is Open from now for a client that stops
+	// reading after the readiness frame until gate is closed.
+	OpenGated func(t *testing.T, d *dt.Daemon, auth dt.Auth, db string, gate <-chan struct{}) Sub
 	// NoPositions is set for a transport whose events carry no position
 	// (NDJSON): the resume checks are skipped.
 	NoPositions bool
@@ -60,6 +66,9 @@ func Exercise(t *testing.T, tr Transport) {
 	}
 	t.Run("access end", func(t *testing.T) { t.Parallel(); accessEnd(t, tr) })
 	t.Run("shutdown", func(t *testing.T) { t.Parallel(); shutdown(t, tr) })
+	if tr.OpenGated != nil {
+		t.Run("slow reader", func(t *testing.T) { t.Parallel(); slowReader(t, tr) })
+	}
 }
 
 // insert commits Dogs names, one commit.
@@ -180,4 +189,72 @@ func shutdown(t *testing.T, tr Transport) {
 		t.Fatalf("%s: shutdown ended the stream with %q, want a normal end", tr.Name, msg)
 	}
 	<-stopped
+}
+
+// slowReader: a client that stops reading while 10,000 events of about
+// 1 KiB are committed (1,000 commits of 10 documents by 4 concurrent
+// writers: far more than the socket buffers and its queue hold) later
+// receives every one, in the order a client that kept up received them;
+// that client received them all meanwhile. The slow one left the share
+// they were in to read the log (a catch-up).
+func slowReader(t *testing.T, tr Transport) {
+	d := dt.Start(t)
+	d.CreateDatabase(t, "slow", SDL)
+	gate := make(chan struct{})
+	slow := tr.OpenGated(t, d, dt.Admin(), "slow", gate)
+	defer slow.Close()
+	fast := tr.Open(t, d, dt.Admin(), "slow", "")
+	defer fast.Close()
+
+	const writers, commits, docs = 4, 250, 10
+	const n = writers * commits * docs
+	name := strings.Repeat("x", 1024)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for c := range commits {
+				var b strings.Builder
+				b.WriteString("[")
+				for i := range docs {
+					if i > 0 {
+						b.WriteString(",")
+					}
+					fmt.Fprintf(&b, `{"@type":"Dog","@id":"Dog/w%d-c%d-d%d","name":"%s"}`, w, c, i, name)
+				}
+				b.WriteString("]")
+				if r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/slow", b.String()); r.Status != 200 {
+					t.Errorf("insert: %d %s", r.Status, r.Body)
+					return
+				}
+			}
+		})
+	}
+	got := make([]string, n)
+	var last *sluice.Position
+	for i := range got {
+		pos, id := fast.Next(t)
+		got[i] = pos + " " + id
+		if tr.NoPositions {
+			continue
+		}
+		p, err := sluice.ParsePosition(pos)
+		if err != nil {
+			t.Fatalf("%s: event %d: %v", tr.Name, i, err)
+		}
+		if last != nil && !last.Less(p) {
+			t.Fatalf("%s: position %s after %s", tr.Name, p, last)
+		}
+		last = &p
+	}
+	wg.Wait()
+	close(gate)
+	for i, want := range got {
+		if pos, id := slow.Next(t); pos+" "+id != want {
+			t.Fatalf("%s: the slow reader's event %d is %s %s, the fast reader's %s", tr.Name, i, pos, id, want)
+		}
+	}
+	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
+	if c := dt.MetricValue(m, "sluice_stream_catchups_total"); c < 1 {
+		t.Fatalf("%s: catch-ups %v, want at least 1", tr.Name, c)
+	}
 }
