@@ -457,11 +457,12 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 	rctx, snap := es.store.ReadSnapshot(ctx, db)
 	xs := make([]*execution, len(qs))
 	// The snapshot is not told it has one statement (Run's saving of a
-	// round trip): queries whose variables change their SQL's shape are
-	// read by a statement per shape.
+	// round trip): a large batch, or one whose variables change its SQL's
+	// shape, is read by several.
 	var (
 		batch   []engine.DocQuery
-		batched []int // the query of each of batch
+		batched []int    // the query of each of batch
+		aliases []string // and the field it is for
 	)
 	for i, q := range qs {
 		x := q.execution(rctx)
@@ -474,7 +475,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		if err != nil {
 			continue // its execution answers the error
 		}
-		batch, batched = append(batch, dq), append(batched, i)
+		batch, batched, aliases = append(batch, dq), append(batched, i), append(aliases, cf.Alias)
 	}
 	docs, err := es.store.QueryDocumentsEach(rctx, db, es.schema, batch)
 	if err != nil {
@@ -485,8 +486,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		return out
 	}
 	for j, i := range batched {
-		cf, _ := xs[i].readingRoot(qs[i].root)
-		xs[i].preread = map[string][]engine.QueryDoc{cf.Alias: docs[j]}
+		xs[i].preread = map[string][]engine.QueryDoc{aliases[j]: docs[j]}
 	}
 	for i, q := range qs {
 		out[i].Data, out[i].Err = q.result(xs[i])
