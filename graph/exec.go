@@ -2,7 +2,10 @@ package graph
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -40,6 +43,10 @@ type Store interface {
 type Request struct {
 	User *sluice.User
 	DB   *sluice.Database
+	// IdempotencyKey is the request's Idempotency-Key header, "" without
+	// one: a mutation is then idempotent under it (see
+	// engine.Idempotency).
+	IdempotencyKey string
 }
 
 type requestKey struct{}
@@ -148,6 +155,12 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		snap.Close()
 	case op.Operation.Operation == ast.Mutation:
 		resp.Data = x.mutation()
+		if x.commit != nil {
+			// What a read right after the commit answers: a stream
+			// resumed from it receives exactly the later commits.
+			graphql.RegisterExtension(rctx, "position", x.commit.End().String())
+			graphql.RegisterExtension(rctx, "version", x.commit.Version())
+		}
 	default:
 		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)"))
 	}
@@ -172,6 +185,25 @@ type execution struct {
 	// preread holds the documents of root class query fields (by alias)
 	// read before the execution, with other queries' (RunEach).
 	preread map[string][]engine.QueryDoc
+	// commit is the commit a mutation made (or, for an idempotent
+	// retry, the first one made).
+	commit *sluice.Commit
+}
+
+// requestHash returns the SHA-256 of what the operation asks: its
+// database, query, operation name and variables, so that a retry with the
+// same Idempotency-Key is known to be the same request.
+func (x *execution) requestHash() ([]byte, error) {
+	vars, err := json.Marshal(x.op.Variables) // map keys sorted
+	if err != nil {
+		return nil, fmt.Errorf("hash variables: %w", err)
+	}
+	h := sha256.New()
+	for _, part := range []string{"graphql", x.req.DB.Path(), x.op.RawQuery, x.op.OperationName, string(vars)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil), nil
 }
 
 // overRows reports whether the request has read more documents than its
@@ -226,10 +258,24 @@ func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err err
 	if code == sluice.CodeInternal && logger != nil {
 		logger.ErrorContext(ctx, "graphql request failed", "err", err)
 	}
+	if code == sluice.CodeOutcomeUnknown && logger != nil {
+		logger.WarnContext(ctx, "write outcome unknown: the connection to Postgres was lost while it committed", "err", err)
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		msg = "the request was cancelled"
 	}
-	return &gqlerror.Error{Message: msg, Path: path, Extensions: map[string]any{"code": code.GraphQLCode()}}
+	ext := map[string]any{"code": code.GraphQLCode()}
+	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
+		docs := make([]map[string]any, len(stale.Docs))
+		for i, d := range stale.Docs {
+			docs[i] = map[string]any{"_id": d.ID, "_version": nil}
+			if d.Version != "" {
+				docs[i]["_version"] = d.Version
+			}
+		}
+		ext["documents"] = docs
+	}
+	return &gqlerror.Error{Message: msg, Path: path, Extensions: ext}
 }
 
 // fieldPath returns the response path of a root field.

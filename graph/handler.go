@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 // Options configure a Handler. Zero values take the documented defaults.
@@ -140,8 +141,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErrors(w, media, http.StatusInternalServerError, gqlerror.List{ge})
 		return
 	}
+	key, err := engine.IdempotencyKeyOf(r.Header.Values("Idempotency-Key"))
+	if err != nil {
+		writeErrors(w, media, http.StatusBadRequest, gqlerror.List{toGQLError(r.Context(), h.opts.Logger, nil, err)})
+		return
+	}
 	// gqlgen's transports need the operation's start time.
-	ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d}))
+	ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d, IdempotencyKey: key}))
 	srv.serve(w, r.WithContext(ctx), media)
 }
 

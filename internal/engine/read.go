@@ -8,38 +8,49 @@ import (
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-// Document returns the API-form JSON of one document, and the position it
-// reflects (the newest commit in the snapshot it was read in); it needs
-// the read role. Fields the reader may not see (field protection) are
-// removed.
-func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string) ([]byte, sluice.Position, error) {
+// ReadDocument is one document as Document reads it.
+type ReadDocument struct {
+	// JSON is its API form, with its "@version".
+	JSON    []byte
+	Version string
+	// Position is the position the read reflects (the newest commit in
+	// the snapshot it was read in).
+	Position sluice.Position
+}
+
+// Document returns one document; it needs the read role. Fields the
+// reader may not see (field protection) are removed.
+func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string) (*ReadDocument, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return nil, err
 	}
 	_, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
 	}
 	// A key no document can have (NUL, invalid UTF-8, too long) is the
 	// client's mistake, and must not reach SQL.
 	if err := schema.CheckKey(key); err != nil {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return nil, err
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
 	snap.OneStatement()
-	b, err := e.store.Document(rctx, d, s, id)
+	b, version, err := e.store.Document(rctx, d, s, id)
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return nil, err
 	}
 	pos, _ := snap.Position()
 	out, err := redactFor(role, s, b)
-	return out, pos, err
+	if err != nil {
+		return nil, err
+	}
+	return &ReadDocument{JSON: out, Version: version, Position: pos}, nil
 }
 
 // DocumentQuery selects documents for Documents.

@@ -287,7 +287,7 @@ func TestWriteRefusesAChangedSchema(t *testing.T) {
 			if sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "schema of o/a changed") {
 				t.Fatalf("got %v, want a Conflict about the schema change", err)
 			}
-			if _, err := db.Document(ctx, d, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+			if _, _, err := db.Document(ctx, d, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
 				t.Fatalf("the document was written: %v", err)
 			}
 			if cs, err := db.CommitsAfter(ctx, d, 0, 10); err != nil || len(cs) != 0 {

@@ -15,37 +15,41 @@ import (
 )
 
 // Document returns the API-form JSON of document id ("Class/key") in
-// database d, or a NotFound error.
-func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
+// database d, with its "@version", and that version; or a NotFound error.
+func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, string, error) {
 	if err := checkText("document id", id); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	class, _, _ := strings.Cut(id, "/")
 	c := s.Class(class)
 	if c == nil || c.Kind != sluice.KindDocument {
-		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		return nil, "", sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
 	err := db.reader(ctx, d.ID).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
-		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		return nil, "", sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	if err != nil {
-		return nil, mapError(err)
+		return nil, "", mapError(err)
 	}
 	return rowJSON(c, raw)
 }
 
-func rowJSON(c *sluice.Class, raw []byte) ([]byte, error) {
+// rowJSON returns the API-form JSON of a table row read as to_jsonb, with
+// its "@version", and that version.
+func rowJSON(c *sluice.Class, raw []byte) ([]byte, string, error) {
 	row, err := decodeRow(raw)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	doc, err := rowToDocument(c, row)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return DocumentJSON(c, doc)
+	doc.Version = rowVersion(row)
+	b, err := DocumentJSON(c, doc)
+	return b, doc.Version, err
 }
 
 // Documents calls fn with the API-form JSON of each document of the given
@@ -75,7 +79,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		if err := rows.Scan(&ci, &id, &raw); err != nil {
 			return mapError(err)
 		}
-		b, err := rowJSON(s.Classes[classes[ci]], raw)
+		b, _, err := rowJSON(s.Classes[classes[ci]], raw)
 		if err != nil {
 			return err
 		}
@@ -167,12 +171,11 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	var c *sluice.Commit
 	for rows.Next() {
 		var cur sluice.Commit
-		var uid int64
 		var idx *int
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
+		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion); err != nil {
 			return nil, mapError(err)
 		}

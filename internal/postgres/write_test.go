@@ -246,7 +246,7 @@ func TestGroupCommitIsolatesAFailure(t *testing.T) {
 			if a, c := b.calls["a"].Load(), b.calls["c"].Load(); a != 2 || c != 2 {
 				t.Fatalf("the first and failing writes ran %d and %d times, want twice (then with savepoints)", a, c)
 			}
-			if _, err := db.Document(context.Background(), d, s, "Note/x"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+			if _, _, err := db.Document(context.Background(), d, s, "Note/x"); sluice.ErrorCode(err) != sluice.CodeNotFound {
 				t.Fatalf("the failed write's document was written: %v", err)
 			}
 			if n := xmins(t, db, d); n != 1 {
@@ -286,7 +286,7 @@ func TestWriteBeforeCommitsWithDocuments(t *testing.T) {
 	if sluice.ErrorCode(err) != sluice.CodeConflict {
 		t.Fatalf("existing organization: %v", err)
 	}
-	if _, err := db.Document(ctx, d, s, "Note/b"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+	if _, _, err := db.Document(ctx, d, s, "Note/b"); sluice.ErrorCode(err) != sluice.CodeNotFound {
 		t.Fatalf("Note/b was written: %v", err)
 	}
 	c, err := db.Write(ctx, WriteSpec{Before: org("q")})

@@ -108,6 +108,7 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/document/{org}/{db}", a.getDocuments)
 		r.Post("/api/document/{org}/{db}", a.insertDocuments)
 		r.Put("/api/document/{org}/{db}", a.replaceDocuments)
+		r.Patch("/api/document/{org}/{db}", a.patchDocument)
 		r.Delete("/api/document/{org}/{db}", a.deleteDocuments)
 
 		r.Get("/api/log/{org}/{db}", a.log)
