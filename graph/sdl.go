@@ -198,7 +198,7 @@ func (g *sdlGen) class(c *sluice.Class) {
 	}
 	if c.Kind != sluice.KindSubdocument {
 		g.p("  %s: ID!\n  %s: String!\n", fieldID, fieldType)
-		g.p("  \"The document's version: it changes with every change of the document, whoever makes it, and is the same on every replica. Give it back as _version to write only the version you read (an event gives the version its change made).\"\n")
+		g.p("  \"The document's version: new with every change of the document, by any writer, and the same on every replica (in an event, the version its change made). Give it back as _version to write only what you read.\"\n")
 		g.p("  %s: String!\n  %s: %s\n", fieldVersion, fieldCommit, typeCommitMetadata)
 	}
 	for _, f := range fields {
@@ -236,7 +236,7 @@ func (g *sdlGen) class(c *sluice.Class) {
 		g.p("input %s%s {\n", c.Name, suffixInput)
 		if c.Kind == sluice.KindDocument {
 			g.p("  \"The document id, \\\"%s/<key>\\\" or just the key; a new key is made when it is left out.\"\n  %s: ID\n", c.Name, fieldID)
-			g.p("  %s\n  %s: String\n", versionInputDescription, fieldVersion)
+			g.p("  \"For %s%s. %s\"\n  %s: String\n", c.Name, suffixReplace, versionInputDescription, fieldVersion)
 		}
 		for _, f := range c.Fields {
 			g.p("  %s: %s\n", f.Name, inputType(f))
@@ -244,9 +244,9 @@ func (g *sdlGen) class(c *sluice.Class) {
 		g.p("}\n\n")
 	}
 	if c.Kind == sluice.KindDocument {
-		g.p("\"A partial write of a %s document (%s%s): each field given replaces the document's (a subdocument is merged into the document's, as a JSON Merge Patch does), null removes an optional one, and a field left out is kept.\"\n", c.Name, c.Name, suffixUpdate)
+		g.p("\"A partial write of a %s document (%s%s): a field given replaces the document's (a subdocument is merged into the document's, as a JSON Merge Patch does), null removes an optional field, and a field left out is kept.\"\n", c.Name, c.Name, suffixUpdate)
 		g.p("input %s%s {\n  \"The document id, \\\"%s/<key>\\\" or just the key.\"\n  %s: ID!\n", c.Name, suffixPatch, c.Name, fieldID)
-		g.p("  %s\n  %s: String\n", versionInputDescription, fieldVersion)
+		g.p("  \"%s\"\n  %s: String\n", versionInputDescription, fieldVersion)
 		for _, f := range c.Fields {
 			g.p("  %s: %s\n", f.Name, strings.TrimSuffix(inputType(f), "!"))
 		}
@@ -255,7 +255,7 @@ func (g *sdlGen) class(c *sluice.Class) {
 }
 
 // versionInputDescription describes _version in input types.
-const versionInputDescription = `"When given, the write applies only if the document's _version is this one (it fails, writing nothing, naming each document that changed since)."`
+const versionInputDescription = "Write the document only if its _version is this one; otherwise the request fails, writing nothing, and names each such document with its current version."
 
 // indexedDescription returns the description of field f of class c in
 // the generated schema: desc, followed by a sentence saying that an index

@@ -347,7 +347,7 @@ func tableState(t *testing.T, d *dt.Daemon, db, class string) map[string]string 
 		if err := json.Unmarshal([]byte(line), &doc); err != nil {
 			t.Fatal(err)
 		}
-		state[doc.ID] = line
+		state[doc.ID] = withoutVersion(line)
 	}
 	return state
 }

@@ -158,28 +158,26 @@ func mediaType(r *http.Request) string {
 
 // writeResult answers a write: the ids it wrote, its commit, its
 // position (in Sluice-Position too: what a read right after it answers,
-// so a stream resumed from it receives exactly the later commits) and,
-// unless it deleted, the version it gave the documents (the ETag too,
-// when it wrote one document). An idempotent retry answers the same, and
-// says so in Idempotent-Replayed.
+// so a stream resumed from it receives exactly the later commits) and the
+// version it gave the documents (of a deletion, the version its events
+// carry); the version is the ETag too when the write inserted, replaced
+// or patched one document. An idempotent retry answers the same, and says
+// so in Idempotent-Replayed.
 func writeResult(w http.ResponseWriter, res *engine.WriteResult, deleted bool) {
 	pos := res.Commit.End().String()
 	w.Header().Set(positionHeader, pos)
 	if res.Replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	body := map[string]any{
+	if !deleted && len(res.IDs) == 1 {
+		w.Header().Set("ETag", etag(res.Commit.Version()))
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{
 		"ids":      res.IDs,
 		"commit":   res.Commit.ID(),
 		"position": pos,
-	}
-	if !deleted {
-		body["version"] = res.Commit.Version()
-		if len(res.IDs) == 1 {
-			w.Header().Set("ETag", etag(res.Commit.Version()))
-		}
-	}
-	writeJSON(w, http.StatusOK, success(body))
+		"version":  res.Commit.Version(),
+	}))
 }
 
 func (a *api) insertDocuments(w http.ResponseWriter, r *http.Request) {
@@ -246,12 +244,15 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
 	dec.UseNumber()
-	var patch map[string]any
-	if err := dec.Decode(&patch); err != nil || patch == nil {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = sluice.Errorf(sluice.CodeInvalid, "a merge patch is a JSON object of the fields to change (null removes one)")
-		}
+	var v any
+	err = dec.Decode(&v)
+	patch, isObject := v.(map[string]any)
+	if err != nil && !errors.Is(err, io.EOF) {
 		writeError(w, r, bodyError(err))
+		return
+	}
+	if !isObject {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "a merge patch is a JSON object of the fields to change (null removes one)"))
 		return
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
