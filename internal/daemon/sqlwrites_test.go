@@ -120,6 +120,7 @@ type restEvent struct {
 	Kind    string
 	Subject string          `json:"subject"`
 	User    string          `json:"user_id"`
+	Version string          `json:"version"`
 	Data    json.RawMessage `json:"data"`
 }
 

@@ -127,7 +127,7 @@ func (e *OpError) Unwrap() error { return e.Err }
 //
 // Every op is read and validated before anything is written, so a batch
 // of at most groupMax documents joins group commit as a REST request of
-// that size does.
+// that size does (one with an idempotency key never does).
 func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -143,19 +143,36 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 	ids := make([][]string, len(ops))
 	expects := make([][]sluice.Precondition, len(ops))
 	n := 0
-	for i, op := range ops {
-		if op.Kind == WritePatch {
-			ids[i], expects[i], err = checkPatches(s, op.Patches, false)
-		} else {
-			docs[i], ids[i], err = batchOp(s, op)
+	prepare := func() error {
+		for i, op := range ops {
+			var err error
+			if op.Kind == WritePatch {
+				ids[i], expects[i], err = checkPatches(s, op.Patches, false)
+			} else {
+				docs[i], ids[i], err = batchOp(s, op)
+			}
+			if err != nil {
+				return &OpError{Index: i, Err: err}
+			}
+			n += len(ids[i])
 		}
-		if err != nil {
-			return nil, nil, &OpError{Index: i, Err: err}
-		}
-		n += len(ids[i])
+		return nil
 	}
-	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax,
+	// With an idempotency key, the key is looked up first, inside the
+	// write's transaction (see writeDocs); the ops are read then.
+	keyed := opt.Idempotency != nil
+	if !keyed {
+		if err := prepare(); err != nil {
+			return nil, nil, err
+		}
+	}
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: !keyed && n <= groupMax,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			if keyed {
+				if err := prepare(); err != nil {
+					return err
+				}
+			}
 			for i, op := range ops {
 				var err error
 				if op.Kind == WritePatch {

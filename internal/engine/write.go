@@ -232,7 +232,10 @@ const groupMax = 100
 
 // writeDocs runs one document write request. An insert allows documents
 // without an @id, which get a random key. A request of at most groupMax
-// documents joins group commit; a larger one is written as it is read.
+// documents joins group commit; a larger one is written as it is read, and
+// so is one with an idempotency key, whose key is looked up before its
+// documents are read (a retry answers the first answer again even if it
+// would not validate now).
 func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -243,7 +246,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	}
 	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect}
 	var first []*sluice.Document
-	for len(first) <= groupMax {
+	for len(first) <= groupMax && opt.Idempotency == nil {
 		doc, err := v.next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -253,11 +256,11 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		}
 		first = append(first, doc)
 	}
-	if len(first) == 0 {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
+	if len(first) == 0 && opt.Idempotency == nil {
+		return nil, errNoDocuments
 	}
 	answer := func() ([]byte, error) { return json.Marshal(v.ids) }
-	if len(first) <= groupMax {
+	if len(first) <= groupMax && opt.Idempotency == nil {
 		r, err := postgres.EncodeRows(s, first)
 		if err != nil {
 			return nil, err
@@ -278,8 +281,10 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	}
 	// A large request: a goroutine reads, validates and encodes the rest
 	// while this one writes the chunks before it.
-	processGC.begin(e.gcPercent)
-	defer processGC.end(e.gcPercent)
+	if len(first) > groupMax {
+		processGC.begin(e.gcPercent)
+		defer processGC.end(e.gcPercent)
+	}
 	var chunks *chunkReader
 	key := e.idempotencyKey(u, opt, answer)
 	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key,
@@ -298,7 +303,13 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 					return err
 				}
 			}
-			return chunks.wait()
+			if err := chunks.wait(); err != nil {
+				return err
+			}
+			if len(v.ids) == 0 {
+				return errNoDocuments
+			}
+			return nil
 		}})
 	if chunks != nil {
 		chunks.stop()
@@ -316,6 +327,8 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	}
 	return res, nil
 }
+
+var errNoDocuments = sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
 
 // upsertError explains the error of a replace with create (not an insert)
 // that found a document missing and then could not create it: another
@@ -378,8 +391,10 @@ func (v *validator) sendChunks(chunk []*sluice.Document, encode func([]*sluice.D
 	}
 	// The documents read before the request was known to be large go
 	// first, as they are, so that Postgres starts writing at once.
-	if err := send(); err != nil {
-		return err
+	if len(chunk) > 0 {
+		if err := send(); err != nil {
+			return err
+		}
 	}
 	for !cr.stopped.Load() {
 		if len(chunk) >= chunkSize {

@@ -62,7 +62,7 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (
 	// A statement of its own, before the look-up: a statement's snapshot
 	// is taken when it starts, so a look-up in the same statement could
 	// miss the key of a write that committed while the lock was awaited.
-	if err := t.tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1::int, hashtext($2::text || '/' || $3::text))",
+	if err := t.tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1::int, hashtext($2::bigint::text || '/' || $3::text))",
 		idempotencyLockClass, k.UserID, k.Key).Scan(&locked); err != nil {
 		return nil, mapError(err)
 	}
