@@ -41,10 +41,16 @@ func (h *hookLog) seqs() []int64 {
 // commit is durable (readable from another connection) when it is called.
 func openNotes(t *testing.T) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
 	t.Helper()
+	return openNotesAt(t, pgtest.NewDatabase(t))
+}
+
+// openNotesAt is openNotes on the Postgres database at url.
+func openNotesAt(t *testing.T, url string) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
+	t.Helper()
 	ctx := context.Background()
 	h := &hookLog{}
 	var db *DB
-	db, err := Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)), OnCommit(func(c *sluice.Commit) {
+	db, err := Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)), OnCommit(func(c *sluice.Commit) {
 		cs, err := db.CommitsAfter(ctx, &sluice.Database{ID: c.DatabaseID}, c.Seq-1, 1)
 		h.mu.Lock()
 		defer h.mu.Unlock()
