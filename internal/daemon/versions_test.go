@@ -261,7 +261,9 @@ func TestRacingConditionalWrites(t *testing.T) {
 	var wg sync.WaitGroup
 	codes := make(chan int, 2)
 	for _, d := range []*dt.Daemon{a, b} {
-		wg.Go(func() { codes <- d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/race?id=Person/p", nil, "If-Match", tag).Status })
+		wg.Go(func() {
+			codes <- d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/race?id=Person/p", nil, "If-Match", tag).Status
+		})
 	}
 	wg.Wait()
 	if c1, c2 := <-codes, <-codes; c1+c2 != 200+412 {

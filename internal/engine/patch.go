@@ -54,7 +54,9 @@ func (e *Engine) Patch(ctx context.Context, u *sluice.User, org, name string, pa
 	}
 	res := &WriteResult{IDs: ids}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: len(patches) <= groupMax,
-		Documents: func(ctx context.Context, w *postgres.Writer) error { return writePatches(ctx, w, s, patches, ids, expect) }}
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			return writePatches(ctx, w, s, patches, ids, expect)
+		}}
 	return e.write(ctx, u, d, spec, opt, res)
 }
 
