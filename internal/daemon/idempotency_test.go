@@ -108,6 +108,11 @@ func TestIdempotentWrites(t *testing.T) {
 		t.Fatalf("%d commits, want 6", n)
 	}
 
+	// A write that cannot honour a key refuses it, rather than ignore it.
+	if r := a.Do(t, dt.Admin(), "POST", "/api/tokens", `{"name":"t"}`, "Idempotency-Key", "t1"); r.Status != 400 || !strings.Contains(string(r.Body), "Idempotency-Key is honoured by document writes") {
+		t.Fatalf("a token with a key: %d %s", r.Status, r.Body)
+	}
+
 	// A malformed key is refused.
 	for _, key := range []string{strings.Repeat("k", 256), "clé", `""`} {
 		if r := a.Do(t, dt.Admin(), "POST", "/api/document/admin/idem", body, "Idempotency-Key", key); r.Status != 400 {

@@ -84,6 +84,25 @@ func matchesETag(values []string, version string) bool {
 	return false
 }
 
+// refuseIdempotencyKeys refuses, with 400, an Idempotency-Key on a write
+// that cannot honour it: only document writes and GraphQL mutations
+// record their answers (the others' retries are harmless, such as a
+// second delete, or must not be answered again, such as a new token's
+// secret). Ignoring the key would let a client believe its retry safe.
+func refuseIdempotencyKeys(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if r.Header.Get("Idempotency-Key") != "" && !strings.HasPrefix(r.URL.Path, "/api/document/") && !strings.HasPrefix(r.URL.Path, "/api/graphql/") {
+				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by document writes (/api/document/…) and GraphQL mutations only; %s %s takes none", r.Method, r.URL.Path))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // requestHash hashes what a write request asks: its method, path, query,
 // media type, conditional headers and body, so that a retry with the same
 // Idempotency-Key is known to be the same request. Install replaces the
