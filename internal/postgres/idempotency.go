@@ -74,7 +74,9 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (
 	b.Queue("DELETE FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at <= now() - make_interval(secs => $3)",
 		k.UserID, k.Key, k.Retention.Seconds())
 	b.Queue("SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2", k.UserID, k.Key)
-	b.Queue("SELECT count(*) FROM (SELECT 1 FROM sluice.idempotency_keys WHERE user_id = $1 LIMIT $2) k", k.UserID, max(k.MaxKeys, 1))
+	// Keys past their retention, not pruned yet, do not count.
+	b.Queue(`SELECT count(*) FROM (SELECT 1 FROM sluice.idempotency_keys
+		WHERE user_id = $1 AND created_at > now() - make_interval(secs => $3) LIMIT $2) k`, k.UserID, max(k.MaxKeys, 1), k.Retention.Seconds())
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
