@@ -127,7 +127,7 @@ func (e *OpError) Unwrap() error { return e.Err }
 //
 // Every op is read and validated before anything is written, so a batch
 // of at most groupMax documents joins group commit as a REST request of
-// that size does (one with an idempotency key never does).
+// that size does.
 func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -158,21 +158,22 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 		}
 		return nil
 	}
-	// With an idempotency key, the key is looked up first, inside the
-	// write's transaction (see writeDocs); the ops are read then.
-	keyed := opt.Idempotency != nil
-	if !keyed {
-		if err := prepare(); err != nil {
+	if err := prepare(); err != nil {
+		c, answer, kerr := e.recorded(ctx, u, d, opt)
+		if kerr != nil {
+			return nil, nil, kerr
+		}
+		if c == nil {
 			return nil, nil, err
 		}
+		var replayed [][]string
+		if err := json.Unmarshal(answer, &replayed); err != nil {
+			return nil, nil, fmt.Errorf("idempotency key's answer: %w", err)
+		}
+		return replayed, c, nil
 	}
-	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: !keyed && n <= groupMax,
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
-			if keyed {
-				if err := prepare(); err != nil {
-					return err
-				}
-			}
 			for i, op := range ops {
 				var err error
 				if op.Kind == WritePatch {

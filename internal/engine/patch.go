@@ -44,13 +44,13 @@ func (e *Engine) Patch(ctx context.Context, u *sluice.User, org, name string, pa
 	}
 	if !opt.Expect.None() {
 		if len(patches) != 1 {
-			return nil, errOnePrecondition
+			return e.refused(ctx, u, d, opt, errOnePrecondition)
 		}
 		patches[0].Expect = opt.Expect
 	}
 	ids, expect, err := checkPatches(s, patches, !opt.Expect.None())
 	if err != nil {
-		return nil, err
+		return e.refused(ctx, u, d, opt, err)
 	}
 	res := &WriteResult{IDs: ids}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: len(patches) <= groupMax,

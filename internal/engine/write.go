@@ -135,17 +135,17 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 		return nil, err
 	}
 	if err := checkDeleteIDs(s, ids); err != nil {
-		return nil, err
+		return e.refused(ctx, u, d, opt, err)
 	}
 	if !opt.Expect.None() {
 		if len(ids) != 1 || expect != nil && !expect[0].None() && expect[0] != opt.Expect {
-			return nil, errOnePrecondition
+			return e.refused(ctx, u, d, opt, errOnePrecondition)
 		}
 		expect = []sluice.Precondition{opt.Expect}
 	}
 	for _, p := range expect {
 		if p.Absent {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "a delete cannot require that its document does not exist (If-None-Match: *)")
+			return e.refused(ctx, u, d, opt, sluice.Errorf(sluice.CodeInvalid, "a delete cannot require that its document does not exist (If-None-Match: *)"))
 		}
 	}
 	res := &WriteResult{IDs: ids}
@@ -232,10 +232,7 @@ const groupMax = 100
 
 // writeDocs runs one document write request. An insert allows documents
 // without an @id, which get a random key. A request of at most groupMax
-// documents joins group commit; a larger one is written as it is read, and
-// so is one with an idempotency key, whose key is looked up before its
-// documents are read (a retry answers the first answer again even if it
-// would not validate now).
+// documents joins group commit; a larger one is written as it is read.
 func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 	if err != nil {
@@ -246,21 +243,21 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	}
 	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect}
 	var first []*sluice.Document
-	for len(first) <= groupMax && opt.Idempotency == nil {
+	for len(first) <= groupMax {
 		doc, err := v.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return e.refused(ctx, u, d, opt, err)
 		}
 		first = append(first, doc)
 	}
-	if len(first) == 0 && opt.Idempotency == nil {
-		return nil, errNoDocuments
+	if len(first) == 0 {
+		return e.refused(ctx, u, d, opt, errNoDocuments)
 	}
 	answer := func() ([]byte, error) { return json.Marshal(v.ids) }
-	if len(first) <= groupMax && opt.Idempotency == nil {
+	if len(first) <= groupMax {
 		r, err := postgres.EncodeRows(s, first)
 		if err != nil {
 			return nil, err
@@ -281,10 +278,8 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 	}
 	// A large request: a goroutine reads, validates and encodes the rest
 	// while this one writes the chunks before it.
-	if len(first) > groupMax {
-		processGC.begin(e.gcPercent)
-		defer processGC.end(e.gcPercent)
-	}
+	processGC.begin(e.gcPercent)
+	defer processGC.end(e.gcPercent)
 	var chunks *chunkReader
 	key := e.idempotencyKey(u, opt, answer)
 	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key,
@@ -303,13 +298,7 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 					return err
 				}
 			}
-			if err := chunks.wait(); err != nil {
-				return err
-			}
-			if len(v.ids) == 0 {
-				return errNoDocuments
-			}
-			return nil
+			return chunks.wait()
 		}})
 	if chunks != nil {
 		chunks.stop()
@@ -326,6 +315,42 @@ func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string
 		}
 	}
 	return res, nil
+}
+
+// refused answers a write refused before it ran (an invalid request): with
+// an idempotency key, a write that recorded the key answers instead (see
+// recorded).
+func (e *Engine) refused(ctx context.Context, u *sluice.User, d *sluice.Database, opt WriteOptions, err error) (*WriteResult, error) {
+	c, answer, kerr := e.recorded(ctx, u, d, opt)
+	if kerr != nil {
+		return nil, kerr
+	}
+	if c == nil {
+		return nil, err
+	}
+	res := &WriteResult{Commit: c, Replayed: true}
+	if err := json.Unmarshal(answer, &res.IDs); err != nil {
+		return nil, fmt.Errorf("idempotency key's answer: %w", err)
+	}
+	return res, nil
+}
+
+// recorded looks up opt's idempotency key for a write refused before it
+// ran: a retry of a write that succeeded answers as it did (the commit and
+// the answer it recorded), even if the request would not be valid now.
+// The key's own refusal (another request with it, or one still running)
+// is the error. Without a key, or with one not recorded, the commit is
+// nil.
+func (e *Engine) recorded(ctx context.Context, u *sluice.User, d *sluice.Database, opt WriteOptions) (*sluice.Commit, []byte, error) {
+	key := e.idempotencyKey(u, opt, nil)
+	if key == nil {
+		return nil, nil, nil
+	}
+	c, err := e.store.Recorded(ctx, d, key)
+	if err != nil || c == nil {
+		return nil, nil, err
+	}
+	return c, key.Replayed, nil
 }
 
 var errNoDocuments = sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")

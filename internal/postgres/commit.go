@@ -52,7 +52,7 @@ type WriteSpec struct {
 	// of its database (group commit; see group.go). Documents may then
 	// run more than once, each run but the last rolled back, so it must
 	// write the same documents each time: set Group only when they are in
-	// memory. A write with Before or Idempotency never shares.
+	// memory. A write with Before never shares.
 	Group bool
 
 	// Idempotency, when set, makes the write idempotent under its key
@@ -116,7 +116,7 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 			return err
 		}
 	}
-	if spec.Group && spec.Before == nil && spec.Idempotency == nil && spec.Documents != nil {
+	if spec.Group && spec.Before == nil && spec.Documents != nil {
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
 		return j.commit, j.err
@@ -125,9 +125,12 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	replayed := false
 	err := db.transact(ctx, func(tx *Tx) error {
 		if k := spec.Idempotency; k != nil {
-			first, err := tx.claim(ctx, spec.Database, k)
+			first, refused, err := tx.claim(ctx, spec.Database, k)
 			if err != nil {
 				return err
+			}
+			if refused != nil {
+				return refused
 			}
 			if first != nil {
 				c, replayed = first, true

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,8 +12,8 @@ import (
 	"github.com/sluice-dev/sluice"
 )
 
-// Idempotent writes. A write with an IdempotencyKey runs in a transaction
-// of its own (never group commit) that first takes a transaction-scoped
+// Idempotent writes. A write with an IdempotencyKey first takes, in its
+// transaction (its own, or a group-commit batch's), a transaction-scoped
 // advisory lock named by the user and the key, without waiting: a request
 // that finds it held answers that the first is still running. Holding it,
 // the write looks the key up: a key recorded by an earlier write answers
@@ -38,6 +39,8 @@ type IdempotencyKey struct {
 	// Retention is how long a key is kept (idempotency_retention); an
 	// older one no longer answers. MaxKeys bounds the keys one user keeps
 	// (0: no bound): past it, a new key is refused with TooManyRequests.
+	// Above keySample keys, the bound is checked on a random sample of
+	// new keys, so a user may pass it by about a sixty-fourth of it.
 	Retention time.Duration
 	MaxKeys   int
 
@@ -47,72 +50,127 @@ type IdempotencyKey struct {
 	Replayed []byte
 }
 
+// idempotencyName names a key: its user and the key.
+type idempotencyName struct {
+	user int64
+	key  string
+}
+
+// keySample is how many of a user's keys a claim reads on average to
+// check the user's bound (see claim).
+const keySample = 64
+
 // idempotencyLockClass is the first key of the two-key advisory locks of
 // idempotency keys, which keeps them apart from every other advisory lock
 // of Sluice (the one-key form, a space of its own).
 const idempotencyLockClass = 0x1de4
 
-// claim takes k's lock in t's transaction and looks k up. It returns the
-// commit of the write that recorded k (setting k.Replayed), nil when k is
-// new, or an error: Conflict while another request holds the key,
-// Unprocessable when k was recorded for another request, TooManyRequests
-// when the user keeps k.MaxKeys keys.
-func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (*sluice.Commit, error) {
-	var locked bool
-	// A statement of its own, before the look-up: a statement's snapshot
-	// is taken when it starts, so a look-up in the same statement could
-	// miss the key of a write that committed while the lock was awaited.
-	if err := t.tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1::int, hashtext($2::bigint::text || '/' || $3::text))",
-		idempotencyLockClass, k.UserID, k.Key).Scan(&locked); err != nil {
-		return nil, mapError(err)
-	}
-	if !locked {
-		return nil, &sluice.Error{Code: sluice.CodeConflict, Retry: time.Second,
-			Message: "a request with this Idempotency-Key is still running: retry once it has answered, which then answers the same"}
-	}
+// claim takes k's lock in t's transaction and looks k up, in one round
+// trip. It returns the commit of the write that recorded k (setting
+// k.Replayed), nil when k is new, or refused, an error that refuses this
+// write alone (the transaction goes on): Conflict while another request
+// holds the key, Unprocessable when k was recorded for another request,
+// TooManyRequests when the user keeps k.MaxKeys keys. err is an error of
+// the transaction.
+func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (first *sluice.Commit, refused, err error) {
+	k.Replayed = nil
+	lock := "pg_try_advisory_xact_lock($1::int, hashtext($2::bigint::text || '/' || $3::text))"
 	b := &pgx.Batch{}
-	b.Queue("DELETE FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at <= now() - make_interval(secs => $3)",
-		k.UserID, k.Key, k.Retention.Seconds())
+	b.Queue("SELECT "+lock, idempotencyLockClass, k.UserID, k.Key)
+	// The statements after the lock's are statements of their own, so
+	// their snapshots are taken once it is held: they see the key of a
+	// write that committed just before. Without the lock, only the lock's
+	// answer counts, and the DELETE (of an expired key) deletes nothing:
+	// with the lock's condition, it does not wait for a row of the key
+	// that the holder is changing.
+	b.Queue(`DELETE FROM sluice.idempotency_keys WHERE user_id = $2 AND key = $3
+		AND created_at <= now() - make_interval(secs => $4) AND `+lock,
+		idempotencyLockClass, k.UserID, k.Key, k.Retention.Seconds())
 	b.Queue("SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2", k.UserID, k.Key)
-	// Keys past their retention, not pruned yet, do not count.
-	b.Queue(`SELECT count(*) FROM (SELECT 1 FROM sluice.idempotency_keys
-		WHERE user_id = $1 AND created_at > now() - make_interval(secs => $3) LIMIT $2) k`, k.UserID, max(k.MaxKeys, 1), k.Retention.Seconds())
+	// Counting a user's keys reads up to MaxKeys of them: it is done for
+	// a random sample of claims, one in MaxKeys/keySample (each, up to
+	// keySample), so that a claim reads keySample keys on average. A user
+	// may then pass the bound by about MaxKeys/keySample keys. Keys past
+	// their retention, not pruned yet, do not count.
+	count := k.MaxKeys > 0 && rand.IntN(max(k.MaxKeys/keySample, 1)) == 0
+	if count {
+		b.Queue(`SELECT count(*) FROM (SELECT 1 FROM sluice.idempotency_keys
+			WHERE user_id = $1 AND created_at > now() - make_interval(secs => $3) LIMIT $2) k`, k.UserID, k.MaxKeys, k.Retention.Seconds())
+	}
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
+	var locked bool
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		return nil, nil, mapError(err)
+	}
 	if _, err := br.Exec(); err != nil {
-		return nil, mapError(err)
+		return nil, nil, mapError(err)
 	}
 	var dbID int64
 	var request, answer []byte
 	c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
-	err := br.QueryRow().Scan(&dbID, &request, &c.Seq, &c.UID, &answer)
+	err = br.QueryRow().Scan(&dbID, &request, &c.Seq, &c.UID, &answer)
 	found := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, mapError(err)
+		return nil, nil, mapError(err)
 	}
-	var kept int
-	if err := br.QueryRow().Scan(&kept); err != nil {
-		return nil, mapError(err)
+	kept := 0
+	if count {
+		if err := br.QueryRow().Scan(&kept); err != nil {
+			return nil, nil, mapError(err)
+		}
 	}
 	if err := br.Close(); err != nil {
-		return nil, mapError(err)
+		return nil, nil, mapError(err)
 	}
-	if !found {
-		if k.MaxKeys > 0 && kept >= k.MaxKeys {
-			return nil, &sluice.Error{Code: sluice.CodeTooMany, Retry: time.Minute,
-				Message: "this user keeps as many Idempotency-Keys as idempotency_max_keys allows; retry once older ones expire (idempotency_retention), or send the write without one"}
-		}
-		return nil, nil
+	switch {
+	case !locked:
+		return nil, errKeyInFlight, nil
+	case !found && count && kept >= k.MaxKeys:
+		return nil, &sluice.Error{Code: sluice.CodeTooMany, Retry: time.Minute,
+			Message: "this user keeps as many Idempotency-Keys as idempotency_max_keys allows; retry once older ones expire (idempotency_retention), or send the write without one"}, nil
+	case !found:
+		return nil, nil, nil
 	}
 	got, err := k.Request()
 	if err != nil {
-		return nil, err
+		return nil, err, nil // the request's own error (its body)
 	}
 	if dbID != d.ID || !bytes.Equal(got, request) {
-		return nil, sluice.Errorf(sluice.CodeUnprocessable, "this Idempotency-Key was used for another request: a retry must send the same request (method, path, query, conditional headers and body); use a new key for a new request")
+		return nil, sluice.Errorf(sluice.CodeUnprocessable, "this Idempotency-Key was used for another request: a retry must send the same request (method, path, query, conditional headers and body); use a new key for a new request"), nil
 	}
 	k.Replayed = answer
-	return c, nil
+	return c, nil, nil
+}
+
+// errKeyInFlight refuses a write whose Idempotency-Key another request
+// holds.
+var errKeyInFlight = &sluice.Error{Code: sluice.CodeConflict, Retry: time.Second,
+	Message: "a request with this Idempotency-Key is still running: retry once it has answered, which then answers the same"}
+
+// Recorded answers for a write that failed before it could look its key
+// up (its request is invalid): the commit of the write that recorded k
+// (setting k.Replayed), so that a retry of a write that succeeded answers
+// its first answer even if the request would not be valid now; or nil
+// when k is not recorded; or the error refusing it (Conflict,
+// Unprocessable, as Write would).
+func (db *DB) Recorded(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (*sluice.Commit, error) {
+	var first *sluice.Commit
+	err := db.transact(ctx, func(tx *Tx) error {
+		c, refused, err := tx.claim(ctx, d, k)
+		if err != nil {
+			return err
+		}
+		if refused != nil && sluice.ErrorCode(refused) != sluice.CodeTooMany {
+			return refused
+		}
+		first = c
+		return errReplayed // only a look-up: roll back
+	})
+	if errors.Is(err, errReplayed) {
+		err = nil
+	}
+	return first, err
 }
 
 // recordKey queues, in b, the statement that records k for the write w,
