@@ -103,7 +103,7 @@ func options() []option {
 				return nil
 			}),
 		countOption("idempotency_max_keys", "10000",
-			"most Idempotency-Keys one user keeps within idempotency_retention; past it a write with a new key is answered 429 (writes without one are not affected)",
+			"most Idempotency-Keys one user keeps within idempotency_retention; past it a write with a new key is answered 429 (writes without one are not affected); above 64 it is checked on a sample of new keys, so a user may pass it by about a sixty-fourth",
 			func(c *Config, n int) { c.IdempotencyMaxKeys = n }),
 		durationOption("shutdown_timeout", "10s",
 			"on SIGTERM or SIGINT, how long to wait for requests and streams to finish before closing them (0 closes them at once)",
