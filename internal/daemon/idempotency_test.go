@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,6 +188,52 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 	sameAnswer(t, first, b.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/flight", whole, "Content-Type", "application/x-ndjson", "Idempotency-Key", "upload-1"))
 	if n := logLength(t, a, "flight"); n != 1 {
 		t.Fatalf("%d commits, want 1", n)
+	}
+}
+
+// TestIdempotencyKeyRacesItself: the same keyed write sent eight times at
+// once, to two replicas (several land in one group-commit batch): one
+// commit, and every answer is that commit's (200, the same body) or says
+// the first is still running (409).
+func TestIdempotencyKeyRacesItself(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "race8", versionsSDL)
+	for round := range 5 {
+		key := fmt.Sprintf("race-%d", round)
+		answers := make(chan dt.Response, 8)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 8 {
+			d := []*dt.Daemon{a, b}[i%2]
+			wg.Go(func() {
+				<-start
+				answers <- d.Do(t, dt.Admin(), "POST", "/api/document/admin/race8", `{"@type":"Person","name":"Racer"}`, "Idempotency-Key", key)
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		var body []byte
+		for r := range answers {
+			switch r.Status {
+			case 200:
+				if body != nil && !bytes.Equal(body, r.Body) {
+					t.Fatalf("round %d: two answers %s and %s", round, body, r.Body)
+				}
+				body = r.Body
+			case 409:
+			default:
+				t.Fatalf("round %d: %d %s", round, r.Status, r.Body)
+			}
+		}
+		if body == nil {
+			t.Fatalf("round %d: no write answered 200", round)
+		}
+		if n := logLength(t, a, "race8"); n != round+1 {
+			t.Fatalf("round %d: %d commits, want %d", round, n, round+1)
+		}
 	}
 }
 
