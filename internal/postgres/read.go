@@ -179,7 +179,6 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		if c == nil || c.Seq != cur.Seq {
 			c = &cur
 			c.Epoch = d.Epoch
-			c.Changes = make([]sluice.Change, 0, c.NumChanges)
 			out = append(out, c)
 		}
 		if idx == nil {
@@ -193,7 +192,27 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		return nil, mapError(err)
 	}
 	rows.Close()
+	for _, c := range out {
+		db.checkCount(d, c)
+	}
 	return out, db.documentImages(ctx, d, out)
+}
+
+// checkCount checks the count of changes commit c records against the
+// changes read, all of its stored ones: what is stored wins, and a
+// difference is logged. Sluice's commits count what they write, and SQL
+// commits what they stored (migration 11); a difference means the log
+// was written by someone else.
+func (db *DB) checkCount(d *sluice.Database, c *sluice.Commit) {
+	n := 0
+	if k := len(c.Changes); k > 0 {
+		n = c.Changes[k-1].Index + 1
+	}
+	if n != c.NumChanges {
+		db.logger.Error("a commit records another number of changes than it holds; its stored changes are read",
+			"database_id", d.ID, "commit", c.Seq, "recorded", c.NumChanges, "stored", n)
+		c.NumChanges = n
+	}
 }
 
 // appendChanges appends the changes of one row of sluice.changes (see
