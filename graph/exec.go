@@ -26,7 +26,10 @@ type Store interface {
 	QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []engine.DocQuery) ([][]engine.QueryDoc, error)
 	// DocumentsByID returns at most limit documents (< 0: no limit).
 	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error)
-	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error)
+	// CommitChanges returns a commit with at most maxChanges changes and
+	// maxBytes bytes of change images read (< 0: no bound), Partial when
+	// it holds more.
+	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error)
 	// ReadSnapshot returns ctx carrying a snapshot of d that the reads
 	// above made with it run in, and the snapshot.
 	ReadSnapshot(ctx context.Context, d *sluice.Database) (context.Context, *engine.Snapshot)
