@@ -48,13 +48,13 @@ func (x *execution) queryOn(root string) json.RawMessage {
 			}
 		}
 		if w.over {
-			x.fail(fieldPath(cf), errResponseTooLarge(w.max))
+			x.fail(fieldPath(cf), x.tooLarge())
 			return nil
 		}
 	}
 	w.WriteByte('}')
 	if w.over {
-		x.fail(nil, errResponseTooLarge(w.max))
+		x.fail(nil, x.tooLarge())
 		return nil
 	}
 	if nullData {

@@ -130,6 +130,32 @@ type Config struct {
 	// Key max_streams_per_user, env SLUICE_MAX_STREAMS_PER_USER, flag --max-streams-per-user, default 1000.
 	MaxStreamsPerUser int64
 
+	// LiveQueriesPerUser caps the live queries of one user on the process
+	// (the super user is exempt; 0: no cap).
+	// Key live_queries_per_user, env SLUICE_LIVE_QUERIES_PER_USER, flag --live-queries-per-user, default 100.
+	LiveQueriesPerUser int64
+
+	// LiveQueries caps the live queries of the process (0: no cap).
+	// Key live_queries, env SLUICE_LIVE_QUERIES, flag --live-queries, default 20000.
+	LiveQueries int64
+
+	// LiveRowsPerUser and LiveBytesPerUser bound the documents and the
+	// bytes of JSON the results of one user's live queries hold on the
+	// process (the super user is exempt; 0: no bound): a new live query
+	// is refused once they are reached, and a result that would pass
+	// them ends its live query.
+	// Key live_rows_per_user, env SLUICE_LIVE_ROWS_PER_USER, flag --live-rows-per-user, default 100000.
+	LiveRowsPerUser int64
+	// Key live_bytes_per_user, env SLUICE_LIVE_BYTES_PER_USER, flag --live-bytes-per-user, default 67108864.
+	LiveBytesPerUser int64
+
+	// LiveRows and LiveBytes bound what the results of every live query
+	// of the process hold, as LiveRowsPerUser (0: no bound).
+	// Key live_rows, env SLUICE_LIVE_ROWS, flag --live-rows, default 2000000.
+	LiveRows int64
+	// Key live_bytes, env SLUICE_LIVE_BYTES, flag --live-bytes, default 536870912.
+	LiveBytes int64
+
 	// CORSOrigins are the origins whose pages may call the API with
 	// credentials; "*" lets any origin call without credentials. Empty:
 	// same origin only (no CORS headers).
@@ -347,6 +373,12 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("auth_failure_window", c.AuthFailureWindow),
 		slog.Int64("max_streams", c.MaxStreams),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
+		slog.Int64("live_queries_per_user", c.LiveQueriesPerUser),
+		slog.Int64("live_queries", c.LiveQueries),
+		slog.Int64("live_rows_per_user", c.LiveRowsPerUser),
+		slog.Int64("live_bytes_per_user", c.LiveBytesPerUser),
+		slog.Int64("live_rows", c.LiveRows),
+		slog.Int64("live_bytes", c.LiveBytes),
 		slog.Any("cors_origins", c.CORSOrigins),
 		slog.Duration("stream_ticket_ttl", c.StreamTicketTTL),
 		slog.String("jwt_hs256_secret", redact(c.JWTHS256Secret)),

@@ -62,6 +62,7 @@ type liveCohort struct {
 type liveBatcher struct {
 	hub     *changefeed.Hub
 	metrics *metrics.Stream
+	budget  *liveBudget
 }
 
 func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b} }
@@ -71,6 +72,8 @@ func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b}
 type liveEvaluator struct {
 	lq    *graph.LiveQuery
 	patch bool
+	// hold is what its result holds of the live query budget.
+	hold *liveHold
 
 	ran bool // a result was read
 	// seen is the last commit the result reflects: the head of the
@@ -85,6 +88,10 @@ type liveEvaluator struct {
 	data     []byte
 	revision int64
 }
+
+// Close releases what the share's result holds of the budget, once the
+// share ended (changefeed calls it).
+func (e *liveEvaluator) Close() { e.hold.Close() }
 
 // Events is not called: a live share is settled by its group.
 func (e *liveEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
@@ -207,9 +214,7 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 	if len(g.due) == 0 {
 		return
 	}
-	rctx, statements := engine.CountStatements(ctx)
-	res := graph.RunEach(rctx, g.lqs)
-	g.b.count(g.lqs[0], statements())
+	res := g.read(ctx, evs)
 	// What the reads saw may have been written after access changes that
 	// end some members: apply those first, so that an ended member never
 	// takes these results.
@@ -232,6 +237,92 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 		g.settle(evs[i].(*liveEvaluator), res[j].Data, res[j].Position, &out[i])
 	}
 	clear(g.lqs) // hold no live query between batches
+}
+
+// liveEstimate names the bound of a read estimated from the result
+// before it (a result that passes it is read again alone, see read).
+const liveEstimate = "live_estimate"
+
+// read reads the results of the due shares (g.due, g.lqs) of evs, each
+// within what the live query budget leaves its owner and the process
+// (liveHold.bounds), and charges them to it.
+//
+// The budget left is shared by the owner's results, so reading them all
+// at once, each bounded by all of it, could take many times what is left
+// before any is charged: a share's read is first bounded by an estimate,
+// twice its last result and some more, and together those stay within a
+// few times what the budget allows. A result past its estimate is read
+// again, alone, after the others were charged, within what is left then.
+func (g *liveGroup) read(ctx context.Context, evs []changefeed.Evaluator) []graph.LiveResult {
+	rows, bytes := g.lqs[0].Limits()
+	bs := make([]graph.Bounds, len(g.due))
+	full := make([]graph.Bounds, len(g.due))
+	for j, i := range g.due {
+		e := evs[i].(*liveEvaluator)
+		full[j] = e.hold.bounds(rows, bytes)
+		bs[j] = estimate(full[j], rows, bytes, e.hold)
+	}
+	rctx, statements := engine.CountStatements(ctx)
+	res := graph.RunEach(rctx, g.lqs, bs)
+	g.b.count(g.lqs[0], statements())
+	var again []int
+	for j, i := range g.due {
+		e := evs[i].(*liveEvaluator)
+		switch {
+		case graph.IsBoundError(res[j].Err, liveEstimate):
+			again = append(again, j)
+		case res[j].Err == nil:
+			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
+		}
+	}
+	for _, j := range again {
+		e := evs[g.due[j]].(*liveEvaluator)
+		b := e.hold.bounds(rows, bytes)
+		if err := b.Spent(); err != nil {
+			res[j] = graph.LiveResult{Err: err}
+			continue
+		}
+		rctx, statements := engine.CountStatements(ctx)
+		res[j] = e.lq.Run(rctx, b)
+		g.b.count(e.lq, statements())
+		if res[j].Err == nil {
+			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
+		}
+	}
+	for j := range res {
+		if res[j].Err != nil {
+			res[j].Data = nil // what it read is not kept
+		}
+	}
+	return res
+}
+
+// estimate returns the bounds of a first read of h's next result: full
+// (what the budget leaves it), tightened to twice what h holds plus 256
+// documents and 64 KiB, named liveEstimate when that is tighter.
+func estimate(full graph.Bounds, rows, bytes int, h *liveHold) graph.Bounds {
+	if full.Rows < 0 || full.Bytes < 0 {
+		return full // spent: RunEach answers its error without reading
+	}
+	b := full
+	if b.Rows == 0 {
+		b.Rows = rows
+	}
+	if b.Bytes == 0 {
+		b.Bytes = bytes
+	}
+	tighter := false
+	heldRows, heldBytes := h.held()
+	if est := 2*heldRows + 256; rows > 0 && est < int64(b.Rows) {
+		b.Rows, b.RowsKey, tighter = int(est), liveEstimate, true
+	}
+	if est := 2*heldBytes + 64<<10; bytes > 0 && est < int64(b.Bytes) {
+		b.Bytes, b.BytesKey, tighter = int(est), liveEstimate, true
+	}
+	if !tighter {
+		return full
+	}
+	return b
 }
 
 // settle takes e's result data, read at pos, and sets out to what it
