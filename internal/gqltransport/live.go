@@ -3,6 +3,7 @@ package gqltransport
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -63,7 +64,29 @@ type liveBatcher struct {
 	hub     *changefeed.Hub
 	metrics *metrics.Stream
 	budget  *liveBudget
+	// reads holds a token per live read running (a settle's, a resumed
+	// query's): they take at most half the cores, so that however many
+	// live queries a user holds, other requests keep the rest. Reads that
+	// wait coalesce the commits queued meanwhile.
+	reads chan struct{}
 }
+
+// newLiveBatcher returns the Server's liveBatcher.
+func newLiveBatcher(hub *changefeed.Hub, m *metrics.Stream, b LiveBudget) *liveBatcher {
+	return &liveBatcher{hub: hub, metrics: m, budget: newLiveBudget(b), reads: make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1))}
+}
+
+// acquire waits for a read's token; release gives it back.
+func (b *liveBatcher) acquire(ctx context.Context) error {
+	select {
+	case b.reads <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (b *liveBatcher) release() { <-b.reads }
 
 func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b} }
 
@@ -214,7 +237,15 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 	if len(g.due) == 0 {
 		return
 	}
+	if err := g.b.acquire(ctx); err != nil {
+		for _, i := range g.due {
+			out[i].Err = err
+		}
+		clear(g.lqs)
+		return
+	}
 	res := g.read(ctx, evs)
+	g.b.release()
 	// What the reads saw may have been written after access changes that
 	// end some members: apply those first, so that an ended member never
 	// takes these results.

@@ -92,7 +92,7 @@ func NewServer(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
 	}
-	return &Server{opts: o, conns: newConnections(), live: &liveBatcher{hub: o.Hub, metrics: o.Metrics, budget: newLiveBudget(o.Live)}}
+	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Hub, o.Metrics, o.Live)}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests
