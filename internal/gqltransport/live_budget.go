@@ -184,7 +184,9 @@ func (h *liveHold) set(rows, bytes int64) error {
 	dr, db := rows-h.rows, bytes-h.bytes
 	lu := b.use(h.owner)
 	defer b.forget(h.owner)
-	over := func(key string, limit, used, delta int64) bool { return limit > 0 && delta > 0 && used+delta > limit && key != "" }
+	over := func(key string, limit, used, delta int64) bool {
+		return limit > 0 && delta > 0 && used+delta > limit && key != ""
+	}
 	for _, c := range []struct {
 		key                string
 		limit, used, delta int64

@@ -70,7 +70,9 @@ func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *
 	}
 	err = s.str.Join(changefeed.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(),
 		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName, classes: strings.Join(lq.Classes(), " ")},
-		New:   func() changefeed.Evaluator { return &liveEvaluator{lq: lq, patch: patch, hold: t.live.budget.hold(greq.User)} },
+		New: func() changefeed.Evaluator {
+			return &liveEvaluator{lq: lq, patch: patch, hold: t.live.budget.hold(greq.User)}
+		},
 		Frame: frameNext,
 	})
 	if err != nil {
