@@ -270,6 +270,9 @@ func options() []option {
 		countOption("max_webhooks_per_database", "20",
 			"most webhooks one database may have",
 			func(c *Config, n int) { c.MaxWebhooksPerDatabase = n }),
+		capOption("max_webhooks_per_user", "50",
+			"most webhooks one user may have made, over every database (the super user is exempt; 0: no cap)",
+			func(c *Config, n int64) error { c.MaxWebhooksPerUser = n; return nil }),
 		durationOption("webhook_timeout", "15s",
 			"longest a webhook request may take to be answered (its response headers) before the attempt counts as failed and is retried (1s to 5m)",
 			func(c *Config, d time.Duration) error {

@@ -282,7 +282,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
-		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
+		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase, int(d.cfg.MaxWebhooksPerUser)),
 	})
 	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
 		streams: streams, handler: handler}, nil

@@ -76,10 +76,23 @@ type Seal func(id int64) ([]byte, error)
 // after w.Position when it has an epoch (it must be retained history, else
 // Gone), else after the newest commit. It sets w's id, position, version
 // and times.
-func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, max int) error {
+func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, max, maxPerUser int) error {
 	d := w.Database
 	return db.inTx(ctx, func(tx pgx.Tx) error {
-		// Creations on one database take turns, so the cap holds.
+		// Creations on one database, and by one user, take turns, so the
+		// caps hold (the user's lock first, then the database's, always).
+		if maxPerUser > 0 {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "sluice webhooks of user "+strconv.FormatInt(w.CreatorID, 10)); err != nil {
+				return mapError(err)
+			}
+			var n int
+			if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.webhooks WHERE creator_id = $1", w.CreatorID).Scan(&n); err != nil {
+				return mapError(err)
+			}
+			if n >= maxPerUser {
+				return sluice.Errorf(sluice.CodeConflict, "user %s made %d webhooks, the most a user may (config max_webhooks_per_user); delete one first", w.CreatorName, n)
+			}
+		}
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "sluice webhooks "+strconv.FormatInt(d.ID, 10)); err != nil {
 			return mapError(err)
 		}
