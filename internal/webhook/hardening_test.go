@@ -88,7 +88,9 @@ func TestWebhookCreatorNarrowedSeesNoPrivateField(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/narrow", `{"user":"carl","role":"admin"}`)
 	carl := dt.Basic("carl", "carl-password")
 	d.MustDo(t, 201, carl, "POST", "/api/webhooks/admin/narrow", fmt.Sprintf(`{"url":%q}`, r.srv.URL+"/hook"))
-	person := func(name string) string { return fmt.Sprintf(`{"@type":"Person","@id":%q,"name":%q,"ssn":"secret-%s"}`, name, name, name) }
+	person := func(name string) string {
+		return fmt.Sprintf(`{"@type":"Person","@id":%q,"name":%q,"ssn":"secret-%s"}`, name, name, name)
+	}
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/narrow", person("a"))
 	if b := r.next(t); !strings.Contains(b, "secret-a") {
 		t.Fatalf("an admin's webhook: %s", b)
