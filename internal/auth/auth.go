@@ -220,9 +220,15 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		return nil, ErrNoCredentials
 	}
 	// A throttled client is refused before anything is checked, the
-	// remembered credentials included.
+	// remembered credentials included, and before any Postgres round
+	// trip. Failures are counted per user name for Basic auth, and as
+	// one name for every bearer token (API token or JWT): anonymous
+	// guesses cost a round trip each, and are throttled like passwords.
 	name, _, basic := r.BasicAuth()
-	if basic && a.throttle != nil {
+	if !basic {
+		name = bearerName
+	}
+	if a.throttle != nil {
 		if err := a.throttle.Check(r.RemoteAddr, name); err != nil {
 			return nil, err
 		}
@@ -231,11 +237,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		return c, nil
 	}
 	c, err := a.authenticate(r, h)
-	if basic && a.throttle != nil {
+	if a.throttle != nil {
 		switch {
 		case err == nil:
 			a.throttle.Succeed(r.RemoteAddr, name)
-		case errors.Is(err, errWrongPassword):
+		case errors.Is(err, errWrongPassword) || !basic && sluice.ErrorCode(err) == sluice.CodeUnauthenticated:
 			a.throttle.Fail(r.RemoteAddr, name)
 		}
 	}

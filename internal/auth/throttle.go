@@ -33,6 +33,15 @@ const throttleEntries = 20000
 // addressFactor multiplies the per-user limit into the per-address one.
 const addressFactor = 10
 
+// bearerName and ticketName are the names failures of bearer credentials
+// (API tokens, JWTs) and of stream tickets are counted under: they name
+// no user, so each is one "user" per address. A NUL cannot be in a user
+// name.
+const (
+	bearerName = "\x00bearer"
+	ticketName = "\x00ticket"
+)
+
 // Throttle counts failed password checks. It is safe for concurrent use.
 type Throttle struct {
 	max    int
@@ -76,6 +85,12 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
 	if left := t.blocked(now, "u\x00"+addr+"\x00"+user, t.max); left > 0 {
+		switch user {
+		case bearerName:
+			return throttled(left, "too many failed bearer tokens from this address")
+		case ticketName:
+			return throttled(left, "too many failed stream tickets from this address")
+		}
 		return throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
 	return nil

@@ -146,6 +146,9 @@ type Config struct {
 	// them ends its live query.
 	// Key live_rows_per_user, env SLUICE_LIVE_ROWS_PER_USER, flag --live-rows-per-user, default 100000.
 	LiveRowsPerUser int64
+
+	// LiveBytesPerUser bounds the bytes of JSON, as LiveRowsPerUser the
+	// documents.
 	// Key live_bytes_per_user, env SLUICE_LIVE_BYTES_PER_USER, flag --live-bytes-per-user, default 67108864.
 	LiveBytesPerUser int64
 
@@ -153,6 +156,8 @@ type Config struct {
 	// of the process hold, as LiveRowsPerUser (0: no bound).
 	// Key live_rows, env SLUICE_LIVE_ROWS, flag --live-rows, default 2000000.
 	LiveRows int64
+
+	// LiveBytes bounds the bytes of JSON, as LiveRows the documents.
 	// Key live_bytes, env SLUICE_LIVE_BYTES, flag --live-bytes, default 536870912.
 	LiveBytes int64
 
@@ -313,13 +318,19 @@ type Config struct {
 	// replica must have the same file.
 	// Key webhook_secret_key_file, env SLUICE_WEBHOOK_SECRET_KEY_FILE, flag --webhook-secret-key-file, default "".
 	WebhookSecretKeyFile string
-	// JWTJWKSURL is the http(s) URL of an identity provider's JSON Web
+	// JWTJWKSURL is the https URL of an identity provider's JSON Web
 	// Key Set, instead of JWTJWKSFile: fetched at start (a failure stops
-	// Sluice), refreshed as the response's Cache-Control says and when a
-	// JWT names an unknown kid (rate-limited), and kept for up to a day
-	// while the URL fails. Empty: none.
+	// Sluice; redirects are not followed), refreshed as the response's
+	// Cache-Control says and when a JWT names an unknown kid
+	// (rate-limited), and kept for up to a day while the URL fails.
+	// Empty: none.
 	// Key jwt_jwks_url, env SLUICE_JWT_JWKS_URL, flag --jwt-jwks-url, default "".
 	JWTJWKSURL string
+
+	// JWTJWKSHTTPLoopback lets JWTJWKSURL be http:// on a loopback host
+	// (127.0.0.1, ::1, localhost); otherwise it must be https.
+	// Key jwt_jwks_http_loopback, env SLUICE_JWT_JWKS_HTTP_LOOPBACK, flag --jwt-jwks-http-loopback, default "false".
+	JWTJWKSHTTPLoopback bool
 
 	// TLSCertFile names a PEM certificate (chain): with TLSKeyFile, the
 	// HTTP API is served over TLS (HTTP/2 included), both files read
@@ -413,6 +424,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("webhook_lease_ttl", c.WebhookLeaseTTL),
 		slog.String("webhook_secret_key_file", c.WebhookSecretKeyFile),
 		slog.String("jwt_jwks_url", redactURL(c.JWTJWKSURL)),
+		slog.Bool("jwt_jwks_http_loopback", c.JWTJWKSHTTPLoopback),
 		slog.String("tls_cert_file", c.TLSCertFile),
 		slog.String("tls_key_file", c.TLSKeyFile),
 	)

@@ -326,17 +326,20 @@ func options() []option {
 			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
 			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
 		stringOption("jwt_jwks_url", "",
-			"http(s) URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start, refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
+			"https URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start (redirects are not followed), refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
 			func(c *Config, s string) error {
 				if s != "" {
 					u, err := url.Parse(s)
 					if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-						return errors.New("want an http(s) URL")
+						return errors.New("want an https URL")
 					}
 				}
 				c.JWTJWKSURL = s
 				return nil
 			}),
+		boolOption("jwt_jwks_http_loopback", "false",
+			"true lets jwt_jwks_url be http:// when its host is 127.0.0.1, ::1 or localhost (an identity provider on the same machine, tests); otherwise it must be https",
+			func(c *Config, b bool) error { c.JWTJWKSHTTPLoopback = b; return nil }),
 		stringOption("tls_cert_file", "",
 			"PEM certificate (chain) file: with tls_key_file, the API is served over TLS and HTTP/2; both are read again on SIGHUP; empty: plain HTTP",
 			func(c *Config, s string) error { c.TLSCertFile = s; return nil }),
@@ -419,6 +422,26 @@ func stringOption(key, def, usage string, set func(*Config, string) error) optio
 				return errors.New("want a string (quote it in the config file)")
 			}
 			return set(c, s)
+		}}
+}
+
+// boolOption is true or false (a string in the environment and flags, a
+// boolean or a string in a config file).
+func boolOption(key, def, usage string, set func(*Config, bool) error) option {
+	return option{key: key, kind: kindString, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			switch x := v.(type) {
+			case bool:
+				return set(c, x)
+			case string:
+				switch x {
+				case "true":
+					return set(c, true)
+				case "false":
+					return set(c, false)
+				}
+			}
+			return errors.New("want true or false")
 		}}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
@@ -165,4 +166,23 @@ func TestLiveQueryBudgets(t *testing.T) {
 	if f := l3.Event(); !strings.Contains(f.Field("data"), `"n":0`) {
 		t.Fatalf("the live query within the budget after the other ended: %s", f)
 	}
+}
+
+// TestAnonymousGuessesThrottled: bearer guesses from one address are
+// refused 429 with Retry-After once auth_max_failures of them failed,
+// before any is looked up; the address's users still sign in.
+func TestAnonymousGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.AuthMaxFailures, c.AuthFailureWindow = 3, time.Hour })
+	for i := range 40 {
+		r := d.Do(t, dt.Bearer(fmt.Sprintf("sluice_guess%d", i)), "GET", "/api/info", nil)
+		want := 401
+		if i >= 3 {
+			want = 429
+		}
+		if r.Status != want || want == 429 && (r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "too many failed bearer tokens")) {
+			t.Fatalf("guess %d: %d %s (Retry-After %q), want %d", i, r.Status, r.Body, r.Header.Get("Retry-After"), want)
+		}
+	}
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/info", nil)
 }

@@ -157,7 +157,7 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 func (d *Daemon) Run(ctx context.Context) error {
 	// Read before Postgres starts: a wrong key file stops the daemon at once.
 	jwt, err := auth.LoadJWT(ctx, auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
-		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
+		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, JWKSHTTPLoopback: d.cfg.JWTJWKSHTTPLoopback, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
 		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, auth.JWTDeps{Logger: d.logger})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
