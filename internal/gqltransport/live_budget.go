@@ -81,23 +81,24 @@ func (b *liveBudget) admit(u *sluice.User) (func(), error) {
 	defer b.mu.Unlock()
 	perUser := !u.Superuser
 	lu := b.use(u)
-	refuse := func(key string, what string, has, limit int64) (func(), error) {
+	refuse := func(what string, has int64, key string, limit int64, then string) (func(), error) {
 		b.forget(u)
-		return nil, sluice.Errorf(sluice.CodeTooMany, "live query refused: %s %d, the most %s allows (%s); close a live query first", what, has, key, key)
+		return nil, sluice.Errorf(sluice.CodeTooMany, "live query refused: %s %d, and %s is %d; %s", what, has, key, limit, then)
 	}
+	user := fmt.Sprintf("user %s's live queries", u.Name)
 	switch l := b.limits; {
 	case perUser && l.QueriesPerUser > 0 && lu.queries >= l.QueriesPerUser:
-		return refuse(keyLiveQueriesPerUser, fmt.Sprintf("user %s has", u.Name), lu.queries, l.QueriesPerUser)
+		return refuse("user "+u.Name+" holds live queries on this server:", lu.queries, keyLiveQueriesPerUser, l.QueriesPerUser, "close one first")
 	case l.Queries > 0 && b.total.queries >= l.Queries:
-		return refuse(keyLiveQueries, "this server has", b.total.queries, l.Queries)
+		return refuse("this server holds live queries:", b.total.queries, keyLiveQueries, l.Queries, "retry later")
 	case perUser && l.RowsPerUser > 0 && lu.rows >= l.RowsPerUser:
-		return refuse(keyLiveRowsPerUser, fmt.Sprintf("the results of user %s's live queries hold documents:", u.Name), lu.rows, l.RowsPerUser)
+		return refuse("the results of "+user+" hold documents:", lu.rows, keyLiveRowsPerUser, l.RowsPerUser, "close a live query first")
 	case perUser && l.BytesPerUser > 0 && lu.bytes >= l.BytesPerUser:
-		return refuse(keyLiveBytesPerUser, fmt.Sprintf("the results of user %s's live queries hold bytes:", u.Name), lu.bytes, l.BytesPerUser)
+		return refuse("the results of "+user+" hold bytes:", lu.bytes, keyLiveBytesPerUser, l.BytesPerUser, "close a live query first")
 	case l.Rows > 0 && b.total.rows >= l.Rows:
-		return refuse(keyLiveRows, "the results of this server's live queries hold documents:", b.total.rows, l.Rows)
+		return refuse("the results of this server's live queries hold documents:", b.total.rows, keyLiveRows, l.Rows, "retry later")
 	case l.Bytes > 0 && b.total.bytes >= l.Bytes:
-		return refuse(keyLiveBytes, "the results of this server's live queries hold bytes:", b.total.bytes, l.Bytes)
+		return refuse("the results of this server's live queries hold bytes:", b.total.bytes, keyLiveBytes, l.Bytes, "retry later")
 	}
 	lu.queries++
 	b.total.queries++
@@ -184,22 +185,20 @@ func (h *liveHold) set(rows, bytes int64) error {
 	dr, db := rows-h.rows, bytes-h.bytes
 	lu := b.use(h.owner)
 	defer b.forget(h.owner)
-	over := func(key string, limit, used, delta int64) bool {
-		return limit > 0 && delta > 0 && used+delta > limit && key != ""
-	}
 	for _, c := range []struct {
 		key                string
+		perUser            bool
 		limit, used, delta int64
 	}{
-		{keyLiveRowsPerUser, b.limits.RowsPerUser, lu.rows, dr},
-		{keyLiveBytesPerUser, b.limits.BytesPerUser, lu.bytes, db},
-		{keyLiveRows, b.limits.Rows, b.total.rows, dr},
-		{keyLiveBytes, b.limits.Bytes, b.total.bytes, db},
+		{keyLiveRowsPerUser, true, b.limits.RowsPerUser, lu.rows, dr},
+		{keyLiveBytesPerUser, true, b.limits.BytesPerUser, lu.bytes, db},
+		{keyLiveRows, false, b.limits.Rows, b.total.rows, dr},
+		{keyLiveBytes, false, b.limits.Bytes, b.total.bytes, db},
 	} {
-		if (c.key == keyLiveRowsPerUser || c.key == keyLiveBytesPerUser) && h.owner.Superuser {
+		if c.perUser && h.owner.Superuser {
 			continue
 		}
-		if over(c.key, c.limit, c.used, c.delta) {
+		if c.limit > 0 && c.delta > 0 && c.used+c.delta > c.limit {
 			return sluice.Errorf(sluice.CodeTooMany, "the live query's new result would take what live queries hold to %d, past %s (%d)", c.used+c.delta, c.key, c.limit)
 		}
 	}
