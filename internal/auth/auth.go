@@ -221,16 +221,18 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	}
 	// A throttled client is refused before anything is checked, the
 	// remembered credentials included, and before any Postgres round
-	// trip. Failures are counted per user name for Basic auth, and as
-	// one name for every bearer token (API token or JWT): anonymous
-	// guesses cost a round trip each, and are throttled like passwords.
+	// trip. Failed passwords are counted per address and user name;
+	// failed bearer tokens (API tokens, JWTs), which name no user, per
+	// address: anonymous guesses cost a round trip each, and are
+	// throttled like passwords.
 	name, _, basic := r.BasicAuth()
-	if !basic {
-		name = bearerName
-	}
 	if a.throttle != nil {
-		if err := a.throttle.Check(r.RemoteAddr, name); err != nil {
-			return nil, err
+		check := a.throttle.CheckAddress(r.RemoteAddr)
+		if basic {
+			check = a.throttle.Check(r.RemoteAddr, name)
+		}
+		if check != nil {
+			return nil, check
 		}
 	}
 	if c, ok := a.cached(h); ok {
@@ -239,10 +241,12 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	c, err := a.authenticate(r, h)
 	if a.throttle != nil {
 		switch {
-		case err == nil:
+		case basic && err == nil:
 			a.throttle.Succeed(r.RemoteAddr, name)
-		case errors.Is(err, errWrongPassword) || !basic && sluice.ErrorCode(err) == sluice.CodeUnauthenticated:
+		case basic && errors.Is(err, errWrongPassword):
 			a.throttle.Fail(r.RemoteAddr, name)
+		case !basic && sluice.ErrorCode(err) == sluice.CodeUnauthenticated:
+			a.throttle.FailAddress(r.RemoteAddr)
 		}
 	}
 	if err == nil {

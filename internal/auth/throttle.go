@@ -33,15 +33,6 @@ const throttleEntries = 20000
 // addressFactor multiplies the per-user limit into the per-address one.
 const addressFactor = 10
 
-// bearerName and ticketName are the names failures of bearer credentials
-// (API tokens, JWTs) and of stream tickets are counted under: they name
-// no user, so each is one "user" per address. A NUL cannot be in a user
-// name.
-const (
-	bearerName = "\x00bearer"
-	ticketName = "\x00ticket"
-)
-
 // Throttle counts failed password checks. It is safe for concurrent use.
 type Throttle struct {
 	max    int
@@ -85,15 +76,33 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
 	if left := t.blocked(now, "u\x00"+addr+"\x00"+user, t.max); left > 0 {
-		switch user {
-		case bearerName:
-			return throttled(left, "too many failed bearer tokens from this address")
-		case ticketName:
-			return throttled(left, "too many failed stream tickets from this address")
-		}
 		return throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
 	return nil
+}
+
+// CheckAddress is Check for a credential that names no user (a bearer
+// token, a stream ticket): only the address's own limit applies, and its
+// failures (FailAddress) count toward it alone, so that one client
+// failing with a stale token does not lock out the other clients of its
+// address until they too fail that often.
+func (t *Throttle) CheckAddress(remoteAddr string) error {
+	addr := addressKey(remoteAddr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if left := t.blocked(t.now(), "a\x00"+addr, addressFactor*t.max); left > 0 {
+		return throttled(left, "too many failed sign-ins from this address")
+	}
+	return nil
+}
+
+// FailAddress counts a failed check of a credential that names no user
+// from remoteAddr.
+func (t *Throttle) FailAddress(remoteAddr string) {
+	addr := addressKey(remoteAddr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.count(t.now(), "a\x00"+addr)
 }
 
 // blocked returns how long key stays blocked at limit, 0 when it is not.

@@ -114,9 +114,9 @@ func (s *refusingStore) RedeemStreamTicket(context.Context, []byte) (*sluice.Cre
 }
 
 // TestAnonymousGuessesThrottled: failed bearer tokens and stream tickets
-// are counted per address as failed passwords are; past the limit they
-// are refused with TooMany before any read of the store (a Postgres
-// round trip), and another address is not affected.
+// are counted toward their address's limit (ten times the per-user one);
+// past it they are refused with TooMany before any read of the store (a
+// Postgres round trip), and another address is not affected.
 func TestAnonymousGuessesThrottled(t *testing.T) {
 	t.Parallel()
 	store := &refusingStore{}
@@ -132,7 +132,7 @@ func TestAnonymousGuessesThrottled(t *testing.T) {
 		_, err := a.RedeemTicket(context.Background(), addr, TicketPrefix+strings.Repeat("A", base64.RawURLEncoding.EncodedLen(ticketBytes)), "")
 		return err
 	}
-	for i := range 3 {
+	for i := range 15 { // 30 failures: the address's limit for a per-user 3
 		if err := bearer("192.0.2.1:1000", i); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
 			t.Fatalf("guess %d: %v", i, err)
 		}
@@ -142,10 +142,10 @@ func TestAnonymousGuessesThrottled(t *testing.T) {
 	}
 	reads := store.reads.Load()
 	for i := range 100 {
-		if err := bearer("192.0.2.1:1001", 10+i); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "bearer tokens") {
+		if err := bearer("192.0.2.1:1001", 100+i); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "failed sign-ins from this address") {
 			t.Fatalf("guess past the limit: %v", err)
 		}
-		if err := ticket("192.0.2.1:1001"); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "stream tickets") {
+		if err := ticket("192.0.2.1:1001"); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "failed sign-ins from this address") {
 			t.Fatalf("ticket guess past the limit: %v", err)
 		}
 	}

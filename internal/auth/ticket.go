@@ -97,13 +97,13 @@ func (a *Authenticator) RedeemTicket(ctx context.Context, remoteAddr, secret, db
 		return nil, errBadTicket
 	}
 	if a.throttle != nil {
-		if err := a.throttle.Check(remoteAddr, ticketName); err != nil {
+		if err := a.throttle.CheckAddress(remoteAddr); err != nil {
 			return nil, err
 		}
 	}
 	c, scope, err := a.store.RedeemStreamTicket(ctx, HashToken(secret))
 	if a.throttle != nil && sluice.ErrorCode(err) == sluice.CodeUnauthenticated {
-		a.throttle.Fail(remoteAddr, ticketName)
+		a.throttle.FailAddress(remoteAddr)
 	}
 	if err != nil {
 		return nil, err

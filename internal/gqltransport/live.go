@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -64,29 +66,94 @@ type liveBatcher struct {
 	hub     *changefeed.Hub
 	metrics *metrics.Stream
 	budget  *liveBudget
-	// reads holds a token per live read running (a settle's, a resumed
-	// query's): they take at most half the cores, so that however many
-	// live queries a user holds, other requests keep the rest. Reads that
-	// wait coalesce the commits queued meanwhile.
-	reads chan struct{}
+	reads   *liveReads
 }
 
 // newLiveBatcher returns the Server's liveBatcher.
 func newLiveBatcher(hub *changefeed.Hub, m *metrics.Stream, b LiveBudget) *liveBatcher {
-	return &liveBatcher{hub: hub, metrics: m, budget: newLiveBudget(b), reads: make(chan struct{}, max(runtime.GOMAXPROCS(0)/2, 1))}
+	return &liveBatcher{hub: hub, metrics: m, budget: newLiveBudget(b), reads: newLiveReads(max(runtime.GOMAXPROCS(0)/2, 1))}
 }
 
-// acquire waits for a read's token; release gives it back.
-func (b *liveBatcher) acquire(ctx context.Context) error {
-	select {
-	case b.reads <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// liveReads bounds the live reads (a settle's, a resumed query's) one
+// user runs at once to half the cores: however many live queries a user
+// holds, other users' requests, and live queries, keep the rest. A
+// user's reads that wait coalesce the commits made meanwhile. The super
+// user is not bounded.
+type liveReads struct {
+	per   int
+	mu    sync.Mutex
+	users map[int64]*userReads
+}
+
+type userReads struct {
+	id     int64
+	tokens chan struct{}
+	refs   int
+}
+
+func newLiveReads(per int) *liveReads {
+	return &liveReads{per: per, users: map[int64]*userReads{}}
+}
+
+// acquire waits until each of users (sorted by id, so that two reads
+// never wait for each other) may run one more read, and returns the
+// function that gives the tokens back; an error when ctx ended first.
+func (r *liveReads) acquire(ctx context.Context, users []*sluice.User) (func(), error) {
+	var held []*userReads
+	release := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, u := range held {
+			<-u.tokens
+		}
+		r.unref(held)
+	}
+	var ids []int64
+	for _, u := range users {
+		if !u.Superuser && !slices.Contains(ids, u.ID) {
+			ids = append(ids, u.ID)
+		}
+	}
+	slices.Sort(ids)
+	r.mu.Lock()
+	var want []*userReads
+	for _, id := range ids {
+		u := r.users[id]
+		if u == nil {
+			u = &userReads{id: id, tokens: make(chan struct{}, r.per)}
+			r.users[id] = u
+		}
+		u.refs++
+		want = append(want, u)
+	}
+	r.mu.Unlock()
+	for i, u := range want {
+		select {
+		case u.tokens <- struct{}{}:
+			held = want[:i+1]
+		case <-ctx.Done():
+			r.mu.Lock()
+			for _, h := range held {
+				<-h.tokens
+			}
+			r.unref(want)
+			r.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	held = want
+	return release, nil
+}
+
+// unref drops the references of us, forgetting a user nobody waits on;
+// the caller holds r.mu.
+func (r *liveReads) unref(us []*userReads) {
+	for _, u := range us {
+		if u.refs--; u.refs == 0 {
+			delete(r.users, u.id)
+		}
 	}
 }
-
-func (b *liveBatcher) release() { <-b.reads }
 
 func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b} }
 
@@ -237,7 +304,12 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 	if len(g.due) == 0 {
 		return
 	}
-	if err := g.b.acquire(ctx); err != nil {
+	var owners []*sluice.User
+	for _, i := range g.due {
+		owners = append(owners, evs[i].(*liveEvaluator).hold.owner)
+	}
+	done, err := g.b.reads.acquire(ctx, owners)
+	if err != nil {
 		for _, i := range g.due {
 			out[i].Err = err
 		}
@@ -245,7 +317,7 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 		return
 	}
 	res := g.read(ctx, evs)
-	g.b.release()
+	done()
 	// What the reads saw may have been written after access changes that
 	// end some members: apply those first, so that an ended member never
 	// takes these results.

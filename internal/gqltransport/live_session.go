@@ -134,12 +134,13 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	// Read within what the budget leaves the user (the result is not
 	// kept: the share's is).
 	maxRows, maxBytes := lq.Limits()
-	if err := t.live.acquire(ctx); err != nil {
+	done, err := t.live.reads.acquire(ctx, []*sluice.User{lq.User()})
+	if err != nil {
 		return nil, err
 	}
 	rctx, statements := engine.CountStatements(ctx)
 	run := lq.Run(rctx, t.live.budget.hold(lq.User()).bounds(maxRows, maxBytes))
-	t.live.release()
+	done()
 	t.live.count(lq, statements())
 	if run.Err != nil {
 		return nil, run.Err

@@ -81,8 +81,11 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 	return db.inTx(ctx, func(tx pgx.Tx) error {
 		// Creations on one database, and by one user, take turns, so the
 		// caps hold (the user's lock first, then the database's, always).
+		// The locks are on Sluice's own rows, which no other role may
+		// lock: an advisory lock's key could be taken by any role that
+		// may log in, and creations made to wait for good.
 		if maxPerUser > 0 {
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "sluice webhooks of user "+strconv.FormatInt(w.CreatorID, 10)); err != nil {
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.users WHERE id = $1 FOR NO KEY UPDATE", w.CreatorID); err != nil {
 				return mapError(err)
 			}
 			var n int
@@ -93,7 +96,7 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 				return sluice.Errorf(sluice.CodeConflict, "user %s made %d webhooks, the most a user may (config max_webhooks_per_user); delete one first", w.CreatorName, n)
 			}
 		}
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "sluice webhooks "+strconv.FormatInt(d.ID, 10)); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.databases WHERE id = $1 FOR NO KEY UPDATE", d.ID); err != nil {
 			return mapError(err)
 		}
 		var n int
