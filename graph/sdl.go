@@ -115,6 +115,9 @@ type %s {
 	for _, name := range g.s.Order {
 		g.class(g.s.Classes[name])
 	}
+	for _, c := range queryClasses(g.s) {
+		g.aggregateTypes(c)
+	}
 	g.query()
 	g.changeSet()
 	g.mutation()
@@ -200,6 +203,7 @@ func (g *sdlGen) class(c *sluice.Class) {
 		g.description("  ", indexedDescription(c, f, f.Description))
 		g.p("  %s: %s\n", f.Name, outputType(f))
 	}
+	g.backlinks(c)
 	g.p("}\n\n")
 
 	// The filter.
@@ -347,6 +351,7 @@ func (g *sdlGen) query() {
 	for _, c := range queryClasses(g.s) {
 		g.description("  ", c.Description)
 		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
+		g.aggregateField(c, false)
 	}
 	g.p("  \"The changes of a retained commit (the newest when commit is left out).\"\n")
 	g.p("  %s(commit: ID): %s\n", fieldChangeSet, typeChangeSet)
@@ -404,6 +409,7 @@ func (g *sdlGen) subscription() {
 	for _, c := range queryClasses(g.s) {
 		g.p("  \"The live query of Query.%s: its current result, then the new result after each commit that changes it.\"\n", c.Name)
 		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
+		g.aggregateField(c, true)
 	}
 	g.p("  %s(include_children: Boolean = true): %s\n", fieldChangeSet, typeChangeSet)
 	g.p("}\n")
