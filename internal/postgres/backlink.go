@@ -63,10 +63,29 @@ func (db *DB) ExplainBacklinks(ctx context.Context, d *sluice.Database, s *sluic
 
 // compileBacklinks returns the statement of q, or nil when it reads no
 // table or has no targets. Each target's documents are the page of a
-// LATERAL subquery (the condition on the reference column first, where
-// its index serves it and the order by id); the pages are joined in
-// target order and cut at q.Total, then the rows' JSON is built and
-// their commits joined, as compileQuery does for one query.
+// LATERAL subquery; the pages are joined in target order and cut at
+// q.Total, then the rows' JSON is built and their commits joined, as
+// compileQuery does for one query.
+//
+// A target's page costs what it holds in the default order (by id) of a
+// single reference: the reference's index (column, then id) gives the
+// target's documents in order, and the read stops at the page. The
+// reference is matched as the range "from the target to the target" and
+// sorted by first, which changes nothing (it is the target throughout)
+// but is what makes Postgres read so: it plans the subquery once for
+// every target, and for an equality with an unknown value it expects
+// the average number of links (few), and would rather collect them all
+// and sort them, which for a document with 200,000 links reads 200,000
+// rows; for a range it expects a share of the table, and an ordered read
+// that stops at the LIMIT wins.
+//
+// In another order, or for a list of references (whose GIN index finds
+// the documents but has no order), a target's documents are found by
+// the index, then sorted: the cost is what links to the target. They are
+// found in a subquery of their own (OFFSET 0, which Postgres plans apart)
+// so that Postgres never walks an index in the page's order testing each
+// row for the target instead, which reads a whole table to fill the page
+// of a document with few links.
 func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*statement, error) {
 	dq := q.Query
 	if len(dq.Classes) == 0 || len(q.Targets) == 0 {
@@ -82,7 +101,13 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 	}
 	b := &sqlBuilder{db: d, schema: s}
 	targets := b.arg(q.Targets)
-	where := []string{backlinkCondition(f, "t", "p.id")}
+	col := "t." + ident(f.Name)
+	var where []string
+	if f.List {
+		where = append(where, fmt.Sprintf("%s @> jsonb_build_array(p.id)", col))
+	} else {
+		where = append(where, fmt.Sprintf(`%s COLLATE "C" >= p.id AND %s COLLATE "C" <= p.id`, col, col))
+	}
 	if dq.Filter != nil {
 		cond, err := b.compileFilter(dq.Filter, scope{alias: "t"})
 		if err != nil {
@@ -92,13 +117,22 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 			where = append(where, cond)
 		}
 	}
+	whereSQL := " WHERE " + strings.Join(where, " AND ")
 	extra, order, err := unionOrder(c, dq.Order)
 	if err != nil {
 		return nil, err
 	}
-	parts, joins, cases, err := unionBranches(d, s, dq.Classes, " WHERE "+strings.Join(where, " AND "), extra, dq.Fields)
-	if err != nil {
-		return nil, err
+	ord := singleOrder(c, dq.Order)
+	from := func(table string) string { return "(SELECT * FROM " + table + " t" + whereSQL + " OFFSET 0) t" }
+	if !f.List && (len(dq.Order) == 0 || dq.Order[0].Field == colID) {
+		// Read in order from the index: the reference sorts first, in
+		// the id's direction, so that the index (read backwards for a
+		// descending order) gives the whole order.
+		dir := direction(len(dq.Order) > 0 && dq.Order[0].Desc)
+		extra = ", " + col + " AS lk" + extra
+		order = `u.lk COLLATE "C"` + dir + ", " + order
+		ord = col + ` COLLATE "C"` + dir + ", " + ord
+		from = func(table string) string { return table + " t" + whereSQL }
 	}
 	page := ""
 	if dq.Limit >= 0 {
@@ -109,6 +143,35 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 	}
 	// The middle query cuts the pages of all targets at the bound: a
 	// top-N sort that holds at most Total rows, whatever the pages hold.
+	if len(dq.Classes) == 1 {
+		// One table: its rows are read whole in the page, as a query of
+		// one class reads them (compileQuery), and the JSON is built
+		// only for the rows the bound keeps.
+		total := ""
+		if q.Total >= 0 {
+			total = " ORDER BY p._k, " + ord + " LIMIT " + b.arg(q.Total)
+		}
+		sql := "SELECT t._k, 0, " + rowJSONSQL(c, dq.Fields, "t") + ", c.seq, c.author, c.message, c.committed_at FROM (" +
+			"SELECT p._k, t.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT t.* FROM " +
+			from(tableName(d.ID, dq.Classes[0])) + " ORDER BY " + ord + page + ") t" + total +
+			") t LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID + " ORDER BY t._k, " + ord
+		return &statement{sql: sql, args: b.args, classes: dq.Classes}, nil
+	}
+	// Postgres merges ordered reads of the branches only outside a
+	// LATERAL subquery: each branch is cut at the page's end itself, so
+	// that what is sorted is at most a page per class.
+	branch := from
+	if dq.Limit >= 0 {
+		end := b.arg(dq.Limit + dq.Offset)
+		branch = func(table string) string { return from(table) + " ORDER BY " + ord + " LIMIT " + end }
+	}
+	parts, joins, cases, err := unionBranches(d, s, dq.Classes, branch, extra, dq.Fields)
+	if err != nil {
+		return nil, err
+	}
+	for i := range parts {
+		parts[i] = "(" + parts[i] + ")"
+	}
 	total := ""
 	if q.Total >= 0 {
 		total = " ORDER BY p._k, " + order + " LIMIT " + b.arg(q.Total)
@@ -118,19 +181,6 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page + ") u" + total +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY u._k, " + order
 	return &statement{sql: sql, args: b.args, classes: dq.Classes}, nil
-}
-
-// backlinkCondition returns the SQL condition "reference field f of the
-// row alias holds the document id target (SQL text)". A single reference
-// is compared in the "C" collation, the one its index is built in; a
-// list is a jsonb array of ids, which its GIN index serves by
-// containment.
-func backlinkCondition(f *sluice.Field, alias, target string) string {
-	col := alias + "." + ident(f.Name)
-	if f.List {
-		return fmt.Sprintf("%s @> jsonb_build_array(%s)", col, target)
-	}
-	return fmt.Sprintf(`%s COLLATE "C" = %s`, col, target)
 }
 
 // backlinkRows reads the rows of a backlink statement: the target's
