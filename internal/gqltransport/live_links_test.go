@@ -51,9 +51,9 @@ func TestLiveQueryFollowsBacklinks(t *testing.T) {
 		t.Fatalf("Note_added with a backlink: %s", data[0])
 	}
 
-	w.insert(note("n3", "b", "three", 3))                                                     // points at another document
-	w.replace(note("n2", "a", "two", 20))                                                     // a field not selected
-	seq = w.replace(note("n1", "b", "one", 1))                                                // re-pointed away
+	w.insert(note("n3", "b", "three", 3))      // points at another document
+	w.replace(note("n2", "a", "two", 20))      // a field not selected
+	seq = w.replace(note("n1", "b", "one", 1)) // re-pointed away
 	s.expect(seq, `{"User":[{"name":"Ann","_owner_of_Owned":[{"_id":"Note/n2","title":"two"}],"_watchers_of_Note":[]}]}`)
 	seq = w.insert(`{"@type":"Task","@id":"Task/t1","owner":"User/a","title":"a task","rank":1}`) // another class of the interface
 	s.expect(seq, `{"User":[{"name":"Ann","_owner_of_Owned":[{"_id":"Task/t1","title":"a task"},{"_id":"Note/n2","title":"two"}],"_watchers_of_Note":[]}]}`)
