@@ -115,8 +115,14 @@ func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 		q.Fields = selectedFields(x.op.Doc, g.sel)
 		// Each document's list is bounded by the rows the request has
 		// left, and so are all of them together: Postgres never sends
-		// more than one document past the bound.
-		total := x.rowBudget()
+		// more than one document past the bound. An evaluation that
+		// counts no rows (a subscription's events, whose documents come
+		// from the commit) bounds each backlink read by the configured
+		// bound all the same: how many documents point at one is data.
+		total, own := x.rowBudget(), false
+		if max := x.es.limits.MaxResultRows; total < 0 && max > 0 {
+			total, own = max+1, true
+		}
 		if total >= 0 && (q.Limit < 0 || q.Limit > int64(total)) {
 			q.Limit = int64(total)
 		}
@@ -131,6 +137,9 @@ func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 		}
 		if err := x.readRows(n); err != nil {
 			return nil, err
+		}
+		if own && n > x.es.limits.MaxResultRows {
+			return nil, errTooManyRows(x.es.limits.MaxResultRows)
 		}
 		if x.backlinks == nil {
 			x.backlinks = map[backlinkKey][]*object{}

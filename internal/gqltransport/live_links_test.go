@@ -3,8 +3,10 @@ package gqltransport_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -98,4 +100,29 @@ func TestLiveAggregates(t *testing.T) {
 	seq = w.delete("Note/n3")
 	s.expect(seq, `{"Note_aggregate":{"count":2,"sum":{"rank":"5"},"max":{"title":"one"}}}`)
 	all.expect(seq, `{"Owned_aggregate":{"count":2}}`)
+}
+
+// TestSubscriptionBacklinksBounded: the documents of a subscription's
+// events come from the commit, but what points at them is data: a
+// backlink of an event reads at most graphql_max_result_rows documents,
+// and an event whose backlink holds more ends the stream with that
+// limit's error.
+func TestSubscriptionBacklinksBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResultRows = 2 })
+	d.CreateDatabase(t, "bound", notesSDL)
+	w := &writer{t: t, d: d, db: "bound"}
+	w.insert(`{"@type":"User","@id":"User/a","name":"Ann"}`)
+	s := subscribe(t, d, "bound", `subscription { Note_added { _id owner { _owner_of_Note { _id } } } }`)
+	s.connected()
+	w.insert(note("n1", "a", "one", 1))
+	w.insert(note("n2", "a", "two", 2))
+	if _, data := s.nexts(2); data[1] != `{"data":{"Note_added":{"_id":"Note/n2","owner":{"_owner_of_Note":[{"_id":"Note/n1"},{"_id":"Note/n2"}]}}}}` {
+		t.Fatalf("within the bound: %q", data)
+	}
+	w.insert(note("n3", "a", "three", 3))
+	fs := s.Ended()
+	if len(fs) != 2 || !strings.Contains(fs[0].String(), `"limit":"graphql_max_result_rows"`) || fs[1].String() != "event: complete\ndata:" {
+		t.Fatalf("an event over the bound: %q", fs)
+	}
 }
