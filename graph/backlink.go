@@ -24,20 +24,31 @@ type backlink struct {
 
 func (b backlink) name() string { return "_" + b.field.Name + "_of_" + b.class.Name }
 
-// backlinksOf returns the backlinks of class target that a reader with
-// role may see, in schema order: those of the reference fields, readable
-// by role, of every class with an id, that point at target or at a class
-// it inherits from. A hidden reference field gives no backlink: which
-// documents point at one through it is what the field would tell.
-func backlinksOf(s *sluice.Schema, role sluice.Role, target *sluice.Class) []backlink {
-	if target.Kind == sluice.KindSubdocument {
-		return nil
-	}
-	var out []backlink
+// backlinksByTarget returns, for every class with an id, the backlinks
+// it has that a reader with role may see, in schema order: those of the
+// reference fields, readable by role, of every class with an id, that
+// point at the class or at one it inherits from. A hidden reference field
+// gives no backlink: which documents point at one through it is what the
+// field would tell. Each referenced class's descendants are listed once,
+// so the cost is that of the reference fields and the classes, not of
+// their product.
+func backlinksByTarget(s *sluice.Schema, role sluice.Role) map[string][]backlink {
+	out := map[string][]backlink{}
+	below := map[string][]string{}
 	for _, c := range queryClasses(s) {
 		for _, f := range c.Fields {
-			if f.Type.Kind == sluice.TypeReference && f.ReadRole <= role && s.IsA(target.Name, f.Type.Name) {
-				out = append(out, backlink{field: f, class: c})
+			if f.Type.Kind != sluice.TypeReference || f.ReadRole > role {
+				continue
+			}
+			targets, ok := below[f.Type.Name]
+			if !ok {
+				targets = s.Descendants(f.Type.Name)
+				below[f.Type.Name] = targets
+			}
+			for _, t := range targets {
+				if s.Classes[t].Kind != sluice.KindSubdocument {
+					out[t] = append(out[t], backlink{field: f, class: c})
+				}
 			}
 		}
 	}
@@ -71,9 +82,12 @@ func mayBeBacklink(name string) bool {
 	return strings.HasPrefix(name, "_") && strings.Contains(name, "_of_")
 }
 
-// backlinkSDL writes the backlink fields of class c.
+// backlinks writes the backlink fields of class c.
 func (g *sdlGen) backlinks(c *sluice.Class) {
-	for _, b := range backlinksOf(g.s, g.role, c) {
+	if g.links == nil {
+		g.links = backlinksByTarget(g.s, g.role)
+	}
+	for _, b := range g.links[c.Name] {
 		kind := "is this document"
 		if b.field.List {
 			kind = "holds this document"

@@ -68,6 +68,8 @@ type sdlGen struct {
 	s    *sluice.Schema
 	role sluice.Role
 	b    strings.Builder
+	// links holds each class's backlinks, made when first needed.
+	links map[string][]backlink
 }
 
 func (g *sdlGen) p(format string, args ...any) { fmt.Fprintf(&g.b, format, args...) }

@@ -123,7 +123,9 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 		return nil, err
 	}
 	ord := singleOrder(c, dq.Order)
-	from := func(table string) string { return "(SELECT * FROM " + table + " t" + whereSQL + " OFFSET 0) t" }
+	from := func(class string) string {
+		return "(SELECT * FROM " + tableName(d.ID, class) + " t" + whereSQL + " OFFSET 0) t"
+	}
 	if !f.List && (len(dq.Order) == 0 || dq.Order[0].Field == colID) {
 		// Read in order from the index: the reference sorts first, in
 		// the id's direction, so that the index (read backwards for a
@@ -132,7 +134,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 		extra = ", " + col + " AS lk" + extra
 		order = `u.lk COLLATE "C"` + dir + ", " + order
 		ord = col + ` COLLATE "C"` + dir + ", " + ord
-		from = func(table string) string { return table + " t" + whereSQL }
+		from = func(class string) string { return tableName(d.ID, class) + " t" + whereSQL }
 	}
 	page := ""
 	if dq.Limit >= 0 {
@@ -153,7 +155,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 		}
 		sql := "SELECT t._k, 0, " + rowJSONSQL(c, dq.Fields, "t") + ", c.seq, c.author, c.message, c.committed_at FROM (" +
 			"SELECT p._k, t.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT t.* FROM " +
-			from(tableName(d.ID, dq.Classes[0])) + " ORDER BY " + ord + page + ") t" + total +
+			from(dq.Classes[0]) + " ORDER BY " + ord + page + ") t" + total +
 			") t LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID + " ORDER BY t._k, " + ord
 		return &statement{sql: sql, args: b.args, classes: dq.Classes}, nil
 	}
@@ -163,7 +165,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 	branch := from
 	if dq.Limit >= 0 {
 		end := b.arg(dq.Limit + dq.Offset)
-		branch = func(table string) string { return from(table) + " ORDER BY " + ord + " LIMIT " + end }
+		branch = func(class string) string { return from(class) + " ORDER BY " + ord + " LIMIT " + end }
 	}
 	parts, joins, cases, err := unionBranches(d, s, dq.Classes, branch, extra, dq.Fields)
 	if err != nil {

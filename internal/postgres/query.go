@@ -298,7 +298,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 	// Sorting and paging happen on ids before the documents' JSON is built
 	// and their commits joined, so both cost only the rows returned: the
 	// page's rows are then read again by primary key.
-	parts, joins, cases, err := unionBranches(d, s, q.Classes, func(table string) string { return table + " t" + whereSQL }, extra, q.Fields)
+	parts, joins, cases, err := unionBranches(d, s, q.Classes, func(class string) string { return tableName(d.ID, class) + " t" + whereSQL }, extra, q.Fields)
 	if err != nil {
 		return nil, err
 	}
@@ -357,18 +357,18 @@ func unionOrder(c *sluice.Class, keys []OrderKey) (extra, order string, err erro
 // unionBranches returns the parts of a read of the documents of classes
 // as one union (see compileQuery): each class's branch, selecting its
 // index in classes (cls), the id, the commit's uid and the sort columns
-// extra from the rows (alias t) that from returns of its table (the FROM
-// list and WHERE clause); the join of each class's table (alias t<i>)
+// extra from the rows (alias t) that from returns for the class (the
+// FROM list and WHERE clause); the join of each class's table (alias t<i>)
 // back to the union's rows; and the CASE arm building each class's row
 // JSON (of fields only, when not nil).
-func unionBranches(d *sluice.Database, s *sluice.Schema, classes []string, from func(table string) string, extra string, fields []string) (parts, joins, cases []string, err error) {
+func unionBranches(d *sluice.Database, s *sluice.Schema, classes []string, from func(class string) string, extra string, fields []string) (parts, joins, cases []string, err error) {
 	parts = make([]string, len(classes))
 	for i, name := range classes {
 		if s.Class(name) == nil {
 			return nil, nil, nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
 		}
 		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s",
-			i, colID, colCommitUID, extra, from(tableName(d.ID, name)))
+			i, colID, colCommitUID, extra, from(name))
 		alias := fmt.Sprintf("t%d", i)
 		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", tableName(d.ID, name), alias, i, alias, colID))
 		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), fields, alias)))
