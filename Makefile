@@ -91,6 +91,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'LinksScale' -benchtime 300x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
 	$(GO) test -run '^$$' -bench 'LiveQueries' -benchtime 1x -timeout 30m ./internal/bench/
+	$(GO) test -run '^$$' -bench 'LiveBudget' -benchtime 1x -timeout 30m ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Webhooks' -benchtime 1x -count 3 ./internal/bench/
 
 .PHONY: bench-peer

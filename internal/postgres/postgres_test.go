@@ -244,7 +244,7 @@ func TestMigrationToChangeBatchesKeepsOldCommits(t *testing.T) {
 	if n, err := db.Migrate(ctx); err != nil || n != postgres.LatestVersion()-2 {
 		t.Fatalf("Migrate applied %d: %v", n, err)
 	}
-	c, err := db.Commit(ctx, d, 1)
+	c, err := db.Commit(ctx, d, 1, -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -128,26 +128,59 @@ func (db *DB) CommitsAfter(ctx context.Context, d *sluice.Database, after int64,
 }
 
 // Commit returns commit seq of database d with its changes (seq 0: the
-// newest), or NotFound.
-func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Commit, error) {
-	var cs []*sluice.Commit
-	var err error
+// newest), or NotFound. It reads the commit in pieces, as the change feed
+// does, and stops once it holds more than maxChanges changes or more than
+// maxBytes bytes of change images (< 0: no bound): the commit returned is
+// then Partial, holding the changes read so far. So what it holds is
+// bounded by its caller, whatever the size of the commit or the count it
+// records.
+func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error) {
 	if seq == 0 {
-		cs, err = db.commits(ctx, d, "true ORDER BY seq DESC LIMIT 1", d.ID)
-	} else {
-		cs, err = db.commits(ctx, d, "seq = $2", d.ID, seq)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(cs) == 0 {
+		if err := db.reader(ctx, d.ID).QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM sluice.commits WHERE db_id = $1", d.ID).Scan(&seq); err != nil {
+			return nil, mapError(err)
+		}
 		if seq == 0 {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s has no commits", d.Path())
 		}
-		return nil, sluice.Errorf(sluice.CodeNotFound, "commit %d of %s does not exist or was pruned", seq, d.Path())
 	}
-	return cs[0], nil
+	var c *sluice.Commit
+	var size int64
+	after := sluice.Position{Seq: seq - 1, Index: sluice.WholeCommit}
+	for {
+		cs, _, err := db.ReadLog(ctx, d, after, 1, commitPieceBytes)
+		if err != nil {
+			return nil, err
+		}
+		if len(cs) == 0 || cs[0].Seq != seq {
+			if c == nil {
+				return nil, sluice.Errorf(sluice.CodeNotFound, "commit %d of %s does not exist or was pruned", seq, d.Path())
+			}
+			return nil, goneWhileReading(d, after)
+		}
+		p := cs[0]
+		for _, ch := range p.Changes {
+			size += int64(len(ch.Before) + len(ch.After))
+		}
+		if c == nil {
+			c = p
+		} else {
+			c.Changes = append(c.Changes, p.Changes...)
+			c.NumChanges, c.Partial = p.NumChanges, p.Partial
+		}
+		if !c.Partial || len(c.Changes) == 0 {
+			c.Partial = false
+			return c, nil
+		}
+		if maxChanges >= 0 && len(c.Changes) > maxChanges || maxBytes >= 0 && size > maxBytes {
+			return c, nil
+		}
+		after = c.Position(c.Changes[len(c.Changes)-1].Index)
+	}
 }
+
+// commitPieceBytes is about how many bytes of change images Commit reads
+// at a time.
+const commitPieceBytes = 64 << 10
 
 func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, args ...any) ([]*sluice.Commit, error) {
 	// One statement, so one snapshot and one round trip: the commits and
@@ -179,7 +212,6 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		if c == nil || c.Seq != cur.Seq {
 			c = &cur
 			c.Epoch = d.Epoch
-			c.Changes = make([]sluice.Change, 0, c.NumChanges)
 			out = append(out, c)
 		}
 		if idx == nil {
@@ -193,7 +225,27 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		return nil, mapError(err)
 	}
 	rows.Close()
+	for _, c := range out {
+		db.checkCount(d, c)
+	}
 	return out, db.documentImages(ctx, d, out)
+}
+
+// checkCount checks the count of changes commit c records against the
+// changes read, all of its stored ones: what is stored wins, and a
+// difference is logged. Sluice's commits count what they write, and SQL
+// commits what they stored (migration 11); a difference means the log
+// was written by someone else.
+func (db *DB) checkCount(d *sluice.Database, c *sluice.Commit) {
+	n := 0
+	if k := len(c.Changes); k > 0 {
+		n = c.Changes[k-1].Index + 1
+	}
+	if n != c.NumChanges {
+		db.logger.Error("a commit records another number of changes than it holds; its stored changes are read",
+			"database_id", d.ID, "commit", c.Seq, "recorded", c.NumChanges, "stored", n)
+		c.NumChanges = n
+	}
 }
 
 // appendChanges appends the changes of one row of sluice.changes (see

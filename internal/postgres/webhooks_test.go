@@ -22,7 +22,7 @@ func TestPruneKeepsWhatActiveWebhooksNeed(t *testing.T) {
 	seal := func(int64) ([]byte, error) { return []byte("sealed secret"), nil }
 	w := &sluice.Webhook{Database: a, URL: "https://example.com/", Ops: []string{"create"}, Batch: sluice.BatchEvent,
 		CreatorID: 1, CreatorName: "admin", Position: sluice.Position{Epoch: a.Epoch, Seq: 2, Index: 0}}
-	if err := db.CreateWebhook(ctx, w, seal, 5); err != nil {
+	if err := db.CreateWebhook(ctx, w, seal, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Commit 2 is only partly delivered (up to change 0), so it stays.
@@ -75,7 +75,7 @@ func TestWebhookCapAndLease(t *testing.T) {
 	seal := func(int64) ([]byte, error) { return []byte("x"), nil }
 	for i := range 3 {
 		w := &sluice.Webhook{Database: a, URL: "https://example.com/", Ops: []string{"create"}, Batch: sluice.BatchEvent, CreatorID: 1, CreatorName: "admin"}
-		err := db.CreateWebhook(ctx, w, seal, 2)
+		err := db.CreateWebhook(ctx, w, seal, 2, 0)
 		if i < 2 && err != nil || i == 2 && sluice.ErrorCode(err) != sluice.CodeConflict {
 			t.Fatalf("webhook %d of a cap of 2: %v", i+1, err)
 		}
