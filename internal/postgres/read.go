@@ -26,7 +26,9 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	err := db.reader(ctx, d.ID).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
+	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
+	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
+	err := db.reader(ctx, d.ID).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -62,7 +64,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(classes) == 0 {
 		return nil
 	}
-	q, args := documentsSQL(d, classes, skip, count)
+	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}, classes, skip, count)
 	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
@@ -86,22 +88,20 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	return mapError(rows.Err())
 }
 
-// documentsSQL returns the statement of Documents: rows (class index, id,
-// row JSON) of the given classes in byte order of id, which each table's
-// primary key serves (declared COLLATE "C"), so a page costs what it
-// skips and holds, merged from the tables in order.
-func documentsSQL(d *sluice.Database, classes []string, skip, count int64) (string, []any) {
+// documentsSQL returns the statement of Documents, built by b: rows
+// (class index, id, row JSON) of the given classes in byte order of id,
+// which each table's primary key serves (declared COLLATE "C"), so a page
+// costs what it skips and holds, merged from the tables in order.
+func documentsSQL(b *sqlBuilder, classes []string, skip, count int64) (string, []any) {
 	var parts []string
 	for i, name := range classes {
-		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, b.source(name)))
 	}
-	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET $1`
-	args := []any{skip}
+	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET ` + b.arg(skip)
 	if count >= 0 {
-		q += " LIMIT $2"
-		args = append(args, count)
+		q += " LIMIT " + b.arg(count)
 	}
-	return q, args
+	return b.pastStatement(q), b.args
 }
 
 const commitColumns = "db_id, seq, uid, author, message, user_name, committed_at, n_changes"
