@@ -346,7 +346,7 @@ func (g *sdlGen) query() {
 	g.p("type Query {\n")
 	for _, c := range queryClasses(g.s) {
 		g.description("  ", c.Description)
-		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
+		g.p("  %s%s: [%s!]!\n", c.Name, strings.TrimSuffix(queryArgs(c), ")")+`, "Reads the state at this position (one a read, a write or an event answered) instead of now." asOf: String)`, c.Name)
 	}
 	g.p("  \"The changes of a retained commit (the newest when commit is left out).\"\n")
 	g.p("  %s(commit: ID): %s\n", fieldChangeSet, typeChangeSet)

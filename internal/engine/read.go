@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"math"
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -233,6 +235,48 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	}
 	for i, c := range page.Commits {
 		if page.Commits[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
+			return nil, sluice.Position{}, err
+		}
+	}
+	pos, _ := snap.Position()
+	return page, pos, nil
+}
+
+// DocumentHistory returns a page of the versions of document id of
+// database org/name, newest first, before position before (nil: from the
+// newest): at most limit versions, with after images of at most maxBytes
+// (see postgres.DB.DocumentHistory, which also bounds the log a page
+// reads), redacted for u as history is (RedactCommit). It needs the read
+// role. The page is read in one snapshot, whose position it returns too.
+func (e *Engine) DocumentHistory(ctx context.Context, u *sluice.User, org, name, id string, before *sluice.Position, limit int, maxBytes int64) (*postgres.VersionPage, sluice.Position, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	if _, key, ok := strings.Cut(id, "/"); !ok || key == "" {
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+	} else if err := schema.CheckKey(key); err != nil {
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+	}
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	ctx, snap := e.ReadSnapshot(ctx, d)
+	defer snap.Close()
+	from := sluice.Position{Epoch: d.Epoch, Seq: math.MaxInt64}
+	if before != nil {
+		if _, err := e.checkPast(ctx, d, "before", *before); err != nil {
+			return nil, sluice.Position{}, err
+		}
+		from = *before
+	}
+	page, err := e.store.DocumentHistory(ctx, d, id, from, limit, maxBytes)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	for i, c := range page.Versions {
+		if page.Versions[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
 			return nil, sluice.Position{}, err
 		}
 	}

@@ -309,19 +309,11 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	// Sorting and paging happen on ids before the documents' JSON is built
 	// and their commits joined, so both cost only the rows returned: the
 	// page's rows are then read again by primary key.
-	parts := make([]string, len(q.Classes))
-	var joins, cases []string
-	for i, name := range q.Classes {
+	for _, name := range q.Classes {
 		if s.Class(name) == nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
 		}
-		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s t%s",
-			i, colID, colCommitUID, extra, b.source(name), whereSQL)
-		alias := fmt.Sprintf("t%d", i)
-		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", b.source(name), alias, i, alias, colID))
-		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), q.Fields, alias)))
 	}
-	order := strings.Join(orderBy, ", ")
 	page := ""
 	if q.Limit >= 0 {
 		page += " LIMIT " + b.arg(q.Limit)
@@ -340,6 +332,16 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 			rowJSONSQL(c, nil, "t"), b.source(q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
+	parts := make([]string, len(q.Classes))
+	var joins, cases []string
+	for i, name := range q.Classes {
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s t%s",
+			i, colID, colCommitUID, extra, b.source(name), whereSQL)
+		alias := fmt.Sprintf("t%d", i)
+		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", b.source(name), alias, i, alias, colID))
+		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), q.Fields, alias)))
+	}
+	order := strings.Join(orderBy, ", ")
 	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order

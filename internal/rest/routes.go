@@ -112,6 +112,8 @@ func Routes(d Deps) http.Handler {
 
 		r.Get("/api/log/{org}/{db}", a.log)
 		r.Get("/api/changes/{org}/{db}", a.changes)
+		r.Get("/api/history/{org}/{db}", a.history)
+		r.Get("/api/diff/{org}/{db}", a.diff)
 		r.Get("/api/asyncapi/{org}/{db}", a.asyncAPI)
 		r.Get("/api/admin/subscriptions", a.subscriptions)
 
