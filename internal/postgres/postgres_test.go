@@ -138,12 +138,12 @@ func TestPruneKeepsNewestAndWhatSubscribersNeed(t *testing.T) {
 	commitN(t, db, b, s, 5)
 
 	// Nothing is older than an hour ago.
-	if n, err := db.Prune(ctx, time.Now().Add(-time.Hour), nil); err != nil || n != 0 {
+	if n, err := db.Prune(ctx, time.Now().Add(-time.Hour), 0, nil); err != nil || n != 0 {
 		t.Fatalf("prune of recent history removed %d (%v)", n, err)
 	}
 	// Everything is older than a minute from now: a keeps what a
 	// subscriber at seq 2 needs, b keeps only its newest commit.
-	n, err := db.Prune(ctx, time.Now().Add(time.Minute), map[int64]int64{a.ID: 2})
+	n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, map[int64]int64{a.ID: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestPruneKeepsWhatOtherReplicasNeed(t *testing.T) {
 	if err := db.PublishFloors(ctx, "two", map[int64]int64{a.ID: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 2 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 2 {
 		t.Fatalf("pruned %d (%v), want 2: replica two still needs commit 3 on", n, err)
 	}
 	for _, r := range []string{"one", "two"} {
@@ -191,7 +191,7 @@ func TestPruneKeepsWhatOtherReplicasNeed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 3 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 3 {
 		t.Fatalf("pruned %d (%v), want 3 (all but the newest)", n, err)
 	}
 }

@@ -306,11 +306,14 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 	})
 }
 
-// Prune removes commits of every database committed before cutoff, except
-// each database's newest commit and anything after the floors: keep[dbID]
-// (this process's subscribers), the fresh floors other daemons published,
-// and the positions of active webhooks. It returns the number of commits removed.
-func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
+// Prune removes the commits of every database older than its retention
+// at time now: the longer of retention (the server's log_retention) and
+// the database's own (sluice.Database.LogRetention; 0 keeps every
+// commit). It keeps each database's newest commit and anything after the
+// floors: keep[dbID] (this process's subscribers), the fresh floors other
+// daemons published, and the positions of active webhooks. It returns the
+// number of commits removed.
+func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration, keep map[int64]int64) (int64, error) {
 	var total int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		// Pruning a long backlog may take longer than statement_timeout,
@@ -364,7 +367,10 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64)
 			return err
 		}
 		keep := floors
-		rows, err = tx.Query(ctx, `SELECT db_id, max(seq) FROM sluice.commits WHERE committed_at < $1 GROUP BY db_id`, cutoff)
+		rows, err = tx.Query(ctx, `SELECT d.id, m.seq FROM sluice.databases d
+			CROSS JOIN LATERAL (SELECT max(c.seq) AS seq FROM sluice.commits c WHERE c.db_id = d.id
+				AND c.committed_at < $1::timestamptz - make_interval(secs => greatest($2::float8, coalesce(d.log_retention_seconds, 0)::float8))) m
+			WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL`, now, retention.Seconds())
 		if err != nil {
 			return err
 		}

@@ -100,6 +100,7 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/db", a.listDatabases)
 		r.Get("/api/db/{org}/{db}", a.getDatabase)
 		r.Post("/api/db/{org}/{db}", a.createDatabase)
+		r.Patch("/api/db/{org}/{db}", a.patchDatabase)
 		r.Delete("/api/db/{org}/{db}", a.deleteDatabase)
 
 		r.Get("/api/schema/{org}/{db}", a.getSchema)
