@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -20,6 +21,26 @@ import (
 // Every statement of a snapshot carrying an AsOf reads so (see
 // Snapshot.SetAsOf): a query, the documents its references point to, a
 // filter through a reference, a REST listing.
+//
+// How the statement is shaped decides whether Postgres can read a page in
+// index order, so three rules hold:
+//
+//   - A current row is as it was at P unless the commit its _commit_uid
+//     names came after P (a commit pruned since came before any position
+//     that can be read). That test is a scalar subquery, an index probe
+//     per row that Postgres keeps as a filter: as an anti-join it would
+//     be planned from the statistics of _commit_uid, which one large
+//     commit skews (a class loaded at once, then changed here and there,
+//     looked almost all changed), and the whole class would be sorted.
+//   - Each class's union has two branches without conditions of their
+//     own: the table, and the class's past rows (a CTE of their own,
+//     typed once); the test is a condition on the union. Postgres then
+//     flattens the union and applies the condition to each branch, so an
+//     index of the table serves the union's order (a Merge Append), and a
+//     condition on the id reaches the table's primary key.
+//   - A query of several classes (a parent and its subclasses) is one
+//     flat union of every class's two branches (pastUnion), not a union
+//     of unions, for the same reason.
 
 // AsOf is a read of the past: the position read, and what of the images
 // the log holds cannot be read through today's tables.
@@ -50,34 +71,47 @@ func (db *DB) asOf(ctx context.Context, dbID int64) *AsOf {
 }
 
 // source returns the FROM source of class's rows: its table, or as of b's
-// past position a relation with the same columns.
+// past position a relation with the table's columns (and _past).
 func (b *sqlBuilder) source(class string) string {
 	if b.past == nil {
 		return tableName(b.db.ID, class)
 	}
-	if !slices.Contains(b.pastClasses, class) {
+	cols := []string{colID, colCommitUID}
+	for _, f := range b.schema.Class(class).Fields {
+		cols = append(cols, ident(f.Name))
+	}
+	return fmt.Sprintf("(SELECT * FROM (SELECT %s, false AS _past FROM %s t UNION ALL SELECT * FROM %s) u WHERE %s)",
+		"t."+strings.Join(cols, ", t."), tableName(b.db.ID, class), b.pastRows(class), b.asItWas("u"))
+}
+
+// pastRows returns the name of the CTE holding class's documents as they
+// were at b's past position that were changed since (with _past true).
+func (b *sqlBuilder) pastRows(class string) string {
+	i := slices.Index(b.pastClasses, class)
+	if i < 0 {
+		i = len(b.pastClasses)
 		b.pastClasses = append(b.pastClasses, class)
 	}
-	tbl := tableName(b.db.ID, class)
-	drop := b.past.Drop[class]
-	if drop == nil {
-		drop = []string{}
+	return fmt.Sprintf("past_%d", i)
+}
+
+// asItWas returns the condition that the row alias names, a current row
+// or a past one (_past), is as it was at b's past position. A position
+// inside a commit also leaves out the documents of that commit changed
+// after it, which the log gives.
+func (b *sqlBuilder) asItWas(alias string) string {
+	cond := fmt.Sprintf("%[1]s._past OR coalesce((SELECT c.seq FROM sluice.commits c WHERE c.uid = %[1]s.%[2]s), 0) <= %[3]s",
+		alias, colCommitUID, b.arg(b.past.Pos.Seq))
+	if b.past.Pos.Index != sluice.WholeCommit {
+		cond += fmt.Sprintf(" AND %s.%s NOT IN (SELECT p.id FROM past p)", alias, colID)
 	}
-	// The images are API documents ("@id", "@type", fields named as their
-	// columns) or, for writes made in SQL, rows (row_to_json: the columns,
-	// _commit_uid included); jsonb_populate_record reads both as a row of
-	// the table, ignoring keys that are no column. The image of a change
-	// Sluice made does not say which commit wrote it: its _commit_uid is
-	// null (_CommitMetadata is then unknown).
-	return fmt.Sprintf(`(SELECT t.* FROM %[1]s t WHERE NOT EXISTS (SELECT 1 FROM past p WHERE p.id = t.%[2]s)
-		UNION ALL SELECT r.* FROM past p CROSS JOIN LATERAL jsonb_populate_record(NULL::%[1]s,
-			(p.img::jsonb - %[3]s::text[]) || jsonb_build_object('%[2]s', p.id)) r
-		WHERE p.cls = %[4]s AND p.img IS NOT NULL)`, tbl, colID, b.arg(drop), b.arg(class))
+	return "(" + cond + ")"
 }
 
 // with returns the WITH clause the sources of b need ("" when b reads the
-// present): the first change after the past position of every document of
-// the classes read, with the document's image before it.
+// present): past, the first change after the past position of every
+// document of the classes read, with the document's image before it, and
+// for each class its rows from those images (pastRows).
 //
 // A row of sluice.changes holds a run of a commit's changes as arrays
 // (migration 3); a row of insertions only holds the after images, which
@@ -92,22 +126,47 @@ func (b *sqlBuilder) with() string {
 	if p.Index == sluice.WholeCommit {
 		from = p.Seq + 1
 	}
-	return fmt.Sprintf(`WITH past AS MATERIALIZED (
-		SELECT DISTINCT ON (x.id) x.id COLLATE "C" AS id, split_part(x.id, '/', 1) AS cls, x.img
+	var w strings.Builder
+	fmt.Fprintf(&w, `WITH past AS MATERIALIZED (
+		SELECT DISTINCT ON (x.id COLLATE "C") x.id COLLATE "C" AS id, split_part(x.id, '/', 1) AS cls, x.img
 		FROM sluice.commits c
 		JOIN sluice.changes ch ON ch.commit_uid = c.uid
-		CROSS JOIN LATERAL (
-			SELECT u.id, ch.idx + u.n - 1 AS i, u.img
-			FROM ROWS FROM (unnest(ch.doc_ids), json_array_elements(ch.befores::json)) WITH ORDINALITY AS u(id, img, n)
-			WHERE ch.doc_ids IS NOT NULL
-			UNION ALL
-			SELECT a.img ->> (CASE WHEN c.row_images THEN '_id' ELSE '@id' END), ch.idx + a.n - 1, NULL::json
-			FROM json_array_elements(ch.afters::json) WITH ORDINALITY AS a(img, n)
-			WHERE ch.doc_ids IS NULL) x
-		WHERE c.db_id = %s AND c.seq >= %s AND (c.seq > %s OR x.i > %s)
+		CROSS JOIN LATERAL ROWS FROM (
+			unnest(coalesce(ch.doc_ids, ARRAY(SELECT a ->> (CASE WHEN c.row_images THEN '_id' ELSE '@id' END)
+				FROM json_array_elements(ch.afters::json) a))),
+			json_array_elements(ch.befores::json)) WITH ORDINALITY AS x(id, img, n)
+		WHERE c.db_id = %s AND c.seq >= %s AND (c.seq > %s OR ch.idx + x.n - 1 > %s)
 			AND split_part(x.id, '/', 1) = ANY(%s::text[])
-		ORDER BY x.id, c.seq, x.i) `,
+		ORDER BY x.id COLLATE "C", c.seq, x.n)`,
 		b.arg(b.db.ID), b.arg(from), b.arg(p.Seq), b.arg(int64(p.Index)), b.arg(b.pastClasses))
+	// The images are API documents ("@id", "@type", fields named as their
+	// columns) or, for writes made in SQL, rows (row_to_json: the columns,
+	// _commit_uid included); json_to_record reads both as the columns it
+	// is given, ignoring other keys, and never reads a dropped field's
+	// value (of another type, maybe). The image of a change Sluice made
+	// does not say which commit wrote it: its _commit_uid is null
+	// (_CommitMetadata is then unknown). (_past cannot be a field's name:
+	// fields do not begin with "_".)
+	for i, class := range b.pastClasses {
+		dropped := b.past.Drop[class]
+		cols := []string{"p.id AS " + colID, "r." + colCommitUID}
+		defs := []string{colCommitUID + " bigint"}
+		for _, f := range b.schema.Class(class).Fields {
+			col := ident(f.Name)
+			if slices.Contains(dropped, f.Name) {
+				cols = append(cols, "NULL::"+columnType(f)+" AS "+col)
+				continue
+			}
+			cols = append(cols, "r."+col)
+			defs = append(defs, col+" "+columnType(f))
+		}
+		fmt.Fprintf(&w, `, past_%d AS MATERIALIZED (SELECT %s, true AS _past
+			FROM past p CROSS JOIN LATERAL json_to_record(p.img) AS r(%s)
+			WHERE p.cls = %s AND p.img IS NOT NULL)`,
+			i, strings.Join(cols, ", "), strings.Join(defs, ", "), b.arg(class))
+	}
+	w.WriteString(" ")
+	return w.String()
 }
 
 // pastStatement returns sql, built by b, with the WITH clause its sources
@@ -117,4 +176,32 @@ func (b *sqlBuilder) pastStatement(sql string) string {
 		return w + sql
 	}
 	return sql
+}
+
+// pastUnion returns the FROM source of a query of several classes (q.Class
+// and its subclasses, q.Classes) as of b's past position: one flat union,
+// two branches a class, whose rows are (cls, the class's index in
+// q.Classes; the id and commit uid; q.Class's fields, which every
+// subclass has, for filters and ordering; j, the row's JSON as docRows
+// reads it; _past), and the condition (asItWas) each row must meet, on
+// alias.
+func (b *sqlBuilder) pastUnion(q DocQuery, alias string) (string, string) {
+	parent := b.schema.Class(q.Class)
+	var branches []string
+	for i, name := range q.Classes {
+		cols := []string{fmt.Sprint(i), "%[1]s." + colID, "%[1]s." + colCommitUID}
+		for _, f := range parent.Fields {
+			cols = append(cols, "%[1]s."+ident(f.Name))
+		}
+		list := strings.Join(cols, ", ")
+		branches = append(branches,
+			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "t")+", %s AS j, false AS _past FROM %s t", rowJSONSQL(b.schema.Class(name), q.Fields, "t"), tableName(b.db.ID, name)),
+			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "x")+", to_jsonb(x), true FROM %s x", b.pastRows(name)))
+	}
+	cols := []string{"cls", colID, colCommitUID}
+	for _, f := range parent.Fields {
+		cols = append(cols, ident(f.Name))
+	}
+	cols = append(cols, "j", "_past")
+	return "(" + strings.Join(branches, " UNION ALL ") + ") " + alias + "(" + strings.Join(cols, ", ") + ")", b.asItWas(alias)
 }

@@ -196,9 +196,10 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 // ExplainQuery returns Postgres' plan (EXPLAIN, with ANALYZE and BUFFERS
 // when analyze is set, which runs the statement) of the statement
 // QueryDocuments sends for q, as text; "" when q reads no table. Tests
-// and benchmarks use it to show which index serves a query.
+// and benchmarks use it to show which index serves a query; in a snapshot
+// as of a past position (ctx), it explains the read of the past.
 func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery, analyze bool) (string, error) {
-	st, err := compileQuery(d, s, q, nil, nil)
+	st, err := compileQuery(d, s, q, nil, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
 		return "", err
 	}
@@ -206,7 +207,7 @@ func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Sc
 	if analyze {
 		opts = "ANALYZE, BUFFERS, COSTS OFF"
 	}
-	rows, err := db.pool.Query(ctx, "EXPLAIN ("+opts+") "+st.sql, st.args...)
+	rows, err := db.reader(ctx, d.ID).Query(ctx, "EXPLAIN ("+opts+") "+st.sql, st.args...)
 	if err != nil {
 		return "", queryError(err)
 	}
@@ -323,6 +324,15 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	}
 	if len(q.Classes) == 1 && q.Fields != nil {
 		return projectionStatement(b, q, whereSQL, page), nil
+	}
+	if b.past != nil && len(q.Classes) > 1 {
+		// One flat union of the classes' tables and past rows (see
+		// past.go), each row with its JSON: no second read by id.
+		src, cond := b.pastUnion(q, "t")
+		ord := singleOrder(c, q.Order)
+		sql := fmt.Sprintf("SELECT t.cls, t.j, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
+			src, strings.Join(append([]string{cond}, where...), " AND "), ord, page, colCommitUID, ord)
+		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
 	if len(q.Classes) == 1 {
 		// The inner query sorts and pages the narrow rows; the JSON is
