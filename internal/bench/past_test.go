@@ -74,7 +74,9 @@ func BenchmarkPast(b *testing.B) {
 				return "POST", "/api/graphql/admin/bench", fmt.Sprintf(`{"query":"{ Person(filter: {grp: {eq: %d}}, asOf: \"%s\") { _id name email age } }"}`, arg%(n/100), pos)
 			}},
 		{"rest",
-			func(int) (string, string, string) { return "GET", "/api/document/admin/bench?type=Person&count=100", "" },
+			func(int) (string, string, string) {
+				return "GET", "/api/document/admin/bench?type=Person&count=100", ""
+			},
 			func(int) (string, string, string) {
 				return "GET", "/api/document/admin/bench?type=Person&count=100&as_of=" + q, ""
 			}},
