@@ -194,12 +194,6 @@ func pastSchema(vs []versionAt, cur *sluice.Schema, role sluice.Role, pos sluice
 			continue // it had no documents then
 		}
 		for _, f := range c.Fields {
-			unknown := func(why string) {
-				if past.Unknown[name] == nil {
-					past.Unknown[name] = map[string]string{}
-				}
-				past.Unknown[name][f.Name] = why
-			}
 			made := 0 // the first version from which the column stood unbroken
 			for i := len(vs) - 2; i >= 0; i-- {
 				if !sameColumn(vs[i].schema, vs[i+1].schema, name, f.Name) {
@@ -209,9 +203,18 @@ func pastSchema(vs []versionAt, cur *sluice.Schema, role sluice.Role, pos sluice
 			}
 			if made > 0 {
 				drop[name] = append(drop[name], f.Name)
-				if fieldOf(then, name, f.Name) != nil {
-					unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, vs[made].first))
+			}
+			if f.ReadRole > role {
+				continue // hidden now, as from any read (its name too)
+			}
+			unknown := func(why string) {
+				if past.Unknown[name] == nil {
+					past.Unknown[name] = map[string]string{}
 				}
+				past.Unknown[name][f.Name] = why
+			}
+			if made > 0 && fieldOf(then, name, f.Name) != nil {
+				unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, vs[made].first))
 			}
 			if role >= sluice.RoleAdmin {
 				continue
