@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -14,6 +15,12 @@ import (
 // argAsOf is the argument of a class query field that reads the state at
 // a past position.
 const argAsOf = "asOf"
+
+// withAsOf returns the argument list args of a query field, "(…)", with
+// asOf added.
+func withAsOf(args string) string {
+	return strings.TrimSuffix(args, ")") + `, "Reads the state at this position (one a read, a write or an event answered) instead of now." ` + argAsOf + `: String)`
+}
 
 // asOf returns the position the query's class fields read (asOf), nil
 // when they read the present. A query reads one state, whose position its
@@ -149,6 +156,11 @@ func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, clas
 		for _, cf := range x.fields(sel, x.runtimeType(static, c)) {
 			f := c.Field(cf.Name)
 			if f == nil {
+				if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok {
+					if err := x.checkPastBacklink(cf, bl, seen); err != nil {
+						return err
+					}
+				}
 				continue // _id, _type, _CommitMetadata, __typename
 			}
 			if err := x.past.CheckField(name, f.Name); err != nil {
@@ -169,4 +181,47 @@ func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, clas
 		}
 	}
 	return nil
+}
+
+// checkPastBacklink checks a backlink selection cf: the documents of bl's
+// class that point through bl's reference field, filtered, sorted and
+// shown as cf says.
+func (x *execution) checkPastBacklink(cf graphql.CollectedField, bl backlink, seen map[string]bool) error {
+	q, err := ParseQueryArgs(x.es.schema, bl.class.Name, cf.Field, x.op.Variables)
+	if err != nil {
+		return err
+	}
+	for _, c := range q.Classes {
+		if err := x.past.CheckClass(c); err != nil {
+			return err
+		}
+		if err := x.past.CheckField(c, bl.field.Name); err != nil {
+			return err
+		}
+		for _, k := range q.Order {
+			if err := x.past.CheckField(c, k.Field); err != nil {
+				return err
+			}
+		}
+	}
+	if err := x.checkPastFilter(q.Filter, q.Classes); err != nil {
+		return err
+	}
+	return x.checkPastSelection(cf.Selections, bl.class.Name, q.Classes, seen)
+}
+
+// checkPastAggregate checks an aggregate of q's classes as of x.past:
+// the documents counted, the filter and the fields aggregated.
+func (x *execution) checkPastAggregate(q engine.AggregateQuery) error {
+	for _, c := range q.Classes {
+		if err := x.past.CheckClass(c); err != nil {
+			return err
+		}
+		for _, a := range q.Aggs {
+			if err := x.past.CheckField(c, a.Field); err != nil {
+				return err
+			}
+		}
+	}
+	return x.checkPastFilter(q.Filter, q.Classes)
 }

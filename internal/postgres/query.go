@@ -203,11 +203,16 @@ func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Sc
 	if err != nil || st == nil {
 		return "", err
 	}
+	return db.explain(ctx, st, analyze)
+}
+
+// explain returns the plan of st (see ExplainQuery).
+func (db *DB) explain(ctx context.Context, st *statement, analyze bool) (string, error) {
 	opts := "COSTS OFF"
 	if analyze {
 		opts = "ANALYZE, BUFFERS, COSTS OFF"
 	}
-	rows, err := db.reader(ctx, d.ID).Query(ctx, "EXPLAIN ("+opts+") "+st.sql, st.args...)
+	rows, err := db.pool.Query(ctx, "EXPLAIN ("+opts+") "+st.sql, st.args...)
 	if err != nil {
 		return "", queryError(err)
 	}
@@ -287,29 +292,10 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	if len(where) > 0 {
 		whereSQL = " WHERE " + strings.Join(where, " AND ")
 	}
-	var orderCols, orderBy []string
-	idDesc := false
-	for i, k := range q.Order {
-		if k.Field == colID {
-			idDesc = k.Desc
-			break // the id is unique: later keys cannot matter
-		}
-		f := c.Field(k.Field)
-		if f == nil || f.List || f.Type.Kind == sluice.TypeSubdocument {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "orderBy: %s cannot be sorted by %s", q.Class, k.Field)
-		}
-		col := fmt.Sprintf("o%d", i)
-		orderCols = append(orderCols, fmt.Sprintf("t.%s AS %s", ident(f.Name), col))
-		orderBy = append(orderBy, collated(f, "u."+col)+direction(k.Desc))
+	extra, order, err := unionOrder(c, q.Order)
+	if err != nil {
+		return nil, err
 	}
-	orderBy = append(orderBy, `u._id COLLATE "C"`+direction(idDesc))
-	extra := ""
-	if len(orderCols) > 0 {
-		extra = ", " + strings.Join(orderCols, ", ")
-	}
-	// Sorting and paging happen on ids before the documents' JSON is built
-	// and their commits joined, so both cost only the rows returned: the
-	// page's rows are then read again by primary key.
 	for _, name := range q.Classes {
 		if s.Class(name) == nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
@@ -325,15 +311,6 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	if len(q.Classes) == 1 && q.Fields != nil {
 		return projectionStatement(b, q, whereSQL, page), nil
 	}
-	if b.past != nil && len(q.Classes) > 1 {
-		// One flat union of the classes' tables and past rows (see
-		// past.go), each row with its JSON: no second read by id.
-		src, cond := b.pastUnion(q, "t")
-		ord := singleOrder(c, q.Order)
-		sql := fmt.Sprintf("SELECT t.cls, t.j, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
-			src, strings.Join(append([]string{cond}, where...), " AND "), ord, page, colCommitUID, ord)
-		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
-	}
 	if len(q.Classes) == 1 {
 		// The inner query sorts and pages the narrow rows; the JSON is
 		// built only for the rows the LIMIT keeps.
@@ -342,20 +319,77 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 			rowJSONSQL(c, nil, "t"), b.source(q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
-	parts := make([]string, len(q.Classes))
-	var joins, cases []string
-	for i, name := range q.Classes {
-		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s t%s",
-			i, colID, colCommitUID, extra, b.source(name), whereSQL)
-		alias := fmt.Sprintf("t%d", i)
-		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", b.source(name), alias, i, alias, colID))
-		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), q.Fields, alias)))
+	if b.past != nil {
+		// One flat union of the classes' tables and past rows (see
+		// past.go), each row with its JSON: no second read by id.
+		src, cond := b.pastUnion(q, "t")
+		ord := singleOrder(c, q.Order)
+		sql := fmt.Sprintf("SELECT t.cls, t.j, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
+			src, strings.Join(append([]string{cond}, where...), " AND "), ord, page, colCommitUID, ord)
+		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
-	order := strings.Join(orderBy, ", ")
+	// Sorting and paging happen on ids before the documents' JSON is built
+	// and their commits joined, so both cost only the rows returned: the
+	// page's rows are then read again by primary key.
+	parts, joins, cases, err := unionBranches(b, q.Classes, func(class string) string { return tableName(d.ID, class) + " t" + whereSQL }, extra, q.Fields)
+	if err != nil {
+		return nil, err
+	}
 	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order
-	return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
+	return &statement{sql: sql, args: b.args, classes: q.Classes}, nil
+}
+
+// unionOrder returns what sorts documents of class c by keys when they
+// are read as a union of class tables (alias u): the sort columns each
+// branch selects (", t.f AS o0, …", from alias t) and the ORDER BY list,
+// which ends with the id. A key that cannot be sorted by is a CodeInvalid
+// error.
+func unionOrder(c *sluice.Class, keys []OrderKey) (extra, order string, err error) {
+	var cols, by []string
+	idDesc := false
+	for i, k := range keys {
+		if k.Field == colID {
+			idDesc = k.Desc
+			break // the id is unique: later keys cannot matter
+		}
+		f := c.Field(k.Field)
+		if f == nil || f.List || f.Type.Kind == sluice.TypeSubdocument {
+			return "", "", sluice.Errorf(sluice.CodeInvalid, "orderBy: %s cannot be sorted by %s", c.Name, k.Field)
+		}
+		col := fmt.Sprintf("o%d", i)
+		cols = append(cols, fmt.Sprintf("t.%s AS %s", ident(f.Name), col))
+		by = append(by, collated(f, "u."+col)+direction(k.Desc))
+	}
+	by = append(by, `u._id COLLATE "C"`+direction(idDesc))
+	if len(cols) > 0 {
+		extra = ", " + strings.Join(cols, ", ")
+	}
+	return extra, strings.Join(by, ", "), nil
+}
+
+// unionBranches returns the parts of a read of the documents of classes
+// as one union (see compileQuery): each class's branch, selecting its
+// index in classes (cls), the id, the commit's uid and the sort columns
+// extra from the rows (alias t) that from returns for the class (the
+// FROM list and WHERE clause); the join of each class's table (alias t<i>;
+// as of b's past position, its source) back to the union's rows; and the
+// CASE arm building each class's row JSON (of fields only, when not nil).
+func unionBranches(b *sqlBuilder, classes []string, from func(class string) string, extra string, fields []string) (parts, joins, cases []string, err error) {
+	s := b.schema
+	parts = make([]string, len(classes))
+	for i, name := range classes {
+		if s.Class(name) == nil {
+			return nil, nil, nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
+		}
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s",
+			i, colID, colCommitUID, extra, from(name))
+		alias := fmt.Sprintf("t%d", i)
+		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", b.source(name), alias, i, alias, colID))
+		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), fields, alias)))
+	}
+	return parts, joins, cases, nil
 }
 
 // projectionStatement returns the statement of the most common query: one
