@@ -205,6 +205,13 @@ func TestPastStatesOnTheOtherReplica(t *testing.T) {
 		{`{ Animal(` + at3 + `, include_children: false) { _id } }`, `{"Animal":[{"_id":"Animal/generic"}]}`},
 		{`{ Dog(` + at3 + `, filter: {breed: {eq: "lab"}}) { _id name } }`, `{"Dog":[{"_id":"Dog/rex","name":"Rex"}]}`},
 		{`{ Person(` + at3 + `, ids: ["Person/alice", "Person/carol"]) { name } }`, `{"Person":[{"name":"Alice"}]}`},
+		// Backlinks and aggregates too.
+		{`{ Person(` + at3 + `, id: "Person/alice") { _friend_of_Person { _id age } } }`, `{"Person":[{"_friend_of_Person":[{"_id":"Person/bob","age":25}]}]}`},
+		{`{ Person(asOf: "` + p[2] + `", id: "Person/alice") { _friend_of_Person { _id } } }`, `{"Person":[{"_friend_of_Person":[]}]}`},
+		{`{ Person_aggregate(` + at3 + `) { count max { age } } }`, `{"Person_aggregate":{"count":2,"max":{"age":31}}}`},
+		{`{ Person_aggregate(asOf: "` + p[1] + `") { count max { age } } }`, `{"Person_aggregate":{"count":1,"max":{"age":30}}}`},
+		{`{ Animal_aggregate(` + at3 + `) { count } Animal(` + at3 + `, include_children: false) { _id } }`, `{"Animal_aggregate":{"count":2},"Animal":[{"_id":"Animal/generic"}]}`},
+		{`{ Person_aggregate { count } }`, `{"Person_aggregate":{"count":1}}`},
 	} {
 		if got := gqlData(t, b, dt.Admin(), "past", c.query); got != c.want {
 			t.Errorf("%s: %s, want %s", c.query, got, c.want)
@@ -607,6 +614,7 @@ func TestPastThroughSchemaChanges(t *testing.T) {
 		`{ Person(asOf: "` + p1 + `") { name age } }`,
 		`{ Person(asOf: "` + p1 + `", filter: {age: {eq: "30"}}) { name } }`,
 		`{ Person(asOf: "` + p1 + `", orderBy: {age: ASC}) { name } }`,
+		`{ Person_aggregate(asOf: "` + p1 + `") { count max { age } } }`,
 	} {
 		if msg, code := gqlError(t, a, dt.Admin(), "evolve", q); code != "BAD_USER_INPUT" || !strings.Contains(msg, "Person.age as of "+p1+" cannot be shown: a schema change after that position (before commit 2) dropped its values") {
 			t.Errorf("%s: %s %s", q, code, msg)
