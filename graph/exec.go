@@ -40,6 +40,10 @@ type Store interface {
 	// above made with it run in, and the snapshot.
 	ReadSnapshot(ctx context.Context, d *sluice.Database) (context.Context, *engine.Snapshot)
 	RedactCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, c *sluice.Commit) (*sluice.Commit, error)
+	// ReadAsOf makes the reads of snap (carried by ctx) read the state
+	// as of pos, given as the argument param, and returns what of it the
+	// reader cannot be shown (see engine.Engine.ReadAsOf).
+	ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *engine.Snapshot, param string, pos sluice.Position) (*engine.Past, error)
 	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) ([][]string, *sluice.Commit, error)
 }
 
@@ -146,12 +150,30 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		// commits the query did not see.
 		var snap *engine.Snapshot
 		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
-		if x.oneStatement(typeQuery) {
-			snap.OneStatement() // ended in the round trip of its statement
+		asOf, err := x.asOf()
+		switch {
+		case err != nil:
+			x.fail(nil, err)
+		case asOf != nil:
+			// A read of the past: its first statement checks the
+			// position, in the snapshot the fields then read.
+			if x.past, err = es.store.ReadAsOf(x.ctx, req.DB, es.schema, es.role, snap, argAsOf, *asOf); err != nil {
+				x.fail(nil, err)
+				break
+			}
+			resp.Data = x.query()
+		default:
+			if x.oneStatement(typeQuery) {
+				snap.OneStatement() // ended in the round trip of its statement
+			}
+			resp.Data = x.query()
 		}
-		resp.Data = x.query()
-		// A result without data reflects nothing.
+		// A result without data reflects nothing; one of the past
+		// reflects its position.
 		if pos, ok := snap.Position(); ok && resp.Data != nil {
+			if x.past != nil {
+				pos = x.past.Position
+			}
 			graphql.RegisterExtension(rctx, "position", pos.String())
 		}
 		snap.Close()
@@ -187,6 +209,8 @@ type execution struct {
 	// preread holds the documents of root class query fields (by alias)
 	// read before the execution, with other queries' (RunEach).
 	preread map[string][]engine.QueryDoc
+	// past, when set, is the past state the query reads (asOf).
+	past *engine.Past
 }
 
 // overRows reports whether the request has read more documents than its

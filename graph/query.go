@@ -100,6 +100,11 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 	if err != nil {
 		return nil, err
 	}
+	if x.past != nil {
+		if err := x.checkPast(cf, q); err != nil {
+			return nil, err
+		}
+	}
 	docs, ok := x.preread[cf.Alias]
 	if !ok {
 		docs, err = x.es.store.QueryDocuments(x.ctx, x.req.DB, x.es.schema, q)

@@ -223,6 +223,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
 		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
+	eng.UseLogRetention(d.cfg.LogRetention)
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}
@@ -464,7 +465,7 @@ func prune(ctx context.Context, store *postgres.DB, retention time.Duration, flo
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		n, err := store.Prune(ctx, time.Now().Add(-retention), floors())
+		n, err := store.Prune(ctx, time.Now(), retention, floors())
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("prune commit history", "err", err)
 		} else if n > 0 {

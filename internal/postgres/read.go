@@ -26,7 +26,9 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	err := db.reader(ctx, d.ID).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
+	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
+	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
+	err := db.reader(ctx, d.ID).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -62,7 +64,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(classes) == 0 {
 		return nil
 	}
-	q, args := documentsSQL(d, classes, skip, count)
+	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}, classes, skip, count)
 	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
@@ -86,22 +88,20 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	return mapError(rows.Err())
 }
 
-// documentsSQL returns the statement of Documents: rows (class index, id,
-// row JSON) of the given classes in byte order of id, which each table's
-// primary key serves (declared COLLATE "C"), so a page costs what it
-// skips and holds, merged from the tables in order.
-func documentsSQL(d *sluice.Database, classes []string, skip, count int64) (string, []any) {
+// documentsSQL returns the statement of Documents, built by b: rows
+// (class index, id, row JSON) of the given classes in byte order of id,
+// which each table's primary key serves (declared COLLATE "C"), so a page
+// costs what it skips and holds, merged from the tables in order.
+func documentsSQL(b *sqlBuilder, classes []string, skip, count int64) (string, []any) {
 	var parts []string
 	for i, name := range classes {
-		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, b.source(name)))
 	}
-	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET $1`
-	args := []any{skip}
+	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET ` + b.arg(skip)
 	if count >= 0 {
-		q += " LIMIT $2"
-		args = append(args, count)
+		q += " LIMIT " + b.arg(count)
 	}
-	return q, args
+	return b.pastStatement(q), b.args
 }
 
 const commitColumns = "db_id, seq, uid, author, message, user_name, committed_at, n_changes"
@@ -358,11 +358,14 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 	})
 }
 
-// Prune removes commits of every database committed before cutoff, except
-// each database's newest commit and anything after the floors: keep[dbID]
-// (this process's subscribers), the fresh floors other daemons published,
-// and the positions of active webhooks. It returns the number of commits removed.
-func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
+// Prune removes the commits of every database older than its retention
+// at time now: the longer of retention (the server's log_retention) and
+// the database's own (sluice.Database.LogRetention; 0 keeps every
+// commit). It keeps each database's newest commit and anything after the
+// floors: keep[dbID] (this process's subscribers), the fresh floors other
+// daemons published, and the positions of active webhooks. It returns the
+// number of commits removed.
+func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration, keep map[int64]int64) (int64, error) {
 	var total int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		// Pruning a long backlog may take longer than statement_timeout,
@@ -416,7 +419,10 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64)
 			return err
 		}
 		keep := floors
-		rows, err = tx.Query(ctx, `SELECT db_id, max(seq) FROM sluice.commits WHERE committed_at < $1 GROUP BY db_id`, cutoff)
+		rows, err = tx.Query(ctx, `SELECT d.id, m.seq FROM sluice.databases d
+			CROSS JOIN LATERAL (SELECT max(c.seq) AS seq FROM sluice.commits c WHERE c.db_id = d.id
+				AND c.committed_at < $1::timestamptz - make_interval(secs => greatest($2::float8, coalesce(d.log_retention_seconds, 0)::float8))) m
+			WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL`, now, retention.Seconds())
 		if err != nil {
 			return err
 		}

@@ -32,14 +32,16 @@ func scanWebhook(row pgx.Row) (*sluice.Webhook, error) {
 	var d sluice.Database
 	var sdl, batch, state string
 	var next, lastOK, oldUntil *time.Time
+	var retention *int64
 	err := row.Scan(&w.ID, &w.URL, &w.Description, &w.Classes, &w.Ops, &w.Filter, &batch,
 		&w.CreatorID, &w.CreatorName, &w.CreatorTokenID, &state, &w.StatusMessage, &w.Position.Seq, &w.Position.Index,
 		&w.Attempt, &next, &w.Delivered, &w.DeliveredEvents, &w.Failed, &lastOK, &oldUntil,
 		&w.Version, &w.CreatedAt, &w.UpdatedAt,
-		&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl)
+		&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl, &retention)
 	if err != nil {
 		return nil, mapError(err)
 	}
+	d.LogRetention = retentionOf(retention)
 	w.Batch, w.State = sluice.WebhookBatch(batch), sluice.WebhookState(state)
 	w.Position.Epoch = d.Epoch
 	w.Database = &d

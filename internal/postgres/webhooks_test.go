@@ -26,13 +26,13 @@ func TestPruneKeepsWhatActiveWebhooksNeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Commit 2 is only partly delivered (up to change 0), so it stays.
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 1 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 1 {
 		t.Fatalf("pruned %d (%v), want 1: the webhook still needs commit 2 on", n, err)
 	}
 	if err := db.PauseWebhook(ctx, a, w.ID); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 4 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 4 {
 		t.Fatalf("pruned %d (%v), want 4 (a paused webhook holds nothing)", n, err)
 	}
 	err := db.ResumeWebhook(ctx, a, w.ID, nil)
