@@ -23,6 +23,7 @@ const (
 	CodeMethod           Code = "MethodNotAllowed"     // HTTP method not allowed for the operation
 	CodeConflict         Code = "Conflict"             // exists already, or a destructive change without force
 	CodeGone             Code = "Gone"                 // a stream position older than retained history or from another epoch
+	CodeHistoryGone      Code = "HistoryGone"          // a read of the past at a position older than retained history
 	CodePrecondition     Code = "PreconditionFailed"   // a conditional write whose documents are not as it expected
 	CodeUnsupportedMedia Code = "UnsupportedMediaType" // a request body of a media type the operation does not take
 	CodeUnprocessable    Code = "Unprocessable"        // an Idempotency-Key reused with a different request
@@ -47,7 +48,7 @@ func (c Code) HTTPStatus() int {
 		return 405
 	case CodeConflict:
 		return 409
-	case CodeGone:
+	case CodeGone, CodeHistoryGone:
 		return 410
 	case CodePrecondition:
 		return 412
@@ -90,6 +91,8 @@ func (c Code) GraphQLCode() string {
 		return "UNPROCESSABLE"
 	case CodeOutcomeUnknown:
 		return "OUTCOME_UNKNOWN"
+	case CodeHistoryGone:
+		return "GONE"
 	case CodeTooMany:
 		return "TOO_MANY_REQUESTS"
 	case CodeUnavailable:

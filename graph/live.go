@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -30,7 +31,7 @@ const directiveLive = "live"
 
 // IsLive reports whether op is a live query: a query operation marked
 // @live (unless its if argument is false), or a subscription operation
-// whose root field is a class's live query field.
+// whose root field is a class's live query field or live aggregate.
 func (es *ExecutableSchema) IsLive(op *graphql.OperationContext) bool {
 	switch op.Operation.Operation {
 	case ast.Query:
@@ -43,6 +44,9 @@ func (es *ExecutableSchema) IsLive(op *graphql.OperationContext) bool {
 	case ast.Subscription:
 		for _, cf := range graphql.CollectFields(op, op.Operation.SelectionSet, es.sat[typeSubscription]) {
 			if c := es.schema.Class(cf.Name); c != nil && c.Kind != sluice.KindSubdocument {
+				return true
+			}
+			if _, ok := aggregateClass(es.schema, cf.Name); ok {
 				return true
 			}
 		}
@@ -115,18 +119,31 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 			q.anyCommit = true
 			continue
 		}
-		pq, err := ParseQueryArgs(es.schema, cf.Name, cf.Field, op.Variables)
-		if err != nil {
-			return nil, err
-		}
-		f := liveField{roots: set(pq.Classes), filt: pq.Filter, refs: map[string]bool{}}
-		if pq.IDs != nil {
-			f.ids = set(pq.IDs)
+		var f liveField
+		if c, ok := aggregateClass(es.schema, cf.Name); ok {
+			// An aggregate changes only when a document it counts does
+			// (a change that leaves every aggregate as it was sends
+			// nothing: the value is compared).
+			aq, err := ParseAggregateArgs(es.schema, c.Name, cf.Field, op.Variables)
+			if err != nil {
+				return nil, err
+			}
+			f = liveField{roots: set(aq.Classes), filt: aq.Filter, refs: map[string]bool{}}
+		} else {
+			pq, err := ParseQueryArgs(es.schema, cf.Name, cf.Field, op.Variables)
+			if err != nil {
+				return nil, err
+			}
+			f = liveField{roots: set(pq.Classes), filt: pq.Filter, refs: map[string]bool{}}
+			if pq.IDs != nil {
+				f.ids = set(pq.IDs)
+			}
+			rs := refScan{s: es.schema, role: es.role, doc: op.Doc, vars: op.Variables, refs: f.refs, spread: map[string]bool{}}
+			rs.selection(cf.Name, cf.Selections)
 		}
 		if f.filt != nil {
 			f.refFilter = filterRefs(es.schema, f.filt, f.refs)
 		}
-		selectionRefs(es.schema, op.Doc, cf.Name, cf.Selections, f.refs, map[string]bool{})
 		q.fields = append(q.fields, f)
 		for _, m := range []map[string]bool{f.roots, f.refs} {
 			for _, n := range slices.Sorted(maps.Keys(m)) { // deterministic
@@ -194,20 +211,46 @@ func filterRefs(s *sluice.Schema, e filter.Expr, refs map[string]bool) bool {
 	return reads
 }
 
-// selectionRefs adds to refs the classes of the documents selection sel,
-// on documents of class, reads through references. It errs on the side
-// of more: a field is looked up in class and every class below it (an
-// inline fragment may select a subclass's field).
-func selectionRefs(s *sluice.Schema, doc *ast.QueryDocument, class string, sel ast.SelectionSet, refs map[string]bool, spread map[string]bool) {
-	candidates := s.Descendants(class)
+// refScan finds the classes of the documents a selection reads through
+// references and backlinks (selection), for a live query's refs.
+type refScan struct {
+	s    *sluice.Schema
+	role sluice.Role
+	doc  *ast.QueryDocument
+	vars map[string]any
+	// refs collects the document classes read; spread the fragments
+	// walked, per class.
+	refs   map[string]bool
+	spread map[string]bool
+}
+
+// selection adds to refs the classes of the documents selection sel, on
+// documents of class, reads through references and backlinks (whose
+// every document, of the class declaring the reference and below, may
+// join, leave or change the list: a re-pointed reference included), and
+// through their filters. It errs on the side of more: a field is looked
+// up in class and every class below it (an inline fragment may select a
+// subclass's field).
+func (r *refScan) selection(class string, sel ast.SelectionSet) {
+	candidates := r.s.Descendants(class)
 	for _, it := range sel {
 		switch it := it.(type) {
 		case *ast.Field:
 			if len(it.SelectionSet) == 0 {
 				continue
 			}
+			if bl, ok := parseBacklink(r.s, r.role, it.Name); ok {
+				documentClasses(r.s, bl.class.Name, r.refs)
+				if m, ok := it.ArgumentMap(r.vars)["filter"].(map[string]any); ok {
+					if e, err := filter.Parse(r.s, bl.class.Name, m); err == nil {
+						filterRefs(r.s, e, r.refs)
+					}
+				}
+				r.selection(bl.class.Name, it.SelectionSet)
+				continue
+			}
 			for _, cn := range candidates {
-				c := s.Class(cn)
+				c := r.s.Class(cn)
 				if c == nil {
 					continue
 				}
@@ -217,30 +260,30 @@ func selectionRefs(s *sluice.Schema, doc *ast.QueryDocument, class string, sel a
 				}
 				switch f.Type.Kind {
 				case sluice.TypeReference:
-					documentClasses(s, f.Type.Name, refs)
-					selectionRefs(s, doc, f.Type.Name, it.SelectionSet, refs, spread)
+					documentClasses(r.s, f.Type.Name, r.refs)
+					r.selection(f.Type.Name, it.SelectionSet)
 				case sluice.TypeSubdocument:
-					selectionRefs(s, doc, f.Type.Name, it.SelectionSet, refs, spread)
+					r.selection(f.Type.Name, it.SelectionSet)
 				}
 			}
 		case *ast.InlineFragment:
 			on := class
-			if it.TypeCondition != "" && s.Class(it.TypeCondition) != nil {
+			if it.TypeCondition != "" && r.s.Class(it.TypeCondition) != nil {
 				on = it.TypeCondition
 			}
-			selectionRefs(s, doc, on, it.SelectionSet, refs, spread)
+			r.selection(on, it.SelectionSet)
 		case *ast.FragmentSpread:
-			def := doc.Fragments.ForName(it.Name)
+			def := r.doc.Fragments.ForName(it.Name)
 			key := it.Name + " " + class
-			if def == nil || spread[key] {
+			if def == nil || r.spread[key] {
 				continue
 			}
-			spread[key] = true
+			r.spread[key] = true
 			on := class
-			if s.Class(def.TypeCondition) != nil {
+			if r.s.Class(def.TypeCondition) != nil {
 				on = def.TypeCondition
 			}
-			selectionRefs(s, doc, on, def.SelectionSet, refs, spread)
+			r.selection(on, def.SelectionSet)
 		}
 	}
 }
@@ -383,9 +426,12 @@ func (q *LiveQuery) Affects(ch *Change) bool {
 // Position when it read nothing from the database) and the snapshot's
 // access version. A result with errors (a limit it went over, a reference
 // it could not read) has a *ResultError.
-func (q *LiveQuery) Run(ctx context.Context) LiveResult {
+func (q *LiveQuery) Run(ctx context.Context, b Bounds) LiveResult {
+	if err := b.Spent(); err != nil {
+		return LiveResult{Err: err}
+	}
 	rctx, snap := q.es.store.ReadSnapshot(ctx, q.req.DB)
-	x := q.execution(rctx)
+	x := q.execution(rctx, b)
 	if x.oneStatement(q.root) {
 		snap.OneStatement()
 	}
@@ -395,14 +441,72 @@ func (q *LiveQuery) Run(ctx context.Context) LiveResult {
 	if err != nil {
 		return LiveResult{Err: err}
 	}
-	return LiveResult{Data: data, Position: pos, Access: access}
+	return LiveResult{Data: data, Rows: x.rows, Position: pos, Access: access}
 }
 
-// execution returns an execution of the query reading under ctx.
-func (q *LiveQuery) execution(ctx context.Context) *execution {
+// Bounds bound one read of a live query's result more tightly than the
+// schema's limits (graphql_max_result_rows, graphql_max_response_bytes):
+// a result past them is an error naming RowsKey or BytesKey, which says
+// why (RowsWhy, BytesWhy: "that user rita's live queries may still
+// hold"). A zero bound, or key, is the schema's; a negative bound is
+// spent (see Spent).
+type Bounds struct {
+	Rows, Bytes       int
+	RowsKey, BytesKey string
+	RowsWhy, BytesWhy string
+}
+
+// Spent returns the error of a read whose rows or bytes bound is spent
+// (negative: nothing is left to read a result with), nil otherwise.
+func (b Bounds) Spent() error {
+	var e *resultLimitError
+	switch {
+	case b.Rows < 0:
+		e = &resultLimitError{key: b.RowsKey, msg: "the live query may read no more documents: there are none left " + b.RowsWhy}
+	case b.Bytes < 0:
+		e = &resultLimitError{key: b.BytesKey, msg: "the live query may read no more bytes: there are none left " + b.BytesWhy}
+	default:
+		return nil
+	}
+	return newResultError(gqlerror.List{e.gqlError(nil)})
+}
+
+// Limits returns the schema's limits on a result's rows and bytes.
+func (q *LiveQuery) Limits() (rows, bytes int) {
+	return q.es.limits.MaxResultRows, q.es.limits.MaxResponseBytes
+}
+
+// User returns the user whose request the live query is.
+func (q *LiveQuery) User() *sluice.User { return q.req.User }
+
+// IsBoundError reports whether err is the error of a result that went past
+// the bound named key (Bounds.RowsKey, BytesKey).
+func IsBoundError(err error, key string) bool {
+	var re *ResultError
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, e := range re.Errors {
+		if e.Extensions["limit"] == key {
+			return true
+		}
+	}
+	return false
+}
+
+// execution returns an execution of the query reading under ctx, within
+// bounds b.
+func (q *LiveQuery) execution(ctx context.Context, b Bounds) *execution {
 	op := &graphql.OperationContext{Variables: q.variables, Doc: q.doc, DisableIntrospection: q.noIntrospection,
 		Operation: &ast.OperationDefinition{Operation: ast.Query, SelectionSet: q.selections}}
-	return &execution{ctx: ctx, op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
+	x := &execution{ctx: ctx, op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
+	if b != (Bounds{}) {
+		x.bounds = &b
+		if b.Rows > 0 {
+			x.maxRows = b.Rows
+		}
+	}
+	return x
 }
 
 // result runs x, an execution of q, and returns its data on one line.
@@ -430,7 +534,9 @@ func snapshotPosition(snap *engine.Snapshot) sluice.Position {
 // changes up to it are applied (changefeed.Hub.SyncAccess), since what it
 // read may have been written after them.
 type LiveResult struct {
-	Data     []byte
+	Data []byte
+	// Rows is the number of documents the result read.
+	Rows     int
 	Position sluice.Position
 	Access   int64
 	Err      error
@@ -443,14 +549,15 @@ type LiveResult struct {
 // then what each selects through references. A query whose root is not
 // one class query field, or whose arguments are refused, reads on its
 // own in that snapshot. If the joined statement fails, each query is run
-// on its own (Run), so that an error is its query's alone.
-func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
+// on its own (Run), so that an error is its query's alone. bs[i] bounds
+// the read of qs[i].
+func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 	out := make([]LiveResult, len(qs))
 	if len(qs) == 0 {
 		return out
 	}
 	if len(qs) == 1 {
-		out[0] = qs[0].Run(ctx)
+		out[0] = qs[0].Run(ctx, bs[0])
 		return out
 	}
 	es, db := qs[0].es, qs[0].req.DB
@@ -465,11 +572,17 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		aliases []string // and the field it is for
 	)
 	for i, q := range qs {
-		x := q.execution(rctx)
+		x := q.execution(rctx, bs[i])
 		xs[i] = x
+		if bs[i].Spent() != nil {
+			continue // answered below, without reading
+		}
 		cf, ok := x.readingRoot(q.root)
 		if !ok || cf.Name == fieldChangeSet {
 			continue
+		}
+		if _, agg := aggregateClass(es.schema, cf.Name); agg {
+			continue // one statement of its own, in the snapshot
 		}
 		dq, err := x.classDocQuery(cf)
 		if err != nil {
@@ -481,7 +594,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 	if err != nil {
 		snap.Close()
 		for i, q := range qs {
-			out[i] = q.Run(ctx)
+			out[i] = q.Run(ctx, bs[i])
 		}
 		return out
 	}
@@ -489,7 +602,12 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		xs[i].preread = map[string][]engine.QueryDoc{aliases[j]: docs[j]}
 	}
 	for i, q := range qs {
+		if err := bs[i].Spent(); err != nil {
+			out[i].Err = err
+			continue
+		}
 		out[i].Data, out[i].Err = q.result(xs[i])
+		out[i].Rows = xs[i].rows
 	}
 	pos, access := snapshotPosition(snap), snap.AccessVersion()
 	snap.Close()

@@ -43,18 +43,24 @@ func (x *execution) queryOn(root string) json.RawMessage {
 		case fieldChangeSet:
 			x.changeSetField(w, cf)
 		default:
+			if c, ok := aggregateClass(x.es.schema, cf.Name); ok {
+				if !x.aggregateQuery(w, cf, c) {
+					nullData = true // <Class>_Aggregate! is non-null
+				}
+				break
+			}
 			if !x.classQuery(w, cf) {
 				nullData = true // [X!]! is non-null: the error nulls the parent, data
 			}
 		}
 		if w.over {
-			x.fail(fieldPath(cf), errResponseTooLarge(w.max))
+			x.fail(fieldPath(cf), x.tooLarge())
 			return nil
 		}
 	}
 	w.WriteByte('}')
 	if w.over {
-		x.fail(nil, errResponseTooLarge(w.max))
+		x.fail(nil, x.tooLarge())
 		return nil
 	}
 	if nullData {
@@ -93,6 +99,11 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 	q, err := x.classDocQuery(cf)
 	if err != nil {
 		return nil, err
+	}
+	if x.past != nil {
+		if err := x.checkPast(cf, q); err != nil {
+			return nil, err
+		}
 	}
 	docs, ok := x.preread[cf.Alias]
 	if !ok {
@@ -322,7 +333,28 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 		}
 		seq = n
 	}
-	c, err := x.es.store.CommitChanges(x.ctx, x.req.DB, x.es.schema, x.es.role, seq)
+	// The commit is read in pieces, up to what the request may still
+	// read and answer; one that holds more is refused, not read whole.
+	// A selection of only its metadata reads one piece.
+	maxChanges, maxBytes := -1, int64(x.es.limits.MaxResponseBytes)
+	if b := x.rowBudget(); b >= 0 {
+		maxChanges = b - 1
+	}
+	if maxBytes <= 0 {
+		maxBytes = -1
+	}
+	needed := x.selectsChanges(cf.Selections)
+	if !needed {
+		maxChanges = 0
+	}
+	c, err := x.es.store.CommitChanges(x.ctx, x.req.DB, x.es.schema, x.es.role, seq, maxChanges, maxBytes)
+	if err == nil && c.Partial && needed {
+		if maxChanges >= 0 && len(c.Changes) > maxChanges {
+			err = errTooManyRows(x.maxRows)
+		} else {
+			err = errResponseTooLarge(x.es.limits.MaxResponseBytes)
+		}
+	}
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		w.null() // no commits yet, or pruned: a nullable answer
 		x.fail(fieldPath(cf), err)
@@ -337,6 +369,17 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 		x.fail(fieldPath(cf), err)
 		w.null() // WriteChangeSet writes nothing when it fails (a bad filter)
 	}
+}
+
+// selectsChanges reports whether sel, a _ChangeSet selection, selects a
+// per-class field (which reads the commit's changes).
+func (x *execution) selectsChanges(sel ast.SelectionSet) bool {
+	for _, cf := range x.fields(sel, typeChangeSet) {
+		if cf.Name != "__typename" && cf.Name != fieldCommit {
+			return true
+		}
+	}
+	return false
 }
 
 // WriteChangeSet writes the _ChangeSet object of commit c for selection
@@ -512,9 +555,10 @@ func (x *execution) readingRoot(rootType string) (graphql.CollectedField, bool) 
 }
 
 // oneStatement reports whether the query reads with one SQL statement: a
-// single root field that reads (a class query or _ChangeSet) whose
-// selection follows no reference, which would read the referenced
-// documents with a statement of their own (prefetch). It errs on the side
+// single root field that reads (a class query, an aggregate or
+// _ChangeSet) whose selection follows no reference or backlink, which
+// would read the documents they lead to with a statement of their own
+// (prefetch). It errs on the side
 // of false: a field with a selection of its own named as some class's
 // reference counts as one, whatever type it is on.
 func (x *execution) oneStatement(rootType string) bool {
@@ -522,7 +566,7 @@ func (x *execution) oneStatement(rootType string) bool {
 	if !ok {
 		return false
 	}
-	if root.Name == fieldChangeSet {
+	if _, agg := aggregateClass(x.es.schema, root.Name); agg {
 		return true
 	}
 	refs := map[string]bool{}
@@ -539,7 +583,7 @@ func (x *execution) oneStatement(rootType string) bool {
 		for _, s := range sel {
 			switch s := s.(type) {
 			case *ast.Field:
-				if len(s.SelectionSet) > 0 && (refs[s.Name] || follows(s.SelectionSet)) {
+				if len(s.SelectionSet) > 0 && (refs[s.Name] || mayBeBacklink(s.Name) || follows(s.SelectionSet)) {
 					return true
 				}
 			case *ast.InlineFragment:
@@ -557,6 +601,15 @@ func (x *execution) oneStatement(rootType string) bool {
 			}
 		}
 		return false
+	}
+	if root.Name == fieldChangeSet {
+		// A change-set field's filter through a reference reads the
+		// referenced documents too (lookup).
+		for _, cf := range x.fields(root.Selections, typeChangeSet) {
+			if cf.Arguments.ForName("filter") != nil {
+				return false
+			}
+		}
 	}
 	return !follows(root.Selections)
 }

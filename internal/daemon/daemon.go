@@ -157,7 +157,7 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 func (d *Daemon) Run(ctx context.Context) error {
 	// Read before Postgres starts: a wrong key file stops the daemon at once.
 	jwt, err := auth.LoadJWT(ctx, auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
-		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
+		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, JWKSHTTPLoopback: d.cfg.JWTJWKSHTTPLoopback, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
 		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, auth.JWTDeps{Logger: d.logger})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -224,6 +224,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
 	eng.KeepIdempotencyKeys(d.cfg.IdempotencyRetention, d.cfg.IdempotencyMaxKeys)
+	eng.UseLogRetention(d.cfg.LogRetention)
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}
@@ -231,7 +232,9 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	streams := gqltransport.NewServer(gqltransport.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
-		Origins:           d.cfg.CORSOrigins})
+		Origins:           d.cfg.CORSOrigins,
+		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,
+			RowsPerUser: d.cfg.LiveRowsPerUser, BytesPerUser: d.cfg.LiveBytesPerUser, Rows: d.cfg.LiveRows, Bytes: d.cfg.LiveBytes}})
 	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
@@ -281,7 +284,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
-		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
+		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase, int(d.cfg.MaxWebhooksPerUser)),
 	})
 	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
 		streams: streams, handler: handler}, nil
@@ -372,7 +375,8 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 }
 
 // startBackground starts the loops that run beside the requests: the
-// notifier, the webhook deliverer, the JWT key set's refresh and, with a
+// notifier, the webhook deliverer, the JWT key set's refresh, the one
+// pass that builds the backlink indexes older tables lack and, with a
 // log retention, pruning and the publication of this process's floors. The
 // returned function stops them and waits for them.
 func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
@@ -383,6 +387,7 @@ func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
 	// released, so another replica takes over at once.
 	wg.Go(func() { p.hooks.Run(bg) })
 	wg.Go(func() { p.jwt.Run(bg) })
+	wg.Go(func() { buildReferenceIndexes(bg, p.store, d.logger) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, p.store, d.cfg.LogRetention, p.hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, d.logger) })
@@ -466,6 +471,17 @@ func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[in
 	}
 }
 
+// buildReferenceIndexes builds the backlink indexes that tables made
+// before Sluice made them lack (postgres.DB.BuildReferenceIndexes), once.
+func buildReferenceIndexes(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
+	n, err := store.BuildReferenceIndexes(ctx)
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("build backlink indexes (backlinks of the tables that lack one read the whole table; the next start tries again)", "err", err)
+	} else if n > 0 {
+		logger.Info("built backlink indexes", "indexes", n)
+	}
+}
+
 // prune removes commit history older than retention, every retention/24
 // (at most hourly, at least every minute).
 func prune(ctx context.Context, store *postgres.DB, retention time.Duration, floors func() map[int64]int64, logger *slog.Logger) {
@@ -473,7 +489,7 @@ func prune(ctx context.Context, store *postgres.DB, retention time.Duration, flo
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		n, err := store.Prune(ctx, time.Now().Add(-retention), floors())
+		n, err := store.Prune(ctx, time.Now(), retention, floors())
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("prune commit history", "err", err)
 		} else if n > 0 {

@@ -34,6 +34,8 @@ type Engine struct {
 		retention time.Duration
 		maxKeys   int
 	}
+	// logRetention is the server's log_retention (UseLogRetention).
+	logRetention time.Duration
 
 	mu      sync.Mutex
 	schemas map[schemaKey]*sluice.Schema

@@ -16,6 +16,14 @@ type (
 	DocQuery = postgres.DocQuery
 	QueryDoc = postgres.QueryDoc
 	OrderKey = postgres.OrderKey
+	// BacklinkQuery selects the documents that point at each of several
+	// (see postgres.BacklinkQuery).
+	BacklinkQuery = postgres.BacklinkQuery
+	// AggregateQuery, Agg and AggregateResult are a count and aggregates
+	// of the documents a filter selects (see postgres.AggregateQuery).
+	AggregateQuery  = postgres.AggregateQuery
+	Agg             = postgres.Agg
+	AggregateResult = postgres.AggregateResult
 	// Snapshot is one read of a database in one snapshot, which answers
 	// the position it reflects (see postgres.Snapshot).
 	Snapshot = postgres.Snapshot
@@ -65,6 +73,20 @@ func (e *Engine) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *
 	return e.store.QueryDocumentsEach(ctx, d, s, qs)
 }
 
+// Backlinks reads, in one SQL statement, the documents whose reference
+// field points at each of q's targets (see postgres.DB.Backlinks).
+// Authorization as QueryDocuments.
+func (e *Engine) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q BacklinkQuery) ([][]QueryDoc, error) {
+	return e.store.Backlinks(ctx, d, s, q)
+}
+
+// Aggregate counts, and aggregates fields of, the documents q selects, in
+// one SQL statement (see postgres.DB.Aggregate). Authorization as
+// QueryDocuments.
+func (e *Engine) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery) (AggregateResult, error) {
+	return e.store.Aggregate(ctx, d, s, q)
+}
+
 // DocumentsByID reads documents by id, of any classes, in one SQL
 // statement; missing ids are left out, and at most limit documents are
 // read (< 0: no limit). Authorization as QueryDocuments.
@@ -74,10 +96,12 @@ func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluic
 
 // CommitChanges returns commit seq of d (0: the newest) with its changes
 // as a reader with role sees them through the current schema s (see
-// RedactCommit), or NotFound when it does not exist or was pruned.
-// Authorization as QueryDocuments.
-func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error) {
-	c, err := e.store.Commit(ctx, d, seq)
+// RedactCommit), or NotFound when it does not exist or was pruned. It
+// stops reading once it holds more than maxChanges changes or maxBytes
+// bytes of change images (< 0: no bound), and the commit is then Partial
+// (see postgres.DB.Commit). Authorization as QueryDocuments.
+func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error) {
+	c, err := e.store.Commit(ctx, d, seq, maxChanges, maxBytes)
 	if err != nil {
 		return nil, err
 	}

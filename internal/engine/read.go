@@ -2,30 +2,44 @@ package engine
 
 import (
 	"context"
+	"math"
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-// ReadDocument is one document as Document reads it.
-type ReadDocument struct {
-	// JSON is its API form, with its "@version".
-	JSON    []byte
-	Version string
-	// Position is the position the read reflects (the newest commit in
-	// the snapshot it was read in).
+// ReadAt says what a read reflects: its position and, for a read of the
+// past, the fields ("Class.field", sorted) it leaves out because their
+// values then cannot be shown (see Past).
+type ReadAt struct {
 	Position sluice.Position
+	Hidden   []string
 }
 
-// Document returns one document; it needs the read role. Fields the
-// reader may not see (field protection) are removed.
-func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string) (*ReadDocument, error) {
+// ReadDocument is one document as Document reads it, and what the read
+// reflects.
+type ReadDocument struct {
+	// JSON is its API form, with its "@version".
+	JSON []byte
+	// Version is its version; "" in a read of the past for a document
+	// changed since by Sluice, whose images do not record it.
+	Version string
+	ReadAt
+}
+
+// Document returns one document and what the read reflects (the newest
+// commit in the snapshot it was read in); it needs the read role. Fields
+// the reader may not see (field protection) are removed. With asOf set,
+// it returns the document as it was at that position (see ReadAsOf for the
+// errors of a position it cannot read).
+func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string, asOf *sluice.Position) (*ReadDocument, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, err
 	}
-	_, key, ok := strings.Cut(id, "/")
+	class, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
 	}
@@ -40,17 +54,29 @@ func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id str
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
-	snap.OneStatement()
+	var past *Past
+	if asOf != nil {
+		if past, err = e.ReadAsOf(rctx, d, s, role, snap, "as_of", *asOf); err != nil {
+			return nil, err
+		}
+		if err := past.CheckClass(class); err != nil {
+			return nil, err
+		}
+	} else {
+		snap.OneStatement()
+	}
 	b, version, err := e.store.Document(rctx, d, s, id)
 	if err != nil {
 		return nil, err
 	}
-	pos, _ := snap.Position()
-	out, err := redactFor(role, s, b)
-	if err != nil {
-		return nil, err
+	doc := &ReadDocument{Version: version}
+	doc.Position, _ = snap.Position()
+	if doc.JSON, err = redactFor(role, s, b); err != nil || past == nil {
+		return doc, err
 	}
-	return &ReadDocument{JSON: out, Version: version, Position: pos}, nil
+	doc.Position, doc.Hidden = past.Position, past.Hidden([]string{class})
+	doc.JSON, err = dropUnknown(s, past, doc.JSON)
+	return doc, err
 }
 
 // DocumentQuery selects documents for Documents.
@@ -59,13 +85,15 @@ type DocumentQuery struct {
 	Type  string
 	Skip  int64
 	Count int64 // < 0: no limit
+	// AsOf, when set, reads the documents as they were at that position.
+	AsOf *sluice.Position
 }
 
 // Documents calls fn with each selected document's API-form JSON, ordered by
 // id; it needs the read role. start is called once, before the first
-// document (or, with none, before Documents returns nil), with the
-// position the documents reflect: they are read in one snapshot.
-func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string, q DocumentQuery, start func(sluice.Position), fn func([]byte) error) error {
+// document (or, with none, before Documents returns nil), with what the
+// documents reflect: they are read in one snapshot.
+func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string, q DocumentQuery, start func(ReadAt), fn func([]byte) error) error {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return err
@@ -84,19 +112,45 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
-	snap.OneStatement() // the listing, or the position alone
+	var past *Past
+	at := ReadAt{}
+	if q.AsOf != nil {
+		if past, err = e.ReadAsOf(rctx, d, s, role, snap, "as_of", *q.AsOf); err != nil {
+			return err
+		}
+		read := classes
+		if q.Type == "" {
+			for _, n := range s.Order {
+				if s.Classes[n].Kind == sluice.KindDocument {
+					read = append(read, n)
+				}
+			}
+		}
+		for _, c := range read {
+			if err := past.CheckClass(c); err != nil {
+				return err
+			}
+		}
+		at = ReadAt{Position: past.Position, Hidden: past.Hidden(read)}
+	} else {
+		snap.OneStatement() // the listing, or the position alone
+	}
 	started := false
 	begin := func() {
 		if !started {
 			started = true
-			pos, _ := snap.Position()
-			start(pos)
+			if past == nil {
+				at.Position, _ = snap.Position()
+			}
+			start(at)
 		}
 	}
 	if q.Type != "" && len(classes) == 0 {
 		// No class to read: the position alone.
-		if _, err := e.store.History(rctx, d.ID); err != nil {
-			return err
+		if past == nil {
+			if _, err := e.store.History(rctx, d.ID); err != nil {
+				return err
+			}
 		}
 		begin()
 		return nil
@@ -104,6 +158,9 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 	err = e.store.Documents(rctx, d, s, classes, q.Skip, q.Count, func(b []byte) error {
 		begin()
 		out, err := redactFor(role, s, b)
+		if err == nil && past != nil {
+			out, err = dropUnknown(s, past, out)
+		}
 		if err != nil {
 			return err
 		}
@@ -188,6 +245,48 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	}
 	for i, c := range page.Commits {
 		if page.Commits[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
+			return nil, sluice.Position{}, err
+		}
+	}
+	pos, _ := snap.Position()
+	return page, pos, nil
+}
+
+// DocumentHistory returns a page of the versions of document id of
+// database org/name, newest first, before position before (nil: from the
+// newest): at most limit versions, with after images of at most maxBytes
+// (see postgres.DB.DocumentHistory, which also bounds the log a page
+// reads), redacted for u as history is (RedactCommit). It needs the read
+// role. The page is read in one snapshot, whose position it returns too.
+func (e *Engine) DocumentHistory(ctx context.Context, u *sluice.User, org, name, id string, before *sluice.Position, limit int, maxBytes int64) (*postgres.VersionPage, sluice.Position, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	if _, key, ok := strings.Cut(id, "/"); !ok || key == "" {
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+	} else if err := schema.CheckKey(key); err != nil {
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+	}
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	ctx, snap := e.ReadSnapshot(ctx, d)
+	defer snap.Close()
+	from := sluice.Position{Epoch: d.Epoch, Seq: math.MaxInt64}
+	if before != nil {
+		if _, err := e.checkPast(ctx, d, "before", *before); err != nil {
+			return nil, sluice.Position{}, err
+		}
+		from = *before
+	}
+	page, err := e.store.DocumentHistory(ctx, d, id, from, limit, maxBytes)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	for i, c := range page.Versions {
+		if page.Versions[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
 			return nil, sluice.Position{}, err
 		}
 	}

@@ -84,7 +84,7 @@ func ReadableByForTest(name string, version int, sql string) (int, error) {
 // ExplainDocumentsForTest returns the plan (EXPLAIN, COSTS OFF) of the
 // statement Documents sends for these classes and page.
 func (db *DB) ExplainDocumentsForTest(ctx context.Context, d *sluice.Database, classes []string, skip, count int64) (string, error) {
-	q, args := documentsSQL(d, classes, skip, count)
+	q, args := documentsSQL(&sqlBuilder{db: d}, classes, skip, count)
 	rows, err := db.pool.Query(ctx, "EXPLAIN (COSTS OFF) "+q, args...)
 	if err != nil {
 		return "", err
@@ -111,4 +111,19 @@ func (db *DB) ColumnCollationForTest(ctx context.Context, d *sluice.Database, cl
 	err := db.pool.QueryRow(ctx, `SELECT coalesce(collation_name, '') FROM information_schema.columns
 		WHERE table_schema = $1 AND table_name = $2 AND column_name = $3`, schemaName(d.ID), class, column).Scan(&c)
 	return c, err
+}
+
+// RefIndexNameForTest returns the name of the backlink index of field of
+// class's table.
+func RefIndexNameForTest(class, field string) string { return refIndexName(class, field) }
+
+// IndexValidForTest reports whether index name of database d exists and
+// is valid (a concurrent build that failed leaves it invalid).
+func (db *DB) IndexValidForTest(ctx context.Context, d *sluice.Database, name string) (exists, valid bool, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schemaName(d.ID), name).Scan(&valid)
+	if err == pgx.ErrNoRows {
+		return false, false, nil
+	}
+	return err == nil, valid, err
 }

@@ -1,4 +1,4 @@
--- sluice:readable-by 10
+-- sluice:readable-by 12
 -- Idempotency keys. A document write that carries an Idempotency-Key
 -- header records, in the same transaction as its commit, what it
 -- answered: a retry with the same key from the same user then answers the
