@@ -16,6 +16,9 @@ import (
 
 // Document returns the API-form JSON of document id ("Class/key") in
 // database d, with its "@version", and that version; or a NotFound error.
+// A document read as of a past position has no version: the version it
+// had then is not one to write against (written back, as an undo does, it
+// must overwrite what is there now).
 func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, string, error) {
 	if err := checkText("document id", id); err != nil {
 		return nil, "", err
@@ -26,7 +29,8 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 		return nil, "", sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
+	past := db.asOf(ctx, d.ID)
+	b := &sqlBuilder{db: d, schema: s, past: past}
 	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
 	err := db.reader(ctx, d.ID).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
@@ -35,12 +39,12 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 	if err != nil {
 		return nil, "", mapError(err)
 	}
-	return rowJSON(c, raw)
+	return rowJSON(c, raw, past == nil)
 }
 
 // rowJSON returns the API-form JSON of a table row read as to_jsonb, with
-// its "@version", and that version.
-func rowJSON(c *sluice.Class, raw []byte) ([]byte, string, error) {
+// its "@version" when versioned is set, and that version.
+func rowJSON(c *sluice.Class, raw []byte, versioned bool) ([]byte, string, error) {
 	row, err := decodeRow(raw)
 	if err != nil {
 		return nil, "", err
@@ -49,14 +53,17 @@ func rowJSON(c *sluice.Class, raw []byte) ([]byte, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	doc.Version = rowVersion(row)
+	if versioned {
+		doc.Version = rowVersion(row)
+	}
 	b, err := DocumentJSON(c, doc)
 	return b, doc.Version, err
 }
 
 // Documents calls fn with the API-form JSON of each document of the given
 // classes (every document class when classes is empty), ordered by id,
-// skipping skip and stopping after count (count < 0: no limit).
+// skipping skip and stopping after count (count < 0: no limit). Documents
+// read as of a past position have no "@version" (see Document).
 func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
 	if len(classes) == 0 {
 		for _, name := range s.Order {
@@ -68,7 +75,8 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(classes) == 0 {
 		return nil
 	}
-	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}, classes, skip, count)
+	past := db.asOf(ctx, d.ID)
+	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: past}, classes, skip, count)
 	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
@@ -81,7 +89,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		if err := rows.Scan(&ci, &id, &raw); err != nil {
 			return mapError(err)
 		}
-		b, _, err := rowJSON(s.Classes[classes[ci]], raw)
+		b, _, err := rowJSON(s.Classes[classes[ci]], raw, past == nil)
 		if err != nil {
 			return err
 		}
