@@ -163,7 +163,7 @@ func TestRESTErrors(t *testing.T) {
 		typ, msg           string
 	}{
 		{"GET", "/api/nope", "", 404, "api:NotFound", "no route for GET /api/nope"},
-		{"PATCH", "/api/db/admin/people", "", 405, "api:MethodNotAllowed", "method PATCH is not allowed"},
+		{"PATCH", "/api/log/admin/people", "", 405, "api:MethodNotAllowed", "method PATCH is not allowed"},
 		{"GET", "/api/db/admin/missing", "", 404, "api:NotFound", "database admin/missing does not exist"},
 		{"POST", "/api/db/admin/people", "", 409, "api:Conflict", "database admin/people already exists"},
 		{"POST", "/api/db/admin/bad%20name", "", 400, "api:BadRequest", `invalid database name "bad name"`},
