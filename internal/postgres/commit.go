@@ -104,18 +104,6 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	if err := spec.Meta.Check(); err != nil {
 		return nil, err
 	}
-	if docs := spec.Documents; docs != nil {
-		// Stale documents are not written, and fail the write: before
-		// any other error, which they may have caused (a later part of
-		// the request that needed what was not written).
-		spec.Documents = func(ctx context.Context, w *Writer) error {
-			err := docs(ctx, w)
-			if se := w.staleError(); se != nil {
-				return se
-			}
-			return err
-		}
-	}
 	if spec.Group && spec.Before == nil && spec.Documents != nil {
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
@@ -149,7 +137,7 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		if err != nil {
 			return err
 		}
-		if err := spec.Documents(ctx, ws[0]); err != nil {
+		if err := ws[0].write(ctx, spec.Documents); err != nil {
 			return err
 		}
 		if k := spec.Idempotency; k != nil {

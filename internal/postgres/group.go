@@ -269,7 +269,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 			if !savepoints {
 				// The job's statements stay queued and go with the
 				// batch's commit rows in one round trip (finish).
-				if err := j.spec.Documents(ctx, w); err != nil {
+				if err := w.write(ctx, j.spec.Documents); err != nil {
 					if len(*batch) == 1 {
 						j.err = err
 						return err
@@ -343,7 +343,7 @@ func (w *Writer) isolated(ctx context.Context, name string, write func(context.C
 	sp := pgx.Identifier{name}.Sanitize()
 	w.queue("SAVEPOINT " + sp)
 	sends := w.sends
-	failed = write(ctx, w)
+	failed = w.write(ctx, write)
 	if failed == nil {
 		w.queue("RELEASE SAVEPOINT " + sp)
 		failed = w.Flush(ctx)

@@ -221,6 +221,14 @@ func TestGroupCommitIsolatesAFailure(t *testing.T) {
 			}
 			return sluice.Errorf(sluice.CodeInvalid, "refused")
 		}, "refused"},
+		{"stale", func(ctx context.Context, w *Writer) error {
+			if err := w.Insert(ctx, note("x")); err != nil {
+				return err
+			}
+			doc := note("a")
+			doc[0].Expect.Version = "zz" // not Note/a's
+			return w.Replace(ctx, doc, false)
+		}, "document Note/a is not as the request expected"},
 		{"after sending", func(ctx context.Context, w *Writer) error {
 			if err := w.Insert(ctx, note("x")); err != nil {
 				return err

@@ -304,6 +304,18 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 	return nil
 }
 
+// write runs a WriteSpec's Documents with w. Stale documents are not
+// written, and fail the write: before any other error, which they may
+// have caused (a later part of the request that needed what was not
+// written).
+func (w *Writer) write(ctx context.Context, docs func(context.Context, *Writer) error) error {
+	err := docs(ctx, w)
+	if se := w.staleError(); se != nil {
+		return se
+	}
+	return err
+}
+
 // staleError returns the error of the stale documents recorded, nil when
 // there are none.
 func (w *Writer) staleError() error {
