@@ -73,17 +73,31 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		writeRequestError(w, media, http.StatusMethodNotAllowed, "use GET or POST")
 		return
 	}
-	params, rerr := ReadParams(r, t.MaxBodyBytes)
-	if rerr != nil {
-		writeRequestError(w, media, rerr.Status, rerr.Message)
-		return
+	ctx := r.Context()
+	greq := RequestFrom(ctx)
+	var params *graphql.RawParams
+	if greq != nil && greq.try != nil && greq.try.params != nil {
+		params = greq.try.params // served again: the body is gone
+	} else {
+		var rerr *RequestError
+		if params, rerr = ReadParams(r, t.MaxBodyBytes); rerr != nil {
+			writeRequestError(w, media, rerr.Status, rerr.Message)
+			return
+		}
+		if greq != nil && greq.try != nil {
+			// As the executor leaves them (a persisted query's text
+			// filled in), for another attempt.
+			greq.try.params = params
+		}
 	}
 	params.Headers = r.Header
 	start := graphql.Now()
 	params.ReadTime = graphql.TraceTiming{Start: start, End: start}
-	ctx := r.Context()
 	rc, errs := exec.CreateOperationContext(ctx, params)
 	if errs != nil {
+		if greq.outdated(ctx) {
+			return
+		}
 		status := http.StatusOK
 		if media == mediaGraphQLResponse {
 			status = http.StatusBadRequest
@@ -98,6 +112,9 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	resp := responses(ctx)
+	if greq.retrying() {
+		return
+	}
 	b, err := json.Marshal(resp)
 	if err != nil {
 		writeRequestError(w, media, http.StatusInternalServerError, "internal error")

@@ -13,33 +13,37 @@ import (
 // the read role. Fields the reader may not see (field protection) are
 // removed.
 func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string) ([]byte, sluice.Position, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	var out []byte
+	var pos sluice.Position
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		_, key, ok := strings.Cut(id, "/")
+		if !ok || key == "" {
+			return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+		}
+		// A key no document can have (NUL, invalid UTF-8, too long) is
+		// the client's mistake, and must not reach SQL.
+		if err := schema.CheckKey(key); err != nil {
+			return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+		}
+		role, err := e.Role(ctx, u, d)
+		if err != nil {
+			return err
+		}
+		rctx, snap := e.ReadSnapshot(ctx, d)
+		defer snap.Close()
+		snap.OneStatement()
+		b, err := e.store.Document(rctx, d, s, id)
+		if err != nil {
+			return err
+		}
+		pos, _ = snap.Position()
+		out, err = redactFor(role, s, b)
+		return err
+	})
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
-	_, key, ok := strings.Cut(id, "/")
-	if !ok || key == "" {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
-	}
-	// A key no document can have (NUL, invalid UTF-8, too long) is the
-	// client's mistake, and must not reach SQL.
-	if err := schema.CheckKey(key); err != nil {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
-	}
-	role, err := e.Role(ctx, u, d)
-	if err != nil {
-		return nil, sluice.Position{}, err
-	}
-	rctx, snap := e.ReadSnapshot(ctx, d)
-	defer snap.Close()
-	snap.OneStatement()
-	b, err := e.store.Document(rctx, d, s, id)
-	if err != nil {
-		return nil, sluice.Position{}, err
-	}
-	pos, _ := snap.Position()
-	out, err := redactFor(role, s, b)
-	return out, pos, err
+	return out, pos, nil
 }
 
 // DocumentQuery selects documents for Documents.
@@ -55,10 +59,22 @@ type DocumentQuery struct {
 // document (or, with none, before Documents returns nil), with the
 // position the documents reflect: they are read in one snapshot.
 func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string, q DocumentQuery, start func(sluice.Position), fn func([]byte) error) error {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
-	if err != nil {
-		return err
-	}
+	started := false
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		if started {
+			// Documents went out: the listing cannot start over.
+			return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the listing was read; retry it", d.Path())
+		}
+		return e.documents(ctx, u, d, s, q, func(pos sluice.Position) {
+			started = true
+			start(pos)
+		}, fn)
+	})
+	return err
+}
+
+// documents is Documents with database d and its schema s.
+func (e *Engine) documents(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, q DocumentQuery, start func(sluice.Position), fn func([]byte) error) error {
 	var classes []string
 	if q.Type != "" {
 		c := s.Class(q.Type)
@@ -118,17 +134,19 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 //
 // The page is read in one snapshot, whose position Log returns too.
 func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int, maxBytes int64) (*sluice.LogPage, sluice.Position, error) {
-	d, _, err := e.Database(ctx, u, org, name, sluice.RoleRead)
-	if err != nil {
-		return nil, sluice.Position{}, err
-	}
-	rctx, snap := e.ReadSnapshot(ctx, d)
-	defer snap.Close()
-	if _, err := e.store.History(rctx, d.ID); err != nil {
-		return nil, sluice.Position{}, err
-	}
-	page, err := e.store.Log(rctx, d, before, limit, maxBytes)
-	pos, _ := snap.Position()
+	var page *sluice.LogPage
+	var pos sluice.Position
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, _ *sluice.Schema) error {
+		rctx, snap := e.ReadSnapshot(ctx, d)
+		defer snap.Close()
+		if _, err := e.store.History(rctx, d.ID); err != nil {
+			return err
+		}
+		var err error
+		page, err = e.store.Log(rctx, d, before, limit, maxBytes)
+		pos, _ = snap.Position()
+		return err
+	})
 	return page, pos, err
 }
 
@@ -144,10 +162,21 @@ const MaxIndex = sluice.WholeCommit
 // A position from another epoch or older than retained history gives a
 // Gone error: never a silent gap.
 func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	var page *sluice.ChangePage
+	var pos sluice.Position
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		var err error
+		page, pos, err = e.changes(ctx, u, d, s, after, limit, maxBytes)
+		return err
+	})
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
+	return page, pos, nil
+}
+
+// changes is Changes with database d and its schema s.
+func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
 	ctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
 	if after.Epoch != "" && after.Epoch != d.Epoch {

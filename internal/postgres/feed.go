@@ -14,8 +14,9 @@ import (
 // rows (each a run of changes, see migration 3) of about maxBytes of
 // images; a larger commit comes in pieces (sluice.Commit.Partial), at
 // least one row at a time. Every commit carries the access log's version
-// read in the same statement (sluice.Commit.AccessVersion). more reports
-// whether the log held more.
+// read in the same statement (sluice.Commit.AccessVersion) and the schema
+// version it was made under (sluice.Commit.SchemaVersion, NewSchema).
+// more reports whether the log held more.
 //
 // The change feed reads the log this way, so what it holds is bounded by
 // maxBytes whatever the size of a commit. The caller checks that after is
@@ -32,14 +33,17 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// costs no detoasting; rows past the budget are never sent. limit+1
 	// commits and rows tell whether more follow.
 	rows, err := db.pool.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes, row_images,
-			idx, doc_ids, ops, befores, afters, access, has_next
+			idx, doc_ids, ops, befores, afters, access, has_next, schema_version, new_schema
 		FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
 				row_number() OVER w AS n,
-				lead(c.seq) OVER w IS NOT NULL AS has_next
+				lead(c.seq) OVER w IS NOT NULL AS has_next,
+				coalesce(sv.version, 0) AS schema_version, coalesce(sv.first_seq = c.seq, false) AS new_schema
 			FROM (SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images FROM sluice.commits
 				WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT $4 + 1) c
+			LEFT JOIN LATERAL (SELECT version, first_seq FROM sluice.schema_versions
+				WHERE db_id = $1 AND first_seq <= c.seq ORDER BY version DESC LIMIT 1) sv ON true
 			LEFT JOIN LATERAL (SELECT idx, doc_ids, ops, befores, afters FROM sluice.changes
 				WHERE commit_uid = c.uid AND (c.seq > $2 OR idx >= coalesce(
 					(SELECT max(s.idx) FROM sluice.changes s WHERE s.commit_uid = c.uid AND s.idx <= $3), 0))
@@ -63,7 +67,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var ops []int16
 		var befores, afters []byte
 		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
-			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more); err != nil {
+			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more, &cur.SchemaVersion, &cur.NewSchema); err != nil {
 			return nil, false, mapError(err)
 		}
 		if c == nil || c.Seq != cur.Seq {

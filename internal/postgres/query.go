@@ -127,7 +127,7 @@ func (db *DB) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *slu
 	}
 	for _, c := range chunks {
 		if err := db.queryJoined(ctx, d, s, qs, c.which, out); err != nil {
-			return nil, err
+			return nil, db.explain(ctx, d, err)
 		}
 	}
 	return out, nil
@@ -172,7 +172,7 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 	rr := sts[0].rows(d, s)
 	dest := append([]any{&k, &n}, rr.dest()...)
 	countStatement(ctx)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, sql.String(), args...)
+	rows, err := db.classReader(ctx, d).Query(ctx, sql.String(), args...)
 	if err != nil {
 		return queryError(err)
 	}
@@ -316,9 +316,9 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
 		}
 		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s t%s",
-			i, colID, colCommitUID, extra, tableName(d.ID, name), whereSQL)
+			i, colID, colCommitUID, extra, classTable(d, name), whereSQL)
 		alias := fmt.Sprintf("t%d", i)
-		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", tableName(d.ID, name), alias, i, alias, colID))
+		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", classTable(d, name), alias, i, alias, colID))
 		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), q.Fields, alias)))
 	}
 	order := strings.Join(orderBy, ", ")
@@ -337,7 +337,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 		// built only for the rows the LIMIT keeps.
 		ord := singleOrder(c, q.Order)
 		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT t.* FROM %s t%s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
-			rowJSONSQL(c, nil, "t"), tableName(d.ID, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
+			rowJSONSQL(c, nil, "t"), classTable(d, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
 		return &statement{sql: sql, args: b.args, classes: q.Classes}, nil
 	}
 	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
@@ -392,7 +392,7 @@ func projectionStatement(d *sluice.Database, s *sluice.Schema, q DocQuery, where
 	}
 	ord := singleOrder(c, q.Order)
 	sql := fmt.Sprintf("SELECT %s FROM (SELECT %s FROM %s t%s ORDER BY %s%s) t%s ORDER BY %s",
-		strings.Join(outer, ", "), strings.Join(inner, ", "), tableName(d.ID, c.Name), whereSQL, ord, page, join, ord)
+		strings.Join(outer, ", "), strings.Join(inner, ", "), classTable(d, c.Name), whereSQL, ord, page, join, ord)
 	return &statement{sql: sql, args: args, proj: &projection{class: c, fields: fields, withCommit: withCommit}}
 }
 
@@ -406,8 +406,13 @@ type rowReader interface {
 
 // readRows runs a statement and decodes its rows with rr.
 func (db *DB) readRows(ctx context.Context, d *sluice.Database, sql string, args []any, rr rowReader) ([]QueryDoc, error) {
+	docs, err := db.scanRows(ctx, d, sql, args, rr)
+	return docs, db.explain(ctx, d, err)
+}
+
+func (db *DB) scanRows(ctx context.Context, d *sluice.Database, sql string, args []any, rr rowReader) ([]QueryDoc, error) {
 	countStatement(ctx)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, sql, args...)
+	rows, err := db.classReader(ctx, d).Query(ctx, sql, args...)
 	if err != nil {
 		return nil, queryError(err)
 	}
@@ -637,7 +642,7 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	parts := make([]string, len(classes))
 	for i, name := range classes {
 		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS uid, to_jsonb(t) AS j FROM %s t WHERE t.%s = ANY(%s)",
-			i, colCommitUID, tableName(d.ID, name), colID, b.arg(byClass[name]))
+			i, colCommitUID, classTable(d, name), colID, b.arg(byClass[name]))
 	}
 	page := ""
 	if limit >= 0 {

@@ -273,7 +273,7 @@ func (b *sqlBuilder) unionSource(class string) (string, bool) {
 		return "", false
 	}
 	if len(classes) == 1 {
-		return tableName(b.db.ID, classes[0]), true
+		return classTable(b.db, classes[0]), true
 	}
 	c := b.schema.Classes[class]
 	cols := []string{colID, colCommitUID}
@@ -283,7 +283,7 @@ func (b *sqlBuilder) unionSource(class string) (string, bool) {
 	list := strings.Join(cols, ", ")
 	parts := make([]string, len(classes))
 	for i, n := range classes {
-		parts[i] = fmt.Sprintf("SELECT %s FROM %s", list, tableName(b.db.ID, n))
+		parts[i] = fmt.Sprintf("SELECT %s FROM %s", list, classTable(b.db, n))
 	}
 	return "(" + strings.Join(parts, " UNION ALL ") + ")", true
 }

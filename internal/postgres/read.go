@@ -17,6 +17,11 @@ import (
 // Document returns the API-form JSON of document id ("Class/key") in
 // database d, or a NotFound error.
 func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
+	b, err := db.document(ctx, d, s, id)
+	return b, db.explain(ctx, d, err)
+}
+
+func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
 	if err := checkText("document id", id); err != nil {
 		return nil, err
 	}
@@ -26,7 +31,7 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	err := db.reader(ctx, d.ID).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
+	err := db.classReader(ctx, d).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", classTable(d, class), colID), id).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -52,6 +57,10 @@ func rowJSON(c *sluice.Class, raw []byte) ([]byte, error) {
 // classes (every document class when classes is empty), ordered by id,
 // skipping skip and stopping after count (count < 0: no limit).
 func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
+	return db.explain(ctx, d, db.documents(ctx, d, s, classes, skip, count, fn))
+}
+
+func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
 	if len(classes) == 0 {
 		for _, name := range s.Order {
 			if s.Classes[name].Kind == sluice.KindDocument {
@@ -63,7 +72,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		return nil
 	}
 	q, args := documentsSQL(d, classes, skip, count)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
+	rows, err := db.classReader(ctx, d).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
 	}
@@ -93,7 +102,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 func documentsSQL(d *sluice.Database, classes []string, skip, count int64) (string, []any) {
 	var parts []string
 	for i, name := range classes {
-		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, classTable(d, name)))
 	}
 	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET $1`
 	args := []any{skip}
