@@ -77,7 +77,9 @@ func (t *transport) subscribe(r *http.Request, st framer, req *request, op *grap
 		// same schema, role, operation and variables; Events keeps no
 		// state between calls): the stream keeps no operation of its own,
 		// about a KiB, for its whole life.
-		Detached: func(shared changefeed.Evaluator) changefeed.Evaluator { return t.newEvaluator(shared.(*evaluator).current()) }})
+		Detached: func(shared changefeed.Evaluator) changefeed.Evaluator {
+			return t.newEvaluator(shared.(*evaluator).current())
+		}})
 	// The guard comes first: an access change from now on ends the
 	// stream before any later commit reaches it (changefeed/access.go).
 	if err := s.str.Guard(engine.Grant(ctx, greq.User, greq.DB, t.es.Role())); err != nil {
