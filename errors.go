@@ -23,6 +23,7 @@ const (
 	CodeMethod          Code = "MethodNotAllowed" // HTTP method not allowed for the operation
 	CodeConflict        Code = "Conflict"         // exists already, or a destructive change without force
 	CodeGone            Code = "Gone"             // a stream position older than retained history or from another epoch
+	CodeTooLarge        Code = "PayloadTooLarge"  // a request body larger than its limit
 	CodeTooMany         Code = "TooManyRequests"  // a per-user limit is reached; retry later
 	CodeUnavailable     Code = "Unavailable"      // shutting down, not ready, Postgres unreachable or at capacity
 	CodeInternal        Code = "InternalError"    // a bug or an infrastructure failure
@@ -45,6 +46,8 @@ func (c Code) HTTPStatus() int {
 		return 409
 	case CodeGone:
 		return 410
+	case CodeTooLarge:
+		return 413
 	case CodeTooMany:
 		return 429
 	case CodeUnavailable:
@@ -72,6 +75,8 @@ func (c Code) GraphQLCode() string {
 		return "CONFLICT"
 	case CodeGone:
 		return "POSITION_EXPIRED"
+	case CodeTooLarge:
+		return "PAYLOAD_TOO_LARGE"
 	case CodeTooMany:
 		return "TOO_MANY_REQUESTS"
 	case CodeUnavailable:

@@ -196,12 +196,15 @@ func postParams(r *http.Request, limit int64) (*graphql.RawParams, *RequestError
 		limit = 10 << 20
 	}
 	tooLarge := func() *RequestError {
-		return &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes"}
+		return &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes, the most max_body_bytes allows"}
 	}
 	if r.ContentLength > limit {
 		return nil, tooLarge() // refused before reading any of it
 	}
 	body, err := readBody(r, limit)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return nil, tooLarge() // a limit of the server's own, past it
+	}
 	if err != nil {
 		return nil, &RequestError{http.StatusBadRequest, "could not read the request body"}
 	}

@@ -76,7 +76,7 @@ func Routes(d Deps) http.Handler {
 	// Cross-origin writes are refused before anything else, bodies are
 	// bounded before any is read.
 	r.Use(a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
-		newBodyLimits(d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware)
+		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware)
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)

@@ -3,6 +3,7 @@ package rest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -237,11 +238,17 @@ func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, success(map[string]any{"id": id}))
 }
 
+// optionalBodyMax bounds the small bodies of the webhook actions.
+const optionalBodyMax = 64 << 10
+
 // optionalBody decodes a small JSON body into v unless the request has
 // none.
 func (a *api) optionalBody(w http.ResponseWriter, r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, optionalBodyMax))
 	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most this route takes", optionalBodyMax)
+		}
 		return bodyError(err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
