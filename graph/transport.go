@@ -249,7 +249,7 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 	// json.Number, and a decoder's buffers would be garbage of every request.
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, "the request body is not a JSON object: " + err.Error()
+		return nil, "the request body is not a JSON object: " + sluice.DecodeError(err).Message
 	}
 	p := &graphql.RawParams{}
 	isNull := func(m json.RawMessage) bool { return m == nil || string(bytes.TrimSpace(m)) == "null" }

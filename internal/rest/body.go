@@ -246,10 +246,9 @@ func bodyError(err error) error {
 	if errors.As(err, &mbe) {
 		return errBodyTooLarge(mbe.Limit)
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: unexpected end of input")
-	}
-	return sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: %s", err)
+	// encoding/json's own text names Go types ("Go struct field .schema
+	// of type string"): the error says it in words.
+	return sluice.DecodeError(err)
 }
 
 // decodeJSON decodes a small JSON request body into v, rejecting unknown
