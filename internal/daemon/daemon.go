@@ -119,7 +119,11 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 		}
 		url = pg.URL("sluice")
 	}
-	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit))
+	opts := []postgres.Option{postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit)}
+	if pg != nil {
+		opts = append(opts, postgres.Up(pg.Up))
+	}
+	store, err := postgres.Open(ctx, url, logger, opts...)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -181,7 +185,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopStore()
-	p, err := d.build(ctx, store, wake, m, jwt)
+	// Not ready while a supervised restart of the embedded Postgres is
+	// under way: from the moment its postmaster exits, not from the
+	// change feed's next failed read.
+	pgUp := func() bool { return true }
+	if pg != nil {
+		pgUp = pg.Up
+	}
+	p, err := d.build(ctx, store, wake, m, jwt, pgUp)
 	if err != nil {
 		return err
 	}
@@ -207,7 +218,7 @@ type parts struct {
 // notifier, the tailer, the webhook deliverer) is registered with wake as
 // it is built, before Bootstrap makes the first commit. Nothing runs yet:
 // serve starts the goroutines and the listener.
-func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m *metrics.Metrics, jwt *auth.JWT) (*parts, error) {
+func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m *metrics.Metrics, jwt *auth.JWT, pgUp func() bool) (*parts, error) {
 	notifier := postgres.NewNotifier(store)
 	wake.onCommit(notifier.Wake)
 
@@ -265,7 +276,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		Engine:           eng,
 		Metrics:          m,
 		Logger:           d.logger,
-		Ready:            func() bool { return d.ready.Load() && tailer.Running() },
+		Ready:            func() bool { return d.ready.Load() && pgUp() && tailer.Running() },
 		Version:          d.opts.Version,
 		MaxBodyBytes:     d.cfg.MaxBodyBytes,
 		BodyIdleTimeout:  d.cfg.BodyIdleTimeout,
