@@ -20,7 +20,7 @@ var everyRoute = []struct {
 	method, path string
 	reads        bool
 }{
-	{"GET", "/api/ok", false}, {"GET", "/healthz", false}, {"GET", "/readyz", false}, {"GET", "/metrics", false},
+	{"GET", "/", false}, {"GET", "/api/ok", false}, {"GET", "/healthz", false}, {"GET", "/readyz", false}, {"GET", "/metrics", false},
 	{"GET", "/api/info", false}, {"GET", "/api/db", false}, {"GET", "/api/db/admin/big", false},
 	{"POST", "/api/db/admin/other", true}, {"DELETE", "/api/db/admin/nothing", false},
 	{"GET", "/api/schema/admin/big", false}, {"PUT", "/api/schema/admin/big", true},

@@ -271,7 +271,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		return nil, err
 	}
 
-	giql := graphiql.New()
+	giql := graphiql.New(pagesOptions(eng, d.opts.Version))
 	handler := rest.Routes(rest.Deps{
 		Engine:           eng,
 		Metrics:          m,
@@ -291,10 +291,46 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
+		Landing:          giql.Landing(),
 		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
 	})
 	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
 		streams: streams, handler: handler}, nil
+}
+
+// pagesOptions returns what the browser pages show, read through eng
+// for the request's (authenticated) user.
+func pagesOptions(eng *engine.Engine, version string) graphiql.Options {
+	return graphiql.Options{
+		Version: version,
+		User: func(r *http.Request) (string, string) {
+			u := auth.UserFrom(r.Context())
+			return u.Name, u.Org
+		},
+		Databases: func(r *http.Request) ([]string, bool, error) {
+			u := auth.UserFrom(r.Context())
+			dbs, err := eng.Databases(r.Context(), u)
+			if err != nil {
+				return nil, false, err
+			}
+			paths := make([]string, len(dbs))
+			for i, d := range dbs {
+				paths[i] = d.Path()
+			}
+			return paths, u.Superuser, nil
+		},
+		Sample: func(r *http.Request, org, name string) string {
+			_, s, role, err := eng.GraphQLDatabase(r.Context(), auth.UserFrom(r.Context()), org, name)
+			if err != nil {
+				return "" // the page's requests answer why
+			}
+			db := org + "/" + name
+			if org == sluice.SystemOrg {
+				db = sluice.SystemDB
+			}
+			return graphiql.SampleQuery(db, s, role)
+		},
+	}
 }
 
 // bootstrap creates the _system database and the admin user unless they

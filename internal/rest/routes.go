@@ -52,6 +52,9 @@ type Deps struct {
 	// /api/graphiql/_assets/{file} (public: the same npm files for everyone).
 	GraphiQL       http.Handler
 	GraphiQLAssets http.Handler
+	// Landing, when set, serves the landing page at / (authenticated,
+	// as GraphiQL's pages are).
+	Landing http.Handler
 	// Stream serves the change streams (see subscribe.go).
 	Stream StreamDeps
 	// CORS is the cross-origin policy of every route.
@@ -143,12 +146,18 @@ func Routes(d Deps) http.Handler {
 			r.Method(http.MethodGet, "/api/graphiql/{org}/{db}", d.GraphiQL)
 			r.Method(http.MethodGet, "/api/graphiql/_system", d.GraphiQL)
 		}
+		if d.Landing != nil {
+			r.Method(http.MethodGet, "/", d.Landing)
+		}
 	})
 	if d.GraphQL != nil {
 		// A GraphQL WebSocket's credentials may arrive after the upgrade,
 		// in its connection_init message; a GraphQL SSE stream's may be a
-		// stream ticket.
+		// stream ticket. A browser that opens the URL is sent to GraphiQL.
 		gql := upgradeOr(d.GraphQLSocket, a.authenticateStream(d.GraphQL))
+		if d.GraphiQL != nil {
+			gql = toGraphiQL(gql)
+		}
 		r.Handle("/api/graphql/{org}/{db}", gql)
 		r.Handle("/api/graphql/_system", gql)
 	}
