@@ -122,7 +122,9 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	}
 	w.Header().Set("Content-Type", media+"; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	// A final newline, as every JSON answer of Sluice's has: a terminal
+	// shows the prompt on a line of its own after curl prints it.
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // responseMedia picks the response media type from an Accept header.
@@ -321,5 +323,5 @@ func writeErrors(w http.ResponseWriter, media string, status int, errs gqlerror.
 	}{errs})
 	w.Header().Set("Content-Type", media+"; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(b, '\n'))
 }

@@ -49,7 +49,7 @@ func (a *api) getDatabase(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, databaseJSON(d))
+	writeJSON(w, http.StatusOK, success(databaseJSON(d)))
 }
 
 func (a *api) createDatabase(w http.ResponseWriter, r *http.Request) {

@@ -125,6 +125,7 @@ func Routes(d Deps) http.Handler {
 		r.Post("/api/users", a.createUser)
 		r.Delete("/api/users/{name}", a.deleteUser)
 		r.Put("/api/users/{name}/password", a.setPassword)
+		r.Get("/api/roles/{org}/{db}", a.listRoles)
 		r.Put("/api/roles/{org}/{db}", a.setRole)
 		r.Get("/api/tokens", a.listTokens)
 		r.Post("/api/tokens", a.createToken)

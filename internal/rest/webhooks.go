@@ -109,7 +109,7 @@ func (a *api) createWebhook(w http.ResponseWriter, r *http.Request) {
 	out := webhookJSON(h)
 	out["secret"] = secret
 	w.Header().Set("Location", "/api/webhooks/"+h.Database.Path()+"/"+strconv.FormatInt(h.ID, 10))
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusCreated, success(out))
 }
 
 func (a *api) listWebhooks(w http.ResponseWriter, r *http.Request) {
@@ -160,7 +160,7 @@ func (a *api) getWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	out["lag"] = lag
 	out["attempts"] = attemptsJSON(d.Attempts)
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, success(out))
 }
 
 func (a *api) webhookAttempts(w http.ResponseWriter, r *http.Request) {
@@ -217,7 +217,7 @@ func (a *api) updateWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, webhookJSON(h))
+	writeJSON(w, http.StatusOK, success(webhookJSON(h)))
 }
 
 func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) {
@@ -311,7 +311,7 @@ func (a *api) webhookAction(w http.ResponseWriter, r *http.Request, do func(svc 
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, webhookJSON(h))
+	writeJSON(w, http.StatusOK, success(webhookJSON(h)))
 }
 
 func (a *api) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
