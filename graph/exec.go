@@ -24,6 +24,11 @@ type Store interface {
 	// QueryDocumentsEach runs several document queries with one
 	// statement.
 	QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []engine.DocQuery) ([][]engine.QueryDoc, error)
+	// Backlinks returns the documents pointing at each of q.Targets, in
+	// one statement.
+	Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.BacklinkQuery) ([][]engine.QueryDoc, error)
+	// Aggregate returns a count and aggregates, in one statement.
+	Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.AggregateQuery) (engine.AggregateResult, error)
 	// DocumentsByID returns at most limit documents (< 0: no limit).
 	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error)
 	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error)
@@ -219,6 +224,9 @@ type execution struct {
 	// lookupErr is the error of a document read for a filter (lookup),
 	// which filter.Match cannot return.
 	lookupErr error
+	// backlinks holds the documents of each backlink selection on each
+	// document, read by prefetch.
+	backlinks map[backlinkKey][]*object
 	// preread holds the documents of root class query fields (by alias)
 	// read before the execution, with other queries' (RunEach).
 	preread map[string][]engine.QueryDoc

@@ -113,6 +113,16 @@ func (c *rowCounter) DocumentsByID(ctx context.Context, d *sluice.Database, s *s
 	return docs, err
 }
 
+func (c *rowCounter) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.BacklinkQuery) ([][]engine.QueryDoc, error) {
+	lists, err := c.Store.Backlinks(ctx, d, s, q)
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	c.record(n)
+	return lists, err
+}
+
 func (c *rowCounter) record(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -175,6 +185,13 @@ func TestResultRowLimit(t *testing.T) {
 		// full: 13 documents.
 		{"references", `{ Person(limit: 6) { _id friends { name } } }`, "Person", bound + 1},
 		{"references within", `{ Person(limit: 3) { _id friends { name } } }`, "", 3 + 4},
+		// Each person is the friend of the two before it: a backlink
+		// lists two documents per person, read by one statement, which
+		// never returns more than one past the bound.
+		{"backlinks within", `{ Person(limit: 2) { _id _friends_of_Person { name } } }`, "", 2 + 4},
+		{"backlinks over", `{ Person(limit: 4) { _friends_of_Person { _id } } }`, "Person", bound + 1},
+		{"a backlink's own limit", `{ Person(limit: 5) { _friends_of_Person(limit: 1) { _id } } }`, "", 5 + 5},
+		{"backlinks of backlinks", `{ Person(limit: 2) { _friends_of_Person { _friends_of_Person { _id } } } }`, "Person", bound + 1},
 	} {
 		res := st.query(t, c.query, nil)
 		reads, total := counter.take()

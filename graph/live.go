@@ -30,7 +30,7 @@ const directiveLive = "live"
 
 // IsLive reports whether op is a live query: a query operation marked
 // @live (unless its if argument is false), or a subscription operation
-// whose root field is a class's live query field.
+// whose root field is a class's live query field or live aggregate.
 func (es *ExecutableSchema) IsLive(op *graphql.OperationContext) bool {
 	switch op.Operation.Operation {
 	case ast.Query:
@@ -43,6 +43,9 @@ func (es *ExecutableSchema) IsLive(op *graphql.OperationContext) bool {
 	case ast.Subscription:
 		for _, cf := range graphql.CollectFields(op, op.Operation.SelectionSet, es.sat[typeSubscription]) {
 			if c := es.schema.Class(cf.Name); c != nil && c.Kind != sluice.KindSubdocument {
+				return true
+			}
+			if _, ok := aggregateClass(es.schema, cf.Name); ok {
 				return true
 			}
 		}
@@ -117,18 +120,31 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 			q.anyCommit = true
 			continue
 		}
-		pq, err := ParseQueryArgs(es.schema, cf.Name, cf.Field, op.Variables)
-		if err != nil {
-			return nil, err
-		}
-		f := liveField{roots: set(pq.Classes), filt: pq.Filter, refs: map[string]bool{}}
-		if pq.IDs != nil {
-			f.ids = set(pq.IDs)
+		var f liveField
+		if c, ok := aggregateClass(es.schema, cf.Name); ok {
+			// An aggregate changes only when a document it counts does
+			// (a change that leaves every aggregate as it was sends
+			// nothing: the value is compared).
+			aq, err := ParseAggregateArgs(es.schema, c.Name, cf.Field, op.Variables)
+			if err != nil {
+				return nil, err
+			}
+			f = liveField{roots: set(aq.Classes), filt: aq.Filter, refs: map[string]bool{}}
+		} else {
+			pq, err := ParseQueryArgs(es.schema, cf.Name, cf.Field, op.Variables)
+			if err != nil {
+				return nil, err
+			}
+			f = liveField{roots: set(pq.Classes), filt: pq.Filter, refs: map[string]bool{}}
+			if pq.IDs != nil {
+				f.ids = set(pq.IDs)
+			}
+			rs := refScan{s: es.schema, role: es.role, doc: op.Doc, vars: op.Variables, refs: f.refs, spread: map[string]bool{}}
+			rs.selection(cf.Name, cf.Selections)
 		}
 		if f.filt != nil {
 			f.refFilter = filterRefs(es.schema, f.filt, f.refs)
 		}
-		selectionRefs(es.schema, op.Doc, cf.Name, cf.Selections, f.refs, map[string]bool{})
 		q.fields = append(q.fields, f)
 		for _, m := range []map[string]bool{f.roots, f.refs} {
 			for _, n := range slices.Sorted(maps.Keys(m)) { // deterministic
@@ -196,20 +212,46 @@ func filterRefs(s *sluice.Schema, e filter.Expr, refs map[string]bool) bool {
 	return reads
 }
 
-// selectionRefs adds to refs the classes of the documents selection sel,
-// on documents of class, reads through references. It errs on the side
-// of more: a field is looked up in class and every class below it (an
-// inline fragment may select a subclass's field).
-func selectionRefs(s *sluice.Schema, doc *ast.QueryDocument, class string, sel ast.SelectionSet, refs map[string]bool, spread map[string]bool) {
-	candidates := s.Descendants(class)
+// refScan finds the classes of the documents a selection reads through
+// references and backlinks (selection), for a live query's refs.
+type refScan struct {
+	s    *sluice.Schema
+	role sluice.Role
+	doc  *ast.QueryDocument
+	vars map[string]any
+	// refs collects the document classes read; spread the fragments
+	// walked, per class.
+	refs   map[string]bool
+	spread map[string]bool
+}
+
+// selection adds to refs the classes of the documents selection sel, on
+// documents of class, reads through references and backlinks (whose
+// every document, of the class declaring the reference and below, may
+// join, leave or change the list: a re-pointed reference included), and
+// through their filters. It errs on the side of more: a field is looked
+// up in class and every class below it (an inline fragment may select a
+// subclass's field).
+func (r *refScan) selection(class string, sel ast.SelectionSet) {
+	candidates := r.s.Descendants(class)
 	for _, it := range sel {
 		switch it := it.(type) {
 		case *ast.Field:
 			if len(it.SelectionSet) == 0 {
 				continue
 			}
+			if bl, ok := parseBacklink(r.s, r.role, it.Name); ok {
+				documentClasses(r.s, bl.class.Name, r.refs)
+				if m, ok := it.ArgumentMap(r.vars)["filter"].(map[string]any); ok {
+					if e, err := filter.Parse(r.s, bl.class.Name, m); err == nil {
+						filterRefs(r.s, e, r.refs)
+					}
+				}
+				r.selection(bl.class.Name, it.SelectionSet)
+				continue
+			}
 			for _, cn := range candidates {
-				c := s.Class(cn)
+				c := r.s.Class(cn)
 				if c == nil {
 					continue
 				}
@@ -219,30 +261,30 @@ func selectionRefs(s *sluice.Schema, doc *ast.QueryDocument, class string, sel a
 				}
 				switch f.Type.Kind {
 				case sluice.TypeReference:
-					documentClasses(s, f.Type.Name, refs)
-					selectionRefs(s, doc, f.Type.Name, it.SelectionSet, refs, spread)
+					documentClasses(r.s, f.Type.Name, r.refs)
+					r.selection(f.Type.Name, it.SelectionSet)
 				case sluice.TypeSubdocument:
-					selectionRefs(s, doc, f.Type.Name, it.SelectionSet, refs, spread)
+					r.selection(f.Type.Name, it.SelectionSet)
 				}
 			}
 		case *ast.InlineFragment:
 			on := class
-			if it.TypeCondition != "" && s.Class(it.TypeCondition) != nil {
+			if it.TypeCondition != "" && r.s.Class(it.TypeCondition) != nil {
 				on = it.TypeCondition
 			}
-			selectionRefs(s, doc, on, it.SelectionSet, refs, spread)
+			r.selection(on, it.SelectionSet)
 		case *ast.FragmentSpread:
-			def := doc.Fragments.ForName(it.Name)
+			def := r.doc.Fragments.ForName(it.Name)
 			key := it.Name + " " + class
-			if def == nil || spread[key] {
+			if def == nil || r.spread[key] {
 				continue
 			}
-			spread[key] = true
+			r.spread[key] = true
 			on := class
-			if s.Class(def.TypeCondition) != nil {
+			if r.s.Class(def.TypeCondition) != nil {
 				on = def.TypeCondition
 			}
-			selectionRefs(s, doc, on, def.SelectionSet, refs, spread)
+			r.selection(on, def.SelectionSet)
 		}
 	}
 }
@@ -485,6 +527,9 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		cf, ok := x.readingRoot(q.root)
 		if !ok || cf.Name == fieldChangeSet {
 			continue
+		}
+		if _, agg := aggregateClass(es.schema, cf.Name); agg {
+			continue // one statement of its own, in the snapshot
 		}
 		dq, err := x.classDocQuery(cf)
 		if err != nil {

@@ -133,7 +133,8 @@ func TestMutationErrorNamesItsField(t *testing.T) {
 }
 
 // TestStatementCountIndependentOfRows runs a nested query over 10 and over
-// 1,000 documents and counts SQL statements: one per level of references.
+// 1,000 documents and counts SQL statements: one per level of references,
+// and one per level of backlinks.
 func TestStatementCountIndependentOfRows(t *testing.T) {
 	t.Parallel()
 	counts := map[int]int64{}
@@ -160,9 +161,28 @@ func TestStatementCountIndependentOfRows(t *testing.T) {
 			t.Fatalf("n=%d: got %d documents (%v)", n, len(data.Person), err)
 		}
 		counts[n] = count()
+
+		// Backlinks: one statement per backlink selection and level.
+		// Each G is the friend of two Fs, each F of two Ps.
+		ctx, count = postgres.CountStatements(context.Background())
+		res = st.do(ctx, t, nil, `{ Person(filter: {name: {startsWith: "G"}}) { _id _friends_of_Person { name _friends_of_Person(orderBy: {name: DESC}) { name friends { name } } } } }`, nil).mustOK(t)
+		var linked struct {
+			Person []struct {
+				Links []struct {
+					Links []json.RawMessage `json:"_friends_of_Person"`
+				} `json:"_friends_of_Person"`
+			}
+		}
+		if err := json.Unmarshal(res.Data, &linked); err != nil || len(linked.Person) != n || len(linked.Person[0].Links) != 2 || len(linked.Person[0].Links[0].Links) != 2 {
+			t.Fatalf("n=%d: backlinks %.300s (%v)", n, res.Data, err)
+		}
+		counts[-n] = count()
 	}
 	if counts[10] != counts[1000] || counts[10] != 3 {
 		t.Fatalf("statements: %d for 10 documents, %d for 1000; want 3 for both (one per level)", counts[10], counts[1000])
+	}
+	if counts[-10] != counts[-1000] || counts[-10] != 4 {
+		t.Fatalf("statements with backlinks: %d for 10 documents, %d for 1000; want 4 for both (the roots, two levels of backlinks, then the references)", counts[-10], counts[-1000])
 	}
 }
 

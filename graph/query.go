@@ -43,6 +43,12 @@ func (x *execution) queryOn(root string) json.RawMessage {
 		case fieldChangeSet:
 			x.changeSetField(w, cf)
 		default:
+			if c, ok := aggregateClass(x.es.schema, cf.Name); ok {
+				if !x.aggregateQuery(w, cf, c) {
+					nullData = true // <Class>_Aggregate! is non-null
+				}
+				break
+			}
 			if !x.classQuery(w, cf) {
 				nullData = true // [X!]! is non-null: the error nulls the parent, data
 			}
@@ -512,9 +518,10 @@ func (x *execution) readingRoot(rootType string) (graphql.CollectedField, bool) 
 }
 
 // oneStatement reports whether the query reads with one SQL statement: a
-// single root field that reads (a class query or _ChangeSet) whose
-// selection follows no reference, which would read the referenced
-// documents with a statement of their own (prefetch). It errs on the side
+// single root field that reads (a class query, an aggregate or
+// _ChangeSet) whose selection follows no reference or backlink, which
+// would read the documents they lead to with a statement of their own
+// (prefetch). It errs on the side
 // of false: a field with a selection of its own named as some class's
 // reference counts as one, whatever type it is on.
 func (x *execution) oneStatement(rootType string) bool {
@@ -522,7 +529,7 @@ func (x *execution) oneStatement(rootType string) bool {
 	if !ok {
 		return false
 	}
-	if root.Name == fieldChangeSet {
+	if _, agg := aggregateClass(x.es.schema, root.Name); agg {
 		return true
 	}
 	refs := map[string]bool{}
@@ -539,7 +546,7 @@ func (x *execution) oneStatement(rootType string) bool {
 		for _, s := range sel {
 			switch s := s.(type) {
 			case *ast.Field:
-				if len(s.SelectionSet) > 0 && (refs[s.Name] || follows(s.SelectionSet)) {
+				if len(s.SelectionSet) > 0 && (refs[s.Name] || mayBeBacklink(s.Name) || follows(s.SelectionSet)) {
 					return true
 				}
 			case *ast.InlineFragment:
@@ -557,6 +564,15 @@ func (x *execution) oneStatement(rootType string) bool {
 			}
 		}
 		return false
+	}
+	if root.Name == fieldChangeSet {
+		// A change-set field's filter through a reference reads the
+		// referenced documents too (lookup).
+		for _, cf := range x.fields(root.Selections, typeChangeSet) {
+			if cf.Arguments.ForName("filter") != nil {
+				return false
+			}
+		}
 	}
 	return !follows(root.Selections)
 }

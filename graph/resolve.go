@@ -56,19 +56,35 @@ func (x *execution) fields(sel ast.SelectionSet, runtime string) []graphql.Colle
 	return graphql.CollectFields(x.op, sel, x.es.sat[runtime])
 }
 
-// prefetch loads every document the selections of level reference, level
-// by level: one statement per level of references, whatever the number of
+// prefetch loads every document the selections of level reference or
+// link back to, level by level: one statement per level of references,
+// and one per backlink selection and level, whatever the number of
 // documents.
 func (x *execution) prefetch(level []pending) error {
 	for len(level) > 0 {
 		var next []pending
 		var want []string
 		wanted := map[string]bool{}
+		var groups []*backlinkGroup
+		byField := map[*ast.Field]*backlinkGroup{}
 		var walk func(p pending)
 		walk = func(p pending) {
 			rt := x.runtimeType(p.static, p.obj.class)
 			for _, cf := range x.fields(p.sel, rt) {
 				if len(cf.Selections) == 0 {
+					continue
+				}
+				if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok && p.obj.id != "" {
+					g := byField[cf.Field]
+					if g == nil {
+						g = &backlinkGroup{link: bl, field: cf.Field, sel: cf.Selections, seen: map[string]bool{}}
+						byField[cf.Field] = g
+						groups = append(groups, g)
+					}
+					if !g.seen[p.obj.id] {
+						g.seen[p.obj.id] = true
+						g.targets = append(g.targets, p.obj.id)
+					}
 					continue
 				}
 				f := p.obj.class.Field(cf.Name)
@@ -125,12 +141,17 @@ func (x *execution) prefetch(level []pending) error {
 				}
 			}
 		}
+		linked, err := x.loadBacklinks(groups)
+		if err != nil {
+			return err
+		}
 		level = level[:0]
 		for _, p := range next {
 			if o := x.cache[p.obj.id]; o != nil && !o.partial {
 				level = append(level, pending{obj: o, sel: p.sel, static: p.static})
 			}
 		}
+		level = append(level, linked...)
 	}
 	return nil
 }
@@ -192,6 +213,11 @@ func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, 
 			} else {
 				writeCommit(x, w, o.commit, o.changeType, cf.Selections)
 			}
+			continue
+		}
+		if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok && o.id != "" {
+			// Read by prefetch: the documents pointing at o.
+			x.writeObjects(w, x.backlinks[backlinkKey{cf.Field, o.id}], cf.Selections, bl.class.Name)
 			continue
 		}
 		f := o.class.Field(cf.Name)

@@ -68,6 +68,8 @@ type sdlGen struct {
 	s    *sluice.Schema
 	role sluice.Role
 	b    strings.Builder
+	// links holds each class's backlinks, made when first needed.
+	links map[string][]backlink
 }
 
 func (g *sdlGen) p(format string, args ...any) { fmt.Fprintf(&g.b, format, args...) }
@@ -114,6 +116,9 @@ type %s {
 	}
 	for _, name := range g.s.Order {
 		g.class(g.s.Classes[name])
+	}
+	for _, c := range queryClasses(g.s) {
+		g.aggregateTypes(c)
 	}
 	g.query()
 	g.changeSet()
@@ -200,6 +205,7 @@ func (g *sdlGen) class(c *sluice.Class) {
 		g.description("  ", indexedDescription(c, f, f.Description))
 		g.p("  %s: %s\n", f.Name, outputType(f))
 	}
+	g.backlinks(c)
 	g.p("}\n\n")
 
 	// The filter.
@@ -347,6 +353,7 @@ func (g *sdlGen) query() {
 	for _, c := range queryClasses(g.s) {
 		g.description("  ", c.Description)
 		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
+		g.aggregateField(c, false)
 	}
 	g.p("  \"The changes of a retained commit (the newest when commit is left out).\"\n")
 	g.p("  %s(commit: ID): %s\n", fieldChangeSet, typeChangeSet)
@@ -404,6 +411,7 @@ func (g *sdlGen) subscription() {
 	for _, c := range queryClasses(g.s) {
 		g.p("  \"The live query of Query.%s: its current result, then the new result after each commit that changes it.\"\n", c.Name)
 		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
+		g.aggregateField(c, true)
 	}
 	g.p("  %s(include_children: Boolean = true): %s\n", fieldChangeSet, typeChangeSet)
 	g.p("}\n")

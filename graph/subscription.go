@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/filter"
@@ -163,7 +165,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		w := s.open()
 		n, err := x.writeChangeSet(w, c, s.selections, s.includeChildren)
 		if err != nil {
-			return nil, err
+			return nil, eventError(err)
 		}
 		if n == 0 && s.classFields {
 			return nil, nil
@@ -203,7 +205,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	}
 	// One statement per level of references for the whole commit.
 	if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
-		return nil, err
+		return nil, eventError(err)
 	}
 	out := make([]SubscriptionEvent, len(objs))
 	for i, o := range objs {
@@ -214,6 +216,17 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		out[i] = SubscriptionEvent{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}
 	}
 	return out, nil
+}
+
+// eventError returns err, an error of evaluating events, as the stream's
+// error: a limit's as a *ResultError naming the limit, as the query's
+// error would; others as they are.
+func eventError(err error) error {
+	var le *resultLimitError
+	if errors.As(err, &le) {
+		return newResultError(gqlerror.List{le.gqlError(nil)})
+	}
+	return err
 }
 
 // open starts an ExecutionResult up to the root field's value.

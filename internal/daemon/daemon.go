@@ -418,7 +418,8 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 }
 
 // startBackground starts the loops that run beside the requests: the
-// notifier, the webhook deliverer, the JWT key set's refresh and, with a
+// notifier, the webhook deliverer, the JWT key set's refresh, the one
+// pass that builds the backlink indexes older tables lack and, with a
 // log retention, pruning and the publication of this process's floors. The
 // returned function stops them and waits for them.
 func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
@@ -429,6 +430,7 @@ func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
 	// released, so another replica takes over at once.
 	wg.Go(func() { p.hooks.Run(bg) })
 	wg.Go(func() { p.jwt.Run(bg) })
+	wg.Go(func() { buildReferenceIndexes(bg, p.store, d.logger) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, p.store, d.cfg.LogRetention, p.hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, d.logger) })
@@ -486,6 +488,17 @@ func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[in
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// buildReferenceIndexes builds the backlink indexes that tables made
+// before Sluice made them lack (postgres.DB.BuildReferenceIndexes), once.
+func buildReferenceIndexes(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
+	n, err := store.BuildReferenceIndexes(ctx)
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("build backlink indexes (backlinks of the tables that lack one read the whole table; the next start tries again)", "err", err)
+	} else if n > 0 {
+		logger.Info("built backlink indexes", "indexes", n)
 	}
 }
 

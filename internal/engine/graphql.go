@@ -15,6 +15,14 @@ type (
 	DocQuery = postgres.DocQuery
 	QueryDoc = postgres.QueryDoc
 	OrderKey = postgres.OrderKey
+	// BacklinkQuery selects the documents that point at each of several
+	// (see postgres.BacklinkQuery).
+	BacklinkQuery = postgres.BacklinkQuery
+	// AggregateQuery, Agg and AggregateResult are a count and aggregates
+	// of the documents a filter selects (see postgres.AggregateQuery).
+	AggregateQuery  = postgres.AggregateQuery
+	Agg             = postgres.Agg
+	AggregateResult = postgres.AggregateResult
 	// Snapshot is one read of a database in one snapshot, which answers
 	// the position it reflects (see postgres.Snapshot).
 	Snapshot = postgres.Snapshot
@@ -62,6 +70,20 @@ func (e *Engine) QueryDocuments(ctx context.Context, d *sluice.Database, s *slui
 // QueryDocuments.
 func (e *Engine) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []DocQuery) ([][]QueryDoc, error) {
 	return e.store.QueryDocumentsEach(ctx, d, s, qs)
+}
+
+// Backlinks reads, in one SQL statement, the documents whose reference
+// field points at each of q's targets (see postgres.DB.Backlinks).
+// Authorization as QueryDocuments.
+func (e *Engine) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q BacklinkQuery) ([][]QueryDoc, error) {
+	return e.store.Backlinks(ctx, d, s, q)
+}
+
+// Aggregate counts, and aggregates fields of, the documents q selects, in
+// one SQL statement (see postgres.DB.Aggregate). Authorization as
+// QueryDocuments.
+func (e *Engine) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery) (AggregateResult, error) {
+	return e.store.Aggregate(ctx, d, s, q)
 }
 
 // DocumentsByID reads documents by id, of any classes, in one SQL

@@ -92,7 +92,7 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	if spec.Group && spec.Before == nil && spec.Documents != nil {
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
-		return j.commit, db.explain(ctx, spec.Database, j.err)
+		return j.commit, db.schemaMoved(ctx, spec.Database, j.err)
 	}
 	var c *sluice.Commit
 	err := db.transact(ctx, func(tx *Tx) error {
@@ -131,7 +131,7 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		if spec.Before != nil {
 			return nil, err // its own errors say what moved
 		}
-		return nil, db.explain(ctx, spec.Database, err)
+		return nil, db.schemaMoved(ctx, spec.Database, err)
 	}
 	if c != nil {
 		db.committed(c)
@@ -255,7 +255,7 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	return out, nil
 }
 
-// explain returns err, the error of a read or a write prepared for
+// schemaMoved returns err, the error of a read or a write prepared for
 // database d at d.SchemaVersion, as ErrSchemaChanged when the schema moved
 // meanwhile: whatever failed (a value of a column that has another type
 // now, a statement Postgres prepared for the old tables, a class that is
@@ -263,7 +263,7 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 // more, and it may succeed when prepared again. (A read that waited for
 // a schema change's locks took its snapshot, and so its version check,
 // before the change committed.)
-func (db *DB) explain(ctx context.Context, d *sluice.Database, err error) error {
+func (db *DB) schemaMoved(ctx context.Context, d *sluice.Database, err error) error {
 	if err == nil || d == nil || d.SchemaVersion == 0 || errors.Is(err, ErrSchemaChanged) {
 		return err
 	}

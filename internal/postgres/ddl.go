@@ -18,7 +18,9 @@ import (
 // type changed is dropped and re-added (its values are lost: the engine only
 // gets here for such a change with force). Removed classes and fields are
 // dropped. Each document class's table has one index per entry of its
-// Indexes (see indexSQL); indexes no longer declared are dropped. Every
+// Indexes (see indexSQL); indexes no longer declared are dropped. Each
+// reference field's column has an index that serves backlinks
+// (refIndexSQL), which goes with the column. Every
 // table then gets the capture triggers of next (capture.go); role is
 // Sluice's own.
 func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, next *sluice.Schema) error {
@@ -33,6 +35,9 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 			stmts = append(stmts, createTableSQL(dbID, c))
 			for _, ix := range c.Indexes {
 				stmts = append(stmts, indexSQL(dbID, c, ix))
+			}
+			for _, f := range refIndexed(c) {
+				stmts = append(stmts, refIndexSQL(dbID, c, f, false))
 			}
 			continue
 		}
@@ -64,6 +69,13 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 		// column and is built again.
 		for _, ix := range c.Indexes {
 			stmts = append(stmts, indexSQL(dbID, c, ix))
+		}
+		// Likewise the backlink indexes: a reference field added, or
+		// whose column was re-added, gets its index; so does a table
+		// made before Sluice made them (and not yet reached by
+		// BuildReferenceIndexes).
+		for _, f := range refIndexed(c) {
+			stmts = append(stmts, refIndexSQL(dbID, c, f, false))
 		}
 	}
 	if prev != nil {
@@ -153,4 +165,57 @@ func hasIndex(list []sluice.Index, ix sluice.Index) bool {
 		}
 	}
 	return false
+}
+
+// refIndexed returns the reference fields of document class c whose
+// columns have a backlink index (refIndexSQL): every one, except a single
+// reference that an @index on just that field already serves.
+func refIndexed(c *sluice.Class) []*sluice.Field {
+	var out []*sluice.Field
+	for _, f := range c.Fields {
+		if f.Type.Kind != sluice.TypeReference {
+			continue
+		}
+		if !f.List && hasIndex(c.Indexes, sluice.Index{Fields: []string{f.Name}}) {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// refIndexSQL returns the statement creating the backlink index of
+// reference field f of document class c's table, unless it exists, so
+// that the documents pointing at one document cost what they are, not
+// what their class holds (Backlinks). A single reference's is a btree on
+// the column then the id, both in the "C" collation: a backlink's page
+// in the default order (by id) reads just the page. A list of references
+// is a jsonb array, whose GIN index (jsonb_path_ops) finds the arrays
+// holding an id; their documents are then sorted. concurrently builds it
+// without blocking writes (outside a transaction only).
+func refIndexSQL(dbID int64, c *sluice.Class, f *sluice.Field, concurrently bool) string {
+	how := "INDEX"
+	if concurrently {
+		how = "INDEX CONCURRENTLY"
+	}
+	def := fmt.Sprintf(`(%s COLLATE "C", %s COLLATE "C")`, ident(f.Name), colID)
+	if f.List {
+		def = fmt.Sprintf("USING gin (%s jsonb_path_ops)", ident(f.Name))
+	}
+	return fmt.Sprintf("CREATE %s IF NOT EXISTS %s ON %s %s", how, ident(refIndexName(c.Name, f.Name)), tableName(dbID, c.Name), def)
+}
+
+// refIndexName returns the name of the backlink index of field of class's
+// table: the class and field names, "ref", and a hash that differs from
+// any @index's (indexName hashes the class and fields alone).
+func refIndexName(class, field string) string {
+	h := fnv.New32a()
+	h.Write([]byte("ref\x00" + class + "\x00" + field))
+	readable := class + "_" + field + "_ref"
+	const maxIdent = 63
+	suffix := fmt.Sprintf("_%08x", h.Sum32())
+	if len(readable) > maxIdent-len(suffix) {
+		readable = readable[:maxIdent-len(suffix)]
+	}
+	return readable + suffix
 }

@@ -112,3 +112,18 @@ func (db *DB) ColumnCollationForTest(ctx context.Context, d *sluice.Database, cl
 		WHERE table_schema = $1 AND table_name = $2 AND column_name = $3`, schemaName(d.ID), class, column).Scan(&c)
 	return c, err
 }
+
+// RefIndexNameForTest returns the name of the backlink index of field of
+// class's table.
+func RefIndexNameForTest(class, field string) string { return refIndexName(class, field) }
+
+// IndexValidForTest reports whether index name of database d exists and
+// is valid (a concurrent build that failed leaves it invalid).
+func (db *DB) IndexValidForTest(ctx context.Context, d *sluice.Database, name string) (exists, valid bool, err error) {
+	err = db.pool.QueryRow(ctx, `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`, schemaName(d.ID), name).Scan(&valid)
+	if err == pgx.ErrNoRows {
+		return false, false, nil
+	}
+	return err == nil, valid, err
+}

@@ -127,7 +127,7 @@ func (db *DB) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *slu
 	}
 	for _, c := range chunks {
 		if err := db.queryJoined(ctx, d, s, qs, c.which, out); err != nil {
-			return nil, db.explain(ctx, d, err)
+			return nil, db.schemaMoved(ctx, d, err)
 		}
 	}
 	return out, nil
@@ -202,6 +202,11 @@ func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Sc
 	if err != nil || st == nil {
 		return "", err
 	}
+	return db.explain(ctx, st, analyze)
+}
+
+// explain returns the plan of st (see ExplainQuery).
+func (db *DB) explain(ctx context.Context, st *statement, analyze bool) (string, error) {
 	opts := "COSTS OFF"
 	if analyze {
 		opts = "ANALYZE, BUFFERS, COSTS OFF"
@@ -286,42 +291,17 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 	if len(where) > 0 {
 		whereSQL = " WHERE " + strings.Join(where, " AND ")
 	}
-	var orderCols, orderBy []string
-	idDesc := false
-	for i, k := range q.Order {
-		if k.Field == colID {
-			idDesc = k.Desc
-			break // the id is unique: later keys cannot matter
-		}
-		f := c.Field(k.Field)
-		if f == nil || f.List || f.Type.Kind == sluice.TypeSubdocument {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "orderBy: %s cannot be sorted by %s", q.Class, k.Field)
-		}
-		col := fmt.Sprintf("o%d", i)
-		orderCols = append(orderCols, fmt.Sprintf("t.%s AS %s", ident(f.Name), col))
-		orderBy = append(orderBy, collated(f, "u."+col)+direction(k.Desc))
-	}
-	orderBy = append(orderBy, `u._id COLLATE "C"`+direction(idDesc))
-	extra := ""
-	if len(orderCols) > 0 {
-		extra = ", " + strings.Join(orderCols, ", ")
+	extra, order, err := unionOrder(c, q.Order)
+	if err != nil {
+		return nil, err
 	}
 	// Sorting and paging happen on ids before the documents' JSON is built
 	// and their commits joined, so both cost only the rows returned: the
 	// page's rows are then read again by primary key.
-	parts := make([]string, len(q.Classes))
-	var joins, cases []string
-	for i, name := range q.Classes {
-		if s.Class(name) == nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
-		}
-		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s t%s",
-			i, colID, colCommitUID, extra, classTable(d, name), whereSQL)
-		alias := fmt.Sprintf("t%d", i)
-		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", classTable(d, name), alias, i, alias, colID))
-		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), q.Fields, alias)))
+	parts, joins, cases, err := unionBranches(d, s, q.Classes, func(class string) string { return classTable(d, class) + " t" + whereSQL }, extra, q.Fields)
+	if err != nil {
+		return nil, err
 	}
-	order := strings.Join(orderBy, ", ")
 	page := ""
 	if q.Limit >= 0 {
 		page += " LIMIT " + b.arg(q.Limit)
@@ -344,6 +324,56 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order
 	return &statement{sql: sql, args: b.args, classes: q.Classes}, nil
+}
+
+// unionOrder returns what sorts documents of class c by keys when they
+// are read as a union of class tables (alias u): the sort columns each
+// branch selects (", t.f AS o0, …", from alias t) and the ORDER BY list,
+// which ends with the id. A key that cannot be sorted by is a CodeInvalid
+// error.
+func unionOrder(c *sluice.Class, keys []OrderKey) (extra, order string, err error) {
+	var cols, by []string
+	idDesc := false
+	for i, k := range keys {
+		if k.Field == colID {
+			idDesc = k.Desc
+			break // the id is unique: later keys cannot matter
+		}
+		f := c.Field(k.Field)
+		if f == nil || f.List || f.Type.Kind == sluice.TypeSubdocument {
+			return "", "", sluice.Errorf(sluice.CodeInvalid, "orderBy: %s cannot be sorted by %s", c.Name, k.Field)
+		}
+		col := fmt.Sprintf("o%d", i)
+		cols = append(cols, fmt.Sprintf("t.%s AS %s", ident(f.Name), col))
+		by = append(by, collated(f, "u."+col)+direction(k.Desc))
+	}
+	by = append(by, `u._id COLLATE "C"`+direction(idDesc))
+	if len(cols) > 0 {
+		extra = ", " + strings.Join(cols, ", ")
+	}
+	return extra, strings.Join(by, ", "), nil
+}
+
+// unionBranches returns the parts of a read of the documents of classes
+// as one union (see compileQuery): each class's branch, selecting its
+// index in classes (cls), the id, the commit's uid and the sort columns
+// extra from the rows (alias t) that from returns for the class (the
+// FROM list and WHERE clause); the join of each class's table (alias t<i>)
+// back to the union's rows; and the CASE arm building each class's row
+// JSON (of fields only, when not nil).
+func unionBranches(d *sluice.Database, s *sluice.Schema, classes []string, from func(class string) string, extra string, fields []string) (parts, joins, cases []string, err error) {
+	parts = make([]string, len(classes))
+	for i, name := range classes {
+		if s.Class(name) == nil {
+			return nil, nil, nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
+		}
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s",
+			i, colID, colCommitUID, extra, from(name))
+		alias := fmt.Sprintf("t%d", i)
+		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", classTable(d, name), alias, i, alias, colID))
+		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), fields, alias)))
+	}
+	return parts, joins, cases, nil
 }
 
 // projectionStatement returns the statement of the most common query: one
@@ -407,7 +437,7 @@ type rowReader interface {
 // readRows runs a statement and decodes its rows with rr.
 func (db *DB) readRows(ctx context.Context, d *sluice.Database, sql string, args []any, rr rowReader) ([]QueryDoc, error) {
 	docs, err := db.scanRows(ctx, d, sql, args, rr)
-	return docs, db.explain(ctx, d, err)
+	return docs, db.schemaMoved(ctx, d, err)
 }
 
 func (db *DB) scanRows(ctx context.Context, d *sluice.Database, sql string, args []any, rr rowReader) ([]QueryDoc, error) {

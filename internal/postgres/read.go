@@ -18,7 +18,7 @@ import (
 // database d, or a NotFound error.
 func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
 	b, err := db.document(ctx, d, s, id)
-	return b, db.explain(ctx, d, err)
+	return b, db.schemaMoved(ctx, d, err)
 }
 
 func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
@@ -57,7 +57,7 @@ func rowJSON(c *sluice.Class, raw []byte) ([]byte, error) {
 // classes (every document class when classes is empty), ordered by id,
 // skipping skip and stopping after count (count < 0: no limit).
 func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
-	return db.explain(ctx, d, db.documents(ctx, d, s, classes, skip, count, fn))
+	return db.schemaMoved(ctx, d, db.documents(ctx, d, s, classes, skip, count, fn))
 }
 
 func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {

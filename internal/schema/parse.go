@@ -181,7 +181,7 @@ func (b *builder) declare(def *ast.Definition) error {
 	}
 	what := keyword(def.Kind)
 	if !isTypeName(def.Name) {
-		return errorAt(def.Position, "invalid %s name %s: use only letters and digits, starting with a letter (no underscores)", what, def.Name)
+		return errorAt(def.Position, "invalid %s name %s: use only letters and digits, starting with a letter (no underscores: the names Sluice makes for each class, such as Note_Filter and Note_aggregate, use them)", what, def.Name)
 	}
 	if len(def.Name) > maxNameBytes {
 		return errorAt(def.Position, "%s name %s is longer than %d bytes", what, def.Name, maxNameBytes)
@@ -292,7 +292,7 @@ func (b *builder) ownFields(cd *classDef) error {
 	seen := map[string]bool{}
 	for _, fd := range cd.def.Fields {
 		if !isFieldName(fd.Name) {
-			return errorAt(fd.Position, "invalid field name %s.%s: use letters, digits and underscores, starting with a letter", name, fd.Name)
+			return errorAt(fd.Position, "invalid field name %s.%s: use letters, digits and underscores, starting with a letter (a leading underscore is kept for the fields Sluice makes, such as _id and the backlinks _<field>_of_<Class>)", name, fd.Name)
 		}
 		if len(fd.Name) > maxNameBytes {
 			return errorAt(fd.Position, "field name %s.%s is longer than %d bytes", name, fd.Name, maxNameBytes)

@@ -275,9 +275,9 @@ func TestParseErrors(t *testing.T) {
 		{"built-in scalar declared", "scalar DateTime", "line 1, column 8: scalar DateTime is built in; remove its declaration"},
 
 		// Names.
-		{"underscore in class name", "type Person_Filter { a: Int }", "line 1, column 6: invalid type name Person_Filter: use only letters and digits, starting with a letter (no underscores)"},
-		{"leading underscore", "interface _A { a: Int }", "line 1, column 11: invalid interface name _A: use only letters and digits, starting with a letter (no underscores)"},
-		{"underscore in enum name", "enum Color_X { A }", "line 1, column 6: invalid enum name Color_X: use only letters and digits, starting with a letter (no underscores)"},
+		{"underscore in class name", "type Person_Filter { a: Int }", "line 1, column 6: invalid type name Person_Filter: use only letters and digits, starting with a letter (no underscores: the names Sluice makes for each class, such as Note_Filter and Note_aggregate, use them)"},
+		{"leading underscore", "interface _A { a: Int }", "line 1, column 11: invalid interface name _A: use only letters and digits, starting with a letter (no underscores: the names Sluice makes for each class, such as Note_Filter and Note_aggregate, use them)"},
+		{"underscore in enum name", "enum Color_X { A }", "line 1, column 6: invalid enum name Color_X: use only letters and digits, starting with a letter (no underscores: the names Sluice makes for each class, such as Note_Filter and Note_aggregate, use them)"},
 		{"long class name", "type " + long + " { a: Int }", "line 1, column 6: type name " + long + " is longer than 63 bytes"},
 		{"Query", "type Query { a: Int }", "line 1, column 6: Query is a reserved name"},
 		{"Mutation", "type Mutation { a: Int }", "line 1, column 6: Mutation is a reserved name"},
@@ -286,7 +286,11 @@ func TestParseErrors(t *testing.T) {
 		{"scalar name as enum", "enum String { A }", "line 1, column 6: String is a reserved name"},
 		{"duplicate class", "type A { a: Int }\n\ntype A { b: Int }", "line 3, column 6: A is declared twice (first on line 1)"},
 		{"class and enum of one name", "enum A { X }\ninterface A { a: Int }", "line 2, column 11: A is declared twice (first on line 1)"},
-		{"field name with leading underscore", "type A { _id: Int }", "line 1, column 10: invalid field name A._id: use letters, digits and underscores, starting with a letter"},
+		{"field name with leading underscore", "type A { _id: Int }", "line 1, column 10: invalid field name A._id: use letters, digits and underscores, starting with a letter (a leading underscore is kept for the fields Sluice makes, such as _id and the backlinks _<field>_of_<Class>)"},
+		// The generated names of backlinks and aggregates cannot be taken.
+		{"a backlink's name", "type User { n: Int } type Note { owner: User } type B { _owner_of_Note: Int }", "line 1, column 57: invalid field name B._owner_of_Note: use letters, digits and underscores, starting with a letter (a leading underscore is kept for the fields Sluice makes, such as _id and the backlinks _<field>_of_<Class>)"},
+		{"an aggregate field's name", "type Note_aggregate { a: Int }", "line 1, column 6: invalid type name Note_aggregate: use only letters and digits, starting with a letter (no underscores: the names Sluice makes for each class, such as Note_Filter and Note_aggregate, use them)"},
+		{"an aggregate type's name", "type Note { a: Int } type Note_Aggregate { a: Int }", "line 1, column 27: invalid type name Note_Aggregate: use only letters and digits, starting with a letter (no underscores: the names Sluice makes for each class, such as Note_Filter and Note_aggregate, use them)"},
 		{"long field name", "type A { " + strings.Repeat("b", 64) + ": Int }", "line 1, column 10: field name A." + strings.Repeat("b", 64) + " is longer than 63 bytes"},
 		{"duplicate field", "type A {\n  a: Int\n  a: String\n}", "line 3, column 3: field A.a is declared twice"},
 		{"enum value true", "enum E { A true }", "line 1, column 12: invalid value true of enum E: use letters, digits and underscores, not true, false or null, and not starting with __"},

@@ -1,0 +1,179 @@
+package graph_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// linkSDL has references of each kind: single (owner, declared by an
+// interface), lists (watchers, patients), to a concrete parent
+// (favorite), to an interface (on), and protected (secretOwner); and a
+// field of each aggregatable scalar.
+const linkSDL = `
+type User { name: String! age: Int score: Float wealth: BigInt born: DateTime ssn: String @private }
+interface Owned { owner: User title: String }
+type Note implements Owned { watchers: [User!] rank: Int secretOwner: User @private }
+type Task implements Owned { done: Boolean }
+interface Animal @concrete { name: String! }
+type Dog implements Animal { breed: String }
+type Vet { patients: [Animal!] favorite: Animal }
+type Comment { on: Owned }
+`
+
+const linkDocs = `[
+{"@type":"User","@id":"a","name":"Ann","age":30,"score":1.5,"wealth":"10000000000000000000","born":"2000-01-01T00:00:00Z","ssn":"1"},
+{"@type":"User","@id":"b","name":"Bob","age":40,"score":2.5,"wealth":"5","born":"1990-05-05T00:00:00Z"},
+{"@type":"User","@id":"c","name":"Cy"},
+{"@type":"Note","@id":"n1","owner":"User/a","title":"alpha","watchers":["User/a","User/b"],"rank":3,"secretOwner":"User/b"},
+{"@type":"Note","@id":"n2","owner":"User/a","title":"beta","watchers":["User/b"],"rank":1},
+{"@type":"Note","@id":"n3","owner":"User/b","title":"gamma","rank":2},
+{"@type":"Task","@id":"t1","owner":"User/a","title":"task one","done":true},
+{"@type":"Task","@id":"t2","owner":"User/b","title":"task two"},
+{"@type":"Animal","@id":"generic","name":"Generic"},
+{"@type":"Dog","@id":"rex","name":"Rex"},
+{"@type":"Vet","@id":"v1","patients":["Dog/rex","Animal/generic"],"favorite":"Dog/rex"},
+{"@type":"Vet","@id":"v2","favorite":"Animal/generic"},
+{"@type":"Comment","@id":"c1","on":"Note/n1"},
+{"@type":"Comment","@id":"c2","on":"Task/t1"}
+]`
+
+// TestBacklinks reads backlinks of each kind of reference, with their
+// arguments, nested, and from change sets.
+func TestBacklinks(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, linkSDL)
+	st.insert(t, linkDocs)
+	for _, c := range []struct{ name, query, want string }{
+		{"a single reference",
+			`{ User(orderBy: {name: ASC}) { name _owner_of_Note { _id } } }`,
+			`{"User":[{"name":"Ann","_owner_of_Note":[{"_id":"Note/n1"},{"_id":"Note/n2"}]},{"name":"Bob","_owner_of_Note":[{"_id":"Note/n3"}]},{"name":"Cy","_owner_of_Note":[]}]}`},
+		{"declared by an interface: its classes' documents",
+			`{ User(id: "User/a") { _owner_of_Owned { _id title } } }`,
+			`{"User":[{"_owner_of_Owned":[{"_id":"Note/n1","title":"alpha"},{"_id":"Note/n2","title":"beta"},{"_id":"Task/t1","title":"task one"}]}]}`},
+		{"filter, orderBy, limit and offset",
+			`{ User(id: "User/a") {
+				t: _owner_of_Owned(filter: {title: {startsWith: "t"}}) { _id }
+				desc: _owner_of_Owned(orderBy: {title: DESC}) { title }
+				page: _owner_of_Owned(limit: 1, offset: 1) { _id }
+				last: _owner_of_Owned(orderBy: {_id: DESC}, limit: 1) { _id }
+				via: _owner_of_Note(filter: {owner: {name: {eq: "Ann"}}, rank: {gt: 1}}) { _id }
+			} }`,
+			`{"User":[{"t":[{"_id":"Task/t1"}],"desc":[{"title":"task one"},{"title":"beta"},{"title":"alpha"}],"page":[{"_id":"Note/n2"}],"last":[{"_id":"Task/t1"}],"via":[{"_id":"Note/n1"}]}]}`},
+		{"a list of references",
+			`{ User(orderBy: {name: ASC}) { name _watchers_of_Note { _id } } }`,
+			`{"User":[{"name":"Ann","_watchers_of_Note":[{"_id":"Note/n1"}]},{"name":"Bob","_watchers_of_Note":[{"_id":"Note/n1"},{"_id":"Note/n2"}]},{"name":"Cy","_watchers_of_Note":[]}]}`},
+		{"references to a concrete parent, on it and its subclass",
+			`{ Animal { _id _favorite_of_Vet { _id } _patients_of_Vet { _id } } Dog { _favorite_of_Vet { _id } } }`,
+			`{"Animal":[{"_id":"Animal/generic","_favorite_of_Vet":[{"_id":"Vet/v2"}],"_patients_of_Vet":[{"_id":"Vet/v1"}]},{"_id":"Dog/rex","_favorite_of_Vet":[{"_id":"Vet/v1"}],"_patients_of_Vet":[{"_id":"Vet/v1"}]}],"Dog":[{"_favorite_of_Vet":[{"_id":"Vet/v1"}]}]}`},
+		{"references to an interface, on it and its implementors",
+			`{ Owned { _id _on_of_Comment { _id } } Task(id: "Task/t1") { _on_of_Comment { _id } } }`,
+			`{"Owned":[{"_id":"Note/n1","_on_of_Comment":[{"_id":"Comment/c1"}]},{"_id":"Note/n2","_on_of_Comment":[]},{"_id":"Note/n3","_on_of_Comment":[]},{"_id":"Task/t1","_on_of_Comment":[{"_id":"Comment/c2"}]},{"_id":"Task/t2","_on_of_Comment":[]}],"Task":[{"_on_of_Comment":[{"_id":"Comment/c2"}]}]}`},
+		{"nested through references and fragments",
+			`{ Note(id: "Note/n1") { owner { name ...tasks } } } fragment tasks on User { _owner_of_Task { title owner { _watchers_of_Note { _id _CommitMetadata { _id } } } } }`,
+			`{"Note":[{"owner":{"name":"Ann","_owner_of_Task":[{"title":"task one","owner":{"_watchers_of_Note":[{"_id":"Note/n1","_CommitMetadata":{"_id":"1"}}]}}]}}]}`},
+		{"in a change set",
+			`{ _ChangeSet { User_added(filter: {name: {eq: "Bob"}}) { _owner_of_Task { _id } } } }`,
+			`{"_ChangeSet":{"User_added":[{"_owner_of_Task":[{"_id":"Task/t2"}]}]}}`},
+	} {
+		res := st.query(t, c.query, nil).mustOK(t)
+		if string(res.Data) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, res.Data, c.want)
+		}
+	}
+	// Arguments come from variables too, and are checked as a query
+	// field's are.
+	res := st.query(t, `query($f: Note_Filter, $n: Int) { User(id: "User/b") { _owner_of_Note(filter: $f, limit: $n) { _id } } }`,
+		map[string]any{"f": map[string]any{"rank": map[string]any{"eq": 2}}, "n": 5}).mustOK(t)
+	if want := `{"User":[{"_owner_of_Note":[{"_id":"Note/n3"}]}]}`; string(res.Data) != want {
+		t.Errorf("variables: %s", res.Data)
+	}
+	res = st.query(t, `{ User { _owner_of_Note(limit: -1) { _id } } }`, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Message != "Note: limit must be a whole number of at least 0, got -1" || string(res.Data) != "null" {
+		t.Errorf("a negative limit: %s", res.raw)
+	}
+}
+
+// TestAggregates counts and aggregates documents with filters, over an
+// interface and a concrete parent, and answers nulls when nothing has a
+// value.
+func TestAggregates(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, linkSDL)
+	st.insert(t, linkDocs)
+	for _, c := range []struct{ name, query, want string }{
+		{"every aggregate of every type",
+			`{ User_aggregate { count min { age name born wealth score } max { age name born wealth } sum { age score wealth } avg { age score wealth } } }`,
+			`{"User_aggregate":{"count":3,"min":{"age":30,"name":"Ann","born":"1990-05-05T00:00:00Z","wealth":"5","score":1.5},"max":{"age":40,"name":"Cy","born":"2000-01-01T00:00:00Z","wealth":"10000000000000000000"},"sum":{"age":"70","score":4,"wealth":"10000000000000000005"},"avg":{"age":35,"score":2,"wealth":5e+18}}}`},
+		{"filters",
+			`{ a: Note_aggregate(filter: {rank: {ge: 2}}) { count sum { rank } } b: Note_aggregate(filter: {owner: {name: {eq: "Ann"}}}) { count } }`,
+			`{"a":{"count":2,"sum":{"rank":"5"}},"b":{"count":2}}`},
+		{"an interface, and a concrete parent with and without its children",
+			`{ Owned_aggregate { count } t: Owned_aggregate(filter: {title: {startsWith: "t"}}) { count max { title } } Animal_aggregate { count } own: Animal_aggregate(include_children: false) { count } }`,
+			`{"Owned_aggregate":{"count":5},"t":{"count":2,"max":{"title":"task two"}},"Animal_aggregate":{"count":2},"own":{"count":1}}`},
+		{"nothing to aggregate",
+			`{ Note_aggregate(filter: {title: {eq: "none"}}) { count min { rank } sum { rank } avg { rank } } }`,
+			`{"Note_aggregate":{"count":0,"min":{"rank":null},"sum":{"rank":null},"avg":{"rank":null}}}`},
+		{"aliases, __typename and fragments",
+			`{ n: Note_aggregate { __typename c: count ...lo } } fragment lo on Note_Aggregate { lo: min { __typename r: rank } hi: max { rank } }`,
+			`{"n":{"__typename":"Note_Aggregate","c":3,"lo":{"__typename":"Note_AggregateMinMax","r":1},"hi":{"rank":3}}}`},
+	} {
+		res := st.query(t, c.query, nil).mustOK(t)
+		if string(res.Data) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, res.Data, c.want)
+		}
+	}
+	// An aggregate is one statement, like a query without references.
+	ctx, count := postgres.CountStatements(context.Background())
+	st.do(ctx, t, nil, `{ Owned_aggregate(filter: {title: {startsWith: "t"}}) { count min { title } } }`, nil).mustOK(t)
+	if n := count(); n != 1 {
+		t.Errorf("an aggregate sent %d statements, want 1", n)
+	}
+	res := st.query(t, `{ Note_aggregate(filter: {title: {regex: "("}}) { count } }`, nil)
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "regex") || res.Errors[0].Path[0] != "Note_aggregate" || string(res.Data) != "null" {
+		t.Errorf("a bad filter: %s", res.raw)
+	}
+}
+
+// TestBacklinksAndAggregatesHonourProtection: a reader that cannot read
+// a field can neither aggregate it nor follow a backlink through it, as
+// it cannot select it; the admin can.
+func TestBacklinksAndAggregatesHonourProtection(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, linkSDL)
+	st.insert(t, linkDocs)
+	ctx := context.Background()
+	reader, err := st.eng.CreateUser(ctx, st.admin, "admin", "reader", "password1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.eng.SetRole(ctx, st.admin, "admin", "db", "reader", sluice.RoleRead); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		query string
+		want  string // the reader's error, or its data when it reads
+	}{
+		{`{ User(id: "User/b") { _secretOwner_of_Note { _id } } }`, `Cannot query field "_secretOwner_of_Note" on type "User".`},
+		{`{ User_aggregate { min { ssn } } }`, `Cannot query field "ssn" on type "User_AggregateMinMax".`},
+		{`{ User_aggregate(filter: {ssn: {eq: "1"}}) { count } }`, `Field "ssn" is not defined by type "User_Filter".`},
+		{`{ User(id: "User/b") { _owner_of_Note(filter: {secretOwner: {name: {eq: "Bob"}}}) { _id } } }`, `Field "secretOwner" is not defined by type "Note_Filter".`},
+		{`{ User(id: "User/b") { _owner_of_Note { _id } } User_aggregate { count max { age } } }`, `{"User":[{"_owner_of_Note":[{"_id":"Note/n3"}]}],"User_aggregate":{"count":3,"max":{"age":40}}}`},
+	} {
+		res := st.do(ctx, t, reader, c.query, nil)
+		got := string(res.Data)
+		if len(res.Errors) > 0 {
+			got = res.Errors[0].Message
+		}
+		if !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s as a reader:\n got %s\nwant %s", c.query, res.raw, c.want)
+		}
+	}
+	res := st.query(t, `{ User(id: "User/b") { _secretOwner_of_Note { _id } } User_aggregate { min { ssn } } }`, nil).mustOK(t)
+	if want := `{"User":[{"_secretOwner_of_Note":[{"_id":"Note/n1"}]}],"User_aggregate":{"min":{"ssn":"1"}}}`; string(res.Data) != want {
+		t.Errorf("as the admin: %s", res.Data)
+	}
+}

@@ -1,0 +1,195 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/filter"
+)
+
+// AggregateQuery asks for the count of the documents a filter selects and
+// aggregates of their fields: a GraphQL <Class>_aggregate field.
+type AggregateQuery struct {
+	// Class is the queried class; Filter and Aggs address its fields.
+	Class string
+	// Classes are the document classes whose tables are read.
+	Classes []string
+	// Filter, when not nil, keeps only matching documents.
+	Filter filter.Expr
+	// Aggs are the aggregates computed besides the count.
+	Aggs []Agg
+}
+
+// Agg is one aggregate of a field: Op is "min", "max", "sum" or "avg".
+// min and max apply to Int, Float, BigInt, String, ID and DateTime
+// fields; sum and avg to Int, Float and BigInt ones.
+type Agg struct {
+	Op    string
+	Field string
+}
+
+// AggregateResult is the answer of an AggregateQuery: the count, and the
+// value of each of its Aggs in order, nil when no document has one. A
+// value is int64 (min and max of Int), float64 (Float, and every avg),
+// or a string: a BigInt's decimal digits (min and max of BigInt, sum of
+// Int and BigInt), text, or a DateTime in RFC 3339.
+type AggregateResult struct {
+	Count  int64
+	Values []any
+}
+
+// Aggregate computes q over database d in one statement. Errors as
+// QueryDocuments; an aggregate out of its type's range (a Float sum
+// past the largest float) is a CodeInvalid error.
+func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery) (AggregateResult, error) {
+	res := AggregateResult{Values: make([]any, len(q.Aggs))}
+	st, cols, err := compileAggregate(d, s, q)
+	if err != nil || st == nil {
+		return res, err
+	}
+	dest := make([]any, 0, len(cols)+1)
+	dest = append(dest, &res.Count)
+	for i := range cols {
+		dest = append(dest, cols[i].dest())
+	}
+	countStatement(ctx)
+	err = db.classReader(ctx, d).QueryRow(ctx, st.sql, st.args...).Scan(dest...)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "22003" { // numeric_value_out_of_range
+		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type", q.Class))
+	}
+	if err != nil {
+		return res, db.schemaMoved(ctx, d, queryError(err))
+	}
+	for i := range cols {
+		v, ok, err := cols[i].value()
+		if err != nil {
+			return res, fmt.Errorf("aggregate %s(%s): %w", q.Aggs[i].Op, q.Aggs[i].Field, err)
+		}
+		if ok {
+			res.Values[i] = v
+		}
+	}
+	return res, nil
+}
+
+// ExplainAggregate returns Postgres' plan of the statement Aggregate
+// sends for q (as ExplainQuery does for a query).
+func (db *DB) ExplainAggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery, analyze bool) (string, error) {
+	st, _, err := compileAggregate(d, s, q)
+	if err != nil || st == nil {
+		return "", err
+	}
+	return db.explain(ctx, st, analyze)
+}
+
+// compileAggregate returns the statement of q, nil when it reads no
+// table, and the holders of its aggregates' columns. One table is
+// aggregated directly, so that a count over an indexed filter is an
+// index scan; several are aggregated over the union of their rows,
+// reading only the columns aggregated.
+func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery) (*statement, []column, error) {
+	if len(q.Classes) == 0 {
+		return nil, nil, nil
+	}
+	c := s.Class(q.Class)
+	if c == nil {
+		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", q.Class)
+	}
+	b := &sqlBuilder{db: d, schema: s}
+	whereSQL := ""
+	if q.Filter != nil {
+		cond, err := b.compileFilter(q.Filter, scope{alias: "t"})
+		if err != nil {
+			return nil, nil, err
+		}
+		if cond != "true" {
+			whereSQL = " WHERE " + cond
+		}
+	}
+	exprs := []string{"count(*)"}
+	cols := make([]column, len(q.Aggs))
+	var read []string // the columns a union reads
+	seen := map[string]bool{}
+	for i, a := range q.Aggs {
+		f := c.Field(a.Field)
+		expr, result, err := aggExpr(f, a.Op)
+		if err != nil {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s(%s): %s", q.Class, a.Op, a.Field, err.Error())
+		}
+		exprs = append(exprs, expr)
+		cols[i].field = result
+		if !seen[f.Name] {
+			seen[f.Name] = true
+			read = append(read, "t."+ident(f.Name))
+		}
+	}
+	from := ""
+	if len(q.Classes) == 1 {
+		from = classTable(d, q.Classes[0]) + " t" + whereSQL
+	} else {
+		list := "1"
+		if len(read) > 0 {
+			list = strings.Join(read, ", ")
+		}
+		parts := make([]string, len(q.Classes))
+		for i, name := range q.Classes {
+			if s.Class(name) == nil {
+				return nil, nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
+			}
+			parts[i] = fmt.Sprintf("SELECT %s FROM %s t%s", list, classTable(d, name), whereSQL)
+		}
+		from = "(" + strings.Join(parts, " UNION ALL ") + ") t"
+	}
+	sql := "SELECT " + strings.Join(exprs, ", ") + " FROM " + from
+	return &statement{sql: sql, args: b.args, classes: q.Classes}, cols, nil
+}
+
+// aggExpr returns the SQL of aggregate op of field f (of alias t), and a
+// field of the type its result is read as (column's holders): min and max
+// keep the field's type, sum is exact (a BigInt of an integer field),
+// avg a Float. Text is compared in byte order ("C"), as filters and
+// orders compare it.
+func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
+	if f == nil {
+		return "", nil, errors.New("no such field")
+	}
+	if f.List || f.Type.Kind != sluice.TypeScalar {
+		return "", nil, errors.New("only a single scalar field can be aggregated")
+	}
+	col := "t." + ident(f.Name)
+	scalar := func(name string) *sluice.Field {
+		return &sluice.Field{Name: f.Name, Type: sluice.FieldType{Kind: sluice.TypeScalar, Name: name}}
+	}
+	numeric := f.Type.Name == sluice.ScalarInt || f.Type.Name == sluice.ScalarFloat || f.Type.Name == sluice.ScalarBigInt
+	switch op {
+	case "min", "max":
+		switch f.Type.Name {
+		case sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarDateTime:
+			return op + "(" + col + ")", f, nil
+		case sluice.ScalarBigInt:
+			return op + "(" + col + ")::text", scalar(sluice.ScalarString), nil // exact decimal text
+		case sluice.ScalarString, sluice.ScalarID:
+			return op + "(" + col + ` COLLATE "C")`, f, nil
+		}
+	case "sum":
+		switch {
+		case f.Type.Name == sluice.ScalarFloat:
+			return "sum(" + col + ")", f, nil
+		case numeric:
+			return "sum(" + col + ")::text", scalar(sluice.ScalarString), nil
+		}
+	case "avg":
+		if numeric {
+			return "avg(" + col + ")::float8", scalar(sluice.ScalarFloat), nil
+		}
+	default:
+		return "", nil, errors.New("unknown aggregate")
+	}
+	return "", nil, fmt.Errorf("a %s field has no %s", f.Type.Name, op)
+}

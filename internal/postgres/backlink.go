@@ -1,0 +1,205 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// BacklinkQuery selects, for each of several documents (the targets), the
+// documents whose reference field points at it: a GraphQL backlink
+// (_<field>_of_<Class>) resolved for every object of one level of a
+// result at once.
+type BacklinkQuery struct {
+	// Query says which documents link back and how each target's list
+	// is filtered, sorted and paged: Class is the class declaring Field,
+	// Classes the document classes read (Class and its subclasses); Limit
+	// and Offset page each target's list (Limit < 0: no limit). IDs is
+	// not used.
+	Query DocQuery
+	// Field is the reference field (single or list) of Query.Class.
+	Field string
+	// Targets are the ids of the documents linked to, without
+	// duplicates.
+	Targets []string
+	// Total bounds the rows of all targets together (< 0: no bound):
+	// the caller's row budget, so that Postgres never sends more.
+	Total int64
+}
+
+// Backlinks returns, for each target of q in order, the documents whose
+// q.Field holds it, in one statement: each target's page is read by an
+// index on the field (see refIndexSQL), so its cost is what the page
+// holds, not what links to the target. Errors as QueryDocuments.
+func (db *DB) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q BacklinkQuery) ([][]QueryDoc, error) {
+	out := make([][]QueryDoc, len(q.Targets))
+	st, err := compileBacklinks(d, s, q)
+	if err != nil || st == nil {
+		return out, err
+	}
+	rr := &backlinkRows{docRows: docRows{d: d, s: s, classes: st.classes}}
+	docs, err := db.readRows(ctx, d, st.sql, st.args, rr)
+	if err != nil {
+		return nil, err
+	}
+	for i, doc := range docs {
+		k := rr.targets[i]
+		out[k] = append(out[k], doc)
+	}
+	return out, nil
+}
+
+// ExplainBacklinks returns Postgres' plan of the statement Backlinks
+// sends for q (as ExplainQuery does for a query).
+func (db *DB) ExplainBacklinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q BacklinkQuery, analyze bool) (string, error) {
+	st, err := compileBacklinks(d, s, q)
+	if err != nil || st == nil {
+		return "", err
+	}
+	return db.explain(ctx, st, analyze)
+}
+
+// compileBacklinks returns the statement of q, or nil when it reads no
+// table or has no targets. Each target's documents are the page of a
+// LATERAL subquery; the pages are joined in target order and cut at
+// q.Total, then the rows' JSON is built and their commits joined, as
+// compileQuery does for one query.
+//
+// A target's page costs what it holds in the default order (by id) of a
+// single reference: the reference's index (column, then id) gives the
+// target's documents in order, and the read stops at the page. The
+// reference is matched as the range "from the target to the target" and
+// sorted by first, which changes nothing (it is the target throughout)
+// but is what makes Postgres read so: it plans the subquery once for
+// every target, and for an equality with an unknown value it expects
+// the average number of links (few), and would rather collect them all
+// and sort them, which for a document with 200,000 links reads 200,000
+// rows; for a range it expects a share of the table, and an ordered read
+// that stops at the LIMIT wins.
+//
+// In another order, or for a list of references (whose GIN index finds
+// the documents but has no order), a target's documents are found by
+// the index, then sorted: the cost is what links to the target. They are
+// found in a subquery of their own (OFFSET 0, which Postgres plans apart)
+// so that Postgres never walks an index in the page's order testing each
+// row for the target instead, which reads a whole table to fill the page
+// of a document with few links.
+func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*statement, error) {
+	dq := q.Query
+	if len(dq.Classes) == 0 || len(q.Targets) == 0 {
+		return nil, nil
+	}
+	c := s.Class(dq.Class)
+	if c == nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", dq.Class)
+	}
+	f := c.Field(q.Field)
+	if f == nil || f.Type.Kind != sluice.TypeReference {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s.%s is not a reference", dq.Class, q.Field)
+	}
+	b := &sqlBuilder{db: d, schema: s}
+	targets := b.arg(q.Targets)
+	col := "t." + ident(f.Name)
+	var where []string
+	if f.List {
+		where = append(where, fmt.Sprintf("%s @> jsonb_build_array(p.id)", col))
+	} else {
+		where = append(where, fmt.Sprintf(`%s COLLATE "C" >= p.id AND %s COLLATE "C" <= p.id`, col, col))
+	}
+	if dq.Filter != nil {
+		cond, err := b.compileFilter(dq.Filter, scope{alias: "t"})
+		if err != nil {
+			return nil, err
+		}
+		if cond != "true" {
+			where = append(where, cond)
+		}
+	}
+	whereSQL := " WHERE " + strings.Join(where, " AND ")
+	extra, order, err := unionOrder(c, dq.Order)
+	if err != nil {
+		return nil, err
+	}
+	ord := singleOrder(c, dq.Order)
+	from := func(class string) string {
+		return "(SELECT * FROM " + classTable(d, class) + " t" + whereSQL + " OFFSET 0) t"
+	}
+	if !f.List && (len(dq.Order) == 0 || dq.Order[0].Field == colID) {
+		// Read in order from the index: the reference sorts first, in
+		// the id's direction, so that the index (read backwards for a
+		// descending order) gives the whole order.
+		dir := direction(len(dq.Order) > 0 && dq.Order[0].Desc)
+		extra = ", " + col + " AS lk" + extra
+		order = `u.lk COLLATE "C"` + dir + ", " + order
+		ord = col + ` COLLATE "C"` + dir + ", " + ord
+		from = func(class string) string { return classTable(d, class) + " t" + whereSQL }
+	}
+	page := ""
+	if dq.Limit >= 0 {
+		page += " LIMIT " + b.arg(dq.Limit)
+	}
+	if dq.Offset > 0 {
+		page += " OFFSET " + b.arg(dq.Offset)
+	}
+	// The middle query cuts the pages of all targets at the bound: a
+	// top-N sort that holds at most Total rows, whatever the pages hold.
+	if len(dq.Classes) == 1 {
+		// One table: its rows are read whole in the page, as a query of
+		// one class reads them (compileQuery), and the JSON is built
+		// only for the rows the bound keeps.
+		total := ""
+		if q.Total >= 0 {
+			total = " ORDER BY p._k, " + ord + " LIMIT " + b.arg(q.Total)
+		}
+		sql := "SELECT t._k, 0, " + rowJSONSQL(c, dq.Fields, "t") + ", c.seq, c.author, c.message, c.committed_at FROM (" +
+			"SELECT p._k, t.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT t.* FROM " +
+			from(dq.Classes[0]) + " ORDER BY " + ord + page + ") t" + total +
+			") t LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID + " ORDER BY t._k, " + ord
+		return &statement{sql: sql, args: b.args, classes: dq.Classes}, nil
+	}
+	// Postgres merges ordered reads of the branches only outside a
+	// LATERAL subquery: each branch is cut at the page's end itself, so
+	// that what is sorted is at most a page per class.
+	branch := from
+	if dq.Limit >= 0 {
+		end := b.arg(dq.Limit + dq.Offset)
+		branch = func(class string) string { return from(class) + " ORDER BY " + ord + " LIMIT " + end }
+	}
+	parts, joins, cases, err := unionBranches(d, s, dq.Classes, branch, extra, dq.Fields)
+	if err != nil {
+		return nil, err
+	}
+	for i := range parts {
+		parts[i] = "(" + parts[i] + ")"
+	}
+	total := ""
+	if q.Total >= 0 {
+		total = " ORDER BY p._k, " + order + " LIMIT " + b.arg(q.Total)
+	}
+	sql := "SELECT u._k, u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (" +
+		"SELECT p._k, u.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT * FROM (" +
+		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page + ") u" + total +
+		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY u._k, " + order
+	return &statement{sql: sql, args: b.args, classes: dq.Classes}, nil
+}
+
+// backlinkRows reads the rows of a backlink statement: the target's
+// number (from 1), then a docRows row. It records each row's target
+// index.
+type backlinkRows struct {
+	docRows
+	k       int64
+	targets []int
+}
+
+func (r *backlinkRows) dest() []any { return append([]any{&r.k}, r.docRows.dest()...) }
+
+func (r *backlinkRows) doc() (QueryDoc, error) {
+	doc, err := r.docRows.doc()
+	if err == nil {
+		r.targets = append(r.targets, int(r.k-1))
+	}
+	return doc, err
+}

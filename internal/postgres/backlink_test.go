@@ -1,0 +1,253 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// linkSDL has a single reference (owner), a list of references (owners),
+// one covered by an @index of its own (shelf), and a reference declared
+// by a concrete parent, whose subclass's table has the column too.
+const linkSDL = `
+type Owner { name: String }
+type Item @index(fields: ["grp"]) {
+  name: String
+  grp: Int
+  price: Float
+  big: BigInt
+  at: DateTime
+  owner: Owner
+  owners: [Owner!]
+  shelf: Owner @index
+}
+interface Animal @concrete { keeper: Owner name: String }
+type Dog implements Animal { breed: String }
+`
+
+// linkedDatabase creates database o/<name> with linkSDL: owners big and
+// small; n items, all but every tenth owned by big (every tenth by
+// small), each listing both owners when even; n/2 animals and n/2 dogs
+// kept by big.
+func linkedDatabase(t *testing.T, db *postgres.DB, name string, n int) (*sluice.Database, *sluice.Schema) {
+	t.Helper()
+	ctx := context.Background()
+	s, err := schema.Parse(linkSDL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: name}
+	_, err = db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []*sluice.Document{
+		{ID: "Owner/big", Type: "Owner", Fields: map[string]any{"name": "Big"}},
+		{ID: "Owner/small", Type: "Owner", Fields: map[string]any{"name": "Small"}},
+	}
+	for i := range 500 {
+		docs = append(docs, &sluice.Document{ID: fmt.Sprintf("Owner/o%03d", i), Type: "Owner", Fields: map[string]any{"name": fmt.Sprint(i)}})
+	}
+	for i := range n {
+		owner := "Owner/big"
+		if i%2 == 1 {
+			owner = fmt.Sprintf("Owner/o%03d", i%500)
+		}
+		f := map[string]any{"name": fmt.Sprintf("item %05d", i), "grp": int64(i % 50), "price": float64(i) + 0.5,
+			"big": fmt.Sprint(int64(i) * 1000000000000), "at": fmt.Sprintf("2026-01-%02dT00:00:00Z", 1+i%28),
+			"owner": owner, "shelf": owner}
+		if i%2 == 0 {
+			f["owners"] = []any{owner, "Owner/small"}
+		} else {
+			f["owners"] = []any{owner}
+		}
+		docs = append(docs, &sluice.Document{ID: fmt.Sprintf("Item/i%05d", i), Type: "Item", Fields: f})
+	}
+	for i := range n / 2 {
+		docs = append(docs,
+			&sluice.Document{ID: fmt.Sprintf("Animal/a%05d", i), Type: "Animal", Fields: map[string]any{"keeper": "Owner/big", "name": fmt.Sprint(i)}},
+			&sluice.Document{ID: fmt.Sprintf("Dog/d%05d", i), Type: "Dog", Fields: map[string]any{"keeper": "Owner/big", "name": fmt.Sprint(i)}})
+	}
+	_, err = db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+		Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Insert(ctx, docs) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ExecDBForTest(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	return d, s
+}
+
+// TestBacklinksUseIndexes checks the plans of backlink pages and counts
+// on 20,000 documents, most of them linked to one owner: a page in the
+// default order is read in order from the reference's index and stops at
+// the page, for one class and for a parent's classes merged; another
+// order, and a list of references, find the target's documents by an
+// index (never by walking the class); a count over an @index filter is
+// an index scan.
+func TestBacklinksUseIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, s := linkedDatabase(t, db, "plans", 20000)
+	page := func(field string, order ...postgres.OrderKey) postgres.BacklinkQuery {
+		return postgres.BacklinkQuery{Query: postgres.DocQuery{Class: "Item", Classes: []string{"Item"}, Limit: 20, Order: order},
+			Field: field, Targets: []string{"Owner/big", "Owner/o001"}, Total: 10001}
+	}
+	noScan := []string{`Seq Scan on "Item"`, `Index Scan using "Item_pkey"`}
+	for _, c := range []struct {
+		name   string
+		q      postgres.BacklinkQuery
+		want   []string
+		forbid []string
+	}{
+		{"a single reference, by id", page("owner"),
+			[]string{`Index Scan using "Item_owner_ref_`, "Limit"}, append(noScan, "Bitmap Heap Scan")},
+		{"a single reference, by id descending", page("owner", postgres.OrderKey{Field: "_id", Desc: true}),
+			[]string{`Index Scan Backward using "Item_owner_ref_`}, append(noScan, "Bitmap Heap Scan")},
+		{"a single reference an @index serves", page("shelf"),
+			[]string{`Index Scan using "Item_shelf_`}, append(noScan, "Bitmap Heap Scan")},
+		{"a single reference, by another field", page("owner", postgres.OrderKey{Field: "name"}),
+			[]string{`"Item_owner_ref_`}, noScan},
+		{"a list of references", page("owners"),
+			[]string{`Bitmap Index Scan on "Item_owners_ref_`}, noScan},
+		{"a parent's classes, by id", postgres.BacklinkQuery{Query: postgres.DocQuery{Class: "Animal", Classes: []string{"Animal", "Dog"}, Limit: 20},
+			Field: "keeper", Targets: []string{"Owner/big"}, Total: 10001},
+			[]string{"Merge Append", `Index Scan using "Animal_keeper_ref_`, `Index Scan using "Dog_keeper_ref_`},
+			[]string{`Seq Scan on "Animal" t`, `Seq Scan on "Dog" t`, "Bitmap Heap Scan"}},
+	} {
+		plan, err := db.ExplainBacklinks(ctx, d, s, c.q, false)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		checkPlan(t, c.name, plan, c.want, c.forbid)
+	}
+	count := func(f map[string]any) postgres.AggregateQuery {
+		return postgres.AggregateQuery{Class: "Item", Classes: []string{"Item"}, Filter: mustFilter(t, s, "Item", f)}
+	}
+	for _, c := range []struct {
+		name         string
+		q            postgres.AggregateQuery
+		want, forbid []string
+	}{
+		{"count over an @index filter", count(map[string]any{"grp": map[string]any{"eq": 7}}), []string{`"Item_grp_`}, []string{`Seq Scan on "Item"`}},
+		// The check can fail: a filter on a field without an index reads
+		// the whole class.
+		{"count over another filter", count(map[string]any{"price": map[string]any{"eq": 7.5}}), []string{`Seq Scan on "Item"`}, nil},
+	} {
+		plan, err := db.ExplainAggregate(ctx, d, s, c.q, false)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		checkPlan(t, c.name, plan, c.want, c.forbid)
+	}
+}
+
+// Each reference column has a backlink index made with its class: a
+// btree on the column and the id for a single reference (unless an
+// @index on just that field serves), a GIN index for a list; a subclass's
+// table has its own. BuildReferenceIndexes makes those that an older
+// table lacks, and builds again one whose concurrent build failed.
+func TestReferenceIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, _ := linkedDatabase(t, db, "refs", 40)
+	schemaTable := func(class string) string { return fmt.Sprintf(`sluice_db_%d."%s"`, d.ID, class) }
+	owner, owners := postgres.RefIndexNameForTest("Item", "owner"), postgres.RefIndexNameForTest("Item", "owners")
+	want := []string{
+		`CREATE INDEX "` + owner + `" ON ` + schemaTable("Item") + ` USING btree (owner COLLATE "C", _id)`,
+		`CREATE INDEX "` + owners + `" ON ` + schemaTable("Item") + ` USING gin (owners jsonb_path_ops)`,
+	}
+	got, err := db.IndexesForTest(ctx, d, "Item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refs []string
+	for _, ix := range got {
+		if strings.Contains(ix, "_ref_") {
+			refs = append(refs, ix)
+		}
+	}
+	if strings.Join(refs, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("backlink indexes of Item:\n%s\nwant:\n%s", strings.Join(refs, "\n"), strings.Join(want, "\n"))
+	}
+	for _, class := range []string{"Animal", "Dog"} {
+		if ok, valid, err := db.IndexValidForTest(ctx, d, postgres.RefIndexNameForTest(class, "keeper")); err != nil || !ok || !valid {
+			t.Fatalf("%s.keeper's backlink index: exists %v, valid %v, %v", class, ok, valid, err)
+		}
+	}
+	if n, err := db.BuildReferenceIndexes(ctx); err != nil || n != 0 {
+		t.Fatalf("BuildReferenceIndexes with every index made: built %d, %v", n, err)
+	}
+
+	// A table made before backlinks lacks one; another's concurrent
+	// build failed (here: a unique index over duplicate owners, under
+	// the backlink index's name).
+	if err := db.ExecDBForTest(ctx, `DROP INDEX sluice_db_`+fmt.Sprint(d.ID)+`."`+owners+`"`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ExecDBForTest(ctx, `DROP INDEX sluice_db_`+fmt.Sprint(d.ID)+`."`+owner+`"`); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ExecDBForTest(ctx, `CREATE UNIQUE INDEX CONCURRENTLY "`+owner+`" ON `+schemaTable("Item")+` (owner)`); err == nil {
+		t.Fatal("a unique index over duplicates was built")
+	}
+	if ok, valid, err := db.IndexValidForTest(ctx, d, owner); err != nil || !ok || valid {
+		t.Fatalf("the failed build left: exists %v, valid %v, %v", ok, valid, err)
+	}
+	if n, err := db.BuildReferenceIndexes(ctx); err != nil || n != 2 {
+		t.Fatalf("BuildReferenceIndexes: built %d, %v; want 2", n, err)
+	}
+	got, err = db.IndexesForTest(ctx, d, "Item")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !slices.Contains(got, w) {
+			t.Errorf("after BuildReferenceIndexes, Item lacks %s; it has:\n%s", w, strings.Join(got, "\n"))
+		}
+	}
+	if ok, valid, err := db.IndexValidForTest(ctx, d, owner); err != nil || !ok || !valid {
+		t.Fatalf("rebuilt index: exists %v, valid %v, %v", ok, valid, err)
+	}
+}
+
+// An aggregate out of its type's range is the client's error, named.
+func TestAggregateOutOfRange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, s := linkedDatabase(t, db, "range", 4)
+	_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			return w.Insert(ctx, []*sluice.Document{
+				{ID: "Item/h1", Type: "Item", Fields: map[string]any{"price": 1.5e308}},
+				{ID: "Item/h2", Type: "Item", Fields: map[string]any{"price": 1.5e308}},
+			})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := postgres.AggregateQuery{Class: "Item", Classes: []string{"Item"}, Aggs: []postgres.Agg{{Op: "max", Field: "price"}}}
+	if res, err := db.Aggregate(ctx, d, s, q); err != nil || res.Count != 6 || res.Values[0] != 1.5e308 {
+		t.Fatalf("max: %+v, %v", res, err)
+	}
+	q.Aggs = []postgres.Agg{{Op: "sum", Field: "price"}}
+	_, err = db.Aggregate(ctx, d, s, q)
+	if sluice.ErrorCode(err) != sluice.CodeInvalid || sluice.ErrorMessage(err) != "an aggregate of Item is out of the range of its type" {
+		t.Fatalf("sum past the largest float: %v", err)
+	}
+}

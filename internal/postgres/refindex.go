@@ -1,0 +1,139 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// refIndexLockKey is the advisory lock key under which one process at a
+// time builds missing backlink indexes (BuildReferenceIndexes).
+const refIndexLockKey = 0x736c75696366
+
+// BuildReferenceIndexes builds the backlink indexes (refIndexSQL) that
+// the tables of existing databases lack, and returns how many it built.
+// Tables get them with their class; this is for tables made before Sluice
+// made them, and for an index whose concurrent build was interrupted
+// (Postgres keeps it, invalid: it is dropped and built again).
+//
+// Why not a migration: which text columns hold references is known only
+// from each database's schema (SDL), not from the catalog. Why not in the
+// foreground at start, as capture triggers are made: building an index
+// inside a transaction blocks writes to its table while it is built,
+// which on a large table would stop writes during every replica's start
+// of an upgrade. So the daemon runs this in the background once it
+// serves: each index is built with CREATE INDEX CONCURRENTLY, which lets
+// reads and writes go on; until it is built, a backlink of that table
+// reads the table. Processes take turns under an advisory lock, so the
+// second to start finds the work done. It stops when ctx ends (an index
+// left half-built is finished by the next start).
+func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return 0, mapError(err)
+	}
+	defer conn.Release()
+	// Exempt from statement_timeout, as migrations are: building an
+	// index of a large table takes as long as it takes. The session's
+	// default comes back before the connection returns to the pool.
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET statement_timeout") //nolint:errcheck // a broken connection is not reused
+	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		return 0, mapError(err)
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(refIndexLockKey)); err != nil {
+		return 0, mapError(err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(refIndexLockKey)) //nolint:errcheck // released with the session anyway
+
+	type database struct {
+		id  int64
+		sdl string
+	}
+	rows, err := conn.Query(ctx, "SELECT id, schema_sdl FROM sluice.databases ORDER BY id")
+	if err != nil {
+		return 0, mapError(err)
+	}
+	var dbs []database
+	for rows.Next() {
+		var d database
+		if err := rows.Scan(&d.id, &d.sdl); err != nil {
+			rows.Close()
+			return 0, mapError(err)
+		}
+		dbs = append(dbs, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, mapError(err)
+	}
+	built := 0
+	for _, d := range dbs {
+		s, err := parseStored(d.id, d.sdl)
+		if err != nil {
+			return built, err
+		}
+		// The valid flag of each index of the database's tables.
+		valid := map[string]bool{}
+		rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid FROM pg_index i
+			JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+			WHERE n.nspname = $1`, schemaName(d.id))
+		if err != nil {
+			return built, mapError(err)
+		}
+		for rows.Next() {
+			var name string
+			var ok bool
+			if err := rows.Scan(&name, &ok); err != nil {
+				rows.Close()
+				return built, mapError(err)
+			}
+			valid[name] = ok
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return built, mapError(err)
+		}
+		for _, name := range s.Order {
+			c := s.Classes[name]
+			if c.Kind != sluice.KindDocument {
+				continue
+			}
+			for _, f := range refIndexed(c) {
+				ix := refIndexName(c.Name, f.Name)
+				ok, exists := valid[ix]
+				if exists && ok {
+					continue
+				}
+				stmts := []string{refIndexSQL(d.id, c, f, true)}
+				if exists {
+					stmts = append([]string{"DROP INDEX CONCURRENTLY IF EXISTS " + ident(schemaName(d.id)) + "." + ident(ix)}, stmts...)
+				}
+				var err error
+				for _, stmt := range stmts {
+					if _, err = conn.Exec(ctx, stmt); err != nil {
+						break
+					}
+				}
+				if gone(err) {
+					continue // the table or column went with a schema change meanwhile
+				}
+				if err != nil {
+					return built, fmt.Errorf("backlink index %s of database %d: %w", ix, d.id, mapError(err))
+				}
+				built++
+				db.logger.Info("built a backlink index", "database", d.id, "class", c.Name, "field", f.Name)
+			}
+		}
+	}
+	return built, nil
+}
+
+// gone reports whether err says a table or column no longer exists.
+func gone(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "42703" || pe.Code == "3F000")
+}
