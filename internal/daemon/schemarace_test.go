@@ -317,3 +317,40 @@ func waitFor(t *testing.T, s *dt.Stream, want string) {
 		}
 	}
 }
+
+// TestSchemaChangeEndsWhatItInvalidates: a forced change that drops a
+// field ends the subscription selecting it (it no longer validates) and
+// not one that does not; one that drops a class ends the REST change
+// stream of that class. Each says what changed, and streams opened on
+// what is left go on.
+func TestSchemaChangeEndsWhatItInvalidates(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "race", "type T { n: Int label: String }\ntype Gone { x: Int }")
+	subN := subscribe(t, d, `subscription { T_added { _id n } }`)
+	subLabel := subscribe(t, d, `subscription { T_added { _id label } }`)
+	restGone := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/race/Gone"})
+	restT := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/race/T"})
+	restGone.Next()
+	restT.Next()
+	r := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/race?force=true", "type T { label: String }")
+	if !strings.Contains(string(r.Body), `"commit":"1"`) {
+		t.Fatalf("the change is not the log's first commit: %s", r.Body)
+	}
+	frames := subN.Ended()
+	last := frames[len(frames)-2].Field("data")
+	if !strings.Contains(last, `"code":"CONFLICT"`) || !strings.Contains(last, "drops field T.n") || !strings.Contains(last, "no longer validates") {
+		t.Fatalf("the subscription selecting the dropped field ended with %s", last)
+	}
+	frames = restGone.Ended()
+	if last := frames[len(frames)-1]; last.Field("event") != "error" || !strings.Contains(last.String(), "no document class Gone") {
+		t.Fatalf("the REST stream of the dropped class ended with %q", frames)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/race", `{"@type":"T","@id":"after","label":"kept"}`)
+	waitFor(t, subLabel, `{"data":{"T_added":{"_id":"T/after","label":"kept"}}}`)
+	waitFor(t, restT, `"subject":"T/after"`)
+	// The log shows the change as a commit of its own.
+	if log := d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/race", nil); !strings.Contains(string(log.Body), "schema change: ") {
+		t.Fatalf("the log: %s", log.Body)
+	}
+}
