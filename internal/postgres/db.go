@@ -43,8 +43,10 @@ type DB struct {
 	maps   typeMaps
 	groups groups // group commit, by database (group.go)
 	// rowSchemas holds the schemas that turn SQL writes' row images into
-	// documents (rowimages.go).
+	// documents (rowimages.go), starts where each schema version starts
+	// (feed.go).
 	rowSchemas rowSchemas
+	starts     schemaStarts
 	// role is Sluice's Postgres role (capture.go), read once.
 	roleMu sync.Mutex
 	role   string
@@ -124,7 +126,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &DB{pool: pool, logger: logger, opts: o, rowSchemas: newRowSchemas()}, nil
+	return &DB{pool: pool, logger: logger, opts: o, rowSchemas: newRowSchemas(), starts: newSchemaStarts()}, nil
 }
 
 // configure sets what every connection of Sluice runs with.
