@@ -28,6 +28,7 @@ const (
 	CodeConflict        Code = "Conflict"         // exists already, or a destructive change without force
 	CodeGone            Code = "Gone"             // a stream position older than retained history or from another epoch
 	CodeTooLarge        Code = "PayloadTooLarge"  // a request body larger than its limit
+	CodeHistoryGone     Code = "HistoryGone"      // a read of the past at a position older than retained history
 	CodeTooMany         Code = "TooManyRequests"  // a per-user limit is reached; retry later
 	CodeUnavailable     Code = "Unavailable"      // shutting down, not ready, Postgres unreachable or at capacity
 	CodeInternal        Code = "InternalError"    // a bug or an infrastructure failure
@@ -48,7 +49,7 @@ func (c Code) HTTPStatus() int {
 		return 405
 	case CodeConflict:
 		return 409
-	case CodeGone:
+	case CodeGone, CodeHistoryGone:
 		return 410
 	case CodeTooLarge:
 		return 413
@@ -81,6 +82,8 @@ func (c Code) GraphQLCode() string {
 		return "POSITION_EXPIRED"
 	case CodeTooLarge:
 		return "PAYLOAD_TOO_LARGE"
+	case CodeHistoryGone:
+		return "GONE"
 	case CodeTooMany:
 		return "TOO_MANY_REQUESTS"
 	case CodeUnavailable:
