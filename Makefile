@@ -75,7 +75,7 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 	node tools/graphiql/vendor.mjs internal/graphiql/assets
 
 .PHONY: test-graphql-clients
-test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon, the docs' Node examples across a restart, and the edit-safely example racing itself (Node 20; npm ci in test/clients first)
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client, urql and a TypeScript client typed by GraphQL Code Generator against a daemon, the docs' Node examples across a restart, and the edit-safely example racing itself (Node 20; npm ci in test/clients first)
 	cd test/clients && $(NPM_CI)
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^(TestClientExamples|TestEditSafelyExample)$$' -v ./internal/doctest/

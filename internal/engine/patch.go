@@ -35,13 +35,20 @@ type Patch struct {
 // hold fails it with a *sluice.StaleError. opt.Expect applies to a
 // request of one patch. Nothing of a failed request is written.
 func (e *Engine) Patch(ctx context.Context, u *sluice.User, org, name string, patches []Patch, opt WriteOptions) (*WriteResult, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
-	if err != nil {
-		return nil, err
-	}
-	if err := writable(d); err != nil {
-		return nil, err
-	}
+	var res *WriteResult
+	err := e.current(ctx, u, org, name, sluice.RoleWrite, func(d *sluice.Database, s *sluice.Schema) error {
+		if err := writable(d); err != nil {
+			return err
+		}
+		var err error
+		res, err = e.patchWith(ctx, u, d, s, patches, opt)
+		return err
+	})
+	return res, err
+}
+
+// patchWith is Patch with database d and its schema s.
+func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, patches []Patch, opt WriteOptions) (*WriteResult, error) {
 	if !opt.Expect.None() {
 		if len(patches) != 1 {
 			return e.refused(ctx, u, d, opt, errOnePrecondition)

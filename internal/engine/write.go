@@ -127,21 +127,28 @@ func (e *Engine) Replace(ctx context.Context, u *sluice.User, org, name string, 
 // precondition (expect[i], when expect is not nil) does not hold (a
 // *sluice.StaleError). opt.Expect applies to a request of one id.
 func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, ids []string, expect []sluice.Precondition, opt WriteOptions) (*WriteResult, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
-	if err != nil {
-		return nil, err
-	}
-	if err := writable(d); err != nil {
-		return nil, err
-	}
-	if err := checkDeleteIDs(s, ids); err != nil {
-		return e.refused(ctx, u, d, opt, err)
-	}
 	if !opt.Expect.None() {
 		if len(ids) != 1 || expect != nil && !expect[0].None() && expect[0] != opt.Expect {
-			return e.refused(ctx, u, d, opt, errOnePrecondition)
+			return nil, errOnePrecondition
 		}
 		expect = []sluice.Precondition{opt.Expect}
+	}
+	var res *WriteResult
+	err := e.current(ctx, u, org, name, sluice.RoleWrite, func(d *sluice.Database, s *sluice.Schema) error {
+		if err := writable(d); err != nil {
+			return err
+		}
+		var err error
+		res, err = e.deleteWith(ctx, u, d, s, ids, expect, opt)
+		return err
+	})
+	return res, err
+}
+
+// deleteWith is Delete with database d and its schema s.
+func (e *Engine) deleteWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ids []string, expect []sluice.Precondition, opt WriteOptions) (*WriteResult, error) {
+	if err := checkDeleteIDs(s, ids); err != nil {
+		return e.refused(ctx, u, d, opt, err)
 	}
 	for _, p := range expect {
 		if p.Absent {
@@ -234,10 +241,21 @@ const groupMax = 100
 // without an @id, which get a random key. A request of at most groupMax
 // documents joins group commit; a larger one is written as it is read.
 func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
-	if err != nil {
-		return nil, err
+	rp := newReplay(src, groupMax+1)
+	for attempt := 0; ; attempt++ {
+		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
+		if err != nil {
+			return nil, err
+		}
+		res, err := e.writeDocsWith(ctx, u, d, s, rp, opt, insert, write)
+		if attempt > 0 || !e.outdated(ctx, d, err) || !rp.rewind() {
+			return res, err
+		}
 	}
+}
+
+// writeDocsWith is writeDocs with database d and its schema s.
+func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
 	if err := writable(d); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,11 @@ import (
 // had then is not one to write against (written back, as an undo does, it
 // must overwrite what is there now).
 func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, string, error) {
+	b, version, err := db.document(ctx, d, s, id)
+	return b, version, db.schemaMoved(ctx, d, err)
+}
+
+func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, string, error) {
 	if err := checkText("document id", id); err != nil {
 		return nil, "", err
 	}
@@ -32,7 +37,7 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 	past := db.asOf(ctx, d.ID)
 	b := &sqlBuilder{db: d, schema: s, past: past}
 	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
-	err := db.reader(ctx, d.ID).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
+	err := db.classReader(ctx, d).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, "", sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -65,6 +70,10 @@ func rowJSON(c *sluice.Class, raw []byte, versioned bool) ([]byte, string, error
 // skipping skip and stopping after count (count < 0: no limit). Documents
 // read as of a past position have no "@version" (see Document).
 func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
+	return db.schemaMoved(ctx, d, db.documents(ctx, d, s, classes, skip, count, fn))
+}
+
+func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
 	if len(classes) == 0 {
 		for _, name := range s.Order {
 			if s.Classes[name].Kind == sluice.KindDocument {
@@ -77,7 +86,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	}
 	past := db.asOf(ctx, d.ID)
 	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: past}, classes, skip, count)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
+	rows, err := db.classReader(ctx, d).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
 	}

@@ -145,7 +145,7 @@ func (rh *requestHash) Sum() ([]byte, error) {
 		return nil, bodyError(err)
 	}
 	if rh.max > 0 && n > rh.max {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "the request body is larger than %d bytes", rh.max)
+		return nil, errBodyTooLarge(rh.max)
 	}
 	return rh.h.Sum(nil), nil
 }

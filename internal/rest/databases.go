@@ -117,7 +117,7 @@ func (a *api) getDatabase(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, databaseJSON(d))
+	writeJSON(w, http.StatusOK, success(databaseJSON(d)))
 }
 
 func (a *api) createDatabase(w http.ResponseWriter, r *http.Request) {
@@ -208,5 +208,9 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 	for _, c := range res.Changes {
 		changes = append(changes, c.Reason)
 	}
-	writeJSON(w, http.StatusOK, success(map[string]any{"schema_version": res.Version, "changes": changes}))
+	out := map[string]any{"schema_version": res.Version, "changes": changes}
+	if res.Commit != nil {
+		out["commit"] = res.Commit.ID()
+	}
+	writeJSON(w, http.StatusOK, success(out))
 }
