@@ -202,7 +202,8 @@ func deref(p *string) string {
 // startStatementsCluster starts a throwaway cluster like the other
 // benchmarks' with pg_stat_statements loaded, and creates the extension
 // in its postgres database (the view shows every database's statements).
-func startStatementsCluster(b *testing.B) *pgembed.Postgres {
+// extra are more settings, as name, value pairs.
+func startStatementsCluster(b *testing.B, extra ...string) *pgembed.Postgres {
 	dir, err := os.MkdirTemp("", "sluice-live-")
 	if err != nil {
 		b.Fatal(err)
@@ -214,6 +215,9 @@ func startStatementsCluster(b *testing.B) *pgembed.Postgres {
 	}
 	settings := clusterSettings()
 	settings["shared_preload_libraries"] = "pg_stat_statements"
+	for i := 0; i+1 < len(extra); i += 2 {
+		settings[extra[i]] = extra[i+1]
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pg, err := pgembed.Start(ctx, pgembed.Options{

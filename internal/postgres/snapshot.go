@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,9 +23,11 @@ import (
 //
 // A Snapshot begins with its first statement, sent with BEGIN and the
 // counter's read in one round trip (a pgx batch); the ROLLBACK that ends
-// it is one more (Close), unless the reader said the first statement is
-// its only one (OneStatement): then it goes in the same batch, and a read
-// of one statement costs one round trip, as outside a snapshot.
+// it is one more (Close). A read that said its first statement is its
+// only one (OneStatement) needs no transaction: one statement sees one
+// snapshot of the database, whatever the isolation level, so the
+// counter is read in the statement itself (oneStatementSQL), which costs
+// Postgres one statement instead of four, in one round trip.
 
 // Snapshot reads database d in one snapshot. Pass it down with
 // WithSnapshot: the DB's read methods for d then run in it. It is used by
@@ -160,6 +163,9 @@ func (s *Snapshot) Query(ctx context.Context, sql string, args ...any) (pgx.Rows
 	if s.conn != nil {
 		return s.conn.Query(ctx, sql, args...)
 	}
+	if s.one {
+		return s.queryOne(ctx, sql, args)
+	}
 	br, err := s.begin(ctx, sql, args)
 	if err != nil {
 		s.Close()
@@ -256,4 +262,106 @@ func (r *firstRow) Scan(dest ...any) error {
 	}
 	r.rows.Close()
 	return r.rows.Err()
+}
+
+// oneStatementSQL returns the statement that reads sql's rows and, in the
+// same statement, database $n's counter row (the commit counter, the
+// access version, the schema version), with $n the parameter after sql's
+// n-1: each row is the counter's three columns, a marker (true) and sql's
+// columns. When sql has no rows there is one row, whose marker and sql's
+// columns are null (the LEFT JOIN). The join has no equality to hash or
+// merge on, so Postgres runs it as a nested loop over the counter's one
+// row, and sql's rows keep their order.
+func oneStatementSQL(sql string, n int) string {
+	return "SELECT h.last_seq, h.access, h.schema_version, q.* FROM (SELECT last_seq, " + accessVersionSQL +
+		" AS access, schema_version FROM sluice.commit_counters WHERE db_id = $" + strconv.Itoa(n) +
+		") h LEFT JOIN (SELECT true AS present, q.* FROM (" + sql + ") q) q ON true"
+}
+
+// queryOne runs sql as the snapshot's only statement (see
+// oneStatementSQL), and returns its rows without the counter's columns.
+func (s *Snapshot) queryOne(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+	s.ended = true
+	rows, err := s.db.pool.Query(ctx, oneStatementSQL(sql, len(args)+1), append(args[:len(args):len(args)], s.d.ID)...)
+	if err != nil {
+		return nil, err // as the statement's own errors are, mapped by the caller
+	}
+	if !rows.Next() {
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", s.d.Path())
+	}
+	var version int
+	var present *bool
+	head := make([]any, len(rows.FieldDescriptions()))
+	head[0], head[1], head[2], head[3] = &s.head, &s.access, &version, &present
+	if err := rows.Scan(head...); err != nil {
+		rows.Close()
+		return nil, mapError(err)
+	}
+	if s.d.SchemaVersion != 0 && version != s.d.SchemaVersion {
+		// Built for another schema version: its rows are not this
+		// snapshot's (see begin).
+		rows.Close()
+		return nil, schemaChanged(s.d)
+	}
+	s.begun = true
+	return &oneRows{Rows: rows, pending: present != nil}, nil
+}
+
+// oneRows are the rows of a snapshot's only statement (oneStatementSQL)
+// as the statement it was given returns them: the counter's columns and
+// the marker are left out, and the row of the counter alone is no row.
+type oneRows struct {
+	pgx.Rows
+	// pending: the underlying rows stand on a row not yet handed out
+	// (the first one, read by queryOne); started: Next was called.
+	pending, started bool
+	dest             []any
+}
+
+// headColumns is the number of columns oneStatementSQL puts before the
+// statement's own.
+const headColumns = 4
+
+func (r *oneRows) Next() bool {
+	if !r.started {
+		r.started = true
+		if r.pending {
+			return true
+		}
+		r.Rows.Close()
+		return false
+	}
+	return r.Rows.Next()
+}
+
+func (r *oneRows) Scan(dest ...any) error {
+	r.dest = append(r.dest[:0], nil, nil, nil, nil)
+	r.dest = append(r.dest, dest...)
+	return r.Rows.Scan(r.dest...)
+}
+
+func (r *oneRows) FieldDescriptions() []pgconn.FieldDescription {
+	if f := r.Rows.FieldDescriptions(); len(f) >= headColumns {
+		return f[headColumns:]
+	}
+	return nil
+}
+
+func (r *oneRows) Values() ([]any, error) {
+	v, err := r.Rows.Values()
+	if err != nil || len(v) < headColumns {
+		return nil, err
+	}
+	return v[headColumns:], nil
+}
+
+func (r *oneRows) RawValues() [][]byte {
+	if v := r.Rows.RawValues(); len(v) >= headColumns {
+		return v[headColumns:]
+	}
+	return nil
 }
