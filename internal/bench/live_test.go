@@ -145,10 +145,22 @@ type liveResult struct {
 	topStatements          []statementCalls
 }
 
+// BenchmarkLiveQueries runs two cells: owners (the live queries of
+// issue 22, above) and ordered (issue 36, liveorder_test.go: the first
+// documents of an order over a growing class). SLUICE_BENCH_BINARY runs
+// another build of sluice, to compare.
 func BenchmarkLiveQueries(b *testing.B) {
 	raiseOpenFiles(b)
-	bin := buildBinary(b, b.TempDir(), "github.com/sluice-dev/sluice/cmd/sluice")
+	bin := os.Getenv("SLUICE_BENCH_BINARY")
+	if bin == "" {
+		bin = buildBinary(b, b.TempDir(), "github.com/sluice-dev/sluice/cmd/sluice")
+	}
 	pg := startStatementsCluster(b)
+	b.Run("owners", func(b *testing.B) { benchLiveOwners(b, bin, pg) })
+	b.Run("ordered", func(b *testing.B) { benchLiveOrdered(b, bin, pg) })
+}
+
+func benchLiveOwners(b *testing.B, bin string, pg *pgembed.Postgres) {
 	dbURL := newDatabaseOn(b, pg)
 	p, bearer := startSluiceBench(b, bin, dbURL, liveSDL)
 	var r *liveResult
