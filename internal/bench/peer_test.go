@@ -206,10 +206,17 @@ func BenchmarkPeer(b *testing.B) {
 	sluiceBin := buildBinary(b, dir, "github.com/sluice-dev/sluice/cmd/sluice")
 	sluice := startPeerSluice(b, "sluice", sluiceBin, dbURL)
 	sides := []peerSide{sluice}
-	if bin := os.Getenv("PEERBENCH_BASELINE"); bin != "" {
-		// Another build of Sluice, on a database of its own in the same
-		// cluster, in turns with the others: to compare builds.
-		sides = append(sides, startPeerSluice(b, "baseline", bin, newDatabaseOn(b, pg)))
+	if list := os.Getenv("PEERBENCH_BASELINE"); list != "" {
+		// Other builds of Sluice (a list separated by colons), each on a
+		// database of its own in the same cluster, in turns with the
+		// others: to compare builds.
+		for i, bin := range strings.Split(list, ":") {
+			name := "baseline"
+			if i > 0 {
+				name += strconv.Itoa(i + 1)
+			}
+			sides = append(sides, startPeerSluice(b, name, bin, newDatabaseOn(b, pg)))
+		}
 	}
 
 	conn, err := pgx.Connect(ctx, dbURL)
