@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/console"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/gqltransport"
 	"github.com/sluice-dev/sluice/internal/graphiql"
@@ -280,6 +281,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
+		Console:          console.New(),
 		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
 	})
 	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
