@@ -118,8 +118,8 @@ export function Stream({ org, db }) {
       : html`<ol class="commits" aria-label="Commits, newest first">${commits.map((c) => html`<li key=${c.position}>
         <div class="commit-head">
           <strong>Commit ${c.meta?._id}</strong> <${When} at=${c.meta?._datetime} />
-          ${c.meta?._author && html` · ${c.meta._author}`} ${c.meta?._message && html` · “${c.meta._message}”`}
-          · <${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(c.meta?._id)}`}>Old and new values</${Link}>
+          ${c.meta?._author && html` · ${c.meta._author}`}${c.meta?._message && html` · “${c.meta._message}”`}
+          ${' · '}<${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(c.meta?._id)}`}>Old and new values</${Link}>
         </div>
         <ul class="changes">${c.changes.map((ch) => html`<li>
           <span class=${`op ${ch.op}`}>${ch.op}</span>
@@ -132,6 +132,6 @@ export function Stream({ org, db }) {
 
 // summary returns a document's fields, shortened, for one line.
 function summary(doc) {
-  const s = Object.entries(doc).filter(([k]) => k !== '_id').map(([k, v]) => `${k}: ${show(v)}`).join(', ');
+  const s = Object.entries(doc).filter(([k, v]) => k !== '_id' && v !== null && v !== undefined).map(([k, v]) => `${k}: ${show(v)}`).join(', ');
   return s.length > 200 ? `${s.slice(0, 199)}…` : s;
 }

@@ -78,7 +78,7 @@ function Webhook({ base, id, onChanged, onClose }) {
       <dt>Classes</dt><dd>${w.classes.length ? w.classes.join(', ') : 'all'}</dd>
       <dt>Operations</dt><dd>${(w.ops || []).join(', ') || 'all'}</dd>
       <dt>Position</dt><dd><code>${w.position}</code></dd>
-      <dt>Lag</dt><dd>${w.lag ? `${w.lag.commits} commits, ${w.lag.seconds} s` : '—'}</dd>
+      <dt>Lag</dt><dd>${w.lag ? `${w.lag.commits} commits, ${Number(w.lag.seconds).toFixed(1)} s` : '—'}</dd>
       <dt>Next attempt</dt><dd><${When} at=${w.next_attempt_at} /></dd>
       <dt>Created by</dt><dd>${w.creator}</dd>
     </dl>
