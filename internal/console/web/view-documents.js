@@ -40,6 +40,9 @@ export function Documents({ org, db, cls }) {
       filterError = new Error(`The filter is not JSON: ${e.message}`);
     }
   }
+  // The page's answer says which query it answers: until the answer to
+  // the URL's query arrives, the counts say it is loading.
+  const key = JSON.stringify([cls, limit, offset, order, filterText, asOf]);
   const page = useLoad(async (signal) => {
     if (!c || filterError) return null;
     let sel = selection(model.data, c.fields);
@@ -56,7 +59,7 @@ export function Documents({ org, db, cls }) {
     const orderArg = field ? `, orderBy: {${field}: ${dir === 'desc' ? 'DESC' : 'ASC'}}` : '';
     const text = `query(${decl}) { rows: ${cls}(${args.join(', ')}${orderArg}) { _id _type ${sel} } total: ${cls}_aggregate(filter: $f${asOf ? ', asOf: $at' : ''}) { count } }`;
     const { data, extensions } = await graphql(org, db, text, vars, { signal });
-    return { rows: data.rows, total: data.total.count, position: extensions.position };
+    return { rows: data.rows, total: data.total.count, position: extensions.position, offset, limit, key };
   }, [c, limit, offset, order, filterText, asOf]);
 
   if (model.error || info.error) return html`<h1>${cls}</h1><${ErrorBox} error=${model.error || info.error} title="Could not open the class" />`;
@@ -70,7 +73,8 @@ export function Documents({ org, db, cls }) {
     const [cur, dir] = order.split(':');
     go({ order: cur === f && dir !== 'desc' ? `${f}:desc` : `${f}:asc`, offset: null });
   };
-  const total = page.data?.total ?? null;
+  const current = page.data && page.data.key === key && !page.loading;
+  const total = current ? page.data.total : null;
   const columns = c.fields;
   return html`<h1>${cls} <span class="muted">in ${org}/${db}</span></h1>
     ${asOf && html`<p class="warning" role="status">Showing the documents as they were at position <code>${asOf}</code>, read-only. <${Link} href=${withQuery({ asOf: null, open: null })}>Show them now</${Link}>.</p>`}
@@ -78,10 +82,10 @@ export function Documents({ org, db, cls }) {
     <${FilterBar} c=${c} filterText=${filterText} onApply=${(f) => go({ filter: f, offset: null })} />
     <${ErrorBox} error=${filterError || page.error} title="Could not read the documents" />
     <div class="toolbar">
-      <span role="status" aria-live="polite">${page.loading ? 'Loading…' : total === null ? '' : total === 0 ? 'No documents' : `Documents ${(offset + 1).toLocaleString()}–${Math.min(offset + limit, total).toLocaleString()} of ${total.toLocaleString()}`}</span>
+      <span role="status" aria-live="polite">${!current ? (page.error ? '' : 'Loading…') : total === 0 ? 'No documents' : `Documents ${(offset + 1).toLocaleString()}–${Math.min(offset + limit, total).toLocaleString()} of ${total.toLocaleString()}`}</span>
       <label>Per page <select value=${limit} onChange=${(e) => go({ limit: e.target.value, offset: null })}>${pageSizes.map((n) => html`<option value=${n}>${n}</option>`)}</select></label>
-      <button type="button" disabled=${offset === 0 || page.loading} onClick=${() => go({ offset: Math.max(0, offset - limit) || null })}>Previous page</button>
-      <button type="button" disabled=${total === null || offset + limit >= total || page.loading} onClick=${() => go({ offset: offset + limit })}>Next page</button>
+      <button type="button" disabled=${offset === 0 || !current} onClick=${() => go({ offset: Math.max(0, offset - limit) || null })}>Previous page</button>
+      <button type="button" disabled=${!current || offset + limit >= total} onClick=${() => go({ offset: offset + limit })}>Next page</button>
       ${writable && (c.insertable || c.subclasses.length > 0) && html`<button type="button" class="primary" onClick=${() => go({ new: '1', open: null })}>New ${cls}</button>`}
     </div>
     ${open && html`<${DocumentPanel} key=${open} org=${org} db=${db} model=${model.data} id=${open} writable=${writable} asOf=${asOf}
