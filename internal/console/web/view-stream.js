@@ -40,6 +40,7 @@ export function Stream({ org, db }) {
     if (!model.data || !running) return undefined;
     const ctl = new AbortController();
     let retry = null;
+    let refused = false;
     setStatus('connecting');
     setError(null);
     const q = changeSetQuery(model.data);
@@ -55,6 +56,7 @@ export function Stream({ org, db }) {
         if (ev.id) last.current = ev.id;
         const payload = JSON.parse(ev.data);
         if (payload.errors?.length) {
+          refused = true;
           setError(new Error(payload.errors.map((e) => e.message).join('; ')));
           return;
         }
@@ -69,7 +71,12 @@ export function Stream({ org, db }) {
         }
         setCommits((all) => [{ position: ev.id, meta: cs._CommitMetadata, changes }, ...all].slice(0, keep));
       })).then(() => {
-      if (!ctl.signal.aborted) setStatus('ended');
+      if (ctl.signal.aborted) return;
+      setStatus(refused ? 'error' : 'ended');
+      // A stream that ends without an error (Sluice restarting, a
+      // replica going away) is resumed from its position; one that
+      // ended with an error (access taken away) is not.
+      if (!refused) retry = setTimeout(() => setAttempt((a) => a + 1), 3000);
     }, (err) => {
       if (ctl.signal.aborted || err?.name === 'AbortError') return;
       setError(err);
@@ -98,7 +105,7 @@ export function Stream({ org, db }) {
     connecting: 'Connecting…',
     live: 'Live: commits appear as they are made.',
     paused: `Paused${last.current ? ` at position ${last.current}` : ''}: resume to receive what was committed meanwhile.`,
-    ended: 'The stream ended.',
+    ended: 'The stream ended; reconnecting from its position…',
     error: 'The stream stopped.',
   }[status];
   return html`<h1>Stream <span class="muted">of ${org}/${db}</span></h1>
@@ -106,7 +113,7 @@ export function Stream({ org, db }) {
     ${model.loading && !model.data && html`<${Busy}>Reading the classes…</${Busy}>`}
     ${model.data && html`<div class="toolbar">
       <span class=${`state ${status}`} role="status">${label}</span>
-      ${running && status !== 'ended' ? html`<button type="button" onClick=${pause}>Pause</button>`
+      ${running && status !== 'error' ? html`<button type="button" onClick=${pause}>Pause</button>`
         : html`<button type="button" class="primary" onClick=${resume}>${status === 'paused' ? 'Resume' : 'Reconnect'}</button>`}
       ${commits.length > 0 && html`<button type="button" onClick=${() => setCommits([])}>Clear</button>`}
     </div>
