@@ -1,5 +1,7 @@
 package sluice
 
+import "time"
+
 // Document is one stored document in its API form: "@id" and "@type" plus its
 // fields. Field values are normalized by schema validation to JSON-ready Go
 // values: string (String, ID, enum, reference, DateTime in RFC 3339 UTC,
@@ -43,6 +45,10 @@ type Database struct {
 	Epoch string
 	// SchemaVersion counts schema changes, starting at 1.
 	SchemaVersion int
+	// LogRetention, when set, is how long the database keeps its
+	// commits, 0 for ever; nil keeps them for the server's
+	// log_retention. Pruning keeps them for the longer of the two.
+	LogRetention *time.Duration
 }
 
 // Path returns "org/name", the way the API names a database.

@@ -23,6 +23,7 @@ const (
 	CodeMethod          Code = "MethodNotAllowed" // HTTP method not allowed for the operation
 	CodeConflict        Code = "Conflict"         // exists already, or a destructive change without force
 	CodeGone            Code = "Gone"             // a stream position older than retained history or from another epoch
+	CodeHistoryGone     Code = "HistoryGone"      // a read of the past at a position older than retained history
 	CodeTooMany         Code = "TooManyRequests"  // a per-user limit is reached; retry later
 	CodeUnavailable     Code = "Unavailable"      // shutting down, not ready, Postgres unreachable or at capacity
 	CodeInternal        Code = "InternalError"    // a bug or an infrastructure failure
@@ -43,7 +44,7 @@ func (c Code) HTTPStatus() int {
 		return 405
 	case CodeConflict:
 		return 409
-	case CodeGone:
+	case CodeGone, CodeHistoryGone:
 		return 410
 	case CodeTooMany:
 		return 429
@@ -72,6 +73,8 @@ func (c Code) GraphQLCode() string {
 		return "CONFLICT"
 	case CodeGone:
 		return "POSITION_EXPIRED"
+	case CodeHistoryGone:
+		return "GONE"
 	case CodeTooMany:
 		return "TOO_MANY_REQUESTS"
 	case CodeUnavailable:

@@ -52,5 +52,9 @@ func ParsePosition(s string) (Position, error) {
 	if err != nil || idx < 0 || parts[2] != strconv.Itoa(idx) {
 		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: bad index", s)
 	}
+	if idx > WholeCommit {
+		// Change indexes are Postgres integers: no commit has more.
+		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: index %d is above %d", s, idx, WholeCommit)
+	}
 	return Position{Epoch: parts[0], Seq: seq, Index: idx}, nil
 }

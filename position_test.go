@@ -4,11 +4,12 @@ import "testing"
 
 func TestParsePosition(t *testing.T) {
 	t.Parallel()
-	good := Position{Epoch: "k3x9", Seq: 42, Index: 7}
-	if got, err := ParsePosition(good.String()); err != nil || got != good {
-		t.Fatalf("round trip: got %v, %v", got, err)
+	for _, good := range []Position{{Epoch: "k3x9", Seq: 42, Index: 7}, {Epoch: "a", Seq: 1, Index: WholeCommit}} {
+		if got, err := ParsePosition(good.String()); err != nil || got != good {
+			t.Fatalf("round trip: got %v, %v", got, err)
+		}
 	}
-	for _, bad := range []string{"", "k3x9", "k3x9-42", "-1-2", "K3-1-2", "a-01-2", "a-1-02", "a--1-2", "a-1--2", "a-1-2-3", "a-x-1", "a-99999999999999999999-1"} {
+	for _, bad := range []string{"", "k3x9", "k3x9-42", "-1-2", "K3-1-2", "a-01-2", "a-1-02", "a--1-2", "a-1--2", "a-1-2-3", "a-x-1", "a-99999999999999999999-1", "a-1-2147483648", "a-1-9223372036854775807"} {
 		if _, err := ParsePosition(bad); err == nil || ErrorCode(err) != CodeInvalid {
 			t.Errorf("ParsePosition(%q) = %v, want a BadRequest error", bad, err)
 		}

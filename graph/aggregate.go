@@ -124,7 +124,11 @@ func (g *sdlGen) aggregateField(c *sluice.Class, live bool) {
 		d = "The live query of Query." + c.Name + suffixAggregate + ": its current value, then the new value after each commit that changes it."
 	}
 	g.description("  ", d)
-	g.p("  %s%s%s: %s%s!\n", c.Name, suffixAggregate, aggregateArgs(c), c.Name, suffixAggregateType)
+	args := aggregateArgs(c)
+	if !live {
+		args = withAsOf(args)
+	}
+	g.p("  %s%s%s: %s%s!\n", c.Name, suffixAggregate, args, c.Name, suffixAggregateType)
 }
 
 // ParseAggregateArgs converts the arguments of the aggregate field of
@@ -188,6 +192,11 @@ func (x *execution) runAggregate(w *jsonWriter, cf graphql.CollectedField, c *sl
 				index[a] = len(q.Aggs)
 				q.Aggs = append(q.Aggs, a)
 			}
+		}
+	}
+	if x.past != nil {
+		if err := x.checkPastAggregate(q); err != nil {
+			return err
 		}
 	}
 	res, err := x.es.store.Aggregate(x.ctx, x.req.DB, x.es.schema, q)

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -31,11 +32,18 @@ type Store interface {
 	Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q engine.AggregateQuery) (engine.AggregateResult, error)
 	// DocumentsByID returns at most limit documents (< 0: no limit).
 	DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]engine.QueryDoc, error)
-	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error)
+	// CommitChanges returns a commit with at most maxChanges changes and
+	// maxBytes bytes of change images read (< 0: no bound), Partial when
+	// it holds more.
+	CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error)
 	// ReadSnapshot returns ctx carrying a snapshot of d that the reads
 	// above made with it run in, and the snapshot.
 	ReadSnapshot(ctx context.Context, d *sluice.Database) (context.Context, *engine.Snapshot)
 	RedactCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, c *sluice.Commit) (*sluice.Commit, error)
+	// ReadAsOf makes the reads of snap (carried by ctx) read the state
+	// as of pos, given as the argument param, and returns what of it the
+	// reader cannot be shown (see engine.Engine.ReadAsOf).
+	ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *engine.Snapshot, param string, pos sluice.Position) (*engine.Past, error)
 	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) ([][]string, *sluice.Commit, error)
 }
 
@@ -142,12 +150,30 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		// commits the query did not see.
 		var snap *engine.Snapshot
 		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
-		if x.oneStatement(typeQuery) {
-			snap.OneStatement() // ended in the round trip of its statement
+		asOf, err := x.asOf()
+		switch {
+		case err != nil:
+			x.fail(nil, err)
+		case asOf != nil:
+			// A read of the past: its first statement checks the
+			// position, in the snapshot the fields then read.
+			if x.past, err = es.store.ReadAsOf(x.ctx, req.DB, es.schema, es.role, snap, argAsOf, *asOf); err != nil {
+				x.fail(nil, err)
+				break
+			}
+			resp.Data = x.query()
+		default:
+			if x.oneStatement(typeQuery) {
+				snap.OneStatement() // ended in the round trip of its statement
+			}
+			resp.Data = x.query()
 		}
-		resp.Data = x.query()
-		// A result without data reflects nothing.
+		// A result without data reflects nothing; one of the past
+		// reflects its position.
 		if pos, ok := snap.Position(); ok && resp.Data != nil {
+			if x.past != nil {
+				pos = x.past.Position
+			}
 			graphql.RegisterExtension(rctx, "position", pos.String())
 		}
 		snap.Close()
@@ -171,6 +197,9 @@ type execution struct {
 	// rows counts the documents read from Postgres; maxRows (0: no bound)
 	// bounds them.
 	rows, maxRows int
+	// bounds, when set, replaces the schema's limits on rows and response
+	// bytes (a live query's read, see Bounds).
+	bounds *Bounds
 	// lookupErr is the error of a document read for a filter (lookup),
 	// which filter.Match cannot return.
 	lookupErr error
@@ -180,6 +209,8 @@ type execution struct {
 	// preread holds the documents of root class query fields (by alias)
 	// read before the execution, with other queries' (RunEach).
 	preread map[string][]engine.QueryDoc
+	// past, when set, is the past state the query reads (asOf).
+	past *engine.Past
 }
 
 // overRows reports whether the request has read more documents than its
@@ -202,15 +233,41 @@ func (x *execution) rowBudget() int {
 func (x *execution) readRows(n int) error {
 	x.rows += n
 	if x.maxRows > 0 && x.rows > x.maxRows {
-		return errTooManyRows(x.maxRows)
+		return x.tooManyRows()
 	}
 	return nil
+}
+
+// tooManyRows returns the error of a read past the rows bound.
+func (x *execution) tooManyRows() error {
+	if x.bounds != nil && x.bounds.RowsKey != "" {
+		return &resultLimitError{key: x.bounds.RowsKey,
+			msg: fmt.Sprintf("the live query's result holds more than the %d documents %s", x.maxRows, x.bounds.RowsWhy)}
+	}
+	return errTooManyRows(x.maxRows)
+}
+
+// maxBytes returns the bound of the response's data in bytes.
+func (x *execution) maxBytes() int {
+	if x.bounds != nil && x.bounds.Bytes > 0 {
+		return x.bounds.Bytes
+	}
+	return x.es.limits.MaxResponseBytes
+}
+
+// tooLarge returns the error of a response past the bytes bound.
+func (x *execution) tooLarge() error {
+	if x.bounds != nil && x.bounds.BytesKey != "" {
+		return &resultLimitError{key: x.bounds.BytesKey,
+			msg: fmt.Sprintf("the live query's result is larger than the %d bytes %s", x.maxBytes(), x.bounds.BytesWhy)}
+	}
+	return errResponseTooLarge(x.maxBytes())
 }
 
 // newWriter returns the writer of a response's data, bounded by the
 // response bytes limit.
 func (x *execution) newWriter() *jsonWriter {
-	return &jsonWriter{max: x.es.limits.MaxResponseBytes}
+	return &jsonWriter{max: x.maxBytes()}
 }
 
 // fail records err as a GraphQL error at path. Domain errors show their

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -425,9 +426,12 @@ func (q *LiveQuery) Affects(ch *Change) bool {
 // Position when it read nothing from the database) and the snapshot's
 // access version. A result with errors (a limit it went over, a reference
 // it could not read) has a *ResultError.
-func (q *LiveQuery) Run(ctx context.Context) LiveResult {
+func (q *LiveQuery) Run(ctx context.Context, b Bounds) LiveResult {
+	if err := b.Spent(); err != nil {
+		return LiveResult{Err: err}
+	}
 	rctx, snap := q.es.store.ReadSnapshot(ctx, q.req.DB)
-	x := q.execution(rctx)
+	x := q.execution(rctx, b)
 	if x.oneStatement(q.root) {
 		snap.OneStatement()
 	}
@@ -437,14 +441,72 @@ func (q *LiveQuery) Run(ctx context.Context) LiveResult {
 	if err != nil {
 		return LiveResult{Err: err}
 	}
-	return LiveResult{Data: data, Position: pos, Access: access}
+	return LiveResult{Data: data, Rows: x.rows, Position: pos, Access: access}
 }
 
-// execution returns an execution of the query reading under ctx.
-func (q *LiveQuery) execution(ctx context.Context) *execution {
+// Bounds bound one read of a live query's result more tightly than the
+// schema's limits (graphql_max_result_rows, graphql_max_response_bytes):
+// a result past them is an error naming RowsKey or BytesKey, which says
+// why (RowsWhy, BytesWhy: "that user rita's live queries may still
+// hold"). A zero bound, or key, is the schema's; a negative bound is
+// spent (see Spent).
+type Bounds struct {
+	Rows, Bytes       int
+	RowsKey, BytesKey string
+	RowsWhy, BytesWhy string
+}
+
+// Spent returns the error of a read whose rows or bytes bound is spent
+// (negative: nothing is left to read a result with), nil otherwise.
+func (b Bounds) Spent() error {
+	var e *resultLimitError
+	switch {
+	case b.Rows < 0:
+		e = &resultLimitError{key: b.RowsKey, msg: "the live query may read no more documents: there are none left " + b.RowsWhy}
+	case b.Bytes < 0:
+		e = &resultLimitError{key: b.BytesKey, msg: "the live query may read no more bytes: there are none left " + b.BytesWhy}
+	default:
+		return nil
+	}
+	return newResultError(gqlerror.List{e.gqlError(nil)})
+}
+
+// Limits returns the schema's limits on a result's rows and bytes.
+func (q *LiveQuery) Limits() (rows, bytes int) {
+	return q.es.limits.MaxResultRows, q.es.limits.MaxResponseBytes
+}
+
+// User returns the user whose request the live query is.
+func (q *LiveQuery) User() *sluice.User { return q.req.User }
+
+// IsBoundError reports whether err is the error of a result that went past
+// the bound named key (Bounds.RowsKey, BytesKey).
+func IsBoundError(err error, key string) bool {
+	var re *ResultError
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, e := range re.Errors {
+		if e.Extensions["limit"] == key {
+			return true
+		}
+	}
+	return false
+}
+
+// execution returns an execution of the query reading under ctx, within
+// bounds b.
+func (q *LiveQuery) execution(ctx context.Context, b Bounds) *execution {
 	op := &graphql.OperationContext{Variables: q.variables, Doc: q.doc, DisableIntrospection: q.noIntrospection,
 		Operation: &ast.OperationDefinition{Operation: ast.Query, SelectionSet: q.selections}}
-	return &execution{ctx: ctx, op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
+	x := &execution{ctx: ctx, op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
+	if b != (Bounds{}) {
+		x.bounds = &b
+		if b.Rows > 0 {
+			x.maxRows = b.Rows
+		}
+	}
+	return x
 }
 
 // result runs x, an execution of q, and returns its data on one line.
@@ -472,7 +534,9 @@ func snapshotPosition(snap *engine.Snapshot) sluice.Position {
 // changes up to it are applied (changefeed.Hub.SyncAccess), since what it
 // read may have been written after them.
 type LiveResult struct {
-	Data     []byte
+	Data []byte
+	// Rows is the number of documents the result read.
+	Rows     int
 	Position sluice.Position
 	Access   int64
 	Err      error
@@ -485,14 +549,15 @@ type LiveResult struct {
 // then what each selects through references. A query whose root is not
 // one class query field, or whose arguments are refused, reads on its
 // own in that snapshot. If the joined statement fails, each query is run
-// on its own (Run), so that an error is its query's alone.
-func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
+// on its own (Run), so that an error is its query's alone. bs[i] bounds
+// the read of qs[i].
+func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 	out := make([]LiveResult, len(qs))
 	if len(qs) == 0 {
 		return out
 	}
 	if len(qs) == 1 {
-		out[0] = qs[0].Run(ctx)
+		out[0] = qs[0].Run(ctx, bs[0])
 		return out
 	}
 	es, db := qs[0].es, qs[0].req.DB
@@ -507,8 +572,11 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		aliases []string // and the field it is for
 	)
 	for i, q := range qs {
-		x := q.execution(rctx)
+		x := q.execution(rctx, bs[i])
 		xs[i] = x
+		if bs[i].Spent() != nil {
+			continue // answered below, without reading
+		}
 		cf, ok := x.readingRoot(q.root)
 		if !ok || cf.Name == fieldChangeSet {
 			continue
@@ -526,7 +594,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 	if err != nil {
 		snap.Close()
 		for i, q := range qs {
-			out[i] = q.Run(ctx)
+			out[i] = q.Run(ctx, bs[i])
 		}
 		return out
 	}
@@ -534,7 +602,12 @@ func RunEach(ctx context.Context, qs []*LiveQuery) []LiveResult {
 		xs[i].preread = map[string][]engine.QueryDoc{aliases[j]: docs[j]}
 	}
 	for i, q := range qs {
+		if err := bs[i].Spent(); err != nil {
+			out[i].Err = err
+			continue
+		}
 		out[i].Data, out[i].Err = q.result(xs[i])
+		out[i].Rows = xs[i].rows
 	}
 	pos, access := snapshotPosition(snap), snap.AccessVersion()
 	snap.Close()

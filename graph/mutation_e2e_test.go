@@ -13,7 +13,7 @@ import (
 
 func lastCommit(t testing.TB, st *stack) *sluice.Commit {
 	t.Helper()
-	c, err := st.eng.CommitChanges(context.Background(), mustDB(t, st), nil, sluice.RoleAdmin, 0)
+	c, err := st.eng.CommitChanges(context.Background(), mustDB(t, st), nil, sluice.RoleAdmin, 0, -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}

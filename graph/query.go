@@ -54,13 +54,13 @@ func (x *execution) queryOn(root string) json.RawMessage {
 			}
 		}
 		if w.over {
-			x.fail(fieldPath(cf), errResponseTooLarge(w.max))
+			x.fail(fieldPath(cf), x.tooLarge())
 			return nil
 		}
 	}
 	w.WriteByte('}')
 	if w.over {
-		x.fail(nil, errResponseTooLarge(w.max))
+		x.fail(nil, x.tooLarge())
 		return nil
 	}
 	if nullData {
@@ -99,6 +99,11 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 	q, err := x.classDocQuery(cf)
 	if err != nil {
 		return nil, err
+	}
+	if x.past != nil {
+		if err := x.checkPast(cf, q); err != nil {
+			return nil, err
+		}
 	}
 	docs, ok := x.preread[cf.Alias]
 	if !ok {
@@ -328,7 +333,28 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 		}
 		seq = n
 	}
-	c, err := x.es.store.CommitChanges(x.ctx, x.req.DB, x.es.schema, x.es.role, seq)
+	// The commit is read in pieces, up to what the request may still
+	// read and answer; one that holds more is refused, not read whole.
+	// A selection of only its metadata reads one piece.
+	maxChanges, maxBytes := -1, int64(x.es.limits.MaxResponseBytes)
+	if b := x.rowBudget(); b >= 0 {
+		maxChanges = b - 1
+	}
+	if maxBytes <= 0 {
+		maxBytes = -1
+	}
+	needed := x.selectsChanges(cf.Selections)
+	if !needed {
+		maxChanges = 0
+	}
+	c, err := x.es.store.CommitChanges(x.ctx, x.req.DB, x.es.schema, x.es.role, seq, maxChanges, maxBytes)
+	if err == nil && c.Partial && needed {
+		if maxChanges >= 0 && len(c.Changes) > maxChanges {
+			err = errTooManyRows(x.maxRows)
+		} else {
+			err = errResponseTooLarge(x.es.limits.MaxResponseBytes)
+		}
+	}
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		w.null() // no commits yet, or pruned: a nullable answer
 		x.fail(fieldPath(cf), err)
@@ -343,6 +369,17 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 		x.fail(fieldPath(cf), err)
 		w.null() // WriteChangeSet writes nothing when it fails (a bad filter)
 	}
+}
+
+// selectsChanges reports whether sel, a _ChangeSet selection, selects a
+// per-class field (which reads the commit's changes).
+func (x *execution) selectsChanges(sel ast.SelectionSet) bool {
+	for _, cf := range x.fields(sel, typeChangeSet) {
+		if cf.Name != "__typename" && cf.Name != fieldCommit {
+			return true
+		}
+	}
+	return false
 }
 
 // WriteChangeSet writes the _ChangeSet object of commit c for selection

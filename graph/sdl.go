@@ -352,7 +352,7 @@ func (g *sdlGen) query() {
 	g.p("type Query {\n")
 	for _, c := range queryClasses(g.s) {
 		g.description("  ", c.Description)
-		g.p("  %s%s: [%s!]!\n", c.Name, queryArgs(c), c.Name)
+		g.p("  %s%s: [%s!]!\n", c.Name, withAsOf(queryArgs(c)), c.Name)
 		g.aggregateField(c, false)
 	}
 	g.p("  \"The changes of a retained commit (the newest when commit is left out).\"\n")

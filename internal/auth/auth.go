@@ -220,23 +220,33 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		return nil, ErrNoCredentials
 	}
 	// A throttled client is refused before anything is checked, the
-	// remembered credentials included.
+	// remembered credentials included, and before any Postgres round
+	// trip. Failed passwords are counted per address and user name;
+	// failed bearer tokens (API tokens, JWTs), which name no user, per
+	// address: anonymous guesses cost a round trip each, and are
+	// throttled like passwords.
 	name, _, basic := r.BasicAuth()
-	if basic && a.throttle != nil {
-		if err := a.throttle.Check(r.RemoteAddr, name); err != nil {
-			return nil, err
+	if a.throttle != nil {
+		check := a.throttle.CheckAddress(r.RemoteAddr)
+		if basic {
+			check = a.throttle.Check(r.RemoteAddr, name)
+		}
+		if check != nil {
+			return nil, check
 		}
 	}
 	if c, ok := a.cached(h); ok {
 		return c, nil
 	}
 	c, err := a.authenticate(r, h)
-	if basic && a.throttle != nil {
+	if a.throttle != nil {
 		switch {
-		case err == nil:
+		case basic && err == nil:
 			a.throttle.Succeed(r.RemoteAddr, name)
-		case errors.Is(err, errWrongPassword):
+		case basic && errors.Is(err, errWrongPassword):
 			a.throttle.Fail(r.RemoteAddr, name)
+		case !basic && sluice.ErrorCode(err) == sluice.CodeUnauthenticated:
+			a.throttle.FailAddress(r.RemoteAddr)
 		}
 	}
 	if err == nil {

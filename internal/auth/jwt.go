@@ -1,11 +1,15 @@
 package auth
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"strings"
@@ -43,8 +47,11 @@ type JWTConfig struct {
 	JWKSFile string
 	// JWKSURL is where an identity provider publishes its JSON Web Key
 	// Set instead (jwt_jwks_url): fetched at start, refreshed as its
-	// Cache-Control says and when a JWT names an unknown kid.
-	JWKSURL string
+	// Cache-Control says and when a JWT names an unknown kid. It must be
+	// https, unless JWKSHTTPLoopback (jwt_jwks_http_loopback) allows http
+	// on a loopback host.
+	JWKSURL          string
+	JWKSHTTPLoopback bool
 	// Issuer and Audience, when set, must be the JWT's iss and one of its
 	// aud (jwt_issuer, jwt_audience).
 	Issuer   string
@@ -93,16 +100,25 @@ func LoadJWT(ctx context.Context, cfg JWTConfig, deps JWTDeps) (*JWT, error) {
 		return nil, errors.New("jwt_jwks_file and jwt_jwks_url are both set: set one")
 	}
 	if cfg.JWKSURL != "" {
-		if u, err := url.Parse(cfg.JWKSURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return nil, fmt.Errorf("jwt_jwks_url: %q is not an http(s) URL", cfg.JWKSURL)
+		if err := checkJWKSURL(cfg.JWKSURL, cfg.JWKSHTTPLoopback); err != nil {
+			return nil, err
 		}
 	}
 	if deps.Now == nil {
 		deps.Now = time.Now
 	}
-	if deps.Client == nil {
-		deps.Client = http.DefaultClient
+	client := http.DefaultClient
+	if deps.Client != nil {
+		client = deps.Client
 	}
+	// The keys come from the URL configured, or not at all: a redirect
+	// (which a proxy or a compromised server could send anywhere, an
+	// http:// URL included) is a failed fetch.
+	c := *client
+	c.CheckRedirect = func(req *http.Request, _ []*http.Request) error {
+		return fmt.Errorf("jwt_jwks_url answered with a redirect to %s: redirects are not followed; configure the URL the keys are at", req.URL.Redacted())
+	}
+	deps.Client = &c
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -127,6 +143,30 @@ func LoadJWT(ctx context.Context, cfg JWTConfig, deps JWTDeps) (*JWT, error) {
 		}
 	}
 	return newJWT(secret, set, cfg, deps.Now)
+}
+
+// checkJWKSURL checks jwt_jwks_url: an https URL, or an http one on a
+// loopback host when httpLoopback (jwt_jwks_http_loopback) allows it.
+// The keys decide who may sign in as anyone: fetched over plain HTTP,
+// anyone on the path could replace them.
+func checkJWKSURL(raw string, httpLoopback bool) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("jwt_jwks_url: %q is not an https URL", raw)
+	}
+	if u.Scheme == "https" {
+		return nil
+	}
+	host := u.Hostname()
+	a, err := netip.ParseAddr(host)
+	loopback := err == nil && a.Unmap().IsLoopback() || strings.EqualFold(host, "localhost")
+	switch {
+	case !httpLoopback:
+		return fmt.Errorf("jwt_jwks_url: %q is http, not https: the key set decides who may sign in, and over plain HTTP anyone on the path could replace it (jwt_jwks_http_loopback allows http on a loopback host, for tests)", raw)
+	case !loopback:
+		return fmt.Errorf("jwt_jwks_url: %q is http on a host that is not loopback; jwt_jwks_http_loopback allows http on 127.0.0.1, ::1 and localhost only", raw)
+	}
+	return nil
 }
 
 // NewJWT returns a verifier of HS256 JWTs signed with secret (none when
@@ -198,6 +238,9 @@ func (j *JWT) Verify(raw string) (user string, expires time.Time, err error) {
 	if len(raw) > maxJWTBytes {
 		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: longer than %d bytes", maxJWTBytes)
 	}
+	if err := uniqueMembers(raw); err != nil {
+		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: %v", err)
+	}
 	claims := jwt.MapClaims{}
 	if _, err := j.parser.ParseWithClaims(raw, claims, j.key); err != nil {
 		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: %v", err)
@@ -211,6 +254,44 @@ func (j *JWT) Verify(raw string) (user string, expires time.Time, err error) {
 		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: claim %q (jwt_user_claim), which names the Sluice user, is missing or not a string", j.userClaim)
 	}
 	return name, exp.Add(j.leeway), nil
+}
+
+// uniqueMembers refuses a JWT whose header or payload names a member
+// twice: JSON decoders differ on which one counts (Go's takes the last,
+// others the first), so a token with two "sub" could name one user to
+// its issuer and another to Sluice (RFC 7519 7.2 says to reject it).
+func uniqueMembers(raw string) error {
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 {
+		return errors.New("a JWT has three parts separated by dots")
+	}
+	for i, what := range []string{"header", "payload"} {
+		b, err := base64.RawURLEncoding.DecodeString(parts[i])
+		if err != nil {
+			return fmt.Errorf("the %s is not base64url: %w", what, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return fmt.Errorf("the %s is not a JSON object", what)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("the %s is not valid JSON: %w", what, err)
+			}
+			name, _ := t.(string)
+			if seen[name] {
+				return fmt.Errorf("the %s names %q twice", what, name)
+			}
+			seen[name] = true
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return fmt.Errorf("the %s is not valid JSON: %w", what, err)
+			}
+		}
+	}
+	return nil
 }
 
 // key returns the key that verifies t: the HS256 secret, or the JWKS key

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -150,6 +151,12 @@ func TestJWTVerify(t *testing.T) {
 			return must(tok.SignedString([]byte(testSecret)))
 		}(), "crit header"},
 		{"tampered payload", tamper(sign(t, jwt.SigningMethodRS256, "rsa-1", claims(nil), keys.rsa)), "verification error"},
+		// Validly signed, naming its user twice: Go would take the
+		// second, another decoder the first.
+		{"two sub claims", signRaw(t, `{"alg":"HS256","typ":"JWT"}`,
+			fmt.Sprintf(`{"sub":"rita","iss":%q,"aud":"sluice","exp":%d,"sub":"admin"}`, cfg.Issuer, exp.Unix()), []byte(testSecret)), `the payload names "sub" twice`},
+		{"two alg headers", signRaw(t, `{"alg":"none","alg":"HS256"}`,
+			fmt.Sprintf(`{"sub":"rita","iss":%q,"aud":"sluice","exp":%d}`, cfg.Issuer, exp.Unix()), []byte(testSecret)), `the header names "alg" twice`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,6 +188,18 @@ func TestJWTVerify(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signRaw returns the HS256 JWT of header and payload as given (JSON
+// that the jwt package would not write), signed with secret.
+func signRaw(t *testing.T, header, payload string, secret []byte) string {
+	t.Helper()
+	input := base64.RawURLEncoding.EncodeToString([]byte(header)) + "." + base64.RawURLEncoding.EncodeToString([]byte(payload))
+	sig, err := jwt.SigningMethodHS256.Sign(input, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return input + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 // tamper changes the payload's user, keeping the signature.
@@ -293,6 +312,8 @@ func FuzzJWTVerify(f *testing.F) {
 	f.Add(sign(f, jwt.SigningMethodHS256, "", jwt.MapClaims{"sub": "rita", "exp": now.Add(time.Hour).Unix()}, []byte("another-secret-of-at-least-32-bytes")))
 	f.Add("eyJhbGciOiJub25lIn0.eyJzdWIiOiJyaXRhIn0.")
 	f.Add("a.b.c")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","alg":"none"}`)) + "." +
+		base64.RawURLEncoding.EncodeToString([]byte(`{"sub":"a","sub":"b","exp":9999999999}`)) + ".x")
 	v, err := NewJWT([]byte(testSecret), nil, JWTConfig{}, nil)
 	if err != nil {
 		f.Fatal(err)

@@ -94,7 +94,7 @@ func TestJWKSURLRotation(t *testing.T) {
 	old, next := ecKey(t), ecKey(t)
 	srv := newJWKSServer(t, marshalJWKS(t, map[string]any{"old": &old.PublicKey}))
 	clk := &clock{now: time.Now()}
-	v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL + "/.well-known/jwks.json"}, JWTDeps{Now: clk.Now, Client: srv.Client()})
+	v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL + "/.well-known/jwks.json", JWKSHTTPLoopback: true}, JWTDeps{Now: clk.Now, Client: srv.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ func TestJWKSURLRefreshesWhenStale(t *testing.T) {
 	k := ecKey(t)
 	srv := newJWKSServer(t, marshalJWKS(t, map[string]any{"k": &k.PublicKey}))
 	clk := &clock{now: time.Now()}
-	v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL}, JWTDeps{Now: clk.Now, Client: srv.Client()})
+	v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL, JWKSHTTPLoopback: true}, JWTDeps{Now: clk.Now, Client: srv.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +202,8 @@ func TestJWKSURLErrors(t *testing.T) {
 	t.Parallel()
 	k := ecKey(t)
 	srv := newJWKSServer(t, marshalJWKS(t, map[string]any{"k": &k.PublicKey}))
+	redirect := httptest.NewServer(http.RedirectHandler(srv.URL, http.StatusFound))
+	t.Cleanup(redirect.Close)
 	cases := []struct {
 		name string
 		cfg  JWTConfig
@@ -209,9 +211,12 @@ func TestJWKSURLErrors(t *testing.T) {
 		want string
 	}{
 		{"file and URL", JWTConfig{JWKSURL: srv.URL, JWKSFile: "/x.json"}, nil, "jwt_jwks_file and jwt_jwks_url are both set"},
-		{"not http", JWTConfig{JWKSURL: "file:///etc/jwks.json"}, nil, "jwt_jwks_url: \"file:///etc/jwks.json\" is not an http(s) URL"},
-		{"not found", JWTConfig{JWKSURL: srv.URL}, func() { srv.publish([]byte("not here"), 404) }, "jwt_jwks_url: GET " + srv.URL + ": 404 Not Found"},
-		{"not a key set", JWTConfig{JWKSURL: srv.URL}, func() { srv.publish([]byte(`{"keys":[]}`), 200) }, "no signature key"},
+		{"not http", JWTConfig{JWKSURL: "file:///etc/jwks.json"}, nil, "jwt_jwks_url: \"file:///etc/jwks.json\" is not an https URL"},
+		{"http", JWTConfig{JWKSURL: srv.URL}, nil, "is http, not https"},
+		{"http elsewhere", JWTConfig{JWKSURL: "http://id.example.com/jwks.json", JWKSHTTPLoopback: true}, nil, "is http on a host that is not loopback"},
+		{"redirected", JWTConfig{JWKSURL: redirect.URL, JWKSHTTPLoopback: true}, nil, "redirects are not followed"},
+		{"not found", JWTConfig{JWKSURL: srv.URL, JWKSHTTPLoopback: true}, func() { srv.publish([]byte("not here"), 404) }, "jwt_jwks_url: GET " + srv.URL + ": 404 Not Found"},
+		{"not a key set", JWTConfig{JWKSURL: srv.URL, JWKSHTTPLoopback: true}, func() { srv.publish([]byte(`{"keys":[]}`), 200) }, "no signature key"},
 	}
 	for _, c := range cases { // not parallel: they share the server
 		if c.edit != nil {

@@ -81,6 +81,30 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 	return nil
 }
 
+// CheckAddress is Check for a credential that names no user (a bearer
+// token, a stream ticket): only the address's own limit applies, and its
+// failures (FailAddress) count toward it alone, so that one client
+// failing with a stale token does not lock out the other clients of its
+// address until they too fail that often.
+func (t *Throttle) CheckAddress(remoteAddr string) error {
+	addr := addressKey(remoteAddr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if left := t.blocked(t.now(), "a\x00"+addr, addressFactor*t.max); left > 0 {
+		return throttled(left, "too many failed sign-ins from this address")
+	}
+	return nil
+}
+
+// FailAddress counts a failed check of a credential that names no user
+// from remoteAddr.
+func (t *Throttle) FailAddress(remoteAddr string) {
+	addr := addressKey(remoteAddr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.count(t.now(), "a\x00"+addr)
+}
+
 // blocked returns how long key stays blocked at limit, 0 when it is not.
 // The caller holds t.mu.
 func (t *Throttle) blocked(now time.Time, key string, limit int) time.Duration {

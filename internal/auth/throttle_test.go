@@ -1,7 +1,12 @@
 package auth
 
 import (
+	"context"
+	"encoding/base64"
+	"net/http/httptest"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -88,5 +93,66 @@ func TestAddressKey(t *testing.T) {
 		if got := addressKey(in); got != want {
 			t.Errorf("addressKey(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// refusingStore refuses every bearer token and stream ticket, counting
+// the reads.
+type refusingStore struct {
+	Store // the methods the test does not use
+	reads atomic.Int64
+}
+
+func (s *refusingStore) TokenCredential(context.Context, []byte) (*sluice.Credential, error) {
+	s.reads.Add(1)
+	return nil, sluice.Errorf(sluice.CodeUnauthenticated, "invalid or revoked API token")
+}
+
+func (s *refusingStore) RedeemStreamTicket(context.Context, []byte) (*sluice.Credential, string, error) {
+	s.reads.Add(1)
+	return nil, "", sluice.Errorf(sluice.CodeUnauthenticated, "invalid stream ticket")
+}
+
+// TestAnonymousGuessesThrottled: failed bearer tokens and stream tickets
+// are counted toward their address's limit (ten times the per-user one);
+// past it they are refused with TooMany before any read of the store (a
+// Postgres round trip), and another address is not affected.
+func TestAnonymousGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	store := &refusingStore{}
+	a := New(store, 4, nil, WithThrottle(NewThrottle(3, time.Hour, time.Now)))
+	bearer := func(addr string, i int) error {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		r.Header.Set("Authorization", "Bearer sluice_guess"+strconv.Itoa(i))
+		_, err := a.Authenticate(r)
+		return err
+	}
+	ticket := func(addr string) error {
+		_, err := a.RedeemTicket(context.Background(), addr, TicketPrefix+strings.Repeat("A", base64.RawURLEncoding.EncodedLen(ticketBytes)), "")
+		return err
+	}
+	for i := range 15 { // 30 failures: the address's limit for a per-user 3
+		if err := bearer("192.0.2.1:1000", i); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+			t.Fatalf("guess %d: %v", i, err)
+		}
+		if err := ticket("192.0.2.1:1000"); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+			t.Fatalf("ticket guess %d: %v", i, err)
+		}
+	}
+	reads := store.reads.Load()
+	for i := range 100 {
+		if err := bearer("192.0.2.1:1001", 100+i); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "failed sign-ins from this address") {
+			t.Fatalf("guess past the limit: %v", err)
+		}
+		if err := ticket("192.0.2.1:1001"); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "failed sign-ins from this address") {
+			t.Fatalf("ticket guess past the limit: %v", err)
+		}
+	}
+	if got := store.reads.Load(); got != reads {
+		t.Errorf("throttled guesses read the store %d times, want none", got-reads)
+	}
+	if err := bearer("192.0.2.2:1000", 0); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Errorf("another address: %v", err)
 	}
 }

@@ -90,12 +90,21 @@ var errBadTicket = sluice.Errorf(sluice.CodeUnauthenticated, "invalid stream tic
 // whose credential no longer holds, and Forbidden when the ticket is for
 // another database (it is spent all the same: a ticket tried in the wrong
 // place may have leaked).
-func (a *Authenticator) RedeemTicket(ctx context.Context, secret, dbPath string) (*sluice.Credential, error) {
-	// Anything that cannot be a ticket is refused without a round trip.
+func (a *Authenticator) RedeemTicket(ctx context.Context, remoteAddr, secret, dbPath string) (*sluice.Credential, error) {
+	// Anything that cannot be a ticket is refused without a round trip,
+	// and so is a client whose guesses are throttled (throttle.go).
 	if !strings.HasPrefix(secret, TicketPrefix) || base64.RawURLEncoding.DecodedLen(len(secret)-len(TicketPrefix)) != ticketBytes {
 		return nil, errBadTicket
 	}
+	if a.throttle != nil {
+		if err := a.throttle.CheckAddress(remoteAddr); err != nil {
+			return nil, err
+		}
+	}
 	c, scope, err := a.store.RedeemStreamTicket(ctx, HashToken(secret))
+	if a.throttle != nil && sluice.ErrorCode(err) == sluice.CodeUnauthenticated {
+		a.throttle.FailAddress(remoteAddr)
+	}
 	if err != nil {
 		return nil, err
 	}

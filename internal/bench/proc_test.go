@@ -152,3 +152,31 @@ func (p *serverProc) rss(b *testing.B) int64 {
 	b.Fatalf("no VmRSS in /proc/%d/status", p.Cmd.Process.Pid)
 	return 0
 }
+
+// resetPeak resets the process's peak resident set size (VmHWM), so that
+// peakRSS reports the peak from now on.
+func (p *serverProc) resetPeak(b *testing.B) {
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", p.Cmd.Process.Pid), []byte("5"), 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// peakRSS returns the process's peak resident set size in bytes since it
+// started or resetPeak.
+func (p *serverProc) peakRSS(b *testing.B) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range bytes.Lines(raw) {
+		if rest, ok := bytes.CutPrefix(line, []byte("VmHWM:")); ok {
+			kb, err := strconv.ParseInt(string(bytes.TrimSuffix(bytes.TrimSpace(rest), []byte(" kB"))), 10, 64)
+			if err != nil {
+				b.Fatalf("parse VmHWM: %q", line)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatalf("no VmHWM in /proc/%d/status", p.Cmd.Process.Pid)
+	return 0
+}

@@ -196,6 +196,7 @@ func (f *feed) count() int {
 // subscription ends, and (unless called by the drain itself, inDrain)
 // detach waits for a running drain to return.
 func (f *feed) detach(s *share, inDrain bool) {
+	closeEvaluator(s.ev)
 	f.mu.Lock()
 	if i := slices.Index(f.shares, s); i >= 0 {
 		f.shares = slices.Delete(f.shares, i, i+1)

@@ -56,6 +56,18 @@ type Evaluator interface {
 	Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error)
 }
 
+// closer is an Evaluator that holds something until its share ends (a
+// live query's result, charged to a budget): Close is called once the
+// share has ended, or did not start.
+type closer interface{ Close() }
+
+// closeEvaluator closes ev when it is a closer.
+func closeEvaluator(ev Evaluator) {
+	if c, ok := ev.(closer); ok {
+		c.Close()
+	}
+}
+
 // ShareOptions describe the subscription a subscriber shares.
 type ShareOptions struct {
 	// Key identifies subscribers with the same events; comparable.
@@ -251,6 +263,7 @@ func (set *shareSet) join(ctx context.Context, o ShareOptions) (*Member, error) 
 		f := newFeed(h, o.Database, conn)
 		sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: f.kick, Hold: f.floor})
 		if err != nil {
+			closeEvaluator(s.ev)
 			return nil, err
 		}
 		f.sub = sub

@@ -130,6 +130,37 @@ type Config struct {
 	// Key max_streams_per_user, env SLUICE_MAX_STREAMS_PER_USER, flag --max-streams-per-user, default 1000.
 	MaxStreamsPerUser int64
 
+	// LiveQueriesPerUser caps the live queries of one user on the process
+	// (the super user is exempt; 0: no cap).
+	// Key live_queries_per_user, env SLUICE_LIVE_QUERIES_PER_USER, flag --live-queries-per-user, default 100.
+	LiveQueriesPerUser int64
+
+	// LiveQueries caps the live queries of the process (0: no cap).
+	// Key live_queries, env SLUICE_LIVE_QUERIES, flag --live-queries, default 20000.
+	LiveQueries int64
+
+	// LiveRowsPerUser and LiveBytesPerUser bound the documents and the
+	// bytes of JSON the results of one user's live queries hold on the
+	// process (the super user is exempt; 0: no bound): a new live query
+	// is refused once they are reached, and a result that would pass
+	// them ends its live query.
+	// Key live_rows_per_user, env SLUICE_LIVE_ROWS_PER_USER, flag --live-rows-per-user, default 100000.
+	LiveRowsPerUser int64
+
+	// LiveBytesPerUser bounds the bytes of JSON, as LiveRowsPerUser the
+	// documents.
+	// Key live_bytes_per_user, env SLUICE_LIVE_BYTES_PER_USER, flag --live-bytes-per-user, default 67108864.
+	LiveBytesPerUser int64
+
+	// LiveRows and LiveBytes bound what the results of every live query
+	// of the process hold, as LiveRowsPerUser (0: no bound).
+	// Key live_rows, env SLUICE_LIVE_ROWS, flag --live-rows, default 2000000.
+	LiveRows int64
+
+	// LiveBytes bounds the bytes of JSON, as LiveRows the documents.
+	// Key live_bytes, env SLUICE_LIVE_BYTES, flag --live-bytes, default 536870912.
+	LiveBytes int64
+
 	// CORSOrigins are the origins whose pages may call the API with
 	// credentials; "*" lets any origin call without credentials. Empty:
 	// same origin only (no CORS headers).
@@ -251,6 +282,11 @@ type Config struct {
 	// Key max_webhooks_per_database, env SLUICE_MAX_WEBHOOKS_PER_DATABASE, flag --max-webhooks-per-database, default 20.
 	MaxWebhooksPerDatabase int
 
+	// MaxWebhooksPerUser caps the webhooks one user may have made, over
+	// every database (the super user is exempt; 0: no cap).
+	// Key max_webhooks_per_user, env SLUICE_MAX_WEBHOOKS_PER_USER, flag --max-webhooks-per-user, default 50.
+	MaxWebhooksPerUser int64
+
 	// WebhookTimeout bounds one webhook request, from connecting to the
 	// end of the response's headers; a request that takes longer is a
 	// failed attempt, retried. 1s to 5m.
@@ -282,13 +318,19 @@ type Config struct {
 	// replica must have the same file.
 	// Key webhook_secret_key_file, env SLUICE_WEBHOOK_SECRET_KEY_FILE, flag --webhook-secret-key-file, default "".
 	WebhookSecretKeyFile string
-	// JWTJWKSURL is the http(s) URL of an identity provider's JSON Web
+	// JWTJWKSURL is the https URL of an identity provider's JSON Web
 	// Key Set, instead of JWTJWKSFile: fetched at start (a failure stops
-	// Sluice), refreshed as the response's Cache-Control says and when a
-	// JWT names an unknown kid (rate-limited), and kept for up to a day
-	// while the URL fails. Empty: none.
+	// Sluice; redirects are not followed), refreshed as the response's
+	// Cache-Control says and when a JWT names an unknown kid
+	// (rate-limited), and kept for up to a day while the URL fails.
+	// Empty: none.
 	// Key jwt_jwks_url, env SLUICE_JWT_JWKS_URL, flag --jwt-jwks-url, default "".
 	JWTJWKSURL string
+
+	// JWTJWKSHTTPLoopback lets JWTJWKSURL be http:// on a loopback host
+	// (127.0.0.1, ::1, localhost); otherwise it must be https.
+	// Key jwt_jwks_http_loopback, env SLUICE_JWT_JWKS_HTTP_LOOPBACK, flag --jwt-jwks-http-loopback, default "false".
+	JWTJWKSHTTPLoopback bool
 
 	// TLSCertFile names a PEM certificate (chain): with TLSKeyFile, the
 	// HTTP API is served over TLS (HTTP/2 included), both files read
@@ -347,6 +389,12 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("auth_failure_window", c.AuthFailureWindow),
 		slog.Int64("max_streams", c.MaxStreams),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
+		slog.Int64("live_queries_per_user", c.LiveQueriesPerUser),
+		slog.Int64("live_queries", c.LiveQueries),
+		slog.Int64("live_rows_per_user", c.LiveRowsPerUser),
+		slog.Int64("live_bytes_per_user", c.LiveBytesPerUser),
+		slog.Int64("live_rows", c.LiveRows),
+		slog.Int64("live_bytes", c.LiveBytes),
 		slog.Any("cors_origins", c.CORSOrigins),
 		slog.Duration("stream_ticket_ttl", c.StreamTicketTTL),
 		slog.String("jwt_hs256_secret", redact(c.JWTHS256Secret)),
@@ -369,12 +417,14 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("statement_timeout", c.StatementTimeout),
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
 		slog.Int("max_webhooks_per_database", c.MaxWebhooksPerDatabase),
+		slog.Int64("max_webhooks_per_user", c.MaxWebhooksPerUser),
 		slog.Duration("webhook_timeout", c.WebhookTimeout),
 		slog.Any("webhook_retry_schedule", c.WebhookRetrySchedule),
 		slog.Any("webhook_allow_networks", c.WebhookAllowNetworks),
 		slog.Duration("webhook_lease_ttl", c.WebhookLeaseTTL),
 		slog.String("webhook_secret_key_file", c.WebhookSecretKeyFile),
 		slog.String("jwt_jwks_url", redactURL(c.JWTJWKSURL)),
+		slog.Bool("jwt_jwks_http_loopback", c.JWTJWKSHTTPLoopback),
 		slog.String("tls_cert_file", c.TLSCertFile),
 		slog.String("tls_key_file", c.TLSKeyFile),
 	)

@@ -63,10 +63,16 @@ func TestDefault(t *testing.T) {
 		AuthMaxFailures:           10,
 		AuthFailureWindow:         5 * time.Minute,
 
-		MaxStreamsPerUser: 1000,
-		StreamTicketTTL:   time.Minute,
-		JWTUserClaim:      "sub",
-		JWTLeeway:         30 * time.Second,
+		MaxStreamsPerUser:  1000,
+		LiveQueriesPerUser: 100,
+		LiveQueries:        20000,
+		LiveRowsPerUser:    100000,
+		LiveBytesPerUser:   64 << 20,
+		LiveRows:           2000000,
+		LiveBytes:          512 << 20,
+		StreamTicketTTL:    time.Minute,
+		JWTUserClaim:       "sub",
+		JWTLeeway:          30 * time.Second,
 
 		GraphQLMaxQueryBytes:    64 << 10,
 		GraphQLMaxTokens:        15000,
@@ -81,6 +87,7 @@ func TestDefault(t *testing.T) {
 		HistoryPageBytes: 4 << 20,
 
 		MaxWebhooksPerDatabase: 20,
+		MaxWebhooksPerUser:     50,
 		WebhookTimeout:         15 * time.Second,
 		WebhookRetrySchedule: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 			time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour},
@@ -241,9 +248,15 @@ var everything = Config{
 	AuthMaxFailures:           3,
 	AuthFailureWindow:         time.Minute,
 
-	MaxStreams:        5000,
-	MaxStreamsPerUser: 0,
-	CORSOrigins:       []string{"https://app.example.com", "http://localhost:3000"},
+	MaxStreams:         5000,
+	MaxStreamsPerUser:  0,
+	LiveQueriesPerUser: 11,
+	LiveQueries:        12,
+	LiveRowsPerUser:    13,
+	LiveBytesPerUser:   14,
+	LiveRows:           15,
+	LiveBytes:          16,
+	CORSOrigins:        []string{"https://app.example.com", "http://localhost:3000"},
 
 	StreamTicketTTL:    30 * time.Second,
 	JWTHS256Secret:     "0123456789abcdef0123456789abcdef",
@@ -269,12 +282,14 @@ var everything = Config{
 	HistoryPageBytes: 65536,
 
 	MaxWebhooksPerDatabase: 3,
+	MaxWebhooksPerUser:     4,
 	WebhookTimeout:         2 * time.Second,
 	WebhookRetrySchedule:   []time.Duration{100 * time.Millisecond, time.Second},
 	WebhookAllowNetworks:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
 	WebhookLeaseTTL:        3 * time.Second,
 	WebhookSecretKeyFile:   "/run/secrets/webhooks",
 	JWTJWKSURL:             "https://id.example.com/.well-known/jwks.json",
+	JWTJWKSHTTPLoopback:    true,
 	TLSCertFile:            "/etc/sluice/cert.pem",
 	TLSKeyFile:             "/etc/sluice/key.pem",
 }
@@ -316,6 +331,12 @@ auth_max_failures: 3
 auth_failure_window: 1m
 max_streams: 5000
 max_streams_per_user: 0
+live_queries_per_user: 11
+live_queries: 12
+live_rows_per_user: 13
+live_bytes_per_user: 14
+live_rows: 15
+live_bytes: 16
 cors_origins: ["https://app.example.com", "http://localhost:3000"]
 stream_ticket_ttl: 30s
 jwt_hs256_secret: 0123456789abcdef0123456789abcdef
@@ -338,12 +359,14 @@ graphql_max_response_bytes: 1008
 statement_timeout: 2m
 history_page_bytes: 65536
 max_webhooks_per_database: 3
+max_webhooks_per_user: 4
 webhook_timeout: 2s
 webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
 jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+jwt_jwks_http_loopback: true
 tls_cert_file: /etc/sluice/cert.pem
 tls_key_file: /etc/sluice/key.pem
 `},
@@ -369,6 +392,12 @@ auth_max_failures: 3
 auth_failure_window: 1m
 max_streams: 5000
 max_streams_per_user: "0"
+live_queries_per_user: "11"
+live_queries: "12"
+live_rows_per_user: "13"
+live_bytes_per_user: "14"
+live_rows: "15"
+live_bytes: "16"
 cors_origins:
   - https://app.example.com
   - http://localhost:3000
@@ -393,12 +422,14 @@ graphql_max_response_bytes: 1008
 statement_timeout: 2m
 history_page_bytes: 65536
 max_webhooks_per_database: 3
+max_webhooks_per_user: 4
 webhook_timeout: 2s
 webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
 jwt_jwks_url: https://id.example.com/.well-known/jwks.json
+jwt_jwks_http_loopback: "true"
 tls_cert_file: /etc/sluice/cert.pem
 tls_key_file: /etc/sluice/key.pem
 `},
@@ -424,6 +455,12 @@ auth_max_failures = 3
 auth_failure_window = "1m"
 max_streams = 5000
 max_streams_per_user = 0
+live_queries_per_user = 11
+live_queries = 12
+live_rows_per_user = 13
+live_bytes_per_user = 14
+live_rows = 15
+live_bytes = 16
 cors_origins = ["https://app.example.com", "http://localhost:3000"]
 stream_ticket_ttl = "30s"
 jwt_hs256_secret = "0123456789abcdef0123456789abcdef"
@@ -446,12 +483,14 @@ graphql_max_response_bytes = 1008
 statement_timeout = "2m"
 history_page_bytes = 65536
 max_webhooks_per_database = 3
+max_webhooks_per_user = 4
 webhook_timeout = "2s"
 webhook_retry_schedule = ["100ms", "1s"]
 webhook_allow_networks = ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl = "3s"
 webhook_secret_key_file = "/run/secrets/webhooks"
 jwt_jwks_url = "https://id.example.com/.well-known/jwks.json"
+jwt_jwks_http_loopback = true
 tls_cert_file = "/etc/sluice/cert.pem"
 tls_key_file = "/etc/sluice/key.pem"
 `},
@@ -477,6 +516,12 @@ tls_key_file = "/etc/sluice/key.pem"
   "auth_failure_window": "1m",
   "max_streams": 5000,
   "max_streams_per_user": 0,
+  "live_queries_per_user": 11,
+  "live_queries": 12,
+  "live_rows_per_user": 13,
+  "live_bytes_per_user": 14,
+  "live_rows": 15,
+  "live_bytes": 16,
   "cors_origins": ["https://app.example.com", "http://localhost:3000"],
   "stream_ticket_ttl": "30s",
   "jwt_hs256_secret": "0123456789abcdef0123456789abcdef",
@@ -499,12 +544,14 @@ tls_key_file = "/etc/sluice/key.pem"
   "statement_timeout": "120s",
   "history_page_bytes": 65536,
   "max_webhooks_per_database": 3,
+  "max_webhooks_per_user": 4,
   "webhook_timeout": "2s",
   "webhook_retry_schedule": "100ms,1s",
   "webhook_allow_networks": ["127.0.0.0/8", "fd00::/8"],
   "webhook_lease_ttl": "3s",
   "webhook_secret_key_file": "/run/secrets/webhooks",
   "jwt_jwks_url": "https://id.example.com/.well-known/jwks.json",
+  "jwt_jwks_http_loopback": true,
   "tls_cert_file": "/etc/sluice/cert.pem",
   "tls_key_file": "/etc/sluice/key.pem"
 }`},
@@ -550,6 +597,12 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_METRICS_LISTEN":               "127.0.0.1:9363",
 		"SLUICE_MAX_STREAMS":                  "5000",
 		"SLUICE_MAX_STREAMS_PER_USER":         "0",
+		"SLUICE_LIVE_QUERIES_PER_USER":        "11",
+		"SLUICE_LIVE_QUERIES":                 "12",
+		"SLUICE_LIVE_ROWS_PER_USER":           "13",
+		"SLUICE_LIVE_BYTES_PER_USER":          "14",
+		"SLUICE_LIVE_ROWS":                    "15",
+		"SLUICE_LIVE_BYTES":                   "16",
 		"SLUICE_CORS_ORIGINS":                 "https://app.example.com, http://localhost:3000",
 		"SLUICE_STREAM_TICKET_TTL":            "30s",
 		"SLUICE_JWT_HS256_SECRET":             "0123456789abcdef0123456789abcdef",
@@ -572,12 +625,14 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_HISTORY_PAGE_BYTES": "65536",
 
 		"SLUICE_MAX_WEBHOOKS_PER_DATABASE": "3",
+		"SLUICE_MAX_WEBHOOKS_PER_USER":     "4",
 		"SLUICE_WEBHOOK_TIMEOUT":           "2s",
 		"SLUICE_WEBHOOK_RETRY_SCHEDULE":    "100ms, 1s",
 		"SLUICE_WEBHOOK_ALLOW_NETWORKS":    "127.0.0.0/8,fd00::/8",
 		"SLUICE_WEBHOOK_LEASE_TTL":         "3s",
 		"SLUICE_WEBHOOK_SECRET_KEY_FILE":   "/run/secrets/webhooks",
 		"SLUICE_JWT_JWKS_URL":              "https://id.example.com/.well-known/jwks.json",
+		"SLUICE_JWT_JWKS_HTTP_LOOPBACK":    "true",
 		"SLUICE_TLS_CERT_FILE":             "/etc/sluice/cert.pem",
 		"SLUICE_TLS_KEY_FILE":              "/etc/sluice/key.pem",
 	})
@@ -612,6 +667,12 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--metrics-listen", "127.0.0.1:9363",
 		"--max-streams", "5000",
 		"--max-streams-per-user", "0",
+		"--live-queries-per-user", "11",
+		"--live-queries", "12",
+		"--live-rows-per-user", "13",
+		"--live-bytes-per-user", "14",
+		"--live-rows", "15",
+		"--live-bytes", "16",
 		"--cors-origins", "https://app.example.com,http://localhost:3000",
 		"--stream-ticket-ttl", "30s",
 		"--jwt-hs256-secret", "0123456789abcdef0123456789abcdef",
@@ -632,12 +693,14 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--statement-timeout", "2m",
 		"--history-page-bytes", "65536",
 		"--max-webhooks-per-database", "3",
+		"--max-webhooks-per-user", "4",
 		"--webhook-timeout", "2s",
 		"--webhook-retry-schedule", "100ms,1s",
 		"--webhook-allow-networks", "127.0.0.1/8,fd00::/8",
 		"--webhook-lease-ttl", "3s",
 		"--webhook-secret-key-file", "/run/secrets/webhooks",
 		"--jwt-jwks-url", "https://id.example.com/.well-known/jwks.json",
+		"--jwt-jwks-http-loopback", "true",
 		"--tls-cert-file", "/etc/sluice/cert.pem",
 		"--tls-key-file", "/etc/sluice/key.pem",
 	}, nil)
@@ -810,7 +873,7 @@ func TestInvalidValues(t *testing.T) {
 		{
 			name: "jwt_jwks_url not http",
 			env:  map[string]string{"SLUICE_JWT_JWKS_URL": "id.example.com/jwks.json"},
-			want: `config: jwt_jwks_url: invalid value "id.example.com/jwks.json" (from SLUICE_JWT_JWKS_URL): want an http(s) URL`,
+			want: `config: jwt_jwks_url: invalid value "id.example.com/jwks.json" (from SLUICE_JWT_JWKS_URL): want an https URL`,
 		},
 	}
 	for _, tt := range tests {

@@ -144,6 +144,24 @@ func options() []option {
 		capOption("max_streams_per_user", "1000",
 			"most open streams one user may hold on this process (the super user is exempt; 0: no cap); past it a new stream is answered 429 with Retry-After",
 			func(c *Config, n int64) error { c.MaxStreamsPerUser = n; return nil }),
+		capOption("live_queries_per_user", "100",
+			"most live queries one user may hold on this process (the super user is exempt; 0: no cap); past it a new one is refused with an error naming this key",
+			func(c *Config, n int64) error { c.LiveQueriesPerUser = n; return nil }),
+		capOption("live_queries", "20000",
+			"most live queries this process holds (0: no cap); past it a new one is refused with an error naming this key",
+			func(c *Config, n int64) error { c.LiveQueries = n; return nil }),
+		capOption("live_rows_per_user", "100000",
+			"most documents the results of one user's live queries may hold on this process (the super user is exempt; 0: no cap): a new live query is refused once they hold it, and a result that would pass it ends its live query",
+			func(c *Config, n int64) error { c.LiveRowsPerUser = n; return nil }),
+		capOption("live_bytes_per_user", "67108864",
+			"most bytes of JSON the results of one user's live queries may hold on this process (64 MiB; the super user is exempt; 0: no cap), as live_rows_per_user",
+			func(c *Config, n int64) error { c.LiveBytesPerUser = n; return nil }),
+		capOption("live_rows", "2000000",
+			"most documents the results of every live query of this process may hold (0: no cap), as live_rows_per_user",
+			func(c *Config, n int64) error { c.LiveRows = n; return nil }),
+		capOption("live_bytes", "536870912",
+			"most bytes of JSON the results of every live query of this process may hold (512 MiB; 0: no cap), as live_rows_per_user",
+			func(c *Config, n int64) error { c.LiveBytes = n; return nil }),
 		listOption("cors_origins", "",
 			"origins (scheme://host[:port], comma-separated) whose pages may call the API with credentials; * lets any origin call without credentials; empty: same origin only",
 			func(c *Config, origins []string) error {
@@ -252,6 +270,9 @@ func options() []option {
 		countOption("max_webhooks_per_database", "20",
 			"most webhooks one database may have",
 			func(c *Config, n int) { c.MaxWebhooksPerDatabase = n }),
+		capOption("max_webhooks_per_user", "50",
+			"most webhooks one user may have made, over every database (the super user is exempt; 0: no cap)",
+			func(c *Config, n int64) error { c.MaxWebhooksPerUser = n; return nil }),
 		durationOption("webhook_timeout", "15s",
 			"longest a webhook request may take to be answered (its response headers) before the attempt counts as failed and is retried (1s to 5m)",
 			func(c *Config, d time.Duration) error {
@@ -305,17 +326,20 @@ func options() []option {
 			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
 			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
 		stringOption("jwt_jwks_url", "",
-			"http(s) URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start, refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
+			"https URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start (redirects are not followed), refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
 			func(c *Config, s string) error {
 				if s != "" {
 					u, err := url.Parse(s)
 					if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-						return errors.New("want an http(s) URL")
+						return errors.New("want an https URL")
 					}
 				}
 				c.JWTJWKSURL = s
 				return nil
 			}),
+		boolOption("jwt_jwks_http_loopback", "false",
+			"true lets jwt_jwks_url be http:// when its host is 127.0.0.1, ::1 or localhost (an identity provider on the same machine, tests); otherwise it must be https",
+			func(c *Config, b bool) error { c.JWTJWKSHTTPLoopback = b; return nil }),
 		stringOption("tls_cert_file", "",
 			"PEM certificate (chain) file: with tls_key_file, the API is served over TLS and HTTP/2; both are read again on SIGHUP; empty: plain HTTP",
 			func(c *Config, s string) error { c.TLSCertFile = s; return nil }),
@@ -398,6 +422,26 @@ func stringOption(key, def, usage string, set func(*Config, string) error) optio
 				return errors.New("want a string (quote it in the config file)")
 			}
 			return set(c, s)
+		}}
+}
+
+// boolOption is true or false (a string in the environment and flags, a
+// boolean or a string in a config file).
+func boolOption(key, def, usage string, set func(*Config, bool) error) option {
+	return option{key: key, kind: kindString, def: def, usage: usage,
+		decode: func(c *Config, v any) error {
+			switch x := v.(type) {
+			case bool:
+				return set(c, x)
+			case string:
+				switch x {
+				case "true":
+					return set(c, true)
+				case "false":
+					return set(c, false)
+				}
+			}
+			return errors.New("want true or false")
 		}}
 }
 

@@ -158,7 +158,7 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 func (d *Daemon) Run(ctx context.Context) error {
 	// Read before Postgres starts: a wrong key file stops the daemon at once.
 	jwt, err := auth.LoadJWT(ctx, auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
-		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
+		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, JWKSHTTPLoopback: d.cfg.JWTJWKSHTTPLoopback, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,
 		UserClaim: d.cfg.JWTUserClaim, Leeway: d.cfg.JWTLeeway}, auth.JWTDeps{Logger: d.logger})
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -224,6 +224,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
 		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
+	eng.UseLogRetention(d.cfg.LogRetention)
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}
@@ -231,7 +232,9 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	streams := gqltransport.NewServer(gqltransport.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
-		Origins:           d.cfg.CORSOrigins})
+		Origins:           d.cfg.CORSOrigins,
+		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,
+			RowsPerUser: d.cfg.LiveRowsPerUser, BytesPerUser: d.cfg.LiveBytesPerUser, Rows: d.cfg.LiveRows, Bytes: d.cfg.LiveBytes}})
 	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
@@ -282,7 +285,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
 		Console:          console.New(),
-		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase),
+		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase, int(d.cfg.MaxWebhooksPerUser)),
 	})
 	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
 		streams: streams, handler: handler}, nil
@@ -464,7 +467,7 @@ func prune(ctx context.Context, store *postgres.DB, retention time.Duration, flo
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		n, err := store.Prune(ctx, time.Now().Add(-retention), floors())
+		n, err := store.Prune(ctx, time.Now(), retention, floors())
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("prune commit history", "err", err)
 		} else if n > 0 {

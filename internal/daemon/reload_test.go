@@ -80,6 +80,7 @@ func TestJWKSURLWithRotatingKey(t *testing.T) {
 	}
 	d := dt.Start(t, func(c *config.Config) {
 		c.JWTJWKSURL = idp.URL + "/.well-known/jwks.json"
+		c.JWTJWKSHTTPLoopback = true // the test identity provider is plain HTTP on loopback
 		c.JWTAudience = jwtAudience
 		c.JWTIssuer = jwtIssuer
 	})

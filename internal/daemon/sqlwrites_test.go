@@ -32,14 +32,14 @@ type sqlWriter struct {
 // tests share the cluster) granted USAGE on database admin/db's Postgres
 // schema and SELECT, INSERT, UPDATE, DELETE and TRUNCATE on its tables,
 // through the daemon's own connection URL (a superuser's).
-func newSQLWriter(t *testing.T, d *dt.Daemon, db string) *sqlWriter {
+func newSQLWriter(t testing.TB, d *dt.Daemon, db string) *sqlWriter {
 	t.Helper()
 	return newSQLWriterVia(t, d, db, d.DatabaseURL)
 }
 
 // newSQLWriterVia is newSQLWriter through adminURL, a superuser's
 // connection to the daemon's database.
-func newSQLWriterVia(t *testing.T, d *dt.Daemon, db, adminURL string) *sqlWriter {
+func newSQLWriterVia(t testing.TB, d *dt.Daemon, db, adminURL string) *sqlWriter {
 	t.Helper()
 	var info struct {
 		Schema string `json:"postgres_schema"`
@@ -297,7 +297,7 @@ func sameSuffixes(got, want []string) bool {
 
 // replayLog reads database admin/db's whole history through /api/changes
 // and returns the documents it leaves: each change's after image, by id.
-func replayLog(t *testing.T, d *dt.Daemon, db string) map[string]string {
+func replayLog(t testing.TB, d *dt.Daemon, db string) map[string]string {
 	t.Helper()
 	state := map[string]string{}
 	after := "0"
@@ -333,7 +333,7 @@ func replayLog(t *testing.T, d *dt.Daemon, db string) map[string]string {
 }
 
 // tableState reads every document of class in database admin/db.
-func tableState(t *testing.T, d *dt.Daemon, db, class string) map[string]string {
+func tableState(t testing.TB, d *dt.Daemon, db, class string) map[string]string {
 	t.Helper()
 	state := map[string]string{}
 	r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/"+db+"?type="+class, nil)

@@ -29,6 +29,8 @@ type Engine struct {
 	// gcPercent is the collector's target while large writes run (see
 	// bulkGC); 0 leaves it alone.
 	gcPercent int
+	// logRetention is the server's log_retention (UseLogRetention).
+	logRetention time.Duration
 
 	mu      sync.Mutex
 	schemas map[schemaKey]*sluice.Schema

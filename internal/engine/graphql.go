@@ -94,10 +94,12 @@ func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluic
 
 // CommitChanges returns commit seq of d (0: the newest) with its changes
 // as a reader with role sees them through the current schema s (see
-// RedactCommit), or NotFound when it does not exist or was pruned.
-// Authorization as QueryDocuments.
-func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (*sluice.Commit, error) {
-	c, err := e.store.Commit(ctx, d, seq)
+// RedactCommit), or NotFound when it does not exist or was pruned. It
+// stops reading once it holds more than maxChanges changes or maxBytes
+// bytes of change images (< 0: no bound), and the commit is then Partial
+// (see postgres.DB.Commit). Authorization as QueryDocuments.
+func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error) {
+	c, err := e.store.Commit(ctx, d, seq, maxChanges, maxBytes)
 	if err != nil {
 		return nil, err
 	}

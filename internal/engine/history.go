@@ -39,26 +39,9 @@ const maxCachedVersions = 16
 // schemaAt returns the schema commit seq of d was made under, or nil when
 // it is not known (the commit predates migration 5).
 func (e *Engine) schemaAt(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Schema, error) {
-	h := &e.history
-	h.mu.Lock()
-	dv := h.dbs[d.ID]
-	h.mu.Unlock()
-	if dv == nil || len(dv.versions) == 0 || dv.versions[len(dv.versions)-1].Version < d.SchemaVersion {
-		vs, err := e.store.SchemaVersions(ctx, d.ID)
-		if err != nil {
-			return nil, err
-		}
-		dv = &dbVersions{versions: vs, parsed: map[int]*sluice.Schema{}}
-		h.mu.Lock()
-		if h.dbs == nil {
-			h.dbs = map[int64]*dbVersions{}
-		}
-		if cur := h.dbs[d.ID]; cur != nil && len(cur.versions) >= len(vs) {
-			dv = cur // another caller loaded as much or more
-		} else {
-			h.dbs[d.ID] = dv
-		}
-		h.mu.Unlock()
+	dv, err := e.schemaVersions(ctx, d)
+	if err != nil {
+		return nil, err
 	}
 	var v *postgres.SchemaVersion
 	for i := range dv.versions {
@@ -69,6 +52,39 @@ func (e *Engine) schemaAt(ctx context.Context, d *sluice.Database, seq int64) (*
 	if v == nil {
 		return nil, nil
 	}
+	return e.parsedVersion(d, dv, v)
+}
+
+// schemaVersions returns the known schema versions of d, up to its
+// current one at least.
+func (e *Engine) schemaVersions(ctx context.Context, d *sluice.Database) (*dbVersions, error) {
+	h := &e.history
+	h.mu.Lock()
+	dv := h.dbs[d.ID]
+	h.mu.Unlock()
+	if dv != nil && len(dv.versions) > 0 && dv.versions[len(dv.versions)-1].Version >= d.SchemaVersion {
+		return dv, nil
+	}
+	vs, err := e.store.SchemaVersions(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	dv = &dbVersions{versions: vs, parsed: map[int]*sluice.Schema{}}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dbs == nil {
+		h.dbs = map[int64]*dbVersions{}
+	}
+	if cur := h.dbs[d.ID]; cur != nil && len(cur.versions) >= len(vs) {
+		return cur, nil // another caller loaded as much or more
+	}
+	h.dbs[d.ID] = dv
+	return dv, nil
+}
+
+// parsedVersion returns version v of dv, parsed.
+func (e *Engine) parsedVersion(d *sluice.Database, dv *dbVersions, v *postgres.SchemaVersion) (*sluice.Schema, error) {
+	h := &e.history
 	h.mu.Lock()
 	s := dv.parsed[v.Version]
 	h.mu.Unlock()

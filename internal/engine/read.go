@@ -2,44 +2,71 @@ package engine
 
 import (
 	"context"
+	"math"
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-// Document returns the API-form JSON of one document, and the position it
-// reflects (the newest commit in the snapshot it was read in); it needs
-// the read role. Fields the reader may not see (field protection) are
-// removed.
-func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string) ([]byte, sluice.Position, error) {
+// ReadAt says what a read reflects: its position and, for a read of the
+// past, the fields ("Class.field", sorted) it leaves out because their
+// values then cannot be shown (see Past).
+type ReadAt struct {
+	Position sluice.Position
+	Hidden   []string
+}
+
+// Document returns the API-form JSON of one document, and what it reflects
+// (the newest commit in the snapshot it was read in); it needs the read
+// role. Fields the reader may not see (field protection) are removed.
+// With asOf set, it returns the document as it was at that position (see
+// ReadAsOf for the errors of a position it cannot read).
+func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string, asOf *sluice.Position) ([]byte, ReadAt, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return nil, ReadAt{}, err
 	}
-	_, key, ok := strings.Cut(id, "/")
+	class, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+		return nil, ReadAt{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
 	}
 	// A key no document can have (NUL, invalid UTF-8, too long) is the
 	// client's mistake, and must not reach SQL.
 	if err := schema.CheckKey(key); err != nil {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+		return nil, ReadAt{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return nil, ReadAt{}, err
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
-	snap.OneStatement()
+	var past *Past
+	if asOf != nil {
+		if past, err = e.ReadAsOf(rctx, d, s, role, snap, "as_of", *asOf); err != nil {
+			return nil, ReadAt{}, err
+		}
+		if err := past.CheckClass(class); err != nil {
+			return nil, ReadAt{}, err
+		}
+	} else {
+		snap.OneStatement()
+	}
 	b, err := e.store.Document(rctx, d, s, id)
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return nil, ReadAt{}, err
 	}
-	pos, _ := snap.Position()
+	at := ReadAt{}
+	at.Position, _ = snap.Position()
 	out, err := redactFor(role, s, b)
-	return out, pos, err
+	if err != nil || past == nil {
+		return out, at, err
+	}
+	at.Position, at.Hidden = past.Position, past.Hidden([]string{class})
+	out, err = dropUnknown(s, past, out)
+	return out, at, err
 }
 
 // DocumentQuery selects documents for Documents.
@@ -48,13 +75,15 @@ type DocumentQuery struct {
 	Type  string
 	Skip  int64
 	Count int64 // < 0: no limit
+	// AsOf, when set, reads the documents as they were at that position.
+	AsOf *sluice.Position
 }
 
 // Documents calls fn with each selected document's API-form JSON, ordered by
 // id; it needs the read role. start is called once, before the first
-// document (or, with none, before Documents returns nil), with the
-// position the documents reflect: they are read in one snapshot.
-func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string, q DocumentQuery, start func(sluice.Position), fn func([]byte) error) error {
+// document (or, with none, before Documents returns nil), with what the
+// documents reflect: they are read in one snapshot.
+func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string, q DocumentQuery, start func(ReadAt), fn func([]byte) error) error {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return err
@@ -73,19 +102,45 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
-	snap.OneStatement() // the listing, or the position alone
+	var past *Past
+	at := ReadAt{}
+	if q.AsOf != nil {
+		if past, err = e.ReadAsOf(rctx, d, s, role, snap, "as_of", *q.AsOf); err != nil {
+			return err
+		}
+		read := classes
+		if q.Type == "" {
+			for _, n := range s.Order {
+				if s.Classes[n].Kind == sluice.KindDocument {
+					read = append(read, n)
+				}
+			}
+		}
+		for _, c := range read {
+			if err := past.CheckClass(c); err != nil {
+				return err
+			}
+		}
+		at = ReadAt{Position: past.Position, Hidden: past.Hidden(read)}
+	} else {
+		snap.OneStatement() // the listing, or the position alone
+	}
 	started := false
 	begin := func() {
 		if !started {
 			started = true
-			pos, _ := snap.Position()
-			start(pos)
+			if past == nil {
+				at.Position, _ = snap.Position()
+			}
+			start(at)
 		}
 	}
 	if q.Type != "" && len(classes) == 0 {
 		// No class to read: the position alone.
-		if _, err := e.store.History(rctx, d.ID); err != nil {
-			return err
+		if past == nil {
+			if _, err := e.store.History(rctx, d.ID); err != nil {
+				return err
+			}
 		}
 		begin()
 		return nil
@@ -93,6 +148,9 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 	err = e.store.Documents(rctx, d, s, classes, q.Skip, q.Count, func(b []byte) error {
 		begin()
 		out, err := redactFor(role, s, b)
+		if err == nil && past != nil {
+			out, err = dropUnknown(s, past, out)
+		}
 		if err != nil {
 			return err
 		}
@@ -177,6 +235,48 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 	}
 	for i, c := range page.Commits {
 		if page.Commits[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
+			return nil, sluice.Position{}, err
+		}
+	}
+	pos, _ := snap.Position()
+	return page, pos, nil
+}
+
+// DocumentHistory returns a page of the versions of document id of
+// database org/name, newest first, before position before (nil: from the
+// newest): at most limit versions, with after images of at most maxBytes
+// (see postgres.DB.DocumentHistory, which also bounds the log a page
+// reads), redacted for u as history is (RedactCommit). It needs the read
+// role. The page is read in one snapshot, whose position it returns too.
+func (e *Engine) DocumentHistory(ctx context.Context, u *sluice.User, org, name, id string, before *sluice.Position, limit int, maxBytes int64) (*postgres.VersionPage, sluice.Position, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	if _, key, ok := strings.Cut(id, "/"); !ok || key == "" {
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+	} else if err := schema.CheckKey(key); err != nil {
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+	}
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	ctx, snap := e.ReadSnapshot(ctx, d)
+	defer snap.Close()
+	from := sluice.Position{Epoch: d.Epoch, Seq: math.MaxInt64}
+	if before != nil {
+		if _, err := e.checkPast(ctx, d, "before", *before); err != nil {
+			return nil, sluice.Position{}, err
+		}
+		from = *before
+	}
+	page, err := e.store.DocumentHistory(ctx, d, id, from, limit, maxBytes)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	for i, c := range page.Versions {
+		if page.Versions[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
 			return nil, sluice.Position{}, err
 		}
 	}

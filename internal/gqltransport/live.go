@@ -3,7 +3,10 @@ package gqltransport
 import (
 	"bytes"
 	"context"
+	"runtime"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -62,6 +65,94 @@ type liveCohort struct {
 type liveBatcher struct {
 	hub     *changefeed.Hub
 	metrics *metrics.Stream
+	budget  *liveBudget
+	reads   *liveReads
+}
+
+// newLiveBatcher returns the Server's liveBatcher.
+func newLiveBatcher(hub *changefeed.Hub, m *metrics.Stream, b LiveBudget) *liveBatcher {
+	return &liveBatcher{hub: hub, metrics: m, budget: newLiveBudget(b), reads: newLiveReads(max(runtime.GOMAXPROCS(0)/2, 1))}
+}
+
+// liveReads bounds the live reads (a settle's, a resumed query's) one
+// user runs at once to half the cores: however many live queries a user
+// holds, other users' requests, and live queries, keep the rest. A
+// user's reads that wait coalesce the commits made meanwhile. The super
+// user is not bounded.
+type liveReads struct {
+	per   int
+	mu    sync.Mutex
+	users map[int64]*userReads
+}
+
+type userReads struct {
+	id     int64
+	tokens chan struct{}
+	refs   int
+}
+
+func newLiveReads(per int) *liveReads {
+	return &liveReads{per: per, users: map[int64]*userReads{}}
+}
+
+// acquire waits until each of users (sorted by id, so that two reads
+// never wait for each other) may run one more read, and returns the
+// function that gives the tokens back; an error when ctx ended first.
+func (r *liveReads) acquire(ctx context.Context, users []*sluice.User) (func(), error) {
+	var held []*userReads
+	release := func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, u := range held {
+			<-u.tokens
+		}
+		r.unref(held)
+	}
+	var ids []int64
+	for _, u := range users {
+		if !u.Superuser && !slices.Contains(ids, u.ID) {
+			ids = append(ids, u.ID)
+		}
+	}
+	slices.Sort(ids)
+	r.mu.Lock()
+	var want []*userReads
+	for _, id := range ids {
+		u := r.users[id]
+		if u == nil {
+			u = &userReads{id: id, tokens: make(chan struct{}, r.per)}
+			r.users[id] = u
+		}
+		u.refs++
+		want = append(want, u)
+	}
+	r.mu.Unlock()
+	for i, u := range want {
+		select {
+		case u.tokens <- struct{}{}:
+			held = want[:i+1]
+		case <-ctx.Done():
+			r.mu.Lock()
+			for _, h := range held {
+				<-h.tokens
+			}
+			r.unref(want)
+			r.mu.Unlock()
+			return nil, ctx.Err()
+		}
+	}
+	held = want
+	return release, nil
+}
+
+// unref drops the references of us, forgetting a user nobody waits on;
+// the caller holds r.mu.
+func (r *liveReads) unref(us []*userReads) {
+	for _, u := range us {
+		if u.refs--; u.refs == 0 {
+			delete(r.users, u.id)
+		}
+	}
 }
 
 func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b} }
@@ -71,6 +162,8 @@ func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b}
 type liveEvaluator struct {
 	lq    *graph.LiveQuery
 	patch bool
+	// hold is what its result holds of the live query budget.
+	hold *liveHold
 
 	ran bool // a result was read
 	// seen is the last commit the result reflects: the head of the
@@ -85,6 +178,10 @@ type liveEvaluator struct {
 	data     []byte
 	revision int64
 }
+
+// Close releases what the share's result holds of the budget, once the
+// share ended (changefeed calls it).
+func (e *liveEvaluator) Close() { e.hold.Close() }
 
 // Events is not called: a live share is settled by its group.
 func (e *liveEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
@@ -207,9 +304,20 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 	if len(g.due) == 0 {
 		return
 	}
-	rctx, statements := engine.CountStatements(ctx)
-	res := graph.RunEach(rctx, g.lqs)
-	g.b.count(g.lqs[0], statements())
+	var owners []*sluice.User
+	for _, i := range g.due {
+		owners = append(owners, evs[i].(*liveEvaluator).hold.owner)
+	}
+	done, err := g.b.reads.acquire(ctx, owners)
+	if err != nil {
+		for _, i := range g.due {
+			out[i].Err = err
+		}
+		clear(g.lqs)
+		return
+	}
+	res := g.read(ctx, evs)
+	done()
 	// What the reads saw may have been written after access changes that
 	// end some members: apply those first, so that an ended member never
 	// takes these results.
@@ -232,6 +340,92 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 		g.settle(evs[i].(*liveEvaluator), res[j].Data, res[j].Position, &out[i])
 	}
 	clear(g.lqs) // hold no live query between batches
+}
+
+// liveEstimate names the bound of a read estimated from the result
+// before it (a result that passes it is read again alone, see read).
+const liveEstimate = "live_estimate"
+
+// read reads the results of the due shares (g.due, g.lqs) of evs, each
+// within what the live query budget leaves its owner and the process
+// (liveHold.bounds), and charges them to it.
+//
+// The budget left is shared by the owner's results, so reading them all
+// at once, each bounded by all of it, could take many times what is left
+// before any is charged: a share's read is first bounded by an estimate,
+// twice its last result and some more, and together those stay within a
+// few times what the budget allows. A result past its estimate is read
+// again, alone, after the others were charged, within what is left then.
+func (g *liveGroup) read(ctx context.Context, evs []changefeed.Evaluator) []graph.LiveResult {
+	rows, bytes := g.lqs[0].Limits()
+	bs := make([]graph.Bounds, len(g.due))
+	full := make([]graph.Bounds, len(g.due))
+	for j, i := range g.due {
+		e := evs[i].(*liveEvaluator)
+		full[j] = e.hold.bounds(rows, bytes)
+		bs[j] = estimate(full[j], rows, bytes, e.hold)
+	}
+	rctx, statements := engine.CountStatements(ctx)
+	res := graph.RunEach(rctx, g.lqs, bs)
+	g.b.count(g.lqs[0], statements())
+	var again []int
+	for j, i := range g.due {
+		e := evs[i].(*liveEvaluator)
+		switch {
+		case graph.IsBoundError(res[j].Err, liveEstimate):
+			again = append(again, j)
+		case res[j].Err == nil:
+			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
+		}
+	}
+	for _, j := range again {
+		e := evs[g.due[j]].(*liveEvaluator)
+		b := e.hold.bounds(rows, bytes)
+		if err := b.Spent(); err != nil {
+			res[j] = graph.LiveResult{Err: err}
+			continue
+		}
+		rctx, statements := engine.CountStatements(ctx)
+		res[j] = e.lq.Run(rctx, b)
+		g.b.count(e.lq, statements())
+		if res[j].Err == nil {
+			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
+		}
+	}
+	for j := range res {
+		if res[j].Err != nil {
+			res[j].Data = nil // what it read is not kept
+		}
+	}
+	return res
+}
+
+// estimate returns the bounds of a first read of h's next result: full
+// (what the budget leaves it), tightened to twice what h holds plus 256
+// documents and 64 KiB, named liveEstimate when that is tighter.
+func estimate(full graph.Bounds, rows, bytes int, h *liveHold) graph.Bounds {
+	if full.Rows < 0 || full.Bytes < 0 {
+		return full // spent: RunEach answers its error without reading
+	}
+	b := full
+	if b.Rows == 0 {
+		b.Rows = rows
+	}
+	if b.Bytes == 0 {
+		b.Bytes = bytes
+	}
+	tighter := false
+	heldRows, heldBytes := h.held()
+	if est := 2*heldRows + 256; rows > 0 && est < int64(b.Rows) {
+		b.Rows, b.RowsKey, tighter = int(est), liveEstimate, true
+	}
+	if est := 2*heldBytes + 64<<10; bytes > 0 && est < int64(b.Bytes) {
+		b.Bytes, b.BytesKey, tighter = int(est), liveEstimate, true
+	}
+	if !tighter {
+		return full
+	}
+	return b
 }
 
 // settle takes e's result data, read at pos, and sets out to what it

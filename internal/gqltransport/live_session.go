@@ -43,11 +43,19 @@ func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *
 		s.fail(sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON"))
 		return nil
 	}
+	// The budget before anything is read for it (a refusal is an HTTP
+	// 429, or a graphql-ws error, naming the bound).
+	release, err := t.live.budget.admit(greq.User)
+	if err != nil {
+		st.refuse(err)
+		return nil
+	}
 	s.db = greq.DB
 	s.str = stream.New(ctx, frameSink{st}, stream.Options{Hub: t.opts.Hub, Metrics: t.opts.Metrics, Logger: t.opts.Logger,
-		Label: st.label(), Database: greq.DB, Classes: lq.Classes(), Heartbeat: req.heartbeat})
+		Label: st.label(), Database: greq.DB, Classes: lq.Classes(), Heartbeat: req.heartbeat, OnRelease: release})
 	// The guard first, as for every stream (session.go).
 	if err := s.str.Guard(engine.Grant(ctx, greq.User, greq.DB, t.es.Role())); err != nil {
+		release()
 		st.refuse(err)
 		return nil
 	}
@@ -62,7 +70,9 @@ func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *
 	}
 	err = s.str.Join(changefeed.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(),
 		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName, classes: strings.Join(lq.Classes(), " ")},
-		New:   func() changefeed.Evaluator { return &liveEvaluator{lq: lq, patch: patch} },
+		New: func() changefeed.Evaluator {
+			return &liveEvaluator{lq: lq, patch: patch, hold: t.live.budget.hold(greq.User)}
+		},
 		Frame: frameNext,
 	})
 	if err != nil {
@@ -121,8 +131,16 @@ type liveResume struct {
 // writes only results read after that snapshot and, without patches,
 // not the first one when it equals the result the client has.
 func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sluice.Position, patch bool) (*liveResume, error) {
+	// Read within what the budget leaves the user (the result is not
+	// kept: the share's is).
+	maxRows, maxBytes := lq.Limits()
+	done, err := t.live.reads.acquire(ctx, []*sluice.User{lq.User()})
+	if err != nil {
+		return nil, err
+	}
 	rctx, statements := engine.CountStatements(ctx)
-	run := lq.Run(rctx)
+	run := lq.Run(rctx, t.live.budget.hold(lq.User()).bounds(maxRows, maxBytes))
+	done()
 	t.live.count(lq, statements())
 	if run.Err != nil {
 		return nil, run.Err

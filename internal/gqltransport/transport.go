@@ -56,6 +56,8 @@ type Options struct {
 	// its connection_init only. Pages of the server's own origin, and
 	// clients that send no Origin, always may (see checkOrigin).
 	Origins []string
+	// Live bounds what live queries hold (config live_*).
+	Live LiveBudget
 }
 
 // Server is the graphql-sse transport shared by every database's gqlgen
@@ -90,7 +92,7 @@ func NewServer(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
 	}
-	return &Server{opts: o, conns: newConnections(), live: &liveBatcher{hub: o.Hub, metrics: o.Metrics}}
+	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Hub, o.Metrics, o.Live)}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests

@@ -48,7 +48,7 @@ type AggregateResult struct {
 // past the largest float) is a CodeInvalid error.
 func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery) (AggregateResult, error) {
 	res := AggregateResult{Values: make([]any, len(q.Aggs))}
-	st, cols, err := compileAggregate(d, s, q)
+	st, cols, err := compileAggregate(d, s, q, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
 		return res, err
 	}
@@ -81,7 +81,7 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 // ExplainAggregate returns Postgres' plan of the statement Aggregate
 // sends for q (as ExplainQuery does for a query).
 func (db *DB) ExplainAggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery, analyze bool) (string, error) {
-	st, _, err := compileAggregate(d, s, q)
+	st, _, err := compileAggregate(d, s, q, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
 		return "", err
 	}
@@ -92,8 +92,9 @@ func (db *DB) ExplainAggregate(ctx context.Context, d *sluice.Database, s *sluic
 // table, and the holders of its aggregates' columns. One table is
 // aggregated directly, so that a count over an indexed filter is an
 // index scan; several are aggregated over the union of their rows,
-// reading only the columns aggregated.
-func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery) (*statement, []column, error) {
+// reading only the columns aggregated. With past set, it aggregates the
+// documents as of past.Pos (see past.go).
+func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, past *AsOf) (*statement, []column, error) {
 	if len(q.Classes) == 0 {
 		return nil, nil, nil
 	}
@@ -101,7 +102,7 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery) (*
 	if c == nil {
 		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", q.Class)
 	}
-	b := &sqlBuilder{db: d, schema: s}
+	b := &sqlBuilder{db: d, schema: s, past: past}
 	whereSQL := ""
 	if q.Filter != nil {
 		cond, err := b.compileFilter(q.Filter, scope{alias: "t"})
@@ -131,7 +132,7 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery) (*
 	}
 	from := ""
 	if len(q.Classes) == 1 {
-		from = tableName(d.ID, q.Classes[0]) + " t" + whereSQL
+		from = b.source(q.Classes[0]) + " t" + whereSQL
 	} else {
 		list := "1"
 		if len(read) > 0 {
@@ -142,11 +143,11 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery) (*
 			if s.Class(name) == nil {
 				return nil, nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
 			}
-			parts[i] = fmt.Sprintf("SELECT %s FROM %s t%s", list, tableName(d.ID, name), whereSQL)
+			parts[i] = fmt.Sprintf("SELECT %s FROM %s t%s", list, b.source(name), whereSQL)
 		}
 		from = "(" + strings.Join(parts, " UNION ALL ") + ") t"
 	}
-	sql := "SELECT " + strings.Join(exprs, ", ") + " FROM " + from
+	sql := b.pastStatement("SELECT " + strings.Join(exprs, ", ") + " FROM " + from)
 	return &statement{sql: sql, args: b.args, classes: q.Classes}, cols, nil
 }
 

@@ -35,7 +35,7 @@ type BacklinkQuery struct {
 // holds, not what links to the target. Errors as QueryDocuments.
 func (db *DB) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q BacklinkQuery) ([][]QueryDoc, error) {
 	out := make([][]QueryDoc, len(q.Targets))
-	st, err := compileBacklinks(d, s, q)
+	st, err := compileBacklinks(d, s, q, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
 		return out, err
 	}
@@ -54,7 +54,7 @@ func (db *DB) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schem
 // ExplainBacklinks returns Postgres' plan of the statement Backlinks
 // sends for q (as ExplainQuery does for a query).
 func (db *DB) ExplainBacklinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q BacklinkQuery, analyze bool) (string, error) {
-	st, err := compileBacklinks(d, s, q)
+	st, err := compileBacklinks(d, s, q, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
 		return "", err
 	}
@@ -86,7 +86,9 @@ func (db *DB) ExplainBacklinks(ctx context.Context, d *sluice.Database, s *sluic
 // so that Postgres never walks an index in the page's order testing each
 // row for the target instead, which reads a whole table to fill the page
 // of a document with few links.
-func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*statement, error) {
+//
+// With past set, the documents are read as of past.Pos (see past.go).
+func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, past *AsOf) (*statement, error) {
 	dq := q.Query
 	if len(dq.Classes) == 0 || len(q.Targets) == 0 {
 		return nil, nil
@@ -99,7 +101,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 	if f == nil || f.Type.Kind != sluice.TypeReference {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "%s.%s is not a reference", dq.Class, q.Field)
 	}
-	b := &sqlBuilder{db: d, schema: s}
+	b := &sqlBuilder{db: d, schema: s, past: past}
 	targets := b.arg(q.Targets)
 	col := "t." + ident(f.Name)
 	var where []string
@@ -124,7 +126,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 	}
 	ord := singleOrder(c, dq.Order)
 	from := func(class string) string {
-		return "(SELECT * FROM " + tableName(d.ID, class) + " t" + whereSQL + " OFFSET 0) t"
+		return "(SELECT * FROM " + b.source(class) + " t" + whereSQL + " OFFSET 0) t"
 	}
 	if !f.List && (len(dq.Order) == 0 || dq.Order[0].Field == colID) {
 		// Read in order from the index: the reference sorts first, in
@@ -134,7 +136,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 		extra = ", " + col + " AS lk" + extra
 		order = `u.lk COLLATE "C"` + dir + ", " + order
 		ord = col + ` COLLATE "C"` + dir + ", " + ord
-		from = func(class string) string { return tableName(d.ID, class) + " t" + whereSQL }
+		from = func(class string) string { return b.source(class) + " t" + whereSQL }
 	}
 	page := ""
 	if dq.Limit >= 0 {
@@ -157,7 +159,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 			"SELECT p._k, t.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT t.* FROM " +
 			from(dq.Classes[0]) + " ORDER BY " + ord + page + ") t" + total +
 			") t LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID + " ORDER BY t._k, " + ord
-		return &statement{sql: sql, args: b.args, classes: dq.Classes}, nil
+		return &statement{sql: b.pastStatement(sql), args: b.args, classes: dq.Classes}, nil
 	}
 	// Postgres merges ordered reads of the branches only outside a
 	// LATERAL subquery: each branch is cut at the page's end itself, so
@@ -167,7 +169,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 		end := b.arg(dq.Limit + dq.Offset)
 		branch = func(class string) string { return from(class) + " ORDER BY " + ord + " LIMIT " + end }
 	}
-	parts, joins, cases, err := unionBranches(d, s, dq.Classes, branch, extra, dq.Fields)
+	parts, joins, cases, err := unionBranches(b, dq.Classes, branch, extra, dq.Fields)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +184,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery) (*s
 		"SELECT p._k, u.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page + ") u" + total +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY u._k, " + order
-	return &statement{sql: sql, args: b.args, classes: dq.Classes}, nil
+	return &statement{sql: b.pastStatement(sql), args: b.args, classes: dq.Classes}, nil
 }
 
 // backlinkRows reads the rows of a backlink statement: the target's

@@ -14,7 +14,9 @@ import (
 
 // Writes made directly in Postgres (another role granted DML on a class
 // table, psql, a migration) join the commit log: migration 7 holds the
-// trigger functions and says how. This file makes each class table's
+// trigger functions and says how, and migration 11 keeps their state
+// (each transaction's commit, its changes' count) where only Sluice's
+// role can write it. This file makes each class table's
 // triggers and column defaults from the database's schema, whenever its
 // tables change, and at start for databases made before (or whose
 // schema changed under an older Sluice).

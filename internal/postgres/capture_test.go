@@ -7,11 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // TestAnotherRoleCannotServe: the capture triggers tell Sluice's writes
@@ -53,4 +58,158 @@ func TestAnotherRoleCannotServe(t *testing.T) {
 	if _, err := odb.Migrate(ctx); err == nil || !strings.Contains(err.Error(), "every replica must connect as") || !strings.Contains(err.Error(), other) {
 		t.Fatalf("Migrate as another role: %v", err)
 	}
+}
+
+// TestMigrationRepairsForgedLog: a database at schema version 10, whose
+// log a role granted DML on one database forged through the session
+// settings the capture of that version trusted (a hidden write, a change
+// attached to another database's commit, a commit planted under a uid
+// Sluice draws later, a commit claiming 2,147,483,647 changes), is
+// repaired by migration 11: the hidden change is gone, the attached one
+// too, the planted commit has a fresh uid (and the row it wrote follows
+// it), the huge count is what the commit holds, numbered from 0, and
+// Sluice's next commits, through the planted uid, succeed.
+func TestMigrationRepairsForgedLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewDatabase(t)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := postgres.Open(ctx, dbURL, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.MigrateToForTest(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	s, err := schema.Parse("type Note { text: String }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, victim := &sluice.Database{Org: "o", Name: "mine"}, &sluice.Database{Org: "o", Name: "victim"}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	role := "forger_" + hex.EncodeToString(b)
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		if err := tx.CreateDatabase(ctx, mine, s); err != nil {
+			return err
+		}
+		if err := tx.CreateDatabase(ctx, victim, s); err != nil {
+			return err
+		}
+		for _, stmt := range []string{"CREATE ROLE " + role + " LOGIN", "GRANT USAGE ON SCHEMA sluice_db_" + strconv.FormatInt(mine.ID, 10) + " TO " + role,
+			"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA sluice_db_" + strconv.FormatInt(mine.ID, 10) + " TO " + role} {
+			if err := tx.ExecForTest(ctx, stmt); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	write := func(d *sluice.Database, id string) error {
+		doc := &sluice.Document{ID: id, Type: "Note", Fields: map[string]any{"text": "api"}}
+		_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+			Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Insert(ctx, []*sluice.Document{doc}) }})
+		return err
+	}
+	if err := write(victim, "Note/v"); err != nil {
+		t.Fatal(err)
+	}
+	var victimUID int64
+	if err := pgxQuery(ctx, dbURL, "SELECT uid FROM sluice.commits WHERE db_id = $1", []any{victim.ID}, &victimUID); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("user", role)
+	u.RawQuery = q.Encode()
+	tbl := "sluice_db_" + strconv.FormatInt(mine.ID, 10) + `."Note"`
+	set := func(uid, n string) []string {
+		id := strconv.FormatInt(mine.ID, 10)
+		return []string{"SET LOCAL sluice.capture_uid_" + id + " = '" + uid + "'", "SET LOCAL sluice.capture_n_" + id + " = '" + n + "'"}
+	}
+	// The uid planted is the next the sequence gives, read when planting.
+	next := "(SELECT last_value + 1 FROM sluice.commit_uid_seq)"
+	// (The role reads where the sequence is; tx_uid told any role before.)
+	if err := pgxExec(ctx, dbURL, "GRANT SELECT ON sluice.commit_uid_seq TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmts := range [][]string{
+		append(set("", "0"), "INSERT INTO "+tbl+" (_id, text) VALUES ('Note/hidden', 'h')"),
+		append(set(strconv.FormatInt(victimUID, 10), "5"), "INSERT INTO "+tbl+" (_id, text) VALUES ('Note/attached', 'a')"),
+		{"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/h1', 'h')", "SET LOCAL sluice.capture_n_" + strconv.FormatInt(mine.ID, 10) + " = '2147483646'",
+			"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/h2', 'h')"},
+		{"SELECT set_config('sluice.capture_uid_" + strconv.FormatInt(mine.ID, 10) + "', " + next + "::text, true)",
+			"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/planted', 'p')"},
+	} {
+		if err := pgxExec(ctx, u.String(), stmts...); err != nil {
+			t.Fatalf("%s: %v", strings.Join(stmts, "; "), err)
+		}
+	}
+	var n int
+	if err := pgxQuery(ctx, dbURL, "SELECT max(n_changes) FROM sluice.commits", nil, &n); err != nil || n != 2147483647 {
+		t.Fatalf("the forged count: %d, %v", n, err)
+	}
+
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		query string
+		want  string
+	}{
+		{"SELECT count(*)::text FROM sluice.changes ch WHERE NOT EXISTS (SELECT 1 FROM sluice.commits c WHERE c.uid = ch.commit_uid)", "0"},
+		{"SELECT string_agg(idx::text, ',' ORDER BY idx) FROM sluice.changes WHERE commit_uid = " + strconv.FormatInt(victimUID, 10), "0"},
+		{"SELECT count(*)::text FROM sluice.commits WHERE uid > (SELECT last_value FROM sluice.commit_uid_seq)", "0"},
+		{"SELECT string_agg(n_changes::text, ',' ORDER BY seq) FROM sluice.commits WHERE db_id = " + strconv.FormatInt(mine.ID, 10), "2,1"},
+		{"SELECT string_agg(ch.idx::text, ',' ORDER BY ch.idx) FROM sluice.changes ch JOIN sluice.commits c ON c.uid = ch.commit_uid WHERE c.db_id = " +
+			strconv.FormatInt(mine.ID, 10) + " AND c.n_changes = 2", "0,1"},
+		{"SELECT (c.uid = t._commit_uid)::text FROM " + tbl + " t JOIN sluice.commits c ON c.seq = 2 AND c.db_id = " + strconv.FormatInt(mine.ID, 10) +
+			" WHERE t._id = 'Note/planted'", "true"},
+	} {
+		var got string
+		if err := pgxQuery(ctx, dbURL, c.query, nil, &got); err != nil || got != c.want {
+			t.Errorf("%s: %q (%v), want %q", c.query, got, err, c.want)
+		}
+	}
+	// Sluice's own commits draw past the planted uid.
+	for i := range 70 {
+		if err := write(victim, "Note/api"+strconv.Itoa(i)); err != nil {
+			t.Fatalf("API commit %d after the repair: %v", i, err)
+		}
+	}
+}
+
+// pgxExec runs stmts in one transaction on a connection to connString.
+func pgxExec(ctx context.Context, connString string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, s := range stmts {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// pgxQuery scans the one row of query into dst.
+func pgxQuery(ctx context.Context, connString, query string, args []any, dst ...any) error {
+	conn, err := pgx.Connect(ctx, connString)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.QueryRow(ctx, query, args...).Scan(dst...)
 }

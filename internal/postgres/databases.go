@@ -5,22 +5,54 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
 )
 
-const databaseColumns = `d.id, d.org, d.name, d.label, d.comment, d.epoch, c.schema_version, d.schema_sdl`
+const databaseColumns = `d.id, d.org, d.name, d.label, d.comment, d.epoch, c.schema_version, d.schema_sdl, d.log_retention_seconds`
 
 func scanDatabase(row pgx.Row) (*sluice.Database, string, error) {
 	var d sluice.Database
 	var sdl string
-	err := row.Scan(&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl)
+	var retention *int64
+	err := row.Scan(&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl, &retention)
 	if err != nil {
 		return nil, "", mapError(err)
 	}
+	d.LogRetention = retentionOf(retention)
 	return &d, sdl, nil
+}
+
+// retentionOf returns a database's log retention from its stored seconds.
+func retentionOf(seconds *int64) *time.Duration {
+	if seconds == nil {
+		return nil
+	}
+	r := time.Duration(*seconds) * time.Second
+	return &r
+}
+
+// SetLogRetention sets how long database d keeps its commits: r (0: for
+// ever), or the server's log_retention when r is nil. Pruning keeps them
+// for the longer of r and log_retention (Prune).
+func (db *DB) SetLogRetention(ctx context.Context, d *sluice.Database, r *time.Duration) error {
+	var seconds *int64
+	if r != nil {
+		s := int64(*r / time.Second)
+		seconds = &s
+	}
+	tag, err := db.pool.Exec(ctx, "UPDATE sluice.databases SET log_retention_seconds = $2 WHERE id = $1", d.ID, seconds)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.ErrNoDatabase(d.Org, d.Name)
+	}
+	d.LogRetention = r
+	return nil
 }
 
 // Database returns the database org/name and its schema SDL, or a NotFound

@@ -84,7 +84,7 @@ func ReadableByForTest(name string, version int, sql string) (int, error) {
 // ExplainDocumentsForTest returns the plan (EXPLAIN, COSTS OFF) of the
 // statement Documents sends for these classes and page.
 func (db *DB) ExplainDocumentsForTest(ctx context.Context, d *sluice.Database, classes []string, skip, count int64) (string, error) {
-	q, args := documentsSQL(d, classes, skip, count)
+	q, args := documentsSQL(&sqlBuilder{db: d}, classes, skip, count)
 	rows, err := db.pool.Query(ctx, "EXPLAIN (COSTS OFF) "+q, args...)
 	if err != nil {
 		return "", err

@@ -31,15 +31,16 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// reads a stored value's size from its header, so the running size
 	// costs no detoasting; rows past the budget are never sent. limit+1
 	// commits and rows tell whether more follow.
-	rows, err := db.pool.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes, row_images,
+	rows, err := db.pool.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes, row_images, last_idx,
 			idx, doc_ids, ops, befores, afters, access, has_next
-		FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
+		FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
 				row_number() OVER w AS n,
 				lead(c.seq) OVER w IS NOT NULL AS has_next
-			FROM (SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images FROM sluice.commits
-				WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT $4 + 1) c
+			FROM (SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images,
+					(SELECT max(l.idx) FROM sluice.changes l WHERE l.commit_uid = commits.uid) AS last_idx
+				FROM sluice.commits WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT $4 + 1) c
 			LEFT JOIN LATERAL (SELECT idx, doc_ids, ops, befores, afters FROM sluice.changes
 				WHERE commit_uid = c.uid AND (c.seq > $2 OR idx >= coalesce(
 					(SELECT max(s.idx) FROM sluice.changes s WHERE s.commit_uid = c.uid AND s.idx <= $3), 0))
@@ -58,11 +59,11 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	more := false
 	for rows.Next() {
 		var cur sluice.Commit
-		var idx *int
+		var lastIdx, idx *int
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
+		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more); err != nil {
 			return nil, false, mapError(err)
 		}
@@ -72,11 +73,17 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 			out = append(out, c)
 		}
 		if idx == nil {
+			if c.NumChanges != 0 {
+				db.checkCount(d, c) // it holds none
+			}
 			continue // a commit without changes
 		}
 		from := len(c.Changes)
 		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
 			return nil, false, fmt.Errorf("commit %d: %w", c.Seq, err)
+		}
+		if lastIdx != nil && *idx == *lastIdx {
+			db.checkCount(d, c) // its last stored row
 		}
 		if c.Seq == startSeq && startIdx > 0 {
 			// The row holding the first change wanted may hold earlier

@@ -86,7 +86,7 @@ read:
 			}
 			hdr.DatabaseID, hdr.Epoch, hdr.Seq = d.ID, d.Epoch, seq
 			c = &hdr
-			c.Changes = make([]sluice.Change, 0, min(c.NumChanges-p.startIndex, 256))
+			c.Changes = make([]sluice.Change, 0, max(min(c.NumChanges-p.startIndex, 256), 0))
 			page.Commits = append(page.Commits, c)
 			used += p.head
 		}

@@ -209,7 +209,7 @@ func TestChangesOfPrunedHistoryIsGone(t *testing.T) {
 	db := open(t)
 	d, s := noteDatabase(t, db, "a")
 	commitN(t, db, d, s, 5)
-	if _, err := db.Prune(ctx, time.Now().Add(time.Minute), map[int64]int64{d.ID: 3}); err != nil {
+	if _, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, map[int64]int64{d.ID: 3}); err != nil {
 		t.Fatal(err)
 	}
 	for _, after := range []sluice.Position{{Seq: 2, Index: -1}, {Seq: 3, Index: 0}, {Seq: 1, Index: 5}} {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,12 +139,12 @@ func TestPruneKeepsNewestAndWhatSubscribersNeed(t *testing.T) {
 	commitN(t, db, b, s, 5)
 
 	// Nothing is older than an hour ago.
-	if n, err := db.Prune(ctx, time.Now().Add(-time.Hour), nil); err != nil || n != 0 {
+	if n, err := db.Prune(ctx, time.Now().Add(-time.Hour), 0, nil); err != nil || n != 0 {
 		t.Fatalf("prune of recent history removed %d (%v)", n, err)
 	}
 	// Everything is older than a minute from now: a keeps what a
 	// subscriber at seq 2 needs, b keeps only its newest commit.
-	n, err := db.Prune(ctx, time.Now().Add(time.Minute), map[int64]int64{a.ID: 2})
+	n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, map[int64]int64{a.ID: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +184,7 @@ func TestPruneKeepsWhatOtherReplicasNeed(t *testing.T) {
 	if err := db.PublishFloors(ctx, "two", map[int64]int64{a.ID: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 2 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 2 {
 		t.Fatalf("pruned %d (%v), want 2: replica two still needs commit 3 on", n, err)
 	}
 	for _, r := range []string{"one", "two"} {
@@ -191,7 +192,7 @@ func TestPruneKeepsWhatOtherReplicasNeed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 3 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 3 {
 		t.Fatalf("pruned %d (%v), want 3 (all but the newest)", n, err)
 	}
 }
@@ -244,7 +245,7 @@ func TestMigrationToChangeBatchesKeepsOldCommits(t *testing.T) {
 	if n, err := db.Migrate(ctx); err != nil || n != postgres.LatestVersion()-2 {
 		t.Fatalf("Migrate applied %d: %v", n, err)
 	}
-	c, err := db.Commit(ctx, d, 1)
+	c, err := db.Commit(ctx, d, 1, -1, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,4 +336,68 @@ func TestNotifierAnnouncesEveryDatabase(t *testing.T) {
 	n.Wake(3)
 	n.Wake(4)
 	wait(2, 3, 4)
+}
+
+// TestPruneKeepsADatabasesLongerRetention: a database that keeps its
+// commits for ever, or for longer than the server's retention, keeps them
+// when others are pruned; reset, it is pruned as the others.
+func TestPruneKeepsADatabasesLongerRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	plain, s := noteDatabase(t, db, "plain")
+	forever, longer := &sluice.Database{Org: "o", Name: "forever"}, &sluice.Database{Org: "o", Name: "longer"}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateDatabase(ctx, forever, s); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, longer, s)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*sluice.Database{plain, forever, longer} {
+		commitN(t, db, d, s, 3)
+	}
+	zero, twoDays := time.Duration(0), 48*time.Hour
+	if err := db.SetLogRetention(ctx, forever, &zero); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetLogRetention(ctx, longer, &twoDays); err != nil {
+		t.Fatal(err)
+	}
+	pruned := func() []int64 {
+		var out []int64
+		for _, d := range []*sluice.Database{plain, forever, longer} {
+			h, err := db.History(ctx, d.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, h.PrunedSeq)
+		}
+		return out
+	}
+	// Three hours on, with a retention of one hour: only plain is
+	// pruned (all but its newest commit).
+	if _, err := db.Prune(ctx, time.Now().Add(3*time.Hour), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := pruned(); !slices.Equal(got, []int64{2, 0, 0}) {
+		t.Fatalf("pruned through %v, want [2 0 0]", got)
+	}
+	// Three days on: longer is pruned too; forever never is.
+	if _, err := db.Prune(ctx, time.Now().Add(72*time.Hour), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := pruned(); !slices.Equal(got, []int64{2, 0, 2}) {
+		t.Fatalf("pruned through %v, want [2 0 2]", got)
+	}
+	if err := db.SetLogRetention(ctx, forever, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Prune(ctx, time.Now().Add(3*time.Hour), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := pruned(); !slices.Equal(got, []int64{2, 2, 2}) {
+		t.Fatalf("after the reset, pruned through %v, want [2 2 2]", got)
+	}
 }

@@ -75,7 +75,7 @@ func countStatement(ctx context.Context) {
 // statement. Errors are domain errors: an invalid regex is CodeInvalid;
 // anything else is internal and keeps its SQL detail for the log only.
 func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery) ([]QueryDoc, error) {
-	st, err := compileQuery(d, s, q, nil)
+	st, err := compileQuery(d, s, q, nil, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (db *DB) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *slu
 	open := map[int]*chunk{} // the chunk each shape fills, by its first query
 	var shapes []*statement
 	for i, q := range qs {
-		st, err := compileQuery(d, s, q, nil)
+		st, err := compileQuery(d, s, q, nil, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +146,7 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 	sts := make([]*statement, len(which))
 	var args []any
 	for j, i := range which {
-		st, err := compileQuery(d, s, qs[i], args) // numbered after the ones before
+		st, err := compileQuery(d, s, qs[i], args, nil) // numbered after the ones before
 		if err != nil {
 			return err
 		}
@@ -196,9 +196,10 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 // ExplainQuery returns Postgres' plan (EXPLAIN, with ANALYZE and BUFFERS
 // when analyze is set, which runs the statement) of the statement
 // QueryDocuments sends for q, as text; "" when q reads no table. Tests
-// and benchmarks use it to show which index serves a query.
+// and benchmarks use it to show which index serves a query; in a snapshot
+// as of a past position (ctx), it explains the read of the past.
 func (db *DB) ExplainQuery(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery, analyze bool) (string, error) {
-	st, err := compileQuery(d, s, q, nil)
+	st, err := compileQuery(d, s, q, nil, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
 		return "", err
 	}
@@ -264,8 +265,8 @@ type projection struct {
 // compileQuery returns the statement of q, or nil when q reads no table.
 // Its parameters are numbered after args, which its own args begin with,
 // so that statements compiled one after the other can be joined into one
-// (QueryDocumentsEach).
-func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) (*statement, error) {
+// (QueryDocumentsEach). With past set it reads the state as of past.Pos.
+func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, past *AsOf) (*statement, error) {
 	if len(q.Classes) == 0 {
 		return nil, nil
 	}
@@ -273,7 +274,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 	if c == nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", q.Class)
 	}
-	b := &sqlBuilder{db: d, schema: s, args: slices.Clip(args)}
+	b := &sqlBuilder{db: d, schema: s, args: slices.Clip(args), past: past}
 	var where []string
 	if q.IDs != nil {
 		where = append(where, fmt.Sprintf("t.%s = ANY(%s)", colID, b.arg(q.IDs)))
@@ -295,12 +296,10 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 	if err != nil {
 		return nil, err
 	}
-	// Sorting and paging happen on ids before the documents' JSON is built
-	// and their commits joined, so both cost only the rows returned: the
-	// page's rows are then read again by primary key.
-	parts, joins, cases, err := unionBranches(d, s, q.Classes, func(class string) string { return tableName(d.ID, class) + " t" + whereSQL }, extra, q.Fields)
-	if err != nil {
-		return nil, err
+	for _, name := range q.Classes {
+		if s.Class(name) == nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", name)
+		}
 	}
 	page := ""
 	if q.Limit >= 0 {
@@ -310,15 +309,31 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any) 
 		page += " OFFSET " + b.arg(q.Offset)
 	}
 	if len(q.Classes) == 1 && q.Fields != nil {
-		return projectionStatement(d, s, q, whereSQL, page, b.args), nil
+		return projectionStatement(b, q, whereSQL, page), nil
 	}
 	if len(q.Classes) == 1 {
 		// The inner query sorts and pages the narrow rows; the JSON is
 		// built only for the rows the LIMIT keeps.
 		ord := singleOrder(c, q.Order)
 		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT t.* FROM %s t%s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
-			rowJSONSQL(c, nil, "t"), tableName(d.ID, q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
-		return &statement{sql: sql, args: b.args, classes: q.Classes}, nil
+			rowJSONSQL(c, nil, "t"), b.source(q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
+		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
+	}
+	if b.past != nil {
+		// One flat union of the classes' tables and past rows (see
+		// past.go), each row with its JSON: no second read by id.
+		src, cond := b.pastUnion(q, "t")
+		ord := singleOrder(c, q.Order)
+		sql := fmt.Sprintf("SELECT t.cls, t.j, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
+			src, strings.Join(append([]string{cond}, where...), " AND "), ord, page, colCommitUID, ord)
+		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
+	}
+	// Sorting and paging happen on ids before the documents' JSON is built
+	// and their commits joined, so both cost only the rows returned: the
+	// page's rows are then read again by primary key.
+	parts, joins, cases, err := unionBranches(b, q.Classes, func(class string) string { return tableName(d.ID, class) + " t" + whereSQL }, extra, q.Fields)
+	if err != nil {
+		return nil, err
 	}
 	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
@@ -358,10 +373,11 @@ func unionOrder(c *sluice.Class, keys []OrderKey) (extra, order string, err erro
 // as one union (see compileQuery): each class's branch, selecting its
 // index in classes (cls), the id, the commit's uid and the sort columns
 // extra from the rows (alias t) that from returns for the class (the
-// FROM list and WHERE clause); the join of each class's table (alias t<i>)
-// back to the union's rows; and the CASE arm building each class's row
-// JSON (of fields only, when not nil).
-func unionBranches(d *sluice.Database, s *sluice.Schema, classes []string, from func(class string) string, extra string, fields []string) (parts, joins, cases []string, err error) {
+// FROM list and WHERE clause); the join of each class's table (alias t<i>;
+// as of b's past position, its source) back to the union's rows; and the
+// CASE arm building each class's row JSON (of fields only, when not nil).
+func unionBranches(b *sqlBuilder, classes []string, from func(class string) string, extra string, fields []string) (parts, joins, cases []string, err error) {
+	s := b.schema
 	parts = make([]string, len(classes))
 	for i, name := range classes {
 		if s.Class(name) == nil {
@@ -370,7 +386,7 @@ func unionBranches(d *sluice.Database, s *sluice.Schema, classes []string, from 
 		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS _id, t.%s AS uid%s FROM %s",
 			i, colID, colCommitUID, extra, from(name))
 		alias := fmt.Sprintf("t%d", i)
-		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", tableName(d.ID, name), alias, i, alias, colID))
+		joins = append(joins, fmt.Sprintf(" LEFT JOIN %s %s ON u.cls = %d AND %s.%s = u._id", b.source(name), alias, i, alias, colID))
 		cases = append(cases, fmt.Sprintf(" WHEN %d THEN %s", i, rowJSONSQL(s.Class(name), fields, alias)))
 	}
 	return parts, joins, cases, nil
@@ -380,8 +396,8 @@ func unionBranches(d *sluice.Database, s *sluice.Schema, classes []string, from 
 // table, a known set of selected fields. It selects just those columns,
 // which queryProjection scans into typed values with no JSON in between,
 // and joins the commit only when _CommitMetadata is selected.
-func projectionStatement(d *sluice.Database, s *sluice.Schema, q DocQuery, whereSQL, page string, args []any) *statement {
-	c := s.Class(q.Classes[0])
+func projectionStatement(b *sqlBuilder, q DocQuery, whereSQL, page string) *statement {
+	c := b.schema.Class(q.Classes[0])
 	var fields []*sluice.Field
 	withCommit := false
 	seen := map[string]bool{}
@@ -422,8 +438,8 @@ func projectionStatement(d *sluice.Database, s *sluice.Schema, q DocQuery, where
 	}
 	ord := singleOrder(c, q.Order)
 	sql := fmt.Sprintf("SELECT %s FROM (SELECT %s FROM %s t%s ORDER BY %s%s) t%s ORDER BY %s",
-		strings.Join(outer, ", "), strings.Join(inner, ", "), tableName(d.ID, c.Name), whereSQL, ord, page, join, ord)
-	return &statement{sql: sql, args: args, proj: &projection{class: c, fields: fields, withCommit: withCommit}}
+		strings.Join(outer, ", "), strings.Join(inner, ", "), b.source(c.Name), whereSQL, ord, page, join, ord)
+	return &statement{sql: b.pastStatement(sql), args: b.args, proj: &projection{class: c, fields: fields, withCommit: withCommit}}
 }
 
 // A rowReader decodes the rows of a statement into documents.
@@ -663,18 +679,18 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	if len(classes) == 0 {
 		return nil, nil
 	}
-	b := &sqlBuilder{db: d, schema: s}
+	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
 	parts := make([]string, len(classes))
 	for i, name := range classes {
 		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS uid, to_jsonb(t) AS j FROM %s t WHERE t.%s = ANY(%s)",
-			i, colCommitUID, tableName(d.ID, name), colID, b.arg(byClass[name]))
+			i, colCommitUID, b.source(name), colID, b.arg(byClass[name]))
 	}
 	page := ""
 	if limit >= 0 {
 		page = " LIMIT " + b.arg(limit)
 	}
-	sql := "SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
-		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid"
+	sql := b.pastStatement("SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
+		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid")
 	return db.readRows(ctx, d, sql, b.args, &docRows{d: d, s: s, classes: classes})
 }
 

@@ -17,6 +17,10 @@ type sqlBuilder struct {
 	schema  *sluice.Schema
 	args    []any
 	aliases int
+	// past, when set, makes the statement read the state as of a past
+	// position (see past.go); pastClasses are the classes it reads so.
+	past        *AsOf
+	pastClasses []string
 }
 
 // arg adds a parameter and returns its placeholder.
@@ -273,7 +277,7 @@ func (b *sqlBuilder) unionSource(class string) (string, bool) {
 		return "", false
 	}
 	if len(classes) == 1 {
-		return tableName(b.db.ID, classes[0]), true
+		return b.source(classes[0]), true
 	}
 	c := b.schema.Classes[class]
 	cols := []string{colID, colCommitUID}
@@ -283,7 +287,7 @@ func (b *sqlBuilder) unionSource(class string) (string, bool) {
 	list := strings.Join(cols, ", ")
 	parts := make([]string, len(classes))
 	for i, n := range classes {
-		parts[i] = fmt.Sprintf("SELECT %s FROM %s", list, tableName(b.db.ID, n))
+		parts[i] = fmt.Sprintf("SELECT %s FROM %s t", list, b.source(n))
 	}
 	return "(" + strings.Join(parts, " UNION ALL ") + ")", true
 }

@@ -26,7 +26,9 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	err := db.reader(ctx, d.ID).QueryRow(ctx, fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = $1", tableName(d.ID, class), colID), id).Scan(&raw)
+	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
+	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
+	err := db.reader(ctx, d.ID).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -62,7 +64,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(classes) == 0 {
 		return nil
 	}
-	q, args := documentsSQL(d, classes, skip, count)
+	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}, classes, skip, count)
 	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
@@ -86,22 +88,20 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	return mapError(rows.Err())
 }
 
-// documentsSQL returns the statement of Documents: rows (class index, id,
-// row JSON) of the given classes in byte order of id, which each table's
-// primary key serves (declared COLLATE "C"), so a page costs what it
-// skips and holds, merged from the tables in order.
-func documentsSQL(d *sluice.Database, classes []string, skip, count int64) (string, []any) {
+// documentsSQL returns the statement of Documents, built by b: rows
+// (class index, id, row JSON) of the given classes in byte order of id,
+// which each table's primary key serves (declared COLLATE "C"), so a page
+// costs what it skips and holds, merged from the tables in order.
+func documentsSQL(b *sqlBuilder, classes []string, skip, count int64) (string, []any) {
 	var parts []string
 	for i, name := range classes {
-		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, tableName(d.ID, name)))
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, b.source(name)))
 	}
-	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET $1`
-	args := []any{skip}
+	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET ` + b.arg(skip)
 	if count >= 0 {
-		q += " LIMIT $2"
-		args = append(args, count)
+		q += " LIMIT " + b.arg(count)
 	}
-	return q, args
+	return b.pastStatement(q), b.args
 }
 
 const commitColumns = "db_id, seq, uid, author, message, user_name, committed_at, n_changes"
@@ -128,26 +128,59 @@ func (db *DB) CommitsAfter(ctx context.Context, d *sluice.Database, after int64,
 }
 
 // Commit returns commit seq of database d with its changes (seq 0: the
-// newest), or NotFound.
-func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Commit, error) {
-	var cs []*sluice.Commit
-	var err error
+// newest), or NotFound. It reads the commit in pieces, as the change feed
+// does, and stops once it holds more than maxChanges changes or more than
+// maxBytes bytes of change images (< 0: no bound): the commit returned is
+// then Partial, holding the changes read so far. So what it holds is
+// bounded by its caller, whatever the size of the commit or the count it
+// records.
+func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error) {
 	if seq == 0 {
-		cs, err = db.commits(ctx, d, "true ORDER BY seq DESC LIMIT 1", d.ID)
-	} else {
-		cs, err = db.commits(ctx, d, "seq = $2", d.ID, seq)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if len(cs) == 0 {
+		if err := db.reader(ctx, d.ID).QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM sluice.commits WHERE db_id = $1", d.ID).Scan(&seq); err != nil {
+			return nil, mapError(err)
+		}
 		if seq == 0 {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s has no commits", d.Path())
 		}
-		return nil, sluice.Errorf(sluice.CodeNotFound, "commit %d of %s does not exist or was pruned", seq, d.Path())
 	}
-	return cs[0], nil
+	var c *sluice.Commit
+	var size int64
+	after := sluice.Position{Seq: seq - 1, Index: sluice.WholeCommit}
+	for {
+		cs, _, err := db.ReadLog(ctx, d, after, 1, commitPieceBytes)
+		if err != nil {
+			return nil, err
+		}
+		if len(cs) == 0 || cs[0].Seq != seq {
+			if c == nil {
+				return nil, sluice.Errorf(sluice.CodeNotFound, "commit %d of %s does not exist or was pruned", seq, d.Path())
+			}
+			return nil, goneWhileReading(d, after)
+		}
+		p := cs[0]
+		for _, ch := range p.Changes {
+			size += int64(len(ch.Before) + len(ch.After))
+		}
+		if c == nil {
+			c = p
+		} else {
+			c.Changes = append(c.Changes, p.Changes...)
+			c.NumChanges, c.Partial = p.NumChanges, p.Partial
+		}
+		if !c.Partial || len(c.Changes) == 0 {
+			c.Partial = false
+			return c, nil
+		}
+		if maxChanges >= 0 && len(c.Changes) > maxChanges || maxBytes >= 0 && size > maxBytes {
+			return c, nil
+		}
+		after = c.Position(c.Changes[len(c.Changes)-1].Index)
+	}
 }
+
+// commitPieceBytes is about how many bytes of change images Commit reads
+// at a time.
+const commitPieceBytes = 64 << 10
 
 func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, args ...any) ([]*sluice.Commit, error) {
 	// One statement, so one snapshot and one round trip: the commits and
@@ -179,7 +212,6 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		if c == nil || c.Seq != cur.Seq {
 			c = &cur
 			c.Epoch = d.Epoch
-			c.Changes = make([]sluice.Change, 0, c.NumChanges)
 			out = append(out, c)
 		}
 		if idx == nil {
@@ -193,7 +225,27 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		return nil, mapError(err)
 	}
 	rows.Close()
+	for _, c := range out {
+		db.checkCount(d, c)
+	}
 	return out, db.documentImages(ctx, d, out)
+}
+
+// checkCount checks the count of changes commit c records against the
+// changes read, all of its stored ones: what is stored wins, and a
+// difference is logged. Sluice's commits count what they write, and SQL
+// commits what they stored (migration 11); a difference means the log
+// was written by someone else.
+func (db *DB) checkCount(d *sluice.Database, c *sluice.Commit) {
+	n := 0
+	if k := len(c.Changes); k > 0 {
+		n = c.Changes[k-1].Index + 1
+	}
+	if n != c.NumChanges {
+		db.logger.Error("a commit records another number of changes than it holds; its stored changes are read",
+			"database_id", d.ID, "commit", c.Seq, "recorded", c.NumChanges, "stored", n)
+		c.NumChanges = n
+	}
 }
 
 // appendChanges appends the changes of one row of sluice.changes (see
@@ -306,11 +358,14 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 	})
 }
 
-// Prune removes commits of every database committed before cutoff, except
-// each database's newest commit and anything after the floors: keep[dbID]
-// (this process's subscribers), the fresh floors other daemons published,
-// and the positions of active webhooks. It returns the number of commits removed.
-func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64) (int64, error) {
+// Prune removes the commits of every database older than its retention
+// at time now: the longer of retention (the server's log_retention) and
+// the database's own (sluice.Database.LogRetention; 0 keeps every
+// commit). It keeps each database's newest commit and anything after the
+// floors: keep[dbID] (this process's subscribers), the fresh floors other
+// daemons published, and the positions of active webhooks. It returns the
+// number of commits removed.
+func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration, keep map[int64]int64) (int64, error) {
 	var total int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		// Pruning a long backlog may take longer than statement_timeout,
@@ -364,7 +419,10 @@ func (db *DB) Prune(ctx context.Context, cutoff time.Time, keep map[int64]int64)
 			return err
 		}
 		keep := floors
-		rows, err = tx.Query(ctx, `SELECT db_id, max(seq) FROM sluice.commits WHERE committed_at < $1 GROUP BY db_id`, cutoff)
+		rows, err = tx.Query(ctx, `SELECT d.id, m.seq FROM sluice.databases d
+			CROSS JOIN LATERAL (SELECT max(c.seq) AS seq FROM sluice.commits c WHERE c.db_id = d.id
+				AND c.committed_at < $1::timestamptz - make_interval(secs => greatest($2::float8, coalesce(d.log_retention_seconds, 0)::float8))) m
+			WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL`, now, retention.Seconds())
 		if err != nil {
 			return err
 		}

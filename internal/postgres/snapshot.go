@@ -40,6 +40,8 @@ type Snapshot struct {
 	// one: the first statement is the only one (OneStatement); ended: it
 	// was, and the snapshot is over.
 	one, ended bool
+	// asOf, when set, is the past its reads read (SetAsOf).
+	asOf *AsOf
 }
 
 // OneStatement tells s that its first statement will be its only one, so

@@ -32,14 +32,16 @@ func scanWebhook(row pgx.Row) (*sluice.Webhook, error) {
 	var d sluice.Database
 	var sdl, batch, state string
 	var next, lastOK, oldUntil *time.Time
+	var retention *int64
 	err := row.Scan(&w.ID, &w.URL, &w.Description, &w.Classes, &w.Ops, &w.Filter, &batch,
 		&w.CreatorID, &w.CreatorName, &w.CreatorTokenID, &state, &w.StatusMessage, &w.Position.Seq, &w.Position.Index,
 		&w.Attempt, &next, &w.Delivered, &w.DeliveredEvents, &w.Failed, &lastOK, &oldUntil,
 		&w.Version, &w.CreatedAt, &w.UpdatedAt,
-		&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl)
+		&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl, &retention)
 	if err != nil {
 		return nil, mapError(err)
 	}
+	d.LogRetention = retentionOf(retention)
 	w.Batch, w.State = sluice.WebhookBatch(batch), sluice.WebhookState(state)
 	w.Position.Epoch = d.Epoch
 	w.Database = &d
@@ -76,11 +78,27 @@ type Seal func(id int64) ([]byte, error)
 // after w.Position when it has an epoch (it must be retained history, else
 // Gone), else after the newest commit. It sets w's id, position, version
 // and times.
-func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, max int) error {
+func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, max, maxPerUser int) error {
 	d := w.Database
 	return db.inTx(ctx, func(tx pgx.Tx) error {
-		// Creations on one database take turns, so the cap holds.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "sluice webhooks "+strconv.FormatInt(d.ID, 10)); err != nil {
+		// Creations on one database, and by one user, take turns, so the
+		// caps hold (the user's lock first, then the database's, always).
+		// The locks are on Sluice's own rows, which no other role may
+		// lock: an advisory lock's key could be taken by any role that
+		// may log in, and creations made to wait for good.
+		if maxPerUser > 0 {
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.users WHERE id = $1 FOR NO KEY UPDATE", w.CreatorID); err != nil {
+				return mapError(err)
+			}
+			var n int
+			if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.webhooks WHERE creator_id = $1", w.CreatorID).Scan(&n); err != nil {
+				return mapError(err)
+			}
+			if n >= maxPerUser {
+				return sluice.Errorf(sluice.CodeConflict, "user %s made %d webhooks, the most a user may (config max_webhooks_per_user); delete one first", w.CreatorName, n)
+			}
+		}
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.databases WHERE id = $1 FOR NO KEY UPDATE", d.ID); err != nil {
 			return mapError(err)
 		}
 		var n int

@@ -22,17 +22,17 @@ func TestPruneKeepsWhatActiveWebhooksNeed(t *testing.T) {
 	seal := func(int64) ([]byte, error) { return []byte("sealed secret"), nil }
 	w := &sluice.Webhook{Database: a, URL: "https://example.com/", Ops: []string{"create"}, Batch: sluice.BatchEvent,
 		CreatorID: 1, CreatorName: "admin", Position: sluice.Position{Epoch: a.Epoch, Seq: 2, Index: 0}}
-	if err := db.CreateWebhook(ctx, w, seal, 5); err != nil {
+	if err := db.CreateWebhook(ctx, w, seal, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Commit 2 is only partly delivered (up to change 0), so it stays.
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 1 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 1 {
 		t.Fatalf("pruned %d (%v), want 1: the webhook still needs commit 2 on", n, err)
 	}
 	if err := db.PauseWebhook(ctx, a, w.ID); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), nil); err != nil || n != 4 {
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 4 {
 		t.Fatalf("pruned %d (%v), want 4 (a paused webhook holds nothing)", n, err)
 	}
 	err := db.ResumeWebhook(ctx, a, w.ID, nil)
@@ -75,7 +75,7 @@ func TestWebhookCapAndLease(t *testing.T) {
 	seal := func(int64) ([]byte, error) { return []byte("x"), nil }
 	for i := range 3 {
 		w := &sluice.Webhook{Database: a, URL: "https://example.com/", Ops: []string{"create"}, Batch: sluice.BatchEvent, CreatorID: 1, CreatorName: "admin"}
-		err := db.CreateWebhook(ctx, w, seal, 2)
+		err := db.CreateWebhook(ctx, w, seal, 2, 0)
 		if i < 2 && err != nil || i == 2 && sluice.ErrorCode(err) != sluice.CodeConflict {
 			t.Fatalf("webhook %d of a cap of 2: %v", i+1, err)
 		}

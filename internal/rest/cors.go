@@ -90,7 +90,7 @@ func errCrossOrigin(r *http.Request) error {
 const corsAllowHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, Cache-Control, X-Requested-With, X-GraphQL-Event-Stream-Token"
 
 // corsExposeHeaders are the response headers a page may read.
-const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location, Link, Sluice-Position"
+const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location, Link, Sluice-Position, Sluice-Hidden-Fields"
 
 // Middleware answers preflights and adds the CORS headers to every answer
 // for an allowed origin. An origin that is not allowed never gets

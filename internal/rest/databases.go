@@ -1,8 +1,11 @@
 package rest
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
@@ -18,7 +21,72 @@ func databaseJSON(d *sluice.Database) map[string]any {
 		"schema_version": d.SchemaVersion,
 		// Where its tables are, for roles granted access to them in SQL.
 		"postgres_schema": engine.PostgresSchema(d),
+		// How long it keeps its commits; null: the server's log_retention.
+		"log_retention": retentionJSON(d.LogRetention),
 	}
+}
+
+// retentionJSON returns a database's log retention as the API shows it:
+// a duration ("8760h", "0" for ever), or null for the server's.
+func retentionJSON(r *time.Duration) any {
+	if r == nil {
+		return nil
+	}
+	if *r == 0 {
+		return "0"
+	}
+	s := r.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+// patchDatabase changes a database's settings; the body names the ones
+// it changes. log_retention is how long the database keeps its commits
+// (a duration such as "8760h", "0" for ever, null for the server's
+// log_retention).
+func (a *api) patchDatabase(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	var body struct {
+		LogRetention json.RawMessage `json:"log_retention"`
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+	if err := decodeJSON(r, &body); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	if body.LogRetention == nil {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "the body changes nothing: give log_retention"))
+		return
+	}
+	var retention *time.Duration
+	if string(body.LogRetention) != "null" {
+		var text string
+		if err := json.Unmarshal(body.LogRetention, &text); err != nil {
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "log_retention: want a duration such as \"8760h\", \"0\" to keep every commit, or null for the server's"))
+			return
+		}
+		d, err := time.ParseDuration(text)
+		if err != nil {
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "log_retention %q: want a duration such as \"8760h\", \"0\" to keep every commit, or null for the server's", text))
+			return
+		}
+		retention = &d
+	}
+	org, name := dbPath(r)
+	d, err := a.Engine.SetLogRetention(r.Context(), userFrom(r), org, name, retention)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, success(databaseJSON(d)))
 }
 
 func (a *api) listDatabases(w http.ResponseWriter, r *http.Request) {

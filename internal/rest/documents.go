@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/sluice-dev/sluice"
@@ -17,8 +18,38 @@ import (
 // exactly the commits the read did not see.
 const positionHeader = "Sluice-Position"
 
+// hiddenHeader lists, on a read of the past (as_of), the fields
+// ("Class.field", comma-separated) whose values then cannot be shown and
+// that the documents leave out.
+const hiddenHeader = "Sluice-Hidden-Fields"
+
+// setReadAt sets the headers saying what a read reflects.
+func setReadAt(w http.ResponseWriter, at engine.ReadAt) {
+	w.Header().Set(positionHeader, at.Position.String())
+	if len(at.Hidden) > 0 {
+		w.Header().Set(hiddenHeader, strings.Join(at.Hidden, ", "))
+	}
+}
+
+// asOfParam returns the position of the as_of parameter, nil when absent.
+func asOfParam(q url.Values) (*sluice.Position, error) {
+	if !q.Has("as_of") {
+		return nil, nil
+	}
+	p, err := engine.ParsePosition("as_of", q.Get("as_of"))
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
 func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "id", "type", "skip", "count", "as_list")
+	q, err := query(r, "id", "type", "skip", "count", "as_list", "as_of")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	asOf, err := asOfParam(q)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -30,12 +61,12 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
 			return
 		}
-		doc, pos, err := a.Engine.Document(r.Context(), u, org, name, id)
+		doc, at, err := a.Engine.Document(r.Context(), u, org, name, id, asOf)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		w.Header().Set(positionHeader, pos.String())
+		setReadAt(w, at)
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		_, _ = w.Write(append(doc, '\n'))
 		return
@@ -59,8 +90,8 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	// as a JSON error only if nothing was written yet.
 	bw := bufio.NewWriterSize(w, 32<<10)
 	n := 0
-	start := func(pos sluice.Position) { w.Header().Set(positionHeader, pos.String()) }
-	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count}, start, func(doc []byte) error {
+	start := func(at engine.ReadAt) { setReadAt(w, at) }
+	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count, AsOf: asOf}, start, func(doc []byte) error {
 		if n == 0 {
 			if asList {
 				w.Header().Set("Content-Type", "application/json; charset=utf-8")

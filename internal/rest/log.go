@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -204,7 +206,11 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 		if seq, err := strconv.ParseInt(s, 10, 64); err == nil && seq >= 0 {
 			after = sluice.Position{Seq: seq, Index: engine.MaxIndex}
 		} else if after, err = sluice.ParsePosition(s); err != nil {
-			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "query parameter after=%q: want a stream position or a commit id", s))
+			msg := fmt.Sprintf("query parameter after=%q: want a stream position or a commit id", s)
+			if strings.Count(s, "-") == 2 {
+				msg = "query parameter after: " + sluice.ErrorMessage(err) // a position, wrong
+			}
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "%s", msg))
 			return
 		}
 	}

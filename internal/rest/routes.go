@@ -110,6 +110,7 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/db", a.listDatabases)
 		r.Get("/api/db/{org}/{db}", a.getDatabase)
 		r.Post("/api/db/{org}/{db}", a.createDatabase)
+		r.Patch("/api/db/{org}/{db}", a.patchDatabase)
 		r.Delete("/api/db/{org}/{db}", a.deleteDatabase)
 
 		r.Get("/api/schema/{org}/{db}", a.getSchema)
@@ -122,6 +123,8 @@ func Routes(d Deps) http.Handler {
 
 		r.Get("/api/log/{org}/{db}", a.log)
 		r.Get("/api/changes/{org}/{db}", a.changes)
+		r.Get("/api/history/{org}/{db}", a.history)
+		r.Get("/api/diff/{org}/{db}", a.diff)
 		r.Get("/api/asyncapi/{org}/{db}", a.asyncAPI)
 		r.Get("/api/admin/subscriptions", a.subscriptions)
 

@@ -396,7 +396,7 @@ func TestSubscribeExpiredPosition(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	if _, err := store.Prune(ctx, time.Now().Add(time.Hour), nil); err != nil {
+	if _, err := store.Prune(ctx, time.Now().Add(time.Hour), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 

@@ -99,6 +99,9 @@ type Options struct {
 	// the share's goroutine does). Kept by a stream for its whole life,
 	// it should hold nothing of the stream's own.
 	Detached func(shared changefeed.Evaluator) changefeed.Evaluator
+	// OnRelease, when set, is called once, when the stream is released
+	// (what it holds of a budget).
+	OnRelease func()
 }
 
 // Stream is one stream being served. Make it with New, register it
@@ -232,6 +235,10 @@ func (s *Stream) Ready() bool {
 // whose Serve returned): it leaves the share, closes the subscription,
 // releases the guard, stops the heartbeat and counts what is left.
 func (s *Stream) Release() {
+	if s.o.OnRelease != nil {
+		s.o.OnRelease()
+		s.o.OnRelease = nil
+	}
 	s.reportDelivered()
 	if s.hb != nil {
 		s.hb.Stop()

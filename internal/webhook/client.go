@@ -17,9 +17,13 @@ import (
 // responseExcerpt is how much of a response body is kept for the attempts
 // log, and responseDrain how much more is read (and dropped) so the
 // connection can be reused; a longer body closes the connection.
+// responseHeaderBytes bounds an answer's status line and headers: a
+// receiver answering more fails the attempt. So an answer costs a
+// webhook a few tens of KiB, whatever the receiver sends.
 const (
-	responseExcerpt = 512
-	responseDrain   = 64 << 10
+	responseExcerpt     = 512
+	responseDrain       = 64 << 10
+	responseHeaderBytes = 16 << 10
 )
 
 // sender posts webhook requests.
@@ -32,14 +36,15 @@ type sender struct {
 
 func newSender(d *dialer, timeout time.Duration, userAgent string, now func() time.Time) *sender {
 	tr := &http.Transport{
-		Proxy:                 nil, // a proxy would dial for us, past Policy
-		DialContext:           d.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   4,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: timeout,
+		Proxy:                  nil, // a proxy would dial for us, past Policy
+		DialContext:            d.DialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    4,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ResponseHeaderTimeout:  timeout,
+		MaxResponseHeaderBytes: responseHeaderBytes,
 	}
 	return &sender{
 		client: &http.Client{Transport: tr,
@@ -66,6 +71,9 @@ type result struct {
 	err      string // "" for a 2xx
 	duration time.Duration
 	response string // the start of the response body
+	// detail, for the server's log only, says more than err may (the
+	// addresses a name resolved to).
+	detail string
 }
 
 func (r result) ok() bool { return r.err == "" }
@@ -89,7 +97,11 @@ func (s *sender) send(ctx context.Context, m *message, secrets [][]byte) result 
 	req.Header.Set("webhook-signature", signatures(secrets, m.id, ts, m.body))
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return result{err: describe(err, s.timeout), duration: time.Since(start)}
+		r := result{err: describe(err, s.timeout), duration: time.Since(start)}
+		if ue := (*unreachableError)(nil); errors.As(err, &ue) {
+			r.detail = ue.detail.Error()
+		}
+		return r
 	}
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
@@ -115,14 +127,19 @@ func describe(err error, timeout time.Duration) string {
 	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout awaiting response headers") {
 		return fmt.Sprintf("no answer within %s (webhook_timeout)", timeout)
 	}
+	if strings.Contains(err.Error(), "server response headers exceeded") || strings.Contains(err.Error(), "header list too large") {
+		return fmt.Sprintf("the answer's headers are larger than %d bytes", responseHeaderBytes)
+	}
 	// Every address of a name is tried: say why each failed.
 	return strings.ReplaceAll(err.Error(), "\n", "; ")
 }
 
-// cleanText returns b as valid UTF-8 text.
+// cleanText returns b as text Postgres can store: valid UTF-8 without
+// NUL bytes (each becomes U+FFFD).
 func cleanText(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
+	s := string(b)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
 	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
 }

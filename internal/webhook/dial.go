@@ -151,15 +151,17 @@ func (d *dialer) DialContext(ctx context.Context, network, address string) (net.
 		return nil, fmt.Errorf("webhook dial %s: bad port", address)
 	}
 	var addrs []netip.Addr
-	if a, err := netip.ParseAddr(host); err == nil {
+	a, err := netip.ParseAddr(host)
+	named := err != nil
+	if !named {
 		addrs = []netip.Addr{a}
 	} else if addrs, err = d.resolve(ctx, host); err != nil {
-		return nil, err
+		return nil, &unreachableError{host: host, detail: err}
 	}
-	var errs []error
+	var errs, refused []error
 	for _, a := range addrs {
 		if err := d.policy.Check(a); err != nil {
-			errs = append(errs, err)
+			refused = append(refused, err)
 			continue
 		}
 		c, err := d.dial(ctx, network, netip.AddrPortFrom(a.Unmap(), uint16(port)).String())
@@ -168,8 +170,27 @@ func (d *dialer) DialContext(ctx context.Context, network, address string) (net.
 		}
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
-		return nil, fmt.Errorf("webhook dial %s: the name has no address", host)
+	switch {
+	case !named:
+		return nil, errors.Join(append(refused, errs...)...) // the address the URL names
+	case len(errs) == 0:
+		return nil, &unreachableError{host: host, detail: errors.Join(refused...)}
 	}
+	// The addresses dialled are public (or allowed); the refused ones
+	// are not said.
 	return nil, errors.Join(errs...)
+}
+
+// unreachableError is a name that resolves to no address webhooks may
+// connect to, or that does not resolve. Its text is the same either way
+// and names no address: attempts are shown to the database's admins, who
+// could otherwise learn which internal names resolve, and to what. detail
+// says, for the server's log.
+type unreachableError struct {
+	host   string
+	detail error
+}
+
+func (e *unreachableError) Error() string {
+	return fmt.Sprintf("%s does not resolve to an address webhooks may connect to (a public one, or one in webhook_allow_networks)", e.host)
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/cloudevent"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
@@ -127,8 +129,11 @@ type state struct {
 	// failures counts the failed attempts of the next request.
 	failures int
 	// access is the access log version the creator's access was checked
-	// at.
+	// at, and role the creator's role then (what the events are made
+	// with).
 	access int64
+	user   *sluice.User
+	role   sluice.Role
 	// secrets sign: the current one, and the previous one until oldUntil.
 	current, old []byte
 	oldUntil     time.Time
@@ -169,10 +174,14 @@ func (l *loop) deliver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rd, err := d.eng.StreamReader(ctx, u, w.Database.Org, w.Database.Name)
+	// The creator's role as of st.access at least (the engine remembers
+	// roles for a second unless asked for a newer version).
+	actx := auth.WithCredential(ctx, &sluice.Credential{User: u, AccessVersion: st.access})
+	rd, err := d.eng.StreamReader(actx, u, w.Database.Org, w.Database.Name)
 	if err != nil {
 		return l.revokedOr(ctx, st, err)
 	}
+	st.user, st.role = u, rd.Role
 	sel, err := selector(rd.Schema, w)
 	if err != nil {
 		return l.halt(ctx, st, sluice.WebhookFailing, "its settings no longer fit the schema: "+sluice.ErrorMessage(err)+"; change them, then resume it")
@@ -223,14 +232,13 @@ func (l *loop) deliver(ctx context.Context) error {
 			v = max(v, c.AccessVersion)
 		}
 		if v > st.access {
-			st.access = v
-			if err := l.checkAccess(ctx, st); err != nil {
-				return err
+			if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
+				return cmp.Or(err, errAgain)
 			}
 		}
 		for _, c := range cs {
 			l.lag(st, c.Time)
-			evs, _, err := ev.Events(ctx, c)
+			evs, _, err := ev.Events(actx, c)
 			if err != nil {
 				return l.revokedOr(ctx, st, err)
 			}
@@ -304,6 +312,20 @@ func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, 
 func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Position) error {
 	d := l.m.d
 	for {
+		// m was made with the creator's role as of st.access: when the
+		// role changed since, the loop starts over, making m again with
+		// the role as it is now (a field the creator may no longer read
+		// is never sent, however soon after the change, and however long
+		// the retries took).
+		v, err := d.store.AccessVersion(ctx)
+		if err != nil {
+			return err
+		}
+		if v > st.access {
+			if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
+				return cmp.Or(err, errAgain)
+			}
+		}
 		secrets := [][]byte{st.current}
 		if st.old != nil && d.now().Before(st.oldUntil) {
 			secrets = append(secrets, st.old)
@@ -316,6 +338,11 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 		if d.m != nil {
 			d.m.Duration.Observe(res.duration.Seconds())
 		}
+		// What a receiver answered, and errors that quote it, are
+		// recorded as text Postgres can store (no NUL byte): an answer
+		// that could not be recorded would be sent again outside the
+		// schedule, with nothing to show why.
+		res.err, res.response = cleanText([]byte(res.err)), cleanText([]byte(res.response))
 		a := sluice.WebhookAttempt{At: at, MessageID: m.id, Events: m.events, Attempt: st.failures + 1, Status: res.status,
 			Error: res.err, Duration: res.duration, Response: res.response}
 		rec := postgres.Delivery{Webhook: l.id, Version: l.version, Generation: l.m.gen, Attempt: a}
@@ -360,7 +387,7 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 			d.logger.Warn("webhook failing: paused after its retry schedule ran out", "webhook", l.id, "position", st.recorded.String(), "err", res.err)
 			return errStop
 		}
-		d.logger.Info("webhook attempt failed; retrying", "webhook", l.id, "message", m.id, "attempt", a.Attempt, "err", res.err, "retry_in", wait)
+		d.logger.Info("webhook attempt failed; retrying", "webhook", l.id, "message", m.id, "attempt", a.Attempt, "err", res.err, "detail", res.detail, "retry_in", wait)
 		if !sleep(ctx, wait) {
 			return ctx.Err()
 		}
@@ -382,6 +409,23 @@ func (l *loop) record(ctx context.Context, st *state, every int64) error {
 	}
 	st.recorded = st.pos
 	return nil
+}
+
+// accessMoved checks the creator's access again, at access log version v
+// (newer than st.access): it pauses the webhook (errStop) when the
+// creator lost it, and reports whether the creator's role changed, which
+// the events made so far did not see.
+func (l *loop) accessMoved(ctx context.Context, st *state, v int64) (bool, error) {
+	st.access = v
+	if err := l.checkAccess(ctx, st); err != nil {
+		return false, err
+	}
+	actx := auth.WithCredential(ctx, &sluice.Credential{User: st.user, AccessVersion: v})
+	role, err := l.m.d.eng.Role(actx, st.user, st.w.Database)
+	if err != nil {
+		return false, l.revokedOr(ctx, st, err)
+	}
+	return role != st.role, nil
 }
 
 // checkAccess checks that the creator still has the read access the

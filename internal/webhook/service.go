@@ -24,17 +24,19 @@ import (
 // change, pause, resume, replay and delete its webhooks. It is safe for
 // concurrent use.
 type Service struct {
-	eng    *engine.Engine
-	store  *postgres.DB
-	keys   *Keys
-	policy Policy
-	max    int
+	eng        *engine.Engine
+	store      *postgres.DB
+	keys       *Keys
+	policy     Policy
+	max        int
+	maxPerUser int
 }
 
 // NewService returns a Service that keeps at most max webhooks per
-// database and refuses URLs policy refuses.
-func NewService(eng *engine.Engine, store *postgres.DB, keys *Keys, policy Policy, max int) *Service {
-	return &Service{eng: eng, store: store, keys: keys, policy: policy, max: max}
+// database and maxPerUser per user who made them (0: no cap; the super
+// user is exempt), and refuses URLs policy refuses.
+func NewService(eng *engine.Engine, store *postgres.DB, keys *Keys, policy Policy, max, maxPerUser int) *Service {
+	return &Service{eng: eng, store: store, keys: keys, policy: policy, max: max, maxPerUser: maxPerUser}
 }
 
 // Input is a webhook's settings as a request gives them; nil fields are
@@ -104,7 +106,11 @@ func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, 
 		w.Position = p
 	}
 	secret := newSecret()
-	if err := s.store.CreateWebhook(ctx, w, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, s.max); err != nil {
+	perUser := s.maxPerUser
+	if u.Superuser {
+		perUser = 0
+	}
+	if err := s.store.CreateWebhook(ctx, w, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, s.max, perUser); err != nil {
 		return nil, "", err
 	}
 	return w, showSecret(secret), nil

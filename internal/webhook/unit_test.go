@@ -93,7 +93,9 @@ func TestDialerControlSendsNothing(t *testing.T) {
 }
 
 // TestDialerSkipsRefusedAddresses: of a name's addresses, the refused ones
-// never reach the dial function; an allowed one does.
+// never reach the dial function, and the error does not name them (it is
+// shown to the database's admins); an allowed one is dialled, and its
+// error said.
 func TestDialerSkipsRefusedAddresses(t *testing.T) {
 	t.Parallel()
 	var dialled []string
@@ -109,8 +111,8 @@ func TestDialerSkipsRefusedAddresses(t *testing.T) {
 	if len(dialled) != 1 || dialled[0] != "93.184.215.14:443" {
 		t.Errorf("dialled %v, want only the public address", dialled)
 	}
-	if err == nil || !strings.Contains(err.Error(), "10.0.0.1: a private address") || !strings.Contains(err.Error(), "test: no dialing") {
-		t.Errorf("error %v does not say why each address failed", err)
+	if err == nil || strings.Contains(err.Error(), "10.0.0.1") || strings.Contains(err.Error(), "192.168.0.1") || !strings.Contains(err.Error(), "test: no dialing") {
+		t.Errorf("error %v: want the dialled address's error alone", err)
 	}
 }
 

@@ -1,0 +1,227 @@
+package graph
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/filter"
+)
+
+// argAsOf is the argument of a class query field that reads the state at
+// a past position.
+const argAsOf = "asOf"
+
+// withAsOf returns the argument list args of a query field, "(…)", with
+// asOf added.
+func withAsOf(args string) string {
+	return strings.TrimSuffix(args, ")") + `, "Reads the state at this position (one a read, a write or an event answered) instead of now." ` + argAsOf + `: String)`
+}
+
+// asOf returns the position the query's class fields read (asOf), nil
+// when they read the present. A query reads one state, whose position its
+// result answers: every reading root field must then give the same asOf
+// (a _ChangeSet field reads the log, not a state, so it cannot join one).
+func (x *execution) asOf() (*sluice.Position, error) {
+	var text *string
+	var first string
+	n := 0
+	for _, cf := range x.fields(x.op.Operation.SelectionSet, typeQuery) {
+		switch cf.Name {
+		case "__typename", "__schema", "__type":
+			continue
+		}
+		n++
+		var v *string
+		if cf.Name != fieldChangeSet {
+			if s, ok := cf.ArgumentMap(x.op.Variables)[argAsOf].(string); ok {
+				v = &s
+			}
+		}
+		switch {
+		case n == 1:
+			text, first = v, cf.Alias
+		case (text == nil) != (v == nil) || text != nil && *text != *v:
+			return nil, errorf("%s and %s read different states: a query reads one, so give every field the same asOf (or none), and read _ChangeSet in a query of its own", first, cf.Alias)
+		}
+	}
+	if text == nil {
+		return nil, nil
+	}
+	p, err := engine.ParsePosition(argAsOf, *text)
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// checkPast returns an error when the class query field cf, q as storage
+// sees it, would show, filter or sort by something whose state as of
+// x.past cannot be shown (see engine.Past): it says what and why. The
+// check is on the query, before anything is read.
+func (x *execution) checkPast(cf graphql.CollectedField, q engine.DocQuery) error {
+	for _, c := range q.Classes {
+		if err := x.past.CheckClass(c); err != nil {
+			return err
+		}
+		for _, k := range q.Order {
+			if err := x.past.CheckField(c, k.Field); err != nil {
+				return err
+			}
+		}
+	}
+	if err := x.checkPastFilter(q.Filter, q.Classes); err != nil {
+		return err
+	}
+	return x.checkPastSelection(cf.Selections, cf.Name, q.Classes, map[string]bool{})
+}
+
+// checkPastFilter checks the fields filter e reads on documents of the
+// given classes, through references too.
+func (x *execution) checkPastFilter(e filter.Expr, classes []string) error {
+	field := func(f *sluice.Field) error {
+		for _, c := range classes {
+			if err := x.past.CheckField(c, f.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	refd := func(class string, e filter.Expr) error {
+		targets := classesOf(x.es.schema, class, true)
+		for _, c := range targets {
+			if err := x.past.CheckClass(c); err != nil {
+				return err
+			}
+		}
+		return x.checkPastFilter(e, targets)
+	}
+	switch e := e.(type) {
+	case *filter.And:
+		for _, s := range e.Exprs {
+			if err := x.checkPastFilter(s, classes); err != nil {
+				return err
+			}
+		}
+	case *filter.Or:
+		for _, s := range e.Exprs {
+			if err := x.checkPastFilter(s, classes); err != nil {
+				return err
+			}
+		}
+	case *filter.Not:
+		return x.checkPastFilter(e.Expr, classes)
+	case *filter.Compare:
+		if e.Field != nil {
+			return field(e.Field)
+		}
+	case *filter.Sub:
+		// What is inside a subdocument is its field's value.
+		return field(e.Field)
+	case *filter.Ref:
+		if err := field(e.Field); err != nil {
+			return err
+		}
+		return refd(e.Class, e.Expr)
+	case *filter.Quant:
+		if err := field(e.Field); err != nil {
+			return err
+		}
+		if e.Field.Type.Kind == sluice.TypeReference {
+			return refd(e.Field.Type.Name, e.Elem)
+		}
+	}
+	return nil
+}
+
+// checkPastSelection checks the fields selection sel shows of documents
+// of the given classes (presented as GraphQL type static), and of the
+// documents their references point to. seen holds the selections checked
+// already, by type.
+func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, classes []string, seen map[string]bool) error {
+	if len(sel) == 0 {
+		return nil
+	}
+	key := fmt.Sprintf("%s %p", static, &sel[0])
+	if seen[key] {
+		return nil
+	}
+	seen[key] = true
+	for _, name := range classes {
+		c := x.es.schema.Class(name)
+		for _, cf := range x.fields(sel, x.runtimeType(static, c)) {
+			f := c.Field(cf.Name)
+			if f == nil {
+				if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok {
+					if err := x.checkPastBacklink(cf, bl, seen); err != nil {
+						return err
+					}
+				}
+				continue // _id, _type, _CommitMetadata, __typename
+			}
+			if err := x.past.CheckField(name, f.Name); err != nil {
+				return err
+			}
+			if f.Type.Kind != sluice.TypeReference || len(cf.Selections) == 0 {
+				continue
+			}
+			targets := classesOf(x.es.schema, f.Type.Name, true)
+			for _, t := range targets {
+				if err := x.past.CheckClass(t); err != nil {
+					return err
+				}
+			}
+			if err := x.checkPastSelection(cf.Selections, f.Type.Name, targets, seen); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkPastBacklink checks a backlink selection cf: the documents of bl's
+// class that point through bl's reference field, filtered, sorted and
+// shown as cf says.
+func (x *execution) checkPastBacklink(cf graphql.CollectedField, bl backlink, seen map[string]bool) error {
+	q, err := ParseQueryArgs(x.es.schema, bl.class.Name, cf.Field, x.op.Variables)
+	if err != nil {
+		return err
+	}
+	for _, c := range q.Classes {
+		if err := x.past.CheckClass(c); err != nil {
+			return err
+		}
+		if err := x.past.CheckField(c, bl.field.Name); err != nil {
+			return err
+		}
+		for _, k := range q.Order {
+			if err := x.past.CheckField(c, k.Field); err != nil {
+				return err
+			}
+		}
+	}
+	if err := x.checkPastFilter(q.Filter, q.Classes); err != nil {
+		return err
+	}
+	return x.checkPastSelection(cf.Selections, bl.class.Name, q.Classes, seen)
+}
+
+// checkPastAggregate checks an aggregate of q's classes as of x.past:
+// the documents counted, the filter and the fields aggregated.
+func (x *execution) checkPastAggregate(q engine.AggregateQuery) error {
+	for _, c := range q.Classes {
+		if err := x.past.CheckClass(c); err != nil {
+			return err
+		}
+		for _, a := range q.Aggs {
+			if err := x.past.CheckField(c, a.Field); err != nil {
+				return err
+			}
+		}
+	}
+	return x.checkPastFilter(q.Filter, q.Classes)
+}

@@ -1,0 +1,187 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+)
+
+// resetPeak resets the peak RSS (VmHWM) of process pid to its current RSS.
+func resetPeak(t *testing.T, pid int) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("reset the peak RSS of %d: %v", pid, err)
+	}
+}
+
+// TestChangeSetOfLargeCommitIsBounded: _ChangeSet(commit:) of a commit of
+// 150,000 documents, asked by four clients at once, reads the commit in
+// pieces and stops at graphql_max_result_rows: each gets the error naming
+// it, and the daemon's peak memory grows by tens of MB (reading the whole
+// commit took 2.25 GB). Its metadata alone reads one piece, and a
+// smaller bound is a smaller read. The daemon runs as its own process,
+// so that its memory is its own.
+func TestChangeSetOfLargeCommitIsBounded(t *testing.T) {
+	t.Parallel()
+	bin, err := dt.SluiceBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := dt.StartProc(t, bin, []string{"serve", "--listen", "127.0.0.1:0"},
+		[]string{"SLUICE_DATABASE_URL=" + pgtest.NewDatabase(t), "SLUICE_ADMIN_PASSWORD=" + dt.AdminPassword}, nil)
+	d := dt.Remote("http://" + p.Addr)
+	d.CreateDatabase(t, "big", "type Note { text: String n: Int }")
+	const n = 150000
+	var body strings.Builder
+	for i := range n {
+		fmt.Fprintf(&body, `{"@type":"Note","@id":"Note/n%06d","text":"%s","n":%d}`+"\n", i, strings.Repeat("x", 100), i)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", body.String(), "Content-Type", "application/x-ndjson")
+	pid := p.Cmd.Process.Pid
+	resetPeak(t, pid)
+	peak0 := procMemory(t, pid, "VmHWM")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/big", `{"query":"{ _ChangeSet(commit: \"1\") { Note_added { _id text n } } }"}`, "Content-Type", "application/json")
+			if !strings.Contains(string(r.Body), "graphql_max_result_rows") {
+				t.Errorf("_ChangeSet of %d documents: %d %.300s", n, r.Status, r.Body)
+			}
+		})
+	}
+	wg.Wait()
+	peak := procMemory(t, pid, "VmHWM")
+	t.Logf("4 concurrent _ChangeSet reads of a %d-document commit: peak RSS %d -> %d KiB (+%d)", n, peak0, peak, peak-peak0)
+	if peak-peak0 > 128<<10 {
+		t.Errorf("the daemon's peak RSS grew by %d KiB for 4 reads of the commit, want it bounded by graphql_max_result_rows", peak-peak0)
+	}
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/big", `{"query":"{ _ChangeSet(commit: \"1\") { _CommitMetadata { _id } } }"}`, "Content-Type", "application/json")
+	if !strings.Contains(string(r.Body), `{"data":{"_ChangeSet":{"_CommitMetadata":{"_id":"1"}}}`) {
+		t.Errorf("the metadata of the commit: %s", r.Body)
+	}
+}
+
+// TestLiveQueryBudgets: a user's live queries are admitted while the
+// user holds fewer than live_queries_per_user and their results fewer
+// than live_rows_per_user documents, and refused (429) naming the bound
+// otherwise, before anything is read; a result that would take them past
+// it ends its live query with an error naming it, and the others go on;
+// closing one admits another; the super user is exempt.
+func TestLiveQueryBudgets(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.LiveQueriesPerUser, c.LiveRowsPerUser = 3, 10 })
+	d.CreateDatabase(t, "live", "type Item { n: Int! owner: String! }")
+	var docs []string
+	for i := 1; i <= 8; i++ {
+		for _, o := range []string{"a", "b"} {
+			docs = append(docs, fmt.Sprintf(`{"@type":"Item","@id":"Item/%s%d","n":%d,"owner":%q}`, o, i, i, o))
+		}
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/live", "["+strings.Join(docs, ",")+"]")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/live", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	live := func(query string) dt.StreamRequest {
+		b, _ := json.Marshal(map[string]string{"query": query})
+		return dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/live", Body: string(b), Header: []string{"Accept", "text/event-stream"}}
+	}
+	open := func(auth dt.Auth, query string) *dt.Stream {
+		st := d.MustOpenStream(t, auth, live(query))
+		st.Next() // : connected
+		return st
+	}
+	refused := func(query, key string) {
+		t.Helper()
+		st, resp := d.OpenStream(t, rita, live(query))
+		if st != nil {
+			t.Fatalf("%s: admitted, want a 429 naming %s", query, key)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 429 || !strings.Contains(string(b), key) {
+			t.Fatalf("%s: %d %s, want a 429 naming %s", query, resp.StatusCode, b, key)
+		}
+	}
+	count := func(f dt.Frame) int { return strings.Count(f.Field("data"), `"n":`) }
+
+	l1 := open(rita, `subscription { Item(filter: {owner: {eq: "a"}}) { n } }`)
+	if f := l1.Event(); count(f) != 8 {
+		t.Fatalf("the first result: %s", f)
+	}
+	// 8 documents held: a result of 8 more would pass 10.
+	l2 := open(rita, `subscription { Item(filter: {owner: {eq: "b"}}) { n } }`)
+	if fs := l2.Ended(); len(fs) != 2 || !strings.Contains(fs[0].Field("data"), "live_rows_per_user") || fs[1].Field("event") != "complete" {
+		t.Fatalf("a result past live_rows_per_user: %v", fs)
+	}
+	l3 := open(rita, `subscription { Item(filter: {owner: {eq: "a"}}, limit: 1) { n } }`)
+	if f := l3.Event(); count(f) != 1 {
+		t.Fatalf("a result within the budget: %s", f)
+	}
+	l4 := open(rita, `subscription { Item(limit: 0) { n } }`)
+	l4.Event()
+	refused(`subscription { Item(filter: {n: {eq: 2}}) { n } }`, "live_queries_per_user")
+	l4.Close()
+	eventually.True(t, dt.StreamWait, "a live query closed makes room for another", func() bool {
+		st, resp := d.OpenStream(t, rita, live(`subscription { Item(limit: 0) { n } }`))
+		if st == nil {
+			resp.Body.Close()
+			return false
+		}
+		st.Next()
+		st.Event()
+		st.Close()
+		return true
+	})
+
+	// 9 held, then 10: the budget is full, and a new live query waits.
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/live", `{"@type":"Item","@id":"Item/a9","n":9,"owner":"a"}`)
+	if f := l1.Event(); count(f) != 9 {
+		t.Fatalf("the result after a write: %s", f)
+	}
+	refused(`subscription { Item(limit: 0) { n } }`, "live_rows_per_user")
+	// The super user is exempt.
+	admin := open(dt.Admin(), `subscription { Item { n } }`)
+	if f := admin.Event(); count(f) != 17 {
+		t.Fatalf("the super user's result: %s", f)
+	}
+	// A result past the budget ends its live query; the others go on.
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/live", `{"@type":"Item","@id":"Item/a10","n":10,"owner":"a"}`)
+	if fs := l1.Ended(); len(fs) != 2 || !strings.Contains(fs[0].Field("data"), "live_rows_per_user") {
+		t.Fatalf("a result growing past live_rows_per_user: %v", fs)
+	}
+	if f := admin.Event(); count(f) != 18 {
+		t.Fatalf("the super user's result after the write: %s", f)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/live", `{"@type":"Item","@id":"Item/a1","n":0,"owner":"a"}`)
+	if f := l3.Event(); !strings.Contains(f.Field("data"), `"n":0`) {
+		t.Fatalf("the live query within the budget after the other ended: %s", f)
+	}
+}
+
+// TestAnonymousGuessesThrottled: bearer guesses from one address are
+// refused 429 with Retry-After once ten times auth_max_failures of them
+// failed (the address's limit), before any is looked up.
+func TestAnonymousGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.AuthMaxFailures, c.AuthFailureWindow = 3, time.Hour })
+	for i := range 200 {
+		r := d.Do(t, dt.Bearer(fmt.Sprintf("sluice_guess%d", i)), "GET", "/api/info", nil)
+		want := 401
+		if i >= 30 {
+			want = 429
+		}
+		if r.Status != want || want == 429 && (r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "too many failed sign-ins from this address")) {
+			t.Fatalf("guess %d: %d %s (Retry-After %q), want %d", i, r.Status, r.Body, r.Header.Get("Retry-After"), want)
+		}
+	}
+}

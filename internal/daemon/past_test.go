@@ -1,0 +1,691 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/jsonpatch"
+	"github.com/sluice-dev/sluice/internal/postgres"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// gqlAnswer is a GraphQL response, its data left as JSON.
+type gqlAnswer struct {
+	Data   json.RawMessage `json:"data"`
+	Errors []struct {
+		Message    string `json:"message"`
+		Extensions struct {
+			Code string `json:"code"`
+		} `json:"extensions"`
+	} `json:"errors"`
+	Extensions struct {
+		Position string `json:"position"`
+	} `json:"extensions"`
+}
+
+// gqlQuery runs a GraphQL query on database db of d as auth.
+func gqlQuery(t *testing.T, d *dt.Daemon, auth dt.Auth, db, query string) gqlAnswer {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"query": query})
+	r := d.MustDo(t, 200, auth, "POST", "/api/graphql/admin/"+db, body, "Content-Type", "application/json")
+	var a gqlAnswer
+	if err := json.Unmarshal(r.Body, &a); err != nil {
+		t.Fatalf("%s: %v: %s", query, err, r.Body)
+	}
+	return a
+}
+
+// gqlData runs a query that must succeed and returns its data.
+func gqlData(t *testing.T, d *dt.Daemon, auth dt.Auth, db, query string) string {
+	t.Helper()
+	a := gqlQuery(t, d, auth, db, query)
+	if len(a.Errors) > 0 {
+		t.Fatalf("%s: %+v", query, a.Errors)
+	}
+	return string(a.Data)
+}
+
+// gqlError runs a query that must fail and returns its first error's
+// message and code.
+func gqlError(t *testing.T, d *dt.Daemon, auth dt.Auth, db, query string) (string, string) {
+	t.Helper()
+	a := gqlQuery(t, d, auth, db, query)
+	if len(a.Errors) == 0 || len(a.Data) > 0 && string(a.Data) != "null" {
+		t.Fatalf("%s: want an error and no data, got %s %+v", query, a.Data, a.Errors)
+	}
+	return a.Errors[0].Message, a.Errors[0].Extensions.Code
+}
+
+// headPosition returns the position a read of database db answers now.
+func headPosition(t *testing.T, d *dt.Daemon, db string) string {
+	t.Helper()
+	return d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/"+db+"?type=Person&count=0", nil).Header.Get("Sluice-Position")
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(t *testing.T, a, b []byte) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%v: %s", err, a)
+	}
+	if err := json.Unmarshal(b, &y); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+const pastSDL = `type Person { name: String! age: Int friend: Person }
+interface Animal @concrete { name: String! }
+type Dog implements Animal { breed: String }`
+
+// pastFixture writes, on one daemon, an insert (of three documents), a
+// replace, another insert and a delete, and returns the positions before
+// and after each: p[0] before the first, p[i] after commit i.
+func pastFixture(t *testing.T, a *dt.Daemon, db string) []string {
+	t.Helper()
+	a.CreateDatabase(t, db, pastSDL)
+	p := []string{headPosition(t, a, db)}
+	for _, w := range []struct{ method, path, body string }{
+		{"POST", "?author=ann&message=import", `[{"@type":"Person","@id":"alice","name":"Alice","age":30},
+			{"@type":"Dog","@id":"rex","name":"Rex","breed":"lab"},{"@type":"Animal","@id":"generic","name":"Thing"}]`},
+		{"PUT", "?author=bea", `{"@type":"Person","@id":"Person/alice","name":"Alice","age":31}`},
+		{"POST", "", `{"@type":"Person","@id":"bob","name":"Bob","age":25,"friend":"Person/alice"}`},
+		{"DELETE", "?author=cy&message=cleanup", `["Person/alice","Dog/rex"]`},
+	} {
+		a.MustDo(t, 200, dt.Admin(), w.method, "/api/document/admin/"+db+w.path, w.body)
+		p = append(p, headPosition(t, a, db))
+	}
+	return p
+}
+
+// TestPastStatesOnTheOtherReplica reads the states at the five positions
+// around an insert, a replace, another insert and a delete, written on one
+// daemon and read on another: REST and GraphQL show the same documents,
+// the position they were asked for, filters, ordering, limits, references
+// and subclasses evaluated then; a position inside a commit reads the
+// changes up to it.
+func TestPastStatesOnTheOtherReplica(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	p := pastFixture(t, a, "past")
+
+	alice30 := `{"@id":"Person/alice","@type":"Person","name":"Alice","age":30}`
+	alice31 := `{"@id":"Person/alice","@type":"Person","name":"Alice","age":31}`
+	bob := `{"@id":"Person/bob","@type":"Person","name":"Bob","age":25,"friend":"Person/alice"}`
+	want := []struct {
+		people  []string
+		animals string // GraphQL: _id of Animal, children included
+		friend  string // GraphQL: bob's friend's age
+	}{
+		{nil, `[]`, ``},
+		{[]string{alice30}, `[{"_id":"Animal/generic"},{"_id":"Dog/rex"}]`, ``},
+		{[]string{alice31}, `[{"_id":"Animal/generic"},{"_id":"Dog/rex"}]`, ``},
+		{[]string{alice31, bob}, `[{"_id":"Animal/generic"},{"_id":"Dog/rex"}]`, `{"age":31}`},
+		{[]string{bob}, `[{"_id":"Animal/generic"}]`, `null`},
+	}
+	for i, w := range want {
+		q := url.QueryEscape(p[i])
+		r := b.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/past?type=Person&as_list=true&as_of="+q, nil)
+		if got := strings.TrimSpace(string(r.Body)); got != "["+strings.Join(w.people, ",")+"]" {
+			t.Errorf("REST as of %s (position %d): %s", p[i], i, got)
+		}
+		if r.Header.Get("Sluice-Position") != p[i] {
+			t.Errorf("REST as of %s answers position %s", p[i], r.Header.Get("Sluice-Position"))
+		}
+		single := b.Do(t, dt.Admin(), "GET", "/api/document/admin/past?id=Person/alice&as_of="+q, nil)
+		switch {
+		case i == 0 || i == 4:
+			if single.Status != 404 {
+				t.Errorf("alice as of position %d: %d %s, want 404", i, single.Status, single.Body)
+			}
+		case strings.TrimSpace(string(single.Body)) != w.people[0] || single.Header.Get("Sluice-Position") != p[i]:
+			t.Errorf("alice as of position %d: %s (position %s)", i, single.Body, single.Header.Get("Sluice-Position"))
+		}
+
+		// GraphQL shows the same documents.
+		g := gqlQuery(t, b, dt.Admin(), "past", `{ Person(asOf: "`+p[i]+`") { _id name age } Animal(asOf: "`+p[i]+`") { _id } }`)
+		var data struct {
+			Person []struct {
+				ID   string `json:"_id"`
+				Name string `json:"name"`
+				Age  *int   `json:"age"`
+			}
+			Animal json.RawMessage
+		}
+		if err := json.Unmarshal(g.Data, &data); err != nil || len(g.Errors) > 0 {
+			t.Fatalf("GraphQL as of %s: %v %+v", p[i], err, g.Errors)
+		}
+		var rest []struct {
+			ID   string `json:"@id"`
+			Name string `json:"name"`
+			Age  *int   `json:"age"`
+		}
+		if err := json.Unmarshal(r.Body, &rest); err != nil {
+			t.Fatal(err)
+		}
+		if len(rest) != len(data.Person) {
+			t.Errorf("as of position %d REST holds %d people, GraphQL %d", i, len(rest), len(data.Person))
+		}
+		for j := range min(len(rest), len(data.Person)) {
+			if rest[j].ID != data.Person[j].ID || rest[j].Name != data.Person[j].Name || !reflect.DeepEqual(rest[j].Age, data.Person[j].Age) {
+				t.Errorf("as of position %d REST and GraphQL differ: %+v, %+v", i, rest[j], data.Person[j])
+			}
+		}
+		if string(data.Animal) != w.animals || g.Extensions.Position != p[i] {
+			t.Errorf("GraphQL as of %s: animals %s, position %s", p[i], data.Animal, g.Extensions.Position)
+		}
+		if w.friend != "" {
+			got := gqlData(t, b, dt.Admin(), "past", `{ Person(asOf: "`+p[i]+`", id: "Person/bob") { friend { age } } }`)
+			if got != `{"Person":[{"friend":`+w.friend+`}]}` {
+				t.Errorf("bob's friend as of position %d: %s", i, got)
+			}
+		}
+	}
+
+	// Filters, ordering, limits, references and subclasses apply to the
+	// state then.
+	at3 := `asOf: "` + p[3] + `"`
+	for _, c := range []struct{ query, want string }{
+		{`{ Person(` + at3 + `, filter: {age: {ge: 30}}) { _id } }`, `{"Person":[{"_id":"Person/alice"}]}`},
+		{`{ Person(` + at3 + `, orderBy: {age: ASC}, limit: 1) { _id } }`, `{"Person":[{"_id":"Person/bob"}]}`},
+		{`{ Person(` + at3 + `, orderBy: {age: DESC}, offset: 1) { _id } }`, `{"Person":[{"_id":"Person/bob"}]}`},
+		{`{ Person(` + at3 + `, filter: {friend: {age: {eq: 31}}}) { _id } }`, `{"Person":[{"_id":"Person/bob"}]}`},
+		{`{ Person(filter: {friend: {age: {eq: 31}}}) { _id } }`, `{"Person":[]}`},
+		{`{ Animal(` + at3 + `, include_children: false) { _id } }`, `{"Animal":[{"_id":"Animal/generic"}]}`},
+		{`{ Dog(` + at3 + `, filter: {breed: {eq: "lab"}}) { _id name } }`, `{"Dog":[{"_id":"Dog/rex","name":"Rex"}]}`},
+		{`{ Person(` + at3 + `, ids: ["Person/alice", "Person/carol"]) { name } }`, `{"Person":[{"name":"Alice"}]}`},
+		// Backlinks and aggregates too.
+		{`{ Person(` + at3 + `, id: "Person/alice") { _friend_of_Person { _id age } } }`, `{"Person":[{"_friend_of_Person":[{"_id":"Person/bob","age":25}]}]}`},
+		{`{ Person(asOf: "` + p[2] + `", id: "Person/alice") { _friend_of_Person { _id } } }`, `{"Person":[{"_friend_of_Person":[]}]}`},
+		{`{ Person_aggregate(` + at3 + `) { count max { age } } }`, `{"Person_aggregate":{"count":2,"max":{"age":31}}}`},
+		{`{ Person_aggregate(asOf: "` + p[1] + `") { count max { age } } }`, `{"Person_aggregate":{"count":1,"max":{"age":30}}}`},
+		{`{ Animal_aggregate(` + at3 + `) { count } Animal(` + at3 + `, include_children: false) { _id } }`, `{"Animal_aggregate":{"count":2},"Animal":[{"_id":"Animal/generic"}]}`},
+		{`{ Person_aggregate { count } }`, `{"Person_aggregate":{"count":1}}`},
+	} {
+		if got := gqlData(t, b, dt.Admin(), "past", c.query); got != c.want {
+			t.Errorf("%s: %s, want %s", c.query, got, c.want)
+		}
+	}
+
+	// A position inside a commit (an event's id) reads its changes up to
+	// that one: the first commit inserted Person/alice, then Dog/rex.
+	epoch, _, _ := strings.Cut(p[0], "-")
+	for idx, w := range []string{`{"Person":[{"_id":"Person/alice"}],"Animal":[]}`, `{"Person":[{"_id":"Person/alice"}],"Animal":[{"_id":"Dog/rex"}]}`} {
+		inside := fmt.Sprintf("%s-1-%d", epoch, idx)
+		g := gqlQuery(t, b, dt.Admin(), "past", `{ Person(asOf: "`+inside+`") { _id } Animal(asOf: "`+inside+`") { _id } }`)
+		if string(g.Data) != w || g.Extensions.Position != inside {
+			t.Errorf("as of %s: %s %+v (position %s)", inside, g.Data, g.Errors, g.Extensions.Position)
+		}
+	}
+	// One query reads one state.
+	if msg, code := gqlError(t, b, dt.Admin(), "past", `{ then: Person(`+at3+`) { _id } now: Person { _id } }`); code != "BAD_USER_INPUT" || !strings.Contains(msg, "read different states") {
+		t.Errorf("a query of two states: %s %s", code, msg)
+	}
+}
+
+// TestPastHistoryAndDiff lists a document's versions and the differences
+// between states, on the replica that did not write them: versions newest
+// first with their commits, paged by the Link header; one entry per
+// document that differs, whose patch turns before into after.
+func TestPastHistoryAndDiff(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	p := pastFixture(t, a, "past")
+	epoch, _, _ := strings.Cut(p[0], "-")
+
+	type version struct {
+		Position, Commit, Author, Message, User, Op, Datetime string
+		Document                                              json.RawMessage
+	}
+	var versions []version
+	path := "/api/history/admin/past?id=Person/alice&count=1"
+	for range 4 {
+		r := b.MustDo(t, 200, dt.Admin(), "GET", path, nil)
+		var page []version
+		if err := json.Unmarshal(r.Body, &page); err != nil || len(page) > 1 {
+			t.Fatalf("history page: %v %s", err, r.Body)
+		}
+		versions = append(versions, page...)
+		link := r.Header.Get("Link")
+		if link == "" {
+			break
+		}
+		next, ok := strings.CutSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+		if !ok {
+			t.Fatalf("Link %s", link)
+		}
+		path = next
+	}
+	want := []version{
+		{Position: epoch + "-4-0", Commit: "4", Author: "cy", Message: "cleanup", User: "admin", Op: "deleted", Document: json.RawMessage(`null`)},
+		{Position: epoch + "-2-0", Commit: "2", Author: "bea", User: "admin", Op: "updated", Document: json.RawMessage(`{"@id":"Person/alice","@type":"Person","name":"Alice","age":31}`)},
+		{Position: epoch + "-1-0", Commit: "1", Author: "ann", Message: "import", User: "admin", Op: "added", Document: json.RawMessage(`{"@id":"Person/alice","@type":"Person","name":"Alice","age":30}`)},
+	}
+	if len(versions) != len(want) {
+		t.Fatalf("%d versions of alice, want 3: %+v", len(versions), versions)
+	}
+	for i, v := range versions {
+		if v.Datetime == "" {
+			t.Errorf("version %d has no time", i)
+		}
+		v.Datetime = ""
+		if !reflect.DeepEqual(v, want[i]) {
+			t.Errorf("version %d: %+v, want %+v", i, v, want[i])
+		}
+	}
+	// The whole history in one page has no Link.
+	r := b.MustDo(t, 200, dt.Admin(), "GET", "/api/history/admin/past?id=Dog/rex", nil)
+	if r.Header.Get("Link") != "" || strings.Count(string(r.Body), `"position"`) != 2 {
+		t.Errorf("history of rex: %s (Link %q)", r.Body, r.Header.Get("Link"))
+	}
+	if r := b.MustDo(t, 200, dt.Admin(), "GET", "/api/history/admin/past?id=Person/nobody", nil); string(r.Body) != "[]\n" {
+		t.Errorf("history of a document that never was: %s", r.Body)
+	}
+
+	type entry struct {
+		ID     string          `json:"@id"`
+		Type   string          `json:"@type"`
+		Op     string          `json:"op"`
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+		Patch  json.RawMessage `json:"patch"`
+	}
+	diff := func(query string) []entry {
+		t.Helper()
+		r := b.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/past?"+query, nil)
+		var page struct {
+			From, To string
+			More     bool
+			Changes  []entry
+		}
+		if err := json.Unmarshal(r.Body, &page); err != nil || page.More {
+			t.Fatalf("diff %s: %v %s", query, err, r.Body)
+		}
+		for _, e := range page.Changes {
+			got, err := jsonpatch.Apply(e.Before, e.Patch)
+			if err != nil || !sameJSON(t, got, e.After) {
+				t.Errorf("diff %s: %s's patch %s turns %s into %s (%v), not %s", query, e.ID, e.Patch, e.Before, got, err, e.After)
+			}
+		}
+		return page.Changes
+	}
+	ops := func(es []entry) string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.ID+" "+e.Type+" "+e.Op)
+		}
+		return strings.Join(out, ", ")
+	}
+	for _, c := range []struct{ query, want string }{
+		{"from=" + p[0], "Animal/generic Animal added, Person/bob Person added"},
+		{"from=" + p[0] + "&to=" + p[4], "Animal/generic Animal added, Person/bob Person added"},
+		{"from=" + p[1] + "&to=" + p[3], "Person/alice Person updated, Person/bob Person added"},
+		{"from=" + p[2] + "&type=Person", "Person/alice Person deleted, Person/bob Person added"},
+		{"from=" + p[2] + "&type=Animal", "Dog/rex Dog deleted"},
+		{"from=" + p[0] + "&to=" + p[2] + "&id=Person/alice", "Person/alice Person added"},
+		{"from=" + p[3] + "&to=" + p[3], ""},
+		{"from=" + p[4], ""},
+		{"from=" + epoch + "-1-0&to=" + epoch + "-1-1", "Dog/rex Dog added"},
+	} {
+		if got := ops(diff(c.query)); got != c.want {
+			t.Errorf("diff %s: %s, want %s", c.query, got, c.want)
+		}
+	}
+	if es := diff("from=" + p[1] + "&to=" + p[2]); len(es) != 1 || string(es[0].Patch) != `[{"op":"replace","path":"/age","value":31}]` ||
+		string(es[0].Before) != `{"@id":"Person/alice","@type":"Person","name":"Alice","age":30}` {
+		t.Errorf("diff of the replace: %+v", es)
+	}
+	if r := b.Do(t, dt.Admin(), "GET", "/api/diff/admin/past?from="+p[3]+"&to="+p[1], nil); r.Status != 400 || !strings.Contains(string(r.Body), "comes before") {
+		t.Errorf("a diff backwards: %d %s", r.Status, r.Body)
+	}
+
+	// A large diff comes in pages, by id, each named by the Link header.
+	var body strings.Builder
+	for i := range 25 {
+		fmt.Fprintf(&body, `{"@type":"Person","@id":"p%02d","name":"P%d"}`+"\n", i, i)
+	}
+	from := headPosition(t, a, "past")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/past", body.String(), "Content-Type", "application/x-ndjson")
+	var ids []string
+	path = "/api/diff/admin/past?count=7&from=" + url.QueryEscape(from)
+	for pages := 1; ; pages++ {
+		r := b.MustDo(t, 200, dt.Admin(), "GET", path, nil)
+		var page struct {
+			More    bool
+			Next    string
+			Changes []entry
+		}
+		if err := json.Unmarshal(r.Body, &page); err != nil || len(page.Changes) > 7 {
+			t.Fatalf("diff page %d: %v %s", pages, err, r.Body)
+		}
+		for _, e := range page.Changes {
+			ids = append(ids, e.ID)
+		}
+		link := r.Header.Get("Link")
+		if page.More != (link != "") {
+			t.Fatalf("page %d: more %v, Link %q", pages, page.More, link)
+		}
+		if !page.More {
+			if pages != 4 {
+				t.Errorf("%d pages of 7 for 25 documents", pages)
+			}
+			break
+		}
+		path = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+	}
+	if len(ids) != 25 || ids[0] != "Person/p00" || ids[24] != "Person/p24" {
+		t.Errorf("the pages hold %v", ids)
+	}
+}
+
+// TestPastRedaction: a read-only user sees the past as it sees the
+// present: a @private field is refused in an asOf query exactly as in a
+// current one, and is in no as_of, history or diff answer; a change to it
+// alone is no difference for that user. A field protected at any time
+// since a position stays hidden as of that position after it is made
+// public.
+func TestPastRedaction(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "secret", "type Person { name: String! ssn: String @private }")
+	a.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/secret", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/secret", `{"@type":"Person","@id":"alice","name":"Alice","ssn":"123"}`)
+	p1 := headPosition(t, a, "secret")
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/secret", `{"@type":"Person","@id":"Person/alice","name":"Alice","ssn":"456"}`)
+	p2 := headPosition(t, a, "secret")
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/secret", `{"@type":"Person","@id":"Person/alice","name":"Alicia","ssn":"789"}`)
+
+	now, nowCode := gqlError(t, b, rita, "secret", `{ Person { name ssn } }`)
+	then, thenCode := gqlError(t, b, rita, "secret", `{ Person(asOf: "`+p1+`") { name ssn } }`)
+	if now != then || nowCode != thenCode {
+		t.Errorf("ssn now: %s %s; as of p1: %s %s", nowCode, now, thenCode, then)
+	}
+	if got := gqlData(t, b, rita, "secret", `{ Person(asOf: "`+p1+`") { name } }`); got != `{"Person":[{"name":"Alice"}]}` {
+		t.Errorf("as of p1: %s", got)
+	}
+	for _, path := range []string{
+		"/api/document/admin/secret?id=Person/alice&as_of=" + p1,
+		"/api/document/admin/secret?type=Person&as_of=" + p2,
+		"/api/history/admin/secret?id=Person/alice",
+		"/api/diff/admin/secret?from=" + p1,
+	} {
+		r := b.MustDo(t, 200, rita, "GET", path, nil)
+		if bytes.Contains(r.Body, []byte("ssn")) || bytes.Contains(r.Body, []byte("123")) || bytes.Contains(r.Body, []byte("456")) {
+			t.Errorf("%s shows rita the private field: %s", path, r.Body)
+		}
+		if !bytes.Contains(r.Body, []byte("Alice")) {
+			t.Errorf("%s: %s", path, r.Body)
+		}
+	}
+	// Only ssn changed between p1 and p2: a difference for the admin, not
+	// for rita.
+	if r := b.MustDo(t, 200, rita, "GET", "/api/diff/admin/secret?from="+p1+"&to="+p2, nil); !bytes.Contains(r.Body, []byte(`"changes":[]`)) {
+		t.Errorf("rita's diff of a change to ssn alone: %s", r.Body)
+	}
+	if r := b.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/secret?from="+p1+"&to="+p2, nil); !bytes.Contains(r.Body, []byte(`"patch":[{"op":"replace","path":"/ssn","value":"456"}]`)) {
+		t.Errorf("the admin's diff of a change to ssn: %s", r.Body)
+	}
+
+	// ssn is made public: rita reads it now, but not as of p1, when it
+	// was protected. (Read where the schema changed: another replica
+	// may serve the schema it had for up to a second.)
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/secret", "type Person { name: String! ssn: String }")
+	if got := gqlData(t, a, rita, "secret", `{ Person { ssn } }`); got != `{"Person":[{"ssn":"789"}]}` {
+		t.Errorf("ssn now: %s", got)
+	}
+	if msg, code := gqlError(t, a, rita, "secret", `{ Person(asOf: "`+p1+`") { name ssn } }`); code != "BAD_USER_INPUT" || !strings.Contains(msg, "Person.ssn as of "+p1+" cannot be shown: it was protected from your role") {
+		t.Errorf("ssn as of p1 after it was made public: %s %s", code, msg)
+	}
+	if msg, _ := gqlError(t, a, rita, "secret", `{ Person(asOf: "`+p1+`", filter: {ssn: {eq: "123"}}) { name } }`); !strings.Contains(msg, "Person.ssn") {
+		t.Errorf("a filter on ssn as of p1: %s", msg)
+	}
+	r := a.MustDo(t, 200, rita, "GET", "/api/document/admin/secret?type=Person&as_of="+p1, nil)
+	if bytes.Contains(r.Body, []byte("ssn")) || r.Header.Get("Sluice-Hidden-Fields") != "Person.ssn" {
+		t.Errorf("rita's listing as of p1: %s (hidden: %q)", r.Body, r.Header.Get("Sluice-Hidden-Fields"))
+	}
+	if got := gqlData(t, a, dt.Admin(), "secret", `{ Person(asOf: "`+p1+`") { ssn } }`); got != `{"Person":[{"ssn":"123"}]}` {
+		t.Errorf("the admin's ssn as of p1: %s", got)
+	}
+}
+
+// TestPastErrors: a position older than retained history is a 410 /
+// GONE naming the oldest it can read; one ahead of the log, malformed, of
+// another database or of an earlier database of the same name is a 400 /
+// BAD_USER_INPUT, on every read of the past.
+func TestPastErrors(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "gone", "type Person { name: String! }")
+	d.CreateDatabase(t, "other", "type Person { name: String! }")
+	for i := range 4 {
+		d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/gone", fmt.Sprintf(`{"@type":"Person","@id":"p%d","name":"P"}`, i))
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/other", `{"@type":"Person","@id":"x","name":"X"}`)
+	epoch, _, _ := strings.Cut(headPosition(t, d, "gone"), "-")
+	other := headPosition(t, d, "other")
+	// An earlier database of the same name.
+	d.CreateDatabase(t, "again", "type Person { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/again", `{"@type":"Person","@id":"x","name":"X"}`)
+	earlier := headPosition(t, d, "again")
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/db/admin/again", nil)
+	d.CreateDatabase(t, "again", "type Person { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/again", `{"@type":"Person","@id":"x","name":"X"}`)
+
+	// Prune all but the newest commit of gone.
+	ctx := context.Background()
+	store, err := postgres.Open(ctx, d.DatabaseURL, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Prune(ctx, time.Now().Add(time.Hour), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	oldest := epoch + "-3-2147483647"
+	for _, c := range []struct {
+		db, pos    string
+		status     int
+		code, text string
+	}{
+		{"gone", epoch + "-1-2147483647", 410, "GONE", "older than the history admin/gone retains (log_retention); the oldest position it can read is " + oldest},
+		{"gone", epoch + "-3-0", 410, "GONE", "the oldest position it can read is " + oldest},
+		{"gone", epoch + "-5-2147483647", 400, "BAD_USER_INPUT", "ahead of the log of admin/gone, whose newest commit is 4"},
+		{"gone", "yesterday", 400, "BAD_USER_INPUT", "is not a position"},
+		{"gone", epoch + "-1", 400, "BAD_USER_INPUT", "is not a position"},
+		{"gone", other, 400, "BAD_USER_INPUT", "is not a position of admin/gone: it is another database's"},
+		{"again", earlier, 400, "BAD_USER_INPUT", "or an earlier database's of that name"},
+	} {
+		msg, code := gqlError(t, d, dt.Admin(), c.db, `{ Person(asOf: "`+c.pos+`") { _id } }`)
+		if code != c.code || !strings.Contains(msg, c.text) {
+			t.Errorf("GraphQL asOf %s on %s: %s %s, want %s %q", c.pos, c.db, code, msg, c.code, c.text)
+		}
+		apiCode := map[int]string{410: "api:HistoryGone", 400: "api:BadRequest"}[c.status]
+		for _, path := range []string{
+			"/api/document/admin/" + c.db + "?type=Person&as_of=" + url.QueryEscape(c.pos),
+			"/api/document/admin/" + c.db + "?id=Person/x&as_of=" + url.QueryEscape(c.pos),
+			"/api/diff/admin/" + c.db + "?from=" + url.QueryEscape(c.pos),
+			"/api/history/admin/" + c.db + "?id=Person/x&before=" + url.QueryEscape(c.pos),
+		} {
+			r := d.Do(t, dt.Admin(), "GET", path, nil)
+			if r.Status != c.status || !bytes.Contains(r.Body, []byte(apiCode)) {
+				t.Errorf("%s: %d %s, want %d %s", path, r.Status, r.Body, c.status, apiCode)
+			}
+		}
+	}
+	// The oldest position it names reads.
+	if got := gqlData(t, d, dt.Admin(), "gone", `{ Person(asOf: "`+oldest+`") { _id } }`); got != `{"Person":[{"_id":"Person/p0"},{"_id":"Person/p1"},{"_id":"Person/p2"}]}` {
+		t.Errorf("as of the oldest retained position: %s", got)
+	}
+	if r := d.Do(t, dt.Admin(), "GET", "/api/diff/admin/gone", nil); r.Status != 400 || !bytes.Contains(r.Body, []byte("from is required")) {
+		t.Errorf("a diff without from: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestPastSQLWrites: writes made in SQL are history like any other: a
+// document's versions, reads as of their positions (with the commit that
+// last wrote the document then) and diffs show them.
+func TestPastSQLWrites(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "sqlpast", "type Person { name: String! age: Int }")
+	w := newSQLWriter(t, a, "sqlpast")
+	p := w.table("Person")
+	p0 := headPosition(t, a, "sqlpast")
+	sqlExec(t, w.url, "SET LOCAL sluice.author = 'etl'", "INSERT INTO "+p+" (_id, name, age) VALUES ('Person/ann', 'Ann', 40)")
+	p1 := headPosition(t, a, "sqlpast")
+	sqlExec(t, w.url, "UPDATE "+p+" SET age = 41 WHERE _id = 'Person/ann'")
+	p2 := headPosition(t, a, "sqlpast")
+	sqlExec(t, w.url, "DELETE FROM "+p+" WHERE _id = 'Person/ann'")
+
+	r := b.MustDo(t, 200, dt.Admin(), "GET", "/api/history/admin/sqlpast?id=Person/ann", nil)
+	var versions []struct {
+		Commit, Author, User, Op string
+		Document                 json.RawMessage
+	}
+	if err := json.Unmarshal(r.Body, &versions); err != nil || len(versions) != 3 {
+		t.Fatalf("history of a document written in SQL: %v %s", err, r.Body)
+	}
+	for i, want := range []struct{ commit, op, doc string }{
+		{"3", "deleted", "null"},
+		{"2", "updated", `{"@id":"Person/ann","@type":"Person","name":"Ann","age":41}`},
+		{"1", "added", `{"@id":"Person/ann","@type":"Person","name":"Ann","age":40}`},
+	} {
+		v := versions[i]
+		if v.Commit != want.commit || v.Op != want.op || string(v.Document) != want.doc || v.User != "pg:"+w.role {
+			t.Errorf("version %d: %+v %s", i, v, v.Document)
+		}
+	}
+	if versions[2].Author != "etl" {
+		t.Errorf("the insert's author: %q", versions[2].Author)
+	}
+	for _, c := range []struct{ pos, want string }{
+		{p0, `{"Person":[]}`},
+		{p1, `{"Person":[{"age":40,"_CommitMetadata":{"_id":"1","_author":"etl"}}]}`},
+		{p2, `{"Person":[{"age":41,"_CommitMetadata":{"_id":"2","_author":""}}]}`},
+	} {
+		if got := gqlData(t, b, dt.Admin(), "sqlpast", `{ Person(asOf: "`+c.pos+`") { age _CommitMetadata { _id _author } } }`); got != c.want {
+			t.Errorf("as of %s: %s, want %s", c.pos, got, c.want)
+		}
+	}
+	if r := b.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/sqlpast?from="+p0+"&to="+p2, nil); !bytes.Contains(r.Body,
+		[]byte(`"changes":[{"@id":"Person/ann","@type":"Person","op":"added","before":null,"after":{"@id":"Person/ann","@type":"Person","name":"Ann","age":41}`)) {
+		t.Errorf("diff of SQL writes: %s", r.Body)
+	}
+}
+
+// TestPastThroughSchemaChanges: a past state is shown through today's
+// schema: a field added since reads as null; one whose values a schema
+// change dropped (a new type) cannot be shown and is said so, refused in
+// GraphQL and left out (and named) in REST; so are the documents of a
+// class dropped and made again.
+func TestPastThroughSchemaChanges(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	a.CreateDatabase(t, "evolve", "type Person { name: String! age: Int }\ntype Tag { label: String! }")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/evolve", `[{"@type":"Person","@id":"alice","name":"Alice","age":30},
+		{"@type":"Person","@id":"bob","name":"Bob","age":40},{"@type":"Tag","@id":"t","label":"T"}]`)
+	p1 := headPosition(t, a, "evolve")
+	// age becomes a String (its values are dropped), email is added, Tag
+	// is dropped and made again.
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/evolve?force=true", "type Person { name: String! age: String email: String }")
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/evolve", "type Person { name: String! age: String email: String }\ntype Tag { label: String! }")
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/evolve", `{"@type":"Person","@id":"Person/alice","name":"Alicia","age":"thirty","email":"a@x"}`)
+
+	if got := gqlData(t, a, dt.Admin(), "evolve", `{ Person(asOf: "`+p1+`") { _id name email } }`); got != `{"Person":[{"_id":"Person/alice","name":"Alice","email":null},{"_id":"Person/bob","name":"Bob","email":null}]}` {
+		t.Errorf("as of p1: %s", got)
+	}
+	for _, q := range []string{
+		`{ Person(asOf: "` + p1 + `") { name age } }`,
+		`{ Person(asOf: "` + p1 + `", filter: {age: {eq: "30"}}) { name } }`,
+		`{ Person(asOf: "` + p1 + `", orderBy: {age: ASC}) { name } }`,
+		`{ Person_aggregate(asOf: "` + p1 + `") { count max { age } } }`,
+	} {
+		if msg, code := gqlError(t, a, dt.Admin(), "evolve", q); code != "BAD_USER_INPUT" || !strings.Contains(msg, "Person.age as of "+p1+" cannot be shown: a schema change after that position (before commit 2) dropped its values") {
+			t.Errorf("%s: %s %s", q, code, msg)
+		}
+	}
+	r := a.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/evolve?type=Person&as_list=true&as_of="+p1, nil)
+	if string(r.Body) != `[{"@id":"Person/alice","@type":"Person","name":"Alice"},{"@id":"Person/bob","@type":"Person","name":"Bob"}]`+"\n" || r.Header.Get("Sluice-Hidden-Fields") != "Person.age" {
+		t.Errorf("REST as of p1: %s (hidden %q)", r.Body, r.Header.Get("Sluice-Hidden-Fields"))
+	}
+	if msg, _ := gqlError(t, a, dt.Admin(), "evolve", `{ Tag(asOf: "`+p1+`") { label } }`); !strings.Contains(msg, "the documents of Tag as of "+p1+" cannot be shown") {
+		t.Errorf("Tag as of p1: %s", msg)
+	}
+	if r := a.Do(t, dt.Admin(), "GET", "/api/document/admin/evolve?as_of="+p1, nil); r.Status != 400 || !bytes.Contains(r.Body, []byte("the documents of Tag")) {
+		t.Errorf("every document as of p1: %d %s", r.Status, r.Body)
+	}
+	// Today's state reads as before.
+	if got := gqlData(t, a, dt.Admin(), "evolve", `{ Person(id: "Person/alice") { age email } }`); got != `{"Person":[{"age":"thirty","email":"a@x"}]}` {
+		t.Errorf("now: %s", got)
+	}
+}
+
+// TestDatabaseLogRetention: an admin of a database sets how long it keeps
+// its commits (longer than the server's log_retention, or for ever), and
+// resets it; shorter, malformed or by a reader is refused.
+func TestDatabaseLogRetention(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "keep", "type Person { name: String! }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rob","organization":"admin","password":"rob-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/keep", `{"user":"rob","role":"read"}`)
+	retention := func() string {
+		var info struct {
+			LogRetention *string `json:"log_retention"`
+		}
+		if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/db/admin/keep", nil).Body, &info); err != nil {
+			t.Fatal(err)
+		}
+		if info.LogRetention == nil {
+			return "null"
+		}
+		return *info.LogRetention
+	}
+	if got := retention(); got != "null" {
+		t.Fatalf("a new database's log_retention: %s", got)
+	}
+	for _, c := range []struct {
+		body   string
+		status int
+		want   string
+	}{
+		{`{"log_retention":"8760h"}`, 200, "8760h"},
+		{`{"log_retention":"0"}`, 200, "0"},
+		{`{"log_retention":"200h30m"}`, 200, "200h30m"},
+		{`{"log_retention":null}`, 200, "null"},
+		{`{"log_retention":"1h"}`, 400, "shorter than the server's (168h0m0s)"},
+		{`{"log_retention":"soon"}`, 400, "want a duration"},
+		{`{"log_retention":"-5h"}`, 400, "whole number of seconds"},
+		{`{"log_retention":168}`, 400, "want a duration"},
+		{`{"retention":"8760h"}`, 400, "unknown field"},
+		{`{}`, 400, "changes nothing"},
+	} {
+		r := d.Do(t, dt.Admin(), "PATCH", "/api/db/admin/keep", c.body)
+		if r.Status != c.status || c.status != 200 && !strings.Contains(string(r.Body), c.want) {
+			t.Errorf("PATCH %s: %d %s", c.body, r.Status, r.Body)
+			continue
+		}
+		if c.status == 200 {
+			if got := retention(); got != c.want {
+				t.Errorf("after PATCH %s: log_retention %s, want %s", c.body, got, c.want)
+			}
+		}
+	}
+	d.MustDo(t, 403, dt.Basic("rob", "rob-password"), "PATCH", "/api/db/admin/keep", `{"log_retention":"8760h"}`)
+}

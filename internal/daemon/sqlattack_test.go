@@ -1,0 +1,335 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// dbID returns the id of database admin/db (from its Postgres schema's
+// name, sluice_db_<id>).
+func dbID(t testing.TB, d *dt.Daemon, db string) int64 {
+	t.Helper()
+	var info struct {
+		Schema string `json:"postgres_schema"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/db/admin/"+db, nil).Body, &info); err != nil {
+		t.Fatal(err)
+	}
+	id, err := strconv.ParseInt(strings.TrimPrefix(info.Schema, "sluice_db_"), 10, 64)
+	if err != nil {
+		t.Fatalf("postgres_schema %q: %v", info.Schema, err)
+	}
+	return id
+}
+
+// logOf returns database admin/db's log as the API shows it.
+func logOf(t testing.TB, d *dt.Daemon, db string) string {
+	t.Helper()
+	return string(d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/"+db, nil).Body)
+}
+
+// checkLogMatchesTables fails unless replaying database admin/db's log
+// gives exactly the documents of class in its table.
+func checkLogMatchesTables(t testing.TB, d *dt.Daemon, db, class string) {
+	t.Helper()
+	replayed, tables := replayLog(t, d, db), tableState(t, d, db, class)
+	for id, doc := range tables {
+		if replayed[id] != doc {
+			t.Errorf("%s: the table holds\n%s\nthe replayed log\n%s", id, doc, replayed[id])
+		}
+	}
+	for id := range replayed {
+		if _, ok := tables[id]; !ok {
+			t.Errorf("%s: in the replayed log, not in the table", id)
+		}
+	}
+}
+
+// checkCaptureConsistent fails unless, as Sluice sees its tables, no
+// registration outlived its transaction, every change row belongs to a
+// commit, and every commit's count is what it holds.
+func checkCaptureConsistent(t testing.TB, adminURL string) {
+	t.Helper()
+	for _, c := range []struct{ what, query string }{
+		{"registrations left", "SELECT count(*) FROM sluice.capture_commits"},
+		{"change rows of no commit", "SELECT count(*) FROM sluice.changes ch WHERE NOT EXISTS (SELECT 1 FROM sluice.commits c WHERE c.uid = ch.commit_uid)"},
+		{"SQL commits whose count is not what they hold", `SELECT count(*) FROM sluice.commits c WHERE c.row_images AND
+			(c.n_changes <> (SELECT count(*) FROM sluice.changes ch WHERE ch.commit_uid = c.uid)
+				OR c.n_changes <> (SELECT coalesce(max(idx), -1) + 1 FROM sluice.changes ch WHERE ch.commit_uid = c.uid))`},
+	} {
+		var n string
+		if err := queryString(adminURL, "SELECT ("+c.query+")::text", &n); err != nil {
+			t.Fatalf("%s: %v", c.what, err)
+		}
+		if n != "0" {
+			t.Errorf("%s: %s", c.what, n)
+		}
+	}
+}
+
+// TestSQLRoleCannotForgeTheLog: a Postgres role granted DML on one
+// database's tables tries what the session settings of an earlier capture
+// allowed (hiding its writes, attaching changes to another database's
+// commits, planting change rows under the uids Sluice draws next,
+// recording a huge count), calls every function of Sluice's it can, and
+// reaches for Sluice's tables. Every change it makes is in its database's
+// log as its own commit, or the statement fails; the other database's log
+// is untouched; API writes to both still succeed; and replaying each log
+// gives its tables.
+func TestSQLRoleCannotForgeTheLog(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "mine", "type Note { text: String n: Int }")
+	d.CreateDatabase(t, "victim", "type Note { text: String n: Int }")
+	mine, victim := dbID(t, d, "mine"), dbID(t, d, "victim")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/victim", `{"@type":"Note","@id":"Note/v","text":"victim's"}`)
+	w := newSQLWriter(t, d, "mine")
+	tbl := w.table("Note")
+	victimLog := logOf(t, d, "victim")
+
+	var txUID string
+	if err := queryString(w.url, fmt.Sprintf("SELECT sluice.tx_uid(%d)::text", victim), &txUID); err != nil {
+		t.Fatalf("tx_uid, a column default, is executable by any role: %v", err)
+	}
+	next, _ := strconv.ParseInt(txUID, 10, 64)
+	settings := func(uid int64, n string) []string {
+		var out []string
+		for _, db := range []int64{mine, victim} {
+			out = append(out,
+				fmt.Sprintf("SET LOCAL sluice.capture_uid_%d = '%d'", db, uid),
+				fmt.Sprintf("SET LOCAL sluice.capture_n_%d = '%s'", db, n))
+		}
+		return out
+	}
+	// Each attempt either commits its changes as a commit of "mine" or
+	// fails; which, is what the comments say.
+	attempts := [][]string{
+		// Hiding writes: the count set to 0 before an INSERT, an UPDATE,
+		// a DELETE and a TRUNCATE.
+		append(settings(next, "0"), "INSERT INTO "+tbl+" (_id, text) VALUES ('Note/a', 'hidden?')"),
+		append(settings(next, "0"), "UPDATE "+tbl+" SET text = 'updated' WHERE _id = 'Note/a'"),
+		append(settings(next, "0"), "INSERT INTO "+tbl+" (_id, text) VALUES ('Note/b', 'b')", "DELETE FROM "+tbl+" WHERE _id = 'Note/b'"),
+		append(settings(next, ""), "INSERT INTO "+tbl+" (_id, text) VALUES ('Note/c', 'c')"),
+		append(settings(next, "0"), "TRUNCATE "+tbl),
+		// Attaching to the victim's latest commit, with a huge count, and
+		// planting rows under the next 200 uids.
+		append(settings(next-1, "2147483647"), "INSERT INTO "+tbl+" (_id, text) VALUES ('Note/d', 'forged?')"),
+		append(settings(next+1, ""), "INSERT INTO "+tbl+" (text) VALUES ('planted?')"),
+	}
+	for k := 2; k < 200; k += 13 {
+		attempts = append(attempts, append(settings(next+int64(k), strconv.Itoa(k)), fmt.Sprintf("INSERT INTO %s (text, n) VALUES ('planted', %d)", tbl, k)))
+	}
+	attempts = append(attempts,
+		// Registering commits of the victim without changes.
+		[]string{fmt.Sprintf("SELECT sluice.tx_uid(%d)", victim), fmt.Sprintf("SELECT sluice.tx_uid(%d) FROM generate_series(1, 50)", victim)},
+		// An INSERT that inserts nothing; a savepoint rolled back.
+		[]string{"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/d', 'x') ON CONFLICT DO NOTHING"},
+		[]string{"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/e', 'e')", "SAVEPOINT s",
+			"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/f', 'rolled back')", "ROLLBACK TO s",
+			"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/g', 'g')"},
+		// The commit made between two statements: two commits.
+		[]string{"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/h', 'h')", "SET CONSTRAINTS ALL IMMEDIATE",
+			"SET CONSTRAINTS ALL DEFERRED", "UPDATE " + tbl + " SET n = 1 WHERE _id = 'Note/h'"},
+	)
+	for _, stmts := range attempts {
+		if err := sqlTx(w.url, stmts...); err != nil {
+			t.Errorf("%s: %v", strings.Join(stmts, "; "), err)
+		}
+	}
+
+	// What may not be done fails, and leaves nothing.
+	for _, c := range []struct {
+		stmts []string
+		want  string
+	}{
+		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "INSERT INTO " + tbl + " (_id, text) VALUES ('Note/i', 'i')"}, "leave Sluice's constraints deferred"},
+		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "INSERT INTO " + tbl + " (_id, text) VALUES ('Note/i', 'i'), ('Note/j', 'j')"}, "leave Sluice's constraints deferred"},
+		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "UPDATE " + tbl + " SET n = 2"}, "leave Sluice's constraints deferred"},
+		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "DELETE FROM " + tbl + " WHERE _id = 'Note/h'"}, "leave Sluice's constraints deferred"},
+		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "TRUNCATE " + tbl}, "leave Sluice's constraints deferred"},
+		{[]string{fmt.Sprintf("INSERT INTO %s (_id, _commit_uid, text) VALUES ('Note/k', sluice.tx_uid(%d), 'k')", tbl, victim)}, "_commit_uid is Sluice's own"},
+		{[]string{"INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, afters) VALUES (1, 99, '{Note/x}', '{1}', '[{}]')"}, "permission denied"},
+		{[]string{"INSERT INTO sluice.capture_commits VALUES (pg_current_xact_id(), 1, 1, 'x')"}, "permission denied"},
+		{[]string{"DELETE FROM sluice.capture_commits"}, "permission denied"},
+		{[]string{"UPDATE sluice.commits SET n_changes = 2147483647"}, "permission denied"},
+		{[]string{"SELECT nextval('sluice.commit_uid_seq')"}, "permission denied"},
+		{[]string{"SELECT setval('sluice.commit_uid_seq', 1)"}, "permission denied"},
+		{[]string{"SELECT sluice.next_change(1)"}, "permission denied"},
+		{[]string{"SELECT sluice.is_writer()"}, "permission denied"},
+		{[]string{"SELECT sluice.check_document('Note', '{}', '{}')"}, "permission denied"},
+	} {
+		err := sqlTx(w.url, c.stmts...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", strings.Join(c.stmts, "; "), err, c.want)
+		}
+	}
+	// Of Sluice's functions, the role may execute only the column
+	// defaults'; of its tables and sequences, none.
+	var fns, rels string
+	if err := queryString(w.url, `SELECT coalesce(string_agg(p.proname, ',' ORDER BY p.proname), '') FROM pg_proc p
+		WHERE p.pronamespace = 'sluice'::regnamespace AND has_function_privilege(p.oid, 'EXECUTE')`, &fns); err != nil {
+		t.Fatal(err)
+	}
+	if fns != "new_id,tx_uid" {
+		t.Errorf("functions of Sluice's another role may execute: %s", fns)
+	}
+	if err := queryString(w.url, `SELECT coalesce(string_agg(c.relname, ','), '') FROM pg_class c
+		WHERE c.relnamespace = 'sluice'::regnamespace AND c.relkind IN ('r', 'S', 'v', 'm', 'p')
+			AND (has_table_privilege(c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE, REFERENCES, TRIGGER')
+				OR c.relkind = 'S' AND has_sequence_privilege(c.oid, 'USAGE, SELECT, UPDATE'))`, &rels); err != nil {
+		t.Fatal(err)
+	}
+	if rels != "" {
+		t.Errorf("tables of Sluice's another role may reach: %s", rels)
+	}
+
+	// The victim's log is untouched; API writes to both databases succeed
+	// (none trips on a planted uid), and so does one more SQL write.
+	if got := logOf(t, d, "victim"); got != victimLog {
+		t.Errorf("the victim's log changed:\n%s\nwas\n%s", got, victimLog)
+	}
+	for i := range 150 {
+		for _, db := range []string{"victim", "mine"} {
+			d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/"+db, fmt.Sprintf(`{"@type":"Note","@id":"Note/api%d","n":%d}`, i, i))
+		}
+	}
+	sqlExec(t, w.url, "UPDATE "+tbl+" SET n = coalesce(n, 0) + 1")
+	checkLogMatchesTables(t, d, "mine", "Note")
+	checkLogMatchesTables(t, d, "victim", "Note")
+	checkCaptureConsistent(t, d.DatabaseURL)
+
+	// The log of "mine" names the role on every commit the role made: one
+	// per successful attempt that changed something.
+	var log []struct {
+		User string `json:"user"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/mine?count=1000", nil).Body, &log); err != nil {
+		t.Fatal(err)
+	}
+	sqlCommits := 0
+	for _, c := range log {
+		if c.User == "pg:"+w.role {
+			sqlCommits++
+		}
+	}
+	// Every attempt wrote but the two of tx_uid and the ON CONFLICT; the
+	// IMMEDIATE one made two commits; and the final UPDATE.
+	if want := len(attempts) - 2 + 1 + 1; sqlCommits != want {
+		t.Errorf("%d commits by the role in the log, want %d", sqlCommits, want)
+	}
+}
+
+// TestForgedCountIsBounded: a commit row recording 2,147,483,647 changes
+// over the one it holds (written as Sluice, the only role that can) is
+// read with what it holds: by _ChangeSet(commit:), /api/changes, a
+// stream and the log; the replica stays up, and later commits stream.
+func TestForgedCountIsBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "forged", "type Note { text: String }")
+	id := dbID(t, d, "forged")
+	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/forged/Note"})
+	st.Next() // : connected
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/forged", `{"@type":"Note","@id":"Note/a","text":"a"}`)
+	nextEvent(t, st)
+	// As Sluice: the next commit, claiming the maximum count.
+	sqlExec(t, d.DatabaseURL, "SET LOCAL sluice.writer = 'on'",
+		fmt.Sprintf(`WITH s AS (UPDATE sluice.commit_counters SET last_seq = last_seq + 1 WHERE db_id = %d RETURNING last_seq)
+			INSERT INTO sluice.commits (db_id, seq, uid, n_changes) SELECT %d, last_seq, 9000000000000, 2147483647 FROM s`, id, id),
+		`INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
+			VALUES (9000000000000, 0, '{Note/b}', '{1}', NULL, '[{"@id":"Note/b","@type":"Note","text":"b"}]')`,
+		fmt.Sprintf(`INSERT INTO sluice_db_%d."Note" (_id, _commit_uid, text) VALUES ('Note/b', 9000000000000, 'b')`, id),
+		"SELECT pg_notify('sluice_commits', '"+strconv.FormatInt(id, 10)+"')")
+	if e := nextEvent(t, st); e.Subject != "Note/b" || !strings.HasSuffix(e.ID, "-2-0") {
+		t.Fatalf("the forged commit's event: %+v", e)
+	}
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/forged", `{"query":"{ _ChangeSet(commit: \"2\") { Note_added { _id } } }"}`, "Content-Type", "application/json")
+	if !strings.Contains(string(r.Body), `{"Note_added":[{"_id":"Note/b"}]}`) {
+		t.Fatalf("_ChangeSet of the forged commit: %s", r.Body)
+	}
+	if got := replayLog(t, d, "forged"); len(got) != 2 {
+		t.Fatalf("the replayed log: %v", got)
+	}
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/forged", nil)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/forged", `{"@type":"Note","@id":"Note/c","text":"c"}`)
+	if e := nextEvent(t, st); e.Subject != "Note/c" || !strings.HasSuffix(e.ID, "-3-0") {
+		t.Fatalf("the next commit's event: %+v", e)
+	}
+}
+
+// FuzzSQLCapture: whatever sluice.* settings another role sets in its
+// transaction (the names the capture read before, Sluice's writer flag,
+// anything), and whichever write it then makes, its database's log
+// replays to its table, every change row has its commit with the count it
+// holds, no registration outlives its transaction, and the other
+// database's log is untouched.
+func FuzzSQLCapture(f *testing.F) {
+	d := dt.Start(f)
+	d.CreateDatabase(f, "fuzzed", "type Note { text: String n: Int }")
+	d.CreateDatabase(f, "other", "type Note { text: String }")
+	mine, other := dbID(f, d, "fuzzed"), dbID(f, d, "other")
+	d.MustDo(f, 200, dt.Admin(), "POST", "/api/document/admin/other", `{"@type":"Note","@id":"Note/o","text":"o"}`)
+	otherLog := logOf(f, d, "other")
+	w := newSQLWriter(f, d, "fuzzed")
+	tbl := w.table("Note")
+	for _, s := range []struct {
+		name, value string
+		op          uint8
+	}{
+		{fmt.Sprintf("capture_n_%d", mine), "0", 0},
+		{fmt.Sprintf("capture_n_%d", mine), "2147483647", 1},
+		{fmt.Sprintf("capture_uid_%d", mine), "1", 0},
+		{fmt.Sprintf("capture_uid_%d", other), "1", 2},
+		{fmt.Sprintf("capture_n_%d", mine), "-5", 3},
+		{"writer", "on", 0},
+		{"author", "x", 4},
+		{fmt.Sprintf("capture_uid_%d", mine), "9223372036854775807", 5},
+		{"message", "", 6},
+	} {
+		f.Add(s.name, s.value, s.op)
+	}
+	f.Fuzz(func(t *testing.T, name, value string, op uint8) {
+		stmts := []string{
+			// A setting whose name or value Postgres refuses ends the
+			// attempt: nothing to check but that it left nothing.
+			fmt.Sprintf("SELECT set_config('sluice.' || %s, %s, true)", quote(name), quote(value)),
+		}
+		switch op % 7 {
+		case 0:
+			stmts = append(stmts, "INSERT INTO "+tbl+" (text, n) VALUES ('ins', 1)")
+		case 1:
+			stmts = append(stmts, "UPDATE "+tbl+" SET n = coalesce(n, 0) + 1 WHERE _id IN (SELECT _id FROM "+tbl+" ORDER BY _id LIMIT 2)")
+		case 2:
+			stmts = append(stmts, "DELETE FROM "+tbl+" WHERE _id IN (SELECT _id FROM "+tbl+" ORDER BY _id LIMIT 1)")
+		case 3:
+			stmts = append(stmts, "INSERT INTO "+tbl+" (text) VALUES ('before truncate')", "TRUNCATE "+tbl)
+		case 4:
+			stmts = append(stmts, fmt.Sprintf("SELECT sluice.tx_uid(%d)", other), "INSERT INTO "+tbl+" (text) VALUES ('after tx_uid')")
+		case 5:
+			stmts = append(stmts, "INSERT INTO "+tbl+" (text) VALUES ('a')", "SET CONSTRAINTS ALL IMMEDIATE", "INSERT INTO "+tbl+" (text) VALUES ('b')")
+		case 6:
+			stmts = append(stmts, "INSERT INTO "+tbl+" (text) VALUES ('a')", "SAVEPOINT s", "UPDATE "+tbl+" SET n = 7",
+				"ROLLBACK TO s", fmt.Sprintf("SELECT set_config('sluice.' || %s, %s, true)", quote(name), quote(value)), "UPDATE "+tbl+" SET n = 8")
+		}
+		_ = sqlTx(w.url, stmts...) // may fail: the checks hold either way
+		checkCaptureConsistent(t, d.DatabaseURL)
+		checkLogMatchesTables(t, d, "fuzzed", "Note")
+		if got := logOf(t, d, "other"); got != otherLog {
+			t.Fatalf("the other database's log changed:\n%s", got)
+		}
+		if got := replayLog(t, d, "other"); len(got) != 1 {
+			t.Fatalf("the other database's replayed log: %v", got)
+		}
+	})
+}
+
+// quote returns s as a SQL string literal (Postgres' standard strings:
+// only the quote is special).
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}

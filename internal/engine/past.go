@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// A read of the past shows the state at a position through today's
+// schema. The log holds every document as it was, each image in the
+// schema of its commit; today's tables hold what was not changed since.
+// What neither can give is said, never guessed:
+//
+//   - a field whose column a schema change after the position dropped and
+//     made again (another type, or dropped and added back) lost the
+//     values it held then: those values are unknown;
+//   - a class dropped after the position, and so its documents, is lost
+//     (a schema change deletes them without commits);
+//   - a field protected from the reader's role (@private) in any schema
+//     version since the position is hidden, even if today's schema lets
+//     the role read it, as history never shows a field the reader could
+//     not read at the commit.
+//
+// A field that did not exist then (added since) reads as null, which is
+// what it was.
+
+// Past is a read of a database as of a position: the position, and what of
+// the state then cannot be shown to the reader.
+type Past struct {
+	Position sluice.Position
+	// Unknown holds, by class, the fields whose values as of Position
+	// cannot be shown to the reader, each with the reason (a message
+	// for the client).
+	Unknown map[string]map[string]string
+	// Lost holds the classes whose documents as of Position cannot be
+	// shown, with the reason.
+	Lost map[string]string
+}
+
+// CheckField returns a CodeInvalid error saying why field of class cannot
+// be shown as of p's position, nil when it can.
+func (p *Past) CheckField(class, field string) error {
+	if why, ok := p.Unknown[class][field]; ok {
+		return sluice.Errorf(sluice.CodeInvalid, "%s", why)
+	}
+	return nil
+}
+
+// CheckClass returns a CodeInvalid error saying why the documents of class
+// cannot be shown as of p's position, nil when they can.
+func (p *Past) CheckClass(class string) error {
+	if why, ok := p.Lost[class]; ok {
+		return sluice.Errorf(sluice.CodeInvalid, "%s", why)
+	}
+	return nil
+}
+
+// Hidden returns the fields ("Class.field", sorted) of the given classes
+// whose values as of p's position cannot be shown.
+func (p *Past) Hidden(classes []string) []string {
+	var out []string
+	for _, c := range classes {
+		for f := range p.Unknown[c] {
+			out = append(out, c+"."+f)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// ParsePosition parses a position given as the parameter named param, as
+// a read of the past takes it, with a CodeInvalid error naming param.
+func ParsePosition(param, text string) (sluice.Position, error) {
+	p, err := sluice.ParsePosition(text)
+	if err != nil {
+		return p, sluice.Errorf(sluice.CodeInvalid, "%s %q is not a position: want <epoch>-<seq>-<index>, as a read, a write or an event answers it", param, text)
+	}
+	return p, nil
+}
+
+// checkPast checks that pos (given as param) is a position of d that the
+// snapshot ctx carries can read the state at: of this incarnation of d,
+// not ahead of its log, within its retained history. It returns the
+// history the snapshot sees.
+func (e *Engine) checkPast(ctx context.Context, d *sluice.Database, param string, pos sluice.Position) (sluice.History, error) {
+	if pos.Epoch != d.Epoch {
+		return sluice.History{}, sluice.Errorf(sluice.CodeInvalid, "%s %s is not a position of %s: it is another database's, or an earlier database's of that name", param, pos, d.Path())
+	}
+	h, err := e.store.History(ctx, d.ID)
+	if err != nil {
+		return h, err
+	}
+	if pos.Seq > h.LastSeq {
+		return h, sluice.Errorf(sluice.CodeInvalid, "%s %s is ahead of the log of %s, whose newest commit is %d", param, pos, d.Path(), h.LastSeq)
+	}
+	if !h.Retains(pos) {
+		oldest := sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}
+		return h, sluice.Errorf(sluice.CodeHistoryGone, "%s %s is older than the history %s retains (log_retention); the oldest position it can read is %s", param, pos, d.Path(), oldest)
+	}
+	return h, nil
+}
+
+// ReadAsOf makes the reads of snap, the snapshot ctx carries, read database
+// d (schema s, current) as of position pos, given as the parameter param,
+// for a reader with role. It runs the snapshot's first statement, which
+// checks pos (checkPast: a CodeInvalid error for a position of another
+// database or epoch or ahead of the log, CodeHistoryGone for one older
+// than retained history), and returns what of the state then the reader
+// can be shown.
+func (e *Engine) ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position) (*Past, error) {
+	if _, err := e.checkPast(ctx, d, param, pos); err != nil {
+		return nil, err
+	}
+	vs, err := e.versionsSince(ctx, d, pos.Seq)
+	if err != nil {
+		return nil, err
+	}
+	past, drop := pastSchema(vs, s, role, pos)
+	snap.SetAsOf(&postgres.AsOf{Pos: pos, Drop: drop})
+	return past, nil
+}
+
+// versionAt is a schema version and the first commit made under it.
+type versionAt struct {
+	first  int64
+	schema *sluice.Schema
+}
+
+// versionsSince returns the schema versions of d from the one commit seq
+// was made under (or the oldest known, when it predates them) to the
+// current one, oldest first.
+func (e *Engine) versionsSince(ctx context.Context, d *sluice.Database, seq int64) ([]versionAt, error) {
+	dv, err := e.schemaVersions(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	start := 0
+	for i, v := range dv.versions {
+		if v.FirstSeq <= seq {
+			start = i
+		}
+	}
+	var out []versionAt
+	for i := start; i < len(dv.versions); i++ {
+		v := &dv.versions[i]
+		if v.Version > d.SchemaVersion {
+			break // newer than the schema this read shows through
+		}
+		ps, err := e.parsedVersion(d, dv, v)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, versionAt{first: v.FirstSeq, schema: ps})
+	}
+	return out, nil
+}
+
+// pastSchema compares the schema versions vs (the one in force at pos
+// first, today's last) with today's schema cur, and returns what of the
+// state at pos a reader with role cannot be shown, and the fields each
+// class's images must lose (see postgres.AsOf.Drop).
+func pastSchema(vs []versionAt, cur *sluice.Schema, role sluice.Role, pos sluice.Position) (*Past, map[string][]string) {
+	past := &Past{Position: pos, Unknown: map[string]map[string]string{}, Lost: map[string]string{}}
+	drop := map[string][]string{}
+	if len(vs) == 0 || pos.Seq == 0 {
+		// No known versions: today's schema alone. Before the first
+		// commit: nothing.
+		return past, drop
+	}
+	then := vs[0].schema
+	for _, name := range cur.Order {
+		c := cur.Classes[name]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		// made: the first version from which the class's table stood
+		// unbroken up to today.
+		made := 0
+		for i := len(vs) - 1; i >= 0; i-- {
+			if oc := vs[i].schema.Class(name); oc == nil || oc.Kind != sluice.KindDocument {
+				made = i + 1
+				break
+			}
+		}
+		if made > 0 {
+			if oc := then.Class(name); oc != nil && oc.Kind == sluice.KindDocument {
+				past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (before commit %d) dropped the class and them with it", name, pos, vs[made].first)
+			}
+			continue // it had no documents then
+		}
+		for _, f := range c.Fields {
+			made := 0 // the first version from which the column stood unbroken
+			for i := len(vs) - 2; i >= 0; i-- {
+				if !sameColumn(vs[i].schema, vs[i+1].schema, name, f.Name) {
+					made = i + 1
+					break
+				}
+			}
+			if made > 0 {
+				drop[name] = append(drop[name], f.Name)
+			}
+			if f.ReadRole > role {
+				continue // hidden now, as from any read (its name too)
+			}
+			unknown := func(why string) {
+				if past.Unknown[name] == nil {
+					past.Unknown[name] = map[string]string{}
+				}
+				past.Unknown[name][f.Name] = why
+			}
+			if made > 0 && fieldOf(then, name, f.Name) != nil {
+				unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, vs[made].first))
+			}
+			if role >= sluice.RoleAdmin {
+				continue
+			}
+			for _, v := range vs {
+				if of := fieldOf(v.schema, name, f.Name); of != nil && of.ReadRole > role {
+					unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", name, f.Name, pos))
+					break
+				}
+			}
+		}
+	}
+	return past, drop
+}
+
+// sameColumn reports whether field of class is stored in the same column
+// in schema b as in a, its previous version, with the values a allowed
+// still valid: a schema change keeps a column when the field keeps its
+// type and list-ness (postgres syncTables), and an enum field's values
+// stay valid while the enum drops none.
+func sameColumn(a, b *sluice.Schema, class, field string) bool {
+	af, bf := fieldOf(a, class, field), fieldOf(b, class, field)
+	if af == nil || bf == nil || af.Type != bf.Type || af.List != bf.List {
+		return false
+	}
+	if af.Type.Kind == sluice.TypeEnum {
+		ae, be := a.Enums[af.Type.Name], b.Enums[bf.Type.Name]
+		if ae == nil || be == nil {
+			return false
+		}
+		for _, v := range ae.Values {
+			if !be.Has(v) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fieldOf returns field of class in s, nil when either is missing.
+func fieldOf(s *sluice.Schema, class, field string) *sluice.Field {
+	if c := s.Class(class); c != nil {
+		return c.Field(field)
+	}
+	return nil
+}
+
+// dropUnknown returns doc (a document's API-form JSON) without the fields
+// of its class whose values as of past's position cannot be shown.
+func dropUnknown(s *sluice.Schema, past *Past, doc []byte) ([]byte, error) {
+	if doc == nil || len(past.Unknown) == 0 {
+		return doc, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("past document: %w", err)
+	}
+	typ, _ := m["@type"].(string)
+	unknown := past.Unknown[typ]
+	c := s.Class(typ)
+	if len(unknown) == 0 || c == nil {
+		return doc, nil
+	}
+	id, _ := m["@id"].(string)
+	fields := make(map[string]any, len(m))
+	for k, v := range m {
+		if _, hidden := unknown[k]; !hidden && k != "@id" && k != "@type" {
+			fields[k] = v
+		}
+	}
+	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Fields: fields})
+}

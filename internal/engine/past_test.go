@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// TestPastSchema: what of the state at a position, read through today's
+// schema, cannot be shown, and which fields the log's images lose, for a
+// reader and an admin.
+func TestPastSchema(t *testing.T) {
+	t.Parallel()
+	parse := func(sdl string) *sluice.Schema {
+		s, err := schema.Parse(sdl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Version 1 (commits 1 to 4), the one in force at position 3; version
+	// 2 from commit 5, version 3 (today's) from commit 8.
+	v1 := parse(`enum Size { S M L }
+		type Item { name: String! qty: Int size: Size note: String secret: String @private again: Int hid: Int }
+		type Tag { label: String! }
+		type Old { x: Int }`)
+	v2 := parse(`enum Size { S M }
+		type Item { name: String! qty: String size: Size note: String @private secret: String hid: String @private }
+		type Other { y: Int }`)
+	now := parse(`enum Size { S M }
+		type Item { name: String! qty: String size: Size note: String secret: String added: Int again: Int hid: String @private }
+		type Tag { label: String! }
+		type Other { y: Int }`)
+	vs := []versionAt{{1, v1}, {5, v2}, {8, now}}
+	pos := sluice.Position{Epoch: "e", Seq: 3, Index: sluice.WholeCommit}
+
+	past, drop := pastSchema(vs, now, sluice.RoleRead, pos)
+	keys := func(m map[string]string) string { return strings.Join(slices.Sorted(maps.Keys(m)), " ") }
+	// note and secret were protected from readers since the position
+	// (secret then, note later), qty changed type, size's enum lost a
+	// value, again was dropped and added back.
+	if got := keys(past.Unknown["Item"]); got != "again note qty secret size" {
+		t.Errorf("a reader's unknown Item fields: %s (%v)", got, past.Unknown["Item"])
+	}
+	for f, want := range map[string]string{
+		"qty":  "Item.qty as of e-3-2147483647 cannot be shown: a schema change after that position (before commit 5) dropped its values",
+		"note": "Item.note as of e-3-2147483647 cannot be shown: it was protected from your role after that position",
+	} {
+		if got := past.Unknown["Item"][f]; got != want {
+			t.Errorf("why %s: %q", f, got)
+		}
+	}
+	if got := keys(past.Lost); got != "Tag" || !strings.Contains(past.Lost["Tag"], "before commit 8") {
+		t.Errorf("lost classes: %v", past.Lost)
+	}
+	// added is new (it was nothing then, not unknown); hid, hidden from
+	// the reader now, is not named to it, but its images lose it; Other
+	// did not exist then (no loss).
+	if got := strings.Join(drop["Item"], " "); got != "qty size added again hid" {
+		t.Errorf("dropped from Item's images: %s", got)
+	}
+	if len(past.Unknown["Other"]) != 0 || past.CheckClass("Other") != nil {
+		t.Errorf("Other, made after the position: %v %v", past.Unknown["Other"], past.CheckClass("Other"))
+	}
+	if err := past.CheckField("Item", "qty"); sluice.ErrorCode(err) != sluice.CodeInvalid {
+		t.Errorf("CheckField qty: %v", err)
+	}
+	if got := past.Hidden([]string{"Item", "Tag"}); strings.Join(got, ",") != "Item.again,Item.note,Item.qty,Item.secret,Item.size" {
+		t.Errorf("hidden: %v", got)
+	}
+
+	// An admin reads protected fields.
+	past, _ = pastSchema(vs, now, sluice.RoleAdmin, pos)
+	if got := keys(past.Unknown["Item"]); got != "again hid qty size" {
+		t.Errorf("an admin's unknown Item fields: %s", got)
+	}
+	// As of a position after the last change, nothing is unknown.
+	past, drop = pastSchema(vs[2:], now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 9})
+	if len(past.Unknown) != 0 || len(past.Lost) != 0 || len(drop) != 0 {
+		t.Errorf("as of commit 9: %v %v %v", past.Unknown, past.Lost, drop)
+	}
+	// Before the first commit nothing existed: nothing is lost.
+	past, _ = pastSchema(vs, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 0, Index: sluice.WholeCommit})
+	if len(past.Unknown) != 0 || len(past.Lost) != 0 {
+		t.Errorf("as of commit 0: %v %v", past.Unknown, past.Lost)
+	}
+}

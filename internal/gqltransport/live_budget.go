@@ -1,0 +1,238 @@
+package gqltransport
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
+)
+
+// LiveBudget bounds what live queries cost a process: how many there
+// are, and the documents and bytes of JSON their results hold, per user
+// and in all. A new live query is admitted only while its user and the
+// process are within every bound, before anything is read for it; each
+// read of a result is bounded by what its share's user and the process
+// may still hold (an error naming the key past it ends the live query).
+// The super user is exempt from the per-user bounds. Zero: no bound.
+type LiveBudget struct {
+	QueriesPerUser int64 // live_queries_per_user
+	Queries        int64 // live_queries
+	RowsPerUser    int64 // live_rows_per_user
+	BytesPerUser   int64 // live_bytes_per_user
+	Rows           int64 // live_rows
+	Bytes          int64 // live_bytes
+}
+
+// The configuration keys of LiveBudget, which its errors name.
+const (
+	keyLiveQueriesPerUser = "live_queries_per_user"
+	keyLiveQueries        = "live_queries"
+	keyLiveRowsPerUser    = "live_rows_per_user"
+	keyLiveBytesPerUser   = "live_bytes_per_user"
+	keyLiveRows           = "live_rows"
+	keyLiveBytes          = "live_bytes"
+)
+
+// liveBudget accounts live queries against a LiveBudget. A share's result
+// is held once, however many live queries share it: it is charged to the
+// user whose live query started the share (its owner) and to the process,
+// from its first result until the share ends.
+type liveBudget struct {
+	limits LiveBudget
+	mu     sync.Mutex
+	users  map[int64]*liveUse
+	total  liveUse
+}
+
+// liveUse is what a user's (or every) live query holds.
+type liveUse struct {
+	queries     int64
+	rows, bytes int64
+}
+
+func newLiveBudget(l LiveBudget) *liveBudget {
+	return &liveBudget{limits: l, users: map[int64]*liveUse{}}
+}
+
+// use returns u's use; the caller holds b.mu.
+func (b *liveBudget) use(u *sluice.User) *liveUse {
+	lu := b.users[u.ID]
+	if lu == nil {
+		lu = &liveUse{}
+		b.users[u.ID] = lu
+	}
+	return lu
+}
+
+// forget drops u's use when nothing of it is left; the caller holds b.mu.
+func (b *liveBudget) forget(u *sluice.User) {
+	if lu := b.users[u.ID]; lu != nil && *lu == (liveUse{}) {
+		delete(b.users, u.ID)
+	}
+}
+
+// admit counts a new live query of user u, or returns a TooMany error
+// naming the bound it would pass: u or the process has as many live
+// queries as allowed, or their results hold as many documents or bytes.
+// The release function it returns, called once, uncounts it.
+func (b *liveBudget) admit(u *sluice.User) (func(), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	perUser := !u.Superuser
+	lu := b.use(u)
+	refuse := func(what string, has int64, key string, limit int64, then string) (func(), error) {
+		b.forget(u)
+		return nil, sluice.Errorf(sluice.CodeTooMany, "live query refused: %s %d, and %s is %d; %s", what, has, key, limit, then)
+	}
+	user := fmt.Sprintf("user %s's live queries", u.Name)
+	switch l := b.limits; {
+	case perUser && l.QueriesPerUser > 0 && lu.queries >= l.QueriesPerUser:
+		return refuse("user "+u.Name+" holds live queries on this server:", lu.queries, keyLiveQueriesPerUser, l.QueriesPerUser, "close one first")
+	case l.Queries > 0 && b.total.queries >= l.Queries:
+		return refuse("this server holds live queries:", b.total.queries, keyLiveQueries, l.Queries, "retry later")
+	case perUser && l.RowsPerUser > 0 && lu.rows >= l.RowsPerUser:
+		return refuse("the results of "+user+" hold documents:", lu.rows, keyLiveRowsPerUser, l.RowsPerUser, "close a live query first")
+	case perUser && l.BytesPerUser > 0 && lu.bytes >= l.BytesPerUser:
+		return refuse("the results of "+user+" hold bytes:", lu.bytes, keyLiveBytesPerUser, l.BytesPerUser, "close a live query first")
+	case l.Rows > 0 && b.total.rows >= l.Rows:
+		return refuse("the results of this server's live queries hold documents:", b.total.rows, keyLiveRows, l.Rows, "retry later")
+	case l.Bytes > 0 && b.total.bytes >= l.Bytes:
+		return refuse("the results of this server's live queries hold bytes:", b.total.bytes, keyLiveBytes, l.Bytes, "retry later")
+	}
+	lu.queries++
+	b.total.queries++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			b.use(u).queries--
+			b.total.queries--
+			b.forget(u)
+		})
+	}, nil
+}
+
+// liveHold is what one live share's result holds, charged to its owner.
+type liveHold struct {
+	b           *liveBudget
+	owner       *sluice.User
+	rows, bytes int64
+	closed      bool
+}
+
+func (b *liveBudget) hold(owner *sluice.User) *liveHold {
+	return &liveHold{b: b, owner: owner}
+}
+
+// bounds returns the bounds of a read of h's next result: what its owner
+// and the process may hold, counting what h holds now (which the result
+// replaces), within the schema's limits (rows, bytes).
+func (h *liveHold) bounds(rows, bytes int) graph.Bounds {
+	b := h.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out graph.Bounds
+	tighten := func(bound *int, key, why *string, limit, used, mine int64, k, w string) {
+		if limit <= 0 {
+			return
+		}
+		left := max(limit-used+mine, 0)
+		if *bound <= 0 || left < int64(*bound) {
+			*bound, *key, *why = int(left), k, w
+		}
+	}
+	out.Rows, out.Bytes = rows, bytes
+	perUser := !h.owner.Superuser
+	if perUser {
+		lu := b.use(h.owner)
+		who := "that user " + h.owner.Name + "'s live queries may still hold (" + keyLiveRowsPerUser + ")"
+		tighten(&out.Rows, &out.RowsKey, &out.RowsWhy, b.limits.RowsPerUser, lu.rows, h.rows, keyLiveRowsPerUser, who)
+		who = "that user " + h.owner.Name + "'s live queries may still hold (" + keyLiveBytesPerUser + ")"
+		tighten(&out.Bytes, &out.BytesKey, &out.BytesWhy, b.limits.BytesPerUser, lu.bytes, h.bytes, keyLiveBytesPerUser, who)
+	}
+	tighten(&out.Rows, &out.RowsKey, &out.RowsWhy, b.limits.Rows, b.total.rows, h.rows, keyLiveRows,
+		"that this server's live queries may still hold ("+keyLiveRows+")")
+	tighten(&out.Bytes, &out.BytesKey, &out.BytesWhy, b.limits.Bytes, b.total.bytes, h.bytes, keyLiveBytes,
+		"that this server's live queries may still hold ("+keyLiveBytes+")")
+	if perUser {
+		b.forget(h.owner)
+	}
+	if out.RowsKey == "" && out.BytesKey == "" {
+		return graph.Bounds{} // the schema's limits
+	}
+	if out.Rows == 0 {
+		out.Rows = -1 // nothing left: not "the schema's limit"
+	}
+	if out.Bytes == 0 {
+		out.Bytes = -1
+	}
+	return out
+}
+
+// set makes h hold a result of rows documents and bytes of JSON, unless
+// the share ended meanwhile. It returns an error naming the bound the
+// result would pass (another read took what was left since bounds), and
+// h then holds what it held.
+func (h *liveHold) set(rows, bytes int64) error {
+	b := h.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	dr, db := rows-h.rows, bytes-h.bytes
+	lu := b.use(h.owner)
+	defer b.forget(h.owner)
+	for _, c := range []struct {
+		key                string
+		perUser            bool
+		limit, used, delta int64
+	}{
+		{keyLiveRowsPerUser, true, b.limits.RowsPerUser, lu.rows, dr},
+		{keyLiveBytesPerUser, true, b.limits.BytesPerUser, lu.bytes, db},
+		{keyLiveRows, false, b.limits.Rows, b.total.rows, dr},
+		{keyLiveBytes, false, b.limits.Bytes, b.total.bytes, db},
+	} {
+		if c.perUser && h.owner.Superuser {
+			continue
+		}
+		if c.limit > 0 && c.delta > 0 && c.used+c.delta > c.limit {
+			return sluice.Errorf(sluice.CodeTooMany, "the live query's new result would take what live queries hold to %d, past %s (%d)", c.used+c.delta, c.key, c.limit)
+		}
+	}
+	b.charge(h, dr, db)
+	h.rows, h.bytes = rows, bytes
+	return nil
+}
+
+// held returns what h holds.
+func (h *liveHold) held() (rows, bytes int64) {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	return h.rows, h.bytes
+}
+
+// Close releases what h holds, for good (its share ended).
+func (h *liveHold) Close() {
+	b := h.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.closed {
+		return
+	}
+	b.charge(h, -h.rows, -h.bytes)
+	h.rows, h.bytes, h.closed = 0, 0, true
+}
+
+// charge adds rows and bytes to what h's owner and the process hold; the
+// caller holds b.mu.
+func (b *liveBudget) charge(h *liveHold, rows, bytes int64) {
+	lu := b.use(h.owner)
+	lu.rows += rows
+	lu.bytes += bytes
+	b.total.rows += rows
+	b.total.bytes += bytes
+	b.forget(h.owner)
+}

@@ -1,0 +1,79 @@
+package gqltransport
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// TestLiveBudget: admission stops at each bound, per user and per
+// process, naming it; a read's bounds are what is left counting what the
+// share holds; a result past a bound is refused and the share keeps what
+// it held; closing a share releases it; the super user passes the
+// per-user bounds, not the process's.
+func TestLiveBudget(t *testing.T) {
+	t.Parallel()
+	b := newLiveBudget(LiveBudget{QueriesPerUser: 3, Queries: 5, RowsPerUser: 100, BytesPerUser: 1000, Rows: 150, Bytes: 10000})
+	rita, otto, admin := &sluice.User{ID: 1, Name: "rita"}, &sluice.User{ID: 2, Name: "otto"}, &sluice.User{ID: 3, Name: "admin", Superuser: true}
+	refused := func(u *sluice.User, key string) {
+		t.Helper()
+		if _, err := b.admit(u); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), key) {
+			t.Fatalf("admit %s: %v, want TooMany naming %s", u.Name, err, key)
+		}
+	}
+	admit := func(u *sluice.User) func() {
+		t.Helper()
+		release, err := b.admit(u)
+		if err != nil {
+			t.Fatalf("admit %s: %v", u.Name, err)
+		}
+		return release
+	}
+	r1 := admit(rita)
+	h := b.hold(rita)
+	if got := h.bounds(10000, 1<<20); got.Rows != 100 || got.RowsKey != keyLiveRowsPerUser || got.Bytes != 1000 || got.BytesKey != keyLiveBytesPerUser {
+		t.Fatalf("the first read's bounds: %+v", got)
+	}
+	if err := h.set(60, 500); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.bounds(10000, 1<<20); got.Rows != 100 || got.Bytes != 1000 {
+		t.Fatalf("bounds count what the share holds: %+v", got)
+	}
+	h2 := b.hold(rita)
+	if got := h2.bounds(10000, 1<<20); got.Rows != 40 || got.Bytes != 500 {
+		t.Fatalf("another share's bounds: %+v", got)
+	}
+	if err := h2.set(50, 100); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), keyLiveRowsPerUser) {
+		t.Fatalf("a result past the user's rows: %v", err)
+	}
+	if err := h2.set(40, 500); err != nil {
+		t.Fatal(err)
+	}
+	refused(rita, keyLiveRowsPerUser) // 100 of 100 held
+	h2.Close()
+	r2, r3 := admit(rita), admit(rita)
+	refused(rita, keyLiveQueriesPerUser)
+	r3()
+	r3() // once
+	r3 = admit(rita)
+	// The process: 5 live queries, 150 rows.
+	o := b.hold(otto)
+	if got := o.bounds(10000, 1<<20); got.Rows != 90 || got.RowsKey != keyLiveRows {
+		t.Fatalf("bounds within the process's rows: %+v", got)
+	}
+	if err := o.set(90, 100); err != nil {
+		t.Fatal(err)
+	}
+	refused(otto, keyLiveRows)
+	refused(admin, keyLiveRows) // the super user passes per-user bounds only
+	o.Close()
+	admit(admin)
+	admit(otto)                    // rita's 3, admin's and otto's: 5
+	refused(admin, keyLiveQueries) // the process's count holds for the super user too
+	for _, release := range []func(){r1, r2, r3} {
+		release()
+	}
+	admit(admin)
+}

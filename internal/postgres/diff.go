@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// A diff between two positions is computed by Postgres from the log
+// between them: for each document changed, its image before the first
+// change after the first position and after the last change up to the
+// second. Every page reads that part of the log again, ordered by
+// document id from the page's cursor on, so a page holds only its own
+// documents in memory (Postgres sorts the rest, within work_mem or on
+// disk), whatever the size of the diff.
+
+// DiffQuery selects a page of the difference between two states.
+type DiffQuery struct {
+	// From and To are the two positions (From not after To).
+	From, To sluice.Position
+	// Classes, when not nil, keeps only documents of these classes; IDs,
+	// when not nil, only these documents.
+	Classes, IDs []string
+	// After is the id the page starts after ("": the first).
+	After string
+	// Limit bounds the documents of the page, MaxBytes their images (at
+	// least one document).
+	Limit    int
+	MaxBytes int64
+}
+
+// DiffEntry is one document changed between the two positions.
+type DiffEntry struct {
+	ID string
+	// Before holds the document's image before the first change after
+	// From (in Changes[0].Before); After its image after the last change
+	// up to To (in Changes[0].After).
+	Before, After *sluice.Commit
+}
+
+// DiffPage is one page of a diff, by document id.
+type DiffPage struct {
+	Entries []DiffEntry
+	// Next is the After of the next page; More reports whether there is
+	// one.
+	Next string
+	More bool
+}
+
+// Diff returns a page of the documents of database d changed between
+// q.From and q.To (see DiffQuery), ordered by id (byte order). The caller
+// checks both positions against retained history.
+func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffPage, error) {
+	if err := checkText("document id", q.After); err != nil {
+		return nil, err
+	}
+	for _, id := range q.IDs {
+		if err := checkText("document id", id); err != nil {
+			return nil, err
+		}
+	}
+	fromSeq := q.From.Seq // commit From.Seq's changes after From.Index count too
+	if q.From.Index == sluice.WholeCommit {
+		fromSeq++
+	}
+	var classes, ids any // NULL: no filter
+	if q.Classes != nil {
+		classes = q.Classes
+	}
+	if q.IDs != nil {
+		ids = q.IDs
+	}
+	rows, err := db.reader(ctx, d.ID).Query(ctx, `WITH ch AS MATERIALIZED (
+			SELECT x.id COLLATE "C" AS id, c.seq, x.i, c.row_images, x.before, x.after
+			FROM sluice.commits c
+			JOIN sluice.changes ch ON ch.commit_uid = c.uid
+			CROSS JOIN LATERAL (
+				SELECT u.id, ch.idx + u.n - 1 AS i, u.before, u.after
+				FROM ROWS FROM (unnest(ch.doc_ids), json_array_elements(ch.befores::json), json_array_elements(ch.afters::json))
+					WITH ORDINALITY AS u(id, before, after, n)
+				WHERE ch.doc_ids IS NOT NULL
+				UNION ALL
+				SELECT a.after ->> (CASE WHEN c.row_images THEN '_id' ELSE '@id' END), ch.idx + a.n - 1, NULL::json, a.after
+				FROM json_array_elements(ch.afters::json) WITH ORDINALITY AS a(after, n)
+				WHERE ch.doc_ids IS NULL) x
+			WHERE c.db_id = $1 AND c.seq BETWEEN $2 AND $4
+				AND (c.seq > $3 OR x.i > $5) AND (c.seq < $4 OR x.i <= $6)
+				AND x.id COLLATE "C" > $7
+				AND ($8::text[] IS NULL OR split_part(x.id, '/', 1) = ANY($8))
+				AND ($9::text[] IS NULL OR x.id = ANY($9)))
+		SELECT f.id, f.seq, f.row_images, f.before, l.seq, l.row_images, l.after,
+			coalesce(octet_length(f.before::text), 0) + coalesce(octet_length(l.after::text), 0)
+		FROM (SELECT DISTINCT ON (id) id, seq, row_images, before FROM ch ORDER BY id, seq, i) f
+		JOIN (SELECT DISTINCT ON (id) id, seq, row_images, after FROM ch ORDER BY id, seq DESC, i DESC) l ON l.id = f.id
+		ORDER BY f.id
+		LIMIT $10`,
+		d.ID, fromSeq, q.From.Seq, q.To.Seq, int64(q.From.Index), int64(q.To.Index), q.After, classes, ids, q.Limit+1)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	page := &DiffPage{}
+	var used int64
+	var images []*sluice.Commit
+	for rows.Next() {
+		var e DiffEntry
+		var b, a sluice.Commit
+		var before, after []byte
+		var size int64
+		if err := rows.Scan(&e.ID, &b.Seq, &b.RowImages, &before, &a.Seq, &a.RowImages, &after, &size); err != nil {
+			return nil, mapError(err)
+		}
+		if len(page.Entries) == q.Limit || len(page.Entries) > 0 && used+size > q.MaxBytes {
+			page.More = true
+			break // Close discards the rest unread
+		}
+		used += size
+		class, _, _ := strings.Cut(e.ID, "/")
+		ch := sluice.Change{Class: class, DocID: e.ID}
+		b.DatabaseID, b.Epoch, a.DatabaseID, a.Epoch = d.ID, d.Epoch, d.ID, d.Epoch
+		b.Changes, a.Changes = []sluice.Change{ch}, []sluice.Change{ch}
+		b.Changes[0].Before, a.Changes[0].After = image(before), image(after)
+		e.Before, e.After = &b, &a
+		page.Entries = append(page.Entries, e)
+		images = append(images, &b, &a)
+		page.Next = e.ID
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapError(err)
+	}
+	rows.Close()
+	if err := db.documentImages(ctx, d, images); err != nil {
+		return nil, err
+	}
+	return page, nil
+}
+
+// image returns a JSON image read from the log, nil for none.
+func image(b []byte) json.RawMessage {
+	if b == nil || string(b) == "null" {
+		return nil
+	}
+	return b
+}

@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// A document's history is read from the log, newest first. The log has no
+// index by document (one would cost every write; see migration 3), so a
+// page reads the log back from its cursor, at most HistoryScanRows rows of
+// sluice.changes (a row holds a run of up to 250 changes of one commit),
+// and says where the next page goes on: a page of a long log may hold
+// fewer versions than asked, even none, and still not be the last. Rows
+// that list their ids are matched by them; a row of insertions, which
+// does not (migration 4), by its after images' text, and confirmed by
+// reading the images of the rows that match.
+
+// HistoryScanRows bounds the rows of the log one page of a document's
+// history reads.
+const HistoryScanRows = 10000
+
+// VersionPage is one page of a document's versions.
+type VersionPage struct {
+	// Versions are newest first: each a commit (without its other
+	// changes) holding the one change that made the version.
+	Versions []*sluice.Commit
+	// Next is the position the next page reads before; More reports
+	// whether there may be one (the log goes on before Next).
+	Next sluice.Position
+	More bool
+}
+
+// DocumentHistory returns up to limit versions of document id of database
+// d with a position before before (sluice.Position{Seq: 1<<63 - 1}: from
+// the newest), newest first, with after images of at most maxBytes in all
+// (at least one version). It reads at most HistoryScanRows rows of the log;
+// the caller checks that before is within retained history.
+func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string, before sluice.Position, limit int, maxBytes int64) (*VersionPage, error) {
+	if err := checkText("document id", id); err != nil {
+		return nil, err
+	}
+	q := db.reader(ctx, d.ID)
+	// Where the scan ends: the HistoryScanRows-th row before the cursor,
+	// read from the indexes alone.
+	var loSeq int64
+	var loIdx int
+	bounded := true
+	err := q.QueryRow(ctx, `SELECT c.seq, ch.idx FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
+		WHERE c.db_id = $1 AND c.seq <= $2 AND (c.seq < $2 OR ch.idx < $3)
+		ORDER BY c.seq DESC, ch.idx DESC OFFSET $4 LIMIT 1`, d.ID, before.Seq, before.Index, HistoryScanRows-1).Scan(&loSeq, &loIdx)
+	if errors.Is(err, pgx.ErrNoRows) {
+		bounded, loSeq, loIdx = false, 0, 0
+	} else if err != nil {
+		return nil, mapError(err)
+	}
+	needle := append(append([]byte(`{"@id":`), appendJSONString(nil, id)...), ',')
+	rows, err := q.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes, row_images, i, op, after, total
+		FROM (SELECT s.*, v.i, v.op, v.after, count(*) OVER () AS total,
+				sum(coalesce(octet_length(v.after::text), 0)) OVER (ORDER BY s.seq DESC, v.i DESC) AS upto,
+				row_number() OVER (ORDER BY s.seq DESC, v.i DESC) AS n
+			FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, ch.idx, ch.doc_ids, ch.ops, ch.afters
+				FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
+				WHERE c.db_id = $1 AND c.seq BETWEEN $4 AND $2 AND (c.seq < $2 OR ch.idx < $3) AND (c.seq > $4 OR ch.idx >= $5)
+					AND (ch.doc_ids @> ARRAY[$6::text] OR ch.doc_ids IS NULL AND strpos(ch.afters, $7) > 0)) s
+			CROSS JOIN LATERAL (
+				SELECT s.idx + u.n - 1 AS i, u.op, u.after
+				FROM ROWS FROM (unnest(s.doc_ids), unnest(s.ops), json_array_elements(s.afters::json)) WITH ORDINALITY AS u(id, op, after, n)
+				WHERE s.doc_ids IS NOT NULL AND u.id = $6
+				UNION ALL
+				SELECT s.idx + a.n - 1, 1::smallint, a.after
+				FROM json_array_elements(s.afters::json) WITH ORDINALITY AS a(after, n)
+				WHERE s.doc_ids IS NULL AND a.after ->> '@id' = $6) v
+			WHERE s.seq < $2 OR v.i < $3) page
+		WHERE n <= $8 AND (n = 1 OR upto <= $9)
+		ORDER BY seq DESC, i DESC`,
+		d.ID, before.Seq, before.Index, loSeq, loIdx, id, string(needle), limit+1, maxBytes)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	page := &VersionPage{}
+	var total int
+	for rows.Next() {
+		c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
+		var ch sluice.Change
+		var op int16
+		var after []byte
+		if err := rows.Scan(&c.Seq, &c.Author, &c.Message, &c.User, &c.Time, &c.NumChanges, &c.RowImages, &ch.Index, &op, &after, &total); err != nil {
+			return nil, mapError(err)
+		}
+		if op < int16(sluice.OpAdded) || op > int16(sluice.OpDeleted) {
+			return nil, fmt.Errorf("history of %s: change %d of commit %d has op %d", id, ch.Index, c.Seq, op)
+		}
+		ch.Class, _, _ = strings.Cut(id, "/")
+		ch.DocID, ch.Op = id, sluice.Op(op)
+		if after != nil && string(after) != "null" {
+			ch.After = after
+		}
+		c.Changes = []sluice.Change{ch}
+		page.Versions = append(page.Versions, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, mapError(err)
+	}
+	rows.Close()
+	if len(page.Versions) > limit {
+		page.Versions = page.Versions[:limit]
+	}
+	switch {
+	case total > len(page.Versions):
+		// The count or the byte budget ended the page: the next one
+		// goes on from its last version.
+		last := page.Versions[len(page.Versions)-1]
+		page.Next, page.More = last.Position(last.Changes[0].Index), true
+	case bounded:
+		// The scan ended it: the next one goes on from where it
+		// stopped.
+		page.Next, page.More = sluice.Position{Epoch: d.Epoch, Seq: loSeq, Index: loIdx}, true
+	}
+	if err := db.documentImages(ctx, d, page.Versions); err != nil {
+		return nil, err
+	}
+	return page, nil
+}

@@ -1,0 +1,187 @@
+package rest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+// versionJSON is one version of a document as /api/history shows it.
+type versionJSON struct {
+	Position  string          `json:"position"`
+	Commit    string          `json:"commit"`
+	Author    string          `json:"author"`
+	Message   string          `json:"message"`
+	User      string          `json:"user"`
+	Timestamp float64         `json:"timestamp"`
+	Datetime  string          `json:"datetime"`
+	Op        string          `json:"op"`
+	Document  json.RawMessage `json:"document"`
+}
+
+// positionParam returns the position of parameter name, nil when absent.
+func positionParam(q url.Values, name string) (*sluice.Position, error) {
+	if !q.Has(name) {
+		return nil, nil
+	}
+	p, err := engine.ParsePosition(name, q.Get(name))
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// countParam reads ?count= (default defaultLogCount, at most maxLogCount).
+func countParam(q url.Values) (int, error) {
+	count, err := intParam(q, "count", defaultLogCount)
+	if err == nil && (count < 1 || count > maxLogCount) {
+		err = sluice.Errorf(sluice.CodeInvalid, "query parameter count=%d: want 1 to %d", count, maxLogCount)
+	}
+	return int(count), err
+}
+
+// history lists the versions of one document (?id=), newest first: each
+// the change that made it, with its commit and the document after it
+// (null for a delete). ?before=<position> pages back; when a page leaves
+// older versions out, or stopped reading the log before its start, the
+// Link header names the next page.
+func (a *api) history(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "id", "count", "before")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	count, err := countParam(q)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	before, err := positionParam(q, "before")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id := q.Get("id")
+	if id == "" {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "query parameter id is required: the document whose history to list"))
+		return
+	}
+	org, name := dbPath(r)
+	page, pos, err := a.Engine.DocumentHistory(r.Context(), userFrom(r), org, name, id, before, count, a.PageBytes)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.Header().Set(positionHeader, pos.String())
+	if page.More {
+		nextLink(w, r, "before", page.Next.String())
+	}
+	out := newJSONStream(w)
+	out.raw("[")
+	for i, c := range page.Versions {
+		if i > 0 {
+			out.raw(",")
+		}
+		ch := c.Changes[0]
+		doc := orNull(ch.After)
+		out.value(versionJSON{
+			Position:  c.Position(ch.Index).String(),
+			Commit:    c.ID(),
+			Author:    c.Author,
+			Message:   c.Message,
+			User:      c.User,
+			Timestamp: float64(c.Time.UnixMicro()) / 1e6,
+			Datetime:  c.Time.UTC().Format(time.RFC3339Nano),
+			Op:        ch.Op.String(),
+			Document:  doc,
+		})
+	}
+	out.raw("]\n")
+	out.done(r)
+}
+
+// diffJSON is one document of /api/diff.
+type diffJSON struct {
+	ID     string          `json:"@id"`
+	Type   string          `json:"@type"`
+	Op     string          `json:"op"`
+	Before json.RawMessage `json:"before"`
+	After  json.RawMessage `json:"after"`
+	Patch  json.RawMessage `json:"patch"`
+}
+
+// diff returns the net difference between the states at two positions
+// (?from=, ?to=, now by default): one entry per document that differs,
+// by id, each with its images at both positions and the JSON Patch from
+// one to the other. ?type= and ?id= narrow it; a page holds at most count
+// documents and history_page_bytes of images, "next" is the after= of the
+// next page and "more" says whether there is one (the Link header names
+// it too).
+func (a *api) diff(w http.ResponseWriter, r *http.Request) {
+	q, err := query(r, "from", "to", "type", "id", "count", "after")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	count, err := countParam(q)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	from, err := positionParam(q, "from")
+	if err == nil && from == nil {
+		err = sluice.Errorf(sluice.CodeInvalid, "query parameter from is required: the position to compare with (to, by default now)")
+	}
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	to, err := positionParam(q, "to")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	page, pos, err := a.Engine.Diff(r.Context(), userFrom(r), org, name, engine.DiffQuery{
+		From: *from, To: to, Type: q.Get("type"), ID: q.Get("id"), After: q.Get("after"), Count: count, MaxBytes: a.PageBytes,
+	})
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	w.Header().Set(positionHeader, pos.String())
+	if page.More {
+		nextLink(w, r, "after", page.Next)
+	}
+	out := newJSONStream(w)
+	out.raw(`{"from":`)
+	out.value(page.From.String())
+	out.raw(`,"to":`)
+	out.value(page.To.String())
+	out.raw(`,"position":`)
+	out.value(pos.String())
+	out.raw(`,"next":`)
+	out.value(page.Next)
+	out.raw(`,"more":` + strconv.FormatBool(page.More) + `,"changes":[`)
+	for i, ch := range page.Changes {
+		if i > 0 {
+			out.raw(",")
+		}
+		out.value(diffJSON{ID: ch.ID, Type: ch.Type, Op: ch.Op.String(), Before: orNull(ch.Before), After: orNull(ch.After), Patch: ch.Patch})
+	}
+	out.raw("]}\n")
+	out.done(r)
+}
+
+// orNull returns b, or the JSON null for none.
+func orNull(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return json.RawMessage("null")
+	}
+	return b
+}

@@ -1,0 +1,224 @@
+package webhook_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemon"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// goReceiver is a webhook receiver in the test process: it hands each
+// request's body to got, and answers with the next of its planned
+// answers (204 once they run out).
+type goReceiver struct {
+	srv  *httptest.Server
+	got  chan string
+	mu   sync.Mutex
+	plan []func(http.ResponseWriter)
+}
+
+func startGoReceiver(t *testing.T) *goReceiver {
+	t.Helper()
+	r := &goReceiver{got: make(chan string, 1000)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		var answer func(http.ResponseWriter)
+		if len(r.plan) > 0 {
+			answer, r.plan = r.plan[0], r.plan[1:]
+		}
+		r.mu.Unlock()
+		r.got <- string(b)
+		if answer == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		answer(w)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// answer plans the answers to the next requests.
+func (r *goReceiver) answer(fns ...func(http.ResponseWriter)) {
+	r.mu.Lock()
+	r.plan = append(r.plan, fns...)
+	r.mu.Unlock()
+}
+
+// next returns the next request's body.
+func (r *goReceiver) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case b := <-r.got:
+		return b
+	case <-time.After(30 * time.Second):
+		t.Fatal("no webhook request within 30s")
+		return ""
+	}
+}
+
+// TestWebhookCreatorNarrowedSeesNoPrivateField: a webhook delivers with
+// its creator's access as it is at each delivery: once the creator is
+// narrowed from admin to read, neither the next commit's event, made at
+// once, nor the retry of an event first attempted while it was admin,
+// shows the @private field.
+func TestWebhookCreatorNarrowedSeesNoPrivateField(t *testing.T) {
+	t.Parallel()
+	r := startGoReceiver(t)
+	d := dt.Start(t, func(c *config.Config) {
+		c.WebhookRetrySchedule = []time.Duration{time.Second, time.Second}
+		c.WebhookAllowNetworks = loopback
+	})
+	d.CreateDatabase(t, "narrow", "type Person { name: String! ssn: String @private }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"carl","organization":"admin","password":"carl-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/narrow", `{"user":"carl","role":"admin"}`)
+	carl := dt.Basic("carl", "carl-password")
+	d.MustDo(t, 201, carl, "POST", "/api/webhooks/admin/narrow", fmt.Sprintf(`{"url":%q}`, r.srv.URL+"/hook"))
+	person := func(name string) string {
+		return fmt.Sprintf(`{"@type":"Person","@id":%q,"name":%q,"ssn":"secret-%s"}`, name, name, name)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/narrow", person("a"))
+	if b := r.next(t); !strings.Contains(b, "secret-a") {
+		t.Fatalf("an admin's webhook: %s", b)
+	}
+	// The first attempt of b fails while carl is an admin; carl is
+	// narrowed before its retry.
+	r.answer(func(w http.ResponseWriter) { w.WriteHeader(500) })
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/narrow", person("b"))
+	if b := r.next(t); !strings.Contains(b, "secret-b") {
+		t.Fatalf("the first attempt, carl an admin: %s", b)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/narrow", `{"user":"carl","role":"read"}`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/narrow", person("c"))
+	for _, name := range []string{"b", "c"} {
+		b := r.next(t)
+		if !strings.Contains(b, `"Person/`+name+`"`) || strings.Contains(b, "secret") || strings.Contains(b, "ssn") {
+			t.Fatalf("after carl was narrowed to read, the event of %s: %s", name, b)
+		}
+	}
+}
+
+// TestWebhookCaps: a user may make at most max_webhooks_per_user webhooks
+// over every database (409 naming the key); the super user is exempt.
+func TestWebhookCaps(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxWebhooksPerUser = 2 })
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wendy","organization":"admin","password":"wendy-password"}`)
+	wendy := dt.Basic("wendy", "wendy-password")
+	for _, db := range []string{"one", "two"} {
+		d.CreateDatabase(t, db, personSchema)
+		d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/"+db, `{"user":"wendy","role":"admin"}`)
+	}
+	hook := `{"url":"https://example.com/hook"}`
+	d.MustDo(t, 201, wendy, "POST", "/api/webhooks/admin/one", hook)
+	d.MustDo(t, 201, wendy, "POST", "/api/webhooks/admin/two", hook)
+	if r := d.Do(t, wendy, "POST", "/api/webhooks/admin/one", hook); r.Status != 409 || !strings.Contains(string(r.Body), "max_webhooks_per_user") {
+		t.Fatalf("a third webhook of wendy's: %d %s, want 409 naming max_webhooks_per_user", r.Status, r.Body)
+	}
+	for range 3 {
+		d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/one", hook)
+	}
+}
+
+// TestWebhookAnswersAreBounded: an answer holding NUL bytes is recorded,
+// sanitized, as a failed attempt, retried on the schedule (not sooner);
+// an answer with more than 16 KiB of headers is a failed attempt saying
+// so, however large.
+func TestWebhookAnswersAreBounded(t *testing.T) {
+	t.Parallel()
+	r := startGoReceiver(t)
+	d := dt.Start(t, func(c *config.Config) {
+		c.WebhookRetrySchedule = []time.Duration{2 * time.Second, 50 * time.Millisecond, 50 * time.Millisecond}
+		c.WebhookAllowNetworks = loopback
+	})
+	d.CreateDatabase(t, "answers", personSchema)
+	h := createHook(t, d, nil, "answers", "", fmt.Sprintf(`{"url":%q}`, r.srv.URL+"/hook"))
+	r.answer(func(w http.ResponseWriter) {
+		w.WriteHeader(500)
+		_, _ = w.Write([]byte("bad\x00answer\x00"))
+	}, func(w http.ResponseWriter) {
+		w.Header().Set("X-Large", strings.Repeat("h", 1<<20))
+		w.WriteHeader(200)
+	})
+	insert(t, d, "answers", "one")
+	r.next(t)
+	first := time.Now()
+	st := waitStatus(t, d, "answers", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 1.0 })
+	if msg := st["status_message"].(string); msg != "answered 500" {
+		t.Errorf("status after the NUL answer: %q", msg)
+	}
+	res := d.MustDo(t, 200, dt.Admin(), "GET", fmt.Sprintf("/api/webhooks/admin/answers/%d/attempts", h.ID), nil)
+	var attempts []struct {
+		Status   int    `json:"status"`
+		Response string `json:"response"`
+	}
+	if err := json.Unmarshal(res.Body, &attempts); err != nil || len(attempts) != 1 || attempts[0].Status != 500 || attempts[0].Response != "bad\uFFFDanswer\uFFFD" {
+		t.Fatalf("the attempts after the NUL answer: %s (%v)", res.Body, err)
+	}
+	r.next(t) // the retry, on the schedule
+	if waited := time.Since(first); waited < 1500*time.Millisecond {
+		t.Errorf("the retry came %v after the first attempt, before its schedule's 2s", waited)
+	}
+	st = waitStatus(t, d, "answers", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 2.0 })
+	if msg := st["status_message"].(string); !strings.Contains(msg, "headers are larger than 16384 bytes") {
+		t.Errorf("status after the answer of 1 MiB of headers: %q", msg)
+	}
+	r.next(t) // and then delivered
+	waitStatus(t, d, "answers", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 0.0 && m["delivered"] == 1.0 })
+}
+
+// TestWebhookErrorsNameNoResolvedAddress: an attempt to a name that
+// resolves only to refused addresses, or not at all, says the same, and
+// names no address, so that the admins who read attempts learn nothing
+// of how internal names resolve; nothing is dialled.
+func TestWebhookErrorsNameNoResolvedAddress(t *testing.T) {
+	t.Parallel()
+	resolve := func(_ context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "internal.test":
+			return []netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1"), netip.MustParseAddr("10.9.8.7")}, nil
+		case "missing.test":
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		t.Errorf("resolved %q", host)
+		return nil, errors.New("test: no resolving")
+	}
+	dial := func(_ context.Context, network, address string) (net.Conn, error) {
+		t.Errorf("dialled %s %s", network, address)
+		return nil, errors.New("test: no dialing")
+	}
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, WebhookResolve: resolve, WebhookDial: dial}, func(c *config.Config) {
+		c.WebhookRetrySchedule = []time.Duration{time.Hour}
+	})
+	d.CreateDatabase(t, "names", personSchema)
+	var msgs []string
+	for _, host := range []string{"internal.test", "missing.test"} {
+		h := createHook(t, d, nil, "names", "", fmt.Sprintf(`{"url":"http://%s/hook"}`, host))
+		insert(t, d, "names", "p-"+host)
+		st := waitStatus(t, d, "names", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 1.0 })
+		msg := st["status_message"].(string)
+		for _, leak := range []string{"127.0.0.1", "10.9.8.7", "loopback", "private", "no such host"} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("%s: the status message %q says %q", host, msg, leak)
+			}
+		}
+		msgs = append(msgs, strings.ReplaceAll(msg, host, "HOST"))
+	}
+	if want := "HOST does not resolve to an address webhooks may connect to (a public one, or one in webhook_allow_networks)"; msgs[0] != want || msgs[1] != want {
+		t.Errorf("status messages %q, want both %q", msgs, want)
+	}
+}
