@@ -314,6 +314,24 @@ try {
   await check('commit', `Commit ${edit.id}`);
   step('history: a commit opened shows each changed field\'s old and new value');
 
+  // A document's history, and the class as it was before the change.
+  await clickText('a', 'History of Product/p010');
+  await waitFor('its versions', () => page.evaluate(() => {
+    const t = document.body.innerText;
+    return t.includes('price change') && t.includes('catalog') &&
+      [...document.querySelectorAll('table.diff tr.differs')].some((r) => r.innerText.includes('price') && r.innerText.includes('10.5'));
+  }));
+  await check('document-history', 'History of Product/p010');
+  const links = await page.$$eval('a', (as) => as.filter((a) => a.textContent === 'As it was then').map((a) => a.getAttribute('href')));
+  await go(links[links.length - 1]);
+  await waitFor('the past, read-only', async () => await hasText('Showing the documents as they were at position') &&
+    await page.evaluate(() => document.querySelector('#field-price')?.value === '10' && document.querySelector('#field-price').readOnly));
+  if (await page.evaluate(() => [...document.querySelectorAll('button')].some((b) => /^(Save|Delete|New )/.test(b.textContent.trim())))) {
+    throw new Error('the documents as of a position offer a write');
+  }
+  await check('as-of', 'Product/p010');
+  step('a document\'s versions, newest first, with what each changed; the class as of its first version, read-only');
+
   // 10. Webhooks: their state and failed attempts; paused and resumed.
   await go('/console/admin/shop/webhooks');
   await waitFor('the webhook', () => hasText('receiver'));

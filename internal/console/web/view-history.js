@@ -58,16 +58,16 @@ function fieldsOf(...docs) {
 }
 
 // Change shows one document's change: every field's old and new value.
-function Change({ org, db, ch, asOf }) {
+function Change({ org, db, ch, asOf, links = true }) {
   const fields = fieldsOf(ch.before, ch.after);
   const cls = ch.type;
   return html`<li class="change">
     <h3><span class=${`op ${ch.op}`}>${ch.op}</span> ${ch.id}</h3>
-    <p class="muted">
+    ${links && html`<p class="muted">
       <${Link} href=${`${dbHref(org, db, 'history')}?doc=${encodeURIComponent(ch.id)}`}>History of ${ch.id}</${Link}>
       ${ch.op !== 'deleted' && html` · <${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(cls)}`)}?open=${encodeURIComponent(ch.id)}`}>Open it now</${Link}>`}
       ${asOf && html` · <${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(cls)}`)}?asOf=${encodeURIComponent(asOf)}`}>${cls} as of this commit</${Link}>`}
-    </p>
+    </p>`}
     <${Scroll} label=${`Fields of ${ch.id}`}><table class="diff">
       <thead><tr><th scope="col">Field</th><th scope="col">Old value</th><th scope="col">New value</th></tr></thead>
       <tbody>${fields.map((f) => {
@@ -140,10 +140,9 @@ function DocumentHistory({ org, db, id, before }) {
       const older = versions[i + 1];
       const ch = { type: cls, id, op: v.op, position: v.position, before: older ? older.document : null, after: v.document };
       return html`<li key=${v.position} class="version">
-        <p><strong>Commit <${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(v.commit)}`}>${v.commit}</${Link}></strong>
-          · <${When} at=${v.datetime} /> ${v.author && html` · ${v.author}`} ${v.message && html` · “${v.message}”`} · ${v.user}
+        <p><strong>Commit <${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(v.commit)}`}>${v.commit}</${Link}></strong>${' · '}<${When} at=${v.datetime} /> ${v.author && html` · ${v.author}`} ${v.message && html` · “${v.message}”`} · ${v.user}
           ${v.document && html` · <${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(cls)}`)}?asOf=${encodeURIComponent(v.position)}&open=${encodeURIComponent(id)}`}>As it was then</${Link}>`}</p>
-        <ol class="changelist"><${Change} org=${org} db=${db} ch=${ch} /></ol>
+        <ol class="changelist"><${Change} org=${org} db=${db} ch=${ch} links=${false} /></ol>
         ${!older && hist.data.next && html`<p class="muted">The version before is on the next page.</p>`}
       </li>`;
     })}</ol>`)}
