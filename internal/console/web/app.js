@@ -13,7 +13,7 @@ import { Webhooks } from './view-webhooks.js';
 import { Users } from './view-users.js';
 
 // route returns the view that path names: { view, org, db, cls }.
-export function route(path) {
+function route(path) {
   const rest = path.startsWith(`${root}/`) ? path.slice(root.length + 1) : null;
   if (rest === null) return { view: 'notfound' };
   const parts = rest.split('/').filter((p, i, all) => p !== '' || i < all.length - 1);

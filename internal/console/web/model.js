@@ -15,7 +15,6 @@ const introspection = `{
       inputFields { name type { ${typeRef} } }
       enumValues { name }
       possibleTypes { name }
-      interfaces { name }
     }
   }
 }`;
@@ -55,11 +54,11 @@ export function forgetModel(org, db) {
   cache.delete(`${org}/${db}`);
 }
 
-// buildModel returns { classes: [Class], byName, types, mutations } where
-// a Class is { name, abstract, fields: [Field], subclasses, filter,
-// ordering } and a Field is { name, named, kind, list, required, ref,
-// subdoc, enumValues, filterOps, orderable }.
-export function buildModel(schema) {
+// buildModel returns { classes: [Class], byName, types } where a Class is
+// { name, abstract, interface, fields: [Field], subclasses, insertable }
+// and a Field is { name, named, kind, list, required, ref, subdoc,
+// enumValues, filterOps, orderable }.
+function buildModel(schema) {
   const types = new Map(schema.types.map((t) => [t.name, t]));
   const queries = new Set(schema.queryType.fields.map((f) => f.name));
   const mutations = new Set((schema.mutationType?.fields || []).map((f) => f.name));
@@ -89,10 +88,8 @@ export function buildModel(schema) {
       });
     const possible = t.kind === 'INTERFACE' ? (t.possibleTypes || []).map((p) => p.name) : [];
     return {
-      name, abstract: t.kind === 'INTERFACE' && !queries.has(`${name}_insert`), interface: t.kind === 'INTERFACE',
+      name, abstract: t.kind === 'INTERFACE' && !mutations.has(`${name}_insert`), interface: t.kind === 'INTERFACE',
       fields, subclasses: possible, insertable: mutations.has(`${name}_insert`),
-      hasVersion: (t.fields || []).some((f) => f.name === '_version'),
-      filterable: filter ? [...filterFields.keys()] : [],
     };
   });
   return { classes, byName: new Map(classes.map((c) => [c.name, c])), types };

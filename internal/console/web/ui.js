@@ -63,7 +63,7 @@ export function withQuery(changes) {
 }
 
 // describe returns what went wrong and what to do about it, for people.
-export function describe(err) {
+function describe(err) {
   if (err instanceof GraphQLError) {
     const advice = {
       FORBIDDEN: 'Your role on this database does not allow this.',
@@ -158,7 +158,7 @@ export function show(v) {
   return String(v);
 }
 
-// when returns a time for people, in their locale, with its ISO form as
+// When shows a time for people, in their locale, with its ISO form as
 // the title.
 export function When({ at }) {
   if (!at) return html`<span>—</span>`;
@@ -167,7 +167,7 @@ export function When({ at }) {
   return html`<time datetime=${d.toISOString()} title=${d.toISOString()}>${d.toLocaleString()}</time>`;
 }
 
-// setTitle sets the document's title for a view.
+// useTitle sets the document's title for a view.
 export function useTitle(...parts) {
   useEffect(() => {
     document.title = [...parts.filter(Boolean), 'Sluice console'].join(' · ');

@@ -76,6 +76,8 @@ export function Documents({ org, db, cls }) {
   const current = page.data && page.data.key === key && !page.loading;
   const total = current ? page.data.total : null;
   const columns = c.fields;
+  // A parent's documents include its subclasses': say each one's class.
+  const mixed = c.interface || (page.data?.rows || []).some((r) => r._type !== cls);
   return html`<h1>${cls} <span class="muted">in ${org}/${db}</span></h1>
     ${asOf && html`<p class="warning" role="status">Showing the documents as they were at position <code>${asOf}</code>, read-only. <${Link} href=${withQuery({ asOf: null, open: null })}>Show them now</${Link}>.</p>`}
     ${c.fields.length === 0 && html`<p class="muted">You can read no field of ${cls} but its id.</p>`}
@@ -95,14 +97,14 @@ export function Documents({ org, db, cls }) {
     ${page.data && page.data.rows.length > 0 && html`<${Scroll} label=${`Documents of ${cls}`}><table class="documents" aria-busy=${page.loading}>
       <thead><tr>
         <th scope="col" aria-sort=${sortState(order, '_id')}><button type="button" class="sort" onClick=${() => sortBy('_id')}>Id${arrow(order, '_id')}</button></th>
-        ${c.interface && html`<th scope="col">Class</th>`}
+        ${mixed && html`<th scope="col">Class</th>`}
         ${columns.map((f) => html`<th scope="col" aria-sort=${sortState(order, f.name)}>${f.orderable
           ? html`<button type="button" class="sort" onClick=${() => sortBy(f.name)}>${f.name}${arrow(order, f.name)}</button>`
           : f.name}</th>`)}
       </tr></thead>
       <tbody>${page.data.rows.map((row) => html`<tr key=${row._id} class=${row._id === open ? 'selected' : ''}>
         <th scope="row"><${Link} href=${withQuery({ open: row._id, new: null })}>${row._id}</${Link}></th>
-        ${c.interface && html`<td>${row._type}</td>`}
+        ${mixed && html`<td>${row._type}</td>`}
         ${columns.map((f) => html`<td class=${f.named === 'Int' || f.named === 'Float' ? 'num' : ''}>${trim(show(row[f.name]))}</td>`)}
       </tr>`)}</tbody>
     </table></${Scroll}>`}
