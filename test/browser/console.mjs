@@ -281,6 +281,13 @@ try {
   await page.waitForSelector('#field-name');
   if (!(await title()).includes('Product/console-made')) throw new Error(`after a reload: ${await title()}`);
   step('a reload of a deep link shows the same view, still signed in');
+  await clickText('button', 'Delete');
+  await page.waitForSelector('dialog[open]');
+  await page.click('dialog[open] button.danger');
+  await waitFor('the document closed', () => !page.url().includes('open='));
+  const gone = await fetch(`${other}/api/document/admin/shop?id=Product/console-made`, { headers: { Authorization: admin } });
+  if (gone.status !== 404) throw new Error(`Product/console-made after its deletion: ${gone.status}`);
+  step('a document deleted after a confirmation (404 on B)');
 
   // 8. The stream: a commit made on B shows up; paused, a commit made
   // meanwhile arrives on resume.
@@ -341,8 +348,12 @@ try {
   await waitFor('paused', () => hasText('Paused.'));
   await clickText('button', 'Resume');
   await waitFor('resumed', () => hasText('Resumed.'));
+  const from = (await api('GET', '/api/log/admin/shop?count=1')).json[0].position;
+  await type('#replay-after', from);
+  await clickText('button', 'Replay');
+  await waitFor('the replay', () => hasText(`Delivery goes on from ${from}`));
   await check('webhooks', 'Webhooks');
-  step('webhooks: state, attempts answered 500, paused and resumed');
+  step('webhooks: state, attempts answered 500, paused, resumed and replayed from a position');
 
   // 11. Users, for the super user.
   await go('/console/users');
