@@ -207,6 +207,31 @@ function fromForm(c, type, id, values) {
   return Object.keys(errors).length ? { errors } : { doc };
 }
 
+// withoutMeta returns a document without its @id, @type and @version.
+function withoutMeta(doc) {
+  return Object.fromEntries(Object.entries(doc || {}).filter(([k]) => !k.startsWith('@')));
+}
+
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+// mergePatch returns the JSON Merge Patch (RFC 7396) that turns before
+// into after: keys whose values differ, objects patched key by key, null
+// for keys removed; at the top level only the given fields count.
+function mergePatch(before, after, fields) {
+  const patch = {};
+  for (const k of fields || new Set([...Object.keys(before), ...Object.keys(after)])) {
+    const b = before[k];
+    const a = after[k];
+    if (a === undefined) {
+      if (b !== undefined && b !== null) patch[k] = null;
+    } else if (isObject(a) && isObject(b)) {
+      const sub = mergePatch(b, a);
+      if (Object.keys(sub).length) patch[k] = sub;
+    } else if (JSON.stringify(a) !== JSON.stringify(b)) patch[k] = a;
+  }
+  return patch;
+}
+
 // fieldOf returns the field a validation error names, if it names one.
 function fieldOf(message) {
   const m = /(?:field|unknown field) "([^".[\]]+)/.exec(message || '');
@@ -283,7 +308,15 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
     if (built.errors) return;
     setBusy('save');
     try {
-      const res = await request('PUT', path, { body: built.doc, headers: ifMatch ? { 'If-Match': ifMatch } : {} });
+      // A merge patch of the fields edited, not the whole document: the
+      // fields the user's role cannot read (absent from the form) are
+      // kept, and so are the fields someone else changed that the user
+      // did not touch. If-Match makes it a write of the version read.
+      const patch = mergePatch(withoutMeta(doc), withoutMeta(built.doc), c.fields.map((f) => f.name));
+      const res = await request('PATCH', `${path}?id=${encodeURIComponent(id)}`, {
+        body: JSON.stringify(patch),
+        headers: { 'Content-Type': 'application/merge-patch+json', ...(ifMatch ? { 'If-Match': ifMatch } : {}) },
+      });
       const version = res.data?.version || res.headers.get('ETag') || '';
       await load();
       setNotice(`Saved${version ? ` (version ${version.replace(/"/g, '')})` : ''}.`);
@@ -329,17 +362,20 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
     ${conflict && html`<div class="error conflict" role="alert">
       <p><strong>${conflict.gone ? 'Someone deleted this document since you opened it.' : `Someone changed this document since you opened it${conflict.version ? ` (it is now at version ${conflict.version.replace(/"/g, '')})` : ''}.`}</strong>
         ${conflict.deleting ? ' It was not deleted.' : ' Your changes were not saved: nothing was written.'}</p>
-      ${conflict.theirs && c && html`<${Scroll} label="Their version and yours"><table>
-        <thead><tr><th scope="col">Field</th><th scope="col">Now (theirs)</th><th scope="col">Yours</th></tr></thead>
+      ${conflict.theirs && c && html`<${Scroll} label="The fields that differ"><table>
+        <thead><tr><th scope="col">Field</th><th scope="col">When you opened it</th><th scope="col">Now (theirs)</th><th scope="col">Yours</th></tr></thead>
         <tbody>${c.fields.map((f) => {
+          const read = toForm(c, doc)[f.name];
           const theirs = toForm(c, conflict.theirs)[f.name];
           const mine = values[f.name];
-          return html`<tr class=${theirs !== mine ? 'differs' : ''}><th scope="row">${f.name}</th><td>${theirs}</td><td>${mine}</td></tr>`;
+          if (read === theirs && read === mine) return null;
+          return html`<tr class="differs"><th scope="row">${f.name}</th><td>${read}</td><td>${theirs}</td><td>${mine}</td></tr>`;
         })}</tbody></table></${Scroll}>`}
       <p class="actions">
         <button type="button" onClick=${load}>Discard mine, show theirs</button>
-        ${!conflict.gone && !conflict.deleting && html`<button type="button" class="danger" onClick=${() => save(conflict.version)}>Save mine over theirs</button>`}
+        ${!conflict.gone && !conflict.deleting && html`<button type="button" class="danger" onClick=${() => save(conflict.version)}>Save my changes over theirs</button>`}
       </p>
+      ${!conflict.gone && !conflict.deleting && html`<p class="hint">Saving writes only the fields you changed; their other changes stay.</p>`}
     </div>`}
     ${doc && c && values && html`<form class="document" onSubmit=${(e) => { e.preventDefault(); save(etag); }} aria-busy=${!!busy}>
       ${c.fields.map((f) => html`<${Field} key=${f.name} f=${f} value=${values[f.name]} readOnly=${!writable}
