@@ -2,18 +2,20 @@
 // daemon (A) while this script writes through another daemon (B) on the
 // same Postgres, as another user on another replica would:
 //
-//   sign-in (a wrong password, then by keyboard alone); the databases
-//   (one created and deleted after a confirmation); a database's classes,
-//   their counts and its schema (an additive change previewed and
-//   applied, a destructive one previewed); documents paged, ordered and
-//   filtered; an edit whose document is changed meanwhile through B (the
-//   console shows the conflict and writes nothing); an insert with a
-//   validation error shown next to its field; a reload on a deep link;
-//   the stream showing a commit made on B, then paused and resumed from
-//   its position; the history with old and new values; webhooks with
-//   their failed attempts, paused and resumed; the users for the super
-//   user; then the same views for a reader, who sees no @private value,
-//   no write control and no user list; and a phone-width window.
+//   sign-in (a wrong password, then by keyboard alone, later with a
+//   pasted API token); the databases (one created and deleted after a
+//   confirmation); a database's classes, their counts and its schema (an
+//   additive change previewed and applied, a destructive one previewed);
+//   documents paged, ordered and filtered; an edit whose document is
+//   changed meanwhile through B (the console shows the conflict and
+//   writes nothing), then redone; an insert with a validation error shown
+//   next to its field; a reload on a deep link; a deletion; the stream
+//   showing a commit made on B, then paused and resumed from its
+//   position; the history with old and new values, a document's history
+//   and the class as of a position; webhooks with their failed attempts,
+//   paused, resumed and replayed; the users for the super user; then the
+//   same views for a reader, who sees no @private value, no write control
+//   and no user list; and a phone-width window.
 //
 // axe-core checks every view (no serious or critical violation); every
 // request outside the daemon's origin is aborted and fails the test, as
