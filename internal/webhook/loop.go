@@ -27,6 +27,9 @@ const (
 	// advanceEvery is how many commits without events a loop passes
 	// before it records its position (it also does when idle).
 	advanceEvery = 1000
+	// recordOnStop bounds how long a stopping loop takes to record a
+	// delivery its receiver already answered with a 2xx.
+	recordOnStop = 5 * time.Second
 )
 
 // errStop ends a loop: the webhook is gone, not active, changed, or the
@@ -332,8 +335,15 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 		}
 		at := d.now()
 		res := d.send.send(ctx, m, secrets)
-		if ctx.Err() != nil {
+		if ctx.Err() != nil && !res.ok() {
 			return ctx.Err() // stopped: the attempt does not count
+		}
+		if ctx.Err() != nil {
+			// Stopped after the receiver took it: record it all the same
+			// (bounded in time), or the next deliverer sends it again.
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordOnStop)
+			defer cancel()
 		}
 		if d.m != nil {
 			d.m.Duration.Observe(res.duration.Seconds())
