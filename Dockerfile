@@ -2,6 +2,8 @@
 # Build: make docker
 #        or docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t sluice .
 #        (.git is not in the build context: without VERSION, `sluice version` says dev)
+#        or buildah bud --format docker -t sluice .   (podman build --format docker: an OCI image
+#        has no HEALTHCHECK, so without it the image is never "healthy")
 # Run:   docker run -p 6363:6363 -v sluice-data:/data sluice       (embedded Postgres, data in the /data volume)
 #        docker run -p 6363:6363 -e SLUICE_DATABASE_URL=postgres://… sluice
 #        (docs/operations.md: bind mounts, --read-only, stop timeouts, Compose)
@@ -25,10 +27,14 @@ LABEL org.opencontainers.image.title="Sluice" \
 # - postgresql-common would create a "main" cluster on install (39 MB);
 #   Sluice makes its own in /data/pg.
 # - JIT is off in every Sluice session and in the embedded server, and
-#   LLVM serves only JIT: libllvm14 (107 MB) and the z3 solver it alone
-#   needs (23 MB) are removed with the server's JIT module and bitcode.
-#   dpkg still lists them as dependencies of postgresql-15: an image built
-#   FROM this one that runs apt-get install gets them back.
+#   LLVM serves only JIT: the libraries of libllvm14 (107 MB) and of the
+#   z3 solver it alone needs (23 MB) are deleted with the server's JIT
+#   module and bitcode. Only their files: the packages stay installed as
+#   far as dpkg knows (postgresql-15 depends on libllvm14), so apt-get
+#   install works in an image built FROM this one (a purge with
+#   --force-depends left dpkg inconsistent, and apt refused every
+#   install); apt-get install --reinstall libllvm14 libz3-4 brings them
+#   back.
 # - tini is PID 1: it forwards SIGTERM to Sluice and reaps any orphan
 #   (Sluice also reaps the backends of an embedded server that died).
 # - A uid above the system range, so useradd does not warn; give a bind
@@ -38,7 +44,7 @@ RUN mkdir -p /etc/postgresql-common/createcluster.d \
  && apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql-15 ca-certificates tini \
  && rm -rf /usr/lib/postgresql/15/lib/llvmjit.so /usr/lib/postgresql/15/lib/llvmjit_types.bc /usr/lib/postgresql/15/lib/bitcode \
- && dpkg --purge --force-depends libllvm14 libz3-4 \
+ && dpkg-query -L libllvm14 libz3-4 | grep '^/usr/lib/' | while read -r f; do if [ -f "$f" ] || [ -L "$f" ]; then rm -f "$f"; fi; done \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/lib/postgresql/15 /etc/postgresql/15 \
  && useradd --uid 10001 --user-group --home-dir /data --no-create-home --shell /usr/sbin/nologin sluice \
  && mkdir -p /data && chown sluice:sluice /data

@@ -86,7 +86,7 @@ console-screenshots: ## run the console's browser test and keep a screenshot of 
 	SLUICE_BROWSER_TEST=1 SLUICE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestBrowserConsole$$' ./internal/console/
 
 .PHONY: test-graphql-clients
-test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client and urql against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client, urql and a TypeScript client typed by GraphQL Code Generator against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
 	cd test/clients && $(NPM_CI)
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestClientExamples$$' -v ./internal/doctest/

@@ -82,6 +82,15 @@ type Commit struct {
 	// reaches open streams before the commit does. 0 when not read from
 	// the log.
 	AccessVersion int64
+	// SchemaVersion is the version of its database's schema the commit
+	// was made under, and NewSchema is set on the first commit of a
+	// version: the commit of the schema change that made it (it changes
+	// no document), or, for schema changes made before Sluice recorded
+	// them as commits, the first commit after it. Both are read with the
+	// log (Store.ReadLog); SchemaVersion is 0 when not known (a commit
+	// made before Sluice kept schema versions, or not read from the log).
+	SchemaVersion int
+	NewSchema     bool
 	// RowImages is set, inside the storage package only, on a commit read
 	// from the log whose images are table rows (a write made in SQL) not
 	// yet turned into documents; no commit handed on has it.

@@ -1,10 +1,14 @@
 package sluice
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -23,6 +27,7 @@ const (
 	CodeMethod          Code = "MethodNotAllowed" // HTTP method not allowed for the operation
 	CodeConflict        Code = "Conflict"         // exists already, or a destructive change without force
 	CodeGone            Code = "Gone"             // a stream position older than retained history or from another epoch
+	CodeTooLarge        Code = "PayloadTooLarge"  // a request body larger than its limit
 	CodeHistoryGone     Code = "HistoryGone"      // a read of the past at a position older than retained history
 	CodeTooMany         Code = "TooManyRequests"  // a per-user limit is reached; retry later
 	CodeUnavailable     Code = "Unavailable"      // shutting down, not ready, Postgres unreachable or at capacity
@@ -46,6 +51,8 @@ func (c Code) HTTPStatus() int {
 		return 409
 	case CodeGone, CodeHistoryGone:
 		return 410
+	case CodeTooLarge:
+		return 413
 	case CodeTooMany:
 		return 429
 	case CodeUnavailable:
@@ -73,6 +80,8 @@ func (c Code) GraphQLCode() string {
 		return "CONFLICT"
 	case CodeGone:
 		return "POSITION_EXPIRED"
+	case CodeTooLarge:
+		return "PAYLOAD_TOO_LARGE"
 	case CodeHistoryGone:
 		return "GONE"
 	case CodeTooMany:
@@ -149,3 +158,91 @@ func ErrorMessage(err error) string {
 // starting): 503 with Retry-After; streams end with it, telling clients to
 // reconnect and resume.
 var ErrStorageUnavailable = Errorf(CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")
+
+// DecodeError returns the CodeInvalid error of JSON text from a client
+// that did not decode (an error of encoding/json, whose own text names Go
+// types and must not reach clients): it names the field and what was
+// expected in words, or where the text is malformed.
+func DecodeError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		where := ""
+		if te.Field != "" {
+			where = fmt.Sprintf("field %q: ", te.Field)
+		}
+		return Errorf(CodeInvalid, "%sexpected %s, got %s", where, goTypeInWords(te.Type), jsonKindInWords(te.Value))
+	case errors.As(err, &se) && strings.HasPrefix(se.Error(), "unexpected end"):
+		return Errorf(CodeInvalid, "invalid JSON: it ends before it is complete")
+	case errors.As(err, &se):
+		what := "malformed"
+		if c, ok := strings.CutPrefix(se.Error(), "invalid character "); ok {
+			if q, _, ok := strings.Cut(c, " "); ok {
+				what = "an unexpected character " + q
+			}
+		}
+		return Errorf(CodeInvalid, "invalid JSON: %s at byte %d", what, se.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return Errorf(CodeInvalid, "invalid JSON: it ends before it is complete")
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return Errorf(CodeInvalid, "unknown field %s", name)
+	}
+	return Errorf(CodeInvalid, "invalid JSON")
+}
+
+// goTypeInWords says what JSON a Go value of type t decodes from.
+func goTypeInWords(t reflect.Type) string {
+	one, _ := goTypeWords(t)
+	return one
+}
+
+// goTypeWords says what JSON a Go value of type t decodes from, as one
+// and as several ("a string", "strings").
+func goTypeWords(t reflect.Type) (one, several string) {
+	if t == nil {
+		return "another value", "other values"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string", "strings"
+	case reflect.Bool:
+		return "true or false", "booleans (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number", "whole numbers"
+	case reflect.Float32, reflect.Float64:
+		return "a number", "numbers"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() != reflect.Interface {
+			_, elems := goTypeWords(t.Elem())
+			return "an array of " + elems, "arrays"
+		}
+		return "an array", "arrays"
+	case reflect.Map, reflect.Struct:
+		return "an object", "objects"
+	}
+	return "another value", "other values"
+}
+
+// jsonKindInWords names a JSON value's kind as encoding/json reports it
+// ("object", "number 3.5", "string", …).
+func jsonKindInWords(v string) string {
+	switch {
+	case v == "object":
+		return "an object"
+	case v == "array":
+		return "an array"
+	case v == "bool":
+		return "true or false"
+	case strings.HasPrefix(v, "number"):
+		return "a " + v
+	case v == "":
+		return "another value"
+	}
+	return "a " + v
+}

@@ -40,6 +40,12 @@ type Store interface {
 	// above made with it run in, and the snapshot.
 	ReadSnapshot(ctx context.Context, d *sluice.Database) (context.Context, *engine.Snapshot)
 	RedactCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, c *sluice.Commit) (*sluice.Commit, error)
+	// CurrentDatabase returns database d and its schema as they are
+	// now, read from Postgres, or NotFound when d was deleted.
+	CurrentDatabase(ctx context.Context, d *sluice.Database) (*sluice.Database, *sluice.Schema, error)
+	// ForgetDatabase makes the next GraphQLDatabase of org/name read it
+	// from Postgres.
+	ForgetDatabase(org, name string)
 	// ReadAsOf makes the reads of snap (carried by ctx) read the state
 	// as of pos, given as the argument param, and returns what of it the
 	// reader cannot be shown (see engine.Engine.ReadAsOf).
@@ -53,7 +59,41 @@ type Store interface {
 type Request struct {
 	User *sluice.User
 	DB   *sluice.Database
+
+	// try, set by the Handler on a plain HTTP request, lets it serve the
+	// request once more when the schema DB was read at turned out to be
+	// out of date (see Handler.ServeHTTP).
+	try *attempt
 }
+
+// attempt is the state of a plain HTTP request across the Handler's
+// attempts to serve it.
+type attempt struct {
+	// params are the request's parameters, read by the first attempt
+	// (its body is gone after it).
+	params *graphql.RawParams
+	// again asks the Handler for another attempt; last is set on it.
+	again, last bool
+	// moved reports whether the request's database has another schema
+	// version than the one it was served with, reading it.
+	moved func(context.Context) bool
+}
+
+// outdated reports whether the request, refused as it was served,
+// should be served once more with the current schema, and then asks the
+// Handler for it: its schema was out of date (read from the cache before
+// a schema change another replica made).
+func (r *Request) outdated(ctx context.Context) bool {
+	if r == nil || r.try == nil || r.try.last || !r.try.moved(ctx) {
+		return false
+	}
+	r.try.again = true
+	return true
+}
+
+// retrying reports whether the Handler serves the request again, so that
+// nothing of this attempt must be answered.
+func (r *Request) retrying() bool { return r != nil && r.try != nil && r.try.again }
 
 type requestKey struct{}
 
@@ -84,6 +124,11 @@ type ExecutableSchema struct {
 	// limits bound the queries and mutations Exec runs (the Handler sets
 	// them); zero fields are unbounded.
 	limits Limits
+	// version is the schema version s is of, and handler the Handler
+	// that built es (nil outside one), which gives the executable schema
+	// of a later version (revise.go).
+	version int
+	handler *Handler
 }
 
 var _ graphql.ExecutableSchema = (*ExecutableSchema)(nil)
@@ -177,6 +222,11 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 			graphql.RegisterExtension(rctx, "position", pos.String())
 		}
 		snap.Close()
+		if x.outdated != nil && req.try != nil && !req.try.last {
+			// Read through a schema that is not the current one any
+			// more: the Handler serves the query again with it.
+			req.try.again = true
+		}
 	case op.Operation.Operation == ast.Mutation:
 		resp.Data = x.mutation()
 	default:
@@ -209,6 +259,9 @@ type execution struct {
 	// preread holds the documents of root class query fields (by alias)
 	// read before the execution, with other queries' (RunEach).
 	preread map[string][]engine.QueryDoc
+	// outdated is the error of a read that found the schema moved past
+	// es's version (engine.ErrSchemaChanged), if one did.
+	outdated error
 	// past, when set, is the past state the query reads (asOf).
 	past *engine.Past
 }
@@ -273,6 +326,9 @@ func (x *execution) newWriter() *jsonWriter {
 // fail records err as a GraphQL error at path. Domain errors show their
 // message and code; anything else is logged and shown as internal.
 func (x *execution) fail(path ast.Path, err error) {
+	if errors.Is(err, engine.ErrSchemaChanged) {
+		x.outdated = err
+	}
 	x.errs = append(x.errs, toGQLError(x.ctx, x.es.logger, path, err))
 }
 

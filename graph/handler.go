@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
 // Options configure a Handler. Zero values take the documented defaults.
@@ -125,24 +126,49 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if org == "" && name == "" {
 		org, name = sluice.SystemOrg, sluice.SystemDB
 	}
-	d, s, role, err := h.store.GraphQLDatabase(r.Context(), u, org, name)
-	if err != nil {
-		ge := toGQLError(r.Context(), h.opts.Logger, nil, err)
-		if ra := sluice.RetryAfter(err); ra != "" {
-			w.Header().Set("Retry-After", ra)
+	// The schema version a request is served with comes from the
+	// engine's cache, which may lag a schema change made on another
+	// replica a moment ago. A stream reads it afresh: it lives on
+	// prepared for that version. A plain request that the version
+	// refuses (it does not validate, or a read finds the schema moved)
+	// is served once more with the current version.
+	var try *attempt
+	if protocol.Of(r) == protocol.HTTP {
+		try = &attempt{}
+	} else {
+		h.store.ForgetDatabase(org, name)
+	}
+	for {
+		d, s, role, err := h.store.GraphQLDatabase(r.Context(), u, org, name)
+		if err != nil {
+			ge := toGQLError(r.Context(), h.opts.Logger, nil, err)
+			if ra := sluice.RetryAfter(err); ra != "" {
+				w.Header().Set("Retry-After", ra)
+			}
+			writeErrors(w, media, sluice.ErrorCode(err).HTTPStatus(), gqlerror.List{ge})
+			return
 		}
-		writeErrors(w, media, sluice.ErrorCode(err).HTTPStatus(), gqlerror.List{ge})
-		return
+		srv, err := h.server(d, s, role)
+		if err != nil {
+			ge := toGQLError(r.Context(), h.opts.Logger, nil, err)
+			writeErrors(w, media, http.StatusInternalServerError, gqlerror.List{ge})
+			return
+		}
+		if try != nil {
+			try.moved = func(ctx context.Context) bool {
+				cur, _, err := h.store.CurrentDatabase(ctx, d)
+				return err == nil && cur.SchemaVersion != d.SchemaVersion
+			}
+		}
+		// gqlgen's transports need the operation's start time.
+		ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d, try: try}))
+		srv.serve(w, r.WithContext(ctx), media)
+		if try == nil || !try.again {
+			return
+		}
+		try.again, try.last = false, true
+		h.store.ForgetDatabase(org, name)
 	}
-	srv, err := h.server(d, s, role)
-	if err != nil {
-		ge := toGQLError(r.Context(), h.opts.Logger, nil, err)
-		writeErrors(w, media, http.StatusInternalServerError, gqlerror.List{ge})
-		return
-	}
-	// gqlgen's transports need the operation's start time.
-	ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d}))
-	srv.serve(w, r.WithContext(ctx), media)
 }
 
 // server returns the gqlgen server for d's current schema version and role.
@@ -159,6 +185,7 @@ func (h *Handler) server(d *sluice.Database, s *sluice.Schema, role sluice.Role)
 		return nil, err
 	}
 	next.version = d.SchemaVersion
+	next.es.version, next.es.handler = d.SchemaVersion, h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	// A concurrent request may have built a newer version meanwhile.

@@ -67,6 +67,8 @@ type LiveQuery struct {
 	selections      ast.SelectionSet
 	root            string
 	noIntrospection bool
+	// op is the operation's text and variables (see Subscription).
+	op operation
 
 	// anyCommit: every commit may change the result (_ChangeSet, the
 	// newest commit's changes).
@@ -101,7 +103,7 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the live query")
 	}
 	q := &LiveQuery{es: es, req: req, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments},
-		selections: op.Operation.SelectionSet, root: typeQuery, noIntrospection: op.DisableIntrospection}
+		selections: op.Operation.SelectionSet, root: typeQuery, noIntrospection: op.DisableIntrospection, op: operationOf(op)}
 	if op.Operation.Operation == ast.Subscription {
 		q.root = typeSubscription
 	}
@@ -512,6 +514,9 @@ func (q *LiveQuery) execution(ctx context.Context, b Bounds) *execution {
 // result runs x, an execution of q, and returns its data on one line.
 func (q *LiveQuery) result(x *execution) ([]byte, error) {
 	data := x.queryOn(q.root)
+	if x.outdated != nil {
+		return nil, x.outdated // the stream revises q and reads again
+	}
 	if len(x.errs) > 0 || data == nil {
 		return nil, newResultError(x.errs)
 	}
@@ -561,6 +566,16 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 		return out
 	}
 	es, db := qs[0].es, qs[0].req.DB
+	for _, q := range qs[1:] {
+		if q.es != es {
+			// Revised apart after a schema change: one snapshot
+			// each, until they are prepared alike again.
+			for i, q := range qs {
+				out[i] = q.Run(ctx, bs[i])
+			}
+			return out
+		}
+	}
 	rctx, snap := es.store.ReadSnapshot(ctx, db)
 	xs := make([]*execution, len(qs))
 	// The snapshot is not told it has one statement (Run's saving of a

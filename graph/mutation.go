@@ -185,7 +185,7 @@ func jsonDocuments(v any) ([]map[string]any, error) {
 		dec.UseNumber()
 		var parsed any
 		if err := dec.Decode(&parsed); err != nil {
-			return nil, errorf("json: the string is not JSON: %s", err.Error())
+			return nil, errorf("json: the string is not JSON: %s", sluice.DecodeError(err).Message)
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			return nil, errorf("json: the string holds more than one JSON value")

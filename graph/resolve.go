@@ -2,6 +2,8 @@ package graph
 
 import (
 	"encoding/json"
+	"math"
+	"math/big"
 	"strconv"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -277,61 +279,85 @@ func (x *execution) writeValue(w *jsonWriter, f *sluice.Field, v any, sel ast.Se
 		x.writeObject(w, subObject(x.es.schema, f.Type.Name, m), sel, f.Type.Name)
 		return
 	case sluice.TypeEnum:
-		writeString(w, v)
+		if e, ok := v.(string); ok && x.es.schema.Enums[f.Type.Name] != nil && x.es.schema.Enums[f.Type.Name].Has(e) {
+			w.str(e)
+		} else {
+			w.null() // a value the enum no longer has (history)
+		}
 		return
 	}
 	writeScalar(w, f.Type.Name, v)
 }
 
-func writeString(w *jsonWriter, v any) {
-	switch s := v.(type) {
-	case string:
-		w.str(s)
-	case json.Number:
-		w.str(string(s))
-	default:
-		w.any(v)
-	}
-}
-
 // writeScalar writes a scalar value of a normalized document (or of change
-// JSON decoded with UseNumber).
+// JSON decoded with UseNumber). A value that is not of the scalar's type
+// is written as null, never as it is: only a change image written under
+// an older schema version, in which the field had another type, holds
+// one, and GraphQL promises the field's type.
 func writeScalar(w *jsonWriter, scalar string, v any) {
 	switch scalar {
 	case sluice.ScalarInt:
 		switch n := v.(type) {
 		case int64:
-			w.int(n)
+			if n >= math.MinInt32 && n <= math.MaxInt32 {
+				w.int(n)
+				return
+			}
 		case json.Number:
-			w.WriteString(string(n))
+			if i, err := strconv.ParseInt(string(n), 10, 32); err == nil {
+				w.int(i)
+				return
+			}
 		case float64:
-			w.int(int64(n))
-		default:
-			w.any(v)
+			if n == math.Trunc(n) && n >= math.MinInt32 && n <= math.MaxInt32 {
+				w.int(int64(n))
+				return
+			}
 		}
 	case sluice.ScalarFloat:
 		switch n := v.(type) {
 		case float64:
 			w.WriteString(strconv.FormatFloat(n, 'g', -1, 64))
+			return
 		case json.Number:
-			w.WriteString(string(n))
+			if _, err := strconv.ParseFloat(string(n), 64); err == nil {
+				w.WriteString(string(n))
+				return
+			}
 		case int64:
 			w.int(n)
-		default:
-			w.any(v)
+			return
 		}
 	case sluice.ScalarBoolean:
-		b, _ := v.(bool)
-		w.boolean(b)
+		if b, ok := v.(bool); ok {
+			w.boolean(b)
+			return
+		}
 	case sluice.ScalarJSON:
 		if raw, ok := v.(json.RawMessage); ok {
 			w.Write(raw)
 			return
 		}
 		w.any(v)
-	default: // String, ID, DateTime, BigInt: strings
-		writeString(w, v)
+		return
+	case sluice.ScalarBigInt: // a decimal string; a number in older images
+		switch n := v.(type) {
+		case string:
+			w.str(n)
+			return
+		case json.Number:
+			if _, ok := new(big.Int).SetString(string(n), 10); ok {
+				w.str(string(n))
+				return
+			}
+		}
+	default: // String, ID, DateTime: strings
+		if s, ok := v.(string); ok {
+			w.str(s)
+			return
+		}
 	}
+	w.null()
 }
 
 // writeCommit writes a _CommitMetadata object.

@@ -92,7 +92,7 @@ func (s *stack) do(ctx context.Context, t testing.TB, u *sluice.User, query stri
 	if err := json.Unmarshal(b, &res); err != nil {
 		t.Fatalf("decode %s: %v", b, err)
 	}
-	res.raw = string(b)
+	res.raw = strings.TrimSuffix(string(b), "\n")
 	return res
 }
 

@@ -34,6 +34,9 @@ type Subscription struct {
 	alias      string
 	selections ast.SelectionSet
 	req        *Request
+	// op is the operation's text and variables, to prepare it again
+	// after a schema change (Revise).
+	op operation
 
 	// A per-document subscription: class, change and optional filter.
 	class  string
@@ -66,7 +69,7 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 	if req == nil || req.DB == nil {
 		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the subscription")
 	}
-	s := &Subscription{es: es, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments}, req: req}
+	s := &Subscription{es: es, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments}, req: req, op: operationOf(op)}
 	// The request's operation context collects the root fields: it has the
 	// same variables and fragments, and goes when the request does.
 	x := &execution{op: op, es: es, req: req}

@@ -73,17 +73,31 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		writeRequestError(w, media, http.StatusMethodNotAllowed, "use GET or POST")
 		return
 	}
-	params, rerr := ReadParams(r, t.MaxBodyBytes)
-	if rerr != nil {
-		writeRequestError(w, media, rerr.Status, rerr.Message)
-		return
+	ctx := r.Context()
+	greq := RequestFrom(ctx)
+	var params *graphql.RawParams
+	if greq != nil && greq.try != nil && greq.try.params != nil {
+		params = greq.try.params // served again: the body is gone
+	} else {
+		var rerr *RequestError
+		if params, rerr = ReadParams(r, t.MaxBodyBytes); rerr != nil {
+			writeRequestError(w, media, rerr.Status, rerr.Message)
+			return
+		}
+		if greq != nil && greq.try != nil {
+			// As the executor leaves them (a persisted query's text
+			// filled in), for another attempt.
+			greq.try.params = params
+		}
 	}
 	params.Headers = r.Header
 	start := graphql.Now()
 	params.ReadTime = graphql.TraceTiming{Start: start, End: start}
-	ctx := r.Context()
 	rc, errs := exec.CreateOperationContext(ctx, params)
 	if errs != nil {
+		if greq.outdated(ctx) {
+			return
+		}
 		status := http.StatusOK
 		if media == mediaGraphQLResponse {
 			status = http.StatusBadRequest
@@ -98,6 +112,9 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	resp := responses(ctx)
+	if greq.retrying() {
+		return
+	}
 	b, err := json.Marshal(resp)
 	if err != nil {
 		writeRequestError(w, media, http.StatusInternalServerError, "internal error")
@@ -105,7 +122,9 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	}
 	w.Header().Set("Content-Type", media+"; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	// A final newline, as every JSON answer of Sluice's has: a terminal
+	// shows the prompt on a line of its own after curl prints it.
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // responseMedia picks the response media type from an Accept header.
@@ -179,12 +198,15 @@ func postParams(r *http.Request, limit int64) (*graphql.RawParams, *RequestError
 		limit = 10 << 20
 	}
 	tooLarge := func() *RequestError {
-		return &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes"}
+		return &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes, the most max_body_bytes allows"}
 	}
 	if r.ContentLength > limit {
 		return nil, tooLarge() // refused before reading any of it
 	}
 	body, err := readBody(r, limit)
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return nil, tooLarge() // a limit of the server's own, past it
+	}
 	if err != nil {
 		return nil, &RequestError{http.StatusBadRequest, "could not read the request body"}
 	}
@@ -229,7 +251,7 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 	// json.Number, and a decoder's buffers would be garbage of every request.
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, "the request body is not a JSON object: " + err.Error()
+		return nil, "the request body is not a JSON object: " + sluice.DecodeError(err).Message
 	}
 	p := &graphql.RawParams{}
 	isNull := func(m json.RawMessage) bool { return m == nil || string(bytes.TrimSpace(m)) == "null" }
@@ -301,5 +323,5 @@ func writeErrors(w http.ResponseWriter, media string, status int, errs gqlerror.
 	}{errs})
 	w.Header().Set("Content-Type", media+"; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(b, '\n'))
 }

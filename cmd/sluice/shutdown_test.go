@@ -273,3 +273,64 @@ func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
 		t.Fatalf("the cut-off write committed: %d %s", code, body)
 	}
 }
+
+// TestCleanStopLogsNoWarnings: SIGINT (a Ctrl-C) with streams of each
+// kind open and writes under way stops Sluice and its embedded Postgres
+// without a warning: Sluice closes its sessions before it stops the
+// server, which waits for them to end (no "terminating connection due to
+// administrator command"), and its listening connections stop listening
+// before they close (no "connection to client lost").
+func TestCleanStopLogsNoWarnings(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(tempDir(t), "data")
+	p, logs := startLogged(t, dataDir)
+	if code, body := p.do(t, "POST", "/api/db/admin/quiet", `{"schema":"type Note { text: String! }"}`); code != 201 {
+		t.Fatalf("create database: %d %s", code, body)
+	}
+	sluice := dt.Remote(p.url)
+	auth := dt.Basic("admin", "secret-pw")
+	var streams []*dt.Stream
+	for _, req := range []dt.StreamRequest{
+		{Path: "/api/subscribe/admin/quiet/Note"},
+		{Method: "POST", Path: "/api/graphql/admin/quiet", Body: `{"query":"subscription { Note_added { text } }"}`, Header: []string{"Accept", "text/event-stream"}},
+		{Method: "POST", Path: "/api/graphql/admin/quiet", Body: `{"query":"subscription { Note { text } }"}`, Header: []string{"Accept", "text/event-stream"}},
+	} {
+		s := sluice.MustOpenStream(t, auth, req)
+		s.Next() // connected
+		streams = append(streams, s)
+	}
+	// Writes that commit while Sluice stops: their notifications reach
+	// the listening connections as they close.
+	var writes sync.WaitGroup
+	for i := range 8 {
+		writes.Go(func() {
+			for j := range 20 {
+				req, _ := http.NewRequest("POST", p.url+"/api/document/admin/quiet", strings.NewReader(fmt.Sprintf(`{"@type":"Note","text":"%d-%d"}`, i, j)))
+				req.SetBasicAuth("admin", "secret-pw")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return // Sluice has stopped
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+	streams[0].Event() // a commit went out
+	if err := p.Cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("sluice exited with %v after SIGINT", err)
+	}
+	writes.Wait()
+	for _, s := range streams {
+		s.Ended()
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, line := range logs.lines {
+		if strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			t.Errorf("a clean stop logged: %s", line)
+		}
+	}
+}

@@ -152,6 +152,31 @@ func TestEmbeddedPostgresKilled(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("sluice did not stop within a minute")
 	}
+
+	// The restart was told once, not line by line: no server line relayed
+	// as a warning (Sluice does not connect while the server is down, and
+	// the sessions its death ended are its supervisor's to report), and
+	// no warning repeated at every retry.
+	warned := map[string]int{}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, line := range logs.lines {
+		if !strings.Contains(line, "level=WARN") && !strings.Contains(line, "level=ERROR") {
+			continue
+		}
+		if strings.Contains(line, "msg=postgres ") {
+			t.Errorf("a server line relayed as a warning: %s", line)
+		}
+		_, msg, _ := strings.Cut(line, " msg=")
+		if q, err := strconv.QuotedPrefix(msg); err == nil {
+			msg = q
+		} else {
+			msg, _, _ = strings.Cut(msg, " ")
+		}
+		if warned[msg]++; warned[msg] == 2 {
+			t.Errorf("warned more than once: %s", line)
+		}
+	}
 }
 
 // TestEmbeddedPostgresThatDoesNotComeBack: when every restart of the

@@ -369,7 +369,7 @@ func (f *feed) deliver(c *sluice.Commit) {
 	}
 	var classes map[string]bool
 	for _, s := range f.buf {
-		if f.batch && len(s.classes) > 0 {
+		if f.batch && len(s.classes) > 0 && !c.NewSchema {
 			if classes == nil {
 				classes = commitClasses(c)
 			}

@@ -147,8 +147,9 @@ func (st *dbState) signal() {
 // Options describe one subscription.
 type Options struct {
 	// Classes limits delivery to commits that change a document of one of
-	// these classes; empty means every commit. The consumer still filters
-	// changes within a commit.
+	// these classes, and those that start a schema version
+	// (sluice.Commit.NewSchema); empty means every commit. The consumer
+	// still filters changes within a commit.
 	Classes []string
 	// Transport labels the subscription in metrics and listings ("rest",
 	// "graphql-sse").

@@ -51,10 +51,18 @@ func past(c *sluice.Commit) mark {
 }
 
 // rest returns what of piece c comes after m: c itself, or a copy holding
-// only its changes after m; nil when none of its changes does (a commit
-// without changes included: there is nothing in it to deliver).
+// only its changes after m; nil when none of its changes does. A commit
+// without changes has nothing to deliver, unless it starts a schema
+// version (sluice.Commit.NewSchema): every consumer must see that one,
+// to evaluate what follows through the new schema.
 func (m mark) rest(c *sluice.Commit) *sluice.Commit {
-	if c.Seq <= m.seq || len(c.Changes) == 0 {
+	if c.Seq <= m.seq {
+		return nil
+	}
+	if len(c.Changes) == 0 {
+		if c.NewSchema {
+			return c
+		}
 		return nil
 	}
 	if c.Seq > m.seq+1 || m.part < 0 || c.Changes[0].Index > m.part {

@@ -117,11 +117,11 @@ func (s *Subscription) setMark(m mark) {
 
 // prepare returns what s receives of piece c given its mark m: nil when
 // it holds nothing after m or changes none of its classes (classes, when
-// not nil, is c's set of classes), else c or a copy of it holding only
-// the changes after m.
+// not nil, is c's set of classes) and starts no schema version, else c or
+// a copy of it holding only the changes after m.
 func (s *Subscription) prepare(m mark, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
 	out := m.rest(c)
-	if out == nil || len(s.opts.Classes) == 0 {
+	if out == nil || len(s.opts.Classes) == 0 || c.NewSchema {
 		return out
 	}
 	if classes == nil {

@@ -196,7 +196,7 @@ func (t *Tailer) sync(ctx context.Context) error {
 		if ids, err = t.heads(ctx); err != nil {
 			t.retry(full, ids)
 			if ctx.Err() == nil {
-				t.logger.Warn("change feed: read heads", "err", err)
+				t.logger.Log(ctx, failureLevel(err), "change feed: read heads", "err", err)
 			}
 			return err
 		}
@@ -205,12 +205,22 @@ func (t *Tailer) sync(ctx context.Context) error {
 		if err := t.follow(ctx, id); err != nil {
 			t.retry(false, ids[i:])
 			if ctx.Err() == nil {
-				t.logger.Warn("change feed: read commits", "database", id, "err", err)
+				t.logger.Log(ctx, failureLevel(err), "change feed: read commits", "database", id, "err", err)
 			}
 			return err
 		}
 	}
 	return nil
+}
+
+// failureLevel is the level a failed read of the log is logged at: an
+// unreachable Postgres is reported once, when it becomes unreachable
+// (outage), not at every retry.
+func failureLevel(err error) slog.Level {
+	if errors.Is(err, sluice.ErrStorageUnavailable) {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }
 
 // retry schedules the work a failed sync left for the next one.
@@ -357,12 +367,21 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 func (t *Tailer) listen(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	first := true
+	// failing is set from a failure to the next connection: the first
+	// failure of a run is a warning, the retries after it are not (a
+	// restarting Postgres would fill the log with them).
+	failing := false
 	for ctx.Err() == nil {
 		l, err := t.store.Listen(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				t.logger.Warn("change feed: listen", "err", err, "retry_in", backoff)
+				level := slog.LevelWarn
+				if failing {
+					level = slog.LevelDebug
+				}
+				t.logger.Log(ctx, level, "change feed: listen", "err", err, "retry_in", backoff)
 			}
+			failing = true
 			select {
 			case <-ctx.Done():
 			case <-time.After(backoff):
@@ -373,7 +392,10 @@ func (t *Tailer) listen(ctx context.Context) {
 		if !first && t.metrics != nil {
 			t.metrics.ListenReconnects.Inc()
 		}
-		first = false
+		if failing {
+			t.logger.Info("change feed: listening again")
+		}
+		first, failing = false, false
 		backoff = 100 * time.Millisecond
 		t.Wake(0)
 		for {
@@ -381,6 +403,7 @@ func (t *Tailer) listen(ctx context.Context) {
 			if err != nil {
 				if ctx.Err() == nil {
 					t.logger.Warn("change feed: listen connection lost; reconnecting", "err", err)
+					failing = true
 				}
 				break
 			}

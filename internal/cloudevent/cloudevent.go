@@ -59,6 +59,10 @@ func New(rd *engine.Reader, sel Selector) *Evaluator {
 	return &Evaluator{rd: rd, sel: sel}
 }
 
+// Reader returns the evaluator's reader: the database and schema it
+// shows the commits through.
+func (e *Evaluator) Reader() *engine.Reader { return e.rd }
+
 // Fork returns an evaluator of the same events with a shared reader of
 // its own (see engine.Reader.Shared), for a consumer that continues on its
 // own.
@@ -74,6 +78,9 @@ func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 		start.Index = c.Changes[0].Index - 1
 	}
 	rd := e.rd
+	if err := rd.Follow(ctx, c.SchemaVersion); err != nil {
+		return nil, start, err
+	}
 	var out []sluice.Event
 	for i := range c.Changes {
 		ch := &c.Changes[i]

@@ -120,7 +120,11 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 		}
 		url = pg.URL("sluice")
 	}
-	store, err := postgres.Open(ctx, url, logger, postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit))
+	opts := []postgres.Option{postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit)}
+	if pg != nil {
+		opts = append(opts, postgres.Up(pg.Up))
+	}
+	store, err := postgres.Open(ctx, url, logger, opts...)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -182,7 +186,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	defer stopStore()
-	p, err := d.build(ctx, store, wake, m, jwt)
+	// Not ready while a supervised restart of the embedded Postgres is
+	// under way: from the moment its postmaster exits, not from the
+	// change feed's next failed read.
+	pgUp := func() bool { return true }
+	if pg != nil {
+		pgUp = pg.Up
+	}
+	p, err := d.build(ctx, store, wake, m, jwt, pgUp)
 	if err != nil {
 		return err
 	}
@@ -208,7 +219,7 @@ type parts struct {
 // notifier, the tailer, the webhook deliverer) is registered with wake as
 // it is built, before Bootstrap makes the first commit. Nothing runs yet:
 // serve starts the goroutines and the listener.
-func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m *metrics.Metrics, jwt *auth.JWT) (*parts, error) {
+func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m *metrics.Metrics, jwt *auth.JWT, pgUp func() bool) (*parts, error) {
 	notifier := postgres.NewNotifier(store)
 	wake.onCommit(notifier.Wake)
 
@@ -264,12 +275,12 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		return nil, err
 	}
 
-	giql := graphiql.New()
+	giql := graphiql.New(pagesOptions(eng, d.opts.Version))
 	handler := rest.Routes(rest.Deps{
 		Engine:           eng,
 		Metrics:          m,
 		Logger:           d.logger,
-		Ready:            func() bool { return d.ready.Load() && tailer.Running() },
+		Ready:            func() bool { return d.ready.Load() && pgUp() && tailer.Running() },
 		Version:          d.opts.Version,
 		MaxBodyBytes:     d.cfg.MaxBodyBytes,
 		BodyIdleTimeout:  d.cfg.BodyIdleTimeout,
@@ -285,10 +296,46 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
 		Console:          console.New(),
+		Landing:          giql.Landing(),
 		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase, int(d.cfg.MaxWebhooksPerUser)),
 	})
 	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
 		streams: streams, handler: handler}, nil
+}
+
+// pagesOptions returns what the browser pages show, read through eng
+// for the request's (authenticated) user.
+func pagesOptions(eng *engine.Engine, version string) graphiql.Options {
+	return graphiql.Options{
+		Version: version,
+		User: func(r *http.Request) (string, string) {
+			u := auth.UserFrom(r.Context())
+			return u.Name, u.Org
+		},
+		Databases: func(r *http.Request) ([]string, bool, error) {
+			u := auth.UserFrom(r.Context())
+			dbs, err := eng.Databases(r.Context(), u)
+			if err != nil {
+				return nil, false, err
+			}
+			paths := make([]string, len(dbs))
+			for i, d := range dbs {
+				paths[i] = d.Path()
+			}
+			return paths, u.Superuser, nil
+		},
+		Sample: func(r *http.Request, org, name string) string {
+			_, s, role, err := eng.GraphQLDatabase(r.Context(), auth.UserFrom(r.Context()), org, name)
+			if err != nil {
+				return "" // the page's requests answer why
+			}
+			db := org + "/" + name
+			if org == sluice.SystemOrg {
+				db = sluice.SystemDB
+			}
+			return graphiql.SampleQuery(db, s, role)
+		},
+	}
 }
 
 // bootstrap creates the _system database and the admin user unless they

@@ -245,16 +245,16 @@ func TestNDJSONStreamLimitsEachDocument(t *testing.T) {
 		stream = append(stream, note(i, 60))
 		array = append(array, note(i, 60))
 	}
-	r := d.MustDo(t, 400, dt.Admin(), "POST", "/api/document/admin/lim", "["+strings.Join(array, ",")+"]")
-	if !strings.Contains(string(r.Body), "the request body is larger than 2000 bytes") {
+	r := d.MustDo(t, 413, dt.Admin(), "POST", "/api/document/admin/lim", "["+strings.Join(array, ",")+"]")
+	if !strings.Contains(string(r.Body), "the request body is larger than 2000 bytes, the most max_body_bytes allows") {
 		t.Fatalf("JSON body over the limit: %s", r.Body)
 	}
-	r = d.MustDo(t, 400, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(append(stream[:3:3], note(99, 3000)), "\n"),
+	r = d.MustDo(t, 413, dt.Admin(), "POST", "/api/document/admin/lim", strings.Join(append(stream[:3:3], note(99, 3000)), "\n"),
 		"Content-Type", "application/x-ndjson")
 	var e struct {
 		Message string `json:"api:message"`
 	}
-	if err := json.Unmarshal(r.Body, &e); err != nil || e.Message != "document 3 is larger than 2000 bytes (max_body_bytes)" {
+	if err := json.Unmarshal(r.Body, &e); err != nil || e.Message != "document 3 is larger than 2000 bytes, the most max_body_bytes allows for one document of an NDJSON stream" {
 		t.Fatalf("NDJSON document over the limit: %s", r.Body)
 	}
 	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/lim?type=Note&as_list=true", nil); strings.TrimSpace(string(r.Body)) != "[]" {

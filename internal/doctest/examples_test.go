@@ -36,7 +36,8 @@ const (
 // next block starts once it has printed its first bytes (it is then
 // registered), and before the file's last block (which cleans up: the
 // docs' pages end by deleting what they made) it must have printed what
-// its comment names.
+// its comment names (a trailing & on a stream, for one terminal, changes
+// nothing).
 func TestExamples(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
@@ -192,6 +193,14 @@ func prepare(b block, dir string, n int) (string, []*stream, error) {
 		if e.stream {
 			streams = append(streams, &stream{n: n + len(streams), line: c.line, prints: e.prints})
 			fmt.Fprintf(&script, "sluice_stream %d ", n+len(streams)-1)
+			// A stream the docs start in the background (a trailing &,
+			// for a block pasted into one terminal) is in the background
+			// already: sluice_stream must return only once it is ready.
+			if text := strings.TrimRight(c.text, " \t\n"); strings.HasSuffix(text, "&") && !strings.HasSuffix(text, "&&") {
+				end := c.start + len(text)
+				script.WriteString(b.text[at : end-1])
+				at = end
+			}
 			continue
 		}
 		script.WriteString("sluice_expect " + quote(e.status))

@@ -163,10 +163,13 @@ func (e *Engine) Schema(ctx context.Context, u *sluice.User, org, name string) (
 	return s, err
 }
 
-// SchemaChange reports what PutSchema did or would do.
+// SchemaChange reports what PutSchema did.
 type SchemaChange struct {
 	Changes []schema.Change
 	Version int
+	// Commit is the commit that made the change (nil when the schema was
+	// already the one given).
+	Commit *sluice.Commit
 }
 
 // PutSchema replaces a database's schema; it needs the admin role. Additive
@@ -174,7 +177,16 @@ type SchemaChange struct {
 // is refused with a Conflict naming what would be lost, unless force is set.
 // Making a field required is refused while any stored document lacks it,
 // force or not: that would leave invalid documents behind.
+//
+// The change is a commit of the database's log, one that changes no
+// document (sluice.Commit.NewSchema): every read, write and stream, on
+// every replica, works through the new schema from that commit on, and a
+// stream that follows the log learns of the change there (see graph's
+// Subscription.Revise).
 func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl string, force bool) (*SchemaChange, error) {
+	// The current version, not a cached one: a change prepared from an
+	// older version would be refused when it locks the counter row.
+	e.forgetDatabase(&sluice.Database{Org: org, Name: name})
 	d, prev, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
 	if err != nil {
 		return nil, err
@@ -196,35 +208,53 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 	if len(lost) > 0 && !force {
 		return nil, sluice.Errorf(sluice.CodeConflict, "the schema change would lose data: %s; repeat with force=true to apply it", strings.Join(lost, "; "))
 	}
-	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.LockDatabase(ctx, d); err != nil {
-			return err
-		}
-		for _, c := range changes {
-			if c.Kind == schema.DropEnumValue {
-				if err := checkEnumValueUnused(ctx, tx, d, prev, c.Class, c.Field); err != nil {
-					return err
-				}
-				continue
-			}
-			if c.Kind != schema.RequireField && c.Kind != schema.AddRequiredField {
-				continue
-			}
-			n, err := tx.CountMissing(ctx, d, documentClasses(next, c.Class), c.Field)
-			if err != nil {
+	if len(changes) == 0 && next.SDL == prev.SDL {
+		return &SchemaChange{Version: d.SchemaVersion}, nil
+	}
+	reasons := make([]string, len(changes))
+	for i, c := range changes {
+		reasons[i] = c.Reason
+	}
+	if len(changes) == 0 {
+		reasons = []string{"the same classes, written differently"}
+	}
+	commit, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: next,
+		Meta: postgres.CommitMeta{Author: "sluice", Message: "schema change: " + strings.Join(reasons, "; "), User: u.Name},
+		// ChangeSchema moves d to the new version, which the commit is
+		// then made under.
+		Documents: func(context.Context, *postgres.Writer) error { return nil },
+		Before: func(ctx context.Context, tx *postgres.Tx) error {
+			if err := tx.LockTables(ctx, d, prev); err != nil {
 				return err
 			}
-			if n > 0 {
-				return sluice.Errorf(sluice.CodeConflict, "cannot make %s.%s required: %d stored documents lack it", c.Class, c.Field, n)
+			if err := tx.LockDatabase(ctx, d); err != nil {
+				return err
 			}
-		}
-		return tx.ChangeSchema(ctx, d, prev, next)
-	}})
+			for _, c := range changes {
+				if c.Kind == schema.DropEnumValue {
+					if err := checkEnumValueUnused(ctx, tx, d, prev, c.Class, c.Field); err != nil {
+						return err
+					}
+					continue
+				}
+				if c.Kind != schema.RequireField && c.Kind != schema.AddRequiredField {
+					continue
+				}
+				n, err := tx.CountMissing(ctx, d, documentClasses(next, c.Class), c.Field)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					return sluice.Errorf(sluice.CodeConflict, "cannot make %s.%s required: %d stored documents lack it", c.Class, c.Field, n)
+				}
+			}
+			return tx.ChangeSchema(ctx, d, prev, next)
+		}})
 	e.forgetDatabase(d)
 	if err != nil {
 		return nil, err
 	}
-	return &SchemaChange{Changes: changes, Version: d.SchemaVersion}, nil
+	return &SchemaChange{Changes: changes, Version: d.SchemaVersion, Commit: commit}, nil
 }
 
 // checkEnumValueUnused refuses to drop an enum value that stored documents

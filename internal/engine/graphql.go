@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -145,10 +146,34 @@ func (e *OpError) Unwrap() error { return e.Err }
 // of at most groupMax documents joins group commit as a REST request of
 // that size does.
 func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
-	if err != nil {
-		return nil, nil, err
+	// The documents are in memory: the batch can always run again.
+	ops = slices.Clone(ops)
+	rps := make([]*replay, len(ops))
+	for i := range ops {
+		if ops[i].Docs != nil {
+			rps[i] = newReplay(ops[i].Docs, -1)
+			ops[i].Docs = rps[i]
+		}
 	}
+	for attempt := 0; ; attempt++ {
+		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids, c, err := e.writeBatch(ctx, u, d, s, ops, opt)
+		if attempt > 0 || !e.outdated(ctx, d, err) {
+			return ids, c, err
+		}
+		for _, rp := range rps {
+			if rp != nil {
+				rp.rewind()
+			}
+		}
+	}
+}
+
+// writeBatch is WriteBatch with database d and its schema s.
+func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
 	if err := writable(d); err != nil {
 		return nil, nil, err
 	}
@@ -159,6 +184,7 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 	ids := make([][]string, len(ops))
 	n := 0
 	for i, op := range ops {
+		var err error
 		if docs[i], ids[i], err = batchOp(s, op); err != nil {
 			return nil, nil, &OpError{Index: i, Err: err}
 		}

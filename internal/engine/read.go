@@ -24,10 +24,18 @@ type ReadAt struct {
 // With asOf set, it returns the document as it was at that position (see
 // ReadAsOf for the errors of a position it cannot read).
 func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string, asOf *sluice.Position) ([]byte, ReadAt, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
-	if err != nil {
-		return nil, ReadAt{}, err
-	}
+	var out []byte
+	var at ReadAt
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		var err error
+		out, at, err = e.document(ctx, u, d, s, id, asOf)
+		return err
+	})
+	return out, at, err
+}
+
+// document is Document with database d and its schema s.
+func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, id string, asOf *sluice.Position) ([]byte, ReadAt, error) {
 	class, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
 		return nil, ReadAt{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
@@ -84,10 +92,21 @@ type DocumentQuery struct {
 // document (or, with none, before Documents returns nil), with what the
 // documents reflect: they are read in one snapshot.
 func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string, q DocumentQuery, start func(ReadAt), fn func([]byte) error) error {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
-	if err != nil {
-		return err
-	}
+	started := false
+	return e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		if started {
+			// Documents went out: the listing cannot start over.
+			return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the listing was read; retry it", d.Path())
+		}
+		return e.documents(ctx, u, d, s, q, func(at ReadAt) {
+			started = true
+			start(at)
+		}, fn)
+	})
+}
+
+// documents is Documents with database d and its schema s.
+func (e *Engine) documents(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, q DocumentQuery, start func(ReadAt), fn func([]byte) error) error {
 	var classes []string
 	if q.Type != "" {
 		c := s.Class(q.Type)
@@ -176,17 +195,19 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 //
 // The page is read in one snapshot, whose position Log returns too.
 func (e *Engine) Log(ctx context.Context, u *sluice.User, org, name string, before int64, limit int, maxBytes int64) (*sluice.LogPage, sluice.Position, error) {
-	d, _, err := e.Database(ctx, u, org, name, sluice.RoleRead)
-	if err != nil {
-		return nil, sluice.Position{}, err
-	}
-	rctx, snap := e.ReadSnapshot(ctx, d)
-	defer snap.Close()
-	if _, err := e.store.History(rctx, d.ID); err != nil {
-		return nil, sluice.Position{}, err
-	}
-	page, err := e.store.Log(rctx, d, before, limit, maxBytes)
-	pos, _ := snap.Position()
+	var page *sluice.LogPage
+	var pos sluice.Position
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, _ *sluice.Schema) error {
+		rctx, snap := e.ReadSnapshot(ctx, d)
+		defer snap.Close()
+		if _, err := e.store.History(rctx, d.ID); err != nil {
+			return err
+		}
+		var err error
+		page, err = e.store.Log(rctx, d, before, limit, maxBytes)
+		pos, _ = snap.Position()
+		return err
+	})
 	return page, pos, err
 }
 
@@ -202,10 +223,21 @@ const MaxIndex = sluice.WholeCommit
 // A position from another epoch or older than retained history gives a
 // Gone error: never a silent gap.
 func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	var page *sluice.ChangePage
+	var pos sluice.Position
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		var err error
+		page, pos, err = e.changes(ctx, u, d, s, after, limit, maxBytes)
+		return err
+	})
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
+	return page, pos, nil
+}
+
+// changes is Changes with database d and its schema s.
+func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
 	ctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
 	if after.Epoch != "" && after.Epoch != d.Epoch {
@@ -249,10 +281,21 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 // reads), redacted for u as history is (RedactCommit). It needs the read
 // role. The page is read in one snapshot, whose position it returns too.
 func (e *Engine) DocumentHistory(ctx context.Context, u *sluice.User, org, name, id string, before *sluice.Position, limit int, maxBytes int64) (*postgres.VersionPage, sluice.Position, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	var page *postgres.VersionPage
+	var pos sluice.Position
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		var err error
+		page, pos, err = e.documentHistory(ctx, u, d, s, id, before, limit, maxBytes)
+		return err
+	})
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
+	return page, pos, nil
+}
+
+// documentHistory is DocumentHistory with database d and its schema s.
+func (e *Engine) documentHistory(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, id string, before *sluice.Position, limit int, maxBytes int64) (*postgres.VersionPage, sluice.Position, error) {
 	if _, key, ok := strings.Cut(id, "/"); !ok || key == "" {
 		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
 	} else if err := schema.CheckKey(key); err != nil {

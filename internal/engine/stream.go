@@ -83,6 +83,17 @@ func (r *Reader) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// Follow makes the reader read the schema afresh when it is older than
+// version, the schema version of a commit it meets: a stream shows each
+// commit through the current schema, whatever the engine's cache holds.
+func (r *Reader) Follow(ctx context.Context, version int) error {
+	if version <= r.Database.SchemaVersion {
+		return nil
+	}
+	r.e.forgetDatabase(r.Database)
+	return r.Refresh(ctx)
+}
+
 // Class returns the class named name, refreshing the schema first when it
 // does not know the class (added since the stream started); nil when it
 // still does not.

@@ -232,6 +232,20 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 	return nil
 }
 
+// RoleGrant is a role granted to a user on a database.
+type RoleGrant = postgres.Grant
+
+// Roles returns the roles granted on database org/name, by user name; it
+// needs the admin role, as SetRole does. The super user, who has every
+// role without a grant, is not listed.
+func (e *Engine) Roles(ctx context.Context, u *sluice.User, org, name string) ([]RoleGrant, error) {
+	d, _, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.DatabaseRoles(ctx, d.ID)
+}
+
 // CreateToken creates an API token for u and returns its secret, which is
 // never shown again.
 func (e *Engine) CreateToken(ctx context.Context, u *sluice.User, name string) (*sluice.Token, string, error) {

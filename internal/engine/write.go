@@ -68,20 +68,23 @@ func (e *Engine) Replace(ctx context.Context, u *sluice.User, org, name string, 
 // Delete deletes the documents with the given ids in one commit. An id that
 // names no document fails the whole request.
 func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, ids []string, opt WriteOptions) (*WriteResult, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
+	var c *sluice.Commit
+	err := e.current(ctx, u, org, name, sluice.RoleWrite, func(d *sluice.Database, s *sluice.Schema) error {
+		if err := writable(d); err != nil {
+			return err
+		}
+		if err := checkDeleteIDs(s, ids); err != nil {
+			return err
+		}
+		var err error
+		c, err = e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
+			Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Delete(ctx, ids) }})
+		if err != nil {
+			e.forgetDatabase(d)
+		}
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := writable(d); err != nil {
-		return nil, err
-	}
-	if err := checkDeleteIDs(s, ids); err != nil {
-		return nil, err
-	}
-	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
-		Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Delete(ctx, ids) }})
-	if err != nil {
-		e.forgetDatabase(d)
 		return nil, err
 	}
 	return &WriteResult{IDs: ids, Commit: c}, nil
@@ -131,10 +134,21 @@ const groupMax = 100
 // without an @id, which get a random key. A request of at most groupMax
 // documents joins group commit; a larger one is written as it is read.
 func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
-	if err != nil {
-		return nil, err
+	rp := newReplay(src, groupMax+1)
+	for attempt := 0; ; attempt++ {
+		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
+		if err != nil {
+			return nil, err
+		}
+		res, err := e.writeDocsWith(ctx, u, d, s, rp, opt, insert, write)
+		if attempt > 0 || !e.outdated(ctx, d, err) || !rp.rewind() {
+			return res, err
+		}
 	}
+}
+
+// writeDocsWith is writeDocs with database d and its schema s.
+func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
 	if err := writable(d); err != nil {
 		return nil, err
 	}

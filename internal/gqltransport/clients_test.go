@@ -2,6 +2,7 @@ package gqltransport_test
 
 import (
 	"encoding/base64"
+	"path/filepath"
 	"testing"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
@@ -30,4 +31,15 @@ func TestGraphQLClients(t *testing.T) {
 	d.CreateDatabase(t, "live", "type Person { name: String! team: String manager: Person }")
 	b := dt.Start(t, dt.WithDatabaseURL(d.DatabaseURL))
 	dt.RunNode(t, dir, nil, "live.mjs", d.URL+"/api/graphql/admin/live", b.URL+"/api/graphql/admin/live", authz)
+
+	// The TypeScript client typed by GraphQL Code Generator, as
+	// codegen/src/main.ts says to build it: codegen from the database's
+	// schema, tsc, then node.
+	d.CreateDatabase(t, "typed", "type Dog { name: String! }")
+	typed := d.URL + "/api/graphql/admin/typed"
+	codegen := filepath.Join(dir, "codegen")
+	dt.RunNode(t, codegen, []string{"SLUICE_GRAPHQL_URL=" + typed, "SLUICE_AUTHORIZATION=" + authz},
+		"../node_modules/@graphql-codegen/cli/cjs/bin.js", "--config", "codegen.yml")
+	dt.RunNode(t, codegen, nil, "../node_modules/typescript/bin/tsc", "-p", ".")
+	dt.RunNode(t, codegen, nil, "dist/main.js", typed, authz)
 }

@@ -105,7 +105,7 @@ func TestFiniteOperationFrames(t *testing.T) {
 
 	// Without an event-stream Accept the plain JSON transport answers.
 	r = post("application/json", body(`{ Person { name } }`))
-	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json; charset=utf-8" || withoutPosition(string(r.Body)) != `{"data":{"Person":[{"name":"Alice"}]}}` {
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json; charset=utf-8" || withoutPosition(string(r.Body)) != `{"data":{"Person":[{"name":"Alice"}]}}`+"\n" {
 		t.Fatalf("plain JSON: %d %q %s", r.Status, r.Header.Get("Content-Type"), r.Body)
 	}
 }

@@ -102,7 +102,10 @@ func gql(t testing.TB, d *dt.Daemon, db, query string) string {
 	if strings.Contains(string(r.Body), `"errors"`) {
 		t.Fatalf("%s: %s", query, r.Body)
 	}
-	return withoutPosition(string(r.Body))
+	if !strings.HasSuffix(string(r.Body), "}\n") {
+		t.Fatalf("%s: the answer does not end with a newline: %q", query, r.Body)
+	}
+	return withoutPosition(strings.TrimSuffix(string(r.Body), "\n"))
 }
 
 // readPosition matches the position a query's result carries.

@@ -3,6 +3,7 @@ package gqltransport
 import (
 	"bytes"
 	"context"
+	"errors"
 	"runtime"
 	"slices"
 	"strconv"
@@ -177,6 +178,21 @@ type liveEvaluator struct {
 	// data is the last result published; revision counts them.
 	data     []byte
 	revision int64
+	// stale: a commit made under a later schema version than lq's was
+	// judged; lq is revised before it is read again.
+	stale bool
+}
+
+// revise prepares e's live query for the current schema version
+// (graph.LiveQuery.Revise); an error, naming the change that invalidated
+// it, ends its share.
+func (e *liveEvaluator) revise(ctx context.Context) error {
+	lq, err := e.lq.Revise(ctx)
+	if err != nil {
+		return err
+	}
+	e.lq, e.stale = lq, false
+	return nil
 }
 
 // Close releases what the share's result holds of the budget, once the
@@ -192,6 +208,10 @@ func (e *liveEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event,
 type liveGroup struct {
 	b   *liveBatcher
 	chs []graph.Change
+	// version is the newest schema version of the commits noted: a
+	// later one makes every share's live query revise (Note). One that
+	// joins prepared for an older version finds it out when it reads.
+	version int
 	// due and lqs are the shares a settle reads (their indexes in the
 	// batch) and their live queries.
 	due []int
@@ -245,6 +265,21 @@ func (g *liveGroup) index(evs []changefeed.Evaluator) *liveIndex {
 // already due a read, and that the change may affect by the index.
 func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []changefeed.Evaluator) {
 	x := g.index(evs)
+	if c.SchemaVersion > g.version {
+		g.version = c.SchemaVersion
+		// A schema change may change any result (a forced change drops
+		// values), and its commit changes no document: every live
+		// query prepared for an older version reads its result again,
+		// revised.
+		for _, e := range x.all {
+			if v := e.lq.Version(); v > 0 && c.SchemaVersion > v {
+				e.stale = true
+				if e.ran && !e.dirty {
+					e.dirty, e.since = true, c.Time
+				}
+			}
+		}
+	}
 	g.chs = g.chs[:0]
 	for i := range c.Changes {
 		g.chs = append(g.chs, graph.NewChange(&c.Changes[i]))
@@ -297,9 +332,17 @@ func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []changefeed.E
 func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out []changefeed.Settled) {
 	g.due, g.lqs = g.due[:0], g.lqs[:0]
 	for i, ev := range evs {
-		if e := ev.(*liveEvaluator); !e.ran || e.dirty {
-			g.due, g.lqs = append(g.due, i), append(g.lqs, e.lq)
+		e := ev.(*liveEvaluator)
+		if e.ran && !e.dirty {
+			continue
 		}
+		if e.stale {
+			if err := e.revise(ctx); err != nil {
+				out[i].Err = err
+				continue
+			}
+		}
+		g.due, g.lqs = append(g.due, i), append(g.lqs, e.lq)
 	}
 	if len(g.due) == 0 {
 		return
@@ -367,6 +410,20 @@ func (g *liveGroup) read(ctx context.Context, evs []changefeed.Evaluator) []grap
 	}
 	rctx, statements := engine.CountStatements(ctx)
 	res := graph.RunEach(rctx, g.lqs, bs)
+	for j, i := range g.due {
+		if !errors.Is(res[j].Err, engine.ErrSchemaChanged) {
+			continue
+		}
+		// Read through a schema version that moved on meanwhile:
+		// revised, it reads again.
+		e := evs[i].(*liveEvaluator)
+		if err := e.revise(ctx); err != nil {
+			res[j] = graph.LiveResult{Err: err}
+			continue
+		}
+		g.lqs[j] = e.lq
+		res[j] = e.lq.Run(rctx, bs[j])
+	}
 	g.b.count(g.lqs[0], statements())
 	var again []int
 	for j, i := range g.due {

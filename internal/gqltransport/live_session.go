@@ -159,7 +159,8 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 		err := t.opts.Hub.Scan(ctx, lq.Database(), from, pos.Seq, func(c *sluice.Commit) bool {
 			// A client chooses its position: past a bound, sending the
 			// current result costs less than judging more of the log.
-			if pieces++; pieces > maxResumeScan {
+			if pieces++; pieces > maxResumeScan || c.NewSchema {
+				// (A schema change may change any result.)
 				changed = true
 				return false
 			}

@@ -27,21 +27,28 @@ type assembler struct {
 	over    bool
 }
 
+// subscriptionEvents is what the assembler evaluates: a subscription
+// (its evaluator, which revises it after a schema change).
+type subscriptionEvents interface {
+	PerCommit() bool
+	events(ctx context.Context, c *sluice.Commit) ([]graph.SubscriptionEvent, error)
+}
+
 // events returns the events piece c gives gs, and the position just
 // before the first change they were evaluated from (where a reader that
 // has not taken them resumes).
-func (a *assembler) events(ctx context.Context, gs *graph.Subscription, c *sluice.Commit) ([]graph.SubscriptionEvent, sluice.Position, error) {
+func (a *assembler) events(ctx context.Context, gs subscriptionEvents, c *sluice.Commit) ([]graph.SubscriptionEvent, sluice.Position, error) {
 	start := sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}
 	if len(c.Changes) > 0 {
 		start.Index = c.Changes[0].Index - 1
 	}
 	if !gs.PerCommit() {
-		evs, err := gs.Events(ctx, c)
+		evs, err := gs.events(ctx, c)
 		return evs, start, err
 	}
 	if a.pending == nil {
 		if !c.Partial {
-			evs, err := gs.Events(ctx, c)
+			evs, err := gs.events(ctx, c)
 			return evs, start, err
 		}
 		head := *c
@@ -66,7 +73,7 @@ func (a *assembler) events(ctx context.Context, gs *graph.Subscription, c *sluic
 	a.pending = nil
 	whole.Partial = false
 	if !over {
-		evs, err := gs.Events(ctx, whole)
+		evs, err := gs.events(ctx, whole)
 		return evs, start, err
 	}
 	last := c.Position(c.NumChanges - 1)

@@ -46,7 +46,7 @@ type session struct {
 // newEvaluator returns the evaluator of a subscription: per piece for
 // per-document fields, per gathered commit for _ChangeSet (pieces.go).
 func (t *transport) newEvaluator(gs *graph.Subscription) *evaluator {
-	return &evaluator{gs: gs, asm: assembler{max: t.opts.MaxChangeSetBytes}}
+	return newEvaluator(gs, t.opts.MaxChangeSetBytes)
 }
 
 // subscribe starts serving a subscription operation: it registers
@@ -77,7 +77,9 @@ func (t *transport) subscribe(r *http.Request, st framer, req *request, op *grap
 		// same schema, role, operation and variables; Events keeps no
 		// state between calls): the stream keeps no operation of its own,
 		// about a KiB, for its whole life.
-		Detached: func(shared changefeed.Evaluator) changefeed.Evaluator { return t.newEvaluator(shared.(*evaluator).gs) }})
+		Detached: func(shared changefeed.Evaluator) changefeed.Evaluator {
+			return t.newEvaluator(shared.(*evaluator).current())
+		}})
 	// The guard comes first: an access change from now on ends the
 	// stream before any later commit reaches it (changefeed/access.go).
 	if err := s.str.Guard(engine.Grant(ctx, greq.User, greq.DB, t.es.Role())); err != nil {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"sync/atomic"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 // Identical subscriptions share one evaluation through the hub (see
@@ -39,13 +42,59 @@ func keyOf(es *graph.ExecutableSchema, req *request) (shareKey, bool) {
 
 // evaluator evaluates a GraphQL subscription for the hub: per piece for
 // per-document fields, per gathered commit for _ChangeSet (pieces.go).
+// It holds the subscription as prepared for the newest schema version it
+// met: a commit made under a later version, or a read that finds the
+// schema moved, makes it revise it first (graph.Subscription.Revise),
+// which ends the stream with the error naming the change when the change
+// invalidates it. One goroutine evaluates; a detached member of a share
+// reads gs from another (current).
 type evaluator struct {
-	gs  *graph.Subscription
+	gs  atomic.Pointer[graph.Subscription]
 	asm assembler
 }
 
+func newEvaluator(gs *graph.Subscription, maxChangeSet int64) *evaluator {
+	e := &evaluator{asm: assembler{max: maxChangeSet}}
+	e.gs.Store(gs)
+	return e
+}
+
+// current returns the subscription as the evaluator last prepared it.
+func (e *evaluator) current() *graph.Subscription { return e.gs.Load() }
+
 func (e *evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
-	return e.asm.events(ctx, e.gs, c)
+	return e.asm.events(ctx, e, c)
+}
+
+// PerCommit and events are what the assembler evaluates through.
+func (e *evaluator) PerCommit() bool { return e.gs.Load().PerCommit() }
+
+func (e *evaluator) events(ctx context.Context, c *sluice.Commit) ([]graph.SubscriptionEvent, error) {
+	if v := e.gs.Load().Version(); v > 0 && c.SchemaVersion > v {
+		if err := e.revise(ctx); err != nil {
+			return nil, err
+		}
+	}
+	evs, err := e.gs.Load().Events(ctx, c)
+	if errors.Is(err, engine.ErrSchemaChanged) {
+		// A document it references was read through the schema it was
+		// prepared for, which moved on meanwhile.
+		if err := e.revise(ctx); err != nil {
+			return nil, err
+		}
+		evs, err = e.gs.Load().Events(ctx, c)
+	}
+	return evs, err
+}
+
+// revise prepares the subscription for the current schema version.
+func (e *evaluator) revise(ctx context.Context) error {
+	next, err := e.gs.Load().Revise(ctx)
+	if err != nil {
+		return err
+	}
+	e.gs.Store(next)
+	return nil
 }
 
 // frameNext is the SSE frame of a GraphQL next message: a share builds it

@@ -426,7 +426,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 			}
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(errorResult(errs))
+			_, _ = w.Write(append(errorResult(errs), '\n'))
 		}}
 	opReq := (&http.Request{Method: http.MethodPost, URL: r.URL, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
 	req := &request{params: params, from: from}

@@ -309,5 +309,5 @@ func writeHTTPError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(errorResult(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": code}}}))
+	_, _ = w.Write(append(errorResult(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": code}}}), '\n'))
 }

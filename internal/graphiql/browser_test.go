@@ -8,10 +8,12 @@ import (
 )
 
 // TestBrowser runs test/browser/graphiql.mjs: Debian's Chromium, headless,
-// driven by puppeteer-core, loads the GraphiQL page of a database with
-// every request outside the daemon cut off, runs a query and a
-// subscription that receives a write made after it started, then the
-// _system page (see dt.RunBrowserScript for what it needs).
+// driven by puppeteer-core, opens the landing page, which links to the
+// database's GraphiQL page, then the database's GraphQL URL, which sends
+// it to that page, opened on a query of the first class; with every
+// request outside the daemon cut off, it runs a query and a subscription
+// that receives a write made after it started, then the _system page
+// (see dt.RunBrowserScript for what it needs).
 func TestBrowser(t *testing.T) {
 	dt.SkipWithoutBrowser(t)
 	t.Parallel()

@@ -25,6 +25,13 @@ var files embed.FS
 //go:embed web/page.html
 var pageHTML string
 
+//go:embed web/landing.html
+var landingHTML string
+
+// Docs is where the landing page sends readers for documentation: the
+// repository's README and docs/.
+const Docs = "https://github.com/sluice-dev/sluice"
+
 // AssetsPath is where Handler.Assets is mounted: the page loads its
 // scripts and styles from there.
 const AssetsPath = "/api/graphiql/_assets/"
@@ -36,18 +43,37 @@ const AssetsPath = "/api/graphiql/_assets/"
 const ContentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; " +
 	"img-src 'self' data:; font-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-// Handler serves the GraphiQL page (ServeHTTP) and its files (Assets).
-// Safe for concurrent use.
+// Options are what the pages show of the daemon and of the reader; nil
+// functions show nothing.
+type Options struct {
+	// Version is the daemon's version.
+	Version string
+	// Databases returns the databases (org/name) the request's user may
+	// read, and whether the user may read _system too.
+	Databases func(r *http.Request) (dbs []string, system bool, err error)
+	// Sample returns the query GraphiQL opens with on database org/name
+	// for the request's user (see SampleQuery); "" for GraphiQL's own.
+	Sample func(r *http.Request, org, name string) string
+	// User returns the name and organization of the request's user.
+	User func(r *http.Request) (name, org string)
+}
+
+// Handler serves the GraphiQL page (ServeHTTP), its files (Assets) and
+// the landing page (Landing). Safe for concurrent use.
 type Handler struct {
-	page  *template.Template
-	files *webfiles.Files
+	opts    Options
+	page    *template.Template
+	landing *template.Template
+	files   *webfiles.Files
 }
 
 // New returns a Handler.
-func New() *Handler {
+func New(opts Options) *Handler {
 	return &Handler{
-		page:  template.Must(template.New("page").Parse(pageHTML)),
-		files: webfiles.New(ContentSecurityPolicy, files),
+		opts:    opts,
+		page:    template.Must(template.New("page").Parse(pageHTML)),
+		landing: template.Must(template.New("landing").Parse(landingHTML)),
+		files:   webfiles.New(ContentSecurityPolicy, files),
 	}
 }
 
@@ -61,9 +87,48 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if org == "" && name == "" {
 		db = "_system"
 	}
+	sample := ""
+	if h.opts.Sample != nil {
+		if org == "" && name == "" {
+			org, name = "_system", "_system"
+		}
+		sample = h.opts.Sample(r, org, name)
+	}
+	h.render(w, r, h.page, struct{ Database, Endpoint, Assets, Sample string }{db, "/api/graphql/" + db, AssetsPath, sample})
+}
+
+// Landing returns the handler of the landing page: what Sluice is, the
+// databases the user may read, each a link to its GraphiQL page, and
+// where the documentation is. Like GraphiQL's pages, it is served to
+// authenticated users.
+func (h *Handler) Landing() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data := struct {
+			Version, User, Org, Origin, Assets, Docs string
+			Databases                                []string
+			System                                   bool
+		}{Version: h.opts.Version, Origin: "http://" + r.Host, Assets: AssetsPath, Docs: Docs}
+		if r.TLS != nil {
+			data.Origin = "https://" + r.Host
+		}
+		if h.opts.User != nil {
+			data.User, data.Org = h.opts.User(r)
+		}
+		if h.opts.Databases != nil {
+			var err error
+			if data.Databases, data.System, err = h.opts.Databases(r); err != nil {
+				http.Error(w, "the databases could not be listed; retry", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		h.render(w, r, h.landing, data)
+	})
+}
+
+// render writes the page tmpl makes of data.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, tmpl *template.Template, data any) {
 	var b bytes.Buffer
-	err := h.page.Execute(&b, struct{ Database, Endpoint, Assets string }{db, "/api/graphql/" + db, AssetsPath})
-	if err != nil { // the template is fixed and its data are strings
+	if err := tmpl.Execute(&b, data); err != nil { // the templates are fixed and their data are strings
 		panic(err)
 	}
 	webfiles.Header(w.Header(), "text/html; charset=utf-8", ContentSecurityPolicy)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"html"
 	"io"
 	"net/http"
 	"os"
@@ -173,5 +174,83 @@ func TestVendoredAssets(t *testing.T) {
 		if locked := lock.Packages["node_modules/"+m.Package].Version; locked != m.Version {
 			t.Errorf("%s comes from %s %s, but package-lock.json pins %q: run make graphiql-assets", m.File, m.Package, m.Version, locked)
 		}
+	}
+}
+
+// TestLandingPageAndRedirect: / is the landing page (behind the API's
+// auth, as GraphiQL's pages are), linking to the GraphiQL page of each
+// database its reader may read, with the same Content-Security-Policy;
+// a browser that opens a GraphQL URL is sent to GraphiQL, which opens on
+// a query of the database's first class; a GraphQL client is not.
+func TestLandingPageAndRedirect(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "kennel", "type Owner { name: String! pets: [Dog] }\ntype Dog { name: String! owner: Owner age: Int chip: String @private }")
+	d.CreateDatabase(t, "empty", "")
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/kennel", `{"user":"rita","role":"read"}`)
+
+	if r := d.Do(t, dt.NoAuth(), http.MethodGet, "/", nil); r.Status != http.StatusUnauthorized || !strings.HasPrefix(r.Header.Get("WWW-Authenticate"), "Basic ") {
+		t.Fatalf("/ without credentials: %d %v", r.Status, r.Header)
+	}
+	r := d.MustDo(t, http.StatusOK, dt.Basic("rita", "rita-password"), http.MethodGet, "/", nil, "Accept", "text/html")
+	page := string(r.Body)
+	if r.Header.Get("Content-Type") != "text/html; charset=utf-8" || r.Header.Get("Content-Security-Policy") != graphiql.ContentSecurityPolicy {
+		t.Errorf("/ headers: %v", r.Header)
+	}
+	for _, want := range []string{`<a href="/api/graphiql/admin/kennel">admin/kennel</a>`, "signed in as <b>rita</b>", graphiql.Docs, `<a href="/console/">`, `<a href="/console/admin/kennel">`, `href="` + graphiql.AssetsPath + `sluice-landing.css"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/ for rita lacks %s:\n%s", want, page)
+		}
+	}
+	for _, not := range []string{"admin/empty", "_system"} {
+		if strings.Contains(page, not) {
+			t.Errorf("/ for rita shows %s, which she may not read:\n%s", not, page)
+		}
+	}
+	admin := string(d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodGet, "/", nil).Body)
+	for _, want := range []string{`href="/api/graphiql/admin/empty"`, `href="/api/graphiql/_system"`} {
+		if !strings.Contains(admin, want) {
+			t.Errorf("/ for admin lacks %s", want)
+		}
+	}
+	d.MustDo(t, http.StatusOK, dt.NoAuth(), http.MethodGet, graphiql.AssetsPath+"sluice-landing.css", nil)
+
+	// A browser on a GraphQL URL goes to GraphiQL; a GraphQL client
+	// (asking for JSON, or sending a query) does not.
+	chrome := "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
+	for path, page := range map[string]string{"/api/graphql/admin/kennel": "/api/graphiql/admin/kennel", "/api/graphql/_system": "/api/graphiql/_system"} {
+		req, _ := http.NewRequest(http.MethodGet, d.URL+path, nil)
+		req.Header.Set("Accept", chrome)
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != page {
+			t.Errorf("a browser on %s: %d to %q, want 303 to %s", path, resp.StatusCode, resp.Header.Get("Location"), page)
+		}
+	}
+	if r := d.Do(t, dt.Admin(), http.MethodGet, "/api/graphql/admin/kennel", nil, "Accept", "application/json"); r.Status != http.StatusBadRequest {
+		t.Errorf("a GraphQL client without a query: %d %s", r.Status, r.Body)
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodGet, "/api/graphql/admin/kennel?query={__typename}", nil, "Accept", chrome)
+
+	// GraphiQL opens on the first class's documents, with the fields the
+	// reader may read that hold values.
+	sample := func(auth dt.Auth, path string) string {
+		body := string(d.MustDo(t, http.StatusOK, auth, http.MethodGet, path, nil).Body)
+		_, after, _ := strings.Cut(body, `data-sample="`)
+		v, _, _ := strings.Cut(after, `"`)
+		return html.UnescapeString(v)
+	}
+	if got := sample(dt.Basic("rita", "rita-password"), "/api/graphiql/admin/kennel"); !strings.Contains(got, "{\n  Owner(limit: 10) {\n    _id\n    name\n  }\n}\n") {
+		t.Errorf("rita's sample query of admin/kennel:\n%s", got)
+	}
+	if got := sample(dt.Admin(), "/api/graphiql/admin/empty"); !strings.Contains(got, "admin/empty has no classes yet") {
+		t.Errorf("the sample query of a database without classes:\n%s", got)
+	}
+	if got := sample(dt.Admin(), "/api/graphiql/_system"); !strings.Contains(got, "{\n  UserDatabase(limit: 10) {\n    _id\n    name\n") {
+		t.Errorf("the sample query of _system:\n%s", got)
 	}
 }

@@ -18,6 +18,16 @@ import (
 	"time"
 )
 
+// smartShutdownWait bounds how long Stop waits for the sessions to end
+// before it ends them (a fast shutdown).
+const smartShutdownWait = time.Second
+
+// Up reports whether the server accepts connections: it became ready,
+// and has not exited since (or been stopped). While a supervised restart
+// is under way it is false, so that a client can refuse to connect
+// rather than fill the log with the refusals of a server starting up.
+func (p *Postgres) Up() bool { return p.up.Load() }
+
 // port is the server's port. Nothing listens on TCP; the port only names the
 // socket file (.s.PGSQL.5432), which lives in the data directory, so it
 // cannot clash with another server.
@@ -78,7 +88,10 @@ type Postgres struct {
 	maxRestarts  int
 	now          func() time.Time
 
-	stopping  atomic.Bool // set by Stop, so an exit is not reported as unexpected
+	stopping atomic.Bool // set by Stop, so an exit is not reported as unexpected
+	// up is set while the server accepts connections: from the moment it
+	// is ready until the supervisor sees it exit, or Stop begins.
+	up        atomic.Bool
 	stopSuper context.CancelFunc
 	superDone chan struct{} // closed when supervise returns
 	failed    chan struct{} // closed when supervise gave up
@@ -195,6 +208,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 		superDone:    make(chan struct{}),
 		failed:       make(chan struct{}),
 	}
+	p.logs.stopping = &p.stopping
 	if p.restartDelay <= 0 {
 		p.restartDelay = defaultRestartDelay
 	}
@@ -213,6 +227,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 		_ = p.Stop(stopCtx) // the start error matters more than how the stop went
 		return nil, err
 	}
+	p.up.Store(true)
 	go p.supervise(superCtx)
 	logger.Info("embedded postgres ready", "data_dir", dataDir, "pid", s.cmd.Process.Pid, "bin_dir", bin.dir)
 	return p, nil
@@ -331,14 +346,29 @@ func (p *Postgres) Stop(ctx context.Context) error {
 
 func (p *Postgres) stop(ctx context.Context) error {
 	p.stopping.Store(true)
+	p.up.Store(false)
 	// The supervisor returns before the server is signalled, so that it
 	// neither takes this stop for a crash nor starts another server.
 	p.stopSuper()
 	<-p.superDone
 	s := p.current()
-	// An error means the process has already exited; exited says so.
+	// A smart shutdown first: it waits for the sessions to end. Sluice
+	// closed its own before it stops the server, but their backends may
+	// still be on their way out, and a fast shutdown would end them with
+	// "terminating connection due to administrator command". Sessions
+	// that do not end (a psql of an operator's) are ended by the fast
+	// shutdown that follows. An error means the process has already
+	// exited; exited says so.
 	if s.cmd.Process != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	smart := time.NewTimer(smartShutdownWait)
+	defer smart.Stop()
+	select {
+	case <-s.exited:
+	case <-smart.C:
 		_ = s.cmd.Process.Signal(syscall.SIGINT)
+	case <-ctx.Done():
 	}
 	select {
 	case <-s.exited:

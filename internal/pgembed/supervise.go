@@ -61,6 +61,7 @@ func (p *Postgres) supervise(ctx context.Context) {
 		if ctx.Err() != nil {
 			return // Stop signals the server only after this returns
 		}
+		p.up.Store(false)
 		now := p.now()
 		recent := exits[:0]
 		for _, t := range exits {
@@ -102,6 +103,7 @@ func (p *Postgres) supervise(ctx context.Context) {
 			continue // its exit counts as the next one
 		}
 		p.restarted.Add(1)
+		p.up.Store(true)
 		p.logger.Warn("embedded postgres restarted", "pid", next.cmd.Process.Pid, "data_dir", p.dataDir)
 	}
 }

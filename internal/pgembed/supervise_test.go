@@ -2,9 +2,11 @@ package pgembed
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -137,4 +139,120 @@ func TestNoRestartsWhenMaxRestartsIsNegative(t *testing.T) {
 	if p.PID() != pid {
 		t.Fatalf("a server was started again (pid %d, was %d)", p.PID(), pid)
 	}
+}
+
+// TestUpFollowsTheServer: Up is true once Start returns, false as soon as
+// the supervisor sees the postmaster die (before any restart), and false
+// after Stop. The death's FATAL lines (the backends ended by it) are not
+// warnings: the supervisor reports the death itself.
+func TestUpFollowsTheServer(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, newDataDir(t))
+	opts.RestartDelay = time.Hour // no restart while the test looks
+	logs := &levels{}
+	opts.Logger = slog.New(logs)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	p, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Up() {
+		t.Fatal("Up is false after Start")
+	}
+	// A session whose backend the death ends.
+	conn, err := pgx.Connect(ctx, p.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, time.Minute, "Up false after the postmaster died", func() bool { return !p.Up() })
+	if p.Restarts() != 0 {
+		t.Fatal("restarted within the hour's delay")
+	}
+	// Stop reports how the dead server exited.
+	if err := p.Stop(ctx); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("Stop after the death: %v", err)
+	}
+	if p.Up() {
+		t.Fatal("Up is true after Stop")
+	}
+	if w := logs.warnings("postgres"); len(w) > 0 {
+		t.Fatalf("the server's lines relayed as warnings: %q", w)
+	}
+}
+
+// TestStopWaitsForSessionsThenEndsThem: Stop asks for a smart shutdown,
+// which a session that ended meanwhile does not disturb, and ends a
+// session that stays open with a fast one, without a warning either way.
+func TestStopWaitsForSessionsThenEndsThem(t *testing.T) {
+	t.Parallel()
+	opts := testOptions(t, newDataDir(t))
+	logs := &levels{}
+	opts.Logger = slog.New(logs)
+	p := start(t, opts)
+	conn, err := pgx.Connect(t.Context(), p.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	stop(t, p)
+	if !logs.has("FATAL:  terminating connection due to administrator command") {
+		t.Fatal("the open session was not ended by the fast shutdown")
+	}
+	if w := logs.warnings(""); len(w) > 0 {
+		t.Fatalf("warnings while stopping: %q", w)
+	}
+}
+
+// levels is a slog handler that keeps each record's level, message and
+// line attribute.
+type levels struct {
+	mu      sync.Mutex
+	records []string
+}
+
+func (l *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (l *levels) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *levels) WithGroup(string) slog.Handler            { return l }
+func (l *levels) Handle(_ context.Context, r slog.Record) error {
+	line := ""
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "line" {
+			line = a.Value.String()
+		}
+		return true
+	})
+	l.mu.Lock()
+	l.records = append(l.records, r.Level.String()+" "+r.Message+" "+line)
+	l.mu.Unlock()
+	return nil
+}
+
+// warnings returns the records at WARN or above whose message starts
+// with msg.
+func (l *levels) warnings(msg string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.records {
+		if (strings.HasPrefix(r, "WARN "+msg) || strings.HasPrefix(r, "ERROR "+msg)) && msg != "" || msg == "" && (strings.HasPrefix(r, "WARN") || strings.HasPrefix(r, "ERROR")) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (l *levels) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.records {
+		if strings.Contains(r, s) {
+			return true
+		}
+	}
+	return false
 }

@@ -58,13 +58,13 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		dest = append(dest, cols[i].dest())
 	}
 	countStatement(ctx)
-	err = db.reader(ctx, d.ID).QueryRow(ctx, st.sql, st.args...).Scan(dest...)
+	err = db.classReader(ctx, d).QueryRow(ctx, st.sql, st.args...).Scan(dest...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "22003" { // numeric_value_out_of_range
-		return res, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type", q.Class)
+		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type", q.Class))
 	}
 	if err != nil {
-		return res, queryError(err)
+		return res, db.schemaMoved(ctx, d, queryError(err))
 	}
 	for i := range cols {
 		v, ok, err := cols[i].value()

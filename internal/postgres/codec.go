@@ -32,9 +32,26 @@ func schemaName(dbID int64) string { return "sluice_db_" + strconv.FormatInt(dbI
 // granted access to (see docs/reads-and-streams.md, "Writes made in SQL").
 func SchemaName(d *sluice.Database) string { return schemaName(d.ID) }
 
-// tableName returns the quoted, schema-qualified table of a class.
+// tableName returns the quoted, schema-qualified table of a class, for
+// DDL; statements that read or write a class table name it with
+// classTable.
 func tableName(dbID int64, class string) string {
 	return pgx.Identifier{schemaName(dbID), class}.Sanitize()
+}
+
+// classTable returns the table of a class as a statement built for
+// schema version d.SchemaVersion names it: tableName followed by a
+// comment with the version. pgx prepares each statement text once per
+// connection and keeps it, with the types of its parameters and results,
+// for as long as the connection lives; a schema change alters the tables
+// under those statements (a column dropped and added with another type
+// keeps its name), and Postgres then refuses the kept statement ("cached
+// plan must not change result type") or reads its parameters with the old
+// types. With the version in the text, a statement of a new version is
+// another text, prepared afresh against the tables it finds, on every
+// connection of every replica.
+func classTable(d *sluice.Database, class string) string {
+	return tableName(d.ID, class) + " /* schema " + strconv.Itoa(d.SchemaVersion) + " */"
 }
 
 // columnType returns the Postgres type that stores a field.

@@ -92,7 +92,7 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	if spec.Group && spec.Before == nil && spec.Documents != nil {
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
-		return j.commit, j.err
+		return j.commit, db.schemaMoved(ctx, spec.Database, j.err)
 	}
 	var c *sluice.Commit
 	err := db.transact(ctx, func(tx *Tx) error {
@@ -103,6 +103,15 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		}
 		if spec.Documents == nil {
 			return nil
+		}
+		if spec.Before == nil {
+			// A large write reads its body as it writes: one whose
+			// schema is out of date stops before it reads more, while
+			// the engine can still run it again from the documents it
+			// read before it began.
+			if err := tx.checkSchema(ctx, spec.Database); err != nil {
+				return err
+			}
 		}
 		ws, err := tx.newWriters(ctx, []*WriteSpec{&spec}, &pgx.Batch{})
 		if err != nil {
@@ -119,12 +128,32 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		if spec.Before != nil {
+			return nil, err // its own errors say what moved
+		}
+		return nil, db.schemaMoved(ctx, spec.Database, err)
 	}
 	if c != nil {
 		db.committed(c)
 	}
 	return c, nil
+}
+
+// checkSchema returns ErrSchemaChanged when database d's schema version
+// is not d.SchemaVersion any more.
+func (t *Tx) checkSchema(ctx context.Context, d *sluice.Database) error {
+	var v int
+	err := t.tx.QueryRow(ctx, "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1", d.ID).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sluice.ErrNoDatabase(d.Org, d.Name)
+	}
+	if err != nil {
+		return mapError(err)
+	}
+	if v != d.SchemaVersion {
+		return schemaChanged(d)
+	}
+	return nil
 }
 
 // committed calls the OnCommit function, if any, with c.
@@ -224,6 +253,25 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	// writes as failed, and group commit run them again.
 	t.committed = true
 	return out, nil
+}
+
+// schemaMoved returns err, the error of a read or a write prepared for
+// database d at d.SchemaVersion, as ErrSchemaChanged when the schema moved
+// meanwhile: whatever failed (a value of a column that has another type
+// now, a statement Postgres prepared for the old tables, a class that is
+// gone), the request was prepared for tables that are not there any
+// more, and it may succeed when prepared again. (A read that waited for
+// a schema change's locks took its snapshot, and so its version check,
+// before the change committed.)
+func (db *DB) schemaMoved(ctx context.Context, d *sluice.Database, err error) error {
+	if err == nil || d == nil || d.SchemaVersion == 0 || errors.Is(err, ErrSchemaChanged) {
+		return err
+	}
+	v, verr := db.CurrentSchemaVersion(context.WithoutCancel(ctx), d)
+	if verr == nil && v != d.SchemaVersion {
+		return schemaChanged(d)
+	}
+	return err
 }
 
 // finishError maps the error of the commit row's insert: a NULL seq means

@@ -186,11 +186,35 @@ func (w *Writer) copyRows(ctx context.Context, r *Rows) error {
 	if err := w.flush(ctx); err != nil {
 		return err
 	}
-	cols := columns(w.schema.Classes[r.class])
-	for i, c := range cols {
-		cols[i] = pgx.Identifier{c}.Sanitize()
+	return insertError(w.copyStream(ctx, classTable(w.d, r.class), w.schema.Classes[r.class], r.copy))
+}
+
+// copyDocs writes the table rows of docs, all of class c, into table (a
+// class table, or a temporary one like it) with one COPY, encoded here
+// from the schema's column types. pgx's CopyFrom would ask Postgres for
+// the table's column types once per connection and keep them, past a
+// schema change that gives a column another type (see classTable).
+func (w *Writer) copyDocs(ctx context.Context, table string, c *sluice.Class, docs []*sluice.Document) error {
+	m := w.t.db.maps.get()
+	defer w.t.db.maps.put(m)
+	buf := append(make([]byte, 0, 128*len(docs)), copyHeader...)
+	for _, doc := range docs {
+		var err error
+		if buf, err = appendCopyRow(buf, c, doc, w.uid, m); err != nil {
+			return err
+		}
 	}
-	sql := fmt.Sprintf("COPY %s (%s) FROM STDIN BINARY", tableName(w.d.ID, r.class), strings.Join(cols, ", "))
-	_, err := w.t.tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(r.copy), sql)
-	return insertError(err)
+	return w.copyStream(ctx, table, c, append(buf, copyTrailer...))
+}
+
+// copyStream sends stream, the rows of class c in COPY's binary format,
+// to table.
+func (w *Writer) copyStream(ctx context.Context, table string, c *sluice.Class, stream []byte) error {
+	cols := columns(c)
+	for i, col := range cols {
+		cols[i] = pgx.Identifier{col}.Sanitize()
+	}
+	sql := fmt.Sprintf("COPY %s (%s) FROM STDIN BINARY", table, strings.Join(cols, ", "))
+	_, err := w.t.tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(stream), sql)
+	return err
 }

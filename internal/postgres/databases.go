@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -188,6 +189,42 @@ func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
 	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessDatabase, DatabaseID: d.ID, Org: d.Org})
 }
 
+// CurrentSchemaVersion returns the current schema version of database d,
+// or NotFound when it was deleted (or re-created: another epoch).
+func (db *DB) CurrentSchemaVersion(ctx context.Context, d *sluice.Database) (int, error) {
+	var v int
+	var epoch string
+	err := db.pool.QueryRow(ctx, `SELECT c.schema_version, d.epoch FROM sluice.commit_counters c
+		JOIN sluice.databases d ON d.id = c.db_id WHERE c.db_id = $1`, d.ID).Scan(&v, &epoch)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && d.Epoch != "" && epoch != d.Epoch {
+		return 0, sluice.ErrNoDatabase(d.Org, d.Name)
+	}
+	return v, mapError(err)
+}
+
+// LockTables takes, for a schema change of database d whose current
+// schema is s, the ACCESS EXCLUSIVE locks of its class tables; call it
+// before LockDatabase. A write holds its tables' locks from its first
+// statement and takes the counter row's last; a schema change that took
+// the counter row first, then waited for a table a write holds, while
+// that write waited for the counter row, was a deadlock that Postgres
+// broke by failing one of them. In this order the change waits for the
+// writes in flight, and the writes that come later wait for it, then
+// find the schema moved (ErrSchemaChanged) and run again.
+func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
+	var names []string
+	for _, name := range s.Order {
+		if s.Classes[name].Kind == sluice.KindDocument {
+			names = append(names, tableName(d.ID, name))
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := t.tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE")
+	return mapError(err)
+}
+
 // LockDatabase locks database d's commit counter for a schema change: it
 // waits for commits in flight and makes later ones wait until the Tx ends.
 // It returns a Conflict error when the schema version moved since d was read.
@@ -290,6 +327,6 @@ func (t *Tx) CountEnumValue(ctx context.Context, d *sluice.Database, class strin
 		cond = col + " @> jsonb_build_array($1::text)"
 	}
 	var n int64
-	err := t.tx.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", tableName(d.ID, class), cond), value).Scan(&n)
+	err := t.tx.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", classTable(d, class), cond), value).Scan(&n)
 	return n, mapError(err)
 }

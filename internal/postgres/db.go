@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -42,8 +43,10 @@ type DB struct {
 	maps   typeMaps
 	groups groups // group commit, by database (group.go)
 	// rowSchemas holds the schemas that turn SQL writes' row images into
-	// documents (rowimages.go).
+	// documents (rowimages.go), starts where each schema version starts
+	// (feed.go).
 	rowSchemas rowSchemas
+	starts     schemaStarts
 	// role is Sluice's Postgres role (capture.go), read once.
 	roleMu sync.Mutex
 	role   string
@@ -63,6 +66,7 @@ const cancelGrace = 5 * time.Second
 type options struct {
 	statementTimeout time.Duration
 	onCommit         func(*sluice.Commit) // see OnCommit
+	up               func() bool          // see Up
 }
 
 // Option adjusts how Open connects.
@@ -73,6 +77,26 @@ type Option func(*options)
 // fails with an Unavailable error. Zero means no limit.
 func StatementTimeout(d time.Duration) Option {
 	return func(o *options) { o.statementTimeout = d }
+}
+
+// Up makes every new connection fail at once, as unavailable, while up
+// reports false: the daemon's embedded Postgres says so while a
+// supervised restart is under way, and connecting then only fills the
+// server's log with its refusals.
+func Up(up func() bool) Option {
+	return func(o *options) { o.up = up }
+}
+
+// errNotUp is the error of a connection refused by the Up function.
+var errNotUp = errors.New("the database server is restarting")
+
+// checkUp returns an unavailable error when the Up function (if any)
+// reports false.
+func (o options) checkUp() error {
+	if o.up == nil || o.up() {
+		return nil
+	}
+	return &unavailableError{err: errNotUp}
 }
 
 // Open connects to the Postgres server at url and checks that it answers.
@@ -93,6 +117,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		cfg.MaxConns = 16
 	}
 	o.configure(&cfg.ConnConfig.Config, "sluice")
+	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { return o.checkUp() }
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -101,7 +126,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &DB{pool: pool, logger: logger, opts: o, rowSchemas: newRowSchemas()}, nil
+	return &DB{pool: pool, logger: logger, opts: o, rowSchemas: newRowSchemas(), starts: newSchemaStarts()}, nil
 }
 
 // configure sets what every connection of Sluice runs with.

@@ -69,6 +69,25 @@ func mapError(err error) error {
 	return err
 }
 
+// ErrSchemaChanged matches the error of a read or a write prepared for a
+// schema version of its database that is no longer the current one: a
+// schema change committed meanwhile, on this replica or another. It is a
+// Conflict; the engine reads the schema again and runs the request once
+// more when it can.
+var ErrSchemaChanged = errors.New("schema changed")
+
+// schemaChanged returns the ErrSchemaChanged error of a request prepared
+// for database d at d.SchemaVersion.
+func schemaChanged(d *sluice.Database) error {
+	return schemaChangedError{sluice.Errorf(sluice.CodeConflict, "the schema of %s changed while the request ran; retry it", d.Path())}
+}
+
+type schemaChangedError struct{ err *sluice.Error }
+
+func (e schemaChangedError) Error() string        { return e.err.Error() }
+func (e schemaChangedError) Unwrap() error        { return e.err }
+func (e schemaChangedError) Is(target error) bool { return target == ErrSchemaChanged }
+
 // unavailableError keeps the driver's error for the log while showing
 // clients sluice.ErrStorageUnavailable.
 type unavailableError struct{ err error }

@@ -3,6 +3,9 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sort"
+
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -14,8 +17,9 @@ import (
 // rows (each a run of changes, see migration 3) of about maxBytes of
 // images; a larger commit comes in pieces (sluice.Commit.Partial), at
 // least one row at a time. Every commit carries the access log's version
-// read in the same statement (sluice.Commit.AccessVersion). more reports
-// whether the log held more.
+// read in the same statement (sluice.Commit.AccessVersion) and the schema
+// version it was made under (sluice.Commit.SchemaVersion, NewSchema).
+// more reports whether the log held more.
 //
 // The change feed reads the log this way, so what it holds is bounded by
 // maxBytes whatever the size of a commit. The caller checks that after is
@@ -32,7 +36,8 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// costs no detoasting; rows past the budget are never sent. limit+1
 	// commits and rows tell whether more follow.
 	rows, err := db.pool.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes, row_images, last_idx,
-			idx, doc_ids, ops, befores, afters, access, has_next
+			idx, doc_ids, ops, befores, afters, access, has_next,
+			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1)
 		FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
@@ -57,6 +62,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	var out []*sluice.Commit
 	var c *sluice.Commit
 	more := false
+	version := 0 // the database's schema version in the statement's snapshot
 	for rows.Next() {
 		var cur sluice.Commit
 		var lastIdx, idx *int
@@ -64,7 +70,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var ops []int16
 		var befores, afters []byte
 		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
-			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more); err != nil {
+			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more, &version); err != nil {
 			return nil, false, mapError(err)
 		}
 		if c == nil || c.Seq != cur.Seq {
@@ -114,10 +120,72 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		out = out[1:] // its remaining changes were none
 	}
 	rows.Close()
+	if err := db.commitVersions(ctx, d, version, out); err != nil {
+		return nil, false, err
+	}
 	if err := db.documentImages(ctx, d, out); err != nil {
 		return nil, false, err
 	}
 	return out, more, nil
+}
+
+// versionStart is where one schema version of a database starts: its
+// first commit (sluice.schema_versions, without the SDL).
+type versionStart struct {
+	version int
+	first   int64
+}
+
+// schemaStarts caches each database's versionStarts, oldest first, for
+// ReadLog: a statement reads the current version alone (once, not per
+// commit: a lookup per commit added half again to a read of 256
+// commits, in buffers read), and the list is read again when it is
+// older.
+type schemaStarts struct {
+	cache *lru.Cache[int64, []versionStart]
+}
+
+// startEntries bounds the databases schemaStarts keeps (a few bytes per
+// version each).
+const startEntries = 4096
+
+func newSchemaStarts() schemaStarts {
+	c, err := lru.New[int64, []versionStart](startEntries)
+	if err != nil {
+		panic(err) // only for a size <= 0
+	}
+	return schemaStarts{cache: c}
+}
+
+// commitVersions sets each commit's SchemaVersion and NewSchema, given
+// current, database d's schema version when they were read (0: none
+// known).
+func (db *DB) commitVersions(ctx context.Context, d *sluice.Database, current int, commits []*sluice.Commit) error {
+	if current == 0 || len(commits) == 0 {
+		return nil
+	}
+	starts, ok := db.starts.cache.Get(d.ID)
+	if !ok || len(starts) == 0 || starts[len(starts)-1].version < current {
+		vs, err := db.SchemaVersions(ctx, d.ID)
+		if err != nil {
+			return err
+		}
+		starts = make([]versionStart, len(vs))
+		for i, v := range vs {
+			starts[i] = versionStart{version: v.Version, first: v.FirstSeq}
+		}
+		db.starts.cache.Add(d.ID, starts)
+	}
+	for _, c := range commits {
+		// The last version to start at or before the commit (versions
+		// start in order).
+		i := sort.Search(len(starts), func(i int) bool { return starts[i].first > c.Seq }) - 1
+		if i >= 0 {
+			// Version 1 is the database's first schema, not a change.
+			c.SchemaVersion, c.NewSchema = starts[i].version, starts[i].first == c.Seq && starts[i].version > 1
+		}
+	}
+	return nil
 }
 
 // maxLogRows bounds the change rows one ReadLog returns, so that a read of

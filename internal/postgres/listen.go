@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -79,6 +80,9 @@ func (db *DB) listenConn(ctx context.Context, appName string, channels ...string
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
+	if err := db.opts.checkUp(); err != nil {
+		return nil, fmt.Errorf("connect for listen: %w", err)
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect for listen: %w", err)
@@ -106,7 +110,20 @@ func (l *Listener) Wait(ctx context.Context) (int64, error) {
 }
 
 // Close closes the connection.
-func (l *Listener) Close(ctx context.Context) error { return l.conn.Close(ctx) }
+func (l *Listener) Close(ctx context.Context) error { return closeListener(ctx, l.conn) }
+
+// closeListener closes a listening connection, after it stops listening:
+// a notification the server sends while the connection closes makes its
+// backend fail writing it, and log "connection to client lost". After a
+// Wait that ctx ended (a deadline, which leaves the connection usable)
+// the UNLISTEN also reads whatever the server sent meanwhile; on a
+// connection that failed it fails at once.
+func closeListener(ctx context.Context, conn *pgx.Conn) error {
+	uctx, cancel := context.WithTimeout(ctx, time.Second)
+	_, _ = conn.Exec(uctx, "UNLISTEN *")
+	cancel()
+	return conn.Close(ctx)
+}
 
 // TerminateListeners ends every listening connection of every daemon on
 // this database (they reconnect) and returns how many it ended. It exists

@@ -74,14 +74,14 @@ func (db *DB) asOf(ctx context.Context, dbID int64) *AsOf {
 // past position a relation with the table's columns (and _past).
 func (b *sqlBuilder) source(class string) string {
 	if b.past == nil {
-		return tableName(b.db.ID, class)
+		return classTable(b.db, class)
 	}
 	cols := []string{colID, colCommitUID}
 	for _, f := range b.schema.Class(class).Fields {
 		cols = append(cols, ident(f.Name))
 	}
 	return fmt.Sprintf("(SELECT * FROM (SELECT %s, false AS _past FROM %s t UNION ALL SELECT * FROM %s) u WHERE %s)",
-		"t."+strings.Join(cols, ", t."), tableName(b.db.ID, class), b.pastRows(class), b.asItWas("u"))
+		"t."+strings.Join(cols, ", t."), classTable(b.db, class), b.pastRows(class), b.asItWas("u"))
 }
 
 // pastRows returns the name of the CTE holding class's documents as they
@@ -195,7 +195,7 @@ func (b *sqlBuilder) pastUnion(q DocQuery, alias string) (string, string) {
 		}
 		list := strings.Join(cols, ", ")
 		branches = append(branches,
-			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "t")+", %s AS j, false AS _past FROM %s t", rowJSONSQL(b.schema.Class(name), q.Fields, "t"), tableName(b.db.ID, name)),
+			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "t")+", %s AS j, false AS _past FROM %s t", rowJSONSQL(b.schema.Class(name), q.Fields, "t"), classTable(b.db, name)),
 			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "x")+", to_jsonb(x), true FROM %s x", b.pastRows(name)))
 	}
 	cols := []string{"cls", colID, colCommitUID}

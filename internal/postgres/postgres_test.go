@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -288,7 +289,14 @@ func TestWriteRefusesAChangedSchema(t *testing.T) {
 			if sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "schema of o/a changed") {
 				t.Fatalf("got %v, want a Conflict about the schema change", err)
 			}
-			if _, err := db.Document(ctx, d, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+			// A read prepared for the old version is refused too; one
+			// for the new version finds nothing.
+			if _, err := db.Document(ctx, d, s, "Note/n1"); !errors.Is(err, postgres.ErrSchemaChanged) {
+				t.Fatalf("a read for the old schema version: %v", err)
+			}
+			cur := *d
+			cur.SchemaVersion++
+			if _, err := db.Document(ctx, &cur, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
 				t.Fatalf("the document was written: %v", err)
 			}
 			if cs, err := db.CommitsAfter(ctx, d, 0, 10); err != nil || len(cs) != 0 {

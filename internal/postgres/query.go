@@ -127,7 +127,7 @@ func (db *DB) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *slu
 	}
 	for _, c := range chunks {
 		if err := db.queryJoined(ctx, d, s, qs, c.which, out); err != nil {
-			return nil, err
+			return nil, db.schemaMoved(ctx, d, err)
 		}
 	}
 	return out, nil
@@ -172,7 +172,7 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 	rr := sts[0].rows(d, s)
 	dest := append([]any{&k, &n}, rr.dest()...)
 	countStatement(ctx)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, sql.String(), args...)
+	rows, err := db.classReader(ctx, d).Query(ctx, sql.String(), args...)
 	if err != nil {
 		return queryError(err)
 	}
@@ -331,7 +331,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	// Sorting and paging happen on ids before the documents' JSON is built
 	// and their commits joined, so both cost only the rows returned: the
 	// page's rows are then read again by primary key.
-	parts, joins, cases, err := unionBranches(b, q.Classes, func(class string) string { return tableName(d.ID, class) + " t" + whereSQL }, extra, q.Fields)
+	parts, joins, cases, err := unionBranches(b, q.Classes, func(class string) string { return classTable(d, class) + " t" + whereSQL }, extra, q.Fields)
 	if err != nil {
 		return nil, err
 	}
@@ -452,8 +452,13 @@ type rowReader interface {
 
 // readRows runs a statement and decodes its rows with rr.
 func (db *DB) readRows(ctx context.Context, d *sluice.Database, sql string, args []any, rr rowReader) ([]QueryDoc, error) {
+	docs, err := db.scanRows(ctx, d, sql, args, rr)
+	return docs, db.schemaMoved(ctx, d, err)
+}
+
+func (db *DB) scanRows(ctx context.Context, d *sluice.Database, sql string, args []any, rr rowReader) ([]QueryDoc, error) {
 	countStatement(ctx)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, sql, args...)
+	rows, err := db.classReader(ctx, d).Query(ctx, sql, args...)
 	if err != nil {
 		return nil, queryError(err)
 	}

@@ -17,6 +17,11 @@ import (
 // Document returns the API-form JSON of document id ("Class/key") in
 // database d, or a NotFound error.
 func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
+	b, err := db.document(ctx, d, s, id)
+	return b, db.schemaMoved(ctx, d, err)
+}
+
+func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
 	if err := checkText("document id", id); err != nil {
 		return nil, err
 	}
@@ -28,7 +33,7 @@ func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 	var raw []byte
 	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
 	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
-	err := db.reader(ctx, d.ID).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
+	err := db.classReader(ctx, d).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
@@ -54,6 +59,10 @@ func rowJSON(c *sluice.Class, raw []byte) ([]byte, error) {
 // classes (every document class when classes is empty), ordered by id,
 // skipping skip and stopping after count (count < 0: no limit).
 func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
+	return db.schemaMoved(ctx, d, db.documents(ctx, d, s, classes, skip, count, fn))
+}
+
+func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
 	if len(classes) == 0 {
 		for _, name := range s.Order {
 			if s.Classes[name].Kind == sluice.KindDocument {
@@ -65,7 +74,7 @@ func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		return nil
 	}
 	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}, classes, skip, count)
-	rows, err := db.reader(ctx, d.ID).Query(ctx, q, args...)
+	rows, err := db.classReader(ctx, d).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
 	}

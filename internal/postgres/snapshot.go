@@ -69,6 +69,20 @@ func (db *DB) reader(ctx context.Context, dbID int64) querier {
 	return db.pool
 }
 
+// classReader returns what a read of d's class tables, built for schema
+// version d.SchemaVersion, runs on: the snapshot ctx carries for d, or a
+// snapshot of that one statement (the same one round trip). Either checks
+// the schema version the statement was built for (see Snapshot.begin), so
+// no read decodes a table through another version of its schema.
+func (db *DB) classReader(ctx context.Context, d *sluice.Database) querier {
+	if s, ok := ctx.Value(snapshotKey{}).(*Snapshot); ok && s.d.ID == d.ID && s.db == db {
+		return s
+	}
+	s := db.Snapshot(d)
+	s.OneStatement()
+	return s
+}
+
 // Position returns the position the snapshot reflects: the end of the
 // newest commit it sees (or of commit 0, before any). ok is false until
 // the snapshot has begun (nothing was read).
@@ -106,7 +120,7 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 	s.conn = conn
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-	b.Queue("SELECT last_seq, "+accessVersionSQL+" FROM sluice.commit_counters WHERE db_id = $1", s.d.ID)
+	b.Queue("SELECT last_seq, "+accessVersionSQL+", schema_version FROM sluice.commit_counters WHERE db_id = $1", s.d.ID)
 	b.Queue(sql, args...)
 	if s.one {
 		b.Queue("ROLLBACK")
@@ -116,12 +130,20 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 		_ = br.Close()
 		return nil, mapError(err)
 	}
-	if err := br.QueryRow().Scan(&s.head, &s.access); err != nil {
+	var version int
+	if err := br.QueryRow().Scan(&s.head, &s.access, &version); err != nil {
 		_ = br.Close()
 		if err == pgx.ErrNoRows {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", s.d.Path())
 		}
 		return nil, mapError(err)
+	}
+	if s.d.SchemaVersion != 0 && version != s.d.SchemaVersion {
+		// The statement was built for another schema version: whatever
+		// it answers (an error, or values of columns that changed type)
+		// is not this snapshot's.
+		_ = br.Close()
+		return nil, schemaChanged(s.d)
 	}
 	s.begun = true
 	return br, nil

@@ -260,6 +260,29 @@ func (db *DB) Role(ctx context.Context, userID, dbID int64) (sluice.Role, error)
 	return sluice.Role(r), mapError(err)
 }
 
+// Grant is a role granted to a user on a database.
+type Grant struct {
+	User string
+	Role sluice.Role
+}
+
+// DatabaseRoles returns the roles granted on database dbID, by user name.
+func (db *DB) DatabaseRoles(ctx context.Context, dbID int64) ([]Grant, error) {
+	rows, err := db.pool.Query(ctx, `SELECT u.name, r.role FROM sluice.roles r JOIN sluice.users u ON u.id = r.user_id
+		WHERE r.db_id = $1 ORDER BY u.name`, dbID)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Grant, error) {
+		var g Grant
+		var r int
+		err := row.Scan(&g.User, &r)
+		g.Role = sluice.Role(r)
+		return g, err
+	})
+	return out, mapError(err)
+}
+
 // Roles returns userID's granted roles by database id.
 func (db *DB) Roles(ctx context.Context, userID int64) (map[int64]sluice.Role, error) {
 	rows, err := db.pool.Query(ctx, "SELECT db_id, role FROM sluice.roles WHERE user_id = $1", userID)

@@ -640,4 +640,4 @@ func (l *WebhookListener) Wait(ctx context.Context) (id int64, webhook bool, err
 }
 
 // Close closes the connection.
-func (l *WebhookListener) Close(ctx context.Context) error { return l.conn.Close(ctx) }
+func (l *WebhookListener) Close(ctx context.Context) error { return closeListener(ctx, l.conn) }

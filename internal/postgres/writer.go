@@ -232,12 +232,12 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 // UPDATEs for small batches, COPY into a temporary table and one UPDATE … FROM
 // for large ones.
 func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
-	byClass, order := w.groupRows(r, which)
+	byClass, byIndex, order := w.groupRows(r, which)
 	for _, class := range order {
 		c := w.schema.Classes[class]
 		rows := byClass[class]
 		cols := columns(c)
-		tbl := tableName(w.d.ID, class)
+		tbl := classTable(w.d, class)
 		if len(rows) < copyThreshold {
 			sql := fmt.Sprintf("UPDATE %s SET %s WHERE %s = $1", tbl, setClause(cols[1:], func(i int, _ string) string { return fmt.Sprintf("$%d", i+2) }), colID)
 			for _, r := range rows {
@@ -252,7 +252,7 @@ func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
 		if _, err := w.t.tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", tmp.Sanitize(), tbl)); err != nil {
 			return mapError(err)
 		}
-		if _, err := w.t.tx.CopyFrom(ctx, tmp, cols, pgx.CopyFromRows(rows)); err != nil {
+		if err := w.copyDocs(ctx, tmp.Sanitize(), c, docsOf(r, byIndex[class])); err != nil {
 			return mapError(err)
 		}
 		set := setClause(cols[1:], func(_ int, col string) string { return "n." + pgx.Identifier{col}.Sanitize() })
@@ -322,7 +322,7 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 		if c == nil || c.Kind != sluice.KindDocument {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
-		rows, err := w.t.tx.Query(ctx, fmt.Sprintf(query, tableName(w.d.ID, class), colID), byClass[class])
+		rows, err := w.t.tx.Query(ctx, fmt.Sprintf(query, classTable(w.d, class), colID), byClass[class])
 		if err != nil {
 			return nil, mapError(err)
 		}
@@ -357,7 +357,7 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 // writeRows inserts the documents' rows, by class, with COPY for large
 // batches and pipelined INSERTs otherwise.
 func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
-	byClass, order := w.groupRows(r, which)
+	byClass, byIndex, order := w.groupRows(r, which)
 	for _, class := range order {
 		c := w.schema.Classes[class]
 		rows := byClass[class]
@@ -366,13 +366,12 @@ func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
 			if err := w.flush(ctx); err != nil {
 				return err
 			}
-			_, err := w.t.tx.CopyFrom(ctx, pgx.Identifier{schemaName(w.d.ID), class}, cols, pgx.CopyFromRows(rows))
-			if err != nil {
+			if err := w.copyDocs(ctx, classTable(w.d, class), c, docsOf(r, byIndex[class])); err != nil {
 				return insertError(err)
 			}
 			continue
 		}
-		sql := insertSQL(tableName(w.d.ID, class), cols)
+		sql := insertSQL(classTable(w.d, class), cols)
 		for _, r := range rows {
 			w.queue(sql, r...)
 		}
@@ -394,9 +393,11 @@ func setClause(cols []string, value func(i int, col string) string) string {
 }
 
 // groupRows returns the rows r.vals[i] for i in which, by class, with this
-// Writer's commit uid, and the classes in order of first appearance.
-func (w *Writer) groupRows(r *Rows, which []int) (map[string][][]any, []string) {
+// Writer's commit uid, the indexes i by class, and the classes in order of
+// first appearance.
+func (w *Writer) groupRows(r *Rows, which []int) (map[string][][]any, map[string][]int, []string) {
 	byClass := map[string][][]any{}
+	byIndex := map[string][]int{}
 	var order []string
 	for _, i := range which {
 		class := r.docs[i].Type
@@ -406,8 +407,18 @@ func (w *Writer) groupRows(r *Rows, which []int) (map[string][][]any, []string) 
 			order = append(order, class)
 		}
 		byClass[class] = append(byClass[class], vals)
+		byIndex[class] = append(byIndex[class], i)
 	}
-	return byClass, order
+	return byClass, byIndex, order
+}
+
+// docsOf returns the documents r.docs[i] for i in which.
+func docsOf(r *Rows, which []int) []*sluice.Document {
+	out := make([]*sluice.Document, len(which))
+	for k, i := range which {
+		out[k] = r.docs[i]
+	}
+	return out
 }
 
 func insertSQL(table string, cols []string) string {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,28 +29,64 @@ import (
 // deadline passing there would cancel the request (a stream, say). A body
 // that failed, or that its handler left unread, keeps its deadline.
 
-// bodyLimits enforces the time limits and the cap of request bodies.
+// They are bounded in size on every route too: a body whose
+// Content-Length is over max_body_bytes is answered 413, naming the
+// setting, before any of it is read (a client that sent Expect:
+// 100-continue, as curl does for large bodies, never sends it); one
+// without a Content-Length fails with the same 413 once it passes the
+// limit. The exception is an NDJSON document write, a stream of any
+// length whose documents are bounded one by one (documents.go).
+
+// bodyLimits enforces the size, the time limits and the cap of request
+// bodies.
 type bodyLimits struct {
+	max     int64         // bytes; 0: no limit
 	idle    time.Duration // 0: no time limits
 	minRate int64         // bytes per second; 0: none
 	// slots holds a token per body being read; nil: no cap.
 	slots chan struct{}
 }
 
-func newBodyLimits(idle time.Duration, minRate, maxBodies int64) *bodyLimits {
-	b := &bodyLimits{idle: idle, minRate: minRate}
+func newBodyLimits(max int64, idle time.Duration, minRate, maxBodies int64) *bodyLimits {
+	b := &bodyLimits{max: max, idle: idle, minRate: minRate}
 	if maxBodies > 0 {
 		b.slots = make(chan struct{}, maxBodies)
 	}
 	return b
 }
 
-// Middleware takes a slot for a request with a body, or answers 503, and
-// puts the body's deadlines in place.
+// limit returns the most bytes r's body may hold (0: any number).
+func (b *bodyLimits) limit(r *http.Request) int64 {
+	if (r.Method == http.MethodPost || r.Method == http.MethodPut) && strings.HasPrefix(r.URL.Path, "/api/document/") &&
+		mediaType(r) == "application/x-ndjson" {
+		return 0
+	}
+	return b.max
+}
+
+// errBodyTooLarge is the error of a body over limit (max_body_bytes).
+func errBodyTooLarge(limit int64) error {
+	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most max_body_bytes allows", limit)
+}
+
+// Middleware refuses a request whose body is too large, takes a slot for
+// a request with a body, or answers 503, and puts the body's size limit
+// and deadlines in place.
 func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
+			return
+		}
+		limit := b.limit(r)
+		if limit > 0 && r.ContentLength > limit {
+			// Unread, and the connection closes after the answer:
+			// otherwise net/http reads a body of up to 256 KiB before it
+			// answers, and the client that waits for the answer before
+			// it sends the body (Expect: 100-continue, or none at all)
+			// would wait for nothing.
+			w.Header().Set("Connection", "close")
+			writeError(w, r, errBodyTooLarge(limit))
 			return
 		}
 		if b.slots != nil {
@@ -65,6 +102,9 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 		// net/http reads of it after the handler is bounded too.
 		defer body.release()
 		r.Body = body
+		if limit > 0 {
+			r.Body = http.MaxBytesReader(w, body, limit)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -175,7 +175,7 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 
 // tooLarge is the error for a document over the stream's limit.
 func (s *docStream) tooLarge() error {
-	return sluice.Errorf(sluice.CodeInvalid, "document %d is larger than %d bytes (max_body_bytes)", s.n, s.maxDoc)
+	return sluice.Errorf(sluice.CodeTooLarge, "document %d is larger than %d bytes, the most max_body_bytes allows for one document of an NDJSON stream", s.n, s.maxDoc)
 }
 
 // notClosed is the error for a body that ends inside its array.
@@ -244,12 +244,11 @@ func bodyError(err error) error {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return sluice.Errorf(sluice.CodeInvalid, "the request body is larger than %d bytes", mbe.Limit)
+		return errBodyTooLarge(mbe.Limit)
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: unexpected end of input")
-	}
-	return sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: %s", err)
+	// encoding/json's own text names Go types ("Go struct field .schema
+	// of type string"): the error says it in words.
+	return sluice.DecodeError(err)
 }
 
 // decodeJSON decodes a small JSON request body into v, rejecting unknown

@@ -157,7 +157,7 @@ func TestDocStreamLimitsEachDocument(t *testing.T) {
 		t.Fatalf("100 documents under the limit: read %d, error %v", n, err)
 	}
 	n, err := read(small + small + big + small)
-	if want := "document 2 is larger than 1000 bytes (max_body_bytes)"; err == nil || err.Error() != want || n != 2 {
+	if want := "document 2 is larger than 1000 bytes, the most max_body_bytes allows for one document of an NDJSON stream"; err == nil || err.Error() != want || n != 2 {
 		t.Fatalf("read %d, error %v; want 2 and %q", n, err, want)
 	}
 }

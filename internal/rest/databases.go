@@ -127,7 +127,7 @@ func (a *api) getDatabase(w http.ResponseWriter, r *http.Request) {
 	}
 	j := databaseJSON(d)
 	j["role"] = role.String()
-	writeJSON(w, http.StatusOK, j)
+	writeJSON(w, http.StatusOK, success(j))
 }
 
 func (a *api) createDatabase(w http.ResponseWriter, r *http.Request) {
@@ -228,7 +228,11 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 	for _, c := range res.Changes {
 		changes = append(changes, c.Reason)
 	}
-	writeJSON(w, http.StatusOK, success(map[string]any{"schema_version": res.Version, "changes": changes}))
+	out := map[string]any{"schema_version": res.Version, "changes": changes}
+	if res.Commit != nil {
+		out["commit"] = res.Commit.ID()
+	}
+	writeJSON(w, http.StatusOK, success(out))
 }
 
 // previewSchema answers what putting sdl would do, changing nothing: each

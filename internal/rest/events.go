@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"context"
+
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/cloudevent"
 	"github.com/sluice-dev/sluice/internal/engine"
@@ -15,16 +17,33 @@ import (
 // refreshes).
 type restEvaluator struct {
 	*cloudevent.Evaluator
+	class string
 }
 
 func newRestEvaluator(rd *engine.Reader, req *subscribeRequest) *restEvaluator {
-	return &restEvaluator{cloudevent.New(rd, cloudevent.Selector{Classes: []string{req.class}, Ops: req.ops})}
+	return &restEvaluator{cloudevent.New(rd, cloudevent.Selector{Classes: []string{req.class}, Ops: req.ops}), req.class}
 }
 
 // fork returns an evaluator of the same events for a member that
 // continues on its own, with a reader of its own.
 func (e *restEvaluator) fork() *restEvaluator {
-	return &restEvaluator{e.Fork()}
+	return &restEvaluator{e.Fork(), e.class}
+}
+
+// Events is the envelopes of piece c. A schema change that leaves the
+// stream's class no document class ends it, with an error naming the
+// change: nothing of that class can ever be written again.
+func (e *restEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	evs, start, err := e.Evaluator.Events(ctx, c)
+	if err != nil || !c.NewSchema {
+		return evs, start, err
+	}
+	rd := e.Reader()
+	if cl := rd.Schema.Class(e.class); cl == nil || cl.Kind == sluice.KindSubdocument {
+		return nil, start, sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d (commit %d), which has no document class %s: this stream of it ends",
+			rd.Database.Path(), rd.Database.SchemaVersion, c.Seq, e.class)
+	}
+	return evs, start, nil
 }
 
 // frameREST appends the SSE frame of a change stream event to dst; it

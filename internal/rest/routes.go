@@ -56,6 +56,9 @@ type Deps struct {
 	// below it (its views and files, public: the page asks the user to
 	// sign in, and sends the credential with each API request).
 	Console http.Handler
+	// Landing, when set, serves the landing page at / (authenticated,
+	// as GraphiQL's pages are).
+	Landing http.Handler
 	// Stream serves the change streams (see subscribe.go).
 	Stream StreamDeps
 	// CORS is the cross-origin policy of every route.
@@ -80,7 +83,7 @@ func Routes(d Deps) http.Handler {
 	// Cross-origin writes are refused before anything else, bodies are
 	// bounded before any is read.
 	r.Use(a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
-		newBodyLimits(d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware)
+		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware)
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
@@ -135,6 +138,7 @@ func Routes(d Deps) http.Handler {
 		r.Post("/api/users", a.createUser)
 		r.Delete("/api/users/{name}", a.deleteUser)
 		r.Put("/api/users/{name}/password", a.setPassword)
+		r.Get("/api/roles/{org}/{db}", a.listRoles)
 		r.Put("/api/roles/{org}/{db}", a.setRole)
 		r.Get("/api/tokens", a.listTokens)
 		r.Post("/api/tokens", a.createToken)
@@ -156,12 +160,18 @@ func Routes(d Deps) http.Handler {
 			r.Method(http.MethodGet, "/api/graphiql/{org}/{db}", d.GraphiQL)
 			r.Method(http.MethodGet, "/api/graphiql/_system", d.GraphiQL)
 		}
+		if d.Landing != nil {
+			r.Method(http.MethodGet, "/", d.Landing)
+		}
 	})
 	if d.GraphQL != nil {
 		// A GraphQL WebSocket's credentials may arrive after the upgrade,
 		// in its connection_init message; a GraphQL SSE stream's may be a
-		// stream ticket.
+		// stream ticket. A browser that opens the URL is sent to GraphiQL.
 		gql := upgradeOr(d.GraphQLSocket, a.authenticateStream(d.GraphQL))
+		if d.GraphiQL != nil {
+			gql = toGraphiQL(gql)
+		}
 		r.Handle("/api/graphql/{org}/{db}", gql)
 		r.Handle("/api/graphql/_system", gql)
 	}

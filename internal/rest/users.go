@@ -93,6 +93,26 @@ func (a *api) setRole(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, success(map[string]any{"user": body.User, "database": org + "/" + name, "role": role.String()}))
 }
 
+// listRoles answers the roles granted on a database: a JSON array of
+// {"user","role"}, by user name.
+func (a *api) listRoles(w http.ResponseWriter, r *http.Request) {
+	if _, err := query(r); err != nil {
+		writeError(w, r, err)
+		return
+	}
+	org, name := dbPath(r)
+	gs, err := a.Engine.Roles(r.Context(), userFrom(r), org, name)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	out := make([]map[string]any, 0, len(gs))
+	for _, g := range gs {
+		out = append(out, map[string]any{"user": g.User, "role": g.Role.String()})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func tokenJSON(t *sluice.Token) map[string]any {
 	out := map[string]any{"id": t.ID, "name": t.Name, "created": t.CreatedAt}
 	if t.RevokedAt != nil {

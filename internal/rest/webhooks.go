@@ -3,6 +3,7 @@ package rest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strconv"
@@ -108,7 +109,7 @@ func (a *api) createWebhook(w http.ResponseWriter, r *http.Request) {
 	out := webhookJSON(h)
 	out["secret"] = secret
 	w.Header().Set("Location", "/api/webhooks/"+h.Database.Path()+"/"+strconv.FormatInt(h.ID, 10))
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusCreated, success(out))
 }
 
 func (a *api) listWebhooks(w http.ResponseWriter, r *http.Request) {
@@ -159,7 +160,7 @@ func (a *api) getWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	out["lag"] = lag
 	out["attempts"] = attemptsJSON(d.Attempts)
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, success(out))
 }
 
 func (a *api) webhookAttempts(w http.ResponseWriter, r *http.Request) {
@@ -216,7 +217,7 @@ func (a *api) updateWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, webhookJSON(h))
+	writeJSON(w, http.StatusOK, success(webhookJSON(h)))
 }
 
 func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) {
@@ -237,11 +238,17 @@ func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, success(map[string]any{"id": id}))
 }
 
+// optionalBodyMax bounds the small bodies of the webhook actions.
+const optionalBodyMax = 64 << 10
+
 // optionalBody decodes a small JSON body into v unless the request has
 // none.
 func (a *api) optionalBody(w http.ResponseWriter, r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, optionalBodyMax))
 	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most this route takes", optionalBodyMax)
+		}
 		return bodyError(err)
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
@@ -304,7 +311,7 @@ func (a *api) webhookAction(w http.ResponseWriter, r *http.Request, do func(svc 
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, webhookJSON(h))
+	writeJSON(w, http.StatusOK, success(webhookJSON(h)))
 }
 
 func (a *api) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {

@@ -370,13 +370,17 @@ func TestWebhookAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := int64(created["id"].(float64))
-	if !strings.HasPrefix(created["secret"].(string), "whsec_") || created["batch"] != "commit" || fmt.Sprint(created["ops"]) != "[create update]" {
+	if !strings.HasPrefix(created["secret"].(string), "whsec_") || created["batch"] != "commit" || fmt.Sprint(created["ops"]) != "[create update]" ||
+		created["api:status"] != "api:success" {
 		t.Fatalf("created: %s", res.Body)
 	}
 	one := fmt.Sprintf("/api/webhooks/admin/api/%d", id)
 	got := a.MustDo(t, 200, dt.Admin(), "GET", one, nil)
 	if bytes.Contains(got.Body, []byte("secret\"")) || bytes.Contains(got.Body, []byte(created["secret"].(string))) {
 		t.Fatalf("GET shows the secret: %s", got.Body)
+	}
+	if !bytes.Contains(got.Body, []byte(`"api:status":"api:success"`)) {
+		t.Fatalf("GET without api:status: %s", got.Body)
 	}
 	a.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/api", `{"url":"`+url+`"}`)
 	if res := a.Do(t, dt.Admin(), "POST", "/api/webhooks/admin/api", `{"url":"`+url+`"}`); res.Status != 409 || !bytes.Contains(res.Body, []byte("max_webhooks_per_database")) {

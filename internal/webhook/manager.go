@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,9 @@ type manager struct {
 	// version, as last read; loops read them.
 	heads  sync.Map // db id -> int64
 	access atomic.Int64
+	// pollFailing is set from a failed poll to the next that succeeds
+	// (run's goroutine only).
+	pollFailing bool
 }
 
 func newManager(d *Deliverer, gen int64) *manager {
@@ -133,10 +137,18 @@ func (m *manager) poll(ctx context.Context) {
 	heads, access, err := m.d.store.Heads(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			m.d.logger.Warn("read the heads of the logs", "err", err)
+			// Once per run of failures: a restarting Postgres fails
+			// every poll.
+			level := slog.LevelWarn
+			if m.pollFailing {
+				level = slog.LevelDebug
+			}
+			m.d.logger.Log(ctx, level, "read the heads of the logs", "err", err)
 		}
+		m.pollFailing = true
 		return
 	}
+	m.pollFailing = false
 	if old := m.access.Swap(access); old >= 0 && old != access {
 		m.wakeDB(0)
 	}
@@ -161,12 +173,20 @@ func (m *manager) head(id int64) int64 {
 // is missed meanwhile.
 func (m *manager) listen(ctx context.Context, notes chan<- notification) {
 	backoff := 100 * time.Millisecond
+	// failing: the first failure of a run is a warning, the retries after
+	// it are not (a restarting Postgres would fill the log with them).
+	failing := false
 	for ctx.Err() == nil {
 		l, err := m.d.store.ListenWebhooks(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				m.d.logger.Warn("listen for webhook notifications", "err", err, "retry_in", backoff)
+				level := slog.LevelWarn
+				if failing {
+					level = slog.LevelDebug
+				}
+				m.d.logger.Log(ctx, level, "listen for webhook notifications", "err", err, "retry_in", backoff)
 			}
+			failing = true
 			select {
 			case <-ctx.Done():
 				return
@@ -175,10 +195,15 @@ func (m *manager) listen(ctx context.Context, notes chan<- notification) {
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
+		if failing {
+			m.d.logger.Info("listening for webhook notifications again")
+		}
+		failing = false
 		backoff = 100 * time.Millisecond
 		for {
 			id, webhook, err := l.Wait(ctx)
 			if err != nil {
+				failing = ctx.Err() == nil
 				break
 			}
 			select {

@@ -1,6 +1,8 @@
-// Drives Debian's Chromium, headless, through Sluice's GraphiQL page of a
-// database whose schema has `type Dog { name: String! }` and which holds
-// Dog/rex: the page must render with every request outside the daemon's
+// Drives Debian's Chromium, headless, through Sluice's landing page and
+// GraphiQL page of a database whose schema has `type Dog { name: String! }`
+// and which holds Dog/rex: the landing page must link to it, a browser
+// that opens the database's GraphQL URL must land on GraphiQL opened on a
+// query of Dog, and the page must render with every request outside the daemon's
 // origin aborted (an attempted one fails the test) and no
 // Content-Security-Policy violation, run a query and show its result, run a
 // subscription that shows the event of a write this script makes once the
@@ -134,11 +136,14 @@ try {
       throw new Error(`${e.message}; the response pane shows ${JSON.stringify(last)}, want ${text}`);
     }
   }
-  async function open(path) {
+  // open loads path, which is GraphiQL's page or leads to it (at
+  // landsOn), and waits for GraphiQL to load the schema.
+  async function open(path, landsOn = path) {
     const introspected = page.waitForResponse((r) => r.request().method() === 'POST' &&
       (r.request().postData() || '').includes('IntrospectionQuery'), { timeout: 20000 });
     const res = await page.goto(`${base}${path}`, { waitUntil: 'load' });
     if (res.status() !== 200) throw new Error(`GET ${path}: status ${res.status()}`);
+    if (new URL(res.url()).pathname !== landsOn) throw new Error(`GET ${path}: landed on ${res.url()}, want ${landsOn}`);
     const csp = res.headers()['content-security-policy'] || '';
     if (!csp.includes("default-src 'none'") || !csp.includes("script-src 'self'") || !csp.includes("connect-src 'self'")) {
       throw new Error(`GET ${path}: Content-Security-Policy ${JSON.stringify(csp)}`);
@@ -146,10 +151,25 @@ try {
     await page.waitForSelector('.graphiql-container .graphiql-query-editor .CodeMirror', { timeout: 20000 });
     const intro = await introspected;
     if (intro.status() !== 200) throw new Error(`introspection: status ${intro.status()}`);
-    step(`${path} renders GraphiQL and loads the schema (status 200, CSP ${csp.split(';')[0]}; …)`);
+    step(`${path} renders GraphiQL${path === landsOn ? '' : ` at ${landsOn}`} and loads the schema (status 200, CSP ${csp.split(';')[0]}; …)`);
   }
 
-  await open(`/api/graphiql/${db}`);
+  // The landing page links to the database's GraphiQL page.
+  const landing = await page.goto(`${base}/`, { waitUntil: 'load' });
+  if (landing.status() !== 200) throw new Error(`GET /: status ${landing.status()}`);
+  if (!(await page.$(`a[href="/api/graphiql/${db}"]`))) {
+    throw new Error(`the landing page has no link to /api/graphiql/${db}: ${await page.evaluate(() => document.body.innerText)}`);
+  }
+  step(`/ is the landing page, linking to the GraphiQL page of ${db}`);
+
+  // A browser that opens the GraphQL URL is sent to GraphiQL, which
+  // opens on a query of the database's first class.
+  await open(`/api/graphql/${db}`, `/api/graphiql/${db}`);
+  const sample = await editorValue('.graphiql-query-editor .CodeMirror');
+  if (!(sample || '').includes('{\n  Dog(limit: 10) {\n    _id\n    name\n  }\n}')) {
+    throw new Error(`GraphiQL opened on ${JSON.stringify(sample)}, not a query of Dog`);
+  }
+  step('GraphiQL opens on a query of the first class');
 
   await run('{ Dog { _id name } }');
   await result('the query result', { data: { Dog: [{ _id: 'Dog/rex', name: 'Rex' }] } });

@@ -63,7 +63,12 @@ var numericUser = regexp.MustCompile(`^([0-9]+)(:[0-9]+)?$`)
 
 var (
 	installPostgres = regexp.MustCompile(`apt-get install[^&;]*\bpostgresql-[0-9]+`)
-	purgeLLVM       = regexp.MustCompile(`dpkg --purge[^&;]*\blibllvm[0-9]+`)
+	// LLVM's files are deleted by listing the package's files, which
+	// leaves dpkg's records of it whole.
+	removeLLVM = regexp.MustCompile(`dpkg-query -L[^&;|]*\blibllvm[0-9]+[^&]*\brm -f\b`)
+	// Forcing dpkg past a dependency leaves it inconsistent: apt then
+	// refuses every install until it is repaired.
+	forceDepends = regexp.MustCompile(`--force-(depends|all|remove-essential)\b`)
 )
 
 // policy checks the runtime stage.
@@ -74,7 +79,7 @@ func policy(s instructions.Stage) []finding {
 	var health *instructions.HealthCheckCommand
 	userLine, entryLine, healthLine := 0, 0, 0
 	shutdown, shutdownLine := "", 0
-	installsPostgres, purgesLLVM, noCluster := 0, false, false
+	installsPostgres, removesLLVM, noCluster := 0, false, false
 	for _, c := range s.Commands {
 		line := 0
 		if loc := c.Location(); len(loc) > 0 {
@@ -98,8 +103,11 @@ func policy(s instructions.Stage) []finding {
 			if installPostgres.MatchString(script) {
 				installsPostgres = line
 			}
-			purgesLLVM = purgesLLVM || purgeLLVM.MatchString(script)
+			removesLLVM = removesLLVM || removeLLVM.MatchString(script)
 			noCluster = noCluster || strings.Contains(script, "create_main_cluster = false")
+			if forceDepends.MatchString(script) {
+				out = append(out, finding{line, "dpkg --force-depends (or --force-all) leaves dpkg inconsistent, and apt-get install then fails in every image built FROM this one: delete the files instead (dpkg-query -L … | … rm -f)"})
+			}
 		}
 	}
 	switch {
@@ -121,8 +129,8 @@ func policy(s instructions.Stage) []finding {
 	} else if d, err := time.ParseDuration(shutdown); err != nil || d > maxShutdownTimeout {
 		out = append(out, finding{shutdownLine, fmt.Sprintf("SLUICE_SHUTDOWN_TIMEOUT=%s: at most %v, so that the embedded Postgres stops cleanly within Docker's 10 s grace", shutdown, maxShutdownTimeout)})
 	}
-	if installsPostgres > 0 && !purgesLLVM {
-		out = append(out, finding{installsPostgres, "postgresql is installed with LLVM (libllvm, 107 MB, only for JIT, which Sluice turns off): dpkg --purge --force-depends it"})
+	if installsPostgres > 0 && !removesLLVM {
+		out = append(out, finding{installsPostgres, "postgresql is installed with LLVM (libllvm, 107 MB, only for JIT, which Sluice turns off): delete its library files (dpkg-query -L libllvm14 … | … rm -f), leaving the package to dpkg"})
 	}
 	if installsPostgres > 0 && !noCluster {
 		out = append(out, finding{installsPostgres, "postgresql-common creates an unused main cluster: write create_main_cluster = false to /etc/postgresql-common/createcluster.d first"})

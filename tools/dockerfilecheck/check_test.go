@@ -27,7 +27,7 @@ const good = `FROM debian:bookworm-slim
 RUN mkdir -p /etc/postgresql-common/createcluster.d \
  && echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/sluice.conf \
  && apt-get install -y postgresql-15 tini \
- && dpkg --purge --force-depends libllvm14 libz3-4
+ && dpkg-query -L libllvm14 libz3-4 | grep '^/usr/lib/' | while read -r f; do rm -f "$f"; done
 ENV SLUICE_SHUTDOWN_TIMEOUT=6s
 USER 10001:10001
 HEALTHCHECK CMD ["/usr/local/bin/sluice", "healthcheck"]
@@ -48,7 +48,8 @@ func TestCheck(t *testing.T) {
 		{"health check none", strings.Replace(good, `HEALTHCHECK CMD ["/usr/local/bin/sluice", "healthcheck"]`, "HEALTHCHECK NONE", 1), "no HEALTHCHECK"},
 		{"long drain", strings.Replace(good, "=6s", "=10s", 1), "6: SLUICE_SHUTDOWN_TIMEOUT=10s: at most 7s"},
 		{"default drain", strings.Replace(good, "ENV SLUICE_SHUTDOWN_TIMEOUT=6s\n", "", 1), "ENV SLUICE_SHUTDOWN_TIMEOUT is not set"},
-		{"LLVM kept", strings.Replace(good, " \\\n && dpkg --purge --force-depends libllvm14 libz3-4", "", 1), "2: postgresql is installed with LLVM"},
+		{"LLVM kept", strings.Replace(good, " \\\n && dpkg-query -L libllvm14 libz3-4 | grep '^/usr/lib/' | while read -r f; do rm -f \"$f\"; done", "", 1), "2: postgresql is installed with LLVM"},
+		{"LLVM purged past dpkg", strings.Replace(good, "dpkg-query -L libllvm14 libz3-4 | grep '^/usr/lib/' | while read -r f; do rm -f \"$f\"; done", "dpkg --purge --force-depends libllvm14 libz3-4", 1), "2: dpkg --force-depends (or --force-all) leaves dpkg inconsistent"},
 		{"main cluster", strings.Replace(good, "create_main_cluster = false", "create_main_cluster = true", 1), "unused main cluster"},
 		{"BuildKit rule", strings.Replace(good, "FROM debian:bookworm-slim", "FROM debian:bookworm-slim as Runtime", 1), "FromAsCasing"},
 	}

@@ -136,6 +136,13 @@
     clear: function () { ownKeys().forEach(function (k) { localStorage.removeItem(k); }); },
   };
 
+  // A new tab opens on a query of the database's first class, rather
+  // than GraphiQL's welcome text.
+  var props = { fetcher: fetcher, storage: storage };
+  var sample = el.getAttribute('data-sample');
+  if (sample) {
+    props.defaultQuery = sample;
+  }
   el.textContent = '';
-  ReactDOM.createRoot(el).render(React.createElement(GraphiQL, { fetcher: fetcher, storage: storage }));
+  ReactDOM.createRoot(el).render(React.createElement(GraphiQL, props));
 })();

@@ -1,0 +1,226 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// A subscription or a live query is prepared for one schema version of
+// its database (its executable schema's), and lives on across schema
+// changes. When a change commits (it is a commit of the log, which every
+// stream of the database receives: sluice.Commit.NewSchema), or a read
+// finds the schema moved (engine.ErrSchemaChanged), the stream revises
+// what it prepared: its operation is validated again against the new
+// schema, for the same role, and every field it selects and every
+// argument value it passes must keep its type. If so, it goes on
+// prepared for the new version (a field added, a class added, a field it
+// does not use changed); if not, it ends with a Conflict that names the
+// change, so that it never delivers a value its GraphQL type forbids.
+
+// operation is what revising needs of an operation: its text, name and
+// variables (as coerced, which coerce again to themselves).
+type operation struct {
+	query, name string
+	variables   map[string]any
+}
+
+func operationOf(op *graphql.OperationContext) operation {
+	return operation{query: op.RawQuery, name: op.OperationName, variables: op.Variables}
+}
+
+// Version returns the schema version the executable schema was built for
+// (0 when built outside a Handler).
+func (es *ExecutableSchema) Version() int { return es.version }
+
+// revise returns the executable schema of the current schema version of
+// req's database, for es's role, with req for it and op validated against
+// it; es and a nil operation context when the version is es's. what names
+// the operation in errors ("this subscription").
+func (es *ExecutableSchema) revise(ctx context.Context, req *Request, op operation, what string) (*ExecutableSchema, *Request, *graphql.OperationContext, error) {
+	if es.handler == nil {
+		return nil, nil, nil, sluice.Errorf(sluice.CodeInternal, "graph: an executable schema outside a handler cannot be revised")
+	}
+	d, s, err := es.store.CurrentDatabase(ctx, req.DB)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if d.SchemaVersion == es.version {
+		return es, req, nil, nil
+	}
+	srv, err := es.handler.server(d, s, es.role)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	start := graphql.Now()
+	octx := graphql.StartOperationTrace(WithRequest(ctx, &Request{User: req.User, DB: d}))
+	next, errs := srv.exec.CreateOperationContext(octx, &graphql.RawParams{Query: op.query, OperationName: op.name, Variables: op.variables,
+		ReadTime: graphql.TraceTiming{Start: start, End: start}})
+	if errs != nil {
+		msgs := make([]string, len(errs))
+		for i, e := range errs {
+			msgs[i] = e.Message
+		}
+		return nil, nil, nil, changedError(d, es.schema, s, what+" no longer validates: "+strings.Join(msgs, "; "))
+	}
+	if detail := retyped(es.gql, srv.es.gql, next); detail != "" {
+		return nil, nil, nil, changedError(d, es.schema, s, what+" "+detail)
+	}
+	return srv.es, &Request{User: req.User, DB: d}, next, nil
+}
+
+// changedError is the error that ends a stream a schema change
+// invalidated: it names the database, the new version, what changed and
+// what of the operation depends on it.
+func changedError(d *sluice.Database, prev, next *sluice.Schema, detail string) error {
+	var reasons []string
+	for _, c := range schema.Diff(prev, next) {
+		reasons = append(reasons, c.Reason)
+	}
+	changed := ""
+	if len(reasons) > 0 {
+		changed = " (" + strings.Join(reasons, "; ") + ")"
+	}
+	return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d%s, and %s; run it again against the new schema",
+		d.Path(), d.SchemaVersion, changed, detail)
+}
+
+// retyped returns what of operation op (validated against next) has
+// another type in prev: a field it selects, or an argument or input field
+// it passes a value to, or the field's absence; "" when nothing does.
+func retyped(prev, next *ast.Schema, op *graphql.OperationContext) string {
+	seen := map[string]bool{}
+	var walk func(sel ast.SelectionSet) string
+	walk = func(sel ast.SelectionSet) string {
+		for _, it := range sel {
+			switch it := it.(type) {
+			case *ast.Field:
+				if strings.HasPrefix(it.Name, "__") || it.Definition == nil || it.ObjectDefinition == nil {
+					continue
+				}
+				parent := it.ObjectDefinition.Name
+				var pf *ast.FieldDefinition
+				if pd := prev.Types[parent]; pd != nil {
+					pf = pd.Fields.ForName(it.Name)
+				}
+				if pf == nil {
+					return fmt.Sprintf("selects %s.%s, which it did not have", parent, it.Name)
+				}
+				if a, b := pf.Type.String(), it.Definition.Type.String(); a != b {
+					return fmt.Sprintf("selects %s.%s, now of type %s (was %s)", parent, it.Name, b, a)
+				}
+				args := it.ArgumentMap(op.Variables)
+				for _, arg := range it.Definition.Arguments {
+					v, ok := args[arg.Name]
+					if !ok {
+						continue
+					}
+					pa := pf.Arguments.ForName(arg.Name)
+					if pa == nil {
+						return fmt.Sprintf("passes argument %s of %s.%s, which it did not have", arg.Name, parent, it.Name)
+					}
+					if d := inputRetyped(prev, next, pa.Type, arg.Type, v, fmt.Sprintf("argument %s of %s.%s", arg.Name, parent, it.Name)); d != "" {
+						return "passes " + d
+					}
+				}
+				if d := walk(it.SelectionSet); d != "" {
+					return d
+				}
+			case *ast.InlineFragment:
+				if d := walk(it.SelectionSet); d != "" {
+					return d
+				}
+			case *ast.FragmentSpread:
+				if seen[it.Name] {
+					continue
+				}
+				seen[it.Name] = true
+				if def := op.Doc.Fragments.ForName(it.Name); def != nil {
+					if d := walk(def.SelectionSet); d != "" {
+						return d
+					}
+				}
+			}
+		}
+		return ""
+	}
+	return walk(op.Operation.SelectionSet)
+}
+
+// inputRetyped returns what of input value v (of type nt in next, pt in
+// prev) has another type in prev, named from where; "" when nothing.
+func inputRetyped(prev, next *ast.Schema, pt, nt *ast.Type, v any, where string) string {
+	if a, b := pt.String(), nt.String(); a != b {
+		return fmt.Sprintf("%s, now of type %s (was %s)", where, b, a)
+	}
+	if nt.Elem != nil {
+		items, _ := v.([]any)
+		for _, it := range items {
+			if d := inputRetyped(prev, next, pt.Elem, nt.Elem, it, where); d != "" {
+				return d
+			}
+		}
+		return ""
+	}
+	nd, pd := next.Types[nt.Name()], prev.Types[pt.Name()]
+	m, ok := v.(map[string]any)
+	if !ok || nd == nil || pd == nil || nd.Kind != ast.InputObject {
+		return ""
+	}
+	for k, fv := range m {
+		nf, pf := nd.Fields.ForName(k), pd.Fields.ForName(k)
+		if nf == nil {
+			continue // validation refused it already
+		}
+		if pf == nil {
+			return fmt.Sprintf("%s with %s.%s, which it did not have", where, nd.Name, k)
+		}
+		if d := inputRetyped(prev, next, pf.Type, nf.Type, fv, fmt.Sprintf("%s with %s.%s", where, nd.Name, k)); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// Revise returns the subscription prepared again for the current schema
+// version of its database: s itself when it is the one s was prepared
+// for. When the change invalidated s (its operation does not validate
+// against the new schema, or a field or argument value it uses has
+// another type), the error is a Conflict naming the change.
+func (s *Subscription) Revise(ctx context.Context) (*Subscription, error) {
+	es, req, op, err := s.es.revise(ctx, s.req, s.op, "this subscription")
+	if err != nil || op == nil {
+		return s, err
+	}
+	next, err := es.NewSubscription(op, req)
+	if err != nil {
+		return nil, changedError(req.DB, s.es.schema, es.schema, "this subscription is refused by it: "+sluice.ErrorMessage(err))
+	}
+	return next, nil
+}
+
+// Revise returns the live query prepared again for the current schema
+// version of its database, as Subscription.Revise does.
+func (q *LiveQuery) Revise(ctx context.Context) (*LiveQuery, error) {
+	es, req, op, err := q.es.revise(ctx, q.req, q.op, "this live query")
+	if err != nil || op == nil {
+		return q, err
+	}
+	next, err := es.NewLiveQuery(op, req)
+	if err != nil {
+		return nil, changedError(req.DB, q.es.schema, es.schema, "this live query is refused by it: "+sluice.ErrorMessage(err))
+	}
+	return next, nil
+}
+
+// Version returns the schema version the subscription was prepared for.
+func (s *Subscription) Version() int { return s.es.version }
+
+// Version returns the schema version the live query was prepared for.
+func (q *LiveQuery) Version() int { return q.es.version }

@@ -1,0 +1,93 @@
+package daemon_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// everyRoute is a request of each route of the API (the GraphQL URL and
+// the change stream included), with the ones that read a body marked.
+var everyRoute = []struct {
+	method, path string
+	reads        bool
+}{
+	{"GET", "/", false}, {"GET", "/api/ok", false}, {"GET", "/healthz", false}, {"GET", "/readyz", false}, {"GET", "/metrics", false},
+	{"GET", "/api/info", false}, {"GET", "/api/db", false}, {"GET", "/api/db/admin/big", false},
+	{"POST", "/api/db/admin/other", true}, {"DELETE", "/api/db/admin/nothing", false},
+	{"GET", "/api/schema/admin/big", false}, {"PUT", "/api/schema/admin/big", true},
+	{"GET", "/api/document/admin/big", false}, {"POST", "/api/document/admin/big", true},
+	{"PUT", "/api/document/admin/big", true}, {"DELETE", "/api/document/admin/big", true},
+	{"GET", "/api/log/admin/big", false}, {"GET", "/api/changes/admin/big", false}, {"GET", "/api/asyncapi/admin/big", false},
+	{"GET", "/api/admin/subscriptions", false}, {"GET", "/api/organizations", false}, {"POST", "/api/organizations", true},
+	{"DELETE", "/api/organizations/none", false}, {"GET", "/api/users", false}, {"POST", "/api/users", true},
+	{"DELETE", "/api/users/none", false}, {"PUT", "/api/users/admin/password", true}, {"PUT", "/api/roles/admin/big", true},
+	{"GET", "/api/tokens", false}, {"POST", "/api/tokens", true}, {"DELETE", "/api/tokens/1", false},
+	{"POST", "/api/stream-tickets", true}, {"GET", "/api/webhooks/admin/big", false}, {"POST", "/api/webhooks/admin/big", true},
+	{"GET", "/api/webhooks/admin/big/1", false}, {"PATCH", "/api/webhooks/admin/big/1", false},
+	{"DELETE", "/api/webhooks/admin/big/1", false}, {"GET", "/api/webhooks/admin/big/1/attempts", false},
+	{"POST", "/api/webhooks/admin/big/1/pause", false}, {"POST", "/api/webhooks/admin/big/1/resume", false},
+	{"POST", "/api/webhooks/admin/big/1/replay", false}, {"POST", "/api/webhooks/admin/big/1/rotate-secret", false},
+	{"GET", "/api/graphiql/admin/big", false}, {"GET", "/api/subscribe/admin/big/Note", false},
+	{"POST", "/api/graphql/admin/big", true}, {"POST", "/api/graphql/_system", true}, {"GET", "/no/such/route", false},
+}
+
+// TestBodyLimitOnEveryRoute: on every route, a body whose Content-Length
+// is over max_body_bytes is answered 413, naming the setting, before any
+// of it is sent; on every route that reads a body, one sent without a
+// Content-Length is answered the same once it passes the limit.
+func TestBodyLimitOnEveryRoute(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	d := dt.Start(t, func(c *config.Config) { c.MaxBodyBytes = limit })
+	d.CreateDatabase(t, "big", "type Note { text: String }")
+	addr := strings.TrimPrefix(d.URL, "http://")
+	req, _ := http.NewRequest("GET", "/", nil)
+	dt.Admin()(req)
+	authz := req.Header.Get("Authorization")
+	for _, rt := range everyRoute {
+		// The headers only: the answer must come without the body.
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+			rt.method, rt.path, addr, authz, limit+1)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s %s with a Content-Length over the limit and no body sent: %v", rt.method, rt.path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(b), "the request body is larger than 1000 bytes, the most max_body_bytes allows") {
+			t.Errorf("%s %s with a Content-Length over the limit: %d %s", rt.method, rt.path, resp.StatusCode, b)
+		}
+		if !rt.reads {
+			continue
+		}
+		// No Content-Length: refused once the limit is passed.
+		body := `{"text":"` + strings.Repeat("x", 2*limit) + `"}`
+		r, _ := http.NewRequest(rt.method, d.URL+rt.path, io.MultiReader(strings.NewReader(body)))
+		r.ContentLength = -1
+		r.Header.Set("Content-Type", "application/json")
+		dt.Admin()(r)
+		resp, err = http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatalf("%s %s with a chunked body over the limit: %v", rt.method, rt.path, err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(b), "max_body_bytes") {
+			t.Errorf("%s %s with a chunked body over the limit: %d %s", rt.method, rt.path, resp.StatusCode, b)
+		}
+	}
+}
