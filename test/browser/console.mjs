@@ -203,7 +203,9 @@ try {
     const row = [...document.querySelectorAll('tbody tr')].find((r) => r.querySelector('th')?.textContent.startsWith('Product'));
     return row && row.querySelector('td.num')?.textContent === '120';
   }));
-  step('classes: Product with 120 documents');
+  await waitFor(`${reader}'s role`, () => page.evaluate((r) => [...document.querySelectorAll('#roles ~ .scroll tr, section tr')]
+    .some((tr) => tr.innerText.replace(/\s+/g, ' ').trim() === `${r} read`), reader));
+  step(`classes: Product with 120 documents; roles: ${reader} reads`);
   const sdl = await page.$eval('#sdl', (e) => e.value);
   await page.$eval('#sdl', (e, v) => { e.value = v; e.dispatchEvent(new Event('input', { bubbles: true })); }, sdl.replace('type Product {', 'type Product {\n  note: String'));
   await clickText('button', 'Preview the change');
@@ -359,8 +361,9 @@ try {
 
   // 11. Users, for the super user.
   await go('/console/users');
-  await waitFor('the users', () => hasText(reader));
+  await waitFor('the users with their roles', () => hasText(`admin/shop: read`));
   await check('users', 'Users');
+  step(`users: ${reader} with the read role on admin/shop`);
 
   // 12. Sign out: the credential is forgotten (a reload shows the
   // sign-in form).
