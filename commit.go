@@ -62,7 +62,11 @@ type Commit struct {
 	DatabaseID int64
 	Epoch      string
 	// Seq is the database's gapless commit sequence, equal to commit order.
-	Seq     int64
+	Seq int64
+	// UID is the commit's uid, unique across databases and never reused:
+	// the version of every document the commit wrote (VersionOf). 0 on a
+	// commit read from a summary listing (the log).
+	UID     int64
 	Author  string
 	Message string
 	// User is the name of the user who made the commit.
@@ -99,6 +103,15 @@ type Commit struct {
 
 // ID returns the commit id shown to clients: its sequence number in decimal.
 func (c *Commit) ID() string { return strconv.FormatInt(c.Seq, 10) }
+
+// Version returns the version the commit gave every document it wrote
+// (for a deleted one, the version of its deletion).
+func (c *Commit) Version() string { return VersionOf(c.UID) }
+
+// End returns the position of the end of the commit: what a read made
+// right after it reflects, so that a stream resumed from it receives
+// exactly the commits after it.
+func (c *Commit) End() Position { return c.Position(WholeCommit) }
 
 // Position returns the stream position of change i of the commit.
 func (c *Commit) Position(i int) Position {

@@ -20,18 +20,22 @@ type Code string
 // The error codes. Anything that is not an *Error is reported as CodeInternal
 // with a generic message, so internal detail (SQL text, paths) never leaks.
 const (
-	CodeInvalid         Code = "BadRequest"       // malformed or invalid input
-	CodeUnauthenticated Code = "NotAuthenticated" // no or wrong credentials
-	CodeForbidden       Code = "Forbidden"        // authenticated, lacks access
-	CodeNotFound        Code = "NotFound"         // the named thing does not exist
-	CodeMethod          Code = "MethodNotAllowed" // HTTP method not allowed for the operation
-	CodeConflict        Code = "Conflict"         // exists already, or a destructive change without force
-	CodeGone            Code = "Gone"             // a stream position older than retained history or from another epoch
-	CodeTooLarge        Code = "PayloadTooLarge"  // a request body larger than its limit
-	CodeHistoryGone     Code = "HistoryGone"      // a read of the past at a position older than retained history
-	CodeTooMany         Code = "TooManyRequests"  // a per-user limit is reached; retry later
-	CodeUnavailable     Code = "Unavailable"      // shutting down, not ready, Postgres unreachable or at capacity
-	CodeInternal        Code = "InternalError"    // a bug or an infrastructure failure
+	CodeInvalid          Code = "BadRequest"           // malformed or invalid input
+	CodeUnauthenticated  Code = "NotAuthenticated"     // no or wrong credentials
+	CodeForbidden        Code = "Forbidden"            // authenticated, lacks access
+	CodeNotFound         Code = "NotFound"             // the named thing does not exist
+	CodeMethod           Code = "MethodNotAllowed"     // HTTP method not allowed for the operation
+	CodeConflict         Code = "Conflict"             // exists already, or a destructive change without force
+	CodeGone             Code = "Gone"                 // a stream position older than retained history or from another epoch
+	CodeTooLarge         Code = "PayloadTooLarge"      // a request body larger than its limit
+	CodeHistoryGone      Code = "HistoryGone"          // a read of the past at a position older than retained history
+	CodePrecondition     Code = "PreconditionFailed"   // a conditional write whose documents are not as it expected
+	CodeUnsupportedMedia Code = "UnsupportedMediaType" // a request body of a media type the operation does not take
+	CodeUnprocessable    Code = "Unprocessable"        // an Idempotency-Key reused with a different request
+	CodeTooMany          Code = "TooManyRequests"      // a per-user limit is reached; retry later
+	CodeUnavailable      Code = "Unavailable"          // shutting down, not ready, Postgres unreachable or at capacity
+	CodeOutcomeUnknown   Code = "OutcomeUnknown"       // the connection to Postgres was lost while a write committed: it may or may not be written
+	CodeInternal         Code = "InternalError"        // a bug or an infrastructure failure
 )
 
 // HTTPStatus returns the HTTP status code for c.
@@ -53,6 +57,12 @@ func (c Code) HTTPStatus() int {
 		return 410
 	case CodeTooLarge:
 		return 413
+	case CodePrecondition:
+		return 412
+	case CodeUnsupportedMedia:
+		return 415
+	case CodeUnprocessable:
+		return 422
 	case CodeTooMany:
 		return 429
 	case CodeUnavailable:
@@ -82,6 +92,14 @@ func (c Code) GraphQLCode() string {
 		return "POSITION_EXPIRED"
 	case CodeTooLarge:
 		return "PAYLOAD_TOO_LARGE"
+	case CodePrecondition:
+		return "PRECONDITION_FAILED"
+	case CodeUnsupportedMedia:
+		return "UNSUPPORTED_MEDIA_TYPE"
+	case CodeUnprocessable:
+		return "UNPROCESSABLE"
+	case CodeOutcomeUnknown:
+		return "OUTCOME_UNKNOWN"
 	case CodeHistoryGone:
 		return "GONE"
 	case CodeTooMany:
@@ -158,6 +176,13 @@ func ErrorMessage(err error) string {
 // starting): 503 with Retry-After; streams end with it, telling clients to
 // reconnect and resume.
 var ErrStorageUnavailable = Errorf(CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")
+
+// ErrOutcomeUnknown is the error of a write whose connection to Postgres
+// was lost after its COMMIT was sent and before Postgres answered it: the
+// write may or may not have been committed. Unlike ErrStorageUnavailable,
+// which guarantees that nothing was written, it does not invite a blind
+// retry, which could write twice (500, no Retry-After).
+var ErrOutcomeUnknown = Errorf(CodeOutcomeUnknown, "the connection to the database server was lost while the write was committing: it may or may not have been written; retry it with the same Idempotency-Key (which answers the first outcome if it was written), or read before writing again")
 
 // DecodeError returns the CodeInvalid error of JSON text from a client
 // that did not decode (an error of encoding/json, whose own text names Go

@@ -92,7 +92,7 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 	_, err = e.systemWrite(ctx, u, "delete database "+d.Path(), func(ctx context.Context, tx *postgres.Tx) error {
 		return tx.DeleteDatabase(ctx, d)
 	}, func(ctx context.Context, w *postgres.Writer) error {
-		return w.Delete(ctx, []string{userDatabaseDoc(d).ID})
+		return w.Delete(ctx, []string{userDatabaseDoc(d).ID}, nil)
 	})
 	e.forgetDatabase(d)
 	if err != nil {

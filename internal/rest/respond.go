@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -15,13 +16,26 @@ type errorBody struct {
 	Status  string            `json:"api:status"`
 	Error   map[string]string `json:"api:error"`
 	Message string            `json:"api:message"`
+	// Documents names, in a PreconditionFailed answer, the documents
+	// that were not as the request expected.
+	Documents []staleJSON `json:"api:documents,omitempty"`
+}
+
+// staleJSON is a document a conditional write did not find as expected,
+// with its current version (null when it does not exist).
+type staleJSON struct {
+	ID      string  `json:"@id"`
+	Version *string `json:"@version"`
 }
 
 // writeError answers with err's status and JSON body. Errors that are not
 // *sluice.Error are logged with their detail and shown as internal errors.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	if sluice.ErrorCode(err) == sluice.CodeInternal {
+	switch sluice.ErrorCode(err) {
+	case sluice.CodeInternal:
 		loggerFrom(r).Error("request failed", "err", err)
+	case sluice.CodeOutcomeUnknown:
+		loggerFrom(r).Warn("write outcome unknown: the connection to Postgres was lost while it committed", "err", err)
 	}
 	writeErrorBody(w, err)
 }
@@ -36,14 +50,29 @@ func writeErrorBody(w http.ResponseWriter, err error) {
 		w.Header().Set("Retry-After", ra)
 	}
 	status := "api:failure"
-	if code == sluice.CodeInternal || code == sluice.CodeUnavailable {
+	if code == sluice.CodeInternal || code == sluice.CodeUnavailable || code == sluice.CodeOutcomeUnknown {
 		status = "api:server_error"
 	}
-	writeJSON(w, code.HTTPStatus(), errorBody{
+	body := errorBody{
 		Status:  status,
 		Error:   map[string]string{"@type": "api:" + string(code)},
 		Message: sluice.ErrorMessage(err),
-	})
+	}
+	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
+		for _, d := range stale.Docs {
+			sj := staleJSON{ID: d.ID}
+			if d.Version != "" {
+				sj.Version = &d.Version
+			}
+			body.Documents = append(body.Documents, sj)
+		}
+		// The current version of the one document, as a 412 of a
+		// conditional request gives it (RFC 9110).
+		if len(stale.Docs) == 1 && stale.Docs[0].Version != "" {
+			w.Header().Set("ETag", etag(stale.Docs[0].Version))
+		}
+	}
+	writeJSON(w, code.HTTPStatus(), body)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -83,7 +83,7 @@ func Routes(d Deps) http.Handler {
 	// Cross-origin writes are refused before anything else, bodies are
 	// bounded before any is read.
 	r.Use(a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
-		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware)
+		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware, refuseIdempotencyKeys)
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
@@ -122,6 +122,7 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/document/{org}/{db}", a.getDocuments)
 		r.Post("/api/document/{org}/{db}", a.insertDocuments)
 		r.Put("/api/document/{org}/{db}", a.replaceDocuments)
+		r.Patch("/api/document/{org}/{db}", a.patchDocument)
 		r.Delete("/api/document/{org}/{db}", a.deleteDocuments)
 
 		r.Get("/api/log/{org}/{db}", a.log)
