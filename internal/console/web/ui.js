@@ -1,7 +1,7 @@
 // The pieces every view shares: the html tag, navigation, errors,
 // progress, confirmation dialogs and how values are shown.
 import { h } from './preact.js';
-import { useEffect, useRef, useState } from './preact-hooks.js';
+import { useEffect, useLayoutEffect, useRef, useState } from './preact-hooks.js';
 import htm from './htm.js';
 import { ApiError, GraphQLError } from './api.js';
 
@@ -167,9 +167,10 @@ export function When({ at }) {
   return html`<time datetime=${d.toISOString()} title=${d.toISOString()}>${d.toLocaleString()}</time>`;
 }
 
-// useTitle sets the document's title for a view.
+// useTitle sets the document's title for a view, as soon as the view is
+// rendered.
 export function useTitle(...parts) {
-  useEffect(() => {
+  useLayoutEffect(() => {
     document.title = [...parts.filter(Boolean), 'Sluice console'].join(' · ');
   }, parts);
 }
