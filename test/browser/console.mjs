@@ -216,20 +216,21 @@ try {
   const sdl = await page.$eval('#sdl', (e) => e.value);
   await page.$eval('#sdl', (e, v) => { e.value = v; e.dispatchEvent(new Event('input', { bubbles: true })); }, sdl.replace('type Product {', 'type Product {\n  note: String'));
   await clickText('button', 'Preview the change');
-  await waitFor('the preview of an additive change', () => page.evaluate(() => document.querySelector('.preview')?.innerText.includes('additive')));
+  await waitFor('the preview of an additive change', () => page.evaluate(() => document.querySelector('.preview')?.innerText.includes('applies in place adds field Product.note')));
   await check('database', 'admin/shop');
   await clickText('button', 'Apply the change');
   await waitFor('the change applied', () => hasText('Schema changed'));
-  step('an additive change previewed ("additive") and applied');
+  step('an additive change previewed ("applies in place") and applied');
   const current = await page.$eval('#sdl', (e) => e.value);
   await page.$eval('#sdl', (e, v) => { e.value = v; e.dispatchEvent(new Event('input', { bubbles: true })); }, current.replace('stock: Int @index', ''));
   await clickText('button', 'Preview the change');
   await waitFor('the preview of a destructive change', () => page.evaluate(() => {
     const p = document.querySelector('.preview')?.innerText || '';
-    return p.includes('loses data') && p.includes('120 stored documents') && p.includes('Product/p001');
+    return p.includes('loses data: needs force drops field Product.stock') && p.includes('120 stored documents') && p.includes('Product/p001');
   }));
   if (!(await hasText('Apply, losing that data (force)'))) throw new Error('no forced apply offered for a destructive change');
-  step('a destructive change previewed: "loses data", the 120 documents it affects, force offered (not applied)');
+  await check('schema-preview', 'admin/shop');
+  step('a destructive change previewed: "loses data: needs force", the 120 documents it affects, force offered (not applied)');
 
   // 4. Documents: paged, ordered, filtered.
   const docs = '/console/admin/shop/documents/Product';

@@ -116,7 +116,7 @@ function SchemaEditor({ org, db, sdl, onChanged }) {
       ${stale && html`<p class="warning">You edited the schema after this preview: preview again before applying.</p>`}
       ${preview.changes.length === 0 ? html`<p>Nothing: the schema is the same.</p>` : html`<ul class="changes">
         ${preview.changes.map((c) => html`<li class=${c.destructive ? 'destructive' : 'additive'}>
-          <span class="badge">${c.destructive ? 'loses data' : 'additive'}</span> ${c.change}
+          <span class="badge">${c.destructive ? 'loses data: needs force' : 'applies in place'}</span> ${c.change}
           ${c.documents > 0 && html`<div class="muted">${c.documents.toLocaleString()} stored document${c.documents === 1 ? '' : 's'}: ${c.ids.join(', ')}${c.documents > c.ids.length ? ', …' : ''}</div>`}
         </li>`)}
       </ul>`}
