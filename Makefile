@@ -58,8 +58,9 @@ test-introspection: ## build client schemas from introspection with graphql-js 1
 	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
 
 .PHONY: test-browser
-test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), conditional and idempotent writes from another origin, and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
+test-browser: ## drive the console (with axe-core, on two daemons), GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), conditional and idempotent writes from another origin, and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
 	cd test/browser && $(NPM_CI)
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserConsole$$' -v ./internal/console/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms|ConditionalWrites)$$' -v ./internal/daemon/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserExample$$' -v ./internal/doctest/
@@ -73,6 +74,16 @@ test-webhooks: build ## deliver webhooks to a receiver that verifies every signa
 graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into internal/graphiql/assets (versions pinned in tools/graphiql)
 	cd tools/graphiql && npm ci --no-audit --no-fund --loglevel=error
 	node tools/graphiql/vendor.mjs internal/graphiql/assets
+
+.PHONY: console-assets
+console-assets: ## vendor Preact and htm from npm into internal/console/assets (versions pinned in tools/console)
+	cd tools/console && npm ci --no-audit --no-fund --loglevel=error
+	node tools/console/vendor.mjs internal/console/assets
+
+.PHONY: console-screenshots
+console-screenshots: ## run the console's browser test and keep a screenshot of each view in docs/console
+	cd test/browser && $(NPM_CI)
+	SLUICE_BROWSER_TEST=1 SLUICE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestBrowserConsole$$' ./internal/console/
 
 .PHONY: test-graphql-clients
 test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client, urql and a TypeScript client typed by GraphQL Code Generator against a daemon, the docs' Node examples across a restart, and the edit-safely example racing itself (Node 20; npm ci in test/clients first)

@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/console"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/gqltransport"
 	"github.com/sluice-dev/sluice/internal/graphiql"
@@ -301,6 +302,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
+		Console:          console.New(),
 		Landing:          giql.Landing(),
 		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase, int(d.cfg.MaxWebhooksPerUser)),
 	})
