@@ -96,13 +96,15 @@ func (g *bulkGC) end(percent int) {
 // of small requests (lookups, filters, single writes) the live heap is a
 // few MB, so at GOGC=100 the collector ran many times a second and took
 // about a quarter of the daemon's CPU (docs/benchmarks.md, "Measured
-// choices in the code"). It judges by the collections themselves: one
-// within loadGCFast of the one before, with a live heap under
-// loadGCMaxLive, raises the target; one loadGCQuiet or more after the one
-// before, or a live heap that grew past loadGCMaxLive, puts it back (after
-// bulkGC's linger). So the garbage it lets grow is at most a few times
-// loadGCMaxLive, and only while the process is that busy; a process
-// holding many streams (a large live heap) or little load is left alone.
+// choices in the code"). It judges by the collections themselves:
+// collections less than loadGCFast apart for loadGCSustain, with a live
+// heap under loadGCMaxLive, raise the target; one loadGCQuiet or more
+// after the one before, or a live heap that grew past loadGCMaxLive, puts
+// it back (after bulkGC's linger). So the garbage it lets grow is at most
+// a few times loadGCMaxLive, and only while the process is busy that
+// long: a burst, such as a thousand streams opening at once (whose
+// garbage would then stay resident), does not raise it, nor does a
+// process holding many streams (a large live heap).
 type loadGC struct {
 	bulk    *bulkGC
 	percent int
@@ -111,14 +113,18 @@ type loadGC struct {
 	refs   int       // users (daemons) that asked for it
 	armed  bool      // a sentinel awaits the next collection
 	last   time.Time // the end of the collection before
-	raised bool
+	// busySince is when the collections began to come less than
+	// loadGCFast apart (zero: the last did not).
+	busySince time.Time
+	raised    bool
 	live   []metrics.Sample
 }
 
 const (
 	loadGCFast    = 100 * time.Millisecond
+	loadGCSustain = 2 * time.Second
 	loadGCQuiet   = time.Second
-	loadGCMaxLive = 64 << 20
+	loadGCMaxLive = 32 << 20
 )
 
 // processLoadGC is process-wide, as GOGC is.
@@ -183,9 +189,14 @@ func (g *loadGC) collected() {
 // caller holds g.mu.
 func (g *loadGC) observe(now time.Time, live uint64) {
 	since := now.Sub(g.last)
+	if since >= loadGCFast {
+		g.busySince = time.Time{}
+	} else if g.busySince.IsZero() {
+		g.busySince = g.last
+	}
 	g.last = now
 	switch {
-	case !g.raised && since < loadGCFast && live < loadGCMaxLive:
+	case !g.raised && !g.busySince.IsZero() && now.Sub(g.busySince) >= loadGCSustain && live < loadGCMaxLive:
 		g.raised = true
 		g.bulk.begin(g.percent)
 	case g.raised && (since >= loadGCQuiet || live >= loadGCMaxLive):

@@ -70,17 +70,28 @@ func TestLoadGCRaisesTheTargetWhileCollectionsComeFast(t *testing.T) {
 		now = now.Add(d)
 		g.observe(now, live)
 	}
+	// fast makes collections 50 ms apart for the time it takes.
+	fast := func(d time.Duration, live uint64) {
+		for range d / (50 * time.Millisecond) {
+			step(50*time.Millisecond, live)
+		}
+	}
 	step(time.Second, 8<<20)
 	wantGCPercent(t, 100, "after a collection a second after the one before")
-	step(50*time.Millisecond, 100<<20)
-	wantGCPercent(t, 100, "after a fast collection of a large live heap")
-	step(50*time.Millisecond, 8<<20)
-	wantGCPercent(t, 400, "after a fast collection of a small live heap")
+	fast(time.Second, 8<<20)
+	wantGCPercent(t, 100, "after a burst of a second")
+	step(200*time.Millisecond, 8<<20)
+	fast(3*time.Second, 100<<20)
+	wantGCPercent(t, 100, "after fast collections of a large live heap")
+	step(200*time.Millisecond, 8<<20)
+	fast(2*time.Second, 8<<20)
+	wantGCPercent(t, 400, "after two seconds of fast collections of a small live heap")
 	step(400*time.Millisecond, 8<<20)
 	wantGCPercent(t, 400, "after a slower one: still busy")
-	step(50*time.Millisecond, 80<<20)
+	step(50*time.Millisecond, 40<<20)
 	waitGCPercent(t, 100, "after the live heap grew past the bound")
-	step(50*time.Millisecond, 8<<20)
+	step(200*time.Millisecond, 8<<20)
+	fast(2*time.Second, 8<<20)
 	wantGCPercent(t, 400, "busy again")
 	step(2*time.Second, 8<<20)
 	waitGCPercent(t, 100, "after a quiet spell")
