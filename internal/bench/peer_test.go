@@ -66,6 +66,8 @@ type peerCell struct {
 	seconds     int
 	// lua returns the wrk script's request part for a side.
 	sluice, peer string
+	// writes: the cell adds rows (see settle).
+	writes bool
 }
 
 // luaRandomQuery returns a wrk request function posting format (a JSON
@@ -97,21 +99,21 @@ func peerCells(seconds int) []peerCell {
 	return []peerCell{
 		{"lookup by id", 16, seconds,
 			luaRandomQuery(`{"query":"{ Person(id: \"Person/p%d\") { _id name email age score active } }"}`, peerRows),
-			luaRandomQuery(`{"query":"{ personById(id: \"Person/p%d\") { id name email age score active } }"}`, peerRows)},
+			luaRandomQuery(`{"query":"{ personById(id: \"Person/p%d\") { id name email age score active } }"}`, peerRows), false},
 		{"filter + order + first 100", 16, seconds,
 			luaRandomQuery(`{"query":"{ Person(filter: {age: {eq: %d}}, orderBy: {name: ASC}, limit: 100) { _id name email age } }"}`, 90),
-			luaRandomQuery(`{"query":"{ allPeopleList(condition: {age: %d}, orderBy: [NAME_ASC, PRIMARY_KEY_ASC], first: 100) { id name email age } }"}`, 90)},
+			luaRandomQuery(`{"query":"{ allPeopleList(condition: {age: %d}, orderBy: [NAME_ASC, PRIMARY_KEY_ASC], first: 100) { id name email age } }"}`, 90), false},
 		{"page of 1,000", 4, seconds,
 			luaBody(`{"query":"{ Person(limit: 1000) { _id name email age score active } }"}`),
-			luaBody(`{"query":"{ allPeopleList(orderBy: PRIMARY_KEY_ASC, first: 1000) { id name email age score active } }"}`)},
+			luaBody(`{"query":"{ allPeopleList(orderBy: PRIMARY_KEY_ASC, first: 1000) { id name email age score active } }"}`), false},
 		{"single inserts", 8, 2 * seconds,
 			luaBody(`{"query":"mutation { Person_insert(documents: [` + one + `]) }"}`),
-			luaBody(`{"query":"mutation { createPerson(input: {person: ` + one + `}) { clientMutationId } }"}`)},
+			luaBody(`{"query":"mutation { createPerson(input: {person: ` + one + `}) { clientMutationId } }"}`), true},
 		// Sluice's bulk write is REST (a JSON array, one commit), as
 		// PostGraphile's is a function of its own.
 		{"1,000 documents per request", 1, seconds,
 			"wrk.path = \"/api/document/admin/bench\"\n" + luaBody(docs.String()),
-			luaBody(`{"query":"mutation($d: JSON!) { insertPeople(input: {docs: $d}) { integer } }","variables":{"d":` + batch.String() + `}}`)},
+			luaBody(`{"query":"mutation($d: JSON!) { insertPeople(input: {docs: $d}) { integer } }","variables":{"d":` + batch.String() + `}}`), true},
 	}
 }
 
@@ -275,6 +277,9 @@ func BenchmarkPeer(b *testing.B) {
 				}
 				r := runWrk(b, wrkBin, filepath.Join(dir, "cell.lua"), script, s, c.connections, secs, pg)
 				stopPerf()
+				if c.writes {
+					settle(b, s.dbURL)
+				}
 				if r.badResponses > 0 {
 					b.Errorf("%s on %s: %d answers were not 200 or held GraphQL errors", c.name, s.name, r.badResponses)
 				}
@@ -359,6 +364,25 @@ func recordPerf(b *testing.B, p *serverProc, out string) func() {
 			b.Logf("perf record: %v", err)
 		}
 		fmt.Printf("CPU profile in %s\n", out)
+	}
+}
+
+// settle vacuums and analyzes the database at dbURL and checkpoints the
+// cluster, after a cell that wrote to it: otherwise autovacuum and the
+// checkpointer do that work while a later cell runs, and its CPU is
+// counted as the Postgres CPU of whichever server that cell loads (with
+// the write cells last in every pair, the next pair's lookups).
+func settle(b *testing.B, dbURL string) {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, sql := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			b.Fatalf("%s: %v", sql, err)
+		}
 	}
 }
 
