@@ -102,22 +102,22 @@ func (g *bulkGC) end(percent int) {
 // after the one before, or a live heap that grew past loadGCMaxLive, puts
 // it back (after bulkGC's linger). So the garbage it lets grow is at most
 // a few times loadGCMaxLive, and only while the process is busy that
-// long: a burst, such as a thousand streams opening at once (whose
-// garbage would then stay resident), does not raise it, nor does a
-// process holding many streams (a large live heap).
+// long: a burst, such as a thousand streams opening at once, does not
+// raise it (its garbage would stay resident), nor does a process holding
+// many streams (a large live heap).
 type loadGC struct {
 	bulk    *bulkGC
 	percent int
 
-	mu     sync.Mutex
-	refs   int       // users (daemons) that asked for it
-	armed  bool      // a sentinel awaits the next collection
-	last   time.Time // the end of the collection before
+	mu    sync.Mutex
+	refs  int       // users (daemons) that asked for it
+	armed bool      // a sentinel awaits the next collection
+	last  time.Time // the end of the collection before
 	// busySince is when the collections began to come less than
 	// loadGCFast apart (zero: the last did not).
 	busySince time.Time
 	raised    bool
-	live   []metrics.Sample
+	live      []metrics.Sample
 }
 
 const (
