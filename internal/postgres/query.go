@@ -303,7 +303,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	}
 	page := ""
 	if q.Limit >= 0 {
-		page += " LIMIT " + b.arg(q.Limit)
+		page += limitSQL(q.Limit)
 	}
 	if q.Offset > 0 {
 		page += " OFFSET " + b.arg(q.Offset)
@@ -696,7 +696,7 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	}
 	page := ""
 	if limit >= 0 {
-		page = " LIMIT " + b.arg(limit)
+		page = limitSQL(int64(limit))
 	}
 	sql := b.pastStatement("SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
 		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid")
