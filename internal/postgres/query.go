@@ -276,7 +276,13 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	}
 	b := &sqlBuilder{db: d, schema: s, args: slices.Clip(args), past: past}
 	var where []string
-	if q.IDs != nil {
+	switch {
+	case len(q.IDs) == 1:
+		// One id is compared as one value: the generic plan of = ANY($n)
+		// is costed for an array of ten, above the custom plan of a known
+		// array of one, so Postgres would plan every lookup again.
+		where = append(where, fmt.Sprintf("t.%s = %s", colID, b.arg(q.IDs[0])))
+	case q.IDs != nil:
 		where = append(where, fmt.Sprintf("t.%s = ANY(%s)", colID, b.arg(q.IDs)))
 	}
 	if q.Filter != nil {
