@@ -243,7 +243,7 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 }
 
 // lockSQL locks and reads rows for rows(), in id order.
-const lockSQL = "SELECT to_jsonb(t) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE"
+const lockSQL = "SELECT to_jsonb(t.*) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE"
 
 // Patch replaces existing documents by what patch makes of them: it locks
 // and reads the documents ids (as Replace does), calls patch with each
@@ -376,7 +376,7 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	// The rows are locked in id order first, as Replace locks them, so that
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.
-	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t)")
+	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t.*)")
 	if err != nil {
 		return err
 	}
@@ -447,11 +447,8 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 				rows.Close()
 				return nil, err
 			}
-			doc, err := rowToDocument(c, row)
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
+			doc, unreadable := rowToDocument(c, row)
+			w.t.db.unreadable(w.d, doc.ID, unreadable)
 			b, err := DocumentJSON(c, doc)
 			if err != nil {
 				rows.Close()
