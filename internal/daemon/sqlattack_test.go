@@ -1,13 +1,18 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // dbID returns the id of database admin/db (from its Postgres schema's
@@ -336,4 +341,77 @@ func FuzzSQLCapture(f *testing.F) {
 // only the quote is special).
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// TestSQLRoleHoldsUpOnlyItsOwnDatabase: what a role granted DML on one
+// class of a database can hold up, and what not (docs/security.md). A
+// transaction whose commit it wrote early (SET CONSTRAINTS ALL IMMEDIATE
+// after a write) holds that database's commit counter while it stays
+// open: an API write to another class of that database, one the role has
+// no grant on, waits for it, and is made once it ends. Writes to another
+// database, and reads of its own, do not wait.
+func TestSQLRoleHoldsUpOnlyItsOwnDatabase(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "held", "type Note { text: String } type Other { text: String }")
+	d.CreateDatabase(t, "free", "type Note { text: String }")
+	w := newSQLWriter(t, d, "held")
+	sqlExec(t, d.DatabaseURL, "REVOKE ALL ON "+w.table("Other")+" FROM "+w.role)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, stmt := range []string{"BEGIN", "INSERT INTO " + w.table("Note") + " (text) VALUES ('sql')", "SET CONSTRAINTS ALL IMMEDIATE"} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+w.table("Other")+" (text) VALUES ('no grant')"); err == nil {
+		t.Fatal("the role wrote a class it has no grant on")
+	}
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{"BEGIN", "INSERT INTO " + w.table("Note") + " (text) VALUES ('sql')", "SET CONSTRAINTS ALL IMMEDIATE"} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	answered := make(chan dt.Response, 1)
+	go func() {
+		answered <- d.Do(t, dt.Admin(), "POST", "/api/document/admin/held", `{"@type":"Other","@id":"Other/api","text":"api"}`)
+	}()
+	var sluiceRole string
+	if err := queryString(d.DatabaseURL, "SELECT value FROM sluice.settings WHERE key = 'writer_role'", &sluiceRole); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 30*time.Second, "the API write waits for a lock", func() bool {
+		var n string
+		err := queryString(d.DatabaseURL, "SELECT count(*)::text FROM pg_stat_activity WHERE usename = '"+sluiceRole+
+			"' AND wait_event_type = 'Lock' AND query LIKE '%commit_counters%'", &n)
+		return err == nil && n != "0"
+	})
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/free", `{"@type":"Note","@id":"Note/free","text":"free"}`)
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/held?type=Note", nil)
+	select {
+	case r := <-answered:
+		t.Fatalf("the write to the held database answered %d %s while the SQL transaction was open", r.Status, r.Body)
+	default:
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-answered; r.Status != 200 {
+		t.Fatalf("the write to the held database: %d %s", r.Status, r.Body)
+	}
+	replayed, tables := replayLog(t, d, "held"), tableState(t, d, "held", "Note")
+	for id, doc := range tableState(t, d, "held", "Other") {
+		tables[id] = doc
+	}
+	if len(replayed) != 2 || len(tables) != 2 || replayed["Other/api"] != tables["Other/api"] {
+		t.Fatalf("the replayed log %v, the tables %v", replayed, tables)
+	}
 }

@@ -104,6 +104,21 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	if err := spec.Meta.Check(); err != nil {
 		return nil, err
 	}
+	if k := spec.Idempotency; k != nil {
+		if err := db.prepareKey(ctx, k); err != nil {
+			return nil, err
+		}
+		c, err := db.write(ctx, spec)
+		if err != nil || k.Replayed != nil {
+			db.releaseKey(ctx, k) // its commit, had it made one, deleted it
+		}
+		return c, err
+	}
+	return db.write(ctx, spec)
+}
+
+// write is Write once the write's key, if any, has its claim.
+func (db *DB) write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error) {
 	if spec.Group && spec.Before == nil && spec.Documents != nil {
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
@@ -113,7 +128,7 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	replayed := false
 	err := db.transact(ctx, func(tx *Tx) error {
 		if k := spec.Idempotency; k != nil {
-			first, refused, err := tx.claim(ctx, spec.Database, k)
+			first, refused, err := tx.claim(ctx, spec.Database, k, true)
 			if err != nil {
 				return err
 			}
