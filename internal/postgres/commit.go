@@ -58,6 +58,14 @@ type WriteSpec struct {
 	// Idempotency, when set, makes the write idempotent under its key
 	// (see idempotency.go); it needs Documents.
 	Idempotency *IdempotencyKey
+
+	// Keep, when set, is called by a replace for each document it
+	// replaces, under the document's row lock, with the replacement's
+	// JSON and the stored document's (both in API form): it returns the
+	// document to write instead, or nil to write the replacement as it
+	// is. The engine uses it to keep the stored values of the fields the
+	// writer's role cannot read.
+	Keep func(replacement, stored []byte) (*sluice.Document, error)
 }
 
 // OnCommit makes DB.Write call fn with every commit, once it is durable
