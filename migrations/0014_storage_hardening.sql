@@ -155,8 +155,12 @@ $$;
 -- locks that row without waiting (FOR UPDATE SKIP LOCKED): a request that
 -- finds it locked answers that the first is still running. The commit
 -- that records the key deletes the row, and a write that fails deletes it
--- after; rows left by a process that died are pruned.
-CREATE TABLE sluice.idempotency_claims (
+-- after; rows left by a process that died are pruned. Unlogged: a claim
+-- matters only while its write runs, and a transaction that writes only
+-- unlogged tables commits without waiting for the WAL to be flushed, so
+-- the claim costs a keyed write a round trip but no second flush (a
+-- claim lost in a crash is made again).
+CREATE UNLOGGED TABLE sluice.idempotency_claims (
     user_id     bigint NOT NULL REFERENCES sluice.users (id) ON DELETE CASCADE,
     key         text NOT NULL,
     created_at  timestamptz NOT NULL DEFAULT now(),
