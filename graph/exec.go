@@ -325,7 +325,7 @@ func (x *execution) readRows(n int) error {
 // tooManyRows returns the error of a read past the rows bound.
 func (x *execution) tooManyRows() error {
 	if x.bounds != nil && x.bounds.RowsKey != "" {
-		return &resultLimitError{key: x.bounds.RowsKey,
+		return &resultLimitError{key: x.bounds.RowsKey, budget: true,
 			msg: fmt.Sprintf("the live query's result holds more than the %d documents %s", x.maxRows, x.bounds.RowsWhy)}
 	}
 	return errTooManyRows(x.maxRows)
@@ -342,7 +342,7 @@ func (x *execution) maxBytes() int {
 // tooLarge returns the error of a response past the bytes bound.
 func (x *execution) tooLarge() error {
 	if x.bounds != nil && x.bounds.BytesKey != "" {
-		return &resultLimitError{key: x.bounds.BytesKey,
+		return &resultLimitError{key: x.bounds.BytesKey, budget: true,
 			msg: fmt.Sprintf("the live query's result is larger than the %d bytes %s", x.maxBytes(), x.bounds.BytesWhy)}
 	}
 	return errResponseTooLarge(x.maxBytes())
