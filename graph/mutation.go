@@ -43,10 +43,16 @@ func (x *execution) mutation() json.RawMessage {
 	var ids [][]string
 	if len(ops) > 0 {
 		if key := x.req.IdempotencyKey; key != "" {
-			opt.Idempotency = &engine.Idempotency{Key: key, Request: x.requestHash}
+			// The answer is recorded as the data it is, so that a
+			// retry answers it without an operation to build it from
+			// (see Handler.ServeHTTP).
+			opt.Idempotency = &engine.Idempotency{Key: key, Request: x.requestHash,
+				Answer: func(ids [][]string) ([]byte, error) { return mutationData(fields, ids), nil }}
 		}
-		var err error
-		ids, x.commit, err = x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
+		// Validated against this schema version: written under it or
+		// not at all.
+		opt.SchemaVersion = x.es.version
+		res, err := x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
 		if err != nil {
 			// An error of the whole request (access) is shown on its
 			// first field; one of an op on the field that made it.
@@ -58,7 +64,21 @@ func (x *execution) mutation() json.RawMessage {
 			x.fail(fieldPath(fields[at]), err)
 			return nil
 		}
+		x.commit, ids = res.Commit, res.IDs
+		if res.Replayed != nil {
+			// The data the first request answered. (Keys recorded by
+			// releases that kept the ids hashed their requests another
+			// way: they are another request's, refused before this.)
+			x.req.replayed = true
+			return res.Replayed
+		}
 	}
+	return mutationData(fields, ids)
+}
+
+// mutationData returns the data of a mutation whose fields wrote ids, in
+// order (each field but __typename wrote one list).
+func mutationData(fields []graphql.CollectedField, ids [][]string) json.RawMessage {
 	// Not bounded by the response bytes limit: the commit is made, and the
 	// ids it answers are bounded by the request's size.
 	w := &jsonWriter{}
