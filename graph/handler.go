@@ -71,6 +71,7 @@ type server struct {
 	version    int
 	es         *ExecutableSchema
 	exec       *executor.Executor
+	ops        operations // exec, as the transports run operations with it
 	transports []graphql.Transport
 }
 
@@ -93,7 +94,7 @@ func (srv *server) serve(w http.ResponseWriter, r *http.Request, media string) {
 	}()
 	for _, t := range srv.transports {
 		if t.Supports(r) {
-			t.Do(w, r, srv.exec)
+			t.Do(w, r, srv.ops)
 			return
 		}
 	}
@@ -259,6 +260,7 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 	}
 	es.limits = h.opts.Limits
 	srv := &server{es: es, exec: executor.New(es)}
+	srv.ops = operations{Executor: srv.exec, schema: es.Schema()}
 	for _, t := range h.opts.Transports {
 		srv.transports = append(srv.transports, t(es))
 	}

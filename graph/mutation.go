@@ -154,6 +154,9 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 				} else if !strings.HasPrefix(id, class+"/") {
 					return engine.WriteOp{}, "", "", errorf("%s%s patches %s documents, not %s", class, suffixUpdate, class, id)
 				}
+				if err := checkVersion(cf.Name, id, m); err != nil {
+					return engine.WriteOp{}, "", "", err
+				}
 				patches = append(patches, engine.Patch{ID: id, Fields: typedPatch(x.es.schema, c, m)})
 			}
 			return engine.WriteOp{Kind: engine.WritePatch, Patches: patches}, author, message, nil
@@ -170,8 +173,15 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		}
 		raw, _ := args["documents"].([]any)
 		docs := make([]map[string]any, 0, len(raw))
-		for _, v := range raw {
+		for i, v := range raw {
 			m, _ := v.(map[string]any)
+			if suffix == suffixInsert && m[fieldVersion] != nil {
+				return engine.WriteOp{}, "", "", errorf("%s: documents[%d] gives a _version: an insert takes none (it fails anyway when the document exists); to write only a given version, use %s%s or %s%s", cf.Name, i, class, suffixReplace, class, suffixUpdate)
+			}
+			id, _ := m[fieldID].(string)
+			if err := checkVersion(cf.Name, id, m); err != nil {
+				return engine.WriteOp{}, "", "", err
+			}
 			docs = append(docs, TypedInputDocument(x.es.schema, c, m))
 		}
 		kind := engine.WriteInsert
@@ -181,6 +191,22 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		return engine.WriteOp{Kind: kind, Docs: &sliceSource{docs: docs}, Create: create}, author, message, nil
 	}
 	return engine.WriteOp{}, "", "", errorf("unknown mutation %s", cf.Name)
+}
+
+// checkVersion refuses the _version of typed input m (of document id, of
+// mutation field) when it is "", which names no version: a read as of a
+// position answers it for a version the log does not record. (Any other
+// string is compared with the document's version, and fails the request
+// as stale when it is not that.) The error names _version, the field the
+// client sent, not the "@version" it becomes.
+func checkVersion(field, id string, m map[string]any) error {
+	if v, ok := m[fieldVersion].(string); ok && v == "" {
+		if id == "" {
+			id = "a new document"
+		}
+		return errorf(`%s: the _version of %s is "", which is no version: give the _version a read of the document answers now (a read as of a position answers "" for a version the log does not record), or none`, field, id)
+	}
+	return nil
 }
 
 // TypedInputDocument converts a <Class>_Input value to the raw document the

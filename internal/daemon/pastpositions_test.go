@@ -68,3 +68,37 @@ func TestPositionsPastACommitsEnd(t *testing.T) {
 		t.Errorf("as of the first change of commit 1: %s", got)
 	}
 }
+
+// TestPastVersionWrittenBack: a GraphQL read as of a position answers
+// _version "" for a document the API changed since (the log does not
+// record the version it had then); sent back as a precondition, that ""
+// is refused naming _version, the field the client sent, and nothing is
+// written. An insert given a _version is refused naming it too.
+func TestPastVersionWrittenBack(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "undo", "type Person { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/undo", `{"@type":"Person","@id":"a","name":"A"}`)
+	p1 := dbPosition(t, d, "undo")
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/undo", `{"@type":"Person","@id":"Person/a","name":"B"}`)
+	if got := gqlData(t, d, dt.Admin(), "undo", `{ Person(asOf: "`+p1+`") { _version name } }`); got != `{"Person":[{"_version":"","name":"A"}]}` {
+		t.Fatalf("as of p1: %s", got)
+	}
+	commits := logLength(t, d, "undo")
+	for _, c := range []struct{ mutation, want string }{
+		{`mutation { Person_update(documents: [{_id: "a", _version: "", name: "A"}]) }`,
+			`Person_update: the _version of Person/a is "", which is no version: give the _version a read of the document answers now`},
+		{`mutation { Person_replace(documents: [{_id: "Person/a", _version: "", name: "A"}]) }`,
+			`Person_replace: the _version of Person/a is "", which is no version`},
+		{`mutation { Person_insert(documents: [{_id: "c", _version: "1", name: "C"}]) }`,
+			`Person_insert: documents[0] gives a _version: an insert takes none`},
+	} {
+		msg, code := gqlError(t, d, dt.Admin(), "undo", c.mutation)
+		if code != "BAD_USER_INPUT" || !strings.Contains(msg, c.want) || strings.Contains(msg, "@version") {
+			t.Errorf("%s: %s %s, want BAD_USER_INPUT %q", c.mutation, code, msg, c.want)
+		}
+	}
+	if n := logLength(t, d, "undo"); n != commits {
+		t.Errorf("%d commits, want %d", n, commits)
+	}
+}
