@@ -176,7 +176,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		for i, v := range raw {
 			m, _ := v.(map[string]any)
 			if suffix == suffixInsert && m[fieldVersion] != nil {
-				return engine.WriteOp{}, "", "", errorf("%s: documents[%d] gives a _version: an insert takes none (it fails anyway when the document exists); to write only a given version, use %s%s or %s%s", cf.Name, i, class, suffixReplace, class, suffixUpdate)
+				return engine.WriteOp{}, "", "", errorf("%s: documents[%d] gives a _version, but an insert takes no precondition: it fails anyway when the document exists; to write only a given version, use %s%s or %s%s", cf.Name, i, class, suffixReplace, class, suffixUpdate)
 			}
 			id, _ := m[fieldID].(string)
 			if err := checkVersion(cf.Name, id, m); err != nil {

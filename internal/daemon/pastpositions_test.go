@@ -91,7 +91,7 @@ func TestPastVersionWrittenBack(t *testing.T) {
 		{`mutation { Person_replace(documents: [{_id: "Person/a", _version: "", name: "A"}]) }`,
 			`Person_replace: the _version of Person/a is "", which is no version`},
 		{`mutation { Person_insert(documents: [{_id: "c", _version: "1", name: "C"}]) }`,
-			`Person_insert: documents[0] gives a _version: an insert takes none`},
+			`Person_insert: documents[0] gives a _version, but an insert takes no precondition`},
 	} {
 		msg, code := gqlError(t, d, dt.Admin(), "undo", c.mutation)
 		if code != "BAD_USER_INPUT" || !strings.Contains(msg, c.want) || strings.Contains(msg, "@version") {
