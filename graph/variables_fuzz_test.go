@@ -32,7 +32,7 @@ func FuzzVariableErrors(f *testing.F) {
 	}
 	// Validation resolves the variables' types; the ones left unused
 	// are an error of no matter here.
-	validator.Validate(gql, doc)
+	validator.ValidateWithRules(gql, doc, nil)
 	op := doc.Operations[0]
 	for _, seed := range []string{
 		`{"d":[{"name":"a"}],"i":1}`,
