@@ -235,7 +235,7 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax, Keep: keepHidden(role, s),
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
