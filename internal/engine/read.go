@@ -261,6 +261,9 @@ func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database
 	if after.Seq > h.LastSeq {
 		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", after, h.LastSeq, d.Path())
 	}
+	if err := e.checkIndex(ctx, d, "position", after); err != nil {
+		return nil, sluice.Position{}, err
+	}
 	from := after
 	if after.Index == MaxIndex {
 		from = sluice.Position{Seq: after.Seq + 1, Index: -1}

@@ -69,7 +69,11 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	for i := range cols {
 		v, ok, err := cols[i].value()
 		if err != nil {
-			return res, fmt.Errorf("aggregate %s(%s): %w", q.Aggs[i].Op, q.Aggs[i].Field, err)
+			// Of a value no field can hold (see rowToDocument): null,
+			// as a document leaves such a value out.
+			db.logger.Warn("an aggregate's value is one its field's type cannot hold; it answers null",
+				"database", d.Path(), "class", q.Class, "aggregate", q.Aggs[i].Op, "field", q.Aggs[i].Field, "err", err)
+			continue
 		}
 		if ok {
 			res.Values[i] = v
@@ -154,7 +158,7 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, pa
 // aggExpr returns the SQL of aggregate op of field f (of alias t), and a
 // field of the type its result is read as (column's holders): min and max
 // keep the field's type, sum is exact (a BigInt of an integer field),
-// avg a Float. Text is compared in byte order ("C"), as filters and
+// avg a Float, computed exactly (in numeric) and then rounded. Text is compared in byte order ("C"), as filters and
 // orders compare it.
 func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 	if f == nil {
@@ -174,7 +178,7 @@ func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 		case sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarDateTime:
 			return op + "(" + col + ")", f, nil
 		case sluice.ScalarBigInt:
-			return op + "(" + col + ")::text", scalar(sluice.ScalarString), nil // exact decimal text
+			return op + "(" + col + ")::text", f, nil // exact decimal text
 		case sluice.ScalarString, sluice.ScalarID:
 			return op + "(" + col + ` COLLATE "C")`, f, nil
 		}
@@ -183,9 +187,17 @@ func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 		case f.Type.Name == sluice.ScalarFloat:
 			return "sum(" + col + ")", f, nil
 		case numeric:
-			return "sum(" + col + ")::text", scalar(sluice.ScalarString), nil
+			return "sum(" + col + ")::text", scalar(sluice.ScalarBigInt), nil
 		}
 	case "avg":
+		if f.Type.Name == sluice.ScalarFloat {
+			// avg of float8 sums (and sums squares) in float8, which
+			// overflows on values whose mean fits: in numeric it cannot.
+			// Through text, which is each float's shortest exact
+			// decimal (float8 to numeric keeps 15 digits, and takes
+			// longer): the mean of one value is that value.
+			return "avg(" + col + "::text::numeric)::float8", scalar(sluice.ScalarFloat), nil
+		}
 		if numeric {
 			return "avg(" + col + ")::float8", scalar(sluice.ScalarFloat), nil
 		}
