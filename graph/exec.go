@@ -342,15 +342,9 @@ func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err err
 	if errors.As(err, &le) {
 		return le.gqlError(path)
 	}
-	code := sluice.ErrorCode(err)
-	msg := sluice.ErrorMessage(err)
-	if code == sluice.CodeInternal && logger != nil {
-		logger.ErrorContext(ctx, "graphql request failed", "err", err)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		msg = "the request was cancelled"
-	}
-	return &gqlerror.Error{Message: msg, Path: path, Extensions: map[string]any{"code": code.GraphQLCode()}}
+	sh := sluice.Show(err)
+	sh.Log(ctx, logger, "graphql request failed", err)
+	return &gqlerror.Error{Message: sh.Message, Path: path, Extensions: map[string]any{"code": sh.Code.GraphQLCode()}}
 }
 
 // fieldPath returns the response path of a root field.

@@ -96,7 +96,7 @@ func (srv *server) serve(w http.ResponseWriter, r *http.Request, media string) {
 			return
 		}
 	}
-	writeRequestError(w, media, http.StatusBadRequest, "transport not supported")
+	writeRequestError(w, media, invalidRequest("transport not supported"))
 }
 
 // NewHandler returns a Handler reading and writing through store.
@@ -119,7 +119,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u := auth.UserFrom(r.Context())
 	if u == nil {
-		writeRequestError(w, media, http.StatusUnauthorized, "not authenticated")
+		writeRequestError(w, media, sluice.Errorf(sluice.CodeUnauthenticated, "not authenticated"))
 		return
 	}
 	org, name := chi.URLParam(r, "org"), chi.URLParam(r, "db")

@@ -358,11 +358,7 @@ func (sc *socket) read() {
 				return
 			}
 			if err := sc.init(m.Payload); err != nil {
-				if sluice.ErrorCode(err) == sluice.CodeInvalid {
-					sc.closeWith(4400, "Invalid message: "+sluice.ErrorMessage(err))
-				} else {
-					sc.closeWith(4403, "Forbidden: "+sluice.ErrorMessage(err))
-				}
+				sc.refuseInit(err)
 				return
 			}
 			acked = true
@@ -403,6 +399,26 @@ func (sc *socket) read() {
 			sc.closeWith(4400, "Invalid message: unknown type "+m.Type)
 			return
 		}
+	}
+}
+
+// refuseInit closes the socket whose connection_init was refused with err,
+// shown as every transport shows an error (sluice.Show): 4400 for an
+// invalid message, 1013 (try again later, which graphql-ws clients retry)
+// when the server cannot serve now, 4500 for a failure of its own, 4403
+// otherwise.
+func (sc *socket) refuseInit(err error) {
+	sh := sluice.Show(err)
+	sh.Log(sc.ctx, sc.srv.opts.Logger, "graphql-ws connection_init refused", err)
+	switch sh.Code {
+	case sluice.CodeInvalid:
+		sc.closeWith(4400, "Invalid message: "+sh.Message)
+	case sluice.CodeUnavailable:
+		sc.closeWith(websocket.StatusTryAgainLater, "Try again later: "+sh.Message)
+	case sluice.CodeInternal:
+		sc.closeWith(4500, "Internal server error")
+	default:
+		sc.closeWith(4403, "Forbidden: "+sh.Message)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/streamparam"
@@ -212,7 +211,7 @@ func (m *muxOp) refuse(err error) {
 		m.accept, m.reject = nil, nil
 		return
 	}
-	m.failed(gqlerror.List{{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": sluice.ErrorCode(err).GraphQLCode()}}})
+	m.failed(gqlerror.List{gqlError(nil, err)})
 	_ = m.flush() // the caller writes nothing more
 }
 

@@ -3,7 +3,6 @@ package gqltransport
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -261,27 +260,15 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 // readParams reads the GraphQL parameters with graph.ReadParams, the
 // parser of every transport on the GraphQL URL.
 func (t *transport) readParams(r *http.Request) (*graphql.RawParams, error) {
-	p, rerr := graph.ReadParams(r, t.opts.MaxBodyBytes)
-	if rerr != nil {
-		return nil, rerr
-	}
-	return p, nil
+	return graph.ReadParams(r, t.opts.MaxBodyBytes)
 }
 
-// gqlError converts err to a GraphQL error with extensions.code; anything
-// but a *sluice.Error is logged and shown as internal.
+// gqlError converts err to a GraphQL error with extensions.code, as
+// sluice.Show shows it, and logs it at its level.
 func gqlError(logger *slog.Logger, err error) *gqlerror.Error {
-	code := sluice.ErrorCode(err)
-	switch {
-	case errors.Is(err, context.Canceled):
-		// A departed client or a shutdown, not a failure.
-		logger.Debug("graphql stream canceled", "err", err)
-		code = sluice.CodeUnavailable
-		err = sluice.Errorf(code, "the stream was canceled")
-	case code == sluice.CodeInternal:
-		logger.Error("graphql stream failed", "err", err)
-	}
-	return &gqlerror.Error{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": code.GraphQLCode()}}
+	sh := sluice.Show(err)
+	sh.Log(context.Background(), logger, "graphql stream failed", err)
+	return &gqlerror.Error{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.GraphQLCode()}}
 }
 
 // errorResult returns the ExecutionResult {"errors":[…]}.
@@ -293,21 +280,13 @@ func errorResult(errs gqlerror.List) []byte {
 }
 
 // writeHTTPError answers a request that cannot start a stream with a JSON
-// GraphQL error response and the status of err.
+// GraphQL error response and the status of err, as sluice.Show shows it.
 func writeHTTPError(w http.ResponseWriter, err error) {
-	status := sluice.ErrorCode(err).HTTPStatus()
-	code := sluice.ErrorCode(err).GraphQLCode()
-	var re *graph.RequestError
-	if errors.As(err, &re) {
-		status, code = re.Status, "BAD_REQUEST"
-	}
-	if status == http.StatusBadRequest {
-		code = "BAD_REQUEST"
-	}
-	if ra := sluice.RetryAfter(err); ra != "" {
-		w.Header().Set("Retry-After", ra)
+	sh := sluice.Show(err)
+	if sh.RetryAfter != "" {
+		w.Header().Set("Retry-After", sh.RetryAfter)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(errorResult(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": code}}}), '\n'))
+	w.WriteHeader(sh.Code.HTTPStatus())
+	_, _ = w.Write(append(errorResult(gqlerror.List{{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.RefusedGraphQLCode()}}}), '\n'))
 }

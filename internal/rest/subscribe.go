@@ -186,11 +186,7 @@ func (s *restSink) End(err error) {
 		s.out.Buf.WriteString(": server shutting down\n\n")
 	case err == nil || errors.Is(err, changefeed.ErrClosed):
 	default:
-		b, _ := json.Marshal(errorBody{
-			Status:  "api:failure",
-			Error:   map[string]string{"@type": "api:" + string(sluice.ErrorCode(err))},
-			Message: sluice.ErrorMessage(err),
-		})
+		b, _ := json.Marshal(errorShape(sluice.Show(err)))
 		s.out.Buf.WriteString("event: error\ndata: ")
 		s.out.Buf.Write(b)
 		s.out.Buf.WriteString("\n\n")

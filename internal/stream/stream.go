@@ -521,11 +521,11 @@ func (s *Stream) end(err error) {
 		return
 	}
 	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
-		l := s.logger()
-		if sluice.ErrorCode(err) == sluice.CodeInternal {
-			l.Error("stream failed", "err", err)
-		} else {
-			l.Info("stream ended", "err", err)
+		// Logged as every transport logs an error (sluice.Show), with the
+		// stream's attributes only when its level is enabled.
+		sh := sluice.Show(err)
+		if s.o.Logger != nil && s.o.Logger.Enabled(context.Background(), sh.Level) {
+			sh.Log(context.Background(), s.logger(), "stream ended", err)
 		}
 	}
 	s.sink.End(err)
