@@ -30,6 +30,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gqltransport"
 	"github.com/sluice-dev/sluice/internal/graphiql"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/rest"
@@ -239,10 +240,13 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}
 
+	// One origin policy for CORS, the cross-site check and WebSocket
+	// upgrades.
+	origins := origin.New(d.cfg.CORSOrigins)
 	streams := gqltransport.NewServer(gqltransport.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
-		Origins:           d.cfg.CORSOrigins,
+		Origins:           origins,
 		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,
 			RowsPerUser: d.cfg.LiveRowsPerUser, BytesPerUser: d.cfg.LiveBytesPerUser, Rows: d.cfg.LiveRows, Bytes: d.cfg.LiveBytes}})
 	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
@@ -291,7 +295,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		Stream:           rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:          gql,
 		GraphQLSocket:    streams.Socket(gql, authn.Authenticate),
-		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
+		CORS:             rest.NewCORS(origins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
 		Landing:          giql.Landing(),

@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -87,7 +84,9 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "a GraphQL WebSocket must use the subprotocol %s (Sec-WebSocket-Protocol); the legacy subscriptions-transport-ws protocol is not served", wsSubprotocol))
 		return
 	}
-	allowed, ambient := s.checkOrigin(r)
+	// The one origin policy (internal/origin), as CORS and the
+	// cross-site check judge pages.
+	allowed, ambient := s.opts.Origins.Socket(r)
 	if !allowed {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeForbidden, "a page of origin %.256q may not open a GraphQL WebSocket here: it is neither this server's origin nor listed in cors_origins", r.Header.Get("Origin")))
 		return
@@ -122,8 +121,8 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 	defer c.wg.Done()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{wsSubprotocol},
-		// checkOrigin decided, comparing scheme, host and port, where
-		// the library's patterns compare the host only.
+		// The origin policy decided, comparing scheme, host and port,
+		// where the library's patterns compare the host only.
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
 	})
@@ -135,69 +134,6 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 	sc := &socket{srv: s, ws: ws, upgrade: r, gql: gql, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
 		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
 	sc.run()
-}
-
-// checkOrigin decides whether the page that opens a socket may, and
-// whether the credentials the browser adds to the upgrade by itself
-// (ambient) may count. A client that sends no Origin is no page. A page
-// of the server's own origin, or of one listed in Origins, may, with
-// them; with "*" any other page may, without them. Origins are compared
-// as CORS does: scheme, host and port (a page of http://app.example does
-// not speak for https://app.example).
-func (s *Server) checkOrigin(r *http.Request) (allowed, ambient bool) {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true, true
-	}
-	if o, ok := normalOrigin(origin); ok {
-		if o == requestOrigin(r) {
-			return true, true
-		}
-		for _, allowed := range s.opts.Origins {
-			if a, ok := normalOrigin(allowed); ok && a == o {
-				return true, true
-			}
-		}
-	}
-	if slices.Contains(s.opts.Origins, "*") {
-		return true, false
-	}
-	return false, false
-}
-
-// requestOrigin returns the origin r was sent to: its scheme (https over
-// TLS, or as a proxy that terminated TLS says in X-Forwarded-Proto) and
-// Host.
-func requestOrigin(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	} else if p := strings.ToLower(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto"))); p == "https" {
-		scheme = p
-	}
-	o, _ := normalOrigin(scheme + "://" + r.Host)
-	return o
-}
-
-// normalOrigin returns origin as scheme://host[:port] in lower case,
-// without the scheme's default port; false when it is no http(s) origin.
-func normalOrigin(origin string) (string, bool) {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", false
-	}
-	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
-	if host == "" {
-		return "", false
-	}
-	if port == "" || scheme == "http" && port == "80" || scheme == "https" && port == "443" {
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
-		}
-		return scheme + "://" + host, true
-	}
-	return scheme + "://" + net.JoinHostPort(host, port), true
 }
 
 // socket is one graphql-ws connection.

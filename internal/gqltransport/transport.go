@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
@@ -48,13 +49,12 @@ type Options struct {
 	// for a _ChangeSet event (config key graphql_max_response_bytes; 0:
 	// no bound). A larger commit gives such a subscriber an error event.
 	MaxChangeSetBytes int64
-	// Origins are the foreign origins (config cors_origins:
-	// "https://app.example.com", compared as CORS does, scheme, host and
-	// port) whose pages may open a GraphQL WebSocket with the browser's
-	// credentials; "*" lets any page open one, with the credentials of
-	// its connection_init only. Pages of the server's own origin, and
-	// clients that send no Origin, always may (see checkOrigin).
-	Origins []string
+	// Origins is the origin policy (config cors_origins; internal/origin)
+	// deciding which pages may open a GraphQL WebSocket, and with which
+	// credentials: pages of the server's own origin or a listed one with
+	// the browser's; with "*", any page, with those of its
+	// connection_init only. Nil: same origin only.
+	Origins *origin.Policy
 	// Live bounds what live queries hold (config live_*).
 	Live LiveBudget
 }
@@ -90,6 +90,9 @@ func NewServer(o Options) *Server {
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
+	}
+	if o.Origins == nil {
+		o.Origins = origin.New(nil)
 	}
 	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Hub, o.Metrics, o.Live)}
 }
