@@ -88,4 +88,3 @@ func FuzzFraming(f *testing.F) {
 		}
 	})
 }
-
