@@ -64,7 +64,7 @@ func FuzzFraming(f *testing.F) {
 			return
 		}
 		rec := httptest.NewRecorder()
-		s := newStream(rec, protocol.SSE, 0)
+		s := newStream(rec, httptest.NewRequest("GET", "/", nil), protocol.SSE, 0)
 		s.next(id, payload)
 		frames := strings.Split(strings.TrimSuffix(s.Buf.String(), "\n\n"), "\n\n")
 		if len(frames) != 1 {
@@ -81,7 +81,7 @@ func FuzzFraming(f *testing.F) {
 		if len(data) != 1 || data[0] != string(payload) {
 			t.Fatalf("data lines %q, want one with %s", data, payload)
 		}
-		nd := newStream(httptest.NewRecorder(), protocol.NDJSON, 0)
+		nd := newStream(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), protocol.NDJSON, 0)
 		nd.next(id, payload)
 		if got := nd.Buf.String(); strings.Count(got, "\n") != 1 || !strings.HasSuffix(got, "\n") {
 			t.Fatalf("NDJSON line %q", got)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/coder/websocket"
-	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
@@ -67,19 +67,27 @@ func headerHasToken(h http.Header, name, token string) bool {
 	return false
 }
 
+// Operations resolves what an operation of a socket runs against
+// (graph.Handler.Operation): the current schema of database org/name for
+// user u's role, authorized as a request is.
+type Operations interface {
+	Operation(ctx context.Context, u *sluice.User, org, name string) (context.Context, *graph.ExecutableSchema, graphql.GraphExecutor, error)
+}
+
 // Socket returns the handler of WebSocket upgrades on the GraphQL URLs.
-// gql is the GraphQL handler, through which every operation is authorized
-// and executed; authenticate returns the credential a request presents
+// ops authorizes every operation and gives the executor it runs on: the
+// socket dispatches operations itself, as the GraphQL handler would a
+// request; authenticate returns the credential a request presents
 // (auth.ErrNoCredentials when none). It is registered without the
 // authentication middleware: a browser's credentials arrive in
 // connection_init.
-func (s *Server) Socket(gql http.Handler, authenticate func(*http.Request) (*sluice.Credential, error)) http.Handler {
+func (s *Server) Socket(ops Operations, authenticate func(*http.Request) (*sluice.Credential, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.serveSocket(w, r, gql, authenticate)
+		s.serveSocket(w, r, ops, authenticate)
 	})
 }
 
-func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Handler, authenticate func(*http.Request) (*sluice.Credential, error)) {
+func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operations, authenticate func(*http.Request) (*sluice.Credential, error)) {
 	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsSubprotocol) {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "a GraphQL WebSocket must use the subprotocol %s (Sec-WebSocket-Protocol); the legacy subscriptions-transport-ws protocol is not served", wsSubprotocol))
 		return
@@ -131,17 +139,20 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 	}
 	ws.SetReadLimit(s.opts.MaxInitBytes)
 	ctx, cancel := context.WithCancel(r.Context())
-	sc := &socket{srv: s, ws: ws, upgrade: r, gql: gql, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
+	org, name := graph.DatabaseOf(r)
+	sc := &socket{srv: s, ws: ws, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
 		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
 	sc.run()
 }
 
 // socket is one graphql-ws connection.
 type socket struct {
-	srv          *Server
-	ws           *websocket.Conn
-	upgrade      *http.Request
-	gql          http.Handler
+	srv     *Server
+	ws      *websocket.Conn
+	upgrade *http.Request
+	// org and name are the database of the socket's URL.
+	org, name    string
+	dispatch     Operations
 	authenticate func(*http.Request) (*sluice.Credential, error)
 	cred         *sluice.Credential // of the upgrade request; nil: none
 	// ambient is set when the upgrade's own credentials may count (see
@@ -448,7 +459,9 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
 	return true
 }
 
-// operation runs operation id through the GraphQL handler.
+// operation runs operation id: authorized, then dispatched to the
+// transport of the database's current schema and the caller's role, as
+// the GraphQL handler serves a request.
 func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id string, params *graphql.RawParams, registered chan struct{}) {
 	var once sync.Once
 	mark := func() { once.Do(func() { close(registered) }) }
@@ -462,18 +475,29 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		cancel()
 		sc.wg.Done()
 	}
+	idJSON, _ := json.Marshal(id)
+	op := &muxOp{out: sc.out, proto: protoWS, id: idJSON, logger: sc.srv.opts.Logger}
 	defer func() {
+		if v := recover(); v != nil {
+			// A failure of this operation's, not of the connection's.
+			op.refuse(fmt.Errorf("graphql-ws operation %s: panic: %v", id, v))
+		}
 		mark()
 		if !served {
 			done()
 		}
 	}()
-	idJSON, _ := json.Marshal(id)
-	op := &muxOp{out: sc.out, proto: protoWS, id: idJSON}
 	// Every operation presents the connection's credentials again: a
 	// revoked token or changed password refuses it as it would a request.
 	cred, err := sc.authenticate(sc.credReq.WithContext(ctx))
 	if err != nil {
+		op.refuse(err)
+		return
+	}
+	octx, es, exec, err := sc.dispatch.Operation(auth.WithCredential(ctx, cred), cred.User, sc.org, sc.name)
+	if err != nil {
+		// No access, no such database, Postgres unavailable: the error
+		// ends the operation.
 		op.refuse(err)
 		return
 	}
@@ -500,43 +524,5 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 			s.serve()
 		}()
 	}}
-	req := (&http.Request{Method: http.MethodPost, URL: sc.upgrade.URL, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}).
-		WithContext(withMux(auth.WithCredential(ctx, cred), mr))
-	var rec responseRecorder
-	sc.gql.ServeHTTP(&rec, req)
-	if !mr.reached {
-		// The handler answered with an HTTP error (no access, no such
-		// database, Postgres unavailable): its GraphQL errors end the
-		// operation.
-		op.failed(rec.errors())
-		_ = op.flush()
-	}
-}
-
-// responseRecorder keeps the HTTP error the GraphQL handler answers an
-// operation it does not hand to the transport.
-type responseRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *responseRecorder) Header() http.Header {
-	if r.header == nil {
-		r.header = http.Header{}
-	}
-	return r.header
-}
-func (r *responseRecorder) WriteHeader(status int)      { r.status = status }
-func (r *responseRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
-
-// errors returns the GraphQL errors of the recorded response.
-func (r *responseRecorder) errors() gqlerror.List {
-	var resp struct {
-		Errors gqlerror.List `json:"errors"`
-	}
-	if json.Unmarshal(r.body.Bytes(), &resp) == nil && len(resp.Errors) > 0 {
-		return resp.Errors
-	}
-	return gqlerror.List{{Message: http.StatusText(r.status), Extensions: map[string]any{"code": "INTERNAL_SERVER_ERROR"}}}
+	(&transport{Server: sc.srv, es: es}).operate(octx, mr, exec)
 }

@@ -3,7 +3,6 @@ package gqltransport
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -20,10 +19,9 @@ import (
 // then its share, whose first entry is the current result), writes the
 // readiness frame and, for a resumed one, what its client is owed first.
 // It returns the session to serve, or nil when the request is over.
-func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
-	ctx := r.Context()
+func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, op *graphql.OperationContext) *session {
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, ctx: ctx, st: st}
+	s := &session{t: t, ctx: ctx, st: st}
 	lq, err := t.es.NewLiveQuery(op, greq)
 	if err != nil {
 		s.fail(err)
@@ -80,8 +78,7 @@ func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *
 		s.fail(err)
 		return nil
 	}
-	s.st.start(s.r)
-	s.r = nil
+	s.st.start()
 	s.st.connected(req.named)
 	switch {
 	case res == nil:

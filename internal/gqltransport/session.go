@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -33,9 +32,8 @@ func transportLabel(f protocol.Kind) string {
 // the stream (internal/stream) that serves it through its framer.
 type session struct {
 	t *transport
-	// r is the request until the stream started (ready); ctx is its
-	// context, which ends when the client leaves.
-	r   *http.Request
+	// ctx is the request's or the connection operation's context, which
+	// ends when the client leaves.
 	ctx context.Context
 	st  framer
 	db  *sluice.Database
@@ -54,13 +52,12 @@ func (t *transport) newEvaluator(gs *graph.Subscription) *evaluator {
 // with a change feed subscription of its own when it resumes) and writes
 // the readiness frame. It returns the session to serve, or nil when the
 // request is over (an error was answered, or the client left).
-func (t *transport) subscribe(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
+func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *graphql.OperationContext) *session {
 	if t.es.IsLive(op) {
-		return t.subscribeLive(r, st, req, op)
+		return t.subscribeLive(ctx, st, req, op)
 	}
-	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, ctx: r.Context(), st: st}
+	s := &session{t: t, ctx: ctx, st: st}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
 		s.fail(err)
@@ -138,8 +135,7 @@ func (s *session) ready(req *request) bool {
 	if s.t.opts.Logger.Enabled(s.ctx, slog.LevelDebug) {
 		s.logger().Debug("graphql subscription opened", "sub", s.str.SubscriptionID(), "shared", s.str.Member() != nil)
 	}
-	s.st.start(s.r)
-	s.r = nil // started: the request (a copy of it per layer) may go
+	s.st.start()
 	s.st.connected(req.named)
 	return s.str.Ready()
 }
@@ -151,7 +147,7 @@ func (s *session) fail(err error) {
 	if s.ctx.Err() != nil {
 		return
 	}
-	s.st.start(s.r)
+	s.st.start()
 	var re *graph.ResultError
 	if errors.As(err, &re) {
 		s.st.failed(re.Errors)

@@ -311,8 +311,8 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		res.end()
 	}()
 
-	st := httpstream.New(w, protocol.MediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
-	st.Start(r)
+	st := httpstream.New(w, r, protocol.MediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
+	st.Start()
 	st.Buf.WriteString(": connected\n\n")
 	if st.Flush() != nil {
 		return
@@ -417,7 +417,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		res.wg.Done()
 	}
 	idJSON, _ := json.Marshal(id)
-	op := &muxOp{out: res.out, proto: protoSingle, id: idJSON,
+	op := &muxOp{out: res.out, proto: protoSingle, id: idJSON, logger: t.opts.Logger,
 		accept: func() { w.WriteHeader(http.StatusAccepted) },
 		reject: func(err error, errs gqlerror.List) {
 			if err != nil {
@@ -428,14 +428,13 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write(append(errorResult(errs), '\n'))
 		}}
-	opReq := (&http.Request{Method: http.MethodPost, URL: r.URL, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
 	req := &request{params: params, from: from}
-	gop := t.prepare(opReq, op, req, exec)
+	gop := t.prepare(ctx, op, req, exec)
 	if gop == nil {
 		done()
 		return
 	}
-	s := t.execute(opReq, op, req, gop, exec)
+	s := t.execute(ctx, op, req, gop, exec)
 	if s == nil {
 		done()
 		return

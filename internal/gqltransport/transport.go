@@ -3,6 +3,7 @@ package gqltransport
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -108,13 +109,14 @@ type transport struct {
 	es *graph.ExecutableSchema
 }
 
-// Supports claims the requests protocol.Of says are a graphql-ws
-// operation (graphqlws.go: they reach it with a muxRequest in their
-// context), of single connection mode (sse_single.go), or an event stream
-// (SSE, NDJSON, multipart); graph.HTTPTransport takes the rest.
+// Supports claims the requests protocol.Of says are of single connection
+// mode (sse_single.go) or an event stream (SSE, NDJSON, multipart);
+// graph.HTTPTransport takes the rest. The operations of a graphql-ws
+// socket are no requests: the socket dispatches them itself
+// (graphqlws.go).
 func (t *transport) Supports(r *http.Request) bool {
 	switch protocol.Of(r) {
-	case protocol.WebSocketOperation, protocol.SingleConnection, protocol.SSE, protocol.NDJSON, protocol.Multipart:
+	case protocol.SingleConnection, protocol.SSE, protocol.NDJSON, protocol.Multipart:
 		return true
 	}
 	return false
@@ -140,9 +142,6 @@ type request struct {
 func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	p := protocol.Of(r)
 	switch p {
-	case protocol.WebSocketOperation:
-		t.operate(r, muxFrom(r.Context()), exec)
-		return
 	case protocol.SingleConnection:
 		t.single(w, r, exec)
 		return
@@ -175,13 +174,14 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 // over (an error, or a finite operation). p is the request's event stream
 // protocol (SSE, NDJSON or Multipart).
 func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kind, exec graphql.GraphExecutor) *session {
-	st := newFramer(w, p, t.opts.WriteTimeout)
+	st := newFramer(w, r, p, t.opts.WriteTimeout)
 	req, err := t.parse(r)
 	if err != nil {
 		writeHTTPError(w, err)
 		return nil
 	}
-	op := t.prepare(r, st, req, exec)
+	req.params.Headers = r.Header
+	op := t.prepare(r.Context(), st, req, exec)
 	if op == nil {
 		return nil
 	}
@@ -190,19 +190,19 @@ func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kin
 		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "a mutation cannot be sent with GET; use POST"))
 		return nil
 	}
-	return t.execute(r, st, req, op, exec)
+	return t.execute(r.Context(), st, req, op, exec)
 }
 
-// prepare parses and validates the operation of req; nil when it does not
-// validate (answered through st: graphql-sse answers it on an accepted
-// stream).
-func (t *transport) prepare(r *http.Request, st framer, req *request, exec graphql.GraphExecutor) *graphql.OperationContext {
+// prepare parses and validates the operation of req, in ctx (the
+// request's or the connection operation's, carrying graph.Request); nil
+// when it does not validate (answered through st: graphql-sse answers it
+// on an accepted stream).
+func (t *transport) prepare(ctx context.Context, st framer, req *request, exec graphql.GraphExecutor) *graphql.OperationContext {
 	start := graphql.Now()
-	req.params.Headers = r.Header
 	req.params.ReadTime = graphql.TraceTiming{Start: start, End: start}
-	op, errs := exec.CreateOperationContext(r.Context(), req.params)
+	op, errs := exec.CreateOperationContext(ctx, req.params)
 	if errs != nil {
-		st.invalid(r, errs)
+		st.invalid(errs)
 		_ = st.flush()
 		return nil
 	}
@@ -212,21 +212,20 @@ func (t *transport) prepare(r *http.Request, st framer, req *request, exec graph
 // execute runs a validated operation: a query or mutation gives one next
 // and complete; a subscription is registered and its session returned
 // (nil when it could not start).
-func (t *transport) execute(r *http.Request, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor) *session {
+func (t *transport) execute(ctx context.Context, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor) *session {
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
-		responses, ctx := exec.DispatchOperation(r.Context(), op)
-		b, err := json.Marshal(responses(ctx))
+		responses, rctx := exec.DispatchOperation(ctx, op)
+		b, err := json.Marshal(responses(rctx))
 		if err != nil {
-			t.opts.Logger.Error("encode graphql response", "err", err)
-			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, err)})
+			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, fmt.Errorf("encode a graphql response: %w", err))})
 		}
-		st.start(r)
+		st.start()
 		st.next("", b)
 		st.complete()
 		_ = st.flush()
 		return nil
 	}
-	return t.subscribe(r, st, req, op)
+	return t.subscribe(ctx, st, req, op)
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the

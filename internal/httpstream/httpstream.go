@@ -23,7 +23,9 @@ type Writer struct {
 	rc          *http.ResponseController
 	contentType string
 	timeout     time.Duration
-	started     bool
+	// keepAlive is set for an HTTP/1.1 request (Connection: keep-alive).
+	keepAlive bool
+	started   bool
 	deadlineSet time.Time // when the write deadline was last moved
 	// wrote is when frames were last handed to the response (a
 	// heartbeat is only due after a quiet spell; see Idle).
@@ -33,19 +35,21 @@ type Writer struct {
 	spilled bool
 }
 
-// New returns a Writer for w with the given Content-Type; each write must
-// finish within timeout (a minute when 0).
-func New(w http.ResponseWriter, contentType string, timeout time.Duration) *Writer {
+// New returns a Writer of the response w to r with the given
+// Content-Type; each write must finish within timeout (a minute when 0).
+// It keeps nothing of r.
+func New(w http.ResponseWriter, r *http.Request, contentType string, timeout time.Duration) *Writer {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	return &Writer{w: w, out: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout}
+	return &Writer{w: w, out: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout,
+		keepAlive: r.ProtoMajor == 1 && r.ProtoMinor >= 1}
 }
 
 // Start writes the status and headers, once. Connection: keep-alive is an
 // HTTP/1.1 header (forbidden in HTTP/2). The body is never compressed and
 // X-Accel-Buffering: no keeps nginx-style proxies from buffering it.
-func (s *Writer) Start(r *http.Request) {
+func (s *Writer) Start() {
 	if s.started {
 		return
 	}
@@ -55,7 +59,7 @@ func (s *Writer) Start(r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	h.Del("Content-Length")
-	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+	if s.keepAlive {
 		h.Set("Connection", "keep-alive")
 	}
 	s.w.WriteHeader(http.StatusOK)

@@ -26,7 +26,7 @@ func TestErrorsShowTheOneMapping(t *testing.T) {
 	if rec.Code != 500 || !strings.Contains(rec.Body.String(), `"internal error"`) || strings.Contains(rec.Body.String(), "SQLSTATE") {
 		t.Errorf("internal: %d %s", rec.Code, rec.Body)
 	}
-	s := restSink{out: httpstream.New(httptest.NewRecorder(), "text/event-stream", 0)}
+	s := restSink{out: httpstream.New(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), "text/event-stream", 0)}
 	s.End(outage)
 	if frame := s.out.Buf.String(); !strings.HasPrefix(frame, "event: error\ndata: ") || !strings.Contains(frame, `"api:Unavailable"`) || strings.Contains(frame, "dial") {
 		t.Errorf("stream end: %q", frame)

@@ -64,7 +64,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.class = class
-	sink := &restSink{out: httpstream.New(w, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout)}
+	sink := &restSink{out: httpstream.New(w, r, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout)}
 	st := stream.New(r.Context(), sink, stream.Options{Hub: a.Stream.Hub, Metrics: a.Stream.Metrics, Logger: loggerFrom(r).With("class", class),
 		// A stream of its own reads every class (no Classes): a subclass
 		// added to the schema while the stream is open must match too,
@@ -91,7 +91,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 			// A resume that cannot be honoured is an event on the
 			// stream, so an EventSource sees why, never a silent gap.
 			st.Release()
-			sink.out.Start(r)
+			sink.out.Start()
 			sink.End(err)
 			_ = sink.Flush()
 			return
@@ -102,7 +102,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	sink.out.Start(r)
+	sink.out.Start()
 	fmt.Fprintf(&sink.out.Buf, ": connected sub=%d\n\n", st.SubscriptionID())
 	if !st.Ready() {
 		st.Release()
