@@ -226,8 +226,7 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 			continue
 		}
-		if first := cs[0].Seq; st.read.Index == sluice.WholeCommit && first != st.read.Seq+1 ||
-			st.read.Index != sluice.WholeCommit && first != st.read.Seq && first != st.read.Seq+1 {
+		if first := cs[0].Seq; !sluice.CursorAt(st.read).Follows(first) {
 			return l.halt(ctx, st, sluice.WebhookFailing, fmt.Sprintf("commits %d to %d were pruned before it delivered them; replay it from a retained position to go on", st.read.Seq+1, first-1))
 		}
 		var v int64
@@ -286,12 +285,7 @@ func (l *loop) deliver(ctx context.Context) error {
 }
 
 // pieceEnd returns the position at the end of piece c.
-func pieceEnd(c *sluice.Commit) sluice.Position {
-	if c.Partial && len(c.Changes) > 0 {
-		return c.Position(c.Changes[len(c.Changes)-1].Index)
-	}
-	return c.Position(sluice.WholeCommit)
-}
+func pieceEnd(c *sluice.Commit) sluice.Position { return c.End().Position(c.Epoch) }
 
 // sendBatch sends events as one request (a JSON array: CloudEvents' batched
 // mode), identified by its last event.
