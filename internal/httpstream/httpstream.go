@@ -24,8 +24,8 @@ type Writer struct {
 	contentType string
 	timeout     time.Duration
 	// keepAlive is set for an HTTP/1.1 request (Connection: keep-alive).
-	keepAlive bool
-	started   bool
+	keepAlive   bool
+	started     bool
 	deadlineSet time.Time // when the write deadline was last moved
 	// wrote is when frames were last handed to the response (a
 	// heartbeat is only due after a quiet spell; see Idle).
