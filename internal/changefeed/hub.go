@@ -73,10 +73,9 @@ type Hub struct {
 	piece   int64
 	recheck time.Duration
 	nextID  atomic.Uint64
-	// The open streams' access guards and the shares have locks of their
-	// own; their files say how those order with mu.
-	guards *guards   // access.go
-	shares *shareSet // share.go
+	// The open streams' access guards have a lock of their own; access.go
+	// says how it orders with mu.
+	guards *guards
 
 	// mu guards the fields below. It may be taken while holding a
 	// dbState's mu, never the other way round.
@@ -123,7 +122,6 @@ func NewHub(log Log, o HubOptions) *Hub {
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 		guards: newGuards(log, o),
 	}
-	h.shares = newShareSet(h)
 	return h
 }
 

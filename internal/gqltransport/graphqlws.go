@@ -172,15 +172,18 @@ type socket struct {
 
 	mu  sync.Mutex
 	ops map[string]context.CancelFunc // running operations by id
-	wg  sync.WaitGroup                // their goroutines
-	// pump serves the subscriptions that share their events.
-	pump *stream.Pump
+	wg  sync.WaitGroup                // their goroutines and streams
+	// conn is the socket's state in the stream engine: its
+	// subscriptions' feed and pump.
+	conn *stream.Conn
 }
 
 // run serves the socket: this goroutine writes, another reads.
 func (sc *socket) run() {
-	sc.pump = stream.NewPump()
-	defer sc.pump.Close() // after the operations ended (wg.Wait below)
+	if e := sc.srv.opts.Streams; e != nil {
+		sc.conn = e.NewConn()
+		defer sc.conn.Close() // after the operations ended (wg.Wait below)
+	}
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -188,7 +191,9 @@ func (sc *socket) run() {
 	}()
 	sc.write()
 	sc.cancel()
-	sc.pump.MarkAll() // their contexts ended with the connection's
+	if sc.conn != nil {
+		sc.conn.End() // their contexts ended with the connection's
+	}
 	<-readDone
 	sc.wg.Wait()
 	_ = sc.ws.CloseNow()
@@ -501,28 +506,20 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		op.refuse(err)
 		return
 	}
-	mr := &muxRequest{params: params, op: op, registered: mark, serve: func(s *session) {
+	// The connection serves a subscription (stream.Conn: its pump, or a
+	// goroutine of its own for a resume; this one's stack grew while
+	// preparing), and done is called when it is over.
+	mr := &muxRequest{params: params, op: op, registered: mark, conn: sc.conn, done: done, serve: func(s *stream.Stream) {
 		served = true
-		// The connection's pump serves a subscription that shares its
-		// events; another gets a fresh goroutine (this one's stack grew
-		// while preparing).
-		if s.str.Member() != nil {
-			// A complete from the client marks it for the pump.
-			sc.mu.Lock()
-			if sc.ops[id] != nil {
-				sc.ops[id] = func() {
-					cancel()
-					sc.pump.Mark(s.str)
-				}
+		// A complete from the client ends it.
+		sc.mu.Lock()
+		if sc.ops[id] != nil {
+			sc.ops[id] = func() {
+				cancel()
+				s.Stop()
 			}
-			sc.mu.Unlock()
-			sc.pump.Add(s.str, done)
-			return
 		}
-		go func() {
-			defer done()
-			s.serve()
-		}()
+		sc.mu.Unlock()
 	}}
 	(&transport{Server: sc.srv, es: es}).operate(octx, mr, exec)
 }

@@ -67,7 +67,7 @@ var (
 )
 
 func (m *multipartStream) label() string            { return transportLabel(protocol.Multipart) }
-func (m *multipartStream) start()                   { m.Start() }
+func (m *multipartStream) start()                   { m.Start(); m.w = nil }
 func (m *multipartStream) connected(bool)           { m.part(multipartHeartbeat) }
 func (m *multipartStream) ping()                    { m.part(multipartHeartbeat) }
 func (m *multipartStream) current(string)           {}
@@ -76,6 +76,9 @@ func (m *multipartStream) flush() error             { return m.Flush() }
 func (m *multipartStream) shared() bool             { return false }
 func (m *multipartStream) writeShared([]byte) error { panic("sse: multipart frames are not shared") }
 func (m *multipartStream) refuse(err error)         { writeHTTPError(m.w, err) }
+
+// HTTP returns the response's writer, which the stream engine may park.
+func (m *multipartStream) HTTP() *httpstream.Writer { return m.Writer }
 
 func (m *multipartStream) next(id string, result []byte) {
 	m.part(payloadOpen, withPosition(nil, result, id), closeBrace)

@@ -11,7 +11,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -39,9 +39,6 @@ type muxOut struct {
 	room chan struct{} // closed when the writer takes buf
 	wake chan struct{} // has a value when buf has messages for the writer
 	done <-chan struct{}
-	// feed evaluates the connection's distinct subscriptions from one
-	// change feed subscription (changefeed.Feed).
-	feed changefeed.Feed
 }
 
 func newMuxOut(done <-chan struct{}) *muxOut {
@@ -233,9 +230,13 @@ type muxRequest struct {
 	// dispatched. The connection reads its next message only then, so a
 	// mutation sent after a subscription on one socket is delivered to it.
 	registered func()
-	// serve runs the session of a registered subscription on a goroutine
-	// the connection owns.
-	serve func(*session)
+	// conn is the connection's state in the stream engine; done is called
+	// once the operation's stream is over (the connection's bookkeeping).
+	conn *stream.Conn
+	done func()
+	// serve is called with the operation's stream once it is served by
+	// the connection (to Stop it when the client completes it).
+	serve func(*stream.Stream)
 }
 
 // operate runs one operation of a connection in ctx (carrying its
@@ -259,7 +260,5 @@ func (t *transport) operate(ctx context.Context, mr *muxRequest, exec graphql.Gr
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
 		mr.registered()
 	}
-	if s := t.execute(ctx, mr.op, req, op, exec); s != nil {
-		mr.serve(s)
-	}
+	t.execute(ctx, mr.op, req, op, exec, mr)
 }

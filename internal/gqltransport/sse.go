@@ -27,8 +27,16 @@ func newStream(w http.ResponseWriter, r *http.Request, f protocol.Kind, timeout 
 	return &eventFramer{Writer: httpstream.New(w, r, ct, timeout), w: w, framing: f}
 }
 
-// start writes the status and headers, once.
-func (s *eventFramer) start() { s.Start() }
+// start writes the status and headers, once. The response is the
+// Writer's from then on: the framer keeps no reference to it (a parked
+// stream holds nothing of net/http's).
+func (s *eventFramer) start() {
+	s.Start()
+	s.w = nil
+}
+
+// HTTP returns the response's writer, which the stream engine may park.
+func (s *eventFramer) HTTP() *httpstream.Writer { return s.Writer }
 
 // connected buffers the readiness frame: the comment `: connected` (and,
 // when named, the `connected` event the source document sends) for SSE,

@@ -16,18 +16,18 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/protocol"
+	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // Options configure a Server. Zero values take the defaults.
 type Options struct {
-	// Hub delivers commits; without it subscriptions get an UNAVAILABLE
-	// error (finite operations still work).
-	Hub     *changefeed.Hub
+	// Streams serves subscriptions and live queries; without it they get
+	// an UNAVAILABLE error (finite operations still work).
+	Streams *stream.Server
 	Logger  *slog.Logger
 	Metrics *metrics.Stream
 	// Heartbeat is the keep-alive interval when a request gives no
@@ -95,7 +95,7 @@ func NewServer(o Options) *Server {
 	if o.Origins == nil {
 		o.Origins = origin.New(nil)
 	}
-	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Hub, o.Metrics, o.Live)}
+	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Streams, o.Metrics, o.Live)}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests
@@ -149,7 +149,7 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	// An event stream (SSE, NDJSON, Multipart): Supports claims nothing
 	// else.
 	var (
-		s        *session
+		s        *stream.Stream
 		panicked any
 		started  = make(chan struct{})
 	)
@@ -165,15 +165,15 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		panic(panicked)
 	}
 	if s != nil {
-		s.serve()
+		s.Serve()
 	}
 }
 
 // start answers a request up to the point where a subscription is
-// registered and ready, and returns its session; nil when the request is
+// registered and ready, and returns its stream; nil when the request is
 // over (an error, or a finite operation). p is the request's event stream
 // protocol (SSE, NDJSON or Multipart).
-func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kind, exec graphql.GraphExecutor) *session {
+func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kind, exec graphql.GraphExecutor) *stream.Stream {
 	st := newFramer(w, r, p, t.opts.WriteTimeout)
 	req, err := t.parse(r)
 	if err != nil {
@@ -190,7 +190,7 @@ func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kin
 		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "a mutation cannot be sent with GET; use POST"))
 		return nil
 	}
-	return t.execute(r.Context(), st, req, op, exec)
+	return t.execute(r.Context(), st, req, op, exec, nil)
 }
 
 // prepare parses and validates the operation of req, in ctx (the
@@ -210,9 +210,10 @@ func (t *transport) prepare(ctx context.Context, st framer, req *request, exec g
 }
 
 // execute runs a validated operation: a query or mutation gives one next
-// and complete; a subscription is registered and its session returned
-// (nil when it could not start).
-func (t *transport) execute(ctx context.Context, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor) *session {
+// and complete; a subscription is opened (see subscribe) and, unless it
+// is an operation of a connection (mr), its stream returned to be
+// served (nil when it could not start).
+func (t *transport) execute(ctx context.Context, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor, mr *muxRequest) *stream.Stream {
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
 		responses, rctx := exec.DispatchOperation(ctx, op)
 		b, err := json.Marshal(responses(rctx))
@@ -225,7 +226,7 @@ func (t *transport) execute(ctx context.Context, st framer, req *request, op *gr
 		_ = st.flush()
 		return nil
 	}
-	return t.subscribe(ctx, st, req, op)
+	return t.subscribe(ctx, st, req, op, mr)
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the

@@ -1,11 +1,13 @@
-package changefeed
+package stream
 
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/changefeed"
 )
 
 // Feeds. A share is evaluated by a feed: one hub subscription whose
@@ -71,9 +73,9 @@ type Feed struct {
 
 // feed is one hub subscription evaluated for its shares.
 type feed struct {
-	h   *Hub
+	e   *Server
 	db  *sluice.Database
-	sub *Subscription
+	sub *changefeed.Subscription
 	// ctx ends when the feed closes (its last share left).
 	ctx lazyCtx
 
@@ -110,8 +112,8 @@ type feed struct {
 	idle    sync.Cond // broadcast when a drain returns (on runMu)
 }
 
-func newFeed(h *Hub, db *sluice.Database, batch bool) *feed {
-	f := &feed{h: h, db: db, batch: batch}
+func newFeed(e *Server, db *sluice.Database, batch bool) *feed {
+	f := &feed{e: e, db: db, batch: batch}
 	f.idle.L = &f.runMu
 	return f
 }
@@ -223,7 +225,7 @@ func (f *feed) detach(s *share, inDrain bool) {
 		return
 	}
 	if f.cohort != nil {
-		f.h.shares.forgetCohort(f)
+		f.e.shares.forgetCohort(f)
 	}
 	f.ctx.stop()
 	f.sub.Close()
@@ -431,3 +433,15 @@ func anyOf(want []string, have map[string]bool) bool {
 	}
 	return false
 }
+
+// commitClasses returns the classes piece c changes.
+func commitClasses(c *sluice.Commit) map[string]bool {
+	m := make(map[string]bool, 4)
+	for i := range c.Changes {
+		m[c.Changes[i].Class] = true
+	}
+	return m
+}
+
+// dbLabel is database id as a metric label.
+func dbLabel(id int64) string { return strconv.FormatInt(id, 10) }

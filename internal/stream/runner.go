@@ -1,0 +1,118 @@
+package stream
+
+import "sync"
+
+// A runner serves streams that have no goroutine of their own: the members
+// of a multiplexed connection (its pump) and the parked streams (the
+// parker). Whatever may give a stream something to do (its share
+// publishing, its heartbeat, its access ending, its client leaving) marks
+// it; the runner's workers serve each marked stream, one worker at a
+// time per stream, until it has nothing more to do now.
+
+// The scheduling states of a stream in a runner (Stream.state).
+const (
+	stateIdle    int32 = iota // waiting to be marked
+	stateQueued               // marked, waiting for a worker
+	stateRunning              // a worker serves it
+	stateAgain                // marked while a worker serves it: served again
+	stateGone                 // out of the runner: marks are ignored
+)
+
+// runner is a queue of marked streams and the workers that serve them.
+type runner struct {
+	// serve does what s may do now; it reports false when s left the
+	// runner (ended, or continued on a goroutine of its own).
+	serve func(s *Stream) bool
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	ready   []*Stream
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// start starts n workers.
+func (r *runner) start(n int, serve func(*Stream) bool) {
+	r.serve = serve
+	r.cond.L = &r.mu
+	for range n {
+		r.wg.Go(r.work)
+	}
+}
+
+// mark makes s due to be served. It never blocks.
+func (r *runner) mark(s *Stream) {
+	for {
+		switch st := s.state.Load(); st {
+		case stateIdle:
+			if s.state.CompareAndSwap(stateIdle, stateQueued) {
+				r.mu.Lock()
+				r.ready = append(r.ready, s)
+				r.mu.Unlock()
+				r.cond.Signal()
+				return
+			}
+		case stateRunning:
+			if s.state.CompareAndSwap(stateRunning, stateAgain) {
+				return
+			}
+		default:
+			return // due already, or gone
+		}
+	}
+}
+
+// stop stops the workers once the queue is empty, and waits for them.
+func (r *runner) stop() {
+	r.mu.Lock()
+	r.stopped = true
+	r.mu.Unlock()
+	r.cond.Broadcast()
+	r.wg.Wait()
+}
+
+// work serves marked streams until stopped.
+func (r *runner) work() {
+	var batch []*Stream
+	for {
+		r.mu.Lock()
+		for len(r.ready) == 0 && !r.stopped {
+			r.cond.Wait()
+		}
+		if len(r.ready) == 0 {
+			r.mu.Unlock()
+			return
+		}
+		// Take a share of the queue, leaving the rest to the other
+		// workers.
+		n := max(len(r.ready)/2, min(len(r.ready), 64))
+		batch = append(batch[:0], r.ready[:n]...)
+		rest := copy(r.ready, r.ready[n:])
+		clear(r.ready[rest:])
+		r.ready = r.ready[:rest]
+		more := rest > 0
+		r.mu.Unlock()
+		if more {
+			r.cond.Signal()
+		}
+		for _, s := range batch {
+			r.run(s)
+		}
+		clear(batch)
+	}
+}
+
+// run serves s until it has nothing more to do now.
+func (r *runner) run(s *Stream) {
+	s.state.Store(stateRunning)
+	for {
+		if !r.serve(s) {
+			s.state.Store(stateGone)
+			return
+		}
+		if s.state.CompareAndSwap(stateRunning, stateIdle) {
+			return
+		}
+		s.state.Store(stateRunning) // marked meanwhile: once more
+	}
+}
