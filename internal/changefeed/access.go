@@ -323,4 +323,3 @@ func affects(c sluice.AccessChange, grant *sluice.Grant) error {
 	}
 	return nil
 }
-
