@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -34,7 +35,9 @@ var ErrNotParkable = errors.New("the response cannot be parked")
 // parked is the state of a parked response's connection.
 type parked struct {
 	conn net.Conn
-	raw  syscall.RawConn
+	// fd is the connection's socket, written without the runtime's poller
+	// while parked (it is non-blocking; nobody else writes or closes it).
+	fd int
 	// leftover is what the client sent after its request, read by net/http
 	// before the connection was taken (a pipelined request): it is read
 	// again when the connection goes back to the server.
@@ -90,7 +93,12 @@ func (s *Writer) Park() (syscall.RawConn, error) {
 		_ = conn.Close()
 		return nil, err
 	}
-	p := &parked{conn: conn, raw: raw, leftover: buffered(rw.Reader), back: s.back}
+	fd := -1
+	if err := raw.Control(func(f uintptr) { fd = int(f) }); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	p := &parked{conn: conn, fd: fd, leftover: buffered(rw.Reader), back: s.back}
 	// Nothing of net/http's is kept: the response, its buffers, the
 	// request.
 	s.w, s.out, s.rc, s.back, s.park = nil, nil, nil, nil, p
@@ -140,11 +148,10 @@ func (s *Writer) Close() {
 	if len(p.pending) == 0 {
 		// Parked, whoever closes must not wait on the client: a last
 		// chunk the socket does not take at once closes the connection.
-		last := [][]byte{lastChunk}
 		if p.blocking {
-			clean = p.writeBlocking(s, last) == nil
+			clean = p.writeBlocking(s, lastChunk) == nil
 		} else {
-			n, err := p.writeNow(last)
+			n, err := p.writeNow(lastChunk)
 			clean = err == nil && n == len(lastChunk)
 		}
 	}
@@ -164,6 +171,11 @@ func (s *Writer) flushParked() error {
 	return s.send(s.Buf.Bytes())
 }
 
+// chunks are the buffers a chunk is assembled in before its one write
+// (frames are a few hundred bytes: copying them costs less than a write
+// of each, and a parked stream keeps no buffer of its own while idle).
+var chunks = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
 // send writes the segments handed on and tail as one chunk, then resets
 // the buffers. Parked, it writes what the socket takes now and keeps the
 // rest (Blocked); unparked, it waits up to the write timeout.
@@ -173,32 +185,38 @@ func (s *Writer) send(tail []byte) error {
 	for _, seg := range p.segs {
 		size += len(seg)
 	}
-	var vec [][]byte
-	if len(p.pending) > 0 {
-		vec = append(vec, p.pending)
+	if size == 0 && len(p.pending) == 0 {
+		return nil
 	}
+	bp := chunks.Get().(*[]byte)
+	buf := append((*bp)[:0], p.pending...)
 	if size > 0 {
-		vec = append(vec, strconv.AppendInt(make([]byte, 0, 18), int64(size), 16), crlf)
-		vec = append(vec, p.segs...)
-		if len(tail) > 0 {
-			vec = append(vec, tail)
+		buf = strconv.AppendInt(buf, int64(size), 16)
+		buf = append(buf, "\r\n"...)
+		for _, seg := range p.segs {
+			buf = append(buf, seg...)
 		}
-		vec = append(vec, crlf)
+		buf = append(buf, tail...)
+		buf = append(buf, "\r\n"...)
 		s.wrote = time.Now()
 	}
 	clear(p.segs)
 	p.segs = p.segs[:0]
-	if len(vec) == 0 {
-		return nil
-	}
 	var err error
 	if p.blocking {
 		p.pending = nil
-		err = p.writeBlocking(s, vec)
+		err = p.writeBlocking(s, buf)
 	} else {
 		var n int
-		n, err = p.writeNow(vec)
-		p.pending = rest(nil, vec, n)
+		n, err = p.writeNow(buf)
+		p.pending = nil
+		if n < len(buf) {
+			p.pending = append([]byte(nil), buf[n:]...)
+		}
+	}
+	if cap(buf) <= keepSize {
+		*bp = buf
+		chunks.Put(bp)
 	}
 	if s.Buf.Cap() > keepSize {
 		s.Buf = bytes.Buffer{}
@@ -208,31 +226,12 @@ func (s *Writer) send(tail []byte) error {
 	return err
 }
 
-var crlf = []byte("\r\n")
-
-// rest appends to dst what of vec comes after its first n bytes.
-func rest(dst []byte, vec [][]byte, n int) []byte {
-	for _, b := range vec {
-		if n >= len(b) {
-			n -= len(b)
-			continue
-		}
-		dst = append(dst, b[n:]...)
-		n = 0
-	}
-	if len(dst) == 0 {
-		return nil
-	}
-	return dst
-}
-
-// writeBlocking writes vec whole, waiting up to the write timeout.
-func (p *parked) writeBlocking(s *Writer, vec [][]byte) error {
+// writeBlocking writes b whole, waiting up to the write timeout.
+func (p *parked) writeBlocking(s *Writer, b []byte) error {
 	if err := p.conn.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
 		return err
 	}
-	bufs := net.Buffers(vec)
-	_, err := bufs.WriteTo(p.conn)
+	_, err := p.conn.Write(b)
 	return err
 }
 

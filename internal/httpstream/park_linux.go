@@ -6,31 +6,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// parkSupported: responses are parked on Linux, where the stream engine
+// parkSupported: responses are parked on Linux, where the stream server
 // watches parked connections with epoll.
 const parkSupported = true
 
-// writeNow writes vec to the socket without waiting: it returns how much
-// the socket took (all of it unless its buffer is full).
-func (p *parked) writeNow(vec [][]byte) (int, error) {
-	var n int
-	var werr error
-	err := p.raw.Write(func(fd uintptr) bool {
-		for {
-			n, werr = unix.Writev(int(fd), vec)
-			if !errors.Is(werr, unix.EINTR) {
-				return true // never wait: the caller keeps the rest
-			}
+// writeNow writes b to the socket without waiting: it returns how much the
+// socket took (all of it unless its buffer is full).
+func (p *parked) writeNow(b []byte) (int, error) {
+	written := 0
+	for written < len(b) {
+		n, err := unix.Write(p.fd, b[written:])
+		if n > 0 {
+			written += n
 		}
-	})
-	if n < 0 {
-		n = 0
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			return written, nil // the caller keeps the rest
+		case err != nil:
+			return written, err
+		case n == 0:
+			return written, nil
+		}
 	}
-	if errors.Is(werr, unix.EAGAIN) {
-		werr = nil
-	}
-	if err != nil {
-		return n, err
-	}
-	return n, werr
+	return written, nil
 }

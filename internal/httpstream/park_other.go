@@ -6,4 +6,4 @@ package httpstream
 const parkSupported = false
 
 // writeNow is never called: no response is parked.
-func (p *parked) writeNow([][]byte) (int, error) { return 0, ErrNotParkable }
+func (p *parked) writeNow([]byte) (int, error) { return 0, ErrNotParkable }

@@ -111,7 +111,7 @@ func (p *parker) mark(s *Stream) { p.r.mark(s) }
 
 // serve does what parked stream s may do now; false once it left the
 // parker.
-func (p *parker) serve(s *Stream) bool {
+func (p *parker) serve(s *Stream, buf *[]Entry) bool {
 	if s.ctx.Err() != nil {
 		p.end(s) // the client hung up (or the parker aborted)
 		return false
@@ -120,7 +120,7 @@ func (p *parker) serve(s *Stream) bool {
 		p.end(s)
 		return false
 	}
-	switch s.step() {
+	switch s.step(buf) {
 	case stepEnded:
 		p.end(s)
 		return false

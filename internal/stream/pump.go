@@ -38,13 +38,13 @@ func (p *Pump) Mark(s *Stream) { p.r.mark(s) }
 
 // serve takes and writes what s may take now, and ends it when it must;
 // false once s left the pump.
-func (p *Pump) serve(s *Stream) bool {
+func (p *Pump) serve(s *Stream, buf *[]Entry) bool {
 	if s.ctx.Err() != nil {
 		// The client completed it, or the connection ended.
 		s.finish()
 		return false
 	}
-	switch s.step() {
+	switch s.step(buf) {
 	case stepEnded:
 		s.finish()
 		return false

@@ -18,11 +18,15 @@ const (
 	stateGone                 // out of the runner: marks are ignored
 )
 
+// runBatch is how many marked streams a worker takes at once.
+const runBatch = 32
+
 // runner is a queue of marked streams and the workers that serve them.
 type runner struct {
-	// serve does what s may do now; it reports false when s left the
-	// runner (ended, or continued on a goroutine of its own).
-	serve func(s *Stream) bool
+	// serve does what s may do now, taking its share's entries into buf
+	// (the worker's); it reports false when s left the runner (ended, or
+	// continued on a goroutine of its own).
+	serve func(s *Stream, buf *[]Entry) bool
 
 	mu      sync.Mutex
 	cond    sync.Cond
@@ -32,7 +36,7 @@ type runner struct {
 }
 
 // start starts n workers.
-func (r *runner) start(n int, serve func(*Stream) bool) {
+func (r *runner) start(n int, serve func(*Stream, *[]Entry) bool) {
 	r.serve = serve
 	r.cond.L = &r.mu
 	for range n {
@@ -74,6 +78,7 @@ func (r *runner) stop() {
 // work serves marked streams until stopped.
 func (r *runner) work() {
 	var batch []*Stream
+	var buf []Entry
 	for {
 		r.mu.Lock()
 		for len(r.ready) == 0 && !r.stopped {
@@ -83,9 +88,10 @@ func (r *runner) work() {
 			r.mu.Unlock()
 			return
 		}
-		// Take a share of the queue, leaving the rest to the other
-		// workers.
-		n := max(len(r.ready)/2, min(len(r.ready), 64))
+		// Take a few at a time: the workers share a long queue (a
+		// commit to thousands of streams) evenly, whichever of them the
+		// scheduler runs.
+		n := min(len(r.ready), runBatch)
 		batch = append(batch[:0], r.ready[:n]...)
 		rest := copy(r.ready, r.ready[n:])
 		clear(r.ready[rest:])
@@ -96,17 +102,17 @@ func (r *runner) work() {
 			r.cond.Signal()
 		}
 		for _, s := range batch {
-			r.run(s)
+			r.run(s, &buf)
 		}
 		clear(batch)
 	}
 }
 
 // run serves s until it has nothing more to do now.
-func (r *runner) run(s *Stream) {
+func (r *runner) run(s *Stream, buf *[]Entry) {
 	s.state.Store(stateRunning)
 	for {
-		if !r.serve(s) {
+		if !r.serve(s, buf) {
 			s.state.Store(stateGone)
 			return
 		}

@@ -351,9 +351,6 @@ func (s *share) remove(m *member) {
 	s.count(m, -1)
 }
 
-// Database returns the database of m's share.
-func (m *member) database() *sluice.Database { return m.s.db }
-
 // SubscriptionID returns the id of the hub subscription of the share's
 // feed, for logs and /api/admin/subscriptions.
 func (m *member) subscriptionID() uint64 { return m.s.f.sub.ID() }

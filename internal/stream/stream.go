@@ -48,6 +48,8 @@ type Stream struct {
 	m   *member
 	sub *changefeed.Subscription
 	ev  Evaluator // sub's
+	// buf holds what the stream's own goroutine takes at once; a runner's
+	// worker lends its own (no idle stream keeps one).
 	buf []Entry
 	// keep, when set, says which of its share's entries a member writes
 	// (Spec.Prepare).
@@ -235,7 +237,7 @@ func (s *Stream) serveMember() bool {
 	s.m.setNotify(s.kick)
 	gone := s.ctx.Done()
 	for {
-		switch s.step() {
+		switch s.step(&s.buf) {
 		case stepEnded:
 			return false
 		case stepDetached:
@@ -261,16 +263,16 @@ const (
 	stepDetached                   // continue on a subscription of its own
 )
 
-// step takes and writes what the member may take now.
-func (s *Stream) step() stepResult {
+// step takes and writes what the member may take now, taking into buf.
+func (s *Stream) step(buf *[]Entry) stepResult {
 	m := s.m
 	for {
 		var wake <-chan struct{}
 		var state takeState
-		s.buf, wake, state = m.take(s.buf[:0])
-		if len(s.buf) > 0 {
-			err := s.writeEntries(s.buf)
-			clear(s.buf) // do not hold frames while waiting
+		*buf, wake, state = m.take((*buf)[:0])
+		if len(*buf) > 0 {
+			err := s.writeEntries(*buf)
+			clear(*buf) // do not hold frames while waiting
 			if err != nil {
 				return stepEnded
 			}
