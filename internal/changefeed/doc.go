@@ -47,19 +47,9 @@
 // drained first, except after a revocation. Close ends a subscription; it
 // is idempotent and leaves no goroutine.
 //
-// # Shares
-//
-// Subscribers with the same events (a GraphQL query with its variables
-// and access, a REST class with its operations and role) join one share
-// (Hub.Join, share.go): one subscription whose pieces an Evaluator turns
-// into events once, framed once, kept in a bounded history that every
-// member takes from at its own pace. A member that falls out of it leaves
-// and continues with a subscription of its own from where it was. A share
-// is evaluated by a feed (feed.go): a subscription of its own, or, for the
-// distinct subscriptions of one multiplexed connection, the connection's
-// Feed, one subscription evaluated for each of its shares. A feed has no
-// goroutine while idle: its subscription notifies it (Options.Notify) and
-// a goroutine evaluates what is queued, then exits.
+// Subscriptions are consumed by the stream server (internal/stream),
+// which shares one among identical subscribers and serves streams from
+// them; no transport uses this package directly.
 //
 // # Access
 //

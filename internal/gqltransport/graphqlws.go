@@ -173,7 +173,7 @@ type socket struct {
 	mu  sync.Mutex
 	ops map[string]context.CancelFunc // running operations by id
 	wg  sync.WaitGroup                // their goroutines and streams
-	// conn is the socket's state in the stream engine: its
+	// conn is the socket's state in the stream server: its
 	// subscriptions' feed and pump.
 	conn *stream.Conn
 }

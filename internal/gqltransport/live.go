@@ -18,13 +18,13 @@ import (
 	"github.com/sluice-dev/sluice/internal/stream"
 )
 
-// Live queries (graph/live.go) are streams like the subscriptions: a
-// session registers them through the stream engine (guard, share,
-// readiness, heartbeats, access end, caps). What differs is the share:
+// Live queries (graph/live.go) are streams like the subscriptions,
+// served by the stream server (guard, share, readiness, heartbeats,
+// access end, caps). What differs is the share:
 //
 //   - identical live queries (the same executable schema, query,
 //     operation, variables and patch mode) share one evaluation and one
-//     framed result; the share is one of results (the stream engine's Latest):
+//     framed result; the share is one of results (the stream server's Latest):
 //     each entry is a whole result that supersedes the one before, so a
 //     member that joins takes the current result first and one that
 //     falls behind skips to the newest;
@@ -196,7 +196,7 @@ func (e *liveEvaluator) revise(ctx context.Context) error {
 }
 
 // Close releases what the share's result holds of the budget, once the
-// share ended (the stream engine calls it).
+// share ended (the stream server calls it).
 func (e *liveEvaluator) Close() { e.hold.Close() }
 
 // Events is not called: a live share is settled by its group.
@@ -235,7 +235,7 @@ type liveIndex struct {
 }
 
 // index returns the index of evs. The feed replaces its slice of
-// evaluators when a share attaches or detaches (the stream engine's group), and
+// evaluators when a share attaches or detaches (the stream server's group), and
 // g keeps the slice it indexed, whose array therefore cannot be reused:
 // the same first element and length mean the same evaluators.
 func (g *liveGroup) index(evs []stream.Evaluator) *liveIndex {

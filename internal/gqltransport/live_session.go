@@ -14,7 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/stream"
 )
 
-// subscribeLive opens the stream of a live query with the stream engine
+// subscribeLive opens the stream of a live query with the stream server
 // (see subscribe): admitted by the live query budget, guarded, then
 // joined to its share, whose first entry is the current result; a
 // resumed one first reads what its client is owed (resumeLive), written

@@ -77,7 +77,7 @@ func (m *multipartStream) shared() bool             { return false }
 func (m *multipartStream) writeShared([]byte) error { panic("sse: multipart frames are not shared") }
 func (m *multipartStream) refuse(err error)         { writeHTTPError(m.w, err) }
 
-// HTTP returns the response's writer, which the stream engine may park.
+// HTTP returns the response's writer, which the stream server may park.
 func (m *multipartStream) HTTP() *httpstream.Writer { return m.Writer }
 
 func (m *multipartStream) next(id string, result []byte) {

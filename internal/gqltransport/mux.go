@@ -17,8 +17,8 @@ import (
 
 // The connections that carry many operations (a graphql-ws socket,
 // graphqlws.go; a single connection mode event stream, sse_single.go) share
-// this machinery: each operation is served by the same session as a
-// stream of its own (session.go), through a muxOp framer that appends
+// this machinery: each operation's stream is opened as a stream of its
+// own is (session.go), through a muxOp framer that appends
 // its messages to the connection's muxOut, and one writer goroutine per
 // connection sends them.
 
@@ -230,7 +230,7 @@ type muxRequest struct {
 	// dispatched. The connection reads its next message only then, so a
 	// mutation sent after a subscription on one socket is delivered to it.
 	registered func()
-	// conn is the connection's state in the stream engine; done is called
+	// conn is the connection's state in the stream server; done is called
 	// once the operation's stream is over (the connection's bookkeeping).
 	conn *stream.Conn
 	done func()
@@ -241,7 +241,7 @@ type muxRequest struct {
 
 // operate runs one operation of a connection in ctx (carrying its
 // graph.Request): it validates it, then runs a query or mutation to its
-// end, or registers a subscription and hands its session to the
+// end, or registers a subscription and hands its stream to the
 // connection.
 func (t *transport) operate(ctx context.Context, mr *muxRequest, exec graphql.GraphExecutor) {
 	defer mr.registered()

@@ -35,7 +35,7 @@ func (t *transport) newEvaluator(gs *graph.Subscription) *evaluator {
 }
 
 // subscribe opens the stream of a subscription operation with the stream
-// engine, which registers it (joining the share of identical subscribers
+// server, which registers it (joining the share of identical subscribers
 // when it starts from now, with a change feed subscription of its own
 // when it resumes) and writes the readiness frame. An operation of a
 // connection (mr) is then served by the connection and nil returned;
@@ -90,7 +90,7 @@ func (t *transport) spec(ctx context.Context, st framer, req *request, greq *gra
 	return spec
 }
 
-// open opens a stream with the engine; one of a connection is served at
+// open opens a stream with the stream server; one of a connection is served at
 // once, by the connection.
 func (t *transport) open(ctx context.Context, spec stream.Spec, sink *frameSink, mr *muxRequest) *stream.Stream {
 	s := t.opts.Streams.Open(ctx, spec, sink)
@@ -102,7 +102,7 @@ func (t *transport) open(ctx context.Context, spec stream.Spec, sink *frameSink,
 	return nil
 }
 
-// frameSink is a framer as the stream engine writes to it (stream.Sink).
+// frameSink is a framer as the stream server writes to it (stream.Sink).
 type frameSink struct {
 	f framer
 	// named: the request asked for the named connected event.
@@ -121,7 +121,7 @@ func (k *frameSink) Ping()                           { k.f.ping() }
 func (k *frameSink) Idle() time.Duration             { return k.f.Idle() }
 
 // HTTP returns the framer's response when it has one of its own (SSE,
-// NDJSON, multipart), which the engine may park; nil for an operation of
+// NDJSON, multipart), which the stream server may park; nil for an operation of
 // a connection.
 func (k *frameSink) HTTP() *httpstream.Writer {
 	if h, ok := k.f.(interface{ HTTP() *httpstream.Writer }); ok {
@@ -176,7 +176,7 @@ func (k *frameSink) Ready(uint64) {
 
 // End writes complete, preceded by an error next unless the subscription
 // ended normally (the server shutting down, the client completing it).
-// The engine logged why.
+// The stream server logged why.
 func (k *frameSink) End(err error) {
 	var re *graph.ResultError
 	if errors.As(err, &re) {

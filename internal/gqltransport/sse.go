@@ -35,7 +35,7 @@ func (s *eventFramer) start() {
 	s.w = nil
 }
 
-// HTTP returns the response's writer, which the stream engine may park.
+// HTTP returns the response's writer, which the stream server may park.
 func (s *eventFramer) HTTP() *httpstream.Writer { return s.Writer }
 
 // connected buffers the readiness frame: the comment `: connected` (and,

@@ -120,7 +120,7 @@ type reservation struct {
 	ended    bool
 	ops      map[string]context.CancelFunc
 	wg       sync.WaitGroup // the operations' goroutines
-	// conn is the reservation's state in the stream engine: its
+	// conn is the reservation's state in the stream server: its
 	// operations' feed and pump.
 	conn *stream.Conn
 	// release gives back the reservation's place among the open streams

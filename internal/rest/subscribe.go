@@ -69,7 +69,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		Detached: func(shared stream.Evaluator) stream.Evaluator { return shared.(*restEvaluator).fork() }}
 	if req.from == nil {
 		// Streams of one class, operations and role share one evaluation
-		// and one framing of each commit (the engine's shares).
+		// and one framing of each commit (the stream server's shares).
 		spec.Share = &stream.ShareOptions{
 			Key:   restKey{db: reader.Database.ID, epoch: reader.Database.Epoch, class: class, ops: req.opsKey(), role: reader.Role},
 			New:   func() stream.Evaluator { return newRestEvaluator(reader.Shared(), req) },

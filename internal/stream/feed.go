@@ -76,8 +76,9 @@ type feed struct {
 	e   *Server
 	db  *sluice.Database
 	sub *changefeed.Subscription
-	// ctx ends when the feed closes (its last share left).
-	ctx lazyCtx
+	// ctx ends when the feed closes (its last share left), with stop.
+	ctx  context.Context
+	stop context.CancelFunc
 
 	// cohort is the key of the cohort the feed evaluates (nil: none).
 	cohort *cohortKey
@@ -114,6 +115,7 @@ type feed struct {
 
 func newFeed(e *Server, db *sluice.Database, batch bool) *feed {
 	f := &feed{e: e, db: db, batch: batch}
+	f.ctx, f.stop = context.WithCancel(context.Background())
 	f.idle.L = &f.runMu
 	return f
 }
@@ -227,7 +229,7 @@ func (f *feed) detach(s *share, inDrain bool) {
 	if f.cohort != nil {
 		f.e.shares.forgetCohort(f)
 	}
-	f.ctx.stop()
+	f.stop()
 	f.sub.Close()
 	if !inDrain {
 		f.halt()
@@ -301,7 +303,7 @@ func (f *feed) halt() {
 func (f *feed) step() bool {
 	pieces := 0
 	for {
-		if f.ctx.get().Err() != nil {
+		if f.ctx.Err() != nil {
 			return false
 		}
 		if pieces < settleEvery {
@@ -362,7 +364,7 @@ func (f *feed) deliver(c *sluice.Commit) {
 	}
 	f.mu.Unlock()
 	if len(f.gbuf) > 0 {
-		ctx := f.ctx.get()
+		ctx := f.ctx
 		for _, g := range f.gbuf {
 			g.g.Note(ctx, c, g.evs)
 		}
@@ -394,7 +396,7 @@ func (f *feed) settle() {
 		f.gbuf = append(f.gbuf, g)
 	}
 	f.mu.Unlock()
-	ctx := f.ctx.get()
+	ctx := f.ctx
 	var ended []*share
 	var errs []error
 	for _, g := range f.gbuf {

@@ -452,7 +452,7 @@ func (set *shareSet) forget(s *share) {
 // deliver evaluates c and publishes its events; an error ends the share
 // (its feed goes on for the others). Only the feed's drain calls it.
 func (s *share) deliver(c *sluice.Commit) {
-	ctx := s.f.ctx.get()
+	ctx := s.f.ctx
 	evs, start, err := s.ev.Events(ctx, c)
 	if err != nil {
 		if ctx.Err() == nil {

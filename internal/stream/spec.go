@@ -10,7 +10,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/httpstream"
 )
 
-// Spec describes a stream to the engine: what it delivers, to whom, and
+// Spec describes a stream to the stream server: what it delivers, to whom, and
 // how its transport wants it served.
 type Spec struct {
 	// Label names the transport in metrics and listings.
@@ -73,11 +73,11 @@ type Sink interface {
 	Refuse(err error)
 	// Fail buffers what answers a stream that could not start once
 	// admitted (a resume from an expired position, an error preparing
-	// it); the engine flushes. The client must learn why: a resume that
+	// it); the server flushes. The client must learn why: a resume that
 	// cannot be honoured is never a silent gap.
 	Fail(err error)
 	// Ready buffers the start of the response and the readiness frame
-	// (and what a resumed stream is owed first); the engine flushes it
+	// (and what a resumed stream is owed first); the server flushes it
 	// once the stream is registered. sub is the id of the hub
 	// subscription serving it (its share's), for the frame that names it.
 	Ready(sub uint64)
@@ -100,11 +100,11 @@ type Sink interface {
 	Idle() time.Duration
 	// End buffers the stream's last frames after it ended with err: a
 	// normal end for nil, ErrShutdown and ErrClosed, an error otherwise.
-	// The engine flushes.
+	// The server flushes.
 	End(err error)
 }
 
-// HTTPSink is a Sink that writes a response of its own: the engine may
+// HTTPSink is a Sink that writes a response of its own: the server may
 // park its stream while it is idle (httpstream.Writer.Park), holding no
 // goroutine and none of net/http's buffers for it.
 type HTTPSink interface {
