@@ -283,4 +283,3 @@ func (gs *guards) endAll(err error) {
 		gs.end(g, err)
 	}
 }
-

@@ -34,8 +34,7 @@ func BenchmarkParkedStreamMemory(b *testing.B) {
 	for range b.N {
 		conns := footprint(b, n, false)
 		streams := footprint(b, n, true)
-		heap := float64(streams.heap-conns.heap) / n
-		b.ReportMetric(heap, "heap-B/stream")
+		b.ReportMetric(float64(streams.heap-conns.heap)/n, "heap-B/stream")
 		b.ReportMetric(float64(streams.stack-conns.stack)/n, "stack-B/stream")
 		b.ReportMetric(float64(streams.goroutines-conns.goroutines)/n, "goroutines/stream")
 		b.ReportMetric(float64(conns.heap)/n, "heap-B/conn")
@@ -45,7 +44,7 @@ func BenchmarkParkedStreamMemory(b *testing.B) {
 
 // usage is what the process holds once n connections are open.
 type usage struct {
-	heap, stack uint64
+	heap, stack int64
 	goroutines  int
 }
 
@@ -138,7 +137,7 @@ func measure() usage {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return usage{heap: ms.HeapAlloc, stack: ms.StackInuse, goroutines: runtime.NumGoroutine()}
+	return usage{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse), goroutines: runtime.NumGoroutine()}
 }
 
 var benchGrant = &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 1, Name: "u", Superuser: true}}, Database: testDB, Role: sluice.RoleRead}
