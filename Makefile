@@ -58,10 +58,11 @@ test-introspection: ## build client schemas from introspection with graphql-js 1
 	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
 
 .PHONY: test-browser
-test-browser: ## drive GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
+test-browser: ## drive the console (with axe-core, on two daemons), GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), conditional and idempotent writes from another origin, and cross-site forms, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
 	cd test/browser && $(NPM_CI)
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserConsole$$' -v ./internal/console/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
-	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms)$$' -v ./internal/daemon/
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms|ConditionalWrites)$$' -v ./internal/daemon/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserExample$$' -v ./internal/doctest/
 
 .PHONY: test-webhooks
@@ -74,11 +75,21 @@ graphiql-assets: ## vendor GraphiQL, React and graphql-sse from npm into interna
 	cd tools/graphiql && npm ci --no-audit --no-fund --loglevel=error
 	node tools/graphiql/vendor.mjs internal/graphiql/assets
 
+.PHONY: console-assets
+console-assets: ## vendor Preact and htm from npm into internal/console/assets (versions pinned in tools/console)
+	cd tools/console && npm ci --no-audit --no-fund --loglevel=error
+	node tools/console/vendor.mjs internal/console/assets
+
+.PHONY: console-screenshots
+console-screenshots: ## run the console's browser test and keep a screenshot of each view in docs/console
+	cd test/browser && $(NPM_CI)
+	SLUICE_BROWSER_TEST=1 SLUICE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestBrowserConsole$$' ./internal/console/
+
 .PHONY: test-graphql-clients
-test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client, urql and a TypeScript client typed by GraphQL Code Generator against a daemon, and the docs' Node examples across a restart (Node 20; npm ci in test/clients first)
+test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client, urql and a TypeScript client typed by GraphQL Code Generator against a daemon, the docs' Node examples across a restart, and the edit-safely example racing itself (Node 20; npm ci in test/clients first)
 	cd test/clients && $(NPM_CI)
 	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestGraphQLClients$$' -v ./internal/gqltransport/
-	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^TestClientExamples$$' -v ./internal/doctest/
+	SLUICE_GRAPHQL_CLIENTS=1 $(GO) test -count=1 -run '^(TestClientExamples|TestEditSafelyExample)$$' -v ./internal/doctest/
 
 .PHONY: bench
 bench: ## run the benchmarks (see docs/benchmarks.md)

@@ -62,7 +62,11 @@ type Commit struct {
 	DatabaseID int64
 	Epoch      string
 	// Seq is the database's gapless commit sequence, equal to commit order.
-	Seq     int64
+	Seq int64
+	// UID is the commit's uid, unique across databases and never reused:
+	// the version of every document the commit wrote (VersionOf). 0 on a
+	// commit read from a summary listing (the log).
+	UID     int64
 	Author  string
 	Message string
 	// User is the name of the user who made the commit.
@@ -99,6 +103,15 @@ type Commit struct {
 
 // ID returns the commit id shown to clients: its sequence number in decimal.
 func (c *Commit) ID() string { return strconv.FormatInt(c.Seq, 10) }
+
+// Version returns the version the commit gave every document it wrote
+// (for a deleted one, the version of its deletion).
+func (c *Commit) Version() string { return VersionOf(c.UID) }
+
+// End returns the position of the end of the commit: what a read made
+// right after it reflects, so that a stream resumed from it receives
+// exactly the commits after it.
+func (c *Commit) End() Position { return c.Position(WholeCommit) }
 
 // Position returns the stream position of change i of the commit.
 func (c *Commit) Position(i int) Position {
@@ -147,9 +160,10 @@ func (h History) Check(d *Database, p Position) error {
 	return nil
 }
 
-// End returns the cursor just after piece c: the end of its commit, or its
-// last change when more of the commit follow (Partial).
-func (c *Commit) End() Cursor {
+// Taken returns the cursor of a reader that has taken piece c: at the end
+// of its commit, or at its last change when more of the commit follow
+// (Partial).
+func (c *Commit) Taken() Cursor {
 	if c.Partial && len(c.Changes) > 0 {
 		return Cursor{Seq: c.Seq - 1, Part: c.Changes[len(c.Changes)-1].Index}
 	}

@@ -15,11 +15,17 @@ import "time"
 // bulk write, only for the encoders to look each field up again, was a
 // large share of the CPU the write spent. Such documents only go to the
 // storage encoders, which read fields with Value.
+//
+// Version is the document's version (see VersionOf) when it was read from
+// storage, "" otherwise. Expect is, in a write, what the request expects
+// of the stored document (its "@version", If-Match, _version).
 type Document struct {
-	ID     string
-	Type   string
-	Fields map[string]any
-	Values []any
+	ID      string
+	Type    string
+	Version string
+	Expect  Precondition
+	Fields  map[string]any
+	Values  []any
 }
 
 // Value returns the value of the document's field named name, the i-th

@@ -23,20 +23,23 @@ type Code string
 // The error codes. Anything that is not an *Error is reported as CodeInternal
 // with a generic message, so internal detail (SQL text, paths) never leaks.
 const (
-	CodeInvalid         Code = "BadRequest"           // malformed or invalid input
-	CodeUnauthenticated Code = "NotAuthenticated"     // no or wrong credentials
-	CodeForbidden       Code = "Forbidden"            // authenticated, lacks access
-	CodeNotFound        Code = "NotFound"             // the named thing does not exist
-	CodeMethod          Code = "MethodNotAllowed"     // HTTP method not allowed for the operation
-	CodeNotAcceptable   Code = "NotAcceptable"        // no media type the client accepts
-	CodeConflict        Code = "Conflict"             // exists already, or a destructive change without force
-	CodeGone            Code = "Gone"                 // a stream position older than retained history or from another epoch
-	CodeTooLarge        Code = "PayloadTooLarge"      // a request body larger than its limit
-	CodeMediaType       Code = "UnsupportedMediaType" // a request body of a media type or charset not served
-	CodeHistoryGone     Code = "HistoryGone"          // a read of the past at a position older than retained history
-	CodeTooMany         Code = "TooManyRequests"      // a per-user limit is reached; retry later
-	CodeUnavailable     Code = "Unavailable"          // shutting down, not ready, Postgres unreachable or at capacity
-	CodeInternal        Code = "InternalError"        // a bug or an infrastructure failure
+	CodeInvalid          Code = "BadRequest"           // malformed or invalid input
+	CodeUnauthenticated  Code = "NotAuthenticated"     // no or wrong credentials
+	CodeForbidden        Code = "Forbidden"            // authenticated, lacks access
+	CodeNotFound         Code = "NotFound"             // the named thing does not exist
+	CodeMethod           Code = "MethodNotAllowed"     // HTTP method not allowed for the operation
+	CodeNotAcceptable    Code = "NotAcceptable"        // no media type the client accepts
+	CodeConflict         Code = "Conflict"             // exists already, or a destructive change without force
+	CodeGone             Code = "Gone"                 // a stream position older than retained history or from another epoch
+	CodeTooLarge         Code = "PayloadTooLarge"      // a request body larger than its limit
+	CodeHistoryGone      Code = "HistoryGone"          // a read of the past at a position older than retained history
+	CodePrecondition     Code = "PreconditionFailed"   // a conditional write whose documents are not as it expected
+	CodeUnsupportedMedia Code = "UnsupportedMediaType" // a request body of a media type or charset the operation does not take
+	CodeUnprocessable    Code = "Unprocessable"        // an Idempotency-Key reused with a different request
+	CodeTooMany          Code = "TooManyRequests"      // a per-user limit is reached; retry later
+	CodeUnavailable      Code = "Unavailable"          // shutting down, not ready, Postgres unreachable or at capacity
+	CodeOutcomeUnknown   Code = "OutcomeUnknown"       // the connection to Postgres was lost while a write committed: it may or may not be written
+	CodeInternal         Code = "InternalError"        // a bug or an infrastructure failure
 )
 
 // codeInfo is how the errors of one code are answered and logged.
@@ -57,22 +60,26 @@ type codeInfo struct {
 // NDJSON, multipart, graphql-ws, single connection mode). What a client
 // did wrong is logged at Debug; the server being unable to serve now
 // (shutting down, at a cap, Postgres unreachable) at Info, once per
-// request or stream; a failure of Sluice's own at Error.
+// request or stream; a write whose outcome is unknown (Postgres lost as
+// it committed) at Warn; a failure of Sluice's own at Error.
 var codes = map[Code]codeInfo{
-	CodeInvalid:         {status: 400, graphql: "BAD_USER_INPUT", refused: "BAD_REQUEST", level: slog.LevelDebug},
-	CodeUnauthenticated: {status: 401, graphql: "UNAUTHENTICATED", level: slog.LevelDebug},
-	CodeForbidden:       {status: 403, graphql: "FORBIDDEN", level: slog.LevelDebug},
-	CodeNotFound:        {status: 404, graphql: "NOT_FOUND", level: slog.LevelDebug},
-	CodeMethod:          {status: 405, graphql: "METHOD_NOT_ALLOWED", level: slog.LevelDebug},
-	CodeNotAcceptable:   {status: 406, graphql: "BAD_REQUEST", level: slog.LevelDebug},
-	CodeConflict:        {status: 409, graphql: "CONFLICT", level: slog.LevelDebug},
-	CodeGone:            {status: 410, graphql: "POSITION_EXPIRED", level: slog.LevelDebug},
-	CodeHistoryGone:     {status: 410, graphql: "GONE", level: slog.LevelDebug},
-	CodeTooLarge:        {status: 413, graphql: "PAYLOAD_TOO_LARGE", refused: "BAD_REQUEST", level: slog.LevelDebug},
-	CodeMediaType:       {status: 415, graphql: "BAD_REQUEST", level: slog.LevelDebug},
-	CodeTooMany:         {status: 429, graphql: "TOO_MANY_REQUESTS", retryAfter: "5", level: slog.LevelDebug},
-	CodeUnavailable:     {status: 503, graphql: "UNAVAILABLE", retryAfter: "2", level: slog.LevelInfo},
-	CodeInternal:        {status: 500, graphql: "INTERNAL_SERVER_ERROR", level: slog.LevelError},
+	CodeInvalid:          {status: 400, graphql: "BAD_USER_INPUT", refused: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeUnauthenticated:  {status: 401, graphql: "UNAUTHENTICATED", level: slog.LevelDebug},
+	CodeForbidden:        {status: 403, graphql: "FORBIDDEN", level: slog.LevelDebug},
+	CodeNotFound:         {status: 404, graphql: "NOT_FOUND", level: slog.LevelDebug},
+	CodeMethod:           {status: 405, graphql: "METHOD_NOT_ALLOWED", level: slog.LevelDebug},
+	CodeNotAcceptable:    {status: 406, graphql: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeConflict:         {status: 409, graphql: "CONFLICT", level: slog.LevelDebug},
+	CodeGone:             {status: 410, graphql: "POSITION_EXPIRED", level: slog.LevelDebug},
+	CodeHistoryGone:      {status: 410, graphql: "GONE", level: slog.LevelDebug},
+	CodePrecondition:     {status: 412, graphql: "PRECONDITION_FAILED", level: slog.LevelDebug},
+	CodeTooLarge:         {status: 413, graphql: "PAYLOAD_TOO_LARGE", refused: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeUnsupportedMedia: {status: 415, graphql: "UNSUPPORTED_MEDIA_TYPE", refused: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeUnprocessable:    {status: 422, graphql: "UNPROCESSABLE", level: slog.LevelDebug},
+	CodeTooMany:          {status: 429, graphql: "TOO_MANY_REQUESTS", retryAfter: "5", level: slog.LevelDebug},
+	CodeUnavailable:      {status: 503, graphql: "UNAVAILABLE", retryAfter: "2", level: slog.LevelInfo},
+	CodeOutcomeUnknown:   {status: 500, graphql: "OUTCOME_UNKNOWN", level: slog.LevelWarn},
+	CodeInternal:         {status: 500, graphql: "INTERNAL_SERVER_ERROR", level: slog.LevelError},
 }
 
 // info returns c's row of the table; an unknown code is internal.
@@ -191,6 +198,13 @@ func (s Shown) Log(ctx context.Context, l *slog.Logger, msg string, err error, a
 // starting): 503 with Retry-After; streams end with it, telling clients to
 // reconnect and resume.
 var ErrStorageUnavailable = Errorf(CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")
+
+// ErrOutcomeUnknown is the error of a write whose connection to Postgres
+// was lost after its COMMIT was sent and before Postgres answered it: the
+// write may or may not have been committed. Unlike ErrStorageUnavailable,
+// which guarantees that nothing was written, it does not invite a blind
+// retry, which could write twice (500, no Retry-After).
+var ErrOutcomeUnknown = Errorf(CodeOutcomeUnknown, "the connection to the database server was lost while the write was committing: it may or may not have been written; retry it with the same Idempotency-Key (which answers the first outcome if it was written), or read before writing again")
 
 // DecodeError returns the CodeInvalid error of JSON text from a client
 // that did not decode (an error of encoding/json, whose own text names Go

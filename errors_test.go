@@ -69,7 +69,7 @@ func TestShow(t *testing.T) {
 		{"invalid", Errorf(CodeInvalid, "bad id"), CodeInvalid, "bad id", 400, "BAD_USER_INPUT", "BAD_REQUEST", "", slog.LevelDebug},
 		{"wrapped", fmt.Errorf("read: %w", Errorf(CodeNotFound, "no such database")), CodeNotFound, "no such database", 404, "NOT_FOUND", "NOT_FOUND", "", slog.LevelDebug},
 		{"too large", Errorf(CodeTooLarge, "big"), CodeTooLarge, "big", 413, "PAYLOAD_TOO_LARGE", "BAD_REQUEST", "", slog.LevelDebug},
-		{"media type", Errorf(CodeMediaType, "not JSON"), CodeMediaType, "not JSON", 415, "BAD_REQUEST", "BAD_REQUEST", "", slog.LevelDebug},
+		{"media type", Errorf(CodeUnsupportedMedia, "not JSON"), CodeUnsupportedMedia, "not JSON", 415, "UNSUPPORTED_MEDIA_TYPE", "BAD_REQUEST", "", slog.LevelDebug},
 		{"too many", Errorf(CodeTooMany, "slow down"), CodeTooMany, "slow down", 429, "TOO_MANY_REQUESTS", "TOO_MANY_REQUESTS", "5", slog.LevelDebug},
 		{"own retry", &Error{Code: CodeTooMany, Message: "wait", Retry: 1500 * time.Millisecond}, CodeTooMany, "wait", 429, "TOO_MANY_REQUESTS", "TOO_MANY_REQUESTS", "2", slog.LevelDebug},
 		{"outage", errors.Join(ErrStorageUnavailable, driver), CodeUnavailable, ErrStorageUnavailable.Message, 503, "UNAVAILABLE", "UNAVAILABLE", "2", slog.LevelInfo},
@@ -94,7 +94,7 @@ func TestShow(t *testing.T) {
 	}
 	// Every code has a row: none falls through to internal by accident.
 	for _, c := range []Code{CodeInvalid, CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeMethod, CodeNotAcceptable, CodeConflict,
-		CodeGone, CodeTooLarge, CodeMediaType, CodeHistoryGone, CodeTooMany, CodeUnavailable, CodeInternal} {
+		CodeGone, CodeTooLarge, CodeUnsupportedMedia, CodeHistoryGone, CodeTooMany, CodeUnavailable, CodeInternal} {
 		if _, ok := codes[c]; !ok {
 			t.Errorf("code %s has no row", c)
 		}

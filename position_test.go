@@ -70,8 +70,8 @@ func TestCursor(t *testing.T) {
 		t.Fatal("order")
 	}
 	c := &Commit{Seq: 5, Changes: []Change{{Index: 1}, {Index: 2}, {Index: 3}}, Partial: true}
-	if c.End() != (Cursor{Seq: 4, Part: 3}) {
-		t.Fatalf("End of a piece: %+v", c.End())
+	if c.Taken() != (Cursor{Seq: 4, Part: 3}) {
+		t.Fatalf("End of a piece: %+v", c.Taken())
 	}
 	if rest := inside.Rest(c); len(rest.Changes) != 1 || rest.Changes[0].Index != 3 || len(c.Changes) != 3 {
 		t.Fatalf("Rest inside: %+v", rest)
@@ -87,8 +87,8 @@ func TestCursor(t *testing.T) {
 		t.Fatal("a commit without changes is delivered only when it starts a schema version")
 	}
 	c.Partial = false
-	if c.End() != WholeCursor(5) {
-		t.Fatalf("End of a whole commit: %+v", c.End())
+	if c.Taken() != WholeCursor(5) {
+		t.Fatalf("End of a whole commit: %+v", c.Taken())
 	}
 	for _, f := range []struct {
 		c    Cursor

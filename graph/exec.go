@@ -2,6 +2,8 @@ package graph
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -59,6 +61,10 @@ type Store interface {
 type Request struct {
 	User *sluice.User
 	DB   *sluice.Database
+	// IdempotencyKey is the request's Idempotency-Key header, "" without
+	// one: a mutation is then idempotent under it (see
+	// engine.Idempotency).
+	IdempotencyKey string
 
 	// try, set by the Handler on a plain HTTP request, lets it serve the
 	// request once more when the schema DB was read at turned out to be
@@ -229,6 +235,12 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		}
 	case op.Operation.Operation == ast.Mutation:
 		resp.Data = x.mutation()
+		if x.commit != nil {
+			// What a read right after the commit answers: a stream
+			// resumed from it receives exactly the later commits.
+			graphql.RegisterExtension(rctx, "position", x.commit.End().String())
+			graphql.RegisterExtension(rctx, "version", x.commit.Version())
+		}
 	default:
 		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)"))
 	}
@@ -264,6 +276,25 @@ type execution struct {
 	outdated error
 	// past, when set, is the past state the query reads (asOf).
 	past *engine.Past
+	// commit is the commit a mutation made (or, for an idempotent
+	// retry, the first one made).
+	commit *sluice.Commit
+}
+
+// requestHash returns the SHA-256 of what the operation asks: its
+// database, query, operation name and variables, so that a retry with the
+// same Idempotency-Key is known to be the same request.
+func (x *execution) requestHash() ([]byte, error) {
+	vars, err := json.Marshal(x.op.Variables) // map keys sorted
+	if err != nil {
+		return nil, fmt.Errorf("hash variables: %w", err)
+	}
+	h := sha256.New()
+	for _, part := range []string{"graphql", x.req.DB.Path(), x.op.RawQuery, x.op.OperationName, string(vars)} {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return h.Sum(nil), nil
 }
 
 // overRows reports whether the request has read more documents than its
@@ -344,7 +375,18 @@ func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err err
 	}
 	sh := sluice.Show(err)
 	sh.Log(ctx, logger, "graphql request failed", err)
-	return &gqlerror.Error{Message: sh.Message, Path: path, Extensions: map[string]any{"code": sh.Code.GraphQLCode()}}
+	ext := map[string]any{"code": sh.Code.GraphQLCode()}
+	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
+		docs := make([]map[string]any, len(stale.Docs))
+		for i, d := range stale.Docs {
+			docs[i] = map[string]any{"_id": d.ID, "_version": nil}
+			if d.Version != "" {
+				docs[i]["_version"] = d.Version
+			}
+		}
+		ext["documents"] = docs
+	}
+	return &gqlerror.Error{Message: sh.Message, Path: path, Extensions: ext}
 }
 
 // fieldPath returns the response path of a root field.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
@@ -129,6 +130,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// prepared for that version. A plain request that the version
 	// refuses (it does not validate, or a read finds the schema moved)
 	// is served once more with the current version.
+	key, err := engine.IdempotencyKeyOf(r.Header.Values("Idempotency-Key"))
+	if err != nil {
+		writeErrors(w, media, http.StatusBadRequest, gqlerror.List{toGQLError(r.Context(), h.opts.Logger, nil, err)})
+		return
+	}
 	var try *attempt
 	if protocol.Of(r) == protocol.HTTP {
 		try = &attempt{}
@@ -158,7 +164,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		// gqlgen's transports need the operation's start time.
-		ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d, try: try}))
+		ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d, IdempotencyKey: key, try: try}))
 		srv.serve(w, r.WithContext(ctx), media)
 		if try == nil || !try.again {
 			return

@@ -42,8 +42,11 @@ func (x *execution) mutation() json.RawMessage {
 	}
 	var ids [][]string
 	if len(ops) > 0 {
+		if key := x.req.IdempotencyKey; key != "" {
+			opt.Idempotency = &engine.Idempotency{Key: key, Request: x.requestHash}
+		}
 		var err error
-		ids, _, err = x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
+		ids, x.commit, err = x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
 		if err != nil {
 			// An error of the whole request (access) is shown on its
 			// first field; one of an op on the field that made it.
@@ -119,6 +122,23 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		}
 		return engine.WriteOp{Kind: engine.WriteDelete, IDs: ids}, author, message, nil
 	}
+	if class, ok := strings.CutSuffix(cf.Name, suffixUpdate); ok {
+		if c := x.es.schema.Class(class); c != nil && c.Kind == sluice.KindDocument {
+			raw, _ := args["documents"].([]any)
+			patches := make([]engine.Patch, 0, len(raw))
+			for _, v := range raw {
+				m, _ := v.(map[string]any)
+				id, _ := m[fieldID].(string)
+				if !strings.Contains(id, "/") {
+					id = class + "/" + id
+				} else if !strings.HasPrefix(id, class+"/") {
+					return engine.WriteOp{}, "", "", errorf("%s%s patches %s documents, not %s", class, suffixUpdate, class, id)
+				}
+				patches = append(patches, engine.Patch{ID: id, Fields: typedPatch(x.es.schema, c, m)})
+			}
+			return engine.WriteOp{Kind: engine.WritePatch, Patches: patches}, author, message, nil
+		}
+	}
 	for _, suffix := range []string{suffixInsert, suffixReplace} {
 		class, ok := strings.CutSuffix(cf.Name, suffix)
 		if !ok {
@@ -145,8 +165,8 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 
 // TypedInputDocument converts a <Class>_Input value to the raw document the
 // generic mutations take, so that typed and generic mutations write the
-// same commit: "@type" is added to the document and its subdocuments, and
-// _id becomes "@id".
+// same commit: "@type" is added to the document and its subdocuments, _id
+// becomes "@id" and _version "@version".
 func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) map[string]any {
 	out := make(map[string]any, len(in)+1)
 	out["@type"] = c.Name
@@ -154,8 +174,12 @@ func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) ma
 		if v == nil {
 			continue
 		}
-		if k == fieldID {
+		switch k {
+		case fieldID:
 			out["@id"] = v
+			continue
+		case fieldVersion:
+			out["@version"] = v
 			continue
 		}
 		f := c.Field(k)
@@ -170,6 +194,43 @@ func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) ma
 				v = subs
 			} else if m, ok := v.(map[string]any); ok {
 				v = TypedInputDocument(s, sc, m)
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// typedPatch converts a <Class>_Patch value to the JSON Merge Patch
+// engine.Patch takes: its fields as given, nulls included (they remove
+// what they name), "@type" added to its subdocuments, _version as
+// "@version"; _id is the patch's ID, not a member.
+func typedPatch(s *sluice.Schema, c *sluice.Class, in map[string]any) map[string]any {
+	out := make(map[string]any, len(in))
+	for k, v := range in {
+		switch k {
+		case fieldID:
+			continue
+		case fieldVersion:
+			if v != nil {
+				out["@version"] = v
+			}
+			continue
+		}
+		f := c.Field(k)
+		if f != nil && f.Type.Kind == sluice.TypeSubdocument && v != nil {
+			sc := s.Class(f.Type.Name)
+			if items, ok := v.([]any); ok && f.List {
+				subs := make([]any, len(items))
+				for i, it := range items {
+					m, _ := it.(map[string]any)
+					subs[i] = TypedInputDocument(s, sc, m)
+				}
+				v = subs
+			} else if m, ok := v.(map[string]any); ok {
+				sub := typedPatch(s, sc, m)
+				sub["@type"] = sc.Name
+				v = sub
 			}
 		}
 		out[k] = v

@@ -481,7 +481,7 @@ func (x *execution) changes(c *sluice.Commit, cf graphql.CollectedField, include
 		if f != nil && !filter.Match(f, doc, x.lookup) {
 			continue
 		}
-		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, fields: doc.Fields, commit: c, changeType: "commit"})
+		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: "commit"})
 	}
 	if x.lookupErr != nil {
 		return nil, "", x.lookupErr

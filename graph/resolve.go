@@ -14,9 +14,12 @@ import (
 
 // object is a document or subdocument being resolved.
 type object struct {
-	class  *sluice.Class
-	id     string // "" for subdocuments
-	fields map[string]any
+	class *sluice.Class
+	id    string // "" for subdocuments
+	// version is a document's version (_version): as read, or the one
+	// the change of an event gave it.
+	version string
+	fields  map[string]any
 	// commit is the commit that last wrote a document (nil when pruned).
 	commit *sluice.Commit
 	// changeType is set on documents of subscription events.
@@ -28,7 +31,7 @@ type object struct {
 }
 
 func docObject(s *sluice.Schema, d *sluice.Document, c *sluice.Commit) *object {
-	return &object{class: s.Class(d.Type), id: d.ID, fields: d.Fields, commit: c}
+	return &object{class: s.Class(d.Type), id: d.ID, version: d.Version, fields: d.Fields, commit: c}
 }
 
 // pending is an object waiting for its references to be loaded.
@@ -206,6 +209,9 @@ func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, 
 			continue
 		case fieldType:
 			w.str(o.class.Name)
+			continue
+		case fieldVersion:
+			w.str(o.version)
 			continue
 		case fieldCommit:
 			if o.commit == nil {

@@ -21,6 +21,7 @@ const (
 	typeSubscription   = "Subscription"
 	fieldID            = "_id"
 	fieldType          = "_type"
+	fieldVersion       = "_version"
 	fieldCommit        = "_CommitMetadata"
 	fieldChangeSet     = "_ChangeSet"
 	fieldInsertDocs    = "_insertDocuments"
@@ -34,8 +35,10 @@ const (
 	suffixListFilter = "_ListFilter"
 	suffixOrdering   = "_Ordering"
 	suffixInput      = "_Input"
+	suffixPatch      = "_Patch"
 	suffixInsert     = "_insert"
 	suffixReplace    = "_replace"
+	suffixUpdate     = "_update"
 	suffixAdded      = "_added"
 	suffixUpdated    = "_updated"
 	suffixDeleted    = "_deleted"
@@ -199,7 +202,9 @@ func (g *sdlGen) class(c *sluice.Class) {
 		g.p("type %s%s {\n", c.Name, implements(abstractAncestors(g.s, c)))
 	}
 	if c.Kind != sluice.KindSubdocument {
-		g.p("  %s: ID!\n  %s: String!\n  %s: %s\n", fieldID, fieldType, fieldCommit, typeCommitMetadata)
+		g.p("  %s: ID!\n  %s: String!\n", fieldID, fieldType)
+		g.p("  \"The document's version: new with every change of the document, by any writer, and the same on every replica (in an event, the version its change made). Give it back as _version to write only what you read.\"\n")
+		g.p("  %s: String!\n  %s: %s\n", fieldVersion, fieldCommit, typeCommitMetadata)
 	}
 	for _, f := range fields {
 		g.description("  ", indexedDescription(c, f, f.Description))
@@ -237,13 +242,26 @@ func (g *sdlGen) class(c *sluice.Class) {
 		g.p("input %s%s {\n", c.Name, suffixInput)
 		if c.Kind == sluice.KindDocument {
 			g.p("  \"The document id, \\\"%s/<key>\\\" or just the key; a new key is made when it is left out.\"\n  %s: ID\n", c.Name, fieldID)
+			g.p("  \"For %s%s. %s\"\n  %s: String\n", c.Name, suffixReplace, versionInputDescription, fieldVersion)
 		}
 		for _, f := range c.Fields {
 			g.p("  %s: %s\n", f.Name, inputType(f))
 		}
 		g.p("}\n\n")
 	}
+	if c.Kind == sluice.KindDocument {
+		g.p("\"A partial write of a %s document (%s%s): a field given replaces the document's (a subdocument is merged into the document's, as a JSON Merge Patch does), null removes an optional field, and a field left out is kept.\"\n", c.Name, c.Name, suffixUpdate)
+		g.p("input %s%s {\n  \"The document id, \\\"%s/<key>\\\" or just the key.\"\n  %s: ID!\n", c.Name, suffixPatch, c.Name, fieldID)
+		g.p("  \"%s\"\n  %s: String\n", versionInputDescription, fieldVersion)
+		for _, f := range c.Fields {
+			g.p("  %s: %s\n", f.Name, strings.TrimSuffix(inputType(f), "!"))
+		}
+		g.p("}\n\n")
+	}
 }
+
+// versionInputDescription describes _version in input types.
+const versionInputDescription = "Write the document only if its _version is this one; otherwise the request fails, writing nothing, and names each such document with its current version."
 
 // indexedDescription returns the description of field f of class c in
 // the generated schema: desc, followed by a sentence saying that an index
@@ -395,6 +413,8 @@ func (g *sdlGen) mutation() {
 		}
 		g.p("  %s%s(documents: [%s%s!]!, author: String, message: String): [ID!]!\n", c.Name, suffixInsert, c.Name, suffixInput)
 		g.p("  %s%s(documents: [%s%s!]!, create: Boolean, author: String, message: String): [ID!]!\n", c.Name, suffixReplace, c.Name, suffixInput)
+		g.p("  \"Changes some fields of existing documents (see %s%s) in one commit and returns their ids.\"\n", c.Name, suffixPatch)
+		g.p("  %s%s(documents: [%s%s!]!, author: String, message: String): [ID!]!\n", c.Name, suffixUpdate, c.Name, suffixPatch)
 	}
 	g.p("}\n\n")
 }

@@ -197,7 +197,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		if s.filter != nil && !filter.Match(s.filter, doc, x.lookup) {
 			continue
 		}
-		objs = append(objs, &object{class: cl, id: doc.ID, fields: doc.Fields, commit: c, changeType: s.change.String()})
+		objs = append(objs, &object{class: cl, id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: s.change.String()})
 		idx = append(idx, ch.Index)
 	}
 	if len(objs) == 0 {

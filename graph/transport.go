@@ -292,7 +292,7 @@ func invalidRequest(msg string) error { return &sluice.Error{Code: sluice.CodeIn
 
 // unsupportedMedia returns the error of a body Sluice does not read.
 func unsupportedMedia(msg string) error {
-	return &sluice.Error{Code: sluice.CodeMediaType, Message: msg}
+	return &sluice.Error{Code: sluice.CodeUnsupportedMedia, Message: msg}
 }
 
 // writeRequestError answers a request refused before it runs with err,

@@ -93,13 +93,19 @@ func adminToken(b *testing.B, d *dt.Daemon) string {
 }
 
 // poster returns a function that POSTs a body to admin/bench with the
-// Authorization header authz.
+// Authorization header authz. With SLUICE_BENCH_IDEMPOTENCY=1 each request
+// carries an Idempotency-Key of its own, to measure what keys cost writes.
 func poster(b *testing.B, d *dt.Daemon, authz string) func(body string) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	url := d.URL + "/api/document/admin/bench"
+	keyed := os.Getenv("SLUICE_BENCH_IDEMPOTENCY") != ""
+	var keys atomic.Int64
 	return func(body string) {
 		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 		req.Header.Set("Authorization", authz)
+		if keyed {
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("bench-%d", keys.Add(1)))
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			b.Error(err)

@@ -323,7 +323,7 @@ func (h *Hub) publish(c *sluice.Commit) {
 	var classes map[string]bool
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.head = c.End()
+	st.head = c.Taken()
 	for s := range st.live {
 		m := s.mark()
 		if len(s.opts.Classes) > 0 && classes == nil {
@@ -331,12 +331,12 @@ func (h *Hub) publish(c *sluice.Commit) {
 		}
 		out := s.prepare(m, c, classes)
 		if out == nil {
-			s.setMark(m.Max(c.End()))
+			s.setMark(m.Max(c.Taken()))
 			continue
 		}
 		select {
 		case s.ch <- out:
-			s.setMark(c.End())
+			s.setMark(c.Taken())
 			s.queued.Add(1)
 			s.notify()
 		default:
@@ -469,7 +469,7 @@ func (h *Hub) catchUp(s *Subscription) {
 					return
 				}
 			}
-			m = m.Max(c.End())
+			m = m.Max(c.Taken())
 			s.setMark(m)
 		}
 		if more || len(cs) > 0 {

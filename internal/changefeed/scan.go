@@ -50,7 +50,7 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 			if out := m.Rest(c); out != nil && !fn(out) {
 				return nil
 			}
-			m = m.Max(c.End())
+			m = m.Max(c.Taken())
 		}
 		if !more {
 			return nil

@@ -349,7 +349,7 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		}
 		for _, c := range cs {
 			t.hub.publish(c)
-			t.pos[id] = c.End()
+			t.pos[id] = c.Taken()
 			if t.metrics != nil {
 				t.metrics.Published.WithLabelValues(dbLabel(id)).Add(float64(len(c.Changes)))
 				t.metrics.TailerLag.Set(t.now().Sub(c.Time).Seconds())

@@ -20,18 +20,21 @@ import (
 
 // Envelope is a CloudEvents 1.0 structured event of one change.
 type Envelope struct {
-	SpecVersion     string          `json:"specversion"`
-	ID              string          `json:"id"`
-	Type            string          `json:"type"`
-	Source          string          `json:"source"`
-	Subject         string          `json:"subject"`
-	Time            string          `json:"time"`
-	DataContentType string          `json:"datacontenttype"`
-	Entity          string          `json:"entity"`
-	Operation       string          `json:"operation"`
-	Tenant          string          `json:"tenant"`
-	UserID          string          `json:"user_id"`
-	Data            json.RawMessage `json:"data"`
+	SpecVersion     string `json:"specversion"`
+	ID              string `json:"id"`
+	Type            string `json:"type"`
+	Source          string `json:"source"`
+	Subject         string `json:"subject"`
+	Time            string `json:"time"`
+	DataContentType string `json:"datacontenttype"`
+	Entity          string `json:"entity"`
+	Operation       string `json:"operation"`
+	Tenant          string `json:"tenant"`
+	UserID          string `json:"user_id"`
+	// Version is the version the change gave the document (for a
+	// deletion, the version of the deletion), an extension attribute.
+	Version string          `json:"version"`
+	Data    json.RawMessage `json:"data"`
 }
 
 // Selector says which changes become events.
@@ -117,7 +120,7 @@ func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 			SpecVersion: "1.0", ID: id, Type: "entity." + op,
 			Source: "/api/db/" + d.Path(), Subject: ch.DocID, Time: c.Time.UTC().Format(time.RFC3339Nano),
 			DataContentType: "application/json", Entity: ch.Class, Operation: op,
-			Tenant: d.Org, UserID: c.User, Data: data,
+			Tenant: d.Org, UserID: c.User, Version: c.Version(), Data: data,
 		})
 		if err != nil {
 			return nil, start, fmt.Errorf("encode event %s: %w", id, err)

@@ -53,6 +53,16 @@ type Config struct {
 	// Key log_retention, env SLUICE_LOG_RETENTION, flag --log-retention, default 168h.
 	LogRetention time.Duration
 
+	// IdempotencyRetention is how long a write's Idempotency-Key answers
+	// a retry with the first answer; older keys are pruned. 1m to 720h.
+	// Key idempotency_retention, env SLUICE_IDEMPOTENCY_RETENTION, flag --idempotency-retention, default 24h.
+	IdempotencyRetention time.Duration
+
+	// IdempotencyMaxKeys is the most Idempotency-Keys one user keeps: a
+	// write with a new key past it is answered 429.
+	// Key idempotency_max_keys, env SLUICE_IDEMPOTENCY_MAX_KEYS, flag --idempotency-max-keys, default 10000.
+	IdempotencyMaxKeys int
+
 	// ShutdownTimeout is how long a shutdown on SIGTERM or SIGINT waits for
 	// requests and streams to finish before closing them; 0 closes them at
 	// once.
@@ -376,6 +386,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("log_level", levelName(c.LogLevel)),
 		slog.String("log_format", string(c.LogFormat)),
 		slog.Duration("log_retention", c.LogRetention),
+		slog.Duration("idempotency_retention", c.IdempotencyRetention),
+		slog.Int("idempotency_max_keys", c.IdempotencyMaxKeys),
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),

@@ -42,21 +42,23 @@ func writeFile(t *testing.T, name, content string) string {
 func TestDefault(t *testing.T) {
 	t.Parallel()
 	want := Config{
-		Listen:           ":6363",
-		DataDir:          "./data",
-		DatabaseURL:      "",
-		AdminPassword:    "",
-		PGBinDir:         "",
-		LogLevel:         slog.LevelInfo,
-		LogFormat:        LogFormatText,
-		LogRetention:     168 * time.Hour,
-		ShutdownTimeout:  10 * time.Second,
-		Heartbeat:        12 * time.Second,
-		MaxBodyBytes:     64 << 20,
-		BodyIdleTimeout:  30 * time.Second,
-		BodyMinRate:      8192,
-		MaxRequestBodies: 1024,
-		MaxHeaderBytes:   16 << 10,
+		Listen:               ":6363",
+		DataDir:              "./data",
+		DatabaseURL:          "",
+		AdminPassword:        "",
+		PGBinDir:             "",
+		LogLevel:             slog.LevelInfo,
+		LogFormat:            LogFormatText,
+		LogRetention:         168 * time.Hour,
+		IdempotencyRetention: 24 * time.Hour,
+		IdempotencyMaxKeys:   10000,
+		ShutdownTimeout:      10 * time.Second,
+		Heartbeat:            12 * time.Second,
+		MaxBodyBytes:         64 << 20,
+		BodyIdleTimeout:      30 * time.Second,
+		BodyMinRate:          8192,
+		MaxRequestBodies:     1024,
+		MaxHeaderBytes:       16 << 10,
 
 		GraphQLWSMaxMessageBytes:  1 << 20,
 		MaxUnauthenticatedSockets: 1000,
@@ -227,21 +229,23 @@ max_body_bytes: 100
 // everything is a Config with every field away from its default; the
 // files in TestFileFormats spell it out.
 var everything = Config{
-	Listen:           "127.0.0.1:7000",
-	DataDir:          "/var/lib/sluice",
-	DatabaseURL:      "postgres://sluice@db/sluice",
-	AdminPassword:    "hunter2",
-	PGBinDir:         "/opt/pg/bin",
-	LogLevel:         slog.LevelDebug,
-	LogFormat:        LogFormatJSON,
-	LogRetention:     0,
-	ShutdownTimeout:  30 * time.Second,
-	Heartbeat:        time.Minute,
-	MaxBodyBytes:     1024,
-	BodyIdleTimeout:  5 * time.Second,
-	BodyMinRate:      100,
-	MaxRequestBodies: 7,
-	MaxHeaderBytes:   8192,
+	Listen:               "127.0.0.1:7000",
+	DataDir:              "/var/lib/sluice",
+	DatabaseURL:          "postgres://sluice@db/sluice",
+	AdminPassword:        "hunter2",
+	PGBinDir:             "/opt/pg/bin",
+	LogLevel:             slog.LevelDebug,
+	LogFormat:            LogFormatJSON,
+	LogRetention:         0,
+	IdempotencyRetention: 2 * time.Hour,
+	IdempotencyMaxKeys:   50,
+	ShutdownTimeout:      30 * time.Second,
+	Heartbeat:            time.Minute,
+	MaxBodyBytes:         1024,
+	BodyIdleTimeout:      5 * time.Second,
+	BodyMinRate:          100,
+	MaxRequestBodies:     7,
+	MaxHeaderBytes:       8192,
 
 	GraphQLWSMaxMessageBytes:  2048,
 	MaxUnauthenticatedSockets: 9,
@@ -318,6 +322,8 @@ pg_bin_dir: /opt/pg/bin
 log_level: debug
 log_format: json
 log_retention: 0
+idempotency_retention: 2h
+idempotency_max_keys: 50
 shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
@@ -379,6 +385,8 @@ pg_bin_dir: /opt/pg/bin
 log_level: debug
 log_format: json
 log_retention: "0"
+idempotency_retention: "2h"
+idempotency_max_keys: "50"
 shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
@@ -442,6 +450,8 @@ pg_bin_dir = "/opt/pg/bin"
 log_level = "debug"
 log_format = "json"
 log_retention = 0
+idempotency_retention = "2h"
+idempotency_max_keys = 50
 shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
@@ -503,6 +513,8 @@ tls_key_file = "/etc/sluice/key.pem"
   "log_level": "debug",
   "log_format": "json",
   "log_retention": "0s",
+  "idempotency_retention": "2h0m0s",
+  "idempotency_max_keys": 50,
   "shutdown_timeout": "30s",
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
@@ -582,6 +594,8 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_LOG_LEVEL":                    "debug",
 		"SLUICE_LOG_FORMAT":                   "json",
 		"SLUICE_LOG_RETENTION":                "0",
+		"SLUICE_IDEMPOTENCY_RETENTION":        "2h",
+		"SLUICE_IDEMPOTENCY_MAX_KEYS":         "50",
 		"SLUICE_SHUTDOWN_TIMEOUT":             "30s",
 		"SLUICE_HEARTBEAT":                    "1m",
 		"SLUICE_MAX_BODY_BYTES":               "1024",
@@ -652,6 +666,8 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--log-level", "debug",
 		"--log-format", "json",
 		"--log-retention", "0",
+		"--idempotency-retention", "2h",
+		"--idempotency-max-keys", "50",
 		"--shutdown-timeout", "30s",
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
@@ -756,6 +772,16 @@ func TestInvalidValues(t *testing.T) {
 			name: "duration in days",
 			env:  map[string]string{"SLUICE_LOG_RETENTION": "7d"},
 			want: `config: log_retention: invalid value "7d" (from SLUICE_LOG_RETENTION): want a duration such as "30s", "5m" or "168h"`,
+		},
+		{
+			name: "idempotency_retention out of range",
+			env:  map[string]string{"SLUICE_IDEMPOTENCY_RETENTION": "0s"},
+			want: `config: idempotency_retention: invalid value "0s" (from SLUICE_IDEMPOTENCY_RETENTION): want 1m to 720h`,
+		},
+		{
+			name: "idempotency_max_keys of 0",
+			env:  map[string]string{"SLUICE_IDEMPOTENCY_MAX_KEYS": "0"},
+			want: `config: idempotency_max_keys: invalid value "0" (from SLUICE_IDEMPOTENCY_MAX_KEYS): want a whole number from 1 to 2147483647`,
 		},
 		{
 			name: "duration without unit",

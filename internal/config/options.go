@@ -93,6 +93,18 @@ func options() []option {
 		durationOption("log_retention", "168h",
 			"how long the commit log is kept (0 keeps it forever); pruning never removes what a connected subscriber still needs",
 			func(c *Config, d time.Duration) error { c.LogRetention = d; return nil }),
+		durationOption("idempotency_retention", "24h",
+			"how long a write's Idempotency-Key answers a retry (the same key, user and request) with the first answer, on any replica, instead of writing again; older keys are pruned (1m to 720h)",
+			func(c *Config, d time.Duration) error {
+				if d < time.Minute || d > 720*time.Hour {
+					return errors.New("want 1m to 720h")
+				}
+				c.IdempotencyRetention = d
+				return nil
+			}),
+		countOption("idempotency_max_keys", "10000",
+			"most Idempotency-Keys one user keeps within idempotency_retention; past it a write with a new key is answered 429 (writes without one are not affected); above 64 it is checked on a sample of new keys, so a user may pass it by about a sixty-fourth",
+			func(c *Config, n int) { c.IdempotencyMaxKeys = n }),
 		durationOption("shutdown_timeout", "10s",
 			"on SIGTERM or SIGINT, how long to wait for requests and streams to finish before closing them (0 closes them at once)",
 			func(c *Config, d time.Duration) error { c.ShutdownTimeout = d; return nil }),

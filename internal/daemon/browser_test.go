@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,6 +33,37 @@ func TestBrowserEventSource(t *testing.T) {
 	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/kennel", `{"user":"bea","role":"read"}`)
 	// The page authenticates as bea, a reader; the script writes as admin.
 	dt.RunBrowserScript(t, "eventsource.mjs", d.URL, page.URL, "admin/kennel", "bea", "bea-password", "admin", dt.AdminPassword)
+}
+
+// TestBrowserConditionalWrites runs test/browser/edit.mjs: Debian's
+// Chromium, headless, loads a page from another origin listed in the
+// daemon's cors_origins, whose fetches read a document's ETag and
+// Sluice-Position, patch it with If-Match and an Idempotency-Key, read a
+// 412 with the current ETag, retry the patch and read the same answer,
+// create a document with If-None-Match: * and delete it with If-Match:
+// every preflight allows PATCH and those headers, and every answer
+// exposes ETag, Sluice-Position and Idempotent-Replayed.
+func TestBrowserConditionalWrites(t *testing.T) {
+	dt.SkipWithoutBrowser(t)
+	t.Parallel()
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<!doctype html><title>another origin</title><p>A page that edits Sluice documents.</p>\n"))
+	}))
+	defer page.Close()
+	d := dt.Start(t, dt.WithCORS(page.URL))
+	d.CreateDatabase(t, "notes", "type Note { text: String }")
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/notes", `{"@type":"Note","@id":"n","text":"first"}`)
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"ed","organization":"admin","password":"ed-password"}`)
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/notes", `{"user":"ed","role":"write"}`)
+	dt.RunBrowserScript(t, "edit.mjs", d.URL, page.URL, "admin/notes", "ed", "ed-password")
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/notes?id=Note/n", nil); !strings.Contains(string(r.Body), `"text":"edited"`) {
+		t.Errorf("Note/n after the page's edits: %s", r.Body)
+	}
+	var log []json.RawMessage
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/notes", nil).Body, &log); err != nil || len(log) != 4 {
+		t.Errorf("%d commits, want 4: the insert, one patch, a create and a delete (%v)", len(log), err)
+	}
 }
 
 // TestBrowserCrossSiteForms runs test/browser/csrf.mjs: a user signs in to

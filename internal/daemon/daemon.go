@@ -26,6 +26,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/console"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/gqltransport"
 	"github.com/sluice-dev/sluice/internal/graphiql"
@@ -238,6 +239,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
 		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
+	eng.KeepIdempotencyKeys(d.cfg.IdempotencyRetention, d.cfg.IdempotencyMaxKeys)
 	eng.UseLogRetention(d.cfg.LogRetention)
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
@@ -303,6 +305,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		CORS:             rest.NewCORS(origins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
+		Console:          console.New(),
 		Landing:          giql.Landing(),
 		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase, int(d.cfg.MaxWebhooksPerUser)),
 	})
@@ -447,7 +450,30 @@ func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
 		wg.Go(func() { prune(bg, p.store, d.cfg.LogRetention, p.hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, d.logger) })
 	}
+	wg.Go(func() { pruneIdempotencyKeys(bg, p.store, d.cfg.IdempotencyRetention, d.logger) })
 	return func() { stopBG(); wg.Wait() }
+}
+
+// pruneIdempotencyKeys deletes the Idempotency-Keys older than retention,
+// every retention/24 (at least every minute, at most hourly). Expired keys
+// no longer answer even before they are pruned.
+func pruneIdempotencyKeys(ctx context.Context, store *postgres.DB, retention time.Duration, logger *slog.Logger) {
+	every := min(max(retention/24, time.Minute), time.Hour)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		n, err := store.PruneIdempotencyKeys(ctx, retention)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("prune idempotency keys", "err", err)
+		} else if n > 0 {
+			logger.Info("pruned idempotency keys", "keys", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // startFeed runs the tailer. The returned function, which only its first

@@ -234,6 +234,21 @@ func TestCORS(t *testing.T) {
 		!strings.Contains(pre.Header.Get("Access-Control-Allow-Methods"), "POST") {
 		t.Errorf("preflight: %d %v", pre.Status, pre.Header)
 	}
+	// Conditional and idempotent writes: PATCH and their headers are
+	// allowed (also without Access-Control-Request-Headers), and the
+	// headers their answers carry are exposed.
+	pre = d.Do(t, dt.NoAuth(), "OPTIONS", "/api/document/admin/c", nil, "Origin", "https://app.example", "Access-Control-Request-Method", "PATCH")
+	for _, want := range []string{"If-Match", "If-None-Match", "Idempotency-Key"} {
+		if !strings.Contains(pre.Header.Get("Access-Control-Allow-Headers"), want) || !strings.Contains(pre.Header.Get("Access-Control-Allow-Methods"), "PATCH") {
+			t.Errorf("PATCH preflight: %d %v", pre.Status, pre.Header)
+		}
+	}
+	r := d.Do(t, dt.Admin(), "GET", "/api/document/admin/c", nil, "Origin", "https://app.example")
+	for _, want := range []string{"ETag", "Sluice-Position", "Idempotent-Replayed"} {
+		if !strings.Contains(r.Header.Get("Access-Control-Expose-Headers"), want) {
+			t.Errorf("exposed headers %q lack %s", r.Header.Get("Access-Control-Expose-Headers"), want)
+		}
+	}
 	pre = d.Do(t, dt.NoAuth(), "OPTIONS", "/api/graphql/admin/c", nil, "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
 	if pre.Header.Get("Access-Control-Allow-Methods") != "" || pre.Header.Get("Access-Control-Allow-Credentials") != "" {
 		t.Errorf("preflight from another origin: %d %v", pre.Status, pre.Header)

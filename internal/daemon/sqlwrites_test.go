@@ -120,6 +120,7 @@ type restEvent struct {
 	Kind    string
 	Subject string          `json:"subject"`
 	User    string          `json:"user_id"`
+	Version string          `json:"version"`
 	Data    json.RawMessage `json:"data"`
 }
 
@@ -347,7 +348,7 @@ func tableState(t testing.TB, d *dt.Daemon, db, class string) map[string]string 
 		if err := json.Unmarshal([]byte(line), &doc); err != nil {
 			t.Fatal(err)
 		}
-		state[doc.ID] = line
+		state[doc.ID] = withoutVersion(line)
 	}
 	return state
 }

@@ -17,29 +17,71 @@ import (
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
-// The runnable examples that docs/subscriptions.md shows whole.
-var examples = []string{
-	"test/clients/examples/follow-graphql-sse.mjs",
-	"test/clients/examples/follow-graphql-ws.mjs",
-	"test/browser/examples/follow-eventsource.js",
+// The runnable examples that the docs show whole, and the page that
+// shows each.
+var examples = map[string]string{
+	"test/clients/examples/follow-graphql-sse.mjs": "docs/subscriptions.md",
+	"test/clients/examples/follow-graphql-ws.mjs":  "docs/subscriptions.md",
+	"test/browser/examples/follow-eventsource.js":  "docs/subscriptions.md",
+	"test/clients/examples/edit-safely.mjs":        "docs/rest.md",
 }
 
-// TestDocsShowExamples checks that docs/subscriptions.md shows each
-// runnable example exactly as the file that the tests below run.
+// TestDocsShowExamples checks that the docs show each runnable example
+// exactly as the file that the tests below run.
 func TestDocsShowExamples(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile("../../docs/subscriptions.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range examples {
+	for path, page := range examples {
+		doc, err := os.ReadFile("../../" + page)
+		if err != nil {
+			t.Fatal(err)
+		}
 		src, err := os.ReadFile("../../" + path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(doc), "```js\n"+string(src)+"```\n") {
-			t.Errorf("docs/subscriptions.md does not show %s as it is: copy the file into its ```js block", path)
+			t.Errorf("%s does not show %s as it is: copy the file into its ```js block", page, path)
 		}
+	}
+}
+
+// TestEditSafelyExample runs the example that edits a document safely
+// (test/clients/examples/edit-safely.mjs): three copies at once, against
+// two replicas, each adding 1 to one count ten times. Read-modify-write
+// races all the time, so without conditional writes some additions would
+// be lost: the count must end at 30, in 30 commits. It runs only when
+// SLUICE_GRAPHQL_CLIENTS=1 (make test-graphql-clients).
+func TestEditSafelyExample(t *testing.T) {
+	dir := dt.NodeProject(t, "SLUICE_GRAPHQL_CLIENTS", "clients", "graphql-ws")
+	t.Parallel()
+	settings := func(c *config.Config) { c.AdminPassword = adminPassword }
+	a := dt.Start(t, settings)
+	b := dt.Start(t, settings, dt.WithDatabaseURL(a.DatabaseURL))
+	a.MustDo(t, http.StatusCreated, admin(), http.MethodPost, "/api/db/admin/counters", `{"schema":"type Counter { count: Int }"}`)
+	a.MustDo(t, http.StatusOK, admin(), http.MethodPost, "/api/document/admin/counters", `{"@type":"Counter","@id":"visits","count":0}`)
+	errs := make(chan error, 3)
+	for i, d := range []*dt.Daemon{a, b, a} {
+		cmd := exec.Command("node", "examples/edit-safely.mjs", d.URL+"/api/document/admin/counters?id=Counter/visits", "10")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "SLUICE_CREDENTIALS=admin:"+adminPassword)
+		go func() {
+			out, err := cmd.CombinedOutput()
+			t.Logf("example %d:\n%s", i, out)
+			errs <- err
+		}()
+	}
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("an example failed: %v", err)
+		}
+	}
+	var doc struct{ Count int }
+	if err := json.Unmarshal(a.MustDo(t, http.StatusOK, admin(), http.MethodGet, "/api/document/admin/counters?id=Counter/visits", nil).Body, &doc); err != nil || doc.Count != 30 {
+		t.Fatalf("count %d after 30 additions (%v)", doc.Count, err)
+	}
+	var log []json.RawMessage
+	if err := json.Unmarshal(a.MustDo(t, http.StatusOK, admin(), http.MethodGet, "/api/log/admin/counters", nil).Body, &log); err != nil || len(log) != 31 {
+		t.Fatalf("%d commits, want 31 (%v)", len(log), err)
 	}
 }
 

@@ -92,7 +92,7 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 	_, err = e.systemWrite(ctx, u, "delete database "+d.Path(), func(ctx context.Context, tx *postgres.Tx) error {
 		return tx.DeleteDatabase(ctx, d)
 	}, func(ctx context.Context, w *postgres.Writer) error {
-		return w.Delete(ctx, []string{userDatabaseDoc(d).ID})
+		return w.Delete(ctx, []string{userDatabaseDoc(d).ID}, nil)
 	})
 	e.forgetDatabase(d)
 	if err != nil {
@@ -105,26 +105,39 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 
 // Databases returns the databases u can read, _system excluded.
 func (e *Engine) Databases(ctx context.Context, u *sluice.User) ([]*sluice.Database, error) {
+	ds, _, err := e.DatabasesWithRoles(ctx, u)
+	return ds, err
+}
+
+// DatabasesWithRoles returns the databases u can read, _system excluded,
+// and u's role on each (admin on every one for the super user).
+func (e *Engine) DatabasesWithRoles(ctx context.Context, u *sluice.User) ([]*sluice.Database, []sluice.Role, error) {
 	all, err := e.store.Databases(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var roles map[int64]sluice.Role
 	if !u.Superuser {
 		if roles, err = e.store.Roles(ctx, u.ID); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var out []*sluice.Database
+	var outRoles []sluice.Role
 	for _, d := range all {
 		if d.Org == sluice.SystemOrg {
 			continue
 		}
-		if u.Superuser || roles[d.ID] >= sluice.RoleRead {
+		role := sluice.RoleAdmin
+		if !u.Superuser {
+			role = roles[d.ID]
+		}
+		if role >= sluice.RoleRead {
 			out = append(out, d)
+			outRoles = append(outRoles, role)
 		}
 	}
-	return out, nil
+	return out, outRoles, nil
 }
 
 // systemWrite runs before, then write, which writes documents of _system,

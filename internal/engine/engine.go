@@ -29,6 +29,11 @@ type Engine struct {
 	// gcPercent is the collector's target while large writes run (see
 	// bulkGC); 0 leaves it alone.
 	gcPercent int
+	// idempotency is how idempotency keys are kept (KeepIdempotencyKeys).
+	idempotency struct {
+		retention time.Duration
+		maxKeys   int
+	}
 	// logRetention is the server's log_retention (UseLogRetention).
 	logRetention time.Duration
 
@@ -98,11 +103,21 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	if hooks.OnAccess == nil {
 		hooks.OnAccess = func() {}
 	}
-	return &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
+	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
 		schemas:   map[schemaKey]*sluice.Schema{},
 		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}
+	e.KeepIdempotencyKeys(24*time.Hour, 10000)
+	return e
+}
+
+// KeepIdempotencyKeys sets how long an Idempotency-Key answers again
+// (idempotency_retention) and how many keys one user keeps at most
+// (idempotency_max_keys, 0: no bound); call it before the Engine is used.
+// New sets 24 hours and 10,000.
+func (e *Engine) KeepIdempotencyKeys(retention time.Duration, maxKeys int) {
+	e.idempotency.retention, e.idempotency.maxKeys = retention, maxKeys
 }
 
 // RaiseGCDuringBulkWrites sets the garbage collector's target (as GOGC)

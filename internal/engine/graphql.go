@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 
@@ -115,14 +117,16 @@ const (
 	WriteInsert WriteKind = iota + 1
 	WriteReplace
 	WriteDelete
+	WritePatch
 )
 
 // WriteOp is one write of a batch: documents to insert or replace (Docs),
-// or ids to delete (IDs).
+// ids to delete (IDs), or documents to patch (Patches).
 type WriteOp struct {
-	Kind WriteKind
-	Docs DocSource
-	IDs  []string
+	Kind    WriteKind
+	Docs    DocSource
+	IDs     []string
+	Patches []Patch
 	// Create makes a replace insert documents that do not exist.
 	Create bool
 }
@@ -139,8 +143,12 @@ func (e *OpError) Unwrap() error { return e.Err }
 
 // WriteBatch runs several writes, in order, as one commit (one GraphQL
 // request with several mutation fields). It needs the write role. Any
-// error rolls the whole batch back. It returns the ids each op wrote. An
-// error an op causes is an *OpError naming it.
+// error rolls the whole batch back. It returns the ids each op wrote, and
+// the commit. An error an op causes is an *OpError naming it, except that
+// documents whose preconditions do not hold, in any op, fail the batch
+// with one *sluice.StaleError naming them all. With opt.Idempotency, a key
+// recorded by an earlier write returns that write's ids and commit (its
+// Seq and UID), and nothing is written.
 //
 // Every op is read and validated before anything is written, so a batch
 // of at most groupMax documents joins group commit as a REST request of
@@ -182,18 +190,47 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 	}
 	docs := make([][]*sluice.Document, len(ops))
 	ids := make([][]string, len(ops))
+	expects := make([][]sluice.Precondition, len(ops))
 	n := 0
-	for i, op := range ops {
-		var err error
-		if docs[i], ids[i], err = batchOp(s, op); err != nil {
-			return nil, nil, &OpError{Index: i, Err: err}
+	prepare := func() error {
+		for i, op := range ops {
+			var err error
+			if op.Kind == WritePatch {
+				ids[i], expects[i], err = checkPatches(s, op.Patches, false)
+			} else {
+				docs[i], ids[i], err = batchOp(s, op)
+			}
+			if err != nil {
+				return &OpError{Index: i, Err: err}
+			}
+			n += len(ids[i])
 		}
-		n += len(ids[i])
+		return nil
+	}
+	if err := prepare(); err != nil {
+		c, answer, kerr := e.recorded(ctx, u, d, opt)
+		if kerr != nil {
+			return nil, nil, kerr
+		}
+		if c == nil {
+			return nil, nil, err
+		}
+		var replayed [][]string
+		if err := json.Unmarshal(answer, &replayed); err != nil {
+			return nil, nil, fmt.Errorf("idempotency key's answer: %w", err)
+		}
+		return replayed, c, nil
 	}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
 			for i, op := range ops {
-				if err := writeOp(ctx, w, op, docs[i]); err != nil {
+				var err error
+				if op.Kind == WritePatch {
+					err = writePatches(ctx, w, s, op.Patches, ids[i], expects[i])
+				} else {
+					err = writeOp(ctx, w, op, docs[i])
+				}
+				if err != nil {
 					return &OpError{Index: i, Err: err}
 				}
 				// An op's pipelined statements report their errors (a
@@ -208,6 +245,8 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 			}
 			return nil
 		}}
+	key := e.idempotencyKey(u, opt, func() ([]byte, error) { return json.Marshal(ids) })
+	spec.Idempotency = key
 	commit, err := e.store.Write(ctx, spec)
 	if errors.Is(err, postgres.ErrExists) && ops[opError(err, len(ops)).Index].Kind == WriteReplace {
 		// Another request created a document this upsert had found
@@ -216,7 +255,16 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 	}
 	if err != nil {
 		e.forgetDatabase(d)
+		var stale *sluice.StaleError
+		if errors.As(err, &stale) {
+			return nil, nil, stale // every op's, not one's
+		}
 		return nil, nil, opError(err, len(ops))
+	}
+	if key != nil && key.Replayed != nil {
+		if err := json.Unmarshal(key.Replayed, &ids); err != nil {
+			return nil, nil, fmt.Errorf("idempotency key's answer: %w", err)
+		}
 	}
 	return ids, commit, nil
 }
@@ -256,6 +304,9 @@ func batchOp(s *sluice.Schema, op WriteOp) ([]*sluice.Document, []string, error)
 		if err != nil {
 			return nil, nil, docError(n, raw.ID(), err)
 		}
+		if op.Kind == WriteInsert && !doc.Expect.None() {
+			return nil, nil, docError(n, raw.ID(), errInsertPrecondition)
+		}
 		if doc.ID == "" {
 			if op.Kind == WriteReplace {
 				return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %d: a replaced %s document needs an @id", n, doc.Type)
@@ -279,7 +330,7 @@ func batchOp(s *sluice.Schema, op WriteOp) ([]*sluice.Document, []string, error)
 // chunkSize documents.
 func writeOp(ctx context.Context, w *postgres.Writer, op WriteOp, docs []*sluice.Document) error {
 	if op.Kind == WriteDelete {
-		return w.Delete(ctx, op.IDs)
+		return w.Delete(ctx, op.IDs, nil)
 	}
 	for start := 0; start < len(docs); start += chunkSize {
 		chunk := docs[start:min(start+chunkSize, len(docs))]

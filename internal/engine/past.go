@@ -281,11 +281,12 @@ func dropUnknown(s *sluice.Schema, past *Past, doc []byte) ([]byte, error) {
 		return doc, nil
 	}
 	id, _ := m["@id"].(string)
+	version, _ := m["@version"].(string)
 	fields := make(map[string]any, len(m))
 	for k, v := range m {
-		if _, hidden := unknown[k]; !hidden && k != "@id" && k != "@type" {
+		if _, hidden := unknown[k]; !hidden && k != "@id" && k != "@type" && k != "@version" {
 			fields[k] = v
 		}
 	}
-	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Fields: fields})
+	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Version: version, Fields: fields})
 }

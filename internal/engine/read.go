@@ -18,63 +18,71 @@ type ReadAt struct {
 	Hidden   []string
 }
 
-// Document returns the API-form JSON of one document, and what it reflects
-// (the newest commit in the snapshot it was read in); it needs the read
-// role. Fields the reader may not see (field protection) are removed.
-// With asOf set, it returns the document as it was at that position (see
-// ReadAsOf for the errors of a position it cannot read).
-func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string, asOf *sluice.Position) ([]byte, ReadAt, error) {
-	var out []byte
-	var at ReadAt
+// ReadDocument is one document as Document reads it, and what the read
+// reflects.
+type ReadDocument struct {
+	// JSON is its API form, with its "@version" (none in a read of the
+	// past: see postgres.DB.Document).
+	JSON    []byte
+	Version string
+	ReadAt
+}
+
+// Document returns one document and what the read reflects (the newest
+// commit in the snapshot it was read in); it needs the read role. Fields
+// the reader may not see (field protection) are removed. With asOf set,
+// it returns the document as it was at that position (see ReadAsOf for the
+// errors of a position it cannot read).
+func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string, asOf *sluice.Position) (*ReadDocument, error) {
+	var doc *ReadDocument
 	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
 		var err error
-		out, at, err = e.document(ctx, u, d, s, id, asOf)
+		doc, err = e.document(ctx, u, d, s, id, asOf)
 		return err
 	})
-	return out, at, err
+	return doc, err
 }
 
 // document is Document with database d and its schema s.
-func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, id string, asOf *sluice.Position) ([]byte, ReadAt, error) {
+func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, id string, asOf *sluice.Position) (*ReadDocument, error) {
 	class, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
-		return nil, ReadAt{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
 	}
 	// A key no document can have (NUL, invalid UTF-8, too long) is the
 	// client's mistake, and must not reach SQL.
 	if err := schema.CheckKey(key); err != nil {
-		return nil, ReadAt{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
-		return nil, ReadAt{}, err
+		return nil, err
 	}
 	rctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
 	var past *Past
 	if asOf != nil {
 		if past, err = e.ReadAsOf(rctx, d, s, role, snap, "as_of", *asOf); err != nil {
-			return nil, ReadAt{}, err
+			return nil, err
 		}
 		if err := past.CheckClass(class); err != nil {
-			return nil, ReadAt{}, err
+			return nil, err
 		}
 	} else {
 		snap.OneStatement()
 	}
-	b, err := e.store.Document(rctx, d, s, id)
+	b, version, err := e.store.Document(rctx, d, s, id)
 	if err != nil {
-		return nil, ReadAt{}, err
+		return nil, err
 	}
-	at := ReadAt{}
-	at.Position, _ = snap.Position()
-	out, err := redactFor(role, s, b)
-	if err != nil || past == nil {
-		return out, at, err
+	doc := &ReadDocument{Version: version}
+	doc.Position, _ = snap.Position()
+	if doc.JSON, err = redactFor(role, s, b); err != nil || past == nil {
+		return doc, err
 	}
-	at.Position, at.Hidden = past.Position, past.Hidden([]string{class})
-	out, err = dropUnknown(s, past, out)
-	return out, at, err
+	doc.Position, doc.Hidden = past.Position, past.Hidden([]string{class})
+	doc.JSON, err = dropUnknown(s, past, doc.JSON)
+	return doc, err
 }
 
 // DocumentQuery selects documents for Documents.

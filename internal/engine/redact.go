@@ -31,13 +31,14 @@ func redactFor(role sluice.Role, s *sluice.Schema, doc []byte) ([]byte, error) {
 		return doc, nil
 	}
 	id, _ := m["@id"].(string)
+	version, _ := m["@version"].(string)
 	fields := make(map[string]any, len(m))
 	for k, v := range m {
-		if k != "@id" && k != "@type" {
+		if k != "@id" && k != "@type" && k != "@version" {
 			fields[k] = v
 		}
 	}
-	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Fields: fields})
+	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Version: version, Fields: fields})
 }
 
 // redactMap deletes hidden fields from m (an object of class c) and reports

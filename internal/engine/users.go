@@ -326,7 +326,7 @@ func (e *Engine) DeleteUser(ctx context.Context, u *sluice.User, target string) 
 		}
 		return tx.DeleteUser(ctx, tu)
 	}, func(ctx context.Context, w *postgres.Writer) error {
-		return w.Delete(ctx, []string{userDoc(&sluice.User{Name: target}).ID})
+		return w.Delete(ctx, []string{userDoc(&sluice.User{Name: target}).ID}, nil)
 	})
 	if err != nil {
 		return err
@@ -383,7 +383,7 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 		docs = append(docs, organizationDoc(org).ID)
 		return nil
 	}, func(ctx context.Context, w *postgres.Writer) error {
-		return w.Delete(ctx, docs)
+		return w.Delete(ctx, docs, nil)
 	})
 	for _, d := range dropped {
 		e.forgetDatabase(d)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base32"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,26 +40,82 @@ type WriteOptions struct {
 	Message string
 	// Create makes a replace insert documents that do not exist.
 	Create bool
+	// Expect is the precondition of the request's one document, given
+	// apart from it (a REST request's If-Match or If-None-Match: *): a
+	// request with one writes exactly one document, whose own "@version",
+	// if any, must agree.
+	Expect sluice.Precondition
+	// Idempotency, when set, makes the write idempotent under its key.
+	Idempotency *Idempotency
+}
+
+// Idempotency is a write's Idempotency-Key: the same key from the same
+// user with the same request, within the retention, answers the first
+// answer again without writing (see postgres.IdempotencyKey).
+type Idempotency struct {
+	Key string
+	// Request returns the SHA-256 of what the request asks; it is called
+	// once the write has read the request (a REST body to its end), or
+	// when the key is found recorded.
+	Request func() ([]byte, error)
+}
+
+// maxIdempotencyKey is the longest Idempotency-Key accepted, in bytes.
+const maxIdempotencyKey = 255
+
+// IdempotencyKeyOf returns the key of a request's Idempotency-Key header
+// values, "" when there are none: a string of 1 to 255 printable ASCII
+// characters, quoted as a structured field string (the IETF draft's form)
+// or not (Stripe's). Anything else is a CodeInvalid error.
+func IdempotencyKeyOf(values []string) (string, error) {
+	if len(values) == 0 {
+		return "", nil
+	}
+	k := strings.TrimSpace(values[0])
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		k = strings.NewReplacer(`\"`, `"`, `\\`, `\`).Replace(k[1 : len(k)-1])
+	}
+	if len(values) > 1 || k == "" || len(k) > maxIdempotencyKey {
+		return "", sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key: give one key of 1 to %d characters, such as a UUID", maxIdempotencyKey)
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x20 || k[i] > 0x7e {
+			return "", sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key: only printable ASCII characters, such as a UUID")
+		}
+	}
+	return k, nil
 }
 
 // WriteResult is what a write answers: the ids it wrote, in request order,
-// and the commit it made.
+// and the commit it made. Replayed is set when the write's Idempotency-Key
+// had been recorded by an earlier write: the result is that write's (its
+// ids, and its commit's Seq and UID), and nothing was written.
 type WriteResult struct {
-	IDs    []string
-	Commit *sluice.Commit
+	IDs      []string
+	Commit   *sluice.Commit
+	Replayed bool
 }
 
 // Insert validates every document from src and inserts them all in one
 // commit. Any invalid document, or one whose id exists, fails the whole
-// request and nothing is written.
+// request and nothing is written. A document may not carry a precondition
+// ("@version"): it would never hold.
 func (e *Engine) Insert(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions) (*WriteResult, error) {
+	if !opt.Expect.None() {
+		return nil, errInsertPrecondition
+	}
 	return e.writeDocs(ctx, u, org, name, src, opt, true, func(ctx context.Context, w *postgres.Writer, r *postgres.Rows) error {
 		return w.InsertRows(ctx, r)
 	})
 }
 
+var errInsertPrecondition = sluice.Errorf(sluice.CodeInvalid, "an insert takes no precondition (If-Match, If-None-Match, \"@version\"): it fails anyway when the document exists; to write only a document's given version, replace it (PUT)")
+
 // Replace validates every document from src and replaces them all in one
-// commit (inserting missing ones when opt.Create is set).
+// commit (inserting missing ones when opt.Create is set). A document whose
+// precondition (its "@version", or opt.Expect) does not hold is not
+// written, and fails the request with a *sluice.StaleError naming every
+// such document.
 func (e *Engine) Replace(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions) (*WriteResult, error) {
 	return e.writeDocs(ctx, u, org, name, src, opt, false, func(ctx context.Context, w *postgres.Writer, r *postgres.Rows) error {
 		return w.ReplaceRows(ctx, r, opt.Create)
@@ -66,28 +123,78 @@ func (e *Engine) Replace(ctx context.Context, u *sluice.User, org, name string, 
 }
 
 // Delete deletes the documents with the given ids in one commit. An id that
-// names no document fails the whole request.
-func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, ids []string, opt WriteOptions) (*WriteResult, error) {
-	var c *sluice.Commit
+// names no document fails the whole request; so does one whose
+// precondition (expect[i], when expect is not nil) does not hold (a
+// *sluice.StaleError). opt.Expect applies to a request of one id.
+func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, ids []string, expect []sluice.Precondition, opt WriteOptions) (*WriteResult, error) {
+	if !opt.Expect.None() {
+		if len(ids) != 1 || expect != nil && !expect[0].None() && expect[0] != opt.Expect {
+			return nil, errOnePrecondition
+		}
+		expect = []sluice.Precondition{opt.Expect}
+	}
+	var res *WriteResult
 	err := e.current(ctx, u, org, name, sluice.RoleWrite, func(d *sluice.Database, s *sluice.Schema) error {
 		if err := writable(d); err != nil {
 			return err
 		}
-		if err := checkDeleteIDs(s, ids); err != nil {
-			return err
-		}
 		var err error
-		c, err = e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
-			Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Delete(ctx, ids) }})
-		if err != nil {
-			e.forgetDatabase(d)
-		}
+		res, err = e.deleteWith(ctx, u, d, s, ids, expect, opt)
 		return err
 	})
+	return res, err
+}
+
+// deleteWith is Delete with database d and its schema s.
+func (e *Engine) deleteWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ids []string, expect []sluice.Precondition, opt WriteOptions) (*WriteResult, error) {
+	if err := checkDeleteIDs(s, ids); err != nil {
+		return e.refused(ctx, u, d, opt, err)
+	}
+	for _, p := range expect {
+		if p.Absent {
+			return e.refused(ctx, u, d, opt, sluice.Errorf(sluice.CodeInvalid, "a delete cannot require that its document does not exist (If-None-Match: *)"))
+		}
+	}
+	res := &WriteResult{IDs: ids}
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
+		Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Delete(ctx, ids, expect) }}
+	return e.write(ctx, u, d, spec, opt, res)
+}
+
+// errOnePrecondition refuses a precondition given apart from the
+// documents (If-Match) for a request of several, or that disagrees with
+// its document's own.
+var errOnePrecondition = sluice.Errorf(sluice.CodeInvalid, "If-Match and If-None-Match apply to a request of one document, and must agree with its \"@version\" if it has one; give each document of a larger request its own \"@version\"")
+
+// write runs spec, the write of res.IDs, with opt's idempotency key, and
+// returns res with its commit (an earlier write's, res.Replayed set, when
+// the key was recorded).
+func (e *Engine) write(ctx context.Context, u *sluice.User, d *sluice.Database, spec postgres.WriteSpec, opt WriteOptions, res *WriteResult) (*WriteResult, error) {
+	key := e.idempotencyKey(u, opt, func() ([]byte, error) { return json.Marshal(res.IDs) })
+	spec.Idempotency = key
+	c, err := e.store.Write(ctx, spec)
 	if err != nil {
+		e.forgetDatabase(d)
 		return nil, err
 	}
-	return &WriteResult{IDs: ids, Commit: c}, nil
+	res.Commit = c
+	if key != nil && key.Replayed != nil {
+		res.Replayed = true
+		if err := json.Unmarshal(key.Replayed, &res.IDs); err != nil {
+			return nil, fmt.Errorf("idempotency key's answer: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// idempotencyKey returns the storage's key of opt's Idempotency (nil
+// without one), whose answer is what answer returns.
+func (e *Engine) idempotencyKey(u *sluice.User, opt WriteOptions, answer func() ([]byte, error)) *postgres.IdempotencyKey {
+	if opt.Idempotency == nil {
+		return nil
+	}
+	return &postgres.IdempotencyKey{UserID: u.ID, Key: opt.Idempotency.Key, Request: opt.Idempotency.Request, Answer: answer,
+		Retention: e.idempotency.retention, MaxKeys: e.idempotency.maxKeys}
 }
 
 // checkDeleteIDs refuses a list of ids to delete that is empty, names a
@@ -152,7 +259,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 	if err := writable(d); err != nil {
 		return nil, err
 	}
-	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}}
+	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect}
 	var first []*sluice.Document
 	for len(first) <= groupMax {
 		doc, err := v.next()
@@ -160,13 +267,14 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 			break
 		}
 		if err != nil {
-			return nil, err
+			return e.refused(ctx, u, d, opt, err)
 		}
 		first = append(first, doc)
 	}
 	if len(first) == 0 {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
+		return e.refused(ctx, u, d, opt, errNoDocuments)
 	}
+	answer := func() ([]byte, error) { return json.Marshal(v.ids) }
 	if len(first) <= groupMax {
 		r, err := postgres.EncodeRows(s, first)
 		if err != nil {
@@ -174,24 +282,25 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		}
 		spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
 			Documents: func(ctx context.Context, w *postgres.Writer) error { return write(ctx, w, r) }}
-		c, err := e.store.Write(ctx, spec)
+		res := &WriteResult{IDs: v.ids}
+		out, err := e.write(ctx, u, d, spec, opt, res)
 		if !insert && errors.Is(err, postgres.ErrExists) {
 			// Another request created a document this upsert had found
 			// missing: run it again, which now updates that document.
-			c, err = e.store.Write(ctx, spec)
+			out, err = e.write(ctx, u, d, spec, opt, res)
 		}
 		if err != nil {
-			e.forgetDatabase(d)
 			return nil, upsertError(insert, err)
 		}
-		return &WriteResult{IDs: v.ids, Commit: c}, nil
+		return out, nil
 	}
 	// A large request: a goroutine reads, validates and encodes the rest
 	// while this one writes the chunks before it.
 	processGC.begin(e.gcPercent)
 	defer processGC.end(e.gcPercent)
 	var chunks *chunkReader
-	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt),
+	key := e.idempotencyKey(u, opt, answer)
+	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
 			// The reader starts once the transaction has begun. Started
 			// before, it kept a core busy validating, and with two cores
@@ -216,8 +325,53 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		e.forgetDatabase(d)
 		return nil, upsertError(insert, err)
 	}
-	return &WriteResult{IDs: v.ids, Commit: c}, nil
+	res := &WriteResult{IDs: v.ids, Commit: c}
+	if key != nil && key.Replayed != nil {
+		res.Replayed = true
+		if err := json.Unmarshal(key.Replayed, &res.IDs); err != nil {
+			return nil, fmt.Errorf("idempotency key's answer: %w", err)
+		}
+	}
+	return res, nil
 }
+
+// refused answers a write refused before it ran (an invalid request): with
+// an idempotency key, a write that recorded the key answers instead (see
+// recorded).
+func (e *Engine) refused(ctx context.Context, u *sluice.User, d *sluice.Database, opt WriteOptions, err error) (*WriteResult, error) {
+	c, answer, kerr := e.recorded(ctx, u, d, opt)
+	if kerr != nil {
+		return nil, kerr
+	}
+	if c == nil {
+		return nil, err
+	}
+	res := &WriteResult{Commit: c, Replayed: true}
+	if err := json.Unmarshal(answer, &res.IDs); err != nil {
+		return nil, fmt.Errorf("idempotency key's answer: %w", err)
+	}
+	return res, nil
+}
+
+// recorded looks up opt's idempotency key for a write refused before it
+// ran: a retry of a write that succeeded answers as it did (the commit and
+// the answer it recorded), even if the request would not be valid now.
+// The key's own refusal (another request with it, or one still running)
+// is the error. Without a key, or with one not recorded, the commit is
+// nil.
+func (e *Engine) recorded(ctx context.Context, u *sluice.User, d *sluice.Database, opt WriteOptions) (*sluice.Commit, []byte, error) {
+	key := e.idempotencyKey(u, opt, nil)
+	if key == nil {
+		return nil, nil, nil
+	}
+	c, err := e.store.Recorded(ctx, d, key)
+	if err != nil || c == nil {
+		return nil, nil, err
+	}
+	return c, key.Replayed, nil
+}
+
+var errNoDocuments = sluice.Errorf(sluice.CodeInvalid, "the request holds no documents")
 
 // upsertError explains the error of a replace with create (not an insert)
 // that found a document missing and then could not create it: another
@@ -238,6 +392,9 @@ type validator struct {
 	newIDs bool
 	seen   map[string]bool
 	ids    []string
+	// expect is the precondition given apart from the documents (see
+	// WriteOptions.Expect): it applies to the request's one document.
+	expect sluice.Precondition
 }
 
 // chunkReader reads, validates and encodes the rest of a large request on
@@ -277,8 +434,10 @@ func (v *validator) sendChunks(chunk []*sluice.Document, encode func([]*sluice.D
 	}
 	// The documents read before the request was known to be large go
 	// first, as they are, so that Postgres starts writing at once.
-	if err := send(); err != nil {
-		return err
+	if len(chunk) > 0 {
+		if err := send(); err != nil {
+			return err
+		}
 	}
 	for !cr.stopped.Load() {
 		if len(chunk) >= chunkSize {
@@ -325,6 +484,15 @@ func (v *validator) next() (*sluice.Document, error) {
 	doc, err := raw.Validate(v.schema)
 	if err != nil {
 		return nil, docError(n, raw.ID(), err)
+	}
+	if v.newIDs && !doc.Expect.None() {
+		return nil, docError(n, raw.ID(), errInsertPrecondition)
+	}
+	if !v.expect.None() {
+		if n > 0 || !doc.Expect.None() && doc.Expect != v.expect {
+			return nil, errOnePrecondition
+		}
+		doc.Expect = v.expect
 	}
 	if doc.ID == "" {
 		if !v.newIDs {

@@ -108,9 +108,10 @@ func gql(t testing.TB, d *dt.Daemon, db, query string) string {
 	return withoutPosition(strings.TrimSuffix(string(r.Body), "\n"))
 }
 
-// readPosition matches the position a query's result carries.
-var readPosition = regexp.MustCompile(`,"extensions":\{"position":"[a-z0-9]+-[0-9]+-2147483647"\}`)
+// readPosition matches the position a query's result carries (and a
+// mutation's, with the version it wrote).
+var readPosition = regexp.MustCompile(`,"extensions":\{"position":"[a-z0-9]+-[0-9]+-2147483647"(,"version":"[0-9a-z]+")?\}`)
 
-// withoutPosition returns s without the positions of query results (see
-// position_test.go), for tests of what else they hold.
+// withoutPosition returns s without the positions of query and mutation
+// results (see position_test.go), for tests of what else they hold.
 func withoutPosition(s string) string { return readPosition.ReplaceAllString(s, "") }

@@ -9,19 +9,14 @@ package graphiql
 
 import (
 	"bytes"
-	"compress/gzip"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"html/template"
-	"io/fs"
 	"net/http"
-	"path"
 	"strconv"
-	"strings"
-	"sync"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/sluice-dev/sluice/internal/webfiles"
 )
 
 //go:embed assets/*.js assets/*.css assets/LICENSES.txt web/*.js web/*.css
@@ -69,15 +64,7 @@ type Handler struct {
 	opts    Options
 	page    *template.Template
 	landing *template.Template
-	// assets is built on first use: hashing and compressing about 1.6 MB
-	// is wasted on daemons (and tests) that never serve GraphiQL.
-	assets func() map[string]*asset
-}
-
-// asset is one file with its precomputed validators and gzip encoding.
-type asset struct {
-	body, gzipped         []byte
-	etag, gzipETag, ctype string
+	files   *webfiles.Files
 }
 
 // New returns a Handler.
@@ -86,7 +73,7 @@ func New(opts Options) *Handler {
 		opts:    opts,
 		page:    template.Must(template.New("page").Parse(pageHTML)),
 		landing: template.Must(template.New("landing").Parse(landingHTML)),
-		assets:  sync.OnceValue(loadAssets),
+		files:   webfiles.New(ContentSecurityPolicy, files),
 	}
 }
 
@@ -144,7 +131,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, tmpl *template.
 	if err := tmpl.Execute(&b, data); err != nil { // the templates are fixed and their data are strings
 		panic(err)
 	}
-	header(w.Header(), "text/html; charset=utf-8")
+	webfiles.Header(w.Header(), "text/html; charset=utf-8", ContentSecurityPolicy)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Length", strconv.Itoa(b.Len()))
 	w.WriteHeader(http.StatusOK)
@@ -155,114 +142,12 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, tmpl *template.
 
 // Assets returns the handler of the page's files, at AssetsPath + name (the
 // route parameter file). They are the same public files for everyone, so
-// they need no credentials. Each has an ETag (browsers revalidate rather
-// than download again) and is sent gzip-compressed to clients that accept
-// it.
+// they need no credentials; see webfiles for their validators and
+// encodings.
 func (h *Handler) Assets() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := h.assets()[chi.URLParam(r, "file")]
-		if a == nil {
+		if !h.files.Serve(w, r, chi.URLParam(r, "file")) {
 			http.NotFound(w, r)
-			return
-		}
-		hd := w.Header()
-		header(hd, a.ctype)
-		hd.Set("Cache-Control", "no-cache")
-		hd.Set("Vary", "Accept-Encoding")
-		// The two encodings are different representations, so each has
-		// its own strong ETag.
-		body, etag := a.body, a.etag
-		if acceptsGzip(r.Header.Get("Accept-Encoding")) {
-			body, etag = a.gzipped, a.gzipETag
-			hd.Set("Content-Encoding", "gzip")
-		}
-		hd.Set("ETag", etag)
-		if etagMatch(r.Header.Get("If-None-Match"), etag) {
-			hd.Del("Content-Encoding")
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-		hd.Set("Content-Length", strconv.Itoa(len(body)))
-		w.WriteHeader(http.StatusOK)
-		if r.Method != http.MethodHead {
-			_, _ = w.Write(body) // the client went away
 		}
 	})
-}
-
-func header(h http.Header, ctype string) {
-	h.Set("Content-Type", ctype)
-	h.Set("Content-Security-Policy", ContentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
-}
-
-// loadAssets reads every embedded file, served by its base name.
-func loadAssets() map[string]*asset {
-	m := map[string]*asset{}
-	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		body, err := files.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		sum := sha256.Sum256(body)
-		var gz bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression) // the level is valid
-		_, _ = zw.Write(body)                                   // a bytes.Buffer does not fail
-		_ = zw.Close()
-		tag := hex.EncodeToString(sum[:12])
-		m[path.Base(p)] = &asset{body: body, gzipped: gz.Bytes(), etag: `"` + tag + `"`, gzipETag: `"` + tag + `-gzip"`, ctype: contentType(p)}
-		return nil
-	})
-	if err != nil { // an embedded file system does not fail
-		panic(err)
-	}
-	return m
-}
-
-// etagMatch reports whether an If-None-Match header lists etag (or is *).
-func etagMatch(inm, etag string) bool {
-	for _, t := range strings.Split(inm, ",") {
-		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
-		if t == "*" || t == etag {
-			return true
-		}
-	}
-	return false
-}
-
-// acceptsGzip reports whether an Accept-Encoding header accepts gzip: gzip
-// (or *) is listed and its q is not 0.
-func acceptsGzip(ae string) bool {
-	for _, part := range strings.Split(ae, ",") {
-		coding, params, _ := strings.Cut(part, ";")
-		coding = strings.TrimSpace(coding)
-		if !strings.EqualFold(coding, "gzip") && coding != "*" {
-			continue
-		}
-		q := 1.0
-		for _, p := range strings.Split(params, ";") {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); strings.EqualFold(strings.TrimSpace(k), "q") && err == nil {
-				q = f
-			}
-		}
-		return q > 0
-	}
-	return false
-}
-
-// contentType returns the Content-Type of a file by its extension.
-func contentType(name string) string {
-	switch path.Ext(name) {
-	case ".js":
-		return "text/javascript; charset=utf-8"
-	case ".css":
-		return "text/css; charset=utf-8"
-	default:
-		return "text/plain; charset=utf-8"
-	}
 }

@@ -198,7 +198,7 @@ func TestLandingPageAndRedirect(t *testing.T) {
 	if r.Header.Get("Content-Type") != "text/html; charset=utf-8" || r.Header.Get("Content-Security-Policy") != graphiql.ContentSecurityPolicy {
 		t.Errorf("/ headers: %v", r.Header)
 	}
-	for _, want := range []string{`<a href="/api/graphiql/admin/kennel">admin/kennel</a>`, "signed in as <b>rita</b>", graphiql.Docs, `href="` + graphiql.AssetsPath + `sluice-landing.css"`} {
+	for _, want := range []string{`<a href="/api/graphiql/admin/kennel">admin/kennel</a>`, "signed in as <b>rita</b>", graphiql.Docs, `<a href="/console/">`, `<a href="/console/admin/kennel">`, `href="` + graphiql.AssetsPath + `sluice-landing.css"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("/ for rita lacks %s:\n%s", want, page)
 		}

@@ -135,6 +135,20 @@ func columnValue(f *sluice.Field, v any) (any, error) {
 	return v, nil
 }
 
+// rowVersion returns the version of a table row read as to_jsonb(row) and
+// decoded with UseNumber (its _commit_uid), "" when it has none.
+func rowVersion(row map[string]any) string {
+	n, ok := row[colCommitUID].(json.Number)
+	if !ok {
+		return ""
+	}
+	uid, err := n.Int64()
+	if err != nil {
+		return ""
+	}
+	return sluice.VersionOf(uid)
+}
+
 // rowToDocument converts a table row, read as to_jsonb(row) and decoded with
 // UseNumber, back to the normalized document that was written. Columns that
 // the current schema no longer has are ignored.
@@ -242,9 +256,10 @@ func normalizeElem(f *sluice.Field, v any) (any, error) {
 	return v, nil
 }
 
-// DocumentJSON returns doc in its API form: "@id", "@type", then the fields
-// in the class's field order. The output is deterministic, so the same
-// document always has the same bytes.
+// DocumentJSON returns doc in its API form: "@id", "@type", "@version"
+// (when doc.Version is set: a document read from its table, never a change
+// image), then the fields in the class's field order. The output is
+// deterministic, so the same document always has the same bytes.
 func DocumentJSON(c *sluice.Class, doc *sluice.Document) ([]byte, error) {
 	present := len(doc.Fields)
 	for _, v := range doc.Values {
@@ -257,6 +272,10 @@ func DocumentJSON(c *sluice.Class, doc *sluice.Document) ([]byte, error) {
 	buf = appendJSONString(buf, doc.ID)
 	buf = append(buf, `,"@type":`...)
 	buf = appendJSONString(buf, doc.Type)
+	if doc.Version != "" {
+		buf = append(buf, `,"@version":`...)
+		buf = appendJSONString(buf, doc.Version)
+	}
 	for i, f := range c.Fields {
 		v, ok := doc.Value(i, f.Name)
 		if !ok {

@@ -54,6 +54,10 @@ type WriteSpec struct {
 	// write the same documents each time: set Group only when they are in
 	// memory. A write with Before never shares.
 	Group bool
+
+	// Idempotency, when set, makes the write idempotent under its key
+	// (see idempotency.go); it needs Documents.
+	Idempotency *IdempotencyKey
 }
 
 // OnCommit makes DB.Write call fn with every commit, once it is durable
@@ -78,13 +82,24 @@ func OnCommit(fn func(*sluice.Commit)) Option {
 // after the OnCommit function has seen it, or the error of Before or
 // Documents, or
 // of a statement they queued (a duplicate id is a Conflict matching
-// ErrExists). A commit whose database's schema changed since its documents
+// ErrExists). A write whose documents' preconditions did not hold fails
+// with a *sluice.StaleError naming all of them. A commit whose database's
+// schema changed since its documents
 // were validated, or whose database was deleted, fails with a Conflict and
 // leaves nothing. A failed write leaves nothing either, and, in group
-// commit, fails alone.
+// commit, fails alone. When the connection is lost after COMMIT was sent
+// and before Postgres answered it, the error is sluice.ErrOutcomeUnknown:
+// the write may or may not be committed.
+//
+// With spec.Idempotency, a key recorded by an earlier write makes Write
+// return that write's commit (its Seq and UID) with
+// spec.Idempotency.Replayed set, and write nothing.
 func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error) {
 	if spec.Documents != nil && (spec.Database == nil || spec.Schema == nil) {
 		return nil, errors.New("commit: documents without their database and schema")
+	}
+	if spec.Idempotency != nil && spec.Documents == nil {
+		return nil, errors.New("commit: an idempotency key without documents")
 	}
 	if err := spec.Meta.Check(); err != nil {
 		return nil, err
@@ -95,7 +110,21 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		return j.commit, db.schemaMoved(ctx, spec.Database, j.err)
 	}
 	var c *sluice.Commit
+	replayed := false
 	err := db.transact(ctx, func(tx *Tx) error {
+		if k := spec.Idempotency; k != nil {
+			first, refused, err := tx.claim(ctx, spec.Database, k)
+			if err != nil {
+				return err
+			}
+			if refused != nil {
+				return refused
+			}
+			if first != nil {
+				c, replayed = first, true
+				return errReplayed // nothing to commit
+			}
+		}
 		if spec.Before != nil {
 			if err := spec.Before(ctx, tx); err != nil {
 				return err
@@ -117,8 +146,11 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		if err != nil {
 			return err
 		}
-		if err := spec.Documents(ctx, ws[0]); err != nil {
+		if err := ws[0].write(ctx, spec.Documents); err != nil {
 			return err
+		}
+		if k := spec.Idempotency; k != nil {
+			ws[0].key = k
 		}
 		cs, err := tx.finish(ctx, ws, nil)
 		if err != nil {
@@ -127,6 +159,9 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		c = cs[0]
 		return nil
 	})
+	if replayed {
+		return c, nil
+	}
 	if err != nil {
 		if spec.Before != nil {
 			return nil, err // its own errors say what moved
@@ -179,12 +214,16 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	users := make([]string, n)
 	counts := make([]int32, n)
 	b := ws[0].pending
+	keys := 0
 	for i, w := range ws {
 		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion || w.pending != b {
 			return nil, fmt.Errorf("finish: writers of different databases or batches")
 		}
 		w.queueDeferred()
 		uids[i], authors[i], messages[i], users[i], counts[i] = w.uid, w.meta.Author, w.meta.Message, w.meta.User, int32(w.next)
+		if w.key != nil {
+			keys++
+		}
 	}
 	queued := b.Len()
 	// When the counter row does not match (the schema changed, or the
@@ -201,20 +240,32 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 			LEFT JOIN s ON true
 		RETURNING uid, seq, committed_at`,
 		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts)
+	for _, w := range ws {
+		if w.key != nil {
+			if err := recordKey(b, w, w.key); err != nil {
+				*b = pgx.Batch{}
+				return nil, err
+			}
+		}
+	}
 	b.Queue("COMMIT")
 	br := t.tx.SendBatch(ctx, b)
 	defer func() {
 		br.Close()
 		*b = pgx.Batch{} // after Close: the results refer to the batch
 	}()
+	// From here on, COMMIT has been sent. Postgres answers in order, so
+	// an error it answers to a statement before COMMIT means COMMIT did
+	// not run; but a connection lost before COMMIT's answer leaves
+	// unknown whether it ran.
 	for range queued {
 		if _, err := br.Exec(); err != nil {
-			return nil, insertError(err)
+			return nil, sentCommit(insertError, err)
 		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, finishError(err, d)
+		return nil, sentCommit(func(err error) error { return finishError(err, d) }, err)
 	}
 	byUID := make(map[int64]int, n)
 	for i, uid := range uids {
@@ -227,15 +278,16 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 		c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
 		if err := rows.Scan(&uid, &c.Seq, &c.Time); err != nil {
 			rows.Close()
-			return nil, mapError(err)
+			return nil, sentCommit(mapError, err)
 		}
 		w := ws[byUID[uid]]
+		c.UID = uid
 		c.Author, c.Message, c.User, c.NumChanges = w.meta.Author, w.meta.Message, w.meta.User, w.next
 		out[byUID[uid]] = c
 		got++
 	}
 	if err := rows.Err(); err != nil {
-		return nil, finishError(err, d)
+		return nil, sentCommit(func(err error) error { return finishError(err, d) }, err)
 	}
 	rows.Close()
 	if got != n {
@@ -244,7 +296,12 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	if locked != nil {
 		locked()
 	}
-	if err := commitTag(br.Exec()); err != nil {
+	for range keys {
+		if _, err := br.Exec(); err != nil {
+			return nil, sentCommit(mapError, err)
+		}
+	}
+	if err := commitResult(br.Exec()); err != nil {
 		return nil, fmt.Errorf("%w: %w", errCommitFailed, err)
 	}
 	// COMMIT answered: the commits are durable, whatever reading the rest

@@ -35,10 +35,10 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// reads a stored value's size from its header, so the running size
 	// costs no detoasting; rows past the budget are never sent. limit+1
 	// commits and rows tell whether more follow.
-	rows, err := db.pool.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes, row_images, last_idx,
+	rows, err := db.pool.Query(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
 			idx, doc_ids, ops, befores, afters, access, has_next,
 			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1)
-		FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
+		FROM (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
 				row_number() OVER w AS n,
@@ -69,7 +69,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.Seq, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
+		if err := rows.Scan(&cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more, &version); err != nil {
 			return nil, false, mapError(err)
 		}

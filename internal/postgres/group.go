@@ -48,6 +48,9 @@ type job struct {
 
 	commit *sluice.Commit
 	err    error
+	// replayed is set when the job's idempotency key was recorded by an
+	// earlier write: commit is that write's, and the job wrote nothing.
+	replayed bool
 }
 
 func newJob(spec WriteSpec) *job {
@@ -208,6 +211,9 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 		err = db.runBatch(ctx, &batch, nil, nil, handoff)
 	}
 	for _, j := range batch {
+		if j.replayed {
+			continue // answered by its key, whatever became of the batch
+		}
 		if err != nil && j.err == nil {
 			j.err, j.commit = err, nil
 		}
@@ -230,13 +236,40 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 	return db.transact(ctx, func(tx *Tx) error {
 		var committed []*job
 		var writers []*Writer
-		// run runs job j with its Writer w.
+		// claimed holds the idempotency keys the batch's jobs hold: a
+		// second job of the batch with one of them is still running in
+		// effect (its lock is this transaction's own, so it would not
+		// say so).
+		claimed := map[idempotencyName]bool{}
+		// run runs job j with its Writer w. A job refused by its
+		// idempotency key, or answered by it, writes nothing and leaves
+		// the transaction as it was.
 		run := func(j *job, w *Writer, i int) error {
-			j.err = nil
+			j.err, j.replayed = nil, false
+			if k := j.spec.Idempotency; k != nil {
+				name := idempotencyName{k.UserID, k.Key}
+				if claimed[name] {
+					j.err = errKeyInFlight
+					return nil
+				}
+				first, refused, err := tx.claim(ctx, j.spec.Database, k)
+				switch {
+				case err != nil:
+					return err
+				case refused != nil:
+					j.err = refused
+					return nil
+				case first != nil:
+					j.commit, j.replayed = first, true
+					return nil
+				}
+				claimed[name] = true
+				w.key = k
+			}
 			if !savepoints {
 				// The job's statements stay queued and go with the
 				// batch's commit rows in one round trip (finish).
-				if err := j.spec.Documents(ctx, w); err != nil {
+				if err := w.write(ctx, j.spec.Documents); err != nil {
 					if len(*batch) == 1 {
 						j.err = err
 						return err
@@ -282,7 +315,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 			}
 		}
 		if len(committed) == 0 {
-			return errAllFailed
+			return errAllFailed // or answered by their keys
 		}
 		// The commit rows and COMMIT go with the jobs' last statements;
 		// the lead passes on as soon as the counter row is locked.
@@ -310,7 +343,7 @@ func (w *Writer) isolated(ctx context.Context, name string, write func(context.C
 	sp := pgx.Identifier{name}.Sanitize()
 	w.queue("SAVEPOINT " + sp)
 	sends := w.sends
-	failed = write(ctx, w)
+	failed = w.write(ctx, write)
 	if failed == nil {
 		w.queue("RELEASE SAVEPOINT " + sp)
 		failed = w.Flush(ctx)

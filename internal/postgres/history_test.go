@@ -51,7 +51,7 @@ func historyFixture(t *testing.T, db *postgres.DB) (*sluice.Database, []want) {
 	commit(postgres.CommitMeta{User: "admin", Message: "nothing"}, func(*postgres.Writer) error { return nil })
 	commit(postgres.CommitMeta{User: "admin", Message: strings.Repeat("m", 3000)}, func(w *postgres.Writer) error { return insert(w, 2) })
 	commit(user, func(w *postgres.Writer) error {
-		return w.Delete(ctx, []string{"Note/n0001", "Note/n0600", "Note/n0003"})
+		return w.Delete(ctx, []string{"Note/n0001", "Note/n0600", "Note/n0003"}, nil)
 	})
 	commit(user, func(w *postgres.Writer) error {
 		if err := insert(w, 250); err != nil {

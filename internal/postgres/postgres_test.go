@@ -291,12 +291,12 @@ func TestWriteRefusesAChangedSchema(t *testing.T) {
 			}
 			// A read prepared for the old version is refused too; one
 			// for the new version finds nothing.
-			if _, err := db.Document(ctx, d, s, "Note/n1"); !errors.Is(err, postgres.ErrSchemaChanged) {
+			if _, _, err := db.Document(ctx, d, s, "Note/n1"); !errors.Is(err, postgres.ErrSchemaChanged) {
 				t.Fatalf("a read for the old schema version: %v", err)
 			}
 			cur := *d
 			cur.SchemaVersion++
-			if _, err := db.Document(ctx, &cur, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+			if _, _, err := db.Document(ctx, &cur, s, "Note/n1"); sluice.ErrorCode(err) != sluice.CodeNotFound {
 				t.Fatalf("the document was written: %v", err)
 			}
 			if cs, err := db.CommitsAfter(ctx, d, 0, 10); err != nil || len(cs) != 0 {

@@ -254,8 +254,8 @@ func (st *statement) sameShape(o *statement) bool {
 }
 
 // projection says what the rows of a projected query hold (see
-// queryProjection): the id, each field's column, then the commit's
-// columns when withCommit is set.
+// queryProjection): the id, the commit uid (the version), each field's
+// column, then the commit's columns when withCommit is set.
 type projection struct {
 	class      *sluice.Class
 	fields     []*sluice.Field
@@ -423,7 +423,7 @@ func projectionStatement(b *sqlBuilder, q DocQuery, whereSQL, page string) *stat
 			inner = append(inner, "t."+ident(f.Name))
 		}
 	}
-	outer := []string{"t." + colID}
+	outer := []string{"t." + colID, "t." + colCommitUID}
 	for _, f := range fields {
 		expr := "t." + ident(f.Name)
 		if columnType(f) == "numeric" {
@@ -504,6 +504,7 @@ type projectionRows struct {
 	d      *sluice.Database
 	proj   *projection
 	id     string
+	uid    *int64 // null for a document of the past whose image does not say
 	cols   []column
 	commit lastCommit
 }
@@ -518,7 +519,7 @@ func newProjectionRows(d *sluice.Database, p *projection) *projectionRows {
 
 func (r *projectionRows) dest() []any {
 	dest := make([]any, 0, len(r.cols)+5)
-	dest = append(dest, &r.id)
+	dest = append(dest, &r.id, &r.uid)
 	for i := range r.cols {
 		dest = append(dest, r.cols[i].dest())
 	}
@@ -530,6 +531,9 @@ func (r *projectionRows) dest() []any {
 
 func (r *projectionRows) doc() (QueryDoc, error) {
 	doc := &sluice.Document{ID: r.id, Type: r.proj.class.Name, Fields: make(map[string]any, len(r.cols))}
+	if r.uid != nil {
+		doc.Version = sluice.VersionOf(*r.uid)
+	}
 	for i := range r.cols {
 		v, ok, err := r.cols[i].value()
 		if err != nil {
@@ -637,7 +641,7 @@ func rowJSONSQL(c *sluice.Class, fields []string, row string) string {
 	if fields == nil {
 		return "to_jsonb(" + row + ")"
 	}
-	parts := []string{quoteLiteral(colID), row + "." + colID}
+	parts := []string{quoteLiteral(colID), row + "." + colID, quoteLiteral(colCommitUID), row + "." + colCommitUID}
 	for _, name := range fields {
 		if c.Field(name) != nil {
 			parts = append(parts, quoteLiteral(name), row+"."+ident(name))
@@ -722,6 +726,7 @@ func (r *docRows) doc() (QueryDoc, error) {
 	if err != nil {
 		return QueryDoc{}, err
 	}
+	doc.Version = rowVersion(row)
 	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d)}, nil
 }
 

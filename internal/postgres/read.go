@@ -15,49 +15,60 @@ import (
 )
 
 // Document returns the API-form JSON of document id ("Class/key") in
-// database d, or a NotFound error.
-func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
-	b, err := db.document(ctx, d, s, id)
-	return b, db.schemaMoved(ctx, d, err)
+// database d, with its "@version", and that version; or a NotFound error.
+// A document read as of a past position has no version: the version it
+// had then is not one to write against (written back, as an undo does, it
+// must overwrite what is there now).
+func (db *DB) Document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, string, error) {
+	b, version, err := db.document(ctx, d, s, id)
+	return b, version, db.schemaMoved(ctx, d, err)
 }
 
-func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, error) {
+func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string) ([]byte, string, error) {
 	if err := checkText("document id", id); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	class, _, _ := strings.Cut(id, "/")
 	c := s.Class(class)
 	if c == nil || c.Kind != sluice.KindDocument {
-		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		return nil, "", sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	var raw []byte
-	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
+	past := db.asOf(ctx, d.ID)
+	b := &sqlBuilder{db: d, schema: s, past: past}
 	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
 	err := db.classReader(ctx, d).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
-		return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		return nil, "", sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 	}
 	if err != nil {
-		return nil, mapError(err)
+		return nil, "", mapError(err)
 	}
-	return rowJSON(c, raw)
+	return rowJSON(c, raw, past == nil)
 }
 
-func rowJSON(c *sluice.Class, raw []byte) ([]byte, error) {
+// rowJSON returns the API-form JSON of a table row read as to_jsonb, with
+// its "@version" when versioned is set, and that version.
+func rowJSON(c *sluice.Class, raw []byte, versioned bool) ([]byte, string, error) {
 	row, err := decodeRow(raw)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	doc, err := rowToDocument(c, row)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return DocumentJSON(c, doc)
+	if versioned {
+		doc.Version = rowVersion(row)
+	}
+	b, err := DocumentJSON(c, doc)
+	return b, doc.Version, err
 }
 
 // Documents calls fn with the API-form JSON of each document of the given
 // classes (every document class when classes is empty), ordered by id,
-// skipping skip and stopping after count (count < 0: no limit).
+// skipping skip and stopping after count (count < 0: no limit). Documents
+// read as of a past position have no "@version" (see Document).
 func (db *DB) Documents(ctx context.Context, d *sluice.Database, s *sluice.Schema, classes []string, skip, count int64, fn func([]byte) error) error {
 	return db.schemaMoved(ctx, d, db.documents(ctx, d, s, classes, skip, count, fn))
 }
@@ -73,7 +84,8 @@ func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(classes) == 0 {
 		return nil
 	}
-	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}, classes, skip, count)
+	past := db.asOf(ctx, d.ID)
+	q, args := documentsSQL(&sqlBuilder{db: d, schema: s, past: past}, classes, skip, count)
 	rows, err := db.classReader(ctx, d).Query(ctx, q, args...)
 	if err != nil {
 		return mapError(err)
@@ -86,7 +98,7 @@ func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		if err := rows.Scan(&ci, &id, &raw); err != nil {
 			return mapError(err)
 		}
-		b, err := rowJSON(s.Classes[classes[ci]], raw)
+		b, _, err := rowJSON(s.Classes[classes[ci]], raw, past == nil)
 		if err != nil {
 			return err
 		}
@@ -209,12 +221,11 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	var c *sluice.Commit
 	for rows.Next() {
 		var cur sluice.Commit
-		var uid int64
 		var idx *int
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &uid, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
+		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
 			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion); err != nil {
 			return nil, mapError(err)
 		}

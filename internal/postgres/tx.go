@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // Tx is the transaction of one DB.Write: what a WriteSpec's Before runs its
@@ -44,20 +46,61 @@ func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
 	if t.committed {
 		return nil
 	}
-	return commitTag(conn.Exec(ctx, "COMMIT"))
+	return commitResult(conn.Exec(ctx, "COMMIT"))
 }
 
-// commitTag checks the result of COMMIT: Postgres answers ROLLBACK, not an
-// error, for a transaction that had failed.
-func commitTag(tag pgconn.CommandTag, err error) error {
+// errReplayed ends the transaction of an idempotent write whose key was
+// recorded by an earlier write: it rolls back what it began, which is
+// nothing.
+var errReplayed = errors.New("idempotency key replayed")
+
+// commitResult checks the result of COMMIT: Postgres answers ROLLBACK, not
+// an error, for a transaction that had failed; a connection lost before
+// the answer leaves the outcome unknown (sentCommit).
+func commitResult(tag pgconn.CommandTag, err error) error {
 	if err == nil && tag.String() != "COMMIT" {
-		err = fmt.Errorf("COMMIT answered %q", tag.String())
+		return fmt.Errorf("COMMIT answered %q", tag.String())
+	}
+	if err != nil && lostAtCommit(err) {
+		return &outcomeError{err: err}
 	}
 	return mapError(err)
 }
 
+// sentCommit maps err, the error of a statement sent in the same round
+// trip as COMMIT and ahead of it, with mapErr, unless the connection was
+// lost: Postgres answers statements in order, so its error to one of them
+// means that COMMIT did not run (a connection it ends with such an error,
+// as when it shuts down, included); but a connection lost without an
+// answer may have carried the whole round trip, COMMIT included.
+func sentCommit(mapErr func(error) error, err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) && lostAtCommit(err) {
+		return fmt.Errorf("%w: %w", errCommitFailed, &outcomeError{err: err})
+	}
+	return mapErr(err)
+}
+
+// lostAtCommit reports whether err, the answer to COMMIT or to a
+// statement sent with it, leaves unknown whether Postgres committed: the
+// connection broke, or the server ended it (shutting down: it may have
+// committed first), or this process gave up waiting (the context).
+func lostAtCommit(err error) bool {
+	return unreachable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// outcomeError keeps the driver's error for the log while showing clients
+// sluice.ErrOutcomeUnknown.
+type outcomeError struct{ err error }
+
+func (e *outcomeError) Error() string { return "commit outcome unknown: " + e.err.Error() }
+func (e *outcomeError) Unwrap() []error {
+	return []error{sluice.ErrOutcomeUnknown, e.err}
+}
+
 // errCommitFailed wraps an error of a COMMIT sent behind a commit's last
-// statements: whether the transaction committed is not known, so group
+// statements, or of a round trip that carried COMMIT and lost its
+// connection: whether the transaction committed is not known, so group
 // commit must not run its writes again as if it had not.
 var errCommitFailed = errors.New("commit failed")
 

@@ -41,10 +41,16 @@ func (h *hookLog) seqs() []int64 {
 // commit is durable (readable from another connection) when it is called.
 func openNotes(t *testing.T) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
 	t.Helper()
+	return openNotesAt(t, pgtest.NewDatabase(t))
+}
+
+// openNotesAt is openNotes on the Postgres database at url.
+func openNotesAt(t *testing.T, url string) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
+	t.Helper()
 	ctx := context.Background()
 	h := &hookLog{}
 	var db *DB
-	db, err := Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)), OnCommit(func(c *sluice.Commit) {
+	db, err := Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)), OnCommit(func(c *sluice.Commit) {
 		cs, err := db.CommitsAfter(ctx, &sluice.Database{ID: c.DatabaseID}, c.Seq-1, 1)
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -215,6 +221,14 @@ func TestGroupCommitIsolatesAFailure(t *testing.T) {
 			}
 			return sluice.Errorf(sluice.CodeInvalid, "refused")
 		}, "refused"},
+		{"stale", func(ctx context.Context, w *Writer) error {
+			if err := w.Insert(ctx, note("x")); err != nil {
+				return err
+			}
+			doc := note("a")
+			doc[0].Expect.Version = "zz" // not Note/a's
+			return w.Replace(ctx, doc, false)
+		}, "document Note/a is not as the request expected"},
 		{"after sending", func(ctx context.Context, w *Writer) error {
 			if err := w.Insert(ctx, note("x")); err != nil {
 				return err
@@ -246,7 +260,7 @@ func TestGroupCommitIsolatesAFailure(t *testing.T) {
 			if a, c := b.calls["a"].Load(), b.calls["c"].Load(); a != 2 || c != 2 {
 				t.Fatalf("the first and failing writes ran %d and %d times, want twice (then with savepoints)", a, c)
 			}
-			if _, err := db.Document(context.Background(), d, s, "Note/x"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+			if _, _, err := db.Document(context.Background(), d, s, "Note/x"); sluice.ErrorCode(err) != sluice.CodeNotFound {
 				t.Fatalf("the failed write's document was written: %v", err)
 			}
 			if n := xmins(t, db, d); n != 1 {
@@ -286,7 +300,7 @@ func TestWriteBeforeCommitsWithDocuments(t *testing.T) {
 	if sluice.ErrorCode(err) != sluice.CodeConflict {
 		t.Fatalf("existing organization: %v", err)
 	}
-	if _, err := db.Document(ctx, d, s, "Note/b"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+	if _, _, err := db.Document(ctx, d, s, "Note/b"); sluice.ErrorCode(err) != sluice.CodeNotFound {
 		t.Fatalf("Note/b was written: %v", err)
 	}
 	c, err := db.Write(ctx, WriteSpec{Before: org("q")})

@@ -51,6 +51,11 @@ type Writer struct {
 	deferredBytes int
 	// sends counts the round trips that sent pending.
 	sends int
+	// stale lists the documents whose preconditions did not hold: they
+	// are not written, and the write fails with them (see DB.Write).
+	stale []sluice.StaleDocument
+	// key, when set, is recorded with the commit (idempotency.go).
+	key *IdempotencyKey
 }
 
 // maxDeferredBytes bounds the change images a Writer holds back.
@@ -188,26 +193,35 @@ func (w *Writer) Replace(ctx context.Context, docs []*sluice.Document, create bo
 	return w.ReplaceRows(ctx, r, create)
 }
 
-// ReplaceRows is Replace for documents already encoded.
+// ReplaceRows is Replace for documents already encoded. A document whose
+// Expect does not hold is not written: it is recorded as stale, and the
+// write fails with a *sluice.StaleError naming every stale document.
 //
 // Rows are locked and read with SELECT … FOR UPDATE and then UPDATEd in
 // place. Deleting and re-inserting them would be wrong under concurrency: a
 // transaction waiting on the row lock would find the old row gone and miss
-// the new one.
+// the new one. The lock also makes a precondition's check and the write
+// atomic: a concurrent write of the document waits for this one to commit,
+// and then finds the version this one gave it.
 func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	ids := make([]string, r.Len())
 	for i, d := range r.docs {
 		ids[i] = d.ID
 	}
-	before, err := w.rows(ctx, ids, "SELECT to_jsonb(t) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE")
+	before, err := w.rows(ctx, ids, lockSQL)
 	if err != nil {
 		return err
 	}
-	changes := make([]change, r.Len())
+	changes := make([]change, 0, r.Len())
 	var updates, inserts []int
 	for i, doc := range r.docs {
-		c := change{id: doc.ID, op: sluice.OpUpdated, before: before[doc.ID], after: r.after[i]}
-		if c.before == nil {
+		cur, exists := before[doc.ID]
+		if !doc.Expect.None() && !doc.Expect.Holds(cur.version) {
+			w.stale = append(w.stale, sluice.StaleDocument{ID: doc.ID, Version: cur.version})
+			continue
+		}
+		c := change{id: doc.ID, op: sluice.OpUpdated, before: cur.json, after: r.after[i]}
+		if !exists {
 			if !create {
 				return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", doc.ID)
 			}
@@ -216,7 +230,7 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 		} else {
 			updates = append(updates, i)
 		}
-		changes[i] = c
+		changes = append(changes, c)
 	}
 	if err := w.updateRows(ctx, r, updates); err != nil {
 		return err
@@ -226,6 +240,89 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	}
 	w.writeChanges(changes)
 	return nil
+}
+
+// lockSQL locks and reads rows for rows(), in id order.
+const lockSQL = "SELECT to_jsonb(t) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE"
+
+// Patch replaces existing documents by what patch makes of them: it locks
+// and reads the documents ids (as Replace does), calls patch with each
+// one's index in ids and its current API-form JSON, and replaces the
+// document by the validated document patch returns (of the same id and
+// class). A document that does not exist gives a NotFound error naming it;
+// one whose precondition (expect[i], when expect is not nil) does not hold
+// is recorded as stale (see ReplaceRows). An error of patch fails the
+// write.
+func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precondition, patch func(i int, current []byte) (*sluice.Document, error)) error {
+	for _, id := range ids {
+		if err := checkText("document id", id); err != nil {
+			return err
+		}
+	}
+	before, err := w.rows(ctx, ids, lockSQL)
+	if err != nil {
+		return err
+	}
+	var docs []*sluice.Document
+	var befores [][]byte
+	for i, id := range ids {
+		cur, exists := before[id]
+		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.version) {
+			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.version})
+			continue
+		}
+		if !exists {
+			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		}
+		doc, err := patch(i, cur.json)
+		if err != nil {
+			return err
+		}
+		if doc.ID != id {
+			return fmt.Errorf("patch of %s made document %s", id, doc.ID)
+		}
+		docs = append(docs, doc)
+		befores = append(befores, cur.json)
+	}
+	if len(docs) == 0 {
+		return nil
+	}
+	r, err := EncodeRows(w.schema, docs)
+	if err != nil {
+		return err
+	}
+	all := make([]int, len(docs))
+	changes := make([]change, len(docs))
+	for i, doc := range docs {
+		all[i] = i
+		changes[i] = change{id: doc.ID, op: sluice.OpUpdated, before: befores[i], after: r.after[i]}
+	}
+	if err := w.updateRows(ctx, r, all); err != nil {
+		return err
+	}
+	w.writeChanges(changes)
+	return nil
+}
+
+// write runs a WriteSpec's Documents with w. Stale documents are not
+// written, and fail the write: before any other error, which they may
+// have caused (a later part of the request that needed what was not
+// written).
+func (w *Writer) write(ctx context.Context, docs func(context.Context, *Writer) error) error {
+	err := docs(ctx, w)
+	if se := w.staleError(); se != nil {
+		return se
+	}
+	return err
+}
+
+// staleError returns the error of the stale documents recorded, nil when
+// there are none.
+func (w *Writer) staleError() error {
+	if len(w.stale) == 0 {
+		return nil
+	}
+	return sluice.NewStaleError(w.stale)
 }
 
 // updateRows overwrites the rows of existing documents, by class: pipelined
@@ -268,8 +365,9 @@ func (w *Writer) updateRows(ctx context.Context, r *Rows, which []int) error {
 }
 
 // Delete removes documents by id. An id that names no document gives a
-// NotFound error naming it.
-func (w *Writer) Delete(ctx context.Context, ids []string) error {
+// NotFound error naming it; one whose precondition (expect[i], when expect
+// is not nil) does not hold is recorded as stale (see ReplaceRows).
+func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Precondition) error {
 	for _, id := range ids {
 		if err := checkText("document id", id); err != nil {
 			return err
@@ -282,24 +380,36 @@ func (w *Writer) Delete(ctx context.Context, ids []string) error {
 	if err != nil {
 		return err
 	}
-	changes := make([]change, len(ids))
+	changes := make([]change, 0, len(ids))
 	for i, id := range ids {
-		b := before[id]
-		if b == nil {
+		cur, exists := before[id]
+		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.version) {
+			// Deleted all the same: the write fails and rolls it back.
+			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.version})
+			continue
+		}
+		if !exists {
 			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 		}
-		changes[i] = change{id: id, op: sluice.OpDeleted, before: b}
+		changes = append(changes, change{id: id, op: sluice.OpDeleted, before: cur.json})
 	}
 	w.writeChanges(changes)
 	return nil
 }
 
+// current is a document as a write found it: its API-form JSON (without
+// "@version": a change image) and its version.
+type current struct {
+	json    []byte
+	version string
+}
+
 // rows runs query (a statement template with the table and id column to
 // fill in, returning to_jsonb of each row) for the rows with the given ids,
-// class by class, and returns their API-form JSON by id; ids that name no
-// row are absent from the map. Ids must be "Class/key" with Class a document
-// class (the engine checks).
-func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[string][]byte, error) {
+// class by class, and returns their API-form JSON and version by id; ids
+// that name no row are absent from the map. Ids must be "Class/key" with
+// Class a document class (the engine checks).
+func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[string]current, error) {
 	if err := w.flush(ctx); err != nil {
 		return nil, err
 	}
@@ -316,7 +426,7 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 	// requests locking overlapping documents take the locks in the same
 	// order, so they wait for each other instead of deadlocking.
 	sort.Strings(order)
-	out := make(map[string][]byte, len(ids))
+	out := make(map[string]current, len(ids))
 	for _, class := range order {
 		c := w.schema.Classes[class]
 		if c == nil || c.Kind != sluice.KindDocument {
@@ -342,10 +452,12 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 				rows.Close()
 				return nil, err
 			}
-			if out[doc.ID], err = DocumentJSON(c, doc); err != nil {
+			b, err := DocumentJSON(c, doc)
+			if err != nil {
 				rows.Close()
 				return nil, err
 			}
+			out[doc.ID] = current{json: b, version: rowVersion(row)}
 		}
 		if err := rows.Err(); err != nil {
 			return nil, mapError(err)

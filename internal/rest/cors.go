@@ -72,10 +72,13 @@ func errCrossOrigin(r *http.Request) error {
 
 // corsAllowHeaders are the request headers a preflight allows: what
 // EventSource, graphql-sse, Apollo and curl-like clients send.
-const corsAllowHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, Cache-Control, X-Requested-With, X-GraphQL-Event-Stream-Token"
+const corsAllowHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, Cache-Control, X-Requested-With, X-GraphQL-Event-Stream-Token, If-Match, If-None-Match, Idempotency-Key"
 
 // corsExposeHeaders are the response headers a page may read.
-const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location, Link, Sluice-Position, Sluice-Hidden-Fields"
+const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location, Link, Sluice-Position, Sluice-Hidden-Fields, ETag, Idempotent-Replayed"
+
+// corsMethods are the methods the API serves, which a preflight allows.
+const corsMethods = "GET, POST, PUT, PATCH, DELETE, OPTIONS"
 
 // Middleware answers preflights and adds the CORS headers to every answer
 // for an allowed origin. An origin that is not allowed never gets
@@ -102,9 +105,9 @@ func (c *CORS) Middleware(next http.Handler) http.Handler {
 		// Preflights carry no credentials, so they are answered here,
 		// before authentication. Another OPTIONS request gets the same
 		// answer: the methods the API serves.
-		h.Set("Allow", "GET, POST, PUT, DELETE, OPTIONS")
+		h.Set("Allow", corsMethods)
 		if allowed || origin != "" && c.policy.Any() {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, DELETE, OPTIONS")
+			h.Set("Access-Control-Allow-Methods", corsMethods)
 			// The headers asked for are allowed (clients send their own,
 			// such as Apollo's apollo-require-preflight); what the
 			// server does with a header does not depend on CORS.

@@ -94,14 +94,16 @@ func (a *api) listDatabases(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	ds, err := a.Engine.Databases(r.Context(), userFrom(r))
+	ds, roles, err := a.Engine.DatabasesWithRoles(r.Context(), userFrom(r))
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	out := make([]map[string]any, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, databaseJSON(d))
+	for i, d := range ds {
+		j := databaseJSON(d)
+		j["role"] = roles[i].String()
+		out = append(out, j)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -112,12 +114,20 @@ func (a *api) getDatabase(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, name := dbPath(r)
-	d, _, err := a.Engine.Database(r.Context(), userFrom(r), org, name, sluice.RoleRead)
+	u := userFrom(r)
+	d, _, err := a.Engine.Database(r.Context(), u, org, name, sluice.RoleRead)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, success(databaseJSON(d)))
+	role, err := a.Engine.Role(r.Context(), u, d)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	j := databaseJSON(d)
+	j["role"] = role.String()
+	writeJSON(w, http.StatusOK, success(j))
 }
 
 func (a *api) createDatabase(w http.ResponseWriter, r *http.Request) {
@@ -181,14 +191,20 @@ func (a *api) getSchema(w http.ResponseWriter, r *http.Request) {
 }
 
 // putSchema takes the SDL as the raw body (any content type) and answers
-// with the changes it applied.
+// with the changes it applied, or, with dry_run=true, with what it would
+// do (see previewSchema).
 func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
-	q, err := query(r, "force")
+	q, err := query(r, "force", "dry_run")
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	force, err := boolParam(q, "force")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	dryRun, err := boolParam(q, "dry_run")
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -199,6 +215,10 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, name := dbPath(r)
+	if dryRun {
+		a.previewSchema(w, r, org, name, string(body))
+		return
+	}
 	res, err := a.Engine.PutSchema(r.Context(), userFrom(r), org, name, string(body), force)
 	if err != nil {
 		writeError(w, r, err)
@@ -213,4 +233,31 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 		out["commit"] = res.Commit.ID()
 	}
 	writeJSON(w, http.StatusOK, success(out))
+}
+
+// previewSchema answers what putting sdl would do, changing nothing: each
+// change with the number of stored documents it affects and the first of
+// their ids, whether it needs force=true, and why it would be refused even
+// so.
+func (a *api) previewSchema(w http.ResponseWriter, r *http.Request, org, name, sdl string) {
+	p, err := a.Engine.PreviewSchema(r.Context(), userFrom(r), org, name, sdl)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	changes := make([]map[string]any, 0, len(p.Changes))
+	for _, c := range p.Changes {
+		ids := c.IDs
+		if ids == nil {
+			ids = []string{}
+		}
+		changes = append(changes, map[string]any{"change": c.Reason, "destructive": c.Destructive, "documents": c.Documents, "ids": ids})
+	}
+	refused := p.Refused
+	if refused == nil {
+		refused = []string{}
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{
+		"dry_run": true, "schema_version": p.Version, "changes": changes, "force_needed": p.Force, "refused": refused,
+	}))
 }

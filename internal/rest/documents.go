@@ -2,7 +2,9 @@ package rest
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -61,14 +63,21 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
 			return
 		}
-		doc, at, err := a.Engine.Document(r.Context(), u, org, name, id, asOf)
+		doc, err := a.Engine.Document(r.Context(), u, org, name, id, asOf)
 		if err != nil {
 			writeError(w, r, err)
 			return
 		}
-		setReadAt(w, at)
+		setReadAt(w, doc.ReadAt)
+		if doc.Version != "" {
+			w.Header().Set("ETag", etag(doc.Version))
+			if matchesETag(r.Header.Values("If-None-Match"), doc.Version) {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		_, _ = w.Write(append(doc, '\n'))
+		_, _ = w.Write(append(doc.JSON, '\n'))
 		return
 	}
 	skip, err := intParam(q, "skip", 0)
@@ -130,15 +139,32 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeOptions checks a write's query parameters (author, message and the
-// extra ones given) and returns its options.
-func writeOptions(r *http.Request, extra ...string) (engine.WriteOptions, error) {
+// extra ones given) and headers (If-Match, If-None-Match, Idempotency-Key)
+// and returns its options. maxBody bounds what an idempotent retry reads
+// of a body only to hash it (0: an NDJSON stream).
+func writeOptions(r *http.Request, maxBody int64, extra ...string) (engine.WriteOptions, error) {
 	q, err := query(r, append([]string{"author", "message"}, extra...)...)
 	if err != nil {
 		return engine.WriteOptions{}, err
 	}
 	opt := engine.WriteOptions{Author: q.Get("author"), Message: q.Get("message")}
-	opt.Create, err = boolParam(q, "create")
+	if opt.Create, err = boolParam(q, "create"); err != nil {
+		return opt, err
+	}
+	if opt.Expect, err = precondition(r); err != nil {
+		return opt, err
+	}
+	opt.Idempotency, err = idempotency(r, maxBody)
 	return opt, err
+}
+
+// bodyLimit returns what bounds a write's body as a whole: MaxBodyBytes,
+// except for an NDJSON stream (0), bounded document by document.
+func (a *api) bodyLimit(r *http.Request) int64 {
+	if mediaType(r) == "application/x-ndjson" {
+		return 0
+	}
+	return a.MaxBodyBytes
 }
 
 // documentStream reads the documents of a write's body. A JSON body is
@@ -163,15 +189,32 @@ func mediaType(r *http.Request) string {
 	return strings.ToLower(strings.TrimSpace(t))
 }
 
-func writeResult(w http.ResponseWriter, status int, res *engine.WriteResult) {
-	writeJSON(w, status, success(map[string]any{
-		"ids":    res.IDs,
-		"commit": res.Commit.ID(),
+// writeResult answers a write: the ids it wrote, its commit, its
+// position (in Sluice-Position too: what a read right after it answers,
+// so a stream resumed from it receives exactly the later commits) and the
+// version it gave the documents (of a deletion, the version its events
+// carry); the version is the ETag too when the write inserted, replaced
+// or patched one document. An idempotent retry answers the same, and says
+// so in Idempotent-Replayed.
+func writeResult(w http.ResponseWriter, res *engine.WriteResult, deleted bool) {
+	pos := res.Commit.End().String()
+	w.Header().Set(positionHeader, pos)
+	if res.Replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+	}
+	if !deleted && len(res.IDs) == 1 {
+		w.Header().Set("ETag", etag(res.Commit.Version()))
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{
+		"ids":      res.IDs,
+		"commit":   res.Commit.ID(),
+		"position": pos,
+		"version":  res.Commit.Version(),
 	}))
 }
 
 func (a *api) insertDocuments(w http.ResponseWriter, r *http.Request) {
-	opt, err := writeOptions(r)
+	opt, err := writeOptions(r, a.bodyLimit(r))
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -187,11 +230,11 @@ func (a *api) insertDocuments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeResult(w, http.StatusOK, res)
+	writeResult(w, res, false)
 }
 
 func (a *api) replaceDocuments(w http.ResponseWriter, r *http.Request) {
-	opt, err := writeOptions(r, "create")
+	opt, err := writeOptions(r, a.bodyLimit(r), "create")
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -202,23 +245,74 @@ func (a *api) replaceDocuments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, name := dbPath(r)
+	if opt.Expect.Absent && !opt.Create {
+		// If-None-Match: * writes only a new document, which a replace
+		// without create=true never does.
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "If-None-Match: * writes a document only if it does not exist: add create=true"))
+		return
+	}
 	res, err := a.Engine.Replace(r.Context(), userFrom(r), org, name, src, opt)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeResult(w, http.StatusOK, res)
+	writeResult(w, res, false)
+}
+
+// patchDocument applies a JSON Merge Patch (RFC 7396) to document ?id=.
+func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
+	opt, err := writeOptions(r, a.MaxBodyBytes, "id")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id := r.URL.Query().Get("id")
+	if id == "" {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "PATCH patches one document: give ?id=<Class>/<key>"))
+		return
+	}
+	if t := mediaType(r); t != "application/merge-patch+json" && t != "application/json" {
+		writeError(w, r, sluice.Errorf(sluice.CodeUnsupportedMedia, "PATCH takes a JSON Merge Patch (RFC 7396): send it with Content-Type: application/merge-patch+json, not %.64q", t))
+		return
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
+	dec.UseNumber()
+	var v any
+	err = dec.Decode(&v)
+	patch, isObject := v.(map[string]any)
+	if err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, r, bodyError(err))
+		return
+	}
+	if !isObject {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "a merge patch is a JSON object of the fields to change (null removes one)"))
+		return
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: data after the patch object"))
+		return
+	}
+	org, name := dbPath(r)
+	res, err := a.Engine.Patch(r.Context(), userFrom(r), org, name, []engine.Patch{{ID: id, Fields: patch}}, opt)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	writeResult(w, res, false)
 }
 
 // deleteDocuments takes ?id=<id> or a body with a JSON array of ids (or
-// one id as a JSON string).
+// one id as a JSON string); an element of the array may be an object
+// {"@id": id, "@version": version}, to delete the document only at that
+// version.
 func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
-	opt, err := writeOptions(r, "id")
+	opt, err := writeOptions(r, a.MaxBodyBytes, "id")
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	var ids []string
+	var expect []sluice.Precondition
 	if id := r.URL.Query().Get("id"); id != "" {
 		ids = []string{id}
 	} else {
@@ -227,20 +321,58 @@ func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, bodyError(err))
 			return
 		}
-		if err := json.Unmarshal(body, &ids); err != nil {
-			var one string
-			if json.Unmarshal(body, &one) != nil {
-				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "give ?id=<id> or a body with a JSON array of document ids"))
-				return
-			}
-			ids = []string{one}
+		if ids, expect, err = deleteBody(body); err != nil {
+			writeError(w, r, err)
+			return
 		}
 	}
 	org, name := dbPath(r)
-	res, err := a.Engine.Delete(r.Context(), userFrom(r), org, name, ids, opt)
+	res, err := a.Engine.Delete(r.Context(), userFrom(r), org, name, ids, expect, opt)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
-	writeResult(w, http.StatusOK, res)
+	writeResult(w, res, true)
 }
+
+// deleteBody reads the body of a DELETE: a JSON array whose elements are
+// ids or {"@id", "@version"} objects, or one id as a JSON string. It
+// returns the ids and, when any element has a version, every element's
+// precondition.
+func deleteBody(body []byte) ([]string, []sluice.Precondition, error) {
+	var one string
+	if json.Unmarshal(body, &one) == nil {
+		return []string{one}, nil, nil
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(body, &items) != nil {
+		return nil, nil, errDeleteBody
+	}
+	ids := make([]string, len(items))
+	expect := make([]sluice.Precondition, len(items))
+	versions := false
+	for i, it := range items {
+		if json.Unmarshal(it, &ids[i]) == nil {
+			continue
+		}
+		var doc struct {
+			ID      *string `json:"@id"`
+			Version *string `json:"@version"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(it))
+		dec.DisallowUnknownFields()
+		if dec.Decode(&doc) != nil || doc.ID == nil || doc.Version != nil && *doc.Version == "" {
+			return nil, nil, errDeleteBody
+		}
+		ids[i] = *doc.ID
+		if doc.Version != nil {
+			expect[i].Version, versions = *doc.Version, true
+		}
+	}
+	if !versions {
+		expect = nil
+	}
+	return ids, expect, nil
+}
+
+var errDeleteBody = sluice.Errorf(sluice.CodeInvalid, `give ?id=<id> or a body with a JSON array of document ids, or of {"@id": id, "@version": version} objects to delete documents only at those versions`)

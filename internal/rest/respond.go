@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -15,6 +16,16 @@ type errorBody struct {
 	Status  string            `json:"api:status"`
 	Error   map[string]string `json:"api:error"`
 	Message string            `json:"api:message"`
+	// Documents names, in a PreconditionFailed answer, the documents
+	// that were not as the request expected.
+	Documents []staleJSON `json:"api:documents,omitempty"`
+}
+
+// staleJSON is a document a conditional write did not find as expected,
+// with its current version (null when it does not exist).
+type staleJSON struct {
+	ID      string  `json:"@id"`
+	Version *string `json:"@version"`
 }
 
 // writeError answers with err's status and JSON body (sluice.Show, the
@@ -24,7 +35,7 @@ type errorBody struct {
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
 	sh := sluice.Show(err)
 	logError(r, sh, "request failed", err)
-	writeShown(w, sh)
+	writeShown(w, err, sh)
 }
 
 // logError logs err, which sh shows, with the request's method and path,
@@ -36,25 +47,39 @@ func logError(r *http.Request, sh sluice.Shown, msg string, err error) {
 }
 
 // writeErrorBody answers err (see writeError), without logging it.
-func writeErrorBody(w http.ResponseWriter, err error) { writeShown(w, sluice.Show(err)) }
+func writeErrorBody(w http.ResponseWriter, err error) { writeShown(w, err, sluice.Show(err)) }
 
-// writeShown answers with the status and JSON body of an error as sh
-// shows it.
-func writeShown(w http.ResponseWriter, sh sluice.Shown) {
+// writeShown answers with the status and JSON body of err as sh shows it.
+func writeShown(w http.ResponseWriter, err error, sh sluice.Shown) {
 	if sh.Code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
 	}
 	if sh.RetryAfter != "" {
 		w.Header().Set("Retry-After", sh.RetryAfter)
 	}
-	writeJSON(w, sh.Code.HTTPStatus(), errorShape(sh))
+	body := errorShape(sh)
+	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
+		for _, d := range stale.Docs {
+			sj := staleJSON{ID: d.ID}
+			if d.Version != "" {
+				sj.Version = &d.Version
+			}
+			body.Documents = append(body.Documents, sj)
+		}
+		// The current version of the one document, as a 412 of a
+		// conditional request gives it (RFC 9110).
+		if len(stale.Docs) == 1 && stale.Docs[0].Version != "" {
+			w.Header().Set("ETag", etag(stale.Docs[0].Version))
+		}
+	}
+	writeJSON(w, sh.Code.HTTPStatus(), body)
 }
 
 // errorShape returns the REST error body of an error as sh shows it (the
 // answer of a request, and the data of a change stream's error event).
 func errorShape(sh sluice.Shown) errorBody {
 	status := "api:failure"
-	if sh.Code == sluice.CodeInternal || sh.Code == sluice.CodeUnavailable {
+	if sh.Code == sluice.CodeInternal || sh.Code == sluice.CodeUnavailable || sh.Code == sluice.CodeOutcomeUnknown {
 		status = "api:server_error"
 	}
 	return errorBody{Status: status, Error: map[string]string{"@type": "api:" + string(sh.Code)}, Message: sh.Message}

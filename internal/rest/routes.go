@@ -52,6 +52,10 @@ type Deps struct {
 	// /api/graphiql/_assets/{file} (public: the same npm files for everyone).
 	GraphiQL       http.Handler
 	GraphiQLAssets http.Handler
+	// Console, when set, serves the console at /console/ and every path
+	// below it (its views and files, public: the page asks the user to
+	// sign in, and sends the credential with each API request).
+	Console http.Handler
 	// Landing, when set, serves the landing page at / (authenticated,
 	// as GraphiQL's pages are).
 	Landing http.Handler
@@ -79,7 +83,7 @@ func Routes(d Deps) http.Handler {
 	// Cross-origin writes are refused before anything else, bodies are
 	// bounded before any is read.
 	r.Use(a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
-		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware)
+		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware, refuseIdempotencyKeys)
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
@@ -89,6 +93,12 @@ func Routes(d Deps) http.Handler {
 	}
 	if d.GraphiQLAssets != nil {
 		r.Method(http.MethodGet, "/api/graphiql/_assets/{file}", d.GraphiQLAssets)
+	}
+	if d.Console != nil {
+		r.Get("/console", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/console/", http.StatusMovedPermanently)
+		})
+		r.Method(http.MethodGet, "/console/*", d.Console)
 	}
 
 	// The change streams also take a stream ticket (?ticket=), for
@@ -112,6 +122,7 @@ func Routes(d Deps) http.Handler {
 		r.Get("/api/document/{org}/{db}", a.getDocuments)
 		r.Post("/api/document/{org}/{db}", a.insertDocuments)
 		r.Put("/api/document/{org}/{db}", a.replaceDocuments)
+		r.Patch("/api/document/{org}/{db}", a.patchDocument)
 		r.Delete("/api/document/{org}/{db}", a.deleteDocuments)
 
 		r.Get("/api/log/{org}/{db}", a.log)

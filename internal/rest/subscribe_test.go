@@ -65,7 +65,20 @@ type envelope struct {
 	Operation       string          `json:"operation"`
 	Tenant          string          `json:"tenant"`
 	UserID          string          `json:"user_id"`
+	Version         string          `json:"version"`
 	Data            json.RawMessage `json:"data"`
+}
+
+// writeVersion returns the version a write answered.
+func writeVersion(t testing.TB, r dt.Response) string {
+	t.Helper()
+	var res struct {
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal(r.Body, &res); err != nil || res.Version == "" {
+		t.Fatalf("write answered no version: %s", r.Body)
+	}
+	return res.Version
 }
 
 // decode checks an event frame's shape and returns its envelope.
@@ -133,23 +146,24 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	}
 
 	// Exact frames of an update and a delete; a Customer change (not an
-	// Animal) sends nothing, so the next frame is the Cat's.
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/shop", `{"@type":"Dog","@id":"Dog/rex","name":"Rex II"}`)
+	// Animal) sends nothing, so the next frame is the Cat's. Each carries
+	// the version its write answered.
+	put := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/shop", `{"@type":"Dog","@id":"Dog/rex","name":"Rex II"}`)
 	epoch := strings.Split(e.ID, "-")[0]
 	want := fmt.Sprintf("id: %s-2-0\nevent: entity.update\ndata: "+
 		`{"specversion":"1.0","id":"%[1]s-2-0","type":"entity.update","source":"/api/db/admin/shop","subject":"Dog/rex",`+
 		`"time":"%[2]s","datacontenttype":"application/json","entity":"Dog","operation":"update","tenant":"admin","user_id":"admin",`+
-		`"data":{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}}`, epoch, "%s")
+		`"version":"%[3]s","data":{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}}`, epoch, "%s", writeVersion(t, put))
 	f = s.Event()
 	e = decode(t, f)
 	if got := f.String(); got != fmt.Sprintf(want, e.Time) {
 		t.Fatalf("update frame:\n got %s\nwant %s", got, fmt.Sprintf(want, e.Time))
 	}
 	insert(t, d, "shop", `{"@type":"Customer","@id":"c1","name":"Ann"}`)
-	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/shop?id=Dog/rex", nil)
+	del := d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/shop?id=Dog/rex", nil)
 	f = s.Event()
 	e = decode(t, f)
-	if f[0] != "id: "+epoch+"-4-0" || f[1] != "event: entity.delete" || e.Operation != "delete" ||
+	if f[0] != "id: "+epoch+"-4-0" || f[1] != "event: entity.delete" || e.Operation != "delete" || e.Version != writeVersion(t, del) ||
 		string(e.Data) != `{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}` {
 		t.Fatalf("delete frame %q", f)
 	}

@@ -116,6 +116,7 @@ func FuzzValidateDocument(f *testing.F) {
 		`{"@type":"Person","name":"A","friends":["Person/b",{"@id":"Person/c"}],"pet":"Cat/tom","animal":"Dog/rex"}`,
 		`{"@type":"Person","name":"A","home":{"city":"Oslo","tags":["x"],"geo":{"lat":1,"lon":2.5}},"homes":[{"@type":"Address","city":"B"}]}`,
 		`{"@type":"Cat","@id":"Cat/tom","name":"Tom","lives":9}`,
+		`{"@type":"Cat","@id":"Cat/tom","@version":"k2","name":"Tom","lives":9}`,
 		`{"@type":"Wide","ints":[1,2,-0]}`,
 		`{"@type":"Person","name":"a\u0000"}`,
 		`{"@type":"Animal"}`,
@@ -187,6 +188,10 @@ func FuzzValidateJSON(f *testing.F) {
 		`{"@type":"Person","name":"Ann","age":3.0,"score":-1E-2}`,
 		`{"@type":"Person","name":"Ann","meta":"x","colors":null,"friends":[]}`,
 		`{"@type":"Person","@id":null,"name":"Ann","@x":1}`,
+		`{"@type":"Person","@id":"p1","@version":"3f","name":"Ann"}`,
+		`{"@type":"Person","@version":"","name":"Ann"}`,
+		`{"@type":"Person","@version":null,"name":"Ann"}`,
+		`{"@type":"Person","@version":3,"name":"Ann"}`,
 		`{"@type":"Cat","@id":"Dog/rex","name":"Tom"}`,
 		`{"@type":"Person","name":true}`,
 		`{"@type":"Animal","name":"x"}`,
@@ -232,7 +237,7 @@ func FuzzValidateJSON(f *testing.F) {
 // withFields returns doc, whose values are in Values, with them in Fields
 // instead: the form ValidateDocument gives.
 func withFields(s *sluice.Schema, doc *sluice.Document) *sluice.Document {
-	out := &sluice.Document{ID: doc.ID, Type: doc.Type, Fields: map[string]any{}}
+	out := &sluice.Document{ID: doc.ID, Type: doc.Type, Expect: doc.Expect, Fields: map[string]any{}}
 	for i, f := range s.Classes[doc.Type].Fields {
 		if v, ok := doc.Value(i, f.Name); ok {
 			out.Fields[f.Name] = v

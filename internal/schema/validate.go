@@ -20,7 +20,9 @@ import (
 // when absent (or null) Document.ID is "" and the caller makes one; "key"
 // becomes "Type/key"; "Type/key" must name the document's own class (an
 // "@id" with a "/" is always read as "Type/key", so a key containing "/"
-// must be written in full). Other
+// must be written in full). "@version", optional, is the version a write
+// expects the stored document to have (Document.Expect): a non-empty
+// string, or null for none. Other
 // keys starting with "@" and fields the class does not have are errors. A
 // required field must be present and not null; null for an optional field
 // means absent.
@@ -77,6 +79,13 @@ func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, e
 			return nil, err
 		}
 		doc.ID = full
+	}
+	if v := raw["@version"]; v != nil {
+		version, ok := v.(string)
+		if !ok || version == "" {
+			return nil, sluice.Errorf(sluice.CodeInvalid, `%s: "@version" must be a version string as Sluice gave it (or null), got %s`, name, describe(v))
+		}
+		doc.Expect.Version = version
 	}
 	v := &validator{schema: s, root: name}
 	fields, err := v.object(s.Class(name), raw, "")
@@ -142,8 +151,13 @@ func (v *validator) checkKeys(c *sluice.Class, m map[string]any, prefix string) 
 	if _, ok := m["@type"]; ok {
 		known++
 	}
-	if _, ok := m["@id"]; ok && c.Kind != sluice.KindSubdocument {
-		known++
+	if c.Kind != sluice.KindSubdocument {
+		if _, ok := m["@id"]; ok {
+			known++
+		}
+		if _, ok := m["@version"]; ok && prefix == "" {
+			known++
+		}
 	}
 	if known == len(m) {
 		return nil
@@ -155,7 +169,7 @@ func (v *validator) checkKeys(c *sluice.Class, m map[string]any, prefix string) 
 	bad := ""
 	found := false
 	for k := range m {
-		ok := fields[k] || k == "@type" || (k == "@id" && c.Kind != sluice.KindSubdocument)
+		ok := fields[k] || k == "@type" || (k == "@id" && c.Kind != sluice.KindSubdocument) || (k == "@version" && c.Kind != sluice.KindSubdocument && prefix == "")
 		if !ok && (!found || k < bad) {
 			bad, found = k, true
 		}
@@ -163,8 +177,10 @@ func (v *validator) checkKeys(c *sluice.Class, m map[string]any, prefix string) 
 	switch {
 	case bad == "@id":
 		return v.errorf(strings.TrimSuffix(prefix, "."), `a subdocument has no "@id"`)
+	case strings.HasPrefix(bad, "@") && c.Kind == sluice.KindSubdocument:
+		return sluice.Errorf(sluice.CodeInvalid, "%s: unknown key %s: in a subdocument only \"@type\" starts with @", v.root, quote(prefix+bad))
 	case strings.HasPrefix(bad, "@"):
-		return sluice.Errorf(sluice.CodeInvalid, "%s: unknown key %s: only \"@id\" and \"@type\" start with @", v.root, quote(prefix+bad))
+		return sluice.Errorf(sluice.CodeInvalid, "%s: unknown key %s: only \"@id\", \"@type\" and \"@version\" start with @", v.root, quote(prefix+bad))
 	}
 	return sluice.Errorf(sluice.CodeInvalid, "%s: unknown field %s: %s has no such field", v.root, quote(prefix+bad), c.Name)
 }

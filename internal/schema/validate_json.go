@@ -104,7 +104,7 @@ func validateFlat(s *sluice.Schema, b []byte) (doc *sluice.Document, ok bool) {
 	if !ok {
 		return nil, false
 	}
-	var typ, id *flatMember
+	var typ, id, version *flatMember
 	for i := range members {
 		m := &members[i]
 		switch string(m.key) {
@@ -112,6 +112,8 @@ func validateFlat(s *sluice.Schema, b []byte) (doc *sluice.Document, ok bool) {
 			typ = m
 		case "@id":
 			id = m
+		case "@version":
+			version = m
 		}
 	}
 	if typ == nil || typ.kind != '"' {
@@ -133,12 +135,18 @@ func validateFlat(s *sluice.Schema, b []byte) (doc *sluice.Document, ok bool) {
 		}
 		doc.ID = full
 	}
+	if version != nil && version.kind != 'n' {
+		if version.kind != '"' || len(version.value) == 0 {
+			return nil, false
+		}
+		doc.Expect.Version = string(version.value)
+	}
 	// The values go into Values, in field order, not into a map (see
 	// sluice.Document).
 	values := make([]any, len(c.Fields))
 	for i := range members {
 		m := &members[i]
-		if m == typ || m == id {
+		if m == typ || m == id || m == version {
 			continue
 		}
 		k := fieldIndex(c, m.key)

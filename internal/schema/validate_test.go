@@ -81,6 +81,8 @@ func TestValidateDocument(t *testing.T) {
 		{"key with slash", `{"@type":"Person","@id":"Person/a/b","name":"A"}`, "Person/a/b", map[string]any{"name": "A"}},
 		{"unicode key", `{"@type":"Person","@id":"Zoë-é_1.2:3","name":"Ann"}`, "Person/Zoë-é_1.2:3", map[string]any{"name": "Ann"}},
 		{"null id", `{"@type":"Person","@id":null,"name":"Ann"}`, "", map[string]any{"name": "Ann"}},
+		{"version", `{"@type":"Person","@id":"ann","@version":"3f","name":"Ann"}`, "Person/ann", map[string]any{"name": "Ann"}},
+		{"null version", `{"@type":"Person","@version":null,"name":"Ann"}`, "", map[string]any{"name": "Ann"}},
 		{"null optional is absent", `{"@type":"Person","name":"Ann","age":null,"home":null,"friends":null}`, "", map[string]any{"name": "Ann"}},
 		{"empty string", `{"@type":"Person","name":""}`, "", map[string]any{"name": ""}},
 		{"scalars", `{"@type":"Person","name":"Ann","nick":"a1","age":-42,"score":1.5e3,"active":false,"ssn":"123"}`, "",
@@ -133,6 +135,9 @@ func TestValidateDocument(t *testing.T) {
 				t.Fatalf("ValidateDocument: %v", err)
 			}
 			typ := decode(t, tt.in)["@type"]
+			if v, _ := decode(t, tt.in)["@version"].(string); doc.Expect.Version != v {
+				t.Errorf("expected version %q, want %q", doc.Expect.Version, v)
+			}
 			if doc.ID != tt.id || doc.Type != typ {
 				t.Errorf("id, type = %q, %q; want %q, %q", doc.ID, doc.Type, tt.id, typ)
 			}
@@ -156,6 +161,9 @@ func documentMap(doc *sluice.Document) map[string]any {
 	m := map[string]any{"@type": doc.Type}
 	if doc.ID != "" {
 		m["@id"] = doc.ID
+	}
+	if doc.Expect.Version != "" {
+		m["@version"] = doc.Expect.Version
 	}
 	for k, v := range doc.Fields {
 		m[k] = v
@@ -186,7 +194,10 @@ func TestValidateDocumentErrors(t *testing.T) {
 		{"key with non-breaking space", "{\"@type\":\"Person\",\"@id\":\"a\u00a0b\",\"name\":\"A\"}", `Person: invalid @id "a\u00a0b": the key contains whitespace`},
 		{"key with control", `{"@type":"Person","@id":"a\u0007b","name":"A"}`, `Person: invalid @id "a\ab": the key contains a control character`},
 		{"long key", `{"@type":"Person","@id":"` + long + `","name":"A"}`, `Person: invalid @id "` + long[:64] + `"…: the key is longer than 255 bytes`},
-		{"unknown @ key", `{"@type":"Person","@context":"x","name":"A"}`, `Person: unknown key "@context": only "@id" and "@type" start with @`},
+		{"version not a string", `{"@type":"Person","@version":7,"name":"A"}`, `Person: "@version" must be a version string as Sluice gave it (or null), got number 7`},
+		{"empty version", `{"@type":"Person","@version":"","name":"A"}`, `Person: "@version" must be a version string as Sluice gave it (or null), got string ""`},
+		{"version in a subdocument", `{"@type":"Person","name":"A","home":{"@version":"a","city":"O"}}`, `Person: unknown key "home.@version": in a subdocument only "@type" starts with @`},
+		{"unknown @ key", `{"@type":"Person","@context":"x","name":"A"}`, `Person: unknown key "@context": only "@id", "@type" and "@version" start with @`},
 		{"unknown field", `{"@type":"Person","name":"A","nmae":"B"}`, `Person: unknown field "nmae": Person has no such field`},
 		{"first unknown field in byte order", `{"@type":"Person","zz":1,"name":"A","b":2,"y":3}`, `Person: unknown field "b": Person has no such field`},
 		{"missing required", `{"@type":"Person"}`, `Person: field "name": required field is missing`},
@@ -258,7 +269,7 @@ func TestValidateDocumentErrors(t *testing.T) {
 		{"subdocument wrong type", `{"@type":"Person","name":"A","home":{"@type":"Geo","city":"O"}}`, `Person: field "home": "@type" must be "Address", got string "Geo"`},
 		{"subdocument type number", `{"@type":"Person","name":"A","home":{"@type":1,"city":"O"}}`, `Person: field "home": "@type" must be "Address", got number 1`},
 		{"subdocument with id", `{"@type":"Person","name":"A","home":{"@id":"x","city":"O"}}`, `Person: field "home": a subdocument has no "@id"`},
-		{"subdocument unknown @ key", `{"@type":"Person","name":"A","home":{"@x":1,"city":"O"}}`, `Person: unknown key "home.@x": only "@id" and "@type" start with @`},
+		{"subdocument unknown @ key", `{"@type":"Person","name":"A","home":{"@x":1,"city":"O"}}`, `Person: unknown key "home.@x": in a subdocument only "@type" starts with @`},
 		{"nested subdocument", `{"@type":"Person","name":"A","homes":[{"city":"O"},{"city":"P","geo":{"lat":1}}]}`, `Person: field "homes[1].geo.lon": required field is missing`},
 		{"nested list element", `{"@type":"Person","name":"A","homes":[{"city":"O","tags":["a",2]}]}`, `Person: field "homes[0].tags[1]": expected String, got number 2`},
 		{"list not an array", `{"@type":"Person","name":"A","friends":"Person/b"}`, `Person: field "friends": expected a list of Person, got string "Person/b"`},

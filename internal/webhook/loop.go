@@ -287,7 +287,7 @@ func (l *loop) deliver(ctx context.Context) error {
 }
 
 // pieceEnd returns the position at the end of piece c.
-func pieceEnd(c *sluice.Commit) sluice.Position { return c.End().Position(c.Epoch) }
+func pieceEnd(c *sluice.Commit) sluice.Position { return c.Taken().Position(c.Epoch) }
 
 // sendBatch sends events as one request (a JSON array: CloudEvents' batched
 // mode), identified by its last event.

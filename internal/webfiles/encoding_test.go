@@ -1,4 +1,4 @@
-package graphiql
+package webfiles
 
 import "testing"
 

@@ -1,0 +1,55 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestBrowserConsole runs test/browser/console.mjs: Debian's Chromium,
+// headless, driven by puppeteer-core, goes through every view of the
+// console on daemon A while the script writes through daemon B on the same
+// Postgres, checks each view with axe-core, and fails on any request
+// outside A's origin (see the script for the steps, and
+// dt.RunBrowserScript for what it needs). SLUICE_CONSOLE_SCREENSHOTS names
+// a directory to keep the screenshots of the views in (make
+// console-screenshots: docs/console).
+func TestBrowserConsole(t *testing.T) {
+	dt.SkipWithoutBrowser(t)
+	t.Parallel()
+	// The webhook's receiver: it fails the first two requests, so the
+	// console has failed attempts to show.
+	var requests atomic.Int64
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) <= 2 {
+			http.Error(w, "not yet", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+	loopback := func(c *config.Config) { c.WebhookAllowNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} }
+	a := dt.Start(t, loopback)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL), loopback)
+
+	a.CreateDatabase(t, "shop", "type Product { name: String! price: Float! stock: Int @index secret: String @private }")
+	var docs []string
+	for i := 1; i <= 120; i++ {
+		docs = append(docs, fmt.Sprintf(`{"@type":"Product","@id":"p%03d","name":"Product %d","price":%d,"stock":%d,"secret":"secret-%d"}`, i, i, i, i%7, i))
+	}
+	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/shop?author=ann&message=catalog", "["+strings.Join(docs, ",")+"]")
+	a.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/shop", `{"user":"rita","role":"read"}`)
+	a.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/webhooks/admin/shop",
+		`{"url":"`+receiver.URL+`/hook","description":"receiver","classes":["Product"]}`)
+
+	dt.RunBrowserScript(t, "console.mjs", a.URL, b.URL, dt.AdminPassword, "rita", "rita-password", os.Getenv("SLUICE_CONSOLE_SCREENSHOTS"))
+}

@@ -1,0 +1,457 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// sameAnswer checks that retry answers exactly what first did, and says
+// it was replayed.
+func sameAnswer(t *testing.T, first, retry dt.Response) {
+	t.Helper()
+	if retry.Status != first.Status || !bytes.Equal(retry.Body, first.Body) {
+		t.Fatalf("the retry answered %d %s, the first %d %s", retry.Status, retry.Body, first.Status, first.Body)
+	}
+	for _, h := range []string{"Sluice-Position", "ETag"} {
+		if retry.Header.Get(h) != first.Header.Get(h) {
+			t.Fatalf("the retry's %s %q, the first's %q", h, retry.Header.Get(h), first.Header.Get(h))
+		}
+	}
+	if first.Header.Get("Idempotent-Replayed") != "" || retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("Idempotent-Replayed: first %q, retry %q", first.Header.Get("Idempotent-Replayed"), retry.Header.Get("Idempotent-Replayed"))
+	}
+}
+
+// TestIdempotentWrites: a write with an Idempotency-Key, retried on
+// another replica, answers the first answer again (an insert without ids
+// too, with the ids made the first time) and makes no second commit; the
+// same key with another request is a 422; another user's key of the same
+// name is their own; a GraphQL mutation too.
+func TestIdempotentWrites(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "idem", versionsSDL)
+	body := `[{"@type":"Person","name":"Ann"},{"@type":"Person","name":"Bob"}]`
+	first := a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/idem", body, "Idempotency-Key", "k1")
+	retry := b.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/idem", body, "Idempotency-Key", `"k1"`) // the draft's quoted form
+	sameAnswer(t, first, retry)
+	if n := logLength(t, a, "idem"); n != 1 {
+		t.Fatalf("%d commits, want 1", n)
+	}
+	if list := a.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/idem?type=Person", nil); strings.Count(string(list.Body), "\n") != 2 {
+		t.Fatalf("documents after the retry: %s", list.Body)
+	}
+
+	// The same key with another request: 422, on any replica, for
+	// another body, method, query or precondition.
+	for _, r := range []dt.Response{
+		b.Do(t, dt.Admin(), "POST", "/api/document/admin/idem", `[{"@type":"Person","name":"Cid"}]`, "Idempotency-Key", "k1"),
+		a.Do(t, dt.Admin(), "POST", "/api/document/admin/idem?author=x", body, "Idempotency-Key", "k1"),
+		a.Do(t, dt.Admin(), "PUT", "/api/document/admin/idem?create=true", body, "Idempotency-Key", "k1"),
+	} {
+		if typ, msg := errBody(t, r); r.Status != 422 || typ != "api:Unprocessable" || !strings.Contains(msg, "another request") {
+			t.Fatalf("key reused for another request: %d %s %s", r.Status, typ, msg)
+		}
+	}
+
+	// A replace, a patch and a delete retried answer as they first did
+	// (the delete is not a 404 the second time).
+	ann := answerOf(t, first).IDs[0]
+	for _, w := range []struct{ method, path, body, key string }{
+		{"PUT", "/api/document/admin/idem", `{"@type":"Person","@id":"` + ann + `","name":"Ann II"}`, "k2"},
+		{"PATCH", "/api/document/admin/idem?id=" + ann, `{"age":7}`, "k3"},
+		{"DELETE", "/api/document/admin/idem?id=" + ann, "", "k4"},
+	} {
+		one := a.MustDo(t, 200, dt.Admin(), w.method, w.path, w.body, "Idempotency-Key", w.key, "Content-Type", "application/merge-patch+json")
+		two := b.MustDo(t, 200, dt.Admin(), w.method, w.path, w.body, "Idempotency-Key", w.key, "Content-Type", "application/merge-patch+json")
+		sameAnswer(t, one, two)
+	}
+	if n := logLength(t, a, "idem"); n != 4 {
+		t.Fatalf("%d commits, want 4", n)
+	}
+
+	// Keys are per user: another user's k1 is a key of their own.
+	a.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"writer","organization":"admin","password":"writer-password"}`)
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/idem", `{"user":"writer","role":"write"}`)
+	writer := dt.Basic("writer", "writer-password")
+	other := a.MustDo(t, 200, writer, "POST", "/api/document/admin/idem", `[{"@type":"Person","name":"Cid"}]`, "Idempotency-Key", "k1")
+	if bytes.Equal(other.Body, first.Body) || other.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("another user's key answered the admin's answer: %s", other.Body)
+	}
+
+	// A GraphQL mutation.
+	gql := `{"query":"mutation($n: String!) { Person_insert(documents: [{name: $n}]) }","variables":{"n":"Dee"}}`
+	g1 := a.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/idem", gql, "Content-Type", "application/json", "Idempotency-Key", "g1")
+	g2 := b.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/idem", gql, "Content-Type", "application/json", "Idempotency-Key", "g1")
+	if !bytes.Equal(g1.Body, g2.Body) || !strings.Contains(string(g1.Body), `"extensions":{"position":"`) {
+		t.Fatalf("GraphQL retry answered %s, the first %s", g2.Body, g1.Body)
+	}
+	g3 := b.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/idem", strings.Replace(gql, "Dee", "Eve", 1), "Content-Type", "application/json", "Idempotency-Key", "g1")
+	if !strings.Contains(string(g3.Body), `"code":"UNPROCESSABLE"`) {
+		t.Fatalf("GraphQL key reused with other variables: %s", g3.Body)
+	}
+	if n := logLength(t, a, "idem"); n != 6 {
+		t.Fatalf("%d commits, want 6", n)
+	}
+
+	// A write that cannot honour a key refuses it, rather than ignore it.
+	if r := a.Do(t, dt.Admin(), "POST", "/api/tokens", `{"name":"t"}`, "Idempotency-Key", "t1"); r.Status != 400 || !strings.Contains(string(r.Body), "Idempotency-Key is honoured by document writes") {
+		t.Fatalf("a token with a key: %d %s", r.Status, r.Body)
+	}
+
+	// A malformed key is refused.
+	for _, key := range []string{strings.Repeat("k", 256), "clé", `""`} {
+		if r := a.Do(t, dt.Admin(), "POST", "/api/document/admin/idem", body, "Idempotency-Key", key); r.Status != 400 {
+			t.Fatalf("key %q: %d %s", key, r.Status, r.Body)
+		}
+	}
+}
+
+// TestIdempotencyKeyInFlight: while the first request with a key runs (a
+// long NDJSON upload, its transaction open), a retry with the key is a 409
+// on another replica; once the first has answered, the retry answers the
+// same.
+func TestIdempotencyKeyInFlight(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "flight", versionsSDL)
+	var lines []string
+	for i := range 150 {
+		lines = append(lines, fmt.Sprintf(`{"@type":"Person","@id":"p%03d","name":"P%d"}`, i, i))
+	}
+	head, tail := strings.Join(lines[:120], "\n")+"\n", strings.Join(lines[120:], "\n")+"\n"
+
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", a.URL+"/api/document/admin/flight", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt.Admin()(req)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Idempotency-Key", "upload-1")
+	answered := make(chan dt.Response, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			answered <- dt.Response{}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		answered <- dt.Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+	}()
+	if _, err := io.WriteString(pw, head); err != nil {
+		t.Fatal(err)
+	}
+	// The first request holds its key's lock once its transaction began.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, a.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	eventually.True(t, 30*time.Second, "the first request holds its key", func() bool {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 7652 AND objsubid = 2 AND granted").Scan(&n)
+		return err == nil && n == 1
+	})
+	whole := head + tail
+	r := b.Do(t, dt.Admin(), "POST", "/api/document/admin/flight", whole, "Content-Type", "application/x-ndjson", "Idempotency-Key", "upload-1")
+	if typ, msg := errBody(t, r); r.Status != 409 || typ != "api:Conflict" || !strings.Contains(msg, "still running") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("retry while the first runs: %d %s %s", r.Status, typ, msg)
+	}
+	if _, err := io.WriteString(pw, tail); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	first := <-answered
+	if first.Status != 200 {
+		t.Fatalf("the first request: %d %s", first.Status, first.Body)
+	}
+	sameAnswer(t, first, b.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/flight", whole, "Content-Type", "application/x-ndjson", "Idempotency-Key", "upload-1"))
+	if n := logLength(t, a, "flight"); n != 1 {
+		t.Fatalf("%d commits, want 1", n)
+	}
+}
+
+// TestIdempotencyKeyRacesItself: the same keyed write sent eight times at
+// once, to two replicas (several land in one group-commit batch): one
+// commit, and every answer is that commit's (200, the same body) or says
+// the first is still running (409).
+func TestIdempotencyKeyRacesItself(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "race8", versionsSDL)
+	for round := range 5 {
+		key := fmt.Sprintf("race-%d", round)
+		answers := make(chan dt.Response, 8)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 8 {
+			d := []*dt.Daemon{a, b}[i%2]
+			wg.Go(func() {
+				<-start
+				answers <- d.Do(t, dt.Admin(), "POST", "/api/document/admin/race8", `{"@type":"Person","name":"Racer"}`, "Idempotency-Key", key)
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(answers)
+		var body []byte
+		for r := range answers {
+			switch r.Status {
+			case 200:
+				if body != nil && !bytes.Equal(body, r.Body) {
+					t.Fatalf("round %d: two answers %s and %s", round, body, r.Body)
+				}
+				body = r.Body
+			case 409:
+			default:
+				t.Fatalf("round %d: %d %s", round, r.Status, r.Body)
+			}
+		}
+		if body == nil {
+			t.Fatalf("round %d: no write answered 200", round)
+		}
+		if n := logLength(t, a, "race8"); n != round+1 {
+			t.Fatalf("round %d: %d commits, want %d", round, n, round+1)
+		}
+	}
+}
+
+// TestIdempotencyKeysBoundedPerUser: past idempotency_max_keys kept keys,
+// a write with a new key is a 429; one with a kept key still answers, and
+// one without a key is written.
+func TestIdempotencyKeysBoundedPerUser(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.IdempotencyMaxKeys = 2 })
+	d.CreateDatabase(t, "bound", versionsSDL)
+	post := func(key, name string) dt.Response {
+		return d.Do(t, dt.Admin(), "POST", "/api/document/admin/bound", `{"@type":"Person","name":"`+name+`"}`, "Idempotency-Key", key)
+	}
+	first := post("a", "A")
+	post("b", "B")
+	if r := post("c", "C"); r.Status != 429 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "idempotency_max_keys") {
+		t.Fatalf("a third key: %d %s", r.Status, r.Body)
+	}
+	sameAnswer(t, first, post("a", "A"))
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/bound", `{"@type":"Person","name":"C"}`)
+}
+
+// TestVersionsInGraphQL: _version is the version REST reads answer, in
+// queries, subscription events, _ChangeSet and live queries, where it is
+// the version the change made; <Class>_update patches documents (null
+// removes a field); a stale _version in _replace, _update or the generic
+// _replaceDocuments fails the request, naming every stale document with
+// its current version in extensions.documents, and writes nothing.
+func TestVersionsInGraphQL(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "gv", versionsSDL)
+	gql := func(query string, vars any) map[string]any {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"query": query, "variables": vars})
+		var out map[string]any
+		if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/gv", body, "Content-Type", "application/json").Body, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	ins := gql(`mutation { Person_insert(documents: [{_id: "ann", name: "Ann", age: 30, nick: "A", home: {street: "Main", city: "Oslo"}}, {_id: "bob", name: "Bob"}]) }`, nil)
+	v0, _ := ins["extensions"].(map[string]any)["version"].(string)
+	_, tag := docOf(t, d, "gv", "Person/ann")
+	if v0 == "" || tag != `"`+v0+`"` {
+		t.Fatalf("the insert's version %q, the document's %s: %v", v0, tag, ins)
+	}
+	version := func(id string) string {
+		_, tag := docOf(t, d, "gv", id)
+		return strings.Trim(tag, `"`)
+	}
+	q := gql(`{ Person(id: "Person/ann") { _version } }`, nil)
+	if got := fmt.Sprint(q["data"]); got != "map[Person:[map[_version:"+v0+"]]]" {
+		t.Fatalf("query: %v", q)
+	}
+
+	sub := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/gv", Header: []string{"Accept", "text/event-stream"},
+		Body: `{"query":"subscription { Person_updated { _id _version name nick home { city street } } }"}`})
+	set := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/gv", Header: []string{"Accept", "text/event-stream"},
+		Body: `{"query":"subscription { _ChangeSet { Person_updated { _id _version } } }"}`})
+	live := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/gv", Header: []string{"Accept", "text/event-stream"},
+		Body: `{"query":"query @live { Person(id: \"Person/ann\") { _version } }"}`})
+	for _, st := range []*dt.Stream{sub, set, live} {
+		st.Next() // : connected
+	}
+	if f := live.Event(); !strings.Contains(f.Field("data"), `"_version":"`+v0+`"`) {
+		t.Fatalf("live query's first result: %s", f)
+	}
+
+	// A partial write: age kept, nick removed, the city merged in.
+	up := gql(`mutation($v: String) { Person_update(documents: [{_id: "ann", _version: $v, nick: null, name: "Ann II", home: {city: "Bergen"}}]) }`, map[string]any{"v": v0})
+	v1, _ := up["extensions"].(map[string]any)["version"].(string)
+	if fmt.Sprint(up["data"]) != "map[Person_update:[Person/ann]]" || v1 == "" || v1 == v0 || version("Person/ann") != v1 {
+		t.Fatalf("update: %v", up)
+	}
+	doc, _ := docOf(t, d, "gv", "Person/ann")
+	if doc["name"] != "Ann II" || doc["age"] != 30.0 || doc["nick"] != nil || fmt.Sprint(doc["home"]) != "map[@type:Address city:Bergen street:Main]" {
+		t.Fatalf("after the update: %v", doc)
+	}
+	want := `{"data":{"Person_updated":{"_id":"Person/ann","_version":"` + v1 + `","name":"Ann II","nick":null,"home":{"city":"Bergen","street":"Main"}}}}`
+	if f := sub.Event(); f.Field("data") != want {
+		t.Fatalf("subscription event %s, want %s", f.Field("data"), want)
+	}
+	if f := set.Event(); f.Field("data") != `{"data":{"_ChangeSet":{"Person_updated":[{"_id":"Person/ann","_version":"`+v1+`"}]}}}` {
+		t.Fatalf("change set event %s", f)
+	}
+	if f := live.Event(); !strings.Contains(f.Field("data"), `"_version":"`+v1+`"`) {
+		t.Fatalf("live query's result after the update: %s", f)
+	}
+	// Read as of the insert: Bob, unchanged since, has his version; Ann's
+	// version then is not in the log (Sluice's images do not record it),
+	// and a REST read of the past carries none, so that written back it
+	// overwrites.
+	insertPos, _ := ins["extensions"].(map[string]any)["position"].(string)
+	past := gql(`query($p: String) { Person(asOf: $p) { _id _version } }`, map[string]any{"p": insertPos})
+	if got := fmt.Sprint(past["data"]); got != "map[Person:[map[_id:Person/ann _version:] map[_id:Person/bob _version:"+version("Person/bob")+"]]]" {
+		t.Fatalf("versions as of the insert: %v", past)
+	}
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/gv?id=Person/bob&as_of="+insertPos, nil); strings.Contains(string(r.Body), "@version") || r.Header.Get("ETag") != "" {
+		t.Fatalf("a REST read of the past: ETag %q, %s", r.Header.Get("ETag"), r.Body)
+	}
+	cs := gql(`{ _ChangeSet { Person_updated { _version } } }`, nil)
+	if fmt.Sprint(cs["data"]) != "map[_ChangeSet:map[Person_updated:[map[_version:"+v1+"]]]]" {
+		t.Fatalf("_ChangeSet query: %v", cs)
+	}
+
+	// Stale versions: every stale document named, nothing written.
+	bob := version("Person/bob")
+	commits := logLength(t, d, "gv")
+	for _, m := range []struct {
+		query string
+		vars  any
+		stale map[string]string
+	}{
+		{`mutation { Person_update(documents: [{_id: "ann", _version: "` + v0 + `", age: 1}, {_id: "bob", _version: "` + bob + `", age: 2}]) }`, nil, map[string]string{"Person/ann": v1}},
+		{`mutation { Person_replace(documents: [{_id: "ann", _version: "` + v0 + `", name: "X"}], create: true) a: Person_update(documents: [{_id: "bob", _version: "zz", age: 2}]) }`, nil, map[string]string{"Person/ann": v1, "Person/bob": bob}},
+		{`mutation($j: JSON!) { _replaceDocuments(json: $j, create: true) }`, map[string]any{"j": []any{map[string]any{"@type": "Person", "@id": "Person/cid", "@version": "zz", "name": "Cid"}}}, map[string]string{"Person/cid": ""}},
+	} {
+		res := gql(m.query, m.vars)
+		errs, _ := res["errors"].([]any)
+		if res["data"] != nil || len(errs) != 1 {
+			t.Fatalf("%s: %v", m.query, res)
+		}
+		e := errs[0].(map[string]any)
+		ext := e["extensions"].(map[string]any)
+		docs, _ := ext["documents"].([]any)
+		if ext["code"] != "PRECONDITION_FAILED" || len(docs) != len(m.stale) {
+			t.Fatalf("%s: error %v", m.query, e)
+		}
+		for _, x := range docs {
+			doc := x.(map[string]any)
+			id, _ := doc["_id"].(string)
+			v, _ := doc["_version"].(string)
+			if want, ok := m.stale[id]; !ok || v != want || !strings.Contains(e["message"].(string), id) {
+				t.Fatalf("%s: error names %v, want %v: %v", m.query, doc, m.stale, e)
+			}
+		}
+	}
+	if n := logLength(t, d, "gv"); n != commits || version("Person/bob") != bob {
+		t.Fatalf("stale mutations wrote: %d commits (was %d)", n, commits)
+	}
+	for _, m := range []struct{ query, want string }{
+		{`mutation { Person_insert(documents: [{_id: "dan", _version: "1", name: "Dan"}]) }`, "an insert takes no precondition"},
+		{`mutation { Person_update(documents: [{_id: "ann", name: null}]) }`, `field "name": required field is missing`},
+		{`mutation { Person_update(documents: [{_id: "nobody", age: 1}]) }`, "document Person/nobody does not exist"},
+		{`mutation { Person_update(documents: [{_id: "Dog/rex", age: 1}]) }`, "Person_update patches Person documents, not Dog/rex"},
+	} {
+		res := gql(m.query, nil)
+		if errs, _ := res["errors"].([]any); len(errs) != 1 || !strings.Contains(fmt.Sprint(errs[0]), m.want) {
+			t.Fatalf("%s: %v, want an error saying %q", m.query, res, m.want)
+		}
+	}
+}
+
+// TestVersionsOfSQLWrites: a write made in SQL by another role gives the
+// document a new version too, which its event carries; a conditional
+// write of the version read before the SQL write is refused.
+func TestVersionsOfSQLWrites(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "sqlv", "type Note { text: String n: Int }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/sqlv", `{"@type":"Note","@id":"a","text":"x","n":1}`)
+	_, before := docOf(t, d, "sqlv", "Note/a")
+	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/sqlv/Note"})
+	st.Next() // : connected
+	w := newSQLWriter(t, d, "sqlv")
+	sqlExec(t, w.url, "UPDATE "+w.table("Note")+" SET n = n + 1 WHERE _id = 'Note/a'")
+	e := nextEvent(t, st)
+	doc, after := docOf(t, d, "sqlv", "Note/a")
+	if after == before || doc["n"] != 2.0 {
+		t.Fatalf("after the SQL update: version %s (was %s), %v", after, before, doc)
+	}
+	if `"`+e.Version+`"` != after {
+		t.Fatalf("the SQL write's event carries version %q, the document has %s", e.Version, after)
+	}
+	staleAnswer(t, d.Do(t, dt.Admin(), "PUT", "/api/document/admin/sqlv", `{"@type":"Note","@id":"a","text":"lost update"}`, "If-Match", before),
+		map[string]string{"Note/a": strings.Trim(after, `"`)})
+	sqlExec(t, w.url, "INSERT INTO "+w.table("Note")+" (_id, text) VALUES ('Note/b', 'new')")
+	nextEvent(t, st)
+	if _, v := docOf(t, d, "sqlv", "Note/b"); v == after || v == before {
+		t.Fatalf("a document inserted in SQL has version %s", v)
+	}
+}
+
+// TestWritePositionsResume: a write answers the position a read right
+// after it answers; a stream resumed from it receives exactly the later
+// commits, REST and GraphQL, from a REST write or a GraphQL mutation.
+func TestWritePositionsResume(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wpos", "type Note { text: String }")
+	first := answerOf(t, d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/wpos", `{"@type":"Note","@id":"a","text":"1"}`))
+	if read := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/wpos?type=Note", nil); read.Header.Get("Sluice-Position") != first.Position {
+		t.Fatalf("the write's position %s, a read's right after %s", first.Position, read.Header.Get("Sluice-Position"))
+	}
+	var mut struct {
+		Extensions struct {
+			Position string `json:"position"`
+		} `json:"extensions"`
+	}
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/wpos", `{"query":"mutation { Note_insert(documents: [{_id: \"b\", text: \"2\"}]) }"}`, "Content-Type", "application/json")
+	if err := json.Unmarshal(r.Body, &mut); err != nil || mut.Extensions.Position == "" {
+		t.Fatalf("mutation: %s", r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/wpos", `{"@type":"Note","@id":"c","text":"3"}`)
+
+	rest := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/wpos/Note", Header: []string{"Last-Event-ID", first.Position}})
+	rest.Next() // : connected
+	for _, id := range []string{"Note/b", "Note/c"} {
+		if e := nextEvent(t, rest); e.Subject != id {
+			t.Fatalf("resumed from the first write's position: %s, want %s", e.Subject, id)
+		}
+	}
+	gsub := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/wpos",
+		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", mut.Extensions.Position},
+		Body:   `{"query":"subscription { Note_added { _id } }"}`})
+	gsub.Next() // : connected
+	if f := gsub.Event(); f.Field("data") != `{"data":{"Note_added":{"_id":"Note/c"}}}` {
+		t.Fatalf("resumed from the mutation's position: %s", f)
+	}
+}

@@ -1,0 +1,343 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+const versionsSDL = "type Address @subdocument { street: String city: String }\n" +
+	"type Person { name: String! age: Int nick: String tags: [String!] home: Address }"
+
+// versionMember matches the "@version" member of a document as REST
+// reads answer it.
+var versionMember = regexp.MustCompile(`,"@version":"[0-9a-z]+"`)
+
+// withoutVersion returns doc, a document's JSON as REST reads answer it,
+// without its "@version": as change images hold it.
+func withoutVersion(doc string) string { return versionMember.ReplaceAllString(doc, "") }
+
+// writeAnswer is a document write's answer.
+type writeAnswer struct {
+	IDs      []string `json:"ids"`
+	Commit   string   `json:"commit"`
+	Position string   `json:"position"`
+	Version  string   `json:"version"`
+}
+
+func answerOf(t *testing.T, r dt.Response) writeAnswer {
+	t.Helper()
+	var a writeAnswer
+	if err := json.Unmarshal(r.Body, &a); err != nil || a.Commit == "" || a.Position == "" || a.Version == "" {
+		t.Fatalf("write answered %s (%v)", r.Body, err)
+	}
+	if got := r.Header.Get("Sluice-Position"); got != a.Position {
+		t.Fatalf("Sluice-Position %q, body position %q", got, a.Position)
+	}
+	return a
+}
+
+// docOf reads document id of admin/db with its ETag, checking that its
+// "@version" is the ETag's.
+func docOf(t *testing.T, d *dt.Daemon, db, id string) (map[string]any, string) {
+	t.Helper()
+	r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/"+db+"?id="+id, nil)
+	var doc map[string]any
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	tag := r.Header.Get("ETag")
+	if v, _ := doc["@version"].(string); tag == "" || tag != `"`+v+`"` {
+		t.Fatalf("GET %s: ETag %q, @version %v", id, tag, doc["@version"])
+	}
+	return doc, tag
+}
+
+// logLength returns how many commits admin/db's log holds.
+func logLength(t *testing.T, d *dt.Daemon, db string) int {
+	t.Helper()
+	var log []json.RawMessage
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/log/admin/"+db+"?count=1000", nil).Body, &log); err != nil {
+		t.Fatal(err)
+	}
+	return len(log)
+}
+
+// staleAnswer checks a 412 answer: its body names the documents with
+// their current versions (want: id to version, "" for none), and its ETag
+// is the one document's current version.
+func staleAnswer(t *testing.T, r dt.Response, want map[string]string) {
+	t.Helper()
+	if r.Status != 412 {
+		t.Fatalf("status %d, want 412: %s", r.Status, r.Body)
+	}
+	var body struct {
+		Error struct {
+			Type string `json:"@type"`
+		} `json:"api:error"`
+		Message string `json:"api:message"`
+		Docs    []struct {
+			ID      string  `json:"@id"`
+			Version *string `json:"@version"`
+		} `json:"api:documents"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil || body.Error.Type != "api:PreconditionFailed" || len(body.Docs) != len(want) {
+		t.Fatalf("412 body %s", r.Body)
+	}
+	for _, doc := range body.Docs {
+		v, ok := want[doc.ID]
+		got := ""
+		if doc.Version != nil {
+			got = *doc.Version
+		}
+		if !ok || got != v || !strings.Contains(body.Message, doc.ID) {
+			t.Fatalf("412 names %s at version %q, want %v: %s", doc.ID, got, want, r.Body)
+		}
+	}
+	if len(want) == 1 {
+		for _, v := range want {
+			if v != "" && r.Header.Get("ETag") != `"`+v+`"` {
+				t.Fatalf("412 ETag %q, want the current version %q", r.Header.Get("ETag"), v)
+			}
+		}
+	}
+}
+
+// TestConditionalWritesREST: a document's version is its ETag and
+// "@version", new with every write; PUT, PATCH and DELETE with If-Match
+// write only that version, and a stale one is a 412 naming the document
+// with its current version and ETag, writing nothing (the document and
+// the log are unchanged); If-None-Match: * creates only; a bulk body's
+// "@version"s are each document's precondition, all checked before
+// anything is written; a conditional GET answers 304.
+func TestConditionalWritesREST(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "cw", versionsSDL)
+	ins := answerOf(t, d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/cw", `[{"@type":"Person","@id":"ann","name":"Ann","age":30},{"@type":"Person","@id":"bob","name":"Bob"}]`))
+	ann, v1 := docOf(t, d, "cw", "Person/ann")
+	if v1 != `"`+ins.Version+`"` {
+		t.Fatalf("the document's version %s, the insert's %s", v1, ins.Version)
+	}
+	if r := d.Do(t, dt.Admin(), "GET", "/api/document/admin/cw?id=Person/ann", nil, "If-None-Match", v1); r.Status != 304 || len(r.Body) != 0 || r.Header.Get("ETag") != v1 {
+		t.Fatalf("conditional GET: %d %q %s", r.Status, r.Header.Get("ETag"), r.Body)
+	}
+	list := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/cw?type=Person&as_list=true", nil)
+	if !strings.Contains(string(list.Body), `"@id":"Person/ann","@type":"Person","@version":"`+ins.Version+`"`) {
+		t.Fatalf("listing: %s", list.Body)
+	}
+
+	// A conditional replace of the version read succeeds and makes a new
+	// version, its ETag.
+	ann["age"] = 31
+	body, _ := json.Marshal(ann)
+	put := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/cw", body, "If-Match", v1)
+	_, v2 := docOf(t, d, "cw", "Person/ann")
+	if v2 == v1 || put.Header.Get("ETag") != v2 {
+		t.Fatalf("after the replace: version %s (was %s), answer's ETag %q", v2, v1, put.Header.Get("ETag"))
+	}
+	before, commits := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/cw?id=Person/ann", nil).Body, logLength(t, d, "cw")
+	cur := strings.Trim(v2, `"`)
+
+	// Stale: each way of writing, each refused with 412, nothing written.
+	for _, tc := range []struct {
+		method, path, body string
+		header             []string
+	}{
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"Stale"}`, []string{"If-Match", v1}},
+		{"PUT", "/api/document/admin/cw", string(body), nil}, // its own "@version" is v1's
+		{"PATCH", "/api/document/admin/cw?id=Person/ann", `{"name":"Stale"}`, []string{"If-Match", v1, "Content-Type", "application/merge-patch+json"}},
+		{"PATCH", "/api/document/admin/cw?id=Person/ann", `{"name":"Stale","@version":"` + ins.Version + `"}`, []string{"Content-Type", "application/merge-patch+json"}},
+		{"DELETE", "/api/document/admin/cw?id=Person/ann", "", []string{"If-Match", v1}},
+		{"DELETE", "/api/document/admin/cw", `[{"@id":"Person/ann","@version":"` + ins.Version + `"}]`, nil},
+		{"PUT", "/api/document/admin/cw?create=true", `{"@type":"Person","@id":"ann","name":"New"}`, []string{"If-None-Match", "*"}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"Weak"}`, []string{"If-Match", `W/` + v2}},
+	} {
+		r := d.Do(t, dt.Admin(), tc.method, tc.path, tc.body, tc.header...)
+		staleAnswer(t, r, map[string]string{"Person/ann": cur})
+	}
+	if got := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/cw?id=Person/ann", nil).Body; string(got) != string(before) {
+		t.Fatalf("a refused write changed the document:\n%s\nwas\n%s", got, before)
+	}
+	if n := logLength(t, d, "cw"); n != commits {
+		t.Fatalf("refused writes made commits: %d, was %d", n, commits)
+	}
+
+	// A bulk replace: every stale document is named, and the fresh one is
+	// not written either.
+	_, bob := docOf(t, d, "cw", "Person/bob")
+	r := d.Do(t, dt.Admin(), "PUT", "/api/document/admin/cw?create=true", `[
+		{"@type":"Person","@id":"bob","@version":`+bob+`,"name":"Bob II"},
+		{"@type":"Person","@id":"ann","@version":`+v1+`,"name":"Ann II"},
+		{"@type":"Person","@id":"cid","@version":"zz","name":"Cid"}]`)
+	staleAnswer(t, r, map[string]string{"Person/ann": cur, "Person/cid": ""})
+	if doc, tag := docOf(t, d, "cw", "Person/bob"); doc["name"] != "Bob" || tag != bob {
+		t.Fatalf("the fresh document of a refused bulk write was written: %v", doc)
+	}
+	if n := logLength(t, d, "cw"); n != commits {
+		t.Fatalf("refused writes made commits: %d, was %d", n, commits)
+	}
+
+	// Fresh versions pass; If-Match: * needs the document to exist;
+	// If-None-Match: * creates.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/cw", `[{"@type":"Person","@id":"bob","@version":`+bob+`,"name":"Bob II"},{"@type":"Person","@id":"ann","@version":`+v2+`,"name":"Ann II"}]`)
+	d.MustDo(t, 200, dt.Admin(), "PATCH", "/api/document/admin/cw?id=Person/ann", `{"age":40}`, "If-Match", "*", "Content-Type", "application/merge-patch+json")
+	staleAnswer(t, d.Do(t, dt.Admin(), "PUT", "/api/document/admin/cw?create=true", `{"@type":"Person","@id":"dan","name":"Dan"}`, "If-Match", "*"), map[string]string{"Person/dan": ""})
+	created := answerOf(t, d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/cw?create=true", `{"@type":"Person","@id":"dan","name":"Dan"}`, "If-None-Match", "*"))
+	_, dan := docOf(t, d, "cw", "Person/dan")
+	if dan != `"`+created.Version+`"` {
+		t.Fatalf("created at %s, answered %s", dan, created.Version)
+	}
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/cw", `[{"@id":"Person/dan","@version":`+dan+`},"Person/bob"]`)
+	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/cw?id=Person/dan", nil)
+
+	// Misuse is a 400 naming what is wrong.
+	for _, tc := range []struct {
+		method, path, body, want string
+		header                   []string
+	}{
+		{"POST", "/api/document/admin/cw", `{"@type":"Person","@id":"eve","@version":"3f","name":"Eve"}`, "an insert takes no precondition", nil},
+		{"POST", "/api/document/admin/cw", `{"@type":"Person","@id":"eve","name":"Eve"}`, "an insert takes no precondition", []string{"If-Match", `"3f"`}},
+		{"PUT", "/api/document/admin/cw", `[{"@type":"Person","@id":"ann","name":"A"},{"@type":"Person","@id":"eve","name":"E"}]`, "If-Match and If-None-Match apply to a request of one document", []string{"If-Match", v2}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "give one entity tag", []string{"If-Match", `"a", "b"`}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "is not an entity tag", []string{"If-Match", `3f`}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "add create=true", []string{"If-None-Match", "*"}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "If-None-Match on a write takes only *", []string{"If-None-Match", v2}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","@version":3,"name":"A"}`, `"@version" must be a version string`, nil},
+		{"DELETE", "/api/document/admin/cw", `[{"@id":"Person/ann","@verison":"x"}]`, `{"@id": id, "@version": version}`, nil},
+	} {
+		r := d.Do(t, dt.Admin(), tc.method, tc.path, tc.body, tc.header...)
+		if _, msg := errBody(t, r); r.Status != 400 || !strings.Contains(msg, tc.want) {
+			t.Errorf("%s %s %s %v: %d %s, want 400 saying %q", tc.method, tc.path, tc.body, tc.header, r.Status, msg, tc.want)
+		}
+	}
+}
+
+// TestRacingConditionalWrites: two replicas, many rounds of two writes of
+// one document with the same expected version, sent at once, one to each
+// replica (a replace and a patch, or two deletes): exactly one wins each
+// round, the other is a 412 naming the winner's version.
+func TestRacingConditionalWrites(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "race", versionsSDL)
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/race", `{"@type":"Person","@id":"p","name":"P","age":0}`)
+	const rounds = 30
+	for i := range rounds {
+		_, tag := docOf(t, a, "race", "Person/p")
+		var wg sync.WaitGroup
+		var ra, rb dt.Response
+		start := make(chan struct{})
+		wg.Go(func() {
+			<-start
+			ra = a.Do(t, dt.Admin(), "PUT", "/api/document/admin/race", fmt.Sprintf(`{"@type":"Person","@id":"p","name":"A%d","age":%d}`, i, i), "If-Match", tag)
+		})
+		wg.Go(func() {
+			<-start
+			rb = b.Do(t, dt.Admin(), "PATCH", "/api/document/admin/race?id=Person/p", fmt.Sprintf(`{"name":"B%d"}`, i), "If-Match", tag, "Content-Type", "application/merge-patch+json")
+		})
+		close(start)
+		wg.Wait()
+		win, lose := ra, rb
+		if ra.Status != 200 {
+			win, lose = rb, ra
+		}
+		if win.Status != 200 || lose.Status != 412 {
+			t.Fatalf("round %d: statuses %d and %d, want one 200 and one 412 (%s / %s)", i, ra.Status, rb.Status, ra.Body, rb.Body)
+		}
+		staleAnswer(t, lose, map[string]string{"Person/p": answerOf(t, win).Version})
+	}
+	if n := logLength(t, a, "race"); n != rounds+1 {
+		t.Fatalf("%d commits, want %d", n, rounds+1)
+	}
+	// Deletes race the same way.
+	_, tag := docOf(t, a, "race", "Person/p")
+	var wg sync.WaitGroup
+	codes := make(chan int, 2)
+	for _, d := range []*dt.Daemon{a, b} {
+		wg.Go(func() {
+			codes <- d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/race?id=Person/p", nil, "If-Match", tag).Status
+		})
+	}
+	wg.Wait()
+	if c1, c2 := <-codes, <-codes; c1+c2 != 200+412 {
+		t.Fatalf("racing deletes: %d and %d", c1, c2)
+	}
+}
+
+// TestMergePatch: PATCH with a JSON Merge Patch keeps what it leaves out,
+// replaces what it gives (a list whole, a subdocument merged), removes
+// what it sets to null; the change streams as an update with the whole
+// document before and after. A patch that would make the document invalid
+// is a 400 naming the field, a missing document a 404, another media type
+// a 415, and nothing is written.
+func TestMergePatch(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "mp", versionsSDL)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/mp", `{"@type":"Person","@id":"ann","name":"Ann","age":30,"nick":"A","tags":["x","y"],"home":{"street":"Main","city":"Oslo"}}`)
+	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/mp/Person"})
+	st.Next() // : connected
+	patch := func(id, body string) dt.Response {
+		return d.Do(t, dt.Admin(), "PATCH", "/api/document/admin/mp?id="+id, body, "Content-Type", "application/merge-patch+json")
+	}
+	r := patch("Person/ann", `{"age":31,"nick":null,"tags":["z"],"home":{"city":"Bergen","street":null}}`)
+	if r.Status != 200 {
+		t.Fatalf("patch: %d %s", r.Status, r.Body)
+	}
+	res := answerOf(t, r)
+	want := `{"@id":"Person/ann","@type":"Person","@version":"` + res.Version + `","name":"Ann","age":31,"tags":["z"],"home":{"@type":"Address","city":"Bergen"}}` + "\n"
+	if got := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/mp?id=Person/ann", nil).Body; string(got) != want {
+		t.Fatalf("patched:\n got %s\nwant %s", got, want)
+	}
+	e := nextEvent(t, st)
+	if e.Kind != "entity.update" || string(e.Data) != strings.TrimSuffix(strings.Replace(want, `"@version":"`+res.Version+`",`, "", 1), "\n") {
+		t.Fatalf("the patch's event: %s %s", e.Kind, e.Data)
+	}
+	changes := allChanges(t, d, "mp")
+	last := changes[len(changes)-1].Changes[0]
+	if last.Op != "updated" || !strings.Contains(string(last.Before), `"nick":"A"`) || !strings.Contains(string(last.Before), `"street":"Main"`) ||
+		!strings.Contains(string(last.After), `"city":"Bergen"`) || !strings.Contains(string(last.After), `"name":"Ann"`) {
+		t.Fatalf("the patch's change: %+v", last)
+	}
+	// A patch may carry the document's own @id and @type (a document as
+	// read, changed), not others.
+	if r := patch("Person/ann", `{"@id":"Person/ann","@type":"Person","age":32}`); r.Status != 200 {
+		t.Fatalf("patch with its own @id and @type: %d %s", r.Status, r.Body)
+	}
+	commits := logLength(t, d, "mp")
+	for _, tc := range []struct {
+		id, body, ctype string
+		status          int
+		want            string
+	}{
+		{"Person/ann", `{"name":null}`, "", 400, `document Person/ann: the patch would make it invalid: Person: field "name": required field is missing`},
+		{"Person/ann", `{"age":"old"}`, "", 400, `field "age": expected Int (a whole number), got string "old"`},
+		{"Person/ann", `{"agee":3}`, "", 400, `unknown field "agee"`},
+		{"Person/ann", `{"home":{"zip":"1"}}`, "", 400, `unknown field "home.zip"`},
+		{"Person/ann", `{"@type":"Dog"}`, "", 400, `changes its "@type"`},
+		{"Person/ann", `{"@id":"Person/bob"}`, "", 400, `changes its "@id"`},
+		{"Person/ann", `[{"op":"remove","path":"/age"}]`, "", 400, "a merge patch is a JSON object"},
+		{"Person/ann", `{"age":1}`, "application/json-patch+json", 415, "application/merge-patch+json"},
+		{"Person/nobody", `{"age":1}`, "", 404, "document Person/nobody does not exist"},
+		{"", `{"age":1}`, "", 400, "give ?id="},
+	} {
+		ctype := tc.ctype
+		if ctype == "" {
+			ctype = "application/merge-patch+json"
+		}
+		r := d.Do(t, dt.Admin(), "PATCH", "/api/document/admin/mp?id="+tc.id, tc.body, "Content-Type", ctype)
+		if _, msg := errBody(t, r); r.Status != tc.status || !strings.Contains(msg, tc.want) {
+			t.Errorf("PATCH %s %s: %d %s, want %d saying %q", tc.id, tc.body, r.Status, msg, tc.status, tc.want)
+		}
+	}
+	if n := logLength(t, d, "mp"); n != commits {
+		t.Fatalf("refused patches made commits: %d, was %d", n, commits)
+	}
+}

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/mergepatch"
+	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// Patch is one document of a partial write: the document's id, its JSON
+// Merge Patch (RFC 7396: absent members are kept, null removes a member,
+// an object merges into the member it names) as decoded JSON (numbers as
+// json.Number), and its precondition. The patch may hold the document's
+// own "@id" and "@type" (a document as it was read, changed) but not
+// change them; its "@version", when given, is its precondition.
+type Patch struct {
+	ID     string
+	Fields map[string]any
+	Expect sluice.Precondition
+}
+
+// Patch applies patches to existing documents in one commit. Each document
+// is read under its row lock, patched and validated again inside the
+// commit's transaction, so concurrent patches of different fields of one
+// document both apply. A patch that would make its document invalid (a
+// required field removed, a value of the wrong type, an unknown field)
+// fails the request with an error naming the document and the field; a
+// missing document is NotFound; a document whose precondition does not
+// hold fails it with a *sluice.StaleError. opt.Expect applies to a
+// request of one patch. Nothing of a failed request is written.
+func (e *Engine) Patch(ctx context.Context, u *sluice.User, org, name string, patches []Patch, opt WriteOptions) (*WriteResult, error) {
+	var res *WriteResult
+	err := e.current(ctx, u, org, name, sluice.RoleWrite, func(d *sluice.Database, s *sluice.Schema) error {
+		if err := writable(d); err != nil {
+			return err
+		}
+		var err error
+		res, err = e.patchWith(ctx, u, d, s, patches, opt)
+		return err
+	})
+	return res, err
+}
+
+// patchWith is Patch with database d and its schema s.
+func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, patches []Patch, opt WriteOptions) (*WriteResult, error) {
+	if !opt.Expect.None() {
+		if len(patches) != 1 {
+			return e.refused(ctx, u, d, opt, errOnePrecondition)
+		}
+		patches[0].Expect = opt.Expect
+	}
+	ids, expect, err := checkPatches(s, patches, !opt.Expect.None())
+	if err != nil {
+		return e.refused(ctx, u, d, opt, err)
+	}
+	res := &WriteResult{IDs: ids}
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: len(patches) <= groupMax,
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			return writePatches(ctx, w, s, patches, ids, expect)
+		}}
+	return e.write(ctx, u, d, spec, opt, res)
+}
+
+// checkPatches checks patches against schema s and takes their "@id",
+// "@type" and "@version" out of their fields; it returns their ids and
+// preconditions. headerExpect says each patch's Expect came from the
+// request (If-Match), which its "@version" must then agree with.
+func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]string, []sluice.Precondition, error) {
+	if len(patches) == 0 {
+		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "no documents to patch")
+	}
+	ids := make([]string, len(patches))
+	expect := make([]sluice.Precondition, len(patches))
+	seen := make(map[string]bool, len(patches))
+	for i := range patches {
+		p := &patches[i]
+		class, key, ok := strings.Cut(p.ID, "/")
+		if c := s.Class(class); !ok || key == "" || c == nil || c.Kind != sluice.KindDocument {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a document class of the schema", p.ID)
+		}
+		if err := schema.CheckKey(key); err != nil {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", p.ID, sluice.ErrorMessage(err))
+		}
+		if seen[p.ID] {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %s is patched twice in the request", p.ID)
+		}
+		seen[p.ID] = true
+		if v, ok := p.Fields["@id"]; ok {
+			if id, _ := v.(string); id != p.ID && id != key {
+				return nil, nil, sluice.Errorf(sluice.CodeInvalid, "the patch of %s changes its \"@id\": a patch cannot", p.ID)
+			}
+		}
+		if v, ok := p.Fields["@type"]; ok && v != class {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "the patch of %s changes its \"@type\": a patch cannot", p.ID)
+		}
+		if v, ok := p.Fields["@version"]; ok && v != nil {
+			version, _ := v.(string)
+			if version == "" {
+				return nil, nil, sluice.Errorf(sluice.CodeInvalid, `the patch of %s: "@version" must be a version string as Sluice gave it (or null)`, p.ID)
+			}
+			switch {
+			case p.Expect.None():
+				p.Expect.Version = version
+			case !headerExpect || p.Expect.Version != version:
+				return nil, nil, errOnePrecondition
+			}
+		}
+		if p.Expect.Absent {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "a patch cannot require that its document does not exist (If-None-Match: *): it patches an existing one")
+		}
+		fields := make(map[string]any, len(p.Fields))
+		for k, v := range p.Fields {
+			if k != "@id" && k != "@type" && k != "@version" {
+				fields[k] = v
+			}
+		}
+		p.Fields = fields
+		ids[i], expect[i] = p.ID, p.Expect
+	}
+	return ids, expect, nil
+}
+
+// writePatches writes patches, checked by checkPatches, with w.
+func writePatches(ctx context.Context, w *postgres.Writer, s *sluice.Schema, patches []Patch, ids []string, expect []sluice.Precondition) error {
+	return w.Patch(ctx, ids, expect, func(i int, current []byte) (*sluice.Document, error) {
+		return applyPatch(s, ids[i], current, patches[i].Fields)
+	})
+}
+
+// applyPatch returns document id, whose API-form JSON is current, with
+// patch merged into it, validated against s.
+func applyPatch(s *sluice.Schema, id string, current []byte, patch map[string]any) (*sluice.Document, error) {
+	dec := json.NewDecoder(bytes.NewReader(current))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", id, err)
+	}
+	merged, _ := mergepatch.Apply(m, patch).(map[string]any)
+	doc, err := schema.ValidateDocument(s, merged)
+	if err != nil {
+		return nil, sluice.Errorf(sluice.ErrorCode(err), "document %s: the patch would make it invalid: %s", id, sluice.ErrorMessage(err))
+	}
+	return doc, nil
+}

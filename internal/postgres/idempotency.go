@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Idempotent writes. A write with an IdempotencyKey first takes, in its
+// transaction (its own, or a group-commit batch's), a transaction-scoped
+// advisory lock named by the user and the key, without waiting: a request
+// that finds it held answers that the first is still running. Holding it,
+// the write looks the key up: a key recorded by an earlier write answers
+// that write's answer again, and nothing is written; otherwise the write
+// runs, and the key, the request's hash and the answer are inserted in the
+// same round trip as the commit row, before COMMIT. So a key is recorded
+// if and only if its write committed, whichever replica runs the retry,
+// even when the first answer was lost with its connection. The lock is
+// released at the end of the transaction, commit or rollback, and by
+// Postgres when a process dies.
+
+// IdempotencyKey makes a write idempotent under Key for the user UserID.
+type IdempotencyKey struct {
+	UserID int64
+	Key    string
+	// Request returns the SHA-256 of what the request asks, called once
+	// the write is done with the request (a REST body is then read to its
+	// end), or when a recorded key is found.
+	Request func() ([]byte, error)
+	// Answer returns what the write answers besides its commit (the ids
+	// it wrote, as JSON), called before the commit row is written.
+	Answer func() ([]byte, error)
+	// Retention is how long a key is kept (idempotency_retention); an
+	// older one no longer answers. MaxKeys bounds the keys one user keeps
+	// (0: no bound): past it, a new key is refused with TooManyRequests.
+	// Above keySample keys, the bound is checked on a random sample of
+	// new keys, so a user may pass it by about a sixty-fourth of it.
+	Retention time.Duration
+	MaxKeys   int
+
+	// Replayed is set by DB.Write when the key was recorded by an
+	// earlier write: the answer it recorded, which Write returns the
+	// commit of instead of writing.
+	Replayed []byte
+}
+
+// idempotencyName names a key: its user and the key.
+type idempotencyName struct {
+	user int64
+	key  string
+}
+
+// keySample is how many of a user's keys a claim reads on average to
+// check the user's bound (see claim).
+const keySample = 64
+
+// idempotencyLockClass is the first key of the two-key advisory locks of
+// idempotency keys, which keeps them apart from every other advisory lock
+// of Sluice (the one-key form, a space of its own).
+const idempotencyLockClass = 0x1de4
+
+// claim takes k's lock in t's transaction and looks k up, in one round
+// trip. It returns the commit of the write that recorded k (setting
+// k.Replayed), nil when k is new, or refused, an error that refuses this
+// write alone (the transaction goes on): Conflict while another request
+// holds the key, Unprocessable when k was recorded for another request,
+// TooManyRequests when the user keeps k.MaxKeys keys. err is an error of
+// the transaction.
+func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (first *sluice.Commit, refused, err error) {
+	k.Replayed = nil
+	lock := "pg_try_advisory_xact_lock($1::int, hashtext($2::bigint::text || '/' || $3::text))"
+	b := &pgx.Batch{}
+	b.Queue("SELECT "+lock, idempotencyLockClass, k.UserID, k.Key)
+	// The statements after the lock's are statements of their own, so
+	// their snapshots are taken once it is held: they see the key of a
+	// write that committed just before. Without the lock, only the lock's
+	// answer counts, and the DELETE (of an expired key) deletes nothing:
+	// with the lock's condition, it does not wait for a row of the key
+	// that the holder is changing.
+	b.Queue(`DELETE FROM sluice.idempotency_keys WHERE user_id = $2 AND key = $3
+		AND created_at <= now() - make_interval(secs => $4) AND `+lock,
+		idempotencyLockClass, k.UserID, k.Key, k.Retention.Seconds())
+	b.Queue("SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2", k.UserID, k.Key)
+	// Counting a user's keys reads up to MaxKeys of them: it is done for
+	// a random sample of claims, one in MaxKeys/keySample (each, up to
+	// keySample), so that a claim reads keySample keys on average. A user
+	// may then pass the bound by about MaxKeys/keySample keys. Keys past
+	// their retention, not pruned yet, do not count.
+	count := k.MaxKeys > 0 && rand.IntN(max(k.MaxKeys/keySample, 1)) == 0
+	if count {
+		b.Queue(`SELECT count(*) FROM (SELECT 1 FROM sluice.idempotency_keys
+			WHERE user_id = $1 AND created_at > now() - make_interval(secs => $3) LIMIT $2) k`, k.UserID, k.MaxKeys, k.Retention.Seconds())
+	}
+	br := t.tx.SendBatch(ctx, b)
+	defer br.Close()
+	var locked bool
+	if err := br.QueryRow().Scan(&locked); err != nil {
+		return nil, nil, mapError(err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, mapError(err)
+	}
+	var dbID int64
+	var request, answer []byte
+	c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
+	err = br.QueryRow().Scan(&dbID, &request, &c.Seq, &c.UID, &answer)
+	found := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil, mapError(err)
+	}
+	kept := 0
+	if count {
+		if err := br.QueryRow().Scan(&kept); err != nil {
+			return nil, nil, mapError(err)
+		}
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, mapError(err)
+	}
+	switch {
+	case !locked:
+		return nil, errKeyInFlight, nil
+	case !found && count && kept >= k.MaxKeys:
+		return nil, &sluice.Error{Code: sluice.CodeTooMany, Retry: time.Minute,
+			Message: "this user keeps as many Idempotency-Keys as idempotency_max_keys allows; retry once older ones expire (idempotency_retention), or send the write without one"}, nil
+	case !found:
+		return nil, nil, nil
+	}
+	got, err := k.Request()
+	if err != nil {
+		return nil, err, nil // the request's own error (its body)
+	}
+	if dbID != d.ID || !bytes.Equal(got, request) {
+		return nil, sluice.Errorf(sluice.CodeUnprocessable, "this Idempotency-Key was used for another request: a retry must send the same request (method, path, query, conditional headers and body); use a new key for a new request"), nil
+	}
+	k.Replayed = answer
+	return c, nil, nil
+}
+
+// errKeyInFlight refuses a write whose Idempotency-Key another request
+// holds.
+var errKeyInFlight = &sluice.Error{Code: sluice.CodeConflict, Retry: time.Second,
+	Message: "a request with this Idempotency-Key is still running: retry once it has answered, which then answers the same"}
+
+// Recorded answers for a write that failed before it could look its key
+// up (its request is invalid): the commit of the write that recorded k
+// (setting k.Replayed), so that a retry of a write that succeeded answers
+// its first answer even if the request would not be valid now; or nil
+// when k is not recorded; or the error refusing it (Conflict,
+// Unprocessable, as Write would).
+func (db *DB) Recorded(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (*sluice.Commit, error) {
+	var first *sluice.Commit
+	err := db.transact(ctx, func(tx *Tx) error {
+		c, refused, err := tx.claim(ctx, d, k)
+		if err != nil {
+			return err
+		}
+		if refused != nil && sluice.ErrorCode(refused) != sluice.CodeTooMany {
+			return refused
+		}
+		first = c
+		return errReplayed // only a look-up: roll back
+	})
+	if errors.Is(err, errReplayed) {
+		err = nil
+	}
+	return first, err
+}
+
+// recordKey queues, in b, the statement that records k for the write w,
+// behind its commit row.
+func recordKey(b *pgx.Batch, w *Writer, k *IdempotencyKey) error {
+	request, err := k.Request()
+	if err != nil {
+		return err
+	}
+	answer, err := k.Answer()
+	if err != nil {
+		return err
+	}
+	b.Queue(`INSERT INTO sluice.idempotency_keys (user_id, key, db_id, request, seq, uid, answer)
+		SELECT $1, $2, db_id, $3, seq, uid, $4 FROM sluice.commits WHERE uid = $5`,
+		k.UserID, k.Key, request, answer, w.uid)
+	return nil
+}
+
+// PruneIdempotencyKeys deletes the idempotency keys older than retention,
+// in statements of at most pruneBatch keys, and returns how many it
+// deleted.
+func (db *DB) PruneIdempotencyKeys(ctx context.Context, retention time.Duration) (int64, error) {
+	var total int64
+	for {
+		tag, err := db.pool.Exec(ctx, `DELETE FROM sluice.idempotency_keys WHERE ctid = ANY(ARRAY(
+			SELECT ctid FROM sluice.idempotency_keys WHERE created_at <= now() - make_interval(secs => $1) LIMIT $2))`,
+			retention.Seconds(), pruneBatch)
+		if err != nil {
+			return total, mapError(err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < pruneBatch {
+			return total, nil
+		}
+	}
+}
+
+// pruneBatch bounds the keys one statement of PruneIdempotencyKeys
+// deletes, so that each stays well within statement_timeout.
+const pruneBatch = 10000

@@ -1,0 +1,141 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// TestIdempotencyKeysExpireAndArePruned: a key answers again within its
+// retention; past it, it no longer answers (the write runs again), and
+// pruning deletes what is past it.
+func TestIdempotencyKeysExpireAndArePruned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	// Keys belong to users.
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	write := func(key, doc string) (*sluice.Commit, *IdempotencyKey) {
+		t.Helper()
+		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: 10,
+			Request: func() ([]byte, error) { return []byte("request"), nil },
+			Answer:  func() ([]byte, error) { return json.Marshal([]string{doc}) }}
+		c, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Idempotency: k,
+			Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(doc)) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, k
+	}
+	first, k := write("k", "a")
+	if k.Replayed != nil {
+		t.Fatal("a new key was replayed")
+	}
+	again, k := write("k", "b")
+	if string(k.Replayed) != `["a"]` || again.Seq != first.Seq || again.UID != first.UID {
+		t.Fatalf("the retry: answer %s, commit %d/%d, want the first's %d/%d", k.Replayed, again.Seq, again.UID, first.Seq, first.UID)
+	}
+	if n, err := db.PruneIdempotencyKeys(ctx, time.Hour); err != nil || n != 0 {
+		t.Fatalf("pruned %d keys within their retention (%v)", n, err)
+	}
+	if _, err := db.pool.Exec(ctx, "UPDATE sluice.idempotency_keys SET created_at = now() - interval '2 hours'"); err != nil {
+		t.Fatal(err)
+	}
+	// Expired: the write runs again, under a key recorded anew.
+	third, k := write("k", "c")
+	if k.Replayed != nil || third.Seq == first.Seq {
+		t.Fatalf("an expired key answered: %s", k.Replayed)
+	}
+	write("old", "d")
+	if _, err := db.pool.Exec(ctx, "UPDATE sluice.idempotency_keys SET created_at = now() - interval '2 hours' WHERE key = 'old'"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.PruneIdempotencyKeys(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("pruned %d keys, want 1 (%v)", n, err)
+	}
+	var left int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM sluice.idempotency_keys").Scan(&left); err != nil || left != 1 {
+		t.Fatalf("%d keys left, want 1 (%v)", left, err)
+	}
+}
+
+// TestGroupCommitWithIdempotencyKeys: writes with idempotency keys share
+// a group-commit batch with others: in one batch, a new key's write
+// commits and records its key, a second write of the batch with the same
+// key is refused as still running, and a recorded key answers its first
+// write's commit without writing or reaching the commit hook; the batch's
+// other writes commit as usual, in one transaction.
+func TestGroupCommitWithIdempotencyKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, hook := openNotes(t)
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	key := func(name, answer string) *IdempotencyKey {
+		return &IdempotencyKey{UserID: uid, Key: name, Retention: time.Hour, MaxKeys: 10,
+			Request: func() ([]byte, error) { return []byte("request"), nil },
+			Answer:  func() ([]byte, error) { return json.Marshal([]string{answer}) }}
+	}
+	insert := func(k string) func(ctx context.Context, w *Writer) error {
+		return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(k)) }
+	}
+	old, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Idempotency: key("old", "o"), Documents: insert("o")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBatchTest(db, d, s)
+	lead := b.job("lead", b.blocking(insert("lead")))
+	first := b.job("k1", insert("k1"))
+	first.spec.Idempotency = key("k1", "k1")
+	second := b.job("k1 again", insert("k1-again"))
+	second.spec.Idempotency = key("k1", "k1-again")
+	retry := b.job("old again", insert("o-again"))
+	retry.spec.Idempotency = key("old", "o-again")
+	plain := b.job("plain", insert("plain"))
+	b.run(t, ctx, lead, first, second, retry, plain)
+
+	for _, j := range []*job{lead, first, plain} {
+		if j.err != nil || j.commit == nil || j.replayed {
+			t.Fatalf("%s: commit %+v, error %v", j.spec.Meta.Message, j.commit, j.err)
+		}
+	}
+	if sluice.ErrorCode(second.err) != sluice.CodeConflict {
+		t.Fatalf("the batch's second write with k1: %v, want Conflict (still running)", second.err)
+	}
+	if !retry.replayed || retry.err != nil || retry.commit.Seq != old.Seq || retry.commit.UID != old.UID || string(retry.spec.Idempotency.Replayed) != `["o"]` {
+		t.Fatalf("the retry of old: replayed %v, commit %+v, answer %s, error %v", retry.replayed, retry.commit, retry.spec.Idempotency.Replayed, retry.err)
+	}
+	for _, id := range []string{"k1-again", "o-again"} {
+		if _, _, err := db.Document(ctx, d, s, "Note/"+id); sluice.ErrorCode(err) != sluice.CodeNotFound {
+			t.Fatalf("Note/%s was written: %v", id, err)
+		}
+	}
+	var keys int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM sluice.idempotency_keys WHERE key = 'k1' AND answer = '[\"k1\"]'").Scan(&keys); err != nil || keys != 1 {
+		t.Fatalf("k1 recorded %d times (%v)", keys, err)
+	}
+	if n := xmins(t, db, d); n != 2 {
+		t.Fatalf("the commits were made by %d transactions, want 2 (old's, the batch's)", n)
+	}
+	if got := hook.seqs(); len(got) != 4 {
+		t.Fatalf("hook saw commits %v, want old's and the batch's three", got)
+	}
+}

@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// Inspect runs fn in a read-only transaction that is always rolled back:
+// reads that judge a change before it is made (which documents a schema
+// change would affect), with the Tx methods a write's Before uses.
+func (db *DB) Inspect(ctx context.Context, fn func(*Tx) error) error {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return mapError(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "BEGIN READ ONLY"); err != nil {
+		return mapError(err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // a broken connection is closed by Release
+	return fn(&Tx{tx: conn, db: db})
+}
+
+// Affected is how many documents a change would affect, and the ids of
+// the first of them in id order.
+type Affected struct {
+	Count int64
+	IDs   []string
+}
+
+// DocumentsHolding returns the documents of class whose field holds a
+// value (all its documents when field is ""), with at most max ids: what
+// dropping the field (or the class) loses. A class without a table, or
+// without the field's column, has none.
+func (t *Tx) DocumentsHolding(ctx context.Context, d *sluice.Database, class, field string, max int) (Affected, error) {
+	hasTable, hasColumn, err := t.tableHas(ctx, d, class, field)
+	if err != nil || !hasTable || field != "" && !hasColumn {
+		return Affected{}, err
+	}
+	cond := "true"
+	if field != "" {
+		cond = pgx.Identifier{field}.Sanitize() + " IS NOT NULL"
+	}
+	return t.affected(ctx, d, class, cond, max)
+}
+
+// DocumentsLacking returns the documents of class that lack field (every
+// one when the table has no such column), with at most max ids: those
+// that making the field required would leave invalid.
+func (t *Tx) DocumentsLacking(ctx context.Context, d *sluice.Database, class, field string, max int) (Affected, error) {
+	hasTable, hasColumn, err := t.tableHas(ctx, d, class, field)
+	if err != nil || !hasTable {
+		return Affected{}, err
+	}
+	cond := "true"
+	if hasColumn {
+		cond = pgx.Identifier{field}.Sanitize() + " IS NULL"
+	}
+	return t.affected(ctx, d, class, cond, max)
+}
+
+// DocumentsWithEnumValue returns the documents of class whose field (an
+// enum, or a list of enums) holds value, with at most max ids.
+func (t *Tx) DocumentsWithEnumValue(ctx context.Context, d *sluice.Database, class string, field *sluice.Field, value string, max int) (Affected, error) {
+	col := pgx.Identifier{field.Name}.Sanitize()
+	cond := col + " = $1"
+	if field.List {
+		cond = col + " @> jsonb_build_array($1::text)"
+	}
+	return t.affected(ctx, d, class, cond, max, value)
+}
+
+// tableHas reports whether class has a table and that table a column
+// named field.
+func (t *Tx) tableHas(ctx context.Context, d *sluice.Database, class, field string) (hasTable, hasColumn bool, err error) {
+	err = t.tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, tableName(d.ID, class), field).Scan(&hasTable, &hasColumn)
+	return hasTable, hasColumn, mapError(err)
+}
+
+// affected counts the documents of class that meet cond (SQL built by the
+// callers above from sanitized identifiers; values are args) and returns
+// the first max ids in id order.
+func (t *Tx) affected(ctx context.Context, d *sluice.Database, class, cond string, max int, args ...any) (Affected, error) {
+	var a Affected
+	from := fmt.Sprintf("FROM %s WHERE %s", tableName(d.ID, class), cond)
+	if err := t.tx.QueryRow(ctx, "SELECT count(*) "+from, args...).Scan(&a.Count); err != nil {
+		return Affected{}, mapError(err)
+	}
+	if a.Count == 0 || max <= 0 {
+		return a, nil
+	}
+	rows, err := t.tx.Query(ctx, fmt.Sprintf("SELECT %s %s ORDER BY 1 LIMIT %d", colID, from, max), args...)
+	if err != nil {
+		return Affected{}, mapError(err)
+	}
+	a.IDs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return a, mapError(err)
+}

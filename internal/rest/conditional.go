@@ -1,0 +1,163 @@
+package rest
+
+import (
+	"crypto/sha256"
+	"hash"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+)
+
+// Conditional and idempotent writes (RFC 9110 preconditions, the
+// Idempotency-Key header).
+
+// etag returns the strong entity tag of a document's version.
+func etag(version string) string { return `"` + version + `"` }
+
+// precondition returns the precondition a write's If-Match or
+// If-None-Match header gives: If-Match: "<version>" (a version as ETag
+// gave it) or *, or If-None-Match: * (the document must not exist). A
+// weak tag (W/"…") never matches: writes compare strongly. A list of
+// tags, another If-None-Match, or both headers are refused.
+func precondition(r *http.Request) (sluice.Precondition, error) {
+	im, inm := r.Header.Values("If-Match"), r.Header.Values("If-None-Match")
+	switch {
+	case len(im) > 0 && len(inm) > 0:
+		return sluice.Precondition{}, sluice.Errorf(sluice.CodeInvalid, "give If-Match or If-None-Match, not both")
+	case len(im) > 0:
+		tag, err := oneTag("If-Match", im)
+		if err != nil {
+			return sluice.Precondition{}, err
+		}
+		if tag == "*" {
+			return sluice.Precondition{Version: sluice.AnyVersion}, nil
+		}
+		if strings.HasPrefix(tag, "W/") {
+			// Weak tags never match in a strong comparison: keep one
+			// that no version equals.
+			return sluice.Precondition{Version: tag}, nil
+		}
+		return sluice.Precondition{Version: tag[1 : len(tag)-1]}, nil
+	case len(inm) > 0:
+		tag, err := oneTag("If-None-Match", inm)
+		if err != nil {
+			return sluice.Precondition{}, err
+		}
+		if tag != "*" {
+			return sluice.Precondition{}, sluice.Errorf(sluice.CodeInvalid, "If-None-Match on a write takes only *: write only if the document does not exist")
+		}
+		return sluice.Precondition{Absent: true}, nil
+	}
+	return sluice.Precondition{}, nil
+}
+
+// oneTag returns the one entity tag (or *) of header name's values.
+func oneTag(name string, values []string) (string, error) {
+	tag := strings.TrimSpace(values[0])
+	if len(values) > 1 || strings.Contains(tag, ",") {
+		return "", sluice.Errorf(sluice.CodeInvalid, "%s: give one entity tag (a version as ETag gave it, in quotes) or *", name)
+	}
+	if tag == "*" {
+		return tag, nil
+	}
+	quoted := strings.TrimPrefix(tag, "W/")
+	if len(quoted) < 3 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' || strings.ContainsAny(quoted[1:len(quoted)-1], "\" \t") {
+		return "", sluice.Errorf(sluice.CodeInvalid, "%s: %.64q is not an entity tag: give a version in quotes, as ETag gave it, such as \"3f\"", name, tag)
+	}
+	return tag, nil
+}
+
+// matchesETag reports whether If-None-Match values match version, for a
+// conditional GET: * or any tag, weak or strong, of that version.
+func matchesETag(values []string, version string) bool {
+	for _, v := range values {
+		for _, tag := range strings.Split(v, ",") {
+			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
+			if tag == "*" || tag == etag(version) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// refuseIdempotencyKeys refuses, with 400, an Idempotency-Key on a write
+// that cannot honour it: only document writes and GraphQL mutations
+// record their answers (the others' retries are harmless, such as a
+// second delete, or must not be answered again, such as a new token's
+// secret). Ignoring the key would let a client believe its retry safe.
+func refuseIdempotencyKeys(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if r.Header.Get("Idempotency-Key") != "" && !strings.HasPrefix(r.URL.Path, "/api/document/") && !strings.HasPrefix(r.URL.Path, "/api/graphql/") {
+				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by document writes (/api/document/…) and GraphQL mutations only; %s %s takes none", r.Method, r.URL.Path))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requestHash hashes what a write request asks: its method, path, query,
+// media type, conditional headers and body, so that a retry with the same
+// Idempotency-Key is known to be the same request. Install replaces the
+// request's body by one that hashes what is read of it.
+type requestHash struct {
+	h    hash.Hash
+	body io.ReadCloser
+	// max, when not 0, bounds what Sum drains of a body nobody read.
+	max int64
+}
+
+// newRequestHash starts the hash of r and makes r's body feed it.
+func newRequestHash(r *http.Request, maxBody int64) *requestHash {
+	rh := &requestHash{h: sha256.New(), body: r.Body, max: maxBody}
+	for _, part := range []string{r.Method, r.URL.Path, r.URL.Query().Encode(), mediaType(r),
+		strings.Join(r.Header.Values("If-Match"), ","), strings.Join(r.Header.Values("If-None-Match"), ",")} {
+		rh.h.Write([]byte(part))
+		rh.h.Write([]byte{0})
+	}
+	r.Body = rh
+	return rh
+}
+
+func (rh *requestHash) Read(p []byte) (int, error) {
+	n, err := rh.body.Read(p)
+	rh.h.Write(p[:n])
+	return n, err
+}
+
+func (rh *requestHash) Close() error { return rh.body.Close() }
+
+// Sum reads the rest of the body, if any, and returns the hash.
+func (rh *requestHash) Sum() ([]byte, error) {
+	var rest io.Reader = rh
+	if rh.max > 0 {
+		rest = io.LimitReader(rh, rh.max+1)
+	}
+	n, err := io.Copy(io.Discard, rest)
+	if err != nil {
+		return nil, bodyError(err)
+	}
+	if rh.max > 0 && n > rh.max {
+		return nil, errBodyTooLarge(rh.max)
+	}
+	return rh.h.Sum(nil), nil
+}
+
+// idempotency returns the Idempotency of a write request (nil without a
+// key), hashing it as it is read. maxBody bounds a body that is drained
+// only to be hashed (0: none, an NDJSON stream, bounded in time).
+func idempotency(r *http.Request, maxBody int64) (*engine.Idempotency, error) {
+	key, err := engine.IdempotencyKeyOf(r.Header.Values("Idempotency-Key"))
+	if key == "" || err != nil {
+		return nil, err
+	}
+	rh := newRequestHash(r, maxBody)
+	return &engine.Idempotency{Key: key, Request: rh.Sum}, nil
+}

@@ -1,0 +1,107 @@
+package sluice
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// A document's version names the commit that last wrote it: every write
+// of a document, by the API or in SQL, stamps its row with the uid of the
+// commit it makes (a number drawn from one Postgres sequence, never
+// reused), so the version is the same on every replica, changes with
+// every committed change of the document, and costs nothing to keep.
+// Every document a commit writes gets the commit's version. Clients treat
+// it as opaque and compare it for equality only.
+
+// VersionOf returns the version of the documents written by the commit
+// with uid uid (Commit.UID).
+func VersionOf(uid int64) string { return strconv.FormatInt(uid, 36) }
+
+// ParseVersion returns the commit uid a version names, and false when v
+// is not a version (it then matches no document).
+func ParseVersion(v string) (int64, bool) {
+	if v == "" || len(v) > 13 || v[0] == '0' {
+		return 0, false
+	}
+	uid, err := strconv.ParseInt(v, 36, 64)
+	if err != nil || uid <= 0 || VersionOf(uid) != v {
+		return 0, false
+	}
+	return uid, true
+}
+
+// Precondition is what a conditional write expects of a document before
+// it writes it: If-Match, If-None-Match: *, "@version" or _version. The
+// zero Precondition expects nothing.
+type Precondition struct {
+	// Version, when not empty, is the version the document must have;
+	// AnyVersion accepts every version of an existing document.
+	Version string
+	// Absent requires that the document does not exist.
+	Absent bool
+}
+
+// AnyVersion is Precondition.Version's value for "the document exists,
+// whatever its version" (If-Match: *).
+const AnyVersion = "*"
+
+// None reports whether p expects nothing.
+func (p Precondition) None() bool { return p.Version == "" && !p.Absent }
+
+// Holds reports whether a document whose current version is current
+// ("" when it does not exist) meets p.
+func (p Precondition) Holds(current string) bool {
+	switch {
+	case p.Absent:
+		return current == ""
+	case p.Version == AnyVersion:
+		return current != ""
+	case p.Version != "":
+		return current != "" && current == p.Version
+	}
+	return true
+}
+
+// StaleDocument names a document that did not meet the precondition of a
+// write, with its current version ("" when it does not exist).
+type StaleDocument struct {
+	ID      string
+	Version string
+}
+
+// StaleError is the error of a conditional write whose preconditions did
+// not hold: a PreconditionFailed *Error (Unwrap) whose message names every
+// stale document with its current version. Nothing of the write is
+// written.
+type StaleError struct {
+	Docs []StaleDocument
+	err  *Error
+}
+
+// NewStaleError returns the error of a write whose documents docs did not
+// meet its preconditions.
+func NewStaleError(docs []StaleDocument) *StaleError {
+	state := func(d StaleDocument) string {
+		if d.Version == "" {
+			return "it does not exist"
+		}
+		return "its version is " + d.Version
+	}
+	var msg string
+	if len(docs) == 1 {
+		msg = fmt.Sprintf("document %s is not as the request expected (%s); nothing was written; read it again and retry", docs[0].ID, state(docs[0]))
+	} else {
+		parts := make([]string, len(docs))
+		for i, d := range docs {
+			parts[i] = fmt.Sprintf("%s (%s)", d.ID, state(d))
+		}
+		msg = fmt.Sprintf("%d documents are not as the request expected: %s; nothing was written; read them again and retry", len(docs), strings.Join(parts, ", "))
+	}
+	return &StaleError{Docs: docs, err: Errorf(CodePrecondition, "%s", msg)}
+}
+
+func (e *StaleError) Error() string { return e.err.Message }
+
+// Unwrap returns the PreconditionFailed *Error.
+func (e *StaleError) Unwrap() error { return e.err }
