@@ -26,10 +26,15 @@ type acceptResult struct {
 	err error
 }
 
+// backQueue is how many connections given back may wait for the server's
+// Accept: the workers that end parked streams (thousands at once on
+// shutdown) seldom wait for it.
+const backQueue = 1024
+
 // NewListener returns a Listener accepting from ln and the connections
 // given back.
 func NewListener(ln net.Listener) *Listener {
-	l := &Listener{Listener: ln, accepted: make(chan acceptResult), back: make(chan net.Conn), done: make(chan struct{})}
+	l := &Listener{Listener: ln, accepted: make(chan acceptResult), back: make(chan net.Conn, backQueue), done: make(chan struct{})}
 	l.wg.Go(l.acceptLoop)
 	return l
 }
@@ -77,12 +82,25 @@ func (l *Listener) Close() error {
 	err := l.Listener.Close()
 	l.once.Do(func() { close(l.done) })
 	l.wg.Wait()
-	return err
+	for {
+		select {
+		case c := <-l.back:
+			_ = c.Close()
+		default:
+			return err
+		}
+	}
 }
 
 // give hands c to the server through Accept, or closes it once the
 // listener is closed.
 func (l *Listener) give(c net.Conn) {
+	select {
+	case <-l.done:
+		_ = c.Close()
+		return
+	default:
+	}
 	select {
 	case l.back <- c:
 	case <-l.done:
