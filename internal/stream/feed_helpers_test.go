@@ -95,11 +95,15 @@ type testFeed struct {
 	changes int
 }
 
-func newTestFeed(t *testing.T) *testFeed {
+func newTestFeed(t *testing.T) *testFeed { return newTestFeedWith(t, changefeed.HubOptions{}) }
+
+// newTestFeedWith is newTestFeed with the hub's options o.
+func newTestFeedWith(t *testing.T, o changefeed.HubOptions) *testFeed {
 	t.Helper()
 	l := &memLog{}
 	m := metrics.NewStream(prometheus.NewRegistry())
-	hub := changefeed.NewHub(l, changefeed.HubOptions{Recheck: 10 * time.Millisecond})
+	o.Recheck = 10 * time.Millisecond
+	hub := changefeed.NewHub(l, o)
 	tl := changefeed.NewTailer(l, hub, changefeed.TailerOptions{Poll: 10 * time.Millisecond, Metrics: m})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
