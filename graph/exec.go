@@ -3,10 +3,13 @@ package graph
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/introspection"
@@ -52,7 +55,11 @@ type Store interface {
 	// as of pos, given as the argument param, and returns what of it the
 	// reader cannot be shown (see engine.Engine.ReadAsOf).
 	ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *engine.Snapshot, param string, pos sluice.Position) (*engine.Past, error)
-	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) ([][]string, *sluice.Commit, error)
+	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) (*engine.BatchResult, error)
+	// Replayed returns the commit and recorded answer of an earlier
+	// write of u whose Idempotency-Key was key and whose request hashed
+	// to request, a nil commit when there is none.
+	Replayed(ctx context.Context, u *sluice.User, d *sluice.Database, key string, request []byte) (*sluice.Commit, []byte, error)
 }
 
 // Request is the per-request state the executable schema reads from the
@@ -70,6 +77,15 @@ type Request struct {
 	// request once more when the schema DB was read at turned out to be
 	// out of date (see Handler.ServeHTTP).
 	try *attempt
+	// replayed is set when the answer is an earlier request's, replayed
+	// under the same IdempotencyKey.
+	replayed bool
+	// replay, set by the Handler on a plain HTTP request with an
+	// IdempotencyKey, is called by the transport with the request's
+	// parameters before the operation is parsed: it answers the request
+	// and reports true when an earlier one recorded an answer under the
+	// key (see Handler.replay).
+	replay func(w http.ResponseWriter, r *http.Request, media string, p *graphql.RawParams) bool
 }
 
 // attempt is the state of a plain HTTP request across the Handler's
@@ -78,6 +94,10 @@ type attempt struct {
 	// params are the request's parameters, read by the first attempt
 	// (its body is gone after it).
 	params *graphql.RawParams
+	// hash, with an IdempotencyKey, is the hash of params as read
+	// (requestHash), which the key was looked up with before the
+	// operation was parsed, and is recorded with.
+	hash []byte
 	// again asks the Handler for another attempt; last is set on it.
 	again, last bool
 	// moved reports whether the request's database has another schema
@@ -235,6 +255,13 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		}
 	case op.Operation.Operation == ast.Mutation:
 		resp.Data = x.mutation()
+		if x.outdated != nil && req.try != nil && !req.try.last {
+			// Validated against a schema that is not the current one
+			// any more, and so not written: the Handler serves the
+			// mutation again, validated against the current one, as
+			// every replica then does.
+			req.try.again = true
+		}
 		if x.commit != nil {
 			// What a read right after the commit answers: a stream
 			// resumed from it receives exactly the later commits.
@@ -281,20 +308,47 @@ type execution struct {
 	commit *sluice.Commit
 }
 
-// requestHash returns the SHA-256 of what the operation asks: its
-// database, query, operation name and variables, so that a retry with the
-// same Idempotency-Key is known to be the same request.
+// requestHash returns the hash of the operation's request: the one its
+// transport looked its key up with, or, for a transport that did not,
+// the hash of the operation as parsed.
 func (x *execution) requestHash() ([]byte, error) {
-	vars, err := json.Marshal(x.op.Variables) // map keys sorted
+	if x.req.try != nil && x.req.try.hash != nil {
+		return x.req.try.hash, nil
+	}
+	return requestHash(x.req.DB, &graphql.RawParams{Query: x.op.RawQuery, OperationName: x.op.OperationName, Variables: x.op.Variables})
+}
+
+// requestHash returns the SHA-256 of what a GraphQL request of database d
+// asks: its query, operation name and variables, so that a retry with
+// the same Idempotency-Key is known to be the same request. The query
+// counts by its own SHA-256, as a persisted query names it, so that a
+// retry sending only that name (its text cached) is the same request as
+// one sending the text. Made from the parameters as sent, it needs no
+// schema: a key is looked up before the operation is parsed.
+func requestHash(d *sluice.Database, p *graphql.RawParams) ([]byte, error) {
+	vars, err := json.Marshal(p.Variables) // map keys sorted
 	if err != nil {
 		return nil, fmt.Errorf("hash variables: %w", err)
 	}
+	query := persistedHash(p)
+	if p.Query != "" {
+		sum := sha256.Sum256([]byte(p.Query))
+		query = hex.EncodeToString(sum[:])
+	}
 	h := sha256.New()
-	for _, part := range []string{"graphql", x.req.DB.Path(), x.op.RawQuery, x.op.OperationName, string(vars)} {
+	for _, part := range []string{"graphql", d.Path(), query, p.OperationName, string(vars)} {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
 	return h.Sum(nil), nil
+}
+
+// persistedHash returns the SHA-256 (hex) an automatic persisted query
+// names its query by in extensions.persistedQuery, "" without one.
+func persistedHash(p *graphql.RawParams) string {
+	pq, _ := p.Extensions["persistedQuery"].(map[string]any)
+	h, _ := pq["sha256Hash"].(string)
+	return strings.ToLower(h)
 }
 
 // overRows reports whether the request has read more documents than its
@@ -325,7 +379,7 @@ func (x *execution) readRows(n int) error {
 // tooManyRows returns the error of a read past the rows bound.
 func (x *execution) tooManyRows() error {
 	if x.bounds != nil && x.bounds.RowsKey != "" {
-		return &resultLimitError{key: x.bounds.RowsKey,
+		return &resultLimitError{key: x.bounds.RowsKey, budget: true,
 			msg: fmt.Sprintf("the live query's result holds more than the %d documents %s", x.maxRows, x.bounds.RowsWhy)}
 	}
 	return errTooManyRows(x.maxRows)
@@ -342,7 +396,7 @@ func (x *execution) maxBytes() int {
 // tooLarge returns the error of a response past the bytes bound.
 func (x *execution) tooLarge() error {
 	if x.bounds != nil && x.bounds.BytesKey != "" {
-		return &resultLimitError{key: x.bounds.BytesKey,
+		return &resultLimitError{key: x.bounds.BytesKey, budget: true,
 			msg: fmt.Sprintf("the live query's result is larger than the %d bytes %s", x.maxBytes(), x.bounds.BytesWhy)}
 	}
 	return errResponseTooLarge(x.maxBytes())

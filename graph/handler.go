@@ -71,6 +71,7 @@ type server struct {
 	version    int
 	es         *ExecutableSchema
 	exec       *executor.Executor
+	ops        operations // exec, as the transports run operations with it
 	transports []graphql.Transport
 }
 
@@ -93,7 +94,7 @@ func (srv *server) serve(w http.ResponseWriter, r *http.Request, media string) {
 	}()
 	for _, t := range srv.transports {
 		if t.Supports(r) {
-			t.Do(w, r, srv.exec)
+			t.Do(w, r, srv.ops)
 			return
 		}
 	}
@@ -163,8 +164,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return err == nil && cur.SchemaVersion != d.SchemaVersion
 			}
 		}
+		req := &Request{User: u, DB: d, IdempotencyKey: key, try: try}
+		if try != nil && key != "" && !try.last {
+			req.replay = func(w http.ResponseWriter, r *http.Request, media string, p *graphql.RawParams) bool {
+				return h.replay(w, r, media, req, p)
+			}
+		}
 		// gqlgen's transports need the operation's start time.
-		ctx := graphql.StartOperationTrace(WithRequest(r.Context(), &Request{User: u, DB: d, IdempotencyKey: key, try: try}))
+		ctx := graphql.StartOperationTrace(WithRequest(r.Context(), req))
 		srv.serve(w, r.WithContext(ctx), media)
 		if try == nil || !try.again {
 			return
@@ -202,7 +209,40 @@ func (h *Handler) Operation(ctx context.Context, u *sluice.User, org, name strin
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return graphql.StartOperationTrace(WithRequest(ctx, &Request{User: u, DB: d})), srv.es, srv.exec, nil
+	return graphql.StartOperationTrace(WithRequest(ctx, &Request{User: u, DB: d})), srv.es, srv.ops, nil
+}
+
+// replay answers req, a plain HTTP request with an Idempotency-Key whose
+// parameters p are read but not parsed, with the answer an earlier
+// request of the same user to the same database recorded under the key
+// for the same request (the same hash), and reports whether it answered.
+// The key is looked up before the operation is parsed and validated, as
+// a REST write's is before its body is read: a retry answers the first
+// answer on every replica, even when a schema change since would refuse
+// the operation now. It keeps the hash for the request's attempts, whose
+// mutation records the key with it when no answer is found.
+func (h *Handler) replay(w http.ResponseWriter, r *http.Request, media string, req *Request, p *graphql.RawParams) bool {
+	hash, err := requestHash(req.DB, p)
+	if err == nil {
+		req.try.hash = hash
+		var c *sluice.Commit
+		var answer []byte
+		c, answer, err = h.store.Replayed(r.Context(), req.User, req.DB, req.IdempotencyKey, hash)
+		if err == nil && c == nil {
+			return false
+		}
+		if err == nil {
+			req.replayed = true
+			writeResponse(w, media, &graphql.Response{Data: answer,
+				Extensions: map[string]any{"position": c.End().String(), "version": c.Version()}}, true)
+			return true
+		}
+	}
+	if ra := sluice.RetryAfter(err); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
+	writeErrors(w, media, sluice.ErrorCode(err).HTTPStatus(), gqlerror.List{toGQLError(r.Context(), h.opts.Logger, nil, err)})
+	return true
 }
 
 // server returns the gqlgen server for d's current schema version and role.
@@ -248,6 +288,7 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 	}
 	es.limits = h.opts.Limits
 	srv := &server{es: es, exec: executor.New(es)}
+	srv.ops = operations{Executor: srv.exec, schema: es.Schema()}
 	for _, t := range h.opts.Transports {
 		srv.transports = append(srv.transports, t(es))
 	}

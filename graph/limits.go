@@ -127,16 +127,24 @@ func documentLimitError(key, format string, args ...any) *gqlerror.Error {
 
 // resultLimitError is the error of a request whose result went over limit
 // key while it ran; toGQLError gives it the path of the field that was
-// being resolved.
+// being resolved. A request's own limits (the schema's) are the client's
+// to change (CodeInvalid); a live query budget, what a user's or the
+// server's live queries hold in all, is a per-user or server bound
+// (budget: CodeTooMany), as when it refuses a new live query.
 type resultLimitError struct {
 	key, msg string
+	budget   bool
 }
 
 func (e *resultLimitError) Error() string { return e.msg + " (limit " + e.key + ")" }
 
 func (e *resultLimitError) gqlError(path ast.Path) *gqlerror.Error {
+	code := sluice.CodeInvalid
+	if e.budget {
+		code = sluice.CodeTooMany
+	}
 	return &gqlerror.Error{Message: e.Error(), Path: path,
-		Extensions: map[string]any{"code": sluice.CodeInvalid.GraphQLCode(), "limit": e.key}}
+		Extensions: map[string]any{"code": code.GraphQLCode(), "limit": e.key}}
 }
 
 func errTooManyRows(max int) error {

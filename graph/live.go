@@ -464,9 +464,9 @@ func (b Bounds) Spent() error {
 	var e *resultLimitError
 	switch {
 	case b.Rows < 0:
-		e = &resultLimitError{key: b.RowsKey, msg: "the live query may read no more documents: there are none left " + b.RowsWhy}
+		e = &resultLimitError{key: b.RowsKey, budget: true, msg: "the live query may read no more documents: there are none left " + b.RowsWhy}
 	case b.Bytes < 0:
-		e = &resultLimitError{key: b.BytesKey, msg: "the live query may read no more bytes: there are none left " + b.BytesWhy}
+		e = &resultLimitError{key: b.BytesKey, budget: true, msg: "the live query may read no more bytes: there are none left " + b.BytesWhy}
 	default:
 		return nil
 	}

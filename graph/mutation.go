@@ -43,10 +43,16 @@ func (x *execution) mutation() json.RawMessage {
 	var ids [][]string
 	if len(ops) > 0 {
 		if key := x.req.IdempotencyKey; key != "" {
-			opt.Idempotency = &engine.Idempotency{Key: key, Request: x.requestHash}
+			// The answer is recorded as the data it is, so that a
+			// retry answers it without an operation to build it from
+			// (see Handler.ServeHTTP).
+			opt.Idempotency = &engine.Idempotency{Key: key, Request: x.requestHash,
+				Answer: func(ids [][]string) ([]byte, error) { return mutationData(fields, ids), nil }}
 		}
-		var err error
-		ids, x.commit, err = x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
+		// Validated against this schema version: written under it or
+		// not at all.
+		opt.SchemaVersion = x.es.version
+		res, err := x.es.store.WriteBatch(x.ctx, x.req.User, x.req.DB.Org, x.req.DB.Name, ops, opt)
 		if err != nil {
 			// An error of the whole request (access) is shown on its
 			// first field; one of an op on the field that made it.
@@ -58,7 +64,21 @@ func (x *execution) mutation() json.RawMessage {
 			x.fail(fieldPath(fields[at]), err)
 			return nil
 		}
+		x.commit, ids = res.Commit, res.IDs
+		if res.Replayed != nil {
+			// The data the first request answered. (Keys recorded by
+			// releases that kept the ids hashed their requests another
+			// way: they are another request's, refused before this.)
+			x.req.replayed = true
+			return res.Replayed
+		}
 	}
+	return mutationData(fields, ids)
+}
+
+// mutationData returns the data of a mutation whose fields wrote ids, in
+// order (each field but __typename wrote one list).
+func mutationData(fields []graphql.CollectedField, ids [][]string) json.RawMessage {
 	// Not bounded by the response bytes limit: the commit is made, and the
 	// ids it answers are bounded by the request's size.
 	w := &jsonWriter{}
@@ -134,6 +154,9 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 				} else if !strings.HasPrefix(id, class+"/") {
 					return engine.WriteOp{}, "", "", errorf("%s%s patches %s documents, not %s", class, suffixUpdate, class, id)
 				}
+				if err := checkVersion(cf.Name, id, m); err != nil {
+					return engine.WriteOp{}, "", "", err
+				}
 				patches = append(patches, engine.Patch{ID: id, Fields: typedPatch(x.es.schema, c, m)})
 			}
 			return engine.WriteOp{Kind: engine.WritePatch, Patches: patches}, author, message, nil
@@ -150,8 +173,15 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		}
 		raw, _ := args["documents"].([]any)
 		docs := make([]map[string]any, 0, len(raw))
-		for _, v := range raw {
+		for i, v := range raw {
 			m, _ := v.(map[string]any)
+			if suffix == suffixInsert && m[fieldVersion] != nil {
+				return engine.WriteOp{}, "", "", errorf("%s: documents[%d] gives a _version, but an insert takes no precondition: it fails anyway when the document exists; to write only a given version, use %s%s or %s%s", cf.Name, i, class, suffixReplace, class, suffixUpdate)
+			}
+			id, _ := m[fieldID].(string)
+			if err := checkVersion(cf.Name, id, m); err != nil {
+				return engine.WriteOp{}, "", "", err
+			}
 			docs = append(docs, TypedInputDocument(x.es.schema, c, m))
 		}
 		kind := engine.WriteInsert
@@ -161,6 +191,22 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		return engine.WriteOp{Kind: kind, Docs: &sliceSource{docs: docs}, Create: create}, author, message, nil
 	}
 	return engine.WriteOp{}, "", "", errorf("unknown mutation %s", cf.Name)
+}
+
+// checkVersion refuses the _version of typed input m (of document id, of
+// mutation field) when it is "", which names no version: a read as of a
+// position answers it for a version the log does not record. (Any other
+// string is compared with the document's version, and fails the request
+// as stale when it is not that.) The error names _version, the field the
+// client sent, not the "@version" it becomes.
+func checkVersion(field, id string, m map[string]any) error {
+	if v, ok := m[fieldVersion].(string); ok && v == "" {
+		if id == "" {
+			id = "a new document"
+		}
+		return errorf(`%s: the _version of %s is "", which is no version: give the _version a read of the document answers now (a read as of a position answers "" for a version the log does not record), or none`, field, id)
+	}
+	return nil
 }
 
 // TypedInputDocument converts a <Class>_Input value to the raw document the

@@ -80,6 +80,9 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 			// filled in), for another attempt.
 			greq.try.params = params
 		}
+		if r.Method == http.MethodPost && greq != nil && greq.replay != nil && greq.replay(w, r, media, params) {
+			return
+		}
 	}
 	params.Headers = r.Header
 	start := graphql.Now()
@@ -106,10 +109,20 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	if greq.retrying() {
 		return
 	}
+	writeResponse(w, media, resp, greq != nil && greq.replayed)
+}
+
+// writeResponse writes resp, the response of an operation; replayed says
+// it is an earlier request's, answered again under its Idempotency-Key
+// (Idempotent-Replayed, as REST says it).
+func writeResponse(w http.ResponseWriter, media string, resp *graphql.Response, replayed bool) {
 	b, err := json.Marshal(resp)
 	if err != nil {
 		writeRequestError(w, media, fmt.Errorf("encode the response: %w", err))
 		return
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	w.Header().Set("Content-Type", media+"; charset=utf-8")
 	w.WriteHeader(http.StatusOK)

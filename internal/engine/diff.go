@@ -46,8 +46,13 @@ type DiffChange struct {
 type DiffPage struct {
 	From, To sluice.Position
 	Changes  []DiffChange
+	// Hidden holds the fields ("Class.field", sorted) of the classes the
+	// diff covers that it leaves out of every image, because their values
+	// at From or To cannot be shown (see diffPast).
+	Hidden []string
 	// Next is the After of the next page; More reports whether there is
-	// one.
+	// one. The next page compares the same two positions: To, not the
+	// state when it is read.
 	Next string
 	More bool
 }
@@ -56,29 +61,48 @@ type DiffPage struct {
 // database org/name at q.From and q.To: one entry per document that
 // differs, by id. Both positions are checked as reads of the past check
 // theirs (see ReadAsOf), and To may not come before From. It needs the
-// read role; the images are redacted as history is (RedactCommit), and a
-// document whose two images the reader sees as equal is left out. The
-// page is read in one snapshot, whose position it returns too.
+// read role; the images are redacted as history is (RedactCommit), less
+// the fields the diff cannot show (DiffPage.Hidden), and a document whose
+// two images the reader sees as equal is left out. A diff covering a
+// class whose documents a schema change dropped after From is refused
+// (CodeInvalid, naming the class), as a read of it as of From is. The
+// page is read in one snapshot; the position it returns is To, the state
+// the After images show, from which a later diff or a stream goes on.
 func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q DiffQuery) (*DiffPage, sluice.Position, error) {
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
 	sq := postgres.DiffQuery{From: q.From, After: q.After, Limit: q.Count, MaxBytes: q.MaxBytes}
+	// read: the classes the diff covers.
+	var read []string
 	if q.Type != "" {
 		c := s.Class(q.Type)
 		if c == nil || c.Kind == sluice.KindSubdocument {
 			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "type %q is not a document class of %s", q.Type, d.Path())
 		}
 		sq.Classes = append([]string{}, documentClasses(s, q.Type)...)
+		read = sq.Classes
 	}
 	if q.ID != "" {
-		if _, key, ok := strings.Cut(q.ID, "/"); !ok || key == "" {
+		class, key, ok := strings.Cut(q.ID, "/")
+		if !ok || key == "" {
 			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", q.ID)
 		} else if err := schema.CheckKey(key); err != nil {
 			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", q.ID, sluice.ErrorMessage(err))
 		}
+		if c := s.Class(class); c == nil || c.Kind != sluice.KindDocument {
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s is not a document class of %s", q.ID, class, d.Path())
+		}
 		sq.IDs = []string{q.ID}
+		read = []string{class}
+	}
+	if q.Type == "" && q.ID == "" {
+		for _, n := range s.Order {
+			if s.Classes[n].Kind == sluice.KindDocument {
+				read = append(read, n)
+			}
+		}
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
@@ -100,10 +124,22 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 	if sq.To.Less(q.From) {
 		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "to %s comes before from %s", sq.To, q.From)
 	}
-	out := &DiffPage{From: q.From, To: sq.To}
-	pos, _ := snap.Position()
+	vs, err := e.versionsSince(ctx, d, q.From.Seq)
+	if err != nil {
+		return nil, sluice.Position{}, err
+	}
+	past := diffPast(vs, s, role, q.From, sq.To)
+	for _, c := range read {
+		if err := past.CheckClass(c); err != nil {
+			if q.Type == "" && q.ID == "" {
+				err = sluice.Errorf(sluice.CodeInvalid, "%s; a diff of another class (type=) can be shown", sluice.ErrorMessage(err))
+			}
+			return nil, sluice.Position{}, err
+		}
+	}
+	out := &DiffPage{From: q.From, To: sq.To, Hidden: past.Hidden(read)}
 	if sq.Classes != nil && len(sq.Classes) == 0 {
-		return out, pos, nil // a class without documents of its own
+		return out, sq.To, nil // a class without documents of its own
 	}
 	page, err := e.store.Diff(ctx, d, sq)
 	if err != nil {
@@ -119,7 +155,13 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 		if err != nil {
 			return nil, sluice.Position{}, err
 		}
-		ch := DiffChange{ID: en.ID, Type: en.Before.Changes[0].Class, Before: b.Changes[0].Before, After: a.Changes[0].After}
+		ch := DiffChange{ID: en.ID, Type: en.Before.Changes[0].Class}
+		if ch.Before, err = dropUnknown(s, past, b.Changes[0].Before); err != nil {
+			return nil, sluice.Position{}, err
+		}
+		if ch.After, err = dropUnknown(s, past, a.Changes[0].After); err != nil {
+			return nil, sluice.Position{}, err
+		}
 		switch {
 		case ch.Before == nil && ch.After == nil:
 			continue // added and deleted in between
@@ -138,7 +180,7 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 		}
 		out.Changes = append(out.Changes, ch)
 	}
-	return out, pos, nil
+	return out, sq.To, nil
 }
 
 // orNull returns b, or the JSON null for none.

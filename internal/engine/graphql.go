@@ -141,19 +141,31 @@ type OpError struct {
 func (e *OpError) Error() string { return e.Err.Error() }
 func (e *OpError) Unwrap() error { return e.Err }
 
+// BatchResult is what WriteBatch answers: the ids each op wrote, and the
+// commit. Replayed is set when the request's Idempotency-Key was
+// recorded by an earlier write: it is the answer that write recorded
+// (Idempotency.Answer), Commit is that write's (its Seq and UID), IDs is
+// nil, and nothing was written.
+type BatchResult struct {
+	IDs      [][]string
+	Commit   *sluice.Commit
+	Replayed json.RawMessage
+}
+
 // WriteBatch runs several writes, in order, as one commit (one GraphQL
 // request with several mutation fields). It needs the write role. Any
-// error rolls the whole batch back. It returns the ids each op wrote, and
-// the commit. An error an op causes is an *OpError naming it, except that
-// documents whose preconditions do not hold, in any op, fail the batch
-// with one *sluice.StaleError naming them all. With opt.Idempotency, a key
-// recorded by an earlier write returns that write's ids and commit (its
-// Seq and UID), and nothing is written.
+// error rolls the whole batch back. An error an op causes is an *OpError
+// naming it, except that documents whose preconditions do not hold, in
+// any op, fail the batch with one *sluice.StaleError naming them all.
+// With opt.Idempotency, a key recorded by an earlier write answers that
+// write's answer (BatchResult.Replayed). With opt.SchemaVersion, a
+// database whose schema has another version now is an error matching
+// ErrSchemaChanged, and nothing is written.
 //
 // Every op is read and validated before anything is written, so a batch
 // of at most groupMax documents joins group commit as a REST request of
 // that size does.
-func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
+func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) (*BatchResult, error) {
 	// The documents are in memory: the batch can always run again.
 	ops = slices.Clone(ops)
 	rps := make([]*replay, len(ops))
@@ -166,11 +178,15 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 	for attempt := 0; ; attempt++ {
 		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		ids, c, err := e.writeBatch(ctx, u, d, s, ops, opt)
+		if opt.SchemaVersion != 0 && d.SchemaVersion != opt.SchemaVersion {
+			return nil, fmt.Errorf("%w: %w", ErrSchemaChanged, sluice.Errorf(sluice.CodeConflict,
+				"the schema of %s changed after the request was validated; send it again", d.Path()))
+		}
+		res, err := e.writeBatch(ctx, u, d, s, ops, opt)
 		if attempt > 0 || !e.outdated(ctx, d, err) {
-			return ids, c, err
+			return res, err
 		}
 		for _, rp := range rps {
 			if rp != nil {
@@ -181,12 +197,12 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 }
 
 // writeBatch is WriteBatch with database d and its schema s.
-func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ops []WriteOp, opt WriteOptions) ([][]string, *sluice.Commit, error) {
+func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ops []WriteOp, opt WriteOptions) (*BatchResult, error) {
 	if err := writable(d); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(ops) == 0 {
-		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "no writes in the request")
+		return nil, sluice.Errorf(sluice.CodeInvalid, "no writes in the request")
 	}
 	docs := make([][]*sluice.Document, len(ops))
 	ids := make([][]string, len(ops))
@@ -210,16 +226,12 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 	if err := prepare(); err != nil {
 		c, answer, kerr := e.recorded(ctx, u, d, opt)
 		if kerr != nil {
-			return nil, nil, kerr
+			return nil, kerr
 		}
 		if c == nil {
-			return nil, nil, err
+			return nil, err
 		}
-		var replayed [][]string
-		if err := json.Unmarshal(answer, &replayed); err != nil {
-			return nil, nil, fmt.Errorf("idempotency key's answer: %w", err)
-		}
-		return replayed, c, nil
+		return &BatchResult{Commit: c, Replayed: answer}, nil
 	}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
@@ -245,7 +257,12 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 			}
 			return nil
 		}}
-	key := e.idempotencyKey(u, opt, func() ([]byte, error) { return json.Marshal(ids) })
+	key := e.idempotencyKey(u, opt, func() ([]byte, error) {
+		if opt.Idempotency.Answer != nil {
+			return opt.Idempotency.Answer(ids)
+		}
+		return json.Marshal(ids)
+	})
 	spec.Idempotency = key
 	commit, err := e.store.Write(ctx, spec)
 	if errors.Is(err, postgres.ErrExists) && ops[opError(err, len(ops)).Index].Kind == WriteReplace {
@@ -257,16 +274,14 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 		e.forgetDatabase(d)
 		var stale *sluice.StaleError
 		if errors.As(err, &stale) {
-			return nil, nil, stale // every op's, not one's
+			return nil, stale // every op's, not one's
 		}
-		return nil, nil, opError(err, len(ops))
+		return nil, opError(err, len(ops))
 	}
 	if key != nil && key.Replayed != nil {
-		if err := json.Unmarshal(key.Replayed, &ids); err != nil {
-			return nil, nil, fmt.Errorf("idempotency key's answer: %w", err)
-		}
+		return &BatchResult{Commit: commit, Replayed: key.Replayed}, nil
 	}
-	return ids, commit, nil
+	return &BatchResult{IDs: ids, Commit: commit}, nil
 }
 
 // opError returns err, an error of a WriteBatch of n ops, as an *OpError:

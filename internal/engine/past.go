@@ -102,7 +102,30 @@ func (e *Engine) checkPast(ctx context.Context, d *sluice.Database, param string
 		oldest := sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}
 		return h, sluice.Errorf(sluice.CodeHistoryGone, "%s %s is older than the history %s retains (log_retention); the oldest position it can read is %s", param, pos, d.Path(), oldest)
 	}
-	return h, nil
+	return h, e.checkIndex(ctx, d, param, pos)
+}
+
+// checkIndex checks that pos (given as param), a retained position of d
+// not ahead of its log, names an event: the end of a commit, or one of
+// its changes. A position past the last change of its commit names
+// nothing (no read, write or event answers it), and is a CodeInvalid
+// error rather than read as the end of the commit.
+func (e *Engine) checkIndex(ctx context.Context, d *sluice.Database, param string, pos sluice.Position) error {
+	if pos.Index == sluice.WholeCommit {
+		return nil
+	}
+	end := sluice.Position{Epoch: pos.Epoch, Seq: pos.Seq, Index: sluice.WholeCommit}
+	if pos.Seq == 0 {
+		return sluice.Errorf(sluice.CodeInvalid, "%s %s names no event of %s: commit 0 is none (the position before the first commit is %s)", param, pos, d.Path(), end)
+	}
+	n, ok, err := e.store.ChangeCount(ctx, d.ID, pos.Seq)
+	if err != nil || !ok || pos.Index < n {
+		return err // a commit not found was pruned: the read finds out
+	}
+	if n == 0 {
+		return sluice.Errorf(sluice.CodeInvalid, "%s %s names no event of %s: commit %d has no changes (the position of its end is %s)", param, pos, d.Path(), pos.Seq, end)
+	}
+	return sluice.Errorf(sluice.CodeInvalid, "%s %s names no event of %s: commit %d has %d changes, at indexes 0 to %d (the position of its end is %s)", param, pos, d.Path(), pos.Seq, n, n-1, end)
 }
 
 // ReadAsOf makes the reads of snap, the snapshot ctx carries, read database
@@ -228,6 +251,70 @@ func pastSchema(vs []versionAt, cur *sluice.Schema, role sluice.Role, pos sluice
 		}
 	}
 	return past, drop
+}
+
+// diffPast returns what of the states at from and to (not before from),
+// whose versions since from are vs, a diff cannot show a reader with
+// role. A diff is the state as of from against the state as of to, so it
+// cannot show what either read cannot (pastSchema: as of from, which
+// loses at least what as of to does, and as of to). And as it reads the
+// change between them from the log, it cannot show a class or a field
+// whose values a schema change dropped between them, even one made after
+// from: the log holds no change for what the schema change dropped, so
+// the log would show a document added since from as still there, or a
+// field as still holding its value, when both are gone.
+func diffPast(vs []versionAt, cur *sluice.Schema, role sluice.Role, from, to sluice.Position) *Past {
+	past, _ := pastSchema(vs, cur, role, from)
+	// The versions in force at to or later: as of to.
+	at := 0
+	for i, v := range vs {
+		if v.first <= to.Seq {
+			at = i
+		}
+	}
+	later, _ := pastSchema(vs[at:], cur, role, to)
+	for name, why := range later.Lost {
+		if _, ok := past.Lost[name]; !ok {
+			past.Lost[name] = why
+		}
+	}
+	unknown := func(class, field, why string) {
+		if _, ok := past.Unknown[class][field]; ok {
+			return
+		}
+		if past.Unknown[class] == nil {
+			past.Unknown[class] = map[string]string{}
+		}
+		past.Unknown[class][field] = why
+	}
+	for class, fields := range later.Unknown {
+		for f, why := range fields {
+			unknown(class, f, why)
+		}
+	}
+	// A schema change between them, after a version in force up to to.
+	for i := 1; i < len(vs) && vs[i-1].first <= to.Seq; i++ {
+		before, after := vs[i-1].schema, vs[i].schema
+		for _, name := range cur.Order {
+			c := cur.Classes[name]
+			oc := before.Class(name)
+			if c.Kind != sluice.KindDocument || oc == nil || oc.Kind != sluice.KindDocument {
+				continue // it had no documents then
+			}
+			if nc := after.Class(name); nc == nil || nc.Kind != sluice.KindDocument {
+				if _, ok := past.Lost[name]; !ok {
+					past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped the class and them with it", name, from, to, vs[i].first)
+				}
+				continue
+			}
+			for _, f := range c.Fields {
+				if f.ReadRole <= role && oc.Field(f.Name) != nil && !sameColumn(before, after, name, f.Name) {
+					unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, vs[i].first))
+				}
+			}
+		}
+	}
+	return past
 }
 
 // sameColumn reports whether field of class is stored in the same column

@@ -258,6 +258,9 @@ func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database
 	if err := h.Check(d, after); err != nil {
 		return nil, sluice.Position{}, err
 	}
+	if err := e.checkIndex(ctx, d, "position", after); err != nil {
+		return nil, sluice.Position{}, err
+	}
 	// The page starts after the cursor of a reader that has after.
 	from := after
 	if c := sluice.CursorAt(after); c.Part < 0 {

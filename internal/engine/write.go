@@ -47,6 +47,12 @@ type WriteOptions struct {
 	Expect sluice.Precondition
 	// Idempotency, when set, makes the write idempotent under its key.
 	Idempotency *Idempotency
+	// SchemaVersion, when not 0, is the schema version of the database
+	// the request was validated against (a GraphQL operation): WriteBatch
+	// refuses to write under another one with ErrSchemaChanged, so that
+	// the request is validated again against the current schema rather
+	// than refused by it halfway.
+	SchemaVersion int
 }
 
 // Idempotency is a write's Idempotency-Key: the same key from the same
@@ -58,6 +64,10 @@ type Idempotency struct {
 	// once the write has read the request (a REST body to its end), or
 	// when the key is found recorded.
 	Request func() ([]byte, error)
+	// Answer, for WriteBatch, returns what the request answers given the
+	// ids each op wrote, recorded for a retry to answer again
+	// (BatchResult.Replayed); nil records the ids, as JSON.
+	Answer func(ids [][]string) ([]byte, error)
 }
 
 // maxIdempotencyKey is the longest Idempotency-Key accepted, in bytes.
@@ -351,6 +361,20 @@ func (e *Engine) refused(ctx context.Context, u *sluice.User, d *sluice.Database
 		return nil, fmt.Errorf("idempotency key's answer: %w", err)
 	}
 	return res, nil
+}
+
+// Replayed returns the commit and the recorded answer of an earlier
+// write of user u to database d whose Idempotency-Key was key and whose
+// request hashed to request, within idempotency_retention; a nil commit
+// when there is none (the key is not recorded, was another request's, or
+// expired): the request then runs, and its write answers a key of
+// another request, or one still running, as every write does. A GraphQL
+// request looks its key up with it before it is parsed and validated, as
+// a REST write does before it reads its body, so that a retry answers the
+// first answer even when the schema changed since and would refuse the
+// request now.
+func (e *Engine) Replayed(ctx context.Context, u *sluice.User, d *sluice.Database, key string, request []byte) (*sluice.Commit, []byte, error) {
+	return e.store.RecordedAnswer(ctx, d, u.ID, key, request, e.idempotency.retention)
 }
 
 // recorded looks up opt's idempotency key for a write refused before it

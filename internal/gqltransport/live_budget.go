@@ -147,15 +147,16 @@ func (h *liveHold) bounds(rows, bytes int) graph.Bounds {
 	perUser := !h.owner.Superuser
 	if perUser {
 		lu := b.use(h.owner)
-		who := "that user " + h.owner.Name + "'s live queries may still hold (" + keyLiveRowsPerUser + ")"
+		// The error names the key once, after the why (graph's
+		// resultLimitError).
+		who := "that user " + h.owner.Name + "'s live queries may still hold"
 		tighten(&out.Rows, &out.RowsKey, &out.RowsWhy, b.limits.RowsPerUser, lu.rows, h.rows, keyLiveRowsPerUser, who)
-		who = "that user " + h.owner.Name + "'s live queries may still hold (" + keyLiveBytesPerUser + ")"
 		tighten(&out.Bytes, &out.BytesKey, &out.BytesWhy, b.limits.BytesPerUser, lu.bytes, h.bytes, keyLiveBytesPerUser, who)
 	}
 	tighten(&out.Rows, &out.RowsKey, &out.RowsWhy, b.limits.Rows, b.total.rows, h.rows, keyLiveRows,
-		"that this server's live queries may still hold ("+keyLiveRows+")")
+		"that this server's live queries may still hold")
 	tighten(&out.Bytes, &out.BytesKey, &out.BytesWhy, b.limits.Bytes, b.total.bytes, h.bytes, keyLiveBytes,
-		"that this server's live queries may still hold ("+keyLiveBytes+")")
+		"that this server's live queries may still hold")
 	if perUser {
 		b.forget(h.owner)
 	}

@@ -154,7 +154,7 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, pa
 // aggExpr returns the SQL of aggregate op of field f (of alias t), and a
 // field of the type its result is read as (column's holders): min and max
 // keep the field's type, sum is exact (a BigInt of an integer field),
-// avg a Float. Text is compared in byte order ("C"), as filters and
+// avg a Float, computed exactly (in numeric) and then rounded. Text is compared in byte order ("C"), as filters and
 // orders compare it.
 func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 	if f == nil {
@@ -186,6 +186,14 @@ func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 			return "sum(" + col + ")::text", scalar(sluice.ScalarString), nil
 		}
 	case "avg":
+		if f.Type.Name == sluice.ScalarFloat {
+			// avg of float8 sums (and sums squares) in float8, which
+			// overflows on values whose mean fits: in numeric it cannot.
+			// Through text, which is each float's shortest exact
+			// decimal (float8 to numeric keeps 15 digits, and takes
+			// longer): the mean of one value is that value.
+			return "avg(" + col + "::text::numeric)::float8", scalar(sluice.ScalarFloat), nil
+		}
 		if numeric {
 			return "avg(" + col + ")::float8", scalar(sluice.ScalarFloat), nil
 		}

@@ -141,6 +141,23 @@ func (db *DB) History(ctx context.Context, dbID int64) (sluice.History, error) {
 	return h, mapError(err)
 }
 
+// ChangeCount returns the number of changes of commit seq of database
+// dbID, false when the log does not hold that commit (pruned, or none).
+// A commit's count is checked against the change rows it stores when it
+// is written (SQL commits included), so it names exactly the positions of
+// its changes: 0 to the count less one.
+func (db *DB) ChangeCount(ctx context.Context, dbID, seq int64) (int, bool, error) {
+	var n int
+	err := db.reader(ctx, dbID).QueryRow(ctx, "SELECT n_changes FROM sluice.commits WHERE db_id = $1 AND seq = $2", dbID, seq).Scan(&n)
+	if errors.Is(mapError(err), errNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, mapError(err)
+	}
+	return n, true, nil
+}
+
 // CommitsAfter returns up to limit commits of database d with sequence
 // greater than after, oldest first, with their changes in order. The caller
 // checks History first: commits before PrunedSeq are gone.

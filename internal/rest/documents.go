@@ -20,16 +20,21 @@ import (
 // exactly the commits the read did not see.
 const positionHeader = "Sluice-Position"
 
-// hiddenHeader lists, on a read of the past (as_of), the fields
-// ("Class.field", comma-separated) whose values then cannot be shown and
-// that the documents leave out.
+// hiddenHeader lists, on a read of the past (as_of) or a diff, the
+// fields ("Class.field", comma-separated) whose values then cannot be
+// shown and that the documents leave out.
 const hiddenHeader = "Sluice-Hidden-Fields"
 
 // setReadAt sets the headers saying what a read reflects.
 func setReadAt(w http.ResponseWriter, at engine.ReadAt) {
 	w.Header().Set(positionHeader, at.Position.String())
-	if len(at.Hidden) > 0 {
-		w.Header().Set(hiddenHeader, strings.Join(at.Hidden, ", "))
+	setHidden(w, at.Hidden)
+}
+
+// setHidden names the fields an answer leaves out (hiddenHeader), if any.
+func setHidden(w http.ResponseWriter, fields []string) {
+	if len(fields) > 0 {
+		w.Header().Set(hiddenHeader, strings.Join(fields, ", "))
 	}
 }
 

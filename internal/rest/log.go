@@ -124,11 +124,13 @@ func (s *jsonStream) done(r *http.Request) {
 }
 
 // nextLink sets the Link header (RFC 8288) to this request's URL with
-// parameter set to value: the next page.
-func nextLink(w http.ResponseWriter, r *http.Request, param, value string) {
+// the given parameters (name, value, name, value…) set: the next page.
+func nextLink(w http.ResponseWriter, r *http.Request, params ...string) {
 	u := *r.URL
 	q := u.Query()
-	q.Set(param, value)
+	for i := 0; i+1 < len(params); i += 2 {
+		q.Set(params[i], params[i+1])
+	}
 	u.RawQuery = q.Encode()
 	w.Header().Set("Link", "<"+u.RequestURI()+`>; rel="next"`)
 }

@@ -120,8 +120,12 @@ type diffJSON struct {
 // by id, each with its images at both positions and the JSON Patch from
 // one to the other. ?type= and ?id= narrow it; a page holds at most count
 // documents and history_page_bytes of images, "next" is the after= of the
-// next page and "more" says whether there is one (the Link header names
-// it too).
+// next page and "more" says whether there is one. The Link header names
+// the next page with to= set to this page's, so that every page compares
+// the same two states however many commits are made meanwhile; the
+// answer's position (Sluice-Position) is that to. Fields the diff cannot
+// show are left out of every image and named in "hidden_fields" and the
+// Sluice-Hidden-Fields header, as a read as of a position names them.
 func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "from", "to", "type", "id", "count", "after")
 	if err != nil {
@@ -155,8 +159,9 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set(positionHeader, pos.String())
+	setHidden(w, page.Hidden)
 	if page.More {
-		nextLink(w, r, "after", page.Next)
+		nextLink(w, r, "after", page.Next, "to", page.To.String())
 	}
 	out := newJSONStream(w)
 	out.raw(`{"from":`)
@@ -165,6 +170,8 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 	out.value(page.To.String())
 	out.raw(`,"position":`)
 	out.value(pos.String())
+	out.raw(`,"hidden_fields":`)
+	out.value(orEmpty(page.Hidden))
 	out.raw(`,"next":`)
 	out.value(page.Next)
 	out.raw(`,"more":` + strconv.FormatBool(page.More) + `,"changes":[`)
@@ -176,6 +183,14 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 	}
 	out.raw("]}\n")
 	out.done(r)
+}
+
+// orEmpty returns list, or an empty list for none (a JSON [], not null).
+func orEmpty(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }
 
 // orNull returns b, or the JSON null for none.

@@ -1,0 +1,30 @@
+package graph_test
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFloatAverage: the mean of Float fields is computed without passing
+// the range of a float on the way (a sum or a sum of squares that would
+// overflow while the mean fits), and the mean of one value is that value;
+// a sum past the range is an error saying so.
+func TestFloatAverage(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, "type M { f: Float g: String }")
+	st.insert(t, `[{"@type":"M","@id":"a","f":1.5,"g":"big"},{"@type":"M","@id":"b","f":1e308,"g":"big"},{"@type":"M","@id":"c","f":1e308,"g":"big"},
+		{"@type":"M","@id":"d","f":1.2345678901234567,"g":"one"},{"@type":"M","@id":"e","f":0.1,"g":"small"},{"@type":"M","@id":"f","f":0.2,"g":"small"}]`)
+	for _, c := range []struct{ query, want string }{
+		{`{ M_aggregate(filter: {g: {eq: "big"}}) { avg { f } } }`, `{"M_aggregate":{"avg":{"f":6.666666666666666e+307}}}`},
+		{`{ M_aggregate(filter: {g: {eq: "one"}}) { avg { f } min { f } } }`, `{"M_aggregate":{"avg":{"f":1.2345678901234567},"min":{"f":1.2345678901234567}}}`},
+		{`{ M_aggregate(filter: {g: {eq: "small"}}) { avg { f } sum { f } } }`, `{"M_aggregate":{"avg":{"f":0.15},"sum":{"f":0.30000000000000004}}}`},
+	} {
+		if res := st.query(t, c.query, nil).mustOK(t); string(res.Data) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.query, res.Data, c.want)
+		}
+	}
+	res := st.query(t, `{ M_aggregate(filter: {g: {eq: "big"}}) { sum { f } } }`, nil)
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "an aggregate of M is out of the range of its type") {
+		t.Errorf("a sum past the largest float: %s", res.raw)
+	}
+}

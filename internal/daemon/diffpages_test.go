@@ -1,0 +1,196 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/jsonpatch"
+)
+
+// diffPage is one page of /api/diff.
+type diffPage struct {
+	From, To, Position, Next string
+	More                     bool
+	HiddenFields             []string `json:"hidden_fields"`
+	Changes                  []struct {
+		ID     string          `json:"@id"`
+		Type   string          `json:"@type"`
+		Op     string          `json:"op"`
+		Before json.RawMessage `json:"before"`
+		After  json.RawMessage `json:"after"`
+		Patch  json.RawMessage `json:"patch"`
+	}
+	header dt.Response
+}
+
+// getDiff reads the diff at path (a URL of /api/diff) on d, which must
+// answer 200, and checks each patch turns its before into its after.
+func getDiff(t *testing.T, d *dt.Daemon, path string) diffPage {
+	t.Helper()
+	r := d.MustDo(t, 200, dt.Admin(), "GET", path, nil)
+	var p diffPage
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("%s: %v %s", path, err, r.Body)
+	}
+	p.header = r
+	for _, e := range p.Changes {
+		if got, err := jsonpatch.Apply(e.Before, e.Patch); err != nil || !sameJSON(t, got, e.After) {
+			t.Errorf("%s: %s's patch %s turns %s into %s (%v), not %s", path, e.ID, e.Patch, e.Before, got, err, e.After)
+		}
+	}
+	return p
+}
+
+// dbPosition returns the position a read of database db answers now.
+func dbPosition(t *testing.T, d *dt.Daemon, db string) string {
+	t.Helper()
+	return d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/"+db+"?count=0", nil).Header.Get("Sluice-Position")
+}
+
+// TestDiffPagesCompareOneState: a diff paged through its Link header
+// compares the same two states on every page, whatever is committed
+// between pages: every change of the diff is on exactly one page, as it
+// was at the diff's to; the last page's position is that to, so a diff
+// from it gives exactly the commits made meanwhile, none lost. Read on the
+// other replica.
+func TestDiffPagesCompareOneState(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
+	a.CreateDatabase(t, "pages", "type Person { name: String! }")
+	from := headPosition(t, a, "pages")
+	var body strings.Builder
+	var want []string
+	for i := range 20 {
+		fmt.Fprintf(&body, `{"@type":"Person","@id":"p%02d","name":"P%d"}`+"\n", i, i)
+		want = append(want, fmt.Sprintf("Person/p%02d", i))
+	}
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/pages", body.String(), "Content-Type", "application/x-ndjson")
+
+	first := getDiff(t, b, "/api/diff/admin/pages?count=7&from="+url.QueryEscape(from))
+	to := first.To
+	if first.Position != to || first.header.Header.Get("Sluice-Position") != to || !first.More {
+		t.Fatalf("the first page: to %s, position %s (header %s), more %v", to, first.Position, first.header.Header.Get("Sluice-Position"), first.More)
+	}
+	// Between pages: a document of the first page changes, one of a later
+	// page is deleted, one is added where the last page is.
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/pages", `{"@type":"Person","@id":"Person/p01","name":"Changed"}`)
+	a.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/pages?id=Person/p15", nil)
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/pages", `{"@type":"Person","@id":"p99","name":"Late"}`)
+
+	var got []string
+	page := first
+	for pages := 1; ; pages++ {
+		for _, e := range page.Changes {
+			if e.Op != "added" || e.Before != nil && string(e.Before) != "null" || !strings.Contains(string(e.After), `"name":"P`) {
+				t.Errorf("page %d: %s %s %s -> %s, want it added as it was at %s", pages, e.ID, e.Op, e.Before, e.After, to)
+			}
+			got = append(got, e.ID)
+		}
+		if page.To != to || page.Position != to || page.header.Header.Get("Sluice-Position") != to {
+			t.Errorf("page %d compares with %s (position %s), want %s", pages, page.To, page.Position, to)
+		}
+		link := page.header.Header.Get("Link")
+		if page.More != (link != "") {
+			t.Fatalf("page %d: more %v, Link %q", pages, page.More, link)
+		}
+		if !page.More {
+			break
+		}
+		page = getDiff(t, b, strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the pages hold %v, want each of %v once", got, want)
+	}
+
+	// What changed since: from the last page's position, the commits made
+	// between the pages, and nothing else.
+	since := getDiff(t, b, "/api/diff/admin/pages?from="+url.QueryEscape(page.Position))
+	var ops []string
+	for _, e := range since.Changes {
+		ops = append(ops, e.ID+" "+e.Op)
+	}
+	if w := []string{"Person/p01 updated", "Person/p15 deleted", "Person/p99 added"}; !slices.Equal(ops, w) {
+		t.Errorf("since the last page: %v, want %v", ops, w)
+	}
+}
+
+// TestDiffThroughSchemaChanges: a diff says what it cannot show, as a read
+// as of its positions does: a field whose values a schema change dropped
+// after from (a forced type change; or a field added after from and then
+// changed) is left out of every image and named in hidden_fields and
+// Sluice-Hidden-Fields; a class dropped and made again after from, or
+// made after from and dropped before to, is refused (400 naming it), for
+// the whole database, type= or id=. An unknown class in id= is a 400 as
+// in type=.
+func TestDiffThroughSchemaChanges(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	a.CreateDatabase(t, "shift", "type T { n: Int s: String }\ntype A { x: Int }")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/shift", `[{"@type":"T","@id":"a","n":1,"s":"a"},{"@type":"T","@id":"b","n":2,"s":"b"},{"@type":"A","@id":"k","x":1}]`)
+	p1 := dbPosition(t, a, "shift")
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/shift", `{"@type":"T","@id":"T/b","n":2,"s":"b2"}`)
+	// m is added, written, then forced to another type; n changes type;
+	// A is dropped and made again; B is made, written and dropped.
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/shift", "type T { n: Int s: String m: Int }\ntype A { x: Int }\ntype B { y: Int }")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/shift", `[{"@type":"T","@id":"c","m":5},{"@type":"B","@id":"z","y":1}]`)
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/shift?force=true", "type T { n: String s: String m: String }")
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/shift", "type T { n: String s: String m: String }\ntype A { x: Int }\ntype B { y: Int }")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/shift", `{"@type":"A","@id":"m","x":2}`)
+	p2 := dbPosition(t, a, "shift")
+
+	// As of p1, REST hides T.n; the diff from p1 too, and T.m, changed
+	// between p1 and now.
+	asOf := a.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/shift?type=T&as_of="+url.QueryEscape(p1), nil)
+	if h := asOf.Header.Get("Sluice-Hidden-Fields"); h != "T.n" {
+		t.Fatalf("as of p1: Sluice-Hidden-Fields %q", h)
+	}
+	d := getDiff(t, a, "/api/diff/admin/shift?type=T&from="+url.QueryEscape(p1))
+	if h := d.header.Header.Get("Sluice-Hidden-Fields"); h != "T.m, T.n" || !slices.Equal(d.HiddenFields, []string{"T.m", "T.n"}) {
+		t.Errorf("diff from p1: Sluice-Hidden-Fields %q, hidden_fields %v", h, d.HiddenFields)
+	}
+	var got []string
+	for _, e := range d.Changes {
+		got = append(got, e.ID+" "+e.Op+" "+string(e.Before)+" "+string(e.After))
+	}
+	if w := []string{
+		`T/b updated {"@id":"T/b","@type":"T","s":"b"} {"@id":"T/b","@type":"T","s":"b2"}`,
+		`T/c added null {"@id":"T/c","@type":"T"}`,
+	}; !slices.Equal(got, w) {
+		t.Errorf("diff from p1:\n got %q\nwant %q", got, w)
+	}
+	// Nothing hidden where nothing was dropped.
+	if d := getDiff(t, a, "/api/diff/admin/shift?type=T&from="+url.QueryEscape(p2)); d.header.Header.Get("Sluice-Hidden-Fields") != "" || len(d.HiddenFields) != 0 || d.HiddenFields == nil {
+		t.Errorf("diff from p2: %q %v", d.header.Header.Get("Sluice-Hidden-Fields"), d.HiddenFields)
+	}
+	if d := getDiff(t, a, "/api/diff/admin/shift?type=A&from="+url.QueryEscape(p2)); len(d.Changes) != 0 {
+		t.Errorf("A from p2: %+v", d.Changes)
+	}
+
+	for _, c := range []struct{ query, want string }{
+		{"from=" + p1, "the documents of A as of " + p1 + " cannot be shown: a schema change after that position (before commit"},
+		{"from=" + p1, "a diff of another class (type=) can be shown"},
+		{"from=" + p1 + "&type=A", "the documents of A as of " + p1 + " cannot be shown"},
+		{"from=" + p1 + "&id=A/k", "the documents of A as of " + p1 + " cannot be shown"},
+		{"from=" + p1 + "&type=B", "the documents of B between " + p1 + " and " + p2 + " cannot be shown: a schema change between them"},
+		{"from=" + p1 + "&id=Nope/x", `invalid document id "Nope/x": Nope is not a document class of admin/shift`},
+		{"from=" + p1 + "&type=Nope", `type "Nope" is not a document class of admin/shift`},
+	} {
+		r := a.Do(t, dt.Admin(), "GET", "/api/diff/admin/shift?"+c.query, nil)
+		var e struct {
+			Message string `json:"api:message"`
+		}
+		if err := json.Unmarshal(r.Body, &e); err != nil || r.Status != 400 || !strings.Contains(e.Message, c.want) {
+			t.Errorf("diff %s: %d %s, want 400 %q", c.query, r.Status, r.Body, c.want)
+		}
+	}
+	// As a read as of p1 of A is.
+	if r := a.Do(t, dt.Admin(), "GET", "/api/document/admin/shift?type=A&as_of="+url.QueryEscape(p1), nil); r.Status != 400 {
+		t.Errorf("A as of p1: %d %s", r.Status, r.Body)
+	}
+}
