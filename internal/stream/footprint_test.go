@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +28,11 @@ import (
 // goroutines are compared with n clients whose connections a server took
 // and holds without any stream (what a connection costs the kernel and Go
 // whoever serves it). It reports bytes of live heap and goroutines per
-// stream, and logs the size of each object a parked stream holds.
+// stream, and logs the size of each object a parked stream holds. Where
+// /proc/slabinfo can be read (root, Linux), it reports the kernel's slab
+// memory per connection too: the growth of the caches a TCP connection
+// takes objects from, while the connections without streams are open,
+// halved (client and server are both on loopback, each end a socket).
 //
 //	go test -run '^$' -bench ParkedStreamMemory -benchtime 1x ./internal/stream/
 func BenchmarkParkedStreamMemory(b *testing.B) {
@@ -38,14 +44,17 @@ func BenchmarkParkedStreamMemory(b *testing.B) {
 		b.ReportMetric(float64(streams.stack-conns.stack)/n, "stack-B/stream")
 		b.ReportMetric(float64(streams.goroutines-conns.goroutines)/n, "goroutines/stream")
 		b.ReportMetric(float64(conns.heap)/n, "heap-B/conn")
+		if conns.slab > 0 {
+			b.ReportMetric(float64(conns.slab)/n/2, "kernel-B/conn")
+		}
 	}
 	logSizes(b)
 }
 
 // usage is what the process holds once n connections are open.
 type usage struct {
-	heap, stack int64
-	goroutines  int
+	heap, stack, slab int64
+	goroutines        int
 }
 
 // footprint opens n connections to a server that parks a stream on each
@@ -128,7 +137,7 @@ func footprint(b *testing.B, n int, streams bool) usage {
 		stop()
 	}
 	srv.Close()
-	return usage{heap: after.heap - before.heap, stack: after.stack - before.stack, goroutines: after.goroutines - before.goroutines}
+	return usage{heap: after.heap - before.heap, stack: after.stack - before.stack, slab: after.slab - before.slab, goroutines: after.goroutines - before.goroutines}
 }
 
 // measure returns what the process holds after a collection.
@@ -137,7 +146,35 @@ func measure() usage {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	return usage{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse), goroutines: runtime.NumGoroutine()}
+	return usage{heap: int64(ms.HeapAlloc), stack: int64(ms.StackInuse), slab: socketSlab(), goroutines: runtime.NumGoroutine()}
+}
+
+// socketCaches are the kernel's slab caches a TCP connection and its file
+// take objects from: the socket (TCP), its inode, its file, its dentry,
+// and its watches in epoll instances.
+var socketCaches = map[string]bool{"TCP": true, "sock_inode_cache": true, "filp": true, "dentry": true, "eventpoll_epi": true}
+
+// socketSlab returns the bytes of the objects in use in socketCaches,
+// 0 when /proc/slabinfo cannot be read. Other processes on the machine
+// take objects from the same caches: run it on a quiet machine.
+func socketSlab() int64 {
+	data, err := os.ReadFile("/proc/slabinfo")
+	if err != nil {
+		return 0
+	}
+	var total int64
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 4 || !socketCaches[f[0]] {
+			continue
+		}
+		active, err1 := strconv.ParseInt(f[1], 10, 64)
+		size, err2 := strconv.ParseInt(f[3], 10, 64)
+		if err1 == nil && err2 == nil {
+			total += active * size
+		}
+	}
+	return total
 }
 
 var benchGrant = &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 1, Name: "u", Superuser: true}}, Database: testDB, Role: sluice.RoleRead}
