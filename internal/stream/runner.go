@@ -28,9 +28,13 @@ type runner struct {
 	// continued on a goroutine of its own).
 	serve func(s *Stream, buf *[]Entry) bool
 
-	mu      sync.Mutex
-	cond    sync.Cond
+	mu   sync.Mutex
+	cond sync.Cond
+	// ready[head:] are the marked streams in the order they were marked.
+	// Taking moves head, not the rest of the queue: a commit to a
+	// million streams queues a million, taken 32 at a time.
 	ready   []*Stream
+	head    int
 	stopped bool
 	wg      sync.WaitGroup
 }
@@ -81,22 +85,28 @@ func (r *runner) work() {
 	var buf []Entry
 	for {
 		r.mu.Lock()
-		for len(r.ready) == 0 && !r.stopped {
+		for r.head == len(r.ready) && !r.stopped {
 			r.cond.Wait()
 		}
-		if len(r.ready) == 0 {
+		if r.head == len(r.ready) {
 			r.mu.Unlock()
 			return
 		}
 		// Take a few at a time: the workers share a long queue (a
 		// commit to thousands of streams) evenly, whichever of them the
 		// scheduler runs.
-		n := min(len(r.ready), runBatch)
-		batch = append(batch[:0], r.ready[:n]...)
-		rest := copy(r.ready, r.ready[n:])
-		clear(r.ready[rest:])
-		r.ready = r.ready[:rest]
-		more := rest > 0
+		n := min(len(r.ready)-r.head, runBatch)
+		batch = append(batch[:0], r.ready[r.head:r.head+n]...)
+		clear(r.ready[r.head : r.head+n])
+		r.head += n
+		if r.head > len(r.ready)/2 {
+			// Compact once half is taken: each stream is moved at most
+			// about once, however long the queue.
+			rest := copy(r.ready, r.ready[r.head:])
+			clear(r.ready[rest:])
+			r.ready, r.head = r.ready[:rest], 0
+		}
+		more := r.head < len(r.ready)
 		r.mu.Unlock()
 		if more {
 			r.cond.Signal()
