@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -211,6 +212,9 @@ func postParams(r *http.Request, limit int64) (*graphql.RawParams, error) {
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return nil, tooLarge() // a limit of the server's own, past it
 	}
+	if e, ok := errors.AsType[*sluice.Error](err); ok {
+		return nil, invalidRequest(e.Message) // the body's own fault: not UTF-8, too slow
+	}
 	if err != nil {
 		return nil, invalidRequest("could not read the request body")
 	}
@@ -244,6 +248,12 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // extensions (objects); null means absent. It returns the parameters, or a
 // message saying what is wrong.
 func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
+	// encoding/json would read invalid UTF-8 in a string (a query, a
+	// variable) as U+FFFD: refused instead. Over HTTP the body was
+	// checked as it was read already.
+	if !utf8.Valid(body) {
+		return nil, fmt.Sprintf("the request body is not valid UTF-8 at byte %d (counting from 0): it must be UTF-8 text, and what is not is refused, not replaced", firstInvalidUTF8(body))
+	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
 		return nil, "the request body is empty; send a JSON object with a query"
@@ -281,6 +291,19 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 		}
 	}
 	return p, ""
+}
+
+// firstInvalidUTF8 returns the offset of the first byte of b that is not
+// part of a valid UTF-8 character, or len(b).
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
 }
 
 // decodeObject decodes one JSON object (numbers as json.Number) into dst.

@@ -1,6 +1,7 @@
 // Package migrations embeds the numbered SQL files that create and evolve
 // Sluice's own tables (schema "sluice"). internal/postgres applies them in
-// order, each in one transaction with its version row, under an advisory lock.
+// order, each in one transaction with its version row, under a lock that
+// only Sluice's role can take (a row of sluice.locks).
 // File names are NNNN_name.sql; numbers start at 1 and have no gaps.
 package migrations
 

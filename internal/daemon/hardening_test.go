@@ -282,7 +282,7 @@ func TestTrickledBodyIsCut(t *testing.T) {
 // a body ends.
 func TestSlowBodiesAreCapped(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.MaxRequestBodies, c.BodyIdleTimeout, c.BodyMinRate = 2, 10*time.Second, 0 })
+	d := dt.Start(t, func(c *config.Config) { c.MaxRequestBodies, c.BodyIdleTimeout, c.BodyMinRate = 2, time.Minute, 0 })
 	d.CreateDatabase(t, "slow", "type Note { text: String }")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

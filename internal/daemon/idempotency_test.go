@@ -168,9 +168,11 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	eventually.True(t, 30*time.Second, "the first request holds its key", func() bool {
-		var n int
-		err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 7652 AND objsubid = 2 AND granted").Scan(&n)
-		return err == nil && n == 1
+		// A claim row's xmax is set by the lock of the first request
+		// (the row is new), and read here without taking it.
+		var locked bool
+		err := conn.QueryRow(ctx, "SELECT xmax <> '0' FROM sluice.idempotency_claims WHERE key = 'upload-1'").Scan(&locked)
+		return err == nil && locked
 	})
 	whole := head + tail
 	r := b.Do(t, dt.Admin(), "POST", "/api/document/admin/flight", whole, "Content-Type", "application/x-ndjson", "Idempotency-Key", "upload-1")

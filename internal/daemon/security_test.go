@@ -294,3 +294,42 @@ func TestOneOriginPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaShowsWhatARoleMayRead: GET /api/schema shows a reader and a
+// writer the schema without the fields their role may not read (names,
+// types, descriptions and comments), as their GraphQL schema does; the
+// admin gets the source as it was put.
+func TestSchemaShowsWhatARoleMayRead(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	const sdl = "# ssn: kept for the auditors\ntype Person {\n  name: String\n  \"tax number\"\n  ssn: String @private\n  salary: Int @protected(role: \"write\")\n}\n"
+	d.CreateDatabase(t, "staff", sdl)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"will","organization":"admin","password":"will-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/staff", `{"user":"rita","role":"read"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/staff", `{"user":"will","role":"write"}`)
+
+	if got := string(d.MustDo(t, 200, dt.Admin(), "GET", "/api/schema/admin/staff", nil).Body); got != sdl {
+		t.Errorf("admin's schema:\n%s\nwant the source:\n%s", got, sdl)
+	}
+	for _, c := range []struct {
+		user       string
+		auth       dt.Auth
+		show, hide []string
+	}{
+		{"rita", dt.Basic("rita", "rita-password"), []string{"name: String"}, []string{"ssn", "salary", "tax number", "auditors"}},
+		{"will", dt.Basic("will", "will-password"), []string{"name: String", "salary: Int"}, []string{"ssn", "tax number", "auditors"}},
+	} {
+		got := string(d.MustDo(t, 200, c.auth, "GET", "/api/schema/admin/staff", nil).Body)
+		for _, s := range c.show {
+			if !strings.Contains(got, s) {
+				t.Errorf("%s's schema lacks %q:\n%s", c.user, s, got)
+			}
+		}
+		for _, s := range c.hide {
+			if strings.Contains(got, s) {
+				t.Errorf("%s's schema shows %q:\n%s", c.user, s, got)
+			}
+		}
+	}
+}

@@ -1,13 +1,18 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // dbID returns the id of database admin/db (from its Postgres schema's
@@ -92,9 +97,11 @@ func TestSQLRoleCannotForgeTheLog(t *testing.T) {
 	tbl := w.table("Note")
 	victimLog := logOf(t, d, "victim")
 
+	// The uids Sluice draws next (the role cannot read them: say it
+	// guessed).
 	var txUID string
-	if err := queryString(w.url, fmt.Sprintf("SELECT sluice.tx_uid(%d)::text", victim), &txUID); err != nil {
-		t.Fatalf("tx_uid, a column default, is executable by any role: %v", err)
+	if err := queryString(d.DatabaseURL, "SELECT nextval('sluice.commit_uid_seq')::text", &txUID); err != nil {
+		t.Fatal(err)
 	}
 	next, _ := strconv.ParseInt(txUID, 10, 64)
 	settings := func(uid int64, n string) []string {
@@ -125,8 +132,6 @@ func TestSQLRoleCannotForgeTheLog(t *testing.T) {
 		attempts = append(attempts, append(settings(next+int64(k), strconv.Itoa(k)), fmt.Sprintf("INSERT INTO %s (text, n) VALUES ('planted', %d)", tbl, k)))
 	}
 	attempts = append(attempts,
-		// Registering commits of the victim without changes.
-		[]string{fmt.Sprintf("SELECT sluice.tx_uid(%d)", victim), fmt.Sprintf("SELECT sluice.tx_uid(%d) FROM generate_series(1, 50)", victim)},
 		// An INSERT that inserts nothing; a savepoint rolled back.
 		[]string{"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/d', 'x') ON CONFLICT DO NOTHING"},
 		[]string{"INSERT INTO " + tbl + " (_id, text) VALUES ('Note/e', 'e')", "SAVEPOINT s",
@@ -152,7 +157,11 @@ func TestSQLRoleCannotForgeTheLog(t *testing.T) {
 		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "UPDATE " + tbl + " SET n = 2"}, "leave Sluice's constraints deferred"},
 		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "DELETE FROM " + tbl + " WHERE _id = 'Note/h'"}, "leave Sluice's constraints deferred"},
 		{[]string{"SET CONSTRAINTS ALL IMMEDIATE", "TRUNCATE " + tbl}, "leave Sluice's constraints deferred"},
-		{[]string{fmt.Sprintf("INSERT INTO %s (_id, _commit_uid, text) VALUES ('Note/k', sluice.tx_uid(%d), 'k')", tbl, victim)}, "_commit_uid is Sluice's own"},
+		// Sluice's functions cannot even be named (the column defaults
+		// call them all the same): registering commits of the victim.
+		{[]string{fmt.Sprintf("SELECT sluice.tx_uid(%d)", victim), fmt.Sprintf("SELECT sluice.tx_uid(%d) FROM generate_series(1, 50)", victim)}, "permission denied for schema sluice"},
+		{[]string{fmt.Sprintf("INSERT INTO %s (_id, _commit_uid, text) VALUES ('Note/k', sluice.tx_uid(%d), 'k')", tbl, victim)}, "permission denied for schema sluice"},
+		{[]string{fmt.Sprintf("INSERT INTO %s (_id, _commit_uid, text) VALUES ('Note/k', %d, 'k')", tbl, next+500)}, "_commit_uid is Sluice's own"},
 		{[]string{"INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, afters) VALUES (1, 99, '{Note/x}', '{1}', '[{}]')"}, "permission denied"},
 		{[]string{"INSERT INTO sluice.capture_commits VALUES (pg_current_xact_id(), 1, 1, 'x')"}, "permission denied"},
 		{[]string{"DELETE FROM sluice.capture_commits"}, "permission denied"},
@@ -217,9 +226,9 @@ func TestSQLRoleCannotForgeTheLog(t *testing.T) {
 			sqlCommits++
 		}
 	}
-	// Every attempt wrote but the two of tx_uid and the ON CONFLICT; the
-	// IMMEDIATE one made two commits; and the final UPDATE.
-	if want := len(attempts) - 2 + 1 + 1; sqlCommits != want {
+	// Every attempt wrote but the ON CONFLICT; the IMMEDIATE one made two
+	// commits; and the final UPDATE.
+	if want := len(attempts) - 1 + 1 + 1; sqlCommits != want {
 		t.Errorf("%d commits by the role in the log, want %d", sqlCommits, want)
 	}
 }
@@ -332,4 +341,77 @@ func FuzzSQLCapture(f *testing.F) {
 // only the quote is special).
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// TestSQLRoleHoldsUpOnlyItsOwnDatabase: what a role granted DML on one
+// class of a database can hold up, and what not (docs/security.md). A
+// transaction whose commit it wrote early (SET CONSTRAINTS ALL IMMEDIATE
+// after a write) holds that database's commit counter while it stays
+// open: an API write to another class of that database, one the role has
+// no grant on, waits for it, and is made once it ends. Writes to another
+// database, and reads of its own, do not wait.
+func TestSQLRoleHoldsUpOnlyItsOwnDatabase(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "held", "type Note { text: String } type Other { text: String }")
+	d.CreateDatabase(t, "free", "type Note { text: String }")
+	w := newSQLWriter(t, d, "held")
+	sqlExec(t, d.DatabaseURL, "REVOKE ALL ON "+w.table("Other")+" FROM "+w.role)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, stmt := range []string{"BEGIN", "INSERT INTO " + w.table("Note") + " (text) VALUES ('sql')", "SET CONSTRAINTS ALL IMMEDIATE"} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO "+w.table("Other")+" (text) VALUES ('no grant')"); err == nil {
+		t.Fatal("the role wrote a class it has no grant on")
+	}
+	if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{"BEGIN", "INSERT INTO " + w.table("Note") + " (text) VALUES ('sql')", "SET CONSTRAINTS ALL IMMEDIATE"} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	answered := make(chan dt.Response, 1)
+	go func() {
+		answered <- d.Do(t, dt.Admin(), "POST", "/api/document/admin/held", `{"@type":"Other","@id":"Other/api","text":"api"}`)
+	}()
+	var sluiceRole string
+	if err := queryString(d.DatabaseURL, "SELECT value FROM sluice.settings WHERE key = 'writer_role'", &sluiceRole); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 30*time.Second, "the API write waits for a lock", func() bool {
+		var n string
+		err := queryString(d.DatabaseURL, "SELECT count(*)::text FROM pg_stat_activity WHERE usename = '"+sluiceRole+
+			"' AND wait_event_type = 'Lock' AND query LIKE '%commit_counters%'", &n)
+		return err == nil && n != "0"
+	})
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/free", `{"@type":"Note","@id":"Note/free","text":"free"}`)
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/held?type=Note", nil)
+	select {
+	case r := <-answered:
+		t.Fatalf("the write to the held database answered %d %s while the SQL transaction was open", r.Status, r.Body)
+	default:
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-answered; r.Status != 200 {
+		t.Fatalf("the write to the held database: %d %s", r.Status, r.Body)
+	}
+	replayed, tables := replayLog(t, d, "held"), tableState(t, d, "held", "Note")
+	for id, doc := range tableState(t, d, "held", "Other") {
+		tables[id] = doc
+	}
+	if len(replayed) != 2 || len(tables) != 2 || replayed["Other/api"] != tables["Other/api"] {
+		t.Fatalf("the replayed log %v, the tables %v", replayed, tables)
+	}
 }

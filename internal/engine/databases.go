@@ -158,9 +158,20 @@ func (e *Engine) systemWrite(ctx context.Context, u *sluice.User, message string
 }
 
 // Schema returns the SDL of a database u can read.
-func (e *Engine) Schema(ctx context.Context, u *sluice.User, org, name string) (*sluice.Schema, error) {
-	_, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
-	return s, err
+//
+// It is what u's role may see (schema.VisibleSDL): below admin, the
+// fields the role may not read are left out, as they are from the
+// GraphQL schema the role is served.
+func (e *Engine) Schema(ctx context.Context, u *sluice.User, org, name string) (string, error) {
+	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	if err != nil {
+		return "", err
+	}
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return "", err
+	}
+	return schema.VisibleSDL(s.SDL, role)
 }
 
 // SchemaChange reports what PutSchema did.

@@ -233,7 +233,11 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 		}
 		return &BatchResult{Commit: c, Replayed: answer}, nil
 	}
-	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax,
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, err
+	}
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax, Keep: keepHidden(role, s),
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
 			for i, op := range ops {
 				var err error

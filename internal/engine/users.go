@@ -22,8 +22,8 @@ const (
 // _system database exist. When adminPassword is set, the admin password is
 // (re)set to it; when it is empty and the admin user is new, a random password
 // is generated and returned so the caller can print it once. Concurrent
-// bootstraps (replicas starting together) are serialized by an advisory
-// lock that each step takes in its transaction.
+// bootstraps (replicas starting together) are serialized by a lock that
+// each step takes in its transaction (postgres.Tx.LockBootstrap).
 func (e *Engine) Bootstrap(ctx context.Context, adminPassword string) (generated string, err error) {
 	if err := e.bootstrapSystem(ctx); err != nil {
 		return "", fmt.Errorf("bootstrap: %w", err)
@@ -35,13 +35,10 @@ func (e *Engine) Bootstrap(ctx context.Context, adminPassword string) (generated
 	return generated, nil
 }
 
-// bootstrapLock is the advisory lock of the bootstrap steps.
-const bootstrapLock = "sluice bootstrap"
-
 // bootstrapSystem creates the _system database unless it exists.
 func (e *Engine) bootstrapSystem(ctx context.Context) error {
 	_, err := e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.AdvisoryLock(ctx, bootstrapLock); err != nil {
+		if err := tx.LockBootstrap(ctx); err != nil {
 			return err
 		}
 		sys := &sluice.Database{Org: sluice.SystemOrg, Name: sluice.SystemDB, Label: "System database"}
@@ -80,7 +77,7 @@ func (e *Engine) bootstrapAdmin(ctx context.Context, adminPassword string) (gene
 		}
 		u := &sluice.User{Name: AdminUser, Org: AdminOrg, Superuser: true}
 		_, err = e.systemWrite(ctx, u, "bootstrap", func(ctx context.Context, tx *postgres.Tx) error {
-			if err := tx.AdvisoryLock(ctx, bootstrapLock); err != nil {
+			if err := tx.LockBootstrap(ctx); err != nil {
 				return err
 			}
 			if _, _, err := tx.UserByName(ctx, AdminUser); err == nil {

@@ -285,12 +285,20 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		return e.refused(ctx, u, d, opt, errNoDocuments)
 	}
 	answer := func() ([]byte, error) { return json.Marshal(v.ids) }
+	var keep func(replacement, stored []byte) (*sluice.Document, error)
+	if !insert {
+		role, err := e.Role(ctx, u, d)
+		if err != nil {
+			return nil, err
+		}
+		keep = keepHidden(role, s)
+	}
 	if len(first) <= groupMax {
 		r, err := postgres.EncodeRows(s, first)
 		if err != nil {
 			return nil, err
 		}
-		spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
+		spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true, Keep: keep,
 			Documents: func(ctx context.Context, w *postgres.Writer) error { return write(ctx, w, r) }}
 		res := &WriteResult{IDs: v.ids}
 		out, err := e.write(ctx, u, d, spec, opt, res)
@@ -310,7 +318,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 	defer processGC.end(e.gcPercent)
 	var chunks *chunkReader
 	key := e.idempotencyKey(u, opt, answer)
-	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key,
+	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key, Keep: keep,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
 			// The reader starts once the transaction has begun. Started
 			// before, it kept a core busy validating, and with two cores

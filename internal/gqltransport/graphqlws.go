@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/coder/websocket"
@@ -296,6 +297,11 @@ func (sc *socket) read() {
 		}
 		if typ != websocket.MessageText {
 			sc.closeWith(4400, "graphql-transport-ws messages are text")
+			return
+		}
+		if !utf8.Valid(data) {
+			// encoding/json would read it as U+FFFD.
+			sc.closeWith(4400, "Invalid message: not valid UTF-8")
 			return
 		}
 		var m wsMessage

@@ -69,7 +69,11 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	for i := range cols {
 		v, ok, err := cols[i].value()
 		if err != nil {
-			return res, fmt.Errorf("aggregate %s(%s): %w", q.Aggs[i].Op, q.Aggs[i].Field, err)
+			// Of a value no field can hold (see rowToDocument): null,
+			// as a document leaves such a value out.
+			db.logger.Warn("an aggregate's value is one its field's type cannot hold; it answers null",
+				"database", d.Path(), "class", q.Class, "aggregate", q.Aggs[i].Op, "field", q.Aggs[i].Field, "err", err)
+			continue
 		}
 		if ok {
 			res.Values[i] = v
@@ -174,7 +178,7 @@ func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 		case sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarDateTime:
 			return op + "(" + col + ")", f, nil
 		case sluice.ScalarBigInt:
-			return op + "(" + col + ")::text", scalar(sluice.ScalarString), nil // exact decimal text
+			return op + "(" + col + ")::text", f, nil // exact decimal text
 		case sluice.ScalarString, sluice.ScalarID:
 			return op + "(" + col + ` COLLATE "C")`, f, nil
 		}
@@ -183,7 +187,7 @@ func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 		case f.Type.Name == sluice.ScalarFloat:
 			return "sum(" + col + ")", f, nil
 		case numeric:
-			return "sum(" + col + ")::text", scalar(sluice.ScalarString), nil
+			return "sum(" + col + ")::text", scalar(sluice.ScalarBigInt), nil
 		}
 	case "avg":
 		if f.Type.Name == sluice.ScalarFloat {

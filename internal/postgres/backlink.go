@@ -39,7 +39,7 @@ func (db *DB) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if err != nil || st == nil {
 		return out, err
 	}
-	rr := &backlinkRows{docRows: docRows{d: d, s: s, classes: st.classes}}
+	rr := &backlinkRows{docRows: docRows{db: db, d: d, s: s, classes: st.classes}}
 	docs, err := db.readRows(ctx, d, st.sql, st.args, rr)
 	if err != nil {
 		return nil, err

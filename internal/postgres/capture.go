@@ -31,8 +31,10 @@ const writerSetting = "sluice.writer"
 const captureVersion = "capture/1"
 
 // captureSpec returns the validation arguments of class c's capture
-// trigger (see sluice.check_document): its required fields, lists,
-// subdocuments and enums.
+// trigger (see sluice.check_document, migrations 7 and 14): its required
+// fields, lists and the kind of their elements, subdocuments, enums, and
+// the Float, BigInt and DateTime fields, whose columns can hold values
+// the API cannot read (NaN, infinities, times outside years 1 to 9999).
 func captureSpec(s *sluice.Schema, c *sluice.Class) []string {
 	var spec []string
 	for _, f := range c.Fields {
@@ -42,8 +44,20 @@ func captureSpec(s *sluice.Schema, c *sluice.Class) []string {
 		switch {
 		case f.List:
 			spec = append(spec, "list:"+f.Name)
+			if kind := elementKind(f.Type); kind != "" {
+				spec = append(spec, "elems:"+f.Name+":"+kind)
+			}
 		case f.Type.Kind == sluice.TypeSubdocument:
 			spec = append(spec, "obj:"+f.Name)
+		case f.Type.Kind == sluice.TypeScalar:
+			switch f.Type.Name {
+			case sluice.ScalarFloat:
+				spec = append(spec, "float:"+f.Name)
+			case sluice.ScalarBigInt:
+				spec = append(spec, "bigint:"+f.Name)
+			case sluice.ScalarDateTime:
+				spec = append(spec, "time:"+f.Name)
+			}
 		}
 		if f.Type.Kind == sluice.TypeEnum {
 			if e := s.Enums[f.Type.Name]; e != nil {
@@ -52,6 +66,34 @@ func captureSpec(s *sluice.Schema, c *sluice.Class) []string {
 		}
 	}
 	return spec
+}
+
+// elementKind returns the kind sluice.is_value checks the elements of a
+// list of t against ("" for enums, which their own argument checks).
+func elementKind(t sluice.FieldType) string {
+	switch t.Kind {
+	case sluice.TypeEnum:
+		return ""
+	case sluice.TypeReference:
+		return "string"
+	case sluice.TypeSubdocument:
+		return "obj"
+	}
+	switch t.Name {
+	case sluice.ScalarInt:
+		return "int"
+	case sluice.ScalarFloat:
+		return "float"
+	case sluice.ScalarBigInt:
+		return "bigint"
+	case sluice.ScalarBoolean:
+		return "bool"
+	case sluice.ScalarDateTime:
+		return "time"
+	case sluice.ScalarString, sluice.ScalarID:
+		return "string"
+	}
+	return "any"
 }
 
 // captureSQL returns the statements that give the table of class c of

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -151,10 +152,15 @@ func rowVersion(row map[string]any) string {
 
 // rowToDocument converts a table row, read as to_jsonb(row) and decoded with
 // UseNumber, back to the normalized document that was written. Columns that
-// the current schema no longer has are ignored.
-func rowToDocument(c *sluice.Class, row map[string]any) (*sluice.Document, error) {
+// the current schema no longer has are ignored. A column holding a value
+// its field's type cannot (a Float NaN, an infinite DateTime, a list
+// element of another type: what Postgres stores and the API never
+// writes, possible in rows written in SQL before such rows were refused)
+// is left out of the document and named in unreadable, so that one such
+// row does not fail every read of its class.
+func rowToDocument(c *sluice.Class, row map[string]any) (doc *sluice.Document, unreadable []string) {
 	id, _ := row[colID].(string)
-	doc := &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(c.Fields))}
+	doc = &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(c.Fields))}
 	for _, f := range c.Fields {
 		v, ok := row[f.Name]
 		if !ok || v == nil {
@@ -162,13 +168,17 @@ func rowToDocument(c *sluice.Class, row map[string]any) (*sluice.Document, error
 		}
 		nv, err := fromColumn(f, v)
 		if err != nil {
-			return nil, fmt.Errorf("%s: column %s: %w", id, f.Name, err)
+			unreadable = append(unreadable, f.Name)
+			continue
 		}
 		doc.Fields[f.Name] = nv
 	}
-	return doc, nil
+	return doc, unreadable
 }
 
+// fromColumn returns the normalized value of field f from v, its column's
+// value as to_jsonb gives it, or an error when v is not a value of f's
+// type the API could have written.
 func fromColumn(f *sluice.Field, v any) (any, error) {
 	if columnType(f) == "jsonb" {
 		if f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON && !f.List {
@@ -185,26 +195,50 @@ func fromColumn(f *sluice.Field, v any) (any, error) {
 		}
 		return n.Int64()
 	case sluice.ScalarFloat:
-		n, ok := v.(json.Number)
+		n, ok := v.(json.Number) // NaN and the infinities are strings
 		if !ok {
-			return nil, fmt.Errorf("not a number")
+			return nil, fmt.Errorf("not a finite number")
 		}
 		return n.Float64()
 	case sluice.ScalarDateTime:
 		s, _ := v.(string)
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return nil, err
-		}
-		return t.UTC().Format(time.RFC3339Nano), nil
+		return dateTimeValue(s)
 	case sluice.ScalarBigInt:
 		n, ok := v.(json.Number)
-		if !ok {
-			return nil, fmt.Errorf("not a number")
+		if !ok || !isInteger(string(n)) {
+			return nil, fmt.Errorf("not a whole number")
 		}
 		return n.String(), nil
 	}
 	return v, nil
+}
+
+// dateTimeValue returns the normalized form of s, a timestamptz's text as
+// to_jsonb gives it, or an error for a time the API cannot write: infinite,
+// or outside years 1 to 9999 in UTC (which Postgres writes with a five
+// digit year or "BC", and time.Parse refuses).
+func dateTimeValue(s string) (string, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return "", err
+	}
+	return checkedTime(t)
+}
+
+// checkedTime returns t in the normalized DateTime form, or an error when
+// it is outside years 1 to 9999 in UTC.
+func checkedTime(t time.Time) (string, error) {
+	t = t.UTC()
+	if t.Year() < 1 || t.Year() > 9999 {
+		return "", fmt.Errorf("a time outside years 1 to 9999")
+	}
+	return t.Format(time.RFC3339Nano), nil
+}
+
+// isInteger reports whether s is an optional minus and decimal digits.
+func isInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	return s != "" && strings.Trim(s, "0123456789") == ""
 }
 
 // normalizeJSON turns a list or subdocument value read back from jsonb into
@@ -232,11 +266,22 @@ func normalizeJSON(f *sluice.Field, v any) (any, error) {
 }
 
 func normalizeElem(f *sluice.Field, v any) (any, error) {
+	if v == nil {
+		return nil, fmt.Errorf("a null element")
+	}
 	switch f.Type.Kind {
 	case sluice.TypeSubdocument:
 		// Subdocument fields are re-normalized by type when read through a
 		// schema (see DocumentJSON); numbers stay json.Number here, which
 		// marshals to the same text.
+		if _, ok := v.(map[string]any); !ok {
+			return nil, fmt.Errorf("not an object")
+		}
+		return v, nil
+	case sluice.TypeEnum, sluice.TypeReference:
+		if _, ok := v.(string); !ok {
+			return nil, fmt.Errorf("not a string")
+		}
 		return v, nil
 	case sluice.TypeScalar:
 		switch f.Type.Name {
@@ -245,11 +290,35 @@ func normalizeElem(f *sluice.Field, v any) (any, error) {
 			return json.RawMessage(b), err
 		case sluice.ScalarInt:
 			if n, ok := v.(json.Number); ok {
-				return n.Int64()
+				return strconv.ParseInt(string(n), 10, 32)
 			}
+			return nil, fmt.Errorf("not an Int")
 		case sluice.ScalarFloat:
 			if n, ok := v.(json.Number); ok {
 				return n.Float64()
+			}
+			return nil, fmt.Errorf("not a number")
+		case sluice.ScalarBoolean:
+			if _, ok := v.(bool); !ok {
+				return nil, fmt.Errorf("not a boolean")
+			}
+		case sluice.ScalarDateTime:
+			if s, ok := v.(string); ok {
+				return dateTimeValue(s)
+			}
+			return nil, fmt.Errorf("not a DateTime")
+		case sluice.ScalarBigInt:
+			// Written as a string of digits; a whole JSON number reads too.
+			if s, ok := v.(string); ok && isInteger(s) {
+				return s, nil
+			}
+			if n, ok := v.(json.Number); ok && isInteger(string(n)) {
+				return n.String(), nil
+			}
+			return nil, fmt.Errorf("not a whole number")
+		case sluice.ScalarString, sluice.ScalarID:
+			if _, ok := v.(string); !ok {
+				return nil, fmt.Errorf("not a string")
 			}
 		}
 	}
@@ -334,6 +403,16 @@ func appendJSONString(buf []byte, s string) []byte {
 	return append(buf, '"')
 }
 
+// unreadable logs, when fields is not empty, that document id of database
+// d holds values of those fields that their types cannot hold, which were
+// left out of what was read (see rowToDocument).
+func (db *DB) unreadable(d *sluice.Database, id string, fields []string) {
+	if len(fields) > 0 {
+		db.logger.Warn("a document holds values its fields' types cannot hold; they are left out of what is read",
+			"database", d.Path(), "document", id, "fields", fields)
+	}
+}
+
 // decodeRow decodes to_jsonb(row) text keeping numbers exact.
 func decodeRow(b []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -347,29 +426,15 @@ func decodeRow(b []byte) (map[string]any, error) {
 
 // rowImage returns the document image (DocumentJSON) of a table row of
 // class c read as row_to_json, as the capture triggers record rows written
-// through SQL. A field whose value the class's type cannot hold (possible
-// only for what the triggers do not check, such as the elements of a
-// list) is left out and named in dropped, rather than failing the
+// through SQL. A field whose value the class's type cannot hold (see
+// rowToDocument) is left out and named in dropped, rather than failing the
 // commit's delivery.
 func rowImage(c *sluice.Class, raw []byte) (img []byte, dropped []string, err error) {
 	row, err := decodeRow(raw)
 	if err != nil {
 		return nil, nil, err
 	}
-	id, _ := row[colID].(string)
-	doc := &sluice.Document{ID: id, Type: c.Name, Fields: make(map[string]any, len(c.Fields))}
-	for _, f := range c.Fields {
-		v, ok := row[f.Name]
-		if !ok || v == nil {
-			continue
-		}
-		nv, err := fromColumn(f, v)
-		if err != nil {
-			dropped = append(dropped, f.Name)
-			continue
-		}
-		doc.Fields[f.Name] = nv
-	}
+	doc, dropped := rowToDocument(c, row)
 	img, err = DocumentJSON(c, doc)
 	return img, dropped, err
 }

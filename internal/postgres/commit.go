@@ -58,6 +58,14 @@ type WriteSpec struct {
 	// Idempotency, when set, makes the write idempotent under its key
 	// (see idempotency.go); it needs Documents.
 	Idempotency *IdempotencyKey
+
+	// Keep, when set, is called by a replace for each document it
+	// replaces, under the document's row lock, with the replacement's
+	// JSON and the stored document's (both in API form): it returns the
+	// document to write instead, or nil to write the replacement as it
+	// is. The engine uses it to keep the stored values of the fields the
+	// writer's role cannot read.
+	Keep func(replacement, stored []byte) (*sluice.Document, error)
 }
 
 // OnCommit makes DB.Write call fn with every commit, once it is durable
@@ -104,6 +112,21 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	if err := spec.Meta.Check(); err != nil {
 		return nil, err
 	}
+	if k := spec.Idempotency; k != nil {
+		if err := db.prepareKey(ctx, k); err != nil {
+			return nil, err
+		}
+		c, err := db.write(ctx, spec)
+		if err != nil || k.Replayed != nil {
+			db.releaseKey(ctx, k) // its commit, had it made one, deleted it
+		}
+		return c, err
+	}
+	return db.write(ctx, spec)
+}
+
+// write is Write once the write's key, if any, has its claim.
+func (db *DB) write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error) {
 	if spec.Group && spec.Before == nil && spec.Documents != nil {
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
@@ -113,7 +136,7 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	replayed := false
 	err := db.transact(ctx, func(tx *Tx) error {
 		if k := spec.Idempotency; k != nil {
-			first, refused, err := tx.claim(ctx, spec.Database, k)
+			first, refused, err := tx.claim(ctx, spec.Database, k, true)
 			if err != nil {
 				return err
 			}

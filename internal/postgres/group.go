@@ -252,7 +252,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 					j.err = errKeyInFlight
 					return nil
 				}
-				first, refused, err := tx.claim(ctx, j.spec.Database, k)
+				first, refused, err := tx.claim(ctx, j.spec.Database, k, true)
 				switch {
 				case err != nil:
 					return err

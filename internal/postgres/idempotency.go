@@ -12,18 +12,26 @@ import (
 	"github.com/sluice-dev/sluice"
 )
 
-// Idempotent writes. A write with an IdempotencyKey first takes, in its
-// transaction (its own, or a group-commit batch's), a transaction-scoped
-// advisory lock named by the user and the key, without waiting: a request
-// that finds it held answers that the first is still running. Holding it,
-// the write looks the key up: a key recorded by an earlier write answers
-// that write's answer again, and nothing is written; otherwise the write
-// runs, and the key, the request's hash and the answer are inserted in the
-// same round trip as the commit row, before COMMIT. So a key is recorded
-// if and only if its write committed, whichever replica runs the retry,
-// even when the first answer was lost with its connection. The lock is
-// released at the end of the transaction, commit or rollback, and by
-// Postgres when a process dies.
+// Idempotent writes. A write with an IdempotencyKey first makes sure its
+// key has a claim, a row of sluice.idempotency_claims, in a statement of
+// its own that commits at once (prepareKey). Then, in its transaction (its
+// own, or a group-commit batch's), it locks that row without waiting (FOR
+// UPDATE SKIP LOCKED): a request that finds it locked answers that the
+// first is still running. Holding it, the write looks the key up: a key
+// recorded by an earlier write answers that write's answer again, and
+// nothing is written; otherwise the write runs, and the key, the request's
+// hash and the answer are inserted, and the claim deleted, in the same
+// round trip as the commit row, before COMMIT. So a key is recorded if and
+// only if its write committed, whichever replica runs the retry, even when
+// the first answer was lost with its connection. The lock is released at
+// the end of the transaction, commit or rollback, and by Postgres when a
+// process dies; a write that did not record its key deletes its claim
+// after (releaseKey), and claims left by a process that died are pruned.
+//
+// Only Sluice's role may lock a claim (migration 14). The lock was an
+// advisory lock named by the user and the key before: any role that may
+// connect can take any advisory lock, and pg_locks shows the keys held,
+// so another role could make a key answer "still running" for good.
 
 // IdempotencyKey makes a write idempotent under Key for the user UserID.
 type IdempotencyKey struct {
@@ -60,32 +68,45 @@ type idempotencyName struct {
 // check the user's bound (see claim).
 const keySample = 64
 
-// idempotencyLockClass is the first key of the two-key advisory locks of
-// idempotency keys, which keeps them apart from every other advisory lock
-// of Sluice (the one-key form, a space of its own).
-const idempotencyLockClass = 0x1de4
+// prepareKey makes sure k has a claim to lock (see claim), in a statement
+// of its own.
+func (db *DB) prepareKey(ctx context.Context, k *IdempotencyKey) error {
+	_, err := db.pool.Exec(ctx, "INSERT INTO sluice.idempotency_claims (user_id, key) VALUES ($1, $2) ON CONFLICT DO NOTHING", k.UserID, k.Key)
+	return mapError(err)
+}
 
-// claim takes k's lock in t's transaction and looks k up, in one round
+// releaseKey deletes k's claim unless another request holds it: the
+// claim of a write that did not record k (it failed, or was answered by
+// k). Whatever fails here, the claim is pruned later.
+func (db *DB) releaseKey(ctx context.Context, k *IdempotencyKey) {
+	_, _ = db.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM sluice.idempotency_claims WHERE (user_id, key) IN
+		(SELECT user_id, key FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED)`, k.UserID, k.Key)
+}
+
+// claim locks k's claim in t's transaction and looks k up, in one round
 // trip. It returns the commit of the write that recorded k (setting
 // k.Replayed), nil when k is new, or refused, an error that refuses this
 // write alone (the transaction goes on): Conflict while another request
 // holds the key, Unprocessable when k was recorded for another request,
 // TooManyRequests when the user keeps k.MaxKeys keys. err is an error of
-// the transaction.
-func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (first *sluice.Commit, refused, err error) {
+// the transaction. prepared says the caller made k's claim (prepareKey):
+// not finding it then means that another request just deleted it, and
+// the write is refused as if that one were still running (a retry finds
+// what it did); a look-up alone (Recorded) makes none, and a key without
+// one is held by no one.
+func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, prepared bool) (first *sluice.Commit, refused, err error) {
 	k.Replayed = nil
-	lock := "pg_try_advisory_xact_lock($1::int, hashtext($2::bigint::text || '/' || $3::text))"
 	b := &pgx.Batch{}
-	b.Queue("SELECT "+lock, idempotencyLockClass, k.UserID, k.Key)
-	// The statements after the lock's are statements of their own, so
-	// their snapshots are taken once it is held: they see the key of a
-	// write that committed just before. Without the lock, only the lock's
-	// answer counts, and the DELETE (of an expired key) deletes nothing:
-	// with the lock's condition, it does not wait for a row of the key
-	// that the holder is changing.
-	b.Queue(`DELETE FROM sluice.idempotency_keys WHERE user_id = $2 AND key = $3
-		AND created_at <= now() - make_interval(secs => $4) AND `+lock,
-		idempotencyLockClass, k.UserID, k.Key, k.Retention.Seconds())
+	// The expired key is deleted only by the holder of its claim: without
+	// it, the DELETE would wait for the row of the key that the holder is
+	// changing. The look-up after is a statement of its own, so its
+	// snapshot is taken once the claim is held: it sees the key of a write
+	// that committed just before.
+	b.Queue(`WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED),
+			expired AS (DELETE FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
+				AND created_at <= now() - make_interval(secs => $3) AND EXISTS (SELECT 1 FROM claim))
+		SELECT EXISTS (SELECT 1 FROM claim), EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)`,
+		k.UserID, k.Key, k.Retention.Seconds())
 	b.Queue("SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2", k.UserID, k.Key)
 	// Counting a user's keys reads up to MaxKeys of them: it is done for
 	// a random sample of claims, one in MaxKeys/keySample (each, up to
@@ -99,11 +120,8 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (
 	}
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
-	var locked bool
-	if err := br.QueryRow().Scan(&locked); err != nil {
-		return nil, nil, mapError(err)
-	}
-	if _, err := br.Exec(); err != nil {
+	var locked, exists bool
+	if err := br.QueryRow().Scan(&locked, &exists); err != nil {
 		return nil, nil, mapError(err)
 	}
 	var dbID int64
@@ -124,7 +142,7 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (
 		return nil, nil, mapError(err)
 	}
 	switch {
-	case !locked:
+	case !locked && (exists || prepared):
 		return nil, errKeyInFlight, nil
 	case !found && count && kept >= k.MaxKeys:
 		return nil, &sluice.Error{Code: sluice.CodeTooMany, Retry: time.Minute,
@@ -157,7 +175,7 @@ var errKeyInFlight = &sluice.Error{Code: sluice.CodeConflict, Retry: time.Second
 func (db *DB) Recorded(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (*sluice.Commit, error) {
 	var first *sluice.Commit
 	err := db.transact(ctx, func(tx *Tx) error {
-		c, refused, err := tx.claim(ctx, d, k)
+		c, refused, err := tx.claim(ctx, d, k, false)
 		if err != nil {
 			return err
 		}
@@ -174,7 +192,7 @@ func (db *DB) Recorded(ctx context.Context, d *sluice.Database, k *IdempotencyKe
 }
 
 // recordKey queues, in b, the statement that records k for the write w,
-// behind its commit row.
+// behind its commit row, and deletes k's claim.
 func recordKey(b *pgx.Batch, w *Writer, k *IdempotencyKey) error {
 	request, err := k.Request()
 	if err != nil {
@@ -184,7 +202,8 @@ func recordKey(b *pgx.Batch, w *Writer, k *IdempotencyKey) error {
 	if err != nil {
 		return err
 	}
-	b.Queue(`INSERT INTO sluice.idempotency_keys (user_id, key, db_id, request, seq, uid, answer)
+	b.Queue(`WITH claim AS (DELETE FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)
+		INSERT INTO sluice.idempotency_keys (user_id, key, db_id, request, seq, uid, answer)
 		SELECT $1, $2, db_id, $3, seq, uid, $4 FROM sluice.commits WHERE uid = $5`,
 		k.UserID, k.Key, request, answer, w.uid)
 	return nil
@@ -192,8 +211,14 @@ func recordKey(b *pgx.Batch, w *Writer, k *IdempotencyKey) error {
 
 // PruneIdempotencyKeys deletes the idempotency keys older than retention,
 // in statements of at most pruneBatch keys, and returns how many it
-// deleted.
+// deleted. It also deletes the claims older than claimTTL that no request
+// holds: those of processes that died while writing.
 func (db *DB) PruneIdempotencyKeys(ctx context.Context, retention time.Duration) (int64, error) {
+	if _, err := db.pool.Exec(ctx, `DELETE FROM sluice.idempotency_claims WHERE (user_id, key) IN (SELECT user_id, key
+			FROM sluice.idempotency_claims WHERE created_at <= now() - make_interval(secs => $1) LIMIT $2 FOR UPDATE SKIP LOCKED)`,
+		claimTTL.Seconds(), pruneBatch); err != nil {
+		return 0, mapError(err)
+	}
 	var total int64
 	for {
 		tag, err := db.pool.Exec(ctx, `DELETE FROM sluice.idempotency_keys WHERE ctid = ANY(ARRAY(
@@ -208,6 +233,12 @@ func (db *DB) PruneIdempotencyKeys(ctx context.Context, retention time.Duration)
 		}
 	}
 }
+
+// claimTTL is the age from which a claim no request holds is pruned.
+// Requests delete their own claims; a claim a request is about to lock
+// and that pruning deletes first makes it answer "still running", so the
+// age is well past how long that takes.
+const claimTTL = time.Hour
 
 // pruneBatch bounds the keys one statement of PruneIdempotencyKeys
 // deletes, so that each stays well within statement_timeout.

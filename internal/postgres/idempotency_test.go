@@ -3,8 +3,11 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -110,6 +113,12 @@ func TestGroupCommitWithIdempotencyKeys(t *testing.T) {
 	retry := b.job("old again", insert("o-again"))
 	retry.spec.Idempotency = key("old", "o-again")
 	plain := b.job("plain", insert("plain"))
+	// What DB.Write does before a keyed job joins a batch.
+	for _, j := range []*job{first, second, retry} {
+		if err := db.prepareKey(ctx, j.spec.Idempotency); err != nil {
+			t.Fatal(err)
+		}
+	}
 	b.run(t, ctx, lead, first, second, retry, plain)
 
 	for _, j := range []*job{lead, first, plain} {
@@ -137,5 +146,98 @@ func TestGroupCommitWithIdempotencyKeys(t *testing.T) {
 	}
 	if got := hook.seqs(); len(got) != 4 {
 		t.Fatalf("hook saw commits %v, want old's and the batch's three", got)
+	}
+}
+
+// TestIdempotencyClaims: a key's claim (the row its writes lock) is gone
+// once a write records the key, once a write fails, and once a retry is
+// answered by the key; a claim another transaction holds makes a write
+// with the key answer that the first is still running, and is not pruned,
+// while one left by a process that died is.
+func TestIdempotencyClaims(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	write := func(key, doc string) error {
+		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: 10,
+			Request: func() ([]byte, error) { return []byte(doc), nil },
+			Answer:  func() ([]byte, error) { return json.Marshal([]string{doc}) }}
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Idempotency: k,
+			Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(doc)) }})
+		return err
+	}
+	claims := func() int {
+		t.Helper()
+		var n int
+		if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM sluice.idempotency_claims").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, w := range []struct{ key, doc, want string }{
+		{"a", "a", ""},                    // recorded
+		{"a", "a", ""},                    // answered by the key
+		{"a", "other", "another request"}, // refused: another request
+		{"b", "a", "already exists"},      // failed
+	} {
+		if err := write(w.key, w.doc); w.want == "" && err != nil || w.want != "" && (err == nil || !strings.Contains(err.Error(), w.want)) {
+			t.Fatalf("write of %s with key %s: %v, want %q", w.doc, w.key, err, w.want)
+		}
+		if n := claims(); n != 0 {
+			t.Fatalf("after the write of %s with key %s: %d claims left", w.doc, w.key, n)
+		}
+	}
+
+	// A claim held by another transaction: the write is refused at once.
+	tx, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after the test
+	if _, err := tx.Exec(ctx, "INSERT INTO sluice.idempotency_claims (user_id, key, created_at) VALUES ($1, 'held', now() - interval '2 hours'), ($1, 'left', now() - interval '2 hours')", uid); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx) //nolint:errcheck // after the test
+	if _, err := holder.Exec(ctx, "SELECT 1 FROM sluice.idempotency_claims WHERE key = 'held' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("held", "h"); sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "still running") {
+		t.Fatalf("a write whose key another holds: %v", err)
+	}
+	if _, err := db.PruneIdempotencyKeys(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	rows, err := db.pool.Query(ctx, "SELECT key FROM sluice.idempotency_claims ORDER BY key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || strings.Join(left, ",") != "held" {
+		t.Fatalf("claims after pruning: %v (%v), want the held one", left, err)
+	}
+	if err := holder.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := write("held", "h"); err != nil {
+		t.Fatalf("the write once the claim is free: %v", err)
+	}
+	if n := claims(); n != 0 {
+		t.Fatalf("%d claims left", n)
 	}
 }

@@ -13,10 +13,6 @@ import (
 	"github.com/sluice-dev/sluice/migrations"
 )
 
-// migrationLockKey is the advisory lock key that serializes migrations across
-// replicas starting at once ("sluice" in ASCII).
-const migrationLockKey = 0x736c75696365
-
 type migration struct {
 	version int
 	name    string
@@ -96,8 +92,8 @@ func LatestVersion() int {
 }
 
 // Migrate applies every migration the database lacks, each in one
-// transaction with its version row, holding an advisory lock so concurrent
-// starts apply each migration once. A database migrated by a newer binary
+// transaction with its version row, holding a lock (locks.go) so
+// concurrent starts apply each migration once. A database migrated by a newer binary
 // is refused unless every migration this one lacks says it may run beside
 // them (readable_by, see migrations/0010_rolling_upgrades.sql): then
 // nothing is applied. It refuses a database that is Sluice's as another
@@ -135,12 +131,15 @@ func (db *DB) migrateTo(ctx context.Context, target int) (int, error) {
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(migrationLockKey)); err != nil {
-		return 0, fmt.Errorf("migrate: take lock: %w", err)
+	if err := ensureLocks(ctx, conn); err != nil {
+		return 0, fmt.Errorf("migrate: make the locks' table: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(migrationLockKey)) //nolint:errcheck // released with the session anyway
-	if _, err := conn.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS sluice;
-		CREATE TABLE IF NOT EXISTS sluice.schema_migrations (
+	release, err := db.holdLock(ctx, lockMigrate)
+	if err != nil {
+		return 0, fmt.Errorf("migrate: %w", err)
+	}
+	defer release()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS sluice.schema_migrations (
 			version integer PRIMARY KEY,
 			name text NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {

@@ -180,11 +180,12 @@ func (b *sqlBuilder) pastStatement(sql string) string {
 
 // pastUnion returns the FROM source of a query of several classes (q.Class
 // and its subclasses, q.Classes) as of b's past position: one flat union,
-// two branches a class, whose rows are (cls, the class's index in
+// two branches a class, whose rows are (_cls, the class's index in
 // q.Classes; the id and commit uid; q.Class's fields, which every
-// subclass has, for filters and ordering; j, the row's JSON as docRows
+// subclass has, for filters and ordering; _j, the row's JSON as docRows
 // reads it; _past), and the condition (asItWas) each row must meet, on
-// alias.
+// alias. The columns of its own are named with a leading "_", as no
+// field's can be.
 func (b *sqlBuilder) pastUnion(q DocQuery, alias string) (string, string) {
 	parent := b.schema.Class(q.Class)
 	var branches []string
@@ -196,12 +197,12 @@ func (b *sqlBuilder) pastUnion(q DocQuery, alias string) (string, string) {
 		list := strings.Join(cols, ", ")
 		branches = append(branches,
 			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "t")+", %s AS j, false AS _past FROM %s t", rowJSONSQL(b.schema.Class(name), q.Fields, "t"), classTable(b.db, name)),
-			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "x")+", to_jsonb(x), true FROM %s x", b.pastRows(name)))
+			fmt.Sprintf("SELECT "+fmt.Sprintf(list, "x")+", to_jsonb(x.*), true FROM %s x", b.pastRows(name)))
 	}
-	cols := []string{"cls", colID, colCommitUID}
+	cols := []string{"_cls", colID, colCommitUID}
 	for _, f := range parent.Fields {
 		cols = append(cols, ident(f.Name))
 	}
-	cols = append(cols, "j", "_past")
+	cols = append(cols, "_j", "_past")
 	return "(" + strings.Join(branches, " UNION ALL ") + ") " + alias + "(" + strings.Join(cols, ", ") + ")", b.asItWas(alias)
 }

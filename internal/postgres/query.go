@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/filter"
@@ -79,7 +81,7 @@ func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.
 	if err != nil || st == nil {
 		return nil, err
 	}
-	return db.readRows(ctx, d, st.sql, st.args, st.rows(d, s))
+	return db.readRows(ctx, d, st.sql, st.args, st.rows(db, d, s))
 }
 
 // QueryDocumentsEach returns the documents each of qs selects from
@@ -153,7 +155,7 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 		sts[j], args = st, st.args
 	}
 	if len(sts) == 1 {
-		docs, err := db.readRows(ctx, d, sts[0].sql, args, sts[0].rows(d, s))
+		docs, err := db.readRows(ctx, d, sts[0].sql, args, sts[0].rows(db, d, s))
 		out[which[0]] = docs
 		return err
 	}
@@ -169,7 +171,7 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 	}
 	sql.WriteString(" ORDER BY 1, 2")
 	var k, n int64
-	rr := sts[0].rows(d, s)
+	rr := sts[0].rows(db, d, s)
 	dest := append([]any{&k, &n}, rr.dest()...)
 	countStatement(ctx)
 	rows, err := db.classReader(ctx, d).Query(ctx, sql.String(), args...)
@@ -233,12 +235,13 @@ type statement struct {
 	proj    *projection
 }
 
-// rows returns what decodes the statement's rows.
-func (st *statement) rows(d *sluice.Database, s *sluice.Schema) rowReader {
+// rows returns what decodes the statement's rows, of database d read
+// through db.
+func (st *statement) rows(db *DB, d *sluice.Database, s *sluice.Schema) rowReader {
 	if st.proj != nil {
-		return newProjectionRows(d, st.proj)
+		return newProjectionRows(db, d, st.proj)
 	}
-	return &docRows{d: d, s: s, classes: st.classes}
+	return &docRows{db: db, d: d, s: s, classes: st.classes}
 }
 
 // sameShape reports whether st's rows are read as o's are: the same
@@ -324,7 +327,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 		// past.go), each row with its JSON: no second read by id.
 		src, cond := b.pastUnion(q, "t")
 		ord := singleOrder(c, q.Order)
-		sql := fmt.Sprintf("SELECT t.cls, t.j, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
+		sql := fmt.Sprintf("SELECT t._cls, t._j, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
 			src, strings.Join(append([]string{cond}, where...), " AND "), ord, page, colCommitUID, ord)
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
@@ -501,6 +504,7 @@ func (c *lastCommit) commit(d *sluice.Database) *sluice.Commit {
 // projectionRows reads the rows of a projected statement (see
 // projectionStatement) into typed values, with no JSON in between.
 type projectionRows struct {
+	db     *DB
 	d      *sluice.Database
 	proj   *projection
 	id     string
@@ -509,8 +513,8 @@ type projectionRows struct {
 	commit lastCommit
 }
 
-func newProjectionRows(d *sluice.Database, p *projection) *projectionRows {
-	r := &projectionRows{d: d, proj: p, cols: make([]column, len(p.fields))}
+func newProjectionRows(db *DB, d *sluice.Database, p *projection) *projectionRows {
+	r := &projectionRows{db: db, d: d, proj: p, cols: make([]column, len(p.fields))}
 	for i, f := range p.fields {
 		r.cols[i].field = f
 	}
@@ -534,15 +538,18 @@ func (r *projectionRows) doc() (QueryDoc, error) {
 	if r.uid != nil {
 		doc.Version = sluice.VersionOf(*r.uid)
 	}
+	var unreadable []string
 	for i := range r.cols {
 		v, ok, err := r.cols[i].value()
 		if err != nil {
-			return QueryDoc{}, fmt.Errorf("%s: column %s: %w", r.id, r.cols[i].field.Name, err)
+			unreadable = append(unreadable, r.cols[i].field.Name) // as rowToDocument
+			continue
 		}
 		if ok {
 			doc.Fields[r.cols[i].field.Name] = v
 		}
 	}
+	r.db.unreadable(r.d, r.id, unreadable)
 	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d)}, nil
 }
 
@@ -554,7 +561,7 @@ type column struct {
 	num   *int64
 	float *float64
 	bool  *bool
-	time  *time.Time
+	time  pgtype.Timestamptz // infinity scans here, not into a time.Time
 	raw   []byte
 }
 
@@ -575,7 +582,11 @@ func (c *column) dest() any {
 	}
 }
 
-// value returns the scanned value, false when the column was null.
+// value returns the scanned value, false when the column was null, or an
+// error when it holds a value of the column's type that the field's
+// cannot hold (see rowToDocument): a Float NaN or infinity, a DateTime
+// infinite or outside years 1 to 9999, a BigInt that is not a whole
+// number.
 func (c *column) value() (any, bool, error) {
 	switch columnType(c.field) {
 	case "integer":
@@ -587,6 +598,9 @@ func (c *column) value() (any, bool, error) {
 		if c.float == nil {
 			return nil, false, nil
 		}
+		if math.IsNaN(*c.float) || math.IsInf(*c.float, 0) {
+			return nil, false, errors.New("not a finite number")
+		}
 		return *c.float, true, nil
 	case "boolean":
 		if c.bool == nil {
@@ -594,10 +608,14 @@ func (c *column) value() (any, bool, error) {
 		}
 		return *c.bool, true, nil
 	case "timestamptz":
-		if c.time == nil {
+		if !c.time.Valid {
 			return nil, false, nil
 		}
-		return c.time.UTC().Format(time.RFC3339Nano), true, nil
+		if c.time.InfinityModifier != pgtype.Finite {
+			return nil, false, errors.New("an infinite time")
+		}
+		t, err := checkedTime(c.time.Time)
+		return t, err == nil, err
 	case "jsonb":
 		if c.raw == nil {
 			return nil, false, nil
@@ -610,6 +628,14 @@ func (c *column) value() (any, bool, error) {
 		}
 		nv, err := fromColumn(c.field, v)
 		return nv, err == nil, err
+	case "numeric":
+		if c.str == nil {
+			return nil, false, nil
+		}
+		if !isInteger(*c.str) { // NaN, the infinities
+			return nil, false, errors.New("not a whole number")
+		}
+		return *c.str, true, nil
 	default:
 		if c.str == nil {
 			return nil, false, nil
@@ -639,7 +665,7 @@ func singleOrder(c *sluice.Class, keys []OrderKey) string {
 // c's table): every column, or only the _id and the given fields c has.
 func rowJSONSQL(c *sluice.Class, fields []string, row string) string {
 	if fields == nil {
-		return "to_jsonb(" + row + ")"
+		return "to_jsonb(" + row + ".*)"
 	}
 	parts := []string{quoteLiteral(colID), row + "." + colID, quoteLiteral(colCommitUID), row + "." + colCommitUID}
 	for _, name := range fields {
@@ -649,7 +675,7 @@ func rowJSONSQL(c *sluice.Class, fields []string, row string) string {
 	}
 	// jsonb_build_object takes at most 100 arguments.
 	if len(parts) > 100 {
-		return "to_jsonb(" + row + ")"
+		return "to_jsonb(" + row + ".*)"
 	}
 	return "jsonb_build_object(" + strings.Join(parts, ", ") + ")"
 }
@@ -691,7 +717,7 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	b := &sqlBuilder{db: d, schema: s, past: db.asOf(ctx, d.ID)}
 	parts := make([]string, len(classes))
 	for i, name := range classes {
-		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS uid, to_jsonb(t) AS j FROM %s t WHERE t.%s = ANY(%s)",
+		parts[i] = fmt.Sprintf("SELECT %d AS cls, t.%s AS uid, to_jsonb(t.*) AS j FROM %s t WHERE t.%s = ANY(%s)",
 			i, colCommitUID, b.source(name), colID, b.arg(byClass[name]))
 	}
 	page := ""
@@ -700,12 +726,13 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	}
 	sql := b.pastStatement("SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
 		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid")
-	return db.readRows(ctx, d, sql, b.args, &docRows{d: d, s: s, classes: classes})
+	return db.readRows(ctx, d, sql, b.args, &docRows{db: db, d: d, s: s, classes: classes})
 }
 
 // docRows reads rows of (class index, row JSON, commit columns) of the
 // documents of classes.
 type docRows struct {
+	db      *DB
 	d       *sluice.Database
 	s       *sluice.Schema
 	classes []string
@@ -722,10 +749,8 @@ func (r *docRows) doc() (QueryDoc, error) {
 	if err != nil {
 		return QueryDoc{}, fmt.Errorf("decode %s row: %w", c.Name, err)
 	}
-	doc, err := rowToDocument(c, row)
-	if err != nil {
-		return QueryDoc{}, err
-	}
+	doc, unreadable := rowToDocument(c, row)
+	r.db.unreadable(r.d, doc.ID, unreadable)
 	doc.Version = rowVersion(row)
 	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d)}, nil
 }

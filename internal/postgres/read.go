@@ -36,7 +36,7 @@ func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 	var raw []byte
 	past := db.asOf(ctx, d.ID)
 	b := &sqlBuilder{db: d, schema: s, past: past}
-	sql := fmt.Sprintf("SELECT to_jsonb(t) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
+	sql := fmt.Sprintf("SELECT to_jsonb(t.*) FROM %s t WHERE %s = %s", b.source(class), colID, b.arg(id))
 	err := db.classReader(ctx, d).QueryRow(ctx, b.pastStatement(sql), b.args...).Scan(&raw)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, "", sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
@@ -44,20 +44,18 @@ func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 	if err != nil {
 		return nil, "", mapError(err)
 	}
-	return rowJSON(c, raw, past == nil)
+	return db.rowJSON(d, c, raw, past == nil)
 }
 
-// rowJSON returns the API-form JSON of a table row read as to_jsonb, with
-// its "@version" when versioned is set, and that version.
-func rowJSON(c *sluice.Class, raw []byte, versioned bool) ([]byte, string, error) {
+// rowJSON returns the API-form JSON of a table row of database d read as
+// to_jsonb, with its "@version" when versioned is set, and that version.
+func (db *DB) rowJSON(d *sluice.Database, c *sluice.Class, raw []byte, versioned bool) ([]byte, string, error) {
 	row, err := decodeRow(raw)
 	if err != nil {
 		return nil, "", err
 	}
-	doc, err := rowToDocument(c, row)
-	if err != nil {
-		return nil, "", err
-	}
+	doc, unreadable := rowToDocument(c, row)
+	db.unreadable(d, doc.ID, unreadable)
 	if versioned {
 		doc.Version = rowVersion(row)
 	}
@@ -98,7 +96,7 @@ func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		if err := rows.Scan(&ci, &id, &raw); err != nil {
 			return mapError(err)
 		}
-		b, _, err := rowJSON(s.Classes[classes[ci]], raw, past == nil)
+		b, _, err := db.rowJSON(d, s.Classes[classes[ci]], raw, past == nil)
 		if err != nil {
 			return err
 		}
@@ -116,7 +114,7 @@ func (db *DB) documents(ctx context.Context, d *sluice.Database, s *sluice.Schem
 func documentsSQL(b *sqlBuilder, classes []string, skip, count int64) (string, []any) {
 	var parts []string
 	for i, name := range classes {
-		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t) AS j FROM %s t", i, colID, b.source(name)))
+		parts = append(parts, fmt.Sprintf("SELECT %d AS c, %s AS id, to_jsonb(t.*) AS j FROM %s t", i, colID, b.source(name)))
 	}
 	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET ` + b.arg(skip)
 	if count >= 0 {

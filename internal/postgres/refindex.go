@@ -10,10 +10,6 @@ import (
 	"github.com/sluice-dev/sluice"
 )
 
-// refIndexLockKey is the advisory lock key under which one process at a
-// time builds missing backlink indexes (BuildReferenceIndexes).
-const refIndexLockKey = 0x736c75696366
-
 // BuildReferenceIndexes builds the backlink indexes (refIndexSQL) that
 // the tables of existing databases lack, and returns how many it built.
 // Tables get them with their class; this is for tables made before Sluice
@@ -28,7 +24,7 @@ const refIndexLockKey = 0x736c75696366
 // of an upgrade. So the daemon runs this in the background once it
 // serves: each index is built with CREATE INDEX CONCURRENTLY, which lets
 // reads and writes go on; until it is built, a backlink of that table
-// reads the table. Processes take turns under an advisory lock, so the
+// reads the table. Processes take turns under a lock (locks.go), so the
 // second to start finds the work done. It stops when ctx ends (an index
 // left half-built is finished by the next start).
 func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
@@ -44,10 +40,11 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
 		return 0, mapError(err)
 	}
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", int64(refIndexLockKey)); err != nil {
-		return 0, mapError(err)
+	release, err := db.holdLock(ctx, lockReferenceIndexes)
+	if err != nil {
+		return 0, err
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock($1)", int64(refIndexLockKey)) //nolint:errcheck // released with the session anyway
+	defer release()
 
 	type database struct {
 		id  int64

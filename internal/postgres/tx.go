@@ -103,10 +103,3 @@ func (e *outcomeError) Unwrap() []error {
 // connection: whether the transaction committed is not known, so group
 // commit must not run its writes again as if it had not.
 var errCommitFailed = errors.New("commit failed")
-
-// AdvisoryLock takes a transaction-scoped advisory lock named key, waiting
-// for other holders.
-func (t *Tx) AdvisoryLock(ctx context.Context, key string) error {
-	_, err := t.tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", key)
-	return mapError(err)
-}

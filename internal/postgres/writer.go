@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,8 +34,10 @@ type Writer struct {
 	d      *sluice.Database
 	schema *sluice.Schema
 	meta   CommitMeta
-	uid    int64
-	next   int // index of the next change
+	// keep is WriteSpec.Keep.
+	keep func(replacement, stored []byte) (*sluice.Document, error)
+	uid  int64
+	next int // index of the next change
 	// pending holds statements whose results are not needed right away;
 	// they are sent in one round trip by flush, before anything that
 	// reads or copies, and at the latest with the commit row. The Writers
@@ -71,7 +74,7 @@ func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pgx.Ba
 	}
 	ws := make([]*Writer, len(specs))
 	for i, uid := range uids {
-		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, uid: uid, pending: pending}
+		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, keep: specs[i].Keep, uid: uid, pending: pending}
 	}
 	return ws, nil
 }
@@ -212,6 +215,11 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	if err != nil {
 		return err
 	}
+	if w.keep != nil {
+		if r, err = w.keepStored(r, before); err != nil {
+			return err
+		}
+	}
 	changes := make([]change, 0, r.Len())
 	var updates, inserts []int
 	for i, doc := range r.docs {
@@ -242,8 +250,36 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	return nil
 }
 
+// keepStored returns r with each document that replaces a stored one
+// (in before) as w.keep makes it, encoded again when keep changed any.
+func (w *Writer) keepStored(r *Rows, before map[string]current) (*Rows, error) {
+	var docs []*sluice.Document
+	for i, doc := range r.docs {
+		cur, exists := before[doc.ID]
+		if !exists {
+			continue
+		}
+		kept, err := w.keep(r.after[i], cur.json)
+		if err != nil {
+			return nil, err
+		}
+		if kept == nil {
+			continue
+		}
+		if docs == nil {
+			docs = slices.Clone(r.docs)
+		}
+		kept.Expect = doc.Expect
+		docs[i] = kept
+	}
+	if docs == nil {
+		return r, nil
+	}
+	return EncodeRows(w.schema, docs)
+}
+
 // lockSQL locks and reads rows for rows(), in id order.
-const lockSQL = "SELECT to_jsonb(t) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE"
+const lockSQL = "SELECT to_jsonb(t.*) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE"
 
 // Patch replaces existing documents by what patch makes of them: it locks
 // and reads the documents ids (as Replace does), calls patch with each
@@ -376,7 +412,7 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	// The rows are locked in id order first, as Replace locks them, so that
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.
-	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t)")
+	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t.*)")
 	if err != nil {
 		return err
 	}
@@ -447,11 +483,8 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 				rows.Close()
 				return nil, err
 			}
-			doc, err := rowToDocument(c, row)
-			if err != nil {
-				rows.Close()
-				return nil, err
-			}
+			doc, unreadable := rowToDocument(c, row)
+			w.t.db.unreadable(w.d, doc.ID, unreadable)
 			b, err := DocumentJSON(c, doc)
 			if err != nil {
 				rows.Close()

@@ -121,9 +121,16 @@ type limitedBody struct {
 	rateBound bool
 	finished  bool
 	once      sync.Once
+	// text checks that the body is UTF-8 (utf8.go); textErr is its
+	// error once it failed, answered to every read after.
+	text    utf8Check
+	textErr error
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.textErr != nil {
+		return 0, b.textErr
+	}
 	l := b.limits
 	if l.idle > 0 {
 		// Without support for deadlines (not the case for HTTP/1 or 2),
@@ -139,6 +146,14 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	b.n += int64(n)
+	if terr := b.text.write(p[:n]); terr == nil && err == io.EOF {
+		b.textErr = b.text.end()
+	} else {
+		b.textErr = terr
+	}
+	if b.textErr != nil {
+		n, err = 0, b.textErr
+	}
 	if !b.finished && (err != nil || b.length >= 0 && b.n >= b.length) {
 		b.finished = true
 		// A body that failed keeps its deadline: what net/http reads of

@@ -262,8 +262,15 @@ func decodeJSON(r *http.Request, v any) error {
 		}
 		return bodyError(err)
 	}
-	if dec.More() {
-		return sluice.Errorf(sluice.CodeInvalid, "unexpected data after the JSON body")
+	// Token, not More: an error reading the rest (a body that ends in
+	// invalid UTF-8) is an error, not the end.
+	switch _, err := dec.Token(); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		if _, ok := errors.AsType[*sluice.Error](err); ok {
+			return err
+		}
 	}
-	return nil
+	return sluice.Errorf(sluice.CodeInvalid, "unexpected data after the JSON body")
 }

@@ -181,13 +181,13 @@ func (a *api) getSchema(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, name := dbPath(r)
-	s, err := a.Engine.Schema(r.Context(), userFrom(r), org, name)
+	sdl, err := a.Engine.Schema(r.Context(), userFrom(r), org, name)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/graphql; charset=utf-8")
-	_, _ = io.WriteString(w, s.SDL)
+	_, _ = io.WriteString(w, sdl)
 }
 
 // putSchema takes the SDL as the raw body (any content type) and answers

@@ -294,7 +294,14 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: data after the patch object"))
+		_, failed := errors.AsType[*sluice.Error](err) // invalid UTF-8
+		_, tooLarge := errors.AsType[*http.MaxBytesError](err)
+		if failed || tooLarge {
+			err = bodyError(err)
+		} else {
+			err = sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: data after the patch object")
+		}
+		writeError(w, r, err)
 		return
 	}
 	org, name := dbPath(r)

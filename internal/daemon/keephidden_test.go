@@ -1,0 +1,99 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestReplaceKeepsHiddenFields: a writer whose role cannot read a field
+// (@private) replaces a document, by REST PUT, PUT with create, POST
+// NDJSON upsert and GraphQL's replace mutations, without it: the stored
+// value is kept (in a single subdocument too), and nothing the writer
+// reads (the answers, their headers, the document, the change log) holds
+// it. A replacement that names the field writes it.
+func TestReplaceKeepsHiddenFields(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "hr", `type Person { name: String! ssn: String @private home: Address }
+type Address @subdocument { city: String code: String @private }`)
+	docs := "/api/document/admin/hr"
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Person","@id":"alice","name":"Alice","ssn":"S-123","home":{"@type":"Address","city":"Oslo","code":"C-456"}}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wren","organization":"admin","password":"wren-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/hr", `{"user":"wren","role":"write"}`)
+	wren := dt.Basic("wren", "wren-password")
+	secrets := []string{"S-123", "C-456"}
+	hides := func(what string, r dt.Response) {
+		t.Helper()
+		all := string(r.Body)
+		for k, v := range r.Header {
+			all += k + ": " + strings.Join(v, ", ") + "\n"
+		}
+		for _, s := range secrets {
+			if strings.Contains(all, s) {
+				t.Errorf("%s: the writer got %s: %s", what, s, all)
+			}
+		}
+	}
+	stored := func(what, name string) {
+		t.Helper()
+		var doc struct {
+			Name string
+			SSN  string
+			Home struct{ City, Code string }
+		}
+		r := d.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Person/alice", nil)
+		if err := json.Unmarshal(r.Body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		if doc.Name != name || doc.SSN != "S-123" || doc.Home.City != "Bergen" || doc.Home.Code != "C-456" {
+			t.Errorf("after %s: %s, want name %q, the ssn and the code kept", what, r.Body, name)
+		}
+	}
+
+	r := d.MustDo(t, 200, wren, "PUT", docs, `{"@type":"Person","@id":"alice","name":"Alice B","home":{"@type":"Address","city":"Bergen"}}`)
+	hides("PUT", r)
+	stored("PUT", "Alice B")
+	r = d.MustDo(t, 200, wren, "PUT", docs+"?create=true", `{"@type":"Person","@id":"alice","name":"Alice C","home":{"@type":"Address","city":"Bergen"}}`)
+	hides("PUT with create", r)
+	stored("PUT with create", "Alice C")
+	r = d.MustDo(t, 200, wren, "PUT", docs+"?create=true", `{"@type":"Person","@id":"alice","name":"Alice D","home":{"@type":"Address","city":"Bergen"}}`+"\n", "Content-Type", "application/x-ndjson")
+	hides("NDJSON PUT", r)
+	stored("NDJSON PUT", "Alice D")
+	r = d.MustDo(t, 200, wren, "POST", "/api/graphql/admin/hr", `{"query":"mutation { Person_replace(documents: [{_id: \"alice\", name: \"Alice E\", home: {city: \"Bergen\"}}]) }"}`, "Content-Type", "application/json")
+	if strings.Contains(string(r.Body), `"errors"`) {
+		t.Fatalf("Person_replace: %s", r.Body)
+	}
+	hides("Person_replace", r)
+	stored("Person_replace", "Alice E")
+	r = d.MustDo(t, 200, wren, "POST", "/api/graphql/admin/hr", `{"query":"mutation($j: JSON!) { _replaceDocuments(json: $j) }","variables":{"j":{"@type":"Person","@id":"alice","name":"Alice F","home":{"@type":"Address","city":"Bergen"}}}}`, "Content-Type", "application/json")
+	if strings.Contains(string(r.Body), `"errors"`) {
+		t.Fatalf("_replaceDocuments: %s", r.Body)
+	}
+	hides("_replaceDocuments", r)
+	stored("_replaceDocuments", "Alice F")
+	r = d.MustDo(t, 200, wren, "PATCH", docs+"?id=Person/alice", `{"name":"Alice G"}`, "Content-Type", "application/merge-patch+json")
+	hides("PATCH", r)
+	stored("PATCH", "Alice G")
+
+	// What the writer reads: the document, its ETag, the log of the
+	// commits that kept the values.
+	hides("GET", d.MustDo(t, 200, wren, "GET", docs+"?id=Person/alice", nil))
+	hides("GET of the class", d.MustDo(t, 200, wren, "GET", docs+"?type=Person", nil))
+	hides("changes", d.MustDo(t, 200, wren, "GET", "/api/changes/admin/hr", nil))
+	hides("GraphQL read", d.MustDo(t, 200, wren, "POST", "/api/graphql/admin/hr", `{"query":"{ Person { _id _version name home { city } } }"}`, "Content-Type", "application/json"))
+	// The log's images hold what was stored: each after image the kept
+	// values (an admin reads them).
+	changes := string(d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/hr", nil).Body)
+	if n := strings.Count(changes, "S-123"); n < 7 {
+		t.Errorf("the log shows the kept ssn %d times, want it in every image (at least 7): %s", n, changes)
+	}
+
+	// A replacement that names the field writes it.
+	d.MustDo(t, 200, wren, "PUT", docs, `{"@type":"Person","@id":"alice","name":"Alice","ssn":"S-999"}`)
+	if b := d.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Person/alice", nil).Body; !strings.Contains(string(b), `"ssn":"S-999"`) || strings.Contains(string(b), "home") {
+		t.Errorf("after a replace naming ssn, without home: %s", b)
+	}
+}

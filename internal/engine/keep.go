@@ -1,0 +1,108 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// A replace (REST PUT, a POST or PUT with create, GraphQL's replace
+// mutations) writes the whole document. A writer whose role cannot read a
+// field (@private, @protected) never saw its value, so leaving it out of
+// the replacement is not asking to remove it: the stored value is kept,
+// as column permissions keep the columns a role may not see. A replacement
+// that names such a field writes it, as a merge patch does; only a merge
+// patch can remove one (null). The same holds in single subdocuments, a
+// replaced subdocument of the same type keeping its hidden fields; a list
+// of subdocuments is replaced as a whole, hidden fields of its items
+// included.
+
+// keepHidden returns the postgres.WriteSpec.Keep of a replace by role in
+// schema s, nil when role can read every field.
+func keepHidden(role sluice.Role, s *sluice.Schema) func(replacement, stored []byte) (*sluice.Document, error) {
+	if !hidesFields(role, s) {
+		return nil
+	}
+	return func(replacement, stored []byte) (*sluice.Document, error) {
+		next, err := decodeDocument(replacement)
+		if err != nil {
+			return nil, err
+		}
+		cur, err := decodeDocument(stored)
+		if err != nil {
+			return nil, err
+		}
+		typ, _ := next["@type"].(string)
+		c := s.Classes[typ]
+		if curTyp, _ := cur["@type"].(string); c == nil || curTyp != typ || !keepMap(role, s, c, next, cur) {
+			return nil, nil
+		}
+		delete(next, "@version")
+		doc, err := schema.ValidateDocument(s, next)
+		if err != nil {
+			// The stored values were valid: a schema change since
+			// (applied in place) may make one invalid now.
+			return nil, sluice.Errorf(sluice.ErrorCode(err), "document %s: with the stored values of the fields your role cannot read, kept, it is invalid: %s", next["@id"], sluice.ErrorMessage(err))
+		}
+		return doc, nil
+	}
+}
+
+// hidesFields reports whether some field of s needs a stronger role than
+// role to read.
+func hidesFields(role sluice.Role, s *sluice.Schema) bool {
+	for _, c := range s.Classes {
+		for _, f := range c.Fields {
+			if f.ReadRole > role {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// keepMap copies into next (an object of class c) the values in cur of
+// the fields hidden from role that next leaves out, in single subdocuments
+// of the same type too, and reports whether it copied any.
+func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[string]any) bool {
+	changed := false
+	for _, f := range c.Fields {
+		if f.ReadRole > role {
+			if _, named := next[f.Name]; !named {
+				if v, ok := cur[f.Name]; ok {
+					next[f.Name] = v
+					changed = true
+				}
+			}
+			continue
+		}
+		if f.Type.Kind != sluice.TypeSubdocument || f.List {
+			continue
+		}
+		n, ok1 := next[f.Name].(map[string]any)
+		o, ok2 := cur[f.Name].(map[string]any)
+		if !ok1 || !ok2 || n["@type"] != o["@type"] {
+			continue
+		}
+		typ, _ := n["@type"].(string)
+		if sc := s.Classes[typ]; sc != nil && keepMap(role, s, sc, n, o) {
+			changed = true
+		}
+	}
+	return changed
+}
+
+// decodeDocument decodes a document's API-form JSON, numbers as
+// json.Number.
+func decodeDocument(b []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode document: %w", err)
+	}
+	return m, nil
+}

@@ -1,0 +1,85 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Replicas take turns at what one of them must do alone (migrating,
+// bootstrapping, building backlink indexes) under row locks on
+// sluice.locks, one row per such task. Only Sluice's role may lock its
+// rows: no other role has a privilege on the table, nor USAGE on schema
+// sluice (migration 14). Advisory locks, which Sluice used before, live
+// in one space shared by every role that may connect to the database,
+// and pg_locks shows every key held: any such role could take the keys
+// and stop replicas from starting.
+//
+// The table is made before migrations run (as sluice.schema_migrations
+// is), since the first lock taken is the migrations' own.
+
+// Names of the rows of sluice.locks.
+const (
+	lockMigrate          = "migrate"
+	lockBootstrap        = "bootstrap"
+	lockReferenceIndexes = "reference_indexes"
+)
+
+// locksSQL makes schema sluice and sluice.locks with its rows, unless
+// they exist.
+const locksSQL = `CREATE SCHEMA IF NOT EXISTS sluice;
+CREATE TABLE IF NOT EXISTS sluice.locks (name text PRIMARY KEY);
+INSERT INTO sluice.locks (name) VALUES ('migrate'), ('bootstrap'), ('reference_indexes') ON CONFLICT DO NOTHING`
+
+// ensureLocks runs locksSQL on q. Replicas starting together on a new
+// database may both make the schema or the table: the one that loses
+// fails on a unique index of the catalog, and tries again, finding them.
+func ensureLocks(ctx context.Context, q querier) error {
+	for attempt := 1; ; attempt++ {
+		_, err := q.Exec(ctx, locksSQL)
+		var pe *pgconn.PgError
+		if err == nil || attempt == 5 || !errors.As(err, &pe) || (pe.Code != "23505" && pe.Code != "42P06" && pe.Code != "42P07") {
+			return err
+		}
+	}
+}
+
+// holdLock waits for the row lock name of sluice.locks and holds it, in a
+// transaction of its own on a connection of its own, until release is
+// called, or until that connection ends (the process died): work done
+// meanwhile on other connections, in transactions of their own or in
+// none (CREATE INDEX CONCURRENTLY), is done by one replica at a time.
+// Neither the wait nor the holding is bounded by the session's timeouts.
+func (db *DB) holdLock(ctx context.Context, name string) (release func(), err error) {
+	conn, err := db.pool.Acquire(ctx)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	// The simple protocol (no parameters; name is Sluice's own): a
+	// statement of the extended protocol would leave its portal, and the
+	// portal's snapshot, open until the transaction ends, and CREATE INDEX
+	// CONCURRENTLY waits for every older snapshot.
+	tag, err := conn.Exec(ctx, "BEGIN; SET LOCAL statement_timeout = 0; SET LOCAL idle_in_transaction_session_timeout = 0; "+
+		"SELECT name FROM sluice.locks WHERE name = "+quoteLiteral(name)+" FOR UPDATE")
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("sluice.locks has no row %q", name)
+	}
+	if err != nil {
+		conn.Release() // closed: it may be inside the transaction
+		return nil, fmt.Errorf("take the lock %q: %w", name, mapError(err))
+	}
+	return func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		conn.Release()
+	}, nil
+}
+
+// LockBootstrap takes, in t's transaction, the lock that serializes the
+// bootstraps of replicas starting together, waiting for the transaction
+// that holds it.
+func (t *Tx) LockBootstrap(ctx context.Context) error {
+	var name string
+	return mapError(t.tx.QueryRow(ctx, "SELECT name FROM sluice.locks WHERE name = $1 FOR UPDATE", lockBootstrap).Scan(&name))
+}

@@ -1,0 +1,57 @@
+package schema
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+)
+
+func TestVisibleSDL(t *testing.T) {
+	const sdl = `
+# ssn is kept for the auditors
+type Person {
+  name: String
+  "the tax number"
+  ssn: String @private # only admins
+  salary: Int @protected(role: "write")
+  home: Address
+}
+
+type Address @subdocument {
+  street: String
+  code: String @private
+}
+`
+	for _, c := range []struct {
+		role       sluice.Role
+		want, hide []string
+	}{
+		{sluice.RoleRead, []string{"name", "home", "street"}, []string{"ssn", "salary", "code", "tax number", "auditors", "only admins"}},
+		{sluice.RoleWrite, []string{"name", "salary", "street"}, []string{"ssn", "code", "tax number", "auditors"}},
+		{sluice.RoleAdmin, []string{"ssn", "salary", "code", "# ssn is kept for the auditors"}, nil},
+	} {
+		got, err := VisibleSDL(sdl, c.role)
+		if err != nil {
+			t.Fatalf("%s: %v", c.role, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q missing from\n%s", c.role, w, got)
+			}
+		}
+		for _, h := range c.hide {
+			if strings.Contains(got, h) {
+				t.Errorf("%s: %q shown in\n%s", c.role, h, got)
+			}
+		}
+		// What a reader is shown is itself a schema of the same classes.
+		s, err := Parse(got)
+		if err != nil {
+			t.Fatalf("%s: the visible schema does not parse: %v\n%s", c.role, err, got)
+		}
+		if s.Class("Person") == nil || s.Class("Address") == nil {
+			t.Errorf("%s: classes lost:\n%s", c.role, got)
+		}
+	}
+}
