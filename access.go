@@ -59,3 +59,46 @@ type Grant struct {
 	Database *Database
 	Role     Role
 }
+
+// Affects returns the error that ends what holds grant (an open stream, a
+// webhook) after access change c, or nil when c leaves the grant intact:
+// the one judgement of an access change that every consumer of the log
+// applies, up to the access version of what it hands on, before handing
+// it on (the stream guards, live query results, webhooks).
+func (c AccessChange) Affects(grant *Grant) *Error {
+	u, d := grant.User, grant.Database
+	switch c.Kind {
+	case AccessToken:
+		if grant.TokenID != 0 && grant.TokenID == c.TokenID {
+			return Errorf(CodeUnauthenticated, "the token this stream was opened with was revoked")
+		}
+	case AccessPassword:
+		if grant.TokenID == 0 && u.ID == c.UserID {
+			return Errorf(CodeUnauthenticated, "the password of %s changed; authenticate again", u.Name)
+		}
+	case AccessUser:
+		if u.ID == c.UserID {
+			return Errorf(CodeUnauthenticated, "user %s was deleted", u.Name)
+		}
+	case AccessRole:
+		if !u.Superuser && u.ID == c.UserID && d.ID == c.DatabaseID && c.Role < grant.Role {
+			if c.Role == RoleNone {
+				return Errorf(CodeForbidden, "the access of %s to %s was revoked", u.Name, d.Path())
+			}
+			return Errorf(CodeForbidden, "the role of %s on %s was narrowed to %s; subscribe again", u.Name, d.Path(), c.Role)
+		}
+	case AccessDatabase:
+		if d.ID == c.DatabaseID {
+			return Errorf(CodeNotFound, "database %s was deleted", d.Path())
+		}
+	case AccessOrganization:
+		if d.Org == c.Org || u.Org == c.Org {
+			return Errorf(CodeNotFound, "organization %s was deleted", c.Org)
+		}
+	default:
+		// A kind this binary does not know (a newer replica wrote it):
+		// end rather than guess; a client subscribes again.
+		return Errorf(CodeForbidden, "the access of %s changed; subscribe again", u.Name)
+	}
+	return nil
+}

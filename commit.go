@@ -138,6 +138,38 @@ func (h History) Retains(p Position) bool {
 	return p.Seq > h.PrunedSeq
 }
 
+// Check returns nil when a reader of database d at position p may read
+// on from it: a CodeGone error when p is of another incarnation of d (its
+// epoch) or older than the retained history (a position inside a pruned
+// commit too: whether the reader had all of that commit cannot be known
+// any more), a CodeInvalid one when p is past the newest commit (the
+// commits after it were lost in a Postgres failover or a restore). Every
+// reader that resumes from a client's position checks it so.
+func (h History) Check(d *Database, p Position) error {
+	if p.Epoch != d.Epoch {
+		return Errorf(CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
+	}
+	if !h.Retains(p) {
+		return Errorf(CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned); re-read the current state", p, d.Path(), h.PrunedSeq)
+	}
+	if p.Seq > h.LastSeq {
+		// Positions come from this log; one past its end names commits
+		// the log no longer has.
+		return Errorf(CodeInvalid, "position %s is ahead of the newest commit %d of %s: the commits after %d are not in the log (lost in a Postgres failover or a restore); re-read the current state", p, h.LastSeq, d.Path(), h.LastSeq)
+	}
+	return nil
+}
+
+// Taken returns the cursor of a reader that has taken piece c: at the end
+// of its commit, or at its last change when more of the commit follow
+// (Partial).
+func (c *Commit) Taken() Cursor {
+	if c.Partial && len(c.Changes) > 0 {
+		return Cursor{Seq: c.Seq - 1, Part: c.Changes[len(c.Changes)-1].Index}
+	}
+	return Cursor{Seq: c.Seq, Part: -1}
+}
+
 // Head is where one database's commit log stands.
 type Head struct {
 	DatabaseID int64

@@ -1,10 +1,12 @@
 package sluice
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"reflect"
 	"strconv"
@@ -12,9 +14,10 @@ import (
 	"time"
 )
 
-// Code classifies an Error. Each code maps to one HTTP status and one GraphQL
-// extensions.code (see HTTPStatus and GraphQLCode); the REST error body names
-// it as "api:<Code>".
+// Code classifies an Error. Each code maps to one HTTP status, one GraphQL
+// extensions.code and one log level (the table below, which every
+// transport answers errors with: see Show); the REST error body names it
+// as "api:<Code>".
 type Code string
 
 // The error codes. Anything that is not an *Error is reported as CodeInternal
@@ -25,12 +28,13 @@ const (
 	CodeForbidden        Code = "Forbidden"            // authenticated, lacks access
 	CodeNotFound         Code = "NotFound"             // the named thing does not exist
 	CodeMethod           Code = "MethodNotAllowed"     // HTTP method not allowed for the operation
+	CodeNotAcceptable    Code = "NotAcceptable"        // no media type the client accepts
 	CodeConflict         Code = "Conflict"             // exists already, or a destructive change without force
 	CodeGone             Code = "Gone"                 // a stream position older than retained history or from another epoch
 	CodeTooLarge         Code = "PayloadTooLarge"      // a request body larger than its limit
 	CodeHistoryGone      Code = "HistoryGone"          // a read of the past at a position older than retained history
 	CodePrecondition     Code = "PreconditionFailed"   // a conditional write whose documents are not as it expected
-	CodeUnsupportedMedia Code = "UnsupportedMediaType" // a request body of a media type the operation does not take
+	CodeUnsupportedMedia Code = "UnsupportedMediaType" // a request body of a media type or charset the operation does not take
 	CodeUnprocessable    Code = "Unprocessable"        // an Idempotency-Key reused with a different request
 	CodeTooMany          Code = "TooManyRequests"      // a per-user limit is reached; retry later
 	CodeUnavailable      Code = "Unavailable"          // shutting down, not ready, Postgres unreachable or at capacity
@@ -38,90 +42,76 @@ const (
 	CodeInternal         Code = "InternalError"        // a bug or an infrastructure failure
 )
 
-// HTTPStatus returns the HTTP status code for c.
-func (c Code) HTTPStatus() int {
-	switch c {
-	case CodeInvalid:
-		return 400
-	case CodeUnauthenticated:
-		return 401
-	case CodeForbidden:
-		return 403
-	case CodeNotFound:
-		return 404
-	case CodeMethod:
-		return 405
-	case CodeConflict:
-		return 409
-	case CodeGone, CodeHistoryGone:
-		return 410
-	case CodeTooLarge:
-		return 413
-	case CodePrecondition:
-		return 412
-	case CodeUnsupportedMedia:
-		return 415
-	case CodeUnprocessable:
-		return 422
-	case CodeTooMany:
-		return 429
-	case CodeUnavailable:
-		return 503
-	default:
-		return 500
-	}
+// codeInfo is how the errors of one code are answered and logged.
+type codeInfo struct {
+	status int
+	// graphql is the extensions.code of an error in a GraphQL result (a
+	// field's, or what ends a subscription); refused, that of a request
+	// refused before it runs (an HTTP error answer: GraphQL over HTTP
+	// calls every malformed request BAD_REQUEST).
+	graphql, refused string
+	// retryAfter is the Retry-After of the answer, in seconds ("": none).
+	retryAfter string
+	level      slog.Level
 }
 
-// GraphQLCode returns the GraphQL extensions.code for c, following the names
-// Apollo-style clients already know.
-func (c Code) GraphQLCode() string {
-	switch c {
-	case CodeInvalid:
-		return "BAD_USER_INPUT"
-	case CodeUnauthenticated:
-		return "UNAUTHENTICATED"
-	case CodeForbidden:
-		return "FORBIDDEN"
-	case CodeNotFound:
-		return "NOT_FOUND"
-	case CodeMethod:
-		return "METHOD_NOT_ALLOWED"
-	case CodeConflict:
-		return "CONFLICT"
-	case CodeGone:
-		return "POSITION_EXPIRED"
-	case CodeTooLarge:
-		return "PAYLOAD_TOO_LARGE"
-	case CodePrecondition:
-		return "PRECONDITION_FAILED"
-	case CodeUnsupportedMedia:
-		return "UNSUPPORTED_MEDIA_TYPE"
-	case CodeUnprocessable:
-		return "UNPROCESSABLE"
-	case CodeOutcomeUnknown:
-		return "OUTCOME_UNKNOWN"
-	case CodeHistoryGone:
-		return "GONE"
-	case CodeTooMany:
-		return "TOO_MANY_REQUESTS"
-	case CodeUnavailable:
-		return "UNAVAILABLE"
-	default:
-		return "INTERNAL_SERVER_ERROR"
+// codes is the one table from an error's code to what a client sees and
+// how it is logged, for every transport (REST, GraphQL over HTTP, SSE,
+// NDJSON, multipart, graphql-ws, single connection mode). What a client
+// did wrong is logged at Debug; the server being unable to serve now
+// (shutting down, at a cap, Postgres unreachable) at Info, once per
+// request or stream; a write whose outcome is unknown (Postgres lost as
+// it committed) at Warn; a failure of Sluice's own at Error.
+var codes = map[Code]codeInfo{
+	CodeInvalid:          {status: 400, graphql: "BAD_USER_INPUT", refused: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeUnauthenticated:  {status: 401, graphql: "UNAUTHENTICATED", level: slog.LevelDebug},
+	CodeForbidden:        {status: 403, graphql: "FORBIDDEN", level: slog.LevelDebug},
+	CodeNotFound:         {status: 404, graphql: "NOT_FOUND", level: slog.LevelDebug},
+	CodeMethod:           {status: 405, graphql: "METHOD_NOT_ALLOWED", level: slog.LevelDebug},
+	CodeNotAcceptable:    {status: 406, graphql: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeConflict:         {status: 409, graphql: "CONFLICT", level: slog.LevelDebug},
+	CodeGone:             {status: 410, graphql: "POSITION_EXPIRED", level: slog.LevelDebug},
+	CodeHistoryGone:      {status: 410, graphql: "GONE", level: slog.LevelDebug},
+	CodePrecondition:     {status: 412, graphql: "PRECONDITION_FAILED", level: slog.LevelDebug},
+	CodeTooLarge:         {status: 413, graphql: "PAYLOAD_TOO_LARGE", refused: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeUnsupportedMedia: {status: 415, graphql: "UNSUPPORTED_MEDIA_TYPE", refused: "BAD_REQUEST", level: slog.LevelDebug},
+	CodeUnprocessable:    {status: 422, graphql: "UNPROCESSABLE", level: slog.LevelDebug},
+	CodeTooMany:          {status: 429, graphql: "TOO_MANY_REQUESTS", retryAfter: "5", level: slog.LevelDebug},
+	CodeUnavailable:      {status: 503, graphql: "UNAVAILABLE", retryAfter: "2", level: slog.LevelInfo},
+	CodeOutcomeUnknown:   {status: 500, graphql: "OUTCOME_UNKNOWN", level: slog.LevelWarn},
+	CodeInternal:         {status: 500, graphql: "INTERNAL_SERVER_ERROR", level: slog.LevelError},
+}
+
+// info returns c's row of the table; an unknown code is internal.
+func (c Code) info() codeInfo {
+	if i, ok := codes[c]; ok {
+		return i
 	}
+	return codes[CodeInternal]
+}
+
+// HTTPStatus returns the HTTP status code for c.
+func (c Code) HTTPStatus() int { return c.info().status }
+
+// GraphQLCode returns the GraphQL extensions.code for c in a result,
+// following the names Apollo-style clients already know.
+func (c Code) GraphQLCode() string { return c.info().graphql }
+
+// RefusedGraphQLCode returns the GraphQL extensions.code for c in the
+// HTTP error answer of a request refused before it runs.
+func (c Code) RefusedGraphQLCode() string {
+	if i := c.info(); i.refused != "" {
+		return i.refused
+	}
+	return c.GraphQLCode()
 }
 
 // RetryAfter returns the Retry-After header value (seconds) of answers
 // with code c, "" for codes that do not invite a retry.
-func (c Code) RetryAfter() string {
-	switch c {
-	case CodeTooMany:
-		return "5"
-	case CodeUnavailable:
-		return "2"
-	}
-	return ""
-}
+func (c Code) RetryAfter() string { return c.info().retryAfter }
+
+// LogLevel returns the level errors of code c are logged at.
+func (c Code) LogLevel() slog.Level { return c.info().level }
 
 // Error is the one error type whose message is safe to show a client.
 type Error struct {
@@ -142,7 +132,10 @@ func RetryAfter(err error) string {
 	if errors.As(err, &e) && e.Retry > 0 {
 		return strconv.FormatInt(int64(max(1, math.Ceil(e.Retry.Seconds()))), 10)
 	}
-	return ErrorCode(err).RetryAfter()
+	if e != nil {
+		return e.Code.RetryAfter()
+	}
+	return Show(err).RetryAfter
 }
 
 // Errorf returns an *Error with the given code and a formatted message. The
@@ -151,24 +144,53 @@ func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorCode returns the code of the first *Error in err's chain, or
-// CodeInternal when there is none.
-func ErrorCode(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return CodeInternal
+// ErrorCode returns the code a client is shown for err (see Show): the
+// code of the first *Error in its chain, CodeUnavailable for a cancelled
+// request, CodeInternal for anything else.
+func ErrorCode(err error) Code { return Show(err).Code }
+
+// ErrorMessage returns the client-safe message of err (see Show): the
+// message of the first *Error in its chain, or a generic text for
+// anything else.
+func ErrorMessage(err error) string { return Show(err).Message }
+
+// Shown is what a client is shown of an error, and how Sluice logs it.
+type Shown struct {
+	Code Code
+	// Message is safe to show: never a driver's, a decoder's or Go's text.
+	Message string
+	// RetryAfter is the Retry-After of the answer ("": none).
+	RetryAfter string
+	// Level is the level the error is logged at (see codes).
+	Level slog.Level
 }
 
-// ErrorMessage returns the client-safe message of err: the message of the
-// first *Error in its chain, or a generic text for anything else.
-func ErrorMessage(err error) string {
+// Show maps err to what a client is shown of it, whatever the transport:
+// the code and message of the first *Error in its chain; for a request
+// whose context ended (the client left, or the server is stopping the
+// request) CodeUnavailable, "the request was cancelled", logged at Debug;
+// for anything else CodeInternal and "internal error", logged at Error
+// with its detail. It is the one mapping every transport answers errors
+// with.
+func Show(err error) Shown {
 	var e *Error
-	if errors.As(err, &e) {
-		return e.Message
+	switch {
+	case errors.As(err, &e):
+		return Shown{Code: e.Code, Message: e.Message, RetryAfter: RetryAfter(err), Level: e.Code.LogLevel()}
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return Shown{Code: CodeUnavailable, Message: "the request was cancelled", RetryAfter: CodeUnavailable.RetryAfter(), Level: slog.LevelDebug}
 	}
-	return "internal error"
+	return Shown{Code: CodeInternal, Message: "internal error", Level: CodeInternal.LogLevel()}
+}
+
+// Log logs err, which s shows, at s's level with msg and args, err's
+// whole text (internal detail included: the log is not a client) under
+// "err" and its code under "code".
+func (s Shown) Log(ctx context.Context, l *slog.Logger, msg string, err error, args ...any) {
+	if l == nil || !l.Enabled(ctx, s.Level) {
+		return
+	}
+	l.Log(ctx, s.Level, msg, append(args, "code", string(s.Code), "err", err)...)
 }
 
 // ErrStorageUnavailable is the error of a request or stream that Postgres

@@ -58,3 +58,101 @@ func ParsePosition(s string) (Position, error) {
 	}
 	return Position{Epoch: parts[0], Seq: seq, Index: idx}, nil
 }
+
+// Cursor is how far a reader of one database's log got: every change of
+// every commit up to Seq, and in commit Seq+1 the changes up to index Part
+// (-1: none of it). Commits are read, and handed on, in pieces of bounded
+// size (Commit.Partial), so a reader may stand inside a commit. It is the
+// one log cursor of every reader of the log: the change feed's tailer and
+// subscriptions, the shares of streams, a resumed live query's judgement
+// of what changed, webhooks, and pages of /api/changes; each checks the
+// history it reads with it (Follows), and keeps from pruning the commits
+// after its Seq.
+type Cursor struct {
+	Seq  int64
+	Part int
+}
+
+// CursorAt returns the cursor of a reader that has every change up to
+// position p (Index WholeCommit: all of commit p.Seq).
+func CursorAt(p Position) Cursor {
+	if p.Index == WholeCommit {
+		return Cursor{Seq: p.Seq, Part: -1}
+	}
+	return Cursor{Seq: p.Seq - 1, Part: p.Index}
+}
+
+// WholeCursor returns the cursor at the end of commit seq.
+func WholeCursor(seq int64) Cursor { return Cursor{Seq: seq, Part: -1} }
+
+// After returns the position to read the log after (what the reader has
+// last: an event's position, or the end of a commit); of epoch "".
+func (c Cursor) After() Position {
+	if c.Part < 0 {
+		return Position{Seq: c.Seq, Index: WholeCommit}
+	}
+	return Position{Seq: c.Seq + 1, Index: c.Part}
+}
+
+// Less reports whether c is behind o.
+func (c Cursor) Less(o Cursor) bool {
+	if c.Seq != o.Seq {
+		return c.Seq < o.Seq
+	}
+	return c.Part < o.Part
+}
+
+// Max returns the later of c and o.
+func (c Cursor) Max(o Cursor) Cursor {
+	if c.Less(o) {
+		return o
+	}
+	return c
+}
+
+// Rest returns what of piece p comes after c: p itself, or a copy holding
+// only its changes after c; nil when none of its changes does. A commit
+// without changes has nothing to deliver, unless it starts a schema
+// version (Commit.NewSchema): every reader must see that one, to evaluate
+// what follows through the new schema.
+func (c Cursor) Rest(p *Commit) *Commit {
+	if p.Seq <= c.Seq {
+		return nil
+	}
+	if len(p.Changes) == 0 {
+		if p.NewSchema {
+			return p
+		}
+		return nil
+	}
+	if p.Seq > c.Seq+1 || c.Part < 0 || p.Changes[0].Index > c.Part {
+		return p
+	}
+	i := 0
+	for i < len(p.Changes) && p.Changes[i].Index <= c.Part {
+		i++
+	}
+	if i == len(p.Changes) {
+		return nil
+	}
+	cp := *p
+	cp.Changes = p.Changes[i:]
+	return &cp
+}
+
+// Follows reports whether a read after c that starts with commit seq
+// missed nothing: seq is the commit after c's, or, when c is inside a
+// commit, that commit (whose remaining changes there may be none of: a
+// resume from a commit's last change) or the one after it. Sequences are
+// gapless, so anything else means the history in between was pruned.
+func (c Cursor) Follows(seq int64) bool {
+	return seq == c.Seq+1 || c.Part >= 0 && seq == c.Seq+2
+}
+
+// Position returns the position c stands at, of epoch: the last change it
+// has (as an event's id), or the end of its last whole commit.
+func (c Cursor) Position(epoch string) Position {
+	p := c.After()
+	p.Epoch = epoch
+	return p
+}

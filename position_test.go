@@ -50,3 +50,76 @@ func TestHistoryRetains(t *testing.T) {
 		}
 	}
 }
+
+// TestCursor: the one log cursor of every reader; a resume inside a
+// commit, the end of a piece, what of a piece comes after a cursor, and
+// the gap check.
+func TestCursor(t *testing.T) {
+	inside := CursorAt(Position{Seq: 5, Index: 2}) // has changes 0..2 of commit 5
+	whole := CursorAt(Position{Seq: 5, Index: WholeCommit})
+	if inside != (Cursor{Seq: 4, Part: 2}) || whole != WholeCursor(5) {
+		t.Fatalf("CursorAt: %+v %+v", inside, whole)
+	}
+	if inside.After() != (Position{Seq: 5, Index: 2}) || whole.After() != (Position{Seq: 5, Index: WholeCommit}) {
+		t.Fatalf("After: %+v %+v", inside.After(), whole.After())
+	}
+	if p := inside.Position("e"); p.String() != "e-5-2" {
+		t.Fatalf("Position: %s", p)
+	}
+	if !inside.Less(whole) || whole.Less(inside) || inside.Max(whole) != whole || whole.Max(inside) != whole {
+		t.Fatal("order")
+	}
+	c := &Commit{Seq: 5, Changes: []Change{{Index: 1}, {Index: 2}, {Index: 3}}, Partial: true}
+	if c.Taken() != (Cursor{Seq: 4, Part: 3}) {
+		t.Fatalf("End of a piece: %+v", c.Taken())
+	}
+	if rest := inside.Rest(c); len(rest.Changes) != 1 || rest.Changes[0].Index != 3 || len(c.Changes) != 3 {
+		t.Fatalf("Rest inside: %+v", rest)
+	}
+	if whole.Rest(c) != nil || CursorAt(Position{Seq: 5, Index: 3}).Rest(c) != nil {
+		t.Fatal("Rest of what the reader has")
+	}
+	if WholeCursor(4).Rest(c) != c {
+		t.Fatal("Rest of a piece after the cursor is the piece")
+	}
+	schema := &Commit{Seq: 6, NewSchema: true}
+	if whole.Rest(schema) != schema || whole.Rest(&Commit{Seq: 6}) != nil {
+		t.Fatal("a commit without changes is delivered only when it starts a schema version")
+	}
+	c.Partial = false
+	if c.Taken() != WholeCursor(5) {
+		t.Fatalf("End of a whole commit: %+v", c.Taken())
+	}
+	for _, f := range []struct {
+		c    Cursor
+		seq  int64
+		want bool
+	}{{whole, 6, true}, {whole, 7, false}, {whole, 5, false}, {inside, 5, true}, {inside, 6, true}, {inside, 7, false}} {
+		if got := f.c.Follows(f.seq); got != f.want {
+			t.Errorf("%+v.Follows(%d) = %v", f.c, f.seq, got)
+		}
+	}
+}
+
+// TestHistoryCheck: a resume is refused from another epoch, from before
+// retained history (inside a pruned commit too) and from past the log.
+func TestHistoryCheck(t *testing.T) {
+	d := &Database{Org: "o", Name: "d", Epoch: "e"}
+	h := History{LastSeq: 10, PrunedSeq: 4}
+	for _, c := range []struct {
+		p    Position
+		code Code
+	}{
+		{Position{Epoch: "e", Seq: 4, Index: WholeCommit}, ""},
+		{Position{Epoch: "e", Seq: 10, Index: 0}, ""},
+		{Position{Epoch: "f", Seq: 5, Index: 0}, CodeGone},
+		{Position{Epoch: "e", Seq: 4, Index: 0}, CodeGone},
+		{Position{Epoch: "e", Seq: 3, Index: WholeCommit}, CodeGone},
+		{Position{Epoch: "e", Seq: 11, Index: 0}, CodeInvalid},
+	} {
+		err := h.Check(d, c.p)
+		if c.code == "" && err != nil || c.code != "" && ErrorCode(err) != c.code {
+			t.Errorf("%s: %v, want %q", c.p, err, c.code)
+		}
+	}
+}

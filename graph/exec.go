@@ -432,18 +432,9 @@ func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err err
 	if errors.As(err, &le) {
 		return le.gqlError(path)
 	}
-	code := sluice.ErrorCode(err)
-	msg := sluice.ErrorMessage(err)
-	if code == sluice.CodeInternal && logger != nil {
-		logger.ErrorContext(ctx, "graphql request failed", "err", err)
-	}
-	if code == sluice.CodeOutcomeUnknown && logger != nil {
-		logger.WarnContext(ctx, "write outcome unknown: the connection to Postgres was lost while it committed", "err", err)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		msg = "the request was cancelled"
-	}
-	ext := map[string]any{"code": code.GraphQLCode()}
+	sh := sluice.Show(err)
+	sh.Log(ctx, logger, "graphql request failed", err)
+	ext := map[string]any{"code": sh.Code.GraphQLCode()}
 	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
 		docs := make([]map[string]any, len(stale.Docs))
 		for i, d := range stale.Docs {
@@ -454,7 +445,7 @@ func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err err
 		}
 		ext["documents"] = docs
 	}
-	return &gqlerror.Error{Message: msg, Path: path, Extensions: ext}
+	return &gqlerror.Error{Message: sh.Message, Path: path, Extensions: ext}
 }
 
 // fieldPath returns the response path of a root field.

@@ -98,7 +98,7 @@ func (srv *server) serve(w http.ResponseWriter, r *http.Request, media string) {
 			return
 		}
 	}
-	writeRequestError(w, media, http.StatusBadRequest, "transport not supported")
+	writeRequestError(w, media, invalidRequest("transport not supported"))
 }
 
 // NewHandler returns a Handler reading and writing through store.
@@ -121,13 +121,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	u := auth.UserFrom(r.Context())
 	if u == nil {
-		writeRequestError(w, media, http.StatusUnauthorized, "not authenticated")
+		writeRequestError(w, media, sluice.Errorf(sluice.CodeUnauthenticated, "not authenticated"))
 		return
 	}
-	org, name := chi.URLParam(r, "org"), chi.URLParam(r, "db")
-	if org == "" && name == "" {
-		org, name = sluice.SystemOrg, sluice.SystemDB
-	}
+	org, name := DatabaseOf(r)
 	// The schema version a request is served with comes from the
 	// engine's cache, which may lag a schema change made on another
 	// replica a moment ago. A stream reads it afresh: it lives on
@@ -182,6 +179,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		try.again, try.last = false, true
 		h.store.ForgetDatabase(org, name)
 	}
+}
+
+// DatabaseOf returns the organization and name of the database a GraphQL
+// URL names: /api/graphql/{org}/{db}, or the system database for
+// /api/graphql/_system.
+func DatabaseOf(r *http.Request) (org, name string) {
+	org, name = chi.URLParam(r, "org"), chi.URLParam(r, "db")
+	if org == "" && name == "" {
+		org, name = sluice.SystemOrg, sluice.SystemDB
+	}
+	return org, name
+}
+
+// Operation resolves what one operation of a connection that carries many
+// (a graphql-ws socket) runs against, as ServeHTTP does for a request of
+// a stream: the current schema of database org/name (read afresh), for
+// u's role; authorized as a request is. It returns ctx carrying the
+// operation's Request (RequestFrom) and trace start, the executable
+// schema and its executor, or the error a request would be answered with
+// (no access, no such database, Postgres unavailable).
+func (h *Handler) Operation(ctx context.Context, u *sluice.User, org, name string) (context.Context, *ExecutableSchema, graphql.GraphExecutor, error) {
+	h.store.ForgetDatabase(org, name)
+	d, s, role, err := h.store.GraphQLDatabase(ctx, u, org, name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv, err := h.server(d, s, role)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return graphql.StartOperationTrace(WithRequest(ctx, &Request{User: u, DB: d})), srv.es, srv.ops, nil
 }
 
 // replay answers req, a plain HTTP request with an Idempotency-Key whose

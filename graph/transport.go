@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -53,26 +52,17 @@ var _ graphql.Transport = HTTPTransport{}
 // Supports reports true: HTTPTransport answers everything that reaches it.
 func (HTTPTransport) Supports(*http.Request) bool { return true }
 
-// RequestError is a malformed GraphQL-over-HTTP request: it is answered
-// with Status and Message, before anything runs.
-type RequestError struct {
-	Status  int
-	Message string
-}
-
-func (e *RequestError) Error() string { return e.Message }
-
 // Do serves one request.
 func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	media, ok := responseMedia(r.Header.Get("Accept"))
 	if !ok {
-		writeRequestError(w, mediaJSON, http.StatusNotAcceptable,
-			"the server responds with application/graphql-response+json or application/json; the Accept header allows neither")
+		writeRequestError(w, mediaJSON, sluice.Errorf(sluice.CodeNotAcceptable,
+			"the server responds with application/graphql-response+json or application/json; the Accept header allows neither"))
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
-		writeRequestError(w, media, http.StatusMethodNotAllowed, "use GET or POST")
+		writeRequestError(w, media, sluice.Errorf(sluice.CodeMethod, "use GET or POST"))
 		return
 	}
 	ctx := r.Context()
@@ -81,9 +71,9 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	if greq != nil && greq.try != nil && greq.try.params != nil {
 		params = greq.try.params // served again: the body is gone
 	} else {
-		var rerr *RequestError
-		if params, rerr = ReadParams(r, t.MaxBodyBytes); rerr != nil {
-			writeRequestError(w, media, rerr.Status, rerr.Message)
+		var err error
+		if params, err = ReadParams(r, t.MaxBodyBytes); err != nil {
+			writeRequestError(w, media, err)
 			return
 		}
 		if greq != nil && greq.try != nil {
@@ -112,7 +102,7 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 	}
 	if r.Method == http.MethodGet && rc.Operation.Operation != ast.Query {
 		w.Header().Set("Allow", "POST")
-		writeRequestError(w, media, http.StatusMethodNotAllowed, "a "+string(rc.Operation.Operation)+" cannot be sent with GET; use POST")
+		writeRequestError(w, media, sluice.Errorf(sluice.CodeMethod, "a %s cannot be sent with GET; use POST", rc.Operation.Operation))
 		return
 	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
@@ -129,7 +119,7 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 func writeResponse(w http.ResponseWriter, media string, resp *graphql.Response, replayed bool) {
 	b, err := json.Marshal(resp)
 	if err != nil {
-		writeRequestError(w, media, http.StatusInternalServerError, "internal error")
+		writeRequestError(w, media, fmt.Errorf("encode the response: %w", err))
 		return
 	}
 	if replayed {
@@ -169,51 +159,51 @@ func responseMedia(accept string) (string, bool) {
 // from the URL of a GET (query, operationName, variables, extensions), or
 // the JSON body of a POST of at most maxBody bytes (10 MiB when 0). Every
 // transport on the GraphQL URL parses requests with it.
-func ReadParams(r *http.Request, maxBody int64) (*graphql.RawParams, *RequestError) {
+func ReadParams(r *http.Request, maxBody int64) (*graphql.RawParams, error) {
 	if r.Method == http.MethodGet {
 		return getParams(r)
 	}
 	return postParams(r, maxBody)
 }
 
-func getParams(r *http.Request) (*graphql.RawParams, *RequestError) {
+func getParams(r *http.Request) (*graphql.RawParams, error) {
 	q := r.URL.Query()
 	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
 	if p.Query == "" {
-		return nil, &RequestError{http.StatusBadRequest, "the query parameter is missing"}
+		return nil, invalidRequest("the query parameter is missing")
 	}
 	if v := q.Get("variables"); v != "" {
 		if err := decodeObject([]byte(v), &p.Variables); err != nil {
-			return nil, &RequestError{http.StatusBadRequest, "variables: " + err.Error()}
+			return nil, sluice.Errorf(sluice.CodeInvalid, "variables: %s", sluice.DecodeError(err).Message)
 		}
 	}
 	if v := q.Get("extensions"); v != "" {
 		if err := decodeObject([]byte(v), &p.Extensions); err != nil {
-			return nil, &RequestError{http.StatusBadRequest, "extensions: " + err.Error()}
+			return nil, sluice.Errorf(sluice.CodeInvalid, "extensions: %s", sluice.DecodeError(err).Message)
 		}
 	}
 	return p, nil
 }
 
-func postParams(r *http.Request, limit int64) (*graphql.RawParams, *RequestError) {
+func postParams(r *http.Request, limit int64) (*graphql.RawParams, error) {
 	ct := r.Header.Get("Content-Type")
 	if ct == "" {
-		return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be application/json; Content-Type is missing"}
+		return nil, unsupportedMedia("the request body must be application/json; Content-Type is missing")
 	}
 	if ct != mediaJSON { // the usual value needs no parsing
 		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || mt != mediaJSON {
-			return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be application/json, not " + ct}
+			return nil, unsupportedMedia("the request body must be application/json, not " + ct)
 		}
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return nil, &RequestError{http.StatusUnsupportedMediaType, "the request body must be UTF-8, not " + cs}
+			return nil, unsupportedMedia("the request body must be UTF-8, not " + cs)
 		}
 	}
 	if limit <= 0 {
 		limit = 10 << 20
 	}
-	tooLarge := func() *RequestError {
-		return &RequestError{http.StatusRequestEntityTooLarge, "the request body is larger than " + strconv.FormatInt(limit, 10) + " bytes, the most max_body_bytes allows"}
+	tooLarge := func() error {
+		return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most max_body_bytes allows", limit)
 	}
 	if r.ContentLength > limit {
 		return nil, tooLarge() // refused before reading any of it
@@ -223,17 +213,17 @@ func postParams(r *http.Request, limit int64) (*graphql.RawParams, *RequestError
 		return nil, tooLarge() // a limit of the server's own, past it
 	}
 	if e, ok := errors.AsType[*sluice.Error](err); ok {
-		return nil, &RequestError{http.StatusBadRequest, e.Message} // the body's own fault: not UTF-8, too slow
+		return nil, invalidRequest(e.Message) // the body's own fault: not UTF-8, too slow
 	}
 	if err != nil {
-		return nil, &RequestError{http.StatusBadRequest, "could not read the request body"}
+		return nil, invalidRequest("could not read the request body")
 	}
 	if int64(len(body)) > limit {
 		return nil, tooLarge()
 	}
 	p, msg := ParseRequestBody(body)
 	if msg != "" {
-		return nil, &RequestError{http.StatusBadRequest, msg}
+		return nil, invalidRequest(msg)
 	}
 	return p, nil
 }
@@ -333,24 +323,23 @@ func decodeObject(b []byte, dst any) error {
 	return nil
 }
 
-func writeRequestError(w http.ResponseWriter, media string, status int, msg string) {
-	writeErrors(w, media, status, gqlerror.List{{Message: msg, Extensions: map[string]any{"code": codeForStatus(status)}}})
+// invalidRequest returns the error of a malformed request.
+func invalidRequest(msg string) error { return &sluice.Error{Code: sluice.CodeInvalid, Message: msg} }
+
+// unsupportedMedia returns the error of a body Sluice does not read.
+func unsupportedMedia(msg string) error {
+	return &sluice.Error{Code: sluice.CodeUnsupportedMedia, Message: msg}
 }
 
-func codeForStatus(status int) string {
-	switch status {
-	case http.StatusMethodNotAllowed:
-		return sluice.CodeMethod.GraphQLCode()
-	case http.StatusUnauthorized:
-		return sluice.CodeUnauthenticated.GraphQLCode()
-	case http.StatusForbidden:
-		return sluice.CodeForbidden.GraphQLCode()
-	case http.StatusNotFound:
-		return sluice.CodeNotFound.GraphQLCode()
-	case http.StatusInternalServerError:
-		return sluice.CodeInternal.GraphQLCode()
+// writeRequestError answers a request refused before it runs with err,
+// as sluice.Show shows it (a request's extensions.code: BAD_REQUEST for
+// a malformed one).
+func writeRequestError(w http.ResponseWriter, media string, err error) {
+	sh := sluice.Show(err)
+	if sh.RetryAfter != "" {
+		w.Header().Set("Retry-After", sh.RetryAfter)
 	}
-	return "BAD_REQUEST"
+	writeErrors(w, media, sh.Code.HTTPStatus(), gqlerror.List{{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.RefusedGraphQLCode()}}})
 }
 
 // writeErrors writes a response with errors and no data entry.

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // unread fails the test if the request body is read at all.
@@ -27,11 +29,11 @@ func TestReadParamsBodyLimit(t *testing.T) {
 		r.ContentLength = length
 		return r
 	}
-	if _, err := ReadParams(post(unread{t}, limit+1), limit); err == nil || err.Status != http.StatusRequestEntityTooLarge {
+	if _, err := ReadParams(post(unread{t}, limit+1), limit); sluice.ErrorCode(err).HTTPStatus() != http.StatusRequestEntityTooLarge {
 		t.Fatalf("announced over the limit: %v", err)
 	}
 	big := `{"query":"` + strings.Repeat("x", limit) + `"}`
-	if _, err := ReadParams(post(strings.NewReader(big), -1), limit); err == nil || err.Status != http.StatusRequestEntityTooLarge {
+	if _, err := ReadParams(post(strings.NewReader(big), -1), limit); sluice.ErrorCode(err).HTTPStatus() != http.StatusRequestEntityTooLarge {
 		t.Fatalf("chunked over the limit: %v", err)
 	}
 	ok := `{"query":"{ a }","variables":{"n":1}}`
@@ -39,12 +41,12 @@ func TestReadParamsBodyLimit(t *testing.T) {
 	if err != nil || p.Query != "{ a }" || p.Variables["n"] == nil {
 		t.Fatalf("a body within the limit: %+v %v", p, err)
 	}
-	if _, err := ReadParams(post(strings.NewReader(ok), int64(len(ok))+5), limit); err == nil || err.Status != http.StatusBadRequest {
+	if _, err := ReadParams(post(strings.NewReader(ok), int64(len(ok))+5), limit); sluice.ErrorCode(err).HTTPStatus() != http.StatusBadRequest {
 		t.Fatalf("a body shorter than announced: %v", err)
 	}
 	r := post(strings.NewReader(ok), int64(len(ok)))
 	r.Header.Set("Content-Type", "application/json; charset=latin1")
-	if _, err := ReadParams(r, limit); err == nil || err.Status != http.StatusUnsupportedMediaType {
+	if _, err := ReadParams(r, limit); sluice.ErrorCode(err).HTTPStatus() != http.StatusUnsupportedMediaType {
 		t.Fatalf("a latin1 body: %v", err)
 	}
 }

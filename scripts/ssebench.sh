@@ -3,7 +3,11 @@
 # the kit's limit server alternate, each on a fresh process, and one JSON
 # summary line per run is printed, then the ratios Sluice / limit.
 #
-#   scripts/ssebench.sh <kit-dir> [streams] [rate] [duration] [pairs]
+#   scripts/ssebench.sh <kit-dir> [streams] [rate] [duration] [pairs] [source-addresses]
+#
+# source-addresses spreads the streams over that many loopback source
+# addresses (127.0.0.1, .2, …), which more than about 28,000 streams to one
+# port need (ephemeral ports); default one per 25,000 streams.
 #
 # kit-dir is the ssebench kit's directory (its loadgen and limit-server;
 # the kit is not part of this repository). Needs Postgres server binaries (Sluice runs its embedded
@@ -11,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 1 ]; then
-  echo "usage: scripts/ssebench.sh <kit-dir> [streams] [rate] [duration] [pairs]" >&2
+  echo "usage: scripts/ssebench.sh <kit-dir> [streams] [rate] [duration] [pairs] [source-addresses]" >&2
   exit 2
 fi
 kit=$(cd "$1" && pwd)
@@ -19,6 +23,7 @@ n=${2:-1000}
 rate=${3:-10}
 duration=${4:-8s}
 pairs=${5:-2}
+srcs=${6:-0}
 work=$(mktemp -d /tmp/ssebench.XXXXXX)
 out=$work/results.jsonl
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
@@ -38,7 +43,7 @@ run_sluice() {
   wait_http http://127.0.0.1:6363/readyz
   curl -sf -u admin:root -X POST http://127.0.0.1:6363/api/db/admin/bench \
     -d '{"schema":"type Tick { ts: BigInt! seq: Int! }"}' >/dev/null
-  "$work/loadgen" -n "$n" -pid "$pid" -label sluice \
+  "$work/loadgen" -n "$n" -pid "$pid" -label sluice -src-ips "$srcs" \
     -url http://127.0.0.1:6363/api/graphql/admin/bench \
     -query 'subscription { Tick_added { ts seq } }' -header "Authorization: Basic YWRtaW46cm9vdA==" \
     -await-first-frame -connect-timeout 30s -settle 1s \
@@ -53,7 +58,7 @@ run_limit() {
   "$work/limit-server" -addr 127.0.0.1:7700 -queue 256 &
   local pid=$!
   sleep 0.5
-  "$work/loadgen" -n "$n" -pid "$pid" -label limit \
+  "$work/loadgen" -n "$n" -pid "$pid" -label limit -src-ips "$srcs" \
     -url http://127.0.0.1:7700/graphql \
     -query 'subscription { Tick_added { ts seq } }' \
     -await-first-frame -connect-timeout 30s -settle 1s \
@@ -84,6 +89,6 @@ for name, f in fields.items():
     ratios = [x / y for x, y in zip(a, b) if x and y]
     print(f"{name}: sluice {[round(x, 1) if x else x for x in a]} limit {[round(x, 1) if x else x for x in b]} ratio {gm(ratios):.3f}")
 for r in s + l:
-    lat, ev = r.get("latency_ms") or {}, r.get("events") or {}
-    print(f"{r['label']}: p50 {lat.get('p50')} p99 {lat.get('p99')} max {lat.get('max')} ms; lost {ev.get('lost')} of {ev.get('expected')}")
+    lat, ev, con = r.get("latency_ms") or {}, r.get("events") or {}, r.get("connect") or {}
+    print(f"{r['label']}: p50 {lat.get('p50')} p99 {lat.get('p99')} max {lat.get('max')} ms; lost {ev.get('lost')} of {ev.get('expected')}; {con.get('opened')} opened in {con.get('open_s')} s")
 PY

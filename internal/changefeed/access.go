@@ -239,8 +239,8 @@ func (gs *guards) sync(ctx context.Context, v int64) error {
 			if c.Version <= g.grant.AccessVersion {
 				continue
 			}
-			if err := affects(c, g.grant); err != nil {
-				gs.end(g, err)
+			if e := c.Affects(g.grant); e != nil {
+				gs.end(g, &Revoked{Err: e})
 			}
 		}
 		gs.applied.Store(c.Version)
@@ -282,87 +282,4 @@ func (gs *guards) endAll(err error) {
 	for g := range gs.all {
 		gs.end(g, err)
 	}
-}
-
-// affects returns the error that ends a stream holding grant after access
-// change c, or nil when c leaves the grant intact.
-func affects(c sluice.AccessChange, grant *sluice.Grant) error {
-	u, d := grant.User, grant.Database
-	switch c.Kind {
-	case sluice.AccessToken:
-		if grant.TokenID != 0 && grant.TokenID == c.TokenID {
-			return revoked(sluice.CodeUnauthenticated, "the token this stream was opened with was revoked")
-		}
-	case sluice.AccessPassword:
-		if grant.TokenID == 0 && u.ID == c.UserID {
-			return revoked(sluice.CodeUnauthenticated, "the password of %s changed; authenticate again", u.Name)
-		}
-	case sluice.AccessUser:
-		if u.ID == c.UserID {
-			return revoked(sluice.CodeUnauthenticated, "user %s was deleted", u.Name)
-		}
-	case sluice.AccessRole:
-		if !u.Superuser && u.ID == c.UserID && d.ID == c.DatabaseID && c.Role < grant.Role {
-			if c.Role == sluice.RoleNone {
-				return revoked(sluice.CodeForbidden, "the access of %s to %s was revoked", u.Name, d.Path())
-			}
-			return revoked(sluice.CodeForbidden, "the role of %s on %s was narrowed to %s; subscribe again", u.Name, d.Path(), c.Role)
-		}
-	case sluice.AccessDatabase:
-		if d.ID == c.DatabaseID {
-			return revoked(sluice.CodeNotFound, "database %s was deleted", d.Path())
-		}
-	case sluice.AccessOrganization:
-		if d.Org == c.Org || u.Org == c.Org {
-			return revoked(sluice.CodeNotFound, "organization %s was deleted", c.Org)
-		}
-	default:
-		// A kind this binary does not know (a newer replica wrote it):
-		// end the stream rather than guess; the client resubscribes.
-		return revoked(sluice.CodeForbidden, "the access of %s changed; subscribe again", u.Name)
-	}
-	return nil
-}
-
-// Ender is what a guard ends: whatever serves the stream at the time, a
-// subscription or a member of a shared one (anything with End). A stream
-// registers its guard with Ender.End before it has a subscription, then
-// hands each one it serves from to Serve.
-type Ender struct {
-	mu  sync.Mutex
-	err error
-	cur interface{ End(error) }
-}
-
-// End ends the stream with err: what serves it now, and anything handed to
-// Serve later. Only the first error counts.
-func (e *Ender) End(err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.err != nil {
-		return
-	}
-	e.err = err
-	if e.cur != nil {
-		e.cur.End(err)
-	}
-}
-
-// Serve makes x what serves the stream. When the stream already ended, x
-// is ended at once and the error returned.
-func (e *Ender) Serve(x interface{ End(error) }) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.cur = x
-	if e.err != nil {
-		x.End(e.err)
-	}
-	return e.err
-}
-
-// Err returns why the stream was ended, nil while it was not.
-func (e *Ender) Err() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.err
 }

@@ -3,6 +3,7 @@ package changefeed
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,17 +38,32 @@ var (
 // stream does.
 func guarded(t *testing.T, h *Hub, grant *sluice.Grant, from *sluice.Position) *Subscription {
 	t.Helper()
-	var e Ender
-	g, err := h.Guard(context.Background(), grant, e.End)
+	// The guard ends the subscription made after it (the stream server's
+	// Ender does this for a stream).
+	var mu sync.Mutex
+	var s *Subscription
+	var endErr error
+	g, err := h.Guard(context.Background(), grant, func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s != nil {
+			s.End(err)
+		} else {
+			endErr = err
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(g.Release)
-	s := subscribe(t, h, from, Options{})
-	if err := e.Serve(s); err != nil {
-		t.Fatal(err)
+	sub := subscribe(t, h, from, Options{})
+	mu.Lock()
+	s = sub
+	if endErr != nil {
+		sub.End(endErr)
 	}
-	return s
+	mu.Unlock()
+	return sub
 }
 
 // ended waits for s to end and returns its error.

@@ -13,8 +13,9 @@
 // whole small commits, or a run of a large commit's changes, about
 // PieceBytes of change images at a time (sluice.Commit.Partial marks a
 // piece more of its commit follows). It hands each piece to the Hub in
-// order, exactly once. Readers track how far they got as a mark: a whole
-// commit, and some changes of the next (mark.go).
+// order, exactly once. Readers track how far they got as a sluice.Cursor
+// (the one log cursor of every reader): a whole commit, and some changes
+// of the next.
 //
 // # Subscriptions
 //
@@ -26,11 +27,11 @@
 //
 // A subscription is either live (the tailer pushes into its bounded queue
 // without ever blocking) or catching up (a goroutine owned by the hub
-// reads the log from the subscription's mark and blocks on the queue as
+// reads the log from the subscription's cursor and blocks on the queue as
 // the consumer allows). A new subscription behind the head, a resume, and
 // a live subscription whose queue would overflow all catch up; a
 // catching-up subscription joins the live set, under the database's lock,
-// as soon as its mark reaches the head. Live delivery skips what a
+// as soon as its cursor reaches the head. Live delivery skips what a
 // subscription already has, so the handoff has no gap and no duplicate.
 // Memory per subscription is bounded by its queue (QueueSize pieces).
 //
@@ -46,19 +47,9 @@
 // drained first, except after a revocation. Close ends a subscription; it
 // is idempotent and leaves no goroutine.
 //
-// # Shares
-//
-// Subscribers with the same events (a GraphQL query with its variables
-// and access, a REST class with its operations and role) join one share
-// (Hub.Join, share.go): one subscription whose pieces an Evaluator turns
-// into events once, framed once, kept in a bounded history that every
-// member takes from at its own pace. A member that falls out of it leaves
-// and continues with a subscription of its own from where it was. A share
-// is evaluated by a feed (feed.go): a subscription of its own, or, for the
-// distinct subscriptions of one multiplexed connection, the connection's
-// Feed, one subscription evaluated for each of its shares. A feed has no
-// goroutine while idle: its subscription notifies it (Options.Notify) and
-// a goroutine evaluates what is queued, then exits.
+// Subscriptions are consumed by the stream server (internal/stream),
+// which shares one among identical subscribers and serves streams from
+// them; no transport uses this package directly.
 //
 // # Access
 //

@@ -73,10 +73,9 @@ type Hub struct {
 	piece   int64
 	recheck time.Duration
 	nextID  atomic.Uint64
-	// The open streams' access guards and the shares have locks of their
-	// own; their files say how those order with mu.
-	guards *guards   // access.go
-	shares *shareSet // share.go
+	// The open streams' access guards have a lock of their own; access.go
+	// says how it orders with mu.
+	guards *guards
 
 	// mu guards the fields below. It may be taken while holding a
 	// dbState's mu, never the other way round.
@@ -93,8 +92,8 @@ type dbState struct {
 	id int64
 
 	mu      sync.Mutex
-	tracked bool // the tailer follows this database
-	head    mark // how far the tailer handed the log over
+	tracked bool          // the tailer follows this database
+	head    sluice.Cursor // how far the tailer handed the log over
 	live    map[*Subscription]struct{}
 	// changed is closed (and replaced) whenever head or tracked changes,
 	// to wake catch-ups waiting for the tailer.
@@ -123,7 +122,6 @@ func NewHub(log Log, o HubOptions) *Hub {
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 		guards: newGuards(log, o),
 	}
-	h.shares = newShareSet(h)
 	return h
 }
 
@@ -193,9 +191,9 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		started: time.Now(),
 	}
 	if from == nil {
-		s.setMark(mark{seq: hist.LastSeq, part: -1})
+		s.setMark(sluice.WholeCursor(hist.LastSeq))
 	} else {
-		if err := checkResume(d, hist, *from); err != nil {
+		if err := hist.Check(d, *from); err != nil {
 			if h.metrics != nil && sluice.ErrorCode(err) == sluice.CodeGone {
 				h.metrics.ResumeFailures.WithLabelValues(label).Inc()
 			}
@@ -204,7 +202,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		if h.metrics != nil {
 			h.metrics.Replays.WithLabelValues(label).Inc()
 		}
-		s.setMark(markAt(*from))
+		s.setMark(sluice.CursorAt(*from))
 	}
 	st := h.state(d.ID)
 	s.st = st
@@ -222,7 +220,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	}
 
 	st.mu.Lock()
-	if st.tracked && !s.mark().less(st.head) {
+	if st.tracked && !s.mark().Less(st.head) {
 		st.live[s] = struct{}{}
 		s.live.Store(true)
 	} else {
@@ -239,26 +237,6 @@ func queueSize(def, want int) int {
 		return want
 	}
 	return def
-}
-
-func checkResume(d *sluice.Database, hist sluice.History, p sluice.Position) error {
-	if p.Epoch != d.Epoch {
-		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
-	}
-	// A position inside a pruned commit is refused too: whether the
-	// client had all of that commit cannot be known any more. The end of
-	// an empty log (what a read of a database without commits answers)
-	// is a position like any other.
-	if !hist.Retains(p) {
-		return sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned); re-read the current state", p, d.Path(), hist.PrunedSeq)
-	}
-	if p.Seq > hist.LastSeq {
-		// Positions come from this log; one past its end names commits
-		// the log no longer has (lost in a failover to a Postgres standby
-		// that had not received them, or by a restore from a backup).
-		return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s: the commits after %d are not in the log (lost in a Postgres failover or a restore); re-read the current state", p, hist.LastSeq, d.Path(), hist.LastSeq)
-	}
-	return nil
 }
 
 // startCatchUp starts s's catch-up goroutine. The caller holds s.st.mu.
@@ -278,7 +256,7 @@ func (h *Hub) track(id int64, head int64) {
 	st := h.state(id)
 	st.mu.Lock()
 	st.tracked = true
-	st.head = mark{seq: head, part: -1}
+	st.head = sluice.WholeCursor(head)
 	st.signal()
 	st.mu.Unlock()
 }
@@ -297,8 +275,8 @@ func (h *Hub) skipIfIdle(id int64, seq int64) bool {
 	if h.watchedLocked(id, st) {
 		return false
 	}
-	if st.head.less(mark{seq: seq, part: -1}) {
-		st.head = mark{seq: seq, part: -1}
+	if st.head.Less(sluice.WholeCursor(seq)) {
+		st.head = sluice.WholeCursor(seq)
 		st.signal()
 	}
 	return true
@@ -345,7 +323,7 @@ func (h *Hub) publish(c *sluice.Commit) {
 	var classes map[string]bool
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.head = past(c)
+	st.head = c.Taken()
 	for s := range st.live {
 		m := s.mark()
 		if len(s.opts.Classes) > 0 && classes == nil {
@@ -353,12 +331,12 @@ func (h *Hub) publish(c *sluice.Commit) {
 		}
 		out := s.prepare(m, c, classes)
 		if out == nil {
-			s.setMark(later(m, past(c)))
+			s.setMark(m.Max(c.Taken()))
 			continue
 		}
 		select {
 		case s.ch <- out:
-			s.setMark(past(c))
+			s.setMark(c.Taken())
 			s.queued.Add(1)
 			s.notify()
 		default:
@@ -396,7 +374,7 @@ func (h *Hub) gap(id int64) {
 // numbers for the ones it had, silently. The others go on.
 func (h *Hub) rewind(id int64, head int64) {
 	st := h.state(id)
-	end := mark{seq: head, part: -1}
+	end := sluice.WholeCursor(head)
 	st.mu.Lock()
 	st.head = end
 	h.mu.Lock()
@@ -432,7 +410,7 @@ func (h *Hub) catchUp(s *Subscription) {
 			st.mu.Unlock()
 			return
 		}
-		if st.tracked && !s.mark().less(st.head) {
+		if st.tracked && !s.mark().Less(st.head) {
 			st.live[s] = struct{}{}
 			s.live.Store(true)
 			st.mu.Unlock()
@@ -442,7 +420,7 @@ func (h *Hub) catchUp(s *Subscription) {
 		st.mu.Unlock()
 
 		m := s.mark()
-		cs, more, err := h.log.ReadLog(ctx, s.db, m.after(), h.batch, h.piece)
+		cs, more, err := h.log.ReadLog(ctx, s.db, m.After(), h.batch, h.piece)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -473,8 +451,8 @@ func (h *Hub) catchUp(s *Subscription) {
 				backoff = min(2*backoff, 5*time.Second)
 				continue
 			}
-			if !next(m, cs[0].Seq) {
-				s.finish(sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned before this subscriber read it; re-read the current state", s.db.Path(), m.seq))
+			if !m.Follows(cs[0].Seq) {
+				s.finish(sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned before this subscriber read it; re-read the current state", s.db.Path(), m.Seq))
 				return
 			}
 		}
@@ -491,7 +469,7 @@ func (h *Hub) catchUp(s *Subscription) {
 					return
 				}
 			}
-			m = later(m, past(c))
+			m = m.Max(c.Taken())
 			s.setMark(m)
 		}
 		if more || len(cs) > 0 {

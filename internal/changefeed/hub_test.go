@@ -48,14 +48,14 @@ func (l *memLog) History(_ context.Context, id int64) (sluice.History, error) {
 func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := markAt(after)
-	if m.seq+1 <= l.pruned && l.pruned > 0 {
+	m := sluice.CursorAt(after)
+	if m.Seq+1 <= l.pruned && l.pruned > 0 {
 		return nil, false, sluice.Errorf(sluice.CodeGone, "pruned")
 	}
 	var out []*sluice.Commit
 	var used int64
 	for _, c := range l.commits {
-		if c.Seq <= m.seq {
+		if c.Seq <= m.Seq {
 			continue
 		}
 		if len(out) == limit {
@@ -64,7 +64,7 @@ func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Pos
 		piece := *c
 		piece.Changes = nil
 		for _, ch := range c.Changes {
-			if c.Seq == m.seq+1 && ch.Index <= m.part {
+			if c.Seq == m.Seq+1 && ch.Index <= m.Part {
 				continue
 			}
 			size := max(int64(len(ch.Before)+len(ch.After)), 1)
@@ -78,7 +78,7 @@ func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Pos
 			used += size
 			piece.Changes = append(piece.Changes, ch)
 		}
-		if c.Seq == m.seq+1 && m.part >= 0 && len(piece.Changes) == 0 {
+		if c.Seq == m.Seq+1 && m.Part >= 0 && len(piece.Changes) == 0 {
 			continue // read whole before
 		}
 		out = append(out, &piece)

@@ -18,9 +18,9 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 	if from.Epoch != d.Epoch {
 		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s)", from, d.Path(), d.Epoch)
 	}
-	m := markAt(from)
-	if !m.less(mark{seq: upTo, part: -1}) {
-		if m.seq > upTo {
+	m := sluice.CursorAt(from)
+	if !m.Less(sluice.WholeCursor(upTo)) {
+		if m.Seq > upTo {
 			return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of commit %d", from, upTo)
 		}
 		return nil // nothing between them
@@ -29,28 +29,28 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 	if err != nil {
 		return err
 	}
-	if err := checkResume(d, hist, from); err != nil {
+	if err := hist.Check(d, from); err != nil {
 		return err
 	}
-	for m.less(mark{seq: upTo, part: -1}) {
-		cs, more, err := h.log.ReadLog(ctx, d, m.after(), h.batch, h.piece)
+	for m.Less(sluice.WholeCursor(upTo)) {
+		cs, more, err := h.log.ReadLog(ctx, d, m.After(), h.batch, h.piece)
 		if err != nil {
 			return err
 		}
 		if len(cs) == 0 {
 			return nil // the log ends before upTo: nothing more to judge
 		}
-		if !next(m, cs[0].Seq) {
-			return sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned", d.Path(), m.seq)
+		if !m.Follows(cs[0].Seq) {
+			return sluice.Errorf(sluice.CodeGone, "the history of %s after commit %d was pruned", d.Path(), m.Seq)
 		}
 		for _, c := range cs {
 			if c.Seq > upTo {
 				return nil
 			}
-			if out := m.rest(c); out != nil && !fn(out) {
+			if out := m.Rest(c); out != nil && !fn(out) {
 				return nil
 			}
-			m = later(m, past(c))
+			m = m.Max(c.Taken())
 		}
 		if !more {
 			return nil

@@ -107,20 +107,20 @@ func (s *Subscription) sleep(d time.Duration) bool {
 }
 
 // mark returns how far s got. Only its writer (see cursor) may call it.
-func (s *Subscription) mark() mark { return mark{seq: s.cursor.Load(), part: s.part} }
+func (s *Subscription) mark() sluice.Cursor { return sluice.Cursor{Seq: s.cursor.Load(), Part: s.part} }
 
 // setMark records how far s got. Only its writer may call it.
-func (s *Subscription) setMark(m mark) {
-	s.part = m.part
-	s.cursor.Store(m.seq)
+func (s *Subscription) setMark(m sluice.Cursor) {
+	s.part = m.Part
+	s.cursor.Store(m.Seq)
 }
 
 // prepare returns what s receives of piece c given its mark m: nil when
 // it holds nothing after m or changes none of its classes (classes, when
 // not nil, is c's set of classes) and starts no schema version, else c or
 // a copy of it holding only the changes after m.
-func (s *Subscription) prepare(m mark, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
-	out := m.rest(c)
+func (s *Subscription) prepare(m sluice.Cursor, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
+	out := m.Rest(c)
 	if out == nil || len(s.opts.Classes) == 0 || c.NewSchema {
 		return out
 	}

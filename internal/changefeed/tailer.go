@@ -76,7 +76,7 @@ type Tailer struct {
 
 	// Owned by Run's goroutine.
 	dbs     map[int64]*sluice.Database // followed databases (ID and Epoch)
-	pos     map[int64]mark             // how far the log was handed to the hub
+	pos     map[int64]sluice.Cursor    // how far the log was handed to the hub
 	started bool                       // the first read of the heads is done
 	// lost is set while Postgres is unreachable: the open streams were
 	// ended once (their access can no longer be checked), not again.
@@ -103,7 +103,7 @@ func NewTailer(store Store, hub *Hub, o TailerOptions) *Tailer {
 	return &Tailer{
 		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, piece: o.PieceBytes, now: o.Now, onDrop: o.OnDrop,
 		pending: map[int64]struct{}{}, full: true, wake: make(chan struct{}, 1),
-		dbs: map[int64]*sluice.Database{}, pos: map[int64]mark{},
+		dbs: map[int64]*sluice.Database{}, pos: map[int64]sluice.Cursor{},
 	}
 }
 
@@ -257,7 +257,7 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 				from = h.PrunedSeq
 			}
 			t.dbs[h.DatabaseID] = &sluice.Database{ID: h.DatabaseID, Epoch: h.Epoch}
-			t.pos[h.DatabaseID] = mark{seq: from, part: -1}
+			t.pos[h.DatabaseID] = sluice.WholeCursor(from)
 			t.hub.track(h.DatabaseID, from)
 			if h.LastSeq > from {
 				behind = append(behind, h.DatabaseID)
@@ -265,14 +265,14 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 			continue
 		}
 		p := t.pos[h.DatabaseID]
-		if h.LastSeq < p.seq {
+		if h.LastSeq < p.Seq {
 			t.logger.Error("change feed: a database's commit log ends before commits this process read; they were lost (a Postgres failover with asynchronous replication, or a restore); ending the streams that may have received them",
-				"database", h.DatabaseID, "head", h.LastSeq, "read", p.seq)
-			t.pos[h.DatabaseID] = mark{seq: h.LastSeq, part: -1}
+				"database", h.DatabaseID, "head", h.LastSeq, "read", p.Seq)
+			t.pos[h.DatabaseID] = sluice.WholeCursor(h.LastSeq)
 			t.hub.rewind(h.DatabaseID, h.LastSeq)
 			continue
 		}
-		if h.LastSeq > p.seq {
+		if h.LastSeq > p.Seq {
 			behind = append(behind, h.DatabaseID)
 		}
 	}
@@ -309,17 +309,17 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		if h.LastSeq <= t.pos[id].seq {
+		if h.LastSeq <= t.pos[id].Seq {
 			return nil
 		}
 		if t.hub.skipIfIdle(id, h.LastSeq) {
-			t.pos[id] = mark{seq: h.LastSeq, part: -1}
+			t.pos[id] = sluice.WholeCursor(h.LastSeq)
 			return nil
 		}
 	}
 	for {
 		pos := t.pos[id]
-		cs, more, err := t.store.ReadLog(ctx, d, pos.after(), t.batch, t.piece)
+		cs, more, err := t.store.ReadLog(ctx, d, pos.After(), t.batch, t.piece)
 		if sluice.ErrorCode(err) == sluice.CodeGone {
 			// Pruned while this process lagged behind: start after the
 			// pruned part; the live subscriptions re-read and each learns
@@ -328,8 +328,8 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 			if herr != nil {
 				return herr
 			}
-			t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.seq, "next", h.PrunedSeq+1)
-			t.pos[id] = mark{seq: h.PrunedSeq, part: -1}
+			t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.Seq, "next", h.PrunedSeq+1)
+			t.pos[id] = sluice.WholeCursor(h.PrunedSeq)
 			t.hub.gap(id)
 			continue
 		}
@@ -342,14 +342,14 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 			if err := t.hub.guards.sync(ctx, maxAccessVersion(cs)); err != nil {
 				return err
 			}
-			if !next(pos, cs[0].Seq) {
-				t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.seq, "next", cs[0].Seq)
+			if !pos.Follows(cs[0].Seq) {
+				t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.Seq, "next", cs[0].Seq)
 				t.hub.gap(id)
 			}
 		}
 		for _, c := range cs {
 			t.hub.publish(c)
-			t.pos[id] = past(c)
+			t.pos[id] = c.Taken()
 			if t.metrics != nil {
 				t.metrics.Published.WithLabelValues(dbLabel(id)).Add(float64(len(c.Changes)))
 				t.metrics.TailerLag.Set(t.now().Sub(c.Time).Seconds())

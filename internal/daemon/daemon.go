@@ -30,10 +30,13 @@ import (
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/gqltransport"
 	"github.com/sluice-dev/sluice/internal/graphiql"
+	"github.com/sluice-dev/sluice/internal/httpstream"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/rest"
+	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/webhook"
 )
 
@@ -215,7 +218,8 @@ type parts struct {
 	hub      *changefeed.Hub
 	tailer   *changefeed.Tailer
 	hooks    *webhook.Deliverer
-	streams  *gqltransport.Server
+	streams  *stream.Server
+	gql      *gqltransport.Server
 	handler  http.Handler
 }
 
@@ -247,13 +251,18 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}
 
-	streams := gqltransport.NewServer(gqltransport.Options{Hub: hub, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
+	// The stream server serves every stream, whatever its transport.
+	streams := stream.New(hub, stream.Options{Logger: d.logger, Metrics: sm})
+	// One origin policy for CORS, the cross-site check and WebSocket
+	// upgrades.
+	origins := origin.New(d.cfg.CORSOrigins)
+	gqlStreams := gqltransport.NewServer(gqltransport.Options{Streams: streams, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
-		Origins:           d.cfg.CORSOrigins,
+		Origins:           origins,
 		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,
 			RowsPerUser: d.cfg.LiveRowsPerUser, BytesPerUser: d.cfg.LiveBytesPerUser, Rows: d.cfg.LiveRows, Bytes: d.cfg.LiveBytes}})
-	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{streams.Transport},
+	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{gqlStreams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
 			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes}})
@@ -296,10 +305,10 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		MetricsToken:     d.cfg.MetricsToken,
 		MetricsElsewhere: d.cfg.MetricsListen != "",
 		PageBytes:        d.cfg.HistoryPageBytes,
-		Stream:           rest.StreamDeps{Hub: hub, Metrics: sm, Heartbeat: d.cfg.Heartbeat},
+		Stream:           rest.StreamDeps{Streams: streams, Heartbeat: d.cfg.Heartbeat},
 		GraphQL:          gql,
-		GraphQLSocket:    streams.Socket(gql, authn.Authenticate),
-		CORS:             rest.NewCORS(d.cfg.CORSOrigins),
+		GraphQLSocket:    gqlStreams.Socket(gql, authn.Authenticate),
+		CORS:             rest.NewCORS(origins),
 		GraphiQL:         giql,
 		GraphiQLAssets:   giql.Assets(),
 		Console:          console.New(),
@@ -307,7 +316,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		Webhooks:         webhook.NewService(eng, store, keys, policy, d.cfg.MaxWebhooksPerDatabase, int(d.cfg.MaxWebhooksPerUser)),
 	})
 	return &parts{store: store, metrics: m, jwt: jwt, notifier: notifier, hub: hub, tailer: tailer, hooks: hooks,
-		streams: streams, handler: handler}, nil
+		streams: streams, gql: gqlStreams, handler: handler}, nil
 }
 
 // pagesOptions returns what the browser pages show, read through eng
@@ -371,7 +380,7 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	defer stopBackground()
 	// The change feed stops before the HTTP server so that every open
 	// stream gets its final frame and returns before Shutdown waits for it.
-	stopFeed := startFeed(ctx, p)
+	stopFeed := startFeed(ctx, p, d.cfg.ShutdownTimeout)
 	defer stopFeed()
 
 	ln, err := net.Listen("tcp", d.cfg.Listen)
@@ -476,12 +485,21 @@ func pruneIdempotencyKeys(ctx context.Context, store *postgres.DB, retention tim
 // startFeed runs the tailer. The returned function, which only its first
 // call runs, stops the tailer and then closes the hub: that ends every
 // subscription, and the connections that carry many (graphql-ws, single
-// connection mode) then send their last messages and close.
-func startFeed(ctx context.Context, p *parts) func() {
+// connection mode) then send their last messages and close; so do the
+// parked streams, which the stream server waits for, at most timeout.
+func startFeed(ctx context.Context, p *parts, timeout time.Duration) func() {
 	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
 	feedDone := make(chan struct{})
 	go func() { defer close(feedDone); p.tailer.Run(feedCtx) }()
-	return sync.OnceFunc(func() { stopFeedCtx(); <-feedDone; p.hub.Close(); p.streams.Close() })
+	return sync.OnceFunc(func() {
+		stopFeedCtx()
+		<-feedDone
+		p.hub.Close()
+		p.gql.Close()
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		p.streams.Close(sctx)
+	})
 }
 
 // httpServer returns the API's server of handler.
@@ -497,8 +515,16 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// deadline set it per write with http.ResponseController.
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
 		// Every request's context starts with the logger (see
-		// rest.WithLogger).
-		BaseContext: func(net.Listener) context.Context { return rest.WithLogger(context.Background(), d.logger) },
+		// rest.WithLogger) and, without TLS, the listener that takes back
+		// the connections of parked streams once they end
+		// (httpstream.Listener).
+		BaseContext: func(l net.Listener) context.Context {
+			ctx := rest.WithLogger(context.Background(), d.logger)
+			if hl, ok := l.(*httpstream.Listener); ok {
+				ctx = httpstream.WithListener(ctx, hl)
+			}
+			return ctx
+		},
 	}
 }
 

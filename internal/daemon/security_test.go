@@ -1,12 +1,16 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/coder/websocket"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
@@ -248,6 +252,46 @@ func TestCORS(t *testing.T) {
 	pre = d.Do(t, dt.NoAuth(), "OPTIONS", "/api/graphql/admin/c", nil, "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
 	if pre.Header.Get("Access-Control-Allow-Methods") != "" || pre.Header.Get("Access-Control-Allow-Credentials") != "" {
 		t.Errorf("preflight from another origin: %d %v", pre.Status, pre.Header)
+	}
+}
+
+// TestOneOriginPolicy: an origin listed with its scheme's default port is
+// the page browsers name without it, for CORS, the cross-site check and
+// WebSocket upgrades alike; a page of another scheme is refused by all
+// three.
+func TestOneOriginPolicy(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, dt.WithCORS("https://app.example:443"))
+	d.CreateDatabase(t, "o", "type Note { text: String }")
+	for _, c := range []struct {
+		from string
+		ok   bool
+	}{{"https://app.example", true}, {"http://app.example", false}} {
+		r := d.Do(t, dt.Admin(), "GET", "/api/document/admin/o", nil, "Origin", c.from)
+		if got := r.Header.Get("Access-Control-Allow-Origin") == c.from && r.Header.Get("Access-Control-Allow-Credentials") == "true"; got != c.ok {
+			t.Errorf("CORS from %s: %v", c.from, r.Header)
+		}
+		want := 403
+		if c.ok {
+			want = 200
+		}
+		if r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/o", `{"@type":"Note","text":"x"}`, "Origin", c.from, "Sec-Fetch-Site", "cross-site"); r.Status != want {
+			t.Errorf("a write from a page of %s: %d %s, want %d", c.from, r.Status, r.Body, want)
+		}
+		want = 403
+		if c.ok {
+			want = 101
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+"/api/graphql/admin/o",
+			&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: http.Header{"Origin": {c.from}}})
+		cancel()
+		if resp == nil || resp.StatusCode != want {
+			t.Errorf("a WebSocket from a page of %s: %v %v, want %d", c.from, resp, err, want)
+		}
+		if ws != nil {
+			_ = ws.CloseNow()
+		}
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+
+	"github.com/sluice-dev/sluice/internal/httpstream"
 )
 
 // certificate is the TLS certificate the API serves (tls_cert_file,
@@ -60,7 +62,9 @@ func (c *certificate) config() *tls.Config {
 // serve serves srv on ln, over TLS when cert is not nil.
 func serve(srv *http.Server, ln net.Listener, cert *certificate) error {
 	if cert == nil {
-		return srv.Serve(ln)
+		// Parked streams' connections come back through it (TLS streams
+		// are not parked).
+		return srv.Serve(httpstream.NewListener(ln))
 	}
 	srv.TLSConfig = cert.config()
 	return srv.ServeTLS(ln, "", "")

@@ -248,25 +248,23 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
 	ctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
-	if after.Epoch != "" && after.Epoch != d.Epoch {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", after, d.Path(), d.Epoch)
-	}
 	h, err := e.store.History(ctx, d.ID)
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
-	if !h.Retains(after) {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned)", after, d.Path(), h.PrunedSeq)
+	if after.Epoch == "" {
+		after.Epoch = d.Epoch // a commit id: of this database
 	}
-	if after.Seq > h.LastSeq {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", after, h.LastSeq, d.Path())
+	if err := h.Check(d, after); err != nil {
+		return nil, sluice.Position{}, err
 	}
 	if err := e.checkIndex(ctx, d, "position", after); err != nil {
 		return nil, sluice.Position{}, err
 	}
+	// The page starts after the cursor of a reader that has after.
 	from := after
-	if after.Index == MaxIndex {
-		from = sluice.Position{Seq: after.Seq + 1, Index: -1}
+	if c := sluice.CursorAt(after); c.Part < 0 {
+		from = sluice.Position{Seq: c.Seq + 1, Index: -1}
 	}
 	page, err := e.store.Changes(ctx, d, from, limit, maxBytes)
 	if err != nil {

@@ -1,18 +1,20 @@
-// Package sse serves GraphQL subscriptions: the graphql-sse protocol in
-// distinct connections mode (one HTTP request per operation), with
-// server-sent events or NDJSON framing, and, on the same URLs, the other
-// transports mainstream clients use (see the last section). Server.Transport is a gqlgen
-// transport registered before the GraphQL-over-HTTP one (graph.Options.
-// Transports); it claims the requests that internal/protocol.Of, the one
-// place that decides a request's protocol, does not call plain HTTP: GET
-// and POST requests whose Accept header prefers text/event-stream (SSE),
-// application/x-ndjson (NDJSON) or multipart/mixed, single connection
-// mode's, and graphql-ws operations.
+// Package gqltransport serves GraphQL subscriptions and live queries: the
+// graphql-sse protocol in distinct connections mode (one HTTP request per
+// operation), with server-sent events or NDJSON framing, and, on the same
+// URLs, the other transports mainstream clients use (see the last
+// section). Server.Transport is a gqlgen transport registered before the
+// GraphQL-over-HTTP one (graph.Options.Transports); it claims the requests
+// that internal/protocol.Of, the one place that decides a request's
+// protocol, does not call plain HTTP: GET and POST requests whose Accept
+// header prefers text/event-stream (SSE), application/x-ndjson (NDJSON)
+// or multipart/mixed, and single connection mode's. Server.Socket serves
+// graphql-ws. Each operation's stream is served by the stream server
+// (internal/stream): this package parses, validates and frames.
 //
 // # Messages
 //
-// A subscription is registered with the change feed hub before anything is
-// written, then the readiness frame is sent: the comment `: connected`
+// A subscription is registered by the stream server (internal/stream)
+// before anything is written, then the readiness frame is sent: the comment `: connected`
 // (SSE) or the line `null` (NDJSON). Any commit that starts after the client
 // has read it is delivered. Each event is an SSE `event: next` with
 // `id: <position>` and `data: <ExecutionResult>` on one line, or one
@@ -51,15 +53,16 @@
 //
 // # Other transports on the same URLs
 //
-// The same sessions serve, through a framer per transport (framing.go):
+// The same streams serve, through a framer per transport (framing.go):
 // Apollo's multipart subscriptions (multipart.go), graphql-sse single
 // connection mode (sse_single.go: a reservation and one event stream per
 // client, which lives in one process, so a client's requests must be
 // routed to it), and graphql-ws sockets (graphqlws.go, the
 // graphql-transport-ws subprotocol, served by Server.Socket). The last
-// two carry many operations on one connection: each operation runs
-// through the GraphQL handler (authorization, the current schema), is
-// guarded, capped, shared and resumed like a stream of its own, and
-// appends its messages to the connection's bounded output (mux.go). Close
-// ends those connections once the hub is closed.
+// two carry many operations on one connection: each operation is
+// authorized and dispatched by the connection itself to the executor of
+// its database's current schema (graph.Handler.Operation), is guarded,
+// capped, shared and resumed like a stream of its own, and appends its
+// messages to the connection's bounded output (mux.go). Close ends those
+// connections once the hub is closed.
 package gqltransport

@@ -21,7 +21,7 @@ type framer interface {
 	label() string
 	// start sends the response status and headers, once (a no-op for
 	// an operation of a shared connection).
-	start(r *http.Request)
+	start()
 	// connected buffers the readiness frame, written once the
 	// subscription is registered.
 	connected(named bool)
@@ -32,7 +32,7 @@ type framer interface {
 	// failed buffers what ends the operation with errs.
 	failed(errs gqlerror.List)
 	// invalid answers an operation that does not validate.
-	invalid(r *http.Request, errs gqlerror.List)
+	invalid(errs gqlerror.List)
 	// refuse answers an operation that may not start (a stream cap, access
 	// lost since the request was authorized).
 	refuse(err error)
@@ -60,11 +60,11 @@ type framer interface {
 
 // newFramer returns the framer of an HTTP streaming response of event
 // stream protocol f (protocol.SSE, NDJSON or Multipart).
-func newFramer(w http.ResponseWriter, f protocol.Kind, timeout time.Duration) framer {
+func newFramer(w http.ResponseWriter, r *http.Request, f protocol.Kind, timeout time.Duration) framer {
 	if f == protocol.Multipart {
-		return newMultipartStream(w, timeout)
+		return newMultipartStream(w, r, timeout)
 	}
-	return newStream(w, f, timeout)
+	return newStream(w, r, f, timeout)
 }
 
 // withPosition returns the ExecutionResult result with its position as

@@ -5,10 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
+	"fmt"
 	"net/http"
-	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/coder/websocket"
-	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
@@ -71,24 +68,34 @@ func headerHasToken(h http.Header, name, token string) bool {
 	return false
 }
 
+// Operations resolves what an operation of a socket runs against
+// (graph.Handler.Operation): the current schema of database org/name for
+// user u's role, authorized as a request is.
+type Operations interface {
+	Operation(ctx context.Context, u *sluice.User, org, name string) (context.Context, *graph.ExecutableSchema, graphql.GraphExecutor, error)
+}
+
 // Socket returns the handler of WebSocket upgrades on the GraphQL URLs.
-// gql is the GraphQL handler, through which every operation is authorized
-// and executed; authenticate returns the credential a request presents
+// ops authorizes every operation and gives the executor it runs on: the
+// socket dispatches operations itself, as the GraphQL handler would a
+// request; authenticate returns the credential a request presents
 // (auth.ErrNoCredentials when none). It is registered without the
 // authentication middleware: a browser's credentials arrive in
 // connection_init.
-func (s *Server) Socket(gql http.Handler, authenticate func(*http.Request) (*sluice.Credential, error)) http.Handler {
+func (s *Server) Socket(ops Operations, authenticate func(*http.Request) (*sluice.Credential, error)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.serveSocket(w, r, gql, authenticate)
+		s.serveSocket(w, r, ops, authenticate)
 	})
 }
 
-func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Handler, authenticate func(*http.Request) (*sluice.Credential, error)) {
+func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operations, authenticate func(*http.Request) (*sluice.Credential, error)) {
 	if !headerHasToken(r.Header, "Sec-WebSocket-Protocol", wsSubprotocol) {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "a GraphQL WebSocket must use the subprotocol %s (Sec-WebSocket-Protocol); the legacy subscriptions-transport-ws protocol is not served", wsSubprotocol))
 		return
 	}
-	allowed, ambient := s.checkOrigin(r)
+	// The one origin policy (internal/origin), as CORS and the
+	// cross-site check judge pages.
+	allowed, ambient := s.opts.Origins.Socket(r)
 	if !allowed {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeForbidden, "a page of origin %.256q may not open a GraphQL WebSocket here: it is neither this server's origin nor listed in cors_origins", r.Header.Get("Origin")))
 		return
@@ -123,8 +130,8 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 	defer c.wg.Done()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: []string{wsSubprotocol},
-		// checkOrigin decided, comparing scheme, host and port, where
-		// the library's patterns compare the host only.
+		// The origin policy decided, comparing scheme, host and port,
+		// where the library's patterns compare the host only.
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
 	})
@@ -133,80 +140,20 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, gql http.Ha
 	}
 	ws.SetReadLimit(s.opts.MaxInitBytes)
 	ctx, cancel := context.WithCancel(r.Context())
-	sc := &socket{srv: s, ws: ws, upgrade: r, gql: gql, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
+	org, name := graph.DatabaseOf(r)
+	sc := &socket{srv: s, ws: ws, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
 		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
 	sc.run()
 }
 
-// checkOrigin decides whether the page that opens a socket may, and
-// whether the credentials the browser adds to the upgrade by itself
-// (ambient) may count. A client that sends no Origin is no page. A page
-// of the server's own origin, or of one listed in Origins, may, with
-// them; with "*" any other page may, without them. Origins are compared
-// as CORS does: scheme, host and port (a page of http://app.example does
-// not speak for https://app.example).
-func (s *Server) checkOrigin(r *http.Request) (allowed, ambient bool) {
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return true, true
-	}
-	if o, ok := normalOrigin(origin); ok {
-		if o == requestOrigin(r) {
-			return true, true
-		}
-		for _, allowed := range s.opts.Origins {
-			if a, ok := normalOrigin(allowed); ok && a == o {
-				return true, true
-			}
-		}
-	}
-	if slices.Contains(s.opts.Origins, "*") {
-		return true, false
-	}
-	return false, false
-}
-
-// requestOrigin returns the origin r was sent to: its scheme (https over
-// TLS, or as a proxy that terminated TLS says in X-Forwarded-Proto) and
-// Host.
-func requestOrigin(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	} else if p := strings.ToLower(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto"))); p == "https" {
-		scheme = p
-	}
-	o, _ := normalOrigin(scheme + "://" + r.Host)
-	return o
-}
-
-// normalOrigin returns origin as scheme://host[:port] in lower case,
-// without the scheme's default port; false when it is no http(s) origin.
-func normalOrigin(origin string) (string, bool) {
-	u, err := url.Parse(origin)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", false
-	}
-	scheme, host, port := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname()), u.Port()
-	if host == "" {
-		return "", false
-	}
-	if port == "" || scheme == "http" && port == "80" || scheme == "https" && port == "443" {
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
-		}
-		return scheme + "://" + host, true
-	}
-	return scheme + "://" + net.JoinHostPort(host, port), true
-}
-
 // socket is one graphql-ws connection.
 type socket struct {
-	srv          *Server
-	ws           *websocket.Conn
-	upgrade      *http.Request
-	gql          http.Handler
+	srv     *Server
+	ws      *websocket.Conn
+	upgrade *http.Request
+	// org and name are the database of the socket's URL.
+	org, name    string
+	dispatch     Operations
 	authenticate func(*http.Request) (*sluice.Credential, error)
 	cred         *sluice.Credential // of the upgrade request; nil: none
 	// ambient is set when the upgrade's own credentials may count (see
@@ -226,15 +173,18 @@ type socket struct {
 
 	mu  sync.Mutex
 	ops map[string]context.CancelFunc // running operations by id
-	wg  sync.WaitGroup                // their goroutines
-	// pump serves the subscriptions that share their events.
-	pump *stream.Pump
+	wg  sync.WaitGroup                // their goroutines and streams
+	// conn is the socket's state in the stream server: its
+	// subscriptions' feed and pump.
+	conn *stream.Conn
 }
 
 // run serves the socket: this goroutine writes, another reads.
 func (sc *socket) run() {
-	sc.pump = stream.NewPump()
-	defer sc.pump.Close() // after the operations ended (wg.Wait below)
+	if e := sc.srv.opts.Streams; e != nil {
+		sc.conn = e.NewConn()
+		defer sc.conn.Close() // after the operations ended (wg.Wait below)
+	}
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -242,7 +192,9 @@ func (sc *socket) run() {
 	}()
 	sc.write()
 	sc.cancel()
-	sc.pump.MarkAll() // their contexts ended with the connection's
+	if sc.conn != nil {
+		sc.conn.End() // their contexts ended with the connection's
+	}
 	<-readDone
 	sc.wg.Wait()
 	_ = sc.ws.CloseNow()
@@ -364,11 +316,7 @@ func (sc *socket) read() {
 				return
 			}
 			if err := sc.init(m.Payload); err != nil {
-				if sluice.ErrorCode(err) == sluice.CodeInvalid {
-					sc.closeWith(4400, "Invalid message: "+sluice.ErrorMessage(err))
-				} else {
-					sc.closeWith(4403, "Forbidden: "+sluice.ErrorMessage(err))
-				}
+				sc.refuseInit(err)
 				return
 			}
 			acked = true
@@ -409,6 +357,26 @@ func (sc *socket) read() {
 			sc.closeWith(4400, "Invalid message: unknown type "+m.Type)
 			return
 		}
+	}
+}
+
+// refuseInit closes the socket whose connection_init was refused with err,
+// shown as every transport shows an error (sluice.Show): 4400 for an
+// invalid message, 1013 (try again later, which graphql-ws clients retry)
+// when the server cannot serve now, 4500 for a failure of its own, 4403
+// otherwise.
+func (sc *socket) refuseInit(err error) {
+	sh := sluice.Show(err)
+	sh.Log(sc.ctx, sc.srv.opts.Logger, "graphql-ws connection_init refused", err)
+	switch sh.Code {
+	case sluice.CodeInvalid:
+		sc.closeWith(4400, "Invalid message: "+sh.Message)
+	case sluice.CodeUnavailable:
+		sc.closeWith(websocket.StatusTryAgainLater, "Try again later: "+sh.Message)
+	case sluice.CodeInternal:
+		sc.closeWith(4500, "Internal server error")
+	default:
+		sc.closeWith(4403, "Forbidden: "+sh.Message)
 	}
 }
 
@@ -502,7 +470,9 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
 	return true
 }
 
-// operation runs operation id through the GraphQL handler.
+// operation runs operation id: authorized, then dispatched to the
+// transport of the database's current schema and the caller's role, as
+// the GraphQL handler serves a request.
 func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id string, params *graphql.RawParams, registered chan struct{}) {
 	var once sync.Once
 	mark := func() { once.Do(func() { close(registered) }) }
@@ -516,14 +486,18 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		cancel()
 		sc.wg.Done()
 	}
+	idJSON, _ := json.Marshal(id)
+	op := &muxOp{out: sc.out, proto: protoWS, id: idJSON, logger: sc.srv.opts.Logger}
 	defer func() {
+		if v := recover(); v != nil {
+			// A failure of this operation's, not of the connection's.
+			op.refuse(fmt.Errorf("graphql-ws operation %s: panic: %v", id, v))
+		}
 		mark()
 		if !served {
 			done()
 		}
 	}()
-	idJSON, _ := json.Marshal(id)
-	op := &muxOp{out: sc.out, proto: protoWS, id: idJSON}
 	// Every operation presents the connection's credentials again: a
 	// revoked token or changed password refuses it as it would a request.
 	cred, err := sc.authenticate(sc.credReq.WithContext(ctx))
@@ -531,66 +505,27 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		op.refuse(err)
 		return
 	}
-	mr := &muxRequest{params: params, op: op, registered: mark, serve: func(s *session) {
+	octx, es, exec, err := sc.dispatch.Operation(auth.WithCredential(ctx, cred), cred.User, sc.org, sc.name)
+	if err != nil {
+		// No access, no such database, Postgres unavailable: the error
+		// ends the operation.
+		op.refuse(err)
+		return
+	}
+	// The connection serves a subscription (stream.Conn: its pump, or a
+	// goroutine of its own for a resume; this one's stack grew while
+	// preparing), and done is called when it is over.
+	mr := &muxRequest{params: params, op: op, registered: mark, conn: sc.conn, done: done, serve: func(s *stream.Stream) {
 		served = true
-		// The connection's pump serves a subscription that shares its
-		// events; another gets a fresh goroutine (this one's stack grew
-		// while preparing).
-		if s.str.Member() != nil {
-			// A complete from the client marks it for the pump.
-			sc.mu.Lock()
-			if sc.ops[id] != nil {
-				sc.ops[id] = func() {
-					cancel()
-					sc.pump.Mark(s.str)
-				}
+		// A complete from the client ends it.
+		sc.mu.Lock()
+		if sc.ops[id] != nil {
+			sc.ops[id] = func() {
+				cancel()
+				s.Stop()
 			}
-			sc.mu.Unlock()
-			sc.pump.Add(s.str, done)
-			return
 		}
-		go func() {
-			defer done()
-			s.serve()
-		}()
+		sc.mu.Unlock()
 	}}
-	req := (&http.Request{Method: http.MethodPost, URL: sc.upgrade.URL, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}).
-		WithContext(withMux(auth.WithCredential(ctx, cred), mr))
-	var rec responseRecorder
-	sc.gql.ServeHTTP(&rec, req)
-	if !mr.reached {
-		// The handler answered with an HTTP error (no access, no such
-		// database, Postgres unavailable): its GraphQL errors end the
-		// operation.
-		op.failed(rec.errors())
-		_ = op.flush()
-	}
-}
-
-// responseRecorder keeps the HTTP error the GraphQL handler answers an
-// operation it does not hand to the transport.
-type responseRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *responseRecorder) Header() http.Header {
-	if r.header == nil {
-		r.header = http.Header{}
-	}
-	return r.header
-}
-func (r *responseRecorder) WriteHeader(status int)      { r.status = status }
-func (r *responseRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
-
-// errors returns the GraphQL errors of the recorded response.
-func (r *responseRecorder) errors() gqlerror.List {
-	var resp struct {
-		Errors gqlerror.List `json:"errors"`
-	}
-	if json.Unmarshal(r.body.Bytes(), &resp) == nil && len(resp.Errors) > 0 {
-		return resp.Errors
-	}
-	return gqlerror.List{{Message: http.StatusText(r.status), Extensions: map[string]any{"code": "INTERNAL_SERVER_ERROR"}}}
+	(&transport{Server: sc.srv, es: es}).operate(octx, mr, exec)
 }

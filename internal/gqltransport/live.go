@@ -12,19 +12,19 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/jsonpatch"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/stream"
 )
 
-// Live queries (graph/live.go) are streams like the subscriptions: a
-// session registers them through the stream engine (guard, share,
-// readiness, heartbeats, access end, caps). What differs is the share:
+// Live queries (graph/live.go) are streams like the subscriptions,
+// served by the stream server (guard, share, readiness, heartbeats,
+// access end, caps). What differs is the share:
 //
 //   - identical live queries (the same executable schema, query,
 //     operation, variables and patch mode) share one evaluation and one
-//     framed result; the share is one of results (changefeed's Latest):
+//     framed result; the share is one of results (the stream server's Latest):
 //     each entry is a whole result that supersedes the one before, so a
 //     member that joins takes the current result first and one that
 //     falls behind skips to the newest;
@@ -64,15 +64,15 @@ type liveCohort struct {
 // liveBatcher evaluates the live queries of a feed together; one per
 // Server, so that every live share has the same Batcher.
 type liveBatcher struct {
-	hub     *changefeed.Hub
+	streams *stream.Server
 	metrics *metrics.Stream
 	budget  *liveBudget
 	reads   *liveReads
 }
 
 // newLiveBatcher returns the Server's liveBatcher.
-func newLiveBatcher(hub *changefeed.Hub, m *metrics.Stream, b LiveBudget) *liveBatcher {
-	return &liveBatcher{hub: hub, metrics: m, budget: newLiveBudget(b), reads: newLiveReads(max(runtime.GOMAXPROCS(0)/2, 1))}
+func newLiveBatcher(streams *stream.Server, m *metrics.Stream, b LiveBudget) *liveBatcher {
+	return &liveBatcher{streams: streams, metrics: m, budget: newLiveBudget(b), reads: newLiveReads(max(runtime.GOMAXPROCS(0)/2, 1))}
 }
 
 // liveReads bounds the live reads (a settle's, a resumed query's) one
@@ -156,7 +156,7 @@ func (r *liveReads) unref(us []*userReads) {
 	}
 }
 
-func (b *liveBatcher) NewGroup() changefeed.BatchGroup { return &liveGroup{b: b} }
+func (b *liveBatcher) NewGroup() stream.BatchGroup { return &liveGroup{b: b} }
 
 // liveEvaluator is the evaluation state of one live share. The feed's
 // drain goroutine uses it (through its liveGroup).
@@ -199,7 +199,7 @@ func (e *liveEvaluator) revise(ctx context.Context) error {
 }
 
 // Close releases what the share's result holds of the budget, once the
-// share ended (changefeed calls it).
+// share ended (the stream server calls it).
 func (e *liveEvaluator) Close() { e.hold.Close() }
 
 // Events is not called: a live share is settled by its group.
@@ -207,7 +207,7 @@ func (e *liveEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event,
 	return nil, sluice.Position{}, nil
 }
 
-// liveGroup is the live shares of one feed (changefeed.BatchGroup).
+// liveGroup is the live shares of one feed (stream.BatchGroup).
 type liveGroup struct {
 	b   *liveBatcher
 	chs []graph.Change
@@ -221,7 +221,7 @@ type liveGroup struct {
 	lqs []*graph.LiveQuery
 	// idx finds the shares a change may affect; built for evs.
 	idx *liveIndex
-	evs []changefeed.Evaluator
+	evs []stream.Evaluator
 }
 
 // liveIndex finds the live shares of a feed a change may affect without
@@ -238,10 +238,10 @@ type liveIndex struct {
 }
 
 // index returns the index of evs. The feed replaces its slice of
-// evaluators when a share attaches or detaches (changefeed's group), and
+// evaluators when a share attaches or detaches (the stream server's group), and
 // g keeps the slice it indexed, whose array therefore cannot be reused:
 // the same first element and length mean the same evaluators.
-func (g *liveGroup) index(evs []changefeed.Evaluator) *liveIndex {
+func (g *liveGroup) index(evs []stream.Evaluator) *liveIndex {
 	if g.idx != nil && len(evs) == len(g.evs) && (len(evs) == 0 || &evs[0] == &g.evs[0]) {
 		return g.idx
 	}
@@ -266,7 +266,7 @@ func (g *liveGroup) index(evs []changefeed.Evaluator) *liveIndex {
 // Note judges piece c for every live share of the feed that might need
 // it: one that read its result, reflects no later commit and is not
 // already due a read, and that the change may affect by the index.
-func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []changefeed.Evaluator) {
+func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []stream.Evaluator) {
 	x := g.index(evs)
 	if c.SchemaVersion > g.version {
 		g.version = c.SchemaVersion
@@ -332,7 +332,7 @@ func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []changefeed.E
 // one a noted piece may have changed), all in one snapshot with one
 // statement for their documents (graph.RunEach), and gives each that
 // changed.
-func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out []changefeed.Settled) {
+func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []stream.Settled) {
 	g.due, g.lqs = g.due[:0], g.lqs[:0]
 	for i, ev := range evs {
 		e := ev.(*liveEvaluator)
@@ -371,7 +371,7 @@ func (g *liveGroup) Settle(ctx context.Context, evs []changefeed.Evaluator, out 
 	for _, r := range res {
 		access = max(access, r.Access)
 	}
-	if err := syncAccess(ctx, g.b.hub, access); err != nil {
+	if err := g.b.streams.SyncAccess(ctx, access); err != nil {
 		for _, i := range g.due {
 			out[i].Err = err
 		}
@@ -404,7 +404,7 @@ const liveEstimate = "live_estimate"
 // twice its last result and some more, and together those stay within a
 // few times what the budget allows. A result past its estimate is read
 // again, alone, after the others were charged, within what is left then.
-func (g *liveGroup) read(ctx context.Context, evs []changefeed.Evaluator) []graph.LiveResult {
+func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.LiveResult {
 	rows, bytes := g.lqs[0].Limits()
 	bs := make([]graph.Bounds, len(g.due))
 	full := make([]graph.Bounds, len(g.due))
@@ -492,7 +492,7 @@ func estimate(full graph.Bounds, rows, bytes int, h *liveHold) graph.Bounds {
 
 // settle takes e's result data, read at pos, and sets out to what it
 // publishes: nothing when the result is unchanged.
-func (g *liveGroup) settle(e *liveEvaluator, data []byte, pos sluice.Position, out *changefeed.Settled) {
+func (g *liveGroup) settle(e *liveEvaluator, data []byte, pos sluice.Position, out *stream.Settled) {
 	first := !e.ran
 	since := e.since
 	e.ran, e.dirty, e.since = true, false, time.Time{}

@@ -3,7 +3,6 @@ package gqltransport
 import (
 	"bytes"
 	"context"
-	"net/http"
 	"strconv"
 	"strings"
 
@@ -11,90 +10,65 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/stream"
 )
 
-// subscribeLive starts serving a live query: it registers it (the guard,
-// then its share, whose first entry is the current result), writes the
-// readiness frame and, for a resumed one, what its client is owed first.
-// It returns the session to serve, or nil when the request is over.
-func (t *transport) subscribeLive(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
-	ctx := r.Context()
+// subscribeLive opens the stream of a live query with the stream server
+// (see subscribe): admitted by the live query budget, guarded, then
+// joined to its share, whose first entry is the current result; a
+// resumed one first reads what its client is owed (resumeLive), written
+// after the readiness frame.
+func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, op *graphql.OperationContext, mr *muxRequest) *stream.Stream {
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, ctx: ctx, st: st}
+	sink := &frameSink{f: st, named: req.named}
 	lq, err := t.es.NewLiveQuery(op, greq)
 	if err != nil {
-		s.fail(err)
+		sink.fail(ctx, t.opts.Logger, err)
 		return nil
 	}
 	patch, err := livePatchOption(req.params.Extensions["patch"])
 	if err != nil {
-		s.fail(err)
+		sink.fail(ctx, t.opts.Logger, err)
 		return nil
 	}
-	if t.opts.Hub == nil {
-		s.fail(sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
+	if t.opts.Streams == nil {
+		sink.fail(ctx, t.opts.Logger, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return nil
 	}
 	key, ok := keyOf(t.es, req)
 	if !ok {
-		s.fail(sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON"))
+		sink.fail(ctx, t.opts.Logger, sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON"))
 		return nil
 	}
+	spec := t.spec(ctx, st, req, greq, lq.Classes(), mr)
 	// The budget before anything is read for it (a refusal is an HTTP
 	// 429, or a graphql-ws error, naming the bound).
-	release, err := t.live.budget.admit(greq.User)
-	if err != nil {
-		st.refuse(err)
-		return nil
-	}
-	s.db = greq.DB
-	s.str = stream.New(ctx, frameSink{st}, stream.Options{Hub: t.opts.Hub, Metrics: t.opts.Metrics, Logger: t.opts.Logger,
-		Label: st.label(), Database: greq.DB, Classes: lq.Classes(), Heartbeat: req.heartbeat, OnRelease: release})
-	// The guard first, as for every stream (session.go).
-	if err := s.str.Guard(engine.Grant(ctx, greq.User, greq.DB, t.es.Role())); err != nil {
-		release()
-		st.refuse(err)
-		return nil
-	}
-	var res *liveResume
-	if req.from != nil {
-		if res, err = t.resumeLive(ctx, lq, *req.from, patch); err != nil {
-			s.str.Release()
-			s.fail(err)
-			return nil
+	spec.Admit = func() (func(), error) { return t.live.budget.admit(greq.User) }
+	if from := req.from; from != nil {
+		spec.Prepare = func(ctx context.Context) (func(*stream.Entry) bool, error) {
+			res, err := t.resumeLive(ctx, lq, *from, patch)
+			if err != nil {
+				return nil, err
+			}
+			sink.owed = func(f framer) {
+				if res.msg != nil {
+					f.next(res.id, res.msg)
+				} else {
+					f.current(res.id)
+				}
+			}
+			return res.keep, nil
 		}
-		s.str.Filter(res.keep)
 	}
-	err = s.str.Join(changefeed.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(),
+	spec.Share = &stream.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(),
 		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName, classes: strings.Join(lq.Classes(), " ")},
-		New: func() changefeed.Evaluator {
+		New: func() stream.Evaluator {
 			return &liveEvaluator{lq: lq, patch: patch, hold: t.live.budget.hold(greq.User)}
 		},
 		Frame: frameNext,
-	})
-	if err != nil {
-		s.str.Release()
-		s.fail(err)
-		return nil
 	}
-	s.st.start(s.r)
-	s.r = nil
-	s.st.connected(req.named)
-	switch {
-	case res == nil:
-	case res.msg != nil:
-		s.st.next(res.id, res.msg)
-	default:
-		s.st.current(res.id)
-	}
-	if !s.str.Ready() {
-		s.str.Release()
-		return nil
-	}
-	return s
+	return t.open(ctx, spec, sink, mr)
 }
 
 // livePatchOption reads extensions.patch: "json-patch" asks for patches.
@@ -119,7 +93,7 @@ const maxResumeScan = 256
 type liveResume struct {
 	msg  []byte
 	id   string
-	keep func(*changefeed.Entry) bool
+	keep func(*stream.Entry) bool
 }
 
 // resumeLive reads the current result of a live query whose client has
@@ -148,7 +122,7 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	// What the read saw may have been written after an access change that
 	// ends this stream: apply those first (its Join then fails with the
 	// change's error, and nothing read is written).
-	if err := syncAccess(ctx, t.opts.Hub, run.Access); err != nil {
+	if err := t.opts.Streams.SyncAccess(ctx, run.Access); err != nil {
 		return nil, err
 	}
 	data, pos := run.Data, run.Position
@@ -156,7 +130,7 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	if pos.Epoch != "" {
 		changed = false
 		pieces := 0
-		err := t.opts.Hub.Scan(ctx, lq.Database(), from, pos.Seq, func(c *sluice.Commit) bool {
+		err := t.opts.Streams.Scan(ctx, lq.Database(), from, pos.Seq, func(c *sluice.Commit) bool {
 			// A client chooses its position: past a bound, sending the
 			// current result costs less than judging more of the log.
 			if pieces++; pieces > maxResumeScan || c.NewSchema {
@@ -193,7 +167,7 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	if patch {
 		last = nil // a patch's base must be the share's: the first is whole
 	}
-	res.keep = func(e *changefeed.Entry) bool {
+	res.keep = func(e *stream.Entry) bool {
 		if len(e.Events) != 1 {
 			return true
 		}
@@ -218,14 +192,4 @@ func (b *liveBatcher) count(lq *graph.LiveQuery, n int64) {
 		m.LiveReads.WithLabelValues(db).Inc()
 		m.LiveStatements.WithLabelValues(db).Add(float64(n))
 	}
-}
-
-// syncAccess applies the access changes up to version v (that of the
-// snapshot a result was read in) before the result is handed on; 0 is a
-// snapshot that read nothing, which has nothing to hold back.
-func syncAccess(ctx context.Context, hub *changefeed.Hub, v int64) error {
-	if v <= 0 {
-		return nil
-	}
-	return hub.SyncAccess(ctx, v)
 }

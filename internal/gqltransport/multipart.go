@@ -43,8 +43,8 @@ type multipartStream struct {
 	opened bool // the first boundary was written
 }
 
-func newMultipartStream(w http.ResponseWriter, timeout time.Duration) *multipartStream {
-	return &multipartStream{Writer: httpstream.New(w, multipartContentType, timeout), w: w}
+func newMultipartStream(w http.ResponseWriter, r *http.Request, timeout time.Duration) *multipartStream {
+	return &multipartStream{Writer: httpstream.New(w, r, multipartContentType, timeout), w: w}
 }
 
 // part buffers one part whose JSON body is the concatenation of body.
@@ -67,7 +67,7 @@ var (
 )
 
 func (m *multipartStream) label() string            { return transportLabel(protocol.Multipart) }
-func (m *multipartStream) start(r *http.Request)    { m.Start(r) }
+func (m *multipartStream) start()                   { m.Start(); m.w = nil }
 func (m *multipartStream) connected(bool)           { m.part(multipartHeartbeat) }
 func (m *multipartStream) ping()                    { m.part(multipartHeartbeat) }
 func (m *multipartStream) current(string)           {}
@@ -76,6 +76,9 @@ func (m *multipartStream) flush() error             { return m.Flush() }
 func (m *multipartStream) shared() bool             { return false }
 func (m *multipartStream) writeShared([]byte) error { panic("sse: multipart frames are not shared") }
 func (m *multipartStream) refuse(err error)         { writeHTTPError(m.w, err) }
+
+// HTTP returns the response's writer, which the stream server may park.
+func (m *multipartStream) HTTP() *httpstream.Writer { return m.Writer }
 
 func (m *multipartStream) next(id string, result []byte) {
 	m.part(payloadOpen, withPosition(nil, result, id), closeBrace)
@@ -98,8 +101,8 @@ func (m *multipartStream) failed(errs gqlerror.List) {
 
 // invalid answers an operation that does not validate with its errors as
 // the payload, the way a query's errors reach the client.
-func (m *multipartStream) invalid(r *http.Request, errs gqlerror.List) {
-	m.start(r)
+func (m *multipartStream) invalid(errs gqlerror.List) {
+	m.start()
 	m.part(payloadOpen, errorResult(errs), closeBrace)
 	m.complete()
 }

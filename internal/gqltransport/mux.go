@@ -3,8 +3,7 @@ package gqltransport
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/url"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -12,16 +11,14 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
-	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/changefeed"
-	"github.com/sluice-dev/sluice/internal/protocol"
+	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // The connections that carry many operations (a graphql-ws socket,
 // graphqlws.go; a single connection mode event stream, sse_single.go) share
-// this machinery: each operation is served by the same session as a
-// stream of its own (session.go), through a muxOp framer that appends
+// this machinery: each operation's stream is opened as a stream of its
+// own is (session.go), through a muxOp framer that appends
 // its messages to the connection's muxOut, and one writer goroutine per
 // connection sends them.
 
@@ -42,9 +39,6 @@ type muxOut struct {
 	room chan struct{} // closed when the writer takes buf
 	wake chan struct{} // has a value when buf has messages for the writer
 	done <-chan struct{}
-	// feed evaluates the connection's distinct subscriptions from one
-	// change feed subscription (changefeed.Feed).
-	feed changefeed.Feed
 }
 
 func newMuxOut(done <-chan struct{}) *muxOut {
@@ -130,6 +124,7 @@ type muxOp struct {
 	out    *muxOut
 	proto  muxProtocol
 	id     []byte // the operation id, JSON-encoded
+	logger *slog.Logger
 	accept func()
 	reject func(err error, errs gqlerror.List)
 }
@@ -144,14 +139,14 @@ func (m *muxOp) label() string {
 // Idle is never asked of an operation: its connection keeps itself alive.
 func (m *muxOp) Idle() time.Duration { return 0 }
 
-func (m *muxOp) start(*http.Request) {
+func (m *muxOp) start() {
 	if m.accept != nil {
 		m.accept()
 		m.accept, m.reject = nil, nil
 	}
 }
 
-func (m *muxOp) connected(bool) { m.start(nil) }
+func (m *muxOp) connected(bool) { m.start() }
 
 // The message pieces.
 var (
@@ -195,7 +190,7 @@ func (m *muxOp) failed(errs gqlerror.List) {
 	m.complete()
 }
 
-func (m *muxOp) invalid(_ *http.Request, errs gqlerror.List) {
+func (m *muxOp) invalid(errs gqlerror.List) {
 	if m.reject != nil {
 		// Single connection mode: validation errors answer the POST as the
 		// GraphQL-over-HTTP spec says (the protocol asks for that).
@@ -212,7 +207,7 @@ func (m *muxOp) refuse(err error) {
 		m.accept, m.reject = nil, nil
 		return
 	}
-	m.failed(gqlerror.List{{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": sluice.ErrorCode(err).GraphQLCode()}}})
+	m.failed(gqlerror.List{gqlError(m.logger, err)})
 	_ = m.flush() // the caller writes nothing more
 }
 
@@ -224,10 +219,9 @@ func (m *muxOp) flush() error             { return m.out.flush() }
 func (m *muxOp) shared() bool             { return false }
 func (m *muxOp) writeShared([]byte) error { panic("sse: multiplexed frames are not shared") }
 
-// muxRequest is one operation of a connection, handed through the GraphQL
-// handler (which authorizes it, per operation, and picks the executable
-// schema of the database's current schema and the caller's role) to the
-// transport in the request context.
+// muxRequest is one operation of a connection, dispatched by the
+// connection to the transport of its database's current schema and the
+// caller's role (graphqlws.go).
 type muxRequest struct {
 	params *graphql.RawParams
 	op     *muxOp
@@ -236,49 +230,35 @@ type muxRequest struct {
 	// dispatched. The connection reads its next message only then, so a
 	// mutation sent after a subscription on one socket is delivered to it.
 	registered func()
-	// serve runs the session of a registered subscription on a goroutine
-	// the connection owns.
-	serve func(*session)
-	// reached is set when the transport got the operation (otherwise the
-	// handler answered it with an HTTP error).
-	reached bool
+	// conn is the connection's state in the stream server; done is called
+	// once the operation's stream is over (the connection's bookkeeping).
+	conn *stream.Conn
+	done func()
+	// serve is called with the operation's stream once it is served by
+	// the connection (to Stop it when the client completes it).
+	serve func(*stream.Stream)
 }
 
-type muxKey struct{}
-
-// withMux returns ctx carrying mr, marked as a WebSocket operation's
-// (protocol.Of decides by the mark; the transport then takes mr).
-func withMux(ctx context.Context, mr *muxRequest) context.Context {
-	return context.WithValue(protocol.WithWebSocketOperation(ctx), muxKey{}, mr)
-}
-
-func muxFrom(ctx context.Context) *muxRequest {
-	mr, _ := ctx.Value(muxKey{}).(*muxRequest)
-	return mr
-}
-
-// operate runs one operation of a connection: it validates it, then runs
-// a query or mutation to its end, or registers a subscription and hands
-// its session to the connection.
-func (t *transport) operate(r *http.Request, mr *muxRequest, exec graphql.GraphExecutor) {
-	mr.reached = true
+// operate runs one operation of a connection in ctx (carrying its
+// graph.Request): it validates it, then runs a query or mutation to its
+// end, or registers a subscription and hands its stream to the
+// connection.
+func (t *transport) operate(ctx context.Context, mr *muxRequest, exec graphql.GraphExecutor) {
 	defer mr.registered()
 	// extensions.lastEventId is the only resume position: the
 	// connection's URL and headers are not the operation's.
-	from, err := streamparam.LastEventID(&http.Request{URL: &url.URL{}, Header: http.Header{}}, mr.params.Extensions["lastEventId"])
+	from, err := streamparam.Position(mr.params.Extensions["lastEventId"])
 	if err != nil {
 		mr.op.refuse(err)
 		return
 	}
 	req := &request{params: mr.params, from: from}
-	op := t.prepare(r, mr.op, req, exec)
+	op := t.prepare(ctx, mr.op, req, exec)
 	if op == nil {
 		return
 	}
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
 		mr.registered()
 	}
-	if s := t.execute(r, mr.op, req, op, exec); s != nil {
-		mr.serve(s)
-	}
+	t.execute(ctx, mr.op, req, op, exec, mr)
 }

@@ -16,7 +16,7 @@ import (
 // past it gives an error event instead of its change set, naming the
 // bound, and the stream goes on.
 
-// assembler is the piece state of one consumer (a share, or a session
+// assembler is the piece state of one consumer (a share, or a stream
 // with a subscription of its own). It is used by one goroutine.
 type assembler struct {
 	// max bounds the change images of a commit gathered for _ChangeSet.

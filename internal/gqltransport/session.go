@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/httpstream"
 	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/stream"
 )
@@ -29,154 +28,156 @@ func transportLabel(f protocol.Kind) string {
 	return "graphql-sse"
 }
 
-// session is one GraphQL subscription being served: its operation, and
-// the stream (internal/stream) that serves it through its framer.
-type session struct {
-	t *transport
-	// r is the request until the stream started (ready); ctx is its
-	// context, which ends when the client leaves.
-	r   *http.Request
-	ctx context.Context
-	st  framer
-	db  *sluice.Database
-	// str serves the session once it is registered.
-	str *stream.Stream
-}
-
 // newEvaluator returns the evaluator of a subscription: per piece for
 // per-document fields, per gathered commit for _ChangeSet (pieces.go).
 func (t *transport) newEvaluator(gs *graph.Subscription) *evaluator {
 	return newEvaluator(gs, t.opts.MaxChangeSetBytes)
 }
 
-// subscribe starts serving a subscription operation: it registers
-// (joining the share of identical subscribers when it starts from now,
-// with a change feed subscription of its own when it resumes) and writes
-// the readiness frame. It returns the session to serve, or nil when the
-// request is over (an error was answered, or the client left).
-func (t *transport) subscribe(r *http.Request, st framer, req *request, op *graphql.OperationContext) *session {
+// subscribe opens the stream of a subscription operation with the stream
+// server, which registers it (joining the share of identical subscribers
+// when it starts from now, with a change feed subscription of its own
+// when it resumes) and writes the readiness frame. An operation of a
+// connection (mr) is then served by the connection and nil returned;
+// otherwise the stream is returned for the caller to serve, nil when the
+// request is over (answered, or the client left).
+func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *graphql.OperationContext, mr *muxRequest) *stream.Stream {
 	if t.es.IsLive(op) {
-		return t.subscribeLive(r, st, req, op)
+		return t.subscribeLive(ctx, st, req, op, mr)
 	}
-	ctx := r.Context()
 	greq := graph.RequestFrom(ctx)
-	s := &session{t: t, r: r, ctx: r.Context(), st: st}
+	sink := &frameSink{f: st, named: req.named}
 	gs, err := t.es.NewSubscription(op, greq)
 	if err != nil {
-		s.fail(err)
+		sink.fail(ctx, t.opts.Logger, err)
 		return nil
 	}
-	if t.opts.Hub == nil {
-		s.fail(sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
+	if t.opts.Streams == nil {
+		sink.fail(ctx, t.opts.Logger, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return nil
 	}
-	s.db = greq.DB
-	s.str = stream.New(ctx, frameSink{st}, stream.Options{Hub: t.opts.Hub, Metrics: t.opts.Metrics, Logger: t.opts.Logger,
-		Label: st.label(), Database: greq.DB, Classes: gs.Classes(), Heartbeat: req.heartbeat,
-		// A detached member evaluates with its share's subscription (the
-		// same schema, role, operation and variables; Events keeps no
-		// state between calls): the stream keeps no operation of its own,
-		// about a KiB, for its whole life.
-		Detached: func(shared changefeed.Evaluator) changefeed.Evaluator {
-			return t.newEvaluator(shared.(*evaluator).current())
-		}})
-	// The guard comes first: an access change from now on ends the
-	// stream before any later commit reaches it (changefeed/access.go).
-	if err := s.str.Guard(engine.Grant(ctx, greq.User, greq.DB, t.es.Role())); err != nil {
-		// Refused before any stream starts (a stream cap, or access lost
-		// since the request was authorized): an HTTP error, 429 or 503
-		// with Retry-After.
-		st.refuse(err)
-		return nil
+	spec := t.spec(ctx, st, req, greq, gs.Classes(), mr)
+	// A detached member evaluates with its share's subscription (the same
+	// schema, role, operation and variables; Events keeps no state between
+	// calls): the stream keeps no operation of its own, about a KiB, for
+	// its whole life.
+	spec.Detached = func(shared stream.Evaluator) stream.Evaluator {
+		return t.newEvaluator(shared.(*evaluator).current())
 	}
-	joined := false
-	if req.from == nil {
-		if key, ok := keyOf(t.es, req); ok {
-			var feed *changefeed.Feed
-			if mo, ok := st.(*muxOp); ok {
-				feed = &mo.out.feed // the connection's
-			}
-			err = s.str.Join(changefeed.ShareOptions{Key: key, Classes: gs.Classes(), Feed: feed,
-				New:   func() changefeed.Evaluator { return t.newEvaluator(gs) },
-				Frame: frameNext,
-			})
-			joined = true
+	key, shares := keyOf(t.es, req)
+	if req.from == nil && shares {
+		spec.Share = &stream.ShareOptions{Key: key, Classes: gs.Classes(),
+			New:   func() stream.Evaluator { return t.newEvaluator(gs) },
+			Frame: frameNext,
 		}
+	} else {
+		// A resume (or variables that share with no one) has a
+		// subscription of its own; an expired position is an error on
+		// the stream, never a silent gap: the client re-reads the current
+		// state.
+		spec.From, spec.Evaluator = req.from, t.newEvaluator(gs)
 	}
-	if !joined {
-		err = s.str.Subscribe(req.from, t.newEvaluator(gs))
-	}
-	if err != nil {
-		s.str.Release()
-		// An expired position is an error on the stream, never a silent
-		// gap: the client re-reads the current state.
-		s.fail(err)
-		return nil
-	}
-	if !s.ready(req) {
-		s.str.Release()
-		return nil
-	}
-	return s
+	return t.open(ctx, spec, sink, mr)
 }
 
-// serve serves the session until it ends, and releases it.
-func (s *session) serve() { s.str.Serve() }
-
-// logger returns the session's logger, built when something is logged.
-func (s *session) logger() *slog.Logger {
-	l := s.t.opts.Logger.With("transport", s.st.label())
-	if s.db != nil {
-		l = l.With("database", s.db.Path())
+// spec returns the stream spec every GraphQL stream of the request has.
+func (t *transport) spec(ctx context.Context, st framer, req *request, greq *graph.Request, classes []string, mr *muxRequest) stream.Spec {
+	spec := stream.Spec{Label: st.label(), Database: greq.DB, Grant: engine.Grant(ctx, greq.User, greq.DB, t.es.Role()),
+		Heartbeat: req.heartbeat, Logger: t.opts.Logger, Classes: classes}
+	if mr != nil {
+		spec.Conn, spec.Done = mr.conn, mr.done
 	}
-	return l
+	return spec
 }
 
-// ready writes the readiness frame, once the subscription is registered:
-// a commit that starts after the client reads it is delivered.
-func (s *session) ready(req *request) bool {
-	if s.t.opts.Logger.Enabled(s.ctx, slog.LevelDebug) {
-		s.logger().Debug("graphql subscription opened", "sub", s.str.SubscriptionID(), "shared", s.str.Member() != nil)
+// open opens a stream with the stream server; one of a connection is served at
+// once, by the connection.
+func (t *transport) open(ctx context.Context, spec stream.Spec, sink *frameSink, mr *muxRequest) *stream.Stream {
+	s := t.opts.Streams.Open(ctx, spec, sink)
+	if s == nil || mr == nil {
+		return s
 	}
-	s.st.start(s.r)
-	s.r = nil // started: the request (a copy of it per layer) may go
-	s.st.connected(req.named)
-	return s.str.Ready()
+	mr.serve(s)
+	s.Serve()
+	return nil
 }
 
-// fail ends a stream that could not be registered with an error next and
-// complete. When the client already left (its request context ended), there
-// is no one to tell.
-func (s *session) fail(err error) {
-	if s.ctx.Err() != nil {
-		return
+// frameSink is a framer as the stream server writes to it (stream.Sink).
+type frameSink struct {
+	f framer
+	// named: the request asked for the named connected event.
+	named bool
+	// owed, when set, buffers what a resumed live query's client is owed
+	// after the readiness frame.
+	owed func(framer)
+}
+
+func (k *frameSink) Shared() bool                    { return k.f.shared() }
+func (k *frameSink) WriteFrames(frames []byte) error { return k.f.writeShared(frames) }
+func (k *frameSink) WriteEvent(ev sluice.Event)      { k.f.next(ev.ID, ev.Data) }
+func (k *frameSink) Spill() error                    { return k.f.spill() }
+func (k *frameSink) Flush() error                    { return k.f.flush() }
+func (k *frameSink) Ping()                           { k.f.ping() }
+func (k *frameSink) Idle() time.Duration             { return k.f.Idle() }
+
+// HTTP returns the framer's response when it has one of its own (SSE,
+// NDJSON, multipart), which the stream server may park; nil for an operation of
+// a connection.
+func (k *frameSink) HTTP() *httpstream.Writer {
+	if h, ok := k.f.(interface{ HTTP() *httpstream.Writer }); ok {
+		return h.HTTP()
 	}
-	s.st.start(s.r)
+	return nil
+}
+
+// Refuse answers a stream refused before it started (a stream cap, a
+// budget, access lost since the request was authorized): an HTTP error,
+// 429 or 503 with Retry-After, or a graphql-ws error message.
+func (k *frameSink) Refuse(err error) { k.f.refuse(err) }
+
+// Fail ends a stream that could not start with an error next and
+// complete.
+func (k *frameSink) Fail(err error) {
+	k.f.start()
 	var re *graph.ResultError
 	if errors.As(err, &re) {
-		s.st.failed(re.Errors)
-		_ = s.st.flush()
+		k.f.failed(re.Errors)
 		return
 	}
-	s.st.failed(gqlerror.List{gqlError(s.logger(), err)})
-	_ = s.st.flush()
+	k.f.failed(gqlerror.List{gqlError(nil, err)})
 }
 
-// frameSink is a framer as the stream engine writes to it.
-type frameSink struct{ f framer }
+// fail answers, before any stream was opened, an operation that cannot
+// have one (logged to logger), unless the client already left.
+func (k *frameSink) fail(ctx context.Context, logger *slog.Logger, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	k.f.start()
+	var re *graph.ResultError
+	if errors.As(err, &re) {
+		k.f.failed(re.Errors)
+	} else {
+		k.f.failed(gqlerror.List{gqlError(logger, err)})
+	}
+	_ = k.f.flush()
+}
 
-func (k frameSink) Shared() bool                    { return k.f.shared() }
-func (k frameSink) WriteFrames(frames []byte) error { return k.f.writeShared(frames) }
-func (k frameSink) WriteEvent(ev sluice.Event)      { k.f.next(ev.ID, ev.Data) }
-func (k frameSink) Spill() error                    { return k.f.spill() }
-func (k frameSink) Flush() error                    { return k.f.flush() }
-func (k frameSink) Ping()                           { k.f.ping() }
-func (k frameSink) Idle() time.Duration             { return k.f.Idle() }
+// Ready buffers the response's start, the readiness frame and what a
+// resumed live query's client is owed.
+func (k *frameSink) Ready(uint64) {
+	k.f.start()
+	k.f.connected(k.named)
+	if k.owed != nil {
+		k.owed(k.f)
+		k.owed = nil
+	}
+}
 
 // End writes complete, preceded by an error next unless the subscription
 // ended normally (the server shutting down, the client completing it).
-// The engine logged why.
-func (k frameSink) End(err error) {
+// The stream server logged why.
+func (k *frameSink) End(err error) {
 	var re *graph.ResultError
 	if errors.As(err, &re) {
 		// A live query's result had errors: they end it as they would
@@ -184,8 +185,8 @@ func (k frameSink) End(err error) {
 		k.f.failed(re.Errors)
 		return
 	}
-	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
-		k.f.failed(gqlerror.List{gqlError(slog.New(slog.DiscardHandler), err)})
+	if err != nil && !errors.Is(err, stream.ErrShutdown) && !errors.Is(err, stream.ErrClosed) {
+		k.f.failed(gqlerror.List{gqlError(nil, err)})
 		return
 	}
 	k.f.complete()

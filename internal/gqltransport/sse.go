@@ -19,16 +19,24 @@ type eventFramer struct {
 	framing protocol.Kind // SSE or NDJSON
 }
 
-func newStream(w http.ResponseWriter, f protocol.Kind, timeout time.Duration) *eventFramer {
+func newStream(w http.ResponseWriter, r *http.Request, f protocol.Kind, timeout time.Duration) *eventFramer {
 	ct := protocol.MediaSSE + "; charset=utf-8"
 	if f == protocol.NDJSON {
 		ct = protocol.MediaNDJSON + "; charset=utf-8"
 	}
-	return &eventFramer{Writer: httpstream.New(w, ct, timeout), w: w, framing: f}
+	return &eventFramer{Writer: httpstream.New(w, r, ct, timeout), w: w, framing: f}
 }
 
-// start writes the status and headers, once.
-func (s *eventFramer) start(r *http.Request) { s.Start(r) }
+// start writes the status and headers, once. The response is the
+// Writer's from then on: the framer keeps no reference to it (a parked
+// stream holds nothing of net/http's).
+func (s *eventFramer) start() {
+	s.Start()
+	s.w = nil
+}
+
+// HTTP returns the response's writer, which the stream server may park.
+func (s *eventFramer) HTTP() *httpstream.Writer { return s.Writer }
 
 // connected buffers the readiness frame: the comment `: connected` (and,
 // when named, the `connected` event the source document sends) for SSE,
@@ -106,7 +114,7 @@ func (s *eventFramer) shared() bool               { return s.framing == protocol
 func (s *eventFramer) writeShared(p []byte) error { return s.WriteShared(p) }
 func (s *eventFramer) refuse(err error)           { writeHTTPError(s.w, err) }
 func (s *eventFramer) failed(errs gqlerror.List)  { s.next("", errorResult(errs)); s.complete() }
-func (s *eventFramer) invalid(r *http.Request, errs gqlerror.List) {
-	s.start(r)
+func (s *eventFramer) invalid(errs gqlerror.List) {
+	s.start()
 	s.failed(errs)
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
 	"github.com/sluice-dev/sluice/internal/protocol"
@@ -121,30 +120,16 @@ type reservation struct {
 	ended    bool
 	ops      map[string]context.CancelFunc
 	wg       sync.WaitGroup // the operations' goroutines
-	// pump serves the operations that share their events; started with
-	// the first one.
-	pump *stream.Pump
-	// guard counts the reservation, and then its stream, as an open
-	// stream of its user (Hub.Guard: the stream caps). An access change
-	// that takes its grant away ends the reservation while no stream
-	// claimed it; a claimed one's operations are guarded each (and end
-	// with the change), and a new one is authorized as it starts.
-	guard   *changefeed.Guard
+	// conn is the reservation's state in the stream server: its
+	// operations' feed and pump.
+	conn *stream.Conn
+	// release gives back the reservation's place among the open streams
+	// of its user (stream.Server.Reserve: the stream caps). An access
+	// change that takes its grant away ends the reservation while no
+	// stream claimed it; a claimed one's operations are guarded each (and
+	// end with the change), and a new one is authorized as it starts.
+	release func()
 	endOnce sync.Once
-}
-
-// servePump returns the reservation's pump, starting it; nil once the
-// reservation ended.
-func (res *reservation) servePump() *stream.Pump {
-	res.mu.Lock()
-	defer res.mu.Unlock()
-	if res.ended {
-		return nil
-	}
-	if res.pump == nil {
-		res.pump = stream.NewPump()
-	}
-	return res.pump
 }
 
 // end stops every operation, drops the output, waits for the operations
@@ -157,14 +142,12 @@ func (res *reservation) stop() {
 	for _, cancel := range res.ops {
 		cancel()
 	}
-	p := res.pump
 	res.mu.Unlock()
 	res.cancel()
+	res.conn.End()
 	res.wg.Wait()
-	if p != nil {
-		p.Close()
-	}
-	res.guard.Release()
+	res.conn.Close()
+	res.release()
 }
 
 // single serves a request of single connection mode.
@@ -208,7 +191,7 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 // so that reserving costs what opening a stream does: past a cap it is
 // refused, 429 or 503 with Retry-After.
 func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
-	if t.opts.Hub == nil {
+	if t.opts.Streams == nil {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return
 	}
@@ -217,12 +200,12 @@ func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
 	tok := base64.RawURLEncoding.EncodeToString(b)
 	ctx, cancel := context.WithCancel(t.conns.ctx)
 	res := &reservation{token: tok, user: greq.User.ID, db: greq.DB.ID, ctx: ctx, cancel: cancel,
-		out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
+		out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}, conn: t.opts.Streams.NewConn()}
 	c := t.conns
 	// The guard's end runs while access changes are applied, holding the
 	// hub's access lock, and must not block or take c.mu (end, under
 	// c.mu, takes the access lock to release the guard).
-	guard, err := t.opts.Hub.Guard(ctx, engine.Grant(ctx, greq.User, greq.DB, t.es.Role()), func(error) {
+	release, err := t.opts.Streams.Reserve(ctx, engine.Grant(ctx, greq.User, greq.DB, t.es.Role()), func(error) {
 		go c.dropUnclaimed(res)
 	})
 	if err != nil {
@@ -230,12 +213,12 @@ func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
 		writeHTTPError(w, err)
 		return
 	}
-	res.guard = guard
+	res.release = release
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		cancel()
-		guard.Release()
+		release()
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
 		return
 	}
@@ -311,8 +294,8 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		res.end()
 	}()
 
-	st := httpstream.New(w, protocol.MediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
-	st.Start(r)
+	st := httpstream.New(w, r, protocol.MediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
+	st.Start()
 	st.Buf.WriteString(": connected\n\n")
 	if st.Flush() != nil {
 		return
@@ -417,7 +400,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		res.wg.Done()
 	}
 	idJSON, _ := json.Marshal(id)
-	op := &muxOp{out: res.out, proto: protoSingle, id: idJSON,
+	op := &muxOp{out: res.out, proto: protoSingle, id: idJSON, logger: t.opts.Logger,
 		accept: func() { w.WriteHeader(http.StatusAccepted) },
 		reject: func(err error, errs gqlerror.List) {
 			if err != nil {
@@ -428,38 +411,30 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write(append(errorResult(errs), '\n'))
 		}}
-	opReq := (&http.Request{Method: http.MethodPost, URL: r.URL, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1}).WithContext(ctx)
 	req := &request{params: params, from: from}
-	gop := t.prepare(opReq, op, req, exec)
+	gop := t.prepare(ctx, op, req, exec)
 	if gop == nil {
 		done()
 		return
 	}
-	s := t.execute(opReq, op, req, gop, exec)
-	if s == nil {
-		done()
-		return
-	}
-	// The connection's pump serves a subscription that shares its
-	// events; another gets a fresh goroutine (this one's stack grew
-	// while preparing).
-	if s.str.Member() != nil {
-		if p := res.servePump(); p != nil {
-			// A DELETE, or the end of the stream, marks it for the pump.
-			res.mu.Lock()
-			if res.ops[id] != nil {
-				res.ops[id] = func() {
-					cancel()
-					p.Mark(s.str)
-				}
+	// The reservation serves a subscription (stream.Conn: its pump, or a
+	// goroutine of its own for a resume), and done is called when it is
+	// over.
+	served := false
+	mr := &muxRequest{conn: res.conn, done: done, serve: func(s *stream.Stream) {
+		served = true
+		// A DELETE, or the end of the stream, ends it.
+		res.mu.Lock()
+		if res.ops[id] != nil {
+			res.ops[id] = func() {
+				cancel()
+				s.Stop()
 			}
-			res.mu.Unlock()
-			p.Add(s.str, done)
-			return
 		}
+		res.mu.Unlock()
+	}}
+	t.execute(ctx, op, req, gop, exec, mr)
+	if !served {
+		done()
 	}
-	go func() {
-		defer done()
-		s.serve()
-	}()
 }

@@ -3,7 +3,7 @@ package gqltransport
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -16,17 +16,18 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/metrics"
+	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/protocol"
+	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // Options configure a Server. Zero values take the defaults.
 type Options struct {
-	// Hub delivers commits; without it subscriptions get an UNAVAILABLE
-	// error (finite operations still work).
-	Hub     *changefeed.Hub
+	// Streams serves subscriptions and live queries; without it they get
+	// an UNAVAILABLE error (finite operations still work).
+	Streams *stream.Server
 	Logger  *slog.Logger
 	Metrics *metrics.Stream
 	// Heartbeat is the keep-alive interval when a request gives no
@@ -49,13 +50,12 @@ type Options struct {
 	// for a _ChangeSet event (config key graphql_max_response_bytes; 0:
 	// no bound). A larger commit gives such a subscriber an error event.
 	MaxChangeSetBytes int64
-	// Origins are the foreign origins (config cors_origins:
-	// "https://app.example.com", compared as CORS does, scheme, host and
-	// port) whose pages may open a GraphQL WebSocket with the browser's
-	// credentials; "*" lets any page open one, with the credentials of
-	// its connection_init only. Pages of the server's own origin, and
-	// clients that send no Origin, always may (see checkOrigin).
-	Origins []string
+	// Origins is the origin policy (config cors_origins; internal/origin)
+	// deciding which pages may open a GraphQL WebSocket, and with which
+	// credentials: pages of the server's own origin or a listed one with
+	// the browser's; with "*", any page, with those of its
+	// connection_init only. Nil: same origin only.
+	Origins *origin.Policy
 	// Live bounds what live queries hold (config live_*).
 	Live LiveBudget
 }
@@ -92,7 +92,10 @@ func NewServer(o Options) *Server {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
 	}
-	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Hub, o.Metrics, o.Live)}
+	if o.Origins == nil {
+		o.Origins = origin.New(nil)
+	}
+	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Streams, o.Metrics, o.Live)}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests
@@ -106,13 +109,14 @@ type transport struct {
 	es *graph.ExecutableSchema
 }
 
-// Supports claims the requests protocol.Of says are a graphql-ws
-// operation (graphqlws.go: they reach it with a muxRequest in their
-// context), of single connection mode (sse_single.go), or an event stream
-// (SSE, NDJSON, multipart); graph.HTTPTransport takes the rest.
+// Supports claims the requests protocol.Of says are of single connection
+// mode (sse_single.go) or an event stream (SSE, NDJSON, multipart);
+// graph.HTTPTransport takes the rest. The operations of a graphql-ws
+// socket are no requests: the socket dispatches them itself
+// (graphqlws.go).
 func (t *transport) Supports(r *http.Request) bool {
 	switch protocol.Of(r) {
-	case protocol.WebSocketOperation, protocol.SingleConnection, protocol.SSE, protocol.NDJSON, protocol.Multipart:
+	case protocol.SingleConnection, protocol.SSE, protocol.NDJSON, protocol.Multipart:
 		return true
 	}
 	return false
@@ -138,9 +142,6 @@ type request struct {
 func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	p := protocol.Of(r)
 	switch p {
-	case protocol.WebSocketOperation:
-		t.operate(r, muxFrom(r.Context()), exec)
-		return
 	case protocol.SingleConnection:
 		t.single(w, r, exec)
 		return
@@ -148,7 +149,7 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 	// An event stream (SSE, NDJSON, Multipart): Supports claims nothing
 	// else.
 	var (
-		s        *session
+		s        *stream.Stream
 		panicked any
 		started  = make(chan struct{})
 	)
@@ -164,22 +165,23 @@ func (t *transport) Do(w http.ResponseWriter, r *http.Request, exec graphql.Grap
 		panic(panicked)
 	}
 	if s != nil {
-		s.serve()
+		s.Serve()
 	}
 }
 
 // start answers a request up to the point where a subscription is
-// registered and ready, and returns its session; nil when the request is
+// registered and ready, and returns its stream; nil when the request is
 // over (an error, or a finite operation). p is the request's event stream
 // protocol (SSE, NDJSON or Multipart).
-func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kind, exec graphql.GraphExecutor) *session {
-	st := newFramer(w, p, t.opts.WriteTimeout)
+func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kind, exec graphql.GraphExecutor) *stream.Stream {
+	st := newFramer(w, r, p, t.opts.WriteTimeout)
 	req, err := t.parse(r)
 	if err != nil {
 		writeHTTPError(w, err)
 		return nil
 	}
-	op := t.prepare(r, st, req, exec)
+	req.params.Headers = r.Header
+	op := t.prepare(r.Context(), st, req, exec)
 	if op == nil {
 		return nil
 	}
@@ -188,19 +190,19 @@ func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kin
 		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "a mutation cannot be sent with GET; use POST"))
 		return nil
 	}
-	return t.execute(r, st, req, op, exec)
+	return t.execute(r.Context(), st, req, op, exec, nil)
 }
 
-// prepare parses and validates the operation of req; nil when it does not
-// validate (answered through st: graphql-sse answers it on an accepted
-// stream).
-func (t *transport) prepare(r *http.Request, st framer, req *request, exec graphql.GraphExecutor) *graphql.OperationContext {
+// prepare parses and validates the operation of req, in ctx (the
+// request's or the connection operation's, carrying graph.Request); nil
+// when it does not validate (answered through st: graphql-sse answers it
+// on an accepted stream).
+func (t *transport) prepare(ctx context.Context, st framer, req *request, exec graphql.GraphExecutor) *graphql.OperationContext {
 	start := graphql.Now()
-	req.params.Headers = r.Header
 	req.params.ReadTime = graphql.TraceTiming{Start: start, End: start}
-	op, errs := exec.CreateOperationContext(r.Context(), req.params)
+	op, errs := exec.CreateOperationContext(ctx, req.params)
 	if errs != nil {
-		st.invalid(r, errs)
+		st.invalid(errs)
 		_ = st.flush()
 		return nil
 	}
@@ -208,23 +210,23 @@ func (t *transport) prepare(r *http.Request, st framer, req *request, exec graph
 }
 
 // execute runs a validated operation: a query or mutation gives one next
-// and complete; a subscription is registered and its session returned
-// (nil when it could not start).
-func (t *transport) execute(r *http.Request, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor) *session {
+// and complete; a subscription is opened (see subscribe) and, unless it
+// is an operation of a connection (mr), its stream returned to be
+// served (nil when it could not start).
+func (t *transport) execute(ctx context.Context, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor, mr *muxRequest) *stream.Stream {
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
-		responses, ctx := exec.DispatchOperation(r.Context(), op)
-		b, err := json.Marshal(responses(ctx))
+		responses, rctx := exec.DispatchOperation(ctx, op)
+		b, err := json.Marshal(responses(rctx))
 		if err != nil {
-			t.opts.Logger.Error("encode graphql response", "err", err)
-			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, err)})
+			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, fmt.Errorf("encode a graphql response: %w", err))})
 		}
-		st.start(r)
+		st.start()
 		st.next("", b)
 		st.complete()
 		_ = st.flush()
 		return nil
 	}
-	return t.subscribe(r, st, req, op)
+	return t.subscribe(ctx, st, req, op, mr)
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the
@@ -261,27 +263,15 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 // readParams reads the GraphQL parameters with graph.ReadParams, the
 // parser of every transport on the GraphQL URL.
 func (t *transport) readParams(r *http.Request) (*graphql.RawParams, error) {
-	p, rerr := graph.ReadParams(r, t.opts.MaxBodyBytes)
-	if rerr != nil {
-		return nil, rerr
-	}
-	return p, nil
+	return graph.ReadParams(r, t.opts.MaxBodyBytes)
 }
 
-// gqlError converts err to a GraphQL error with extensions.code; anything
-// but a *sluice.Error is logged and shown as internal.
+// gqlError converts err to a GraphQL error with extensions.code, as
+// sluice.Show shows it, and logs it at its level.
 func gqlError(logger *slog.Logger, err error) *gqlerror.Error {
-	code := sluice.ErrorCode(err)
-	switch {
-	case errors.Is(err, context.Canceled):
-		// A departed client or a shutdown, not a failure.
-		logger.Debug("graphql stream canceled", "err", err)
-		code = sluice.CodeUnavailable
-		err = sluice.Errorf(code, "the stream was canceled")
-	case code == sluice.CodeInternal:
-		logger.Error("graphql stream failed", "err", err)
-	}
-	return &gqlerror.Error{Message: sluice.ErrorMessage(err), Extensions: map[string]any{"code": code.GraphQLCode()}}
+	sh := sluice.Show(err)
+	sh.Log(context.Background(), logger, "graphql stream failed", err)
+	return &gqlerror.Error{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.GraphQLCode()}}
 }
 
 // errorResult returns the ExecutionResult {"errors":[…]}.
@@ -293,21 +283,13 @@ func errorResult(errs gqlerror.List) []byte {
 }
 
 // writeHTTPError answers a request that cannot start a stream with a JSON
-// GraphQL error response and the status of err.
+// GraphQL error response and the status of err, as sluice.Show shows it.
 func writeHTTPError(w http.ResponseWriter, err error) {
-	status := sluice.ErrorCode(err).HTTPStatus()
-	code := sluice.ErrorCode(err).GraphQLCode()
-	var re *graph.RequestError
-	if errors.As(err, &re) {
-		status, code = re.Status, "BAD_REQUEST"
-	}
-	if status == http.StatusBadRequest {
-		code = "BAD_REQUEST"
-	}
-	if ra := sluice.RetryAfter(err); ra != "" {
-		w.Header().Set("Retry-After", ra)
+	sh := sluice.Show(err)
+	if sh.RetryAfter != "" {
+		w.Header().Set("Retry-After", sh.RetryAfter)
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(errorResult(gqlerror.List{{Message: err.Error(), Extensions: map[string]any{"code": code}}}), '\n'))
+	w.WriteHeader(sh.Code.HTTPStatus())
+	_, _ = w.Write(append(errorResult(gqlerror.List{{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.RefusedGraphQLCode()}}}), '\n'))
 }

@@ -8,6 +8,7 @@ package httpstream
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/http"
 	"time"
 )
@@ -23,7 +24,14 @@ type Writer struct {
 	rc          *http.ResponseController
 	contentType string
 	timeout     time.Duration
-	started     bool
+	// keepAlive is set for an HTTP/1.1 request (Connection: keep-alive),
+	// parkable for one without TLS (see Park).
+	keepAlive, parkable bool
+	started             bool
+	// back gives a parked connection back to its server (WithListener);
+	// park is set once the connection is parked (park.go).
+	back        func(net.Conn)
+	park        *parked
 	deadlineSet time.Time // when the write deadline was last moved
 	// wrote is when frames were last handed to the response (a
 	// heartbeat is only due after a quiet spell; see Idle).
@@ -33,19 +41,25 @@ type Writer struct {
 	spilled bool
 }
 
-// New returns a Writer for w with the given Content-Type; each write must
-// finish within timeout (a minute when 0).
-func New(w http.ResponseWriter, contentType string, timeout time.Duration) *Writer {
+// New returns a Writer of the response w to r with the given
+// Content-Type; each write must finish within timeout (a minute when 0).
+// It keeps nothing of r.
+func New(w http.ResponseWriter, r *http.Request, contentType string, timeout time.Duration) *Writer {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	return &Writer{w: w, out: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout}
+	s := &Writer{w: w, out: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout,
+		keepAlive: r.ProtoMajor == 1 && r.ProtoMinor >= 1, parkable: parkSupported && r.ProtoMajor == 1 && r.ProtoMinor == 1 && r.TLS == nil}
+	if l, ok := r.Context().Value(listenerKey{}).(*Listener); ok {
+		s.back = l.give
+	}
+	return s
 }
 
 // Start writes the status and headers, once. Connection: keep-alive is an
 // HTTP/1.1 header (forbidden in HTTP/2). The body is never compressed and
 // X-Accel-Buffering: no keeps nginx-style proxies from buffering it.
-func (s *Writer) Start(r *http.Request) {
+func (s *Writer) Start() {
 	if s.started {
 		return
 	}
@@ -55,7 +69,7 @@ func (s *Writer) Start(r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	h.Del("Content-Length")
-	if r.ProtoMajor == 1 && r.ProtoMinor >= 1 {
+	if s.keepAlive {
 		h.Set("Connection", "keep-alive")
 	}
 	s.w.WriteHeader(http.StatusOK)
@@ -86,6 +100,9 @@ const keepSize = 64 << 10
 // Flush writes the buffered frames and flushes them; with nothing
 // buffered or spilled it does nothing. An error means the client is gone.
 func (s *Writer) Flush() error {
+	if s.park != nil {
+		return s.flushParked()
+	}
 	if s.Buf.Len() == 0 && !s.spilled {
 		return nil
 	}
@@ -102,6 +119,9 @@ func (s *Writer) Spill() error {
 	if s.Buf.Len() < spillSize {
 		return nil
 	}
+	if s.park != nil {
+		return s.flushParked()
+	}
 	s.spilled = true
 	return s.write()
 }
@@ -110,6 +130,16 @@ func (s *Writer) Spill() error {
 // copied into each stream's Buf) to the response, after any buffered
 // ones; Flush sends them. p is not modified or kept.
 func (s *Writer) WriteShared(p []byte) error {
+	if pk := s.park; pk != nil {
+		// Sent with the next chunk, as it is: frames handed on are not
+		// modified.
+		if s.Buf.Len() > 0 {
+			pk.segs = append(pk.segs, bytes.Clone(s.Buf.Bytes()))
+			s.Buf.Reset()
+		}
+		pk.segs = append(pk.segs, p)
+		return nil
+	}
 	if err := s.write(); err != nil {
 		return err
 	}

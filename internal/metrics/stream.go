@@ -23,6 +23,11 @@ type Stream struct {
 	// ResumeFailures counts resumes refused because the position expired
 	// or belongs to another epoch, by database.
 	ResumeFailures *prometheus.CounterVec
+	// Parked is the number of streams parked (no goroutine while idle),
+	// Unparked counts parked streams that continued on a goroutine of
+	// their own (a slow reader, or one detached from its share).
+	Parked   prometheus.Gauge
+	Unparked prometheus.Counter
 	// StreamsEnded counts open streams ended because an access change took
 	// their access away, or because Postgres was lost.
 	StreamsEnded prometheus.Counter
@@ -71,6 +76,14 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Name: "sluice_stream_replays_total",
 			Help: "Subscriptions resumed from a past position and replayed from the log, by database.",
 		}, []string{"database"}),
+		Parked: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_streams_parked",
+			Help: "Streams parked: their connection taken from net/http, served without a goroutine while idle.",
+		}),
+		Unparked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_streams_unparked_total",
+			Help: "Parked streams that continued on a goroutine of their own (a slow reader, or one detached from its share).",
+		}),
 		StreamsEnded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_streams_ended_by_access_total",
 			Help: "Open streams ended because an access change took their access away, or because Postgres was lost.",
@@ -109,7 +122,7 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Help: "Live query results that changed and were published (once per share, whatever its members), by database.",
 		}, []string{"database"}),
 	}
-	reg.MustRegister(s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays,
+	reg.MustRegister(s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays, s.Parked, s.Unparked,
 		s.ResumeFailures, s.StreamsEnded, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects,
 		s.LiveReads, s.LiveStatements, s.LiveResults)
 	return s

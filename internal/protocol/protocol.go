@@ -1,6 +1,5 @@
 // Package protocol decides which protocol a request speaks: a WebSocket
-// upgrade, an operation of a graphql-ws socket, graphql-sse single
-// connection mode, an event stream (SSE, NDJSON, Apollo's multipart), or a
+// upgrade, graphql-sse single connection mode, an event stream (SSE, NDJSON, Apollo's multipart), or a
 // plain HTTP request. Of is the one place that decides it: the REST router
 // asks it whether a request is a WebSocket upgrade (rest/upgrade.go), and
 // the GraphQL streaming transport whether it claims a request and how it
@@ -14,7 +13,6 @@
 package protocol
 
 import (
-	"context"
 	"net/http"
 	"strings"
 )
@@ -31,10 +29,6 @@ const (
 	// On the GraphQL URLs the graphql-ws socket handler serves it; every
 	// other route refuses it.
 	WebSocket
-	// WebSocketOperation is one operation of a graphql-ws socket: a
-	// request the socket's handler builds for it and marks with
-	// WithWebSocketOperation (the socket's own request was the upgrade).
-	WebSocketOperation
 	// SingleConnection is a request of graphql-sse single connection mode:
 	// PUT reserves a stream, DELETE stops an operation, and any request
 	// carrying a stream token (StreamToken) opens the stream or runs an
@@ -63,15 +57,12 @@ const (
 const TokenHeader = "X-Graphql-Event-Stream-Token"
 
 // Of returns the protocol of r. The rules apply in this order, the first
-// that matches deciding: a WebSocket operation (its context), a WebSocket
-// upgrade, single connection mode (PUT, DELETE, a stream token), then for
-// GET and POST the event stream the Accept header prefers (negotiate);
-// anything else is HTTP. Only the first two mean anything outside the
-// GraphQL URLs.
+// that matches deciding: a WebSocket upgrade, single connection mode
+// (PUT, DELETE, a stream token), then for GET and POST the event stream
+// the Accept header prefers (negotiate); anything else is HTTP. Only the
+// first means anything outside the GraphQL URLs.
 func Of(r *http.Request) Kind {
 	switch {
-	case r.Context().Value(operationKey{}) != nil:
-		return WebSocketOperation
 	case hasToken(r.Header.Values("Connection"), "upgrade") && hasToken(r.Header.Values("Upgrade"), "websocket"):
 		return WebSocket
 	case r.Method == http.MethodPut || r.Method == http.MethodDelete || StreamToken(r) != "":
@@ -80,16 +71,6 @@ func Of(r *http.Request) Kind {
 		return HTTP
 	}
 	return negotiate(r.Header.Get("Accept"))
-}
-
-type operationKey struct{}
-
-// WithWebSocketOperation returns ctx marked as that of one operation of a
-// WebSocket connection, which Of reports as WebSocketOperation: the
-// request the socket handler builds for an operation has no headers of
-// its own to tell it by.
-func WithWebSocketOperation(ctx context.Context) context.Context {
-	return context.WithValue(ctx, operationKey{}, true)
 }
 
 // StreamToken returns the single connection mode stream token of r: the

@@ -20,11 +20,11 @@ func (a *api) subscriptions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, sluice.Errorf(sluice.CodeForbidden, "only the super user may list subscriptions"))
 		return
 	}
-	if a.Stream.Hub == nil {
+	if a.Stream.Streams == nil {
 		writeError(w, r, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return
 	}
-	subs := a.Stream.Hub.Subscriptions()
+	subs := a.Stream.Streams.Subscriptions()
 	sort.Slice(subs, func(i, j int) bool { return subs[i].ID < subs[j].ID })
 	out := make([]map[string]any, 0, len(subs))
 	for _, s := range subs {

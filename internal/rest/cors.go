@@ -6,40 +6,24 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/origin"
 )
 
 // CORS decides which other origins' pages may call the API (config key
-// cors_origins). It is the one CORS policy of every route, streams and
-// GraphQL included, and it runs before authentication, so errors (401,
-// 403, 404, 503) carry its headers too and a page can read them.
+// cors_origins, through the one origin policy, internal/origin, which the
+// WebSocket upgrades ask too). It is the one CORS policy of every route,
+// streams and GraphQL included, and it runs before authentication, so
+// errors (401, 403, 404, 503) carry its headers too and a page can read
+// them.
 type CORS struct {
-	// origins may call with credentials (cookies, Basic auth the browser
-	// remembers, and an Authorization header).
-	origins map[string]bool
-	// any lets every other origin call without credentials.
-	any bool
-	// csrf refuses state-changing requests from pages of other origins
-	// than the daemon's own and origins (see Protect).
-	csrf *http.CrossOriginProtection
+	policy *origin.Policy
 }
 
-// NewCORS returns the policy for the configured origins: exact origins
-// ("https://app.example.com") may call with credentials; "*" lets any
-// origin call without them. No origins: same origin only.
-func NewCORS(origins []string) *CORS {
-	c := &CORS{origins: map[string]bool{}, csrf: http.NewCrossOriginProtection()}
-	for _, o := range origins {
-		if o == "*" {
-			c.any = true
-			continue
-		}
-		o = strings.ToLower(o) // as browsers send it
-		c.origins[o] = true
-		// The configuration checked its form (scheme://host[:port]).
-		_ = c.csrf.AddTrustedOrigin(o)
-	}
-	return c
-}
+// NewCORS returns the CORS answers and the cross-site check of policy:
+// listed origins may call with credentials (cookies, Basic auth the
+// browser remembers, and an Authorization header); with "*" any origin
+// may call without them. No origins: same origin only.
+func NewCORS(policy *origin.Policy) *CORS { return &CORS{policy: policy} }
 
 // Protect refuses, with 403, every state-changing request (any method but
 // GET, HEAD and OPTIONS, on every route) that a browser sends from a page
@@ -48,8 +32,9 @@ func NewCORS(origins []string) *CORS {
 // browser adds the Basic credentials it remembers for Sluice (anyone who
 // signed in to GraphiQL): without this, such a page writes as its
 // visitor. Browsers say where a request comes from in Sec-Fetch-Site, or
-// else Origin; net/http's CrossOriginProtection judges them. Requests
-// without either (curl, servers, SDKs) are not from a page and pass.
+// else Origin; the origin policy judges them (origin.Policy.CrossSiteWrite).
+// Requests without either (curl, servers, SDKs) are not from a page and
+// pass.
 //
 // With "*", a page of any origin may call, but never with credentials the
 // browser remembers: a cross-origin state-changing request from an
@@ -58,7 +43,7 @@ func NewCORS(origins []string) *CORS {
 // the page's own script).
 func (c *CORS) Protect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := c.csrf.Check(r); err != nil && !(c.any && !basicAuth(r)) {
+		if c.policy.CrossSiteWrite(r) && !(c.policy.Any() && !basicAuth(r)) {
 			writeError(w, r, errCrossOrigin(r))
 			return
 		}
@@ -103,13 +88,13 @@ func (c *CORS) Middleware(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
-		allowed := origin != "" && c.origins[strings.ToLower(origin)]
+		allowed := origin != "" && c.policy.Trusted(origin)
 		switch {
 		case allowed:
 			h.Set("Access-Control-Allow-Origin", origin)
 			h.Set("Access-Control-Allow-Credentials", "true")
 			h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
-		case origin != "" && c.any:
+		case origin != "" && c.policy.Any():
 			h.Set("Access-Control-Allow-Origin", "*")
 			h.Set("Access-Control-Expose-Headers", corsExposeHeaders)
 		}
@@ -121,7 +106,7 @@ func (c *CORS) Middleware(next http.Handler) http.Handler {
 		// before authentication. Another OPTIONS request gets the same
 		// answer: the methods the API serves.
 		h.Set("Allow", corsMethods)
-		if allowed || origin != "" && c.any {
+		if allowed || origin != "" && c.policy.Any() {
 			h.Set("Access-Control-Allow-Methods", corsMethods)
 			// The headers asked for are allowed (clients send their own,
 			// such as Apollo's apollo-require-preflight); what the

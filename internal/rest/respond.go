@@ -28,36 +28,36 @@ type staleJSON struct {
 	Version *string `json:"@version"`
 }
 
-// writeError answers with err's status and JSON body. Errors that are not
-// *sluice.Error are logged with their detail and shown as internal errors.
+// writeError answers with err's status and JSON body (sluice.Show, the
+// one mapping of every transport), and logs it at its code's level:
+// anything that is not a *sluice.Error is logged with its detail and
+// shown as an internal error.
 func writeError(w http.ResponseWriter, r *http.Request, err error) {
-	switch sluice.ErrorCode(err) {
-	case sluice.CodeInternal:
-		loggerFrom(r).Error("request failed", "err", err)
-	case sluice.CodeOutcomeUnknown:
-		loggerFrom(r).Warn("write outcome unknown: the connection to Postgres was lost while it committed", "err", err)
+	sh := sluice.Show(err)
+	logError(r, sh, "request failed", err)
+	writeShown(w, err, sh)
+}
+
+// logError logs err, which sh shows, with the request's method and path,
+// building that logger only when the level is enabled.
+func logError(r *http.Request, sh sluice.Shown, msg string, err error) {
+	if base := baseLogger(r.Context()); base.Enabled(r.Context(), sh.Level) {
+		sh.Log(r.Context(), loggerFrom(r), msg, err)
 	}
-	writeErrorBody(w, err)
 }
 
 // writeErrorBody answers err (see writeError), without logging it.
-func writeErrorBody(w http.ResponseWriter, err error) {
-	code := sluice.ErrorCode(err)
-	if code == sluice.CodeUnauthenticated {
+func writeErrorBody(w http.ResponseWriter, err error) { writeShown(w, err, sluice.Show(err)) }
+
+// writeShown answers with the status and JSON body of err as sh shows it.
+func writeShown(w http.ResponseWriter, err error, sh sluice.Shown) {
+	if sh.Code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
 	}
-	if ra := sluice.RetryAfter(err); ra != "" {
-		w.Header().Set("Retry-After", ra)
+	if sh.RetryAfter != "" {
+		w.Header().Set("Retry-After", sh.RetryAfter)
 	}
-	status := "api:failure"
-	if code == sluice.CodeInternal || code == sluice.CodeUnavailable || code == sluice.CodeOutcomeUnknown {
-		status = "api:server_error"
-	}
-	body := errorBody{
-		Status:  status,
-		Error:   map[string]string{"@type": "api:" + string(code)},
-		Message: sluice.ErrorMessage(err),
-	}
+	body := errorShape(sh)
 	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
 		for _, d := range stale.Docs {
 			sj := staleJSON{ID: d.ID}
@@ -72,7 +72,17 @@ func writeErrorBody(w http.ResponseWriter, err error) {
 			w.Header().Set("ETag", etag(stale.Docs[0].Version))
 		}
 	}
-	writeJSON(w, code.HTTPStatus(), body)
+	writeJSON(w, sh.Code.HTTPStatus(), body)
+}
+
+// errorShape returns the REST error body of an error as sh shows it (the
+// answer of a request, and the data of a change stream's error event).
+func errorShape(sh sluice.Shown) errorBody {
+	status := "api:failure"
+	if sh.Code == sluice.CodeInternal || sh.Code == sluice.CodeUnavailable || sh.Code == sluice.CodeOutcomeUnknown {
+		status = "api:server_error"
+	}
+	return errorBody{Status: status, Error: map[string]string{"@type": "api:" + string(sh.Code)}, Message: sh.Message}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -118,9 +128,13 @@ func loggerFrom(r *http.Request) *slog.Logger {
 
 // requestLogger is loggerFrom, from what it takes of a request.
 func requestLogger(ctx context.Context, method, path string) *slog.Logger {
-	l, ok := ctx.Value(loggerKey).(*slog.Logger)
-	if !ok {
-		l = slog.Default()
+	return baseLogger(ctx).With("method", method, "path", path)
+}
+
+// baseLogger returns the daemon's logger (see WithLogger).
+func baseLogger(ctx context.Context) *slog.Logger {
+	if l, ok := ctx.Value(loggerKey).(*slog.Logger); ok {
+		return l
 	}
-	return l.With("method", method, "path", path)
+	return slog.Default()
 }

@@ -10,19 +10,16 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
-	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // StreamDeps is what the streaming endpoints need.
 type StreamDeps struct {
-	// Hub delivers commits; without it the stream routes answer 503.
-	Hub     *changefeed.Hub
-	Metrics *metrics.Stream
+	// Streams serves the streams; without it the stream routes answer 503.
+	Streams *stream.Server
 	// Heartbeat is the keep-alive interval when a request gives none
 	// (config key heartbeat).
 	Heartbeat time.Duration
@@ -48,7 +45,7 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	if a.Stream.Hub == nil {
+	if a.Stream.Streams == nil {
 		writeError(w, r, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return
 	}
@@ -64,51 +61,24 @@ func (a *api) subscribe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.class = class
-	sink := &restSink{out: httpstream.New(w, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout)}
-	st := stream.New(r.Context(), sink, stream.Options{Hub: a.Stream.Hub, Metrics: a.Stream.Metrics, Logger: loggerFrom(r).With("class", class),
+	spec := stream.Spec{Label: restTransport, Database: reader.Database, Grant: engine.Grant(r.Context(), userFrom(r), reader.Database, reader.Role),
+		Heartbeat: req.heartbeat, Logger: baseLogger(r.Context()), Attrs: []any{"class", class},
 		// A stream of its own reads every class (no Classes): a subclass
 		// added to the schema while the stream is open must match too,
 		// which only the stream's refreshed schema knows.
-		Label: restTransport, Database: reader.Database, Heartbeat: req.heartbeat,
-		Detached: func(shared changefeed.Evaluator) changefeed.Evaluator { return shared.(*restEvaluator).fork() }})
-	// The guard comes first: an access change from now on ends the
-	// stream before any later commit reaches it (changefeed/access.go).
-	if err := st.Guard(engine.Grant(r.Context(), userFrom(r), reader.Database, reader.Role)); err != nil {
-		writeError(w, r, err)
-		return
-	}
+		Detached: func(shared stream.Evaluator) stream.Evaluator { return shared.(*restEvaluator).fork() }}
 	if req.from == nil {
 		// Streams of one class, operations and role share one evaluation
-		// and one framing of each commit (the hub's shares).
-		err = st.Join(changefeed.ShareOptions{
+		// and one framing of each commit (the stream server's shares).
+		spec.Share = &stream.ShareOptions{
 			Key:   restKey{db: reader.Database.ID, epoch: reader.Database.Epoch, class: class, ops: req.opsKey(), role: reader.Role},
-			New:   func() changefeed.Evaluator { return newRestEvaluator(reader.Shared(), req) },
+			New:   func() stream.Evaluator { return newRestEvaluator(reader.Shared(), req) },
 			Frame: frameREST,
-		})
-	} else {
-		err = st.Subscribe(req.from, newRestEvaluator(reader, req))
-		if sluice.ErrorCode(err) == sluice.CodeGone {
-			// A resume that cannot be honoured is an event on the
-			// stream, so an EventSource sees why, never a silent gap.
-			st.Release()
-			sink.out.Start(r)
-			sink.End(err)
-			_ = sink.Flush()
-			return
 		}
+	} else {
+		spec.From, spec.Evaluator = req.from, newRestEvaluator(reader, req)
 	}
-	if err != nil {
-		st.Release()
-		writeError(w, r, err)
-		return
-	}
-	sink.out.Start(r)
-	fmt.Fprintf(&sink.out.Buf, ": connected sub=%d\n\n", st.SubscriptionID())
-	if !st.Ready() {
-		st.Release()
-		return
-	}
-	st.Serve()
+	a.Stream.Streams.Serve(r.Context(), spec, &restSink{out: httpstream.New(w, r, "text/event-stream; charset=utf-8", a.Stream.WriteTimeout), w: w, r: r})
 }
 
 // restKey identifies REST change streams with the same events.
@@ -166,8 +136,13 @@ func (a *api) parseSubscribe(r *http.Request) (*subscribeRequest, error) {
 // CloudEvents envelopes, which a share frames once for its members.
 type restSink struct {
 	out *httpstream.Writer
+	// w and r answer a stream refused before it started; dropped once it
+	// did (a stream keeps nothing of its request).
+	w http.ResponseWriter
+	r *http.Request
 }
 
+func (s *restSink) HTTP() *httpstream.Writer        { return s.out }
 func (s *restSink) Shared() bool                    { return true }
 func (s *restSink) WriteFrames(frames []byte) error { return s.out.WriteShared(frames) }
 func (s *restSink) WriteEvent(ev sluice.Event) {
@@ -178,19 +153,42 @@ func (s *restSink) Flush() error        { return s.out.Flush() }
 func (s *restSink) Ping()               { s.out.Buf.WriteString(": ping\n\n") }
 func (s *restSink) Idle() time.Duration { return s.out.Idle() }
 
+// Refuse answers a stream that may not start with an HTTP error.
+func (s *restSink) Refuse(err error) { writeError(s.w, s.r, err) }
+
+// Fail answers a stream that could not start: a resume that cannot be
+// honoured is an event on the stream, so an EventSource sees why, never a
+// silent gap; anything else an HTTP error.
+func (s *restSink) Fail(err error) {
+	if sluice.ErrorCode(err) != sluice.CodeGone {
+		writeError(s.w, s.r, err)
+		return
+	}
+	s.start()
+	s.End(err)
+}
+
+// Ready starts the response with the readiness comment naming the hub
+// subscription.
+func (s *restSink) Ready(sub uint64) {
+	s.start()
+	fmt.Fprintf(&s.out.Buf, ": connected sub=%d\n\n", sub)
+}
+
+func (s *restSink) start() {
+	s.out.Start()
+	s.w, s.r = nil, nil
+}
+
 // End writes `: server shutting down` on shutdown, and an error event for
 // anything else that ends the stream.
 func (s *restSink) End(err error) {
 	switch {
-	case errors.Is(err, changefeed.ErrShutdown):
+	case errors.Is(err, stream.ErrShutdown):
 		s.out.Buf.WriteString(": server shutting down\n\n")
-	case err == nil || errors.Is(err, changefeed.ErrClosed):
+	case err == nil || errors.Is(err, stream.ErrClosed):
 	default:
-		b, _ := json.Marshal(errorBody{
-			Status:  "api:failure",
-			Error:   map[string]string{"@type": "api:" + string(sluice.ErrorCode(err))},
-			Message: sluice.ErrorMessage(err),
-		})
+		b, _ := json.Marshal(errorShape(sluice.Show(err)))
 		s.out.Buf.WriteString("event: error\ndata: ")
 		s.out.Buf.Write(b)
 		s.out.Buf.WriteString("\n\n")

@@ -1,147 +1,64 @@
 package stream
 
-import "sync"
-
 // A multiplexed connection (a graphql-ws socket, a single connection mode
 // stream) may carry thousands of streams. Those that share their events
 // (share members, the common case) are served by one pump per connection
-// rather than a goroutine each: the share notifies the pump when a member
-// may take something (changefeed.Member.Notify), and the pump takes and
-// writes for each ready stream in turn. A member detached for falling
-// behind, and a stream with a subscription of its own (a resume), get a
-// goroutine: they wait on the log.
+// rather than a goroutine each: the share marks a stream when it may take
+// something, and the pump takes and writes for each marked stream in
+// turn. A member detached for falling behind, and a stream with a
+// subscription of its own (a resume), get a goroutine: they wait on the
+// log.
 
 // Pump serves the member streams of one connection. Its methods are safe
 // for concurrent use.
 type Pump struct {
-	mu    sync.Mutex
-	ready map[*Stream]struct{}
-	// stops holds, per stream, what its end undoes: the connection's
-	// bookkeeping.
-	stops map[*Stream]func()
-	wake  chan struct{}
-	quit  chan struct{}
-	done  chan struct{}
+	r runner
+	e *Server
 }
 
-// NewPump starts a pump; Close stops it.
-func NewPump() *Pump {
-	p := &Pump{ready: map[*Stream]struct{}{}, stops: map[*Stream]func(){},
-		wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	go p.run()
+// newPump starts a pump; stop stops it.
+func newPump(e *Server) *Pump {
+	p := &Pump{e: e}
+	p.r.start(1, p.serve)
 	return p
 }
 
-// Add serves member stream s (joined, readiness written) until it ends;
-// finish is called then (from the pump, or from the goroutine a detached
-// member continues on). The pump does not watch s's context, which would
-// cost a context.AfterFunc per stream: whoever cancels it marks s (Mark),
-// or every stream when the connection ends (MarkAll).
-func (p *Pump) Add(s *Stream, finish func()) {
-	p.mu.Lock()
-	p.stops[s] = finish
-	p.mu.Unlock()
-	s.m.Notify(func() { p.Mark(s) })
-	p.Mark(s) // what the share published before Notify
+// add serves member stream s (joined, readiness written) until it ends.
+// The pump does not watch s's context, which would cost a
+// context.AfterFunc per stream: whoever cancels it marks s (Stream.Stop),
+// or every stream when the connection ends (Conn.End).
+func (p *Pump) add(s *Stream) {
+	s.pump = p
+	s.m.setNotify(func() { p.Mark(s) })
+	p.Mark(s) // what the share published before
 }
 
-// Mark makes s ready to be served. It never blocks.
-func (p *Pump) Mark(s *Stream) {
-	p.mu.Lock()
-	p.ready[s] = struct{}{}
-	p.mu.Unlock()
-	p.kick()
-}
+// Mark makes s due to be served. It never blocks.
+func (p *Pump) Mark(s *Stream) { p.r.mark(s) }
 
-// MarkAll marks every stream: the connection ended.
-func (p *Pump) MarkAll() {
-	p.mu.Lock()
-	for s := range p.stops {
-		p.ready[s] = struct{}{}
-	}
-	p.mu.Unlock()
-	p.kick()
-}
-
-func (p *Pump) kick() {
-	select {
-	case p.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Close stops the pump once its connection's streams have ended.
-func (p *Pump) Close() {
-	close(p.quit)
-	<-p.done
-}
-
-func (p *Pump) run() {
-	defer close(p.done)
-	for {
-		select {
-		case <-p.wake:
-		case <-p.quit:
-			return
-		}
-		for {
-			p.mu.Lock()
-			var s *Stream
-			for s = range p.ready {
-				break
-			}
-			if s != nil {
-				delete(p.ready, s)
-			}
-			p.mu.Unlock()
-			if s == nil {
-				break
-			}
-			p.serve(s)
-		}
-	}
-}
-
-// forget removes s from the pump and returns its finish (nil when it
-// ended before).
-func (p *Pump) forget(s *Stream) func() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	stop := p.stops[s]
-	delete(p.stops, s)
-	delete(p.ready, s)
-	return stop
-}
-
-// serve takes and writes what s may take now, and ends it when it must.
-func (p *Pump) serve(s *Stream) {
-	p.mu.Lock()
-	alive := p.stops[s] != nil
-	p.mu.Unlock()
-	if !alive {
-		return // ended before
-	}
+// serve takes and writes what s may take now, and ends it when it must;
+// false once s left the pump.
+func (p *Pump) serve(s *Stream, buf *[]Entry) bool {
 	if s.ctx.Err() != nil {
 		// The client completed it, or the connection ended.
-		stop := p.forget(s)
-		s.Release()
-		stop()
-		return
+		s.finish()
+		return false
 	}
-	switch s.step() {
+	switch s.step(buf) {
 	case stepEnded:
-		stop := p.forget(s)
-		s.Release()
-		stop()
+		s.finish()
+		return false
 	case stepDetached:
 		// It reads the log on its own now: a goroutine of its own.
-		stop := p.forget(s)
-		go func() {
-			defer stop()
-			defer s.Release()
+		s.m.setNotify(nil)
+		s.pump = nil
+		p.e.wg.Go(func() {
+			defer s.finish()
 			if s.detach() {
 				s.serveOwn()
 			}
-		}()
+		})
+		return false
 	}
+	return true
 }

@@ -1,31 +1,3 @@
-// Package stream is the one engine that serves every stream of events to a
-// client, whatever its protocol: the REST change stream, GraphQL
-// subscriptions over SSE (both graphql-sse modes), NDJSON, Apollo
-// multipart and graphql-ws. A transport is a thin Sink (write frames, an
-// event, a ping, the end); the engine holds what every stream must get
-// right the same way:
-//
-//   - readiness: the subscription is registered (a share joined, or a
-//     subscription of its own catching up from the log) before the
-//     readiness frame is written, so a commit that starts after the
-//     client read it is delivered;
-//   - the guard: an access change ends the stream before any later commit
-//     reaches it (changefeed's Guard and Ender), and nothing more is
-//     written then, not even what was queued;
-//   - the member loop: take a share's prepared entries, write them, flush
-//     once; a member that fell out of its share's history continues on a
-//     subscription of its own from where it was (lossless);
-//   - a subscription of its own (a resume): evaluate each piece, batch up
-//     to MaxBatch queued pieces per flush, spilling as the buffer grows;
-//     what was queued before the end is still owed, in order;
-//   - heartbeats after a quiet spell only (a timer function, not a timer
-//     channel in the loop), and the client leaving (its context);
-//   - the delivered counter and the commit-to-delivery latency.
-//
-// A stream on a connection of its own runs Serve on its request's
-// goroutine. The streams of a multiplexed connection (graphql-ws, single
-// connection mode) that share their events are served by one Pump per
-// connection instead of a goroutine each (pump.go).
 package stream
 
 import (
@@ -41,34 +13,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/httpstream"
-	"github.com/sluice-dev/sluice/internal/metrics"
 )
-
-// Sink is a transport's end of one stream: it frames and writes. A Sink
-// is used by one goroutine at a time (the stream's, or its pump's).
-type Sink interface {
-	// Shared reports whether the frames a share builds once for all its
-	// members (changefeed.Entry.Frames) are this sink's frames, written
-	// with WriteFrames; otherwise each event goes through WriteEvent.
-	Shared() bool
-	// WriteFrames writes prepared frames; an error means the client left.
-	WriteFrames(frames []byte) error
-	// WriteEvent buffers one event.
-	WriteEvent(ev sluice.Event)
-	// Spill hands what is buffered on when it grew large, between the
-	// events of a batch; Flush sends it. An error means the client left.
-	Spill() error
-	Flush() error
-	// Ping buffers a keep-alive (a no-op where the connection keeps
-	// itself alive).
-	Ping()
-	// Idle returns how long ago something was last written.
-	Idle() time.Duration
-	// End buffers the stream's last frames after its subscription ended
-	// with err: a normal end for nil, changefeed.ErrShutdown and
-	// changefeed.ErrClosed, an error otherwise. The engine flushes.
-	End(err error)
-}
 
 // MaxBatch bounds the pieces a subscription of its own writes before one
 // flush.
@@ -80,54 +25,38 @@ const MaxBatch = 64
 // costs a few percent of the CPU of a large fan-out.
 const metricsEvery = time.Second
 
-// Options describe a stream.
-type Options struct {
-	Hub     *changefeed.Hub
-	Metrics *metrics.Stream // nil: none
-	Logger  *slog.Logger
-	// Label names the transport in metrics and listings.
-	Label    string
-	Database *sluice.Database
-	// Classes limits what a subscription of its own reads (see
-	// changefeed.Options.Classes); nil: every class.
-	Classes []string
-	// Heartbeat is the keep-alive interval; 0: none (a connection that
-	// keeps itself alive).
-	Heartbeat time.Duration
-	// Detached returns the evaluator of a member that continues on a
-	// subscription of its own, given its share's (which it must not use:
-	// the share's goroutine does). Kept by a stream for its whole life,
-	// it should hold nothing of the stream's own.
-	Detached func(shared changefeed.Evaluator) changefeed.Evaluator
-	// OnRelease, when set, is called once, when the stream is released
-	// (what it holds of a budget).
-	OnRelease func()
-}
-
-// Stream is one stream being served. Make it with New, register it
-// (Guard, then Join or Subscribe), write the readiness frame (Ready),
-// then Serve it or hand it to a Pump. Release undoes the registration of
-// a stream that does not get to be served.
+// Stream is one stream: made by Server.Open, registered and ready, then
+// served (Serve) until it ends and is released. Its fields are used by
+// whoever serves it, one at a time.
 type Stream struct {
-	o    Options
+	e    *Server
+	spec Spec
+	// ctx ends when the client leaves: its request's or operation's, or,
+	// once parked, one of its own that the hang-up watch cancels.
 	ctx  context.Context
 	sink Sink
+	// http is the sink's response when it has one of its own (HTTPSink).
+	http *httpstream.Writer
 
-	guard *changefeed.Guard
+	// release gives back what Spec.Admit took; nil: nothing.
+	release func()
+	guard   *changefeed.Guard
 	// ender ends whatever serves the stream when the guard says so.
-	ender changefeed.Ender
+	ender Ender
 	// Exactly one of m (a share's member) and sub (a subscription of its
 	// own) is set once registered.
-	m   *changefeed.Member
+	m   *member
 	sub *changefeed.Subscription
-	ev  changefeed.Evaluator // sub's
-	buf []changefeed.Entry
+	ev  Evaluator // sub's
+	// buf holds what the stream's own goroutine takes at once; a runner's
+	// worker lends its own (no idle stream keeps one).
+	buf []Entry
 	// keep, when set, says which of its share's entries a member writes
-	// (see Filter).
-	keep func(*changefeed.Entry) bool
+	// (Spec.Prepare).
+	keep func(*Entry) bool
 
 	// beat receives a value when a heartbeat may be due or, for a member,
-	// when its share has something new (see wait): a timer function and
+	// when its share has something new (see kick): a timer function and
 	// the share send it, rather than the loop selecting on a timer's
 	// channel, because every wait on a timer channel adds the timer to the
 	// runtime's heap and removes it again (about 2% of a stream's CPU),
@@ -138,6 +67,18 @@ type Stream struct {
 	beatDue atomic.Bool
 	hb      *time.Timer
 
+	// The stream's life off a request's goroutine (park.go, pump.go):
+	// parked is the parker serving it while parked; pump the pump of its
+	// connection; state the parker's or the pump's scheduling of it.
+	parked atomic.Pointer[parker]
+	pump   *Pump
+	state  atomic.Int32
+	// cancel ends ctx once parked; watch is its hang-up watch.
+	cancel context.CancelFunc
+	watch  *watch
+	// released is set once Release ran.
+	released bool
+
 	deliveredCounter prometheus.Counter
 	latency          prometheus.Observer
 	// unreported events were delivered since the counter was last added
@@ -146,45 +87,29 @@ type Stream struct {
 	reported   time.Time
 }
 
-// New returns a stream for the client whose context is ctx, writing to
-// sink.
-func New(ctx context.Context, sink Sink, o Options) *Stream {
-	return &Stream{o: o, ctx: ctx, sink: sink}
-}
-
-// Guard registers the stream's access grant: an access change from now on
-// ends the stream before any later commit reaches it. It fails like
-// Hub.Guard (a stream cap: refuse the stream with the error).
-func (s *Stream) Guard(grant *sluice.Grant) error {
-	g, err := s.o.Hub.Guard(s.ctx, grant, s.ender.End)
-	if err != nil {
-		return err
+// join makes the stream a member of the share o describes.
+func (s *Stream) join(o ShareOptions) error {
+	o.database, o.transport = s.spec.Database, s.spec.Label
+	if c := s.spec.Conn; c != nil {
+		o.conn = &c.feed
 	}
-	s.guard = g
-	return nil
-}
-
-// Join makes the stream a member of the share o describes (its
-// Transport and Database are the stream's).
-func (s *Stream) Join(o changefeed.ShareOptions) error {
-	o.Transport, o.Database = s.o.Label, s.o.Database
-	m, err := s.o.Hub.Join(s.ctx, o)
+	m, err := s.e.shares.join(s.ctx, o)
 	if err != nil {
 		return err
 	}
 	if err := s.ender.Serve(m); err != nil {
-		m.Leave()
+		m.leave()
 		return err
 	}
 	s.m = m
 	return nil
 }
 
-// Subscribe gives the stream a subscription of its own from position from
-// (nil: from now), evaluated by ev. It fails like Hub.Subscribe (a Gone
-// error for a position older than history).
-func (s *Stream) Subscribe(from *sluice.Position, ev changefeed.Evaluator) error {
-	sub, err := s.o.Hub.Subscribe(s.ctx, s.o.Database, from, changefeed.Options{Classes: s.o.Classes, Transport: s.o.Label})
+// subscribe gives the stream a subscription of its own from position
+// from (nil: from now), evaluated by ev. It fails like the hub's
+// Subscribe (a Gone error for a position older than history).
+func (s *Stream) subscribe(from *sluice.Position, ev Evaluator) error {
+	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, from, changefeed.Options{Classes: s.spec.Classes, Transport: s.spec.Label})
 	if err != nil {
 		return err
 	}
@@ -203,49 +128,75 @@ func (s *Stream) SubscriptionID() uint64 {
 		return s.sub.ID()
 	}
 	if s.m != nil {
-		return s.m.SubscriptionID()
+		return s.m.subscriptionID()
 	}
 	return 0
 }
 
-// Filter makes a member write only the entries of its share that keep
-// returns true for (a resumed live query skips the results its client
-// has). Call it before Ready.
-func (s *Stream) Filter(keep func(*changefeed.Entry) bool) { s.keep = keep }
-
-// Member returns the share member serving the stream, nil for a
-// subscription of its own.
-func (s *Stream) Member() *changefeed.Member { return s.m }
-
-// Ready flushes the readiness frame the caller buffered, once the stream
-// is registered, and starts its heartbeat. It reports false when the
-// client is gone (then Release the stream).
-func (s *Stream) Ready() bool {
-	if s.sink.Flush() != nil {
-		return false
+// Serve serves the stream until it ends, then releases it: on this
+// goroutine; or, reporting true at once, by its connection (Spec.Conn:
+// its pump, or a goroutine of the connection's), or parked (an HTTP/1.1
+// response without TLS that shares its events: no goroutine while it
+// waits, see park.go).
+func (s *Stream) Serve() (handedOver bool) {
+	if c := s.spec.Conn; c != nil {
+		c.serve(s)
+		return true
 	}
-	if s.o.Heartbeat > 0 {
-		s.beat = make(chan struct{}, 1)
-		s.hb = time.AfterFunc(s.o.Heartbeat, s.wake)
+	if s.m != nil && s.http != nil && s.e.parker != nil && s.e.parker.park(s) {
+		return true
 	}
-	return true
+	s.serve()
+	return false
 }
 
-// Release undoes the registration of a stream that is not served (or
-// whose Serve returned): it leaves the share, closes the subscription,
-// releases the guard, stops the heartbeat and counts what is left.
+// Stop ends a stream served by its connection whose client ended it: its
+// context, which the caller cancelled first, is noticed by whoever serves
+// it.
+func (s *Stream) Stop() {
+	if p := s.pump; p != nil {
+		p.Mark(s)
+	}
+}
+
+// serve serves the stream on this goroutine until it ends, and releases
+// it.
+func (s *Stream) serve() {
+	defer s.finish()
+	if s.m != nil {
+		if !s.serveMember() {
+			return
+		}
+	}
+	s.serveOwn()
+}
+
+// finish releases the stream and tells its transport (Spec.Done).
+func (s *Stream) finish() {
+	s.Release()
+	if s.spec.Done != nil {
+		s.spec.Done()
+	}
+}
+
+// Release undoes the registration of the stream: it leaves the share,
+// closes the subscription, releases the guard and what Admit took, stops
+// the heartbeat and counts what is left. Only its first call does.
 func (s *Stream) Release() {
-	if s.o.OnRelease != nil {
-		s.o.OnRelease()
-		s.o.OnRelease = nil
+	if s.released {
+		return
+	}
+	s.released = true
+	if s.release != nil {
+		s.release()
 	}
 	s.reportDelivered()
 	if s.hb != nil {
 		s.hb.Stop()
 	}
 	if s.m != nil {
-		s.m.Notify(nil)
-		s.m.Leave()
+		s.m.setNotify(nil)
+		s.m.leave()
 	}
 	if s.sub != nil {
 		s.sub.Close()
@@ -261,24 +212,17 @@ func (s *Stream) wake() {
 	s.kick()
 }
 
-// kick makes a receive on beat pending, unless one is. It never blocks.
+// kick makes whoever serves the stream look at it: its parker, or its
+// loop (a receive on beat pending, unless one is). It never blocks.
 func (s *Stream) kick() {
+	if p := s.parked.Load(); p != nil {
+		p.mark(s)
+		return
+	}
 	select {
 	case s.beat <- struct{}{}:
 	default:
 	}
-}
-
-// Serve writes the stream's events until the client leaves, a write fails
-// or the subscription ends (then the sink's End), and releases it.
-func (s *Stream) Serve() {
-	defer s.Release()
-	if s.m != nil {
-		if !s.serveMember() {
-			return
-		}
-	}
-	s.serveOwn()
 }
 
 // serveMember serves a share member until it ends; it reports true when
@@ -290,10 +234,10 @@ func (s *Stream) serveMember() bool {
 	}
 	// Notified on beat from now on: what was published before, the first
 	// take takes.
-	s.m.Notify(s.kick)
+	s.m.setNotify(s.kick)
 	gone := s.ctx.Done()
 	for {
-		switch s.step() {
+		switch s.step(&s.buf) {
 		case stepEnded:
 			return false
 		case stepDetached:
@@ -319,16 +263,16 @@ const (
 	stepDetached                   // continue on a subscription of its own
 )
 
-// step takes and writes what the member may take now.
-func (s *Stream) step() stepResult {
+// step takes and writes what the member may take now, taking into buf.
+func (s *Stream) step(buf *[]Entry) stepResult {
 	m := s.m
 	for {
 		var wake <-chan struct{}
-		var state changefeed.TakeState
-		s.buf, wake, state = m.Take(s.buf[:0])
-		if len(s.buf) > 0 {
-			err := s.writeEntries(s.buf)
-			clear(s.buf) // do not hold frames while waiting
+		var state takeState
+		*buf, wake, state = m.take((*buf)[:0])
+		if len(*buf) > 0 {
+			err := s.writeEntries(*buf)
+			clear(*buf) // do not hold frames while waiting
 			if err != nil {
 				return stepEnded
 			}
@@ -337,12 +281,12 @@ func (s *Stream) step() stepResult {
 			}
 		}
 		switch state {
-		case changefeed.TakeDetached:
+		case takeDetached:
 			return stepDetached
-		case changefeed.TakeEnded:
-			s.end(m.Err())
+		case takeEnded:
+			s.end(m.endErr())
 			return stepEnded
-		case changefeed.TakeRevoked:
+		case takeRevoked:
 			s.end(s.ender.Err())
 			return stepEnded
 		}
@@ -355,10 +299,10 @@ func (s *Stream) step() stepResult {
 // failed (the end is written).
 func (s *Stream) detach() bool {
 	m := s.m
-	m.Notify(nil)
-	from := m.From()
-	sub, err := s.o.Hub.Subscribe(s.ctx, s.o.Database, &from, changefeed.Options{Classes: s.o.Classes, Transport: s.o.Label})
-	m.Left() // its own subscription holds its commits now (Release leaves the share)
+	m.setNotify(nil)
+	from := m.resumeFrom()
+	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, &from, changefeed.Options{Classes: s.spec.Classes, Transport: s.spec.Label})
+	m.left() // its own subscription holds its commits now (Release leaves the share)
 	if err != nil {
 		s.end(err)
 		return false
@@ -368,13 +312,16 @@ func (s *Stream) detach() bool {
 		s.end(err)
 		return false
 	}
-	s.ev = s.o.Detached(m.Evaluator())
+	s.ev = s.spec.Detached(m.evaluator())
 	return true
 }
 
 // serveOwn serves the stream's own subscription.
 func (s *Stream) serveOwn() {
 	sub := s.sub
+	if s.beat == nil {
+		s.beat = make(chan struct{}, 1)
+	}
 	gone := s.ctx.Done()
 	for {
 		select {
@@ -411,13 +358,13 @@ func (s *Stream) serveOwn() {
 
 // writeEntries writes a share's entries, then flushes once. An error means
 // the client left.
-func (s *Stream) writeEntries(es []changefeed.Entry) error {
+func (s *Stream) writeEntries(es []Entry) error {
 	n := 0
 	shared := s.sink.Shared()
 	for i := range es {
 		e := &es[i]
 		if s.keep != nil && !s.keep(e) {
-			s.m.Untake() // its client does not have it: no delta from it
+			s.m.untake() // its client does not have it: no delta from it
 			continue
 		}
 		n += len(e.Events)
@@ -507,7 +454,7 @@ func (s *Stream) heartbeat() bool {
 		return true
 	}
 	s.reportDelivered()
-	if !httpstream.PingDue(s.hb, s.sink.Idle(), s.o.Heartbeat) {
+	if !httpstream.PingDue(s.hb, s.sink.Idle(), s.spec.Heartbeat) {
 		return true // it wrote meanwhile: alive without a ping
 	}
 	s.sink.Ping()
@@ -520,28 +467,47 @@ func (s *Stream) end(err error) {
 	if s.ctx.Err() != nil {
 		return
 	}
-	if err != nil && !errors.Is(err, changefeed.ErrShutdown) && !errors.Is(err, changefeed.ErrClosed) {
-		l := s.logger()
-		if sluice.ErrorCode(err) == sluice.CodeInternal {
-			l.Error("stream failed", "err", err)
-		} else {
-			l.Info("stream ended", "err", err)
-		}
+	if err != nil && !errors.Is(err, ErrShutdown) && !errors.Is(err, ErrClosed) {
+		s.logEnd("stream ended", err)
 	}
 	s.sink.End(err)
 	_ = s.sink.Flush()
 }
 
+// fail answers a stream that could not start once admitted (Sink.Fail),
+// unless the client already left.
+func (s *Stream) fail(err error) {
+	if s.ctx.Err() != nil {
+		return
+	}
+	s.logEnd("stream not started", err)
+	s.sink.Fail(err)
+	_ = s.sink.Flush()
+}
+
+// logEnd logs err, which ends the stream, as every transport logs an
+// error (sluice.Show), with the stream's attributes only when its level
+// is enabled.
+func (s *Stream) logEnd(msg string, err error) {
+	sh := sluice.Show(err)
+	if l := s.spec.Logger; l != nil && l.Enabled(context.Background(), sh.Level) {
+		sh.Log(context.Background(), s.logger(), msg, err)
+	}
+}
+
+// logRefusal logs err, which refuses the stream.
+func (s *Stream) logRefusal(err error) { s.logEnd("stream refused", err) }
+
 // logger returns the stream's logger, built when something is logged: a
 // logger with attributes costs about half a KiB per stream.
 func (s *Stream) logger() *slog.Logger {
-	l := s.o.Logger
+	l := s.spec.Logger
 	if l == nil {
 		l = slog.New(slog.DiscardHandler)
 	}
-	l = l.With("transport", s.o.Label)
-	if s.o.Database != nil {
-		l = l.With("database", s.o.Database.Path())
+	l = l.With(s.spec.Attrs...).With("transport", s.spec.Label)
+	if s.spec.Database != nil {
+		l = l.With("database", s.spec.Database.Path())
 	}
 	if id := s.SubscriptionID(); id != 0 {
 		l = l.With("sub", id)
@@ -551,7 +517,7 @@ func (s *Stream) logger() *slog.Logger {
 
 // delivered counts n events written.
 func (s *Stream) delivered(n int) {
-	if s.o.Metrics == nil || n == 0 {
+	if s.e.metrics == nil || n == 0 {
 		return
 	}
 	s.series()
@@ -568,7 +534,7 @@ func (s *Stream) delivered(n int) {
 // observeLatency observes the delivery latency of a commit made at t, just
 // written.
 func (s *Stream) observeLatency(t time.Time) {
-	if s.o.Metrics == nil || t.IsZero() {
+	if s.e.metrics == nil || t.IsZero() {
 		return
 	}
 	s.series()
@@ -579,9 +545,9 @@ func (s *Stream) observeLatency(t time.Time) {
 // than per write.
 func (s *Stream) series() {
 	if s.deliveredCounter == nil {
-		m := s.o.Metrics
-		s.deliveredCounter = m.Delivered.WithLabelValues(s.o.Label, strconv.FormatInt(s.o.Database.ID, 10))
-		s.latency = m.Latency.WithLabelValues(s.o.Label)
+		m := s.e.metrics
+		s.deliveredCounter = m.Delivered.WithLabelValues(s.spec.Label, strconv.FormatInt(s.spec.Database.ID, 10))
+		s.latency = m.Latency.WithLabelValues(s.spec.Label)
 	}
 }
 

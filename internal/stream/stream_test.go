@@ -23,13 +23,16 @@ func (k *quietSink) Flush() error             { return nil }
 func (k *quietSink) Ping()                    { k.pings++ }
 func (k *quietSink) Idle() time.Duration      { return k.idle }
 func (k *quietSink) End(error)                {}
+func (k *quietSink) Refuse(error)             {}
+func (k *quietSink) Fail(error)               {}
+func (k *quietSink) Ready(uint64)             {}
 
 // A heartbeat pings only a stream that wrote nothing for an interval: one
 // that just delivered an event is alive, and a ping per stream per
 // interval would cost about what an event does.
 func TestHeartbeatOnlyAfterAQuietSpell(t *testing.T) {
 	k := &quietSink{}
-	s := &Stream{o: Options{Heartbeat: time.Hour}, sink: k, hb: time.AfterFunc(time.Hour, func() {})}
+	s := &Stream{spec: Spec{Heartbeat: time.Hour}, sink: k, hb: time.AfterFunc(time.Hour, func() {})}
 	defer s.hb.Stop()
 	k.idle = time.Minute // wrote a minute ago
 	if !s.heartbeat() || k.pings != 0 {
@@ -46,10 +49,8 @@ func TestHeartbeatOnlyAfterAQuietSpell(t *testing.T) {
 func TestHeartbeatTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := &clockSink{start: time.Now()}
-		s := &Stream{o: Options{Heartbeat: 12 * time.Second}, sink: k}
-		if !s.Ready() {
-			t.Fatal("not ready")
-		}
+		s := &Stream{spec: Spec{Heartbeat: 12 * time.Second}, sink: k, beat: make(chan struct{}, 1)}
+		s.hb = time.AfterFunc(s.spec.Heartbeat, s.wake) // as Open starts it
 		defer s.hb.Stop()
 		time.Sleep(11 * time.Second)
 		synctest.Wait()

@@ -75,19 +75,32 @@ func LastEventID(r *http.Request, ext any) (*sluice.Position, error) {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "%s is empty: want a stream position (an event id)", where)
 		}
 	}
-	if last == "" && ext != nil {
-		s, ok := ext.(string)
-		if !ok || s == "" {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId must be a stream position (an event id) string")
-		}
-		last, where = s, "extensions.lastEventId"
-	}
 	if last == "" {
-		return nil, nil
+		return Position(ext)
 	}
 	p, err := sluice.ParsePosition(last)
 	if err != nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", where, sluice.ErrorMessage(err))
+	}
+	return &p, nil
+}
+
+// Position returns the resume position an operation's
+// extensions.lastEventId (ext) gives, nil when absent; a CodeInvalid error
+// naming it when it is no position string. It is the only resume position
+// of an operation of a connection that carries many (graphql-ws), whose
+// URL and headers are the connection's.
+func Position(ext any) (*sluice.Position, error) {
+	if ext == nil {
+		return nil, nil
+	}
+	s, ok := ext.(string)
+	if !ok || s == "" {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId must be a stream position (an event id) string")
+	}
+	p, err := sluice.ParsePosition(s)
+	if err != nil {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId: %s", sluice.ErrorMessage(err))
 	}
 	return &p, nil
 }

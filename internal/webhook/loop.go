@@ -132,11 +132,12 @@ type state struct {
 	// failures counts the failed attempts of the next request.
 	failures int
 	// access is the access log version the creator's access was checked
-	// at, and role the creator's role then (what the events are made
-	// with).
+	// at, and grant what the events are made with then (the creator, the
+	// token it made the webhook with, its role), which the access changes
+	// after it are judged against.
 	access int64
 	user   *sluice.User
-	role   sluice.Role
+	grant  *sluice.Grant
 	// secrets sign: the current one, and the previous one until oldUntil.
 	current, old []byte
 	oldUntil     time.Time
@@ -184,7 +185,8 @@ func (l *loop) deliver(ctx context.Context) error {
 	if err != nil {
 		return l.revokedOr(ctx, st, err)
 	}
-	st.user, st.role = u, rd.Role
+	st.user = u
+	st.grant = &sluice.Grant{Credential: sluice.Credential{User: u, TokenID: w.CreatorTokenID, AccessVersion: st.access}, Database: w.Database, Role: rd.Role}
 	sel, err := selector(rd.Schema, w)
 	if err != nil {
 		return l.halt(ctx, st, sluice.WebhookFailing, "its settings no longer fit the schema: "+sluice.ErrorMessage(err)+"; change them, then resume it")
@@ -226,8 +228,7 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 			continue
 		}
-		if first := cs[0].Seq; st.read.Index == sluice.WholeCommit && first != st.read.Seq+1 ||
-			st.read.Index != sluice.WholeCommit && first != st.read.Seq && first != st.read.Seq+1 {
+		if first := cs[0].Seq; !sluice.CursorAt(st.read).Follows(first) {
 			return l.halt(ctx, st, sluice.WebhookFailing, fmt.Sprintf("commits %d to %d were pruned before it delivered them; replay it from a retained position to go on", st.read.Seq+1, first-1))
 		}
 		var v int64
@@ -286,12 +287,7 @@ func (l *loop) deliver(ctx context.Context) error {
 }
 
 // pieceEnd returns the position at the end of piece c.
-func pieceEnd(c *sluice.Commit) sluice.Position {
-	if c.Partial && len(c.Changes) > 0 {
-		return c.Position(c.Changes[len(c.Changes)-1].Index)
-	}
-	return c.Position(sluice.WholeCommit)
-}
+func pieceEnd(c *sluice.Commit) sluice.Position { return c.Taken().Position(c.Epoch) }
 
 // sendBatch sends events as one request (a JSON array: CloudEvents' batched
 // mode), identified by its last event.
@@ -421,21 +417,31 @@ func (l *loop) record(ctx context.Context, st *state, every int64) error {
 	return nil
 }
 
-// accessMoved checks the creator's access again, at access log version v
-// (newer than st.access): it pauses the webhook (errStop) when the
-// creator lost it, and reports whether the creator's role changed, which
-// the events made so far did not see.
+// accessMoved applies the access changes after st.access, up to version
+// v, to the webhook's grant, as they reach every consumer of the log
+// (sluice.AccessChange.Affects: the streams' guards judge them the same
+// way). It reports whether one affects the grant (the creator deleted,
+// its role narrowed or taken away, its token revoked, the database or
+// organization deleted): the loop then starts over, checking the
+// creator's access again (pausing the webhook when it is gone) and making
+// the events not yet delivered with its role as it is now. Changes pruned
+// before they were read count as affecting it.
 func (l *loop) accessMoved(ctx context.Context, st *state, v int64) (bool, error) {
-	st.access = v
-	if err := l.checkAccess(ctx, st); err != nil {
+	changes, err := l.m.d.store.AccessChanges(ctx, st.access, v)
+	if err != nil {
 		return false, err
 	}
-	actx := auth.WithCredential(ctx, &sluice.Credential{User: st.user, AccessVersion: v})
-	role, err := l.m.d.eng.Role(actx, st.user, st.w.Database)
-	if err != nil {
-		return false, l.revokedOr(ctx, st, err)
+	from := st.access
+	st.access = v
+	if len(changes) == 0 || changes[0].Version != from+1 || changes[len(changes)-1].Version != v {
+		return true, nil
 	}
-	return role != st.role, nil
+	for _, c := range changes {
+		if c.Affects(st.grant) != nil {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // checkAccess checks that the creator still has the read access the

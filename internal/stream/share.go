@@ -1,4 +1,4 @@
-package changefeed
+package stream
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/changefeed"
 )
 
 // Sharing. Subscribers that would compute the same events from each commit
@@ -19,7 +20,7 @@ import (
 //
 // A member whose next entry would fall out of the history leaves the share
 // (it is detached) and continues from there with a subscription of its own
-// (Hub.Subscribe from Member.From), which replays from the log; meanwhile
+// (a hub subscription from member.resumeFrom), which replays from the log; meanwhile
 // the share holds those commits back from pruning.
 //
 // A share of results (ShareOptions.Latest: a live query's) publishes
@@ -68,15 +69,13 @@ func closeEvaluator(ev Evaluator) {
 	}
 }
 
-// ShareOptions describe the subscription a subscriber shares.
+// ShareOptions describe the share of identical subscribers a stream joins
+// (Spec.Share): its database, transport and connection are the stream's.
 type ShareOptions struct {
 	// Key identifies subscribers with the same events; comparable.
-	Key      any
-	Database *sluice.Database
-	// Classes limits the commits evaluated (see Options.Classes).
+	Key any
+	// Classes limits the commits evaluated (see changefeed.Options).
 	Classes []string
-	// Transport labels the share in metrics and listings.
-	Transport string
 	// New returns the share's evaluator, when the share starts.
 	New func() Evaluator
 	// Frame, when set, appends the frame of ev to dst: the share builds
@@ -84,10 +83,6 @@ type ShareOptions struct {
 	// ev.Data followed by two bytes (an SSE data line and the blank line):
 	// each Event's Data then points into the frame instead of a copy.
 	Frame func(dst []byte, ev sluice.Event) []byte
-	// Feed, when set, is the subscriber's connection's: a new share is
-	// evaluated by the feed the connection's other shares of the
-	// database use, rather than by a hub subscription of its own.
-	Feed *Feed
 	// Latest makes the share one of results (see above): its entries
 	// supersede each other. It needs a Batcher.
 	Latest bool
@@ -98,9 +93,17 @@ type ShareOptions struct {
 	// Cohort, when set, groups shares evaluated by one feed: a new share
 	// joins the feed of the shares of the same Cohort and database (one
 	// hub subscription for them all, its pieces handed to their Batcher
-	// together) rather than a feed of its own or its connection's (Feed
-	// is then ignored). Shares of one cohort must take the same Classes.
+	// together) rather than a feed of its own or its connection's.
+	// Shares of one cohort must take the same Classes.
 	Cohort any
+
+	// Set by the stream: its database, its transport's label (metrics and
+	// listings), and its connection's feed when it has one (Spec.Conn: a
+	// new share is evaluated by the feed the connection's other shares
+	// of the database use, rather than by a hub subscription of its own).
+	database  *sluice.Database
+	transport string
+	conn      *Feed
 }
 
 // Entry is the events of one commit (or piece of one) in a share's
@@ -131,7 +134,7 @@ type Entry struct {
 // share is one evaluation of the commits for its members, by its feed
 // (feed.go).
 type share struct {
-	h       *Hub
+	e       *Server
 	key     any
 	ev      Evaluator
 	frame   func([]byte, sluice.Event) []byte
@@ -142,8 +145,8 @@ type share struct {
 	f       *feed // set by attach
 
 	mu sync.Mutex
-	// members are the share's members; each knows its index (Member.idx).
-	members []*Member
+	// members are the share's members; each knows its index (member.idx).
+	members []*member
 	closed  bool  // no member may join
 	ended   bool  // the share ended on its own (hub, evaluation error)
 	err     error // why it ended
@@ -155,7 +158,7 @@ type share struct {
 	// leaving holds the members that fell out of the history and have not
 	// yet subscribed on their own, with the commit they replay from (nil
 	// until one does).
-	leaving map[*Member]int64
+	leaving map[*member]int64
 	// floor is what the share holds in the hub (see holdFloor); -1: none.
 	// Written under mu, read by the feed.
 	floor atomic.Int64
@@ -167,9 +170,9 @@ type share struct {
 	wake chan struct{}
 }
 
-// Member is one subscriber of a share. Its fields are guarded by the
+// member is one subscriber of a share. Its fields are guarded by the
 // share's mutex.
-type Member struct {
+type member struct {
 	s *share
 	// idx is its index in the share's members; -1 once it is not one.
 	idx int
@@ -195,7 +198,7 @@ type Member struct {
 // the channel Take returns. fn must not block; it may still be called
 // (once) after Notify(nil) or Leave. A transport that serves many members from one goroutine
 // (a multiplexed connection) needs no goroutine per member this way.
-func (m *Member) Notify(fn func()) {
+func (m *member) setNotify(fn func()) {
 	s := m.s
 	s.mu.Lock()
 	m.notify = fn
@@ -204,7 +207,7 @@ func (m *Member) Notify(fn func()) {
 
 // shareSet is a hub's shares, by key, and the feeds of its cohorts.
 type shareSet struct {
-	h *Hub
+	e *Server
 
 	// mu guards the fields below. A join holds it while it subscribes, so
 	// that subscribers with one key join one share and a cohort has one
@@ -215,39 +218,35 @@ type shareSet struct {
 	cohorts map[cohortKey]*feed
 }
 
-func newShareSet(h *Hub) *shareSet {
-	return &shareSet{h: h, byKey: map[any]*share{}, cohorts: map[cohortKey]*feed{}}
+func newShareSet(e *Server) *shareSet {
+	return &shareSet{e: e, byKey: map[any]*share{}, cohorts: map[cohortKey]*feed{}}
 }
 
-// Join adds a subscriber to the share of o.Key, starting the share (from
-// now) when there is none. It fails like Subscribe.
-func (h *Hub) Join(ctx context.Context, o ShareOptions) (*Member, error) {
-	return h.shares.join(ctx, o)
-}
-
-func (set *shareSet) join(ctx context.Context, o ShareOptions) (*Member, error) {
-	h := set.h
+// join adds a subscriber to the share of o.Key, starting the share (from
+// now) when there is none. It fails like the hub's Subscribe.
+func (set *shareSet) join(ctx context.Context, o ShareOptions) (*member, error) {
+	e := set.e
 	set.mu.Lock()
 	defer set.mu.Unlock()
 	if s := set.byKey[o.Key]; s != nil {
 		s.mu.Lock()
 		if !s.closed {
-			m := s.add(o.Transport)
+			m := s.add(o.transport)
 			s.mu.Unlock()
 			return m, nil
 		}
 		s.mu.Unlock()
 	}
-	s := newShare(h, o)
+	s := newShare(e, o)
 	attached := false
-	ck := cohortKey{db: o.Database.ID, epoch: o.Database.Epoch, key: o.Cohort}
+	ck := cohortKey{db: o.database.ID, epoch: o.database.Epoch, key: o.Cohort}
 	switch {
 	case o.Cohort != nil:
 		if f := set.cohorts[ck]; f != nil {
 			attached = f.attach(s)
 		}
-	case o.Feed != nil:
-		if f := o.Feed.current(o.Database); f != nil {
+	case o.conn != nil:
+		if f := o.conn.current(o.database); f != nil {
 			attached = f.attach(s)
 		}
 	}
@@ -255,13 +254,13 @@ func (set *shareSet) join(ctx context.Context, o ShareOptions) (*Member, error) 
 		// A feed of its own or of its cohort, or a new one for the
 		// connection: a connection's feed takes every commit, since the
 		// shares that join it later may concern any class.
-		conn := o.Feed != nil && o.Cohort == nil
+		conn := o.conn != nil && o.Cohort == nil
 		var classes []string
 		if !conn {
 			classes = o.Classes
 		}
-		f := newFeed(h, o.Database, conn)
-		sub, err := h.Subscribe(ctx, o.Database, nil, Options{Classes: classes, Transport: o.Transport, Shared: true, Queue: shareQueue, Notify: f.kick, Hold: f.floor})
+		f := newFeed(e, o.database, conn)
+		sub, err := e.hub.Subscribe(ctx, o.database, nil, changefeed.Options{Classes: classes, Transport: o.transport, Shared: true, Queue: shareQueue, Notify: f.kick, Hold: f.floor})
 		if err != nil {
 			closeEvaluator(s.ev)
 			return nil, err
@@ -273,13 +272,13 @@ func (set *shareSet) join(ctx context.Context, o ShareOptions) (*Member, error) 
 			f.cohort = &ck
 			set.cohorts[ck] = f
 		case conn:
-			o.Feed.set(f)
+			o.conn.set(f)
 		}
 		defer f.start()
 	}
 	set.byKey[o.Key] = s
 	s.mu.Lock()
-	m := s.add(o.Transport)
+	m := s.add(o.transport)
 	s.mu.Unlock()
 	return m, nil
 }
@@ -307,20 +306,20 @@ func (set *shareSet) forgetCohort(f *feed) {
 // connection may hold thousands of distinct shares.
 const shareQueue = 16
 
-func newShare(h *Hub, o ShareOptions) *share {
+func newShare(e *Server, o ShareOptions) *share {
 	var ev Evaluator
 	if o.New != nil {
 		ev = o.New()
 	}
-	s := &share{h: h, key: o.Key, ev: ev, frame: o.Frame, db: o.Database, classes: o.Classes, latest: o.Latest, batcher: o.Batcher}
+	s := &share{e: e, key: o.Key, ev: ev, frame: o.Frame, db: o.database, classes: o.Classes, latest: o.Latest, batcher: o.Batcher}
 	s.floor.Store(-1)
 	return s
 }
 
 // add adds a member that takes what is published from now on; the caller
 // holds s.mu.
-func (s *share) add(label string) *Member {
-	m := &Member{s: s, pos: s.first + int64(len(s.hist)), took: -1, label: label}
+func (s *share) add(label string) *member {
+	m := &member{s: s, pos: s.first + int64(len(s.hist)), took: -1, label: label}
 	if s.latest {
 		m.pos = s.first // the newest result first: the current state
 	}
@@ -335,14 +334,14 @@ func (s *share) add(label string) *Member {
 
 // count moves the subscribers gauge of m's transport by d: the share's
 // own hub subscription is not counted, its members are.
-func (s *share) count(m *Member, d float64) {
-	if mt := s.h.metrics; mt != nil && s.f != nil {
+func (s *share) count(m *member, d float64) {
+	if mt := s.e.metrics; mt != nil && s.f != nil {
 		mt.Subscribers.WithLabelValues(m.label, dbLabel(s.db.ID)).Add(d)
 	}
 }
 
 // remove takes m out of the members; the caller holds s.mu.
-func (s *share) remove(m *Member) {
+func (s *share) remove(m *member) {
 	last := len(s.members) - 1
 	s.members[m.idx] = s.members[last]
 	s.members[m.idx].idx = m.idx
@@ -352,20 +351,17 @@ func (s *share) remove(m *Member) {
 	s.count(m, -1)
 }
 
-// Database returns the database of m's share.
-func (m *Member) Database() *sluice.Database { return m.s.db }
-
 // SubscriptionID returns the id of the hub subscription of the share's
 // feed, for logs and /api/admin/subscriptions.
-func (m *Member) SubscriptionID() uint64 { return m.s.f.sub.ID() }
+func (m *member) subscriptionID() uint64 { return m.s.f.sub.ID() }
 
 // Evaluator returns the share's evaluator, so that a transport can take
 // from it what a detached member needs to evaluate by itself; it must not
 // call its Events, which only the share does.
-func (m *Member) Evaluator() Evaluator { return m.s.ev }
+func (m *member) evaluator() Evaluator { return m.s.ev }
 
 // From returns where a detached member continues on its own.
-func (m *Member) From() sluice.Position {
+func (m *member) resumeFrom() sluice.Position {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -374,15 +370,15 @@ func (m *Member) From() sluice.Position {
 
 // Untake says that m did not use the last entry it took (its stream left
 // it out): the next entry it takes is whole, not a delta from that one.
-func (m *Member) Untake() {
+func (m *member) untake() {
 	s := m.s
 	s.mu.Lock()
 	m.took = -1
 	s.mu.Unlock()
 }
 
-// Err returns why the share ended (after Take said TakeEnded).
-func (m *Member) Err() error {
+// Err returns why the share ended (after Take said takeEnded).
+func (m *member) endErr() error {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -391,7 +387,7 @@ func (m *Member) Err() error {
 
 // End stops m taking anything more: its stream lost its access (see
 // Guard). It wakes the members waiting, m among them.
-func (m *Member) End(error) {
+func (m *member) End(error) {
 	s := m.s
 	s.mu.Lock()
 	if m.revoked {
@@ -407,7 +403,7 @@ func (m *Member) End(error) {
 // Leave removes m from its share (a client that left, or a member that
 // finished); the last member out closes the share, and the feed if it
 // was its last share (waiting for its drain).
-func (m *Member) Leave() {
+func (m *member) leave() {
 	s := m.s
 	s.mu.Lock()
 	if m.idx >= 0 {
@@ -428,13 +424,13 @@ func (m *Member) Leave() {
 	if !last {
 		return
 	}
-	s.h.shares.forget(s)
+	s.e.shares.forget(s)
 	s.f.detach(s, false)
 }
 
 // Left says that m, which was detached, has its own hub subscription now
 // (or gave up): the share stops holding its commits.
-func (m *Member) Left() {
+func (m *member) left() {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -456,7 +452,7 @@ func (set *shareSet) forget(s *share) {
 // deliver evaluates c and publishes its events; an error ends the share
 // (its feed goes on for the others). Only the feed's drain calls it.
 func (s *share) deliver(c *sluice.Commit) {
-	ctx := s.f.ctx.get()
+	ctx := s.f.ctx
 	evs, start, err := s.ev.Events(ctx, c)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -609,13 +605,13 @@ func (s *share) evictOldest() {
 		m.from.Epoch = s.db.Epoch
 		s.remove(m)
 		if s.leaving == nil {
-			s.leaving = map[*Member]int64{}
+			s.leaving = map[*member]int64{}
 		}
 		s.leaving[m] = e.Start.Seq
 		for i := 1; i < len(s.hist); i++ {
 			s.hist[i].unread--
 		}
-		if mt := s.h.metrics; mt != nil && s.f != nil {
+		if mt := s.e.metrics; mt != nil && s.f != nil {
 			mt.CatchUps.WithLabelValues(dbLabel(s.db.ID)).Inc()
 		}
 	}
@@ -678,7 +674,7 @@ func wake(w chan struct{}, fns []func()) {
 // end closes the share with err; its members finish with it once they
 // have taken what it published.
 func (s *share) end(err error) {
-	s.h.shares.forget(s)
+	s.e.shares.forget(s)
 	s.mu.Lock()
 	s.closed = true
 	s.ended = true
@@ -689,30 +685,30 @@ func (s *share) end(err error) {
 	s.f.detach(s, true) // by the drain: it does not wait for itself
 }
 
-// TakeState says what a member does once Take gave it nothing more.
-type TakeState int
+// takeState says what a member does once Take gave it nothing more.
+type takeState int
 
 // The states Take reports.
 const (
-	TakeWait     TakeState = iota // wait on the returned channel
-	TakeDetached                  // continue on its own from From
-	TakeEnded                     // the share ended: finish with Err
-	TakeRevoked                   // the member lost its access: finish
+	takeWait     takeState = iota // wait on the returned channel
+	takeDetached                  // continue on its own from From
+	takeEnded                     // the share ended: finish with Err
+	takeRevoked                   // the member lost its access: finish
 )
 
 // Take appends to buf the next entries (at most 16) m has not taken. When
 // that leaves nothing to take, it also returns the channel that is closed
 // when that changes (nil when more can be taken now), or the reason m must
 // not wait.
-func (m *Member) Take(buf []Entry) ([]Entry, <-chan struct{}, TakeState) {
+func (m *member) take(buf []Entry) ([]Entry, <-chan struct{}, takeState) {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if m.revoked {
-		return buf, nil, TakeRevoked
+		return buf, nil, takeRevoked
 	}
 	if m.detached {
-		return buf, nil, TakeDetached
+		return buf, nil, takeDetached
 	}
 	// A member of a share of results that did not take the entries
 	// before the oldest kept skips to it.
@@ -741,12 +737,12 @@ func (m *Member) Take(buf []Entry) ([]Entry, <-chan struct{}, TakeState) {
 	}
 	switch {
 	case more:
-		return buf, nil, TakeWait
+		return buf, nil, takeWait
 	case s.ended:
-		return buf, nil, TakeEnded
+		return buf, nil, takeEnded
 	}
 	if s.wake == nil {
 		s.wake = make(chan struct{})
 	}
-	return buf, s.wake, TakeWait
+	return buf, s.wake, takeWait
 }

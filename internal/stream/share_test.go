@@ -1,4 +1,4 @@
-package changefeed
+package stream
 
 import (
 	"context"
@@ -17,8 +17,7 @@ import (
 // share's evaluation of each piece, Take for each member's stream.
 
 func testGroup() *share {
-	h := NewHub(&memLog{}, HubOptions{})
-	return newShare(h, ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}})
+	return newShare(&Server{}, ShareOptions{Key: 1, database: &sluice.Database{ID: 1, Epoch: "e"}})
 }
 
 // events returns n events of commit seq with payloads of size bytes.
@@ -32,11 +31,11 @@ func events(seq int64, n, size int) []sluice.Event {
 }
 
 // ids takes everything m can take now and returns the event ids.
-func ids(t *testing.T, m *Member) []string {
+func ids(t *testing.T, m *member) []string {
 	t.Helper()
 	var out []string
 	for {
-		buf, _, _ := m.Take(nil)
+		buf, _, _ := m.take(nil)
 		if len(buf) == 0 {
 			return out
 		}
@@ -48,7 +47,7 @@ func ids(t *testing.T, m *Member) []string {
 	}
 }
 
-func addMember(g *share) *Member {
+func addMember(g *share) *member {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.add("test")
@@ -83,7 +82,7 @@ func TestShareHistoryReleasesWhatEveryMemberTook(t *testing.T) {
 	g.publish(at(4), time.Time{}, events(4, 1, 10))
 	ids(t, a)
 	ids(t, b)
-	late.Leave()
+	late.leave()
 	if len(g.hist) != 0 || g.bytes != 0 {
 		t.Fatalf("history after the last reader left: %d entries, %d bytes", len(g.hist), g.bytes)
 	}
@@ -106,8 +105,8 @@ func TestShareHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 			t.Fatalf("fast member took %v at commit %d", got, seq)
 		}
 	}
-	buf, _, state := slow.Take(nil)
-	if len(buf) != 0 || state != TakeDetached {
+	buf, _, state := slow.take(nil)
+	if len(buf) != 0 || state != takeDetached {
 		t.Fatalf("slow member: %d entries, state %v", len(buf), state)
 	}
 	// It never took anything: it continues from the first commit, whole.
@@ -123,7 +122,7 @@ func TestShareHistoryDetachesAMemberThatFallsBehind(t *testing.T) {
 	if in {
 		t.Fatal("the detached member is still a member")
 	}
-	slow.Leave() // as its stream does when it ends; fast keeps the group
+	slow.leave() // as its stream does when it ends; fast keeps the group
 	if g.closed {
 		t.Fatal("the group closed with a member left")
 	}
@@ -139,7 +138,7 @@ func TestShareHistoryDetachPositionAfterPartialRead(t *testing.T) {
 	for seq := int64(8); seq < 8+historyEntries+1; seq++ {
 		g.publish(at(seq), time.Time{}, events(seq, 1, 1))
 	}
-	if _, _, state := m.Take(nil); state != TakeDetached || m.from.Seq != 8 || m.from.Index != -1 {
+	if _, _, state := m.take(nil); state != takeDetached || m.from.Seq != 8 || m.from.Index != -1 {
 		t.Fatalf("state %v, from %+v", state, m.from)
 	}
 }
@@ -157,7 +156,7 @@ func TestShareHistoryEnd(t *testing.T) {
 	if got := ids(t, m); len(got) != 1 {
 		t.Fatalf("took %v", got)
 	}
-	if _, _, state := m.Take(nil); state != TakeEnded {
+	if _, _, state := m.take(nil); state != takeEnded {
 		t.Fatalf("state %v", state)
 	}
 }
@@ -172,12 +171,12 @@ func TestShareHistoryTakeReportsWhatRemains(t *testing.T) {
 		g.publish(at(seq), time.Time{}, events(seq, 1, 10))
 	}
 	ids(t, b) // b took everything: a's entries are the last unread ones
-	buf, wake, state := a.Take(nil)
-	if len(buf) != takeMax || wake != nil || state != TakeWait {
+	buf, wake, state := a.take(nil)
+	if len(buf) != takeMax || wake != nil || state != takeWait {
 		t.Fatalf("first take: %d entries, wake %v, state %v", len(buf), wake, state)
 	}
-	buf, wake, state = a.Take(nil)
-	if len(buf) != 3 || wake == nil || state != TakeWait {
+	buf, wake, state = a.take(nil)
+	if len(buf) != 3 || wake == nil || state != takeWait {
 		t.Fatalf("second take: %d entries, wake %v, state %v", len(buf), wake, state)
 	}
 }
@@ -187,7 +186,7 @@ func TestShareHistoryTakeReportsWhatRemains(t *testing.T) {
 func TestShareHistoryConcurrentReaders(t *testing.T) {
 	g := testGroup()
 	const readers, commits = 8, 2000
-	ms := make([]*Member, readers)
+	ms := make([]*member, readers)
 	for i := range ms {
 		ms[i] = addMember(g)
 	}
@@ -196,8 +195,8 @@ func TestShareHistoryConcurrentReaders(t *testing.T) {
 		wg.Go(func() {
 			next := int64(1)
 			for next <= commits {
-				buf, wake, state := m.Take(nil)
-				if state != TakeWait {
+				buf, wake, state := m.take(nil)
+				if state != takeWait {
 					t.Errorf("state %v", state)
 					return
 				}
@@ -258,13 +257,13 @@ func TestShareHistoryHoldsWhatMembersStillNeed(t *testing.T) {
 	ids(t, fast)
 	g.publish(at(11), time.Time{}, events(11, 1, historyBytesPerMember))
 	ids(t, fast)
-	if _, _, state := slow.Take(nil); state != TakeDetached || slow.from.Seq != 9 {
+	if _, _, state := slow.take(nil); state != takeDetached || slow.from.Seq != 9 {
 		t.Fatalf("slow: state %v from %v, want detached from commit 9", state, slow.from)
 	}
 	if g.floor.Load() != 8 {
 		t.Fatalf("floor %d while the detached member has not subscribed, want 8", g.floor.Load())
 	}
-	slow.Left()
+	slow.left()
 	if g.floor.Load() != -1 {
 		t.Fatalf("floor %d after the detached member subscribed on its own, want -1", g.floor.Load())
 	}
@@ -289,18 +288,18 @@ func (e seqEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Ev
 }
 
 // takeSeqs takes n events from m and returns their ids.
-func takeSeqs(t *testing.T, m *Member, n int) []string {
+func takeSeqs(t *testing.T, m *member, n int) []string {
 	t.Helper()
 	var out []string
 	deadline := time.After(wait)
 	for len(out) < n {
-		es, wake, state := m.Take(nil)
+		es, wake, state := m.take(nil)
 		for _, e := range es {
 			for _, ev := range e.Events {
 				out = append(out, ev.ID)
 			}
 		}
-		if state != TakeWait {
+		if state != takeWait {
 			t.Fatalf("took %d of %d events, then state %d", len(out), n, state)
 		}
 		if wake == nil || len(out) >= n {
@@ -320,14 +319,10 @@ func takeSeqs(t *testing.T, m *Member, n int) []string {
 // reaches its member whole and in order, partly through the log.
 func TestShareEvaluatesOnDemand(t *testing.T) {
 	t.Parallel()
-	h, l := newHub(t, HubOptions{})
-	h.track(1, 0)
+	f := newTestFeed(t)
 	gate := make(chan struct{})
-	m, err := h.Join(context.Background(), ShareOptions{Key: "k", Database: testDB, New: func() Evaluator { return seqEvaluator{gate: gate} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Leave()
+	m := f.join(t, ShareOptions{Key: "k", New: func() Evaluator { return seqEvaluator{gate: gate} }})
+	defer m.leave()
 	s := m.s.f
 	idle := func() bool {
 		s.runMu.Lock()
@@ -339,7 +334,7 @@ func TestShareEvaluatesOnDemand(t *testing.T) {
 	}
 	const n = 5 * shareQueue
 	for range n {
-		h.publish(l.add())
+		f.publish(t)
 	}
 	var want []string
 	for i := 1; i <= n; i++ {
@@ -349,7 +344,7 @@ func TestShareEvaluatesOnDemand(t *testing.T) {
 	if got := takeSeqs(t, m, n); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("got %v", got)
 	}
-	if s.sub.catchUps.Load() == 0 {
+	if f.subscription(s.sub.ID()).CatchUps == 0 {
 		t.Fatal("a burst larger than the share's queue did not overflow to the log")
 	}
 	// The drain that evaluated the burst exits (the test's timeout
@@ -387,27 +382,21 @@ func (e classEvaluator) Events(_ context.Context, c *sluice.Commit) ([]sluice.Ev
 // out ends the subscription, and a later share starts a new one.
 func TestConnectionFeedServesDistinctShares(t *testing.T) {
 	t.Parallel()
-	h, l := newHub(t, HubOptions{})
-	h.track(1, 0)
+	f := newTestFeed(t)
 	var conn Feed
-	join := func(key string, ev Evaluator, classes ...string) *Member {
+	join := func(key string, ev Evaluator, classes ...string) *member {
 		t.Helper()
-		m, err := h.Join(context.Background(), ShareOptions{Key: key, Database: testDB, Classes: classes, Feed: &conn,
-			New: func() Evaluator { return ev }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+		return f.join(t, ShareOptions{Key: key, Classes: classes, conn: &conn, New: func() Evaluator { return ev }})
 	}
 	a := join("a", classEvaluator{"A"}, "A")
 	b := join("b", classEvaluator{"B"}, "B")
 	bad := join("bad", failEvaluator{}, "A")
-	if a.SubscriptionID() != b.SubscriptionID() || a.SubscriptionID() != bad.SubscriptionID() {
-		t.Fatalf("shares of one connection on hub subscriptions %d, %d and %d, want one", a.SubscriptionID(), b.SubscriptionID(), bad.SubscriptionID())
+	if a.subscriptionID() != b.subscriptionID() || a.subscriptionID() != bad.subscriptionID() {
+		t.Fatalf("shares of one connection on hub subscriptions %d, %d and %d, want one", a.subscriptionID(), b.subscriptionID(), bad.subscriptionID())
 	}
-	h.publish(l.add("A"))
-	h.publish(l.add("B"))
-	h.publish(l.add("A", "B"))
+	f.publish(t, "A")
+	f.publish(t, "B")
+	f.publish(t, "A", "B")
 	if got := fmt.Sprint(takeSeqs(t, a, 2)); got != "[A:1 A:3]" {
 		t.Fatalf("share a got %s", got)
 	}
@@ -416,8 +405,8 @@ func TestConnectionFeedServesDistinctShares(t *testing.T) {
 	}
 	deadline := time.After(wait)
 	for {
-		_, wake, state := bad.Take(nil)
-		if state == TakeEnded {
+		_, wake, state := bad.take(nil)
+		if state == takeEnded {
 			break
 		}
 		select {
@@ -426,28 +415,28 @@ func TestConnectionFeedServesDistinctShares(t *testing.T) {
 			t.Fatal("the failing share did not end")
 		}
 	}
-	if err := bad.Err(); err == nil || err.Error() != "evaluation failed" {
+	if err := bad.endErr(); err == nil || err.Error() != "evaluation failed" {
 		t.Fatalf("failing share ended with %v", err)
 	}
-	bad.Leave()
+	bad.leave()
 	sub := a.s.f.sub
-	a.Leave()
-	h.publish(l.add("B"))
+	a.leave()
+	f.publish(t, "B")
 	if got := fmt.Sprint(takeSeqs(t, b, 1)); got != "[B:4]" {
 		t.Fatalf("share b after a left got %s", got)
 	}
-	b.Leave()
+	b.leave()
 	select {
 	case <-sub.Done():
 	case <-time.After(wait):
 		t.Fatal("the feed's subscription outlived its last share")
 	}
 	c := join("c", classEvaluator{"A"}, "A")
-	defer c.Leave()
-	if c.SubscriptionID() == sub.ID() {
+	defer c.leave()
+	if c.subscriptionID() == sub.ID() {
 		t.Fatal("a share joined a closed feed")
 	}
-	h.publish(l.add("A"))
+	f.publish(t, "A")
 	if got := fmt.Sprint(takeSeqs(t, c, 1)); got != "[A:5]" {
 		t.Fatalf("share c got %s", got)
 	}

@@ -1,11 +1,13 @@
-package changefeed
+package stream
 
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/changefeed"
 )
 
 // Feeds. A share is evaluated by a feed: one hub subscription whose
@@ -71,11 +73,12 @@ type Feed struct {
 
 // feed is one hub subscription evaluated for its shares.
 type feed struct {
-	h   *Hub
+	e   *Server
 	db  *sluice.Database
-	sub *Subscription
-	// ctx ends when the feed closes (its last share left).
-	ctx lazyCtx
+	sub *changefeed.Subscription
+	// ctx ends when the feed closes (its last share left), with stop.
+	ctx  context.Context
+	stop context.CancelFunc
 
 	// cohort is the key of the cohort the feed evaluates (nil: none).
 	cohort *cohortKey
@@ -110,8 +113,9 @@ type feed struct {
 	idle    sync.Cond // broadcast when a drain returns (on runMu)
 }
 
-func newFeed(h *Hub, db *sluice.Database, batch bool) *feed {
-	f := &feed{h: h, db: db, batch: batch}
+func newFeed(e *Server, db *sluice.Database, batch bool) *feed {
+	f := &feed{e: e, db: db, batch: batch}
+	f.ctx, f.stop = context.WithCancel(context.Background())
 	f.idle.L = &f.runMu
 	return f
 }
@@ -223,9 +227,9 @@ func (f *feed) detach(s *share, inDrain bool) {
 		return
 	}
 	if f.cohort != nil {
-		f.h.shares.forgetCohort(f)
+		f.e.shares.forgetCohort(f)
 	}
-	f.ctx.stop()
+	f.stop()
 	f.sub.Close()
 	if !inDrain {
 		f.halt()
@@ -299,7 +303,7 @@ func (f *feed) halt() {
 func (f *feed) step() bool {
 	pieces := 0
 	for {
-		if f.ctx.get().Err() != nil {
+		if f.ctx.Err() != nil {
 			return false
 		}
 		if pieces < settleEvery {
@@ -360,7 +364,7 @@ func (f *feed) deliver(c *sluice.Commit) {
 	}
 	f.mu.Unlock()
 	if len(f.gbuf) > 0 {
-		ctx := f.ctx.get()
+		ctx := f.ctx
 		for _, g := range f.gbuf {
 			g.g.Note(ctx, c, g.evs)
 		}
@@ -392,7 +396,7 @@ func (f *feed) settle() {
 		f.gbuf = append(f.gbuf, g)
 	}
 	f.mu.Unlock()
-	ctx := f.ctx.get()
+	ctx := f.ctx
 	var ended []*share
 	var errs []error
 	for _, g := range f.gbuf {
@@ -431,3 +435,15 @@ func anyOf(want []string, have map[string]bool) bool {
 	}
 	return false
 }
+
+// commitClasses returns the classes piece c changes.
+func commitClasses(c *sluice.Commit) map[string]bool {
+	m := make(map[string]bool, 4)
+	for i := range c.Changes {
+		m[c.Changes[i].Class] = true
+	}
+	return m
+}
+
+// dbLabel is database id as a metric label.
+func dbLabel(id int64) string { return strconv.FormatInt(id, 10) }

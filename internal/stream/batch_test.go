@@ -1,4 +1,4 @@
-package changefeed
+package stream
 
 import (
 	"context"
@@ -16,8 +16,7 @@ import (
 // stands for its group's settles, Take for each member's stream.
 
 func resultShare() *share {
-	h := NewHub(&memLog{}, HubOptions{})
-	return newShare(h, ShareOptions{Key: 1, Database: &sluice.Database{ID: 1, Epoch: "e"}, Latest: true})
+	return newShare(&Server{}, ShareOptions{Key: 1, database: &sluice.Database{ID: 1, Epoch: "e"}, Latest: true})
 }
 
 // result publishes result n, with its delta from result n-1 when delta.
@@ -49,8 +48,8 @@ func TestShareOfResults(t *testing.T) {
 	}
 	publishN(s, 3, true)
 	publishN(s, 4, true)
-	buf, _, state := late.Take(nil)
-	if len(buf) != 1 || buf[0].Events[0].ID != "r4" || state != TakeWait {
+	buf, _, state := late.take(nil)
+	if len(buf) != 1 || buf[0].Events[0].ID != "r4" || state != takeWait {
 		t.Fatalf("a member that fell behind took %v (state %v), want r4 whole", buf, state)
 	}
 	if got := strings.Join(ids(t, early), " "); got != "r4" {
@@ -62,7 +61,7 @@ func TestShareOfResults(t *testing.T) {
 	if got := strings.Join(ids(t, late), " "); got != "d5" {
 		t.Fatalf("took %q, want d5", got)
 	}
-	late.Untake()
+	late.untake()
 	publishN(s, 6, true)
 	if got := strings.Join(ids(t, late), " "); got != "r6" {
 		t.Fatalf("took %q after Untake, want r6 whole", got)
@@ -75,7 +74,7 @@ func TestShareOfResults(t *testing.T) {
 	if len(s.hist) != 1 {
 		t.Fatalf("history of %d entries once every member took the newest, want 1", len(s.hist))
 	}
-	early.Leave() // (the last one out would close the share's feed, which it has none of)
+	early.leave() // (the last one out would close the share's feed, which it has none of)
 	if len(s.hist) != 1 || s.hist[0].unread != 0 {
 		t.Fatalf("history after a member left: %d entries", len(s.hist))
 	}
@@ -142,22 +141,18 @@ func (b *testBatcher) Settle(_ context.Context, evs []Evaluator, out []Settled) 
 	}
 }
 
-func joinResults(t *testing.T, h *Hub, b *testBatcher, key string, cohort any) *Member {
+func joinResults(t *testing.T, f *testFeed, b *testBatcher, key string, cohort any) *member {
 	t.Helper()
-	m, err := h.Join(context.Background(), ShareOptions{Key: key, Database: testDB, Latest: true, Batcher: b, Cohort: cohort,
+	return f.join(t, ShareOptions{Key: key, Latest: true, Batcher: b, Cohort: cohort,
 		New: func() Evaluator { return &resultEvaluator{key: key} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // takeIDs waits for m's next entries and returns their event ids.
-func takeIDs(t *testing.T, m *Member) []string {
+func takeIDs(t *testing.T, m *member) []string {
 	t.Helper()
 	deadline := time.After(wait)
 	for {
-		buf, wake, state := m.Take(nil)
+		buf, wake, state := m.take(nil)
 		if len(buf) > 0 {
 			var out []string
 			for _, e := range buf {
@@ -167,8 +162,8 @@ func takeIDs(t *testing.T, m *Member) []string {
 			}
 			return out
 		}
-		if state != TakeWait {
-			t.Fatalf("take: state %v (%v)", state, m.Err())
+		if state != takeWait {
+			t.Fatalf("take: state %v (%v)", state, m.endErr())
 		}
 		select {
 		case <-wake:
@@ -183,14 +178,13 @@ func takeIDs(t *testing.T, m *Member) []string {
 // burst costs two settles, not one per commit.
 func TestBatchCoalescesPiecesQueuedDuringASettle(t *testing.T) {
 	t.Parallel()
-	h, l := newHub(t, HubOptions{})
-	h.track(1, 0)
+	f := newTestFeed(t)
 	b := newTestBatcher()
-	m := joinResults(t, h, b, "a", "c")
-	defer m.Leave()
+	m := joinResults(t, f, b, "a", "c")
+	defer m.leave()
 	<-b.entered // the first settle runs, and waits
 	for range 10 {
-		h.publish(l.add())
+		f.publish(t)
 	}
 	close(b.release)
 	// The first result, unless the member took nothing before the second
@@ -214,28 +208,27 @@ func TestBatchCoalescesPiecesQueuedDuringASettle(t *testing.T) {
 // whose settle fails ends alone; the last share out closes the feed.
 func TestCohortFeed(t *testing.T) {
 	t.Parallel()
-	h, l := newHub(t, HubOptions{})
-	h.track(1, 0)
+	f := newTestFeed(t)
 	b := newTestBatcher()
 	close(b.release)
 	b.fail = "bad"
-	x := joinResults(t, h, b, "x", "c1")
-	y := joinResults(t, h, b, "y", "c1")
-	bad := joinResults(t, h, b, "bad", "c1")
-	other := joinResults(t, h, b, "o", "c2")
-	if x.SubscriptionID() != y.SubscriptionID() || x.SubscriptionID() != bad.SubscriptionID() {
+	x := joinResults(t, f, b, "x", "c1")
+	y := joinResults(t, f, b, "y", "c1")
+	bad := joinResults(t, f, b, "bad", "c1")
+	other := joinResults(t, f, b, "o", "c2")
+	if x.subscriptionID() != y.subscriptionID() || x.subscriptionID() != bad.subscriptionID() {
 		t.Fatal("the shares of one cohort are on more than one hub subscription")
 	}
-	if other.SubscriptionID() == x.SubscriptionID() {
+	if other.subscriptionID() == x.subscriptionID() {
 		t.Fatal("two cohorts share a hub subscription")
 	}
-	for _, m := range []*Member{x, y, other} {
+	for _, m := range []*member{x, y, other} {
 		takeIDs(t, m)
 	}
 	deadline := time.After(wait)
 	for {
-		_, wake, state := bad.Take(nil)
-		if state == TakeEnded {
+		_, wake, state := bad.take(nil)
+		if state == takeEnded {
 			break
 		}
 		select {
@@ -244,26 +237,26 @@ func TestCohortFeed(t *testing.T) {
 			t.Fatal("the share whose settle failed did not end")
 		}
 	}
-	bad.Leave()
-	h.publish(l.add())
-	for _, m := range []*Member{x, y, other} {
+	bad.leave()
+	f.publish(t)
+	for _, m := range []*member{x, y, other} {
 		if got := takeIDs(t, m); len(got) != 1 || !strings.HasSuffix(got[0], "@1") {
 			t.Fatalf("after commit 1: %v", got)
 		}
 	}
 	sub := x.s.f.sub
-	x.Leave()
-	y.Leave()
+	x.leave()
+	y.leave()
 	select {
 	case <-sub.Done():
 	case <-time.After(wait):
 		t.Fatal("the cohort's subscription outlived its last share")
 	}
-	z := joinResults(t, h, b, "z", "c1")
-	if z.SubscriptionID() == sub.ID() {
+	z := joinResults(t, f, b, "z", "c1")
+	if z.subscriptionID() == sub.ID() {
 		t.Fatal("a share joined a closed cohort feed")
 	}
 	takeIDs(t, z)
-	z.Leave()
-	other.Leave()
+	z.leave()
+	other.leave()
 }

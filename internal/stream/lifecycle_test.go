@@ -1,0 +1,109 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/changefeed"
+)
+
+// recordSink records what the server asked of it.
+type recordSink struct {
+	quietSink
+	refused, failed error
+	ready           bool
+	ended           chan error
+}
+
+func (k *recordSink) Refuse(err error) { k.refused = err }
+func (k *recordSink) Fail(err error)   { k.failed = err }
+func (k *recordSink) Ready(uint64)     { k.ready = true }
+func (k *recordSink) End(err error) {
+	if k.ended != nil {
+		k.ended <- err
+	}
+}
+
+// TestOpenReleasesOnEveryPath: whatever stops a stream (a budget, the
+// stream cap, an error preparing it, an expired position, its end), the
+// sink is told the way its transport answers (Refuse before anything is
+// written, Fail after admission) and what the stream held is released
+// once: the budget, and its place among the open streams.
+func TestOpenReleasesOnEveryPath(t *testing.T) {
+	f := newTestFeedWith(t, changefeed.HubOptions{MaxStreams: 1})
+	var held atomic.Int64
+	admit := func() (func(), error) {
+		held.Add(1)
+		return func() { held.Add(-1) }, nil
+	}
+	grant := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 2, Name: "u"}}, Database: testDB, Role: sluice.RoleRead}
+	spec := func() Spec {
+		return Spec{Label: "test", Database: testDB, Grant: grant, Admit: admit,
+			Share: &ShareOptions{Key: "k", New: func() Evaluator { return seqEvaluator{} }}}
+	}
+	ctx := context.Background()
+
+	refused := errors.New("over budget")
+	k := &recordSink{}
+	sp := spec()
+	sp.Admit = func() (func(), error) { return nil, refused }
+	if s := f.s.Open(ctx, sp, k); s != nil || k.refused != refused || k.ready {
+		t.Fatalf("over budget: %v, refused %v", s, k.refused)
+	}
+
+	k = &recordSink{}
+	sp = spec()
+	sp.Prepare = func(context.Context) (func(*Entry) bool, error) { return nil, errors.New("prepare failed") }
+	if s := f.s.Open(ctx, sp, k); s != nil || k.failed == nil || k.refused != nil || held.Load() != 0 {
+		t.Fatalf("prepare failed: %v, failed %v, budget held %d", s, k.failed, held.Load())
+	}
+
+	k = &recordSink{}
+	sp = spec()
+	sp.Share, sp.Evaluator = nil, seqEvaluator{}
+	sp.From = &sluice.Position{Epoch: "another", Seq: 1}
+	if s := f.s.Open(ctx, sp, k); s != nil || sluice.ErrorCode(k.failed) != sluice.CodeGone || held.Load() != 0 {
+		t.Fatalf("expired position: %v, failed %v, budget held %d", s, k.failed, held.Load())
+	}
+
+	// One stream opens (the cap is one); a second is refused by the cap,
+	// before anything is written, and holds nothing.
+	k = &recordSink{ended: make(chan error, 1)}
+	first := f.s.Open(ctx, spec(), k)
+	if first == nil || !k.ready || held.Load() != 1 {
+		t.Fatalf("open: %v, ready %v, budget held %d", first, k.ready, held.Load())
+	}
+	k2 := &recordSink{}
+	if s := f.s.Open(ctx, spec(), k2); s != nil || sluice.ErrorCode(k2.refused) != sluice.CodeUnavailable || held.Load() != 1 {
+		t.Fatalf("past the cap: %v, refused %v, budget held %d", s, k2.refused, held.Load())
+	}
+	// It ends (the hub closes), which frees its place: another is
+	// admitted (and fails to register, the hub being closed).
+	done := make(chan struct{})
+	go func() { defer close(done); first.Serve() }()
+	f.s.hub.Close()
+	select {
+	case err := <-k.ended:
+		if !errors.Is(err, ErrShutdown) {
+			t.Fatalf("ended with %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the stream did not end")
+	}
+	<-done
+	if held.Load() != 0 {
+		t.Fatalf("budget held after the end: %d", held.Load())
+	}
+	first.Release() // a second release does nothing
+	if held.Load() != 0 {
+		t.Fatalf("budget after a second release: %d", held.Load())
+	}
+	k3 := &recordSink{}
+	if s := f.s.Open(ctx, spec(), k3); s != nil || k3.refused != nil || !errors.Is(k3.failed, ErrShutdown) || held.Load() != 0 {
+		t.Fatalf("after the end: %v, refused %v, failed %v, budget held %d", s, k3.refused, k3.failed, held.Load())
+	}
+}
