@@ -299,11 +299,18 @@ func TestSlowBodiesAreCapped(t *testing.T) {
 		}()
 	}
 	// Once the server has both, a third body is refused.
+	var last string // what the last third body was answered, if not 503
+	defer func() {
+		if t.Failed() {
+			t.Logf("the last third body was answered %s", last)
+		}
+	}()
 	eventually.True(t, 30*time.Second, "a third body refused while two are in progress", func() bool {
 		r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"x"}`)
 		if r.Status == 503 && (r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "max_request_bodies")) {
 			t.Fatalf("a body past the cap: %d %v %s", r.Status, r.Header, r.Body)
 		}
+		last = fmt.Sprintf("%d %s", r.Status, r.Body)
 		return r.Status == 503
 	})
 	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/slow?type=Note", nil)
