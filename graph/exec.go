@@ -306,6 +306,11 @@ type execution struct {
 	// commit is the commit a mutation made (or, for an idempotent
 	// retry, the first one made).
 	commit *sluice.Commit
+	// wantBoundary: the execution is a live query's read whose one root
+	// field lists documents; boundary is then its result's (see
+	// Boundary).
+	wantBoundary bool
+	boundary     *Boundary
 }
 
 // requestHash returns the hash of the operation's request: the one its

@@ -92,6 +92,8 @@ type liveField struct {
 	// selection's, and its filter's): any change of one may change the
 	// result.
 	refs map[string]bool
+	// aggregate: the field is a count or aggregates, not a list.
+	aggregate bool
 }
 
 // NewLiveQuery prepares the live query op (see IsLive) for the request
@@ -130,7 +132,7 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 			if err != nil {
 				return nil, err
 			}
-			f = liveField{roots: set(aq.Classes), filt: aq.Filter, refs: map[string]bool{}}
+			f = liveField{roots: set(aq.Classes), filt: aq.Filter, refs: map[string]bool{}, aggregate: true}
 		} else {
 			pq, err := ParseQueryArgs(es.schema, cf.Name, cf.Field, op.Variables)
 			if err != nil {
@@ -395,10 +397,16 @@ func (ch *Change) decode() {
 // document (its id, when the field lists given ids) that matches the
 // field's filter before or after the change. A filter that follows
 // references cannot be judged from the images alone: any change of a
-// listed class may then change the result. Whether the change moves a
-// document across an order's or a limit's boundary is not judged: the
-// result is read again, and an unchanged result sends nothing.
-func (q *LiveQuery) Affects(ch *Change) bool {
+// listed class may then change the result. It knows nothing of the
+// result: AffectsResult also judges the result's boundary.
+func (q *LiveQuery) Affects(ch *Change) bool { return q.AffectsResult(ch, nil) }
+
+// AffectsResult reports whether change ch may change a result whose
+// boundary is b (LiveResult.Boundary; nil: none), made at a position
+// before the change: as Affects, except that a listed document that
+// sorts after the last row of a full result (b), both before and after
+// the change, leaves the result as it was (see Boundary).
+func (q *LiveQuery) AffectsResult(ch *Change, b *Boundary) bool {
 	if q.anyCommit {
 		return true
 	}
@@ -410,17 +418,25 @@ func (q *LiveQuery) Affects(ch *Change) bool {
 		if !f.roots[ch.Class] || f.ids != nil && !f.ids[ch.DocID] {
 			continue
 		}
-		if f.filt == nil || f.refFilter {
+		if f.refFilter || f.filt == nil && b == nil {
 			return true
 		}
 		ch.decode()
-		if ch.bad ||
-			ch.before != nil && filter.Match(f.filt, ch.before, nil) ||
-			ch.after != nil && filter.Match(f.filt, ch.after, nil) {
+		if ch.bad || q.listed(f, ch.before, b) || q.listed(f, ch.after, b) {
 			return true
 		}
 	}
 	return false
+}
+
+// listed reports whether doc, an image of a change (nil: none), may be in
+// field f's result: it matches f's filter and, when the result has a
+// boundary b, does not sort after it.
+func (q *LiveQuery) listed(f *liveField, doc *sluice.Document, b *Boundary) bool {
+	if doc == nil || f.filt != nil && !filter.Match(f.filt, doc, nil) {
+		return false
+	}
+	return b == nil || !b.after(doc)
 }
 
 // Run reads the query's result in one snapshot: its data (the JSON object
@@ -443,7 +459,7 @@ func (q *LiveQuery) Run(ctx context.Context, b Bounds) LiveResult {
 	if err != nil {
 		return LiveResult{Err: err}
 	}
-	return LiveResult{Data: data, Rows: x.rows, Position: pos, Access: access}
+	return LiveResult{Data: data, Rows: x.rows, Position: pos, Access: access, Boundary: x.boundary}
 }
 
 // Bounds bound one read of a live query's result more tightly than the
@@ -501,7 +517,10 @@ func IsBoundError(err error, key string) bool {
 func (q *LiveQuery) execution(ctx context.Context, b Bounds) *execution {
 	op := &graphql.OperationContext{Variables: q.variables, Doc: q.doc, DisableIntrospection: q.noIntrospection,
 		Operation: &ast.OperationDefinition{Operation: ast.Query, SelectionSet: q.selections}}
-	x := &execution{ctx: ctx, op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows}
+	x := &execution{ctx: ctx, op: op, es: q.es, req: q.req, cache: map[string]*object{}, maxRows: q.es.limits.MaxResultRows,
+		// One field that lists documents: its result's boundary says
+		// which changes cannot change it (AffectsResult).
+		wantBoundary: !q.anyCommit && len(q.fields) == 1 && !q.fields[0].aggregate}
 	if b != (Bounds{}) {
 		x.bounds = &b
 		if b.Rows > 0 {
@@ -544,6 +563,8 @@ type LiveResult struct {
 	Rows     int
 	Position sluice.Position
 	Access   int64
+	// Boundary, when not nil, is the result's (see AffectsResult).
+	Boundary *Boundary
 	Err      error
 }
 
@@ -622,7 +643,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 			continue
 		}
 		out[i].Data, out[i].Err = q.result(xs[i])
-		out[i].Rows = xs[i].rows
+		out[i].Rows, out[i].Boundary = xs[i].rows, xs[i].boundary
 	}
 	pos, access := snapshotPosition(snap), snap.AccessVersion()
 	snap.Close()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -115,6 +116,9 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 	if err := x.readRows(len(docs)); err != nil {
 		return nil, err
 	}
+	if x.wantBoundary {
+		x.boundary = boundaryOf(x.es.schema, q, docs)
+	}
 	objs := make([]*object, len(docs))
 	for i, d := range docs {
 		o := docObject(x.es.schema, d.Doc, d.Commit)
@@ -135,6 +139,14 @@ func (x *execution) classDocQuery(cf graphql.CollectedField) (engine.DocQuery, e
 		return engine.DocQuery{}, err
 	}
 	q.Fields = selectedFields(x.op.Doc, cf.Selections)
+	if x.wantBoundary {
+		// The last row's sort keys give the result's boundary.
+		for _, f := range orderFields(q.Order) {
+			if !slices.Contains(q.Fields, f) {
+				q.Fields = append(q.Fields, f)
+			}
+		}
+	}
 	// The row bound goes into the statement, so that Postgres never sends
 	// more than one document past it.
 	if b := x.rowBudget(); b >= 0 && (q.Limit < 0 || q.Limit > int64(b)) {

@@ -13,6 +13,9 @@
 # long). PEERBENCH_CELLS, a regular expression, runs only the cells whose
 # names match (e.g. PEERBENCH_CELLS=documents). PEERBENCH_DIR keeps the
 # npm install between runs (default ${TMPDIR:-/tmp}/sluice-peer).
+# PEERBENCH_BASELINE, a list of sluice binaries separated by colons, runs
+# those builds too, in turns (to compare builds); PEERBENCH_PERF, a
+# directory, records perf profiles of each Sluice in the first pair.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

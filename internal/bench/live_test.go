@@ -145,10 +145,22 @@ type liveResult struct {
 	topStatements          []statementCalls
 }
 
+// BenchmarkLiveQueries runs two cells: owners (the live queries of
+// issue 22, above) and ordered (issue 36, liveorder_test.go: the first
+// documents of an order over a growing class). SLUICE_BENCH_BINARY runs
+// another build of sluice, to compare.
 func BenchmarkLiveQueries(b *testing.B) {
 	raiseOpenFiles(b)
-	bin := buildBinary(b, b.TempDir(), "github.com/sluice-dev/sluice/cmd/sluice")
+	bin := os.Getenv("SLUICE_BENCH_BINARY")
+	if bin == "" {
+		bin = buildBinary(b, b.TempDir(), "github.com/sluice-dev/sluice/cmd/sluice")
+	}
 	pg := startStatementsCluster(b)
+	b.Run("owners", func(b *testing.B) { benchLiveOwners(b, bin, pg) })
+	b.Run("ordered", func(b *testing.B) { benchLiveOrdered(b, bin, pg) })
+}
+
+func benchLiveOwners(b *testing.B, bin string, pg *pgembed.Postgres) {
 	dbURL := newDatabaseOn(b, pg)
 	p, bearer := startSluiceBench(b, bin, dbURL, liveSDL)
 	var r *liveResult
@@ -202,7 +214,8 @@ func deref(p *string) string {
 // startStatementsCluster starts a throwaway cluster like the other
 // benchmarks' with pg_stat_statements loaded, and creates the extension
 // in its postgres database (the view shows every database's statements).
-func startStatementsCluster(b *testing.B) *pgembed.Postgres {
+// extra are more settings, as name, value pairs.
+func startStatementsCluster(b *testing.B, extra ...string) *pgembed.Postgres {
 	dir, err := os.MkdirTemp("", "sluice-live-")
 	if err != nil {
 		b.Fatal(err)
@@ -214,6 +227,9 @@ func startStatementsCluster(b *testing.B) *pgembed.Postgres {
 	}
 	settings := clusterSettings()
 	settings["shared_preload_libraries"] = "pg_stat_statements"
+	for i := 0; i+1 < len(extra); i += 2 {
+		settings[extra[i]] = extra[i+1]
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pg, err := pgembed.Start(ctx, pgembed.Options{

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/filter"
+	"github.com/sluice-dev/sluice/internal/pgembed"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
@@ -65,6 +66,8 @@ type peerCell struct {
 	seconds     int
 	// lua returns the wrk script's request part for a side.
 	sluice, peer string
+	// writes: the cell adds rows (see settle).
+	writes bool
 }
 
 // luaRandomQuery returns a wrk request function posting format (a JSON
@@ -96,21 +99,21 @@ func peerCells(seconds int) []peerCell {
 	return []peerCell{
 		{"lookup by id", 16, seconds,
 			luaRandomQuery(`{"query":"{ Person(id: \"Person/p%d\") { _id name email age score active } }"}`, peerRows),
-			luaRandomQuery(`{"query":"{ personById(id: \"Person/p%d\") { id name email age score active } }"}`, peerRows)},
+			luaRandomQuery(`{"query":"{ personById(id: \"Person/p%d\") { id name email age score active } }"}`, peerRows), false},
 		{"filter + order + first 100", 16, seconds,
 			luaRandomQuery(`{"query":"{ Person(filter: {age: {eq: %d}}, orderBy: {name: ASC}, limit: 100) { _id name email age } }"}`, 90),
-			luaRandomQuery(`{"query":"{ allPeopleList(condition: {age: %d}, orderBy: [NAME_ASC, PRIMARY_KEY_ASC], first: 100) { id name email age } }"}`, 90)},
+			luaRandomQuery(`{"query":"{ allPeopleList(condition: {age: %d}, orderBy: [NAME_ASC, PRIMARY_KEY_ASC], first: 100) { id name email age } }"}`, 90), false},
 		{"page of 1,000", 4, seconds,
 			luaBody(`{"query":"{ Person(limit: 1000) { _id name email age score active } }"}`),
-			luaBody(`{"query":"{ allPeopleList(orderBy: PRIMARY_KEY_ASC, first: 1000) { id name email age score active } }"}`)},
+			luaBody(`{"query":"{ allPeopleList(orderBy: PRIMARY_KEY_ASC, first: 1000) { id name email age score active } }"}`), false},
 		{"single inserts", 8, 2 * seconds,
 			luaBody(`{"query":"mutation { Person_insert(documents: [` + one + `]) }"}`),
-			luaBody(`{"query":"mutation { createPerson(input: {person: ` + one + `}) { clientMutationId } }"}`)},
+			luaBody(`{"query":"mutation { createPerson(input: {person: ` + one + `}) { clientMutationId } }"}`), true},
 		// Sluice's bulk write is REST (a JSON array, one commit), as
 		// PostGraphile's is a function of its own.
 		{"1,000 documents per request", 1, seconds,
 			"wrk.path = \"/api/document/admin/bench\"\n" + luaBody(docs.String()),
-			luaBody(`{"query":"mutation($d: JSON!) { insertPeople(input: {docs: $d}) { integer } }","variables":{"d":` + batch.String() + `}}`)},
+			luaBody(`{"query":"mutation($d: JSON!) { insertPeople(input: {docs: $d}) { integer } }","variables":{"d":` + batch.String() + `}}`), true},
 	}
 }
 
@@ -147,6 +150,13 @@ type peerSide struct {
 	url    string
 	authz  string
 	apiCPU func() time.Duration
+	// proc is the server's process when it is a Sluice (for perf).
+	proc *serverProc
+	// dbURL is the database whose statements pg_stat_statements counts
+	// for this side.
+	dbURL string
+	// peer: PostGraphile (the other requests of a cell).
+	peer bool
 }
 
 // peerRun is one wrk run's outcome.
@@ -156,6 +166,16 @@ type peerRun struct {
 	apiCPU, pgCPU  time.Duration
 	badResponses   int64
 	latencyAverage string
+	// p50 and p99 are wrk's latency percentiles (--latency).
+	p50, p99 string
+	// statements is the calls pg_stat_statements counted in the side's
+	// database over the run (top-level statements, BEGIN and ROLLBACK
+	// included).
+	statements int64
+}
+
+func (r peerRun) statementsPerRequest() float64 {
+	return float64(r.statements) / float64(r.requests)
 }
 
 func (r peerRun) rps() float64 { return float64(r.requests) / r.seconds }
@@ -180,10 +200,126 @@ func BenchmarkPeer(b *testing.B) {
 	pairs, seconds := envInt(b, "PEERBENCH_PAIRS", 3), envInt(b, "PEERBENCH_SECONDS", 10)
 	ctx := context.Background()
 	dir := b.TempDir()
-	dbURL := newDatabase(b)
+	// Planning counted too: a statement prepared once may still be
+	// planned again at every execution (a custom plan).
+	pg := startStatementsCluster(b, "pg_stat_statements.track_planning", "on")
+	dbURL := newDatabaseOn(b, pg)
 
 	sluiceBin := buildBinary(b, dir, "github.com/sluice-dev/sluice/cmd/sluice")
-	sp := startServer(b, []string{"SLUICE_ADMIN_PASSWORD=" + benchPassword}, sluiceBin, "serve",
+	sluice := startPeerSluice(b, "sluice", sluiceBin, dbURL)
+	sides := []peerSide{sluice}
+	if list := os.Getenv("PEERBENCH_BASELINE"); list != "" {
+		// Other builds of Sluice (a list separated by colons), each on a
+		// database of its own in the same cluster, in turns with the
+		// others: to compare builds.
+		for i, bin := range strings.Split(list, ":") {
+			name := "baseline"
+			if i > 0 {
+				name += strconv.Itoa(i + 1)
+			}
+			sides = append(sides, startPeerSluice(b, name, bin, newDatabaseOn(b, pg)))
+		}
+	}
+
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var dbID int64
+	if err := conn.QueryRow(ctx, "SELECT id FROM sluice.databases WHERE org = 'admin' AND name = 'bench'").Scan(&dbID); err != nil {
+		b.Fatal(err)
+	}
+	for _, sql := range []string{peerTable,
+		fmt.Sprintf(`INSERT INTO peer.person SELECT _id, name, email, age, score, active FROM sluice_db_%d."Person"`, dbID),
+		"VACUUM ANALYZE"} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			b.Fatalf("%.60s: %v", sql, err)
+		}
+	}
+	conn.Close(ctx)
+
+	node := startPostGraphile(b, pgBin, dbURL)
+	sides = append(sides, peerSide{name: "postgraphile", url: node.url, dbURL: dbURL, peer: true,
+		apiCPU: func() time.Duration { return procCPU(b, node.cmd.Process.Pid) }})
+	printPeerPlans(b, dbURL)
+
+	cells := peerCells(seconds)
+	if re := os.Getenv("PEERBENCH_CELLS"); re != "" {
+		// Only the cells whose names match: to measure one again.
+		m, err := regexp.Compile(re)
+		if err != nil {
+			b.Fatalf("PEERBENCH_CELLS: %v", err)
+		}
+		cells = slices.DeleteFunc(cells, func(c peerCell) bool { return !m.MatchString(c.name) })
+	}
+	runs := map[string][]peerRun{} // cell/side → one run per pair
+	perfDir := os.Getenv("PEERBENCH_PERF")
+	fmt.Printf("%-30s %-13s %10s %12s %12s %12s %8s %8s %8s %10s\n", "cell", "server", "req/s", "API µs/req", "PG µs/req", "total µs/req", "latency", "p50", "p99", "stmts/req")
+	for pair := range pairs + 1 {
+		for _, c := range cells {
+			// The first side turns with each pair.
+			order := append(slices.Clone(sides[pair%len(sides):]), sides[:pair%len(sides)]...)
+			for _, s := range order {
+				script := luaCommon + c.sluice
+				if s.peer {
+					script = luaCommon + c.peer
+				}
+				if s.authz != "" {
+					script += fmt.Sprintf("wrk.headers[\"Authorization\"] = %q\n", s.authz)
+				}
+				secs := c.seconds
+				if pair == 0 {
+					secs = 2 // warm-up: JIT, caches, pools; not counted
+				}
+				stopPerf := func() {}
+				if perfDir != "" && pair == 1 && s.proc != nil {
+					stopPerf = recordPerf(b, s.proc, filepath.Join(perfDir, fmt.Sprintf("%s-%s.data", s.name, strings.Fields(c.name)[0])))
+				}
+				r := runWrk(b, wrkBin, filepath.Join(dir, "cell.lua"), script, s, c.connections, secs, pg)
+				stopPerf()
+				if c.writes {
+					settle(b, s.dbURL)
+				}
+				if r.badResponses > 0 {
+					b.Errorf("%s on %s: %d answers were not 200 or held GraphQL errors", c.name, s.name, r.badResponses)
+				}
+				if pair == 0 {
+					continue
+				}
+				runs[c.name+"/"+s.name] = append(runs[c.name+"/"+s.name], r)
+				fmt.Printf("%-30s %-13s %10.0f %12.0f %12.0f %12.0f %8s %8s %8s %10.2f\n", c.name, s.name, r.rps(),
+					r.perRequest(r.apiCPU), r.perRequest(r.pgCPU), r.perRequest(r.apiCPU+r.pgCPU), r.latencyAverage,
+					r.p50, r.p99, r.statementsPerRequest())
+			}
+		}
+	}
+	for _, s := range sides {
+		printStatements(b, pg, s)
+	}
+	for _, other := range sides[1:] {
+		fmt.Printf("\nsluice / %s, geometric mean of %d pairs:\n%-30s %12s %12s %12s %12s\n", other.name, pairs, "cell", "throughput", "API CPU/req", "PG CPU/req", "total CPU/req")
+		for _, c := range cells {
+			s, p := runs[c.name+"/sluice"], runs[c.name+"/"+other.name]
+			ratio := func(f func(peerRun) float64) float64 {
+				sum := 0.0
+				for i := range s {
+					sum += math.Log(f(s[i]) / f(p[i]))
+				}
+				return math.Exp(sum / float64(len(s)))
+			}
+			fmt.Printf("%-30s %11.2fx %11.2fx %11.2fx %11.2fx\n", c.name,
+				ratio(peerRun.rps),
+				ratio(func(r peerRun) float64 { return r.perRequest(r.apiCPU) }),
+				ratio(func(r peerRun) float64 { return r.perRequest(r.pgCPU) }),
+				ratio(func(r peerRun) float64 { return r.perRequest(r.apiCPU + r.pgCPU) }))
+		}
+	}
+}
+
+// startPeerSluice runs a Sluice build (bin) as side name on database
+// dbURL: the peer class, a bearer token, the peer rows loaded.
+func startPeerSluice(b *testing.B, name, bin, dbURL string) peerSide {
+	sp := startServer(b, []string{"SLUICE_ADMIN_PASSWORD=" + benchPassword}, bin, "serve",
 		"--listen", "127.0.0.1:0", "--data-dir", b.TempDir(), "--database-url", dbURL)
 	client := &http.Client{Timeout: 5 * time.Minute}
 	base := "http://" + sp.Addr
@@ -209,108 +345,73 @@ func BenchmarkPeer(b *testing.B) {
 	if resp, err := client.Do(req); err != nil || resp.StatusCode != 200 {
 		b.Fatalf("load: %v %v", resp, err)
 	}
+	vacuum(b, dbURL)
+	return peerSide{name: name, url: base + "/api/graphql/admin/bench", authz: "Bearer " + tok.Token, proc: sp, dbURL: dbURL,
+		apiCPU: func() time.Duration { return sp.cpuTime(b) }}
+}
 
+// recordPerf records the CPU profile of p into out with perf until the
+// function it returns is called.
+func recordPerf(b *testing.B, p *serverProc, out string) func() {
+	cmd := exec.Command("perf", "record", "-q", "-F", "999", "-g", "-p", strconv.Itoa(p.Cmd.Process.Pid), "-o", out)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("PEERBENCH_PERF: start perf: %v", err)
+	}
+	return func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			b.Logf("perf record: %v", err)
+		}
+		fmt.Printf("CPU profile in %s\n", out)
+	}
+}
+
+// settle vacuums and analyzes the database at dbURL and checkpoints the
+// cluster, after a cell that wrote to it: otherwise autovacuum and the
+// checkpointer do that work while a later cell runs, and its CPU is
+// counted as the Postgres CPU of whichever server that cell loads (with
+// the write cells last in every pair, the next pair's lookups).
+func settle(b *testing.B, dbURL string) {
+	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var dbID int64
-	if err := conn.QueryRow(ctx, "SELECT id FROM sluice.databases WHERE org = 'admin' AND name = 'bench'").Scan(&dbID); err != nil {
-		b.Fatal(err)
-	}
-	for _, sql := range []string{peerTable,
-		fmt.Sprintf(`INSERT INTO peer.person SELECT _id, name, email, age, score, active FROM sluice_db_%d."Person"`, dbID),
-		"VACUUM ANALYZE"} {
+	defer conn.Close(ctx)
+	for _, sql := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
 		if _, err := conn.Exec(ctx, sql); err != nil {
-			b.Fatalf("%.60s: %v", sql, err)
+			b.Fatalf("%s: %v", sql, err)
 		}
-	}
-	conn.Close(ctx)
-
-	node := startPostGraphile(b, pgBin, dbURL)
-	sides := []peerSide{
-		{"sluice", base + "/api/graphql/admin/bench", "Bearer " + tok.Token, func() time.Duration { return sp.cpuTime(b) }},
-		{"postgraphile", node.url, "", func() time.Duration { return procCPU(b, node.cmd.Process.Pid) }},
-	}
-	printPeerPlans(b, dbURL)
-
-	cells := peerCells(seconds)
-	if re := os.Getenv("PEERBENCH_CELLS"); re != "" {
-		// Only the cells whose names match: to measure one again.
-		m, err := regexp.Compile(re)
-		if err != nil {
-			b.Fatalf("PEERBENCH_CELLS: %v", err)
-		}
-		cells = slices.DeleteFunc(cells, func(c peerCell) bool { return !m.MatchString(c.name) })
-	}
-	runs := map[string][]peerRun{} // cell/side → one run per pair
-	fmt.Printf("%-30s %-13s %10s %12s %12s %12s %8s\n", "cell", "server", "req/s", "API µs/req", "PG µs/req", "total µs/req", "latency")
-	for pair := range pairs + 1 {
-		for _, c := range cells {
-			order := sides
-			if pair%2 == 1 {
-				order = []peerSide{sides[1], sides[0]}
-			}
-			for _, s := range order {
-				script := luaCommon + c.sluice
-				if s.name == "postgraphile" {
-					script = luaCommon + c.peer
-				}
-				if s.authz != "" {
-					script += fmt.Sprintf("wrk.headers[\"Authorization\"] = %q\n", s.authz)
-				}
-				secs := c.seconds
-				if pair == 0 {
-					secs = 2 // warm-up: JIT, caches, pools; not counted
-				}
-				r := runWrk(b, wrkBin, filepath.Join(dir, "cell.lua"), script, s, c.connections, secs, dbURL)
-				if r.badResponses > 0 {
-					b.Errorf("%s on %s: %d answers were not 200 or held GraphQL errors", c.name, s.name, r.badResponses)
-				}
-				if pair == 0 {
-					continue
-				}
-				runs[c.name+"/"+s.name] = append(runs[c.name+"/"+s.name], r)
-				fmt.Printf("%-30s %-13s %10.0f %12.0f %12.0f %12.0f %8s\n", c.name, s.name, r.rps(),
-					r.perRequest(r.apiCPU), r.perRequest(r.pgCPU), r.perRequest(r.apiCPU+r.pgCPU), r.latencyAverage)
-			}
-		}
-	}
-	fmt.Printf("\nSluice / PostGraphile, geometric mean of %d pairs:\n%-30s %12s %12s %12s %12s\n", pairs, "cell", "throughput", "API CPU/req", "PG CPU/req", "total CPU/req")
-	for _, c := range cells {
-		s, p := runs[c.name+"/sluice"], runs[c.name+"/postgraphile"]
-		ratio := func(f func(peerRun) float64) float64 {
-			sum := 0.0
-			for i := range s {
-				sum += math.Log(f(s[i]) / f(p[i]))
-			}
-			return math.Exp(sum / float64(len(s)))
-		}
-		fmt.Printf("%-30s %11.2fx %11.2fx %11.2fx %11.2fx\n", c.name,
-			ratio(peerRun.rps),
-			ratio(func(r peerRun) float64 { return r.perRequest(r.apiCPU) }),
-			ratio(func(r peerRun) float64 { return r.perRequest(r.pgCPU) }),
-			ratio(func(r peerRun) float64 { return r.perRequest(r.apiCPU + r.pgCPU) }))
 	}
 }
 
 // runWrk runs one wrk load against side s and reads the CPU the API
 // process and the Postgres cluster used meanwhile.
-func runWrk(b *testing.B, wrkBin, scriptPath, script string, s peerSide, connections, seconds int, dbURL string) peerRun {
+func runWrk(b *testing.B, wrkBin, scriptPath, script string, s peerSide, connections, seconds int, pg *pgembed.Postgres) peerRun {
 	if err := os.WriteFile(scriptPath, []byte(script), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	threads := min(2, connections)
+	dbURL := s.dbURL
+	st0 := statements(b, pg, dbURL)
 	api0, pg0 := s.apiCPU(), postgresCPU(b, dbURL)
 	start := time.Now()
 	out, err := exec.Command(wrkBin, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(connections),
-		"-d", strconv.Itoa(seconds)+"s", "--timeout", "30s", "-s", scriptPath, s.url).CombinedOutput()
+		"-d", strconv.Itoa(seconds)+"s", "--timeout", "30s", "--latency", "-s", scriptPath, s.url).CombinedOutput()
 	elapsed := time.Since(start)
 	api1, pg1 := s.apiCPU(), postgresCPU(b, dbURL)
+	_, calls := statementsSince(st0, statements(b, pg, dbURL))
 	if err != nil {
 		b.Fatalf("wrk on %s: %v\n%s", s.name, err, out)
 	}
-	r := peerRun{apiCPU: api1 - api0, pgCPU: pg1 - pg0}
+	r := peerRun{apiCPU: api1 - api0, pgCPU: pg1 - pg0, statements: calls}
+	if m := regexp.MustCompile(`(?m)^\s+50%\s+(\S+)`).FindSubmatch(out); m != nil {
+		r.p50 = string(m[1])
+	}
+	if m := regexp.MustCompile(`(?m)^\s+99%\s+(\S+)`).FindSubmatch(out); m != nil {
+		r.p99 = string(m[1])
+	}
 	m := regexp.MustCompile(`(\d+) requests in ([\d.]+)(m?s)`).FindSubmatch(out)
 	if m == nil {
 		b.Fatalf("wrk on %s: no request count in:\n%s", s.name, out)
@@ -436,4 +537,39 @@ func printPeerPlans(b *testing.B, dbURL string) {
 			return postgres.DocQuery{Class: "Person", Classes: []string{"Person"}, Limit: 1000, Fields: fields}, nil
 		}},
 	}, peerRows)
+}
+
+// printStatements prints the statements pg_stat_statements holds for
+// side s's database, most called first: calls, plans, and the mean
+// execution and planning times.
+func printStatements(b *testing.B, pg *pgembed.Postgres, s peerSide) {
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(s.dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT s.calls, s.plans, s.mean_exec_time, s.mean_plan_time, s.query FROM pg_stat_statements s
+		JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = $1 ORDER BY s.calls DESC LIMIT 8`, cfg.Database)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	fmt.Printf("\nstatements of %s's database (calls, plans, mean execution and planning ms):\n", s.name)
+	for rows.Next() {
+		var calls, plans int64
+		var exec, plan float64
+		var q string
+		if err := rows.Scan(&calls, &plans, &exec, &plan, &q); err != nil {
+			b.Fatal(err)
+		}
+		fmt.Printf("%9d %9d %8.4f %8.4f %.240s\n", calls, plans, exec, plan, strings.Join(strings.Fields(q), " "))
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
+	}
 }

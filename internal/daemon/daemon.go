@@ -41,8 +41,9 @@ import (
 )
 
 // bulkGCPercent is the garbage collector's target (as GOGC) while a large
-// write runs; see engine.bulkGC for why (and docs/benchmarks.md for what it
-// was measured to give).
+// write runs, or a steady load of small requests; see engine.bulkGC and
+// engine.loadGC for why (and docs/benchmarks.md for what it was measured
+// to give).
 const bulkGCPercent = 400
 
 // Options are a Daemon's settings beyond the configuration file.
@@ -199,6 +200,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 	p, err := d.build(ctx, store, wake, m, jwt, pgUp)
 	if err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
+		// A steady load of small requests raises the collector's
+		// target too (see engine.loadGC).
+		defer engine.RaiseGCUnderLoad(bulkGCPercent)()
 	}
 	return d.serve(ctx, p, pg, cert)
 }

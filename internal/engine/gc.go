@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 )
@@ -87,4 +89,118 @@ func (g *bulkGC) end(percent int) {
 		g.raised, g.restore = false, nil
 	})
 	g.restore = t
+}
+
+// loadGC raises the collector's target, through bulkGC, while the
+// process allocates fast against a small live heap: under a steady load
+// of small requests (lookups, filters, single writes) the live heap is a
+// few MB, so at GOGC=100 the collector ran many times a second and took
+// about a quarter of the daemon's CPU (docs/benchmarks.md, "Measured
+// choices in the code"). It judges by the collections themselves:
+// collections less than loadGCFast apart for loadGCSustain, with a live
+// heap under loadGCMaxLive, raise the target; one loadGCQuiet or more
+// after the one before, or a live heap that grew past loadGCMaxLive, puts
+// it back (after bulkGC's linger). So the garbage it lets grow is at most
+// a few times loadGCMaxLive, and only while the process is busy that
+// long: a burst, such as a thousand streams opening at once, does not
+// raise it (its garbage would stay resident), nor does a process holding
+// many streams (a large live heap).
+type loadGC struct {
+	bulk    *bulkGC
+	percent int
+
+	mu    sync.Mutex
+	refs  int       // users (daemons) that asked for it
+	armed bool      // a sentinel awaits the next collection
+	last  time.Time // the end of the collection before
+	// busySince is when the collections began to come less than
+	// loadGCFast apart (zero: the last did not).
+	busySince time.Time
+	raised    bool
+	live      []metrics.Sample
+}
+
+const (
+	loadGCFast    = 100 * time.Millisecond
+	loadGCSustain = 2 * time.Second
+	loadGCQuiet   = time.Second
+	loadGCMaxLive = 32 << 20
+)
+
+// processLoadGC is process-wide, as GOGC is.
+var processLoadGC = loadGC{bulk: &processGC, live: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+
+// RaiseGCUnderLoad sets the collector's target (as GOGC) while the
+// process is busy with small requests (see loadGC), until the function it
+// returns is called. The daemon calls it unless GOGC is set.
+func RaiseGCUnderLoad(percent int) (stop func()) {
+	g := &processLoadGC
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refs++
+	g.percent = percent
+	if !g.armed {
+		g.armed = true
+		g.last = time.Now()
+		arm(g)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.refs--
+			if g.refs == 0 && g.raised {
+				g.raised = false
+				g.bulk.end(g.percent)
+			}
+		})
+	}
+}
+
+// gcSentinel is an object whose finalizer runs after a collection found it
+// unreachable (it holds a pointer, so it is not batched with other tiny
+// objects, which can delay its finalizer indefinitely).
+type gcSentinel struct{ g *loadGC }
+
+// arm makes g observe the next collection.
+func arm(g *loadGC) {
+	runtime.SetFinalizer(&gcSentinel{g: g}, func(s *gcSentinel) { s.g.collected() })
+}
+
+// collected runs after each collection while g has users.
+func (g *loadGC) collected() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.refs == 0 {
+		g.armed = false
+		return
+	}
+	metrics.Read(g.live)
+	var live uint64
+	if g.live[0].Value.Kind() == metrics.KindUint64 {
+		live = g.live[0].Value.Uint64()
+	}
+	g.observe(time.Now(), live)
+	arm(g)
+}
+
+// observe judges a collection that ended at now leaving live bytes; the
+// caller holds g.mu.
+func (g *loadGC) observe(now time.Time, live uint64) {
+	since := now.Sub(g.last)
+	if since >= loadGCFast {
+		g.busySince = time.Time{}
+	} else if g.busySince.IsZero() {
+		g.busySince = g.last
+	}
+	g.last = now
+	switch {
+	case !g.raised && !g.busySince.IsZero() && now.Sub(g.busySince) >= loadGCSustain && live < loadGCMaxLive:
+		g.raised = true
+		g.bulk.begin(g.percent)
+	case g.raised && (since >= loadGCQuiet || live >= loadGCMaxLive):
+		g.raised = false
+		g.bulk.end(g.percent)
+	}
 }

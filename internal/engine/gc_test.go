@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"testing"
 	"time"
@@ -57,4 +58,69 @@ func TestBulkGCRaisesTheTargetWhileWritesRun(t *testing.T) {
 	g.begin(0)
 	wantGCPercent(t, 100, "a write with percent 0")
 	g.end(0)
+}
+
+// Not parallel: GOGC is process-wide.
+func TestLoadGCRaisesTheTargetWhileCollectionsComeFast(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	g := &loadGC{bulk: &bulkGC{linger: 10 * time.Millisecond}, percent: 400, refs: 1}
+	now := time.Now()
+	g.last = now
+	step := func(d time.Duration, live uint64) {
+		now = now.Add(d)
+		g.observe(now, live)
+	}
+	// fast makes collections 50 ms apart for the time it takes.
+	fast := func(d time.Duration, live uint64) {
+		for range d / (50 * time.Millisecond) {
+			step(50*time.Millisecond, live)
+		}
+	}
+	step(time.Second, 8<<20)
+	wantGCPercent(t, 100, "after a collection a second after the one before")
+	fast(time.Second, 8<<20)
+	wantGCPercent(t, 100, "after a burst of a second")
+	step(200*time.Millisecond, 8<<20)
+	fast(3*time.Second, 100<<20)
+	wantGCPercent(t, 100, "after fast collections of a large live heap")
+	step(200*time.Millisecond, 8<<20)
+	fast(2*time.Second, 8<<20)
+	wantGCPercent(t, 400, "after two seconds of fast collections of a small live heap")
+	step(400*time.Millisecond, 8<<20)
+	wantGCPercent(t, 400, "after a slower one: still busy")
+	step(50*time.Millisecond, 40<<20)
+	waitGCPercent(t, 100, "after the live heap grew past the bound")
+	step(200*time.Millisecond, 8<<20)
+	fast(2*time.Second, 8<<20)
+	wantGCPercent(t, 400, "busy again")
+	step(2*time.Second, 8<<20)
+	waitGCPercent(t, 100, "after a quiet spell")
+}
+
+// TestLoadGCObservesCollections: while it has users, every collection is
+// observed; after the last stops, none is.
+func TestLoadGCObservesCollections(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	stop := RaiseGCUnderLoad(400)
+	g := &processLoadGC
+	before := func() time.Time { g.mu.Lock(); defer g.mu.Unlock(); return g.last }
+	t0 := before()
+	eventually.True(t, 10*time.Second, "a collection observed", func() bool {
+		runtime.GC()
+		return before().After(t0)
+	})
+	stop()
+	stop() // once
+	g.mu.Lock()
+	refs := g.refs
+	g.mu.Unlock()
+	if refs != 0 {
+		t.Fatalf("%d users after stop", refs)
+	}
+	eventually.True(t, 10*time.Second, "the sentinel chain ended", func() bool {
+		runtime.GC()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return !g.armed
+	})
 }

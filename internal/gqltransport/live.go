@@ -175,9 +175,12 @@ type liveEvaluator struct {
 	// since is the time of the first such commit.
 	dirty bool
 	since time.Time
-	// data is the last result published; revision counts them.
+	// data is the last result published; revision counts them. bound
+	// is the boundary of the last result read (graph.Boundary): changes
+	// past it need no read.
 	data     []byte
 	revision int64
+	bound    *graph.Boundary
 	// stale: a commit made under a later schema version than lq's was
 	// judged; lq is revised before it is read again.
 	stale bool
@@ -288,7 +291,7 @@ func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []stream.Evalu
 		if !e.ran || e.dirty || c.Seq <= e.seen {
 			return
 		}
-		if e.lq.Affects(ch) {
+		if e.lq.AffectsResult(ch, e.bound) {
 			e.dirty, e.since = true, c.Time
 		}
 	}
@@ -380,7 +383,9 @@ func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []st
 			out[i].Err = res[j].Err
 			continue
 		}
-		g.settle(evs[i].(*liveEvaluator), res[j].Data, res[j].Position, &out[i])
+		e := evs[i].(*liveEvaluator)
+		e.bound = res[j].Boundary
+		g.settle(e, res[j].Data, res[j].Position, &out[i])
 	}
 	clear(g.lqs) // hold no live query between batches
 }

@@ -334,3 +334,42 @@ type Hamster implements Pet { wheel: Boolean }
 	seq = w.delete("Cat/c")
 	animals.expect(seq, `{"Animal":[{"_id":"Dog/d","name":"d","breed":"pug","_CommitMetadata":{"_id":"3"}}]}`)
 }
+
+// TestLiveQueryReadsOnlyBeforeItsBoundary: a live query of the first
+// documents in an order, up to a limit, over a class that grows past its
+// last row: those commits cannot change its full result and cost no read;
+// one that sorts before the last row, moves a document across it, or
+// removes a row of the result, is read and sent.
+func TestLiveQueryReadsOnlyBeforeItsBoundary(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "bound", `type Item { n: Int! }`)
+	w := &writer{t: t, d: d, db: "bound"}
+	item := func(id string, n int) string { return fmt.Sprintf(`{"@type":"Item","@id":"Item/%s","n":%d}`, id, n) }
+	w.insert(item("a", 10))
+	seq := w.insert(item("b", 20))
+	s := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/bound",
+		body(`subscription { Item(orderBy: {n: ASC}, limit: 2) { _id n } }`), nil, "Accept", sse)
+	s.connected()
+	s.expect(seq, `{"Item":[{"_id":"Item/a","n":10},{"_id":"Item/b","n":20}]}`)
+	reads := metric(t, d, "sluice_live_query_reads_total")
+
+	for i := range 5 {
+		w.insert(item(fmt.Sprint("p", i), 30+i)) // past the last row
+	}
+	w.insert(item("bb", 20))  // the last row's n, an id after its id
+	w.replace(item("p0", 40)) // moved, still past the last row
+	w.delete("Item/p1")
+	seq = w.insert(item("c", 15)) // before the last row: b leaves
+	s.expect(seq, `{"Item":[{"_id":"Item/a","n":10},{"_id":"Item/c","n":15}]}`)
+	if got := metric(t, d, "sluice_live_query_reads_total") - reads; got != 1 {
+		t.Errorf("%v reads for eight commits past the result's last row and one before it, want 1", got)
+	}
+
+	seq = w.replace(item("b", 5)) // from past the last row to the first
+	s.expect(seq, `{"Item":[{"_id":"Item/b","n":5},{"_id":"Item/a","n":10}]}`)
+	seq = w.delete("Item/a") // a row of the result: c comes back
+	s.expect(seq, `{"Item":[{"_id":"Item/b","n":5},{"_id":"Item/c","n":15}]}`)
+	seq = w.replace(item("c", 100)) // the last row moves past others
+	s.expect(seq, `{"Item":[{"_id":"Item/b","n":5},{"_id":"Item/bb","n":20}]}`)
+}

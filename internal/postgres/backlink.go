@@ -140,7 +140,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 	}
 	page := ""
 	if dq.Limit >= 0 {
-		page += " LIMIT " + b.arg(dq.Limit)
+		page += limitSQL(dq.Limit)
 	}
 	if dq.Offset > 0 {
 		page += " OFFSET " + b.arg(dq.Offset)

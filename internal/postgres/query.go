@@ -279,7 +279,13 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	}
 	b := &sqlBuilder{db: d, schema: s, args: slices.Clip(args), past: past}
 	var where []string
-	if q.IDs != nil {
+	switch {
+	case len(q.IDs) == 1:
+		// One id is compared as one value: the generic plan of = ANY($n)
+		// is costed for an array of ten, above the custom plan of a known
+		// array of one, so Postgres would plan every lookup again.
+		where = append(where, fmt.Sprintf("t.%s = %s", colID, b.arg(q.IDs[0])))
+	case q.IDs != nil:
 		where = append(where, fmt.Sprintf("t.%s = ANY(%s)", colID, b.arg(q.IDs)))
 	}
 	if q.Filter != nil {
@@ -306,7 +312,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	}
 	page := ""
 	if q.Limit >= 0 {
-		page += " LIMIT " + b.arg(q.Limit)
+		page += limitSQL(q.Limit)
 	}
 	if q.Offset > 0 {
 		page += " OFFSET " + b.arg(q.Offset)
@@ -722,7 +728,7 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	}
 	page := ""
 	if limit >= 0 {
-		page = " LIMIT " + b.arg(limit)
+		page = limitSQL(int64(limit))
 	}
 	sql := b.pastStatement("SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
 		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid")

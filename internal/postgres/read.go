@@ -118,7 +118,7 @@ func documentsSQL(b *sqlBuilder, classes []string, skip, count int64) (string, [
 	}
 	q := "SELECT * FROM (" + strings.Join(parts, " UNION ALL ") + `) u ORDER BY id COLLATE "C" OFFSET ` + b.arg(skip)
 	if count >= 0 {
-		q += " LIMIT " + b.arg(count)
+		q += limitSQL(count)
 	}
 	return b.pastStatement(q), b.args
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,9 +23,11 @@ import (
 //
 // A Snapshot begins with its first statement, sent with BEGIN and the
 // counter's read in one round trip (a pgx batch); the ROLLBACK that ends
-// it is one more (Close), unless the reader said the first statement is
-// its only one (OneStatement): then it goes in the same batch, and a read
-// of one statement costs one round trip, as outside a snapshot.
+// it is one more (Close). A read that said its first statement is its
+// only one (OneStatement) needs no transaction: one statement sees one
+// snapshot of the database, whatever the isolation level, so the
+// counter is read in the statement itself (oneStatementSQL), which costs
+// Postgres one statement instead of four, in one round trip.
 
 // Snapshot reads database d in one snapshot. Pass it down with
 // WithSnapshot: the DB's read methods for d then run in it. It is used by
@@ -160,6 +163,9 @@ func (s *Snapshot) Query(ctx context.Context, sql string, args ...any) (pgx.Rows
 	if s.conn != nil {
 		return s.conn.Query(ctx, sql, args...)
 	}
+	if s.one {
+		return s.queryOne(ctx, sql, args)
+	}
 	br, err := s.begin(ctx, sql, args)
 	if err != nil {
 		s.Close()
@@ -256,4 +262,101 @@ func (r *firstRow) Scan(dest ...any) error {
 	}
 	r.rows.Close()
 	return r.rows.Err()
+}
+
+// oneStatementSQL returns the statement that reads, in one statement,
+// database $n's counter row (the commit counter, the access version, the
+// schema version: $n is the parameter after sql's n-1) and sql's rows:
+// first a row of the counter's three columns (sql's columns null, of
+// their types: the LEFT JOIN of sql kept to no row, which Postgres plans
+// as an empty relation without reading anything), then sql's rows, the
+// counter's columns null. A UNION ALL runs its branches in order (it is
+// never a Parallel Append here: the counter's branch has no partial
+// path), so the counter's row comes first, and sql's rows keep their
+// order. Measured with pgbench against the transaction it replaces
+// (BEGIN, the counter's read, sql, ROLLBACK, pipelined), Postgres spends
+// a fifth less on a lookup by id and about a tenth more on a page of
+// 1,000 (the rows pass one more node); the counter's values on every row
+// instead cost a page 40% more.
+func oneStatementSQL(sql string, n int) string {
+	return "SELECT h.last_seq, h.access, h.schema_version, q.* FROM (SELECT last_seq, " + accessVersionSQL +
+		" AS access, schema_version FROM sluice.commit_counters WHERE db_id = $" + strconv.Itoa(n) +
+		") h LEFT JOIN (SELECT * FROM (" + sql + ") q WHERE false) q ON true UNION ALL SELECT NULL, NULL, NULL, q.* FROM (" + sql + ") q"
+}
+
+// queryOne runs sql as the snapshot's only statement (see
+// oneStatementSQL), and returns its rows without the counter's columns.
+func (s *Snapshot) queryOne(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
+	s.ended = true
+	rows, err := s.db.pool.Query(ctx, oneStatementSQL(sql, len(args)+1), append(args[:len(args):len(args)], s.d.ID)...)
+	if err != nil {
+		return nil, err // as the statement's own errors are, mapped by the caller
+	}
+	var head, access *int64
+	var version *int
+	if rows.Next() {
+		dest := make([]any, len(rows.FieldDescriptions()))
+		dest[0], dest[1], dest[2] = &head, &access, &version
+		if err := rows.Scan(dest...); err != nil {
+			rows.Close()
+			return nil, mapError(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return nil, err
+	}
+	if head == nil || access == nil || version == nil {
+		// No counter row (the first row is the counter's, or there is
+		// none): the database is gone.
+		rows.Close()
+		return nil, sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", s.d.Path())
+	}
+	if s.d.SchemaVersion != 0 && *version != s.d.SchemaVersion {
+		// Built for another schema version: its rows are not this
+		// snapshot's (see begin).
+		rows.Close()
+		return nil, schemaChanged(s.d)
+	}
+	s.head, s.access, s.begun = *head, *access, true
+	return &oneRows{Rows: rows}, nil
+}
+
+// oneRows are the rows of a snapshot's only statement (oneStatementSQL)
+// after the counter's, without the counter's columns.
+type oneRows struct {
+	pgx.Rows
+	dest []any
+}
+
+// headColumns is the number of columns oneStatementSQL puts before the
+// statement's own.
+const headColumns = 3
+
+func (r *oneRows) Scan(dest ...any) error {
+	r.dest = append(r.dest[:0], nil, nil, nil)
+	r.dest = append(r.dest, dest...)
+	return r.Rows.Scan(r.dest...)
+}
+
+func (r *oneRows) FieldDescriptions() []pgconn.FieldDescription {
+	if f := r.Rows.FieldDescriptions(); len(f) >= headColumns {
+		return f[headColumns:]
+	}
+	return nil
+}
+
+func (r *oneRows) Values() ([]any, error) {
+	v, err := r.Rows.Values()
+	if err != nil || len(v) < headColumns {
+		return nil, err
+	}
+	return v[headColumns:], nil
+}
+
+func (r *oneRows) RawValues() [][]byte {
+	if v := r.Rows.RawValues(); len(v) >= headColumns {
+		return v[headColumns:]
+	}
+	return nil
 }

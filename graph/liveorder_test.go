@@ -1,0 +1,144 @@
+package graph
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/99designs/gqlgen/graphql"
+	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/parser"
+	"github.com/vektah/gqlparser/v2/validator"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// liveQueryOf prepares live query text (a subscription) on schema sdl.
+func liveQueryOf(t *testing.T, sdl, text string) (*LiveQuery, *sluice.Schema) {
+	t.Helper()
+	s, err := schema.Parse(sdl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := NewExecutableSchema(nil, s, sluice.RoleAdmin, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := parser.ParseQuery(&ast.Source{Input: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := validator.ValidateWithRules(es.gql, doc, nil); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	op := &graphql.OperationContext{Doc: doc, Operation: doc.Operations[0], Variables: map[string]any{}}
+	q, err := es.NewLiveQuery(op, &Request{DB: &sluice.Database{ID: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q, s
+}
+
+// TestAffectsResultJudgesTheBoundary: of a full ordered and limited
+// result, a change whose document sorts after the last row before and
+// after it cannot change the result; one that sorts at or before it, in
+// either image, can; with no boundary (a result that is not full) every
+// matching change can.
+func TestAffectsResultJudgesTheBoundary(t *testing.T) {
+	t.Parallel()
+	const sdl = `type Item { n: Int label: String at: DateTime w: Float ok: Boolean tag: String }`
+	item := func(id string, fields string) []byte {
+		return []byte(`{"@type":"Item","@id":"Item/` + id + `"` + fields + `}`)
+	}
+	doc := func(id string, f map[string]any) engine.QueryDoc {
+		return engine.QueryDoc{Doc: &sluice.Document{ID: "Item/" + id, Type: "Item", Fields: f}}
+	}
+	for _, c := range []struct {
+		name  string
+		query string
+		// result is the result's rows (its last row is the boundary).
+		result []engine.QueryDoc
+		// before and after are the change's images (nil: none).
+		before, after []byte
+		want          bool
+	}{
+		{"inserted past the last row", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", `,"n":9`), false},
+		{"inserted before the last row", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", `,"n":4`), true},
+		{"equal key, id after the last row's", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", `,"n":5`), false},
+		{"equal key, id before the last row's", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("c", map[string]any{"n": int64(5)})},
+			nil, item("b", `,"n":5`), true},
+		{"the last row itself", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			item("b", `,"n":5`), item("b", `,"n":50`), true},
+		{"moved from past the last row to before it", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			item("c", `,"n":9`), item("c", `,"n":2`), true},
+		{"deleted past the last row", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			item("c", `,"n":9`), nil, false},
+		{"null sorts last ascending", `subscription { Item(orderBy: {n: ASC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", ``), false},
+		{"null sorts first descending", `subscription { Item(orderBy: {n: DESC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(9)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", ``), true},
+		{"descending, smaller past the last row", `subscription { Item(orderBy: {n: DESC}, limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(9)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", `,"n":4`), false},
+		{"default order: ids after the last row's", `subscription { Item(limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", nil), doc("b", nil)},
+			nil, item("c", `,"n":1`), false},
+		{"default order: ids in byte order", `subscription { Item(limit: 2) { _id } }`,
+			[]engine.QueryDoc{doc("a", nil), doc("b", nil)},
+			nil, item("B", `,"n":1`), true},
+		{"strings in byte order", `subscription { Item(orderBy: {label: ASC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"label": "b"})},
+			nil, item("c", `,"label":"B"`), true},
+		{"instants, not their text", `subscription { Item(orderBy: {at: ASC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"at": "2026-01-01T10:00:00Z"})},
+			nil, item("c", `,"at":"2026-01-01T09:30:00-01:00"`), false},
+		{"floats", `subscription { Item(orderBy: {w: ASC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"w": 2.5})},
+			nil, item("c", `,"w":2.25`), true},
+		{"booleans: false first", `subscription { Item(orderBy: {ok: ASC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"ok": false})},
+			nil, item("c", `,"ok":true`), false},
+		{"two keys", `subscription { Item(orderBy: {n: ASC, label: DESC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(3), "label": "m"})},
+			nil, item("c", `,"n":3,"label":"z"`), true},
+		{"outside the filter", `subscription { Item(filter: {tag: {eq: "x"}}, orderBy: {n: ASC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(3), "tag": "x"})},
+			nil, item("c", `,"n":1,"tag":"y"`), false},
+		{"a result that is not full", `subscription { Item(orderBy: {n: ASC}, limit: 3) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", `,"n":9`), true},
+		{"no limit", `subscription { Item(orderBy: {n: ASC}) { _id } }`,
+			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
+			nil, item("c", `,"n":9`), true},
+	} {
+		q, s := liveQueryOf(t, sdl, c.query)
+		x := q.execution(t.Context(), Bounds{})
+		cf, ok := x.readingRoot(q.root)
+		if !ok {
+			t.Fatalf("%s: no root field", c.name)
+		}
+		dq, err := x.classDocQuery(cf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := boundaryOf(s, dq, c.result)
+		ch := NewChange(&sluice.Change{Class: "Item", Before: c.before, After: c.after})
+		if got := q.AffectsResult(&ch, b); got != c.want {
+			t.Errorf("%s: affects %v, want %v", c.name, got, c.want)
+		}
+	}
+}
