@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,7 +18,7 @@ import (
 // tracking every statement, nested ones (trigger functions) included. It
 // logs what Postgres ran per document written: each statement's calls and
 // execution time, most time first, to say where a write's Postgres time
-// goes. b.N counts documents.
+// goes, and the requests' latency percentiles. b.N counts documents.
 func BenchmarkWriteStatements(b *testing.B) {
 	const clients = 8
 	pg := startStatementsCluster(b, "pg_stat_statements.track", "all", "track_functions", "all")
@@ -31,6 +32,7 @@ func BenchmarkWriteStatements(b *testing.B) {
 	before := statementTimes(b, pg, dbURL)
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	times := make([]time.Duration, b.N)
 	b.ResetTimer()
 	for range clients {
 		wg.Go(func() {
@@ -39,12 +41,18 @@ func BenchmarkWriteStatements(b *testing.B) {
 				if i >= b.N {
 					return
 				}
+				start := time.Now()
 				post(personJSON(i))
+				times[i] = time.Since(start)
 			}
 		})
 	}
 	wg.Wait()
 	b.StopTimer()
+	slices.Sort(times)
+	ms := func(q float64) float64 { return float64(times[int(q*float64(len(times)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(ms(0.5), "p50-ms")
+	b.ReportMetric(ms(0.99), "p99-ms")
 	after := statementTimes(b, pg, dbURL)
 	type row struct {
 		query       string
