@@ -45,6 +45,6 @@ func VisibleSDL(sdl string, role sluice.Role) (string, error) {
 		}
 	}
 	var b strings.Builder
-	formatter.NewFormatter(&b).FormatSchemaDocument(doc)
+	formatter.NewFormatter(&b, formatter.WithIndent("  ")).FormatSchemaDocument(doc)
 	return b.String(), nil
 }

@@ -411,6 +411,9 @@ try {
   await go('/console/admin/shop');
   await waitFor('the schema, read-only', () => page.$('pre.code'));
   if (await page.$('#sdl')) throw new Error('a reader is offered to edit the schema');
+  // The schema a reader is shown leaves out the fields it may not read.
+  const readerSDL = await page.$eval('pre.code', (e) => e.textContent);
+  if (readerSDL.includes('secret') || !readerSDL.includes('price')) throw new Error(`a reader's schema: ${readerSDL}`);
   await check('reader-database', 'admin/shop');
   await go(`${docs}?open=Product%2Fp001`);
   await page.waitForSelector('#field-name');
