@@ -95,6 +95,7 @@ test-graphql-clients: ## run graphql-sse (both modes), graphql-ws, Apollo Client
 bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'WriteBatch1000' -benchtime 60x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'WriteConcurrent8' -benchtime 2400x -count 3 ./internal/bench/
+	$(GO) test -run '^$$' -bench 'WriteStatements' -benchtime 4000x -v ./internal/bench/
 	$(GO) test -run '^$$' -bench 'ReadDocuments' -benchmem -count 3 ./internal/rest/
 	$(GO) test -run '^$$' -bench 'CopyRows' -benchmem -count 3 ./internal/postgres/
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/

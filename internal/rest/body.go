@@ -37,12 +37,18 @@ type docStream struct {
 	// NDJSON stream is not limited as a whole, but none of its documents
 	// may grow the buffer without bound.
 	maxDoc int64
+	// first is the size of the first buffer: minReadSize, or less for a
+	// body known to be shorter.
+	first int
 }
 
 // The stream's buffer starts at minReadSize, since most bodies are one small
 // document (a larger first buffer, allocated per request, slowed concurrent
 // single-document writes: docs/benchmarks.md, "Measured choices in the code"),
-// and doubles on each refill up to readSize. Beyond that only a document larger
+// or at the body's length and one byte when that is known and smaller (the
+// byte leaves room for the end of the body to be read with its last bytes:
+// a body of one small document then costs one buffer of its own size), and
+// doubles on each refill up to readSize. Beyond that only a document larger
 // than the buffer grows it.
 const (
 	minReadSize = 4 << 10
@@ -50,9 +56,13 @@ const (
 )
 
 // newDocStream reads the documents of body; maxDoc (0: none) limits the
-// size of each.
-func newDocStream(body io.Reader, maxDoc int64) (*docStream, error) {
-	s := &docStream{r: body, maxDoc: maxDoc}
+// size of each. size is the body's length when known (a request's
+// Content-Length), -1 when not: it only sizes the first buffer.
+func newDocStream(body io.Reader, maxDoc, size int64) (*docStream, error) {
+	s := &docStream{r: body, maxDoc: maxDoc, first: minReadSize}
+	if size >= 0 && size < minReadSize {
+		s.first = int(size) + 1
+	}
 	first, err := s.peek()
 	switch {
 	case errors.Is(err, io.EOF):
@@ -83,7 +93,10 @@ func (s *docStream) fill() error {
 	if s.maxDoc > 0 && int64(len(s.buf)) >= s.maxDoc {
 		return s.tooLarge()
 	}
-	if cap(s.buf) < readSize || len(s.buf) == cap(s.buf) {
+	switch {
+	case s.buf == nil:
+		s.buf = make([]byte, 0, s.first)
+	case cap(s.buf) < readSize || len(s.buf) == cap(s.buf):
 		s.buf = append(make([]byte, 0, max(minReadSize, 2*cap(s.buf))), s.buf...)
 	}
 	n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])

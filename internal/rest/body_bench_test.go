@@ -38,7 +38,7 @@ func BenchmarkReadDocuments(b *testing.B) {
 		b.Run(stage, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ds, err := newDocStream(bytes.NewReader(data), 0)
+				ds, err := newDocStream(bytes.NewReader(data), 0, -1)
 				if err != nil {
 					b.Fatal(err)
 				}

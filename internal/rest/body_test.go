@@ -22,7 +22,13 @@ func readAll(body string) ([]schema.RawDocument, error) {
 // readFrom reads every document from r, copying each (a document's text is
 // valid only until the next one is read).
 func readFrom(r io.Reader) ([]schema.RawDocument, error) {
-	s, err := newDocStream(r, 0)
+	return readSized(r, -1)
+}
+
+// readSized is readFrom with the body's length given (-1: not known), as
+// a request's Content-Length gives it.
+func readSized(r io.Reader, size int64) ([]schema.RawDocument, error) {
+	s, err := newDocStream(r, 0, size)
 	if err != nil {
 		return nil, err
 	}
@@ -66,6 +72,10 @@ func TestDocStream(t *testing.T) {
 		{`[{"a":[1,{"b":2}]}]`, 1, ""},
 	} {
 		docs, err := readAll(c.body)
+		sized, serr := readSized(strings.NewReader(c.body), int64(len(c.body)))
+		if fmt.Sprint(serr) != fmt.Sprint(err) || !reflect.DeepEqual(sized, docs) {
+			t.Errorf("%q: its length known, read %d documents (%v), not knowing it %d (%v)", c.body, len(sized), serr, len(docs), err)
+		}
 		if len(docs) != c.n {
 			t.Errorf("%q: %d documents, want %d", c.body, len(docs), c.n)
 		}
@@ -93,6 +103,13 @@ func FuzzDocStream(f *testing.F) {
 		docs1, err1 := readFrom(iotest.OneByteReader(strings.NewReader(body)))
 		if fmt.Sprint(err1) != fmt.Sprint(err) || !reflect.DeepEqual(docs1, docs) {
 			t.Fatalf("%q: one byte at a time read %d documents (%v), at once %d (%v)", body, len(docs1), err1, len(docs), err)
+		}
+		// Its length known (the first buffer that size), the same.
+		for _, r := range []io.Reader{strings.NewReader(body), iotest.OneByteReader(strings.NewReader(body))} {
+			docs2, err2 := readSized(r, int64(len(body)))
+			if fmt.Sprint(err2) != fmt.Sprint(err) || !reflect.DeepEqual(docs2, docs) {
+				t.Fatalf("%q: its length known, read %d documents (%v), not knowing it %d (%v)", body, len(docs2), err2, len(docs), err)
+			}
 		}
 		// A valid JSON array of objects splits into exactly its elements.
 		var elems []json.RawMessage
@@ -139,7 +156,7 @@ func TestDocStreamLimitsEachDocument(t *testing.T) {
 	small := `{"a":"` + strings.Repeat("x", 900) + `"}` + "\n"
 	big := `{"a":"` + strings.Repeat("x", 1100) + `"}` + "\n"
 	read := func(body string) (int, error) {
-		s, err := newDocStream(strings.NewReader(body), 1000)
+		s, err := newDocStream(strings.NewReader(body), 1000, -1)
 		if err != nil {
 			return 0, err
 		}

@@ -178,9 +178,9 @@ func (a *api) bodyLimit(r *http.Request) int64 {
 // too: see bodies.go.)
 func (a *api) documentStream(w http.ResponseWriter, r *http.Request) (*docStream, error) {
 	if mediaType(r) == "application/x-ndjson" {
-		return newDocStream(r.Body, a.MaxBodyBytes)
+		return newDocStream(r.Body, a.MaxBodyBytes, r.ContentLength)
 	}
-	return newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0)
+	return newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0, r.ContentLength)
 }
 
 // mediaType returns the request's media type, without parameters, even
