@@ -63,11 +63,8 @@ func newParker(e *Server, n int) (*parker, error) {
 // reporting false when it cannot (the stream is then served as before,
 // on its goroutine).
 func (p *parker) park(s *Stream) bool {
-	if !s.http.Parkable() {
-		return false
-	}
 	p.mu.Lock()
-	if p.closed {
+	if p.closed || !s.http.Parkable() {
 		p.mu.Unlock()
 		return false
 	}
@@ -96,8 +93,8 @@ func (p *parker) park(s *Stream) bool {
 		// goroutine, which would not either (no request goroutine reads
 		// the connection any more), but whose writes fail.
 		s.watch = nil
+		p.e.wg.Go(func() { p.unparked(s) }) // counted before it leaves: see Server.Close
 		p.left(s)
-		p.e.wg.Go(func() { p.unparked(s) })
 		return true
 	}
 	s.parked.Store(p)
@@ -151,11 +148,14 @@ func (p *parker) end(s *Stream) {
 // of its share's history, or its socket is full.
 func (p *parker) unpark(s *Stream) {
 	s.parked.Store(nil)
-	p.left(s)
 	if m := p.e.metrics; m != nil {
 		m.Unparked.Inc()
 	}
+	// Counted on the server's wait group before it leaves the parker:
+	// Server.Close, which waits for the parker and then for the group,
+	// never misses it.
 	p.e.wg.Go(func() { p.unparked(s) })
+	p.left(s)
 }
 
 // unparked serves a stream that was parked on this goroutine until it
@@ -188,12 +188,18 @@ func (p *parker) left(s *Stream) {
 	p.mu.Unlock()
 }
 
-// wait returns once no stream is parked.
+// wait returns once no stream is parked, and closes the parker: a stream
+// that is ready only now (its handler between its readiness frame and
+// Serve when the hub closed) is not parked any more but served on its
+// goroutine, which writes its end, instead of being parked with workers
+// that stop once Close returns (its client would get nothing, and its
+// connection would hold up the server's shutdown).
 func (p *parker) wait() {
 	p.mu.Lock()
 	for p.n > 0 {
 		p.cond.Wait()
 	}
+	p.closed = true
 	p.mu.Unlock()
 }
 

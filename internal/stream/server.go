@@ -69,10 +69,12 @@ func New(hub *changefeed.Hub, o Options) *Server {
 func (e *Server) Close(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
-		e.wg.Wait()
+		// The parker first: a parked stream that continues on a
+		// goroutine joins wg before it leaves the parker (unpark).
 		if e.parker != nil {
 			e.parker.wait()
 		}
+		e.wg.Wait()
 		close(done)
 	}()
 	select {
