@@ -3,9 +3,6 @@ package console_test
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/console"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/webfiles/webfilestest"
 )
 
 // TestPage checks what a browser gets: the same page, without
@@ -150,43 +148,7 @@ func TestSize(t *testing.T) {
 // tools/console/package-lock.json pins.
 func TestVendoredAssets(t *testing.T) {
 	t.Parallel()
-	var manifest []struct {
-		File, Package, Version string
-		SHA256                 string `json:"sha256"`
-	}
-	b, err := os.ReadFile("assets/manifest.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &manifest); err != nil {
-		t.Fatal(err)
-	}
-	var lock struct {
-		Packages map[string]struct{ Version string } `json:"packages"`
-	}
-	b, err = os.ReadFile("../../tools/console/package-lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		t.Fatal(err)
-	}
-	if len(manifest) != 3 {
-		t.Errorf("manifest lists %d files, want 3", len(manifest))
-	}
-	for _, m := range manifest {
-		body, err := os.ReadFile(filepath.Join("assets", m.File))
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != m.SHA256 {
-			t.Errorf("%s was changed after it was vendored: run make console-assets", m.File)
-		}
-		if locked := lock.Packages["node_modules/"+m.Package].Version; locked != m.Version {
-			t.Errorf("%s comes from %s %s, but package-lock.json pins %q: run make console-assets", m.File, m.Package, m.Version, locked)
-		}
-	}
+	webfilestest.CheckVendored(t, "assets", "../../tools/console/package-lock.json", "console-assets", 3)
 	licences, err := os.ReadFile("assets/LICENSES.txt")
 	if err != nil {
 		t.Fatal(err)

@@ -3,9 +3,6 @@ package graphiql_test
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"html"
 	"io"
 	"net/http"
@@ -18,6 +15,7 @@ import (
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/graphiql"
 	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/webfiles/webfilestest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -139,42 +137,7 @@ func TestAssetEncodingAndRevalidation(t *testing.T) {
 // the versions tools/graphiql/package-lock.json pins.
 func TestVendoredAssets(t *testing.T) {
 	t.Parallel()
-	var manifest []struct {
-		File, Package, Version, SHA256 string
-	}
-	b, err := os.ReadFile("assets/manifest.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &manifest); err != nil {
-		t.Fatal(err)
-	}
-	var lock struct {
-		Packages map[string]struct{ Version string } `json:"packages"`
-	}
-	b, err = os.ReadFile("../../tools/graphiql/package-lock.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &lock); err != nil {
-		t.Fatal(err)
-	}
-	if len(manifest) != 5 {
-		t.Errorf("manifest lists %d files, want 5", len(manifest))
-	}
-	for _, m := range manifest {
-		body, err := os.ReadFile(filepath.Join("assets", m.File))
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		if sum := sha256.Sum256(body); hex.EncodeToString(sum[:]) != m.SHA256 {
-			t.Errorf("%s was changed after it was vendored: run make graphiql-assets", m.File)
-		}
-		if locked := lock.Packages["node_modules/"+m.Package].Version; locked != m.Version {
-			t.Errorf("%s comes from %s %s, but package-lock.json pins %q: run make graphiql-assets", m.File, m.Package, m.Version, locked)
-		}
-	}
+	webfilestest.CheckVendored(t, "assets", "../../tools/graphiql/package-lock.json", "graphiql-assets", 5)
 }
 
 // TestLandingPageAndRedirect: / is the landing page (behind the API's
