@@ -215,6 +215,14 @@ func TestFailedRequestLeavesNoTrace(t *testing.T) {
 	if r.Status != 409 || !strings.Contains(string(r.Body), "Item/taken already exists") {
 		t.Fatalf("got %d %s", r.Status, r.Body)
 	}
+	// The same with the duplicate among the documents read before the
+	// request was known to be large (written while the rest is read).
+	early := strings.Replace(body.String(), `"@id":"taken","n":1200`, `"@id":"i1200","n":1200`, 1)
+	early = strings.Replace(early, `"@id":"i50","n":50`, `"@id":"taken","n":50`, 1)
+	r = d.Do(t, dt.Admin(), "POST", "/api/document/admin/bulk", early, "Content-Type", "application/x-ndjson")
+	if r.Status != 409 || !strings.Contains(string(r.Body), "Item/taken already exists") {
+		t.Fatalf("got %d %s", r.Status, r.Body)
+	}
 	// The same with a validation error late in the stream.
 	bad := strings.Replace(body.String(), `"@id":"taken","n":1200`, `"@id":"i1200","n":"x"`, 1)
 	r = d.Do(t, dt.Admin(), "POST", "/api/document/admin/bulk", bad, "Content-Type", "application/x-ndjson")

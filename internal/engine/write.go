@@ -328,7 +328,19 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 			if insert {
 				encode = w.InsertEncoder() // rows ready for COPY
 			}
-			chunks = v.readChunks(first, encode)
+			chunks = v.readChunks(encode)
+			// The documents read before the request was known to be
+			// large are encoded and written here, while the reader
+			// validates the next chunk: handed to the reader, they
+			// waited for it to be scheduled first (docs/benchmarks.md,
+			// "Measured choices in the code").
+			r, err := encode(first)
+			if err != nil {
+				return err
+			}
+			if err := write(ctx, w, r); err != nil {
+				return err
+			}
 			for r := range chunks.out {
 				if err := write(ctx, w, r); err != nil {
 					return err
@@ -439,22 +451,23 @@ type chunkReader struct {
 	err     error // the reader's error, set before done is closed
 }
 
-// readChunks starts reading after the documents already read (first),
-// encoding each chunk with encode.
+// readChunks starts reading the documents not read yet, encoding each
+// chunk with encode.
 // The caller ranges over out, then calls wait for the reader's error, and
 // in every case calls stop before the request ends: the request body must
 // not be read after the handler returns.
-func (v *validator) readChunks(first []*sluice.Document, encode func([]*sluice.Document) (*postgres.Rows, error)) *chunkReader {
+func (v *validator) readChunks(encode func([]*sluice.Document) (*postgres.Rows, error)) *chunkReader {
 	cr := &chunkReader{out: make(chan *postgres.Rows, chunksAhead), done: make(chan struct{})}
 	go func() {
 		defer close(cr.done)
 		defer close(cr.out)
-		cr.err = v.sendChunks(first, encode, cr)
+		cr.err = v.sendChunks(encode, cr)
 	}()
 	return cr
 }
 
-func (v *validator) sendChunks(chunk []*sluice.Document, encode func([]*sluice.Document) (*postgres.Rows, error), cr *chunkReader) error {
+func (v *validator) sendChunks(encode func([]*sluice.Document) (*postgres.Rows, error), cr *chunkReader) error {
+	chunk := make([]*sluice.Document, 0, chunkSize)
 	send := func() error {
 		r, err := encode(chunk)
 		if err != nil {
@@ -463,13 +476,6 @@ func (v *validator) sendChunks(chunk []*sluice.Document, encode func([]*sluice.D
 		cr.out <- r
 		chunk = make([]*sluice.Document, 0, chunkSize)
 		return nil
-	}
-	// The documents read before the request was known to be large go
-	// first, as they are, so that Postgres starts writing at once.
-	if len(chunk) > 0 {
-		if err := send(); err != nil {
-			return err
-		}
 	}
 	for !cr.stopped.Load() {
 		if len(chunk) >= chunkSize {
