@@ -227,7 +227,9 @@ func (db *DB) committed(c *sluice.Commit) {
 // statement that allocates their sequence numbers, consecutive in the
 // order of ws, from one update of the counter row and writes their commit
 // rows, and COMMIT. locked, when not nil, is called once the counter row's
-// lock is held, before COMMIT is known to be durable.
+// lock is held (its statement has answered), before COMMIT's answer is
+// read; Postgres sends the answers of the round trip together, after
+// COMMIT's (see group.go).
 func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice.Commit, error) {
 	d := ws[0].d
 	n := len(ws)
