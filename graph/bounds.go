@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/errcode"
@@ -11,6 +13,8 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/lexer"
 	"github.com/vektah/gqlparser/v2/parser"
+
+	"github.com/sluice-dev/sluice/internal/jsonesc"
 )
 
 // documentBounds is the gqlgen extension that applies the document limits
@@ -69,6 +73,11 @@ func checkDocument(query string, l Limits) *gqlerror.Error {
 		if tok.Kind == lexer.Comment {
 			continue
 		}
+		if tok.Kind == lexer.String && strings.ContainsRune(tok.Value, utf8.RuneError) {
+			if err := loneSurrogate(query, tok); err != nil {
+				return err
+			}
+		}
 		if n++; n > l.MaxTokens {
 			return documentLimitError(keyMaxTokens, "the query has more than %d tokens", l.MaxTokens)
 		}
@@ -95,6 +104,36 @@ func checkDocument(query string, l Limits) *gqlerror.Error {
 		return documentLimitError(keyMaxAliases, "the query has %s aliased fields once its fragments are expanded, more than %d", countText(m.aliases), l.MaxAliases)
 	}
 	return nil
+}
+
+// loneSurrogate returns a parse error when the string token tok of query
+// holds an escape naming half of a UTF-16 surrogate pair alone, which
+// gqlparser reads as U+FFFD (and so would store it); nil otherwise. Its
+// caller calls it only for a string whose value holds U+FFFD. (A block
+// string holds backslashes as they are.)
+func loneSurrogate(query string, tok lexer.Token) *gqlerror.Error {
+	// The token's position counts runes: find its bytes.
+	start, end, r := -1, len(query), 0
+	for i := range query {
+		if r == tok.Pos.Start {
+			start = i
+		}
+		if r == tok.Pos.End {
+			end = i
+			break
+		}
+		r++
+	}
+	if start < 0 {
+		return nil
+	}
+	l, bad := jsonesc.Find([]byte(query[start:end]))
+	if !bad {
+		return nil
+	}
+	err := gqlerror.ErrorPosf(&tok.Pos, "the string holds the escape %s, half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", l.Escape())
+	errcode.Set(err, errcode.ParseFailed)
+	return err
 }
 
 // measure is the size of a selection set with its fragments expanded.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/jsonesc"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -288,6 +289,10 @@ func typedPatch(s *sluice.Schema, c *sluice.Class, in map[string]any) map[string
 // object, an array of objects, or a string holding either.
 func jsonDocuments(v any) ([]map[string]any, error) {
 	if s, ok := v.(string); ok {
+		if l, bad := jsonesc.Find([]byte(s)); bad {
+			// encoding/json would read it as U+FFFD.
+			return nil, errorf("json: the escape %s at byte %d (counting from 0) is half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", l.Escape(), l.Offset)
+		}
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()
 		var parsed any

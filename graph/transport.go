@@ -16,6 +16,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/jsonesc"
 	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
@@ -172,14 +173,21 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 	if p.Query == "" {
 		return nil, invalidRequest("the query parameter is missing")
 	}
-	if v := q.Get("variables"); v != "" {
-		if err := decodeObject([]byte(v), &p.Variables); err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "variables: %s", sluice.DecodeError(err).Message)
+	for _, param := range []struct {
+		name string
+		dst  *map[string]any
+	}{{"variables", &p.Variables}, {"extensions", &p.Extensions}} {
+		v := q.Get(param.name)
+		if v == "" {
+			continue
 		}
-	}
-	if v := q.Get("extensions"); v != "" {
-		if err := decodeObject([]byte(v), &p.Extensions); err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "extensions: %s", sluice.DecodeError(err).Message)
+		if l, bad := jsonesc.Find([]byte(v)); bad {
+			// encoding/json would read it as U+FFFD, as a POST body's
+			// check says (rest/bodies.go).
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the escape %s at byte %d (counting from 0) is half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", param.name, l.Escape(), l.Offset)
+		}
+		if err := decodeObject([]byte(v), param.dst); err != nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, sluice.DecodeError(err).Message)
 		}
 	}
 	return p, nil

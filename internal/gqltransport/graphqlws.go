@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/jsonesc"
 	"github.com/sluice-dev/sluice/internal/stream"
 )
 
@@ -302,6 +303,11 @@ func (sc *socket) read() {
 		if !utf8.Valid(data) {
 			// encoding/json would read it as U+FFFD.
 			sc.closeWith(4400, "Invalid message: not valid UTF-8")
+			return
+		}
+		if l, bad := jsonesc.Find(data); bad {
+			// So would it read half of a surrogate pair.
+			sc.closeWith(4400, fmt.Sprintf("Invalid message: %s at byte %d is half of a UTF-16 surrogate pair without its other half", l.Escape(), l.Offset))
 			return
 		}
 		var m wsMessage

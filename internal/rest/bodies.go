@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/jsonesc"
 )
 
 // Request bodies are bounded in time as well as in size, on every route:
@@ -97,7 +98,8 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		body := &limitedBody{ReadCloser: r.Body, limits: b, rc: http.NewResponseController(w), start: time.Now(), length: r.ContentLength}
+		body := &limitedBody{ReadCloser: r.Body, limits: b, rc: http.NewResponseController(w), start: time.Now(), length: r.ContentLength,
+			json: !sdlBody(r)}
 		// A body its handler left unread keeps its last deadline: what
 		// net/http reads of it after the handler is bounded too.
 		defer body.release()
@@ -107,6 +109,26 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sdlBody reports whether r's body is a schema in SDL, the one body that
+// is not JSON: in SDL, a block string holds backslashes as they are.
+func sdlBody(r *http.Request) bool {
+	return r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/api/schema/")
+}
+
+// checkEscapes checks the next piece p of a JSON body for a \u escape
+// naming half of a surrogate pair alone (see package jsonesc), which
+// encoding/json would read as U+FFFD; end says p is the last.
+func (b *limitedBody) checkEscapes(p []byte, end bool) error {
+	l, bad := b.escapes.Write(p)
+	if !bad && end {
+		l, bad = b.escapes.End()
+	}
+	if !bad {
+		return nil
+	}
+	return sluice.Errorf(sluice.CodeInvalid, "the request body holds the escape %s at byte %d (counting from 0), half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", l.Escape(), l.Offset)
 }
 
 // limitedBody is a request body under bodyLimits.
@@ -121,9 +143,12 @@ type limitedBody struct {
 	rateBound bool
 	finished  bool
 	once      sync.Once
-	// text checks that the body is UTF-8 (utf8.go); textErr is its
-	// error once it failed, answered to every read after.
+	// text checks that the body is UTF-8 (utf8.go), and escapes, when
+	// json is set, that its \u escapes name characters; textErr is their
+	// error once one failed, answered to every read after.
 	text    utf8Check
+	json    bool
+	escapes jsonesc.Scanner
 	textErr error
 }
 
@@ -150,6 +175,9 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		b.textErr = b.text.end()
 	} else {
 		b.textErr = terr
+	}
+	if b.textErr == nil && b.json {
+		b.textErr = b.checkEscapes(p[:n], err == io.EOF)
 	}
 	if b.textErr != nil {
 		n, err = 0, b.textErr
