@@ -61,15 +61,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 		}
 		want := fmt.Sprintf("at byte %d ", i)
 		r := d.Do(t, dt.Admin(), c.method, c.path, c.body, header...)
-		var e struct {
-			Message string `json:"api:message"`
-			Errors  []struct{ Message string }
-		}
-		_ = json.Unmarshal(r.Body, &e)
-		msg := e.Message
-		if len(e.Errors) > 0 {
-			msg = e.Errors[0].Message
-		}
+		msg := errorMessage(r.Body)
 		if r.Status != 400 || !strings.Contains(msg, "not valid UTF-8 "+want) {
 			t.Errorf("%s: %d %s, want a 400 saying the body is not valid UTF-8 %s", c.name, r.Status, r.Body, want)
 		}
@@ -88,21 +80,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 	}
 
 	// graphql-ws: a message that is not UTF-8 closes the socket with 4400.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+dt.AdminPassword))
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+"/api/graphql/admin/utf", &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
-	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Authorization": auth}})
-	if err := c.Write(ctx, websocket.MessageText, init); err != nil {
-		t.Fatal(err)
-	}
-	if _, ack, err := c.Read(ctx); err != nil || !strings.Contains(string(ack), "connection_ack") {
-		t.Fatalf("connection_init: %s %v", ack, err)
-	}
+	ctx, c := ackedSocket(t, d, "/api/graphql/admin/utf")
 	sub := `{"type":"subscribe","id":"1","payload":{"query":"subscription($t: String) { Note_added(filter: {text: {eq: $t}}) { _id } }","variables":{"t":"` + bad + `"}}}`
 	if err := c.Write(ctx, websocket.MessageText, []byte(sub)); err != nil {
 		t.Fatal(err)
@@ -169,15 +147,7 @@ func TestLoneSurrogatesRefused(t *testing.T) {
 			body = c.body
 		}
 		r := d.Do(t, dt.Admin(), c.method, c.path, body, header...)
-		var e struct {
-			Message string `json:"api:message"`
-			Errors  []struct{ Message string }
-		}
-		_ = json.Unmarshal(r.Body, &e)
-		msg := e.Message
-		if len(e.Errors) > 0 {
-			msg = e.Errors[0].Message
-		}
+		msg := errorMessage(r.Body)
 		if r.Status != 400 && !(c.graphql && r.Status == 200) || !strings.Contains(msg, c.esc) || !strings.Contains(msg, "half of a UTF-16 surrogate pair") {
 			t.Errorf("%s: %d %s, want an error naming %s", c.name, r.Status, r.Body, c.esc)
 		}
@@ -199,21 +169,7 @@ func TestLoneSurrogatesRefused(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/esc", "\"\"\"A note: \\ud800 stays as written.\"\"\"\ntype Note { text: String tags: [String] }")
 
 	// graphql-ws: a message with one closes the socket with 4400.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+dt.AdminPassword))
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+gql, &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.CloseNow()
-	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Authorization": auth}})
-	if err := c.Write(ctx, websocket.MessageText, init); err != nil {
-		t.Fatal(err)
-	}
-	if _, ack, err := c.Read(ctx); err != nil || !strings.Contains(string(ack), "connection_ack") {
-		t.Fatalf("connection_init: %s %v", ack, err)
-	}
+	ctx, c := ackedSocket(t, d, gql)
 	sub := `{"type":"subscribe","id":"1","payload":{"query":"subscription($t: String) { Note_added(filter: {text: {eq: $t}}) { _id } }","variables":{"t":"\ud800"}}}`
 	if err := c.Write(ctx, websocket.MessageText, []byte(sub)); err != nil {
 		t.Fatal(err)
@@ -222,4 +178,41 @@ func TestLoneSurrogatesRefused(t *testing.T) {
 	if websocket.CloseStatus(err) != 4400 || !strings.Contains(err.Error(), fmt.Sprintf(`\\ud800 at byte %d is half of a UTF-16 surrogate pair`, strings.Index(sub, `\ud800`))) {
 		t.Fatalf("subscribe with a lone surrogate: %s %v, want a close 4400 saying so", msg, err)
 	}
+}
+
+// errorMessage returns the message of a REST error answer, or the first of
+// a GraphQL answer's errors.
+func errorMessage(body []byte) string {
+	var e struct {
+		Message string `json:"api:message"`
+		Errors  []struct{ Message string }
+	}
+	_ = json.Unmarshal(body, &e)
+	if len(e.Errors) > 0 {
+		return e.Errors[0].Message
+	}
+	return e.Message
+}
+
+// ackedSocket opens a graphql-transport-ws socket on path as the admin and
+// returns it once acknowledged, with a context for its reads and writes;
+// both end with the test.
+func ackedSocket(t *testing.T, d *dt.Daemon, path string) (context.Context, *websocket.Conn) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+path, &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte("admin:"+dt.AdminPassword))
+	init, _ := json.Marshal(map[string]any{"type": "connection_init", "payload": map[string]string{"Authorization": auth}})
+	if err := c.Write(ctx, websocket.MessageText, init); err != nil {
+		t.Fatal(err)
+	}
+	if _, ack, err := c.Read(ctx); err != nil || !strings.Contains(string(ack), "connection_ack") {
+		t.Fatalf("connection_init: %s %v", ack, err)
+	}
+	return ctx, c
 }
