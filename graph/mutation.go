@@ -291,7 +291,7 @@ func jsonDocuments(v any) ([]map[string]any, error) {
 	if s, ok := v.(string); ok {
 		if l, bad := jsonesc.Find([]byte(s)); bad {
 			// encoding/json would read it as U+FFFD.
-			return nil, errorf("json: the escape %s at byte %d (counting from 0) is half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", l.Escape(), l.Offset)
+			return nil, errorf("json: %s", l.Refusal())
 		}
 		dec := json.NewDecoder(strings.NewReader(s))
 		dec.UseNumber()

@@ -184,7 +184,7 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 		if l, bad := jsonesc.Find([]byte(v)); bad {
 			// encoding/json would read it as U+FFFD, as a POST body's
 			// check says (rest/bodies.go).
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the escape %s at byte %d (counting from 0) is half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", param.name, l.Escape(), l.Offset)
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, l.Refusal())
 		}
 		if err := decodeObject([]byte(v), param.dst); err != nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, sluice.DecodeError(err).Message)

@@ -28,6 +28,13 @@ type Lone struct {
 // Escape returns the escape as it was written, in lower case: \ud800.
 func (l Lone) Escape() string { return fmt.Sprintf(`\u%04x`, l.Half) }
 
+// Refusal says what is wrong with the escape, for an error that names the
+// text it is in: "the escape \ud800 at byte 35 (counting from 0) is half
+// of a UTF-16 surrogate pair …".
+func (l Lone) Refusal() string {
+	return fmt.Sprintf("the escape %s at byte %d (counting from 0) is half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", l.Escape(), l.Offset)
+}
+
 // Scanner checks a stream of JSON text, given in pieces in order. The zero
 // Scanner is ready for the start of a stream.
 type Scanner struct {

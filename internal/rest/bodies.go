@@ -128,7 +128,7 @@ func (b *limitedBody) checkEscapes(p []byte, end bool) error {
 	if !bad {
 		return nil
 	}
-	return sluice.Errorf(sluice.CodeInvalid, "the request body holds the escape %s at byte %d (counting from 0), half of a UTF-16 surrogate pair without its other half: it names no character, and is refused, not replaced", l.Escape(), l.Offset)
+	return sluice.Errorf(sluice.CodeInvalid, "the request body: %s", l.Refusal())
 }
 
 // limitedBody is a request body under bodyLimits.
