@@ -1,0 +1,11 @@
+-- sluice:readable-by 14
+-- A claim (sluice.idempotency_claims, migration 14) no longer references
+-- its user. The foreign key's check locked the user's row (FOR KEY SHARE)
+-- on every claim: a lock on a row of a logged table writes WAL, so the
+-- claim's own transaction, which writes only an unlogged table and would
+-- commit without waiting for a WAL flush, waited for one, and concurrent
+-- claims of one user shared the row's lock through a MultiXact. A claim
+-- lives while its write runs; one left by a user deleted meanwhile is
+-- harmless (user ids are not reused) and pruned with the others after an
+-- hour. Binaries of migration 14 run beside it unchanged.
+ALTER TABLE sluice.idempotency_claims DROP CONSTRAINT idempotency_claims_user_id_fkey;
