@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,18 +287,35 @@ func TestSlowBodiesAreCapped(t *testing.T) {
 	d.CreateDatabase(t, "slow", "type Note { text: String }")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Two slow clients, each sending the start of a body and no more. A
+	// client refused because the test's own requests held the places
+	// when it came (503) sends again, until it holds one.
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for range 2 {
-		body, feed := io.Pipe()
-		defer feed.Close()
-		go func() { _, _ = feed.Write([]byte(`{"@type":"Note",`)) }() // and no more
-		req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/document/admin/slow", body)
-		dt.Admin()(req)
-		go func() {
-			if resp, err := http.DefaultClient.Do(req); err == nil {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				body, feed := io.Pipe()
+				go func() { _, _ = feed.Write([]byte(`{"@type":"Note",`)) }() // and no more
+				// The client waits for its body to end before it gives
+				// up: the body ends with the test.
+				stop := context.AfterFunc(ctx, func() { feed.Close() })
+				req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/document/admin/slow", body)
+				dt.Admin()(req)
+				resp, err := http.DefaultClient.Do(req)
+				stop()
+				feed.Close()
+				if err != nil {
+					return // the test is over
+				}
 				resp.Body.Close()
+				if resp.StatusCode != 503 {
+					return
+				}
 			}
-		}()
+		})
 	}
+	defer cancel() // before the clients are waited for
 	// Once the server has both, a third body is refused.
 	var last string // what the last third body was answered, if not 503
 	defer func() {
