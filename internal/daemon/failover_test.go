@@ -239,18 +239,27 @@ func TestFailoverSynchronous(t *testing.T) {
 	writers.Wait()
 
 	// A write whose client gave up may still commit (a shared group
-	// commit is not cancelled): read the log once it stops growing.
-	log := logSubjects(t, a)
-	for {
+	// commit is not cancelled), between a read of the log and a look at
+	// what a subscriber received: compare the log with what each
+	// subscriber had received once it was read, when they agree in
+	// length. An event the log does not hold, or one received twice,
+	// never lets them agree.
+	var log []event
+	got := make([][]event, len(subs))
+	defer func() {
+		if t.Failed() {
+			t.Logf("at the last look, the log had %d changes; the subscribers had received %d and %d", len(log), len(got[0]), len(got[1]))
+		}
+	}()
+	eventually.True(t, 2*time.Minute, "every subscriber receives the whole log", func() bool {
+		log = logSubjects(t, a)
 		for i, s := range subs {
-			eventually.True(t, 2*time.Minute, fmt.Sprintf("subscriber %d receives the whole log", i), func() bool { return len(s.received()) >= len(log) })
+			if got[i] = s.received(); len(got[i]) != len(log) {
+				return false
+			}
 		}
-		again := logSubjects(t, a)
-		if len(again) == len(log) {
-			break
-		}
-		log = again
-	}
+		return true
+	})
 	inLog := map[string]int{}
 	for _, e := range log {
 		inLog[e.subject]++
@@ -265,13 +274,9 @@ func TestFailoverSynchronous(t *testing.T) {
 		}
 	}
 	for i, s := range subs {
-		got := s.received()
-		if len(got) != len(log) {
-			t.Errorf("subscriber %d: %d events, the log has %d", i, len(got), len(log))
-		}
-		for j := range min(len(got), len(log)) {
-			if got[j] != log[j] {
-				t.Errorf("subscriber %d, event %d: %v, the log has %v", i, j, got[j], log[j])
+		for j := range log {
+			if got[i][j] != log[j] {
+				t.Errorf("subscriber %d, event %d: %v, the log has %v", i, j, got[i][j], log[j])
 				break
 			}
 		}
