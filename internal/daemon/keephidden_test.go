@@ -97,3 +97,58 @@ type Address @subdocument { city: String code: String @private }`)
 		t.Errorf("after a replace naming ssn, without home: %s", b)
 	}
 }
+
+// TestReplaceKeepsAnUnchangedList: a list of subdocuments whose items
+// have fields the writer cannot read is kept as stored when the
+// replacement sends it as the writer reads it (the writer changed other
+// fields), by REST and GraphQL; a changed list is replaced whole, its
+// items' hidden fields with it (which stored item a changed one was
+// cannot be told).
+func TestReplaceKeepsAnUnchangedList(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "orders", `type Order { ref: String! lines: [Line] }
+type Line @subdocument { item: String qty: Int cost: Float @private extra: Note }
+type Note @subdocument { text: String secret: String @private }`)
+	docs := "/api/document/admin/orders"
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Order","@id":"o1","ref":"A","lines":[
+		{"@type":"Line","item":"nut","qty":2,"cost":1.5,"extra":{"@type":"Note","text":"t","secret":"S-1"}},
+		{"@type":"Line","item":"bolt","qty":10,"cost":0.25}]}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wren","organization":"admin","password":"wren-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/orders", `{"user":"wren","role":"write"}`)
+	wren := dt.Basic("wren", "wren-password")
+	stored := func() string {
+		t.Helper()
+		return string(d.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Order/o1", nil).Body)
+	}
+
+	// The writer reads the order and sends it back with another ref.
+	var seen map[string]any
+	if err := json.Unmarshal(d.MustDo(t, 200, wren, "GET", docs+"?id=Order/o1", nil).Body, &seen); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(seen); strings.Contains(string(b), "cost") || strings.Contains(string(b), "S-1") {
+		t.Fatalf("the writer reads %s", b)
+	}
+	delete(seen, "@version")
+	seen["ref"] = "B"
+	body, _ := json.Marshal(seen)
+	d.MustDo(t, 200, wren, "PUT", docs, string(body))
+	if got := stored(); !strings.Contains(got, `"ref":"B"`) || !strings.Contains(got, `"cost":1.5`) || !strings.Contains(got, `"cost":0.25`) || !strings.Contains(got, `"secret":"S-1"`) {
+		t.Errorf("after a PUT of the list as read: %s, want the costs and the secret kept", got)
+	}
+	// The same by GraphQL.
+	r := d.MustDo(t, 200, wren, "POST", "/api/graphql/admin/orders", `{"query":"mutation { Order_replace(documents: [{_id: \"o1\", ref: \"C\", lines: [{item: \"nut\", qty: 2, extra: {text: \"t\"}}, {item: \"bolt\", qty: 10}]}]) }"}`, "Content-Type", "application/json")
+	if strings.Contains(string(r.Body), `"errors"`) {
+		t.Fatalf("Order_replace: %s", r.Body)
+	}
+	if got := stored(); !strings.Contains(got, `"ref":"C"`) || !strings.Contains(got, `"cost":1.5`) || !strings.Contains(got, `"secret":"S-1"`) {
+		t.Errorf("after Order_replace with the list as read: %s, want the costs and the secret kept", got)
+	}
+
+	// A changed list is replaced whole.
+	d.MustDo(t, 200, wren, "PUT", docs, `{"@type":"Order","@id":"o1","ref":"D","lines":[{"@type":"Line","item":"nut","qty":3}]}`)
+	if got := stored(); !strings.Contains(got, `"qty":3`) || strings.Contains(got, "cost") || strings.Contains(got, "bolt") {
+		t.Errorf("after a PUT of a changed list: %s, want the list as sent", got)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/schema"
@@ -16,9 +17,12 @@ import (
 // as column permissions keep the columns a role may not see. A replacement
 // that names such a field writes it, as a merge patch does; only a merge
 // patch can remove one (null). The same holds in single subdocuments, a
-// replaced subdocument of the same type keeping its hidden fields; a list
-// of subdocuments is replaced as a whole, hidden fields of its items
-// included.
+// replaced subdocument of the same type keeping its hidden fields. A list
+// of subdocuments that the replacement sends as the role reads it (a
+// writer that read the document and changed other fields) is kept as
+// stored, hidden fields of its items included; a changed list is replaced
+// as a whole, its items' hidden fields with it, since which stored item a
+// changed one was cannot be told.
 
 // keepHidden returns the postgres.WriteSpec.Keep of a replace by role in
 // schema s, nil when role can read every field.
@@ -66,7 +70,8 @@ func hidesFields(role sluice.Role, s *sluice.Schema) bool {
 
 // keepMap copies into next (an object of class c) the values in cur of
 // the fields hidden from role that next leaves out, in single subdocuments
-// of the same type too, and reports whether it copied any.
+// of the same type too, and the stored lists of subdocuments that next
+// holds as role reads them, and reports whether it copied any.
 func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[string]any) bool {
 	changed := false
 	for _, f := range c.Fields {
@@ -79,7 +84,18 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 			}
 			continue
 		}
-		if f.Type.Kind != sluice.TypeSubdocument || f.List {
+		if f.Type.Kind != sluice.TypeSubdocument {
+			continue
+		}
+		if f.List {
+			o, ok := cur[f.Name].([]any)
+			if !ok {
+				continue
+			}
+			if seen := visible(role, s, o); !reflect.DeepEqual(seen, o) && reflect.DeepEqual(seen, next[f.Name]) {
+				next[f.Name] = o
+				changed = true
+			}
 			continue
 		}
 		n, ok1 := next[f.Name].(map[string]any)
@@ -93,6 +109,42 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 		}
 	}
 	return changed
+}
+
+// visible returns v, a stored value in API form (decoded JSON), as role
+// reads it: without the fields hidden from role in the subdocuments it
+// holds, at any depth. v itself is not changed.
+func visible(role sluice.Role, s *sluice.Schema, v any) any {
+	switch v := v.(type) {
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = visible(role, s, e)
+		}
+		return out
+	case map[string]any:
+		typ, _ := v["@type"].(string)
+		c := s.Classes[typ]
+		if c == nil {
+			return v
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = e
+		}
+		for _, f := range c.Fields {
+			switch {
+			case f.ReadRole > role:
+				delete(out, f.Name)
+			case f.Type.Kind == sluice.TypeSubdocument:
+				if e, ok := out[f.Name]; ok {
+					out[f.Name] = visible(role, s, e)
+				}
+			}
+		}
+		return out
+	}
+	return v
 }
 
 // decodeDocument decodes a document's API-form JSON, numbers as
