@@ -165,7 +165,7 @@ func (db *DB) write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 				return err
 			}
 		}
-		ws, err := tx.newWriters(ctx, []*WriteSpec{&spec}, &pgx.Batch{})
+		ws, err := tx.newWriters(ctx, []*WriteSpec{&spec}, &pipeline{})
 		if err != nil {
 			return err
 		}
@@ -238,10 +238,10 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	messages := make([]string, n)
 	users := make([]string, n)
 	counts := make([]int32, n)
-	b := ws[0].pending
+	pending := ws[0].pending
 	keys := 0
 	for i, w := range ws {
-		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion || w.pending != b {
+		if w.d.ID != d.ID || w.d.SchemaVersion != d.SchemaVersion || w.pending != pending {
 			return nil, fmt.Errorf("finish: writers of different databases or batches")
 		}
 		w.queueDeferred()
@@ -250,6 +250,7 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 			keys++
 		}
 	}
+	b := pending.batch()
 	queued := b.Len()
 	// When the counter row does not match (the schema changed, or the
 	// database was deleted), the LEFT JOIN makes seq NULL and the insert
@@ -268,17 +269,13 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	for _, w := range ws {
 		if w.key != nil {
 			if err := recordKey(b, w, w.key); err != nil {
-				*b = pgx.Batch{}
 				return nil, err
 			}
 		}
 	}
 	b.Queue("COMMIT")
 	br := t.tx.SendBatch(ctx, b)
-	defer func() {
-		br.Close()
-		*b = pgx.Batch{} // after Close: the results refer to the batch
-	}()
+	defer br.Close()
 	// From here on, COMMIT has been sent. Postgres answers in order, so
 	// an error it answers to a statement before COMMIT means COMMIT did
 	// not run; but a connection lost before COMMIT's answer leaves

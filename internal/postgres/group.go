@@ -296,7 +296,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 			writers = append(writers, w)
 			return nil
 		}
-		ws, err := tx.newWriters(ctx, specs(jobs), &pgx.Batch{})
+		ws, err := tx.newWriters(ctx, specs(jobs), &pipeline{})
 		if err != nil {
 			return err
 		}
@@ -361,7 +361,7 @@ func (w *Writer) isolated(ctx context.Context, name string, write func(context.C
 	// sent theirs): drop it. If nothing was sent since the savepoint was
 	// queued, nothing of this commit reached Postgres, the savepoint
 	// included.
-	*w.pending = pgx.Batch{}
+	w.pending.reset()
 	w.deferred, w.deferredBytes = nil, 0
 	if w.sends == sends {
 		return failed, nil

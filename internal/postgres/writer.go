@@ -42,9 +42,10 @@ type Writer struct {
 	// they are sent in one round trip by flush, before anything that
 	// reads or copies, and at the latest with the commit row. The Writers
 	// of one group-commit batch share it: a later commit of the batch
-	// that reads a document must see what an earlier one wrote.
-	pending *pgx.Batch
-	// deferred holds change rows (insertChangesSQL arguments) not yet in
+	// that reads a document must see what an earlier one wrote, and
+	// their rows go in shared statements (pipeline.go).
+	pending *pipeline
+	// deferred holds change rows (changesInsert rows) not yet in
 	// pending. They join pending when another statement is queued behind
 	// them (keeping the order of statements), when they exceed
 	// maxDeferredBytes, or with the commit row, so that a large write's
@@ -67,7 +68,7 @@ const maxDeferredBytes = 1 << 20
 // newWriters starts one commit for each spec in this transaction, sharing
 // pending (the statements not sent yet): each becomes a commit of its own,
 // finished together by finish.
-func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pgx.Batch) ([]*Writer, error) {
+func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pipeline) ([]*Writer, error) {
 	uids, err := t.db.takeUIDs(ctx, t.tx, len(specs))
 	if err != nil {
 		return nil, err
@@ -82,13 +83,19 @@ func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pgx.Ba
 // queue adds a statement to pending, after the deferred change rows.
 func (w *Writer) queue(sql string, args ...any) {
 	w.queueDeferred()
-	w.pending.Queue(sql, args...)
+	w.pending.queue(sql, args...)
+}
+
+// queueRow adds a row of ins to pending, after the deferred change rows.
+func (w *Writer) queueRow(ins *rowInsert, row []any) {
+	w.queueDeferred()
+	w.pending.queueRow(ins, row)
 }
 
 // queueDeferred moves the deferred change rows to pending.
 func (w *Writer) queueDeferred() {
-	for _, args := range w.deferred {
-		w.pending.Queue(insertChangesSQL, args...)
+	for _, row := range w.deferred {
+		w.pending.queueRow(changesInsert, row)
 	}
 	w.deferred, w.deferredBytes = nil, 0
 }
@@ -99,9 +106,7 @@ func (w *Writer) flush(ctx context.Context) error {
 		return nil
 	}
 	w.sends++
-	err := w.t.tx.SendBatch(ctx, w.pending).Close()
-	*w.pending = pgx.Batch{}
-	return insertError(err)
+	return insertError(w.t.tx.SendBatch(ctx, w.pending.batch()).Close())
 }
 
 // Flush sends every statement the Writer has queued and reports their
@@ -516,9 +521,9 @@ func (w *Writer) writeRows(ctx context.Context, r *Rows, which []int) error {
 			}
 			continue
 		}
-		sql := insertSQL(classTable(w.d, class), cols)
+		ins := newRowInsert(classTable(w.d, class), cols)
 		for _, r := range rows {
-			w.queue(sql, r...)
+			w.queueRow(ins, r)
 		}
 	}
 	return nil
@@ -566,26 +571,6 @@ func docsOf(r *Rows, which []int) []*sluice.Document {
 	return out
 }
 
-func insertSQL(table string, cols []string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "INSERT INTO %s (", table)
-	for i, c := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(pgx.Identifier{c}.Sanitize())
-	}
-	b.WriteString(") VALUES (")
-	for i := range cols {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "$%d", i+1)
-	}
-	b.WriteString(")")
-	return b.String()
-}
-
 // insertError turns a duplicate primary key into a Conflict naming the
 // document (matching ErrExists); Postgres reports it as `Key
 // (_id)=(Person/alice) already exists.`
@@ -612,9 +597,9 @@ func (e existsError) Error() string        { return e.err.Error() }
 func (e existsError) Unwrap() error        { return e.err }
 func (e existsError) Is(target error) bool { return target == ErrExists }
 
-// insertChangesSQL writes one batch of changes (see migration 0003).
-const insertChangesSQL = `INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
-	VALUES ($1, $2, $3, $4, $5, $6)`
+// changesInsert writes rows of changes, each one batch of a commit's
+// changes (see migration 0003).
+var changesInsert = newRowInsert("sluice.changes", []string{"commit_uid", "idx", "doc_ids", "ops", "befores", "afters"})
 
 // writeChanges queues one row holding the changes, in order, as the next
 // batch of the commit's changes.
