@@ -215,6 +215,5 @@ func (w *Writer) copyStream(ctx context.Context, table string, c *sluice.Class, 
 		cols[i] = pgx.Identifier{col}.Sanitize()
 	}
 	sql := fmt.Sprintf("COPY %s (%s) FROM STDIN BINARY", table, strings.Join(cols, ", "))
-	_, err := w.t.tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(stream), sql)
-	return err
+	return w.t.tx.copyStream(ctx, bytes.NewReader(stream), sql)
 }

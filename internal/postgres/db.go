@@ -25,15 +25,6 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// dbtx is what a Tx runs its statements on: a pooled connection inside a
-// BEGIN of its own (see DB.transact).
-type dbtx interface {
-	querier
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
-	Conn() *pgx.Conn
-}
-
 // DB is the storage handle. It is safe for concurrent use.
 type DB struct {
 	pool   *pgxpool.Pool

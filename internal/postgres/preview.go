@@ -18,11 +18,13 @@ func (db *DB) Inspect(ctx context.Context, fn func(*Tx) error) error {
 		return mapError(err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "BEGIN READ ONLY"); err != nil {
-		return mapError(err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // a broken connection is closed by Release
-	return fn(&Tx{tx: conn, db: db})
+	t := &Tx{tx: &txConn{conn: conn, begin: "BEGIN READ ONLY"}, db: db}
+	defer func() {
+		if t.tx.started() {
+			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // a broken connection is closed by Release
+		}
+	}()
+	return fn(t)
 }
 
 // Affected is how many documents a change would affect, and the ids of

@@ -15,17 +15,18 @@ import (
 // documents. A Tx is used by one goroutine, and only during the Before
 // call it is given to.
 type Tx struct {
-	tx dbtx
+	tx *txConn
 	db *DB
 	// committed is set once finish sent COMMIT and Postgres answered it.
 	committed bool
 }
 
-// transact runs fn in one transaction on a pooled connection, in a BEGIN of
-// its own rather than pgx's transaction type, so that fn may end the
-// transaction itself by sending COMMIT in the same round trip as its last
-// statements (finish). If fn returns nil without having done so, transact
-// commits; on error it rolls back.
+// transact runs fn in one transaction on a pooled connection, with a
+// BEGIN of its own rather than pgx's transaction type: it goes with fn's
+// first statements (txConn), and fn may end the transaction itself by
+// sending COMMIT in the same round trip as its last statements (finish).
+// If fn returns nil without having done so, transact commits; on error it
+// rolls back.
 func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -33,17 +34,14 @@ func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
 	}
 	// Release closes a connection left inside a transaction or broken.
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
-		return mapError(err)
-	}
-	t := &Tx{tx: conn, db: db}
+	t := &Tx{tx: &txConn{conn: conn, begin: "BEGIN"}, db: db}
 	if err := fn(t); err != nil {
-		if !t.committed {
+		if !t.committed && t.tx.started() {
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 		return err
 	}
-	if t.committed {
+	if t.committed || !t.tx.started() {
 		return nil
 	}
 	return commitResult(conn.Exec(ctx, "COMMIT"))
