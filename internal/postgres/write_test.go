@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -194,6 +196,66 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	}
 	if len(hook.errs) > 0 {
 		t.Fatal(hook.errs[0])
+	}
+}
+
+// TestGroupCommitSharesStatements queues thirteen writes of one to three
+// documents behind a running one: their rows go in shared multi-row
+// statements (pipeline.go), and still each document and each change row
+// belongs to its own write's commit, in order.
+func TestGroupCommitSharesStatements(t *testing.T) {
+	t.Parallel()
+	db, d, s, _ := openNotes(t)
+	b := newBatchTest(db, d, s)
+	keys := map[string][]string{}
+	insert := func(name string, n int) func(ctx context.Context, w *Writer) error {
+		var docs []*sluice.Document
+		for k := range n {
+			key := fmt.Sprintf("%s-%d", name, k)
+			keys[name] = append(keys[name], "Note/"+key)
+			docs = append(docs, note(key)...)
+		}
+		return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, docs) }
+	}
+	var jobs []*job
+	for i := range 14 {
+		name := fmt.Sprintf("w%02d", i)
+		docs := insert(name, i%3+1)
+		if i == 0 {
+			docs = b.blocking(docs)
+		}
+		jobs = append(jobs, b.job(name, docs))
+	}
+	b.run(t, context.Background(), jobs[0], jobs[1:]...)
+
+	if n := xmins(t, db, d); n != 1 {
+		t.Fatalf("the batch's commits were written by %d transactions, want 1", n)
+	}
+	for i, j := range jobs {
+		name := j.spec.Meta.Message
+		if j.err != nil || j.commit == nil || j.commit.Seq != int64(i+1) || j.commit.NumChanges != len(keys[name]) {
+			t.Fatalf("write %s: commit %+v, error %v; want commit %d of %d changes", name, j.commit, j.err, i+1, len(keys[name]))
+		}
+		c, err := db.Commit(context.Background(), d, j.commit.Seq, -1, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, ch := range c.Changes {
+			ids = append(ids, ch.DocID)
+		}
+		if !slices.Equal(ids, keys[name]) {
+			t.Fatalf("commit %d (write %s) holds changes of %v, want %v", c.Seq, name, ids, keys[name])
+		}
+		for _, id := range keys[name] {
+			var uid int64
+			if err := db.pool.QueryRow(context.Background(), "SELECT _commit_uid FROM "+classTable(d, "Note")+" WHERE _id = $1", id).Scan(&uid); err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if uid != j.commit.UID {
+				t.Fatalf("%s was written by commit uid %d, want %d (write %s)", id, uid, j.commit.UID, name)
+			}
+		}
 	}
 }
 
