@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -223,7 +224,11 @@ func median(ds []time.Duration) time.Duration {
 // committing one document per request, into one database. b.N counts
 // documents per side. The sides alternate in rounds of 400 documents, so
 // that both see the same load drift, and each side's figure is its
-// documents over the time its rounds took.
+// documents over the time its rounds took. It also reports each side's
+// CPU per document during its rounds: this process's (for Sluice, the
+// daemon and its HTTP client; for raw pgx, the client) and the Postgres
+// cluster's, which say whether a side was bound by CPU or by waiting
+// (2 cores: 2 s of CPU a second at most).
 func BenchmarkWriteConcurrent8(b *testing.B) {
 	const clients, round = 8, 400
 	// run writes documents [from, to) with 8 clients and returns how long
@@ -250,18 +255,41 @@ func BenchmarkWriteConcurrent8(b *testing.B) {
 	post := sluiceTarget(b)
 	pool := rawPool(b)
 	sql := "INSERT INTO raw_person (_id, _commit_uid, name, email, age, score, active) VALUES ($1, $2, $3, $4, $5, $6, $7)"
-	var sluiceTime, rawTime time.Duration
+	pgURL := cluster.URL("postgres")
+	// side is one side's time and CPU over its rounds.
+	type side struct{ wall, self, pg time.Duration }
+	var sl, raw side
+	measure := func(s *side, from, to int, write func(i int)) {
+		self0, pg0 := selfCPU(b), postgresCPU(b, pgURL)
+		s.wall += run(from, to, write)
+		s.self += selfCPU(b) - self0
+		s.pg += postgresCPU(b, pgURL) - pg0
+	}
 	b.ResetTimer()
 	for from := 0; from < b.N; from += round {
 		to := min(from+round, b.N)
-		sluiceTime += run(from, to, func(i int) { post(personJSON(i)) })
-		rawTime += run(from, to, func(i int) {
+		measure(&sl, from, to, func(i int) { post(personJSON(i)) })
+		measure(&raw, from, to, func(i int) {
 			if _, err := pool.Exec(context.Background(), sql, personRow(i)...); err != nil {
 				b.Error(err)
 			}
 		})
 	}
-	b.ReportMetric(float64(b.N)/sluiceTime.Seconds(), "sluice-docs/s")
-	b.ReportMetric(float64(b.N)/rawTime.Seconds(), "raw-docs/s")
-	b.ReportMetric(rawTime.Seconds()/sluiceTime.Seconds(), "ratio")
+	b.ReportMetric(float64(b.N)/sl.wall.Seconds(), "sluice-docs/s")
+	b.ReportMetric(float64(b.N)/raw.wall.Seconds(), "raw-docs/s")
+	b.ReportMetric(raw.wall.Seconds()/sl.wall.Seconds(), "ratio")
+	perDoc := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+	b.ReportMetric(perDoc(sl.self), "sluice-go-µs/doc")
+	b.ReportMetric(perDoc(sl.pg), "sluice-pg-µs/doc")
+	b.ReportMetric(perDoc(raw.self), "raw-go-µs/doc")
+	b.ReportMetric(perDoc(raw.pg), "raw-pg-µs/doc")
+}
+
+// selfCPU returns the user plus system CPU time this process has used.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

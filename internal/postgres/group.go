@@ -30,8 +30,8 @@ import (
 // throughput (docs/benchmarks.md, "Where a concurrent single-document
 // write's time goes").
 //
-// A batch takes in the writes queued while it began (its BEGIN's round
-// trip) before sending its commit rows; one that starts while the one
+// A batch takes in the writes queued while its leader prepared its own
+// before sending its commit rows; one that starts while the one
 // before it is still waiting for its COMMIT sends its writes at once,
 // waits for that COMMIT, and then takes in the writes queued meanwhile.
 // Batches grow larger, and concurrent writers' throughput with them

@@ -53,11 +53,26 @@ func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 	return c.conn.Query(ctx, sql, args...)
 }
 
+// QueryRow sends BEGIN, when it was not sent yet, in the same round trip
+// (a large write's first statement is a QueryRow, checkSchema).
 func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := c.start(ctx); err != nil {
-		return errRow{err}
+	if c.started() {
+		return c.conn.QueryRow(ctx, sql, args...)
 	}
-	return c.conn.QueryRow(ctx, sql, args...)
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return batchRow{c.SendBatch(ctx, b)}
+}
+
+// batchRow is the row of a batch's only statement.
+type batchRow struct{ br pgx.BatchResults }
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.br.QueryRow().Scan(dest...)
+	if cerr := r.br.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (c *txConn) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
