@@ -234,6 +234,8 @@ func TestCommitErrorMapping(t *testing.T) {
 		{"shutdown before COMMIT", sentCommit(mapError, shutdown), sluice.CodeUnavailable},
 		{"lost before COMMIT's answer", sentCommit(mapError, io.ErrUnexpectedEOF), sluice.CodeOutcomeUnknown},
 		{"closed connection", sentCommit(mapError, errors.New("conn closed")), sluice.CodeOutcomeUnknown},
+		{"not sent: dead connection", sentCommit(mapError, notSent{io.EOF}), sluice.CodeUnavailable},
+		{"not sent: COMMIT alone", commitResult(pgconn.CommandTag{}, notSent{io.EOF}), sluice.CodeUnavailable},
 		{"shutdown answering COMMIT", commitResult(pgconn.CommandTag{}, shutdown), sluice.CodeOutcomeUnknown},
 		{"COMMIT lost", commitResult(pgconn.CommandTag{}, io.EOF), sluice.CodeOutcomeUnknown},
 		{"serialization failure at COMMIT", commitResult(pgconn.CommandTag{}, &pgconn.PgError{Code: "40001"}), sluice.CodeConflict},
@@ -248,3 +250,10 @@ func TestCommitErrorMapping(t *testing.T) {
 		}
 	}
 }
+
+// notSent is an error pgconn marks safe to retry: nothing was sent.
+type notSent struct{ err error }
+
+func (e notSent) Error() string     { return "not sent: " + e.err.Error() }
+func (e notSent) Unwrap() error     { return e.err }
+func (e notSent) SafeToRetry() bool { return true }

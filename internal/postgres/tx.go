@@ -83,7 +83,16 @@ func sentCommit(mapErr func(error) error, err error) error {
 // statement sent with it, leaves unknown whether Postgres committed: the
 // connection broke, or the server ended it (shutting down: it may have
 // committed first), or this process gave up waiting (the context).
+//
+// An error pgconn says is safe to retry came before anything was sent
+// (a pooled connection found dead as the round trip was written, or a
+// context done before it): COMMIT did not reach Postgres. With BEGIN sent
+// with a write's statements (txConn), a group-commit batch's first round
+// trip is its COMMIT's, so that is where a dead connection shows.
 func lostAtCommit(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return false
+	}
 	return unreachable(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
