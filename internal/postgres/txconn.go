@@ -75,13 +75,6 @@ func (r batchRow) Scan(dest ...any) error {
 	return err
 }
 
-func (c *txConn) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	if err := c.start(ctx); err != nil {
-		return 0, err
-	}
-	return c.conn.CopyFrom(ctx, table, columns, src)
-}
-
 // copyStream runs sql, a COPY … FROM STDIN, with r's bytes.
 func (c *txConn) copyStream(ctx context.Context, r io.Reader, sql string) error {
 	if err := c.start(ctx); err != nil {
