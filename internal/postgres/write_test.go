@@ -376,3 +376,48 @@ func TestWriteBeforeCommitsWithDocuments(t *testing.T) {
 		t.Fatal(hook.errs[0])
 	}
 }
+
+// TestDeleteDatabaseDeletesItsLog: a deleted database's commits and
+// changes go with it (migration 16 keeps by a trigger what the commit
+// rows' foreign key did), and another database's stay.
+func TestDeleteDatabaseDeletesItsLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	other := &sluice.Database{Org: "o", Name: "other"}
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, other, s) }}); err != nil {
+		t.Fatal(err)
+	}
+	other.SchemaVersion = 1
+	for _, target := range []*sluice.Database{d, other} {
+		for _, key := range []string{"a", "b"} {
+			if _, err := db.Write(ctx, WriteSpec{Database: target, Schema: s, Group: true, Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.DeleteDatabase(ctx, d) }}); err != nil {
+		t.Fatal(err)
+	}
+	count := func(id int64) (commits, changes int) {
+		err := db.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM sluice.commits WHERE db_id = $1),
+			(SELECT count(*) FROM sluice.changes ch JOIN sluice.commits c ON c.uid = ch.commit_uid WHERE c.db_id = $1)`, id).Scan(&commits, &changes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return commits, changes
+	}
+	if commits, _ := count(d.ID); commits != 0 {
+		t.Fatalf("the deleted database keeps %d commits", commits)
+	}
+	var orphans int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM sluice.changes ch WHERE NOT EXISTS (SELECT 1 FROM sluice.commits c WHERE c.uid = ch.commit_uid)").Scan(&orphans); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 {
+		t.Fatalf("%d change rows of no commit", orphans)
+	}
+	if commits, changes := count(other.ID); commits != 2 || changes != 2 {
+		t.Fatalf("the other database keeps %d commits and %d change rows, want 2 and 2", commits, changes)
+	}
+}
