@@ -18,6 +18,9 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- Like every function of Sluice's but the column defaults', no other role
+-- may execute it (migration 11).
+REVOKE EXECUTE ON FUNCTION sluice.delete_database_commits() FROM PUBLIC;
 
 CREATE TRIGGER delete_commits AFTER DELETE ON sluice.databases
     FOR EACH ROW EXECUTE FUNCTION sluice.delete_database_commits();
