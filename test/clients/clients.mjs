@@ -155,21 +155,33 @@ async function apollo(name, prefix, link, ready, positionOf) {
   client.stop();
 }
 
+// urql hands a subscription to its exchange a microtask after it is
+// executed, so the barrier waits for that hand-over first: sent before
+// it, the barrier's query reached Sluice ahead of the subscription, and a
+// write after the barrier could commit before the subscription was
+// registered (and the test wait for an event it would never get).
 async function urql(prefix) {
   const ws = wsClient();
+  let forwarded = () => {};
   const client = new UrqlClient({
     url,
     exchanges: [subscriptionExchange({
       enableAllOperations: true,
       forwardSubscription: (request) => ({
-        subscribe: (sink) => ({ unsubscribe: ws.subscribe({ ...request, query: request.query || '' }, sink) }),
+        subscribe: (sink) => {
+          const unsubscribe = ws.subscribe({ ...request, query: request.query || '' }, sink);
+          forwarded();
+          return { unsubscribe };
+        },
       }),
     })],
   });
   await run('urql (graphql-ws)', prefix, async (p, extensions, onResult) => {
+    const handed = new Promise((resolve) => { forwarded = resolve; });
     const { unsubscribe } = client.executeSubscription(createRequest(subQuery(p), {}, extensions)).subscribe((r) => {
       onResult(r.error ? new Error(r.error.message) : { data: r.data, extensions: r.extensions });
     });
+    await handed;
     await barrier(ws);
     return async () => unsubscribe();
   });
