@@ -14,9 +14,9 @@ import (
 // sent with the transaction's first statements rather than on its own. A
 // group-commit batch of inserts has no statement whose answer it needs
 // before its last round trip (documents, commit rows and COMMIT, see
-// finish), so its whole transaction is that one round trip; a BEGIN of its
-// own was a second one on every batch's path, a quarter of a batch's time
-// (docs/benchmarks.md, "Measured choices in the code").
+// finish), so its whole transaction is that one round trip; a BEGIN of
+// its own was a second one on every batch's path, about a fifth of a
+// batch's time (docs/benchmarks.md, "Measured choices in the code").
 type txConn struct {
 	conn *pgxpool.Conn
 	// begin is the statement that starts the transaction until it is
