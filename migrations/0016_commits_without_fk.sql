@@ -1,4 +1,4 @@
--- sluice:readable-by 15
+-- sluice:readable-by 14
 -- A commit row no longer checks its database by a foreign key. The check
 -- ran for every commit row inserted, on the path every commit of a
 -- database goes through one at a time (the counter row's lock): about
@@ -8,7 +8,7 @@
 -- first updates its database's counter row, which goes with the database
 -- (ON DELETE CASCADE), and that fails without it. The foreign key's other
 -- half, a database's commits deleted with it, is kept by a trigger, so
--- binaries of migration 15 run beside it unchanged.
+-- binaries of migrations 14 and 15 run beside it unchanged (as after 15).
 ALTER TABLE sluice.commits DROP CONSTRAINT commits_db_id_fkey;
 
 CREATE FUNCTION sluice.delete_database_commits() RETURNS trigger
