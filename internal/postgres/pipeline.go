@@ -14,9 +14,9 @@ import (
 // writes then sends one INSERT for all its documents and one for all its
 // change rows, instead of one of each per document. Postgres pays for each
 // statement, whatever its rows (binding and starting it, and parsing the
-// capture triggers' WHEN condition again); per document, that was more
-// than the rows' own work (docs/benchmarks.md, "Measured choices in the
-// code").
+// capture triggers' WHEN condition again): with eight concurrent writers
+// of one document each, sharing statements took a sixth off Postgres's
+// CPU per document (docs/benchmarks.md, "Measured choices in the code").
 //
 // A run of rows is sent in statements of 1, 2, 4, … maxMergedRows rows
 // (its count's binary digits), so that a table has a few statement texts,
@@ -26,8 +26,8 @@ type pipeline struct {
 }
 
 // queuedStatement is one statement of a pipeline: sql with args, or, when
-// insert is set, the rows of an insert, each len(insert.cols) values of
-// args.
+// insert is set, rows of that insert: args holds insert.cols values for
+// each of them.
 type queuedStatement struct {
 	sql    string
 	args   []any
