@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,6 +106,13 @@ func (g *bulkGC) end(percent int) {
 // long: a burst, such as a thousand streams opening at once, does not
 // raise it (its garbage would stay resident), nor does a process holding
 // many streams (a large live heap).
+//
+// Concurrent small writes raise it sooner: loadGCWriteRuns fast
+// collections in a row, each after concurrent writes (writing), are
+// enough. A write leaves nothing resident, so the wait guards nothing
+// there; with it, a burst of writes shorter than loadGCSustain ran at the
+// default target throughout (8 concurrent writers spent about a sixth more
+// CPU per write: docs/benchmarks.md, "Measured choices in the code").
 type loadGC struct {
 	bulk    *bulkGC
 	percent int
@@ -118,6 +126,15 @@ type loadGC struct {
 	busySince time.Time
 	raised    bool
 	live      []metrics.Sample
+	// writeRuns counts the fast collections in a row that each followed
+	// concurrent small writes.
+	writeRuns int
+
+	// writes counts the small writes in progress; concurrent is set when
+	// one starts while another runs, and read (and cleared) at the next
+	// collection.
+	writes     atomic.Int32
+	concurrent atomic.Bool
 }
 
 const (
@@ -125,6 +142,9 @@ const (
 	loadGCSustain = 2 * time.Second
 	loadGCQuiet   = time.Second
 	loadGCMaxLive = 32 << 20
+	// loadGCWriteRuns is how many fast collections in a row, each after
+	// concurrent small writes, raise the target.
+	loadGCWriteRuns = 3
 )
 
 // processLoadGC is process-wide, as GOGC is.
@@ -185,18 +205,37 @@ func (g *loadGC) collected() {
 	arm(g)
 }
 
+// writing marks a small write in progress until the function it returns
+// is called.
+func (g *loadGC) writing() (done func()) {
+	if g.writes.Add(1) > 1 {
+		g.concurrent.Store(true)
+	}
+	return func() { g.writes.Add(-1) }
+}
+
 // observe judges a collection that ended at now leaving live bytes; the
 // caller holds g.mu.
 func (g *loadGC) observe(now time.Time, live uint64) {
 	since := now.Sub(g.last)
+	writes := g.concurrent.Swap(false)
 	if since >= loadGCFast {
 		g.busySince = time.Time{}
-	} else if g.busySince.IsZero() {
-		g.busySince = g.last
+		g.writeRuns = 0
+	} else {
+		if g.busySince.IsZero() {
+			g.busySince = g.last
+		}
+		if writes {
+			g.writeRuns++
+		} else {
+			g.writeRuns = 0
+		}
 	}
 	g.last = now
+	busy := !g.busySince.IsZero() && (now.Sub(g.busySince) >= loadGCSustain || g.writeRuns >= loadGCWriteRuns)
 	switch {
-	case !g.raised && !g.busySince.IsZero() && now.Sub(g.busySince) >= loadGCSustain && live < loadGCMaxLive:
+	case !g.raised && busy && live < loadGCMaxLive:
 		g.raised = true
 		g.bulk.begin(g.percent)
 	case g.raised && (since >= loadGCQuiet || live >= loadGCMaxLive):

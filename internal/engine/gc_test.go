@@ -97,6 +97,53 @@ func TestLoadGCRaisesTheTargetWhileCollectionsComeFast(t *testing.T) {
 	waitGCPercent(t, 100, "after a quiet spell")
 }
 
+// Not parallel: GOGC is process-wide. Concurrent small writes raise the
+// target after a few fast collections, without the wait a burst of other
+// requests needs; writes one at a time, or fast collections without
+// writes, do not; nor do concurrent writes with a large live heap.
+func TestLoadGCRaisesTheTargetSoonUnderConcurrentWrites(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	g := &loadGC{bulk: &bulkGC{linger: 10 * time.Millisecond}, percent: 400, refs: 1}
+	now := time.Now()
+	g.last = now
+	// collect makes one collection 50 ms after the one before, after
+	// writes: two at once when concurrent, else one after the other.
+	collect := func(concurrent bool, live uint64) {
+		if concurrent {
+			done := g.writing()
+			g.writing()()
+			done()
+		} else {
+			g.writing()()
+			g.writing()()
+		}
+		now = now.Add(50 * time.Millisecond)
+		g.observe(now, live)
+	}
+	for range loadGCWriteRuns + 2 {
+		collect(false, 8<<20)
+	}
+	wantGCPercent(t, 100, "after fast collections with writes one at a time")
+	for range loadGCWriteRuns + 2 {
+		collect(true, 40<<20)
+	}
+	wantGCPercent(t, 100, "after concurrent writes with a large live heap")
+	now = now.Add(200 * time.Millisecond) // a pause: the runs start again
+	g.observe(now, 8<<20)
+	for range loadGCWriteRuns - 1 {
+		collect(true, 8<<20)
+	}
+	wantGCPercent(t, 100, "before enough collections after concurrent writes")
+	collect(true, 8<<20)
+	wantGCPercent(t, 400, "after fast collections following concurrent writes")
+	now = now.Add(2 * time.Second)
+	g.observe(now, 8<<20)
+	waitGCPercent(t, 100, "after a quiet spell")
+	if n := g.writes.Load(); n != 0 {
+		t.Fatalf("%d writes counted in progress after all ended", n)
+	}
+}
+
 // TestLoadGCObservesCollections: while it has users, every collection is
 // observed; after the last stops, none is.
 func TestLoadGCObservesCollections(t *testing.T) {

@@ -182,6 +182,9 @@ var errOnePrecondition = sluice.Errorf(sluice.CodeInvalid, "If-Match and If-None
 func (e *Engine) write(ctx context.Context, u *sluice.User, d *sluice.Database, spec postgres.WriteSpec, opt WriteOptions, res *WriteResult) (*WriteResult, error) {
 	key := e.idempotencyKey(u, opt, func() ([]byte, error) { return json.Marshal(res.IDs) })
 	spec.Idempotency = key
+	if spec.Group {
+		defer processLoadGC.writing()()
+	}
 	c, err := e.store.Write(ctx, spec)
 	if err != nil {
 		e.forgetDatabase(d)
