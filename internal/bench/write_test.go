@@ -178,6 +178,18 @@ func BenchmarkWriteBatch1000(b *testing.B) {
 	pool := rawPool(b)
 	next := 0
 	var sluiceTimes, rawTimes []time.Duration
+	// CPU per request of each side, as in BenchmarkWriteConcurrent8: this
+	// process's (for Sluice, the daemon and its HTTP client) and the
+	// cluster's. Read around each request, outside its timing.
+	pgURL := cluster.URL("postgres")
+	var slSelf, slPG, rawSelf, rawPG time.Duration
+	cpu := func(self, pg *time.Duration, f func()) {
+		pg0 := postgresCPU(b, pgURL)
+		self0 := selfCPU(b)
+		f()
+		*self += selfCPU(b) - self0
+		*pg += postgresCPU(b, pgURL) - pg0
+	}
 	for b.Loop() {
 		var body strings.Builder
 		body.Grow(batch * 140)
@@ -189,29 +201,37 @@ func BenchmarkWriteBatch1000(b *testing.B) {
 			body.WriteString(personJSON(next + i))
 		}
 		body.WriteByte(']')
-		start := time.Now()
-		post(body.String())
-		sluiceTimes = append(sluiceTimes, time.Since(start))
-
-		start = time.Now()
-		rows := make([][]any, batch)
-		for i := range rows {
-			rows[i] = personRow(next + i)
-		}
-		err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-			_, err := tx.CopyFrom(context.Background(), pgx.Identifier{"raw_person"}, personCols, pgx.CopyFromRows(rows))
-			return err
+		cpu(&slSelf, &slPG, func() {
+			start := time.Now()
+			post(body.String())
+			sluiceTimes = append(sluiceTimes, time.Since(start))
 		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		rawTimes = append(rawTimes, time.Since(start))
+		cpu(&rawSelf, &rawPG, func() {
+			start := time.Now()
+			rows := make([][]any, batch)
+			for i := range rows {
+				rows[i] = personRow(next + i)
+			}
+			err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+				_, err := tx.CopyFrom(context.Background(), pgx.Identifier{"raw_person"}, personCols, pgx.CopyFromRows(rows))
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rawTimes = append(rawTimes, time.Since(start))
+		})
 		next += batch
 	}
 	s, r := median(sluiceTimes), median(rawTimes)
 	b.ReportMetric(batch/s.Seconds(), "sluice-docs/s")
 	b.ReportMetric(batch/r.Seconds(), "raw-docs/s")
 	b.ReportMetric(r.Seconds()/s.Seconds(), "ratio")
+	perReq := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(len(sluiceTimes)) }
+	b.ReportMetric(perReq(slSelf), "sluice-go-µs/req")
+	b.ReportMetric(perReq(slPG), "sluice-pg-µs/req")
+	b.ReportMetric(perReq(rawSelf), "raw-go-µs/req")
+	b.ReportMetric(perReq(rawPG), "raw-pg-µs/req")
 }
 
 func median(ds []time.Duration) time.Duration {
