@@ -15,6 +15,17 @@ import (
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
+// startNotes starts a daemon with database admin/<name> of Notes, and
+// Note/a in it with the text "ok"; it returns the daemon and the
+// database's document path.
+func startNotes(t *testing.T, name string) (*dt.Daemon, string) {
+	d := dt.Start(t)
+	d.CreateDatabase(t, name, "type Note { text: String tags: [String] }")
+	docs := "/api/document/admin/" + name
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Note","@id":"a","text":"ok"}`)
+	return d, docs
+}
+
 // TestInvalidUTF8Refused: a body that is not valid UTF-8 is a 400 naming
 // the byte where it stops being UTF-8, on every path that writes text (REST
 // POST, PUT, PATCH, NDJSON, DELETE; GraphQL variables, a string in the
@@ -22,10 +33,7 @@ import (
 // have stored U+FFFD in place of the bytes. U+FFFD sent as text is text.
 func TestInvalidUTF8Refused(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t)
-	d.CreateDatabase(t, "utf", "type Note { text: String tags: [String] }")
-	docs := "/api/document/admin/utf"
-	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Note","@id":"a","text":"ok"}`)
+	d, docs := startNotes(t, "utf")
 	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Note","@id":"r","text":"�"}`)
 
 	bad := "x\xffy"
@@ -100,10 +108,7 @@ func TestInvalidUTF8Refused(t *testing.T) {
 // backslashes.
 func TestLoneSurrogatesRefused(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t)
-	d.CreateDatabase(t, "esc", "type Note { text: String tags: [String] }")
-	docs := "/api/document/admin/esc"
-	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Note","@id":"a","text":"ok"}`)
+	d, docs := startNotes(t, "esc")
 
 	gql := "/api/graphql/admin/esc"
 	// want is what the error names: the escape and, for the body's own
