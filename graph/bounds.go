@@ -47,17 +47,21 @@ func (b documentBounds) MutateOperationParameters(ctx context.Context, p *graphq
 	if _, ok := b.cache.Get(ctx, p.Query); ok {
 		return nil
 	}
-	return checkDocument(p.Query, b.limits)
+	doc, err := checkDocument(p.Query, b.limits)
+	if err == nil && doc != nil {
+		keepParsed(ctx, p.Query, doc)
+	}
+	return err
 }
 
 // checkDocument returns a request error when query is over one of the
-// document limits of l, and nil otherwise. A query that does not lex or
-// parse gets nil: gqlgen parses it again and reports the syntax error in
-// its usual form. The cost is linear in the query's length: fragments are
-// measured once each, not once per spread.
-func checkDocument(query string, l Limits) *gqlerror.Error {
+// document limits of l; otherwise the query parsed (not validated), or
+// nil when it does not lex or parse: gqlgen parses it again and reports
+// the syntax error in its usual form. The cost is linear in the query's
+// length: fragments are measured once each, not once per spread.
+func checkDocument(query string, l Limits) (*ast.QueryDocument, *gqlerror.Error) {
 	if len(query) > l.MaxQueryBytes {
-		return documentLimitError(keyMaxQueryBytes,
+		return nil, documentLimitError(keyMaxQueryBytes,
 			"the query is %d bytes long, more than %d; pass large values as variables", len(query), l.MaxQueryBytes)
 	}
 	src := &ast.Source{Input: query}
@@ -65,7 +69,7 @@ func checkDocument(query string, l Limits) *gqlerror.Error {
 	for n := 0; ; {
 		tok, err := lex.ReadToken()
 		if err != nil {
-			return nil
+			return nil, nil
 		}
 		if tok.Kind == lexer.EOF {
 			break
@@ -75,19 +79,19 @@ func checkDocument(query string, l Limits) *gqlerror.Error {
 		}
 		if tok.Kind == lexer.String && strings.ContainsRune(tok.Value, utf8.RuneError) {
 			if err := loneSurrogate(query, tok); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if n++; n > l.MaxTokens {
-			return documentLimitError(keyMaxTokens, "the query has more than %d tokens", l.MaxTokens)
+			return nil, documentLimitError(keyMaxTokens, "the query has more than %d tokens", l.MaxTokens)
 		}
 	}
 	doc, err := parser.ParseQuery(src)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
 	if n := len(doc.Fragments); n > l.MaxFragments {
-		return documentLimitError(keyMaxFragments, "the query defines %d fragments, more than %d", n, l.MaxFragments)
+		return nil, documentLimitError(keyMaxFragments, "the query defines %d fragments, more than %d", n, l.MaxFragments)
 	}
 	m, _ := measureDocument(doc)
 	switch {
@@ -95,15 +99,15 @@ func checkDocument(query string, l Limits) *gqlerror.Error {
 		// Measuring cannot expand a cycle; gqlparser would refuse it too.
 		err := gqlerror.Errorf("Cannot spread fragment %q within itself.", m.cycle)
 		errcode.Set(err, errcode.ValidationFailed)
-		return err
+		return nil, err
 	case m.depth > l.MaxDepth:
-		return documentLimitError(keyMaxDepth, "the query nests selections %d levels deep, more than %d", m.depth, l.MaxDepth)
+		return nil, documentLimitError(keyMaxDepth, "the query nests selections %d levels deep, more than %d", m.depth, l.MaxDepth)
 	case m.fields > int64(l.MaxFields):
-		return documentLimitError(keyMaxFields, "the query selects %s fields once its fragments are expanded, more than %d", countText(m.fields), l.MaxFields)
+		return nil, documentLimitError(keyMaxFields, "the query selects %s fields once its fragments are expanded, more than %d", countText(m.fields), l.MaxFields)
 	case m.aliases > int64(l.MaxAliases):
-		return documentLimitError(keyMaxAliases, "the query has %s aliased fields once its fragments are expanded, more than %d", countText(m.aliases), l.MaxAliases)
+		return nil, documentLimitError(keyMaxAliases, "the query has %s aliased fields once its fragments are expanded, more than %d", countText(m.aliases), l.MaxAliases)
 	}
-	return nil
+	return doc, nil
 }
 
 // loneSurrogate returns a parse error when the string token tok of query

@@ -73,7 +73,7 @@ func TestCheckDocument(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := checkDocument(tt.query, small)
+			_, err := checkDocument(tt.query, small)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("got %v, want no error", err)
@@ -100,7 +100,7 @@ func TestCheckDocument(t *testing.T) {
 func TestFragmentBombRefused(t *testing.T) {
 	t.Parallel()
 	q := fragmentBomb(30)
-	err := checkDocument(q, DefaultLimits())
+	_, err := checkDocument(q, DefaultLimits())
 	want := "the query selects 2147483648 fields once its fragments are expanded, more than 1000 (limit graphql_max_fields)"
 	if err == nil || err.Message != want {
 		t.Fatalf("got %v, want %q", err, want)
@@ -113,7 +113,7 @@ func TestFragmentBombRefused(t *testing.T) {
 		t.Fatalf("measuring visited %d selections; the document has %d", steps, selectionCount(doc))
 	}
 	// Deeper still, the counts saturate instead of overflowing.
-	err = checkDocument(fragmentBomb(70), Limits{MaxQueryBytes: 1 << 20, MaxTokens: 1 << 20, MaxDepth: 20, MaxAliases: 100, MaxFields: 1000, MaxFragments: 100})
+	_, err = checkDocument(fragmentBomb(70), Limits{MaxQueryBytes: 1 << 20, MaxTokens: 1 << 20, MaxDepth: 20, MaxAliases: 100, MaxFields: 1000, MaxFragments: 100})
 	if err == nil || !strings.Contains(err.Message, "selects more than 2305843009213693951 fields") {
 		t.Fatalf("70 levels: got %v", err)
 	}
@@ -133,7 +133,7 @@ func TestIntrospectionWithinDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkDocument(string(b), DefaultLimits()); err != nil {
+		if _, err := checkDocument(string(b), DefaultLimits()); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -181,7 +181,7 @@ func FuzzCheckDocument(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, query string) {
 		lim := Limits{MaxQueryBytes: 1 << 16, MaxTokens: 2000, MaxDepth: 10, MaxAliases: 20, MaxFields: 200, MaxFragments: 20}
-		_ = checkDocument(query, lim)
+		_, _ = checkDocument(query, lim)
 		doc, err := parser.ParseQuery(&ast.Source{Input: query})
 		if err != nil {
 			return

@@ -56,8 +56,14 @@ func (c *validatingCache) Get(ctx context.Context, query string) (*ast.QueryDocu
 	if doc, ok := c.cache.Get(ctx, query); ok {
 		return doc, true
 	}
-	doc, err := parser.ParseQuery(&ast.Source{Input: query})
-	if err != nil || doc == nil || len(doc.Operations) == 0 {
+	doc := takeParsed(ctx, query)
+	if doc == nil {
+		var err error
+		if doc, err = parser.ParseQuery(&ast.Source{Input: query}); err != nil {
+			return nil, false
+		}
+	}
+	if doc == nil || len(doc.Operations) == 0 {
 		return nil, false
 	}
 	if errs := validator.ValidateWithSources(c.schema, doc, c.rules...); len(errs) > 0 {
@@ -70,4 +76,42 @@ func (c *validatingCache) Get(ctx context.Context, query string) (*ast.QueryDocu
 // Add caches doc as the document of query.
 func (c *validatingCache) Add(ctx context.Context, query string, doc *ast.QueryDocument) {
 	c.cache.Add(ctx, query, doc)
+}
+
+// parsedQuery hands the document that documentBounds parsed, to check a
+// query's size, to the validatingCache of the same operation, which
+// would otherwise parse the text again: a query not in the cache (one
+// whose text changes with each request, as a lookup by a literal id
+// does) was parsed twice, a twentieth of the daemon's CPU on such
+// lookups (docs/benchmarks.md, "Measured choices in the code").
+// operations puts an empty one in each operation's context.
+type parsedQuery struct {
+	query string
+	doc   *ast.QueryDocument // parsed, not validated
+}
+
+type parsedQueryKey struct{}
+
+// withParsedQuery returns ctx with room for the operation's parsed query.
+func withParsedQuery(ctx context.Context) context.Context {
+	return context.WithValue(ctx, parsedQueryKey{}, &parsedQuery{})
+}
+
+// keepParsed keeps doc, query parsed, for the operation of ctx.
+func keepParsed(ctx context.Context, query string, doc *ast.QueryDocument) {
+	if p, ok := ctx.Value(parsedQueryKey{}).(*parsedQuery); ok {
+		p.query, p.doc = query, doc
+	}
+}
+
+// takeParsed returns the document kept for query in the operation of
+// ctx, once; nil when there is none.
+func takeParsed(ctx context.Context, query string) *ast.QueryDocument {
+	p, ok := ctx.Value(parsedQueryKey{}).(*parsedQuery)
+	if !ok || p.doc == nil || p.query != query {
+		return nil
+	}
+	doc := p.doc
+	p.doc = nil
+	return doc
 }

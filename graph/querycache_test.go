@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -52,5 +53,60 @@ func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 		if _, cached := c.cache.Get(context.Background(), q); cached != want {
 			t.Errorf("%q: cached %v, want %v", q, cached, want)
 		}
+	}
+}
+
+// TestQueryParsedOnce: a query not in the cache is parsed once in an
+// operation: the validating cache takes the document the document bounds
+// parsed (that very document), once, and for that query text only.
+func TestQueryParsedOnce(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Parse(`type Person { name: String! age: Int }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gql, err := BuildSchema(s, sluice.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := lru.New[*ast.QueryDocument](10)
+	c := newValidatingCache(plain, gql)
+	bounds := documentBounds{limits: DefaultLimits(), cache: plain}
+	q := `{ Person(id: "Person/a") { _id name } }`
+
+	ctx := withParsedQuery(context.Background())
+	if err := bounds.MutateOperationParameters(ctx, &graphql.RawParams{Query: q}); err != nil {
+		t.Fatal(err)
+	}
+	kept := ctx.Value(parsedQueryKey{}).(*parsedQuery).doc
+	if kept == nil {
+		t.Fatal("the bounds kept no parsed document")
+	}
+	if doc, ok := c.Get(ctx, q); !ok || doc != kept {
+		t.Errorf("the cache parsed the query again (or refused it: %v)", ok)
+	}
+	if takeParsed(ctx, q) != nil {
+		t.Errorf("the parsed document was handed over twice")
+	}
+
+	// Another query text in the operation's context is parsed as usual.
+	ctx = withParsedQuery(context.Background())
+	if err := bounds.MutateOperationParameters(ctx, &graphql.RawParams{Query: q}); err != nil {
+		t.Fatal(err)
+	}
+	other := `{ Person(id: "Person/b") { _id age } }`
+	doc, ok := c.Get(ctx, other)
+	if !ok || doc == kept || doc.Operations[0].SelectionSet[0].(*ast.Field).Arguments[0].Value.Raw != "Person/b" {
+		t.Errorf("another query got the kept document (or was refused: %v)", ok)
+	}
+
+	// A query over the bounds keeps nothing.
+	ctx = withParsedQuery(context.Background())
+	tiny := documentBounds{limits: Limits{MaxQueryBytes: 10}, cache: plain}
+	if err := tiny.MutateOperationParameters(ctx, &graphql.RawParams{Query: `{ Person { name age } }`}); err == nil {
+		t.Fatal("a query over the bounds passed them")
+	}
+	if ctx.Value(parsedQueryKey{}).(*parsedQuery).doc != nil {
+		t.Errorf("a query over the bounds was kept")
 	}
 }

@@ -23,9 +23,10 @@ type operations struct {
 }
 
 // CreateOperationContext parses and validates the operation of params and
-// coerces its variables, as gqlgen's executor does.
+// coerces its variables, as gqlgen's executor does; the query is parsed
+// once (parsedQuery).
 func (o operations) CreateOperationContext(ctx context.Context, params *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
-	rc, errs := o.Executor.CreateOperationContext(ctx, params)
+	rc, errs := o.Executor.CreateOperationContext(withParsedQuery(ctx), params)
 	if len(errs) == 1 && rc != nil && rc.Operation != nil {
 		errs = gqlerror.List{variableError(o.schema, rc.Operation, params.Variables, errs[0])}
 	}

@@ -107,12 +107,15 @@ func (g *bulkGC) end(percent int) {
 // raise it (its garbage would stay resident), nor does a process holding
 // many streams (a large live heap).
 //
-// Concurrent small writes raise it sooner: loadGCWriteRuns fast
-// collections in a row, each after concurrent writes (writing), are
-// enough. A write leaves nothing resident, so the wait guards nothing
-// there; with it, a burst of writes shorter than loadGCSustain ran at the
-// default target throughout (8 concurrent writers spent about a sixth more
-// CPU per write: docs/benchmarks.md, "Measured choices in the code").
+// Concurrent small requests raise it sooner: loadGCRequestRuns fast
+// collections in a row, each after requests that overlapped (serving),
+// are enough. A small write or a read leaves nothing resident, so the
+// wait guards nothing there; with it, a burst of them shorter than
+// loadGCSustain ran at the default target throughout (8 concurrent
+// writers spent about a sixth more CPU per write, and the first two
+// seconds of a run of lookups paid the same: docs/benchmarks.md,
+// "Measured choices in the code"). Streams and live queries are not
+// requests here: what they hold stays resident.
 type loadGC struct {
 	bulk    *bulkGC
 	percent int
@@ -126,14 +129,14 @@ type loadGC struct {
 	busySince time.Time
 	raised    bool
 	live      []metrics.Sample
-	// writeRuns counts the fast collections in a row that each followed
-	// concurrent small writes.
-	writeRuns int
+	// requestRuns counts the fast collections in a row that each
+	// followed concurrent small requests.
+	requestRuns int
 
-	// writes counts the small writes in progress; concurrent is set when
-	// one starts while another runs, and read (and cleared) at the next
-	// collection.
-	writes     atomic.Int32
+	// requests counts the small requests in progress; concurrent is set
+	// when one starts while another runs, and read (and cleared) at the
+	// next collection.
+	requests   atomic.Int32
 	concurrent atomic.Bool
 }
 
@@ -142,9 +145,9 @@ const (
 	loadGCSustain = 2 * time.Second
 	loadGCQuiet   = time.Second
 	loadGCMaxLive = 32 << 20
-	// loadGCWriteRuns is how many fast collections in a row, each after
-	// concurrent small writes, raise the target.
-	loadGCWriteRuns = 3
+	// loadGCRequestRuns is how many fast collections in a row, each
+	// after concurrent small requests, raise the target.
+	loadGCRequestRuns = 3
 )
 
 // processLoadGC is process-wide, as GOGC is.
@@ -205,35 +208,35 @@ func (g *loadGC) collected() {
 	arm(g)
 }
 
-// writing marks a small write in progress until the function it returns
-// is called.
-func (g *loadGC) writing() (done func()) {
-	if g.writes.Add(1) > 1 {
+// serving marks a small request in progress (a write that joins group
+// commit, or a read) until the function it returns is called.
+func (g *loadGC) serving() (done func()) {
+	if g.requests.Add(1) > 1 {
 		g.concurrent.Store(true)
 	}
-	return func() { g.writes.Add(-1) }
+	return func() { g.requests.Add(-1) }
 }
 
 // observe judges a collection that ended at now leaving live bytes; the
 // caller holds g.mu.
 func (g *loadGC) observe(now time.Time, live uint64) {
 	since := now.Sub(g.last)
-	writes := g.concurrent.Swap(false)
+	overlapped := g.concurrent.Swap(false)
 	if since >= loadGCFast {
 		g.busySince = time.Time{}
-		g.writeRuns = 0
+		g.requestRuns = 0
 	} else {
 		if g.busySince.IsZero() {
 			g.busySince = g.last
 		}
-		if writes {
-			g.writeRuns++
+		if overlapped {
+			g.requestRuns++
 		} else {
-			g.writeRuns = 0
+			g.requestRuns = 0
 		}
 	}
 	g.last = now
-	busy := !g.busySince.IsZero() && (now.Sub(g.busySince) >= loadGCSustain || g.writeRuns >= loadGCWriteRuns)
+	busy := !g.busySince.IsZero() && (now.Sub(g.busySince) >= loadGCSustain || g.requestRuns >= loadGCRequestRuns)
 	switch {
 	case !g.raised && busy && live < loadGCMaxLive:
 		g.raised = true

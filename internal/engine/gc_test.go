@@ -97,50 +97,51 @@ func TestLoadGCRaisesTheTargetWhileCollectionsComeFast(t *testing.T) {
 	waitGCPercent(t, 100, "after a quiet spell")
 }
 
-// Not parallel: GOGC is process-wide. Concurrent small writes raise the
-// target after a few fast collections, without the wait a burst of other
-// requests needs; writes one at a time, or fast collections without
-// writes, do not; nor do concurrent writes with a large live heap.
-func TestLoadGCRaisesTheTargetSoonUnderConcurrentWrites(t *testing.T) {
+// Not parallel: GOGC is process-wide. Concurrent small requests (reads,
+// small writes) raise the target after a few fast collections, without
+// the wait other bursts need; requests one at a time, or fast
+// collections without requests, do not; nor do concurrent requests with
+// a large live heap.
+func TestLoadGCRaisesTheTargetSoonUnderConcurrentRequests(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	g := &loadGC{bulk: &bulkGC{linger: 10 * time.Millisecond}, percent: 400, refs: 1}
 	now := time.Now()
 	g.last = now
 	// collect makes one collection 50 ms after the one before, after
-	// writes: two at once when concurrent, else one after the other.
+	// requests: two at once when concurrent, else one after the other.
 	collect := func(concurrent bool, live uint64) {
 		if concurrent {
-			done := g.writing()
-			g.writing()()
+			done := g.serving()
+			g.serving()()
 			done()
 		} else {
-			g.writing()()
-			g.writing()()
+			g.serving()()
+			g.serving()()
 		}
 		now = now.Add(50 * time.Millisecond)
 		g.observe(now, live)
 	}
-	for range loadGCWriteRuns + 2 {
+	for range loadGCRequestRuns + 2 {
 		collect(false, 8<<20)
 	}
-	wantGCPercent(t, 100, "after fast collections with writes one at a time")
-	for range loadGCWriteRuns + 2 {
+	wantGCPercent(t, 100, "after fast collections with requests one at a time")
+	for range loadGCRequestRuns + 2 {
 		collect(true, 40<<20)
 	}
-	wantGCPercent(t, 100, "after concurrent writes with a large live heap")
+	wantGCPercent(t, 100, "after concurrent requests with a large live heap")
 	now = now.Add(200 * time.Millisecond) // a pause: the runs start again
 	g.observe(now, 8<<20)
-	for range loadGCWriteRuns - 1 {
+	for range loadGCRequestRuns - 1 {
 		collect(true, 8<<20)
 	}
-	wantGCPercent(t, 100, "before enough collections after concurrent writes")
+	wantGCPercent(t, 100, "before enough collections after concurrent requests")
 	collect(true, 8<<20)
-	wantGCPercent(t, 400, "after fast collections following concurrent writes")
+	wantGCPercent(t, 400, "after fast collections following concurrent requests")
 	now = now.Add(2 * time.Second)
 	g.observe(now, 8<<20)
 	waitGCPercent(t, 100, "after a quiet spell")
-	if n := g.writes.Load(); n != 0 {
-		t.Fatalf("%d writes counted in progress after all ended", n)
+	if n := g.requests.Load(); n != 0 {
+		t.Fatalf("%d requests counted in progress after all ended", n)
 	}
 }
 

@@ -62,8 +62,10 @@ func (e *Engine) GraphQLDatabase(ctx context.Context, u *sluice.User, org, name 
 
 // QueryDocuments runs one GraphQL document query (one SQL statement). The
 // caller has authorized the reader with GraphQLDatabase and hides the
-// fields the reader may not see.
+// fields the reader may not see. It, and the reads below, count as small
+// requests for the collector's target (loadGC).
 func (e *Engine) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery) ([]QueryDoc, error) {
+	defer processLoadGC.serving()()
 	return e.store.QueryDocuments(ctx, d, s, q)
 }
 
@@ -71,6 +73,7 @@ func (e *Engine) QueryDocuments(ctx context.Context, d *sluice.Database, s *slui
 // statement (see postgres.DB.QueryDocumentsEach). Authorization as
 // QueryDocuments.
 func (e *Engine) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *sluice.Schema, qs []DocQuery) ([][]QueryDoc, error) {
+	defer processLoadGC.serving()()
 	return e.store.QueryDocumentsEach(ctx, d, s, qs)
 }
 
@@ -78,6 +81,7 @@ func (e *Engine) QueryDocumentsEach(ctx context.Context, d *sluice.Database, s *
 // field points at each of q's targets (see postgres.DB.Backlinks).
 // Authorization as QueryDocuments.
 func (e *Engine) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Schema, q BacklinkQuery) ([][]QueryDoc, error) {
+	defer processLoadGC.serving()()
 	return e.store.Backlinks(ctx, d, s, q)
 }
 
@@ -85,6 +89,7 @@ func (e *Engine) Backlinks(ctx context.Context, d *sluice.Database, s *sluice.Sc
 // one SQL statement (see postgres.DB.Aggregate). Authorization as
 // QueryDocuments.
 func (e *Engine) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery) (AggregateResult, error) {
+	defer processLoadGC.serving()()
 	return e.store.Aggregate(ctx, d, s, q)
 }
 
@@ -92,6 +97,7 @@ func (e *Engine) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Sc
 // statement; missing ids are left out, and at most limit documents are
 // read (< 0: no limit). Authorization as QueryDocuments.
 func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.Schema, ids []string, limit int) ([]QueryDoc, error) {
+	defer processLoadGC.serving()()
 	return e.store.DocumentsByID(ctx, d, s, ids, limit)
 }
 

@@ -34,6 +34,7 @@ type ReadDocument struct {
 // it returns the document as it was at that position (see ReadAsOf for the
 // errors of a position it cannot read).
 func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string, asOf *sluice.Position) (*ReadDocument, error) {
+	defer processLoadGC.serving()() // a small request (loadGC)
 	var doc *ReadDocument
 	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
 		var err error
@@ -100,6 +101,7 @@ type DocumentQuery struct {
 // document (or, with none, before Documents returns nil), with what the
 // documents reflect: they are read in one snapshot.
 func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string, q DocumentQuery, start func(ReadAt), fn func([]byte) error) error {
+	defer processLoadGC.serving()() // a small request (loadGC)
 	started := false
 	return e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
 		if started {

@@ -183,7 +183,7 @@ func (e *Engine) write(ctx context.Context, u *sluice.User, d *sluice.Database, 
 	key := e.idempotencyKey(u, opt, func() ([]byte, error) { return json.Marshal(res.IDs) })
 	spec.Idempotency = key
 	if spec.Group {
-		defer processLoadGC.writing()()
+		defer processLoadGC.serving()()
 	}
 	c, err := e.store.Write(ctx, spec)
 	if err != nil {
