@@ -311,6 +311,21 @@ type execution struct {
 	// Boundary).
 	wantBoundary bool
 	boundary     *Boundary
+	// rootType and roots are the fields selected on the operation's root
+	// of that type, collected once (rootFields).
+	rootType string
+	roots    []graphql.CollectedField
+}
+
+// rootFields returns the fields the operation selects on its root of
+// type root. A query reads them several times (asOf, oneStatement, then
+// to run them); collecting them again each time was a percent of a
+// lookup's CPU.
+func (x *execution) rootFields(root string) []graphql.CollectedField {
+	if x.roots == nil || x.rootType != root {
+		x.rootType, x.roots = root, x.fields(x.op.Operation.SelectionSet, root)
+	}
+	return x.roots
 }
 
 // requestHash returns the hash of the operation's request: the one its

@@ -19,7 +19,7 @@ import (
 // and any error rolls all of them back, so every field is null and data is
 // null. author and message, when given on several fields, must agree.
 func (x *execution) mutation() json.RawMessage {
-	fields := x.fields(x.op.Operation.SelectionSet, "Mutation")
+	fields := x.rootFields("Mutation")
 	var ops []engine.WriteOp
 	var opFields []int // index in fields of each op
 	var opt engine.WriteOptions

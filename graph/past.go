@@ -30,7 +30,7 @@ func (x *execution) asOf() (*sluice.Position, error) {
 	var text *string
 	var first string
 	n := 0
-	for _, cf := range x.fields(x.op.Operation.SelectionSet, typeQuery) {
+	for _, cf := range x.rootFields(typeQuery) {
 		switch cf.Name {
 		case "__typename", "__schema", "__type":
 			continue

@@ -26,7 +26,7 @@ func (x *execution) queryOn(root string) json.RawMessage {
 	w := x.newWriter()
 	w.WriteByte('{')
 	nullData := false
-	for i, cf := range x.fields(x.op.Operation.SelectionSet, root) {
+	for i, cf := range x.rootFields(root) {
 		if x.overRows() {
 			return nil // the error is recorded; later fields would only add to it
 		}
@@ -555,7 +555,7 @@ func parseFilter(s *sluice.Schema, class string, input map[string]any) (filter.E
 func (x *execution) readingRoot(rootType string) (graphql.CollectedField, bool) {
 	reading := 0
 	var root graphql.CollectedField
-	for _, cf := range x.fields(x.op.Operation.SelectionSet, rootType) {
+	for _, cf := range x.rootFields(rootType) {
 		switch cf.Name {
 		case "__typename", "__schema", "__type":
 		default:

@@ -125,6 +125,11 @@ func TestQueriesUseIndexes(t *testing.T) {
 			[]string{`Scan Backward using "Person_pkey"`}, append(noScan, "Sort")},
 		{"ids", person(postgres.DocQuery{IDs: []string{"Person/p00042", "Person/p00043"}, Fields: []string{"_id", "name", "_CommitMetadata"}}),
 			[]string{`Index Cond: (_id = ANY`}, noScan},
+		// One id reads at most one row: nothing to sort (singleOrders).
+		{"one id, some fields", person(postgres.DocQuery{IDs: []string{"Person/p00042"}, Fields: []string{"_id", "name"}}),
+			[]string{`Index Cond: (_id = `}, append(noScan, "Sort")},
+		{"one id, whole documents", person(postgres.DocQuery{IDs: []string{"Person/p00042"}}),
+			[]string{`Index Cond: (_id = `}, append(noScan, "Sort")},
 		{"_ids filter, paged", person(postgres.DocQuery{Offset: 1, Filter: f(map[string]any{"_ids": []any{"Person/p00042", "Person/p00043"}})}),
 			[]string{`Index Cond: (_id = ANY`}, noScan},
 		{"orderBy an indexed String", person(postgres.DocQuery{Order: []postgres.OrderKey{{Field: "name"}}, Fields: []string{"_id", "name"}}),
