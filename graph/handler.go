@@ -233,7 +233,11 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, media string, r
 		}
 		if err == nil {
 			req.replayed = true
-			writeResponse(w, media, &graphql.Response{Data: answer,
+			// An answer recorded by an older build may not be written as
+			// MarshalResponse expects (compact, <, > and & escaped).
+			data := &jsonWriter{}
+			data.raw(answer)
+			writeResponse(w, media, &graphql.Response{Data: data.Bytes(),
 				Extensions: map[string]any{"position": c.End().String(), "version": c.Version()}}, true)
 			return true
 		}

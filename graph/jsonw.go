@@ -61,15 +61,17 @@ func (w *jsonWriter) WriteByte(c byte) error {
 
 const hexDigits = "0123456789abcdef"
 
-// str writes s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does.
+// str writes s as a JSON string, as encoding/json.Marshal writes one:
+// invalid UTF-8 becomes U+FFFD, and <, > and & are escaped (\u003c …),
+// so that a response needs no pass of encoding/json's over its data
+// (MarshalResponse).
 func (w *jsonWriter) str(s string) {
 	w.WriteByte('"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
 				i++
 				continue
 			}
@@ -131,6 +133,20 @@ func (w *jsonWriter) null() { w.WriteString("null") }
 func (w *jsonWriter) boolean(b bool) { w.WriteString(strconv.FormatBool(b)) }
 
 func (w *jsonWriter) int(n int64) { w.WriteString(strconv.FormatInt(n, 10)) }
+
+// raw writes a JSON value as encoding/json.Marshal writes a
+// json.RawMessage: compacted, with <, > and & escaped; null when it is
+// not JSON.
+func (w *jsonWriter) raw(v []byte) {
+	var b bytes.Buffer
+	if err := json.Compact(&b, v); err != nil {
+		w.null()
+		return
+	}
+	var e bytes.Buffer
+	json.HTMLEscape(&e, b.Bytes())
+	w.Write(e.Bytes())
+}
 
 // any writes v with encoding/json (JSON scalar values, rare types).
 func (w *jsonWriter) any(v any) {

@@ -341,7 +341,7 @@ func writeScalar(w *jsonWriter, scalar string, v any) {
 		}
 	case sluice.ScalarJSON:
 		if raw, ok := v.(json.RawMessage); ok {
-			w.Write(raw)
+			w.raw(raw)
 			return
 		}
 		w.any(v)

@@ -216,7 +216,7 @@ func (t *transport) prepare(ctx context.Context, st framer, req *request, exec g
 func (t *transport) execute(ctx context.Context, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor, mr *muxRequest) *stream.Stream {
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
 		responses, rctx := exec.DispatchOperation(ctx, op)
-		b, err := json.Marshal(responses(rctx))
+		b, err := graph.MarshalResponse(responses(rctx))
 		if err != nil {
 			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, fmt.Errorf("encode a graphql response: %w", err))})
 		}
