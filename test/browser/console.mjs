@@ -281,6 +281,10 @@ try {
   // 6. An insert with a value of the wrong type: the error is shown next
   // to its field; corrected, the document is inserted and opened.
   await go(`${docs}?new=1`);
+  // The form moves the focus to its heading once shown (for screen
+  // readers); keys typed before that went to the heading.
+  await waitFor('the new document form to take the focus', () =>
+    page.evaluate(() => document.activeElement?.id === 'new-title'));
   await type('#new-key', 'console-made');
   await type('#field-name', 'Made in the console');
   await type('#field-price', 'cheap');
