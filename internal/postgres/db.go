@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -109,6 +110,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 	}
 	o.configure(&cfg.ConnConfig.Config, "sluice")
 	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { return o.checkUp() }
+	cfg.AfterRelease = notCancelled
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -129,7 +131,8 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 //
 // A context that ends sends Postgres a cancel request. pgx's default only
 // sets a deadline on the socket, and the backend runs on until it next
-// writes to it, which for a long sort or scan is when it is done.
+// writes to it, which for a long sort or scan is when it is done. The
+// connection is then not used again (cancelled, notCancelled).
 func (o options) configure(cfg *pgconn.Config, appName string) {
 	cfg.RuntimeParams["jit"] = "off"
 	// Sluice's own writes record themselves; the capture triggers skip
@@ -144,8 +147,43 @@ func (o options) configure(cfg *pgconn.Config, appName string) {
 		cfg.RuntimeParams["application_name"] = appName
 	}
 	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}
+		sent := new(atomic.Bool)
+		c.CustomData()[cancelledKey] = sent
+		return markCancels{&pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}, sent}
 	}
+}
+
+// A cancel request reaches Postgres on a connection of its own, and the
+// backend it names may get it after the statement it was sent for has
+// ended: it then cancels whatever that backend runs next. pgx waits 100
+// ms before the connection is used again, which a loaded machine outran:
+// a request on a reused connection failed with its statement "cancelled
+// by an operator". A connection a cancel request was sent for is closed
+// when it is released instead (the pool's AfterRelease, notCancelled);
+// the pool opens another when it needs one.
+
+// cancelledKey names, in a connection's CustomData, the flag set once a
+// statement's context ended while it ran (pgx then sends the cancel
+// request, unless the statement ends first).
+const cancelledKey = "sluice.cancelled"
+
+// markCancels is pgx's cancel-request handler, which also sets the
+// connection's flag.
+type markCancels struct {
+	*pgconn.CancelRequestContextWatcherHandler
+	sent *atomic.Bool
+}
+
+func (h markCancels) HandleCancel(ctx context.Context) {
+	h.sent.Store(true)
+	h.CancelRequestContextWatcherHandler.HandleCancel(ctx)
+}
+
+// notCancelled is the pool's AfterRelease: it keeps a connection unless a
+// statement's context ended while it ran there.
+func notCancelled(c *pgx.Conn) bool {
+	sent, ok := c.PgConn().CustomData()[cancelledKey].(*atomic.Bool)
+	return !ok || !sent.Load()
 }
 
 // Close closes every connection. It waits for connections in use.

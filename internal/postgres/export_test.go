@@ -43,16 +43,24 @@ func (l *Listener) ShowForTest(ctx context.Context, name string) (string, error)
 
 // SleepForTest runs pg_sleep(seconds) on a pooled connection: a statement
 // that runs until it is cancelled or its time is up. It reports whether
-// the connection was closed when the statement ended, rather than kept
-// for the pool. Errors are mapped as every statement's are.
-func (db *DB) SleepForTest(ctx context.Context, seconds float64) (closed bool, err error) {
+// the connection was closed when the statement ended (before it went back
+// to the pool), and the pid of its backend. Errors are mapped as every
+// statement's are.
+func (db *DB) SleepForTest(ctx context.Context, seconds float64) (closed bool, pid uint32, err error) {
 	c, err := db.pool.Acquire(context.WithoutCancel(ctx))
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	defer c.Release()
 	_, err = c.Exec(ctx, "SELECT pg_sleep($1)", seconds)
-	return c.Conn().IsClosed(), mapError(err)
+	return c.Conn().IsClosed(), c.Conn().PgConn().PID(), mapError(err)
+}
+
+// BackendAliveForTest reports whether a backend of pid still runs.
+func (db *DB) BackendAliveForTest(ctx context.Context, pid uint32) (bool, error) {
+	var n int
+	err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&n)
+	return n > 0, err
 }
 
 // ActiveForTest returns the pids of this database's backends running a

@@ -56,10 +56,10 @@ func waitUntil(t *testing.T, what string, cond func() (bool, error)) {
 }
 
 // TestCancelledContextStopsTheStatement: a statement whose context ends
-// stops on the server, and its connection, told by a cancel request rather
-// than closed, stays usable: clients that go away do not make Sluice
-// reconnect. (pgx's default closed the connection, and sent the cancel
-// request from there.)
+// stops on the server, told by a cancel request (pgx's default closed the
+// connection, and the backend ran on). The connection is not used again:
+// it is closed once released, since a cancel request can reach its
+// backend late and cancel the next statement sent on it.
 func TestCancelledContextStopsTheStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -67,12 +67,13 @@ func TestCancelledContextStopsTheStatement(t *testing.T) {
 	sleepCtx, cancel := context.WithCancel(ctx)
 	type result struct {
 		closed bool
+		pid    uint32
 		err    error
 	}
 	done := make(chan result, 1)
 	go func() {
-		closed, err := db.SleepForTest(sleepCtx, 600)
-		done <- result{closed, err}
+		closed, pid, err := db.SleepForTest(sleepCtx, 600)
+		done <- result{closed, pid, err}
 	}()
 	running := func(want int) func() (bool, error) {
 		return func() (bool, error) {
@@ -87,9 +88,13 @@ func TestCancelledContextStopsTheStatement(t *testing.T) {
 		t.Fatal("the cancelled statement succeeded")
 	}
 	if r.closed {
-		t.Errorf("the connection was closed (%v); want it kept", r.err)
+		t.Errorf("the connection was closed before the cancel finished (%v)", r.err)
 	}
 	waitUntil(t, "pg_sleep stops on the server", running(0))
+	waitUntil(t, "the cancelled statement's connection closed", func() (bool, error) {
+		alive, err := db.BackendAliveForTest(ctx, r.pid)
+		return !alive, err
+	})
 }
 
 // TestStatementTimeoutCancelsALongStatement: Postgres cancels a statement
@@ -105,7 +110,7 @@ func TestStatementTimeoutCancelsALongStatement(t *testing.T) {
 	// The deadline only ends the test sooner should the timeout not work.
 	sleepCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	_, err = db.SleepForTest(sleepCtx, 600)
+	_, _, err = db.SleepForTest(sleepCtx, 600)
 	if sluice.ErrorCode(err) != sluice.CodeUnavailable {
 		t.Fatalf("pg_sleep(600) with a 200ms statement timeout: %v, want Unavailable", err)
 	}
