@@ -47,17 +47,7 @@ func TestMarshalResponseIsJSONMarshal(t *testing.T) {
 		{Data: json.RawMessage(`{}`), Label: "l<", Path: ast.Path{ast.PathName("x")}, HasNext: &yes},
 		{},
 	} {
-		want, err := json.Marshal(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := MarshalResponse(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("MarshalResponse:\n%s\njson.Marshal:\n%s", got, want)
-		}
+		sameAsJSONMarshal(t, resp)
 	}
 	// A JSON scalar that is not JSON is written as null (json.Marshal
 	// would fail the whole response).
@@ -77,17 +67,23 @@ func FuzzMarshalResponse(f *testing.F) {
 		if !json.Valid([]byte(j)) {
 			j = "null"
 		}
-		resp := &graphql.Response{Data: data([]string{s}, json.RawMessage(j)), Extensions: map[string]any{s: s}}
-		want, err := json.Marshal(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := MarshalResponse(resp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("MarshalResponse:\n%s\njson.Marshal:\n%s", got, want)
-		}
+		sameAsJSONMarshal(t, &graphql.Response{Data: data([]string{s}, json.RawMessage(j)), Extensions: map[string]any{s: s}})
 	})
+}
+
+// sameAsJSONMarshal fails t unless MarshalResponse gives resp the bytes
+// json.Marshal gives it.
+func sameAsJSONMarshal(t *testing.T, resp *graphql.Response) {
+	t.Helper()
+	want, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := MarshalResponse(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("MarshalResponse:\n%s\njson.Marshal:\n%s", got, want)
+	}
 }
