@@ -132,7 +132,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 // A context that ends sends Postgres a cancel request. pgx's default only
 // sets a deadline on the socket, and the backend runs on until it next
 // writes to it, which for a long sort or scan is when it is done. The
-// connection is then not used again (cancelled, notCancelled).
+// connection is then not used again (markCancels, notCancelled).
 func (o options) configure(cfg *pgconn.Config, appName string) {
 	cfg.RuntimeParams["jit"] = "off"
 	// Sluice's own writes record themselves; the capture triggers skip

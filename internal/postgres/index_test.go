@@ -125,7 +125,7 @@ func TestQueriesUseIndexes(t *testing.T) {
 			[]string{`Scan Backward using "Person_pkey"`}, append(noScan, "Sort")},
 		{"ids", person(postgres.DocQuery{IDs: []string{"Person/p00042", "Person/p00043"}, Fields: []string{"_id", "name", "_CommitMetadata"}}),
 			[]string{`Index Cond: (_id = ANY`}, noScan},
-		// One id reads at most one row: nothing to sort (singleOrders).
+		// One id reads at most one row: nothing to sort (orderBy).
 		{"one id, some fields", person(postgres.DocQuery{IDs: []string{"Person/p00042"}, Fields: []string{"_id", "name"}}),
 			[]string{`Index Cond: (_id = `}, append(noScan, "Sort")},
 		{"one id, whole documents", person(postgres.DocQuery{IDs: []string{"Person/p00042"}}),

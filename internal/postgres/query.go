@@ -323,9 +323,9 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	if len(q.Classes) == 1 {
 		// The inner query sorts and pages the narrow rows; the JSON is
 		// built only for the rows the LIMIT keeps.
-		inner, outer := singleOrders(b, c, q)
+		ord := orderBy(b, c, q)
 		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT t.* FROM %s t%s%s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s%s",
-			rowJSONSQL(c, nil, "t"), b.source(q.Classes[0]), whereSQL, inner, page, colCommitUID, outer)
+			rowJSONSQL(c, nil, "t"), b.source(q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
 	if b.past != nil {
@@ -445,9 +445,9 @@ func projectionStatement(b *sqlBuilder, q DocQuery, whereSQL, page string) *stat
 		outer = append(outer, "c.seq", "c.author", "c.message", "c.committed_at")
 		join = " LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID
 	}
-	innerOrder, outerOrder := singleOrders(b, c, q)
+	ord := orderBy(b, c, q)
 	sql := fmt.Sprintf("SELECT %s FROM (SELECT %s FROM %s t%s%s%s) t%s%s",
-		strings.Join(outer, ", "), strings.Join(inner, ", "), b.source(c.Name), whereSQL, innerOrder, page, join, outerOrder)
+		strings.Join(outer, ", "), strings.Join(inner, ", "), b.source(c.Name), whereSQL, ord, page, join, ord)
 	return &statement{sql: b.pastStatement(sql), args: b.args, proj: &projection{class: c, fields: fields, withCommit: withCommit}}
 }
 
@@ -652,19 +652,17 @@ func (c *column) value() (any, bool, error) {
 
 // singleOrder returns the ORDER BY list of a query on one table (alias t);
 // keys were checked by QueryDocuments.
-// singleOrders returns the ORDER BY clauses, " ORDER BY …", of a
-// statement reading q from class c's table alone: one for the inner
-// query, which sorts and pages, and one for the outer, which keeps that
-// order. A lookup of one id in the present reads at most one row (the id
-// is the table's key), and has neither: its Sort node cost Postgres
-// about a tenth of the lookup's statement (pgbench, prepared, one
-// client).
-func singleOrders(b *sqlBuilder, c *sluice.Class, q DocQuery) (inner, outer string) {
+// orderBy returns the ORDER BY clause, " ORDER BY …", of a statement
+// reading q from class c's table alone (its inner query sorts and pages,
+// its outer one keeps that order). A lookup of one id in the present
+// reads at most one row (the id is the table's key), and has none: its
+// Sort node cost Postgres about a tenth of the lookup's statement
+// (pgbench, prepared, one client).
+func orderBy(b *sqlBuilder, c *sluice.Class, q DocQuery) string {
 	if len(q.IDs) == 1 && b.past == nil {
-		return "", ""
+		return ""
 	}
-	ord := " ORDER BY " + singleOrder(c, q.Order)
-	return ord, ord
+	return " ORDER BY " + singleOrder(c, q.Order)
 }
 
 func singleOrder(c *sluice.Class, keys []OrderKey) string {
