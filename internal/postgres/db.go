@@ -110,7 +110,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 	}
 	o.configure(&cfg.ConnConfig.Config, "sluice")
 	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { return o.checkUp() }
-	cfg.AfterRelease = notCancelled
+	cfg.PrepareConn = notCancelled
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to postgres: %w", err)
@@ -159,8 +159,11 @@ func (o options) configure(cfg *pgconn.Config, appName string) {
 // ms before the connection is used again, which a loaded machine outran:
 // a request on a reused connection failed with its statement "cancelled
 // by an operator". A connection a cancel request was sent for is closed
-// when it is released instead (the pool's AfterRelease, notCancelled);
-// the pool opens another when it needs one.
+// instead of being handed out again (the pool's PrepareConn,
+// notCancelled), and the pool takes or opens another. (The check is made
+// on acquiring, not on releasing: pgx runs an AfterRelease hook in a
+// goroutine of its own on every release, and returns the connection to
+// the pool only once it has run.)
 
 // cancelledKey names, in a connection's CustomData, the flag set once a
 // statement's context ended while it ran (pgx then sends the cancel
@@ -179,11 +182,12 @@ func (h markCancels) HandleCancel(ctx context.Context) {
 	h.CancelRequestContextWatcherHandler.HandleCancel(ctx)
 }
 
-// notCancelled is the pool's AfterRelease: it keeps a connection unless a
-// statement's context ended while it ran there.
-func notCancelled(c *pgx.Conn) bool {
+// notCancelled is the pool's PrepareConn: it hands a connection out
+// unless a statement's context ended while it ran there (false destroys
+// the connection, and the pool tries another).
+func notCancelled(_ context.Context, c *pgx.Conn) (bool, error) {
 	sent, ok := c.PgConn().CustomData()[cancelledKey].(*atomic.Bool)
-	return !ok || !sent.Load()
+	return !ok || !sent.Load(), nil
 }
 
 // Close closes every connection. It waits for connections in use.

@@ -58,8 +58,9 @@ func waitUntil(t *testing.T, what string, cond func() (bool, error)) {
 // TestCancelledContextStopsTheStatement: a statement whose context ends
 // stops on the server, told by a cancel request (pgx's default closed the
 // connection, and the backend ran on). The connection is not used again:
-// it is closed once released, since a cancel request can reach its
-// backend late and cancel the next statement sent on it.
+// the pool closes it instead of handing it out (the queries below are the
+// next to ask for one), since a cancel request can reach its backend late
+// and cancel the next statement sent on it.
 func TestCancelledContextStopsTheStatement(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
