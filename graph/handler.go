@@ -2,7 +2,9 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -232,14 +234,16 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, media string, r
 			return false
 		}
 		if err == nil {
-			req.replayed = true
 			// An answer recorded by an older build may not be written as
 			// MarshalResponse expects (compact, <, > and & escaped).
-			data := &jsonWriter{}
-			data.raw(answer)
-			writeResponse(w, media, &graphql.Response{Data: data.Bytes(),
-				Extensions: map[string]any{"position": c.End().String(), "version": c.Version()}}, true)
-			return true
+			var data []byte
+			if data, err = json.Marshal(json.RawMessage(answer)); err == nil {
+				req.replayed = true
+				writeResponse(w, media, &graphql.Response{Data: data,
+					Extensions: map[string]any{"position": c.End().String(), "version": c.Version()}}, true)
+				return true
+			}
+			err = fmt.Errorf("the answer recorded under the idempotency key: %w", err)
 		}
 	}
 	if ra := sluice.RetryAfter(err); ra != "" {

@@ -134,21 +134,8 @@ func (w *jsonWriter) boolean(b bool) { w.WriteString(strconv.FormatBool(b)) }
 
 func (w *jsonWriter) int(n int64) { w.WriteString(strconv.FormatInt(n, 10)) }
 
-// raw writes a JSON value as encoding/json.Marshal writes a
-// json.RawMessage: compacted, with <, > and & escaped; null when it is
-// not JSON.
-func (w *jsonWriter) raw(v []byte) {
-	var b bytes.Buffer
-	if err := json.Compact(&b, v); err != nil {
-		w.null()
-		return
-	}
-	var e bytes.Buffer
-	json.HTMLEscape(&e, b.Bytes())
-	w.Write(e.Bytes())
-}
-
-// any writes v with encoding/json (JSON scalar values, rare types).
+// any writes v with encoding/json (JSON scalar values, rare types); null
+// when it cannot (a json.RawMessage that is not JSON).
 func (w *jsonWriter) any(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {

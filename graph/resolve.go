@@ -339,11 +339,7 @@ func writeScalar(w *jsonWriter, scalar string, v any) {
 			w.boolean(b)
 			return
 		}
-	case sluice.ScalarJSON:
-		if raw, ok := v.(json.RawMessage); ok {
-			w.raw(raw)
-			return
-		}
+	case sluice.ScalarJSON: // a json.RawMessage: compacted, <, > and & escaped
 		w.any(v)
 		return
 	case sluice.ScalarBigInt: // a decimal string; a number in older images

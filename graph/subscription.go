@@ -238,8 +238,11 @@ func (s *Subscription) open() *jsonWriter {
 	return w
 }
 
-// compactLine returns b without line breaks (JSON scalar values are stored
-// as given and may hold some between tokens), so it fits one SSE data line.
+// compactLine returns b without line breaks, so that it fits one SSE data
+// line: a line break in it would end the frame, and what followed would
+// be read as fields of the stream. The jsonWriter writes none (it escapes
+// them in strings and compacts JSON values): this is a guard, two scans
+// of the bytes, that finds none.
 func compactLine(b []byte) []byte {
 	if bytes.IndexByte(b, '\n') < 0 && bytes.IndexByte(b, '\r') < 0 {
 		return b

@@ -650,8 +650,6 @@ func (c *column) value() (any, bool, error) {
 	}
 }
 
-// singleOrder returns the ORDER BY list of a query on one table (alias t);
-// keys were checked by QueryDocuments.
 // orderBy returns the ORDER BY clause, " ORDER BY …", of a statement
 // reading q from class c's table alone (its inner query sorts and pages,
 // its outer one keeps that order). A lookup of one id in the present
@@ -665,6 +663,8 @@ func orderBy(b *sqlBuilder, c *sluice.Class, q DocQuery) string {
 	return " ORDER BY " + singleOrder(c, q.Order)
 }
 
+// singleOrder returns the ORDER BY list of a query on one table (alias t);
+// keys were checked by QueryDocuments.
 func singleOrder(c *sluice.Class, keys []OrderKey) string {
 	var out []string
 	idDesc := false
