@@ -114,8 +114,11 @@ func (g *bulkGC) end(percent int) {
 // loadGCSustain ran at the default target throughout (8 concurrent
 // writers spent about a sixth more CPU per write, and the first two
 // seconds of a run of lookups paid the same: docs/benchmarks.md,
-// "Measured choices in the code"). Streams and live queries are not
-// requests here: what they hold stays resident.
+// "Measured choices in the code"). The reads of streams count too (a live
+// query's reads, a subscription's reads of referenced documents): each
+// read leaves nothing resident either. What streams hold does, and it
+// is what loadGCMaxLive bounds: a live heap past it puts the target back,
+// however the target was raised.
 type loadGC struct {
 	bulk    *bulkGC
 	percent int
