@@ -142,6 +142,10 @@ func writeResponse(w http.ResponseWriter, media string, resp *graphql.Response, 
 // and extensions go through json.Marshal.
 func MarshalResponse(resp *graphql.Response) ([]byte, error) {
 	var b bytes.Buffer
+	// Room for the data, the extensions Sluice adds (a position and a
+	// version) and a final newline, so that a large page is not copied
+	// through each doubling of the buffer.
+	b.Grow(len(resp.Data) + 256)
 	b.WriteByte('{')
 	if len(resp.Errors) > 0 {
 		errs, err := json.Marshal(resp.Errors)

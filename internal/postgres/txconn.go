@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"io"
-	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -90,7 +89,10 @@ func (c *txConn) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if c.started() {
 		return c.conn.SendBatch(ctx, b)
 	}
-	withBegin := &pgx.Batch{QueuedQueries: slices.Insert(slices.Clone(b.QueuedQueries), 0, &pgx.QueuedQuery{SQL: c.begin})}
+	// A new list, not b's: its caller may still hold b.
+	qs := make([]*pgx.QueuedQuery, 0, len(b.QueuedQueries)+1)
+	qs = append(append(qs, &pgx.QueuedQuery{SQL: c.begin}), b.QueuedQueries...)
+	withBegin := &pgx.Batch{QueuedQueries: qs}
 	c.begin = ""
 	return &begunResults{BatchResults: c.conn.SendBatch(ctx, withBegin)}
 }

@@ -10,8 +10,9 @@ import (
 )
 
 // TestTransactSendsBeginWithItsFirstStatement: a transaction's BEGIN
-// travels with its first statement, whichever way that is sent (a batch,
-// a QueryRow, an Exec), and the transaction is still one: what it wrote
+// travels with its first statement when that is a batch or a QueryRow (an
+// Exec or a Query sends it first, on its own), and the transaction is
+// still one, whichever way it began: what it wrote
 // commits with it, or is rolled back when it fails, and a statement's own
 // error is reported as its own. A transaction that sent nothing ends
 // without a statement.
