@@ -184,11 +184,9 @@ func BenchmarkWriteBatch1000(b *testing.B) {
 	pgURL := cluster.URL("postgres")
 	var slSelf, slPG, rawSelf, rawPG time.Duration
 	cpu := func(self, pg *time.Duration, f func()) {
-		pg0 := postgresCPU(b, pgURL)
-		self0 := selfCPU(b)
-		f()
-		*self += selfCPU(b) - self0
-		*pg += postgresCPU(b, pgURL) - pg0
+		s, p := cpuDuring(b, pgURL, f)
+		*self += s
+		*pg += p
 	}
 	for b.Loop() {
 		var body strings.Builder
@@ -280,13 +278,9 @@ func BenchmarkWriteConcurrent8(b *testing.B) {
 	type side struct{ wall, self, pg time.Duration }
 	var sl, raw side
 	measure := func(s *side, from, to int, write func(i int)) {
-		// This process's CPU is read inside the cluster's, so that
-		// reading the cluster's (all of /proc) does not count.
-		pg0 := postgresCPU(b, pgURL)
-		self0 := selfCPU(b)
-		s.wall += run(from, to, write)
-		s.self += selfCPU(b) - self0
-		s.pg += postgresCPU(b, pgURL) - pg0
+		self, pg := cpuDuring(b, pgURL, func() { s.wall += run(from, to, write) })
+		s.self += self
+		s.pg += pg
 	}
 	b.ResetTimer()
 	for from := 0; from < b.N; from += round {
@@ -306,6 +300,18 @@ func BenchmarkWriteConcurrent8(b *testing.B) {
 	b.ReportMetric(perDoc(sl.pg), "sluice-pg-µs/doc")
 	b.ReportMetric(perDoc(raw.self), "raw-go-µs/doc")
 	b.ReportMetric(perDoc(raw.pg), "raw-pg-µs/doc")
+}
+
+// cpuDuring runs f and returns the CPU time this process and the
+// cluster serving pgURL used meanwhile. This process's is read inside the
+// cluster's, so that reading the cluster's (all of /proc) does not count.
+func cpuDuring(b *testing.B, pgURL string, f func()) (self, pg time.Duration) {
+	pg0 := postgresCPU(b, pgURL)
+	self0 := selfCPU(b)
+	f()
+	self = selfCPU(b) - self0
+	pg = postgresCPU(b, pgURL) - pg0
+	return self, pg
 }
 
 // selfCPU returns the user plus system CPU time this process has used.
