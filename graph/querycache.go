@@ -2,11 +2,14 @@ package graph
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"slices"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/lexer"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 	"github.com/vektah/gqlparser/v2/validator/core"
@@ -24,18 +27,31 @@ import (
 //
 // It is given to the executor only: the document bounds (documentBounds)
 // read the plain cache, since they must run before anything validates.
+//
+// Queries that differ only in the text of their string values (a lookup
+// of each id in turn) have one shape, and a shape that validated once
+// validates again: a new query of a known shape is only annotated with
+// the schema's definitions (validator.Walk, which the executor needs), not
+// checked by the rules again. gqlparser's rules read string values only to
+// compare them with each other (OverlappingFieldsCanBeMerged: two fields
+// of one response name need equal arguments), so the shape keeps which
+// strings are equal (see queryShape). Numbers and names are kept: an Int
+// too large is an error, an enum value must exist.
 type validatingCache struct {
 	cache  graphql.Cache[*ast.QueryDocument]
 	schema *ast.Schema
 	rules  []core.Rule
+	// shapes holds the digests of the shapes of queries that validated.
+	shapes graphql.Cache[struct{}]
 }
 
 var _ graphql.Cache[*ast.QueryDocument] = (*validatingCache)(nil)
 
 // newValidatingCache returns the cache of schema's queries over cache,
 // validating with the rules gqlgen's executor uses by default (the
-// default rules, field and leaf errors with suggestions).
-func newValidatingCache(cache graphql.Cache[*ast.QueryDocument], schema *ast.Schema) *validatingCache {
+// default rules, field and leaf errors with suggestions); shapes keeps
+// the shapes of the queries that validated.
+func newValidatingCache(cache graphql.Cache[*ast.QueryDocument], shapes graphql.Cache[struct{}], schema *ast.Schema) *validatingCache {
 	r := rules.NewDefaultRules()
 	// As executor.Executor.parseQuery does with suggestions on.
 	r.RemoveRule("FieldsOnCorrectTypeWithoutSuggestions")
@@ -47,7 +63,7 @@ func newValidatingCache(cache graphql.Cache[*ast.QueryDocument], schema *ast.Sch
 		list = append(list, core.Rule{Name: name, RuleFunc: f})
 	}
 	slices.SortFunc(list, func(a, b core.Rule) int { return strings.Compare(a.Name, b.Name) })
-	return &validatingCache{cache: cache, schema: schema, rules: list}
+	return &validatingCache{cache: cache, schema: schema, rules: list, shapes: shapes}
 }
 
 // Get returns the document of query: the cached one, or query parsed and
@@ -66,11 +82,59 @@ func (c *validatingCache) Get(ctx context.Context, query string) (*ast.QueryDocu
 	if doc == nil || len(doc.Operations) == 0 {
 		return nil, false
 	}
-	if errs := validator.ValidateWithSources(c.schema, doc, c.rules...); len(errs) > 0 {
-		return nil, false
+	shape, ok := queryShape(query)
+	known := false
+	if ok {
+		_, known = c.shapes.Get(ctx, shape)
+	}
+	if known {
+		validator.Walk(c.schema, doc, &core.Events{})
+	} else {
+		if errs := validator.ValidateWithSources(c.schema, doc, c.rules...); len(errs) > 0 {
+			return nil, false
+		}
+		if ok {
+			c.shapes.Add(ctx, shape, struct{}{})
+		}
 	}
 	c.cache.Add(ctx, query, doc)
 	return doc, true
+}
+
+// queryShape returns the digest of query's shape: its tokens, without
+// comments, each string value replaced by the number of its first
+// appearance among the query's distinct strings (so "a" "b" "a" is 0 1 0,
+// as "x" "y" "x" is). False when query does not lex.
+func queryShape(query string) (string, bool) {
+	lx := lexer.New(&ast.Source{Input: query})
+	var strs map[string]int
+	key := make([]byte, 0, len(query)+16)
+	for {
+		tok, err := lx.ReadToken()
+		if err != nil {
+			return "", false
+		}
+		switch tok.Kind {
+		case lexer.EOF:
+			sum := sha256.Sum256(key)
+			return string(sum[:]), true
+		case lexer.Comment:
+			continue
+		case lexer.String, lexer.BlockString:
+			n, seen := strs[tok.Value]
+			if !seen {
+				if strs == nil {
+					strs = map[string]int{}
+				}
+				n = len(strs)
+				strs[tok.Value] = n
+			}
+			key = binary.AppendUvarint(append(key, byte(tok.Kind)), uint64(n))
+		default:
+			key = binary.AppendUvarint(append(key, byte(tok.Kind)), uint64(len(tok.Value)))
+			key = append(key, tok.Value...)
+		}
+	}
 }
 
 // Add caches doc as the document of query.

@@ -41,7 +41,7 @@ func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 		``,                                         // no operation
 		`{ a: Person { name } a: Person { age } }`, // fields that cannot merge
 	} {
-		c := newValidatingCache(lru.New[*ast.QueryDocument](10), gql)
+		c := newValidatingCache(lru.New[*ast.QueryDocument](10), lru.New[struct{}](10), gql)
 		_, got := c.Get(context.Background(), q)
 		want := false
 		if doc, err := parser.ParseQuery(&ast.Source{Input: q}); err == nil && len(doc.Operations) > 0 {
@@ -52,6 +52,66 @@ func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 		}
 		if _, cached := c.cache.Get(context.Background(), q); cached != want {
 			t.Errorf("%q: cached %v, want %v", q, cached, want)
+		}
+	}
+}
+
+// TestValidatingCacheKnowsShapes: queries that differ from one that
+// validated only in their strings are not checked by the rules again, but
+// annotated with the schema for the executor; what validation reads of a
+// query (which strings are equal, numbers, names) still decides. Each
+// query runs through one cache, and must be accepted exactly when
+// gqlgen's validation accepts it.
+func TestValidatingCacheKnowsShapes(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Parse(`type Person { name: String! age: Int color: Color } enum Color { RED }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gql, err := BuildSchema(s, sluice.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newValidatingCache(lru.New[*ast.QueryDocument](100), lru.New[struct{}](100), gql)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		query string
+		known bool // its shape validated before
+	}{
+		{`{ Person(id: "Person/a") { _id name } }`, false},
+		{`{ Person(id: "Person/b") { _id name } } # another id`, true},
+		{`{ Person(id: """Person/c""") { _id name } }`, false}, // a block string is another token
+		// Fields of one response name merge only with equal arguments.
+		{`{ a: Person(id: "x") { name } a: Person(id: "x") { name } }`, false},
+		{`{ a: Person(id: "y") { name } a: Person(id: "y") { name } }`, true},
+		{`{ a: Person(id: "x") { name } a: Person(id: "y") { name } }`, false},
+		{`{ a: Person(id: "y") { name } a: Person(id: "x") { name } }`, false},
+		// Numbers and names are the shape's own.
+		{`{ Person(limit: 1) { name } }`, false},
+		{`{ Person(limit: 99999999999) { name } }`, false},
+		{`{ Person(filter: {color: {eq: RED}}) { name } }`, false},
+		{`{ Person(filter: {color: {eq: BLUE}}) { name } }`, false},
+		// A string where an enum value belongs is refused whatever it says.
+		{`{ Person(filter: {color: {eq: "RED"}}) { name } }`, false},
+		{`{ Person(filter: {color: {eq: "BLUE"}}) { name } }`, false},
+	} {
+		shape, ok := queryShape(tc.query)
+		if !ok {
+			t.Fatalf("%q does not lex", tc.query)
+		}
+		if _, known := c.shapes.Get(ctx, shape); known != tc.known {
+			t.Errorf("%q: its shape known before: %v, want %v", tc.query, known, tc.known)
+		}
+		want := false
+		if doc, err := parser.ParseQuery(&ast.Source{Input: tc.query}); err == nil {
+			want = len(validator.ValidateWithRules(gql, doc, nil)) == 0
+		}
+		doc, got := c.Get(ctx, tc.query)
+		if got != want {
+			t.Errorf("%q: the cache accepts it: %v; gqlgen's validation: %v", tc.query, got, want)
+		}
+		if got && doc.Operations[0].SelectionSet[0].(*ast.Field).Definition == nil {
+			t.Errorf("%q: not annotated with the schema's definitions", tc.query)
 		}
 	}
 }
@@ -70,7 +130,7 @@ func TestQueryParsedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain := lru.New[*ast.QueryDocument](10)
-	c := newValidatingCache(plain, gql)
+	c := newValidatingCache(plain, lru.New[struct{}](10), gql)
 	bounds := documentBounds{limits: DefaultLimits(), cache: plain}
 	q := `{ Person(id: "Person/a") { _id name } }`
 
@@ -109,4 +169,34 @@ func TestQueryParsedOnce(t *testing.T) {
 	if ctx.Value(parsedQueryKey{}).(*parsedQuery).doc != nil {
 		t.Errorf("a query over the bounds was kept")
 	}
+}
+
+// FuzzValidatingCacheShapes: after any query, another is accepted exactly
+// when gqlgen's validation accepts it, whether or not the two have one
+// shape.
+func FuzzValidatingCacheShapes(f *testing.F) {
+	s, err := schema.Parse(`type Person { name: String! age: Int color: Color friend: Person } enum Color { RED }`)
+	if err != nil {
+		f.Fatal(err)
+	}
+	gql, err := BuildSchema(s, sluice.RoleAdmin)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(`{ a: Person(id: "x") { name } a: Person(id: "x") { name } }`, `{ a: Person(id: "x") { name } a: Person(id: "y") { name } }`)
+	f.Add(`{ Person(id: "a") { name } }`, `{ Person(id: "b\u0041") { name } }`)
+	f.Add(`query($v: ID = "a") { Person(id: $v) { name } }`, `query($v: ID = "b") { Person(id: $v) { friend { name } } }`)
+	f.Add(`{ Person(filter: {color: {eq: RED}}) { name } }`, `{ Person(filter: {color: {eq: "RED"}}) { name } }`)
+	f.Fuzz(func(t *testing.T, first, second string) {
+		c := newValidatingCache(lru.New[*ast.QueryDocument](10), lru.New[struct{}](10), gql)
+		for _, q := range []string{first, second} {
+			want := false
+			if doc, err := parser.ParseQuery(&ast.Source{Input: q}); err == nil && len(doc.Operations) > 0 {
+				want = len(validator.ValidateWithRules(gql, doc, nil)) == 0
+			}
+			if _, got := c.Get(context.Background(), q); got != want {
+				t.Fatalf("%q (after %q): the cache accepts it: %v; gqlgen's validation: %v", q, first, got, want)
+			}
+		}
+	})
 }
