@@ -20,14 +20,7 @@ import (
 // still gets gqlgen's errors.
 func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 	t.Parallel()
-	s, err := schema.Parse(`type Person { name: String! age: Int friend: Person } enum Color { RED }`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gql, err := BuildSchema(s, sluice.RoleAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gql := adminSchema(t, `type Person { name: String! age: Int friend: Person } enum Color { RED }`)
 	for _, q := range []string{
 		`{ Person(id: "Person/a") { _id name age } }`,
 		`query($n: Int) { Person(filter: {age: {eq: $n}}) { name friend { name } } }`,
@@ -64,14 +57,7 @@ func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 // gqlgen's validation accepts it.
 func TestValidatingCacheKnowsShapes(t *testing.T) {
 	t.Parallel()
-	s, err := schema.Parse(`type Person { name: String! age: Int color: Color } enum Color { RED }`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gql, err := BuildSchema(s, sluice.RoleAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gql := adminSchema(t, `type Person { name: String! age: Int color: Color } enum Color { RED }`)
 	c := newValidatingCache(lru.New[*ast.QueryDocument](100), lru.New[struct{}](100), gql)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -121,14 +107,7 @@ func TestValidatingCacheKnowsShapes(t *testing.T) {
 // parsed (that very document), once, and for that query text only.
 func TestQueryParsedOnce(t *testing.T) {
 	t.Parallel()
-	s, err := schema.Parse(`type Person { name: String! age: Int }`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gql, err := BuildSchema(s, sluice.RoleAdmin)
-	if err != nil {
-		t.Fatal(err)
-	}
+	gql := adminSchema(t, `type Person { name: String! age: Int }`)
 	plain := lru.New[*ast.QueryDocument](10)
 	c := newValidatingCache(plain, lru.New[struct{}](10), gql)
 	bounds := documentBounds{limits: DefaultLimits(), cache: plain}
@@ -175,14 +154,7 @@ func TestQueryParsedOnce(t *testing.T) {
 // when gqlgen's validation accepts it, whether or not the two have one
 // shape.
 func FuzzValidatingCacheShapes(f *testing.F) {
-	s, err := schema.Parse(`type Person { name: String! age: Int color: Color friend: Person } enum Color { RED }`)
-	if err != nil {
-		f.Fatal(err)
-	}
-	gql, err := BuildSchema(s, sluice.RoleAdmin)
-	if err != nil {
-		f.Fatal(err)
-	}
+	gql := adminSchema(f, `type Person { name: String! age: Int color: Color friend: Person } enum Color { RED }`)
 	f.Add(`{ a: Person(id: "x") { name } a: Person(id: "x") { name } }`, `{ a: Person(id: "x") { name } a: Person(id: "y") { name } }`)
 	f.Add(`{ Person(id: "a") { name } }`, `{ Person(id: "b\u0041") { name } }`)
 	f.Add(`query($v: ID = "a") { Person(id: $v) { name } }`, `query($v: ID = "b") { Person(id: $v) { friend { name } } }`)
@@ -199,4 +171,18 @@ func FuzzValidatingCacheShapes(f *testing.F) {
 			}
 		}
 	})
+}
+
+// adminSchema returns the GraphQL schema an admin sees of sdl.
+func adminSchema(t testing.TB, sdl string) *ast.Schema {
+	t.Helper()
+	s, err := schema.Parse(sdl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gql, err := BuildSchema(s, sluice.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gql
 }
