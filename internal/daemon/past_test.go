@@ -426,7 +426,7 @@ func TestPastRedaction(t *testing.T) {
 	} {
 		r := b.MustDo(t, 200, rita, "GET", path, nil)
 		// The values as JSON strings: a timestamp's digits may hold 123.
-		if bytes.Contains(r.Body, []byte("ssn")) || bytes.Contains(r.Body, []byte(`"123"`)) || bytes.Contains(r.Body, []byte(`"456"`)) {
+		if showsSSN(r.Body) || bytes.Contains(r.Body, []byte(`"123"`)) || bytes.Contains(r.Body, []byte(`"456"`)) {
 			t.Errorf("%s shows rita the private field: %s", path, r.Body)
 		}
 		if !bytes.Contains(r.Body, []byte("Alice")) {
@@ -456,7 +456,7 @@ func TestPastRedaction(t *testing.T) {
 		t.Errorf("a filter on ssn as of p1: %s", msg)
 	}
 	r := a.MustDo(t, 200, rita, "GET", "/api/document/admin/secret?type=Person&as_of="+p1, nil)
-	if bytes.Contains(r.Body, []byte("ssn")) || r.Header.Get("Sluice-Hidden-Fields") != "Person.ssn" {
+	if showsSSN(r.Body) || r.Header.Get("Sluice-Hidden-Fields") != "Person.ssn" {
 		t.Errorf("rita's listing as of p1: %s (hidden: %q)", r.Body, r.Header.Get("Sluice-Hidden-Fields"))
 	}
 	if got := gqlData(t, a, dt.Admin(), "secret", `{ Person(asOf: "`+p1+`") { ssn } }`); got != `{"Person":[{"ssn":"123"}]}` {
@@ -689,4 +689,11 @@ func TestDatabaseLogRetention(t *testing.T) {
 		}
 	}
 	d.MustDo(t, 403, dt.Basic("rob", "rob-password"), "PATCH", "/api/db/admin/keep", `{"log_retention":"8760h"}`)
+}
+
+// showsSSN reports whether body names the field ssn: as a key or value
+// ("ssn") or in a patch's path (/ssn). Not "ssn" anywhere: a position's
+// epoch is random letters and digits, and may hold it.
+func showsSSN(body []byte) bool {
+	return bytes.Contains(body, []byte(`"ssn"`)) || bytes.Contains(body, []byte(`/ssn`))
 }
