@@ -36,8 +36,9 @@ type Options struct {
 	// Limits bound each request's document and result; zero fields take
 	// the defaults (DefaultLimits).
 	Limits Limits
-	// QueryCacheSize is the number of parsed queries and of persisted
-	// queries (APQ) each schema version keeps (default 1000).
+	// QueryCacheSize is the number of parsed queries, of the shapes of
+	// queries that validated (see validatingCache) and of persisted
+	// queries (APQ) each schema version and role keeps (default 1000).
 	QueryCacheSize int
 	// MaxBodyBytes bounds a POST body (default 10 MiB).
 	MaxBodyBytes int64
