@@ -547,11 +547,24 @@ func TestSubscribeMetrics(t *testing.T) {
 	// Published is counted when the tailer hands over, delivered after the
 	// write, the latency after that: wait for all three (bounded) rather
 	// than sleeping.
-	eventually.True(t, wait, "published and delivered events counted, latency observed", func() bool {
+	eventually.Nil(t, wait, "published and delivered events counted, latency observed", func() error {
 		m = metrics()
-		return value(m, "sluice_stream_events_published_total", shop)-value(before, "sluice_stream_events_published_total", shop) >= 5 &&
-			value(m, "sluice_stream_events_delivered_total", rest)-value(before, "sluice_stream_events_delivered_total", rest) >= 3 &&
-			value(m, "sluice_stream_delivery_latency_seconds_count", rest) >= 1
+		published := value(m, "sluice_stream_events_published_total", shop) - value(before, "sluice_stream_events_published_total", shop)
+		delivered := value(m, "sluice_stream_events_delivered_total", rest) - value(before, "sluice_stream_events_delivered_total", rest)
+		observed := value(m, "sluice_stream_delivery_latency_seconds_count", rest)
+		if published >= 5 && delivered >= 3 && observed >= 1 {
+			return nil
+		}
+		// All of the stream and change feed series, to tell which part
+		// did not count (it failed once on a loaded CI machine).
+		var series []string
+		for _, l := range strings.Split(m, "\n") {
+			if strings.HasPrefix(l, "sluice_stream") || strings.HasPrefix(l, "sluice_changefeed") {
+				series = append(series, l)
+			}
+		}
+		return fmt.Errorf("published %v of 5 (%s), delivered %v of 3, latency observations %v; the series:\n%s",
+			published, shop, delivered, observed, strings.Join(series, "\n"))
 	})
 	if got := value(m, "sluice_stream_events_published_total", shop) - value(before, "sluice_stream_events_published_total", shop); got != 5 {
 		t.Errorf("published moved by %v, want 5", got)
