@@ -80,6 +80,12 @@ type Config struct {
 	// Key max_body_bytes, env SLUICE_MAX_BODY_BYTES, flag --max-body-bytes, default 67108864.
 	MaxBodyBytes int64
 
+	// MaxSchemaBytes limits the size of a database's schema text, checked
+	// before it is parsed: every version of a schema is kept, and reads
+	// of history and of the past parse them. Always greater than zero.
+	// Key max_schema_bytes, env SLUICE_MAX_SCHEMA_BYTES, flag --max-schema-bytes, default 1048576.
+	MaxSchemaBytes int64
+
 	// BodyIdleTimeout is the longest a request body may send nothing
 	// before the request fails: a large write reads its body inside its
 	// transaction, so a stalled upload would hold a connection and row
@@ -391,6 +397,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("shutdown_timeout", c.ShutdownTimeout),
 		slog.Duration("heartbeat", c.Heartbeat),
 		slog.Int64("max_body_bytes", c.MaxBodyBytes),
+		slog.Int64("max_schema_bytes", c.MaxSchemaBytes),
 		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
 		slog.Int64("body_min_rate", c.BodyMinRate),
 		slog.Int64("max_request_bodies", c.MaxRequestBodies),

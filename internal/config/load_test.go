@@ -55,6 +55,7 @@ func TestDefault(t *testing.T) {
 		ShutdownTimeout:      10 * time.Second,
 		Heartbeat:            12 * time.Second,
 		MaxBodyBytes:         64 << 20,
+		MaxSchemaBytes:       1 << 20,
 		BodyIdleTimeout:      30 * time.Second,
 		BodyMinRate:          8192,
 		MaxRequestBodies:     1024,
@@ -242,6 +243,7 @@ var everything = Config{
 	ShutdownTimeout:      30 * time.Second,
 	Heartbeat:            time.Minute,
 	MaxBodyBytes:         1024,
+	MaxSchemaBytes:       4096,
 	BodyIdleTimeout:      5 * time.Second,
 	BodyMinRate:          100,
 	MaxRequestBodies:     7,
@@ -327,6 +329,7 @@ idempotency_max_keys: 50
 shutdown_timeout: 30s
 heartbeat: 1m
 max_body_bytes: 1024
+max_schema_bytes: 4096
 body_idle_timeout: 5s
 body_min_rate: 100
 max_request_bodies: 7
@@ -390,6 +393,7 @@ idempotency_max_keys: "50"
 shutdown_timeout: 30s
 heartbeat: 60s
 max_body_bytes: 1024
+max_schema_bytes: 4096
 body_idle_timeout: 5s
 body_min_rate: 100
 max_request_bodies: 7
@@ -455,6 +459,7 @@ idempotency_max_keys = 50
 shutdown_timeout = "30s"
 heartbeat = "1m"
 max_body_bytes = 1024
+max_schema_bytes = 4096
 body_idle_timeout = "5s"
 body_min_rate = 100
 max_request_bodies = 7
@@ -518,6 +523,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "shutdown_timeout": "30s",
   "heartbeat": "1m0s",
   "max_body_bytes": 1024,
+  "max_schema_bytes": 4096,
   "body_idle_timeout": "5s",
   "body_min_rate": 100,
   "max_request_bodies": 7,
@@ -599,6 +605,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_SHUTDOWN_TIMEOUT":             "30s",
 		"SLUICE_HEARTBEAT":                    "1m",
 		"SLUICE_MAX_BODY_BYTES":               "1024",
+		"SLUICE_MAX_SCHEMA_BYTES":             "4096",
 		"SLUICE_BODY_IDLE_TIMEOUT":            "5s",
 		"SLUICE_BODY_MIN_RATE":                "100",
 		"SLUICE_MAX_REQUEST_BODIES":           "7",
@@ -671,6 +678,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--shutdown-timeout", "30s",
 		"--heartbeat", "1m",
 		"--max-body-bytes", "1024",
+		"--max-schema-bytes", "4096",
 		"--body-idle-timeout", "5s",
 		"--body-min-rate", "100",
 		"--max-request-bodies", "7",

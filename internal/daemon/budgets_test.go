@@ -202,3 +202,30 @@ func TestAnonymousGuessesThrottled(t *testing.T) {
 		}
 	}
 }
+
+// TestSchemaSizeBudget: a schema larger than max_schema_bytes is refused
+// (413, naming the key) when a database is created with it, when it is
+// put, and when it is tried (dry_run), and nothing changes; one within it
+// is taken.
+func TestSchemaSizeBudget(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxSchemaBytes = 512 })
+	small := "type Note { text: String }"
+	large := "# " + strings.Repeat("x", 600) + "\n" + small
+	refused := func(r dt.Response) {
+		t.Helper()
+		if r.Status != 413 || !strings.Contains(string(r.Body), "max_schema_bytes") {
+			t.Fatalf("a schema of %d bytes: %d %s, want a 413 naming max_schema_bytes", len(large), r.Status, r.Body)
+		}
+	}
+	body, _ := json.Marshal(map[string]string{"schema": large})
+	refused(d.Do(t, dt.Admin(), "POST", "/api/db/admin/big", string(body)))
+	d.MustDo(t, 404, dt.Admin(), "GET", "/api/schema/admin/big", nil)
+	d.CreateDatabase(t, "notes", small)
+	refused(d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/notes?dry_run=true", large))
+	refused(d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/notes", large))
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/schema/admin/notes", nil); strings.Contains(string(r.Body), "xxx") {
+		t.Fatalf("the schema after a refused change: %s", r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/notes", "# within the budget\n"+small)
+}

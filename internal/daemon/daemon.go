@@ -247,6 +247,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
 	eng.KeepIdempotencyKeys(d.cfg.IdempotencyRetention, d.cfg.IdempotencyMaxKeys)
 	eng.UseLogRetention(d.cfg.LogRetention)
+	eng.LimitSchemas(d.cfg.MaxSchemaBytes)
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}

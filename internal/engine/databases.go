@@ -41,6 +41,9 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 	if !u.Superuser && u.Org != nd.Org {
 		return nil, sluice.Errorf(sluice.CodeForbidden, "user %s may only create databases in organization %s", u.Name, u.Org)
 	}
+	if err := e.checkSchemaSize(nd.Schema); err != nil {
+		return nil, err
+	}
 	s, err := schema.Parse(nd.Schema)
 	if err != nil {
 		return nil, err
@@ -98,7 +101,6 @@ func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name s
 	if err != nil {
 		return err
 	}
-	e.forgetHistory(d.ID)
 	e.accessChanged(ctx)
 	return nil
 }
@@ -203,6 +205,9 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 		return nil, err
 	}
 	if err := writable(d); err != nil {
+		return nil, err
+	}
+	if err := e.checkSchemaSize(sdl); err != nil {
 		return nil, err
 	}
 	next, err := schema.Parse(sdl)

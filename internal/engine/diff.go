@@ -124,11 +124,11 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 	if sq.To.Less(q.From) {
 		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "to %s comes before from %s", sq.To, q.From)
 	}
-	vs, err := e.versionsSince(ctx, d, q.From.Seq)
+	sc, err := e.scanVersions(ctx, d, s, role, q.From.Seq, sq.To.Seq)
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
-	past := diffPast(vs, s, role, q.From, sq.To)
+	past := diffPast(sc, s, role, q.From, sq.To)
 	for _, c := range read {
 		if err := past.CheckClass(c); err != nil {
 			if q.Type == "" && q.ID == "" {

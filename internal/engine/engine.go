@@ -36,10 +36,11 @@ type Engine struct {
 	}
 	// logRetention is the server's log_retention (UseLogRetention).
 	logRetention time.Duration
+	// maxSchemaBytes is max_schema_bytes (LimitSchemas).
+	maxSchemaBytes int64
 
 	mu      sync.Mutex
 	schemas map[schemaKey]*sluice.Schema
-	history historySchemas
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
@@ -109,7 +110,23 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}
 	e.KeepIdempotencyKeys(24*time.Hour, 10000)
+	e.LimitSchemas(1 << 20)
 	return e
+}
+
+// LimitSchemas sets the largest schema text, in bytes, that a database
+// may be given (max_schema_bytes); call it before the Engine is used. New
+// sets 1 MiB.
+func (e *Engine) LimitSchemas(maxBytes int64) { e.maxSchemaBytes = maxBytes }
+
+// checkSchemaSize refuses a schema text larger than max_schema_bytes,
+// before it is parsed: each version of a schema is kept for good, and
+// reads of the past parse the versions since their position.
+func (e *Engine) checkSchemaSize(sdl string) error {
+	if int64(len(sdl)) > e.maxSchemaBytes {
+		return sluice.Errorf(sluice.CodeTooLarge, "the schema is %d bytes, more than max_schema_bytes (%d)", len(sdl), e.maxSchemaBytes)
+	}
+	return nil
 }
 
 // KeepIdempotencyKeys sets how long an Idempotency-Key answers again

@@ -5,11 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
-	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // History is shown through two schemas: the current one and the one the
@@ -21,94 +19,19 @@ import (
 // before Sluice kept schema versions (migration 5) are shown through the
 // current schema alone.
 
-// historySchemas caches each database's schema versions, parsed on first
-// use. Its fields are guarded by mu.
-type historySchemas struct {
-	mu  sync.Mutex
-	dbs map[int64]*dbVersions
-}
-
-type dbVersions struct {
-	versions []postgres.SchemaVersion // oldest first
-	parsed   map[int]*sluice.Schema
-}
-
-// maxCachedVersions bounds the parsed schemas kept per database.
-const maxCachedVersions = 16
-
 // schemaAt returns the schema commit seq of d was made under, or nil when
-// it is not known (the commit predates migration 5).
+// it is not known (the commit predates migration 5). The store reads and
+// parses a version only when it is asked for, and keeps few of them.
 func (e *Engine) schemaAt(ctx context.Context, d *sluice.Database, seq int64) (*sluice.Schema, error) {
-	dv, err := e.schemaVersions(ctx, d)
+	vs, err := e.store.SchemaVersions(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	var v *postgres.SchemaVersion
-	for i := range dv.versions {
-		if dv.versions[i].FirstSeq <= seq {
-			v = &dv.versions[i]
-		}
-	}
-	if v == nil {
+	i := postgres.VersionAt(vs, seq)
+	if i < 0 {
 		return nil, nil
 	}
-	return e.parsedVersion(d, dv, v)
-}
-
-// schemaVersions returns the known schema versions of d, up to its
-// current one at least.
-func (e *Engine) schemaVersions(ctx context.Context, d *sluice.Database) (*dbVersions, error) {
-	h := &e.history
-	h.mu.Lock()
-	dv := h.dbs[d.ID]
-	h.mu.Unlock()
-	if dv != nil && len(dv.versions) > 0 && dv.versions[len(dv.versions)-1].Version >= d.SchemaVersion {
-		return dv, nil
-	}
-	vs, err := e.store.SchemaVersions(ctx, d.ID)
-	if err != nil {
-		return nil, err
-	}
-	dv = &dbVersions{versions: vs, parsed: map[int]*sluice.Schema{}}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.dbs == nil {
-		h.dbs = map[int64]*dbVersions{}
-	}
-	if cur := h.dbs[d.ID]; cur != nil && len(cur.versions) >= len(vs) {
-		return cur, nil // another caller loaded as much or more
-	}
-	h.dbs[d.ID] = dv
-	return dv, nil
-}
-
-// parsedVersion returns version v of dv, parsed.
-func (e *Engine) parsedVersion(d *sluice.Database, dv *dbVersions, v *postgres.SchemaVersion) (*sluice.Schema, error) {
-	h := &e.history
-	h.mu.Lock()
-	s := dv.parsed[v.Version]
-	h.mu.Unlock()
-	if s != nil {
-		return s, nil
-	}
-	s, err := schema.Parse(v.SDL)
-	if err != nil {
-		return nil, fmt.Errorf("schema version %d of %s: %w", v.Version, d.Path(), err)
-	}
-	h.mu.Lock()
-	if len(dv.parsed) >= maxCachedVersions {
-		clear(dv.parsed)
-	}
-	dv.parsed[v.Version] = s
-	h.mu.Unlock()
-	return s, nil
-}
-
-// forgetHistory drops the cached schema versions of database id.
-func (e *Engine) forgetHistory(id int64) {
-	e.history.mu.Lock()
-	delete(e.history.dbs, id)
-	e.history.mu.Unlock()
+	return e.store.SchemaAt(ctx, d.ID, vs[i].Version)
 }
 
 // RedactCommit returns commit c of database d as a reader with role sees

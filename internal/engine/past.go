@@ -139,90 +139,164 @@ func (e *Engine) ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Sch
 	if _, err := e.checkPast(ctx, d, param, pos); err != nil {
 		return nil, err
 	}
-	vs, err := e.versionsSince(ctx, d, pos.Seq)
+	sc, err := e.scanVersions(ctx, d, s, role, pos.Seq, pos.Seq)
 	if err != nil {
 		return nil, err
 	}
-	past, drop := pastSchema(vs, s, role, pos)
+	past, drop := pastSchema(sc, 0, s, role, pos)
 	snap.SetAsOf(&postgres.AsOf{Pos: pos, Drop: drop})
 	return past, nil
 }
 
-// versionAt is a schema version and the first commit made under it.
-type versionAt struct {
-	first  int64
-	schema *sluice.Schema
+// versionScan is what a walk through the schema versions of a database,
+// from the one in force at a position to the current one (oldest first),
+// found out about the document classes and fields of today's schema:
+// what pastSchema and diffPast need, gathered holding two parsed versions
+// at a time however many there are (a version's schema can be as large as
+// max_schema_bytes, and a database can have any number of them). Indexes
+// below are of the versions walked.
+type versionScan struct {
+	firsts []int64 // the first commit made under each version
+	// at is the version in force at a later position (a diff's to; 0
+	// without one); then and atThen are versions 0 and at.
+	at           int
+	then, atThen *sluice.Schema
+	// gone holds, by class, the last version in which it was not a
+	// document class.
+	gone map[string]int
+	// broke holds, by field, the last version i (≥ 1) that stored it in
+	// another column than version i-1 did (sameColumn).
+	broke map[fieldKey]int
+	// hidden holds, by field, the last version that protected it from the
+	// reader's role.
+	hidden map[fieldKey]int
+	// droppedIn holds, by class, the first version i whose schema change
+	// dropped it (a document class in version i-1, not in i); brokeIn,
+	// by field, the first version i that stored it in another column than
+	// version i-1, with its class a document class in both.
+	droppedIn map[string]int
+	brokeIn   map[fieldKey]int
 }
 
-// versionsSince returns the schema versions of d from the one commit seq
-// was made under (or the oldest known, when it predates them) to the
-// current one, oldest first.
-func (e *Engine) versionsSince(ctx context.Context, d *sluice.Database, seq int64) ([]versionAt, error) {
-	dv, err := e.schemaVersions(ctx, d)
+// fieldKey names a field of a class.
+type fieldKey struct{ class, field string }
+
+// scanVersions walks the schema versions of d, from the one commit seq was
+// made under (or the oldest known, when it predates them) to the current
+// one, for a reader with role; toSeq, a later commit (a diff's to), picks
+// versionScan.at.
+func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *sluice.Schema, role sluice.Role, seq, toSeq int64) (*versionScan, error) {
+	all, err := e.store.SchemaVersions(ctx, d)
 	if err != nil {
 		return nil, err
 	}
-	start := 0
-	for i, v := range dv.versions {
-		if v.FirstSeq <= seq {
-			start = i
+	walk := all[max(postgres.VersionAt(all, seq), 0):]
+	for i, v := range walk {
+		if v.Version > d.SchemaVersion {
+			walk = walk[:i] // newer than the schema this read shows through
+			break
 		}
 	}
-	var out []versionAt
-	for i := start; i < len(dv.versions); i++ {
-		v := &dv.versions[i]
-		if v.Version > d.SchemaVersion {
-			break // newer than the schema this read shows through
-		}
-		ps, err := e.parsedVersion(d, dv, v)
+	firsts := make([]int64, len(walk))
+	for i, v := range walk {
+		firsts[i] = v.FirstSeq
+	}
+	load := func(i int) (*sluice.Schema, error) { return e.store.SchemaAt(ctx, d.ID, walk[i].Version) }
+	return scan(firsts, max(postgres.VersionAt(walk, toSeq), 0), load, cur, role)
+}
+
+// scan walks the versions whose first commits are firsts, oldest first,
+// loading each with load, and records what versionScan holds about the
+// document classes and fields of cur, for a reader with role.
+func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
+	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, hidden: map[fieldKey]int{},
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}}
+	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
+	var prev *sluice.Schema
+	for i := range firsts {
+		s, err := load(i)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, versionAt{first: v.FirstSeq, schema: ps})
+		if i == 0 {
+			sc.then = s
+		}
+		if i == at {
+			sc.atThen = s
+		}
+		for _, name := range cur.Order {
+			c := cur.Classes[name]
+			if c.Kind != sluice.KindDocument {
+				continue
+			}
+			doc := isDoc(s.Class(name))
+			if !doc {
+				sc.gone[name] = i
+			}
+			var pc *sluice.Class
+			if prev != nil {
+				pc = prev.Class(name)
+				if _, ok := sc.droppedIn[name]; !ok && isDoc(pc) && !doc {
+					sc.droppedIn[name] = i
+				}
+			}
+			for _, f := range c.Fields {
+				k := fieldKey{name, f.Name}
+				if of := fieldOf(s, name, f.Name); of != nil && of.ReadRole > role {
+					sc.hidden[k] = i
+				}
+				if prev == nil || sameColumn(prev, s, name, f.Name) {
+					continue
+				}
+				sc.broke[k] = i
+				if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
+					sc.brokeIn[k] = i
+				}
+			}
+		}
+		prev = s
 	}
-	return out, nil
+	return sc, nil
 }
 
-// pastSchema compares the schema versions vs (the one in force at pos
-// first, today's last) with today's schema cur, and returns what of the
-// state at pos a reader with role cannot be shown, and the fields each
-// class's images must lose (see postgres.AsOf.Drop).
-func pastSchema(vs []versionAt, cur *sluice.Schema, role sluice.Role, pos sluice.Position) (*Past, map[string][]string) {
+// pastSchema compares the schema versions of sc from start (0, or sc.at:
+// the one in force at pos) to today's with today's schema cur, and
+// returns what of the state at pos a reader with role cannot be shown,
+// and the fields each class's images must lose (see postgres.AsOf.Drop).
+func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role, pos sluice.Position) (*Past, map[string][]string) {
 	past := &Past{Position: pos, Unknown: map[string]map[string]string{}, Lost: map[string]string{}}
 	drop := map[string][]string{}
-	if len(vs) == 0 || pos.Seq == 0 {
+	if len(sc.firsts) == 0 || pos.Seq == 0 {
 		// No known versions: today's schema alone. Before the first
 		// commit: nothing.
 		return past, drop
 	}
-	then := vs[0].schema
+	then := sc.then
+	if start > 0 {
+		then = sc.atThen
+	}
+	// since returns the first commit of version i, the one after the
+	// change that made a class or column (a guard keeps it in range:
+	// today's version has every class and column of today's schema).
+	since := func(i int) int64 { return sc.firsts[min(i, len(sc.firsts)-1)] }
 	for _, name := range cur.Order {
 		c := cur.Classes[name]
 		if c.Kind != sluice.KindDocument {
 			continue
 		}
-		// made: the first version from which the class's table stood
-		// unbroken up to today.
-		made := 0
-		for i := len(vs) - 1; i >= 0; i-- {
-			if oc := vs[i].schema.Class(name); oc == nil || oc.Kind != sluice.KindDocument {
-				made = i + 1
-				break
-			}
-		}
-		if made > 0 {
+		// The class's table stood unbroken up to today only from the
+		// version after the last that lacked it.
+		if g, ok := sc.gone[name]; ok && g >= start {
 			if oc := then.Class(name); oc != nil && oc.Kind == sluice.KindDocument {
-				past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (before commit %d) dropped the class and them with it", name, pos, vs[made].first)
+				past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (before commit %d) dropped the class and them with it", name, pos, since(g+1))
 			}
 			continue // it had no documents then
 		}
 		for _, f := range c.Fields {
+			k := fieldKey{name, f.Name}
 			made := 0 // the first version from which the column stood unbroken
-			for i := len(vs) - 2; i >= 0; i-- {
-				if !sameColumn(vs[i].schema, vs[i+1].schema, name, f.Name) {
-					made = i + 1
-					break
-				}
+			if b := sc.broke[k]; b > start {
+				made = b
 			}
 			if made > 0 {
 				drop[name] = append(drop[name], f.Name)
@@ -237,42 +311,33 @@ func pastSchema(vs []versionAt, cur *sluice.Schema, role sluice.Role, pos sluice
 				past.Unknown[name][f.Name] = why
 			}
 			if made > 0 && fieldOf(then, name, f.Name) != nil {
-				unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, vs[made].first))
+				unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, since(made)))
 			}
 			if role >= sluice.RoleAdmin {
 				continue
 			}
-			for _, v := range vs {
-				if of := fieldOf(v.schema, name, f.Name); of != nil && of.ReadRole > role {
-					unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", name, f.Name, pos))
-					break
-				}
+			if h, ok := sc.hidden[k]; ok && h >= start {
+				unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", name, f.Name, pos))
 			}
 		}
 	}
 	return past, drop
 }
 
-// diffPast returns what of the states at from and to (not before from),
-// whose versions since from are vs, a diff cannot show a reader with
-// role. A diff is the state as of from against the state as of to, so it
-// cannot show what either read cannot (pastSchema: as of from, which
-// loses at least what as of to does, and as of to). And as it reads the
-// change between them from the log, it cannot show a class or a field
-// whose values a schema change dropped between them, even one made after
-// from: the log holds no change for what the schema change dropped, so
-// the log would show a document added since from as still there, or a
-// field as still holding its value, when both are gone.
-func diffPast(vs []versionAt, cur *sluice.Schema, role sluice.Role, from, to sluice.Position) *Past {
-	past, _ := pastSchema(vs, cur, role, from)
-	// The versions in force at to or later: as of to.
-	at := 0
-	for i, v := range vs {
-		if v.first <= to.Seq {
-			at = i
-		}
-	}
-	later, _ := pastSchema(vs[at:], cur, role, to)
+// diffPast returns what of the states at from and to (not before from) a
+// diff cannot show a reader with role, given sc, the scan of the versions
+// since from with sc.at the one in force at to. A diff is the state as of
+// from against the state as of to, so it cannot show what either read
+// cannot (pastSchema: as of from, which loses at least what as of to
+// does, and as of to). And as it reads the change between them from the
+// log, it cannot show a class or a field whose values a schema change
+// dropped between them, even one made after from: the log holds no
+// change for what the schema change dropped, so the log would show a
+// document added since from as still there, or a field as still holding
+// its value, when both are gone.
+func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sluice.Position) *Past {
+	past, _ := pastSchema(sc, 0, cur, role, from)
+	later, _ := pastSchema(sc, sc.at, cur, role, to)
 	for name, why := range later.Lost {
 		if _, ok := past.Lost[name]; !ok {
 			past.Lost[name] = why
@@ -292,25 +357,21 @@ func diffPast(vs []versionAt, cur *sluice.Schema, role sluice.Role, from, to slu
 			unknown(class, f, why)
 		}
 	}
-	// A schema change between them, after a version in force up to to.
-	for i := 1; i < len(vs) && vs[i-1].first <= to.Seq; i++ {
-		before, after := vs[i-1].schema, vs[i].schema
-		for _, name := range cur.Order {
-			c := cur.Classes[name]
-			oc := before.Class(name)
-			if c.Kind != sluice.KindDocument || oc == nil || oc.Kind != sluice.KindDocument {
-				continue // it had no documents then
+	// A schema change between them: after a version in force up to to.
+	between := func(i int) bool { return sc.firsts[i-1] <= to.Seq }
+	for _, name := range cur.Order {
+		c := cur.Classes[name]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		if i, ok := sc.droppedIn[name]; ok && between(i) {
+			if _, ok := past.Lost[name]; !ok {
+				past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped the class and them with it", name, from, to, sc.firsts[i])
 			}
-			if nc := after.Class(name); nc == nil || nc.Kind != sluice.KindDocument {
-				if _, ok := past.Lost[name]; !ok {
-					past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped the class and them with it", name, from, to, vs[i].first)
-				}
-				continue
-			}
-			for _, f := range c.Fields {
-				if f.ReadRole <= role && oc.Field(f.Name) != nil && !sameColumn(before, after, name, f.Name) {
-					unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, vs[i].first))
-				}
+		}
+		for _, f := range c.Fields {
+			if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && f.ReadRole <= role && between(i) {
+				unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -35,10 +36,26 @@ func TestPastSchema(t *testing.T) {
 		type Item { name: String! qty: String size: Size note: String secret: String added: Int again: Int hid: String @private }
 		type Tag { label: String! }
 		type Other { y: Int }`)
-	vs := []versionAt{{1, v1}, {5, v2}, {8, now}}
+	versions, firsts := []*sluice.Schema{v1, v2, now}, []int64{1, 5, 8}
+	// scanOf scans the versions, each loaded once, in order.
+	scanOf := func(role sluice.Role, at int) *versionScan {
+		t.Helper()
+		next := 0
+		sc, err := scan(firsts, at, func(i int) (*sluice.Schema, error) {
+			if i != next {
+				t.Fatalf("version %d loaded, want %d", i, next)
+			}
+			next++
+			return versions[i], nil
+		}, now, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
 	pos := sluice.Position{Epoch: "e", Seq: 3, Index: sluice.WholeCommit}
 
-	past, drop := pastSchema(vs, now, sluice.RoleRead, pos)
+	past, drop := pastSchema(scanOf(sluice.RoleRead, 0), 0, now, sluice.RoleRead, pos)
 	keys := func(m map[string]string) string { return strings.Join(slices.Sorted(maps.Keys(m)), " ") }
 	// note and secret were protected from readers since the position
 	// (secret then, note later), qty changed type, size's enum lost a
@@ -74,17 +91,39 @@ func TestPastSchema(t *testing.T) {
 	}
 
 	// An admin reads protected fields.
-	past, _ = pastSchema(vs, now, sluice.RoleAdmin, pos)
+	past, _ = pastSchema(scanOf(sluice.RoleAdmin, 0), 0, now, sluice.RoleAdmin, pos)
 	if got := keys(past.Unknown["Item"]); got != "again hid qty size" {
 		t.Errorf("an admin's unknown Item fields: %s", got)
 	}
 	// As of a position after the last change, nothing is unknown.
-	past, drop = pastSchema(vs[2:], now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 9})
+	past, drop = pastSchema(scanOf(sluice.RoleRead, 2), 2, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 9})
 	if len(past.Unknown) != 0 || len(past.Lost) != 0 || len(drop) != 0 {
 		t.Errorf("as of commit 9: %v %v %v", past.Unknown, past.Lost, drop)
 	}
+	// As of commit 6 (version 2): note was protected since, added and
+	// again are new since (again, dropped before, too).
+	past, drop = pastSchema(scanOf(sluice.RoleRead, 1), 1, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 6})
+	if got := keys(past.Unknown["Item"]); got != "note" || len(past.Lost) != 0 || strings.Join(drop["Item"], " ") != "added again" {
+		t.Errorf("as of commit 6: %v %v %v", past.Unknown, past.Lost, drop)
+	}
+	// What a scan tells of the versions from at on is what a scan of
+	// those versions alone tells.
+	for _, role := range []sluice.Role{sluice.RoleRead, sluice.RoleAdmin} {
+		for at := range versions {
+			p := sluice.Position{Epoch: "e", Seq: firsts[at]}
+			got, gotDrop := pastSchema(scanOf(role, at), at, now, role, p)
+			alone, err := scan(firsts[at:], 0, func(i int) (*sluice.Schema, error) { return versions[at+i], nil }, now, role)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantDrop := pastSchema(alone, 0, now, role, p)
+			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotDrop, wantDrop) {
+				t.Errorf("role %v from version %d: %v %v, alone %v %v", role, at, got, gotDrop, want, wantDrop)
+			}
+		}
+	}
 	// Before the first commit nothing existed: nothing is lost.
-	past, _ = pastSchema(vs, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 0, Index: sluice.WholeCommit})
+	past, _ = pastSchema(scanOf(sluice.RoleRead, 0), 0, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 0, Index: sluice.WholeCommit})
 	if len(past.Unknown) != 0 || len(past.Lost) != 0 {
 		t.Errorf("as of commit 0: %v %v", past.Unknown, past.Lost)
 	}

@@ -49,6 +49,9 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 	if err != nil {
 		return nil, err
 	}
+	if err := e.checkSchemaSize(sdl); err != nil {
+		return nil, err
+	}
 	next, err := schema.Parse(sdl)
 	if err != nil {
 		return nil, err

@@ -266,30 +266,6 @@ func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *s
 	return mapError(err)
 }
 
-// SchemaVersion is one version of a database's schema and the first
-// commit made under it.
-type SchemaVersion struct {
-	Version  int
-	SDL      string
-	FirstSeq int64
-}
-
-// SchemaVersions returns the known schema versions of database dbID,
-// oldest first. Versions from before migration 5 are not known: the
-// oldest listed may start after commit 1.
-func (db *DB) SchemaVersions(ctx context.Context, dbID int64) ([]SchemaVersion, error) {
-	rows, err := db.pool.Query(ctx, "SELECT version, sdl, first_seq FROM sluice.schema_versions WHERE db_id = $1 ORDER BY version", dbID)
-	if err != nil {
-		return nil, mapError(err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (SchemaVersion, error) {
-		var v SchemaVersion
-		err := row.Scan(&v.Version, &v.SDL, &v.FirstSeq)
-		return v, err
-	})
-	return out, mapError(err)
-}
-
 // CountMissing returns how many documents of the given classes lack field.
 // The engine uses it before making an optional field required, or adding a
 // required one: a class without a table yet has no documents, and every

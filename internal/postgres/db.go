@@ -34,11 +34,10 @@ type DB struct {
 	uids   uidPool
 	maps   typeMaps
 	groups groups // group commit, by database (group.go)
-	// rowSchemas holds the schemas that turn SQL writes' row images into
-	// documents (rowimages.go), starts where each schema version starts
-	// (feed.go).
-	rowSchemas rowSchemas
-	starts     schemaStarts
+	// versions and parsed hold what is known of databases' schema
+	// versions (versions.go).
+	versions versionLists
+	parsed   *parsedVersions
 	// role is Sluice's Postgres role (capture.go), read once.
 	roleMu sync.Mutex
 	role   string
@@ -119,7 +118,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &DB{pool: pool, logger: logger, opts: o, rowSchemas: newRowSchemas(), starts: newSchemaStarts()}, nil
+	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: newParsedVersions()}, nil
 }
 
 // configure sets what every connection of Sluice runs with.

@@ -3,9 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"sort"
-
-	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -127,65 +124,6 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		return nil, false, err
 	}
 	return out, more, nil
-}
-
-// versionStart is where one schema version of a database starts: its
-// first commit (sluice.schema_versions, without the SDL).
-type versionStart struct {
-	version int
-	first   int64
-}
-
-// schemaStarts caches each database's versionStarts, oldest first, for
-// ReadLog: a statement reads the current version alone (once, not per
-// commit: a lookup per commit added half again to a read of 256
-// commits, in buffers read), and the list is read again when it is
-// older.
-type schemaStarts struct {
-	cache *lru.Cache[int64, []versionStart]
-}
-
-// startEntries bounds the databases schemaStarts keeps (a few bytes per
-// version each).
-const startEntries = 4096
-
-func newSchemaStarts() schemaStarts {
-	c, err := lru.New[int64, []versionStart](startEntries)
-	if err != nil {
-		panic(err) // only for a size <= 0
-	}
-	return schemaStarts{cache: c}
-}
-
-// commitVersions sets each commit's SchemaVersion and NewSchema, given
-// current, database d's schema version when they were read (0: none
-// known).
-func (db *DB) commitVersions(ctx context.Context, d *sluice.Database, current int, commits []*sluice.Commit) error {
-	if current == 0 || len(commits) == 0 {
-		return nil
-	}
-	starts, ok := db.starts.cache.Get(d.ID)
-	if !ok || len(starts) == 0 || starts[len(starts)-1].version < current {
-		vs, err := db.SchemaVersions(ctx, d.ID)
-		if err != nil {
-			return err
-		}
-		starts = make([]versionStart, len(vs))
-		for i, v := range vs {
-			starts[i] = versionStart{version: v.Version, first: v.FirstSeq}
-		}
-		db.starts.cache.Add(d.ID, starts)
-	}
-	for _, c := range commits {
-		// The last version to start at or before the commit (versions
-		// start in order).
-		i := sort.Search(len(starts), func(i int) bool { return starts[i].first > c.Seq }) - 1
-		if i >= 0 {
-			// Version 1 is the database's first schema, not a change.
-			c.SchemaVersion, c.NewSchema = starts[i].version, starts[i].first == c.Seq && starts[i].version > 1
-		}
-	}
-	return nil
 }
 
 // maxLogRows bounds the change rows one ReadLog returns, so that a read of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
@@ -46,30 +47,27 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 	}
 	defer release()
 
-	type database struct {
-		id  int64
-		sdl string
-	}
-	rows, err := conn.Query(ctx, "SELECT id, schema_sdl FROM sluice.databases ORDER BY id")
+	// The ids first, and each database's schema when its turn comes:
+	// holding every schema at once would size this by the databases.
+	rows, err := conn.Query(ctx, "SELECT id FROM sluice.databases ORDER BY id")
 	if err != nil {
 		return 0, mapError(err)
 	}
-	var dbs []database
-	for rows.Next() {
-		var d database
-		if err := rows.Scan(&d.id, &d.sdl); err != nil {
-			rows.Close()
-			return 0, mapError(err)
-		}
-		dbs = append(dbs, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
 		return 0, mapError(err)
 	}
 	built := 0
-	for _, d := range dbs {
-		s, err := parseStored(d.id, d.sdl)
+	for _, id := range ids {
+		var sdl string
+		err := conn.QueryRow(ctx, "SELECT schema_sdl FROM sluice.databases WHERE id = $1", id).Scan(&sdl)
+		if err == pgx.ErrNoRows {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return built, mapError(err)
+		}
+		s, err := parseStored(id, sdl)
 		if err != nil {
 			return built, err
 		}
@@ -77,7 +75,7 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 		valid := map[string]bool{}
 		rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid FROM pg_index i
 			JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1`, schemaName(d.id))
+			WHERE n.nspname = $1`, schemaName(id))
 		if err != nil {
 			return built, mapError(err)
 		}
@@ -105,9 +103,9 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 				if exists && ok {
 					continue
 				}
-				stmts := []string{refIndexSQL(d.id, c, f, true)}
+				stmts := []string{refIndexSQL(id, c, f, true)}
 				if exists {
-					stmts = append([]string{"DROP INDEX CONCURRENTLY IF EXISTS " + ident(schemaName(d.id)) + "." + ident(ix)}, stmts...)
+					stmts = append([]string{"DROP INDEX CONCURRENTLY IF EXISTS " + ident(schemaName(id)) + "." + ident(ix)}, stmts...)
 				}
 				var err error
 				for _, stmt := range stmts {
@@ -119,10 +117,10 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 					continue // the table or column went with a schema change meanwhile
 				}
 				if err != nil {
-					return built, fmt.Errorf("backlink index %s of database %d: %w", ix, d.id, mapError(err))
+					return built, fmt.Errorf("backlink index %s of database %d: %w", ix, id, mapError(err))
 				}
 				built++
-				db.logger.Info("built a backlink index", "database", d.id, "class", c.Name, "field", f.Name)
+				db.logger.Info("built a backlink index", "database", id, "class", c.Name, "field", f.Name)
 			}
 		}
 	}

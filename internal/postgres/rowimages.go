@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/sluice-dev/sluice"
 )
 
@@ -14,27 +12,6 @@ import (
 // their commits are marked row_images. Every read of the log turns them
 // into document images here, through the schema the commit was made under,
 // so that nothing past this package tells them from Sluice's own.
-
-// schemaEntries bounds the parsed schemas kept for reading row images.
-const schemaEntries = 64
-
-type schemaKey struct {
-	db      int64
-	version int
-}
-
-// rowSchemas caches parsed schema versions for documentImages.
-type rowSchemas struct {
-	cache *lru.Cache[schemaKey, *sluice.Schema]
-}
-
-func newRowSchemas() rowSchemas {
-	c, err := lru.New[schemaKey, *sluice.Schema](schemaEntries)
-	if err != nil {
-		panic(err) // only for a size <= 0
-	}
-	return rowSchemas{cache: c}
-}
 
 // documentImages turns the row images of the commits of database d that
 // hold them (Commit.RowImages) into document images.
@@ -45,23 +22,21 @@ func (db *DB) documentImages(ctx context.Context, d *sluice.Database, commits []
 			continue
 		}
 		if versions == nil {
+			// Read, not cached: d may be older than the commits (another
+			// replica changed the schema since), and a row image read
+			// through the wrong version would lose fields.
 			var err error
-			if versions, err = db.SchemaVersions(ctx, d.ID); err != nil {
+			if versions, err = db.readVersions(ctx, d.ID); err != nil {
 				return err
 			}
 			if len(versions) == 0 {
 				return fmt.Errorf("row images of %s: no schema versions", d.Path())
 			}
 		}
-		// The version the commit was made under: the last to start at or
-		// before it (versions are oldest first).
-		v := versions[0]
-		for _, w := range versions {
-			if w.FirstSeq <= c.Seq {
-				v = w
-			}
-		}
-		s, err := db.schemaVersion(d.ID, v)
+		// The version the commit was made under (the first, for a
+		// commit older than every version known).
+		v := versions[max(VersionAt(versions, c.Seq), 0)]
+		s, err := db.SchemaAt(ctx, d.ID, v.Version)
 		if err != nil {
 			return err
 		}
@@ -89,18 +64,4 @@ func (db *DB) documentImages(ctx context.Context, d *sluice.Database, commits []
 		c.RowImages = false
 	}
 	return nil
-}
-
-// schemaVersion returns version v of database dbID's schema, parsed.
-func (db *DB) schemaVersion(dbID int64, v SchemaVersion) (*sluice.Schema, error) {
-	key := schemaKey{dbID, v.Version}
-	if s, ok := db.rowSchemas.cache.Get(key); ok {
-		return s, nil
-	}
-	s, err := parseStored(dbID, v.SDL)
-	if err != nil {
-		return nil, err
-	}
-	db.rowSchemas.cache.Add(key, s)
-	return s, nil
 }
