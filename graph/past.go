@@ -64,6 +64,11 @@ func (x *execution) asOf() (*sluice.Position, error) {
 // x.past cannot be shown (see engine.Past): it says what and why. The
 // check is on the query, before anything is read.
 func (x *execution) checkPast(cf graphql.CollectedField, q engine.DocQuery) error {
+	// The class queried itself: an interface whose implementation then
+	// was dropped since (q.Classes are today's).
+	if err := x.past.CheckClass(cf.Name); err != nil {
+		return err
+	}
 	for _, c := range q.Classes {
 		if err := x.past.CheckClass(c); err != nil {
 			return err
@@ -213,6 +218,9 @@ func (x *execution) checkPastBacklink(cf graphql.CollectedField, bl backlink, se
 // checkPastAggregate checks an aggregate of q's classes as of x.past:
 // the documents counted, the filter and the fields aggregated.
 func (x *execution) checkPastAggregate(q engine.AggregateQuery) error {
+	if err := x.past.CheckClass(q.Class); err != nil {
+		return err // see checkPast
+	}
 	for _, c := range q.Classes {
 		if err := x.past.CheckClass(c); err != nil {
 			return err

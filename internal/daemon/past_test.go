@@ -697,3 +697,40 @@ func TestDatabaseLogRetention(t *testing.T) {
 func showsSSN(body []byte) bool {
 	return bytes.Contains(body, []byte(`"ssn"`)) || bytes.Contains(body, []byte(`/ssn`))
 }
+
+// TestPastOfDroppedClasses: the documents of a class a schema change
+// dropped for good cannot be shown as of a position before the drop, and
+// a read says so (by id, by type, every document, a class that held it
+// then as an implementation, a diff of every class) rather than reading
+// as if they never were.
+func TestPastOfDroppedClasses(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	a.CreateDatabase(t, "drops", "interface Animal { name: String! }\ntype Dog implements Animal { name: String! }\ntype Cat implements Animal { name: String! }\ntype Note { text: String }")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/drops", `[{"@type":"Dog","@id":"rex","name":"Rex"},
+		{"@type":"Cat","@id":"tom","name":"Tom"},{"@type":"Note","@id":"n","text":"x"}]`)
+	p1 := a.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/drops?type=Note&count=0", nil).Header.Get("Sluice-Position")
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/drops?force=true", "interface Animal { name: String! }\ntype Cat implements Animal { name: String! }\ntype Note { text: String }")
+	lost := "the documents of Dog as of " + p1 + " cannot be shown"
+	for _, path := range []string{
+		"/api/document/admin/drops?id=Dog/rex&as_of=" + p1,
+		"/api/document/admin/drops?type=Dog&as_of=" + p1,
+		"/api/document/admin/drops?type=Animal&as_of=" + p1,
+		"/api/document/admin/drops?as_of=" + p1,
+		"/api/diff/admin/drops?from=" + p1,
+	} {
+		if r := a.Do(t, dt.Admin(), "GET", path, nil); r.Status != 400 || !strings.Contains(string(r.Body), lost) {
+			t.Errorf("%s: %d %s, want a 400 saying %q", path, r.Status, r.Body, lost)
+		}
+	}
+	for _, q := range []string{`{ Animal(asOf: "` + p1 + `") { name } }`, `{ Animal_aggregate(asOf: "` + p1 + `") { count } }`} {
+		if msg, _ := gqlError(t, a, dt.Admin(), "drops", q); !strings.Contains(msg, lost) {
+			t.Errorf("%s: %s", q, msg)
+		}
+	}
+	// What the drop did not touch reads as it was.
+	if got := gqlData(t, a, dt.Admin(), "drops", `{ Cat(asOf: "`+p1+`") { name } Note(asOf: "`+p1+`") { text } }`); got != `{"Cat":[{"name":"Tom"}],"Note":[{"text":"x"}]}` {
+		t.Errorf("Cat and Note as of p1: %s", got)
+	}
+	a.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/drops?type=Note&from="+p1, nil)
+}

@@ -129,6 +129,13 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 		return nil, sluice.Position{}, err
 	}
 	past := diffPast(sc, s, role, q.From, sq.To)
+	if q.Type == "" && q.ID == "" {
+		// The log between them holds the documents of every class, of
+		// those dropped since or meanwhile too.
+		if err := past.CheckAll(); err != nil {
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "%s; a diff of another class (type=) can be shown", sluice.ErrorMessage(err))
+		}
+	}
 	for _, c := range read {
 		if err := past.CheckClass(c); err != nil {
 			if q.Type == "" && q.ID == "" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/sluice-dev/sluice"
@@ -38,8 +39,14 @@ type Past struct {
 	// for the client).
 	Unknown map[string]map[string]string
 	// Lost holds the classes whose documents as of Position cannot be
-	// shown, with the reason.
+	// shown, with the reason: today's, and those a schema change dropped
+	// since (today's schema lacks them).
 	Lost map[string]string
+	// dropped holds the classes of Lost that today's schema lacks, and
+	// then the schema in force at Position, whose class hierarchy says
+	// which of them a read of one of today's classes would have covered.
+	dropped []string
+	then    *sluice.Schema
 }
 
 // CheckField returns a CodeInvalid error saying why field of class cannot
@@ -56,6 +63,23 @@ func (p *Past) CheckField(class, field string) error {
 func (p *Past) CheckClass(class string) error {
 	if why, ok := p.Lost[class]; ok {
 		return sluice.Errorf(sluice.CodeInvalid, "%s", why)
+	}
+	// A class dropped since, that was a subclass of class then: a read of
+	// class as of then covers its documents.
+	for _, c := range p.dropped {
+		if p.then.IsA(c, class) {
+			return sluice.Errorf(sluice.CodeInvalid, "%s", p.Lost[c])
+		}
+	}
+	return nil
+}
+
+// CheckAll returns the error of CheckClass for the first class (by name)
+// whose documents as of p's position cannot be shown, nil when there is
+// none: a read of every class checks it.
+func (p *Past) CheckAll() error {
+	for _, c := range slices.Sorted(maps.Keys(p.Lost)) {
+		return p.CheckClass(c)
 	}
 	return nil
 }
@@ -176,6 +200,14 @@ type versionScan struct {
 	// version i-1, with its class a document class in both.
 	droppedIn map[string]int
 	brokeIn   map[fieldKey]int
+	// lastDoc holds, for the document classes of versions 0 and at that
+	// today's schema lacks, the last version in which each was one.
+	lastDoc map[string]int
+	// dropped is the first version i whose schema change dropped a
+	// document class of version i-1 that today's schema lacks, and
+	// droppedName that class (0 and "": none).
+	dropped     int
+	droppedName string
 }
 
 // fieldKey names a field of a class.
@@ -210,7 +242,7 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 // document classes and fields of cur, for a reader with role.
 func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
 	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, hidden: map[fieldKey]int{},
-		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}}
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
 	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
 	var prev *sluice.Schema
 	for i := range firsts {
@@ -223,6 +255,30 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur 
 		}
 		if i == at {
 			sc.atThen = s
+		}
+		// The classes today's schema lacks: only those of versions 0 and
+		// at are followed (what a read as of their positions covers),
+		// and the first dropped, whatever its version (what a diff's
+		// log covers).
+		if i == 0 || i == at {
+			for _, name := range s.Order {
+				if isDoc(s.Class(name)) && !isDoc(cur.Class(name)) {
+					sc.lastDoc[name] = i
+				}
+			}
+		}
+		for name := range sc.lastDoc {
+			if isDoc(s.Class(name)) {
+				sc.lastDoc[name] = i
+			}
+		}
+		if prev != nil && sc.dropped == 0 {
+			for _, name := range prev.Order {
+				if isDoc(prev.Class(name)) && !isDoc(s.Class(name)) && !isDoc(cur.Class(name)) {
+					sc.dropped, sc.droppedName = i, name
+					break
+				}
+			}
 		}
 		for _, name := range cur.Order {
 			c := cur.Classes[name]
@@ -275,6 +331,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 	if start > 0 {
 		then = sc.atThen
 	}
+	past.then = then
 	// since returns the first commit of version i, the one after the
 	// change that made a class or column (a guard keeps it in range:
 	// today's version has every class and column of today's schema).
@@ -321,6 +378,18 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 			}
 		}
 	}
+	// The document classes then that today's schema lacks: a schema
+	// change since dropped them, and their documents with them.
+	for _, name := range then.Order {
+		if c := then.Class(name); c.Kind != sluice.KindDocument {
+			continue
+		}
+		if c := cur.Class(name); c != nil && c.Kind == sluice.KindDocument {
+			continue
+		}
+		past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (before commit %d) dropped the class and them with it", name, pos, since(sc.lastDoc[name]+1))
+		past.dropped = append(past.dropped, name)
+	}
 	return past, drop
 }
 
@@ -341,6 +410,9 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 	for name, why := range later.Lost {
 		if _, ok := past.Lost[name]; !ok {
 			past.Lost[name] = why
+			if slices.Contains(later.dropped, name) {
+				past.dropped = append(past.dropped, name)
+			}
 		}
 	}
 	unknown := func(class, field, why string) {
@@ -359,6 +431,12 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 	}
 	// A schema change between them: after a version in force up to to.
 	between := func(i int) bool { return sc.firsts[i-1] <= to.Seq }
+	if name := sc.droppedName; name != "" && between(sc.dropped) {
+		if _, ok := past.Lost[name]; !ok {
+			past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped the class and them with it", name, from, to, sc.firsts[sc.dropped])
+			past.dropped = append(past.dropped, name)
+		}
+	}
 	for _, name := range cur.Order {
 		c := cur.Classes[name]
 		if c.Kind != sluice.KindDocument {

@@ -71,8 +71,14 @@ func TestPastSchema(t *testing.T) {
 			t.Errorf("why %s: %q", f, got)
 		}
 	}
-	if got := keys(past.Lost); got != "Tag" || !strings.Contains(past.Lost["Tag"], "before commit 8") {
+	// Tag was dropped and made again, Old dropped for good: the
+	// documents of both then are gone.
+	if got := keys(past.Lost); got != "Old Tag" || !strings.Contains(past.Lost["Tag"], "before commit 8") ||
+		!strings.Contains(past.Lost["Old"], "before commit 5") {
 		t.Errorf("lost classes: %v", past.Lost)
+	}
+	if err := past.CheckAll(); err == nil || !strings.Contains(err.Error(), "documents of Old") {
+		t.Errorf("CheckAll: %v", err)
 	}
 	// added is new (it was nothing then, not unknown); hid, hidden from
 	// the reader now, is not named to it, but its images lose it; Other
@@ -121,6 +127,18 @@ func TestPastSchema(t *testing.T) {
 				t.Errorf("role %v from version %d: %v %v, alone %v %v", role, at, got, gotDrop, want, wantDrop)
 			}
 		}
+	}
+	// A diff from commit 3 to 9 cannot show Old, dropped between; one
+	// from 6 (version 2, without Old) can.
+	if p := diffPast(scanOf(sluice.RoleRead, 2), now, sluice.RoleRead, pos, sluice.Position{Epoch: "e", Seq: 9}); p.CheckAll() == nil || p.CheckClass("Old") == nil {
+		t.Errorf("a diff from commit 3: %v", p.Lost)
+	}
+	later, err := scan(firsts[1:], 1, func(i int) (*sluice.Schema, error) { return versions[1+i], nil }, now, sluice.RoleRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := diffPast(later, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 6}, sluice.Position{Epoch: "e", Seq: 9}); p.CheckClass("Old") != nil {
+		t.Errorf("a diff from commit 6: %v", p.Lost)
 	}
 	// Before the first commit nothing existed: nothing is lost.
 	past, _ = pastSchema(scanOf(sluice.RoleRead, 0), 0, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 0, Index: sluice.WholeCommit})

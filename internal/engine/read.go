@@ -118,10 +118,14 @@ func (e *Engine) Documents(ctx context.Context, u *sluice.User, org, name string
 // documents is Documents with database d and its schema s.
 func (e *Engine) documents(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, q DocumentQuery, start func(ReadAt), fn func([]byte) error) error {
 	var classes []string
+	var notAClass error
 	if q.Type != "" {
 		c := s.Class(q.Type)
 		if c == nil || c.Kind == sluice.KindSubdocument {
-			return sluice.Errorf(sluice.CodeInvalid, "type %q is not a document class of %s", q.Type, d.Path())
+			notAClass = sluice.Errorf(sluice.CodeInvalid, "type %q is not a document class of %s", q.Type, d.Path())
+			if q.AsOf == nil {
+				return notAClass
+			}
 		}
 		classes = documentClasses(s, q.Type)
 	}
@@ -144,6 +148,15 @@ func (e *Engine) documents(ctx context.Context, u *sluice.User, d *sluice.Databa
 					read = append(read, n)
 				}
 			}
+			// Every class then, those dropped since too.
+			if err := past.CheckAll(); err != nil {
+				return err
+			}
+		} else if err := past.CheckClass(q.Type); err != nil {
+			return err // dropped since, or one of its classes then was
+		}
+		if notAClass != nil {
+			return notAClass
 		}
 		for _, c := range read {
 			if err := past.CheckClass(c); err != nil {
