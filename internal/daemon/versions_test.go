@@ -127,6 +127,25 @@ func TestConditionalWritesREST(t *testing.T) {
 	if r := d.Do(t, dt.Admin(), "GET", "/api/document/admin/cw?id=Person/ann", nil, "If-None-Match", v1); r.Status != 304 || len(r.Body) != 0 || r.Header.Get("ETag") != v1 {
 		t.Fatalf("conditional GET: %d %q %s", r.Status, r.Header.Get("ETag"), r.Body)
 	}
+	// If-Match on a GET: its version, or *, reads; another tag, or a
+	// weak one, is a 412 (RFC 9110: compared strongly, before
+	// If-None-Match).
+	for _, tag := range []string{v1, "*", `"x", ` + v1} {
+		d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/cw?id=Person/ann", nil, "If-Match", tag)
+	}
+	for _, tag := range []string{`"x"`, "W/" + v1} {
+		if r := d.Do(t, dt.Admin(), "GET", "/api/document/admin/cw?id=Person/ann", nil, "If-Match", tag, "If-None-Match", v1); r.Status != 412 || !strings.Contains(string(r.Body), "at version "+strings.Trim(v1, `"`)) {
+			t.Fatalf("GET with If-Match: %s: %d %s", tag, r.Status, r.Body)
+		}
+	}
+	// HEAD answers as GET does, without the body; a 405 says what is
+	// allowed.
+	if r := d.Do(t, dt.Admin(), "HEAD", "/api/document/admin/cw?id=Person/ann", nil); r.Status != 200 || r.Header.Get("ETag") != v1 || len(r.Body) != 0 {
+		t.Fatalf("HEAD: %d %q %q", r.Status, r.Header.Get("ETag"), r.Body)
+	}
+	if r := d.Do(t, dt.Admin(), "POST", "/api/schema/admin/cw", "type X { y: Int }"); r.Status != 405 || r.Header.Get("Allow") != "GET, HEAD, PUT, OPTIONS" {
+		t.Fatalf("POST /api/schema: %d, Allow %q", r.Status, r.Header.Get("Allow"))
+	}
 	list := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/cw?type=Person&as_list=true", nil)
 	if !strings.Contains(string(list.Body), `"@id":"Person/ann","@type":"Person","@version":"`+ins.Version+`"`) {
 		t.Fatalf("listing: %s", list.Body)

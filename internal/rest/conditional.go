@@ -84,6 +84,19 @@ func matchesETag(values []string, version string) bool {
 	return false
 }
 
+// matchesStrongETag reports whether an If-Match header (values) names
+// version: "*" or its tag, compared strongly, so a weak tag never matches.
+func matchesStrongETag(values []string, version string) bool {
+	for _, v := range values {
+		for _, tag := range strings.Split(v, ",") {
+			if tag = strings.TrimSpace(tag); tag == "*" || tag == etag(version) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // refuseIdempotencyKeys refuses, with 400, an Idempotency-Key on a write
 // that cannot honour it: only document writes and GraphQL mutations
 // record their answers (the others' retries are harmless, such as a

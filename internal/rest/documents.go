@@ -76,6 +76,11 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		setReadAt(w, doc.ReadAt)
 		if doc.Version != "" {
 			w.Header().Set("ETag", etag(doc.Version))
+			// If-Match first, then If-None-Match (RFC 9110, 13.2.2).
+			if im := r.Header.Values("If-Match"); len(im) > 0 && !matchesStrongETag(im, doc.Version) {
+				writeError(w, r, sluice.Errorf(sluice.CodePrecondition, "document %s is at version %s, which If-Match does not name", id, doc.Version))
+				return
+			}
 			if matchesETag(r.Header.Values("If-None-Match"), doc.Version) {
 				w.WriteHeader(http.StatusNotModified)
 				return

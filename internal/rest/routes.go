@@ -5,9 +5,11 @@ package rest
 import (
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/metrics"
@@ -82,7 +84,9 @@ func Routes(d Deps) http.Handler {
 	}
 	// Cross-origin writes are refused before anything else, bodies are
 	// bounded before any is read.
-	r.Use(a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
+	// A HEAD request is served as the GET of its route (its body
+	// discarded), as HTTP requires of a server that serves GET.
+	r.Use(middleware.GetHead, a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
 		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware, refuseIdempotencyKeys)
 
 	r.Get("/api/ok", a.ok)
@@ -179,8 +183,24 @@ func Routes(d Deps) http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errNotFoundRoute(r))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, errMethod(r))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
+		writeError(w, req, errMethod(req))
 	})
 	return r
+}
+
+// allowedMethods lists the methods routes serves at path, for the Allow
+// header of a 405: HEAD wherever GET is, and OPTIONS everywhere (CORS).
+func allowedMethods(routes chi.Routes, path string) string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			out = append(out, m)
+			if m == http.MethodGet {
+				out = append(out, http.MethodHead)
+			}
+		}
+	}
+	return strings.Join(append(out, http.MethodOptions), ", ")
 }
