@@ -291,6 +291,13 @@ func TestVersionsInGraphQL(t *testing.T) {
 	if got := fmt.Sprint(q["data"]); got != "map[Person:[map[_version:"+v0+"]]]" {
 		t.Fatalf("query: %v", q)
 	}
+	// A version expected by a later field of a document an earlier field
+	// writes is refused on that field, before anything is written.
+	twice := gql(`mutation { first: Person_update(documents: [{_id: "bob", name: "B1"}]) second: Person_update(documents: [{_id: "bob", _version: "`+v0+`", name: "B2"}]) }`, nil)
+	if errs, _ := twice["errors"].([]any); len(errs) != 1 || fmt.Sprint(errs[0].(map[string]any)["path"]) != "[second]" ||
+		!strings.Contains(fmt.Sprint(errs[0]), "an earlier write of this request writes it") || version("Person/bob") != v0 {
+		t.Fatalf("a version expected after an earlier write: %v (bob at %s)", twice, version("Person/bob"))
+	}
 
 	sub := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/gv", Header: []string{"Accept", "text/event-stream"},
 		Body: `{"query":"subscription { Person_updated { _id _version name nick home { city street } } }"}`})

@@ -227,7 +227,7 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 			}
 			n += len(ids[i])
 		}
-		return nil
+		return checkLaterVersions(ids, docs, expects)
 	}
 	if err := prepare(); err != nil {
 		c, answer, kerr := e.recorded(ctx, u, d, opt)
@@ -292,6 +292,35 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 		return &BatchResult{Commit: commit, Replayed: key.Replayed}, nil
 	}
 	return &BatchResult{IDs: ids, Commit: commit}, nil
+}
+
+// checkLaterVersions refuses an op that expects a document to be at a
+// version (_version) when an earlier op of the request writes it: the ops
+// run in one transaction, so the later op would find the version the
+// earlier one made, which no reader ever sees, and fail naming it. The
+// precondition belongs on the document's first write. (Expecting it to
+// exist, or not to, stays allowed: a delete and then a create is sound.)
+func checkLaterVersions(ids [][]string, docs [][]*sluice.Document, expects [][]sluice.Precondition) error {
+	written := map[string]int{} // by id, the first op that writes it
+	for i := range ids {
+		for k, id := range ids[i] {
+			var p sluice.Precondition
+			switch {
+			case k < len(expects[i]):
+				p = expects[i][k]
+			case k < len(docs[i]):
+				p = docs[i][k].Expect
+			}
+			if j, ok := written[id]; ok && j < i && p.Version != "" && p.Version != sluice.AnyVersion {
+				return &OpError{Index: i, Err: sluice.Errorf(sluice.CodeInvalid,
+					"document %s: its expected version (%s) is checked when the request first writes it, and an earlier write of this request writes it; give the version there", id, p.Version)}
+			}
+			if _, ok := written[id]; !ok {
+				written[id] = i
+			}
+		}
+	}
+	return nil
 }
 
 // opError returns err, an error of a WriteBatch of n ops, as an *OpError:
