@@ -298,6 +298,12 @@ func TestVersionsInGraphQL(t *testing.T) {
 		!strings.Contains(fmt.Sprint(errs[0]), "an earlier write of this request writes it") || version("Person/bob") != v0 {
 		t.Fatalf("a version expected after an earlier write: %v (bob at %s)", twice, version("Person/bob"))
 	}
+	// A stale document is shown on the field that expected its version.
+	stale := gql(`mutation { first: Person_update(documents: [{_id: "ann", nick: "A"}]) second: Person_update(documents: [{_id: "bob", _version: "x", name: "B2"}]) }`, nil)
+	if errs, _ := stale["errors"].([]any); len(errs) != 1 || fmt.Sprint(errs[0].(map[string]any)["path"]) != "[second]" ||
+		!strings.Contains(fmt.Sprint(errs[0]), "PRECONDITION_FAILED") {
+		t.Fatalf("a stale document of the second field: %v", stale)
+	}
 
 	sub := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/gv", Header: []string{"Accept", "text/event-stream"},
 		Body: `{"query":"subscription { Person_updated { _id _version name nick home { city street } } }"}`})

@@ -284,7 +284,9 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 		e.forgetDatabase(d)
 		var stale *sluice.StaleError
 		if errors.As(err, &stale) {
-			return nil, stale // every op's, not one's
+			// Every op's, not one's; shown on the op of its documents
+			// when they are all one op's.
+			return nil, staleOp(stale, ids)
 		}
 		return nil, opError(err, len(ops))
 	}
@@ -292,6 +294,23 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 		return &BatchResult{Commit: commit, Replayed: key.Replayed}, nil
 	}
 	return &BatchResult{IDs: ids, Commit: commit}, nil
+}
+
+// staleOp returns stale as the error of the op that writes all of its
+// documents (ids: each op's), or as it is when they are several ops'.
+func staleOp(stale *sluice.StaleError, ids [][]string) error {
+	op := -1
+	for _, d := range stale.Docs {
+		i := slices.IndexFunc(ids, func(ids []string) bool { return slices.Contains(ids, d.ID) })
+		if i < 0 || op >= 0 && i != op {
+			return stale
+		}
+		op = i
+	}
+	if op < 0 {
+		return stale
+	}
+	return &OpError{Index: op, Err: stale}
 }
 
 // checkLaterVersions refuses an op that expects a document to be at a
