@@ -8,13 +8,13 @@ package engine
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
+	"github.com/sluice-dev/sluice/internal/schemacache"
 	"github.com/sluice-dev/sluice/internal/ttlcache"
 )
 
@@ -39,8 +39,9 @@ type Engine struct {
 	// maxSchemaBytes is max_schema_bytes (LimitSchemas).
 	maxSchemaBytes int64
 
-	mu      sync.Mutex
-	schemas map[schemaKey]*sluice.Schema
+	// schemas holds parsed current schemas, bounded (a process serves
+	// any number of databases, each schema up to max_schema_bytes).
+	schemas *schemacache.Cache
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
@@ -85,10 +86,11 @@ type cachedDatabase struct {
 
 type roleKey struct{ user, db int64 }
 
-type schemaKey struct {
-	db      int64
-	version int
-}
+// schemaEntries and schemaBytes bound the parsed schemas an Engine keeps.
+const (
+	schemaEntries = 4096
+	schemaBytes   = 64 << 20
+)
 
 // Hooks are called after changes commit, outside any transaction. Nil
 // fields are not called. (Commits are announced by the store: see
@@ -105,7 +107,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 		hooks.OnAccess = func() {}
 	}
 	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
-		schemas:   map[schemaKey]*sluice.Schema{},
+		schemas:   schemacache.New(schemaEntries, schemaBytes),
 		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}
@@ -147,27 +149,17 @@ func (e *Engine) Auth() *auth.Authenticator { return e.auth }
 
 // parsed returns the parsed schema of d, parsing sdl once per schema version.
 func (e *Engine) parsed(d *sluice.Database, sdl string) (*sluice.Schema, error) {
-	key := schemaKey{d.ID, d.SchemaVersion}
-	e.mu.Lock()
-	s, ok := e.schemas[key]
-	e.mu.Unlock()
-	if ok {
+	key := schemacache.Key{DB: d.ID, Version: d.SchemaVersion}
+	if s, ok := e.schemas.Get(key); ok {
 		return s, nil
 	}
 	s, err := schema.Parse(sdl)
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	// Only the newest version of a database is kept: older ones are only
-	// needed by requests already holding them.
-	for k := range e.schemas {
-		if k.db == d.ID && k.version < d.SchemaVersion {
-			delete(e.schemas, k)
-		}
-	}
-	e.schemas[key] = s
-	e.mu.Unlock()
+	// Older versions of the database are only needed by requests
+	// already holding them: they age out.
+	e.schemas.Add(key, s)
 	return s, nil
 }
 
@@ -248,12 +240,4 @@ func (e *Engine) Role(ctx context.Context, u *sluice.User, d *sluice.Database) (
 
 // Forget releases what the engine keeps for database id (its parsed
 // schemas) after the database was deleted.
-func (e *Engine) Forget(id int64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for k := range e.schemas {
-		if k.db == id {
-			delete(e.schemas, k)
-		}
-	}
-}
+func (e *Engine) Forget(id int64) { e.schemas.Forget(id) }

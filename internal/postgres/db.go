@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schemacache"
 )
 
 // querier is satisfied by a pool, a connection and a transaction, so helpers
@@ -37,7 +38,7 @@ type DB struct {
 	// versions and parsed hold what is known of databases' schema
 	// versions (versions.go).
 	versions versionLists
-	parsed   *parsedVersions
+	parsed   *schemacache.Cache
 	// role is Sluice's Postgres role (capture.go), read once.
 	roleMu sync.Mutex
 	role   string
@@ -118,7 +119,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: newParsedVersions()}, nil
+	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: schemacache.New(parsedEntries, parsedBytes)}, nil
 }
 
 // configure sets what every connection of Sluice runs with.

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schemacache"
 )
 
 // Every schema a database had is kept (sluice.schema_versions), because a
@@ -110,60 +110,17 @@ func (db *DB) commitVersions(ctx context.Context, d *sluice.Database, current in
 	return nil
 }
 
-// schemaKey names one schema version of one database.
-type schemaKey struct {
-	db      int64
-	version int
-}
-
-// parsedVersions caches parsed schema versions, at most parsedEntries of
-// them and, past the newest one, parsedBytes of their schema text (a
-// parsed schema keeps its text, and its parts take a few times more).
-type parsedVersions struct {
-	mu    sync.Mutex // guards bytes and the evictions that keep it bounded
-	cache *lru.Cache[schemaKey, *sluice.Schema]
-	bytes int
-}
-
+// parsedEntries and parsedBytes bound the parsed versions kept.
 const (
 	parsedEntries = 64
 	parsedBytes   = 16 << 20
 )
 
-func newParsedVersions() *parsedVersions {
-	p := &parsedVersions{}
-	c, err := lru.NewWithEvict(parsedEntries, func(_ schemaKey, s *sluice.Schema) { p.bytes -= len(s.SDL) })
-	if err != nil {
-		panic(err) // only for a size <= 0
-	}
-	p.cache = c
-	return p
-}
-
-func (p *parsedVersions) get(k schemaKey) (*sluice.Schema, bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cache.Get(k)
-}
-
-func (p *parsedVersions) add(k schemaKey, s *sluice.Schema) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cache.Contains(k) {
-		return
-	}
-	p.cache.Add(k, s) // may evict the oldest, through the callback
-	p.bytes += len(s.SDL)
-	for p.bytes > parsedBytes && p.cache.Len() > 1 {
-		p.cache.RemoveOldest()
-	}
-}
-
 // SchemaAt returns version v of database dbID's schema, parsed: read from
 // sluice.schema_versions when it is not cached.
 func (db *DB) SchemaAt(ctx context.Context, dbID int64, v int) (*sluice.Schema, error) {
-	key := schemaKey{dbID, v}
-	if s, ok := db.parsed.get(key); ok {
+	key := schemacache.Key{DB: dbID, Version: v}
+	if s, ok := db.parsed.Get(key); ok {
 		return s, nil
 	}
 	var sdl string
@@ -178,6 +135,6 @@ func (db *DB) SchemaAt(ctx context.Context, dbID int64, v int) (*sluice.Schema, 
 	if err != nil {
 		return nil, fmt.Errorf("schema version %d: %w", v, err)
 	}
-	db.parsed.add(key, s)
+	db.parsed.Add(key, s)
 	return s, nil
 }
