@@ -144,10 +144,7 @@ func (a *api) log(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	count, err := intParam(q, "count", defaultLogCount)
-	if err == nil && (count < 1 || count > maxLogCount) {
-		err = sluice.Errorf(sluice.CodeInvalid, "query parameter count=%d: want 1 to %d", count, maxLogCount)
-	}
+	count, err := boundedParam(q, "count", defaultLogCount, maxLogCount)
 	if err != nil {
 		writeError(w, r, err)
 		return
@@ -193,10 +190,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	limit, err := intParam(q, "limit", defaultLogCount)
-	if err == nil && (limit < 1 || limit > maxLogCount) {
-		err = sluice.Errorf(sluice.CodeInvalid, "query parameter limit=%d: want 1 to %d", limit, maxLogCount)
-	}
+	limit, err := boundedParam(q, "limit", defaultLogCount, maxLogCount)
 	if err != nil {
 		writeError(w, r, err)
 		return

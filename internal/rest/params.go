@@ -55,6 +55,20 @@ func intParam(q url.Values, name string, def int64) (int64, error) {
 	return n, nil
 }
 
+// boundedParam parses parameter name as an integer from 1 to most, or
+// returns def when it is absent; anything else is refused naming the range.
+func boundedParam(q url.Values, name string, def, most int64) (int64, error) {
+	s := q.Get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 || n > most {
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%q: want an integer from 1 to %d", name, s, most)
+	}
+	return n, nil
+}
+
 // boolParam parses parameter name as true/false, or returns false when it
 // is absent.
 func boolParam(q url.Values, name string) (bool, error) {

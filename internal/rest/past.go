@@ -38,10 +38,7 @@ func positionParam(q url.Values, name string) (*sluice.Position, error) {
 
 // countParam reads ?count= (default defaultLogCount, at most maxLogCount).
 func countParam(q url.Values) (int, error) {
-	count, err := intParam(q, "count", defaultLogCount)
-	if err == nil && (count < 1 || count > maxLogCount) {
-		err = sluice.Errorf(sluice.CodeInvalid, "query parameter count=%d: want 1 to %d", count, maxLogCount)
-	}
+	count, err := boundedParam(q, "count", defaultLogCount, maxLogCount)
 	return int(count), err
 }
 

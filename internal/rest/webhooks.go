@@ -178,10 +178,7 @@ func (a *api) webhookAttempts(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	limit, err := intParam(q, "limit", maxAttempts)
-	if err == nil && (limit < 1 || limit > maxAttempts) {
-		err = sluice.Errorf(sluice.CodeInvalid, "query parameter limit=%d: want 1 to %d", limit, maxAttempts)
-	}
+	limit, err := boundedParam(q, "limit", maxAttempts, maxAttempts)
 	if err != nil {
 		writeError(w, r, err)
 		return
