@@ -53,10 +53,12 @@ func (s *eventFramer) connected(named bool) {
 }
 
 // next buffers a next message carrying result (one line of JSON); id, when
-// not empty, is its SSE event id.
+// not empty, is its position: the SSE event id, or for NDJSON, which has
+// no event ids, extensions.lastEventId in the result (as multipart and
+// graphql-ws carry it), so that an NDJSON client can resume too.
 func (s *eventFramer) next(id string, result []byte) {
 	if s.framing == protocol.NDJSON {
-		s.Buf.Write(result)
+		s.Buf.Write(withPosition(s.Buf.AvailableBuffer(), result, id))
 		s.Buf.WriteByte('\n')
 		return
 	}

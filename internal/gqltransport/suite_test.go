@@ -62,7 +62,7 @@ func TestDeliveryGuarantees(t *testing.T) {
 	t.Parallel()
 	for _, tr := range []deliverytest.Transport{
 		{Name: "graphql-sse", Open: openSSE(sse), OpenGated: openGatedSSE},
-		{Name: "NDJSON", Open: openSSE(ndjson), NoPositions: true},
+		{Name: "NDJSON", Open: openSSE(ndjson)},
 		{Name: "graphql-sse single connection mode", Open: openSingle},
 		{Name: "Apollo multipart", Open: openMultipart},
 		{Name: "graphql-ws", Open: openWS},
@@ -104,6 +104,9 @@ func (s sseSub) Next(t *testing.T) (pos, id string) {
 	r := parseResult(t, data)
 	if len(r.Errors) > 0 {
 		t.Fatalf("an error event: %s", data)
+	}
+	if s.NDJSON() {
+		return r.Extensions.LastEventID, r.Data.DogAdded.ID
 	}
 	return f.Field("id"), r.Data.DogAdded.ID
 }

@@ -41,15 +41,12 @@ type Transport struct {
 	// OpenGated, when set, is Open from now for a client that stops
 	// reading after the readiness frame until gate is closed.
 	OpenGated func(t *testing.T, d *dt.Daemon, auth dt.Auth, db string, gate <-chan struct{}) Sub
-	// NoPositions is set for a transport whose events carry no position
-	// (NDJSON): the resume checks are skipped.
-	NoPositions bool
 }
 
 // Sub is an open subscription.
 type Sub interface {
-	// Next returns the next event: its position ("" without one) and
-	// the id of the Dog it reports.
+	// Next returns the next event: its position and the id of the Dog
+	// it reports.
 	Next(t *testing.T) (pos, id string)
 	// End waits for the stream to end and returns the error it ended
 	// with ("" for a normal end); an event before the end fails t.
@@ -61,9 +58,7 @@ type Sub interface {
 // Exercise runs the suite against tr.
 func Exercise(t *testing.T, tr Transport) {
 	t.Run("order", func(t *testing.T) { t.Parallel(); order(t, tr) })
-	if !tr.NoPositions {
-		t.Run("resume", func(t *testing.T) { t.Parallel(); resume(t, tr) })
-	}
+	t.Run("resume", func(t *testing.T) { t.Parallel(); resume(t, tr) })
 	t.Run("access end", func(t *testing.T) { t.Parallel(); accessEnd(t, tr) })
 	t.Run("shutdown", func(t *testing.T) { t.Parallel(); shutdown(t, tr) })
 	if tr.OpenGated != nil {
@@ -107,9 +102,6 @@ func order(t *testing.T, tr Transport) {
 		pos, id := s.Next(t)
 		if id != w {
 			t.Fatalf("%s: event %d is %s, want %s", tr.Name, i, id, w)
-		}
-		if tr.NoPositions {
-			continue
 		}
 		p, err := sluice.ParsePosition(pos)
 		if err != nil {
@@ -234,9 +226,6 @@ func slowReader(t *testing.T, tr Transport) {
 	for i := range got {
 		pos, id := fast.Next(t)
 		got[i] = pos + " " + id
-		if tr.NoPositions {
-			continue
-		}
 		p, err := sluice.ParsePosition(pos)
 		if err != nil {
 			t.Fatalf("%s: event %d: %v", tr.Name, i, err)
