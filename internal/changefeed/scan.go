@@ -18,11 +18,15 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 	if from.Epoch != d.Epoch {
 		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s)", from, d.Path(), d.Epoch)
 	}
+	// A position inside commit upTo+1 is ahead too, though its cursor
+	// (the end of the commit before) is not: that commit is not in the
+	// log (lost in a failover or a restore), and the result built on it
+	// is not current.
+	if from.Seq > upTo {
+		return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of commit %d", from, upTo)
+	}
 	m := sluice.CursorAt(from)
 	if !m.Less(sluice.WholeCursor(upTo)) {
-		if m.Seq > upTo {
-			return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of commit %d", from, upTo)
-		}
 		return nil // nothing between them
 	}
 	hist, err := h.log.History(ctx, d.ID)
