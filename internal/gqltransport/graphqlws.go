@@ -18,6 +18,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/jsonesc"
 	"github.com/sluice-dev/sluice/internal/stream"
 )
@@ -325,6 +326,12 @@ func (sc *socket) read() {
 				sc.refuseInit(err)
 				return
 			}
+			release, err := sc.hold()
+			if err != nil {
+				sc.refuseInit(err)
+				return
+			}
+			defer release()
 			acked = true
 			sc.ack()
 			sc.ws.SetReadLimit(sc.srv.opts.MaxMessageBytes)
@@ -377,13 +384,39 @@ func (sc *socket) refuseInit(err error) {
 	switch sh.Code {
 	case sluice.CodeInvalid:
 		sc.closeWith(4400, "Invalid message: "+sh.Message)
-	case sluice.CodeUnavailable:
+	case sluice.CodeUnavailable, sluice.CodeTooMany:
 		sc.closeWith(websocket.StatusTryAgainLater, "Try again later: "+sh.Message)
 	case sluice.CodeInternal:
 		sc.closeWith(4500, "Internal server error")
 	default:
 		sc.closeWith(4403, "Forbidden: "+sh.Message)
 	}
+}
+
+// hold counts the socket, once its credentials are taken, toward the
+// stream caps of its user and of the process, as a single connection mode
+// reservation counts (stream.Server.Reserve), until release is called: an
+// acknowledged socket holds a connection and its goroutines with or
+// without subscriptions, so without this one user could hold any number.
+// An access change that takes the user's access to the socket's database
+// away, or the expiry of its JWT, ends its subscriptions (their own
+// guards) and releases its place; the socket stays open, and each
+// operation it is sent is authorized again, so it is refused.
+func (sc *socket) hold() (release func(), err error) {
+	e := sc.srv.opts.Streams
+	if e == nil {
+		return func() {}, nil
+	}
+	cred, err := sc.authenticate(sc.credReq.WithContext(sc.ctx))
+	if err != nil {
+		return nil, err
+	}
+	octx, es, _, err := sc.dispatch.Operation(auth.WithCredential(sc.ctx, cred), cred.User, sc.org, sc.name)
+	if err != nil {
+		return nil, err
+	}
+	grant := engine.Grant(octx, cred.User, graph.RequestFrom(octx).DB, es.Role())
+	return e.Reserve(sc.ctx, grant, func(error) {})
 }
 
 // init takes the connection's credentials: the connection_init payload's

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -255,9 +256,12 @@ func TestSocketProtocolErrors(t *testing.T) {
 		}
 	})
 	t.Run("no such database", func(t *testing.T) {
-		c := mustConnect(t, d, "nope")
-		c.send(`{"id":"1","type":"subscribe","payload":{"query":"{ __typename }"}}`)
-		c.expect(`{"id":"1","type":"error","payload":[{"message":"database admin/nope does not exist","extensions":{"code":"NOT_FOUND"}}]}`)
+		c, _, err := dialWS(t, d, "/api/graphql/admin/nope", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("admin", dt.AdminPassword) + `"}}`)
+		c.expectClose(4403, "Forbidden: database admin/nope does not exist")
 	})
 	t.Run("legacy subprotocol", func(t *testing.T) {
 		r := d.Do(t, dt.Admin(), "GET", path, nil, "Connection", "Upgrade", "Upgrade", "websocket",
@@ -337,11 +341,14 @@ func TestSocketAccessChange(t *testing.T) {
 	}
 }
 
-// TestSocketCaps: a socket's subscriptions count in the stream caps; one
-// past max_streams_per_user is an error message, the others go on.
+// TestSocketCaps: an acknowledged socket and each of its subscriptions
+// count in the stream caps; a subscription past max_streams_per_user is
+// an error message, the others go on; a socket past it is closed at
+// connection_init (1013, naming the setting), and closing one admits
+// another.
 func TestSocketCaps(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.MaxStreamsPerUser = 2 })
+	d := dt.Start(t, func(c *config.Config) { c.MaxStreamsPerUser = 3 })
 	d.CreateDatabase(t, "wscap", "type Dog { name: String! }")
 	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wscap", `{"user":"rita","role":"read"}`)
@@ -355,7 +362,7 @@ func TestSocketCaps(t *testing.T) {
 		c.send(`{"id":"` + id + `","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
 	}
 	c.send(`{"id":"3","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
-	if got := c.read(); !strings.HasPrefix(got, `{"id":"3","type":"error","payload":[{"message":"user rita holds its maximum of 2 open streams`) ||
+	if got := c.read(); !strings.HasPrefix(got, `{"id":"3","type":"error","payload":[{"message":"user rita holds its maximum of 3 open streams`) ||
 		!strings.Contains(got, `"code":"TOO_MANY_REQUESTS"`) {
 		t.Fatalf("third subscription: %s", got)
 	}
@@ -370,6 +377,39 @@ func TestSocketCaps(t *testing.T) {
 	}
 	if !seen["1"] || !seen["2"] {
 		t.Fatalf("events for %v, want 1 and 2", seen)
+	}
+	// Another socket of rita's is past the cap; once the first is closed,
+	// one is admitted (the first's places are given back as its
+	// goroutines end: tried until a deadline).
+	init := func() (*wsConn, websocket.CloseError) {
+		s, _, err := dialWS(t, d, "/api/graphql/admin/wscap", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("rita", "rita-password") + `"}}`)
+		_, b, err := s.c.Read(s.tx)
+		var ce websocket.CloseError
+		if err == nil && string(b) == `{"type":"connection_ack"}` {
+			return s, ce
+		}
+		if !errors.As(err, &ce) {
+			t.Fatalf("connection_init past the cap: %s %v", b, err)
+		}
+		return nil, ce
+	}
+	if s, ce := init(); s != nil || ce.Code != websocket.StatusTryAgainLater || !strings.Contains(ce.Reason, "max_streams_per_user") {
+		t.Fatalf("a socket past the cap: admitted %v, closed %d %q", s != nil, ce.Code, ce.Reason)
+	}
+	_ = c.c.Close(websocket.StatusNormalClosure, "")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, ce := init()
+		if s != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no socket admitted after the first closed: %d %q", ce.Code, ce.Reason)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -41,6 +42,20 @@ func parseResult(t *testing.T, b string) result {
 		t.Fatalf("result %q: %v", b, err)
 	}
 	return r
+}
+
+// ndjsonPosition matches the position an NDJSON event's result ends
+// with.
+var ndjsonPosition = regexp.MustCompile(`,"extensions":\{"lastEventId":"[a-z0-9]+-[0-9]+-[0-9]+"\}\}$`)
+
+// withoutEventPosition returns an NDJSON event's result without its position
+// (extensions.lastEventId), which it must have.
+func withoutEventPosition(t *testing.T, line string) string {
+	t.Helper()
+	if !ndjsonPosition.MatchString(line) {
+		t.Fatalf("an NDJSON event without its position: %s", line)
+	}
+	return ndjsonPosition.ReplaceAllString(line, "}")
 }
 
 // subscribeBody returns the POST body of the suite's subscription from
