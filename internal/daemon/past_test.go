@@ -709,7 +709,7 @@ func TestPastOfDroppedClasses(t *testing.T) {
 	a.CreateDatabase(t, "drops", "interface Animal { name: String! }\ntype Dog implements Animal { name: String! }\ntype Cat implements Animal { name: String! }\ntype Note { text: String }")
 	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/drops", `[{"@type":"Dog","@id":"rex","name":"Rex"},
 		{"@type":"Cat","@id":"tom","name":"Tom"},{"@type":"Note","@id":"n","text":"x"}]`)
-	p1 := a.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/drops?type=Note&count=0", nil).Header.Get("Sluice-Position")
+	p1 := headPositionOf(t, a, "drops", "Note")
 	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/drops?force=true", "interface Animal { name: String! }\ntype Cat implements Animal { name: String! }\ntype Note { text: String }")
 	lost := "the documents of Dog as of " + p1 + " cannot be shown"
 	for _, path := range []string{
@@ -733,4 +733,27 @@ func TestPastOfDroppedClasses(t *testing.T) {
 		t.Errorf("Cat and Note as of p1: %s", got)
 	}
 	a.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/drops?type=Note&from="+p1, nil)
+}
+
+// TestReadsOfNothingHaveAPosition: a query of an interface without its
+// implementations reads no table, and still answers the position of its
+// snapshot, as every read does (a subscription resumes from it).
+func TestReadsOfNothingHaveAPosition(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	a.CreateDatabase(t, "none", "interface Animal { name: String! }\ntype Dog implements Animal { name: String! }")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/none", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
+	head := headPositionOf(t, a, "none", "Dog")
+	for _, q := range []string{`{ Animal(include_children: false) { name } }`, `{ Animal_aggregate(include_children: false) { count } }`} {
+		if r := gqlQuery(t, a, dt.Admin(), "none", q); len(r.Errors) > 0 || r.Extensions.Position != head {
+			t.Errorf("%s: %s at %q, want the position %s", q, r.Data, r.Extensions.Position, head)
+		}
+	}
+}
+
+// headPositionOf returns the position a read of class of database db
+// answers now.
+func headPositionOf(t *testing.T, d *dt.Daemon, db, class string) string {
+	t.Helper()
+	return d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/"+db+"?type="+class+"&count=0", nil).Header.Get("Sluice-Position")
 }

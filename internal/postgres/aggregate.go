@@ -50,7 +50,7 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	res := AggregateResult{Values: make([]any, len(q.Aggs))}
 	st, cols, err := compileAggregate(d, s, q, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
-		return res, err
+		return res, db.readNothing(ctx, d, err)
 	}
 	dest := make([]any, 0, len(cols)+1)
 	dest = append(dest, &res.Count)

@@ -79,9 +79,25 @@ func countStatement(ctx context.Context) {
 func (db *DB) QueryDocuments(ctx context.Context, d *sluice.Database, s *sluice.Schema, q DocQuery) ([]QueryDoc, error) {
 	st, err := compileQuery(d, s, q, nil, db.asOf(ctx, d.ID))
 	if err != nil || st == nil {
-		return nil, err
+		return nil, db.readNothing(ctx, d, err)
 	}
 	return db.readRows(ctx, d, st.sql, st.args, st.rows(db, d, s))
+}
+
+// readNothing is what a read that needs no statement (its classes have no
+// table: an interface read without its implementations) does instead:
+// when ctx carries a snapshot of d that has not begun, it begins it with
+// a read of the position alone, so that the result reflects a position
+// as any read's does. err, the read's own error, is returned first.
+func (db *DB) readNothing(ctx context.Context, d *sluice.Database, err error) error {
+	if err != nil {
+		return err
+	}
+	if s, ok := ctx.Value(snapshotKey{}).(*Snapshot); !ok || s.d.ID != d.ID || s.db != db || s.begun {
+		return nil
+	}
+	_, err = db.History(ctx, d.ID)
+	return err
 }
 
 // QueryDocumentsEach returns the documents each of qs selects from
