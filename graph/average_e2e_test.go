@@ -24,7 +24,7 @@ func TestFloatAverage(t *testing.T) {
 		}
 	}
 	res := st.query(t, `{ M_aggregate(filter: {g: {eq: "big"}}) { sum { f } } }`, nil)
-	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "an aggregate of M is out of the range of its type") {
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "an aggregate of M (sum.f) is out of the range of its type") {
 		t.Errorf("a sum past the largest float: %s", res.raw)
 	}
 }

@@ -61,7 +61,14 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	err = db.classReader(ctx, d).QueryRow(ctx, st.sql, st.args...).Scan(dest...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "22003" { // numeric_value_out_of_range
-		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type", q.Class))
+		// Postgres does not say which: name the ones that can overflow.
+		var sums []string
+		for _, a := range q.Aggs {
+			if a.Op == "sum" || a.Op == "avg" {
+				sums = append(sums, a.Op+"."+a.Field)
+			}
+		}
+		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s (%s) is out of the range of its type: a Float past ±1.8e308", q.Class, strings.Join(sums, ", ")))
 	}
 	if err != nil {
 		return res, db.schemaMoved(ctx, d, queryError(err))
