@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/jsonpatch"
 	"github.com/sluice-dev/sluice/internal/postgres"
 
@@ -246,8 +247,8 @@ func TestPastHistoryAndDiff(t *testing.T) {
 	epoch, _, _ := strings.Cut(p[0], "-")
 
 	type version struct {
-		Position, Commit, Author, Message, User, Op, Datetime string
-		Document                                              json.RawMessage
+		Position, Commit, Author, Message, User, Op, Datetime, Version string
+		Document                                                       json.RawMessage
 	}
 	var versions []version
 	path := "/api/history/admin/past?id=Person/alice&count=1"
@@ -276,11 +277,18 @@ func TestPastHistoryAndDiff(t *testing.T) {
 	if len(versions) != len(want) {
 		t.Fatalf("%d versions of alice, want 3: %+v", len(versions), versions)
 	}
+	seen := map[string]bool{}
 	for i, v := range versions {
 		if v.Datetime == "" {
 			t.Errorf("version %d has no time", i)
 		}
-		v.Datetime = ""
+		// The document's version after each change but a delete, each
+		// its own.
+		if _, ok := sluice.ParseVersion(v.Version); ok == (v.Op == "deleted") || seen[v.Version] {
+			t.Errorf("version %d: %q after %s", i, v.Version, v.Op)
+		}
+		seen[v.Version] = true
+		v.Datetime, v.Version = "", ""
 		if !reflect.DeepEqual(v, want[i]) {
 			t.Errorf("version %d: %+v, want %+v", i, v, want[i])
 		}

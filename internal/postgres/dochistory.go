@@ -60,11 +60,11 @@ func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string
 		return nil, mapError(err)
 	}
 	needle := append(append([]byte(`{"@id":`), appendJSONString(nil, id)...), ',')
-	rows, err := q.Query(ctx, `SELECT seq, author, message, user_name, committed_at, n_changes, row_images, i, op, after, total
+	rows, err := q.Query(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, i, op, after, total
 		FROM (SELECT s.*, v.i, v.op, v.after, count(*) OVER () AS total,
 				sum(coalesce(octet_length(v.after::text), 0)) OVER (ORDER BY s.seq DESC, v.i DESC) AS upto,
 				row_number() OVER (ORDER BY s.seq DESC, v.i DESC) AS n
-			FROM (SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, ch.idx, ch.doc_ids, ch.ops, ch.afters
+			FROM (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, ch.idx, ch.doc_ids, ch.ops, ch.afters
 				FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
 				WHERE c.db_id = $1 AND c.seq BETWEEN $4 AND $2 AND (c.seq < $2 OR ch.idx < $3) AND (c.seq > $4 OR ch.idx >= $5)
 					AND (ch.doc_ids @> ARRAY[$6::text] OR ch.doc_ids IS NULL AND strpos(ch.afters, $7) > 0)) s
@@ -91,7 +91,7 @@ func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string
 		var ch sluice.Change
 		var op int16
 		var after []byte
-		if err := rows.Scan(&c.Seq, &c.Author, &c.Message, &c.User, &c.Time, &c.NumChanges, &c.RowImages, &ch.Index, &op, &after, &total); err != nil {
+		if err := rows.Scan(&c.Seq, &c.UID, &c.Author, &c.Message, &c.User, &c.Time, &c.NumChanges, &c.RowImages, &ch.Index, &op, &after, &total); err != nil {
 			return nil, mapError(err)
 		}
 		if op < int16(sluice.OpAdded) || op > int16(sluice.OpDeleted) {

@@ -13,15 +13,18 @@ import (
 
 // versionJSON is one version of a document as /api/history shows it.
 type versionJSON struct {
-	Position  string          `json:"position"`
-	Commit    string          `json:"commit"`
-	Author    string          `json:"author"`
-	Message   string          `json:"message"`
-	User      string          `json:"user"`
-	Timestamp float64         `json:"timestamp"`
-	Datetime  string          `json:"datetime"`
-	Op        string          `json:"op"`
-	Document  json.RawMessage `json:"document"`
+	Position  string  `json:"position"`
+	Commit    string  `json:"commit"`
+	Author    string  `json:"author"`
+	Message   string  `json:"message"`
+	User      string  `json:"user"`
+	Timestamp float64 `json:"timestamp"`
+	Datetime  string  `json:"datetime"`
+	Op        string  `json:"op"`
+	// Version is the document's version after the change (absent after
+	// a delete): the If-Match that writes over exactly this version.
+	Version  string          `json:"version,omitempty"`
+	Document json.RawMessage `json:"document"`
 }
 
 // positionParam returns the position of parameter name, nil when absent.
@@ -86,6 +89,10 @@ func (a *api) history(w http.ResponseWriter, r *http.Request) {
 		}
 		ch := c.Changes[0]
 		doc := orNull(ch.After)
+		version := ""
+		if ch.Op != sluice.OpDeleted && c.UID != 0 {
+			version = sluice.VersionOf(c.UID)
+		}
 		out.value(versionJSON{
 			Position:  c.Position(ch.Index).String(),
 			Commit:    c.ID(),
@@ -95,6 +102,7 @@ func (a *api) history(w http.ResponseWriter, r *http.Request) {
 			Timestamp: float64(c.Time.UnixMicro()) / 1e6,
 			Datetime:  c.Time.UTC().Format(time.RFC3339Nano),
 			Op:        ch.Op.String(),
+			Version:   version,
 			Document:  doc,
 		})
 	}
