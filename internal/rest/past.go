@@ -22,7 +22,7 @@ type versionJSON struct {
 	Datetime  string  `json:"datetime"`
 	Op        string  `json:"op"`
 	// Version is the document's version after the change (absent after
-	// a delete): the If-Match that writes over exactly this version.
+	// a delete), as reads answer it and If-Match takes it.
 	Version  string          `json:"version,omitempty"`
 	Document json.RawMessage `json:"document"`
 }
