@@ -215,6 +215,21 @@ func TestPasswordGuessesThrottled(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("bea from another address: %d, want 200", resp.StatusCode)
 	}
+	// A name no user can have (a NUL, invalid UTF-8) is a wrong password
+	// too, counted as one: it was a 400 from Postgres, never throttled.
+	third := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}).DialContext}}
+	for i, want := range []int{401, 401, 401, 429} {
+		req, _ := http.NewRequest("GET", d.URL+"/api/info", nil)
+		req.SetBasicAuth("bea\x00", "guess")
+		resp, err := third.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("guess %d with a NUL in the name: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
 }
 
 // trickle sends a write whose body arrives a byte every interval (for at

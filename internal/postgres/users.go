@@ -160,6 +160,12 @@ func (t *Tx) DeleteOrganization(ctx context.Context, org string) error {
 // check: the user, its password hash and the access log's version, from
 // one snapshot. A missing user is a NotFound error.
 func (db *DB) PasswordCredential(ctx context.Context, name string) (*sluice.Credential, error) {
+	if checkText("user name", name) != nil {
+		// No user has such a name: not found, as any unknown name (the
+		// authenticator counts it as a wrong password, not a bad
+		// request), without a round trip Postgres would refuse.
+		return nil, sluice.Errorf(sluice.CodeNotFound, "user %s does not exist", quote(name))
+	}
 	var u sluice.User
 	c := &sluice.Credential{User: &u}
 	err := db.pool.QueryRow(ctx, "SELECT id, org, name, superuser, password_hash, "+accessVersionSQL+" FROM sluice.users WHERE name = $1", name).
