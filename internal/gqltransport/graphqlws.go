@@ -430,6 +430,11 @@ func (sc *socket) init(payload json.RawMessage) error {
 		if err := json.Unmarshal(payload, &p); err != nil {
 			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload must be an object")
 		}
+		// A map keeps the last of two equal keys: which credential
+		// counts would be a guess.
+		if name := repeatedMember(payload); name != "" {
+			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload names %.64q twice: send it once", name)
+		}
 	}
 	authz, n, err := authorizationOf(p)
 	if err != nil {
@@ -461,6 +466,38 @@ func (sc *socket) init(payload json.RawMessage) error {
 	}
 	sc.credReq = req
 	return nil
+}
+
+// repeatedMember returns a member name that JSON object obj, or the
+// object under its "headers", names twice; "" when none does (or obj is
+// not valid JSON, which its decoding says).
+func repeatedMember(obj []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return name
+		}
+		seen[name] = true
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return ""
+		}
+		if name == "headers" {
+			if inner := repeatedMember(v); inner != "" {
+				return "headers." + inner
+			}
+		}
+	}
+	return ""
 }
 
 // authorizationOf returns the string under the key authorization, in any

@@ -595,6 +595,8 @@ func TestSocketBeforeAcknowledgement(t *testing.T) {
 		"two spellings":         `{"authorization":"` + auth + `","Authorization":"` + auth + `"}`,
 		"at the top and nested": `{"Authorization":"` + auth + `","headers":{"authorization":"` + auth + `"}}`,
 		"not a string":          `{"Authorization":42}`,
+		"one spelling twice":    `{"Authorization":"` + auth + `","Authorization":"Basic eDp5"}`,
+		"twice in headers":      `{"headers":{"Authorization":"Basic eDp5","Authorization":"` + auth + `"}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			w, _, err := dialWS(t, e, path, nil)
