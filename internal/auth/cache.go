@@ -41,6 +41,9 @@ const credentialTTL = 10 * time.Second
 type cachedCredential struct {
 	c  *sluice.Credential
 	at time.Time
+	// keys is the JWT key set's generation when c was verified: a
+	// credential remembered before the set changed counts no more.
+	keys uint64
 }
 
 type credentialCache struct {
@@ -108,7 +111,7 @@ func (a *Authenticator) cached(header string) (*sluice.Credential, bool) {
 	}
 	now := k.now()
 	v := e.c.AccessVersion
-	if v < k.floor.Load() || v < k.applied() || now.Sub(e.at) > credentialTTL ||
+	if v < k.floor.Load() || v < k.applied() || now.Sub(e.at) > credentialTTL || e.keys != a.jwt.generation() ||
 		!e.c.ExpiresAt.IsZero() && !now.Before(e.c.ExpiresAt) {
 		return nil, false
 	}
@@ -118,6 +121,6 @@ func (a *Authenticator) cached(header string) (*sluice.Credential, bool) {
 // remember keeps credential c of header.
 func (a *Authenticator) remember(header string, c *sluice.Credential) {
 	if k := a.cache; k != nil {
-		k.entries.Add(a.cacheKey(header), cachedCredential{c: c, at: k.now()})
+		k.entries.Add(a.cacheKey(header), cachedCredential{c: c, at: k.now(), keys: a.jwt.generation()})
 	}
 }

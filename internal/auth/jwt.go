@@ -367,6 +367,16 @@ func (j *JWT) Reload(ctx context.Context) error {
 	return j.set.load(ctx)
 }
 
+// generation returns a number that moves whenever the key set changes
+// (Reload, a fetch of jwt_jwks_url): a JWT verified before then must be
+// verified again.
+func (j *JWT) generation() uint64 {
+	if j == nil || j.set == nil {
+		return 0
+	}
+	return j.set.gen.Load()
+}
+
 // Run keeps the keys of jwt_jwks_url fresh until ctx ends (see
 // keyset.go); without a URL it returns at once.
 func (j *JWT) Run(ctx context.Context) {

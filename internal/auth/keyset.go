@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +60,8 @@ type keySet struct {
 
 	mu        sync.Mutex
 	keys      []publicKey
+	digest    [sha256.Size]byte // of the set's JSON the keys came from
+	gen       atomic.Uint64     // moves when the keys change
 	fresh     time.Time     // URL: when to fetch again
 	fetched   time.Time     // URL: the last successful fetch
 	kidFetch  time.Time     // URL: the last fetch an unknown kid caused
@@ -102,9 +106,21 @@ func (s *keySet) load(ctx context.Context) error {
 		return fmt.Errorf("jwt_jwks_file: %w", err)
 	}
 	s.mu.Lock()
-	s.keys = keys
+	s.replace(keys, b)
 	s.mu.Unlock()
 	return nil
+}
+
+// replace makes keys, parsed from the set's JSON b, the keys in use. When
+// b differs from the set they replace, the generation moves: credentials
+// remembered before then count no more (a key removed from the set stops
+// verifying at once). The caller holds s.mu.
+func (s *keySet) replace(keys []publicKey, b []byte) {
+	s.keys = keys
+	if d := sha256.Sum256(b); d != s.digest {
+		s.digest = d
+		s.gen.Add(1)
+	}
 }
 
 // fetch fetches the URL's set, unless a fetch is in flight, in which case
@@ -126,7 +142,7 @@ func (s *keySet) fetch(ctx context.Context) error {
 	s.fetching = done
 	s.mu.Unlock()
 
-	keys, ttl, err := s.get(ctx)
+	keys, b, ttl, err := s.get(ctx)
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,40 +153,41 @@ func (s *keySet) fetch(ctx context.Context) error {
 		return s.lastError
 	}
 	now := s.now()
-	s.keys, s.fetched, s.fresh, s.lastError = keys, now, now.Add(ttl), nil
+	s.replace(keys, b)
+	s.fetched, s.fresh, s.lastError = now, now.Add(ttl), nil
 	return nil
 }
 
-// get makes one request for the URL's set and returns its keys and how
-// long its Cache-Control says they may be used.
-func (s *keySet) get(ctx context.Context) ([]publicKey, time.Duration, error) {
+// get makes one request for the URL's set and returns its keys, its JSON
+// and how long its Cache-Control says they may be used.
+func (s *keySet) get(ctx context.Context) ([]publicKey, []byte, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, jwksFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	req.Header.Set("Accept", "application/json, application/jwk-set+json")
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, 0, fmt.Errorf("GET %s: %s", s.url, resp.Status)
+		return nil, nil, 0, fmt.Errorf("GET %s: %s", s.url, resp.Status)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBytes+1))
 	if err != nil {
-		return nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
+		return nil, nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
 	}
 	if len(b) > jwksMaxBytes {
-		return nil, 0, fmt.Errorf("GET %s: the key set is larger than %d bytes", s.url, jwksMaxBytes)
+		return nil, nil, 0, fmt.Errorf("GET %s: the key set is larger than %d bytes", s.url, jwksMaxBytes)
 	}
 	keys, err := parseJWKS(b)
 	if err != nil {
-		return nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
+		return nil, nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
 	}
-	return keys, cacheTTL(resp.Header.Get("Cache-Control")), nil
+	return keys, b, cacheTTL(resp.Header.Get("Cache-Control")), nil
 }
 
 // cacheTTL returns how long a response may be used by its Cache-Control

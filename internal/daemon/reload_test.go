@@ -113,8 +113,10 @@ func TestJWKSURLWithRotatingKey(t *testing.T) {
 	d.MustDo(t, 200, adminJWT(t, "second", second), "GET", "/api/info", nil)
 }
 
-// TestJWKSFileReload: a new jwt_jwks_file is read on Reload (SIGHUP); a
-// broken one leaves the keys in use as they were.
+// TestJWKSFileReload: a new jwt_jwks_file is read on Reload (SIGHUP), and
+// a JWT of a key it no longer holds is refused at once, even one that
+// verified just before (remembered); a broken file leaves the keys in use
+// as they were.
 func TestJWKSFileReload(t *testing.T) {
 	t.Parallel()
 	first, second := newECKey(t), newECKey(t)
@@ -127,13 +129,15 @@ func TestJWKSFileReload(t *testing.T) {
 	write(ecJWKS(t, map[string]*ecdsa.PrivateKey{"first": first}))
 	d := dt.Start(t, func(c *config.Config) { c.JWTJWKSFile = path })
 	d.MustDo(t, 401, adminJWT(t, "second", second), "GET", "/api/info", nil)
+	old := adminJWT(t, "first", first)
+	d.MustDo(t, 200, old, "GET", "/api/info", nil)
 
 	write(ecJWKS(t, map[string]*ecdsa.PrivateKey{"second": second}))
 	if err := d.Reload(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	d.MustDo(t, 200, adminJWT(t, "second", second), "GET", "/api/info", nil)
-	d.MustDo(t, 401, adminJWT(t, "first", first), "GET", "/api/info", nil)
+	d.MustDo(t, 401, old, "GET", "/api/info", nil)
 
 	write([]byte(`{"keys":[`))
 	if err := d.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), "jwt_jwks_file") {
