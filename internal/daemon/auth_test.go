@@ -63,6 +63,11 @@ func TestAuthMatrix(t *testing.T) {
 		{"other organization reads", read, dt.Basic("otto", "otto-password"), 404, "database admin/people does not exist"},
 		{"other organization writes", write, dt.Basic("otto", "otto-password"), 404, "database admin/people does not exist"},
 		{"admin writes", write, dt.Admin(), 200, ""},
+		// What would outlive the token's revocation.
+		{"token makes a token", func(a dt.Auth) dt.Response { return d.Do(t, a, "POST", "/api/tokens", `{"name":"child"}`) }, dt.Bearer(tok.Token), 403, "an API token cannot create tokens"},
+		{"token sets the password", func(a dt.Auth) dt.Response {
+			return d.Do(t, a, "PUT", "/api/users/rita/password", `{"password":"taken-over"}`)
+		}, dt.Bearer(tok.Token), 403, "an API token cannot change its user's password"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -246,6 +246,9 @@ func (e *Engine) Roles(ctx context.Context, u *sluice.User, org, name string) ([
 // CreateToken creates an API token for u and returns its secret, which is
 // never shown again.
 func (e *Engine) CreateToken(ctx context.Context, u *sluice.User, name string) (*sluice.Token, string, error) {
+	if err := notByToken(ctx, "create tokens"); err != nil {
+		return nil, "", err
+	}
 	secret, hash := auth.NewToken()
 	var tok *sluice.Token
 	_, err := e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
@@ -284,6 +287,8 @@ func (e *Engine) ChangePassword(ctx context.Context, u *sluice.User, target, pas
 		if err := requireSuperuser(u); err != nil {
 			return err
 		}
+	} else if err := notByToken(ctx, "change its user's password"); err != nil {
+		return err
 	}
 	if len(password) < 8 {
 		return sluice.Errorf(sluice.CodeInvalid, "password must be at least 8 characters")
@@ -390,5 +395,16 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 	}
 	e.roles.Clear()
 	e.accessChanged(ctx)
+	return nil
+}
+
+// notByToken refuses, as Forbidden, an account change (what) requested
+// with an API token: revoking a leaked token must end what its holder can
+// do, and a token it made, or a password it set, would outlive it. The
+// password (Basic) or a JWT can.
+func notByToken(ctx context.Context, what string) error {
+	if c := auth.CredentialFrom(ctx); c != nil && c.TokenID != 0 {
+		return sluice.Errorf(sluice.CodeForbidden, "an API token cannot %s (they would outlive its revocation): authenticate with the password or a JWT", what)
+	}
 	return nil
 }
