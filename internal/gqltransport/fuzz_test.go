@@ -88,3 +88,53 @@ func FuzzFraming(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRepeatedMember feeds arbitrary connection_init payloads to the
+// check for members named twice: no panic; a name it reports is one the
+// payload (or its headers) has, and an object it passes decodes with as
+// many members as it names.
+func FuzzRepeatedMember(f *testing.F) {
+	for _, s := range []string{`{"Authorization":"a","Authorization":"b"}`, `{"headers":{"x":1,"x":2}}`, `{"a":1,"b":{"a":2}}`, `{"\u0041":1,"A":2}`, `[1]`, `{`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal([]byte(s), &m) != nil {
+			repeatedMember([]byte(s)) // must not panic
+			return
+		}
+		name, repeated := repeatedMember([]byte(s))
+		inner, nested := strings.CutPrefix(name, "headers.")
+		var h map[string]json.RawMessage
+		if repeated && nested {
+			if json.Unmarshal(m["headers"], &h) != nil {
+				t.Fatalf("%q: %q named in headers that are not an object", s, name)
+			}
+			if _, ok := h[inner]; !ok {
+				t.Fatalf("%q: %q is not a member of its headers", s, name)
+			}
+			return
+		}
+		if repeated {
+			if _, ok := m[name]; !ok {
+				t.Fatalf("%q: %q is not a member", s, name)
+			}
+			return
+		}
+		// Passed: as many members as the decoder counts.
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.Token()
+		n := 0
+		for dec.More() {
+			dec.Token()
+			var v json.RawMessage
+			if dec.Decode(&v) != nil {
+				return
+			}
+			n++
+		}
+		if n != len(m) {
+			t.Fatalf("%q: %d members, %d distinct, passed", s, n, len(m))
+		}
+	})
+}

@@ -432,7 +432,7 @@ func (sc *socket) init(payload json.RawMessage) error {
 		}
 		// A map keeps the last of two equal keys: which credential
 		// counts would be a guess.
-		if name := repeatedMember(payload); name != "" {
+		if name, ok := repeatedMember(payload); ok {
 			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload names %.64q twice: send it once", name)
 		}
 	}
@@ -469,35 +469,35 @@ func (sc *socket) init(payload json.RawMessage) error {
 }
 
 // repeatedMember returns a member name that JSON object obj, or the
-// object under its "headers", names twice; "" when none does (or obj is
-// not valid JSON, which its decoding says).
-func repeatedMember(obj []byte) string {
+// object under its "headers", names twice, and whether there is one
+// (none either when obj is not valid JSON, which its decoding says).
+func repeatedMember(obj []byte) (string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
+		return "", false
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return ""
+			return "", false
 		}
 		name, _ := t.(string)
 		if seen[name] {
-			return name
+			return name, true
 		}
 		seen[name] = true
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return ""
+			return "", false
 		}
 		if name == "headers" {
-			if inner := repeatedMember(v); inner != "" {
-				return "headers." + inner
+			if inner, ok := repeatedMember(v); ok {
+				return "headers." + inner, true
 			}
 		}
 	}
-	return ""
+	return "", false
 }
 
 // authorizationOf returns the string under the key authorization, in any
