@@ -229,3 +229,55 @@ func TestSchemaSizeBudget(t *testing.T) {
 	}
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/notes", "# within the budget\n"+small)
 }
+
+// TestSharedLiveQueryLeavesItsStarter: a live query shared by two users
+// is charged to the one who started it until that one leaves; then to
+// the one who stays, and the first may hold live queries again.
+func TestSharedLiveQueryLeavesItsStarter(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.LiveRowsPerUser = 5 })
+	d.CreateDatabase(t, "share", "type Item { n: Int! }")
+	var docs []string
+	for i := 1; i <= 5; i++ {
+		docs = append(docs, fmt.Sprintf(`{"@type":"Item","@id":"Item/%d","n":%d}`, i, i))
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/share", "["+strings.Join(docs, ",")+"]")
+	for _, u := range []string{"rita", "mallory"} {
+		d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"`+u+`","organization":"admin","password":"`+u+`-password"}`)
+		d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/share", `{"user":"`+u+`","role":"read"}`)
+	}
+	rita, mallory := dt.Basic("rita", "rita-password"), dt.Basic("mallory", "mallory-password")
+	live := func(query string) dt.StreamRequest {
+		b, _ := json.Marshal(map[string]string{"query": query})
+		return dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/share", Body: string(b), Header: []string{"Accept", "text/event-stream"}}
+	}
+	const all = `subscription { Item { n } }`
+	first := d.MustOpenStream(t, rita, live(all))
+	first.Next()
+	first.Event()
+	second := d.MustOpenStream(t, mallory, live(all))
+	second.Next()
+	second.Event()
+	// rita holds the 5 documents: another live query of hers is refused.
+	if st, resp := d.OpenStream(t, rita, live(`subscription { Item(limit: 1) { n } }`)); st != nil || resp.StatusCode != 429 {
+		t.Fatalf("rita's second live query while she holds the share: admitted %v", st != nil)
+	} else {
+		resp.Body.Close()
+	}
+	first.Close()
+	eventually.True(t, dt.StreamWait, "rita, out of the share, holds nothing of it", func() bool {
+		st, resp := d.OpenStream(t, rita, live(`subscription { Item(limit: 1) { n } }`))
+		if st == nil {
+			resp.Body.Close()
+			return false
+		}
+		st.Close()
+		return true
+	})
+	// mallory, who stays, holds it now.
+	if st, resp := d.OpenStream(t, mallory, live(`subscription { Item(limit: 1) { n } }`)); st != nil || resp.StatusCode != 429 {
+		t.Fatalf("mallory's second live query while she holds the share: admitted %v", st != nil)
+	} else {
+		resp.Body.Close()
+	}
+}

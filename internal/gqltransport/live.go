@@ -186,6 +186,11 @@ type liveEvaluator struct {
 	stale bool
 }
 
+// Joined and Left tell the result's budget charge who holds it (see
+// liveHold.joined).
+func (ev *liveEvaluator) Joined(owner any) { ev.hold.joined(owner.(*sluice.User)) }
+func (ev *liveEvaluator) Left(owner any)   { ev.hold.left(owner.(*sluice.User)) }
+
 // revise prepares e's live query for the current schema version
 // (graph.LiveQuery.Revise); an error, naming the change that invalidated
 // it, ends its share.

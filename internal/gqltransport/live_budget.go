@@ -36,8 +36,11 @@ const (
 
 // liveBudget accounts live queries against a LiveBudget. A share's result
 // is held once, however many live queries share it: it is charged to the
-// user whose live query started the share (its owner) and to the process,
-// from its first result until the share ends.
+// process, and to one of the users whose live queries share it (its
+// owner): the one whose live query started the share, and, when the
+// owner's last live query of the share ends while others go on, one of
+// theirs. So a user who left a share holds nothing of it, and one who
+// stays is charged once nobody else is.
 type liveBudget struct {
 	limits LiveBudget
 	mu     sync.Mutex
@@ -120,10 +123,45 @@ type liveHold struct {
 	owner       *sluice.User
 	rows, bytes int64
 	closed      bool
+	// members counts the share's live queries by user; users holds those
+	// users. Guarded by b.mu.
+	members map[int64]int
+	users   map[int64]*sluice.User
 }
 
 func (b *liveBudget) hold(owner *sluice.User) *liveHold {
-	return &liveHold{b: b, owner: owner}
+	return &liveHold{b: b, owner: owner, members: map[int64]int{}, users: map[int64]*sluice.User{}}
+}
+
+// joined counts a live query of u that joined h's share.
+func (h *liveHold) joined(u *sluice.User) {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	h.members[u.ID]++
+	h.users[u.ID] = u
+}
+
+// left counts out a live query of u that left h's share, which goes on:
+// when it was the owner's last, the charge moves to another user of the
+// share.
+func (h *liveHold) left(u *sluice.User) {
+	b := h.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.members[u.ID]--; h.members[u.ID] > 0 {
+		return
+	}
+	delete(h.members, u.ID)
+	delete(h.users, u.ID)
+	if h.closed || u.ID != h.owner.ID {
+		return
+	}
+	for _, next := range h.users {
+		b.charge(h, -h.rows, -h.bytes)
+		h.owner = next
+		b.charge(h, h.rows, h.bytes)
+		return
+	}
 }
 
 // bounds returns the bounds of a read of h's next result: what its owner

@@ -77,3 +77,38 @@ func TestLiveBudget(t *testing.T) {
 	}
 	admit(admin)
 }
+
+// TestLiveShareChargeMoves: a share's result is charged to the user whose
+// live query started it; when that user's last live query of the share
+// leaves while another user's goes on, the charge moves to that user, so
+// the first holds nothing of it and may start live queries again.
+func TestLiveShareChargeMoves(t *testing.T) {
+	t.Parallel()
+	b := newLiveBudget(LiveBudget{RowsPerUser: 50})
+	rita, mallory := &sluice.User{ID: 1, Name: "rita"}, &sluice.User{ID: 2, Name: "mallory"}
+	h := b.hold(rita)
+	h.joined(rita)
+	if err := h.set(50, 10); err != nil {
+		t.Fatal(err)
+	}
+	h.joined(mallory)
+	h.joined(rita) // rita twice: her second leaving moves nothing
+	h.left(rita)
+	if got := b.users[rita.ID]; got == nil || got.rows != 50 {
+		t.Fatalf("rita, still in the share, holds %+v", got)
+	}
+	h.left(rita)
+	if got := b.users[rita.ID]; got != nil && got.rows != 0 {
+		t.Fatalf("rita, out of the share, holds %+v", got)
+	}
+	if got := b.users[mallory.ID]; got == nil || got.rows != 50 || b.total.rows != 50 {
+		t.Fatalf("mallory holds %+v, all %+v", got, b.total)
+	}
+	if _, err := b.admit(rita); err != nil {
+		t.Fatalf("rita, holding nothing: %v", err)
+	}
+	h.Close()
+	if got := b.users[mallory.ID]; got != nil && got.rows != 0 || b.total.rows != 0 {
+		t.Fatalf("after the share: mallory %+v, all %+v", got, b.total)
+	}
+}

@@ -61,7 +61,7 @@ func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, 
 			return res.keep, nil
 		}
 	}
-	spec.Share = &stream.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(),
+	spec.Share = &stream.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(), Owner: greq.User,
 		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName, classes: strings.Join(lq.Classes(), " ")},
 		New: func() stream.Evaluator {
 			return &liveEvaluator{lq: lq, patch: patch, hold: t.live.budget.hold(greq.User)}

@@ -62,6 +62,15 @@ type Evaluator interface {
 // share has ended, or did not start.
 type closer interface{ Close() }
 
+// follower is an Evaluator that keeps track of its share's members' owners
+// (a live query's result, charged to the budget of one of their users):
+// Joined is called as a member of owner joins, Left as one leaves while
+// the share goes on.
+type follower interface {
+	Joined(owner any)
+	Left(owner any)
+}
+
 // closeEvaluator closes ev when it is a closer.
 func closeEvaluator(ev Evaluator) {
 	if c, ok := ev.(closer); ok {
@@ -90,6 +99,9 @@ type ShareOptions struct {
 	// its feed that have the same Batcher, together (see Batcher); the
 	// evaluator's Events is then not called.
 	Batcher Batcher
+	// Owner is who the joining stream is for (its user), told to an
+	// evaluator that follows its members (see follower).
+	Owner any
 	// Cohort, when set, groups shares evaluated by one feed: a new share
 	// joins the feed of the shares of the same Cohort and database (one
 	// hub subscription for them all, its pieces handed to their Batcher
@@ -188,6 +200,7 @@ type member struct {
 	// revoked is set when its stream lost its access (End).
 	revoked bool
 	label   string
+	owner   any // ShareOptions.Owner
 	// notify, when set, is called (it must not block) whenever m may have
 	// something new to take or must stop.
 	notify func()
@@ -231,7 +244,7 @@ func (set *shareSet) join(ctx context.Context, o ShareOptions) (*member, error) 
 	if s := set.byKey[o.Key]; s != nil {
 		s.mu.Lock()
 		if !s.closed {
-			m := s.add(o.transport)
+			m := s.add(o.transport, o.Owner)
 			s.mu.Unlock()
 			return m, nil
 		}
@@ -278,7 +291,7 @@ func (set *shareSet) join(ctx context.Context, o ShareOptions) (*member, error) 
 	}
 	set.byKey[o.Key] = s
 	s.mu.Lock()
-	m := s.add(o.transport)
+	m := s.add(o.transport, o.Owner)
 	s.mu.Unlock()
 	return m, nil
 }
@@ -316,10 +329,13 @@ func newShare(e *Server, o ShareOptions) *share {
 	return s
 }
 
-// add adds a member that takes what is published from now on; the caller
-// holds s.mu.
-func (s *share) add(label string) *member {
-	m := &member{s: s, pos: s.first + int64(len(s.hist)), took: -1, label: label}
+// add adds a member of owner that takes what is published from now on;
+// the caller holds s.mu.
+func (s *share) add(label string, owner any) *member {
+	m := &member{s: s, pos: s.first + int64(len(s.hist)), took: -1, label: label, owner: owner}
+	if f, ok := s.ev.(follower); ok {
+		f.Joined(owner)
+	}
 	if s.latest {
 		m.pos = s.first // the newest result first: the current state
 	}
@@ -419,6 +435,9 @@ func (m *member) leave() {
 	last := len(s.members) == 0 && !s.closed
 	if last {
 		s.closed = true
+	} else if f, ok := s.ev.(follower); ok && m.idx < 0 && m.owner != nil {
+		f.Left(m.owner)
+		m.owner = nil // once
 	}
 	s.mu.Unlock()
 	if !last {

@@ -50,7 +50,7 @@ func ids(t *testing.T, m *member) []string {
 func addMember(g *share) *member {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.add("test")
+	return g.add("test", nil)
 }
 
 func TestShareHistoryReleasesWhatEveryMemberTook(t *testing.T) {
