@@ -51,6 +51,13 @@ func TestSQLWritesOfValuesTheAPICannotRead(t *testing.T) {
 		{`"is" = '[2147483648]'`, "V.is holds"},
 		{`"is" = '["1"]'`, "V.is holds"},
 		{`ss = '[1]'`, "V.ss holds"},
+		// As the API writes them: RFC 3339 times, BigInts without
+		// leading zeros, no deeper than 512 levels.
+		{`ds = '["2020-01-01"]'`, "V.ds holds"},
+		{`ds = '["2020-01-01 10:00:00 America/New_York"]'`, "V.ds holds"},
+		{`ds = '["2020-01-01T10:00:00"]'`, "V.ds holds"},
+		{`bs = '["-0001"]'`, "V.bs holds"},
+		{`fs = '` + strings.Repeat("[", 512) + "1" + strings.Repeat("]", 512) + `'`, "nests objects and arrays deeper than 512 levels"},
 	} {
 		col, val, _ := strings.Cut(c.set, " = ")
 		insert := "INSERT INTO " + tbl + " (_id, " + col + ") VALUES ('V/bad', " + val + ")"

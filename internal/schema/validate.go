@@ -92,8 +92,56 @@ func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, e
 	if err != nil {
 		return nil, err
 	}
+	if nesting(fields) > MaxDepth { // fields are the document's own object
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the document nests deeper than %d levels of objects and arrays (its own object counted), the most a document may", name, MaxDepth)
+	}
 	doc.Fields = fields
 	return doc, nil
+}
+
+// MaxDepth is the deepest a document may nest objects and arrays, its own
+// object counted (subdocuments, lists and JSON values all nest). Every
+// reader of the log decodes documents inside arrays of images, and Go's
+// JSON decoder refuses more than 10,000 levels: an image it cannot read
+// would stop its database's streams. Migration 17 refuses the same of a
+// row written in SQL.
+const MaxDepth = 512
+
+// nesting returns how deep v, a validated value (ValidateDocument's
+// fields), nests objects and arrays: 0 for a scalar.
+func nesting(v any) int {
+	deepest := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			deepest = max(deepest, nesting(e))
+		}
+		return 1 + deepest
+	case []any:
+		for _, e := range x {
+			deepest = max(deepest, nesting(e))
+		}
+		return 1 + deepest
+	case json.RawMessage: // a JSON value, valid JSON text
+		depth, inString, escaped := 0, false, false
+		for _, c := range x {
+			switch {
+			case escaped:
+				escaped = false
+			case inString:
+				escaped, inString = c == '\\', c != '"'
+			case c == '"':
+				inString = true
+			case c == '{' || c == '[':
+				depth++
+				deepest = max(deepest, depth)
+			case c == '}' || c == ']':
+				depth--
+			}
+		}
+		return deepest
+	}
+	return 0
 }
 
 // validator checks the fields of one document.

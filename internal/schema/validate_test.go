@@ -419,3 +419,37 @@ func TestValidateDocumentJSONRoundTrip(t *testing.T) {
 		t.Errorf("got %s want %s", buf.String(), want)
 	}
 }
+
+// TestValidateDocumentDepth: a document may nest objects and arrays
+// MaxDepth levels deep, its own object counted, through JSON values and
+// subdocuments alike; one level more is refused, naming the bound.
+func TestValidateDocumentDepth(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, `type Doc { data: JSON home: Home }
+		type Home @subdocument { inner: Home n: Int }`)
+	nested := func(levels int) string { // levels of arrays around 1
+		return strings.Repeat("[", levels) + "1" + strings.Repeat("]", levels)
+	}
+	home := func(levels int) string { // levels of subdocuments
+		return strings.Repeat(`{"inner":`, levels-1) + `{"n":1}` + strings.Repeat("}", levels-1)
+	}
+	for _, c := range []struct {
+		doc string
+		ok  bool
+	}{
+		{`{"@type":"Doc","data":` + nested(MaxDepth-1) + `}`, true},
+		{`{"@type":"Doc","data":` + nested(MaxDepth) + `}`, false},
+		{`{"@type":"Doc","data":{"s":"[[[[[[[[[[[[[[[[[[[[\"]]","x":` + nested(MaxDepth-2) + `}}`, true},
+		{`{"@type":"Doc","home":` + home(MaxDepth-1) + `}`, true},
+		{`{"@type":"Doc","home":` + home(MaxDepth) + `}`, false},
+	} {
+		var raw map[string]any
+		if err := json.Unmarshal([]byte(c.doc), &raw); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ValidateDocument(s, raw)
+		if c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "nests deeper than 512 levels") {
+			t.Errorf("%.60s…: %v", c.doc, err)
+		}
+	}
+}
