@@ -315,6 +315,22 @@ func (h *Hub) drop(id int64) {
 	}
 }
 
+// fail ends every subscription of database id with err: its log cannot
+// be read past a commit, so none can go on.
+func (h *Hub) fail(id int64, err error) {
+	h.mu.Lock()
+	var victims []*Subscription
+	for s := range h.subs {
+		if s.db.ID == id {
+			victims = append(victims, s)
+		}
+	}
+	h.mu.Unlock()
+	for _, s := range victims {
+		s.finish(err)
+	}
+}
+
 // publish hands piece c, the successor of the database's head, to every
 // live subscription. It never blocks on a subscriber: one whose queue is
 // full switches to catching up from its mark.
@@ -403,6 +419,7 @@ func (h *Hub) catchUp(s *Subscription) {
 	defer h.wg.Done()
 	ctx := s.ctx.get()
 	backoff := 50 * time.Millisecond
+	failures := 0 // reads of the log that failed in a row
 	for {
 		st := s.st
 		st.mu.Lock()
@@ -430,13 +447,22 @@ func (h *Hub) catchUp(s *Subscription) {
 				return
 			}
 			h.logger.Warn("change feed catch-up read failed", "sub", s.id, "database", s.db.Path(), "err", err)
+			// While Postgres answers, a read that keeps failing is of a
+			// commit this process cannot read: the stream ends, as the
+			// tailer ends the live ones (Tailer.brokenLog), rather than
+			// wait without a word. (An unreachable Postgres ends every
+			// stream by itself.)
+			if failures++; failures >= 3 && !errors.Is(err, sluice.ErrStorageUnavailable) {
+				s.finish(sluice.Errorf(sluice.CodeInternal, "the change log holds a commit this server cannot read (its log says why); the stream cannot go on"))
+				return
+			}
 			if !s.sleep(backoff) {
 				return
 			}
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		backoff, failures = 50*time.Millisecond, 0
 		if len(cs) > 0 {
 			// Access changes visible where these commits were read reach
 			// the streams first (access.go).

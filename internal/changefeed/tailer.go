@@ -81,6 +81,15 @@ type Tailer struct {
 	// lost is set while Postgres is unreachable: the open streams were
 	// ended once (their access can no longer be checked), not again.
 	lost bool
+	// broken holds, by database, the error its log last failed to be
+	// read with and how many reads in a row failed so (see sync).
+	broken map[int64]brokenLog
+}
+
+// brokenLog is a database whose log the tailer failed to read.
+type brokenLog struct {
+	err   string
+	times int
 }
 
 // NewTailer returns a Tailer that reads store and feeds hub. Call Run.
@@ -202,15 +211,45 @@ func (t *Tailer) sync(ctx context.Context) error {
 		}
 	}
 	for i, id := range ids {
-		if err := t.follow(ctx, id); err != nil {
+		err := t.follow(ctx, id)
+		if err == nil {
+			delete(t.broken, id)
+			continue
+		}
+		if ctx.Err() != nil || errors.Is(err, sluice.ErrStorageUnavailable) {
 			t.retry(false, ids[i:])
 			if ctx.Err() == nil {
 				t.logger.Log(ctx, failureLevel(err), "change feed: read commits", "database", id, "err", err)
 			}
 			return err
 		}
+		t.brokenLog(ctx, id, err)
 	}
 	return nil
+}
+
+// brokenLog handles a read of database id's log that failed with err
+// while Postgres answers (a commit this process cannot read): the other
+// databases go on, and so does the tailer, which is still running. The
+// read is tried again at the next sync; from the second time in a row it
+// fails so, each failure ends the database's streams, since they cannot
+// go on, rather than leave them waiting without a word. It is logged when
+// the error changes.
+func (t *Tailer) brokenLog(ctx context.Context, id int64, err error) {
+	t.retry(false, []int64{id})
+	if t.broken == nil {
+		t.broken = map[int64]brokenLog{}
+	}
+	b := t.broken[id]
+	if b.err != err.Error() {
+		b = brokenLog{err: err.Error()}
+		t.logger.Log(ctx, slog.LevelError, "change feed: the log of a database cannot be read; its streams end, the others go on", "database", id, "err", err)
+	}
+	b.times++
+	t.broken[id] = b
+	if b.times >= 2 { // and the streams that joined since
+		t.hub.fail(id, sluice.Errorf(sluice.CodeInternal, "the change log holds a commit this server cannot read (its log says why); the stream cannot go on"))
+	}
 }
 
 // failureLevel is the level a failed read of the log is logged at: an

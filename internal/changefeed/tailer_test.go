@@ -24,6 +24,16 @@ type fakeStore struct {
 	listenFail chan struct{}
 	// down makes every read fail as an unreachable Postgres does.
 	down atomic.Bool
+	// unreadable makes every read of the log fail as one of a commit this
+	// process cannot decode does.
+	unreadable atomic.Bool
+}
+
+func (f *fakeStore) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
+	if f.unreadable.Load() {
+		return nil, false, errors.New("commit 2: afters of change 0: exceeded max depth")
+	}
+	return f.memLog.ReadLog(ctx, d, after, limit, maxBytes)
 }
 
 func newFakeStore() *fakeStore {
@@ -260,4 +270,38 @@ func TestTailerRewoundLogEndsStreams(t *testing.T) {
 	if got := receive(t, late, 1); got[0] != 2 {
 		t.Fatalf("a subscription from commit 1 after the loss: got %v", got)
 	}
+}
+
+// TestTailerEndsStreamsOfAnUnreadableLog: a database whose log cannot be
+// read past a commit (Postgres answers) ends its live streams with an
+// error once the read failed twice, and its catching-up ones after a few
+// tries, rather than leave them waiting; the tailer is still running.
+func TestTailerEndsStreamsOfAnUnreadableLog(t *testing.T) {
+	t.Parallel()
+	store := newFakeStore()
+	h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour})
+	waitFor(t, func() bool { return tl.Running() })
+	live := subscribe(t, h, nil, Options{})
+	store.add("T")
+	tl.Wake(1)
+	changesOf(t, live, 1)
+	store.unreadable.Store(true)
+	store.add("T")
+	ended := func(s *Subscription) bool {
+		select {
+		case <-s.Done():
+			return sluice.ErrorCode(s.Err()) == sluice.CodeInternal
+		default:
+			return false
+		}
+	}
+	waitFor(t, func() bool {
+		tl.Wake(1)
+		return ended(live)
+	})
+	if !tl.Running() {
+		t.Error("the tailer is not running after one database's log failed to be read")
+	}
+	resumed := subscribe(t, h, &sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: sluice.WholeCommit}, Options{})
+	waitFor(t, func() bool { return ended(resumed) })
 }
