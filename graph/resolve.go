@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -106,7 +107,7 @@ func (x *execution) prefetch(level []pending) error {
 					switch f.Type.Kind {
 					case sluice.TypeReference:
 						id, ok := refID(it)
-						if !ok {
+						if !ok || !x.refersTo(id, f.Type.Name) {
 							continue
 						}
 						if o, cached := x.cache[id]; (!cached || o != nil && o.partial) && !wanted[id] {
@@ -240,7 +241,7 @@ func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, 
 				if w.over {
 					break
 				}
-				if f.Type.Kind == sluice.TypeReference && x.refObject(it) == nil {
+				if f.Type.Kind == sluice.TypeReference && x.refObject(it, f.Type.Name) == nil {
 					continue // a dangling reference is left out of the list
 				}
 				if n > 0 {
@@ -257,19 +258,29 @@ func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, 
 	w.WriteByte('}')
 }
 
-func (x *execution) refObject(v any) *object {
+// refObject returns the document reference v names, read for a field of
+// type class; nil when it is dangling, or names a document of another
+// class (a row written in SQL may hold any id).
+func (x *execution) refObject(v any, class string) *object {
 	id, ok := refID(v)
-	if !ok {
+	if !ok || !x.refersTo(id, class) {
 		return nil
 	}
 	return x.cache[id]
+}
+
+// refersTo reports whether document id is of class or a subclass, as a
+// reference of a field of type class must be.
+func (x *execution) refersTo(id, class string) bool {
+	c, _, _ := strings.Cut(id, "/")
+	return c == class || x.es.schema.IsA(c, class)
 }
 
 // writeValue writes one (element) value of field f.
 func (x *execution) writeValue(w *jsonWriter, f *sluice.Field, v any, sel ast.SelectionSet) {
 	switch f.Type.Kind {
 	case sluice.TypeReference:
-		o := x.refObject(v)
+		o := x.refObject(v, f.Type.Name)
 		if o == nil {
 			w.null()
 			return

@@ -113,3 +113,19 @@ func TestSQLWritesOfValuesTheAPICannotRead(t *testing.T) {
 	}
 	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/vals?id=V/inf", nil)
 }
+
+// TestSQLReferenceOfAnotherClass: a reference written in SQL that names a
+// document of a class the field's type does not cover reads in GraphQL
+// as a dangling reference (null, left out of a list), not as that
+// document shown through the field's type.
+func TestSQLReferenceOfAnotherClass(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "refs", "type Person { name: String! pet: Pet pets: [Pet!] }\ntype Pet { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/refs", `[{"@type":"Person","@id":"ann","name":"Ann"},{"@type":"Pet","@id":"rex","name":"Rex"}]`)
+	w := newSQLWriter(t, d, "refs")
+	sqlExec(t, w.url, "INSERT INTO "+w.table("Person")+` (_id, name, pet, pets) VALUES ('Person/bob', 'Bob', 'Person/ann', '["Person/ann", "Pet/rex"]')`)
+	if got := gqlData(t, d, dt.Admin(), "refs", `{ Person(id: "Person/bob") { pet { name } pets { name } } Pet { name } }`); got != `{"Person":[{"pet":null,"pets":[{"name":"Rex"}]}],"Pet":[{"name":"Rex"}]}` {
+		t.Errorf("references of another class: %s", got)
+	}
+}
