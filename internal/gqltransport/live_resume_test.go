@@ -210,3 +210,31 @@ func jsonString(s string) string { return mustJSON(s) }
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 func urlQuery(q string) string { return url.QueryEscape(q) }
+
+// TestLiveQueryResumeJudgesTheLimit: a resumed live query of a full,
+// limited result judges the commits since its client's position against
+// the result's last row, as live commits are judged: a document that
+// sorts after it changes nothing, and the client is told its result is
+// current; one that sorts before does.
+func TestLiveQueryResumeJudgesTheLimit(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "lim", staffSDL)
+	w := &writer{t: t, d: d, db: "lim"}
+	w.insert(person("a", "Ann", "x", ""))
+	w.insert(person("b", "Bob", "x", ""))
+	q := `subscription { Person(orderBy: {name: ASC}, limit: 1) { name } }`
+	s := subscribe(t, d, "lim", q)
+	s.connected()
+	pos := s.Event().Field("id")
+	s.Close()
+	head := w.insert(person("z", "Zed", "x", ""))
+	r := subscribe(t, d, "lim", q, "Last-Event-ID", pos)
+	r.connected()
+	epoch := strings.Split(pos, "-")[0]
+	if f := r.Event(); f.String() != "id: "+epoch+"-"+itoa(head)+"-2147483647" {
+		t.Fatalf("resumed after a document sorting past the limit: %q, want the id of its current position alone", f)
+	}
+	seq := w.insert(person("aa", "Aaron", "x", ""))
+	r.expect(seq, `{"Person":[{"name":"Aaron"}]}`)
+}

@@ -138,9 +138,13 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 				changed = true
 				return false
 			}
+			// Judged against the boundary of the result just read: a
+			// change whose images both sort after the last row of that
+			// full result left the rows up to it, and so the result at
+			// from, as they are.
 			for i := range c.Changes {
 				ch := graph.NewChange(&c.Changes[i])
-				if lq.Affects(&ch) {
+				if lq.AffectsResult(&ch, run.Boundary) {
 					changed = true
 					return false
 				}
