@@ -162,6 +162,12 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 	}
 	lctx, cancel := context.WithCancel(ctx)
 	mgr := newManager(d, gen)
+	// The lease runs at least until sent + ttl as Postgres counts (its
+	// expiry was set after sent); stopping a tenth of the term before
+	// leaves room for clocks that run apart.
+	term := func(from time.Time) time.Time { return from.Add(d.ttl - d.ttl/10) }
+	until := term(sent)
+	mgr.until.Store(until.UnixNano())
 	done := make(chan struct{})
 	go func() { defer close(done); mgr.run(lctx) }()
 	defer func() {
@@ -178,11 +184,6 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 			}
 		}
 	}()
-	// The lease runs at least until sent + ttl as Postgres counts (its
-	// expiry was set after sent); stopping a tenth of the term before
-	// leaves room for clocks that run apart.
-	term := func(from time.Time) time.Time { return from.Add(d.ttl - d.ttl/10) }
-	until := term(sent)
 	renew := time.NewTimer(d.ttl / 3)
 	defer renew.Stop()
 	for {
@@ -202,6 +203,7 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 		switch {
 		case ok:
 			until = term(sent)
+			mgr.until.Store(until.UnixNano())
 			renew.Reset(d.ttl / 3)
 		case err == nil:
 			d.logger.Warn("the webhook deliverer lease was lost; stopping", "generation", gen)

@@ -329,6 +329,13 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 		if st.old != nil && d.now().Before(st.oldUntil) {
 			secrets = append(secrets, st.old)
 		}
+		// The lease is checked last, right before the request: only
+		// recording a delivery is fenced in Postgres, and a leader frozen
+		// past its term must not send an old request after the next one
+		// sent newer ones (its loops end as soon as it runs again).
+		if !l.m.holding() {
+			return errStop
+		}
 		at := d.now()
 		res := d.send.send(ctx, m, secrets)
 		if ctx.Err() != nil && !res.ok() {

@@ -170,3 +170,22 @@ func TestSealing(t *testing.T) {
 		t.Error("secrets are not shown with whsec_")
 	}
 }
+
+// TestManagerHoldsItsLeaseUntilItsTerm: a manager sends requests only
+// before the term lead last reckoned for its lease; a leader frozen past
+// it (a pause, a stop) sends nothing when it runs again.
+func TestManagerHoldsItsLeaseUntilItsTerm(t *testing.T) {
+	t.Parallel()
+	m := newManager(&Deliverer{}, 1)
+	if m.holding() {
+		t.Fatal("a manager holds a lease before lead set its term")
+	}
+	m.until.Store(time.Now().Add(time.Minute).UnixNano())
+	if !m.holding() {
+		t.Fatal("a manager within its term does not hold its lease")
+	}
+	m.until.Store(time.Now().Add(-time.Millisecond).UnixNano())
+	if m.holding() {
+		t.Fatal("a manager past its term holds its lease")
+	}
+}
