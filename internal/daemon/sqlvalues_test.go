@@ -129,3 +129,49 @@ func TestSQLReferenceOfAnotherClass(t *testing.T) {
 		t.Errorf("references of another class: %s", got)
 	}
 }
+
+// TestSQLWritesOfSubdocuments: a subdocument written in SQL is checked as
+// the API checks one, at any depth and in lists: its fields' kinds, its
+// required fields, no field its type lacks; a valid one is taken, with
+// or without "@type".
+func TestSQLWritesOfSubdocuments(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "subs", `type Person { name: String! home: Home homes: [Home!] }
+		type Home @subdocument { city: String! n: Int when: DateTime inner: Home size: Size tags: [String!] data: JSON }
+		enum Size { S M }`)
+	w := newSQLWriter(t, d, "subs")
+	tbl := w.table("Person")
+	before := logLength(t, d, "subs")
+	for _, c := range []struct{ cols, vals, why string }{
+		{"home", `'{"city":5}'`, "Person.home.city holds 5, which is not a string"},
+		{"home", `'{"city":"x","n":"x"}'`, "Person.home.n holds"},
+		{"home", `'{"city":"x","when":"garbage"}'`, "Person.home.when holds"},
+		{"home", `'{"city":"x","when":"10000-01-01T00:00:00Z"}'`, "Person.home.when holds"},
+		{"home", `'{"n":1}'`, "field Person.home.city is required"},
+		{"home", `'{"city":"x","zzz":1}'`, "Person.home.zzz is not a field"},
+		{"home", `'{"city":"x","size":"XL"}'`, "Person.home.size"},
+		{"home", `'{"city":"x","tags":[1]}'`, "Person.home.tags holds 1"},
+		{"home", `'{"city":"x","inner":{"city":null}}'`, "field Person.home.inner.city is required"},
+		{"home", `'{"city":"x","inner":[1]}'`, "Person.home.inner is a subdocument"},
+		{"homes", `'[{"city":"a"},{"zzz":1}]'`, "Person.homes.zzz is not a field"},
+		{"homes", `'[{"city":null}]'`, "field Person.homes.city is required"},
+	} {
+		err := sqlTx(w.url, "INSERT INTO "+tbl+" (_id, name, "+c.cols+") VALUES ('Person/bad', 'B', "+c.vals+")")
+		if err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s = %s: %v, want an error saying %q", c.cols, c.vals, err, c.why)
+		}
+	}
+	if n := logLength(t, d, "subs"); n != before {
+		t.Fatalf("refused writes made %d commits", n-before)
+	}
+	sqlExec(t, w.url, "INSERT INTO "+tbl+` (_id, name, home, homes) VALUES ('Person/ok', 'Ok',
+		'{"@type":"Home","city":"x","n":1,"when":"2024-08-01T16:00:00Z","size":"S","tags":["a"],"data":{"any":[1,{"x":null}]},"inner":{"city":"y"}}',
+		'[{"city":"a"},{"city":"b","inner":{"city":"c"}}]')`)
+	if got := gqlData(t, d, dt.Admin(), "subs", `{ Person(id: "Person/ok") { home { city n size inner { city } } homes { city } } }`); got != `{"Person":[{"home":{"city":"x","n":1,"size":"S","inner":{"city":"y"}},"homes":[{"city":"a"},{"city":"b"}]}]}` {
+		t.Errorf("a valid subdocument written in SQL: %s", got)
+	}
+	// What the API writes passes the same checks when SQL writes it back.
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subs", `{"@type":"Person","@id":"api","name":"A","home":{"city":"c","when":"2024-08-01T16:00:00.5+02:00","tags":["t"],"data":[1],"inner":{"city":"d","size":"M"}}}`)
+	sqlExec(t, w.url, "UPDATE "+tbl+" SET name = 'A2' WHERE _id = 'Person/api'")
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -31,13 +32,50 @@ const writerSetting = "sluice.writer"
 const captureVersion = "capture/1"
 
 // captureSpec returns the validation arguments of class c's capture
-// trigger (see sluice.check_document, migrations 7 and 14): its required
-// fields, lists and the kind of their elements, subdocuments, enums, and
-// the Float, BigInt and DateTime fields, whose columns can hold values
-// the API cannot read (NaN, infinities, times outside years 1 to 9999).
+// trigger (see sluice.check_document, migrations 7, 14 and 17): its
+// required fields, lists and the kind of their elements, subdocuments and
+// the fields of their types, enums, and the Float, BigInt and DateTime
+// fields, whose columns can hold values the API cannot read (NaN,
+// infinities, times outside years 1 to 9999).
 func captureSpec(s *sluice.Schema, c *sluice.Class) []string {
+	spec := fieldSpec(s, c.Fields, false)
+	// The subdocument types the class holds, at any depth, for the sub:
+	// items (migration 17).
+	types := map[string][]string{}
+	var collect func(fields []*sluice.Field)
+	collect = func(fields []*sluice.Field) {
+		for _, f := range fields {
+			if f.Type.Kind != sluice.TypeSubdocument {
+				continue
+			}
+			if _, seen := types[f.Type.Name]; seen {
+				continue
+			}
+			sc := s.Class(f.Type.Name)
+			if sc == nil {
+				continue
+			}
+			types[f.Type.Name] = fieldSpec(s, sc.Fields, true)
+			collect(sc.Fields)
+		}
+	}
+	collect(c.Fields)
+	if len(types) > 0 {
+		b, _ := json.Marshal(types) // strings only: cannot fail; keys sorted
+		spec = append(spec, "types:"+string(b))
+	}
+	return spec
+}
+
+// fieldSpec returns the spec items of fields: a class's (its columns), or
+// a subdocument type's (sub, whose scalar fields are JSON values: each
+// gets a val: item of its kind).
+func fieldSpec(s *sluice.Schema, fields []*sluice.Field, sub bool) []string {
 	var spec []string
-	for _, f := range c.Fields {
+	for _, f := range fields {
+		if f.Type.Kind == sluice.TypeSubdocument {
+			spec = append(spec, "sub:"+f.Name+":"+f.Type.Name)
+		}
 		if f.Required {
 			spec = append(spec, "req:"+f.Name)
 		}
@@ -49,6 +87,8 @@ func captureSpec(s *sluice.Schema, c *sluice.Class) []string {
 			}
 		case f.Type.Kind == sluice.TypeSubdocument:
 			spec = append(spec, "obj:"+f.Name)
+		case sub && f.Type.Kind != sluice.TypeEnum:
+			spec = append(spec, "val:"+f.Name+":"+elementKind(f.Type))
 		case f.Type.Kind == sluice.TypeScalar:
 			switch f.Type.Name {
 			case sluice.ScalarFloat:
