@@ -62,11 +62,11 @@ type keySet struct {
 	keys      []publicKey
 	digest    [sha256.Size]byte // of the set's JSON the keys came from
 	gen       atomic.Uint64     // moves when the keys change
-	fresh     time.Time     // URL: when to fetch again
-	fetched   time.Time     // URL: the last successful fetch
-	kidFetch  time.Time     // URL: the last fetch an unknown kid caused
-	fetching  chan struct{} // URL: closed when the fetch in flight ends; nil when none
-	lastError error         // URL: why the last fetch failed, nil after a success
+	fresh     time.Time         // URL: when to fetch again
+	fetched   time.Time         // URL: the last successful fetch
+	kidFetch  time.Time         // URL: the last fetch an unknown kid caused
+	fetching  chan struct{}     // URL: closed when the fetch in flight ends; nil when none
+	lastError error             // URL: why the last fetch failed, nil after a success
 }
 
 // current returns the keys to verify with, or an error saying why there
