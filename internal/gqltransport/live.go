@@ -357,7 +357,7 @@ func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []st
 	}
 	var owners []*sluice.User
 	for _, i := range g.due {
-		owners = append(owners, evs[i].(*liveEvaluator).hold.owner)
+		owners = append(owners, evs[i].(*liveEvaluator).hold.user())
 	}
 	done, err := g.b.reads.acquire(ctx, owners)
 	if err != nil {

@@ -156,12 +156,32 @@ func (h *liveHold) left(u *sluice.User) {
 	if h.closed || u.ID != h.owner.ID {
 		return
 	}
-	for _, next := range h.users {
+	// To the user who holds the fewest documents: the most room left, so
+	// that the share's next result, bounded by its owner's budget, is
+	// the least likely to end it for everyone.
+	var next *sluice.User
+	var fewest int64
+	for _, u := range h.users {
+		rows := int64(0)
+		if lu := b.users[u.ID]; lu != nil {
+			rows = lu.rows
+		}
+		if next == nil || rows < fewest {
+			next, fewest = u, rows
+		}
+	}
+	if next != nil {
 		b.charge(h, -h.rows, -h.bytes)
 		h.owner = next
 		b.charge(h, h.rows, h.bytes)
-		return
 	}
+}
+
+// user returns the user h is charged to now.
+func (h *liveHold) user() *sluice.User {
+	h.b.mu.Lock()
+	defer h.b.mu.Unlock()
+	return h.owner
 }
 
 // bounds returns the bounds of a read of h's next result: what its owner
