@@ -26,19 +26,32 @@
 -- the capture triggers without the subdocuments' checks when they start;
 -- this binary makes them again when it starts.)
 
--- check_fields checks the fields of doc, a document's row or one of its
--- subdocuments (closed: then no key but its fields' and "@type" is
--- allowed), against spec (see check_document) as the fields of what
--- (a class, or Class.field for a subdocument). Besides the kinds of
--- migration 14, spec holds "val:<field>:<kind>" (a subdocument's scalar
--- fields, kind as is_value's) and "sub:<field>:<Type>" (a subdocument, or
--- a list of them, of the @subdocument type Type), and once, at a class's
--- level, "types:<JSON>": the spec of every subdocument type the class
--- holds, by name, which sub: items look up.
-CREATE FUNCTION sluice.check_fields(id text, what text, doc jsonb, spec text[], closed boolean, types jsonb DEFAULT NULL) RETURNS void
+-- check_fields checks the fields of doc, a document's row, against spec
+-- (see check_document), naming them as fields of class, and then its
+-- subdocuments at any depth against their types' specs, in which no key
+-- but their fields' and "@type" is allowed. Besides the kinds of
+-- migration 14, spec holds "sub:<field>:<Type>" (a subdocument, or a
+-- list of them, of the @subdocument type Type) and, once, "types:<JSON>":
+-- the spec of every subdocument type the class holds, by name, in which
+-- "val:<field>:<kind>" checks a scalar field (a JSON value there, of
+-- is_value's kind). Subdocuments are checked from a work list, not by
+-- recursion: a document may nest 512 levels, and a plpgsql call per level
+-- runs out of stack long before (about 450 levels with the default
+-- max_stack_depth).
+CREATE FUNCTION sluice.check_fields(id text, class text, doc jsonb, spec text[]) RETURNS void
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    class text := what;
+    types jsonb;
+    -- The work list: what each object is (a class, or Class.field...),
+    -- the object, and its subdocument type (NULL: the row itself).
+    whats text[] := ARRAY[class];
+    objs jsonb[] := ARRAY[doc];
+    typs text[] := ARRAY[NULL::text];
+    n int;
+    what text;
+    obj jsonb;
+    typ text;
+    items text[];
     item text;
     kind text;
     field text;
@@ -46,69 +59,80 @@ DECLARE
     e jsonb;
     bad jsonb;
     allowed text[];
-    sub text[];
-    fields text[];
 BEGIN
-    IF types IS NULL THEN
-        SELECT substr(x, 7)::jsonb INTO types FROM unnest(spec) x WHERE x LIKE 'types:%' LIMIT 1;
-    END IF;
-    IF closed THEN
-        fields := ARRAY(SELECT split_part(x, ':', 2) FROM unnest(spec) x);
-        SELECT k INTO field FROM jsonb_object_keys(doc) k WHERE k <> '@type' AND NOT k = ANY (fields) LIMIT 1;
-        IF FOUND THEN
-            RAISE EXCEPTION 'document %: %.% is not a field of the subdocument', id, what, field USING ERRCODE = 'check_violation';
-        END IF;
-    END IF;
-    FOREACH item IN ARRAY spec LOOP
-        kind := split_part(item, ':', 1);
-        field := split_part(item, ':', 2);
-        v := doc -> field;
-        IF v = 'null'::jsonb THEN
-            v := NULL;
-        END IF;
-        IF kind = 'req' AND v IS NULL THEN
-            RAISE EXCEPTION 'document %: field %.% is required', id, class, field USING ERRCODE = 'not_null_violation';
-        ELSIF v IS NULL THEN
-            CONTINUE;
-        ELSIF kind = 'list' AND jsonb_typeof(v) <> 'array' THEN
-            RAISE EXCEPTION 'document %: field %.% is a list: a JSON array, not %', id, class, field, v USING ERRCODE = 'check_violation';
-        ELSIF kind = 'obj' AND jsonb_typeof(v) <> 'object' THEN
-            RAISE EXCEPTION 'document %: field %.% is a subdocument: a JSON object, not %', id, class, field, v USING ERRCODE = 'check_violation';
-        ELSIF kind = 'enum' THEN
-            allowed := string_to_array(split_part(item, ':', 3), '|');
-            IF jsonb_typeof(v) = 'array' THEN
-                IF EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE jsonb_typeof(e) <> 'string' OR NOT (e #>> '{}') = ANY (allowed)) THEN
-                    RAISE EXCEPTION 'document %: field %.% holds a value that is not one of %', id, class, field, allowed USING ERRCODE = 'check_violation';
-                END IF;
-            ELSIF jsonb_typeof(v) <> 'string' OR NOT (v #>> '{}') = ANY (allowed) THEN
-                RAISE EXCEPTION 'document %: field %.% is %, not one of %', id, class, field, v, allowed USING ERRCODE = 'check_violation';
-            END IF;
-        ELSIF kind = 'float' AND NOT sluice.is_value(v, 'float') THEN
-            -- to_jsonb gives NaN and the infinities as strings.
-            RAISE EXCEPTION 'document %: field %.% is a Float: a finite number, not %', id, class, field, v USING ERRCODE = 'check_violation';
-        ELSIF kind = 'bigint' AND NOT sluice.is_value(v, 'bigint') THEN
-            RAISE EXCEPTION 'document %: field %.% is a BigInt: a whole number, not %', id, class, field, v USING ERRCODE = 'check_violation';
-        ELSIF kind = 'time' AND NOT sluice.is_value(v, 'time') THEN
-            RAISE EXCEPTION 'document %: field %.% is a DateTime: a time in years 1 to 9999 (UTC), not %', id, class, field, v USING ERRCODE = 'check_violation';
-        ELSIF kind = 'elems' AND jsonb_typeof(v) = 'array' THEN
-            SELECT x INTO bad FROM jsonb_array_elements(v) x WHERE NOT sluice.is_value(x, split_part(item, ':', 3)) LIMIT 1;
+    SELECT substr(x, 7)::jsonb INTO types FROM unnest(spec) x WHERE x LIKE 'types:%' LIMIT 1;
+    LOOP
+        n := coalesce(array_length(objs, 1), 0);
+        EXIT WHEN n = 0;
+        what := whats[n];
+        obj := objs[n];
+        typ := typs[n];
+        whats := whats[1:n - 1];
+        objs := objs[1:n - 1];
+        typs := typs[1:n - 1];
+        IF typ IS NULL THEN
+            items := spec;
+        ELSE
+            items := ARRAY(SELECT jsonb_array_elements_text(types -> typ));
+            SELECT k INTO field FROM jsonb_object_keys(obj) k
+                WHERE k <> '@type' AND NOT k = ANY (ARRAY(SELECT split_part(x, ':', 2) FROM unnest(items) x)) LIMIT 1;
             IF FOUND THEN
-                RAISE EXCEPTION 'document %: field %.% holds %, which is not a % (list elements are never null)', id, class, field, bad, split_part(item, ':', 3)
-                    USING ERRCODE = 'check_violation';
+                RAISE EXCEPTION 'document %: %.% is not a field of the subdocument', id, what, field USING ERRCODE = 'check_violation';
             END IF;
-        ELSIF kind = 'val' AND NOT sluice.is_value(v, split_part(item, ':', 3)) THEN
-            RAISE EXCEPTION 'document %: field %.% holds %, which is not a %', id, class, field, v, split_part(item, ':', 3)
-                USING ERRCODE = 'check_violation';
-        ELSIF kind = 'sub' THEN
-            -- A subdocument, or a list of them (whose shape "obj:" and
-            -- "elems:" checked): their fields, as the type's spec says.
-            sub := ARRAY(SELECT jsonb_array_elements_text(types -> split_part(item, ':', 3)));
-            FOR e IN SELECT x FROM jsonb_array_elements(CASE jsonb_typeof(v) WHEN 'array' THEN v ELSE jsonb_build_array(v) END) x LOOP
-                IF jsonb_typeof(e) = 'object' THEN
-                    PERFORM sluice.check_fields(id, class || '.' || field, e, sub, true, types);
-                END IF;
-            END LOOP;
         END IF;
+        FOREACH item IN ARRAY items LOOP
+            kind := split_part(item, ':', 1);
+            field := split_part(item, ':', 2);
+            v := obj -> field;
+            IF v = 'null'::jsonb THEN
+                v := NULL;
+            END IF;
+            IF kind = 'req' AND v IS NULL THEN
+                RAISE EXCEPTION 'document %: field %.% is required', id, what, field USING ERRCODE = 'not_null_violation';
+            ELSIF v IS NULL THEN
+                CONTINUE;
+            ELSIF kind = 'list' AND jsonb_typeof(v) <> 'array' THEN
+                RAISE EXCEPTION 'document %: field %.% is a list: a JSON array, not %', id, what, field, v USING ERRCODE = 'check_violation';
+            ELSIF kind = 'obj' AND jsonb_typeof(v) <> 'object' THEN
+                RAISE EXCEPTION 'document %: field %.% is a subdocument: a JSON object, not %', id, what, field, v USING ERRCODE = 'check_violation';
+            ELSIF kind = 'enum' THEN
+                allowed := string_to_array(split_part(item, ':', 3), '|');
+                IF jsonb_typeof(v) = 'array' THEN
+                    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v) x WHERE jsonb_typeof(x) <> 'string' OR NOT (x #>> '{}') = ANY (allowed)) THEN
+                        RAISE EXCEPTION 'document %: field %.% holds a value that is not one of %', id, what, field, allowed USING ERRCODE = 'check_violation';
+                    END IF;
+                ELSIF jsonb_typeof(v) <> 'string' OR NOT (v #>> '{}') = ANY (allowed) THEN
+                    RAISE EXCEPTION 'document %: field %.% is %, not one of %', id, what, field, v, allowed USING ERRCODE = 'check_violation';
+                END IF;
+            ELSIF kind = 'float' AND NOT sluice.is_value(v, 'float') THEN
+                -- to_jsonb gives NaN and the infinities as strings.
+                RAISE EXCEPTION 'document %: field %.% is a Float: a finite number, not %', id, what, field, v USING ERRCODE = 'check_violation';
+            ELSIF kind = 'bigint' AND NOT sluice.is_value(v, 'bigint') THEN
+                RAISE EXCEPTION 'document %: field %.% is a BigInt: a whole number, not %', id, what, field, v USING ERRCODE = 'check_violation';
+            ELSIF kind = 'time' AND NOT sluice.is_value(v, 'column time') THEN
+                RAISE EXCEPTION 'document %: field %.% is a DateTime: a time in years 1 to 9999 (UTC), not %', id, what, field, v USING ERRCODE = 'check_violation';
+            ELSIF kind = 'elems' AND jsonb_typeof(v) = 'array' THEN
+                SELECT x INTO bad FROM jsonb_array_elements(v) x WHERE NOT sluice.is_value(x, split_part(item, ':', 3)) LIMIT 1;
+                IF FOUND THEN
+                    RAISE EXCEPTION 'document %: field %.% holds %, which is not a % (list elements are never null)', id, what, field, bad, split_part(item, ':', 3)
+                        USING ERRCODE = 'check_violation';
+                END IF;
+            ELSIF kind = 'val' AND NOT sluice.is_value(v, split_part(item, ':', 3)) THEN
+                RAISE EXCEPTION 'document %: field %.% holds %, which is not a %', id, what, field, v, split_part(item, ':', 3)
+                    USING ERRCODE = 'check_violation';
+            ELSIF kind = 'sub' THEN
+                -- A subdocument, or a list of them: onto the work list
+                -- (a value that is not an object fails its obj: or
+                -- elems: item).
+                FOR e IN SELECT x FROM jsonb_array_elements(CASE jsonb_typeof(v) WHEN 'array' THEN v ELSE jsonb_build_array(v) END) x LOOP
+                    IF jsonb_typeof(e) = 'object' THEN
+                        whats := whats || (what || '.' || field);
+                        objs := objs || e;
+                        typs := typs || split_part(item, ':', 3);
+                    END IF;
+                END LOOP;
+            END IF;
+        END LOOP;
     END LOOP;
 END
 $$;
@@ -136,7 +160,7 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
     -- spec[first] is the database id (a trigger's TG_ARGV starts at 0).
-    PERFORM sluice.check_fields(id, class, doc, spec[array_lower(spec, 1) + 1:], false);
+    PERFORM sluice.check_fields(id, class, doc, spec[array_lower(spec, 1) + 1:]);
 END
 $$;
 
@@ -152,8 +176,16 @@ LANGUAGE sql STABLE AS $$
         WHEN kind = 'bool' THEN jsonb_typeof(v) = 'boolean'
         WHEN kind = 'string' THEN jsonb_typeof(v) = 'string'
         WHEN kind = 'obj' THEN jsonb_typeof(v) = 'object'
-        -- RFC 3339 as the API writes it (Postgres reads far more as
-        -- times), then within years 1 to 9999 in UTC.
+        -- A timestamptz column as to_jsonb gives it, in the writer's
+        -- time zone (an offset may have seconds): within years 1 to 9999
+        -- in UTC; four digits first: not infinity, nor year 10000 and
+        -- later; a year before 1 reads as before 0001-01-01.
+        WHEN kind = 'column time' THEN CASE WHEN jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^[0-9]{4}-'
+            THEN (v #>> '{}')::timestamptz >= '0001-01-01 00:00:00+00' AND (v #>> '{}')::timestamptz < '10000-01-01 00:00:00+00'
+            ELSE false END
+        -- A DateTime held as JSON (in a list, a subdocument): RFC 3339 as
+        -- the API writes it (Postgres reads far more as times), then
+        -- within years 1 to 9999 in UTC.
         WHEN kind = 'time' THEN CASE WHEN jsonb_typeof(v) = 'string'
                 AND (v #>> '{}') ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$'
             THEN (v #>> '{}')::timestamptz >= '0001-01-01 00:00:00+00' AND (v #>> '{}')::timestamptz < '10000-01-01 00:00:00+00'
@@ -164,4 +196,4 @@ $$;
 
 -- Like every function of Sluice's but the column defaults', no other role
 -- may execute it (migration 11).
-REVOKE EXECUTE ON FUNCTION sluice.check_fields(text, text, jsonb, text[], boolean, jsonb) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION sluice.check_fields(text, text, jsonb, text[]) FROM PUBLIC;

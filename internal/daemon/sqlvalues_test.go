@@ -171,7 +171,26 @@ func TestSQLWritesOfSubdocuments(t *testing.T) {
 	if got := gqlData(t, d, dt.Admin(), "subs", `{ Person(id: "Person/ok") { home { city n size inner { city } } homes { city } } }`); got != `{"Person":[{"home":{"city":"x","n":1,"size":"S","inner":{"city":"y"}},"homes":[{"city":"a"},{"city":"b"}]}]}` {
 		t.Errorf("a valid subdocument written in SQL: %s", got)
 	}
-	// What the API writes passes the same checks when SQL writes it back.
+	// What the API writes passes the same checks when SQL writes it back,
+	// as deep as a document may nest (checked without recursion: a
+	// plpgsql call per level ran out of stack at about 450).
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subs", `{"@type":"Person","@id":"api","name":"A","home":{"city":"c","when":"2024-08-01T16:00:00.5+02:00","tags":["t"],"data":[1],"inner":{"city":"d","size":"M"}}}`)
-	sqlExec(t, w.url, "UPDATE "+tbl+" SET name = 'A2' WHERE _id = 'Person/api'")
+	deep := strings.Repeat(`{"city":"c","inner":`, 510) + `{"city":"c"}` + strings.Repeat("}", 510)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subs", `{"@type":"Person","@id":"deep","name":"D","home":`+deep+`}`)
+	sqlExec(t, w.url, "UPDATE "+tbl+" SET name = 'A2' WHERE _id IN ('Person/api', 'Person/deep')")
+}
+
+// TestSQLWritesInAnyTimeZone: a DateTime column written in SQL is read as
+// to_jsonb gives it in the writer's session time zone, whose offset may
+// have seconds (local mean time before 1937 in Amsterdam): accepted.
+func TestSQLWritesInAnyTimeZone(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "zone", valuesSDL)
+	w := newSQLWriter(t, d, "zone")
+	sqlExec(t, w.url, "SET LOCAL timezone = 'Europe/Amsterdam'",
+		"INSERT INTO "+w.table("V")+` (_id, d) VALUES ('V/old', '1920-06-01T12:00:00Z')`)
+	if got := string(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zone?id=V/old", nil).Body); !strings.Contains(got, `"d":"1920-06-01T12:00:00Z"`) {
+		t.Errorf("a DateTime written in another time zone: %s", got)
+	}
 }
