@@ -199,6 +199,12 @@ func (s Shown) Log(ctx context.Context, l *slog.Logger, msg string, err error, a
 // reconnect and resume.
 var ErrStorageUnavailable = Errorf(CodeUnavailable, "the database server is unavailable; retry shortly (streams: reconnect, resuming from the last event id)")
 
+// ErrUnreadableCommit marks an error reading a commit of the log that
+// reading it again will not cure: what is stored of it does not decode
+// (the readers of the log end the streams that need it, rather than
+// retry for ever; see changefeed's Tailer).
+var ErrUnreadableCommit = errors.New("a commit of the log cannot be read")
+
 // ErrOutcomeUnknown is the error of a write whose connection to Postgres
 // was lost after its COMMIT was sent and before Postgres answered it: the
 // write may or may not have been committed. Unlike ErrStorageUnavailable,

@@ -447,12 +447,11 @@ func (h *Hub) catchUp(s *Subscription) {
 				return
 			}
 			h.logger.Warn("change feed catch-up read failed", "sub", s.id, "database", s.db.Path(), "err", err)
-			// While Postgres answers, a read that keeps failing is of a
-			// commit this process cannot read: the stream ends, as the
-			// tailer ends the live ones (Tailer.brokenLog), rather than
-			// wait without a word. (An unreachable Postgres ends every
-			// stream by itself.)
-			if failures++; failures >= 3 && !errors.Is(err, sluice.ErrStorageUnavailable) {
+			// A commit this process cannot read will not read the next
+			// time either: the stream ends, as the tailer ends the live
+			// ones (Tailer.failedRead), rather than wait without a word.
+			// Other failures are retried.
+			if failures++; failures >= 3 && errors.Is(err, sluice.ErrUnreadableCommit) {
 				s.finish(sluice.Errorf(sluice.CodeInternal, "the change log holds a commit this server cannot read (its log says why); the stream cannot go on"))
 				return
 			}

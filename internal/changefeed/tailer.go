@@ -82,7 +82,7 @@ type Tailer struct {
 	// ended once (their access can no longer be checked), not again.
 	lost bool
 	// broken holds, by database, the error its log last failed to be
-	// read with and how many reads in a row failed so (see sync).
+	// read with and how many reads in a row failed so (see failedRead).
 	broken map[int64]brokenLog
 }
 
@@ -223,31 +223,37 @@ func (t *Tailer) sync(ctx context.Context) error {
 			}
 			return err
 		}
-		t.brokenLog(ctx, id, err)
+		t.failedRead(ctx, id, err)
 	}
 	return nil
 }
 
-// brokenLog handles a read of database id's log that failed with err
-// while Postgres answers (a commit this process cannot read): the other
-// databases go on, and so does the tailer, which is still running. The
-// read is tried again at the next sync; from the second time in a row it
-// fails so, each failure ends the database's streams, since they cannot
-// go on, rather than leave them waiting without a word. It is logged when
-// the error changes.
-func (t *Tailer) brokenLog(ctx context.Context, id int64, err error) {
+// failedRead handles a read of database id's log that failed with err
+// while Postgres answers: that database's alone, so the other databases
+// go on, and the tailer is still running. The read is tried again at the
+// next sync. A commit this process cannot read (sluice.ErrUnreadableCommit)
+// will not read the next time either: from the second time in a row, each
+// failure ends the database's streams, since they cannot go on, rather
+// than leave them waiting without a word. Other failures (a statement
+// timeout, a conflict) are retried only. It logs when the error changes.
+func (t *Tailer) failedRead(ctx context.Context, id int64, err error) {
 	t.retry(false, []int64{id})
 	if t.broken == nil {
 		t.broken = map[int64]brokenLog{}
 	}
 	b := t.broken[id]
+	unreadable := errors.Is(err, sluice.ErrUnreadableCommit)
 	if b.err != err.Error() {
 		b = brokenLog{err: err.Error()}
-		t.logger.Log(ctx, slog.LevelError, "change feed: the log of a database cannot be read; its streams end, the others go on", "database", id, "err", err)
+		if unreadable {
+			t.logger.Log(ctx, slog.LevelError, "change feed: the log of a database holds a commit this process cannot read; its streams end, the others go on", "database", id, "err", err)
+		} else {
+			t.logger.Log(ctx, slog.LevelWarn, "change feed: read commits; trying again", "database", id, "err", err)
+		}
 	}
 	b.times++
 	t.broken[id] = b
-	if b.times >= 2 { // and the streams that joined since
+	if unreadable && b.times >= 2 { // and the streams that joined since
 		t.hub.fail(id, sluice.Errorf(sluice.CodeInternal, "the change log holds a commit this server cannot read (its log says why); the stream cannot go on"))
 	}
 }

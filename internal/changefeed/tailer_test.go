@@ -25,13 +25,18 @@ type fakeStore struct {
 	// down makes every read fail as an unreachable Postgres does.
 	down atomic.Bool
 	// unreadable makes every read of the log fail as one of a commit this
-	// process cannot decode does.
-	unreadable atomic.Bool
+	// process cannot decode does; timeout as a statement that timed out.
+	unreadable, timeout atomic.Bool
+	timeouts            atomic.Int64 // reads failed so
 }
 
 func (f *fakeStore) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	if f.unreadable.Load() {
-		return nil, false, errors.New("commit 2: afters of change 0: exceeded max depth")
+		return nil, false, fmt.Errorf("commit 2: %w: afters of change 0: exceeded max depth", sluice.ErrUnreadableCommit)
+	}
+	if f.timeout.Load() {
+		f.timeouts.Add(1)
+		return nil, false, sluice.Errorf(sluice.CodeUnavailable, "the statement took longer than its statement_timeout")
 	}
 	return f.memLog.ReadLog(ctx, d, after, limit, maxBytes)
 }
@@ -272,10 +277,11 @@ func TestTailerRewoundLogEndsStreams(t *testing.T) {
 	}
 }
 
-// TestTailerEndsStreamsOfAnUnreadableLog: a database whose log cannot be
-// read past a commit (Postgres answers) ends its live streams with an
-// error once the read failed twice, and its catching-up ones after a few
-// tries, rather than leave them waiting; the tailer is still running.
+// TestTailerEndsStreamsOfAnUnreadableLog: a read of the log that failed
+// otherwise (a timeout) is retried, ending nothing; a database whose log
+// cannot be read past a commit ends its live streams with an error once
+// the read failed twice, and its catching-up ones after a few tries,
+// rather than leave them waiting; the tailer is still running.
 func TestTailerEndsStreamsOfAnUnreadableLog(t *testing.T) {
 	t.Parallel()
 	store := newFakeStore()
@@ -283,6 +289,22 @@ func TestTailerEndsStreamsOfAnUnreadableLog(t *testing.T) {
 	waitFor(t, func() bool { return tl.Running() })
 	live := subscribe(t, h, nil, Options{})
 	store.add("T")
+	tl.Wake(1)
+	changesOf(t, live, 1)
+	// A read that timed out (Postgres answers) is tried again: nothing
+	// ends, and the commit reaches the stream once a read succeeds.
+	store.timeout.Store(true)
+	store.add("T")
+	waitFor(t, func() bool {
+		tl.Wake(1)
+		return store.timeouts.Load() >= 3
+	})
+	select {
+	case <-live.Done():
+		t.Fatalf("a timed-out read ended the stream: %v", live.Err())
+	default:
+	}
+	store.timeout.Store(false)
 	tl.Wake(1)
 	changesOf(t, live, 1)
 	store.unreadable.Store(true)

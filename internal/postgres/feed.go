@@ -83,7 +83,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		}
 		from := len(c.Changes)
 		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
-			return nil, false, fmt.Errorf("commit %d: %w", c.Seq, err)
+			return nil, false, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
 		}
 		if lastIdx != nil && *idx == *lastIdx {
 			db.checkCount(d, c) // its last stored row

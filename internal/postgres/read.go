@@ -253,7 +253,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 			continue // a commit without changes
 		}
 		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
-			return nil, fmt.Errorf("commit %d: %w", c.Seq, err)
+			return nil, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -44,7 +44,7 @@ func (db *DB) documentImages(ctx context.Context, d *sluice.Database, commits []
 			ch := &c.Changes[i]
 			cl := s.Class(ch.Class)
 			if cl == nil {
-				return fmt.Errorf("commit %d of %s: class %s of %s is not in schema version %d", c.Seq, d.Path(), ch.Class, ch.DocID, v.Version)
+				return fmt.Errorf("commit %d of %s: %w: class %s of %s is not in schema version %d", c.Seq, d.Path(), sluice.ErrUnreadableCommit, ch.Class, ch.DocID, v.Version)
 			}
 			for _, img := range []*[]byte{(*[]byte)(&ch.Before), (*[]byte)(&ch.After)} {
 				if *img == nil {
@@ -52,7 +52,7 @@ func (db *DB) documentImages(ctx context.Context, d *sluice.Database, commits []
 				}
 				out, dropped, err := rowImage(cl, *img)
 				if err != nil {
-					return fmt.Errorf("commit %d of %s: image of %s: %w", c.Seq, d.Path(), ch.DocID, err)
+					return fmt.Errorf("commit %d of %s: %w: image of %s: %w", c.Seq, d.Path(), sluice.ErrUnreadableCommit, ch.DocID, err)
 				}
 				if len(dropped) > 0 {
 					db.logger.Warn("a document written through SQL holds values its fields cannot: left out of its image",
