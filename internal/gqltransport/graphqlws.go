@@ -144,7 +144,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 	ctx, cancel := context.WithCancel(r.Context())
 	org, name := graph.DatabaseOf(r)
 	sc := &socket{srv: s, ws: ws, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
-		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}}
+		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}, ended: make(chan struct{})}
 	sc.run()
 }
 
@@ -179,6 +179,24 @@ type socket struct {
 	// conn is the socket's state in the stream server: its
 	// subscriptions' feed and pump.
 	conn *stream.Conn
+
+	// ended is closed, once, when the socket's own place among the
+	// streams is taken away (hold: an access change, its credential's
+	// expiry, Postgres lost); endCode and endReason, set before, are the
+	// close it then ends with, once its operations ended.
+	ended     chan struct{}
+	endOnce   sync.Once
+	endCode   websocket.StatusCode
+	endReason string
+}
+
+// end makes the socket close with code and reason once its operations
+// have ended (see write); only its first call counts. It does not block.
+func (sc *socket) end(code websocket.StatusCode, reason string) {
+	sc.endOnce.Do(func() {
+		sc.endCode, sc.endReason = code, reason
+		close(sc.ended)
+	})
 }
 
 // run serves the socket: this goroutine writes, another reads.
@@ -236,7 +254,24 @@ func (sc *socket) write() {
 		return ok
 	}
 	shutdown := sc.srv.conns.ctx.Done()
+	ended := sc.ended
 	var opsDone chan struct{}
+	// drain stops new operations and closes opsDone once the running
+	// ones have ended (their subscriptions end by themselves).
+	drain := func() {
+		if opsDone != nil {
+			return
+		}
+		opsDone = make(chan struct{})
+		go func() {
+			sc.mu.Lock()
+			sc.ops = nil // no operation starts now
+			sc.mu.Unlock()
+			sc.wg.Wait()
+			close(opsDone)
+		}()
+	}
+	code, reason := websocket.StatusGoingAway, "server shutting down"
 	for {
 		select {
 		case <-sc.out.wake:
@@ -252,17 +287,16 @@ func (sc *socket) write() {
 			return
 		case <-shutdown:
 			shutdown = nil
-			opsDone = make(chan struct{})
-			go func() {
-				sc.mu.Lock()
-				sc.ops = nil // no operation starts now
-				sc.mu.Unlock()
-				sc.wg.Wait()
-				close(opsDone)
-			}()
+			drain()
+		case <-ended:
+			ended = nil
+			if opsDone == nil { // a shutdown's close comes first
+				code, reason = sc.endCode, sc.endReason
+			}
+			drain()
 		case <-opsDone:
 			flush()
-			_ = sc.ws.Close(websocket.StatusGoingAway, "server shutting down")
+			_ = sc.ws.Close(code, reason)
 			return
 		}
 	}
@@ -400,8 +434,8 @@ func (sc *socket) refuseInit(err error) {
 // without subscriptions, so without this one user could hold any number.
 // An access change that takes the user's access to the socket's database
 // away, or the expiry of its JWT, ends its subscriptions (their own
-// guards) and releases its place; the socket stays open, and each
-// operation it is sent is authorized again, so it is refused.
+// guards) and then closes the socket with 4403; Postgres lost closes it
+// with 1013: a socket that holds no place among the streams is not kept.
 func (sc *socket) hold() (release func(), err error) {
 	e := sc.srv.opts.Streams
 	if e == nil {
@@ -416,7 +450,18 @@ func (sc *socket) hold() (release func(), err error) {
 		return nil, err
 	}
 	grant := engine.Grant(octx, cred.User, graph.RequestFrom(octx).DB, es.Role())
-	return e.Reserve(sc.ctx, grant, func(error) {})
+	return e.Reserve(sc.ctx, grant, func(err error) {
+		// From the goroutine applying access changes: must not block.
+		if errors.Is(err, sluice.ErrStorageUnavailable) {
+			sc.end(websocket.StatusTryAgainLater, "Try again later: the database server is unavailable")
+			return
+		}
+		reason := "Forbidden: " + sluice.ErrorMessage(err)
+		if len(reason) > 120 { // a close frame's reason is at most 123 bytes
+			reason = reason[:120]
+		}
+		sc.end(4403, reason)
+	})
 }
 
 // init takes the connection's credentials: the connection_init payload's
