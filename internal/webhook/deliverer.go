@@ -167,7 +167,8 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 	// leaves room for clocks that run apart.
 	term := func(from time.Time) time.Time { return from.Add(d.ttl - d.ttl/10) }
 	until := term(sent)
-	mgr.until.Store(until.UnixNano())
+	held := until // a copy: the loops read it while until moves
+	mgr.until.Store(&held)
 	done := make(chan struct{})
 	go func() { defer close(done); mgr.run(lctx) }()
 	defer func() {
@@ -203,7 +204,8 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 		switch {
 		case ok:
 			until = term(sent)
-			mgr.until.Store(until.UnixNano())
+			held := until
+			mgr.until.Store(&held)
 			renew.Reset(d.ttl / 3)
 		case err == nil:
 			d.logger.Warn("the webhook deliverer lease was lost; stopping", "generation", gen)

@@ -33,16 +33,19 @@ type manager struct {
 	// pollFailing is set from a failed poll to the next that succeeds
 	// (run's goroutine only).
 	pollFailing bool
-	// until is when the lease may have run out (Unix nanoseconds, as
-	// lead reckons it): a loop sends no request after it (see
-	// loop.send).
-	until atomic.Int64
+	// until is when the lease may have run out, as lead reckons it (on
+	// the monotonic clock): a loop starts no request after it (see
+	// loop.send). Nil until lead sets it.
+	until atomic.Pointer[time.Time]
 }
 
 // holding reports whether the lease the manager delivers under is still
 // held: a process that was frozen past its term (a pause, a stop) must
-// not send a request after another replica took over, out of order.
-func (m *manager) holding() bool { return time.Now().UnixNano() < m.until.Load() }
+// not start a request after another replica took over.
+func (m *manager) holding() bool {
+	until := m.until.Load()
+	return until != nil && time.Now().Before(*until)
+}
 
 func newManager(d *Deliverer, gen int64) *manager {
 	m := &manager{d: d, gen: gen, loops: map[int64]*loop{}}

@@ -180,11 +180,12 @@ func TestManagerHoldsItsLeaseUntilItsTerm(t *testing.T) {
 	if m.holding() {
 		t.Fatal("a manager holds a lease before lead set its term")
 	}
-	m.until.Store(time.Now().Add(time.Minute).UnixNano())
+	later, earlier := time.Now().Add(time.Minute), time.Now().Add(-time.Millisecond)
+	m.until.Store(&later)
 	if !m.holding() {
 		t.Fatal("a manager within its term does not hold its lease")
 	}
-	m.until.Store(time.Now().Add(-time.Millisecond).UnixNano())
+	m.until.Store(&earlier)
 	if m.holding() {
 		t.Fatal("a manager past its term holds its lease")
 	}
