@@ -238,6 +238,9 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	if c, ok := a.cached(h); ok {
 		return c, nil
 	}
+	// The key set's generation before verifying: a credential verified
+	// with keys a reload replaced meanwhile is not remembered as current.
+	keys := a.jwt.generation()
 	c, err := a.authenticate(r, h)
 	if a.throttle != nil {
 		switch {
@@ -250,7 +253,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		}
 	}
 	if err == nil {
-		a.remember(h, c)
+		a.remember(h, c, keys)
 	}
 	return c, err
 }

@@ -118,9 +118,10 @@ func (a *Authenticator) cached(header string) (*sluice.Credential, bool) {
 	return e.c, true
 }
 
-// remember keeps credential c of header.
-func (a *Authenticator) remember(header string, c *sluice.Credential) {
+// remember keeps credential c of header, verified with the JWT key set
+// of generation keys.
+func (a *Authenticator) remember(header string, c *sluice.Credential, keys uint64) {
 	if k := a.cache; k != nil {
-		k.entries.Add(a.cacheKey(header), cachedCredential{c: c, at: k.now(), keys: a.jwt.generation()})
+		k.entries.Add(a.cacheKey(header), cachedCredential{c: c, at: k.now(), keys: keys})
 	}
 }
