@@ -38,9 +38,15 @@ type versionLists struct {
 	cache *lru.Cache[int64, []SchemaVersion]
 }
 
-// listEntries bounds the databases versionLists keeps (16 bytes per
-// version each).
-const listEntries = 4096
+// listEntries bounds the databases versionLists keeps, and listMax the
+// versions of a list it keeps (16 bytes each): at most 64 MiB however
+// many schema changes databases have had. A longer list is read again
+// when it is needed (a database changed its schema more than 1,024
+// times; each read then holds its versions for that read alone).
+const (
+	listEntries = 4096
+	listMax     = 1024
+)
 
 func newVersionLists() versionLists {
 	c, err := lru.New[int64, []SchemaVersion](listEntries)
@@ -62,7 +68,9 @@ func (db *DB) SchemaVersions(ctx context.Context, d *sluice.Database) ([]SchemaV
 	if err != nil {
 		return nil, err
 	}
-	db.versions.cache.Add(d.ID, vs)
+	if len(vs) <= listMax {
+		db.versions.cache.Add(d.ID, vs)
+	}
 	return vs, nil
 }
 
