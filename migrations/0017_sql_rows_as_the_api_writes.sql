@@ -79,6 +79,9 @@ BEGIN
             IF FOUND THEN
                 RAISE EXCEPTION 'document %: %.% is not a field of the subdocument', id, what, field USING ERRCODE = 'check_violation';
             END IF;
+            IF obj ? '@type' AND obj -> '@type' IS DISTINCT FROM to_jsonb(typ) THEN
+                RAISE EXCEPTION 'document %: % is a subdocument of type %, not %', id, what, typ, obj -> '@type' USING ERRCODE = 'check_violation';
+            END IF;
         END IF;
         FOREACH item IN ARRAY items LOOP
             kind := split_part(item, ':', 1);

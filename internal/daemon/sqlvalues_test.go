@@ -156,6 +156,7 @@ func TestSQLWritesOfSubdocuments(t *testing.T) {
 		{"home", `'{"city":"x","inner":[1]}'`, "Person.home.inner is a subdocument"},
 		{"homes", `'[{"city":"a"},{"zzz":1}]'`, "Person.homes.zzz is not a field"},
 		{"homes", `'[{"city":null}]'`, "field Person.homes.city is required"},
+		{"home", `'{"@type":"Person","city":"x"}'`, "Person.home is a subdocument of type Home"},
 	} {
 		err := sqlTx(w.url, "INSERT INTO "+tbl+" (_id, name, "+c.cols+") VALUES ('Person/bad', 'B', "+c.vals+")")
 		if err == nil || !strings.Contains(err.Error(), c.why) {
