@@ -1,14 +1,19 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
@@ -279,5 +284,59 @@ func TestSharedLiveQueryLeavesItsStarter(t *testing.T) {
 		t.Fatalf("mallory's second live query while she holds the share: admitted %v", st != nil)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestSlowReadersHoldTheirShareOfConnections: a user whose listings are
+// read slowly (or not at all) holds at most half the pool's connections:
+// another user's requests are served meanwhile (they waited for a
+// connection for as long as the slow reads lasted).
+func TestSlowReadersHoldTheirShareOfConnections(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "big", "type Item { text: String! }")
+	d.CreateDatabase(t, "small", "type Note { text: String! }")
+	text := strings.Repeat("x", 1000)
+	var body strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&body, `{"@type":"Item","@id":"i%d","text":%q}`+"\n", i, text)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", body.String(), "Content-Type", "application/x-ndjson")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/small", `{"@type":"Note","@id":"n","text":"hi"}`)
+	for _, u := range []struct{ name, db string }{{"rob", "big"}, {"wendy", "small"}} {
+		d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"`+u.name+`","organization":"admin","password":"`+u.name+`-password"}`)
+		d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/"+u.db, `{"user":"`+u.name+`","role":"read"}`)
+	}
+	// As many listings of 20 MB as the pool has connections, none read.
+	for range 16 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "GET /api/document/admin/big?type=Item HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n", basic("rob", "rob-password"))
+	}
+	// Once the listings hold their connections (rob's share of them, or
+	// without shares every one).
+	pg, err := pgx.Connect(context.Background(), d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	eventually.True(t, dt.StreamWait, "rob's listings hold connections", func() bool {
+		var n int
+		err := pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%"Item"%' AND pid <> pg_backend_pid()`).Scan(&n)
+		return err == nil && n >= 8
+	})
+	client := &http.Client{Timeout: 8 * time.Second} // less than a held request's wait for its share
+	req, _ := http.NewRequest("GET", d.URL+"/api/document/admin/small?id=Note/n", nil)
+	req.SetBasicAuth("wendy", "wendy-password")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("another user's read while one user's listings are not read: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("another user's read while one user's listings are not read: %d", resp.StatusCode)
 	}
 }

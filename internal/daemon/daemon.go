@@ -124,7 +124,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 		}
 		url = pg.URL("sluice")
 	}
-	opts := []postgres.Option{postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit)}
+	opts := []postgres.Option{postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit), postgres.Owners(requestOwner)}
 	if pg != nil {
 		opts = append(opts, postgres.Up(pg.Up))
 	}
@@ -625,4 +625,15 @@ func serveMetrics(addr string, metrics http.Handler, logger *slog.Logger) (strin
 	}()
 	logger.Info("serving metrics", "addr", ln.Addr().String())
 	return ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
+}
+
+// requestOwner says whose request ctx is, for the connections a user's
+// requests may hold at once (postgres.Owners): its credential's user; the
+// super user's, and Sluice's own work, are not counted.
+func requestOwner(ctx context.Context) (int64, bool) {
+	c := auth.CredentialFrom(ctx)
+	if c == nil || c.User == nil || c.User.Superuser {
+		return 0, false
+	}
+	return c.User.ID, true
 }

@@ -39,6 +39,8 @@ type DB struct {
 	// versions (versions.go).
 	versions versionLists
 	parsed   *schemacache.Cache
+	// shares counts the connections each user's requests hold (share.go).
+	shares *userShares
 	// role is Sluice's Postgres role (capture.go), read once.
 	roleMu sync.Mutex
 	role   string
@@ -59,6 +61,7 @@ type options struct {
 	statementTimeout time.Duration
 	onCommit         func(*sluice.Commit) // see OnCommit
 	up               func() bool          // see Up
+	owner            Owner                // see Owners
 }
 
 // Option adjusts how Open connects.
@@ -119,7 +122,8 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: schemacache.New(parsedEntries, parsedBytes)}, nil
+	shares := userShares{max: int(cfg.MaxConns) / 2, owner: o.owner, held: map[int64]int{}, waiting: map[int64]chan struct{}{}}
+	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: schemacache.New(parsedEntries, parsedBytes), shares: &shares}, nil
 }
 
 // configure sets what every connection of Sluice runs with.

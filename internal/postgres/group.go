@@ -101,7 +101,9 @@ type batchRunner func(ctx context.Context, g *group, batch []*job, prev <-chan s
 // work.
 func (gs *groups) commit(ctx context.Context, j *job, run batchRunner) {
 	g, lead := gs.join(j)
-	gs.await(context.WithoutCancel(ctx), g, j, lead, run)
+	// Not counted for the user whose write leads: the batch is many
+	// users' (share.go).
+	gs.await(shared(context.WithoutCancel(ctx)), g, j, lead, run)
 }
 
 // join queues j on its database's group and reports whether j's goroutine

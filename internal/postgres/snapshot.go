@@ -45,6 +45,8 @@ type Snapshot struct {
 	one, ended bool
 	// asOf, when set, is the past its reads read (SetAsOf).
 	asOf *AsOf
+	// release gives back conn's count among its user's (share.go).
+	release func()
 }
 
 // OneStatement tells s that its first statement will be its only one, so
@@ -111,16 +113,17 @@ func (s *Snapshot) Close() {
 	_, _ = s.conn.Exec(context.Background(), "ROLLBACK")
 	s.conn.Release()
 	s.conn = nil
+	s.release()
 }
 
 // begin sends sql with BEGIN and the counter's read, and returns the
 // results of sql; the caller closes them before anything else is sent.
 func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	conn, err := s.db.pool.Acquire(ctx)
+	conn, release, err := s.db.acquire(ctx)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, err
 	}
-	s.conn = conn
+	s.conn, s.release = conn, release
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 	b.Queue("SELECT last_seq, "+accessVersionSQL+", schema_version FROM sluice.commit_counters WHERE db_id = $1", s.d.ID)
@@ -288,10 +291,19 @@ func oneStatementSQL(sql string, n int) string {
 // oneStatementSQL), and returns its rows without the counter's columns.
 func (s *Snapshot) queryOne(ctx context.Context, sql string, args []any) (pgx.Rows, error) {
 	s.ended = true
-	rows, err := s.db.pool.Query(ctx, oneStatementSQL(sql, len(args)+1), append(args[:len(args):len(args)], s.d.ID)...)
+	conn, release, err := s.db.acquire(ctx)
 	if err != nil {
+		return nil, err
+	}
+	r, err := conn.Query(ctx, oneStatementSQL(sql, len(args)+1), append(args[:len(args):len(args)], s.d.ID)...)
+	if err != nil {
+		conn.Release()
+		release()
 		return nil, err // as the statement's own errors are, mapped by the caller
 	}
+	// The connection is held while the rows are read (a listing streams
+	// them to its client): it goes back, with its count, when they end.
+	rows := &sharedRows{Rows: r, conn: conn, release: release}
 	var head, access *int64
 	var version *int
 	if rows.Next() {

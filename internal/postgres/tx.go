@@ -28,10 +28,11 @@ type Tx struct {
 // If fn returns nil without having done so, transact commits; on error it
 // rolls back.
 func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
-	conn, err := db.pool.Acquire(ctx)
+	conn, release, err := db.acquire(ctx)
 	if err != nil {
-		return mapError(err)
+		return err
 	}
+	defer release()
 	// Release closes a connection left inside a transaction or broken.
 	defer conn.Release()
 	t := &Tx{tx: &txConn{conn: conn, begin: "BEGIN"}, db: db}

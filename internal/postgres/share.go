@@ -1,0 +1,147 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// A request that holds a connection for as long as its client takes (a
+// listing streamed to a slow reader, a large write whose body trickles
+// in) could, with a few such requests, hold every connection of the pool
+// and stall every other user. So the connections that a read snapshot
+// or a transaction holds are counted by user (Owner: whose request it
+// is), and one user holds at most half the pool at once; a request past
+// that waits for one of its user's own to be given back, at most
+// shareWait, then fails as unavailable. Short statements outside a
+// snapshot, group commits (one transaction for many users' writes) and
+// Sluice's own work (no user) are not counted.
+
+// Owner returns the user a request's connections count for, and false
+// for one not counted (no user, the super user).
+type Owner func(ctx context.Context) (userID int64, counted bool)
+
+// Owners counts the connections held by each user's requests (see Owner);
+// the daemon passes how to tell whose a request is.
+func Owners(owner Owner) Option {
+	return func(o *options) { o.owner = owner }
+}
+
+// shareWait bounds how long a request waits for one of its user's
+// connections to be given back.
+const shareWait = 10 * time.Second
+
+// userShares counts the connections each user holds.
+type userShares struct {
+	max   int // per user; 0: not counted
+	owner Owner
+
+	mu      sync.Mutex
+	held    map[int64]int
+	waiting map[int64]chan struct{} // closed when one of the user's is given back
+}
+
+// noShareKey marks a context whose connections are not counted (group
+// commit: its transaction serves many users).
+type noShareKey struct{}
+
+// shared returns ctx whose connections are not counted for its user.
+func shared(ctx context.Context) context.Context { return context.WithValue(ctx, noShareKey{}, true) }
+
+// take counts a connection for ctx's user, waiting while the user holds
+// its share; it returns the function that gives it back.
+func (u *userShares) take(ctx context.Context) (func(), error) {
+	if u.max <= 0 || u.owner == nil || ctx.Value(noShareKey{}) != nil {
+		return func() {}, nil
+	}
+	id, counted := u.owner(ctx)
+	if !counted {
+		return func() {}, nil
+	}
+	timer := time.NewTimer(shareWait)
+	defer timer.Stop()
+	for {
+		u.mu.Lock()
+		if u.held[id] < u.max {
+			u.held[id]++
+			u.mu.Unlock()
+			var once sync.Once
+			return func() { once.Do(func() { u.give(id) }) }, nil
+		}
+		ch := u.waiting[id]
+		if ch == nil {
+			ch = make(chan struct{})
+			u.waiting[id] = ch
+		}
+		u.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, mapError(ctx.Err())
+		case <-timer.C:
+			return nil, &sluice.Error{Code: sluice.CodeUnavailable, Retry: time.Second,
+				Message: "this user's requests hold their share of the server's database connections (half of them) and none was given back in time; retry shortly"}
+		}
+	}
+}
+
+// give gives back a connection of user id.
+func (u *userShares) give(id int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.held[id]--; u.held[id] <= 0 {
+		delete(u.held, id)
+	}
+	if ch := u.waiting[id]; ch != nil {
+		close(ch)
+		delete(u.waiting, id)
+	}
+}
+
+// acquire takes a connection from the pool for a snapshot or a
+// transaction of ctx's request, counted for its user; release gives back
+// the count (the caller releases the connection itself).
+func (db *DB) acquire(ctx context.Context) (conn *pgxpool.Conn, release func(), err error) {
+	release, err = db.shares.take(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	conn, err = db.pool.Acquire(ctx)
+	if err != nil {
+		release()
+		return nil, nil, mapError(err)
+	}
+	return conn, release, nil
+}
+
+// sharedRows are rows read on a connection of acquire: when they end
+// (Close, or Next finding no more), the connection and its count go back.
+type sharedRows struct {
+	pgx.Rows
+	conn    *pgxpool.Conn
+	release func()
+	once    sync.Once
+}
+
+func (r *sharedRows) done() {
+	r.once.Do(func() {
+		r.Rows.Close()
+		r.conn.Release()
+		r.release()
+	})
+}
+
+func (r *sharedRows) Close() { r.done() }
+
+func (r *sharedRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.done()
+	return false
+}
