@@ -113,6 +113,16 @@ type Config struct {
 	// Key max_header_bytes, env SLUICE_MAX_HEADER_BYTES, flag --max-header-bytes, default 16384.
 	MaxHeaderBytes int64
 
+	// GraphQLMaxBodyBytes limits a GraphQL request body over HTTP, whose
+	// variables are decoded whole. Always greater than zero.
+	// Key graphql_max_body_bytes, env SLUICE_GRAPHQL_MAX_BODY_BYTES, flag --graphql-max-body-bytes, default 8388608.
+	GraphQLMaxBodyBytes int64
+
+	// MaxWriteDocuments limits the documents of one write request. Always
+	// greater than zero.
+	// Key max_write_documents, env SLUICE_MAX_WRITE_DOCUMENTS, flag --max-write-documents, default 1000000.
+	MaxWriteDocuments int64
+
 	// GraphQLWSMaxMessageBytes limits a graphql-ws message once the
 	// socket is acknowledged. Always greater than zero.
 	// Key graphql_ws_max_message_bytes, env SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES, flag --graphql-ws-max-message-bytes, default 1048576.
@@ -402,6 +412,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("body_min_rate", c.BodyMinRate),
 		slog.Int64("max_request_bodies", c.MaxRequestBodies),
 		slog.Int64("max_header_bytes", c.MaxHeaderBytes),
+		slog.Int64("graphql_max_body_bytes", c.GraphQLMaxBodyBytes),
+		slog.Int64("max_write_documents", c.MaxWriteDocuments),
 		slog.Int64("graphql_ws_max_message_bytes", c.GraphQLWSMaxMessageBytes),
 		slog.Int64("max_unauthenticated_sockets", c.MaxUnauthenticatedSockets),
 		slog.Int("auth_max_failures", c.AuthMaxFailures),

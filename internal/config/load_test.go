@@ -62,6 +62,8 @@ func TestDefault(t *testing.T) {
 		MaxHeaderBytes:       16 << 10,
 
 		GraphQLWSMaxMessageBytes:  1 << 20,
+		GraphQLMaxBodyBytes:       8 << 20,
+		MaxWriteDocuments:         1000000,
 		MaxUnauthenticatedSockets: 1000,
 		AuthMaxFailures:           10,
 		AuthFailureWindow:         5 * time.Minute,
@@ -250,6 +252,8 @@ var everything = Config{
 	MaxHeaderBytes:       8192,
 
 	GraphQLWSMaxMessageBytes:  2048,
+	GraphQLMaxBodyBytes:       4096,
+	MaxWriteDocuments:         77,
 	MaxUnauthenticatedSockets: 9,
 	AuthMaxFailures:           3,
 	AuthFailureWindow:         time.Minute,
@@ -335,6 +339,8 @@ body_min_rate: 100
 max_request_bodies: 7
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
+graphql_max_body_bytes: 4096
+max_write_documents: 77
 max_unauthenticated_sockets: 9
 auth_max_failures: 3
 auth_failure_window: 1m
@@ -399,6 +405,8 @@ body_min_rate: 100
 max_request_bodies: 7
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
+graphql_max_body_bytes: 4096
+max_write_documents: 77
 max_unauthenticated_sockets: 9
 auth_max_failures: 3
 auth_failure_window: 1m
@@ -465,6 +473,8 @@ body_min_rate = 100
 max_request_bodies = 7
 max_header_bytes = 8192
 graphql_ws_max_message_bytes = 2048
+graphql_max_body_bytes = 4096
+max_write_documents = 77
 max_unauthenticated_sockets = 9
 auth_max_failures = 3
 auth_failure_window = "1m"
@@ -529,6 +539,8 @@ tls_key_file = "/etc/sluice/key.pem"
   "max_request_bodies": 7,
   "max_header_bytes": 8192,
   "graphql_ws_max_message_bytes": 2048,
+  "graphql_max_body_bytes": 4096,
+  "max_write_documents": 77,
   "max_unauthenticated_sockets": 9,
   "auth_max_failures": 3,
   "auth_failure_window": "1m",
@@ -611,6 +623,8 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_MAX_REQUEST_BODIES":           "7",
 		"SLUICE_MAX_HEADER_BYTES":             "8192",
 		"SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES": "2048",
+		"SLUICE_GRAPHQL_MAX_BODY_BYTES":       "4096",
+		"SLUICE_MAX_WRITE_DOCUMENTS":          "77",
 		"SLUICE_MAX_UNAUTHENTICATED_SOCKETS":  "9",
 		"SLUICE_AUTH_MAX_FAILURES":            "3",
 		"SLUICE_AUTH_FAILURE_WINDOW":          "1m",
@@ -684,6 +698,8 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--max-request-bodies", "7",
 		"--max-header-bytes", "8192",
 		"--graphql-ws-max-message-bytes", "2048",
+		"--graphql-max-body-bytes", "4096",
+		"--max-write-documents", "77",
 		"--max-unauthenticated-sockets", "9",
 		"--auth-max-failures", "3",
 		"--auth-failure-window", "1m",

@@ -340,3 +340,45 @@ func TestSlowReadersHoldTheirShareOfConnections(t *testing.T) {
 		t.Fatalf("another user's read while one user's listings are not read: %d", resp.StatusCode)
 	}
 }
+
+// TestWriteDocumentsBudget: a write request holding more than
+// max_write_documents documents is refused (413, naming the setting),
+// over REST (a JSON array, an NDJSON stream, a delete's ids) and GraphQL,
+// and writes nothing; a GraphQL body larger than graphql_max_body_bytes
+// is refused before it is decoded.
+func TestWriteDocumentsBudget(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxWriteDocuments, c.GraphQLMaxBodyBytes = 3, 2000 })
+	d.CreateDatabase(t, "few", "type Note { text: String }")
+	docs := func(n int, sep string) string {
+		var out []string
+		for i := range n {
+			out = append(out, fmt.Sprintf(`{"@type":"Note","@id":"n%d"}`, i))
+		}
+		return strings.Join(out, sep)
+	}
+	refused := func(r dt.Response, what string) {
+		t.Helper()
+		if r.Status != 413 || !strings.Contains(string(r.Body), "max_write_documents") {
+			t.Errorf("%s: %d %s, want a 413 naming max_write_documents", what, r.Status, r.Body)
+		}
+	}
+	refused(d.Do(t, dt.Admin(), "POST", "/api/document/admin/few", "["+docs(4, ",")+"]"), "4 documents in an array")
+	refused(d.Do(t, dt.Admin(), "POST", "/api/document/admin/few", docs(4, "\n"), "Content-Type", "application/x-ndjson"), "4 documents in NDJSON")
+	if n := logLength(t, d, "few"); n != 0 {
+		t.Fatalf("refused writes made %d commits", n)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/few", "["+docs(3, ",")+"]")
+	refused(d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/few", `["Note/n0","Note/n1","Note/n2","Note/n3"]`), "a delete of 4 ids")
+	body, _ := json.Marshal(map[string]string{"query": `mutation { Note_insert(documents: [{text: "a"}, {text: "b"}, {text: "c"}, {text: "d"}]) }`})
+	if r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/few", body, "Content-Type", "application/json"); !strings.Contains(string(r.Body), "max_write_documents") {
+		t.Errorf("a GraphQL insert of 4 documents: %d %s", r.Status, r.Body)
+	}
+	big, _ := json.Marshal(map[string]any{"query": `query($x: JSON) { Note { _id } }`, "variables": map[string]string{"x": strings.Repeat("x", 3000)}})
+	if r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/few", big, "Content-Type", "application/json"); r.Status != 413 {
+		t.Errorf("a GraphQL body past graphql_max_body_bytes: %d %s", r.Status, r.Body)
+	}
+	if n := logLength(t, d, "few"); n != 1 {
+		t.Fatalf("%d commits, want the one write within the budget", n)
+	}
+}

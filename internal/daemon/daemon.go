@@ -248,6 +248,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	eng.KeepIdempotencyKeys(d.cfg.IdempotencyRetention, d.cfg.IdempotencyMaxKeys)
 	eng.UseLogRetention(d.cfg.LogRetention)
 	eng.LimitSchemas(d.cfg.MaxSchemaBytes)
+	eng.LimitWrites(d.cfg.MaxWriteDocuments)
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}
@@ -257,13 +258,13 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// One origin policy for CORS, the cross-site check and WebSocket
 	// upgrades.
 	origins := origin.New(d.cfg.CORSOrigins)
-	gqlStreams := gqltransport.NewServer(gqltransport.Options{Streams: streams, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.MaxBodyBytes,
+	gqlStreams := gqltransport.NewServer(gqltransport.Options{Streams: streams, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes,
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
 		Origins:           origins,
 		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,
 			RowsPerUser: d.cfg.LiveRowsPerUser, BytesPerUser: d.cfg.LiveBytesPerUser, Rows: d.cfg.LiveRows, Bytes: d.cfg.LiveBytes}})
-	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.MaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{gqlStreams.Transport},
+	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{gqlStreams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
 			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes}})

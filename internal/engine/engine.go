@@ -38,6 +38,8 @@ type Engine struct {
 	logRetention time.Duration
 	// maxSchemaBytes is max_schema_bytes (LimitSchemas).
 	maxSchemaBytes int64
+	// maxWriteDocuments is max_write_documents (LimitWrites).
+	maxWriteDocuments int64
 
 	// schemas holds parsed current schemas, bounded (a process serves
 	// any number of databases, each schema up to max_schema_bytes).
@@ -113,7 +115,19 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	}
 	e.KeepIdempotencyKeys(24*time.Hour, 10000)
 	e.LimitSchemas(1 << 20)
+	e.LimitWrites(1000000)
 	return e
+}
+
+// LimitWrites sets the most documents one write request may hold
+// (max_write_documents); call it before the Engine is used. New sets
+// 1,000,000.
+func (e *Engine) LimitWrites(maxDocuments int64) { e.maxWriteDocuments = maxDocuments }
+
+// tooManyDocuments is the error of a write request holding more than
+// max_write_documents documents.
+func (e *Engine) tooManyDocuments() error {
+	return sluice.Errorf(sluice.CodeTooLarge, "the request holds more than %d documents (max_write_documents); send them in several requests", e.maxWriteDocuments)
 }
 
 // LimitSchemas sets the largest schema text, in bytes, that a database

@@ -225,7 +225,9 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 			if err != nil {
 				return &OpError{Index: i, Err: err}
 			}
-			n += len(ids[i])
+			if n += len(ids[i]); e.maxWriteDocuments > 0 && int64(n) > e.maxWriteDocuments {
+				return &OpError{Index: i, Err: e.tooManyDocuments()}
+			}
 		}
 		return checkLaterVersions(ids, docs, expects)
 	}

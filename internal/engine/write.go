@@ -157,6 +157,9 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 
 // deleteWith is Delete with database d and its schema s.
 func (e *Engine) deleteWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ids []string, expect []sluice.Precondition, opt WriteOptions) (*WriteResult, error) {
+	if e.maxWriteDocuments > 0 && int64(len(ids)) > e.maxWriteDocuments {
+		return e.refused(ctx, u, d, opt, e.tooManyDocuments())
+	}
 	if err := checkDeleteIDs(s, ids); err != nil {
 		return e.refused(ctx, u, d, opt, err)
 	}
@@ -272,7 +275,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 	if err := writable(d); err != nil {
 		return nil, err
 	}
-	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect}
+	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect, max: e.maxWriteDocuments, tooMany: e.tooManyDocuments}
 	var first []*sluice.Document
 	for len(first) <= groupMax {
 		doc, err := v.next()
@@ -442,6 +445,10 @@ type validator struct {
 	// expect is the precondition given apart from the documents (see
 	// WriteOptions.Expect): it applies to the request's one document.
 	expect sluice.Precondition
+	// max is the most documents the request may hold (the ids it keeps,
+	// and answers, grow with them); tooMany is the error past it.
+	max     int64
+	tooMany func() error
 }
 
 // chunkReader reads, validates and encodes the rest of a large request on
@@ -521,6 +528,9 @@ func (v *validator) next() (*sluice.Document, error) {
 	raw, err := v.src.Next()
 	if err != nil {
 		return nil, err // io.EOF, or an error naming the document
+	}
+	if v.max > 0 && int64(n) >= v.max {
+		return nil, v.tooMany()
 	}
 	doc, err := raw.Validate(v.schema)
 	if err != nil {
