@@ -540,11 +540,18 @@ func TestSubscribeMetrics(t *testing.T) {
 	}
 	// The change feed follows a database from its head as it was when the
 	// feed first saw it: commits made before that reach subscribers from
-	// the log, not published by the feed. Commit until one is published
-	// (a Customer: not delivered to this Dog stream).
-	eventually.True(t, wait, "the change feed follows the new database", func() bool {
-		insert(t, d, "shop", `{"@type":"Customer","name":"warm-up"}`)
-		return value(metrics(), "sluice_stream_events_published_total", shop) > value(before, "sluice_stream_events_published_total", shop)
+	// the log, and are not counted as published. Count from when the
+	// stream's subscription is live (which it is only once the feed
+	// follows the database).
+	eventually.True(t, wait, "the stream's subscription is live", func() bool {
+		var subs []struct {
+			Database string `json:"database"`
+			Live     bool   `json:"live"`
+		}
+		if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body, &subs); err != nil {
+			t.Fatal(err)
+		}
+		return len(subs) == 1 && subs[0].Database == "admin/shop" && subs[0].Live
 	})
 	counted := metrics()
 	// 3 commits: 2 Dogs + 1 Customer, 1 Dog, 1 Customer: 5 changes
