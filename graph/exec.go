@@ -221,6 +221,7 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		// commits the query did not see.
 		var snap *engine.Snapshot
 		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
+		defer snap.Close() // after a panic too (closed below as soon as it can be)
 		asOf, err := x.asOf()
 		switch {
 		case err != nil:

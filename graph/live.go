@@ -449,6 +449,7 @@ func (q *LiveQuery) Run(ctx context.Context, b Bounds) LiveResult {
 		return LiveResult{Err: err}
 	}
 	rctx, snap := q.es.store.ReadSnapshot(ctx, q.req.DB)
+	defer snap.Close() // after a panic too (closed below as soon as it can be)
 	x := q.execution(rctx, b)
 	if x.oneStatement(q.root) {
 		snap.OneStatement()
@@ -598,6 +599,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 		}
 	}
 	rctx, snap := es.store.ReadSnapshot(ctx, db)
+	defer snap.Close() // after a panic too (closed below as soon as it can be)
 	xs := make([]*execution, len(qs))
 	// The snapshot is not told it has one statement (Run's saving of a
 	// round trip): a large batch, or one whose variables change its SQL's

@@ -122,7 +122,8 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 		pool.Close()
 		return nil, fmt.Errorf("connect to postgres: %w", err)
 	}
-	shares := userShares{max: int(cfg.MaxConns) / 2, owner: o.owner, held: map[int64]int{}, waiting: map[int64]chan struct{}{}}
+	n := int(cfg.MaxConns)
+	shares := userShares{max: n / 4, total: n - n/8, owner: o.owner, held: map[int64]int{}}
 	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: schemacache.New(parsedEntries, parsedBytes), shares: &shares}, nil
 }
 

@@ -14,13 +14,18 @@ import (
 // A request that holds a connection for as long as its client takes (a
 // listing streamed to a slow reader, a large write whose body trickles
 // in) could, with a few such requests, hold every connection of the pool
-// and stall every other user. So the connections that a read snapshot
-// or a transaction holds are counted by user (Owner: whose request it
-// is), and one user holds at most half the pool at once; a request past
-// that waits for one of its user's own to be given back, at most
-// shareWait, then fails as unavailable. Short statements outside a
-// snapshot, group commits (one transaction for many users' writes) and
-// Sluice's own work (no user) are not counted.
+// and stall every other user, and Sluice's own work with them. So the
+// connections that a read snapshot or a transaction holds are counted by
+// user (Owner: whose request it is): one user holds at most a quarter of
+// the pool at once, and all users together at most seven eighths, which
+// leaves the rest to what is not counted (short statements outside a
+// snapshot such as authentication, group commits, one transaction for
+// many users' writes, and Sluice's own work: the change feed, webhooks).
+// A request past either waits for a connection to be given back, at
+// most shareWait, then fails as unavailable. (The slow clients of a few
+// users can still hold most of the pool; reading a large write's body
+// before its transaction, and not holding a listing's connection while
+// its client reads, would end that.)
 
 // Owner returns the user a request's connections count for, and false
 // for one not counted (no user, the super user).
@@ -39,11 +44,13 @@ const shareWait = 10 * time.Second
 // userShares counts the connections each user holds.
 type userShares struct {
 	max   int // per user; 0: not counted
+	total int // all users together
 	owner Owner
 
 	mu      sync.Mutex
 	held    map[int64]int
-	waiting map[int64]chan struct{} // closed when one of the user's is given back
+	all     int           // held by all users
+	waiting chan struct{} // closed when one is given back
 }
 
 // noShareKey marks a context whose connections are not counted (group
@@ -67,17 +74,17 @@ func (u *userShares) take(ctx context.Context) (func(), error) {
 	defer timer.Stop()
 	for {
 		u.mu.Lock()
-		if u.held[id] < u.max {
+		if u.held[id] < u.max && u.all < u.total {
 			u.held[id]++
+			u.all++
 			u.mu.Unlock()
 			var once sync.Once
 			return func() { once.Do(func() { u.give(id) }) }, nil
 		}
-		ch := u.waiting[id]
-		if ch == nil {
-			ch = make(chan struct{})
-			u.waiting[id] = ch
+		if u.waiting == nil {
+			u.waiting = make(chan struct{})
 		}
+		ch := u.waiting
 		u.mu.Unlock()
 		select {
 		case <-ch:
@@ -85,21 +92,23 @@ func (u *userShares) take(ctx context.Context) (func(), error) {
 			return nil, mapError(ctx.Err())
 		case <-timer.C:
 			return nil, &sluice.Error{Code: sluice.CodeUnavailable, Retry: time.Second,
-				Message: "this user's requests hold their share of the server's database connections (half of them) and none was given back in time; retry shortly"}
+				Message: "this user's requests, or all users' together, hold their share of the server's database connections, and none was given back in time; retry shortly"}
 		}
 	}
 }
 
-// give gives back a connection of user id.
+// give gives back a connection of user id, and wakes the requests
+// waiting (each tries again).
 func (u *userShares) give(id int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.held[id]--; u.held[id] <= 0 {
 		delete(u.held, id)
 	}
-	if ch := u.waiting[id]; ch != nil {
-		close(ch)
-		delete(u.waiting, id)
+	u.all--
+	if u.waiting != nil {
+		close(u.waiting)
+		u.waiting = nil
 	}
 }
 

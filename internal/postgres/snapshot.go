@@ -220,6 +220,7 @@ func (s *Snapshot) endBatch(br pgx.BatchResults) {
 		}
 		s.conn.Release()
 		s.conn = nil
+		s.release()
 		return
 	}
 	_ = br.Close()
