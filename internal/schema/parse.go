@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -30,6 +31,12 @@ const maxIndexFields = 31
 // empty schema. Every error is a CodeInvalid *sluice.Error whose message
 // starts with "line L, column C: " and names the offending definition.
 func Parse(sdl string) (*sluice.Schema, error) {
+	// Text Postgres cannot store, and that the GraphQL schema built from
+	// it (descriptions are carried over) would not parse again.
+	if err := checkText(sdl); err != nil {
+		line := 1 + strings.Count(sdl[:badTextAt(sdl)], "\n")
+		return nil, sluice.Errorf(sluice.CodeInvalid, "line %d: the schema holds text that is not valid UTF-8, or a NUL character", line)
+	}
 	doc, err := parser.ParseSchema(&ast.Source{Name: "schema", Input: sdl})
 	if err != nil {
 		return nil, syntaxError(err)
@@ -640,4 +647,15 @@ func (b *builder) checkSubdocumentCycles() error {
 		}
 	}
 	return nil
+}
+
+// badTextAt returns the offset of the first byte of s that is not valid
+// UTF-8 or is a NUL (len(s) when there is none).
+func badTextAt(s string) int {
+	for i, r := range s {
+		if r == 0 || r == utf8.RuneError && !strings.HasPrefix(s[i:], "\uFFFD") {
+			return i
+		}
+	}
+	return len(s)
 }
