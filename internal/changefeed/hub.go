@@ -301,24 +301,24 @@ func (h *Hub) watchedLocked(id int64, st *dbState) bool {
 
 // drop ends every subscription of database id, which was deleted.
 func (h *Hub) drop(id int64) {
-	h.mu.Lock()
-	delete(h.dbs, id)
-	var victims []*Subscription
-	for s := range h.subs {
-		if s.db.ID == id {
-			victims = append(victims, s)
-		}
-	}
-	h.mu.Unlock()
-	for _, s := range victims {
-		s.finish(sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", s.db.Path()))
-	}
+	h.end(id, true, func(s *Subscription) error {
+		return sluice.Errorf(sluice.CodeNotFound, "database %s was deleted", s.db.Path())
+	})
 }
 
 // fail ends every subscription of database id with err: its log cannot
 // be read past a commit, so none can go on.
 func (h *Hub) fail(id int64, err error) {
+	h.end(id, false, func(*Subscription) error { return err })
+}
+
+// end ends every subscription of database id with the error errOf gives
+// it, forgetting the database's state first when deleted is set.
+func (h *Hub) end(id int64, deleted bool, errOf func(*Subscription) error) {
 	h.mu.Lock()
+	if deleted {
+		delete(h.dbs, id)
+	}
 	var victims []*Subscription
 	for s := range h.subs {
 		if s.db.ID == id {
@@ -327,7 +327,7 @@ func (h *Hub) fail(id int64, err error) {
 	}
 	h.mu.Unlock()
 	for _, s := range victims {
-		s.finish(err)
+		s.finish(errOf(s))
 	}
 }
 
