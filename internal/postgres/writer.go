@@ -60,6 +60,10 @@ type Writer struct {
 	stale []sluice.StaleDocument
 	// key, when set, is recorded with the commit (idempotency.go).
 	key *IdempotencyKey
+	// budget is the bytes of stored documents' images the Writer reads
+	// and holds at a time (imageBudget); held counts those it holds, and
+	// peakHeld the most it held.
+	budget, held, peakHeld int
 }
 
 // maxDeferredBytes bounds the change images a Writer holds back.
@@ -75,7 +79,7 @@ func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pipeli
 	}
 	ws := make([]*Writer, len(specs))
 	for i, uid := range uids {
-		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, keep: specs[i].Keep, uid: uid, pending: pending}
+		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, keep: specs[i].Keep, uid: uid, pending: pending, budget: imageBudget}
 	}
 	return ws, nil
 }
@@ -216,52 +220,71 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	for i, d := range r.docs {
 		ids[i] = d.ID
 	}
-	before, err := w.rows(ctx, ids, lockSQL)
+	found, err := w.lock(ctx, ids)
 	if err != nil {
 		return err
 	}
-	if w.keep != nil {
-		if r, err = w.keepStored(r, before); err != nil {
-			return err
-		}
-	}
-	changes := make([]change, 0, r.Len())
-	var updates, inserts []int
+	stale, missing := len(w.stale), len(ids)
 	for i, doc := range r.docs {
-		cur, exists := before[doc.ID]
-		if !doc.Expect.None() && !doc.Expect.Holds(cur.version) {
-			w.stale = append(w.stale, sluice.StaleDocument{ID: doc.ID, Version: cur.version})
+		cur := found[doc.ID]
+		if !doc.Expect.None() && !doc.Expect.Holds(cur.Version()) {
+			w.stale = append(w.stale, sluice.StaleDocument{ID: doc.ID, Version: cur.Version()})
 			continue
 		}
-		c := change{id: doc.ID, op: sluice.OpUpdated, before: cur.json, after: r.after[i]}
-		if !exists {
-			if !create {
-				return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", doc.ID)
-			}
-			c.op = sluice.OpAdded
-			inserts = append(inserts, i)
-		} else {
-			updates = append(updates, i)
+		if cur == nil && !create {
+			missing = i
+			break
 		}
-		changes = append(changes, c)
 	}
-	if err := w.updateRows(ctx, r, updates); err != nil {
+	if len(w.stale) > stale {
+		return nil // the write fails with its stale documents (see write)
+	}
+	err = w.inRuns(ctx, ids, found, missing, func(run []int) error {
+		if w.keep != nil {
+			if r, err = w.keepStored(r, found, run); err != nil {
+				return err
+			}
+		}
+		changes := make([]change, 0, len(run))
+		var updates, inserts []int
+		for _, i := range run {
+			doc := r.docs[i]
+			c := change{id: doc.ID, op: sluice.OpUpdated, after: r.after[i]}
+			if cur := found[doc.ID]; cur != nil {
+				c.before = cur.json
+				updates = append(updates, i)
+			} else {
+				c.op = sluice.OpAdded
+				inserts = append(inserts, i)
+			}
+			changes = append(changes, c)
+		}
+		if err := w.updateRows(ctx, r, updates); err != nil {
+			return err
+		}
+		if err := w.writeRows(ctx, r, inserts); err != nil {
+			return err
+		}
+		w.writeChanges(changes)
+		return nil
+	})
+	if err != nil {
 		return err
 	}
-	if err := w.writeRows(ctx, r, inserts); err != nil {
-		return err
+	if missing < len(ids) {
+		return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", ids[missing])
 	}
-	w.writeChanges(changes)
 	return nil
 }
 
-// keepStored returns r with each document that replaces a stored one
-// (in before) as w.keep makes it, encoded again when keep changed any.
-func (w *Writer) keepStored(r *Rows, before map[string]current) (*Rows, error) {
-	var docs []*sluice.Document
-	for i, doc := range r.docs {
-		cur, exists := before[doc.ID]
-		if !exists {
+// keepStored returns r with each document of run that replaces a stored
+// one (in found) as w.keep makes it, encoded again. r itself is left as
+// it is: a write's Documents may run again (see DB.Write).
+func (w *Writer) keepStored(r *Rows, found map[string]*stored, run []int) (*Rows, error) {
+	out := r
+	for _, i := range run {
+		cur := found[r.docs[i].ID]
+		if cur == nil {
 			continue
 		}
 		kept, err := w.keep(r.after[i], cur.json)
@@ -271,20 +294,18 @@ func (w *Writer) keepStored(r *Rows, before map[string]current) (*Rows, error) {
 		if kept == nil {
 			continue
 		}
-		if docs == nil {
-			docs = slices.Clone(r.docs)
+		kept.Expect = r.docs[i].Expect
+		enc, err := EncodeRows(w.schema, []*sluice.Document{kept})
+		if err != nil {
+			return nil, err
 		}
-		kept.Expect = doc.Expect
-		docs[i] = kept
+		if out == r {
+			out = &Rows{docs: slices.Clone(r.docs), vals: slices.Clone(r.vals), after: slices.Clone(r.after)}
+		}
+		out.docs[i], out.vals[i], out.after[i] = kept, enc.vals[0], enc.after[0]
 	}
-	if docs == nil {
-		return r, nil
-	}
-	return EncodeRows(w.schema, docs)
+	return out, nil
 }
-
-// lockSQL locks and reads rows for rows(), in id order.
-const lockSQL = "SELECT to_jsonb(t.*) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE"
 
 // Patch replaces existing documents by what patch makes of them: it locks
 // and reads the documents ids (as Replace does), calls patch with each
@@ -300,48 +321,59 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 			return err
 		}
 	}
-	before, err := w.rows(ctx, ids, lockSQL)
+	found, err := w.lock(ctx, ids)
 	if err != nil {
 		return err
 	}
-	var docs []*sluice.Document
-	var befores [][]byte
+	stale, missing := len(w.stale), len(ids)
 	for i, id := range ids {
-		cur, exists := before[id]
-		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.version) {
-			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.version})
+		cur := found[id]
+		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.Version()) {
+			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.Version()})
 			continue
 		}
-		if !exists {
-			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
+		if cur == nil {
+			missing = i
+			break
 		}
-		doc, err := patch(i, cur.json)
+	}
+	if len(w.stale) > stale {
+		return nil // the write fails with its stale documents (see write)
+	}
+	err = w.inRuns(ctx, ids, found, missing, func(run []int) error {
+		docs := make([]*sluice.Document, len(run))
+		for k, i := range run {
+			doc, err := patch(i, found[ids[i]].json)
+			if err != nil {
+				return err
+			}
+			if doc.ID != ids[i] {
+				return fmt.Errorf("patch of %s made document %s", ids[i], doc.ID)
+			}
+			docs[k] = doc
+		}
+		r, err := EncodeRows(w.schema, docs)
 		if err != nil {
 			return err
 		}
-		if doc.ID != id {
-			return fmt.Errorf("patch of %s made document %s", id, doc.ID)
+		all := make([]int, len(docs))
+		changes := make([]change, len(docs))
+		for k, doc := range docs {
+			all[k] = k
+			changes[k] = change{id: doc.ID, op: sluice.OpUpdated, before: found[doc.ID].json, after: r.after[k]}
 		}
-		docs = append(docs, doc)
-		befores = append(befores, cur.json)
-	}
-	if len(docs) == 0 {
+		if err := w.updateRows(ctx, r, all); err != nil {
+			return err
+		}
+		w.writeChanges(changes)
 		return nil
-	}
-	r, err := EncodeRows(w.schema, docs)
+	})
 	if err != nil {
 		return err
 	}
-	all := make([]int, len(docs))
-	changes := make([]change, len(docs))
-	for i, doc := range docs {
-		all[i] = i
-		changes[i] = change{id: doc.ID, op: sluice.OpUpdated, before: befores[i], after: r.after[i]}
+	if missing < len(ids) {
+		return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", ids[missing])
 	}
-	if err := w.updateRows(ctx, r, all); err != nil {
-		return err
-	}
-	w.writeChanges(changes)
 	return nil
 }
 
@@ -417,43 +449,73 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	// The rows are locked in id order first, as Replace locks them, so that
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.
-	before, err := w.rows(ctx, ids, "DELETE FROM %[1]s t WHERE %[2]s IN (SELECT %[2]s FROM %[1]s WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE) RETURNING to_jsonb(t.*)")
+	found, err := w.lock(ctx, ids)
 	if err != nil {
 		return err
 	}
-	changes := make([]change, 0, len(ids))
+	stale := len(w.stale)
 	for i, id := range ids {
-		cur, exists := before[id]
-		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.version) {
-			// Deleted all the same: the write fails and rolls it back.
-			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.version})
+		cur := found[id]
+		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.Version()) {
+			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.Version()})
 			continue
 		}
-		if !exists {
+		if cur == nil {
 			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
 		}
-		changes = append(changes, change{id: id, op: sluice.OpDeleted, before: cur.json})
 	}
-	w.writeChanges(changes)
+	if len(w.stale) > stale {
+		return nil // the write fails with its stale documents (see write)
+	}
+	err = w.inRuns(ctx, ids, found, len(ids), func(run []int) error {
+		changes := make([]change, len(run))
+		for k, i := range run {
+			changes[k] = change{id: ids[i], op: sluice.OpDeleted, before: found[ids[i]].json}
+		}
+		w.writeChanges(changes)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// The rows go last: each run of images above is read before anything
+	// queued is sent, so none may be gone yet (an id may be named twice).
+	byClass, order := idsByClass(ids)
+	for _, class := range order {
+		w.queue(fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1)", classTable(w.d, class), colID), byClass[class])
+	}
 	return nil
 }
 
-// current is a document as a write found it: its API-form JSON (without
-// "@version": a change image) and its version.
-type current struct {
-	json    []byte
+// imageBudget bounds the bytes of stored documents (Postgres's JSON of
+// their rows) that a delete, replace or patch holds at a time, so that
+// what a write holds is bounded by configuration (the largest document,
+// max_body_bytes for the API's) rather than by how many documents it
+// touches: lock keeps the images of the first documents it locks up to
+// the budget, and inRuns reads the others in runs of at most the budget
+// (one larger document alone), each run's changes queued, and its images
+// dropped, before the next is read. So at most about twice the budget, or
+// one document more, is held.
+const imageBudget = 4 << 20
+
+// stored is what a write found of a document it locked.
+type stored struct {
 	version string
+	size    int    // bytes of Postgres's JSON of its row
+	json    []byte // its API-form JSON (a change image), nil until read
 }
 
-// rows runs query (a statement template with the table and id column to
-// fill in, returning to_jsonb of each row) for the rows with the given ids,
-// class by class, and returns their API-form JSON and version by id; ids
-// that name no row are absent from the map. Ids must be "Class/key" with
-// Class a document class (the engine checks).
-func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[string]current, error) {
-	if err := w.flush(ctx); err != nil {
-		return nil, err
+// Version is the document's version, "" for a document not found (nil).
+func (s *stored) Version() string {
+	if s == nil {
+		return ""
 	}
+	return s.version
+}
+
+// idsByClass returns ids ("Class/key") by class, and the classes in name
+// order.
+func idsByClass(ids []string) (map[string][]string, []string) {
 	byClass := map[string][]string{}
 	var order []string
 	for _, id := range ids {
@@ -463,45 +525,165 @@ func (w *Writer) rows(ctx context.Context, ids []string, query string) (map[stri
 		}
 		byClass[class] = append(byClass[class], id)
 	}
-	// Classes in name order and rows in id order (the query sorts): two
-	// requests locking overlapping documents take the locks in the same
-	// order, so they wait for each other instead of deadlocking.
 	sort.Strings(order)
-	out := make(map[string]current, len(ids))
+	return byClass, order
+}
+
+// lock locks the rows of the documents ids (FOR UPDATE) and returns what
+// it found of each by id; ids that name no row are absent. The images of
+// the first documents, up to the budget, are read with the lock; inRuns
+// reads the others. Ids must be "Class/key" with Class a document class
+// (the engine checks).
+func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, error) {
+	if err := w.flush(ctx); err != nil {
+		return nil, err
+	}
+	byClass, order := idsByClass(ids)
+	// Classes in name order and rows in id order: two requests locking
+	// overlapping documents take the locks in the same order, so they
+	// wait for each other instead of deadlocking.
+	found := make(map[string]*stored, len(ids))
 	for _, class := range order {
 		c := w.schema.Classes[class]
 		if c == nil || c.Kind != sluice.KindDocument {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
-		rows, err := w.t.tx.Query(ctx, fmt.Sprintf(query, classTable(w.d, class), colID), byClass[class])
+		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, to_jsonb(t.*) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE", classTable(w.d, class), colID, colCommitUID)
+		rows, err := w.t.tx.Query(ctx, sql, byClass[class])
 		if err != nil {
 			return nil, mapError(err)
 		}
 		for rows.Next() {
+			var id string
+			var uid *int64
 			var raw []byte
-			if err := rows.Scan(&raw); err != nil {
+			if err := rows.Scan(&id, &uid, &raw); err != nil {
 				rows.Close()
 				return nil, mapError(err)
 			}
-			row, err := decodeRow(raw)
-			if err != nil {
-				rows.Close()
-				return nil, err
+			s := &stored{size: len(raw)}
+			if uid != nil {
+				s.version = sluice.VersionOf(*uid)
 			}
-			doc, unreadable := rowToDocument(c, row)
-			w.t.db.unreadable(w.d, doc.ID, unreadable)
-			b, err := DocumentJSON(c, doc)
-			if err != nil {
-				rows.Close()
-				return nil, err
+			if w.held+s.size <= w.budget {
+				if s.json, err = w.image(c, raw); err != nil {
+					rows.Close()
+					return nil, err
+				}
+				w.hold(s.size)
 			}
-			out[doc.ID] = current{json: b, version: rowVersion(row)}
+			found[id] = s
 		}
 		if err := rows.Err(); err != nil {
 			return nil, mapError(err)
 		}
 	}
-	return out, nil
+	return found, nil
+}
+
+// image returns the API-form JSON of raw, a row of class c as to_jsonb
+// gives it.
+func (w *Writer) image(c *sluice.Class, raw []byte) ([]byte, error) {
+	row, err := decodeRow(raw)
+	if err != nil {
+		return nil, err
+	}
+	doc, unreadable := rowToDocument(c, row)
+	w.t.db.unreadable(w.d, doc.ID, unreadable)
+	return DocumentJSON(c, doc)
+}
+
+// hold counts n more bytes of images held (n < 0: fewer).
+func (w *Writer) hold(n int) {
+	w.held += n
+	w.peakHeld = max(w.peakHeld, w.held)
+}
+
+// inRuns calls fn with the indexes 0 to n-1 of ids in runs, in order, each
+// run's documents found (not nil in found) read, and their images taking
+// at most the budget together (a run holds one document at least). After
+// each run, the images it read are dropped.
+func (w *Writer) inRuns(ctx context.Context, ids []string, found map[string]*stored, n int, fn func(run []int) error) error {
+	for start := 0; start < n; {
+		end, size := start, 0
+		for ; end < n; end++ {
+			cur := found[ids[end]]
+			if cur == nil || cur.json != nil {
+				continue // nothing to read
+			}
+			if end > start && w.held+size+cur.size > w.budget {
+				break
+			}
+			size += cur.size
+		}
+		run := make([]int, 0, end-start)
+		for i := start; i < end; i++ {
+			run = append(run, i)
+		}
+		if err := w.load(ctx, ids, found, run); err != nil {
+			return err
+		}
+		if err := fn(run); err != nil {
+			return err
+		}
+		for _, i := range run {
+			if cur := found[ids[i]]; cur != nil && cur.json != nil {
+				cur.json = nil
+				w.hold(-cur.size)
+			}
+		}
+		start = end
+	}
+	return nil
+}
+
+// load reads the images of the documents ids[i], i in run, found and not
+// read yet (the rows are locked already).
+func (w *Writer) load(ctx context.Context, ids []string, found map[string]*stored, run []int) error {
+	var need []string
+	for _, i := range run {
+		if cur := found[ids[i]]; cur != nil && cur.json == nil {
+			need = append(need, ids[i])
+		}
+	}
+	if len(need) == 0 {
+		return nil
+	}
+	// What is queued is sent first: a statement of this write may have
+	// changed these rows, and the change rows queued so far are let go.
+	if err := w.flush(ctx); err != nil {
+		return err
+	}
+	byClass, order := idsByClass(need)
+	for _, class := range order {
+		c := w.schema.Classes[class]
+		sql := fmt.Sprintf("SELECT %[2]s, to_jsonb(t.*) FROM %[1]s t WHERE %[2]s = ANY($1)", classTable(w.d, class), colID)
+		rows, err := w.t.tx.Query(ctx, sql, byClass[class])
+		if err != nil {
+			return mapError(err)
+		}
+		for rows.Next() {
+			var id string
+			var raw []byte
+			if err := rows.Scan(&id, &raw); err != nil {
+				rows.Close()
+				return mapError(err)
+			}
+			b, err := w.image(c, raw)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			if cur := found[id]; cur != nil && cur.json == nil {
+				cur.json = b
+				w.hold(cur.size)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return mapError(err)
+		}
+	}
+	return nil
 }
 
 // writeRows inserts the documents' rows, by class, with COPY for large
@@ -601,12 +783,32 @@ func (e existsError) Is(target error) bool { return target == ErrExists }
 // changes (see migration 0003).
 var changesInsert = newRowInsert("sluice.changes", []string{"commit_uid", "idx", "doc_ids", "ops", "befores", "afters"})
 
-// writeChanges queues one row holding the changes, in order, as the next
-// batch of the commit's changes.
+// maxChangeRowBytes bounds the change images one row of sluice.changes
+// holds (a row of one larger change holds just it). Readers of the log
+// (the change feed, /api/changes, a commit's pages) read a row whole, so
+// this, not the size of a commit, bounds what one read of the log holds
+// beyond its byte budget.
+const maxChangeRowBytes = 1 << 20
+
+// writeChanges queues the changes, in order, as the next batches of the
+// commit's changes: rows of at most maxChangeRowBytes of images.
 func (w *Writer) writeChanges(changes []change) {
-	if len(changes) == 0 {
-		return
+	for len(changes) > 0 {
+		n, size := 1, len(changes[0].before)+len(changes[0].after)
+		for ; n < len(changes); n++ {
+			size += len(changes[n].before) + len(changes[n].after)
+			if size > maxChangeRowBytes {
+				break
+			}
+		}
+		w.writeChangeRow(changes[:n])
+		changes = changes[n:]
 	}
+}
+
+// writeChangeRow queues one row holding the changes, in order, as the
+// next batch of the commit's changes.
+func (w *Writer) writeChangeRow(changes []change) {
 	befores := make([][]byte, len(changes))
 	afters := make([][]byte, len(changes))
 	inserts := true

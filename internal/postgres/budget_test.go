@@ -1,0 +1,259 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// What a write holds of the documents it replaces, patches or deletes is
+// bounded by its budget of images, not by how many it touches; and a row
+// of the log holds at most maxChangeRowBytes of images, so readers of the
+// log, which read rows whole, hold a bounded amount too.
+
+// noteText is a Note of key whose text is key followed by n bytes.
+func noteText(key string, n int) *sluice.Document {
+	return &sluice.Document{ID: "Note/" + key, Type: "Note", Fields: map[string]any{"text": key + strings.Repeat("x", n)}}
+}
+
+func TestWritesHoldImagesWithinTheirBudget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	const n, size, budget = 60, 1000, 8 << 10
+	var docs []*sluice.Document
+	var ids []string
+	for i := range n {
+		key := fmt.Sprintf("k%02d", i)
+		docs = append(docs, noteText(key, size))
+		ids = append(ids, "Note/"+key)
+	}
+	if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
+		return w.Insert(ctx, docs)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// The request's order is not the order of the locks (ids).
+	order := make([]string, n)
+	for i := range n {
+		order[i] = ids[(i*7)%n]
+	}
+	// Each write runs with a small budget and reports the most it held.
+	write := func(name string, fn func(ctx context.Context, w *Writer) error) *sluice.Commit {
+		t.Helper()
+		var peak int
+		c, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Meta: CommitMeta{Message: name}, Documents: func(ctx context.Context, w *Writer) error {
+			w.budget = budget
+			err := fn(ctx, w)
+			peak = w.peakHeld
+			return err
+		}})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// Images are counted as Postgres's JSON of the row: a little more
+		// than the text. At most the budget at the lock and the budget of
+		// a run (each run may go over by one document).
+		if peak == 0 || peak > 2*budget+2*size {
+			t.Fatalf("%s held %d bytes of images at most, want at most %d", name, peak, 2*budget+2*size)
+		}
+		return c
+	}
+	// checkChanges reads commit c back and checks its changes are one per
+	// id of order, in order, each with its before image (the text the
+	// document had) and after image.
+	checkChanges := func(name string, c *sluice.Commit, op sluice.Op, before, after func(id string) string) {
+		t.Helper()
+		got, err := db.Commit(ctx, d, c.Seq, -1, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Changes) != n {
+			t.Fatalf("%s: %d changes, want %d", name, len(got.Changes), n)
+		}
+		for i, ch := range got.Changes {
+			if ch.DocID != order[i] || ch.Op != op || ch.Index != i {
+				t.Fatalf("%s: change %d is %s %v (index %d), want %s %v", name, i, ch.DocID, ch.Op, ch.Index, order[i], op)
+			}
+			if want := before(ch.DocID); textOf(t, ch.Before) != want {
+				t.Fatalf("%s: %s's before image holds %.20q…, want %.20q…", name, ch.DocID, textOf(t, ch.Before), want)
+			}
+			if want := after(ch.DocID); textOf(t, ch.After) != want {
+				t.Fatalf("%s: %s's after image holds %.20q…, want %.20q…", name, ch.DocID, textOf(t, ch.After), want)
+			}
+		}
+	}
+	key := func(id string) string { return strings.TrimPrefix(id, "Note/") }
+	original := func(id string) string { return key(id) + strings.Repeat("x", size) }
+	replaced := func(id string) string { return key(id) + strings.Repeat("y", size) }
+	patched := func(id string) string { return "patched " + key(id) }
+	none := func(string) string { return "" }
+
+	var replacements []*sluice.Document
+	for _, id := range order {
+		replacements = append(replacements, &sluice.Document{ID: id, Type: "Note", Fields: map[string]any{"text": replaced(id)}})
+	}
+	c := write("replace", func(ctx context.Context, w *Writer) error { return w.Replace(ctx, replacements, false) })
+	checkChanges("replace", c, sluice.OpUpdated, original, replaced)
+
+	c = write("patch", func(ctx context.Context, w *Writer) error {
+		return w.Patch(ctx, order, nil, func(i int, current []byte) (*sluice.Document, error) {
+			if text := textOf(t, current); text != replaced(order[i]) {
+				return nil, fmt.Errorf("patch of %s saw %.20q…", order[i], text)
+			}
+			return &sluice.Document{ID: order[i], Type: "Note", Fields: map[string]any{"text": patched(order[i])}}, nil
+		})
+	})
+	checkChanges("patch", c, sluice.OpUpdated, replaced, patched)
+
+	c = write("delete", func(ctx context.Context, w *Writer) error { return w.Delete(ctx, order, nil) })
+	checkChanges("delete", c, sluice.OpDeleted, patched, none)
+	for _, id := range ids {
+		if _, _, err := db.Document(ctx, d, s, id); sluice.ErrorCode(err) != sluice.CodeNotFound {
+			t.Fatalf("%s after the delete: %v", id, err)
+		}
+	}
+}
+
+// textOf returns the text of a Note's image ("" for none).
+func textOf(t *testing.T, image []byte) string {
+	t.Helper()
+	if image == nil {
+		return ""
+	}
+	var doc struct{ Text string }
+	if err := json.Unmarshal(image, &doc); err != nil {
+		t.Fatalf("image %.40q: %v", image, err)
+	}
+	return doc.Text
+}
+
+// TestWritesCheckEveryDocumentBeforeWritingAny: a precondition that does
+// not hold, or a document missing, is found before any image is read, and
+// reported as before: stale documents first, up to the first missing one.
+func TestWritesCheckEveryDocumentBeforeWritingAny(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	c, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
+		return w.Insert(ctx, []*sluice.Document{noteText("a", 10), noteText("b", 10), noteText("c", 10)})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := sluice.VersionOf(c.UID)
+	stale := sluice.Precondition{Version: "zzzz"} // no version of these documents
+	ok := sluice.Precondition{Version: current}
+	for _, tc := range []struct {
+		name  string
+		write func(ctx context.Context, w *Writer) error
+		want  string
+	}{
+		{"delete, stale before missing", func(ctx context.Context, w *Writer) error {
+			return w.Delete(ctx, []string{"Note/a", "Note/b", "Note/zz", "Note/c"}, []sluice.Precondition{ok, stale, {}, stale})
+		}, "stale: Note/b"},
+		{"delete, missing before stale", func(ctx context.Context, w *Writer) error {
+			return w.Delete(ctx, []string{"Note/zz", "Note/b"}, []sluice.Precondition{{}, stale})
+		}, "not found: Note/zz"},
+		{"patch, stale before missing", func(ctx context.Context, w *Writer) error {
+			return w.Patch(ctx, []string{"Note/a", "Note/b", "Note/zz", "Note/c"}, []sluice.Precondition{ok, stale, {}, stale}, func(i int, _ []byte) (*sluice.Document, error) {
+				return nil, fmt.Errorf("patch of %d called", i)
+			})
+		}, "stale: Note/b"},
+		{"patch, an error before missing", func(ctx context.Context, w *Writer) error {
+			return w.Patch(ctx, []string{"Note/a", "Note/zz"}, nil, func(i int, _ []byte) (*sluice.Document, error) {
+				return nil, fmt.Errorf("patch of %d called", i)
+			})
+		}, "patch of 0 called"},
+		{"replace, missing", func(ctx context.Context, w *Writer) error {
+			return w.Replace(ctx, []*sluice.Document{noteText("a", 1), noteText("zz", 1), noteText("b", 1)}, false)
+		}, "not found: Note/zz"},
+	} {
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: tc.write})
+		var got string
+		var se *sluice.StaleError
+		switch {
+		case err == nil:
+			got = "no error"
+		case errors.As(err, &se):
+			var ids []string
+			for _, doc := range se.Docs {
+				ids = append(ids, doc.ID)
+			}
+			got = "stale: " + strings.Join(ids, ",")
+		case sluice.ErrorCode(err) == sluice.CodeNotFound:
+			got = "not found: " + strings.Fields(err.Error())[1]
+		default:
+			got = err.Error()
+		}
+		if got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	// Nothing was written.
+	h, err := db.History(ctx, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.LastSeq != c.Seq {
+		t.Fatalf("head is commit %d, want %d", h.LastSeq, c.Seq)
+	}
+}
+
+// TestChangeRowsAreBounded: a commit's changes go in rows of at most
+// maxChangeRowBytes of images (a larger change alone in its row).
+func TestChangeRowsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	docs := []*sluice.Document{noteText("big", maxChangeRowBytes+10)}
+	for i := range 40 {
+		docs = append(docs, noteText(fmt.Sprintf("k%02d", i), 100<<10))
+	}
+	c, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
+		return w.Insert(ctx, docs)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.pool.Query(ctx, `SELECT idx, octet_length(afters), json_array_length(afters::json) FROM sluice.changes WHERE commit_uid = $1 ORDER BY idx`, c.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	next, count := 0, 0
+	for rows.Next() {
+		var idx, size, n int
+		if err := rows.Scan(&idx, &size, &n); err != nil {
+			t.Fatal(err)
+		}
+		if idx != next {
+			t.Fatalf("a row starts at change %d, want %d", idx, next)
+		}
+		if size > maxChangeRowBytes && n > 1 {
+			t.Fatalf("the row of changes %d to %d holds %d bytes of images", idx, idx+n-1, size)
+		}
+		next += n
+		count++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if next != len(docs) || count < 5 {
+		t.Fatalf("%d rows hold %d changes, want %d changes in 5 rows at least", count, next, len(docs))
+	}
+	got, err := db.Commit(ctx, d, c.Seq, -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ch := range got.Changes {
+		if ch.DocID != docs[i].ID || ch.Index != i {
+			t.Fatalf("change %d is %s (index %d), want %s", i, ch.DocID, ch.Index, docs[i].ID)
+		}
+	}
+}
