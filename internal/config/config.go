@@ -94,6 +94,14 @@ type Config struct {
 	// Key body_idle_timeout, env SLUICE_BODY_IDLE_TIMEOUT, flag --body-idle-timeout, default 30s.
 	BodyIdleTimeout time.Duration
 
+	// WriteTimeout is the longest one write to a client may wait for the
+	// client to read: a response or stream whose client stops reading for
+	// this long is cut, giving back what its request holds (a listing's
+	// Postgres connection and snapshot, a built response's memory).
+	// 1s to 1h.
+	// Key write_timeout, env SLUICE_WRITE_TIMEOUT, flag --write-timeout, default 1m.
+	WriteTimeout time.Duration
+
 	// BodyMinRate is the least average rate, in bytes per second, at
 	// which a request body must arrive once BodyIdleTimeout has passed
 	// since it started: a body trickled a byte at a time is cut, where the
@@ -410,6 +418,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_schema_bytes", c.MaxSchemaBytes),
 		slog.Duration("body_idle_timeout", c.BodyIdleTimeout),
 		slog.Int64("body_min_rate", c.BodyMinRate),
+		slog.Duration("write_timeout", c.WriteTimeout),
 		slog.Int64("max_request_bodies", c.MaxRequestBodies),
 		slog.Int64("max_header_bytes", c.MaxHeaderBytes),
 		slog.Int64("graphql_max_body_bytes", c.GraphQLMaxBodyBytes),

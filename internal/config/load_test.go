@@ -57,6 +57,7 @@ func TestDefault(t *testing.T) {
 		MaxBodyBytes:         64 << 20,
 		MaxSchemaBytes:       1 << 20,
 		BodyIdleTimeout:      30 * time.Second,
+		WriteTimeout:         time.Minute,
 		BodyMinRate:          8192,
 		MaxRequestBodies:     1024,
 		MaxHeaderBytes:       16 << 10,
@@ -247,6 +248,7 @@ var everything = Config{
 	MaxBodyBytes:         1024,
 	MaxSchemaBytes:       4096,
 	BodyIdleTimeout:      5 * time.Second,
+	WriteTimeout:         45 * time.Second,
 	BodyMinRate:          100,
 	MaxRequestBodies:     7,
 	MaxHeaderBytes:       8192,
@@ -335,6 +337,7 @@ heartbeat: 1m
 max_body_bytes: 1024
 max_schema_bytes: 4096
 body_idle_timeout: 5s
+write_timeout: 45s
 body_min_rate: 100
 max_request_bodies: 7
 max_header_bytes: 8192
@@ -401,6 +404,7 @@ heartbeat: 60s
 max_body_bytes: 1024
 max_schema_bytes: 4096
 body_idle_timeout: 5s
+write_timeout: 45s
 body_min_rate: 100
 max_request_bodies: 7
 max_header_bytes: 8192
@@ -469,6 +473,7 @@ heartbeat = "1m"
 max_body_bytes = 1024
 max_schema_bytes = 4096
 body_idle_timeout = "5s"
+write_timeout = "45s"
 body_min_rate = 100
 max_request_bodies = 7
 max_header_bytes = 8192
@@ -535,6 +540,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "max_body_bytes": 1024,
   "max_schema_bytes": 4096,
   "body_idle_timeout": "5s",
+  "write_timeout": "45s",
   "body_min_rate": 100,
   "max_request_bodies": 7,
   "max_header_bytes": 8192,
@@ -619,6 +625,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_MAX_BODY_BYTES":               "1024",
 		"SLUICE_MAX_SCHEMA_BYTES":             "4096",
 		"SLUICE_BODY_IDLE_TIMEOUT":            "5s",
+		"SLUICE_WRITE_TIMEOUT":                "45s",
 		"SLUICE_BODY_MIN_RATE":                "100",
 		"SLUICE_MAX_REQUEST_BODIES":           "7",
 		"SLUICE_MAX_HEADER_BYTES":             "8192",
@@ -694,6 +701,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--max-body-bytes", "1024",
 		"--max-schema-bytes", "4096",
 		"--body-idle-timeout", "5s",
+		"--write-timeout", "45s",
 		"--body-min-rate", "100",
 		"--max-request-bodies", "7",
 		"--max-header-bytes", "8192",

@@ -126,6 +126,15 @@ func options() []option {
 		durationOption("body_idle_timeout", "30s",
 			"longest a request body may send nothing before the request fails, and the grace before body_min_rate applies (0: no limit)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
+		durationOption("write_timeout", "1m",
+			"longest one write to a client may wait for the client to read; a response or stream whose client stops reading for this long is cut, and what its request holds (a listing's Postgres connection) is given back (1s to 1h)",
+			func(c *Config, d time.Duration) error {
+				if d < time.Second || d > time.Hour {
+					return errors.New("want 1s to 1h")
+				}
+				c.WriteTimeout = d
+				return nil
+			}),
 		capOption("body_min_rate", "8192",
 			"least average rate, in bytes per second, at which a request body must arrive once body_idle_timeout has passed since it started; a slower body fails (0: no minimum)",
 			func(c *Config, n int64) error { c.BodyMinRate = n; return nil }),

@@ -386,3 +386,65 @@ func TestWriteDocumentsBudget(t *testing.T) {
 		t.Fatalf("%d commits, want the one write within the budget", n)
 	}
 }
+
+// TestStalledReaderIsCut: a client that stops reading an answer (its
+// connection left open) is cut once a write has waited write_timeout, and
+// the listing it asked for gives its Postgres connection back; a GraphQL
+// WebSocket (its connection taken over after a 101 answer, which got a
+// deadline) still delivers long after write_timeout.
+func TestStalledReaderIsCut(t *testing.T) {
+	t.Parallel()
+	const timeout = time.Second
+	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = timeout })
+	d.CreateDatabase(t, "big", "type Item { text: String! }")
+	text := strings.Repeat("x", 1000)
+	var body strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&body, `{"@type":"Item","@id":"i%d","text":%q}`+"\n", i, text)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", body.String(), "Content-Type", "application/x-ndjson")
+	ws := openOutageSocket(t, d, "big")
+	opened := time.Now()
+	ws.send(t, `{"id":"1","type":"subscribe","payload":{"query":"subscription { Item_added { _id } }"}}`)
+
+	// A listing of 20 MB, never read.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET /api/document/admin/big?type=Item HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\n\r\n", basic("admin", dt.AdminPassword))
+	pg, err := pgx.Connect(context.Background(), d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	listings := func() int {
+		var n int
+		if err := pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%"Item"%' AND state <> 'idle' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	eventually.True(t, dt.StreamWait, "the listing holds a connection", func() bool { return listings() == 1 })
+	eventually.True(t, dt.StreamWait, "the stalled listing gives its connection back", func() bool { return listings() == 0 })
+	// The client, reading now, gets part of the answer and then the end of
+	// the connection.
+	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, conn)
+	if err != nil || n >= 20000*1000 {
+		t.Fatalf("the stalled client read %d bytes, then %v; want part of the listing, then the end", n, err)
+	}
+
+	// The socket has been open for longer than write_timeout: what it is
+	// sent now must still reach it. (The wait is for time itself to pass.)
+	if wait := 2*timeout - time.Since(opened); wait > 0 {
+		<-time.After(wait)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", `{"@type":"Item","@id":"late","text":"t"}`)
+	if m := ws.read(t); !strings.Contains(m, "Item/late") {
+		t.Fatalf("graphql-ws after write_timeout: %s", m)
+	}
+}

@@ -258,7 +258,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// One origin policy for CORS, the cross-site check and WebSocket
 	// upgrades.
 	origins := origin.New(d.cfg.CORSOrigins)
-	gqlStreams := gqltransport.NewServer(gqltransport.Options{Streams: streams, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes,
+	gqlStreams := gqltransport.NewServer(gqltransport.Options{Streams: streams, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, WriteTimeout: d.cfg.WriteTimeout, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes,
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
 		Origins:           origins,
@@ -302,12 +302,13 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		Version:          d.opts.Version,
 		MaxBodyBytes:     d.cfg.MaxBodyBytes,
 		BodyIdleTimeout:  d.cfg.BodyIdleTimeout,
+		WriteTimeout:     d.cfg.WriteTimeout,
 		BodyMinRate:      d.cfg.BodyMinRate,
 		MaxRequestBodies: d.cfg.MaxRequestBodies,
 		MetricsToken:     d.cfg.MetricsToken,
 		MetricsElsewhere: d.cfg.MetricsListen != "",
 		PageBytes:        d.cfg.HistoryPageBytes,
-		Stream:           rest.StreamDeps{Streams: streams, Heartbeat: d.cfg.Heartbeat},
+		Stream:           rest.StreamDeps{Streams: streams, Heartbeat: d.cfg.Heartbeat, WriteTimeout: d.cfg.WriteTimeout},
 		GraphQL:          gql,
 		GraphQLSocket:    gqlStreams.Socket(gql, authn.Authenticate),
 		CORS:             rest.NewCORS(origins),
@@ -513,8 +514,10 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// (net/http allows 4 KiB more than this).
 		MaxHeaderBytes: int(d.cfg.MaxHeaderBytes),
 		IdleTimeout:    2 * time.Minute,
-		// No WriteTimeout: streams are long-lived; handlers that need a
-		// deadline set it per write with http.ResponseController.
+		// No WriteTimeout: streams are long-lived. Each write gets a
+		// deadline of write_timeout instead, set by the API's middleware
+		// (rest.statusWriter) and by the streams, with
+		// http.ResponseController.
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
 		// Every request's context starts with the logger (see
 		// rest.WithLogger) and, without TLS, the listener that takes back

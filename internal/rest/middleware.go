@@ -33,18 +33,24 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter records the status code for metrics and logs. It forwards
-// Unwrap so http.ResponseController reaches the real writer (flushing,
-// deadlines) through it.
+// statusWriter records the status code for metrics and logs, and gives
+// every write a deadline. It forwards Unwrap so http.ResponseController
+// reaches the real writer (flushing, deadlines) through it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// timeout is how long a write may take from when it starts (at least
+	// three quarters of it, see moveDeadline); deadlineSet is when the
+	// deadline was last moved.
+	timeout     time.Duration
+	deadlineSet time.Time
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	w.moveDeadline()
 	w.ResponseWriter.WriteHeader(code)
 }
 
@@ -52,7 +58,29 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.moveDeadline()
 	return w.ResponseWriter.Write(b)
+}
+
+// moveDeadline gives the writes from now on until timeout from now to
+// finish. The server has no write timeout (streams are long-lived), so
+// without a deadline a client that stops reading, its connection open,
+// would block a handler's write for good, and the handler would keep what
+// it holds: a listing its Postgres connection and snapshot, a GraphQL
+// answer its memory. The deadline is moved at most every quarter timeout
+// (moving it costs about as much CPU as a small write), so a write has at
+// least three quarters of the timeout. A connection taken over (a
+// WebSocket, a parked stream) starts without one: net/http clears the
+// deadlines when it hands a connection over.
+func (w *statusWriter) moveDeadline() {
+	now := time.Now()
+	if now.Sub(w.deadlineSet) <= w.timeout/4 {
+		return
+	}
+	// Not every writer supports deadlines (httptest's); the write goes on
+	// without one.
+	_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(now.Add(w.timeout))
+	w.deadlineSet = now
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -62,7 +90,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (a *api) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w}
+		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout}
 		// The request's logger gets its method and path attributes only
 		// when something is logged (loggerFrom): building them for every
 		// request cost CPU and, for a stream, memory for its whole life.
@@ -74,7 +102,14 @@ func (a *api) observe(next http.Handler) http.Handler {
 		// What is used after next returns is taken now: r itself is not
 		// kept by this frame for the life of a stream.
 		ctx, method, path := r.Context(), r.Method, r.URL.Path
+		upgrade := r.Header.Get("Upgrade") != ""
 		next.ServeHTTP(sw, r)
+		if sw.deadlineSet.IsZero() && !upgrade {
+			// The handler wrote nothing: the answer net/http writes now
+			// must not fail on a deadline an earlier request on this
+			// connection left.
+			sw.moveDeadline()
+		}
 		route := chi.RouteContext(ctx).RoutePattern()
 		if route == "" {
 			route = "unmatched"

@@ -33,7 +33,12 @@ type Deps struct {
 	// nothing for that long; past it, BodyMinRate (bytes a second, 0:
 	// none) is the least average rate a body must keep. MaxRequestBodies
 	// (0: no cap) bounds the bodies read at once (see bodies.go).
-	BodyIdleTimeout  time.Duration
+	BodyIdleTimeout time.Duration
+	// WriteTimeout bounds each write of a response: a client that stops
+	// reading for this long is cut, and the handler's writes fail, so
+	// that it gives back what it holds (see statusWriter). Zero: a
+	// minute.
+	WriteTimeout     time.Duration
 	BodyMinRate      int64
 	MaxRequestBodies int64
 	// Metrics serves GET /metrics to the super user and to a bearer
@@ -76,6 +81,9 @@ type api struct {
 
 // Routes returns the HTTP handler with every route of the API.
 func Routes(d Deps) http.Handler {
+	if d.WriteTimeout <= 0 {
+		d.WriteTimeout = time.Minute
+	}
 	a := &api{Deps: d}
 	r := chi.NewRouter()
 	var sockets []string // the routes that accept WebSocket upgrades
