@@ -29,9 +29,10 @@ const (
 // HTTPTransport serves queries and mutations over plain HTTP as the
 // GraphQL-over-HTTP specification says, for GET and POST:
 //
-//   - The response is application/graphql-response+json when the client
-//     accepts it first, application/json otherwise (also for a missing
-//     Accept, */* and application/*); 406 when it accepts neither.
+//   - The response is application/graphql-response+json when the Accept
+//     header prefers it (protocol.Negotiate: q-values, then the first),
+//     application/json otherwise (also for a missing Accept, */* and
+//     application/*); 406 when it accepts neither.
 //   - A POST body must be application/json (UTF-8); a malformed body or
 //     malformed parameters are a 400.
 //   - A request error (the document does not parse or validate, variables
@@ -180,27 +181,11 @@ func MarshalResponse(resp *graphql.Response) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// responseMedia picks the response media type from an Accept header.
+// responseMedia picks the response media type from an Accept header, as
+// protocol.Negotiate decides (application/json for a missing Accept, */*
+// and application/*); false when the header accepts neither.
 func responseMedia(accept string) (string, bool) {
-	if strings.TrimSpace(accept) == "" {
-		return mediaJSON, true
-	}
-	best, bestQ := "", 0.0
-	for _, mr := range protocol.MediaRanges(accept) {
-		var m string
-		switch mr.Type {
-		case mediaGraphQLResponse:
-			m = mediaGraphQLResponse
-		case mediaJSON, "application/*", "*/*":
-			m = mediaJSON
-		default:
-			continue
-		}
-		if mr.Q > bestQ {
-			best, bestQ = m, mr.Q
-		}
-	}
-	return best, best != ""
+	return protocol.Negotiate(accept, mediaJSON, mediaGraphQLResponse)
 }
 
 // ReadParams reads the GraphQL parameters of a GraphQL-over-HTTP request:

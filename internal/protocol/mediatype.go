@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"math"
 	"mime"
 	"strconv"
 	"strings"
@@ -14,7 +15,8 @@ type MediaRange struct {
 }
 
 // MediaRanges parses an Accept header, in order, skipping entries that do
-// not parse. A missing or unparseable q counts as 1.
+// not parse. A missing or unparseable q counts as 1; a q outside 0 to 1 is
+// taken as the nearest of the two.
 func MediaRanges(accept string) []MediaRange {
 	var out []MediaRange
 	for part := range strings.SplitSeq(accept, ",") {
@@ -29,13 +31,67 @@ func MediaRanges(accept string) []MediaRange {
 		}
 		q := 1.0
 		if s, ok := params["q"]; ok {
-			if f, err := strconv.ParseFloat(s, 64); err == nil {
-				q = f
+			if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) {
+				q = min(max(f, 0), 1)
 			}
 		}
 		out = append(out, MediaRange{Type: mt, Q: q})
 	}
 	return out
+}
+
+// Negotiate returns the one of offers (lower-case media types without
+// parameters, in the server's order of preference) that an Accept header
+// prefers, as RFC 9110 section 12.5.1 says: an offer's quality is the q
+// of the most specific range that matches it (type/subtype, then type/*,
+// then */*; the first of equally specific ones), and q=0 means not
+// acceptable. Of offers of equal quality, the one whose range comes first
+// in the header wins, then the first of offers: Accept: */* takes
+// offers[0]. Parameters other than q are not compared: a range with them
+// matches its type/subtype. A header that is empty or blank takes
+// offers[0] (which must exist); ok is false when the header accepts none
+// of offers (also when none of its entries parses).
+func Negotiate(accept string, offers ...string) (offer string, ok bool) {
+	if strings.TrimSpace(accept) == "" {
+		return offers[0], true
+	}
+	ranges := MediaRanges(accept)
+	bestQ, bestAt := 0.0, len(ranges)
+	for _, o := range offers {
+		q, at := quality(ranges, o)
+		if q > bestQ || q == bestQ && q > 0 && at < bestAt {
+			offer, bestQ, bestAt = o, q, at
+		}
+	}
+	return offer, bestQ > 0
+}
+
+// quality returns the q the ranges give the media type offer and the
+// index of the range it comes from; 0 and len(ranges) when none matches.
+func quality(ranges []MediaRange, offer string) (q float64, at int) {
+	at, best := len(ranges), -1 // best: the specificity of ranges[at]
+	for i, mr := range ranges {
+		s := specificity(mr.Type, offer)
+		if s > best {
+			q, at, best = mr.Q, i, s
+		}
+	}
+	return q, at
+}
+
+// specificity says how closely the media range r matches the media type
+// t: 2 for the type itself, 1 for its type/*, 0 for */*, -1 when r does
+// not match t.
+func specificity(r, t string) int {
+	switch {
+	case r == t:
+		return 2
+	case r == "*/*":
+		return 0
+	case strings.HasSuffix(r, "/*") && strings.HasPrefix(t, r[:len(r)-1]):
+		return 1
+	}
+	return -1
 }
 
 // plainMediaType reports whether s is a lower-case type/subtype without

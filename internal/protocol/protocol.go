@@ -100,31 +100,21 @@ func hasToken(values []string, token string) bool {
 }
 
 // negotiate returns the event stream the Accept header prefers, or HTTP
-// when it prefers a plain JSON response (or names nothing we stream). The
-// first of equally weighted types wins; a type of quality 0 is refused.
+// when it prefers a plain JSON response (or accepts nothing we serve), as
+// Negotiate decides: media ranges (text/* takes SSE), q-values, the first
+// of equals, and at equal quality a JSON response before a stream (*/*,
+// application/*).
 func negotiate(accept string) Kind {
 	if accept == "" { // most REST requests: nothing to parse
 		return HTTP
 	}
-	best := HTTP
-	bestQ := 0.0
-	for _, mr := range MediaRanges(accept) {
-		var k Kind
-		switch mr.Type {
-		case MediaSSE:
-			k = SSE
-		case MediaNDJSON:
-			k = NDJSON
-		case MediaMultipart:
-			k = Multipart
-		case "application/json", "application/graphql-response+json", "application/*", "*/*":
-			k = HTTP
-		default:
-			continue
-		}
-		if mr.Q > bestQ {
-			best, bestQ = k, mr.Q
-		}
+	switch m, _ := Negotiate(accept, "application/json", "application/graphql-response+json", MediaSSE, MediaNDJSON, MediaMultipart); m {
+	case MediaSSE:
+		return SSE
+	case MediaNDJSON:
+		return NDJSON
+	case MediaMultipart:
+		return Multipart
 	}
-	return best
+	return HTTP
 }

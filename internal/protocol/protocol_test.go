@@ -39,6 +39,24 @@ func TestOf(t *testing.T) {
 		{"q=0 refuses", "GET", "/", header{"Accept", "text/event-stream;q=0"}, HTTP},
 		{"unparseable q counts as 1", "GET", "/", header{"Accept", "application/json;q=0.9, text/event-stream;q=x"}, SSE},
 
+		// Media ranges (RFC 9110 section 12.5.1): a range matches every
+		// type it names, the most specific range decides an offer's q,
+		// and at equal q a JSON response comes before a stream.
+		{"text/* takes SSE", "GET", "/", header{"Accept", "text/*"}, SSE},
+		{"text/* by POST", "POST", "/", header{"Accept", "text/*"}, SSE},
+		{"text/* preferred by q", "POST", "/", header{"Accept", "text/*;q=0.5, application/json;q=0.1"}, SSE},
+		{"JSON preferred over text/* by q", "POST", "/", header{"Accept", "text/*;q=0.1, application/json;q=0.5"}, HTTP},
+		{"*/* with a preferred stream", "GET", "/", header{"Accept", "*/*;q=0.1, application/x-ndjson"}, NDJSON},
+		{"multipart/*", "POST", "/", header{"Accept", "multipart/*"}, Multipart},
+		{"application/*: JSON before NDJSON", "GET", "/", header{"Accept", "application/*"}, HTTP},
+		{"a specific q=0 beats text/*", "GET", "/", header{"Accept", "text/*, text/event-stream;q=0"}, HTTP},
+		{"a specific q=0 beats text/* after it", "GET", "/", header{"Accept", "text/event-stream;q=0, text/*"}, HTTP},
+		{"a specific q beats */*", "GET", "/", header{"Accept", "*/*;q=0.9, text/event-stream;q=0.1"}, HTTP},
+		{"text/*;q=0 refuses", "GET", "/", header{"Accept", "text/*;q=0"}, HTTP},
+		{"a browser", "GET", "/", header{"Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}, HTTP},
+		{"types compare in lower case", "GET", "/", header{"Accept", "Text/Event-Stream"}, SSE},
+		{"q above 1 is 1", "GET", "/", header{"Accept", "application/json;q=2, text/event-stream"}, HTTP},
+
 		// Streams are GET and POST only: other methods are plain HTTP
 		// (answered 405 by the GraphQL-over-HTTP transport).
 		{"PATCH", "PATCH", "/", header{"Accept", "text/event-stream"}, HTTP},
@@ -73,6 +91,46 @@ func TestOf(t *testing.T) {
 		}
 		if got := Of(r); got != tt.want {
 			t.Errorf("%s: %s %s %q: got %d, want %d", tt.name, tt.method, tt.target, r.Header, got, tt.want)
+		}
+	}
+}
+
+// TestNegotiate is the table of Accept headers and the offer each
+// prefers of GraphQL over HTTP's two response types.
+func TestNegotiate(t *testing.T) {
+	t.Parallel()
+	const jsonType, gqlType = "application/json", "application/graphql-response+json"
+	tests := []struct {
+		accept string
+		want   string // "": none acceptable
+	}{
+		{"", jsonType},
+		{"  ", jsonType},
+		{"*/*", jsonType},
+		{"application/*", jsonType},
+		{gqlType, gqlType},
+		{gqlType + ", " + jsonType, gqlType},
+		{jsonType + ", " + gqlType, jsonType},
+		{jsonType + ";q=0.9, " + gqlType, gqlType},
+		{"application/*;q=0.5, " + gqlType, gqlType},
+		{"*/*, " + jsonType + ";q=0", gqlType},
+		{"*/*;q=0.1, " + jsonType + ";q=0.2", jsonType},
+		{"*/*;q=0", ""},
+		{"application/*;q=0, */*", ""},
+		{jsonType + ";q=0, " + gqlType + ";q=0", ""},
+		{"text/html", ""},
+		{"text/*", ""},
+		{";;;", ""},
+		{jsonType + ";q=-1", ""},
+		{jsonType + ";q=NaN", jsonType}, // unparseable: 1
+	}
+	for _, tt := range tests {
+		got, ok := Negotiate(tt.accept, jsonType, gqlType)
+		if !ok {
+			got = ""
+		}
+		if got != tt.want {
+			t.Errorf("Accept %q: got %q (ok %v), want %q", tt.accept, got, ok, tt.want)
 		}
 	}
 }
