@@ -303,6 +303,7 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 	}
 	srv.transports = append(srv.transports, HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes})
 	cache := lru.New[*ast.QueryDocument](h.opts.QueryCacheSize)
+	srv.exec.SetDefaultRulesFn(validationRules)
 	srv.exec.SetQueryCache(newValidatingCache(cache, lru.New[struct{}](h.opts.QueryCacheSize), es.gql))
 	srv.exec.Use(extension.Introspection{})
 	// Before the persisted-query cache, which keeps the texts it is sent

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -36,7 +37,10 @@ import (
 // compare them with each other (OverlappingFieldsCanBeMerged: two fields
 // of one response name need equal arguments), so the shape keeps which
 // strings are equal (see queryShape). Numbers and names are kept: an Int
-// too large is an error, an enum value must exist. This holds for the
+// too large is an error, an enum value must exist. An Int too large for
+// an int64 is also numbered among the strings: of type BigInt it is read
+// as the string of its digits (bigIntLiteral), equal to that string when
+// OverlappingFieldsCanBeMerged compares them. This holds for the
 // rules of the gqlparser in go.mod (v2.5.64, read rule by rule); after an
 // upgrade, read them again: FuzzValidatingCacheShapes compares the cache
 // with gqlparser's own validation, but only finds what it reaches.
@@ -44,6 +48,9 @@ type validatingCache struct {
 	cache  graphql.Cache[*ast.QueryDocument]
 	schema *ast.Schema
 	rules  []core.Rule
+	// annotate is what a query of a known shape is walked with: the
+	// rules that change the document (bigIntLiterals), none that check it.
+	annotate *core.Events
 	// shapes holds the digests of the shapes of queries that validated.
 	shapes graphql.Cache[struct{}]
 }
@@ -51,11 +58,11 @@ type validatingCache struct {
 var _ graphql.Cache[*ast.QueryDocument] = (*validatingCache)(nil)
 
 // newValidatingCache returns the cache of schema's queries over cache,
-// validating with the rules gqlgen's executor uses by default (the
-// default rules, field and leaf errors with suggestions); shapes keeps
-// the shapes of the queries that validated.
+// validating with the rules gqlgen's executor is given
+// (validationRules, field and leaf errors with suggestions); shapes
+// keeps the shapes of the queries that validated.
 func newValidatingCache(cache graphql.Cache[*ast.QueryDocument], shapes graphql.Cache[struct{}], schema *ast.Schema) *validatingCache {
-	r := rules.NewDefaultRules()
+	r := validationRules()
 	// As executor.Executor.parseQuery does with suggestions on.
 	r.RemoveRule("FieldsOnCorrectTypeWithoutSuggestions")
 	r.AddRule(rules.FieldsOnCorrectTypeRule.Name, rules.FieldsOnCorrectTypeRule.RuleFunc)
@@ -66,7 +73,9 @@ func newValidatingCache(cache graphql.Cache[*ast.QueryDocument], shapes graphql.
 		list = append(list, core.Rule{Name: name, RuleFunc: f})
 	}
 	slices.SortFunc(list, func(a, b core.Rule) int { return strings.Compare(a.Name, b.Name) })
-	return &validatingCache{cache: cache, schema: schema, rules: list, shapes: shapes}
+	annotate := &core.Events{}
+	bigIntLiterals(annotate, nil)
+	return &validatingCache{cache: cache, schema: schema, rules: list, annotate: annotate, shapes: shapes}
 }
 
 // Get returns the document of query: the cached one, or query parsed and
@@ -91,7 +100,7 @@ func (c *validatingCache) Get(ctx context.Context, query string) (*ast.QueryDocu
 		_, known = c.shapes.Get(ctx, shape)
 	}
 	if known {
-		validator.Walk(c.schema, doc, &core.Events{})
+		validator.Walk(c.schema, doc, c.annotate)
 	} else {
 		if errs := validator.ValidateWithSources(c.schema, doc, c.rules...); len(errs) > 0 {
 			return nil, false
@@ -107,10 +116,23 @@ func (c *validatingCache) Get(ctx context.Context, query string) (*ast.QueryDocu
 // queryShape returns the digest of query's shape: its tokens, without
 // comments, each string value replaced by the number of its first
 // appearance among the query's distinct strings (so "a" "b" "a" is 0 1 0,
-// as "x" "y" "x" is). False when query does not lex.
+// as "x" "y" "x" is). An Int too large for an int64 is kept and numbered
+// among the strings too (see validatingCache). False when query does not
+// lex.
 func queryShape(query string) (string, bool) {
 	lx := lexer.New(&ast.Source{Input: query})
 	var strs map[string]int
+	number := func(s string) uint64 {
+		n, seen := strs[s]
+		if !seen {
+			if strs == nil {
+				strs = map[string]int{}
+			}
+			n = len(strs)
+			strs[s] = n
+		}
+		return uint64(n)
+	}
 	key := make([]byte, 0, len(query)+16)
 	for {
 		tok, err := lx.ReadToken()
@@ -124,18 +146,15 @@ func queryShape(query string) (string, bool) {
 		case lexer.Comment:
 			continue
 		case lexer.String, lexer.BlockString:
-			n, seen := strs[tok.Value]
-			if !seen {
-				if strs == nil {
-					strs = map[string]int{}
-				}
-				n = len(strs)
-				strs[tok.Value] = n
-			}
-			key = binary.AppendUvarint(append(key, byte(tok.Kind)), uint64(n))
+			key = binary.AppendUvarint(append(key, byte(tok.Kind)), number(tok.Value))
 		default:
 			key = binary.AppendUvarint(append(key, byte(tok.Kind)), uint64(len(tok.Value)))
 			key = append(key, tok.Value...)
+			if tok.Kind == lexer.Int {
+				if _, err := strconv.ParseInt(tok.Value, 10, 64); err != nil {
+					key = binary.AppendUvarint(key, number(tok.Value))
+				}
+			}
 		}
 	}
 }

@@ -15,12 +15,12 @@ import (
 )
 
 // TestValidatingCacheAgreesWithGqlgen checks that the query cache accepts
-// exactly the queries gqlgen's own validation accepts (the default rules,
-// as validator.ValidateWithRules runs them), so that every other query
-// still gets gqlgen's errors.
+// exactly the queries gqlgen's own validation accepts (the rules it is
+// given, validationRules, as validator.ValidateWithRules runs them), so
+// that every other query still gets gqlgen's errors.
 func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 	t.Parallel()
-	gql := adminSchema(t, `type Person { name: String! age: Int friend: Person } enum Color { RED }`)
+	gql := adminSchema(t, `type Person { name: String! age: Int wealth: BigInt friend: Person } enum Color { RED }`)
 	for _, q := range []string{
 		`{ Person(id: "Person/a") { _id name age } }`,
 		`query($n: Int) { Person(filter: {age: {eq: $n}}) { name friend { name } } }`,
@@ -38,7 +38,7 @@ func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 		_, got := c.Get(context.Background(), q)
 		want := false
 		if doc, err := parser.ParseQuery(&ast.Source{Input: q}); err == nil && len(doc.Operations) > 0 {
-			want = len(validator.ValidateWithRules(gql, doc, nil)) == 0
+			want = len(validator.ValidateWithRules(gql, doc, validationRules())) == 0
 		}
 		if got != want {
 			t.Errorf("%q: the cache accepts it: %v; gqlgen's validation: %v", q, got, want)
@@ -51,13 +51,14 @@ func TestValidatingCacheAgreesWithGqlgen(t *testing.T) {
 
 // TestValidatingCacheKnowsShapes: queries that differ from one that
 // validated only in their strings are not checked by the rules again, but
-// annotated with the schema for the executor; what validation reads of a
-// query (which strings are equal, numbers, names) still decides. Each
-// query runs through one cache, and must be accepted exactly when
-// gqlgen's validation accepts it.
+// annotated with the schema for the executor (and their BigInt literals
+// read: bigIntLiterals); what validation reads of a query (which strings
+// are equal, numbers, names) still decides. Each query runs through one
+// cache, and must be accepted exactly when gqlgen's validation accepts
+// it; the arguments of one it accepts can be read.
 func TestValidatingCacheKnowsShapes(t *testing.T) {
 	t.Parallel()
-	gql := adminSchema(t, `type Person { name: String! age: Int color: Color } enum Color { RED }`)
+	gql := adminSchema(t, `type Person { name: String! age: Int wealth: BigInt color: Color } enum Color { RED }`)
 	c := newValidatingCache(lru.New[*ast.QueryDocument](100), lru.New[struct{}](100), gql)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -80,6 +81,14 @@ func TestValidatingCacheKnowsShapes(t *testing.T) {
 		// A string where an enum value belongs is refused whatever it says.
 		{`{ Person(filter: {color: {eq: "RED"}}) { name } }`, false},
 		{`{ Person(filter: {color: {eq: "BLUE"}}) { name } }`, false},
+		// A BigInt literal too large for an int64 is read as its digits,
+		// in a query of a known shape too.
+		{`{ Person(id: "a", filter: {wealth: {gt: 99999999999999999999}}) { name } }`, false},
+		{`{ Person(id: "b", filter: {wealth: {gt: 99999999999999999999}}) { name } }`, true},
+		// ... and is then equal to the string of its digits: which strings
+		// it equals is the shape's own.
+		{`{ a: Person(filter: {wealth: {gt: 99999999999999999999}}) { name } a: Person(filter: {wealth: {gt: "99999999999999999999"}}) { name } }`, false},
+		{`{ a: Person(filter: {wealth: {gt: 99999999999999999999}}) { name } a: Person(filter: {wealth: {gt: "1"}}) { name } }`, false},
 	} {
 		shape, ok := queryShape(tc.query)
 		if !ok {
@@ -90,14 +99,24 @@ func TestValidatingCacheKnowsShapes(t *testing.T) {
 		}
 		want := false
 		if doc, err := parser.ParseQuery(&ast.Source{Input: tc.query}); err == nil {
-			want = len(validator.ValidateWithRules(gql, doc, nil)) == 0
+			want = len(validator.ValidateWithRules(gql, doc, validationRules())) == 0
 		}
 		doc, got := c.Get(ctx, tc.query)
 		if got != want {
 			t.Errorf("%q: the cache accepts it: %v; gqlgen's validation: %v", tc.query, got, want)
 		}
-		if got && doc.Operations[0].SelectionSet[0].(*ast.Field).Definition == nil {
+		if !got {
+			continue
+		}
+		f := doc.Operations[0].SelectionSet[0].(*ast.Field)
+		if f.Definition == nil {
 			t.Errorf("%q: not annotated with the schema's definitions", tc.query)
+			continue
+		}
+		for _, a := range f.Arguments {
+			if _, err := a.Value.Value(nil); err != nil {
+				t.Errorf("%q: argument %s cannot be read: %v", tc.query, a.Name, err)
+			}
 		}
 	}
 }
@@ -154,8 +173,10 @@ func TestQueryParsedOnce(t *testing.T) {
 // when gqlgen's validation accepts it, whether or not the two have one
 // shape.
 func FuzzValidatingCacheShapes(f *testing.F) {
-	gql := adminSchema(f, `type Person { name: String! age: Int color: Color friend: Person } enum Color { RED }`)
+	gql := adminSchema(f, `type Person { name: String! age: Int wealth: BigInt color: Color friend: Person } enum Color { RED }`)
 	f.Add(`{ a: Person(id: "x") { name } a: Person(id: "x") { name } }`, `{ a: Person(id: "x") { name } a: Person(id: "y") { name } }`)
+	f.Add(`{ a: Person(filter: {wealth: {eq: 99999999999999999999}}) { name } a: Person(filter: {wealth: {eq: "99999999999999999999"}}) { name } }`,
+		`{ a: Person(filter: {wealth: {eq: 99999999999999999999}}) { name } a: Person(filter: {wealth: {eq: "9"}}) { name } }`)
 	f.Add(`{ Person(id: "a") { name } }`, `{ Person(id: "b\u0041") { name } }`)
 	f.Add(`query($v: ID = "a") { Person(id: $v) { name } }`, `query($v: ID = "b") { Person(id: $v) { friend { name } } }`)
 	f.Add(`{ Person(filter: {color: {eq: RED}}) { name } }`, `{ Person(filter: {color: {eq: "RED"}}) { name } }`)
@@ -164,7 +185,7 @@ func FuzzValidatingCacheShapes(f *testing.F) {
 		for _, q := range []string{first, second} {
 			want := false
 			if doc, err := parser.ParseQuery(&ast.Source{Input: q}); err == nil && len(doc.Operations) > 0 {
-				want = len(validator.ValidateWithRules(gql, doc, nil)) == 0
+				want = len(validator.ValidateWithRules(gql, doc, validationRules())) == 0
 			}
 			if _, got := c.Get(context.Background(), q); got != want {
 				t.Fatalf("%q (after %q): the cache accepts it: %v; gqlgen's validation: %v", q, first, got, want)
