@@ -99,6 +99,14 @@ func (s *Schema) Class(name string) *Class {
 	return s.Classes[name]
 }
 
+// Enum returns the enum named name, or nil.
+func (s *Schema) Enum(name string) *Enum {
+	if s == nil {
+		return nil
+	}
+	return s.Enums[name]
+}
+
 // Descendants returns name and every class that inherits from it, directly or
 // not, in declaration order.
 func (s *Schema) Descendants(name string) []string {

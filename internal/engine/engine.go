@@ -44,6 +44,9 @@ type Engine struct {
 	// schemas holds parsed current schemas, bounded (a process serves
 	// any number of databases, each schema up to max_schema_bytes).
 	schemas *schemacache.Cache
+	// digests holds what each schema version changed from the one
+	// before, for reads of the past (digest.go), bounded.
+	digests *digestCache
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
@@ -110,6 +113,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	}
 	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
 		schemas:   schemacache.New(schemaEntries, schemaBytes),
+		digests:   newDigestCache(),
 		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}

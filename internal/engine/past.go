@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schemacache"
 )
 
 // A read of the past shows the state at a position through today's
@@ -234,35 +235,126 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 		firsts[i] = v.FirstSeq
 	}
 	load := func(i int) (*sluice.Schema, error) { return e.store.SchemaAt(ctx, d.ID, walk[i].Version) }
-	return scan(firsts, max(postgres.VersionAt(walk, toSeq), 0), load, cur, role)
-}
-
-// scan walks the versions whose first commits are firsts, oldest first,
-// loading each with load, and records what versionScan holds about the
-// document classes and fields of cur, for a reader with role.
-func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
-	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, hidden: map[fieldKey]int{},
-		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
-	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
-	var prev *sluice.Schema
-	for i := range firsts {
+	digest := func(i int) (*versionDigest, error) {
+		key := schemacache.Key{DB: d.ID, Version: walk[i].Version}
+		if dg, ok := e.digests.get(key); ok {
+			return dg, nil
+		}
+		// Two versions parsed at a time (see versionScan).
+		prev, err := load(i - 1)
+		if err != nil {
+			return nil, err
+		}
 		s, err := load(i)
 		if err != nil {
 			return nil, err
 		}
-		if i == 0 {
-			sc.then = s
+		dg := digestOf(prev, s)
+		e.digests.add(key, dg)
+		return dg, nil
+	}
+	return scan(firsts, max(postgres.VersionAt(walk, toSeq), 0), load, digest, cur, role)
+}
+
+// scan walks the versions whose first commits are firsts, oldest first,
+// and records what versionScan holds about the document classes and
+// fields of cur, for a reader with role. It loads versions 0 and at with
+// load, and learns the others from their digests (digest, for versions 1
+// on): the walk holds a view of one version, applying each digest to it.
+func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), digest func(i int) (*versionDigest, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
+	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, hidden: map[fieldKey]int{},
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
+	if len(firsts) == 0 {
+		return sc, nil
+	}
+	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
+	first, err := load(0)
+	if err != nil {
+		return nil, err
+	}
+	sc.then = first
+	s := viewOf(first)
+	// What holds of a class or field of today's schema lasts until a
+	// digest changes its class (or the enum of its field): gone, hidden
+	// and broke record the last version something held, so while it holds
+	// (open) the versions go by without a look at it, and when it stops
+	// holding, or at the end, the last version it held is recorded.
+	// A field missing from a version breaks its column in that version
+	// and the next (sameColumn): absent holds those missing now.
+	goneOpen, hiddenOpen, absent := map[string]bool{}, map[fieldKey]bool{}, map[fieldKey]bool{}
+	last := len(firsts) - 1
+	// look records what version i (the view s; prev, the one before, nil
+	// for version 0) holds of class name of today's schema, and, with
+	// fields, of its fields (all of them, or those whose enum changed).
+	look := func(i int, prev *before, name string, fields []*sluice.Field) {
+		sclass := s.Class(name)
+		doc := isDoc(sclass)
+		switch {
+		case !doc:
+			sc.gone[name], goneOpen[name] = i, true
+		case goneOpen[name]:
+			sc.gone[name] = i - 1
+			delete(goneOpen, name)
 		}
-		if i == at {
-			sc.atThen = s
+		var pc *sluice.Class
+		if prev != nil {
+			pc = prev.Class(name)
+			if _, ok := sc.droppedIn[name]; !ok && isDoc(pc) && !doc {
+				sc.droppedIn[name] = i
+			}
+		}
+		for _, f := range fields {
+			k := fieldKey{name, f.Name}
+			var of *sluice.Field
+			if sclass != nil {
+				of = sclass.Field(f.Name)
+			}
+			switch {
+			case of != nil && of.ReadRole > role:
+				sc.hidden[k], hiddenOpen[k] = i, true
+			case hiddenOpen[k]:
+				sc.hidden[k] = i - 1
+				delete(hiddenOpen, k)
+			}
+			if of == nil {
+				absent[k] = true
+			} else {
+				delete(absent, k)
+			}
+			if prev == nil || sameColumn(prev, s, name, f.Name) {
+				continue
+			}
+			sc.broke[k] = i
+			if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
+				sc.brokeIn[k] = i
+			}
+		}
+	}
+	for i := range firsts {
+		var prev *before // version i-1, and what version i changed
+		var d *versionDigest
+		if i > 0 {
+			if d, err = digest(i); err != nil {
+				return nil, err
+			}
+			prev = s.apply(d)
 		}
 		// The classes today's schema lacks: only those of versions 0 and
 		// at are followed (what a read as of their positions covers),
 		// and the first dropped, whatever its version (what a diff's
 		// log covers).
 		if i == 0 || i == at {
-			for _, name := range s.Order {
-				if isDoc(s.Class(name)) && !isDoc(cur.Class(name)) {
+			full := first
+			if i > 0 {
+				if full, err = load(i); err != nil {
+					return nil, err
+				}
+			}
+			if i == at {
+				sc.atThen = full
+			}
+			for _, name := range full.Order {
+				if isDoc(full.Class(name)) && !isDoc(cur.Class(name)) {
 					sc.lastDoc[name] = i
 				}
 			}
@@ -272,45 +364,61 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur 
 				sc.lastDoc[name] = i
 			}
 		}
-		if prev != nil && sc.dropped == 0 {
-			for _, name := range prev.Order {
-				if isDoc(prev.Class(name)) && !isDoc(s.Class(name)) && !isDoc(cur.Class(name)) {
-					sc.dropped, sc.droppedName = i, name
+		if i == 0 {
+			for _, name := range cur.Order {
+				if c := cur.Classes[name]; c.Kind == sluice.KindDocument {
+					look(0, nil, name, c.Fields)
+				}
+			}
+			continue
+		}
+		// Only a class the digest changed can have stopped being a
+		// document class; they come in the previous version's order.
+		if sc.dropped == 0 {
+			for _, nc := range d.classes {
+				if isDoc(prev.Class(nc.name)) && !isDoc(nc.class) && !isDoc(cur.Class(nc.name)) {
+					sc.dropped, sc.droppedName = i, nc.name
 					break
 				}
 			}
 		}
-		for _, name := range cur.Order {
-			c := cur.Classes[name]
-			if c.Kind != sluice.KindDocument {
-				continue
+		for _, nc := range d.classes {
+			if c := cur.Class(nc.name); isDoc(c) {
+				look(i, prev, nc.name, c.Fields)
 			}
-			doc := isDoc(s.Class(name))
-			if !doc {
-				sc.gone[name] = i
-			}
-			var pc *sluice.Class
-			if prev != nil {
-				pc = prev.Class(name)
-				if _, ok := sc.droppedIn[name]; !ok && isDoc(pc) && !doc {
-					sc.droppedIn[name] = i
-				}
-			}
-			for _, f := range c.Fields {
-				k := fieldKey{name, f.Name}
-				if of := fieldOf(s, name, f.Name); of != nil && of.ReadRole > role {
-					sc.hidden[k] = i
-				}
-				if prev == nil || sameColumn(prev, s, name, f.Name) {
+		}
+		if len(d.enums) > 0 {
+			// The fields of the other classes whose enum changed.
+			for _, name := range cur.Order {
+				c := cur.Classes[name]
+				if c.Kind != sluice.KindDocument || prev.changed(name, "") {
 					continue
 				}
-				sc.broke[k] = i
-				if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
-					sc.brokeIn[k] = i
+				var fields []*sluice.Field
+				for _, f := range c.Fields {
+					if of := fieldOf(s, name, f.Name); of != nil && of.Type.Kind == sluice.TypeEnum && prev.changed("", of.Type.Name) {
+						fields = append(fields, f)
+					}
+				}
+				if len(fields) > 0 {
+					look(i, prev, name, fields)
 				}
 			}
 		}
-		prev = s
+	}
+	for name := range goneOpen {
+		sc.gone[name] = last
+	}
+	for k := range hiddenOpen {
+		sc.hidden[k] = last
+	}
+	// A field missing until the end broke its column in every version
+	// from the one that dropped it (when it comes back, the version that
+	// adds it records that).
+	for k := range absent {
+		if last > 0 {
+			sc.broke[k] = last
+		}
 	}
 	return sc, nil
 }
@@ -461,13 +569,13 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 // still valid: a schema change keeps a column when the field keeps its
 // type and list-ness (postgres syncTables), and an enum field's values
 // stay valid while the enum drops none.
-func sameColumn(a, b *sluice.Schema, class, field string) bool {
+func sameColumn(a, b schemaView, class, field string) bool {
 	af, bf := fieldOf(a, class, field), fieldOf(b, class, field)
 	if af == nil || bf == nil || af.Type != bf.Type || af.List != bf.List {
 		return false
 	}
 	if af.Type.Kind == sluice.TypeEnum {
-		ae, be := a.Enums[af.Type.Name], b.Enums[bf.Type.Name]
+		ae, be := a.Enum(af.Type.Name), b.Enum(bf.Type.Name)
 		if ae == nil || be == nil {
 			return false
 		}
@@ -481,7 +589,7 @@ func sameColumn(a, b *sluice.Schema, class, field string) bool {
 }
 
 // fieldOf returns field of class in s, nil when either is missing.
-func fieldOf(s *sluice.Schema, class, field string) *sluice.Field {
+func fieldOf(s schemaView, class, field string) *sluice.Field {
 	if c := s.Class(class); c != nil {
 		return c.Field(field)
 	}

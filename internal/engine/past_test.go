@@ -37,21 +37,10 @@ func TestPastSchema(t *testing.T) {
 		type Tag { label: String! }
 		type Other { y: Int }`)
 	versions, firsts := []*sluice.Schema{v1, v2, now}, []int64{1, 5, 8}
-	// scanOf scans the versions, each loaded once, in order.
+	// scanOf scans the versions, loading only versions 0 and at.
 	scanOf := func(role sluice.Role, at int) *versionScan {
 		t.Helper()
-		next := 0
-		sc, err := scan(firsts, at, func(i int) (*sluice.Schema, error) {
-			if i != next {
-				t.Fatalf("version %d loaded, want %d", i, next)
-			}
-			next++
-			return versions[i], nil
-		}, now, role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sc
+		return scanVersionsOf(t, versions, firsts, at, now, role)
 	}
 	pos := sluice.Position{Epoch: "e", Seq: 3, Index: sluice.WholeCommit}
 
@@ -118,10 +107,7 @@ func TestPastSchema(t *testing.T) {
 		for at := range versions {
 			p := sluice.Position{Epoch: "e", Seq: firsts[at]}
 			got, gotDrop := pastSchema(scanOf(role, at), at, now, role, p)
-			alone, err := scan(firsts[at:], 0, func(i int) (*sluice.Schema, error) { return versions[at+i], nil }, now, role)
-			if err != nil {
-				t.Fatal(err)
-			}
+			alone := scanVersionsOf(t, versions[at:], firsts[at:], 0, now, role)
 			want, wantDrop := pastSchema(alone, 0, now, role, p)
 			if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotDrop, wantDrop) {
 				t.Errorf("role %v from version %d: %v %v, alone %v %v", role, at, got, gotDrop, want, wantDrop)
@@ -133,10 +119,7 @@ func TestPastSchema(t *testing.T) {
 	if p := diffPast(scanOf(sluice.RoleRead, 2), now, sluice.RoleRead, pos, sluice.Position{Epoch: "e", Seq: 9}); p.CheckAll() == nil || p.CheckClass("Old") == nil {
 		t.Errorf("a diff from commit 3: %v", p.Lost)
 	}
-	later, err := scan(firsts[1:], 1, func(i int) (*sluice.Schema, error) { return versions[1+i], nil }, now, sluice.RoleRead)
-	if err != nil {
-		t.Fatal(err)
-	}
+	later := scanVersionsOf(t, versions[1:], firsts[1:], 1, now, sluice.RoleRead)
 	if p := diffPast(later, now, sluice.RoleRead, sluice.Position{Epoch: "e", Seq: 6}, sluice.Position{Epoch: "e", Seq: 9}); p.CheckClass("Old") != nil {
 		t.Errorf("a diff from commit 6: %v", p.Lost)
 	}
@@ -145,4 +128,23 @@ func TestPastSchema(t *testing.T) {
 	if len(past.Unknown) != 0 || len(past.Lost) != 0 {
 		t.Errorf("as of commit 0: %v %v", past.Unknown, past.Lost)
 	}
+}
+
+// scanVersionsOf scans versions (whose first commits are firsts) as
+// Engine.scanVersions does, checking that it loads only versions 0 and at
+// and learns the others from their digests.
+func scanVersionsOf(t *testing.T, versions []*sluice.Schema, firsts []int64, at int, cur *sluice.Schema, role sluice.Role) *versionScan {
+	t.Helper()
+	sc, err := scan(firsts, at, func(i int) (*sluice.Schema, error) {
+		if i != 0 && i != at {
+			t.Fatalf("version %d loaded, want only 0 and %d", i, at)
+		}
+		return versions[i], nil
+	}, func(i int) (*versionDigest, error) {
+		return digestOf(versions[i-1], versions[i]), nil
+	}, cur, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
 }

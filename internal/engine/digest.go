@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"slices"
+	"sync"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schemacache"
+)
+
+// A read of the past walks a database's schema versions from the one in
+// force at its position to today's (scan). Walking parsed versions cost a
+// parse of each one whose parse was not cached (1.5 ms for 9 KB of SDL:
+// 300 ms for a read as of a position 200 versions back, every time, as
+// the walk went through more versions than the cache of parsed ones
+// holds). The walk needs only what each version changed from the one
+// before it: its digest, computed once from the two versions and kept
+// (small: a schema change touches a few classes), so that a walk parses
+// only its first version and the one in force at a diff's end.
+
+// versionDigest is what a schema version changed from the version before
+// it, in what a walk of the versions reads (sameForScan): the classes it
+// added, changed or removed, as it has them (nil: removed), and likewise
+// its enums.
+type versionDigest struct {
+	classes []namedClass // in the previous version's order, then the new ones in this one's
+	enums   map[string]*sluice.Enum
+	size    int // about the bytes it holds, for the cache's bound
+}
+
+type namedClass struct {
+	name  string
+	class *sluice.Class
+}
+
+// digestOf returns what s changed from prev.
+func digestOf(prev, s *sluice.Schema) *versionDigest {
+	d := &versionDigest{enums: map[string]*sluice.Enum{}}
+	add := func(name string, c *sluice.Class) {
+		d.classes = append(d.classes, namedClass{name, c})
+		d.size += 64 + len(name)
+		if c != nil {
+			for _, f := range c.Fields {
+				d.size += 64 + len(f.Name) + len(f.Type.Name)
+			}
+		}
+	}
+	for _, name := range prev.Order {
+		if c := s.Class(name); !sameForScan(prev.Class(name), c) {
+			add(name, c)
+		}
+	}
+	for _, name := range s.Order {
+		if prev.Class(name) == nil {
+			add(name, s.Class(name))
+		}
+	}
+	for name, e := range prev.Enums {
+		if ne := s.Enums[name]; ne == nil || !slices.Equal(e.Values, ne.Values) {
+			d.enums[name] = ne
+		}
+	}
+	for name, ne := range s.Enums {
+		if prev.Enums[name] == nil {
+			d.enums[name] = ne
+		}
+	}
+	for _, e := range d.enums {
+		d.size += 64
+		if e != nil {
+			for _, v := range e.Values {
+				d.size += 16 + len(v)
+			}
+		}
+	}
+	return d
+}
+
+// sameForScan reports whether classes a and b are alike in all a walk of
+// the versions reads of them: kind, and each field's name, type,
+// list-ness and read role.
+func sameForScan(a, b *sluice.Class) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if a.Kind != b.Kind || len(a.Fields) != len(b.Fields) {
+		return false
+	}
+	for i, f := range a.Fields {
+		g := b.Fields[i]
+		if f.Name != g.Name || f.Type != g.Type || f.List != g.List || f.ReadRole != g.ReadRole {
+			return false
+		}
+	}
+	return true
+}
+
+// view is a schema version as a walk sees it: the classes and enums of
+// its first version with the digests of the following ones applied.
+type view struct {
+	classes map[string]*sluice.Class
+	enums   map[string]*sluice.Enum
+}
+
+func viewOf(s *sluice.Schema) *view {
+	v := &view{classes: make(map[string]*sluice.Class, len(s.Classes)), enums: make(map[string]*sluice.Enum, len(s.Enums))}
+	for name, c := range s.Classes {
+		v.classes[name] = c
+	}
+	for name, e := range s.Enums {
+		v.enums[name] = e
+	}
+	return v
+}
+
+func (v *view) Class(name string) *sluice.Class { return v.classes[name] }
+func (v *view) Enum(name string) *sluice.Enum   { return v.enums[name] }
+
+// apply makes v the version digest d describes, and returns the version v
+// was (a view over v holding what d changed as it was).
+func (v *view) apply(d *versionDigest) *before {
+	b := &before{now: v, classes: make(map[string]*sluice.Class, len(d.classes)), enums: make(map[string]*sluice.Enum, len(d.enums))}
+	for _, nc := range d.classes {
+		b.classes[nc.name] = v.classes[nc.name]
+		if nc.class == nil {
+			delete(v.classes, nc.name)
+		} else {
+			v.classes[nc.name] = nc.class
+		}
+	}
+	for name, e := range d.enums {
+		b.enums[name] = v.enums[name]
+		if e == nil {
+			delete(v.enums, name)
+		} else {
+			v.enums[name] = e
+		}
+	}
+	return b
+}
+
+// before is the version before a digest was applied to now: what the
+// digest changed, as it was, and everything else as now has it.
+type before struct {
+	now     *view
+	classes map[string]*sluice.Class
+	enums   map[string]*sluice.Enum
+}
+
+func (b *before) Class(name string) *sluice.Class {
+	if c, ok := b.classes[name]; ok {
+		return c
+	}
+	return b.now.Class(name)
+}
+
+func (b *before) Enum(name string) *sluice.Enum {
+	if e, ok := b.enums[name]; ok {
+		return e
+	}
+	return b.now.Enum(name)
+}
+
+// changed reports whether the digest changed class or enum name.
+func (b *before) changed(class, enum string) bool {
+	_, c := b.classes[class]
+	_, e := b.enums[enum]
+	return c || e
+}
+
+// schemaView is what sameColumn and fieldOf read of a version: a parsed
+// schema, or a view of one.
+type schemaView interface {
+	Class(name string) *sluice.Class
+	Enum(name string) *sluice.Enum
+}
+
+// Digests bounds: in entries, and in the bytes digests hold (a digest of
+// a schema change that rewrote every class is as large as the schema).
+const (
+	digestEntries = 1 << 16
+	digestBytes   = 32 << 20
+)
+
+// digestCache keeps version digests, bounded in entries and bytes. It is
+// safe for concurrent use.
+type digestCache struct {
+	mu    sync.Mutex // guards bytes, and the evictions that keep it bounded
+	lru   *lru.Cache[schemacache.Key, *versionDigest]
+	bytes int
+}
+
+func newDigestCache() *digestCache {
+	c := &digestCache{}
+	l, err := lru.NewWithEvict(digestEntries, func(_ schemacache.Key, d *versionDigest) { c.bytes -= d.size })
+	if err != nil {
+		panic(err) // only for entries <= 0
+	}
+	c.lru = l
+	return c
+}
+
+func (c *digestCache) get(k schemacache.Key) (*versionDigest, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Get(k)
+}
+
+func (c *digestCache) add(k schemacache.Key, d *versionDigest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lru.Contains(k) {
+		return
+	}
+	c.lru.Add(k, d)
+	c.bytes += d.size
+	for c.bytes > digestBytes && c.lru.Len() > 1 {
+		c.lru.RemoveOldest()
+	}
+}

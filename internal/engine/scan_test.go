@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// TestScanByDigests: a walk of the versions by their digests (scan) finds
+// what a walk of every parsed version finds (scanParsed, the walk before
+// digests, kept here as the reference), over random sequences of schema
+// versions, each a small change of the one before: a class that comes,
+// goes or changes kind, a field that changes type, list-ness or
+// protection, an enum that gains or loses values.
+func TestScanByDigests(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for run := range 1000 {
+		n := 1 + rng.IntN(8)
+		var versions []*sluice.Schema
+		var sdls []string
+		var m schemaModel
+		m.randomize(rng)
+		for len(versions) < n {
+			sdl := m.sdl()
+			m.mutate(rng)
+			s, err := schema.Parse(sdl)
+			if err != nil {
+				continue
+			}
+			versions, sdls = append(versions, s), append(sdls, sdl)
+		}
+		firsts := make([]int64, n)
+		for i := range firsts {
+			firsts[i] = int64(1 + 3*i)
+		}
+		// Today's schema is the last version; the walk also works through
+		// another one.
+		cur := versions[n-1]
+		if rng.IntN(4) == 0 {
+			m.randomize(rng)
+			if s, err := schema.Parse(m.sdl()); err == nil {
+				cur = s
+			}
+		}
+		at := rng.IntN(n)
+		role := []sluice.Role{sluice.RoleRead, sluice.RoleWrite, sluice.RoleAdmin}[rng.IntN(3)]
+		want, err := scanParsed(firsts, at, func(i int) (*sluice.Schema, error) { return versions[i], nil }, cur, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := scanVersionsOf(t, versions, firsts, at, cur, role)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("run %d (at %d, role %v): by digests\n%+v\nparsed\n%+v\nversions:\n%s", run, at, role, *got, *want, strings.Join(sdls, "\n--\n"))
+		}
+	}
+}
+
+// schemaModel is a schema a random walk evolves: classes by number (kind
+// 0: absent), each with its fields' declarations by number ("": absent),
+// and the values of enum E.
+type schemaModel struct {
+	kinds  [4]int
+	fields [4][4]string
+	enum   []string
+}
+
+// randomize makes m a random schema.
+func (m *schemaModel) randomize(rng *rand.Rand) {
+	m.enum = []string{"A", "B", "C"}
+	for c := range m.kinds {
+		m.kinds[c] = rng.IntN(5)
+		for f := range m.fields[c] {
+			m.fields[c][f] = randomField(rng)
+		}
+	}
+}
+
+// mutate changes one thing of m: a class's kind, a field, or the enum's
+// values.
+func (m *schemaModel) mutate(rng *rand.Rand) {
+	c := rng.IntN(4)
+	switch rng.IntN(3) {
+	case 0:
+		m.kinds[c] = rng.IntN(5)
+	case 1:
+		m.fields[c][1+rng.IntN(3)] = randomField(rng)
+	case 2:
+		var enum []string
+		for _, v := range []string{"A", "B", "C"} {
+			if rng.IntN(3) > 0 {
+				enum = append(enum, v)
+			}
+		}
+		if len(enum) > 0 {
+			m.enum = enum
+		}
+	}
+}
+
+// randomField returns a random field declaration ("": none).
+func randomField(rng *rand.Rand) string {
+	if rng.IntN(4) == 0 {
+		return ""
+	}
+	typ := []string{"String", "Int", "E"}[rng.IntN(3)]
+	if rng.IntN(3) == 0 {
+		typ = "[" + typ + "]"
+	}
+	return typ + []string{"", "", " @private", ` @protected(role: "write")`}[rng.IntN(4)]
+}
+
+// sdl returns m's schema.
+func (m *schemaModel) sdl() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "enum E { %s }\n", strings.Join(m.enum, " "))
+	for c, kind := range m.kinds {
+		switch kind {
+		case 0:
+			continue
+		case 1, 2:
+			fmt.Fprintf(&b, "type C%d {", c)
+		case 3:
+			fmt.Fprintf(&b, "type C%d @subdocument {", c)
+		case 4:
+			fmt.Fprintf(&b, "interface C%d {", c)
+		}
+		b.WriteString(" f0: String")
+		for f, decl := range m.fields[c] {
+			if f > 0 && decl != "" {
+				fmt.Fprintf(&b, " f%d: %s", f, decl)
+			}
+		}
+		b.WriteString(" }\n")
+	}
+	return b.String()
+}
+
+// scanParsed is scan as it was before digests: it walks the versions
+// whose first commits are firsts, oldest first, loading each with load.
+func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
+	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, hidden: map[fieldKey]int{},
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
+	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
+	var prev *sluice.Schema
+	for i := range firsts {
+		s, err := load(i)
+		if err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			sc.then = s
+		}
+		if i == at {
+			sc.atThen = s
+		}
+		// The classes today's schema lacks: only those of versions 0 and
+		// at are followed (what a read as of their positions covers),
+		// and the first dropped, whatever its version (what a diff's
+		// log covers).
+		if i == 0 || i == at {
+			for _, name := range s.Order {
+				if isDoc(s.Class(name)) && !isDoc(cur.Class(name)) {
+					sc.lastDoc[name] = i
+				}
+			}
+		}
+		for name := range sc.lastDoc {
+			if isDoc(s.Class(name)) {
+				sc.lastDoc[name] = i
+			}
+		}
+		if prev != nil && sc.dropped == 0 {
+			for _, name := range prev.Order {
+				if isDoc(prev.Class(name)) && !isDoc(s.Class(name)) && !isDoc(cur.Class(name)) {
+					sc.dropped, sc.droppedName = i, name
+					break
+				}
+			}
+		}
+		for _, name := range cur.Order {
+			c := cur.Classes[name]
+			if c.Kind != sluice.KindDocument {
+				continue
+			}
+			doc := isDoc(s.Class(name))
+			if !doc {
+				sc.gone[name] = i
+			}
+			var pc *sluice.Class
+			if prev != nil {
+				pc = prev.Class(name)
+				if _, ok := sc.droppedIn[name]; !ok && isDoc(pc) && !doc {
+					sc.droppedIn[name] = i
+				}
+			}
+			for _, f := range c.Fields {
+				k := fieldKey{name, f.Name}
+				if of := fieldOf(s, name, f.Name); of != nil && of.ReadRole > role {
+					sc.hidden[k] = i
+				}
+				if prev == nil || sameColumn(prev, s, name, f.Name) {
+					continue
+				}
+				sc.broke[k] = i
+				if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
+					sc.brokeIn[k] = i
+				}
+			}
+		}
+		prev = s
+	}
+	return sc, nil
+}
