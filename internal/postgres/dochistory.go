@@ -14,8 +14,8 @@ import (
 // A document's history is read from the log, newest first. The log has no
 // index by document (one would cost every write; see migration 3), so a
 // page reads the log back from its cursor, at most HistoryScanRows rows of
-// sluice.changes (a row holds a run of up to 250 changes of one commit,
-// and 1 MiB of images or one larger change),
+// sluice.changes (a row holds a run of changes of one commit, with at
+// most 1 MiB of images or one larger change),
 // and says where the next page goes on: a page of a long log may hold
 // fewer versions than asked, even none, and still not be the last. Rows
 // that list their ids are matched by them; a row of insertions, which

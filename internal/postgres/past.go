@@ -137,7 +137,7 @@ func (b *sqlBuilder) with() string {
 			json_array_elements(ch.befores::json)) WITH ORDINALITY AS x(id, img, n)
 		WHERE c.db_id = %s AND c.seq >= %s AND (c.seq > %s OR ch.idx + x.n - 1 > %s)
 			AND split_part(x.id, '/', 1) = ANY(%s::text[])
-		ORDER BY x.id COLLATE "C", c.seq, x.n)`,
+		ORDER BY x.id COLLATE "C", c.seq, ch.idx + x.n)`,
 		b.arg(b.db.ID), b.arg(from), b.arg(p.Seq), b.arg(int64(p.Index)), b.arg(b.pastClasses))
 	// The images are API documents ("@id", "@type", fields named as their
 	// columns) or, for writes made in SQL, rows (row_to_json: the columns,

@@ -22,8 +22,8 @@ const copyThreshold = 32
 
 // Writer writes the documents of one commit, inside the transaction of a
 // DB.Write, which hands it to the WriteSpec's Documents: the documents, and
-// their changes in request order (one sluice.changes row per call, see
-// migration 3). Calls may be repeated (a long NDJSON stream is written in
+// their changes in request order (sluice.changes rows of at most
+// maxChangeRowBytes of images, see migration 3). Calls may be repeated (a long NDJSON stream is written in
 // chunks). Statements whose results are not needed at once are held back
 // and sent together, at the latest with the commit row, so an error may be
 // reported by a later call than the one that caused it (Flush reports it
@@ -224,22 +224,14 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	if err != nil {
 		return err
 	}
-	stale, missing := len(w.stale), len(ids)
+	expect := make([]sluice.Precondition, len(ids))
 	for i, doc := range r.docs {
-		cur := found[doc.ID]
-		if !doc.Expect.None() && !doc.Expect.Holds(cur.Version()) {
-			w.stale = append(w.stale, sluice.StaleDocument{ID: doc.ID, Version: cur.Version()})
-			continue
-		}
-		if cur == nil && !create {
-			missing = i
-			break
-		}
+		expect[i] = doc.Expect
 	}
-	if len(w.stale) > stale {
-		return nil // the write fails with its stale documents (see write)
+	if ok, err := w.check(ids, expect, found, !create, " (use create=true to insert it)"); !ok {
+		return err
 	}
-	err = w.inRuns(ctx, ids, found, missing, func(run []int) error {
+	return w.inRuns(ctx, ids, found, func(run []int) error {
 		if w.keep != nil {
 			if r, err = w.keepStored(r, found, run); err != nil {
 				return err
@@ -268,13 +260,6 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 		w.writeChanges(changes)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if missing < len(ids) {
-		return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist (use create=true to insert it)", ids[missing])
-	}
-	return nil
 }
 
 // keepStored returns r with each document of run that replaces a stored
@@ -325,22 +310,10 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 	if err != nil {
 		return err
 	}
-	stale, missing := len(w.stale), len(ids)
-	for i, id := range ids {
-		cur := found[id]
-		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.Version()) {
-			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.Version()})
-			continue
-		}
-		if cur == nil {
-			missing = i
-			break
-		}
+	if ok, err := w.check(ids, expect, found, true, ""); !ok {
+		return err
 	}
-	if len(w.stale) > stale {
-		return nil // the write fails with its stale documents (see write)
-	}
-	err = w.inRuns(ctx, ids, found, missing, func(run []int) error {
+	return w.inRuns(ctx, ids, found, func(run []int) error {
 		docs := make([]*sluice.Document, len(run))
 		for k, i := range run {
 			doc, err := patch(i, found[ids[i]].json)
@@ -368,13 +341,6 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 		w.writeChanges(changes)
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if missing < len(ids) {
-		return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", ids[missing])
-	}
-	return nil
 }
 
 // write runs a WriteSpec's Documents with w. Stale documents are not
@@ -453,21 +419,10 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	if err != nil {
 		return err
 	}
-	stale := len(w.stale)
-	for i, id := range ids {
-		cur := found[id]
-		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.Version()) {
-			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.Version()})
-			continue
-		}
-		if cur == nil {
-			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist", id)
-		}
+	if ok, err := w.check(ids, expect, found, true, ""); !ok {
+		return err
 	}
-	if len(w.stale) > stale {
-		return nil // the write fails with its stale documents (see write)
-	}
-	err = w.inRuns(ctx, ids, found, len(ids), func(run []int) error {
+	err = w.inRuns(ctx, ids, found, func(run []int) error {
 		changes := make([]change, len(run))
 		for k, i := range run {
 			changes[k] = change{id: ids[i], op: sluice.OpDeleted, before: found[ids[i]].json}
@@ -487,15 +442,45 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	return nil
 }
 
+// check checks the documents ids a write locked (found) before it writes
+// any of them, and reports whether to write them: every precondition
+// (expect[i], when expect is not nil), and, when mustExist, that each
+// exists. Documents whose precondition does not hold are recorded as
+// stale, and nothing is written: the write then fails with every stale
+// document (see write), before any other error, and goes on meanwhile to
+// find those of its later parts. Else the first document missing gives a
+// NotFound error naming it, followed by hint. So a request's
+// stale documents are reported first, then a missing one, then errors of
+// the documents' contents (found as the runs read them).
+func (w *Writer) check(ids []string, expect []sluice.Precondition, found map[string]*stored, mustExist bool, hint string) (bool, error) {
+	stale, first := len(w.stale), ""
+	for i, id := range ids {
+		cur := found[id]
+		if expect != nil && !expect[i].None() && !expect[i].Holds(cur.Version()) {
+			w.stale = append(w.stale, sluice.StaleDocument{ID: id, Version: cur.Version()})
+			continue
+		}
+		if cur == nil && mustExist && first == "" {
+			first = id
+		}
+	}
+	switch {
+	case len(w.stale) > stale:
+		return false, nil
+	case first != "":
+		return false, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist%s", first, hint)
+	}
+	return true, nil
+}
+
 // imageBudget bounds the bytes of stored documents (Postgres's JSON of
-// their rows) that a delete, replace or patch holds at a time, so that
-// what a write holds is bounded by configuration (the largest document,
+// their rows, or for a write of several their size in Postgres, see
+// rowSize) that a delete, replace or patch holds at a time, so that what
+// a write holds is bounded by configuration (the largest document,
 // max_body_bytes for the API's) rather than by how many documents it
-// touches: lock keeps the images of the first documents it locks up to
-// the budget, and inRuns reads the others in runs of at most the budget
-// (one larger document alone), each run's changes queued, and its images
-// dropped, before the next is read. So at most about twice the budget, or
-// one document more, is held.
+// touches: inRuns reads the images in runs of at most the budget (one
+// larger document alone), each run's changes queued, and its images
+// dropped, before the next is read.
 const imageBudget = 4 << 20
 
 // stored is what a write found of a document it locked.
@@ -530,14 +515,16 @@ func idsByClass(ids []string) (map[string][]string, []string) {
 }
 
 // lock locks the rows of the documents ids (FOR UPDATE) and returns what
-// it found of each by id; ids that name no row are absent. The images of
-// the first documents, up to the budget, are read with the lock; inRuns
-// reads the others. Ids must be "Class/key" with Class a document class
+// it found of each by id; ids that name no row are absent. A write of one
+// document reads its image with the lock, in the same statement; a write
+// of several reads only their versions and sizes, and inRuns their
+// images, in runs. Ids must be "Class/key" with Class a document class
 // (the engine checks).
 func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, error) {
 	if err := w.flush(ctx); err != nil {
 		return nil, err
 	}
+	w.held = 0 // what an earlier call left counted is not held any more
 	byClass, order := idsByClass(ids)
 	// Classes in name order and rows in id order: two requests locking
 	// overlapping documents take the locks in the same order, so they
@@ -548,7 +535,11 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		if c == nil || c.Kind != sluice.KindDocument {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
-		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, to_jsonb(t.*) FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE", classTable(w.d, class), colID, colCommitUID)
+		what := "to_jsonb(t.*)"
+		if len(ids) > 1 {
+			what = rowSize(c)
+		}
+		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE", classTable(w.d, class), colID, colCommitUID, what)
 		rows, err := w.t.tx.Query(ctx, sql, byClass[class])
 		if err != nil {
 			return nil, mapError(err)
@@ -556,21 +547,25 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		for rows.Next() {
 			var id string
 			var uid *int64
-			var raw []byte
-			if err := rows.Scan(&id, &uid, &raw); err != nil {
+			s := &stored{}
+			if len(ids) > 1 {
+				var size int64
+				err = rows.Scan(&id, &uid, &size)
+				s.size = int(min(size, 1<<40))
+			} else {
+				var raw []byte
+				if err = rows.Scan(&id, &uid, &raw); err == nil {
+					s.size = len(raw)
+					s.json, err = w.image(c, raw)
+					w.hold(s.size)
+				}
+			}
+			if err != nil {
 				rows.Close()
 				return nil, mapError(err)
 			}
-			s := &stored{size: len(raw)}
 			if uid != nil {
 				s.version = sluice.VersionOf(*uid)
-			}
-			if w.held+s.size <= w.budget {
-				if s.json, err = w.image(c, raw); err != nil {
-					rows.Close()
-					return nil, err
-				}
-				w.hold(s.size)
 			}
 			found[id] = s
 		}
@@ -579,6 +574,25 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		}
 	}
 	return found, nil
+}
+
+// rowSize returns an expression of about the bytes of a row of class c,
+// read from its values' headers, without reading stored values: a text
+// column's length, any other column's stored size (for a value Postgres
+// compressed, less than its length: the budget of a run is a bound of
+// what is read, not an exact one).
+func rowSize(c *sluice.Class) string {
+	var b strings.Builder
+	b.WriteString("octet_length(t." + colID + ")::bigint")
+	for _, f := range c.Fields {
+		col := "t." + pgx.Identifier{f.Name}.Sanitize()
+		if columnType(f) == "text" {
+			fmt.Fprintf(&b, " + coalesce(octet_length(%s)::bigint, 0)", col)
+		} else {
+			fmt.Fprintf(&b, " + coalesce(pg_column_size(%s)::bigint, 0)", col)
+		}
+	}
+	return b.String()
 }
 
 // image returns the API-form JSON of raw, a row of class c as to_jsonb
@@ -599,19 +613,19 @@ func (w *Writer) hold(n int) {
 	w.peakHeld = max(w.peakHeld, w.held)
 }
 
-// inRuns calls fn with the indexes 0 to n-1 of ids in runs, in order, each
-// run's documents found (not nil in found) read, and their images taking
-// at most the budget together (a run holds one document at least). After
-// each run, the images it read are dropped.
-func (w *Writer) inRuns(ctx context.Context, ids []string, found map[string]*stored, n int, fn func(run []int) error) error {
-	for start := 0; start < n; {
+// inRuns calls fn with the indexes of ids in runs, in order, each run's
+// documents found (not nil in found) read, their images taking at most
+// the budget together (a run holds one document at least). After each
+// run, the images it read are dropped.
+func (w *Writer) inRuns(ctx context.Context, ids []string, found map[string]*stored, fn func(run []int) error) error {
+	for start := 0; start < len(ids); {
 		end, size := start, 0
-		for ; end < n; end++ {
+		for ; end < len(ids); end++ {
 			cur := found[ids[end]]
 			if cur == nil || cur.json != nil {
 				continue // nothing to read
 			}
-			if end > start && w.held+size+cur.size > w.budget {
+			if end > start && size+cur.size > w.budget {
 				break
 			}
 			size += cur.size
