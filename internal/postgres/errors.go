@@ -42,8 +42,8 @@ func mapError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		switch pe.Code {
-		case "40P01", "40001": // deadlock_detected, serialization_failure
-			return sluice.Errorf(sluice.CodeConflict, "the request conflicted with a concurrent write; retry it")
+		case "40P01", "40001", "55P03": // deadlock_detected, serialization_failure, lock_not_available
+			return concurrentError{sluice.Errorf(sluice.CodeConflict, "the request conflicted with a concurrent write; retry it")}
 		case "42P01": // undefined_table: a cached database was deleted or re-created
 			return sluice.Errorf(sluice.CodeConflict, "the database changed concurrently (deleted, re-created or its schema changed); retry")
 		case "57014": // query_canceled
@@ -68,6 +68,20 @@ func mapError(err error) error {
 	}
 	return err
 }
+
+// errConcurrent matches the error of a statement that Postgres ended
+// because of other transactions rather than its own contents: a deadlock,
+// a serialization failure, or a row lock asked for without waiting
+// (NOWAIT, lockorder.go) that another transaction held. The same
+// statements may succeed when run again: a group-commit batch runs again
+// on it (commitBatch).
+var errConcurrent = errors.New("conflicted with a concurrent write")
+
+type concurrentError struct{ err *sluice.Error }
+
+func (e concurrentError) Error() string        { return e.err.Error() }
+func (e concurrentError) Unwrap() error        { return e.err }
+func (e concurrentError) Is(target error) bool { return target == errConcurrent }
 
 // ErrSchemaChanged matches the error of a read or a write prepared for a
 // schema version of its database that is no longer the current one: a

@@ -21,7 +21,9 @@ func TestMapErrorCodes(t *testing.T) {
 		{"2201B", sluice.CodeInvalid},
 		{"54001", sluice.CodeInvalid},
 		{"57014", sluice.CodeUnavailable}, // statement_timeout
-		{"40P01", sluice.CodeConflict},
+		{"40P01", sluice.CodeConflict},    // deadlock_detected
+		{"40001", sluice.CodeConflict},    // serialization_failure
+		{"55P03", sluice.CodeConflict},    // lock_not_available (NOWAIT)
 		{"XX000", sluice.CodeInternal},
 		{"23505", sluice.CodeInternal}, // callers that expect it map it with its context
 	}
@@ -29,6 +31,9 @@ func TestMapErrorCodes(t *testing.T) {
 		err := mapError(fmt.Errorf("query: %w", &pgconn.PgError{Code: c.sqlstate, Message: "SELECT secret FROM internals"}))
 		if got := sluice.ErrorCode(err); got != c.want {
 			t.Errorf("SQLSTATE %s: code %s, want %s (%v)", c.sqlstate, got, c.want, err)
+		}
+		if concurrent := c.sqlstate[:2] == "40" || c.sqlstate == "55P03"; errors.Is(err, errConcurrent) != concurrent {
+			t.Errorf("SQLSTATE %s: errors.Is(err, errConcurrent) = %t, want %t", c.sqlstate, !concurrent, concurrent)
 		}
 		if c.want != sluice.CodeInternal && sluice.ErrorMessage(err) == "SELECT secret FROM internals" {
 			t.Errorf("SQLSTATE %s: the client sees Postgres' message", c.sqlstate)

@@ -42,6 +42,12 @@ import (
 // statements. If any commit of it fails, the whole transaction is rolled
 // back and the batch runs again with one savepoint per commit, so that the
 // failure stays that commit's own.
+//
+// A batch takes its commits' row locks one commit after another, not in
+// the one order every write locks in: it waits for a lock only where a
+// write alone would, asks without waiting elsewhere, and runs again (with
+// savepoints, its earlier documents locked first, in order) when a lock it
+// asked for is held, or Postgres ends it as deadlocked (lockorder.go).
 
 // maxBatch caps the commits of one batch.
 const maxBatch = 64
@@ -211,12 +217,25 @@ var (
 )
 
 // commitBatch is the batchRunner of a DB: it runs the batch optimistically,
-// and once more with savepoints if any of it failed, and calls the
-// OnCommit function with each commit made.
+// and once more with savepoints if any of it failed, or again (at most
+// maxLockRetries times) while it fails on a lock held by another
+// transaction (lockorder.go), and calls the OnCommit function with each
+// commit made.
 func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job {
-	err := db.runBatch(ctx, &batch, g, prev, handoff)
+	locks := &lockOrder{}
+	// Once the next batch may start, this one must not run again: it
+	// would take its locks beside that one's.
+	handed := false
+	handOff := func() {
+		handed = true
+		handoff()
+	}
+	err := db.runBatch(ctx, &batch, g, prev, handOff, locks)
 	if errors.Is(err, errRetryIsolated) {
-		err = db.runBatch(ctx, &batch, nil, nil, handoff)
+		err = db.runBatch(ctx, &batch, nil, nil, handOff, locks)
+	}
+	for retries := 0; retries < maxLockRetries && !handed && errors.Is(err, errConcurrent) && !errors.Is(err, errCommitFailed); retries++ {
+		err = db.runBatch(ctx, &batch, nil, nil, handOff, locks)
 	}
 	for _, j := range batch {
 		if j.replayed {
@@ -232,16 +251,26 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 	return batch
 }
 
-// runBatch runs the batch in one transaction. Without savepoints (g not
-// nil), the first failing job fails the attempt with errRetryIsolated (for
-// a batch of one, with the job's own error), and the batch takes in the
-// jobs queued on g by the time prev is done, adding them to *batch. With
-// savepoints (g nil), a failing job is rolled back alone and keeps its
-// error in j.err.
-func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan struct{}, handoff func()) error {
+// runBatch runs the batch in one transaction, its row locks kept in order
+// by locks (lockorder.go): when an attempt before this one asked for
+// some, it locks them first. Without savepoints (g not nil), the first
+// failing job fails the attempt with errRetryIsolated (for a batch of one,
+// with the job's own error), and the batch takes in the jobs queued on g
+// by the time prev is done, adding them to *batch. With savepoints (g
+// nil), a failing job is rolled back alone and keeps its error in j.err.
+// Either way, a job that fails on a lock another transaction holds
+// (errConcurrent) fails the attempt with that error, with savepoints once
+// every job has run.
+func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan struct{}, handoff func(), locks *lockOrder) error {
 	jobs := *batch
 	savepoints := g == nil
 	return db.transact(ctx, func(tx *Tx) error {
+		relock := len(locks.asked) > 0
+		locks.attempt()
+		tx.order = locks
+		// conflict is the first errConcurrent of a job run with a
+		// savepoint.
+		var conflict error
 		var committed []*job
 		var writers []*Writer
 		// claimed holds the idempotency keys the batch's jobs hold: a
@@ -278,6 +307,9 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 				// The job's statements stay queued and go with the
 				// batch's commit rows in one round trip (finish).
 				if err := w.write(ctx, j.spec.Documents); err != nil {
+					if errors.Is(err, errConcurrent) {
+						return err // not the job's doing: the batch runs again
+					}
 					if len(*batch) == 1 {
 						j.err = err
 						return err
@@ -288,6 +320,16 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 				failed, err := w.isolated(ctx, fmt.Sprintf("w%d", i), j.spec.Documents)
 				if err != nil {
 					return err
+				}
+				if errors.Is(failed, errConcurrent) {
+					// Not the job's doing: the batch runs again. The
+					// jobs after it run meanwhile, without waiting for
+					// any lock, to learn which documents they lock.
+					if conflict == nil {
+						conflict = failed
+					}
+					locks.doomed = true
+					return nil
 				}
 				if failed != nil {
 					j.err = failed
@@ -301,6 +343,11 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 		ws, err := tx.newWriters(ctx, specs(jobs), &pipeline{})
 		if err != nil {
 			return err
+		}
+		if relock {
+			if err := locks.prelock(ctx, ws[0]); err != nil {
+				return err
+			}
 		}
 		for i, j := range jobs {
 			if err := run(j, ws[i], i); err != nil {
@@ -322,6 +369,9 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 				}
 			}
 		}
+		if conflict != nil {
+			return conflict
+		}
 		if len(committed) == 0 {
 			return errAllFailed // or answered by their keys
 		}
@@ -329,7 +379,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 		// the lead passes on as soon as the counter row is locked.
 		commits, err := tx.finish(ctx, writers, handoff)
 		if err != nil {
-			if !savepoints && len(*batch) > 1 && !errors.Is(err, errCommitFailed) {
+			if !savepoints && len(*batch) > 1 && !errors.Is(err, errCommitFailed) && !errors.Is(err, errConcurrent) {
 				return errRetryIsolated // which job failed is not known yet
 			}
 			return err

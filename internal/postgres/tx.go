@@ -19,6 +19,10 @@ type Tx struct {
 	db *DB
 	// committed is set once finish sent COMMIT and Postgres answered it.
 	committed bool
+	// order, set in the transaction of a group-commit batch, keeps its
+	// row locks from closing a cycle with another transaction's
+	// (lockorder.go).
+	order *lockOrder
 }
 
 // transact runs fn in one transaction on a pooled connection, with a

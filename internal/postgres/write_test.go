@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
@@ -419,5 +421,184 @@ func TestDeleteDatabaseDeletesItsLog(t *testing.T) {
 	}
 	if commits, changes := count(other.ID); commits != 2 || changes != 2 {
 		t.Fatalf("the other database keeps %d commits and %d change rows, want 2 and 2", commits, changes)
+	}
+}
+
+// openPeer opens another DB on the Postgres database at url, as a second
+// Sluice process sharing it would: a group-commit queue of its own.
+func openPeer(t *testing.T, url string) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// notes returns the documents Note/key of keys.
+func notes(keys ...string) []*sluice.Document {
+	var docs []*sluice.Document
+	for _, k := range keys {
+		docs = append(docs, note(k)...)
+	}
+	return docs
+}
+
+// insertNotes writes Note/key for each key, one commit each.
+func insertNotes(t *testing.T, db *DB, d *sluice.Database, s *sluice.Schema, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, err := db.Write(context.Background(), WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(k)) }}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// concurrentWrite reports whether err is the error of a write Postgres
+// ended because of another transaction (a deadlock).
+func concurrentWrite(err error) bool {
+	return sluice.ErrorCode(err) == sluice.CodeConflict && strings.Contains(sluice.ErrorMessage(err), "conflicted with a concurrent write")
+}
+
+// TestGroupCommitOverlappingWritesDoNotDeadlock runs 8 writers of
+// overlapping sets of documents (replaces, patches and deletes of two or
+// three of six notes, named in any order) through group commit, on two
+// DBs sharing one Postgres database, as two Sluice processes do (one
+// process's batches follow one another: on one DB this never failed).
+// Every write locks its documents in id order; a batch locks those of its
+// commits one commit after another, and it deadlocked with the other
+// process's batches. No write may fail as conflicting with a concurrent
+// write.
+func TestGroupCommitOverlappingWritesDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	db, d, s, _ := openNotesAt(t, url)
+	dbs := []*DB{db, openPeer(t, url)}
+	keys := []string{"a", "b", "c", "d", "e", "f"}
+	insertNotes(t, db, d, s, keys...)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const writers, writes = 8, 150
+	var conflicts, commits atomic.Int32
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(g), 1))
+			// A deadlock costs Postgres's deadlock_timeout (1 s): the
+			// writers stop at the first.
+			for i := 0; i < writes && conflicts.Load() == 0; i++ {
+				var ks []string
+				for _, k := range r.Perm(len(keys))[:2+r.IntN(2)] {
+					ks = append(ks, keys[k])
+				}
+				docs := notes(ks...)
+				ids := make([]string, len(docs))
+				for k, doc := range docs {
+					ids[k] = doc.ID
+				}
+				var write func(ctx context.Context, w *Writer) error
+				switch r.IntN(3) {
+				case 0:
+					write = func(ctx context.Context, w *Writer) error { return w.Replace(ctx, docs, true) }
+				case 1:
+					write = func(ctx context.Context, w *Writer) error {
+						return w.Patch(ctx, ids, nil, func(i int, _ []byte) (*sluice.Document, error) { return docs[i], nil })
+					}
+				default:
+					write = func(ctx context.Context, w *Writer) error { return w.Delete(ctx, ids, nil) }
+				}
+				_, err := dbs[g%2].Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Meta: CommitMeta{Message: fmt.Sprintf("w%d-%d", g, i)}, Documents: write})
+				switch {
+				case err == nil:
+					commits.Add(1)
+				case sluice.ErrorCode(err) == sluice.CodeNotFound, errors.Is(err, ErrExists):
+					// A patch or delete of a document deleted before,
+					// or a replace that found a document missing and
+					// another write created it (the engine runs it again).
+				case concurrentWrite(err):
+					conflicts.Add(1)
+				default:
+					errs <- fmt.Errorf("write %d of writer %d: %w", i, g, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := conflicts.Load(); n > 0 {
+		t.Fatalf("%d grouped writes failed as conflicting with a concurrent write (%d committed before)", n, commits.Load())
+	}
+}
+
+// TestGroupCommitWaitsInLockOrder sets up the cycle a batch closed: its
+// first commit locks Note/c and Note/d; another write of Note/a and
+// Note/c, grouped in another process or not grouped, locks Note/a and
+// waits for Note/c; then the batch's second commit asks for Note/a and
+// Note/b. Waiting, it deadlocked, and Postgres ended the other write,
+// which had locked in order. The batch must not wait there: every write
+// commits.
+func TestGroupCommitWaitsInLockOrder(t *testing.T) {
+	t.Parallel()
+	for _, grouped := range []bool{true, false} {
+		t.Run(fmt.Sprintf("other grouped %t", grouped), func(t *testing.T) {
+			t.Parallel()
+			url := pgtest.NewDatabase(t)
+			db, d, s, _ := openNotesAt(t, url)
+			peer := openPeer(t, url)
+			insertNotes(t, db, d, s, "a", "b", "c", "d")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+
+			b := newBatchTest(db, d, s)
+			first := b.job("first", b.blocking(func(ctx context.Context, w *Writer) error { return w.Replace(ctx, notes("c", "d"), false) }))
+			second := b.job("second", func(ctx context.Context, w *Writer) error { return w.Replace(ctx, notes("a", "b"), false) })
+			batchDone := make(chan struct{})
+			go func() {
+				defer close(batchDone)
+				db.groups.commit(ctx, first, db.commitBatch)
+			}()
+			select {
+			case <-b.entered:
+			case <-time.After(wait):
+				t.Fatal("the batch did not start")
+			}
+			other := make(chan error, 1)
+			go func() {
+				_, err := peer.Write(ctx, WriteSpec{Database: d, Schema: s, Group: grouped, Meta: CommitMeta{Message: "other"},
+					Documents: func(ctx context.Context, w *Writer) error { return w.Replace(ctx, notes("a", "c"), false) }})
+				other <- err
+			}()
+			eventually.True(t, wait, "the other write waits for Note/c", func() bool {
+				var n int
+				err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+				return err == nil && n == 1
+			})
+			g, leads := db.groups.join(second)
+			if leads {
+				t.Fatal("a write leads while a batch runs")
+			}
+			go db.groups.await(ctx, g, second, false, db.commitBatch)
+			close(b.release)
+
+			if err := <-other; err != nil {
+				t.Fatalf("the other write: %v", err)
+			}
+			<-batchDone
+			<-second.done
+			for _, j := range []*job{first, second} {
+				if j.err != nil || j.commit == nil {
+					t.Fatalf("write %s: commit %+v, error %v", j.spec.Meta.Message, j.commit, j.err)
+				}
+			}
+			if first.commit.Seq+1 != second.commit.Seq {
+				t.Fatalf("the batch's commits are %d and %d, want consecutive", first.commit.Seq, second.commit.Seq)
+			}
+		})
 	}
 }

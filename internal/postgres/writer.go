@@ -528,7 +528,9 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 	byClass, order := idsByClass(ids)
 	// Classes in name order and rows in id order: two requests locking
 	// overlapping documents take the locks in the same order, so they
-	// wait for each other instead of deadlocking.
+	// wait for each other instead of deadlocking. (A group-commit batch
+	// locks its commits' documents one commit after another: see
+	// lockorder.go for how it keeps that true.)
 	found := make(map[string]*stored, len(ids))
 	for _, class := range order {
 		c := w.schema.Classes[class]
@@ -539,7 +541,11 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		if len(ids) > 1 {
 			what = rowSize(c)
 		}
-		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE", classTable(w.d, class), colID, colCommitUID, what)
+		wait := ""
+		if o := w.t.order; o != nil && !o.mayWait(w, class, byClass[class]) {
+			wait = " NOWAIT" // in a batch, see lockorder.go
+		}
+		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE%[5]s", classTable(w.d, class), colID, colCommitUID, what, wait)
 		rows, err := w.t.tx.Query(ctx, sql, byClass[class])
 		if err != nil {
 			return nil, mapError(err)
