@@ -94,9 +94,9 @@ type Config struct {
 	// Key body_idle_timeout, env SLUICE_BODY_IDLE_TIMEOUT, flag --body-idle-timeout, default 30s.
 	BodyIdleTimeout time.Duration
 
-	// WriteTimeout is the longest one write to a client may wait for the
-	// client to read: a response or stream whose client stops reading for
-	// this long is cut, giving back what its request holds (a listing's
+	// WriteTimeout is the longest one write to a client (at most 64 KiB
+	// of an answer, a stream's frames) may wait for the client to read: a
+	// response or stream whose client stops reading for this long is cut, giving back what its request holds (a listing's
 	// Postgres connection and snapshot, a built response's memory).
 	// 1s to 1h.
 	// Key write_timeout, env SLUICE_WRITE_TIMEOUT, flag --write-timeout, default 1m.

@@ -448,3 +448,51 @@ func TestStalledReaderIsCut(t *testing.T) {
 		t.Fatalf("graphql-ws after write_timeout: %s", m)
 	}
 }
+
+// TestSlowSteadyReaderIsNotCut: write_timeout bounds how long a client
+// makes no progress, not how long an answer takes: a document larger
+// than what a client reading steadily but slowly takes in within
+// write_timeout still arrives whole (it was cut, written in one Write
+// with one deadline).
+func TestSlowSteadyReaderIsNotCut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = time.Second })
+	d.CreateDatabase(t, "slow", "type Item { text: String! }")
+	const size = 6 << 20
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A small receive buffer: the client's pace, not the kernel's
+	// buffers, decides when the daemon's writes finish.
+	if err := conn.(*net.TCPConn).SetReadBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /api/document/admin/slow?id=Item/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic %s\r\n\r\n", basic("admin", dt.AdminPassword))
+	// About 1.5 MB a second: 4 s for the document, 20 ms for a 32 KiB
+	// read.
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32<<10)
+	var got int
+	start := time.Now()
+	for {
+		<-tick.C
+		n, err := conn.Read(buf)
+		got += n
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("after %d bytes in %s: %v", got, time.Since(start), err)
+		}
+	}
+	if got < size {
+		t.Fatalf("the answer was cut after %d bytes (%s), want all of the %d-byte document", got, time.Since(start).Round(time.Millisecond), size)
+	}
+}

@@ -173,3 +173,65 @@ func TestTLSConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestHTTP2IdleStreamOutlivesWriteTimeout: over HTTP/2, where a write
+// deadline that passes resets the stream even while nothing is being
+// written, a stream quieter than write_timeout (its heartbeat longer)
+// lives on and delivers what comes later.
+func TestHTTP2IdleStreamOutlivesWriteTimeout(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	const timeout = time.Second
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.WriteTimeout = timeout
+	})
+	base := "https://" + d.Addr()
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	do := func(method, path, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		req.SetBasicAuth("admin", dt.AdminPassword)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return resp
+	}
+	if resp := do("POST", "/api/db/admin/quiet", `{"schema":"type Note { text: String! }"}`); resp.StatusCode != 201 {
+		t.Fatalf("create database: %d", resp.StatusCode)
+	} else {
+		resp.Body.Close()
+	}
+	resp := do("GET", "/api/subscribe/admin/quiet/Note?heartbeat=30s", "")
+	defer resp.Body.Close()
+	if resp.Proto != "HTTP/2.0" {
+		t.Fatalf("stream over %s, want HTTP/2.0", resp.Proto)
+	}
+	r := bufio.NewReader(resp.Body)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, ": connected") {
+		t.Fatalf("stream: %q %v", line, err)
+	}
+	opened := time.Now()
+	// Quiet for longer than write_timeout. (The wait is for time itself
+	// to pass.)
+	<-time.After(3 * timeout)
+	if w := do("POST", "/api/document/admin/quiet", `{"@type":"Note","@id":"late","text":"t"}`); w.StatusCode != 200 {
+		t.Fatalf("write: %d", w.StatusCode)
+	} else {
+		w.Body.Close()
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream, quiet for %s: %v", time.Since(opened).Round(time.Millisecond), err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, `"subject":"Note/late"`) {
+				t.Fatalf("stream: %s", line)
+			}
+			return
+		}
+	}
+}

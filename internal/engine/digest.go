@@ -2,6 +2,7 @@ package engine
 
 import (
 	"slices"
+	"strings"
 	"sync"
 
 	lru "github.com/hashicorp/golang-lru/v2"
@@ -39,11 +40,12 @@ type namedClass struct {
 func digestOf(prev, s *sluice.Schema) *versionDigest {
 	d := &versionDigest{enums: map[string]*sluice.Enum{}}
 	add := func(name string, c *sluice.Class) {
-		d.classes = append(d.classes, namedClass{name, c})
+		c = compactClass(c)
+		d.classes = append(d.classes, namedClass{strings.Clone(name), c})
 		d.size += 64 + len(name)
 		if c != nil {
 			for _, f := range c.Fields {
-				d.size += 64 + len(f.Name) + len(f.Type.Name)
+				d.size += 96 + len(f.Name) + len(f.Type.Name)
 			}
 		}
 	}
@@ -59,16 +61,16 @@ func digestOf(prev, s *sluice.Schema) *versionDigest {
 	}
 	for name, e := range prev.Enums {
 		if ne := s.Enums[name]; ne == nil || !slices.Equal(e.Values, ne.Values) {
-			d.enums[name] = ne
+			d.enums[strings.Clone(name)] = compactEnum(ne)
 		}
 	}
 	for name, ne := range s.Enums {
 		if prev.Enums[name] == nil {
-			d.enums[name] = ne
+			d.enums[strings.Clone(name)] = compactEnum(ne)
 		}
 	}
-	for _, e := range d.enums {
-		d.size += 64
+	for name, e := range d.enums {
+		d.size += 64 + len(name)
 		if e != nil {
 			for _, v := range e.Values {
 				d.size += 16 + len(v)
@@ -76,6 +78,34 @@ func digestOf(prev, s *sluice.Schema) *versionDigest {
 		}
 	}
 	return d
+}
+
+// compactClass returns a copy of c holding only what a walk reads (see
+// sameForScan), in strings of its own: a parsed class's strings share the
+// memory of its schema's text (as large as max_schema_bytes), which a
+// digest must not keep, and its descriptions need not be kept.
+func compactClass(c *sluice.Class) *sluice.Class {
+	if c == nil {
+		return nil
+	}
+	out := &sluice.Class{Name: strings.Clone(c.Name), Kind: c.Kind, Fields: make([]*sluice.Field, len(c.Fields))}
+	for i, f := range c.Fields {
+		out.Fields[i] = &sluice.Field{Name: strings.Clone(f.Name), Type: sluice.FieldType{Kind: f.Type.Kind, Name: strings.Clone(f.Type.Name)},
+			List: f.List, ReadRole: f.ReadRole}
+	}
+	return out
+}
+
+// compactEnum returns a copy of e in strings of its own (see compactClass).
+func compactEnum(e *sluice.Enum) *sluice.Enum {
+	if e == nil {
+		return nil
+	}
+	out := &sluice.Enum{Name: strings.Clone(e.Name), Values: make([]string, len(e.Values))}
+	for i, v := range e.Values {
+		out.Values[i] = strings.Clone(v)
+	}
+	return out
 }
 
 // sameForScan reports whether classes a and b are alike in all a walk of

@@ -25,9 +25,12 @@ type Writer struct {
 	contentType string
 	timeout     time.Duration
 	// keepAlive is set for an HTTP/1.1 request (Connection: keep-alive),
-	// parkable for one without TLS (see Park).
-	keepAlive, parkable bool
-	started             bool
+	// parkable for one without TLS (see Park); h2 for HTTP/2, where a
+	// deadline that passes resets the stream even while nothing is being
+	// written (an idle stream waiting for its next event), so it is
+	// cleared once each flush returns.
+	keepAlive, parkable, h2 bool
+	started                 bool
 	// back gives a parked connection back to its server (WithListener);
 	// park is set once the connection is parked (park.go).
 	back        func(net.Conn)
@@ -49,7 +52,7 @@ func New(w http.ResponseWriter, r *http.Request, contentType string, timeout tim
 		timeout = time.Minute
 	}
 	s := &Writer{w: w, out: w, rc: http.NewResponseController(w), contentType: contentType, timeout: timeout,
-		keepAlive: r.ProtoMajor == 1 && r.ProtoMinor >= 1, parkable: parkSupported && r.ProtoMajor == 1 && r.ProtoMinor == 1 && r.TLS == nil}
+		keepAlive: r.ProtoMajor == 1 && r.ProtoMinor >= 1, h2: r.ProtoMajor == 2, parkable: parkSupported && r.ProtoMajor == 1 && r.ProtoMinor == 1 && r.TLS == nil}
 	if l, ok := r.Context().Value(listenerKey{}).(*Listener); ok {
 		s.back = l.give
 	}
@@ -110,7 +113,14 @@ func (s *Writer) Flush() error {
 		return err
 	}
 	s.spilled = false
-	return s.rc.Flush()
+	if err := s.rc.Flush(); err != nil {
+		return err
+	}
+	if s.h2 {
+		s.deadlineSet = time.Time{}
+		return s.rc.SetWriteDeadline(time.Time{})
+	}
+	return nil
 }
 
 // Spill writes the buffered frames to the response, without flushing it,

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // What a write holds of the documents it replaces, patches or deletes is
@@ -317,5 +318,48 @@ func TestPastOfDocumentChangedInTwoRowsOfACommit(t *testing.T) {
 	}
 	if got := textOf(t, b); got != "v1" {
 		t.Fatalf("Note/a as of commit %d: %q, want v1", c1.Seq, got)
+	}
+}
+
+// TestRunsAreSizedByTheImagesRead: a run of images is sized by the images
+// as they are read, not by the rows' stored size, which Postgres
+// compresses (a hundredfold for a repetitive JSON value).
+func TestRunsAreSizedByTheImagesRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, _, _, _ := openNotes(t)
+	s, err := schema.Parse("type Blob { data: JSON }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "blobs"}
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, d, s) }}); err != nil {
+		t.Fatal(err)
+	}
+	const n, size, budget = 20, 200 << 10, 64 << 10
+	var docs []*sluice.Document
+	var ids []string
+	for i := range n {
+		id := fmt.Sprintf("Blob/b%02d", i)
+		docs = append(docs, &sluice.Document{ID: id, Type: "Blob", Fields: map[string]any{"data": json.RawMessage(`"` + strings.Repeat("a", size) + `"`)}})
+		ids = append(ids, id)
+	}
+	if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
+		return w.Insert(ctx, docs)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var peak int
+	if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
+		w.budget = budget
+		err := w.Delete(ctx, ids, nil)
+		peak = w.peakHeld
+		return err
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// One document a run: each is larger than the budget.
+	if peak < size || peak > size+1024 {
+		t.Fatalf("the delete held %d bytes of images at most, want one image (about %d)", peak, size)
 	}
 }

@@ -474,8 +474,7 @@ func (w *Writer) check(ids []string, expect []sluice.Precondition, found map[str
 }
 
 // imageBudget bounds the bytes of stored documents (Postgres's JSON of
-// their rows, or for a write of several their size in Postgres, see
-// rowSize) that a delete, replace or patch holds at a time, so that what
+// their rows) that a delete, replace or patch holds at a time, so that what
 // a write holds is bounded by configuration (the largest document,
 // max_body_bytes for the API's) rather than by how many documents it
 // touches: inRuns reads the images in runs of at most the budget (one
@@ -537,9 +536,14 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		if c == nil || c.Kind != sluice.KindDocument {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
+		// The size of the image as it will be read (not the row's
+		// stored size: Postgres compresses large values, a hundredfold
+		// for repetitive ones, so runs sized by it read hundreds of
+		// megabytes at once). Postgres builds the image twice for a
+		// write of several documents: here and when inRuns reads it.
 		what := "to_jsonb(t.*)"
 		if len(ids) > 1 {
-			what = rowSize(c)
+			what = "octet_length(to_jsonb(t.*)::text)"
 		}
 		wait := ""
 		if o := w.t.order; o != nil && !o.mayWait(w, class, byClass[class]) {
@@ -580,25 +584,6 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		}
 	}
 	return found, nil
-}
-
-// rowSize returns an expression of about the bytes of a row of class c,
-// read from its values' headers, without reading stored values: a text
-// column's length, any other column's stored size (for a value Postgres
-// compressed, less than its length: the budget of a run is a bound of
-// what is read, not an exact one).
-func rowSize(c *sluice.Class) string {
-	var b strings.Builder
-	b.WriteString("octet_length(t." + colID + ")::bigint")
-	for _, f := range c.Fields {
-		col := "t." + pgx.Identifier{f.Name}.Sanitize()
-		if columnType(f) == "text" {
-			fmt.Fprintf(&b, " + coalesce(octet_length(%s)::bigint, 0)", col)
-		} else {
-			fmt.Fprintf(&b, " + coalesce(pg_column_size(%s)::bigint, 0)", col)
-		}
-	}
-	return b.String()
 }
 
 // image returns the API-form JSON of raw, a row of class c as to_jsonb

@@ -44,6 +44,11 @@ type statusWriter struct {
 	// deadline was last moved.
 	timeout     time.Duration
 	deadlineSet time.Time
+	// h2 is set for HTTP/2, where a deadline that passes resets the
+	// stream even while nothing is being written (an idle stream, a
+	// handler working between two writes): there the deadline is cleared
+	// once each write returns.
+	h2 bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -52,14 +57,41 @@ func (w *statusWriter) WriteHeader(code int) {
 	}
 	w.moveDeadline()
 	w.ResponseWriter.WriteHeader(code)
+	w.wrote()
 }
+
+// writePiece is the most of a Write given one deadline: a large answer
+// (a GraphQL result, a document, up to tens of MB in one Write) goes in
+// pieces, so that the deadline measures a slow client's progress rather
+// than the time the whole answer takes.
+const writePiece = 64 << 10
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	w.moveDeadline()
-	return w.ResponseWriter.Write(b)
+	n := 0
+	for first := true; first || len(b) > 0; first = false {
+		piece := b[:min(len(b), writePiece)]
+		w.moveDeadline()
+		k, err := w.ResponseWriter.Write(piece)
+		n += k
+		if err != nil {
+			w.wrote()
+			return n, err
+		}
+		b = b[len(piece):]
+	}
+	w.wrote()
+	return n, nil
+}
+
+// wrote clears the deadline after a write returned, on HTTP/2 (see h2).
+func (w *statusWriter) wrote() {
+	if w.h2 {
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Time{})
+		w.deadlineSet = time.Time{}
+	}
 }
 
 // moveDeadline gives the writes from now on until timeout from now to
@@ -69,9 +101,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // it holds: a listing its Postgres connection and snapshot, a GraphQL
 // answer its memory. The deadline is moved at most every quarter timeout
 // (moving it costs about as much CPU as a small write), so a write has at
-// least three quarters of the timeout. A connection taken over (a
-// WebSocket, a parked stream) starts without one: net/http clears the
-// deadlines when it hands a connection over.
+// least three quarters of the timeout. net/http clears the deadline when
+// a response ends (the next request on the connection starts without
+// one) and when it hands a connection over (a WebSocket, a parked stream).
 func (w *statusWriter) moveDeadline() {
 	now := time.Now()
 	if now.Sub(w.deadlineSet) <= w.timeout/4 {
@@ -90,7 +122,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (a *api) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout}
+		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout, h2: r.ProtoMajor == 2}
 		// The request's logger gets its method and path attributes only
 		// when something is logged (loggerFrom): building them for every
 		// request cost CPU and, for a stream, memory for its whole life.
@@ -102,14 +134,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 		// What is used after next returns is taken now: r itself is not
 		// kept by this frame for the life of a stream.
 		ctx, method, path := r.Context(), r.Method, r.URL.Path
-		upgrade := r.Header.Get("Upgrade") != ""
 		next.ServeHTTP(sw, r)
-		if sw.deadlineSet.IsZero() && !upgrade {
-			// The handler wrote nothing: the answer net/http writes now
-			// must not fail on a deadline an earlier request on this
-			// connection left.
-			sw.moveDeadline()
-		}
 		route := chi.RouteContext(ctx).RoutePattern()
 		if route == "" {
 			route = "unmatched"
