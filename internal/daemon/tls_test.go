@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"io"
@@ -13,6 +14,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/daemon"
@@ -232,6 +236,72 @@ func TestHTTP2IdleStreamOutlivesWriteTimeout(t *testing.T) {
 				t.Fatalf("stream: %s", line)
 			}
 			return
+		}
+	}
+}
+
+// TestHTTP2StalledClientIsCut: over HTTP/2, a client that grants no
+// flow-control window (it reads nothing) gets its stream reset once
+// write_timeout has passed, also for the end of an answer, which goes
+// out after the handler returned (it pinned a goroutine until the client
+// went away).
+func TestHTTP2StalledClientIsCut(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.WriteTimeout = time.Second
+	})
+	conn, err := tls.Dial("tcp", d.Addr(), &tls.Config{RootCAs: cert.Pool, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("negotiated %q, want h2", p)
+	}
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	// No window for the server's answers.
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", d.Addr()}, {":path", "/api/info"},
+		{"authorization", "Basic " + basic("admin", dt.AdminPassword)}} {
+		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no reset of the stalled stream: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				return
+			}
+		case *http2.DataFrame:
+			if f.StreamID == 1 && f.StreamEnded() {
+				t.Fatal("the answer ended without a window to send it in")
+			}
 		}
 	}
 }

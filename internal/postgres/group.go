@@ -217,10 +217,11 @@ var (
 )
 
 // commitBatch is the batchRunner of a DB: it runs the batch optimistically,
-// and once more with savepoints if any of it failed, or again (at most
-// maxLockRetries times) while it fails on a lock held by another
-// transaction (lockorder.go), and calls the OnCommit function with each
-// commit made.
+// and once more with savepoints if any of it failed; when it fails on a
+// lock another transaction holds (lockorder.go), once more with every
+// document it asked for locked first, in order, and then, if that fails
+// too, each commit alone. It calls the OnCommit function with each commit
+// made.
 func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job {
 	locks := &lockOrder{}
 	// Once the next batch may start, this one must not run again: it
@@ -234,8 +235,24 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 	if errors.Is(err, errRetryIsolated) {
 		err = db.runBatch(ctx, &batch, nil, nil, handOff, locks)
 	}
-	for retries := 0; retries < maxLockRetries && !handed && errors.Is(err, errConcurrent) && !errors.Is(err, errCommitFailed); retries++ {
+	conflicted := func() bool {
+		return !handed && (errors.Is(err, errConcurrent) || errors.Is(err, errPrelock)) && !errors.Is(err, errCommitFailed)
+	}
+	if conflicted() {
+		// Once more, every document the batch asked for locked first.
 		err = db.runBatch(ctx, &batch, nil, nil, handOff, locks)
+	}
+	if conflicted() {
+		// Still held elsewhere: each commit runs alone, in turn, and
+		// waits for its locks as a write alone does; the next batch
+		// starts after the last (lead hands on when this returns).
+		for _, j := range batch {
+			one := []*job{j}
+			if err := db.runBatch(ctx, &one, nil, nil, func() {}, &lockOrder{}); err != nil && j.err == nil && !j.replayed {
+				j.err = err
+			}
+		}
+		err = nil
 	}
 	for _, j := range batch {
 		if j.replayed {
@@ -346,7 +363,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 		}
 		if relock {
 			if err := locks.prelock(ctx, ws[0]); err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errPrelock, err)
 			}
 		}
 		for i, j := range jobs {

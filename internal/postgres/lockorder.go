@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -27,18 +28,19 @@ import (
 // after every one it has locked. Otherwise it asks without waiting
 // (NOWAIT); a document locked by another transaction then fails the
 // attempt (lock_not_available, an errConcurrent), and the batch runs again
-// (commitBatch), first locking every document its commits asked for so
-// far, in order, which may wait as a write alone would. A deadlock
-// Postgres reports anyway (an insert waits for another transaction's
-// insert of the same id, which locks nothing beforehand) makes the batch
-// run again the same way. A batch runs again at most maxLockRetries
-// times.
+// (commitBatch), first locking every document its commits asked for
+// (every one a Writer's call names, told before its first statement), in
+// order, which may wait as a write alone would. A deadlock Postgres
+// reports anyway (an insert waits for another transaction's insert of the
+// same id, which locks nothing beforehand) makes the batch run again the
+// same way. If the run again fails too (a commit that had not run asked
+// for more, or a lock_timeout), each commit of the batch runs alone, in
+// turn: none fails because of another's documents.
 
-// maxLockRetries bounds how many times a batch runs again because of a
-// lock (see above). Each run again locks the documents asked for before,
-// in order, so it fails only on documents it had not asked for yet (a
-// commit that had not run) or that did not exist then.
-const maxLockRetries = 8
+// errPrelock wraps the error of a run again's first locks (prelock): a
+// lock_timeout, a deadlock, a cancellation. The batch then runs each of
+// its commits alone.
+var errPrelock = errors.New("locking a batch's documents in order")
 
 // lockKey is a document's place in the order of locks.
 type lockKey struct{ class, id string }
@@ -54,7 +56,10 @@ func (k lockKey) less(o lockKey) bool {
 // documents its commits asked to lock, over all its attempts, and, in the
 // attempt running (its Tx's order), what the transaction holds.
 type lockOrder struct {
-	asked map[lockKey]bool
+	// asked holds the ids of every statement that asked for locks (the
+	// slices of the statements, not copies: a grouped delete may name a
+	// million), sorted and made unique only when a run again locks them.
+	asked []classIDs
 	// Of the attempt running.
 	locked bool    // the transaction has asked for a lock
 	owner  *Writer // the Writer that asked first (nil: the prelock)
@@ -70,17 +75,25 @@ func (o *lockOrder) attempt() {
 	o.locked, o.owner, o.shared, o.last, o.doomed = false, nil, false, lockKey{}, false
 }
 
+// classIDs are ids of documents of class.
+type classIDs struct {
+	class string
+	ids   []string
+}
+
+// ask records that a commit of the batch is about to lock the documents
+// ids, all of class: a Writer tells all it locks in a call before its
+// first statement, so that a run again locks all of them first, not only
+// those of the statements that ran before one failed.
+func (o *lockOrder) ask(class string, ids []string) {
+	o.asked = append(o.asked, classIDs{class, ids})
+}
+
 // mayWait records that w (nil: the prelock) locks the documents ids, all
 // of class, in one statement, and reports whether that statement may
 // wait for a lock (else it must use NOWAIT).
 func (o *lockOrder) mayWait(w *Writer, class string, ids []string) bool {
 	lo, hi := slices.Min(ids), slices.Max(ids)
-	if o.asked == nil {
-		o.asked = map[lockKey]bool{}
-	}
-	for _, id := range ids {
-		o.asked[lockKey{class, id}] = true
-	}
 	others := o.locked && (o.shared || o.owner != w)
 	wait := !o.doomed && (!others || o.last.less(lockKey{class, lo}))
 	switch {
@@ -100,9 +113,11 @@ func (o *lockOrder) mayWait(w *Writer, class string, ids []string) bool {
 // them as a write alone would. w is a Writer of the batch (for its
 // database and schema).
 func (o *lockOrder) prelock(ctx context.Context, w *Writer) error {
-	keys := make([]lockKey, 0, len(o.asked))
-	for k := range o.asked {
-		keys = append(keys, k)
+	var keys []lockKey
+	for _, a := range o.asked {
+		for _, id := range a.ids {
+			keys = append(keys, lockKey{a.class, id})
+		}
 	}
 	slices.SortFunc(keys, func(a, b lockKey) int {
 		switch {
@@ -113,6 +128,7 @@ func (o *lockOrder) prelock(ctx context.Context, w *Writer) error {
 		}
 		return 0
 	})
+	keys = slices.Compact(keys)
 	for len(keys) > 0 {
 		class := keys[0].class
 		var ids []string

@@ -602,3 +602,37 @@ func TestGroupCommitWaitsInLockOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupCommitFailsOnlyTheRequestThatCannotLock: when a batch's run
+// again cannot lock what it asked for either (here an operator's
+// lock_timeout, another transaction holding Note/c), each request of the
+// batch runs alone: the one that does not need Note/c commits, and the
+// other fails on its own lock, as it would alone. (Both failed, after
+// eight runs.)
+func TestGroupCommitFailsOnlyTheRequestThatCannotLock(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewDatabase(t)
+	db, d, s, _ := openNotesAt(t, url+"&options=-c%20lock_timeout%3D200")
+	insertNotes(t, db, d, s, "a", "b", "c", "z")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// Another transaction holds Note/c for the whole test.
+	holder, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background())
+	if _, err := holder.Exec(ctx, fmt.Sprintf("SELECT FROM %s WHERE _id = 'Note/c' FOR UPDATE", classTable(d, "Note"))); err != nil {
+		t.Fatal(err)
+	}
+	b := newBatchTest(db, d, s)
+	first := b.job("first", b.blocking(func(ctx context.Context, w *Writer) error { return w.Replace(ctx, notes("z"), false) }))
+	second := b.job("second", func(ctx context.Context, w *Writer) error { return w.Replace(ctx, notes("a", "b", "c"), false) })
+	b.run(t, ctx, first, second)
+	if first.err != nil || first.commit == nil {
+		t.Fatalf("the write of Note/z: commit %+v, error %v", first.commit, first.err)
+	}
+	if sluice.ErrorCode(second.err) != sluice.CodeConflict {
+		t.Fatalf("the write of Note/c: commit %+v, error %v, want a conflict", second.commit, second.err)
+	}
+}

@@ -135,6 +135,12 @@ func (a *api) observe(next http.Handler) http.Handler {
 		// kept by this frame for the life of a stream.
 		ctx, method, path := r.Context(), r.Method, r.URL.Path
 		next.ServeHTTP(sw, r)
+		if sw.h2 {
+			// What is still buffered, and the end of the stream, go
+			// out after the handler returns: with a deadline too.
+			sw.deadlineSet = time.Time{}
+			sw.moveDeadline()
+		}
 		route := chi.RouteContext(ctx).RoutePattern()
 		if route == "" {
 			route = "unmatched"
