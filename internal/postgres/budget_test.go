@@ -322,44 +322,72 @@ func TestPastOfDocumentChangedInTwoRowsOfACommit(t *testing.T) {
 }
 
 // TestRunsAreSizedByTheImagesRead: a run of images is sized by the images
-// as they are read, not by the rows' stored size, which Postgres
-// compresses (a hundredfold for a repetitive JSON value).
+// as they will be read, not by what the rows store: Postgres compresses a
+// repetitive JSON value a hundredfold, stores a number of 100,000 digits
+// in a few bytes, and a row of many false Booleans holds none of the
+// names its image spells out.
 func TestRunsAreSizedByTheImagesRead(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db, _, _, _ := openNotes(t)
-	s, err := schema.Parse("type Blob { data: JSON }")
-	if err != nil {
-		t.Fatal(err)
+	var many strings.Builder
+	var falses strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&many, " f%03d_%s: Boolean", i, strings.Repeat("n", 55))
+		fmt.Fprintf(&falses, `%s"f%03d_%s": false`, map[bool]string{true: "", false: ","}[i == 0], i, strings.Repeat("n", 55))
 	}
-	d := &sluice.Database{Org: "o", Name: "blobs"}
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, d, s) }}); err != nil {
-		t.Fatal(err)
-	}
-	const n, size, budget = 20, 200 << 10, 64 << 10
-	var docs []*sluice.Document
-	var ids []string
-	for i := range n {
-		id := fmt.Sprintf("Blob/b%02d", i)
-		docs = append(docs, &sluice.Document{ID: id, Type: "Blob", Fields: map[string]any{"data": json.RawMessage(`"` + strings.Repeat("a", size) + `"`)}})
-		ids = append(ids, id)
-	}
-	if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
-		return w.Insert(ctx, docs)
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var peak int
-	if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
-		w.budget = budget
-		err := w.Delete(ctx, ids, nil)
-		peak = w.peakHeld
-		return err
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	// One document a run: each is larger than the budget.
-	if peak < size || peak > size+1024 {
-		t.Fatalf("the delete held %d bytes of images at most, want one image (about %d)", peak, size)
+	for _, tc := range []struct {
+		name, sdl, class string
+		n, budget        int
+		doc              string // the fields of each document, as JSON
+	}{
+		{"a repetitive JSON value", "type Blob { data: JSON }", "Blob", 20, 64 << 10, `"data": "` + strings.Repeat("a", 200<<10) + `"`},
+		{"long numbers", "type Blob { data: JSON }", "Blob", 20, 64 << 10, `"data": [` + strings.Repeat("1e100000,", 9) + `1e100000]`},
+		{"many names", "type Flags {" + many.String() + " }", "Flags", 300, 64 << 10, falses.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, _, _, _ := openNotes(t)
+			s, err := schema.Parse(tc.sdl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := &sluice.Database{Org: "o", Name: "sized"}
+			if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, d, s) }}); err != nil {
+				t.Fatal(err)
+			}
+			var docs []*sluice.Document
+			var ids []string
+			for i := range tc.n {
+				id := fmt.Sprintf("%s/d%03d", tc.class, i)
+				doc, err := schema.RawDocument{JSON: []byte(`{"@type":"` + tc.class + `","@id":"` + id + `",` + tc.doc + `}`)}.Validate(s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				docs = append(docs, doc)
+				ids = append(ids, id)
+			}
+			if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
+				return w.Insert(ctx, docs)
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			var peak, largest int
+			if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: func(ctx context.Context, w *Writer) error {
+				w.budget = tc.budget
+				err := w.Delete(ctx, ids, nil)
+				peak = w.peakHeld
+				return err
+			}}); err != nil {
+				t.Fatal(err)
+			}
+			// The images as read, the largest of them.
+			if err := db.pool.QueryRow(ctx, fmt.Sprintf("SELECT coalesce(max(octet_length(b)), 0) FROM %s, jsonb_array_elements_text(befores::jsonb) b", "sluice.changes")).Scan(&largest); err != nil {
+				t.Fatal(err)
+			}
+			// A run holds at most the budget, or one document more.
+			if peak == 0 || peak > tc.budget+2*largest {
+				t.Fatalf("the delete held %d bytes of images at most (an image: about %d), want at most %d", peak, largest, tc.budget+2*largest)
+			}
+		})
 	}
 }

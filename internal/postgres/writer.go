@@ -587,29 +587,36 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 }
 
 // imageSize returns an expression of about the length of the image of a
-// row of class c (to_jsonb), read from its values' headers where that is
-// enough: a text column's length (a string's JSON is longer by its
-// escapes: at most six times, for control characters), another column's
-// stored size, except for a compressed JSON value, whose text is built to
-// measure it (Postgres compresses large values, a hundredfold for
-// repetitive ones: runs sized by the stored size read 240 MB at once for
-// a 4 MiB budget). Building every image to measure it cost a delete of
-// many documents about 30% more time.
+// row of class c (to_jsonb(t.*)), without building it: its keys and
+// punctuation, known from the class; a text column's length (a string's
+// JSON is longer by its escapes: at most six times, for control
+// characters); the text of a JSON or numeric value (stored compressed, a
+// hundredfold smaller for a repetitive value, or as a numeric of a few
+// bytes that prints as 100,000 digits); the longest text of the other
+// types. Building every image to measure it cost a delete of many
+// documents about 30% more time (docs/benchmarks.md, "Replacing and
+// deleting many documents").
 func imageSize(c *sluice.Class) string {
+	// {"_id": …, "_commit_uid": …, and per column "name": … and a comma.
+	fixed := len(`{"_id":"",`) + len(`"_commit_uid":`) + 20 + 1
 	var b strings.Builder
 	b.WriteString("octet_length(t." + colID + ")::bigint")
 	for _, f := range c.Fields {
+		fixed += len(f.Name) + len(`"":,`) + len("null")
 		col := "t." + pgx.Identifier{f.Name}.Sanitize()
 		switch columnType(f) {
 		case "text":
+			fixed += 2 // its quotes
 			fmt.Fprintf(&b, " + coalesce(octet_length(%s)::bigint, 0)", col)
-		case "jsonb":
-			fmt.Fprintf(&b, " + coalesce(CASE WHEN pg_column_compression(%[1]s) IS NULL THEN pg_column_size(%[1]s) ELSE octet_length(%[1]s::text) END::bigint, 0)", col)
-		default:
-			fmt.Fprintf(&b, " + coalesce(pg_column_size(%s)::bigint, 0)", col)
+		case "jsonb", "numeric":
+			fmt.Fprintf(&b, " + coalesce(octet_length(%s::text)::bigint, 0)", col)
+		case "timestamptz":
+			fixed += len(`"0001-01-01T00:00:00.000000+00:00"`)
+		default: // integer, double precision, boolean
+			fixed += 24
 		}
 	}
-	return b.String()
+	return fmt.Sprintf("%d + %s", fixed, b.String())
 }
 
 // image returns the API-form JSON of raw, a row of class c as to_jsonb
