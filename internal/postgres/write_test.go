@@ -612,8 +612,11 @@ func TestGroupCommitWaitsInLockOrder(t *testing.T) {
 func TestGroupCommitFailsOnlyTheRequestThatCannotLock(t *testing.T) {
 	t.Parallel()
 	url := pgtest.NewDatabase(t)
-	db, d, s, _ := openNotesAt(t, url+"&options=-c%20lock_timeout%3D200")
-	insertNotes(t, db, d, s, "a", "b", "c", "z")
+	setup, d, s, _ := openNotesAt(t, url)
+	insertNotes(t, setup, d, s, "a", "b", "c", "z")
+	// The writes run on sessions with a lock_timeout (the setup did not:
+	// a loaded cluster's other tests can hold it up longer).
+	db := openPeer(t, url+"&options=-c%20lock_timeout%3D200")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// Another transaction holds Note/c for the whole test.
