@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -45,19 +47,20 @@ var errPrelock = errors.New("locking a batch's documents in order")
 // lockKey is a document's place in the order of locks.
 type lockKey struct{ class, id string }
 
-func (k lockKey) less(o lockKey) bool {
-	if k.class != o.class {
-		return k.class < o.class
-	}
-	return k.id < o.id
+// compare orders keys as Writer.lock takes them: by class name, then id
+// (byte order: ids are COLLATE "C").
+func (k lockKey) compare(o lockKey) int {
+	return cmp.Or(strings.Compare(k.class, o.class), strings.Compare(k.id, o.id))
 }
+
+func (k lockKey) less(o lockKey) bool { return k.compare(o) < 0 }
 
 // lockOrder is what a group-commit batch knows of its row locks: the
 // documents its commits asked to lock, over all its attempts, and, in the
 // attempt running (its Tx's order), what the transaction holds.
 type lockOrder struct {
-	// asked holds the ids of every statement that asked for locks (the
-	// slices of the statements, not copies: a grouped delete may name a
+	// asked holds the ids every Writer call of the batch locks (see ask;
+	// the calls' slices, not copies: a grouped delete may name a
 	// million), sorted and made unique only when a run again locks them.
 	asked []classIDs
 	// Of the attempt running.
@@ -119,15 +122,7 @@ func (o *lockOrder) prelock(ctx context.Context, w *Writer) error {
 			keys = append(keys, lockKey{a.class, id})
 		}
 	}
-	slices.SortFunc(keys, func(a, b lockKey) int {
-		switch {
-		case a.less(b):
-			return -1
-		case b.less(a):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(keys, lockKey.compare)
 	keys = slices.Compact(keys)
 	for len(keys) > 0 {
 		class := keys[0].class
