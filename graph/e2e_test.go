@@ -154,7 +154,13 @@ func TestHTTPBehaviour(t *testing.T) {
 			t.Errorf("%s: got %d %s %s; want %d %s containing %s", c.name, r.Status, r.Header.Get("Content-Type"), r.Body, c.status, c.contentType, c.bodyHas)
 		}
 	}
-	r := d.Do(t, daemontest.Admin(), "GET", "/api/graphiql/admin/h", nil)
+	// Accept sent as two field lines is one list (RFC 9110 section 5.3):
+	// the second line's type is acceptable.
+	r := d.Do(t, daemontest.Admin(), "POST", path, `{"query":"{ __typename }"}`, "Content-Type", "application/json", "Accept", "text/html", "Accept", "application/graphql-response+json")
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/graphql-response+json; charset=utf-8" {
+		t.Errorf("two Accept lines: got %d %s %s", r.Status, r.Header.Get("Content-Type"), r.Body)
+	}
+	r = d.Do(t, daemontest.Admin(), "GET", "/api/graphiql/admin/h", nil)
 	if r.Status != 200 || !strings.Contains(string(r.Body), "/api/graphql/admin/h") {
 		t.Errorf("graphiql: %d %s", r.Status, r.Body)
 	}

@@ -118,7 +118,7 @@ func NewHandler(store Store, opts Options) *Handler {
 
 // ServeHTTP authorizes the request and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	media, ok := responseMedia(r.Header.Get("Accept"))
+	media, ok := responseMedia(protocol.AcceptHeader(r.Header))
 	if !ok {
 		media = mediaJSON
 	}

@@ -56,7 +56,7 @@ func (HTTPTransport) Supports(*http.Request) bool { return true }
 
 // Do serves one request.
 func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	media, ok := responseMedia(r.Header.Get("Accept"))
+	media, ok := responseMedia(protocol.AcceptHeader(r.Header))
 	if !ok {
 		writeRequestError(w, mediaJSON, sluice.Errorf(sluice.CodeNotAcceptable,
 			"the server responds with application/graphql-response+json or application/json; the Accept header allows neither"))

@@ -139,7 +139,8 @@ func Bearer(token string) Auth {
 func NoAuth() Auth { return func(*http.Request) {} }
 
 // Do sends a request with body (a string, []byte or nil) and returns the
-// whole response. It fails the test on transport errors only.
+// whole response; header is name, value pairs (a name given twice is sent
+// as two field lines). It fails the test on transport errors only.
 func (d *Daemon) Do(t testing.TB, auth Auth, method, path string, body any, header ...string) Response {
 	t.Helper()
 	var rd io.Reader
@@ -157,7 +158,7 @@ func (d *Daemon) Do(t testing.TB, auth Auth, method, path string, body any, head
 		t.Fatal(err)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
+		req.Header.Add(header[i], header[i+1])
 	}
 	auth(req)
 	resp, err := http.DefaultClient.Do(req)

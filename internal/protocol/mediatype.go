@@ -3,6 +3,7 @@ package protocol
 import (
 	"math"
 	"mime"
+	"net/http"
 	"strconv"
 	"strings"
 )
@@ -12,6 +13,18 @@ import (
 type MediaRange struct {
 	Type string
 	Q    float64
+}
+
+// AcceptHeader returns the Accept header of h as one list: a client may
+// send it as several field lines, which mean the same as one line joined
+// with commas (RFC 9110 section 5.3); reading only the first would
+// negotiate with part of what the client accepts.
+func AcceptHeader(h http.Header) string {
+	vs := h.Values("Accept")
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	return strings.Join(vs, ", ")
 }
 
 // MediaRanges parses an Accept header, in order, skipping entries that do

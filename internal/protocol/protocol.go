@@ -70,7 +70,7 @@ func Of(r *http.Request) Kind {
 	case r.Method != http.MethodGet && r.Method != http.MethodPost:
 		return HTTP
 	}
-	return negotiate(r.Header.Get("Accept"))
+	return negotiate(AcceptHeader(r.Header))
 }
 
 // StreamToken returns the single connection mode stream token of r: the

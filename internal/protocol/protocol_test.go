@@ -29,7 +29,11 @@ func TestOf(t *testing.T) {
 		{"NDJSON", "GET", "/", header{"Accept", "application/x-ndjson"}, NDJSON},
 		{"Apollo multipart", "POST", "/", header{"Accept", "multipart/mixed;boundary=graphql;subscriptionSpec=1.0, application/json"}, Multipart},
 		{"unknown types skipped", "GET", "/", header{"Accept", "text/html, text/event-stream"}, SSE},
-		{"two Accept headers: the first", "GET", "/", header{"Accept", "text/event-stream", "Accept", "application/json"}, SSE},
+		{"two Accept lines: the first of equals", "GET", "/", header{"Accept", "text/event-stream", "Accept", "application/json"}, SSE},
+		// Field lines mean one list joined by commas (RFC 9110 section
+		// 5.3): the second line's higher q wins, its q=0 refuses.
+		{"two Accept lines: the second preferred", "GET", "/", header{"Accept", "application/json;q=0.5", "Accept", "text/event-stream"}, SSE},
+		{"two Accept lines: the second refuses", "GET", "/", header{"Accept", "text/*", "Accept", "text/event-stream;q=0"}, HTTP},
 
 		// Accept negotiation: the highest q wins, the first of equals.
 		{"JSON preferred", "GET", "/", header{"Accept", "application/json, text/event-stream;q=0.5"}, HTTP},

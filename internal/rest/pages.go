@@ -13,7 +13,7 @@ import (
 // for HTML: it accepts JSON (GraphQL over HTTP) or an event stream.
 func toGraphiQL(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet && !r.URL.Query().Has("query") && protocol.Of(r) == protocol.HTTP && wantsHTML(r.Header.Get("Accept")) {
+		if r.Method == http.MethodGet && !r.URL.Query().Has("query") && protocol.Of(r) == protocol.HTTP && wantsHTML(protocol.AcceptHeader(r.Header)) {
 			http.Redirect(w, r, "/api/graphiql/"+strings.TrimPrefix(r.URL.Path, "/api/graphql/"), http.StatusSeeOther)
 			return
 		}
