@@ -76,7 +76,11 @@ type StaleDocument struct {
 // written.
 type StaleError struct {
 	Docs []StaleDocument
-	err  *Error
+	// OfOne is set when the write named one document: the current
+	// version of Docs[0] is then the current version of what the request
+	// targeted (a 412's ETag), which it is not for a request of several.
+	OfOne bool
+	err   *Error
 }
 
 // NewStaleError returns the error of a write whose documents docs did not

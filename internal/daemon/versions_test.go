@@ -70,8 +70,16 @@ func logLength(t *testing.T, d *dt.Daemon, db string) int {
 
 // staleAnswer checks a 412 answer: its body names the documents with
 // their current versions (want: id to version, "" for none), and its ETag
-// is the one document's current version.
+// is the current version of the one document the request named, absent
+// for a request of several (see staleAnswerOf).
 func staleAnswer(t *testing.T, r dt.Response, want map[string]string) {
+	t.Helper()
+	staleAnswerOf(t, r, want, len(want) == 1)
+}
+
+// staleAnswerOf is staleAnswer for a request of one document (one) or of
+// several.
+func staleAnswerOf(t *testing.T, r dt.Response, want map[string]string, one bool) {
 	t.Helper()
 	if r.Status != 412 {
 		t.Fatalf("status %d, want 412: %s", r.Status, r.Body)
@@ -99,11 +107,15 @@ func staleAnswer(t *testing.T, r dt.Response, want map[string]string) {
 			t.Fatalf("412 names %s at version %q, want %v: %s", doc.ID, got, want, r.Body)
 		}
 	}
-	if len(want) == 1 {
-		for _, v := range want {
-			if v != "" && r.Header.Get("ETag") != `"`+v+`"` {
-				t.Fatalf("412 ETag %q, want the current version %q", r.Header.Get("ETag"), v)
-			}
+	if !one {
+		if tag := r.Header.Get("ETag"); tag != "" {
+			t.Fatalf("412 of a request of several documents has ETag %q", tag)
+		}
+		return
+	}
+	for _, v := range want {
+		if tag := r.Header.Get("ETag"); v != "" && tag != `"`+v+`"` || v == "" && tag != "" {
+			t.Fatalf("412 ETag %q, want the current version %q", tag, v)
 		}
 	}
 }
@@ -197,6 +209,14 @@ func TestConditionalWritesREST(t *testing.T) {
 	staleAnswer(t, r, map[string]string{"Person/ann": cur, "Person/cid": ""})
 	if doc, tag := docOf(t, d, "cw", "Person/bob"); doc["name"] != "Bob" || tag != bob {
 		t.Fatalf("the fresh document of a refused bulk write was written: %v", doc)
+	}
+	// One stale document of several: named, but its version is not the
+	// ETag of the request's target, a list.
+	for _, tc := range []struct{ method, body string }{
+		{"PUT", `[{"@type":"Person","@id":"bob","@version":` + bob + `,"name":"Bob II"},{"@type":"Person","@id":"ann","@version":` + v1 + `,"name":"Ann II"}]`},
+		{"DELETE", `["Person/bob",{"@id":"Person/ann","@version":` + v1 + `}]`},
+	} {
+		staleAnswerOf(t, d.Do(t, dt.Admin(), tc.method, "/api/document/admin/cw", tc.body), map[string]string{"Person/ann": cur}, false)
 	}
 	if n := logLength(t, d, "cw"); n != commits {
 		t.Fatalf("refused writes made commits: %d, was %d", n, commits)

@@ -58,6 +58,9 @@ type Writer struct {
 	// stale lists the documents whose preconditions did not hold: they
 	// are not written, and the write fails with them (see DB.Write).
 	stale []sluice.StaleDocument
+	// checked counts the documents whose preconditions were checked: one
+	// for a write of one document (StaleError.OfOne).
+	checked int
 	// key, when set, is recorded with the commit (idempotency.go).
 	key *IdempotencyKey
 	// budget is the bytes of stored documents' images the Writer reads
@@ -361,7 +364,9 @@ func (w *Writer) staleError() error {
 	if len(w.stale) == 0 {
 		return nil
 	}
-	return sluice.NewStaleError(w.stale)
+	se := sluice.NewStaleError(w.stale)
+	se.OfOne = w.checked == 1
+	return se
 }
 
 // updateRows overwrites the rows of existing documents, by class: pipelined
@@ -453,6 +458,7 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 // stale documents are reported first, then a missing one, then errors of
 // the documents' contents (found as the runs read them).
 func (w *Writer) check(ids []string, expect []sluice.Precondition, found map[string]*stored, mustExist bool, hint string) (bool, error) {
+	w.checked += len(ids)
 	stale, first := len(w.stale), ""
 	for i, id := range ids {
 		cur := found[id]

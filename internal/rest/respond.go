@@ -66,9 +66,10 @@ func writeShown(w http.ResponseWriter, err error, sh sluice.Shown) {
 			}
 			body.Documents = append(body.Documents, sj)
 		}
-		// The current version of the one document, as a 412 of a
-		// conditional request gives it (RFC 9110).
-		if len(stale.Docs) == 1 && stale.Docs[0].Version != "" {
+		// The current version of the one document a conditional
+		// request targeted, as a 412 gives it (RFC 9110); a request of
+		// several documents has no one current version.
+		if stale.OfOne && stale.Docs[0].Version != "" {
 			w.Header().Set("ETag", etag(stale.Docs[0].Version))
 		}
 	}
