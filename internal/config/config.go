@@ -115,6 +115,16 @@ type Config struct {
 	// Key max_request_bodies, env SLUICE_MAX_REQUEST_BODIES, flag --max-request-bodies, default 1024.
 	MaxRequestBodies int64
 
+	// WriteSpoolBytes bounds the bytes of write bodies held in temporary
+	// files at once: a write of many documents reads its body whole
+	// before its transaction begins. Zero: bodies are read as they arrive.
+	// Key write_spool_bytes, env SLUICE_WRITE_SPOOL_BYTES, flag --write-spool-bytes, default 1073741824.
+	WriteSpoolBytes int64
+
+	// WriteSpoolDir is the directory of those files ("": $TMPDIR or /tmp).
+	// Key write_spool_dir, env SLUICE_WRITE_SPOOL_DIR, flag --write-spool-dir, default "".
+	WriteSpoolDir string
+
 	// MaxHeaderBytes limits a request's header block, and a graphql-ws
 	// message before connection_ack: what a client sends before it is
 	// authenticated. Always greater than zero.
@@ -420,6 +430,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("body_min_rate", c.BodyMinRate),
 		slog.Duration("write_timeout", c.WriteTimeout),
 		slog.Int64("max_request_bodies", c.MaxRequestBodies),
+		slog.Int64("write_spool_bytes", c.WriteSpoolBytes),
+		slog.String("write_spool_dir", c.WriteSpoolDir),
 		slog.Int64("max_header_bytes", c.MaxHeaderBytes),
 		slog.Int64("graphql_max_body_bytes", c.GraphQLMaxBodyBytes),
 		slog.Int64("max_write_documents", c.MaxWriteDocuments),

@@ -60,6 +60,7 @@ func TestDefault(t *testing.T) {
 		WriteTimeout:         time.Minute,
 		BodyMinRate:          8192,
 		MaxRequestBodies:     1024,
+		WriteSpoolBytes:      1 << 30,
 		MaxHeaderBytes:       16 << 10,
 
 		GraphQLWSMaxMessageBytes:  1 << 20,
@@ -251,6 +252,8 @@ var everything = Config{
 	WriteTimeout:         45 * time.Second,
 	BodyMinRate:          100,
 	MaxRequestBodies:     7,
+	WriteSpoolBytes:      8 << 20,
+	WriteSpoolDir:        "/var/tmp/sluice",
 	MaxHeaderBytes:       8192,
 
 	GraphQLWSMaxMessageBytes:  2048,
@@ -340,6 +343,8 @@ body_idle_timeout: 5s
 write_timeout: 45s
 body_min_rate: 100
 max_request_bodies: 7
+write_spool_bytes: 8388608
+write_spool_dir: /var/tmp/sluice
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
 graphql_max_body_bytes: 4096
@@ -407,6 +412,8 @@ body_idle_timeout: 5s
 write_timeout: 45s
 body_min_rate: 100
 max_request_bodies: 7
+write_spool_bytes: 8388608
+write_spool_dir: /var/tmp/sluice
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
 graphql_max_body_bytes: 4096
@@ -476,6 +483,8 @@ body_idle_timeout = "5s"
 write_timeout = "45s"
 body_min_rate = 100
 max_request_bodies = 7
+write_spool_bytes = 8388608
+write_spool_dir = "/var/tmp/sluice"
 max_header_bytes = 8192
 graphql_ws_max_message_bytes = 2048
 graphql_max_body_bytes = 4096
@@ -543,6 +552,8 @@ tls_key_file = "/etc/sluice/key.pem"
   "write_timeout": "45s",
   "body_min_rate": 100,
   "max_request_bodies": 7,
+  "write_spool_bytes": 8388608,
+  "write_spool_dir": "/var/tmp/sluice",
   "max_header_bytes": 8192,
   "graphql_ws_max_message_bytes": 2048,
   "graphql_max_body_bytes": 4096,
@@ -628,6 +639,8 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_WRITE_TIMEOUT":                "45s",
 		"SLUICE_BODY_MIN_RATE":                "100",
 		"SLUICE_MAX_REQUEST_BODIES":           "7",
+		"SLUICE_WRITE_SPOOL_BYTES":            "8388608",
+		"SLUICE_WRITE_SPOOL_DIR":              "/var/tmp/sluice",
 		"SLUICE_MAX_HEADER_BYTES":             "8192",
 		"SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES": "2048",
 		"SLUICE_GRAPHQL_MAX_BODY_BYTES":       "4096",
@@ -704,6 +717,8 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--write-timeout", "45s",
 		"--body-min-rate", "100",
 		"--max-request-bodies", "7",
+		"--write-spool-bytes", "8388608",
+		"--write-spool-dir", "/var/tmp/sluice",
 		"--max-header-bytes", "8192",
 		"--graphql-ws-max-message-bytes", "2048",
 		"--graphql-max-body-bytes", "4096",

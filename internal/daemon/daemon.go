@@ -305,6 +305,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		WriteTimeout:     d.cfg.WriteTimeout,
 		BodyMinRate:      d.cfg.BodyMinRate,
 		MaxRequestBodies: d.cfg.MaxRequestBodies,
+		WriteSpoolBytes:  d.cfg.WriteSpoolBytes,
+		WriteSpoolDir:    d.cfg.WriteSpoolDir,
 		MetricsToken:     d.cfg.MetricsToken,
 		MetricsElsewhere: d.cfg.MetricsListen != "",
 		PageBytes:        d.cfg.HistoryPageBytes,

@@ -125,10 +125,12 @@ func TestIdempotentWrites(t *testing.T) {
 // TestIdempotencyKeyInFlight: while the first request with a key runs (a
 // long NDJSON upload, its transaction open), a retry with the key is a 409
 // on another replica; once the first has answered, the retry answers the
-// same.
+// same. (Replica a reads bodies as they arrive, as it does past
+// write_spool_bytes, so that the upload's transaction is open while the
+// test holds its body back.)
 func TestIdempotencyKeyInFlight(t *testing.T) {
 	t.Parallel()
-	a := dt.Start(t)
+	a := dt.Start(t, func(c *config.Config) { c.WriteSpoolBytes = 0 })
 	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL))
 	a.CreateDatabase(t, "flight", versionsSDL)
 	var lines []string

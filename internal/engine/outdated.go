@@ -136,6 +136,14 @@ func (r *replay) Next() (schema.RawDocument, error) {
 	return raw, nil
 }
 
+// ReadAhead reads ahead what src has left, if src can (readAhead).
+func (r *replay) ReadAhead() error {
+	if ra, ok := r.src.(readAhead); ok && r.end == nil {
+		return ra.ReadAhead()
+	}
+	return nil
+}
+
 // rewind starts the documents over, and reports false when it cannot.
 func (r *replay) rewind() bool {
 	if r.over {

@@ -34,6 +34,14 @@ type DocSource interface {
 	Next() (schema.RawDocument, error)
 }
 
+// A readAhead source can read the rest of its input before a large
+// write's transaction begins (a REST body into a temporary file), so that
+// the transaction, its connection and its row locks do not wait for a
+// slow client.
+type readAhead interface {
+	ReadAhead() error
+}
+
 // WriteOptions are the optional parameters of a write.
 type WriteOptions struct {
 	Author  string
@@ -317,6 +325,11 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 			return nil, upsertError(insert, err)
 		}
 		return out, nil
+	}
+	if ra, ok := src.(readAhead); ok {
+		if err := ra.ReadAhead(); err != nil {
+			return e.refused(ctx, u, d, opt, err)
+		}
 	}
 	// A large request: a goroutine reads, validates and encodes the rest
 	// while this one writes the chunks before it.

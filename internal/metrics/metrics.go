@@ -22,6 +22,9 @@ type Metrics struct {
 	// PasswordChecks counts bcrypt comparisons: one per new (user,
 	// password, stored hash), however many requests present it.
 	PasswordChecks prometheus.Counter
+	// WriteSpoolBytes is the bytes of write bodies held in temporary
+	// files before their transactions (write_spool_bytes bounds it).
+	WriteSpoolBytes prometheus.Gauge
 }
 
 // New creates and registers every collector, plus the Go and process
@@ -50,8 +53,12 @@ func New() *Metrics {
 			Name: "sluice_auth_password_checks_total",
 			Help: "Password hash comparisons run (bcrypt): one per credential and stored hash, not per request.",
 		}),
+		WriteSpoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_write_spool_bytes",
+			Help: "Bytes of write request bodies held in temporary files, read whole before their transactions begin.",
+		}),
 	}
-	m.Registry.MustRegister(m.HTTPRequests, m.HTTPDuration, m.Commits, m.Changes, m.PasswordChecks,
+	m.Registry.MustRegister(m.HTTPRequests, m.HTTPDuration, m.Commits, m.Changes, m.PasswordChecks, m.WriteSpoolBytes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -40,7 +40,31 @@ type docStream struct {
 	// first is the size of the first buffer: minReadSize, or less for a
 	// body known to be shorter.
 	first int
+	// spooler holds the rest of r when ReadAhead asks (nil: it is read
+	// as it arrives), up to spoolMax bytes; spooled is what it holds.
+	spooler  *spooler
+	spoolMax int64
+	spooled  *spooledBody
 }
+
+// ReadAhead reads the rest of the body, up to the spool's bounds, before
+// a large write's transaction begins, so that a slow client does not keep
+// the transaction open (spool.go). An error is the body's.
+func (s *docStream) ReadAhead() error {
+	if s.spooler == nil || s.spooled != nil || s.rerr != nil {
+		return nil
+	}
+	sb, err := s.spooler.spool(s.r, s.spoolMax)
+	if err != nil {
+		s.rerr = bodyError(err)
+		return s.rerr
+	}
+	s.r, s.spooled = sb, sb
+	return nil
+}
+
+// Close gives back what ReadAhead holds.
+func (s *docStream) Close() { s.spooled.Close() }
 
 // The stream's buffer starts at minReadSize, since most bodies are one small
 // document (a larger first buffer, allocated per request, slowed concurrent

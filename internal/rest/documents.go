@@ -180,12 +180,22 @@ func (a *api) bodyLimit(r *http.Request) int64 {
 // documentStream reads the documents of a write's body. A JSON body is
 // limited to MaxBodyBytes; an NDJSON stream may be of any length, each of
 // its documents limited to MaxBodyBytes. (Every body is bounded in time
-// too: see bodies.go.)
+// too: see bodies.go.) A large write reads the rest of its body before
+// its transaction begins (ReadAhead, spool.go); the caller closes the
+// stream once the write is done.
 func (a *api) documentStream(w http.ResponseWriter, r *http.Request) (*docStream, error) {
+	var s *docStream
+	var err error
 	if mediaType(r) == "application/x-ndjson" {
-		return newDocStream(r.Body, a.MaxBodyBytes, r.ContentLength)
+		s, err = newDocStream(r.Body, a.MaxBodyBytes, r.ContentLength)
+	} else {
+		s, err = newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0, r.ContentLength)
 	}
-	return newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0, r.ContentLength)
+	if err != nil {
+		return nil, err
+	}
+	s.spooler, s.spoolMax = a.spool, a.MaxBodyBytes
+	return s, nil
 }
 
 // mediaType returns the request's media type, without parameters, even
@@ -234,6 +244,7 @@ func (a *api) insertDocuments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	defer src.Close()
 	org, name := dbPath(r)
 	res, err := a.Engine.Insert(r.Context(), userFrom(r), org, name, src, opt)
 	if err != nil {
@@ -254,6 +265,7 @@ func (a *api) replaceDocuments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	defer src.Close()
 	org, name := dbPath(r)
 	if opt.Expect.Absent && !opt.Create {
 		// If-None-Match: * writes only a new document, which a replace

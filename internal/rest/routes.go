@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/metrics"
@@ -41,6 +42,12 @@ type Deps struct {
 	WriteTimeout     time.Duration
 	BodyMinRate      int64
 	MaxRequestBodies int64
+	// WriteSpoolBytes bounds the bytes of write bodies held on disk at
+	// once, read whole before their transactions begin (spool.go); 0:
+	// bodies are read as they arrive. WriteSpoolDir is where ("": the
+	// system's temporary directory).
+	WriteSpoolBytes int64
+	WriteSpoolDir   string
 	// Metrics serves GET /metrics to the super user and to a bearer
 	// MetricsToken (when set); with MetricsElsewhere it is not served
 	// here (the daemon serves it on a listener of its own).
@@ -77,6 +84,7 @@ type Deps struct {
 
 type api struct {
 	Deps
+	spool *spooler
 }
 
 // Routes returns the HTTP handler with every route of the API.
@@ -85,6 +93,11 @@ func Routes(d Deps) http.Handler {
 		d.WriteTimeout = time.Minute
 	}
 	a := &api{Deps: d}
+	var spooled prometheus.Gauge
+	if d.Metrics != nil {
+		spooled = d.Metrics.WriteSpoolBytes
+	}
+	a.spool = newSpooler(d.WriteSpoolDir, d.WriteSpoolBytes, spooled)
 	r := chi.NewRouter()
 	var sockets []string // the routes that accept WebSocket upgrades
 	if d.GraphQL != nil && d.GraphQLSocket != nil {
