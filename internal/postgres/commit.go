@@ -226,10 +226,13 @@ func (db *DB) committed(c *sluice.Commit) {
 // statements): in one round trip it sends their last statements, one
 // statement that allocates their sequence numbers, consecutive in the
 // order of ws, from one update of the counter row and writes their commit
-// rows, and COMMIT. locked, when not nil, is called once the counter row's
-// lock is held (its statement has answered), before COMMIT's answer is
-// read; Postgres sends the answers of the round trip together, after
-// COMMIT's (see group.go).
+// rows, the statements that record their idempotency keys, and COMMIT.
+// locked, when not nil, is called once every statement before COMMIT has
+// answered (the counter row's lock is then held), before COMMIT's answer
+// is read: from then on the only error left is COMMIT's own, wrapped in
+// errCommitFailed, so a group-commit batch that hands the lead on there
+// never needs to run again beside the next one (see group.go). Postgres
+// sends the answers of the round trip together, after COMMIT's.
 func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice.Commit, error) {
 	d := ws[0].d
 	n := len(ws)
@@ -315,13 +318,16 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	if got != n {
 		return nil, fmt.Errorf("finish: %d commit rows for %d commits", got, n)
 	}
-	if locked != nil {
-		locked()
-	}
+	// A key fails to be recorded when its user was deleted meanwhile (its
+	// foreign key), or when a binary of migration 13 recorded it too:
+	// before locked, so that the batch may still run again.
 	for range keys {
 		if _, err := br.Exec(); err != nil {
 			return nil, sentCommit(mapError, err)
 		}
+	}
+	if locked != nil {
+		locked()
 	}
 	if err := commitResult(br.Exec()); err != nil {
 		return nil, fmt.Errorf("%w: %w", errCommitFailed, err)

@@ -20,8 +20,9 @@ import (
 // (docs/benchmarks.md, "Measured choices in the code").
 //
 // There is no timer: whoever finds no batch running leads one with what is
-// queued, and hands leadership to the next queued writer once its own
-// batch's commit rows have answered, so no request serves others for
+// queued, and hands leadership to the next queued writer once everything
+// its own batch sent before COMMIT has answered (its commit rows, and the
+// idempotency keys recorded behind them), so no request serves others for
 // long. Postgres answers a pipeline's statements together, after its last
 // one (COMMIT), so in practice that is once the COMMIT is durable, and
 // batches follow one another (a traced run: none of 799 batches started
@@ -42,6 +43,19 @@ import (
 // statements. If any commit of it fails, the whole transaction is rolled
 // back and the batch runs again with one savepoint per commit, so that the
 // failure stays that commit's own.
+//
+// A batch never runs again once it has handed the lead on. The next batch
+// then writes its documents and waits, in Go, for this one to be done
+// (topUp); run again, this one could wait in Postgres for a document the
+// next one has locked or inserted: a wait cycle Postgres cannot see, which
+// held both until statement_timeout ended it (a key that could not be
+// recorded did that, when the lead passed on at the commit rows). So the
+// lead passes on only after the last statement whose error runs the batch
+// again: what is left then is COMMIT's answer, and a batch whose COMMIT
+// failed never runs again (errCommitFailed: it may have committed).
+// Waiting for the next batch to be done before running again cannot work
+// (that one waits for this one), and failing the batch's writes with a
+// "retry" would fail writes that did nothing wrong.
 //
 // A batch takes its commits' row locks one commit after another, not in
 // the one order every write locks in: it waits for a lock only where a
@@ -225,14 +239,17 @@ var (
 func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job {
 	locks := &lockOrder{}
 	// Once the next batch may start, this one must not run again: it
-	// would take its locks beside that one's.
+	// would take its locks beside that one's, which waits for this one
+	// (see the top of this file). finish hands on once only COMMIT's
+	// answer is left, whose failure is not run again either; handed keeps
+	// every run again below to before that.
 	handed := false
 	handOff := func() {
 		handed = true
 		handoff()
 	}
 	err := db.runBatch(ctx, &batch, g, prev, handOff, locks)
-	if errors.Is(err, errRetryIsolated) {
+	if errors.Is(err, errRetryIsolated) && !handed {
 		err = db.runBatch(ctx, &batch, nil, nil, handOff, locks)
 	}
 	conflicted := func() bool {
@@ -393,7 +410,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 			return errAllFailed // or answered by their keys
 		}
 		// The commit rows and COMMIT go with the jobs' last statements;
-		// the lead passes on as soon as the counter row is locked.
+		// the lead passes on once only COMMIT's answer is left.
 		commits, err := tx.finish(ctx, writers, handoff)
 		if err != nil {
 			if !savepoints && len(*batch) > 1 && !errors.Is(err, errCommitFailed) && !errors.Is(err, errConcurrent) {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
@@ -48,13 +50,14 @@ func openNotes(t *testing.T) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
 	return openNotesAt(t, pgtest.NewDatabase(t))
 }
 
-// openNotesAt is openNotes on the Postgres database at url.
-func openNotesAt(t *testing.T, url string) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
+// openNotesAt is openNotes on the Postgres database at url, opened with
+// opts besides.
+func openNotesAt(t *testing.T, url string, opts ...Option) (*DB, *sluice.Database, *sluice.Schema, *hookLog) {
 	t.Helper()
 	ctx := context.Background()
 	h := &hookLog{}
 	var db *DB
-	db, err := Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)), OnCommit(func(c *sluice.Commit) {
+	db, err := Open(ctx, url, slog.New(slog.NewTextHandler(io.Discard, nil)), append(opts, OnCommit(func(c *sluice.Commit) {
 		cs, err := db.CommitsAfter(ctx, &sluice.Database{ID: c.DatabaseID}, c.Seq-1, 1)
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -62,7 +65,7 @@ func openNotesAt(t *testing.T, url string) (*DB, *sluice.Database, *sluice.Schem
 			h.errs = append(h.errs, errors.New("the hook saw a commit not readable yet"))
 		}
 		h.commits = append(h.commits, c)
-	}))
+	}))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -637,5 +640,146 @@ func TestGroupCommitFailsOnlyTheRequestThatCannotLock(t *testing.T) {
 	}
 	if sluice.ErrorCode(second.err) != sluice.CodeConflict {
 		t.Fatalf("the write of Note/c: commit %+v, error %v, want a conflict", second.commit, second.err)
+	}
+}
+
+// TestGroupCommitDoesNotRunABatchAgainBesideTheNext fails a batch at its
+// last statements: the idempotency key of a user deleted while the write
+// waited in the queue cannot be recorded (its foreign key), in the round
+// trip of the commit rows and COMMIT. The batch ran again, with
+// savepoints, after it had handed the lead on: beside the next batch,
+// which had inserted Note/x, the document the batch inserts, and waited
+// for the batch to be done before taking more jobs, while the batch's run
+// again waited in Postgres for that insert: a wait cycle Postgres cannot
+// see, held until statement_timeout ended the batch's wait. The batch may
+// run again only before it hands the lead on: it then fails without
+// waiting for the next, none of its writes answered as committed, and the
+// next commits, first in the log.
+func TestGroupCommitDoesNotRunABatchAgainBesideTheNext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// A statement_timeout past the test's deadline: the default, 30 s, is
+	// the deadline too, and ended the stall as the test gave up waiting.
+	db, d, s, hook := openNotesAt(t, pgtest.NewDatabase(t), StatementTimeout(4*wait))
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	u := &sluice.User{Name: "u", Org: "o"}
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&u.ID); err != nil {
+		t.Fatal(err)
+	}
+	b := newBatchTest(db, d, s)
+	// The next batch's write sends its insert of Note/x itself, so that
+	// the test knows when it holds it.
+	sent := make(chan struct{})
+	next := b.job("next", func(ctx context.Context, w *Writer) error {
+		if err := w.Insert(ctx, note("x")); err != nil {
+			return err
+		}
+		if err := w.Flush(ctx); err != nil {
+			return err
+		}
+		close(sent)
+		return nil
+	})
+	// The first write inserts Note/x; run again once the lead is handed
+	// on, it does so after the next batch's insert (else which of the two
+	// inserts first is a race).
+	first := b.job("first", b.blocking(func(ctx context.Context, w *Writer) error {
+		if closed(next.lead) {
+			select {
+			case <-sent:
+			case <-time.After(wait):
+			}
+		}
+		return w.Insert(ctx, note("x"))
+	}))
+	// The keyed write brings the next write into the queue once its batch
+	// has taken its jobs: the next write makes the next batch.
+	var queued sync.Once
+	keyed := b.job("keyed", func(ctx context.Context, w *Writer) error {
+		queued.Do(func() {
+			g, leads := db.groups.join(next)
+			if leads {
+				t.Error("a write leads while a batch runs")
+			}
+			go db.groups.await(context.Background(), g, next, false, db.commitBatch)
+		})
+		return w.Insert(ctx, note("k"))
+	})
+	keyed.spec.Idempotency = &IdempotencyKey{UserID: u.ID, Key: "k", Retention: time.Hour,
+		Request: func() ([]byte, error) { return []byte("request"), nil },
+		Answer:  func() ([]byte, error) { return []byte(`["k"]`), nil }}
+	// What DB.Write does before a keyed write joins a batch; then the
+	// user is deleted (a claim does not reference its user: migration 15).
+	if err := db.prepareKey(ctx, keyed.spec.Idempotency); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.DeleteUser(ctx, u) }}); err != nil {
+		t.Fatal(err)
+	}
+
+	go db.groups.commit(ctx, first, db.commitBatch)
+	select {
+	case <-b.entered:
+	case <-time.After(wait):
+		t.Fatal("the first write did not start")
+	}
+	g, leads := db.groups.join(keyed)
+	if leads {
+		t.Fatal("a write leads while a batch runs")
+	}
+	go db.groups.await(ctx, g, keyed, false, db.commitBatch)
+	close(b.release)
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		for _, j := range []*job{first, keyed, next} {
+			<-j.done
+		}
+	}()
+	select {
+	case <-answered:
+	case <-time.After(wait):
+		// Show who waits for what, then end the wait in Postgres, so
+		// that the test's writes end.
+		var waits []string
+		rows, err := db.pool.Query(ctx, `SELECT state || ' ' || coalesce(wait_event_type, '') || ': ' || left(query, 80)
+			FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY pid`)
+		if err == nil {
+			waits, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		_, _ = db.pool.Exec(ctx, "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'")
+		select {
+		case <-answered:
+			t.Fatalf("the writes stalled until the test cancelled the waits in Postgres; then the first batch's writes failed with %v, the next's with %v; backends (%v):\n%s",
+				first.err, next.err, err, strings.Join(waits, "\n"))
+		case <-time.After(wait):
+			t.Fatalf("the writes stalled, and still did once the test cancelled the waits in Postgres; backends (%v):\n%s", err, strings.Join(waits, "\n"))
+		}
+	}
+
+	for _, j := range []*job{first, keyed} {
+		if j.err == nil || j.commit != nil {
+			t.Errorf("write %s of the failed batch: commit %+v, error %v; want an error", j.spec.Meta.Message, j.commit, j.err)
+		}
+	}
+	if next.err != nil || next.commit == nil || next.commit.Seq != 1 {
+		t.Fatalf("the next write: commit %+v, error %v; want commit 1", next.commit, next.err)
+	}
+	if a, n := b.calls["first"].Load(), b.calls["next"].Load(); a != 2 || n != 1 {
+		t.Errorf("the first write ran %d times, the next %d; want twice (again with savepoints, before the next batch began) and once", a, n)
+	}
+	if _, _, err := db.Document(ctx, d, s, "Note/k"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+		t.Errorf("the failed batch's Note/k was written: %v", err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT _commit_uid FROM "+classTable(d, "Note")+" WHERE _id = 'Note/x'").Scan(&uid); err != nil || uid != next.commit.UID {
+		t.Errorf("Note/x was written by commit uid %d (%v), want the next write's %d", uid, err, next.commit.UID)
+	}
+	if got := hook.seqs(); len(got) != 1 || got[0] != 1 {
+		t.Errorf("hook saw commits %v, want the next write's alone", got)
 	}
 }
