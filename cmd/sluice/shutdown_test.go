@@ -119,7 +119,9 @@ func checkCleanStart(t *testing.T, logs *logLines) {
 func TestStopWithARequestInFlight(t *testing.T) {
 	t.Parallel()
 	dataDir := filepath.Join(tempDir(t), "data")
-	p, _ := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT=20s")
+	// Bodies read as they arrive (as past write_spool_bytes), so that the
+	// write's transaction is open while its body is.
+	p, _ := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT=20s", "SLUICE_WRITE_SPOOL_BYTES=0")
 	if code, body := p.do(t, "POST", "/api/db/admin/keep", `{"schema":"type Note { text: String! }"}`); code != 201 {
 		t.Fatalf("create database: %d %s", code, body)
 	}
@@ -210,7 +212,9 @@ func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
 	t.Parallel()
 	dataDir := filepath.Join(tempDir(t), "data")
 	const timeout = 2 * time.Second
-	p, logs := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT="+timeout.String())
+	// Bodies read as they arrive (as past write_spool_bytes), so that the
+	// write's transaction is open while its body is.
+	p, logs := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT="+timeout.String(), "SLUICE_WRITE_SPOOL_BYTES=0")
 	if code, body := p.do(t, "POST", "/api/db/admin/keep", `{"schema":"type Note { text: String! }"}`); code != 201 {
 		t.Fatalf("create database: %d %s", code, body)
 	}

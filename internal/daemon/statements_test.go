@@ -128,7 +128,9 @@ func TestClientGoneEndsItsStatement(t *testing.T) {
 func TestStatementTimeout(t *testing.T) {
 	t.Parallel()
 	const timeout = 2 * time.Second
-	d := dt.Start(t, func(c *config.Config) { c.StatementTimeout = timeout })
+	// Bodies are read as they arrive (as past write_spool_bytes), so that
+	// a large write's transaction lasts as long as its body.
+	d := dt.Start(t, func(c *config.Config) { c.StatementTimeout, c.WriteSpoolBytes = timeout, 0 })
 	d.CreateDatabase(t, "people", "type Person { name: String! }")
 	pg := watchPostgres(t, d)
 
