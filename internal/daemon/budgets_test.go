@@ -456,7 +456,10 @@ func TestStalledReaderIsCut(t *testing.T) {
 // with one deadline).
 func TestSlowSteadyReaderIsNotCut(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = time.Second })
+	// 2 s: a 64 KiB write has at least 1.5 s, which a loaded test machine
+	// can take between two of the reader's reads (1 s, 0.75 s, did cut it
+	// once in a full run); the whole answer still takes longer.
+	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = 2 * time.Second })
 	d.CreateDatabase(t, "slow", "type Item { text: String! }")
 	const size = 6 << 20
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
@@ -471,8 +474,8 @@ func TestSlowSteadyReaderIsNotCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(conn, "GET /api/document/admin/slow?id=Item/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic %s\r\n\r\n", basic("admin", dt.AdminPassword))
-	// About 1.5 MB a second: 4 s for the document, 20 ms for a 32 KiB
-	// read.
+	// About 1.5 MB a second: 4 s for the document (twice write_timeout),
+	// 20 ms for a 32 KiB read.
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
