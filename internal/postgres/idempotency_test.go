@@ -241,3 +241,55 @@ func TestIdempotencyClaims(t *testing.T) {
 		t.Fatalf("%d claims left", n)
 	}
 }
+
+// TestKeyOfADeletedUserFailsItsWriteAlone: a keyed write whose user was
+// deleted while it waited in the queue is refused, and the other writes
+// of its group-commit batch commit. (Its key could not be recorded: the
+// record's foreign key failed in the batch's last round trip, failing
+// every write of the batch.)
+func TestKeyOfADeletedUserFailsItsWriteAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, hook := openNotes(t)
+	u := &sluice.User{Name: "gone", Org: "o"}
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateUser(ctx, u, "x") }}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'gone'").Scan(&u.ID); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(k string) func(ctx context.Context, w *Writer) error {
+		return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(k)) }
+	}
+	b := newBatchTest(db, d, s)
+	lead := b.job("lead", b.blocking(insert("lead")))
+	keyed := b.job("keyed", insert("keyed"))
+	keyed.spec.Idempotency = &IdempotencyKey{UserID: u.ID, Key: "k", Retention: time.Hour,
+		Request: func() ([]byte, error) { return []byte("request"), nil },
+		Answer:  func() ([]byte, error) { return []byte(`["keyed"]`), nil }}
+	plain := b.job("plain", insert("plain"))
+	// What DB.Write does before a keyed job joins a batch; then the user
+	// is deleted (a claim does not reference its user: migration 15).
+	if err := db.prepareKey(ctx, keyed.spec.Idempotency); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.DeleteUser(ctx, u) }}); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, ctx, lead, keyed, plain)
+
+	if sluice.ErrorCode(keyed.err) != sluice.CodeUnauthenticated || keyed.commit != nil {
+		t.Errorf("the deleted user's write: commit %+v, error %v; want refused (Unauthenticated)", keyed.commit, keyed.err)
+	}
+	for _, j := range []*job{lead, plain} {
+		if j.err != nil || j.commit == nil {
+			t.Errorf("%s: commit %+v, error %v; want committed", j.spec.Meta.Message, j.commit, j.err)
+		}
+	}
+	if _, _, err := db.Document(ctx, d, s, "Note/keyed"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+		t.Errorf("the refused write's Note/keyed was written: %v", err)
+	}
+	if got := hook.seqs(); len(got) != 2 {
+		t.Errorf("hook saw commits %v, want the batch's two", got)
+	}
+}
