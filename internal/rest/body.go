@@ -45,6 +45,9 @@ type docStream struct {
 	spooler  *spooler
 	spoolMax int64
 	spooled  *spooledBody
+	// size is the body's announced length (-1: unknown); got counts the
+	// bytes read of it.
+	size, got int64
 }
 
 // ReadAhead reads the rest of the body, up to the spool's bounds, before
@@ -54,7 +57,11 @@ func (s *docStream) ReadAhead() error {
 	if s.spooler == nil || s.spooled != nil || s.rerr != nil {
 		return nil
 	}
-	sb, err := s.spooler.spool(s.r, s.spoolMax)
+	left := int64(0) // what the body has left, when known
+	if s.size >= 0 {
+		left = max(s.size-s.got, 0)
+	}
+	sb, err := s.spooler.spool(s.r, s.spoolMax, left)
 	if err != nil {
 		s.rerr = bodyError(err)
 		return s.rerr
@@ -83,7 +90,7 @@ const (
 // size of each. size is the body's length when known (a request's
 // Content-Length), -1 when not: it only sizes the first buffer.
 func newDocStream(body io.Reader, maxDoc, size int64) (*docStream, error) {
-	s := &docStream{r: body, maxDoc: maxDoc, first: minReadSize}
+	s := &docStream{r: body, maxDoc: maxDoc, first: minReadSize, size: size}
 	if size >= 0 && size < minReadSize {
 		s.first = int(size) + 1
 	}
@@ -125,6 +132,7 @@ func (s *docStream) fill() error {
 	}
 	n, err := s.r.Read(s.buf[len(s.buf):cap(s.buf)])
 	s.buf = s.buf[:len(s.buf)+n]
+	s.got += int64(n)
 	if err != nil {
 		s.rerr = err
 		if n == 0 {

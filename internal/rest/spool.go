@@ -69,9 +69,10 @@ type spooledBody struct {
 
 // spool reads body until it ends, or until max bytes of it are read (0:
 // no bound), or the disk budget runs out, and returns a reader of the
-// same bytes. A nil spooler spools nothing. An error of body is returned
-// as it is; a disk that fails is a 503.
-func (s *spooler) spool(body io.Reader, max int64) (*spooledBody, error) {
+// same bytes; left, when not 0, is how long body says it is. A nil
+// spooler spools nothing. An error of body is returned as it is; a disk
+// that fails is a 503.
+func (s *spooler) spool(body io.Reader, max, left int64) (*spooledBody, error) {
 	sb := &spooledBody{s: s}
 	if s == nil {
 		sb.Reader = body
@@ -81,6 +82,11 @@ func (s *spooler) spool(body io.Reader, max int64) (*spooledBody, error) {
 	limit := int64(spoolMemory)
 	if max > 0 {
 		limit = min(limit, max)
+	}
+	if left > 0 {
+		// Room for all of it and the read that finds its end: growing
+		// as it comes copied it several times.
+		head.Grow(int(min(left, limit)) + bytes.MinRead)
 	}
 	if _, err := head.ReadFrom(io.LimitReader(body, limit)); err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ func TestSpoolReadsBodiesWhole(t *testing.T) {
 				want[i] = byte(rand.IntN(256))
 			}
 			body := &countingReader{r: bytes.NewReader(want)}
-			sb, err := s.spool(body, tc.max)
+			sb, err := s.spool(body, tc.max, int64(tc.size))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,14 +84,14 @@ func TestSpoolErrors(t *testing.T) {
 	gauge := prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
 	s := newSpooler(t.TempDir(), 4*spoolStep, gauge)
 	broken := errors.New("connection reset")
-	if _, err := s.spool(io.MultiReader(bytes.NewReader(make([]byte, spoolMemory+10)), &failingReader{broken}), 0); !errors.Is(err, broken) {
+	if _, err := s.spool(io.MultiReader(bytes.NewReader(make([]byte, spoolMemory+10)), &failingReader{broken}), 0, 0); !errors.Is(err, broken) {
 		t.Errorf("a body failing: %v", err)
 	}
 	if s.free != 4*spoolStep || gaugeValue(gauge) != 0 {
 		t.Errorf("after a failed body: budget %d, gauge %v", s.free, gaugeValue(gauge))
 	}
 	s = newSpooler(filepath.Join(t.TempDir(), "missing"), 4*spoolStep, gauge)
-	_, err := s.spool(bytes.NewReader(make([]byte, spoolMemory+10)), 0)
+	_, err := s.spool(bytes.NewReader(make([]byte, spoolMemory+10)), 0, 0)
 	if e, ok := errors.AsType[*sluice.Error](err); !ok || e.Code != sluice.CodeUnavailable {
 		t.Errorf("no directory: %v", err)
 	}
