@@ -456,12 +456,15 @@ func TestStalledReaderIsCut(t *testing.T) {
 // with one deadline).
 func TestSlowSteadyReaderIsNotCut(t *testing.T) {
 	t.Parallel()
-	// 2 s: a 64 KiB write has at least 1.5 s, which a loaded test machine
-	// can take between two of the reader's reads (1 s, 0.75 s, did cut it
-	// once in a full run); the whole answer still takes longer.
+	// The daemon's socket buffers up to about 4 MB (Linux grows it), and
+	// a write blocked on a full buffer returns only once about a third of
+	// it has drained: at 2 MB a second, about 0.7 s, within the 1.5 s
+	// that write_timeout 2 s leaves a write. The answer takes about 8 s,
+	// and a write of all of it with one deadline would wait for 12 MB to
+	// drain, 6 s.
 	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = 2 * time.Second })
 	d.CreateDatabase(t, "slow", "type Item { text: String! }")
-	const size = 6 << 20
+	const size = 16 << 20
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
 	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
 	if err != nil {
@@ -474,9 +477,11 @@ func TestSlowSteadyReaderIsNotCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(conn, "GET /api/document/admin/slow?id=Item/big HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Basic %s\r\n\r\n", basic("admin", dt.AdminPassword))
-	// About 1.5 MB a second: 4 s for the document (twice write_timeout),
-	// 20 ms for a 32 KiB read.
-	tick := time.NewTicker(20 * time.Millisecond)
+	// 2 MB a second, paced by what has been read since the start rather
+	// than by ticks, which a loaded machine skips (the pace then fell to
+	// a third and a write outlasted its deadline).
+	const rate = 2e6
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
 		t.Fatal(err)
@@ -485,8 +490,12 @@ func TestSlowSteadyReaderIsNotCut(t *testing.T) {
 	var got int
 	start := time.Now()
 	for {
-		<-tick.C
-		n, err := conn.Read(buf)
+		allowed := int(rate*time.Since(start).Seconds()) - got
+		if allowed <= 0 {
+			<-tick.C
+			continue
+		}
+		n, err := conn.Read(buf[:min(len(buf), allowed)])
 		got += n
 		if err == io.EOF {
 			break
