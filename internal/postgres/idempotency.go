@@ -102,18 +102,10 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	// changing. The look-up after is a statement of its own, so its
 	// snapshot is taken once the claim is held: it sees the key of a write
 	// that committed just before.
-	//
-	// The user's row is locked (FOR KEY SHARE, as the foreign key of the
-	// key's record would lock it) so that the user cannot be deleted
-	// before the write records its key: the record would then fail, in a
-	// group-commit batch failing every write of the batch. A user deleted
-	// already refuses this write alone.
 	b.Queue(`WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED),
-			owner AS (SELECT 1 FROM sluice.users WHERE id = $1 FOR KEY SHARE),
 			expired AS (DELETE FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
 				AND created_at <= now() - make_interval(secs => $3) AND EXISTS (SELECT 1 FROM claim))
-		SELECT EXISTS (SELECT 1 FROM claim), EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2),
-			EXISTS (SELECT 1 FROM owner)`,
+		SELECT EXISTS (SELECT 1 FROM claim), EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)`,
 		k.UserID, k.Key, k.Retention.Seconds())
 	b.Queue("SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2", k.UserID, k.Key)
 	// Counting a user's keys reads up to MaxKeys of them: it is done for
@@ -128,8 +120,8 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	}
 	br := t.tx.SendBatch(ctx, b)
 	defer br.Close()
-	var locked, exists, owner bool
-	if err := br.QueryRow().Scan(&locked, &exists, &owner); err != nil {
+	var locked, exists bool
+	if err := br.QueryRow().Scan(&locked, &exists); err != nil {
 		return nil, nil, mapError(err)
 	}
 	var dbID int64
@@ -150,8 +142,6 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 		return nil, nil, mapError(err)
 	}
 	switch {
-	case !owner:
-		return nil, errKeyOwnerGone, nil
 	case !locked && (exists || prepared):
 		return nil, errKeyInFlight, nil
 	case !found && count && kept >= k.MaxKeys:
@@ -175,10 +165,6 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 // holds.
 var errKeyInFlight = &sluice.Error{Code: sluice.CodeConflict, Retry: time.Second,
 	Message: "a request with this Idempotency-Key is still running: retry once it has answered, which then answers the same"}
-
-// errKeyOwnerGone refuses a write whose user was deleted after the
-// request was authenticated: its key cannot be recorded.
-var errKeyOwnerGone = sluice.Errorf(sluice.CodeUnauthenticated, "the user of this request was deleted while it ran; nothing was written")
 
 // Recorded answers for a write that failed before it could look its key
 // up (its request is invalid): the commit of the write that recorded k

@@ -242,54 +242,71 @@ func TestIdempotencyClaims(t *testing.T) {
 	}
 }
 
-// TestKeyOfADeletedUserFailsItsWriteAlone: a keyed write whose user was
-// deleted while it waited in the queue is refused, and the other writes
-// of its group-commit batch commit. (Its key could not be recorded: the
-// record's foreign key failed in the batch's last round trip, failing
-// every write of the batch.)
-func TestKeyOfADeletedUserFailsItsWriteAlone(t *testing.T) {
+// TestKeyOfADeletedUserFailsNoWrite: a keyed write whose user was
+// deleted while it waited in the queue commits with the other writes of
+// its group-commit batch, as a write without a key does. (The record of
+// its key failed its foreign key in the batch's last round trip, failing
+// every write of the batch with a 500; migration 18.) Deleting a user
+// still deletes the user's keys.
+func TestKeyOfADeletedUserFailsNoWrite(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, d, s, hook := openNotes(t)
-	u := &sluice.User{Name: "gone", Org: "o"}
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateUser(ctx, u, "x") }}); err != nil {
-		t.Fatal(err)
+	var users []*sluice.User
+	for _, name := range []string{"gone", "kept"} {
+		u := &sluice.User{Name: name, Org: "o"}
+		if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateUser(ctx, u, "x") }}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = $1", name).Scan(&u.ID); err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, u)
 	}
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'gone'").Scan(&u.ID); err != nil {
-		t.Fatal(err)
+	gone, kept := users[0], users[1]
+	key := func(u *sluice.User, name string) *IdempotencyKey {
+		return &IdempotencyKey{UserID: u.ID, Key: name, Retention: time.Hour,
+			Request: func() ([]byte, error) { return []byte("request"), nil },
+			Answer:  func() ([]byte, error) { return json.Marshal([]string{name}) }}
 	}
 	insert := func(k string) func(ctx context.Context, w *Writer) error {
 		return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(k)) }
 	}
+	// One key of the user to delete recorded before.
+	if _, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Idempotency: key(gone, "earlier"), Documents: insert("earlier")}); err != nil {
+		t.Fatal(err)
+	}
 	b := newBatchTest(db, d, s)
 	lead := b.job("lead", b.blocking(insert("lead")))
 	keyed := b.job("keyed", insert("keyed"))
-	keyed.spec.Idempotency = &IdempotencyKey{UserID: u.ID, Key: "k", Retention: time.Hour,
-		Request: func() ([]byte, error) { return []byte("request"), nil },
-		Answer:  func() ([]byte, error) { return []byte(`["keyed"]`), nil }}
-	plain := b.job("plain", insert("plain"))
+	keyed.spec.Idempotency = key(gone, "k")
+	other := b.job("other", insert("other"))
+	other.spec.Idempotency = key(kept, "k")
 	// What DB.Write does before a keyed job joins a batch; then the user
 	// is deleted (a claim does not reference its user: migration 15).
-	if err := db.prepareKey(ctx, keyed.spec.Idempotency); err != nil {
+	for _, j := range []*job{keyed, other} {
+		if err := db.prepareKey(ctx, j.spec.Idempotency); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.DeleteUser(ctx, gone) }}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.DeleteUser(ctx, u) }}); err != nil {
-		t.Fatal(err)
-	}
-	b.run(t, ctx, lead, keyed, plain)
+	b.run(t, ctx, lead, keyed, other)
 
-	if sluice.ErrorCode(keyed.err) != sluice.CodeUnauthenticated || keyed.commit != nil {
-		t.Errorf("the deleted user's write: commit %+v, error %v; want refused (Unauthenticated)", keyed.commit, keyed.err)
-	}
-	for _, j := range []*job{lead, plain} {
+	for _, j := range []*job{lead, keyed, other} {
 		if j.err != nil || j.commit == nil {
 			t.Errorf("%s: commit %+v, error %v; want committed", j.spec.Meta.Message, j.commit, j.err)
 		}
 	}
-	if _, _, err := db.Document(ctx, d, s, "Note/keyed"); sluice.ErrorCode(err) != sluice.CodeNotFound {
-		t.Errorf("the refused write's Note/keyed was written: %v", err)
+	if got := hook.seqs(); len(got) != 4 {
+		t.Errorf("hook saw commits %v, want the earlier write's and the batch's three", got)
 	}
-	if got := hook.seqs(); len(got) != 2 {
-		t.Errorf("hook saw commits %v, want the batch's two", got)
+	var earlier, others int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FILTER (WHERE key = 'earlier'), count(*) FILTER (WHERE user_id = $1) FROM sluice.idempotency_keys", kept.ID).Scan(&earlier, &others); err != nil {
+		t.Fatal(err)
+	}
+	if earlier != 0 || others != 1 {
+		t.Errorf("keys after the deletion: %d of the deleted user's earlier ones, %d of the other user's; want 0 and 1", earlier, others)
 	}
 }
