@@ -472,3 +472,66 @@ func TestWritePositionsResume(t *testing.T) {
 		t.Fatalf("resumed from the mutation's position: %s", f)
 	}
 }
+
+// TestDeletingAUserDoesNotWaitForItsKeyedWrite: a user's keyed upload
+// whose transaction is open (its body read as it arrives, as past
+// write_spool_bytes) does not hold the user's deletion, which answers at
+// once; the upload then commits, as a write without a key would.
+func TestDeletingAUserDoesNotWaitForItsKeyedWrite(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteSpoolBytes = 0 })
+	d.CreateDatabase(t, "ks", "type Note { text: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"mallory","organization":"admin","password":"mallory-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/ks", `{"user":"mallory","role":"write"}`)
+	var head strings.Builder
+	for i := range 150 {
+		fmt.Fprintf(&head, `{"@type":"Note","@id":"n%d","text":"x"}`+"\n", i)
+	}
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest("POST", d.URL+"/api/document/admin/ks", pr)
+	dt.Basic("mallory", "mallory-password")(req)
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	req.Header.Set("Idempotency-Key", "k1")
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	go func() { _, _ = io.WriteString(pw, head.String()) }()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	eventually.True(t, 30*time.Second, "the upload holds its key", func() bool {
+		var locked bool
+		err := conn.QueryRow(ctx, "SELECT xmax <> '0' FROM sluice.idempotency_claims WHERE key = 'k1'").Scan(&locked)
+		return err == nil && locked
+	})
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	dreq, _ := http.NewRequestWithContext(dctx, "DELETE", d.URL+"/api/users/mallory", nil)
+	dt.Admin()(dreq)
+	resp, err := http.DefaultClient.Do(dreq)
+	if err != nil {
+		t.Fatalf("deleting the user while its keyed upload runs: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("deleting the user while its keyed upload runs: %d", resp.StatusCode)
+	}
+	pw.Close()
+	if status := <-answered; status != 200 {
+		t.Fatalf("the upload: %d", status)
+	}
+	if n := countNotes(t, d, "ks"); n != 150 {
+		t.Fatalf("%d notes, want 150", n)
+	}
+}
