@@ -21,10 +21,26 @@ func TestAcceptsGzip(t *testing.T) {
 		{"*;q=0", false},
 		{"deflate, br", false},
 		{"x-gzip", false},
+		// The specific coding's q wins over *'s, wherever each is.
+		{"*, gzip;q=0", false},
+		{"gzip;q=0, *", false},
+		{"br, *;q=0.5", true},
 	} {
-		if got := acceptsGzip(c.header); got != c.want {
+		if got := acceptsGzip([]string{c.header}); got != c.want {
 			t.Errorf("acceptsGzip(%q) = %v, want %v", c.header, got, c.want)
 		}
+	}
+}
+
+// TestAcceptsGzipOverFieldLines: Accept-Encoding sent as several lines
+// is one list.
+func TestAcceptsGzipOverFieldLines(t *testing.T) {
+	t.Parallel()
+	if !acceptsGzip([]string{"br", "gzip"}) {
+		t.Error("gzip on the second line: not accepted")
+	}
+	if acceptsGzip([]string{"*", "gzip;q=0"}) {
+		t.Error("gzip refused on the second line: accepted")
 	}
 }
 

@@ -65,7 +65,7 @@ func (f *Files) Serve(w http.ResponseWriter, r *http.Request, name string) bool 
 	// The two encodings are different representations, so each has its
 	// own strong ETag.
 	body, etag := a.body, a.etag
-	if acceptsGzip(r.Header.Get("Accept-Encoding")) {
+	if acceptsGzip(r.Header.Values("Accept-Encoding")) {
 		body, etag = a.gzipped, a.gzipETag
 		hd.Set("Content-Encoding", "gzip")
 	}
@@ -132,25 +132,34 @@ func etagMatch(inm, etag string) bool {
 	return false
 }
 
-// acceptsGzip reports whether an Accept-Encoding header accepts gzip: gzip
-// (or *) is listed and its q is not 0.
-func acceptsGzip(ae string) bool {
-	for _, part := range strings.Split(ae, ",") {
-		coding, params, _ := strings.Cut(part, ";")
-		coding = strings.TrimSpace(coding)
-		if !strings.EqualFold(coding, "gzip") && coding != "*" {
-			continue
-		}
-		q := 1.0
-		for _, p := range strings.Split(params, ";") {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); strings.EqualFold(strings.TrimSpace(k), "q") && err == nil {
-				q = f
+// acceptsGzip reports whether Accept-Encoding (its field lines, which
+// mean one list joined by commas) accepts gzip: gzip is listed with a q
+// that is not 0, or, gzip not listed, * is (RFC 9110 section 12.5.3).
+func acceptsGzip(values []string) bool {
+	gzip, star := -1.0, -1.0 // their q; -1: not listed
+	for _, ae := range values {
+		for part := range strings.SplitSeq(ae, ",") {
+			coding, params, _ := strings.Cut(part, ";")
+			coding = strings.TrimSpace(coding)
+			q := 1.0
+			for p := range strings.SplitSeq(params, ";") {
+				k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); strings.EqualFold(strings.TrimSpace(k), "q") && err == nil {
+					q = f
+				}
+			}
+			switch {
+			case strings.EqualFold(coding, "gzip") && gzip < 0:
+				gzip = q
+			case coding == "*" && star < 0:
+				star = q
 			}
 		}
-		return q > 0
 	}
-	return false
+	if gzip >= 0 {
+		return gzip > 0
+	}
+	return star > 0
 }
 
 // ContentType returns the Content-Type of a file by its extension.
