@@ -115,13 +115,15 @@ type Config struct {
 	// Key max_request_bodies, env SLUICE_MAX_REQUEST_BODIES, flag --max-request-bodies, default 1024.
 	MaxRequestBodies int64
 
-	// WriteSpoolBytes bounds the bytes of write bodies held in temporary
-	// files at once: a write of many documents reads its body whole
-	// before its transaction begins. Zero: bodies are read as they arrive.
+	// WriteSpoolBytes bounds the bytes of write bodies read ahead of
+	// their transactions, in memory and in temporary files, a quarter of
+	// it per user: a write of many documents reads its body whole before
+	// its transaction begins. Zero: bodies are read as they arrive.
 	// Key write_spool_bytes, env SLUICE_WRITE_SPOOL_BYTES, flag --write-spool-bytes, default 1073741824.
 	WriteSpoolBytes int64
 
-	// WriteSpoolDir is the directory of those files ("": $TMPDIR or /tmp).
+	// WriteSpoolDir is the directory of those files ("": data_dir/spool
+	// with the embedded Postgres, else $TMPDIR or /tmp).
 	// Key write_spool_dir, env SLUICE_WRITE_SPOOL_DIR, flag --write-spool-dir, default "".
 	WriteSpoolDir string
 

@@ -293,6 +293,10 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		return nil, err
 	}
 
+	spoolDir, spoolBytes, err := writeSpool(d.cfg, d.logger)
+	if err != nil {
+		return nil, err
+	}
 	giql := graphiql.New(pagesOptions(eng, d.opts.Version))
 	handler := rest.Routes(rest.Deps{
 		Engine:           eng,
@@ -305,8 +309,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		WriteTimeout:     d.cfg.WriteTimeout,
 		BodyMinRate:      d.cfg.BodyMinRate,
 		MaxRequestBodies: d.cfg.MaxRequestBodies,
-		WriteSpoolBytes:  d.cfg.WriteSpoolBytes,
-		WriteSpoolDir:    d.cfg.WriteSpoolDir,
+		WriteSpoolBytes:  spoolBytes,
+		WriteSpoolDir:    spoolDir,
 		MetricsToken:     d.cfg.MetricsToken,
 		MetricsElsewhere: d.cfg.MetricsListen != "",
 		PageBytes:        d.cfg.HistoryPageBytes,
@@ -361,6 +365,49 @@ func pagesOptions(eng *engine.Engine, version string) graphiql.Options {
 
 // bootstrap creates the _system database and the admin user unless they
 // exist, and shows a generated admin password once.
+// writeSpool returns the directory where large write bodies are read
+// ahead of their transactions (rest's spool) and the budget they may
+// hold: write_spool_dir; else, with the embedded Postgres, data_dir/spool
+// (data_dir holds Sluice's files, and stays writable on a read-only root
+// file system); else the system's temporary directory. A directory set
+// that cannot be written fails the start; one chosen that cannot turns
+// reading ahead off (bodies are read as they arrive), with a warning.
+func writeSpool(cfg config.Config, logger *slog.Logger) (string, int64, error) {
+	if cfg.WriteSpoolBytes == 0 {
+		return "", 0, nil
+	}
+	dir := cfg.WriteSpoolDir
+	if dir != "" {
+		if err := checkSpoolDir(dir); err != nil {
+			return "", 0, fmt.Errorf("write_spool_dir %s cannot hold temporary files: %w", dir, err)
+		}
+		return dir, cfg.WriteSpoolBytes, nil
+	}
+	dir = os.TempDir()
+	if cfg.DatabaseURL == "" {
+		dir = filepath.Join(cfg.DataDir, "spool")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			dir = os.TempDir()
+		}
+	}
+	if err := checkSpoolDir(dir); err != nil {
+		logger.Warn("large writes read their bodies as they arrive, inside their transactions: no directory for their temporary files; set write_spool_dir to a writable one", "dir", dir, "err", err)
+		return "", 0, nil
+	}
+	return dir, cfg.WriteSpoolBytes, nil
+}
+
+// checkSpoolDir reports whether dir can hold temporary files, by making
+// and removing one.
+func checkSpoolDir(dir string) error {
+	f, err := os.CreateTemp(dir, "sluice-body-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 func (d *Daemon) bootstrap(ctx context.Context, eng *engine.Engine) error {
 	generated, err := eng.Bootstrap(ctx, d.cfg.AdminPassword)
 	if err != nil {

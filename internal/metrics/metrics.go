@@ -22,9 +22,12 @@ type Metrics struct {
 	// PasswordChecks counts bcrypt comparisons: one per new (user,
 	// password, stored hash), however many requests present it.
 	PasswordChecks prometheus.Counter
-	// WriteSpoolBytes is the bytes of write bodies held in temporary
-	// files before their transactions (write_spool_bytes bounds it).
-	WriteSpoolBytes prometheus.Gauge
+	// WriteSpoolBytes is the bytes of write_spool_bytes held by write
+	// bodies read ahead of their transactions; WriteSpoolFallbacks counts
+	// the bodies that read (some of) their rest as it arrived instead,
+	// for want of budget or of a writable disk.
+	WriteSpoolBytes     prometheus.Gauge
+	WriteSpoolFallbacks prometheus.Counter
 }
 
 // New creates and registers every collector, plus the Go and process
@@ -55,10 +58,14 @@ func New() *Metrics {
 		}),
 		WriteSpoolBytes: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_write_spool_bytes",
-			Help: "Bytes of write request bodies held in temporary files, read whole before their transactions begin.",
+			Help: "Bytes of write_spool_bytes held by large write bodies read ahead of their transactions, in memory and in temporary files.",
+		}),
+		WriteSpoolFallbacks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_write_spool_fallbacks_total",
+			Help: "Large write bodies that read some of their rest as it arrived, inside their transactions: write_spool_bytes, the user's share of it or the spool's disk was exhausted.",
 		}),
 	}
-	m.Registry.MustRegister(m.HTTPRequests, m.HTTPDuration, m.Commits, m.Changes, m.PasswordChecks, m.WriteSpoolBytes,
+	m.Registry.MustRegister(m.HTTPRequests, m.HTTPDuration, m.Commits, m.Changes, m.PasswordChecks, m.WriteSpoolBytes, m.WriteSpoolFallbacks,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

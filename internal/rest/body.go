@@ -40,9 +40,11 @@ type docStream struct {
 	// first is the size of the first buffer: minReadSize, or less for a
 	// body known to be shorter.
 	first int
-	// spooler holds the rest of r when ReadAhead asks (nil: it is read
-	// as it arrives), up to spoolMax bytes; spooled is what it holds.
+	// spooler holds the rest of r for user when ReadAhead asks (nil: it
+	// is read as it arrives), up to spoolMax bytes (0: all of it);
+	// spooled is what it holds.
 	spooler  *spooler
+	user     int64
 	spoolMax int64
 	spooled  *spooledBody
 	// size is the body's announced length (-1: unknown); got counts the
@@ -61,7 +63,7 @@ func (s *docStream) ReadAhead() error {
 	if s.size >= 0 {
 		left = max(s.size-s.got, 0)
 	}
-	sb, err := s.spooler.spool(s.r, s.spoolMax, left)
+	sb, err := s.spooler.spool(s.r, s.user, s.spoolMax, left)
 	if err != nil {
 		s.rerr = bodyError(err)
 		return s.rerr

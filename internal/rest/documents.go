@@ -187,14 +187,23 @@ func (a *api) documentStream(w http.ResponseWriter, r *http.Request) (*docStream
 	var s *docStream
 	var err error
 	if mediaType(r) == "application/x-ndjson" {
+		// Read ahead up to MaxBodyBytes; past that, as it arrives.
 		s, err = newDocStream(r.Body, a.MaxBodyBytes, r.ContentLength)
+		if s != nil {
+			s.spoolMax = a.MaxBodyBytes
+		}
 	} else {
+		// Read ahead whole: a body past MaxBodyBytes fails before the
+		// write begins.
 		s, err = newDocStream(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), 0, r.ContentLength)
 	}
 	if err != nil {
 		return nil, err
 	}
-	s.spooler, s.spoolMax = a.spool, a.MaxBodyBytes
+	s.spooler = a.spool
+	if u := userFrom(r); u != nil {
+		s.user = u.ID
+	}
 	return s, nil
 }
 

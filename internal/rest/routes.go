@@ -42,10 +42,10 @@ type Deps struct {
 	WriteTimeout     time.Duration
 	BodyMinRate      int64
 	MaxRequestBodies int64
-	// WriteSpoolBytes bounds the bytes of write bodies held on disk at
-	// once, read whole before their transactions begin (spool.go); 0:
-	// bodies are read as they arrive. WriteSpoolDir is where ("": the
-	// system's temporary directory).
+	// WriteSpoolBytes bounds the bytes of write bodies read ahead, in
+	// memory and in files, before their transactions begin (spool.go);
+	// 0: bodies are read as they arrive. WriteSpoolDir is where the files
+	// go (the daemon checks it can write there).
 	WriteSpoolBytes int64
 	WriteSpoolDir   string
 	// Metrics serves GET /metrics to the super user and to a bearer
@@ -93,11 +93,12 @@ func Routes(d Deps) http.Handler {
 		d.WriteTimeout = time.Minute
 	}
 	a := &api{Deps: d}
-	var spooled prometheus.Gauge
+	var held prometheus.Gauge
+	var streamed prometheus.Counter
 	if d.Metrics != nil {
-		spooled = d.Metrics.WriteSpoolBytes
+		held, streamed = d.Metrics.WriteSpoolBytes, d.Metrics.WriteSpoolFallbacks
 	}
-	a.spool = newSpooler(d.WriteSpoolDir, d.WriteSpoolBytes, spooled)
+	a.spool = newSpooler(d.WriteSpoolDir, d.WriteSpoolBytes, d.Logger, held, streamed)
 	r := chi.NewRouter()
 	var sockets []string // the routes that accept WebSocket upgrades
 	if d.GraphQL != nil && d.GraphQLSocket != nil {

@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sluice-dev/sluice"
 )
 
 // A write of many documents runs in one transaction, which the engine
@@ -19,128 +18,207 @@ import (
 // so far, for as long as the client takes: at body_min_rate (8 KiB/s), a
 // 64 MiB body takes more than two hours, during which every other write
 // of those documents waits and vacuum cannot clean behind the
-// transaction. So a write's body is read whole before the engine sees
-// it: up to spoolMemory in memory, the rest into an unlinked temporary
-// file, within a process-wide budget of disk (write_spool_bytes). A body
-// that does not fit the budget (other bodies hold it, or an NDJSON stream
-// longer than max_body_bytes) reads what is left as it arrives, inside
-// the transaction, as before: still bounded by body_idle_timeout and
-// body_min_rate.
+// transaction. So the engine asks for the rest of such a body before it
+// begins (docStream.ReadAhead): up to spoolMemory of it in memory, the
+// rest in an unlinked temporary file.
+//
+// What read-ahead bodies hold, in memory and in files, is bounded by a
+// budget for the process (write_spool_bytes), of which one user holds at
+// most a quarter: a body that finds no budget left (other bodies hold it,
+// or an NDJSON stream past max_body_bytes) reads the rest as it arrives,
+// inside the transaction, as before: still bounded by body_idle_timeout and
+// body_min_rate. So does one whose file cannot be written (a full disk):
+// the write goes on, and the failure is logged, not answered.
 
 const (
 	// spoolMemory is how much of a body is held in memory: a body up to
 	// it (a write of a thousand small documents) uses no file.
 	spoolMemory = 256 << 10
-	// spoolStep is how much of the disk budget a body takes at a time.
+	// spoolStep is how much of the budget a body takes at a time for its
+	// file (less when less is left of the body).
 	spoolStep = 1 << 20
+	// spoolShare is the part of the budget one user may hold: 1/4.
+	spoolShare = 4
 )
 
-// spooler reads the bodies of writes before their transactions begin,
-// holding at most budget bytes of them on disk at once (in dir).
+// spooler reads the bodies of writes ahead, holding at most budget bytes
+// of them at once (their heads in memory, the rest in files in dir).
 type spooler struct {
-	dir   string
-	gauge prometheus.Gauge // bytes on disk now; nil: not measured
-	mu    sync.Mutex
-	free  int64 // bytes of the disk budget not taken
+	dir      string
+	budget   int64
+	logger   *slog.Logger
+	held     prometheus.Gauge   // bytes of the budget held; nil: not measured
+	streamed prometheus.Counter // bodies read as they arrive for want of budget or disk; nil: not counted
+	mu       sync.Mutex
+	free     int64           // bytes of the budget not held
+	users    map[int64]int64 // bytes each user holds
 }
 
-// newSpooler returns a spooler with a disk budget of budget bytes (0:
-// bodies are not spooled) in dir ("": the system's temporary directory).
-func newSpooler(dir string, budget int64, gauge prometheus.Gauge) *spooler {
+// newSpooler returns a spooler with a budget of budget bytes (0: bodies
+// are not read ahead) whose files go in dir.
+func newSpooler(dir string, budget int64, logger *slog.Logger, held prometheus.Gauge, streamed prometheus.Counter) *spooler {
 	if budget <= 0 {
 		return nil
 	}
-	if dir == "" {
-		dir = os.TempDir()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
-	return &spooler{dir: dir, free: budget, gauge: gauge}
+	return &spooler{dir: dir, budget: budget, free: budget, users: map[int64]int64{}, logger: logger, held: held, streamed: streamed}
 }
 
-// spooledBody is a body read ahead: its bytes in memory, then in a file,
-// then what is left of the body unread. Close gives back the file and its
-// budget.
+// take takes up to n bytes of the budget for user, as much as the budget
+// and the user's share have left, and returns how many.
+func (s *spooler) take(user, n int64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n = min(n, s.free, s.budget/spoolShare-s.users[user])
+	if n <= 0 {
+		return 0
+	}
+	s.free -= n
+	s.users[user] += n
+	if s.held != nil {
+		s.held.Add(float64(n))
+	}
+	return n
+}
+
+// give gives back n bytes user held.
+func (s *spooler) give(user, n int64) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.free += n
+	if s.users[user] -= n; s.users[user] <= 0 {
+		delete(s.users, user)
+	}
+	if s.held != nil {
+		s.held.Sub(float64(n))
+	}
+}
+
+// spooledBody is a body read ahead: its head in memory, then what is in
+// its file, then what could not be written (a failing disk), then what is
+// left of the body unread. Close gives back the file and the budget.
 type spooledBody struct {
 	io.Reader
 	s        *spooler
+	user     int64
 	file     *os.File
-	reserved int64 // budget taken
+	reserved int64 // budget held
+	head     int64 // of which, for the head
 	written  int64 // bytes in file
+	left     int64 // the body's length, when known (0: unknown)
 }
 
-// spool reads body until it ends, or until max bytes of it are read (0:
-// no bound), or the disk budget runs out, and returns a reader of the
+// spool reads body for user until it ends, or until max bytes of it are
+// read (0: no bound), or the budget runs out, and returns a reader of the
 // same bytes; left, when not 0, is how long body says it is. A nil
-// spooler spools nothing. An error of body is returned as it is; a disk
-// that fails is a 503.
-func (s *spooler) spool(body io.Reader, max, left int64) (*spooledBody, error) {
-	sb := &spooledBody{s: s}
+// spooler reads nothing ahead. An error of body is returned as it is.
+func (s *spooler) spool(body io.Reader, user, max, left int64) (*spooledBody, error) {
+	sb := &spooledBody{s: s, user: user, Reader: body, left: left}
 	if s == nil {
-		sb.Reader = body
 		return sb, nil
 	}
-	var head bytes.Buffer
 	limit := int64(spoolMemory)
 	if max > 0 {
 		limit = min(limit, max)
 	}
 	if left > 0 {
-		// Room for all of it and the read that finds its end: growing
-		// as it comes copied it several times.
-		head.Grow(int(min(left, limit)) + bytes.MinRead)
+		limit = min(limit, left+1) // its end is found with its last bytes
 	}
-	if _, err := head.ReadFrom(io.LimitReader(body, limit)); err != nil {
-		return nil, err
-	}
-	if int64(head.Len()) < limit {
-		sb.Reader = bytes.NewReader(head.Bytes()) // the whole body
+	if sb.reserved = s.take(user, limit); sb.reserved < limit {
+		s.give(user, sb.reserved)
+		sb.reserved = 0
+		sb.fellBack()
 		return sb, nil
 	}
-	ended, err := sb.toFile(body, max-limit)
+	sb.head = limit
+	head := make([]byte, limit)
+	n, err := io.ReadFull(body, head)
+	head = head[:n]
+	switch {
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		sb.Reader = bytes.NewReader(head) // the whole body
+		return sb, nil
+	case err != nil:
+		sb.Close()
+		return nil, err
+	}
+	rest := int64(-1) // no bound
+	if max > 0 {
+		rest = max - limit
+	}
+	parts, err := sb.toFile(body, rest)
 	if err != nil {
 		sb.Close()
 		return nil, err
 	}
-	parts := []io.Reader{bytes.NewReader(head.Bytes())}
-	if sb.file != nil {
-		parts = append(parts, io.NewSectionReader(sb.file, 0, sb.written))
-	}
-	if !ended {
-		parts = append(parts, body)
-	}
-	sb.Reader = io.MultiReader(parts...)
+	sb.Reader = io.MultiReader(append([]io.Reader{bytes.NewReader(head)}, parts...)...)
 	return sb, nil
 }
 
-// toFile copies body into a temporary file until it ends (ended), until
-// max bytes (max < 0: no bound) or the budget runs out.
-func (sb *spooledBody) toFile(body io.Reader, max int64) (ended bool, err error) {
+// toFile copies body into a temporary file until it ends, or most bytes
+// are in it (most < 0: no bound), or the budget runs out, and returns the
+// readers of what follows the head: the file, the bytes it could not
+// take, the body's rest.
+func (sb *spooledBody) toFile(body io.Reader, most int64) ([]io.Reader, error) {
 	s := sb.s
 	buf := make([]byte, 64<<10)
-	for max < 0 || sb.written < max {
-		if sb.reserved-sb.written < int64(len(buf)) {
-			if !s.take(spoolStep) {
-				return false, nil // the rest is read as it arrives
-			}
-			sb.reserved += spoolStep
+	var parts []io.Reader
+	file := func() []io.Reader {
+		if sb.file == nil {
+			return parts
 		}
-		want := int64(len(buf))
-		if max >= 0 {
-			want = min(want, max-sb.written)
+		return append([]io.Reader{io.NewSectionReader(sb.file, 0, sb.written)}, parts...)
+	}
+	for most < 0 || sb.written < most {
+		room := sb.reserved - sb.head - sb.written
+		if room <= 0 {
+			step := int64(spoolStep)
+			if sb.left > 0 {
+				step = min(step, max(sb.left+1-sb.head-sb.written, 1))
+			}
+			got := s.take(sb.user, step)
+			if got == 0 {
+				sb.fellBack()
+				return append(file(), body), nil
+			}
+			sb.reserved += got
+			continue
+		}
+		want := min(int64(len(buf)), room)
+		if most >= 0 {
+			want = min(want, most-sb.written)
 		}
 		n, rerr := body.Read(buf[:want])
 		if n > 0 {
 			if err := sb.write(buf[:n]); err != nil {
-				return false, err
+				// The bytes read stay in memory (at most one piece), and
+				// the rest is read as it arrives.
+				s.logger.Warn("a write's body could not be held in a temporary file; the rest is read as it arrives, inside its transaction", "dir", s.dir, "err", err)
+				parts = append(parts, bytes.NewReader(bytes.Clone(buf[:n])))
+				sb.fellBack()
+				return append(file(), body), nil
 			}
 		}
 		if errors.Is(rerr, io.EOF) {
-			return true, nil
+			return file(), nil
 		}
 		if rerr != nil {
-			return false, rerr
+			return nil, rerr
 		}
 	}
-	return false, nil
+	return append(file(), body), nil
+}
+
+// fellBack counts a body that reads (some of) its rest as it arrives.
+func (sb *spooledBody) fellBack() {
+	if sb.s.streamed != nil {
+		sb.s.streamed.Inc()
+	}
 }
 
 // write appends p to the file, creating it first.
@@ -148,61 +226,33 @@ func (sb *spooledBody) write(p []byte) error {
 	if sb.file == nil {
 		f, err := os.CreateTemp(sb.s.dir, "sluice-body-")
 		if err != nil {
-			return spoolError(err)
+			return err
 		}
 		// Unlinked at once: the file is gone when closed, or when the
 		// process dies, whatever happens to the request.
 		if err := os.Remove(f.Name()); err != nil {
 			f.Close()
-			return spoolError(err)
+			return err
 		}
 		sb.file = f
 	}
 	if _, err := sb.file.Write(p); err != nil {
-		return spoolError(err)
+		return err
 	}
 	sb.written += int64(len(p))
-	if sb.s.gauge != nil {
-		sb.s.gauge.Add(float64(len(p)))
-	}
 	return nil
 }
 
-// spoolError is the error of a spool file that could not be written
-// (the disk full, its directory missing): the request may succeed later.
-func spoolError(err error) error {
-	return &sluice.Error{Code: sluice.CodeUnavailable, Message: "could not hold the request body in a temporary file before writing it: " + err.Error()}
-}
-
-// take takes n bytes of the disk budget, if it has them.
-func (s *spooler) take(n int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.free < n {
-		return false
-	}
-	s.free -= n
-	return true
-}
-
 // Close removes the file and gives back the budget; the reader must not
-// be used after it. A nil spooledBody (nothing spooled) does nothing.
+// be used after it. A nil spooledBody (nothing read ahead) does nothing.
 func (sb *spooledBody) Close() {
 	if sb == nil || sb.s == nil {
 		return
 	}
-	s := sb.s
 	if sb.file != nil {
 		sb.file.Close()
-		if s.gauge != nil {
-			s.gauge.Sub(float64(sb.written))
-		}
 		sb.file = nil
 	}
-	if sb.reserved > 0 {
-		s.mu.Lock()
-		s.free += sb.reserved
-		s.mu.Unlock()
-		sb.reserved = 0
-	}
+	sb.s.give(sb.user, sb.reserved)
+	sb.reserved = 0
 }
