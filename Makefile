@@ -97,6 +97,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'WriteConcurrent8' -benchtime 2400x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'WriteStatements' -benchtime 4000x -v ./internal/bench/
 	$(GO) test -run '^$$' -bench 'ReadDocuments' -benchmem -count 3 ./internal/rest/
+	$(GO) test -run '^$$' -bench 'HTTP2' -benchtime 3s -count 3 ./internal/rest/
 	$(GO) test -run '^$$' -bench 'CopyRows' -benchmem -count 3 ./internal/postgres/
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
 	$(GO) test -run '^$$' -bench 'ReadScale' -benchtime 300x -count 3 ./internal/bench/

@@ -21,6 +21,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/daemon"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // tlsClient returns a client that trusts c and counts the connections it
@@ -252,11 +253,127 @@ func TestHTTP2StalledClientIsCut(t *testing.T) {
 		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
 		c.WriteTimeout = time.Second
 	})
+	// No window for the server's answers.
+	fr := h2Conn(t, d, cert, 0)
+	h2Get(t, fr, d, "/api/info")
+	h2WaitReset(t, fr)
+}
+
+// TestHTTP2StalledStreamIsCut: over HTTP/2, a change stream whose client
+// grants no flow-control window is reset once its first flush has waited
+// write_timeout, while its handler runs (the REST middleware's
+// httpstream.Watchdog watches the stream's own writes), and the stream
+// ends: its subscription is released.
+func TestHTTP2StalledStreamIsCut(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.WriteTimeout = time.Second
+	})
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	tlsMustDo(t, client, d, 201, "POST", "/api/db/admin/stalled", `{"schema":"type Note { text: String! }"}`)
+	fr := h2Conn(t, d, cert, 0)
+	// The stream's first flush (": connected", once its subscription is
+	// registered) waits for a window that never comes.
+	h2Get(t, fr, d, "/api/subscribe/admin/stalled/Note")
+	h2WaitReset(t, fr)
+	eventually.True(t, dt.StreamWait, "the stalled stream's subscription is released", func() bool {
+		return strings.TrimSpace(tlsMustDo(t, client, d, 200, "GET", "/api/admin/subscriptions", "")) == "[]"
+	})
+}
+
+// TestHTTP2SlowSteadyReaderIsNotCut: over HTTP/2 too, write_timeout
+// bounds how long a client makes no progress, not how long an answer
+// takes: a document that a client granting window steadily but slowly
+// takes longer than write_timeout to read arrives whole.
+func TestHTTP2SlowSteadyReaderIsNotCut(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	const timeout = time.Second
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.WriteTimeout = timeout
+	})
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	tlsMustDo(t, client, d, 201, "POST", "/api/db/admin/slow", `{"schema":"type Item { text: String! }"}`)
+	const size = 6 << 20
+	tlsMustDo(t, client, d, 200, "POST", "/api/document/admin/slow", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
+	// HTTP/2's initial windows (65,535 bytes), given back 16 KiB at a
+	// time, 5 ms after the last: at most 3.2 MB a second, so the document
+	// takes at least 1.9 s, and each 64 KiB written about 20 ms.
+	fr := h2Conn(t, d, cert, 65535)
+	h2Get(t, fr, d, "/api/document/admin/slow?id=Item/big")
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	got, owed := 0, 0
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d bytes in %s: %v", got, time.Since(start).Round(time.Millisecond), err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case *http2.RSTStreamFrame:
+			t.Fatalf("the answer was reset after %d bytes (%s), want all of the %d-byte document", got, time.Since(start).Round(time.Millisecond), size)
+		case *http2.DataFrame:
+			got += len(f.Data())
+			if f.StreamEnded() {
+				if got < size {
+					t.Fatalf("the answer ended after %d bytes, want all of the %d-byte document", got, size)
+				}
+				return
+			}
+			if owed += len(f.Data()); owed >= 16<<10 {
+				<-tick.C
+				if err := fr.WriteWindowUpdate(0, uint32(owed)); err != nil {
+					t.Fatal(err)
+				}
+				if err := fr.WriteWindowUpdate(f.StreamID, uint32(owed)); err != nil {
+					t.Fatal(err)
+				}
+				owed = 0
+			}
+		}
+	}
+}
+
+// tlsMustDo sends a request to d as the super user with client, checks
+// its status and returns its body.
+func tlsMustDo(t *testing.T, client *http.Client, d *dt.Daemon, want int, method, path, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest(method, "https://"+d.Addr()+path, strings.NewReader(body))
+	req.SetBasicAuth("admin", dt.AdminPassword)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != want {
+		t.Fatalf("%s %s: %d %s %v, want %d", method, path, resp.StatusCode, b, err, want)
+	}
+	return string(b)
+}
+
+// h2Conn opens an HTTP/2 connection to d, its frames read and written by
+// the test, whose settings grant the server's answers window bytes per
+// stream; it fails the test after dt.StreamWait.
+func h2Conn(t *testing.T, d *dt.Daemon, cert dt.Certificate, window uint32) *http2.Framer {
+	t.Helper()
 	conn, err := tls.Dial("tcp", d.Addr(), &tls.Config{RootCAs: cert.Pool, NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	if p := conn.ConnectionState().NegotiatedProtocol; p != "h2" {
 		t.Fatalf("negotiated %q, want h2", p)
 	}
@@ -264,13 +381,21 @@ func TestHTTP2StalledClientIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	fr := http2.NewFramer(conn, conn)
-	// No window for the server's answers.
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: window}); err != nil {
 		t.Fatal(err)
 	}
+	if err := conn.SetDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+		t.Fatal(err)
+	}
+	return fr
+}
+
+// h2Get asks d for path as the super user, on stream 1 of fr.
+func h2Get(t *testing.T, fr *http2.Framer, d *dt.Daemon, path string) {
+	t.Helper()
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", d.Addr()}, {":path", "/api/info"},
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", d.Addr()}, {":path", path},
 		{"authorization", "Basic " + basic("admin", dt.AdminPassword)}} {
 		if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
 			t.Fatal(err)
@@ -279,9 +404,12 @@ func TestHTTP2StalledClientIsCut(t *testing.T) {
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
-		t.Fatal(err)
-	}
+}
+
+// h2WaitReset reads fr's frames until stream 1 is reset, failing if its
+// answer ends or sends data (it has no window).
+func h2WaitReset(t *testing.T, fr *http2.Framer) {
+	t.Helper()
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
@@ -299,8 +427,8 @@ func TestHTTP2StalledClientIsCut(t *testing.T) {
 				return
 			}
 		case *http2.DataFrame:
-			if f.StreamID == 1 && f.StreamEnded() {
-				t.Fatal("the answer ended without a window to send it in")
+			if f.StreamID == 1 && (f.StreamEnded() || len(f.Data()) > 0) {
+				t.Fatalf("data without a window to send it in: %q, end of stream %v", f.Data(), f.StreamEnded())
 			}
 		}
 	}

@@ -1,8 +1,9 @@
 // Package httpstream writes long-lived HTTP responses (server-sent events,
 // NDJSON): the streaming headers, and buffered frames sent with a per-write
-// deadline, since the server has no write timeout (a stream is not cut,
-// and a vanished peer is noticed at the next write). The REST change
-// stream and the graphql-sse transport both write through it.
+// deadline (over HTTP/2, a Watchdog), since the server has no write
+// timeout (a stream is not cut, and a vanished peer is noticed at the next
+// write). The REST change stream and the graphql-sse transport both write
+// through it.
 package httpstream
 
 import (
@@ -27,10 +28,14 @@ type Writer struct {
 	// keepAlive is set for an HTTP/1.1 request (Connection: keep-alive),
 	// parkable for one without TLS (see Park); h2 for HTTP/2, where a
 	// deadline that passes resets the stream even while nothing is being
-	// written (an idle stream waiting for its next event), so it is
-	// cleared once each flush returns.
+	// written (an idle stream waiting for its next event).
 	keepAlive, parkable, h2 bool
 	started                 bool
+	// dog watches the writes of an HTTP/2 response in place of a deadline
+	// (Watchdog), when the writers around the response have one (the
+	// REST middleware's). Without one, over HTTP/2 the deadline is set
+	// before each write and cleared once each flush returns.
+	dog *Watchdog
 	// back gives a parked connection back to its server (WithListener);
 	// park is set once the connection is parked (park.go).
 	back        func(net.Conn)
@@ -56,7 +61,27 @@ func New(w http.ResponseWriter, r *http.Request, contentType string, timeout tim
 	if l, ok := r.Context().Value(listenerKey{}).(*Listener); ok {
 		s.back = l.give
 	}
+	if s.h2 {
+		s.dog = findWatchdog(w)
+	}
 	return s
+}
+
+// findWatchdog returns the Watchdog of the first writer around the
+// response that has one, or nil.
+func findWatchdog(w http.ResponseWriter) *Watchdog {
+	for {
+		if h, ok := w.(interface{ Watchdog() *Watchdog }); ok {
+			if d := h.Watchdog(); d != nil {
+				return d
+			}
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
 }
 
 // Start writes the status and headers, once. Connection: keep-alive is an
@@ -109,6 +134,9 @@ func (s *Writer) Flush() error {
 	if s.Buf.Len() == 0 && !s.spilled {
 		return nil
 	}
+	if s.dog != nil {
+		defer s.dog.End(s.dog.Begin())
+	}
 	if err := s.write(); err != nil {
 		return err
 	}
@@ -116,7 +144,7 @@ func (s *Writer) Flush() error {
 	if err := s.rc.Flush(); err != nil {
 		return err
 	}
-	if s.h2 {
+	if s.h2 && s.dog == nil {
 		s.deadlineSet = time.Time{}
 		return s.rc.SetWriteDeadline(time.Time{})
 	}
@@ -131,6 +159,9 @@ func (s *Writer) Spill() error {
 	}
 	if s.park != nil {
 		return s.flushParked()
+	}
+	if s.dog != nil {
+		defer s.dog.End(s.dog.Begin())
 	}
 	s.spilled = true
 	return s.write()
@@ -149,6 +180,9 @@ func (s *Writer) WriteShared(p []byte) error {
 		}
 		pk.segs = append(pk.segs, p)
 		return nil
+	}
+	if s.dog != nil {
+		defer s.dog.End(s.dog.Begin())
 	}
 	if err := s.write(); err != nil {
 		return err
@@ -181,12 +215,13 @@ func PingDue(t *time.Timer, idle, interval time.Duration) bool {
 	return true
 }
 
-// moveDeadline moves the write deadline, at most every quarter timeout,
-// and notes the time of the write it precedes (Idle).
+// moveDeadline moves the write deadline, at most every quarter timeout
+// (not at all under a Watchdog), and notes the time of the write it
+// precedes (Idle).
 func (s *Writer) moveDeadline() error {
 	now := time.Now()
 	s.wrote = now
-	if now.Sub(s.deadlineSet) > s.timeout/4 {
+	if s.dog == nil && now.Sub(s.deadlineSet) > s.timeout/4 {
 		// Not every writer supports deadlines (httptest); the write
 		// still works.
 		if err := s.rc.SetWriteDeadline(now.Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {

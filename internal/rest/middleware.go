@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/httpstream"
 )
 
 // recoverer turns a handler panic into a 500 and a log line, never a
@@ -33,9 +34,10 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 	})
 }
 
-// statusWriter records the status code for metrics and logs, and gives
-// every write a deadline. It forwards Unwrap so http.ResponseController
-// reaches the real writer (flushing, deadlines) through it.
+// statusWriter records the status code for metrics and logs, and bounds
+// how long each write may wait for the client. It forwards Unwrap so
+// http.ResponseController reaches the real writer (flushing, deadlines)
+// through it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -44,20 +46,26 @@ type statusWriter struct {
 	// deadline was last moved.
 	timeout     time.Duration
 	deadlineSet time.Time
-	// h2 is set for HTTP/2, where a deadline that passes resets the
-	// stream even while nothing is being written (an idle stream, a
-	// handler working between two writes): there the deadline is cleared
-	// once each write returns.
-	h2 bool
+	// dog watches the writes of an HTTP/2 response instead of a deadline
+	// (see httpstream.Watchdog: there a deadline that passes resets the
+	// stream even while nothing is being written, and setting one costs a
+	// hand-off to the connection's goroutine); nil over HTTP/1. Streams
+	// writing the response themselves find it (Watchdog).
+	dog *httpstream.Watchdog
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 	}
+	if w.dog != nil {
+		outer := w.dog.Begin()
+		w.ResponseWriter.WriteHeader(code)
+		w.dog.End(outer)
+		return
+	}
 	w.moveDeadline()
 	w.ResponseWriter.WriteHeader(code)
-	w.wrote()
 }
 
 // writePiece is the most of a Write given one deadline: a large answer
@@ -73,25 +81,23 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	n := 0
 	for first := true; first || len(b) > 0; first = false {
 		piece := b[:min(len(b), writePiece)]
-		w.moveDeadline()
-		k, err := w.ResponseWriter.Write(piece)
+		var k int
+		var err error
+		if w.dog != nil {
+			outer := w.dog.Begin()
+			k, err = w.ResponseWriter.Write(piece)
+			w.dog.End(outer)
+		} else {
+			w.moveDeadline()
+			k, err = w.ResponseWriter.Write(piece)
+		}
 		n += k
 		if err != nil {
-			w.wrote()
 			return n, err
 		}
 		b = b[len(piece):]
 	}
-	w.wrote()
 	return n, nil
-}
-
-// wrote clears the deadline after a write returned, on HTTP/2 (see h2).
-func (w *statusWriter) wrote() {
-	if w.h2 {
-		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Time{})
-		w.deadlineSet = time.Time{}
-	}
 }
 
 // moveDeadline gives the writes from now on until timeout from now to
@@ -115,6 +121,11 @@ func (w *statusWriter) moveDeadline() {
 	w.deadlineSet = now
 }
 
+// Watchdog returns the watchdog of an HTTP/2 response's writes (nil over
+// HTTP/1): httpstream.New finds it, so that a stream's own writes are
+// watched by the same timer.
+func (w *statusWriter) Watchdog() *httpstream.Watchdog { return w.dog }
+
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // observe logs each request and records its metrics by route pattern (never
@@ -122,7 +133,13 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 func (a *api) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout, h2: r.ProtoMajor == 2}
+		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout}
+		if r.ProtoMajor == 2 {
+			sw.dog = httpstream.NewWatchdog(w, a.WriteTimeout)
+			// Stopped however the handler ends (a panic too): the
+			// response may not be touched once it has.
+			defer sw.dog.Stop()
+		}
 		// The request's logger gets its method and path attributes only
 		// when something is logged (loggerFrom): building them for every
 		// request cost CPU and, for a stream, memory for its whole life.
@@ -135,11 +152,12 @@ func (a *api) observe(next http.Handler) http.Handler {
 		// kept by this frame for the life of a stream.
 		ctx, method, path := r.Context(), r.Method, r.URL.Path
 		next.ServeHTTP(sw, r)
-		if sw.h2 {
-			// What is still buffered, and the end of the stream, go
-			// out after the handler returns: with a deadline too.
-			sw.deadlineSet = time.Time{}
-			sw.moveDeadline()
+		if sw.dog != nil {
+			// What is still buffered, and the end of the stream, go out
+			// after the handler returns, where no watchdog can follow
+			// them: with a deadline, set once.
+			sw.dog.Stop()
+			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(sw.timeout))
 		}
 		route := chi.RouteContext(ctx).RoutePattern()
 		if route == "" {
