@@ -567,6 +567,13 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// deadline of write_timeout instead, set by the API's middleware
 		// (rest.statusWriter) and by the streams, with
 		// http.ResponseController.
+		//
+		// Over HTTP/2 a passed deadline resets its stream, but the reset
+		// waits behind the data the connection could not send: a client
+		// that stops reading its connection altogether kept every
+		// handler of it blocked. A connection that takes no byte for
+		// write_timeout is closed.
+		HTTP2:    &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout},
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
 		// Every request's context starts with the logger (see
 		// rest.WithLogger) and, without TLS, the listener that takes back

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -432,4 +434,80 @@ func h2WaitReset(t *testing.T, fr *http2.Framer) {
 			}
 		}
 	}
+}
+
+// TestHTTP2ClientThatStopsReadingIsCut: over HTTP/2, a client that grants
+// a large window and then stops reading its connection altogether (its
+// TCP window full) is cut once the connection has taken no byte for
+// write_timeout, and the listing it asked for gives its Postgres
+// connection back. (Resetting the stream alone was not enough: the reset
+// queued behind the data the connection could not send, and the handler
+// stayed blocked.)
+func TestHTTP2ClientThatStopsReadingIsCut(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.WriteTimeout = time.Second
+	})
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	tlsMustDo(t, client, d, 201, "POST", "/api/db/admin/big", `{"schema":"type Item { text: String! }"}`)
+	text := strings.Repeat("x", 1000)
+	var body strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&body, `{"@type":"Item","@id":"i%d","text":%q}`+"\n", i, text)
+	}
+	req, _ := http.NewRequest("POST", "https://"+d.Addr()+"/api/document/admin/big", strings.NewReader(body.String()))
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	dt.Admin()(req)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("insert: %d", resp.StatusCode)
+	}
+
+	// A window for all of the listing's 20 MB, and a small TCP buffer
+	// that the client then never reads.
+	raw, err := net.Dial("tcp", d.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	if err := raw.(*net.TCPConn).SetReadBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
+	conn := tls.Client(raw, &tls.Config{RootCAs: cert.Pool, NextProtos: []string{"h2"}, ServerName: "127.0.0.1"})
+	if err := conn.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	h2Get(t, fr, d, "/api/document/admin/big?type=Item")
+
+	pg, err := pgx.Connect(context.Background(), d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	listings := func() int {
+		var n int
+		if err := pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%"Item"%' AND state <> 'idle' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	eventually.True(t, dt.StreamWait, "the listing holds a connection", func() bool { return listings() == 1 })
+	eventually.True(t, dt.StreamWait, "the stalled listing gives its connection back", func() bool { return listings() == 0 })
 }
