@@ -43,7 +43,7 @@ func mapError(err error) error {
 	if errors.As(err, &pe) {
 		switch pe.Code {
 		case "40P01", "40001", "55P03": // deadlock_detected, serialization_failure, lock_not_available
-			return concurrentError{sluice.Errorf(sluice.CodeConflict, "the request conflicted with a concurrent write; retry it")}
+			return concurrentError{sluice.Errorf(sluice.CodeConflict, "the request conflicted with a concurrent write; retry it"), pe.Code}
 		case "42P01": // undefined_table: a cached database was deleted or re-created
 			return sluice.Errorf(sluice.CodeConflict, "the database changed concurrently (deleted, re-created or its schema changed); retry")
 		case "57014": // query_canceled
@@ -77,7 +77,18 @@ func mapError(err error) error {
 // on it (commitBatch).
 var errConcurrent = errors.New("conflicted with a concurrent write")
 
-type concurrentError struct{ err *sluice.Error }
+type concurrentError struct {
+	err  *sluice.Error
+	code string // its SQLSTATE
+}
+
+// deadlocked reports whether err is a write's that Postgres ended as one
+// side of a deadlock (40P01): the same write run again may well commit,
+// unlike one that waited lock_timeout for a lock held elsewhere.
+func deadlocked(err error) bool {
+	ce, ok := errors.AsType[concurrentError](err)
+	return ok && ce.code == "40P01"
+}
 
 func (e concurrentError) Error() string        { return e.err.Error() }
 func (e concurrentError) Unwrap() error        { return e.err }

@@ -265,8 +265,20 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 		// starts after the last (lead hands on when this returns).
 		for _, j := range batch {
 			one := []*job{j}
-			if err := db.runBatch(ctx, &one, nil, nil, func() {}, &lockOrder{}); err != nil && j.err == nil && !j.replayed {
-				j.err = err
+			// A commit alone can still be one side of a deadlock with
+			// another process's batch (two writes creating the same
+			// missing documents in other orders: an insert cannot be
+			// asked for without waiting); Postgres ends one side, which
+			// runs once or twice more before it answers 409.
+			for attempt := 0; ; attempt++ {
+				err := db.runBatch(ctx, &one, nil, nil, func() {}, &lockOrder{})
+				if attempt < 2 && deadlocked(err) {
+					continue
+				}
+				if err != nil && j.err == nil && !j.replayed {
+					j.err = err
+				}
+				break
 			}
 		}
 		err = nil

@@ -789,3 +789,37 @@ func TestGroupCommitDoesNotRunABatchAgainBesideTheNext(t *testing.T) {
 		t.Errorf("hook saw commits %v, want the first write's alone", got)
 	}
 }
+
+// TestGroupCommitRunsADeadlockedCommitAgain: a commit that ends up run
+// alone (its batch conflicted, and again with its documents locked first)
+// and that Postgres then ends as deadlocked, with another process's
+// write, runs again before its request is answered 409: alone, the same
+// write usually commits. A lock it cannot get (lock_timeout) is not run
+// again (TestGroupCommitFailsOnlyTheRequestThatCannotLock).
+func TestGroupCommitRunsADeadlockedCommitAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, hook := openNotes(t)
+	b := newBatchTest(db, d, s)
+	deadlock := concurrentError{sluice.Errorf(sluice.CodeConflict, "deadlock"), "40P01"}
+	var runs atomic.Int32
+	// Its batch, the batch again with its documents locked first, then
+	// alone twice: deadlocked each time; alone a third time, it commits.
+	flaky := b.job("flaky", func(ctx context.Context, w *Writer) error {
+		if runs.Add(1) <= 4 {
+			return deadlock
+		}
+		return w.Insert(ctx, note("flaky"))
+	})
+	lead := b.job("lead", b.blocking(func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note("lead")) }))
+	b.run(t, ctx, lead, flaky)
+	if flaky.err != nil || flaky.commit == nil {
+		t.Fatalf("the deadlocked write after %d runs: commit %+v, error %v; want committed", runs.Load(), flaky.commit, flaky.err)
+	}
+	if lead.err != nil || lead.commit == nil {
+		t.Fatalf("the lead: commit %+v, error %v", lead.commit, lead.err)
+	}
+	if got := hook.seqs(); len(got) != 2 {
+		t.Errorf("hook saw commits %v, want two", got)
+	}
+}
