@@ -136,7 +136,7 @@ func options() []option {
 				return nil
 			}),
 		capOption("body_min_rate", "8192",
-			"least average rate, in bytes per second, at which a request body must arrive once body_idle_timeout has passed since it started; a slower body fails (0: no minimum)",
+			"least average rate, in bytes per second, at which a request body must arrive once body_idle_timeout has passed since it started; a slower body fails (0: no minimum). Both count only the time spent waiting for the client, not time Sluice spent not reading",
 			func(c *Config, n int64) error { c.BodyMinRate = n; return nil }),
 		capOption("max_request_bodies", "1024",
 			"most request bodies this process reads at once; past it a request with a body is answered 503 with Retry-After (0: no cap)",

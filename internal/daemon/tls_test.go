@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -510,4 +511,103 @@ func TestHTTP2ClientThatStopsReadingIsCut(t *testing.T) {
 	}
 	eventually.True(t, dt.StreamWait, "the listing holds a connection", func() bool { return listings() == 1 })
 	eventually.True(t, dt.StreamWait, "the stalled listing gives its connection back", func() bool { return listings() == 0 })
+}
+
+// TestBodyLimitsCountOnlyTheClientsTime: a large NDJSON write whose
+// transaction waits on a row lock for three times body_idle_timeout, the
+// rest of its body not read yet (past max_body_bytes it is read as it
+// arrives), succeeds over HTTP/1.1 and HTTP/2: the body's time limits
+// count the time reads waited for the client, not the time the server
+// did not read. (Over HTTP/2 the read deadline was a timer that closed
+// the body while nobody read it; body_min_rate, counted from the body's
+// start, failed it over either.)
+func TestBodyLimitsCountOnlyTheClientsTime(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.BodyIdleTimeout = time.Second
+		c.BodyMinRate = 100 << 10
+		c.MaxBodyBytes = 16 << 10 // NDJSON: read ahead 16 KiB, the rest as it arrives
+	})
+	var dials atomic.Int64
+	h2 := tlsClient(cert, &dials)
+	h1 := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: cert.Pool},
+		TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}}
+	tlsMustDo(t, h2, d, 201, "POST", "/api/db/admin/lk", `{"schema":"type Note { text: String }"}`)
+	tlsMustDo(t, h2, d, 200, "POST", "/api/document/admin/lk", `{"@type":"Note","@id":"n0","text":"old"}`)
+	var info struct {
+		Schema string `json:"postgres_schema"`
+	}
+	if err := json.Unmarshal([]byte(tlsMustDo(t, h2, d, 200, "GET", "/api/db/admin/lk", "")), &info); err != nil {
+		t.Fatal(err)
+	}
+	table := pgx.Identifier{info.Schema, "Note"}.Sanitize()
+
+	var body strings.Builder
+	body.WriteString(`{"@type":"Note","@id":"n0","text":"new"}` + "\n")
+	for i := range 60000 { // 2.5 MB: past HTTP/2's 1 MiB window
+		fmt.Fprintf(&body, `{"@type":"Note","@id":"d%d","text":"x"}`+"\n", i)
+	}
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+	}{{"HTTP/1.1", h1}, {"HTTP/2", h2}} {
+		ctx := context.Background()
+		pg, err := pgx.Connect(ctx, d.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := pg.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM "+table+" WHERE _id = 'Note/n0' FOR UPDATE"); err != nil {
+			t.Fatal(err)
+		}
+		type answer struct {
+			code  int
+			proto string
+			body  string
+			err   error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			req, _ := http.NewRequest("PUT", "https://"+d.Addr()+"/api/document/admin/lk?create=true", strings.NewReader(body.String()))
+			req.Header.Set("Content-Type", "application/x-ndjson")
+			req.SetBasicAuth("admin", dt.AdminPassword)
+			resp, err := tc.client.Do(req)
+			if err != nil {
+				done <- answer{err: err}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			done <- answer{code: resp.StatusCode, proto: resp.Proto, body: string(b)}
+		}()
+		// Hold the lock until the write has waited on it for 3 s, three
+		// times body_idle_timeout.
+		mon, err := pgx.Connect(ctx, d.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually.True(t, 30*time.Second, tc.name+": the write waits on n0's lock for 3 s", func() bool {
+			var n int
+			err := mon.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND now() - query_start > interval '3 s'`).Scan(&n)
+			return err == nil && n > 0
+		})
+		mon.Close(ctx)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pg.Close(ctx)
+		select {
+		case a := <-done:
+			if a.err != nil || a.code != 200 {
+				t.Errorf("%s (%s): %d %v %s; want 200: the client sent its whole body at once", tc.name, a.proto, a.code, a.err, a.body)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%s: no answer", tc.name)
+		}
+	}
 }

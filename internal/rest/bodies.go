@@ -20,6 +20,9 @@ import (
 //     arriving at BodyMinRate bytes per second on average, counted from its
 //     start: a client trickling a byte a second, which the idle timeout
 //     alone waits for forever, is cut after the grace;
+//   - both count only the time a read waited for the client: while the
+//     handler does not read (a write waiting for a row lock before it
+//     reads on), the client cannot send, and is not to blame;
 //   - at most MaxRequestBodies bodies are read at once by the process, so
 //     slow bodies cannot hold every connection (and, for writes, a
 //     transaction each); past it a request with a body is answered 503.
@@ -28,7 +31,9 @@ import (
 // each read, and cleared once the body is read: after that net/http reads
 // the connection in the background to notice a client going away, and a
 // deadline passing there would cancel the request (a stream, say). A body
-// that failed, or that its handler left unread, keeps its deadline.
+// that failed, or that its handler left unread, keeps its deadline. Over
+// HTTP/2 a deadline is a timer that ends the body when it fires, read or
+// not, so there it is cleared after each read too.
 
 // They are bounded in size on every route too: a body whose
 // Content-Length is over max_body_bytes is answered 413, naming the
@@ -98,8 +103,8 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 				return
 			}
 		}
-		body := &limitedBody{ReadCloser: r.Body, limits: b, rc: http.NewResponseController(w), start: time.Now(), length: r.ContentLength,
-			json: !sdlBody(r)}
+		body := &limitedBody{ReadCloser: r.Body, limits: b, rc: http.NewResponseController(w), length: r.ContentLength,
+			json: !sdlBody(r), h2: r.ProtoMajor == 2}
 		// A body its handler left unread keeps its last deadline: what
 		// net/http reads of it after the handler is bounded too.
 		defer body.release()
@@ -136,9 +141,10 @@ type limitedBody struct {
 	io.ReadCloser
 	limits *bodyLimits
 	rc     *http.ResponseController
-	start  time.Time
-	length int64 // the announced length; -1: unknown
-	n      int64 // bytes read so far
+	h2     bool          // HTTP/2: a deadline is cleared after each read
+	waited time.Duration // time reads spent waiting for the client so far
+	length int64         // the announced length; -1: unknown
+	n      int64         // bytes read so far
 	// rateBound is set when the last deadline set was the rate's.
 	rateBound bool
 	finished  bool
@@ -157,19 +163,26 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		return 0, b.textErr
 	}
 	l := b.limits
+	start := time.Now()
 	if l.idle > 0 {
 		// Without support for deadlines (not the case for HTTP/1 or 2),
 		// reads wait.
-		deadline := time.Now().Add(l.idle)
+		wait := l.idle
 		b.rateBound = false
 		if l.minRate > 0 {
-			if due := b.start.Add(l.idle + time.Duration(float64(b.n)/float64(l.minRate)*float64(time.Second))); due.Before(deadline) {
-				deadline, b.rateBound = due, true
+			// The client's time so far may reach the grace plus the time
+			// its bytes take at the least rate.
+			if left := l.idle + time.Duration(float64(b.n)/float64(l.minRate)*float64(time.Second)) - b.waited; left < wait {
+				wait, b.rateBound = left, true
 			}
 		}
-		_ = b.rc.SetReadDeadline(deadline)
+		_ = b.rc.SetReadDeadline(start.Add(wait))
 	}
 	n, err := b.ReadCloser.Read(p)
+	b.waited += time.Since(start)
+	if b.h2 && l.idle > 0 && err == nil {
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
 	b.n += int64(n)
 	if terr := b.text.write(p[:n]); terr == nil && err == io.EOF {
 		b.textErr = b.text.end()
@@ -193,7 +206,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		if b.rateBound {
-			err = sluice.Errorf(sluice.CodeInvalid, "the request body arrived slower than %d bytes a second (body_min_rate): %d bytes in %s", l.minRate, b.n, time.Since(b.start).Round(time.Second))
+			err = sluice.Errorf(sluice.CodeInvalid, "the request body arrived slower than %d bytes a second (body_min_rate): %d bytes in %s", l.minRate, b.n, b.waited.Round(time.Second))
 		} else {
 			err = sluice.Errorf(sluice.CodeInvalid, "the request body sent nothing for %s (body_idle_timeout)", l.idle)
 		}
