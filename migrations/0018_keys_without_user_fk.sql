@@ -1,4 +1,4 @@
--- sluice:readable-by 17
+-- sluice:readable-by 16
 -- A recorded idempotency key (sluice.idempotency_keys, migration 13) no
 -- longer checks its user by a foreign key. A key is recorded in the last
 -- round trip of its write's commit, behind the commit rows: when its user
@@ -9,7 +9,7 @@
 -- for a user deleted meanwhile is harmless (user ids are not reused) and
 -- pruned with the others after idempotency_retention. The foreign key's
 -- other half, a user's keys deleted with it, is kept by a trigger, so
--- binaries of migration 17 run beside it unchanged.
+-- binaries of migrations 16 and 17 run beside it unchanged.
 ALTER TABLE sluice.idempotency_keys DROP CONSTRAINT idempotency_keys_user_id_fkey;
 
 CREATE FUNCTION sluice.delete_user_keys() RETURNS trigger

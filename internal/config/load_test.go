@@ -861,6 +861,11 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: heartbeat: invalid value "-5s" (from SLUICE_HEARTBEAT): must not be negative`,
 		},
 		{
+			name: "write_spool_bytes too small to hold a body's head",
+			env:  map[string]string{"SLUICE_WRITE_SPOOL_BYTES": "1048576"},
+			want: `config: write_spool_bytes: invalid value "1048576" (from SLUICE_WRITE_SPOOL_BYTES): want 0 (bodies read as they arrive) or at least 4194304 (4 MiB)`,
+		},
+		{
 			name: "zero graphql_max_depth",
 			env:  map[string]string{"SLUICE_GRAPHQL_MAX_DEPTH": "0"},
 			want: `config: graphql_max_depth: invalid value "0" (from SLUICE_GRAPHQL_MAX_DEPTH): want a whole number from 1 to 2147483647`,

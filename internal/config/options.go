@@ -142,8 +142,14 @@ func options() []option {
 			"most request bodies this process reads at once; past it a request with a body is answered 503 with Retry-After (0: no cap)",
 			func(c *Config, n int64) error { c.MaxRequestBodies = n; return nil }),
 		capOption("write_spool_bytes", "1073741824",
-			"most bytes of write request bodies this process reads ahead of their transactions at once, in memory (256 KiB each) and in temporary files (1 GiB); one user holds at most a quarter. A write of more than 100 documents reads the rest of its body before its transaction begins, up to max_body_bytes, so a slow client holds no transaction; past what is left it reads the rest as it arrives (0: every body is read as it arrives)",
-			func(c *Config, n int64) error { c.WriteSpoolBytes = n; return nil }),
+			"most bytes of write request bodies this process reads ahead of their transactions at once, memory and temporary files together (each body's first 256 KiB in memory, the rest in a file), 1 GiB; one user holds at most a quarter. A write of more than 100 documents reads the rest of its body before its transaction begins, up to max_body_bytes, so a slow client holds no transaction; past what is left it reads the rest as it arrives. 0: every body is read as it arrives; else at least 4 MiB (a quarter must hold a first 256 KiB and more)",
+			func(c *Config, n int64) error {
+				if n != 0 && n < 4<<20 {
+					return errors.New("want 0 (bodies read as they arrive) or at least 4194304 (4 MiB)")
+				}
+				c.WriteSpoolBytes = n
+				return nil
+			}),
 		stringOption("write_spool_dir", "",
 			"directory of the temporary files of write_spool_bytes (unlinked as soon as made); the start fails if it cannot be written. Empty: data_dir/spool with the embedded Postgres, else the system's temporary directory ($TMPDIR, else /tmp); if that cannot be written, bodies are read as they arrive, with a warning",
 			func(c *Config, s string) error { c.WriteSpoolDir = s; return nil }),

@@ -363,8 +363,6 @@ func pagesOptions(eng *engine.Engine, version string) graphiql.Options {
 	}
 }
 
-// bootstrap creates the _system database and the admin user unless they
-// exist, and shows a generated admin password once.
 // writeSpool returns the directory where large write bodies are read
 // ahead of their transactions (rest's spool) and the budget they may
 // hold: write_spool_dir; else, with the embedded Postgres, data_dir/spool
@@ -408,6 +406,8 @@ func checkSpoolDir(dir string) error {
 	return os.Remove(f.Name())
 }
 
+// bootstrap creates the _system database and the admin user unless they
+// exist, and shows a generated admin password once.
 func (d *Daemon) bootstrap(ctx context.Context, eng *engine.Engine) error {
 	generated, err := eng.Bootstrap(ctx, d.cfg.AdminPassword)
 	if err != nil {

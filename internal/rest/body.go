@@ -59,7 +59,7 @@ func (s *docStream) ReadAhead() error {
 	if s.spooler == nil || s.spooled != nil || s.rerr != nil {
 		return nil
 	}
-	left := int64(0) // what the body has left, when known
+	left := int64(-1) // what the body has left: unknown
 	if s.size >= 0 {
 		left = max(s.size-s.got, 0)
 	}

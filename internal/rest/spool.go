@@ -110,12 +110,12 @@ type spooledBody struct {
 	reserved int64 // budget held
 	head     int64 // of which, for the head
 	written  int64 // bytes in file
-	left     int64 // the body's length, when known (0: unknown)
+	left     int64 // the body's length (-1: unknown)
 }
 
 // spool reads body for user until it ends, or until max bytes of it are
 // read (0: no bound), or the budget runs out, and returns a reader of the
-// same bytes; left, when not 0, is how long body says it is. A nil
+// same bytes; left is how long body says it is (-1: unknown). A nil
 // spooler reads nothing ahead. An error of body is returned as it is.
 func (s *spooler) spool(body io.Reader, user, max, left int64) (*spooledBody, error) {
 	sb := &spooledBody{s: s, user: user, Reader: body, left: left}
@@ -126,7 +126,7 @@ func (s *spooler) spool(body io.Reader, user, max, left int64) (*spooledBody, er
 	if max > 0 {
 		limit = min(limit, max)
 	}
-	if left > 0 {
+	if left >= 0 {
 		limit = min(limit, left+1) // its end is found with its last bytes
 	}
 	if sb.reserved = s.take(user, limit); sb.reserved < limit {
@@ -137,10 +137,10 @@ func (s *spooler) spool(body io.Reader, user, max, left int64) (*spooledBody, er
 	}
 	sb.head = limit
 	head := make([]byte, limit)
-	n, err := io.ReadFull(body, head)
+	n, err := readFull(body, head)
 	head = head[:n]
 	switch {
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF):
 		sb.Reader = bytes.NewReader(head) // the whole body
 		return sb, nil
 	case err != nil:
@@ -158,6 +158,21 @@ func (s *spooler) spool(body io.Reader, user, max, left int64) (*spooledBody, er
 	}
 	sb.Reader = io.MultiReader(append([]io.Reader{bytes.NewReader(head)}, parts...)...)
 	return sb, nil
+}
+
+// readFull reads into p until it is full or body fails or ends; unlike
+// io.ReadFull it keeps body's own error (a body cut short is
+// io.ErrUnexpectedEOF, which must not read as its end).
+func readFull(body io.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := body.Read(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // toFile copies body into a temporary file until it ends, or most bytes
@@ -178,8 +193,12 @@ func (sb *spooledBody) toFile(body io.Reader, most int64) ([]io.Reader, error) {
 		room := sb.reserved - sb.head - sb.written
 		if room <= 0 {
 			step := int64(spoolStep)
-			if sb.left > 0 {
+			if sb.left >= 0 {
 				step = min(step, max(sb.left+1-sb.head-sb.written, 1))
+			}
+			if !s.diskHas(step) {
+				sb.fellBack()
+				return append(file(), body), nil
 			}
 			got := s.take(sb.user, step)
 			if got == 0 {
@@ -201,6 +220,12 @@ func (sb *spooledBody) toFile(body io.Reader, most int64) ([]io.Reader, error) {
 				s.logger.Warn("a write's body could not be held in a temporary file; the rest is read as it arrives, inside its transaction", "dir", s.dir, "err", err)
 				parts = append(parts, bytes.NewReader(bytes.Clone(buf[:n])))
 				sb.fellBack()
+				switch {
+				case errors.Is(rerr, io.EOF):
+					return file(), nil
+				case rerr != nil:
+					return nil, rerr
+				}
 				return append(file(), body), nil
 			}
 		}
@@ -213,6 +238,22 @@ func (sb *spooledBody) toFile(body io.Reader, most int64) ([]io.Reader, error) {
 	}
 	return append(file(), body), nil
 }
+
+// diskHas reports whether the spool's file system can take n bytes more
+// and still keep spoolDiskReserve free (or a tenth of it, if smaller):
+// with the embedded Postgres the spool shares data_dir with the cluster,
+// whose WAL must never find the disk full. Where the free space cannot
+// be read, it says yes.
+func (s *spooler) diskHas(n int64) bool {
+	free, total, ok := diskSpace(s.dir)
+	if !ok {
+		return true
+	}
+	return free-n >= min(spoolDiskReserve, total/10)
+}
+
+// spoolDiskReserve is what the spool leaves free on its file system.
+const spoolDiskReserve = 1 << 30
 
 // fellBack counts a body that reads (some of) its rest as it arrives.
 func (sb *spooledBody) fellBack() {

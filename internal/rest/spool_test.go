@@ -3,6 +3,7 @@ package rest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -54,7 +55,7 @@ func TestSpoolReadsBodiesWhole(t *testing.T) {
 			body := &countingReader{r: bytes.NewReader(want)}
 			left := int64(tc.size)
 			if tc.unknown {
-				left = 0
+				left = -1
 			}
 			sb, err := s.spool(body, 7, tc.max, left)
 			if err != nil {
@@ -135,7 +136,7 @@ func TestSpoolBudget(t *testing.T) {
 func TestSpoolErrors(t *testing.T) {
 	s := newSpooler(t.TempDir(), 16*spoolStep, nil, nil, nil)
 	broken := errors.New("connection reset")
-	if _, err := s.spool(io.MultiReader(bytes.NewReader(make([]byte, spoolMemory+10)), &failingReader{broken}), 1, 0, 0); !errors.Is(err, broken) {
+	if _, err := s.spool(io.MultiReader(bytes.NewReader(make([]byte, spoolMemory+10)), &failingReader{broken}), 1, 0, -1); !errors.Is(err, broken) {
 		t.Errorf("a body failing: %v", err)
 	}
 	if s.free != 16*spoolStep {
@@ -159,6 +160,69 @@ func TestSpoolErrors(t *testing.T) {
 	if s.free != 16*spoolStep {
 		t.Errorf("after a failed file: %d free", s.free)
 	}
+}
+
+// TestSpoolKeepsATruncatedBodysError: a body cut short (its client gone
+// before its announced end: io.ErrUnexpectedEOF) fails when read ahead,
+// as it does read as it arrives, in its head or past it; an NDJSON
+// stream cut at a line's end is not taken for a whole one.
+func TestSpoolKeepsATruncatedBodysError(t *testing.T) {
+	for _, size := range []int{1000, spoolMemory + 5000} {
+		s := newSpooler(t.TempDir(), 16*spoolStep, nil, nil, nil)
+		sb, err := s.spool(&truncated{r: bytes.NewReader(make([]byte, size))}, 1, 0, int64(size)+5000)
+		if err == nil {
+			_, err = io.ReadAll(sb)
+			sb.Close()
+		}
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("a body cut after %d bytes: %v, want io.ErrUnexpectedEOF", size, err)
+		}
+		if s.free != 16*spoolStep {
+			t.Errorf("after a body cut after %d bytes: %d free", size, s.free)
+		}
+	}
+	var body bytes.Buffer
+	for i := range 150 {
+		fmt.Fprintf(&body, `{"@type":"Note","@id":"n%d"}`+"\n", i)
+	}
+	src, err := newDocStream(&truncated{r: bytes.NewReader(body.Bytes())}, 1<<20, int64(body.Len())+10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src.spooler = newSpooler(t.TempDir(), 16*spoolStep, nil, nil, nil)
+	defer src.Close()
+	for n := 0; ; n++ {
+		if n == 101 {
+			if err := src.ReadAhead(); err != nil {
+				break // refused: fine
+			}
+		}
+		if _, err := src.Next(); err != nil {
+			if errors.Is(err, io.EOF) {
+				t.Errorf("%d documents and a clean end of a body cut short", n)
+			}
+			break
+		}
+	}
+}
+
+// truncated is a body whose client went away before its announced end:
+// net/http answers io.ErrUnexpectedEOF for such a body.
+type truncated struct {
+	r    io.Reader
+	done bool
+}
+
+func (t *truncated) Read(p []byte) (int, error) {
+	if t.done {
+		return 0, io.EOF
+	}
+	n, err := t.r.Read(p)
+	if err == io.EOF {
+		t.done = true
+		return n, io.ErrUnexpectedEOF
+	}
+	return n, err
 }
 
 type countingReader struct {
@@ -190,4 +254,18 @@ func metricValue(c prometheus.Metric) float64 {
 		return m.GetGauge().GetValue()
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestSpoolLeavesTheDiskSomeRoom: a spool whose file system would have
+// less than spoolDiskReserve (or a tenth of it) left takes nothing more
+// on disk: with the embedded Postgres it shares data_dir with the cluster.
+func TestSpoolLeavesTheDiskSomeRoom(t *testing.T) {
+	s := newSpooler(t.TempDir(), 16*spoolStep, nil, nil, nil)
+	free, total, ok := diskSpace(s.dir)
+	if !ok {
+		t.Skip("the free space of this file system cannot be read here")
+	}
+	if s.diskHas(free) {
+		t.Errorf("the spool would take all %d free bytes of %d", free, total)
+	}
 }
