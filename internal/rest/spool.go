@@ -49,6 +49,7 @@ type spooler struct {
 	logger   *slog.Logger
 	held     prometheus.Gauge   // bytes of the budget held; nil: not measured
 	streamed prometheus.Counter // bodies read as they arrive for want of budget or disk; nil: not counted
+	keepFree int64              // bytes left free on dir's file system (spoolDiskReserve)
 	mu       sync.Mutex
 	free     int64           // bytes of the budget not held
 	users    map[int64]int64 // bytes each user holds
@@ -63,7 +64,8 @@ func newSpooler(dir string, budget int64, logger *slog.Logger, held prometheus.G
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &spooler{dir: dir, budget: budget, free: budget, users: map[int64]int64{}, logger: logger, held: held, streamed: streamed}
+	return &spooler{dir: dir, budget: budget, free: budget, users: map[int64]int64{}, logger: logger, held: held, streamed: streamed,
+		keepFree: spoolDiskReserve}
 }
 
 // take takes up to n bytes of the budget for user, as much as the budget
@@ -240,7 +242,7 @@ func (sb *spooledBody) toFile(body io.Reader, most int64) ([]io.Reader, error) {
 }
 
 // diskHas reports whether the spool's file system can take n bytes more
-// and still keep spoolDiskReserve free (or a tenth of it, if smaller):
+// and still keep keepFree free (or a tenth of it, if smaller):
 // with the embedded Postgres the spool shares data_dir with the cluster,
 // whose WAL must never find the disk full. Where the free space cannot
 // be read, it says yes.
@@ -249,7 +251,7 @@ func (s *spooler) diskHas(n int64) bool {
 	if !ok {
 		return true
 	}
-	return free-n >= min(spoolDiskReserve, total/10)
+	return free-n >= min(s.keepFree, total/10)
 }
 
 // spoolDiskReserve is what the spool leaves free on its file system.
