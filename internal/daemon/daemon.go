@@ -571,8 +571,10 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// Over HTTP/2 a passed deadline resets its stream, but the reset
 		// waits behind the data the connection could not send: a client
 		// that stops reading its connection altogether kept every
-		// handler of it blocked. A connection that takes no byte for
-		// write_timeout is closed.
+		// handler of it blocked. A connection whose write (a frame, or a
+		// few KiB of them) waits write_timeout is closed. (Over TLS a
+		// write that times out leaves the connection broken, so progress
+		// within one write does not extend it.)
 		HTTP2:    &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout},
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
 		// Every request's context starts with the logger (see

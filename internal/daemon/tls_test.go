@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -609,5 +610,108 @@ func TestBodyLimitsCountOnlyTheClientsTime(t *testing.T) {
 		case <-time.After(60 * time.Second):
 			t.Fatalf("%s: no answer", tc.name)
 		}
+	}
+}
+
+// TestHTTP2AnswersWithoutABodyAreNotResetLater: over HTTP/2 an answer
+// without a body (HEAD, 204, 304) gets no write deadline after its
+// handler returns. Set then, a deadline (a message to the connection's
+// goroutine) could be handled after the stream's END_STREAM was written
+// and the stream closed: its timer kept the closed stream for
+// write_timeout, counted among the connection's open streams (past 250,
+// new ones were refused), and then reset a stream whose answer was
+// complete. The test asks in waves of 100 HEAD requests, each answered
+// before the next, 400 in all, then waits write_timeout and more for
+// late resets.
+func TestHTTP2AnswersWithoutABodyAreNotResetLater(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.WriteTimeout = time.Second
+	})
+	conn, err := tls.Dial("tcp", d.Addr(), &tls.Config{RootCAs: cert.Pool, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	ended := map[uint32]time.Time{}
+	var resets []string
+	// read handles one frame; it reports false once the read deadline
+	// passed.
+	read := func() bool {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return false
+			}
+			t.Fatal(err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case *http2.HeadersFrame:
+			if f.StreamEnded() {
+				ended[f.StreamID] = time.Now()
+			}
+		case *http2.DataFrame:
+			if f.StreamEnded() {
+				ended[f.StreamID] = time.Now()
+			}
+		case *http2.RSTStreamFrame:
+			if at, ok := ended[f.StreamID]; ok {
+				resets = append(resets, fmt.Sprintf("stream %d reset (%v) %s after its answer ended", f.StreamID, f.ErrCode, time.Since(at).Round(time.Millisecond)))
+			} else {
+				resets = append(resets, fmt.Sprintf("stream %d reset (%v) unanswered", f.StreamID, f.ErrCode))
+				ended[f.StreamID] = time.Time{}
+			}
+		}
+		return true
+	}
+	const waves, wave = 4, 100
+	id := uint32(1)
+	for w := range waves {
+		for range wave {
+			var hb bytes.Buffer
+			enc := hpack.NewEncoder(&hb)
+			for _, f := range [][2]string{{":method", "HEAD"}, {":scheme", "https"}, {":authority", d.Addr()}, {":path", "/api/ok"}} {
+				if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+			id += 2
+		}
+		if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+			t.Fatal(err)
+		}
+		for len(ended) < (w+1)*wave {
+			if !read() {
+				t.Fatalf("wave %d: %d of %d answers ended", w, len(ended), (w+1)*wave)
+			}
+		}
+	}
+	// Everything answered: wait past write_timeout for resets. (The wait
+	// is for time itself to pass.)
+	if err := conn.SetReadDeadline(time.Now().Add(3 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for read() {
+	}
+	if len(resets) > 0 {
+		t.Errorf("%d of %d HEAD requests were reset:\n%s", len(resets), waves*wave, strings.Join(resets, "\n"))
 	}
 }

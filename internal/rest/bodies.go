@@ -172,7 +172,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		if l.minRate > 0 {
 			// The client's time so far may reach the grace plus the time
 			// its bytes take at the least rate.
-			if left := l.idle + time.Duration(float64(b.n)/float64(l.minRate)*float64(time.Second)) - b.waited; left < wait {
+			if left := l.idle + rateTime(b.n, l.minRate) - b.waited; left < wait {
 				wait, b.rateBound = left, true
 			}
 		}
@@ -212,6 +212,13 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// rateTime is how long n bytes take at rate bytes a second, at most a
+// century (a float64 of nanoseconds past int64 would not convert).
+func rateTime(n, rate int64) time.Duration {
+	const century = 100 * 365 * 24 * time.Hour
+	return time.Duration(min(float64(n)/float64(rate)*float64(time.Second), float64(century)))
 }
 
 // release gives back the body's slot, once: when it is read (or failed),

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/schema"
@@ -176,5 +177,17 @@ func TestDocStreamLimitsEachDocument(t *testing.T) {
 	n, err := read(small + small + big + small)
 	if want := "document 2 is larger than 1000 bytes, the most max_body_bytes allows for one document of an NDJSON stream"; err == nil || err.Error() != want || n != 2 {
 		t.Fatalf("read %d, error %v; want 2 and %q", n, err, want)
+	}
+}
+
+// TestRateTimeDoesNotOverflow: the time a huge body may take at the least
+// rate is long, never negative (a float64 of nanoseconds past int64 did
+// not convert: a 10 GB NDJSON stream at body_min_rate 1 was cut at once).
+func TestRateTimeDoesNotOverflow(t *testing.T) {
+	if d := rateTime(10<<30, 1); d < 90*365*24*time.Hour {
+		t.Errorf("10 GiB at 1 byte a second: %s", d)
+	}
+	if d := rateTime(8192, 8192); d != time.Second {
+		t.Errorf("8 KiB at 8 KiB a second: %s", d)
 	}
 }

@@ -52,6 +52,8 @@ type statusWriter struct {
 	// hand-off to the connection's goroutine); nil over HTTP/1. Streams
 	// writing the response themselves find it (Watchdog).
 	dog *httpstream.Watchdog
+	// body is set once a write handed the response bytes of a body.
+	body bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -78,6 +80,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.body = w.body || len(b) > 0
 	n := 0
 	for first := true; first || len(b) > 0; first = false {
 		piece := b[:min(len(b), writePiece)]
@@ -136,9 +139,21 @@ func (a *api) observe(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout}
 		if r.ProtoMajor == 2 {
 			sw.dog = httpstream.NewWatchdog(w, a.WriteTimeout)
-			// Stopped however the handler ends (a panic too): the
-			// response may not be touched once it has.
-			defer sw.dog.Stop()
+			// However the handler ends (a panic too, whose 500 the
+			// recoverer writes after this): the watchdog stops, as the
+			// response may not be touched by it once the handler has
+			// returned, and what is still buffered, and the end of the
+			// stream, go out after that with a deadline, set once. An
+			// answer without a body sets none: its end needs no window,
+			// and a deadline set as the stream closes started a timer on
+			// the closed stream, which reset it write_timeout later.
+			head := r.Method == http.MethodHead
+			defer func() {
+				sw.dog.Stop()
+				if sw.body && !head && sw.status != http.StatusNoContent && sw.status != http.StatusNotModified {
+					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(sw.timeout))
+				}
+			}()
 		}
 		// The request's logger gets its method and path attributes only
 		// when something is logged (loggerFrom): building them for every
@@ -152,13 +167,6 @@ func (a *api) observe(next http.Handler) http.Handler {
 		// kept by this frame for the life of a stream.
 		ctx, method, path := r.Context(), r.Method, r.URL.Path
 		next.ServeHTTP(sw, r)
-		if sw.dog != nil {
-			// What is still buffered, and the end of the stream, go out
-			// after the handler returns, where no watchdog can follow
-			// them: with a deadline, set once.
-			sw.dog.Stop()
-			_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(sw.timeout))
-		}
 		route := chi.RouteContext(ctx).RoutePattern()
 		if route == "" {
 			route = "unmatched"
