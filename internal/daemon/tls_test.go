@@ -715,3 +715,38 @@ func TestHTTP2AnswersWithoutABodyAreNotResetLater(t *testing.T) {
 		t.Errorf("%d of %d HEAD requests were reset:\n%s", len(resets), waves*wave, strings.Join(resets, "\n"))
 	}
 }
+
+// TestHTTP2StalledBodyIsCut: over HTTP/2, a request body that stops
+// arriving fails after body_idle_timeout (the body's readWatch ends the
+// read waiting for it), naming the setting, and nothing is written.
+func TestHTTP2StalledBodyIsCut(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.BodyIdleTimeout = time.Second
+	})
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	tlsMustDo(t, client, d, 201, "POST", "/api/db/admin/stall", `{"schema":"type Note { text: String }"}`)
+	body, feed := io.Pipe()
+	defer feed.Close()
+	go func() { _, _ = feed.Write([]byte(`[{"@type":"Note","@id":"a","text":"x"},`)) }() // and no more
+	ctx, cancel := context.WithTimeout(context.Background(), dt.StreamWait)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", "https://"+d.Addr()+"/api/document/admin/stall", body)
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth("admin", dt.AdminPassword)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("a stalled body over HTTP/2: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != 400 || !strings.Contains(string(b), "body_idle_timeout") {
+		t.Fatalf("a stalled body over %s: %d %s; want 400 naming body_idle_timeout", resp.Proto, resp.StatusCode, b)
+	}
+	if got := tlsMustDo(t, client, d, 200, "GET", "/api/document/admin/stall?type=Note", ""); got != "" {
+		t.Errorf("the stalled write wrote %q", got)
+	}
+}

@@ -33,7 +33,9 @@ import (
 // deadline passing there would cancel the request (a stream, say). A body
 // that failed, or that its handler left unread, keeps its deadline. Over
 // HTTP/2 a deadline is a timer that ends the body when it fires, read or
-// not, so there it is cleared after each read too.
+// not, and each one set or cleared is a hand-off to the connection's
+// goroutine: there a readWatch bounds each read instead, and sets a
+// deadline (one already passed) only to end a read that waited too long.
 
 // They are bounded in size on every route too: a body whose
 // Content-Length is over max_body_bytes is answered 413, naming the
@@ -104,7 +106,13 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 			}
 		}
 		body := &limitedBody{ReadCloser: r.Body, limits: b, rc: http.NewResponseController(w), length: r.ContentLength,
-			json: !sdlBody(r), h2: r.ProtoMajor == 2}
+			json: !sdlBody(r)}
+		if r.ProtoMajor == 2 && b.idle > 0 {
+			body.watch = &readWatch{rc: body.rc}
+			// Stopped before the handler returns: the response may not
+			// be touched after.
+			defer body.watch.stop()
+		}
 		// A body its handler left unread keeps its last deadline: what
 		// net/http reads of it after the handler is bounded too.
 		defer body.release()
@@ -141,7 +149,7 @@ type limitedBody struct {
 	io.ReadCloser
 	limits *bodyLimits
 	rc     *http.ResponseController
-	h2     bool          // HTTP/2: a deadline is cleared after each read
+	watch  *readWatch    // bounds reads over HTTP/2; nil: a deadline does
 	waited time.Duration // time reads spent waiting for the client so far
 	length int64         // the announced length; -1: unknown
 	n      int64         // bytes read so far
@@ -176,12 +184,16 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 				wait, b.rateBound = left, true
 			}
 		}
-		_ = b.rc.SetReadDeadline(start.Add(wait))
+		if b.watch != nil {
+			b.watch.begin(start.Add(wait))
+		} else {
+			_ = b.rc.SetReadDeadline(start.Add(wait))
+		}
 	}
 	n, err := b.ReadCloser.Read(p)
 	b.waited += time.Since(start)
-	if b.h2 && l.idle > 0 && err == nil {
-		_ = b.rc.SetReadDeadline(time.Time{})
+	if b.watch != nil {
+		b.watch.end()
 	}
 	b.n += int64(n)
 	if terr := b.text.write(p[:n]); terr == nil && err == io.EOF {
@@ -199,7 +211,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		b.finished = true
 		// A body that failed keeps its deadline: what net/http reads of
 		// it before answering must not wait for the client either.
-		if l.idle > 0 && (err == nil || err == io.EOF) {
+		if l.idle > 0 && b.watch == nil && (err == nil || err == io.EOF) {
 			_ = b.rc.SetReadDeadline(time.Time{})
 		}
 		b.release()
@@ -212,6 +224,64 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// readWatch bounds the reads of an HTTP/2 request body with one timer,
+// reset for each read (no hand-off to the connection's goroutine), and
+// ends a read that is still waiting when its time is up by setting a read
+// deadline already passed: the HTTP/2 server then ends the body at once,
+// and the read returns os.ErrDeadlineExceeded.
+type readWatch struct {
+	rc      *http.ResponseController
+	mu      sync.Mutex
+	timer   *time.Timer
+	due     time.Time // when the read in progress must have returned; zero: none
+	stopped bool
+}
+
+// begin notes that a read starts, which must return by due.
+func (w *readWatch) begin(due time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.due = due
+	if w.timer == nil {
+		w.timer = time.AfterFunc(time.Until(due), w.check)
+	} else {
+		w.timer.Reset(time.Until(due))
+	}
+}
+
+// end notes that the read returned.
+func (w *readWatch) end() {
+	w.mu.Lock()
+	w.due = time.Time{}
+	w.mu.Unlock()
+}
+
+// check runs when the timer fires: it ends the read in progress if its
+// time is up.
+func (w *readWatch) check() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || w.due.IsZero() {
+		return
+	}
+	if left := time.Until(w.due); left > 0 {
+		w.timer.Reset(left)
+		return
+	}
+	_ = w.rc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// stop stops the timer, waiting for a check in progress: after it, the
+// response is not touched.
+func (w *readWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.stopped = true
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // rateTime is how long n bytes take at rate bytes a second, at most a

@@ -155,3 +155,48 @@ func BenchmarkHTTP2Requests(b *testing.B) {
 	})
 	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
 }
+
+// BenchmarkHTTP2BodyRead reads a 4 MiB request body over HTTP/2 through
+// the body limits (body_idle_timeout and body_min_rate set), 4 KiB a
+// read: the cost of bounding each read (docs/benchmarks.md, "Reading
+// request bodies over HTTP/2").
+func BenchmarkHTTP2BodyRead(b *testing.B) {
+	limits := newBodyLimits(0, 30*time.Second, 8192, 0)
+	url, client := h2Server(b, func(r chi.Router) {
+		r.With(limits.Middleware).Post("/up", func(w http.ResponseWriter, r *http.Request) {
+			buf := make([]byte, 4<<10)
+			for {
+				if _, err := r.Body.Read(buf); err != nil {
+					break
+				}
+			}
+		})
+	})
+	const size = 4 << 20
+	b.SetBytes(size)
+	cpu := processCPU(b)
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", url+"/up", &pieces{left: size, piece: 16 << 10})
+		req.ContentLength = size
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// pieces is a body of left zero bytes, handed out piece bytes at a time.
+type pieces struct{ left, piece int }
+
+func (p *pieces) Read(b []byte) (int, error) {
+	if p.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(b), p.piece, p.left)
+	clear(b[:n])
+	p.left -= n
+	return n, nil
+}
