@@ -56,6 +56,17 @@ type statusWriter struct {
 	body bool
 }
 
+// flushWatched sends what the handler left buffered, under the watchdog.
+// It costs an HTTP/2 answer the Content-Length the server gives one that
+// is still wholly buffered when its handler returns (the headers go out
+// now, before the server knows the handler is done): HTTP/2 marks the end
+// of an answer without it.
+func (w *statusWriter) flushWatched() {
+	outer := w.dog.Begin()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+	w.dog.End(outer)
+}
+
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
@@ -137,20 +148,26 @@ func (a *api) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout}
+		returned := false // next returned, rather than panicked
 		if r.ProtoMajor == 2 {
 			sw.dog = httpstream.NewWatchdog(w, a.WriteTimeout)
-			// However the handler ends (a panic too, whose 500 the
-			// recoverer writes after this): the watchdog stops, as the
-			// response may not be touched by it once the handler has
-			// returned, and what is still buffered, and the end of the
-			// stream, go out after that with a deadline, set once. An
-			// answer without a body sets none: its end needs no window,
-			// and a deadline set as the stream closes started a timer on
-			// the closed stream, which reset it write_timeout later.
 			head := r.Method == http.MethodHead
+			// However the handler ends (a panic too), the watchdog stops
+			// before it returns: the response may not be touched by it
+			// after. What the handler left buffered is sent first, while
+			// the watchdog still watches; after it only the end of the
+			// stream is left, which needs no window. (A deadline set for
+			// that tail instead was handled, at random, after the stream
+			// had closed: its timer kept the closed stream, counted
+			// against the connection's open streams, and reset it
+			// write_timeout later.) A panic's 500, which the recoverer
+			// writes after this, goes out with a deadline, set once.
 			defer func() {
+				if returned && sw.body && !head && sw.status != http.StatusNoContent && sw.status != http.StatusNotModified {
+					sw.flushWatched()
+				}
 				sw.dog.Stop()
-				if sw.body && !head && sw.status != http.StatusNoContent && sw.status != http.StatusNotModified {
+				if !returned {
 					_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(sw.timeout))
 				}
 			}()
@@ -167,6 +184,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 		// kept by this frame for the life of a stream.
 		ctx, method, path := r.Context(), r.Method, r.URL.Path
 		next.ServeHTTP(sw, r)
+		returned = true
 		route := chi.RouteContext(ctx).RoutePattern()
 		if route == "" {
 			route = "unmatched"
