@@ -336,6 +336,14 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 	processGC.begin(e.gcPercent)
 	defer processGC.end(e.gcPercent)
 	var chunks *chunkReader
+	// Stopped on every way out, a panic too (the reader would wait to
+	// send, and read the body after the handler returned); stopping
+	// twice is harmless.
+	defer func() {
+		if chunks != nil {
+			chunks.stop()
+		}
+	}()
 	key := e.idempotencyKey(u, opt, answer)
 	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key, Keep: keep,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
@@ -368,7 +376,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 			return chunks.wait()
 		}})
 	if chunks != nil {
-		chunks.stop()
+		chunks.stop() // before v.ids is read: the reader appends to it
 	}
 	if err != nil {
 		e.forgetDatabase(d)
@@ -528,7 +536,8 @@ func (cr *chunkReader) wait() error {
 	return cr.err
 }
 
-// stop makes the reader stop at its next document and waits for it.
+// stop makes the reader stop at its next document and waits for it; it
+// may be called again.
 func (cr *chunkReader) stop() {
 	cr.stopped.Store(true)
 	for range cr.out { // unblocks a reader waiting to send
