@@ -617,10 +617,9 @@ func TestBodyLimitsCountOnlyTheClientsTime(t *testing.T) {
 // after a handler returns: what it left buffered is sent under the
 // response's watchdog first. Set then, a deadline (a message to the
 // connection's goroutine) could be handled after the stream's END_STREAM
-// was written and the stream closed: its timer kept the closed stream for
-// write_timeout, counted among the connection's open streams (past 250,
-// new ones were refused), and then reset a stream whose answer was
-// complete (about 8% of HEAD answers, 0.3% of small GET answers). The
+// was written and the stream closed: its timer held the closed stream for
+// write_timeout, and then reset a stream whose answer was complete (about
+// 8% of HEAD answers, 0.3% of small GET answers). The
 // test asks in waves of 100 requests, each answered before the next, then
 // waits write_timeout and more for late resets.
 func TestHTTP2AnswersAreNotResetLater(t *testing.T) {

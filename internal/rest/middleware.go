@@ -158,8 +158,7 @@ func (a *api) observe(next http.Handler) http.Handler {
 			// the watchdog still watches; after it only the end of the
 			// stream is left, which needs no window. (A deadline set for
 			// that tail instead was handled, at random, after the stream
-			// had closed: its timer kept the closed stream, counted
-			// against the connection's open streams, and reset it
+			// had closed: its timer held the closed stream and reset it
 			// write_timeout later.) A panic's 500, which the recoverer
 			// writes after this, goes out with a deadline, set once.
 			defer func() {
