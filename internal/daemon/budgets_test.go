@@ -297,12 +297,7 @@ func TestSlowReadersHoldTheirShareOfConnections(t *testing.T) {
 	d := dt.Start(t)
 	d.CreateDatabase(t, "big", "type Item { text: String! }")
 	d.CreateDatabase(t, "small", "type Note { text: String! }")
-	text := strings.Repeat("x", 1000)
-	var body strings.Builder
-	for i := range 20000 {
-		fmt.Fprintf(&body, `{"@type":"Item","@id":"i%d","text":%q}`+"\n", i, text)
-	}
-	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", body.String(), "Content-Type", "application/x-ndjson")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", itemsNDJSON(20000, 1000), "Content-Type", "application/x-ndjson")
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/small", `{"@type":"Note","@id":"n","text":"hi"}`)
 	for _, u := range []struct{ name, db string }{{"rob", "big"}, {"rex", "big"}, {"wendy", "small"}} {
 		d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"`+u.name+`","organization":"admin","password":"`+u.name+`-password"}`)
@@ -387,6 +382,27 @@ func TestWriteDocumentsBudget(t *testing.T) {
 	}
 }
 
+// itemsNDJSON returns n Items, each of a text of size bytes, as NDJSON.
+func itemsNDJSON(n, size int) string {
+	text := strings.Repeat("x", size)
+	var body strings.Builder
+	for i := range n {
+		fmt.Fprintf(&body, `{"@type":"Item","@id":"i%d","text":%q}`+"\n", i, text)
+	}
+	return body.String()
+}
+
+// runningListings counts the Postgres backends, besides pg's own, running
+// a statement of class Item that is not done: a listing being read.
+func runningListings(t *testing.T, pg *pgx.Conn) int {
+	t.Helper()
+	var n int
+	if err := pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%"Item"%' AND state <> 'idle' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // TestStalledReaderIsCut: a client that stops reading an answer (its
 // connection left open) is cut once a write has waited write_timeout, and
 // the listing it asked for gives its Postgres connection back; a GraphQL
@@ -397,12 +413,7 @@ func TestStalledReaderIsCut(t *testing.T) {
 	const timeout = time.Second
 	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = timeout })
 	d.CreateDatabase(t, "big", "type Item { text: String! }")
-	text := strings.Repeat("x", 1000)
-	var body strings.Builder
-	for i := range 20000 {
-		fmt.Fprintf(&body, `{"@type":"Item","@id":"i%d","text":%q}`+"\n", i, text)
-	}
-	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", body.String(), "Content-Type", "application/x-ndjson")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", itemsNDJSON(20000, 1000), "Content-Type", "application/x-ndjson")
 	ws := openOutageSocket(t, d, "big")
 	opened := time.Now()
 	ws.send(t, `{"id":"1","type":"subscribe","payload":{"query":"subscription { Item_added { _id } }"}}`)
@@ -419,15 +430,8 @@ func TestStalledReaderIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close(context.Background())
-	listings := func() int {
-		var n int
-		if err := pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%"Item"%' AND state <> 'idle' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	eventually.True(t, dt.StreamWait, "the listing holds a connection", func() bool { return listings() == 1 })
-	eventually.True(t, dt.StreamWait, "the stalled listing gives its connection back", func() bool { return listings() == 0 })
+	eventually.True(t, dt.StreamWait, "the listing holds a connection", func() bool { return runningListings(t, pg) == 1 })
+	eventually.True(t, dt.StreamWait, "the stalled listing gives its connection back", func() bool { return runningListings(t, pg) == 0 })
 	// The client, reading now, gets part of the answer and then the end of
 	// the connection.
 	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {

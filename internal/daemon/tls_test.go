@@ -455,12 +455,7 @@ func TestHTTP2ClientThatStopsReadingIsCut(t *testing.T) {
 	var dials atomic.Int64
 	client := tlsClient(cert, &dials)
 	tlsMustDo(t, client, d, 201, "POST", "/api/db/admin/big", `{"schema":"type Item { text: String! }"}`)
-	text := strings.Repeat("x", 1000)
-	var body strings.Builder
-	for i := range 20000 {
-		fmt.Fprintf(&body, `{"@type":"Item","@id":"i%d","text":%q}`+"\n", i, text)
-	}
-	req, _ := http.NewRequest("POST", "https://"+d.Addr()+"/api/document/admin/big", strings.NewReader(body.String()))
+	req, _ := http.NewRequest("POST", "https://"+d.Addr()+"/api/document/admin/big", strings.NewReader(itemsNDJSON(20000, 1000)))
 	req.Header.Set("Content-Type", "application/x-ndjson")
 	dt.Admin()(req)
 	resp, err := client.Do(req)
@@ -503,15 +498,8 @@ func TestHTTP2ClientThatStopsReadingIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close(context.Background())
-	listings := func() int {
-		var n int
-		if err := pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%"Item"%' AND state <> 'idle' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	eventually.True(t, dt.StreamWait, "the listing holds a connection", func() bool { return listings() == 1 })
-	eventually.True(t, dt.StreamWait, "the stalled listing gives its connection back", func() bool { return listings() == 0 })
+	eventually.True(t, dt.StreamWait, "the listing holds a connection", func() bool { return runningListings(t, pg) == 1 })
+	eventually.True(t, dt.StreamWait, "the stalled listing gives its connection back", func() bool { return runningListings(t, pg) == 0 })
 }
 
 // TestBodyLimitsCountOnlyTheClientsTime: a large NDJSON write whose
