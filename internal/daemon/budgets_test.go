@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -510,5 +511,60 @@ func TestSlowSteadyReaderIsNotCut(t *testing.T) {
 	}
 	if got < size {
 		t.Fatalf("the answer was cut after %d bytes (%s), want all of the %d-byte document", got, time.Since(start).Round(time.Millisecond), size)
+	}
+}
+
+// TestSlowSteadyStreamReaderIsNotCut: a stream's frame larger than what a
+// client reading steadily but slowly takes in within write_timeout (a
+// 16 MiB document in one event) still arrives whole: frames go in 64 KiB
+// pieces, each bounded, whether the stream is parked or not (a frame
+// was written in one write with one bound, and cut).
+func TestSlowSteadyStreamReaderIsNotCut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = 2 * time.Second })
+	d.CreateDatabase(t, "slowev", "type Item { text: String! }")
+	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.(*net.TCPConn).SetReadBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /api/subscribe/admin/slowev/Item HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Basic %s\r\n\r\n", basic("admin", dt.AdminPassword))
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("before the stream connected: %v", err)
+		}
+		if strings.HasPrefix(line, ": connected") {
+			break
+		}
+	}
+	const size = 16 << 20
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/slowev", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
+	// 2 MB a second, paced by what has been read since the start (see
+	// TestSlowSteadyReaderIsNotCut): about 8 s for the event, four times
+	// write_timeout; one 64 KiB piece takes well within it.
+	const rate = 2e6
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	buf := make([]byte, 32<<10)
+	got, start := 0, time.Now()
+	for got < size {
+		allowed := int(rate*time.Since(start).Seconds()) - got
+		if allowed <= 0 {
+			<-tick.C
+			continue
+		}
+		n, err := br.Read(buf[:min(len(buf), allowed)])
+		got += n
+		if err != nil {
+			t.Fatalf("the stream was cut after %d bytes of its event (%s): %v; want all %d", got, time.Since(start).Round(time.Millisecond), err, size)
+		}
 	}
 }

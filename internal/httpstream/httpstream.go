@@ -134,14 +134,18 @@ func (s *Writer) Flush() error {
 	if s.Buf.Len() == 0 && !s.spilled {
 		return nil
 	}
-	if s.dog != nil {
-		defer s.dog.End(s.dog.Begin())
-	}
 	if err := s.write(); err != nil {
 		return err
 	}
 	s.spilled = false
-	if err := s.rc.Flush(); err != nil {
+	if s.dog != nil {
+		outer := s.dog.Begin()
+		err := s.rc.Flush()
+		s.dog.End(outer)
+		if err != nil {
+			return err
+		}
+	} else if err := s.rc.Flush(); err != nil {
 		return err
 	}
 	if s.h2 && s.dog == nil {
@@ -159,9 +163,6 @@ func (s *Writer) Spill() error {
 	}
 	if s.park != nil {
 		return s.flushParked()
-	}
-	if s.dog != nil {
-		defer s.dog.End(s.dog.Begin())
 	}
 	s.spilled = true
 	return s.write()
@@ -181,18 +182,11 @@ func (s *Writer) WriteShared(p []byte) error {
 		pk.segs = append(pk.segs, p)
 		return nil
 	}
-	if s.dog != nil {
-		defer s.dog.End(s.dog.Begin())
-	}
 	if err := s.write(); err != nil {
 		return err
 	}
-	if err := s.moveDeadline(); err != nil {
-		return err
-	}
 	s.spilled = true
-	_, err := s.out.Write(p)
-	return err
+	return s.writeOut(p)
 }
 
 // Idle returns how long ago frames were last handed to the response
@@ -232,6 +226,37 @@ func (s *Writer) moveDeadline() error {
 	return nil
 }
 
+// writePiece is the most of a write given one bound (a deadline, or the
+// watchdog's): a large frame (a GraphQL result of several MB) goes in
+// pieces, so that the bound measures a slow client's progress rather than
+// the time the whole frame takes.
+const writePiece = 64 << 10
+
+// writeOut hands p to the response in pieces of at most writePiece, each
+// bounded: by the deadline, moved before it, or, under a Watchdog, on its
+// own.
+func (s *Writer) writeOut(p []byte) error {
+	for len(p) > 0 {
+		piece := p[:min(len(p), writePiece)]
+		if err := s.moveDeadline(); err != nil {
+			return err
+		}
+		var err error
+		if s.dog != nil {
+			outer := s.dog.Begin()
+			_, err = s.out.Write(piece)
+			s.dog.End(outer)
+		} else {
+			_, err = s.out.Write(piece)
+		}
+		if err != nil {
+			return err
+		}
+		p = p[len(piece):]
+	}
+	return nil
+}
+
 // write hands the buffered frames to the response. The deadline is moved
 // at most every quarter timeout: moving it on every flush cost about as
 // much CPU as the write itself, and a write still gets at least three
@@ -240,10 +265,7 @@ func (s *Writer) write() error {
 	if s.Buf.Len() == 0 {
 		return nil
 	}
-	if err := s.moveDeadline(); err != nil {
-		return err
-	}
-	_, err := s.out.Write(s.Buf.Bytes())
+	err := s.writeOut(s.Buf.Bytes())
 	if s.Buf.Cap() > keepSize {
 		s.Buf = bytes.Buffer{}
 	} else {

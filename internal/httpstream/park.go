@@ -226,13 +226,20 @@ func (s *Writer) send(tail []byte) error {
 	return err
 }
 
-// writeBlocking writes b whole, waiting up to the write timeout.
+// writeBlocking writes b whole, each writePiece of it waiting up to the
+// write timeout.
 func (p *parked) writeBlocking(s *Writer, b []byte) error {
-	if err := p.conn.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
-		return err
+	for len(b) > 0 {
+		piece := b[:min(len(b), writePiece)]
+		if err := p.conn.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
+			return err
+		}
+		if _, err := p.conn.Write(piece); err != nil {
+			return err
+		}
+		b = b[len(piece):]
 	}
-	_, err := p.conn.Write(b)
-	return err
+	return nil
 }
 
 // prefixed returns conn reading b first (nil: conn itself).
