@@ -185,7 +185,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 			}
 		}
 		if b.watch != nil {
-			b.watch.begin(start.Add(wait))
+			b.watch.begin(start.Add(wait), b.rateBound)
 		} else {
 			_ = b.rc.SetReadDeadline(start.Add(wait))
 		}
@@ -217,7 +217,13 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		b.release()
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		if b.rateBound {
+		rate := b.rateBound
+		if b.watch != nil {
+			// The read that the watch ended may be an earlier one that
+			// returned as it fired: its limit names the cut.
+			rate = b.watch.cutByRate()
+		}
+		if rate {
 			err = sluice.Errorf(sluice.CodeInvalid, "the request body arrived slower than %d bytes a second (body_min_rate): %d bytes in %s", l.minRate, b.n, b.waited.Round(time.Second))
 		} else {
 			err = sluice.Errorf(sluice.CodeInvalid, "the request body sent nothing for %s (body_idle_timeout)", l.idle)
@@ -236,14 +242,17 @@ type readWatch struct {
 	mu      sync.Mutex
 	timer   *time.Timer
 	due     time.Time // when the read in progress must have returned; zero: none
+	rate    bool      // due is body_min_rate's (else body_idle_timeout's)
+	cutRate bool      // the read ended was bound by body_min_rate
 	stopped bool
 }
 
-// begin notes that a read starts, which must return by due.
-func (w *readWatch) begin(due time.Time) {
+// begin notes that a read starts, which must return by due, the bound of
+// body_min_rate if rate is set.
+func (w *readWatch) begin(due time.Time, rate bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.due = due
+	w.due, w.rate = due, rate
 	if w.timer == nil {
 		w.timer = time.AfterFunc(time.Until(due), w.check)
 	} else {
@@ -270,7 +279,16 @@ func (w *readWatch) check() {
 		w.timer.Reset(left)
 		return
 	}
+	w.cutRate = w.rate
 	_ = w.rc.SetReadDeadline(time.Unix(1, 0))
+}
+
+// cutByRate reports whether the read the watch ended was bound by
+// body_min_rate.
+func (w *readWatch) cutByRate() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cutRate
 }
 
 // stop stops the timer, waiting for a check in progress: after it, the
