@@ -127,7 +127,7 @@ func options() []option {
 			"longest a request body may send nothing before the request fails, and the grace before body_min_rate applies (0: no limit)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
 		durationOption("write_timeout", "1m",
-			"longest a client may take to read what a write sends it (at most 64 KiB of an answer, a stream's frames); a response or stream whose client stops reading for this long is cut, and what its request holds (a listing's Postgres connection) is given back (1s to 1h)",
+			"longest a client may take to read what a write sends it (at most 64 KiB, of an answer or of a stream's frames); a response or stream whose client stops reading for this long is cut, and what its request holds (a listing's Postgres connection) is given back (1s to 1h)",
 			func(c *Config, d time.Duration) error {
 				if d < time.Second || d > time.Hour {
 					return errors.New("want 1s to 1h")

@@ -33,8 +33,9 @@ type Writer struct {
 	started                 bool
 	// dog watches the writes of an HTTP/2 response in place of a deadline
 	// (Watchdog), when the writers around the response have one (the
-	// REST middleware's). Without one, over HTTP/2 the deadline is set
-	// before each write and cleared once each flush returns.
+	// REST middleware's). Without one, over HTTP/2 the deadline is moved
+	// before writes (at most every quarter timeout) and cleared once each
+	// flush returns.
 	dog *Watchdog
 	// back gives a parked connection back to its server (WithListener);
 	// park is set once the connection is parked (park.go).
@@ -145,8 +146,16 @@ func (s *Writer) Flush() error {
 		if err != nil {
 			return err
 		}
-	} else if err := s.rc.Flush(); err != nil {
-		return err
+	} else {
+		// The flush sends what the response still buffers: bounded too,
+		// with at least three quarters of the timeout (a write just
+		// before may have used most of its own).
+		if err := s.extendDeadline(time.Now()); err != nil {
+			return err
+		}
+		if err := s.rc.Flush(); err != nil {
+			return err
+		}
 	}
 	if s.h2 && s.dog == nil {
 		s.deadlineSet = time.Time{}
@@ -215,6 +224,13 @@ func PingDue(t *time.Timer, idle, interval time.Duration) bool {
 func (s *Writer) moveDeadline() error {
 	now := time.Now()
 	s.wrote = now
+	return s.extendDeadline(now)
+}
+
+// extendDeadline moves the write deadline to timeout from now, if it was
+// last moved more than a quarter timeout ago (not at all under a
+// Watchdog).
+func (s *Writer) extendDeadline(now time.Time) error {
 	if s.dog == nil && now.Sub(s.deadlineSet) > s.timeout/4 {
 		// Not every writer supports deadlines (httptest); the write
 		// still works.
@@ -257,10 +273,10 @@ func (s *Writer) writeOut(p []byte) error {
 	return nil
 }
 
-// write hands the buffered frames to the response. The deadline is moved
-// at most every quarter timeout: moving it on every flush cost about as
-// much CPU as the write itself, and a write still gets at least three
-// quarters of the timeout.
+// write hands the buffered frames to the response (writeOut: the
+// deadline is moved at most every quarter timeout, as moving it on every
+// flush cost about as much CPU as the write itself, and a piece still
+// gets at least three quarters of the timeout).
 func (s *Writer) write() error {
 	if s.Buf.Len() == 0 {
 		return nil

@@ -49,7 +49,10 @@ type parked struct {
 	// is set once the stream writes on a goroutine (Unpark).
 	pending  []byte
 	blocking bool
-	back     func(net.Conn)
+	// broken is set once a write failed: the body may end mid-chunk, and
+	// the connection is closed rather than given back.
+	broken bool
+	back   func(net.Conn)
 }
 
 // listenerKey is the context key of the function that gives a parked
@@ -145,7 +148,7 @@ func (s *Writer) Close() {
 	s.park = nil
 	s.Buf = bytes.Buffer{}
 	clean := false
-	if len(p.pending) == 0 {
+	if len(p.pending) == 0 && !p.broken {
 		// Parked, whoever closes must not wait on the client: a last
 		// chunk the socket does not take at once closes the connection.
 		if p.blocking {
@@ -227,14 +230,18 @@ func (s *Writer) send(tail []byte) error {
 }
 
 // writeBlocking writes b whole, each writePiece of it waiting up to the
-// write timeout.
+// write timeout. A write that fails leaves the connection broken.
 func (p *parked) writeBlocking(s *Writer, b []byte) error {
 	for len(b) > 0 {
 		piece := b[:min(len(b), writePiece)]
-		if err := p.conn.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil {
+		now := time.Now()
+		s.wrote = now
+		if err := p.conn.SetWriteDeadline(now.Add(s.timeout)); err != nil {
+			p.broken = true
 			return err
 		}
 		if _, err := p.conn.Write(piece); err != nil {
+			p.broken = true
 			return err
 		}
 		b = b[len(piece):]
