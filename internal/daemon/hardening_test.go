@@ -326,8 +326,14 @@ func TestSlowBodiesAreCapped(t *testing.T) {
 				if err != nil {
 					continue // the loop ends with the test
 				}
+				b, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 503 {
+					if ctx.Err() == nil {
+						// It holds no place any more: say why, if the
+						// test then fails.
+						t.Logf("a slow client was answered %d %s", resp.StatusCode, b)
+					}
 					return
 				}
 			}
