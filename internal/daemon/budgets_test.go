@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -485,32 +486,15 @@ func TestSlowSteadyReaderIsNotCut(t *testing.T) {
 	// 2 MB a second, paced by what has been read since the start rather
 	// than by ticks, which a loaded machine skips (the pace then fell to
 	// a third and a write outlasted its deadline).
-	const rate = 2e6
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
 	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 32<<10)
-	var got int
-	start := time.Now()
-	for {
-		allowed := int(rate*time.Since(start).Seconds()) - got
-		if allowed <= 0 {
-			<-tick.C
-			continue
-		}
-		n, err := conn.Read(buf[:min(len(buf), allowed)])
-		got += n
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("after %d bytes in %s: %v", got, time.Since(start), err)
-		}
+	got, took, err := pacedRead(conn, 2e6, -1)
+	if err != nil {
+		t.Fatalf("after %d bytes in %s: %v", got, took, err)
 	}
 	if got < size {
-		t.Fatalf("the answer was cut after %d bytes (%s), want all of the %d-byte document", got, time.Since(start).Round(time.Millisecond), size)
+		t.Fatalf("the answer was cut after %d bytes (%s), want all of the %d-byte document", got, took.Round(time.Millisecond), size)
 	}
 }
 
@@ -550,21 +534,35 @@ func TestSlowSteadyStreamReaderIsNotCut(t *testing.T) {
 	// 2 MB a second, paced by what has been read since the start (see
 	// TestSlowSteadyReaderIsNotCut): about 8 s for the event, four times
 	// write_timeout; one 64 KiB piece takes well within it.
-	const rate = 2e6
+	if got, took, err := pacedRead(br, 2e6, size); err != nil || got < size {
+		t.Fatalf("the stream was cut after %d bytes of its event (%s): %v; want all %d", got, took.Round(time.Millisecond), err, size)
+	}
+}
+
+// pacedRead reads r at rate bytes a second, paced by what it has read
+// since it started rather than by ticks, which a loaded machine skips
+// (the pace then fell to a third), until most bytes (-1: the end of r)
+// or an error; it returns what it read, how long it took and the error
+// (none at the end of r).
+func pacedRead(r io.Reader, rate float64, most int) (got int, took time.Duration, err error) {
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	buf := make([]byte, 32<<10)
-	got, start := 0, time.Now()
-	for got < size {
+	start := time.Now()
+	for most < 0 || got < most {
 		allowed := int(rate*time.Since(start).Seconds()) - got
 		if allowed <= 0 {
 			<-tick.C
 			continue
 		}
-		n, err := br.Read(buf[:min(len(buf), allowed)])
+		n, err := r.Read(buf[:min(len(buf), allowed)])
 		got += n
+		if errors.Is(err, io.EOF) {
+			break
+		}
 		if err != nil {
-			t.Fatalf("the stream was cut after %d bytes of its event (%s): %v; want all %d", got, time.Since(start).Round(time.Millisecond), err, size)
+			return got, time.Since(start), err
 		}
 	}
+	return got, time.Since(start), nil
 }

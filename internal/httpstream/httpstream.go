@@ -242,18 +242,18 @@ func (s *Writer) extendDeadline(now time.Time) error {
 	return nil
 }
 
-// writePiece is the most of a write given one bound (a deadline, or the
-// watchdog's): a large frame (a GraphQL result of several MB) goes in
-// pieces, so that the bound measures a slow client's progress rather than
-// the time the whole frame takes.
-const writePiece = 64 << 10
+// WritePiece is the most of a write given one bound (a deadline, or the
+// watchdog's): a large frame (a GraphQL result of several MB), or a large
+// answer (rest's statusWriter), goes in pieces, so that the bound
+// measures a slow client's progress rather than the time the whole takes.
+const WritePiece = 64 << 10
 
-// writeOut hands p to the response in pieces of at most writePiece, each
+// writeOut hands p to the response in pieces of at most WritePiece, each
 // bounded: by the deadline, moved before it, or, under a Watchdog, on its
 // own.
 func (s *Writer) writeOut(p []byte) error {
 	for len(p) > 0 {
-		piece := p[:min(len(p), writePiece)]
+		piece := p[:min(len(p), WritePiece)]
 		if err := s.moveDeadline(); err != nil {
 			return err
 		}

@@ -229,11 +229,11 @@ func (s *Writer) send(tail []byte) error {
 	return err
 }
 
-// writeBlocking writes b whole, each writePiece of it waiting up to the
+// writeBlocking writes b whole, each WritePiece of it waiting up to the
 // write timeout. A write that fails leaves the connection broken.
 func (p *parked) writeBlocking(s *Writer, b []byte) error {
 	for len(b) > 0 {
-		piece := b[:min(len(b), writePiece)]
+		piece := b[:min(len(b), WritePiece)]
 		now := time.Now()
 		s.wrote = now
 		if err := p.conn.SetWriteDeadline(now.Add(s.timeout)); err != nil {

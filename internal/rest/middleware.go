@@ -81,12 +81,8 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// writePiece is the most of a Write given one deadline: a large answer
-// (a GraphQL result, a document, up to tens of MB in one Write) goes in
-// pieces, so that the deadline measures a slow client's progress rather
-// than the time the whole answer takes.
-const writePiece = 64 << 10
-
+// Write hands b to the response in pieces of httpstream.WritePiece, each
+// with its own bound.
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
@@ -94,7 +90,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	w.body = w.body || len(b) > 0
 	n := 0
 	for first := true; first || len(b) > 0; first = false {
-		piece := b[:min(len(b), writePiece)]
+		piece := b[:min(len(b), httpstream.WritePiece)]
 		var k int
 		var err error
 		if w.dog != nil {
