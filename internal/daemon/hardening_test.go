@@ -362,6 +362,69 @@ func TestSlowBodiesAreCapped(t *testing.T) {
 	})
 }
 
+// startBody opens a connection, sends the headers of a chunked write as
+// user:password and the first chunk of its body, and no more: the body
+// never ends while the connection is open.
+func startBody(t *testing.T, d *dt.Daemon, user, password string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	first := `{"@type":"Note",`
+	fmt.Fprintf(conn, "POST /api/document/admin/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n",
+		basic(user, password), len(first), first)
+	return conn
+}
+
+// readAnswer reads the answer on conn, failing the test when none came
+// within a minute.
+func readAnswer(t *testing.T, conn net.Conn, what string) *http.Response {
+	t.Helper()
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("%s: no answer while its body was still open: %v", what, err)
+	}
+	return resp
+}
+
+// TestRefusedBodyIsAnsweredAtOnce: a body refused because the server
+// reads its most bodies is answered without being read, and its
+// connection closes: reading it (net/http reads up to 256 KiB of an
+// unread body before it answers, to keep the connection) would be
+// reading one more body than max_request_bodies allows, and the client
+// whose body has not ended would not see its 503.
+func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxRequestBodies, c.BodyIdleTimeout, c.BodyMinRate = 2, 10*time.Minute, 0 })
+	d.CreateDatabase(t, "slow", "type Note { text: String }")
+	startBody(t, d, "admin", dt.AdminPassword)
+	startBody(t, d, "admin", dt.AdminPassword)
+	eventually.True(t, 30*time.Second, "a third body refused while two are in progress", func() bool {
+		return d.Do(t, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"x"}`).Status == 503
+	})
+	resp := readAnswer(t, startBody(t, d, "admin", dt.AdminPassword), "a refused body")
+	if resp.StatusCode != 503 || !resp.Close {
+		t.Fatalf("a refused body: %d, closes the connection: %v", resp.StatusCode, resp.Close)
+	}
+}
+
+// TestUnreadBodyIsBounded: a body its handler never read (its request
+// failed before: wrong credentials) is not waited for without end after
+// the answer: net/http reads what is left of it, before it answers, only
+// until body_idle_timeout.
+func TestUnreadBodyIsBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.BodyIdleTimeout, c.BodyMinRate = time.Second, 0 })
+	d.CreateDatabase(t, "slow", "type Note { text: String }")
+	resp := readAnswer(t, startBody(t, d, "admin", "a wrong password"), "a body with wrong credentials")
+	if resp.StatusCode != 401 {
+		t.Fatalf("a body with wrong credentials: %d", resp.StatusCode)
+	}
+}
+
 // TestTwoAuthorizationHeaders: which of two Authorization headers counts
 // would be a guess; the request is refused, on every kind of route.
 func TestTwoAuthorizationHeaders(t *testing.T) {

@@ -31,7 +31,9 @@ import (
 // each read, and cleared once the body is read: after that net/http reads
 // the connection in the background to notice a client going away, and a
 // deadline passing there would cancel the request (a stream, say). A body
-// that failed, or that its handler left unread, keeps its deadline. Over
+// that failed, or that its handler left unread, keeps its deadline; one
+// its handler never read gets a first read's deadline when the handler
+// returns. Over
 // HTTP/2 a deadline is a timer that ends the body when it fires, read or
 // not, and each one set or cleared is a hand-off to the connection's
 // goroutine: there a readWatch bounds each read instead, and sets a
@@ -101,6 +103,11 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 			select {
 			case b.slots <- struct{}{}:
 			default:
+				// Unread, and the connection closes after the answer, as
+				// above: net/http would otherwise read the body (one more
+				// than the cap allows) before answering, for as long as
+				// its client takes to send it.
+				w.Header().Set("Connection", "close")
 				writeError(w, r, sluice.Errorf(sluice.CodeUnavailable, "this server is reading its maximum of %d request bodies (config max_request_bodies); retry shortly", cap(b.slots)))
 				return
 			}
@@ -121,6 +128,15 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 			r.Body = http.MaxBytesReader(w, body, limit)
 		}
 		next.ServeHTTP(w, r)
+		if body.started || b.idle == 0 || body.watch != nil {
+			return
+		}
+		// A body its handler never read (the request failed before:
+		// wrong credentials, say) has no deadline yet, and net/http reads
+		// what is left of it (up to 256 KiB, to keep the connection)
+		// before it answers: the client's time to send it is bounded as
+		// a first read's would be.
+		_ = body.rc.SetReadDeadline(time.Now().Add(b.idle))
 	})
 }
 
@@ -147,12 +163,13 @@ func (b *limitedBody) checkEscapes(p []byte, end bool) error {
 // limitedBody is a request body under bodyLimits.
 type limitedBody struct {
 	io.ReadCloser
-	limits *bodyLimits
-	rc     *http.ResponseController
-	watch  *readWatch    // bounds reads over HTTP/2; nil: a deadline does
-	waited time.Duration // time reads spent waiting for the client so far
-	length int64         // the announced length; -1: unknown
-	n      int64         // bytes read so far
+	limits  *bodyLimits
+	rc      *http.ResponseController
+	watch   *readWatch    // bounds reads over HTTP/2; nil: a deadline does
+	waited  time.Duration // time reads spent waiting for the client so far
+	started bool          // a read was made
+	length  int64         // the announced length; -1: unknown
+	n       int64         // bytes read so far
 	// rateBound is set when the last deadline set was the rate's.
 	rateBound bool
 	finished  bool
@@ -171,6 +188,7 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 		return 0, b.textErr
 	}
 	l := b.limits
+	b.started = true
 	start := time.Now()
 	if l.idle > 0 {
 		// Without support for deadlines (not the case for HTTP/1 or 2),
