@@ -507,28 +507,7 @@ func TestSlowSteadyStreamReaderIsNotCut(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = 2 * time.Second })
 	d.CreateDatabase(t, "slowev", "type Item { text: String! }")
-	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.(*net.TCPConn).SetReadBuffer(32 << 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(conn, "GET /api/subscribe/admin/slowev/Item HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Basic %s\r\n\r\n", basic("admin", dt.AdminPassword))
-	br := bufio.NewReader(conn)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("before the stream connected: %v", err)
-		}
-		if strings.HasPrefix(line, ": connected") {
-			break
-		}
-	}
+	br := openSlowStream(t, d, "/api/subscribe/admin/slowev/Item", "")
 	const size = 16 << 20
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/slowev", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
 	// 2 MB a second, paced by what has been read since the start (see
@@ -536,6 +515,68 @@ func TestSlowSteadyStreamReaderIsNotCut(t *testing.T) {
 	// write_timeout; one 64 KiB piece takes well within it.
 	if got, took, err := pacedRead(br, 2e6, size); err != nil || got < size {
 		t.Fatalf("the stream was cut after %d bytes of its event (%s): %v; want all %d", got, took.Round(time.Millisecond), err, size)
+	}
+}
+
+// TestSlowSteadyUnparkedStreamReaderIsNotCut: the same for a stream that
+// is never parked, whose frames are written by the response's own
+// writer (httpstream's writeOut, not a parked connection's blocking
+// writes): a stream resumed from a position (Last-Event-ID) reads the
+// log on a subscription of its own, shares nobody's events, and so
+// stays on its request's goroutine. (Written in one piece, the frame was
+// one write with one deadline, and cut.)
+func TestSlowSteadyUnparkedStreamReaderIsNotCut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteTimeout = 2 * time.Second })
+	d.CreateDatabase(t, "slowown", "type Item { text: String! }")
+	first := answerOf(t, d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/slowown", `{"@type":"Item","@id":"small","text":"s"}`))
+	br := openSlowStream(t, d, "/api/subscribe/admin/slowown/Item", "Last-Event-ID: "+first.Position+"\r\n")
+	const size = 16 << 20
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/slowown", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
+	// As above: about 8 s for the event at 2 MB a second, four times
+	// write_timeout, each 64 KiB piece well within it. Not smaller: up to
+	// 14 MB of a frame written in one piece went out before its deadline
+	// cut it.
+	if got, took, err := pacedRead(br, 2e6, size); err != nil || got < size {
+		t.Fatalf("the unparked stream was cut after %d bytes of its event (%s): %v; want all %d", got, took.Round(time.Millisecond), err, size)
+	}
+	// Had the stream been parked, a slow reader would have unparked it
+	// (a write its socket did not take whole), and the event gone
+	// through the other path.
+	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
+	if p, u := dt.MetricValue(m, "sluice_streams_parked"), dt.MetricValue(m, "sluice_streams_unparked_total"); p != 0 || u != 0 {
+		t.Fatalf("sluice_streams_parked %v, sluice_streams_unparked_total %v: the resumed stream was parked, want it on its own goroutine", p, u)
+	}
+}
+
+// openSlowStream opens the SSE stream at path as the super user on a
+// connection of its own with a small receive buffer, so that the
+// client's pace, not the kernel's buffers, decides when the daemon's
+// writes finish, and returns it once ready (": connected"). header is
+// sent with the request (each line ending in CRLF).
+func openSlowStream(t *testing.T, d *dt.Daemon, path, header string) *bufio.Reader {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if err := conn.(*net.TCPConn).SetReadBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Basic %s\r\n%s\r\n", path, basic("admin", dt.AdminPassword), header)
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("before the stream connected: %v", err)
+		}
+		if strings.HasPrefix(line, ": connected") {
+			return br
+		}
 	}
 }
 
