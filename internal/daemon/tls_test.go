@@ -306,18 +306,40 @@ func TestHTTP2SlowSteadyReaderIsNotCut(t *testing.T) {
 	const size = 6 << 20
 	tlsMustDo(t, client, d, 200, "POST", "/api/document/admin/slow", `{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`)
 	// HTTP/2's initial windows (65,535 bytes), given back 16 KiB at a
-	// time, 5 ms after the last: at most 3.2 MB a second, so the document
-	// takes at least 1.9 s, and each 64 KiB written about 20 ms.
+	// time, 5 ms after the last (h2PacedRead): at most 3.2 MB a second,
+	// so the document takes at least 1.9 s, and each 64 KiB written about
+	// 20 ms.
 	fr := h2Conn(t, d, cert, 65535)
 	h2Get(t, fr, d, "/api/document/admin/slow?id=Item/big")
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	start := time.Now()
-	got, owed := 0, 0
-	for {
+	if got, took, err := h2PacedRead(t, fr, -1); err != nil || got < size {
+		t.Fatalf("the answer was cut after %d bytes (%s): %v; want all of the %d-byte document", got, took.Round(time.Millisecond), err, size)
+	}
+}
+
+// TestHTTP2SlowSteadyStreamReaderIsNotCut: over HTTP/2, a stream's event
+// larger than what a client granting window steadily but slowly takes in
+// within write_timeout (a 6 MiB document) arrives whole: the stream
+// writes its frames in 64 KiB pieces, each watched on its own by the
+// response's httpstream.Watchdog (written in one piece, the frame was
+// one write that the watchdog reset once it had taken write_timeout).
+// Over HTTP/2 a stream is never parked: this is the response's own
+// writer.
+func TestHTTP2SlowSteadyStreamReaderIsNotCut(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		c.WriteTimeout = time.Second
+	})
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	tlsMustDo(t, client, d, 201, "POST", "/api/db/admin/slowev", `{"schema":"type Item { text: String! }"}`)
+	fr := h2Conn(t, d, cert, 65535)
+	h2Get(t, fr, d, "/api/subscribe/admin/slowev/Item")
+	for connected := false; !connected; {
 		f, err := fr.ReadFrame()
 		if err != nil {
-			t.Fatalf("after %d bytes in %s: %v", got, time.Since(start).Round(time.Millisecond), err)
+			t.Fatalf("before the stream connected: %v", err)
 		}
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
@@ -327,14 +349,73 @@ func TestHTTP2SlowSteadyReaderIsNotCut(t *testing.T) {
 				}
 			}
 		case *http2.RSTStreamFrame:
-			t.Fatalf("the answer was reset after %d bytes (%s), want all of the %d-byte document", got, time.Since(start).Round(time.Millisecond), size)
+			t.Fatalf("the stream was reset before it connected: %v", f.ErrCode)
 		case *http2.DataFrame:
+			connected = strings.HasPrefix(string(f.Data()), ": connected")
+		}
+	}
+	// The document is written while the test reads: only the test gives
+	// the stream window, and a write that waited for the answer to the
+	// write would count that wait against write_timeout.
+	const size = 6 << 20
+	posted := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", "https://"+d.Addr()+"/api/document/admin/slowev", strings.NewReader(`{"@type":"Item","@id":"big","text":"`+strings.Repeat("x", size)+`"}`))
+		dt.Admin()(req)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+		}
+		posted <- err
+	}()
+	// At most 3.2 MB a second (see TestHTTP2SlowSteadyReaderIsNotCut):
+	// at least 1.9 s for the event, about twice write_timeout; each
+	// 64 KiB piece about 20 ms.
+	if got, took, err := h2PacedRead(t, fr, size); err != nil || got < size {
+		t.Fatalf("the stream was cut after %d bytes of its event (%s): %v; want all %d", got, took.Round(time.Millisecond), err, size)
+	}
+	if err := <-posted; err != nil {
+		t.Fatalf("write of the document: %v", err)
+	}
+}
+
+// h2PacedRead reads the frames of fr until stream 1 has sent most bytes
+// of data (-1: until it ends), giving the window back 16 KiB at a time,
+// 5 ms after the last: at most 3.2 MB a second. It returns what it read,
+// how long it took and an error: the connection's, or the stream's reset
+// (none at the end of the stream).
+func h2PacedRead(t *testing.T, fr *http2.Framer, most int) (got int, took time.Duration, err error) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	start := time.Now()
+	owed := 0
+	for most < 0 || got < most {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return got, time.Since(start), err
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case *http2.RSTStreamFrame:
+			if f.StreamID == 1 {
+				return got, time.Since(start), fmt.Errorf("stream reset: %v", f.ErrCode)
+			}
+		case *http2.DataFrame:
+			if f.StreamID != 1 {
+				continue
+			}
 			got += len(f.Data())
 			if f.StreamEnded() {
-				if got < size {
-					t.Fatalf("the answer ended after %d bytes, want all of the %d-byte document", got, size)
-				}
-				return
+				return got, time.Since(start), nil
 			}
 			if owed += len(f.Data()); owed >= 16<<10 {
 				<-tick.C
@@ -348,6 +429,7 @@ func TestHTTP2SlowSteadyReaderIsNotCut(t *testing.T) {
 			}
 		}
 	}
+	return got, time.Since(start), nil
 }
 
 // tlsMustDo sends a request to d as the super user with client, checks
