@@ -676,7 +676,11 @@ func serveMetrics(addr string, metrics http.Handler, logger *slog.Logger) (strin
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 4 << 10,
+	// A scrape is one small GET: its whole request, body included (none
+	// is read, but net/http reads one left unread before it answers), and
+	// its answer are bounded, and so is an idle connection.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 4 << 10,
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	done := make(chan struct{})
 	go func() {

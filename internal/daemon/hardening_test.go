@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -362,30 +363,56 @@ func TestSlowBodiesAreCapped(t *testing.T) {
 	})
 }
 
-// startBody opens a connection, sends the headers of a chunked write as
-// user:password and the first chunk of its body, and no more: the body
-// never ends while the connection is open.
-func startBody(t *testing.T, d *dt.Daemon, user, password string) net.Conn {
+// openBody opens a connection to addr and sends head (a request line and
+// headers) with a chunked body, and the body's first chunk, and no more:
+// the body never ends while the connection is open.
+func openBody(t *testing.T, addr, head string) net.Conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
 	first := `{"@type":"Note",`
-	fmt.Fprintf(conn, "POST /api/document/admin/slow HTTP/1.1\r\nHost: x\r\nAuthorization: Basic %s\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n",
-		basic(user, password), len(first), first)
+	fmt.Fprintf(conn, "%s\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n", head, len(first), first)
 	return conn
 }
 
-// readAnswer reads the answer on conn, failing the test when none came
-// within a minute.
-func readAnswer(t *testing.T, conn net.Conn, what string) *http.Response {
+// startBody is openBody of a document write as user:password.
+func startBody(t *testing.T, d *dt.Daemon, user, password string) net.Conn {
+	t.Helper()
+	return openBody(t, strings.TrimPrefix(d.URL, "http://"), "POST /api/document/admin/slow HTTP/1.1\r\nAuthorization: Basic "+basic(user, password)+"\r\nContent-Type: application/json")
+}
+
+// readAnswer reads the answer on conn to a request that what starts with
+// (the method, then a space), failing the test when none came within a
+// minute; when closes is set, the connection must then close
+// within the minute too.
+func readAnswer(t *testing.T, conn net.Conn, what string, closes bool) *http.Response {
 	t.Helper()
 	_ = conn.SetReadDeadline(time.Now().Add(time.Minute))
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	br := bufio.NewReader(conn)
+	var req *http.Request // a GET's, by default
+	if method, _, _ := strings.Cut(what, " "); method == http.MethodHead {
+		req = &http.Request{Method: method}
+	}
+	resp, err := http.ReadResponse(br, req)
 	if err != nil {
 		t.Fatalf("%s: no answer while its body was still open: %v", what, err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("%s: %d, its body unread: %v", what, resp.StatusCode, err)
+	}
+	resp.Body = io.NopCloser(strings.NewReader(string(b)))
+	if closes {
+		if !resp.Close {
+			t.Errorf("%s: %d without Connection: close", what, resp.StatusCode)
+		}
+		if _, err := br.ReadByte(); errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("%s: %d, and its connection still open a minute after", what, resp.StatusCode)
+		}
 	}
 	return resp
 }
@@ -393,9 +420,10 @@ func readAnswer(t *testing.T, conn net.Conn, what string) *http.Response {
 // TestRefusedBodyIsAnsweredAtOnce: a body refused because the server
 // reads its most bodies is answered without being read, and its
 // connection closes: reading it (net/http reads up to 256 KiB of an
-// unread body before it answers, to keep the connection) would be
-// reading one more body than max_request_bodies allows, and the client
-// whose body has not ended would not see its 503.
+// unread body, to keep the connection, before it answers, or after when
+// the answer closes it) would be reading one more body than
+// max_request_bodies allows, for as long as its client likes, and a
+// client whose body has not ended would not see its 503.
 func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t, func(c *config.Config) { c.MaxRequestBodies, c.BodyIdleTimeout, c.BodyMinRate = 2, 10*time.Minute, 0 })
@@ -405,9 +433,48 @@ func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
 	eventually.True(t, 30*time.Second, "a third body refused while two are in progress", func() bool {
 		return d.Do(t, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"x"}`).Status == 503
 	})
-	resp := readAnswer(t, startBody(t, d, "admin", dt.AdminPassword), "a refused body")
-	if resp.StatusCode != 503 || !resp.Close {
-		t.Fatalf("a refused body: %d, closes the connection: %v", resp.StatusCode, resp.Close)
+	resp := readAnswer(t, startBody(t, d, "admin", dt.AdminPassword), "a refused body", true)
+	if resp.StatusCode != 503 {
+		t.Fatalf("a refused body: %d", resp.StatusCode)
+	}
+}
+
+// TestStrayBodiesAreRefused: a GET, HEAD or OPTIONS request with a body
+// (a WebSocket upgrade is a GET) is answered 400 at once and its
+// connection closes: no route reads such a body, and net/http reads one
+// left unread before a stream's first event (a stream then waited for
+// the client's body, holding a body's place) or, past 256 KiB, leaves it
+// on the connection, where a parked stream's connection would read it as
+// the next request. And a request answered before its body is read
+// (cross-origin, an upgrade where none is served) is answered within
+// body_idle_timeout of its body's last byte.
+func TestStrayBodiesAreRefused(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.BodyIdleTimeout, c.BodyMinRate = time.Second, 0 })
+	d.CreateDatabase(t, "slow", "type Note { text: String }")
+	addr := strings.TrimPrefix(d.URL, "http://")
+	admin := "\r\nAuthorization: Basic " + basic("admin", dt.AdminPassword)
+	for _, c := range []struct {
+		head   string
+		status int
+		closes bool
+	}{
+		{"GET /api/subscribe/admin/slow/Note HTTP/1.1" + admin, 400, true},
+		{"GET /api/graphql/admin/slow?query=subscription%7BNote_added%7Bid%7D%7D HTTP/1.1\r\nAccept: text/event-stream" + admin, 400, true},
+		{"HEAD /api/document/admin/slow HTTP/1.1" + admin, 400, true},
+		{"OPTIONS /api/document/admin/slow HTTP/1.1\r\nOrigin: https://elsewhere.example\r\nAccess-Control-Request-Method: POST", 400, true},
+		{"GET /api/graphql/admin/slow HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Protocol: graphql-transport-ws", 400, true},
+		// Answered before the body is read: not refused as stray, but
+		// bounded.
+		{"POST /api/document/admin/slow HTTP/1.1\r\nSec-Fetch-Site: cross-site\r\nContent-Type: application/json" + admin, 403, false},
+		{"POST /api/document/admin/slow HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nContent-Type: application/json" + admin, 400, false},
+	} {
+		what, _, _ := strings.Cut(c.head, "\r\n")
+		resp := readAnswer(t, openBody(t, addr, c.head), what, c.closes)
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != c.status || c.closes && !strings.HasPrefix(what, "HEAD") && !strings.Contains(string(b), "carries no body") {
+			t.Errorf("%s with a body: %d %s, want %d", what, resp.StatusCode, b, c.status)
+		}
 	}
 }
 
@@ -419,7 +486,7 @@ func TestUnreadBodyIsBounded(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t, func(c *config.Config) { c.BodyIdleTimeout, c.BodyMinRate = time.Second, 0 })
 	d.CreateDatabase(t, "slow", "type Note { text: String }")
-	resp := readAnswer(t, startBody(t, d, "admin", "a wrong password"), "a body with wrong credentials")
+	resp := readAnswer(t, startBody(t, d, "admin", "a wrong password"), "a body with wrong credentials", false)
 	if resp.StatusCode != 401 {
 		t.Fatalf("a body with wrong credentials: %d", resp.StatusCode)
 	}
@@ -475,6 +542,11 @@ func TestMetricsNeedCredentials(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "sluice_http_requests_total") {
 		t.Errorf("the metrics listener: %d %s", resp.StatusCode, b)
+	}
+	// Its requests are bounded as a whole: net/http reads a body left
+	// unread before it answers, and waited for a body that never ends.
+	if resp := readAnswer(t, openBody(t, e.MetricsAddr(), "GET /metrics HTTP/1.1"), "GET /metrics with a body", false); resp.StatusCode != 200 {
+		t.Errorf("GET /metrics with a body: %d", resp.StatusCode)
 	}
 }
 

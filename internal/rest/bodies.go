@@ -90,25 +90,15 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 		}
 		limit := b.limit(r)
 		if limit > 0 && r.ContentLength > limit {
-			// Unread, and the connection closes after the answer:
-			// otherwise net/http reads a body of up to 256 KiB before it
-			// answers, and the client that waits for the answer before
-			// it sends the body (Expect: 100-continue, or none at all)
-			// would wait for nothing.
-			w.Header().Set("Connection", "close")
-			writeError(w, r, errBodyTooLarge(limit))
+			refuseUnread(w, r, errBodyTooLarge(limit))
 			return
 		}
 		if b.slots != nil {
 			select {
 			case b.slots <- struct{}{}:
 			default:
-				// Unread, and the connection closes after the answer, as
-				// above: net/http would otherwise read the body (one more
-				// than the cap allows) before answering, for as long as
-				// its client takes to send it.
-				w.Header().Set("Connection", "close")
-				writeError(w, r, sluice.Errorf(sluice.CodeUnavailable, "this server is reading its maximum of %d request bodies (config max_request_bodies); retry shortly", cap(b.slots)))
+				// Reading it would be reading one body more than the cap.
+				refuseUnread(w, r, sluice.Errorf(sluice.CodeUnavailable, "this server is reading its maximum of %d request bodies (config max_request_bodies); retry shortly", cap(b.slots)))
 				return
 			}
 		}
@@ -137,6 +127,51 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 		// before it answers: the client's time to send it is bounded as
 		// a first read's would be.
 		_ = body.rc.SetReadDeadline(time.Now().Add(b.idle))
+	})
+}
+
+// refusedBodyGrace is how long net/http may go on reading a refused
+// request's unread body after the answer, before the connection closes:
+// closing it at once, with the client's bytes still arriving, would reset
+// the connection, and the client could lose the answer.
+const refusedBodyGrace = time.Second
+
+// refuseUnread answers err to a request without reading its body, and
+// over HTTP/1 closes the connection after the answer. Otherwise net/http
+// reads up to 256 KiB of the body, to keep the connection, before it
+// answers, and with no deadline (the server has no ReadTimeout: streams
+// are long-lived): a client that waits for the answer before it sends its
+// body (Expect: 100-continue) would wait for nothing, and one whose body
+// never ends would never see it, holding its connection outside every
+// cap. With Connection: close net/http reads what is left after the
+// answer instead, for refusedBodyGrace. (Over HTTP/2 the server ends the
+// stream's body itself when the handler returns; Connection: close there
+// would close the connection with every other stream on it.)
+func refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedBodyGrace))
+	}
+	writeError(w, r, err)
+}
+
+// refuseStrayBodies answers 400 to a GET, HEAD or OPTIONS request that
+// carries a body (a WebSocket upgrade is a GET): no route reads one, and
+// one left unread is read by net/http (see refuseUnread): before a
+// stream's first event, which would then wait for the client's body, and,
+// past 256 KiB, not at all, leaving its bytes on the connection for the
+// request after a parked stream to be read from. It runs before anything
+// else answers.
+func refuseStrayBodies(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			switch r.Method {
+			case http.MethodGet, http.MethodHead, http.MethodOptions:
+				refuseUnread(w, r, sluice.Errorf(sluice.CodeInvalid, "a %s request carries no body here, and this one has one (Content-Length or Transfer-Encoding)", r.Method))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 

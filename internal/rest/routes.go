@@ -104,12 +104,16 @@ func Routes(d Deps) http.Handler {
 	if d.GraphQL != nil && d.GraphQLSocket != nil {
 		sockets = []string{"/api/graphql/{org}/{db}", "/api/graphql/_system"}
 	}
-	// Cross-origin writes are refused before anything else, bodies are
-	// bounded before any is read.
+	// A body where none belongs is refused before anything else answers;
+	// then the CORS headers are set, so that every answer after carries
+	// them; bodies are bounded before any answer that leaves one unread
+	// (bodyLimits bounds how long net/http then reads it), cross-origin
+	// writes refused before anything reads one.
 	// A HEAD request is served as the GET of its route (its body
 	// discarded), as HTTP requires of a server that serves GET.
-	r.Use(middleware.GetHead, a.recoverer, a.observe, d.CORS.Middleware, d.CORS.Protect, refuseUpgrades(r, sockets...),
-		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware, refuseIdempotencyKeys)
+	r.Use(middleware.GetHead, a.recoverer, a.observe, refuseStrayBodies, d.CORS.Middleware,
+		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware,
+		d.CORS.Protect, refuseUpgrades(r, sockets...), refuseIdempotencyKeys)
 
 	r.Get("/api/ok", a.ok)
 	r.Get("/healthz", a.ok)
