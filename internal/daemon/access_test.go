@@ -295,3 +295,38 @@ func TestSystemSubscriptionRevoked(t *testing.T) {
 	a.CreateDatabase(t, "second", "type T { x: Int }")
 	expectEnd(t, []kindStream{{"_system graphql-sse on b", s, "sse"}}, "UserDatabase/admin/second", "UNAUTHENTICATED", "", time.Now())
 }
+
+// TestResumedStreamKeepsItsOpeningRole: a REST stream resumed from a
+// position reads with a reader of its own, which re-reads its user's
+// role when a commit shows a newer schema. It never shows more than the
+// role the stream opened with: ulla, widened to admin while her stream
+// was open (nothing ends for that), then narrowed back to read after a
+// schema change had refreshed the reader, went on receiving private
+// fields (the guard saw a narrowing to the role the stream opened with,
+// no change).
+func TestResumedStreamKeepsItsOpeningRole(t *testing.T) {
+	t.Parallel()
+	f := newAccessFixture(t, "read", false)
+	first := answerOf(t, f.a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/acme/notes", `{"@type":"Note","@id":"n0","text":"note 0","secret":"s0"}`))
+	s := f.a.MustOpenStream(t, f.ulla, dt.StreamRequest{Path: "/api/subscribe/acme/notes/Note", Header: []string{"Last-Event-ID", first.Position}})
+	f.a.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/acme/notes", `{"user":"ulla","role":"admin"}`)
+	f.a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/acme/notes", `type Note { text: String! secret: String @private extra: String }`)
+	event := func(id string) string {
+		t.Helper()
+		for {
+			e := s.Event()
+			if data := e.Field("data"); strings.Contains(data, id) {
+				return data
+			}
+		}
+	}
+	f.a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/acme/notes", `{"@type":"Note","@id":"n1","text":"note 1","secret":"s1"}`)
+	if data := event(`"Note/n1"`); strings.Contains(data, `"secret"`) {
+		t.Errorf("widened while it was open, a stream opened with read shows a private field: %s", data)
+	}
+	f.a.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/acme/notes", `{"user":"ulla","role":"read"}`)
+	f.a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/acme/notes", `{"@type":"Note","@id":"n2","text":"note 2","secret":"s2"}`)
+	if data := event(`"Note/n2"`); strings.Contains(data, `"secret"`) {
+		t.Errorf("narrowed back to read, the stream shows a private field: %s", data)
+	}
+}

@@ -21,6 +21,13 @@ type Reader struct {
 
 	e    *Engine
 	user *sluice.User
+	// opened is the role the reader of a user was made with: a refresh
+	// may narrow Role (the stream's guard then ends it) but never widen
+	// it past opened, so that a user widened and narrowed back while the
+	// stream is open never sees more than they subscribed with (the
+	// guard compares access changes with the role the stream opened
+	// with: a narrowing back to it changes nothing there).
+	opened sluice.Role
 	// missing holds what the current schema version was found not to
 	// declare (class names, and classes with undeclared fields), so that
 	// documents written under an older schema refresh at most once each.
@@ -35,6 +42,7 @@ func (e *Engine) StreamReader(ctx context.Context, u *sluice.User, org, name str
 	if err := r.Refresh(ctx); err != nil {
 		return nil, err
 	}
+	r.opened = r.Role
 	return r, nil
 }
 
@@ -71,6 +79,9 @@ func (r *Reader) Refresh(ctx context.Context) error {
 		}
 		if role, err = r.e.Role(ctx, r.user, d); err != nil {
 			return err
+		}
+		if r.opened != sluice.RoleNone {
+			role = min(role, r.opened)
 		}
 	}
 	if r.Database.Epoch != "" && d.Epoch != r.Database.Epoch {
