@@ -155,16 +155,18 @@ func refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, r, err)
 }
 
-// refuseStrayBodies answers 400 to a GET, HEAD or OPTIONS request that
-// carries a body (a WebSocket upgrade is a GET): no route reads one, and
-// one left unread is read by net/http (see refuseUnread): before a
+// refuseStrayBodies answers 400 to an HTTP/1 GET, HEAD or OPTIONS request
+// that carries a body (a WebSocket upgrade is a GET): no route reads one,
+// and one left unread is read by net/http (see refuseUnread): before a
 // stream's first event, which would then wait for the client's body, and,
 // past 256 KiB, not at all, leaving its bytes on the connection for the
 // request after a parked stream to be read from. It runs before anything
-// else answers.
+// else answers. Over HTTP/2 a GET whose headers do not end its stream has
+// a body as far as net/http can tell, even when none follows (some
+// clients send one so); the server ends a body left unread itself.
 func refuseStrayBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Body != nil && r.Body != http.NoBody {
+		if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
 			switch r.Method {
 			case http.MethodGet, http.MethodHead, http.MethodOptions:
 				refuseUnread(w, r, sluice.Errorf(sluice.CodeInvalid, "a %s request carries no body here, and this one has one (Content-Length or Transfer-Encoding)", r.Method))
