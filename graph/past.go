@@ -125,8 +125,13 @@ func (x *execution) checkPastFilter(e filter.Expr, classes []string) error {
 			return field(e.Field)
 		}
 	case *filter.Sub:
-		// What is inside a subdocument is its field's value.
-		return field(e.Field)
+		// What is inside a subdocument is its field's value, and the
+		// values of its class's fields (engine.Past names a field of a
+		// subdocument by its class).
+		if err := field(e.Field); err != nil {
+			return err
+		}
+		return x.checkPastFilter(e.Expr, []string{e.Class})
 	case *filter.Ref:
 		if err := field(e.Field); err != nil {
 			return err
@@ -136,17 +141,20 @@ func (x *execution) checkPastFilter(e filter.Expr, classes []string) error {
 		if err := field(e.Field); err != nil {
 			return err
 		}
-		if e.Field.Type.Kind == sluice.TypeReference {
+		switch e.Field.Type.Kind {
+		case sluice.TypeReference:
 			return refd(e.Field.Type.Name, e.Elem)
+		case sluice.TypeSubdocument:
+			return x.checkPastFilter(e.Elem, []string{e.Field.Type.Name})
 		}
 	}
 	return nil
 }
 
 // checkPastSelection checks the fields selection sel shows of documents
-// of the given classes (presented as GraphQL type static), and of the
-// documents their references point to. seen holds the selections checked
-// already, by type.
+// (or subdocuments) of the given classes (presented as GraphQL type
+// static), of their subdocuments, and of the documents their references
+// point to. seen holds the selections checked already, by type.
 func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, classes []string, seen map[string]bool) error {
 	if len(sel) == 0 {
 		return nil
@@ -171,7 +179,17 @@ func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, clas
 			if err := x.past.CheckField(name, f.Name); err != nil {
 				return err
 			}
-			if f.Type.Kind != sluice.TypeReference || len(cf.Selections) == 0 {
+			if len(cf.Selections) == 0 {
+				continue
+			}
+			if f.Type.Kind == sluice.TypeSubdocument {
+				// Its fields are its class's (see checkPastFilter).
+				if err := x.checkPastSelection(cf.Selections, f.Type.Name, []string{f.Type.Name}, seen); err != nil {
+					return err
+				}
+				continue
+			}
+			if f.Type.Kind != sluice.TypeReference {
 				continue
 			}
 			targets := classesOf(x.es.schema, f.Type.Name, true)

@@ -472,6 +472,111 @@ func TestPastRedaction(t *testing.T) {
 	}
 }
 
+// TestPastRedactionNested: what TestPastRedaction checks of a top-level
+// field holds of a field of a subdocument, in a single subdocument, a
+// list of them and a subdocument of a subdocument: protected from a
+// read-only user at a position and made public since, it is left out of
+// every as_of read (by id, listing) and diff and named in their
+// Sluice-Hidden-Fields header and hidden_fields (as its class's field,
+// Address.street, as a schema change names it), and an asOf query that
+// selects it or filters by it is refused, naming it. What the user could
+// read then is shown.
+func TestPastRedactionNested(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "nest", `type Person { name: String! home: Address homes: [Address] }
+type Address @subdocument { street: String @private city: String geo: Geo }
+type Geo @subdocument { code: String @private note: String }`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/nest", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	docs := "/api/document/admin/nest"
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Person","@id":"alice","name":"Alice",
+		"home":{"@type":"Address","street":"WRITTEN-WHILE-PRIVATE","city":"Oslo","geo":{"@type":"Geo","code":"DEEP-WHILE-PRIVATE","note":"fjord"}},
+		"homes":[{"@type":"Address","street":"LISTED-WHILE-PRIVATE","city":"Bergen"}]}`)
+	p1 := headPosition(t, d, "nest")
+	d.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"Person","@id":"Person/alice","name":"Alice",
+		"home":{"@type":"Address","street":"still private B","city":"Oslo","geo":{"@type":"Geo","code":"deep private B","note":"fjord"}},
+		"homes":[{"@type":"Address","street":"listed private B","city":"Bergen"}]}`)
+	secrets := []string{"WRITTEN-WHILE-PRIVATE", "DEEP-WHILE-PRIVATE", "LISTED-WHILE-PRIVATE", "still private B", "deep private B", "listed private B"}
+
+	// street and code are made public: rita reads them now.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/nest", `type Person { name: String! home: Address homes: [Address] }
+type Address @subdocument { street: String city: String geo: Geo }
+type Geo @subdocument { code: String note: String }`)
+	// A write after: a diff from p1 leaves its street out too.
+	d.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"Person","@id":"Person/alice","name":"Alicia",
+		"home":{"@type":"Address","street":"public C","city":"Oslo","geo":{"@type":"Geo","code":"deep public C","note":"fjord"}},
+		"homes":[{"@type":"Address","street":"listed public C","city":"Bergen"}]}`)
+	if got := gqlData(t, d, rita, "nest", `{ Person { home { street geo { code } } homes { street } } }`); got != `{"Person":[{"home":{"street":"public C","geo":{"code":"deep public C"}},"homes":[{"street":"listed public C"}]}]}` {
+		t.Errorf("street and code now: %s", got)
+	}
+
+	// As of p1, when they were protected, REST leaves them out and names
+	// them (a diff from p1 leaves them out of its after images too, as a
+	// top-level field); what rita could read then is shown.
+	for _, path := range []string{
+		docs + "?id=Person/alice&as_of=" + p1,
+		docs + "?type=Person&as_of=" + p1,
+		"/api/diff/admin/nest?from=" + p1,
+		"/api/history/admin/nest?id=Person/alice",
+	} {
+		r := d.MustDo(t, 200, rita, "GET", path, nil)
+		history := strings.HasPrefix(path, "/api/history/")
+		for _, s := range append(secrets, "public C") {
+			if s == "public C" && history {
+				continue // the version written when street was public
+			}
+			if bytes.Contains(r.Body, []byte(s)) {
+				t.Errorf("%s shows rita %q, protected from her then: %s", path, s, r.Body)
+			}
+		}
+		if !bytes.Contains(r.Body, []byte("Oslo")) || !bytes.Contains(r.Body, []byte("Bergen")) || !bytes.Contains(r.Body, []byte("fjord")) {
+			t.Errorf("%s leaves out what rita could read: %s", path, r.Body)
+		}
+		if history {
+			continue // it redacts each version through the schema of its commit
+		}
+		if got := r.Header.Get("Sluice-Hidden-Fields"); got != "Address.street, Geo.code" {
+			t.Errorf("%s: Sluice-Hidden-Fields %q, want %q", path, got, "Address.street, Geo.code")
+		}
+	}
+	if r := d.MustDo(t, 200, rita, "GET", "/api/diff/admin/nest?from="+p1, nil); !bytes.Contains(r.Body, []byte(`"hidden_fields":["Address.street","Geo.code"]`)) {
+		t.Errorf("rita's diff from p1: %s", r.Body)
+	}
+
+	// GraphQL refuses to select them or filter by them as of p1, at any
+	// depth, in a list too, as it refuses a top-level field.
+	for _, c := range []struct{ query, field string }{
+		{`{ Person(asOf: "` + p1 + `") { name home { street } } }`, "Address.street"},
+		{`{ Person(asOf: "` + p1 + `") { home { geo { code } } } }`, "Geo.code"},
+		{`{ Person(asOf: "` + p1 + `") { homes { street } } }`, "Address.street"},
+		{`{ Person(asOf: "` + p1 + `", filter: {home: {street: {eq: "WRITTEN-WHILE-PRIVATE"}}}) { name } }`, "Address.street"},
+		{`{ Person(asOf: "` + p1 + `", filter: {home: {geo: {code: {eq: "DEEP-WHILE-PRIVATE"}}}}) { name } }`, "Geo.code"},
+		{`{ Person(asOf: "` + p1 + `", filter: {homes: {someHave: {street: {eq: "LISTED-WHILE-PRIVATE"}}}}) { name } }`, "Address.street"},
+		{`{ Person_aggregate(asOf: "` + p1 + `", filter: {home: {street: {eq: "WRITTEN-WHILE-PRIVATE"}}}) { count } }`, "Address.street"},
+	} {
+		a := gqlQuery(t, d, rita, "nest", c.query)
+		want := c.field + " as of " + p1 + " cannot be shown: it was protected from your role"
+		if len(a.Errors) == 0 || a.Errors[0].Extensions.Code != "BAD_USER_INPUT" || !strings.Contains(a.Errors[0].Message, want) {
+			t.Errorf("%s: %s %+v, want BAD_USER_INPUT %q", c.query, a.Data, a.Errors, want)
+		}
+	}
+	if got := gqlData(t, d, rita, "nest", `{ Person(asOf: "`+p1+`") { home { city geo { note } } homes { city } } }`); got != `{"Person":[{"home":{"city":"Oslo","geo":{"note":"fjord"}},"homes":[{"city":"Bergen"}]}]}` {
+		t.Errorf("what rita could read as of p1: %s", got)
+	}
+	if got := gqlData(t, d, rita, "nest", `{ Person(asOf: "`+p1+`", filter: {home: {city: {eq: "Oslo"}}}) { name } }`); got != `{"Person":[{"name":"Alice"}]}` {
+		t.Errorf("a filter on a field rita could read as of p1: %s", got)
+	}
+	// An admin reads them as of p1.
+	if got := gqlData(t, d, dt.Admin(), "nest", `{ Person(asOf: "`+p1+`") { home { street geo { code } } homes { street } } }`); got != `{"Person":[{"home":{"street":"WRITTEN-WHILE-PRIVATE","geo":{"code":"DEEP-WHILE-PRIVATE"}},"homes":[{"street":"LISTED-WHILE-PRIVATE"}]}]}` {
+		t.Errorf("the admin's as of p1: %s", got)
+	}
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Person/alice&as_of="+p1, nil); !bytes.Contains(r.Body, []byte("WRITTEN-WHILE-PRIVATE")) || r.Header.Get("Sluice-Hidden-Fields") != "" {
+		t.Errorf("the admin's read as of p1: %s (hidden: %q)", r.Body, r.Header.Get("Sluice-Hidden-Fields"))
+	}
+}
+
 // TestPastErrors: a position older than retained history is a 410 /
 // GONE naming the oldest it can read; one ahead of the log, malformed, of
 // another database or of an earlier database of the same name is a 400 /

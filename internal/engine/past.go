@@ -26,7 +26,8 @@ import (
 //   - a field protected from the reader's role (@private) in any schema
 //     version since the position is hidden, even if today's schema lets
 //     the role read it, as history never shows a field the reader could
-//     not read at the commit.
+//     not read at the commit; a field of a subdocument class too, at any
+//     depth, as history hides it.
 //
 // A field that did not exist then (added since) reads as null, which is
 // what it was.
@@ -37,7 +38,9 @@ type Past struct {
 	Position sluice.Position
 	// Unknown holds, by class, the fields whose values as of Position
 	// cannot be shown to the reader, each with the reason (a message
-	// for the client).
+	// for the client). Its classes are document classes and subdocument
+	// classes: a field of a subdocument is hidden wherever the
+	// subdocument is (its protection is its class's).
 	Unknown map[string]map[string]string
 	// Lost holds the classes whose documents as of Position cannot be
 	// shown, with the reason: today's, and those a schema change dropped
@@ -48,6 +51,10 @@ type Past struct {
 	// which of them a read of one of today's classes would have covered.
 	dropped []string
 	then    *sluice.Schema
+	// cur and role are today's schema and the reader's role, through
+	// which Hidden finds the subdocument classes a read shows.
+	cur  *sluice.Schema
+	role sluice.Role
 }
 
 // CheckField returns a CodeInvalid error saying why field of class cannot
@@ -85,14 +92,39 @@ func (p *Past) CheckAll() error {
 	return nil
 }
 
-// Hidden returns the fields ("Class.field", sorted) of the given classes
-// whose values as of p's position cannot be shown.
+// Hidden returns the fields ("Class.field", sorted) whose values as of
+// p's position cannot be shown in documents of the given classes: theirs,
+// and those of the subdocument classes, at any depth, of the fields shown.
+// A subdocument's field is named by its class ("Address.street"), as a
+// schema change names it, once however many fields hold that class.
 func (p *Past) Hidden(classes []string) []string {
 	var out []string
-	for _, c := range classes {
-		for f := range p.Unknown[c] {
-			out = append(out, c+"."+f)
+	seen := map[string]bool{}
+	var walk func(name string)
+	walk = func(name string) {
+		if seen[name] {
+			return // named already, or a subdocument class holding itself
 		}
+		seen[name] = true
+		unknown := p.Unknown[name]
+		for f := range unknown {
+			out = append(out, name+"."+f)
+		}
+		c := p.cur.Class(name)
+		if c == nil {
+			return
+		}
+		for _, f := range c.Fields {
+			// Not through a field the read leaves out: one hidden now,
+			// whose subdocument class the reader is not to learn of, or
+			// one named above.
+			if _, hidden := unknown[f.Name]; f.Type.Kind == sluice.TypeSubdocument && f.ReadRole <= p.role && !hidden {
+				walk(f.Type.Name)
+			}
+		}
+	}
+	for _, c := range classes {
+		walk(c)
 	}
 	slices.Sort(out)
 	return out
@@ -283,6 +315,33 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 	// and the next (sameColumn): absent holds those missing now.
 	goneOpen, hiddenOpen, absent := map[string]bool{}, map[fieldKey]bool{}, map[fieldKey]bool{}
 	last := len(firsts) - 1
+	// protect records whether version i protects field k of today's
+	// schema from the reader's role (of: the field in version i, nil when
+	// it has none).
+	protect := func(i int, k fieldKey, of *sluice.Field) {
+		switch {
+		case of != nil && of.ReadRole > role:
+			sc.hidden[k], hiddenOpen[k] = i, true
+		case hiddenOpen[k]:
+			sc.hidden[k] = i - 1
+			delete(hiddenOpen, k)
+		}
+	}
+	// lookSub records whether version i (the view s) protects the fields
+	// of subdocument class name of today's schema. That is all a read of
+	// the past needs of a subdocument class: its values are held in the
+	// column of the document field holding it, whose class and column
+	// look follows.
+	lookSub := func(i int, name string, fields []*sluice.Field) {
+		sclass := s.Class(name)
+		for _, f := range fields {
+			var of *sluice.Field
+			if sclass != nil {
+				of = sclass.Field(f.Name)
+			}
+			protect(i, fieldKey{name, f.Name}, of)
+		}
+	}
 	// look records what version i (the view s; prev, the one before, nil
 	// for version 0) holds of class name of today's schema, and, with
 	// fields, of its fields (all of them, or those whose enum changed).
@@ -309,13 +368,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			if sclass != nil {
 				of = sclass.Field(f.Name)
 			}
-			switch {
-			case of != nil && of.ReadRole > role:
-				sc.hidden[k], hiddenOpen[k] = i, true
-			case hiddenOpen[k]:
-				sc.hidden[k] = i - 1
-				delete(hiddenOpen, k)
-			}
+			protect(i, k, of)
 			if of == nil {
 				absent[k] = true
 			} else {
@@ -366,8 +419,11 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 		}
 		if i == 0 {
 			for _, name := range cur.Order {
-				if c := cur.Classes[name]; c.Kind == sluice.KindDocument {
+				switch c := cur.Classes[name]; c.Kind {
+				case sluice.KindDocument:
 					look(0, nil, name, c.Fields)
+				case sluice.KindSubdocument:
+					lookSub(0, name, c.Fields)
 				}
 			}
 			continue
@@ -383,8 +439,12 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			}
 		}
 		for _, nc := range d.classes {
-			if c := cur.Class(nc.name); isDoc(c) {
+			c := cur.Class(nc.name)
+			switch {
+			case isDoc(c):
 				look(i, prev, nc.name, c.Fields)
+			case c != nil && c.Kind == sluice.KindSubdocument:
+				lookSub(i, nc.name, c.Fields)
 			}
 		}
 		if len(d.enums) > 0 {
@@ -428,7 +488,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 // returns what of the state at pos a reader with role cannot be shown,
 // and the fields each class's images must lose (see postgres.AsOf.Drop).
 func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role, pos sluice.Position) (*Past, map[string][]string) {
-	past := &Past{Position: pos, Unknown: map[string]map[string]string{}, Lost: map[string]string{}}
+	past := &Past{Position: pos, Unknown: map[string]map[string]string{}, Lost: map[string]string{}, cur: cur, role: role}
 	drop := map[string][]string{}
 	if len(sc.firsts) == 0 || pos.Seq == 0 {
 		// No known versions: today's schema alone. Before the first
@@ -444,8 +504,32 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 	// change that made a class or column (a guard keeps it in range:
 	// today's version has every class and column of today's schema).
 	since := func(i int) int64 { return sc.firsts[min(i, len(sc.firsts)-1)] }
+	unknown := func(class, field, why string) {
+		if past.Unknown[class] == nil {
+			past.Unknown[class] = map[string]string{}
+		}
+		past.Unknown[class][field] = why
+	}
+	// protected makes field f of class unknown when a version since pos
+	// protected it from the reader's role, though today's schema lets
+	// the role read it. (A field protected now is hidden from any read,
+	// its name too; an admin reads every field.)
+	protected := func(class string, f *sluice.Field) {
+		if f.ReadRole > role || role >= sluice.RoleAdmin {
+			return
+		}
+		if h, ok := sc.hidden[fieldKey{class, f.Name}]; ok && h >= start {
+			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", class, f.Name, pos))
+		}
+	}
 	for _, name := range cur.Order {
 		c := cur.Classes[name]
+		if c.Kind == sluice.KindSubdocument {
+			for _, f := range c.Fields {
+				protected(name, f)
+			}
+			continue
+		}
 		if c.Kind != sluice.KindDocument {
 			continue
 		}
@@ -469,21 +553,10 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 			if f.ReadRole > role {
 				continue // hidden now, as from any read (its name too)
 			}
-			unknown := func(why string) {
-				if past.Unknown[name] == nil {
-					past.Unknown[name] = map[string]string{}
-				}
-				past.Unknown[name][f.Name] = why
-			}
 			if made > 0 && fieldOf(then, name, f.Name) != nil {
-				unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, since(made)))
+				unknown(name, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, since(made)))
 			}
-			if role >= sluice.RoleAdmin {
-				continue
-			}
-			if h, ok := sc.hidden[k]; ok && h >= start {
-				unknown(fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", name, f.Name, pos))
-			}
+			protected(name, f)
 		}
 	}
 	// The document classes then that today's schema lacks: a schema
@@ -597,7 +670,9 @@ func fieldOf(s schemaView, class, field string) *sluice.Field {
 }
 
 // dropUnknown returns doc (a document's API-form JSON) without the fields
-// of its class whose values as of past's position cannot be shown.
+// whose values as of past's position cannot be shown: of its class, and
+// of its subdocuments at any depth. A document without any is returned
+// unchanged.
 func dropUnknown(s *sluice.Schema, past *Past, doc []byte) ([]byte, error) {
 	if doc == nil || len(past.Unknown) == 0 {
 		return doc, nil
@@ -609,18 +684,45 @@ func dropUnknown(s *sluice.Schema, past *Past, doc []byte) ([]byte, error) {
 		return nil, fmt.Errorf("past document: %w", err)
 	}
 	typ, _ := m["@type"].(string)
-	unknown := past.Unknown[typ]
 	c := s.Class(typ)
-	if len(unknown) == 0 || c == nil {
+	if c == nil || !dropUnknownIn(s, past, c, m) {
 		return doc, nil
 	}
 	id, _ := m["@id"].(string)
 	version, _ := m["@version"].(string)
 	fields := make(map[string]any, len(m))
 	for k, v := range m {
-		if _, hidden := unknown[k]; !hidden && k != "@id" && k != "@type" && k != "@version" {
+		if k != "@id" && k != "@type" && k != "@version" {
 			fields[k] = v
 		}
 	}
 	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Version: version, Fields: fields})
+}
+
+// dropUnknownIn deletes from m (an object of class c of s: a document, or
+// a subdocument at any depth) the fields whose values as of past's
+// position cannot be shown, and reports whether it deleted any.
+func dropUnknownIn(s *sluice.Schema, past *Past, c *sluice.Class, m map[string]any) bool {
+	changed := false
+	unknown := past.Unknown[c.Name]
+	for _, f := range c.Fields {
+		v, ok := m[f.Name]
+		if !ok {
+			continue
+		}
+		if _, hidden := unknown[f.Name]; hidden {
+			delete(m, f.Name)
+			changed = true
+			continue
+		}
+		// A subdocument is of its field's class (subdocument classes
+		// implement no interfaces), whose fields Unknown names.
+		sc := s.Class(f.Type.Name)
+		for _, sub := range subdocuments(f, v) {
+			if sc != nil && dropUnknownIn(s, past, sc, sub) {
+				changed = true
+			}
+		}
+	}
+	return changed
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"maps"
 	"reflect"
 	"slices"
@@ -147,4 +148,105 @@ func scanVersionsOf(t *testing.T, versions []*sluice.Schema, firsts []int64, at 
 		t.Fatal(err)
 	}
 	return sc
+}
+
+// TestPastSchemaSubdocuments: a field of a subdocument class protected
+// from a reader at any time since a position, at any depth (a class
+// holding itself too), is unknown as of that position, named by its class
+// when a read shows it (not through a field hidden from the reader now),
+// and left out of every subdocument of a document as of then.
+func TestPastSchemaSubdocuments(t *testing.T) {
+	t.Parallel()
+	parse := func(sdl string) *sluice.Schema {
+		s, err := schema.Parse(sdl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Version 1 (commits 1 to 4): city protected; version 2 (from commit
+	// 5): street, code and pin protected, city not; today's (from commit
+	// 8): none of them.
+	v1 := parse(`type Person { name: String home: Address homes: [Address] vault: Vault }
+		type Address @subdocument { street: String city: String @private geo: Geo }
+		type Geo @subdocument { code: String near: Geo }
+		type Vault @subdocument { pin: String }`)
+	v2 := parse(`type Person { name: String home: Address homes: [Address] vault: Vault }
+		type Address @subdocument { street: String @private city: String geo: Geo }
+		type Geo @subdocument { code: String @private near: Geo }
+		type Vault @subdocument { pin: String @private }`)
+	now := parse(`type Person { name: String home: Address homes: [Address] vault: Vault @private }
+		type Address @subdocument { street: String city: String geo: Geo }
+		type Geo @subdocument { code: String near: Geo }
+		type Vault @subdocument { pin: String }`)
+	versions, firsts := []*sluice.Schema{v1, v2, now}, []int64{1, 5, 8}
+	pastAt := func(role sluice.Role, at int, seq int64) *Past {
+		t.Helper()
+		past, _ := pastSchema(scanVersionsOf(t, versions, firsts, at, now, role), at, now, role, sluice.Position{Epoch: "e", Seq: seq, Index: sluice.WholeCommit})
+		return past
+	}
+
+	past := pastAt(sluice.RoleRead, 0, 3)
+	unknown := func(p *Past) string {
+		var out []string
+		for c, fields := range p.Unknown {
+			for f := range fields {
+				out = append(out, c+"."+f)
+			}
+		}
+		slices.Sort(out)
+		return strings.Join(out, " ")
+	}
+	// Vault.pin is unknown too, but Person.vault is hidden from the
+	// reader now: a read does not name it.
+	if got := unknown(past); got != "Address.city Address.street Geo.code Vault.pin" {
+		t.Errorf("a reader's unknown fields as of commit 3: %s", got)
+	}
+	if got := past.Unknown["Geo"]["code"]; got != "Geo.code as of e-3-2147483647 cannot be shown: it was protected from your role after that position" {
+		t.Errorf("why Geo.code: %q", got)
+	}
+	if got := strings.Join(past.Hidden([]string{"Person"}), ","); got != "Address.city,Address.street,Geo.code" {
+		t.Errorf("hidden as of commit 3: %s", got)
+	}
+	if err := past.CheckField("Address", "street"); sluice.ErrorCode(err) != sluice.CodeInvalid {
+		t.Errorf("CheckField Address.street: %v", err)
+	}
+	doc := `{"@id":"Person/a","@type":"Person","name":"A",` +
+		`"home":{"@type":"Address","street":"s","city":"c","geo":{"@type":"Geo","code":"x","near":{"@type":"Geo","code":"y"}}},` +
+		`"homes":[{"@type":"Address","street":"s2"},{"@type":"Address","geo":{"@type":"Geo","code":"z"}}]}`
+	got, err := dropUnknown(now, past, []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"@id":"Person/a","@type":"Person","name":"A","home":{"@type":"Address","geo":{"@type":"Geo","near":{"@type":"Geo"}}},"homes":[{"@type":"Address"},{"@type":"Address","geo":{"@type":"Geo"}}]}`; !sameJSONText(t, got, want) {
+		t.Errorf("as of commit 3:\n%s\nwant\n%s", got, want)
+	}
+	// Protected in version 2: the same as of commit 6, but city.
+	if got := strings.Join(pastAt(sluice.RoleRead, 1, 6).Hidden([]string{"Person"}), ","); got != "Address.street,Geo.code" {
+		t.Errorf("hidden as of commit 6: %s", got)
+	}
+	// Nothing after today's version, nor for an admin.
+	if p := pastAt(sluice.RoleRead, 2, 9); len(p.Unknown) != 0 {
+		t.Errorf("as of commit 9: %v", p.Unknown)
+	}
+	p := pastAt(sluice.RoleAdmin, 0, 3)
+	if len(p.Unknown) != 0 {
+		t.Errorf("an admin's as of commit 3: %v", p.Unknown)
+	}
+	if got, err := dropUnknown(now, p, []byte(doc)); err != nil || string(got) != doc {
+		t.Errorf("an admin's document as of commit 3: %s %v", got, err)
+	}
+}
+
+// sameJSONText reports whether a and b hold the same JSON value.
+func sameJSONText(t *testing.T, a []byte, b string) bool {
+	t.Helper()
+	var x, y any
+	if err := json.Unmarshal(a, &x); err != nil {
+		t.Fatalf("%v: %s", err, a)
+	}
+	if err := json.Unmarshal([]byte(b), &y); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	return reflect.DeepEqual(x, y)
 }
