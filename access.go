@@ -48,6 +48,14 @@ type Credential struct {
 	// of the credential that made it, not its own short lifetime): open
 	// streams that authenticated with it end then.
 	ExpiresAt time.Time
+	// JWTKey identifies the key that verified the JWT presented (its
+	// algorithm and a digest of the key; see auth.JWT.Verify), empty for
+	// any other credential; a stream ticket made with a JWT passes it on.
+	// Open streams that authenticated with it end when a reload or a
+	// fetch of the key set removes the key (changefeed.Hub.JWTKeysChanged):
+	// removing a key is how an operator answers its compromise, and its
+	// holder chose the JWT's exp.
+	JWTKey string
 }
 
 // Grant is what an open stream was allowed when it opened: a credential, a

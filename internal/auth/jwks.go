@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,11 +21,31 @@ import (
 // only public keys for signatures are needed (RSA, EC and OKP Ed25519),
 // which is a page of code, not a dependency.
 
-// publicKey is one verification key of a JWKS, pinned to one algorithm.
+// publicKey is one verification key of a JWKS, pinned to one algorithm
+// (or the HS256 secret, see hs256ID).
 type publicKey struct {
 	kid string
 	alg string // RS256, PS256, ES256, EdDSA, …
 	key any    // *rsa.PublicKey, *ecdsa.PublicKey or ed25519.PublicKey
+	// id identifies the key with its algorithm (keyID): a credential
+	// verified by it carries it (sluice.Credential.JWTKey), so that its
+	// streams end when the key leaves the set.
+	id string
+}
+
+// keyID returns the identity of public key key used with alg: the
+// algorithm and the SHA-256 of the key's DER (PKIX) encoding. The kid is
+// not part of it: it names the key, and the key is what is trusted, so a
+// key kept under another kid still counts as there. The algorithm is: a
+// key is used only with its own (see JWT.key), so a set that keeps the
+// key for another one no longer verifies what it verified.
+func keyID(alg string, key any) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return alg + ":" + base64.RawURLEncoding.EncodeToString(sum[:]), nil
 }
 
 // jwk is one key as JSON. Unknown members are ignored, as RFC 7517 asks.
@@ -188,6 +210,11 @@ func (k jwk) publicKey() (publicKey, error) {
 	default:
 		return publicKey{}, fmt.Errorf("key type %q is not supported (RSA, EC, OKP)", k.Kty)
 	}
+	id, err := keyID(pk.alg, pk.key)
+	if err != nil {
+		return publicKey{}, err
+	}
+	pk.id = id
 	return pk, nil
 }
 

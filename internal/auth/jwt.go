@@ -3,6 +3,8 @@ package auth
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -28,7 +30,10 @@ import (
 // token already issued. The user is read from Postgres on every request,
 // so deleting it refuses its JWTs at once and ends its streams. Whoever
 // holds the signing key can therefore act as any user, the super user
-// included: guard it like the admin password.
+// included: guard it like the admin password. Removing a key from the set
+// (the answer to its compromise) refuses its JWTs at once and ends the
+// streams opened with them, whatever exp their signer chose (HasKey,
+// OnKeysChanged).
 
 // maxJWTBytes bounds the bearer JWTs that are parsed: real ones are a few
 // hundred bytes to a few KiB; parsing has a cost per byte.
@@ -72,6 +77,7 @@ func (c JWTConfig) Enabled() bool {
 // and aud. It is safe for concurrent use.
 type JWT struct {
 	secret    []byte  // HS256; nil: not accepted
+	secretID  string  // the secret's identity (hs256ID)
 	set       *keySet // the JWKS; nil: none
 	userClaim string
 	leeway    time.Duration
@@ -227,33 +233,93 @@ func newJWT(secret []byte, set *keySet, cfg JWTConfig, now func() time.Time) (*J
 	if cfg.Audience != "" {
 		opts = append(opts, jwt.WithAudience(cfg.Audience))
 	}
-	return &JWT{secret: secret, set: set, userClaim: cfg.UserClaim, leeway: cfg.Leeway, parser: jwt.NewParser(opts...)}, nil
+	j := &JWT{secret: secret, set: set, userClaim: cfg.UserClaim, leeway: cfg.Leeway, parser: jwt.NewParser(opts...)}
+	if len(secret) > 0 {
+		j.secretID = hs256ID(secret)
+	}
+	return j, nil
 }
 
-// Verify checks the JWT raw and returns the user name it names and when it
+// hs256ID returns the identity of the HS256 secret, as keyID does for a
+// public key: the secret is not reloaded, but replicas may be configured
+// with different ones, and a stream ticket made on one is redeemed on
+// another (postgres.CreateStreamTicket stores the identity). An HMAC of a
+// fixed text keyed with the secret tells nothing more of the secret than
+// any JWT signed with it, which its holder shows to every client.
+func hs256ID(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("sluice: the identity of the HS256 secret of jwt_hs256_secret"))
+	return "HS256:" + base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// Verify checks the JWT raw and returns the user name it names, when it
 // stops being valid (its exp plus the leeway: a stream opened with it ends
-// exactly when a request with it would start being refused). Errors are
+// exactly when a request with it would start being refused) and the
+// identity of the key that verified it (see keyID and HasKey: a stream
+// opened with it ends when that key leaves the set). Errors are
 // Unauthenticated and say what is wrong, never with the token.
-func (j *JWT) Verify(raw string) (user string, expires time.Time, err error) {
+func (j *JWT) Verify(raw string) (user string, expires time.Time, key string, err error) {
+	fail := func(format string, args ...any) (string, time.Time, string, error) {
+		return "", time.Time{}, "", sluice.Errorf(sluice.CodeUnauthenticated, format, args...)
+	}
 	if len(raw) > maxJWTBytes {
-		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: longer than %d bytes", maxJWTBytes)
+		return fail("invalid JWT: longer than %d bytes", maxJWTBytes)
 	}
 	if err := uniqueMembers(raw); err != nil {
-		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: %v", err)
+		return fail("invalid JWT: %v", err)
 	}
 	claims := jwt.MapClaims{}
-	if _, err := j.parser.ParseWithClaims(raw, claims, j.key); err != nil {
-		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: %v", err)
+	// The keys the parser was given to try, to tell which one verified.
+	var tried []publicKey
+	t, err := j.parser.ParseWithClaims(raw, claims, func(t *jwt.Token) (any, error) {
+		keys, err := j.key(t)
+		if err != nil {
+			return nil, err
+		}
+		tried = keys
+		if len(keys) == 1 {
+			return keys[0].key, nil
+		}
+		var set jwt.VerificationKeySet
+		for _, k := range keys {
+			set.Keys = append(set.Keys, k.key)
+		}
+		return set, nil
+	})
+	if err != nil {
+		return fail("invalid JWT: %v", err)
+	}
+	key, ok := verifiedBy(t, raw, tried)
+	if !ok { // the parser found one; kept for safety
+		return fail("invalid JWT: no key verifies its signature")
 	}
 	exp, err := claims.GetExpirationTime()
 	if err != nil || exp == nil { // the parser requires it; kept for safety
-		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: no exp claim")
+		return fail("invalid JWT: no exp claim")
 	}
 	name, ok := claims[j.userClaim].(string)
 	if !ok || name == "" {
-		return "", time.Time{}, sluice.Errorf(sluice.CodeUnauthenticated, "invalid JWT: claim %q (jwt_user_claim), which names the Sluice user, is missing or not a string", j.userClaim)
+		return fail("invalid JWT: claim %q (jwt_user_claim), which names the Sluice user, is missing or not a string", j.userClaim)
 	}
-	return name, exp.Add(j.leeway), nil
+	return name, exp.Add(j.leeway), key, nil
+}
+
+// verifiedBy returns the identity of the key among keys that verifies the
+// signature of t, parsed from raw: the parser tries every key of a set and
+// does not say which one did (a JWT without kid is checked against every
+// key of its algorithm), so with more than one the signature is checked
+// again with each.
+func verifiedBy(t *jwt.Token, raw string, keys []publicKey) (string, bool) {
+	if len(keys) == 1 {
+		return keys[0].id, true
+	}
+	signed := raw[:strings.LastIndexByte(raw, '.')]
+	for _, k := range keys {
+		if t.Method.Verify(signed, t.Signature, k.key) == nil {
+			return k.id, true
+		}
+	}
+	return "", false
 }
 
 // uniqueMembers refuses a JWT whose header or payload names a member
@@ -294,10 +360,10 @@ func uniqueMembers(raw string) error {
 	return nil
 }
 
-// key returns the key that verifies t: the HS256 secret, or the JWKS key
-// its kid names, or with no kid every JWKS key of its algorithm. A key is
-// used only with its own algorithm.
-func (j *JWT) key(t *jwt.Token) (any, error) {
+// key returns the keys that may verify t: the HS256 secret, or the JWKS
+// key its kid names, or with no kid every JWKS key of its algorithm. A key
+// is used only with its own algorithm.
+func (j *JWT) key(t *jwt.Token) ([]publicKey, error) {
 	// RFC 7515 4.1.11: a JWT whose crit header names extensions the
 	// verifier does not understand must be refused; Sluice knows none.
 	if _, ok := t.Header["crit"]; ok {
@@ -309,7 +375,7 @@ func (j *JWT) key(t *jwt.Token) (any, error) {
 		if j.secret == nil {
 			return nil, errors.New("HS256 is not accepted (no jwt_hs256_secret)")
 		}
-		return j.secret, nil
+		return []publicKey{{alg: alg, key: j.secret, id: j.secretID}}, nil
 	}
 	if j.set == nil {
 		return nil, fmt.Errorf("%s is not accepted (no jwt_jwks_file or jwt_jwks_url)", alg)
@@ -334,18 +400,18 @@ func (j *JWT) key(t *jwt.Token) (any, error) {
 		if k.alg != alg {
 			return nil, fmt.Errorf("key %q is for %s, not %s", kid, k.alg, alg)
 		}
-		return k.key, nil
+		return []publicKey{k}, nil
 	}
-	var set jwt.VerificationKeySet
+	var ofAlg []publicKey
 	for _, k := range keys {
 		if k.alg == alg {
-			set.Keys = append(set.Keys, k.key)
+			ofAlg = append(ofAlg, k)
 		}
 	}
-	if len(set.Keys) == 0 {
+	if len(ofAlg) == 0 {
 		return nil, fmt.Errorf("no key for %s in %s", alg, j.set.source())
 	}
-	return set, nil
+	return ofAlg, nil
 }
 
 func keyByID(keys []publicKey, kid string) (publicKey, bool) {
@@ -377,6 +443,36 @@ func (j *JWT) generation() uint64 {
 	return j.set.gen.Load()
 }
 
+// HasKey reports whether the key identified by id (as Verify returns it,
+// sluice.Credential.JWTKey) still verifies JWTs: the HS256 secret, or a
+// key of the current set. A key set that could not be refreshed keeps its
+// keys (and JWTs are refused once it is too stale, but a stream is not
+// ended for that: only a set that no longer holds the key is a sign that
+// the key was withdrawn).
+func (j *JWT) HasKey(id string) bool {
+	switch {
+	case j == nil || id == "":
+		return false
+	case id == j.secretID:
+		return true
+	case j.set != nil:
+		return j.set.has(id)
+	}
+	return false
+}
+
+// OnKeysChanged makes f be called each time the key set changes (a
+// reload of jwt_jwks_file, a fetch of jwt_jwks_url that brought another
+// set), after the change, from the goroutine that made it, with no lock
+// held: the daemon ends there the streams of JWTs whose key is gone
+// (HasKey). A set that failed to load, or loaded unchanged, calls
+// nothing.
+func (j *JWT) OnKeysChanged(f func()) {
+	if j != nil && j.set != nil {
+		j.set.onChange.Store(&f)
+	}
+}
+
 // Run keeps the keys of jwt_jwks_url fresh until ctx ends (see
 // keyset.go); without a URL it returns at once.
 func (j *JWT) Run(ctx context.Context) {
@@ -388,13 +484,13 @@ func (j *JWT) Run(ctx context.Context) {
 // jwtCredential authenticates the bearer JWT raw: the user it names, read
 // from Postgres as for a password (so a deleted user is refused), with no
 // password hash (a password change does not concern a JWT, though it
-// ends the streams of every credential of the user that is not a token)
-// and the JWT's expiry.
+// ends the streams of every credential of the user that is not a token),
+// the JWT's expiry and the identity of the key that verified it.
 func (a *Authenticator) jwtCredential(ctx context.Context, raw string) (*sluice.Credential, error) {
 	if a.jwt == nil {
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the bearer token is a JWT, and this server accepts none (configure jwt_hs256_secret, jwt_hs256_secret_file, jwt_jwks_file or jwt_jwks_url)")
 	}
-	name, expires, err := a.jwt.Verify(raw)
+	name, expires, key, err := a.jwt.Verify(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -407,5 +503,6 @@ func (a *Authenticator) jwtCredential(ctx context.Context, raw string) (*sluice.
 	}
 	c.PasswordHash = ""
 	c.ExpiresAt = expires
+	c.JWTKey = key
 	return c, nil
 }

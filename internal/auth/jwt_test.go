@@ -158,16 +158,29 @@ func TestJWTVerify(t *testing.T) {
 		{"two alg headers", signRaw(t, `{"alg":"none","alg":"HS256"}`,
 			fmt.Sprintf(`{"sub":"rita","iss":%q,"aud":"sluice","exp":%d}`, cfg.Issuer, exp.Unix()), []byte(testSecret)), `the header names "alg" twice`},
 	}
+	// The identity of the key that verifies each accepted JWT.
+	hs256 := hs256ID([]byte(testSecret))
+	wantKeys := map[string]string{
+		"HS256":                   hs256,
+		"RS256 with kid":          must(keyID("RS256", &keys.rsa.PublicKey)),
+		"RS256 without kid":       must(keyID("RS256", &keys.rsa.PublicKey)),
+		"ES256":                   must(keyID("ES256", &keys.ec.PublicKey)),
+		"EdDSA":                   must(keyID("EdDSA", keys.ed.Public())),
+		"within leeway after exp": hs256,
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			user, expires, err := v.Verify(tt.token)
+			user, expires, key, err := v.Verify(tt.token)
 			if tt.want == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
 				if user != "rita" {
 					t.Errorf("user %q, want rita", user)
+				}
+				if key != wantKeys[tt.name] || !v.HasKey(key) {
+					t.Errorf("key %q (in the set: %v), want %q", key, v.HasKey(key), wantKeys[tt.name])
 				}
 				var wantExp time.Time
 				if strings.Contains(tt.name, "leeway") {
@@ -228,14 +241,14 @@ func TestJWTOnlyConfiguredAlgorithms(t *testing.T) {
 		t.Fatal(err)
 	}
 	pubDER := must(x509.MarshalPKIXPublicKey(&keys.rsa.PublicKey))
-	if _, _, err := onlyKeys.Verify(sign(t, jwt.SigningMethodHS256, "rsa-1", claims, pubDER)); err == nil || !strings.Contains(err.Error(), "signing method HS256 is invalid") {
+	if _, _, _, err := onlyKeys.Verify(sign(t, jwt.SigningMethodHS256, "rsa-1", claims, pubDER)); err == nil || !strings.Contains(err.Error(), "signing method HS256 is invalid") {
 		t.Errorf("HS256 with only a JWKS: %v, want signing method HS256 is invalid", err)
 	}
 	onlySecret, err := NewJWT([]byte(testSecret), nil, JWTConfig{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := onlySecret.Verify(sign(t, jwt.SigningMethodRS256, "", claims, keys.rsa)); err == nil || !strings.Contains(err.Error(), "signing method RS256 is invalid") {
+	if _, _, _, err := onlySecret.Verify(sign(t, jwt.SigningMethodRS256, "", claims, keys.rsa)); err == nil || !strings.Contains(err.Error(), "signing method RS256 is invalid") {
 		t.Errorf("RS256 with only a secret: %v, want signing method RS256 is invalid", err)
 	}
 }
@@ -319,7 +332,7 @@ func FuzzJWTVerify(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, token string) {
-		if user, _, err := v.Verify(token); err == nil {
+		if user, _, _, err := v.Verify(token); err == nil {
 			t.Fatalf("accepted %q as %q", token, user)
 		}
 	})

@@ -57,6 +57,9 @@ type keySet struct {
 	client *http.Client
 	now    func() time.Time
 	logger *slog.Logger
+	// onChange, when set, is called after the keys changed (see
+	// JWT.OnKeysChanged), with s.mu not held.
+	onChange atomic.Pointer[func()]
 
 	mu        sync.Mutex
 	keys      []publicKey
@@ -78,6 +81,26 @@ func (s *keySet) current() ([]publicKey, error) {
 		return nil, fmt.Errorf("the key set of jwt_jwks_url was last fetched at %s and could not be refreshed since (%v)", s.fetched.UTC().Format(time.RFC3339), s.lastError)
 	}
 	return s.keys, nil
+}
+
+// has reports whether the set holds the key identified by id (keyID).
+func (s *keySet) has(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, k := range s.keys {
+		if k.id == id {
+			return true
+		}
+	}
+	return false
+}
+
+// changed calls onChange, if set. The caller must not hold s.mu: what
+// onChange does asks has.
+func (s *keySet) changed() {
+	if f := s.onChange.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // source names the config key the keys come from, for error messages.
@@ -106,21 +129,28 @@ func (s *keySet) load(ctx context.Context) error {
 		return fmt.Errorf("jwt_jwks_file: %w", err)
 	}
 	s.mu.Lock()
-	s.replace(keys, b)
+	changed := s.replace(keys, b)
 	s.mu.Unlock()
+	if changed {
+		s.changed()
+	}
 	return nil
 }
 
 // replace makes keys, parsed from the set's JSON b, the keys in use. When
 // b differs from the set they replace, the generation moves: credentials
 // remembered before then count no more (a key removed from the set stops
-// verifying at once). The caller holds s.mu.
-func (s *keySet) replace(keys []publicKey, b []byte) {
+// verifying at once); it then reports true, and the caller calls changed
+// once it released s.mu (streams of a removed key end). The caller holds
+// s.mu.
+func (s *keySet) replace(keys []publicKey, b []byte) bool {
 	s.keys = keys
 	if d := sha256.Sum256(b); d != s.digest {
 		s.digest = d
 		s.gen.Add(1)
+		return true
 	}
+	return false
 }
 
 // fetch fetches the URL's set, unless a fetch is in flight, in which case
@@ -145,16 +175,22 @@ func (s *keySet) fetch(ctx context.Context) error {
 	keys, b, ttl, err := s.get(ctx)
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.fetching = nil
 	close(done)
 	if err != nil {
+		// The keys stay as they were: nothing changed.
 		s.lastError = fmt.Errorf("jwt_jwks_url: %w", err)
-		return s.lastError
+		err = s.lastError
+		s.mu.Unlock()
+		return err
 	}
 	now := s.now()
-	s.replace(keys, b)
+	changed := s.replace(keys, b)
 	s.fetched, s.fresh, s.lastError = now, now.Add(ttl), nil
+	s.mu.Unlock()
+	if changed {
+		s.changed()
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,7 @@ func TestJWKSURLRotation(t *testing.T) {
 		return sign(t, jwt.SigningMethodES256, kid, jwt.MapClaims{"sub": "rita", "exp": clk.Now().Add(time.Hour).Unix()}, key)
 	}
 	verify := func(tok string) error {
-		_, _, err := v.Verify(tok)
+		_, _, _, err := v.Verify(tok)
 		return err
 	}
 	if err := verify(token("old", old)); err != nil {
@@ -249,4 +250,100 @@ func TestCacheTTL(t *testing.T) {
 			t.Errorf("cacheTTL(%q) = %v, want %v", tt.header, got, tt.want)
 		}
 	}
+}
+
+// TestJWTKeyWithoutKid: a JWT without kid is checked against every key
+// of its algorithm, and Verify names the one that verified it.
+func TestJWTKeyWithoutKid(t *testing.T) {
+	t.Parallel()
+	a, b := ecKey(t), ecKey(t)
+	v, err := NewJWT(nil, marshalJWKS(t, map[string]any{"a": &a.PublicKey, "b": &b.PublicKey}), JWTConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*ecdsa.PrivateKey{a, b} {
+		_, _, key, err := v.Verify(sign(t, jwt.SigningMethodES256, "", jwt.MapClaims{"sub": "rita", "exp": time.Now().Add(time.Hour).Unix()}, k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := must(keyID("ES256", &k.PublicKey)); key != want {
+			t.Errorf("key %q, want %q", key, want)
+		}
+	}
+	if v.HasKey(must(keyID("ES256", &ecKey(t).PublicKey))) || v.HasKey("") {
+		t.Error("HasKey of a key not in the set")
+	}
+}
+
+// TestJWKSKeysChanged: OnKeysChanged's function is called after a reload
+// or a fetch that changes the set, when HasKey already answers for the
+// new set, and not after one that fails or brings the same set.
+func TestJWKSKeysChanged(t *testing.T) {
+	t.Parallel()
+	a, b := ecKey(t), ecKey(t)
+	idA, idB := must(keyID("ES256", &a.PublicKey)), must(keyID("ES256", &b.PublicKey))
+	both, onlyB := marshalJWKS(t, map[string]any{"a": &a.PublicKey, "b": &b.PublicKey}), marshalJWKS(t, map[string]any{"b": &b.PublicKey})
+
+	// check reloads v and checks how many times the function was called
+	// and what HasKey answered for a and b then.
+	type seen struct{ a, b bool }
+	check := func(t *testing.T, v *JWT, calls *[]seen, reloadErr bool, want []seen) {
+		t.Helper()
+		if err := v.Reload(t.Context()); (err != nil) != reloadErr {
+			t.Fatalf("Reload: %v", err)
+		}
+		if len(*calls) != len(want) {
+			t.Fatalf("called %d times, want %d", len(*calls), len(want))
+		}
+		for i := range want {
+			if (*calls)[i] != want[i] {
+				t.Errorf("call %d saw %+v, want %+v", i, (*calls)[i], want[i])
+			}
+		}
+	}
+	watch := func(v *JWT) *[]seen {
+		var calls []seen // Reload calls the function before it returns
+		v.OnKeysChanged(func() { calls = append(calls, seen{v.HasKey(idA), v.HasKey(idB)}) })
+		return &calls
+	}
+
+	t.Run("file", func(t *testing.T) {
+		t.Parallel()
+		path := t.TempDir() + "/jwks.json"
+		write := func(b []byte) {
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(both)
+		v, err := LoadJWT(t.Context(), JWTConfig{JWKSFile: path}, JWTDeps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := watch(v)
+		check(t, v, calls, false, nil) // the same set
+		write(onlyB)
+		check(t, v, calls, false, []seen{{false, true}})
+		write([]byte(`{"keys":[`))
+		check(t, v, calls, true, []seen{{false, true}}) // kept
+		if !v.HasKey(idB) {
+			t.Error("a broken file dropped the keys")
+		}
+	})
+	t.Run("URL", func(t *testing.T) {
+		t.Parallel()
+		srv := newJWKSServer(t, both)
+		v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL, JWKSHTTPLoopback: true}, JWTDeps{Client: srv.Client()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := watch(v)
+		check(t, v, calls, false, nil)
+		srv.publish(onlyB, 200)
+		check(t, v, calls, false, []seen{{false, true}})
+		srv.publish([]byte("down"), 503)
+		check(t, v, calls, true, []seen{{false, true}}) // kept
+		srv.publish(both, 200)
+		check(t, v, calls, false, []seen{{false, true}, {true, true}})
+	})
 }

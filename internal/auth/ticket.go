@@ -22,10 +22,11 @@ import (
 //   - good only for a stream request (the REST middleware refuses it on
 //     anything else), and, when asked, for one database only;
 //   - bound to the credential that made it: the stream it opens holds that
-//     credential (its API token, its password hash, its user, its expiry),
-//     so revoking the token, changing the password or deleting the user
-//     ends the stream like any other (changefeed.Guard). The ticket's own
-//     lifetime bounds only its redemption, not the stream.
+//     credential (its API token, its password hash, its user, its expiry,
+//     the key that verified its JWT), so revoking the token, changing the
+//     password, deleting the user or removing the JWT's key from the key
+//     set ends the stream like any other (changefeed.Guard). The ticket's
+//     own lifetime bounds only its redemption, not the stream.
 //
 // Tickets are rows in Postgres (migrations/0006_stream_tickets.sql),
 // stored as the SHA-256 of the secret like API tokens, rather than

@@ -33,6 +33,13 @@ import (
 // affected streams ended, before that commit can reach them. The tailer
 // also reads the version on every poll and wake-up (Tailer.Run), so a
 // stream ends within a poll interval even when nothing is committed.
+//
+// Two things end streams besides the access log, each on the replica
+// that holds them: a credential's expiry (a JWT's exp: a timer per
+// guard), and the removal of the key that verified a JWT from this
+// replica's key set (JWTKeysChanged, called after every change of the
+// set; a guard registered meanwhile checks its key under the same lock,
+// so none is missed).
 
 // Revoked is the error that ends a stream whose access was taken away: Err
 // is the client-facing *sluice.Error (Unauthenticated, Forbidden or
@@ -59,6 +66,7 @@ type guards struct {
 	logger     *slog.Logger
 	metrics    *metrics.Stream
 	checkGrant func(context.Context, *sluice.Grant) error
+	jwtKey     func(id string) bool // HubOptions.JWTKey; nil: no JWT keys
 	maxStreams int
 	maxPerUser int
 
@@ -75,7 +83,7 @@ type guards struct {
 
 func newGuards(log Log, o HubOptions) *guards {
 	gs := &guards{
-		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check,
+		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check, jwtKey: o.JWTKey,
 		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
 		all: map[*Guard]struct{}{}, perUser: map[int64]int{},
 	}
@@ -157,6 +165,13 @@ func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error))
 	if exp := grant.ExpiresAt; !exp.IsZero() && !time.Now().Before(exp) {
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the credential expired")
 	}
+	// Checked under gs.mu, as JWTKeysChanged checks the registered
+	// guards: a key removed before this check refuses the stream, one
+	// removed after it ends the stream there. A JWT verified before the
+	// removal, or a stream ticket made with it, comes this far.
+	if gs.jwtKeyGone(grant) {
+		return nil, errJWTKeyGone()
+	}
 	g := &Guard{gs: gs, grant: grant, end: end}
 	gs.all[g] = struct{}{}
 	gs.perUser[u.ID]++
@@ -168,6 +183,40 @@ func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error))
 		})
 	}
 	return g, nil
+}
+
+// errJWTKeyGone is the error of a stream whose JWT's key left the key set.
+func errJWTKeyGone() *sluice.Error {
+	return sluice.Errorf(sluice.CodeUnauthenticated, "the key that signed the JWT this stream was opened with was removed (jwt_jwks_file/jwt_jwks_url); authenticate again")
+}
+
+// jwtKeyGone reports whether grant's credential is a JWT whose key no
+// longer verifies JWTs (HubOptions.JWTKey).
+func (gs *guards) jwtKeyGone(grant *sluice.Grant) bool {
+	return grant.JWTKey != "" && gs.jwtKey != nil && !gs.jwtKey(grant.JWTKey)
+}
+
+// JWTKeysChanged ends, with an Unauthenticated error, every stream of
+// this process whose credential is a JWT (or a stream ticket made with
+// one) verified by a key that is no longer in the key set
+// (HubOptions.JWTKey): call it after every change of the set. Removing a
+// key is how an operator answers its compromise, and whoever holds the
+// key chose the JWT's exp, so its streams do not wait for it. It does not
+// wait on the streams (see Guard).
+func (h *Hub) JWTKeysChanged() {
+	gs := h.guards
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	ended := 0
+	for g := range gs.all {
+		if gs.jwtKeyGone(g.grant) {
+			gs.end(g, &Revoked{Err: errJWTKeyGone()})
+			ended++
+		}
+	}
+	if ended > 0 {
+		gs.logger.Info("ended the streams of JWTs whose key left the key set", "streams", ended)
+	}
 }
 
 // check runs HubOptions.Check, when there is one.

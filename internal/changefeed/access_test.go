@@ -259,3 +259,42 @@ func TestGuardEndsAtExpiry(t *testing.T) {
 		t.Fatalf("an expired grant: %v", err)
 	}
 }
+
+// A stream opened with a JWT ends when the JWT's key leaves the key set
+// (JWTKeysChanged), and one of another key, or of no JWT, does not; a
+// grant whose key is already gone is refused.
+func TestJWTKeysChangedEndsStreamsOfRemovedKeys(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	keys := map[string]bool{"ES256:a": true, "ES256:b": true}
+	h, l := newHub(t, HubOptions{JWTKey: func(id string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return keys[id]
+	}})
+	h.track(1, 0)
+	grant := func(key string) *sluice.Grant {
+		g := *ullaRead
+		g.TokenID, g.JWTKey = 0, key
+		return &g
+	}
+	a, b, none := guarded(t, h, grant("ES256:a"), nil), guarded(t, h, grant("ES256:b"), nil), guarded(t, h, grant(""), nil)
+
+	h.JWTKeysChanged() // nothing removed
+	mu.Lock()
+	delete(keys, "ES256:a")
+	mu.Unlock()
+	h.JWTKeysChanged()
+	if err := ended(t, a); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("the stream of the removed key ended with %v", err)
+	}
+	feedCommit(t, h, l.add())
+	for _, s := range []*Subscription{b, none} {
+		if got := receive(t, s, 1); got[0] != 1 {
+			t.Fatalf("received %v", got)
+		}
+	}
+	if _, err := h.Guard(context.Background(), grant("ES256:a"), func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("a grant of the removed key: %v", err)
+	}
+}

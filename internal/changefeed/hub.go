@@ -56,6 +56,10 @@ type HubOptions struct {
 	// Guard): nil when it still holds, else the error a request would
 	// get. Nil checks nothing.
 	Check func(context.Context, *sluice.Grant) error
+	// JWTKey reports whether the JWT key identified by id (a
+	// credential's JWTKey) still verifies JWTs: a stream whose key does
+	// not is refused, and ended by JWTKeysChanged. Nil checks nothing.
+	JWTKey func(id string) bool
 	// MaxStreams caps the open streams (guards) of the process, and
 	// MaxStreamsPerUser those of one user (the super user is exempt);
 	// 0: no cap.

@@ -11,7 +11,8 @@ import (
 )
 
 // CreateStreamTicket stores a stream ticket whose secret hashes to hash,
-// carrying credential c (its user, token, password hash and expiry), for
+// carrying credential c (its user, token, password hash, expiry and JWT
+// key), for
 // the database dbPath ("org/name"; empty: any), valid for ttl by
 // Postgres' clock (every replica judges expiry by the same clock). It
 // first deletes every expired ticket, so the table holds only live ones.
@@ -42,11 +43,11 @@ func (db *DB) CreateStreamTicket(ctx context.Context, hash []byte, c *sluice.Cre
 		}
 		// The ticket never outlives the credential that made it.
 		return tx.QueryRow(ctx, `INSERT INTO sluice.stream_tickets
-			(hash, user_id, token_id, password_sum, db_path, credential_expires_at, expires_at)
+			(hash, user_id, token_id, password_sum, db_path, credential_expires_at, expires_at, jwt_key)
 			VALUES ($1, $2, NULLIF($3, 0), CASE WHEN $4 = '' THEN NULL ELSE sha256(convert_to($4, 'UTF8')) END,
-				NULLIF($5, ''), $6, least(now() + make_interval(secs => $7), $6))
+				NULLIF($5, ''), $6, least(now() + make_interval(secs => $7), $6), NULLIF($8, ''))
 			RETURNING expires_at`,
-			hash, c.User.ID, c.TokenID, c.PasswordHash, dbPath, credExp, ttl.Seconds()).Scan(&expires)
+			hash, c.User.ID, c.TokenID, c.PasswordHash, dbPath, credExp, ttl.Seconds(), c.JWTKey).Scan(&expires)
 	})
 	return expires, mapError(err)
 }
@@ -68,13 +69,14 @@ func (db *DB) RedeemStreamTicket(ctx context.Context, hash []byte) (*sluice.Cred
 		passwordHash              string
 		dbPath                    *string
 		credExp                   *time.Time
+		jwtKey                    *string
 		byPassword                bool
 		live, tokenOK, passwordOK bool
 	)
 	// One statement, so the ticket, the user, the token and the access
 	// version come from one snapshot.
 	err := db.pool.QueryRow(ctx, `WITH t AS (DELETE FROM sluice.stream_tickets WHERE hash = $1 RETURNING *)
-		SELECT u.id, u.org, u.name, u.superuser, u.password_hash, t.token_id, t.db_path, t.credential_expires_at,
+		SELECT u.id, u.org, u.name, u.superuser, u.password_hash, t.token_id, t.db_path, t.credential_expires_at, t.jwt_key,
 			t.expires_at > now() AND (t.credential_expires_at IS NULL OR t.credential_expires_at > now()),
 			t.token_id IS NULL OR tok.revoked_at IS NULL AND tok.id IS NOT NULL,
 			t.password_sum IS NOT NULL,
@@ -82,7 +84,7 @@ func (db *DB) RedeemStreamTicket(ctx context.Context, hash []byte) (*sluice.Cred
 			`+accessVersionSQL+`
 		FROM t JOIN sluice.users u ON u.id = t.user_id
 		LEFT JOIN sluice.tokens tok ON tok.id = t.token_id`, hash).
-		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser, &passwordHash, &tokenID, &dbPath, &credExp, &live, &tokenOK, &byPassword, &passwordOK, &c.AccessVersion)
+		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser, &passwordHash, &tokenID, &dbPath, &credExp, &jwtKey, &live, &tokenOK, &byPassword, &passwordOK, &c.AccessVersion)
 	if errors.Is(mapError(err), errNotFound) {
 		return nil, "", sluice.Errorf(sluice.CodeUnauthenticated, "invalid stream ticket: unknown, already used or expired; get a new one with POST /api/stream-tickets")
 	}
@@ -106,6 +108,11 @@ func (db *DB) RedeemStreamTicket(ctx context.Context, hash []byte) (*sluice.Cred
 	}
 	if credExp != nil {
 		c.ExpiresAt = *credExp
+	}
+	if jwtKey != nil {
+		// The stream it opens is refused, or ended, once the key is no
+		// longer in this replica's set (changefeed.Guard).
+		c.JWTKey = *jwtKey
 	}
 	path := ""
 	if dbPath != nil {

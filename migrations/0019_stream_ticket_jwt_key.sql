@@ -1,0 +1,11 @@
+-- sluice:readable-by 16
+-- A stream ticket made with a JWT carries the identity of the key that
+-- verified the JWT (sluice.Credential.JWTKey: the algorithm and a digest
+-- of the public key, or of the HS256 secret's HMAC; never a secret), so
+-- that the stream it opens ends, like one opened with the JWT itself,
+-- when a reload or a fetch of the key set removes that key
+-- (changefeed.Hub.JWTKeysChanged). NULL for a ticket made with any other
+-- credential, and for one made by a binary of migrations 16 to 18, which
+-- do not know the column and run beside it unchanged (they name the
+-- columns they insert and read).
+ALTER TABLE sluice.stream_tickets ADD COLUMN jwt_key text;
