@@ -415,3 +415,47 @@ func TestSQLRoleHoldsUpOnlyItsOwnDatabase(t *testing.T) {
 		t.Fatalf("the replayed log %v, the tables %v", replayed, tables)
 	}
 }
+
+// TestOtherRolesFunctionsNeverRunAsSluice: Postgres picks, among the
+// functions visible on the search path, the one whose argument types
+// match best, in whatever schema; a role that may create in public (every
+// role, on a database made before Postgres 15) defines unnest(text[])
+// and to_jsonb of a table's row type, which Sluice's statements call
+// unqualified (the commit's notification, every read), and would have
+// them run as Sluice's role, with the capture off. Sluice's connections
+// search pg_catalog alone: neither ever runs.
+func TestOtherRolesFunctionsNeverRunAsSluice(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shadow", "type Note { text: String }")
+	w := newSQLWriter(t, d, "shadow")
+	sqlExec(t, d.DatabaseURL, "GRANT CREATE ON SCHEMA public TO "+pgx.Identifier{w.role}.Sanitize())
+	note := w.table("Note")
+	sqlExec(t, w.url,
+		"CREATE TABLE public.calls (fn text, who text)",
+		"GRANT INSERT ON public.calls TO PUBLIC",
+		`CREATE FUNCTION public.unnest(a text[]) RETURNS SETOF text LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO public.calls VALUES ('unnest', current_user);
+			RETURN QUERY SELECT x FROM pg_catalog.unnest(a) x;
+		END $$`,
+		`CREATE FUNCTION public.to_jsonb(r `+note+`) RETURNS jsonb LANGUAGE plpgsql AS $$
+		BEGIN
+			INSERT INTO public.calls VALUES ('to_jsonb', current_user);
+			RETURN pg_catalog.to_jsonb(r);
+		END $$`)
+	// A replica started now: no statement of its was planned before the
+	// functions existed.
+	b := dt.Start(t, dt.WithDatabaseURL(d.DatabaseURL))
+	b.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/shadow", `{"@type":"Note","@id":"n1","text":"one"}`)
+	b.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/shadow?id=Note/n1", nil)
+	b.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/shadow?type=Note&as_list=true", nil)
+	b.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/shadow", `{"query":"{ Note { text } }"}`, "Content-Type", "application/json")
+	var calls string
+	if err := queryString(d.DatabaseURL, "SELECT coalesce(string_agg(fn || ' as ' || who, ', '), '') FROM public.calls", &calls); err != nil {
+		t.Fatal(err)
+	}
+	if calls != "" {
+		t.Errorf("another role's functions ran in Sluice's statements: %s", calls)
+	}
+}

@@ -138,8 +138,24 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 // sets a deadline on the socket, and the backend runs on until it next
 // writes to it, which for a long sort or scan is when it is done. The
 // connection is then not used again (markCancels, notCancelled).
+//
+// The search path is pg_catalog alone (pg_temp last, never first): Sluice
+// names its own tables and functions with their schemas, and among the
+// functions and operators on the path Postgres picks the one whose
+// argument types match best, in whatever schema. With public on the path,
+// a role that may create there (every role, on a database made before
+// Postgres 15) could define unnest(text[]) or to_jsonb of a table's row
+// type, and Sluice's statements would run it as Sluice's role, the capture
+// off. The settings that shape values as text (numbers, times, intervals)
+// are fixed too, whatever the database's or role's defaults say: images
+// are JSON rendered by Postgres, and Sluice parses them.
 func (o options) configure(cfg *pgconn.Config, appName string) {
 	cfg.RuntimeParams["jit"] = "off"
+	cfg.RuntimeParams["search_path"] = "pg_catalog, pg_temp"
+	cfg.RuntimeParams["extra_float_digits"] = "3"
+	cfg.RuntimeParams["TimeZone"] = "UTC"
+	cfg.RuntimeParams["DateStyle"] = "ISO"
+	cfg.RuntimeParams["IntervalStyle"] = "postgres"
 	// Sluice's own writes record themselves; the capture triggers skip
 	// them by this setting (capture.go).
 	cfg.RuntimeParams[writerSetting] = "on"

@@ -20,12 +20,12 @@ func TestTransactSendsBeginWithItsFirstStatement(t *testing.T) {
 	t.Parallel()
 	db, _, _, _ := openNotes(t)
 	ctx := context.Background()
-	if _, err := db.pool.Exec(ctx, "CREATE TABLE t (k text PRIMARY KEY)"); err != nil {
+	if _, err := db.pool.Exec(ctx, "CREATE TABLE public.t (k text PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
 	has := func(k string) bool {
 		var n int
-		if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM t WHERE k = $1", k).Scan(&n); err != nil {
+		if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM public.t WHERE k = $1", k).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n == 1
@@ -43,7 +43,7 @@ func TestTransactSendsBeginWithItsFirstStatement(t *testing.T) {
 	}{
 		{"batch, then an error: rolled back", func(tx *Tx) error {
 			b := &pgx.Batch{}
-			b.Queue("INSERT INTO t VALUES ('a')")
+			b.Queue("INSERT INTO public.t VALUES ('a')")
 			if err := tx.tx.SendBatch(ctx, b).Close(); err != nil {
 				return err
 			}
@@ -54,11 +54,11 @@ func TestTransactSendsBeginWithItsFirstStatement(t *testing.T) {
 			if err := tx.tx.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 				return errors.Join(err, errors.New("SELECT 1 answered otherwise"))
 			}
-			_, err := tx.tx.Exec(ctx, "INSERT INTO t VALUES ('b')")
+			_, err := tx.tx.Exec(ctx, "INSERT INTO public.t VALUES ('b')")
 			return err
 		}, nil, []string{"b"}},
 		{"exec first: committed", func(tx *Tx) error {
-			_, err := tx.tx.Exec(ctx, "INSERT INTO t VALUES ('c')")
+			_, err := tx.tx.Exec(ctx, "INSERT INTO public.t VALUES ('c')")
 			return err
 		}, nil, []string{"c"}},
 		{"a failing first statement keeps its error", func(tx *Tx) error {
