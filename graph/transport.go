@@ -218,7 +218,9 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 			// check says (rest/bodies.go).
 			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, l.Refusal())
 		}
-		if err := decodeObject([]byte(v), param.dst); err != nil {
+		if err := decodeObject([]byte(v), param.dst); errors.Is(err, errTooManyValues) {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %v", param.name, err)
+		} else if err != nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, sluice.DecodeError(err).Message)
 		}
 	}
@@ -321,12 +323,16 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 		}
 	}
 	if !isNull(raw["variables"]) {
-		if err := decodeObject(raw["variables"], &p.Variables); err != nil {
+		if err := decodeObject(raw["variables"], &p.Variables); errors.Is(err, errTooManyValues) {
+			return nil, "the variables parameter: " + err.Error()
+		} else if err != nil {
 			return nil, "the variables parameter must be an object"
 		}
 	}
 	if !isNull(raw["extensions"]) {
-		if err := decodeObject(raw["extensions"], &p.Extensions); err != nil {
+		if err := decodeObject(raw["extensions"], &p.Extensions); errors.Is(err, errTooManyValues) {
+			return nil, "the extensions parameter: " + err.Error()
+		} else if err != nil {
 			return nil, "the extensions parameter must be an object"
 		}
 	}
@@ -352,6 +358,9 @@ func decodeObject(b []byte, dst any) error {
 	if len(b) == 0 || b[0] != '{' {
 		return errors.New("expected a JSON object")
 	}
+	if jsonValues(b) > maxParamValues {
+		return errTooManyValues
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	if err := dec.Decode(dst); err != nil {
@@ -361,6 +370,46 @@ func decodeObject(b []byte, dst any) error {
 		return errors.New("unexpected data after the JSON object")
 	}
 	return nil
+}
+
+// maxParamValues bounds the JSON values (numbers, strings, booleans,
+// nulls, arrays and objects; about, see jsonValues) of a request's
+// variables, and of its extensions, counted before they are decoded.
+// Decoded, a small value costs about twenty times its size (an entry of a
+// map or a slice, an interface, a string header): an 8 MiB body of ""
+// held 200 MB until the limits of the arguments it fed (1,000 ids, 1,000
+// filter terms) refused it, so a few concurrent requests held gigabytes.
+// 100,000 values hold a mutation of thousands of documents; larger
+// batches belong to the REST API (NDJSON, read as it arrives).
+const maxParamValues = 100_000
+
+// errTooManyValues is the error of parameters past maxParamValues.
+var errTooManyValues = fmt.Errorf("it holds more than %d JSON values, the most a request may send (larger batches of documents: use the REST API)", maxParamValues)
+
+// jsonValues returns about how many values the JSON text b holds, at least
+// as many as it does: one, and one more for each array or object and each
+// comma outside strings. It is a count, not a check: the decoder checks.
+func jsonValues(b []byte) int {
+	n := 1
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ',' || c == '[' || c == '{':
+			n++
+		}
+	}
+	return n
 }
 
 // invalidRequest returns the error of a malformed request.

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -63,6 +64,40 @@ func TestParseRequestBodyErrors(t *testing.T) {
 	} {
 		if _, msg := ParseRequestBody([]byte(body)); msg != want {
 			t.Errorf("%q: %q, want %q", body, msg, want)
+		}
+	}
+}
+
+// TestParamsValueLimit: variables (and extensions) of more than
+// maxParamValues JSON values are refused, naming the limit, before they
+// are decoded, on every way a request sends them; a comma or bracket
+// inside a string is not a value.
+func TestParamsValueLimit(t *testing.T) {
+	ids := func(n int) string {
+		return `{"ids":[` + strings.TrimSuffix(strings.Repeat(`"",`, n), ",") + `]}`
+	}
+	for _, c := range []struct {
+		vars string
+		ok   bool
+	}{
+		{ids(maxParamValues - 2), true}, // the object, the array and the ids
+		{ids(maxParamValues - 1), false},
+		{`{"s":"` + strings.Repeat(`,[{`, maxParamValues) + `"}`, true},
+		{`{"s":"\"` + strings.Repeat(`,`, maxParamValues) + `"}`, true},
+	} {
+		p, msg := ParseRequestBody([]byte(`{"query":"{ a }","variables":` + c.vars + `}`))
+		if c.ok && (msg != "" || p.Variables == nil) {
+			t.Errorf("variables of %d bytes within the limit: %q", len(c.vars), msg)
+		}
+		if !c.ok && !strings.Contains(msg, "the variables parameter: it holds more than 100000 JSON values") {
+			t.Errorf("variables of %d bytes past the limit: %q", len(c.vars), msg)
+		}
+		if _, msg := ParseRequestBody([]byte(`{"query":"{ a }","extensions":` + c.vars + `}`)); c.ok == (msg != "") {
+			t.Errorf("extensions of %d bytes: %q", len(c.vars), msg)
+		}
+		r := httptest.NewRequest("GET", "/api/graphql/a/b?query=%7B+a+%7D&variables="+url.QueryEscape(c.vars), nil)
+		if _, err := ReadParams(r, 0); c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "variables: it holds more than") {
+			t.Errorf("GET variables of %d bytes: %v", len(c.vars), err)
 		}
 	}
 }
