@@ -157,7 +157,7 @@ func options() []option {
 			"largest request header block in bytes (16 KiB), and largest graphql-ws message before connection_ack: what a client may send before it is authenticated",
 			func(c *Config, n int64) error { c.MaxHeaderBytes = n; return nil }),
 		int64Option("graphql_max_body_bytes", "8388608",
-			"largest GraphQL request body over HTTP in bytes (8 MiB): its variables are decoded whole, at up to about twenty times their size; send large writes to REST as NDJSON",
+			"largest GraphQL request body over HTTP in bytes (8 MiB): its variables are decoded whole, at most 100,000 JSON values (counted before they are decoded; decoded, small values cost up to about twenty times their size); send large writes to REST as NDJSON",
 			func(c *Config, n int64) error { c.GraphQLMaxBodyBytes = n; return nil }),
 		countOption("max_write_documents", "1000000",
 			"most documents one write request may hold, an NDJSON stream's included (the answer lists every id written, and the request keeps them meanwhile: about 100 bytes each)",
