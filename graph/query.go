@@ -490,8 +490,14 @@ func (x *execution) changes(c *sluice.Commit, cf graphql.CollectedField, include
 		if x.es.schema.Class(doc.Type) == nil {
 			continue // a class the schema no longer has
 		}
-		if f != nil && !filter.Match(f, doc, x.lookup) {
-			continue
+		if f != nil {
+			ok, err := filter.MatchContext(x.ctx, f, doc, x.lookup)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok {
+				continue
+			}
 		}
 		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: "commit"})
 	}

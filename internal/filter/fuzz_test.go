@@ -2,6 +2,7 @@ package filter_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -19,7 +20,8 @@ enum Color { RED GREEN }
 
 // FuzzParse feeds arbitrary JSON to Parse: it must never panic, must
 // refuse only with CodeInvalid, and a filter it accepts must evaluate
-// without panicking and be within the limits.
+// without panicking, the same with memoization as without, and be within
+// the limits.
 func FuzzParse(f *testing.F) {
 	s, err := schema.Parse(fuzzSDL)
 	if err != nil {
@@ -76,7 +78,10 @@ func FuzzParse(f *testing.F) {
 		if n := countNodes(e); n > 2*filter.MaxTerms+1 {
 			t.Fatalf("accepted a filter of %d nodes", n)
 		}
-		filter.Match(e, doc, lookup)
+		got := filter.Match(e, doc, lookup)
+		if want, _, err := filter.MatchSteps(context.Background(), e, doc, lookup, false, 0); err == nil && got != want {
+			t.Fatalf("Match = %v with memoization, %v without", got, want)
+		}
 	})
 }
 

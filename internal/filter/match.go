@@ -1,6 +1,8 @@
 package filter
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 // Lookup returns the document with the given id, or nil when there is none.
 // Match calls it for filters through references; the caller batches the
 // reads (a subscription fetches the referenced documents of an event once).
+// Match calls it at most once per id and takes its answer as the document
+// for the whole evaluation.
 type Lookup func(id string) *sluice.Document
 
 // Match reports whether doc matches e, with the semantics of the SQL
@@ -17,21 +21,101 @@ type Lookup func(id string) *sluice.Document
 // normalized form of sluice.Document, or as json.Decoder.UseNumber leaves
 // them (json.Number) for values read from change JSON. lookup may be nil
 // when e has no filter through a reference (such a filter is then false).
+//
+// Match is MatchContext without a context: an evaluation that goes past
+// MaxMatchSteps is false. Callers that can report an error or that have a
+// request's context use MatchContext.
 func Match(e Expr, doc *sluice.Document, lookup Lookup) bool {
+	ok, _ := MatchContext(context.Background(), e, doc, lookup)
+	return ok
+}
+
+// MatchContext is Match, stopping with an error when ctx is done (its
+// error) or when the evaluation goes past MaxMatchSteps (a
+// sluice.CodeInvalid error saying so).
+//
+// The result of each filter through a reference on each referenced
+// document is computed once per call and remembered: a filter that follows
+// references through documents that reference each other (friends of
+// friends of friends…) costs the filter's nodes times the distinct
+// documents it reaches, not the number of paths through them, which grows
+// as the lists' lengths to the power of the nesting.
+func MatchContext(ctx context.Context, e Expr, doc *sluice.Document, lookup Lookup) (bool, error) {
+	m := newMatcher(ctx, lookup)
+	ok := m.match(e, doc)
+	if m.err != nil {
+		return false, m.err
+	}
+	return ok, nil
+}
+
+// errTooManySteps is the error of an evaluation past MaxMatchSteps.
+var errTooManySteps = &sluice.Error{Code: sluice.CodeInvalid, Message: fmt.Sprintf(
+	"the filter takes more than %d steps to evaluate on a changed document and the documents it references; use a filter that follows fewer references", MaxMatchSteps)}
+
+type matcher struct {
+	ctx    context.Context
+	lookup Lookup
+	// docs holds the documents lookup returned, by id (nil: none).
+	docs map[string]*sluice.Document
+	// memo holds the result of each filter through a reference (a Ref's
+	// Expr, a reference Quant's Elem) on each referenced document by id.
+	// noMemo turns it off (the tests compare with the evaluation without
+	// it).
+	memo   map[memoKey]bool
+	noMemo bool
+	// steps counts the calls of object, element and scalar, up to
+	// maxSteps; err is ctx's error or errTooManySteps once the evaluation
+	// stops (every call then returns false at once).
+	steps, maxSteps int
+	err             error
+}
+
+type memoKey struct {
+	e  Expr
+	id string
+}
+
+func newMatcher(ctx context.Context, lookup Lookup) *matcher {
+	return &matcher{ctx: ctx, lookup: lookup, maxSteps: MaxMatchSteps}
+}
+
+func (m *matcher) match(e Expr, doc *sluice.Document) bool {
 	if doc == nil {
 		return false
 	}
-	m := &matcher{lookup: lookup}
 	return m.object(e, doc.ID, doc.Fields)
 }
 
-type matcher struct {
-	lookup Lookup
+// ctxCheckSteps is how often, in steps, step looks at the context (from
+// the first step: a request already ended does not start).
+const ctxCheckSteps = 1024
+
+// step counts one step; it is false when the evaluation must stop.
+func (m *matcher) step() bool {
+	if m.err != nil {
+		return false
+	}
+	m.steps++
+	if m.steps > m.maxSteps {
+		m.err = errTooManySteps
+		return false
+	}
+	if m.steps%ctxCheckSteps == 1 {
+		if err := m.ctx.Err(); err != nil {
+			m.err = err
+			return false
+		}
+	}
+	return true
 }
 
 // object evaluates e on an object whose id is id ("" for subdocuments) and
 // whose fields are fields.
 func (m *matcher) object(e Expr, id string, fields map[string]any) bool {
+	if !m.step() {
+		return false
+	}
 	switch x := e.(type) {
 	case *And:
 		for _, s := range x.Exprs {
@@ -60,12 +144,7 @@ func (m *matcher) object(e Expr, id string, fields map[string]any) bool {
 		v, ok := fields[x.Field.Name]
 		return ok && compare(x, v)
 	case *Ref:
-		ref, ok := refID(fields[x.Field.Name])
-		if !ok || m.lookup == nil {
-			return false
-		}
-		d := m.lookup(ref)
-		return d != nil && m.object(x.Expr, d.ID, d.Fields)
+		return m.ref(x.Expr, fields[x.Field.Name])
 	case *Sub:
 		sub, ok := fields[x.Field.Name].(map[string]any)
 		return ok && m.object(x.Expr, "", sub)
@@ -75,6 +154,9 @@ func (m *matcher) object(e Expr, id string, fields map[string]any) bool {
 			if m.element(x, it) != x.All {
 				return !x.All
 			}
+			if m.err != nil {
+				return false
+			}
 		}
 		return x.All
 	}
@@ -83,14 +165,12 @@ func (m *matcher) object(e Expr, id string, fields map[string]any) bool {
 
 // element evaluates q's element filter on one list element.
 func (m *matcher) element(q *Quant, v any) bool {
+	if !m.step() {
+		return false
+	}
 	switch q.Field.Type.Kind {
 	case sluice.TypeReference:
-		ref, ok := refID(v)
-		if !ok || m.lookup == nil {
-			return false
-		}
-		d := m.lookup(ref)
-		return d != nil && m.object(q.Elem, d.ID, d.Fields)
+		return m.ref(q.Elem, v)
 	case sluice.TypeSubdocument:
 		sub, ok := v.(map[string]any)
 		return ok && m.object(q.Elem, "", sub)
@@ -98,9 +178,54 @@ func (m *matcher) element(q *Quant, v any) bool {
 	return m.scalar(q.Elem, v)
 }
 
+// ref evaluates e on the document that the reference v names: false when
+// v is not a reference or there is no such document. The result is
+// remembered for e and the document's id: e is a node of the filter and
+// the document is the one lookup returned for the id, so the result is
+// the same wherever the evaluation meets the pair again. (The document
+// being matched is never looked up under its own id by Match: a change's
+// document may differ from the stored one lookup returns.)
+func (m *matcher) ref(e Expr, v any) bool {
+	id, ok := refID(v)
+	if !ok || m.lookup == nil {
+		return false
+	}
+	k := memoKey{e, id}
+	if r, ok := m.memo[k]; ok {
+		return r
+	}
+	d := m.doc(id)
+	r := d != nil && m.object(e, d.ID, d.Fields)
+	if m.err == nil && !m.noMemo {
+		if m.memo == nil {
+			m.memo = make(map[memoKey]bool)
+		}
+		m.memo[k] = r
+	}
+	return r
+}
+
+// doc returns lookup's document for id, calling lookup once per id.
+func (m *matcher) doc(id string) *sluice.Document {
+	if d, ok := m.docs[id]; ok {
+		return d
+	}
+	d := m.lookup(id)
+	if !m.noMemo {
+		if m.docs == nil {
+			m.docs = make(map[string]*sluice.Document)
+		}
+		m.docs[id] = d
+	}
+	return d
+}
+
 // scalar evaluates e, made of And, Or, Not and Compare with a nil Field, on
 // the scalar value v.
 func (m *matcher) scalar(e Expr, v any) bool {
+	if !m.step() {
+		return false
+	}
 	switch x := e.(type) {
 	case *And:
 		for _, s := range x.Exprs {
