@@ -31,6 +31,12 @@
 // untrusted input after GraphQL variables are substituted, and its cost in
 // Postgres grows with its terms, its nesting and its regexes.
 //
+// Match has no statement_timeout: it remembers the result of each filter
+// through a reference on each referenced document, so that its cost is the
+// filter's nodes times the distinct documents it reaches rather than the
+// paths through them, and stops past MaxMatchSteps or when MatchContext's
+// context is done.
+//
 // The package depends only on the domain package, so both the GraphQL layer
 // and the storage layer (internal/postgres, below it) can use it.
 package filter
