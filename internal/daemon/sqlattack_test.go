@@ -273,13 +273,15 @@ func TestForgedCountIsBounded(t *testing.T) {
 
 // FuzzSQLCapture: whatever sluice.* settings another role sets in its
 // transaction (the names the capture read before, Sluice's writer flag,
-// anything), and whichever write it then makes, its database's log
-// replays to its table, every change row has its commit with the count it
-// holds, no registration outlives its transaction, and the other
-// database's log is untouched.
+// anything), whatever value it gives one of the ordinary settings that
+// change how Postgres writes values as text or reads SQL
+// (captureSessionSettings), and whichever write it then makes, its
+// database's log replays to its table, every change row has its commit
+// with the count it holds, no registration outlives its transaction, and
+// the other database's log is untouched.
 func FuzzSQLCapture(f *testing.F) {
 	d := dt.Start(f)
-	d.CreateDatabase(f, "fuzzed", "type Note { text: String n: Int }")
+	d.CreateDatabase(f, "fuzzed", "type Note { text: String n: Int x: Float at: DateTime xs: [Float!] }")
 	d.CreateDatabase(f, "other", "type Note { text: String }")
 	mine, other := dbID(f, d, "fuzzed"), dbID(f, d, "other")
 	d.MustDo(f, 200, dt.Admin(), "POST", "/api/document/admin/other", `{"@type":"Note","@id":"Note/o","text":"o"}`)
@@ -289,30 +291,33 @@ func FuzzSQLCapture(f *testing.F) {
 	for _, s := range []struct {
 		name, value string
 		op          uint8
+		setting     uint8
+		to          string
 	}{
-		{fmt.Sprintf("capture_n_%d", mine), "0", 0},
-		{fmt.Sprintf("capture_n_%d", mine), "2147483647", 1},
-		{fmt.Sprintf("capture_uid_%d", mine), "1", 0},
-		{fmt.Sprintf("capture_uid_%d", other), "1", 2},
-		{fmt.Sprintf("capture_n_%d", mine), "-5", 3},
-		{"writer", "on", 0},
-		{"author", "x", 4},
-		{fmt.Sprintf("capture_uid_%d", mine), "9223372036854775807", 5},
-		{"message", "", 6},
+		{fmt.Sprintf("capture_n_%d", mine), "0", 0, 0, "-15"},
+		{fmt.Sprintf("capture_n_%d", mine), "2147483647", 1, 1, "Asia/Kolkata"},
+		{fmt.Sprintf("capture_uid_%d", mine), "1", 0, 2, "SQL, DMY"},
+		{fmt.Sprintf("capture_uid_%d", other), "1", 2, 3, "sql_standard"},
+		{fmt.Sprintf("capture_n_%d", mine), "-5", 3, 1, "Europe/Amsterdam"},
+		{"writer", "on", 0, 4, "off"},
+		{"author", "x", 4, 5, "escape"},
+		{fmt.Sprintf("capture_uid_%d", mine), "9223372036854775807", 5, 0, "0"},
+		{"message", "", 6, 2, "German"},
 	} {
-		f.Add(s.name, s.value, s.op)
+		f.Add(s.name, s.value, s.op, s.setting, s.to)
 	}
-	f.Fuzz(func(t *testing.T, name, value string, op uint8) {
+	f.Fuzz(func(t *testing.T, name, value string, op, setting uint8, to string) {
 		stmts := []string{
 			// A setting whose name or value Postgres refuses ends the
 			// attempt: nothing to check but that it left nothing.
 			fmt.Sprintf("SELECT set_config('sluice.' || %s, %s, true)", quote(name), quote(value)),
+			fmt.Sprintf("SELECT set_config(%s, %s, true)", quote(captureSessionSettings[int(setting)%len(captureSessionSettings)]), quote(to)),
 		}
 		switch op % 7 {
 		case 0:
-			stmts = append(stmts, "INSERT INTO "+tbl+" (text, n) VALUES ('ins', 1)")
+			stmts = append(stmts, "INSERT INTO "+tbl+" (text, n, x, at, xs) VALUES ('ins', 1, 3.14159265, '1880-01-01T00:00:00.5Z', '[0.1, 1e300]')")
 		case 1:
-			stmts = append(stmts, "UPDATE "+tbl+" SET n = coalesce(n, 0) + 1 WHERE _id IN (SELECT _id FROM "+tbl+" ORDER BY _id LIMIT 2)")
+			stmts = append(stmts, "UPDATE "+tbl+" SET n = coalesce(n, 0) + 1, x = coalesce(x, 0) + 0.1, at = '1900-06-01T12:00:00Z' WHERE _id IN (SELECT _id FROM "+tbl+" ORDER BY _id LIMIT 2)")
 		case 2:
 			stmts = append(stmts, "DELETE FROM "+tbl+" WHERE _id IN (SELECT _id FROM "+tbl+" ORDER BY _id LIMIT 1)")
 		case 3:
@@ -336,6 +341,11 @@ func FuzzSQLCapture(f *testing.F) {
 		}
 	})
 }
+
+// captureSessionSettings are the ordinary settings FuzzSQLCapture gives
+// a value: those that change how Postgres writes a value as text, or how
+// it reads SQL.
+var captureSessionSettings = []string{"extra_float_digits", "TimeZone", "DateStyle", "IntervalStyle", "standard_conforming_strings", "bytea_output"}
 
 // quote returns s as a SQL string literal (Postgres' standard strings:
 // only the quote is special).
