@@ -1,40 +1,53 @@
 -- sluice:readable-by 16
 -- A row written in SQL is recorded, and checked, the same whatever the
--- writing role's session settings.
+-- writing role's session settings, and is at most 16 MiB.
 --
 -- The capture functions record a row's image as row_to_json gives it, and
--- check it as to_jsonb gives it, in text that follows the session's
--- settings: with extra_float_digits = -15 a Float 3.14159265 was recorded
--- as 3, and in time zone Asia/Kolkata a DateTime before 1900 with the
--- local mean time's offset, +05:53:28, which RFC 3339 (and so Sluice's
--- reader) has no room for: the log lost the value while the table kept
--- it. And their own SQL is read by the session's standard_conforming_
--- strings: off, the "\." of is_value's DateTime pattern read as ".", and
--- a list took "2020-01-01T00:00:00Z1Z" (Postgres reads it as 01:00 UTC;
--- the API cannot). Their function-level SET fixed only search_path; it now
--- fixes every setting that changes how a value is written as text, or how
--- the functions' SQL reads:
+-- check it as to_jsonb gives it: in text that follows the session's
+-- settings. With extra_float_digits = -15 a Float 3.14159265 was recorded
+-- as 3; in time zone Asia/Kolkata a DateTime before 1900 was written with
+-- the local mean time's offset, +05:53:28, which RFC 3339 (and so
+-- Sluice's reader of the log) has no room for: the log lost the value
+-- while the table kept it. And the functions' own SQL is read by the
+-- session's standard_conforming_strings: off, the "\." of is_value's
+-- DateTime pattern read as ".", and a list took "2020-01-01T00:00:00Z1Z"
+-- (Postgres reads it as 01:00 UTC; the API cannot). Their SET fixed only
+-- search_path; it now also fixes every setting that changes how a value
+-- is written as text, or how their SQL reads: extra_float_digits = 3
+-- (floats written exactly: the shortest exact text since Postgres 12),
+-- TimeZone = 'UTC', DateStyle = 'ISO, MDY' and IntervalStyle = 'postgres'
+-- (JSON writes times as ISO 8601 whatever DateStyle; fixed all the same,
+-- so that nothing depends on it), and standard_conforming_strings = on.
 --
---   extra_float_digits = 3         floats written exactly (shortest
---                                  exact text since Postgres 12)
---   TimeZone = 'UTC'               times with offset +00:00
---   DateStyle = 'ISO, MDY'         (JSON writes times as ISO 8601 anyway;
---   IntervalStyle = 'postgres'      fixed so that no output depends on
---                                   the session)
---   standard_conforming_strings = on
+-- They are fixed on each function a capture trigger calls (capture_change
+-- and capture_truncate, which write the images) and on check_document,
+-- which checks them. check_fields and is_value run only inside
+-- check_document (no other role may execute them, migration 11), under
+-- its settings; a SET on is_value, a SQL function, would keep it from
+-- being inlined into check_fields' queries. bytea_output is left: no
+-- column of Sluice's is bytea. The SETs cost about a microsecond a call.
 --
--- on each function a capture trigger calls: capture_change and
--- capture_truncate, which write the images, and check_document, which
--- checks them. check_fields and is_value run only inside check_document
--- (no other role may execute them, migration 11), under its settings; a
--- SET on is_value, a SQL function, would keep it from being inlined into
--- check_fields' queries. bytea_output is not fixed: no column of Sluice's
--- is bytea. A SET costs about a microsecond per call.
+-- A row written in SQL whose image is more than 16 MiB (16,777,216 bytes
+-- of JSON, the text the log records) is refused, on INSERT and UPDATE,
+-- with an error naming the cap (program_limit_exceeded). The only limit
+-- was jsonb's, 256 MB: one row of 249 MB took a replica's heap to 1.7 GB
+-- as the log was read (every reader of the log reads a change row whole,
+-- and decodes its images), and stalled every database's streams. The
+-- trigger cannot read Sluice's settings (max_body_bytes, which bounds an
+-- API write, is each replica's own), so the cap is fixed, at a quarter
+-- of max_body_bytes' default (64 MiB): another role's writes are bound
+-- by no budget of Sluice's (connections, spool, rate), and an UPDATE
+-- records the row before and after. A document the API wrote larger can
+-- still be read and deleted in SQL, and updated to 16 MiB or less. It is
+-- the image's text that is measured, once, as capture_change makes it to
+-- record it (an ordinary row costs nothing more): jsonb's size does not
+-- bound it (a number 1e-16000, a few bytes of jsonb, is written with
+-- 16,000 zeros). Deletions are not bounded: the row is there already.
 --
--- The functions' bodies are those of migrations 11 (capture_change), 14
--- (capture_truncate) and 17 (check_document). Binaries that know
--- migration 16 run beside it unchanged: they call the functions as
--- before.
+-- The bodies are those of migrations 11 (capture_change, with the image
+-- made once), 14 (capture_truncate) and 17 (check_document). Binaries
+-- that know migration 16 run beside it unchanged: they call the functions
+-- as before.
 
 CREATE OR REPLACE FUNCTION sluice.capture_change() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
@@ -44,23 +57,31 @@ DECLARE
     db bigint := TG_ARGV[0]::bigint;
     u bigint := sluice.tx_uid(db);
     i integer := sluice.next_change(u);
+    img text;
 BEGIN
-    IF TG_OP = 'INSERT' THEN
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        -- The row's image, made once: measured here, recorded below.
+        img := row_to_json(NEW)::text;
+        IF octet_length(img) > 16777216 THEN
+            RAISE EXCEPTION 'document %: its row is % bytes as JSON, more than 16 MiB (16777216 bytes), the most Sluice records of a row written in SQL', NEW._id, octet_length(img)
+                USING ERRCODE = 'program_limit_exceeded';
+        END IF;
         PERFORM sluice.check_document(TG_TABLE_NAME, to_jsonb(NEW), TG_ARGV);
+    END IF;
+    IF TG_OP = 'INSERT' THEN
         IF NEW._commit_uid IS DISTINCT FROM u THEN
             RAISE EXCEPTION 'document %: _commit_uid is Sluice''s own: leave it out of an INSERT (and leave Sluice''s constraints deferred: no SET CONSTRAINTS … IMMEDIATE)', NEW._id
                 USING ERRCODE = 'check_violation';
         END IF;
         INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
-        VALUES (u, i, ARRAY[NEW._id], ARRAY[1::smallint], NULL, '[' || row_to_json(NEW)::text || ']');
+        VALUES (u, i, ARRAY[NEW._id], ARRAY[1::smallint], NULL, '[' || img || ']');
     ELSIF TG_OP = 'UPDATE' THEN
-        PERFORM sluice.check_document(TG_TABLE_NAME, to_jsonb(NEW), TG_ARGV);
         IF NEW._commit_uid IS DISTINCT FROM u THEN
             RAISE EXCEPTION 'document %: its commit ended while the statement ran (leave Sluice''s constraints deferred: no SET CONSTRAINTS … IMMEDIATE)', NEW._id
                 USING ERRCODE = 'object_not_in_prerequisite_state';
         END IF;
         INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
-        VALUES (u, i, ARRAY[NEW._id], ARRAY[2::smallint], '[' || row_to_json(OLD)::text || ']', '[' || row_to_json(NEW)::text || ']');
+        VALUES (u, i, ARRAY[NEW._id], ARRAY[2::smallint], '[' || row_to_json(OLD)::text || ']', '[' || img || ']');
     ELSE
         INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
         VALUES (u, i, ARRAY[OLD._id], ARRAY[3::smallint], '[' || row_to_json(OLD)::text || ']', NULL);

@@ -271,6 +271,64 @@ func TestForgedCountIsBounded(t *testing.T) {
 	}
 }
 
+// maxSQLRowBytes is the most a row written in SQL may be as JSON, the
+// text of its image in the log (migration 20).
+const maxSQLRowBytes = 16 << 20
+
+// TestSQLRowSizeIsCapped: a row written in SQL whose image in the log (the
+// row as JSON) is more than 16 MiB is refused, on INSERT and UPDATE, with
+// an error naming the cap. Postgres's own limit is jsonb's, 256 MB: one
+// row of 249 MB took a replica's heap to 1.7 GB as its log was read, and
+// stalled every database's streams. A row of exactly 16 MiB is taken and
+// reads back; a row whose jsonb is small but whose text is not (a number
+// of 1e-16000 is written with 16,000 zeros) is refused by its text; a
+// large row can be deleted.
+func TestSQLRowSizeIsCapped(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "big", "type Note { text: String n: Int data: JSON }")
+	w := newSQLWriter(t, d, "big")
+	tbl := w.table("Note")
+	// grow sets Note/edge's text so that its row, as the log records it,
+	// is over bytes more than the cap. The row is stamped with the
+	// transaction's commit first, so that its size as measured is its
+	// size as recorded.
+	grow := func(over int) []string {
+		return []string{
+			"UPDATE " + tbl + " SET n = coalesce(n, 0) + 1 WHERE _id = 'Note/edge'",
+			fmt.Sprintf(`DO $$ DECLARE s bigint; BEGIN
+				SELECT octet_length(row_to_json(t.*)::text) - octet_length(t.text) INTO s FROM %[1]s t WHERE _id = 'Note/edge';
+				UPDATE %[1]s SET text = repeat('x', (%[2]d - s + %[3]d)::int) WHERE _id = 'Note/edge';
+			END $$`, tbl, maxSQLRowBytes, over),
+		}
+	}
+	sqlExec(t, w.url, "INSERT INTO "+tbl+" (_id, text) VALUES ('Note/edge', '')")
+	sqlExec(t, w.url, grow(0)...)
+	before := logLength(t, d, "big")
+	for _, c := range []struct {
+		what  string
+		stmts []string
+	}{
+		{"an UPDATE one byte over", grow(1)},
+		{"an INSERT", []string{"INSERT INTO " + tbl + fmt.Sprintf(" (_id, text) VALUES ('Note/huge', repeat('x', %d))", maxSQLRowBytes)}},
+		{"an INSERT of a small jsonb written large", []string{"INSERT INTO " + tbl + " (_id, data) VALUES ('Note/digits', (SELECT jsonb_agg(1e-16000) FROM generate_series(1, 1100)))"}},
+	} {
+		err := sqlTx(w.url, c.stmts...)
+		if err == nil || !strings.Contains(err.Error(), "more than 16 MiB (16777216 bytes)") {
+			t.Errorf("%s: %v, want an error naming the cap", c.what, err)
+		}
+	}
+	if n := logLength(t, d, "big"); n != before {
+		t.Fatalf("refused writes made %d commits", n-before)
+	}
+	checkLogMatchesTables(t, d, "big", "Note")
+	if doc, _ := docOf(t, d, "big", "Note/edge"); len(doc["text"].(string)) < maxSQLRowBytes-100 {
+		t.Fatalf("Note/edge reads with a text of %d bytes", len(doc["text"].(string)))
+	}
+	sqlExec(t, w.url, "DELETE FROM "+tbl+" WHERE _id = 'Note/edge'")
+	checkLogMatchesTables(t, d, "big", "Note")
+}
+
 // FuzzSQLCapture: whatever sluice.* settings another role sets in its
 // transaction (the names the capture read before, Sluice's writer flag,
 // anything), whatever value it gives one of the ordinary settings that
