@@ -1,6 +1,7 @@
 -- sluice:readable-by 16
 -- A row written in SQL is recorded, and checked, the same whatever the
--- writing role's session settings, and is at most 16 MiB.
+-- writing role's session settings, is at most 16 MiB, and has a key the
+-- API can read.
 --
 -- The capture functions record a row's image as row_to_json gives it, and
 -- check it as to_jsonb gives it: in text that follows the session's
@@ -44,8 +45,18 @@
 -- bound it (a number 1e-16000, a few bytes of jsonb, is written with
 -- 16,000 zeros). Deletions are not bounded: the row is there already.
 --
+-- check_document refused a key holding whitespace or control characters
+-- by a POSIX class, [[:space:][:cntrl:]], whose meaning is the locale's:
+-- in the C locale (the embedded Postgres's) it took U+00A0, U+1680,
+-- U+2000 to U+200A, U+2028, U+2029, U+202F, U+205F and U+3000, which the
+-- API refuses, and GET then answered 400 for the document. It now refuses
+-- exactly the characters the API does (schema.CheckKey: unicode.IsSpace,
+-- unicode.IsControl), named by code point. Rows written before are left
+-- as they are.
+--
 -- The bodies are those of migrations 11 (capture_change, with the image
--- made once), 14 (capture_truncate) and 17 (check_document). Binaries
+-- made once), 14 (capture_truncate) and 17 (check_document, with the key
+-- checked by code point). Binaries
 -- that know migration 16 run beside it unchanged: they call the functions
 -- as before.
 
@@ -122,7 +133,13 @@ BEGIN
             USING ERRCODE = 'check_violation';
     END IF;
     key := substr(id, length(class) + 2);
-    IF key = '' OR octet_length(key) > 255 OR key ~ '[[:space:][:cntrl:]]' THEN
+    -- What schema.CheckKey refuses: Go's unicode.IsControl (U+0000 to
+    -- U+001F, U+007F to U+009F) and unicode.IsSpace (tab to carriage
+    -- return, space, U+0085, U+00A0, U+1680, U+2000 to U+200A, U+2028,
+    -- U+2029, U+202F, U+205F, U+3000), by code point whatever the locale.
+    -- (Text holds no U+0000; a UTF8 database holds no invalid UTF-8.)
+    IF key = '' OR octet_length(key) > 255
+        OR key ~ '[\u0001-\u0020\u007f-\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]' THEN
         RAISE EXCEPTION 'document id %: the key must be 1 to 255 bytes without whitespace or control characters', quote_literal(id)
             USING ERRCODE = 'check_violation';
     END IF;
