@@ -1,7 +1,7 @@
 -- sluice:readable-by 16
 -- A row written in SQL is recorded, and checked, the same whatever the
--- writing role's session settings, is at most 16 MiB, and has a key the
--- API can read.
+-- writing role's session settings, is at most 16 MiB, has a key the API
+-- can read, and no Float the API could not.
 --
 -- The capture functions record a row's image as row_to_json gives it, and
 -- check it as to_jsonb gives it: in text that follows the session's
@@ -54,9 +54,20 @@
 -- unicode.IsControl), named by code point. Rows written before are left
 -- as they are.
 --
+-- is_value took any JSON number as a Float, in a list or a subdocument
+-- (a Float column is a float8, whose range Postgres keeps): 1e400 was
+-- written, and the document and the log's images then read without the
+-- field, while the API refuses it ("number 1e400 is out of Float
+-- range"). A Float is now a number strconv.ParseFloat reads as a finite
+-- float64: its magnitude under 2^1024 - 2^970, where ParseFloat starts
+-- rounding to an infinity (numbers over the largest float64 and under
+-- that are rounded to it, by the API as by the reader of the log). The
+-- refusal is check_fields' for any value of the wrong kind, naming the
+-- field ("field F.xs holds 1000…, which is not a float").
+--
 -- The bodies are those of migrations 11 (capture_change, with the image
 -- made once), 14 (capture_truncate) and 17 (check_document, with the key
--- checked by code point). Binaries
+-- checked by code point; is_value, with floats in range). Binaries
 -- that know migration 16 run beside it unchanged: they call the functions
 -- as before.
 
@@ -153,4 +164,41 @@ BEGIN
     -- spec[first] is the database id (a trigger's TG_ARGV starts at 0).
     PERFORM sluice.check_fields(id, class, doc, spec[array_lower(spec, 1) + 1:]);
 END
+$$;
+
+-- is_value: see migration 17; a float is a JSON number that
+-- strconv.ParseFloat reads as a finite float64 (the API's check).
+CREATE OR REPLACE FUNCTION sluice.is_value(v jsonb, kind text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN v IS NULL OR jsonb_typeof(v) = 'null' THEN false
+        -- ParseFloat rounds a number to an infinity, and refuses it, from
+        -- halfway between the largest float64 and 2^1024 on (a tie
+        -- rounds to the even one, the infinity); one under is the
+        -- largest float64. (A constant: folded when the query is planned.)
+        WHEN kind = 'float' THEN CASE WHEN jsonb_typeof(v) = 'number'
+            THEN abs(v::numeric) < 2::numeric ^ 1024 - 2::numeric ^ 970 ELSE false END
+        WHEN kind = 'int' THEN CASE WHEN jsonb_typeof(v) = 'number' AND v::text ~ '^-?[0-9]{1,10}$'
+            THEN v::text::bigint BETWEEN -2147483648 AND 2147483647 ELSE false END
+        WHEN kind = 'bigint' THEN v::text ~ '^(0|-?[1-9][0-9]*)$'
+            OR jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^(0|-?[1-9][0-9]*)$'
+        WHEN kind = 'bool' THEN jsonb_typeof(v) = 'boolean'
+        WHEN kind = 'string' THEN jsonb_typeof(v) = 'string'
+        WHEN kind = 'obj' THEN jsonb_typeof(v) = 'object'
+        -- A timestamptz column as to_jsonb gives it (in UTC: capture_change
+        -- fixes the time zone): within years 1 to 9999 in UTC; four digits
+        -- first: not infinity, nor year 10000 and later; a year before 1
+        -- reads as before 0001-01-01.
+        WHEN kind = 'column time' THEN CASE WHEN jsonb_typeof(v) = 'string' AND (v #>> '{}') ~ '^[0-9]{4}-'
+            THEN (v #>> '{}')::timestamptz >= '0001-01-01 00:00:00+00' AND (v #>> '{}')::timestamptz < '10000-01-01 00:00:00+00'
+            ELSE false END
+        -- A DateTime held as JSON (in a list, a subdocument): RFC 3339 as
+        -- the API writes it (Postgres reads far more as times), then
+        -- within years 1 to 9999 in UTC.
+        WHEN kind = 'time' THEN CASE WHEN jsonb_typeof(v) = 'string'
+                AND (v #>> '{}') ~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?(Z|[+-][0-9]{2}:[0-9]{2})$'
+            THEN (v #>> '{}')::timestamptz >= '0001-01-01 00:00:00+00' AND (v #>> '{}')::timestamptz < '10000-01-01 00:00:00+00'
+            ELSE false END
+        ELSE true
+    END
 $$;

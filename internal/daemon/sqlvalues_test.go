@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -194,4 +195,56 @@ func TestSQLWritesInAnyTimeZone(t *testing.T) {
 	if got := string(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zone?id=V/old", nil).Body); !strings.Contains(got, `"d":"1920-06-01T12:00:00Z"`) {
 		t.Errorf("a DateTime written in another time zone: %s", got)
 	}
+}
+
+// TestSQLFloatsInRange: a Float in a list or a subdocument is JSON in its
+// column, which holds numbers of any size; one that strconv.ParseFloat
+// rounds to an infinity (from 2^1024 - 2^970, halfway between the
+// largest float64 and 2^1024, on) is refused in SQL, as the API refuses
+// it ("number 1e400 is out of Float range"): written, the document and
+// the log read without the field. A Float column is a float8, whose own
+// range Postgres keeps. Numbers just under the limit, which ParseFloat
+// rounds to the largest float64, are taken, as by the API.
+func TestSQLFloatsInRange(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "floats", `type F { x: Float xs: [Float!] home: Home homes: [Home!] }
+		type Home @subdocument { y: Float ys: [Float!] }`)
+	w := newSQLWriter(t, d, "floats")
+	tbl := w.table("F")
+	// 2^1024 - 2^970, and one less.
+	const limit = "179769313486231580793728971405303415079934132710037826936173778980444968292764750946649017977587207096330286416692887910946555547851940402630657488671505820681908902000708383676273854845817711531764475730270069855571366959622842914819860834936475292719074168444365510704342711559699508093042880177904174497792"
+	under := limit[:len(limit)-1] + "1"
+	before := logLength(t, d, "floats")
+	for i, c := range []struct{ col, val, why string }{
+		{"xs", "'[1e400, 1]'", "F.xs holds"},
+		{"xs", "'[1, -1e400]'", "F.xs holds"},
+		{"xs", "'[" + limit + "]'", "F.xs holds"},
+		{"xs", "'[-" + limit + ".0]'", "F.xs holds"},
+		{"home", `'{"y": 1e400}'`, "F.home.y holds"},
+		{"home", `'{"y": -` + limit + `}'`, "F.home.y holds"},
+		{"home", `'{"ys": [1e400]}'`, "F.home.ys holds"},
+		{"homes", `'[{"y": 1}, {"y": 1e400}]'`, "F.homes.y holds"},
+		{"x", "1e400", "out of range for type double precision"},
+	} {
+		err := sqlTx(w.url, fmt.Sprintf("INSERT INTO %s (_id, %s) VALUES ('F/bad%d', %s)", tbl, c.col, i, c.val))
+		if err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s = %.40s: %.300v, want an error saying %q", c.col, c.val, err, c.why)
+		}
+	}
+	if n := logLength(t, d, "floats"); n != before {
+		t.Fatalf("refused writes made %d commits", n-before)
+	}
+	sqlExec(t, w.url, "INSERT INTO "+tbl+` (_id, x, xs, home, homes) VALUES ('F/edge', 1.7976931348623157e308,
+		'[`+under+`, -1.7976931348623158e308, 1e-400]', '{"y": -`+under+`, "ys": [1e308]}', '[{"y": 1.7976931348623158e308}]')`)
+	// (A subdocument's numbers read as written.)
+	if got := string(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/floats?id=F/edge", nil).Body); !strings.Contains(got,
+		`"x":1.7976931348623157e+308,"xs":[1.7976931348623157e+308,-1.7976931348623157e+308,0],"home":{"y":-`+under+`,"ys":[`) ||
+		!strings.Contains(got, `"homes":[{"y":`) {
+		t.Errorf("F/edge reads %s", got)
+	}
+	checkLogMatchesTables(t, d, "floats", "F")
+	// The API draws the line at the same place.
+	d.MustDo(t, 400, dt.Admin(), "POST", "/api/document/admin/floats", `{"@type":"F","@id":"api","xs":[`+limit+`]}`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/floats", `{"@type":"F","@id":"api","xs":[`+under+`]}`)
 }
