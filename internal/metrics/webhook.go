@@ -22,6 +22,9 @@ type Webhook struct {
 	Duration prometheus.Histogram
 	// Leader is 1 while this replica holds the deliverer's lease.
 	Leader prometheus.Gauge
+	// LogReads counts the reads of the commit log by webhook loops, those
+	// that found nothing new included: what wakes the loops costs that.
+	LogReads prometheus.Counter
 }
 
 // NewWebhook creates the webhook collectors and registers them in reg.
@@ -57,7 +60,11 @@ func NewWebhook(reg prometheus.Registerer) *Webhook {
 			Name: "sluice_webhook_leader",
 			Help: "1 while this replica holds the lease that makes it deliver every webhook.",
 		}),
+		LogReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_webhook_log_reads_total",
+			Help: "Reads of the commit log by webhook loops, those that found nothing new included.",
+		}),
 	}
-	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader)
+	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader, w.LogReads)
 	return w
 }

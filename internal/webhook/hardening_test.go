@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/daemon"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
@@ -229,5 +231,84 @@ func TestWebhookErrorsNameNoResolvedAddress(t *testing.T) {
 	}
 	if want := "HOST does not resolve to an address webhooks may connect to (a public one, or one in webhook_allow_networks)"; msgs[0] != want || msgs[1] != want {
 		t.Errorf("status messages %q, want both %q", msgs, want)
+	}
+}
+
+// TestForgedNotificationsCostLittle: any role that may connect can send
+// Sluice's notifications, with any payload. A notification of a commit is
+// only a hint: the deliverer reads the heads of the logs (at most every
+// few milliseconds) and wakes the loops of the databases that moved, so
+// a flood of forged ones does not make every loop read the log for each
+// (it did: 200 webhooks turned each NOTIFY into about eight reads).
+func TestForgedNotificationsCostLittle(t *testing.T) {
+	t.Parallel()
+	r := startGoReceiver(t)
+	d := dt.Start(t, func(c *config.Config) { c.WebhookAllowNetworks = loopback })
+	d.CreateDatabase(t, "flood", personSchema)
+	const hooks = 10
+	for range hooks {
+		d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/flood", fmt.Sprintf(`{"url":%q}`, r.srv.URL))
+	}
+	delivered := func(name string) {
+		t.Helper()
+		if err := post(d, "flood", name); err != nil {
+			t.Fatal(err)
+		}
+		for range hooks {
+			if b := r.next(t); !strings.Contains(b, name) {
+				t.Fatalf("a delivery of another commit: %s", b)
+			}
+		}
+	}
+	reads := func() float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_webhook_log_reads_total")
+	}
+	delivered("first")
+	before := reads()
+
+	var info struct {
+		Schema string `json:"postgres_schema"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/db/admin/flood", nil).Body, &info); err != nil {
+		t.Fatal(err)
+	}
+	dbID := strings.TrimPrefix(info.Schema, "sluice_db_")
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	role := fmt.Sprintf("nobody_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User = role
+	nobody, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nobody.Close(ctx)
+	const forged = 2000
+	for i := range forged {
+		payload := dbID
+		if i%2 == 1 {
+			payload = "0" // an access change, to every loop
+		}
+		if _, err := nobody.Exec(ctx, "SELECT pg_notify('sluice_commits', $1)", payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Notifications arrive in order: once a commit made after them is
+	// delivered, they were all heard.
+	delivered("second")
+	n := reads() - before
+	t.Logf("%d forged notifications and a commit: %.0f log reads", forged, n)
+	if n > forged/20 {
+		t.Errorf("%d forged notifications and a commit made the webhook loops read the log %.0f times", forged, n)
 	}
 }

@@ -204,6 +204,9 @@ func (l *loop) deliver(ctx context.Context) error {
 	var pending []sluice.Event // a commit batch not sent yet
 	pendingBytes := 0
 	for {
+		if d.m != nil {
+			d.m.LogReads.Inc()
+		}
 		cs, _, err := d.store.ReadLog(ctx, w.Database, st.read, readCommits, readBytes)
 		if sluice.ErrorCode(err) == sluice.CodeGone {
 			return l.halt(ctx, st, sluice.WebhookFailing, "history after "+st.pos.String()+" was pruned: "+sluice.ErrorMessage(err))

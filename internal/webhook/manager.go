@@ -18,6 +18,16 @@ const (
 	reloadEvery = 5 * time.Second
 )
 
+// noteEvery is the least time between two reads that notifications of
+// other processes cause. Any role that may connect can send Sluice's
+// notifications, with any payload: one is a hint, not news. A commit's
+// makes the manager read the heads (one statement) and wake the loops of
+// the databases that moved; a webhook change's, re-read the active
+// webhooks; each at most this often, what came meanwhile answered by the
+// next. (Woken by each notification, every loop read its log: a flood of
+// forged ones cost reads by the thousand.)
+const noteEvery = 10 * time.Millisecond
+
 // manager runs one loop per active webhook while the deliverer holds the
 // lease of generation gen. Its run goroutine owns the loops: it starts
 // them, wakes them, and stops and waits for them.
@@ -75,16 +85,33 @@ func (m *manager) run(ctx context.Context) {
 	poll := time.NewTicker(pollEvery)
 	defer poll.Stop()
 	lastReload := time.Now()
+	// due fires when what notifications asked for (pollDue, reloadDue) is
+	// to be done; nil when nothing is asked.
+	var due <-chan time.Time
+	var pollDue, reloadDue bool
+	var lastNote time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case n := <-notes:
 			if n.webhook {
-				m.reload(ctx)
-				lastReload = time.Now()
+				reloadDue = true
 			} else {
-				m.wakeDB(n.id)
+				pollDue = true
+			}
+			if due == nil {
+				due = time.After(noteEvery - time.Since(lastNote))
+			}
+		case <-due:
+			due, lastNote = nil, time.Now()
+			if reloadDue {
+				m.reload(ctx)
+				lastReload, reloadDue = time.Now(), false
+			}
+			if pollDue {
+				m.poll(ctx)
+				pollDue = false
 			}
 		case <-m.d.wake:
 			for _, id := range m.d.takeWoken() {
