@@ -287,6 +287,11 @@ type execution struct {
 	// rows counts the documents read from Postgres; maxRows (0: no bound)
 	// bounds them.
 	rows, maxRows int
+	// walked counts the objects and references prefetch visited
+	// (walkStep); selIDs numbers the selections it keys walks by
+	// (selKey).
+	walked int
+	selIDs map[ast.Selection]uint64
 	// bounds, when set, replaces the schema's limits on rows and response
 	// bytes (a live query's read, see Bounds).
 	bounds *Bounds
@@ -421,6 +426,17 @@ func (x *execution) tooLarge() error {
 			msg: fmt.Sprintf("the live query's result is larger than the %d bytes %s", x.maxBytes(), x.bounds.BytesWhy)}
 	}
 	return errResponseTooLarge(x.maxBytes())
+}
+
+// tooMuchWalked returns the error of a prefetch that visited more objects
+// and references than the response bytes bound (walkStep).
+func (x *execution) tooMuchWalked() error {
+	key, budget := keyMaxResponseBytes, false
+	if x.bounds != nil && x.bounds.BytesKey != "" {
+		key, budget = x.bounds.BytesKey, true
+	}
+	return &resultLimitError{key: key, budget: budget,
+		msg: fmt.Sprintf("resolving the references of the response visits more than %d objects and references, one for each byte the response may hold; select fewer levels of references, or use limit and offset to read the documents page by page", x.maxBytes())}
 }
 
 // newWriter returns the writer of a response's data, bounded by the

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -64,15 +65,30 @@ func (x *execution) fields(sel ast.SelectionSet, runtime string) []graphql.Colle
 // link back to, level by level: one statement per level of references,
 // and one per backlink selection and level, whatever the number of
 // documents.
+//
+// Its work is bounded by the documents read, not by the answer: a
+// document is walked once per selection set and GraphQL type it is
+// reached with (walkKey), however many times the answer holds it. A
+// reference held n times, or documents that list each other, make an
+// answer that grows as n^depth, which the response bytes limit bounds as
+// it is written (the writer reads the cache lazily); walking each
+// occurrence here instead made the walk grow as n^depth, unbounded by
+// any limit, with the read snapshot's connection held. The walk also
+// counts the objects and references it visits against the response
+// bytes bound (walkStep), and stops when the request's context ends.
 func (x *execution) prefetch(level []pending) error {
+	seen := map[walkKey]bool{}
 	for len(level) > 0 {
 		var next []pending
 		var want []string
 		wanted := map[string]bool{}
 		var groups []*backlinkGroup
 		byField := map[*ast.Field]*backlinkGroup{}
-		var walk func(p pending)
-		walk = func(p pending) {
+		var walk func(p pending) error
+		walk = func(p pending) error {
+			if err := x.walkStep(1); err != nil {
+				return err
+			}
 			rt := x.runtimeType(p.static, p.obj.class)
 			for _, cf := range x.fields(p.sel, rt) {
 				if len(cf.Selections) == 0 {
@@ -103,6 +119,13 @@ func (x *execution) prefetch(level []pending) error {
 				if f.List {
 					items, _ = v.([]any)
 				}
+				if err := x.walkStep(len(items)); err != nil {
+					return err
+				}
+				sel := ""
+				if f.Type.Kind == sluice.TypeReference {
+					sel = x.selKey(cf.Selections)
+				}
 				for _, it := range items {
 					switch f.Type.Kind {
 					case sluice.TypeReference:
@@ -114,17 +137,27 @@ func (x *execution) prefetch(level []pending) error {
 							wanted[id] = true
 							want = append(want, id)
 						}
+						k := walkKey{id: id, static: f.Type.Name, sel: sel}
+						if seen[k] {
+							continue // walked, or to be, with this selection
+						}
+						seen[k] = true
 						next = append(next, pending{obj: &object{id: id}, sel: cf.Selections, static: f.Type.Name})
 					case sluice.TypeSubdocument:
 						if m, ok := it.(map[string]any); ok {
-							walk(pending{obj: subObject(x.es.schema, f.Type.Name, m), sel: cf.Selections, static: f.Type.Name})
+							if err := walk(pending{obj: subObject(x.es.schema, f.Type.Name, m), sel: cf.Selections, static: f.Type.Name}); err != nil {
+								return err
+							}
 						}
 					}
 				}
 			}
+			return nil
 		}
 		for _, p := range level {
-			walk(p)
+			if err := walk(p); err != nil {
+				return err
+			}
 		}
 		if len(want) > 0 {
 			docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, want, x.rowBudget())
@@ -155,7 +188,64 @@ func (x *execution) prefetch(level []pending) error {
 				level = append(level, pending{obj: o, sel: p.sel, static: p.static})
 			}
 		}
-		level = append(level, linked...)
+		for _, p := range linked {
+			// A document in the backlinks of several documents is
+			// walked once (backlinks are read with their selection's
+			// fields only: partial, keyed apart from whole documents).
+			k := walkKey{id: p.obj.id, static: p.static, sel: x.selKey(p.sel), partial: true}
+			if !seen[k] {
+				seen[k] = true
+				level = append(level, p)
+			}
+		}
+	}
+	return nil
+}
+
+// walkKey names a walk of prefetch: a document, the GraphQL type it is
+// presented as, and the selection set on it (selKey). Walking it again
+// finds the same references (the objects of the root fields are not
+// keyed: a subscription event's document is the change's image, not the
+// one a reference reads).
+type walkKey struct {
+	id, static, sel string
+	partial         bool
+}
+
+// selKey returns a key of selection set sel: the identities of its
+// selections. The selections of a field selected more than once are
+// merged into a new slice each time the fields are collected, so the
+// slice itself cannot be the key; its elements are the same nodes.
+func (x *execution) selKey(sel ast.SelectionSet) string {
+	if x.selIDs == nil {
+		x.selIDs = map[ast.Selection]uint64{}
+	}
+	b := make([]byte, 0, 2*len(sel))
+	for _, s := range sel {
+		id, ok := x.selIDs[s]
+		if !ok {
+			id = uint64(len(x.selIDs))
+			x.selIDs[s] = id
+		}
+		b = binary.AppendUvarint(b, id)
+	}
+	return string(b)
+}
+
+// walkStep counts n objects or references visited by prefetch and fails
+// once they pass the response bytes bound, or the request's context is
+// done. Every object walked, and every reference it holds that is not
+// dangling, is written in the answer at least once, in at least two
+// bytes ({}), so a walk past the bound is of an answer past it.
+func (x *execution) walkStep(n int) error {
+	x.walked += n
+	if x.walked>>10 != (x.walked-n)>>10 || n >= 1<<10 {
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	if max := x.maxBytes(); max > 0 && x.walked > max {
+		return x.tooMuchWalked()
 	}
 	return nil
 }
