@@ -130,8 +130,7 @@ func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 		// Each document's list is bounded by the rows the request has
 		// left, and so are all of them together: Postgres never sends
 		// more than one document past the bound. An evaluation that
-		// counts no rows (a subscription's events, whose documents come
-		// from the commit) bounds each backlink read by the configured
+		// counts no rows bounds each backlink read by the configured
 		// bound all the same: how many documents point at one is data.
 		total, own := x.rowBudget(), false
 		if max := x.es.limits.MaxResultRows; total < 0 && max > 0 {

@@ -149,7 +149,17 @@ func (s *Subscription) Classes() []string { return s.classes }
 // order: one per matching change for a per-document field, at most one
 // (positioned at the commit's last change) for _ChangeSet. The payloads
 // pass the subscriber's read path (the role's schema and the selection).
-// Errors are failures to read referenced documents.
+//
+// An evaluation is bounded as a query is: it reads at most
+// graphql_max_result_rows documents (references and backlinks, for all
+// the events of c together) and each event's data holds at most
+// graphql_max_response_bytes. An event past a bound is not sent: in its
+// place (at its position) the subscriber gets a next holding only the
+// error naming the bound (extensions.code RESULT_TOO_LARGE, as a
+// _ChangeSet of a commit too large to gather has), and the stream goes
+// on. Past the rows bound every event of c is such an error: the
+// documents were read for all of them at once. Other errors are failures
+// to read referenced documents, which end the stream.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	if len(c.Changes) == 0 {
 		return nil, nil
@@ -160,18 +170,26 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	if err != nil {
 		return nil, err
 	}
-	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}}
+	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
 	if s.changeSet {
+		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
 		w := s.open()
 		n, err := x.writeChangeSet(w, c, s.selections, s.includeChildren)
 		if err != nil {
-			return nil, eventError(err)
+			ev, ok := s.limitEvent(pos, err)
+			if !ok {
+				return nil, err
+			}
+			return []SubscriptionEvent{ev}, nil
+		}
+		if w.over {
+			ev, _ := s.limitEvent(pos, x.tooLarge())
+			return []SubscriptionEvent{ev}, nil
 		}
 		if n == 0 && s.classFields {
 			return nil, nil
 		}
 		w.WriteString("}}")
-		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
 		return []SubscriptionEvent{{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}}, nil
 	}
 	var objs []*object
@@ -203,38 +221,65 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	if len(objs) == 0 {
 		return nil, nil
 	}
+	out := make([]SubscriptionEvent, len(objs))
 	// One statement per level of references for the whole commit.
 	if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
-		return nil, eventError(err)
+		for i := range objs {
+			ev, ok := s.limitEvent(c.Position(idx[i]), err)
+			if !ok {
+				return nil, err
+			}
+			out[i] = ev
+		}
+		return out, nil
 	}
-	out := make([]SubscriptionEvent, len(objs))
 	for i, o := range objs {
+		pos := c.Position(idx[i])
 		w := s.open()
 		x.writeObject(w, o, s.selections, s.class)
+		if w.over {
+			out[i], _ = s.limitEvent(pos, x.tooLarge())
+			continue
+		}
 		w.WriteString("}}")
-		pos := c.Position(idx[i])
 		out[i] = SubscriptionEvent{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}
 	}
 	return out, nil
 }
 
-// eventError returns err, an error of evaluating events, as the stream's
-// error: a limit's as a *ResultError naming the limit, as the query's
-// error would; others as they are.
-func eventError(err error) error {
+// limitEvent returns the event at pos that replaces one past a bound when
+// err is a bound's error (false otherwise): an ExecutionResult of that
+// error alone, with the root field's path, its extensions.limit naming
+// the bound and its code RESULT_TOO_LARGE.
+func (s *Subscription) limitEvent(pos sluice.Position, err error) (SubscriptionEvent, bool) {
 	var le *resultLimitError
-	if errors.As(err, &le) {
-		return newResultError(gqlerror.List{le.gqlError(nil)})
+	if !errors.As(err, &le) {
+		return SubscriptionEvent{}, false
 	}
-	return err
+	ge := le.gqlError(ast.Path{ast.PathName(s.alias)})
+	ge.Message = "the event is not sent: " + ge.Message
+	ge.Extensions["code"] = codeResultTooLarge
+	data, merr := json.Marshal(map[string]any{"errors": gqlerror.List{ge}})
+	if merr != nil {
+		return SubscriptionEvent{}, false
+	}
+	return SubscriptionEvent{Position: pos, ID: pos.String(), Data: data}, true
 }
 
-// open starts an ExecutionResult up to the root field's value.
+// codeResultTooLarge is the extensions.code of a subscription event that
+// is not sent because it is past a bound.
+const codeResultTooLarge = "RESULT_TOO_LARGE"
+
+// open starts an ExecutionResult up to the root field's value, bounded
+// so that the value holds at most the response bytes limit.
 func (s *Subscription) open() *jsonWriter {
 	w := &jsonWriter{}
 	w.WriteString(`{"data":`)
 	w.WriteByte('{')
 	w.key(s.alias, true)
+	if m := s.es.limits.MaxResponseBytes; m > 0 {
+		w.max = w.Len() + m
+	}
 	return w
 }
 

@@ -103,26 +103,32 @@ func TestLiveAggregates(t *testing.T) {
 }
 
 // TestSubscriptionBacklinksBounded: the documents of a subscription's
-// events come from the commit, but what points at them is data: a
-// backlink of an event reads at most graphql_max_result_rows documents,
-// and an event whose backlink holds more ends the stream with that
-// limit's error.
+// events come from the commit, but what they reference and what points
+// at them is data: an event reads at most graphql_max_result_rows
+// documents, as a query does, and one that would read more is not sent:
+// a next with that limit's error comes in its place, at its id, and the
+// stream goes on.
 func TestSubscriptionBacklinksBounded(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResultRows = 2 })
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResultRows = 3 })
 	d.CreateDatabase(t, "bound", notesSDL)
 	w := &writer{t: t, d: d, db: "bound"}
-	w.insert(`{"@type":"User","@id":"User/a","name":"Ann"}`)
+	w.insert(`[{"@type":"User","@id":"User/a","name":"Ann"},{"@type":"User","@id":"User/b","name":"Bob"}]`)
 	s := subscribe(t, d, "bound", `subscription { Note_added { _id owner { _owner_of_Note { _id } } } }`)
 	s.connected()
 	w.insert(note("n1", "a", "one", 1))
-	w.insert(note("n2", "a", "two", 2))
+	w.insert(note("n2", "a", "two", 2)) // its owner and 2 backlinks: 3 documents
 	if _, data := s.nexts(2); data[1] != `{"data":{"Note_added":{"_id":"Note/n2","owner":{"_owner_of_Note":[{"_id":"Note/n1"},{"_id":"Note/n2"}]}}}}` {
 		t.Fatalf("within the bound: %q", data)
 	}
-	w.insert(note("n3", "a", "three", 3))
-	fs := s.Ended()
-	if len(fs) != 2 || !strings.Contains(fs[0].String(), `"limit":"graphql_max_result_rows"`) || fs[1].String() != "event: complete\ndata:" {
-		t.Fatalf("an event over the bound: %q", fs)
+	seq := w.insert(note("n3", "a", "three", 3)) // 4 documents
+	ids, data := s.nexts(1)
+	if !strings.Contains(ids[0], fmt.Sprintf("-%d-", seq)) ||
+		data[0] != `{"errors":[{"message":"the event is not sent: the request reads more than 3 documents; use limit and offset to read them page by page (limit graphql_max_result_rows)","path":["Note_added"],"extensions":{"code":"RESULT_TOO_LARGE","limit":"graphql_max_result_rows"}}]}` {
+		t.Fatalf("an event over the bound: %q %q", ids, data)
+	}
+	w.insert(note("n4", "b", "four", 4)) // the stream goes on
+	if _, data := s.nexts(1); data[0] != `{"data":{"Note_added":{"_id":"Note/n4","owner":{"_owner_of_Note":[{"_id":"Note/n4"}]}}}}` {
+		t.Fatalf("after the event over the bound: %q", data)
 	}
 }

@@ -1,0 +1,63 @@
+package daemon_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestSubscriptionEventsAreBounded: a subscription's events are bounded
+// as a query's answer is, by graphql_max_response_bytes (each event's
+// data) and graphql_max_result_rows (the documents its references read):
+// an event past one is not sent, a next holding the error naming the
+// bound comes in its place, and the stream goes on. Before, they had no
+// bound: a document listing itself 60 times gave a 47 KB event under a
+// 4,096-byte bound (depth 12 of documents listing each other gave one of
+// 296 MB).
+func TestSubscriptionEventsAreBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResponseBytes, c.GraphQLMaxResultRows = 4096, 3 })
+	d.CreateDatabase(t, "subl", "type P { name: String friends: [P] }")
+	self := func(name string, n int) string {
+		return `{"@type":"P","@id":"P/a","name":"` + name + `","friends":[` + strings.TrimSuffix(strings.Repeat(`"P/a",`, n), ",") + `]}`
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subl", self("a", 60)+"\n"+friendsDocs(4), "Content-Type", "application/x-ndjson")
+	open := func(q string) *dt.Stream {
+		st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/subl",
+			Header: []string{"Accept", "text/event-stream"}, Body: `{"query":"` + strings.ReplaceAll(q, `"`, `\"`) + `"}`})
+		st.Next() // : connected
+		return st
+	}
+	event := open(`subscription { P_updated(filter: {_id: "P/a"}) { _id friends { friends { name } } } }`)
+	set := open(`subscription { _ChangeSet { P_updated(filter: {_id: "P/a"}) { friends { friends { name } } } } }`)
+	rows := open(`subscription { P_updated(filter: {_id: "P/p0"}) { _id friends { name } } }`)
+	next := func(st *dt.Stream, what string, want ...string) {
+		t.Helper()
+		f := st.Event()
+		for _, w := range want {
+			if !strings.Contains(f.String(), w) {
+				t.Errorf("%s: %.400s\nwant it to contain %s", what, f, w)
+			}
+		}
+	}
+
+	// 3,600 names: about 47 KB.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/subl", self("a2", 60))
+	tooLarge := []string{"event: next\n", `data: {"errors":[{"message":"the event is not sent: the response is larger than 4096 bytes`,
+		`"extensions":{"code":"RESULT_TOO_LARGE","limit":"graphql_max_response_bytes"}`}
+	next(event, "P_updated of 60 references to itself", append(tooLarge, `"path":["P_updated"]`)...)
+	next(set, "_ChangeSet of 60 references to itself", append(tooLarge, `"path":["_ChangeSet"]`)...)
+	// The streams go on.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/subl", self("a3", 1))
+	next(event, "P_updated of one reference to itself", `data: {"data":{"P_updated":{"_id":"P/a","friends":[{"friends":[{"name":"a3"}]}]}}}`)
+	next(set, "_ChangeSet of one reference to itself", `data: {"data":{"_ChangeSet":{"P_updated":[{"friends":[{"friends":[{"name":"a3"}]}]}]}}}`)
+
+	// 4 friends: 4 documents read.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/subl", `{"@type":"P","@id":"P/p0","name":"p0 again","friends":["P/p0","P/p1","P/p2","P/p3"]}`)
+	next(rows, "P_updated of 4 friends", `data: {"errors":[{"message":"the event is not sent: the request reads more than 3 documents`,
+		`"path":["P_updated"]`, `"extensions":{"code":"RESULT_TOO_LARGE","limit":"graphql_max_result_rows"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/subl", `{"@type":"P","@id":"P/p0","name":"p0 alone","friends":["P/p1"]}`)
+	next(rows, "P_updated of 1 friend", `data: {"data":{"P_updated":{"_id":"P/p0","friends":[{"name":"p1"}]}}}`)
+}
