@@ -159,7 +159,8 @@ func (s *Subscription) Classes() []string { return s.classes }
 // _ChangeSet of a commit too large to gather has), and the stream goes
 // on. Past the rows bound every event of c is such an error: the
 // documents were read for all of them at once. Other errors are failures
-// to read referenced documents, which end the stream.
+// to read referenced documents, and a filter past filter.MaxMatchSteps,
+// which end the stream.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	if len(c.Changes) == 0 {
 		return nil, nil
@@ -212,8 +213,17 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		if cl == nil {
 			continue
 		}
-		if s.filter != nil && !filter.Match(s.filter, doc, x.lookup) {
-			continue
+		if s.filter != nil {
+			// A filter past filter.MaxMatchSteps on this document ends
+			// the stream with the error naming why, rather than
+			// dropping its event unseen; so does the stream's end.
+			ok, err := filter.MatchContext(ctx, s.filter, doc, x.lookup)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
 		}
 		objs = append(objs, &object{class: cl, id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: s.change.String()})
 		idx = append(idx, ch.Index)
