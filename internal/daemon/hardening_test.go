@@ -428,8 +428,18 @@ func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t, func(c *config.Config) { c.MaxRequestBodies, c.BodyIdleTimeout, c.BodyMinRate = 2, 10*time.Minute, 0 })
 	d.CreateDatabase(t, "slow", "type Note { text: String }")
-	startBody(t, d, "admin", dt.AdminPassword)
-	startBody(t, d, "admin", dt.AdminPassword)
+	slow := []net.Conn{startBody(t, d, "admin", dt.AdminPassword), startBody(t, d, "admin", dt.AdminPassword)}
+	defer func() {
+		if !t.Failed() {
+			return
+		}
+		// Say what a slow body was answered, if it was.
+		for i, c := range slow {
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			b, err := io.ReadAll(c)
+			t.Logf("slow body %d was answered %q (%v)", i, b, err)
+		}
+	}()
 	eventually.True(t, 30*time.Second, "a third body refused while two are in progress", func() bool {
 		return d.Do(t, dt.Admin(), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"x"}`).Status == 503
 	})
@@ -454,6 +464,20 @@ func TestStrayBodiesAreRefused(t *testing.T) {
 	d.CreateDatabase(t, "slow", "type Note { text: String }")
 	addr := strings.TrimPrefix(d.URL, "http://")
 	admin := "\r\nAuthorization: Basic " + basic("admin", dt.AdminPassword)
+	// An empty chunked body is no body (a proxy sends one for an HTTP/2
+	// client's GET that did not end its stream): served, connection kept.
+	for _, path := range []string{"/api/ok", "/api/document/admin/slow?type=Note&as_list=true"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x%s\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", path, admin)
+		resp := readAnswer(t, conn, "GET "+path+" with an empty chunked body", false)
+		conn.Close()
+		if resp.StatusCode != 200 || resp.Close {
+			t.Errorf("GET %s with an empty chunked body: %d (closes the connection: %v)", path, resp.StatusCode, resp.Close)
+		}
+	}
 	for _, c := range []struct {
 		head   string
 		status int

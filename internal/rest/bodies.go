@@ -144,7 +144,9 @@ const refusedBodyGrace = time.Second
 // body (Expect: 100-continue) would wait for nothing, and one whose body
 // never ends would never see it, holding its connection outside every
 // cap. With Connection: close net/http reads what is left after the
-// answer instead, for refusedBodyGrace. (Over HTTP/2 the server ends the
+// answer instead, for refusedBodyGrace, when at most 256 KiB of it are
+// announced (more, and it closes the connection at once, and a client
+// still sending may see a reset instead of the answer). (Over HTTP/2 the server ends the
 // stream's body itself when the handler returns; Connection: close there
 // would close the connection with every other stream on it.)
 func refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
@@ -161,20 +163,47 @@ func refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
 // stream's first event, which would then wait for the client's body, and,
 // past 256 KiB, not at all, leaving its bytes on the connection for the
 // request after a parked stream to be read from. It runs before anything
-// else answers. Over HTTP/2 a GET whose headers do not end its stream has
-// a body as far as net/http can tell, even when none follows (some
-// clients send one so); the server ends a body left unread itself.
+// else answers. An empty chunked body is no body: proxies (Envoy,
+// linkerd) send one for an HTTP/2 client's GET whose headers did not end
+// its stream; it is read, for at most strayBodyWait. Over HTTP/2 such a
+// GET has a body as far as net/http can tell, even when none follows; the
+// server ends a body left unread itself.
 func refuseStrayBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 1 && r.Body != nil && r.Body != http.NoBody {
 			switch r.Method {
 			case http.MethodGet, http.MethodHead, http.MethodOptions:
+				if r.ContentLength < 0 && emptyBody(w, r) {
+					r.Body = http.NoBody
+					break
+				}
 				refuseUnread(w, r, sluice.Errorf(sluice.CodeInvalid, "a %s request carries no body here, and this one has one (Content-Length or Transfer-Encoding)", r.Method))
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// strayBodyWait is how long refuseStrayBodies waits for the end of a
+// chunked body to see whether it is empty: a proxy sends it with the
+// headers.
+const strayBodyWait = time.Second
+
+// emptyBody reports whether r's chunked body ends before any byte of it,
+// within strayBodyWait. It leaves no deadline behind when it does: once a
+// body is read net/http reads the connection in the background, and a
+// deadline passing there would cancel the request (a stream's).
+func emptyBody(w http.ResponseWriter, r *http.Request) bool {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(strayBodyWait))
+	var b [1]byte
+	n, err := r.Body.Read(b[:])
+	if n == 0 && err == io.EOF {
+		_ = rc.SetReadDeadline(time.Time{})
+		return true
+	}
+	return false
 }
 
 // sdlBody reports whether r's body is a schema in SDL, the one body that
