@@ -303,6 +303,13 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 	if body[0] != '{' {
 		return nil, "the request body is not a JSON object: expected a JSON object"
 	}
+	// The whole body is counted too, before its top level is decoded: a
+	// body of 8 MiB of other members ("1a":0,…) decoded into about 80 MB.
+	// It may hold variables and extensions of maxParamValues each, and
+	// the few values around them.
+	if jsonValues(body) > 2*maxParamValues+16 {
+		return nil, "the request body: " + errTooManyValues.Error()
+	}
 	// json.Unmarshal rather than decodeObject: the top level needs no
 	// json.Number, and a decoder's buffers would be garbage of every request.
 	var raw map[string]json.RawMessage

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -65,6 +66,23 @@ func TestParseRequestBodyErrors(t *testing.T) {
 		if _, msg := ParseRequestBody([]byte(body)); msg != want {
 			t.Errorf("%q: %q, want %q", body, msg, want)
 		}
+	}
+}
+
+// TestBodyValueLimit: a body is counted whole before its top level is
+// decoded: members other than the parameters count too.
+func TestBodyValueLimit(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"query":"{ a }"`)
+	for i := range 2*maxParamValues + 16 {
+		fmt.Fprintf(&b, `,"%da":0`, i)
+	}
+	b.WriteString("}")
+	if _, msg := ParseRequestBody([]byte(b.String())); !strings.Contains(msg, "the request body: it holds more than 100000 JSON values") {
+		t.Errorf("a body of %d other members: %q", 2*maxParamValues+16, msg)
+	}
+	if _, msg := ParseRequestBody([]byte(`{"query":"{ a }","x":0}`)); msg != "" {
+		t.Errorf("a body with another member: %q", msg)
 	}
 }
 
