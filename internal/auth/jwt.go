@@ -32,7 +32,7 @@ import (
 // holds the signing key can therefore act as any user, the super user
 // included: guard it like the admin password. Removing a key from the set
 // (the answer to its compromise) refuses its JWTs at once and ends the
-// streams opened with them, whatever exp their signer chose (HasKey,
+// streams opened with them, whatever exp their signer chose (KeyRemoved,
 // OnKeysChanged).
 
 // maxJWTBytes bounds the bearer JWTs that are parsed: real ones are a few
@@ -255,8 +255,8 @@ func hs256ID(secret []byte) string {
 // Verify checks the JWT raw and returns the user name it names, when it
 // stops being valid (its exp plus the leeway: a stream opened with it ends
 // exactly when a request with it would start being refused) and the
-// identity of the key that verified it (see keyID and HasKey: a stream
-// opened with it ends when that key leaves the set). Errors are
+// identity of the key that verified it (see keyID and KeyRemoved: a
+// stream opened with it ends when that key leaves the set). Errors are
 // Unauthenticated and say what is wrong, never with the token.
 func (j *JWT) Verify(raw string) (user string, expires time.Time, key string, err error) {
 	fail := func(format string, args ...any) (string, time.Time, string, error) {
@@ -444,11 +444,9 @@ func (j *JWT) generation() uint64 {
 }
 
 // HasKey reports whether the key identified by id (as Verify returns it,
-// sluice.Credential.JWTKey) still verifies JWTs: the HS256 secret, or a
-// key of the current set. A key set that could not be refreshed keeps its
-// keys (and JWTs are refused once it is too stale, but a stream is not
-// ended for that: only a set that no longer holds the key is a sign that
-// the key was withdrawn).
+// sluice.Credential.JWTKey) is the HS256 secret or a key of the current
+// set. Streams are not ended by it but by KeyRemoved: a key missing from
+// the set may be one this replica has not learnt yet.
 func (j *JWT) HasKey(id string) bool {
 	switch {
 	case j == nil || id == "":
@@ -461,11 +459,36 @@ func (j *JWT) HasKey(id string) bool {
 	return false
 }
 
+// KeyRemoved reports whether the key identified by id (as Verify returns
+// it, sluice.Credential.JWTKey) was removed from this replica's key set
+// by a reload of jwt_jwks_file or a fetch of jwt_jwks_url, less than an
+// hour ago (jwksRemovedFor), and did not come back since: a stream opened
+// with a JWT it verified, or with a ticket made with one, is refused and
+// ended (the daemon wires it to changefeed.HubOptions.JWTKeyRemoved).
+//
+// A key the set never held is not removed. An identity provider
+// publishes a key before it signs with it, and replicas learn it at
+// different times: one by the fetch an unknown kid causes, another only
+// on its Cache-Control schedule; with jwt_jwks_file, replicas reload one
+// by one. A stream ticket made on the first replica with a JWT of the new
+// key and redeemed on the other never shows that replica the JWT, so
+// nothing would make it fetch the key: it must open the stream. The
+// HS256 secret is never removed. A key set that could not be refreshed
+// keeps its keys (JWTs are refused once it is too stale, but streams are
+// not ended for that: only a set that drops the key says that the key was
+// withdrawn).
+func (j *JWT) KeyRemoved(id string) bool {
+	if j == nil || id == "" || id == j.secretID || j.set == nil {
+		return false
+	}
+	return j.set.wasRemoved(id)
+}
+
 // OnKeysChanged makes f be called each time the key set changes (a
 // reload of jwt_jwks_file, a fetch of jwt_jwks_url that brought another
 // set), after the change, from the goroutine that made it, with no lock
-// held: the daemon ends there the streams of JWTs whose key is gone
-// (HasKey). A set that failed to load, or loaded unchanged, calls
+// held: the daemon ends there the streams of JWTs whose key was removed
+// (KeyRemoved). A set that failed to load, or loaded unchanged, calls
 // nothing.
 func (j *JWT) OnKeysChanged(f func()) {
 	if j != nil && j.set != nil {

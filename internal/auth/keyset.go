@@ -46,6 +46,18 @@ const (
 	// failed scheduled refresh.
 	jwksRetryMin = 5 * time.Second
 	jwksRetryMax = 5 * time.Minute
+	// jwksRemovedFor is how long a key that left the set is remembered
+	// as removed (keySet.removed), and jwksMaxRemoved how many are at
+	// most (the oldest are forgotten first). The record only has to
+	// outlive what was authenticated with the key before it left: a
+	// stream ticket made then (on this replica or another) and redeemed
+	// after, which lives about a minute (stream_ticket_ttl), and a stream
+	// whose JWT was verified just before the removal and whose guard
+	// registers just after. A JWT presented afterwards is refused by
+	// Verify whatever this record says. The cap bounds the memory a
+	// provider that keeps publishing new sets can take.
+	jwksRemovedFor = time.Hour
+	jwksMaxRemoved = 1024
 )
 
 // keySet is the JWKS that verifies JWTs: fixed, read from a file (again
@@ -61,8 +73,16 @@ type keySet struct {
 	// JWT.OnKeysChanged), with s.mu not held.
 	onChange atomic.Pointer[func()]
 
-	mu        sync.Mutex
-	keys      []publicKey
+	mu   sync.Mutex
+	keys []publicKey
+	// removed holds the identities (keyID) of keys that a reload or
+	// fetch took out of the set, with when: a credential of such a key
+	// opens no stream and its streams end (JWT.KeyRemoved). A key this
+	// set never held is not removed: another replica may have learnt it
+	// first, from a newer set. A key that comes back leaves it; entries
+	// are forgotten after jwksRemovedFor, the oldest first past
+	// jwksMaxRemoved.
+	removed   map[string]time.Time
 	digest    [sha256.Size]byte // of the set's JSON the keys came from
 	gen       atomic.Uint64     // moves when the keys change
 	fresh     time.Time         // URL: when to fetch again
@@ -93,6 +113,16 @@ func (s *keySet) has(id string) bool {
 		}
 	}
 	return false
+}
+
+// wasRemoved reports whether a reload or fetch took the key identified by
+// id out of the set, less than jwksRemovedFor ago, and it did not come
+// back since.
+func (s *keySet) wasRemoved(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.removed[id]
+	return ok && s.now().Sub(at) < jwksRemovedFor
 }
 
 // changed calls onChange, if set. The caller must not hold s.mu: what
@@ -144,6 +174,7 @@ func (s *keySet) load(ctx context.Context) error {
 // once it released s.mu (streams of a removed key end). The caller holds
 // s.mu.
 func (s *keySet) replace(keys []publicKey, b []byte) bool {
+	s.noteRemoved(s.keys, keys)
 	s.keys = keys
 	if d := sha256.Sum256(b); d != s.digest {
 		s.digest = d
@@ -151,6 +182,40 @@ func (s *keySet) replace(keys []publicKey, b []byte) bool {
 		return true
 	}
 	return false
+}
+
+// noteRemoved records in s.removed the keys of old that are not in keys,
+// and forgets those of keys (a key that comes back is no longer removed)
+// and those past jwksRemovedFor or jwksMaxRemoved. The caller holds s.mu.
+func (s *keySet) noteRemoved(old, keys []publicKey) {
+	now := s.now()
+	in := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		in[k.id] = true
+		delete(s.removed, k.id)
+	}
+	for _, k := range old {
+		if !in[k.id] {
+			if s.removed == nil {
+				s.removed = map[string]time.Time{}
+			}
+			s.removed[k.id] = now
+		}
+	}
+	for id, at := range s.removed {
+		if now.Sub(at) >= jwksRemovedFor {
+			delete(s.removed, id)
+		}
+	}
+	for len(s.removed) > jwksMaxRemoved {
+		oldest, first := "", time.Time{}
+		for id, at := range s.removed {
+			if oldest == "" || at.Before(first) {
+				oldest, first = id, at
+			}
+		}
+		delete(s.removed, oldest)
+	}
 }
 
 // fetch fetches the URL's set, unless a fetch is in flight, in which case

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -346,4 +347,77 @@ func TestJWKSKeysChanged(t *testing.T) {
 		srv.publish(both, 200)
 		check(t, v, calls, false, []seen{{false, true}, {true, true}})
 	})
+}
+
+// TestJWKSKeyRemoved: a key is removed only if a reload or fetch took it
+// out of the set: a key the set never held (another replica may have
+// learnt it first) is not, one that comes back is no longer, and the
+// record is forgotten after jwksRemovedFor. The HS256 secret never is.
+func TestJWKSKeyRemoved(t *testing.T) {
+	t.Parallel()
+	a, b, c := ecKey(t), ecKey(t), ecKey(t)
+	idA, idB, idC := must(keyID("ES256", &a.PublicKey)), must(keyID("ES256", &b.PublicKey)), must(keyID("ES256", &c.PublicKey))
+	path := t.TempDir() + "/jwks.json"
+	clk := &clock{now: time.Now()}
+	publish := func(keys map[string]any) {
+		t.Helper()
+		if err := os.WriteFile(path, marshalJWKS(t, keys), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(map[string]any{"a": &a.PublicKey})
+	v, err := LoadJWT(t.Context(), JWTConfig{JWKSFile: path, HS256Secret: testSecret}, JWTDeps{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reload := func(keys map[string]any) {
+		t.Helper()
+		publish(keys)
+		if err := v.Reload(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string, wantA, wantB, wantC bool) {
+		t.Helper()
+		if got := [3]bool{v.KeyRemoved(idA), v.KeyRemoved(idB), v.KeyRemoved(idC)}; got != [3]bool{wantA, wantB, wantC} {
+			t.Errorf("%s: removed a, b, c: %v, want %v", when, got, [3]bool{wantA, wantB, wantC})
+		}
+		if v.KeyRemoved(hs256ID([]byte(testSecret))) || v.KeyRemoved("") {
+			t.Errorf("%s: the HS256 secret, or no key, counts as removed", when)
+		}
+	}
+	check("at start", false, false, false)
+	if v.HasKey(idB) {
+		t.Fatal("HasKey of a key never in the set")
+	}
+	reload(map[string]any{"a": &a.PublicKey, "b": &b.PublicKey})
+	check("b added", false, false, false)
+	reload(map[string]any{"a": &a.PublicKey})
+	check("b removed", false, true, false) // c was never seen: not removed
+	reload(map[string]any{"a": &a.PublicKey, "b": &b.PublicKey})
+	check("b back", false, false, false)
+	reload(map[string]any{"c": &c.PublicKey})
+	check("a and b removed", true, true, false)
+	clk.add(jwksRemovedFor - time.Second)
+	check("just before the record is forgotten", true, true, false)
+	clk.add(time.Second)
+	check("the record forgotten", false, false, false)
+
+	// At most jwksMaxRemoved are remembered, the oldest forgotten first.
+	s := v.set
+	s.mu.Lock()
+	var many []publicKey
+	for i := range jwksMaxRemoved + 1 {
+		many = append(many, publicKey{id: "ES256:" + strconv.Itoa(i)})
+	}
+	s.noteRemoved(many[:1], nil)
+	clk.add(time.Second)
+	s.noteRemoved(many[1:], nil)
+	n := len(s.removed)
+	_, first := s.removed[many[0].id]
+	_, last := s.removed[many[len(many)-1].id]
+	s.mu.Unlock()
+	if n != jwksMaxRemoved || first || !last {
+		t.Errorf("%d remembered (want %d), the oldest kept: %v, the newest: %v", n, jwksMaxRemoved, first, last)
+	}
 }

@@ -62,13 +62,13 @@ func revoked(code sluice.Code, format string, args ...any) error {
 
 // guards are the hub's open streams, as the access check sees them.
 type guards struct {
-	log        Log // for the access changes
-	logger     *slog.Logger
-	metrics    *metrics.Stream
-	checkGrant func(context.Context, *sluice.Grant) error
-	jwtKey     func(id string) bool // HubOptions.JWTKey; nil: no JWT keys
-	maxStreams int
-	maxPerUser int
+	log           Log // for the access changes
+	logger        *slog.Logger
+	metrics       *metrics.Stream
+	checkGrant    func(context.Context, *sluice.Grant) error
+	jwtKeyRemoved func(id string) bool // HubOptions.JWTKeyRemoved; nil: no JWT keys
+	maxStreams    int
+	maxPerUser    int
 
 	// mu guards all and perUser and serializes the application of access
 	// changes (applied and seen move only under it; they are atomic for
@@ -83,7 +83,7 @@ type guards struct {
 
 func newGuards(log Log, o HubOptions) *guards {
 	gs := &guards{
-		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check, jwtKey: o.JWTKey,
+		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check, jwtKeyRemoved: o.JWTKeyRemoved,
 		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
 		all: map[*Guard]struct{}{}, perUser: map[int64]int{},
 	}
@@ -190,16 +190,18 @@ func errJWTKeyGone() *sluice.Error {
 	return sluice.Errorf(sluice.CodeUnauthenticated, "the key that signed the JWT this stream was opened with was removed (jwt_jwks_file/jwt_jwks_url); authenticate again")
 }
 
-// jwtKeyGone reports whether grant's credential is a JWT whose key no
-// longer verifies JWTs (HubOptions.JWTKey).
+// jwtKeyGone reports whether grant's credential is a JWT whose key was
+// removed from the key set (HubOptions.JWTKeyRemoved). A key the set
+// never held is not: a stream ticket made on a replica that learnt a new
+// key first is redeemed here before this replica learns it.
 func (gs *guards) jwtKeyGone(grant *sluice.Grant) bool {
-	return grant.JWTKey != "" && gs.jwtKey != nil && !gs.jwtKey(grant.JWTKey)
+	return grant.JWTKey != "" && gs.jwtKeyRemoved != nil && gs.jwtKeyRemoved(grant.JWTKey)
 }
 
 // JWTKeysChanged ends, with an Unauthenticated error, every stream of
 // this process whose credential is a JWT (or a stream ticket made with
-// one) verified by a key that is no longer in the key set
-// (HubOptions.JWTKey): call it after every change of the set. Removing a
+// one) verified by a key that was removed from the key set
+// (HubOptions.JWTKeyRemoved): call it after every change of the set. Removing a
 // key is how an operator answers its compromise, and whoever holds the
 // key chose the JWT's exp, so its streams do not wait for it. It does not
 // wait on the streams (see Guard).

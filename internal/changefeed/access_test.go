@@ -262,15 +262,16 @@ func TestGuardEndsAtExpiry(t *testing.T) {
 
 // A stream opened with a JWT ends when the JWT's key leaves the key set
 // (JWTKeysChanged), and one of another key, or of no JWT, does not; a
-// grant whose key is already gone is refused.
+// grant whose key is already gone is refused. A key the set never held
+// (ES256:c, which another replica learnt first) is not removed.
 func TestJWTKeysChangedEndsStreamsOfRemovedKeys(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	keys := map[string]bool{"ES256:a": true, "ES256:b": true}
-	h, l := newHub(t, HubOptions{JWTKey: func(id string) bool {
+	removed := map[string]bool{}
+	h, l := newHub(t, HubOptions{JWTKeyRemoved: func(id string) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return keys[id]
+		return removed[id]
 	}})
 	h.track(1, 0)
 	grant := func(key string) *sluice.Grant {
@@ -278,18 +279,18 @@ func TestJWTKeysChangedEndsStreamsOfRemovedKeys(t *testing.T) {
 		g.TokenID, g.JWTKey = 0, key
 		return &g
 	}
-	a, b, none := guarded(t, h, grant("ES256:a"), nil), guarded(t, h, grant("ES256:b"), nil), guarded(t, h, grant(""), nil)
+	a, b, c, none := guarded(t, h, grant("ES256:a"), nil), guarded(t, h, grant("ES256:b"), nil), guarded(t, h, grant("ES256:c"), nil), guarded(t, h, grant(""), nil)
 
 	h.JWTKeysChanged() // nothing removed
 	mu.Lock()
-	delete(keys, "ES256:a")
+	removed["ES256:a"] = true
 	mu.Unlock()
 	h.JWTKeysChanged()
 	if err := ended(t, a); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
 		t.Fatalf("the stream of the removed key ended with %v", err)
 	}
 	feedCommit(t, h, l.add())
-	for _, s := range []*Subscription{b, none} {
+	for _, s := range []*Subscription{b, c, none} {
 		if got := receive(t, s, 1); got[0] != 1 {
 			t.Fatalf("received %v", got)
 		}

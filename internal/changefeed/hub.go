@@ -56,10 +56,12 @@ type HubOptions struct {
 	// Guard): nil when it still holds, else the error a request would
 	// get. Nil checks nothing.
 	Check func(context.Context, *sluice.Grant) error
-	// JWTKey reports whether the JWT key identified by id (a
-	// credential's JWTKey) still verifies JWTs: a stream whose key does
-	// not is refused, and ended by JWTKeysChanged. Nil checks nothing.
-	JWTKey func(id string) bool
+	// JWTKeyRemoved reports whether the JWT key identified by id (a
+	// credential's JWTKey) was removed from this replica's key set: a
+	// stream of such a key is refused, and ended by JWTKeysChanged. A key
+	// the set never held is not removed (another replica may have learnt
+	// it first, and made the stream ticket). Nil checks nothing.
+	JWTKeyRemoved func(id string) bool
 	// MaxStreams caps the open streams (guards) of the process, and
 	// MaxStreamsPerUser those of one user (the super user is exempt);
 	// 0: no cap.

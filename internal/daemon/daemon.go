@@ -239,12 +239,13 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// which access version this process has seen.
 	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
 		Check:             func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
-		JWTKey:            jwt.HasKey,
+		JWTKeyRemoved:     jwt.KeyRemoved,
 		MaxStreams:        maxStreams(d.cfg.MaxStreams, openFileLimit()),
 		MaxStreamsPerUser: int(d.cfg.MaxStreamsPerUser)})
 	// A reload or fetch that removes a key from the JWT key set ends, at
 	// once, the streams of this process opened with JWTs it verified (a
-	// stream's guard is registered only while its key is in the set).
+	// stream's guard is registered only while its key is not removed; a
+	// key this process never had is not removed).
 	jwt.OnKeysChanged(hub.JWTKeysChanged)
 	authn := auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),

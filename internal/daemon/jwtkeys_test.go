@@ -104,6 +104,68 @@ func TestJWTKeyRemovalEndsStreams(t *testing.T) {
 	expectEvent(t, ofB, "Note/n3")
 }
 
+// TestJWTKeyUnseenByReplica: a key this replica never had is not a
+// removed key. An identity provider publishes key b and signs with it;
+// replica A has it (an unknown-kid fetch, or its SIGHUP came first),
+// replica B not yet (it fetches on its Cache-Control schedule, or its
+// SIGHUP comes later). A stream ticket made on A with a JWT of key b
+// opens a stream on B: the ticket never shows B the JWT, so nothing there
+// would fetch the key. Once B had key b and dropped it, such a ticket is
+// refused there.
+func TestJWTKeyUnseenByReplica(t *testing.T) {
+	t.Parallel()
+	keyA, keyB := newECKey(t), newECKey(t)
+	dir := t.TempDir()
+	publish := func(path string, keys map[string]*ecdsa.PrivateKey) {
+		t.Helper()
+		if err := os.WriteFile(path, ecJWKS(t, keys), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pathA, pathB := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	publish(pathA, map[string]*ecdsa.PrivateKey{"a": keyA, "b": keyB})
+	publish(pathB, map[string]*ecdsa.PrivateKey{"a": keyA})
+	withJWKS := func(path string) dt.Option {
+		return func(c *config.Config) {
+			c.JWTJWKSFile = path
+			c.JWTIssuer = jwtIssuer
+			c.JWTAudience = jwtAudience
+		}
+	}
+	a := dt.Start(t, withJWKS(pathA))
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL), withJWKS(pathB))
+	a.MustDo(t, 201, dt.Admin(), "POST", "/api/organizations", `{"name":"acme"}`)
+	a.MustDo(t, 201, dt.Admin(), "POST", "/api/db/acme/notes", mustJSON(t, map[string]string{"schema": notesSDL}))
+	a.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"ulla","organization":"acme","password":"ulla-password"}`)
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/acme/notes", `{"user":"ulla","role":"read"}`)
+
+	jwtB := dt.Bearer(signJWT(t, jwt.SigningMethodES256, "b", jwtClaims("ulla", time.Now().Add(time.Hour), nil), keyB))
+	ticket, _ := newTicket(t, a, jwtB, "")
+	s := b.MustOpenStream(t, dt.NoAuth(), eventSource(restNotes, ticket))
+	if first := s.Next().String(); !strings.HasPrefix(first, ": connected") {
+		t.Fatalf("first frame %q", first)
+	}
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/acme/notes", `{"@type":"Note","@id":"n1","text":"on b"}`)
+	expectEvent(t, []kindStream{{"rest on B with a ticket of key b", s, "rest"}}, "Note/n1")
+
+	// B learns key b, and drops it: now it was removed there.
+	publish(pathB, map[string]*ecdsa.PrivateKey{"a": keyA, "b": keyB})
+	if err := b.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	publish(pathB, map[string]*ecdsa.PrivateKey{"a": keyA})
+	if err := b.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/acme/notes", `{"@type":"Note","@id":"n2","text":"after b left B"}`)
+	expectEnd(t, []kindStream{{"rest on B with a ticket of key b", s, "rest"}}, "Note/n2", "UNAUTHENTICATED", "NotAuthenticated", time.Now())
+	ticket, _ = newTicket(t, a, jwtB, "")
+	status, typ, msg := refused(t, b, dt.NoAuth(), eventSource(restNotes, ticket))
+	if status != 401 || typ != "api:NotAuthenticated" || !strings.Contains(msg, "was removed (jwt_jwks_file/jwt_jwks_url)") {
+		t.Errorf("a ticket of key b redeemed on B after b left it: %d %s %q", status, typ, msg)
+	}
+}
+
 // openJWTSocket opens and initialises a graphql-ws socket on path with
 // the bearer JWT token.
 func openJWTSocket(t *testing.T, d *dt.Daemon, path, token string) *outageSocket {
