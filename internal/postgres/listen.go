@@ -17,12 +17,33 @@ import (
 // log's version, from one snapshot: one cheap read of the counter rows, for
 // the change feed's periodic poll.
 func (db *DB) Heads(ctx context.Context) ([]sluice.Head, int64, error) {
+	return db.heads(ctx, nil)
+}
+
+// HeadsOf is Heads of the databases ids only (none: the access log's
+// version alone): one notification's worth, not every database's.
+func (db *DB) HeadsOf(ctx context.Context, ids []int64) ([]sluice.Head, int64, error) {
+	if ids == nil {
+		ids = []int64{}
+	}
+	return db.heads(ctx, ids)
+}
+
+// heads reads the heads of the databases ids (nil: all) and the access
+// log's version.
+func (db *DB) heads(ctx context.Context, ids []int64) ([]sluice.Head, int64, error) {
 	// The union's first row carries the access version (id 0 is no
 	// database), so there is a row even without databases.
-	rows, err := db.pool.Query(ctx, `SELECT 0, '', `+accessVersionSQL+`, 0
+	q := `SELECT 0, '', ` + accessVersionSQL + `, 0
 		UNION ALL
 		SELECT d.id, d.epoch, c.last_seq, c.pruned_seq
-		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id`)
+		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id`
+	var args []any
+	if ids != nil {
+		q += ` WHERE d.id = ANY($1)`
+		args = append(args, ids)
+	}
+	rows, err := db.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, 0, mapError(err)
 	}

@@ -3,10 +3,12 @@ package webhook
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
@@ -21,11 +23,12 @@ const (
 // noteEvery is the least time between two reads that notifications of
 // other processes cause. Any role that may connect can send Sluice's
 // notifications, with any payload: one is a hint, not news. A commit's
-// makes the manager read the heads (one statement) and wake the loops of
-// the databases that moved; a webhook change's, re-read the active
-// webhooks; each at most this often, what came meanwhile answered by the
-// next. (Woken by each notification, every loop read its log: a flood of
-// forged ones cost reads by the thousand.)
+// makes the manager read the heads of the databases named that have
+// webhooks (one statement; none when none has) and wake the loops of
+// those that moved; a webhook change's, re-read the active webhooks; each
+// at most this often, what came meanwhile answered by the next. (Woken by
+// each notification, every loop read its log: a flood of forged ones cost
+// reads by the thousand.)
 const noteEvery = 10 * time.Millisecond
 
 // manager runs one loop per active webhook while the deliverer holds the
@@ -88,7 +91,8 @@ func (m *manager) run(ctx context.Context) {
 	// due fires when what notifications asked for (pollDue, reloadDue) is
 	// to be done; nil when nothing is asked.
 	var due <-chan time.Time
-	var pollDue, reloadDue bool
+	var reloadDue bool
+	var noted map[int64]bool // databases notified since the last read; 0: access
 	var lastNote time.Time
 	for {
 		select {
@@ -98,7 +102,10 @@ func (m *manager) run(ctx context.Context) {
 			if n.webhook {
 				reloadDue = true
 			} else {
-				pollDue = true
+				if noted == nil {
+					noted = map[int64]bool{}
+				}
+				noted[n.id] = true
 			}
 			if due == nil {
 				due = time.After(noteEvery - time.Since(lastNote))
@@ -109,9 +116,9 @@ func (m *manager) run(ctx context.Context) {
 				m.reload(ctx)
 				lastReload, reloadDue = time.Now(), false
 			}
-			if pollDue {
-				m.poll(ctx)
-				pollDue = false
+			if noted != nil {
+				m.pollNoted(ctx, noted)
+				noted = nil
 			}
 		case <-m.d.wake:
 			for _, id := range m.d.takeWoken() {
@@ -174,6 +181,31 @@ func (m *manager) wakeDB(id int64) {
 // databases that moved, or every loop when access changed.
 func (m *manager) poll(ctx context.Context) {
 	heads, access, err := m.d.store.Heads(ctx)
+	m.woken(ctx, heads, access, err)
+}
+
+// pollNoted is poll for what notifications named: the heads of the
+// databases among them that have webhooks, and the access version when an
+// access change (0) is among them or a database is read. Nothing is read
+// when none of them concerns a webhook.
+func (m *manager) pollNoted(ctx context.Context, noted map[int64]bool) {
+	var ids []int64
+	for _, l := range m.loops {
+		if noted[l.dbID] && !slices.Contains(ids, l.dbID) {
+			ids = append(ids, l.dbID)
+		}
+	}
+	if len(ids) == 0 && (!noted[0] || len(m.loops) == 0) {
+		return
+	}
+	heads, access, err := m.d.store.HeadsOf(ctx, ids)
+	m.woken(ctx, heads, access, err)
+}
+
+// woken takes the heads and access version read (or the error of reading
+// them) and wakes the loops of the databases that moved, or every loop
+// when access changed.
+func (m *manager) woken(ctx context.Context, heads []sluice.Head, access int64, err error) {
 	if err != nil {
 		if ctx.Err() == nil {
 			// Once per run of failures: a restarting Postgres fails
