@@ -431,10 +431,18 @@ func (q *LiveQuery) AffectsResult(ch *Change, b *Boundary) bool {
 
 // listed reports whether doc, an image of a change (nil: none), may be in
 // field f's result: it matches f's filter and, when the result has a
-// boundary b, does not sort after it.
+// boundary b, does not sort after it. A filter it cannot evaluate (an
+// error of filter.MatchContext) may match: false would leave the result
+// stale, true only makes it read again.
 func (q *LiveQuery) listed(f *liveField, doc *sluice.Document, b *Boundary) bool {
-	if doc == nil || f.filt != nil && !filter.Match(f.filt, doc, nil) {
+	if doc == nil {
 		return false
+	}
+	if f.filt != nil {
+		ok, err := filter.MatchContext(context.Background(), f.filt, doc, nil)
+		if err == nil && !ok {
+			return false
+		}
 	}
 	return b == nil || !b.after(doc)
 }

@@ -104,7 +104,7 @@ func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 			return nil, start, err
 		}
 		if e.sel.Filter != nil {
-			ok, err := matches(e.sel.Filter, data)
+			ok, err := matches(ctx, e.sel.Filter, data)
 			if err != nil {
 				return nil, start, fmt.Errorf("filter %s: %w", ch.DocID, err)
 			}
@@ -144,8 +144,18 @@ func (e *Evaluator) selects(class string) bool {
 }
 
 // matches reports whether doc (a document's API-form JSON; nil when the
-// reader may not see it at all) matches f.
-func matches(f filter.Expr, doc []byte) (bool, error) {
+// reader may not see it at all) matches f, evaluated with ctx.
+//
+// A filter it cannot evaluate (filter.MatchContext's error: ctx's end, or
+// past filter.MaxMatchSteps, which a filter without references, as
+// CheckFilter requires, never reaches) is its error, not a false or a
+// true: false would drop an event the subscriber may have to see, with
+// nothing to tell it, and true would deliver one the filter may exclude
+// (a filter can hide documents the subscriber must not see). Events
+// returns the error: a stream ends with it, and a webhook's delivery loop
+// gets it with its position still before the event, which is neither
+// skipped nor delivered.
+func matches(ctx context.Context, f filter.Expr, doc []byte) (bool, error) {
 	if doc == nil {
 		return false, nil
 	}
@@ -159,7 +169,7 @@ func matches(f filter.Expr, doc []byte) (bool, error) {
 	typ, _ := m["@type"].(string)
 	delete(m, "@id")
 	delete(m, "@type")
-	return filter.Match(f, &sluice.Document{ID: id, Type: typ, Fields: m}, nil), nil
+	return filter.MatchContext(ctx, f, &sluice.Document{ID: id, Type: typ, Fields: m}, nil)
 }
 
 // CheckFilter returns a CodeInvalid error naming field when f filters

@@ -7,7 +7,8 @@ import (
 )
 
 // MatchSteps is MatchContext that also returns the steps the evaluation
-// took (calls of object, element and scalar). memo false evaluates without
+// took beneath references (calls of object, element and scalar on the
+// documents references reached: those counted against maxSteps). memo false evaluates without
 // remembering results or documents, as Match did before it did: each path
 // through the documents is explored again. maxSteps > 0 replaces
 // MaxMatchSteps.

@@ -34,11 +34,15 @@ const (
 )
 
 // MaxMatchSteps bounds the steps of one evaluation of a filter in Go
-// (Match, MatchContext: subscriptions and _ChangeSet), where no
-// statement_timeout stops it: each step is a filter node evaluated on one
-// object or one list element. Evaluation remembers the result of each
-// filter through a reference on each referenced document, so it costs at
-// most the filter's nodes times the distinct documents it reaches times
-// their lists' lengths; the bound is far above that for any filter and
-// data a request can sensibly read, and about a second of one core.
+// (Match, MatchContext: subscriptions and _ChangeSet) beneath references,
+// where no statement_timeout stops it: each step is a filter node
+// evaluated on one object or one list element of a document a reference
+// reached. Evaluation remembers the result of each filter through a
+// reference on each referenced document, so it costs at most the
+// filter's nodes times the distinct documents it reaches times their
+// lists' lengths; the bound is far above that for any filter and data a
+// request can sensibly read, and about a second of one core. The
+// evaluation on the matched document itself is not counted: it costs at
+// most the filter's nodes times the document's size (a filter without
+// references never reaches the bound, whatever that size).
 const MaxMatchSteps = 10_000_000

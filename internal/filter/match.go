@@ -22,17 +22,21 @@ type Lookup func(id string) *sluice.Document
 // them (json.Number) for values read from change JSON. lookup may be nil
 // when e has no filter through a reference (such a filter is then false).
 //
-// Match is MatchContext without a context: an evaluation that goes past
-// MaxMatchSteps is false. Callers that can report an error or that have a
-// request's context use MatchContext.
+// Match is MatchContext without a context: an evaluation through
+// references that goes past MaxMatchSteps is false. Callers that can
+// report an error or that have a request's context use MatchContext.
 func Match(e Expr, doc *sluice.Document, lookup Lookup) bool {
 	ok, _ := MatchContext(context.Background(), e, doc, lookup)
 	return ok
 }
 
 // MatchContext is Match, stopping with an error when ctx is done (its
-// error) or when the evaluation goes past MaxMatchSteps (a
-// sluice.CodeInvalid error saying so).
+// error) or when the evaluation beneath references (on the documents a
+// filter through a reference reaches) goes past MaxMatchSteps (a
+// sluice.CodeInvalid error saying so). The evaluation on doc itself costs
+// at most the filter's nodes times doc's size and is not counted: a
+// filter without references never goes past MaxMatchSteps, whatever the
+// size of doc, and Match of it is false only when doc does not match.
 //
 // The result of each filter through a reference on each referenced
 // document is computed once per call and remembered: a filter that follows
@@ -64,11 +68,19 @@ type matcher struct {
 	// it).
 	memo   map[memoKey]bool
 	noMemo bool
-	// steps counts the calls of object, element and scalar, up to
-	// maxSteps; err is ctx's error or errTooManySteps once the evaluation
-	// stops (every call then returns false at once).
-	steps, maxSteps int
-	err             error
+	// visits counts the calls of object, element and scalar: step looks at
+	// ctx every ctxCheckSteps of them. steps counts those of them beneath
+	// a reference (refs > 0: evaluation on a document that a Ref or a
+	// Quant over a list of references reached), up to maxSteps. The
+	// evaluation outside references costs at most the filter's nodes
+	// times the size of the matched document and is not bounded: only
+	// following references multiplies the cost (by the documents
+	// reached), and only that can go past MaxMatchSteps. err is ctx's
+	// error or errTooManySteps once the evaluation stops (every call then
+	// returns false at once).
+	visits, steps, maxSteps int
+	refs                    int
+	err                     error
 }
 
 type memoKey struct {
@@ -87,21 +99,26 @@ func (m *matcher) match(e Expr, doc *sluice.Document) bool {
 	return m.object(e, doc.ID, doc.Fields)
 }
 
-// ctxCheckSteps is how often, in steps, step looks at the context (from
-// the first step: a request already ended does not start).
+// ctxCheckSteps is how often, in steps (counted beneath references or
+// not), step looks at the context (from the first step: a request already
+// ended does not start).
 const ctxCheckSteps = 1024
 
-// step counts one step; it is false when the evaluation must stop.
+// step counts one step, against maxSteps when it is beneath a reference;
+// it is false when the evaluation must stop.
 func (m *matcher) step() bool {
 	if m.err != nil {
 		return false
 	}
-	m.steps++
-	if m.steps > m.maxSteps {
-		m.err = errTooManySteps
-		return false
+	if m.refs > 0 {
+		m.steps++
+		if m.steps > m.maxSteps {
+			m.err = errTooManySteps
+			return false
+		}
 	}
-	if m.steps%ctxCheckSteps == 1 {
+	m.visits++
+	if m.visits%ctxCheckSteps == 1 {
 		if err := m.ctx.Err(); err != nil {
 			m.err = err
 			return false
@@ -195,7 +212,9 @@ func (m *matcher) ref(e Expr, v any) bool {
 		return r
 	}
 	d := m.doc(id)
+	m.refs++
 	r := d != nil && m.object(e, d.ID, d.Fields)
+	m.refs--
 	if m.err == nil && !m.noMemo {
 		if m.memo == nil {
 			m.memo = make(map[memoKey]bool)

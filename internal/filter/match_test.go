@@ -138,9 +138,56 @@ func TestMatchStepBudget(t *testing.T) {
 	}
 	// Without memoization the evaluation would run for minutes: it does
 	// not start.
+	// (Steps count beneath references only: none was taken.)
 	ok, steps, err = filter.MatchSteps(ctx, e, docs["P/0"], lookup, false, 0)
-	if ok || !errors.Is(err, context.Canceled) || steps != 1 {
+	if ok || !errors.Is(err, context.Canceled) || steps != 0 {
 		t.Fatalf("a cancelled context, without memoization: %v after %d steps, %v", ok, steps, err)
+	}
+}
+
+// TestMatchLargeListWithoutReferences: the evaluation on the matched
+// document itself is not counted against MaxMatchSteps, only the one
+// beneath references. A document with a list of 5,000,001 Ints (a 10 MB
+// document) took more than MaxMatchSteps steps (2 or more an element), and
+// Match was then false for filters it matches: a live query took the
+// change for one that does not affect it, a webhook or a stream dropped
+// the event, and a subscription or _ChangeSet ended with an error telling
+// to follow fewer references on a filter that follows none.
+func TestMatchLargeListWithoutReferences(t *testing.T) {
+	const sdl = `type T { name: String xs: [Int!] friends: [T!] }`
+	const n = 5_000_001
+	xs := make([]any, n)
+	for i := range xs {
+		xs[i] = int64(i % 5)
+	}
+	doc := &sluice.Document{ID: "T/1", Type: "T", Fields: map[string]any{"name": "x", "xs": xs}}
+	all := parseFilter(t, sdl, "T", `{"xs":{"allHave":{"ge":0}}}`)
+	if !filter.Match(all, doc, nil) {
+		t.Errorf(`Match({"xs":{"allHave":{"ge":0}}}) on %d elements all >= 0 = false, want true`, n)
+	}
+	or := parseFilter(t, sdl, "T", `{"_or":[{"xs":{"someHave":{"eq":7}}},{"name":{"eq":"x"}}]}`)
+	if !filter.Match(or, doc, nil) {
+		t.Errorf(`Match({"_or":[{"xs":{"someHave":{"eq":7}}},{"name":{"eq":"x"}}]}) on %d elements and name "x" = false, want true`, n)
+	}
+
+	// Beneath a reference the steps are counted, and the budget still
+	// stops a filter through references; the list of the matched
+	// document itself adds nothing to them, even with a budget of 10.
+	other := &sluice.Document{ID: "T/2", Type: "T", Fields: map[string]any{"name": "y", "xs": xs}}
+	doc.Fields["friends"] = []any{other.ID}
+	lookup := func(id string) *sluice.Document {
+		if id == other.ID {
+			return other
+		}
+		return nil
+	}
+	e := parseFilter(t, sdl, "T", `{"xs":{"allHave":{"ge":0}},"friends":{"someHave":{"xs":{"allHave":{"ge":0}}}}}`)
+	if ok, steps, err := filter.MatchSteps(context.Background(), e, doc, lookup, true, 10); ok || steps != 11 || sluice.ErrorCode(err) != sluice.CodeInvalid {
+		t.Errorf("through a reference to %d elements, budget 10: %v after %d steps, %v; want false after 11 steps with the bound's error", n, ok, steps, err)
+	}
+	e = parseFilter(t, sdl, "T", `{"xs":{"allHave":{"ge":0}},"friends":{"someHave":{"name":{"eq":"y"}}}}`)
+	if ok, steps, err := filter.MatchSteps(context.Background(), e, doc, lookup, true, 10); !ok || err != nil || steps > 10 {
+		t.Errorf("%d elements, then through a reference, budget 10: %v after %d steps, %v; want true", n, ok, steps, err)
 	}
 }
 
