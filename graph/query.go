@@ -495,14 +495,14 @@ func (x *execution) changes(c *sluice.Commit, cf graphql.CollectedField, include
 			if err != nil {
 				return nil, "", err
 			}
+			if x.lookupErr != nil {
+				return nil, "", x.lookupErr
+			}
 			if !ok {
 				continue
 			}
 		}
 		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: "commit"})
-	}
-	if x.lookupErr != nil {
-		return nil, "", x.lookupErr
 	}
 	// The commit's changes are read already; counting them keeps the
 	// response's documents within the same bound as a query's.
@@ -524,11 +524,19 @@ func (x *execution) lookup(id string) *sluice.Document {
 	}
 	docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, []string{id}, x.rowBudget())
 	if err == nil {
-		if err = x.readRows(len(docs)); err != nil {
-			x.lookupErr = err // Match cannot return it; the caller does
-		}
+		err = x.readRows(len(docs))
 	}
-	if err != nil || len(docs) == 0 {
+	if err != nil {
+		// Match cannot return it, and the document looks missing: the
+		// caller checks lookupErr after each match (the first error is
+		// the one it reports). It is not cached as missing, which
+		// would show it so to the payloads' references too.
+		if x.lookupErr == nil {
+			x.lookupErr = err
+		}
+		return nil
+	}
+	if len(docs) == 0 {
 		x.cache[id] = nil
 		return nil
 	}

@@ -158,9 +158,15 @@ func (s *Subscription) Classes() []string { return s.classes }
 // error naming the bound (extensions.code RESULT_TOO_LARGE, as a
 // _ChangeSet of a commit too large to gather has), and the stream goes
 // on. Past the rows bound every event of c is such an error: the
-// documents were read for all of them at once. Other errors are failures
-// to read referenced documents, and a filter past filter.MaxMatchSteps,
-// which end the stream.
+// documents were read for all of them at once. Filters through
+// references read documents too (lookup), change by change: when one
+// passes the rows bound, the referenced document it needed is unknown,
+// so that change and every later one the field selects (by operation
+// and class, the filter unevaluated) get the error in place of their
+// events, those before keeping theirs (unless resolving their
+// references then passes the bound too). Other errors are failures to
+// read referenced documents (for the payloads or the filters), and a
+// filter past filter.MaxMatchSteps, which end the stream.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	if len(c.Changes) == 0 {
 		return nil, nil
@@ -193,8 +199,18 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		w.WriteString("}}")
 		return []SubscriptionEvent{{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}}, nil
 	}
+	// An entry is a change's event: an object to resolve, or (lim) an
+	// event already made in its place.
+	type entry struct {
+		obj *object
+		pos sluice.Position
+		lim *SubscriptionEvent
+	}
+	var entries []entry
 	var objs []*object
-	var idx []int
+	// lookupErr: the filter of a change read a referenced document past
+	// the rows bound, which made the document look missing.
+	var lookupErr error
 	sc := s.es.schema
 	for i := range c.Changes {
 		ch := &c.Changes[i]
@@ -213,6 +229,15 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		if cl == nil {
 			continue
 		}
+		pos := c.Position(ch.Index)
+		if lookupErr != nil {
+			// Past the rows bound, this change's filter cannot be
+			// evaluated: whether it matches is unknown, so it gets
+			// the error in place of its event rather than none.
+			ev, _ := s.limitEvent(pos, lookupErr)
+			entries = append(entries, entry{pos: pos, lim: &ev})
+			continue
+		}
 		if s.filter != nil {
 			// A filter past filter.MaxMatchSteps on this document ends
 			// the stream with the error naming why, rather than
@@ -221,38 +246,59 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 			if err != nil {
 				return nil, err
 			}
+			if x.lookupErr != nil {
+				// A referenced document read for the filter
+				// failed: it looked missing, so the filter's
+				// answer is wrong. Past the rows bound, this
+				// change and every later one get the error in
+				// their events' places; any other failure ends
+				// the stream.
+				ev, lim := s.limitEvent(pos, x.lookupErr)
+				if !lim {
+					return nil, x.lookupErr
+				}
+				lookupErr = x.lookupErr
+				entries = append(entries, entry{pos: pos, lim: &ev})
+				continue
+			}
 			if !ok {
 				continue
 			}
 		}
-		objs = append(objs, &object{class: cl, id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: s.change.String()})
-		idx = append(idx, ch.Index)
+		o := &object{class: cl, id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: s.change.String()}
+		objs = append(objs, o)
+		entries = append(entries, entry{obj: o, pos: pos})
 	}
-	if len(objs) == 0 {
+	if len(entries) == 0 {
 		return nil, nil
 	}
-	out := make([]SubscriptionEvent, len(objs))
+	out := make([]SubscriptionEvent, len(entries))
 	// One statement per level of references for the whole commit.
-	if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
-		for i := range objs {
-			ev, ok := s.limitEvent(c.Position(idx[i]), err)
-			if !ok {
-				return nil, err
+	if len(objs) > 0 {
+		if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
+			for i, e := range entries {
+				ev, ok := s.limitEvent(e.pos, err)
+				if !ok {
+					return nil, err
+				}
+				out[i] = ev
 			}
-			out[i] = ev
+			return out, nil
 		}
-		return out, nil
 	}
-	for i, o := range objs {
-		pos := c.Position(idx[i])
+	for i, e := range entries {
+		if e.lim != nil {
+			out[i] = *e.lim
+			continue
+		}
 		w := s.open()
-		x.writeObject(w, o, s.selections, s.class)
+		x.writeObject(w, e.obj, s.selections, s.class)
 		if w.over {
-			out[i], _ = s.limitEvent(pos, x.tooLarge())
+			out[i], _ = s.limitEvent(e.pos, x.tooLarge())
 			continue
 		}
 		w.WriteString("}}")
-		out[i] = SubscriptionEvent{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}
+		out[i] = SubscriptionEvent{Position: e.pos, ID: e.pos.String(), Data: compactLine(w.Bytes())}
 	}
 	return out, nil
 }

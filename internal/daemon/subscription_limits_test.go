@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -60,4 +61,58 @@ func TestSubscriptionEventsAreBounded(t *testing.T) {
 		`"path":["P_updated"]`, `"extensions":{"code":"RESULT_TOO_LARGE","limit":"graphql_max_result_rows"}`)
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/subl", `{"@type":"P","@id":"P/p0","name":"p0 alone","friends":["P/p1"]}`)
 	next(rows, "P_updated of 1 friend", `data: {"data":{"P_updated":{"_id":"P/p0","friends":[{"name":"p1"}]}}}`)
+}
+
+// TestSubscriptionFilterLookupsAreBounded: a filter through a reference
+// reads the referenced documents, which count towards
+// graphql_max_result_rows with the rest of the commit's reads. Past the
+// bound, the changes whose filters could no longer be evaluated get an
+// error event each in place of theirs (the ones evaluated before keep
+// theirs), and the stream goes on. Before, the referenced document read
+// past the bound looked missing: the matching events were dropped
+// unseen, and under _not non-matching ones were sent.
+func TestSubscriptionFilterLookupsAreBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResultRows = 3 })
+	d.CreateDatabase(t, "subf", "type P { name: String best: P }")
+	var xs, as strings.Builder
+	for i := range 5 {
+		fmt.Fprintf(&xs, `{"@type":"P","@id":"P/x%d","name":"x"}`+"\n", i)
+		fmt.Fprintf(&as, `{"@type":"P","@id":"P/a%d","name":"a%d","best":"P/x%d"}`+"\n", i, i, i)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subf", xs.String(), "Content-Type", "application/x-ndjson")
+	open := func(q string) *dt.Stream {
+		st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/subf",
+			Header: []string{"Accept", "text/event-stream"}, Body: `{"query":"` + strings.ReplaceAll(q, `"`, `\"`) + `"}`})
+		st.Next() // : connected
+		return st
+	}
+	match := open(`subscription { P_added(filter: {best: {name: {eq: "x"}}}) { _id } }`)
+	not := open(`subscription { P_added(filter: {_not: {best: {name: {eq: "x"}}}}) { _id } }`)
+	// Five documents, each referring to a distinct one named x: five
+	// documents to read for the filters, three allowed.
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subf", as.String(), "Content-Type", "application/x-ndjson")
+	tooMany := `data: {"errors":[{"message":"the event is not sent: the request reads more than 3 documents`
+	limit := `"path":["P_added"],"extensions":{"code":"RESULT_TOO_LARGE","limit":"graphql_max_result_rows"}`
+	next := func(st *dt.Stream, what string, want ...string) {
+		t.Helper()
+		f := st.Event()
+		for _, w := range want {
+			if !strings.Contains(f.String(), w) {
+				t.Errorf("%s: %.400s\nwant it to contain %s", what, f, w)
+			}
+		}
+	}
+	for i := range 3 {
+		next(match, fmt.Sprintf("P_added of P/a%d", i), "event: next\n", fmt.Sprintf(`data: {"data":{"P_added":{"_id":"P/a%d"}}}`, i))
+	}
+	for i := 3; i < 5; i++ {
+		next(not, fmt.Sprintf("P_added(_not) of P/a%d, past the rows bound", i), "event: next\n", tooMany, limit)
+		next(match, fmt.Sprintf("P_added of P/a%d, past the rows bound", i), "event: next\n", tooMany, limit)
+	}
+	// The streams go on.
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subf", `{"@type":"P","@id":"P/b","name":"b","best":"P/x0"}`)
+	next(match, "P_added of P/b", `data: {"data":{"P_added":{"_id":"P/b"}}}`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subf", `{"@type":"P","@id":"P/c","name":"c"}`)
+	next(not, "P_added(_not) of P/c", `data: {"data":{"P_added":{"_id":"P/c"}}}`)
 }
