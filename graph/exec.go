@@ -292,6 +292,10 @@ type execution struct {
 	// (selKey).
 	walked int
 	selIDs map[ast.Selection]uint64
+	// walkEvents, when above 1, is the number of subscription events
+	// resolved together: each holds at most maxBytes, so their walk may
+	// visit maxBytes objects and references for each (walkBound).
+	walkEvents int
 	// bounds, when set, replaces the schema's limits on rows and response
 	// bytes (a live query's read, see Bounds).
 	bounds *Bounds
@@ -428,6 +432,19 @@ func (x *execution) tooLarge() error {
 	return errResponseTooLarge(x.maxBytes())
 }
 
+// walkBound returns the most objects and references prefetch may visit
+// (walkStep), 0 for no bound: one per byte of the response bytes bound,
+// for each subscription event resolved together (walkEvents), each
+// event's data being bounded by it on its own. The bound stays linear in
+// what is sent.
+func (x *execution) walkBound() int {
+	max := x.maxBytes()
+	if max > 0 && x.walkEvents > 1 {
+		max *= x.walkEvents
+	}
+	return max
+}
+
 // tooMuchWalked returns the error of a prefetch that visited more objects
 // and references than the response bytes bound (walkStep).
 func (x *execution) tooMuchWalked() error {
@@ -435,8 +452,12 @@ func (x *execution) tooMuchWalked() error {
 	if x.bounds != nil && x.bounds.BytesKey != "" {
 		key, budget = x.bounds.BytesKey, true
 	}
+	what, hold := "the response visits", "the response may hold"
+	if x.walkEvents > 1 {
+		what, hold = fmt.Sprintf("the %d events visits", x.walkEvents), "they may hold"
+	}
 	return &resultLimitError{key: key, budget: budget,
-		msg: fmt.Sprintf("resolving the references of the response visits more than %d objects and references, one for each byte the response may hold; select fewer levels of references, or use limit and offset to read the documents page by page", x.maxBytes())}
+		msg: fmt.Sprintf("resolving the references of %s more than %d objects and references, one for each byte %s; select fewer levels of references, or use limit and offset to read the documents page by page", what, x.walkBound(), hold)}
 }
 
 // newWriter returns the writer of a response's data, bounded by the

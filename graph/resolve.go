@@ -236,7 +236,10 @@ func (x *execution) selKey(sel ast.SelectionSet) string {
 // once they pass the response bytes bound, or the request's context is
 // done. Every object walked, and every reference it holds that is not
 // dangling, is written in the answer at least once, in at least two
-// bytes ({}), so a walk past the bound is of an answer past it.
+// bytes ({}), so a walk past the bound is of an answer past it. A
+// subscription resolves the events of a commit (or piece) together, each
+// bounded by the response bytes bound on its own: their walk may visit
+// that many for each event (walkBound), still linear in what is sent.
 func (x *execution) walkStep(n int) error {
 	x.walked += n
 	if x.walked>>10 != (x.walked-n)>>10 || n >= 1<<10 {
@@ -244,7 +247,7 @@ func (x *execution) walkStep(n int) error {
 			return err
 		}
 	}
-	if max := x.maxBytes(); max > 0 && x.walked > max {
+	if max := x.walkBound(); max > 0 && x.walked > max {
 		return x.tooMuchWalked()
 	}
 	return nil

@@ -153,7 +153,9 @@ func (s *Subscription) Classes() []string { return s.classes }
 // An evaluation is bounded as a query is: it reads at most
 // graphql_max_result_rows documents (references and backlinks, for all
 // the events of c together) and each event's data holds at most
-// graphql_max_response_bytes. An event past a bound is not sent: in its
+// graphql_max_response_bytes (resolving their references together may
+// visit that many objects and references for each event, see
+// walkBound). An event past a bound is not sent: in its
 // place (at its position) the subscriber gets a next holding only the
 // error naming the bound (extensions.code RESULT_TOO_LARGE, as a
 // _ChangeSet of a commit too large to gather has), and the stream goes
@@ -273,7 +275,10 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		return nil, nil
 	}
 	out := make([]SubscriptionEvent, len(entries))
-	// One statement per level of references for the whole commit.
+	// One statement per level of references for the whole commit. Each
+	// event's data is bounded on its own: the walk may visit the
+	// response bytes bound's worth of objects and references for each.
+	x.walkEvents = len(objs)
 	if len(objs) > 0 {
 		if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
 			for i, e := range entries {

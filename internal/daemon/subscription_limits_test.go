@@ -116,3 +116,35 @@ func TestSubscriptionFilterLookupsAreBounded(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subf", `{"@type":"P","@id":"P/c","name":"c"}`)
 	next(not, "P_added(_not) of P/c", `data: {"data":{"P_added":{"_id":"P/c"}}}`)
 }
+
+// TestSubscriptionWalkIsBoundedPerEvent: resolving the references of a
+// commit's events visits at most graphql_max_response_bytes objects and
+// references for each event, as each event's data holds at most that
+// many bytes. Before, the bound was for all the events of the commit
+// together: 60 events of 100 references each (about 1.4 KB each, under a
+// 4,096-byte bound) were all replaced by the error.
+func TestSubscriptionWalkIsBoundedPerEvent(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResponseBytes = 4096 })
+	d.CreateDatabase(t, "subw", "type P { name: String friends: [P] }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subw", friendsDocs(4), "Content-Type", "application/x-ndjson")
+	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/subw",
+		Header: []string{"Accept", "text/event-stream"}, Body: `{"query":"subscription { P_added { _id friends { name } } }"}`})
+	st.Next() // : connected
+	var refs []string
+	for i := range 100 {
+		refs = append(refs, fmt.Sprintf(`"P/p%d"`, i%4))
+	}
+	var b strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&b, `{"@type":"P","@id":"P/n%d","name":"n%d","friends":[%s]}`+"\n", i, i, strings.Join(refs, ","))
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subw", b.String(), "Content-Type", "application/x-ndjson")
+	for i := range 60 {
+		f := st.Event().String()
+		want := fmt.Sprintf(`data: {"data":{"P_added":{"_id":"P/n%d","friends":[{"name":"p0"},{"name":"p1"},`, i)
+		if !strings.Contains(f, want) {
+			t.Fatalf("event %d: %.400s\nwant it to contain %s", i, f, want)
+		}
+	}
+}
