@@ -1,9 +1,7 @@
 package daemon_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -75,43 +73,9 @@ func TestSQLWritesUnderAnySessionSettings(t *testing.T) {
 // it, and a change that deletes a document has one.
 func checkBeforeImages(t testing.TB, d *dt.Daemon, db string) {
 	t.Helper()
-	state := map[string]string{}
-	after := "0"
-	for {
-		var page struct {
-			Next    string `json:"next"`
-			More    bool   `json:"more"`
-			Commits []struct {
-				Changes []struct {
-					ID     string          `json:"id"`
-					Before json.RawMessage `json:"before"`
-					After  json.RawMessage `json:"after"`
-				} `json:"changes"`
-			} `json:"commits"`
+	walkLog(t, d, db, func(id, before, left string) {
+		if before != left {
+			t.Errorf("%s: the change's before image\n%s\nthe log left\n%s", id, before, left)
 		}
-		r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/"+db+"?limit=1000&after="+url.QueryEscape(after), nil)
-		if err := json.Unmarshal(r.Body, &page); err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range page.Commits {
-			for _, ch := range c.Changes {
-				before := string(ch.Before)
-				if before == "null" {
-					before = ""
-				}
-				if before != state[ch.ID] {
-					t.Errorf("%s: the change's before image\n%s\nthe log left\n%s", ch.ID, before, state[ch.ID])
-				}
-				if string(ch.After) == "null" || ch.After == nil {
-					delete(state, ch.ID)
-				} else {
-					state[ch.ID] = string(ch.After)
-				}
-			}
-		}
-		if !page.More {
-			return
-		}
-		after = page.Next
-	}
+	})
 }

@@ -301,6 +301,14 @@ func sameSuffixes(got, want []string) bool {
 // and returns the documents it leaves: each change's after image, by id.
 func replayLog(t testing.TB, d *dt.Daemon, db string) map[string]string {
 	t.Helper()
+	return walkLog(t, d, db, nil)
+}
+
+// walkLog is replayLog calling each, when not nil, with every change's
+// id, its before image and the document the log left before it ("" for
+// none).
+func walkLog(t testing.TB, d *dt.Daemon, db string, each func(id, before, left string)) map[string]string {
+	t.Helper()
 	state := map[string]string{}
 	after := "0"
 	for {
@@ -309,8 +317,9 @@ func replayLog(t testing.TB, d *dt.Daemon, db string) map[string]string {
 			More    bool   `json:"more"`
 			Commits []struct {
 				Changes []struct {
-					ID    string          `json:"id"`
-					After json.RawMessage `json:"after"`
+					ID     string          `json:"id"`
+					Before json.RawMessage `json:"before"`
+					After  json.RawMessage `json:"after"`
 				} `json:"changes"`
 			} `json:"commits"`
 		}
@@ -320,6 +329,13 @@ func replayLog(t testing.TB, d *dt.Daemon, db string) map[string]string {
 		}
 		for _, c := range page.Commits {
 			for _, ch := range c.Changes {
+				if each != nil {
+					before := string(ch.Before)
+					if before == "null" {
+						before = ""
+					}
+					each(ch.ID, before, state[ch.ID])
+				}
 				if string(ch.After) == "null" || ch.After == nil {
 					delete(state, ch.ID)
 				} else {
