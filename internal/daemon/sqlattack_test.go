@@ -253,7 +253,7 @@ func TestForgedCountIsBounded(t *testing.T) {
 		`INSERT INTO sluice.changes (commit_uid, idx, doc_ids, ops, befores, afters)
 			VALUES (9000000000000, 0, '{Note/b}', '{1}', NULL, '[{"@id":"Note/b","@type":"Note","text":"b"}]')`,
 		fmt.Sprintf(`INSERT INTO sluice_db_%d."Note" (_id, _commit_uid, text) VALUES ('Note/b', 9000000000000, 'b')`, id),
-		"SELECT pg_notify('sluice_commits', '"+strconv.FormatInt(id, 10)+"')")
+		"SELECT pg_notify(value, '"+strconv.FormatInt(id, 10)+"') FROM sluice.settings WHERE key = 'commits_channel'")
 	if e := nextEvent(t, st); e.Subject != "Note/b" || !strings.HasSuffix(e.ID, "-2-0") {
 		t.Fatalf("the forged commit's event: %+v", e)
 	}
@@ -525,5 +525,99 @@ func TestOtherRolesFunctionsNeverRunAsSluice(t *testing.T) {
 	}
 	if calls != "" {
 		t.Errorf("another role's functions ran in Sluice's statements: %s", calls)
+	}
+}
+
+// TestNotificationsArePrivate: Postgres lets any role LISTEN and NOTIFY on
+// any channel, so Sluice announces commits, access changes and webhook
+// changes on channels whose names only its role can read. A role that
+// listens on the old fixed names hears none of them: not an API write,
+// not a SQL write, not a deleted user, not a new webhook.
+func TestNotificationsArePrivate(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "quiet", "type Note { text: String }")
+	id := strconv.FormatInt(dbID(t, d, "quiet"), 10)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	admin, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	role := fmt.Sprintf("eavesdropper_%d", time.Now().UnixNano())
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgx.ParseConfig(d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.User = role
+	other, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	var name string
+	if err := other.QueryRow(ctx, "SELECT value FROM sluice.settings WHERE key = 'commits_channel'").Scan(&name); err == nil || !strings.Contains(err.Error(), "permission denied") {
+		t.Fatalf("another role read the commits channel's name: %q, %v", name, err)
+	}
+	for _, ch := range []string{"sluice_commits", "sluice_webhooks"} {
+		if _, err := other.Exec(ctx, "LISTEN "+ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Sluice's role listens on the channels Sluice uses and waits until
+	// it has heard each kind of announcement.
+	var commits, webhooks string
+	if err := admin.QueryRow(ctx, "SELECT (SELECT value FROM sluice.settings WHERE key = 'commits_channel'), (SELECT value FROM sluice.settings WHERE key = 'webhooks_channel')").Scan(&commits, &webhooks); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []string{commits, webhooks} {
+		if _, err := admin.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heard := func(what, channel, payload string) {
+		t.Helper()
+		for {
+			n, err := admin.WaitForNotification(ctx)
+			if err != nil {
+				t.Fatalf("waiting for %s on %s: %v", what, channel, err)
+			}
+			if n.Channel == channel && n.Payload == payload {
+				return
+			}
+		}
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/quiet", `{"@type":"Note","@id":"Note/a","text":"a"}`)
+	heard("an API write", commits, id)
+	sqlExec(t, d.DatabaseURL, `INSERT INTO sluice_db_`+id+`."Note" (_id, text) VALUES ('Note/b', 'b')`)
+	heard("a SQL write", commits, id)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"leaver","organization":"admin","password":"leaver-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/users/leaver", nil)
+	heard("an access change", commits, "access")
+	var hook struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/quiet", `{"url":"https://hook.invalid/x"}`).Body, &hook); err != nil {
+		t.Fatal(err)
+	}
+	heard("a webhook change", webhooks, strconv.FormatInt(hook.ID, 10))
+
+	// Notifications reach a listener in the order they were sent: the
+	// other role's first is the one sent after all of Sluice's.
+	if _, err := admin.Exec(ctx, "NOTIFY sluice_commits, 'last'"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := other.WaitForNotification(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Payload != "last" {
+		t.Fatalf("another role listening on %s heard %q before the last notification", n.Channel, n.Payload)
 	}
 }

@@ -30,7 +30,7 @@ func (t *Tx) RecordAccess(ctx context.Context, c *sluice.AccessChange) error {
 	if err != nil {
 		return mapError(err)
 	}
-	_, err = t.tx.Exec(ctx, "SELECT pg_notify($1, $2)", NotifyChannel, AccessPayload)
+	_, err = t.tx.Exec(ctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", commitsChannel, AccessPayload)
 	return mapError(err)
 }
 

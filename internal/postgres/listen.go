@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -68,16 +69,16 @@ func (db *DB) heads(ctx context.Context, ids []int64) ([]sluice.Head, int64, err
 // operators (and TerminateListeners) can tell them apart.
 const listenerName = "sluice changefeed"
 
-// Listener is a dedicated connection listening on NotifyChannel. It is not
-// safe for concurrent use: one goroutine owns it.
+// Listener is a dedicated connection listening on the commits channel
+// (notify.go). It is not safe for concurrent use: one goroutine owns it.
 type Listener struct {
 	conn *pgx.Conn
 }
 
 // Listen opens a dedicated connection to the server db is connected to and
-// starts listening on NotifyChannel. Close it when done.
+// starts listening on the commits channel. Close it when done.
 func (db *DB) Listen(ctx context.Context) (*Listener, error) {
-	conn, err := db.listenConn(ctx, listenerName, NotifyChannel)
+	conn, _, err := db.listenConn(ctx, listenerName, commitsChannel)
 	if err != nil {
 		return nil, err
 	}
@@ -85,11 +86,12 @@ func (db *DB) Listen(ctx context.Context) (*Listener, error) {
 }
 
 // listenConn opens a dedicated connection named appName to the server db
-// is connected to, listening on channels.
-func (db *DB) listenConn(ctx context.Context, appName string, channels ...string) (*pgx.Conn, error) {
+// is connected to, listening on the channels whose sluice.settings keys
+// are keys, and returns it with their names.
+func (db *DB) listenConn(ctx context.Context, appName string, keys ...string) (*pgx.Conn, []string, error) {
 	cfg, err := pgx.ParseConfig(db.ConnString())
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, nil, fmt.Errorf("parse database url: %w", err)
 	}
 	db.opts.configure(&cfg.Config, appName)
 	cfg.RuntimeParams["application_name"] = appName
@@ -102,19 +104,24 @@ func (db *DB) listenConn(ctx context.Context, appName string, channels ...string
 		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
 	}
 	if err := db.opts.checkUp(); err != nil {
-		return nil, fmt.Errorf("connect for listen: %w", err)
+		return nil, nil, fmt.Errorf("connect for listen: %w", err)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect for listen: %w", err)
+		return nil, nil, fmt.Errorf("connect for listen: %w", err)
 	}
-	for _, ch := range channels {
-		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{ch}.Sanitize()); err != nil {
+	names := make([]string, len(keys))
+	for i, key := range keys {
+		err := conn.QueryRow(ctx, "SELECT "+channelSQL("$1"), key).Scan(&names[i])
+		if err == nil {
+			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{names[i]}.Sanitize())
+		}
+		if err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("listen on %s: %w", ch, err)
+			return nil, nil, fmt.Errorf("listen on the %s: %w", strings.ReplaceAll(key, "_", " "), err)
 		}
 	}
-	return conn, nil
+	return conn, names, nil
 }
 
 // Wait blocks until a notification arrives and returns the id of the

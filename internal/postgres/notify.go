@@ -7,10 +7,28 @@ import (
 	"time"
 )
 
-// NotifyChannel is the Postgres channel on which commits are announced. The
-// payload is the database id. A notification is only a wake-up: listeners
-// read the log by position, and also poll, so a lost one only delays.
-const NotifyChannel = "sluice_commits"
+// Commits (the payload is the database id) and access changes (the payload
+// is AccessPayload) are announced on the commits channel, changes to
+// webhooks on the webhooks channel. A notification is only a wake-up:
+// listeners read the log by position, and also poll, so a lost one only
+// delays.
+//
+// Postgres lets any role that may connect LISTEN and NOTIFY on any
+// channel. The channels' names are therefore random, made by migration 21
+// and kept in sluice.settings, which only Sluice's role may read: another
+// role can neither learn which database commits when nor wake Sluice's
+// listeners. Senders name a channel by the setting's key (channelSQL);
+// listeners read the name when they connect.
+const (
+	commitsChannel  = "commits_channel"
+	webhooksChannel = "webhooks_channel"
+)
+
+// channelSQL is an SQL expression of the name of the channel whose
+// sluice.settings key is the statement's parameter p.
+func channelSQL(p string) string {
+	return "(SELECT value FROM sluice.settings WHERE key = " + p + ")"
+}
 
 // Notifier sends one NOTIFY per burst of commits, after they committed,
 // instead of one inside every transaction: NOTIFY takes a cluster-wide lock
@@ -90,7 +108,7 @@ func (n *Notifier) send(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	if _, err := n.db.pool.Exec(ctx, "SELECT pg_notify($1, x) FROM unnest($2::text[]) x", NotifyChannel, ids); err != nil && ctx.Err() == nil {
+	if _, err := n.db.pool.Exec(ctx, "SELECT pg_notify("+channelSQL("$1")+", x) FROM unnest($2::text[]) x", commitsChannel, ids); err != nil && ctx.Err() == nil {
 		n.db.logger.Warn("send commit notification", "err", err)
 	}
 }

@@ -24,6 +24,9 @@ func TestConnectionsRunWithoutJITAndWithATimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil { // the listener reads its channel's name
+		t.Fatal(err)
+	}
 	l, err := db.Listen(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -11,13 +11,6 @@ import (
 	"github.com/sluice-dev/sluice"
 )
 
-// WebhookChannel is the Postgres channel on which changes to webhooks made
-// through the API are announced (the payload is the webhook id), so that
-// the replica delivering them picks them up at once. Like commit
-// notifications it is only a wake-up: the deliverer also re-reads the
-// webhooks every few seconds.
-const WebhookChannel = "sluice_webhooks"
-
 // webhookColumns are the columns scanWebhook reads, w being the webhook,
 // d its database and c the database's counter row.
 const webhookColumns = `w.id, w.url, w.description, w.classes, w.ops, w.filter, w.batch,
@@ -64,7 +57,7 @@ func errNoWebhook(d *sluice.Database, id int64) error {
 // notifyWebhook announces a change to webhook id at the commit of q's
 // transaction.
 func notifyWebhook(ctx context.Context, q querier, id int64) error {
-	_, err := q.Exec(ctx, "SELECT pg_notify($1, $2)", WebhookChannel, strconv.FormatInt(id, 10))
+	_, err := q.Exec(ctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", webhooksChannel, strconv.FormatInt(id, 10))
 	return mapError(err)
 }
 
@@ -610,24 +603,29 @@ func (db *DB) DatabaseByID(ctx context.Context, id int64) (*sluice.Database, err
 const webhookListenerName = "sluice webhooks"
 
 // WebhookListener is the deliverer's dedicated connection, listening on
-// NotifyChannel (commits) and WebhookChannel (webhooks changed). One
-// goroutine owns it.
+// the commits channel and the webhooks channel (notify.go). Changes to
+// webhooks made through the API are announced on the latter (the payload
+// is the webhook id), so that the replica delivering them picks them up
+// at once; like commit notifications they are only wake-ups: the
+// deliverer also re-reads the webhooks every few seconds. One goroutine
+// owns it.
 type WebhookListener struct {
-	conn *pgx.Conn
+	conn     *pgx.Conn
+	webhooks string // the webhooks channel's name
 }
 
 // ListenWebhooks opens a WebhookListener. Close it when done.
 func (db *DB) ListenWebhooks(ctx context.Context) (*WebhookListener, error) {
-	conn, err := db.listenConn(ctx, webhookListenerName, NotifyChannel, WebhookChannel)
+	conn, names, err := db.listenConn(ctx, webhookListenerName, commitsChannel, webhooksChannel)
 	if err != nil {
 		return nil, err
 	}
-	return &WebhookListener{conn: conn}, nil
+	return &WebhookListener{conn: conn, webhooks: names[1]}, nil
 }
 
 // Wait blocks until a notification arrives: a commit of database id
 // (webhook false), or a change to webhook id (webhook true). An id that
-// does not parse is 0 (an access change, on NotifyChannel). It returns an
+// does not parse is 0 (an access change, on the commits channel). It returns an
 // error when ctx ends or the connection fails; the listener is then
 // unusable.
 func (l *WebhookListener) Wait(ctx context.Context) (id int64, webhook bool, err error) {
@@ -636,7 +634,7 @@ func (l *WebhookListener) Wait(ctx context.Context) (id int64, webhook bool, err
 		return 0, false, err
 	}
 	id, _ = strconv.ParseInt(n.Payload, 10, 64)
-	return id, n.Channel == WebhookChannel, nil
+	return id, n.Channel == l.webhooks, nil
 }
 
 // Close closes the connection.

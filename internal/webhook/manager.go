@@ -21,14 +21,16 @@ const (
 )
 
 // noteEvery is the least time between two reads that notifications of
-// other processes cause. Any role that may connect can send Sluice's
-// notifications, with any payload: one is a hint, not news. A commit's
+// other processes cause. A notification is a hint, not news: other
+// replicas send one per burst of commits, and only a role that can read
+// the channels' names (Sluice's, a superuser) can send one at all; but
+// many replicas, or such a role, may send them by the thousand. A commit's
 // makes the manager read the heads of the databases named that have
 // webhooks (one statement; none when none has) and wake the loops of
 // those that moved; a webhook change's, re-read the active webhooks; each
 // at most this often, what came meanwhile answered by the next. (Woken by
-// each notification, every loop read its log: a flood of forged ones cost
-// reads by the thousand.)
+// each notification, every loop read its log: a flood of them cost reads
+// by the thousand.)
 const noteEvery = 10 * time.Millisecond
 
 // manager runs one loop per active webhook while the deliverer holds the
