@@ -152,3 +152,72 @@ type Note @subdocument { text: String secret: String @private }`)
 		t.Errorf("after a PUT of a changed list: %s, want the list as sent", got)
 	}
 }
+
+// TestPatchKeepsAnUnchangedList: a merge patch replaces a list it names
+// whole, so a writer that sends back a list of subdocuments as it read
+// it (the documented way to edit: a document as read, changed) would
+// erase its items' hidden fields; the stored list is kept instead, by
+// REST and GraphQL, in a subdocument the patch merges into too. A changed
+// list is replaced whole, as a replace does.
+func TestPatchKeepsAnUnchangedList(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "orders", `type Order { ref: String! lines: [Line] ship: Shipment }
+type Line @subdocument { item: String qty: Int cost: Float @private }
+type Shipment @subdocument { carrier: String parcels: [Parcel] }
+type Parcel @subdocument { kg: Float code: String @private }`)
+	docs := "/api/document/admin/orders"
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Order","@id":"o1","ref":"A",
+		"lines":[{"@type":"Line","item":"nut","qty":2,"cost":1.5},{"@type":"Line","item":"bolt","qty":10,"cost":0.25}],
+		"ship":{"@type":"Shipment","carrier":"post","parcels":[{"@type":"Parcel","kg":2.5,"code":"P-1"}]}}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wren","organization":"admin","password":"wren-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/orders", `{"user":"wren","role":"write"}`)
+	wren := dt.Basic("wren", "wren-password")
+	stored := func() string {
+		t.Helper()
+		return string(d.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Order/o1", nil).Body)
+	}
+	kept := func(after string) {
+		t.Helper()
+		if got := stored(); !strings.Contains(got, `"cost":1.5`) || !strings.Contains(got, `"cost":0.25`) || !strings.Contains(got, `"code":"P-1"`) {
+			t.Errorf("after %s: %s, want the costs and the parcel's code kept", after, got)
+		}
+	}
+	patch := func(body string) {
+		t.Helper()
+		d.MustDo(t, 200, wren, "PATCH", docs+"?id=Order/o1", body, "Content-Type", "application/merge-patch+json")
+	}
+
+	// The writer reads the order and sends it back with another ref.
+	var seen map[string]any
+	if err := json.Unmarshal(d.MustDo(t, 200, wren, "GET", docs+"?id=Order/o1", nil).Body, &seen); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(seen); strings.Contains(string(b), "cost") || strings.Contains(string(b), "P-1") {
+		t.Fatalf("the writer reads %s", b)
+	}
+	delete(seen, "@version")
+	seen["ref"] = "B"
+	body, _ := json.Marshal(seen)
+	patch(string(body))
+	kept("a patch of the document as read")
+	if got := stored(); !strings.Contains(got, `"ref":"B"`) {
+		t.Errorf("the patch's own change is not stored: %s", got)
+	}
+	lines, _ := json.Marshal(map[string]any{"lines": seen["lines"]})
+	patch(string(lines))
+	kept("a patch of the list as read")
+	patch(`{"ship":{"carrier":"courier","parcels":[{"@type":"Parcel","kg":2.5}]}}`)
+	kept("a patch of a subdocument with its list as read")
+	r := d.MustDo(t, 200, wren, "POST", "/api/graphql/admin/orders", `{"query":"mutation { Order_update(documents: [{_id: \"o1\", ref: \"C\", lines: [{item: \"nut\", qty: 2}, {item: \"bolt\", qty: 10}]}]) }"}`, "Content-Type", "application/json")
+	if strings.Contains(string(r.Body), `"errors"`) {
+		t.Fatalf("Order_update: %s", r.Body)
+	}
+	kept("Order_update with the list as read")
+
+	// A changed list is replaced whole.
+	patch(`{"lines":[{"@type":"Line","item":"nut","qty":3}],"ship":{"parcels":[{"@type":"Parcel","kg":1}]}}`)
+	if got := stored(); !strings.Contains(got, `"qty":3`) || strings.Contains(got, "cost") || strings.Contains(got, "bolt") || strings.Contains(got, "P-1") {
+		t.Errorf("after a patch of changed lists: %s, want the lists as sent", got)
+	}
+}

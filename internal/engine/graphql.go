@@ -250,7 +250,7 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 			for i, op := range ops {
 				var err error
 				if op.Kind == WritePatch {
-					err = writePatches(ctx, w, s, op.Patches, ids[i], expects[i])
+					err = writePatches(ctx, w, s, role, op.Patches, ids[i], expects[i])
 				} else {
 					err = writeOp(ctx, w, op, docs[i])
 				}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 
 	"github.com/sluice-dev/sluice"
@@ -109,6 +110,61 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 		}
 	}
 	return changed
+}
+
+// keepInPatch returns patch, a merge patch of an object of class c whose
+// stored value is cur, with each list of subdocuments it names as role
+// reads the stored one replaced by the stored list, in the single
+// subdocuments it merges into too. patch itself is not changed (a write
+// may run again, on another stored value).
+func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur map[string]any) map[string]any {
+	out := patch
+	set := func(name string, v any) {
+		if reflect.ValueOf(out).Pointer() == reflect.ValueOf(patch).Pointer() {
+			out = maps.Clone(patch)
+		}
+		out[name] = v
+	}
+	for _, f := range c.Fields {
+		p, named := patch[f.Name]
+		if !named || f.ReadRole > role || f.Type.Kind != sluice.TypeSubdocument {
+			continue
+		}
+		if f.List {
+			o, ok := cur[f.Name].([]any)
+			if !ok {
+				continue
+			}
+			if seen := visible(role, s, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, p) {
+				set(f.Name, o)
+			}
+			continue
+		}
+		n, ok1 := p.(map[string]any)
+		o, ok2 := cur[f.Name].(map[string]any)
+		if !ok1 || !ok2 {
+			continue
+		}
+		if typ, named := n["@type"]; named && typ != o["@type"] {
+			continue
+		}
+		typ, _ := o["@type"].(string)
+		if sc := s.Classes[typ]; sc != nil {
+			if kept := keepInPatch(role, s, sc, n, o); reflect.ValueOf(kept).Pointer() != reflect.ValueOf(n).Pointer() {
+				set(f.Name, kept)
+			}
+		}
+	}
+	return out
+}
+
+// sameJSON reports whether a and b, decoded JSON, are the same JSON value:
+// a patch's values come decoded from JSON or from GraphQL input, whose
+// numbers are not json.Number.
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // visible returns v, a stored value in API form (decoded JSON), as role

@@ -59,10 +59,14 @@ func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Databa
 	if err != nil {
 		return e.refused(ctx, u, d, opt, err)
 	}
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, err
+	}
 	res := &WriteResult{IDs: ids}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: len(patches) <= groupMax,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
-			return writePatches(ctx, w, s, patches, ids, expect)
+			return writePatches(ctx, w, s, role, patches, ids, expect)
 		}}
 	return e.write(ctx, u, d, spec, opt, res)
 }
@@ -126,21 +130,32 @@ func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]strin
 	return ids, expect, nil
 }
 
-// writePatches writes patches, checked by checkPatches, with w.
-func writePatches(ctx context.Context, w *postgres.Writer, s *sluice.Schema, patches []Patch, ids []string, expect []sluice.Precondition) error {
+// writePatches writes patches by a writer of role, checked by
+// checkPatches, with w.
+func writePatches(ctx context.Context, w *postgres.Writer, s *sluice.Schema, role sluice.Role, patches []Patch, ids []string, expect []sluice.Precondition) error {
 	return w.Patch(ctx, ids, expect, func(i int, current []byte) (*sluice.Document, error) {
-		return applyPatch(s, ids[i], current, patches[i].Fields)
+		return applyPatch(s, role, ids[i], current, patches[i].Fields)
 	})
 }
 
 // applyPatch returns document id, whose API-form JSON is current, with
-// patch merged into it, validated against s.
-func applyPatch(s *sluice.Schema, id string, current []byte, patch map[string]any) (*sluice.Document, error) {
+// patch by a writer of role merged into it, validated against s.
+//
+// A merge patch keeps what it does not name, hidden fields included; but
+// a list it names replaces the stored one whole. A list of subdocuments
+// the patch sends as role reads it (a document as read, changed
+// elsewhere) is kept as stored, hidden fields of its items included, as a
+// replace keeps it (keep.go).
+func applyPatch(s *sluice.Schema, role sluice.Role, id string, current []byte, patch map[string]any) (*sluice.Document, error) {
 	dec := json.NewDecoder(bytes.NewReader(current))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", id, err)
+	}
+	class, _, _ := strings.Cut(id, "/")
+	if c := s.Class(class); c != nil {
+		patch = keepInPatch(role, s, c, patch, m)
 	}
 	merged, _ := mergepatch.Apply(m, patch).(map[string]any)
 	doc, err := schema.ValidateDocument(s, merged)
