@@ -136,6 +136,17 @@ func TestAggregates(t *testing.T) {
 	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "regex") || res.Errors[0].Path[0] != "Note_aggregate" || string(res.Data) != "null" {
 		t.Errorf("a bad filter: %s", res.raw)
 	}
+	// Its error nulls data (the field is non-null): the fields after it
+	// are not run, each of which could take a statement up to
+	// statement_timeout.
+	ctx, count = postgres.CountStatements(context.Background())
+	res = st.do(ctx, t, nil, `{ a: Note_aggregate(filter: {title: {regex: "("}}) { count } b: Note { _id } c: Note_aggregate { count } d: Note { _id } }`, nil)
+	if len(res.Errors) != 1 || res.Errors[0].Path[0] != "a" || string(res.Data) != "null" {
+		t.Errorf("a bad filter before other fields: %s", res.raw)
+	}
+	if n := count(); n > 1 {
+		t.Errorf("a query whose first field failed sent %d statements, want at most that field's", n)
+	}
 }
 
 // TestBacklinksAndAggregatesHonourProtection: a reader that cannot read

@@ -123,6 +123,12 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 			q.anyCommit = true
 			continue
 		}
+		if _, ok := cf.ArgumentMap(op.Variables)[argAsOf].(string); ok {
+			// Its runs read the present: a past state never changes,
+			// and read as the present it would be another state than
+			// the one asked for.
+			return nil, errorf("%s: a live query follows the present, and asOf reads a past state, which does not change: query it without @live", cf.Alias)
+		}
 		var f liveField
 		if c, ok := aggregateClass(es.schema, cf.Name); ok {
 			// An aggregate changes only when a document it counts does

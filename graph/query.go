@@ -25,7 +25,6 @@ func (x *execution) query() json.RawMessage { return x.queryOn(typeQuery) }
 func (x *execution) queryOn(root string) json.RawMessage {
 	w := x.newWriter()
 	w.WriteByte('{')
-	nullData := false
 	for i, cf := range x.rootFields(root) {
 		if x.overRows() {
 			return nil // the error is recorded; later fields would only add to it
@@ -44,14 +43,20 @@ func (x *execution) queryOn(root string) json.RawMessage {
 		case fieldChangeSet:
 			x.changeSetField(w, cf)
 		default:
+			// A class's list ([X!]!) and its aggregate
+			// (<Class>_Aggregate!) are non-null: an error nulls their
+			// parent, data, whatever the other fields answer, so those
+			// after it are not run (each could take a statement up to
+			// statement_timeout: a hundred aliases of a slow filter held
+			// a Postgres backend for their sum).
 			if c, ok := aggregateClass(x.es.schema, cf.Name); ok {
 				if !x.aggregateQuery(w, cf, c) {
-					nullData = true // <Class>_Aggregate! is non-null
+					return nil
 				}
 				break
 			}
 			if !x.classQuery(w, cf) {
-				nullData = true // [X!]! is non-null: the error nulls the parent, data
+				return nil
 			}
 		}
 		if w.over {
@@ -62,9 +67,6 @@ func (x *execution) queryOn(root string) json.RawMessage {
 	w.WriteByte('}')
 	if w.over {
 		x.fail(nil, x.tooLarge())
-		return nil
-	}
-	if nullData {
 		return nil
 	}
 	return w.Bytes()

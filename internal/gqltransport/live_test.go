@@ -373,3 +373,27 @@ func TestLiveQueryReadsOnlyBeforeItsBoundary(t *testing.T) {
 	seq = w.replace(item("c", 100)) // the last row moves past others
 	s.expect(seq, `{"Item":[{"_id":"Item/b","n":5},{"_id":"Item/bb","n":20}]}`)
 }
+
+// TestLiveQueryRefusesAsOf: a live query follows the present; a root
+// field with asOf asks for a past state, which its runs would read as the
+// present instead. It is refused naming the field, for a query and an
+// aggregate, by a literal or a variable. (Subscription fields have no
+// asOf.)
+func TestLiveQueryRefusesAsOf(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "staff", staffSDL)
+	w := &writer{t: t, d: d, db: "staff"}
+	w.insert(person("a", "Ann", "x", ""))
+	for _, q := range []string{
+		`query @live { Person(asOf: "garbage") { name } }`,
+		`query($at: String) @live { now: Person { name } then: Person(asOf: $at) { name } }`,
+		`query($at: String) @live { Person_aggregate(asOf: $at) { count } }`,
+	} {
+		s := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/staff", body(q, "variables", map[string]any{"at": "garbage"}), nil, "Accept", sse)
+		if f := s.Event(); !strings.Contains(f.Field("data"), "a live query follows the present, and asOf reads a past state") {
+			t.Errorf("%s: %q", q, f)
+		}
+		s.Close()
+	}
+}
