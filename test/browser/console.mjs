@@ -2,8 +2,10 @@
 // daemon (A) while this script writes through another daemon (B) on the
 // same Postgres, as another user on another replica would:
 //
-//   sign-in (a wrong password, then by keyboard alone, later with a
-//   pasted API token); the databases (one created and deleted after a
+//   sign-in (a credential an older console kept in sessionStorage is
+//   removed and not used; a wrong password, then by keyboard alone, later
+//   with a pasted API token; nothing stored, and every page load asks to
+//   sign in again); the databases (one created and deleted after a
 //   confirmation); a database's classes, their counts and its schema (an
 //   additive change previewed and applied, a destructive one previewed);
 //   documents paged, ordered and filtered; an edit whose document is
@@ -136,6 +138,22 @@ try {
     await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
     step(`${name}: "${t}", axe-core: no serious or critical violation (${result.violations.length} minor), screenshot ${name}.png`);
   }
+  // signIn signs in with a user name and password through the form, as a
+  // user does, and remembers them for go: the console keeps its
+  // credential in the page's memory only, so every page load asks again.
+  let signedIn = null;
+  async function signIn(user, password) {
+    await page.waitForSelector('#signin-user');
+    // The form moves the focus to the user name once shown; keys typed
+    // before that would go elsewhere.
+    await waitFor('the sign-in form to take the focus', () => page.evaluate(() => document.activeElement?.id === 'signin-user'), 5000);
+    await page.type('#signin-user', user);
+    await page.type('#signin-password', password);
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('header.top');
+    signedIn = [user, password];
+  }
+  // go loads the page at path (and signs in again, when signed in).
   async function go(path) {
     const res = await page.goto(`${base}${path}`, { waitUntil: 'load' });
     if (res.status() !== 200 && res.status() !== 304) throw new Error(`GET ${path}: status ${res.status()}`);
@@ -143,7 +161,11 @@ try {
     if (!csp.includes("script-src 'self'") || !csp.includes("frame-ancestors 'none'") || !csp.includes("default-src 'none'")) {
       throw new Error(`GET ${path}: Content-Security-Policy ${JSON.stringify(csp)}`);
     }
+    if (signedIn) await signIn(...signedIn);
   }
+  // stored returns what the page's origin keeps in the browser's storage.
+  const stored = () => page.evaluate(() => JSON.stringify({ session: { ...sessionStorage }, local: { ...localStorage }, cookie: document.cookie }));
+  const nothingStored = JSON.stringify({ session: {}, local: {}, cookie: '' });
   async function clickText(selector, label) {
     const handle = await waitFor(`a ${selector} reading ${JSON.stringify(label)}`, () => page.evaluateHandle((sel, l) =>
       [...document.querySelectorAll(sel)].find((e) => e.textContent.trim().startsWith(l) && !e.disabled) || null, selector, label)
@@ -163,10 +185,19 @@ try {
     await waitFor(`${selector} to hold ${JSON.stringify(value)}`, () => page.$eval(selector, (e, v) => e.value === v, value), 5000);
   }
 
-  // 1. Sign-in: a wrong password is refused with the API's reason; then
-  // the keyboard alone signs in (the user name field has the focus).
+  // 1. Sign-in. A credential that an older console kept in
+  // sessionStorage (which Chromium writes to disk) is removed at the next
+  // load, not used. A wrong password is refused with the API's reason;
+  // then the keyboard alone signs in (the user name field has the focus),
+  // and nothing is stored.
   await go('/console/');
   await page.waitForSelector('#signin-user');
+  await page.evaluate((a) => sessionStorage.setItem('sluice-console-credential',
+    JSON.stringify({ authorization: a, user: 'admin', org: 'admin', superuser: true })), admin);
+  await page.reload({ waitUntil: 'load' });
+  await page.waitForSelector('#signin-user');
+  if (await stored() !== nothingStored) throw new Error(`an older console's stored credential is kept: ${await stored()}`);
+  step('an older console\'s credential in sessionStorage: removed, and the console asks to sign in');
   await check('signin', 'Sign in');
   await page.type('#signin-user', 'admin');
   await page.type('#signin-password', 'not-the-password');
@@ -181,7 +212,9 @@ try {
   await page.keyboard.type(adminPassword);
   await page.keyboard.press('Enter');
   await page.waitForSelector('header.top');
-  step('signed in with the keyboard alone');
+  signedIn = ['admin', adminPassword];
+  if (await stored() !== nothingStored) throw new Error(`signed in, the browser's storage holds ${await stored()}`);
+  step('signed in with the keyboard alone; nothing in session or local storage or cookies');
 
   // 2. Databases: the list; one created from the form, then deleted after
   // typing its name in the confirmation dialog.
@@ -298,11 +331,14 @@ try {
   await waitFor('the new document opened', () => page.url().includes('open=Product%2Fconsole-made'));
   step('an insert: the validation error next to its field, then inserted');
 
-  // 7. A deep link survives a reload.
+  // 7. A reload forgets the credential (it was in the page's memory
+  // only); signed in again, the deep link shows the same view.
   await page.reload({ waitUntil: 'networkidle0' });
+  await page.waitForSelector('#signin-user');
+  await signIn(...signedIn);
   await page.waitForSelector('#field-name');
   if (!(await title()).includes('Product/console-made')) throw new Error(`after a reload: ${await title()}`);
-  step('a reload of a deep link shows the same view, still signed in');
+  step('a reload of a deep link asks to sign in again, then shows the same view');
   await clickText('button', 'Delete');
   await page.waitForSelector('dialog[open]');
   await page.click('dialog[open] button.danger');
@@ -386,9 +422,9 @@ try {
   // 12. Sign out: the credential is forgotten (a reload shows the
   // sign-in form).
   await clickText('button', 'Sign out');
+  signedIn = null;
   await page.waitForSelector('#signin-user');
-  const kept = await page.evaluate(() => JSON.stringify(sessionStorage));
-  if (kept !== '{}') throw new Error(`after signing out, sessionStorage holds ${kept}`);
+  if (await stored() !== nothingStored) throw new Error(`after signing out, the browser's storage holds ${await stored()}`);
   await page.reload({ waitUntil: 'networkidle0' });
   await page.waitForSelector('#signin-user');
   step('signed out: nothing kept, a reload asks to sign in');
@@ -406,10 +442,7 @@ try {
 
   // 13. A reader: no @private value anywhere, no write control, no user
   // list.
-  await page.type('#signin-user', reader);
-  await page.type('#signin-password', readerPassword);
-  await page.keyboard.press('Enter');
-  await page.waitForSelector('header.top');
+  await signIn(reader, readerPassword);
   await waitFor('admin/shop listed', () => hasText('admin/shop'));
   if (await page.$('button.danger')) throw new Error('a reader is offered to delete a database');
   await go('/console/admin/shop');

@@ -1,26 +1,29 @@
 // The console's only way to the daemon: its public API, with the
 // credential the user signed in with. The credential lives in this
-// module's memory and in the tab's sessionStorage (so that a reload keeps
-// the user signed in, and closing the tab forgets it); it is sent in the
-// Authorization header and never put in a URL. Requests are made with
-// credentials: 'omit', so the browser adds nothing it remembers by itself
-// (such as Basic credentials typed into GraphiQL's prompt) and never shows
-// its own sign-in prompt on a 401.
-
-const storageKey = 'sluice-console-credential';
+// module's memory only, never in sessionStorage or localStorage: Chromium
+// writes session storage to the profile on disk and restores it with the
+// tab after a restart, and removing an item leaves its old bytes in the
+// file. So a reload or a new tab asks the user to sign in again. The
+// credential is sent in the Authorization header and never put in a URL.
+// Requests are made with credentials: 'omit', so the browser adds nothing
+// it remembers by itself (such as Basic credentials typed into GraphiQL's
+// prompt) and never shows its own sign-in prompt on a 401.
 
 let current = null; // { authorization, user, org, superuser, version }
 const listeners = new Set();
 
+// Consoles before this one kept the credential in sessionStorage under
+// this key: remove it, so that a tab signed in with one of them stops
+// restoring it. (The browser may keep the old bytes on disk until it
+// compacts the file, but no longer gives them back.)
+try {
+  sessionStorage.removeItem('sluice-console-credential');
+} catch {
+  // Storage is disabled: then nothing was kept in it either.
+}
+
 // session returns who is signed in, or null.
 export function session() {
-  if (current) return current;
-  try {
-    const saved = JSON.parse(sessionStorage.getItem(storageKey) || 'null');
-    if (saved && typeof saved.authorization === 'string') current = saved;
-  } catch {
-    sessionStorage.removeItem(storageKey);
-  }
   return current;
 }
 
@@ -49,7 +52,6 @@ export async function signIn(kind, user, secret) {
   const res = await request('GET', '/api/info', { authorization });
   const info = res.data;
   current = { authorization, user: info.user, org: info.org, superuser: !!info.superuser, version: info.version };
-  sessionStorage.setItem(storageKey, JSON.stringify(current));
   changed();
   return current;
 }
@@ -57,7 +59,6 @@ export async function signIn(kind, user, secret) {
 // signOut forgets the credential.
 export function signOut(reason) {
   current = null;
-  sessionStorage.removeItem(storageKey);
   signOutReason = reason || '';
   changed();
 }

@@ -74,7 +74,7 @@ function SignIn() {
       <${ErrorBox} error=${error} title="Could not sign in" />
       <p><button type="submit" class="primary" disabled=${busy}>${busy ? 'Signing in…' : 'Sign in'}</button></p>
     </form>
-    <p class="hint">The console keeps your credential in this tab only, until you sign out or close it, and sends it with each request to Sluice's API: it can do what you could do with curl, nothing more.</p>
+    <p class="hint">The console keeps your credential in this page's memory only, until you sign out, reload or close it (it is never stored), and sends it with each request to Sluice's API: it can do what you could do with curl, nothing more.</p>
   </main>`;
 }
 
