@@ -429,22 +429,47 @@ try {
   await page.waitForSelector('#signin-user');
   step('signed out: nothing kept, a reload asks to sign in');
 
-  // An API token pasted instead of a password signs in too.
-  const token = (await api('POST', '/api/tokens', { name: 'console test' })).json.token;
-  secrets.push(token);
+  // An API token pasted instead of a password signs in too. The admin
+  // opens admin/shop by its link (no page load), so the console reads the
+  // database and its model as the admin; then the token is revoked (on A,
+  // which refuses it at once), and the console signs out by itself at its
+  // next request, answered 401.
+  const created = (await api('POST', '/api/tokens', { name: 'console test' })).json;
+  secrets.push(created.token);
   await page.click('input[name=kind]:not(:checked)');
-  await type('#signin-token', token);
+  await type('#signin-token', created.token);
   await clickText('button', 'Sign in');
   await waitFor('signed in with the token', () => hasText('Signed in as admin'));
-  await clickText('button', 'Sign out');
+  await clickText('table a', 'admin/shop');
+  await page.waitForSelector('#sdl');
+  await waitFor('the admin\'s classes, with the @private field', () => page.evaluate(() =>
+    [...document.querySelectorAll('tbody tr')].some((r) => r.querySelector('th')?.textContent.startsWith('Product') && r.innerText.includes('secret'))));
+  const revoked = await fetch(`${base}/api/tokens/${created.id}`, { method: 'DELETE', headers: { Authorization: admin } });
+  if (!revoked.ok) throw new Error(`revoking the token: ${revoked.status}`);
+  await clickText('header.top nav a', 'Databases');
   await page.waitForSelector('#signin-user');
-  step('signed in with a pasted API token, then out');
+  await waitFor('the reason', () => hasText('Sign in again'));
+  step('signed in with a pasted API token; revoked, the console signs out at its next request (401)');
 
   // 13. A reader: no @private value anywhere, no write control, no user
-  // list.
+  // list. The reader signs in in the same page, without a load: nothing
+  // the admin's session read (the database's role, its classes and
+  // fields) shows.
   await signIn(reader, readerPassword);
   await waitFor('admin/shop listed', () => hasText('admin/shop'));
   if (await page.$('button.danger')) throw new Error('a reader is offered to delete a database');
+  await clickText('table a', 'admin/shop');
+  await waitFor('the reader\'s role and classes', () => page.evaluate(() =>
+    /Your role: \w+/.test(document.body.innerText) && document.querySelector('tbody tr th')?.textContent.startsWith('Product')));
+  const seen = await page.evaluate(() => ({
+    role: /Your role: (\w+)/.exec(document.body.innerText)[1],
+    fields: [...document.querySelectorAll('tbody tr')].find((r) => r.querySelector('th').textContent.startsWith('Product')).innerText,
+    editor: !!document.querySelector('#sdl'),
+  }));
+  if (seen.role !== 'read' || seen.fields.includes('secret') || seen.editor) {
+    throw new Error(`the reader, signed in after the admin in the same page, sees the admin's: ${JSON.stringify(seen)}`);
+  }
+  step('the reader, signed in where the admin signed out: the reader\'s role and fields, no schema editor');
   await go('/console/admin/shop');
   await waitFor('the schema, read-only', () => page.$('pre.code'));
   if (await page.$('#sdl')) throw new Error('a reader is offered to edit the schema');

@@ -1,7 +1,7 @@
 // What the console knows of a database's classes, read from its GraphQL
 // schema by introspection. The schema is the signed-in user's: a field
 // its role may not read is not in it, so no view can ask for one.
-import { graphql } from './api.js';
+import { graphql, onSession } from './api.js';
 
 const typeRef = 'kind name ofType { kind name ofType { kind name ofType { kind name ofType { kind name } } } }';
 
@@ -37,13 +37,21 @@ function unwrap(t) {
 
 const cache = new Map(); // "org/db" -> Promise<Model>
 
+// A model is the signed-in user's schema, with the fields that user may
+// read: a sign-out (by the user, or on a 401) and a sign-in in the same
+// page forget every model, or the next user would see this one's classes
+// and fields, @private ones included.
+onSession(() => cache.clear());
+
 // loadModel returns the model of database org/db, introspected once per
-// page load (forget drops it after a schema change).
+// session (forgetModel drops it after a schema change).
 export function loadModel(org, db) {
   const key = `${org}/${db}`;
   if (!cache.has(key)) {
     const p = graphql(org, db, introspection).then(({ data }) => buildModel(data.__schema));
-    p.catch(() => cache.delete(key));
+    // A failure is not kept; a failure of an earlier session's read
+    // leaves this session's alone.
+    p.catch(() => cache.get(key) === p && cache.delete(key));
     cache.set(key, p);
   }
   return cache.get(key);
