@@ -87,6 +87,7 @@ const browser = await puppeteer.launch({
 const blocked = [];
 const problems = [];
 const urls = [];
+const queries = []; // the bodies of the console's GraphQL requests
 let failed = false;
 let page;
 try {
@@ -96,6 +97,7 @@ try {
   page.on('request', (req) => {
     const u = req.url();
     urls.push(u);
+    if (req.method() === 'POST' && new URL(u).pathname.startsWith('/api/graphql/')) queries.push(req.postData() || '');
     if (u.startsWith('data:') || new URL(u).origin === origin) {
       req.continue();
       return;
@@ -282,6 +284,21 @@ try {
   await waitFor('the filtered count', () => hasText('Documents 1–21 of 21'));
   step('documents: pages of 25 of 120, ordered by price descending, filtered to 21');
   await check('documents', 'Product');
+  // An order by anything but _id or a field the class can be ordered by
+  // is ignored: the field would be written into the query's text.
+  for (const bad of ['price}) { _id } #:asc', 'nosuchfield:desc']) {
+    await go(`${docs}?order=${encodeURIComponent(bad)}`);
+    await waitFor(`the documents, order=${bad}`, async () => await hasText('Documents 1–25 of 120') || await hasText('Could not read the documents'));
+    const field = bad.split(':')[0];
+    if (await hasText('Could not read the documents') || queries.some((q) => q.includes(field))) {
+      throw new Error(`order=${bad} reached the query: ${queries.filter((q) => q.includes(field)).join(' ')}\n${await text()}`);
+    }
+    if (await page.$eval('table.documents tbody tr th', (e) => e.textContent) !== 'Product/p001') throw new Error(`order=${bad}: not in the default order`);
+  }
+  await go(`${docs}?order=_id%3Adesc`);
+  await waitFor('ordered by id, descending', async () => await hasText('Documents 1–25 of 120') &&
+    await page.$eval('table.documents tbody tr th', (e) => e.textContent) === 'Product/p120');
+  step('documents: an order by a field the class cannot be ordered by, or one that would change the query, is ignored; _id is taken');
 
   // 5. An edit, while the document changes through B: the console shows
   // the conflict, and nothing it sent is written.

@@ -18,7 +18,6 @@ export function Documents({ org, db, cls }) {
   const q = query();
   const offset = Math.max(0, parseInt(q.get('offset') || '0', 10) || 0);
   const limit = pageSizes.includes(+q.get('limit')) ? +q.get('limit') : 25;
-  const order = q.get('order') || '';
   const filterText = q.get('filter') || '';
   const asOf = q.get('asOf') || '';
   const open = q.get('open') || '';
@@ -28,6 +27,7 @@ export function Documents({ org, db, cls }) {
   const info = useLoad(() => loadDatabase(org, db), [org, db]);
   const model = useLoad(() => loadModel(org, db), [org, db]);
   const c = model.data?.byName.get(cls);
+  const order = orderOf(c, q.get('order') || '');
   const role = info.data?.role;
   const writable = can(role, 'write') && !asOf;
 
@@ -113,6 +113,15 @@ export function Documents({ org, db, cls }) {
 }
 
 const trim = (s) => (s.length > 120 ? `${s.slice(0, 119)}…` : s);
+
+// orderOf returns order (the URL's, field:asc or field:desc) when its
+// field is _id or one the class can be ordered by, as the model knows
+// them, and '' (the default order) otherwise: the field is written into
+// the query's text, so a URL must not put anything else there.
+function orderOf(c, order) {
+  const [field] = order.split(':');
+  return field === '_id' || c?.fields.some((f) => f.orderable && f.name === field) ? order : '';
+}
 
 function sortState(order, f) {
   const [cur, dir] = order.split(':');
