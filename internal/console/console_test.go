@@ -17,7 +17,8 @@ import (
 
 // TestPage checks what a browser gets: the same page, without
 // credentials, for the console's root and for every view's URL (so that
-// a deep link survives a reload), with the Content-Security-Policy; the
+// a deep link survives a reload), with the Content-Security-Policy and
+// Cross-Origin-Opener-Policy; the
 // page's files, byte for byte the ones in web/ and assets/; and every
 // module a script imports, so that nothing the console loads is missing.
 func TestPage(t *testing.T) {
@@ -38,6 +39,11 @@ func TestPage(t *testing.T) {
 		}
 		if got := r.Header.Get("Content-Type"); got != "text/html; charset=utf-8" {
 			t.Errorf("%s: Content-Type %q", path, got)
+		}
+		// A page of another origin that opens the console must get no
+		// handle on its window.
+		if got := r.Header.Get("Cross-Origin-Opener-Policy"); got != "same-origin" {
+			t.Errorf("%s: Cross-Origin-Opener-Policy %q", path, got)
 		}
 	}
 	for _, want := range []string{"frame-ancestors 'none'", "script-src 'self'", "default-src 'none'", "connect-src 'self'"} {
@@ -89,7 +95,8 @@ func TestPage(t *testing.T) {
 		if !bytes.Equal(a.Body, want) {
 			t.Errorf("%s: %d bytes differ from the %d of %s", ref, len(a.Body), len(want), sourceFile(name))
 		}
-		if a.Header.Get("Content-Security-Policy") != console.ContentSecurityPolicy || a.Header.Get("X-Content-Type-Options") != "nosniff" {
+		if a.Header.Get("Content-Security-Policy") != console.ContentSecurityPolicy || a.Header.Get("X-Content-Type-Options") != "nosniff" ||
+			a.Header.Get("Cross-Origin-Opener-Policy") != "same-origin" {
 			t.Errorf("%s: headers %v", ref, a.Header)
 		}
 		for _, m := range imports.FindAllStringSubmatch(string(a.Body), -1) {

@@ -84,13 +84,18 @@ func (f *Files) Serve(w http.ResponseWriter, r *http.Request, name string) bool 
 }
 
 // Header sets the headers every answer of a page or its files carries:
-// its Content-Type and Content-Security-Policy, no MIME sniffing and no
-// Referer to other sites.
+// its Content-Type and Content-Security-Policy, no MIME sniffing, no
+// Referer to other sites, and a window of its own.
 func Header(h http.Header, ctype, csp string) {
 	h.Set("Content-Type", ctype)
 	h.Set("Content-Security-Policy", csp)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+	// A page of another origin that opens one of these pages (or that one
+	// of them opens) gets no handle on its window: window.open returns a
+	// closed window and window.opener is null, so it cannot navigate the
+	// page, post messages to it or count its frames.
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 }
 
 // load adds every file of fsys to m, keyed by its base name.

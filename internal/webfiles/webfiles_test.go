@@ -12,7 +12,7 @@ import (
 
 // TestServe: a file by its base name, gzip to clients that accept it,
 // each encoding with its own ETag, 304 for a matching If-None-Match, the
-// page's headers, and false (nothing written) for an unknown name.
+// page's headers (its window of its own among them), and false (nothing written) for an unknown name.
 func TestServe(t *testing.T) {
 	t.Parallel()
 	body := bytes.Repeat([]byte("export const x = 1;\n"), 200)
@@ -32,6 +32,7 @@ func TestServe(t *testing.T) {
 	for k, v := range map[string]string{
 		"Content-Type": "text/javascript; charset=utf-8", "Content-Security-Policy": "default-src 'none'",
 		"X-Content-Type-Options": "nosniff", "Cache-Control": "no-cache", "Content-Encoding": "",
+		"Referrer-Policy": "no-referrer", "Cross-Origin-Opener-Policy": "same-origin",
 	} {
 		if got := plain.Header().Get(k); got != v {
 			t.Errorf("%s: %q, want %q", k, got, v)
