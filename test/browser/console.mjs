@@ -304,6 +304,8 @@ try {
   // the conflict, and nothing it sent is written.
   await go(`${docs}?open=Product%2Fp007`);
   await page.waitForSelector('#field-name');
+  // A document's values must not be saved with the tab's history.
+  if (await page.$eval('form.document', (f) => f.autocomplete) !== 'off') throw new Error('the document\'s form lacks autocomplete="off"');
   await type('#field-name', 'Edited in the console');
   await api('PUT', '/api/document/admin/shop', { '@type': 'Product', '@id': 'Product/p007', name: 'Changed through B', price: 7, stock: 1 });
   await clickText('button', 'Save');
@@ -335,6 +337,7 @@ try {
   // readers); keys typed before that went to the heading.
   await waitFor('the new document form to take the focus', () =>
     page.evaluate(() => document.activeElement?.id === 'new-title'));
+  if (await page.$eval('form.document', (f) => f.autocomplete) !== 'off') throw new Error('the new document\'s form lacks autocomplete="off"');
   await type('#new-key', 'console-made');
   await type('#field-name', 'Made in the console');
   await type('#field-price', 'cheap');

@@ -255,6 +255,11 @@ function etagOf(res) {
   return v ? `"${v}"` : '';
 }
 
+// Field is one field of a document's form. Both forms of a document are
+// autocomplete="off": a browser saves the values of a form's fields with
+// the tab's history (Chromium at each input, into the session it writes
+// to disk) unless its form says off, and these are a document's values,
+// @private ones included when the user's role reads them.
 function Field({ f, value, onInput, error, readOnly }) {
   const id = `field-${f.name}`;
   const label = html`<label for=${id}>${f.name}${f.required ? html`<span aria-hidden="true"> *</span>` : ''} <span class="type">${f.list ? `[${f.named}]` : f.named}${f.required ? '!' : ''}</span></label>`;
@@ -386,7 +391,7 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
       </p>
       ${!conflict.gone && !conflict.deleting && html`<p class="hint">Saving writes only the fields you changed; their other changes stay.</p>`}
     </div>`}
-    ${doc && c && values && html`<form class="document" onSubmit=${(e) => { e.preventDefault(); save(etag); }} aria-busy=${!!busy}>
+    ${doc && c && values && html`<form class="document" autocomplete="off" onSubmit=${(e) => { e.preventDefault(); save(etag); }} aria-busy=${!!busy}>
       ${c.fields.map((f) => html`<${Field} key=${f.name} f=${f} value=${values[f.name]} readOnly=${!writable}
         error=${fieldErrors[f.name]} onInput=${(v) => setValues({ ...values, [f.name]: v })} />`)}
       <${ErrorBox} error=${error} title="Could not save the document" />
@@ -436,7 +441,7 @@ function NewDocument({ org, db, model, c, onClose, onCreated }) {
       <h2 id="new-title" tabindex="-1" ref=${heading}>New ${type || c.name}</h2>
       <button type="button" onClick=${onClose}>Cancel<span class="sr-only"> the new document</span></button>
     </div>
-    <form class="document" onSubmit=${submit} aria-busy=${busy}>
+    <form class="document" autocomplete="off" onSubmit=${submit} aria-busy=${busy}>
       ${types.length > 1 && html`<div class="field"><label for="new-type">Class</label>
         <select id="new-type" value=${type} onChange=${(e) => setType(e.target.value)}>${types.map((t) => html`<option>${t}</option>`)}</select></div>`}
       <div class="field"><label for="new-key">Id <span class="type">optional: a key, or nothing for a random one</span></label>
