@@ -8,16 +8,20 @@
 //   sign in again); the databases (one created and deleted after a
 //   confirmation); a database's classes, their counts and its schema (an
 //   additive change previewed and applied, a destructive one previewed);
-//   documents paged, ordered and filtered; an edit whose document is
-//   changed meanwhile through B (the console shows the conflict and
-//   writes nothing), then redone; an insert with a validation error shown
-//   next to its field; a reload on a deep link; a deletion; the stream
+//   documents paged, ordered and filtered (an order by a field the class
+//   cannot be ordered by is ignored, not written into the query); an edit
+//   whose document is changed meanwhile through B (the console shows the
+//   conflict and writes nothing), then redone; an insert with a
+//   validation error shown next to its field (both forms autocomplete
+//   off); a reload on a deep link; a deletion; the stream
 //   showing a commit made on B, then paused and resumed from its
 //   position; the history with old and new values, a document's history
 //   and the class as of a position; webhooks with their failed attempts,
-//   paused, resumed and replayed; the users for the super user; then the
-//   same views for a reader, who sees no @private value, no write control
-//   and no user list; and a phone-width window.
+//   paused, resumed and replayed; the users for the super user; a
+//   revoked token signed out at its next request; then the same views for
+//   a reader, who sees nothing the admin's session read when signing in
+//   in the same page, and no @private value, no write control and no user
+//   list; and a phone-width window.
 //
 // axe-core checks every view (no serious or critical violation); every
 // request outside the daemon's origin is aborted and fails the test, as
