@@ -251,3 +251,40 @@ func TestAggregateOutOfRange(t *testing.T) {
 		t.Fatalf("sum past the largest float: %v", err)
 	}
 }
+
+// TestBacklinksReadEachDocumentOnce: a document that links to several
+// targets is in each of their lists, but is built, sent and decoded once
+// (one document listing a thousand others was read a thousand times);
+// the lists keep their order and contents. With Total cutting the lists,
+// a document past the cut is not read at all.
+func TestBacklinksReadEachDocumentOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, s := linkedDatabase(t, db, "once", 40)
+	for _, fields := range [][]string{nil, {"name", "owners"}} {
+		q := postgres.BacklinkQuery{Query: postgres.DocQuery{Class: "Item", Classes: []string{"Item"}, Limit: -1, Fields: fields},
+			Field: "owners", Targets: []string{"Owner/big", "Owner/small"}, Total: 10001}
+		lists, err := db.Backlinks(ctx, d, s, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Even items list both owners (and are owned by big).
+		var big, small []string
+		for _, x := range lists[0] {
+			big = append(big, x.Doc.ID)
+		}
+		for _, x := range lists[1] {
+			small = append(small, x.Doc.ID)
+		}
+		if len(big) != 20 || !slices.Equal(big, small) || !slices.IsSorted(big) {
+			t.Fatalf("fields %v: lists %v and %v, want the 20 even items in each, in order", fields, big, small)
+		}
+		for i := range lists[0] {
+			a, b := lists[0][i], lists[1][i]
+			if a.Doc != b.Doc || a.Doc.Fields["name"] == nil || a.Commit == nil {
+				t.Errorf("fields %v: %s is read twice, or without its fields or commit: %+v and %+v", fields, big[i], a, b)
+			}
+		}
+	}
+}
