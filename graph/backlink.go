@@ -142,7 +142,7 @@ func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 		lists, err := x.es.store.Backlinks(x.ctx, x.req.DB, x.es.schema, engine.BacklinkQuery{
 			Query: q, Field: g.link.field.Name, Targets: g.targets, Total: int64(total)})
 		if err != nil {
-			return nil, err
+			return nil, x.readErr(err)
 		}
 		n := 0
 		for _, l := range lists {

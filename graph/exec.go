@@ -220,7 +220,8 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		// carries: a subscription resumed from it receives exactly the
 		// commits the query did not see.
 		var snap *engine.Snapshot
-		x.ctx, snap = es.store.ReadSnapshot(ctx, req.DB)
+		x.limitReads()
+		x.ctx, snap = es.store.ReadSnapshot(x.ctx, req.DB)
 		defer snap.Close() // after a panic too (closed below as soon as it can be)
 		asOf, err := x.asOf()
 		switch {
@@ -458,6 +459,36 @@ func (x *execution) tooMuchWalked() error {
 	}
 	return &resultLimitError{key: key, budget: budget,
 		msg: fmt.Sprintf("resolving the references of %s more than %d objects and references, one for each byte %s; select fewer levels of references, or use limit and offset to read the documents page by page", what, x.walkBound(), hold)}
+}
+
+// readFactor is how many times the response's bytes bound the documents
+// an execution reads may hold together (limitReads). A reference is read
+// whole whatever its selection, and a page with the columns its filter
+// and order need, so a read holds more than its answer; four times leaves
+// room for that and still bounds a request's memory by configuration.
+const readFactor = 4
+
+// limitReads bounds what x's reads of documents may hold together:
+// readFactor times the response bytes bound, for each subscription event
+// resolved together (walkBound). The reads fail past it (readErr).
+func (x *execution) limitReads() {
+	if max := x.walkBound(); max > 0 {
+		x.ctx = engine.LimitReads(x.ctx, readFactor*int64(max))
+	}
+}
+
+// readErr returns err, a read's error, as the error of a read past
+// limitReads' bound when it is one.
+func (x *execution) readErr(err error) error {
+	if !errors.Is(err, engine.ErrReadBytes) {
+		return err
+	}
+	key, budget := keyMaxResponseBytes, false
+	if x.bounds != nil && x.bounds.BytesKey != "" {
+		key, budget = x.bounds.BytesKey, true
+	}
+	return &resultLimitError{key: key, budget: budget,
+		msg: fmt.Sprintf("the documents the request reads are larger than %d bytes, %d times what its response may hold; select fewer documents or levels of references, or use limit and offset to read the documents page by page", readFactor*x.walkBound(), readFactor)}
 }
 
 // newWriter returns the writer of a response's data, bounded by the

@@ -261,3 +261,34 @@ func TestDocumentLimitsFromConfig(t *testing.T) {
 	}
 	gql(t, d, path, `{ a: Person(limit: 3) { _id } }`, nil).mustOK(t)
 }
+
+// TestReadBytesLimit: what a request reads from Postgres is bounded too,
+// at four times graphql_max_response_bytes, as it is read: a page of
+// large documents, or their references, is refused before it is all in
+// memory (10,000 documents of 1 MiB were read whole before the response's
+// bound refused them as it was written). A page that reads little of
+// large documents is not refused.
+func TestReadBytesLimit(t *testing.T) {
+	t.Parallel()
+	st := newStackWith(t, testSDL, graph.Options{Limits: graph.Limits{MaxResponseBytes: 10000}}, nil)
+	long := strings.Repeat("x", 2000)
+	var docs, friends []string
+	for i := range 30 {
+		docs = append(docs, fmt.Sprintf(`{"@type":"Person","@id":"Person/p%02d","name":%q}`, i, long))
+		friends = append(friends, fmt.Sprintf(`"Person/p%02d"`, i))
+	}
+	docs = append(docs, `{"@type":"Person","@id":"Person/hub","name":"hub","friends":[`+strings.Join(friends, ",")+`]}`)
+	st.insert(t, "["+strings.Join(docs, ",")+"]")
+
+	st.query(t, `{ Person(limit: 30) { _id } }`, nil).mustOK(t)
+	const want = "the documents the request reads are larger than 40000 bytes, 4 times what its response may hold"
+	for _, q := range []string{
+		`{ Person(limit: 30) { name } }`,
+		`{ Person(id: "Person/hub") { friends { name } } }`,
+	} {
+		res := st.query(t, q, nil)
+		if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, want) || res.Errors[0].Extensions["limit"] != "graphql_max_response_bytes" || string(res.Data) != "null" {
+			t.Errorf("%s: %s", q, res.raw)
+		}
+	}
+}

@@ -542,6 +542,7 @@ func (q *LiveQuery) execution(ctx context.Context, b Bounds) *execution {
 			x.maxRows = b.Rows
 		}
 	}
+	x.limitReads()
 	return x
 }
 
@@ -642,7 +643,21 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 		}
 		batch, batched, aliases = append(batch, dq), append(batched, i), append(aliases, cf.Alias)
 	}
-	docs, err := es.store.QueryDocumentsEach(rctx, db, es.schema, batch)
+	// The batch's read holds at most what its queries' reads may hold
+	// together; past that, each runs on its own, within its own bound.
+	bctx, bound := rctx, int64(0)
+	for _, i := range batched {
+		max := int64(xs[i].walkBound())
+		if max <= 0 {
+			bound = -1
+			break
+		}
+		bound += readFactor * max
+	}
+	if bound > 0 {
+		bctx = engine.LimitReads(rctx, bound)
+	}
+	docs, err := es.store.QueryDocumentsEach(bctx, db, es.schema, batch)
 	if err != nil {
 		snap.Close()
 		for i, q := range qs {

@@ -112,7 +112,7 @@ func (x *execution) runClassQuery(cf graphql.CollectedField) ([]*object, error) 
 	if !ok {
 		docs, err = x.es.store.QueryDocuments(x.ctx, x.req.DB, x.es.schema, q)
 		if err != nil {
-			return nil, err
+			return nil, x.readErr(err)
 		}
 	}
 	if err := x.readRows(len(docs)); err != nil {
@@ -528,6 +528,7 @@ func (x *execution) lookup(id string) *sluice.Document {
 	if err == nil {
 		err = x.readRows(len(docs))
 	}
+	err = x.readErr(err)
 	if err != nil {
 		// Match cannot return it, and the document looks missing: the
 		// caller checks lookupErr after each match (the first error is

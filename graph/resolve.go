@@ -162,7 +162,7 @@ func (x *execution) prefetch(level []pending) error {
 		if len(want) > 0 {
 			docs, err := x.es.store.DocumentsByID(x.ctx, x.req.DB, x.es.schema, want, x.rowBudget())
 			if err != nil {
-				return err
+				return x.readErr(err)
 			}
 			if err := x.readRows(len(docs)); err != nil {
 				return err

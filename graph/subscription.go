@@ -279,6 +279,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	// event's data is bounded on its own: the walk may visit the
 	// response bytes bound's worth of objects and references for each.
 	x.walkEvents = len(objs)
+	x.limitReads()
 	if len(objs) > 0 {
 		if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
 			for i, e := range entries {

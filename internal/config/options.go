@@ -301,7 +301,7 @@ func options() []option {
 			"most documents one GraphQL request reads, over all its fields, aliases and references; page with limit and offset",
 			func(c *Config, n int) { c.GraphQLMaxResultRows = n }),
 		countOption("graphql_max_response_bytes", "16777216",
-			"largest GraphQL response data in bytes (16 MiB)",
+			"largest GraphQL response data in bytes (16 MiB); a request's reads of documents from Postgres may hold four times as much",
 			func(c *Config, n int) { c.GraphQLMaxResponseBytes = n }),
 		durationOption("statement_timeout", "30s",
 			"longest a single Postgres statement may run before Postgres cancels it and the request fails with 503 (0: no limit); a large write is many statements, each bounded; migrations and history pruning are exempt",

@@ -37,6 +37,16 @@ func CountStatements(ctx context.Context) (context.Context, func() int64) {
 	return postgres.CountStatements(ctx)
 }
 
+// ErrReadBytes is the error of a read past the bytes LimitReads allows.
+var ErrReadBytes = postgres.ErrReadBytes
+
+// LimitReads returns a context under which the reads of documents fail
+// with ErrReadBytes once they have read max bytes together (see
+// postgres.LimitReads).
+func LimitReads(ctx context.Context, max int64) context.Context {
+	return postgres.LimitReads(ctx, max)
+}
+
 // ReadSnapshot returns ctx carrying a new snapshot of database d, and the
 // snapshot: every read of d made with the returned context runs in it,
 // and its Position is the position they reflect. Close it when done.

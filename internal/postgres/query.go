@@ -73,6 +73,41 @@ func countStatement(ctx context.Context) {
 	}
 }
 
+type readBudgetKey struct{}
+
+// ErrReadBytes is the error of a read past the bytes LimitReads allows.
+var ErrReadBytes = errors.New("the documents read are larger than the request's bound")
+
+// LimitReads returns a context under which the GraphQL read functions of
+// this package (QueryDocuments, QueryDocumentsEach, Backlinks,
+// DocumentsByID) fail with ErrReadBytes once the rows they have read
+// under it together pass max bytes, as Postgres sent them, counted before
+// each row is decoded. How many documents a request reads is bounded by
+// their number; this bounds what they hold, which is data: a page of
+// 10,000 documents of 1 MiB was read whole before the response's bound
+// refused it.
+func LimitReads(ctx context.Context, max int64) context.Context {
+	n := new(atomic.Int64)
+	n.Store(max)
+	return context.WithValue(ctx, readBudgetKey{}, n)
+}
+
+// chargeRead counts the row rows holds now against ctx's LimitReads.
+func chargeRead(ctx context.Context, rows pgx.Rows) error {
+	left, ok := ctx.Value(readBudgetKey{}).(*atomic.Int64)
+	if !ok {
+		return nil
+	}
+	n := 0
+	for _, v := range rows.RawValues() {
+		n += len(v)
+	}
+	if left.Add(-int64(n)) < 0 {
+		return ErrReadBytes
+	}
+	return nil
+}
+
 // QueryDocuments returns the documents q selects from database d, in one
 // statement. Errors are domain errors: an invalid regex is CodeInvalid;
 // anything else is internal and keeps its SQL detail for the log only.
@@ -196,6 +231,9 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 	}
 	defer rows.Close()
 	for rows.Next() {
+		if err := chargeRead(ctx, rows); err != nil {
+			return err
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return queryError(err)
 		}
@@ -491,6 +529,9 @@ func (db *DB) scanRows(ctx context.Context, d *sluice.Database, sql string, args
 	dest := rr.dest()
 	var out []QueryDoc
 	for rows.Next() {
+		if err := chargeRead(ctx, rows); err != nil {
+			return nil, err
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, queryError(err)
 		}
