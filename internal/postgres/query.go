@@ -92,17 +92,25 @@ func LimitReads(ctx context.Context, max int64) context.Context {
 	return context.WithValue(ctx, readBudgetKey{}, n)
 }
 
-// chargeRead counts the row rows holds now against ctx's LimitReads.
-func chargeRead(ctx context.Context, rows pgx.Rows) error {
-	left, ok := ctx.Value(readBudgetKey{}).(*atomic.Int64)
-	if !ok {
+// readBudget is what ctx's LimitReads has left, nil without one. It is
+// looked up once per statement, not per row.
+type readBudget struct{ left *atomic.Int64 }
+
+func readBudgetOf(ctx context.Context) readBudget {
+	left, _ := ctx.Value(readBudgetKey{}).(*atomic.Int64)
+	return readBudget{left}
+}
+
+// charge counts the row rows holds now against the budget.
+func (b readBudget) charge(rows pgx.Rows) error {
+	if b.left == nil {
 		return nil
 	}
 	n := 0
 	for _, v := range rows.RawValues() {
 		n += len(v)
 	}
-	if left.Add(-int64(n)) < 0 {
+	if b.left.Add(-int64(n)) < 0 {
 		return ErrReadBytes
 	}
 	return nil
@@ -230,8 +238,9 @@ func (db *DB) queryJoined(ctx context.Context, d *sluice.Database, s *sluice.Sch
 		return queryError(err)
 	}
 	defer rows.Close()
+	budget := readBudgetOf(ctx)
 	for rows.Next() {
-		if err := chargeRead(ctx, rows); err != nil {
+		if err := budget.charge(rows); err != nil {
 			return err
 		}
 		if err := rows.Scan(dest...); err != nil {
@@ -528,8 +537,9 @@ func (db *DB) scanRows(ctx context.Context, d *sluice.Database, sql string, args
 	defer rows.Close()
 	dest := rr.dest()
 	var out []QueryDoc
+	budget := readBudgetOf(ctx)
 	for rows.Next() {
-		if err := chargeRead(ctx, rows); err != nil {
+		if err := budget.charge(rows); err != nil {
 			return nil, err
 		}
 		if err := rows.Scan(dest...); err != nil {
