@@ -98,9 +98,11 @@ func TestPrefetchOfCyclicReferencesIsBounded(t *testing.T) {
 
 // TestPrefetchVisitsAreBounded: resolving references visits at most one
 // object or reference per byte of graphql_max_response_bytes, dangling
-// ones too (which the answer leaves out): a document listing 5,000
-// missing friends, under a bound of 4,096 bytes, fails naming it, and
-// one listing 100 answers.
+// ones too (which the answer leaves out): a document listing 1,000
+// missing friends, selected five times under a bound of 4,096 bytes,
+// fails naming it, and one listing 100 answers. (Listing 5,000, the
+// document alone is more than the request may read, four times the
+// bound, which fails first.)
 func TestPrefetchVisitsAreBounded(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResponseBytes = 4096 })
@@ -108,10 +110,14 @@ func TestPrefetchVisitsAreBounded(t *testing.T) {
 	doc := func(id string, n int) string {
 		return `{"@type":"P","@id":"P/` + id + `","name":"` + id + `","friends":["P/` + id + `"` + strings.Repeat(`,"P/missing"`, n) + `]}`
 	}
-	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/dangling", doc("many", 5000)+"\n"+doc("few", 100), "Content-Type", "application/x-ndjson")
-	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/dangling", `{"query":"{ P(filter: {_id: \"P/many\"}) { friends { name } } }"}`, "Content-Type", "application/json")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/dangling", doc("many", 1000)+"\n"+doc("few", 100)+"\n"+doc("more", 5000), "Content-Type", "application/x-ndjson")
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/dangling", `{"query":"{ P(filter: {_id: \"P/many\"}) { a: friends { name } b: friends { name } c: friends { name } d: friends { name } e: friends { name } } }"}`, "Content-Type", "application/json")
 	if !strings.Contains(string(r.Body), "resolving the references of the response visits more than 4096 objects and references") ||
 		!strings.Contains(string(r.Body), `"limit":"graphql_max_response_bytes"`) {
+		t.Errorf("1,000 dangling friends five times: %s", r.Body)
+	}
+	r = d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/dangling", `{"query":"{ P(filter: {_id: \"P/more\"}) { friends { name } } }"}`, "Content-Type", "application/json")
+	if !strings.Contains(string(r.Body), "the documents the request reads are larger than 16384 bytes") {
 		t.Errorf("5,000 dangling friends: %s", r.Body)
 	}
 	r = d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/dangling", `{"query":"{ P(filter: {_id: \"P/few\"}) { friends { name } } }"}`, "Content-Type", "application/json")
