@@ -35,19 +35,20 @@ func ParseVersion(v string) (int64, bool) {
 // it writes it: If-Match, If-None-Match: *, "@version" or _version. The
 // zero Precondition expects nothing.
 type Precondition struct {
-	// Version, when not empty, is the version the document must have;
-	// AnyVersion accepts every version of an existing document.
+	// Version, when not empty, is the version the document must have,
+	// compared whole: a string that is no version (such as "*", which
+	// If-Match: "*" names) matches no document.
 	Version string
+	// Exists requires that the document exists, whatever its version
+	// (If-Match: *, the unquoted wildcard, which no version string
+	// gives).
+	Exists bool
 	// Absent requires that the document does not exist.
 	Absent bool
 }
 
-// AnyVersion is Precondition.Version's value for "the document exists,
-// whatever its version" (If-Match: *).
-const AnyVersion = "*"
-
 // None reports whether p expects nothing.
-func (p Precondition) None() bool { return p.Version == "" && !p.Absent }
+func (p Precondition) None() bool { return p.Version == "" && !p.Exists && !p.Absent }
 
 // Holds reports whether a document whose current version is current
 // ("" when it does not exist) meets p.
@@ -55,7 +56,7 @@ func (p Precondition) Holds(current string) bool {
 	switch {
 	case p.Absent:
 		return current == ""
-	case p.Version == AnyVersion:
+	case p.Exists:
 		return current != ""
 	case p.Version != "":
 		return current != "" && current == p.Version

@@ -42,8 +42,10 @@ func TestPreconditionHolds(t *testing.T) {
 		{Precondition{Version: "3f"}, "3f", true},
 		{Precondition{Version: "3f"}, "3g", false},
 		{Precondition{Version: "3f"}, "", false},
-		{Precondition{Version: AnyVersion}, "3g", true},
-		{Precondition{Version: AnyVersion}, "", false},
+		{Precondition{Exists: true}, "3g", true},
+		{Precondition{Exists: true}, "", false},
+		{Precondition{Version: "*"}, "3g", false}, // If-Match: "*", "@version": "*"
+		{Precondition{Version: "*"}, "", false},
 		{Precondition{Absent: true}, "", true},
 		{Precondition{Absent: true}, "3f", false},
 	} {

@@ -368,6 +368,10 @@ func TestVersionsInGraphQL(t *testing.T) {
 		{`mutation { Person_update(documents: [{_id: "ann", _version: "` + v0 + `", age: 1}, {_id: "bob", _version: "` + bob + `", age: 2}]) }`, nil, map[string]string{"Person/ann": v1}},
 		{`mutation { Person_replace(documents: [{_id: "ann", _version: "` + v0 + `", name: "X"}], create: true) a: Person_update(documents: [{_id: "bob", _version: "zz", age: 2}]) }`, nil, map[string]string{"Person/ann": v1, "Person/bob": bob}},
 		{`mutation($j: JSON!) { _replaceDocuments(json: $j, create: true) }`, map[string]any{"j": []any{map[string]any{"@type": "Person", "@id": "Person/cid", "@version": "zz", "name": "Cid"}}}, map[string]string{"Person/cid": ""}},
+		// "*" is a version string no document has, not a wildcard.
+		{`mutation { Person_update(documents: [{_id: "bob", _version: "*", age: 2}]) }`, nil, map[string]string{"Person/bob": bob}},
+		{`mutation { Person_replace(documents: [{_id: "bob", _version: "*", name: "X"}]) }`, nil, map[string]string{"Person/bob": bob}},
+		{`mutation($j: JSON!) { _replaceDocuments(json: $j) }`, map[string]any{"j": map[string]any{"@type": "Person", "@id": "Person/bob", "@version": "*", "name": "X"}}, map[string]string{"Person/bob": bob}},
 	} {
 		res := gql(m.query, m.vars)
 		errs, _ := res["errors"].([]any)

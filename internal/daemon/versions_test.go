@@ -188,6 +188,14 @@ func TestConditionalWritesREST(t *testing.T) {
 		{"DELETE", "/api/document/admin/cw", `[{"@id":"Person/ann","@version":"` + ins.Version + `"}]`, nil},
 		{"PUT", "/api/document/admin/cw?create=true", `{"@type":"Person","@id":"ann","name":"New"}`, []string{"If-None-Match", "*"}},
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"Weak"}`, []string{"If-Match", `W/` + v2}},
+		// A quoted "*" is an entity tag, which no version is: only the
+		// unquoted * is the wildcard (RFC 9110).
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"Star"}`, []string{"If-Match", `"*"`}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","@version":"*","name":"Star"}`, nil},
+		{"PATCH", "/api/document/admin/cw?id=Person/ann", `{"name":"Star"}`, []string{"If-Match", `"*"`, "Content-Type", "application/merge-patch+json"}},
+		{"PATCH", "/api/document/admin/cw?id=Person/ann", `{"name":"Star","@version":"*"}`, []string{"Content-Type", "application/merge-patch+json"}},
+		{"DELETE", "/api/document/admin/cw?id=Person/ann", "", []string{"If-Match", `"*"`}},
+		{"DELETE", "/api/document/admin/cw", `[{"@id":"Person/ann","@version":"*"}]`, nil},
 	} {
 		r := d.Do(t, dt.Admin(), tc.method, tc.path, tc.body, tc.header...)
 		staleAnswer(t, r, map[string]string{"Person/ann": cur})

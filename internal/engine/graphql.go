@@ -342,7 +342,7 @@ func checkLaterVersions(ids [][]string, docs [][]*sluice.Document, expects [][]s
 			case k < len(docs[i]):
 				p = docs[i][k].Expect
 			}
-			if j, ok := written[id]; ok && j < i && p.Version != "" && p.Version != sluice.AnyVersion {
+			if j, ok := written[id]; ok && j < i && p.Version != "" {
 				return &OpError{Index: i, Err: sluice.Errorf(sluice.CodeInvalid,
 					"document %s: its expected version (%s) is checked when the request first writes it, and an earlier write of this request writes it; give the version there", id, p.Version)}
 			}

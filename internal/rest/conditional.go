@@ -19,9 +19,11 @@ func etag(version string) string { return `"` + version + `"` }
 
 // precondition returns the precondition a write's If-Match or
 // If-None-Match header gives: If-Match: "<version>" (a version as ETag
-// gave it) or *, or If-None-Match: * (the document must not exist). A
-// weak tag (W/"…") never matches: writes compare strongly. A list of
-// tags, another If-None-Match, or both headers are refused.
+// gave it) or * (the document exists; only the unquoted * is the
+// wildcard: "*" is a tag, which no version matches), or If-None-Match: *
+// (the document must not exist). A weak tag (W/"…") never matches:
+// writes compare strongly. A list of tags, another If-None-Match, or
+// both headers are refused.
 func precondition(r *http.Request) (sluice.Precondition, error) {
 	im, inm := r.Header.Values("If-Match"), r.Header.Values("If-None-Match")
 	switch {
@@ -33,7 +35,7 @@ func precondition(r *http.Request) (sluice.Precondition, error) {
 			return sluice.Precondition{}, err
 		}
 		if tag == "*" {
-			return sluice.Precondition{Version: sluice.AnyVersion}, nil
+			return sluice.Precondition{Exists: true}, nil
 		}
 		if strings.HasPrefix(tag, "W/") {
 			// Weak tags never match in a strong comparison: keep one
