@@ -107,7 +107,10 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 				AND created_at <= now() - make_interval(secs => $3) AND EXISTS (SELECT 1 FROM claim))
 		SELECT EXISTS (SELECT 1 FROM claim), EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)`,
 		k.UserID, k.Key, k.Retention.Seconds())
-	b.Queue("SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2", k.UserID, k.Key)
+	// A key past its retention never answers, held or not: a look-up
+	// alone (Recorded) deletes nothing, and pruning may not have run yet.
+	b.Queue(`SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
+		AND created_at > now() - make_interval(secs => $3)`, k.UserID, k.Key, k.Retention.Seconds())
 	// Counting a user's keys reads up to MaxKeys of them: it is done for
 	// a random sample of claims, one in MaxKeys/keySample (each, up to
 	// keySample), so that a claim reads keySample keys on average. A user
@@ -170,7 +173,7 @@ var errKeyInFlight = &sluice.Error{Code: sluice.CodeConflict, Retry: time.Second
 // up (its request is invalid): the commit of the write that recorded k
 // (setting k.Replayed), so that a retry of a write that succeeded answers
 // its first answer even if the request would not be valid now; or nil
-// when k is not recorded; or the error refusing it (Conflict,
+// when k is not recorded, or only past k.Retention; or the error refusing it (Conflict,
 // Unprocessable, as Write would).
 func (db *DB) Recorded(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (*sluice.Commit, error) {
 	var first *sluice.Commit

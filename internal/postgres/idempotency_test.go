@@ -13,8 +13,9 @@ import (
 )
 
 // TestIdempotencyKeysExpireAndArePruned: a key answers again within its
-// retention; past it, it no longer answers (the write runs again), and
-// pruning deletes what is past it.
+// retention; past it, it no longer answers (the write runs again; a write
+// refused before it runs gets its own error), even before pruning
+// deletes what is past it.
 func TestIdempotencyKeysExpireAndArePruned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -55,7 +56,12 @@ func TestIdempotencyKeysExpireAndArePruned(t *testing.T) {
 	if _, err := db.pool.Exec(ctx, "UPDATE sluice.idempotency_keys SET created_at = now() - interval '2 hours'"); err != nil {
 		t.Fatal(err)
 	}
-	// Expired: the write runs again, under a key recorded anew.
+	// Expired, not pruned yet: a write refused before it runs (Recorded)
+	// is not answered by it, and a write runs again, under a key
+	// recorded anew.
+	if c, err := db.Recorded(ctx, d, k); c != nil || k.Replayed != nil || err != nil {
+		t.Fatalf("an expired key answered a refused write: commit %+v, answer %s (%v)", c, k.Replayed, err)
+	}
 	third, k := write("k", "c")
 	if k.Replayed != nil || third.Seq == first.Seq {
 		t.Fatalf("an expired key answered: %s", k.Replayed)
