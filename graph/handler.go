@@ -218,7 +218,10 @@ func (h *Handler) Operation(ctx context.Context, u *sluice.User, org, name strin
 // replay answers req, a plain HTTP request with an Idempotency-Key whose
 // parameters p are read but not parsed, with the answer an earlier
 // request of the same user to the same database recorded under the key
-// for the same request (the same hash), and reports whether it answered.
+// for the same request (the same hash), if the user may still write the
+// database (engine.Engine.Replayed: a user who lost the write role gets
+// no answer, and the mutation then runs and is refused as theirs would
+// be), and reports whether it answered.
 // The key is looked up before the operation is parsed and validated, as
 // a REST write's is before its body is read: a retry answers the first
 // answer on every replica, even when a schema change since would refuse

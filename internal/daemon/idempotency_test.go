@@ -539,3 +539,50 @@ func TestDeletingAUserDoesNotWaitForItsKeyedWrite(t *testing.T) {
 		t.Fatalf("%d notes, want 150", n)
 	}
 }
+
+// TestReplayNeedsTheWriteRole: a retry with a recorded Idempotency-Key of
+// a user who lost the write role since is refused, over REST (403) and
+// GraphQL (FORBIDDEN, the mutation run as any of theirs, not replayed),
+// and nothing is written; with the role back, the same retries answer
+// their first answers.
+func TestReplayNeedsTheWriteRole(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "demoted", versionsSDL)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wes","organization":"admin","password":"wes-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/demoted", `{"user":"wes","role":"write"}`)
+	wes := dt.Basic("wes", "wes-password")
+	body := `{"@type":"Person","name":"Ann"}`
+	gql := `{"query":"mutation { Person_insert(documents: [{name: \"Bob\"}]) }"}`
+	rest := func(status int) dt.Response {
+		return d.MustDo(t, status, wes, "POST", "/api/document/admin/demoted", body, "Idempotency-Key", "r1")
+	}
+	graph := func() dt.Response {
+		return d.MustDo(t, 200, wes, "POST", "/api/graphql/admin/demoted", gql, "Content-Type", "application/json", "Idempotency-Key", "g1")
+	}
+	firstREST, firstGQL := rest(200), graph()
+	commits := logLength(t, d, "demoted")
+
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/demoted", `{"user":"wes","role":"read"}`)
+	if typ, msg := errBody(t, rest(403)); typ != "api:Forbidden" || !strings.Contains(msg, "needs the write role") {
+		t.Fatalf("a REST retry of a reader: %s %s", typ, msg)
+	}
+	g := graph()
+	var answer struct {
+		Data   json.RawMessage
+		Errors []struct{ Extensions struct{ Code string } }
+	}
+	if err := json.Unmarshal(g.Body, &answer); err != nil || g.Header.Get("Idempotent-Replayed") != "" ||
+		len(answer.Errors) != 1 || answer.Errors[0].Extensions.Code != "FORBIDDEN" {
+		t.Fatalf("a GraphQL retry of a reader: replayed %q, %s", g.Header.Get("Idempotent-Replayed"), g.Body)
+	}
+	if n := logLength(t, d, "demoted"); n != commits {
+		t.Fatalf("%d commits, want %d", n, commits)
+	}
+
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/demoted", `{"user":"wes","role":"write"}`)
+	sameAnswer(t, firstREST, rest(200))
+	if g := graph(); !bytes.Equal(g.Body, firstGQL.Body) || g.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the GraphQL retry with the role back: replayed %q, %s, the first %s", g.Header.Get("Idempotent-Replayed"), g.Body, firstGQL.Body)
+	}
+}

@@ -419,8 +419,16 @@ func (e *Engine) refused(ctx context.Context, u *sluice.User, d *sluice.Database
 // request looks its key up with it before it is parsed and validated, as
 // a REST write does before it reads its body, so that a retry answers the
 // first answer even when the schema changed since and would refuse the
-// request now.
+// request now. A user without the write role on d gets none (nil commit,
+// nil error): the request then runs, and its mutation is refused as
+// another write of that user would be, as a REST retry is.
 func (e *Engine) Replayed(ctx context.Context, u *sluice.User, d *sluice.Database, key string, request []byte) (*sluice.Commit, []byte, error) {
+	// The GraphQL request was authorized for reading only: the user may
+	// have lost the write role since the first request.
+	role, err := e.Role(ctx, u, d)
+	if err != nil || role < sluice.RoleWrite {
+		return nil, nil, err
+	}
 	return e.store.RecordedAnswer(ctx, d, u.ID, key, request, e.idempotency.retention)
 }
 
