@@ -187,7 +187,6 @@ func TestConditionalWritesREST(t *testing.T) {
 		{"DELETE", "/api/document/admin/cw?id=Person/ann", "", []string{"If-Match", v1}},
 		{"DELETE", "/api/document/admin/cw", `[{"@id":"Person/ann","@version":"` + ins.Version + `"}]`, nil},
 		{"PUT", "/api/document/admin/cw?create=true", `{"@type":"Person","@id":"ann","name":"New"}`, []string{"If-None-Match", "*"}},
-		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"Weak"}`, []string{"If-Match", `W/` + v2}},
 		// A quoted "*" is an entity tag, which no version is: only the
 		// unquoted * is the wildcard (RFC 9110).
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"Star"}`, []string{"If-Match", `"*"`}},
@@ -256,7 +255,12 @@ func TestConditionalWritesREST(t *testing.T) {
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "add create=true", []string{"If-None-Match", "*"}},
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "If-None-Match on a write takes only *", []string{"If-None-Match", v2}},
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","@version":3,"name":"A"}`, `"@version" must be a version string`, nil},
-		{"DELETE", "/api/document/admin/cw", `[{"@id":"Person/ann","@verison":"x"}]`, `{"@id": id, "@version": version}`, nil},
+		{"DELETE", "/api/document/admin/cw", `[{"@id":"Person/ann","@verison":"x"}]`, `element 0 (counting from 0): unknown member "@verison"; an element is a document id or {"@id": id, "@version": version}`, nil},
+		{"DELETE", "/api/document/admin/cw", `["Person/bob",{"@id":"Person/ann","@version":""}]`, `element 1 (counting from 0): "@version" must be a version string`, nil},
+		// A weak tag never matches a write: named, not a 412 that a
+		// client would retry for good.
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"Weak"}`, `If-Match: W/` + v2 + ` is a weak entity tag (W/), which never matches a write`, []string{"If-Match", `W/` + v2}},
+		{"PATCH", "/api/document/admin/cw?id=Person/ann", `{"name":"Weak"}`, `is a weak entity tag (W/)`, []string{"If-Match", `W/` + v2, "Content-Type", "application/merge-patch+json"}},
 	} {
 		r := d.Do(t, dt.Admin(), tc.method, tc.path, tc.body, tc.header...)
 		if _, msg := errBody(t, r); r.Status != 400 || !strings.Contains(msg, tc.want) {

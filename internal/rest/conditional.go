@@ -21,9 +21,9 @@ func etag(version string) string { return `"` + version + `"` }
 // If-None-Match header gives: If-Match: "<version>" (a version as ETag
 // gave it) or * (the document exists; only the unquoted * is the
 // wildcard: "*" is a tag, which no version matches), or If-None-Match: *
-// (the document must not exist). A weak tag (W/"…") never matches:
-// writes compare strongly. A list of tags, another If-None-Match, or
-// both headers are refused.
+// (the document must not exist). A weak tag (W/"…"), which never
+// matches a write's strong comparison, a list of tags, another
+// If-None-Match, or both headers are refused.
 func precondition(r *http.Request) (sluice.Precondition, error) {
 	im, inm := r.Header.Values("If-Match"), r.Header.Values("If-None-Match")
 	switch {
@@ -38,9 +38,10 @@ func precondition(r *http.Request) (sluice.Precondition, error) {
 			return sluice.Precondition{Exists: true}, nil
 		}
 		if strings.HasPrefix(tag, "W/") {
-			// Weak tags never match in a strong comparison: keep one
-			// that no version equals.
-			return sluice.Precondition{Version: tag}, nil
+			// A weak tag never matches a write's strong comparison, so
+			// a 412 would send the edit-safely loop round for good (a
+			// proxy that compresses answers weakens their ETags).
+			return sluice.Precondition{}, sluice.Errorf(sluice.CodeInvalid, "If-Match: %.64s is a weak entity tag (W/), which never matches a write (RFC 9110 compares them strongly): send the ETag as Sluice answered it, without W/ (a proxy that compresses answers may have added it)", tag)
 		}
 		return sluice.Precondition{Version: tag[1 : len(tag)-1]}, nil
 	case len(inm) > 0:

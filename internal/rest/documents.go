@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -376,7 +377,8 @@ func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 // deleteBody reads the body of a DELETE: a JSON array whose elements are
 // ids or {"@id", "@version"} objects, or one id as a JSON string. It
 // returns the ids and, when any element has a version, every element's
-// precondition.
+// precondition. An element that is neither is refused naming its index
+// and what is wrong with it.
 func deleteBody(body []byte) ([]string, []sluice.Precondition, error) {
 	var one string
 	if json.Unmarshal(body, &one) == nil {
@@ -393,24 +395,69 @@ func deleteBody(body []byte) ([]string, []sluice.Precondition, error) {
 		if json.Unmarshal(it, &ids[i]) == nil {
 			continue
 		}
-		var doc struct {
-			ID      *string `json:"@id"`
-			Version *string `json:"@version"`
+		id, version, err := deleteElement(it)
+		if err != nil {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, `the DELETE body's element %d (counting from 0): %s; an element is a document id or {"@id": id, "@version": version}`, i, err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(it))
-		dec.DisallowUnknownFields()
-		if dec.Decode(&doc) != nil || doc.ID == nil || doc.Version != nil && *doc.Version == "" {
-			return nil, nil, errDeleteBody
-		}
-		ids[i] = *doc.ID
-		if doc.Version != nil {
-			expect[i].Version, versions = *doc.Version, true
+		ids[i] = id
+		if version != "" {
+			expect[i].Version, versions = version, true
 		}
 	}
 	if !versions {
 		expect = nil
 	}
 	return ids, expect, nil
+}
+
+// deleteElement reads an element of a DELETE body that is not an id: an
+// object of "@id" and, optionally, "@version" (null: none). The error
+// says what is wrong, for deleteBody to name the element.
+func deleteElement(it json.RawMessage) (id, version string, err error) {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(it, &members) != nil {
+		return "", "", fmt.Errorf("expected a string or an object, got %s", jsonKind(it))
+	}
+	for name := range members {
+		if name != "@id" && name != "@version" {
+			return "", "", fmt.Errorf("unknown member %.64q", name)
+		}
+	}
+	raw, ok := members["@id"]
+	if !ok {
+		return "", "", errors.New(`"@id" is missing`)
+	}
+	if k := jsonKind(raw); k != "a string" && k != "an empty string" || json.Unmarshal(raw, &id) != nil {
+		return "", "", fmt.Errorf(`"@id" must be a string, got %s`, jsonKind(raw))
+	}
+	if raw, ok := members["@version"]; ok && jsonKind(raw) != "null" {
+		if json.Unmarshal(raw, &version) != nil || version == "" {
+			return "", "", fmt.Errorf(`"@version" must be a version string as Sluice gave it (or null), got %s`, jsonKind(raw))
+		}
+	}
+	return id, version, nil
+}
+
+// jsonKind names the kind of a JSON value, for an error: "a string",
+// "an empty string", "a number", "an object", "an array", "true",
+// "false" or "null".
+func jsonKind(v json.RawMessage) string {
+	v = bytes.TrimSpace(v)
+	switch {
+	case len(v) == 0:
+		return "nothing"
+	case string(v) == `""`:
+		return "an empty string"
+	case v[0] == '"':
+		return "a string"
+	case v[0] == '{':
+		return "an object"
+	case v[0] == '[':
+		return "an array"
+	case string(v) == "true" || string(v) == "false" || string(v) == "null":
+		return string(v)
+	}
+	return "a number"
 }
 
 var errDeleteBody = sluice.Errorf(sluice.CodeInvalid, `give ?id=<id> or a body with a JSON array of document ids, or of {"@id": id, "@version": version} objects to delete documents only at those versions`)
