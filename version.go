@@ -31,6 +31,38 @@ func ParseVersion(v string) (int64, bool) {
 	return uid, true
 }
 
+// A document's entity tag (REST's ETag) names one representation of it:
+// the document at its version, as a role reads it. A role that reads
+// every field of the schema reads the whole document, whose tag is the
+// version alone ("3f"); a role that does not reads a view of it, whose
+// tag adds the view's name, the role and the schema version whose field
+// protections it applies ("3f-read-7"). A read compares tags whole, so a
+// cache filled under one view never answers for another; a write takes
+// the tag of any view of the version it expects (VersionOfTag).
+
+// ViewName returns the name of the view of documents that role reads
+// under schema version schemaVersion when it hides some of its fields.
+func ViewName(role Role, schemaVersion int) string {
+	return role.String() + "-" + strconv.Itoa(schemaVersion)
+}
+
+// VersionOfTag returns the version that opaque, the text between an
+// entity tag's quotes, names: opaque itself, or the version before a
+// ViewName. Anything else is returned whole: a string no version equals.
+func VersionOfTag(opaque string) string {
+	version, view, ok := strings.Cut(opaque, "-")
+	if !ok {
+		return opaque
+	}
+	role, schemaVersion, ok := strings.Cut(view, "-")
+	r, known := ParseRole(role)
+	n, err := strconv.Atoi(schemaVersion)
+	if !ok || !known || err != nil || n <= 0 || ViewName(r, n) != view || version == "" {
+		return opaque
+	}
+	return version
+}
+
 // Precondition is what a conditional write expects of a document before
 // it writes it: If-Match, If-None-Match: *, "@version" or _version. The
 // zero Precondition expects nothing.

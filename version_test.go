@@ -20,6 +20,42 @@ func TestVersions(t *testing.T) {
 	}
 }
 
+func TestVersionOfTag(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ opaque, want string }{
+		{"3f", "3f"},
+		{"3f-" + ViewName(RoleRead, 7), "3f"},
+		{"3f-write-12", "3f"},
+		{"*", "*"},
+		{"3f-read", "3f-read"},
+		{"3f-read-", "3f-read-"},
+		{"3f-read-07", "3f-read-07"},
+		{"3f-read-0", "3f-read-0"},
+		{"3f-none-7", "3f-none-7"},
+		{"3f-reader-7", "3f-reader-7"},
+		{"3f-read-7-1", "3f-read-7-1"},
+		{"-read-7", "-read-7"}, // never "": that would expect nothing
+	} {
+		if got := VersionOfTag(tc.opaque); got != tc.want {
+			t.Errorf("VersionOfTag(%q) = %q, want %q", tc.opaque, got, tc.want)
+		}
+	}
+}
+
+func FuzzVersionOfTag(f *testing.F) {
+	f.Add("3f-read-7")
+	f.Add("-write-1")
+	f.Fuzz(func(t *testing.T, s string) {
+		if s == "" {
+			return
+		}
+		v := VersionOfTag(s)
+		if v == "" || v != s && v+"-" != s[:len(v)+1] {
+			t.Fatalf("VersionOfTag(%q) = %q", s, v)
+		}
+	})
+}
+
 func FuzzParseVersion(f *testing.F) {
 	f.Add("3f")
 	f.Add("1y2p0ij32e8e7")

@@ -392,3 +392,112 @@ func TestMergePatch(t *testing.T) {
 		t.Fatalf("refused patches made commits: %d, was %d", n, commits)
 	}
 }
+
+// TestETagNamesOneView: a document read by a role that hides fields of
+// the schema has an ETag of its own view (the version, the role and the
+// schema version), so If-None-Match with the tag another role got, or
+// the same role under other protections, reads the body afresh instead
+// of a 304 that would keep showing hidden fields; the answer is private
+// to the credential (Cache-Control, Vary). A write's If-Match takes the
+// tag of any view of the current version, as the edit flow reads it.
+func TestETagNamesOneView(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "views", `type Person { name: String! ssn: String @private nick: String @protected(role: "write") }`)
+	const docs = "/api/document/admin/views"
+	const alice = docs + "?id=Person/alice"
+	v := answerOf(t, d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Person","@id":"alice","name":"Alice","ssn":"S-123","nick":"Al"}`)).Version
+	for _, u := range []string{`{"name":"rita","organization":"admin","password":"rita-password"}`, `{"name":"wren","organization":"admin","password":"wren-password"}`} {
+		d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", u)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/views", `{"user":"rita","role":"read"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/views", `{"user":"wren","role":"write"}`)
+	rita, wren := dt.Basic("rita", "rita-password"), dt.Basic("wren", "wren-password")
+
+	// read reads alice as who, checking the answer's headers, and
+	// returns its ETag.
+	read := func(who dt.Auth, status int, header ...string) (dt.Response, string) {
+		t.Helper()
+		r := d.MustDo(t, status, who, "GET", alice, nil, header...)
+		if cc, vary := r.Header.Get("Cache-Control"), strings.Join(r.Header.Values("Vary"), ", "); cc != "private, no-cache" || !strings.Contains(vary, "Authorization") || !strings.Contains(vary, "Origin") {
+			t.Fatalf("GET %s answered %d with Cache-Control %q, Vary %q", alice, status, cc, vary)
+		}
+		return r, r.Header.Get("ETag")
+	}
+	view := regexp.MustCompile(`^"` + v + `-(read|write)-([1-9][0-9]*)"$`)
+	body, whole := read(dt.Admin(), 200)
+	if whole != `"`+v+`"` || !strings.Contains(string(body.Body), "S-123") {
+		t.Fatalf("the admin's read: ETag %s, %s", whole, body.Body)
+	}
+	body, wrens := read(wren, 200)
+	if m := view.FindStringSubmatch(wrens); m == nil || m[1] != "write" || strings.Contains(string(body.Body), "S-123") || !strings.Contains(string(body.Body), `"nick":"Al"`) {
+		t.Fatalf("the writer's read: ETag %s, %s", wrens, body.Body)
+	}
+	body, ritas := read(rita, 200)
+	m := view.FindStringSubmatch(ritas)
+	if m == nil || m[1] != "read" || strings.Contains(string(body.Body), "S-123") || strings.Contains(string(body.Body), "nick") {
+		t.Fatalf("the reader's read: ETag %s, %s", ritas, body.Body)
+	}
+	if m2 := view.FindStringSubmatch(wrens); m2[2] != m[2] {
+		t.Fatalf("the views of one schema name schema versions %s and %s", m2[2], m[2])
+	}
+
+	// Each view revalidates only itself: another view's tag reads it
+	// afresh, without what the reader's role hides.
+	for _, tc := range []struct {
+		who  dt.Auth
+		tag  string
+		want string
+	}{{rita, whole, ritas}, {rita, wrens, ritas}, {wren, whole, wrens}, {dt.Admin(), ritas, whole}, {dt.Admin(), "W/" + wrens, whole}} {
+		if r, tag := read(tc.who, 200, "If-None-Match", tc.tag); tag != tc.want || len(r.Body) == 0 {
+			t.Fatalf("If-None-Match: %s answered ETag %s, want %s", tc.tag, tag, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		who dt.Auth
+		tag string
+	}{{rita, ritas}, {rita, "W/" + ritas}, {wren, wrens}, {dt.Admin(), whole}} {
+		if r, tag := read(tc.who, 304, "If-None-Match", tc.tag); tag != strings.TrimPrefix(tc.tag, "W/") || len(r.Body) != 0 {
+			t.Fatalf("If-None-Match: %s answered ETag %s, %q", tc.tag, tag, r.Body)
+		}
+	}
+	// If-Match on a read compares with the view read too.
+	r, _ := read(rita, 412, "If-Match", whole)
+	if _, msg := errBody(t, r); !strings.Contains(msg, "(ETag "+ritas+")") {
+		t.Fatalf("If-Match of another view on a read: %s", msg)
+	}
+	read(rita, 200, "If-Match", ritas)
+
+	// A role narrowed since a read: its tag no longer revalidates.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/views", `{"user":"rita","role":"admin"}`)
+	if _, tag := read(rita, 200); tag != whole {
+		t.Fatalf("rita as admin: ETag %s", tag)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/views", `{"user":"rita","role":"read"}`)
+	if r, tag := read(rita, 200, "If-None-Match", whole); tag != ritas || strings.Contains(string(r.Body), "S-123") {
+		t.Fatalf("rita narrowed to read, revalidating the admin's read: ETag %s, %s", tag, r.Body)
+	}
+
+	// Protections changed by the schema: the version is the same, the
+	// view is not.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/views", `type Person { name: String! @protected(role: "write") ssn: String @private nick: String @protected(role: "write") }`)
+	body, after := read(rita, 200, "If-None-Match", ritas)
+	if m2 := view.FindStringSubmatch(after); m2 == nil || m2[1] != "read" || after == ritas || strings.Contains(string(body.Body), "Alice") {
+		t.Fatalf("rita's read after the schema made name protected: ETag %s (was %s), %s", after, ritas, body.Body)
+	}
+	if _, tag := read(dt.Admin(), 200); tag != whole {
+		t.Fatalf("the admin's ETag after the schema change: %s, was %s", tag, whole)
+	}
+
+	// Writes take the tag of any view of the current version: the
+	// writer's own (the edit flow), the admin's; an old one is stale.
+	_, wrens = read(wren, 200)
+	w1 := answerOf(t, d.MustDo(t, 200, wren, "PATCH", alice, `{"nick":"A"}`, "If-Match", wrens, "Content-Type", "application/merge-patch+json")).Version
+	d.MustDo(t, 200, wren, "PUT", docs, `{"@type":"Person","@id":"alice","name":"Alice","nick":"B"}`, "If-Match", `"`+w1+`"`)
+	staleAnswer(t, d.Do(t, wren, "PATCH", alice, `{"nick":"C"}`, "If-Match", wrens, "Content-Type", "application/merge-patch+json"), map[string]string{"Person/alice": strings.Trim(d.MustDo(t, 200, dt.Admin(), "GET", alice, nil).Header.Get("ETag"), `"`)})
+	// A tag that is not a version and a view matches nothing.
+	cur := strings.Trim(d.MustDo(t, 200, dt.Admin(), "GET", alice, nil).Header.Get("ETag"), `"`)
+	for _, tag := range []string{`"` + cur + `-read"`, `"` + cur + `-admin-0"`, `"-read-1"`} {
+		staleAnswer(t, d.Do(t, wren, "PATCH", alice, `{"nick":"D"}`, "If-Match", tag, "Content-Type", "application/merge-patch+json"), map[string]string{"Person/alice": cur})
+	}
+}

@@ -25,6 +25,11 @@ type ReadDocument struct {
 	// past: see postgres.DB.Document).
 	JSON    []byte
 	Version string
+	// View names the view of the document the reader's role reads
+	// (sluice.ViewName) when it hides fields of the schema; "" when it
+	// reads the whole document. With Version, it names the
+	// representation read (an ETag).
+	View string
 	ReadAt
 }
 
@@ -77,6 +82,9 @@ func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Databas
 		return nil, err
 	}
 	doc := &ReadDocument{Version: version}
+	if hidesFields(role, s) {
+		doc.View = sluice.ViewName(role, d.SchemaVersion)
+	}
 	doc.Position, _ = snap.Position()
 	if doc.JSON, err = redactFor(role, s, b); err != nil || past == nil {
 		return doc, err

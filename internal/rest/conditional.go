@@ -14,12 +14,31 @@ import (
 // Conditional and idempotent writes (RFC 9110 preconditions, the
 // Idempotency-Key header).
 
-// etag returns the strong entity tag of a document's version.
-func etag(version string) string { return `"` + version + `"` }
+// etag returns the strong entity tag of a document's version as view
+// shows it (engine.ReadDocument.View; "": the whole document). Tags of
+// one version differ by view, so that If-None-Match, which compares them
+// whole, never makes a client (or its cache) reuse a body read under
+// another role or another schema's protections; a write's If-Match takes
+// the tag of any view (sluice.VersionOfTag).
+func etag(version, view string) string {
+	if view == "" {
+		return `"` + version + `"`
+	}
+	return `"` + version + "-" + view + `"`
+}
+
+// privateAnswer marks an answer that depends on the request's credential
+// and carries a validator (a document's ETag): only the client's own
+// cache may keep it, kept apart for each credential, and must revalidate
+// it before each use.
+func privateAnswer(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "private, no-cache")
+	w.Header().Add("Vary", "Authorization")
+}
 
 // precondition returns the precondition a write's If-Match or
 // If-None-Match header gives: If-Match: "<version>" (a version as ETag
-// gave it) or * (the document exists; only the unquoted * is the
+// gave it, of any view) or * (the document exists; only the unquoted * is the
 // wildcard: "*" is a tag, which no version matches), or If-None-Match: *
 // (the document must not exist). A weak tag (W/"…"), which never
 // matches a write's strong comparison, a list of tags, another
@@ -43,7 +62,7 @@ func precondition(r *http.Request) (sluice.Precondition, error) {
 			// proxy that compresses answers weakens their ETags).
 			return sluice.Precondition{}, sluice.Errorf(sluice.CodeInvalid, "If-Match: %.64s is a weak entity tag (W/), which never matches a write (RFC 9110 compares them strongly): send the ETag as Sluice answered it, without W/ (a proxy that compresses answers may have added it)", tag)
 		}
-		return sluice.Precondition{Version: tag[1 : len(tag)-1]}, nil
+		return sluice.Precondition{Version: sluice.VersionOfTag(tag[1 : len(tag)-1])}, nil
 	case len(inm) > 0:
 		tag, err := oneTag("If-None-Match", inm)
 		if err != nil {
@@ -73,13 +92,13 @@ func oneTag(name string, values []string) (string, error) {
 	return tag, nil
 }
 
-// matchesETag reports whether If-None-Match values match version, for a
-// conditional GET: * or any tag, weak or strong, of that version.
-func matchesETag(values []string, version string) bool {
+// matchesETag reports whether If-None-Match values match etag, the tag
+// of what a conditional GET would answer: * or etag, weak or strong.
+func matchesETag(values []string, etag string) bool {
 	for _, v := range values {
 		for _, tag := range strings.Split(v, ",") {
 			tag = strings.TrimPrefix(strings.TrimSpace(tag), "W/")
-			if tag == "*" || tag == etag(version) {
+			if tag == "*" || tag == etag {
 				return true
 			}
 		}
@@ -87,12 +106,13 @@ func matchesETag(values []string, version string) bool {
 	return false
 }
 
-// matchesStrongETag reports whether an If-Match header (values) names
-// version: "*" or its tag, compared strongly, so a weak tag never matches.
-func matchesStrongETag(values []string, version string) bool {
+// matchesStrongETag reports whether an If-Match header (values) of a GET
+// names etag, the tag of what it would answer: * or etag, compared
+// strongly, so a weak tag never matches.
+func matchesStrongETag(values []string, etag string) bool {
 	for _, v := range values {
 		for _, tag := range strings.Split(v, ",") {
-			if tag = strings.TrimSpace(tag); tag == "*" || tag == etag(version) {
+			if tag = strings.TrimSpace(tag); tag == "*" || tag == etag {
 				return true
 			}
 		}

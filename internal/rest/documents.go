@@ -69,6 +69,7 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
 			return
 		}
+		privateAnswer(w)
 		doc, err := a.Engine.Document(r.Context(), u, org, name, id, asOf)
 		if err != nil {
 			writeError(w, r, err)
@@ -76,13 +77,14 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		}
 		setReadAt(w, doc.ReadAt)
 		if doc.Version != "" {
-			w.Header().Set("ETag", etag(doc.Version))
+			tag := etag(doc.Version, doc.View)
+			w.Header().Set("ETag", tag)
 			// If-Match first, then If-None-Match (RFC 9110, 13.2.2).
-			if im := r.Header.Values("If-Match"); len(im) > 0 && !matchesStrongETag(im, doc.Version) {
-				writeError(w, r, sluice.Errorf(sluice.CodePrecondition, "document %s is at version %s, which If-Match does not name", id, doc.Version))
+			if im := r.Header.Values("If-Match"); len(im) > 0 && !matchesStrongETag(im, tag) {
+				writeError(w, r, sluice.Errorf(sluice.CodePrecondition, "document %s is at version %s (ETag %s), which If-Match does not name", id, doc.Version, tag))
 				return
 			}
-			if matchesETag(r.Header.Values("If-None-Match"), doc.Version) {
+			if matchesETag(r.Header.Values("If-None-Match"), tag) {
 				w.WriteHeader(http.StatusNotModified)
 				return
 			}
@@ -223,8 +225,9 @@ func mediaType(r *http.Request) string {
 // position (in Sluice-Position too: what a read right after it answers,
 // so a stream resumed from it receives exactly the later commits) and the
 // version it gave the documents (of a deletion, the version its events
-// carry); the version is the ETag too when the write inserted, replaced
-// or patched one document. An idempotent retry answers the same, and says
+// carry); the version is the ETag too, as the tag of the whole document
+// (If-Match takes it whatever view the writer reads), when the write
+// inserted, replaced or patched one document. An idempotent retry answers the same, and says
 // so in Idempotent-Replayed.
 func writeResult(w http.ResponseWriter, res *engine.WriteResult, deleted bool) {
 	pos := res.Commit.End().String()
@@ -233,7 +236,7 @@ func writeResult(w http.ResponseWriter, res *engine.WriteResult, deleted bool) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	if !deleted && len(res.IDs) == 1 {
-		w.Header().Set("ETag", etag(res.Commit.Version()))
+		w.Header().Set("ETag", etag(res.Commit.Version(), ""))
 	}
 	writeJSON(w, http.StatusOK, success(map[string]any{
 		"ids":      res.IDs,

@@ -70,7 +70,7 @@ func writeShown(w http.ResponseWriter, err error, sh sluice.Shown) {
 		// request targeted, as a 412 gives it (RFC 9110); a request of
 		// several documents has no one current version.
 		if stale.OfOne && stale.Docs[0].Version != "" {
-			w.Header().Set("ETag", etag(stale.Docs[0].Version))
+			w.Header().Set("ETag", etag(stale.Docs[0].Version, ""))
 		}
 	}
 	writeJSON(w, sh.Code.HTTPStatus(), body)
