@@ -247,7 +247,9 @@ function fieldOf(message) {
   return m ? m[1] : '';
 }
 
-// etagOf returns a read's version as an If-Match value.
+// etagOf returns a read's ETag as an If-Match value. It is not shown:
+// to a role that cannot read every field, it names the view too
+// ("4-read-1"); the version shown is the document's @version.
 function etagOf(res) {
   const etag = res.headers.get('ETag');
   if (etag) return etag;
@@ -371,10 +373,10 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
     </div>
     ${state.loading && !doc && html`<${Busy}>Reading the document…</${Busy}>`}
     <${ErrorBox} error=${state.error} title="Could not read the document" />
-    ${doc && html`<p class="muted">${doc['@type']}${etag ? html` · version <code>${etag.replace(/"/g, '')}</code>` : ''}
+    ${doc && html`<p class="muted">${doc['@type']}${doc['@version'] ? html` · version <code>${doc['@version']}</code>` : ''}
       · <${Link} href=${`${dbHref(org, db, 'history')}?doc=${encodeURIComponent(id)}`}>History of this document</${Link}></p>`}
     ${conflict && html`<div class="error conflict" role="alert">
-      <p><strong>${conflict.gone ? 'Someone deleted this document since you opened it.' : `Someone changed this document since you opened it${conflict.version ? ` (it is now at version ${conflict.version.replace(/"/g, '')})` : ''}.`}</strong>
+      <p><strong>${conflict.gone ? 'Someone deleted this document since you opened it.' : `Someone changed this document since you opened it${conflict.version ? ` (it is now at version ${conflict.theirs?.['@version'] || conflict.version.replace(/"/g, '')})` : ''}.`}</strong>
         ${conflict.deleting ? ' It was not deleted.' : ' Your changes were not saved: nothing was written.'}</p>
       ${conflict.theirs && c && html`<${Scroll} label="The fields that differ"><table>
         <thead><tr><th scope="col">Field</th><th scope="col">When you opened it</th><th scope="col">Now (theirs)</th><th scope="col">Yours</th></tr></thead>
