@@ -182,6 +182,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
 	if s.changeSet {
 		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
+		x.limitReads()
 		w := s.open()
 		n, err := x.writeChangeSet(w, c, s.selections, s.includeChildren)
 		if err != nil {

@@ -148,3 +148,34 @@ func TestSubscriptionWalkIsBoundedPerEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptionReadsAreBounded: the documents a subscription event
+// reads are bounded as a query's are, at four times
+// graphql_max_response_bytes as Postgres sends them, by a class's events
+// and _ChangeSet's alike: 30 friends of 2,000 bytes each are more than
+// 16 KiB to read, though their ids are a small answer.
+func TestSubscriptionReadsAreBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResponseBytes = 4096 })
+	d.CreateDatabase(t, "subr", "type P { name: String friends: [P] }")
+	var docs, friends []string
+	for i := range 30 {
+		docs = append(docs, fmt.Sprintf(`{"@type":"P","@id":"P/p%02d","name":%q}`, i, strings.Repeat("x", 2000)))
+		friends = append(friends, fmt.Sprintf(`"P/p%02d"`, i))
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subr", strings.Join(docs, "\n"), "Content-Type", "application/x-ndjson")
+	open := func(q string) *dt.Stream {
+		st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/subr",
+			Header: []string{"Accept", "text/event-stream"}, Body: `{"query":"` + strings.ReplaceAll(q, `"`, `\"`) + `"}`})
+		st.Next() // : connected
+		return st
+	}
+	event := open(`subscription { P_added(filter: {_id: "P/hub"}) { friends { _id } } }`)
+	set := open(`subscription { _ChangeSet { P_added(filter: {_id: "P/hub"}) { friends { _id } } } }`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/subr", `{"@type":"P","@id":"P/hub","name":"hub","friends":[`+strings.Join(friends, ",")+`]}`)
+	for what, st := range map[string]*dt.Stream{"P_added": event, "_ChangeSet": set} {
+		if f := st.Event().String(); !strings.Contains(f, "the documents the request reads are larger than 16384 bytes") || !strings.Contains(f, `"limit":"graphql_max_response_bytes"`) {
+			t.Errorf("%s of 30 large friends: %.400s", what, f)
+		}
+	}
+}

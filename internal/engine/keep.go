@@ -93,7 +93,7 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 			if !ok {
 				continue
 			}
-			if seen := visible(role, s, o); !reflect.DeepEqual(seen, o) && reflect.DeepEqual(seen, next[f.Name]) {
+			if seen := visible(role, s, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, next[f.Name]) {
 				next[f.Name] = o
 				changed = true
 			}
@@ -158,13 +158,22 @@ func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur
 	return out
 }
 
-// sameJSON reports whether a and b, decoded JSON, are the same JSON value:
-// a patch's values come decoded from JSON or from GraphQL input, whose
-// numbers are not json.Number.
+// sameJSON reports whether a and b, decoded JSON, are the same JSON value,
+// numbers compared by value as a client reads them: a patch's values come
+// decoded from JSON or from GraphQL input, whose numbers are not
+// json.Number, and a client that reads numbers as doubles (JSON.parse)
+// sends a stored 9.90 back as 9.9.
 func sameJSON(a, b any) bool {
 	x, err1 := json.Marshal(a)
 	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	if bytes.Equal(x, y) {
+		return true
+	}
+	var u, v any
+	return json.Unmarshal(x, &u) == nil && json.Unmarshal(y, &v) == nil && reflect.DeepEqual(u, v)
 }
 
 // visible returns v, a stored value in API form (decoded JSON), as role

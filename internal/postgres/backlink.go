@@ -155,11 +155,11 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 		if q.Total >= 0 {
 			total = " ORDER BY p._k, " + ord + " LIMIT " + b.arg(q.Total)
 		}
-		sql := "SELECT t._k, t." + colID + ", 0, CASE WHEN t._n = 1 THEN " + rowJSONSQL(c, dq.Fields, "t") + " END, c.seq, c.author, c.message, c.committed_at FROM (" +
+		sql := "SELECT t._k, t." + colID + ", 0, CASE WHEN t._n = 1 THEN " + rowJSONSQL(c, dq.Fields, "t") + " END, " + firstCommit + " FROM (" +
 			"SELECT t.*, " + firstOfID("t") + " FROM (" +
 			"SELECT p._k, t.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT t.* FROM " +
 			from(dq.Classes[0]) + " ORDER BY " + ord + page + ") t" + total +
-			") t) t LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID + " ORDER BY t._k, " + ord
+			") t) t LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID + " AND t._n = 1 ORDER BY t._k, " + ord
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: dq.Classes}, nil
 	}
 	// Postgres merges ordered reads of the branches only outside a
@@ -181,11 +181,11 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 	if q.Total >= 0 {
 		total = " ORDER BY p._k, " + order + " LIMIT " + b.arg(q.Total)
 	}
-	sql := "SELECT u._k, u._id, u.cls, CASE WHEN u._n = 1 THEN CASE u.cls" + strings.Join(cases, "") + " END END, c.seq, c.author, c.message, c.committed_at FROM (" +
+	sql := "SELECT u._k, u._id, u.cls, CASE WHEN u._n = 1 THEN CASE u.cls" + strings.Join(cases, "") + " END END, " + firstCommit + " FROM (" +
 		"SELECT u.*, " + firstOfID("u") + " FROM (" +
 		"SELECT p._k, u.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page + ") u" + total +
-		") u) u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY u._k, " + order
+		") u) u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid AND u._n = 1 ORDER BY u._k, " + order
 	return &statement{sql: b.pastStatement(sql), args: b.args, classes: dq.Classes}, nil
 }
 
@@ -198,6 +198,11 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 func firstOfID(a string) string {
 	return "row_number() OVER (PARTITION BY " + a + "." + colID + " ORDER BY " + a + "._k) AS _n"
 }
+
+// firstCommit are the commit columns of a backlink statement's rows,
+// joined on a document's first row only: a commit's message is up to
+// 10,000 characters, and was read again on each of the document's rows.
+const firstCommit = "c.seq, c.author, c.message, c.committed_at"
 
 // backlinkRows reads the rows of a backlink statement: the target's
 // number (from 1), the document's id, then a docRows row, whose JSON is

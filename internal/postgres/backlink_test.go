@@ -254,22 +254,37 @@ func TestAggregateOutOfRange(t *testing.T) {
 
 // TestBacklinksReadEachDocumentOnce: a document that links to several
 // targets is in each of their lists, but is built, sent and decoded once
-// (one document listing a thousand others was read a thousand times);
-// the lists keep their order and contents. With Total cutting the lists,
-// a document past the cut is not read at all.
+// with its commit (one document listing a thousand others was read a
+// thousand times); the lists keep their order and contents.
 func TestBacklinksReadEachDocumentOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := open(t)
 	d, s := linkedDatabase(t, db, "once", 40)
+	// The items' commit, with a long message: read once per document too.
+	msg := strings.Repeat("m", 10000)
+	_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin", Message: msg},
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			var docs []*sluice.Document
+			for i := range 40 {
+				docs = append(docs, &sluice.Document{ID: fmt.Sprintf("Item/i%05d", i), Type: "Item", Fields: map[string]any{
+					"name": fmt.Sprintf("item %05d", i), "owners": []any{"Owner/big", "Owner/small"}}})
+			}
+			return w.Replace(ctx, docs, false)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, fields := range [][]string{nil, {"name", "owners"}} {
 		q := postgres.BacklinkQuery{Query: postgres.DocQuery{Class: "Item", Classes: []string{"Item"}, Limit: -1, Fields: fields},
 			Field: "owners", Targets: []string{"Owner/big", "Owner/small"}, Total: 10001}
-		lists, err := db.Backlinks(ctx, d, s, q)
+		// 40 documents in both lists: each with its commit's message
+		// once is 400 KB; with them twice, 800 KB.
+		lists, err := db.Backlinks(postgres.LimitReads(ctx, 600000), d, s, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Even items list both owners (and are owned by big).
+		// Every item lists both owners.
 		var big, small []string
 		for _, x := range lists[0] {
 			big = append(big, x.Doc.ID)
@@ -277,12 +292,12 @@ func TestBacklinksReadEachDocumentOnce(t *testing.T) {
 		for _, x := range lists[1] {
 			small = append(small, x.Doc.ID)
 		}
-		if len(big) != 20 || !slices.Equal(big, small) || !slices.IsSorted(big) {
-			t.Fatalf("fields %v: lists %v and %v, want the 20 even items in each, in order", fields, big, small)
+		if len(big) != 40 || !slices.Equal(big, small) || !slices.IsSorted(big) {
+			t.Fatalf("fields %v: lists %v and %v, want the 40 items in each, in order", fields, big, small)
 		}
 		for i := range lists[0] {
 			a, b := lists[0][i], lists[1][i]
-			if a.Doc != b.Doc || a.Doc.Fields["name"] == nil || a.Commit == nil {
+			if a.Doc != b.Doc || a.Doc.Fields["name"] == nil || a.Commit == nil || a.Commit.Message != msg || b.Commit != a.Commit {
 				t.Errorf("fields %v: %s is read twice, or without its fields or commit: %+v and %+v", fields, big[i], a, b)
 			}
 		}
