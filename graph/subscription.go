@@ -319,8 +319,12 @@ func (s *Subscription) limitEvent(pos sluice.Position, err error) (SubscriptionE
 	if !errors.As(err, &le) {
 		return SubscriptionEvent{}, false
 	}
-	ge := le.gqlError(ast.Path{ast.PathName(s.alias)})
-	ge.Message = "the event is not sent: " + ge.Message
+	// A query's advice (limit and offset) has no place in an event:
+	// what fits is a smaller selection, and the change itself can be read
+	// by a query at the event's position.
+	what, _, _ := strings.Cut(le.msg, ";")
+	ge := (&resultLimitError{key: le.key, budget: le.budget, msg: "the event is not sent: " + what +
+		"; select fewer fields or levels of references, or read the changed document by a query as of the event's position (asOf, its id)"}).gqlError(ast.Path{ast.PathName(s.alias)})
 	ge.Extensions["code"] = codeResultTooLarge
 	data, merr := json.Marshal(map[string]any{"errors": gqlerror.List{ge}})
 	if merr != nil {
