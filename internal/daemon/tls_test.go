@@ -41,6 +41,21 @@ func tlsClient(c dt.Certificate, dials *atomic.Int64) *http.Client {
 	}}
 }
 
+// startTLS starts a daemon serving TLS (HTTP/1.1 and HTTP/2) with a new
+// self-signed certificate, and more (if not nil) applied to its config,
+// and returns it with the certificate.
+func startTLS(t *testing.T, more func(*config.Config)) (*dt.Daemon, dt.Certificate) {
+	t.Helper()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d := dt.Start(t, func(c *config.Config) {
+		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+		if more != nil {
+			more(c)
+		}
+	})
+	return d, cert
+}
+
 // TestTLS: with tls_cert_file and tls_key_file the API is served over
 // TLS and HTTP/2, so a client (a browser) carries many streams on one
 // connection instead of one connection each; a renewed certificate is
@@ -189,10 +204,8 @@ func TestTLSConfigErrors(t *testing.T) {
 // lives on and delivers what comes later.
 func TestHTTP2IdleStreamOutlivesWriteTimeout(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
 	const timeout = time.Second
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.WriteTimeout = timeout
 	})
 	base := "https://" + d.Addr()
@@ -252,9 +265,7 @@ func TestHTTP2IdleStreamOutlivesWriteTimeout(t *testing.T) {
 // went away).
 func TestHTTP2StalledClientIsCut(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.WriteTimeout = time.Second
 	})
 	// No window for the server's answers.
@@ -270,9 +281,7 @@ func TestHTTP2StalledClientIsCut(t *testing.T) {
 // ends: its subscription is released.
 func TestHTTP2StalledStreamIsCut(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.WriteTimeout = time.Second
 	})
 	var dials atomic.Int64
@@ -294,10 +303,8 @@ func TestHTTP2StalledStreamIsCut(t *testing.T) {
 // takes longer than write_timeout to read arrives whole.
 func TestHTTP2SlowSteadyReaderIsNotCut(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
 	const timeout = time.Second
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.WriteTimeout = timeout
 	})
 	var dials atomic.Int64
@@ -326,9 +333,7 @@ func TestHTTP2SlowSteadyReaderIsNotCut(t *testing.T) {
 // writer.
 func TestHTTP2SlowSteadyStreamReaderIsNotCut(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.WriteTimeout = time.Second
 	})
 	var dials atomic.Int64
@@ -529,9 +534,7 @@ func h2WaitReset(t *testing.T, fr *http2.Framer) {
 // stayed blocked.)
 func TestHTTP2ClientThatStopsReadingIsCut(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.WriteTimeout = time.Second
 	})
 	var dials atomic.Int64
@@ -594,9 +597,7 @@ func TestHTTP2ClientThatStopsReadingIsCut(t *testing.T) {
 // start, failed it over either.)
 func TestBodyLimitsCountOnlyTheClientsTime(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.BodyIdleTimeout = time.Second
 		c.BodyMinRate = 100 << 10
 		c.MaxBodyBytes = 16 << 10 // NDJSON: read ahead 16 KiB, the rest as it arrives
@@ -703,9 +704,7 @@ func TestHTTP2AnswersAreNotResetLater(t *testing.T) {
 }
 
 func answersAreNotResetLater(t *testing.T, method string) {
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.WriteTimeout = time.Second
 	})
 	conn, err := tls.Dial("tcp", d.Addr(), &tls.Config{RootCAs: cert.Pool, NextProtos: []string{"h2"}})
@@ -805,9 +804,7 @@ func answersAreNotResetLater(t *testing.T, method string) {
 // read waiting for it), naming the setting, and nothing is written.
 func TestHTTP2StalledBodyIsCut(t *testing.T) {
 	t.Parallel()
-	cert := dt.WriteCertificate(t, t.TempDir(), 1)
-	d := dt.Start(t, func(c *config.Config) {
-		c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile
+	d, cert := startTLS(t, func(c *config.Config) {
 		c.BodyIdleTimeout = time.Second
 	})
 	var dials atomic.Int64
