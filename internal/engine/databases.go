@@ -44,7 +44,7 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 	if err := e.checkSchemaSize(nd.Schema); err != nil {
 		return nil, err
 	}
-	s, err := schema.Parse(nd.Schema)
+	s, err := schema.ParseNew(nd.Schema)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +210,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 	if err := e.checkSchemaSize(sdl); err != nil {
 		return nil, err
 	}
-	next, err := schema.Parse(sdl)
+	next, err := schema.ParseNew(sdl)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 	if err := e.checkSchemaSize(sdl); err != nil {
 		return nil, err
 	}
-	next, err := schema.Parse(sdl)
+	next, err := schema.ParseNew(sdl)
 	if err != nil {
 		return nil, err
 	}

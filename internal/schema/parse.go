@@ -30,7 +30,16 @@ const maxIndexFields = 31
 // schema. Empty input, or input of only whitespace and comments, is a valid
 // empty schema. Every error is a CodeInvalid *sluice.Error whose message
 // starts with "line L, column C: " and names the offending definition.
-func Parse(sdl string) (*sluice.Schema, error) {
+func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, 0) }
+
+// ParseNew is Parse of a schema a client sends, which must also expand
+// to at most MaxExpandedFields fields and backlinks: it stops as soon as
+// the classes it builds pass the bound, before they are all built.
+func ParseNew(sdl string) (*sluice.Schema, error) { return parse(sdl, MaxExpandedFields) }
+
+// parse is Parse, refusing a schema that expands past limit fields and
+// backlinks (0: no limit).
+func parse(sdl string, limit int) (*sluice.Schema, error) {
 	// Text Postgres cannot store, and that the GraphQL schema built from
 	// it (descriptions are carried over) would not parse again.
 	if err := checkText(sdl); err != nil {
@@ -48,6 +57,7 @@ func Parse(sdl string) (*sluice.Schema, error) {
 		schema:  &sluice.Schema{SDL: sdl, Classes: map[string]*sluice.Class{}, Enums: map[string]*sluice.Enum{}},
 		classes: map[string]*classDef{},
 		names:   map[string]*ast.Position{},
+		limit:   limit,
 	}
 	for _, def := range doc.Definitions {
 		if err := b.declare(def); err != nil {
@@ -67,6 +77,9 @@ func Parse(sdl string) (*sluice.Schema, error) {
 	if err := b.checkSubdocumentCycles(); err != nil {
 		return nil, err
 	}
+	if err := b.checkBacklinks(); err != nil {
+		return nil, err
+	}
 	return b.schema, nil
 }
 
@@ -77,6 +90,59 @@ type builder struct {
 	// names holds the position of every declared class and enum, to report
 	// duplicates.
 	names map[string]*ast.Position
+	// limit bounds expanded, the fields of the classes built so far,
+	// inherited ones included, and then their backlinks (0: no bound).
+	limit, expanded int
+}
+
+// errExpanded is the error of a schema that expands past limit fields
+// and backlinks.
+func errExpanded(limit int) error {
+	return sluice.Errorf(sluice.CodeInvalid, "the schema expands to more than %d fields: its classes' fields, each class counting those it inherits, and the backlinks its references make, one on each document class a reference can point at; declare fewer classes implementing the same interfaces, or split the schema over several databases", limit)
+}
+
+// checkBacklinks counts the backlinks of the schema against limit: a
+// reference field of a document class (inherited ones included) makes one
+// on its target class and each document class below it. Each class's
+// backlinks are counted from its ancestors, the sum stopping once past
+// the bound.
+func (b *builder) checkBacklinks() error {
+	if b.limit == 0 {
+		return nil
+	}
+	s := b.schema
+	targets := map[string]int{} // the reference fields pointing at each class
+	for _, name := range s.Order {
+		c := s.Classes[name]
+		if c.Kind == sluice.KindSubdocument {
+			continue
+		}
+		for _, f := range c.Fields {
+			if f.Type.Kind == sluice.TypeReference {
+				targets[f.Type.Name]++
+			}
+		}
+	}
+	for _, name := range s.Order {
+		if s.Classes[name].Kind == sluice.KindSubdocument {
+			continue
+		}
+		seen := map[string]bool{}
+		stack := []string{name}
+		for len(stack) > 0 {
+			n := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			if b.expanded += targets[n]; b.expanded > b.limit {
+				return errExpanded(b.limit)
+			}
+			stack = append(stack, s.Classes[n].Parents...)
+		}
+	}
+	return nil
 }
 
 // classDef is a class being built from its definition.
@@ -476,6 +542,9 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 	}
 	if len(fields) > maxFields {
 		return errorAt(cd.def.Position, "%s has %d fields, inherited ones included; at most %d are allowed", name, len(fields), maxFields)
+	}
+	if b.expanded += len(fields); b.limit > 0 && b.expanded > b.limit {
+		return errExpanded(b.limit)
 	}
 	cd.class.Fields = fields
 	cd.origin = origin

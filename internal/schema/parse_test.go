@@ -435,3 +435,51 @@ func renderedFields(from, to int) string {
 	}
 	return b.String()
 }
+
+// TestParseNewBoundsWhatASchemaExpandsTo: a new schema may expand to at
+// most MaxExpandedFields fields and backlinks, however short its text:
+// classes counting the fields they inherit, references counting a
+// backlink on each class they can point at. A stored schema (Parse) is
+// not held to it.
+func TestParseNewBoundsWhatASchemaExpandsTo(t *testing.T) {
+	var wide strings.Builder
+	wide.WriteString("interface I {")
+	for i := range 999 {
+		fmt.Fprintf(&wide, " f%d: Int", i)
+	}
+	wide.WriteString(" }\n")
+	for i := range 25 { // 26 classes of 999 fields
+		fmt.Fprintf(&wide, "type T%d implements I\n", i)
+	}
+	var linked strings.Builder
+	linked.WriteString("interface J { x: Int }\ntype R {")
+	for i := range 100 {
+		fmt.Fprintf(&linked, " r%d: J", i)
+	}
+	linked.WriteString(" }\n")
+	for i := range 200 { // 100 references, each a backlink on J and 200 classes
+		fmt.Fprintf(&linked, "type K%d implements J { x: Int }\n", i)
+	}
+	for name, sdl := range map[string]string{"inherited fields": wide.String(), "backlinks": linked.String()} {
+		if _, err := Parse(sdl); err != nil {
+			t.Errorf("%s: a stored schema: %v", name, err)
+		}
+		_, err := ParseNew(sdl)
+		if err == nil || !strings.Contains(err.Error(), "the schema expands to more than 20000 fields") {
+			t.Errorf("%s: a new schema: %v", name, err)
+		}
+	}
+	// Just within: 20 classes of 999 fields.
+	var fits strings.Builder
+	fits.WriteString("interface I {")
+	for i := range 999 {
+		fmt.Fprintf(&fits, " f%d: Int", i)
+	}
+	fits.WriteString(" }\n")
+	for i := range 19 {
+		fmt.Fprintf(&fits, "type T%d implements I\n", i)
+	}
+	if _, err := ParseNew(fits.String()); err != nil {
+		t.Errorf("20 classes of 999 fields: %v", err)
+	}
+}
