@@ -684,3 +684,33 @@ func procMemory(t *testing.T, pid int, field string) int64 {
 	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
+
+// TestMetricsMethodsAreBounded: net/http takes any token as a method,
+// before anything is authenticated; the metrics count every method
+// Sluice does not serve as "other", so anonymous clients cannot add a
+// series per request (each one lived until the process ended).
+func TestMetricsMethodsAreBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	for i := range 3 {
+		method := fmt.Sprintf("M%dX%s", i, strings.Repeat("A", 1000))
+		if r := d.Do(t, dt.NoAuth(), method, "/healthz", nil); r.Status != http.StatusMethodNotAllowed {
+			t.Fatalf("%.10s…: %d", method, r.Status)
+		}
+	}
+	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
+	if strings.Contains(m, "M0XAAA") || !strings.Contains(m, `method="other"`) {
+		t.Errorf("the metrics of three unknown methods: %s", grepLines(m, "sluice_http_requests_total"))
+	}
+}
+
+// grepLines returns the lines of s that hold sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

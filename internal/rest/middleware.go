@@ -188,10 +188,11 @@ func (a *api) observe(next http.Handler) http.Handler {
 			sw.status = http.StatusOK
 		}
 		d := time.Since(start)
-		a.Metrics.HTTPRequests.WithLabelValues(method, route, strconv.Itoa(sw.status)).Inc()
+		label := methodLabel(method)
+		a.Metrics.HTTPRequests.WithLabelValues(label, route, strconv.Itoa(sw.status)).Inc()
 		if !isStream(sw.Header().Get("Content-Type"), route) {
 			// A stream's lifetime is not a request duration.
-			a.Metrics.HTTPDuration.WithLabelValues(method, route).Observe(d.Seconds())
+			a.Metrics.HTTPDuration.WithLabelValues(label, route).Observe(d.Seconds())
 		}
 		if a.Logger.Enabled(ctx, slog.LevelDebug) {
 			requestLogger(ctx, method, path).Debug("request", "status", sw.status, "duration", d)
@@ -217,4 +218,18 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 func isStream(contentType, route string) bool {
 	return strings.HasPrefix(contentType, "text/event-stream") ||
 		strings.HasPrefix(contentType, "application/x-ndjson") && strings.HasPrefix(route, "/api/graphql/")
+}
+
+// methodLabel returns method as the metrics label it is counted under:
+// the methods Sluice serves by their names, any other "other". net/http
+// takes any token of up to several KiB as a method, before anything is
+// authenticated: as a label of its own, each made a series that lived
+// until the process ended (3,000 anonymous requests of 8,000-byte
+// methods took a scrape to 494 MB).
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions:
+		return method
+	}
+	return "other"
 }
