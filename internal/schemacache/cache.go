@@ -1,8 +1,11 @@
-// Package schemacache keeps parsed schemas, bounded in entries and in bytes
-// of schema text. A parsed schema keeps its text and its parts take a few
-// times more, and each can be as large as max_schema_bytes; a process
-// serving many databases, or reading many versions of one, must hold a
-// bounded number of them whatever the data asks for.
+// Package schemacache keeps parsed schemas, bounded in entries and in
+// bytes: each schema counts its text and fieldBytes for each field of each
+// of its classes. A parsed schema keeps its text and its parts take a few
+// times more, and each can be as large as max_schema_bytes; a class holds
+// the fields it inherits as its own, so a short text can expand to many
+// (up to 20,000 fields: schema.MaxExpandedFields). A process serving many
+// databases, or reading many versions of one, must hold a bounded number
+// of them whatever the data asks for.
 package schemacache
 
 import (
@@ -32,7 +35,7 @@ type Cache struct {
 // maxBytes of their text.
 func New(entries, maxBytes int) *Cache {
 	c := &Cache{maxBytes: maxBytes}
-	l, err := lru.NewWithEvict(entries, func(_ Key, s *sluice.Schema) { c.bytes -= len(s.SDL) })
+	l, err := lru.NewWithEvict(entries, func(_ Key, s *sluice.Schema) { c.bytes -= weight(s) })
 	if err != nil {
 		panic(err) // only for entries <= 0
 	}
@@ -56,7 +59,7 @@ func (c *Cache) Add(k Key, s *sluice.Schema) {
 		return
 	}
 	c.lru.Add(k, s) // may evict the oldest, through the callback
-	c.bytes += len(s.SDL)
+	c.bytes += weight(s)
 	for c.bytes > c.maxBytes && c.lru.Len() > 1 {
 		c.lru.RemoveOldest()
 	}
@@ -73,7 +76,21 @@ func (c *Cache) Forget(db int64) {
 	}
 }
 
-// Bytes returns the bytes of schema text cached.
+// fieldBytes is what a field of a parsed class is counted as: its
+// struct, its name and type, its place in the class's slices and maps.
+const fieldBytes = 256
+
+// weight returns the bytes s is counted as: its text, and fieldBytes for
+// each field of each class.
+func weight(s *sluice.Schema) int {
+	n := len(s.SDL)
+	for _, c := range s.Classes {
+		n += fieldBytes * len(c.Fields)
+	}
+	return n
+}
+
+// Bytes returns the bytes the cached schemas are counted as.
 func (c *Cache) Bytes() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

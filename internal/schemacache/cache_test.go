@@ -1,6 +1,7 @@
 package schemacache
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -38,5 +39,28 @@ func TestCacheBounds(t *testing.T) {
 	c.Forget(3)
 	if _, ok := c.Get(Key{3, 1}); ok || c.Bytes() != 0 {
 		t.Fatalf("after Forget: %d bytes", c.Bytes())
+	}
+}
+
+// TestCacheCountsFields: a schema counts its classes' fields as well as
+// its text: a short text can expand to many fields (classes holding the
+// fields they inherit), which the text alone would not show.
+func TestCacheCountsFields(t *testing.T) {
+	c := New(100, 100000)
+	wide := func() *sluice.Schema {
+		fields := make([]*sluice.Field, 100)
+		classes := map[string]*sluice.Class{}
+		for i := range 3 {
+			classes[fmt.Sprint("C", i)] = &sluice.Class{Fields: fields}
+		}
+		return &sluice.Schema{SDL: "short", Classes: classes}
+	}
+	c.Add(Key{1, 1}, wide())
+	if c.Bytes() != 5+3*100*fieldBytes {
+		t.Fatalf("300 fields in 5 bytes of text counted as %d bytes", c.Bytes())
+	}
+	c.Add(Key{2, 1}, wide())
+	if _, ok := c.Get(Key{1, 1}); ok || c.Bytes() != 5+3*100*fieldBytes {
+		t.Fatalf("two schemas of 76,805 bytes each under 100,000: the first kept %v, %d bytes", ok, c.Bytes())
 	}
 }
