@@ -7,15 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/99designs/gqlgen/graphql/handler/extension"
-	"github.com/99designs/gqlgen/graphql/handler/lru"
 	"github.com/go-chi/chi/v5"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
@@ -36,10 +35,6 @@ type Options struct {
 	// Limits bound each request's document and result; zero fields take
 	// the defaults (DefaultLimits).
 	Limits Limits
-	// QueryCacheSize is the number of parsed queries, of the shapes of
-	// queries that validated (see validatingCache) and of persisted
-	// queries (APQ) each schema version and role keeps (default 1000).
-	QueryCacheSize int
 	// MaxBodyBytes bounds a POST body (default 10 MiB).
 	MaxBodyBytes int64
 }
@@ -54,8 +49,15 @@ type Handler struct {
 	store Store
 	opts  Options
 
-	mu      sync.Mutex
-	servers map[serverKey]*server
+	// servers holds the server of each database and role in use, and
+	// building builds each once when many requests want it at once;
+	// queries, texts and shapes are the servers' query caches
+	// (servers.go).
+	servers  *serverCache
+	building singleflight.Group
+	queries  *sharedCache[*ast.QueryDocument]
+	texts    *sharedCache[string]
+	shapes   *sharedCache[struct{}]
 }
 
 type serverKey struct {
@@ -72,6 +74,7 @@ type serverKey struct {
 // request is copied once, and the panic handler keeps only its context.
 type server struct {
 	version    int
+	fields     int // its schema's fields, inherited ones included (servers.go)
 	es         *ExecutableSchema
 	exec       *executor.Executor
 	ops        operations // exec, as the transports run operations with it
@@ -110,10 +113,13 @@ func NewHandler(store Store, opts Options) *Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Limits = opts.Limits.withDefaults()
-	if opts.QueryCacheSize <= 0 {
-		opts.QueryCacheSize = 1000
+	return &Handler{store: store, opts: opts,
+		servers: newServerCache(maxServers, maxServerFields),
+		queries: newSharedCache[*ast.QueryDocument](maxCachedQueries, queryCacheWeight,
+			func(text string) int { return parsedBytesPerByte*len(text) + entryOverhead }),
+		texts:  newSharedCache[string](maxCachedTexts, textCacheWeight, func(text string) int { return 2*len(text) + entryOverhead }),
+		shapes: newSharedCache[struct{}](maxCachedShapes, shapeCacheWeight, func(text string) int { return len(text) + entryOverhead }),
 	}
-	return &Handler{store: store, opts: opts, servers: map[serverKey]*server{}}
 }
 
 // ServeHTTP authorizes the request and serves it.
@@ -260,40 +266,38 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, media string, r
 // server returns the gqlgen server for d's current schema version and role.
 func (h *Handler) server(d *sluice.Database, s *sluice.Schema, role sluice.Role) (*server, error) {
 	key := serverKey{d.ID, role}
-	h.mu.Lock()
-	cur := h.servers[key]
-	h.mu.Unlock()
-	if cur != nil && cur.version == d.SchemaVersion {
+	if cur := h.servers.get(key); cur != nil && cur.version == d.SchemaVersion {
 		return cur, nil
 	}
-	next, err := h.build(s, role)
+	// Requests that find no server build it once between them: a
+	// schema's server can take a second and hundreds of MB to build, and
+	// each request built its own.
+	sv := serverVersion{key, d.SchemaVersion}
+	v, err, _ := h.building.Do(fmt.Sprintf("%d/%d/%d", d.ID, role, d.SchemaVersion), func() (any, error) {
+		if cur := h.servers.get(key); cur != nil && cur.version == d.SchemaVersion {
+			return cur, nil // built while this call waited to begin
+		}
+		next, err := h.build(s, role, sv)
+		if err != nil {
+			return nil, err
+		}
+		next.version, next.fields = d.SchemaVersion, schemaFields(s)
+		next.es.version, next.es.handler = d.SchemaVersion, h
+		h.servers.add(key, next)
+		return next, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	next.version = d.SchemaVersion
-	next.es.version, next.es.handler = d.SchemaVersion, h
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	// A concurrent request may have built a newer version meanwhile.
-	if cur := h.servers[key]; cur != nil && cur.version > next.version {
-		return next, nil
-	}
-	h.servers[key] = next
-	return next, nil
+	return v.(*server), nil
 }
 
 // Forget drops the servers of database id (after it is deleted).
-func (h *Handler) Forget(id int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for k := range h.servers {
-		if k.db == id {
-			delete(h.servers, k)
-		}
-	}
-}
+func (h *Handler) Forget(id int64) { h.servers.forget(id) }
 
-func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
+// build returns a new server for s as role reads it, whose query caches
+// are sv's views of the handler's.
+func (h *Handler) build(s *sluice.Schema, role sluice.Role, sv serverVersion) (*server, error) {
 	es, err := NewExecutableSchema(h.store, s, role, h.opts.Logger)
 	if err != nil {
 		return nil, err
@@ -305,14 +309,14 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role) (*server, error) {
 		srv.transports = append(srv.transports, t(es))
 	}
 	srv.transports = append(srv.transports, HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes})
-	cache := lru.New[*ast.QueryDocument](h.opts.QueryCacheSize)
+	cache := cacheView[*ast.QueryDocument]{h.queries, sv}
 	srv.exec.SetDefaultRulesFn(validationRules)
-	srv.exec.SetQueryCache(newValidatingCache(cache, lru.New[struct{}](h.opts.QueryCacheSize), es.gql))
+	srv.exec.SetQueryCache(newValidatingCache(cache, cacheView[struct{}]{h.shapes, sv}, es.gql))
 	srv.exec.Use(extension.Introspection{})
 	// Before the persisted-query cache, which keeps the texts it is sent
 	// (see documentBounds).
 	srv.exec.Use(documentBounds{limits: h.opts.Limits, cache: cache})
-	srv.exec.Use(extension.AutomaticPersistedQuery{Cache: lru.New[string](h.opts.QueryCacheSize)})
+	srv.exec.Use(extension.AutomaticPersistedQuery{Cache: cacheView[string]{h.texts, sv}})
 	srv.exec.SetRecoverFunc(func(ctx context.Context, v any) error {
 		h.opts.Logger.ErrorContext(ctx, "graphql panic", "panic", v)
 		return sluice.Errorf(sluice.CodeInternal, "internal error")

@@ -60,8 +60,8 @@ type Limits struct {
 func DefaultLimits() Limits {
 	return Limits{
 		// Large values belong in variables (bounded by max_body_bytes); 64
-		// KiB holds any hand-written query, and gqlgen's query cache keeps
-		// up to 1,000 query texts per schema.
+		// KiB holds any hand-written query, and the query caches are
+		// bounded by what their texts weigh (servers.go).
 		MaxQueryBytes: 64 << 10,
 		// Parsing is linear; the bound keeps the parsed document (about
 		// 100 bytes a token) small. 15,000 is gqlparser's suggested limit.
