@@ -124,7 +124,7 @@ func TestSubscriptionBacklinksBounded(t *testing.T) {
 	seq := w.insert(note("n3", "a", "three", 3)) // 4 documents
 	ids, data := s.nexts(1)
 	if !strings.Contains(ids[0], fmt.Sprintf("-%d-", seq)) ||
-		data[0] != `{"errors":[{"message":"the event is not sent: the request reads more than 3 documents; use limit and offset to read them page by page (limit graphql_max_result_rows)","path":["Note_added"],"extensions":{"code":"RESULT_TOO_LARGE","limit":"graphql_max_result_rows"}}]}` {
+		data[0] != `{"errors":[{"message":"the event is not sent: the request reads more than 3 documents; select fewer fields or levels of references, or read the changed document by a query as of the event's position (asOf, its id) (limit graphql_max_result_rows)","path":["Note_added"],"extensions":{"code":"RESULT_TOO_LARGE","limit":"graphql_max_result_rows"}}]}` {
 		t.Fatalf("an event over the bound: %q %q", ids, data)
 	}
 	w.insert(note("n4", "b", "four", 4)) // the stream goes on
