@@ -8,6 +8,7 @@ import (
 	"github.com/vektah/gqlparser/v2/ast"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // Names of generated types and fields that do not depend on the user's
@@ -47,12 +48,13 @@ const (
 
 // SDL returns the GraphQL schema generated from s for a reader with role:
 // output types, filters and orderings leave out every field the role may not
-// read, so a hidden field can be neither selected nor filtered or sorted on.
-// Input types (typed mutations) keep every field, as writes are checked by
-// the engine. The text is deterministic: the same schema and role always
-// give the same bytes.
+// read, so a hidden field can be neither selected nor filtered or sorted on,
+// and every subdocument the role sees no field of, with the fields of its
+// type (schema.Visibility). Input types (typed mutations) keep every field,
+// as writes are checked by the engine. The text is deterministic: the same
+// schema and role always give the same bytes.
 func SDL(s *sluice.Schema, role sluice.Role) string {
-	g := &sdlGen{s: s, role: role}
+	g := &sdlGen{s: s, role: role, vis: schema.VisibilityOf(s, role)}
 	return g.generate()
 }
 
@@ -70,6 +72,7 @@ func BuildSchema(s *sluice.Schema, role sluice.Role) (*ast.Schema, error) {
 type sdlGen struct {
 	s    *sluice.Schema
 	role sluice.Role
+	vis  *schema.Visibility
 	b    strings.Builder
 	// links holds each class's backlinks, made when first needed.
 	links map[string][]backlink
@@ -161,16 +164,8 @@ func (g *sdlGen) scalarFilters() {
 	}
 }
 
-// visible returns the fields of c a reader with g.role may see.
-func (g *sdlGen) visible(c *sluice.Class) []*sluice.Field {
-	var out []*sluice.Field
-	for _, f := range c.Fields {
-		if f.ReadRole <= g.role {
-			out = append(out, f)
-		}
-	}
-	return out
-}
+// visible returns the fields of c the reader sees.
+func (g *sdlGen) visible(c *sluice.Class) []*sluice.Field { return g.vis.Fields(c) }
 
 // abstractAncestors returns every abstract ancestor of c, in schema order.
 func abstractAncestors(s *sluice.Schema, c *sluice.Class) []string {
@@ -191,6 +186,15 @@ func (g *sdlGen) description(indent, d string) {
 }
 
 func (g *sdlGen) class(c *sluice.Class) {
+	if g.vis.Class(c) {
+		g.outputTypes(c)
+	}
+	g.inputTypes(c)
+}
+
+// outputTypes writes c's object or interface type, its filters and its
+// ordering, with the fields the reader sees.
+func (g *sdlGen) outputTypes(c *sluice.Class) {
 	fields := g.visible(c)
 	g.description("", c.Description)
 	switch c.Kind {
@@ -238,6 +242,11 @@ func (g *sdlGen) class(c *sluice.Class) {
 		}
 		g.p("}\n\n")
 	}
+}
+
+// inputTypes writes c's input types, which hold every field: the engine
+// checks what a writer may write.
+func (g *sdlGen) inputTypes(c *sluice.Class) {
 	if c.Kind != sluice.KindAbstract {
 		g.p("input %s%s {\n", c.Name, suffixInput)
 		if c.Kind == sluice.KindDocument {

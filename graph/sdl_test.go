@@ -74,6 +74,50 @@ func TestSDLHidesProtectedFields(t *testing.T) {
 	}
 }
 
+// TestSDLLeavesOutEmptySubdocuments: a subdocument of which a role sees
+// no field (Secret), or sees only fields of such subdocuments (Vault), is
+// left out of that role's schema with its filters and every field of its
+// type, in objects and filters; its input type stays, as input types
+// hold every field. A subdocument that holds only itself is kept.
+func TestSDLLeavesOutEmptySubdocuments(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Parse(`type Secret @subdocument { pin: String @private }
+type Vault @subdocument { secret: Secret secrets: [Secret!] code: Int @protected(role: "write") }
+type Node @subdocument { next: Node }
+type Person { name: String secret: Secret vault: Vault node: Node }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		role          sluice.Role
+		secret, vault bool
+	}{{sluice.RoleRead, false, false}, {sluice.RoleWrite, false, true}, {sluice.RoleAdmin, true, true}} {
+		gs, err := graph.BuildSchema(s, c.role)
+		if err != nil {
+			t.Fatalf("role %s: %v", c.role, err)
+		}
+		has := func(typ, field string) bool {
+			d := gs.Types[typ]
+			return d != nil && (field == "" || d.Fields.ForName(field) != nil)
+		}
+		for _, x := range []struct {
+			typ, field string
+			want       bool
+		}{
+			{"Secret", "", c.secret}, {"Secret_Filter", "", c.secret}, {"Secret_ListFilter", "", c.secret},
+			{"Person", "secret", c.secret}, {"Person_Filter", "secret", c.secret},
+			{"Vault", "secret", c.secret}, {"Vault", "secrets", c.secret}, {"Vault_Filter", "secret", c.secret},
+			{"Vault", "", c.vault}, {"Vault_Filter", "", c.vault}, {"Person", "vault", c.vault}, {"Person_Filter", "vault", c.vault},
+			{"Node", "next", true}, {"Person", "node", true}, {"Person", "name", true},
+			{"Secret_Input", "pin", true}, {"Vault_Input", "secret", true}, {"Person_Input", "secret", true}, {"Person_Patch", "vault", true},
+		} {
+			if got := has(x.typ, x.field); got != x.want {
+				t.Errorf("role %s: %s %s shown %v, want %v", c.role, x.typ, x.field, got, x.want)
+			}
+		}
+	}
+}
+
 // FuzzGeneratedSchema checks that every SDL that Parse accepts generates a
 // GraphQL schema that gqlparser validates, for every role.
 func FuzzGeneratedSchema(f *testing.F) {
@@ -82,6 +126,7 @@ func FuzzGeneratedSchema(f *testing.F) {
 	f.Add("type A { b: [B!]! }\ntype B @subdocument { x: Int }")
 	f.Add("interface A { x: Int }\ninterface B implements A @concrete { y: String }\ntype C implements B { z: A }")
 	f.Add("enum E { X Y }\ntype T { e: [E] f: E! }")
+	f.Add("type S @subdocument { pin: String @private }\ntype V @subdocument { s: [S!] }\ntype T { name: String s: S v: V }")
 	f.Fuzz(func(t *testing.T, sdl string) {
 		s, err := schema.Parse(sdl)
 		if err != nil {

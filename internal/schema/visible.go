@@ -12,10 +12,11 @@ import (
 
 // VisibleSDL returns the schema text sdl as a user with role on its
 // database may see it: the source itself for an admin, and otherwise the
-// schema without the fields role may not read (@private, or @protected
-// by a stronger role), printed again. A reader learns no more from the
-// schema than from the GraphQL schema its role is served, which leaves
-// those fields out too.
+// schema without what role may not read, printed again: the fields it may
+// not read (@private, or @protected by a stronger role), the subdocuments
+// it sees no field of, with the fields of their types (see Visibility).
+// A reader learns no more from the schema than from the GraphQL schema
+// its role is served, which leaves them out too.
 //
 // The reprint drops comments: a comment may describe a hidden field, and
 // the parser attaches a comment to the token after it, so a comment
@@ -25,26 +26,115 @@ func VisibleSDL(sdl string, role sluice.Role) (string, error) {
 	if role >= sluice.RoleAdmin {
 		return sdl, nil
 	}
+	s, err := Parse(sdl)
+	if err != nil {
+		return "", err
+	}
+	vis := VisibilityOf(s, role)
 	doc, err := parser.ParseSchema(&ast.Source{Name: "schema", Input: sdl})
 	if err != nil {
 		return "", err
 	}
-	for _, defs := range []ast.DefinitionList{doc.Definitions, doc.Extensions} {
-		for _, def := range defs {
-			kept := def.Fields[:0]
-			for _, fd := range def.Fields {
-				need, err := readRole(fd, def.Name)
-				if err != nil {
-					return "", err
-				}
-				if need <= role {
-					kept = append(kept, fd)
-				}
-			}
-			def.Fields = kept
+	defs := doc.Definitions[:0]
+	for _, def := range doc.Definitions {
+		c := s.Class(def.Name)
+		if c == nil { // an enum
+			defs = append(defs, def)
+			continue
 		}
+		if !vis.Class(c) {
+			continue
+		}
+		fields := def.Fields[:0]
+		for _, fd := range def.Fields {
+			if vis.Field(c.Field(fd.Name)) {
+				fields = append(fields, fd)
+			}
+		}
+		def.Fields = fields
+		defs = append(defs, def)
 	}
+	doc.Definitions = defs
 	var b strings.Builder
 	formatter.NewFormatter(&b, formatter.WithIndent("  ")).FormatSchemaDocument(doc)
 	return b.String(), nil
+}
+
+// Visibility says which classes and fields of a schema a reader with one
+// role sees. It sees a field its role may read, unless the field's type
+// is a subdocument it sees nothing of; it sees a subdocument class when
+// it sees one of its fields. A subdocument whose fields are all hidden
+// from the role, or are all of such subdocuments, would be an object
+// type without fields, which GraphQL does not have: the role's schema
+// leaves it out, with every field of its type.
+//
+// A subdocument that holds only itself (type Node @subdocument { next:
+// Node }) is seen: only a chain of fields that ends in hidden ones
+// empties a class, so a role's schema loses nothing more than it must.
+type Visibility struct {
+	role  sluice.Role
+	empty map[string]bool
+}
+
+// VisibilityOf returns what a reader with role sees of s, computed in
+// time linear in s's fields.
+func VisibilityOf(s *sluice.Schema, role sluice.Role) *Visibility {
+	v := &Visibility{role: role, empty: map[string]bool{}}
+	// shown counts the fields of each subdocument that role may read and
+	// that are not known to be of an empty subdocument; users lists, for
+	// each subdocument, the subdocuments with a field of its type that
+	// role may read, once per field.
+	shown := map[string]int{}
+	users := map[string][]string{}
+	var queue []string
+	for _, name := range s.Order {
+		c := s.Classes[name]
+		if c.Kind != sluice.KindSubdocument {
+			continue
+		}
+		for _, f := range c.Fields {
+			if f.ReadRole > role {
+				continue
+			}
+			shown[name]++
+			if f.Type.Kind == sluice.TypeSubdocument {
+				users[f.Type.Name] = append(users[f.Type.Name], name)
+			}
+		}
+		if shown[name] == 0 {
+			v.empty[name] = true
+			queue = append(queue, name)
+		}
+	}
+	for len(queue) > 0 {
+		name := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, u := range users[name] {
+			if shown[u]--; shown[u] == 0 {
+				v.empty[u] = true
+				queue = append(queue, u)
+			}
+		}
+	}
+	return v
+}
+
+// Class reports whether the reader sees class c: every document class
+// and interface, and a subdocument with a field the reader sees.
+func (v *Visibility) Class(c *sluice.Class) bool { return !v.empty[c.Name] }
+
+// Field reports whether the reader sees field f.
+func (v *Visibility) Field(f *sluice.Field) bool {
+	return f.ReadRole <= v.role && !(f.Type.Kind == sluice.TypeSubdocument && v.empty[f.Type.Name])
+}
+
+// Fields returns the fields of c the reader sees, in c's order.
+func (v *Visibility) Fields(c *sluice.Class) []*sluice.Field {
+	var out []*sluice.Field
+	for _, f := range c.Fields {
+		if v.Field(f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }

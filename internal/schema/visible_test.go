@@ -55,3 +55,38 @@ type Address @subdocument {
 		}
 	}
 }
+
+// TestVisibleSDLLeavesOutEmptySubdocuments: a subdocument a role sees no
+// field of (Secret), or only fields of such subdocuments (Vault), is left
+// out of what the role is shown, with every field of its type, as the
+// role's GraphQL schema leaves them out; what is left is a schema.
+func TestVisibleSDLLeavesOutEmptySubdocuments(t *testing.T) {
+	const sdl = `type Secret @subdocument { pin: String @private }
+type Vault @subdocument { secret: Secret secrets: [Secret!] code: Int @protected(role: "write") }
+type Person { name: String secret: Secret vault: Vault }`
+	for _, c := range []struct {
+		role       sluice.Role
+		want, hide []string
+	}{
+		{sluice.RoleRead, []string{"type Person", "name: String"}, []string{"Secret", "secret", "Vault", "vault", "pin", "code"}},
+		{sluice.RoleWrite, []string{"type Person", "type Vault", "vault: Vault", "code: Int"}, []string{"Secret", "secret", "pin"}},
+	} {
+		got, err := VisibleSDL(sdl, c.role)
+		if err != nil {
+			t.Fatalf("%s: %v", c.role, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q missing from\n%s", c.role, w, got)
+			}
+		}
+		for _, h := range c.hide {
+			if strings.Contains(got, h) {
+				t.Errorf("%s: %q shown in\n%s", c.role, h, got)
+			}
+		}
+		if _, err := Parse(got); err != nil {
+			t.Errorf("%s: the visible schema does not parse: %v\n%s", c.role, err, got)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// gqlSubscribe opens a GraphQL subscription of admin/<db> over SSE as
+// auth and reads its readiness frame.
+func gqlSubscribe(t *testing.T, d *dt.Daemon, auth dt.Auth, db, q string) *dt.Stream {
+	t.Helper()
+	body, _ := json.Marshal(map[string]string{"query": q})
+	s := d.MustOpenStream(t, auth, dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/" + db, Body: string(body),
+		Header: []string{"Accept", "text/event-stream"}})
+	if f := s.Next(); f.String() != ": connected" {
+		t.Fatalf("%s: first frame %s", q, f)
+	}
+	return s
+}
+
+// TestSubdocumentOfHiddenFields: a subdocument whose every field is
+// hidden from a role (Secret), or whose fields are all of such types or
+// hidden (Vault), is left out of that role's GraphQL schema with every
+// field of its type, and the rest of the schema is served. A reader's
+// subscription open across the schema change that makes it so goes on,
+// as do its queries and new subscriptions; the admin's select those
+// fields.
+func TestSubdocumentOfHiddenFields(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "vault", "type Person { name: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/vault", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	readerOld := gqlSubscribe(t, d, rita, "vault", `subscription { Person_added { name } }`)
+	adminOld := gqlSubscribe(t, d, dt.Admin(), "vault", `subscription { Person_added { name } }`)
+
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/vault", `type Secret @subdocument { pin: String @private }
+type Vault @subdocument { secret: Secret secrets: [Secret!] code: Int @private }
+type Person { name: String secret: Secret vault: Vault }`)
+	docs := "/api/document/admin/vault"
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Person","@id":"alice","name":"Alice",
+		"secret":{"@type":"Secret","pin":"1234"},"vault":{"@type":"Vault","code":7,"secret":{"@type":"Secret","pin":"5678"}}}`)
+	waitFor(t, readerOld, `{"data":{"Person_added":{"name":"Alice"}}}`)
+	waitFor(t, adminOld, `{"data":{"Person_added":{"name":"Alice"}}}`)
+
+	readerNew := gqlSubscribe(t, d, rita, "vault", `subscription { Person_added { name } }`)
+	adminNew := gqlSubscribe(t, d, dt.Admin(), "vault", `subscription { Person_added { name secret { pin } vault { code secret { pin } } } }`)
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Person","@id":"bob","name":"Bob",
+		"secret":{"@type":"Secret","pin":"4321"},"vault":{"@type":"Vault","code":8}}`)
+	waitFor(t, readerOld, `{"data":{"Person_added":{"name":"Bob"}}}`)
+	waitFor(t, readerNew, `{"data":{"Person_added":{"name":"Bob"}}}`)
+	waitFor(t, adminNew, `{"data":{"Person_added":{"name":"Bob","secret":{"pin":"4321"},"vault":{"code":8,"secret":null}}}}`)
+
+	if got := gqlData(t, d, rita, "vault", `{ Person { name } }`); got != `{"Person":[{"name":"Alice"},{"name":"Bob"}]}` {
+		t.Errorf("the reader's query: %s", got)
+	}
+	if got := gqlData(t, d, rita, "vault", `{ s: __type(name: "Secret") { name } v: __type(name: "Vault") { name } f: __type(name: "Secret_Filter") { name } }`); got != `{"s":null,"v":null,"f":null}` {
+		t.Errorf("the reader's schema has the types: %s", got)
+	}
+	for _, q := range []string{`{ Person { secret { pin } } }`, `{ Person { vault { secret { pin } } } }`} {
+		if msg, code := gqlError(t, d, rita, "vault", q); code != "GRAPHQL_VALIDATION_FAILED" || !strings.Contains(msg, "Cannot query field") {
+			t.Errorf("the reader's %s: %s %s", q, code, msg)
+		}
+	}
+	if got := gqlData(t, d, dt.Admin(), "vault", `{ Person(id: "Person/alice") { secret { pin } vault { code secret { pin } } } }`); got != `{"Person":[{"secret":{"pin":"1234"},"vault":{"code":7,"secret":{"pin":"5678"}}}]}` {
+		t.Errorf("the admin's query: %s", got)
+	}
+}
