@@ -3,6 +3,7 @@ package graph
 import (
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/vektah/gqlparser/v2"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -182,7 +183,46 @@ func (g *sdlGen) description(indent, d string) {
 	if d == "" {
 		return
 	}
-	g.p("%s%q\n", indent, d)
+	g.p("%s%s\n", indent, gqlString(d))
+}
+
+// gqlString returns s as a GraphQL string value: in double quotes, with
+// the quote, the backslash and every control character escaped (\n, \t
+// and the like, and \uXXXX for the others, DEL and the C1 controls
+// among them), and any other character, past U+FFFF too, as it is in
+// UTF-8, which GraphQL parsers read as itself. So every description a
+// schema holds is read back as it was. (Go's %q is not GraphQL: its
+// \x01, \x7f and \U000e0001 do not parse.)
+func gqlString(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if unicode.IsControl(r) {
+				fmt.Fprintf(&b, `\u%04X`, r)
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 func (g *sdlGen) class(c *sluice.Class) {

@@ -1,11 +1,13 @@
 package graph_test
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
@@ -136,6 +138,71 @@ func FuzzGeneratedSchema(f *testing.F) {
 			if _, err := graph.BuildSchema(s, role); err != nil {
 				t.Fatalf("role %s: %v\nSDL:\n%s", role, err, sdl)
 			}
+		}
+	})
+}
+
+// TestDescriptionsOfAnyText: a schema whose descriptions hold control
+// characters (escaped, as \u0001, or raw, as DEL) and characters past
+// U+FFFF is served, and its descriptions read back as written.
+func TestDescriptionsOfAnyText(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, "\"a\\u0001b\U000e0001\" type Person { \"c\x7fd\\u0085\\u0000\" name: String }")
+	st.insert(t, `[{"@type":"Person","@id":"alice","name":"Alice"}]`)
+	res := st.query(t, `{ Person { name } __type(name: "Person") { description fields { name description } } }`, nil).mustOK(t)
+	var data struct {
+		Person []struct{ Name string }
+		Type   struct {
+			Description string
+			Fields      []struct{ Name, Description string }
+		} `json:"__type"`
+	}
+	if err := json.Unmarshal(res.Data, &data); err != nil {
+		t.Fatal(err)
+	}
+	if len(data.Person) != 1 || data.Person[0].Name != "Alice" {
+		t.Errorf("the query: %s", res.raw)
+	}
+	if data.Type.Description != "a\x01b\U000e0001" {
+		t.Errorf("the class's description: %q", data.Type.Description)
+	}
+	fields := map[string]string{}
+	for _, f := range data.Type.Fields {
+		fields[f.Name] = f.Description
+	}
+	if fields["name"] != "c\x7fd\u0085\x00" {
+		t.Errorf("the field's description: %q", fields["name"])
+	}
+}
+
+// FuzzDescriptions checks that any description, of a class or of a
+// field, is read back as it was from the generated GraphQL schema.
+func FuzzDescriptions(f *testing.F) {
+	for _, d := range []string{"a\x01b", "\x7f", "\U000e0001", "\U0001F600", `"""`, `\`, `\u0041`, "a\r\nb\tc\b\f", "\u2028\u0085\ufeff\x00", " lead and trail "} {
+		f.Add(d)
+	}
+	f.Fuzz(func(t *testing.T, d string) {
+		if !utf8.ValidString(d) {
+			return // Parse refuses it
+		}
+		s, err := schema.Parse("type Person { name: String }")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.Class("Person")
+		c.Description, c.Fields[0].Description = d, d
+		gs, err := graph.BuildSchema(s, sluice.RoleRead)
+		if err != nil {
+			t.Fatalf("%q: %v", d, err)
+		}
+		if got := gs.Types["Person"].Description; got != d {
+			t.Errorf("the class's description %q reads back as %q", d, got)
+		}
+		if got := gs.Types["Person"].Fields.ForName("name").Description; got != d {
+			t.Errorf("the field's description %q reads back as %q", d, got)
+		}
+		if got := gs.Query.Fields.ForName("Person").Description; got != d {
+			t.Errorf("the query field's description %q reads back as %q", d, got)
 		}
 	})
 }
