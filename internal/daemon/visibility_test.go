@@ -70,3 +70,31 @@ type Person { name: String secret: Secret vault: Vault }`)
 		t.Errorf("the admin's query: %s", got)
 	}
 }
+
+// TestSystemColumnNamesRefused: a field named as a Postgres system column
+// (xmin, ctid, …) is refused when a database is made and when its schema
+// changes, with a 400 naming the field and why, not a 500 from Postgres;
+// the same names in another case, oid, and the fields of a subdocument
+// (kept in JSON, not as columns) are stored and read back.
+func TestSystemColumnNamesRefused(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	const why = "Postgres gives every table a system column of that name"
+	for _, name := range []string{"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"} {
+		body, _ := json.Marshal(map[string]string{"schema": "type Person { name: String " + name + ": Int }"})
+		r := d.Do(t, dt.Admin(), "POST", "/api/db/admin/sys"+name, body)
+		if r.Status != 400 || !strings.Contains(string(r.Body), "invalid field name Person."+name+": "+why) {
+			t.Errorf("a database with Person.%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	d.CreateDatabase(t, "sys", "type Person { name: String }")
+	r := d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/sys", "interface Named { name: String xmax: Int }\ntype Person implements Named")
+	if r.Status != 400 || !strings.Contains(string(r.Body), "invalid field name Named.xmax: "+why) {
+		t.Errorf("a schema change adding Named.xmax: %d %s", r.Status, r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/sys", "type Person { name: String XMin: Int ctId: Int oid: Int at: Spot }\ntype Spot @subdocument { xmin: Int ctid: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/sys", `{"@type":"Person","@id":"p","XMin":1,"ctId":2,"oid":3,"at":{"@type":"Spot","xmin":4,"ctid":"(0,1)"}}`)
+	if got := gqlData(t, d, dt.Admin(), "sys", `{ Person { XMin ctId oid at { xmin ctid } } }`); got != `{"Person":[{"XMin":1,"ctId":2,"oid":3,"at":{"xmin":4,"ctid":"(0,1)"}}]}` {
+		t.Errorf("the fields read back as %s", got)
+	}
+}

@@ -79,6 +79,25 @@ func isFieldName(s string) bool {
 	return true
 }
 
+// systemColumns names the columns Postgres gives every table (since
+// Postgres 12, which dropped oid), for messages.
+const systemColumns = "tableoid, xmin, cmin, xmax, cmax and ctid"
+
+// isSystemColumn reports whether a field of a type or interface may not
+// be called name: Postgres gives every table a column of that name, so a
+// table cannot have another, and each document class is a table with a
+// column for each field, its inherited ones included. Names are compared
+// exactly: Sluice quotes column names, so "XMin" is a column of its own.
+// A subdocument's fields are kept inside its documents' JSON, not as
+// columns, and may have these names.
+func isSystemColumn(name string) bool {
+	switch name {
+	case "tableoid", "xmin", "cmin", "xmax", "cmax", "ctid":
+		return true
+	}
+	return false
+}
+
 // isEnumValue reports whether s may be an enum value: a GraphQL name that is
 // not true, false or null (GraphQL forbids them as enum values) and does not
 // start with "__" (reserved for introspection).

@@ -30,16 +30,18 @@ const maxIndexFields = 31
 // schema. Empty input, or input of only whitespace and comments, is a valid
 // empty schema. Every error is a CodeInvalid *sluice.Error whose message
 // starts with "line L, column C: " and names the offending definition.
-func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, 0) }
+func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, false) }
 
 // ParseNew is Parse of a schema a client sends, which must also expand
-// to at most MaxExpandedFields fields and backlinks: it stops as soon as
-// the classes it builds pass the bound, before they are all built.
-func ParseNew(sdl string) (*sluice.Schema, error) { return parse(sdl, MaxExpandedFields) }
+// to at most MaxExpandedFields fields and backlinks (it stops as soon as
+// the classes it builds pass the bound, before they are all built), and
+// must not name a field of a type or interface as one of Postgres's
+// system columns (isSystemColumn). A stored schema is not held to either:
+// it was accepted when it was made, and must load.
+func ParseNew(sdl string) (*sluice.Schema, error) { return parse(sdl, true) }
 
-// parse is Parse, refusing a schema that expands past limit fields and
-// backlinks (0: no limit).
-func parse(sdl string, limit int) (*sluice.Schema, error) {
+// parse is Parse, and ParseNew when isNew.
+func parse(sdl string, isNew bool) (*sluice.Schema, error) {
 	// Text Postgres cannot store, and that the GraphQL schema built from
 	// it (descriptions are carried over) would not parse again.
 	if err := checkText(sdl); err != nil {
@@ -57,7 +59,10 @@ func parse(sdl string, limit int) (*sluice.Schema, error) {
 		schema:  &sluice.Schema{SDL: sdl, Classes: map[string]*sluice.Class{}, Enums: map[string]*sluice.Enum{}},
 		classes: map[string]*classDef{},
 		names:   map[string]*ast.Position{},
-		limit:   limit,
+		isNew:   isNew,
+	}
+	if isNew {
+		b.limit = MaxExpandedFields
 	}
 	for _, def := range doc.Definitions {
 		if err := b.declare(def); err != nil {
@@ -93,6 +98,8 @@ type builder struct {
 	// limit bounds expanded, the fields of the classes built so far,
 	// inherited ones included, and then their backlinks (0: no bound).
 	limit, expanded int
+	// isNew is set for a schema a client sends (ParseNew).
+	isNew bool
 }
 
 // errExpanded is the error of a schema that expands past limit fields
@@ -369,6 +376,10 @@ func (b *builder) ownFields(cd *classDef) error {
 		}
 		if len(fd.Name) > maxNameBytes {
 			return errorAt(fd.Position, "field name %s.%s is longer than %d bytes", name, fd.Name, maxNameBytes)
+		}
+		if b.isNew && cd.class.Kind != sluice.KindSubdocument && isSystemColumn(fd.Name) {
+			return errorAt(fd.Position, "invalid field name %s.%s: Postgres gives every table a system column of that name (%s), and each class's documents are stored in a table with a column for each field; choose another name",
+				name, fd.Name, systemColumns)
 		}
 		if seen[fd.Name] {
 			return errorAt(fd.Position, "field %s.%s is declared twice", name, fd.Name)

@@ -483,3 +483,28 @@ func TestParseNewBoundsWhatASchemaExpandsTo(t *testing.T) {
 		t.Errorf("20 classes of 999 fields: %v", err)
 	}
 }
+
+// TestParseNewRefusesSystemColumnNames: a field of a type or interface
+// named as one of Postgres's system columns is refused in a new schema,
+// naming the field and why; a stored schema still loads, and a
+// subdocument's fields, another case and oid (no longer a system column)
+// are names like any other.
+func TestParseNewRefusesSystemColumnNames(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"} {
+		for _, sdl := range []string{"type A {\n  b: Int\n  " + name + ": Int\n}", "interface A {\n  b: Int\n  " + name + ": Int\n}"} {
+			want := "line 3, column 3: invalid field name A." + name + ": Postgres gives every table a system column of that name (tableoid, xmin, cmin, xmax, cmax and ctid), and each class's documents are stored in a table with a column for each field; choose another name"
+			if _, err := ParseNew(sdl); err == nil || err.Error() != want || sluice.ErrorCode(err) != sluice.CodeInvalid {
+				t.Errorf("%s: got %v, want %s", sdl, err, want)
+			}
+			if _, err := Parse(sdl); err != nil {
+				t.Errorf("%s, stored: %v", sdl, err)
+			}
+		}
+	}
+	for _, sdl := range []string{"type S @subdocument { xmin: Int ctid: String }\ntype A { s: S }", "type A { XMin: Int CTID: String oid: Int }"} {
+		if _, err := ParseNew(sdl); err != nil {
+			t.Errorf("%s: %v", sdl, err)
+		}
+	}
+}
