@@ -14,9 +14,16 @@ import (
 // database may see it: the source itself for an admin, and otherwise the
 // schema without what role may not read, printed again: the fields it may
 // not read (@private, or @protected by a stronger role), the subdocuments
-// it sees no field of, with the fields of their types (see Visibility).
-// A reader learns no more from the schema than from the GraphQL schema
-// its role is served, which leaves them out too.
+// it sees no field of, with the fields of their types (see Visibility),
+// and every @index that names a field it may not read. A reader learns no
+// more from the schema than from the GraphQL schema its role is served,
+// which leaves all of them out too.
+//
+// An @index naming a hidden field is left out whole rather than without
+// that name: @index(fields: ["name", "salaryBand"]) less salaryBand
+// would claim an index on name alone, which the database does not have,
+// and orders it does not serve (name then _id); the role's GraphQL schema
+// does not list that index's orders either.
 //
 // The reprint drops comments: a comment may describe a hidden field, and
 // the parser attaches a comment to the token after it, so a comment
@@ -52,12 +59,35 @@ func VisibleSDL(sdl string, role sluice.Role) (string, error) {
 			}
 		}
 		def.Fields = fields
+		dirs := def.Directives[:0]
+		for _, d := range def.Directives {
+			if d.Name == dirIndex && !indexVisible(d, c, vis) {
+				continue
+			}
+			dirs = append(dirs, d)
+		}
+		def.Directives = dirs
 		defs = append(defs, def)
 	}
 	doc.Definitions = defs
 	var b strings.Builder
 	formatter.NewFormatter(&b, formatter.WithIndent("  ")).FormatSchemaDocument(doc)
 	return b.String(), nil
+}
+
+// indexVisible reports whether the reader sees every field that d, an
+// @index(fields: […]) of class c, names.
+func indexVisible(d *ast.Directive, c *sluice.Class, vis *Visibility) bool {
+	ix, err := typeIndex(d, c.Name)
+	if err != nil {
+		return false // Parse accepted it; not showing it is the safe side
+	}
+	for _, name := range ix.Fields {
+		if f := c.Field(name); f == nil || !vis.Field(f) {
+			return false
+		}
+	}
+	return true
 }
 
 // Visibility says which classes and fields of a schema a reader with one

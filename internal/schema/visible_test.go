@@ -90,3 +90,37 @@ type Person { name: String secret: Secret vault: Vault }`
 		}
 	}
 }
+
+// TestVisibleSDLLeavesOutIndexesOfHiddenFields: an @index that names a
+// field a role may not read, declared or inherited, is left out of what
+// the role is shown, whole; an index of fields it reads is kept.
+func TestVisibleSDLLeavesOutIndexesOfHiddenFields(t *testing.T) {
+	const sdl = `interface Staff { pay: Int @private }
+type Person @index(fields: ["name", "salaryBand"]) @index(fields: ["name"]) { name: String salaryBand: String @protected(role: "write") }
+type Clerk implements Staff @index(fields: ["desk", "pay"]) { desk: String }`
+	for _, c := range []struct {
+		role       sluice.Role
+		want, hide []string
+	}{
+		{sluice.RoleRead, []string{`type Person @index(fields: ["name"])`, "type Clerk implements Staff {"}, []string{"salaryBand", "pay"}},
+		{sluice.RoleWrite, []string{`@index(fields: ["name","salaryBand"]) @index(fields: ["name"])`, "type Clerk implements Staff {"}, []string{"pay"}},
+	} {
+		got, err := VisibleSDL(sdl, c.role)
+		if err != nil {
+			t.Fatalf("%s: %v", c.role, err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q missing from\n%s", c.role, w, got)
+			}
+		}
+		for _, h := range c.hide {
+			if strings.Contains(got, h) {
+				t.Errorf("%s: %q shown in\n%s", c.role, h, got)
+			}
+		}
+		if _, err := Parse(got); err != nil {
+			t.Errorf("%s: the visible schema does not parse: %v\n%s", c.role, err, got)
+		}
+	}
+}
