@@ -67,7 +67,7 @@ func TestSchemaPreview(t *testing.T) {
 				{"drops value M of enum Size; stored M values become invalid", true, 1, []string{"Shirt/a"}},
 			}, true, []string{
 				"cannot make Shirt.size required: 1 stored documents lack it",
-				"cannot drop value M of enum Size: 1 stored documents hold it; change them first",
+				"cannot drop value M of enum Size: 1 stored documents hold it in Shirt.size; change them first",
 			}}},
 	} {
 		if got := dryRun(c.sdl); !reflect.DeepEqual(got, c.want) {

@@ -188,8 +188,9 @@ type SchemaChange struct {
 // PutSchema replaces a database's schema; it needs the admin role. Additive
 // changes apply in place. A destructive change (one that drops stored values)
 // is refused with a Conflict naming what would be lost, unless force is set.
-// Making a field required is refused while any stored document lacks it,
-// force or not: that would leave invalid documents behind.
+// A change that would leave a stored document lacking a required field (at
+// any depth), or holding a dropped enum value, is refused with a Conflict,
+// force or not: that would leave invalid documents behind (see conformer).
 //
 // The change is a commit of the database's log, one that changes no
 // document (sluice.Commit.NewSchema): every read, write and stream, on
@@ -234,6 +235,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 	if len(changes) == 0 {
 		reasons = []string{"the same classes, written differently"}
 	}
+	conform := newConformer(prev, next, changes)
 	commit, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: next,
 		Meta: postgres.CommitMeta{Author: "sluice", Message: "schema change: " + strings.Join(reasons, "; "), User: u.Name},
 		// ChangeSchema moves d to the new version, which the commit is
@@ -246,23 +248,14 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 			if err := tx.LockDatabase(ctx, d); err != nil {
 				return err
 			}
-			for _, c := range changes {
-				if c.Kind == schema.DropEnumValue {
-					if err := checkEnumValueUnused(ctx, tx, d, prev, c.Class, c.Field); err != nil {
-						return err
-					}
-					continue
-				}
-				if c.Kind != schema.RequireField && c.Kind != schema.AddRequiredField {
-					continue
-				}
-				n, err := tx.CountMissing(ctx, d, documentClasses(next, c.Class), c.Field)
-				if err != nil {
-					return err
-				}
-				if n > 0 {
-					return sluice.Errorf(sluice.CodeConflict, "cannot make %s.%s required: %d stored documents lack it", c.Class, c.Field, n)
-				}
+			// The values the change keeps, before its DDL: a change refused
+			// here costs no index built nor table rewritten.
+			found, err := walkStored(ctx, tx, d, conform)
+			if err != nil {
+				return err
+			}
+			if refused := conform.refusals(found); len(refused) > 0 {
+				return sluice.Errorf(sluice.CodeConflict, "%s", strings.Join(refused, "; "))
 			}
 			return tx.ChangeSchema(ctx, d, prev, next)
 		}})
@@ -271,32 +264,6 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 		return nil, err
 	}
 	return &SchemaChange{Changes: changes, Version: d.SchemaVersion, Commit: commit}, nil
-}
-
-// checkEnumValueUnused refuses to drop an enum value that stored documents
-// still hold (in a field of a document class, or a list of them), force or
-// not: dropping it would leave them invalid. Values inside subdocuments are
-// not checked.
-func checkEnumValueUnused(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev *sluice.Schema, enum, value string) error {
-	for _, name := range prev.Order {
-		c := prev.Classes[name]
-		if c.Kind != sluice.KindDocument {
-			continue
-		}
-		for _, f := range c.Fields {
-			if f.Type.Kind != sluice.TypeEnum || f.Type.Name != enum {
-				continue
-			}
-			n, err := tx.CountEnumValue(ctx, d, name, f, value)
-			if err != nil {
-				return err
-			}
-			if n > 0 {
-				return sluice.Errorf(sluice.CodeConflict, "cannot drop value %s of enum %s: %d stored documents hold it in %s.%s; change them first", value, enum, n, name, f.Name)
-			}
-		}
-	}
-	return nil
 }
 
 // documentClasses returns the document classes among class and its

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -57,20 +56,32 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 		return nil, err
 	}
 	p := &SchemaPreview{Version: d.SchemaVersion}
-	for _, c := range schema.Diff(prev, next) {
+	changes := schema.Diff(prev, next)
+	for _, c := range changes {
 		p.Changes = append(p.Changes, PreviewChange{Change: c})
 		p.Force = p.Force || c.Destructive
 	}
+	conform := newConformer(prev, next, changes)
 	err = e.store.Inspect(ctx, func(tx *postgres.Tx) error {
 		for i := range p.Changes {
-			refusal, err := affected(ctx, tx, d, prev, &p.Changes[i])
-			if err != nil {
+			if err := droppedWhole(ctx, tx, d, prev, &p.Changes[i]); err != nil {
 				return err
 			}
-			if refusal != "" {
-				p.Refused = append(p.Refused, refusal)
-			}
 		}
+		found, err := walkStored(ctx, tx, d, conform)
+		if err != nil {
+			return err
+		}
+		for x, f := range found {
+			// What each change finds that refuses it; a field retyped to
+			// a required type affects the documents holding its values
+			// (above), not those that would lack it.
+			if x.lacks.class != "" && changes[x.change].Kind == schema.AlterField {
+				continue
+			}
+			p.Changes[x.change].add(f.count, f.ids)
+		}
+		p.Refused = conform.refusals(found)
 		return nil
 	})
 	if err != nil {
@@ -79,55 +90,28 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 	return p, nil
 }
 
-// affected fills in the documents that change c affects, and says why it
-// would be refused even with force ("" when it would not).
-func affected(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev *sluice.Schema, c *PreviewChange) (string, error) {
-	stored := func(class string) bool {
-		pc := prev.Classes[class]
-		return pc != nil && pc.Kind == sluice.KindDocument
-	}
-	add := func(a postgres.Affected, err error) error {
-		c.Documents += a.Count
-		if len(c.IDs) < previewIDs {
-			c.IDs = append(c.IDs, a.IDs[:min(len(a.IDs), previewIDs-len(c.IDs))]...)
-		}
-		return err
+// droppedWhole adds to c, a change that drops a column or a table, the
+// documents holding what it drops.
+func droppedWhole(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev *sluice.Schema, c *PreviewChange) error {
+	pc := prev.Class(c.Class)
+	if !c.Destructive || pc == nil || pc.Kind != sluice.KindDocument {
+		return nil
 	}
 	switch c.Kind {
 	case schema.DropField, schema.AlterField:
-		if c.Destructive && stored(c.Class) {
-			return "", add(tx.DocumentsHolding(ctx, d, c.Class, c.Field, previewIDs))
-		}
+		a, err := tx.DocumentsHolding(ctx, d, c.Class, c.Field, previewIDs)
+		c.add(a.Count, a.IDs)
+		return err
 	case schema.DropClass, schema.ChangeClassKind:
-		if c.Destructive && stored(c.Class) {
-			return "", add(tx.DocumentsHolding(ctx, d, c.Class, "", previewIDs))
-		}
-	case schema.RequireField, schema.AddRequiredField:
-		if !stored(c.Class) {
-			return "", nil
-		}
-		if err := add(tx.DocumentsLacking(ctx, d, c.Class, c.Field, previewIDs)); err != nil || c.Documents == 0 {
-			return "", err
-		}
-		return fmt.Sprintf("cannot make %s.%s required: %d stored documents lack it", c.Class, c.Field, c.Documents), nil
-	case schema.DropEnumValue:
-		for _, class := range prev.Order {
-			pc := prev.Classes[class]
-			if pc.Kind != sluice.KindDocument {
-				continue
-			}
-			for _, f := range pc.Fields {
-				if f.Type.Kind != sluice.TypeEnum || f.Type.Name != c.Class {
-					continue
-				}
-				if err := add(tx.DocumentsWithEnumValue(ctx, d, class, f, c.Field, previewIDs)); err != nil {
-					return "", err
-				}
-			}
-		}
-		if c.Documents > 0 {
-			return fmt.Sprintf("cannot drop value %s of enum %s: %d stored documents hold it; change them first", c.Field, c.Class, c.Documents), nil
-		}
+		a, err := tx.DocumentsHolding(ctx, d, c.Class, "", previewIDs)
+		c.add(a.Count, a.IDs)
+		return err
 	}
-	return "", nil
+	return nil
+}
+
+// add counts n more documents, ids the first of them.
+func (c *PreviewChange) add(n int64, ids []string) {
+	c.Documents += n
+	c.IDs = append(c.IDs, ids[:min(len(ids), previewIDs-len(c.IDs))]...)
 }

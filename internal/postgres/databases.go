@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -264,45 +263,4 @@ func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *s
 	// The counter row is locked (LockDatabase): the next commit is last+1.
 	_, err = t.tx.Exec(ctx, "INSERT INTO sluice.schema_versions (db_id, version, sdl, first_seq) VALUES ($1, $2, $3, $4)", d.ID, d.SchemaVersion, next.SDL, last+1)
 	return mapError(err)
-}
-
-// CountMissing returns how many documents of the given classes lack field.
-// The engine uses it before making an optional field required, or adding a
-// required one: a class without a table yet has no documents, and every
-// document of a table without the field's column lacks it.
-func (t *Tx) CountMissing(ctx context.Context, d *sluice.Database, classes []string, field string) (int64, error) {
-	var total int64
-	for _, c := range classes {
-		var hasTable, hasColumn bool
-		if err := t.tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL, EXISTS (SELECT 1 FROM pg_attribute
-			WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped)`, tableName(d.ID, c), field).Scan(&hasTable, &hasColumn); err != nil {
-			return 0, mapError(err)
-		}
-		if !hasTable {
-			continue
-		}
-		q := "SELECT count(*) FROM " + tableName(d.ID, c)
-		if hasColumn {
-			q += fmt.Sprintf(" WHERE %s IS NULL", pgx.Identifier{field}.Sanitize())
-		}
-		var n int64
-		if err := t.tx.QueryRow(ctx, q).Scan(&n); err != nil {
-			return 0, mapError(err)
-		}
-		total += n
-	}
-	return total, nil
-}
-
-// CountEnumValue returns how many documents of class hold value in field
-// (an enum field, or a list of enums).
-func (t *Tx) CountEnumValue(ctx context.Context, d *sluice.Database, class string, field *sluice.Field, value string) (int64, error) {
-	col := pgx.Identifier{field.Name}.Sanitize()
-	cond := col + " = $1"
-	if field.List {
-		cond = col + " @> jsonb_build_array($1::text)"
-	}
-	var n int64
-	err := t.tx.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", classTable(d, class), cond), value).Scan(&n)
-	return n, mapError(err)
 }

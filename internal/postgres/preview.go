@@ -50,32 +50,6 @@ func (t *Tx) DocumentsHolding(ctx context.Context, d *sluice.Database, class, fi
 	return t.affected(ctx, d, class, cond, max)
 }
 
-// DocumentsLacking returns the documents of class that lack field (every
-// one when the table has no such column), with at most max ids: those
-// that making the field required would leave invalid.
-func (t *Tx) DocumentsLacking(ctx context.Context, d *sluice.Database, class, field string, max int) (Affected, error) {
-	hasTable, hasColumn, err := t.tableHas(ctx, d, class, field)
-	if err != nil || !hasTable {
-		return Affected{}, err
-	}
-	cond := "true"
-	if hasColumn {
-		cond = pgx.Identifier{field}.Sanitize() + " IS NULL"
-	}
-	return t.affected(ctx, d, class, cond, max)
-}
-
-// DocumentsWithEnumValue returns the documents of class whose field (an
-// enum, or a list of enums) holds value, with at most max ids.
-func (t *Tx) DocumentsWithEnumValue(ctx context.Context, d *sluice.Database, class string, field *sluice.Field, value string, max int) (Affected, error) {
-	col := pgx.Identifier{field.Name}.Sanitize()
-	cond := col + " = $1"
-	if field.List {
-		cond = col + " @> jsonb_build_array($1::text)"
-	}
-	return t.affected(ctx, d, class, cond, max, value)
-}
-
 // tableHas reports whether class has a table and that table a column
 // named field.
 func (t *Tx) tableHas(ctx context.Context, d *sluice.Database, class, field string) (hasTable, hasColumn bool, err error) {
