@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -109,5 +110,121 @@ func TestForcedTypeChangeToARequiredType(t *testing.T) {
 	putSchema(t, d, "retype", "type Person { age: Int home: Address }\ntype Address @subdocument { n: Int }\ntype Empty { x: String! }", true, http.StatusOK, "")
 	if got := storedDoc(t, d, "retype", "Person/a"); got != `{"@id":"Person/a","@type":"Person","age":3,"home":{"@type":"Address","n":1}}` {
 		t.Errorf("after the refused changes: %s", got)
+	}
+}
+
+// TestForcedChangeDropsSubdocumentValues: a forced change that drops a
+// field of a subdocument type, or changes its type, drops its values
+// from every stored subdocument (in a list, inside another), in the
+// change's transaction: reads no longer show them and the documents can
+// be written again.
+func TestForcedChangeDropsSubdocumentValues(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "nested", "type Person { name: String home: Address homes: [Address!] }\ntype Address @subdocument { street: String n: Int inner: Address }")
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/nested", `[
+		{"@type":"Person","@id":"a","name":"A","home":{"street":"x","n":1,"inner":{"street":"i","n":2}},"homes":[{"street":"y","n":3},{"n":4}]},
+		{"@type":"Person","@id":"b","name":"B"}]`)
+	const next = "type Person { name: String home: Address homes: [Address!] }\ntype Address @subdocument { street: Int inner: Address }"
+	r := d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/nested?dry_run=true", next)
+	for _, want := range []string{
+		`{"change":"changes field Address.street from String to Int; its stored values are dropped","destructive":true,"documents":1,"ids":["Person/a"]}`,
+		`{"change":"drops field Address.n and its values","destructive":true,"documents":1,"ids":["Person/a"]}`,
+	} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("dry run: %s lacks %s", r.Body, want)
+		}
+	}
+	putSchema(t, d, "nested", next, true, http.StatusOK, "its stored values are dropped")
+	if got := storedDoc(t, d, "nested", "Person/a"); got != `{"@id":"Person/a","@type":"Person","name":"A","home":{"@type":"Address","inner":{"@type":"Address"}},"homes":[{"@type":"Address"},{"@type":"Address"}]}` {
+		t.Errorf("after the forced change: %s", got)
+	}
+	if got := gqlData(t, d, dt.Admin(), "nested", `{ Person(id: "Person/a") { home { street inner { street } } homes { street } } }`); got != `{"Person":[{"home":{"street":null,"inner":{"street":null}},"homes":[{"street":null},{"street":null}]}]}` {
+		t.Errorf("GraphQL after the forced change: %s", got)
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPatch, "/api/document/admin/nested?id=Person/a", `{"name":"A2"}`, "Content-Type", "application/merge-patch+json")
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPatch, "/api/document/admin/nested?id=Person/a", `{"home":{"street":7}}`, "Content-Type", "application/merge-patch+json")
+	if got := storedDoc(t, d, "nested", "Person/a"); got != `{"@id":"Person/a","@type":"Person","name":"A2","home":{"@type":"Address","inner":{"@type":"Address"},"street":7},"homes":[{"@type":"Address"},{"@type":"Address"}]}` {
+		t.Errorf("after writes of the new type: %s", got)
+	}
+	if got := storedDoc(t, d, "nested", "Person/b"); got != `{"@id":"Person/b","@type":"Person","name":"B"}` {
+		t.Errorf("a document without subdocuments: %s", got)
+	}
+}
+
+// TestForcedChangeDropsReferencesThatNoLongerFit: a forced change that
+// makes a class stop implementing an interface, or drops it, drops the
+// references to its documents from fields typed as what it no longer
+// is (single, in lists, in subdocuments); a required reference that
+// would be dropped refuses the change, force or not.
+func TestForcedChangeDropsReferencesThatNoLongerFit(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	const (
+		animal = "interface Animal { name: String! }\n"
+		dog    = "type Dog implements Animal { breed: String }\n"
+		cat    = "type Cat implements Animal { indoor: Boolean }\n"
+		people = "type Person { name: String pet: Animal pets: [Animal!] home: Home dog: Dog }\ntype Home @subdocument { pet: Animal }\ntype Owner { pet: Animal! }"
+	)
+	d.CreateDatabase(t, "refs", animal+dog+cat+people)
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/refs", `[
+		{"@type":"Dog","@id":"rex","name":"Rex"},{"@type":"Cat","@id":"tom","name":"Tom"},
+		{"@type":"Person","@id":"a","name":"A","pet":"Dog/rex","pets":["Dog/rex","Cat/tom"],"home":{"pet":"Dog/rex"},"dog":"Dog/rex"},
+		{"@type":"Person","@id":"b","name":"B","pet":"Cat/tom"},
+		{"@type":"Owner","@id":"o","pet":"Cat/tom"}]`)
+
+	// Dog stops being an Animal: references to Dog/rex typed Animal go,
+	// the one typed Dog stays.
+	const notAnimal = "type Dog { name: String! breed: String }\n"
+	r := d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/refs?dry_run=true", animal+notAnimal+cat+people)
+	if want := `"destructive":true,"documents":1,"ids":["Person/a"]}`; !strings.Contains(string(r.Body), want) {
+		t.Errorf("dry run: %s lacks %s", r.Body, want)
+	}
+	putSchema(t, d, "refs", animal+notAnimal+cat+people, true, http.StatusOK, "makes Dog no longer inherit from Animal")
+	if got := storedDoc(t, d, "refs", "Person/a"); got != `{"@id":"Person/a","@type":"Person","name":"A","pets":["Cat/tom"],"home":{"@type":"Home"},"dog":"Dog/rex"}` {
+		t.Errorf("after Dog left Animal: %s", got)
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPatch, "/api/document/admin/refs?id=Person/a", `{"name":"A2"}`, "Content-Type", "application/merge-patch+json")
+
+	// Dropping Cat would leave Owner/o without its required pet.
+	const why = "cannot drop the references of required field Owner.pet that no longer fit its type Animal: 1 stored documents would lack it"
+	putSchema(t, d, "refs", animal+notAnimal+people, true, http.StatusConflict, why)
+	if got := schemaRefusals(t, d, "refs", animal+notAnimal+people); !reflect.DeepEqual(got, []string{why}) {
+		t.Errorf("dry run refuses %q, want %q", got, why)
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodDelete, "/api/document/admin/refs?id=Owner/o", nil)
+	putSchema(t, d, "refs", animal+notAnimal+people, true, http.StatusOK, "drops class Cat")
+	for id, want := range map[string]string{
+		"Person/a": `{"@id":"Person/a","@type":"Person","name":"A2","pets":[],"home":{"@type":"Home"},"dog":"Dog/rex"}`,
+		"Person/b": `{"@id":"Person/b","@type":"Person","name":"B"}`,
+	} {
+		if got := storedDoc(t, d, "refs", id); got != want {
+			t.Errorf("after Cat was dropped: %s, want %s", got, want)
+		}
+	}
+	if got := gqlData(t, d, dt.Admin(), "refs", `{ Person { pet { name } pets { name } } }`); got != `{"Person":[{"pet":null,"pets":[]},{"pet":null,"pets":null}]}` {
+		t.Errorf("GraphQL after Cat was dropped: %s", got)
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPatch, "/api/document/admin/refs?id=Person/b", `{"name":"B2"}`, "Content-Type", "application/merge-patch+json")
+}
+
+// TestSchemaChangeWalksEveryPage: the stored values a change checks and
+// rewrites are read a page at a time; those past the first page count,
+// and are rewritten, too.
+func TestSchemaChangeWalksEveryPage(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "pages", "type P { s: S }\ntype S @subdocument { n: Int }")
+	var docs []string
+	for i := range 1001 {
+		docs = append(docs, fmt.Sprintf(`{"@type":"P","@id":"p%04d","s":{"n":%d}}`, i, i))
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/pages", "["+strings.Join(docs, ",")+"]")
+	putSchema(t, d, "pages", "type P { s: S }\ntype S @subdocument { n: Int z: Int! }", true, http.StatusConflict, "cannot make S.z required: 1001 stored documents lack it")
+	putSchema(t, d, "pages", "type P { s: S }\ntype S @subdocument { m: Int }", true, http.StatusOK, "drops field S.n")
+	for _, id := range []string{"P/p0000", "P/p0999", "P/p1000"} {
+		if got, want := storedDoc(t, d, "pages", id), `{"@id":"`+id+`","@type":"P","s":{"@type":"S"}}`; got != want {
+			t.Errorf("after the forced change: %s, want %s", got, want)
+		}
 	}
 }

@@ -12,30 +12,47 @@ import (
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
-// TestConformer: what a schema change finds in the values of one stored
-// document it keeps (the columns its scan reads), at any depth; and that
-// it reads no table it cannot affect.
+// TestConformer: what a schema change does to the values of one stored
+// document it keeps (the columns its scan reads), and what it finds
+// there, at any depth; and that it reads no table it cannot affect.
 func TestConformer(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name, prev, next, class, row string
-		hits                         []string
+		// set are the columns written, as JSON; hits what was found.
+		set  string
+		hits []string
 	}{
 		{name: "a required field lacking in subdocuments that nest each other",
 			prev:  "type D { a: A }\ntype B @subdocument { a: A }\ntype A @subdocument { b: B x: Int }",
 			next:  "type D { a: A }\ntype B @subdocument { a: A }\ntype A @subdocument { b: B x: Int! }",
 			class: "D", row: `{"a":{"@type":"A","b":{"a":{}},"x":2}}`,
-			hits: []string{"lacks A.x"}},
+			set: `{}`, hits: []string{"lacks A.x"}},
+		{name: "a field dropped from subdocuments that nest each other",
+			prev:  "type D { a: A }\ntype B @subdocument { a: A }\ntype A @subdocument { b: B x: Int }",
+			next:  "type D { a: A }\ntype B @subdocument { a: A }\ntype A @subdocument { b: B }",
+			class: "D", row: `{"a":{"@type":"A","b":{"a":{"x":1}},"x":2}}`,
+			set: `{"a":{"@type":"A","b":{"a":{}}}}`, hits: []string{"DropField A.x at D.a.b.a.x"}},
+		{name: "references that no longer fit, single, in a list and in a subdocument",
+			prev:  "interface R { n: Int }\ntype X implements R { m: Int }\ntype Y implements R { m: Int }\ntype D { r: R rs: [R!] s: S x: X }\ntype S @subdocument { r: R }",
+			next:  "interface R { n: Int }\ntype X { n: Int m: Int }\ntype Y implements R { m: Int }\ntype D { r: R rs: [R!] s: S x: X }\ntype S @subdocument { r: R }",
+			class: "D", row: `{"r":"X/1","rs":["X/1","Y/2","Q/3"],"s":{"r":"X/1"}}`,
+			set: `{"r":null,"rs":["Y/2","Q/3"],"s":{}}`, hits: []string{"ChangeParents X at D.r"}},
 		{name: "a required field lacking in a list's subdocument, an enum value held in another",
 			prev:  "enum E { P Q }\ntype D { ss: [S!] }\ntype S @subdocument { e: E z: Int }",
 			next:  "enum E { P }\ntype D { ss: [S!] }\ntype S @subdocument { e: E z: Int! }",
 			class: "D", row: `{"ss":[{"e":"P","z":1},{"e":"Q"}]}`,
-			hits: []string{"DropEnumValue E.Q at D.ss.e", "lacks S.z"}},
-		{name: "a field retyped to a required type lacks it",
+			set: `{}`, hits: []string{"DropEnumValue E.Q at D.ss.e", "lacks S.z"}},
+		{name: "a field retyped to a required type: dropped, then lacking",
 			prev:  "type D { s: S n: Int }\ntype S @subdocument { v: Int }",
 			next:  "type D { s: S n: String! }\ntype S @subdocument { v: String! }",
 			class: "D", row: `{"s":{"v":1}}`,
-			hits: []string{"lacks D.n", "lacks S.v"}},
+			set: `{"s":{}}`, hits: []string{"AlterField S.v at D.s.v", "lacks D.n", "lacks S.v"}},
+		{name: "a required reference that no longer fits: dropped, then lacking",
+			prev:  "interface R { n: Int }\ntype X implements R { m: Int }\ntype D { r: R! }",
+			next:  "interface R { n: Int }\ntype D { r: R! }",
+			class: "D", row: `{"r":"X/1"}`,
+			set: `{"r":null}`, hits: []string{"DropClass X at D.r", "lacks D.r"}},
 	} {
 		prev, next := parseSDL(t, c.prev), parseSDL(t, c.next)
 		cf := newConformer(prev, next, schema.Diff(prev, next))
@@ -44,9 +61,9 @@ func TestConformer(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := hits{}
-		cf.document(c.class, row.(map[string]any), h)
-		if got := describeHits(cf, h); !reflect.DeepEqual(got, c.hits) {
-			t.Errorf("%s:\n got %q\nwant %q", c.name, got, c.hits)
+		set, _ := json.Marshal(cf.document(c.class, row.(map[string]any), h))
+		if got := describeHits(cf, h); string(set) != c.set || !reflect.DeepEqual(got, c.hits) {
+			t.Errorf("%s:\n got %s %q\nwant %s %q", c.name, set, got, c.set, c.hits)
 		}
 	}
 

@@ -187,9 +187,11 @@ type SchemaChange struct {
 
 // PutSchema replaces a database's schema; it needs the admin role. Additive
 // changes apply in place. A destructive change (one that drops stored values)
-// is refused with a Conflict naming what would be lost, unless force is set.
-// A change that would leave a stored document lacking a required field (at
-// any depth), or holding a dropped enum value, is refused with a Conflict,
+// is refused with a Conflict naming what would be lost, unless force is set;
+// with force, what it drops goes in the change's transaction, values
+// inside subdocuments and references that no longer fit included. A change
+// that would leave a stored document lacking a required field (at any
+// depth), or holding a dropped enum value, is refused with a Conflict,
 // force or not: that would leave invalid documents behind (see conformer).
 //
 // The change is a commit of the database's log, one that changes no
@@ -248,9 +250,10 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 			if err := tx.LockDatabase(ctx, d); err != nil {
 				return err
 			}
-			// The values the change keeps, before its DDL: a change refused
-			// here costs no index built nor table rewritten.
-			found, err := walkStored(ctx, tx, d, conform)
+			// The values the change keeps, checked and rewritten before its
+			// DDL: a change refused here costs no index built nor table
+			// rewritten.
+			found, err := walkStored(ctx, tx, d, conform, true)
 			if err != nil {
 				return err
 			}

@@ -68,15 +68,16 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 				return err
 			}
 		}
-		found, err := walkStored(ctx, tx, d, conform)
+		found, err := walkStored(ctx, tx, d, conform, false)
 		if err != nil {
 			return err
 		}
 		for x, f := range found {
-			// What each change finds that refuses it; a field retyped to
-			// a required type affects the documents holding its values
-			// (above), not those that would lack it.
-			if x.lacks.class != "" && changes[x.change].Kind == schema.AlterField {
+			// What each change drops, or finds that refuses it, in the
+			// values it keeps; a field retyped to a required type
+			// affects the documents holding its values, not those that
+			// would lack it.
+			if x.change < 0 || x.lacks.class != "" && changes[x.change].Kind == schema.AlterField {
 				continue
 			}
 			p.Changes[x.change].add(f.count, f.ids)
@@ -91,7 +92,8 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 }
 
 // droppedWhole adds to c, a change that drops a column or a table, the
-// documents holding what it drops.
+// documents holding what it drops (what it drops inside the columns it
+// keeps is walkStored's).
 func droppedWhole(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev *sluice.Schema, c *PreviewChange) error {
 	pc := prev.Class(c.Class)
 	if !c.Destructive || pc == nil || pc.Kind != sluice.KindDocument {
