@@ -49,6 +49,29 @@ func (l *logLines) find(s string) string {
 	return ""
 }
 
+// has reports whether a line contains every one of parts.
+func (l *logLines) has(parts ...string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// all returns every line.
+func (l *logLines) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
 // waitFor waits up to a minute for a line containing s and returns it.
 func (l *logLines) waitFor(t *testing.T, s string) string {
 	t.Helper()

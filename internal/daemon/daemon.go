@@ -438,8 +438,12 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	defer stopBackground()
 	// The change feed stops before the HTTP server so that every open
 	// stream gets its final frame and returns before Shutdown waits for it.
-	stopFeed := startFeed(ctx, p, d.cfg.ShutdownTimeout)
-	defer stopFeed()
+	stopFeed := startFeed(ctx, p)
+	defer func() { // when serve returns before its shutdown
+		sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+		defer cancel()
+		stopFeed(sctx)
+	}()
 
 	ln, err := net.Listen("tcp", d.cfg.Listen)
 	if err != nil {
@@ -483,9 +487,11 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	}
 	d.ready.Store(false)
 	d.logger.Info("shutting down")
-	stopFeed()
+	// One deadline for the whole drain: the streams, then the requests.
+	// Past it, what still runs is cut off.
 	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
 	defer cancel()
+	stopFeed(sctx)
 	if err := srv.Shutdown(sctx); err != nil {
 		d.logger.Warn("http shutdown timed out; closing connections", "err", err)
 		_ = srv.Close()
@@ -544,20 +550,22 @@ func pruneIdempotencyKeys(ctx context.Context, store *postgres.DB, retention tim
 // call runs, stops the tailer and then closes the hub: that ends every
 // subscription, and the connections that carry many (graphql-ws, single
 // connection mode) then send their last messages and close; so do the
-// parked streams, which the stream server waits for, at most timeout.
-func startFeed(ctx context.Context, p *parts, timeout time.Duration) func() {
+// parked streams. It waits for them until its ctx ends, then cuts those
+// left (see gqltransport.Server.Close and stream.Server.Close).
+func startFeed(ctx context.Context, p *parts) func(context.Context) {
 	feedCtx, stopFeedCtx := context.WithCancel(context.WithoutCancel(ctx))
 	feedDone := make(chan struct{})
 	go func() { defer close(feedDone); p.tailer.Run(feedCtx) }()
-	return sync.OnceFunc(func() {
-		stopFeedCtx()
-		<-feedDone
-		p.hub.Close()
-		p.gql.Close()
-		sctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		p.streams.Close(sctx)
-	})
+	var once sync.Once
+	return func(sctx context.Context) {
+		once.Do(func() {
+			stopFeedCtx()
+			<-feedDone
+			p.hub.Close()
+			p.gql.Close(sctx)
+			p.streams.Close(sctx)
+		})
+	}
 }
 
 // httpServer returns the API's server of handler.

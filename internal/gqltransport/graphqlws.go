@@ -1,11 +1,13 @@
 package gqltransport
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -125,12 +127,13 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 	ack := func() { acked.Do(func() { s.pending.Add(-1) }) }
 	defer ack()
 	c := s.conns
-	if !c.enter() {
+	if !c.enter(false) {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
 		return
 	}
-	defer c.wg.Done()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	defer c.leave(false)
+	kw := &keepConn{ResponseWriter: w}
+	ws, err := websocket.Accept(kw, r, &websocket.AcceptOptions{
 		Subprotocols: []string{wsSubprotocol},
 		// The origin policy decided, comparing scheme, host and port,
 		// where the library's patterns compare the host only.
@@ -143,15 +146,34 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 	ws.SetReadLimit(s.opts.MaxInitBytes)
 	ctx, cancel := context.WithCancel(r.Context())
 	org, name := graph.DatabaseOf(r)
-	sc := &socket{srv: s, ws: ws, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
+	sc := &socket{srv: s, ws: ws, raw: kw.conn, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
 		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}, ended: make(chan struct{})}
+	c.accepted(sc)
+	defer c.gone(sc)
 	sc.run()
 }
 
+// keepConn is the response websocket.Accept takes a socket's connection
+// from: it keeps the connection, which socket.cut closes.
+type keepConn struct {
+	http.ResponseWriter
+	conn net.Conn
+}
+
+func (k *keepConn) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, rw, err := http.NewResponseController(k.ResponseWriter).Hijack()
+	k.conn = conn
+	return conn, rw, err
+}
+
+func (k *keepConn) Unwrap() http.ResponseWriter { return k.ResponseWriter }
+
 // socket is one graphql-ws connection.
 type socket struct {
-	srv     *Server
-	ws      *websocket.Conn
+	srv *Server
+	ws  *websocket.Conn
+	// raw is the socket's connection, which cut closes.
+	raw     net.Conn
 	upgrade *http.Request
 	// org and name are the database of the socket's URL.
 	org, name    string
@@ -197,6 +219,14 @@ func (sc *socket) end(code websocket.StatusCode, reason string) {
 		sc.endCode, sc.endReason = code, reason
 		close(sc.ended)
 	})
+}
+
+// cut ends the socket at once, from any goroutine: its context ends, and
+// its connection is closed, so that a write to a client that does not
+// read, or a close handshake with it, fails.
+func (sc *socket) cut() {
+	sc.cancel()
+	_ = sc.raw.Close()
 }
 
 // run serves the socket: this goroutine writes, another reads.

@@ -62,33 +62,80 @@ type connections struct {
 	cancel context.CancelFunc
 
 	mu           sync.Mutex
+	cond         sync.Cond // broadcast when a connection ends
 	closed       bool
 	reservations map[string]*reservation
-	wg           sync.WaitGroup // the goroutines serving them
+	// served counts the goroutines serving connections (enter), single
+	// those of single connection mode streams among them; sockets holds
+	// the graphql-ws sockets once accepted. Once Close's deadline passed
+	// (cut), a socket is cut as soon as it is accepted.
+	served, single int
+	sockets        map[*socket]struct{}
+	cut            bool
 }
 
 func newConnections() *connections {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &connections{ctx: ctx, cancel: cancel, reservations: map[string]*reservation{}}
+	c := &connections{ctx: ctx, cancel: cancel, reservations: map[string]*reservation{}, sockets: map[*socket]struct{}{}}
+	c.cond.L = &c.mu
+	return c
 }
 
-// enter counts a connection goroutine; false once Close started.
-func (c *connections) enter() bool {
+// enter counts a goroutine serving a connection (a single connection
+// mode stream when single is set); false once Close started. Call leave
+// when it returns.
+func (c *connections) enter(single bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
 	}
-	c.wg.Add(1)
+	c.served++
+	if single {
+		c.single++
+	}
 	return true
 }
 
+func (c *connections) leave(single bool) {
+	c.mu.Lock()
+	c.served--
+	if single {
+		c.single--
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// accepted registers socket sc, to be cut should Close's deadline pass
+// (at once, when it has); call gone when it ends.
+func (c *connections) accepted(sc *socket) {
+	c.mu.Lock()
+	c.sockets[sc] = struct{}{}
+	if c.cut {
+		sc.cut()
+	}
+	c.mu.Unlock()
+}
+
+func (c *connections) gone(sc *socket) {
+	c.mu.Lock()
+	delete(c.sockets, sc)
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
 // Close ends the connections that carry many operations (graphql-ws
-// sockets, single connection mode streams) and waits for them. Call it
-// after the hub is closed: every subscription has ended then, so each
-// connection sends what its operations wrote, their complete messages
-// among them, before it closes.
-func (s *Server) Close() {
+// sockets, single connection mode streams) and waits for them until ctx
+// ends. Call it after the hub is closed: every subscription has ended
+// then, so each connection sends what its operations wrote, their
+// complete messages among them, before it closes. Past ctx, it closes
+// the sockets left (a write to a client that does not read waits up to
+// write_timeout, a close handshake 5 s each way), logs a warning naming
+// how many, and waits for them, which end at once; the single connection
+// mode streams left are on their requests' goroutines, which the HTTP
+// server's Close cuts.
+func (s *Server) Close(ctx context.Context) {
 	c := s.conns
 	c.mu.Lock()
 	c.closed = true
@@ -100,7 +147,29 @@ func (s *Server) Close() {
 	}
 	c.mu.Unlock()
 	c.cancel()
-	c.wg.Wait()
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.served > 0 && ctx.Err() == nil {
+		c.cond.Wait()
+	}
+	if c.served == 0 {
+		return
+	}
+	c.cut = true
+	for sc := range c.sockets {
+		sc.cut()
+	}
+	s.opts.Logger.Warn("shutdown_timeout ran out: closing the GraphQL WebSockets still sending (single connection mode streams are cut with the HTTP server's connections)",
+		"sockets", len(c.sockets), "single", c.single)
+	for len(c.sockets) > 0 {
+		c.cond.Wait()
+	}
 }
 
 // reservation is one single connection mode client.
@@ -280,11 +349,11 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		return
 	}
 	res.expire.Stop()
-	if !c.enter() {
+	if !c.enter(true) {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
 		return
 	}
-	defer c.wg.Done()
+	defer c.leave(true)
 	defer func() {
 		c.mu.Lock()
 		if c.reservations[res.token] == res {

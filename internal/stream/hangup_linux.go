@@ -127,6 +127,13 @@ func (h *hangups) loop() {
 	}
 }
 
+// shutdown shuts raw's connection down both ways: a write blocked on it
+// fails at once, and the client reads an end. The descriptor stays open
+// for its owner to close. Safe for concurrent use with the owner's writes.
+func shutdown(raw syscall.RawConn) {
+	_ = raw.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+}
+
 // close stops the watch; every watched connection must be unwatched.
 func (h *hangups) close() {
 	var one [8]byte

@@ -21,3 +21,6 @@ func (*hangups) newWatch(syscall.RawConn, func()) *watch { return &watch{} }
 func (*watch) arm() error                                { return errors.ErrUnsupported }
 func (*watch) stop()                                     {}
 func (*hangups) close()                                  {}
+
+// shutdown is never called: no stream is parked.
+func shutdown(syscall.RawConn) {}

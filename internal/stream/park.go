@@ -44,6 +44,11 @@ type parker struct {
 	closed bool      // abort: no stream is parked any more
 	// all holds the parked streams, for abort.
 	all map[*Stream]struct{}
+	// off holds the streams that left the parker for goroutines of their
+	// own: their connections are not net/http's any more, so abort cuts
+	// them (and, once aborted, those that leave later).
+	off     map[*Stream]struct{}
+	aborted bool
 }
 
 // newParker starts a parker with n workers; an error when connections
@@ -53,7 +58,7 @@ func newParker(e *Server, n int) (*parker, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parker{e: e, hang: h, all: map[*Stream]struct{}{}}
+	p := &parker{e: e, hang: h, all: map[*Stream]struct{}{}, off: map[*Stream]struct{}{}}
 	p.cond.L = &p.mu
 	p.r.start(n, p.serve)
 	return p, nil
@@ -87,13 +92,14 @@ func (p *parker) park(s *Stream) bool {
 	// The request's context ends when its handler returns: a context of
 	// the stream's own from now on, which the hang-up watch ends.
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.raw = raw
 	s.watch = p.hang.newWatch(raw, func() { s.cancel(); p.mark(s) })
 	if err := s.watch.arm(); err != nil {
 		// Not watched, it would never notice its client leaving: on a
 		// goroutine, which would not either (no request goroutine reads
 		// the connection any more), but whose writes fail.
 		s.watch = nil
-		p.e.wg.Go(func() { p.unparked(s) }) // counted before it leaves: see Server.Close
+		p.goOff(s) // counted before it leaves: see Server.Close
 		p.left(s)
 		return true
 	}
@@ -154,8 +160,21 @@ func (p *parker) unpark(s *Stream) {
 	// Counted on the server's wait group before it leaves the parker:
 	// Server.Close, which waits for the parker and then for the group,
 	// never misses it.
-	p.e.wg.Go(func() { p.unparked(s) })
+	p.goOff(s)
 	p.left(s)
+}
+
+// goOff serves s, which leaves the parker, on a goroutine of its own
+// (counted on the server's wait group) until it ends. abort cuts its
+// connection (at once, when it ran before).
+func (p *parker) goOff(s *Stream) {
+	p.mu.Lock()
+	p.off[s] = struct{}{}
+	if p.aborted {
+		s.cut()
+	}
+	p.mu.Unlock()
+	p.e.wg.Go(func() { p.unparked(s) })
 }
 
 // unparked serves a stream that was parked on this goroutine until it
@@ -166,6 +185,11 @@ func (p *parker) unparked(s *Stream) {
 			s.watch.stop()
 		}
 		s.cancel()
+		// Before the connection goes back to the HTTP server: one that
+		// serves another request is not abort's to cut.
+		p.mu.Lock()
+		delete(p.off, s)
+		p.mu.Unlock()
 		s.http.Close()
 	}()
 	if s.http.Unpark() != nil {
@@ -204,19 +228,28 @@ func (p *parker) wait() {
 }
 
 // abort ends every parked stream at once (the shutdown timeout ran out):
-// their contexts end, and their workers release them.
-func (p *parker) abort() {
+// their contexts end, and their workers release them. It cuts the
+// streams that left the parker, now and as they leave: their writes,
+// blocked on clients that do not read, fail. It returns how many streams
+// were parked and how many it cut.
+func (p *parker) abort() (parked, cut int) {
 	p.mu.Lock()
 	p.closed = true
+	p.aborted = true
 	streams := make([]*Stream, 0, len(p.all))
 	for s := range p.all {
 		streams = append(streams, s)
 	}
+	for s := range p.off {
+		s.cut()
+	}
+	cut = len(p.off)
 	p.mu.Unlock()
 	for _, s := range streams {
 		s.cancel()
 		p.mark(s)
 	}
+	return len(streams), cut
 }
 
 // stop stops the workers and the hang-up watch; no stream is parked.

@@ -63,9 +63,14 @@ func New(hub *changefeed.Hub, o Options) *Server {
 }
 
 // Close waits, until ctx ends, for the streams served off a request's
-// goroutine (parked ones among them) to end, then closes the connections
-// of those left and stops the parker. Call it once the hub is closed:
-// every stream ends then, and writes its end.
+// goroutine (parked ones among them) to end. Past ctx, it ends the
+// parked streams left and closes the connections of those that were
+// parked and now wait on a client that does not read (each write may
+// wait write_timeout), logs a warning naming how many, and waits for
+// them, which end at once. Call it once the hub is closed: every stream
+// ends then, and writes its end. The streams of a connection that
+// carries many end with their connection; those on a request's goroutine
+// are the HTTP server's to cut.
 func (e *Server) Close(ctx context.Context) {
 	done := make(chan struct{})
 	go func() {
@@ -81,7 +86,9 @@ func (e *Server) Close(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 		if e.parker != nil {
-			e.parker.abort() // writes fail, and their streams end
+			parked, writing := e.parker.abort()
+			e.logger.Warn("shutdown_timeout ran out: ending the parked streams left, and closing the connections of the streams writing to clients that do not read",
+				"parked", parked, "writing", writing)
 		}
 		<-done
 	}

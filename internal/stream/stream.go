@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -73,8 +74,10 @@ type Stream struct {
 	parked atomic.Pointer[parker]
 	pump   *Pump
 	state  atomic.Int32
-	// cancel ends ctx once parked; watch is its hang-up watch.
+	// cancel ends ctx once parked; raw is the connection taken from
+	// net/http then, watch its hang-up watch.
 	cancel context.CancelFunc
+	raw    syscall.RawConn
 	watch  *watch
 	// released is set once Release ran.
 	released bool
@@ -204,6 +207,14 @@ func (s *Stream) Release() {
 	if s.guard != nil {
 		s.guard.Release()
 	}
+}
+
+// cut ends a stream that was parked, from any goroutine: its context
+// ends, and its connection is shut down, so that a write blocked on a
+// client that does not read fails at once.
+func (s *Stream) cut() {
+	s.cancel()
+	shutdown(s.raw)
 }
 
 // wake makes a heartbeat pending.

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// Clients that stop reading: each connects with a 4 KiB receive buffer,
+// opens its stream and then reads nothing more, so that the daemon's
+// writes of a large event to it block until write_timeout.
+
+// dialStalled connects to addr with a 4 KiB receive buffer (set before
+// the handshake, so the window the client offers stays small).
+func dialStalled(ctx context.Context, addr string) (net.Conn, error) {
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	return d.DialContext(ctx, "tcp", addr)
+}
+
+// sendBufferMax returns the most a TCP socket's send buffer holds
+// (the third number of net.ipv4.tcp_wmem).
+func sendBufferMax(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/tcp_wmem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	n, err := strconv.Atoi(f[len(f)-1])
+	if err != nil {
+		t.Fatalf("tcp_wmem %q: %v", b, err)
+	}
+	return n
+}
+
+// unread returns how many bytes wait unread in conn's receive buffer.
+func unread(t *testing.T, conn net.Conn) int {
+	t.Helper()
+	raw, err := conn.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if cerr := raw.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.SIOCINQ) }); cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// stalledStream opens the REST change stream at path and reads it up to
+// its readiness frame (the stream is registered then), and no further.
+func stalledStream(t *testing.T, p *proc, path string) net.Conn {
+	t.Helper()
+	conn, err := dialStalled(t.Context(), p.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: sluice\r\nAuthorization: Basic %s\r\n\r\n", path,
+		base64.StdEncoding.EncodeToString([]byte("admin:secret-pw")))
+	if err := conn.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// Byte by byte, so that nothing after the frame is taken from the
+	// socket's buffer.
+	var got strings.Builder
+	b := make([]byte, 1)
+	connected := func() bool {
+		_, after, found := strings.Cut(got.String(), ": connected")
+		return found && strings.Contains(after, "\n\n")
+	}
+	for !connected() {
+		if _, err := conn.Read(b); err != nil {
+			t.Fatalf("stream %s: %v after %q", path, err, got.String())
+		}
+		got.WriteByte(b[0])
+	}
+	if !strings.HasPrefix(got.String(), "HTTP/1.1 200 ") {
+		t.Fatalf("stream %s answered %q", path, got.String())
+	}
+	return conn
+}
+
+// stalledSocket opens a graphql-ws socket on the database at path and
+// subscribes to query as operation "1", and returns once it is
+// registered; read reads its next message. Once the caller stops calling
+// read, the socket is not read any more.
+func stalledSocket(t *testing.T, p *proc, path, query string) (conn func() net.Conn, read func() string) {
+	t.Helper()
+	var raw net.Conn
+	client := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		c, err := dialStalled(ctx, addr)
+		raw = c
+		return c, err
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	ws, _, err := websocket.Dial(ctx, "ws://"+p.Addr+path, &websocket.DialOptions{HTTPClient: client, Subprotocols: []string{"graphql-transport-ws"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	ws.SetReadLimit(-1)
+	read = func() string {
+		t.Helper()
+		for {
+			_, b, err := ws.Read(ctx)
+			if err != nil {
+				t.Fatalf("graphql-ws: %v", err)
+			}
+			if !strings.Contains(string(b), `"type":"ping"`) {
+				return string(b)
+			}
+		}
+	}
+	send := func(msg string) {
+		t.Helper()
+		if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"type":"connection_init","payload":{"Authorization":"Basic ` + base64.StdEncoding.EncodeToString([]byte("admin:secret-pw")) + `"}}`)
+	if m := read(); m != `{"type":"connection_ack"}` {
+		t.Fatalf("graphql-ws: %s", m)
+	}
+	send(`{"type":"subscribe","id":"1","payload":{"query":` + fmt.Sprintf("%q", query) + `}}`)
+	// A query sent after it is answered only once the subscription is
+	// registered.
+	send(`{"type":"subscribe","id":"barrier","payload":{"query":"{ __typename }"}}`)
+	for _, want := range []string{`{"id":"barrier","type":"next","payload":{"data":{"__typename":"Query"}}}`, `{"id":"barrier","type":"complete"}`} {
+		if m := read(); m != want {
+			t.Fatalf("graphql-ws: %s, want %s", m, want)
+		}
+	}
+	return func() net.Conn { return raw }, read
+}
+
+// TestStopCutsStreamsOfClientsThatDoNotRead: clients that stop reading
+// (REST change streams, which are parked and then continue on goroutines
+// of their own, and graphql-ws sockets) with large events owed hold up
+// shutdown for shutdown_timeout, not write_timeout: once it runs out,
+// their connections are closed, the log says how many, and Sluice exits
+// 0 with its embedded Postgres stopped cleanly. (Their drain waited for
+// each blocked write's write_timeout, here an hour.)
+func TestStopCutsStreamsOfClientsThatDoNotRead(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(tempDir(t), "data")
+	p, logs := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT=2s", "SLUICE_WRITE_TIMEOUT=1h")
+	if code, body := p.do(t, "POST", "/api/db/admin/big", `{"schema":"type Doc { text: String! }"}`); code != 201 {
+		t.Fatalf("create database: %d %s", code, body)
+	}
+	var clients []net.Conn
+	for range 2 {
+		clients = append(clients, stalledStream(t, p, "/api/subscribe/admin/big/Doc"))
+	}
+	var sockets []func() net.Conn
+	var reads []func() string
+	for range 2 {
+		conn, read := stalledSocket(t, p, "/api/graphql/admin/big", "subscription { Doc_added { text } }")
+		sockets, reads = append(sockets, conn), append(reads, read)
+	}
+	// A small document first, read by the sockets (graphql-ws reads
+	// nothing more once a message stops being read).
+	if code, body := p.do(t, "POST", "/api/document/admin/big", `{"@type":"Doc","text":"small"}`); code != 200 {
+		t.Fatalf("insert: %d %s", code, body)
+	}
+	for _, read := range reads {
+		if m := read(); !strings.Contains(m, `"small"`) {
+			t.Fatalf("graphql-ws: %s", m)
+		}
+	}
+	for _, conn := range sockets {
+		clients = append(clients, conn())
+	}
+	// Documents of 512 KiB, more of them than a socket's send buffer
+	// holds at most (tcp_wmem): the daemon's writes to each client
+	// block.
+	text := strings.Repeat("x", 512<<10)
+	for range sendBufferMax(t)/(512<<10) + 2 {
+		if code, body := p.do(t, "POST", "/api/document/admin/big", `{"@type":"Doc","text":"`+text+`"}`); code != 200 {
+			t.Fatalf("insert: %d %.200s", code, body)
+		}
+	}
+	eventually.True(t, time.Minute, "every client's receive buffer holds part of a large event", func() bool {
+		for _, c := range clients {
+			if unread(t, c) < 2<<10 {
+				return false
+			}
+		}
+		return true
+	})
+
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if err := p.wait(t); err != nil {
+		t.Fatalf("sluice exited with %v after SIGTERM", err)
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(stopped))
+	// The warnings name what was cut: the two REST streams blocked
+	// writing, and the two sockets.
+	for _, want := range []string{"writing=2", "sockets=2"} {
+		if !logs.has("shutdown_timeout ran out", want) {
+			t.Errorf("no warning naming %s in the log:\n%s", want, logs.all())
+		}
+	}
+
+	_, logs = startLogged(t, dataDir)
+	checkCleanStart(t, logs)
+}
