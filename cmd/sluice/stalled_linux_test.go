@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -233,4 +235,121 @@ func TestStopCutsStreamsOfClientsThatDoNotRead(t *testing.T) {
 
 	_, logs = startLogged(t, dataDir)
 	checkCleanStart(t, logs)
+}
+
+// TestStopCancelsWebhookAttempts: shutdown stops the webhook deliverer
+// as it begins, so an attempt in flight is cancelled at once (it was
+// stopped only after the HTTP server's drain, up to shutdown_timeout
+// later), and its event is delivered again by the next start, with the
+// same webhook-id.
+func TestStopCancelsWebhookAttempts(t *testing.T) {
+	t.Parallel()
+	type attempt struct {
+		id        string
+		cancelled chan struct{}
+	}
+	attempts := make(chan attempt, 10)
+	answer := make(chan struct{}) // closed: the receiver answers 204
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Read whole: only then does the server notice the client
+		// leaving (the request's context ends).
+		_, _ = io.Copy(io.Discard, r.Body)
+		a := attempt{id: r.Header.Get("webhook-id"), cancelled: make(chan struct{})}
+		attempts <- a
+		select {
+		case <-answer:
+			w.WriteHeader(http.StatusNoContent)
+		case <-r.Context().Done():
+			close(a.cancelled)
+		}
+	}))
+	defer receiver.Close()
+	defer close(answer)
+
+	dataDir := filepath.Join(tempDir(t), "data")
+	// An attempt is not given up before the test's waits end.
+	env := []string{"SLUICE_WEBHOOK_ALLOW_NETWORKS=127.0.0.1/32", "SLUICE_WEBHOOK_TIMEOUT=5m"}
+	// The drain is held (up to an hour) by a write whose body is half
+	// sent, read as it arrives (as past write_spool_bytes), without a
+	// limit on its pauses.
+	p, _ := startLogged(t, dataDir, append(env, "SLUICE_SHUTDOWN_TIMEOUT=1h", "SLUICE_WRITE_SPOOL_BYTES=0", "SLUICE_BODY_IDLE_TIMEOUT=0")...)
+	if code, body := p.do(t, "POST", "/api/db/admin/hooked", `{"schema":"type Doc { text: String! }"}`); code != 201 {
+		t.Fatalf("create database: %d %s", code, body)
+	}
+	if code, body := p.do(t, "POST", "/api/webhooks/admin/hooked", `{"url":"`+receiver.URL+`/hook"}`); code != 201 {
+		t.Fatalf("create webhook: %d %s", code, body)
+	}
+	if code, body := p.do(t, "POST", "/api/document/admin/hooked", `{"@type":"Doc","text":"hooked"}`); code != 200 {
+		t.Fatalf("insert: %d %s", code, body)
+	}
+	var first attempt
+	select {
+	case first = <-attempts:
+	case <-time.After(time.Minute):
+		t.Fatal("no webhook attempt within a minute")
+	}
+	send, answered := halfSentWrite(t, p, "/api/document/admin/hooked", "Doc")
+	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
+		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
+	})
+
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-first.cancelled:
+	case <-time.After(time.Minute):
+		t.Fatal("the webhook attempt in flight was not cancelled within a minute of SIGTERM, while the drain waited")
+	}
+	send.Close() // the write, and the drain, end
+	if err := <-answered; err != nil {
+		t.Fatalf("the write in flight: %v", err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("sluice exited with %v after SIGTERM", err)
+	}
+
+	startLogged(t, dataDir, env...) // stopped when the test ends
+	var again attempt
+	select {
+	case again = <-attempts:
+	case <-time.After(time.Minute):
+		t.Fatal("the cancelled attempt's event was not delivered again within a minute of the restart")
+	}
+	if again.id != first.id {
+		t.Errorf("after the restart the webhook sent %s, want %s again", again.id, first.id)
+	}
+}
+
+// halfSentWrite starts an NDJSON write of 300 documents of class to path
+// (more than one chunk of 250, so that its transaction opens) and leaves
+// its body open: closing send ends it, and answered then says how it was
+// answered (nil: 200).
+func halfSentWrite(t *testing.T, p *proc, path, class string) (send io.Closer, answered <-chan error) {
+	t.Helper()
+	body, w := io.Pipe()
+	t.Cleanup(func() { w.Close() })
+	req, _ := http.NewRequest("POST", p.url+path, body)
+	req.SetBasicAuth("admin", "secret-pw")
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
+			}
+		}
+		done <- err
+	}()
+	var docs strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&docs, `{"@type":%q,"@id":"half-%d","text":"sent before SIGTERM"}`+"\n", class, i)
+	}
+	if _, err := io.WriteString(w, docs.String()); err != nil {
+		t.Fatal(err)
+	}
+	return w, done
 }

@@ -434,7 +434,7 @@ func (d *Daemon) bootstrap(ctx context.Context, eng *engine.Engine) error {
 // ctx is cancelled, the HTTP server fails or the embedded Postgres pg (nil
 // with a database URL) gives up; then it shuts them down in order.
 func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert *certificate) error {
-	stopBackground := d.startBackground(ctx, p)
+	stopBackground, stopHooks := d.startBackground(ctx, p)
 	defer stopBackground()
 	// The change feed stops before the HTTP server so that every open
 	// stream gets its final frame and returns before Shutdown waits for it.
@@ -487,6 +487,9 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	}
 	d.ready.Store(false)
 	d.logger.Info("shutting down")
+	// Webhook attempts in flight are abandoned, not waited for: their
+	// requests are sent again (docs/webhooks.md, at least once).
+	stopHooks()
 	// One deadline for the whole drain: the streams, then the requests.
 	// Past it, what still runs is cut off.
 	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
@@ -506,14 +509,16 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 // notifier, the webhook deliverer, the JWT key set's refresh, the one
 // pass that builds the backlink indexes older tables lack and, with a
 // log retention, pruning and the publication of this process's floors. The
-// returned function stops them and waits for them.
-func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
+// returned stop stops them and waits for them; stopHooks stops the
+// webhook deliverer alone, without waiting, as shutdown begins.
+func (d *Daemon) startBackground(ctx context.Context, p *parts) (stop, stopHooks func()) {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Go(func() { p.notifier.Run(bg) })
-	// Webhooks are delivered until the daemon stops; the lease is then
-	// released, so another replica takes over at once.
-	wg.Go(func() { p.hooks.Run(bg) })
+	// Webhooks are delivered until the daemon begins to stop; the lease
+	// is then released, so another replica takes over at once.
+	hooks, stopHooks := context.WithCancel(bg)
+	wg.Go(func() { p.hooks.Run(hooks) })
 	wg.Go(func() { p.jwt.Run(bg) })
 	wg.Go(func() { buildReferenceIndexes(bg, p.store, d.logger) })
 	if d.cfg.LogRetention > 0 {
@@ -521,7 +526,7 @@ func (d *Daemon) startBackground(ctx context.Context, p *parts) func() {
 		wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, d.logger) })
 	}
 	wg.Go(func() { pruneIdempotencyKeys(bg, p.store, d.cfg.IdempotencyRetention, d.logger) })
-	return func() { stopBG(); wg.Wait() }
+	return func() { stopBG(); wg.Wait() }, stopHooks
 }
 
 // pruneIdempotencyKeys deletes the Idempotency-Keys older than retention,
