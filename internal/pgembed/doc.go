@@ -24,7 +24,9 @@
 //     directory fails while the first owner lives. The lock dies with its
 //     process, so a Postgres server still running from a crashed owner is a
 //     leftover: Start stops it (fast shutdown, then harder) before starting
-//     its own.
+//     its own. Only a postmaster working in the data directory is
+//     stopped: a postmaster.pid whose pid another process has now (after
+//     a reboot, another cluster's postgres, say) is removed instead.
 //   - On Linux the server gets SIGINT (fast shutdown) when its parent dies
 //     (Pdeathsig), so even a SIGKILLed Sluice does not leave it behind.
 //   - The server is supervised: one that exits without Stop asking (killed,

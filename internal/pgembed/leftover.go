@@ -42,7 +42,8 @@ func readPIDFile(dataDir string) (pid int, status string, err error) {
 // stopLeftover stops a server still running on dataDir. Start calls it
 // while holding the data dir lock, so such a server has no live owner: its
 // Sluice died without the parent-death signal reaching it (or someone
-// started it by hand).
+// started it by hand). Only the postmaster of dataDir is signalled, never
+// whatever process now has the pid postmaster.pid names.
 func stopLeftover(ctx context.Context, dataDir string, logger *slog.Logger) error {
 	pid, _, err := readPIDFile(dataDir)
 	if err != nil || pid == 0 {
@@ -53,11 +54,14 @@ func stopLeftover(ctx context.Context, dataDir string, logger *slog.Logger) erro
 		logger.Debug("stale postmaster.pid", "pid", pid, "data_dir", dataDir)
 		return nil
 	}
-	if !isPostgres(pid) {
-		// The pid was reused by an unrelated process. Postgres would refuse
-		// to start ("lock file already exists"); its shared memory check
-		// still guards against a real server, so the file can go.
-		logger.Info("removing postmaster.pid naming an unrelated process", "pid", pid, "data_dir", dataDir)
+	if !isPostmasterOf(pid, dataDir) {
+		// The pid was reused (after a reboot, say): by an unrelated
+		// process, or by a postgres process of another cluster, its
+		// postmaster or a backend, which must not be stopped. Postgres
+		// would refuse to start ("lock file already exists"); its own
+		// checks (the socket's lock file, the shared memory) still guard
+		// against a live server of this directory, so the file can go.
+		logger.Info("removing postmaster.pid naming a process that is not this data directory's postmaster", "pid", pid, "data_dir", dataDir)
 		return removePIDFile(dataDir, pid)
 	}
 	logger.Warn("stopping leftover postgres", "pid", pid, "data_dir", dataDir)

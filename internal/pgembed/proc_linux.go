@@ -34,17 +34,46 @@ func processAlive(pid int) bool {
 	return state != 'Z' && state != 'X'
 }
 
-// isPostgres reports whether pid runs the postgres binary.
-func isPostgres(pid int) bool {
+// isPostmasterOf reports whether pid is the postmaster of the server on
+// dataDir: a postgres process that works in dataDir (the postmaster and
+// its children change to their data directory) and whose command line is
+// its own (its children retitle themselves as they start, "postgres:
+// checkpointer"…, whatever update_process_title says).
+func isPostmasterOf(pid int, dataDir string) bool {
+	if !inDataDir(pid, dataDir) {
+		return false
+	}
 	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	if err != nil {
 		return false
 	}
 	argv0, _, _ := bytes.Cut(cmdline, []byte{0})
 	name := filepath.Base(string(argv0))
-	// Child processes retitle themselves "postgres: ..."; the postmaster
-	// keeps its command line.
-	return name == "postgres" || name == "postmaster" || bytes.HasPrefix(cmdline, []byte("postgres:"))
+	return name == "postgres" || name == "postmaster"
+}
+
+// inDataDir reports whether pid is a postgres process whose working
+// directory is dataDir.
+func inDataDir(pid int, dataDir string) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	lp, rp := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')')
+	if lp < 0 || rp < lp {
+		return false
+	}
+	if name := string(stat[lp+1 : rp]); name != "postgres" && name != "postmaster" {
+		return false
+	}
+	// Compared as files, not names: dataDir may be reached through a
+	// symbolic link.
+	cwd, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/cwd")
+	if err != nil {
+		return false
+	}
+	dir, err := os.Stat(dataDir)
+	return err == nil && os.SameFile(cwd, dir)
 }
 
 // orphans returns the live orphaned postgres processes working in

@@ -5,6 +5,7 @@ package pgembed
 import (
 	"errors"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,14 +25,28 @@ func processAlive(pid int) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// isPostgres reports whether pid runs the postgres binary.
-func isPostgres(pid int) bool {
-	out, err := exec.Command("ps", "-o", "comm=", "-p", strconv.Itoa(pid)).Output()
+// isPostmasterOf reports whether pid is the postmaster of the server on
+// dataDir: a postgres process, not retitled as its children are
+// ("postgres: checkpointer"…), started with -D dataDir (its working
+// directory cannot be read here).
+func isPostmasterOf(pid int, dataDir string) bool {
+	out, err := exec.Command("ps", "-o", "command=", "-p", strconv.Itoa(pid)).Output()
 	if err != nil {
 		return false
 	}
-	name := strings.TrimSpace(string(out))
-	return strings.HasSuffix(name, "postgres") || strings.HasSuffix(name, "postmaster")
+	args := strings.Fields(string(out))
+	if len(args) == 0 {
+		return false
+	}
+	if name := filepath.Base(args[0]); name != "postgres" && name != "postmaster" {
+		return false
+	}
+	for i, a := range args[:len(args)-1] {
+		if a == "-D" {
+			return filepath.Clean(args[i+1]) == filepath.Clean(dataDir)
+		}
+	}
+	return false
 }
 
 // orphans returns nothing outside Linux: a dead server's backends are not
