@@ -27,6 +27,9 @@
 //     its own. Only a postmaster working in the data directory is
 //     stopped: a postmaster.pid whose pid another process has now (after
 //     a reboot, another cluster's postgres, say) is removed instead.
+//   - initdb and the server get only the environment variables they use
+//     (serverEnv), so the owner's secrets do not reach their
+//     /proc/<pid>/environ.
 //   - On Linux the server gets SIGINT (fast shutdown) when its parent dies
 //     (Pdeathsig), so even a SIGKILLed Sluice does not leave it behind.
 //   - The server is supervised: one that exits without Stop asking (killed,

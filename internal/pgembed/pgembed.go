@@ -79,6 +79,7 @@ type Postgres struct {
 	lock    *os.File // holds the flock on dataDir
 	path    string   // the postgres binary
 	args    []string
+	env     []string // serverEnv's
 	cred    *syscall.Credential
 
 	mu  sync.Mutex
@@ -201,6 +202,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 		lock:         lock,
 		path:         bin.postgres,
 		args:         serverArgs(dataDir, settings),
+		env:          serverEnv(os.Environ()),
 		cred:         cred,
 		restartDelay: opts.RestartDelay,
 		maxRestarts:  opts.MaxRestarts,
@@ -238,6 +240,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 func (p *Postgres) launch() *server {
 	s := &server{cmd: exec.Command(p.path, p.args...), exited: make(chan struct{})}
 	s.cmd.Dir = p.dataDir
+	s.cmd.Env = p.env
 	s.cmd.Stdout = p.logs
 	s.cmd.Stderr = p.logs
 	// Backends inherit the log pipe; the postmaster waits for them, but bound
@@ -453,6 +456,7 @@ func initdb(ctx context.Context, bin binaries, dataDir string, cred *syscall.Cre
 		"--auth-host=reject",
 	)
 	cmd.Dir = dataDir
+	cmd.Env = serverEnv(os.Environ())
 	cmd.SysProcAttr = sysProcAttr(cred)
 	// SIGINT makes initdb remove what it wrote; killed outright it would
 	// leave a half-made cluster with PG_VERSION, which looks initialized.
@@ -467,6 +471,27 @@ func initdb(ctx context.Context, bin binaries, dataDir string, cred *syscall.Cre
 		logger.Debug("initdb", "line", line)
 	}
 	return nil
+}
+
+// serverEnv returns the environment initdb and the server run with: of
+// environ (this process's), only what they use (the search path, the
+// locale, the time zone, where temporary files and libraries are, the
+// OOM settings of Linux packages). The rest stays out: Sluice's secrets
+// (SLUICE_ADMIN_PASSWORD, SLUICE_JWT_HS256_SECRET…) would be readable by
+// the server's OS user in /proc/<pid>/environ of every server process.
+func serverEnv(environ []string) []string {
+	env := []string{} // not nil, which exec.Cmd takes for "inherit everything"
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "PATH", name == "LANG", name == "LANGUAGE", strings.HasPrefix(name, "LC_"),
+			name == "TZ", name == "TZDIR", name == "PGTZ", name == "PGLOCALEDIR", name == "TMPDIR",
+			name == "LD_LIBRARY_PATH", name == "DYLD_LIBRARY_PATH",
+			name == "PG_OOM_ADJUST_FILE", name == "PG_OOM_ADJUST_VALUE":
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // lastLines returns the last n lines of s.
