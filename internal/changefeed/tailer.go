@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +36,9 @@ type Listener interface {
 
 // TailerOptions configure a Tailer. Zero values take the defaults.
 type TailerOptions struct {
-	Logger  *slog.Logger
+	Logger *slog.Logger
+	// Metrics, when set, counts what the tailer hands on; the series of
+	// a database it finds deleted are deleted from it (ForgetDatabase).
 	Metrics *metrics.Stream
 	// Poll is the interval of the periodic read of every database's head
 	// and of the access log's version, which covers lost notifications
@@ -84,7 +87,22 @@ type Tailer struct {
 	// broken holds, by database, the error its log last failed to be
 	// read with and how many reads in a row failed so (see failedRead).
 	broken map[int64]brokenLog
+	// forgotten holds the databases dropped in the last forgetAgain, and
+	// when, whose series are to be deleted once more (see forget).
+	forgotten []forgotten
 }
+
+// forgotten is a database whose metric series were deleted at.
+type forgotten struct {
+	id int64
+	at time.Time
+}
+
+// forgetAgain is how long after a database is dropped its metric series
+// are deleted once more: work its streams had under way when they ended
+// (a live query's read, which fails) may count in them after the first
+// deletion, and would leave them for good.
+const forgetAgain = 10 * time.Second
 
 // brokenLog is a database whose log the tailer failed to read.
 type brokenLog struct {
@@ -327,12 +345,40 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 			delete(t.dbs, id)
 			delete(t.pos, id)
 			t.hub.drop(id)
+			t.forget(id)
 			if t.onDrop != nil {
 				t.onDrop(id)
 			}
 		}
 	}
+	t.forgetLate()
 	return behind, nil
+}
+
+// forget deletes the metric series of database id, dropped: they would
+// stay until the process ends, and a user who may create databases could
+// add series without bound. They are deleted again forgetAgain later.
+func (t *Tailer) forget(id int64) {
+	if t.metrics == nil {
+		return
+	}
+	t.metrics.ForgetDatabase(id)
+	t.forgotten = append(t.forgotten, forgotten{id: id, at: t.now()})
+}
+
+// forgetLate deletes once more the series of the databases dropped
+// forgetAgain ago or more.
+func (t *Tailer) forgetLate() {
+	now := t.now()
+	n := 0
+	for _, f := range t.forgotten {
+		if now.Sub(f.at) < forgetAgain {
+			break // in the order dropped
+		}
+		t.metrics.ForgetDatabase(f.id)
+		n++
+	}
+	t.forgotten = slices.Delete(t.forgotten, 0, n)
 }
 
 // follow hands database id's commits after its position to the hub.

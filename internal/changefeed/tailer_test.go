@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/eventually"
+	"github.com/sluice-dev/sluice/internal/metrics"
 )
 
 // fakeStore is the tailer's Store over a memLog (database 1), with
@@ -28,6 +29,8 @@ type fakeStore struct {
 	// process cannot decode does; timeout as a statement that timed out.
 	unreadable, timeout atomic.Bool
 	timeouts            atomic.Int64 // reads failed so
+	// deleted makes the heads leave database 1 out: it was deleted.
+	deleted atomic.Bool
 }
 
 func (f *fakeStore) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
@@ -48,6 +51,9 @@ func newFakeStore() *fakeStore {
 func (f *fakeStore) Heads(ctx context.Context) ([]sluice.Head, int64, error) {
 	if f.down.Load() {
 		return nil, 0, fmt.Errorf("heads: %w", sluice.ErrStorageUnavailable)
+	}
+	if f.deleted.Load() {
+		return nil, int64(len(f.access)), nil
 	}
 	h, err := f.History(ctx, 1)
 	if err != nil {
@@ -326,4 +332,58 @@ func TestTailerEndsStreamsOfAnUnreadableLog(t *testing.T) {
 	}
 	resumed := subscribe(t, h, &sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: sluice.WholeCommit}, Options{})
 	waitFor(t, func() bool { return ended(resumed) })
+}
+
+// TestTailerForgetsTheSeriesOfDeletedDatabases: the metric series of a
+// database the tailer finds deleted are deleted, at once and again
+// forgetAgain later (a count of work its streams had under way comes
+// after the first); another database's are kept.
+func TestTailerForgetsTheSeriesOfDeletedDatabases(t *testing.T) {
+	t.Parallel()
+	store := newFakeStore()
+	reg := metrics.NewRegistry()
+	m := metrics.NewStream(reg)
+	start := time.Now()
+	var elapsed atomic.Int64
+	now := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	h, tl := runTailer(t, store, TailerOptions{Poll: 5 * time.Millisecond, Metrics: m, Now: now})
+	waitFor(t, tl.Running)
+	s := subscribe(t, h, nil, Options{})
+	store.add("T")
+	tl.Wake(1)
+	receive(t, s, 1)
+	m.LiveReads.WithLabelValues("2").Inc()
+	// series returns how many series have label database="db".
+	series := func(db string) int {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, mf := range mfs {
+			for _, mt := range mf.GetMetric() {
+				for _, l := range mt.GetLabel() {
+					if l.GetName() == "database" && l.GetValue() == db {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	if n := series("1"); n == 0 {
+		t.Fatal("no series of database 1 before it is deleted")
+	}
+
+	store.deleted.Store(true)
+	if err := ended(t, s); sluice.ErrorCode(err) != sluice.CodeNotFound {
+		t.Fatalf("the subscription of the deleted database: %v", err)
+	}
+	eventually.True(t, wait, "no series of the deleted database", func() bool { return series("1") == 0 })
+	m.LiveReads.WithLabelValues("1").Inc() // a read under way when it was deleted
+	elapsed.Add(int64(forgetAgain))
+	eventually.True(t, wait, "no series of the deleted database, forgetAgain later", func() bool { return series("1") == 0 })
+	if n := series("2"); n != 1 {
+		t.Errorf("database 2 has %d series, want 1", n)
+	}
 }

@@ -13,7 +13,9 @@ import (
 
 // Metrics holds the collectors. Fields are safe for concurrent use.
 type Metrics struct {
-	Registry *prometheus.Registry
+	// Registry holds every collector of the daemon, the stream and
+	// webhook collectors (NewStream, NewWebhook) included.
+	Registry *Registry
 
 	HTTPRequests *prometheus.CounterVec   // by method, route, code
 	HTTPDuration *prometheus.HistogramVec // by method, route
@@ -34,7 +36,7 @@ type Metrics struct {
 // collectors.
 func New() *Metrics {
 	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
+		Registry: NewRegistry(),
 		HTTPRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_http_requests_total",
 			Help: "HTTP requests served, by method, route pattern and status code.",

@@ -7,8 +7,9 @@ import "github.com/prometheus/client_golang/prometheus"
 // concurrent use.
 type Stream struct {
 	// Subscribers counts open subscriptions, by transport ("rest",
-	// "graphql-sse", …) and database.
-	Subscribers *prometheus.GaugeVec
+	// "graphql-sse", …) and database; a series goes when its count
+	// returns to 0.
+	Subscribers *OpenGauge
 	// Published counts events (document changes) the tailer handed to the
 	// hub, by database.
 	Published *prometheus.CounterVec
@@ -51,15 +52,16 @@ type Stream struct {
 	LiveReads      *prometheus.CounterVec
 	LiveStatements *prometheus.CounterVec
 	LiveResults    *prometheus.CounterVec
+
+	// forget deletes a database's series (see ForgetDatabase).
+	forget func(id int64) int
 }
 
 // NewStream creates the stream collectors and registers them in reg.
 func NewStream(reg prometheus.Registerer) *Stream {
 	s := &Stream{
-		Subscribers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_stream_subscribers",
-			Help: "Open stream subscriptions, by transport and database.",
-		}, []string{"transport", "database"}),
+		Subscribers: newOpenGauge("sluice_stream_subscribers", "Open stream subscriptions, by transport and database.",
+			"transport", "database"),
 		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_stream_events_published_total",
 			Help: "Document changes the change feed handed to the hub, by database.",
@@ -122,8 +124,26 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Help: "Live query results that changed and were published (once per share, whatever its members), by database.",
 		}, []string{"database"}),
 	}
-	reg.MustRegister(s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays, s.Parked, s.Unparked,
+	cs := []prometheus.Collector{s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays, s.Parked, s.Unparked,
 		s.ResumeFailures, s.StreamsEnded, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects,
-		s.LiveReads, s.LiveStatements, s.LiveResults)
+		s.LiveReads, s.LiveStatements, s.LiveResults}
+	reg.MustRegister(cs...)
+	if r, ok := reg.(*Registry); ok {
+		s.forget = r.ForgetDatabase
+	} else {
+		var own vecSet
+		for _, c := range cs {
+			own.add(c)
+		}
+		s.forget = own.forgetDatabase
+	}
 	return s
 }
+
+// ForgetDatabase deletes the series of database id, which was deleted:
+// from every vector of the registry s was registered in when that is a
+// *Registry (the daemon's: the commit counters and the webhooks' series
+// too), else from s's own. The change feed calls it, which finds every
+// deleted database on every replica. It returns how many series it
+// deleted. The subscribers' series go with their last subscription.
+func (s *Stream) ForgetDatabase(id int64) int { return s.forget(id) }

@@ -4,7 +4,8 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Webhook holds the webhook deliverer's collectors, labelled by webhook id
 // and database id. Only the replica delivering (the lease holder) reports
-// per-webhook series. Fields are safe for concurrent use.
+// per-webhook series, and only for the webhooks it delivers (see
+// ForgetWebhook). Fields are safe for concurrent use.
 type Webhook struct {
 	// Delivered counts requests answered 2xx, and Events the events they
 	// carried, by webhook and database.
@@ -67,4 +68,14 @@ func NewWebhook(reg prometheus.Registerer) *Webhook {
 	}
 	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader, w.LogReads)
 	return w
+}
+
+// ForgetWebhook deletes every series of webhook (its id as labelled) of
+// database: the deliverer calls it when it stops delivering the webhook
+// (deleted, paused, or the lease lost), so that the series of webhooks
+// removed do not pile up for as long as the process runs.
+func (w *Webhook) ForgetWebhook(webhook, database string) {
+	for _, v := range []interface{ DeleteLabelValues(...string) bool }{w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds} {
+		v.DeleteLabelValues(webhook, database)
+	}
 }

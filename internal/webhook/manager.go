@@ -83,6 +83,7 @@ func (m *manager) run(ctx context.Context) {
 	defer func() {
 		for _, l := range m.loops {
 			l.stop()
+			m.forget(l)
 		}
 		wg.Wait()
 	}()
@@ -154,9 +155,8 @@ func (m *manager) reload(ctx context.Context) {
 		if r, ok := want[id]; !ok || r.Version != l.version || l.finished() {
 			l.stop()
 			delete(m.loops, id)
-			if !ok && m.d.m != nil {
-				m.d.m.LagCommits.DeleteLabelValues(l.label, l.dbLabel)
-				m.d.m.LagSeconds.DeleteLabelValues(l.label, l.dbLabel)
+			if !ok {
+				m.forget(l)
 			}
 		}
 	}
@@ -166,6 +166,16 @@ func (m *manager) reload(ctx context.Context) {
 			m.loops[id] = l
 			l.start(ctx)
 		}
+	}
+}
+
+// forget deletes the series of l's webhook, stopped: this replica reports
+// those of the webhooks it delivers only, so that one deleted (with its
+// database or not), paused, or delivered by another replica since a lease
+// was lost leaves none behind.
+func (m *manager) forget(l *loop) {
+	if m.d.m != nil {
+		m.d.m.ForgetWebhook(l.label, l.dbLabel)
 	}
 }
 
