@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -491,13 +492,18 @@ func redact(s string) string {
 	return "[redacted]"
 }
 
-// redactURL hides the password of a postgres:// URL. A key=value connection
-// string is hidden whole, since it may carry password=.
+// redactURL hides the password of a postgres:// or http(s):// URL. Other
+// text that may hold a password (a key=value connection string with
+// password=, user:password@, a URL with a password parameter) is hidden
+// whole.
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql" || u.Scheme == "https" || u.Scheme == "http") {
-		if _, ok := u.Query()["password"]; !ok {
+		if !strings.Contains(strings.ToLower(u.RawQuery), "password") {
 			return u.Redacted()
 		}
+	}
+	if !strings.Contains(strings.ToLower(s), "password") && !strings.Contains(s, "@") {
+		return s
 	}
 	return redact(s)
 }

@@ -19,6 +19,8 @@ func TestLogValueHidesSecrets(t *testing.T) {
 		{"URL with password", "postgres://sluice:s3cret@db/sluice", "database_url=postgres://sluice:xxxxx@db/sluice"},
 		{"password in query", "postgresql://db/sluice?user=sluice&password=s3cret", "database_url=[redacted]"},
 		{"key=value", "host=db user=sluice password=s3cret", "database_url=[redacted]"},
+		{"key=value without password", "host=db user=sluice", `database_url="host=db user=sluice"`},
+		{"sslpassword in query", "postgresql://sluice@db/sluice?sslpassword=s3cret", "database_url=[redacted]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -43,8 +43,9 @@ func RegisterFlags(fs *pflag.FlagSet) {
 // order of precedence. fs may be nil, or lack some of the flags
 // RegisterFlags adds; lookupEnv may be nil. Pass os.LookupEnv in main.
 //
-// The error names every key whose value is invalid, with the value and where
-// it came from. An unreadable or unparsable config file, one with an unknown
+// The error names every key whose value is invalid, with the value (a
+// secret's length only, a connection string's without its password) and
+// where it came from. An unreadable or unparsable config file, one with an unknown
 // key or an empty value, or one whose extension is not .yaml, .yml, .toml or
 // .json is an error too.
 func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, error) {
@@ -98,7 +99,7 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 			} else {
 				from = "default"
 			}
-			errs = append(errs, fmt.Errorf("config: %s: invalid value %s (from %s): %w", o.key, show(raw), from, err))
+			errs = append(errs, fmt.Errorf("config: %s: invalid value %s (from %s): %w", o.key, o.shown(raw), from, err))
 		}
 	}
 	if len(errs) > 0 {

@@ -980,7 +980,7 @@ func TestInvalidFileValues(t *testing.T) {
 		},
 		{
 			name: "bool for a string", file: "s.toml", content: "admin_password = true\n",
-			want: `config: admin_password: invalid value true (from config file %[1]q): want a string (quote it in the config file)`,
+			want: `config: admin_password: invalid value [redacted] (from config file %[1]q): want a string (quote it in the config file)`,
 		},
 		{
 			name: "list for a string", file: "s.json", content: `{"data_dir": ["a", "b"]}`,
@@ -1014,6 +1014,83 @@ func TestInvalidFileValues(t *testing.T) {
 			}
 			if err.Error() != want {
 				t.Errorf("error:\n got %s\nwant %s", err, want)
+			}
+		})
+	}
+}
+
+// TestInvalidSecretsAreNotShown: the error of an invalid value of a secret
+// (a password, a token, the JWT secret) shows its length at most, and that
+// of a connection string or URL all but its password, whatever the value
+// came from: errors go to the terminal and the log.
+func TestInvalidSecretsAreNotShown(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		file   string // name and content, when not empty
+		body   string
+		want   string // %[1]q is the file's path
+		secret string
+	}{
+		{
+			name: "a short metrics_token", env: map[string]string{"SLUICE_METRICS_TOKEN": "leakyToken12"},
+			want:   `config: metrics_token: invalid value [redacted, 12 bytes] (from SLUICE_METRICS_TOKEN): want at least 16 bytes`,
+			secret: "leakyToken12",
+		},
+		{
+			name: "a short metrics_token flag", args: []string{"--metrics-token", "leakyToken12"},
+			want:   `config: metrics_token: invalid value [redacted, 12 bytes] (from --metrics-token): want at least 16 bytes`,
+			secret: "leakyToken12",
+		},
+		{
+			name: "a numeric admin_password", file: "s.yaml", body: "admin_password: 73519024\n",
+			want:   `config: admin_password: invalid value [redacted] (from config file %[1]q): want a string (quote it in the config file)`,
+			secret: "73519024",
+		},
+		{
+			name: "a numeric jwt_hs256_secret", file: "s.toml", body: "jwt_hs256_secret = 9182736455463728190\n",
+			want:   `config: jwt_hs256_secret: invalid value [redacted] (from config file %[1]q): want a string (quote it in the config file)`,
+			secret: "9182736455463728190",
+		},
+		{
+			name: "database_url in a list", file: "s.json", body: `{"database_url": ["postgres://sluice:hunter2@db/sluice"]}`,
+			want:   `config: database_url: invalid value [redacted] (from config file %[1]q): want a string (quote it in the config file)`,
+			secret: "hunter2",
+		},
+		{
+			name: "jwt_jwks_url of another scheme, with a password", env: map[string]string{"SLUICE_JWT_JWKS_URL": "ftp://id:hunter2@idp.example.com/jwks.json"},
+			want:   `config: jwt_jwks_url: invalid value [redacted] (from SLUICE_JWT_JWKS_URL): want an https URL`,
+			secret: "hunter2",
+		},
+		{
+			name: "jwt_jwks_url without a host, with a password", env: map[string]string{"SLUICE_JWT_JWKS_URL": "https://id:hunter2@/jwks.json"},
+			want:   `config: jwt_jwks_url: invalid value "https://id:xxxxx@/jwks.json" (from SLUICE_JWT_JWKS_URL): want an https URL`,
+			secret: "hunter2",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args, path := tt.args, ""
+			if tt.file != "" {
+				path = writeFile(t, tt.file, tt.body)
+				args = append(args, "--config", path)
+			}
+			want := tt.want
+			if path != "" {
+				want = fmt.Sprintf(tt.want, path)
+			}
+			c, err := load(t, args, tt.env)
+			if err == nil {
+				t.Fatalf("got %+v, want error %s", c, want)
+			}
+			if err.Error() != want {
+				t.Errorf("error:\n got %s\nwant %s", err, want)
+			}
+			if strings.Contains(err.Error(), tt.secret) {
+				t.Errorf("the error shows the secret %q: %s", tt.secret, err)
 			}
 		})
 	}

@@ -26,6 +26,45 @@ type option struct {
 	// default, or whatever type the config file decoder produced, and stores
 	// it in c. Its error is the reason only; Load adds key, value and source.
 	decode func(c *Config, v any) error
+	// secret says how much of a value Load's error may show (see shown).
+	secret secrecy
+}
+
+// secrecy is how much of an option's value may be shown: the errors of
+// Load go to the terminal, the log and whatever collects it.
+type secrecy int
+
+const (
+	public   secrecy = iota
+	whole            // a password or a token: its length only
+	password         // a URL or connection string: all but its password
+)
+
+// secretOption is o, whose value is a secret (whole) or holds one
+// (password).
+func secretOption(s secrecy, o option) option {
+	o.secret = s
+	return o
+}
+
+// shown returns how Load's error quotes v, a value of o: a secret as its
+// length, a connection string without its password, a value of the
+// wrong type of either not at all.
+func (o option) shown(v any) string {
+	str, isString := v.(string)
+	switch {
+	case o.secret == public:
+		return show(v)
+	case !isString:
+		return "[redacted]"
+	case o.secret == whole:
+		return fmt.Sprintf("[redacted, %d bytes]", len(str))
+	}
+	r := redactURL(str)
+	if r != "[redacted]" {
+		return strconv.Quote(r)
+	}
+	return r
 }
 
 type kind int
@@ -61,12 +100,12 @@ func options() []option {
 				c.DataDir = s
 				return nil
 			}),
-		stringOption("database_url", "",
+		secretOption(password, stringOption("database_url", "",
 			"Postgres connection string (URL or key=value); empty starts an embedded Postgres in data_dir/pg",
-			func(c *Config, s string) error { c.DatabaseURL = s; return nil }),
-		stringOption("admin_password", "",
+			func(c *Config, s string) error { c.DatabaseURL = s; return nil })),
+		secretOption(whole, stringOption("admin_password", "",
 			"admin user's password; when empty on the first start, a random one is generated and printed once",
-			func(c *Config, s string) error { c.AdminPassword = s; return nil }),
+			func(c *Config, s string) error { c.AdminPassword = s; return nil })),
 		stringOption("pg_bin_dir", "",
 			"directory holding initdb and postgres for the embedded server; empty searches PATH, then /usr/lib/postgresql/*/bin",
 			func(c *Config, s string) error { c.PGBinDir = s; return nil }),
@@ -224,11 +263,10 @@ func options() []option {
 				c.StreamTicketTTL = d
 				return nil
 			}),
-		stringOption("jwt_hs256_secret", "",
+		secretOption(whole, stringOption("jwt_hs256_secret", "",
 			"secret (at least 32 bytes, checked at start) that verifies bearer JWTs signed with HS256; empty: HS256 JWTs are refused",
-			// Its length is checked at start (auth.NewJWT): an invalid
-			// value here would be shown in the error.
-			func(c *Config, s string) error { c.JWTHS256Secret = s; return nil }),
+			// Its length is checked at start (auth.NewJWT).
+			func(c *Config, s string) error { c.JWTHS256Secret = s; return nil })),
 		stringOption("jwt_hs256_secret_file", "",
 			"file holding the HS256 secret instead of jwt_hs256_secret (a final newline is not part of it)",
 			func(c *Config, s string) error { c.JWTHS256SecretFile = s; return nil }),
@@ -259,7 +297,7 @@ func options() []option {
 				c.JWTLeeway = d
 				return nil
 			}),
-		stringOption("metrics_token", "",
+		secretOption(whole, stringOption("metrics_token", "",
 			"bearer secret that authorizes GET /metrics (at least 16 bytes); the super user's credentials always do; empty: only the super user's",
 			func(c *Config, s string) error {
 				if s != "" && len(s) < 16 {
@@ -267,7 +305,7 @@ func options() []option {
 				}
 				c.MetricsToken = s
 				return nil
-			}),
+			})),
 		stringOption("metrics_listen", "",
 			"when set, address (host:port) of a second listener serving GET /metrics without credentials, for a scraper on a private network; /metrics then leaves the API's listener",
 			func(c *Config, s string) error {
@@ -367,7 +405,7 @@ func options() []option {
 		stringOption("webhook_secret_key_file", "",
 			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
 			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
-		stringOption("jwt_jwks_url", "",
+		secretOption(password, stringOption("jwt_jwks_url", "",
 			"https URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start (redirects are not followed), refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
 			func(c *Config, s string) error {
 				if s != "" {
@@ -378,7 +416,7 @@ func options() []option {
 				}
 				c.JWTJWKSURL = s
 				return nil
-			}),
+			})),
 		boolOption("jwt_jwks_http_loopback", "false",
 			"true lets jwt_jwks_url be http:// when its host is 127.0.0.1, ::1 or localhost (an identity provider on the same machine, tests); otherwise it must be https",
 			func(c *Config, b bool) error { c.JWTJWKSHTTPLoopback = b; return nil }),

@@ -19,7 +19,9 @@ key in a config file named by ` + "`--config` or `SLUICE_CONFIG`" + ` (YAML, TOM
 chosen by the file's extension). A flag you give beats the environment, which
 beats the file, which beats the default. An empty environment variable counts
 as unset. An unknown key in the file or an invalid value stops Sluice with an
-error naming the key. Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
+error naming the key and its value, but no secret: it shows the length only of
+` + keys(whole) + `, and all but the password of
+` + keys(password) + `. Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
 
 | Key | Environment | Flag | Default | Meaning |
 |-----|-------------|------|---------|---------|
@@ -41,6 +43,20 @@ for any Go program; when ` + "`GOGC`" + ` is unset, Sluice raises the collector'
 target during large writes (see [How writes work](ARCHITECTURE.md#how-writes-work)).
 `)
 	return b.String()
+}
+
+// keys lists, in words, the keys of the options whose secrecy is s.
+func keys(s secrecy) string {
+	var ks []string
+	for _, o := range options() {
+		if o.secret == s {
+			ks = append(ks, "`"+o.key+"`")
+		}
+	}
+	if len(ks) < 2 {
+		return strings.Join(ks, "")
+	}
+	return strings.Join(ks[:len(ks)-1], ", ") + " and " + ks[len(ks)-1]
 }
 
 func markdownEscape(s string) string {
