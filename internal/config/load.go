@@ -102,10 +102,36 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 			errs = append(errs, fmt.Errorf("config: %s: invalid value %s (from %s): %w", o.key, o.shown(raw), from, err))
 		}
 	}
-	if len(errs) > 0 {
-		return Config{}, errors.Join(errs...)
+	if len(errs) == 0 {
+		errs = append(errs, checkJWTClaims(c))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
 	}
 	return c, nil
+}
+
+// checkJWTClaims refuses jwt_issuer and jwt_audience without a key to
+// verify JWTs with: every JWT is refused then, and the operator who set
+// them believes JWTs are checked against them.
+func checkJWTClaims(c Config) error {
+	if c.JWTHS256Secret != "" || c.JWTHS256SecretFile != "" || c.JWTJWKSFile != "" || c.JWTJWKSURL != "" {
+		return nil
+	}
+	var set []string
+	if c.JWTIssuer != "" {
+		set = append(set, "jwt_issuer")
+	}
+	if c.JWTAudience != "" {
+		set = append(set, "jwt_audience")
+	}
+	switch len(set) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("config: %s is set but no JWT key is, so no JWT is accepted: set jwt_hs256_secret, jwt_hs256_secret_file, jwt_jwks_file or jwt_jwks_url, or unset %[1]s", set[0])
+	}
+	return errors.New("config: jwt_issuer and jwt_audience are set but no JWT key is, so no JWT is accepted: set jwt_hs256_secret, jwt_hs256_secret_file, jwt_jwks_file or jwt_jwks_url, or unset them")
 }
 
 func lookupFlag(fs *pflag.FlagSet, name string) *pflag.Flag {

@@ -968,6 +968,42 @@ func TestInvalidValues(t *testing.T) {
 	}
 }
 
+// TestJWTClaimsNeedAKey: jwt_issuer or jwt_audience without a JWT key to
+// verify JWTs with is refused, naming them and the keys; with any key
+// they are taken.
+func TestJWTClaimsNeedAKey(t *testing.T) {
+	t.Parallel()
+	const keys = "set jwt_hs256_secret, jwt_hs256_secret_file, jwt_jwks_file or jwt_jwks_url"
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // "": no error
+	}{
+		{"jwt_issuer alone", nil, map[string]string{"SLUICE_JWT_ISSUER": "https://id.example.com/"},
+			"config: jwt_issuer is set but no JWT key is, so no JWT is accepted: " + keys + ", or unset jwt_issuer"},
+		{"jwt_audience alone", []string{"--jwt-audience", "sluice"}, nil,
+			"config: jwt_audience is set but no JWT key is, so no JWT is accepted: " + keys + ", or unset jwt_audience"},
+		{"both", []string{"--jwt-issuer", "https://id.example.com/"}, map[string]string{"SLUICE_JWT_AUDIENCE": "sluice"},
+			"config: jwt_issuer and jwt_audience are set but no JWT key is, so no JWT is accepted: " + keys + ", or unset them"},
+		{"with a secret", []string{"--jwt-issuer", "https://id.example.com/"}, map[string]string{"SLUICE_JWT_HS256_SECRET": strings.Repeat("s", 32)}, ""},
+		{"with a secret file", nil, map[string]string{"SLUICE_JWT_AUDIENCE": "sluice", "SLUICE_JWT_HS256_SECRET_FILE": "/run/secrets/jwt"}, ""},
+		{"with a key set file", []string{"--jwt-audience", "sluice", "--jwt-jwks-file", "/etc/sluice/jwks.json"}, nil, ""},
+		{"with a key set URL", nil, map[string]string{"SLUICE_JWT_ISSUER": "https://id.example.com/", "SLUICE_JWT_JWKS_URL": "https://id.example.com/jwks.json"}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := load(t, tt.args, tt.env)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("error %v, want none", err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Errorf("error:\n got %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestInvalidFileValues(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
