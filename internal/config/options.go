@@ -101,7 +101,7 @@ func options() []option {
 				return nil
 			}),
 		secretOption(password, stringOption("database_url", "",
-			"Postgres connection string (URL or key=value); empty starts an embedded Postgres in data_dir/pg",
+			"Postgres connection string (URL or key=value); empty starts an embedded Postgres in data_dir/pg. An attempt to connect to a host fails after 10s unless it sets connect_timeout",
 			func(c *Config, s string) error { c.DatabaseURL = s; return nil })),
 		secretOption(whole, stringOption("admin_password", "",
 			"admin user's password; when empty on the first start, a random one is generated and printed once",

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +64,9 @@ type options struct {
 	onCommit         func(*sluice.Commit) // see OnCommit
 	up               func() bool          // see Up
 	owner            Owner                // see Owners
+	// connectTimeout, when not 0, bounds each connection attempt: the
+	// connection string set none (see defaultConnectTimeout).
+	connectTimeout time.Duration
 }
 
 // Option adjusts how Open connects.
@@ -98,7 +103,10 @@ func (o options) checkUp() error {
 // Every connection it opens (the pool's and Listen's) runs with JIT
 // compilation off and a statement timeout (DefaultStatementTimeout unless
 // an Option says otherwise), and a statement whose context ends is
-// cancelled on the server, not only abandoned by the client.
+// cancelled on the server, not only abandoned by the client. Each attempt
+// to connect to a host fails after 10 s unless url (or PGCONNECT_TIMEOUT)
+// sets connect_timeout. It logs the hosts, database and user it connects
+// to (never the password).
 func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) (*DB, error) {
 	o := options{statementTimeout: DefaultStatementTimeout}
 	for _, opt := range opts {
@@ -111,7 +119,12 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 	if cfg.MaxConns < 16 {
 		cfg.MaxConns = 16
 	}
+	if !setsConnectTimeout(url, os.LookupEnv) {
+		o.connectTimeout = defaultConnectTimeout
+	}
 	o.configure(&cfg.ConnConfig.Config, "sluice")
+	logger.Info("connecting to postgres", "hosts", strings.Join(hosts(&cfg.ConnConfig.Config), ","),
+		"database", cfg.ConnConfig.Database, "user", cfg.ConnConfig.User, "connect_timeout", cfg.ConnConfig.ConnectTimeout)
 	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { return o.checkUp() }
 	cfg.PrepareConn = notCancelled
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -164,6 +177,9 @@ func (o options) configure(cfg *pgconn.Config, appName string) {
 		ms = 1 // 0 would mean no limit
 	}
 	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(ms, 10)
+	if o.connectTimeout > 0 {
+		cfg.ConnectTimeout = o.connectTimeout
+	}
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = appName
 	}
