@@ -41,6 +41,9 @@ func mapError(err error) error {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		if msg, ok := refusalMessage(pe.Code); ok {
+			return &refusedError{shown: &sluice.Error{Code: sluice.CodeUnavailable, Message: msg}, err: err}
+		}
 		switch pe.Code {
 		case "40P01", "40001", "55P03": // deadlock_detected, serialization_failure, lock_not_available
 			return concurrentError{sluice.Errorf(sluice.CodeConflict, "the request conflicted with a concurrent write; retry it"), pe.Code}
@@ -120,6 +123,40 @@ type unavailableError struct{ err error }
 func (e *unavailableError) Error() string { return "postgres unavailable: " + e.err.Error() }
 func (e *unavailableError) Unwrap() []error {
 	return []error{sluice.ErrStorageUnavailable, e.err}
+}
+
+// refusedError is a statement the server refused for a state of its own
+// that outlasts the request (it takes no writes, a resource ran out):
+// clients are shown shown, an Unavailable error that says which, and the
+// log the server's error.
+type refusedError struct {
+	shown *sluice.Error
+	err   error
+}
+
+func (e *refusedError) Error() string   { return e.shown.Message + ": " + e.err.Error() }
+func (e *refusedError) Unwrap() []error { return []error{e.shown, e.err} }
+
+// refusalMessage returns the message shown for a SQLSTATE that says the
+// server cannot take the statement now, whatever the statement: a
+// read-only server (default_transaction_read_only, which managed services
+// turn on when the disk is nearly full, or a standby) or a resource run
+// out (class 53). Those are 503s, not 500s: the client may retry, and
+// reads may still work.
+func refusalMessage(code string) (string, bool) {
+	switch {
+	case code == "25006": // read_only_sql_transaction
+		return "the database server takes no writes now: it is read-only (default_transaction_read_only is on, as managed services set it when the disk is nearly full, or it is a standby); reads still work; retry the write later", true
+	case code == "53100": // disk_full
+		return "the database server's disk is full; retry the write once there is room", true
+	case code == "53200": // out_of_memory
+		return "the database server is out of memory; retry shortly", true
+	case code == "53300": // too_many_connections
+		return "the database server has no connection to spare (max_connections); retry shortly", true
+	case strings.HasPrefix(code, "53"): // insufficient_resources
+		return fmt.Sprintf("the database server ran out of a resource (SQLSTATE %s); retry shortly", code), true
+	}
+	return "", false
 }
 
 // unreachable reports whether err says the server cannot be reached, the

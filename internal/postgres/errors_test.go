@@ -21,6 +21,11 @@ func TestMapErrorCodes(t *testing.T) {
 		{"2201B", sluice.CodeInvalid},
 		{"54001", sluice.CodeInvalid},
 		{"57014", sluice.CodeUnavailable}, // statement_timeout
+		{"25006", sluice.CodeUnavailable}, // read_only_sql_transaction
+		{"53100", sluice.CodeUnavailable}, // disk_full
+		{"53200", sluice.CodeUnavailable}, // out_of_memory
+		{"53300", sluice.CodeUnavailable}, // too_many_connections
+		{"53400", sluice.CodeUnavailable}, // configuration_limit_exceeded
 		{"40P01", sluice.CodeConflict},    // deadlock_detected
 		{"40001", sluice.CodeConflict},    // serialization_failure
 		{"55P03", sluice.CodeConflict},    // lock_not_available (NOWAIT)
