@@ -157,7 +157,13 @@ func LoadJWT(ctx context.Context, cfg JWTConfig, deps JWTDeps) (*JWT, error) {
 // anyone on the path could replace them.
 func checkJWKSURL(raw string, httpLoopback bool) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+	if err != nil {
+		// Not shown: it may hold a password, which url.Redacted cannot
+		// find in a URL it cannot parse.
+		return fmt.Errorf("jwt_jwks_url: the value (%d bytes) is not an https URL: %v", len(raw), errors.Unwrap(err))
+	}
+	raw = u.Redacted() // shown without its password, if it has one
+	if u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return fmt.Errorf("jwt_jwks_url: %q is not an https URL", raw)
 	}
 	if u.Scheme == "https" {

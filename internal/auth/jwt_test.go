@@ -347,3 +347,18 @@ func FuzzParseJWKS(f *testing.F) {
 		_, _ = parseJWKS(b)
 	})
 }
+
+// TestJWKSURLErrorsHideThePassword: an error about jwt_jwks_url never
+// shows a password the URL holds (it goes to the log and the terminal).
+func TestJWKSURLErrorsHideThePassword(t *testing.T) {
+	for _, raw := range []string{
+		"http://user:s3cret-pass@example.com/jwks",  // http, not loopback
+		"ftp://user:s3cret-pass@example.com/jwks",   // not http
+		"https://user:s3cret-pass@example.com:bad/", // does not parse
+	} {
+		err := checkJWKSURL(raw, false)
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "jwt_jwks_url") {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+}
