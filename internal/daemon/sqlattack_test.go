@@ -546,20 +546,7 @@ func TestNotificationsArePrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	role := fmt.Sprintf("eavesdropper_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgx.ParseConfig(d.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.User = role
-	other, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close(ctx)
+	other := d.ConnectAsNewRole(t, "eavesdropper")
 	var name string
 	if err := other.QueryRow(ctx, "SELECT value FROM sluice.settings WHERE key = 'commits_channel'").Scan(&name); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("another role read the commits channel's name: %q, %v", name, err)

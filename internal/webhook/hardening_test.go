@@ -289,20 +289,7 @@ func TestForgedNotificationsCostLittle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	role := fmt.Sprintf("nobody_%d", time.Now().UnixNano())
-	if _, err := admin.Exec(ctx, "CREATE ROLE "+role+" LOGIN"); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgx.ParseConfig(d.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.User = role
-	nobody, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nobody.Close(ctx)
+	nobody := d.ConnectAsNewRole(t, "nobody")
 	var channel string
 	if err := admin.QueryRow(ctx, "SELECT value FROM sluice.settings WHERE key = 'commits_channel'").Scan(&channel); err != nil {
 		t.Fatal(err)
