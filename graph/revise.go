@@ -67,10 +67,10 @@ func (es *ExecutableSchema) revise(ctx context.Context, req *Request, op operati
 		for i, e := range errs {
 			msgs[i] = e.Message
 		}
-		return nil, nil, nil, changedError(d, es.schema, s, what+" no longer validates: "+strings.Join(msgs, "; "))
+		return nil, nil, nil, changedError(d, es.schema, s, es.role, what+" no longer validates: "+strings.Join(msgs, "; "))
 	}
 	if detail := retyped(es.gql, srv.es.gql, next); detail != "" {
-		return nil, nil, nil, changedError(d, es.schema, s, what+" "+detail)
+		return nil, nil, nil, changedError(d, es.schema, s, es.role, what+" "+detail)
 	}
 	return srv.es, &Request{User: req.User, DB: d}, next, nil
 }
@@ -78,14 +78,12 @@ func (es *ExecutableSchema) revise(ctx context.Context, req *Request, op operati
 // changedError is the error that ends a stream a schema change
 // invalidated: it names the database, the new version, what changed and
 // what of the operation depends on it.
-func changedError(d *sluice.Database, prev, next *sluice.Schema, detail string) error {
-	var reasons []string
-	for _, c := range schema.Diff(prev, next) {
-		reasons = append(reasons, c.Reason)
-	}
-	changed := ""
-	if len(reasons) > 0 {
-		changed = " (" + strings.Join(reasons, "; ") + ")"
+func changedError(d *sluice.Database, prev, next *sluice.Schema, role sluice.Role, detail string) error {
+	// What changed, as far as role sees it: a field hidden from it is not
+	// named.
+	changed := schema.DescribeChanges(schema.Diff(prev, next), prev, next, role)
+	if changed != "" {
+		changed = " (" + changed + ")"
 	}
 	return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d%s, and %s; run it again against the new schema",
 		d.Path(), d.SchemaVersion, changed, detail)
@@ -200,7 +198,7 @@ func (s *Subscription) Revise(ctx context.Context) (*Subscription, error) {
 	}
 	next, err := es.NewSubscription(op, req)
 	if err != nil {
-		return nil, changedError(req.DB, s.es.schema, es.schema, "this subscription is refused by it: "+sluice.ErrorMessage(err))
+		return nil, changedError(req.DB, s.es.schema, es.schema, es.role, "this subscription is refused by it: "+sluice.ErrorMessage(err))
 	}
 	return next, nil
 }
@@ -214,7 +212,7 @@ func (q *LiveQuery) Revise(ctx context.Context) (*LiveQuery, error) {
 	}
 	next, err := es.NewLiveQuery(op, req)
 	if err != nil {
-		return nil, changedError(req.DB, q.es.schema, es.schema, "this live query is refused by it: "+sluice.ErrorMessage(err))
+		return nil, changedError(req.DB, q.es.schema, es.schema, es.role, "this live query is refused by it: "+sluice.ErrorMessage(err))
 	}
 	return next, nil
 }

@@ -354,3 +354,46 @@ func TestSchemaChangeEndsWhatItInvalidates(t *testing.T) {
 		t.Fatalf("the log: %s", log.Body)
 	}
 }
+
+// TestSchemaChangeNamesOnlyWhatReadersSee: what a schema change tells a
+// reader, in the log's commit message and in the error that ends its
+// subscription, names no field hidden from it, before or after the
+// change; it counts what it leaves out. The admin's stream names it all.
+func TestSchemaChangeNamesOnlyWhatReadersSee(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "race", "type T { n: Int label: String ssn: String @private }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/race", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	open := func(who dt.Auth) *dt.Stream {
+		s := d.MustOpenStream(t, who, dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/race", Body: `{"query":"subscription { T_added { _id n } }"}`,
+			Header: []string{"Accept", "text/event-stream"}})
+		if f := s.Next(); f.String() != ": connected" {
+			t.Fatalf("first frame %s", f)
+		}
+		return s
+	}
+	ritas, admins := open(rita), open(dt.Admin())
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/race?force=true", "type T { label: String ssn: Int @private pin: String @private }")
+
+	hidden := []string{"ssn", "pin"}
+	frames := ritas.Ended()
+	last := frames[len(frames)-2].Field("data")
+	if !strings.Contains(last, "drops field T.n") || !strings.Contains(last, "2 changes not shown: they concern what role read may not see") {
+		t.Fatalf("the reader's subscription ended with %s", last)
+	}
+	frames = admins.Ended()
+	if last := frames[len(frames)-2].Field("data"); !strings.Contains(last, "drops field T.n") || !strings.Contains(last, "T.ssn") || !strings.Contains(last, "T.pin") {
+		t.Fatalf("the admin's subscription ended with %s", last)
+	}
+	log := string(d.MustDo(t, 200, rita, "GET", "/api/log/admin/race", nil).Body)
+	if !strings.Contains(log, "schema change: drops field T.n and its values; 2 changes not shown") {
+		t.Fatalf("the log the reader reads: %s", log)
+	}
+	for _, h := range hidden {
+		if strings.Contains(last, h) || strings.Contains(log, h) {
+			t.Fatalf("%s named to the reader: %s\n%s", h, last, log)
+		}
+	}
+}

@@ -230,16 +230,15 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 	if len(changes) == 0 && next.SDL == prev.SDL {
 		return &SchemaChange{Version: d.SchemaVersion}, nil
 	}
-	reasons := make([]string, len(changes))
-	for i, c := range changes {
-		reasons[i] = c.Reason
-	}
+	// The commit's message is read by every role that reads the log: it
+	// names only the changes the weakest role sees, and counts the rest.
+	message := schema.DescribeChanges(changes, prev, next, sluice.RoleRead)
 	if len(changes) == 0 {
-		reasons = []string{"the same classes, written differently"}
+		message = "the same classes, written differently"
 	}
 	conform := newConformer(prev, next, changes)
 	commit, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: next,
-		Meta: postgres.CommitMeta{Author: "sluice", Message: "schema change: " + strings.Join(reasons, "; "), User: u.Name},
+		Meta: postgres.CommitMeta{Author: "sluice", Message: "schema change: " + message, User: u.Name},
 		// ChangeSchema moves d to the new version, which the commit is
 		// then made under.
 		Documents: func(context.Context, *postgres.Writer) error { return nil },

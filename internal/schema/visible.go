@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/vektah/gqlparser/v2/ast"
@@ -167,4 +168,76 @@ func (v *Visibility) Fields(c *sluice.Class) []*sluice.Field {
 		}
 	}
 	return out
+}
+
+// SeenReasons returns the reasons of changes (which turn schema from into
+// schema to) that a reader with role sees, in order, and how many more
+// changes there are that it does not see. A reader sees a change when
+// everything the change names is visible to it in each of the two
+// schemas that has it: a field made @private is not seen (its reason
+// names the new role), nor a field added as one, nor an index on a
+// hidden field. Enums are seen, as VisibleSDL shows them. What the change
+// names reaches readers in commit messages and in the error that ends a
+// stream, and a field hidden from them must not be named there either.
+func SeenReasons(changes []Change, from, to *sluice.Schema, role sluice.Role) (seen []string, unseen int) {
+	if role >= sluice.RoleAdmin {
+		for _, c := range changes {
+			seen = append(seen, c.Reason)
+		}
+		return seen, 0
+	}
+	from, to = orEmpty(from), orEmpty(to)
+	fv, tv := VisibilityOf(from, role), VisibilityOf(to, role)
+	for _, c := range changes {
+		if changeSeen(c, from, fv) && changeSeen(c, to, tv) {
+			seen = append(seen, c.Reason)
+		} else {
+			unseen++
+		}
+	}
+	return seen, unseen
+}
+
+// changeSeen reports whether what change c names is visible in s (as vis
+// says) where s has it.
+func changeSeen(c Change, s *sluice.Schema, vis *Visibility) bool {
+	switch c.Kind {
+	case AddEnum, AddEnumValue, DropEnum, DropEnumValue:
+		return true
+	}
+	cl := s.Classes[c.Class]
+	if cl == nil {
+		return true
+	}
+	if !vis.Class(cl) {
+		return false
+	}
+	var fields []string
+	switch c.Kind {
+	case AddField, AddRequiredField, DropField, AlterField, RequireField, RelaxField, ChangeFieldRole:
+		fields = []string{c.Field}
+	case AddIndex, DropIndex:
+		fields = strings.Split(c.Field, ", ")
+	}
+	for _, name := range fields {
+		if f := cl.Field(name); f != nil && !vis.Field(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// DescribeChanges is the reasons of changes a reader with role sees (as
+// SeenReasons), joined by "; ", followed by a count of the ones it does
+// not see ("2 changes not shown: they concern what role read may not
+// see"); "" when there are no changes.
+func DescribeChanges(changes []Change, from, to *sluice.Schema, role sluice.Role) string {
+	seen, unseen := SeenReasons(changes, from, to, role)
+	switch {
+	case unseen == 1:
+		seen = append(seen, fmt.Sprintf("1 change not shown: it concerns what role %s may not see", role))
+	case unseen > 1:
+		seen = append(seen, fmt.Sprintf("%d changes not shown: they concern what role %s may not see", unseen, role))
+	}
+	return strings.Join(seen, "; ")
 }

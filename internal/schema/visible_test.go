@@ -124,3 +124,69 @@ type Clerk implements Staff @index(fields: ["desk", "pay"]) { desk: String }`
 		}
 	}
 }
+
+// TestDescribeChangesHidesFields: the description of a schema change a
+// reader is given (commit messages, the error that ends its stream)
+// names no field, subdocument or index hidden from it, before or after
+// the change, and counts the changes it leaves out.
+func TestDescribeChangesHidesFields(t *testing.T) {
+	from, err := Parse(`
+type Person @index(fields: ["name"]) {
+  name: String
+  ssn: String @private
+  bonus: Int
+  vault: Vault
+}
+type Vault @subdocument { pin: String @private }
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := Parse(`
+type Person @index(fields: ["name"]) @index(fields: ["salaryBand"]) {
+  name: String
+  age: Int
+  ssn: Int @private
+  bonus: Int @private
+  salaryBand: String @protected(role: "write")
+  vault: Vault
+}
+type Vault @subdocument { pin: String @private  code: String @private }
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := Diff(from, to)
+	secret := []string{"ssn", "bonus", "salaryBand", "Vault", "code"}
+	for _, c := range []struct {
+		role   sluice.Role
+		shown  []string
+		hidden []string
+		count  string
+	}{
+		{sluice.RoleRead, []string{"adds field Person.age Int"}, secret, "5 changes not shown: they concern what role read may not see"},
+		{sluice.RoleWrite, []string{"adds field Person.age Int", "salaryBand"}, []string{"ssn", "bonus", "Vault", "code"}, "3 changes not shown: they concern what role write may not see"},
+		{sluice.RoleAdmin, append([]string{"adds field Person.age Int"}, secret...), nil, ""},
+	} {
+		got := DescribeChanges(changes, from, to, c.role)
+		for _, w := range c.shown {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: %q missing from %q", c.role, w, got)
+			}
+		}
+		for _, h := range c.hidden {
+			if strings.Contains(got, h) {
+				t.Errorf("%s: %q named in %q", c.role, h, got)
+			}
+		}
+		if c.count != "" && !strings.HasSuffix(got, c.count) {
+			t.Errorf("%s: %q does not end with %q", c.role, got, c.count)
+		}
+		if c.count == "" && strings.Contains(got, "not shown") {
+			t.Errorf("%s: %q", c.role, got)
+		}
+	}
+	if got := DescribeChanges(nil, from, to, sluice.RoleRead); got != "" {
+		t.Errorf("no changes: %q", got)
+	}
+}
