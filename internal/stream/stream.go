@@ -337,6 +337,12 @@ func (s *Stream) serveOwn() {
 	for {
 		select {
 		case c := <-sub.Commits():
+			// Done may have been ready too (select picks either): a
+			// stream whose access ended is sent nothing more.
+			if s.revoked() {
+				s.end(s.ender.Err())
+				return
+			}
 			if !s.writeCommits(c) {
 				return
 			}
@@ -415,6 +421,12 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 	n := 0
 	var first time.Time
 	for i := 0; ; i++ {
+		if i > 0 && s.revoked() {
+			// Its access ended while it wrote queued pieces: not one more
+			// (what it wrote went to the connection before the end).
+			s.end(s.ender.Err())
+			return false
+		}
 		evs, _, err := s.ev.Events(s.ctx, c)
 		if err != nil {
 			if s.ctx.Err() == nil {
@@ -454,6 +466,11 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 	s.observeLatency(first)
 	return true
 }
+
+// revoked reports whether the stream's guard ended it because it lost
+// its access: from then on it is sent nothing more, not even pieces its
+// subscription had queued.
+func (s *Stream) revoked() bool { return changefeed.IsRevoked(s.ender.Err()) }
 
 // heartbeat handles a beat: it reports false when the stream ends (the
 // ping could not be written), and otherwise pings, unless the stream
