@@ -21,7 +21,8 @@ import (
 // The change feed reads the log this way, so what it holds is bounded by
 // maxBytes whatever the size of a commit. The caller checks that after is
 // within retained history (History); a result that does not start with
-// the commit it expected means history was pruned meanwhile.
+// the commit it expected means history was pruned meanwhile, and a read
+// from inside a commit that was pruned meanwhile is CodeGone.
 func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	startSeq, startIdx := after.Seq+1, 0
 	if after.Index != sluice.WholeCommit {
@@ -113,7 +114,16 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 			last.Partial, more = true, true
 		}
 	}
-	if len(out) > 0 && out[0].Seq == startSeq && startIdx > 0 && len(out[0].Changes) == 0 {
+	if startIdx > 0 && (len(out) == 0 || out[0].Seq != startSeq) {
+		// The position is inside commit startSeq, which the caller found
+		// retained (History), and the statement did not see it: it was
+		// pruned meanwhile. Without this, a read that starts at the next
+		// commit would pass for one whose start commit had no changes
+		// left (which is dropped just below), and the rest of startSeq's
+		// changes would be skipped without a word.
+		return nil, false, sluice.Errorf(sluice.CodeGone, "commit %d of %s was pruned before the rest of its changes were read", startSeq, d.Path())
+	}
+	if startIdx > 0 && len(out[0].Changes) == 0 {
 		out = out[1:] // its remaining changes were none
 	}
 	rows.Close()

@@ -3,7 +3,9 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -118,5 +120,31 @@ func TestReadLogInPieces(t *testing.T) {
 		if from.Seq <= 1 && reads < 4 {
 			t.Fatalf("from %v: the 1000-document commit came in %d reads of at most 16 KiB", from, reads)
 		}
+	}
+}
+
+// TestReadLogInsidePrunedCommitIsGone: a read from a position inside a
+// commit that was pruned after the caller checked the position (a
+// resume, a webhook, the tailer) is Gone, not a read from the next
+// commit, which would skip the rest of the pruned one's changes without
+// a word; a read from a whole commit before the retained ones starts at
+// the first retained, for the caller to judge (Cursor.Follows).
+func TestReadLogInsidePrunedCommitIsGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d := bigCommit(t, db, 10) // commits 1 (3 changes), 2 (10), 3 (1)
+	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 2 {
+		t.Fatalf("pruned %d commits (%v), want 2", n, err)
+	}
+	for _, after := range []sluice.Position{{Seq: 1, Index: 0}, {Seq: 2, Index: 4}, {Seq: 2, Index: 9}} {
+		cs, _, err := db.ReadLog(ctx, d, after, 16, 1<<20)
+		if sluice.ErrorCode(err) != sluice.CodeGone || !strings.Contains(err.Error(), fmt.Sprintf("commit %d of ", after.Seq)) {
+			t.Fatalf("ReadLog after %v: %d commits (first %+v), %v", after, len(cs), cs, err)
+		}
+	}
+	cs, _, err := db.ReadLog(ctx, d, sluice.Position{Seq: 1, Index: sluice.WholeCommit}, 16, 1<<20)
+	if err != nil || len(cs) != 1 || cs[0].Seq != 3 {
+		t.Fatalf("ReadLog after commit 1: %+v, %v", cs, err)
 	}
 }
