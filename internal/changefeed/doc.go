@@ -33,7 +33,9 @@
 // catching-up subscription joins the live set, under the database's lock,
 // as soon as its cursor reaches the head. Live delivery skips what a
 // subscription already has, so the handoff has no gap and no duplicate.
-// Memory per subscription is bounded by its queue (QueueSize pieces).
+// Memory per subscription is bounded by its queue: QueueSize pieces, and
+// for a catch-up, whose pieces are its own, about QueueBytes of them, or
+// one piece (one row of the log) when that is larger.
 //
 // Sequences are gapless, so a read that does not start where it should
 // means the history was pruned: the subscription ends with a CodeGone

@@ -49,6 +49,14 @@ type HubOptions struct {
 	// so a subscription holds at most QueueSize pieces.
 	BatchSize  int
 	PieceBytes int64
+	// QueueBytes is about how many bytes of change images a catching-up
+	// subscription may have queued (default 1 MiB); a piece is queued
+	// when the queue is empty whatever its size (one row of the log,
+	// which may be larger). The pieces a catch-up reads are its own,
+	// unlike the live ones, which every live subscription shares: without
+	// it, QueueSize pieces of large rows (a resume over documents of 1
+	// MB) held 256 MB for one stream that did not read.
+	QueueBytes int64
 	// Recheck is how often a subscription waiting for the tailer checks that
 	// its database still exists (default 1s).
 	Recheck time.Duration
@@ -77,6 +85,7 @@ type Hub struct {
 	queue   int
 	batch   int
 	piece   int64
+	bytes   int64 // HubOptions.QueueBytes
 	recheck time.Duration
 	nextID  atomic.Uint64
 	// The open streams' access guards have a lock of their own; access.go
@@ -120,11 +129,14 @@ func NewHub(log Log, o HubOptions) *Hub {
 	if o.PieceBytes <= 0 {
 		o.PieceBytes = 64 << 10
 	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 1 << 20
+	}
 	if o.Recheck <= 0 {
 		o.Recheck = time.Second
 	}
 	h := &Hub{
-		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, recheck: o.Recheck,
+		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, bytes: o.QueueBytes, recheck: o.Recheck,
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 		guards: newGuards(log, o),
 	}
@@ -426,6 +438,7 @@ func (h *Hub) catchUp(s *Subscription) {
 	ctx := s.ctx.get()
 	backoff := 50 * time.Millisecond
 	failures := 0 // reads of the log that failed in a row
+	var q queuedBytes
 	for {
 		st := s.st
 		st.mu.Lock()
@@ -492,8 +505,13 @@ func (h *Hub) catchUp(s *Subscription) {
 				return // ended, maybe by an access change just applied
 			}
 			if out := s.prepare(m, c, nil); out != nil {
+				size := pieceBytes(out)
+				if !q.wait(s, size, h.bytes) {
+					return
+				}
 				select {
 				case s.ch <- out:
+					q.pushed(size)
 					s.queued.Add(1)
 					s.notify()
 				case <-ctx.Done():
@@ -629,3 +647,51 @@ func commitClasses(c *sluice.Commit) map[string]bool {
 }
 
 func dbLabel(id int64) string { return strconv.FormatInt(id, 10) }
+
+// queuedBytes is what a catch-up knows of the bytes it has queued on its
+// subscription: the sizes of the pieces it queued, oldest first, of which
+// the consumer has taken all but the newest len(queue). The consumer
+// takes from the channel without telling anyone, so the catch-up works
+// out what is left from the channel's length when it needs to.
+type queuedBytes struct {
+	sizes []int64
+	total int64
+}
+
+// pushed records a piece of size bytes queued.
+func (q *queuedBytes) pushed(size int64) {
+	q.sizes = append(q.sizes, size)
+	q.total += size
+}
+
+// wait waits until a piece of size bytes fits in s's queue beside what
+// is left of the catch-up's pieces (limit bytes in all), or the queue
+// holds none of them. It polls, from 1 ms up to 64 ms apart: only a
+// consumer slower than the log waits, and the wait ends at most 64 ms
+// after the consumer took enough. It reports false when s ended.
+func (q *queuedBytes) wait(s *Subscription, size, limit int64) bool {
+	pause := time.Millisecond
+	for {
+		for n := len(s.ch); len(q.sizes) > n; q.sizes = q.sizes[1:] {
+			q.total -= q.sizes[0]
+		}
+		if len(q.sizes) == 0 || q.total+size <= limit {
+			return true
+		}
+		if !s.sleep(pause) {
+			return false
+		}
+		pause = min(2*pause, 64*time.Millisecond)
+	}
+}
+
+// pieceBytes is about what piece c holds in memory: its changes' images
+// and ids, and a little for each change.
+func pieceBytes(c *sluice.Commit) int64 {
+	n := int64(0)
+	for i := range c.Changes {
+		ch := &c.Changes[i]
+		n += int64(len(ch.Before)+len(ch.After)+len(ch.DocID)) + 64
+	}
+	return n
+}

@@ -480,3 +480,32 @@ func TestHubFloorsRespectHold(t *testing.T) {
 		t.Fatalf("floor %d after the hold was released", f)
 	}
 }
+
+// TestCatchUpQueueIsBoundedInBytes: a catch-up over commits of large
+// images queues about QueueBytes of them (its pieces are its own, not
+// shared with the live subscriptions), however long its queue: a
+// consumer that does not read holds that much, not QueueSize pieces.
+// Every commit still arrives, in order, as the consumer reads.
+func TestCatchUpQueueIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{QueueBytes: 1 << 20})
+	const commits = 50
+	image := []byte(`"` + string(make([]byte, 200<<10)) + `"`) // about 200 KB
+	for range commits {
+		c := l.add()
+		c.Changes[0].After = image
+	}
+	h.track(1, commits)
+	s := subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 0, Index: sluice.WholeCommit}, Options{})
+	// 5 pieces of about 200 KB fit in 1 MiB.
+	const fit = 5
+	eventually.True(t, wait, "the catch-up queued what fits", func() bool { return s.queued.Load() >= fit })
+	for taken := range commits {
+		if n := s.queued.Load(); n > int64(taken+fit) {
+			t.Fatalf("%d pieces queued with %d taken: %d waiting, over 1 MiB", n, taken, n-int64(taken))
+		}
+		if got := receive(t, s, 1); got[0] != int64(taken+1) {
+			t.Fatalf("commit %d arrived as number %d", got[0], taken+1)
+		}
+	}
+}
