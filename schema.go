@@ -155,6 +155,12 @@ type Class struct {
 	// duplicates. Each document class's table has one btree index per
 	// entry; abstract classes pass theirs on to their descendants.
 	Indexes []Index
+	// SeenFrom is, for a subdocument class, the weakest role that sees a
+	// field of it (internal/schema's Visibility): a reader with a weaker
+	// role sees nothing of it, so a value of it is left out whole rather
+	// than shown as an object with only its @type. Set by schema.Parse;
+	// RoleNone (the zero value) counts as seen by every role.
+	SeenFrom Role
 }
 
 // Index is an index of a document class's table, declared with @index.

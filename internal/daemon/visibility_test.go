@@ -69,6 +69,30 @@ type Person { name: String secret: Secret vault: Vault }`)
 	if got := gqlData(t, d, dt.Admin(), "vault", `{ Person(id: "Person/alice") { secret { pin } vault { code secret { pin } } } }`); got != `{"Person":[{"secret":{"pin":"1234"},"vault":{"code":7,"secret":{"pin":"5678"}}}]}` {
 		t.Errorf("the admin's query: %s", got)
 	}
+	// REST answers, of the present and of the past, leave those fields out
+	// too, rather than show {"@type":"Secret"} alone.
+	for _, path := range []string{docs + "?id=Person/alice", docs + "?type=Person", "/api/history/admin/vault?id=Person/alice", "/api/changes/admin/vault"} {
+		body := string(d.MustDo(t, 200, rita, "GET", path, nil).Body)
+		if !strings.Contains(body, "Alice") || strings.Contains(body, `"secret"`) || strings.Contains(body, `"vault"`) || strings.Contains(body, "Secret") || strings.Contains(body, "Vault") {
+			t.Errorf("the reader's GET %s: %s", path, body)
+		}
+		if body := string(d.MustDo(t, 200, dt.Admin(), "GET", path, nil).Body); !strings.Contains(body, `"pin":"1234"`) {
+			t.Errorf("the admin's GET %s: %s", path, body)
+		}
+	}
+	// A writer that sees nothing of them either, and replaces a document
+	// as it read it, keeps them, as it keeps a field it may not read.
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wren","organization":"admin","password":"wren-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/vault", `{"user":"wren","role":"write"}`)
+	wren := dt.Basic("wren", "wren-password")
+	read := string(d.MustDo(t, 200, wren, "GET", docs+"?id=Person/alice", nil).Body)
+	if strings.Contains(read, "Secret") {
+		t.Fatalf("the writer's read: %s", read)
+	}
+	d.MustDo(t, 200, wren, "PUT", docs, strings.Replace(read, `"Alice"`, `"Alicia"`, 1))
+	if got := gqlData(t, d, dt.Admin(), "vault", `{ Person(id: "Person/alice") { name secret { pin } vault { code secret { pin } } } }`); got != `{"Person":[{"name":"Alicia","secret":{"pin":"1234"},"vault":{"code":7,"secret":{"pin":"5678"}}}]}` {
+		t.Errorf("after the writer's replace: %s", got)
+	}
 }
 
 // TestSystemColumnNamesRefused: a field named as a Postgres system column

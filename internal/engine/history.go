@@ -161,7 +161,7 @@ func keepReadable(role sluice.Role, cur, old *sluice.Schema, c *sluice.Class, m 
 			continue
 		}
 		f := c.Field(k)
-		if f == nil || f.ReadRole > role {
+		if f == nil || hiddenFrom(role, cur, f) {
 			delete(m, k)
 			continue
 		}

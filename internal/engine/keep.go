@@ -76,7 +76,7 @@ func hidesFields(role sluice.Role, s *sluice.Schema) bool {
 func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[string]any) bool {
 	changed := false
 	for _, f := range c.Fields {
-		if f.ReadRole > role {
+		if hiddenFrom(role, s, f) {
 			if _, named := next[f.Name]; !named {
 				if v, ok := cur[f.Name]; ok {
 					next[f.Name] = v
@@ -127,7 +127,7 @@ func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur
 	}
 	for _, f := range c.Fields {
 		p, named := patch[f.Name]
-		if !named || f.ReadRole > role || f.Type.Kind != sluice.TypeSubdocument {
+		if !named || hiddenFrom(role, s, f) || f.Type.Kind != sluice.TypeSubdocument {
 			continue
 		}
 		if f.List {
@@ -199,7 +199,7 @@ func visible(role sluice.Role, s *sluice.Schema, v any) any {
 		}
 		for _, f := range c.Fields {
 			switch {
-			case f.ReadRole > role:
+			case hiddenFrom(role, s, f):
 				delete(out, f.Name)
 			case f.Type.Kind == sluice.TypeSubdocument:
 				if e, ok := out[f.Name]; ok {

@@ -41,6 +41,23 @@ func redactFor(role sluice.Role, s *sluice.Schema, doc []byte) ([]byte, error) {
 	return postgres.DocumentJSON(c, &sluice.Document{ID: id, Type: typ, Version: version, Fields: fields})
 }
 
+// hiddenFrom reports whether a reader with role does not see field f of
+// schema s: it needs a stronger role, or it is of a subdocument type that
+// role sees no field of. The role's GraphQL schema and SDL leave the
+// latter out (schema.Visibility), and so does every answer, rather than
+// show {"@type": …} alone; a replace keeps it as it keeps a protected
+// field, since the writer never saw it.
+func hiddenFrom(role sluice.Role, s *sluice.Schema, f *sluice.Field) bool {
+	if f.ReadRole > role {
+		return true
+	}
+	if f.Type.Kind != sluice.TypeSubdocument {
+		return false
+	}
+	c := s.Class(f.Type.Name)
+	return c != nil && c.SeenFrom > role
+}
+
 // redactMap deletes hidden fields from m (an object of class c) and reports
 // whether it deleted any.
 func redactMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, m map[string]any) bool {
@@ -50,7 +67,7 @@ func redactMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, m map[string
 		if !ok {
 			continue
 		}
-		if f.ReadRole > role {
+		if hiddenFrom(role, s, f) {
 			delete(m, f.Name)
 			changed = true
 			continue

@@ -85,7 +85,27 @@ func parse(sdl string, isNew bool) (*sluice.Schema, error) {
 	if err := b.checkBacklinks(); err != nil {
 		return nil, err
 	}
+	setSeenFrom(b.schema)
 	return b.schema, nil
+}
+
+// setSeenFrom sets each subdocument class's SeenFrom: read when a reader
+// sees it, else write when a writer does, else admin.
+func setSeenFrom(s *sluice.Schema) {
+	read, write := VisibilityOf(s, sluice.RoleRead), VisibilityOf(s, sluice.RoleWrite)
+	for _, c := range s.Classes {
+		if c.Kind != sluice.KindSubdocument {
+			continue
+		}
+		switch {
+		case read.Class(c):
+			c.SeenFrom = sluice.RoleRead
+		case write.Class(c):
+			c.SeenFrom = sluice.RoleWrite
+		default:
+			c.SeenFrom = sluice.RoleAdmin
+		}
+	}
 }
 
 // builder holds the state of one Parse call.
