@@ -478,6 +478,12 @@ func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, er
 		if err != nil || tm.Year() < 1 || tm.Year() > 9999 {
 			return Value{}, errorf(path, "expected a DateTime (RFC 3339 string), got %s", describe(s))
 		}
+		if tm.Nanosecond()%1000 != 0 {
+			// Postgres keeps microseconds: a finer instant would match in
+			// SQL as its truncation and in memory (streams) as itself. A
+			// document's DateTime is refused the same way.
+			return Value{}, errorf(path, "expected a DateTime (RFC 3339 string) of at most microsecond precision, got %s", describe(s))
+		}
 		tm = tm.UTC()
 		return Value{Str: tm.Format(time.RFC3339Nano), Time: tm}, nil
 	case sluice.ScalarInt, sluice.ScalarFloat, sluice.ScalarBigInt:
@@ -545,7 +551,11 @@ func number(v any) (*big.Rat, bool) {
 	case json.Number:
 		return new(big.Rat).SetString(string(n))
 	case string: // BigInt values are stored as decimal strings
-		if n == "" || len(n) > 200000 {
+		// Only decimal digits, as a document's BigInt is written: SetString
+		// also reads "0x10", "1/3" and binary exponents ("0x1p9999999",
+		// whose decimal text is 3 million digits, a second of CPU each).
+		digits := strings.TrimPrefix(n, "-")
+		if digits == "" || len(n) > 200000 || strings.Trim(digits, "0123456789") != "" {
 			return nil, false
 		}
 		return new(big.Rat).SetString(n)

@@ -86,6 +86,19 @@ func TestParseLimits(t *testing.T) {
 		{"huge exponent", map[string]any{"score": map[string]any{"eq": json.Number("1e1000000")}},
 			"filter.score.eq: the number is longer than 1000 characters or its exponent is beyond ±1000 (the limit)"},
 		{"large exponent", map[string]any{"score": map[string]any{"eq": json.Number("1e1000")}}, ""},
+		// A BigInt given as a string is decimal digits, as a document's
+		// is: Go's rational syntax would read "0x1p9999999" as a number of
+		// 3 million digits (a second of CPU each).
+		{"binary exponent", map[string]any{"wealth": map[string]any{"gt": "0x1p9999999"}},
+			`filter.wealth.gt: expected a BigInt, got "0x1p9999999"`},
+		{"hex", map[string]any{"wealth": map[string]any{"eq": "0x10"}}, `filter.wealth.eq: expected a BigInt, got "0x10"`},
+		{"fraction", map[string]any{"wealth": map[string]any{"eq": "1/3"}}, `filter.wealth.eq: expected a BigInt, got "1/3"`},
+		{"negative digits", map[string]any{"wealth": map[string]any{"eq": "-" + strings.Repeat("9", 999)}}, ""},
+		// Postgres keeps microseconds; a finer instant would match in SQL
+		// as its truncation and in streams as itself.
+		{"nanoseconds", map[string]any{"born": map[string]any{"eq": "1990-01-01T00:00:00.0000001Z"}},
+			`filter.born.eq: expected a DateTime (RFC 3339 string) of at most microsecond precision, got "1990-01-01T00:00:00.0000001Z"`},
+		{"microseconds", map[string]any{"born": map[string]any{"eq": "1990-01-01T00:00:00.000001Z"}}, ""},
 		{"NUL", map[string]any{"name": map[string]any{"eq": "a\x00b"}},
 			`filter.name.eq: the string holds a NUL character (\u0000), which no stored string can`},
 		{"NUL id", map[string]any{"_ids": []any{"Person/a", "\x00"}},
