@@ -26,6 +26,10 @@ type Webhook struct {
 	// LogReads counts the reads of the commit log by webhook loops, those
 	// that found nothing new included: what wakes the loops costs that.
 	LogReads prometheus.Counter
+	// LoopStarts counts the starts of webhook loops, those over again
+	// (an access change that affects the webhook) included: each reads
+	// the webhook, its creator's access and its schema again.
+	LoopStarts prometheus.Counter
 }
 
 // NewWebhook creates the webhook collectors and registers them in reg.
@@ -65,8 +69,12 @@ func NewWebhook(reg prometheus.Registerer) *Webhook {
 			Name: "sluice_webhook_log_reads_total",
 			Help: "Reads of the commit log by webhook loops, those that found nothing new included.",
 		}),
+		LoopStarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_webhook_loop_starts_total",
+			Help: "Starts of webhook loops, over again after an access change that affects the webhook included.",
+		}),
 	}
-	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader, w.LogReads)
+	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader, w.LogReads, w.LoopStarts)
 	return w
 }
 

@@ -313,3 +313,68 @@ func TestForgedNotificationsCostLittle(t *testing.T) {
 		t.Errorf("%d forged notifications and a commit made the webhook loops read the log %.0f times", forged, n)
 	}
 }
+
+// TestIdleWebhooksIgnoreUnrelatedAccessChanges: access changes that do
+// not affect a webhook's creator (another user making and revoking its
+// own tokens) do not start idle webhook loops over (they did, every one
+// of them at each change, about ten statements each); a change that
+// does affect it still pauses an idle webhook, without a commit.
+func TestIdleWebhooksIgnoreUnrelatedAccessChanges(t *testing.T) {
+	t.Parallel()
+	r := startGoReceiver(t)
+	d := dt.Start(t, func(c *config.Config) { c.WebhookAllowNetworks = loopback })
+	d.CreateDatabase(t, "idle", personSchema)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/idle", `{"user":"rita","role":"admin"}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"uma","organization":"admin","password":"uma-password"}`)
+	const hooks = 10
+	var rita hook
+	for i := range hooks {
+		auth := dt.Admin()
+		if i == 0 {
+			auth = dt.Basic("rita", "rita-password")
+		}
+		res := d.MustDo(t, 201, auth, "POST", "/api/webhooks/admin/idle", fmt.Sprintf(`{"url":%q}`, r.srv.URL))
+		if i == 0 {
+			if err := json.Unmarshal(res.Body, &rita); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	delivered := func(name string) {
+		t.Helper()
+		insert(t, d, "idle", name)
+		for range hooks {
+			if b := r.next(t); !strings.Contains(b, name) {
+				t.Fatalf("a delivery of another commit: %s", b)
+			}
+		}
+	}
+	starts := func() float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_webhook_loop_starts_total")
+	}
+	delivered("first")
+	before := starts()
+	uma := dt.Basic("uma", "uma-password")
+	const changes = 30
+	for range changes {
+		var tok struct {
+			ID int64 `json:"id"`
+		}
+		if err := json.Unmarshal(d.MustDo(t, 201, uma, "POST", "/api/tokens", `{"name":"churn"}`).Body, &tok); err != nil {
+			t.Fatal(err)
+		}
+		d.MustDo(t, 200, uma, "DELETE", fmt.Sprintf("/api/tokens/%d", tok.ID), nil)
+	}
+	// The heads and the access version are read together: once a commit
+	// made after the changes is delivered, every loop has judged them.
+	delivered("second")
+	n := starts() - before
+	t.Logf("%d token changes of another user: %.0f loop starts", 2*changes, n)
+	if n > 0 {
+		t.Errorf("%d access changes of another user started idle webhook loops over %.0f times", 2*changes, n)
+	}
+	// A change that affects rita's webhook pauses it, idle.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/idle", `{"user":"rita","role":"none"}`)
+	waitStatus(t, d, "idle", rita.ID, 30*time.Second, func(m map[string]any) bool { return m["state"] == "revoked" })
+}

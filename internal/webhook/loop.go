@@ -146,6 +146,9 @@ type state struct {
 // deliver runs the webhook from its recorded position until an error.
 func (l *loop) deliver(ctx context.Context) error {
 	d := l.m.d
+	if d.m != nil {
+		d.m.LoopStarts.Inc()
+	}
 	w, sealed, err := d.store.WebhookForDelivery(ctx, l.id)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		return errStop
@@ -219,8 +222,15 @@ func (l *loop) deliver(ctx context.Context) error {
 				return err
 			}
 			l.lag(st, time.Time{})
-			if l.m.access.Load() > st.access {
-				return errAgain
+			// Idle, no commit brings the access log's version: the
+			// manager's does. Only a change that affects the webhook's
+			// grant starts it over (starting over costs about ten
+			// statements, and any user may change access, its own
+			// tokens, as often as it likes).
+			if v := l.m.access.Load(); v > st.access {
+				if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
+					return cmp.Or(err, errAgain)
+				}
 			}
 			idle.Reset(idleCheck)
 			select {
