@@ -378,3 +378,42 @@ func TestIdleWebhooksIgnoreUnrelatedAccessChanges(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/idle", `{"user":"rita","role":"none"}`)
 	waitStatus(t, d, "idle", rita.ID, 30*time.Second, func(m map[string]any) bool { return m["state"] == "revoked" })
 }
+
+// TestWebhookFilterIsBounded: a filter of more than 64 KiB of JSON is
+// refused with a 400 naming filter and the limit, when a webhook is made
+// and when it is changed (found by review: a filter of 16 MiB was taken,
+// and every listing of the database's webhooks then returned 16 MB); one
+// just within it is taken.
+func TestWebhookFilterIsBounded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "filters", personSchema)
+	// filter returns a filter of exactly n bytes.
+	filter := func(n int) string {
+		f := `{"name":{"eq":""}}`
+		return `{"name":{"eq":"` + strings.Repeat("x", n-len(f)) + `"}}`
+	}
+	const limit = 64 << 10
+	hook := func(f string) string {
+		return fmt.Sprintf(`{"url":"https://example.com/hook","classes":["Person"],"filter":%s}`, f)
+	}
+	refused := func(res dt.Response, what string) {
+		t.Helper()
+		var e struct {
+			Message string `json:"api:message"`
+		}
+		_ = json.Unmarshal(res.Body, &e)
+		if res.Status != 400 || !strings.Contains(e.Message, "filter") || !strings.Contains(e.Message, "65536") {
+			t.Errorf("%s: %d %.300s, want 400 naming filter and 65536", what, res.Status, res.Body)
+		}
+	}
+	refused(d.Do(t, dt.Admin(), "POST", "/api/webhooks/admin/filters", hook(filter(limit+1))), "a webhook with a filter of 64 KiB and a byte")
+	refused(d.Do(t, dt.Admin(), "POST", "/api/webhooks/admin/filters", hook(filter(16<<20))), "a webhook with a filter of 16 MiB")
+	h := createHook(t, d, nil, "filters", "", hook(filter(limit)))
+	one := fmt.Sprintf("/api/webhooks/admin/filters/%d", h.ID)
+	refused(d.Do(t, dt.Admin(), "PATCH", one, fmt.Sprintf(`{"filter":%s}`, filter(limit+1))), "a change to a filter of 64 KiB and a byte")
+	st := status(t, d, "filters", h.ID)
+	if f, _ := json.Marshal(st["filter"]); len(f) != limit {
+		t.Errorf("after the refused change, the filter is %d bytes of JSON, want the %d it was made with", len(f), limit)
+	}
+}

@@ -70,6 +70,11 @@ func (g *Given) UnmarshalJSON(b []byte) error {
 const (
 	maxURLBytes         = 2048
 	maxDescriptionBytes = 1024
+	// maxFilterBytes bounds a filter's JSON: a webhook's settings are
+	// returned whole in every listing of its database's webhooks, and its
+	// filter is parsed at each start of its loop. 64 KiB holds any filter
+	// written by hand and a list of a few thousand values to match.
+	maxFilterBytes = 64 << 10
 )
 
 // admin authorizes u to manage the webhooks of org/name.
@@ -155,7 +160,11 @@ func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
 	}
 	if in.Filter.Set {
 		w.Filter = nil
-		if f := bytes.TrimSpace(in.Filter.Value); len(f) > 0 && string(f) != "null" {
+		f := bytes.TrimSpace(in.Filter.Value)
+		if len(f) > maxFilterBytes {
+			return sluice.Errorf(sluice.CodeInvalid, "filter is %d bytes of JSON: at most %d (64 KiB) are taken", len(f), maxFilterBytes)
+		}
+		if len(f) > 0 && string(f) != "null" {
 			w.Filter = slices.Clone(f)
 		}
 	}
