@@ -49,6 +49,13 @@ var special = []struct {
 	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address"},
 	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
+	// IPv4 addresses carried in IPv6 ones of these two forms are refused
+	// whatever they carry: a host may still route them to the IPv4
+	// address (::7f00:1 to 127.0.0.1, over a tunnel or a translator), and
+	// no public service is reached through them. (IPv4-mapped ones,
+	// ::ffff:0:0/96, are judged as the IPv4 address: see notPublic.)
+	{netip.MustParsePrefix("::/96"), "an IPv4-compatible address (deprecated, RFC 4291)"},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "an IPv4-translated (SIIT) address"},
 	{netip.MustParsePrefix("100::/64"), "a discard address"},
 	{netip.MustParsePrefix("2001::/32"), "a Teredo address"},
 	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},

@@ -39,6 +39,10 @@ func TestPolicy(t *testing.T) {
 		"255.255.255.255": "broadcast", "240.0.0.1": "reserved", "fd12::1": "private", "fec0::1": "site-local",
 		"::ffff:10.0.0.1": "private", "64:ff9b::a00:1": "private address (through NAT64)", "2002:7f00:1::": "loopback address (through 6to4)",
 		"2001:db8::1": "documentation", "198.18.0.1": "benchmarking", "192.0.2.1": "documentation", "2001::1": "Teredo",
+		// IPv4-compatible and SIIT addresses, whatever IPv4 address they
+		// carry (found by review: ::7f00:1 passed).
+		"::7f00:1": "IPv4-compatible", "::a00:1": "IPv4-compatible", "::5db8:d70e": "IPv4-compatible",
+		"::ffff:0:7f00:1": "SIIT", "::ffff:0:5db8:d70e": "SIIT",
 	} {
 		err := p.Check(netip.MustParseAddr(addr))
 		var re *RefusedError
