@@ -175,6 +175,13 @@ func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
 	if _, err := t.tx.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()+" CASCADE"); err != nil {
 		return mapError(err)
 	}
+	// The counter row before the database's (which cascades to the
+	// webhooks'): in the order of a prune, a schema change, and a
+	// webhook's creation, resume or replay (history), so that none of
+	// them waits for this deletion while holding what it waits for.
+	if _, err := t.tx.Exec(ctx, "SELECT 1 FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE", d.ID); err != nil {
+		return mapError(err)
+	}
 	if _, err := t.tx.Exec(ctx, "DELETE FROM sluice.changes WHERE commit_uid IN (SELECT uid FROM sluice.commits WHERE db_id = $1)", d.ID); err != nil {
 		return mapError(err)
 	}

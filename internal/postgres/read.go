@@ -431,33 +431,13 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		// Active webhooks keep what they have not delivered, for as long
-		// as they need it: their positions are durable, so they need no
-		// TTL. (A position inside a commit still owes that commit.)
-		rows, err = tx.Query(ctx, `SELECT db_id, min(CASE WHEN idx = $1 THEN seq ELSE seq - 1 END)
-			FROM sluice.webhooks WHERE state = 'active' GROUP BY db_id`, sluice.WholeCommit)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var id, seq int64
-			if err := rows.Scan(&id, &seq); err != nil {
-				rows.Close()
-				return err
-			}
-			if cur, ok := floors[id]; !ok || seq < cur {
-				floors[id] = seq
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
 		keep := floors
+		// By id: prunes on several replicas lock the counter rows in one
+		// order.
 		rows, err = tx.Query(ctx, `SELECT d.id, m.seq FROM sluice.databases d
 			CROSS JOIN LATERAL (SELECT max(c.seq) AS seq FROM sluice.commits c WHERE c.db_id = d.id
 				AND c.committed_at < $1::timestamptz - make_interval(secs => greatest($2::float8, coalesce(d.log_retention_seconds, 0)::float8))) m
-			WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL`, now, retention.Seconds())
+			WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL ORDER BY d.id`, now, retention.Seconds())
 		if err != nil {
 			return err
 		}
@@ -474,8 +454,20 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 		rows.Close()
 		for _, b := range bounds {
 			upTo := b.seq
+			// The counter row is locked before the webhooks' positions are
+			// read, until the commit: a resume, a replay or a creation
+			// reads the pruned history with the row locked FOR SHARE
+			// (history), so it either commits before these positions are
+			// read, and is among them, or waits for this prune and then
+			// sees what it pruned (Gone). Read without the lock, a webhook
+			// resumed meanwhile from a position this prune deletes was
+			// left active with a gap it would never deliver.
 			var last int64
-			if err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1", b.db).Scan(&last); err != nil {
+			err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1 FOR NO KEY UPDATE", b.db).Scan(&last)
+			if errors.Is(err, pgx.ErrNoRows) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
 				return err
 			}
 			if upTo >= last {
@@ -483,6 +475,18 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 			}
 			if k, ok := keep[b.db]; ok && upTo > k {
 				upTo = k
+			}
+			// Active webhooks keep what they have not delivered, for as
+			// long as they need it: their positions are durable, so they
+			// need no TTL. (A position inside a commit still owes that
+			// commit.)
+			var hooks *int64
+			if err := tx.QueryRow(ctx, `SELECT min(CASE WHEN idx = $2 THEN seq ELSE seq - 1 END)
+				FROM sluice.webhooks WHERE db_id = $1 AND state = 'active'`, b.db, sluice.WholeCommit).Scan(&hooks); err != nil {
+				return err
+			}
+			if hooks != nil && upTo > *hooks {
+				upTo = *hooks
 			}
 			if upTo <= 0 {
 				continue

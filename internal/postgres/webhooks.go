@@ -91,6 +91,13 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 				return sluice.Errorf(sluice.CodeConflict, "user %s made %d webhooks, the most a user may (config max_webhooks_per_user); delete one first", w.CreatorName, n)
 			}
 		}
+		// The history before the database's row: the counter row comes
+		// before it in every transaction that locks both (a schema
+		// change, a database's deletion).
+		h, err := history(ctx, tx, d)
+		if err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.databases WHERE id = $1 FOR NO KEY UPDATE", d.ID); err != nil {
 			return mapError(err)
 		}
@@ -100,10 +107,6 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 		}
 		if n >= max {
 			return sluice.Errorf(sluice.CodeConflict, "database %s has %d webhooks, its maximum (config max_webhooks_per_database); delete one first", d.Path(), n)
-		}
-		h, err := history(ctx, tx, d)
-		if err != nil {
-			return err
 		}
 		if w.Position.Epoch == "" {
 			w.Position = sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
@@ -147,10 +150,14 @@ func nullJSON(b []byte) any {
 }
 
 // history reads d's retained history in q's transaction, or NotFound when
-// d was deleted.
+// d was deleted. It locks the counter row FOR SHARE until the commit: a
+// prune running locks it first (Prune), so a webhook placed at a position
+// checked against this history is either seen by that prune, or waits for
+// it and sees what it pruned. Commits lock the row only to count, as they
+// end.
 func history(ctx context.Context, q querier, d *sluice.Database) (sluice.History, error) {
 	var h sluice.History
-	err := q.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1", d.ID).Scan(&h.LastSeq, &h.PrunedSeq)
+	err := q.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1 FOR SHARE", d.ID).Scan(&h.LastSeq, &h.PrunedSeq)
 	if errors.Is(mapError(err), errNotFound) {
 		return h, sluice.ErrNoDatabase(d.Org, d.Name)
 	}
@@ -281,18 +288,20 @@ func (db *DB) ReplayWebhook(ctx context.Context, d *sluice.Database, id int64, p
 
 func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to *sluice.Position, resume bool) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {
+		// The history before the webhook's row: a database's deletion
+		// locks the counter row, then (cascading) the webhooks'.
+		h, err := history(ctx, tx, d)
+		if err != nil {
+			return err
+		}
 		var seq int64
 		var idx int
-		err := tx.QueryRow(ctx, "SELECT seq, idx FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE", d.ID, id).Scan(&seq, &idx)
+		err = tx.QueryRow(ctx, "SELECT seq, idx FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE", d.ID, id).Scan(&seq, &idx)
 		if errors.Is(mapError(err), errNotFound) {
 			return errNoWebhook(d, id)
 		}
 		if err != nil {
 			return mapError(err)
-		}
-		h, err := history(ctx, tx, d)
-		if err != nil {
-			return err
 		}
 		p := sluice.Position{Epoch: d.Epoch, Seq: seq, Index: idx}
 		if to != nil {

@@ -2,11 +2,18 @@ package postgres_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // TestPruneKeepsWhatActiveWebhooksNeed: an active webhook holds the
@@ -113,5 +120,144 @@ func TestWebhookCapAndLease(t *testing.T) {
 	}
 	if ok, err := db.RenewWebhookLease(ctx, "one", gen, time.Minute); err != nil || ok {
 		t.Fatalf("the previous holder renewed: %v %v", ok, err)
+	}
+}
+
+// TestPruneRacesWebhookMoves: a prune that read the active webhooks'
+// positions and then deleted, in the same transaction, raced a resume, a
+// replay and a creation with after (found by review: a webhook resumed at
+// 2 while a prune of commits up to 5 ran was left active at 2, pruned_seq
+// 5, with a gap it would never deliver). Here the prune is held up after
+// it read them (a second connection locks commit 1), the three are made
+// meanwhile, and then it goes on: each either comes before the prune,
+// which then keeps what it needs, or after it, and answers Gone; never is
+// an active webhook left before the pruned history.
+func TestPruneRacesWebhookMoves(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := pgtest.NewDatabase(t)
+	db, err := postgres.Open(ctx, url, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, s := noteDatabase(t, db, "racing")
+	commitN(t, db, a, s, 6)
+	seal := func(int64) ([]byte, error) { return []byte("sealed secret"), nil }
+	at := func(seq int64) sluice.Position {
+		return sluice.Position{Epoch: a.Epoch, Seq: seq, Index: sluice.WholeCommit}
+	}
+	hook := func(p sluice.Position) *sluice.Webhook {
+		return &sluice.Webhook{Database: a, URL: "https://example.com/", Ops: []string{"create"}, Batch: sluice.BatchEvent,
+			CreatorID: 1, CreatorName: "admin", Position: p}
+	}
+	paused, active := hook(at(2)), hook(at(6))
+	for _, w := range []*sluice.Webhook{paused, active} {
+		if err := db.CreateWebhook(ctx, w, seal, 5, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.PauseWebhook(ctx, a, paused.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	lock, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background()) //nolint:errcheck // released below
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM sluice.commits WHERE db_id = $1 AND seq = 1 FOR UPDATE", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Another connection watches: in a transaction, pg_stat_activity
+	// answers what it did first.
+	watcher, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(context.Background())
+	waiting := func() int {
+		var n int
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil)
+		pruned <- err
+	}()
+	eventually.True(t, 30*time.Second, "the prune waits for commit 1", func() bool { return waiting() == 1 })
+
+	created := hook(at(2))
+	moves := map[string]func() error{
+		"resume":         func() error { return db.ResumeWebhook(ctx, a, paused.ID, nil) },
+		"replay":         func() error { return db.ReplayWebhook(ctx, a, active.ID, at(2)) },
+		"create after 2": func() error { return db.CreateWebhook(ctx, created, seal, 5, 0) },
+	}
+	type outcome struct {
+		name string
+		err  error
+	}
+	done := make(chan outcome, len(moves))
+	var finished atomic.Int32
+	for name, move := range moves {
+		go func() {
+			err := move()
+			finished.Add(1)
+			done <- outcome{name, err}
+		}()
+	}
+	// Each has finished (it came first) or waits for the prune.
+	eventually.True(t, 30*time.Second, "the moves finish or wait", func() bool {
+		return int(finished.Load())+waiting()-1 == len(moves)
+	})
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(60 * time.Second)
+	select {
+	case err := <-pruned:
+		if err != nil {
+			t.Fatalf("prune: %v", err)
+		}
+	case <-deadline:
+		t.Fatal("the prune did not end within 60s")
+	}
+	for range moves {
+		select {
+		case o := <-done:
+			if o.err != nil && sluice.ErrorCode(o.err) != sluice.CodeGone {
+				t.Errorf("%s: %v, want done or Gone", o.name, o.err)
+			}
+			t.Logf("%s: %v", o.name, o.err)
+		case <-deadline:
+			t.Fatal("a move did not end within 60s")
+		}
+	}
+	var prunedSeq int64
+	if err := locker.QueryRow(ctx, "SELECT pruned_seq FROM sluice.commit_counters WHERE db_id = $1", a.ID).Scan(&prunedSeq); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := db.Webhooks(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		t.Logf("webhook %d: %s at %s; pruned up to %d", w.ID, w.State, w.Position, prunedSeq)
+		if w.State == sluice.WebhookActive && (w.Position.Seq < prunedSeq || w.Position.Seq == prunedSeq && w.Position.Index != sluice.WholeCommit) {
+			t.Errorf("webhook %d is active at %s, but commits up to %d were pruned", w.ID, w.Position, prunedSeq)
+		}
 	}
 }
