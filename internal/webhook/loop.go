@@ -40,6 +40,14 @@ var errStop = errors.New("webhook loop stops")
 // access is checked again).
 var errAgain = errors.New("webhook loop starts over")
 
+// errRetry starts the loop over after a failed attempt that is to be
+// retried: deliver waits for the recorded time of the next attempt, then
+// reads the log and makes the request again from the recorded position.
+// What the failed attempt held (the page of the log read, its events, the
+// request's body: several times the size of a large commit) is dropped
+// meanwhile, which may be hours, for every webhook that retries.
+var errRetry = errors.New("webhook loop retries")
+
 // loop delivers one webhook, in order: one request at a time, the next
 // only after a 2xx for the previous one. Its goroutine is owned by the
 // manager (start, stop).
@@ -99,7 +107,7 @@ func (l *loop) run(ctx context.Context) {
 		switch {
 		case errors.Is(err, errStop) || ctx.Err() != nil:
 			return
-		case errors.Is(err, errAgain):
+		case errors.Is(err, errAgain) || errors.Is(err, errRetry):
 			continue
 		}
 		d.logger.Warn("webhook delivery interrupted; retrying", "webhook", l.id, "err", err, "retry_in", backoff)
@@ -318,106 +326,104 @@ func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, 
 	return l.send(ctx, st, &message{url: st.w.URL, id: last.ID, body: b.Bytes(), contentType: "application/cloudevents-batch+json", events: len(events)}, after)
 }
 
-// send delivers m, retrying on the schedule, and moves the position to
-// after once it is answered 2xx. When the schedule runs out, the webhook
-// is paused as failing, keeping its position, and send returns errStop.
+// send delivers m, and moves the position to after once it is answered
+// 2xx. A failed attempt is recorded with the time of the next one, and
+// send returns errRetry (the retry is made from the log again); when the
+// schedule runs out, the webhook is paused as failing, keeping its
+// position, and send returns errStop.
 func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Position) error {
 	d := l.m.d
-	for {
-		// m was made with the creator's role as of st.access: when the
-		// role changed since, the loop starts over, making m again with
-		// the role as it is now (a field the creator may no longer read
-		// is never sent, however soon after the change, and however long
-		// the retries took).
-		v, err := d.store.AccessVersion(ctx)
-		if err != nil {
-			return err
+	// m was made with the creator's role as of st.access: when the
+	// role changed since, the loop starts over, making m again with
+	// the role as it is now (a field the creator may no longer read
+	// is never sent, however soon after the change, and however long
+	// the retries took).
+	v, err := d.store.AccessVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v > st.access {
+		if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
+			return cmp.Or(err, errAgain)
 		}
-		if v > st.access {
-			if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
-				return cmp.Or(err, errAgain)
-			}
-		}
-		secrets := [][]byte{st.current}
-		if st.old != nil && d.now().Before(st.oldUntil) {
-			secrets = append(secrets, st.old)
-		}
-		// The lease is checked last, right before the request: only
-		// recording a delivery is fenced in Postgres, and a leader frozen
-		// past its term must not send an old request after the next one
-		// sent newer ones (its loops end as soon as it runs again).
-		if !l.m.holding() {
-			return errStop
-		}
-		at := d.now()
-		res := d.send.send(ctx, m, secrets)
-		if ctx.Err() != nil && !res.ok() {
-			return ctx.Err() // stopped: the attempt does not count
-		}
-		if ctx.Err() != nil {
-			// Stopped after the receiver took it: record it all the same
-			// (bounded in time), or the next deliverer sends it again.
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordOnStop)
-			defer cancel()
-		}
-		if d.m != nil {
-			d.m.Duration.Observe(res.duration.Seconds())
-		}
-		// What a receiver answered, and errors that quote it, are
-		// recorded as text Postgres can store (no NUL byte): an answer
-		// that could not be recorded would be sent again outside the
-		// schedule, with nothing to show why.
-		res.err, res.response = cleanText([]byte(res.err)), cleanText([]byte(res.response))
-		a := sluice.WebhookAttempt{At: at, MessageID: m.id, Events: m.events, Attempt: st.failures + 1, Status: res.status,
-			Error: res.err, Duration: res.duration, Response: res.response}
-		rec := postgres.Delivery{Webhook: l.id, Version: l.version, Generation: l.m.gen, Attempt: a}
-		if res.ok() {
-			rec.OK, rec.Position = true, after
-			ok, err := d.store.RecordDelivery(ctx, rec)
-			if err != nil {
-				// Delivered but not recorded: it is delivered again from
-				// the recorded position (at least once).
-				return err
-			}
-			if !ok {
-				return errStop
-			}
-			st.pos, st.recorded, st.failures = after, after, 0
-			if d.m != nil {
-				d.m.Delivered.WithLabelValues(l.label, l.dbLabel).Inc()
-				d.m.Events.WithLabelValues(l.label, l.dbLabel).Add(float64(m.events))
-			}
-			return nil
-		}
-		st.failures++
-		rec.Failures = st.failures
-		wait, more := d.sched.wait(st.failures)
-		if more {
-			rec.Next = d.now().Add(wait)
-		} else {
-			rec.Fail = fmt.Sprintf("the delivery of %s failed %d times, the whole retry schedule (last: %s); its position %s is kept: resume it to try again",
-				m.id, st.failures, res.err, st.recorded)
-		}
+	}
+	secrets := [][]byte{st.current}
+	if st.old != nil && d.now().Before(st.oldUntil) {
+		secrets = append(secrets, st.old)
+	}
+	// The lease is checked last, right before the request: only
+	// recording a delivery is fenced in Postgres, and a leader frozen
+	// past its term must not send an old request after the next one
+	// sent newer ones (its loops end as soon as it runs again).
+	if !l.m.holding() {
+		return errStop
+	}
+	at := d.now()
+	res := d.send.send(ctx, m, secrets)
+	if ctx.Err() != nil && !res.ok() {
+		return ctx.Err() // stopped: the attempt does not count
+	}
+	if ctx.Err() != nil {
+		// Stopped after the receiver took it: record it all the same
+		// (bounded in time), or the next deliverer sends it again.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), recordOnStop)
+		defer cancel()
+	}
+	if d.m != nil {
+		d.m.Duration.Observe(res.duration.Seconds())
+	}
+	// What a receiver answered, and errors that quote it, are
+	// recorded as text Postgres can store (no NUL byte): an answer
+	// that could not be recorded would be sent again outside the
+	// schedule, with nothing to show why.
+	res.err, res.response = cleanText([]byte(res.err)), cleanText([]byte(res.response))
+	a := sluice.WebhookAttempt{At: at, MessageID: m.id, Events: m.events, Attempt: st.failures + 1, Status: res.status,
+		Error: res.err, Duration: res.duration, Response: res.response}
+	rec := postgres.Delivery{Webhook: l.id, Version: l.version, Generation: l.m.gen, Attempt: a}
+	if res.ok() {
+		rec.OK, rec.Position = true, after
 		ok, err := d.store.RecordDelivery(ctx, rec)
 		if err != nil {
+			// Delivered but not recorded: it is delivered again from
+			// the recorded position (at least once).
 			return err
 		}
 		if !ok {
 			return errStop
 		}
+		st.pos, st.recorded, st.failures = after, after, 0
 		if d.m != nil {
-			d.m.Failed.WithLabelValues(l.label, l.dbLabel).Inc()
+			d.m.Delivered.WithLabelValues(l.label, l.dbLabel).Inc()
+			d.m.Events.WithLabelValues(l.label, l.dbLabel).Add(float64(m.events))
 		}
-		if !more {
-			d.logger.Warn("webhook failing: paused after its retry schedule ran out", "webhook", l.id, "position", st.recorded.String(), "err", res.err)
-			return errStop
-		}
-		d.logger.Info("webhook attempt failed; retrying", "webhook", l.id, "message", m.id, "attempt", a.Attempt, "err", res.err, "detail", res.detail, "retry_in", wait)
-		if !sleep(ctx, wait) {
-			return ctx.Err()
-		}
+		return nil
 	}
+	st.failures++
+	rec.Failures = st.failures
+	wait, more := d.sched.wait(st.failures)
+	if more {
+		rec.Next = d.now().Add(wait)
+	} else {
+		rec.Fail = fmt.Sprintf("the delivery of %s failed %d times, the whole retry schedule (last: %s); its position %s is kept: resume it to try again",
+			m.id, st.failures, res.err, st.recorded)
+	}
+	ok, err := d.store.RecordDelivery(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errStop
+	}
+	if d.m != nil {
+		d.m.Failed.WithLabelValues(l.label, l.dbLabel).Inc()
+	}
+	if !more {
+		d.logger.Warn("webhook failing: paused after its retry schedule ran out", "webhook", l.id, "position", st.recorded.String(), "err", res.err)
+		return errStop
+	}
+	d.logger.Info("webhook attempt failed; retrying", "webhook", l.id, "message", m.id, "attempt", a.Attempt, "err", res.err, "detail", res.detail, "retry_in", wait)
+	return errRetry
 }
 
 // record stores the position reached without a delivery when it is more
