@@ -814,7 +814,7 @@ func showsSSN(body []byte) bool {
 // TestPastOfDroppedClasses: the documents of a class a schema change
 // dropped for good cannot be shown as of a position before the drop, and
 // a read says so (by id, by type, every document, a class that held it
-// then as an implementation, a diff of every class) rather than reading
+// then as an implementation, a diff of every class or of that one) rather than reading
 // as if they never were.
 func TestPastOfDroppedClasses(t *testing.T) {
 	t.Parallel()
@@ -831,6 +831,7 @@ func TestPastOfDroppedClasses(t *testing.T) {
 		"/api/document/admin/drops?type=Animal&as_of=" + p1,
 		"/api/document/admin/drops?as_of=" + p1,
 		"/api/diff/admin/drops?from=" + p1,
+		"/api/diff/admin/drops?type=Animal&from=" + p1,
 	} {
 		if r := a.Do(t, dt.Admin(), "GET", path, nil); r.Status != 400 || !strings.Contains(string(r.Body), lost) {
 			t.Errorf("%s: %d %s, want a 400 saying %q", path, r.Status, r.Body, lost)

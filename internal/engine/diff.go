@@ -136,6 +136,16 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "%s; a diff of another class (type=) can be shown", sluice.ErrorMessage(err))
 		}
 	}
+	if q.Type != "" {
+		// The class asked for itself, before its classes today: an
+		// interface whose implementation then was dropped since covered
+		// that class's documents then, which today's classes of it
+		// (read) no longer name; and one without document classes today
+		// returns below before reading any.
+		if err := past.CheckClass(q.Type); err != nil {
+			return nil, sluice.Position{}, err
+		}
+	}
 	for _, c := range read {
 		if err := past.CheckClass(c); err != nil {
 			if q.Type == "" && q.ID == "" {
