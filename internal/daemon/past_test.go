@@ -849,6 +849,64 @@ func TestPastOfDroppedClasses(t *testing.T) {
 	a.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/drops?type=Note&from="+p1, nil)
 }
 
+// TestPastOfDroppedReferences: a forced schema change that takes a class
+// out of an interface (it stops implementing it, or is dropped) drops
+// the references to its documents from the fields typed as the
+// interface, with no change in the log; as of a position before it,
+// those fields (single, in lists, in subdocuments) cannot be shown, and
+// reads say so rather than showing what is left as what was.
+func TestPastOfDroppedReferences(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	const sdl = `interface Animal { name: String! }
+type Dog implements Animal { name: String! }
+type Cat implements Animal { name: String! }
+type Owner { name: String pet: Animal pets: [Animal] home: Home friend: Owner }
+type Home @subdocument { pet: Animal }`
+	for _, c := range []struct{ db, change string }{
+		{"unimplemented", strings.Replace(sdl, "type Cat implements Animal", "type Cat", 1)},
+		{"dropped", strings.Replace(sdl, "type Cat implements Animal { name: String! }\n", "", 1)},
+	} {
+		a.CreateDatabase(t, c.db, sdl)
+		docs := "/api/document/admin/" + c.db
+		a.MustDo(t, 200, dt.Admin(), "POST", docs, `[{"@type":"Dog","@id":"rex","name":"Rex"},{"@type":"Cat","@id":"tom","name":"Tom"},
+			{"@type":"Owner","@id":"ann","name":"Ann"},
+			{"@type":"Owner","@id":"o","name":"O","pet":"Cat/tom","pets":["Cat/tom","Dog/rex"],"home":{"@type":"Home","pet":"Cat/tom"},"friend":"Owner/ann"}]`)
+		p1 := headPositionOf(t, a, c.db, "Owner")
+		a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/"+c.db+"?force=true", c.change)
+
+		r := a.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Owner/o&as_of="+p1, nil)
+		if want := `{"@id":"Owner/o","@type":"Owner","name":"O","home":{"@type":"Home"},"friend":"Owner/ann"}`; !sameJSON(t, r.Body, []byte(want)) ||
+			r.Header.Get("Sluice-Hidden-Fields") != "Home.pet, Owner.pet, Owner.pets" {
+			t.Errorf("%s: Owner/o as of p1: %s (hidden %q)", c.db, r.Body, r.Header.Get("Sluice-Hidden-Fields"))
+		}
+		for _, q := range []struct{ field, query string }{
+			{"Owner.pet", `{ Owner(asOf: "` + p1 + `") { pet { _id } } }`},
+			{"Owner.pets", `{ Owner(asOf: "` + p1 + `") { pets { _id } } }`},
+			{"Home.pet", `{ Owner(asOf: "` + p1 + `") { home { pet { _id } } } }`},
+			{"Owner.pet", `{ Owner_aggregate(asOf: "` + p1 + `", filter: {pet: {name: {eq: "Tom"}}}) { count } }`},
+		} {
+			want := q.field + " as of " + p1 + " cannot be shown"
+			if msg, code := gqlError(t, a, dt.Admin(), c.db, q.query); code != "BAD_USER_INPUT" || !strings.Contains(msg, want) {
+				t.Errorf("%s: %s: %s %s, want BAD_USER_INPUT saying %q", c.db, q.query, code, msg, want)
+			}
+		}
+		// The rest of Owner, and a reference the change did not touch,
+		// read as they were.
+		if got := gqlData(t, a, dt.Admin(), c.db, `{ Owner(asOf: "`+p1+`", id: "Owner/o") { name friend { name } } }`); got != `{"Owner":[{"name":"O","friend":{"name":"Ann"}}]}` {
+			t.Errorf("%s: Owner/o as of p1: %s", c.db, got)
+		}
+		if r := a.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/"+c.db+"?type=Owner&from="+p1, nil); !bytes.Contains(r.Body, []byte(`"hidden_fields":["Home.pet","Owner.pet","Owner.pets"]`)) {
+			t.Errorf("%s: diff of Owner from p1: %s", c.db, r.Body)
+		}
+		// After the change, the same reads are answered.
+		p2 := headPositionOf(t, a, c.db, "Owner")
+		if r := a.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Owner/o&as_of="+p2, nil); r.Header.Get("Sluice-Hidden-Fields") != "" || !bytes.Contains(r.Body, []byte(`"pets":["Dog/rex"]`)) {
+			t.Errorf("%s: Owner/o as of p2: %s (hidden %q)", c.db, r.Body, r.Header.Get("Sluice-Hidden-Fields"))
+		}
+	}
+}
+
 // TestReadsOfNothingHaveAPosition: a query of an interface without its
 // implementations reads no table, and still answers the position of its
 // snapshot, as every read does (a subscription resumes from it).

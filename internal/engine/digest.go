@@ -44,6 +44,9 @@ func digestOf(prev, s *sluice.Schema) *versionDigest {
 		d.classes = append(d.classes, namedClass{strings.Clone(name), c})
 		d.size += 64 + len(name)
 		if c != nil {
+			for _, p := range c.Parents {
+				d.size += 16 + len(p)
+			}
 			for _, f := range c.Fields {
 				d.size += 96 + len(f.Name) + len(f.Type.Name)
 			}
@@ -89,6 +92,9 @@ func compactClass(c *sluice.Class) *sluice.Class {
 		return nil
 	}
 	out := &sluice.Class{Name: strings.Clone(c.Name), Kind: c.Kind, Fields: make([]*sluice.Field, len(c.Fields))}
+	for _, p := range c.Parents {
+		out.Parents = append(out.Parents, strings.Clone(p))
+	}
 	for i, f := range c.Fields {
 		out.Fields[i] = &sluice.Field{Name: strings.Clone(f.Name), Type: sluice.FieldType{Kind: f.Type.Kind, Name: strings.Clone(f.Type.Name)},
 			List: f.List, ReadRole: f.ReadRole}
@@ -109,13 +115,14 @@ func compactEnum(e *sluice.Enum) *sluice.Enum {
 }
 
 // sameForScan reports whether classes a and b are alike in all a walk of
-// the versions reads of them: kind, and each field's name, type,
-// list-ness and read role.
+// the versions reads of them: kind, parents (which say what references
+// fit, see leftOut), and each field's name, type, list-ness and read
+// role.
 func sameForScan(a, b *sluice.Class) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	if a.Kind != b.Kind || len(a.Fields) != len(b.Fields) {
+	if a.Kind != b.Kind || !slices.Equal(a.Parents, b.Parents) || len(a.Fields) != len(b.Fields) {
 		return false
 	}
 	for i, f := range a.Fields {
@@ -205,6 +212,36 @@ func (b *before) changed(class, enum string) bool {
 type schemaView interface {
 	Class(name string) *sluice.Class
 	Enum(name string) *sluice.Enum
+}
+
+// ancestors returns class name of s and every class it inherits from,
+// directly or not, each once.
+func ancestors(s schemaView, name string) []string {
+	var out []string
+	seen := map[string]bool{}
+	stack := []string{name}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		out = append(out, n)
+		if c := s.Class(n); c != nil {
+			stack = append(stack, c.Parents...)
+		}
+	}
+	return out
+}
+
+// fitsIn reports whether, in s, a reference to class may point to a
+// document of class doc (fits, for a view).
+func fitsIn(s schemaView, doc, class string) bool {
+	if dc := s.Class(doc); dc == nil || dc.Kind != sluice.KindDocument {
+		return false
+	}
+	return slices.Contains(ancestors(s, doc), class)
 }
 
 // Digests bounds: in entries, and in the bytes digests hold (a digest of

@@ -20,7 +20,10 @@ import (
 //
 //   - a field whose column a schema change after the position dropped and
 //     made again (another type, or dropped and added back) lost the
-//     values it held then: those values are unknown;
+//     values it held then: those values are unknown; so are those of a
+//     reference field (of a document or a subdocument class) from which
+//     a schema change after the position dropped the references that no
+//     longer fit its type (see leftOut), though its column stayed;
 //   - a class dropped after the position, and so its documents, is lost
 //     (a schema change deletes them without commits);
 //   - a field protected from the reader's role (@private) in any schema
@@ -222,15 +225,17 @@ type versionScan struct {
 	// document class.
 	gone map[string]int
 	// broke holds, by field, the last version i (≥ 1) that stored it in
-	// another column than version i-1 did (sameColumn).
+	// another column than version i-1 did (sameColumn), or, for a
+	// reference field (of a subdocument class too), that dropped
+	// references from its column (leftOut).
 	broke map[fieldKey]int
 	// hidden holds, by field, the last version that protected it from the
 	// reader's role.
 	hidden map[fieldKey]int
 	// droppedIn holds, by class, the first version i whose schema change
 	// dropped it (a document class in version i-1, not in i); brokeIn,
-	// by field, the first version i that stored it in another column than
-	// version i-1, with its class a document class in both.
+	// by field, the first version i that broke it (as broke), with its
+	// class of today's kind (document or subdocument class) in both.
 	droppedIn map[string]int
 	brokeIn   map[fieldKey]int
 	// lastDoc holds, for the document classes of versions 0 and at that
@@ -447,6 +452,33 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 				lookSub(i, nc.name, c.Fields)
 			}
 		}
+		// A change that took document classes out of classes or
+		// interfaces dropped the references to their documents from the
+		// fields typed as those (conform.go), wherever references live:
+		// in document fields, lists, and subdocuments at any depth, whose
+		// fields are those of their subdocument class. Their columns stay,
+		// and the log holds no change for what was dropped, so what those
+		// fields held before cannot be shown.
+		if lost := leftOut(prev, s, d); len(lost) > 0 {
+			for _, name := range cur.Order {
+				c := cur.Classes[name]
+				if c.Kind != sluice.KindDocument && c.Kind != sluice.KindSubdocument {
+					continue
+				}
+				for _, f := range c.Fields {
+					of := fieldOf(s, name, f.Name)
+					// A field whose column changed broke already (look).
+					if of == nil || of.Type.Kind != sluice.TypeReference || !lost[of.Type.Name] || !sameColumn(prev, s, name, f.Name) {
+						continue
+					}
+					k := fieldKey{name, f.Name}
+					sc.broke[k] = i
+					if _, ok := sc.brokeIn[k]; !ok && prev.Class(name).Kind == c.Kind && s.Class(name).Kind == c.Kind {
+						sc.brokeIn[k] = i
+					}
+				}
+			}
+		}
 		if len(d.enums) > 0 {
 			// The fields of the other classes whose enum changed.
 			for _, name := range cur.Order {
@@ -481,6 +513,47 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 		}
 	}
 	return sc, nil
+}
+
+// leftOut returns the classes and interfaces that a version (the view s;
+// prev, the version before, and d, what it changed) took a document
+// class out of: those under which a document class of prev fitted (fits)
+// and no longer does in s, dropped, made another kind, or no longer
+// implementing them. Only a change of a class's kind or parents, or a
+// class dropped, can take one out: for any other version it returns nil
+// without a look at the classes.
+func leftOut(prev *before, s *view, d *versionDigest) map[string]bool {
+	changed := false
+	for _, nc := range d.classes {
+		if pc := prev.Class(nc.name); pc != nil && (nc.class == nil || nc.class.Kind != pc.Kind || !slices.Equal(nc.class.Parents, pc.Parents)) {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		return nil
+	}
+	lost := map[string]bool{}
+	check := func(name string) {
+		if c := prev.Class(name); c == nil || c.Kind != sluice.KindDocument {
+			return
+		}
+		for _, under := range ancestors(prev, name) {
+			if !fitsIn(s, name, under) {
+				lost[under] = true
+			}
+		}
+	}
+	// The classes of prev: those of s it had, and those d dropped.
+	for name := range s.classes {
+		check(name)
+	}
+	for name, c := range prev.classes {
+		if c != nil && s.classes[name] == nil {
+			check(name)
+		}
+	}
+	return lost
 }
 
 // pastSchema compares the schema versions of sc from start (0, or sc.at:
@@ -522,10 +595,24 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", class, f.Name, pos))
 		}
 	}
+	// broken makes field f of class unknown when a schema change since
+	// pos dropped its values (b, the version that did; 0: none), and
+	// it had values then.
+	broken := func(class string, f *sluice.Field, b int) {
+		if b > 0 && f.ReadRole <= role && fieldOf(then, class, f.Name) != nil {
+			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", class, f.Name, pos, since(b)))
+		}
+	}
 	for _, name := range cur.Order {
 		c := cur.Classes[name]
 		if c.Kind == sluice.KindSubdocument {
 			for _, f := range c.Fields {
+				// Only a reference field's references break in a
+				// subdocument (see scan); its values are in the column
+				// of the document field holding it, which has no drop.
+				if b := sc.broke[fieldKey{name, f.Name}]; b > start {
+					broken(name, f, b)
+				}
 				protected(name, f)
 			}
 			continue
@@ -553,9 +640,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 			if f.ReadRole > role {
 				continue // hidden now, as from any read (its name too)
 			}
-			if made > 0 && fieldOf(then, name, f.Name) != nil {
-				unknown(name, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", name, f.Name, pos, since(made)))
-			}
+			broken(name, f, made)
 			protected(name, f)
 		}
 	}
@@ -620,6 +705,15 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 	}
 	for _, name := range cur.Order {
 		c := cur.Classes[name]
+		if c.Kind == sluice.KindSubdocument {
+			// Its reference fields' (see scan).
+			for _, f := range c.Fields {
+				if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && f.ReadRole <= role && between(i) {
+					unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
+				}
+			}
+			continue
+		}
 		if c.Kind != sluice.KindDocument {
 			continue
 		}

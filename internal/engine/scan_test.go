@@ -18,7 +18,8 @@ import (
 // versions, each a small change of the one before: a class that comes,
 // goes or changes kind, a field that changes type, list-ness or
 // protection (of a document or a subdocument class), an enum that gains
-// or loses values.
+// or loses values, a class that starts or stops implementing an
+// interface (which references to it fit).
 func TestScanByDigests(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -67,9 +68,10 @@ func TestScanByDigests(t *testing.T) {
 // 0: absent), each with its fields' declarations by number ("": absent),
 // and the values of enum E.
 type schemaModel struct {
-	kinds  [4]int
-	fields [4][4]string
-	enum   []string
+	kinds   [4]int
+	fields  [4][4]string
+	parents [4]int // the class each implements, when an interface (-1: none)
+	enum    []string
 }
 
 // randomize makes m a random schema.
@@ -77,6 +79,7 @@ func (m *schemaModel) randomize(rng *rand.Rand) {
 	m.enum = []string{"A", "B", "C"}
 	for c := range m.kinds {
 		m.kinds[c] = rng.IntN(5)
+		m.parents[c] = rng.IntN(5) - 1
 		for f := range m.fields[c] {
 			m.fields[c][f] = randomField(rng)
 		}
@@ -87,9 +90,11 @@ func (m *schemaModel) randomize(rng *rand.Rand) {
 // values.
 func (m *schemaModel) mutate(rng *rand.Rand) {
 	c := rng.IntN(4)
-	switch rng.IntN(3) {
+	switch rng.IntN(4) {
 	case 0:
 		m.kinds[c] = rng.IntN(5)
+	case 3:
+		m.parents[c] = rng.IntN(5) - 1
 	case 1:
 		m.fields[c][1+rng.IntN(3)] = randomField(rng)
 	case 2:
@@ -110,7 +115,8 @@ func randomField(rng *rand.Rand) string {
 	if rng.IntN(4) == 0 {
 		return ""
 	}
-	typ := []string{"String", "Int", "E"}[rng.IntN(3)]
+	// A class's name: a reference, or a subdocument (as the class is).
+	typ := []string{"String", "Int", "E", "C0", "C1", "C2", "C3"}[rng.IntN(7)]
 	if rng.IntN(3) == 0 {
 		typ = "[" + typ + "]"
 	}
@@ -126,11 +132,11 @@ func (m *schemaModel) sdl() string {
 		case 0:
 			continue
 		case 1, 2:
-			fmt.Fprintf(&b, "type C%d {", c)
+			fmt.Fprintf(&b, "type C%d%s {", c, m.implements(c))
 		case 3:
 			fmt.Fprintf(&b, "type C%d @subdocument {", c)
 		case 4:
-			fmt.Fprintf(&b, "interface C%d {", c)
+			fmt.Fprintf(&b, "interface C%d%s {", c, m.implements(c))
 		}
 		b.WriteString(" f0: String")
 		for f, decl := range m.fields[c] {
@@ -141,6 +147,15 @@ func (m *schemaModel) sdl() string {
 		b.WriteString(" }\n")
 	}
 	return b.String()
+}
+
+// implements returns the implements clause of class c ("": none): of its
+// parent, when that is an interface.
+func (m *schemaModel) implements(c int) string {
+	if p := m.parents[c]; p >= 0 && p != c && m.kinds[p] == 4 {
+		return fmt.Sprintf(" implements C%d", p)
+	}
+	return ""
 }
 
 // scanParsed is scan as it was before digests: it walks the versions
@@ -222,6 +237,36 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 				sc.broke[k] = i
 				if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
 					sc.brokeIn[k] = i
+				}
+			}
+		}
+		if prev != nil {
+			// The classes and interfaces some document class stopped
+			// fitting under, and the reference fields typed as them
+			// whose columns stayed.
+			lost := map[string]bool{}
+			for _, name := range prev.Order {
+				for _, under := range prev.Order {
+					if fits(prev, name, under) && !fits(s, name, under) {
+						lost[under] = true
+					}
+				}
+			}
+			for _, name := range cur.Order {
+				c := cur.Classes[name]
+				if c.Kind != sluice.KindDocument && c.Kind != sluice.KindSubdocument {
+					continue
+				}
+				for _, f := range c.Fields {
+					of := fieldOf(s, name, f.Name)
+					if of == nil || of.Type.Kind != sluice.TypeReference || !lost[of.Type.Name] || !sameColumn(prev, s, name, f.Name) {
+						continue
+					}
+					k := fieldKey{name, f.Name}
+					sc.broke[k] = i
+					if _, ok := sc.brokeIn[k]; !ok && prev.Class(name).Kind == c.Kind && s.Class(name).Kind == c.Kind {
+						sc.brokeIn[k] = i
+					}
 				}
 			}
 		}
