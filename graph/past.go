@@ -214,6 +214,12 @@ func (x *execution) checkPastBacklink(cf graphql.CollectedField, bl backlink, se
 	if err != nil {
 		return err
 	}
+	// The class itself, as at the root (see checkPast): an interface
+	// whose implementation then was dropped since held documents then
+	// pointing here that q.Classes (today's) leave out.
+	if err := x.past.CheckClass(bl.class.Name); err != nil {
+		return err
+	}
 	for _, c := range q.Classes {
 		if err := x.past.CheckClass(c); err != nil {
 			return err

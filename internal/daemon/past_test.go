@@ -907,6 +907,35 @@ type Home @subdocument { pet: Animal }`
 	}
 }
 
+// TestPastBacklinksOfDroppedImplementations: a backlink of an interface
+// as of a position before a schema change dropped one of its
+// implementations then covered that class's documents pointing here: it
+// is refused naming the class, as a query of the interface is.
+func TestPastBacklinksOfDroppedImplementations(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	const sdl = `interface Animal { name: String! owner: Owner }
+type Dog implements Animal { name: String! }
+type Cat implements Animal { name: String! }
+type Owner { name: String }`
+	a.CreateDatabase(t, "backs", sdl)
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/backs", `[{"@type":"Owner","@id":"o","name":"O"},
+		{"@type":"Dog","@id":"rex","name":"Rex","owner":"Owner/o"},{"@type":"Cat","@id":"tom","name":"Tom","owner":"Owner/o"}]`)
+	p1 := headPositionOf(t, a, "backs", "Owner")
+	q := `{ Owner(asOf: "` + p1 + `") { name _owner_of_Animal(orderBy: {name: ASC}) { name } } }`
+	if got := gqlData(t, a, dt.Admin(), "backs", q); got != `{"Owner":[{"name":"O","_owner_of_Animal":[{"name":"Rex"},{"name":"Tom"}]}]}` {
+		t.Fatalf("before the change: %s", got)
+	}
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/backs?force=true", strings.Replace(sdl, "type Cat implements Animal { name: String! }\n", "", 1))
+	if msg, code := gqlError(t, a, dt.Admin(), "backs", q); code != "BAD_USER_INPUT" || !strings.Contains(msg, "the documents of Cat as of "+p1+" cannot be shown") {
+		t.Errorf("%s: %s %s", q, code, msg)
+	}
+	// The backlink of Dog alone reads as it was.
+	if got := gqlData(t, a, dt.Admin(), "backs", `{ Owner(asOf: "`+p1+`") { _owner_of_Dog { name } } }`); got != `{"Owner":[{"_owner_of_Dog":[{"name":"Rex"}]}]}` {
+		t.Errorf("Dog's backlink as of p1: %s", got)
+	}
+}
+
 // TestReadsOfNothingHaveAPosition: a query of an interface without its
 // implementations reads no table, and still answers the position of its
 // snapshot, as every read does (a subscription resumes from it).
