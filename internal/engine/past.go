@@ -25,7 +25,10 @@ import (
 //     a schema change after the position dropped the references that no
 //     longer fit its type (see leftOut), though its column stayed;
 //   - a class dropped after the position, and so its documents, is lost
-//     (a schema change deletes them without commits);
+//     (a schema change deletes them without commits); and a class or
+//     interface that a document class stopped implementing after the
+//     position cannot be read as of then, as today's schema no longer
+//     says it held that class's documents;
 //   - a field protected from the reader's role (@private) in any schema
 //     version since the position is hidden, even if today's schema lets
 //     the role read it, as history never shows a field the reader could
@@ -54,6 +57,11 @@ type Past struct {
 	// which of them a read of one of today's classes would have covered.
 	dropped []string
 	then    *sluice.Schema
+	// left holds, with the reason, the classes and interfaces of today's
+	// schema that a document class of today's schema implemented at
+	// Position and implements no longer: a read of one of them through
+	// today's schema would leave that class's documents then out.
+	left map[string]string
 	// cur and role are today's schema and the reader's role, through
 	// which Hidden finds the subdocument classes a read shows.
 	cur  *sluice.Schema
@@ -73,6 +81,9 @@ func (p *Past) CheckField(class, field string) error {
 // cannot be shown as of p's position, nil when they can.
 func (p *Past) CheckClass(class string) error {
 	if why, ok := p.Lost[class]; ok {
+		return sluice.Errorf(sluice.CodeInvalid, "%s", why)
+	}
+	if why, ok := p.left[class]; ok {
 		return sluice.Errorf(sluice.CodeInvalid, "%s", why)
 	}
 	// A class dropped since, that was a subclass of class then: a read of
@@ -229,6 +240,10 @@ type versionScan struct {
 	// reference field (of a subdocument class too), that dropped
 	// references from its column (leftOut).
 	broke map[fieldKey]int
+	// left holds, by document class and a class or interface it fitted
+	// under (fits: itself, or one it implemented), the last version i
+	// (≥ 1) in which it no longer did, having in version i-1.
+	left map[classPair]int
 	// hidden holds, by field, the last version that protected it from the
 	// reader's role.
 	hidden map[fieldKey]int
@@ -250,6 +265,10 @@ type versionScan struct {
 
 // fieldKey names a field of a class.
 type fieldKey struct{ class, field string }
+
+// classPair names a document class and a class or interface it fits
+// under.
+type classPair struct{ class, under string }
 
 // scanVersions walks the schema versions of d, from the one commit seq was
 // made under (or the oldest known, when it predates them) to the current
@@ -299,7 +318,7 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 // load, and learns the others from their digests (digest, for versions 1
 // on): the walk holds a view of one version, applying each digest to it.
 func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), digest func(i int) (*versionDigest, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
-	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, hidden: map[fieldKey]int{},
+	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, left: map[classPair]int{}, hidden: map[fieldKey]int{},
 		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
 	if len(firsts) == 0 {
 		return sc, nil
@@ -459,7 +478,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 		// fields are those of their subdocument class. Their columns stay,
 		// and the log holds no change for what was dropped, so what those
 		// fields held before cannot be shown.
-		if lost := leftOut(prev, s, d); len(lost) > 0 {
+		if lost := sc.leftOut(i, prev, s, d); len(lost) > 0 {
 			for _, name := range cur.Order {
 				c := cur.Classes[name]
 				if c.Kind != sluice.KindDocument && c.Kind != sluice.KindSubdocument {
@@ -515,14 +534,14 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 	return sc, nil
 }
 
-// leftOut returns the classes and interfaces that a version (the view s;
+// leftOut returns the classes and interfaces that version i (the view s;
 // prev, the version before, and d, what it changed) took a document
 // class out of: those under which a document class of prev fitted (fits)
 // and no longer does in s, dropped, made another kind, or no longer
-// implementing them. Only a change of a class's kind or parents, or a
-// class dropped, can take one out: for any other version it returns nil
-// without a look at the classes.
-func leftOut(prev *before, s *view, d *versionDigest) map[string]bool {
+// implementing them. It records each such pair in sc.left. Only a change
+// of a class's kind or parents, or a class dropped, can take one out:
+// for any other version it returns nil without a look at the classes.
+func (sc *versionScan) leftOut(i int, prev *before, s *view, d *versionDigest) map[string]bool {
 	changed := false
 	for _, nc := range d.classes {
 		if pc := prev.Class(nc.name); pc != nil && (nc.class == nil || nc.class.Kind != pc.Kind || !slices.Equal(nc.class.Parents, pc.Parents)) {
@@ -541,6 +560,7 @@ func leftOut(prev *before, s *view, d *versionDigest) map[string]bool {
 		for _, under := range ancestors(prev, name) {
 			if !fitsIn(s, name, under) {
 				lost[under] = true
+				sc.left[classPair{name, under}] = i
 			}
 		}
 	}
@@ -656,6 +676,26 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 		past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (before commit %d) dropped the class and them with it", name, pos, since(sc.lastDoc[name]+1))
 		past.dropped = append(past.dropped, name)
 	}
+	// The document classes then and today that implemented a class or
+	// interface then and no longer do: a read of it through today's
+	// schema would leave their documents then out.
+	for _, name := range then.Order {
+		if c := then.Class(name); c.Kind != sluice.KindDocument {
+			continue
+		}
+		if c := cur.Class(name); c == nil || c.Kind != sluice.KindDocument {
+			continue // lost (above)
+		}
+		for _, under := range ancestors(then, name) {
+			if _, ok := past.left[under]; ok || cur.Class(under) == nil || cur.IsA(name, under) {
+				continue
+			}
+			if past.left == nil {
+				past.left = map[string]string{}
+			}
+			past.left[under] = fmt.Sprintf("the documents of %s as of %s cannot be shown: they included those of %s, which a schema change after that position (before commit %d) made stop implementing it", under, pos, name, since(sc.left[classPair{name, under}]))
+		}
+	}
 	return past, drop
 }
 
@@ -679,6 +719,14 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 			if slices.Contains(later.dropped, name) {
 				past.dropped = append(past.dropped, name)
 			}
+		}
+	}
+	for name, why := range later.left {
+		if _, ok := past.left[name]; !ok {
+			if past.left == nil {
+				past.left = map[string]string{}
+			}
+			past.left[name] = why
 		}
 	}
 	unknown := func(class, field, why string) {

@@ -250,3 +250,61 @@ func sameJSONText(t *testing.T, a []byte, b string) bool {
 	}
 	return reflect.DeepEqual(x, y)
 }
+
+// TestPastSchemaImplementations: an interface that a document class
+// implemented at a position and no longer does today cannot be read as
+// of that position (its documents then included the class's); one the
+// class implements again can. A diff covers both its positions.
+func TestPastSchemaImplementations(t *testing.T) {
+	t.Parallel()
+	parse := func(sdl string) *sluice.Schema {
+		s, err := schema.Parse(sdl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Version 1 (commits 1 to 4): Cat implements Animal; version 2 (from
+	// commit 5): it does not; version 3 (from commit 8): it does again.
+	in := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat implements Animal { name: String }`)
+	out := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }`)
+	versions, firsts := []*sluice.Schema{in, out, in}, []int64{1, 5, 8}
+	pos := func(seq int64) sluice.Position {
+		return sluice.Position{Epoch: "e", Seq: seq, Index: sluice.WholeCommit}
+	}
+
+	// Today's schema is version 2: as of commit 3, Animal is refused.
+	sc := scanVersionsOf(t, versions[:2], firsts[:2], 0, out, sluice.RoleRead)
+	past, _ := pastSchema(sc, 0, out, sluice.RoleRead, pos(3))
+	if err := past.CheckClass("Animal"); err == nil || sluice.ErrorMessage(err) != "the documents of Animal as of e-3-2147483647 cannot be shown: they included those of Cat, which a schema change after that position (before commit 5) made stop implementing it" {
+		t.Errorf("Animal as of commit 3: %v", err)
+	}
+	for _, c := range []string{"Cat", "Dog"} {
+		if err := past.CheckClass(c); err != nil {
+			t.Errorf("%s as of commit 3: %v", c, err)
+		}
+	}
+	if past.CheckAll() != nil {
+		t.Errorf("every class as of commit 3: %v", past.CheckAll())
+	}
+	// As of commit 6 (version 2), nothing is refused.
+	sc = scanVersionsOf(t, versions[:2], firsts[:2], 1, out, sluice.RoleRead)
+	if past, _ := pastSchema(sc, 1, out, sluice.RoleRead, pos(6)); past.CheckClass("Animal") != nil {
+		t.Errorf("Animal as of commit 6: %v", past.CheckClass("Animal"))
+	}
+
+	// Today's schema is version 3: Animal covers Cat again, as of commit
+	// 3.
+	sc = scanVersionsOf(t, versions, firsts, 0, in, sluice.RoleRead)
+	if past, _ := pastSchema(sc, 0, in, sluice.RoleRead, pos(3)); past.CheckClass("Animal") != nil {
+		t.Errorf("Animal as of commit 3, Cat back: %v", past.CheckClass("Animal"))
+	}
+
+	// Version 4 (from commit 11, today's) takes Cat out again: a diff
+	// from commit 6 (Cat out) to 9 (Cat in) covers the state at 9.
+	versions, firsts = append(versions, out), append(firsts, 11)
+	sc = scanVersionsOf(t, versions[1:], firsts[1:], 1, out, sluice.RoleRead)
+	if err := diffPast(sc, out, sluice.RoleRead, pos(6), pos(9)).CheckClass("Animal"); err == nil || !strings.Contains(sluice.ErrorMessage(err), "as of e-9-2147483647 cannot be shown") || !strings.Contains(sluice.ErrorMessage(err), "before commit 11") {
+		t.Errorf("Animal's diff from commit 6 to 9: %v", err)
+	}
+}

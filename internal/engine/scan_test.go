@@ -161,7 +161,7 @@ func (m *schemaModel) implements(c int) string {
 // scanParsed is scan as it was before digests: it walks the versions
 // whose first commits are firsts, oldest first, loading each with load.
 func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
-	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, hidden: map[fieldKey]int{},
+	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, left: map[classPair]int{}, hidden: map[fieldKey]int{},
 		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
 	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
 	var prev *sluice.Schema
@@ -249,6 +249,7 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 				for _, under := range prev.Order {
 					if fits(prev, name, under) && !fits(s, name, under) {
 						lost[under] = true
+						sc.left[classPair{name, under}] = i
 					}
 				}
 			}
