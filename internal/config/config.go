@@ -149,6 +149,11 @@ type Config struct {
 	// Key graphql_ws_max_message_bytes, env SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES, flag --graphql-ws-max-message-bytes, default 1048576.
 	GraphQLWSMaxMessageBytes int64
 
+	// GraphQLWSMaxOperations caps the operations one graphql-ws socket
+	// runs at once. Always greater than zero.
+	// Key graphql_ws_max_operations, env SLUICE_GRAPHQL_WS_MAX_OPERATIONS, flag --graphql-ws-max-operations, default 100.
+	GraphQLWSMaxOperations int
+
 	// MaxUnauthenticatedSockets caps the graphql-ws sockets the process
 	// holds before their connection_ack. Zero: no cap.
 	// Key max_unauthenticated_sockets, env SLUICE_MAX_UNAUTHENTICATED_SOCKETS, flag --max-unauthenticated-sockets, default 1000.
@@ -439,6 +444,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("graphql_max_body_bytes", c.GraphQLMaxBodyBytes),
 		slog.Int64("max_write_documents", c.MaxWriteDocuments),
 		slog.Int64("graphql_ws_max_message_bytes", c.GraphQLWSMaxMessageBytes),
+		slog.Int("graphql_ws_max_operations", c.GraphQLWSMaxOperations),
 		slog.Int64("max_unauthenticated_sockets", c.MaxUnauthenticatedSockets),
 		slog.Int("auth_max_failures", c.AuthMaxFailures),
 		slog.Duration("auth_failure_window", c.AuthFailureWindow),

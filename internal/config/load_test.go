@@ -64,6 +64,7 @@ func TestDefault(t *testing.T) {
 		MaxHeaderBytes:       16 << 10,
 
 		GraphQLWSMaxMessageBytes:  1 << 20,
+		GraphQLWSMaxOperations:    100,
 		GraphQLMaxBodyBytes:       8 << 20,
 		MaxWriteDocuments:         1000000,
 		MaxUnauthenticatedSockets: 1000,
@@ -257,6 +258,7 @@ var everything = Config{
 	MaxHeaderBytes:       8192,
 
 	GraphQLWSMaxMessageBytes:  2048,
+	GraphQLWSMaxOperations:    7,
 	GraphQLMaxBodyBytes:       4096,
 	MaxWriteDocuments:         77,
 	MaxUnauthenticatedSockets: 9,
@@ -347,6 +349,7 @@ write_spool_bytes: 8388608
 write_spool_dir: /var/tmp/sluice
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
+graphql_ws_max_operations: 7
 graphql_max_body_bytes: 4096
 max_write_documents: 77
 max_unauthenticated_sockets: 9
@@ -416,6 +419,7 @@ write_spool_bytes: 8388608
 write_spool_dir: /var/tmp/sluice
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
+graphql_ws_max_operations: 7
 graphql_max_body_bytes: 4096
 max_write_documents: 77
 max_unauthenticated_sockets: 9
@@ -487,6 +491,7 @@ write_spool_bytes = 8388608
 write_spool_dir = "/var/tmp/sluice"
 max_header_bytes = 8192
 graphql_ws_max_message_bytes = 2048
+graphql_ws_max_operations = 7
 graphql_max_body_bytes = 4096
 max_write_documents = 77
 max_unauthenticated_sockets = 9
@@ -556,6 +561,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "write_spool_dir": "/var/tmp/sluice",
   "max_header_bytes": 8192,
   "graphql_ws_max_message_bytes": 2048,
+  "graphql_ws_max_operations": 7,
   "graphql_max_body_bytes": 4096,
   "max_write_documents": 77,
   "max_unauthenticated_sockets": 9,
@@ -643,6 +649,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_WRITE_SPOOL_DIR":              "/var/tmp/sluice",
 		"SLUICE_MAX_HEADER_BYTES":             "8192",
 		"SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES": "2048",
+		"SLUICE_GRAPHQL_WS_MAX_OPERATIONS":    "7",
 		"SLUICE_GRAPHQL_MAX_BODY_BYTES":       "4096",
 		"SLUICE_MAX_WRITE_DOCUMENTS":          "77",
 		"SLUICE_MAX_UNAUTHENTICATED_SOCKETS":  "9",
@@ -721,6 +728,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--write-spool-dir", "/var/tmp/sluice",
 		"--max-header-bytes", "8192",
 		"--graphql-ws-max-message-bytes", "2048",
+		"--graphql-ws-max-operations", "7",
 		"--graphql-max-body-bytes", "4096",
 		"--max-write-documents", "77",
 		"--max-unauthenticated-sockets", "9",

@@ -265,7 +265,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// upgrades.
 	origins := origin.New(d.cfg.CORSOrigins)
 	gqlStreams := gqltransport.NewServer(gqltransport.Options{Streams: streams, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, WriteTimeout: d.cfg.WriteTimeout, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes,
-		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
+		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxOperations: d.cfg.GraphQLWSMaxOperations, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
 		Origins:           origins,
 		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,

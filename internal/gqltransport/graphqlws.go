@@ -198,6 +198,10 @@ type socket struct {
 	mu  sync.Mutex
 	ops map[string]context.CancelFunc // running operations by id
 	wg  sync.WaitGroup                // their goroutines and streams
+	// running counts the operations started and not yet done, those a
+	// complete stopped among them (their goroutines may still run): at
+	// most Options.MaxOperations.
+	running int
 	// conn is the socket's state in the stream server: its
 	// subscriptions' feed and pump.
 	conn *stream.Conn
@@ -612,7 +616,20 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
 		cancel()
 		return false
 	}
+	if max := sc.srv.opts.MaxOperations; sc.running >= max {
+		sc.mu.Unlock()
+		cancel()
+		// An error message ends this operation only: graphql-ws
+		// clients report it to its subscriber and go on with the
+		// others, where they take a close as the end of all of them
+		// (4429 and the other 4xxx codes without retrying).
+		idJSON, _ := json.Marshal(id)
+		op := &muxOp{out: sc.out, proto: protoWS, id: idJSON, logger: sc.srv.opts.Logger}
+		op.refuse(sluice.Errorf(sluice.CodeTooMany, "this socket runs its maximum of %d operations at once (config graphql_ws_max_operations): send it again once one has ended", max))
+		return true
+	}
 	sc.ops[id] = cancel
+	sc.running++
 	sc.wg.Add(1)
 	sc.mu.Unlock()
 	registered := make(chan struct{})
@@ -633,6 +650,7 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		if sc.ops != nil {
 			delete(sc.ops, id)
 		}
+		sc.running--
 		sc.mu.Unlock()
 		cancel()
 		sc.wg.Done()

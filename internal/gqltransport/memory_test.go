@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
+
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // BenchmarkExtraSubscription measures what one more subscription on an
@@ -94,4 +97,95 @@ func BenchmarkExtraSubscription(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestSocketThatDoesNotReadHoldsLittle: a socket sends 1,000 queries,
+// each answered with about 200 KB, and reads nothing. Its queries run one
+// at a time, each once the socket's queued messages are within 64 KiB;
+// past graphql_ws_max_operations (100) running at once, a subscribe is
+// answered with an error. The heap grows by a few MB and the goroutines
+// by about 100 (found by review: every query ran on a goroutine of its
+// own and queued its whole result, and 1,500 took the heap from 3 to
+// 346 MB). Not parallel: it measures the process's heap.
+func TestSocketThatDoesNotReadHoldsLittle(t *testing.T) {
+	const n = 1000
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsheap", "type Dog { name: String! }")
+	var docs []string
+	for i := range 200 {
+		docs = append(docs, fmt.Sprintf(`{"@type":"Dog","@id":"Dog/d%d","name":"%s"}`, i, strings.Repeat("x", 1000)))
+	}
+	insert(t, d, "wsheap", "["+strings.Join(docs, ",")+"]")
+	c := mustConnect(t, d, "wsheap")
+	c.barrier("b")
+	before := heapNow()
+
+	sent := make(chan error, 1)
+	go func() {
+		for i := range n {
+			msg := fmt.Sprintf(`{"id":"q%d","type":"subscribe","payload":{"query":"{ Dog { name } }"}}`, i)
+			if err := c.c.Write(c.tx, websocket.MessageText, []byte(msg)); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	if err := <-sent; err != nil {
+		t.Fatalf("send the queries: %v", err)
+	}
+	// Nothing announces that the daemon is done with what it read: wait
+	// until each of the socket's goroutines waits for its queue (or the
+	// reader for the next message).
+	eventually.True(t, wait, "the socket's goroutines wait", func() bool {
+		buf := make([]byte, 64<<20)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			op := strings.Contains(g, "gqltransport.(*socket).operation(")
+			reader := strings.Contains(g, "gqltransport.(*socket).read(")
+			if (op || reader) && !strings.Contains(g, "gqltransport.(*muxOut)") && !(reader && strings.Contains(g, "websocket.(*Conn).Read")) {
+				return false
+			}
+		}
+		return true
+	})
+	after := heapNow()
+	t.Logf("%d queries on a socket that does not read: heap %d -> %d KiB, goroutines %d -> %d",
+		n, before.heap>>10, after.heap>>10, before.goroutines, after.goroutines)
+	if grew := after.heap - before.heap; grew > 12<<20 {
+		t.Errorf("the heap grew by %d MiB, want a few", grew>>20)
+	}
+	if grew := after.goroutines - before.goroutines; grew > 150 {
+		t.Errorf("%d more goroutines, want about 100", grew)
+	}
+
+	// Read: every query is answered, with its result or, past the cap,
+	// an error naming it.
+	results, refused := 0, 0
+	for results+refused < n {
+		m := c.read()
+		switch {
+		case strings.Contains(m, `"type":"next"`):
+			results++
+		case strings.Contains(m, `"type":"error"`) && strings.Contains(m, "graphql_ws_max_operations") && strings.Contains(m, "TOO_MANY_REQUESTS"):
+			refused++
+		case strings.Contains(m, `"type":"complete"`):
+		default:
+			t.Fatalf("unexpected message %.300s", m)
+		}
+	}
+	t.Logf("%d answered, %d refused", results, refused)
+	if refused == 0 || results < 100 {
+		t.Errorf("%d answered, %d refused: want at least 100 answered and some refused", results, refused)
+	}
+}
+
+type heapUse struct{ heap, goroutines int64 }
+
+// heapNow returns the heap in use after a collection, and the goroutines.
+func heapNow() heapUse {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return heapUse{int64(ms.HeapAlloc), int64(runtime.NumGoroutine())}
 }

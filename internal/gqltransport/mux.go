@@ -39,10 +39,36 @@ type muxOut struct {
 	room chan struct{} // closed when the writer takes buf
 	wake chan struct{} // has a value when buf has messages for the writer
 	done <-chan struct{}
+	// finite has a value while a query or mutation of the connection
+	// runs (see take).
+	finite chan struct{}
 }
 
 func newMuxOut(done <-chan struct{}) *muxOut {
-	return &muxOut{room: make(chan struct{}), wake: make(chan struct{}, 1), done: done}
+	return &muxOut{room: make(chan struct{}), wake: make(chan struct{}, 1), done: done, finite: make(chan struct{}, 1)}
+}
+
+// turn waits until no other query or mutation of the connection runs and
+// at most muxOutLimit bytes wait for the writer; the caller then runs
+// one, adds its result and calls release. A connection reads on while its
+// operations run, and add never waits: without turns, a client that
+// sends queries and reads nothing would have the result of each one
+// queued, or held by its goroutine, however many it sent. With them it
+// holds at most muxOutLimit, one result and what the writer writes. It
+// fails once the connection is gone or stop is closed.
+func (o *muxOut) turn(stop <-chan struct{}) (release func(), err error) {
+	select {
+	case o.finite <- struct{}{}:
+	case <-o.done:
+		return nil, errConnectionGone
+	case <-stop:
+		return nil, context.Canceled
+	}
+	if err := o.wait(stop); err != nil {
+		<-o.finite
+		return nil, err
+	}
+	return func() { <-o.finite }, nil
 }
 
 // add appends one message, the concatenation of parts. It never waits.
@@ -62,6 +88,12 @@ func (o *muxOut) flush() error {
 	case o.wake <- struct{}{}:
 	default:
 	}
+	return o.wait(nil)
+}
+
+// wait waits while more than muxOutLimit bytes wait for the writer. It
+// fails once the connection is gone or stop is closed (nil: never).
+func (o *muxOut) wait(stop <-chan struct{}) error {
 	for {
 		o.mu.Lock()
 		n, room := len(o.buf), o.room
@@ -69,6 +101,8 @@ func (o *muxOut) flush() error {
 		select {
 		case <-o.done:
 			return errConnectionGone
+		case <-stop:
+			return context.Canceled
 		default:
 		}
 		if n <= muxOutLimit {
@@ -78,6 +112,8 @@ func (o *muxOut) flush() error {
 		case <-room:
 		case <-o.done:
 			return errConnectionGone
+		case <-stop:
+			return context.Canceled
 		}
 	}
 }
@@ -224,7 +260,7 @@ func (m *muxOp) writeShared([]byte) error { panic("sse: multiplexed frames are n
 // caller's role (graphqlws.go).
 type muxRequest struct {
 	params *graphql.RawParams
-	op     *muxOp
+	op     *muxOp // the operation's framer
 	// registered is called once the operation is under way: a
 	// subscription registered (or refused), a query or mutation
 	// dispatched. The connection reads its next message only then, so a

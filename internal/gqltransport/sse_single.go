@@ -490,7 +490,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 	// goroutine of its own for a resume), and done is called when it is
 	// over.
 	served := false
-	mr := &muxRequest{conn: res.conn, done: done, serve: func(s *stream.Stream) {
+	mr := &muxRequest{op: op, conn: res.conn, done: done, serve: func(s *stream.Stream) {
 		served = true
 		// A DELETE, or the end of the stream, ends it.
 		res.mu.Lock()

@@ -43,6 +43,10 @@ type Options struct {
 	// after it (config graphql_ws_max_message_bytes; default 1 MiB).
 	MaxInitBytes    int64
 	MaxMessageBytes int64
+	// MaxOperations caps the operations one graphql-ws socket runs at
+	// once: queries, mutations and subscriptions (config
+	// graphql_ws_max_operations; default 100).
+	MaxOperations int
 	// MaxPendingSockets caps the graphql-ws sockets not yet acknowledged
 	// (config max_unauthenticated_sockets; 0: no cap).
 	MaxPendingSockets int64
@@ -91,6 +95,9 @@ func NewServer(o Options) *Server {
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
+	}
+	if o.MaxOperations <= 0 {
+		o.MaxOperations = 100
 	}
 	if o.Origins == nil {
 		o.Origins = origin.New(nil)
@@ -215,6 +222,23 @@ func (t *transport) prepare(ctx context.Context, st framer, req *request, exec g
 // served (nil when it could not start).
 func (t *transport) execute(ctx context.Context, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor, mr *muxRequest) *stream.Stream {
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
+		if mr != nil {
+			// An operation of a connection runs once the connection's
+			// queries and mutations before it have queued their results
+			// and the queue has room (muxOut.turn): so a client that
+			// does not read holds little.
+			release, err := mr.op.out.turn(ctx.Done())
+			if err != nil {
+				// Stopped, or the connection is gone: nothing is sent
+				// for it, but a POST of single connection mode still
+				// needs an answer.
+				if mr.op.reject != nil {
+					mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation ended before it ran: its stream ended, or a DELETE stopped it"))
+				}
+				return nil
+			}
+			defer release()
+		}
 		responses, rctx := exec.DispatchOperation(ctx, op)
 		b, err := graph.MarshalResponse(responses(rctx))
 		if err != nil {
