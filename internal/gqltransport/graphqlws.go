@@ -147,7 +147,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 	ctx, cancel := context.WithCancel(r.Context())
 	org, name := graph.DatabaseOf(r)
 	sc := &socket{srv: s, ws: ws, raw: kw.conn, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
-		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}, ended: make(chan struct{})}
+		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, ended: make(chan struct{})}
 	c.accepted(sc)
 	defer c.gone(sc)
 	sc.run()
@@ -196,8 +196,8 @@ type socket struct {
 	credReq *http.Request
 
 	mu  sync.Mutex
-	ops map[string]context.CancelFunc // running operations by id
-	wg  sync.WaitGroup                // their goroutines and streams
+	ops map[string]*muxEntry // running operations by id
+	wg  sync.WaitGroup       // their goroutines and streams
 	// running counts the operations started and not yet done, those a
 	// complete stopped among them (their goroutines may still run): at
 	// most Options.MaxOperations.
@@ -429,8 +429,8 @@ func (sc *socket) read() {
 			}
 		case "complete":
 			sc.mu.Lock()
-			if cancel := sc.ops[m.ID]; cancel != nil {
-				cancel()
+			if e := sc.ops[m.ID]; e != nil {
+				e.stop()
 				delete(sc.ops, m.ID)
 			}
 			sc.mu.Unlock()
@@ -628,12 +628,13 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
 		op.refuse(sluice.Errorf(sluice.CodeTooMany, "this socket runs its maximum of %d operations at once (config graphql_ws_max_operations): send it again once one has ended", max))
 		return true
 	}
-	sc.ops[id] = cancel
+	e := &muxEntry{stop: cancel}
+	sc.ops[id] = e
 	sc.running++
 	sc.wg.Add(1)
 	sc.mu.Unlock()
 	registered := make(chan struct{})
-	go sc.operation(ctx, cancel, id, params, registered)
+	go sc.operation(ctx, cancel, e, id, params, registered)
 	<-registered
 	return true
 }
@@ -641,13 +642,13 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
 // operation runs operation id: authorized, then dispatched to the
 // transport of the database's current schema and the caller's role, as
 // the GraphQL handler serves a request.
-func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id string, params *graphql.RawParams, registered chan struct{}) {
+func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *muxEntry, id string, params *graphql.RawParams, registered chan struct{}) {
 	var once sync.Once
 	mark := func() { once.Do(func() { close(registered) }) }
 	served := false
 	done := func() {
 		sc.mu.Lock()
-		if sc.ops != nil {
+		if sc.ops[id] == e { // else completed, and the id maybe reused
 			delete(sc.ops, id)
 		}
 		sc.running--
@@ -688,8 +689,8 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, id s
 		served = true
 		// A complete from the client ends it.
 		sc.mu.Lock()
-		if sc.ops[id] != nil {
-			sc.ops[id] = func() {
+		if sc.ops[id] == e { // else completed: its context ended
+			e.stop = func() {
 				cancel()
 				s.Stop()
 			}

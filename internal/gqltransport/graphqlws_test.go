@@ -611,3 +611,47 @@ func TestSocketBeforeAcknowledgement(t *testing.T) {
 		t.Fatalf("an upgrade with a ticket: %v %v, want 400", err, resp)
 	}
 }
+
+// TestSocketReusedIDKeepsItsOperation: a client completes subscription x
+// and subscribes x again at once; the first x's stream ends after that,
+// and takes nothing of the second's: a third subscribe x is refused with
+// 4409, and complete x would stop the second (found by review: the first
+// one's end deleted whatever was under x, so the second could not be
+// stopped, a third ran beside it and each commit came twice). Twenty
+// sockets: the first stream's end comes after the second subscribe in
+// most, not all.
+func TestSocketReusedIDKeepsItsOperation(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsreuse", "type Dog { name: String! }")
+	const sub = `{"id":"x","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`
+	for i := range 20 {
+		c := mustConnect(t, d, "wsreuse")
+		c.send(sub)
+		c.barrier("b1")
+		c.send(`{"id":"x","type":"complete"}`)
+		c.send(sub)
+		c.barrier("b2")
+		insertDog(t, d, "wsreuse", fmt.Sprint("d", i))
+		// The second x is served: its event comes.
+		if got := c.read(); !strings.HasPrefix(got, `{"id":"x","type":"next","payload":{"data":{"Dog_added":{"name":"d`+fmt.Sprint(i)+`"}}`) {
+			t.Fatalf("socket %d: got %s, want the second x's event", i, got)
+		}
+		// So it still holds x: a third is refused, the query after it
+		// never read.
+		c.send(sub)
+		c.send(`{"id":"b3","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+		for {
+			_, b, err := c.c.Read(c.tx)
+			if err != nil {
+				if websocket.CloseStatus(err) != 4409 {
+					t.Fatalf("socket %d: %v, want close 4409", i, err)
+				}
+				break
+			}
+			if strings.Contains(string(b), `"id":"b3"`) {
+				t.Fatalf("socket %d: a third x was accepted (%s)", i, b)
+			}
+		}
+	}
+}

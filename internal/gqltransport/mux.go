@@ -255,6 +255,14 @@ func (m *muxOp) flush() error             { return m.out.flush() }
 func (m *muxOp) shared() bool             { return false }
 func (m *muxOp) writeShared([]byte) error { panic("sse: multiplexed frames are not shared") }
 
+// muxEntry is a running operation in its connection's operations by id.
+// The client may reuse an id once it completed (or DELETEd) it, while the
+// operation it named still ends: the operation removes or changes the
+// entry under its id only while it is this entry, its own.
+type muxEntry struct {
+	stop func() // ends the operation: cancels it, stops its stream
+}
+
 // muxRequest is one operation of a connection, dispatched by the
 // connection to the transport of its database's current schema and the
 // caller's role (graphqlws.go).

@@ -187,7 +187,7 @@ type reservation struct {
 	mu       sync.Mutex
 	attached bool // guarded by the connections' mu
 	ended    bool
-	ops      map[string]context.CancelFunc
+	ops      map[string]*muxEntry
 	wg       sync.WaitGroup // the operations' goroutines
 	// conn is the reservation's state in the stream server: its
 	// operations' feed and pump.
@@ -208,8 +208,8 @@ func (res *reservation) end() { res.endOnce.Do(res.stop) }
 func (res *reservation) stop() {
 	res.mu.Lock()
 	res.ended = true
-	for _, cancel := range res.ops {
-		cancel()
+	for _, e := range res.ops {
+		e.stop()
 	}
 	res.mu.Unlock()
 	res.cancel()
@@ -243,8 +243,8 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 			return
 		}
 		res.mu.Lock()
-		if cancel := res.ops[id]; cancel != nil {
-			cancel()
+		if e := res.ops[id]; e != nil {
+			e.stop()
 			delete(res.ops, id)
 		}
 		res.mu.Unlock()
@@ -269,7 +269,7 @@ func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
 	tok := base64.RawURLEncoding.EncodeToString(b)
 	ctx, cancel := context.WithCancel(t.conns.ctx)
 	res := &reservation{token: tok, user: greq.User.ID, db: greq.DB.ID, ctx: ctx, cancel: cancel,
-		out: newMuxOut(ctx.Done()), ops: map[string]context.CancelFunc{}, conn: t.opts.Streams.NewConn()}
+		out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, conn: t.opts.Streams.NewConn()}
 	c := t.conns
 	// The guard's end runs while access changes are applied, holding the
 	// hub's access lock, and must not block or take c.mu (end, under
@@ -456,12 +456,13 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		writeHTTPError(w, sluice.Errorf(sluice.CodeConflict, "an operation with id %q is running on this stream", id))
 		return
 	}
-	res.ops[id] = cancel
+	e := &muxEntry{stop: cancel}
+	res.ops[id] = e
 	res.wg.Add(1)
 	res.mu.Unlock()
 	done := func() {
 		res.mu.Lock()
-		if res.ops[id] != nil {
+		if res.ops[id] == e { // else DELETEd, and the id maybe reused
 			delete(res.ops, id)
 		}
 		res.mu.Unlock()
@@ -494,8 +495,8 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		served = true
 		// A DELETE, or the end of the stream, ends it.
 		res.mu.Lock()
-		if res.ops[id] != nil {
-			res.ops[id] = func() {
+		if res.ops[id] == e { // else DELETEd: its context ended
+			e.stop = func() {
 				cancel()
 				s.Stop()
 			}
