@@ -406,6 +406,14 @@ func (sc *socket) read() {
 			sc.out.add([]byte(`{"type":"connection_ack"}`))
 			_ = sc.out.flush()
 		case "ping":
+			// Before connection_ack the socket is anyone's: a ping
+			// while a pong still waits for the writer gets none of its
+			// own, so a client that pings and never reads holds one
+			// pong here, not 64 KiB of them (one pong says as much as
+			// many). After it, the queue's bound holds the socket back.
+			if !acked && sc.out.waiting() {
+				continue
+			}
 			sc.out.add([]byte(`{"type":"pong"}`))
 			_ = sc.out.flush()
 		case "pong":

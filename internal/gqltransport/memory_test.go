@@ -1,11 +1,15 @@
 package gqltransport_test
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -188,4 +192,76 @@ func heapNow() heapUse {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return heapUse{int64(ms.HeapAlloc), int64(runtime.NumGoroutine())}
+}
+
+// TestPingsBeforeAcknowledgementCostLittle: sockets not yet acknowledged
+// send thousands of pings each and read nothing (their receive buffers
+// small, as a client's that does not read soon are full). One pong waits
+// for each, the others are dropped: the heap grows by a few KiB a socket
+// (found by review: every ping queued a pong until 64 KiB waited, and the
+// writer held as much again, 200 to 285 KiB a socket, 280 MB for
+// max_unauthenticated_sockets' 1,000). Not parallel: it measures the
+// process's heap.
+func TestPingsBeforeAcknowledgementCostLittle(t *testing.T) {
+	const sockets, pings = 20, 5000
+	d := dt.Start(t)
+	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var err error
+		if cerr := c.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	start := time.Now()
+	var conns []*websocket.Conn
+	for range sockets {
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+"/api/graphql/admin/any",
+			&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPClient: client})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.CloseNow()
+		conns = append(conns, c)
+	}
+	before := heapNow()
+	errs := make(chan error, sockets)
+	for _, c := range conns {
+		go func() {
+			var err error
+			for i := 0; i < pings && err == nil; i++ {
+				err = c.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`))
+			}
+			errs <- err
+		}()
+	}
+	for range sockets {
+		if err := <-errs; err != nil {
+			t.Fatalf("ping: %v", err)
+		}
+	}
+	// Nothing announces that the daemon has read them: wait until every
+	// socket's reader waits, for the network or for its queue.
+	eventually.True(t, wait, "the sockets' readers wait", func() bool {
+		buf := make([]byte, 64<<20)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "gqltransport.(*socket).read(") && !strings.Contains(g, "[IO wait") && !strings.Contains(g, "gqltransport.(*muxOut)") {
+				return false
+			}
+		}
+		return true
+	})
+	after := heapNow()
+	if time.Since(start) >= 10*time.Second {
+		t.Fatalf("the pings took %s: the sockets' 10 s for connection_init ran out before the measure", time.Since(start))
+	}
+	per := (after.heap - before.heap) / sockets
+	t.Logf("%d pings on each of %d unacknowledged sockets: heap %d -> %d KiB, %d B a socket", pings, sockets, before.heap>>10, after.heap>>10, per)
+	if per > 8<<10 {
+		t.Errorf("the heap grew by %d KiB a socket, want a few", per>>10)
+	}
 }

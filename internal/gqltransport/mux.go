@@ -118,6 +118,13 @@ func (o *muxOut) wait(stop <-chan struct{}) error {
 	}
 }
 
+// waiting reports whether messages wait for the writer.
+func (o *muxOut) waiting() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.ends) > 0
+}
+
 // take hands the writer what waits (nil when nothing does) and makes
 // room; spare is a buffer the writer no longer needs, reused.
 func (o *muxOut) take(spare []byte) ([]byte, []int) {
