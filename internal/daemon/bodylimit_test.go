@@ -97,3 +97,57 @@ func TestBodyLimitOnEveryRoute(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteAndPatchBodiesAreCheckedBeforeDecoded: a DELETE or PATCH body
+// is not decoded before its checks: a user who may not write is refused
+// without the body being read (the request here never ends its body), and
+// a DELETE of more ids than max_write_documents is refused at the first
+// id too many, naming the setting, rather than after max_body_bytes of
+// ids decoded (64 MiB of "" is 22 million ids, gigabytes).
+func TestDeleteAndPatchBodiesAreCheckedBeforeDecoded(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxWriteDocuments = 3 })
+	d.CreateDatabase(t, "few", "type Note { text: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"nosy","organization":"admin","password":"nosy-password"}`)
+	// send sends a body of prefix, then item for ever, until the answer
+	// comes.
+	send := func(auth dt.Auth, method, path, contentType, prefix, item string) (int, string) {
+		t.Helper()
+		pr, pw := io.Pipe()
+		go func() {
+			if _, err := pw.Write([]byte(prefix)); err != nil {
+				return
+			}
+			for {
+				if _, err := pw.Write([]byte(item)); err != nil {
+					return
+				}
+			}
+		}()
+		defer pr.CloseWithError(io.ErrClosedPipe)
+		req, err := http.NewRequest(method, d.URL+path, pr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", contentType)
+		auth(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	nosy := dt.Basic("nosy", "nosy-password")
+	const docs = "/api/document/admin/few"
+	if status, body := send(nosy, "DELETE", docs, "application/json", `[`, `"",`); status != 403 {
+		t.Errorf("a DELETE by a user without a role: %d %s", status, body)
+	}
+	if status, body := send(nosy, "PATCH", docs+"?id=Note/a", "application/merge-patch+json", `{"text":[`, `0,`); status != 403 {
+		t.Errorf("a PATCH by a user without a role: %d %s", status, body)
+	}
+	if status, body := send(dt.Admin(), "DELETE", docs, "application/json", `["Note/a",`, `"Note/b",`); status != 413 || !strings.Contains(body, "more than 3 documents (max_write_documents)") {
+		t.Errorf("a DELETE of more ids than max_write_documents: %d %s", status, body)
+	}
+}

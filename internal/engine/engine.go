@@ -128,6 +128,17 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 // 1,000,000.
 func (e *Engine) LimitWrites(maxDocuments int64) { e.maxWriteDocuments = maxDocuments }
 
+// CheckWriteCount returns the error of a write request found to hold n
+// documents when that is more than max_write_documents, nil otherwise:
+// for a caller that reads a request's documents one at a time and can
+// stop at the first one too many.
+func (e *Engine) CheckWriteCount(n int64) error {
+	if e.maxWriteDocuments > 0 && n > e.maxWriteDocuments {
+		return e.tooManyDocuments()
+	}
+	return nil
+}
+
 // tooManyDocuments is the error of a write request holding more than
 // max_write_documents documents.
 func (e *Engine) tooManyDocuments() error {

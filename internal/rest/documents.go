@@ -310,6 +310,14 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, sluice.Errorf(sluice.CodeUnsupportedMedia, "PATCH takes a JSON Merge Patch (RFC 7396): send it with Content-Type: application/merge-patch+json, not %.64q", t))
 		return
 	}
+	// The role first: a patch of 64 MiB decodes to gigabytes of values
+	// ({"text":[0,0,…]}), which a user who may not write must not cost. A
+	// writer may send a document that large anyway.
+	org, name := dbPath(r)
+	if _, _, err := a.Engine.Database(r.Context(), userFrom(r), org, name, sluice.RoleWrite); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
 	dec.UseNumber()
 	var v any
@@ -334,7 +342,6 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	org, name := dbPath(r)
 	res, err := a.Engine.Patch(r.Context(), userFrom(r), org, name, []engine.Patch{{ID: id, Fields: patch}}, opt)
 	if err != nil {
 		writeError(w, r, err)
@@ -355,20 +362,21 @@ func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 	}
 	var ids []string
 	var expect []sluice.Precondition
+	org, name := dbPath(r)
 	if id := r.URL.Query().Get("id"); id != "" {
 		ids = []string{id}
 	} else {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
-		if err != nil {
-			writeError(w, r, bodyError(err))
+		// The role first: a body of 64 MiB of "" decodes to 22 million
+		// ids, gigabytes, which a user who may not write must not cost.
+		if _, _, err := a.Engine.Database(r.Context(), userFrom(r), org, name, sluice.RoleWrite); err != nil {
+			writeError(w, r, err)
 			return
 		}
-		if ids, expect, err = deleteBody(body); err != nil {
+		if ids, expect, err = deleteBody(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), a.Engine.CheckWriteCount); err != nil {
 			writeError(w, r, err)
 			return
 		}
 	}
-	org, name := dbPath(r)
 	res, err := a.Engine.Delete(r.Context(), userFrom(r), org, name, ids, expect, opt)
 	if err != nil {
 		writeError(w, r, err)
@@ -381,36 +389,84 @@ func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 // ids or {"@id", "@version"} objects, or one id as a JSON string. It
 // returns the ids and, when any element has a version, every element's
 // precondition. An element that is neither is refused naming its index
-// and what is wrong with it.
-func deleteBody(body []byte) ([]string, []sluice.Precondition, error) {
-	var one string
-	if json.Unmarshal(body, &one) == nil {
-		return []string{one}, nil, nil
+// and what is wrong with it. It reads the array element by element and
+// asks count (when not nil) about each new number of ids, so that a
+// body of more ids than a write may hold is refused at the first one
+// too many, not decoded whole first.
+func deleteBody(body io.Reader, count func(n int64) error) ([]string, []sluice.Precondition, error) {
+	dec := json.NewDecoder(body)
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, nil, deleteBodyError(err)
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(body, &items) != nil {
+	var ids []string
+	var expect []sluice.Precondition
+	versions := false
+	switch tok := tok.(type) {
+	case string:
+		ids = []string{tok}
+	case json.Delim:
+		if tok != '[' {
+			return nil, nil, errDeleteBody
+		}
+		for i := 0; dec.More(); i++ {
+			if count != nil {
+				if err := count(int64(i + 1)); err != nil {
+					return nil, nil, err
+				}
+			}
+			var it json.RawMessage
+			if err := dec.Decode(&it); err != nil {
+				return nil, nil, deleteBodyError(err)
+			}
+			var id string
+			if json.Unmarshal(it, &id) == nil {
+				ids, expect = append(ids, id), append(expect, sluice.Precondition{})
+				continue
+			}
+			id, version, err := deleteElement(it)
+			if err != nil {
+				return nil, nil, sluice.Errorf(sluice.CodeInvalid, `the DELETE body's element %d (counting from 0): %s; an element is a document id or {"@id": id, "@version": version}`, i, err)
+			}
+			ids, expect = append(ids, id), append(expect, sluice.Precondition{})
+			if version != "" {
+				expect[i].Version, versions = version, true
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing bracket
+			return nil, nil, deleteBodyError(err)
+		}
+		if ids == nil {
+			ids = []string{}
+		}
+	default:
 		return nil, nil, errDeleteBody
 	}
-	ids := make([]string, len(items))
-	expect := make([]sluice.Precondition, len(items))
-	versions := false
-	for i, it := range items {
-		if json.Unmarshal(it, &ids[i]) == nil {
-			continue
+	// Token, not More: an error reading the rest (invalid UTF-8, a body
+	// past its bound) is that error.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return nil, nil, errDeleteBody // data after the value
 		}
-		id, version, err := deleteElement(it)
-		if err != nil {
-			return nil, nil, sluice.Errorf(sluice.CodeInvalid, `the DELETE body's element %d (counting from 0): %s; an element is a document id or {"@id": id, "@version": version}`, i, err)
-		}
-		ids[i] = id
-		if version != "" {
-			expect[i].Version, versions = version, true
-		}
+		return nil, nil, deleteBodyError(err)
 	}
 	if !versions {
 		expect = nil
 	}
 	return ids, expect, nil
+}
+
+// deleteBodyError is the error of a DELETE body that could not be read
+// (bodyError: too large, invalid UTF-8) or is not JSON of the shape it
+// must have (errDeleteBody).
+func deleteBodyError(err error) error {
+	if _, ok := errors.AsType[*sluice.Error](err); ok {
+		return err
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return bodyError(err)
+	}
+	return errDeleteBody
 }
 
 // deleteElement reads an element of a DELETE body that is not an id: an
