@@ -1019,3 +1019,95 @@ func headPositionOf(t *testing.T, d *dt.Daemon, db, class string) string {
 	t.Helper()
 	return d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/"+db+"?type="+class+"&count=0", nil).Header.Get("Sluice-Position")
 }
+
+// TestPastOfSubdocumentFieldsDropped: a forced schema change that drops
+// or retypes a field of a subdocument type drops its values inside the
+// stored documents' subdocuments (at any depth, in lists too) with no
+// change in the log, while the document fields holding them keep their
+// type. As of a position before it, such a field cannot be shown: REST
+// leaves it out of every subdocument of its type and names it by the
+// type, GraphQL refuses selecting or filtering by it, a diff names it; a
+// field of the type the change did not touch reads as it was. A field
+// dropped for good is not shown either, though no read can name it.
+func TestPastOfSubdocumentFieldsDropped(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	const sdl = `type Person { name: String home: Address homes: [Address] }
+type Address @subdocument { city: String zip: Int geo: Geo }
+type Geo @subdocument { code: Int note: String }`
+	retyped := strings.Replace(strings.Replace(sdl, "zip: Int", "zip: String", 1), "code: Int", "code: String", 1)
+	dropped := strings.Replace(strings.Replace(sdl, " zip: Int", "", 1), "code: Int ", "", 1)
+	for _, c := range []struct {
+		db      string
+		changes []string // the first forced
+		hidden  string
+	}{
+		{"retyped", []string{retyped}, "Address.zip, Geo.code"},
+		{"readded", []string{dropped, sdl}, "Address.zip, Geo.code"},
+		{"dropped", []string{dropped}, ""},
+	} {
+		a.CreateDatabase(t, c.db, sdl)
+		docs := "/api/document/admin/" + c.db
+		a.MustDo(t, 200, dt.Admin(), "POST", docs, `[{"@type":"Person","@id":"alice","name":"Alice",
+			"home":{"@type":"Address","city":"Oslo","zip":12345,"geo":{"@type":"Geo","code":4711,"note":"fjord"}},
+			"homes":[{"@type":"Address","city":"Bergen","zip":1}]},
+			{"@type":"Person","@id":"bob","name":"Bob","home":{"@type":"Address","city":"Rome","zip":777}}]`)
+		p1 := headPositionOf(t, a, c.db, "Person")
+		// Bob changes after p1: his state then is the log's image, which
+		// still holds his zip (alice's is today's row, which lost hers).
+		a.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"Person","@id":"Person/bob","name":"Robert","home":{"@type":"Address","city":"Rome","zip":777}}`)
+		for i, change := range c.changes {
+			a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/"+c.db+map[bool]string{true: "?force=true"}[i == 0], change)
+		}
+
+		for _, path := range []string{
+			docs + "?id=Person/alice&as_of=" + p1,
+			docs + "?id=Person/bob&as_of=" + p1,
+			docs + "?type=Person&as_of=" + p1,
+			"/api/diff/admin/" + c.db + "?from=" + p1,
+		} {
+			r := a.MustDo(t, 200, dt.Admin(), "GET", path, nil)
+			for _, s := range []string{`"zip"`, `"code"`, "12345", "4711", "777"} {
+				if bytes.Contains(r.Body, []byte(s)) {
+					t.Errorf("%s: %s shows %s, whose values a schema change since dropped: %s", c.db, path, s, r.Body)
+				}
+			}
+			if !bytes.Contains(r.Body, []byte(`"Rome"`)) && !bytes.Contains(r.Body, []byte(`"Oslo"`)) || strings.Contains(path, "alice") && !bytes.Contains(r.Body, []byte(`"fjord"`)) {
+				t.Errorf("%s: %s leaves out what the change did not touch: %s", c.db, path, r.Body)
+			}
+			if got := r.Header.Get("Sluice-Hidden-Fields"); got != c.hidden {
+				t.Errorf("%s: %s: Sluice-Hidden-Fields %q, want %q", c.db, path, got, c.hidden)
+			}
+		}
+		r := a.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/"+c.db+"?from="+p1, nil)
+		if want := `"hidden_fields":[` + strings.ReplaceAll(strings.ReplaceAll(`"`+c.hidden+`"`, ", ", `","`), `""`, "") + `]`; !bytes.Contains(r.Body, []byte(want)) {
+			t.Errorf("%s: diff from p1: %s, want %s", c.db, r.Body, want)
+		}
+		// What the change did not touch reads as it was.
+		if got := gqlData(t, a, dt.Admin(), c.db, `{ Person(asOf: "`+p1+`", filter: {home: {city: {eq: "Oslo"}}}) { name home { city geo { note } } homes { city } } }`); got != `{"Person":[{"name":"Alice","home":{"city":"Oslo","geo":{"note":"fjord"}},"homes":[{"city":"Bergen"}]}]}` {
+			t.Errorf("%s: as of p1: %s", c.db, got)
+		}
+		if c.hidden == "" {
+			continue // no query can name a field today's schema lacks
+		}
+		eq := map[string]string{"retyped": `"12345"`, "readded": "12345"}[c.db]
+		for _, q := range []struct{ field, query string }{
+			{"Address.zip", `{ Person(asOf: "` + p1 + `") { name home { zip } } }`},
+			{"Address.zip", `{ Person(asOf: "` + p1 + `") { homes { zip } } }`},
+			{"Geo.code", `{ Person(asOf: "` + p1 + `") { home { geo { code } } } }`},
+			{"Address.zip", `{ Person(asOf: "` + p1 + `", filter: {home: {zip: {eq: ` + eq + `}}}) { name } }`},
+			{"Address.zip", `{ Person(asOf: "` + p1 + `", filter: {homes: {someHave: {zip: {eq: ` + eq + `}}}}) { name } }`},
+			{"Address.zip", `{ Person_aggregate(asOf: "` + p1 + `", filter: {home: {zip: {eq: ` + eq + `}}}) { count } }`},
+		} {
+			want := q.field + " as of " + p1 + " cannot be shown: a schema change after that position"
+			if r := gqlQuery(t, a, dt.Admin(), c.db, q.query); len(r.Errors) == 0 || r.Errors[0].Extensions.Code != "BAD_USER_INPUT" || !strings.Contains(r.Errors[0].Message, want) {
+				t.Errorf("%s: %s: %s %+v, want BAD_USER_INPUT saying %q", c.db, q.query, r.Data, r.Errors, want)
+			}
+		}
+		// As of after the change, zip reads as it is.
+		p2 := headPositionOf(t, a, c.db, "Person")
+		if r := a.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Person/alice&as_of="+p2, nil); r.Header.Get("Sluice-Hidden-Fields") != "" {
+			t.Errorf("%s: Person/alice as of p2: %s (hidden %q)", c.db, r.Body, r.Header.Get("Sluice-Hidden-Fields"))
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -21,9 +22,15 @@ import (
 //   - a field whose column a schema change after the position dropped and
 //     made again (another type, or dropped and added back) lost the
 //     values it held then: those values are unknown; so are those of a
-//     reference field (of a document or a subdocument class) from which
-//     a schema change after the position dropped the references that no
-//     longer fit its type (see leftOut), though its column stayed;
+//     field of a subdocument class that such a change dropped from the
+//     stored subdocuments (conform.go), though the document field holding
+//     them kept its column, and those of a reference field (of a document
+//     or a subdocument class) from which a schema change after the
+//     position dropped the references that no longer fit its type (see
+//     leftOut), though its column stayed;
+//   - a field of a subdocument class that today's schema lacks is not
+//     shown, as one of a document class is not: the log's images may
+//     hold its values, which today's schema has no field for;
 //   - a class dropped after the position, and so its documents, is lost
 //     (a schema change deletes them without commits); and a class or
 //     interface that a document class stopped implementing after the
@@ -66,6 +73,10 @@ type Past struct {
 	// which Hidden finds the subdocument classes a read shows.
 	cur  *sluice.Schema
 	role sluice.Role
+	// strays says that the log's images read may hold fields of
+	// subdocuments that today's schema lacks (versionScan.strays), which
+	// dropUnknown then leaves out.
+	strays bool
 }
 
 // CheckField returns a CodeInvalid error saying why field of class cannot
@@ -238,7 +249,10 @@ type versionScan struct {
 	// broke holds, by field, the last version i (≥ 1) that stored it in
 	// another column than version i-1 did (sameColumn), or, for a
 	// reference field (of a subdocument class too), that dropped
-	// references from its column (leftOut).
+	// references from its column (leftOut). A field of a subdocument
+	// class has no column of its own; its "column" is its values inside
+	// the subdocuments, which a change of its type, list-ness or enum
+	// drops as a change of a column does (conform.go).
 	broke map[fieldKey]int
 	// left holds, by document class and a class or interface it fitted
 	// under (fits: itself, or one it implemented), the last version i
@@ -256,6 +270,11 @@ type versionScan struct {
 	// lastDoc holds, for the document classes of versions 0 and at that
 	// today's schema lacks, the last version in which each was one.
 	lastDoc map[string]int
+	// strays is the last version in which a subdocument class of today's
+	// schema, a subdocument class then too, had a field today's lacks (-1:
+	// none): the log's images of that version or later may hold values
+	// of that field, which a read through today's schema must not show.
+	strays int
 	// dropped is the first version i whose schema change dropped a
 	// document class of version i-1 that today's schema lacks, and
 	// droppedName that class (0 and "": none).
@@ -319,11 +338,12 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 // on): the walk holds a view of one version, applying each digest to it.
 func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), digest func(i int) (*versionDigest, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
 	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, left: map[classPair]int{}, hidden: map[fieldKey]int{},
-		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}, strays: -1}
 	if len(firsts) == 0 {
 		return sc, nil
 	}
 	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
+	isSub := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindSubdocument }
 	first, err := load(0)
 	if err != nil {
 		return nil, err
@@ -338,6 +358,9 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 	// A field missing from a version breaks its column in that version
 	// and the next (sameColumn): absent holds those missing now.
 	goneOpen, hiddenOpen, absent := map[string]bool{}, map[fieldKey]bool{}, map[fieldKey]bool{}
+	// strayOpen holds the subdocument classes with fields today's lacks
+	// (see versionScan.strays) in the version walked.
+	strayOpen := map[string]bool{}
 	last := len(firsts) - 1
 	// protect records whether version i protects field k of today's
 	// schema from the reader's role (of: the field in version i, nil when
@@ -351,19 +374,54 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			delete(hiddenOpen, k)
 		}
 	}
-	// lookSub records whether version i (the view s) protects the fields
-	// of subdocument class name of today's schema. That is all a read of
-	// the past needs of a subdocument class: its values are held in the
-	// column of the document field holding it, whose class and column
-	// look follows.
-	lookSub := func(i int, name string, fields []*sluice.Field) {
+	// lookSub records what version i (the view s; prev, the one before,
+	// nil for version 0) holds of subdocument class name of today's
+	// schema, and, with fields, of its fields (all of them, or those
+	// whose enum changed), as look does for a document class: its
+	// subdocuments live in the columns of the document fields holding
+	// them, which keep their type when a change drops or retypes a field
+	// of the class, but the change drops that field's values from every
+	// stored subdocument (conform.go), with no change in the log.
+	lookSub := func(i int, prev *before, name string, fields []*sluice.Field) {
 		sclass := s.Class(name)
+		stray := false
+		if isSub(sclass) {
+			cc := cur.Class(name)
+			for _, f := range sclass.Fields {
+				if cc.Field(f.Name) == nil {
+					stray = true
+					break
+				}
+			}
+		}
+		switch {
+		case stray:
+			sc.strays, strayOpen[name] = i, true
+		case strayOpen[name]:
+			sc.strays = max(sc.strays, i-1)
+			delete(strayOpen, name)
+		}
 		for _, f := range fields {
+			k := fieldKey{name, f.Name}
 			var of *sluice.Field
 			if sclass != nil {
 				of = sclass.Field(f.Name)
 			}
-			protect(i, fieldKey{name, f.Name}, of)
+			protect(i, k, of)
+			if of == nil {
+				absent[k] = true
+			} else {
+				delete(absent, k)
+			}
+			if prev == nil || sameColumn(prev, s, name, f.Name) {
+				continue
+			}
+			sc.broke[k] = i
+			if pc := prev.Class(name); isSub(pc) && isSub(sclass) && pc.Field(f.Name) != nil {
+				if _, ok := sc.brokeIn[k]; !ok {
+					sc.brokeIn[k] = i
+				}
+			}
 		}
 	}
 	// look records what version i (the view s; prev, the one before, nil
@@ -447,7 +505,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 				case sluice.KindDocument:
 					look(0, nil, name, c.Fields)
 				case sluice.KindSubdocument:
-					lookSub(0, name, c.Fields)
+					lookSub(0, nil, name, c.Fields)
 				}
 			}
 			continue
@@ -467,8 +525,8 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			switch {
 			case isDoc(c):
 				look(i, prev, nc.name, c.Fields)
-			case c != nil && c.Kind == sluice.KindSubdocument:
-				lookSub(i, nc.name, c.Fields)
+			case isSub(c):
+				lookSub(i, prev, nc.name, c.Fields)
 			}
 		}
 		// A change that took document classes out of classes or
@@ -502,7 +560,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			// The fields of the other classes whose enum changed.
 			for _, name := range cur.Order {
 				c := cur.Classes[name]
-				if c.Kind != sluice.KindDocument || prev.changed(name, "") {
+				if c.Kind != sluice.KindDocument && c.Kind != sluice.KindSubdocument || prev.changed(name, "") {
 					continue
 				}
 				var fields []*sluice.Field
@@ -511,8 +569,12 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 						fields = append(fields, f)
 					}
 				}
-				if len(fields) > 0 {
+				switch {
+				case len(fields) == 0:
+				case c.Kind == sluice.KindDocument:
 					look(i, prev, name, fields)
+				default:
+					lookSub(i, prev, name, fields)
 				}
 			}
 		}
@@ -522,6 +584,9 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 	}
 	for k := range hiddenOpen {
 		sc.hidden[k] = last
+	}
+	if len(strayOpen) > 0 {
+		sc.strays = last
 	}
 	// A field missing until the end broke its column in every version
 	// from the one that dropped it (when it comes back, the version that
@@ -593,6 +658,9 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 		then = sc.atThen
 	}
 	past.then = then
+	// The images of the changes after pos are of the versions from start
+	// on.
+	past.strays = sc.strays >= start
 	// since returns the first commit of version i, the one after the
 	// change that made a class or column (a guard keeps it in range:
 	// today's version has every class and column of today's schema).
@@ -627,9 +695,9 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 		c := cur.Classes[name]
 		if c.Kind == sluice.KindSubdocument {
 			for _, f := range c.Fields {
-				// Only a reference field's references break in a
-				// subdocument (see scan); its values are in the column
-				// of the document field holding it, which has no drop.
+				// Its values are in the column of the document field
+				// holding it, which has no drop: dropUnknown leaves the
+				// field out of every subdocument of the class.
 				if b := sc.broke[fieldKey{name, f.Name}]; b > start {
 					broken(name, f, b)
 				}
@@ -754,7 +822,6 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 	for _, name := range cur.Order {
 		c := cur.Classes[name]
 		if c.Kind == sluice.KindSubdocument {
-			// Its reference fields' (see scan).
 			for _, f := range c.Fields {
 				if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && f.ReadRole <= role && between(i) {
 					unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
@@ -813,10 +880,11 @@ func fieldOf(s schemaView, class, field string) *sluice.Field {
 
 // dropUnknown returns doc (a document's API-form JSON) without the fields
 // whose values as of past's position cannot be shown: of its class, and
-// of its subdocuments at any depth. A document without any is returned
+// of its subdocuments at any depth, and the fields of its subdocuments
+// that today's schema lacks. A document without any is returned
 // unchanged.
 func dropUnknown(s *sluice.Schema, past *Past, doc []byte) ([]byte, error) {
-	if doc == nil || len(past.Unknown) == 0 {
+	if doc == nil || len(past.Unknown) == 0 && !past.strays {
 		return doc, nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(doc))
@@ -843,9 +911,19 @@ func dropUnknown(s *sluice.Schema, past *Past, doc []byte) ([]byte, error) {
 
 // dropUnknownIn deletes from m (an object of class c of s: a document, or
 // a subdocument at any depth) the fields whose values as of past's
-// position cannot be shown, and reports whether it deleted any.
+// position cannot be shown, and those c lacks, and reports whether it
+// deleted any.
 func dropUnknownIn(s *sluice.Schema, past *Past, c *sluice.Class, m map[string]any) bool {
 	changed := false
+	if past.strays {
+		for k := range m {
+			// "@type" and a document's "@id" and "@version" are no fields.
+			if !strings.HasPrefix(k, "@") && c.Field(k) == nil {
+				delete(m, k)
+				changed = true
+			}
+		}
+	}
 	unknown := past.Unknown[c.Name]
 	for _, f := range c.Fields {
 		v, ok := m[f.Name]

@@ -238,6 +238,75 @@ func TestPastSchemaSubdocuments(t *testing.T) {
 	}
 }
 
+// TestPastSchemaSubdocumentDrops: a schema change that drops the values of
+// a field of a subdocument class (its type, list-ness or subdocument type
+// changed, its enum lost a value, or dropped and added back) makes it
+// unknown as of a position before it, named by its class, for a reader
+// and an admin, and a diff across it names it; a field of a subdocument
+// class dropped for good is left out of the images. A field added since
+// was nothing then.
+func TestPastSchemaSubdocumentDrops(t *testing.T) {
+	t.Parallel()
+	parse := func(sdl string) *sluice.Schema {
+		s, err := schema.Parse(sdl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Version 1 (commits 1 to 4), version 2 (from commit 5), today's
+	// (from commit 8).
+	v1 := parse(`enum Kind { A B C }
+		type Person { name: String home: Address }
+		type Address @subdocument { zip: Int kind: Kind tags: String geo: Geo again: Int gone: Int same: String }
+		type Geo @subdocument { code: String }
+		type Pos @subdocument { code: String }`)
+	v2 := parse(`enum Kind { A B }
+		type Person { name: String home: Address }
+		type Address @subdocument { zip: String kind: Kind tags: [String] geo: Pos same: String added: Int }
+		type Geo @subdocument { code: String }
+		type Pos @subdocument { code: String }`)
+	now := parse(`enum Kind { A B }
+		type Person { name: String home: Address }
+		type Address @subdocument { zip: String kind: Kind tags: [String] geo: Pos again: Int same: String added: Int }
+		type Geo @subdocument { code: String }
+		type Pos @subdocument { code: String }`)
+	versions, firsts := []*sluice.Schema{v1, v2, now}, []int64{1, 5, 8}
+	for _, role := range []sluice.Role{sluice.RoleRead, sluice.RoleAdmin} {
+		sc := scanVersionsOf(t, versions, firsts, 1, now, role) // at: commit 6's version
+		past, drop := pastSchema(sc, 0, now, role, sluice.Position{Epoch: "e", Seq: 3, Index: sluice.WholeCommit})
+		if got := strings.Join(past.Hidden([]string{"Person"}), " "); got != "Address.again Address.geo Address.kind Address.tags Address.zip" {
+			t.Errorf("role %v: hidden as of commit 3: %s", role, got)
+		}
+		if got := past.Unknown["Address"]["zip"]; got != "Address.zip as of e-3-2147483647 cannot be shown: a schema change after that position (before commit 5) dropped its values" {
+			t.Errorf("role %v: why Address.zip: %q", role, got)
+		}
+		if len(drop) != 0 {
+			t.Errorf("role %v: dropped from the images: %v (the subdocuments' columns stood)", role, drop)
+		}
+		// gone, dropped for good, is left out of an image that holds it.
+		doc := `{"@id":"Person/a","@type":"Person","name":"A","home":{"@type":"Address","zip":1,"gone":2,"same":"s"}}`
+		got, err := dropUnknown(now, past, []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"@id":"Person/a","@type":"Person","name":"A","home":{"@type":"Address","same":"s"}}`; !sameJSONText(t, got, want) {
+			t.Errorf("role %v: as of commit 3: %s, want %s", role, got, want)
+		}
+		// As of commit 6, again was absent (nothing then), and no image
+		// holds gone.
+		later, _ := pastSchema(sc, 1, now, role, sluice.Position{Epoch: "e", Seq: 6, Index: sluice.WholeCommit})
+		if len(later.Unknown) != 0 || later.strays {
+			t.Errorf("role %v: as of commit 6: %v (strays %v)", role, later.Unknown, later.strays)
+		}
+		// A diff from commit 3 to commit 6 crosses the change.
+		diff := diffPast(sc, now, role, sluice.Position{Epoch: "e", Seq: 3, Index: sluice.WholeCommit}, sluice.Position{Epoch: "e", Seq: 6, Index: sluice.WholeCommit})
+		if got := strings.Join(diff.Hidden([]string{"Person"}), " "); got != "Address.again Address.geo Address.kind Address.tags Address.zip" {
+			t.Errorf("role %v: hidden from a diff from commit 3 to 6: %s", role, got)
+		}
+	}
+}
+
 // sameJSONText reports whether a and b hold the same JSON value.
 func sameJSONText(t *testing.T, a []byte, b string) bool {
 	t.Helper()

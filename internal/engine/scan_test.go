@@ -19,7 +19,9 @@ import (
 // goes or changes kind, a field that changes type, list-ness or
 // protection (of a document or a subdocument class), an enum that gains
 // or loses values, a class that starts or stops implementing an
-// interface (which references to it fit).
+// interface (which references to it fit). Of a subdocument class, it
+// checks the fields whose values a change dropped as well as their
+// protection, and the versions that had fields today's lacks.
 func TestScanByDigests(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -162,8 +164,9 @@ func (m *schemaModel) implements(c int) string {
 // whose first commits are firsts, oldest first, loading each with load.
 func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
 	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, left: map[classPair]int{}, hidden: map[fieldKey]int{},
-		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}}
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}, strays: -1}
 	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
+	isSub := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindSubdocument }
 	var prev *sluice.Schema
 	for i := range firsts {
 		s, err := load(i)
@@ -203,11 +206,27 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 		for _, name := range cur.Order {
 			c := cur.Classes[name]
 			if c.Kind == sluice.KindSubdocument {
-				// Of a subdocument class, only whether its fields were
-				// protected.
+				// Of a subdocument class, whether it had fields today's
+				// lacks, and of its fields whether they were protected
+				// and whether their values were dropped.
+				if sclass := s.Class(name); isSub(sclass) {
+					for _, f := range sclass.Fields {
+						if c.Field(f.Name) == nil {
+							sc.strays = i
+						}
+					}
+				}
 				for _, f := range c.Fields {
+					k := fieldKey{name, f.Name}
 					if of := fieldOf(s, name, f.Name); of != nil && of.ReadRole > role {
-						sc.hidden[fieldKey{name, f.Name}] = i
+						sc.hidden[k] = i
+					}
+					if prev == nil || sameColumn(prev, s, name, f.Name) {
+						continue
+					}
+					sc.broke[k] = i
+					if _, ok := sc.brokeIn[k]; !ok && isSub(prev.Class(name)) && isSub(s.Class(name)) && prev.Class(name).Field(f.Name) != nil {
+						sc.brokeIn[k] = i
 					}
 				}
 				continue
