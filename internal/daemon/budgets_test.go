@@ -607,3 +607,41 @@ func pacedRead(r io.Reader, rate float64, most int) (got int, took time.Duration
 	}
 	return got, time.Since(start), nil
 }
+
+// TestListingCutShortIsAFailedTransfer: a listing that fails after its
+// first documents were sent (here its statement ran past
+// statement_timeout while the client did not read) ends as a failed
+// transfer, never as a complete-looking answer of fewer documents.
+func TestListingCutShortIsAFailedTransfer(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.StatementTimeout, c.WriteTimeout = time.Second, time.Minute })
+	d.CreateDatabase(t, "big", "type Item { text: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", itemsNDJSON(20000, 1000), "Content-Type", "application/x-ndjson")
+	pg, err := pgx.Connect(context.Background(), d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	req, _ := http.NewRequest("GET", d.URL+"/api/document/admin/big?type=Item", nil)
+	dt.Admin()(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	// Once its statement has run past statement_timeout (Postgres, blocked
+	// sending rows, fails it when the client reads on), the client reads.
+	eventually.True(t, dt.StreamWait, "the listing's statement runs past statement_timeout", func() bool {
+		var n int
+		err := pg.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%"Item"%' AND state <> 'idle'
+			AND now() - query_start > interval '1500 milliseconds' AND pid <> pg_backend_pid()`).Scan(&n)
+		return err == nil && n == 1
+	})
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		t.Fatalf("the listing cut short read as a whole answer of %d documents", strings.Count(string(b), "\n"))
+	}
+}

@@ -109,7 +109,8 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Documents stream out as they are read; the first error is reported
-	// as a JSON error only if nothing was written yet.
+	// as a JSON error only if nothing was written yet, and otherwise
+	// aborts the answer.
 	bw := bufio.NewWriterSize(w, 32<<10)
 	n := 0
 	start := func(at engine.ReadAt) { setReadAt(w, at) }
@@ -136,8 +137,12 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 			writeError(w, r, err)
 			return
 		}
+		// Ended normally, the answer would read as a whole listing of
+		// fewer documents (NDJSON has no end marker), at a position it
+		// does not reflect: abort it, so that the client sees a failed
+		// transfer (HTTP/1.1: no last chunk; HTTP/2: a reset stream).
 		loggerFrom(r).Error("document listing failed mid-stream", "err", err)
-		return // the client sees a truncated body
+		panic(http.ErrAbortHandler)
 	}
 	if asList {
 		if n == 0 {
