@@ -268,6 +268,10 @@ func (m *muxOp) writeShared([]byte) error { panic("sse: multiplexed frames are n
 // entry under its id only while it is this entry, its own.
 type muxEntry struct {
 	stop func() // ends the operation: cancels it, stops its stream
+	// stream is the operation's stream once its connection serves it; a
+	// single connection mode stream whose reservation lost its place
+	// among the streams ends it with that error (Stream.Revoke).
+	stream *stream.Stream
 }
 
 // muxRequest is one operation of a connection, dispatched by the

@@ -193,12 +193,18 @@ type reservation struct {
 	// operations' feed and pump.
 	conn *stream.Conn
 	// release gives back the reservation's place among the open streams
-	// of its user (stream.Server.Reserve: the stream caps). An access
-	// change that takes its grant away ends the reservation while no
-	// stream claimed it; a claimed one's operations are guarded each (and
-	// end with the change), and a new one is authorized as it starts.
+	// of its user (stream.Server.Reserve: the stream caps), granted to the
+	// credential of its PUT. The guard's end (an access change that takes
+	// that grant away, the credential's expiry) ends the reservation:
+	// revoked is closed then, and its stream, once claimed, ends after its
+	// operations wrote their errors (the hub counted the place out as the
+	// guard ended); unclaimed, it is dropped.
 	release func()
-	endOnce sync.Once
+	// revoked is closed when the guard ends, revokeErr (why: an access
+	// change, the credential's expiry, Postgres lost) written before.
+	revoked   chan struct{}
+	revokeErr error
+	endOnce   sync.Once
 }
 
 // end stops every operation, drops the output, waits for the operations
@@ -223,7 +229,7 @@ func (res *reservation) stop() {
 func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	greq := graph.RequestFrom(r.Context())
 	if r.Method == http.MethodPut {
-		t.reserve(w, greq)
+		t.reserve(w, r, greq)
 		return
 	}
 	res := t.reservation(r, greq)
@@ -258,8 +264,10 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 // reserve answers a PUT: a new reservation, 201 with its token. A
 // reservation counts toward the stream caps from now on, claimed or not,
 // so that reserving costs what opening a stream does: past a cap it is
-// refused, 429 or 503 with Retry-After.
-func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
+// refused, 429 or 503 with Retry-After. Its grant holds the PUT's
+// credential, as a stream's holds its request's: the reservation, and its
+// stream, end when that credential expires or is revoked.
+func (t *transport) reserve(w http.ResponseWriter, r *http.Request, greq *graph.Request) {
 	if t.opts.Streams == nil {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return
@@ -269,12 +277,15 @@ func (t *transport) reserve(w http.ResponseWriter, greq *graph.Request) {
 	tok := base64.RawURLEncoding.EncodeToString(b)
 	ctx, cancel := context.WithCancel(t.conns.ctx)
 	res := &reservation{token: tok, user: greq.User.ID, db: greq.DB.ID, ctx: ctx, cancel: cancel,
-		out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, conn: t.opts.Streams.NewConn()}
+		out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, conn: t.opts.Streams.NewConn(), revoked: make(chan struct{})}
 	c := t.conns
 	// The guard's end runs while access changes are applied, holding the
 	// hub's access lock, and must not block or take c.mu (end, under
-	// c.mu, takes the access lock to release the guard).
-	release, err := t.opts.Streams.Reserve(ctx, engine.Grant(ctx, greq.User, greq.DB, t.es.Role()), func(error) {
+	// c.mu, takes the access lock to release the guard), nor res.mu
+	// (held while operations are stopped). The guard calls it once.
+	release, err := t.opts.Streams.Reserve(ctx, engine.Grant(r.Context(), greq.User, greq.DB, t.es.Role()), func(err error) {
+		res.revokeErr = err
+		close(res.revoked)
 		go c.dropUnclaimed(res)
 	})
 	if err != nil {
@@ -328,7 +339,9 @@ func (t *transport) reservation(r *http.Request, greq *graph.Request) *reservati
 }
 
 // eventStream serves a reservation's event stream until the client
-// leaves, a write fails or the server shuts down.
+// leaves, a write fails, the server shuts down or the reservation's guard
+// ends (its credential expired or was revoked, its user's access was
+// taken away).
 func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *reservation) {
 	heartbeat := t.opts.Heartbeat
 	if q := r.URL.Query(); q.Has("heartbeat") {
@@ -384,8 +397,24 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		spare = buf
 		return err
 	}
-	var opsDone chan struct{} // closed once the operations ended, during shutdown
+	// drain starts no operation any more and closes opsDone once the
+	// running ones ended (their streams write their ends first).
+	var opsDone chan struct{}
+	drain := func() {
+		if opsDone != nil {
+			return
+		}
+		opsDone = make(chan struct{})
+		go func() {
+			res.mu.Lock()
+			res.ended = true
+			res.mu.Unlock()
+			res.wg.Wait()
+			close(opsDone)
+		}()
+	}
 	shutdown := c.ctx.Done()
+	revoked := res.revoked
 	for {
 		select {
 		case <-res.out.wake:
@@ -406,14 +435,28 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 			// The hub is closed: the subscriptions end and write their
 			// complete; send everything before the stream ends.
 			shutdown = nil
-			opsDone = make(chan struct{})
-			go func() {
-				res.mu.Lock()
-				res.ended = true // no operation starts now
-				res.mu.Unlock()
-				res.wg.Wait()
-				close(opsDone)
-			}()
+			drain()
+		case <-revoked:
+			// The reservation's guard ended: the hub no longer counts it
+			// among the streams, so it must not go on. Its subscriptions
+			// end with that error, or their own guards' where the same
+			// change ended them (those opened with another credential,
+			// which still holds, end because the stream that carries them
+			// does); send their errors before the stream ends.
+			revoked = nil
+			res.mu.Lock()
+			res.ended = true // no operation starts now
+			var streams []*stream.Stream
+			for _, e := range res.ops {
+				if e.stream != nil {
+					streams = append(streams, e.stream)
+				}
+			}
+			res.mu.Unlock()
+			for _, s := range streams {
+				s.Revoke(res.revokeErr)
+			}
+			drain()
 		case <-opsDone:
 			_ = write()
 			return
@@ -500,8 +543,17 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 				cancel()
 				s.Stop()
 			}
+			e.stream = s
 		}
 		res.mu.Unlock()
+		// Served after the reservation's guard ended, perhaps after its
+		// stream looked for the streams to end: end it here too (only
+		// the first error counts).
+		select {
+		case <-res.revoked:
+			s.Revoke(res.revokeErr)
+		default:
+		}
 	}}
 	t.execute(ctx, op, req, gop, exec, mr)
 	if !served {

@@ -162,6 +162,15 @@ func (s *Stream) Stop() {
 	}
 }
 
+// Revoke ends a stream of a connection as its own guard would, with err
+// (a *changefeed.Revoked, or the error that ended the connection's own
+// guard): it writes err as its end and nothing after it. A connection
+// calls it when its own place among the streams is taken away, for
+// operations whose own credentials still hold (another JWT, another
+// token), since the connection carrying them ends. Only the first error
+// that ends a stream counts, its guard's or this one.
+func (s *Stream) Revoke(err error) { s.ender.End(err) }
+
 // serve serves the stream on this goroutine until it ends, and releases
 // it.
 func (s *Stream) serve() {
