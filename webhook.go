@@ -82,11 +82,14 @@ type Webhook struct {
 	// OldSecretUntil, while in the future, is when the secret in use
 	// before the last rotation stops signing too.
 	OldSecretUntil time.Time
-	// Version increases with every change made through the API (a change
-	// of settings, state or position): a delivery recorded under an older
-	// version is refused.
+	// Version increases with every change of state or position made
+	// through the API (pause, resume, replay): a delivery recorded under
+	// an older version is refused.
 	Version   int64
 	CreatedAt time.Time
+	// UpdatedAt moves forward with every change, of settings (PATCH,
+	// secret rotation) too: the deliverer takes those up after the
+	// request in flight (see postgres.Delivery).
 	UpdatedAt time.Time
 }
 

@@ -244,16 +244,23 @@ type WebhookSettings struct {
 
 // UpdateWebhook replaces the settings of webhook id of database d. A
 // delivery being retried starts its schedule again, with the new settings.
+// The version stays: a request in flight is let finish (see Delivery).
 func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, s WebhookSettings) error {
 	return db.changeWebhook(ctx, d, id, `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8,
 		attempt = 0, next_attempt_at = NULL`, s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch))
 }
 
+// touched is the SET item that moves updated_at forward: always, even
+// within the microsecond of the previous change or with a clock set back,
+// since the deliverer tells a change of settings by it (see Delivery).
+const touched = "updated_at = greatest(now(), updated_at + interval '1 microsecond')"
+
 // changeWebhook applies set (an UPDATE's SET list, whose parameters start
-// at $3) to webhook id of d, bumps its version and announces it.
+// at $3) to webhook id of d, moves its updated_at (not its version: set
+// changes settings only) and announces it.
 func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, set string, args ...any) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", version = version + 1, updated_at = now() WHERE db_id = $1 AND id = $2",
+		tag, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", "+touched+" WHERE db_id = $1 AND id = $2",
 			append([]any{d.ID, id}, args...)...)
 		if err != nil {
 			return mapError(err)
@@ -266,9 +273,10 @@ func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, s
 }
 
 // PauseWebhook pauses webhook id of d (an admin's pause), whatever its
-// state.
+// state. It bumps the version: a request in flight is abandoned.
 func (db *DB) PauseWebhook(ctx context.Context, d *sluice.Database, id int64) error {
-	return db.changeWebhook(ctx, d, id, `state = $3, status_message = 'paused by an admin', attempt = 0, next_attempt_at = NULL`, string(sluice.WebhookPaused))
+	return db.changeWebhook(ctx, d, id, `state = $3, status_message = 'paused by an admin', attempt = 0, next_attempt_at = NULL,
+		version = version + 1`, string(sluice.WebhookPaused))
 }
 
 // ResumeWebhook makes webhook id of d active again, delivering after its
@@ -318,7 +326,7 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 		if resume {
 			set += ", state = 'active', status_message = ''"
 		}
-		if _, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", version = version + 1, updated_at = now() WHERE id = $2 AND db_id = $1",
+		if _, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", version = version + 1, "+touched+" WHERE id = $2 AND db_id = $1",
 			d.ID, id, p.Seq, p.Index); err != nil {
 			return mapError(err)
 		}
@@ -461,20 +469,22 @@ func (db *DB) ReleaseWebhookLease(ctx context.Context, holder string, gen int64)
 	return mapError(err)
 }
 
-// WebhookRef names an active webhook and the version of its settings.
+// WebhookRef names an active webhook, the version of its state and
+// position, and when it last changed (its settings included).
 type WebhookRef struct {
 	ID, DatabaseID, Version int64
+	UpdatedAt               time.Time
 }
 
 // ActiveWebhooks returns every active webhook.
 func (db *DB) ActiveWebhooks(ctx context.Context) ([]WebhookRef, error) {
-	rows, err := db.pool.Query(ctx, "SELECT id, db_id, version FROM sluice.webhooks WHERE state = 'active' ORDER BY id")
+	rows, err := db.pool.Query(ctx, "SELECT id, db_id, version, updated_at FROM sluice.webhooks WHERE state = 'active' ORDER BY id")
 	if err != nil {
 		return nil, mapError(err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WebhookRef, error) {
 		var r WebhookRef
-		return r, row.Scan(&r.ID, &r.DatabaseID, &r.Version)
+		return r, row.Scan(&r.ID, &r.DatabaseID, &r.Version, &r.UpdatedAt)
 	})
 	return out, mapError(err)
 }
@@ -487,7 +497,13 @@ type Delivery struct {
 	// Version is the webhook version the deliverer works under, and
 	// Generation the lease it holds: the record is refused under others.
 	Version, Generation int64
-	Attempt             sluice.WebhookAttempt
+	// UpdatedAt is that of the settings the request was made with. A
+	// failure is refused once they changed (the webhook starts over at
+	// once with the new ones, as UpdateWebhook says); a 2xx is recorded
+	// all the same: its receiver has the request, and a change of
+	// settings (a description, a secret, a URL) does not undo that.
+	UpdatedAt time.Time
+	Attempt   sluice.WebhookAttempt
 	// OK records a 2xx: the position moves to Position.
 	OK       bool
 	Position sluice.Position
@@ -512,9 +528,9 @@ const leaseHeld = `EXISTS (SELECT 1 FROM sluice.webhook_lease WHERE generation =
 // longer held: the deliverer must then stop.
 func (db *DB) RecordDelivery(ctx context.Context, r Delivery) (bool, error) {
 	a := r.Attempt
-	var set string
 	args := []any{r.Webhook, r.Generation, r.Version, a.At, a.MessageID, a.Events, a.Attempt, a.Status, a.Error,
 		float64(a.Duration) / float64(time.Millisecond), a.Response}
+	var set, settled string
 	switch {
 	case r.OK:
 		set = `seq = $12, idx = $13, attempt = 0, next_attempt_at = NULL, status_message = '', delivered = delivered + 1,
@@ -522,14 +538,16 @@ func (db *DB) RecordDelivery(ctx context.Context, r Delivery) (bool, error) {
 		args = append(args, r.Position.Seq, r.Position.Index)
 	case r.Fail != "":
 		set = `state = 'failing', status_message = $12, attempt = $13, next_attempt_at = NULL, failed = failed + 1`
-		args = append(args, r.Fail, r.Failures)
+		settled = " AND updated_at = $14"
+		args = append(args, r.Fail, r.Failures, r.UpdatedAt)
 	default:
 		set = `status_message = $12, attempt = $13, next_attempt_at = $14, failed = failed + 1`
-		args = append(args, a.Error, r.Failures, r.Next)
+		settled = " AND updated_at = $15"
+		args = append(args, a.Error, r.Failures, r.Next, r.UpdatedAt)
 	}
 	var n int64
 	err := db.pool.QueryRow(ctx, `WITH w AS (UPDATE sluice.webhooks SET `+set+`, attempts = attempts + 1
-			WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld+` RETURNING attempts)
+			WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld+settled+` RETURNING attempts)
 		INSERT INTO sluice.webhook_attempts AS a (webhook_id, slot, n, at, message_id, events, attempt, status, error, duration_ms, response)
 		SELECT $1, w.attempts % `+strconv.Itoa(attemptSlots)+`, w.attempts, $4, $5, $6, $7, $8, $9, $10, $11 FROM w
 		ON CONFLICT (webhook_id, slot) DO UPDATE SET n = excluded.n, at = excluded.at, message_id = excluded.message_id,
@@ -543,20 +561,21 @@ func (db *DB) RecordDelivery(ctx context.Context, r Delivery) (bool, error) {
 }
 
 // AdvanceWebhook moves webhook id's position to p without a delivery (the
-// commits up to p held nothing it selects), under version and the lease of
+// commits up to p held nothing it selects), under version, the settings
+// of updatedAt (the commits were judged by them) and the lease of
 // generation gen; false as for RecordDelivery.
-func (db *DB) AdvanceWebhook(ctx context.Context, id, version, gen int64, p sluice.Position) (bool, error) {
+func (db *DB) AdvanceWebhook(ctx context.Context, id, version int64, updatedAt time.Time, gen int64, p sluice.Position) (bool, error) {
 	tag, err := db.pool.Exec(ctx, `UPDATE sluice.webhooks SET seq = $4, idx = $5
-		WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld, id, gen, version, p.Seq, p.Index)
+		WHERE id = $1 AND version = $3 AND updated_at = $6 AND state = 'active' AND `+leaseHeld, id, gen, version, p.Seq, p.Index, updatedAt)
 	return err == nil && tag.RowsAffected() == 1, mapError(err)
 }
 
 // StopWebhook pauses webhook id in state (failing or revoked) with msg,
-// under version and the lease of generation gen; false as for
-// RecordDelivery.
-func (db *DB) StopWebhook(ctx context.Context, id, version, gen int64, state sluice.WebhookState, msg string) (bool, error) {
-	tag, err := db.pool.Exec(ctx, `UPDATE sluice.webhooks SET state = $4, status_message = $5, next_attempt_at = NULL, updated_at = now()
-		WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld, id, gen, version, string(state), msg)
+// under version, the settings of updatedAt (the reason may be theirs) and
+// the lease of generation gen; false as for RecordDelivery.
+func (db *DB) StopWebhook(ctx context.Context, id, version int64, updatedAt time.Time, gen int64, state sluice.WebhookState, msg string) (bool, error) {
+	tag, err := db.pool.Exec(ctx, `UPDATE sluice.webhooks SET state = $4, status_message = $5, next_attempt_at = NULL, `+touched+`
+		WHERE id = $1 AND version = $3 AND updated_at = $6 AND state = 'active' AND `+leaseHeld, id, gen, version, string(state), msg, updatedAt)
 	return err == nil && tag.RowsAffected() == 1, mapError(err)
 }
 

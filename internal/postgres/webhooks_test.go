@@ -102,10 +102,10 @@ func TestWebhookCapAndLease(t *testing.T) {
 	}
 	w := ws[0]
 	p := sluice.Position{Epoch: a.Epoch, Seq: 0, Index: sluice.WholeCommit}
-	if ok, err := db.AdvanceWebhook(ctx, w.ID, w.Version, gen+1, p); err != nil || ok {
+	if ok, err := db.AdvanceWebhook(ctx, w.ID, w.Version, w.UpdatedAt, gen+1, p); err != nil || ok {
 		t.Fatalf("a write under another generation was recorded: %v %v", ok, err)
 	}
-	if ok, err := db.AdvanceWebhook(ctx, w.ID, w.Version, gen, p); err != nil || !ok {
+	if ok, err := db.AdvanceWebhook(ctx, w.ID, w.Version, w.UpdatedAt, gen, p); err != nil || !ok {
 		t.Fatalf("a write under the lease's generation was refused: %v %v", ok, err)
 	}
 	if err := db.ReleaseWebhookLease(ctx, "one", gen); err != nil {
@@ -115,7 +115,7 @@ func TestWebhookCapAndLease(t *testing.T) {
 	if err != nil || !ok || gen2 != gen+1 {
 		t.Fatalf("take over a released lease: gen %d ok %v %v; want %d", gen2, ok, err, gen+1)
 	}
-	if ok, err := db.AdvanceWebhook(ctx, w.ID, w.Version, gen, p); err != nil || ok {
+	if ok, err := db.AdvanceWebhook(ctx, w.ID, w.Version, w.UpdatedAt, gen, p); err != nil || ok {
 		t.Fatalf("the previous holder's write was recorded after the takeover: %v %v", ok, err)
 	}
 	if ok, err := db.RenewWebhookLease(ctx, "one", gen, time.Minute); err != nil || ok {

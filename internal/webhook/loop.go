@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -32,12 +33,13 @@ const (
 	recordOnStop = 5 * time.Second
 )
 
-// errStop ends a loop: the webhook is gone, not active, changed, or the
-// lease is lost. The manager starts a new loop if the webhook is active.
+// errStop ends a loop: the webhook is gone, not active, paused, resumed or
+// replayed (a new version), or the lease is lost. The manager starts a new
+// loop if the webhook is active.
 var errStop = errors.New("webhook loop stops")
 
 // errAgain starts the loop over at once (access changed: its creator's
-// access is checked again).
+// access is checked again; or its settings changed: they are read again).
 var errAgain = errors.New("webhook loop starts over")
 
 // errRetry starts the loop over after a failed attempt that is to be
@@ -56,15 +58,51 @@ type loop struct {
 	id, dbID       int64
 	version        int64
 	label, dbLabel string
-	wake           chan struct{}
-	cancel         context.CancelFunc
-	done           chan struct{}
+	// updated is the webhook's newest updated_at (in microseconds) the
+	// manager read. A change of settings (a PATCH, a secret rotation)
+	// moves it without a new version: the loop is not stopped, which
+	// would abandon a request its receiver may already be handling (and
+	// the next loop would send it again at once, alongside); it reads the
+	// settings again before its next request instead (settingsChanged).
+	updated atomic.Int64
+	wake    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
 func newLoop(m *manager, r postgres.WebhookRef) *loop {
-	return &loop{m: m, id: r.ID, dbID: r.DatabaseID, version: r.Version,
+	l := &loop{m: m, id: r.ID, dbID: r.DatabaseID, version: r.Version,
 		label: strconv.FormatInt(r.ID, 10), dbLabel: strconv.FormatInt(r.DatabaseID, 10),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.updated.Store(r.UpdatedAt.UnixMicro())
+	return l
+}
+
+// changed tells the loop that the webhook's settings changed at updated
+// (see loop.updated), and wakes it.
+func (l *loop) changed(updated time.Time) {
+	if us := updated.UnixMicro(); us > l.updated.Load() {
+		l.updated.Store(us)
+		l.poke()
+	}
+}
+
+// settingsChanged reports whether the settings st runs with are older
+// than the newest the manager read. (updated_at only moves forward: see
+// postgres.touched.)
+func (l *loop) settingsChanged(st *state) bool {
+	return l.updated.Load() > st.w.UpdatedAt.UnixMicro()
+}
+
+// refused is what a loop returns when Postgres refused a record: it starts
+// over when its settings changed meanwhile (a failure is not counted
+// then), and stops otherwise (see errStop; if the change was of settings
+// after all, the manager starts it again when it reads it).
+func (l *loop) refused(st *state) error {
+	if l.settingsChanged(st) {
+		return errAgain
+	}
+	return errStop
 }
 
 func (l *loop) start(ctx context.Context) {
@@ -115,6 +153,26 @@ func (l *loop) run(ctx context.Context) {
 			return
 		}
 		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// waitRetry waits for d, the time until the next attempt; it returns
+// errAgain early when the webhook's settings change, and ctx's error when
+// ctx ends.
+func (l *loop) waitRetry(ctx context.Context, st *state, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-l.wake: // a commit, or a change of settings
+			if l.settingsChanged(st) {
+				return errAgain
+			}
+		}
 	}
 }
 
@@ -205,9 +263,12 @@ func (l *loop) deliver(ctx context.Context) error {
 	ev := cloudevent.New(rd, sel)
 	if w.Attempt > 0 {
 		// A retry is due at the time the previous deliverer recorded,
-		// whoever delivers now.
-		if wait := w.NextAttemptAt.Sub(d.now()); wait > 0 && !sleep(ctx, wait) {
-			return ctx.Err()
+		// whoever delivers now; a change of settings restarts its
+		// schedule (UpdateWebhook), or brings a new secret, at once.
+		if wait := w.NextAttemptAt.Sub(d.now()); wait > 0 {
+			if err := l.waitRetry(ctx, st, wait); err != nil {
+				return err
+			}
 		}
 	}
 	idle := time.NewTimer(idleCheck)
@@ -215,6 +276,9 @@ func (l *loop) deliver(ctx context.Context) error {
 	var pending []sluice.Event // a commit batch not sent yet
 	pendingBytes := 0
 	for {
+		if l.settingsChanged(st) {
+			return errAgain
+		}
 		if d.m != nil {
 			d.m.LogReads.Inc()
 		}
@@ -351,6 +415,10 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	if st.old != nil && d.now().Before(st.oldUntil) {
 		secrets = append(secrets, st.old)
 	}
+	// Settings changed since m was made: m is made again with them.
+	if l.settingsChanged(st) {
+		return errAgain
+	}
 	// The lease is checked last, right before the request: only
 	// recording a delivery is fenced in Postgres, and a leader frozen
 	// past its term must not send an old request after the next one
@@ -380,7 +448,7 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	res.err, res.response = cleanText([]byte(res.err)), cleanText([]byte(res.response))
 	a := sluice.WebhookAttempt{At: at, MessageID: m.id, Events: m.events, Attempt: st.failures + 1, Status: res.status,
 		Error: res.err, Duration: res.duration, Response: res.response}
-	rec := postgres.Delivery{Webhook: l.id, Version: l.version, Generation: l.m.gen, Attempt: a}
+	rec := postgres.Delivery{Webhook: l.id, Version: l.version, Generation: l.m.gen, UpdatedAt: st.w.UpdatedAt, Attempt: a}
 	if res.ok() {
 		rec.OK, rec.Position = true, after
 		ok, err := d.store.RecordDelivery(ctx, rec)
@@ -392,6 +460,8 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 		if !ok {
 			return errStop
 		}
+		// The settings may have changed while the request was in flight:
+		// the next request is made with the new ones (see send's start).
 		st.pos, st.recorded, st.failures = after, after, 0
 		if d.m != nil {
 			d.m.Delivered.WithLabelValues(l.label, l.dbLabel).Inc()
@@ -413,7 +483,7 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 		return err
 	}
 	if !ok {
-		return errStop
+		return l.refused(st)
 	}
 	if d.m != nil {
 		d.m.Failed.WithLabelValues(l.label, l.dbLabel).Inc()
@@ -432,12 +502,12 @@ func (l *loop) record(ctx context.Context, st *state, every int64) error {
 	if !st.recorded.Less(st.pos) || st.pos.Seq-st.recorded.Seq < every {
 		return nil
 	}
-	ok, err := l.m.d.store.AdvanceWebhook(ctx, l.id, l.version, l.m.gen, st.pos)
+	ok, err := l.m.d.store.AdvanceWebhook(ctx, l.id, l.version, st.w.UpdatedAt, l.m.gen, st.pos)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return errStop
+		return l.refused(st)
 	}
 	st.recorded = st.pos
 	return nil
@@ -496,8 +566,14 @@ func (l *loop) halt(ctx context.Context, st *state, state sluice.WebhookState, m
 	if err := l.record(ctx, st, 0); err != nil && !errors.Is(err, errStop) {
 		return err
 	}
-	if _, err := d.store.StopWebhook(ctx, l.id, l.version, l.m.gen, state, msg); err != nil {
+	ok, err := d.store.StopWebhook(ctx, l.id, l.version, st.w.UpdatedAt, l.m.gen, state, msg)
+	if err != nil {
 		return err
+	}
+	if !ok {
+		// Changed meanwhile: the new settings may fit (and a change
+		// meant to fix them must not be undone by this pause).
+		return l.refused(st)
 	}
 	d.logger.Warn("webhook paused", "webhook", l.id, "state", state, "reason", msg)
 	return errStop

@@ -138,7 +138,8 @@ func (m *manager) run(ctx context.Context) {
 }
 
 // reload starts a loop for every active webhook without a running one of
-// its version, and stops the others.
+// its version, and stops the others; a loop whose webhook's settings
+// changed goes on, told to read them again before its next request.
 func (m *manager) reload(ctx context.Context) {
 	refs, err := m.d.store.ActiveWebhooks(ctx)
 	if err != nil {
@@ -158,7 +159,9 @@ func (m *manager) reload(ctx context.Context) {
 			if !ok {
 				m.forget(l)
 			}
+			continue
 		}
+		l.changed(want[id].UpdatedAt)
 	}
 	for id, r := range want {
 		if _, ok := m.loops[id]; !ok {

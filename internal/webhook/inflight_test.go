@@ -1,0 +1,155 @@
+package webhook_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// slowReceiver is a receiver that takes its time: it answers each request
+// 204 after hold (for the request's number, from 0) has passed, whether
+// or not the client still waits, as a receiver busy with a request does.
+// It measures what it handles at once: requests, and their bytes
+// (Content-Length), from their arrival to their answer.
+type slowReceiver struct {
+	srv  *httptest.Server
+	hold func(n int) time.Duration
+	got  chan arrival
+
+	mu                        sync.Mutex
+	n, inFlight, mostInFlight int
+	bytesInFlight, mostBytes  int64
+}
+
+// arrival is a request as slowReceiver got it.
+type arrival struct {
+	id, signature, body string
+}
+
+func startSlowReceiver(t *testing.T, hold func(n int) time.Duration) *slowReceiver {
+	t.Helper()
+	r := &slowReceiver{hold: hold, got: make(chan arrival, 1000)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.mu.Lock()
+		n := r.n
+		r.n++
+		r.inFlight++
+		r.mostInFlight = max(r.mostInFlight, r.inFlight)
+		r.bytesInFlight += req.ContentLength
+		r.mostBytes = max(r.mostBytes, r.bytesInFlight)
+		r.mu.Unlock()
+		defer func() {
+			r.mu.Lock()
+			r.inFlight--
+			r.bytesInFlight -= req.ContentLength
+			r.mu.Unlock()
+		}()
+		b, _ := io.ReadAll(req.Body)
+		r.got <- arrival{id: req.Header.Get("webhook-id"), signature: req.Header.Get("webhook-signature"), body: string(b)}
+		if d := r.hold(n); d > 0 {
+			<-time.After(d) // the receiver at work, not a wait for an event
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// next returns the next request to arrive.
+func (r *slowReceiver) next(t *testing.T) arrival {
+	t.Helper()
+	select {
+	case a := <-r.got:
+		return a
+	case <-time.After(60 * time.Second):
+		t.Fatal("no webhook request within 60s")
+		return arrival{}
+	}
+}
+
+// most returns the most requests, and the most bytes of requests, the
+// receiver handled at once.
+func (r *slowReceiver) most() (int, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mostInFlight, r.mostBytes
+}
+
+// TestSettingsChangeLetsTheRequestInFlightFinish: a change of a webhook's
+// settings (its description, its secret) while a request is in flight
+// lets that request finish and counts it, and applies from the next
+// request (found by review: the change stopped the webhook's loop, which
+// abandoned the request however far its receiver had got with it, and
+// the next loop sent it again at once, 0.3 s later, while the receiver
+// still handled the first copy).
+func TestSettingsChangeLetsTheRequestInFlightFinish(t *testing.T) {
+	t.Parallel()
+	r := startSlowReceiver(t, func(n int) time.Duration {
+		if n < 2 {
+			return 2 * time.Second
+		}
+		return 0
+	})
+	d := dt.Start(t, func(c *config.Config) { c.WebhookAllowNetworks = loopback })
+	d.CreateDatabase(t, "inflight", personSchema)
+	h := createHook(t, d, nil, "inflight", "", fmt.Sprintf(`{"url":%q}`, r.srv.URL))
+	one := fmt.Sprintf("/api/webhooks/admin/inflight/%d", h.ID)
+	for _, name := range []string{"a", "b", "c"} {
+		insert(t, d, "inflight", name)
+	}
+	delivered := func(name string) arrival {
+		t.Helper()
+		a := r.next(t)
+		if !strings.Contains(a.body, `"@id":"Person/`+name+`"`) {
+			t.Fatalf("the request after those of the documents before %s: %s %.200s", name, a.id, a.body)
+		}
+		return a
+	}
+	// Each change is made while the receiver holds a request (for 2 s).
+	delivered("a")
+	d.MustDo(t, 200, dt.Admin(), "PATCH", one, `{"description":"changed while a was in flight"}`)
+	b := delivered("b")
+	if n := strings.Count(b.signature, "v1,"); n != 1 {
+		t.Fatalf("b, sent before the rotation, has %d signatures: %s", n, b.signature)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", one+"/rotate-secret", `{"grace":"1h"}`)
+	// The rotation applies from the next request: signed with both
+	// secrets.
+	if c := delivered("c"); strings.Count(c.signature, "v1,") != 2 {
+		t.Fatalf("c, sent after the rotation, is not signed with both secrets: %s", c.signature)
+	}
+	insert(t, d, "inflight", "d")
+	delivered("d")
+	if most, _ := r.most(); most != 1 {
+		t.Errorf("the receiver handled %d requests of the webhook at once", most)
+	}
+	var st struct {
+		Delivered   int    `json:"delivered"`
+		Description string `json:"description"`
+	}
+	eventuallyStatus(t, d, "inflight", h.ID, &st, func() bool { return st.Delivered == 4 })
+	if st.Description != "changed while a was in flight" {
+		t.Errorf("description %q", st.Description)
+	}
+}
+
+// eventuallyStatus reads webhook id of admin/<db> into v until done holds.
+func eventuallyStatus(t *testing.T, d *dt.Daemon, db string, id int64, v any, done func() bool) {
+	t.Helper()
+	waitStatus(t, d, db, id, 30*time.Second, func(m map[string]any) bool {
+		b, _ := json.Marshal(m)
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatal(err)
+		}
+		return done()
+	})
+}
