@@ -370,6 +370,13 @@ type Config struct {
 	// replica must have the same file.
 	// Key webhook_secret_key_file, env SLUICE_WEBHOOK_SECRET_KEY_FILE, flag --webhook-secret-key-file, default "".
 	WebhookSecretKeyFile string
+
+	// WebhookBodyBudget bounds the bytes of webhook request bodies all
+	// webhooks hold at once, being made or sent: a request waits for
+	// room, holding nothing, and one larger than the budget waits until
+	// it is alone. At least 1 MiB.
+	// Key webhook_body_budget, env SLUICE_WEBHOOK_BODY_BUDGET, flag --webhook-body-budget, default 268435456.
+	WebhookBodyBudget int64
 	// JWTJWKSURL is the https URL of an identity provider's JSON Web
 	// Key Set, instead of JWTJWKSFile: fetched at start (a failure stops
 	// Sluice; redirects are not followed), refreshed as the response's
@@ -484,6 +491,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("webhook_allow_networks", c.WebhookAllowNetworks),
 		slog.Duration("webhook_lease_ttl", c.WebhookLeaseTTL),
 		slog.String("webhook_secret_key_file", c.WebhookSecretKeyFile),
+		slog.Int64("webhook_body_budget", c.WebhookBodyBudget),
 		slog.String("jwt_jwks_url", redactURL(c.JWTJWKSURL)),
 		slog.Bool("jwt_jwks_http_loopback", c.JWTJWKSHTTPLoopback),
 		slog.String("tls_cert_file", c.TLSCertFile),

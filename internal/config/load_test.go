@@ -99,7 +99,8 @@ func TestDefault(t *testing.T) {
 		WebhookTimeout:         15 * time.Second,
 		WebhookRetrySchedule: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 			time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour},
-		WebhookLeaseTTL: 10 * time.Second,
+		WebhookLeaseTTL:   10 * time.Second,
+		WebhookBodyBudget: 256 << 20,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -305,6 +306,7 @@ var everything = Config{
 	WebhookAllowNetworks:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
 	WebhookLeaseTTL:        3 * time.Second,
 	WebhookSecretKeyFile:   "/run/secrets/webhooks",
+	WebhookBodyBudget:      2 << 20,
 	JWTJWKSURL:             "https://id.example.com/.well-known/jwks.json",
 	JWTJWKSHTTPLoopback:    true,
 	TLSCertFile:            "/etc/sluice/cert.pem",
@@ -391,6 +393,7 @@ webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
+webhook_body_budget: 2097152
 jwt_jwks_url: https://id.example.com/.well-known/jwks.json
 jwt_jwks_http_loopback: true
 tls_cert_file: /etc/sluice/cert.pem
@@ -463,6 +466,7 @@ webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
+webhook_body_budget: 2097152
 jwt_jwks_url: https://id.example.com/.well-known/jwks.json
 jwt_jwks_http_loopback: "true"
 tls_cert_file: /etc/sluice/cert.pem
@@ -533,6 +537,7 @@ webhook_retry_schedule = ["100ms", "1s"]
 webhook_allow_networks = ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl = "3s"
 webhook_secret_key_file = "/run/secrets/webhooks"
+webhook_body_budget = 2097152
 jwt_jwks_url = "https://id.example.com/.well-known/jwks.json"
 jwt_jwks_http_loopback = true
 tls_cert_file = "/etc/sluice/cert.pem"
@@ -603,6 +608,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "webhook_allow_networks": ["127.0.0.0/8", "fd00::/8"],
   "webhook_lease_ttl": "3s",
   "webhook_secret_key_file": "/run/secrets/webhooks",
+  "webhook_body_budget": 2097152,
   "jwt_jwks_url": "https://id.example.com/.well-known/jwks.json",
   "jwt_jwks_http_loopback": true,
   "tls_cert_file": "/etc/sluice/cert.pem",
@@ -693,6 +699,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_WEBHOOK_ALLOW_NETWORKS":    "127.0.0.0/8,fd00::/8",
 		"SLUICE_WEBHOOK_LEASE_TTL":         "3s",
 		"SLUICE_WEBHOOK_SECRET_KEY_FILE":   "/run/secrets/webhooks",
+		"SLUICE_WEBHOOK_BODY_BUDGET":       "2097152",
 		"SLUICE_JWT_JWKS_URL":              "https://id.example.com/.well-known/jwks.json",
 		"SLUICE_JWT_JWKS_HTTP_LOOPBACK":    "true",
 		"SLUICE_TLS_CERT_FILE":             "/etc/sluice/cert.pem",
@@ -770,6 +777,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--webhook-allow-networks", "127.0.0.1/8,fd00::/8",
 		"--webhook-lease-ttl", "3s",
 		"--webhook-secret-key-file", "/run/secrets/webhooks",
+		"--webhook-body-budget", "2097152",
 		"--jwt-jwks-url", "https://id.example.com/.well-known/jwks.json",
 		"--jwt-jwks-http-loopback", "true",
 		"--tls-cert-file", "/etc/sluice/cert.pem",

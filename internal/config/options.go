@@ -408,6 +408,15 @@ func options() []option {
 		stringOption("webhook_secret_key_file", "",
 			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
 			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
+		int64Option("webhook_body_budget", "268435456",
+			"most bytes of webhook request bodies all webhooks hold at once, being made or sent (256 MiB: 256 commit batches of 1 MiB, or 16 of the largest rows SQL writes, 16 MiB, sent at once; the events a request is made from and the page of the log they were read in come on top, about as much again each); a request waits for room holding nothing, one larger than the budget until it is alone. At least 1048576 (1 MiB, a commit batch)",
+			func(c *Config, n int64) error {
+				if n < 1<<20 {
+					return errors.New("want at least 1048576 (1 MiB)")
+				}
+				c.WebhookBodyBudget = n
+				return nil
+			}),
 		secretOption(password, stringOption("jwt_jwks_url", "",
 			"https URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start (redirects are not followed), refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
 			func(c *Config, s string) error {

@@ -291,7 +291,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	policy := webhook.Policy{Allow: d.cfg.WebhookAllowNetworks}
 	hooks := webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
 		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
-		UserAgent: "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial})
+		BodyBudget: d.cfg.WebhookBodyBudget,
+		UserAgent:  "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial})
 	wake.onCommit(hooks.Wake)
 
 	// The first commit: everything a commit wakes is registered above.

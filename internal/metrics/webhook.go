@@ -30,6 +30,9 @@ type Webhook struct {
 	// (an access change that affects the webhook) included: each reads
 	// the webhook, its creator's access and its schema again.
 	LoopStarts prometheus.Counter
+	// BudgetWaits counts the requests that waited for room in
+	// webhook_body_budget.
+	BudgetWaits prometheus.Counter
 }
 
 // NewWebhook creates the webhook collectors and registers them in reg.
@@ -73,8 +76,12 @@ func NewWebhook(reg prometheus.Registerer) *Webhook {
 			Name: "sluice_webhook_loop_starts_total",
 			Help: "Starts of webhook loops, over again after an access change that affects the webhook included.",
 		}),
+		BudgetWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_webhook_body_budget_waits_total",
+			Help: "Webhook requests that waited for room in webhook_body_budget, the bytes of request bodies all webhooks may hold at once.",
+		}),
 	}
-	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader, w.LogReads, w.LoopStarts)
+	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader, w.LogReads, w.LoopStarts, w.BudgetWaits)
 	return w
 }
 

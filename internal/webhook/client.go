@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // responseExcerpt is how much of a response body is kept for the attempts
@@ -58,11 +60,46 @@ func newSender(d *dialer, timeout time.Duration, userAgent string, now func() ti
 
 // message is one request of a webhook.
 type message struct {
-	url         string
-	id          string // webhook-id: the position of its last event
+	url string
+	id  string // webhook-id: the position of its last event
+	// parts are the events the body is made of (build): one event's
+	// envelope, or with batch a JSON array of them (CloudEvents' batched
+	// mode).
+	parts       []sluice.Event
+	batch       bool
 	body        []byte
 	contentType string
 	events      int
+}
+
+// size returns the bytes of the body build makes.
+func (m *message) size() int64 {
+	n := 0
+	for _, e := range m.parts {
+		n += len(e.Data)
+	}
+	if m.batch {
+		n += len(m.parts) + 1 // the brackets and commas
+	}
+	return int64(n)
+}
+
+// build makes the body from the parts. One event's envelope is the body
+// as it is (no copy).
+func (m *message) build() {
+	if !m.batch {
+		m.body = m.parts[0].Data
+		return
+	}
+	b := make([]byte, 0, m.size())
+	b = append(b, '[')
+	for i, e := range m.parts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e.Data...)
+	}
+	m.body = append(b, ']')
 }
 
 // result is what an attempt came to.

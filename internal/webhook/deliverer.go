@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -31,6 +33,9 @@ type Options struct {
 	Jitter func() float64
 	// Policy decides which addresses webhooks may reach.
 	Policy Policy
+	// BodyBudget bounds the bytes of request bodies all webhooks hold at
+	// once (default 256 MiB; see budget).
+	BodyBudget int64
 	// UserAgent is the User-Agent of requests.
 	UserAgent string
 	// Now is the clock (default time.Now).
@@ -58,6 +63,7 @@ type Deliverer struct {
 	ttl    time.Duration
 	sched  schedule
 	send   *sender
+	budget budget
 	now    func() time.Time
 	holder string
 
@@ -88,6 +94,9 @@ func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliver
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.BodyBudget <= 0 {
+		o.BodyBudget = 256 << 20
+	}
 	if o.UserAgent == "" {
 		o.UserAgent = "Sluice-Webhooks"
 	}
@@ -101,6 +110,7 @@ func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliver
 	host, _ := os.Hostname()
 	return &Deliverer{store: store, eng: eng, keys: keys, logger: o.Logger.With("component", "webhooks"), m: o.Metrics,
 		ttl: o.LeaseTTL, sched: schedule{waits: o.Schedule, jitter: o.Jitter}, send: newSender(dl, o.Timeout, o.UserAgent, o.Now), now: o.Now,
+		budget:  budget{sem: semaphore.NewWeighted(o.BodyBudget), size: o.BodyBudget},
 		holder:  host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		pending: map[int64]struct{}{}, wake: make(chan struct{}, 1)}
 }

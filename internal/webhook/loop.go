@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -42,6 +41,12 @@ var errStop = errors.New("webhook loop stops")
 // access is checked again; or its settings changed: they are read again).
 var errAgain = errors.New("webhook loop starts over")
 
+// errBudget starts the loop over once webhook_body_budget has room for its
+// next request (loop.need): it waits holding nothing of the request (the
+// page of the log read, its events, the body), then reads the log again
+// from the recorded position.
+var errBudget = errors.New("webhook loop waits for room in webhook_body_budget")
+
 // errRetry starts the loop over after a failed attempt that is to be
 // retried: deliver waits for the recorded time of the next attempt, then
 // reads the log and makes the request again from the recorded position.
@@ -65,9 +70,13 @@ type loop struct {
 	// the next loop would send it again at once, alongside); it reads the
 	// settings again before its next request instead (settingsChanged).
 	updated atomic.Int64
-	wake    chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
+	// need is the weight in the body budget the next run of deliver
+	// takes before it reads the log (0: none), after the budget had no
+	// room for a request (errBudget). Only the loop's goroutine uses it.
+	need   int64
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func newLoop(m *manager, r postgres.WebhookRef) *loop {
@@ -145,7 +154,7 @@ func (l *loop) run(ctx context.Context) {
 		switch {
 		case errors.Is(err, errStop) || ctx.Err() != nil:
 			return
-		case errors.Is(err, errAgain) || errors.Is(err, errRetry):
+		case errors.Is(err, errAgain) || errors.Is(err, errRetry) || errors.Is(err, errBudget):
 			continue
 		}
 		d.logger.Warn("webhook delivery interrupted; retrying", "webhook", l.id, "err", err, "retry_in", backoff)
@@ -207,6 +216,10 @@ type state struct {
 	// secrets sign: the current one, and the previous one until oldUntil.
 	current, old []byte
 	oldUntil     time.Time
+	// reserved is the weight in the body budget this run took before it
+	// read the log (see loop.need), for its first request; 0 once used or
+	// given back.
+	reserved int64
 }
 
 // deliver runs the webhook from its recorded position until an error.
@@ -271,6 +284,19 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 		}
 	}
+	if l.need > 0 {
+		// The budget had no room for the next request: wait for it
+		// here, holding nothing of the request.
+		if d.m != nil {
+			d.m.BudgetWaits.Inc()
+		}
+		d.logger.Debug("webhook waits for room in webhook_body_budget", "webhook", l.id, "bytes", l.need)
+		if err := d.budget.sem.Acquire(ctx, l.need); err != nil {
+			return err
+		}
+		st.reserved, l.need = l.need, 0
+		defer l.unreserve(st)
+	}
 	idle := time.NewTimer(idleCheck)
 	defer idle.Stop()
 	var pending []sluice.Event // a commit batch not sent yet
@@ -290,6 +316,7 @@ func (l *loop) deliver(ctx context.Context) error {
 			return err
 		}
 		if len(cs) == 0 {
+			l.unreserve(st) // no request to take it
 			if err := l.record(ctx, st, 0); err != nil {
 				return err
 			}
@@ -338,7 +365,7 @@ func (l *loop) deliver(ctx context.Context) error {
 					if i == len(evs)-1 {
 						after = end // nothing of the piece is left
 					}
-					if err := l.send(ctx, st, &message{url: w.URL, id: e.ID, body: e.Data, contentType: "application/cloudevents+json", events: 1}, after); err != nil {
+					if err := l.send(ctx, st, &message{url: w.URL, id: e.ID, parts: evs[i : i+1], contentType: "application/cloudevents+json", events: 1}, after); err != nil {
 						return err
 					}
 				}
@@ -365,6 +392,9 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 			st.read = end
 		}
+		// The page's first request took the weight reserved for it; a
+		// page without one gives it back.
+		l.unreserve(st)
 		if err := l.record(ctx, st, advanceEvery); err != nil {
 			return err
 		}
@@ -377,17 +407,43 @@ func pieceEnd(c *sluice.Commit) sluice.Position { return c.Taken().Position(c.Ep
 // sendBatch sends events as one request (a JSON array: CloudEvents' batched
 // mode), identified by its last event.
 func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, after sluice.Position) error {
-	var b bytes.Buffer
-	b.WriteByte('[')
-	for i, e := range events {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.Write(e.Data)
-	}
-	b.WriteByte(']')
 	last := events[len(events)-1]
-	return l.send(ctx, st, &message{url: st.w.URL, id: last.ID, body: b.Bytes(), contentType: "application/cloudevents-batch+json", events: len(events)}, after)
+	return l.send(ctx, st, &message{url: st.w.URL, id: last.ID, parts: events, batch: true, contentType: "application/cloudevents-batch+json", events: len(events)}, after)
+}
+
+// reserve takes n bytes of the body budget for a request, and returns
+// what gives them back. When the budget has no room, the loop does not
+// wait holding the request, its events and the page of the log they were
+// read in (several times n: a whole document, possibly, for each of many
+// webhooks): it records its position and returns errBudget, and the next
+// run of deliver waits for n before it reads the log again.
+func (l *loop) reserve(ctx context.Context, st *state, n int64) (func(), error) {
+	b := l.m.d.budget
+	n = b.weigh(n)
+	if st.reserved >= n {
+		st.reserved -= n
+		l.unreserve(st)
+		return func() { b.sem.Release(n) }, nil
+	}
+	// Reserved for a request that grew since (its creator's role
+	// widened): given back, so that this loop never waits holding some.
+	l.unreserve(st)
+	if b.sem.TryAcquire(n) {
+		return func() { b.sem.Release(n) }, nil
+	}
+	if err := l.record(ctx, st, 0); err != nil {
+		return nil, err
+	}
+	l.need = n
+	return nil, errBudget
+}
+
+// unreserve gives back what st still holds of the body budget.
+func (l *loop) unreserve(st *state) {
+	if st.reserved > 0 {
+		l.m.d.budget.sem.Release(st.reserved)
+		st.reserved = 0
+	}
 }
 
 // send delivers m, and moves the position to after once it is answered
@@ -397,6 +453,14 @@ func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, 
 // position, and send returns errStop.
 func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Position) error {
 	d := l.m.d
+	// The body's bytes are taken from the budget before it is made, and
+	// given back once the attempt is recorded.
+	release, err := l.reserve(ctx, st, m.size())
+	if err != nil {
+		return err
+	}
+	defer release()
+	m.build()
 	// m was made with the creator's role as of st.access: when the
 	// role changed since, the loop starts over, making m again with
 	// the role as it is now (a field the creator may no longer read
