@@ -676,7 +676,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 	// the role read it. (A field protected now is hidden from any read,
 	// its name too; an admin reads every field.)
 	protected := func(class string, f *sluice.Field) {
-		if f.ReadRole > role || role >= sluice.RoleAdmin {
+		if hiddenFrom(role, cur, f) || role >= sluice.RoleAdmin {
 			return
 		}
 		if h, ok := sc.hidden[fieldKey{class, f.Name}]; ok && h >= start {
@@ -687,7 +687,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 	// pos dropped its values (b, the version that did; 0: none), and
 	// it had values then.
 	broken := func(class string, f *sluice.Field, b int) {
-		if b > 0 && f.ReadRole <= role && fieldOf(then, class, f.Name) != nil {
+		if b > 0 && !hiddenFrom(role, cur, f) && fieldOf(then, class, f.Name) != nil {
 			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", class, f.Name, pos, since(b)))
 		}
 	}
@@ -725,7 +725,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 			if made > 0 {
 				drop[name] = append(drop[name], f.Name)
 			}
-			if f.ReadRole > role {
+			if hiddenFrom(role, cur, f) {
 				continue // hidden now, as from any read (its name too)
 			}
 			broken(name, f, made)
@@ -823,7 +823,7 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 		c := cur.Classes[name]
 		if c.Kind == sluice.KindSubdocument {
 			for _, f := range c.Fields {
-				if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && f.ReadRole <= role && between(i) {
+				if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && !hiddenFrom(role, cur, f) && between(i) {
 					unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
 				}
 			}
@@ -838,7 +838,7 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 			}
 		}
 		for _, f := range c.Fields {
-			if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && f.ReadRole <= role && between(i) {
+			if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && !hiddenFrom(role, cur, f) && between(i) {
 				unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
 			}
 		}

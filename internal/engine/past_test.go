@@ -377,3 +377,34 @@ func TestPastSchemaImplementations(t *testing.T) {
 		t.Errorf("Animal's diff from commit 6 to 9: %v", err)
 	}
 }
+
+// TestPastSchemaNamesNoUnseenField: a field of a subdocument type a
+// reader sees no field of is hidden from it (hiddenFrom), its name too:
+// a schema change since a position that dropped its values does not name
+// it to the reader as unknown, as it does to the admin.
+func TestPastSchemaNamesNoUnseenField(t *testing.T) {
+	t.Parallel()
+	parse := func(sdl string) *sluice.Schema {
+		s, err := schema.Parse(sdl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	// Version 1 (commits 1 to 4): home one Vault; today's (from commit
+	// 5): a list of them, a forced change that dropped the values.
+	v1 := parse(`type Person { name: String home: Vault }
+		type Vault @subdocument { pin: Int @private }`)
+	now := parse(`type Person { name: String home: [Vault] }
+		type Vault @subdocument { pin: Int @private }`)
+	versions, firsts := []*sluice.Schema{v1, now}, []int64{1, 5}
+	for _, c := range []struct {
+		role sluice.Role
+		want string
+	}{{sluice.RoleRead, ""}, {sluice.RoleAdmin, "Person.home"}} {
+		past, _ := pastSchema(scanVersionsOf(t, versions, firsts, 0, now, c.role), 0, now, c.role, sluice.Position{Epoch: "e", Seq: 3, Index: sluice.WholeCommit})
+		if got := strings.Join(past.Hidden([]string{"Person"}), ","); got != c.want {
+			t.Errorf("%s: hidden as of commit 3: %q, want %q", c.role, got, c.want)
+		}
+	}
+}
