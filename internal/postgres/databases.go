@@ -176,9 +176,12 @@ func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
 		return mapError(err)
 	}
 	// The counter row before the database's (which cascades to the
-	// webhooks'): in the order of a prune, a schema change, and a
-	// webhook's creation, resume or replay (history), so that none of
-	// them waits for this deletion while holding what it waits for.
+	// webhooks'): in the order of a schema change and of a webhook's
+	// creation, resume or replay (history), so that none of them waits
+	// for this deletion while holding what it waits for. A prune holds
+	// one database's counter row at a time (pruneDatabase), so it never
+	// holds the system database's, which this deletion's commit locks,
+	// while it waits for this one's (TestPruneRacesDatabaseDeletion).
 	if _, err := t.tx.Exec(ctx, "SELECT 1 FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE", d.ID); err != nil {
 		return mapError(err)
 	}

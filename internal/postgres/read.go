@@ -401,7 +401,71 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 // daemons published, and the positions of active webhooks. It returns the
 // number of commits removed.
 func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration, keep map[int64]int64) (int64, error) {
+	floors := make(map[int64]int64, len(keep))
+	for id, seq := range keep {
+		floors[id] = seq
+	}
+	rows, err := db.pool.Query(ctx, "SELECT db_id, min(seq) FROM sluice.stream_floors WHERE updated_at > now() - make_interval(secs => $1) GROUP BY db_id", FloorTTL.Seconds())
+	if err != nil {
+		return 0, mapError(err)
+	}
+	for rows.Next() {
+		var id, seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			rows.Close()
+			return 0, mapError(err)
+		}
+		if cur, ok := floors[id]; !ok || seq < cur {
+			floors[id] = seq
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, mapError(err)
+	}
+	rows, err = db.pool.Query(ctx, `SELECT d.id, m.seq FROM sluice.databases d
+		CROSS JOIN LATERAL (SELECT max(c.seq) AS seq FROM sluice.commits c WHERE c.db_id = d.id
+			AND c.committed_at < $1::timestamptz - make_interval(secs => greatest($2::float8, coalesce(d.log_retention_seconds, 0)::float8))) m
+		WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL ORDER BY d.id`, now, retention.Seconds())
+	if err != nil {
+		return 0, mapError(err)
+	}
+	type bound struct{ db, seq int64 }
+	var bounds []bound
+	for rows.Next() {
+		var b bound
+		if err := rows.Scan(&b.db, &b.seq); err != nil {
+			rows.Close()
+			return 0, mapError(err)
+		}
+		bounds = append(bounds, b)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, mapError(err)
+	}
+	// Each database in a transaction of its own, which holds one
+	// database's counter row at a time: a prune that held them all until
+	// its end deadlocked with a deletion of a database (which locks the
+	// deleted one's counter row, then, at its commit, the system
+	// database's), and a failure rolled back every database's pruning.
 	var total int64
+	for _, b := range bounds {
+		n, err := db.pruneDatabase(ctx, b.db, b.seq, floors)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	err = db.inTx(ctx, func(tx pgx.Tx) error { return pruneAccess(ctx, tx) })
+	return total, mapError(err)
+}
+
+// pruneDatabase prunes database id's commits up to seq, keeping the
+// newest one, what keep (the floors of streams) and its active webhooks
+// still need, and returns how many it pruned.
+func (db *DB) pruneDatabase(ctx context.Context, id, seq int64, keep map[int64]int64) (int64, error) {
+	var n int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
 		// Pruning a long backlog may take longer than statement_timeout,
 		// and would then fail the same way on every later run. Nobody
@@ -409,103 +473,55 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
 			return err
 		}
-		floors := make(map[int64]int64, len(keep))
-		for id, seq := range keep {
-			floors[id] = seq
+		upTo := seq
+		// The counter row is locked before the webhooks' positions are
+		// read, until the commit: a resume, a replay or a creation reads
+		// the pruned history with the row locked FOR SHARE (history), so
+		// it either commits before these positions are read, and is among
+		// them, or waits for this prune and then sees what it pruned
+		// (Gone). Read without the lock, a webhook resumed meanwhile from
+		// a position this prune deletes was left active with a gap it
+		// would never deliver.
+		var last int64
+		err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1 FOR NO KEY UPDATE", id).Scan(&last)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // deleted meanwhile
 		}
-		rows, err := tx.Query(ctx, "SELECT db_id, min(seq) FROM sluice.stream_floors WHERE updated_at > now() - make_interval(secs => $1) GROUP BY db_id", FloorTTL.Seconds())
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var id, seq int64
-			if err := rows.Scan(&id, &seq); err != nil {
-				rows.Close()
-				return err
-			}
-			if cur, ok := floors[id]; !ok || seq < cur {
-				floors[id] = seq
-			}
+		if upTo >= last {
+			upTo = last - 1 // keep the newest commit
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if k, ok := keep[id]; ok && upTo > k {
+			upTo = k
+		}
+		// Active webhooks keep what they have not delivered, for as long
+		// as they need it: their positions are durable, so they need no
+		// TTL. (A position inside a commit still owes that commit.)
+		var hooks *int64
+		if err := tx.QueryRow(ctx, `SELECT min(CASE WHEN idx = $2 THEN seq ELSE seq - 1 END)
+			FROM sluice.webhooks WHERE db_id = $1 AND state = 'active'`, id, sluice.WholeCommit).Scan(&hooks); err != nil {
 			return err
 		}
-		keep := floors
-		// By id: prunes on several replicas lock the counter rows in one
-		// order.
-		rows, err = tx.Query(ctx, `SELECT d.id, m.seq FROM sluice.databases d
-			CROSS JOIN LATERAL (SELECT max(c.seq) AS seq FROM sluice.commits c WHERE c.db_id = d.id
-				AND c.committed_at < $1::timestamptz - make_interval(secs => greatest($2::float8, coalesce(d.log_retention_seconds, 0)::float8))) m
-			WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL ORDER BY d.id`, now, retention.Seconds())
+		if hooks != nil && upTo > *hooks {
+			upTo = *hooks
+		}
+		if upTo <= 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM sluice.changes WHERE commit_uid IN
+			(SELECT uid FROM sluice.commits WHERE db_id = $1 AND seq <= $2)`, id, upTo); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, "DELETE FROM sluice.commits WHERE db_id = $1 AND seq <= $2", id, upTo)
 		if err != nil {
 			return err
 		}
-		type bound struct{ db, seq int64 }
-		var bounds []bound
-		for rows.Next() {
-			var b bound
-			if err := rows.Scan(&b.db, &b.seq); err != nil {
-				rows.Close()
-				return err
-			}
-			bounds = append(bounds, b)
-		}
-		rows.Close()
-		for _, b := range bounds {
-			upTo := b.seq
-			// The counter row is locked before the webhooks' positions are
-			// read, until the commit: a resume, a replay or a creation
-			// reads the pruned history with the row locked FOR SHARE
-			// (history), so it either commits before these positions are
-			// read, and is among them, or waits for this prune and then
-			// sees what it pruned (Gone). Read without the lock, a webhook
-			// resumed meanwhile from a position this prune deletes was
-			// left active with a gap it would never deliver.
-			var last int64
-			err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1 FOR NO KEY UPDATE", b.db).Scan(&last)
-			if errors.Is(err, pgx.ErrNoRows) {
-				continue // deleted meanwhile
-			}
-			if err != nil {
-				return err
-			}
-			if upTo >= last {
-				upTo = last - 1 // keep the newest commit
-			}
-			if k, ok := keep[b.db]; ok && upTo > k {
-				upTo = k
-			}
-			// Active webhooks keep what they have not delivered, for as
-			// long as they need it: their positions are durable, so they
-			// need no TTL. (A position inside a commit still owes that
-			// commit.)
-			var hooks *int64
-			if err := tx.QueryRow(ctx, `SELECT min(CASE WHEN idx = $2 THEN seq ELSE seq - 1 END)
-				FROM sluice.webhooks WHERE db_id = $1 AND state = 'active'`, b.db, sluice.WholeCommit).Scan(&hooks); err != nil {
-				return err
-			}
-			if hooks != nil && upTo > *hooks {
-				upTo = *hooks
-			}
-			if upTo <= 0 {
-				continue
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM sluice.changes WHERE commit_uid IN
-				(SELECT uid FROM sluice.commits WHERE db_id = $1 AND seq <= $2)`, b.db, upTo); err != nil {
-				return err
-			}
-			tag, err := tx.Exec(ctx, "DELETE FROM sluice.commits WHERE db_id = $1 AND seq <= $2", b.db, upTo)
-			if err != nil {
-				return err
-			}
-			total += tag.RowsAffected()
-			// GREATEST: a concurrent prune may have gone further.
-			if _, err := tx.Exec(ctx, "UPDATE sluice.commit_counters SET pruned_seq = GREATEST(pruned_seq, $2) WHERE db_id = $1", b.db, upTo); err != nil {
-				return err
-			}
-		}
-		return pruneAccess(ctx, tx)
+		n = tag.RowsAffected()
+		// GREATEST: a concurrent prune may have gone further.
+		_, err = tx.Exec(ctx, "UPDATE sluice.commit_counters SET pruned_seq = GREATEST(pruned_seq, $2) WHERE db_id = $1", id, upTo)
+		return err
 	})
-	return total, mapError(err)
+	return n, mapError(err)
 }

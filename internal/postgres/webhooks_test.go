@@ -261,3 +261,85 @@ func TestPruneRacesWebhookMoves(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneRacesDatabaseDeletion: a prune and the deletion of a database
+// (a write of another database, the system one, that deletes it, and
+// locks its own counter row at its commit) both succeed: a prune holds
+// one database's counter row at a time. Holding every one it pruned until
+// its end, it took the deleting database's, then waited for the deleted
+// one's, which the deletion held while it waited for its own: Postgres
+// broke the deadlock by failing one of them.
+func TestPruneRacesDatabaseDeletion(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	url := pgtest.NewDatabase(t)
+	db, err := postgres.Open(ctx, url, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sys, s := noteDatabase(t, db, "sys") // the lower id: pruned first
+	victim := &sluice.Database{Org: "o", Name: "victim"}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.CreateDatabase(ctx, victim, s)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, sys, s, 3)
+	commitN(t, db, victim, s, 3)
+
+	watcher, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(context.Background())
+	waiting := func() int {
+		var n int
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deleted, release := make(chan struct{}), make(chan struct{})
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := db.Write(ctx, postgres.WriteSpec{Database: sys, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+			Before: func(ctx context.Context, tx *postgres.Tx) error {
+				if err := tx.DeleteDatabase(ctx, victim); err != nil {
+					return err
+				}
+				close(deleted)
+				<-release
+				return nil
+			},
+			Documents: func(ctx context.Context, w *postgres.Writer) error {
+				return w.Insert(ctx, []*sluice.Document{{ID: "Note/last", Type: "Note", Fields: map[string]any{"text": "x"}}})
+			}})
+		wrote <- err
+	}()
+	<-deleted
+	pruned := make(chan error, 1)
+	go func() {
+		_, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil)
+		pruned <- err
+	}()
+	eventually.True(t, 30*time.Second, "the prune waits for the deleted database's counter row", func() bool { return waiting() == 1 })
+	close(release)
+	werr, perr := <-wrote, <-pruned
+	t.Logf("write: %v; prune: %v", werr, perr)
+	if werr != nil {
+		t.Errorf("the write that deleted a database: %v", werr)
+	}
+	if perr != nil {
+		t.Errorf("the prune: %v", perr)
+	}
+	h, err := db.History(ctx, sys.ID)
+	if err != nil || h.PrunedSeq != 2 {
+		t.Errorf("the system database after the prune: %+v (%v)", h, err)
+	}
+}
