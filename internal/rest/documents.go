@@ -109,9 +109,10 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Documents stream out as they are read; the first error is reported
-	// as a JSON error only if nothing was written yet, and otherwise
-	// aborts the answer.
-	bw := bufio.NewWriterSize(w, 32<<10)
+	// as a JSON error only if nothing was sent yet, and otherwise aborts
+	// the answer.
+	sent := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(sent, 32<<10)
 	n := 0
 	start := func(at engine.ReadAt) { setReadAt(w, at) }
 	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count, AsOf: asOf}, start, func(doc []byte) error {
@@ -133,7 +134,9 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	if err != nil {
-		if n == 0 {
+		if sent.n == 0 {
+			// Nothing reached the client yet (the first 32 KiB wait in
+			// bw): the answer can still be the error.
 			writeError(w, r, err)
 			return
 		}
@@ -525,3 +528,15 @@ func jsonKind(v json.RawMessage) string {
 }
 
 var errDeleteBody = sluice.Errorf(sluice.CodeInvalid, `give ?id=<id> or a body with a JSON array of document ids, or of {"@id": id, "@version": version} objects to delete documents only at those versions`)
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
