@@ -36,12 +36,18 @@ func ParseVersion(v string) (int64, bool) {
 // every field of the schema reads the whole document, whose tag is the
 // version alone ("3f"); a role that does not reads a view of it, whose
 // tag adds the view's name, the role and the schema version whose field
-// protections it applies ("3f-read-7"). A read compares tags whole, so a
-// cache filled under one view never answers for another; a write takes
-// the tag of any view of the version it expects (VersionOfTag).
+// protections it applies ("3f-read-7"). A schema change that drops
+// stored values keeps the versions of the documents it rewrites, so once
+// one could take values from a class's documents, the whole document's
+// tag names the last that did as the admin's view ("3f-admin-9"). A read
+// compares tags whole, so a cache filled under one view never answers for
+// another; a write takes the tag of any view of the version it expects
+// (VersionOfTag).
 
 // ViewName returns the name of the view of documents that role reads
-// under schema version schemaVersion when it hides some of its fields.
+// under schema version schemaVersion when it hides some of its fields,
+// and, with RoleAdmin, of the whole documents of a class as of the last
+// schema version schemaVersion that dropped stored values of theirs.
 func ViewName(role Role, schemaVersion int) string {
 	return role.String() + "-" + strconv.Itoa(schemaVersion)
 }

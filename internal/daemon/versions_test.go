@@ -501,3 +501,104 @@ func TestETagNamesOneView(t *testing.T) {
 		staleAnswer(t, d.Do(t, wren, "PATCH", alice, `{"nick":"D"}`, "If-Match", tag, "Content-Type", "application/merge-patch+json"), map[string]string{"Person/alice": cur})
 	}
 }
+
+// TestETagAfterForcedChanges: a schema change that drops stored values
+// of a class's documents (a field, a field of a subdocument type they
+// hold, references that no longer fit) leaves their versions alone, so
+// the tag of a whole document then names the last such change
+// ("<version>-admin-<schema version>"): the tag read before it no longer
+// revalidates, the new one does, and a write takes either. A change that
+// only adds, or drops values of another class only, leaves the tag alone.
+func TestETagAfterForcedChanges(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	const (
+		animal  = "interface Animal { name: String }\ntype Dog implements Animal { breed: String }\n"
+		address = "type Address @subdocument { street: String zip: Int }\n"
+		pet     = "type Pet { name: String legs: Int }\n"
+	)
+	person := func(fields string) string {
+		return "type Person { name: String! home: Address pet: Animal " + fields + " }\n"
+	}
+	d.CreateDatabase(t, "tags", animal+address+pet+person("age: Int"))
+	const docs = "/api/document/admin/tags"
+	const alice = docs + "?id=Person/alice"
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `[{"@type":"Dog","@id":"rex","name":"Rex"},{"@type":"Pet","@id":"tom","name":"Tom","legs":4}]`)
+	v := answerOf(t, d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Person","@id":"alice","name":"Alice","age":30,"home":{"street":"Elm","zip":7},"pet":"Dog/rex"}`)).Version
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/tags", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+
+	// change puts sdl as the schema (forced) and returns its version.
+	change := func(sdl string) int {
+		t.Helper()
+		var a struct {
+			SchemaVersion int `json:"schema_version"`
+		}
+		if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/tags?force=true", sdl).Body, &a); err != nil || a.SchemaVersion == 0 {
+			t.Fatalf("schema change: %v", err)
+		}
+		return a.SchemaVersion
+	}
+	// revalidate reads id with If-None-Match: tag as who, wants status
+	// and the ETag want, and returns the body.
+	revalidate := func(who dt.Auth, id, tag string, status int, want string) string {
+		t.Helper()
+		r := d.MustDo(t, status, who, "GET", docs+"?id="+id, nil, "If-None-Match", tag)
+		if got := r.Header.Get("ETag"); got != want {
+			t.Fatalf("GET %s with If-None-Match: %s answered %d with ETag %s, want %s", id, tag, status, got, want)
+		}
+		return string(r.Body)
+	}
+	tag := func(version string, schemaVersion int) string {
+		return fmt.Sprintf(`"%s-admin-%d"`, version, schemaVersion)
+	}
+	bare := `"` + v + `"`
+	revalidate(dt.Admin(), "Person/alice", bare, 304, bare)
+	_, tom := docOf(t, d, "tags", "Pet/tom")
+
+	// Alice's age dropped: the bare version no longer revalidates, for
+	// the admin nor for a reader whose role reads every field.
+	n := change(animal + address + pet + person(""))
+	after := tag(v, n)
+	for _, who := range []dt.Auth{dt.Admin(), rita} {
+		if body := revalidate(who, "Person/alice", bare, 200, after); strings.Contains(body, `"age"`) || !strings.Contains(body, `"@version":"`+v+`"`) {
+			t.Fatalf("after age was dropped: %s", body)
+		}
+		revalidate(who, "Person/alice", after, 304, after)
+	}
+	revalidate(dt.Admin(), "Pet/tom", tom, 304, tom) // another class
+
+	// A write takes the new tag, or the bare version; what it writes
+	// reads under the same view (one more download, no wrong 304).
+	v2 := answerOf(t, d.MustDo(t, 200, dt.Admin(), "PATCH", alice, `{"name":"Ali"}`, "If-Match", after, "Content-Type", "application/merge-patch+json")).Version
+	v3 := answerOf(t, d.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"Person","@id":"alice","name":"Alice","home":{"street":"Elm","zip":7},"pet":"Dog/rex"}`, "If-Match", `"`+v2+`"`)).Version
+	staleAnswer(t, d.Do(t, dt.Admin(), "PATCH", alice, `{"name":"Stale"}`, "If-Match", after, "Content-Type", "application/merge-patch+json"), map[string]string{"Person/alice": v3})
+	cur := tag(v3, n)
+	revalidate(dt.Admin(), "Person/alice", `"`+v3+`"`, 200, cur)
+
+	// Changes that only add (a field, a class, an enum) leave it, as
+	// does one dropping values of Pet alone.
+	revalidate(dt.Admin(), "Person/alice", cur, 304, cur)
+	change(animal + address + pet + person("email: String") + "enum Color { RED }\ntype Car { color: Color }\n")
+	revalidate(dt.Admin(), "Person/alice", cur, 304, cur)
+	petless := "type Pet { name: String }\n"
+	m := change(animal + address + petless + person("email: String") + "enum Color { RED }\ntype Car { color: Color }\n")
+	revalidate(dt.Admin(), "Person/alice", cur, 304, cur)
+	revalidate(dt.Admin(), "Pet/tom", tom, 200, tag(strings.Trim(tom, `"`), m))
+
+	// A field of the subdocument type Person holds dropped (its values
+	// with it, in Alice's home): Person's tags change.
+	m = change(animal + "type Address @subdocument { street: String }\n" + petless + person("email: String") + "enum Color { RED }\ntype Car { color: Color }\n")
+	if body := revalidate(dt.Admin(), "Person/alice", cur, 200, tag(v3, m)); strings.Contains(body, "zip") {
+		t.Fatalf("after Address.zip was dropped: %s", body)
+	}
+	cur = tag(v3, m)
+
+	// Dog no longer an Animal: Alice's pet, a reference typed Animal,
+	// is dropped, and her tag changes again.
+	m = change("interface Animal { name: String }\ntype Dog { name: String breed: String }\ntype Address @subdocument { street: String }\n" + petless + person("email: String") + "enum Color { RED }\ntype Car { color: Color }\n")
+	if body := revalidate(dt.Admin(), "Person/alice", cur, 200, tag(v3, m)); strings.Contains(body, "Dog/rex") {
+		t.Fatalf("after Dog left Animal: %s", body)
+	}
+}

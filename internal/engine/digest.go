@@ -251,17 +251,19 @@ const (
 	digestBytes   = 32 << 20
 )
 
-// digestCache keeps version digests, bounded in entries and bytes. It is
-// safe for concurrent use.
-type digestCache struct {
-	mu    sync.Mutex // guards bytes, and the evictions that keep it bounded
-	lru   *lru.Cache[schemacache.Key, *versionDigest]
-	bytes int
+// sizedCache keeps values by schema version, bounded in entries and in
+// the bytes they hold (size). It is safe for concurrent use.
+type sizedCache[V any] struct {
+	mu       sync.Mutex // guards bytes, and the evictions that keep it bounded
+	lru      *lru.Cache[schemacache.Key, V]
+	size     func(V) int
+	bytes    int
+	maxBytes int
 }
 
-func newDigestCache() *digestCache {
-	c := &digestCache{}
-	l, err := lru.NewWithEvict(digestEntries, func(_ schemacache.Key, d *versionDigest) { c.bytes -= d.size })
+func newSizedCache[V any](entries, maxBytes int, size func(V) int) *sizedCache[V] {
+	c := &sizedCache[V]{size: size, maxBytes: maxBytes}
+	l, err := lru.NewWithEvict(entries, func(_ schemacache.Key, v V) { c.bytes -= size(v) })
 	if err != nil {
 		panic(err) // only for entries <= 0
 	}
@@ -269,21 +271,26 @@ func newDigestCache() *digestCache {
 	return c
 }
 
-func (c *digestCache) get(k schemacache.Key) (*versionDigest, bool) {
+// newDigestCache returns the cache of version digests.
+func newDigestCache() *sizedCache[*versionDigest] {
+	return newSizedCache(digestEntries, digestBytes, func(d *versionDigest) int { return d.size })
+}
+
+func (c *sizedCache[V]) get(k schemacache.Key) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Get(k)
 }
 
-func (c *digestCache) add(k schemacache.Key, d *versionDigest) {
+func (c *sizedCache[V]) add(k schemacache.Key, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lru.Contains(k) {
 		return
 	}
-	c.lru.Add(k, d)
-	c.bytes += d.size
-	for c.bytes > digestBytes && c.lru.Len() > 1 {
+	c.lru.Add(k, v)
+	c.bytes += c.size(v)
+	for c.bytes > c.maxBytes && c.lru.Len() > 1 {
 		c.lru.RemoveOldest()
 	}
 }

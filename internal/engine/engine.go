@@ -46,7 +46,12 @@ type Engine struct {
 	schemas *schemacache.Cache
 	// digests holds what each schema version changed from the one
 	// before, for reads of the past (digest.go), bounded.
-	digests *digestCache
+	digests *sizedCache[*versionDigest]
+	// drops holds, by database and schema version, the last version
+	// whose change dropped stored values of each document class's
+	// documents, which the tag of a whole document names (drops.go),
+	// bounded.
+	drops *sizedCache[map[string]int]
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
@@ -114,6 +119,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
 		schemas:   schemacache.New(schemaEntries, schemaBytes),
 		digests:   newDigestCache(),
+		drops:     newDropCache(),
 		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}

@@ -311,24 +311,31 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 	}
 	load := func(i int) (*sluice.Schema, error) { return e.store.SchemaAt(ctx, d.ID, walk[i].Version) }
 	digest := func(i int) (*versionDigest, error) {
-		key := schemacache.Key{DB: d.ID, Version: walk[i].Version}
-		if dg, ok := e.digests.get(key); ok {
-			return dg, nil
-		}
-		// Two versions parsed at a time (see versionScan).
-		prev, err := load(i - 1)
-		if err != nil {
-			return nil, err
-		}
-		s, err := load(i)
-		if err != nil {
-			return nil, err
-		}
-		dg := digestOf(prev, s)
-		e.digests.add(key, dg)
-		return dg, nil
+		return e.versionDigest(ctx, d.ID, walk[i-1].Version, walk[i].Version)
 	}
 	return scan(firsts, max(postgres.VersionAt(walk, toSeq), 0), load, digest, cur, role)
+}
+
+// versionDigest returns the digest of schema version v of database dbID,
+// what it changed from prev, the version known before it, from the cache
+// when it holds it.
+func (e *Engine) versionDigest(ctx context.Context, dbID int64, prev, v int) (*versionDigest, error) {
+	key := schemacache.Key{DB: dbID, Version: v}
+	if dg, ok := e.digests.get(key); ok {
+		return dg, nil
+	}
+	// Two versions parsed at a time (see versionScan).
+	ps, err := e.store.SchemaAt(ctx, dbID, prev)
+	if err != nil {
+		return nil, err
+	}
+	s, err := e.store.SchemaAt(ctx, dbID, v)
+	if err != nil {
+		return nil, err
+	}
+	dg := digestOf(ps, s)
+	e.digests.add(key, dg)
+	return dg, nil
 }
 
 // scan walks the versions whose first commits are firsts, oldest first,
@@ -601,12 +608,23 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 
 // leftOut returns the classes and interfaces that version i (the view s;
 // prev, the version before, and d, what it changed) took a document
-// class out of: those under which a document class of prev fitted (fits)
-// and no longer does in s, dropped, made another kind, or no longer
-// implementing them. It records each such pair in sc.left. Only a change
-// of a class's kind or parents, or a class dropped, can take one out:
-// for any other version it returns nil without a look at the classes.
+// class out of (unfitted), and records each such pair in sc.left.
 func (sc *versionScan) leftOut(i int, prev *before, s *view, d *versionDigest) map[string]bool {
+	lost := map[string]bool{}
+	for _, p := range unfitted(prev, s, d) {
+		lost[p.under] = true
+		sc.left[p] = i
+	}
+	return lost
+}
+
+// unfitted returns the pairs of a document class of prev and a class or
+// interface it fitted under (fits) in prev and no longer does in s (the
+// version digest d made of prev): dropped, made another kind, or no
+// longer implementing it. Only a change of a class's kind or parents, or
+// a class dropped, can take one out: for any other version it returns nil
+// without a look at the classes.
+func unfitted(prev *before, s *view, d *versionDigest) []classPair {
 	changed := false
 	for _, nc := range d.classes {
 		if pc := prev.Class(nc.name); pc != nil && (nc.class == nil || nc.class.Kind != pc.Kind || !slices.Equal(nc.class.Parents, pc.Parents)) {
@@ -617,15 +635,14 @@ func (sc *versionScan) leftOut(i int, prev *before, s *view, d *versionDigest) m
 	if !changed {
 		return nil
 	}
-	lost := map[string]bool{}
+	var out []classPair
 	check := func(name string) {
 		if c := prev.Class(name); c == nil || c.Kind != sluice.KindDocument {
 			return
 		}
 		for _, under := range ancestors(prev, name) {
 			if !fitsIn(s, name, under) {
-				lost[under] = true
-				sc.left[classPair{name, under}] = i
+				out = append(out, classPair{name, under})
 			}
 		}
 	}
@@ -638,7 +655,7 @@ func (sc *versionScan) leftOut(i int, prev *before, s *view, d *versionDigest) m
 			check(name)
 		}
 	}
-	return lost
+	return out
 }
 
 // pastSchema compares the schema versions of sc from start (0, or sc.at:

@@ -26,9 +26,11 @@ type ReadDocument struct {
 	JSON    []byte
 	Version string
 	// View names the view of the document the reader's role reads
-	// (sluice.ViewName) when it hides fields of the schema; "" when it
-	// reads the whole document. With Version, it names the
-	// representation read (an ETag).
+	// (sluice.ViewName) when it hides fields of the schema; when it
+	// reads the whole document, "", or the whole view as of the last
+	// schema change that dropped stored values of the document's class
+	// (see drops.go). With Version, it names the representation read (an
+	// ETag).
 	View string
 	ReadAt
 }
@@ -82,8 +84,15 @@ func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Databas
 		return nil, err
 	}
 	doc := &ReadDocument{Version: version}
-	if hidesFields(role, s) {
+	switch {
+	case hidesFields(role, s):
 		doc.View = sluice.ViewName(role, d.SchemaVersion)
+	case past == nil:
+		// Outside the snapshot, which runs one statement: the schema
+		// versions up to d's never change, so any read of them agrees.
+		if doc.View, err = e.wholeView(ctx, d, class); err != nil {
+			return nil, err
+		}
 	}
 	doc.Position, _ = snap.Position()
 	if doc.JSON, err = redactFor(role, s, b); err != nil || past == nil {
