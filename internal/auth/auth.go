@@ -13,7 +13,8 @@
 // names is read the same way. Which passwords were already checked against
 // which hash is remembered too: a client that keeps presenting the same
 // valid password pays one bcrypt, not one per request, and concurrent
-// checks of one credential share one bcrypt.
+// checks of one credential from one address share one bcrypt. Password
+// checks are throttled (throttle.go).
 package auth
 
 import (
@@ -22,9 +23,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"hash"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -59,6 +60,11 @@ type Store interface {
 	RedeemStreamTicket(ctx context.Context, hash []byte) (*sluice.Credential, string, error)
 }
 
+// checkingSlots is how many password checks of clients may run their
+// bcrypt at once per core (more wait for the CPU): at the default cost,
+// about 50 ms each, a second's work for the cores.
+const checkingSlots = 16
+
 // verifiedEntries bounds the memory of the verified-password cache: past
 // it, the least recently used entry goes (its client pays one more bcrypt).
 const verifiedEntries = 10000
@@ -90,6 +96,11 @@ type Authenticator struct {
 	macs sync.Pool
 	// throttle counts failed password checks; nil: none are throttled.
 	throttle *Throttle
+	// hashing holds a place for each password check running its bcrypt
+	// for a client (checkingSlots): past them a check is answered 429 at
+	// once, so that guesses from many addresses at once cannot queue more
+	// CPU work than a second or so of it.
+	hashing chan struct{}
 	// decoy is a bcrypt hash of a random password at cost, which the
 	// password of a user who does not exist is checked against, so that
 	// the answer takes as long as for one who does (made on first use).
@@ -138,7 +149,8 @@ func New(store Store, cost int, onHash func(), opts ...Option) *Authenticator {
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	a := &Authenticator{store: store, cost: cost, key: key, verified: verified, onHash: onHash, ticketTTL: DefaultTicketTTL}
+	a := &Authenticator{store: store, cost: cost, key: key, verified: verified, onHash: onHash, ticketTTL: DefaultTicketTTL,
+		hashing: make(chan struct{}, checkingSlots*runtime.GOMAXPROCS(0))}
 	a.macs.New = func() any { return &macState{h: hmac.New(sha256.New, key)} }
 	a.decoy = sync.OnceValue(func() string {
 		h, err := bcrypt.GenerateFromPassword([]byte(RandomPassword()), a.cost)
@@ -242,12 +254,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	// with keys a reload replaced meanwhile is not remembered as current.
 	keys := a.jwt.generation()
 	c, err := a.authenticate(r, h)
+	// Failed passwords were counted as they were checked (password).
 	if a.throttle != nil {
 		switch {
 		case basic && err == nil:
 			a.throttle.Succeed(r.RemoteAddr, name)
-		case basic && errors.Is(err, errWrongPassword):
-			a.throttle.Fail(r.RemoteAddr, name)
 		case !basic && sluice.ErrorCode(err) == sluice.CodeUnauthenticated:
 			a.throttle.FailAddress(r.RemoteAddr)
 		}
@@ -267,7 +278,7 @@ func (a *Authenticator) authenticate(r *http.Request, h string) (*sluice.Credent
 		if !ok {
 			return nil, sluice.Errorf(sluice.CodeUnauthenticated, "malformed Basic authorization header")
 		}
-		return a.Password(r.Context(), name, password)
+		return a.password(r.Context(), r.RemoteAddr, name, password)
 	case "bearer", "token":
 		cred = strings.TrimSpace(cred)
 		if cred == "" {
@@ -294,10 +305,25 @@ var errWrongPassword = sluice.Errorf(sluice.CodeUnauthenticated, "wrong user nam
 // not exist costs a bcrypt too, so that the time of the answer does not
 // tell which user names exist.
 func (a *Authenticator) Password(ctx context.Context, name, password string) (*sluice.Credential, error) {
+	return a.password(ctx, "", name, password)
+}
+
+// password is Password for a client at remoteAddr ("" for none: a caller
+// inside the process). With a throttle, every bcrypt it runs is admitted
+// first (check), and a wrong password is counted as it is found, and
+// concurrent checks of one credential share one bcrypt only when they come
+// from one address, so that one address's checks are never answered by
+// another's admission.
+func (a *Authenticator) password(ctx context.Context, remoteAddr, name, password string) (*sluice.Credential, error) {
 	c, err := a.store.PasswordCredential(ctx, name)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		done, err := a.check(remoteAddr, name)
+		if err != nil {
+			return nil, err
+		}
 		a.onHash()
 		CheckPassword(a.decoy(), password)
+		done(false)
 		return nil, errWrongPassword
 	}
 	if err != nil {
@@ -309,23 +335,67 @@ func (a *Authenticator) Password(ctx context.Context, name, password string) (*s
 	}
 	// The flight is keyed by the stored hash too: a check that started
 	// against an old hash must not answer for the new one.
-	v, _, _ := a.flight.Do(string(key[:])+c.PasswordHash, func() (any, error) {
+	v, err, _ := a.flight.Do(string(key[:])+c.PasswordHash+"\x00"+addressKey(remoteAddr), func() (any, error) {
 		// A flight that ended just before this one started may have
 		// verified it already.
 		if h, ok := a.verified.Get(key); ok && hmac.Equal([]byte(h), []byte(c.PasswordHash)) {
 			return true, nil
 		}
+		done, err := a.check(remoteAddr, name)
+		if err != nil {
+			return false, err
+		}
 		a.onHash()
 		ok := CheckPassword(c.PasswordHash, password)
+		done(ok)
 		if ok {
 			a.verified.Add(key, c.PasswordHash)
 		}
 		return ok, nil
 	})
+	if err != nil {
+		return nil, err
+	}
 	if !v.(bool) {
 		return nil, errWrongPassword
 	}
 	return c, nil
+}
+
+// check admits a bcrypt of user's password for a client at remoteAddr: the
+// throttle's admission (Throttle.Begin), then a place among the checks
+// running (hashing). It returns a TooMany error when either refuses, and
+// otherwise done, to call with the check's outcome.
+func (a *Authenticator) check(remoteAddr, user string) (done func(ok bool), err error) {
+	if remoteAddr == "" {
+		return func(bool) {}, nil
+	}
+	var at *Attempt
+	if a.throttle != nil {
+		if at, err = a.throttle.Begin(remoteAddr, user); err != nil {
+			return nil, err
+		}
+	}
+	select {
+	case a.hashing <- struct{}{}:
+	default:
+		if at != nil {
+			at.Release()
+		}
+		e := sluice.Errorf(sluice.CodeTooMany, "the server is checking too many passwords at once; retry after the Retry-After seconds")
+		e.Retry = time.Second
+		return nil, e
+	}
+	return func(ok bool) {
+		<-a.hashing
+		switch {
+		case at == nil:
+		case ok:
+			at.Release()
+		default:
+			at.Fail()
+		}
+	}, nil
 }
 
 func (a *Authenticator) keyOf(name, password string) [sha256.Size]byte {

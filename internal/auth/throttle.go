@@ -21,6 +21,15 @@ import (
 // throttle would only slow the guessing down). Other addresses are never
 // affected: an attacker cannot lock a user out, only themselves.
 //
+// A password check is admitted before its bcrypt runs (Begin), not only
+// counted after it: guesses sent at once would all pass a check of the
+// failures counted so far. An admitted check is pending until its outcome
+// is known, and a check is admitted only while the failures and the
+// pending checks of its user name and address, and of its address, are
+// below their limits; past them it is answered 429 at once. So at most max
+// guesses of one user name from one address are ever checked per window,
+// however many are sent together.
+//
 // IPv6 addresses are counted by their /64 prefix, the block one host or
 // customer usually holds, so that hopping between its addresses does not
 // reset the count. The counts live in a bounded LRU table (throttleEntries);
@@ -41,6 +50,11 @@ type Throttle struct {
 
 	mu      sync.Mutex
 	entries *lru.Cache[string, failures]
+	// pending counts the admitted checks whose outcome is not known yet,
+	// by the same keys as entries. It is not in the LRU table, so that
+	// nothing a client does can make it forget checks in flight; it holds
+	// at most one key pair per request being checked.
+	pending map[string]int
 }
 
 // failures are the failed checks counted in the window started at start.
@@ -57,7 +71,7 @@ func NewThrottle(max int, window time.Duration, now func() time.Time) *Throttle 
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return &Throttle{max: max, window: window, now: now, entries: entries}
+	return &Throttle{max: max, window: window, now: now, entries: entries, pending: map[string]int{}}
 }
 
 // WithThrottle makes the Authenticator throttle failed password checks
@@ -79,6 +93,85 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 		return throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
 	return nil
+}
+
+// Attempt is a password check admitted by Begin. Exactly one of Fail and
+// Release settles it.
+type Attempt struct {
+	t                *Throttle
+	addrKey, userKey string
+}
+
+// Begin admits a check of user's password from remoteAddr: it returns
+// Check's error when the address or the user name from it is throttled,
+// and a TooMany error too when the failures and the pending checks (those
+// admitted and not yet settled) of either reach its limit, so that the
+// checks run at once cannot add up to more failures than the limit.
+func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
+	addr := addressKey(remoteAddr)
+	ak, uk := "a\x00"+addr, "u\x00"+addr+"\x00"+user
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.now()
+	if left := t.blocked(now, ak, addressFactor*t.max); left > 0 {
+		return nil, throttled(left, "too many failed sign-ins from this address")
+	}
+	if left := t.blocked(now, uk, t.max); left > 0 {
+		return nil, throttled(left, "too many failed sign-ins as user %s from this address", user)
+	}
+	// The pending checks end within a bcrypt's time: a second is enough
+	// to wait before trying again.
+	if t.failed(now, ak)+t.pending[ak] >= addressFactor*t.max {
+		return nil, throttled(time.Second, "too many sign-ins from this address are being checked at once")
+	}
+	if t.failed(now, uk)+t.pending[uk] >= t.max {
+		return nil, throttled(time.Second, "too many sign-ins as user %s from this address are being checked at once", user)
+	}
+	t.pending[ak]++
+	t.pending[uk]++
+	return &Attempt{t: t, addrKey: ak, userKey: uk}, nil
+}
+
+// Fail settles the attempt as a failed check, counted toward the limits
+// of its address and of its user name from that address.
+func (at *Attempt) Fail() {
+	t := at.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.settle(at)
+	now := t.now()
+	t.count(now, at.addrKey)
+	t.count(now, at.userKey)
+}
+
+// Release settles the attempt without counting it: the password was
+// right, or was not checked.
+func (at *Attempt) Release() {
+	at.t.mu.Lock()
+	defer at.t.mu.Unlock()
+	at.t.settle(at)
+}
+
+// settle removes the attempt from the pending checks. The caller holds
+// t.mu.
+func (t *Throttle) settle(at *Attempt) {
+	for _, k := range [2]string{at.addrKey, at.userKey} {
+		if t.pending[k] <= 1 {
+			delete(t.pending, k)
+		} else {
+			t.pending[k]--
+		}
+	}
+}
+
+// failed returns the failures counted for key in its current window.
+// The caller holds t.mu.
+func (t *Throttle) failed(now time.Time, key string) int {
+	f, ok := t.entries.Peek(key)
+	if !ok || now.Sub(f.start) >= t.window {
+		return 0
+	}
+	return f.n
 }
 
 // CheckAddress is Check for a credential that names no user (a bearer
@@ -125,16 +218,6 @@ func throttled(left time.Duration, format string, args ...any) error {
 	e.Message += "; retry after the Retry-After seconds (config auth_max_failures, auth_failure_window)"
 	e.Retry = left
 	return e
-}
-
-// Fail counts a failed check of user's password from remoteAddr.
-func (t *Throttle) Fail(remoteAddr, user string) {
-	addr := addressKey(remoteAddr)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	t.count(now, "a\x00"+addr)
-	t.count(now, "u\x00"+addr+"\x00"+user)
 }
 
 // count adds a failure to key's window, starting a new one when it ended.

@@ -10,8 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/sluice-dev/sluice"
 )
+
+// fail counts a failed check of user's password from addr.
+func fail(t *testing.T, th *Throttle, addr, user string) {
+	t.Helper()
+	at, err := th.Begin(addr, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at.Fail()
+}
 
 // TestThrottleWindow: max failures of one user from one address are
 // allowed per window; the next attempt is refused with the time left in
@@ -26,7 +38,7 @@ func TestThrottleWindow(t *testing.T) {
 		if err := th.Check(addr, "bea"); err != nil {
 			t.Fatal(err)
 		}
-		th.Fail(addr, "bea")
+		fail(t, th, addr, "bea")
 		now = now.Add(10 * time.Second)
 	}
 	err := th.Check(addr, "bea")
@@ -51,11 +63,11 @@ func TestThrottleWindow(t *testing.T) {
 	if err := th.Check(addr, "bea"); err != nil {
 		t.Fatalf("after the window: %v", err)
 	}
-	th.Fail(addr, "bea")
-	th.Fail(addr, "bea")
+	fail(t, th, addr, "bea")
+	fail(t, th, addr, "bea")
 	th.Succeed(addr, "bea")
-	th.Fail(addr, "bea")
-	th.Fail(addr, "bea")
+	fail(t, th, addr, "bea")
+	fail(t, th, addr, "bea")
 	if err := th.Check(addr, "bea"); err != nil {
 		t.Fatalf("two failures after a success: %v", err)
 	}
@@ -68,7 +80,7 @@ func TestThrottleAddress(t *testing.T) {
 	now := time.Unix(1000, 0)
 	th := NewThrottle(2, time.Minute, func() time.Time { return now })
 	for i := range 20 {
-		th.Fail("[2001:db8::1]:4000", "user"+strconv.Itoa(i))
+		fail(t, th, "[2001:db8::1]:4000", "user"+strconv.Itoa(i))
 	}
 	// Any address of the /64 counts as the same.
 	if err := th.Check("[2001:db8::ffff:1]:5000", "someone"); sluice.ErrorCode(err) != sluice.CodeTooMany {
@@ -154,5 +166,63 @@ func TestAnonymousGuessesThrottled(t *testing.T) {
 	}
 	if err := bearer("192.0.2.2:1000", 0); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
 		t.Errorf("another address: %v", err)
+	}
+}
+
+// userStore holds one user, bea, whose password is hash's.
+type userStore struct {
+	Store // the methods the test does not use
+	hash  string
+}
+
+func (s *userStore) PasswordCredential(_ context.Context, name string) (*sluice.Credential, error) {
+	if name != "bea" {
+		return nil, sluice.Errorf(sluice.CodeNotFound, "no user %s", name)
+	}
+	return &sluice.Credential{User: &sluice.User{Name: "bea"}, PasswordHash: s.hash}, nil
+}
+
+// TestPasswordChecksAtOnceAreBounded: past its places for bcrypt checks
+// running at once, a password check from any address is answered
+// TooMany without a check, and is not counted as a failure.
+func TestPasswordChecksAtOnceAreBounded(t *testing.T) {
+	t.Parallel()
+	hash, err := bcrypt.GenerateFromPassword([]byte("bea-password"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, release := make(chan struct{}), make(chan struct{})
+	a := New(&userStore{hash: string(hash)}, 4, func() { running <- struct{}{}; <-release },
+		WithThrottle(NewThrottle(3, time.Hour, time.Now)))
+	a.hashing = make(chan struct{}, 2)
+	try := func(addr, user, password string) error {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		r.SetBasicAuth(user, password)
+		_, err := a.Authenticate(r)
+		return err
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- try("192.0.2.1:1000", "bea", "guess") }()
+	go func() { errs <- try("192.0.2.2:1000", "nobody", "guess") }()
+	<-running
+	<-running
+	for _, addr := range []string{"192.0.2.1:1001", "192.0.2.3:1000"} {
+		if err := try(addr, "bea", "bea-password"); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "too many passwords at once") {
+			t.Fatalf("a check from %s past the places: %v", addr, err)
+		}
+	}
+	close(release)
+	for range 2 {
+		if err := <-errs; sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+			t.Errorf("a check that ran: %v", err)
+		}
+	}
+	go func() {
+		for range running {
+		}
+	}()
+	if err := try("192.0.2.3:1000", "bea", "bea-password"); err != nil {
+		t.Errorf("the right password once the checks ended: %v", err)
 	}
 }

@@ -233,6 +233,51 @@ func TestPasswordGuessesThrottled(t *testing.T) {
 	}
 }
 
+// TestConcurrentPasswordGuessesThrottled: wrong passwords sent at once
+// for one user from one address run at most auth_max_failures bcrypt
+// checks, answered 401; the rest are 429 before any check (found by
+// review: 60 guesses at once all passed the throttle's check, 60 × 401
+// and 60 bcrypts, the failures counted only after them).
+func TestConcurrentPasswordGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 10}, func(c *config.Config) { c.AuthMaxFailures, c.AuthFailureWindow = 3, time.Hour })
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"bea","organization":"admin","password":"bea-password"}`)
+	checks := func() float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_auth_password_checks_total")
+	}
+	before := checks()
+	// The guesses come from 127.0.0.2, so that the metrics are read from
+	// an address they do not throttle.
+	guesser := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	const guesses = 60
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		status = map[int]int{}
+	)
+	for i := range guesses {
+		wg.Go(func() {
+			req, _ := http.NewRequest("GET", d.URL+"/api/info", nil)
+			req.SetBasicAuth("bea", "guess"+strconv.Itoa(i))
+			resp, err := guesser.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			mu.Lock()
+			status[resp.StatusCode]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	ran := checks() - before
+	t.Logf("%d guesses at once: %v, %v bcrypt checks", guesses, status, ran)
+	if status[401] > 3 || status[401]+status[429] != guesses || ran > 3 {
+		t.Errorf("%d guesses at once with auth_max_failures 3: %v and %v bcrypt checks, want at most 3 × 401 and 3 checks, the rest 429", guesses, status, ran)
+	}
+}
+
 // trickle sends a write whose body arrives a byte every interval (for at
 // most n bytes) and returns the answer's status and body; ok is false
 // when the server never cut it.
