@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -11,8 +12,12 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/big"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -349,8 +354,64 @@ func FuzzParseJWKS(f *testing.F) {
 }
 
 // TestJWKSURLErrorsHideThePassword: an error about jwt_jwks_url never
-// shows a password the URL holds (it goes to the log and the terminal).
+// shows a password the URL holds (it goes to the log and the terminal):
+// not when the URL is refused, nor when a fetch fails (Reload's error,
+// the log of an unknown kid's fetch), and the error of a JWT once the set
+// is stale, which answers clients, says nothing of why the fetches fail
+// (found by review: fetch errors showed the URL as configured, and a stale
+// set answered every JWT with the last one).
 func TestJWKSURLErrorsHideThePassword(t *testing.T) {
+	t.Run("fetches", func(t *testing.T) {
+		key := ecKey(t)
+		srv := newJWKSServer(t, marshalJWKS(t, map[string]any{"k": &key.PublicKey}))
+		clk := &clock{now: time.Now()}
+		var log bytes.Buffer
+		var logMu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil))
+		raw := strings.Replace(srv.URL, "http://", "http://idp-user:s3cret-pass@", 1) + "/jwks"
+		v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: raw, JWKSHTTPLoopback: true}, JWTDeps{Now: clk.Now, Client: srv.Client(), Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hidden := func(what string, err error) {
+			t.Helper()
+			if err == nil || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		for _, answer := range []struct {
+			body   []byte
+			status int
+		}{
+			{[]byte(`{"error":"unavailable"}`), 503},
+			{[]byte(`{"keys":`), 200},
+			{bytes.Repeat([]byte(" "), jwksMaxBytes+1), 200},
+		} {
+			srv.publish(answer.body, answer.status)
+			err := v.Reload(t.Context())
+			hidden("Reload of a set answered "+strconv.Itoa(answer.status), err)
+			if err != nil && !strings.Contains(err.Error(), "idp-user:xxxxx@") {
+				t.Errorf("Reload's error does not show the URL redacted: %v", err)
+			}
+		}
+		token := sign(t, jwt.SigningMethodES256, "unknown", jwt.MapClaims{"sub": "rita", "exp": clk.Now().Add(time.Hour).Unix()}, key)
+		_, _, _, err = v.Verify(token)
+		hidden("a JWT of an unknown kid", err)
+		clk.add(jwksMaxStale + time.Hour)
+		_, _, _, err = v.Verify(sign(t, jwt.SigningMethodES256, "k", jwt.MapClaims{"sub": "rita", "exp": clk.Now().Add(time.Hour).Unix()}, key))
+		hidden("a JWT once the set is stale", err)
+		if err != nil && (strings.Contains(err.Error(), "GET") || !strings.Contains(err.Error(), "stale")) {
+			t.Errorf("a JWT once the set is stale: %v, want the set said stale and nothing of why", err)
+		}
+		srv.Close()
+		hidden("Reload with the server gone", v.Reload(t.Context()))
+		logMu.Lock()
+		defer logMu.Unlock()
+		if !strings.Contains(log.String(), "unknown kid") || strings.Contains(log.String(), "s3cret") {
+			t.Errorf("the log: %s", log.String())
+		}
+	})
+
 	for _, raw := range []string{
 		"http://user:s3cret-pass@example.com/jwks",  // http, not loopback
 		"ftp://user:s3cret-pass@example.com/jwks",   // not http
@@ -361,4 +422,16 @@ func TestJWKSURLErrorsHideThePassword(t *testing.T) {
 			t.Errorf("%s: %v", raw, err)
 		}
 	}
+}
+
+// lockedWriter is a writer for a logger used from several goroutines.
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

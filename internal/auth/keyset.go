@@ -98,7 +98,10 @@ func (s *keySet) current() ([]publicKey, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.url != "" && s.now().After(s.fresh.Add(jwksMaxStale)) {
-		return nil, fmt.Errorf("the key set of jwt_jwks_url was last fetched at %s and could not be refreshed since (%v)", s.fetched.UTC().Format(time.RFC3339), s.lastError)
+		// This answers any client that presents a JWT: why the fetches
+		// fail (the provider's answer, its address) is for the log, where
+		// every failed refresh is written (run).
+		return nil, fmt.Errorf("the key set of jwt_jwks_url is stale: it could not be refreshed for more than %d hours (the server's log says why)", int(jwksMaxStale.Hours()))
 	}
 	return s.keys, nil
 }
@@ -268,6 +271,10 @@ func (s *keySet) get(ctx context.Context) ([]publicKey, []byte, time.Duration, e
 	if err != nil {
 		return nil, nil, 0, err
 	}
+	// The URL as errors show it (they go to the log, and Reload's to the
+	// terminal): without the password it may hold. The client's own
+	// errors hide it already.
+	shown := req.URL.Redacted()
 	req.Header.Set("Accept", "application/json, application/jwk-set+json")
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -275,18 +282,18 @@ func (s *keySet) get(ctx context.Context) ([]publicKey, []byte, time.Duration, e
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, 0, fmt.Errorf("GET %s: %s", s.url, resp.Status)
+		return nil, nil, 0, fmt.Errorf("GET %s: %s", shown, resp.Status)
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, jwksMaxBytes+1))
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
+		return nil, nil, 0, fmt.Errorf("GET %s: %w", shown, err)
 	}
 	if len(b) > jwksMaxBytes {
-		return nil, nil, 0, fmt.Errorf("GET %s: the key set is larger than %d bytes", s.url, jwksMaxBytes)
+		return nil, nil, 0, fmt.Errorf("GET %s: the key set is larger than %d bytes", shown, jwksMaxBytes)
 	}
 	keys, err := parseJWKS(b)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("GET %s: %w", s.url, err)
+		return nil, nil, 0, fmt.Errorf("GET %s: %w", shown, err)
 	}
 	return keys, b, cacheTTL(resp.Header.Get("Cache-Control")), nil
 }
