@@ -243,17 +243,30 @@ func (e *Engine) Roles(ctx context.Context, u *sluice.User, org, name string) ([
 	return e.store.DatabaseRoles(ctx, d.ID)
 }
 
+// MaxTokensPerUser bounds the unrevoked API tokens of one user, as
+// maxTicketsPerUser bounds stream tickets: every token is a row that the
+// user's listing returns, and no client needs more.
+const MaxTokensPerUser = 1000
+
+// MaxTokenNameBytes bounds a token's name, a label for its user, shown in
+// every listing of the user's tokens.
+const MaxTokenNameBytes = 256
+
 // CreateToken creates an API token for u and returns its secret, which is
-// never shown again.
+// never shown again. A name longer than MaxTokenNameBytes is Invalid, and
+// a user holding MaxTokensPerUser unrevoked tokens gets TooMany.
 func (e *Engine) CreateToken(ctx context.Context, u *sluice.User, name string) (*sluice.Token, string, error) {
 	if err := notByToken(ctx, "create tokens"); err != nil {
 		return nil, "", err
+	}
+	if len(name) > MaxTokenNameBytes {
+		return nil, "", sluice.Errorf(sluice.CodeInvalid, "the token name is %d bytes, longer than the %d allowed", len(name), MaxTokenNameBytes)
 	}
 	secret, hash := auth.NewToken()
 	var tok *sluice.Token
 	_, err := e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
 		var err error
-		tok, err = tx.CreateToken(ctx, u.ID, name, hash)
+		tok, err = tx.CreateToken(ctx, u.ID, name, hash, MaxTokensPerUser)
 		return err
 	}})
 	if err != nil {

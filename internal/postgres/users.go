@@ -198,10 +198,21 @@ func (db *DB) TokenCredential(ctx context.Context, hash []byte) (*sluice.Credent
 	return c, nil
 }
 
-// CreateToken stores a new token for userID and returns it.
-func (t *Tx) CreateToken(ctx context.Context, userID int64, name string, hash []byte) (*sluice.Token, error) {
+// CreateToken stores a new token for userID and returns it, or a TooMany
+// error when userID already holds maxActive unrevoked tokens.
+func (t *Tx) CreateToken(ctx context.Context, userID int64, name string, hash []byte, maxActive int) (*sluice.Token, error) {
 	if err := checkText("token name", name); err != nil {
 		return nil, err
+	}
+	// The count and the insert are not one atomic step: concurrent
+	// requests may pass the cap by a few. It bounds the table and the
+	// listing, not a security property.
+	var active int
+	if err := t.tx.QueryRow(ctx, "SELECT count(*) FROM sluice.tokens WHERE user_id = $1 AND revoked_at IS NULL", userID).Scan(&active); err != nil {
+		return nil, mapError(err)
+	}
+	if active >= maxActive {
+		return nil, sluice.Errorf(sluice.CodeTooMany, "the user holds %d API tokens, the most allowed (%d); revoke unused ones (DELETE /api/tokens/{id})", active, maxActive)
 	}
 	tok := &sluice.Token{Name: name}
 	err := t.tx.QueryRow(ctx, "INSERT INTO sluice.tokens (user_id, name, hash) VALUES ($1, $2, $3) RETURNING id, created_at",
@@ -209,9 +220,18 @@ func (t *Tx) CreateToken(ctx context.Context, userID int64, name string, hash []
 	return tok, mapError(err)
 }
 
-// Tokens returns userID's tokens, newest first.
+// ListedRevokedTokens bounds the revoked tokens a listing shows: they stay
+// in the table, and a user who keeps making and revoking tokens would
+// otherwise make its listing grow for ever.
+const ListedRevokedTokens = 1000
+
+// Tokens returns userID's tokens, newest first: every unrevoked one and
+// the newest ListedRevokedTokens revoked ones.
 func (db *DB) Tokens(ctx context.Context, userID int64) ([]*sluice.Token, error) {
-	rows, err := db.pool.Query(ctx, "SELECT id, name, created_at, revoked_at FROM sluice.tokens WHERE user_id = $1 ORDER BY id DESC", userID)
+	rows, err := db.pool.Query(ctx, `(SELECT id, name, created_at, revoked_at FROM sluice.tokens WHERE user_id = $1 AND revoked_at IS NULL)
+		UNION ALL
+		(SELECT id, name, created_at, revoked_at FROM sluice.tokens WHERE user_id = $1 AND revoked_at IS NOT NULL ORDER BY id DESC LIMIT $2)
+		ORDER BY id DESC`, userID, ListedRevokedTokens)
 	if err != nil {
 		return nil, mapError(err)
 	}
