@@ -32,11 +32,20 @@ import (
 //
 // IPv6 addresses are counted by their /64 prefix, the block one host or
 // customer usually holds, so that hopping between its addresses does not
-// reset the count. The counts live in a bounded LRU table (throttleEntries);
-// what falls out of it is forgotten.
+// reset the count. The counts below the limits live in a bounded LRU table
+// (throttleEntries); what falls out of it is forgotten. The keys past
+// their limit are kept apart, until their window ends, in a table of
+// their own, so that failures elsewhere, however many, cannot push a
+// blocked address out and unblock it. That table is bounded too
+// (throttleEntries): when it is full, a key newly past its limit takes the
+// place of the block that ends soonest. Filling it takes throttleEntries
+// times max failures within one window (200,000 bcrypts at the default
+// max; ten times that from distinct addresses for address blocks), and
+// what is forgotten then is the oldest block, not a chosen one.
 
 // throttleEntries bounds the throttle's memory: one entry per address and
-// per address and user name that failed within the window.
+// per address and user name that failed within the window, and as many
+// blocked ones.
 const throttleEntries = 20000
 
 // addressFactor multiplies the per-user limit into the per-address one.
@@ -48,8 +57,11 @@ type Throttle struct {
 	window time.Duration
 	now    func() time.Time
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// entries counts the failures of keys below their limit.
 	entries *lru.Cache[string, failures]
+	// blocks holds the keys past their limit, with when their window ends.
+	blocks map[string]time.Time
 	// pending counts the admitted checks whose outcome is not known yet,
 	// by the same keys as entries. It is not in the LRU table, so that
 	// nothing a client does can make it forget checks in flight; it holds
@@ -71,7 +83,7 @@ func NewThrottle(max int, window time.Duration, now func() time.Time) *Throttle 
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return &Throttle{max: max, window: window, now: now, entries: entries, pending: map[string]int{}}
+	return &Throttle{max: max, window: window, now: now, entries: entries, blocks: map[string]time.Time{}, pending: map[string]int{}}
 }
 
 // WithThrottle makes the Authenticator throttle failed password checks
@@ -86,10 +98,10 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	if left := t.blocked(now, "a\x00"+addr, addressFactor*t.max); left > 0 {
+	if left := t.blocked(now, "a\x00"+addr); left > 0 {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
-	if left := t.blocked(now, "u\x00"+addr+"\x00"+user, t.max); left > 0 {
+	if left := t.blocked(now, "u\x00"+addr+"\x00"+user); left > 0 {
 		return throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
 	return nil
@@ -113,10 +125,10 @@ func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	if left := t.blocked(now, ak, addressFactor*t.max); left > 0 {
+	if left := t.blocked(now, ak); left > 0 {
 		return nil, throttled(left, "too many failed sign-ins from this address")
 	}
-	if left := t.blocked(now, uk, t.max); left > 0 {
+	if left := t.blocked(now, uk); left > 0 {
 		return nil, throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
 	// The pending checks end within a bcrypt's time: a second is enough
@@ -140,8 +152,8 @@ func (at *Attempt) Fail() {
 	defer t.mu.Unlock()
 	t.settle(at)
 	now := t.now()
-	t.count(now, at.addrKey)
-	t.count(now, at.userKey)
+	t.count(now, at.addrKey, addressFactor*t.max)
+	t.count(now, at.userKey, t.max)
 }
 
 // Release settles the attempt without counting it: the password was
@@ -183,7 +195,7 @@ func (t *Throttle) CheckAddress(remoteAddr string) error {
 	addr := addressKey(remoteAddr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if left := t.blocked(t.now(), "a\x00"+addr, addressFactor*t.max); left > 0 {
+	if left := t.blocked(t.now(), "a\x00"+addr); left > 0 {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
 	return nil
@@ -195,19 +207,19 @@ func (t *Throttle) FailAddress(remoteAddr string) {
 	addr := addressKey(remoteAddr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.count(t.now(), "a\x00"+addr)
+	t.count(t.now(), "a\x00"+addr, addressFactor*t.max)
 }
 
-// blocked returns how long key stays blocked at limit, 0 when it is not.
-// The caller holds t.mu.
-func (t *Throttle) blocked(now time.Time, key string, limit int) time.Duration {
-	f, ok := t.entries.Peek(key)
-	if !ok || f.n < limit {
+// blocked returns how long key stays blocked, 0 when it is not. The
+// caller holds t.mu.
+func (t *Throttle) blocked(now time.Time, key string) time.Duration {
+	end, ok := t.blocks[key]
+	if !ok {
 		return 0
 	}
-	left := f.start.Add(t.window).Sub(now)
+	left := end.Sub(now)
 	if left <= 0 {
-		t.entries.Remove(key)
+		delete(t.blocks, key)
 		return 0
 	}
 	return left
@@ -220,15 +232,41 @@ func throttled(left time.Duration, format string, args ...any) error {
 	return e
 }
 
-// count adds a failure to key's window, starting a new one when it ended.
-// The caller holds t.mu.
-func (t *Throttle) count(now time.Time, key string) {
+// count adds a failure to key's window, starting a new one when it ended;
+// at limit the key is blocked until the window ends. The caller holds
+// t.mu.
+func (t *Throttle) count(now time.Time, key string, limit int) {
 	f, ok := t.entries.Get(key)
 	if !ok || now.Sub(f.start) >= t.window {
 		f = failures{start: now}
 	}
 	f.n++
-	t.entries.Add(key, f)
+	if f.n < limit {
+		t.entries.Add(key, f)
+		return
+	}
+	t.entries.Remove(key)
+	if len(t.blocks) >= throttleEntries {
+		t.makeRoom(now)
+	}
+	t.blocks[key] = f.start.Add(t.window)
+}
+
+// makeRoom removes the blocks that ended from the full blocks table, or,
+// when none did, the one that ends soonest. The caller holds t.mu.
+func (t *Throttle) makeRoom(now time.Time) {
+	var soonest string
+	var end time.Time
+	for k, e := range t.blocks {
+		if !e.After(now) {
+			delete(t.blocks, k)
+		} else if soonest == "" || e.Before(end) {
+			soonest, end = k, e
+		}
+	}
+	if len(t.blocks) >= throttleEntries {
+		delete(t.blocks, soonest)
+	}
 }
 
 // Succeed forgets the failures of user from remoteAddr: someone who

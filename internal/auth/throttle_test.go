@@ -226,3 +226,40 @@ func TestPasswordChecksAtOnceAreBounded(t *testing.T) {
 		t.Errorf("the right password once the checks ended: %v", err)
 	}
 }
+
+// TestBlockedAddressesStayBlocked: an address and a user name from it
+// past their limits stay blocked for their window however many other
+// failures follow, and are not pushed out of the table by them (found by
+// review: blocked entries were read without refreshing their recency, so
+// the LRU dropped them first once 20,000 newer entries arrived; 200 IPv6
+// /64s × 100 failures unblocked a blocked address within its window).
+func TestBlockedAddressesStayBlocked(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	th := NewThrottle(3, time.Hour, func() time.Time { return now })
+	for range 3 {
+		fail(t, th, "192.0.2.1:1000", "bea")
+	}
+	for i := range 30 {
+		fail(t, th, "192.0.2.2:1000", "user"+strconv.Itoa(i))
+	}
+	// 20,000 failures from 1,000 other addresses, each below its limits:
+	// 21,000 entries.
+	for a := range 1000 {
+		addr := "[2001:db8:" + strconv.FormatInt(int64(a), 16) + "::1]:1000"
+		for u := range 20 {
+			fail(t, th, addr, "user"+strconv.Itoa(u))
+		}
+	}
+	now = now.Add(59 * time.Minute)
+	if err := th.Check("192.0.2.1:1000", "bea"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Errorf("the blocked user name from its address after 20,000 other failures: %v", err)
+	}
+	if err := th.CheckAddress("192.0.2.2:1000"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Errorf("the blocked address after 20,000 other failures: %v", err)
+	}
+	now = now.Add(time.Minute)
+	if err := th.Check("192.0.2.1:1000", "bea"); err != nil {
+		t.Errorf("the user name once its window ended: %v", err)
+	}
+}
