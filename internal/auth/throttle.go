@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"crypto/sha256"
 	"net"
 	"net/netip"
 	"sync"
@@ -48,6 +49,19 @@ import (
 // blocked ones.
 const throttleEntries = 20000
 
+// throttleKey identifies what a count is for: a SHA-256 of the address
+// (addrKey) or of the address and the user name tried (userKey). A digest,
+// so that an entry's size does not depend on what the client sent: a user
+// name may be kilobytes long (a header holds 16 KiB), and 20,000 entries
+// keyed by such names held about 234 MiB.
+type throttleKey [sha256.Size]byte
+
+func addrKey(addr string) throttleKey { return sha256.Sum256([]byte("a\x00" + addr)) }
+
+func userKey(addr, user string) throttleKey {
+	return sha256.Sum256([]byte("u\x00" + addr + "\x00" + user))
+}
+
 // addressFactor multiplies the per-user limit into the per-address one.
 const addressFactor = 10
 
@@ -59,14 +73,14 @@ type Throttle struct {
 
 	mu sync.Mutex
 	// entries counts the failures of keys below their limit.
-	entries *lru.Cache[string, failures]
+	entries *lru.Cache[throttleKey, failures]
 	// blocks holds the keys past their limit, with when their window ends.
-	blocks map[string]time.Time
+	blocks map[throttleKey]time.Time
 	// pending counts the admitted checks whose outcome is not known yet,
 	// by the same keys as entries. It is not in the LRU table, so that
 	// nothing a client does can make it forget checks in flight; it holds
 	// at most one key pair per request being checked.
-	pending map[string]int
+	pending map[throttleKey]int
 }
 
 // failures are the failed checks counted in the window started at start.
@@ -79,11 +93,11 @@ type failures struct {
 // from one address (and addressFactor times max from one address) per
 // window; now is the clock.
 func NewThrottle(max int, window time.Duration, now func() time.Time) *Throttle {
-	entries, err := lru.New[string, failures](throttleEntries)
+	entries, err := lru.New[throttleKey, failures](throttleEntries)
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return &Throttle{max: max, window: window, now: now, entries: entries, blocks: map[string]time.Time{}, pending: map[string]int{}}
+	return &Throttle{max: max, window: window, now: now, entries: entries, blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{}}
 }
 
 // WithThrottle makes the Authenticator throttle failed password checks
@@ -98,10 +112,10 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
-	if left := t.blocked(now, "a\x00"+addr); left > 0 {
+	if left := t.blocked(now, addrKey(addr)); left > 0 {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
-	if left := t.blocked(now, "u\x00"+addr+"\x00"+user); left > 0 {
+	if left := t.blocked(now, userKey(addr, user)); left > 0 {
 		return throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
 	return nil
@@ -111,7 +125,7 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 // Release settles it.
 type Attempt struct {
 	t                *Throttle
-	addrKey, userKey string
+	addrKey, userKey throttleKey
 }
 
 // Begin admits a check of user's password from remoteAddr: it returns
@@ -121,7 +135,7 @@ type Attempt struct {
 // checks run at once cannot add up to more failures than the limit.
 func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
 	addr := addressKey(remoteAddr)
-	ak, uk := "a\x00"+addr, "u\x00"+addr+"\x00"+user
+	ak, uk := addrKey(addr), userKey(addr, user)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -167,7 +181,7 @@ func (at *Attempt) Release() {
 // settle removes the attempt from the pending checks. The caller holds
 // t.mu.
 func (t *Throttle) settle(at *Attempt) {
-	for _, k := range [2]string{at.addrKey, at.userKey} {
+	for _, k := range [2]throttleKey{at.addrKey, at.userKey} {
 		if t.pending[k] <= 1 {
 			delete(t.pending, k)
 		} else {
@@ -178,7 +192,7 @@ func (t *Throttle) settle(at *Attempt) {
 
 // failed returns the failures counted for key in its current window.
 // The caller holds t.mu.
-func (t *Throttle) failed(now time.Time, key string) int {
+func (t *Throttle) failed(now time.Time, key throttleKey) int {
 	f, ok := t.entries.Peek(key)
 	if !ok || now.Sub(f.start) >= t.window {
 		return 0
@@ -195,7 +209,7 @@ func (t *Throttle) CheckAddress(remoteAddr string) error {
 	addr := addressKey(remoteAddr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if left := t.blocked(t.now(), "a\x00"+addr); left > 0 {
+	if left := t.blocked(t.now(), addrKey(addr)); left > 0 {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
 	return nil
@@ -207,12 +221,12 @@ func (t *Throttle) FailAddress(remoteAddr string) {
 	addr := addressKey(remoteAddr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.count(t.now(), "a\x00"+addr, addressFactor*t.max)
+	t.count(t.now(), addrKey(addr), addressFactor*t.max)
 }
 
 // blocked returns how long key stays blocked, 0 when it is not. The
 // caller holds t.mu.
-func (t *Throttle) blocked(now time.Time, key string) time.Duration {
+func (t *Throttle) blocked(now time.Time, key throttleKey) time.Duration {
 	end, ok := t.blocks[key]
 	if !ok {
 		return 0
@@ -235,7 +249,7 @@ func throttled(left time.Duration, format string, args ...any) error {
 // count adds a failure to key's window, starting a new one when it ended;
 // at limit the key is blocked until the window ends. The caller holds
 // t.mu.
-func (t *Throttle) count(now time.Time, key string, limit int) {
+func (t *Throttle) count(now time.Time, key throttleKey, limit int) {
 	f, ok := t.entries.Get(key)
 	if !ok || now.Sub(f.start) >= t.window {
 		f = failures{start: now}
@@ -255,12 +269,12 @@ func (t *Throttle) count(now time.Time, key string, limit int) {
 // makeRoom removes the blocks that ended from the full blocks table, or,
 // when none did, the one that ends soonest. The caller holds t.mu.
 func (t *Throttle) makeRoom(now time.Time) {
-	var soonest string
+	var soonest throttleKey
 	var end time.Time
 	for k, e := range t.blocks {
 		if !e.After(now) {
 			delete(t.blocks, k)
-		} else if soonest == "" || e.Before(end) {
+		} else if end.IsZero() || e.Before(end) {
 			soonest, end = k, e
 		}
 	}
@@ -273,7 +287,7 @@ func (t *Throttle) makeRoom(now time.Time) {
 // mistyped a few times and then signed in starts afresh. The address's
 // own count stays.
 func (t *Throttle) Succeed(remoteAddr, user string) {
-	key := "u\x00" + addressKey(remoteAddr) + "\x00" + user
+	key := userKey(addressKey(remoteAddr), user)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.entries.Remove(key)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -261,5 +262,34 @@ func TestBlockedAddressesStayBlocked(t *testing.T) {
 	now = now.Add(time.Minute)
 	if err := th.Check("192.0.2.1:1000", "bea"); err != nil {
 		t.Errorf("the user name once its window ended: %v", err)
+	}
+}
+
+// TestThrottleMemoryIsBoundedByEntries: the throttle's table holds the
+// same whatever the length of the user names tried: 200 addresses × 100
+// failures of 12 KB names fill it and take the heap up by a few MiB
+// (found by review: keyed by the names themselves, the same loop held
+// 234 MiB).
+func TestThrottleMemoryIsBoundedByEntries(t *testing.T) {
+	th := NewThrottle(10, time.Hour, time.Now)
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	long := strings.Repeat("n", 12<<10)
+	for a := range 200 {
+		addr := "[2001:db8:" + strconv.FormatInt(int64(a), 16) + "::1]:1000"
+		for u := range 100 {
+			fail(t, th, addr, strconv.Itoa(u)+long)
+		}
+	}
+	grew := int64(heap()) - int64(before)
+	runtime.KeepAlive(th)
+	t.Logf("20,000 failures with 12 KB names: heap %+.1f MiB", float64(grew)/(1<<20))
+	if grew > 16<<20 {
+		t.Errorf("the throttle's table holds %.1f MiB, want a few", float64(grew)/(1<<20))
 	}
 }
