@@ -100,6 +100,9 @@ func NewThrottle(max int, window time.Duration, now func() time.Time) *Throttle 
 	return &Throttle{max: max, window: window, now: now, entries: entries, blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{}}
 }
 
+// Throttle returns the Authenticator's throttle, nil when it has none.
+func (a *Authenticator) Throttle() *Throttle { return a.throttle }
+
 // WithThrottle makes the Authenticator throttle failed password checks
 // with t; nil throttles nothing.
 func WithThrottle(t *Throttle) Option { return func(a *Authenticator) { a.throttle = t } }

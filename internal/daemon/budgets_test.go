@@ -253,6 +253,26 @@ func TestTokensAreBounded(t *testing.T) {
 	}
 }
 
+// TestMetricsTokenGuessesThrottled: wrong guesses of metrics_token count
+// toward their address's limit as other bearer tokens do, and past it
+// the address is answered 429, the right token included (found by
+// review: the comparison ran before any throttle check, so a throttled
+// address still got 200 for the right guess).
+func TestMetricsTokenGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	const token = "0123456789abcdef-metrics"
+	d := dt.Start(t, func(c *config.Config) {
+		c.AuthMaxFailures, c.AuthFailureWindow, c.MetricsToken = 3, time.Hour, token
+	})
+	d.MustDo(t, 200, dt.Bearer(token), "GET", "/metrics", nil)
+	for i := range 30 { // the address's limit for a per-user 3
+		d.MustDo(t, 401, dt.Bearer(fmt.Sprintf("guess-%d", i)), "GET", "/metrics", nil)
+	}
+	if r := d.Do(t, dt.Bearer(token), "GET", "/metrics", nil); r.Status != 429 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("the right metrics_token from a throttled address: %d %s, want 429 with Retry-After", r.Status, r.Body)
+	}
+}
+
 // TestSchemaSizeBudget: a schema larger than max_schema_bytes is refused
 // (413, naming the key) when a database is created with it, when it is
 // put, and when it is tried (dry_run), and nothing changes; one within it

@@ -40,9 +40,23 @@ func (a *api) authorizeMetrics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if a.MetricsToken != "" {
 			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-			if strings.EqualFold(scheme, "bearer") && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(a.MetricsToken)) == 1 {
-				next.ServeHTTP(w, r)
-				return
+			if strings.EqualFold(scheme, "bearer") {
+				// Guesses of the token are throttled as other bearer
+				// tokens are: a throttled address is refused before the
+				// comparison, the right token included (else the throttle
+				// would only slow the guessing down). A token that does
+				// not match is checked as an API token or a JWT below,
+				// which counts it when it fails.
+				if th := a.Engine.Auth().Throttle(); th != nil {
+					if err := th.CheckAddress(r.RemoteAddr); err != nil {
+						writeError(w, r, err)
+						return
+					}
+				}
+				if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(a.MetricsToken)) == 1 {
+					next.ServeHTTP(w, r)
+					return
+				}
 			}
 		}
 		c, err := a.Engine.Auth().Authenticate(r)
