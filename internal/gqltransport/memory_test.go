@@ -217,50 +217,70 @@ func TestPingsBeforeAcknowledgementCostLittle(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DialContext: dialer.DialContext}}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	start := time.Now()
-	var conns []*websocket.Conn
-	for range sockets {
-		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+"/api/graphql/admin/any",
-			&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPClient: client})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.CloseNow()
-		conns = append(conns, c)
-	}
-	before := heapNow()
-	errs := make(chan error, sockets)
-	for _, c := range conns {
-		go func() {
-			var err error
-			for i := 0; i < pings && err == nil; i++ {
-				err = c.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`))
+	baseline := heapNow().goroutines
+	// measure floods a new set of sockets and returns the heap's growth
+	// per socket; the sockets are closed, and gone from the daemon, when
+	// it returns.
+	measure := func() int64 {
+		start := time.Now()
+		var conns []*websocket.Conn
+		for range sockets {
+			c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+"/api/graphql/admin/any",
+				&websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPClient: client})
+			if err != nil {
+				t.Fatal(err)
 			}
-			errs <- err
+			conns = append(conns, c)
+		}
+		defer func() {
+			for _, c := range conns {
+				c.CloseNow()
+			}
+			eventually.True(t, wait, "the sockets are gone", func() bool { return heapNow().goroutines <= baseline+2 })
 		}()
-	}
-	for range sockets {
-		if err := <-errs; err != nil {
-			t.Fatalf("ping: %v", err)
+		before := heapNow()
+		errs := make(chan error, sockets)
+		for _, c := range conns {
+			go func() {
+				var err error
+				for i := 0; i < pings && err == nil; i++ {
+					err = c.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`))
+				}
+				errs <- err
+			}()
 		}
-	}
-	// Nothing announces that the daemon has read them: wait until every
-	// socket's reader waits, for the network or for its queue.
-	eventually.True(t, wait, "the sockets' readers wait", func() bool {
-		buf := make([]byte, 64<<20)
-		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "gqltransport.(*socket).read(") && !strings.Contains(g, "[IO wait") && !strings.Contains(g, "gqltransport.(*muxOut)") {
-				return false
+		for range sockets {
+			if err := <-errs; err != nil {
+				t.Fatalf("ping: %v", err)
 			}
 		}
-		return true
-	})
-	after := heapNow()
-	if time.Since(start) >= 10*time.Second {
-		t.Fatalf("the pings took %s: the sockets' 10 s for connection_init ran out before the measure", time.Since(start))
+		// Nothing announces that the daemon has read them: wait until every
+		// socket's reader waits, for the network or for its queue.
+		eventually.True(t, wait, "the sockets' readers wait", func() bool {
+			buf := make([]byte, 64<<20)
+			for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+				if strings.Contains(g, "gqltransport.(*socket).read(") && !strings.Contains(g, "[IO wait") && !strings.Contains(g, "gqltransport.(*muxOut)") {
+					return false
+				}
+			}
+			return true
+		})
+		after := heapNow()
+		if time.Since(start) >= 10*time.Second {
+			t.Fatalf("the pings took %s: the sockets' 10 s for connection_init ran out before the measure", time.Since(start))
+		}
+		per := (after.heap - before.heap) / sockets
+		t.Logf("%d pings on each of %d unacknowledged sockets: heap %d -> %d KiB, %d B a socket", pings, sockets, before.heap>>10, after.heap>>10, per)
+		return per
 	}
-	per := (after.heap - before.heap) / sockets
-	t.Logf("%d pings on each of %d unacknowledged sockets: heap %d -> %d KiB, %d B a socket", pings, sockets, before.heap>>10, after.heap>>10, per)
+	// The heap moves by a few hundred KiB on its own on a busy machine
+	// (the pool opening a connection, timers): the least of three
+	// measures. Each socket held tens of KiB when every ping queued a
+	// pong, in every measure.
+	per := measure()
+	for i := 0; i < 2 && per > 8<<10; i++ {
+		per = min(per, measure())
+	}
 	if per > 8<<10 {
 		t.Errorf("the heap grew by %d KiB a socket, want a few", per>>10)
 	}
