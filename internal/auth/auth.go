@@ -97,9 +97,13 @@ type Authenticator struct {
 	// throttle counts failed password checks; nil: none are throttled.
 	throttle *Throttle
 	// hashing holds a place for each password check running its bcrypt
-	// for a client (checkingSlots): past them a check is answered 429 at
-	// once, so that guesses from many addresses at once cannot queue more
-	// CPU work than a second or so of it.
+	// for a client (checkingSlots): past them a check waits for one, as
+	// long as its request lasts. Refused at once instead, checks from
+	// many addresses kept every place taken and a user on another
+	// address was answered 429 (refusals counted as no failure, so the
+	// attack cost nothing); waiting, that user's check runs in turn, as
+	// it would get a share of the cores without the places. What each
+	// address may have waiting is bounded by the throttle (Begin).
 	hashing chan struct{}
 	// decoy is a bcrypt hash of a random password at cost, which the
 	// password of a user who does not exist is checked against, so that
@@ -317,7 +321,7 @@ func (a *Authenticator) Password(ctx context.Context, name, password string) (*s
 func (a *Authenticator) password(ctx context.Context, remoteAddr, name, password string) (*sluice.Credential, error) {
 	c, err := a.store.PasswordCredential(ctx, name)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
-		done, err := a.check(remoteAddr, name)
+		done, err := a.check(ctx, remoteAddr, name)
 		if err != nil {
 			return nil, err
 		}
@@ -341,7 +345,7 @@ func (a *Authenticator) password(ctx context.Context, remoteAddr, name, password
 		if h, ok := a.verified.Get(key); ok && hmac.Equal([]byte(h), []byte(c.PasswordHash)) {
 			return true, nil
 		}
-		done, err := a.check(remoteAddr, name)
+		done, err := a.check(ctx, remoteAddr, name)
 		if err != nil {
 			return false, err
 		}
@@ -364,9 +368,10 @@ func (a *Authenticator) password(ctx context.Context, remoteAddr, name, password
 
 // check admits a bcrypt of user's password for a client at remoteAddr: the
 // throttle's admission (Throttle.Begin), then a place among the checks
-// running (hashing). It returns a TooMany error when either refuses, and
+// running (hashing), waited for while ctx lasts. It returns a TooMany
+// error when the throttle refuses, ctx's error when it ends first, and
 // otherwise done, to call with the check's outcome.
-func (a *Authenticator) check(remoteAddr, user string) (done func(ok bool), err error) {
+func (a *Authenticator) check(ctx context.Context, remoteAddr, user string) (done func(ok bool), err error) {
 	if remoteAddr == "" {
 		return func(bool) {}, nil
 	}
@@ -378,13 +383,11 @@ func (a *Authenticator) check(remoteAddr, user string) (done func(ok bool), err 
 	}
 	select {
 	case a.hashing <- struct{}{}:
-	default:
+	case <-ctx.Done():
 		if at != nil {
 			at.Release()
 		}
-		e := sluice.Errorf(sluice.CodeTooMany, "the server is checking too many passwords at once; retry after the Retry-After seconds")
-		e.Retry = time.Second
-		return nil, e
+		return nil, ctx.Err()
 	}
 	return func(ok bool) {
 		<-a.hashing
