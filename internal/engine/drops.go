@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"maps"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/schemacache"
@@ -54,14 +56,31 @@ func (e *Engine) wholeView(ctx context.Context, d *sluice.Database, class string
 
 // dropsOf returns, by document class, the last schema version of d (up to
 // d.SchemaVersion) whose change dropped stored values of its documents.
-// It walks the versions once per database and schema version: a new
-// version is a new entry, on every replica, and the answer is cached
-// (the map is shared: callers only read it).
+// The answer is cached per database and schema version (a new version is
+// a new entry, on every replica; the map is shared: callers only read
+// it), and made from the newest cached answer of an older version and the
+// digests of the versions since: after a schema change, one digest. Until
+// then, concurrent reads that miss wait for one walk.
 func (e *Engine) dropsOf(ctx context.Context, d *sluice.Database) (map[string]int, error) {
 	key := schemacache.Key{DB: d.ID, Version: d.SchemaVersion}
 	if m, ok := e.drops.get(key); ok {
 		return m, nil
 	}
+	v, err, _ := e.dropWalks.Do(fmt.Sprintf("%d/%d", d.ID, d.SchemaVersion), func() (any, error) {
+		if m, ok := e.drops.get(key); ok {
+			return m, nil
+		}
+		return e.walkDrops(ctx, d, key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(map[string]int), nil
+}
+
+// walkDrops is dropsOf's walk of d's versions, from the newest one whose
+// answer is cached (or the first), and caches the answer under key.
+func (e *Engine) walkDrops(ctx context.Context, d *sluice.Database, key schemacache.Key) (map[string]int, error) {
 	all, err := e.store.SchemaVersions(ctx, d)
 	if err != nil {
 		return nil, err
@@ -75,14 +94,21 @@ func (e *Engine) dropsOf(ctx context.Context, d *sluice.Database) (map[string]in
 	}
 	out := map[string]int{}
 	if len(walk) > 1 {
-		first, err := e.store.SchemaAt(ctx, d.ID, walk[0].Version)
+		from := 0
+		for j := len(walk) - 2; j > 0; j-- {
+			if m, ok := e.drops.get(schemacache.Key{DB: d.ID, Version: walk[j].Version}); ok {
+				from, out = j, maps.Clone(m)
+				break
+			}
+		}
+		first, err := e.store.SchemaAt(ctx, d.ID, walk[from].Version)
 		if err != nil {
 			return nil, err
 		}
 		// One version held at a time, made the next by its digest, as a
 		// read of the past walks them (versionScan).
 		s := viewOf(first)
-		for i := 1; i < len(walk); i++ {
+		for i := from + 1; i < len(walk); i++ {
 			dg, err := e.versionDigest(ctx, d.ID, walk[i-1].Version, walk[i].Version)
 			if err != nil {
 				return nil, err

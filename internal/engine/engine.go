@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -52,6 +54,8 @@ type Engine struct {
 	// documents, which the tag of a whole document names (drops.go),
 	// bounded.
 	drops *sizedCache[map[string]int]
+	// dropWalks makes concurrent misses of one entry of drops walk once.
+	dropWalks singleflight.Group
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
