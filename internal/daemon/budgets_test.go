@@ -251,6 +251,24 @@ func TestTokensAreBounded(t *testing.T) {
 	if err := json.Unmarshal(d.MustDo(t, 200, tess, "GET", "/api/tokens", nil).Body, &list); err != nil || len(list) != 1001 {
 		t.Fatalf("the listing: %d tokens (%v), want 1,000 and the revoked one", len(list), err)
 	}
+	// Revoked tokens past the newest 1,000 of a user are deleted: making
+	// and revoking tokens in a loop does not grow the table.
+	var all []struct{ ID int64 }
+	if err := json.Unmarshal(d.MustDo(t, 200, tess, "GET", "/api/tokens", nil).Body, &all); err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range all[:len(all)-1] { // newest first: all but the one revoked
+		d.MustDo(t, 200, tess, "DELETE", fmt.Sprintf("/api/tokens/%d", tok.ID), nil)
+	}
+	pg, err := pgx.Connect(context.Background(), d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(context.Background())
+	var rows int
+	if err := pg.QueryRow(context.Background(), "SELECT count(*) FROM sluice.tokens t JOIN sluice.users u ON u.id = t.user_id WHERE u.name = 'tess'").Scan(&rows); err != nil || rows != 1000 {
+		t.Fatalf("tess's 1,001 revoked tokens: %d rows (%v), want the newest 1,000", rows, err)
+	}
 }
 
 // TestMetricsTokenGuessesThrottled: wrong guesses of metrics_token count

@@ -220,9 +220,10 @@ func (t *Tx) CreateToken(ctx context.Context, userID int64, name string, hash []
 	return tok, mapError(err)
 }
 
-// ListedRevokedTokens bounds the revoked tokens a listing shows: they stay
-// in the table, and a user who keeps making and revoking tokens would
-// otherwise make its listing grow for ever.
+// ListedRevokedTokens bounds the revoked tokens a user keeps, which a
+// listing shows: a revocation deletes the older ones (RevokeToken), so a
+// user who keeps making and revoking tokens grows neither the table nor
+// its listing.
 const ListedRevokedTokens = 1000
 
 // Tokens returns userID's tokens, newest first: every unrevoked one and
@@ -256,6 +257,16 @@ func (t *Tx) RevokeToken(ctx context.Context, userID, id int64) error {
 	}
 	if tag.RowsAffected() == 0 {
 		return sluice.Errorf(sluice.CodeNotFound, "token %d does not exist or is already revoked", id)
+	}
+	// Revoked tokens past the newest ListedRevokedTokens of the user go:
+	// the listing shows no more, a revoked token answers nothing, and
+	// kept, a user making and revoking tokens in a loop grew the table
+	// without bound. (Its stream tickets go with it: they were refused
+	// since the revocation.)
+	if _, err := t.tx.Exec(ctx, `DELETE FROM sluice.tokens WHERE user_id = $1 AND revoked_at IS NOT NULL AND id < (
+		SELECT min(id) FROM (SELECT id FROM sluice.tokens WHERE user_id = $1 AND revoked_at IS NOT NULL ORDER BY id DESC LIMIT $2) newest)`,
+		userID, ListedRevokedTokens); err != nil {
+		return mapError(err)
 	}
 	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessToken, UserID: userID, TokenID: id})
 }
