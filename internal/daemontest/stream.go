@@ -54,6 +54,7 @@ type Stream struct {
 	resp   *http.Response
 	ndjson bool
 	frames chan Frame
+	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
 	gate   <-chan struct{}
@@ -93,7 +94,7 @@ func (d *Daemon) OpenStream(tb testing.TB, auth Auth, req StreamRequest) (*Strea
 		cancel()
 		return nil, resp
 	}
-	s := &Stream{tb: tb, resp: resp, frames: make(chan Frame, 1<<16), cancel: cancel, done: make(chan struct{}), gate: req.Gate,
+	s := &Stream{tb: tb, resp: resp, frames: make(chan Frame, 1<<16), ctx: ctx, cancel: cancel, done: make(chan struct{}), gate: req.Gate,
 		ndjson: strings.HasPrefix(resp.Header.Get("Content-Type"), "application/x-ndjson")}
 	go s.read()
 	tb.Cleanup(s.Close)
@@ -137,7 +138,13 @@ func (s *Stream) read() {
 			continue
 		}
 		if s.gate != nil {
-			<-s.gate
+			// Close ends the wait too: a test that failed before it
+			// opened the gate must not hang in its cleanup.
+			select {
+			case <-s.gate:
+			case <-s.ctx.Done():
+				return
+			}
 			s.gate = nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // recordSink records what the server asked of it.
@@ -105,5 +106,58 @@ func TestOpenReleasesOnEveryPath(t *testing.T) {
 	k3 := &recordSink{}
 	if s := f.s.Open(ctx, spec(), k3); s != nil || k3.refused != nil || !errors.Is(k3.failed, ErrShutdown) || held.Load() != 0 {
 		t.Fatalf("after the end: %v, refused %v, failed %v, budget held %d", s, k3.refused, k3.failed, held.Load())
+	}
+}
+
+// countSink counts the events written to it and reports its end.
+type countSink struct {
+	quietSink
+	events atomic.Int64
+	ended  chan error
+}
+
+func (k *countSink) WriteEvent(sluice.Event) { k.events.Add(1) }
+func (k *countSink) End(err error)           { k.ended <- err }
+
+// TestRevokedStreamSendsNothingQueued: a stream on a subscription of its
+// own (a resume) has commits queued while it evaluates one; its access
+// ends. It writes what it was evaluating, then ends: none of the queued
+// commits (select picked them over Done at random, and a batch took up
+// to 64 more, so all of them went out).
+func TestRevokedStreamSendsNothingQueued(t *testing.T) {
+	f := newTestFeed(t)
+	const commits = 10
+	for range commits {
+		f.l.add()
+	}
+	gate := make(chan struct{})
+	grant := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 2, Name: "u"}}, Database: testDB, Role: sluice.RoleRead}
+	k := &countSink{ended: make(chan error, 1)}
+	s := f.s.Open(context.Background(), Spec{Label: "test", Database: testDB, Grant: grant, Evaluator: seqEvaluator{gate: gate},
+		From: &sluice.Position{Epoch: testDB.Epoch, Seq: 0, Index: sluice.WholeCommit}}, k)
+	if s == nil {
+		t.Fatal("the stream did not open")
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); s.Serve() }()
+	// The first commit is being evaluated (the gate holds it), the rest
+	// queued.
+	eventually.True(t, wait, "every commit handed to the stream", func() bool {
+		subs := f.s.Subscriptions()
+		return len(subs) == 1 && subs[0].Commits == commits
+	})
+	s.Revoke(&changefeed.Revoked{Err: sluice.Errorf(sluice.CodeForbidden, "access revoked")})
+	close(gate)
+	select {
+	case err := <-k.ended:
+		if !changefeed.IsRevoked(err) {
+			t.Fatalf("ended with %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the stream did not end")
+	}
+	<-done
+	if n := k.events.Load(); n != 1 {
+		t.Fatalf("%d events written after the access ended, want the one being evaluated", n)
 	}
 }
