@@ -1,8 +1,8 @@
 package gqltransport
 
 import (
-	"bytes"
 	"context"
+	"crypto/sha256"
 	"strconv"
 	"strings"
 
@@ -167,10 +167,14 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 		// first result the stream takes from its share replaces.
 		res.msg = liveResult(data, res.id, 0, patch)
 	}
-	last := data
-	if patch {
-		last = nil // a patch's base must be the share's: the first is whole
-	}
+	// The first result the share gives after the snapshot is skipped when
+	// it equals the one the client has: compared by a digest of it, not
+	// kept, since the stream may wait for that result as long as the
+	// result does not change, and the budget counts only the share's
+	// copy (a resumed stream kept a whole result of its own before).
+	compare := !patch // a patch's base must be the share's: the first is whole
+	last := sha256.Sum256(data)
+	size := len(data)
 	res.keep = func(e *stream.Entry) bool {
 		if len(e.Events) != 1 {
 			return true
@@ -179,10 +183,10 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 		if pos.Epoch != "" && ev.Position.Seq <= pos.Seq {
 			return false // the client's result is as new
 		}
-		if last != nil {
-			same := bytes.Equal(liveData(ev.Data, ev.ID), last)
-			last = nil
-			return !same
+		if compare {
+			compare = false
+			got := liveData(ev.Data, ev.ID)
+			return len(got) != size || sha256.Sum256(got) != last
 		}
 		return true
 	}
