@@ -504,6 +504,14 @@ func (b Bounds) Spent() error {
 	return newResultError(gqlerror.List{e.gqlError(nil)})
 }
 
+// BudgetError returns the error of a live query ended by the live query
+// budget's bound key, as a read past that bound answers it (a
+// TOO_MANY_REQUESTS naming key in its extensions), with message msg.
+func BudgetError(key, msg string) error {
+	e := &resultLimitError{key: key, budget: true, msg: msg}
+	return newResultError(gqlerror.List{e.gqlError(nil)})
+}
+
 // Limits returns the schema's limits on a result's rows and bytes.
 func (q *LiveQuery) Limits() (rows, bytes int) {
 	return q.es.limits.MaxResultRows, q.es.limits.MaxResponseBytes

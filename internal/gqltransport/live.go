@@ -191,6 +191,12 @@ type liveEvaluator struct {
 func (ev *liveEvaluator) Joined(owner any) { ev.hold.joined(owner.(*sluice.User)) }
 func (ev *liveEvaluator) Left(owner any)   { ev.hold.left(owner.(*sluice.User)) }
 
+// EndErr tells a member of owner why the share ended in terms of its own
+// user (liveHold.ownError).
+func (ev *liveEvaluator) EndErr(owner any, err error) error {
+	return ev.hold.ownError(owner.(*sluice.User), err)
+}
+
 // revise prepares e's live query for the current schema version
 // (graph.LiveQuery.Revise); an error, naming the change that invalidated
 // it, ends its share.
@@ -439,7 +445,7 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.Li
 	for j, i := range g.due {
 		e := evs[i].(*liveEvaluator)
 		switch {
-		case graph.IsBoundError(res[j].Err, liveEstimate):
+		case graph.IsBoundError(res[j].Err, liveEstimate) || handedOver(res[j].Err, e.hold):
 			again = append(again, j)
 		case res[j].Err == nil:
 			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
@@ -447,14 +453,21 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.Li
 	}
 	for _, j := range again {
 		e := evs[g.due[j]].(*liveEvaluator)
-		b := e.hold.bounds(rows, bytes)
-		if err := b.Spent(); err != nil {
-			res[j] = graph.LiveResult{Err: err}
-			continue
+		// Twice at most: a read past its estimate may then find its
+		// owner's budget too small, and hand the charge over.
+		for range 2 {
+			b := e.hold.bounds(rows, bytes)
+			if err := b.Spent(); err != nil {
+				res[j] = graph.LiveResult{Err: err}
+			} else {
+				rctx, statements := engine.CountStatements(ctx)
+				res[j] = e.lq.Run(rctx, b)
+				g.b.count(e.lq, statements())
+			}
+			if !handedOver(res[j].Err, e.hold) {
+				break
+			}
 		}
-		rctx, statements := engine.CountStatements(ctx)
-		res[j] = e.lq.Run(rctx, b)
-		g.b.count(e.lq, statements())
 		if res[j].Err == nil {
 			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
 		}
@@ -465,6 +478,18 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.Li
 		}
 	}
 	return res
+}
+
+// handedOver reports whether err is a read's going past a per-user bound
+// of h's owner and h's charge moved to another user of the share, with
+// more room (liveHold.handOver): the result is then read again.
+func handedOver(err error, h *liveHold) bool {
+	for _, key := range []string{keyLiveRowsPerUser, keyLiveBytesPerUser} {
+		if graph.IsBoundError(err, key) {
+			return h.handOver(key)
+		}
+	}
+	return false
 }
 
 // estimate returns the bounds of a first read of h's next result: full

@@ -2,6 +2,7 @@ package gqltransport
 
 import (
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/sluice-dev/sluice"
@@ -175,6 +176,73 @@ func (h *liveHold) left(u *sluice.User) {
 		h.owner = next
 		b.charge(h, h.rows, h.bytes)
 	}
+}
+
+// handOver moves h's charge to the user of its share with the most room
+// left under the per-user bound key (keyLiveRowsPerUser or
+// keyLiveBytesPerUser), when that is more than its owner has, and
+// reports whether it moved: a read of the share's result went past what
+// its owner may still hold, and the result is read again within that
+// user's. So one user's other live queries end no other user's share;
+// the share ends only when none of its users may hold its result.
+func (h *liveHold) handOver(key string) bool {
+	b := h.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	room := func(u *sluice.User) int64 {
+		if u.Superuser {
+			return math.MaxInt64
+		}
+		limit, used, mine := b.limits.RowsPerUser, int64(0), h.rows
+		if key == keyLiveBytesPerUser {
+			limit, mine = b.limits.BytesPerUser, h.bytes
+		}
+		if lu := b.users[u.ID]; lu != nil {
+			used = lu.rows
+			if key == keyLiveBytesPerUser {
+				used = lu.bytes
+			}
+		}
+		if u.ID == h.owner.ID {
+			used -= mine // what the next result replaces
+		}
+		return limit - used
+	}
+	best, most := h.owner, room(h.owner)
+	for _, u := range h.users {
+		if r := room(u); r > most {
+			best, most = u, r
+		}
+	}
+	if best.ID == h.owner.ID {
+		return false
+	}
+	b.charge(h, -h.rows, -h.bytes)
+	h.owner = best
+	b.charge(h, h.rows, h.bytes)
+	return true
+}
+
+// ownError returns err, which ended h's share, as a member of user u is
+// told it: a per-user bound names u, whose own live queries' room the
+// result passes (handOver gave it to the user with the most), not the
+// user the result was charged to (whose members get err as it is).
+func (h *liveHold) ownError(u *sluice.User, err error) error {
+	if u.ID == h.user().ID {
+		return err
+	}
+	for _, c := range []struct{ key, what string }{
+		{keyLiveRowsPerUser, "documents"},
+		{keyLiveBytesPerUser, "bytes of JSON"},
+	} {
+		if graph.IsBoundError(err, c.key) {
+			return graph.BudgetError(c.key, fmt.Sprintf("the live query's result holds more %s than user %s's live queries may still hold", c.what, u.Name))
+		}
+	}
+	return err
 }
 
 // user returns the user h is charged to now.

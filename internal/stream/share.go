@@ -393,11 +393,22 @@ func (m *member) untake() {
 	s.mu.Unlock()
 }
 
+// ownErrs is an Evaluator that tells each member why its share ended in
+// terms of the member's owner (a live query's budget: a bound of the user
+// the result was charged to is told to another user's member as its own
+// user's, never naming the first).
+type ownErrs interface {
+	EndErr(owner any, err error) error
+}
+
 // Err returns why the share ended (after Take said takeEnded).
 func (m *member) endErr() error {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e, ok := s.ev.(ownErrs); ok && s.err != nil && m.owner != nil {
+		return e.EndErr(m.owner, s.err)
+	}
 	return s.err
 }
 
