@@ -308,7 +308,7 @@ func (q *LiveQuery) Classes() []string { return q.classes }
 // Key returns a field and a value that, of every change Affects may
 // judge as changing the result, the document before or after the change
 // has: the query's one root field lists documents whose field equals
-// value (a filter of an eq, alone or in a top-level AND, on a String, ID,
+// value (a filter of an eq, alone or in an AND at any depth, on a String, ID,
 // enum or reference field), and reads no class through a reference. ok
 // is false when there is no such pair: then any change of a class the
 // query reads may affect it. A feed judging many live queries looks up
@@ -332,15 +332,24 @@ func (q *LiveQuery) Key() (field, value string, ok bool) {
 		}
 		return c.Field.Name, c.Value.Str, true
 	}
-	if and, isAnd := f.filt.(*filter.And); isAnd {
+	// The parser wraps each field's operators in an And of their own
+	// ({owner: {eq: $u}} is And{And{Compare}}), and _and nests another:
+	// an eq anywhere in nested Ands is required of every document the
+	// filter takes.
+	var find func(e filter.Expr) (string, string, bool)
+	find = func(e filter.Expr) (string, string, bool) {
+		and, isAnd := e.(*filter.And)
+		if !isAnd {
+			return key(e)
+		}
 		for _, e := range and.Exprs {
-			if field, value, ok := key(e); ok {
+			if field, value, ok := find(e); ok {
 				return field, value, true
 			}
 		}
 		return "", "", false
 	}
-	return key(f.filt)
+	return find(f.filt)
 }
 
 // Value returns the value of field in the change's document before

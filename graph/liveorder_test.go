@@ -142,3 +142,35 @@ func TestAffectsResultJudgesTheBoundary(t *testing.T) {
 		}
 	}
 }
+
+// TestLiveQueryKey: a live query whose filter requires a String field to
+// equal a value, as the filter parses it (each field's operators in an
+// And of their own, _and in another), is keyed by that field and value;
+// one that does not require it (an OR, a NOT, an Int) is not (found by
+// review: only a Compare right inside the top-level And was looked at,
+// which the parser never makes, so no live query was ever keyed).
+func TestLiveQueryKey(t *testing.T) {
+	t.Parallel()
+	const sdl = `type Item { n: Int tag: String }`
+	for _, c := range []struct {
+		filter string
+		ok     bool
+	}{
+		{`{tag: {eq: "x"}}`, true},
+		{`{tag: {eq: "x"}, n: {gt: 1}}`, true},
+		{`{n: {gt: 1}, tag: {eq: "x"}}`, true},
+		{`{_and: [{tag: {eq: "x"}}]}`, true},
+		{`{_and: [{n: {gt: 1}}, {_and: [{tag: {eq: "x"}}]}]}`, true},
+		{`{tag: {eq: "x", ne: "y"}}`, true},
+		{`{_or: [{tag: {eq: "x"}}, {tag: {eq: "y"}}]}`, false},
+		{`{_not: {tag: {eq: "x"}}}`, false},
+		{`{n: {eq: 1}}`, false},
+		{`{tag: {ne: "x"}}`, false},
+	} {
+		q, _ := liveQueryOf(t, sdl, `subscription { Item(filter: `+c.filter+`) { n } }`)
+		field, value, ok := q.Key()
+		if ok != c.ok || ok && (field != "tag" || value != "x") {
+			t.Errorf("Key() of %s: %q, %q, %v; want tag, x: %v", c.filter, field, value, ok, c.ok)
+		}
+	}
+}
