@@ -90,10 +90,61 @@ type userReads struct {
 	id     int64
 	tokens chan struct{}
 	refs   int
+	// freed is closed, and replaced, whenever a token is given back
+	// (guarded by liveReads.mu): what try's caller waits on.
+	freed chan struct{}
 }
 
 func newLiveReads(per int) *liveReads {
 	return &liveReads{per: per, users: map[int64]*userReads{}}
+}
+
+// user returns u's reads, counting a reference; the caller holds r.mu.
+func (r *liveReads) user(id int64) *userReads {
+	u := r.users[id]
+	if u == nil {
+		u = &userReads{id: id, tokens: make(chan struct{}, r.per), freed: make(chan struct{})}
+		r.users[id] = u
+	}
+	u.refs++
+	return u
+}
+
+// give gives a token of u back; the caller holds r.mu.
+func (u *userReads) give() {
+	<-u.tokens
+	close(u.freed)
+	u.freed = make(chan struct{})
+}
+
+// try takes a token of user without waiting: it returns the function
+// that gives it back or, when none is free, a channel closed once one is.
+// A settle reads the shares of the users who may read now and leaves the
+// others for later, so that one user's reads, however many, never hold
+// up another user's results read in the same batch.
+func (r *liveReads) try(user *sluice.User) (func(), <-chan struct{}) {
+	if user.Superuser {
+		return func() {}, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u := r.user(user.ID)
+	select {
+	case u.tokens <- struct{}{}:
+	default:
+		freed := u.freed
+		r.unref([]*userReads{u})
+		return nil, freed
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			u.give()
+			r.unref([]*userReads{u})
+		})
+	}, nil
 }
 
 // acquire waits until each of users (sorted by id, so that two reads
@@ -105,7 +156,7 @@ func (r *liveReads) acquire(ctx context.Context, users []*sluice.User) (func(), 
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		for _, u := range held {
-			<-u.tokens
+			u.give()
 		}
 		r.unref(held)
 	}
@@ -119,13 +170,7 @@ func (r *liveReads) acquire(ctx context.Context, users []*sluice.User) (func(), 
 	r.mu.Lock()
 	var want []*userReads
 	for _, id := range ids {
-		u := r.users[id]
-		if u == nil {
-			u = &userReads{id: id, tokens: make(chan struct{}, r.per)}
-			r.users[id] = u
-		}
-		u.refs++
-		want = append(want, u)
+		want = append(want, r.user(id))
 	}
 	r.mu.Unlock()
 	for i, u := range want {
@@ -135,7 +180,7 @@ func (r *liveReads) acquire(ctx context.Context, users []*sluice.User) (func(), 
 		case <-ctx.Done():
 			r.mu.Lock()
 			for _, h := range held {
-				<-h.tokens
+				h.give()
 			}
 			r.unref(want)
 			r.mu.Unlock()
@@ -358,23 +403,45 @@ func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []st
 		}
 		g.due, g.lqs = append(g.due, i), append(g.lqs, e.lq)
 	}
-	if len(g.due) == 0 {
-		return
-	}
-	var owners []*sluice.User
-	for _, i := range g.due {
-		owners = append(owners, evs[i].(*liveEvaluator).hold.user())
-	}
-	done, err := g.b.reads.acquire(ctx, owners)
-	if err != nil {
-		for _, i := range g.due {
-			out[i].Err = err
+	// Read the shares of the owners who may read now (a token each,
+	// liveReads.try); the others stay due, and their group is settled
+	// again once a token of their owner is free (Settled.Retry): one
+	// user whose reads take its half of the cores stalls neither the
+	// other users' results of this batch nor the feed.
+	var releases []func()
+	taken := map[int64]bool{}
+	busy := map[int64]<-chan struct{}{}
+	n := 0
+	for j, i := range g.due {
+		u := evs[i].(*liveEvaluator).hold.user()
+		if !taken[u.ID] {
+			freed, waits := busy[u.ID]
+			if !waits {
+				var release func()
+				if release, freed = g.b.reads.try(u); release != nil {
+					taken[u.ID] = true
+					releases = append(releases, release)
+				} else {
+					busy[u.ID] = freed
+				}
+			}
+			if !taken[u.ID] {
+				out[i].Retry = freed
+				continue
+			}
 		}
-		clear(g.lqs)
+		g.due[n], g.lqs[n] = i, g.lqs[j]
+		n++
+	}
+	clear(g.lqs[n:])
+	g.due, g.lqs = g.due[:n], g.lqs[:n]
+	if n == 0 {
 		return
 	}
 	res := g.read(ctx, evs)
-	done()
+	for _, release := range releases {
+		release()
+	}
 	// What the reads saw may have been written after access changes that
 	// end some members: apply those first, so that an ended member never
 	// takes these results.

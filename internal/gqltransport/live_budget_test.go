@@ -1,8 +1,10 @@
 package gqltransport
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -110,5 +112,50 @@ func TestLiveShareChargeMoves(t *testing.T) {
 	h.Close()
 	if got := b.users[mallory.ID]; got != nil && got.rows != 0 || b.total.rows != 0 {
 		t.Fatalf("after the share: mallory %+v, all %+v", got, b.total)
+	}
+}
+
+// TestLiveReadsTryDoesNotWait: with user x's reads all running (its
+// token taken), a settle of a batch holding x's and y's shares takes y's
+// token at once and reads y's (try), and is told when one of x's frees,
+// to read x's then (found by review: a settle took a token of every
+// owner of its due shares before reading any, waiting for x's, so x's
+// reads stalled y's results of the same batch and the feed with them).
+func TestLiveReadsTryDoesNotWait(t *testing.T) {
+	t.Parallel()
+	r := newLiveReads(1)
+	x, y := &sluice.User{ID: 1, Name: "x"}, &sluice.User{ID: 2, Name: "y"}
+	doneX, err := r.acquire(context.Background(), []*sluice.User{x}) // x's other reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseY, _ := r.try(y)
+	if releaseY == nil {
+		t.Fatal("y's token, free, was not taken")
+	}
+	releaseX, freed := r.try(x)
+	if releaseX != nil || freed == nil {
+		t.Fatal("x's token, taken, was taken again")
+	}
+	select {
+	case <-freed:
+		t.Fatal("x's token said free while taken")
+	default:
+	}
+	doneX()
+	select {
+	case <-freed:
+	case <-time.After(time.Minute):
+		t.Fatal("x's token given back, and nothing said so")
+	}
+	releaseX, _ = r.try(x)
+	if releaseX == nil {
+		t.Fatal("x's token, free again, was not taken")
+	}
+	releaseX()
+	releaseY()
+	releaseY() // once
+	if len(r.users) != 0 {
+		t.Fatalf("users left: %v", r.users)
 	}
 }

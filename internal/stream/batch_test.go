@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -259,4 +260,53 @@ func TestCohortFeed(t *testing.T) {
 	takeIDs(t, z)
 	z.leave()
 	other.leave()
+}
+
+// retryBatcher settles share "x" only once free is closed, answering
+// Settled.Retry before, and every other share at once.
+type retryBatcher struct {
+	*testBatcher
+	free chan struct{}
+}
+
+func (b *retryBatcher) NewGroup() BatchGroup { return b }
+
+func (b *retryBatcher) Settle(ctx context.Context, evs []Evaluator, out []Settled) {
+	select {
+	case <-b.free:
+	default:
+		evs = slices.Clone(evs)
+		for i, ev := range evs {
+			if ev.(*resultEvaluator).key == "x" {
+				out[i].Retry = b.free
+				evs[i] = &resultEvaluator{key: "x", ran: true} // settles nothing
+			}
+		}
+	}
+	b.testBatcher.Settle(ctx, evs, out)
+}
+
+// A share whose settle answers Retry gets nothing then, the others of
+// its group get their results, and its group is settled again once
+// Retry is closed, with no commit (a live query whose user's reads are
+// all running, then one ends).
+func TestBatchRetry(t *testing.T) {
+	t.Parallel()
+	f := newTestFeed(t)
+	b := &retryBatcher{testBatcher: newTestBatcher(), free: make(chan struct{})}
+	close(b.release)
+	x := f.join(t, ShareOptions{Key: "x", Latest: true, Batcher: b, Cohort: "c", New: func() Evaluator { return &resultEvaluator{key: "x"} }})
+	defer x.leave()
+	y := f.join(t, ShareOptions{Key: "y", Latest: true, Batcher: b, Cohort: "c", New: func() Evaluator { return &resultEvaluator{key: "y"} }})
+	defer y.leave()
+	if got := fmt.Sprint(takeIDs(t, y)); got != "[y@0]" {
+		t.Fatalf("y's result: %s", got)
+	}
+	if buf, _, _ := x.take(nil); len(buf) > 0 {
+		t.Fatalf("x took %v before its retry", buf)
+	}
+	close(b.free)
+	if got := fmt.Sprint(takeIDs(t, x)); got != "[x@0]" {
+		t.Fatalf("x's result once free: %s", got)
+	}
 }

@@ -399,6 +399,7 @@ func (f *feed) settle() {
 	ctx := f.ctx
 	var ended []*share
 	var errs []error
+	var retry []<-chan struct{}
 	for _, g := range f.gbuf {
 		out := f.settled[:0]
 		for range g.evs {
@@ -408,6 +409,10 @@ func (f *feed) settle() {
 		for i := range out {
 			r := &out[i]
 			switch {
+			case r.Retry != nil:
+				if !slices.Contains(retry, r.Retry) {
+					retry = append(retry, r.Retry)
+				}
 			case r.Err != nil:
 				if ctx.Err() == nil {
 					ended = append(ended, g.shares[i])
@@ -424,6 +429,20 @@ func (f *feed) settle() {
 	// Ending a share detaches it from the feed: after the walk.
 	for i, s := range ended {
 		s.end(errs[i])
+	}
+	// Shares left unsettled are settled once what they wait for is
+	// free: the drain goes on with the others meanwhile.
+	for _, ch := range retry {
+		go func() {
+			select {
+			case <-ch:
+				f.mu.Lock()
+				f.unsettled = true
+				f.mu.Unlock()
+				f.kick()
+			case <-ctx.Done():
+			}
+		}()
 	}
 }
 

@@ -508,6 +508,10 @@ type Settled struct {
 	Time time.Time
 	// Err, when set, ends the share with it.
 	Err error
+	// Retry, when set, says the share was not settled now (a live
+	// query whose user's reads are all running): the feed settles its
+	// group again once Retry is closed, whether or not a commit comes.
+	Retry <-chan struct{}
 }
 
 // publishResult publishes a share of results' new entry r, which
