@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -23,8 +25,21 @@ import (
 // (refIndexSQL), which goes with the column. Every
 // table then gets the capture triggers of next (capture.go); role is
 // Sluice's own.
+//
+// Nothing is dropped with CASCADE. Other roles of the cluster may make
+// objects that depend on a class's table (a view over its columns, a
+// table or a temporary table with a column of its row type, a function
+// taking it), and CASCADE would destroy them, objects Sluice does not own
+// and whose owners consented to nothing. Without it, Postgres refuses the
+// DROP (2BP01), which was answered 500. So the dependents outside the
+// database's schema are looked up first (otherDependents), and the change
+// is refused with a Conflict naming them, for their owners to drop (or,
+// a temporary table, for its session to end); one made between that look
+// up and the DROP gets the same Conflict from Postgres' refusal.
 func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, next *sluice.Schema) error {
 	var stmts []string
+	// What is dropped: tables, and columns ("" for a whole table).
+	var dropTables, dropColumns []string
 	for _, name := range next.Order {
 		c := next.Classes[name]
 		if c.Kind != sluice.KindDocument {
@@ -49,6 +64,7 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 			case of == nil:
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
 			case of.Type != f.Type || of.List != f.List:
+				dropTables, dropColumns = append(dropTables, tbl), append(dropColumns, f.Name)
 				stmts = append(stmts,
 					fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, col),
 					fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
@@ -56,6 +72,7 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 		}
 		for _, of := range old.Fields {
 			if c.Field(of.Name) == nil {
+				dropTables, dropColumns = append(dropTables, tbl), append(dropColumns, of.Name)
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, pgx.Identifier{of.Name}.Sanitize()))
 			}
 		}
@@ -84,16 +101,71 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 				continue
 			}
 			if c := next.Class(name); c == nil || c.Kind != sluice.KindDocument {
+				dropTables, dropColumns = append(dropTables, tableName(dbID, name)), append(dropColumns, "")
 				stmts = append(stmts, "DROP TABLE "+tableName(dbID, name))
 			}
 		}
 	}
+	if len(dropTables) > 0 {
+		others, err := otherDependents(ctx, q, dbID, dropTables, dropColumns)
+		if err != nil {
+			return err
+		}
+		if len(others) > 0 {
+			return sluice.Errorf(sluice.CodeConflict, "the schema change would drop tables or columns that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)", strings.Join(others, ", "))
+		}
+	}
 	for _, s := range stmts {
 		if _, err := q.Exec(ctx, s); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "2BP01" { // dependent_objects_still_exist
+				// Made since otherDependents looked: Postgres' detail
+				// names them ("view app.v depends on column …").
+				return sluice.Errorf(sluice.CodeConflict, "the schema change would drop tables or columns that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)", pe.Detail)
+			}
 			return fmt.Errorf("schema change %q: %w", s, err)
 		}
 	}
 	return syncCapture(ctx, q, dbID, role, next)
+}
+
+// otherDependents returns the objects outside database dbID's schema (as
+// "<kind> <schema>.<name>", at most 20) that depend on what the schema
+// change drops: tables[i], or its column columns[i] ("": the table). It
+// follows pg_depend from them through what goes with them (deptype a and
+// i: their indexes, constraints, row type and its array type, TOAST
+// table) to what depends on any of that as an ordinary dependent (deptype
+// n), which is what makes a DROP without CASCADE fail. A view is named
+// rather than its rule; a column of another table by its table.
+func otherDependents(ctx context.Context, q querier, dbID int64, tables, columns []string) ([]string, error) {
+	rows, err := q.Query(ctx, `
+WITH RECURSIVE gone(classid, objid, objsubid) AS (
+    SELECT 'pg_class'::regclass::oid, c.oid, coalesce(a.attnum::int, 0)
+    FROM unnest($1::text[], $2::text[]) s(tbl, col)
+    JOIN pg_class c ON c.oid = to_regclass(s.tbl)
+    LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.col AND NOT a.attisdropped
+    WHERE s.col = '' OR a.attnum IS NOT NULL
+  UNION
+    SELECT d.classid, d.objid, d.objsubid
+    FROM pg_depend d JOIN gone g ON d.refclassid = g.classid AND d.refobjid = g.objid AND (g.objsubid = 0 OR d.refobjsubid = g.objsubid)
+    WHERE d.deptype IN ('a', 'i')
+), blockers AS (
+    SELECT DISTINCT
+        CASE WHEN d.classid = 'pg_rewrite'::regclass THEN 'pg_class'::regclass::oid ELSE d.classid END AS classid,
+        coalesce(r.ev_class, d.objid) AS objid
+    FROM pg_depend d JOIN gone g ON d.refclassid = g.classid AND d.refobjid = g.objid AND (g.objsubid = 0 OR d.refobjsubid = g.objsubid)
+    LEFT JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
+    WHERE d.deptype = 'n'
+)
+SELECT o.type || ' ' || o.identity
+FROM blockers b, pg_identify_object(b.classid, b.objid, 0) o
+WHERE o.schema IS DISTINCT FROM $3
+ORDER BY 1 LIMIT 20`, tables, columns, schemaName(dbID))
+	if err != nil {
+		return nil, mapError(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return names, mapError(err)
 }
 
 // createTableSQL returns the CREATE TABLE statement of document class c.
