@@ -115,20 +115,77 @@ func TestSQLWritesOfValuesTheAPICannotRead(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/vals?id=V/inf", nil)
 }
 
-// TestSQLReferenceOfAnotherClass: a reference written in SQL that names a
-// document of a class the field's type does not cover reads in GraphQL
-// as a dangling reference (null, left out of a list), not as that
-// document shown through the field's type.
+// TestSQLReferenceOfAnotherClass: a reference that names a document of a
+// class the field's type does not cover (written in SQL before such
+// writes were refused: as Sluice's own role, the triggers skipped) reads
+// in GraphQL as a dangling reference (null, left out of a list), not as
+// that document shown through the field's type.
 func TestSQLReferenceOfAnotherClass(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
 	d.CreateDatabase(t, "refs", "type Person { name: String! pet: Pet pets: [Pet!] }\ntype Pet { name: String! }")
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/refs", `[{"@type":"Person","@id":"ann","name":"Ann"},{"@type":"Pet","@id":"rex","name":"Rex"}]`)
 	w := newSQLWriter(t, d, "refs")
-	sqlExec(t, w.url, "INSERT INTO "+w.table("Person")+` (_id, name, pet, pets) VALUES ('Person/bob', 'Bob', 'Person/ann', '["Person/ann", "Pet/rex"]')`)
+	sqlExec(t, d.DatabaseURL, "SET LOCAL sluice.writer = 'on'",
+		"INSERT INTO "+w.table("Person")+` (_id, _commit_uid, name, pet, pets) VALUES ('Person/bob', 1, 'Bob', 'Person/ann', '["Person/ann", "Pet/rex"]')`)
 	if got := gqlData(t, d, dt.Admin(), "refs", `{ Person(id: "Person/bob") { pet { name } pets { name } } Pet { name } }`); got != `{"Person":[{"pet":null,"pets":[{"name":"Rex"}]}],"Pet":[{"name":"Rex"}]}` {
 		t.Errorf("references of another class: %s", got)
 	}
+}
+
+// TestSQLReferencesAsTheAPIChecksThem: a reference written in SQL, in a
+// column, a list or a subdocument, is an id "<Class>/<key>" as the API
+// takes one: its class the field's type or one inheriting from it, its
+// key as schema.CheckKey has it. Anything else is refused with an error
+// naming the field, on INSERT and UPDATE, and writes nothing; the
+// references the API would take are written.
+func TestSQLReferencesAsTheAPIChecksThem(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "refchk", `interface Animal { name: String }
+		type Pet implements Animal { name: String }
+		type Person { pet: Pet pets: [Pet!] animal: Animal home: Home homes: [Home!] }
+		type Home @subdocument { pet: Pet pets: [Pet!] }`)
+	w := newSQLWriter(t, d, "refchk")
+	tbl := w.table("Person")
+	long := "Pet/" + strings.Repeat("k", 5000)
+	sqlExec(t, w.url, "INSERT INTO "+tbl+` (_id, pet, pets, animal, home, homes) VALUES ('Person/good', 'Pet/rex', '["Pet/a/b", "Pet/é"]', 'Pet/rex',
+		'{"pet": "Pet/rex", "pets": ["Pet/x"]}', '[{"@type": "Home", "pet": "Pet/y"}]')`,
+		"INSERT INTO "+tbl+` (_id, pet) VALUES ('Person/edge', 'Pet/`+strings.Repeat("k", 255)+`')`)
+	before := logLength(t, d, "refchk")
+	for _, c := range []struct{ set, field string }{
+		{"pet = 'garbage'", "Person.pet holds"},
+		{"pet = 'Pet/ has space'", "Person.pet holds"},
+		{"pet = 'Pet/'", "Person.pet holds"},
+		{"pet = 'Pet/a' || chr(160)", "Person.pet holds"},
+		{"pet = '" + long + "'", "Person.pet holds"},
+		{"pet = 'Pet/" + strings.Repeat("k", 256) + "'", "Person.pet holds"},
+		{"pet = 'Person/a'", "Person.pet holds"},
+		{"pet = 'Nope/x'", "Person.pet holds"},
+		{"animal = 'Animal/x'", "Person.animal holds"}, // an interface has no documents
+		{`pets = '["", "Nope/x"]'`, "Person.pets holds"},
+		{`pets = '["Pet/ok", "Person/a"]'`, "Person.pets holds"},
+		{`home = '{"pet": "nonsense"}'`, "Person.home.pet holds"},
+		{`home = '{"pets": ["Pet/x", "Pet/a b"]}'`, "Person.home.pets holds"},
+		{`homes = '[{"pet": "Person/a"}]'`, "Person.homes.pet holds"},
+	} {
+		col, val, _ := strings.Cut(c.set, " = ")
+		insert := "INSERT INTO " + tbl + " (_id, " + col + ") VALUES ('Person/bad', " + val + ")"
+		update := "UPDATE " + tbl + " SET " + c.set + " WHERE _id = 'Person/good'"
+		for _, stmt := range []string{insert, update} {
+			err := sqlTx(w.url, stmt)
+			if err == nil || !strings.Contains(err.Error(), c.field) {
+				t.Errorf("%.200s: %.300v, want an error naming %s", stmt, err, c.field)
+			}
+		}
+	}
+	if n := logLength(t, d, "refchk"); n != before {
+		t.Fatalf("refused writes made %d commits", n-before)
+	}
+	checkLogMatchesTables(t, d, "refchk", "Person")
+	// What was written reads back, and goes back, through the API.
+	doc := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/refchk?id=Person/good", nil).Body
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/refchk", doc)
 }
 
 // TestSQLWritesOfSubdocuments: a subdocument written in SQL is checked as

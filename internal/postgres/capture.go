@@ -34,7 +34,8 @@ const captureVersion = "capture/1"
 // captureSpec returns the validation arguments of class c's capture
 // trigger (see sluice.check_document, migrations 7, 14 and 17): its
 // required fields, lists and the kind of their elements, subdocuments and
-// the fields of their types, enums, and the Float, BigInt and DateTime
+// the fields of their types, enums, references (migration 23: an id of a
+// class the field's type covers), and the Float, BigInt and DateTime
 // fields, whose columns can hold values the API cannot read (NaN,
 // infinities, times outside years 1 to 9999).
 func captureSpec(s *sluice.Schema, c *sluice.Class) []string {
@@ -104,8 +105,24 @@ func fieldSpec(s *sluice.Schema, fields []*sluice.Field, sub bool) []string {
 				spec = append(spec, "enum:"+f.Name+":"+strings.Join(e.Values, "|"))
 			}
 		}
+		if f.Type.Kind == sluice.TypeReference {
+			spec = append(spec, "ref:"+f.Name+":"+strings.Join(refClasses(s, f.Type.Name), "|"))
+		}
 	}
 	return spec
+}
+
+// refClasses returns the classes a reference to class may name, as the
+// API checks one (schema's validator.reference): class and those that
+// inherit from it, with documents of their own (an id names no other).
+func refClasses(s *sluice.Schema, class string) []string {
+	var out []string
+	for _, name := range s.Descendants(class) {
+		if s.Classes[name].Kind == sluice.KindDocument {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // elementKind returns the kind sluice.is_value checks the elements of a
