@@ -58,6 +58,7 @@ func TestSQLWritesOfValuesTheAPICannotRead(t *testing.T) {
 		{`ds = '["2020-01-01 10:00:00 America/New_York"]'`, "V.ds holds"},
 		{`ds = '["2020-01-01T10:00:00"]'`, "V.ds holds"},
 		{`bs = '["-0001"]'`, "V.bs holds"},
+		{`bs = '["1` + strings.Repeat("0", 131072) + `"]'`, "V.bs holds"}, // 131,073 digits: one past the API's
 		{`fs = '` + strings.Repeat("[", 512) + "1" + strings.Repeat("]", 512) + `'`, "nests objects and arrays deeper than 512 levels"},
 	} {
 		col, val, _ := strings.Cut(c.set, " = ")
@@ -75,7 +76,8 @@ func TestSQLWritesOfValuesTheAPICannotRead(t *testing.T) {
 	}
 	// The edges of what is accepted.
 	sqlExec(t, w.url, "INSERT INTO "+tbl+` (_id, f, d, b) VALUES ('V/edge', 1e308, '9999-12-31T23:59:59.999999Z', -1)`,
-		"UPDATE "+tbl+` SET d = '0001-01-01T00:00:00Z', ds = '["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"]' WHERE _id = 'V/edge'`)
+		"UPDATE "+tbl+` SET d = '0001-01-01T00:00:00Z', ds = '["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"]',
+			bs = '["-1`+strings.Repeat("0", 131071)+`"]' WHERE _id = 'V/edge'`)
 	checkLogMatchesTables(t, d, "vals", "V")
 
 	// Rows holding such values, written as Sluice's own role with the
