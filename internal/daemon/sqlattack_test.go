@@ -608,3 +608,45 @@ func TestNotificationsArePrivate(t *testing.T) {
 		t.Fatalf("another role listening on %s heard %q before the last notification", n.Channel, n.Payload)
 	}
 }
+
+// TestSQLMonitorRoleCannotReadChannelNames: a role granted pg_monitor
+// reads every backend's last statement in pg_stat_activity, a listener's
+// for as long as it listens; the names of the notification channels are
+// not in any of them (the LISTEN reads the name inside a DO block).
+func TestSQLMonitorRoleCannotReadChannelNames(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	monitor := d.ConnectAsNewRole(t, "monitor")
+	sqlExec(t, d.DatabaseURL, "GRANT pg_monitor TO "+pgx.Identifier{monitor.Config().User}.Sanitize())
+
+	var commits, webhooks string
+	admin, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if err := admin.QueryRow(ctx, "SELECT (SELECT value FROM sluice.settings WHERE key = 'commits_channel'), (SELECT value FROM sluice.settings WHERE key = 'webhooks_channel')").Scan(&commits, &webhooks); err != nil {
+		t.Fatal(err)
+	}
+	// The change feed's listener has read the name and listens (its last
+	// statement is no longer the SELECT of the name).
+	eventually.True(t, 30*time.Second, "the change feed listens", func() bool {
+		var n int
+		err := monitor.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'sluice changefeed'
+			AND state = 'idle' AND query NOT LIKE 'SELECT (SELECT value FROM sluice.settings%'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	for _, name := range []string{commits, webhooks} {
+		// The name is a parameter: not in this statement's own text.
+		var seen []string
+		rows, err := monitor.Query(ctx, "SELECT application_name || ': ' || query FROM pg_stat_activity WHERE strpos(query, $1) > 0", name)
+		if err == nil {
+			seen, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil || len(seen) > 0 {
+			t.Errorf("a pg_monitor role finds channel %s in pg_stat_activity: %q (%v)", name, seen, err)
+		}
+	}
+}

@@ -114,7 +114,13 @@ func (db *DB) listenConn(ctx context.Context, appName string, keys ...string) (*
 	for i, key := range keys {
 		err := conn.QueryRow(ctx, "SELECT "+channelSQL("$1"), key).Scan(&names[i])
 		if err == nil {
-			_, err = conn.Exec(ctx, "LISTEN "+pgx.Identifier{names[i]}.Sanitize())
+			// The LISTEN is run inside a DO block that reads the name,
+			// not sent as "LISTEN <name>": pg_stat_activity shows the
+			// text of an idle connection's last statement, to any role
+			// granted pg_monitor or pg_read_all_stats, and a listener is
+			// idle for as long as it listens. key is one of Sluice's
+			// constants (notify.go), never a client's.
+			_, err = conn.Exec(ctx, "DO $$BEGIN EXECUTE format('LISTEN %I', "+channelSQL(quoteLiteral(key))+"); END$$")
 		}
 		if err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
