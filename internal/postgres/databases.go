@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -171,9 +172,54 @@ func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.S
 }
 
 // DeleteDatabase removes database d with its tables and its history.
+//
+// Nothing is dropped with CASCADE, for the reason syncTables gives: other
+// roles' objects that depend on the database's tables (a view over them,
+// a function taking a row type, a column of another table of one) are
+// theirs, and DROP SCHEMA … CASCADE destroyed them with the database.
+// They are looked up first (schemaDependents) and the deletion refused
+// with a Conflict naming them; then the tables are dropped, and the
+// schema, without CASCADE, so that one made since that look up makes
+// Postgres refuse (2BP01), answered with the same Conflict. Sluice makes
+// nothing in the schema but the tables (their indexes and triggers go
+// with them), and where migration 7 installed its event triggers no
+// other role may either; an object some role made there all the same
+// makes DROP SCHEMA fail alike, a Conflict naming it, not a loss.
 func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
-	if _, err := t.tx.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()+" CASCADE"); err != nil {
+	const refused = "deleting database %s would drop tables that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)"
+	others, err := schemaDependents(ctx, t.tx, d.ID)
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		return sluice.Errorf(sluice.CodeConflict, refused, d.Path(), strings.Join(others, ", "))
+	}
+	schema := pgx.Identifier{schemaName(d.ID)}.Sanitize()
+	rows, err := t.tx.Query(ctx, `SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') ORDER BY c.relname`, schemaName(d.ID))
+	if err != nil {
 		return mapError(err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return mapError(err)
+	}
+	// The tables in one statement, which drops them with their indexes,
+	// triggers and row types, then the schema, empty.
+	stmts := []string{"DROP SCHEMA " + schema}
+	if len(tables) > 0 {
+		stmts = append([]string{"DROP TABLE " + strings.Join(tables, ", ")}, stmts...)
+	}
+	for _, s := range stmts {
+		if _, err := t.tx.Exec(ctx, s); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Code == "2BP01" { // dependent_objects_still_exist
+				// Made since schemaDependents looked: Postgres' detail
+				// names them ("view app.v depends on table …").
+				return sluice.Errorf(sluice.CodeConflict, refused, d.Path(), pe.Detail)
+			}
+			return mapError(err)
+		}
 	}
 	// The counter row before the database's (which cascades to the
 	// webhooks'): in the order of a schema change and of a webhook's

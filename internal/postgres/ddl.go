@@ -131,20 +131,43 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 
 // otherDependents returns the objects outside database dbID's schema (as
 // "<kind> <schema>.<name>", at most 20) that depend on what the schema
-// change drops: tables[i], or its column columns[i] ("": the table). It
-// follows pg_depend from them through what goes with them (deptype a and
-// i: their indexes, constraints, row type and its array type, TOAST
-// table) to what depends on any of that as an ordinary dependent (deptype
-// n), which is what makes a DROP without CASCADE fail. A view is named
-// rather than its rule; a column of another table by its table.
+// change drops: tables[i], or its column columns[i] ("": the table).
 func otherDependents(ctx context.Context, q querier, dbID int64, tables, columns []string) ([]string, error) {
-	rows, err := q.Query(ctx, `
-WITH RECURSIVE gone(classid, objid, objsubid) AS (
+	return dependents(ctx, q, dbID, `
     SELECT 'pg_class'::regclass::oid, c.oid, coalesce(a.attnum::int, 0)
-    FROM unnest($1::text[], $2::text[]) s(tbl, col)
+    FROM unnest($2::text[], $3::text[]) s(tbl, col)
     JOIN pg_class c ON c.oid = to_regclass(s.tbl)
     LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = s.col AND NOT a.attisdropped
-    WHERE s.col = '' OR a.attnum IS NOT NULL
+    WHERE s.col = '' OR a.attnum IS NOT NULL`, tables, columns)
+}
+
+// schemaDependents returns, as otherDependents does, the objects outside
+// database dbID's schema that depend on anything in it: its tables,
+// their columns and row types, and whatever relation, type or function
+// sits there (a sequence, a type), which deleting the database drops.
+func schemaDependents(ctx context.Context, q querier, dbID int64) ([]string, error) {
+	return dependents(ctx, q, dbID, `
+    SELECT 'pg_class'::regclass::oid, c.oid, 0 FROM pg_class c WHERE c.relnamespace = to_regnamespace($1)
+  UNION
+    SELECT 'pg_type'::regclass::oid, t.oid, 0 FROM pg_type t WHERE t.typnamespace = to_regnamespace($1)
+  UNION
+    SELECT 'pg_proc'::regclass::oid, p.oid, 0 FROM pg_proc p WHERE p.pronamespace = to_regnamespace($1)`)
+}
+
+// dependents returns the objects outside database dbID's schema (at most
+// 20) that depend on the objects seed selects (classid, objid, objsubid;
+// objsubid a column, or 0 for the whole object; $1 is the schema's name,
+// args the parameters from $2). It follows pg_depend from them through
+// what goes with them (deptype a and i: their indexes, constraints, row
+// type and its array type, TOAST table) to what depends on any of that as
+// an ordinary dependent (deptype n), which is what makes a DROP without
+// CASCADE fail. A view is named rather than its rule ("view app.v"); a
+// column of another table by its table and column ("table app.keep
+// (column p)"), which is what its owner has to drop or change.
+func dependents(ctx context.Context, q querier, dbID int64, seed string, args ...any) ([]string, error) {
+	rows, err := q.Query(ctx, `
+WITH RECURSIVE gone(classid, objid, objsubid) AS (
+    SELECT * FROM (`+seed+`) seed
   UNION
     SELECT d.classid, d.objid, d.objsubid
     FROM pg_depend d JOIN gone g ON d.refclassid = g.classid AND d.refobjid = g.objid AND (g.objsubid = 0 OR d.refobjsubid = g.objsubid)
@@ -152,15 +175,18 @@ WITH RECURSIVE gone(classid, objid, objsubid) AS (
 ), blockers AS (
     SELECT DISTINCT
         CASE WHEN d.classid = 'pg_rewrite'::regclass THEN 'pg_class'::regclass::oid ELSE d.classid END AS classid,
-        coalesce(r.ev_class, d.objid) AS objid
+        coalesce(r.ev_class, d.objid) AS objid,
+        CASE WHEN d.classid = 'pg_class'::regclass THEN d.objsubid ELSE 0 END AS objsubid
     FROM pg_depend d JOIN gone g ON d.refclassid = g.classid AND d.refobjid = g.objid AND (g.objsubid = 0 OR d.refobjsubid = g.objsubid)
     LEFT JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND r.oid = d.objid
     WHERE d.deptype = 'n'
 )
-SELECT o.type || ' ' || o.identity
-FROM blockers b, pg_identify_object(b.classid, b.objid, 0) o
-WHERE o.schema IS DISTINCT FROM $3
-ORDER BY 1 LIMIT 20`, tables, columns, schemaName(dbID))
+SELECT o.type || ' ' || o.identity || coalesce(' (column ' || quote_ident(a.attname) || ')', '')
+FROM blockers b
+CROSS JOIN LATERAL pg_identify_object(b.classid, b.objid, 0) o
+LEFT JOIN pg_attribute a ON b.objsubid > 0 AND a.attrelid = b.objid AND a.attnum = b.objsubid
+WHERE o.schema IS DISTINCT FROM $1
+ORDER BY 1 LIMIT 20`, append([]any{schemaName(dbID)}, args...)...)
 	if err != nil {
 		return nil, mapError(err)
 	}
