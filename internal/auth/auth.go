@@ -325,9 +325,11 @@ func (a *Authenticator) password(ctx context.Context, remoteAddr, name, password
 		if err != nil {
 			return nil, err
 		}
+		// Deferred, so that a panic below cannot keep the place and the
+		// throttle's count of checks running for good.
+		defer done(false)
 		a.onHash()
 		CheckPassword(a.decoy(), password)
-		done(false)
 		return nil, errWrongPassword
 	}
 	if err != nil {
@@ -349,9 +351,10 @@ func (a *Authenticator) password(ctx context.Context, remoteAddr, name, password
 		if err != nil {
 			return false, err
 		}
+		ok := false
+		defer func() { done(ok) }() // on a panic too: see above
 		a.onHash()
-		ok := CheckPassword(c.PasswordHash, password)
-		done(ok)
+		ok = CheckPassword(c.PasswordHash, password)
 		if ok {
 			a.verified.Add(key, c.PasswordHash)
 		}

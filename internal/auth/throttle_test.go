@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"runtime"
 	"strconv"
@@ -316,5 +317,44 @@ func TestThrottleMemoryIsBoundedByEntries(t *testing.T) {
 	t.Logf("20,000 failures with 12 KB names: heap %+.1f MiB", float64(grew)/(1<<20))
 	if grew > 16<<20 {
 		t.Errorf("the throttle's table holds %.1f MiB, want a few", float64(grew)/(1<<20))
+	}
+}
+
+// TestPanickingCheckGivesItsPlaceBack: a password check that panics
+// (here the test hook; bcrypt or the decoy in principle) still gives back
+// its place among the checks running and settles its throttle attempt,
+// so the next check runs.
+func TestPanickingCheckGivesItsPlaceBack(t *testing.T) {
+	t.Parallel()
+	hash, err := bcrypt.GenerateFromPassword([]byte("bea-password"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	a := New(&userStore{hash: string(hash)}, 4, func() {
+		if calls.Add(1) == 1 {
+			panic("the first check panics")
+		}
+	}, WithThrottle(NewThrottle(3, time.Hour, time.Now)))
+	a.hashing = make(chan struct{}, 1)
+	try := func(password string) (err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
+		r.RemoteAddr = "192.0.2.1:1000"
+		r.SetBasicAuth("bea", password)
+		defer func() {
+			if v := recover(); v != nil {
+				err = fmt.Errorf("panic: %v", v)
+			}
+		}()
+		_, err = a.Authenticate(r)
+		return err
+	}
+	if err := try("guess"); err == nil || !strings.Contains(err.Error(), "panic") {
+		t.Fatalf("the first check: %v", err)
+	}
+	if err := try("bea-password"); err != nil {
+		t.Fatalf("the check after one that panicked: %v", err)
 	}
 }
