@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // slowReceiver is a receiver that takes its time: it answers each request
@@ -206,4 +207,117 @@ func TestWebhookBodiesShareABudget(t *testing.T) {
 	if n := dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_webhook_body_budget_waits_total"); n == 0 {
 		t.Errorf("sluice_webhook_body_budget_waits_total is 0")
 	}
+}
+
+// TestSettingsChangeKeepsTheBudgetTurn: a webhook waiting for room in
+// webhook_body_budget whose settings change meanwhile keeps the bytes it
+// waited for when it starts over to read them, and sends its request
+// before the webhook that waited behind it; every byte of the budget is
+// free at the end (found by review: the run that took the bytes gave them
+// back when it started over, the next waiter took them, and the restarted
+// run found no room and waited again at the back: a PATCH during each
+// wait delayed the webhook for ever).
+func TestSettingsChangeKeepsTheBudgetTurn(t *testing.T) {
+	t.Parallel()
+	const budget = 8 << 20
+	// The receiver holds the first request until release is closed; it
+	// answers the others at once.
+	release := make(chan struct{})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	got := make(chan arrival, 100)
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		got <- arrival{path: req.URL.Path, id: req.Header.Get("webhook-id"), body: string(b)}
+		mu.Lock()
+		first := n == 0
+		n++
+		mu.Unlock()
+		if first {
+			<-release
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(open) // before srv.Close, which waits for the handler
+	d := dt.Start(t, func(c *config.Config) {
+		c.WebhookAllowNetworks = loopback
+		c.WebhookBodyBudget = budget
+		c.WebhookTimeout = 2 * time.Minute // the first request is held
+	})
+	d.CreateDatabase(t, "turn", personSchema)
+	next := func(path, name string) {
+		t.Helper()
+		select {
+		case a := <-got:
+			if a.path != path || !strings.Contains(a.body, `"@id":"Person/`+name+`"`) {
+				t.Fatalf("the request that arrived is %s %s, want %s's of %s", a.path, a.id, path, name)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no request within 60s, want %s's of %s", path, name)
+		}
+	}
+	metric := func(name string) float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+	}
+	// One request of 5 MiB fits the budget, not two.
+	doc := func(name string, size int) {
+		d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/turn",
+			fmt.Sprintf(`{"@type":"Person","@id":%q,"name":%q}`, name, strings.Repeat("x", size)))
+	}
+	// A webhook starts after the newest commit: a sees p1, p2 and p3, b
+	// p2 and p3, c p3. a's request of p1 is held at the receiver, with
+	// its bytes; b, then c, wait for them, in that order.
+	create := func(name string) hook {
+		return createHook(t, d, nil, "turn", "", fmt.Sprintf(`{"url":%q}`, srv.URL+"/"+name))
+	}
+	hooks := map[string]hook{}
+	for i, name := range []string{"a", "b", "c"} {
+		hooks[name] = create(name)
+		doc(fmt.Sprintf("p%d", i+1), 5<<20)
+		if name == "a" {
+			next("/a", "p1")
+			continue
+		}
+		eventually.True(t, 30*time.Second, name+" waits for room in the budget", func() bool {
+			return metric("sluice_webhook_body_budget_waits_total") == float64(i)
+		})
+	}
+	// b's settings change while it waits. A webhook made after the
+	// change is started by a reload of the active webhooks that read it:
+	// once its loop starts, b's loop knows its settings changed.
+	starts := metric("sluice_webhook_loop_starts_total")
+	d.MustDo(t, 200, dt.Admin(), "PATCH", fmt.Sprintf("/api/webhooks/admin/turn/%d", hooks["b"].ID), `{"description":"changed while b waited"}`)
+	create("d")
+	eventually.True(t, 30*time.Second, "the loop of the webhook made after the change starts", func() bool {
+		return metric("sluice_webhook_loop_starts_total") > starts
+	})
+	// a's request is answered: its bytes go to b, which waited first.
+	// b starts over to read its settings, and sends p2 before c sends
+	// p3 (without the fix, b gave them back and c took them).
+	open()
+	next("/b", "p2")
+	// The rest, each webhook's in order.
+	want := map[string][]string{"/a": {"p2", "p3"}, "/b": {"p3"}, "/c": {"p3"}}
+	for range 4 {
+		select {
+		case a := <-got:
+			w := want[a.path]
+			if len(w) == 0 || !strings.Contains(a.body, `"@id":"Person/`+w[0]+`"`) {
+				t.Fatalf("%s: request %s, want the event of %v", a.path, a.id, w)
+			}
+			want[a.path] = w[1:]
+		case <-time.After(60 * time.Second):
+			t.Fatalf("requests left: %v", want)
+		}
+	}
+	// Every byte of the budget is free once a, b and c are gone: d's
+	// request, larger than the budget, takes all of it.
+	for _, name := range []string{"a", "b", "c"} {
+		d.MustDo(t, 200, dt.Admin(), "DELETE", fmt.Sprintf("/api/webhooks/admin/turn/%d", hooks[name].ID), nil)
+	}
+	doc("p4", 9<<20)
+	next("/d", "p4")
 }

@@ -73,7 +73,16 @@ type loop struct {
 	// need is the weight in the body budget the next run of deliver
 	// takes before it reads the log (0: none), after the budget had no
 	// room for a request (errBudget). Only the loop's goroutine uses it.
-	need   int64
+	need int64
+	// held is the weight in the body budget a run of deliver kept when it
+	// started over for a change of settings (errAgain), reserved or taken
+	// for a request: the next run uses it without waiting again. Given
+	// back, the bytes went to the next waiter, and the restarted run
+	// found no room and waited again behind it, so a PATCH made during
+	// each wait delayed the webhook for ever. Only the loop's goroutine
+	// uses it; deliver gives it back on any other way out, run when it
+	// returns.
+	held   int64
 	wake   chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -148,6 +157,14 @@ func (l *loop) poke() {
 
 func (l *loop) run(ctx context.Context) {
 	d := l.m.d
+	// A run that started over for a change of settings as ctx ended kept
+	// bytes for a run that never comes.
+	defer func() {
+		if l.held > 0 {
+			d.budget.sem.Release(l.held)
+			l.held = 0
+		}
+	}()
 	backoff := 500 * time.Millisecond
 	for ctx.Err() == nil {
 		err := l.deliver(ctx)
@@ -217,8 +234,9 @@ type state struct {
 	current, old []byte
 	oldUntil     time.Time
 	// reserved is the weight in the body budget this run took before it
-	// read the log (see loop.need), for its first request; 0 once used or
-	// given back.
+	// read the log (see loop.need), or kept from the previous run (see
+	// loop.held), for its first request; 0 once used, given back, or kept
+	// for the next run.
 	reserved int64
 }
 
@@ -228,6 +246,15 @@ func (l *loop) deliver(ctx context.Context) error {
 	if d.m != nil {
 		d.m.LoopStarts.Inc()
 	}
+	// What the previous run kept (loop.held) is this run's: used for its
+	// first request, or given back however it ends before.
+	kept := l.held
+	l.held = 0
+	defer func() {
+		if kept > 0 {
+			d.budget.sem.Release(kept)
+		}
+	}()
 	w, sealed, err := d.store.WebhookForDelivery(ctx, l.id)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		return errStop
@@ -284,7 +311,13 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 		}
 	}
-	if l.need > 0 {
+	switch {
+	case kept > 0:
+		// Kept through a change of settings: the turn this loop
+		// already waited for, not waited for again.
+		st.reserved, kept = kept, 0
+		defer l.unreserve(st)
+	case l.need > 0:
 		// The budget had no room for the next request: wait for it
 		// here, holding nothing of the request.
 		if d.m != nil {
@@ -303,6 +336,9 @@ func (l *loop) deliver(ctx context.Context) error {
 	pendingBytes := 0
 	for {
 		if l.settingsChanged(st) {
+			// Before the first request, what was reserved for it is
+			// kept for the next run (see loop.held).
+			l.held, st.reserved = l.held+st.reserved, 0
 			return errAgain
 		}
 		if d.m != nil {
@@ -412,30 +448,31 @@ func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, 
 }
 
 // reserve takes n bytes of the body budget for a request, and returns
-// what gives them back. When the budget has no room, the loop does not
-// wait holding the request, its events and the page of the log they were
-// read in (several times n: a whole document, possibly, for each of many
-// webhooks): it records its position and returns errBudget, and the next
-// run of deliver waits for n before it reads the log again.
-func (l *loop) reserve(ctx context.Context, st *state, n int64) (func(), error) {
+// the weight taken, which the caller gives back. When the budget has no
+// room, the loop does not wait holding the request, its events and the
+// page of the log they were read in (several times n: a whole document,
+// possibly, for each of many webhooks): it records its position and
+// returns errBudget, and the next run of deliver waits for n before it
+// reads the log again.
+func (l *loop) reserve(ctx context.Context, st *state, n int64) (int64, error) {
 	b := l.m.d.budget
 	n = b.weigh(n)
 	if st.reserved >= n {
 		st.reserved -= n
 		l.unreserve(st)
-		return func() { b.sem.Release(n) }, nil
+		return n, nil
 	}
 	// Reserved for a request that grew since (its creator's role
 	// widened): given back, so that this loop never waits holding some.
 	l.unreserve(st)
 	if b.sem.TryAcquire(n) {
-		return func() { b.sem.Release(n) }, nil
+		return n, nil
 	}
 	if err := l.record(ctx, st, 0); err != nil {
-		return nil, err
+		return 0, err
 	}
 	l.need = n
-	return nil, errBudget
+	return 0, errBudget
 }
 
 // unreserve gives back what st still holds of the body budget.
@@ -454,12 +491,17 @@ func (l *loop) unreserve(st *state) {
 func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Position) error {
 	d := l.m.d
 	// The body's bytes are taken from the budget before it is made, and
-	// given back once the attempt is recorded.
-	release, err := l.reserve(ctx, st, m.size())
+	// given back once the attempt is recorded (or kept for the next run:
+	// see below).
+	n, err := l.reserve(ctx, st, m.size())
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer func() {
+		if n > 0 {
+			d.budget.sem.Release(n)
+		}
+	}()
 	m.build()
 	// m was made with the creator's role as of st.access: when the
 	// role changed since, the loop starts over, making m again with
@@ -479,8 +521,10 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	if st.old != nil && d.now().Before(st.oldUntil) {
 		secrets = append(secrets, st.old)
 	}
-	// Settings changed since m was made: m is made again with them.
+	// Settings changed since m was made: m is made again with them, with
+	// the bytes taken for it kept (see loop.held).
 	if l.settingsChanged(st) {
+		l.held, n = l.held+n, 0
 		return errAgain
 	}
 	// The lease is checked last, right before the request: only
