@@ -130,10 +130,10 @@ func TestRevokedStreamSendsNothingQueued(t *testing.T) {
 	for range commits {
 		f.l.add()
 	}
-	gate := make(chan struct{})
+	gate, entered := make(chan struct{}), make(chan struct{}, commits)
 	grant := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 2, Name: "u"}}, Database: testDB, Role: sluice.RoleRead}
 	k := &countSink{ended: make(chan error, 1)}
-	s := f.s.Open(context.Background(), Spec{Label: "test", Database: testDB, Grant: grant, Evaluator: seqEvaluator{gate: gate},
+	s := f.s.Open(context.Background(), Spec{Label: "test", Database: testDB, Grant: grant, Evaluator: enteredEvaluator{seqEvaluator{gate: gate}, entered},
 		From: &sluice.Position{Epoch: testDB.Epoch, Seq: 0, Index: sluice.WholeCommit}}, k)
 	if s == nil {
 		t.Fatal("the stream did not open")
@@ -142,6 +142,11 @@ func TestRevokedStreamSendsNothingQueued(t *testing.T) {
 	go func() { defer close(done); s.Serve() }()
 	// The first commit is being evaluated (the gate holds it), the rest
 	// queued.
+	select {
+	case <-entered:
+	case <-time.After(wait):
+		t.Fatal("the stream did not take the first commit")
+	}
 	eventually.True(t, wait, "every commit handed to the stream", func() bool {
 		subs := f.s.Subscriptions()
 		return len(subs) == 1 && subs[0].Commits == commits
@@ -160,4 +165,16 @@ func TestRevokedStreamSendsNothingQueued(t *testing.T) {
 	if n := k.events.Load(); n != 1 {
 		t.Fatalf("%d events written after the access ended, want the one being evaluated", n)
 	}
+}
+
+// enteredEvaluator is an Evaluator that says on entered when it is asked
+// for a commit's events.
+type enteredEvaluator struct {
+	seqEvaluator
+	entered chan struct{}
+}
+
+func (e enteredEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	e.entered <- struct{}{}
+	return e.seqEvaluator.Events(ctx, c)
 }
