@@ -136,15 +136,7 @@ func TestPruneRacesWebhookMoves(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := pgtest.NewDatabase(t)
-	db, err := postgres.Open(ctx, url, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db, url := migratedDB(ctx, t)
 	a, s := noteDatabase(t, db, "racing")
 	commitN(t, db, a, s, 6)
 	seal := func(int64) ([]byte, error) { return []byte("sealed secret"), nil }
@@ -178,21 +170,7 @@ func TestPruneRacesWebhookMoves(t *testing.T) {
 	if _, err := lock.Exec(ctx, "SELECT 1 FROM sluice.commits WHERE db_id = $1 AND seq = 1 FOR UPDATE", a.ID); err != nil {
 		t.Fatal(err)
 	}
-	// Another connection watches: in a transaction, pg_stat_activity
-	// answers what it did first.
-	watcher, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(context.Background())
-	waiting := func() int {
-		var n int
-		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	waiting := lockWaiters(ctx, t, url)
 	pruned := make(chan error, 1)
 	go func() {
 		_, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil)
@@ -273,15 +251,7 @@ func TestPruneRacesDatabaseDeletion(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	url := pgtest.NewDatabase(t)
-	db, err := postgres.Open(ctx, url, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(db.Close)
-	if _, err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db, url := migratedDB(ctx, t)
 	sys, s := noteDatabase(t, db, "sys") // the lower id: pruned first
 	victim := &sluice.Database{Org: "o", Name: "victim"}
 	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
@@ -292,19 +262,7 @@ func TestPruneRacesDatabaseDeletion(t *testing.T) {
 	commitN(t, db, sys, s, 3)
 	commitN(t, db, victim, s, 3)
 
-	watcher, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(context.Background())
-	waiting := func() int {
-		var n int
-		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	waiting := lockWaiters(ctx, t, url)
 	deleted, release := make(chan struct{}), make(chan struct{})
 	wrote := make(chan error, 1)
 	go func() {
@@ -341,5 +299,41 @@ func TestPruneRacesDatabaseDeletion(t *testing.T) {
 	h, err := db.History(ctx, sys.ID)
 	if err != nil || h.PrunedSeq != 2 {
 		t.Errorf("the system database after the prune: %+v (%v)", h, err)
+	}
+}
+
+// migratedDB opens a fresh Postgres database, migrated, closed when the
+// test ends, and returns it with its URL.
+func migratedDB(ctx context.Context, t *testing.T) (*postgres.DB, string) {
+	t.Helper()
+	url := pgtest.NewDatabase(t)
+	db, err := postgres.Open(ctx, url, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return db, url
+}
+
+// lockWaiters returns a count of the sessions of url's database waiting
+// for a lock, read on a connection of its own (in a transaction,
+// pg_stat_activity answers what it did first), closed when the test ends.
+func lockWaiters(ctx context.Context, t *testing.T, url string) func() int {
+	t.Helper()
+	watcher, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { watcher.Close(context.Background()) })
+	return func() int {
+		var n int
+		if err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
 	}
 }
