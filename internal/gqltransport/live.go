@@ -147,6 +147,48 @@ func (r *liveReads) try(user *sluice.User) (func(), <-chan struct{}) {
 	}, nil
 }
 
+// batchReads are the read tokens one settle holds: one of each user
+// whose shares it reads, taken without waiting (liveReads.try).
+type batchReads struct {
+	r        *liveReads
+	taken    map[int64]bool
+	busy     map[int64]<-chan struct{}
+	releases []func()
+}
+
+func (r *liveReads) batch() *batchReads {
+	return &batchReads{r: r, taken: map[int64]bool{}, busy: map[int64]<-chan struct{}{}}
+}
+
+// take reports whether a read of user may run now: the batch holds a
+// token of user, or took one that was free; otherwise it returns the
+// channel closed once one is.
+func (b *batchReads) take(user *sluice.User) (bool, <-chan struct{}) {
+	if b.taken[user.ID] {
+		return true, nil
+	}
+	if freed, waits := b.busy[user.ID]; waits {
+		return false, freed
+	}
+	release, freed := b.r.try(user)
+	if release == nil {
+		b.busy[user.ID] = freed
+		return false, freed
+	}
+	b.taken[user.ID] = true
+	b.releases = append(b.releases, release)
+	return true, nil
+}
+
+// release gives back the tokens the batch took.
+func (b *batchReads) release() {
+	for _, release := range b.releases {
+		release()
+	}
+	b.releases = nil
+	clear(b.taken)
+}
+
 // acquire waits until each of users (sorted by id, so that two reads
 // never wait for each other) may run one more read, and returns the
 // function that gives the tokens back; an error when ctx ended first.
@@ -408,27 +450,12 @@ func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []st
 	// again once a token of their owner is free (Settled.Retry): one
 	// user whose reads take its half of the cores stalls neither the
 	// other users' results of this batch nor the feed.
-	var releases []func()
-	taken := map[int64]bool{}
-	busy := map[int64]<-chan struct{}{}
+	tokens := g.b.reads.batch()
 	n := 0
 	for j, i := range g.due {
-		u := evs[i].(*liveEvaluator).hold.user()
-		if !taken[u.ID] {
-			freed, waits := busy[u.ID]
-			if !waits {
-				var release func()
-				if release, freed = g.b.reads.try(u); release != nil {
-					taken[u.ID] = true
-					releases = append(releases, release)
-				} else {
-					busy[u.ID] = freed
-				}
-			}
-			if !taken[u.ID] {
-				out[i].Retry = freed
-				continue
-			}
+		if ok, freed := tokens.take(evs[i].(*liveEvaluator).hold.user()); !ok {
+			out[i].Retry = freed
+			continue
 		}
 		g.due[n], g.lqs[n] = i, g.lqs[j]
 		n++
@@ -438,10 +465,8 @@ func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []st
 	if n == 0 {
 		return
 	}
-	res := g.read(ctx, evs)
-	for _, release := range releases {
-		release()
-	}
+	res, retry := g.read(ctx, evs, tokens)
+	tokens.release()
 	// What the reads saw may have been written after access changes that
 	// end some members: apply those first, so that an ended member never
 	// takes these results.
@@ -457,6 +482,10 @@ func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []st
 		return
 	}
 	for j, i := range g.due {
+		if retry[j] != nil {
+			out[i].Retry = retry[j] // still due, read by its new owner
+			continue
+		}
 		if res[j].Err != nil {
 			out[i].Err = res[j].Err
 			continue
@@ -474,7 +503,16 @@ const liveEstimate = "live_estimate"
 
 // read reads the results of the due shares (g.due, g.lqs) of evs, each
 // within what the live query budget leaves its owner and the process
-// (liveHold.bounds), and charges them to it.
+// (liveHold.bounds), and charges them to it, under tokens, which hold a
+// read token of each of their owners.
+//
+// A share whose charge a read moved to another user (handedOver) is
+// read again as that user's read, under a token of theirs: its CPU
+// counts against the user its result is charged to, not the one it was
+// charged to before (who may hold no member of it any more, or have
+// read tokens to spare that its new owner has not). When none of that
+// user's tokens is free, the share is not read now: retry[j] is the
+// channel closed once one is, and the share stays due.
 //
 // The budget left is shared by the owner's results, so reading them all
 // at once, each bounded by all of it, could take many times what is left
@@ -482,7 +520,7 @@ const liveEstimate = "live_estimate"
 // twice its last result and some more, and together those stay within a
 // few times what the budget allows. A result past its estimate is read
 // again, alone, after the others were charged, within what is left then.
-func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.LiveResult {
+func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator, tokens *batchReads) (res []graph.LiveResult, retry []<-chan struct{}) {
 	rows, bytes := g.lqs[0].Limits()
 	bs := make([]graph.Bounds, len(g.due))
 	full := make([]graph.Bounds, len(g.due))
@@ -492,7 +530,8 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.Li
 		bs[j] = estimate(full[j], rows, bytes, e.hold)
 	}
 	rctx, statements := engine.CountStatements(ctx)
-	res := graph.RunEach(rctx, g.lqs, bs)
+	res = graph.RunEach(rctx, g.lqs, bs)
+	retry = make([]<-chan struct{}, len(g.due))
 	for j, i := range g.due {
 		if !errors.Is(res[j].Err, engine.ErrSchemaChanged) {
 			continue
@@ -523,6 +562,10 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.Li
 		// Twice at most: a read past its estimate may then find its
 		// owner's budget too small, and hand the charge over.
 		for range 2 {
+			if ok, freed := tokens.take(e.hold.user()); !ok {
+				res[j], retry[j] = graph.LiveResult{}, freed
+				break
+			}
 			b := e.hold.bounds(rows, bytes)
 			if err := b.Spent(); err != nil {
 				res[j] = graph.LiveResult{Err: err}
@@ -535,7 +578,7 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.Li
 				break
 			}
 		}
-		if res[j].Err == nil {
+		if retry[j] == nil && res[j].Err == nil {
 			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
 		}
 	}
@@ -544,7 +587,7 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator) []graph.Li
 			res[j].Data = nil // what it read is not kept
 		}
 	}
-	return res
+	return res, retry
 }
 
 // handedOver reports whether err is a read's going past a per-user bound
