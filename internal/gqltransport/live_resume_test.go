@@ -1,6 +1,7 @@
 package gqltransport_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -288,5 +289,75 @@ func TestLiveQueryResumeKeepsNoResult(t *testing.T) {
 	t.Logf("heap per stream: %d KiB a member, %d KiB a resumed one", joined>>10, resumed>>10)
 	if resumed > joined+64<<10 {
 		t.Errorf("a resumed stream takes %d KiB of heap, a member %d KiB: want within 64 KiB", resumed>>10, joined>>10)
+	}
+}
+
+// TestLiveQueryMembersShareTheResult: members of a live query's share
+// of about 400 KB hold no copy of it: each costs the heap a few KiB, a
+// connection's (clients here that read the result and keep nothing).
+// The ~1.5 MiB a member seems to cost in TestLiveQueryResumeKeepsNoResult
+// is its test client's: a dt.Stream buffers up to 65,536 frames, a 1.5
+// MiB channel, whatever it reads. Not parallel: it measures the
+// process's heap.
+func TestLiveQueryMembersShareTheResult(t *testing.T) {
+	const n = 20
+	d := dt.Start(t)
+	d.CreateDatabase(t, "share", "type Dog { name: String! }")
+	var docs []string
+	for i := range 400 {
+		docs = append(docs, fmt.Sprintf(`{"@type":"Dog","@id":"Dog/d%d","name":"%s"}`, i, strings.Repeat("x", 1000)))
+	}
+	insert(t, d, "share", "["+strings.Join(docs, ",")+"]")
+	q := body(`subscription { Dog { name } }`)
+	// member opens a member and reads its readiness frame and first
+	// result through a 4 KiB buffer, keeping nothing; it returns the
+	// result's size.
+	member := func() int {
+		req, err := http.NewRequest(http.MethodPost, d.URL+"/api/graphql/admin/share", strings.NewReader(q))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", sse)
+		req.Header.Set("Content-Type", "application/json")
+		dt.Admin()(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		br := bufio.NewReaderSize(resp.Body, 4096)
+		size := 0
+		for blanks := 0; blanks < 2; { // after ": connected", after the result
+			line, err := br.ReadSlice('\n')
+			size += len(line)
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("after %d bytes: %v", size, err)
+			}
+			if len(line) == 1 {
+				blanks++
+			}
+		}
+		return size
+	}
+	if size := member(); size < 400_000 {
+		t.Fatalf("the first member read %d bytes, want the ~400 KB result", size)
+	}
+	var each int64 = 1 << 62
+	for range 3 { // the least of a few measures: other tests share the heap
+		before := heapNow()
+		for range n {
+			member()
+		}
+		each = min(each, (heapNow().heap-before.heap)/n)
+		if each < 64<<10 {
+			break
+		}
+	}
+	t.Logf("heap per member of a ~400 KB result: %d KiB", each>>10)
+	if each > 64<<10 {
+		t.Errorf("a member of a ~400 KB result takes %d KiB of heap, want a connection's, within 64 KiB", each>>10)
 	}
 }
