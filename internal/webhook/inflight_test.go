@@ -209,28 +209,28 @@ func TestWebhookBodiesShareABudget(t *testing.T) {
 	}
 }
 
-// TestSettingsChangeKeepsTheBudgetTurn: a webhook waiting for room in
-// webhook_body_budget whose settings change meanwhile keeps the bytes it
-// waited for when it starts over to read them, and sends its request
-// before the webhook that waited behind it; every byte of the budget is
-// free at the end (found by review: the run that took the bytes gave them
-// back when it started over, the next waiter took them, and the restarted
-// run found no room and waited again at the back: a PATCH during each
-// wait delayed the webhook for ever).
-func TestSettingsChangeKeepsTheBudgetTurn(t *testing.T) {
-	t.Parallel()
-	const budget = 8 << 20
-	// The receiver holds the first request until release is closed; it
-	// answers the others at once.
+// budgetTurns is the setting of the tests of turns in
+// webhook_body_budget: a budget of 8 MiB, which one request of 5 MiB fits
+// and two do not, a database db, and a receiver that holds the first
+// request until open is called and answers the others at once.
+type budgetTurns struct {
+	d    *dt.Daemon
+	db   string
+	url  string
+	got  chan arrival
+	open func()
+}
+
+func startBudgetTurns(t *testing.T, db string) *budgetTurns {
+	t.Helper()
 	release := make(chan struct{})
 	var once sync.Once
-	open := func() { once.Do(func() { close(release) }) }
-	got := make(chan arrival, 100)
+	r := &budgetTurns{db: db, got: make(chan arrival, 100), open: func() { once.Do(func() { close(release) }) }}
 	var mu sync.Mutex
 	n := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
-		got <- arrival{path: req.URL.Path, id: req.Header.Get("webhook-id"), body: string(b)}
+		r.got <- arrival{path: req.URL.Path, id: req.Header.Get("webhook-id"), body: string(b)}
 		mu.Lock()
 		first := n == 0
 		n++
@@ -241,69 +241,41 @@ func TestSettingsChangeKeepsTheBudgetTurn(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(srv.Close)
-	t.Cleanup(open) // before srv.Close, which waits for the handler
-	d := dt.Start(t, func(c *config.Config) {
+	t.Cleanup(r.open) // before srv.Close, which waits for the handler
+	r.url = srv.URL
+	r.d = dt.Start(t, func(c *config.Config) {
 		c.WebhookAllowNetworks = loopback
-		c.WebhookBodyBudget = budget
+		c.WebhookBodyBudget = 8 << 20
 		c.WebhookTimeout = 2 * time.Minute // the first request is held
 	})
-	d.CreateDatabase(t, "turn", personSchema)
-	next := func(path, name string) {
-		t.Helper()
-		select {
-		case a := <-got:
-			if a.path != path || !strings.Contains(a.body, `"@id":"Person/`+name+`"`) {
-				t.Fatalf("the request that arrived is %s %s, want %s's of %s", a.path, a.id, path, name)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("no request within 60s, want %s's of %s", path, name)
+	r.d.CreateDatabase(t, db, personSchema)
+	return r
+}
+
+// next checks that the next request to arrive is path's, of document name.
+func (r *budgetTurns) next(t *testing.T, path, name string) {
+	t.Helper()
+	select {
+	case a := <-r.got:
+		if a.path != path || !strings.Contains(a.body, `"@id":"Person/`+name+`"`) {
+			t.Fatalf("the request that arrived is %s %s, want %s's of %s", a.path, a.id, path, name)
 		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no request within 60s, want %s's of %s", path, name)
 	}
-	metric := func(name string) float64 {
-		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+}
+
+// rest checks that the requests of want (path: documents, in order) arrive,
+// each path's in order, and nothing else.
+func (r *budgetTurns) rest(t *testing.T, want map[string][]string) {
+	t.Helper()
+	left := 0
+	for _, w := range want {
+		left += len(w)
 	}
-	// One request of 5 MiB fits the budget, not two.
-	doc := func(name string, size int) {
-		d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/turn",
-			fmt.Sprintf(`{"@type":"Person","@id":%q,"name":%q}`, name, strings.Repeat("x", size)))
-	}
-	// A webhook starts after the newest commit: a sees p1, p2 and p3, b
-	// p2 and p3, c p3. a's request of p1 is held at the receiver, with
-	// its bytes; b, then c, wait for them, in that order.
-	create := func(name string) hook {
-		return createHook(t, d, nil, "turn", "", fmt.Sprintf(`{"url":%q}`, srv.URL+"/"+name))
-	}
-	hooks := map[string]hook{}
-	for i, name := range []string{"a", "b", "c"} {
-		hooks[name] = create(name)
-		doc(fmt.Sprintf("p%d", i+1), 5<<20)
-		if name == "a" {
-			next("/a", "p1")
-			continue
-		}
-		eventually.True(t, 30*time.Second, name+" waits for room in the budget", func() bool {
-			return metric("sluice_webhook_body_budget_waits_total") == float64(i)
-		})
-	}
-	// b's settings change while it waits. A webhook made after the
-	// change is started by a reload of the active webhooks that read it:
-	// once its loop starts, b's loop knows its settings changed.
-	starts := metric("sluice_webhook_loop_starts_total")
-	d.MustDo(t, 200, dt.Admin(), "PATCH", fmt.Sprintf("/api/webhooks/admin/turn/%d", hooks["b"].ID), `{"description":"changed while b waited"}`)
-	create("d")
-	eventually.True(t, 30*time.Second, "the loop of the webhook made after the change starts", func() bool {
-		return metric("sluice_webhook_loop_starts_total") > starts
-	})
-	// a's request is answered: its bytes go to b, which waited first.
-	// b starts over to read its settings, and sends p2 before c sends
-	// p3 (without the fix, b gave them back and c took them).
-	open()
-	next("/b", "p2")
-	// The rest, each webhook's in order.
-	want := map[string][]string{"/a": {"p2", "p3"}, "/b": {"p3"}, "/c": {"p3"}}
-	for range 4 {
+	for range left {
 		select {
-		case a := <-got:
+		case a := <-r.got:
 			w := want[a.path]
 			if len(w) == 0 || !strings.Contains(a.body, `"@id":"Person/`+w[0]+`"`) {
 				t.Fatalf("%s: request %s, want the event of %v", a.path, a.id, w)
@@ -313,11 +285,148 @@ func TestSettingsChangeKeepsTheBudgetTurn(t *testing.T) {
 			t.Fatalf("requests left: %v", want)
 		}
 	}
-	// Every byte of the budget is free once a, b and c are gone: d's
-	// request, larger than the budget, takes all of it.
-	for _, name := range []string{"a", "b", "c"} {
-		d.MustDo(t, 200, dt.Admin(), "DELETE", fmt.Sprintf("/api/webhooks/admin/turn/%d", hooks[name].ID), nil)
+}
+
+func (r *budgetTurns) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	return dt.MetricValue(string(r.d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+}
+
+// doc writes document name with a name of size bytes.
+func (r *budgetTurns) doc(t *testing.T, name string, size int) {
+	t.Helper()
+	r.d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/"+r.db,
+		fmt.Sprintf(`{"@type":"Person","@id":%q,"name":%q}`, name, strings.Repeat("x", size)))
+}
+
+// create makes webhook name, sending to /name, as who.
+func (r *budgetTurns) create(t *testing.T, who dt.Auth, name string) hook {
+	t.Helper()
+	res := r.d.MustDo(t, 201, who, "POST", "/api/webhooks/admin/"+r.db, fmt.Sprintf(`{"url":%q}`, r.url+"/"+name))
+	var h hook
+	if err := json.Unmarshal(res.Body, &h); err != nil || h.ID == 0 {
+		t.Fatalf("create webhook %s: %s (%v)", name, res.Body, err)
 	}
-	doc("p4", 9<<20)
-	next("/d", "p4")
+	return h
+}
+
+// queue makes webhooks a, b and c (as who names, else as the admin), each
+// before a document of 5 MiB, p1 to p3: a starts after the newest commit,
+// so a sees p1, p2 and p3, b p2 and p3, c p3. a's request of p1 is held at
+// the receiver, with its bytes; b, then c, wait for them, in that order.
+func (r *budgetTurns) queue(t *testing.T, who map[string]dt.Auth) map[string]hook {
+	t.Helper()
+	hooks := map[string]hook{}
+	for i, name := range []string{"a", "b", "c"} {
+		as, ok := who[name]
+		if !ok {
+			as = dt.Admin()
+		}
+		hooks[name] = r.create(t, as, name)
+		r.doc(t, fmt.Sprintf("p%d", i+1), 5<<20)
+		if name == "a" {
+			r.next(t, "/a", "p1")
+			continue
+		}
+		eventually.True(t, 30*time.Second, name+" waits for room in the budget", func() bool {
+			return r.metric(t, "sluice_webhook_body_budget_waits_total") == float64(i)
+		})
+	}
+	return hooks
+}
+
+// freed checks that every byte of the budget is free once a, b and c are
+// deleted: d's request, larger than the budget, takes all of it.
+func (r *budgetTurns) freed(t *testing.T, hooks map[string]hook) {
+	t.Helper()
+	for _, name := range []string{"a", "b", "c"} {
+		r.d.MustDo(t, 200, dt.Admin(), "DELETE", fmt.Sprintf("/api/webhooks/admin/%s/%d", r.db, hooks[name].ID), nil)
+	}
+	r.doc(t, "p4", 9<<20)
+	r.next(t, "/d", "p4")
+}
+
+// TestSettingsChangeKeepsTheBudgetTurn: a webhook waiting for room in
+// webhook_body_budget whose settings change meanwhile keeps the bytes it
+// waited for when it starts over to read them, and sends its request
+// before the webhook that waited behind it; every byte of the budget is
+// free at the end (found by review: the run that took the bytes gave them
+// back when it started over, the next waiter took them, and the restarted
+// run found no room and waited again at the back: a PATCH during each
+// wait delayed the webhook for ever).
+func TestSettingsChangeKeepsTheBudgetTurn(t *testing.T) {
+	t.Parallel()
+	r := startBudgetTurns(t, "turn")
+	hooks := r.queue(t, nil)
+	// b's settings change while it waits. A webhook made after the
+	// change is started by a reload of the active webhooks that read it:
+	// once its loop starts, b's loop knows its settings changed.
+	starts := r.metric(t, "sluice_webhook_loop_starts_total")
+	r.d.MustDo(t, 200, dt.Admin(), "PATCH", fmt.Sprintf("/api/webhooks/admin/turn/%d", hooks["b"].ID), `{"description":"changed while b waited"}`)
+	r.create(t, dt.Admin(), "d")
+	eventually.True(t, 30*time.Second, "the loop of the webhook made after the change starts", func() bool {
+		return r.metric(t, "sluice_webhook_loop_starts_total") > starts
+	})
+	// a's request is answered: its bytes go to b, which waited first.
+	// b starts over to read its settings, and sends p2 before c sends
+	// p3 (without the fix, b gave them back and c took them).
+	r.open()
+	r.next(t, "/b", "p2")
+	r.rest(t, map[string][]string{"/a": {"p2", "p3"}, "/b": {"p3"}, "/c": {"p3"}})
+	r.freed(t, hooks)
+}
+
+// TestAccessChangeKeepsTheBudgetTurn: a webhook waiting for room in
+// webhook_body_budget whose creator's role is narrowed meanwhile (it
+// still reads) keeps the bytes it waited for when it starts over to check
+// the access and make its request with the new role, and sends it before
+// the webhook that waited behind it (found by review: the run gave the
+// bytes back when the access change started it over, as a change of
+// settings once did, so every such change made during its wait sent it to
+// the back again).
+func TestAccessChangeKeepsTheBudgetTurn(t *testing.T) {
+	t.Parallel()
+	r := startBudgetTurns(t, "access")
+	r.d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"carl","organization":"admin","password":"carl-password"}`)
+	r.d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/access", `{"user":"carl","role":"admin"}`)
+	carl := dt.Basic("carl", "carl-password")
+	hooks := r.queue(t, map[string]dt.Auth{"b": carl})
+	// b's run read the access log's version before it waited: the
+	// change is newer, and affects b's grant (a narrower role), so b
+	// starts over once its turn comes, before it sends (see loop.send).
+	r.d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/access", `{"user":"carl","role":"write"}`)
+	r.create(t, dt.Admin(), "d")
+	starts := r.metric(t, "sluice_webhook_loop_starts_total")
+	// a's request is answered: its bytes go to b, which starts over and
+	// sends p2 before c sends p3 (without the fix, b gave them back and
+	// c took them).
+	r.open()
+	r.next(t, "/b", "p2")
+	r.rest(t, map[string][]string{"/a": {"p2", "p3"}, "/b": {"p3"}, "/c": {"p3"}})
+	// b did start over (and a and c after their waits).
+	if n := r.metric(t, "sluice_webhook_loop_starts_total") - starts; n < 4 {
+		t.Errorf("%v loop starts after a's request was answered, want b's for the access change, then a's and c's after their waits", n)
+	}
+	r.freed(t, hooks)
+}
+
+// TestAccessEndedKeepsNoBudgetTurn: a webhook waiting for room in
+// webhook_body_budget whose creator loses its read access meanwhile is
+// paused as revoked once its turn comes, and keeps none of the bytes:
+// the webhook that waited behind it sends its request, and every byte of
+// the budget is free at the end.
+func TestAccessEndedKeepsNoBudgetTurn(t *testing.T) {
+	t.Parallel()
+	r := startBudgetTurns(t, "ended")
+	r.d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	r.d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/ended", `{"user":"rita","role":"admin"}`)
+	hooks := r.queue(t, map[string]dt.Auth{"b": dt.Basic("rita", "rita-password")})
+	r.d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/ended", `{"user":"rita","role":"none"}`)
+	r.create(t, dt.Admin(), "d")
+	r.open()
+	// b sends nothing: c's p3 comes first (a's p2 waits behind c).
+	r.next(t, "/c", "p3")
+	r.rest(t, map[string][]string{"/a": {"p2", "p3"}})
+	waitStatus(t, r.d, "ended", hooks["b"].ID, 30*time.Second, func(m map[string]any) bool { return m["state"] == "revoked" })
+	r.freed(t, hooks)
 }

@@ -75,13 +75,17 @@ type loop struct {
 	// room for a request (errBudget). Only the loop's goroutine uses it.
 	need int64
 	// held is the weight in the body budget a run of deliver kept when it
-	// started over for a change of settings (errAgain), reserved or taken
-	// for a request: the next run uses it without waiting again. Given
-	// back, the bytes went to the next waiter, and the restarted run
-	// found no room and waited again behind it, so a PATCH made during
-	// each wait delayed the webhook for ever. Only the loop's goroutine
-	// uses it; deliver gives it back on any other way out, run when it
-	// returns.
+	// started over (errAgain) for a change of settings, or for an access
+	// change that affects the creator's grant, reserved or taken for a
+	// request: the next run uses it without waiting again. Given back,
+	// the bytes went to the next waiter, and the restarted run found no
+	// room and waited again behind it, so a PATCH, or a change of the
+	// creator's role or password, made during each wait delayed the
+	// webhook for ever. The next run checks the creator's access before
+	// it uses them: when the access ended, it stops and gives them back
+	// (deliver gives them back on any way out but a request or another
+	// start over, run when it returns). Only the loop's goroutine uses
+	// it.
 	held   int64
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -313,8 +317,9 @@ func (l *loop) deliver(ctx context.Context) error {
 	}
 	switch {
 	case kept > 0:
-		// Kept through a change of settings: the turn this loop
-		// already waited for, not waited for again.
+		// Kept through a change of settings or of access (which
+		// checkAccess found still there): the turn this loop already
+		// waited for, not waited for again.
 		st.reserved, kept = kept, 0
 		defer l.unreserve(st)
 	case l.need > 0:
@@ -385,6 +390,12 @@ func (l *loop) deliver(ctx context.Context) error {
 		}
 		if v > st.access {
 			if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
+				if changed {
+					// What was reserved for the first request is
+					// kept for the next run, which checks the access
+					// first (see loop.held).
+					l.held, st.reserved = l.held+st.reserved, 0
+				}
 				return cmp.Or(err, errAgain)
 			}
 		}
@@ -514,6 +525,11 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	}
 	if v > st.access {
 		if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
+			if changed {
+				// The bytes taken for m are kept for the next run,
+				// which checks the access first (see loop.held).
+				l.held, n = l.held+n, 0
+			}
 			return cmp.Or(err, errAgain)
 		}
 	}
