@@ -244,9 +244,10 @@ type WebhookSettings struct {
 
 // UpdateWebhook replaces the settings of webhook id of database d. A
 // delivery being retried starts its schedule again, with the new settings.
-// The version stays: a request in flight is let finish (see Delivery).
+// The version stays (a request in flight is let finish, see Delivery)
+// unless a binary before migration 25 holds the lease (see changeWebhook).
 func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, s WebhookSettings) error {
-	return db.changeWebhook(ctx, d, id, `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8,
+	return db.changeWebhook(ctx, d, id, false, `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8,
 		attempt = 0, next_attempt_at = NULL`, s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch))
 }
 
@@ -256,10 +257,31 @@ func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, s
 const touched = "updated_at = greatest(now(), updated_at + interval '1 microsecond')"
 
 // changeWebhook applies set (an UPDATE's SET list, whose parameters start
-// at $3) to webhook id of d, moves its updated_at (not its version: set
-// changes settings only) and announces it.
-func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, set string, args ...any) error {
+// at $3) to webhook id of d, moves its updated_at and announces it. It
+// moves the version when state is true (set changes the state: a request
+// in flight is abandoned).
+//
+// For a change of settings only, it moves the version only when the
+// lease's holder does not tell a change of settings by updated_at. This
+// binary's kind does (see AcquireWebhookLease): the version stays, and a
+// request in flight is let finish. A holder of a binary before migration
+// 25 (beside this one during a rolling upgrade) may notice a change of a
+// webhook only by its version, and would then deliver with the old URL,
+// secret and filter until its loop started over: under it the version
+// moves too, and that holder abandons the request in flight and starts
+// over with the new settings, as its own release did for every change.
+// The lease row is read FOR SHARE first, so a takeover waits for this
+// transaction: the new holder's loops read the webhook after it,
+// whichever binary it is.
+func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, state bool, set string, args ...any) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {
+		var knows bool
+		if err := tx.QueryRow(ctx, "SELECT settings_generation = generation FROM sluice.webhook_lease FOR SHARE").Scan(&knows); err != nil {
+			return mapError(err)
+		}
+		if state || !knows {
+			set += ", version = version + 1"
+		}
 		tag, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", "+touched+" WHERE db_id = $1 AND id = $2",
 			append([]any{d.ID, id}, args...)...)
 		if err != nil {
@@ -275,8 +297,8 @@ func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, s
 // PauseWebhook pauses webhook id of d (an admin's pause), whatever its
 // state. It bumps the version: a request in flight is abandoned.
 func (db *DB) PauseWebhook(ctx context.Context, d *sluice.Database, id int64) error {
-	return db.changeWebhook(ctx, d, id, `state = $3, status_message = 'paused by an admin', attempt = 0, next_attempt_at = NULL,
-		version = version + 1`, string(sluice.WebhookPaused))
+	return db.changeWebhook(ctx, d, id, true, `state = $3, status_message = 'paused by an admin', attempt = 0, next_attempt_at = NULL`,
+		string(sluice.WebhookPaused))
 }
 
 // ResumeWebhook makes webhook id of d active again, delivering after its
@@ -342,7 +364,7 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id in
 	if err != nil {
 		return err
 	}
-	return db.changeWebhook(ctx, d, id, `old_secret = CASE WHEN $4 > 0 THEN secret END,
+	return db.changeWebhook(ctx, d, id, false, `old_secret = CASE WHEN $4 > 0 THEN secret END,
 		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3`, secret, grace.Seconds())
 }
 
@@ -443,10 +465,12 @@ func (db *DB) WebhookLag(ctx context.Context, w *sluice.Webhook) (sluice.Webhook
 
 // AcquireWebhookLease makes holder the deliverer for ttl when the lease is
 // free or expired, and returns its new generation; ok is false when
-// another holder's lease runs.
+// another holder's lease runs. It records that the holder tells a change
+// of settings by updated_at (settings_generation, migration 25: older
+// binaries move the generation alone; see changeWebhook).
 func (db *DB) AcquireWebhookLease(ctx context.Context, holder string, ttl time.Duration) (gen int64, ok bool, err error) {
 	err = db.pool.QueryRow(ctx, `UPDATE sluice.webhook_lease SET holder = $1, generation = generation + 1,
-			expires_at = now() + make_interval(secs => $2)
+			settings_generation = generation + 1, expires_at = now() + make_interval(secs => $2)
 		WHERE expires_at <= now() RETURNING generation`, holder, ttl.Seconds()).Scan(&gen)
 	if errors.Is(mapError(err), errNotFound) {
 		return 0, false, nil

@@ -302,6 +302,148 @@ func TestPruneRacesDatabaseDeletion(t *testing.T) {
 	}
 }
 
+// olderAcquire and olderRelease are how binaries of schema version 16 to
+// 21 take and end the deliverer lease (AcquireWebhookLease before
+// migration 25): they move the generation alone. Such a holder notices a
+// change of a webhook only when ActiveWebhooks' version of it moves.
+const (
+	olderAcquire = `UPDATE sluice.webhook_lease SET holder = $1, generation = generation + 1,
+			expires_at = now() + make_interval(secs => $2)
+		WHERE expires_at <= now() RETURNING generation`
+	olderRelease = `UPDATE sluice.webhook_lease SET expires_at = now() WHERE holder = $1 AND generation = $2`
+)
+
+// TestSettingsChangeMovesTheVersionUnderAnOlderHolder: during a rolling
+// upgrade, a PATCH or a secret rotation made through this binary while a
+// binary of schema version 21 or older holds the deliverer lease moves
+// the webhook's version, which that holder watches (found by review: only
+// updated_at moved, and the older holder went on with the old URL, secret
+// and filter until its loop started over); while this binary's kind holds
+// it, the version stays (a request in flight is let finish), and a pause
+// moves it whoever holds it. A takeover by an older binary waits for a
+// change under way, so that its loops read the webhook after it.
+func TestSettingsChangeMovesTheVersionUnderAnOlderHolder(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	db, url := migratedDB(ctx, t)
+	a, _ := noteDatabase(t, db, "upgrading")
+	w := &sluice.Webhook{Database: a, URL: "https://example.com/old", Ops: []string{"create"}, Batch: sluice.BatchEvent,
+		CreatorID: 1, CreatorName: "admin"}
+	seal := func(int64) ([]byte, error) { return []byte("sealed secret"), nil }
+	if err := db.CreateWebhook(ctx, w, seal, 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	older, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer older.Close(context.Background())
+	// version is what a holder's manager compares: ActiveWebhooks'.
+	version := func() int64 {
+		t.Helper()
+		refs, err := db.ActiveWebhooks(ctx)
+		if err != nil || len(refs) != 1 {
+			t.Fatalf("active webhooks: %v %v", refs, err)
+		}
+		return refs[0].Version
+	}
+	patch := func(url string) error {
+		return db.UpdateWebhook(ctx, a, w.ID, postgres.WebhookSettings{URL: url, Ops: []string{"create"}, Batch: sluice.BatchEvent})
+	}
+	rotate := func() error { return db.RotateWebhookSecret(ctx, a, w.ID, seal, time.Hour) }
+
+	var gen int64
+	if err := older.QueryRow(ctx, olderAcquire, "older", 60).Scan(&gen); err != nil {
+		t.Fatal(err)
+	}
+	for name, change := range map[string]func() error{"PATCH": func() error { return patch("https://example.com/new") }, "rotation": rotate} {
+		before := version()
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		if v := version(); v == before {
+			t.Errorf("a %s under an older holder left the version at %d: that holder does not notice it", name, v)
+		}
+	}
+	if _, err := older.Exec(ctx, olderRelease, "older", gen); err != nil {
+		t.Fatal(err)
+	}
+
+	newer, ok, err := db.AcquireWebhookLease(ctx, "newer", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("take the released lease: %v %v", ok, err)
+	}
+	for name, change := range map[string]func() error{"PATCH": func() error { return patch("https://example.com/newer") }, "rotation": rotate} {
+		before, err := db.Webhook(ctx, a, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := change(); err != nil {
+			t.Fatal(err)
+		}
+		after, err := db.Webhook(ctx, a, w.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version != before.Version || !after.UpdatedAt.After(before.UpdatedAt) {
+			t.Errorf("a %s under this binary's holder: version %d to %d, updated_at %s to %s; want the version kept and updated_at moved",
+				name, before.Version, after.Version, before.UpdatedAt, after.UpdatedAt)
+		}
+	}
+	before := version()
+	if err := db.PauseWebhook(ctx, a, w.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ResumeWebhook(ctx, a, w.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v := version(); v != before+2 {
+		t.Errorf("a pause and a resume moved the version from %d to %d, want %d", before, v, before+2)
+	}
+
+	// The lease runs out with this binary's holder as the last one, and a
+	// PATCH is under way (held up by a lock on the webhook's row) when an
+	// older binary takes over: the takeover waits for it.
+	if err := db.ReleaseWebhookLease(ctx, "newer", newer); err != nil {
+		t.Fatal(err)
+	}
+	locker, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	lock, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(context.Background()) //nolint:errcheck // released below
+	if _, err := lock.Exec(ctx, "SELECT 1 FROM sluice.webhooks WHERE id = $1 FOR UPDATE", w.ID); err != nil {
+		t.Fatal(err)
+	}
+	waiting := lockWaiters(ctx, t, url)
+	patched := make(chan error, 1)
+	go func() { patched <- patch("https://example.com/during-takeover") }()
+	eventually.True(t, 30*time.Second, "the PATCH waits for the webhook's row", func() bool { return waiting() == 1 })
+	took := make(chan error, 1)
+	go func() { took <- older.QueryRow(ctx, olderAcquire, "older", 60).Scan(&gen) }()
+	eventually.True(t, 30*time.Second, "the older binary's takeover waits for the PATCH", func() bool { return waiting() == 2 })
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-patched; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-took; err != nil {
+		t.Fatal(err)
+	}
+	// What the older holder's loop reads once it holds the lease.
+	var got string
+	if err := older.QueryRow(ctx, "SELECT url FROM sluice.webhooks WHERE id = $1", w.ID).Scan(&got); err != nil || got != "https://example.com/during-takeover" {
+		t.Fatalf("the older holder reads url %q (%v) after its takeover, want the PATCH's", got, err)
+	}
+}
+
 // migratedDB opens a fresh Postgres database, migrated, closed when the
 // test ends, and returns it with its URL.
 func migratedDB(ctx context.Context, t *testing.T) (*postgres.DB, string) {

@@ -1,0 +1,19 @@
+-- sluice:readable-by 16
+-- The deliverer lease records whether its holder tells a change of a
+-- webhook's settings (a PATCH, a secret rotation) by updated_at.
+--
+-- The oldest binaries that may run beside this migration (schema version
+-- 16 on, built before updated_at told a change of settings) notice a
+-- change of a webhook only when its version moves; newer ones move
+-- updated_at alone, so that a request in flight is let finish. While such
+-- an older binary held the lease during a rolling upgrade, a change made
+-- through a newer one went unnoticed: it delivered with the old URL,
+-- secret and filter until its loop started over. A binary that changes
+-- settings now reads this column (postgres.changeWebhook) and moves the
+-- version too when the holder is a binary before this migration.
+--
+-- settings_generation is the generation of the last holder that tells a
+-- change of settings by updated_at: newer binaries set it with the
+-- generation when they take the lease; older ones move the generation
+-- alone, so the two then differ. Expand: older binaries ignore the column.
+ALTER TABLE sluice.webhook_lease ADD COLUMN settings_generation bigint NOT NULL DEFAULT -1;
