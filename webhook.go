@@ -83,8 +83,10 @@ type Webhook struct {
 	// before the last rotation stops signing too.
 	OldSecretUntil time.Time
 	// Version increases with every change of state or position made
-	// through the API (pause, resume, replay): a delivery recorded under
-	// an older version is refused.
+	// through the API (pause, resume, replay), and with a change of
+	// settings or a rotation while a binary before migration 25 holds the
+	// deliverer lease (it notices changes by Version alone): a delivery
+	// recorded under an older version is refused.
 	Version   int64
 	CreatedAt time.Time
 	// UpdatedAt moves forward with every change, of settings (PATCH,
