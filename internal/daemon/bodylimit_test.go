@@ -156,3 +156,82 @@ func TestDeleteAndPatchBodiesAreCheckedBeforeDecoded(t *testing.T) {
 		t.Errorf("a DELETE of more ids than max_write_documents: %d %s", status, body)
 	}
 }
+
+// TestSmallBodiesAreBoundedBeforeRead: the routes whose body is one small
+// JSON object (a token's name, a user, a password...) refuse a body over
+// 8 KiB, naming that limit, rather than read and decode up to
+// max_body_bytes (64 MiB) to find a field too long: from its
+// Content-Length before any of it is sent, and without one once it
+// passes the limit (the body here never ends).
+func TestSmallBodiesAreBoundedBeforeRead(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "small", "type Note { text: String }")
+	addr := strings.TrimPrefix(d.URL, "http://")
+	req, _ := http.NewRequest("GET", "/", nil)
+	dt.Admin()(req)
+	authz := req.Header.Get("Authorization")
+	const says = "the request body is larger than 8192 bytes, the most this route takes"
+	for _, rt := range []struct{ method, path, prefix string }{
+		{"POST", "/api/tokens", `{"name":"`},
+		{"POST", "/api/organizations", `{"name":"`},
+		{"POST", "/api/users", `{"name":"`},
+		{"PUT", "/api/users/admin/password", `{"password":"`},
+		{"PUT", "/api/roles/admin/small", `{"user":"`},
+		{"PATCH", "/api/db/admin/small", `{"log_retention":"`},
+		{"POST", "/api/stream-tickets", `{"database":"`},
+		{"POST", "/api/webhooks/admin/small/1/resume", `{"after":"`},
+		{"POST", "/api/webhooks/admin/small/1/replay", `{"after":"`},
+		{"POST", "/api/webhooks/admin/small/1/rotate-secret", `{"grace":"`},
+	} {
+		// A 1 MB Content-Length, the headers only: the answer must come
+		// without the body.
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+			rt.method, rt.path, addr, authz, 1<<20)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Errorf("%s %s with a 1 MB Content-Length and no body sent: %v", rt.method, rt.path, err)
+			conn.Close()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != 413 || !strings.Contains(string(b), says) || !resp.Close {
+			t.Errorf("%s %s with a 1 MB Content-Length: %d %s (closes the connection: %v)", rt.method, rt.path, resp.StatusCode, b, resp.Close)
+		}
+
+		// No Content-Length, a body that never ends: refused once past
+		// the limit.
+		pr, pw := io.Pipe()
+		go func() {
+			if _, err := pw.Write([]byte(rt.prefix)); err != nil {
+				return
+			}
+			chunk := []byte(strings.Repeat("x", 4096))
+			for {
+				if _, err := pw.Write(chunk); err != nil {
+					return
+				}
+			}
+		}()
+		r, _ := http.NewRequest(rt.method, d.URL+rt.path, pr)
+		r.Header.Set("Content-Type", "application/json")
+		dt.Admin()(r)
+		resp, err = http.DefaultClient.Do(r)
+		if err != nil {
+			pr.CloseWithError(io.ErrClosedPipe)
+			t.Fatalf("%s %s with an endless body: %v", rt.method, rt.path, err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pr.CloseWithError(io.ErrClosedPipe)
+		if resp.StatusCode != 413 || !strings.Contains(string(b), says) {
+			t.Errorf("%s %s with an endless body: %d %s", rt.method, rt.path, resp.StatusCode, b)
+		}
+	}
+}

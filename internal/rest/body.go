@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -320,4 +321,44 @@ func decodeJSON(r *http.Request, v any) error {
 		}
 	}
 	return sluice.Errorf(sluice.CodeInvalid, "unexpected data after the JSON body")
+}
+
+// smallBodyMax bounds the bodies that are one small JSON object: a
+// user, an organization, a password, a role, a token's name, a stream
+// ticket's database, a log retention, a webhook action's position or
+// grace. Their fields are bounded far below it (names 63 bytes,
+// passwords 72, a token name 256, six times that written in \u escapes),
+// so a body past it is refused before it is read, rather than after
+// max_body_bytes (megabytes) of it were read and decoded to find a field
+// too long.
+const smallBodyMax = 8 << 10
+
+// errSmallBodyTooLarge is the error of a small body over smallBodyMax.
+func errSmallBodyTooLarge() error {
+	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most this route takes (a small JSON object)", smallBodyMax)
+}
+
+// decodeSmallJSON decodes a small JSON object body into v, as decodeJSON,
+// reading at most smallBodyMax bytes of it: a body whose Content-Length
+// is over the limit is refused before any of it is read (a client that
+// sent Expect: 100-continue never sends it), one without a
+// Content-Length once it passes the limit. Either way the connection is
+// closed after the answer rather than the rest of the body read.
+func decodeSmallJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if r.ContentLength > smallBodyMax {
+		// Not read: net/http must close the connection, not read the
+		// body to reuse it.
+		w.Header().Set("Connection", "close")
+		return errSmallBodyTooLarge()
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, smallBodyMax))
+	if err != nil {
+		// A lower max_body_bytes fails first, and names itself.
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok && mbe.Limit >= smallBodyMax {
+			return errSmallBodyTooLarge()
+		}
+		return bodyError(err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return decodeJSON(r, v)
 }

@@ -57,8 +57,7 @@ func (a *api) patchDatabase(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		LogRetention json.RawMessage `json:"log_retention"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
-	if err := decodeJSON(r, &body); err != nil {
+	if err := decodeSmallJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}

@@ -32,9 +32,8 @@ func (a *api) createTicket(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Database string `json:"database"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
 	if r.ContentLength != 0 {
-		if err := decodeJSON(r, &body); err != nil && !isEmptyBody(err) {
+		if err := decodeSmallJSON(w, r, &body); err != nil && !isEmptyBody(err) {
 			writeError(w, r, err)
 			return
 		}

@@ -22,8 +22,7 @@ func (a *api) createOrganization(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name string `json:"name"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
-	if err := decodeJSON(r, &body); err != nil {
+	if err := decodeSmallJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -57,8 +56,7 @@ func (a *api) createUser(w http.ResponseWriter, r *http.Request) {
 		Organization string `json:"organization"`
 		Password     string `json:"password"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
-	if err := decodeJSON(r, &body); err != nil {
+	if err := decodeSmallJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -75,8 +73,7 @@ func (a *api) setRole(w http.ResponseWriter, r *http.Request) {
 		User string `json:"user"`
 		Role string `json:"role"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
-	if err := decodeJSON(r, &body); err != nil {
+	if err := decodeSmallJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}
@@ -139,9 +136,8 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Name string `json:"name"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
 	if r.ContentLength != 0 {
-		if err := decodeJSON(r, &body); err != nil && !isEmptyBody(err) {
+		if err := decodeSmallJSON(w, r, &body); err != nil && !isEmptyBody(err) {
 			writeError(w, r, err)
 			return
 		}
@@ -195,8 +191,7 @@ func (a *api) setPassword(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Password string `json:"password"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
-	if err := decodeJSON(r, &body); err != nil {
+	if err := decodeSmallJSON(w, r, &body); err != nil {
 		writeError(w, r, err)
 		return
 	}

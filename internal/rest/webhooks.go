@@ -1,10 +1,7 @@
 package rest
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -235,24 +232,16 @@ func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, success(map[string]any{"id": id}))
 }
 
-// optionalBodyMax bounds the small bodies of the webhook actions.
-const optionalBodyMax = 64 << 10
-
-// optionalBody decodes a small JSON body into v unless the request has
-// none.
+// optionalBody decodes the small JSON body of a webhook action into v
+// (decodeSmallJSON) unless the request has none.
 func (a *api) optionalBody(w http.ResponseWriter, r *http.Request, v any) error {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, optionalBodyMax))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most this route takes", optionalBodyMax)
-		}
-		return bodyError(err)
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
+	if r.ContentLength == 0 {
 		return nil
 	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	return decodeJSON(r, v)
+	if err := decodeSmallJSON(w, r, v); err != nil && !isEmptyBody(err) {
+		return err
+	}
+	return nil
 }
 
 func (a *api) pauseWebhook(w http.ResponseWriter, r *http.Request) {
