@@ -653,10 +653,13 @@ func prune(ctx context.Context, store *postgres.DB, retention time.Duration, flo
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
+		// A database that failed does not stop the others: err names
+		// each one that did, and n counts what the others pruned.
 		n, err := store.Prune(ctx, time.Now(), retention, floors())
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("prune commit history", "err", err)
-		} else if n > 0 {
+		}
+		if n > 0 {
 			logger.Info("pruned commit history", "commits", n)
 		}
 		select {

@@ -399,7 +399,8 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 // commit). It keeps each database's newest commit and anything after the
 // floors: keep[dbID] (this process's subscribers), the fresh floors other
 // daemons published, and the positions of active webhooks. It returns the
-// number of commits removed.
+// number of commits removed, and every failure (errors.Join), one per
+// database that failed: the others are pruned all the same.
 func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration, keep map[int64]int64) (int64, error) {
 	floors := make(map[int64]int64, len(keep))
 	for id, seq := range keep {
@@ -423,18 +424,22 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 	if err := rows.Err(); err != nil {
 		return 0, mapError(err)
 	}
-	rows, err = db.pool.Query(ctx, `SELECT d.id, m.seq FROM sluice.databases d
+	rows, err = db.pool.Query(ctx, `SELECT d.id, d.org || '/' || d.name, m.seq FROM sluice.databases d
 		CROSS JOIN LATERAL (SELECT max(c.seq) AS seq FROM sluice.commits c WHERE c.db_id = d.id
 			AND c.committed_at < $1::timestamptz - make_interval(secs => greatest($2::float8, coalesce(d.log_retention_seconds, 0)::float8))) m
 		WHERE d.log_retention_seconds IS DISTINCT FROM 0 AND m.seq IS NOT NULL ORDER BY d.id`, now, retention.Seconds())
 	if err != nil {
 		return 0, mapError(err)
 	}
-	type bound struct{ db, seq int64 }
+	type bound struct {
+		db   int64
+		path string
+		seq  int64
+	}
 	var bounds []bound
 	for rows.Next() {
 		var b bound
-		if err := rows.Scan(&b.db, &b.seq); err != nil {
+		if err := rows.Scan(&b.db, &b.path, &b.seq); err != nil {
 			rows.Close()
 			return 0, mapError(err)
 		}
@@ -449,16 +454,30 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 	// its end deadlocked with a deletion of a database (which locks the
 	// deleted one's counter row, then, at its commit, the system
 	// database's), and a failure rolled back every database's pruning.
+	// A database that fails does not stop the others: its failure (a
+	// lock held too long, a statement cancelled) may last, and would
+	// leave every database after it unpruned until it ends. Each failure
+	// is returned, naming its database.
 	var total int64
+	var errs []error
 	for _, b := range bounds {
+		if ctx.Err() != nil {
+			break
+		}
 		n, err := db.pruneDatabase(ctx, b.db, b.seq, floors)
 		if err != nil {
-			return total, err
+			errs = append(errs, fmt.Errorf("database %s: %w", b.path, err))
+			continue
 		}
 		total += n
 	}
-	err = db.inTx(ctx, func(tx pgx.Tx) error { return pruneAccess(ctx, tx) })
-	return total, mapError(err)
+	if ctx.Err() != nil {
+		return total, errors.Join(append(errs, ctx.Err())...)
+	}
+	if err := db.inTx(ctx, func(tx pgx.Tx) error { return pruneAccess(ctx, tx) }); err != nil {
+		errs = append(errs, fmt.Errorf("access changes: %w", mapError(err)))
+	}
+	return total, errors.Join(errs...)
 }
 
 // pruneDatabase prunes database id's commits up to seq, keeping the
