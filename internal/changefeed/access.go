@@ -70,15 +70,21 @@ type guards struct {
 	maxStreams    int
 	maxPerUser    int
 
-	// mu guards all and perUser and serializes the application of access
-	// changes (applied and seen move only under it; they are atomic for
-	// readers without it). It is never taken while holding the hub's mu
-	// or a dbState's mu: ending a stream takes them.
+	// mu guards all, open and perUser and serializes the application of
+	// access changes (applied and seen move only under it; they are
+	// atomic for readers without it). It is never taken while holding the
+	// hub's mu or a dbState's mu: ending a stream takes them.
 	mu      sync.Mutex
 	applied atomic.Int64 // the access version applied; -1: none yet
 	seen    atomic.Int64 // the newest access version read (AccessSeen)
+	// all holds the guards that access changes may still end. open and
+	// perUser count the guards not released, ended ones included: a
+	// stream its guard ended still writes its end, for up to
+	// write_timeout to a client that does not read, and holds its place
+	// under the stream caps until it is released.
 	all     map[*Guard]struct{}
-	perUser map[int64]int // guards by user id
+	open    int
+	perUser map[int64]int // open guards by user id
 }
 
 func newGuards(log Log, o HubOptions) *guards {
@@ -99,32 +105,32 @@ type Guard struct {
 	grant *sluice.Grant
 	end   func(error)
 	ended bool // guarded by gs.mu
+	// released: Release was called, and g's place under the stream caps
+	// given back. Guarded by gs.mu.
+	released bool
 	// expiry ends the stream when its credential expires; nil without.
 	expiry *time.Timer
 }
 
-// Release removes the guard; end is not called after it returns.
+// Release removes the guard and gives back its place under the stream
+// caps: call it once the stream wrote its last byte (its end included).
+// end is not called after it returns.
 func (g *Guard) Release() {
 	gs := g.gs
 	gs.mu.Lock()
-	gs.drop(g)
+	delete(gs.all, g)
 	g.ended = true
+	if !g.released {
+		g.released = true
+		gs.open--
+		id := g.grant.User.ID
+		if gs.perUser[id]--; gs.perUser[id] <= 0 {
+			delete(gs.perUser, id)
+		}
+	}
 	gs.mu.Unlock()
 	if g.expiry != nil {
 		g.expiry.Stop()
-	}
-}
-
-// drop removes g from the registry and the stream counts. The caller
-// holds gs.mu.
-func (gs *guards) drop(g *Guard) {
-	if _, ok := gs.all[g]; !ok {
-		return
-	}
-	delete(gs.all, g)
-	id := g.grant.User.ID
-	if gs.perUser[id]--; gs.perUser[id] <= 0 {
-		delete(gs.perUser, id)
 	}
 }
 
@@ -151,7 +157,7 @@ func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error))
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	u := grant.User
-	if gs.maxStreams > 0 && len(gs.all) >= gs.maxStreams {
+	if gs.maxStreams > 0 && gs.open >= gs.maxStreams {
 		return nil, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", gs.maxStreams)
 	}
 	if gs.maxPerUser > 0 && !u.Superuser && gs.perUser[u.ID] >= gs.maxPerUser {
@@ -174,6 +180,7 @@ func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error))
 	}
 	g := &Guard{gs: gs, grant: grant, end: end}
 	gs.all[g] = struct{}{}
+	gs.open++
 	gs.perUser[u.ID]++
 	if exp := grant.ExpiresAt; !exp.IsZero() {
 		g.expiry = time.AfterFunc(time.Until(exp), func() {
@@ -318,7 +325,9 @@ func (gs *guards) end(g *Guard, err error) {
 		return
 	}
 	g.ended = true
-	gs.drop(g)
+	// No access change concerns it any more; its place under the caps
+	// is kept until Release (see guards.open).
+	delete(gs.all, g)
 	if gs.metrics != nil {
 		gs.metrics.StreamsEnded.Inc()
 	}

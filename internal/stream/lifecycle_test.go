@@ -178,3 +178,79 @@ func (e enteredEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluic
 	e.entered <- struct{}{}
 	return e.seqEvaluator.Events(ctx, c)
 }
+
+// endingSink is a sink whose end is written slowly: End reports the
+// stream's error on ended, then holds the stream until gate closes, as a
+// final write to a client that does not read holds it for up to
+// write_timeout.
+type endingSink struct {
+	recordSink
+	gate chan struct{}
+}
+
+func (k *endingSink) End(err error) {
+	k.ended <- err
+	<-k.gate
+}
+
+// TestEndingStreamKeepsItsPlaceUnderTheCaps: a stream its guard ended
+// (here its credential expired) holds its place under max_streams and
+// max_streams_per_user until it wrote its end and was released, not
+// only until its guard ended: else streams still writing their ends to
+// clients that do not read could exceed the caps.
+func TestEndingStreamKeepsItsPlaceUnderTheCaps(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		options changefeed.HubOptions
+		refusal sluice.Code
+	}{
+		{"max_streams", changefeed.HubOptions{MaxStreams: 1}, sluice.CodeUnavailable},
+		{"max_streams_per_user", changefeed.HubOptions{MaxStreamsPerUser: 1}, sluice.CodeTooMany},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newTestFeedWith(t, c.options)
+			user := &sluice.User{ID: 2, Name: "u"}
+			spec := func(grant *sluice.Grant) Spec {
+				return Spec{Label: "test", Database: testDB, Grant: grant,
+					Share: &ShareOptions{Key: "k", New: func() Evaluator { return seqEvaluator{} }}}
+			}
+			ctx := context.Background()
+			expiring := &sluice.Grant{Credential: sluice.Credential{User: user, ExpiresAt: time.Now().Add(100 * time.Millisecond)}, Database: testDB, Role: sluice.RoleRead}
+			k := &endingSink{recordSink: recordSink{ended: make(chan error, 1)}, gate: make(chan struct{})}
+			first := f.s.Open(ctx, spec(expiring), k)
+			if first == nil {
+				t.Fatalf("the first stream did not open: refused %v, failed %v", k.refused, k.failed)
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); first.Serve() }()
+			select {
+			case err := <-k.ended:
+				if !changefeed.IsRevoked(err) {
+					t.Fatalf("ended with %v", err)
+				}
+			case <-time.After(wait):
+				t.Fatal("the stream did not end at its credential's expiry")
+			}
+			// Its end is being written: its place is still taken.
+			grant := &sluice.Grant{Credential: sluice.Credential{User: user}, Database: testDB, Role: sluice.RoleRead}
+			k2 := &recordSink{}
+			if s := f.s.Open(ctx, spec(grant), k2); s != nil || sluice.ErrorCode(k2.refused) != c.refusal {
+				if s != nil {
+					s.Release()
+				}
+				close(k.gate)
+				<-done
+				t.Fatalf("a stream opened while another writes its end (opened %v, refused %v)", s != nil, k2.refused)
+			}
+			close(k.gate)
+			<-done
+			// Written and released: its place is free.
+			k3 := &recordSink{}
+			s := f.s.Open(ctx, spec(grant), k3)
+			if s == nil || !k3.ready {
+				t.Fatalf("a stream once the other was released: refused %v, failed %v", k3.refused, k3.failed)
+			}
+			s.Release()
+		})
+	}
+}
