@@ -235,3 +235,40 @@ func TestSmallBodiesAreBoundedBeforeRead(t *testing.T) {
 		}
 	}
 }
+
+// TestUnauthenticatedBodyIsNotRead: a request whose credentials fail is
+// answered without reading the body it announces, on every way to
+// route (none, a wrong token), and its connection closes (a GET with a
+// body, as a stream ticket's, is refused before authentication). net/http would otherwise read and discard up to 256
+// KiB of it before answering, to keep the connection: here it would wait
+// for a body that never comes until body_idle_timeout.
+func TestUnauthenticatedBodyIsNotRead(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "anon", "type Note { text: String }")
+	addr := strings.TrimPrefix(d.URL, "http://")
+	for _, rt := range []struct{ method, path, header string }{
+		{"POST", "/api/document/admin/anon", ""},
+		{"POST", "/api/document/admin/anon", "Authorization: Bearer sluice_not-a-token\r\n"},
+		{"POST", "/api/graphql/admin/anon", "Authorization: Bearer sluice_not-a-token\r\n"},
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+			rt.method, rt.path, addr, rt.header, 200_000)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Errorf("%s %s %q with a 200,000-byte Content-Length and no body sent: %v", rt.method, rt.path, rt.header, err)
+			conn.Close()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != 401 || !resp.Close {
+			t.Errorf("%s %s %q: %d %s (closes the connection: %v), want 401 and close", rt.method, rt.path, rt.header, resp.StatusCode, b, resp.Close)
+		}
+	}
+}

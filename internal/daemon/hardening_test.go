@@ -558,9 +558,10 @@ func TestStrayBodiesAreRefused(t *testing.T) {
 }
 
 // TestUnreadBodyIsBounded: a body its handler never read (its request
-// failed before: wrong credentials) is not waited for without end after
-// the answer: net/http reads what is left of it, before it answers, only
-// until body_idle_timeout.
+// failed before: wrong credentials) is not waited for without end: it is
+// answered at once and its connection closed (net/http read what was left
+// of it, before it answered, until body_idle_timeout, before
+// TestUnauthenticatedBodyIsNotRead).
 func TestUnreadBodyIsBounded(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t, func(c *config.Config) { c.BodyIdleTimeout, c.BodyMinRate = time.Second, 0 })

@@ -204,6 +204,12 @@ func (a *api) observe(next http.Handler) http.Handler {
 func (a *api) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := a.Engine.Auth().Authenticate(r)
+		if err != nil && r.ContentLength != 0 {
+			// The body is never read: nothing sent before
+			// authentication may cost more than a few KiB.
+			refuseUnread(w, r, err)
+			return
+		}
 		if err != nil {
 			writeError(w, r, err)
 			return
