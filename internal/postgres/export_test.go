@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -134,4 +135,16 @@ func (db *DB) IndexValidForTest(ctx context.Context, d *sluice.Database, name st
 		return false, false, nil
 	}
 	return err == nil, valid, err
+}
+
+// MigrateWithForTest is Migrate with one more migration after this
+// binary's, of sql (readable by this binary: an expand one).
+func (db *DB) MigrateWithForTest(ctx context.Context, sql string) (int, error) {
+	ms, err := loadMigrations()
+	if err != nil {
+		return 0, err
+	}
+	v := len(ms) + 1
+	ms = append(ms, migration{version: v, name: fmt.Sprintf("%04d_test.sql", v), sql: sql, readableBy: len(ms)})
+	return db.migrate(ctx, ms, v)
 }

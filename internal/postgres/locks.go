@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -82,4 +85,88 @@ func (db *DB) holdLock(ctx context.Context, name string) (release func(), err er
 func (t *Tx) LockBootstrap(ctx context.Context) error {
 	var name string
 	return mapError(t.tx.QueryRow(ctx, "SELECT name FROM sluice.locks WHERE name = $1 FOR UPDATE", lockBootstrap).Scan(&name))
+}
+
+// lockTimeout bounds each wait for a table lock of the statements that
+// change Sluice's own tables or a database's (migrations, making capture
+// triggers) outside a request. They take ACCESS EXCLUSIVE locks, which
+// wait for every transaction using the table, and every statement that
+// asks for the table after them, writes included, queues behind them:
+// without a bound one long transaction (a report, a forgotten psql
+// session) would stop every write on the table for as long as it lasts,
+// on every replica. With it, they give up after lockTimeout and are tried
+// again (retryLocked), and the writes queued behind them go on
+// meanwhile.
+const lockTimeout = 2 * time.Second
+
+// setLockTimeout sets lockTimeout for the rest of tx.
+func setLockTimeout(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", lockTimeout.Milliseconds()))
+	return err
+}
+
+// isLockTimeout reports whether err is Postgres' lock_not_available
+// (lock_timeout ran out, or NOWAIT).
+func isLockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "55P03"
+}
+
+// retryLocked runs fn (a transaction that calls setLockTimeout) until it
+// ends otherwise than by a lock timeout, waiting between tries (100 ms,
+// doubled up to 5 s: the writes that queued behind its locks run
+// meanwhile), and logging each timeout as a warning, with the sessions it
+// waited for (namingBlockers). It gives up when ctx ends.
+func (db *DB) retryLocked(ctx context.Context, what string, fn func() error) error {
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if !isLockTimeout(err) {
+			return err
+		}
+		db.logger.Warn(what+" waits for locks other sessions hold; trying again", "attempt", attempt, "retry_in", wait, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (gave up: %w)", err, context.Cause(ctx))
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// namingBlockers runs fn, a transaction on the backend pid, and when it
+// fails for a lock timeout adds to its error the sessions that blocked
+// it: what an operator needs to end the wait. They are read once, on a
+// connection of the pool, halfway through lockTimeout (when fn still
+// runs), so a quick fn costs nothing.
+func (db *DB) namingBlockers(ctx context.Context, pid uint32, fn func() error) error {
+	watchCtx, stop := context.WithCancel(ctx)
+	found := make(chan []string, 1)
+	go func() {
+		var names []string
+		defer func() { found <- names }()
+		t := time.NewTimer(lockTimeout / 2)
+		defer t.Stop()
+		select {
+		case <-watchCtx.Done():
+			return
+		case <-t.C:
+		}
+		rows, err := db.pool.Query(watchCtx, `SELECT format('pid %s (application %L, user %L, %s, transaction started %s)',
+				pid, application_name, usename, state, date_trunc('second', xact_start))
+			FROM pg_stat_activity WHERE pid = ANY (pg_blocking_pids($1)) ORDER BY pid`, int32(pid))
+		if err != nil {
+			return
+		}
+		names, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+	}()
+	err := fn()
+	stop()
+	names := <-found
+	if isLockTimeout(err) && len(names) > 0 {
+		return fmt.Errorf("%w; waiting for %s", err, strings.Join(names, ", "))
+	}
+	return err
 }

@@ -118,6 +118,17 @@ func (db *DB) migrateTo(ctx context.Context, target int) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return db.migrate(ctx, ms, target)
+}
+
+// migrate applies migrations ms up to version target. Each migration's
+// waits for table locks are bounded by lockTimeout: many take an ACCESS
+// EXCLUSIVE lock (ALTER TABLE), which queues behind every transaction
+// using the table, and every write on the table, this replica's and the
+// older ones' still serving, queues behind it. One that times out is
+// rolled back, its locks released, and tried again (retryLocked, logging
+// the sessions it waited for) until ctx ends.
+func (db *DB) migrate(ctx context.Context, ms []migration, target int) (int, error) {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
@@ -175,16 +186,23 @@ func (db *DB) migrateTo(ctx context.Context, target int) (int, error) {
 	applied := 0
 	for _, m := range ms[current:max(current, target)] {
 		readable = max(readable, m.readableBy)
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
-				return err
-			}
-			if m.version < rollingSince {
-				_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name)
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name, readable_by) VALUES ($1, $2, $3)", m.version, m.name, readable)
-			return err
+		err := db.retryLocked(ctx, "migration "+m.name, func() error {
+			return db.namingBlockers(ctx, conn.Conn().PgConn().PID(), func() error {
+				return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+					if err := setLockTimeout(ctx, tx); err != nil {
+						return err
+					}
+					if _, err := tx.Exec(ctx, m.sql); err != nil {
+						return err
+					}
+					if m.version < rollingSince {
+						_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name)
+						return err
+					}
+					_, err := tx.Exec(ctx, "INSERT INTO sluice.schema_migrations (version, name, readable_by) VALUES ($1, $2, $3)", m.version, m.name, readable)
+					return err
+				})
+			})
 		})
 		if err != nil {
 			return applied, fmt.Errorf("migrate: apply %s: %w", m.name, err)

@@ -1,9 +1,18 @@
 package postgres_test
 
 import (
+	"context"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
+	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
@@ -31,5 +40,98 @@ func TestReadableByHeader(t *testing.T) {
 		if err != nil || got != tt.want {
 			t.Errorf("%q: %d, %v; want %d", tt.sql, got, err, tt.want)
 		}
+	}
+}
+
+// logBuffer is a log destination tests read while the logger writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestMigrationDoesNotHoldWritesBehindALongTransaction: a migration
+// whose ALTER TABLE waits for a transaction reading the table (a psql
+// session left open) gives up after the lock timeout and tries again,
+// logging the session it waits for, so a write on the table, queued
+// behind it, goes through within that timeout instead of waiting for the
+// reader to end; the migration is applied once the reader ends.
+func TestMigrationDoesNotHoldWritesBehindALongTransaction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewDatabase(t)
+	logs := &logBuffer{}
+	db, err := postgres.Open(ctx, dbURL, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, s := noteDatabase(t, db, "n")
+	cfg, err := pgx.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = "long_reader"
+	reader, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reader.Close(context.Background()) })
+	if _, err := reader.Exec(ctx, "BEGIN; SELECT count(*) FROM sluice.commits"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := lockWaiters(ctx, t, dbURL)
+	migrated := make(chan error, 1)
+	go func() {
+		_, err := db.MigrateWithForTest(ctx, "ALTER TABLE sluice.commits ADD COLUMN test_extra integer")
+		migrated <- err
+	}()
+	eventually.True(t, 30*time.Second, "the migration waits for the reader", func() bool { return waiting() == 1 })
+
+	// A write queued behind the migration's lock waits at most the lock
+	// timeout (2 s), not for the reader.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	doc := &sluice.Document{ID: "Note/w", Type: "Note", Fields: map[string]any{"text": "x"}}
+	if _, err := db.Write(wctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+		Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Insert(ctx, []*sluice.Document{doc}) }}); err != nil {
+		t.Fatalf("a write while the migration waits for the reader: %v (after %s)", err, time.Since(start))
+	}
+	eventually.True(t, 30*time.Second, "the migration logs that it waits for the reader", func() bool {
+		return strings.Contains(logs.String(), "waits for locks") && strings.Contains(logs.String(), "long_reader")
+	})
+	select {
+	case err := <-migrated:
+		t.Fatalf("the migration ended while the reader holds the table: %v", err)
+	default:
+	}
+	if _, err := reader.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-migrated:
+		if err != nil {
+			t.Fatalf("the migration after the reader ended: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the migration was not applied within 30 s of the reader's end")
+	}
+	if v, err := db.SchemaVersion(ctx); err != nil || v != postgres.LatestVersion()+1 {
+		t.Fatalf("schema version %d (%v), want %d", v, err, postgres.LatestVersion()+1)
 	}
 }
