@@ -508,7 +508,8 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 
 // startBackground starts the loops that run beside the requests: the
 // notifier, the webhook deliverer, the JWT key set's refresh, the one
-// pass that builds the backlink indexes older tables lack and, with a
+// pass that builds the backlink indexes older tables lack, the repair of
+// capture triggers older replicas made (capture.go) and, with a
 // log retention, pruning and the publication of this process's floors. The
 // returned stop stops them and waits for them; stopHooks stops the
 // webhook deliverer alone, without waiting, as shutdown begins.
@@ -522,6 +523,7 @@ func (d *Daemon) startBackground(ctx context.Context, p *parts) (stop, stopHooks
 	wg.Go(func() { p.hooks.Run(hooks) })
 	wg.Go(func() { p.jwt.Run(bg) })
 	wg.Go(func() { buildReferenceIndexes(bg, p.store, d.logger) })
+	wg.Go(func() { repairCapture(bg, p.store, d.logger) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, p.store, d.cfg.LogRetention, p.hub.Floors, d.logger) })
 		wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, d.logger) })

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,9 +28,54 @@ import (
 // writes, which record themselves.
 const writerSetting = "sluice.writer"
 
-// captureVersion names the form of the triggers below; a database whose
-// recorded capture (databases.capture) was made by another is made again.
-const captureVersion = "capture/1"
+// captureLevel is the level of the triggers this binary makes: the
+// record (databases.capture) begins with "capture/<level> ". It must grow
+// whenever captureSpec or captureSQL make triggers that check more (or
+// otherwise differ) for the same schema, because it is what tells this
+// binary's triggers from an older or a newer one's:
+//
+//   - a record of a lower level (or none) was made by an older Sluice,
+//     whose triggers check less (an older one knew no ref: items, say):
+//     this binary makes them again, at start and every little while
+//     (RepairCapture), since an older replica running beside it during a
+//     rolling upgrade makes its own again when it starts or changes a
+//     schema;
+//   - a record of a higher level was made by a newer Sluice: this binary
+//     keeps its triggers (ensureCapture), which check at least as much
+//     as its own would, and the functions they call are the database's
+//     (its migrations are the newer binary's).
+//
+// Sluices before level 2 all recorded "capture/1", whatever their
+// triggers checked, and compare records for equality only: they make
+// their own triggers again over any other record, which is why the
+// newer replicas repair them rather than trust the older ones to stay
+// away.
+const captureLevel = 2
+
+// recordLevel returns the level of a recorded capture (0 for none, or
+// one that does not begin with "capture/<number> ").
+func recordLevel(record string) int {
+	rest, ok := strings.CutPrefix(record, "capture/")
+	if !ok {
+		return 0
+	}
+	num, _, _ := strings.Cut(rest, " ")
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0
+	}
+	return n
+}
+
+// captureStale reports whether the capture recorded for a database must
+// be made again for schema s: it was made by an older Sluice, or by this
+// one's level for another schema or role. A newer Sluice's is kept.
+func captureStale(record, role string, s *sluice.Schema) bool {
+	if recordLevel(record) > captureLevel {
+		return false
+	}
+	return record != captureRecord(role, s)
+}
 
 // captureSpec returns the validation arguments of class c's capture
 // trigger (see sluice.check_document, migrations 7, 14 and 17): its
@@ -182,7 +228,7 @@ func captureSQL(dbID int64, role string, s *sluice.Schema, c *sluice.Class) []st
 // makes them again.
 func captureRecord(role string, s *sluice.Schema) string {
 	var b strings.Builder
-	b.WriteString(captureVersion + " " + role)
+	b.WriteString("capture/" + strconv.Itoa(captureLevel) + " " + role)
 	for _, name := range s.Order {
 		c := s.Classes[name]
 		if c.Kind != sluice.KindDocument {
@@ -227,65 +273,111 @@ func (db *DB) checkWriterRole(ctx context.Context) (string, error) {
 }
 
 // ensureCapture makes the capture triggers of every database whose
-// recorded capture is not the one its schema asks for: databases made
-// before migration 7, or by a Sluice whose triggers had another form.
+// recorded capture is stale (captureStale): databases made before
+// migration 7, by an older Sluice, or whose schema changed under one.
 // Each is made in a transaction of its own holding the database's counter
 // row, as a schema change does, so replicas starting at once do it once.
-func (db *DB) ensureCapture(ctx context.Context, role string) error {
+// Making them takes each table's ACCESS EXCLUSIVE lock (ALTER TABLE … SET
+// DEFAULT): each wait for a lock is bounded by lockTimeout, so that the
+// writes queued behind it are not held up behind a long transaction for
+// longer. With retry, a database whose locks were not had is tried again
+// (retryLocked) until ctx ends; without, it is left for the next call.
+// It returns the number of databases whose triggers it made.
+func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, error) {
 	rows, err := db.pool.Query(ctx, "SELECT id, schema_sdl, capture FROM sluice.databases ORDER BY id")
 	if err != nil {
-		return mapError(err)
+		return 0, mapError(err)
 	}
-	type stale struct {
-		id     int64
-		schema *sluice.Schema
-	}
-	var todo []stale
+	var todo []int64
 	for rows.Next() {
 		var id int64
 		var sdl, capture string
 		if err := rows.Scan(&id, &sdl, &capture); err != nil {
 			rows.Close()
-			return mapError(err)
+			return 0, mapError(err)
 		}
 		s, err := parseStored(id, sdl)
 		if err != nil {
 			rows.Close()
-			return err
+			return 0, err
 		}
-		if capture != captureRecord(role, s) {
-			todo = append(todo, stale{id, s})
+		if captureStale(capture, role, s) {
+			todo = append(todo, id)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return mapError(err)
+		return 0, mapError(err)
 	}
-	for _, st := range todo {
-		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
-			var sdl, capture string
-			err := tx.QueryRow(ctx, `SELECT d.schema_sdl, d.capture FROM sluice.databases d
-				JOIN sluice.commit_counters c ON c.db_id = d.id WHERE d.id = $1 FOR UPDATE OF c`, st.id).Scan(&sdl, &capture)
-			if err == pgx.ErrNoRows {
-				return nil // deleted meanwhile
-			}
-			if err != nil {
-				return err
-			}
-			s, err := parseStored(st.id, sdl)
-			if err != nil {
-				return err
-			}
-			if capture == captureRecord(role, s) {
-				return nil // another replica made them meanwhile
-			}
-			return syncCapture(ctx, tx, st.id, role, s)
-		})
+	made := 0
+	var errs []error
+	for _, id := range todo {
+		var did bool // the last try made them (a try may time out after)
+		remake := func() error {
+			did = false
+			return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+				return db.namingBlockers(ctx, tx.Conn().PgConn().PID(), func() error {
+					if err := setLockTimeout(ctx, tx); err != nil {
+						return err
+					}
+					var sdl, capture string
+					err := tx.QueryRow(ctx, `SELECT d.schema_sdl, d.capture FROM sluice.databases d
+						JOIN sluice.commit_counters c ON c.db_id = d.id WHERE d.id = $1 FOR UPDATE OF c`, id).Scan(&sdl, &capture)
+					if err == pgx.ErrNoRows {
+						return nil // deleted meanwhile
+					}
+					if err != nil {
+						return err
+					}
+					s, err := parseStored(id, sdl)
+					if err != nil {
+						return err
+					}
+					if !captureStale(capture, role, s) {
+						return nil // another replica made them meanwhile
+					}
+					did = true
+					return syncCapture(ctx, tx, id, role, s)
+				})
+			})
+		}
+		what := fmt.Sprintf("making the capture triggers of database %d", id)
+		if retry {
+			err = db.retryLocked(ctx, what, remake)
+		} else {
+			err = remake()
+		}
 		if err != nil {
-			return fmt.Errorf("capture triggers of database %d: %w", st.id, mapError(err))
+			errs = append(errs, fmt.Errorf("%s: %w", what, mapError(err)))
+			continue
+		}
+		if did {
+			made++
 		}
 	}
-	return nil
+	return made, errors.Join(errs...)
+}
+
+// RepairCapture makes again the capture triggers of the databases whose
+// recorded capture is of a lower level than this binary's (captureLevel):
+// an older replica, during a rolling upgrade, made them when it started
+// or changed a schema, and its triggers check less than this one's (SQL
+// writes would then store what the API refuses). The daemon calls it
+// every little while; the usual answer (nothing to do) costs one query.
+// A database whose tables another transaction holds locked longer than
+// lockTimeout is left for the next call. It returns the number of
+// databases whose triggers it made.
+func (db *DB) RepairCapture(ctx context.Context) (int, error) {
+	var older bool
+	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM sluice.databases
+		WHERE coalesce(substring(left(capture, 24) from '^capture/([0-9]{1,9}) ')::int, 0) < $1)`, captureLevel).Scan(&older); err != nil || !older {
+		return 0, mapError(err)
+	}
+	role, err := db.writerRole(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return db.ensureCapture(ctx, role, false)
 }
 
 // parseStored parses the stored schema of database id.

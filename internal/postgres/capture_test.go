@@ -213,3 +213,103 @@ func pgxQuery(ctx context.Context, connString, query string, args []any, dst ...
 	defer conn.Close(context.WithoutCancel(ctx))
 	return conn.QueryRow(ctx, query, args...).Scan(dst...)
 }
+
+// TestCaptureLevels: a database's capture triggers made by a newer Sluice
+// (a record of a higher level) are kept by this one, at start (Migrate)
+// and by RepairCapture; those made by an older one (a lower level, the
+// "capture/1" every Sluice before levels recorded), which check less
+// (here: no ref: item, so an id of no Person passes), are made again by
+// RepairCapture, the call the daemon repeats while it runs.
+func TestCaptureLevels(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dbURL := migratedDB(ctx, t)
+	s, err := schema.Parse("type Person { name: String friend: Person }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "people"}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	tbl := `sluice_db_` + strconv.FormatInt(d.ID, 10) + `."Person"`
+	trigger := func() string {
+		t.Helper()
+		var def string
+		if err := pgxQuery(ctx, dbURL, `SELECT pg_get_triggerdef(oid) FROM pg_trigger
+			WHERE tgrelid = $1::regclass AND tgname = 'sluice_capture'`, []any{tbl}, &def); err != nil {
+			t.Fatal(err)
+		}
+		return def
+	}
+	record := func() string {
+		t.Helper()
+		var rec string
+		if err := pgxQuery(ctx, dbURL, "SELECT capture FROM sluice.databases WHERE id = $1", []any{d.ID}, &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	// rewrite replaces the trigger by its definition with old replaced
+	// by new, and the record's level by level, as another Sluice would.
+	rewrite := func(old, new string, level int) {
+		t.Helper()
+		def := trigger()
+		if !strings.Contains(def, old) {
+			t.Fatalf("trigger %s has no %s", def, old)
+		}
+		def = strings.Replace(strings.Replace(def, old, new, 1), "CREATE TRIGGER", "CREATE OR REPLACE TRIGGER", 1)
+		rec := record()
+		rec = "capture/" + strconv.Itoa(level) + " " + strings.SplitN(rec, " ", 2)[1]
+		if err := pgxExec(ctx, dbURL, def, "UPDATE sluice.databases SET capture = '"+strings.ReplaceAll(rec, "'", "''")+"' WHERE id = "+strconv.FormatInt(d.ID, 10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	garbage := func() error {
+		return pgxExec(ctx, dbURL, "INSERT INTO "+tbl+" (friend) VALUES ('garbage')")
+	}
+	if got := postgres.RecordLevelForTest(record()); got != postgres.CaptureLevelForTest {
+		t.Fatalf("record %q: level %d, want %d", record(), got, postgres.CaptureLevelForTest)
+	}
+	if err := garbage(); err == nil {
+		t.Fatal("a SQL write of a reference to no Person passed this binary's triggers")
+	}
+
+	// A newer Sluice's triggers (one more check) are kept.
+	rewrite("'ref:friend:Person')", "'ref:friend:Person', 'req:name')", postgres.CaptureLevelForTest+1)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 0 {
+		t.Fatalf("RepairCapture beside a newer capture: made %d, %v", n, err)
+	}
+	if def := trigger(); !strings.Contains(def, "'req:name'") {
+		t.Fatalf("a newer Sluice's trigger was replaced at start: %s", def)
+	}
+
+	// An older Sluice's (capture/1, no ref: item) are made again.
+	rewrite(", 'ref:friend:Person', 'req:name')", ")", 1)
+	if err := garbage(); err != nil {
+		t.Fatalf("the older triggers (no ref:) refused a reference to no Person: %v", err)
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 1 {
+		t.Fatalf("RepairCapture after an older Sluice: made %d, %v", n, err)
+	}
+	if def := trigger(); !strings.Contains(def, "'ref:friend:Person'") {
+		t.Fatalf("RepairCapture left the older trigger: %s", def)
+	}
+	if got := postgres.RecordLevelForTest(record()); got != postgres.CaptureLevelForTest {
+		t.Fatalf("record after the repair %q: level %d", record(), got)
+	}
+	if err := garbage(); err == nil {
+		t.Fatal("a SQL write of a reference to no Person passed the repaired triggers")
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 0 {
+		t.Fatalf("RepairCapture with nothing to do: made %d, %v", n, err)
+	}
+}

@@ -148,3 +148,9 @@ func (db *DB) MigrateWithForTest(ctx context.Context, sql string) (int, error) {
 	ms = append(ms, migration{version: v, name: fmt.Sprintf("%04d_test.sql", v), sql: sql, readableBy: len(ms)})
 	return db.migrate(ctx, ms, v)
 }
+
+// RecordLevelForTest is the capture level a recorded capture names.
+func RecordLevelForTest(record string) int { return recordLevel(record) }
+
+// CaptureLevelForTest is this binary's capture level.
+const CaptureLevelForTest = captureLevel

@@ -98,8 +98,8 @@ func LatestVersion() int {
 // them (readable_by, see migrations/0010_rolling_upgrades.sql): then
 // nothing is applied. It refuses a database that is Sluice's as another
 // Postgres role. Then it gives every database's tables the capture
-// triggers their schema asks for (capture.go). It returns the number of
-// migrations applied.
+// triggers their schema asks for, unless a newer Sluice made them
+// (capture.go). It returns the number of migrations applied.
 func (db *DB) Migrate(ctx context.Context) (int, error) {
 	n, err := db.migrateTo(ctx, LatestVersion())
 	if err != nil {
@@ -109,7 +109,8 @@ func (db *DB) Migrate(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	return n, db.ensureCapture(ctx, role)
+	_, err = db.ensureCapture(ctx, role, true)
+	return n, err
 }
 
 // migrateTo is Migrate up to version target (tests start older schemas).

@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// captureRepairEvery is how often each replica looks for databases whose
+// capture triggers an older Sluice made (postgres.RepairCapture). During
+// a rolling upgrade an older replica makes its own triggers again when it
+// starts, and whenever it changes a schema: they check less than this
+// binary's (an older one knows no ref: items, say), and SQL writes would
+// then store what the API refuses to read back and write. So they are
+// weaker for at most this long (plus a lock timeout, when a transaction
+// holds the tables). docs/operations.md says so; when nothing needs
+// repair, a look costs one query.
+const captureRepairEvery = 10 * time.Second
+
+// repairCapture calls store.RepairCapture every captureRepairEvery until
+// ctx ends. Migrate did it at start.
+func repairCapture(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
+	t := time.NewTicker(captureRepairEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := store.RepairCapture(ctx)
+		if err != nil && ctx.Err() == nil {
+			logger.Warn("repair the capture triggers an older sluice made", "err", err)
+		}
+		if n > 0 {
+			logger.Warn("made again the capture triggers an older sluice replica had made, which check less than this one's: upgrade it", "databases", n)
+		}
+	}
+}
