@@ -68,9 +68,10 @@ type WriteOptions struct {
 // answer again without writing (see postgres.IdempotencyKey).
 type Idempotency struct {
 	Key string
-	// Request returns the SHA-256 of what the request asks; it is called
-	// once the write has read the request (a REST body to its end), or
-	// when the key is found recorded.
+	// Request returns the SHA-256 of what the request asks (a REST body
+	// is then read to its end); it is called once the write has read the
+	// request, before a grouped write joins a batch, or when the key is
+	// found recorded.
 	Request func() ([]byte, error)
 	// Answer, for WriteBatch, returns what the request answers given the
 	// ids each op wrote, recorded for a retry to answer again

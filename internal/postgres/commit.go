@@ -128,6 +128,17 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 // write is Write once the write's key, if any, has its claim.
 func (db *DB) write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error) {
 	if spec.Group && spec.Before == nil && spec.Documents != nil {
+		if k := spec.Idempotency; k != nil {
+			// The request's hash is taken here, by the request's own
+			// goroutine: in a batch, the goroutine that leads would take
+			// it (claim, finish), and a REST body still to be read to
+			// its end (a DELETE ?id= reads none of it) would hold every
+			// write of the database queued behind the batch for as long
+			// as its client sends it slowly.
+			if err := k.settle(); err != nil {
+				return nil, err
+			}
+		}
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
 		return j.commit, db.schemaMoved(ctx, spec.Database, j.err)

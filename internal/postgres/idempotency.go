@@ -39,7 +39,9 @@ type IdempotencyKey struct {
 	Key    string
 	// Request returns the SHA-256 of what the request asks, called once
 	// the write is done with the request (a REST body is then read to its
-	// end), or when a recorded key is found.
+	// end), or when a recorded key is found. A grouped write
+	// (WriteSpec.Group) calls it before it joins a batch, whose other
+	// writes must not wait for what its client has still to send.
 	Request func() ([]byte, error)
 	// Answer returns what the write answers besides its commit (the ids
 	// it wrote, as JSON), called before the commit row is written.
@@ -56,6 +58,18 @@ type IdempotencyKey struct {
 	// earlier write: the answer it recorded, which Write returns the
 	// commit of instead of writing.
 	Replayed []byte
+}
+
+// settle calls k.Request now and makes it return what it returned: the
+// request's hash is then known, and a later call reads nothing of the
+// request.
+func (k *IdempotencyKey) settle() error {
+	request, err := k.Request()
+	if err != nil {
+		return err
+	}
+	k.Request = func() ([]byte, error) { return request, nil }
+	return nil
 }
 
 // idempotencyName names a key: its user and the key.

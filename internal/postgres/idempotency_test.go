@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,5 +315,78 @@ func TestKeyOfADeletedUserFailsNoWrite(t *testing.T) {
 	}
 	if earlier != 0 || others != 1 {
 		t.Errorf("keys after the deletion: %d of the deleted user's earlier ones, %d of the other user's; want 0 and 1", earlier, others)
+	}
+}
+
+// TestGroupedKeyIsHashedBeforeItsBatch: a grouped write's request hash
+// (a REST body read to its end) is taken before the write joins a batch,
+// so a client sending its body slowly holds up its own write alone: a
+// grouped write of another document commits while the hash is still
+// being taken. (The hash was taken by the batch's leader, behind the
+// commit rows, and every write of the database queued behind it.)
+func TestGroupedKeyIsHashedBeforeItsBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	hashing, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	// Released on every way out, so that the slow write ends.
+	defer releaseOnce.Do(func() { close(release) })
+	var hashingOnce sync.Once
+	k := &IdempotencyKey{UserID: uid, Key: "slow", Retention: time.Hour, MaxKeys: 10,
+		Request: func() ([]byte, error) {
+			hashingOnce.Do(func() { close(hashing) })
+			<-release // the rest of the body, sent slowly
+			return []byte("request"), nil
+		},
+		Answer: func() ([]byte, error) { return json.Marshal([]string{"slow"}) }}
+	insert := func(key string) func(ctx context.Context, w *Writer) error {
+		return func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }
+	}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Idempotency: k, Documents: insert("slow")})
+		slow <- err
+	}()
+	select {
+	case <-hashing:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the keyed write never hashed its request")
+	}
+	other := make(chan error, 1)
+	go func() {
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Documents: insert("other")})
+		other <- err
+	}()
+	select {
+	case err := <-other:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("a grouped write waited for another write's request to be hashed")
+	}
+	releaseOnce.Do(func() { close(release) })
+	select {
+	case err := <-slow:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the keyed write did not end")
+	}
+	for _, id := range []string{"Note/slow", "Note/other"} {
+		if _, _, err := db.Document(ctx, d, s, id); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
 	}
 }
