@@ -142,7 +142,7 @@ func options() []option {
 				return nil
 			}),
 		countOption("idempotency_max_keys", "10000",
-			"most Idempotency-Keys one user keeps within idempotency_retention; past it a write with a new key is answered 429 (writes without one are not affected); above 64 it is checked on a sample of new keys, so a user may pass it by about a sixty-fourth",
+			"most Idempotency-Keys one user keeps within idempotency_retention; past it a write with a new key is answered 429 (writes without one are not affected); above 64 a user's keys are counted once every sixty-fourth of it new keys (refused in between once a count found the bound reached), so a user may pass it by a sixty-fourth per replica",
 			func(c *Config, n int) { c.IdempotencyMaxKeys = n }),
 		durationOption("shutdown_timeout", "10s",
 			"on SIGTERM or SIGINT, how long to wait for requests and streams to finish before closing them (0 closes them at once)",

@@ -37,6 +37,8 @@ type DB struct {
 	uids   uidPool
 	maps   typeMaps
 	groups groups // group commit, by database (group.go)
+	// keyUses bounds each user's Idempotency-Keys (idempotency_bound.go).
+	keyUses keyUses
 	// versions and parsed hold what is known of databases' schema
 	// versions (versions.go).
 	versions versionLists

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,8 +48,9 @@ type IdempotencyKey struct {
 	// Retention is how long a key is kept (idempotency_retention); an
 	// older one no longer answers. MaxKeys bounds the keys one user keeps
 	// (0: no bound): past it, a new key is refused with TooManyRequests.
-	// Above keySample keys, the bound is checked on a random sample of
-	// new keys, so a user may pass it by about a sixty-fourth of it.
+	// Above keySample keys, a user's keys are counted once every
+	// sixty-fourth of it new keys, so a user may pass it by that much on
+	// each replica (idempotency_bound.go).
 	Retention time.Duration
 	MaxKeys   int
 
@@ -125,12 +125,12 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	// alone (Recorded) deletes nothing, and pruning may not have run yet.
 	b.Queue(`SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
 		AND created_at > now() - make_interval(secs => $3)`, k.UserID, k.Key, k.Retention.Seconds())
-	// Counting a user's keys reads up to MaxKeys of them: it is done for
-	// a random sample of claims, one in MaxKeys/keySample (each, up to
-	// keySample), so that a claim reads keySample keys on average. A user
-	// may then pass the bound by about MaxKeys/keySample keys. Keys past
-	// their retention, not pruned yet, do not count.
-	count := k.MaxKeys > 0 && rand.IntN(max(k.MaxKeys/keySample, 1)) == 0
+	// Counting a user's keys reads up to MaxKeys of them: a write counts
+	// them only when its process's count is due (idempotency_bound.go).
+	// Keys past their retention, not pruned yet, do not count. A look-up
+	// alone (Recorded) refuses nothing for the bound, and counts nothing.
+	bounded := k.MaxKeys > 0 && prepared
+	count := bounded && t.db.keyUses.due(k.UserID, k.MaxKeys)
 	if count {
 		b.Queue(`SELECT count(*) FROM (SELECT 1 FROM sluice.idempotency_keys
 			WHERE user_id = $1 AND created_at > now() - make_interval(secs => $3) LIMIT $2) k`, k.UserID, k.MaxKeys, k.Retention.Seconds())
@@ -158,13 +158,16 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	if err := br.Close(); err != nil {
 		return nil, nil, mapError(err)
 	}
-	switch {
-	case !locked && (exists || prepared):
+	if !locked && (exists || prepared) {
 		return nil, errKeyInFlight, nil
-	case !found && count && kept >= k.MaxKeys:
-		return nil, &sluice.Error{Code: sluice.CodeTooMany, Retry: time.Minute,
-			Message: "this user keeps as many Idempotency-Keys as idempotency_max_keys allows; retry once older ones expire (idempotency_retention), or send the write without one"}, nil
-	case !found:
+	}
+	if !found {
+		if count {
+			t.db.keyUses.counted(k.UserID, kept, k.MaxKeys)
+		}
+		if bounded && t.db.keyUses.claimed(k.UserID) {
+			return nil, errTooManyKeys, nil
+		}
 		return nil, nil, nil
 	}
 	got, err := k.Request()
@@ -177,6 +180,10 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	k.Replayed = answer
 	return c, nil, nil
 }
+
+// errTooManyKeys refuses a new key of a user at idempotency_max_keys.
+var errTooManyKeys = &sluice.Error{Code: sluice.CodeTooMany, Retry: time.Minute,
+	Message: "this user keeps as many Idempotency-Keys as idempotency_max_keys allows; retry once older ones expire (idempotency_retention), or send the write without one"}
 
 // errKeyInFlight refuses a write whose Idempotency-Key another request
 // holds.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -388,5 +389,78 @@ func TestGroupedKeyIsHashedBeforeItsBatch(t *testing.T) {
 		if _, _, err := db.Document(ctx, d, s, id); err != nil {
 			t.Fatalf("%s: %v", id, err)
 		}
+	}
+}
+
+// TestIdempotencyMaxKeysHolds: a user keeps at most MaxKeys keys, plus
+// the slack idempotency_bound.go allows (keySpan-1, and the writes of
+// theirs running when a count reads): once a count found them at the
+// bound, every new key is refused until a count finds them under it. (The
+// bound was checked on a random sample of claims, and only a sampled
+// claim refused: of 1,000 new keys with MaxKeys 128, 567 were kept.)
+func TestIdempotencyMaxKeysHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	const maxKeys = 128
+	write := func(key string) error {
+		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: maxKeys,
+			Request: func() ([]byte, error) { return []byte("request"), nil },
+			Answer:  func() ([]byte, error) { return json.Marshal([]string{key}) }}
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Idempotency: k,
+			Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }})
+		if err != nil && sluice.ErrorCode(err) != sluice.CodeTooMany {
+			t.Errorf("key %s: %v", key, err)
+		}
+		return err
+	}
+	kept := func() int {
+		var n int
+		if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM sluice.idempotency_keys WHERE user_id = $1", uid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	slack := keySpan(maxKeys) - 1
+	for i := range 1000 {
+		_ = write(fmt.Sprintf("k%d", i))
+	}
+	if n := kept(); n < maxKeys || n > maxKeys+slack {
+		t.Fatalf("%d keys kept of 1,000 new ones, want %d to %d", n, maxKeys, maxKeys+slack)
+	}
+	// Concurrent writers: the bound, plus the writes running when a
+	// count reads.
+	const writers = 4
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range 100 {
+				_ = write(fmt.Sprintf("c%d-%d", w, i))
+			}
+		})
+	}
+	wg.Wait()
+	if n := kept(); n > maxKeys+slack+writers {
+		t.Fatalf("%d keys kept after concurrent writers, want at most %d", n, maxKeys+slack+writers)
+	}
+	// Keys that expire make room again, within keySpan new keys.
+	if _, err := db.pool.Exec(ctx, "DELETE FROM sluice.idempotency_keys WHERE user_id = $1 AND key IN (SELECT key FROM sluice.idempotency_keys WHERE user_id = $1 LIMIT 10)", uid); err != nil {
+		t.Fatal(err)
+	}
+	accepted := false
+	for i := 0; i < keySpan(maxKeys) && !accepted; i++ {
+		accepted = write(fmt.Sprintf("later%d", i)) == nil
+	}
+	if !accepted {
+		t.Fatalf("no new key accepted within %d once the user was under the bound", keySpan(maxKeys))
 	}
 }
