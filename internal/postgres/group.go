@@ -57,11 +57,11 @@ import (
 // (that one waits for this one), and failing the batch's writes with a
 // "retry" would fail writes that did nothing wrong.
 //
-// A batch takes its commits' row locks one commit after another, not in
-// the one order every write locks in: it waits for a lock only where a
-// write alone would, asks without waiting elsewhere, and runs again (with
-// savepoints, its earlier documents locked first, in order) when a lock it
-// asked for is held, or Postgres ends it as deadlocked (lockorder.go).
+// A batch never waits for a row lock: it asks for each without waiting,
+// and a commit whose document another transaction holds leaves the batch
+// and, once the batch is done, commits alone, outside the queue, waiting
+// for its locks as a write alone does (lockorder.go). Its commit then
+// follows the batch's, as if it had been queued after them.
 
 // maxBatch caps the commits of one batch.
 const maxBatch = 64
@@ -72,6 +72,14 @@ type job struct {
 	lead chan struct{} // closed when this job's goroutine must lead a batch
 	done chan struct{} // closed once commit or err is set
 
+	// leave is closed instead of done when the job left its batch (a
+	// document it locks is held elsewhere): its own goroutine then runs
+	// alone, and closes done.
+	leave chan struct{}
+	// alone, set when the job leaves its batch, commits it alone
+	// (DB.commitAlone), setting commit or err.
+	alone func(ctx context.Context, j *job)
+
 	commit *sluice.Commit
 	err    error
 	// replayed is set when the job's idempotency key was recorded by an
@@ -80,7 +88,18 @@ type job struct {
 }
 
 func newJob(spec WriteSpec) *job {
-	return &job{spec: spec, lead: make(chan struct{}), done: make(chan struct{})}
+	return &job{spec: spec, lead: make(chan struct{}), done: make(chan struct{}), leave: make(chan struct{})}
+}
+
+// wait waits until j is done, running it alone first if it left its
+// batch.
+func (j *job) wait(ctx context.Context) {
+	select {
+	case <-j.done:
+	case <-j.leave:
+		j.alone(ctx, j)
+		close(j.done)
+	}
 }
 
 // version is the schema version the job's documents were validated with:
@@ -112,7 +131,7 @@ type group struct {
 // jobs it takes in from g once prev (the batch before, or nil) is done;
 // calls handoff once the next batch may start (at the latest, its caller
 // does when it returns); and returns every job it ran, each with its
-// commit or err set.
+// commit or err set, or with alone set if it left the batch.
 type batchRunner func(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job
 
 // commit runs j as one commit of its database, batched with concurrent
@@ -121,9 +140,7 @@ type batchRunner func(ctx context.Context, g *group, batch []*job, prev <-chan s
 // work.
 func (gs *groups) commit(ctx context.Context, j *job, run batchRunner) {
 	g, lead := gs.join(j)
-	// Not counted for the user whose write leads: the batch is many
-	// users' (share.go).
-	gs.await(shared(context.WithoutCancel(ctx)), g, j, lead, run)
+	gs.await(context.WithoutCancel(ctx), g, j, lead, run)
 }
 
 // join queues j on its database's group and reports whether j's goroutine
@@ -149,17 +166,22 @@ func (gs *groups) join(j *job) (*group, bool) {
 }
 
 // await waits until j is done, leading a batch when j's turn comes (or at
-// once when lead is set).
+// once when lead is set), and running j alone if it left its batch. A
+// batch's connection is not counted for the user whose write leads: the
+// batch is many users' (share.go); j run alone is the user's own.
 func (gs *groups) await(ctx context.Context, g *group, j *job, lead bool, run batchRunner) {
 	if !lead {
 		select {
 		case <-j.done:
-			return
+		case <-j.leave:
 		case <-j.lead:
+			lead = true
 		}
 	}
-	gs.lead(ctx, g, j.spec.Database.ID, run)
-	<-j.done
+	if lead {
+		gs.lead(shared(ctx), g, j.spec.Database.ID, run)
+	}
+	j.wait(ctx)
 }
 
 // lead commits one batch of g: the jobs at the head of its queue that can
@@ -191,7 +213,11 @@ func (gs *groups) lead(ctx context.Context, g *group, id int64, run batchRunner)
 	// (prev), takes in the jobs queued meanwhile: their writers' next
 	// requests can then be among them.
 	for _, j := range run(ctx, g, batch, prev, handoff) {
-		close(j.done)
+		if j.alone != nil {
+			close(j.leave) // its goroutine runs it alone, after this batch
+		} else {
+			close(j.done)
+		}
 	}
 	close(mine)
 	handoff()
@@ -231,13 +257,11 @@ var (
 )
 
 // commitBatch is the batchRunner of a DB: it runs the batch optimistically,
-// and once more with savepoints if any of it failed; when it fails on a
-// lock another transaction holds (lockorder.go), once more with every
-// document it asked for locked first, in order, and then, if that fails
-// too, each commit alone. It calls the OnCommit function with each commit
-// made.
+// and once more with savepoints if any of it failed, or found a document
+// locked by another transaction; a commit that finds one so with
+// savepoints leaves the batch, to commit alone once it is done
+// (lockorder.go). It calls the OnCommit function with each commit made.
 func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job {
-	locks := &lockOrder{}
 	// Once the next batch may start, this one must not run again: it
 	// would take its locks beside that one's, which waits for this one
 	// (see the top of this file). finish hands on once only COMMIT's
@@ -248,44 +272,27 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 		handed = true
 		handoff()
 	}
-	err := db.runBatch(ctx, &batch, g, prev, handOff, locks)
-	if errors.Is(err, errRetryIsolated) && !handed {
-		err = db.runBatch(ctx, &batch, nil, nil, handOff, locks)
-	}
+	err := db.runBatch(ctx, &batch, g, prev, handOff, true)
 	conflicted := func() bool {
-		return !handed && (errors.Is(err, errConcurrent) || errors.Is(err, errPrelock)) && !errors.Is(err, errCommitFailed)
+		return !handed && errors.Is(err, errConcurrent) && !errors.Is(err, errCommitFailed)
+	}
+	if !handed && errors.Is(err, errRetryIsolated) || conflicted() {
+		err = db.runBatch(ctx, &batch, nil, nil, handOff, true)
 	}
 	if conflicted() {
-		// Once more, every document the batch asked for locked first.
-		err = db.runBatch(ctx, &batch, nil, nil, handOff, locks)
-	}
-	if conflicted() {
-		// Still held elsewhere: each commit runs alone, in turn, and
-		// waits for its locks as a write alone does; the next batch
-		// starts after the last (lead hands on when this returns).
+		// With savepoints too, a statement sent with the commit rows
+		// (whose commit is not known) conflicted: each commit not
+		// answered leaves the batch.
 		for _, j := range batch {
-			one := []*job{j}
-			// A commit alone can still be one side of a deadlock with
-			// another process's batch (two writes creating the same
-			// missing documents in other orders: an insert cannot be
-			// asked for without waiting); Postgres ends one side, which
-			// runs once or twice more before it answers 409.
-			for attempt := 0; ; attempt++ {
-				err := db.runBatch(ctx, &one, nil, nil, func() {}, &lockOrder{})
-				if attempt < 2 && deadlocked(err) {
-					continue
-				}
-				if err != nil && j.err == nil && !j.replayed {
-					j.err = err
-				}
-				break
+			if j.err == nil && !j.replayed {
+				j.alone = db.commitAlone
 			}
 		}
 		err = nil
 	}
 	for _, j := range batch {
-		if j.replayed {
-			continue // answered by its key, whatever became of the batch
+		if j.replayed || j.alone != nil {
+			continue // answered by its key, or to run alone
 		}
 		if err != nil && j.err == nil {
 			j.err, j.commit = err, nil
@@ -297,26 +304,48 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 	return batch
 }
 
-// runBatch runs the batch in one transaction, its row locks kept in order
-// by locks (lockorder.go): when an attempt before this one asked for
-// some, it locks them first. Without savepoints (g not nil), the first
+// commitAlone commits j in a transaction of its own, outside its group's
+// queue, waiting for its row locks as a write alone does: a job that left
+// its batch. A commit alone can still be one side of a deadlock with
+// another process's write (two writes creating the same missing documents
+// in other orders: an insert cannot be asked for without waiting);
+// Postgres ends one side, which runs once or twice more before it answers
+// 409.
+func (db *DB) commitAlone(ctx context.Context, j *job) {
+	for attempt := 0; ; attempt++ {
+		one := []*job{j}
+		err := db.runBatch(ctx, &one, nil, nil, func() {}, false)
+		if err != nil && !errors.Is(err, errAllFailed) && j.err == nil && !j.replayed {
+			j.err = err
+		}
+		if attempt < 2 && deadlocked(j.err) {
+			continue
+		}
+		break
+	}
+	switch {
+	case j.err != nil:
+		j.commit = nil
+	case !j.replayed:
+		db.committed(j.commit)
+	}
+}
+
+// runBatch runs the batch in one transaction; inBatch makes it ask for
+// every row lock without waiting (lockorder.go), which a job run alone
+// (commitAlone) does not. Without savepoints (g not nil), the first
 // failing job fails the attempt with errRetryIsolated (for a batch of one,
-// with the job's own error), and the batch takes in the jobs queued on g
-// by the time prev is done, adding them to *batch. With savepoints (g
-// nil), a failing job is rolled back alone and keeps its error in j.err.
-// Either way, a job that fails on a lock another transaction holds
-// (errConcurrent) fails the attempt with that error, with savepoints once
-// every job has run.
-func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan struct{}, handoff func(), locks *lockOrder) error {
+// with the job's own error), or, failing on a lock another transaction
+// holds, with that errConcurrent; and the batch takes in the jobs queued
+// on g by the time prev is done, adding them to *batch. With savepoints (g
+// nil), a failing job is rolled back alone and keeps its error in j.err;
+// one that fails on a lock another transaction holds, in a batch, leaves
+// it (j.alone set).
+func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan struct{}, handoff func(), inBatch bool) error {
 	jobs := *batch
 	savepoints := g == nil
 	return db.transact(ctx, func(tx *Tx) error {
-		relock := len(locks.asked) > 0
-		locks.attempt()
-		tx.order = locks
-		// conflict is the first errConcurrent of a job run with a
-		// savepoint.
-		var conflict error
+		tx.batch = inBatch
 		var committed []*job
 		var writers []*Writer
 		// claimed holds the idempotency keys the batch's jobs hold: a
@@ -328,7 +357,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 		// idempotency key, or answered by it, writes nothing and leaves
 		// the transaction as it was.
 		run := func(j *job, w *Writer, i int) error {
-			j.err, j.replayed = nil, false
+			j.err, j.replayed, j.alone = nil, false, nil
 			if k := j.spec.Idempotency; k != nil {
 				name := idempotencyName{k.UserID, k.Key}
 				if claimed[name] {
@@ -367,14 +396,10 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 				if err != nil {
 					return err
 				}
-				if errors.Is(failed, errConcurrent) {
-					// Not the job's doing: the batch runs again. The
-					// jobs after it run meanwhile, without waiting for
-					// any lock, to learn which documents they lock.
-					if conflict == nil {
-						conflict = failed
-					}
-					locks.doomed = true
+				if inBatch && errors.Is(failed, errConcurrent) {
+					// Not the job's doing: it leaves the batch, and
+					// waits for what it locks alone, after it.
+					j.alone = db.commitAlone
 					return nil
 				}
 				if failed != nil {
@@ -389,11 +414,6 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 		ws, err := tx.newWriters(ctx, specs(jobs), &pipeline{})
 		if err != nil {
 			return err
-		}
-		if relock {
-			if err := locks.prelock(ctx, ws[0]); err != nil {
-				return fmt.Errorf("%w: %w", errPrelock, err)
-			}
 		}
 		for i, j := range jobs {
 			if err := run(j, ws[i], i); err != nil {
@@ -414,9 +434,6 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 					return err
 				}
 			}
-		}
-		if conflict != nil {
-			return conflict
 		}
 		if len(committed) == 0 {
 			return errAllFailed // or answered by their keys

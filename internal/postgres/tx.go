@@ -19,10 +19,9 @@ type Tx struct {
 	db *DB
 	// committed is set once finish sent COMMIT and Postgres answered it.
 	committed bool
-	// order, set in the transaction of a group-commit batch, keeps its
-	// row locks from closing a cycle with another transaction's
-	// (lockorder.go).
-	order *lockOrder
+	// batch is set in the transaction of a group-commit batch, which
+	// asks for every row lock without waiting (lockorder.go).
+	batch bool
 }
 
 // transact runs fn in one transaction on a pooled connection, with a

@@ -534,13 +534,8 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 	// Classes in name order and rows in id order: two requests locking
 	// overlapping documents take the locks in the same order, so they
 	// wait for each other instead of deadlocking. (A group-commit batch
-	// locks its commits' documents one commit after another: see
-	// lockorder.go for how it keeps that true.)
-	if o := w.t.order; o != nil {
-		for _, class := range order {
-			o.ask(class, byClass[class])
-		}
-	}
+	// locks its commits' documents one commit after another, and never
+	// waits: see lockorder.go.)
 	found := make(map[string]*stored, len(ids))
 	for _, class := range order {
 		c := w.schema.Classes[class]
@@ -552,8 +547,8 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 			what = imageSize(c)
 		}
 		wait := ""
-		if o := w.t.order; o != nil && !o.mayWait(w, class, byClass[class]) {
-			wait = " NOWAIT" // in a batch, see lockorder.go
+		if w.t.batch {
+			wait = " NOWAIT" // see lockorder.go
 		}
 		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE%[5]s", classTable(w.d, class), colID, colCommitUID, what, wait)
 		rows, err := w.t.tx.Query(ctx, sql, byClass[class])
