@@ -206,6 +206,14 @@ func (e *Engine) Organizations(ctx context.Context, u *sluice.User) ([]string, e
 // SetRole grants user target a role on a database (RoleNone revokes); it
 // needs the admin role on that database. Open streams of target that the
 // new role no longer allows end, on every replica (see sluice.AccessChange).
+//
+// Only the super user grants roles to users of other organizations than
+// the database's. For anyone else a user of another organization answers
+// as a user that does not exist, unless it already holds a role on the
+// database (the admin sees it listed by Roles): then that role may be
+// revoked, not changed. Otherwise any user could create a database in
+// their own organization, become its admin, and probe or grant the users
+// of every organization.
 func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target string, role sluice.Role) error {
 	d, _, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
 	if err != nil {
@@ -214,9 +222,12 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 	if err := writable(d); err != nil {
 		return err
 	}
-	tu, _, err := e.store.UserByName(ctx, target)
+	tu, err := e.grantTarget(ctx, u, d, target)
 	if err != nil {
 		return err
+	}
+	if !u.Superuser && tu.Org != d.Org && role != sluice.RoleNone {
+		return sluice.Errorf(sluice.CodeForbidden, "user %s is not of organization %s: only the super user grants it a role on %s; its role may only be revoked", tu.Name, d.Org, d.Path())
 	}
 	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
 		return tx.SetRole(ctx, tu.ID, d.ID, role)
@@ -227,6 +238,17 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 	e.roles.Clear()
 	e.accessChanged(ctx)
 	return nil
+}
+
+// grantTarget returns the user called target for a grant by u on d: any
+// user for the super user, and for others what postgres.DB.GrantTarget
+// finds (a user of d's organization, or one already holding a role on d).
+func (e *Engine) grantTarget(ctx context.Context, u *sluice.User, d *sluice.Database, target string) (*sluice.User, error) {
+	if u.Superuser {
+		tu, _, err := e.store.UserByName(ctx, target)
+		return tu, err
+	}
+	return e.store.GrantTarget(ctx, target, d.Org, d.ID)
 }
 
 // RoleGrant is a role granted to a user on a database.

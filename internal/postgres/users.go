@@ -88,6 +88,29 @@ func userByName(ctx context.Context, q querier, name string) (*sluice.User, stri
 	return &u, hash, nil
 }
 
+// GrantTarget returns the user called name, as a target of a role grant on
+// database dbID of organization org by one of its admins: a user of org,
+// or of another organization only while it holds a role on dbID (which
+// the database's admins see listed). Any other user answers as one that
+// does not exist, with the same error and the same single round trip, so
+// an admin cannot learn which user names other organizations hold.
+func (db *DB) GrantTarget(ctx context.Context, name, org string, dbID int64) (*sluice.User, error) {
+	if err := checkText("user name", name); err != nil {
+		return nil, err
+	}
+	var u sluice.User
+	err := db.pool.QueryRow(ctx, `SELECT id, org, name, superuser FROM sluice.users u WHERE name = $1
+		AND (org = $2 OR EXISTS (SELECT 1 FROM sluice.roles r WHERE r.user_id = u.id AND r.db_id = $3))`, name, org, dbID).
+		Scan(&u.ID, &u.Org, &u.Name, &u.Superuser)
+	if errors.Is(mapError(err), errNotFound) {
+		return nil, sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", name)
+	}
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return &u, nil
+}
+
 // Users returns every user, sorted by name.
 func (db *DB) Users(ctx context.Context) ([]*sluice.User, error) {
 	rows, err := db.pool.Query(ctx, "SELECT id, org, name, superuser FROM sluice.users ORDER BY name")
