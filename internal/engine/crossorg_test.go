@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/engine"
 )
 
@@ -79,5 +81,74 @@ func TestSetRoleStaysInTheOrganization(t *testing.T) {
 	}
 	if got := answer("bob", sluice.RoleNone); got.Code != sluice.CodeNotFound {
 		t.Fatalf("eve revoking bob's role again answers %+v, want NotFound as for any other user of acme", got)
+	}
+}
+
+// TestHiddenDatabaseCostsAMiss: a database of another organization that
+// the caller has no role on answers as one that does not exist, and costs
+// the same: the same Postgres statements, however often it is asked, so
+// the response time does not tell that it exists. (Before, an existing
+// one was answered from the cache and a missing one queried every time.)
+// A database the caller has a role on is still answered from the cache.
+func TestHiddenDatabaseCostsAMiss(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, log, admin := newEngineLogged(t)
+	for _, org := range []string{"evil", "acme"} {
+		if err := e.CreateOrganization(ctx, admin, org); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.CreateUser(ctx, admin, "evil", "eve", "eve-password"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"secret", "shared"} {
+		if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: "acme", Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.SetRole(ctx, admin, "acme", "shared", "eve", sluice.RoleRead); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.Auth().Password(ctx, "eve", "eve-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = auth.WithCredential(ctx, c)
+	eve := c.User
+
+	// lookup asks for acme/name as eve and returns the answer and the
+	// statements it cost, name written as NAME.
+	lookup := func(name string) (sluice.Shown, []string) {
+		log.take()
+		_, _, err := e.Database(ctx, eve, "acme", name, sluice.RoleRead)
+		stmts := log.take()
+		for i, s := range stmts {
+			stmts[i] = strings.ReplaceAll(s, name, "NAME")
+		}
+		if err == nil {
+			return sluice.Shown{}, stmts
+		}
+		return sluice.Show(err), stmts
+	}
+	for i := range 3 {
+		secret, secretStmts := lookup("secret")
+		missing, missingStmts := lookup("nothere")
+		if secret.Code != sluice.CodeNotFound || secret.Code != missing.Code ||
+			strings.ReplaceAll(secret.Message, "secret", "nothere") != missing.Message {
+			t.Fatalf("lookup %d: acme/secret answers %+v, acme/nothere %+v: want the same NotFound", i, secret, missing)
+		}
+		if len(missingStmts) == 0 || strings.Join(secretStmts, "\n") != strings.Join(missingStmts, "\n") {
+			t.Fatalf("lookup %d: acme/secret ran %q, acme/nothere %q: want the same statements", i, secretStmts, missingStmts)
+		}
+	}
+	for i := range 2 {
+		shown, stmts := lookup("shared")
+		if shown.Code != "" {
+			t.Fatalf("acme/shared, where eve reads: %+v", shown)
+		}
+		if i > 0 && len(stmts) != 0 {
+			t.Fatalf("acme/shared looked up again ran %q, want the cache to answer", stmts)
+		}
 	}
 }

@@ -208,18 +208,22 @@ func (e *Engine) parsed(d *sluice.Database, sdl string) (*sluice.Schema, error) 
 // answers exactly as one that does not exist (sluice.ErrNoDatabase), so
 // its existence is not revealed; _system keeps its Forbidden.
 func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string, role sluice.Role) (*sluice.Database, *sluice.Schema, error) {
-	d, sdl, err := e.database(ctx, org, name)
-	if err != nil {
-		return nil, nil, err
+	var d *sluice.Database
+	var sdl string
+	var have sluice.Role
+	var err error
+	if hidden(u, org) {
+		d, sdl, have, err = e.foreignDatabase(ctx, u, org, name)
+	} else {
+		d, sdl, err = e.database(ctx, org, name)
+		if err == nil {
+			have, err = e.Role(ctx, u, d)
+		}
 	}
-	have, err := e.Role(ctx, u, d)
 	if err != nil {
 		return nil, nil, err
 	}
 	if have < role {
-		if have == sluice.RoleNone && u.Org != org && org != sluice.SystemOrg {
-			return nil, nil, sluice.ErrNoDatabase(org, name)
-		}
 		if have == sluice.RoleNone {
 			return nil, nil, sluice.Errorf(sluice.CodeForbidden, "user %s has no access to database %s", u.Name, d.Path())
 		}
@@ -230,6 +234,44 @@ func (e *Engine) Database(ctx context.Context, u *sluice.User, org, name string,
 		return nil, nil, err
 	}
 	return d, s, nil
+}
+
+// hidden reports whether the databases of organization org are hidden
+// from u unless u holds a role on them: those of other organizations than
+// u's own, _system aside (whose existence is no secret).
+func hidden(u *sluice.User, org string) bool {
+	return !u.Superuser && u.Org != org && org != sluice.SystemOrg
+}
+
+// foreignDatabase returns a copy of database org/name of an organization
+// hidden from u, its SDL and u's role on it; ErrNoDatabase when it does
+// not exist or u has no role on it. Whether such a database exists must
+// show neither in the answer nor in the work done for it: were a refused
+// database answered from the cache (database and RoleNone) while a name
+// that does not exist costs a Postgres query every time, the response
+// time would tell them apart. So the cache answers only a database u has
+// a role on, and every other lookup is the one query DatabaseForUser,
+// whether the database exists or not. (Caching misses instead would hide
+// a database created since on another replica.)
+func (e *Engine) foreignDatabase(ctx context.Context, u *sluice.User, org, name string) (*sluice.Database, string, sluice.Role, error) {
+	key := dbKey{org, name}
+	want := accessVersion(ctx)
+	if c, ok := e.databases.Get(key); ok && fresh(c.version, want) {
+		if r, ok := e.roles.Get(roleKey{u.ID, c.v.d.ID}); ok && fresh(r.version, want) && r.v != sluice.RoleNone {
+			d := c.v.d
+			return &d, c.v.sdl, r.v, nil
+		}
+	}
+	d, sdl, have, err := e.store.DatabaseForUser(ctx, org, name, u.ID)
+	if err != nil {
+		return nil, "", sluice.RoleNone, err
+	}
+	if have == sluice.RoleNone {
+		return nil, "", sluice.RoleNone, sluice.ErrNoDatabase(org, name)
+	}
+	e.databases.Put(key, versioned[cachedDatabase]{v: cachedDatabase{d: *d, sdl: sdl}, version: want})
+	e.roles.Put(roleKey{u.ID, d.ID}, versioned[sluice.Role]{v: have, version: want})
+	return d, sdl, have, nil
 }
 
 // database returns a copy of database org/name (callers may modify it) and

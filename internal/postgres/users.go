@@ -320,6 +320,41 @@ func (db *DB) Role(ctx context.Context, userID, dbID int64) (sluice.Role, error)
 	return sluice.Role(r), mapError(err)
 }
 
+// DatabaseForUser returns database org/name, its SDL and userID's granted
+// role on it (RoleNone when none) in one round trip, or ErrNoDatabase. A
+// caller that must not reveal whether a database it refuses exists asks
+// this for both a refused database and one that does not exist, so both
+// cost the same single query.
+func (db *DB) DatabaseForUser(ctx context.Context, org, name string, userID int64) (*sluice.Database, string, sluice.Role, error) {
+	if err := checkText("organization", org); err != nil {
+		return nil, "", sluice.RoleNone, err
+	}
+	if err := checkText("database name", name); err != nil {
+		return nil, "", sluice.RoleNone, err
+	}
+	var role int
+	d, sdl, err := scanDatabase(withRole{db.pool.QueryRow(ctx, `SELECT `+databaseColumns+`, COALESCE(r.role, 0)
+		FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id
+		LEFT JOIN sluice.roles r ON r.db_id = d.id AND r.user_id = $3
+		WHERE d.org = $1 AND d.name = $2`, org, name, userID), &role})
+	if errors.Is(err, errNotFound) {
+		return nil, "", sluice.RoleNone, sluice.ErrNoDatabase(org, name)
+	}
+	if err != nil {
+		return nil, "", sluice.RoleNone, err
+	}
+	return d, sdl, sluice.Role(role), nil
+}
+
+// withRole is a row of databaseColumns followed by a role, scanned by
+// scanDatabase with the role going to role.
+type withRole struct {
+	row  pgx.Row
+	role *int
+}
+
+func (w withRole) Scan(dest ...any) error { return w.row.Scan(append(dest, w.role)...) }
+
 // Grant is a role granted to a user on a database.
 type Grant struct {
 	User string
