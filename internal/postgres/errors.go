@@ -51,9 +51,11 @@ func mapError(err error) error {
 			return sluice.Errorf(sluice.CodeConflict, "the database changed concurrently (deleted, re-created or its schema changed); retry")
 		case "57014": // query_canceled
 			// Sluice cancels a statement itself only when the request's
-			// context ended, and then nobody reads this error. Otherwise
-			// it ran past statement_timeout, or an operator cancelled it:
-			// the request may succeed when retried, or with a higher limit.
+			// context ended: then the client is gone, and a caller that
+			// still logs this error checks its context first (the REST
+			// listing logs it at Debug). Otherwise it ran past
+			// statement_timeout, or an operator cancelled it: the request
+			// may succeed when retried, or with a higher limit.
 			return &sluice.Error{Code: sluice.CodeUnavailable, Message: "the database cancelled a statement of this request: it ran longer than statement_timeout allows, or an operator cancelled it"}
 		}
 		if pe.Code == "54000" && strings.HasPrefix(pe.Message, "index row") {

@@ -144,7 +144,16 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		// fewer documents (NDJSON has no end marker), at a position it
 		// does not reflect: abort it, so that the client sees a failed
 		// transfer (HTTP/1.1: no last chunk; HTTP/2: a reset stream).
-		loggerFrom(r).Error("document listing failed mid-stream", "err", err)
+		if r.Context().Err() != nil || sent.err != nil {
+			// The client went away (or stopped reading past
+			// write_timeout): err is of its leaving, a failed write or
+			// the statement cancelled as the request's context ended
+			// (which reads as statement_timeout), not a failure of
+			// Sluice's, and any client could fill the log with them.
+			loggerFrom(r).Debug("document listing ended mid-stream: the client went away", "err", err)
+		} else {
+			loggerFrom(r).Error("document listing failed mid-stream", "err", err)
+		}
 		panic(http.ErrAbortHandler)
 	}
 	if asList {
@@ -533,10 +542,15 @@ var errDeleteBody = sluice.Errorf(sluice.CodeInvalid, `give ?id=<id> or a body w
 type countingWriter struct {
 	w io.Writer
 	n int64
+	// err is the first failed write: the client went away or stalled.
+	err error
 }
 
 func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
 	return n, err
 }
