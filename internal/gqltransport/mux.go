@@ -84,11 +84,16 @@ func (o *muxOut) add(parts ...[]byte) {
 // flush wakes the writer, then waits while more than muxOutLimit bytes
 // wait for it. It fails once the connection is gone.
 func (o *muxOut) flush() error {
+	o.notify()
+	return o.wait(nil)
+}
+
+// notify wakes the writer. It never waits.
+func (o *muxOut) notify() {
 	select {
 	case o.wake <- struct{}{}:
 	default:
 	}
-	return o.wait(nil)
 }
 
 // wait waits while more than muxOutLimit bytes wait for the writer. It

@@ -247,6 +247,19 @@ func (t *transport) execute(ctx context.Context, st framer, req *request, op *gr
 		st.start()
 		st.next("", b)
 		st.complete()
+		if mr != nil {
+			// Its result is queued, and the operation is over: it does
+			// not wait for the writer to take it. Its turn waited for
+			// room, and the next query or mutation waits for room in
+			// its turn, so the queue still holds at most muxOutLimit
+			// and one result. Waiting here would hold a single
+			// connection mode POST unfinished (its 202 unsent, or sent
+			// on a connection that serves nothing else meanwhile) until
+			// a stream takes the result: a client that waits for the
+			// POST before it opens the stream would wait for nothing.
+			mr.op.out.notify()
+			return nil
+		}
 		_ = st.flush()
 		return nil
 	}
