@@ -149,8 +149,9 @@ type Config struct {
 	// Key graphql_ws_max_message_bytes, env SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES, flag --graphql-ws-max-message-bytes, default 1048576.
 	GraphQLWSMaxMessageBytes int64
 
-	// GraphQLWSMaxOperations caps the operations one graphql-ws socket
-	// runs at once. Always greater than zero.
+	// GraphQLWSMaxOperations caps the operations one graphql-ws socket,
+	// or one graphql-sse single connection mode reservation, runs at once
+	// (those waiting their turn among them). Always greater than zero.
 	// Key graphql_ws_max_operations, env SLUICE_GRAPHQL_WS_MAX_OPERATIONS, flag --graphql-ws-max-operations, default 100.
 	GraphQLWSMaxOperations int
 

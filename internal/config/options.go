@@ -205,7 +205,7 @@ func options() []option {
 			"largest graphql-ws message in bytes (1 MiB) once a socket is acknowledged; send larger writes over HTTP",
 			func(c *Config, n int64) error { c.GraphQLWSMaxMessageBytes = n; return nil }),
 		countOption("graphql_ws_max_operations", "100",
-			"most operations (queries, mutations, subscriptions) one graphql-ws socket runs at once; past it a subscribe is answered with an error message naming this key, and the socket stays open",
+			"most operations (queries, mutations, subscriptions, those waiting their turn among them) one graphql-ws socket or one graphql-sse single connection mode reservation runs at once; past it a subscribe is answered with an error message naming this key, and the socket stays open, and a single connection mode POST with 429, its body unread",
 			func(c *Config, n int) { c.GraphQLWSMaxOperations = n }),
 		capOption("max_unauthenticated_sockets", "1000",
 			"most graphql-ws sockets this process holds before their connection_ack (they have 10s to send connection_init); past it an upgrade is answered 503 with Retry-After (0: no cap)",

@@ -188,7 +188,13 @@ type reservation struct {
 	attached bool // guarded by the connections' mu
 	ended    bool
 	ops      map[string]*muxEntry
-	wg       sync.WaitGroup // the operations' goroutines
+	// busy counts the POSTs of operations from the moment they are
+	// received until their operations end: read and validated, waiting
+	// their turn, running. It is capped (Options.MaxOperations), as a
+	// graphql-ws socket's operations are, since each holds its request
+	// (its variables, its connection) and a goroutine.
+	busy int
+	wg   sync.WaitGroup // the operations' goroutines
 	// conn is the reservation's state in the stream server: its
 	// operations' feed and pump.
 	conn *stream.Conn
@@ -223,6 +229,13 @@ func (res *reservation) stop() {
 	res.wg.Wait()
 	res.conn.Close()
 	res.release()
+}
+
+// leave gives back the place of a POST that runs no operation.
+func (res *reservation) leave() {
+	res.mu.Lock()
+	res.busy--
+	res.mu.Unlock()
 }
 
 // single serves a request of single connection mode.
@@ -467,6 +480,33 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 // singleOperation runs the operation a POST sends: 202 once it is under
 // way, its results on the reservation's stream.
 func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res *reservation, exec graphql.GraphExecutor) {
+	// The cap is checked before the body is read: a client past it has
+	// nothing of its request held (the body is left unread, the
+	// connection closed after the answer over HTTP/1, as the REST routes
+	// refuse a body they will not read).
+	max := t.opts.MaxOperations
+	res.mu.Lock()
+	full := res.busy >= max
+	if !full {
+		res.busy++
+	}
+	res.mu.Unlock()
+	if full {
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(time.Second))
+		}
+		writeHTTPError(w, sluice.Errorf(sluice.CodeTooMany, "this stream reservation runs its maximum of %d operations at once, those waiting their turn among them (config graphql_ws_max_operations): send it again once one has ended", max))
+		return
+	}
+	// counted is true until the operation's own end (done) gives its
+	// place back.
+	counted := true
+	defer func() {
+		if counted {
+			res.leave()
+		}
+	}()
 	params, err := t.readParams(r)
 	if err != nil {
 		writeHTTPError(w, err)
@@ -502,12 +542,14 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 	e := &muxEntry{stop: cancel}
 	res.ops[id] = e
 	res.wg.Add(1)
+	counted = false // done gives the place back
 	res.mu.Unlock()
 	done := func() {
 		res.mu.Lock()
 		if res.ops[id] == e { // else DELETEd, and the id maybe reused
 			delete(res.ops, id)
 		}
+		res.busy--
 		res.mu.Unlock()
 		cancel()
 		res.wg.Done()

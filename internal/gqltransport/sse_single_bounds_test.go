@@ -2,12 +2,14 @@ package gqltransport_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -86,5 +88,57 @@ func TestSingleLargeResultBeforeStream(t *testing.T) {
 		if f := withoutPosition(st.Event().String()); f != want {
 			t.Fatalf("got  %q (%d bytes)\nwant %q (%d bytes)", f[max(0, len(f)-120):], len(f), want[max(0, len(want)-120):], len(want))
 		}
+	}
+}
+
+// TestSingleOperationsAreCapped: a reservation runs at most
+// graphql_ws_max_operations operations at once, those waiting their turn
+// among them; past it a POST is answered 429 at once, naming the key,
+// before its body is read. Found by review: every POST behind a query
+// waiting for the stream waited too, holding its request, its variables
+// and its connection, without limit until the stream took the results or
+// the reservation ended.
+func TestSingleOperationsAreCapped(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLWSMaxOperations = 3 })
+	db := "singlecap"
+	d.CreateDatabase(t, db, "type Dog { name: String! }")
+	name := strings.Repeat("n", 70<<10)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/"+db, `{"@type":"Dog","@id":"Dog/big","name":"`+name+`"}`)
+	tok := reserve(t, d, dt.Admin(), db)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// No stream takes this result: the queries after it wait their turn.
+	if a := postSingle(ctx, d, db, tok, "big", "{ Dog { name } }"); a.err != nil || a.status != 202 {
+		t.Fatalf("first POST: %d %q %v", a.status, a.body, a.err)
+	}
+	answers := make(chan singleAnswer, 6)
+	for i := range 6 {
+		go func() { answers <- postSingle(ctx, d, db, tok, fmt.Sprint("q", i), "{ __typename }") }()
+	}
+	for refused := 0; refused < 3; {
+		a := <-answers
+		if a.err != nil || a.status != 429 || !strings.Contains(a.body, "graphql_ws_max_operations") {
+			t.Fatalf("a POST past the cap: %d %q %v, want 429 naming graphql_ws_max_operations", a.status, a.body, a.err)
+		}
+		refused++
+	}
+	// Refused before its body is read: a body that is no JSON is not
+	// looked at.
+	r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/"+db, "not json", "Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok)
+	if r.Status != 429 {
+		t.Fatalf("a POST past the cap with a bad body: %d %s", r.Status, r.Body)
+	}
+	// Once the stream takes the results, the waiting ones run, and the
+	// reservation takes operations again.
+	st := mustOpen(t, d, dt.Admin(), "GET", "/api/graphql/admin/"+db+"?token="+tok, "", nil, "Accept", sse)
+	st.connected()
+	for range 3 {
+		if a := <-answers; a.err != nil || a.status != 202 {
+			t.Fatalf("a waiting POST: %d %q %v, want 202", a.status, a.body, a.err)
+		}
+	}
+	if a := postSingle(ctx, d, db, tok, "after", "{ __typename }"); a.err != nil || a.status != 202 {
+		t.Fatalf("a POST once the others ran: %d %q %v, want 202", a.status, a.body, a.err)
 	}
 }

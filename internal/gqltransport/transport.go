@@ -43,9 +43,10 @@ type Options struct {
 	// after it (config graphql_ws_max_message_bytes; default 1 MiB).
 	MaxInitBytes    int64
 	MaxMessageBytes int64
-	// MaxOperations caps the operations one graphql-ws socket runs at
-	// once: queries, mutations and subscriptions (config
-	// graphql_ws_max_operations; default 100).
+	// MaxOperations caps the operations one graphql-ws socket, or one
+	// single connection mode reservation, runs at once: queries,
+	// mutations and subscriptions, those waiting their turn among them
+	// (config graphql_ws_max_operations; default 100).
 	MaxOperations int
 	// MaxPendingSockets caps the graphql-ws sockets not yet acknowledged
 	// (config max_unauthenticated_sockets; 0: no cap).
