@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
 // Policy is the configured origins (config cors_origins): listed origins'
@@ -104,17 +106,26 @@ func Normalize(origin string) (string, bool) {
 }
 
 // CrossSiteWrite reports whether r is a state-changing request (any
-// method but GET, HEAD and OPTIONS) that a browser sends from a page it
-// may not come from with the credentials the browser remembers: a page
-// of another origin than the server's own and the listed ones. Browsers
-// say where a request comes from in Sec-Fetch-Site (all current ones),
-// or else Origin; a request with neither is no page's (curl, servers,
-// SDKs) and passes. It judges as net/http's CrossOriginProtection does,
-// but with the policy's comparison of origins.
+// method but GET, HEAD and OPTIONS), or one that opens an event stream
+// with Basic credentials (opensStream), that a browser sends from a page
+// it may not come from with the credentials the browser remembers: a
+// page of another origin than the server's own and the listed ones.
+// Browsers say where a request comes from in Sec-Fetch-Site (all current
+// ones), or else Origin; a request with neither is no page's (curl,
+// servers, SDKs) and passes. It
+// judges as net/http's CrossOriginProtection does, but with the policy's
+// comparison of origins.
 func (p *Policy) CrossSiteWrite(r *http.Request) bool {
 	switch r.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	case http.MethodOptions:
 		return false
+	case http.MethodGet, http.MethodHead:
+		// A stream without Basic credentials carries what the page's own
+		// script put there (a bearer token, a stream ticket), or nothing
+		// (and is refused 401): the page may use those.
+		if !opensStream(r) || !basicAuth(r) {
+			return false
+		}
 	}
 	origin := r.Header.Get("Origin")
 	switch r.Header.Get("Sec-Fetch-Site") {
@@ -139,4 +150,39 @@ func (p *Policy) Socket(r *http.Request) (allowed, ambient bool) {
 		return true, true
 	}
 	return p.any, false
+}
+
+// subscribePrefix is the path of the REST change streams
+// (internal/rest/routes.go), served as SSE whatever the request accepts.
+const subscribePrefix = "/api/subscribe/"
+
+// opensStream reports whether r, a GET or HEAD request, opens an event
+// stream: a GraphQL subscription over SSE, NDJSON or multipart, a single
+// connection mode stream (a stream token), or a REST change stream. A
+// stream changes nothing, but it takes a place among its user's open
+// streams (max_streams_per_user) and costs the server until it ends, and
+// a page of any site can make a browser open one with the Basic
+// credentials it remembers and no CORS preflight (fetch in no-cors mode:
+// Accept is a safelisted header), and resume it from the oldest history
+// kept. The page cannot read the answer, but the streams count: so a
+// cross-site page may open one only as it may write.
+func opensStream(r *http.Request) bool {
+	switch protocol.Of(r) {
+	case protocol.SSE, protocol.NDJSON, protocol.Multipart, protocol.SingleConnection:
+		return true
+	}
+	return strings.HasPrefix(r.URL.Path, subscribePrefix)
+}
+
+// basicAuth reports whether r carries Basic credentials, which a browser
+// may add by itself (it remembers them for the origin). Sluice sets no
+// cookies and no cookie authenticates, so they are the only credentials
+// a browser adds.
+func basicAuth(r *http.Request) bool {
+	for _, h := range r.Header.Values("Authorization") {
+		if scheme, _, _ := strings.Cut(strings.TrimSpace(h), " "); strings.EqualFold(scheme, "basic") {
+			return true
+		}
+	}
+	return false
 }

@@ -176,3 +176,88 @@ func FuzzPolicy(f *testing.F) {
 		}
 	})
 }
+
+// TestCrossSiteStreams: a GET that opens an event stream (GraphQL SSE,
+// NDJSON or multipart, a single connection mode stream, a REST change
+// stream whatever it accepts) with Basic credentials from a page of
+// another site is judged as a write: refused unless the page's origin is
+// the server's own or listed.
+// Other GETs never are (CORS keeps their answers from the page). Found by
+// review: a page on any site opened streams with its visitor's
+// remembered Basic credentials, each taking one of the visitor's places
+// among the streams.
+func TestCrossSiteStreams(t *testing.T) {
+	p := New([]string{"https://app.example"})
+	get := func(path, from, site string, header ...string) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "http://sluice.example:6363"+path, nil)
+		r.SetBasicAuth("rita", "rita-password")
+		for i := 0; i+1 < len(header); i += 2 {
+			r.Header.Set(header[i], header[i+1])
+		}
+		if from != "" {
+			r.Header.Set("Origin", from)
+		}
+		if site != "" {
+			r.Header.Set("Sec-Fetch-Site", site)
+		}
+		return r
+	}
+	streams := map[string]func(from, site string) *http.Request{
+		"graphql sse": func(from, site string) *http.Request {
+			return get("/api/graphql/a/b?query=subscription{x}", from, site, "Accept", "text/event-stream")
+		},
+		"graphql ndjson": func(from, site string) *http.Request {
+			return get("/api/graphql/a/b?query=subscription{x}", from, site, "Accept", "application/x-ndjson")
+		},
+		"graphql multipart": func(from, site string) *http.Request {
+			return get("/api/graphql/a/b?query=subscription{x}", from, site, "Accept", "multipart/mixed;subscriptionSpec=1.0")
+		},
+		"single connection": func(from, site string) *http.Request {
+			return get("/api/graphql/a/b?token=tok", from, site, "Accept", "text/event-stream")
+		},
+		"rest stream": func(from, site string) *http.Request { return get("/api/subscribe/a/b/Dog", from, site) },
+		"rest stream, */*": func(from, site string) *http.Request {
+			return get("/api/subscribe/a/b/Dog", from, site, "Accept", "*/*")
+		},
+	}
+	for name, stream := range streams {
+		for _, c := range []struct {
+			from, site string
+			cross      bool
+		}{
+			{"https://evil.example", "cross-site", true},
+			{"", "cross-site", true}, // fetch in no-cors mode sends no Origin
+			{"https://sub.sluice.example", "same-site", true},
+			{"https://evil.example", "", true}, // an older browser
+			{"https://app.example", "cross-site", false},
+			{"http://sluice.example:6363", "same-origin", false},
+			{"", "none", false},
+			{"", "", false}, // no page: curl, servers
+		} {
+			if got := p.CrossSiteWrite(stream(c.from, c.site)); got != c.cross {
+				t.Errorf("%s from %q (Sec-Fetch-Site %q): CrossSiteWrite %v, want %v", name, c.from, c.site, got, c.cross)
+			}
+		}
+		// Credentials the page's script sent (a bearer token, a ticket),
+		// or none: the page may use them.
+		for _, authz := range []string{"", "Bearer sluice-at_x"} {
+			r := stream("https://evil.example", "cross-site")
+			r.Header.Del("Authorization")
+			if authz != "" {
+				r.Header.Set("Authorization", authz)
+			}
+			if p.CrossSiteWrite(r) {
+				t.Errorf("%s from another site with Authorization %q is a cross-site write", name, authz)
+			}
+		}
+	}
+	for _, r := range []*http.Request{
+		get("/api/document/a/b", "https://evil.example", "cross-site"),
+		get("/api/document/a/b", "https://evil.example", "cross-site", "Accept", "application/json"),
+		get("/api/graphql/a/b", "https://evil.example", "cross-site", "Accept", "text/html"),
+	} {
+		if p.CrossSiteWrite(r) {
+			t.Errorf("GET %s (Accept %q) from another site is a cross-site write", r.URL, r.Header.Get("Accept"))
+		}
+	}
+}
