@@ -247,7 +247,7 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 	}
 	res := t.reservation(r, greq)
 	if res == nil {
-		writeHTTPError(w, sluice.Errorf(sluice.CodeNotFound, "no stream reservation for this token on this server (single connection mode needs every request of a client to reach the server that took its PUT; see docs/subscriptions.md#graphql-sse-single-connection-mode)"))
+		writeHTTPError(w, errNoReservation())
 		return
 	}
 	switch r.Method {
@@ -324,6 +324,29 @@ func (t *transport) reserve(w http.ResponseWriter, r *http.Request, greq *graph.
 	_, _ = w.Write([]byte(tok))
 }
 
+func errNoReservation() error {
+	return sluice.Errorf(sluice.CodeNotFound, "no stream reservation for this token on this server (single connection mode needs every request of a client to reach the server that took its PUT; see docs/subscriptions.md#graphql-sse-single-connection-mode)")
+}
+
+// claim attaches a stream to res, which transport.reservation found:
+// checked and set under c.mu, where the reservation's expiry
+// (dropUnclaimed) and Close look, so that neither ends it between the
+// lookup and the attach. Else its stream would serve a reservation that
+// ended: outside the stream caps (its place given back), pinging until
+// the client left, every POST for it answered 404.
+func (c *connections) claim(res *reservation) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.reservations[res.token] != res:
+		return errNoReservation()
+	case res.attached:
+		return sluice.Errorf(sluice.CodeConflict, "the stream of this reservation is already open")
+	}
+	res.attached = true
+	return nil
+}
+
 // dropUnclaimed ends res unless a stream claimed it.
 func (c *connections) dropUnclaimed(res *reservation) {
 	c.mu.Lock()
@@ -366,12 +389,8 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		heartbeat = d
 	}
 	c := t.conns
-	c.mu.Lock()
-	busy := res.attached
-	res.attached = true
-	c.mu.Unlock()
-	if busy {
-		writeHTTPError(w, sluice.Errorf(sluice.CodeConflict, "the stream of this reservation is already open"))
+	if err := c.claim(res); err != nil {
+		writeHTTPError(w, err)
 		return
 	}
 	res.expire.Stop()
