@@ -123,7 +123,7 @@ func (p *Policy) CrossSiteWrite(r *http.Request) bool {
 		// A stream without Basic credentials carries what the page's own
 		// script put there (a bearer token, a stream ticket), or nothing
 		// (and is refused 401): the page may use those.
-		if !opensStream(r) || !basicAuth(r) {
+		if !opensStream(r) || !BasicAuth(r) {
 			return false
 		}
 	}
@@ -174,11 +174,11 @@ func opensStream(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, subscribePrefix)
 }
 
-// basicAuth reports whether r carries Basic credentials, which a browser
+// BasicAuth reports whether r carries Basic credentials, which a browser
 // may add by itself (it remembers them for the origin). Sluice sets no
 // cookies and no cookie authenticates, so they are the only credentials
 // a browser adds.
-func basicAuth(r *http.Request) bool {
+func BasicAuth(r *http.Request) bool {
 	for _, h := range r.Header.Values("Authorization") {
 		if scheme, _, _ := strings.Cut(strings.TrimSpace(h), " "); strings.EqualFold(scheme, "basic") {
 			return true

@@ -26,7 +26,8 @@ type CORS struct {
 func NewCORS(policy *origin.Policy) *CORS { return &CORS{policy: policy} }
 
 // Protect refuses, with 403, every state-changing request (any method but
-// GET, HEAD and OPTIONS, on every route) that a browser sends from a page
+// GET, HEAD and OPTIONS, on every route), and every request opening an
+// event stream with Basic credentials, that a browser sends from a page
 // of another origin than the daemon's own and cors_origins. A form on any
 // site can make a browser POST to Sluice, with no CORS preflight, and the
 // browser adds the Basic credentials it remembers for Sluice (anyone who
@@ -43,23 +44,12 @@ func NewCORS(policy *origin.Policy) *CORS { return &CORS{policy: policy} }
 // the page's own script).
 func (c *CORS) Protect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c.policy.CrossSiteWrite(r) && !(c.policy.Any() && !basicAuth(r)) {
+		if c.policy.CrossSiteWrite(r) && !(c.policy.Any() && !origin.BasicAuth(r)) {
 			writeError(w, r, errCrossOrigin(r))
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// basicAuth reports whether r carries Basic credentials, which a browser
-// may add by itself.
-func basicAuth(r *http.Request) bool {
-	for _, h := range r.Header.Values("Authorization") {
-		if scheme, _, _ := strings.Cut(strings.TrimSpace(h), " "); strings.EqualFold(scheme, "basic") {
-			return true
-		}
-	}
-	return false
 }
 
 func errCrossOrigin(r *http.Request) error {
