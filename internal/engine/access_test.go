@@ -21,9 +21,15 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // and the super user.
 func newEngine(t *testing.T) (*engine.Engine, *postgres.DB, *sluice.User) {
 	t.Helper()
+	return newEngineOn(t, pgtest.NewDatabase(t))
+}
+
+// newEngineOn is newEngine on the database at dbURL.
+func newEngineOn(t *testing.T, dbURL string) (*engine.Engine, *postgres.DB, *sluice.User) {
+	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := postgres.Open(ctx, pgtest.NewDatabase(t), logger)
+	store, err := postgres.Open(ctx, dbURL, logger)
 	if err != nil {
 		t.Fatal(err)
 	}

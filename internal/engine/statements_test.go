@@ -2,10 +2,8 @@ package engine_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
@@ -16,10 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/pgtest"
-	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // statementLog is a proxy in front of Postgres that records the SQL text
@@ -44,7 +40,6 @@ func (l *statementLog) take() []string {
 // statementLog.
 func newEngineLogged(t *testing.T) (*engine.Engine, *statementLog, *sluice.User) {
 	t.Helper()
-	ctx := context.Background()
 	dbURL := pgtest.NewDatabase(t)
 	cfg, err := pgconn.ParseConfig(dbURL)
 	if err != nil {
@@ -96,25 +91,8 @@ func newEngineLogged(t *testing.T) (*engine.Engine, *statementLog, *sluice.User)
 	q.Set("default_query_exec_mode", "simple_protocol")
 	u.RawQuery = q.Encode()
 	u.Host = ln.Addr().String()
-
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := postgres.Open(ctx, u.String(), logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
-	if _, err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e := engine.New(store, auth.New(store, 4, nil), logger, engine.Hooks{})
-	if _, err := e.Bootstrap(ctx, "admin-password"); err != nil {
-		t.Fatal(err)
-	}
-	c, err := e.Auth().Password(ctx, engine.AdminUser, "admin-password")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, log, c.User
+	e, _, admin := newEngineOn(t, u.String())
+	return e, log, admin
 }
 
 // relay copies a client's messages to server, recording each Query's
