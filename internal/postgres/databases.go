@@ -185,7 +185,20 @@ func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.S
 // with them), and where migration 7 installed its event triggers no
 // other role may either; an object some role made there all the same
 // makes DROP SCHEMA fail alike, a Conflict naming it, not a loss.
+//
+// Its waits for locks are bounded as a schema change's are (LockTables):
+// the tables' ACCESS EXCLUSIVE locks wait for every transaction using
+// them, other roles' included, and the database's API reads and writes
+// queue behind them meanwhile.
 func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
+	if err := setLockTimeout(ctx, t.tx); err != nil {
+		return mapError(err)
+	}
+	return t.boundLockWaits(ctx, "the deletion", d, func() error { return t.deleteDatabase(ctx, d) })
+}
+
+// deleteDatabase is DeleteDatabase once its lock waits are bounded.
+func (t *Tx) deleteDatabase(ctx context.Context, d *sluice.Database) error {
 	const refused = "deleting database %s would drop tables that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)"
 	others, err := schemaDependents(ctx, t.tx, d.ID)
 	if err != nil {
@@ -266,7 +279,23 @@ func (db *DB) CurrentSchemaVersion(ctx context.Context, d *sluice.Database) (int
 // broke by failing one of them. In this order the change waits for the
 // writes in flight, and the writes that come later wait for it, then
 // find the schema moved (ErrSchemaChanged) and run again.
+//
+// From here on, each wait for a lock of the change's transaction is
+// bounded by lockTimeout. The tables' locks wait for every transaction
+// using them, those of other Postgres roles granted SQL access included
+// (a report, a psql session left open in a transaction), and every API
+// read and write of the tables queues behind them while they wait:
+// unbounded, one such transaction held the database's whole API for up
+// to statement_timeout. Past lockTimeout the change gives up, nothing of
+// it applied (one transaction), with an Unavailable error naming the
+// sessions it waited for (boundLockWaits); the reads and writes queued
+// behind it go on. So do writes in flight that take longer than
+// lockTimeout, and a prune of the database holding its counter row
+// (LockDatabase): the change is retried later.
 func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
+	if err := setLockTimeout(ctx, t.tx); err != nil {
+		return mapError(err)
+	}
 	var names []string
 	for _, name := range s.Order {
 		if s.Classes[name].Kind == sluice.KindDocument {
@@ -276,8 +305,33 @@ func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	if len(names) == 0 {
 		return nil
 	}
-	_, err := t.tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE")
-	return mapError(err)
+	return t.boundLockWaits(ctx, "the schema change", d, func() error {
+		_, err := t.tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE")
+		return mapError(err)
+	})
+}
+
+// boundLockWaits runs fn, a step of a schema change or a deletion of
+// database d in t, whose transaction has its lock waits bounded
+// (setLockTimeout). When a wait runs out it returns an Unavailable error
+// (503, Retry-After) saying so and naming the sessions it waited for
+// (watchBlockers): those an operator may end, or ask to commit. A lock
+// timeout is not a conflict of the request with another (409): the same
+// request succeeds once those sessions' transactions end. The client
+// sees the sessions' pids, users and transaction starts, as pg_stat_activity
+// shows them to every role of the cluster.
+func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database, fn func() error) error {
+	names, err := t.db.watchBlockers(ctx, t.tx.conn.Conn().PgConn().PID(), fn)
+	if !isLockTimeout(err) {
+		return err
+	}
+	held := "other sessions (gone since)"
+	if len(names) > 0 {
+		held = strings.Join(names, ", ")
+	}
+	return &refusedError{shown: sluice.Errorf(sluice.CodeUnavailable,
+		"%s of database %s waited longer than %s for locks on its tables, held by %s; nothing was changed: retry once their transactions end",
+		what, d.Path(), lockTimeout, held), err: err}
 }
 
 // LockDatabase locks database d's commit counter for a schema change: it
@@ -285,7 +339,9 @@ func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schem
 // It returns a Conflict error when the schema version moved since d was read.
 func (t *Tx) LockDatabase(ctx context.Context, d *sluice.Database) error {
 	var v int
-	err := t.tx.QueryRow(ctx, "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE", d.ID).Scan(&v)
+	err := t.boundLockWaits(ctx, "the schema change", d, func() error {
+		return t.tx.QueryRow(ctx, "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE", d.ID).Scan(&v)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
 	}
@@ -299,14 +355,16 @@ func (t *Tx) LockDatabase(ctx context.Context, d *sluice.Database) error {
 }
 
 // ChangeSchema replaces database d's schema prev by next, altering its
-// tables to match, and increments d.SchemaVersion. Call LockDatabase first
-// in the same Tx.
+// tables to match, and increments d.SchemaVersion. Call LockTables (which
+// bounds the transaction's lock waits) and LockDatabase first in the same Tx.
 func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *sluice.Schema) error {
 	role, err := t.db.writerRole(ctx)
 	if err != nil {
 		return err
 	}
-	if err := syncTables(ctx, t.tx, d.ID, role, prev, next); err != nil {
+	if err := t.boundLockWaits(ctx, "the schema change", d, func() error {
+		return syncTables(ctx, t.tx, d.ID, role, prev, next)
+	}); err != nil {
 		return err
 	}
 	if _, err := t.tx.Exec(ctx, "UPDATE sluice.databases SET schema_sdl = $2 WHERE id = $1", d.ID, next.SDL); err != nil {

@@ -88,28 +88,35 @@ func (t *Tx) LockBootstrap(ctx context.Context) error {
 }
 
 // lockTimeout bounds each wait for a table lock of the statements that
-// change Sluice's own tables or a database's (migrations, making capture
-// triggers) outside a request. They take ACCESS EXCLUSIVE locks, which
+// change Sluice's own tables or a database's: outside a request
+// (migrations, making capture triggers), and in one (a schema change or
+// a database's deletion, see LockTables). They take ACCESS EXCLUSIVE locks, which
 // wait for every transaction using the table, and every statement that
 // asks for the table after them, writes included, queues behind them:
 // without a bound one long transaction (a report, a forgotten psql
 // session) would stop every write on the table for as long as it lasts,
 // on every replica. With it, they give up after lockTimeout and are tried
-// again (retryLocked), and the writes queued behind them go on
+// again (retryLocked), or the request answers that it could not have its
+// locks (boundLockWaits), and the writes queued behind them go on
 // meanwhile.
 const lockTimeout = 2 * time.Second
 
-// setLockTimeout sets lockTimeout for the rest of tx.
-func setLockTimeout(ctx context.Context, tx pgx.Tx) error {
-	_, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", lockTimeout.Milliseconds()))
+// setLockTimeout sets lockTimeout for the rest of q's transaction.
+func setLockTimeout(ctx context.Context, q querier) error {
+	_, err := q.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", lockTimeout.Milliseconds()))
 	return err
 }
 
 // isLockTimeout reports whether err is Postgres' lock_not_available
-// (lock_timeout ran out, or NOWAIT).
+// (lock_timeout ran out, or NOWAIT), as the driver's error or as mapError
+// shows it.
 func isLockTimeout(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "55P03"
+	if errors.As(err, &pe) {
+		return pe.Code == "55P03"
+	}
+	ce, ok := errors.AsType[concurrentError](err)
+	return ok && ce.code == "55P03"
 }
 
 // retryLocked runs fn (a transaction that calls setLockTimeout) until it
@@ -138,10 +145,20 @@ func (db *DB) retryLocked(ctx context.Context, what string, fn func() error) err
 
 // namingBlockers runs fn, a transaction on the backend pid, and when it
 // fails for a lock timeout adds to its error the sessions that blocked
-// it: what an operator needs to end the wait. They are read once, on a
-// connection of the pool, halfway through lockTimeout (when fn still
-// runs), so a quick fn costs nothing.
+// it: what an operator needs to end the wait.
 func (db *DB) namingBlockers(ctx context.Context, pid uint32, fn func() error) error {
+	names, err := db.watchBlockers(ctx, pid, fn)
+	if isLockTimeout(err) && len(names) > 0 {
+		return fmt.Errorf("%w; waiting for %s", err, strings.Join(names, ", "))
+	}
+	return err
+}
+
+// watchBlockers runs fn, a transaction on the backend pid, and returns
+// with its error the sessions that blocked it, if it was blocked. They
+// are read once, on a connection of the pool, halfway through
+// lockTimeout (when fn still runs), so a quick fn costs nothing.
+func (db *DB) watchBlockers(ctx context.Context, pid uint32, fn func() error) ([]string, error) {
 	watchCtx, stop := context.WithCancel(ctx)
 	found := make(chan []string, 1)
 	go func() {
@@ -164,9 +181,5 @@ func (db *DB) namingBlockers(ctx context.Context, pid uint32, fn func() error) e
 	}()
 	err := fn()
 	stop()
-	names := <-found
-	if isLockTimeout(err) && len(names) > 0 {
-		return fmt.Errorf("%w; waiting for %s", err, strings.Join(names, ", "))
-	}
-	return err
+	return <-found, err
 }

@@ -1,0 +1,94 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// TestSQLTransactionCannotStallSchemaChanges: a Postgres role granted
+// SQL access to a class table holds it in a long transaction (just a
+// SELECT). A schema change, then a deletion of the database, wait for
+// its lock at most lock_timeout, and answer 503 with Retry-After naming
+// the holder's session, nothing changed; meanwhile an API read of the
+// class, which queues behind their pending ACCESS EXCLUSIVE lock, is
+// answered. Unbounded, the change waited statement_timeout (30 s) and
+// the read with it. Once the holder ends, the same change succeeds.
+func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "ddlheld", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ddlheld", `{"@type":"Note","@id":"Note/a","text":"a"}`)
+	w := newSQLWriter(t, d, "ddlheld")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder, err := pgx.Connect(ctx, w.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.WithoutCancel(ctx))
+	for _, stmt := range []string{"BEGIN", "SELECT * FROM " + w.table("Note")} {
+		if _, err := holder.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	var sluiceRole string
+	if err := queryString(d.DatabaseURL, "SELECT value FROM sluice.settings WHERE key = 'writer_role'", &sluiceRole); err != nil {
+		t.Fatal(err)
+	}
+	const changed = "type Note { text: String n: Int }"
+	for _, req := range []struct{ method, path, body, waits string }{
+		{"PUT", "/api/schema/admin/ddlheld", changed, "LOCK TABLE%"},
+		{"DELETE", "/api/db/admin/ddlheld", "", "DROP TABLE%"},
+	} {
+		answered := make(chan dt.Response, 1)
+		go func() { answered <- d.Do(t, dt.Admin(), req.method, req.path, req.body) }()
+		eventually.True(t, 10*time.Second, req.method+" waits for the holder's lock", func() bool {
+			var n string
+			err := queryString(d.DatabaseURL, fmt.Sprintf("SELECT count(*)::text FROM pg_stat_activity WHERE usename = %s AND wait_event_type = 'Lock' AND query LIKE %s",
+				quote(sluiceRole), quote(req.waits)), &n)
+			return err == nil && n != "0"
+		})
+		read := make(chan dt.Response, 1)
+		go func() { read <- d.Do(t, dt.Admin(), "GET", "/api/document/admin/ddlheld?type=Note", nil) }()
+		deadline := time.After(10 * time.Second)
+		for range 2 {
+			select {
+			case r := <-read:
+				if r.Status != 200 || !strings.Contains(string(r.Body), "Note/a") {
+					t.Fatalf("the read while %s waited: %d %s", req.method, r.Status, r.Body)
+				}
+				read = nil
+			case r := <-answered:
+				want := fmt.Sprintf("pid %d ", holder.PgConn().PID())
+				if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), want) {
+					t.Fatalf("%s %s behind the SQL transaction: %d (Retry-After %q) %s; want 503 naming %q",
+						req.method, req.path, r.Status, r.Header.Get("Retry-After"), r.Body, want)
+				}
+				answered = nil
+			case <-deadline:
+				t.Fatalf("%s behind the SQL transaction, or the read behind it, still waits after 10 s", req.method)
+			}
+		}
+	}
+	// Nothing of either was applied.
+	var cols string
+	if err := queryString(d.DatabaseURL, fmt.Sprintf("SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
+		quote(w.table("Note"))), &cols); err != nil || strings.Contains(cols, ",n") || cols == "" {
+		t.Fatalf("the table's columns after the refused changes: %q (%v)", cols, err)
+	}
+	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	r := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/ddlheld", changed)
+	if !strings.Contains(string(r.Body), `"schema_version":2`) {
+		t.Fatalf("the change once the holder ended: %s", r.Body)
+	}
+}
