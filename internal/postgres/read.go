@@ -483,64 +483,90 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 // pruneDatabase prunes database id's commits up to seq, keeping the
 // newest one, what keep (the floors of streams) and its active webhooks
 // still need, and returns how many it pruned.
+//
+// Each of its waits for a lock is bounded by lockTimeout: the counter
+// row it locks may be held for long, by a transaction of a role granted
+// SQL writes that had its commit written early (SET CONSTRAINTS ALL
+// IMMEDIATE) and stays open, and with statement_timeout off its wait
+// had no end: the whole run stalled, and the databases after this one
+// waited with it. Past lockTimeout the database is skipped for this run,
+// with an error naming the sessions it waited for; the next run tries
+// it again.
 func (db *DB) pruneDatabase(ctx context.Context, id, seq int64, keep map[int64]int64) (int64, error) {
 	var n int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		// Pruning a long backlog may take longer than statement_timeout,
-		// and would then fail the same way on every later run. Nobody
-		// waits for it, and ctx still cancels it.
-		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		return db.namingBlockers(ctx, tx.Conn().PgConn().PID(), func() error {
+			var err error
+			n, err = pruneDatabaseTx(ctx, tx, id, seq, keep)
 			return err
-		}
-		upTo := seq
-		// The counter row is locked before the webhooks' positions are
-		// read, until the commit: a resume, a replay or a creation reads
-		// the pruned history with the row locked FOR SHARE (history), so
-		// it either commits before these positions are read, and is among
-		// them, or waits for this prune and then sees what it pruned
-		// (Gone). Read without the lock, a webhook resumed meanwhile from
-		// a position this prune deletes was left active with a gap it
-		// would never deliver.
-		var last int64
-		err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1 FOR NO KEY UPDATE", id).Scan(&last)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // deleted meanwhile
-		}
-		if err != nil {
-			return err
-		}
-		if upTo >= last {
-			upTo = last - 1 // keep the newest commit
-		}
-		if k, ok := keep[id]; ok && upTo > k {
-			upTo = k
-		}
-		// Active webhooks keep what they have not delivered, for as long
-		// as they need it: their positions are durable, so they need no
-		// TTL. (A position inside a commit still owes that commit.)
-		var hooks *int64
-		if err := tx.QueryRow(ctx, `SELECT min(CASE WHEN idx = $2 THEN seq ELSE seq - 1 END)
-			FROM sluice.webhooks WHERE db_id = $1 AND state = 'active'`, id, sluice.WholeCommit).Scan(&hooks); err != nil {
-			return err
-		}
-		if hooks != nil && upTo > *hooks {
-			upTo = *hooks
-		}
-		if upTo <= 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `DELETE FROM sluice.changes WHERE commit_uid IN
-			(SELECT uid FROM sluice.commits WHERE db_id = $1 AND seq <= $2)`, id, upTo); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, "DELETE FROM sluice.commits WHERE db_id = $1 AND seq <= $2", id, upTo)
-		if err != nil {
-			return err
-		}
-		n = tag.RowsAffected()
-		// GREATEST: a concurrent prune may have gone further.
-		_, err = tx.Exec(ctx, "UPDATE sluice.commit_counters SET pruned_seq = GREATEST(pruned_seq, $2) WHERE db_id = $1", id, upTo)
-		return err
+		})
 	})
+	if isLockTimeout(err) {
+		// Not mapError's Conflict, which would hide whom it waited for.
+		return 0, fmt.Errorf("skipped for this run: waited longer than %s for a lock: %w", lockTimeout, err)
+	}
 	return n, mapError(err)
+}
+
+// pruneDatabaseTx is pruneDatabase in its transaction tx.
+func pruneDatabaseTx(ctx context.Context, tx pgx.Tx, id, seq int64, keep map[int64]int64) (int64, error) {
+	// Pruning a long backlog may take longer than statement_timeout,
+	// and would then fail the same way on every later run. Nobody
+	// waits for it, and ctx still cancels it.
+	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		return 0, err
+	}
+	if err := setLockTimeout(ctx, tx); err != nil {
+		return 0, err
+	}
+	upTo := seq
+	// The counter row is locked before the webhooks' positions are
+	// read, until the commit: a resume, a replay or a creation reads
+	// the pruned history with the row locked FOR SHARE (history), so
+	// it either commits before these positions are read, and is among
+	// them, or waits for this prune and then sees what it pruned
+	// (Gone). Read without the lock, a webhook resumed meanwhile from
+	// a position this prune deletes was left active with a gap it
+	// would never deliver.
+	var last int64
+	err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1 FOR NO KEY UPDATE", id).Scan(&last)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil // deleted meanwhile
+	}
+	if err != nil {
+		return 0, err
+	}
+	if upTo >= last {
+		upTo = last - 1 // keep the newest commit
+	}
+	if k, ok := keep[id]; ok && upTo > k {
+		upTo = k
+	}
+	// Active webhooks keep what they have not delivered, for as long
+	// as they need it: their positions are durable, so they need no
+	// TTL. (A position inside a commit still owes that commit.)
+	var hooks *int64
+	if err := tx.QueryRow(ctx, `SELECT min(CASE WHEN idx = $2 THEN seq ELSE seq - 1 END)
+		FROM sluice.webhooks WHERE db_id = $1 AND state = 'active'`, id, sluice.WholeCommit).Scan(&hooks); err != nil {
+		return 0, err
+	}
+	if hooks != nil && upTo > *hooks {
+		upTo = *hooks
+	}
+	if upTo <= 0 {
+		return 0, nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM sluice.changes WHERE commit_uid IN
+		(SELECT uid FROM sluice.commits WHERE db_id = $1 AND seq <= $2)`, id, upTo); err != nil {
+		return 0, err
+	}
+	tag, err := tx.Exec(ctx, "DELETE FROM sluice.commits WHERE db_id = $1 AND seq <= $2", id, upTo)
+	if err != nil {
+		return 0, err
+	}
+	// GREATEST: a concurrent prune may have gone further.
+	if _, err := tx.Exec(ctx, "UPDATE sluice.commit_counters SET pruned_seq = GREATEST(pruned_seq, $2) WHERE db_id = $1", id, upTo); err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
 }
