@@ -314,24 +314,22 @@ func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schem
 // boundLockWaits runs fn, a step of a schema change or a deletion of
 // database d in t, whose transaction has its lock waits bounded
 // (setLockTimeout). When a wait runs out it returns an Unavailable error
-// (503, Retry-After) saying so and naming the sessions it waited for
-// (watchBlockers): those an operator may end, or ask to commit. A lock
-// timeout is not a conflict of the request with another (409): the same
-// request succeeds once those sessions' transactions end. The client
-// sees the sessions' pids, users and transaction starts, as pg_stat_activity
-// shows them to every role of the cluster.
+// (503, Retry-After) saying so: a lock timeout is not a conflict of the
+// request with another (409), and the same request succeeds once those
+// sessions' transactions end. The sessions it waited for (watchBlockers)
+// are logged, for an operator who may end them or ask them to commit,
+// and not shown to the client: they are other Postgres roles' (their
+// names, and an application_name any role sets to any text), which an
+// API user has no business reading.
 func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database, fn func() error) error {
 	names, err := t.db.watchBlockers(ctx, t.tx.conn.Conn().PgConn().PID(), fn)
 	if !isLockTimeout(err) {
 		return err
 	}
-	held := "other sessions (gone since)"
-	if len(names) > 0 {
-		held = strings.Join(names, ", ")
-	}
+	t.db.logger.Warn(what+" gave up waiting for locks other sessions hold", "database", d.Path(), "waited", lockTimeout, "sessions", names)
 	return &refusedError{shown: sluice.Errorf(sluice.CodeUnavailable,
-		"%s of database %s waited longer than %s for locks on its tables, held by %s; nothing was changed: retry once their transactions end",
-		what, d.Path(), lockTimeout, held), err: err}
+		"%s of database %s waited longer than %s for locks on its tables, held by other transactions (the server's log names their sessions); nothing was changed: retry once they end",
+		what, d.Path(), lockTimeout), err: err}
 }
 
 // LockDatabase locks database d's commit counter for a schema change: it
