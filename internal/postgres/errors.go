@@ -128,9 +128,10 @@ func (e *unavailableError) Unwrap() []error {
 }
 
 // refusedError is a statement the server refused for a state of its own
-// that outlasts the request (it takes no writes, a resource ran out):
-// clients are shown shown, an Unavailable error that says which, and the
-// log the server's error.
+// that outlasts the request (it takes no writes, a resource ran out), or
+// one that gave up waiting for locks other sessions hold
+// (boundLockWaits): clients are shown shown, an Unavailable error that
+// says which, and the log the server's error.
 type refusedError struct {
 	shown *sluice.Error
 	err   error
