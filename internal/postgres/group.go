@@ -42,7 +42,12 @@ import (
 // subtransaction for each commit, which costs more than the commit's own
 // statements. If any commit of it fails, the whole transaction is rolled
 // back and the batch runs again with one savepoint per commit, so that the
-// failure stays that commit's own.
+// failure stays that commit's own. If that run fails as a whole too (a
+// statement sent with the commit rows: the schema changed, Postgres ended
+// the batch as deadlocked), its transaction rolled back, and the errors
+// its commits got were worked out against the commits before them, now
+// undone: those commits run alone (below), so that none is answered an
+// error of a transaction that never happened.
 //
 // A batch never runs again once it has handed the lead on. The next batch
 // then writes its documents and waits, in Go, for this one to be done
@@ -278,13 +283,29 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 	}
 	if !handed && errors.Is(err, errRetryIsolated) || conflicted() {
 		err = db.runBatch(ctx, &batch, nil, nil, handOff, true)
+		if err != nil && !handed && !errors.Is(err, errAllFailed) && !errors.Is(err, errCommitFailed) {
+			// The run with savepoints failed as a whole, so its
+			// transaction rolled back: a commit's own error (a
+			// duplicate id, a stale precondition, a key held) was
+			// worked out against the commits before it, which are not
+			// there any more, and may be false (a commit told that a
+			// document another one inserted exists). Those commits
+			// run alone, where their errors are their own. (With
+			// errCommitFailed, the batch may have committed, with
+			// those errors.)
+			for _, j := range batch {
+				if j.err != nil && !j.replayed {
+					j.alone = db.commitAlone
+				}
+			}
+		}
 	}
 	if conflicted() {
 		// With savepoints too, a statement sent with the commit rows
 		// (whose commit is not known) conflicted: each commit not
-		// answered leaves the batch.
+		// answered by its key leaves the batch.
 		for _, j := range batch {
-			if j.err == nil && !j.replayed {
+			if !j.replayed {
 				j.alone = db.commitAlone
 			}
 		}
