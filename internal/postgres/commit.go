@@ -265,6 +265,13 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 		}
 	}
 	b := pending.batch()
+	if t.batch {
+		// The counter row is held by other processes' batches until
+		// their COMMIT, and by schema changes: waited for without the
+		// bound the batch's documents have (lockorder.go), as a write
+		// alone waits for it.
+		b.Queue(resetBatchLockWait)
+	}
 	queued := b.Len()
 	// When the counter row does not match (the schema changed, or the
 	// database was deleted), the LEFT JOIN makes seq NULL and the insert

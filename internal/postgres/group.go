@@ -62,8 +62,8 @@ import (
 // (that one waits for this one), and failing the batch's writes with a
 // "retry" would fail writes that did nothing wrong.
 //
-// A batch never waits for a row lock: it asks for each without waiting,
-// and a commit whose document another transaction holds leaves the batch
+// A batch waits for a lock on its documents at most batchLockWait: a
+// commit whose document another transaction holds longer leaves the batch
 // and, once the batch is done, commits alone, outside the queue, waiting
 // for its locks as a write alone does (lockorder.go). Its commit then
 // follows the batch's, as if it had been queued after them.
@@ -262,8 +262,8 @@ var (
 )
 
 // commitBatch is the batchRunner of a DB: it runs the batch optimistically,
-// and once more with savepoints if any of it failed, or found a document
-// locked by another transaction; a commit that finds one so with
+// and once more with savepoints if any of it failed, or waited too long for
+// a document locked by another transaction; a commit that does so with
 // savepoints leaves the batch, to commit alone once it is done
 // (lockorder.go). It calls the OnCommit function with each commit made.
 func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-chan struct{}, handoff func()) []*job {
@@ -352,9 +352,9 @@ func (db *DB) commitAlone(ctx context.Context, j *job) {
 	}
 }
 
-// runBatch runs the batch in one transaction; inBatch makes it ask for
-// every row lock without waiting (lockorder.go), which a job run alone
-// (commitAlone) does not. Without savepoints (g not nil), the first
+// runBatch runs the batch in one transaction; inBatch makes it wait for
+// each lock its documents' statements ask for at most batchLockWait
+// (lockorder.go), which a job run alone (commitAlone) does not. Without savepoints (g not nil), the first
 // failing job fails the attempt with errRetryIsolated (for a batch of one,
 // with the job's own error), or, failing on a lock another transaction
 // holds, with that errConcurrent; and the batch takes in the jobs queued
@@ -435,6 +435,20 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 		ws, err := tx.newWriters(ctx, specs(jobs), &pipeline{})
 		if err != nil {
 			return err
+		}
+		if inBatch {
+			// Before the batch's first document statement, in its round
+			// trip (lockorder.go); finish sets it back before the
+			// counter row.
+			ws[0].queue(setBatchLockWait)
+			if savepoints {
+				// isolated drops what is queued when a commit fails
+				// before sending anything: send it now, one round trip
+				// more on this path, which already takes one a commit.
+				if err := ws[0].flush(ctx); err != nil {
+					return err
+				}
+			}
 		}
 		for i, j := range jobs {
 			if err := run(j, ws[i], i); err != nil {

@@ -1,5 +1,10 @@
 package postgres
 
+import (
+	"fmt"
+	"time"
+)
+
 // Row locks in a group-commit batch. A write locks its documents in one
 // order, class name then id (Writer.lock), so that two writes of
 // overlapping documents wait for each other instead of deadlocking. A
@@ -7,26 +12,50 @@ package postgres
 // commit after another: as a whole it does not lock in that order, and
 // every write of its database queued on this process waits for it.
 //
-// So a batch never waits for a row lock: it asks for every one without
-// waiting (NOWAIT, Tx.batch). A document another transaction holds (a
-// large write still reading its body, another process's batch, a write
-// of another client of Postgres) fails that statement (lock_not_available,
-// an errConcurrent): the batch runs again with one savepoint per commit
-// (commitBatch), and a commit that fails so again leaves the batch: once
-// the batch is done, it runs alone, on its own request's goroutine and
-// outside the queue, and waits for its locks as a write alone does
-// (DB.commitAlone). The batch and the writes queued behind it go on. A
-// commit that leaves the batch commits after the batch's, as if it had
-// been queued after them: no request of it has been answered, so no
-// client can have seen it before them.
+// So a batch waits for a lock its documents' statements ask for at most
+// batchLockWait (lock_timeout, set with the batch's first statements and
+// set back before its counter row, Tx.batch). A document another
+// transaction holds longer (a large write still reading its body, a write
+// of another client of Postgres, an uncommitted insert of the same id)
+// fails that statement (lock_not_available, an errConcurrent): the batch
+// runs again with one savepoint per commit (commitBatch), and a commit
+// that fails so again leaves the batch: once the batch is done, it runs
+// alone, on its own request's goroutine and outside the queue, and waits
+// for its locks as a write alone does (DB.commitAlone). The batch and the
+// writes queued behind it go on. A commit that leaves the batch commits
+// after the batch's, as if it had been queued after them: no request of
+// it has been answered, so no client can have seen it before them.
 //
-// It waited for a lock when it held only the locks of the commit that
-// asked, or for documents after every one it held: no deadlock, but the
-// whole database's queue waited behind one document held elsewhere
-// (TestGroupCommitDoesNotWaitForALockHeldElsewhere). A batch that waits for
-// no row lock cannot close a cycle of row locks either. An insert still
-// waits for another transaction's insert of the same id (it locks nothing
-// beforehand, so it cannot be asked for without waiting); a deadlock
-// Postgres reports then (40P01, an errConcurrent) makes the commit leave
-// the batch too, and a commit alone that Postgres ends as deadlocked runs
-// once or twice more before it answers 409.
+// It waited for a lock without a bound when it held only the locks of the
+// commit that asked, or for documents after every one it held: no
+// deadlock, but the whole database's queue waited behind one document
+// held elsewhere (TestGroupCommitDoesNotWaitForALockHeldElsewhere). It
+// then asked for every row lock without waiting (NOWAIT): another
+// process's batch holds its documents until its COMMIT, about a
+// millisecond, and each such document failed the whole optimistic run, so
+// a document written hot from two replicas halved grouped writes'
+// throughput (docs/benchmarks.md); and an insert, which cannot be asked
+// for without waiting, still waited without a bound for another
+// transaction's uncommitted insert of the same id. A wait cycle of
+// batches' row locks lasts at most batchLockWait; a deadlock Postgres
+// reports (40P01, an errConcurrent) makes the commit leave the batch too,
+// and a commit alone that Postgres ends as deadlocked runs once or twice
+// more before it answers 409.
+
+// batchLockWait bounds each wait for a lock of a group-commit batch's
+// document statements: long enough to wait out another batch's COMMIT
+// (a millisecond or two; the batch holds its documents until then), short
+// enough that a document held long elsewhere holds the database's queue
+// up at most that long in each run of the batch (the optimistic one, and
+// the one with savepoints that its commit then leaves).
+const batchLockWait = 100 * time.Millisecond
+
+// setBatchLockWait sets batchLockWait for the rest of a batch's
+// transaction; resetBatchLockWait sets lock_timeout back to the
+// connection's own setting (Sluice sets none: the server's, the role's or
+// the database's), for the counter row, waited for as a write alone
+// waits for it.
+var (
+	setBatchLockWait   = fmt.Sprintf("SET LOCAL lock_timeout = %d", batchLockWait.Milliseconds())
+	resetBatchLockWait = "SET LOCAL lock_timeout TO DEFAULT"
+)

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,14 +12,32 @@ import (
 )
 
 // TestGroupCommitDoesNotWaitForALockHeldElsewhere: another transaction
-// holds Note/c (a large write still reading its body, another process's
-// batch, a SQL client); a grouped write of Note/c waits for it, and a
-// grouped write of Note/z, queued meanwhile, commits while Note/c is
-// still held. The write of Note/c led a batch that waited in Postgres for
-// it, and every grouped write of the database queued behind. It commits
-// once Note/c is free, after Note/z.
+// holds a document (a large write still reading its body, a SQL client:
+// a row lock on Note/c, or its uncommitted insert of Note/n); a grouped
+// write of it waits for it, and a grouped write of Note/z, queued
+// meanwhile, commits while the document is still held. The write of the
+// held document led a batch that waited in Postgres for it, and every
+// grouped write of the database queued behind (an insert did until
+// batchLockWait bounded the wait: NOWAIT cannot ask for one). It commits
+// once the document is free, after Note/z.
 func TestGroupCommitDoesNotWaitForALockHeldElsewhere(t *testing.T) {
 	t.Parallel()
+	for _, tc := range []struct {
+		name, key string
+		hold      string // the other transaction's statement
+		create    bool   // the write creates key
+	}{
+		{name: "row lock", key: "c", hold: "SELECT FROM %s WHERE _id = 'Note/c' FOR UPDATE"},
+		{name: "uncommitted insert", key: "n", hold: "INSERT INTO %s (_id, _commit_uid, text) VALUES ('Note/n', 0, 'other')", create: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			heldElsewhere(t, tc.key, tc.hold, tc.create)
+		})
+	}
+}
+
+func heldElsewhere(t *testing.T, key, hold string, create bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
 	// A statement_timeout past the test's deadline: the default, 30 s, is
@@ -30,43 +49,48 @@ func TestGroupCommitDoesNotWaitForALockHeldElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer holder.Rollback(context.Background())
-	if _, err := holder.Exec(ctx, fmt.Sprintf("SELECT FROM %s WHERE _id = 'Note/c' FOR UPDATE", classTable(d, "Note"))); err != nil {
+	if _, err := holder.Exec(ctx, fmt.Sprintf(hold, classTable(d, "Note"))); err != nil {
 		t.Fatal(err)
 	}
-	replace := func(key string) <-chan error {
+	write := func(key string, create bool) <-chan error {
 		done := make(chan error, 1)
 		go func() {
 			_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Meta: CommitMeta{Message: key},
-				Documents: func(ctx context.Context, w *Writer) error { return w.Replace(ctx, notes(key), false) }})
+				Documents: func(ctx context.Context, w *Writer) error {
+					if create {
+						return w.Insert(ctx, notes(key))
+					}
+					return w.Replace(ctx, notes(key), false)
+				}})
 			done <- err
 		}()
 		return done
 	}
-	c := replace("c")
-	eventually.True(t, wait, "the write of Note/c waits for it", func() bool {
+	held := write(key, create)
+	eventually.True(t, wait, "the write of the held document waits for it", func() bool {
 		var n int
 		err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
 		return err == nil && n == 1
 	})
-	z := replace("z")
+	z := write("z", false)
 	select {
 	case err := <-z:
 		if err != nil {
 			t.Fatalf("the write of Note/z: %v", err)
 		}
 	case <-time.After(wait):
-		t.Fatal("the write of Note/z waited for Note/c, held by another transaction")
+		t.Fatalf("the write of Note/z waited for Note/%s, held by another transaction", key)
 	}
 	if err := holder.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-c:
+	case err := <-held:
 		if err != nil {
-			t.Fatalf("the write of Note/c: %v", err)
+			t.Fatalf("the write of Note/%s: %v", key, err)
 		}
 	case <-time.After(wait):
-		t.Fatal("the write of Note/c did not commit once Note/c was free")
+		t.Fatalf("the write of Note/%s did not commit once it was free", key)
 	}
 	var got []string
 	hook.mu.Lock()
@@ -74,7 +98,67 @@ func TestGroupCommitDoesNotWaitForALockHeldElsewhere(t *testing.T) {
 		got = append(got, c.Message)
 	}
 	hook.mu.Unlock()
-	if len(got) != 4 || got[2] != "z" || got[3] != "c" {
-		t.Fatalf("commits %q, want the two inserts, then z, then c", got)
+	if len(got) != 4 || got[2] != "z" || got[3] != key {
+		t.Fatalf("commits %q, want the two inserts, then z, then %s", got, key)
+	}
+}
+
+// TestGroupCommitWaitsOutAnotherBatch: another process's batch holds its
+// documents until its COMMIT, a millisecond or two; a batch that wants
+// one of them waits for it and keeps all its commits (each of a hot
+// document's writes failed the whole batch, and left it, when a batch
+// asked for its locks without waiting: two replicas writing one document
+// wrote at half the rate). First a transaction holds Note/x until the
+// batch waits for it; then two processes' batches replace Note/x at once,
+// round after round.
+func TestGroupCommitWaitsOutAnotherBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db, d, s, _ := openNotesAt(t, url)
+	peer := openPeer(t, url)
+	insertNotes(t, db, d, s, "x")
+	replace := func() *job {
+		return newJob(WriteSpec{Database: d, Schema: s, Group: true,
+			Documents: func(ctx context.Context, w *Writer) error { return w.Replace(ctx, note("x"), false) }})
+	}
+	check := func(j *job) {
+		t.Helper()
+		if j.alone != nil || j.err != nil {
+			t.Fatalf("the replace of Note/x left its batch (%t), or failed: %v", j.alone != nil, j.err)
+		}
+	}
+	holder, err := db.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background())
+	if _, err := holder.Exec(ctx, fmt.Sprintf("SELECT FROM %s WHERE _id = 'Note/x' FOR UPDATE", classTable(d, "Note"))); err != nil {
+		t.Fatal(err)
+	}
+	j := replace()
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		db.commitBatch(ctx, &group{}, []*job{j}, nil, func() {})
+	}()
+	eventually.True(t, wait, "the batch waits for Note/x, or is done", func() bool {
+		var n int
+		err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+		return err == nil && n == 1 || closed(ran)
+	})
+	if err := holder.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-ran
+	check(j)
+	for range 20 {
+		a, b := replace(), replace()
+		var wg sync.WaitGroup
+		wg.Go(func() { db.commitBatch(ctx, &group{}, []*job{a}, nil, func() {}) })
+		wg.Go(func() { peer.commitBatch(ctx, &group{}, []*job{b}, nil, func() {}) })
+		wg.Wait()
+		check(a)
+		check(b)
 	}
 }

@@ -19,8 +19,9 @@ type Tx struct {
 	db *DB
 	// committed is set once finish sent COMMIT and Postgres answered it.
 	committed bool
-	// batch is set in the transaction of a group-commit batch, which
-	// asks for every row lock without waiting (lockorder.go).
+	// batch is set in the transaction of a group-commit batch, whose
+	// documents' statements wait for a lock at most batchLockWait
+	// (lockorder.go).
 	batch bool
 }
 

@@ -534,8 +534,8 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 	// Classes in name order and rows in id order: two requests locking
 	// overlapping documents take the locks in the same order, so they
 	// wait for each other instead of deadlocking. (A group-commit batch
-	// locks its commits' documents one commit after another, and never
-	// waits: see lockorder.go.)
+	// locks its commits' documents one commit after another, and waits
+	// for each at most batchLockWait: see lockorder.go.)
 	found := make(map[string]*stored, len(ids))
 	for _, class := range order {
 		c := w.schema.Classes[class]
@@ -546,11 +546,7 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		if len(ids) > 1 {
 			what = imageSize(c)
 		}
-		wait := ""
-		if w.t.batch {
-			wait = " NOWAIT" // see lockorder.go
-		}
-		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE%[5]s", classTable(w.d, class), colID, colCommitUID, what, wait)
+		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE", classTable(w.d, class), colID, colCommitUID, what)
 		rows, err := w.t.tx.Query(ctx, sql, byClass[class])
 		if err != nil {
 			return nil, mapError(err)
