@@ -113,6 +113,21 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		return nil, err
 	}
 	if k := spec.Idempotency; k != nil {
+		if grouped(spec) {
+			// The request's hash is taken here, by the request's own
+			// goroutine: in a batch, the goroutine that leads would take
+			// it (claim, finish), and a REST body still to be read to
+			// its end (a DELETE ?id= reads none of it) would hold every
+			// write of the database queued behind the batch for as long
+			// as its client sends it slowly. It is taken before the
+			// key's claim is made: nothing locks the claim until the
+			// batch does, and a body sent slowly enough for the claim to
+			// pass claimTTL would have it pruned, and the write refused
+			// as if another request held its key.
+			if err := k.settle(); err != nil {
+				return nil, err
+			}
+		}
 		if err := db.prepareKey(ctx, k); err != nil {
 			return nil, err
 		}
@@ -125,20 +140,10 @@ func (db *DB) Write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 	return db.write(ctx, spec)
 }
 
-// write is Write once the write's key, if any, has its claim.
+// write is Write once the write's key, if any, has its claim (and, for a
+// grouped write, its request's hash).
 func (db *DB) write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error) {
-	if spec.Group && spec.Before == nil && spec.Documents != nil {
-		if k := spec.Idempotency; k != nil {
-			// The request's hash is taken here, by the request's own
-			// goroutine: in a batch, the goroutine that leads would take
-			// it (claim, finish), and a REST body still to be read to
-			// its end (a DELETE ?id= reads none of it) would hold every
-			// write of the database queued behind the batch for as long
-			// as its client sends it slowly.
-			if err := k.settle(); err != nil {
-				return nil, err
-			}
-		}
+	if grouped(spec) {
 		j := newJob(spec)
 		db.groups.commit(ctx, j, db.commitBatch)
 		return j.commit, db.schemaMoved(ctx, spec.Database, j.err)
@@ -206,6 +211,11 @@ func (db *DB) write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		db.committed(c)
 	}
 	return c, nil
+}
+
+// grouped reports whether spec's commit joins a group-commit batch.
+func grouped(spec WriteSpec) bool {
+	return spec.Group && spec.Before == nil && spec.Documents != nil
 }
 
 // checkSchema returns ErrSchemaChanged when database d's schema version

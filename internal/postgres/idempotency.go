@@ -40,7 +40,9 @@ type IdempotencyKey struct {
 	// the write is done with the request (a REST body is then read to its
 	// end), or when a recorded key is found. A grouped write
 	// (WriteSpec.Group) calls it before it joins a batch, whose other
-	// writes must not wait for what its client has still to send.
+	// writes must not wait for what its client has still to send, and
+	// before it makes the key's claim, which nothing locks until the
+	// batch does (see claimTTL).
 	Request func() ([]byte, error)
 	// Answer returns what the write answers besides its commit (the ids
 	// it wrote, as JSON), called before the commit row is written.
@@ -261,7 +263,9 @@ func (db *DB) PruneIdempotencyKeys(ctx context.Context, retention time.Duration)
 // claimTTL is the age from which a claim no request holds is pruned.
 // Requests delete their own claims; a claim a request is about to lock
 // and that pruning deletes first makes it answer "still running", so the
-// age is well past how long that takes.
+// age is well past how long that takes: a statement or a group-commit
+// batch's queue, never a client (a grouped write reads its request's
+// body to its end before it makes its claim).
 const claimTTL = time.Hour
 
 // pruneBatch bounds the keys one statement of PruneIdempotencyKeys

@@ -464,3 +464,64 @@ func TestIdempotencyMaxKeysHolds(t *testing.T) {
 		t.Fatalf("no new key accepted within %d once the user was under the bound", keySpan(maxKeys))
 	}
 }
+
+// TestSlowKeyedBodyKeepsItsClaim: a grouped write whose client sends its
+// body slowly, past claimTTL, is not refused as if another request held
+// its key. Its claim was made before the body was read, and nothing
+// locked it until the batch did: pruning deleted it as a dead process's,
+// and the write answered "still running" (reproduced by aging the
+// claims to twice claimTTL, and pruning, while the body is read).
+func TestSlowKeyedBodyKeepsItsClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	hashing, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce, hashingOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	k := &IdempotencyKey{UserID: uid, Key: "slow", Retention: time.Hour, MaxKeys: 10,
+		Request: func() ([]byte, error) {
+			hashingOnce.Do(func() { close(hashing) })
+			<-release // the rest of the body, sent slowly
+			return []byte("request"), nil
+		},
+		Answer: func() ([]byte, error) { return json.Marshal([]string{"slow"}) }}
+	slow := make(chan error, 1)
+	go func() {
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Idempotency: k,
+			Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note("slow")) }})
+		slow <- err
+	}()
+	select {
+	case <-hashing:
+	case <-time.After(wait):
+		t.Fatal("the keyed write never hashed its request")
+	}
+	if _, err := db.pool.Exec(ctx, "UPDATE sluice.idempotency_claims SET created_at = now() - make_interval(secs => $1)", 2*claimTTL.Seconds()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.PruneIdempotencyKeys(ctx, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	releaseOnce.Do(func() { close(release) })
+	select {
+	case err := <-slow:
+		if err != nil {
+			t.Fatalf("the slow keyed write: %v", err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the keyed write did not end")
+	}
+	var n int
+	if err := db.pool.QueryRow(ctx, "SELECT count(*) FROM sluice.idempotency_keys WHERE user_id = $1 AND key = 'slow'", uid).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d keys recorded (%v), want 1", n, err)
+	}
+}
