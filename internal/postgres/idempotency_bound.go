@@ -1,6 +1,9 @@
 package postgres
 
-import "sync"
+import (
+	"container/list"
+	"sync"
+)
 
 // keyUses holds, per user, what this process knows of how many
 // Idempotency-Keys the user keeps, so that idempotency_max_keys holds
@@ -17,14 +20,26 @@ import "sync"
 //
 // A user whose count found fewer than keySample keys is forgotten: the
 // next count, at their next new key, reads fewer than keySample keys. So
-// the map holds only users with keySample keys or more.
+// the map holds only users with keySample keys or more, and of those at
+// most maxKeyUsers, the ones whose keys were counted or claimed last: a
+// user dropped is counted again at their next new key, as a user not
+// seen yet is, so the bound holds all the same. (Users who once reached
+// keySample keys stayed for the life of the process, deleted ones
+// included.)
 type keyUses struct {
 	mu     sync.Mutex
-	byUser map[int64]*keyUse
+	byUser map[int64]*list.Element // of *keyUse, in recent
+	// recent orders the users of byUser, the one counted or claimed
+	// last first.
+	recent list.List
 }
+
+// maxKeyUsers bounds the users keyUses holds: about a hundred bytes each.
+const maxKeyUsers = 10000
 
 // keyUse is what a process knows of one user's keys.
 type keyUse struct {
+	user int64
 	// since counts the user's new keys claimed since the last count,
 	// refused or let through.
 	since int
@@ -41,7 +56,7 @@ func (u *keyUses) due(user int64, maxKeys int) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	e := u.byUser[user]
-	return e == nil || e.since >= keySpan(maxKeys)
+	return e == nil || e.Value.(*keyUse).since >= keySpan(maxKeys)
 }
 
 // counted records a count of user's keys that found kept of them (at
@@ -49,14 +64,29 @@ func (u *keyUses) due(user int64, maxKeys int) bool {
 func (u *keyUses) counted(user int64, kept, maxKeys int) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	e := u.byUser[user]
 	if kept < keySample && kept < maxKeys {
-		delete(u.byUser, user)
+		if e != nil {
+			u.recent.Remove(e)
+			delete(u.byUser, user)
+		}
+		return
+	}
+	use := &keyUse{user: user, full: kept >= maxKeys}
+	if e != nil {
+		e.Value = use
+		u.recent.MoveToFront(e)
 		return
 	}
 	if u.byUser == nil {
-		u.byUser = map[int64]*keyUse{}
+		u.byUser = map[int64]*list.Element{}
 	}
-	u.byUser[user] = &keyUse{full: kept >= maxKeys}
+	u.byUser[user] = u.recent.PushFront(use)
+	if u.recent.Len() > maxKeyUsers {
+		last := u.recent.Back()
+		u.recent.Remove(last)
+		delete(u.byUser, last.Value.(*keyUse).user)
+	}
 }
 
 // claimed records a new key of user's, and reports whether it is refused
@@ -69,6 +99,8 @@ func (u *keyUses) claimed(user int64) (refused bool) {
 	if e == nil {
 		return false // forgotten: under keySample keys at the last count
 	}
-	e.since++
-	return e.full
+	u.recent.MoveToFront(e)
+	use := e.Value.(*keyUse)
+	use.since++
+	return use.full
 }

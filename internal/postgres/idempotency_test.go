@@ -525,3 +525,55 @@ func TestSlowKeyedBodyKeepsItsClaim(t *testing.T) {
 		t.Fatalf("%d keys recorded (%v), want 1", n, err)
 	}
 }
+
+// TestKeyUsesStayBounded: the users a process remembers for
+// idempotency_max_keys are at most maxKeyUsers (each user who once reached
+// keySample keys stayed for the life of the process), and a user at the
+// bound whose entry was dropped is refused all the same: their next new
+// key counts their keys again.
+func TestKeyUsesStayBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	const maxKeys = 4
+	write := func(key string) error {
+		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: maxKeys,
+			Request: func() ([]byte, error) { return []byte("request"), nil },
+			Answer:  func() ([]byte, error) { return json.Marshal([]string{key}) }}
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Idempotency: k,
+			Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }})
+		return err
+	}
+	for i := range maxKeys {
+		if err := write(fmt.Sprintf("k%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := write("over"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("a key past the bound: %v, want TooManyRequests", err)
+	}
+	// Users who reached keySample keys, as many as three times the cap,
+	// each counted once (ids no user has).
+	for other := range int64(3 * maxKeyUsers) {
+		db.keyUses.counted(-1-other, keySample, 1000)
+	}
+	db.keyUses.mu.Lock()
+	n := len(db.keyUses.byUser)
+	_, kept := db.keyUses.byUser[uid]
+	db.keyUses.mu.Unlock()
+	if n > maxKeyUsers || kept {
+		t.Fatalf("%d users remembered (the user at the bound among them: %t), want at most %d, the most recent", n, kept, maxKeyUsers)
+	}
+	if err := write("over again"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("a key past the bound, once the user was forgotten: %v, want TooManyRequests", err)
+	}
+}
