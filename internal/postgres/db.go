@@ -69,6 +69,9 @@ type options struct {
 	// connectTimeout, when not 0, bounds each connection attempt: the
 	// connection string set none (see defaultConnectTimeout).
 	connectTimeout time.Duration
+	// batchLockWait is batchLockWait, longer in tests that must not
+	// depend on how fast a loaded machine releases a lock.
+	batchLockWait time.Duration
 }
 
 // Option adjusts how Open connects.
@@ -110,7 +113,7 @@ func (o options) checkUp() error {
 // sets connect_timeout. It logs the hosts, database and user it connects
 // to (never the password).
 func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) (*DB, error) {
-	o := options{statementTimeout: DefaultStatementTimeout}
+	o := options{statementTimeout: DefaultStatementTimeout, batchLockWait: batchLockWait}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -76,8 +76,8 @@ func mapError(err error) error {
 
 // errConcurrent matches the error of a statement that Postgres ended
 // because of other transactions rather than its own contents: a deadlock,
-// a serialization failure, or a row lock asked for without waiting
-// (NOWAIT, lockorder.go) that another transaction held. The same
+// a serialization failure, or a row lock a batch waited for longer than
+// it may (lock_timeout, lockorder.go) that another transaction held. The same
 // statements may succeed when run again: a group-commit batch runs again
 // on it (commitBatch).
 var errConcurrent = errors.New("conflicted with a concurrent write")

@@ -440,7 +440,7 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 			// Before the batch's first document statement, in its round
 			// trip (lockorder.go); finish sets it back before the
 			// counter row.
-			ws[0].queue(setBatchLockWait)
+			ws[0].queue(db.setBatchLockWait())
 			if savepoints {
 				// isolated drops what is queued when a commit fails
 				// before sending anything: send it now, one round trip

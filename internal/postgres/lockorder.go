@@ -50,12 +50,13 @@ import (
 // the one with savepoints that its commit then leaves).
 const batchLockWait = 100 * time.Millisecond
 
-// setBatchLockWait sets batchLockWait for the rest of a batch's
-// transaction; resetBatchLockWait sets lock_timeout back to the
-// connection's own setting (Sluice sets none: the server's, the role's or
-// the database's), for the counter row, waited for as a write alone
-// waits for it.
-var (
-	setBatchLockWait   = fmt.Sprintf("SET LOCAL lock_timeout = %d", batchLockWait.Milliseconds())
-	resetBatchLockWait = "SET LOCAL lock_timeout TO DEFAULT"
-)
+// setBatchLockWait returns the statement setting the wait (the DB's
+// batchLockWait) for the rest of a batch's transaction;
+// resetBatchLockWait sets lock_timeout back to the connection's own
+// setting (Sluice sets none: the server's, the role's or the database's),
+// for the counter row, waited for as a write alone waits for it.
+func (db *DB) setBatchLockWait() string {
+	return fmt.Sprintf("SET LOCAL lock_timeout = %d", db.opts.batchLockWait.Milliseconds())
+}
+
+const resetBatchLockWait = "SET LOCAL lock_timeout TO DEFAULT"

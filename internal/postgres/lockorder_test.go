@@ -110,13 +110,17 @@ func heldElsewhere(t *testing.T, key, hold string, create bool) {
 // asked for its locks without waiting: two replicas writing one document
 // wrote at half the rate). First a transaction holds Note/x until the
 // batch waits for it; then two processes' batches replace Note/x at once,
-// round after round.
+// round after round. The wait is a minute here, not batchLockWait: that
+// a batch waits at all is what is tested (with NOWAIT it cannot), and a
+// loaded machine may take longer than 100 ms to end a transaction.
+// TestGroupCommitDoesNotWaitForALockHeldElsewhere tests the bound.
 func TestGroupCommitWaitsOutAnotherBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	db, d, s, _ := openNotesAt(t, url)
-	peer := openPeer(t, url)
+	long := func(o *options) { o.batchLockWait = time.Minute }
+	db, d, s, _ := openNotesAt(t, url, long)
+	peer := openPeer(t, url, long)
 	insertNotes(t, db, d, s, "x")
 	replace := func() *job {
 		return newJob(WriteSpec{Database: d, Schema: s, Group: true,

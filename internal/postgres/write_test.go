@@ -429,9 +429,9 @@ func TestDeleteDatabaseDeletesItsLog(t *testing.T) {
 
 // openPeer opens another DB on the Postgres database at url, as a second
 // Sluice process sharing it would: a group-commit queue of its own.
-func openPeer(t *testing.T, url string) *DB {
+func openPeer(t *testing.T, url string, opts ...Option) *DB {
 	t.Helper()
-	db, err := Open(context.Background(), url, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	db, err := Open(context.Background(), url, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
