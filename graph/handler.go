@@ -317,6 +317,7 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role, sv serverVersion) (*
 	// (see documentBounds).
 	srv.exec.Use(documentBounds{limits: h.opts.Limits, cache: cache})
 	srv.exec.Use(extension.AutomaticPersistedQuery{Cache: cacheView[string]{h.texts, sv}})
+	srv.exec.Use(statementBounds{es: es, max: h.opts.Limits.MaxStatements})
 	srv.exec.SetRecoverFunc(func(ctx context.Context, v any) error {
 		h.opts.Logger.ErrorContext(ctx, "graphql panic", "panic", v)
 		return sluice.Errorf(sluice.CodeInternal, "internal error")

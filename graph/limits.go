@@ -14,7 +14,8 @@ import (
 // exhaust the daemon or Postgres. The document limits (the first six) are
 // checked on the query text before gqlparser validates it, because some
 // validation rules cost more than linear time (OverlappingFieldsCanBeMerged
-// compares pairs of fields and of fragments); the result limits bound the
+// compares pairs of fields and of fragments); the statements limit on the
+// validated operation, before it runs; the result limits bound the
 // memory of executing it. Each is the config key named in its comment;
 // zero takes the default (DefaultLimits).
 type Limits struct {
@@ -37,6 +38,10 @@ type Limits struct {
 	// MaxFragments bounds the fragment definitions of a document
 	// (graphql_max_fragments).
 	MaxFragments int
+	// MaxStatements bounds the SQL statements the fields of one query or
+	// subscription may run, counted on the validated operation before it
+	// runs (graphql_max_statements; see countStatements).
+	MaxStatements int
 	// MaxResultRows bounds the documents one request reads from Postgres,
 	// over all its fields, aliases and levels of references together
 	// (graphql_max_result_rows).
@@ -72,6 +77,13 @@ func DefaultLimits() Limits {
 		// Relay-style applications spread a few dozen fragments per
 		// operation.
 		MaxFragments: 100,
+		// Each statement may run up to statement_timeout whatever it
+		// answers (an aggregate, a sorted backlink page), so a request
+		// holds a Postgres backend up to this many times that. 25 holds a
+		// screen's queries: a dashboard's couple of dozen counts, or a few
+		// lists with several levels of references and backlinks; more
+		// belong in several requests.
+		MaxStatements: 25,
 		// 10,000 documents are a few MB in memory and far more than a
 		// screen shows; larger reads page with limit and offset.
 		MaxResultRows: 10000,
@@ -92,6 +104,7 @@ func (l Limits) withDefaults() Limits {
 		{&l.MaxAliases, &d.MaxAliases},
 		{&l.MaxFields, &d.MaxFields},
 		{&l.MaxFragments, &d.MaxFragments},
+		{&l.MaxStatements, &d.MaxStatements},
 		{&l.MaxResultRows, &d.MaxResultRows},
 		{&l.MaxResponseBytes, &d.MaxResponseBytes},
 	} {
@@ -111,6 +124,7 @@ const (
 	keyMaxAliases       = "graphql_max_aliases"
 	keyMaxFields        = "graphql_max_fields"
 	keyMaxFragments     = "graphql_max_fragments"
+	keyMaxStatements    = "graphql_max_statements"
 	keyMaxResultRows    = "graphql_max_result_rows"
 	keyMaxResponseBytes = "graphql_max_response_bytes"
 )

@@ -244,6 +244,7 @@ func TestDocumentLimitsFromConfig(t *testing.T) {
 		c.GraphQLMaxDepth = 2
 		c.GraphQLMaxQueryBytes = 100
 		c.GraphQLMaxResultRows = 3
+		c.GraphQLMaxStatements = 2
 	})
 	d.CreateDatabase(t, "conf", testSDL)
 	insertDocs(t, d, "conf", manyPeople(5))
@@ -253,6 +254,7 @@ func TestDocumentLimitsFromConfig(t *testing.T) {
 		{`{ Person { friends { _id } } }`, "graphql_max_depth"},
 		{`{ Person { _id } }` + strings.Repeat(" ", 100), "graphql_max_query_bytes"},
 		{`{ Person { _id } }`, "graphql_max_result_rows"},
+		{`{ Person(limit: 1) { _id } Person_aggregate { count } x: Person { _id } }`, "graphql_max_statements"},
 	} {
 		res := gql(t, d, path, c.query, nil)
 		if len(res.Errors) != 1 || res.Errors[0].Extensions["limit"] != c.limit {
@@ -260,6 +262,13 @@ func TestDocumentLimitsFromConfig(t *testing.T) {
 		}
 	}
 	gql(t, d, path, `{ a: Person(limit: 3) { _id } }`, nil).mustOK(t)
+	// A live query is refused before its first run (each run runs the
+	// same statements).
+	body, _ := json.Marshal(map[string]any{"query": `query @live { Person(limit: 1) { _id } Person_aggregate { count } x: Person { _id } }`})
+	r := d.Do(t, daemontest.Admin(), http.MethodPost, path, body, "Content-Type", "application/json", "Accept", "text/event-stream")
+	if !strings.Contains(string(r.Body), `"limit":"graphql_max_statements"`) || strings.Contains(string(r.Body), `"data"`) {
+		t.Errorf("a live query over graphql_max_statements: %s", r.Body)
+	}
 }
 
 // TestReadBytesLimit: what a request reads from Postgres is bounded too,

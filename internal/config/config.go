@@ -304,6 +304,13 @@ type Config struct {
 	// Key graphql_max_fragments, env SLUICE_GRAPHQL_MAX_FRAGMENTS, flag --graphql-max-fragments, default 100.
 	GraphQLMaxFragments int
 
+	// GraphQLMaxStatements limits the SQL statements the fields of one
+	// GraphQL query or subscription may run (each class query, aggregate
+	// and backlink field, and each level of references), counted before
+	// it runs: each may run up to StatementTimeout.
+	// Key graphql_max_statements, env SLUICE_GRAPHQL_MAX_STATEMENTS, flag --graphql-max-statements, default 25.
+	GraphQLMaxStatements int
+
 	// GraphQLMaxResultRows limits the documents one GraphQL request reads
 	// from Postgres, over all its fields, aliases and references; the SQL
 	// reads at most one more.
@@ -481,6 +488,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("graphql_max_aliases", c.GraphQLMaxAliases),
 		slog.Int("graphql_max_fields", c.GraphQLMaxFields),
 		slog.Int("graphql_max_fragments", c.GraphQLMaxFragments),
+		slog.Int("graphql_max_statements", c.GraphQLMaxStatements),
 		slog.Int("graphql_max_result_rows", c.GraphQLMaxResultRows),
 		slog.Int("graphql_max_response_bytes", c.GraphQLMaxResponseBytes),
 		slog.Duration("statement_timeout", c.StatementTimeout),

@@ -88,6 +88,7 @@ func TestDefault(t *testing.T) {
 		GraphQLMaxAliases:       100,
 		GraphQLMaxFields:        1000,
 		GraphQLMaxFragments:     100,
+		GraphQLMaxStatements:    25,
 		GraphQLMaxResultRows:    10000,
 		GraphQLMaxResponseBytes: 16 << 20,
 
@@ -293,6 +294,7 @@ var everything = Config{
 	GraphQLMaxAliases:       4,
 	GraphQLMaxFields:        1005,
 	GraphQLMaxFragments:     6,
+	GraphQLMaxStatements:    9,
 	GraphQLMaxResultRows:    1007,
 	GraphQLMaxResponseBytes: 1008,
 
@@ -382,6 +384,7 @@ graphql_max_depth: 3
 graphql_max_aliases: 4
 graphql_max_fields: 1005
 graphql_max_fragments: 6
+graphql_max_statements: 9
 graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
 statement_timeout: 2m
@@ -455,6 +458,7 @@ graphql_max_depth: 3
 graphql_max_aliases: 4
 graphql_max_fields: 1005
 graphql_max_fragments: 6
+graphql_max_statements: 9
 graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
 statement_timeout: 2m
@@ -526,6 +530,7 @@ graphql_max_depth = 3
 graphql_max_aliases = 4
 graphql_max_fields = 1005
 graphql_max_fragments = 6
+graphql_max_statements = 9
 graphql_max_result_rows = 1007
 graphql_max_response_bytes = 1008
 statement_timeout = "2m"
@@ -597,6 +602,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "graphql_max_aliases": 4,
   "graphql_max_fields": 1005,
   "graphql_max_fragments": 6,
+  "graphql_max_statements": 9,
   "graphql_max_result_rows": 1007,
   "graphql_max_response_bytes": 1008,
   "statement_timeout": "120s",
@@ -686,6 +692,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_GRAPHQL_MAX_ALIASES":          "4",
 		"SLUICE_GRAPHQL_MAX_FIELDS":           "1005",
 		"SLUICE_GRAPHQL_MAX_FRAGMENTS":        "6",
+		"SLUICE_GRAPHQL_MAX_STATEMENTS":       "9",
 		"SLUICE_GRAPHQL_MAX_RESULT_ROWS":      "1007",
 		"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES":   "1008",
 		"SLUICE_STATEMENT_TIMEOUT":            "2m",
@@ -766,6 +773,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--graphql-max-aliases", "4",
 		"--graphql-max-fields", "1005",
 		"--graphql-max-fragments", "6",
+		"--graphql-max-statements", "9",
 		"--graphql-max-result-rows", "1007",
 		"--graphql-max-response-bytes", "1008",
 		"--statement-timeout", "2m",

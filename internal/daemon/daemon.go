@@ -273,6 +273,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{gqlStreams.Transport},
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
+			MaxStatements: d.cfg.GraphQLMaxStatements,
 			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes}})
 
 	// The tailer comes after the engine and the GraphQL handler: when it
