@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -186,5 +187,40 @@ func TestBacklinksAndAggregatesHonourProtection(t *testing.T) {
 	res := st.query(t, `{ User(id: "User/b") { _secretOwner_of_Note { _id } } User_aggregate { min { ssn } } }`, nil).mustOK(t)
 	if want := `{"User":[{"_secretOwner_of_Note":[{"_id":"Note/n1"}]}],"User_aggregate":{"min":{"ssn":"1"}}}`; string(res.Data) != want {
 		t.Errorf("as the admin: %s", res.Data)
+	}
+}
+
+// TestBacklinkOffsetNearTheLargestInteger: an offset up to the largest
+// bigint answers an empty page, for a backlink of several classes (an
+// interface: its page's end, limit + offset, once wrapped negative and
+// Postgres refused it as an internal error) as for one of one class and
+// a root query, written in the query or given in a variable, for a
+// reader.
+func TestBacklinkOffsetNearTheLargestInteger(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, linkSDL)
+	st.insert(t, linkDocs)
+	ctx := context.Background()
+	reader, err := st.eng.CreateUser(ctx, st.admin, "admin", "reader", "password1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.eng.SetRole(ctx, st.admin, "admin", "db", "reader", sluice.RoleRead); err != nil {
+		t.Fatal(err)
+	}
+	const big = "9223372036854775806"
+	for _, c := range []struct{ query, want string }{
+		{`{ User(id: "User/a") { _owner_of_Owned(limit: 2, offset: ` + big + `) { _id } } }`, `{"User":[{"_owner_of_Owned":[]}]}`},
+		{`{ User(id: "User/a") { _owner_of_Owned(limit: 2, offset: 9223372036854775807, orderBy: {title: DESC}) { _id } } }`, `{"User":[{"_owner_of_Owned":[]}]}`},
+		{`query($o: Int) { User(id: "User/a") { _owner_of_Owned(limit: 2, offset: $o) { _id } } }`, `{"User":[{"_owner_of_Owned":[]}]}`},
+		{`{ User(id: "User/a") { _watchers_of_Note(limit: 2, offset: ` + big + `) { _id } } }`, `{"User":[{"_watchers_of_Note":[]}]}`},
+		{`{ Owned(limit: 2, offset: ` + big + `) { _id } }`, `{"Owned":[]}`},
+		// An offset within the lists still pages them.
+		{`{ User(id: "User/a") { _owner_of_Owned(limit: 2, offset: 2, orderBy: {title: ASC}) { _id } } }`, `{"User":[{"_owner_of_Owned":[{"_id":"Task/t1"}]}]}`},
+	} {
+		res := st.do(ctx, t, reader, c.query, map[string]any{"o": json.Number(big)})
+		if len(res.Errors) > 0 || string(res.Data) != c.want {
+			t.Errorf("%s:\n got %s\nwant data %s", c.query, res.raw, c.want)
+		}
 	}
 }

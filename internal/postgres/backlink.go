@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/sluice-dev/sluice"
@@ -167,7 +168,11 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 	// that what is sorted is at most a page per class.
 	branch := from
 	if dq.Limit >= 0 {
-		end := b.arg(dq.Limit + dq.Offset)
+		// Saturated: an offset up to the largest bigint is accepted
+		// (and answers an empty page, as a query of one class does),
+		// and the sum of it and a limit would wrap negative, which
+		// Postgres refuses.
+		end := b.arg(dq.Limit + min(dq.Offset, math.MaxInt64-dq.Limit))
 		branch = func(class string) string { return from(class) + " ORDER BY " + ord + " LIMIT " + end }
 	}
 	parts, joins, cases, err := unionBranches(b, dq.Classes, branch, extra, dq.Fields)
