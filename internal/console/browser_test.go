@@ -48,6 +48,14 @@ func TestBrowserConsole(t *testing.T) {
 	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/shop?author=ann&message=catalog", "["+strings.Join(docs, ",")+"]")
 	a.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
 	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/shop", `{"user":"rita","role":"read"}`)
+	// A database of 30 classes: the console counts them in several
+	// requests, each within graphql_max_statements.
+	var many []string
+	for i := range 30 {
+		many = append(many, fmt.Sprintf("type C%02d { n: Int }", i))
+	}
+	a.CreateDatabase(t, "many", strings.Join(many, "\n"))
+	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/many", `{"@type":"C29","@id":"last","n":1}`)
 	a.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/webhooks/admin/shop",
 		`{"url":"`+receiver.URL+`/hook","description":"receiver","classes":["Product"]}`)
 
