@@ -336,6 +336,15 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 					if !captureStale(capture, role, s) {
 						return nil // another replica made them meanwhile
 					}
+					// The tables without waiting: a schema change locks
+					// them first and the counter row next, so waiting for
+					// them here, the counter row held, could deadlock with
+					// one (Postgres would end one side: a schema change
+					// answered 409). Held, this try fails as a lock wait
+					// does, and is tried again later.
+					if err := lockClassTablesNoWait(ctx, tx, id, s); err != nil {
+						return err
+					}
 					did = true
 					return syncCapture(ctx, tx, id, role, s)
 				})
@@ -390,4 +399,22 @@ func parseStored(id int64, sdl string) (*sluice.Schema, error) {
 		return nil, fmt.Errorf("the stored schema of database %d does not parse: %w", id, err)
 	}
 	return s, nil
+}
+
+// lockClassTablesNoWait locks the class tables of database id's schema s
+// as a schema change does (LockTables), but fails at once, as a lock
+// wait that ran out does (isLockTimeout), when another transaction holds
+// or waits for one of them.
+func lockClassTablesNoWait(ctx context.Context, tx pgx.Tx, id int64, s *sluice.Schema) error {
+	var names []string
+	for _, name := range s.Order {
+		if s.Classes[name].Kind == sluice.KindDocument {
+			names = append(names, tableName(id, name))
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE NOWAIT")
+	return err
 }

@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
@@ -311,5 +313,50 @@ func TestCaptureLevels(t *testing.T) {
 	}
 	if n, err := db.RepairCapture(ctx); err != nil || n != 0 {
 		t.Fatalf("RepairCapture with nothing to do: made %d, %v", n, err)
+	}
+
+	// A repair beside a schema change, which locks the tables first and
+	// the counter row next: the repair, which holds the counter row, asks
+	// for the tables without waiting, so the two never deadlock (it
+	// waited for them, and Postgres ended it, or the schema change, as
+	// deadlocked).
+	rewrite(", 'ref:friend:Person')", ")", 1)
+	change, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer change.Close(ctx)
+	if _, err := change.Exec(ctx, "BEGIN; LOCK TABLE "+tbl+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	repaired := make(chan error, 1)
+	go func() {
+		_, err := db.RepairCapture(ctx)
+		repaired <- err
+	}()
+	var repairErr error
+	eventually.True(t, 30*time.Second, "the repair waits for the table, or is done", func() bool {
+		select {
+		case repairErr = <-repaired:
+			repaired <- repairErr
+			return true
+		default:
+		}
+		var waiting bool
+		err := pgxQuery(ctx, dbURL, `SELECT EXISTS (SELECT FROM pg_locks WHERE NOT granted AND relation = $1::regclass)`, []any{tbl}, &waiting)
+		return err == nil && waiting
+	})
+	if _, err := change.Exec(ctx, "SELECT FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE", d.ID); err != nil {
+		t.Fatalf("the schema change's lock of the counter row beside a repair: %v", err)
+	}
+	repairErr = <-repaired
+	if postgres.DeadlockedForTest(repairErr) {
+		t.Fatalf("the repair beside a schema change deadlocked: %v", repairErr)
+	}
+	if _, err := change.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 1 {
+		t.Fatalf("RepairCapture once the schema change ended: made %d, %v", n, err)
 	}
 }

@@ -154,3 +154,7 @@ func RecordLevelForTest(record string) int { return recordLevel(record) }
 
 // CaptureLevelForTest is this binary's capture level.
 const CaptureLevelForTest = captureLevel
+
+// DeadlockedForTest reports whether err is a write's that Postgres ended
+// as one side of a deadlock.
+func DeadlockedForTest(err error) bool { return deadlocked(err) }
