@@ -66,8 +66,9 @@ func (c logCapture) errors() []string {
 	return out
 }
 
-// startLogged starts a daemon as dt.Start does, logging to a capture.
-func startLogged(t *testing.T) (*dt.Daemon, logCapture) {
+// startLogged starts a daemon as dt.Start does, logging to a capture,
+// with opts applied to its configuration.
+func startLogged(t *testing.T, opts ...func(*config.Config)) (*dt.Daemon, logCapture) {
 	t.Helper()
 	logs := logCapture{mu: new(sync.Mutex), recs: new([]slog.Record)}
 	cfg := config.Default()
@@ -75,6 +76,9 @@ func startLogged(t *testing.T) (*dt.Daemon, logCapture) {
 	cfg.AdminPassword = dt.AdminPassword
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.DatabaseURL = pgtest.NewDatabase(t)
+	for _, o := range opts {
+		o(&cfg)
+	}
 	d := daemon.New(cfg, slog.New(logs), daemon.Options{Version: "test", BcryptCost: 4})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/eventually"
 )
@@ -16,14 +17,17 @@ import (
 // TestSQLTransactionCannotStallSchemaChanges: a Postgres role granted
 // SQL access to a class table holds it in a long transaction (just a
 // SELECT). A schema change, then a deletion of the database, wait for
-// its lock at most lock_timeout, and answer 503 with Retry-After (the
-// holder's session named in the log, not to the client), nothing changed; meanwhile an API read of the
-// class, which queues behind their pending ACCESS EXCLUSIVE lock, is
-// answered. Unbounded, the change waited statement_timeout (30 s) and
-// the read with it. Once the holder ends, the same change succeeds.
+// its lock at most lock_timeout at a time, trying again until
+// statement_timeout, and then answer 503 with Retry-After (the holder's
+// session named in the log, not to the client), nothing changed;
+// meanwhile an API read of the class, which queues behind their pending
+// ACCESS EXCLUSIVE lock, is answered. Unbounded, the change waited
+// statement_timeout (30 s) and the read with it. A change whose holder
+// ends while it tries again goes through.
 func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t)
+	// Changes try again for statement_timeout: 6 s here, for a quick 503.
+	d, logs := startLogged(t, func(c *config.Config) { c.StatementTimeout = 6 * time.Second })
 	d.CreateDatabase(t, "ddlheld", "type Note { text: String }")
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ddlheld", `{"@type":"Note","@id":"Note/a","text":"a"}`)
 	w := newSQLWriter(t, d, "ddlheld")
@@ -58,7 +62,7 @@ func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
 		})
 		read := make(chan dt.Response, 1)
 		go func() { read <- d.Do(t, dt.Admin(), "GET", "/api/document/admin/ddlheld?type=Note", nil) }()
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(20 * time.Second)
 		for range 2 {
 			select {
 			case r := <-read:
@@ -74,7 +78,7 @@ func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
 				}
 				answered = nil
 			case <-deadline:
-				t.Fatalf("%s behind the SQL transaction, or the read behind it, still waits after 10 s", req.method)
+				t.Fatalf("%s behind the SQL transaction, or the read behind it, still waits after 20 s", req.method)
 			}
 		}
 	}
@@ -87,8 +91,24 @@ func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
 	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
 		t.Fatal(err)
 	}
-	r := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/ddlheld", changed)
-	if !strings.Contains(string(r.Body), `"schema_version":2`) {
-		t.Fatalf("the change once the holder ended: %s", r.Body)
+
+	// A holder that ends while the change tries again: the change goes
+	// through (it gave up at the first lock_timeout, answering 503).
+	for _, stmt := range []string{"BEGIN", "SELECT * FROM " + w.table("Note")} {
+		if _, err := holder.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	const again = "the schema change waits for locks other sessions hold; trying again"
+	before := len(logs.find(again))
+	answered := make(chan dt.Response, 1)
+	go func() { answered <- d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/ddlheld", changed) }()
+	eventually.True(t, 20*time.Second, "the change tries again", func() bool { return len(logs.find(again)) > before })
+	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answered
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"schema_version":2`) {
+		t.Fatalf("the change whose holder ended while it tried again: %d %s", r.Status, r.Body)
 	}
 }

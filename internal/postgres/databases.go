@@ -286,12 +286,13 @@ func (db *DB) CurrentSchemaVersion(ctx context.Context, d *sluice.Database) (int
 // (a report, a psql session left open in a transaction), and every API
 // read and write of the tables queues behind them while they wait:
 // unbounded, one such transaction held the database's whole API for up
-// to statement_timeout. Past lockTimeout the change gives up, nothing of
-// it applied (one transaction), with an Unavailable error naming the
-// sessions it waited for (boundLockWaits); the reads and writes queued
-// behind it go on. So do writes in flight that take longer than
-// lockTimeout, and a prune of the database holding its counter row
-// (LockDatabase): the change is retried later.
+// to statement_timeout. Past lockTimeout the step is rolled back to a
+// savepoint, the reads and writes queued behind it go on, and it is tried
+// again, until statement_timeout; then the change gives up, nothing of it
+// applied (one transaction), with an Unavailable error (boundLockWaits).
+// Long API reads of the tables (a large listing to a slow client), writes
+// in flight that take longer than lockTimeout, and a prune of the
+// database holding its counter row (LockDatabase) delay it the same way.
 func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
 	if err := setLockTimeout(ctx, t.tx); err != nil {
 		return mapError(err)
@@ -313,23 +314,62 @@ func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schem
 
 // boundLockWaits runs fn, a step of a schema change or a deletion of
 // database d in t, whose transaction has its lock waits bounded
-// (setLockTimeout). When a wait runs out it returns an Unavailable error
-// (503, Retry-After) saying so: a lock timeout is not a conflict of the
-// request with another (409), and the same request succeeds once those
-// sessions' transactions end. The sessions it waited for (watchBlockers)
-// are logged, for an operator who may end them or ask them to commit,
-// and not shown to the client: they are other Postgres roles' (their
-// names, and an application_name any role sets to any text), which an
-// API user has no business reading.
+// (setLockTimeout). A lock wait that runs out rolls fn back to a
+// savepoint taken before it, lets the reads and writes queued behind
+// its lock go on for a moment, and tries fn again, for as long as a
+// statement may run (the DB's statement timeout, 30 s when it has none,
+// counted from the transaction's first such wait, all its steps together):
+// a long read of the database's tables (a large listing, a slow client)
+// or another role's transaction delays the change, without holding the
+// database's API behind it for more than lockTimeout at a time. Past
+// that it returns an Unavailable error (503, Retry-After): a lock
+// timeout is not a conflict of the request with another (409), and the
+// same request succeeds once those sessions' transactions end. The
+// sessions it waited for (watchBlockers) are logged, for an operator who
+// may end them or ask them to commit, and not shown to the client: they
+// are other Postgres roles' (their names, and an application_name any
+// role sets to any text), or Sluice's own serving other users.
 func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database, fn func() error) error {
-	names, err := t.db.watchBlockers(ctx, t.tx.conn.Conn().PgConn().PID(), fn)
-	if !isLockTimeout(err) {
-		return err
+	if t.lockPatienceEnds.IsZero() {
+		patience := t.db.opts.statementTimeout
+		if patience <= 0 {
+			patience = DefaultStatementTimeout
+		}
+		t.lockPatienceEnds = time.Now().Add(patience)
 	}
-	t.db.logger.Warn(what+" gave up waiting for locks other sessions hold", "database", d.Path(), "waited", lockTimeout, "sessions", names)
-	return &refusedError{shown: sluice.Errorf(sluice.CodeUnavailable,
-		"%s of database %s waited longer than %s for locks on its tables, held by other transactions (the server's log names their sessions); nothing was changed: retry once they end",
-		what, d.Path(), lockTimeout), err: err}
+	giveUp := t.lockPatienceEnds
+	pause := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		if _, err := t.tx.Exec(ctx, "SAVEPOINT lock_wait"); err != nil {
+			return mapError(err)
+		}
+		names, err := t.db.watchBlockers(ctx, t.tx.conn.Conn().PgConn().PID(), fn)
+		if !isLockTimeout(err) {
+			if err != nil {
+				return err
+			}
+			_, err := t.tx.Exec(ctx, "RELEASE SAVEPOINT lock_wait")
+			return mapError(err)
+		}
+		if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT lock_wait"); err != nil {
+			return mapError(err)
+		}
+		if time.Now().Add(pause + lockTimeout).After(giveUp) {
+			t.db.logger.Warn(what+" gave up waiting for locks other sessions hold", "database", d.Path(), "attempts", attempt, "sessions", names)
+			return &refusedError{shown: sluice.Errorf(sluice.CodeUnavailable,
+				"%s of database %s waited %d times %s for locks on its tables, held by other transactions (the server's log names their sessions); nothing was changed: retry once they end",
+				what, d.Path(), attempt, lockTimeout), err: err}
+		}
+		t.db.logger.Info(what+" waits for locks other sessions hold; trying again", "database", d.Path(), "attempt", attempt, "sessions", names)
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return context.Cause(ctx)
+		case <-timer.C:
+		}
+		pause = min(2*pause, time.Second)
+	}
 }
 
 // LockDatabase locks database d's commit counter for a schema change: it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -23,6 +24,9 @@ type Tx struct {
 	// documents' statements wait for a lock at most batchLockWait
 	// (lockorder.go).
 	batch bool
+	// lockPatienceEnds is when the transaction's steps bounded by
+	// boundLockWaits stop trying again, set by the first of them.
+	lockPatienceEnds time.Time
 }
 
 // transact runs fn in one transaction on a pooled connection, with a
