@@ -289,6 +289,9 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 		return 0, mapError(err)
 	}
 	var todo []int64
+	// errs holds each database's failure: one does not keep the others'
+	// triggers from being made.
+	var errs []error
 	for rows.Next() {
 		var id int64
 		var sdl, capture string
@@ -298,8 +301,8 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 		}
 		s, err := parseStored(id, sdl)
 		if err != nil {
-			rows.Close()
-			return 0, err
+			errs = append(errs, err)
+			continue
 		}
 		if captureStale(capture, role, s) {
 			todo = append(todo, id)
@@ -310,7 +313,6 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 		return 0, mapError(err)
 	}
 	made := 0
-	var errs []error
 	for _, id := range todo {
 		var did bool // the last try made them (a try may time out after)
 		remake := func() error {

@@ -360,3 +360,40 @@ func TestCaptureLevels(t *testing.T) {
 		t.Fatalf("RepairCapture once the schema change ended: made %d, %v", n, err)
 	}
 }
+
+// TestCaptureRepairGoesOnPastABrokenSchema: a database whose stored
+// schema does not parse does not keep the others' capture triggers from
+// being made again (the repair stopped at it, every database after it
+// left with the older triggers); the error names it.
+func TestCaptureRepairGoesOnPastABrokenSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dbURL := migratedDB(ctx, t)
+	s, err := schema.Parse("type Note { text: String }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &sluice.Database{Org: "o", Name: "a"}
+	b := &sluice.Database{Org: "o", Name: "b"}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		if err := tx.CreateDatabase(ctx, a, s); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, b, s)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// Both recorded by an older Sluice; a's schema does not parse.
+	if err := pgxExec(ctx, dbURL,
+		"UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)",
+		"UPDATE sluice.databases SET schema_sdl = 'type {' WHERE id = "+strconv.FormatInt(a.ID, 10)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.RepairCapture(ctx)
+	if n != 1 || err == nil || !strings.Contains(err.Error(), "database "+strconv.FormatInt(a.ID, 10)+" does not parse") {
+		t.Fatalf("RepairCapture beside a broken schema: made %d, %v; want b's made and an error naming a", n, err)
+	}
+}
