@@ -334,6 +334,10 @@ func (db *DB) commitBatch(ctx context.Context, g *group, batch []*job, prev <-ch
 // 409.
 func (db *DB) commitAlone(ctx context.Context, j *job) {
 	for attempt := 0; ; attempt++ {
+		// An error the job had (from a batch rolled back, or the try
+		// before) is not its answer: this try's is, also when it fails
+		// before the job runs (no connection, BEGIN refused).
+		j.err = nil
 		one := []*job{j}
 		err := db.runBatch(ctx, &one, nil, nil, func() {}, false)
 		if err != nil && !errors.Is(err, errAllFailed) && j.err == nil && !j.replayed {

@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,5 +166,22 @@ func TestGroupCommitWaitsOutAnotherBatch(t *testing.T) {
 		wg.Wait()
 		check(a)
 		check(b)
+	}
+}
+
+// TestCommitAloneAnswersItsOwnError: a job that leaves a batch with an
+// error worked out in the batch's rolled-back transaction is answered
+// its run alone's outcome, also when that fails before the job runs
+// (here the pool is closed: no connection).
+func TestCommitAloneAnswersItsOwnError(t *testing.T) {
+	t.Parallel()
+	db, d, s, _ := openNotes(t)
+	j := newJob(WriteSpec{Database: d, Schema: s, Group: true,
+		Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note("n")) }})
+	j.err = errors.New("document Note/n already exists (in a rolled-back batch)")
+	db.pool.Close()
+	db.commitAlone(context.Background(), j)
+	if j.err == nil || strings.Contains(j.err.Error(), "rolled-back batch") {
+		t.Fatalf("the job run alone without a connection answered %v, want its own failure", j.err)
 	}
 }
