@@ -71,7 +71,7 @@ func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
 				}
 				read = nil
 			case r := <-answered:
-				const want = "held by other transactions"
+				const want = "that other transactions hold"
 				if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), want) || strings.Contains(string(r.Body), "pid ") {
 					t.Fatalf("%s %s behind the SQL transaction: %d (Retry-After %q) %s; want 503 saying %q, naming no session",
 						req.method, req.path, r.Status, r.Header.Get("Retry-After"), r.Body, want)
@@ -110,5 +110,95 @@ func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
 	r := <-answered
 	if r.Status != 200 || !strings.Contains(string(r.Body), `"schema_version":2`) {
 		t.Fatalf("the change whose holder ended while it tried again: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestSchemaChangeLetsGoWhileTheCounterIsHeld: another session holds the
+// database's commit counter (as a prune of a long backlog does). A
+// schema change, which locks the tables and then the counter, lets go of
+// the tables too between its tries, so the database's reads go on while
+// it waits; once the counter is free it goes through. (Its tries asked
+// for the counter alone, the tables held all along: every read waited
+// until the change gave up.)
+func TestSchemaChangeLetsGoWhileTheCounterIsHeld(t *testing.T) {
+	t.Parallel()
+	d, logs := startLogged(t, func(c *config.Config) { c.StatementTimeout = 20 * time.Second })
+	d.CreateDatabase(t, "counterheld", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/counterheld", `{"@type":"Note","@id":"Note/a","text":"a"}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, `BEGIN; SELECT FROM sluice.commit_counters WHERE db_id =
+		(SELECT id FROM sluice.databases WHERE org = 'admin' AND name = 'counterheld') FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	const again = "the schema change waits for locks other sessions hold; trying again"
+	changed := make(chan dt.Response, 1)
+	go func() {
+		changed <- d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/counterheld", "type Note { text: String n: Int }")
+	}()
+	eventually.True(t, 30*time.Second, "the change tries again", func() bool { return len(logs.find(again)) > 0 })
+	read := make(chan dt.Response, 1)
+	go func() { read <- d.Do(t, dt.Admin(), "GET", "/api/document/admin/counterheld?type=Note", nil) }()
+	select {
+	case r := <-read:
+		if r.Status != 200 || !strings.Contains(string(r.Body), "Note/a") {
+			t.Fatalf("the read while the change waited for the counter: %d %s", r.Status, r.Body)
+		}
+	case r := <-changed:
+		t.Fatalf("the change answered (%d %s) before a read made while it tried again: it held the tables all along", r.Status, r.Body)
+	}
+	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-changed; r.Status != 200 {
+		t.Fatalf("the change once the counter was let go: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestDeletionWaitsForTheSystemCounter: a database's deletion waits for
+// its own locks at most lock_timeout at a time, but its commit of
+// _system's document waits for _system's counter as any write does (the
+// 2 s bound outlived the deletion's own steps: a prune of _system made
+// the deletion answer a 409 "conflicted with a concurrent write").
+func TestDeletionWaitsForTheSystemCounter(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "gone", "type Note { text: String }")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	holder, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(context.WithoutCancel(ctx))
+	if _, err := holder.Exec(ctx, `BEGIN; SELECT FROM sluice.commit_counters WHERE db_id =
+		(SELECT id FROM sluice.databases WHERE name = '_system') FOR NO KEY UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	deleted := make(chan dt.Response, 1)
+	go func() { deleted <- d.Do(t, dt.Admin(), "DELETE", "/api/db/admin/gone", "") }()
+	// The deletion's commit waits for _system's counter, for longer than
+	// lock_timeout.
+	eventually.True(t, 30*time.Second, "the deletion waits 3 s for _system's counter", func() bool {
+		select {
+		case r := <-deleted:
+			t.Fatalf("the deletion answered while _system's counter was held: %d %s", r.Status, r.Body)
+		default:
+		}
+		var n string
+		err := queryString(d.DatabaseURL, `SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type = 'Lock'
+			AND query LIKE '%commit_counters%' AND clock_timestamp() - query_start > interval '3 s'`, &n)
+		return err == nil && n != "0"
+	})
+	if _, err := holder.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-deleted; r.Status != 200 {
+		t.Fatalf("the deletion once _system's counter was let go: %d %s", r.Status, r.Body)
 	}
 }

@@ -243,10 +243,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 		// then made under.
 		Documents: func(context.Context, *postgres.Writer) error { return nil },
 		Before: func(ctx context.Context, tx *postgres.Tx) error {
-			if err := tx.LockTables(ctx, d, prev); err != nil {
-				return err
-			}
-			if err := tx.LockDatabase(ctx, d); err != nil {
+			if err := tx.LockForSchemaChange(ctx, d, prev); err != nil {
 				return err
 			}
 			// The values the change keeps, checked and rewritten before its

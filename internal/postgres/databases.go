@@ -186,15 +186,13 @@ func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.S
 // other role may either; an object some role made there all the same
 // makes DROP SCHEMA fail alike, a Conflict naming it, not a loss.
 //
-// Its waits for locks are bounded as a schema change's are (LockTables):
+// Its waits for locks are bounded as a schema change's are
+// (LockForSchemaChange):
 // the tables' ACCESS EXCLUSIVE locks wait for every transaction using
 // them, other roles' included, and the database's API reads and writes
 // queue behind them meanwhile.
 func (t *Tx) DeleteDatabase(ctx context.Context, d *sluice.Database) error {
-	if err := setLockTimeout(ctx, t.tx); err != nil {
-		return mapError(err)
-	}
-	return t.boundLockWaits(ctx, "the deletion", d, func() error { return t.deleteDatabase(ctx, d) })
+	return t.boundLockWaits(ctx, "the deletion", d, true, func() error { return t.deleteDatabase(ctx, d) })
 }
 
 // deleteDatabase is DeleteDatabase once its lock waits are bounded.
@@ -270,66 +268,69 @@ func (db *DB) CurrentSchemaVersion(ctx context.Context, d *sluice.Database) (int
 	return v, mapError(err)
 }
 
-// LockTables takes, for a schema change of database d whose current
-// schema is s, the ACCESS EXCLUSIVE locks of its class tables; call it
-// before LockDatabase. A write holds its tables' locks from its first
-// statement and takes the counter row's last; a schema change that took
-// the counter row first, then waited for a table a write holds, while
-// that write waited for the counter row, was a deadlock that Postgres
-// broke by failing one of them. In this order the change waits for the
-// writes in flight, and the writes that come later wait for it, then
-// find the schema moved (ErrSchemaChanged) and run again.
+// LockForSchemaChange takes, for a schema change of database d whose
+// current schema is s, the ACCESS EXCLUSIVE locks of its class tables,
+// then its counter row (LockDatabase), and returns a Conflict error when
+// the schema version moved since d was read. A write holds its tables'
+// locks from its first statement and takes the counter row's last; a
+// schema change that took the counter row first, then waited for a table
+// a write holds, while that write waited for the counter row, was a
+// deadlock that Postgres broke by failing one of them. In this order the
+// change waits for the writes in flight, and the writes that come later
+// wait for it, then find the schema moved (ErrSchemaChanged) and run
+// again.
 //
-// From here on, each wait for a lock of the change's transaction is
-// bounded by lockTimeout. The tables' locks wait for every transaction
-// using them, those of other Postgres roles granted SQL access included
-// (a report, a psql session left open in a transaction), and every API
-// read and write of the tables queues behind them while they wait:
-// unbounded, one such transaction held the database's whole API for up
-// to statement_timeout. Past lockTimeout the step is rolled back to a
-// savepoint, the reads and writes queued behind it go on, and it is tried
-// again, until statement_timeout; then the change gives up, nothing of it
-// applied (one transaction), with an Unavailable error (boundLockWaits).
-// Long API reads of the tables (a large listing to a slow client), writes
-// in flight that take longer than lockTimeout, and a prune of the
-// database holding its counter row (LockDatabase) delay it the same way.
-func (t *Tx) LockTables(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
-	if err := setLockTimeout(ctx, t.tx); err != nil {
-		return mapError(err)
-	}
+// Each wait for one of these locks is bounded by lockTimeout
+// (boundLockWaits). The tables' locks wait for every transaction using
+// them, those of other Postgres roles granted SQL access included (a
+// report, a psql session left open in a transaction), and Sluice's own
+// long reads (a large listing to a slow client); every API read and write
+// of the tables queues behind them while they wait: unbounded, one such
+// transaction held the database's whole API for up to statement_timeout.
+// Past lockTimeout both are let go (a savepoint), the reads and writes
+// queued behind them go on, and both are asked for again, until
+// statement_timeout; then the change gives up, nothing of it applied
+// (one transaction), with an Unavailable error. The counter row is asked
+// for in the same try, so that no try holds the tables while it waits for
+// the counter row (which a prune of the database holds while it runs).
+func (t *Tx) LockForSchemaChange(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
 	var names []string
 	for _, name := range s.Order {
 		if s.Classes[name].Kind == sluice.KindDocument {
 			names = append(names, tableName(d.ID, name))
 		}
 	}
-	if len(names) == 0 {
-		return nil
-	}
-	return t.boundLockWaits(ctx, "the schema change", d, func() error {
-		_, err := t.tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE")
-		return mapError(err)
+	var v int
+	err := t.boundLockWaits(ctx, "the schema change", d, true, func() error {
+		if len(names) > 0 {
+			if _, err := t.tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+				return err
+			}
+		}
+		return t.tx.QueryRow(ctx, lockCounterSQL, d.ID).Scan(&v)
 	})
+	return lockedVersion(d, v, err)
 }
 
 // boundLockWaits runs fn, a step of a schema change or a deletion of
-// database d in t, whose transaction has its lock waits bounded
-// (setLockTimeout). A lock wait that runs out rolls fn back to a
-// savepoint taken before it, lets the reads and writes queued behind
-// its lock go on for a moment, and tries fn again, for as long as a
-// statement may run (the DB's statement timeout, 30 s when it has none,
-// counted from the transaction's first such wait, all its steps together):
-// a long read of the database's tables (a large listing, a slow client)
-// or another role's transaction delays the change, without holding the
-// database's API behind it for more than lockTimeout at a time. Past
-// that it returns an Unavailable error (503, Retry-After): a lock
-// timeout is not a conflict of the request with another (409), and the
-// same request succeeds once those sessions' transactions end. The
-// sessions it waited for (watchBlockers) are logged, for an operator who
-// may end them or ask them to commit, and not shown to the client: they
-// are other Postgres roles' (their names, and an application_name any
-// role sets to any text), or Sluice's own serving other users.
-func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database, fn func() error) error {
+// database d in t, with its waits for locks bounded by lockTimeout
+// (setLockTimeout, set back to the connection's own once fn is done, so
+// that the transaction's later statements wait as any write does). With
+// retry, a lock wait that runs out rolls fn back to a savepoint taken
+// before it (its locks let go), lets the reads and writes queued behind
+// it go on for a moment, and tries fn again, for as long as a statement
+// may run (the DB's statement timeout, 30 s when it has none, counted
+// from the transaction's first such wait). Past that, or at once without
+// retry (a step that holds the tables already: letting go of its own
+// lock would not free them), it returns an Unavailable error (503,
+// Retry-After): a lock timeout is not a conflict of the request with
+// another (409), and the same request succeeds once those sessions'
+// transactions end. The sessions it waited for (watchBlockers) are
+// logged, for an operator who may end them or ask them to commit, and
+// not shown to the client: they are other Postgres roles' (their names,
+// and an application_name any role sets to any text), or Sluice's own
+// serving other users.
+func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database, retry bool, fn func() error) error {
 	if t.lockPatienceEnds.IsZero() {
 		patience := t.db.opts.statementTimeout
 		if patience <= 0 {
@@ -337,10 +338,14 @@ func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database
 		}
 		t.lockPatienceEnds = time.Now().Add(patience)
 	}
-	giveUp := t.lockPatienceEnds
 	pause := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		if _, err := t.tx.Exec(ctx, "SAVEPOINT lock_wait"); err != nil {
+		if retry {
+			if _, err := t.tx.Exec(ctx, "SAVEPOINT lock_wait"); err != nil {
+				return mapError(err)
+			}
+		}
+		if err := setLockTimeout(ctx, t.tx); err != nil {
 			return mapError(err)
 		}
 		names, err := t.db.watchBlockers(ctx, t.tx.conn.Conn().PgConn().PID(), fn)
@@ -348,17 +353,23 @@ func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database
 			if err != nil {
 				return err
 			}
-			_, err := t.tx.Exec(ctx, "RELEASE SAVEPOINT lock_wait")
+			if _, err := t.tx.Exec(ctx, "SET LOCAL lock_timeout TO DEFAULT"); err != nil {
+				return mapError(err)
+			}
+			if retry {
+				_, err = t.tx.Exec(ctx, "RELEASE SAVEPOINT lock_wait")
+			}
 			return mapError(err)
 		}
-		if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT lock_wait"); err != nil {
-			return mapError(err)
-		}
-		if time.Now().Add(pause + lockTimeout).After(giveUp) {
+		if !retry || time.Now().Add(pause+lockTimeout).After(t.lockPatienceEnds) {
 			t.db.logger.Warn(what+" gave up waiting for locks other sessions hold", "database", d.Path(), "attempts", attempt, "sessions", names)
 			return &refusedError{shown: sluice.Errorf(sluice.CodeUnavailable,
-				"%s of database %s waited %d times %s for locks on its tables, held by other transactions (the server's log names their sessions); nothing was changed: retry once they end",
+				"%s of database %s waited %d times %s for locks that other transactions hold on its tables or its commit counter (the server's log names their sessions); nothing was changed: retry once they end",
 				what, d.Path(), attempt, lockTimeout), err: err}
+		}
+		// Also sets lock_timeout back: SET LOCAL is undone with the savepoint.
+		if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT lock_wait"); err != nil {
+			return mapError(err)
 		}
 		t.db.logger.Info(what+" waits for locks other sessions hold; trying again", "database", d.Path(), "attempt", attempt, "sessions", names)
 		timer := time.NewTimer(pause)
@@ -372,14 +383,24 @@ func (t *Tx) boundLockWaits(ctx context.Context, what string, d *sluice.Database
 	}
 }
 
-// LockDatabase locks database d's commit counter for a schema change: it
-// waits for commits in flight and makes later ones wait until the Tx ends.
-// It returns a Conflict error when the schema version moved since d was read.
+// LockDatabase locks database d's commit counter: it waits for commits
+// in flight and makes later ones wait until the Tx ends. It returns a
+// Conflict error when the schema version moved since d was read. (A
+// schema change takes it with its tables: LockForSchemaChange.)
 func (t *Tx) LockDatabase(ctx context.Context, d *sluice.Database) error {
 	var v int
-	err := t.boundLockWaits(ctx, "the schema change", d, func() error {
-		return t.tx.QueryRow(ctx, "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE", d.ID).Scan(&v)
-	})
+	err := t.tx.QueryRow(ctx, lockCounterSQL, d.ID).Scan(&v)
+	return lockedVersion(d, v, err)
+}
+
+// lockCounterSQL locks a database's counter row, reading its schema
+// version.
+const lockCounterSQL = "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE"
+
+// lockedVersion returns the error of locking d's counter row, which read
+// version v, or err: NotFound when d is gone, Conflict when its schema
+// moved since d was read.
+func lockedVersion(d *sluice.Database, v int, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
 	}
@@ -393,14 +414,14 @@ func (t *Tx) LockDatabase(ctx context.Context, d *sluice.Database) error {
 }
 
 // ChangeSchema replaces database d's schema prev by next, altering its
-// tables to match, and increments d.SchemaVersion. Call LockTables (which
-// bounds the transaction's lock waits) and LockDatabase first in the same Tx.
+// tables to match, and increments d.SchemaVersion. Call
+// LockForSchemaChange first in the same Tx.
 func (t *Tx) ChangeSchema(ctx context.Context, d *sluice.Database, prev, next *sluice.Schema) error {
 	role, err := t.db.writerRole(ctx)
 	if err != nil {
 		return err
 	}
-	if err := t.boundLockWaits(ctx, "the schema change", d, func() error {
+	if err := t.boundLockWaits(ctx, "the schema change", d, false, func() error {
 		return syncTables(ctx, t.tx, d.ID, role, prev, next)
 	}); err != nil {
 		return err

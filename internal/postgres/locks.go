@@ -90,7 +90,7 @@ func (t *Tx) LockBootstrap(ctx context.Context) error {
 // lockTimeout bounds each wait for a table lock of the statements that
 // change Sluice's own tables or a database's: outside a request
 // (migrations, making capture triggers), and in one (a schema change or
-// a database's deletion, see LockTables). They take ACCESS EXCLUSIVE locks, which
+// a database's deletion, see LockForSchemaChange). They take ACCESS EXCLUSIVE locks, which
 // wait for every transaction using the table, and every statement that
 // asks for the table after them, writes included, queues behind them:
 // without a bound one long transaction (a report, a forgotten psql
