@@ -275,13 +275,15 @@ func (db *DB) checkWriterRole(ctx context.Context) (string, error) {
 // ensureCapture makes the capture triggers of every database whose
 // recorded capture is stale (captureStale): databases made before
 // migration 7, by an older Sluice, or whose schema changed under one.
-// Each is made in a transaction of its own holding the database's counter
-// row, as a schema change does, so replicas starting at once do it once.
-// Making them takes each table's ACCESS EXCLUSIVE lock (ALTER TABLE … SET
-// DEFAULT): each wait for a lock is bounded by lockTimeout, so that the
-// writes queued behind it are not held up behind a long transaction for
-// longer. With retry, a database whose locks were not had is tried again
-// (retryLocked) until ctx ends; without, it is left for the next call.
+// Each is made in a transaction of its own holding the database's tables
+// and then its counter row, as a schema change does, so replicas starting
+// at once do it once. Making them takes each table's ACCESS EXCLUSIVE lock
+// (ALTER TABLE … SET DEFAULT), which waits for the transactions reading
+// the table (the API's too): each wait for a lock is bounded by
+// lockTimeout, so that the writes queued behind it are not held up behind
+// a long transaction for longer. With retry, a database whose locks were
+// not had is tried again (retryLocked) until ctx ends; without, it is
+// left for the next call.
 // It returns the number of databases whose triggers it made.
 func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, error) {
 	rows, err := db.pool.Query(ctx, "SELECT id, schema_sdl, capture FROM sluice.databases ORDER BY id")
@@ -317,14 +319,21 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 		var did bool // the last try made them (a try may time out after)
 		remake := func() error {
 			did = false
-			return pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+			tablesGone := false
+			err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
 				return db.namingBlockers(ctx, tx.Conn().PgConn().PID(), func() error {
 					if err := setLockTimeout(ctx, tx); err != nil {
 						return err
 					}
+					// The locks in a schema change's order (LockTables): the
+					// tables first, the counter row next. The other order
+					// could deadlock with one, and the tables without
+					// waiting (NOWAIT) were never had while any transaction
+					// read them, as the API's do all the time on a busy
+					// database. The schema naming the tables is read first,
+					// without a lock, and again under the counter row.
 					var sdl, capture string
-					err := tx.QueryRow(ctx, `SELECT d.schema_sdl, d.capture FROM sluice.databases d
-						JOIN sluice.commit_counters c ON c.db_id = d.id WHERE d.id = $1 FOR UPDATE OF c`, id).Scan(&sdl, &capture)
+					err := tx.QueryRow(ctx, "SELECT schema_sdl, capture FROM sluice.databases WHERE id = $1", id).Scan(&sdl, &capture)
 					if err == pgx.ErrNoRows {
 						return nil // deleted meanwhile
 					}
@@ -338,19 +347,48 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 					if !captureStale(capture, role, s) {
 						return nil // another replica made them meanwhile
 					}
-					// The tables without waiting: a schema change locks
-					// them first and the counter row next, so waiting for
-					// them here, the counter row held, could deadlock with
-					// one (Postgres would end one side: a schema change
-					// answered 409). Held, this try fails as a lock wait
-					// does, and is tried again later.
-					if err := lockClassTablesNoWait(ctx, tx, id, s); err != nil {
+					// Each table's wait is bounded by lockTimeout: past it
+					// this try fails, and is tried again (retryLocked) or
+					// left for the next call.
+					if err := lockClassTables(ctx, tx, id, s); err != nil {
+						if gone(err) {
+							// A schema change or deletion dropped one
+							// while this waited for it: the schema read
+							// is not the database's any more, and the next
+							// call reads the new one.
+							tablesGone = true
+						}
 						return err
+					}
+					var locked string
+					err = tx.QueryRow(ctx, `SELECT d.schema_sdl, d.capture FROM sluice.databases d
+						JOIN sluice.commit_counters c ON c.db_id = d.id WHERE d.id = $1 FOR UPDATE OF c`, id).Scan(&locked, &capture)
+					if err == pgx.ErrNoRows {
+						return nil // deleted meanwhile
+					}
+					if err != nil {
+						return err
+					}
+					if locked != sdl {
+						// Another replica changed the schema while this
+						// waited for the tables: those locked may not be
+						// its tables. This try gives up; the next call
+						// (the next RepairCapture, or this replica's
+						// next start) reads the new schema, and the
+						// replica that changed it made triggers for it.
+						return nil
+					}
+					if !captureStale(capture, role, s) {
+						return nil // another replica made them meanwhile
 					}
 					did = true
 					return syncCapture(ctx, tx, id, role, s)
 				})
 			})
+			if tablesGone {
+				return nil
+			}
+			return err
 		}
 		what := fmt.Sprintf("making the capture triggers of database %d", id)
 		if retry {
@@ -403,11 +441,10 @@ func parseStored(id int64, sdl string) (*sluice.Schema, error) {
 	return s, nil
 }
 
-// lockClassTablesNoWait locks the class tables of database id's schema s
-// as a schema change does (LockTables), but fails at once, as a lock
-// wait that ran out does (isLockTimeout), when another transaction holds
-// or waits for one of them.
-func lockClassTablesNoWait(ctx context.Context, tx pgx.Tx, id int64, s *sluice.Schema) error {
+// lockClassTables locks the class tables of database id's schema s as a
+// schema change does (LockTables, in the same order), each wait bounded
+// by the lock_timeout of tx (setLockTimeout).
+func lockClassTables(ctx context.Context, tx pgx.Tx, id int64, s *sluice.Schema) error {
 	var names []string
 	for _, name := range s.Order {
 		if s.Classes[name].Kind == sluice.KindDocument {
@@ -417,6 +454,6 @@ func lockClassTablesNoWait(ctx context.Context, tx pgx.Tx, id int64, s *sluice.S
 	if len(names) == 0 {
 		return nil
 	}
-	_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE NOWAIT")
+	_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE")
 	return err
 }

@@ -316,10 +316,11 @@ func TestCaptureLevels(t *testing.T) {
 	}
 
 	// A repair beside a schema change, which locks the tables first and
-	// the counter row next: the repair, which holds the counter row, asks
-	// for the tables without waiting, so the two never deadlock (it
-	// waited for them, and Postgres ended it, or the schema change, as
-	// deadlocked).
+	// the counter row next: the repair takes them in the same order, so
+	// the two never deadlock (with the counter row held while it waited
+	// for the tables, Postgres ended it, or the schema change, as
+	// deadlocked); it waits for the tables, and gives up after
+	// lockTimeout.
 	rewrite(", 'ref:friend:Person')", ")", 1)
 	change, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
@@ -395,5 +396,157 @@ func TestCaptureRepairGoesOnPastABrokenSchema(t *testing.T) {
 	n, err := db.RepairCapture(ctx)
 	if n != 1 || err == nil || !strings.Contains(err.Error(), "database "+strconv.FormatInt(a.ID, 10)+" does not parse") {
 		t.Fatalf("RepairCapture beside a broken schema: made %d, %v; want b's made and an error naming a", n, err)
+	}
+}
+
+// TestCaptureRepairWaitsForReaders: making the capture triggers at start
+// (Migrate, which tries again until its context ends) waits for a
+// transaction reading a class table, as the API's reads do all the time
+// on a busy database, and gets through when it commits. Asking for the
+// tables without waiting (NOWAIT), it failed at every try for as long as
+// any reader held one, and a new replica did not start.
+func TestCaptureRepairWaitsForReaders(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dbURL := migratedDB(ctx, t)
+	s, err := schema.Parse("type Person { name: String friend: Person }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "people"}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	tbl := `sluice_db_` + strconv.FormatInt(d.ID, 10) + `."Person"`
+	// Recorded by an older Sluice: to be made again.
+	if err := pgxExec(ctx, dbURL, "UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)"); err != nil {
+		t.Fatal(err)
+	}
+	reader, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	if _, err := reader.Exec(ctx, "BEGIN; SELECT * FROM "+tbl); err != nil {
+		t.Fatal(err)
+	}
+	// The reader commits only once the repair waits for the table: a
+	// repair that never waits (NOWAIT) fails at every try until its
+	// context ends.
+	migrateCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	migrated := make(chan error, 1)
+	go func() {
+		_, err := db.Migrate(migrateCtx)
+		migrated <- err
+	}()
+	var migrateErr error
+	done := false
+	eventually.True(t, 30*time.Second, "the repair waits for the table, or is done", func() bool {
+		select {
+		case migrateErr = <-migrated:
+			done = true
+			return true
+		default:
+		}
+		var waiting bool
+		err := pgxQuery(ctx, dbURL, `SELECT EXISTS (SELECT FROM pg_locks WHERE NOT granted AND relation = $1::regclass)`, []any{tbl}, &waiting)
+		return err == nil && waiting
+	})
+	if done {
+		t.Fatalf("Migrate beside a reader of a class table ended without waiting for it: %v", migrateErr)
+	}
+	if _, err := reader.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-migrated; err != nil {
+		t.Fatalf("Migrate once the reader committed: %v", err)
+	}
+	var rec string
+	if err := pgxQuery(ctx, dbURL, "SELECT capture FROM sluice.databases WHERE id = $1", []any{d.ID}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := postgres.RecordLevelForTest(rec); got != postgres.CaptureLevelForTest {
+		t.Fatalf("record after Migrate %q: level %d, want %d", rec, got, postgres.CaptureLevelForTest)
+	}
+}
+
+// TestCaptureRepairBesideAnOlderSchemaChange: a repair that waited for
+// the tables while another replica (here an older one, as SQL) changed
+// the schema gives up without an error, rather than record triggers made
+// for the schema it read before the change as the new schema's; the next
+// repair makes them for the new one.
+func TestCaptureRepairBesideAnOlderSchemaChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dbURL := migratedDB(ctx, t)
+	s, err := schema.Parse("type Person { name: String }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "people"}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, d, s)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	id := strconv.FormatInt(d.ID, 10)
+	tbl := `sluice_db_` + id + `."Person"`
+	if err := pgxExec(ctx, dbURL, "UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)"); err != nil {
+		t.Fatal(err)
+	}
+	change, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer change.Close(ctx)
+	if _, err := change.Exec(ctx, "BEGIN; LOCK TABLE "+tbl+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	repaired := make(chan result, 1)
+	go func() {
+		n, err := db.RepairCapture(ctx)
+		repaired <- result{n, err}
+	}()
+	eventually.True(t, 30*time.Second, "the repair waits for the table", func() bool {
+		var waiting bool
+		err := pgxQuery(ctx, dbURL, `SELECT EXISTS (SELECT FROM pg_locks WHERE NOT granted AND relation = $1::regclass)`, []any{tbl}, &waiting)
+		return err == nil && waiting
+	})
+	// The older replica's change (an enum more: no table changes), its
+	// capture left older.
+	if _, err := change.Exec(ctx, "UPDATE sluice.databases SET schema_sdl = 'type Person { name: String } enum Mood { HAPPY }' WHERE id = "+id+"; COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-repaired; r.err != nil || r.n != 0 {
+		t.Fatalf("the repair beside a schema change: made %d, %v; want none, no error", r.n, r.err)
+	}
+	var rec string
+	if err := pgxQuery(ctx, dbURL, "SELECT capture FROM sluice.databases WHERE id = $1", []any{d.ID}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := postgres.RecordLevelForTest(rec); got != 1 {
+		t.Fatalf("record after a repair beside a schema change %q: level %d, want the older one's", rec, got)
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 1 {
+		t.Fatalf("the next repair: made %d, %v", n, err)
+	}
+	if err := pgxQuery(ctx, dbURL, "SELECT capture FROM sluice.databases WHERE id = $1", []any{d.ID}, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if got := postgres.RecordLevelForTest(rec); got != postgres.CaptureLevelForTest {
+		t.Fatalf("record after the next repair %q: level %d", rec, got)
 	}
 }
