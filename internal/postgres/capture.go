@@ -325,7 +325,7 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 					if err := setLockTimeout(ctx, tx); err != nil {
 						return err
 					}
-					// The locks in a schema change's order (LockTables): the
+					// The locks in a schema change's order (LockForSchemaChange): the
 					// tables first, the counter row next. The other order
 					// could deadlock with one, and the tables without
 					// waiting (NOWAIT) were never had while any transaction
@@ -442,7 +442,7 @@ func parseStored(id int64, sdl string) (*sluice.Schema, error) {
 }
 
 // lockClassTables locks the class tables of database id's schema s as a
-// schema change does (LockTables, in the same order), each wait bounded
+// schema change does (LockForSchemaChange, in the same order), each wait bounded
 // by the lock_timeout of tx (setLockTimeout).
 func lockClassTables(ctx context.Context, tx pgx.Tx, id int64, s *sluice.Schema) error {
 	var names []string
