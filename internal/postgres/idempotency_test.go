@@ -23,15 +23,7 @@ func TestIdempotencyKeysExpireAndArePruned(t *testing.T) {
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
 	// Keys belong to users.
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
-		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var uid int64
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
+	uid := createUserU(t, db)
 	write := func(key, doc string) (*sluice.Commit, *IdempotencyKey) {
 		t.Helper()
 		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: 10,
@@ -91,15 +83,7 @@ func TestGroupCommitWithIdempotencyKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, d, s, hook := openNotes(t)
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
-		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var uid int64
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
+	uid := createUserU(t, db)
 	key := func(name, answer string) *IdempotencyKey {
 		return &IdempotencyKey{UserID: uid, Key: name, Retention: time.Hour, MaxKeys: 10,
 			Request: func() ([]byte, error) { return []byte("request"), nil },
@@ -166,15 +150,7 @@ func TestIdempotencyClaims(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
-		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var uid int64
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
+	uid := createUserU(t, db)
 	write := func(key, doc string) error {
 		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: 10,
 			Request: func() ([]byte, error) { return []byte(doc), nil },
@@ -329,15 +305,7 @@ func TestGroupedKeyIsHashedBeforeItsBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
-		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var uid int64
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
+	uid := createUserU(t, db)
 	hashing, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce sync.Once
 	// Released on every way out, so that the slow write ends.
@@ -402,15 +370,7 @@ func TestIdempotencyMaxKeysHolds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
-		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var uid int64
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
+	uid := createUserU(t, db)
 	const maxKeys = 128
 	write := func(key string) error {
 		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: maxKeys,
@@ -475,15 +435,7 @@ func TestSlowKeyedBodyKeepsItsClaim(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
-		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var uid int64
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
+	uid := createUserU(t, db)
 	hashing, release := make(chan struct{}), make(chan struct{})
 	var releaseOnce, hashingOnce sync.Once
 	defer releaseOnce.Do(func() { close(release) })
@@ -535,15 +487,7 @@ func TestKeyUsesStayBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
-		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	var uid int64
-	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
-		t.Fatal(err)
-	}
+	uid := createUserU(t, db)
 	const maxKeys = 4
 	write := func(key string) error {
 		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: maxKeys,
@@ -576,4 +520,21 @@ func TestKeyUsesStayBounded(t *testing.T) {
 	if err := write("over again"); sluice.ErrorCode(err) != sluice.CodeTooMany {
 		t.Fatalf("a key past the bound, once the user was forgotten: %v, want TooManyRequests", err)
 	}
+}
+
+// createUserU creates user u of organization o, whose keys the tests
+// use, and returns its id.
+func createUserU(t *testing.T, db *DB) int64 {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error {
+		return tx.CreateUser(ctx, &sluice.User{Name: "u", Org: "o"}, "x")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var uid int64
+	if err := db.pool.QueryRow(ctx, "SELECT id FROM sluice.users WHERE name = 'u'").Scan(&uid); err != nil {
+		t.Fatal(err)
+	}
+	return uid
 }
