@@ -231,14 +231,7 @@ func TestCaptureLevels(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &sluice.Database{Org: "o", Name: "people"}
-	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		return tx.CreateDatabase(ctx, d, s)
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	createDatabases(t, db, s, d)
 	tbl := `sluice_db_` + strconv.FormatInt(d.ID, 10) + `."Person"`
 	trigger := func() string {
 		t.Helper()
@@ -376,17 +369,7 @@ func TestCaptureRepairGoesOnPastABrokenSchema(t *testing.T) {
 	}
 	a := &sluice.Database{Org: "o", Name: "a"}
 	b := &sluice.Database{Org: "o", Name: "b"}
-	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		if err := tx.CreateDatabase(ctx, a, s); err != nil {
-			return err
-		}
-		return tx.CreateDatabase(ctx, b, s)
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	createDatabases(t, db, s, a, b)
 	// Both recorded by an older Sluice; a's schema does not parse.
 	if err := pgxExec(ctx, dbURL,
 		"UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)",
@@ -414,14 +397,7 @@ func TestCaptureRepairWaitsForReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &sluice.Database{Org: "o", Name: "people"}
-	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		return tx.CreateDatabase(ctx, d, s)
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	createDatabases(t, db, s, d)
 	tbl := `sluice_db_` + strconv.FormatInt(d.ID, 10) + `."Person"`
 	// Recorded by an older Sluice: to be made again.
 	if err := pgxExec(ctx, dbURL, "UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)"); err != nil {
@@ -490,14 +466,7 @@ func TestCaptureRepairBesideAnOlderSchemaChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &sluice.Database{Org: "o", Name: "people"}
-	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		return tx.CreateDatabase(ctx, d, s)
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	createDatabases(t, db, s, d)
 	id := strconv.FormatInt(d.ID, 10)
 	tbl := `sluice_db_` + id + `."Person"`
 	if err := pgxExec(ctx, dbURL, "UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)"); err != nil {
@@ -548,5 +517,24 @@ func TestCaptureRepairBesideAnOlderSchemaChange(t *testing.T) {
 	}
 	if got := postgres.RecordLevelForTest(rec); got != postgres.CaptureLevelForTest {
 		t.Fatalf("record after the next repair %q: level %d", rec, got)
+	}
+}
+
+// createDatabases creates organization o and, in it, the databases dbs
+// with schema s.
+func createDatabases(t *testing.T, db *postgres.DB, s *sluice.Schema, dbs ...*sluice.Database) {
+	t.Helper()
+	if _, err := db.Write(context.Background(), postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+			return err
+		}
+		for _, d := range dbs {
+			if err := tx.CreateDatabase(ctx, d, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
 	}
 }

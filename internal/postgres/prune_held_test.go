@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
-	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -34,20 +33,7 @@ func TestPruneSkipsAHeldDatabase(t *testing.T) {
 	a := &sluice.Database{Org: "o", Name: "a"}
 	b := &sluice.Database{Org: "o", Name: "b"}
 	c := &sluice.Database{Org: "o", Name: "c"}
-	_, err = db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
-			return err
-		}
-		for _, d := range []*sluice.Database{a, b, c} {
-			if err := tx.CreateDatabase(ctx, d, s); err != nil {
-				return err
-			}
-		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	createDatabases(t, db, s, a, b, c)
 	for _, d := range []*sluice.Database{a, b, c} {
 		commitN(t, db, d, s, 3)
 	}
