@@ -142,10 +142,11 @@ type batchRunner func(ctx context.Context, g *group, batch []*job, prev <-chan s
 // commit runs j as one commit of its database, batched with concurrent
 // ones, and returns once j's commit or err is set. The batch runs detached
 // from ctx: a client that goes away must not roll back the other writers'
-// work.
+// work. A job that leaves its batch runs alone under ctx, as a write that
+// never joined one does: its client gone, it stops waiting for its locks.
 func (gs *groups) commit(ctx context.Context, j *job, run batchRunner) {
 	g, lead := gs.join(j)
-	gs.await(context.WithoutCancel(ctx), g, j, lead, run)
+	gs.await(ctx, g, j, lead, run)
 }
 
 // join queues j on its database's group and reports whether j's goroutine
@@ -184,7 +185,7 @@ func (gs *groups) await(ctx context.Context, g *group, j *job, lead bool, run ba
 		}
 	}
 	if lead {
-		gs.lead(shared(ctx), g, j.spec.Database.ID, run)
+		gs.lead(shared(context.WithoutCancel(ctx)), g, j.spec.Database.ID, run)
 	}
 	j.wait(ctx)
 }

@@ -185,3 +185,51 @@ func TestCommitAloneAnswersItsOwnError(t *testing.T) {
 		t.Fatalf("the job run alone without a connection answered %v, want its own failure", j.err)
 	}
 }
+
+// TestCommitAloneEndsWithItsClient: a write that left its batch, waiting
+// alone for a document another transaction holds, stops waiting when its
+// client goes away, as a write that never joined a batch does (it ran
+// detached from its client, waiting on until statement_timeout, then
+// committing for nobody).
+func TestCommitAloneEndsWithItsClient(t *testing.T) {
+	t.Parallel()
+	db, d, s, hook := openNotesAt(t, pgtest.NewDatabase(t), StatementTimeout(4*wait))
+	insertNotes(t, db, d, s, "c")
+	holder, err := db.pool.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(context.Background())
+	if _, err := holder.Exec(context.Background(), fmt.Sprintf("SELECT FROM %s WHERE _id = 'Note/c' FOR UPDATE", classTable(d, "Note"))); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Meta: CommitMeta{Message: "c"},
+			Documents: func(ctx context.Context, w *Writer) error { return w.Replace(ctx, notes("c"), false) }})
+		done <- err
+	}()
+	// Alone: waiting for Note/c longer than a batch ever does.
+	eventually.True(t, wait, "the write waits alone for Note/c", func() bool {
+		var n int
+		err := db.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND wait_event_type = 'Lock' AND clock_timestamp() - query_start > 10 * $1::interval`, batchLockWait.String()).Scan(&n)
+		return err == nil && n == 1
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the write whose client went away committed")
+		}
+	case <-time.After(wait):
+		t.Fatal("the write alone went on waiting for Note/c after its client went away")
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if n := len(hook.commits); n != 1 {
+		t.Fatalf("%d commits, want the insert's alone", n)
+	}
+}
