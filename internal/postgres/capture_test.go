@@ -371,9 +371,8 @@ func TestCaptureRepairGoesOnPastABrokenSchema(t *testing.T) {
 	b := &sluice.Database{Org: "o", Name: "b"}
 	createDatabases(t, db, s, a, b)
 	// Both recorded by an older Sluice; a's schema does not parse.
-	if err := pgxExec(ctx, dbURL,
-		"UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)",
-		"UPDATE sluice.databases SET schema_sdl = 'type {' WHERE id = "+strconv.FormatInt(a.ID, 10)); err != nil {
+	markCapturedByOlder(t, dbURL)
+	if err := pgxExec(ctx, dbURL, "UPDATE sluice.databases SET schema_sdl = 'type {' WHERE id = "+strconv.FormatInt(a.ID, 10)); err != nil {
 		t.Fatal(err)
 	}
 	n, err := db.RepairCapture(ctx)
@@ -400,9 +399,7 @@ func TestCaptureRepairWaitsForReaders(t *testing.T) {
 	createDatabases(t, db, s, d)
 	tbl := `sluice_db_` + strconv.FormatInt(d.ID, 10) + `."Person"`
 	// Recorded by an older Sluice: to be made again.
-	if err := pgxExec(ctx, dbURL, "UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)"); err != nil {
-		t.Fatal(err)
-	}
+	markCapturedByOlder(t, dbURL)
 	reader, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -469,9 +466,7 @@ func TestCaptureRepairBesideAnOlderSchemaChange(t *testing.T) {
 	createDatabases(t, db, s, d)
 	id := strconv.FormatInt(d.ID, 10)
 	tbl := `sluice_db_` + id + `."Person"`
-	if err := pgxExec(ctx, dbURL, "UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)"); err != nil {
-		t.Fatal(err)
-	}
+	markCapturedByOlder(t, dbURL)
 	change, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -535,6 +530,15 @@ func createDatabases(t *testing.T, db *postgres.DB, s *sluice.Schema, dbs ...*sl
 		}
 		return nil
 	}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// markCapturedByOlder records every database's capture triggers as made
+// by an older Sluice (level 1): the next repair makes them again.
+func markCapturedByOlder(t *testing.T, dbURL string) {
+	t.Helper()
+	if err := pgxExec(context.Background(), dbURL, "UPDATE sluice.databases SET capture = 'capture/1 ' || split_part(capture, ' ', 2)"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -373,11 +373,7 @@ func TestIdempotencyMaxKeysHolds(t *testing.T) {
 	uid := createUserU(t, db)
 	const maxKeys = 128
 	write := func(key string) error {
-		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: maxKeys,
-			Request: func() ([]byte, error) { return []byte("request"), nil },
-			Answer:  func() ([]byte, error) { return json.Marshal([]string{key}) }}
-		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Idempotency: k,
-			Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }})
+		err := insertKeyed(db, d, s, uid, maxKeys, key)
 		if err != nil && sluice.ErrorCode(err) != sluice.CodeTooMany {
 			t.Errorf("key %s: %v", key, err)
 		}
@@ -485,16 +481,11 @@ func TestSlowKeyedBodyKeepsItsClaim(t *testing.T) {
 // key counts their keys again.
 func TestKeyUsesStayBounded(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
 	uid := createUserU(t, db)
 	const maxKeys = 4
 	write := func(key string) error {
-		k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: maxKeys,
-			Request: func() ([]byte, error) { return []byte("request"), nil },
-			Answer:  func() ([]byte, error) { return json.Marshal([]string{key}) }}
-		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true, Idempotency: k,
-			Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }})
+		err := insertKeyed(db, d, s, uid, maxKeys, key)
 		return err
 	}
 	for i := range maxKeys {
@@ -537,4 +528,15 @@ func createUserU(t *testing.T, db *DB) int64 {
 		t.Fatal(err)
 	}
 	return uid
+}
+
+// insertKeyed inserts Note/key with the Idempotency-Key key of user uid,
+// who may keep maxKeys keys, in group commit.
+func insertKeyed(db *DB, d *sluice.Database, s *sluice.Schema, uid int64, maxKeys int, key string) error {
+	k := &IdempotencyKey{UserID: uid, Key: key, Retention: time.Hour, MaxKeys: maxKeys,
+		Request: func() ([]byte, error) { return []byte("request"), nil },
+		Answer:  func() ([]byte, error) { return json.Marshal([]string{key}) }}
+	_, err := db.Write(context.Background(), WriteSpec{Database: d, Schema: s, Group: true, Idempotency: k,
+		Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }})
+	return err
 }
