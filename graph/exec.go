@@ -221,6 +221,7 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		// commits the query did not see.
 		var snap *engine.Snapshot
 		x.limitReads()
+		defer x.deadline()()
 		x.ctx, snap = es.store.ReadSnapshot(x.ctx, req.DB)
 		defer snap.Close() // after a panic too (closed below as soon as it can be)
 		asOf, err := x.asOf()
@@ -322,6 +323,9 @@ type execution struct {
 	// Boundary).
 	wantBoundary bool
 	boundary     *Boundary
+	// timeout, once deadline set one, is the error of a read its
+	// deadline ended.
+	timeout *sluice.Error
 	// rootType and roots are the fields selected on the operation's root
 	// of that type, collected once (rootFields).
 	rootType string
@@ -497,9 +501,30 @@ func (x *execution) newWriter() *jsonWriter {
 	return &jsonWriter{max: x.maxBytes()}
 }
 
+// deadline bounds the time x's reads may run by Limits.RequestTimeout
+// (none when it is zero) and returns the function that releases the
+// deadline's timer. A read the deadline ends fails with the error
+// naming the limit (fail), not with the driver's.
+func (x *execution) deadline() context.CancelFunc {
+	d := x.es.limits.RequestTimeout
+	if d <= 0 {
+		return func() {}
+	}
+	x.timeout = &sluice.Error{Code: sluice.CodeUnavailable, Message: fmt.Sprintf(
+		"the query ran longer than %s, the most one request may run (limit %s); select less, or split it into several requests", d, keyRequestTimeout)}
+	var cancel context.CancelFunc
+	x.ctx, cancel = context.WithTimeoutCause(x.ctx, d, x.timeout)
+	return cancel
+}
+
 // fail records err as a GraphQL error at path. Domain errors show their
-// message and code; anything else is logged and shown as internal.
+// message and code; anything else is logged and shown as internal. An
+// error after x's deadline passed is the deadline's (a statement it
+// cancelled, or a read it stopped).
 func (x *execution) fail(path ast.Path, err error) {
+	if x.timeout != nil && x.ctx.Err() != nil && context.Cause(x.ctx) == error(x.timeout) {
+		err = x.timeout
+	}
 	if errors.Is(err, engine.ErrSchemaChanged) {
 		x.outdated = err
 	}

@@ -2,6 +2,7 @@ package graph
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -49,6 +50,12 @@ type Limits struct {
 	// MaxResponseBytes bounds the JSON of a response's data
 	// (graphql_max_response_bytes).
 	MaxResponseBytes int
+	// RequestTimeout bounds the time the fields of one query, or of one
+	// read of a live query's result, run (graphql_request_timeout): the
+	// statements MaxStatements counts may each run up to
+	// statement_timeout. Zero is no bound; it has no default here (the
+	// daemon's configuration has one).
+	RequestTimeout time.Duration
 }
 
 // DefaultLimits returns the limits used for zero fields of Limits.
@@ -127,6 +134,7 @@ const (
 	keyMaxStatements    = "graphql_max_statements"
 	keyMaxResultRows    = "graphql_max_result_rows"
 	keyMaxResponseBytes = "graphql_max_response_bytes"
+	keyRequestTimeout   = "graphql_request_timeout"
 )
 
 // documentLimitError is the request error of a document over limit key:

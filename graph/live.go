@@ -565,6 +565,7 @@ func (q *LiveQuery) execution(ctx context.Context, b Bounds) *execution {
 
 // result runs x, an execution of q, and returns its data on one line.
 func (q *LiveQuery) result(x *execution) ([]byte, error) {
+	defer x.deadline()()
 	data := x.queryOn(q.root)
 	if x.outdated != nil {
 		return nil, x.outdated // the stream revises q and reads again

@@ -321,6 +321,14 @@ type Config struct {
 	// which is built in memory.
 	// Key graphql_max_response_bytes, env SLUICE_GRAPHQL_MAX_RESPONSE_BYTES, flag --graphql-max-response-bytes, default 16777216.
 	GraphQLMaxResponseBytes int
+	// GraphQLRequestTimeout bounds the time the fields of one GraphQL
+	// query, or one read of a live query's result, run over all their SQL
+	// statements: with GraphQLMaxStatements alone a query could hold a
+	// Postgres backend that many times StatementTimeout. Zero means no
+	// limit.
+	// Key graphql_request_timeout, env SLUICE_GRAPHQL_REQUEST_TIMEOUT, flag --graphql-request-timeout, default 1m.
+	GraphQLRequestTimeout time.Duration
+
 	// StatementTimeout is Postgres' statement_timeout on every connection
 	// Sluice opens: a statement running longer is cancelled and its request
 	// fails with 503. A large write is many statements, each bounded, not
@@ -491,6 +499,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("graphql_max_statements", c.GraphQLMaxStatements),
 		slog.Int("graphql_max_result_rows", c.GraphQLMaxResultRows),
 		slog.Int("graphql_max_response_bytes", c.GraphQLMaxResponseBytes),
+		slog.Duration("graphql_request_timeout", c.GraphQLRequestTimeout),
 		slog.Duration("statement_timeout", c.StatementTimeout),
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
 		slog.Int("max_webhooks_per_database", c.MaxWebhooksPerDatabase),

@@ -91,6 +91,7 @@ func TestDefault(t *testing.T) {
 		GraphQLMaxStatements:    25,
 		GraphQLMaxResultRows:    10000,
 		GraphQLMaxResponseBytes: 16 << 20,
+		GraphQLRequestTimeout:   time.Minute,
 
 		StatementTimeout: 30 * time.Second,
 		HistoryPageBytes: 4 << 20,
@@ -297,6 +298,7 @@ var everything = Config{
 	GraphQLMaxStatements:    9,
 	GraphQLMaxResultRows:    1007,
 	GraphQLMaxResponseBytes: 1008,
+	GraphQLRequestTimeout:   45 * time.Second,
 
 	StatementTimeout: 2 * time.Minute,
 	HistoryPageBytes: 65536,
@@ -387,6 +389,7 @@ graphql_max_fragments: 6
 graphql_max_statements: 9
 graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
+graphql_request_timeout: 45s
 statement_timeout: 2m
 history_page_bytes: 65536
 max_webhooks_per_database: 3
@@ -461,6 +464,7 @@ graphql_max_fragments: 6
 graphql_max_statements: 9
 graphql_max_result_rows: 1007
 graphql_max_response_bytes: 1008
+graphql_request_timeout: 45s
 statement_timeout: 2m
 history_page_bytes: 65536
 max_webhooks_per_database: 3
@@ -533,6 +537,7 @@ graphql_max_fragments = 6
 graphql_max_statements = 9
 graphql_max_result_rows = 1007
 graphql_max_response_bytes = 1008
+graphql_request_timeout = "45s"
 statement_timeout = "2m"
 history_page_bytes = 65536
 max_webhooks_per_database = 3
@@ -605,6 +610,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "graphql_max_statements": 9,
   "graphql_max_result_rows": 1007,
   "graphql_max_response_bytes": 1008,
+  "graphql_request_timeout": "45s",
   "statement_timeout": "120s",
   "history_page_bytes": 65536,
   "max_webhooks_per_database": 3,
@@ -695,6 +701,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_GRAPHQL_MAX_STATEMENTS":       "9",
 		"SLUICE_GRAPHQL_MAX_RESULT_ROWS":      "1007",
 		"SLUICE_GRAPHQL_MAX_RESPONSE_BYTES":   "1008",
+		"SLUICE_GRAPHQL_REQUEST_TIMEOUT":      "45s",
 		"SLUICE_STATEMENT_TIMEOUT":            "2m",
 
 		"SLUICE_HISTORY_PAGE_BYTES": "65536",
@@ -776,6 +783,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--graphql-max-statements", "9",
 		"--graphql-max-result-rows", "1007",
 		"--graphql-max-response-bytes", "1008",
+		"--graphql-request-timeout", "45s",
 		"--statement-timeout", "2m",
 		"--history-page-bytes", "65536",
 		"--max-webhooks-per-database", "3",

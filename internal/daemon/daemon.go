@@ -274,7 +274,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		Limits: graph.Limits{MaxQueryBytes: d.cfg.GraphQLMaxQueryBytes, MaxTokens: d.cfg.GraphQLMaxTokens, MaxDepth: d.cfg.GraphQLMaxDepth,
 			MaxAliases: d.cfg.GraphQLMaxAliases, MaxFields: d.cfg.GraphQLMaxFields, MaxFragments: d.cfg.GraphQLMaxFragments,
 			MaxStatements: d.cfg.GraphQLMaxStatements,
-			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes}})
+			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes,
+			RequestTimeout: d.cfg.GraphQLRequestTimeout}})
 
 	// The tailer comes after the engine and the GraphQL handler: when it
 	// finds a database deleted, they release what they keep for it.

@@ -219,3 +219,39 @@ func TestStatementTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestGraphQLRequestTimeout: a GraphQL query, and a live query's read,
+// whose statements run longer in all than graphql_request_timeout end
+// with an error naming it, their statement cancelled in Postgres, well
+// before statement_timeout would end one statement (graphql_max_statements
+// of them, each up to statement_timeout, held a backend their sum).
+func TestGraphQLRequestTimeout(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.StatementTimeout, c.GraphQLRequestTimeout = 15*time.Second, time.Second })
+	d.CreateDatabase(t, "people", "type Person { name: String! }")
+	pg := watchPostgres(t, d)
+	release := pg.lockClass(d, "people", "Person")
+	defer release()
+	const query = `{"query":"{ a: Person { name } b: Person_aggregate { count } }"}`
+
+	t.Run("query", func(t *testing.T) {
+		r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/people", query, "Content-Type", "application/json")
+		if !strings.Contains(string(r.Body), "graphql_request_timeout") || !strings.Contains(string(r.Body), `"data":null`) {
+			t.Fatalf("a query waiting past graphql_request_timeout: %d %s", r.Status, r.Body)
+		}
+		pg.until("its statement ends in Postgres", func() bool { return len(pg.waiting()) == 0 })
+	})
+	t.Run("live query", func(t *testing.T) {
+		s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/people",
+			Body: `{"query":"query @live { Person { name } }"}`, Header: []string{"Accept", "text/event-stream"}})
+		f := s.Event()
+		if f.Field("data") == "" {
+			f = s.Event() // after the comment the stream opens with
+		}
+		if !strings.Contains(f.String(), "graphql_request_timeout") {
+			t.Fatalf("a live query waiting past graphql_request_timeout: %+v", f)
+		}
+
+		pg.until("its statement ends in Postgres", func() bool { return len(pg.waiting()) == 0 })
+	})
+}
