@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
@@ -150,5 +153,103 @@ func TestHiddenDatabaseCostsAMiss(t *testing.T) {
 		if i > 0 && len(stmts) != 0 {
 			t.Fatalf("acme/shared looked up again ran %q, want the cache to answer", stmts)
 		}
+	}
+}
+
+// TestDatabaseListingReadsOnlyTheCallersDatabases: listing the databases
+// a user can read (GET /api/db, the landing and GraphiQL pages) reads
+// only those the user holds a role on. Eve's organization holds four
+// databases whose labels were stored at 8 MiB each (before labels were
+// bounded, or written in SQL): Rita, who holds a role on one database of
+// her own organization, lists that one alone, and Postgres sends her
+// listing a few KiB, not the 32 MiB of labels it read and sent when the
+// listing read every database and filtered by role. A label or comment
+// past its bound is refused.
+func TestDatabaseListingReadsOnlyTheCallersDatabases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, log, admin := newEngineLogged(t)
+	if err := e.CreateOrganization(ctx, admin, "evil"); err != nil {
+		t.Fatal(err)
+	}
+	eve, err := e.CreateUser(ctx, admin, "evil", "eve", "eve-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rita, err := e.CreateUser(ctx, admin, engine.AdminOrg, "rita", "rita-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"db", "unshared"} {
+		if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: name, Label: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.SetRole(ctx, admin, engine.AdminOrg, "db", "rita", sluice.RoleRead); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := e.CreateDatabase(ctx, eve, engine.NewDatabase{Org: "evil", Name: fmt.Sprintf("big%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	for _, nd := range []engine.NewDatabase{
+		{Org: "evil", Name: "long-label", Label: strings.Repeat("L", engine.MaxDatabaseLabelBytes+1)},
+		{Org: "evil", Name: "long-comment", Comment: strings.Repeat("C", engine.MaxDatabaseCommentBytes+1)},
+	} {
+		_, err := e.CreateDatabase(ctx, eve, nd)
+		field := "label"
+		if nd.Comment != "" {
+			field = "comment"
+		}
+		if sluice.ErrorCode(err) != sluice.CodeInvalid || !strings.Contains(sluice.ErrorMessage(err), "the "+field+" is") {
+			t.Fatalf("creating a database with a %s past its bound: %v, want Invalid naming the %s", field, err, field)
+		}
+	}
+	if _, err := e.CreateDatabase(ctx, eve, engine.NewDatabase{Org: "evil", Name: "at-the-bounds",
+		Label: strings.Repeat("L", engine.MaxDatabaseLabelBytes), Comment: strings.Repeat("C", engine.MaxDatabaseCommentBytes)}); err != nil {
+		t.Fatalf("a label and comment at their bounds: %v", err)
+	}
+
+	pg, err := pgx.Connect(ctx, log.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	if _, err := pg.Exec(ctx, `UPDATE sluice.databases SET label = repeat('L', 8 << 20) WHERE org = 'evil' AND name LIKE 'big%'`); err != nil {
+		t.Fatal(err)
+	}
+
+	before := log.received.Load()
+	ds, roles, err := e.DatabasesWithRoles(ctx, rita)
+	received := log.received.Load() - before
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Path() != "admin/db" || roles[0] != sluice.RoleRead {
+		t.Fatalf("rita's listing: %v %v, want admin/db with read", ds, roles)
+	}
+	if received > 64<<10 {
+		t.Fatalf("rita's listing received %d bytes from Postgres: it read other organizations' databases", received)
+	}
+
+	ds, roles, err = e.DatabasesWithRoles(ctx, eve)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for i, d := range ds {
+		paths = append(paths, d.Path()+" "+roles[i].String())
+	}
+	if got, want := strings.Join(paths, ", "), "evil/at-the-bounds admin, evil/big0 admin, evil/big1 admin, evil/big2 admin, evil/big3 admin"; got != want {
+		t.Fatalf("eve's listing: %s, want %s", got, want)
+	}
+	ds, roles, err = e.DatabasesWithRoles(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 7 || ds[0].Path() != "admin/db" || roles[0] != sluice.RoleAdmin || len(ds[3].Label) != 8<<20 {
+		t.Fatalf("the super user's listing: %d databases, want the 7 of admin and evil (_system left out), each admin", len(ds))
 	}
 }

@@ -28,9 +28,20 @@ type NewDatabase struct {
 	Schema string
 }
 
+// MaxDatabaseLabelBytes and MaxDatabaseCommentBytes bound a database's
+// label and comment: both are in every listing of the databases a user
+// can read (GET /api/db, the landing and GraphiQL pages), so unbounded,
+// one user's databases made every listing that shows them as large.
+const (
+	MaxDatabaseLabelBytes   = 256
+	MaxDatabaseCommentBytes = 4096
+)
+
 // CreateDatabase creates a database. The super user may create one in any
 // organization, other users in their own, becoming its admin. The database's
-// UserDatabase document is written to _system in the same transaction.
+// UserDatabase document is written to _system in the same transaction. A
+// label longer than MaxDatabaseLabelBytes or a comment longer than
+// MaxDatabaseCommentBytes is Invalid.
 func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatabase) (*sluice.Database, error) {
 	if err := checkName("database", nd.Name); err != nil {
 		return nil, err
@@ -40,6 +51,12 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 	}
 	if !u.Superuser && u.Org != nd.Org {
 		return nil, sluice.Errorf(sluice.CodeForbidden, "user %s may only create databases in organization %s", u.Name, u.Org)
+	}
+	if len(nd.Label) > MaxDatabaseLabelBytes {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the label is %d bytes, longer than the %d allowed", len(nd.Label), MaxDatabaseLabelBytes)
+	}
+	if len(nd.Comment) > MaxDatabaseCommentBytes {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the comment is %d bytes, longer than the %d allowed", len(nd.Comment), MaxDatabaseCommentBytes)
 	}
 	if err := e.checkSchemaSize(nd.Schema); err != nil {
 		return nil, err
@@ -112,34 +129,10 @@ func (e *Engine) Databases(ctx context.Context, u *sluice.User) ([]*sluice.Datab
 }
 
 // DatabasesWithRoles returns the databases u can read, _system excluded,
-// and u's role on each (admin on every one for the super user).
+// and u's role on each (admin on every one for the super user), without
+// their schemas. Only the databases u holds a role on are read.
 func (e *Engine) DatabasesWithRoles(ctx context.Context, u *sluice.User) ([]*sluice.Database, []sluice.Role, error) {
-	all, err := e.store.Databases(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	var roles map[int64]sluice.Role
-	if !u.Superuser {
-		if roles, err = e.store.Roles(ctx, u.ID); err != nil {
-			return nil, nil, err
-		}
-	}
-	var out []*sluice.Database
-	var outRoles []sluice.Role
-	for _, d := range all {
-		if d.Org == sluice.SystemOrg {
-			continue
-		}
-		role := sluice.RoleAdmin
-		if !u.Superuser {
-			role = roles[d.ID]
-		}
-		if role >= sluice.RoleRead {
-			out = append(out, d)
-			outRoles = append(outRoles, role)
-		}
-	}
-	return out, outRoles, nil
+	return e.store.ReadableDatabases(ctx, u.ID, u.Superuser)
 }
 
 // systemWrite runs before, then write, which writes documents of _system,

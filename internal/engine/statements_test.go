@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -25,6 +26,11 @@ import (
 type statementLog struct {
 	mu    sync.Mutex
 	texts []string
+	// received counts the bytes Postgres sent its clients.
+	received atomic.Int64
+	// dbURL is the database behind the proxy, for a test to write to
+	// directly.
+	dbURL string
 }
 
 // take returns the statements recorded since the last take.
@@ -53,7 +59,7 @@ func newEngineLogged(t *testing.T) (*engine.Engine, *statementLog, *sluice.User)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &statementLog{}
+	log := &statementLog{dbURL: dbURL}
 	var conns sync.WaitGroup
 	t.Cleanup(func() { ln.Close(); conns.Wait() })
 	go func() {
@@ -70,7 +76,7 @@ func newEngineLogged(t *testing.T) (*engine.Engine, *statementLog, *sluice.User)
 			conns.Add(2)
 			go func() {
 				defer conns.Done()
-				io.Copy(client, server) //nolint:errcheck // ends with either side
+				io.Copy(client, countingReader{server, &log.received}) //nolint:errcheck // ends with either side
 				client.Close()
 			}()
 			go func() {
@@ -93,6 +99,18 @@ func newEngineLogged(t *testing.T) (*engine.Engine, *statementLog, *sluice.User)
 	u.Host = ln.Addr().String()
 	e, _, admin := newEngineOn(t, u.String())
 	return e, log, admin
+}
+
+// countingReader adds the bytes read from r to n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c countingReader) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n.Add(int64(k))
+	return k, err
 }
 
 // relay copies a client's messages to server, recording each Query's

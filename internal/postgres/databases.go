@@ -84,13 +84,55 @@ func database(ctx context.Context, q querier, org, name string) (*sluice.Databas
 }
 
 // Databases returns every database, ordered by org and name.
-func (db *DB) Databases(ctx context.Context) ([]*sluice.Database, error) {
-	return databases(ctx, db.pool)
-}
-
-// Databases is DB.Databases inside the transaction.
 func (t *Tx) Databases(ctx context.Context) ([]*sluice.Database, error) {
 	return databases(ctx, t.tx)
+}
+
+// listedColumns are databaseColumns without schema_sdl, for listings,
+// which show no schema: a schema may be up to max_schema_bytes, and a
+// listing has many.
+const listedColumns = `d.id, d.org, d.name, d.label, d.comment, d.epoch, c.schema_version, d.log_retention_seconds`
+
+// ReadableDatabases returns the databases, _system excluded, on which user
+// userID holds at least the read role, with that role, ordered by org and
+// name; for the super user, every one, each with the admin role. They are
+// read without their schemas (Database's SDL).
+//
+// Only the user's own rows are read (the role's primary key leads with
+// user_id): listing every database and filtering by role read every
+// organization's databases, labels and schemas, for a user who holds none.
+func (db *DB) ReadableDatabases(ctx context.Context, userID int64, superuser bool) ([]*sluice.Database, []sluice.Role, error) {
+	var rows pgx.Rows
+	var err error
+	if superuser {
+		rows, err = db.pool.Query(ctx, `SELECT `+listedColumns+`, $2::smallint
+			FROM sluice.databases d JOIN sluice.commit_counters c ON c.db_id = d.id
+			WHERE d.org <> $1
+			ORDER BY d.org, d.name`, sluice.SystemOrg, int(sluice.RoleAdmin))
+	} else {
+		rows, err = db.pool.Query(ctx, `SELECT `+listedColumns+`, r.role
+			FROM sluice.roles r JOIN sluice.databases d ON d.id = r.db_id JOIN sluice.commit_counters c ON c.db_id = d.id
+			WHERE r.user_id = $1 AND r.role >= $2 AND d.org <> $3
+			ORDER BY d.org, d.name`, userID, int(sluice.RoleRead), sluice.SystemOrg)
+	}
+	if err != nil {
+		return nil, nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []*sluice.Database
+	var roles []sluice.Role
+	for rows.Next() {
+		var d sluice.Database
+		var retention *int64
+		var role int
+		if err := rows.Scan(&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &retention, &role); err != nil {
+			return nil, nil, mapError(err)
+		}
+		d.LogRetention = retentionOf(retention)
+		out = append(out, &d)
+		roles = append(roles, sluice.Role(role))
+	}
+	return out, roles, mapError(rows.Err())
 }
 
 func databases(ctx context.Context, q querier) ([]*sluice.Database, error) {
