@@ -36,9 +36,9 @@ type Credential struct {
 	User *User
 	// TokenID is the API token presented; 0 for a password (Basic auth).
 	TokenID int64
-	// PasswordHash is the user's password hash when a password was
-	// presented, so that a later check can tell the password is unchanged.
-	// Never shown.
+	// PasswordHash is the user's password hash when a password or a JWT
+	// was presented (a password change ends the streams of both), so that
+	// a later check can tell the password is unchanged. Never shown.
 	PasswordHash string
 	// AccessVersion is the access log version read in the same snapshot as
 	// the credential.

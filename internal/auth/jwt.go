@@ -511,10 +511,15 @@ func (j *JWT) Run(ctx context.Context) {
 }
 
 // jwtCredential authenticates the bearer JWT raw: the user it names, read
-// from Postgres as for a password (so a deleted user is refused), with no
-// password hash (a password change does not concern a JWT, though it
-// ends the streams of every credential of the user that is not a token),
-// the JWT's expiry and the identity of the key that verified it.
+// from Postgres as for a password (so a deleted user is refused), with
+// the user's password hash as read, the JWT's expiry and the identity of
+// the key that verified it. The JWT itself does not depend on the
+// password, but a password change ends the streams of every credential of
+// the user that is not a token (sluice.AccessChange.Affects): the hash is
+// what lets engine.CheckGrant, which judges a grant against Postgres
+// rather than the access log, and a stream ticket the JWT makes, tell
+// that the password changed since. Without it a JWT's grant judged by
+// CheckGrant outlived the change the access log ends it for.
 func (a *Authenticator) jwtCredential(ctx context.Context, raw string) (*sluice.Credential, error) {
 	if a.jwt == nil {
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the bearer token is a JWT, and this server accepts none (configure jwt_hs256_secret, jwt_hs256_secret_file, jwt_jwks_file or jwt_jwks_url)")
@@ -530,7 +535,6 @@ func (a *Authenticator) jwtCredential(ctx context.Context, raw string) (*sluice.
 	if err != nil {
 		return nil, err
 	}
-	c.PasswordHash = ""
 	c.ExpiresAt = expires
 	c.JWTKey = key
 	return c, nil

@@ -6,7 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
@@ -25,7 +29,7 @@ func newEngine(t *testing.T) (*engine.Engine, *postgres.DB, *sluice.User) {
 }
 
 // newEngineOn is newEngine on the database at dbURL.
-func newEngineOn(t *testing.T, dbURL string) (*engine.Engine, *postgres.DB, *sluice.User) {
+func newEngineOn(t *testing.T, dbURL string, opts ...auth.Option) (*engine.Engine, *postgres.DB, *sluice.User) {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -37,7 +41,7 @@ func newEngineOn(t *testing.T, dbURL string) (*engine.Engine, *postgres.DB, *slu
 	if _, err := store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	e := engine.New(store, auth.New(store, 4, nil), logger, engine.Hooks{})
+	e := engine.New(store, auth.New(store, 4, nil, opts...), logger, engine.Hooks{})
 	if _, err := e.Bootstrap(ctx, "admin-password"); err != nil {
 		t.Fatal(err)
 	}
@@ -189,6 +193,98 @@ func TestCheckGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("a database deleted and created again", adminGrant, sluice.CodeNotFound)
+}
+
+// TestJWTGrantEndsWithAPasswordChange: a password change ends the grants
+// of the user's JWTs, as it ends those of the password (docs/security.md:
+// every credential that is not an API token), whether the change is
+// judged from the access log (AccessChange.Affects) or against Postgres
+// (CheckGrant, which the change feed uses for a grant older than the
+// changes it has applied); a stream ticket a JWT made before the change
+// opens nothing after it, and the grant of one redeemed before it ends
+// too. A JWT presented after the change holds. Before, a JWT's credential
+// carried no password hash, and CheckGrant let its grant through.
+func TestJWTGrantEndsWithAPasswordChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	secret := []byte("a-secret-of-at-least-32-bytes-to-try-jwts")
+	j, err := auth.NewJWT(secret, nil, auth.JWTConfig{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, store, admin := newEngineOn(t, pgtest.NewDatabase(t), auth.WithJWT(j))
+	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateUser(ctx, admin, engine.AdminOrg, "rita", "rita-password"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetRole(ctx, admin, engine.AdminOrg, "db", "rita", sluice.RoleRead); err != nil {
+		t.Fatal(err)
+	}
+	grantOf := func(c *sluice.Credential) *sluice.Grant {
+		t.Helper()
+		d, _, err := e.Database(ctx, c.User, engine.AdminOrg, "db", sluice.RoleRead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return engine.Grant(auth.WithCredential(ctx, c), c.User, d, sluice.RoleRead)
+	}
+	jwtGrant := func() (*sluice.Grant, *sluice.Credential) {
+		t.Helper()
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": "rita", "exp": time.Now().Add(time.Hour).Unix()}).SignedString(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := e.Auth().Authenticate(bearerRequest(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return grantOf(c), c
+	}
+	g, c := jwtGrant()
+	redeemed, err := e.Auth().CreateTicket(ctx, c, "admin/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unused, err := e.Auth().CreateTicket(ctx, c, "admin/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := e.Auth().RedeemTicket(ctx, "192.0.2.1:1234", redeemed.Secret, "admin/db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ticketGrant := grantOf(tc)
+	for what, g := range map[string]*sluice.Grant{"the JWT's grant": g, "the grant of its ticket": ticketGrant} {
+		if err := engine.CheckGrant(ctx, store, g); err != nil {
+			t.Fatalf("%s before the password change: %v", what, err)
+		}
+	}
+
+	if err := e.ChangePassword(ctx, admin, "rita", "rita-new-password"); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := store.AccessChanges(ctx, g.AccessVersion, 1<<62)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Kind != sluice.AccessPassword || changes[0].Affects(g) == nil {
+		t.Fatalf("access changes after the JWT's grant: %+v, want the password change, ending it", changes)
+	}
+	for what, g := range map[string]*sluice.Grant{"the JWT's grant": g, "the grant of its ticket": ticketGrant} {
+		err := engine.CheckGrant(ctx, store, g)
+		if sluice.ErrorCode(err) != sluice.CodeUnauthenticated || !strings.Contains(sluice.ErrorMessage(err), "password of rita changed") {
+			t.Errorf("%s after the password change: %v, want Unauthenticated, the password changed", what, err)
+		}
+	}
+	_, err = e.Auth().RedeemTicket(ctx, "192.0.2.1:1234", unused.Secret, "admin/db")
+	if sluice.ErrorCode(err) != sluice.CodeUnauthenticated || !strings.Contains(sluice.ErrorMessage(err), "password of rita changed") {
+		t.Errorf("a ticket the JWT made before the password change, redeemed after: %v, want Unauthenticated, the password changed", err)
+	}
+	if g, _ := jwtGrant(); engine.CheckGrant(ctx, store, g) != nil {
+		t.Errorf("a JWT presented after the password change: %v", engine.CheckGrant(ctx, store, g))
+	}
 }
 
 // TestDatabaseAccess: engine.Database answers a user without access to a

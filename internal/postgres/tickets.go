@@ -102,8 +102,9 @@ func (db *DB) RedeemStreamTicket(ctx context.Context, hash []byte) (*sluice.Cred
 	if tokenID != nil {
 		c.TokenID = *tokenID
 	} else if byPassword {
-		// The grant of a stream opened with a password-made ticket holds
-		// the hash, so a password change ends it (engine.CheckGrant).
+		// The grant of a stream opened with a ticket made with a password
+		// or a JWT holds the hash, so a password change ends it
+		// (engine.CheckGrant).
 		c.PasswordHash = passwordHash
 	}
 	if credExp != nil {
