@@ -254,18 +254,34 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	if c, ok := a.cached(h); ok {
 		return c, nil
 	}
+	// A bearer token or JWT is admitted before it is checked, as a
+	// password is before its bcrypt (password): its address's failures
+	// and checks running at once stay below its limit, so guesses sent
+	// together cost at most that many Postgres round trips. A remembered
+	// credential, above, needs no admission.
+	failed := false
+	if a.throttle != nil && !basic {
+		at, err := a.throttle.BeginAddress(r.RemoteAddr)
+		if err != nil {
+			return nil, err
+		}
+		// Deferred, so that a panic below cannot keep the place for good.
+		defer func() {
+			if failed {
+				at.Fail()
+			} else {
+				at.Release()
+			}
+		}()
+	}
 	// The key set's generation before verifying: a credential verified
 	// with keys a reload replaced meanwhile is not remembered as current.
 	keys := a.jwt.generation()
 	c, err := a.authenticate(r, h)
 	// Failed passwords were counted as they were checked (password).
-	if a.throttle != nil {
-		switch {
-		case basic && err == nil:
-			a.throttle.Succeed(r.RemoteAddr, name)
-		case !basic && sluice.ErrorCode(err) == sluice.CodeUnauthenticated:
-			a.throttle.FailAddress(r.RemoteAddr)
-		}
+	failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
+	if a.throttle != nil && basic && err == nil {
+		a.throttle.Succeed(r.RemoteAddr, name)
 	}
 	if err == nil {
 		a.remember(h, c, keys)

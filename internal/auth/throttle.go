@@ -124,11 +124,14 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 	return nil
 }
 
-// Attempt is a password check admitted by Begin. Exactly one of Fail and
-// Release settles it.
+// Attempt is a check admitted by Begin or BeginAddress. Exactly one of
+// Fail and Release settles it.
 type Attempt struct {
 	t                *Throttle
 	addrKey, userKey throttleKey
+	// addressOnly marks an attempt of BeginAddress: it counts toward its
+	// address alone, and userKey is unset.
+	addressOnly bool
 }
 
 // Begin admits a check of user's password from remoteAddr: it returns
@@ -170,7 +173,9 @@ func (at *Attempt) Fail() {
 	t.settle(at)
 	now := t.now()
 	t.count(now, at.addrKey, addressFactor*t.max)
-	t.count(now, at.userKey, t.max)
+	if !at.addressOnly {
+		t.count(now, at.userKey, t.max)
+	}
 }
 
 // Release settles the attempt without counting it: the password was
@@ -184,7 +189,11 @@ func (at *Attempt) Release() {
 // settle removes the attempt from the pending checks. The caller holds
 // t.mu.
 func (t *Throttle) settle(at *Attempt) {
-	for _, k := range [2]throttleKey{at.addrKey, at.userKey} {
+	keys := []throttleKey{at.addrKey, at.userKey}
+	if at.addressOnly {
+		keys = keys[:1]
+	}
+	for _, k := range keys {
 		if t.pending[k] <= 1 {
 			delete(t.pending, k)
 		} else {
@@ -205,9 +214,9 @@ func (t *Throttle) failed(now time.Time, key throttleKey) int {
 
 // CheckAddress is Check for a credential that names no user (a bearer
 // token, a stream ticket): only the address's own limit applies, and its
-// failures (FailAddress) count toward it alone, so that one client
-// failing with a stale token does not lock out the other clients of its
-// address until they too fail that often.
+// failures (the attempts of BeginAddress that fail) count toward it
+// alone, so that one client failing with a stale token does not lock out
+// the other clients of its address until they too fail that often.
 func (t *Throttle) CheckAddress(remoteAddr string) error {
 	addr := addressKey(remoteAddr)
 	t.mu.Lock()
@@ -218,13 +227,29 @@ func (t *Throttle) CheckAddress(remoteAddr string) error {
 	return nil
 }
 
-// FailAddress counts a failed check of a credential that names no user
-// from remoteAddr.
-func (t *Throttle) FailAddress(remoteAddr string) {
-	addr := addressKey(remoteAddr)
+// BeginAddress is Begin for a credential that names no user (a bearer
+// token, a JWT, a stream ticket), whose check costs a Postgres round trip
+// rather than a bcrypt: it returns CheckAddress's error when the address
+// is throttled, and a TooMany error too when the address's failures and
+// pending checks reach its limit. Fail counts the attempt toward the
+// address alone (see CheckAddress). Checked only for a block, guesses
+// sent at once all went to Postgres before the first failed: 300 of them
+// made 72 lookups where the limit was 30.
+func (t *Throttle) BeginAddress(remoteAddr string) (*Attempt, error) {
+	ak := addrKey(addressKey(remoteAddr))
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.count(t.now(), addrKey(addr), addressFactor*t.max)
+	now := t.now()
+	if left := t.blocked(now, ak); left > 0 {
+		return nil, throttled(left, "too many failed sign-ins from this address")
+	}
+	// The pending checks end within a round trip: a second is enough to
+	// wait before trying again.
+	if t.failed(now, ak)+t.pending[ak] >= addressFactor*t.max {
+		return nil, throttled(time.Second, "too many credentials from this address are being checked at once")
+	}
+	t.pending[ak]++
+	return &Attempt{t: t, addrKey: ak, addressOnly: true}, nil
 }
 
 // blocked returns how long key stays blocked, 0 when it is not. The

@@ -172,6 +172,86 @@ func TestAnonymousGuessesThrottled(t *testing.T) {
 	}
 }
 
+// heldStore refuses every bearer token and stream ticket, as
+// refusingStore does, once release is closed: each read first says so on
+// reads, then waits.
+type heldStore struct {
+	Store          // the methods the test does not use
+	reads, release chan struct{}
+}
+
+func (s *heldStore) TokenCredential(context.Context, []byte) (*sluice.Credential, error) {
+	s.reads <- struct{}{}
+	<-s.release
+	return nil, sluice.Errorf(sluice.CodeUnauthenticated, "invalid or revoked API token")
+}
+
+func (s *heldStore) RedeemStreamTicket(context.Context, []byte) (*sluice.Credential, string, error) {
+	s.reads <- struct{}{}
+	<-s.release
+	return nil, "", sluice.Errorf(sluice.CodeUnauthenticated, "invalid stream ticket")
+}
+
+// TestConcurrentAnonymousGuessesThrottled: bearer tokens and stream
+// tickets guessed at once from one address are admitted before their
+// read of the store (a Postgres round trip) while the address's failures
+// and the reads running stay below its limit; the others are answered
+// TooMany at once. So 300 guesses sent together with a per-user limit of
+// 3 read the store 30 times, the address's limit, and the address is
+// then blocked. (Checked only for a block, they all read the store
+// before the first failed: 300 reads here; 72 and 144 of 300 over HTTP.)
+func TestConcurrentAnonymousGuessesThrottled(t *testing.T) {
+	t.Parallel()
+	const n, limit = 300, 30
+	for _, kind := range []string{"bearer token", "stream ticket"} {
+		store := &heldStore{reads: make(chan struct{}, n), release: make(chan struct{})}
+		a := New(store, 4, nil, WithThrottle(NewThrottle(3, time.Hour, time.Now)))
+		guess := func(i int) error {
+			if kind == "stream ticket" {
+				secret := fmt.Sprintf("%s%0*d", TicketPrefix, base64.RawURLEncoding.EncodedLen(ticketBytes), i)
+				_, err := a.RedeemTicket(context.Background(), "192.0.2.1:1000", secret, "")
+				return err
+			}
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:1000"
+			r.Header.Set("Authorization", "Bearer sluice_guess"+strconv.Itoa(i))
+			_, err := a.Authenticate(r)
+			return err
+		}
+		answers := make(chan error, n)
+		for i := range n {
+			go func() { answers <- guess(i) }()
+		}
+		// Every guess reads the store, where it waits, or is answered:
+		// once all have done one or the other, every guess was sent
+		// while the admitted ones were still waiting.
+		reads := 0
+		for answered := 0; reads+answered < n; {
+			select {
+			case <-store.reads:
+				reads++
+			case err := <-answers:
+				if sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "being checked at once") {
+					t.Fatalf("%s: a guess answered while %d read the store: %v, want TooMany", kind, reads, err)
+				}
+				answered++
+			}
+		}
+		close(store.release)
+		for range reads {
+			if err := <-answers; sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+				t.Errorf("%s: a guess that read the store: %v", kind, err)
+			}
+		}
+		if reads != limit {
+			t.Errorf("%s: %d guesses sent at once read the store %d times, want %d (the address's limit)", kind, n, reads, limit)
+		}
+		if err := guess(n); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "failed sign-ins from this address") {
+			t.Errorf("%s: a guess after the limit's failures: %v, want TooMany", kind, err)
+		}
+	}
+}
+
 // userStore holds one user, bea, whose password is hash's.
 type userStore struct {
 	Store // the methods the test does not use

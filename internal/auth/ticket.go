@@ -97,15 +97,25 @@ func (a *Authenticator) RedeemTicket(ctx context.Context, remoteAddr, secret, db
 	if !strings.HasPrefix(secret, TicketPrefix) || base64.RawURLEncoding.DecodedLen(len(secret)-len(TicketPrefix)) != ticketBytes {
 		return nil, errBadTicket
 	}
+	// It is admitted before its round trip, as a bearer token is
+	// (Authenticate), so tickets guessed at once are bounded too.
+	failed := false
 	if a.throttle != nil {
-		if err := a.throttle.CheckAddress(remoteAddr); err != nil {
+		at, err := a.throttle.BeginAddress(remoteAddr)
+		if err != nil {
 			return nil, err
 		}
+		// Deferred, so that a panic below cannot keep the place for good.
+		defer func() {
+			if failed {
+				at.Fail()
+			} else {
+				at.Release()
+			}
+		}()
 	}
 	c, scope, err := a.store.RedeemStreamTicket(ctx, HashToken(secret))
-	if a.throttle != nil && sluice.ErrorCode(err) == sluice.CodeUnauthenticated {
-		a.throttle.FailAddress(remoteAddr)
-	}
+	failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
 	if err != nil {
 		return nil, err
 	}
