@@ -350,6 +350,11 @@ type Config struct {
 	// Key max_webhooks_per_database, env SLUICE_MAX_WEBHOOKS_PER_DATABASE, flag --max-webhooks-per-database, default 20.
 	MaxWebhooksPerDatabase int
 
+	// MaxDatabasesPerUser caps the databases one user may have made
+	// (the super user is exempt; 0: no cap).
+	// Key max_databases_per_user, env SLUICE_MAX_DATABASES_PER_USER, flag --max-databases-per-user, default 100.
+	MaxDatabasesPerUser int64
+
 	// MaxWebhooksPerUser caps the webhooks one user may have made, over
 	// every database (the super user is exempt; 0: no cap).
 	// Key max_webhooks_per_user, env SLUICE_MAX_WEBHOOKS_PER_USER, flag --max-webhooks-per-user, default 50.
@@ -503,6 +508,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("statement_timeout", c.StatementTimeout),
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
 		slog.Int("max_webhooks_per_database", c.MaxWebhooksPerDatabase),
+		slog.Int64("max_databases_per_user", c.MaxDatabasesPerUser),
 		slog.Int64("max_webhooks_per_user", c.MaxWebhooksPerUser),
 		slog.Duration("webhook_timeout", c.WebhookTimeout),
 		slog.Any("webhook_retry_schedule", c.WebhookRetrySchedule),

@@ -98,6 +98,7 @@ func TestDefault(t *testing.T) {
 
 		MaxWebhooksPerDatabase: 20,
 		MaxWebhooksPerUser:     50,
+		MaxDatabasesPerUser:    100,
 		WebhookTimeout:         15 * time.Second,
 		WebhookRetrySchedule: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 			time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour},
@@ -305,6 +306,7 @@ var everything = Config{
 
 	MaxWebhooksPerDatabase: 3,
 	MaxWebhooksPerUser:     4,
+	MaxDatabasesPerUser:    6,
 	WebhookTimeout:         2 * time.Second,
 	WebhookRetrySchedule:   []time.Duration{100 * time.Millisecond, time.Second},
 	WebhookAllowNetworks:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
@@ -394,6 +396,7 @@ statement_timeout: 2m
 history_page_bytes: 65536
 max_webhooks_per_database: 3
 max_webhooks_per_user: 4
+max_databases_per_user: 6
 webhook_timeout: 2s
 webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
@@ -469,6 +472,7 @@ statement_timeout: 2m
 history_page_bytes: 65536
 max_webhooks_per_database: 3
 max_webhooks_per_user: 4
+max_databases_per_user: 6
 webhook_timeout: 2s
 webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
@@ -542,6 +546,7 @@ statement_timeout = "2m"
 history_page_bytes = 65536
 max_webhooks_per_database = 3
 max_webhooks_per_user = 4
+max_databases_per_user = 6
 webhook_timeout = "2s"
 webhook_retry_schedule = ["100ms", "1s"]
 webhook_allow_networks = ["127.0.0.0/8", "fd00::/8"]
@@ -615,6 +620,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "history_page_bytes": 65536,
   "max_webhooks_per_database": 3,
   "max_webhooks_per_user": 4,
+  "max_databases_per_user": 6,
   "webhook_timeout": "2s",
   "webhook_retry_schedule": "100ms,1s",
   "webhook_allow_networks": ["127.0.0.0/8", "fd00::/8"],
@@ -708,6 +714,7 @@ func TestEnvEveryKey(t *testing.T) {
 
 		"SLUICE_MAX_WEBHOOKS_PER_DATABASE": "3",
 		"SLUICE_MAX_WEBHOOKS_PER_USER":     "4",
+		"SLUICE_MAX_DATABASES_PER_USER":    "6",
 		"SLUICE_WEBHOOK_TIMEOUT":           "2s",
 		"SLUICE_WEBHOOK_RETRY_SCHEDULE":    "100ms, 1s",
 		"SLUICE_WEBHOOK_ALLOW_NETWORKS":    "127.0.0.0/8,fd00::/8",
@@ -788,6 +795,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--history-page-bytes", "65536",
 		"--max-webhooks-per-database", "3",
 		"--max-webhooks-per-user", "4",
+		"--max-databases-per-user", "6",
 		"--webhook-timeout", "2s",
 		"--webhook-retry-schedule", "100ms,1s",
 		"--webhook-allow-networks", "127.0.0.1/8,fd00::/8",

@@ -253,3 +253,59 @@ func TestDatabaseListingReadsOnlyTheCallersDatabases(t *testing.T) {
 		t.Fatalf("the super user's listing: %d databases, want the 7 of admin and evil (_system left out), each admin", len(ds))
 	}
 }
+
+// TestDatabasesPerUserCap: a user other than the super user makes at most
+// max_databases_per_user databases (each a Postgres schema with its
+// tables), concurrent creations included; deleting one makes room, and
+// the super user is not counted.
+func TestDatabasesPerUserCap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	e.LimitDatabases(2)
+	if err := e.CreateOrganization(ctx, admin, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	rita, err := e.CreateUser(ctx, admin, "acme", "rita", "rita-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(u *sluice.User, name string) error {
+		_, err := e.CreateDatabase(ctx, u, engine.NewDatabase{Org: "acme", Name: name, Schema: "type Note { text: String }"})
+		return err
+	}
+
+	// Six at once: two are made, the others refused by the cap.
+	errs := make(chan error, 6)
+	for i := range 6 {
+		go func() { errs <- create(rita, fmt.Sprintf("db%d", i)) }()
+	}
+	made := 0
+	for range 6 {
+		err := <-errs
+		switch {
+		case err == nil:
+			made++
+		case sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "max_databases_per_user"):
+			t.Fatalf("a creation past the cap: %v, want a Conflict naming max_databases_per_user", err)
+		}
+	}
+	if made != 2 {
+		t.Fatalf("%d databases made at once, want the cap's 2", made)
+	}
+	dbs, _, err := e.DatabasesWithRoles(ctx, rita)
+	if err != nil || len(dbs) != 2 {
+		t.Fatalf("rita's databases: %+v, %v", dbs, err)
+	}
+	if err := e.DeleteDatabase(ctx, rita, "acme", dbs[0].Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(rita, "again"); err != nil {
+		t.Fatalf("a creation after a deletion made room: %v", err)
+	}
+	for i := range 3 {
+		if err := create(admin, fmt.Sprintf("super%d", i)); err != nil {
+			t.Fatalf("the super user's database %d: %v", i, err)
+		}
+	}
+}

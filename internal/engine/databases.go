@@ -67,7 +67,11 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 	}
 	d := &sluice.Database{Org: nd.Org, Name: nd.Name, Label: nd.Label, Comment: nd.Comment}
 	_, err = e.systemWrite(ctx, u, "create database "+d.Path(), func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateDatabase(ctx, d, s); err != nil {
+		creator := postgres.Creator{ID: u.ID, Name: u.Name}
+		if !u.Superuser {
+			creator.Max = e.maxDatabasesPerUser
+		}
+		if err := tx.CreateDatabase(ctx, d, s, creator); err != nil {
 			return err
 		}
 		if u.Superuser {

@@ -42,6 +42,8 @@ type Engine struct {
 	maxSchemaBytes int64
 	// maxWriteDocuments is max_write_documents (LimitWrites).
 	maxWriteDocuments int64
+	// maxDatabasesPerUser is max_databases_per_user (LimitDatabases).
+	maxDatabasesPerUser int
 
 	// schemas holds parsed current schemas, bounded (a process serves
 	// any number of databases, each schema up to max_schema_bytes).
@@ -130,8 +132,14 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	e.KeepIdempotencyKeys(24*time.Hour, 10000)
 	e.LimitSchemas(1 << 20)
 	e.LimitWrites(1000000)
+	e.LimitDatabases(100)
 	return e
 }
+
+// LimitDatabases sets the most databases one user other than the super
+// user may have made (max_databases_per_user; 0: no cap); call it before
+// the Engine is used. New sets 100.
+func (e *Engine) LimitDatabases(perUser int) { e.maxDatabasesPerUser = perUser }
 
 // LimitWrites sets the most documents one write request may hold
 // (max_write_documents); call it before the Engine is used. New sets

@@ -53,7 +53,7 @@ func (e *Engine) bootstrapSystem(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("system schema: %w", err)
 		}
-		return tx.CreateDatabase(ctx, sys, s)
+		return tx.CreateDatabase(ctx, sys, s, postgres.Creator{}) // made by no user
 	}})
 	return err
 }

@@ -352,7 +352,7 @@ func TestRunsAreSizedByTheImagesRead(t *testing.T) {
 				t.Fatal(err)
 			}
 			d := &sluice.Database{Org: "o", Name: "sized"}
-			if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, d, s) }}); err != nil {
+			if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, d, s, Creator{}) }}); err != nil {
 				t.Fatal(err)
 			}
 			var docs []*sluice.Document

@@ -96,10 +96,10 @@ func TestMigrationRepairsForgedLog(t *testing.T) {
 		if err := tx.CreateOrganization(ctx, "o"); err != nil {
 			return err
 		}
-		if err := tx.CreateDatabase(ctx, mine, s); err != nil {
+		if err := tx.CreateDatabase(ctx, mine, s, postgres.Creator{}); err != nil {
 			return err
 		}
-		if err := tx.CreateDatabase(ctx, victim, s); err != nil {
+		if err := tx.CreateDatabase(ctx, victim, s, postgres.Creator{}); err != nil {
 			return err
 		}
 		for _, stmt := range []string{"CREATE ROLE " + role + " LOGIN", "GRANT USAGE ON SCHEMA sluice_db_" + strconv.FormatInt(mine.ID, 10) + " TO " + role,
@@ -524,7 +524,7 @@ func createDatabases(t *testing.T, db *postgres.DB, s *sluice.Schema, dbs ...*sl
 			return err
 		}
 		for _, d := range dbs {
-			if err := tx.CreateDatabase(ctx, d, s); err != nil {
+			if err := tx.CreateDatabase(ctx, d, s, postgres.Creator{}); err != nil {
 				return err
 			}
 		}

@@ -168,15 +168,42 @@ func newEpoch() string {
 	return string(b)
 }
 
+// Creator is the user a database is made by (ID 0: none), counted
+// against the cap of databases one user may make (Max; 0: no cap, as for
+// the super user).
+type Creator struct {
+	ID   int64
+	Name string
+	Max  int
+}
+
 // CreateDatabase creates database d (Org, Name, Label, Comment) with schema
-// s: its row, its commit counter, its Postgres schema and one table per
-// document class. It fills in d.ID, d.Epoch and d.SchemaVersion. It returns a
-// Conflict error when the name is taken and NotFound when the organization
-// does not exist.
-func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.Schema) error {
+// s, made by creator: its row, its commit counter, its Postgres schema and
+// one table per document class. It fills in d.ID, d.Epoch and
+// d.SchemaVersion. It returns a Conflict error when the name is taken or
+// the creator made creator.Max databases already, and NotFound when the
+// organization does not exist.
+func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.Schema, creator Creator) error {
 	for _, f := range [][2]string{{"organization", d.Org}, {"database name", d.Name}, {"label", d.Label}, {"comment", d.Comment}} {
 		if err := checkText(f[0], f[1]); err != nil {
 			return err
+		}
+	}
+	if creator.Max > 0 {
+		// One user's creations take turns on the user's own row, which
+		// no other Postgres role may lock, so that concurrent ones cannot
+		// all pass the count (an advisory lock's key could be taken by
+		// any role that may log in). A password change updates the row
+		// too: both then lock the user's row before _system's counter.
+		if _, err := t.tx.Exec(ctx, "SELECT 1 FROM sluice.users WHERE id = $1 FOR NO KEY UPDATE", creator.ID); err != nil {
+			return mapError(err)
+		}
+		var n int
+		if err := t.tx.QueryRow(ctx, "SELECT count(*) FROM sluice.databases WHERE creator_id = $1", creator.ID).Scan(&n); err != nil {
+			return mapError(err)
+		}
+		if n >= creator.Max {
+			return sluice.Errorf(sluice.CodeConflict, "user %s made %d databases, the most a user may (config max_databases_per_user); delete one first", creator.Name, n)
 		}
 	}
 	var exists bool
@@ -188,9 +215,18 @@ func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.S
 	}
 	d.Epoch = newEpoch()
 	d.SchemaVersion = 1
-	err := t.tx.QueryRow(ctx, `INSERT INTO sluice.databases (org, name, label, comment, epoch, schema_sdl)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (org, name) DO NOTHING RETURNING id`,
-		d.Org, d.Name, d.Label, d.Comment, d.Epoch, s.SDL).Scan(&d.ID)
+	// creator_id (migration 26) is named only for a database made by a
+	// user: _system's, made by none, is made as before it, as are the
+	// databases of the tests of older schema versions.
+	insert := `INSERT INTO sluice.databases (org, name, label, comment, epoch, schema_sdl)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (org, name) DO NOTHING RETURNING id`
+	args := []any{d.Org, d.Name, d.Label, d.Comment, d.Epoch, s.SDL}
+	if creator.ID != 0 {
+		insert = `INSERT INTO sluice.databases (org, name, label, comment, epoch, schema_sdl, creator_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (org, name) DO NOTHING RETURNING id`
+		args = append(args, creator.ID)
+	}
+	err := t.tx.QueryRow(ctx, insert, args...).Scan(&d.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sluice.Errorf(sluice.CodeConflict, "database %s/%s already exists", d.Org, d.Name)
 	}

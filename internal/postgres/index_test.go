@@ -47,7 +47,7 @@ func indexedDatabase(t *testing.T, db *postgres.DB, name string, n int) (*sluice
 		if err := tx.CreateOrganization(ctx, "o"); err != nil {
 			return err
 		}
-		return tx.CreateDatabase(ctx, d, s)
+		return tx.CreateDatabase(ctx, d, s, postgres.Creator{})
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func noteDatabase(t *testing.T, db *postgres.DB, name string) (*sluice.Database,
 		if err := tx.CreateOrganization(ctx, "o"); err != nil {
 			return err
 		}
-		return tx.CreateDatabase(ctx, d, s)
+		return tx.CreateDatabase(ctx, d, s, postgres.Creator{})
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -128,10 +128,10 @@ func TestPruneKeepsNewestAndWhatSubscribersNeed(t *testing.T) {
 		if err := tx.CreateOrganization(ctx, "o"); err != nil {
 			return err
 		}
-		if err := tx.CreateDatabase(ctx, a, s); err != nil {
+		if err := tx.CreateDatabase(ctx, a, s, postgres.Creator{}); err != nil {
 			return err
 		}
-		return tx.CreateDatabase(ctx, b, s)
+		return tx.CreateDatabase(ctx, b, s, postgres.Creator{})
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -356,10 +356,10 @@ func TestPruneKeepsADatabasesLongerRetention(t *testing.T) {
 	plain, s := noteDatabase(t, db, "plain")
 	forever, longer := &sluice.Database{Org: "o", Name: "forever"}, &sluice.Database{Org: "o", Name: "longer"}
 	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateDatabase(ctx, forever, s); err != nil {
+		if err := tx.CreateDatabase(ctx, forever, s, postgres.Creator{}); err != nil {
 			return err
 		}
-		return tx.CreateDatabase(ctx, longer, s)
+		return tx.CreateDatabase(ctx, longer, s, postgres.Creator{})
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -255,7 +255,7 @@ func TestPruneRacesDatabaseDeletion(t *testing.T) {
 	sys, s := noteDatabase(t, db, "sys") // the lower id: pruned first
 	victim := &sluice.Database{Org: "o", Name: "victim"}
 	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		return tx.CreateDatabase(ctx, victim, s)
+		return tx.CreateDatabase(ctx, victim, s, postgres.Creator{})
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func openNotesAt(t *testing.T, url string, opts ...Option) (*DB, *sluice.Databas
 		if err := tx.CreateOrganization(ctx, "o"); err != nil {
 			return err
 		}
-		return tx.CreateDatabase(ctx, d, s)
+		return tx.CreateDatabase(ctx, d, s, Creator{})
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +390,7 @@ func TestDeleteDatabaseDeletesItsLog(t *testing.T) {
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
 	other := &sluice.Database{Org: "o", Name: "other"}
-	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, other, s) }}); err != nil {
+	if _, err := db.Write(ctx, WriteSpec{Before: func(ctx context.Context, tx *Tx) error { return tx.CreateDatabase(ctx, other, s, Creator{}) }}); err != nil {
 		t.Fatal(err)
 	}
 	other.SchemaVersion = 1
