@@ -336,8 +336,9 @@ type Config struct {
 	// Key statement_timeout, env SLUICE_STATEMENT_TIMEOUT, flag --statement-timeout, default 30s.
 	StatementTimeout time.Duration
 
-	// HistoryPageBytes bounds one page of /api/changes and /api/log: the
-	// bytes of change images (before and after) and commit text it holds.
+	// HistoryPageBytes bounds one page of /api/changes, /api/log,
+	// /api/history and /api/diff: the bytes of change images (before and
+	// after) and commit text it holds, and /api/diff's patches.
 	// A page ends before it would pass this, so a large commit spans
 	// pages; a single larger change is sent alone. Always greater than
 	// zero.

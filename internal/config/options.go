@@ -354,7 +354,7 @@ func options() []option {
 			"longest a single Postgres statement may run before Postgres cancels it and the request fails with 503 (0: no limit); a large write is many statements, each bounded; migrations and history pruning are exempt",
 			func(c *Config, d time.Duration) error { c.StatementTimeout = d; return nil }),
 		int64Option("history_page_bytes", "4194304",
-			"largest page of /api/changes, /api/log, /api/history and /api/diff in bytes of change images and commit text (4 MiB); a larger commit spans pages, a single larger change is sent alone",
+			"largest page of /api/changes, /api/log, /api/history and /api/diff in bytes of change images and commit text, and of /api/diff's patches (4 MiB); a larger commit spans pages, a single larger change is sent alone",
 			func(c *Config, n int64) error { c.HistoryPageBytes = n; return nil }),
 		countOption("max_webhooks_per_database", "20",
 			"most webhooks one database may have",

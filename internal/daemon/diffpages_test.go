@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/jsonpatch"
 )
@@ -192,5 +193,73 @@ func TestDiffThroughSchemaChanges(t *testing.T) {
 	// As a read as of p1 of A is.
 	if r := a.Do(t, dt.Admin(), "GET", "/api/document/admin/shift?type=A&as_of="+url.QueryEscape(p1), nil); r.Status != 400 {
 		t.Errorf("A as of p1: %d %s", r.Status, r.Body)
+	}
+}
+
+// deepJSON returns a JSON value of 20 nested objects, each under a key of
+// 100 bytes, the innermost holding 200 numbers (number i is i+add): 4 KB,
+// each number's path 2 KB.
+func deepJSON(add int) string {
+	var b strings.Builder
+	for i := range 20 {
+		b.WriteString(`{"` + strings.Repeat(string(rune('a'+i)), 100) + `":`)
+	}
+	b.WriteByte('{')
+	for i := range 200 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"l%d":%d`, i, i+add)
+	}
+	b.WriteString(strings.Repeat("}", 21))
+	return b.String()
+}
+
+// TestDiffPatchesWithinThePageBudget: a document whose every leaf changed
+// has, with deep long keys, a patch a hundred times its size (400 KB for
+// 4 KB); /api/diff answers the whole replace instead, and counts patches
+// in history_page_bytes with the images: every page of several documents
+// holds at most the budget. Before, each patch was 400 KB, a page of
+// four documents 1.6 MB against a budget of 32 KB.
+func TestDiffPatchesWithinThePageBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 32 << 10
+	d := dt.Start(t, func(c *config.Config) { c.HistoryPageBytes = budget })
+	d.CreateDatabase(t, "deep", "type D { data: JSON }")
+	var want []string
+	for i := range 6 {
+		d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/deep", fmt.Sprintf(`{"@type":"D","@id":"d%d","data":%s}`, i, deepJSON(0)))
+		want = append(want, fmt.Sprintf("D/d%d", i))
+	}
+	from := dbPosition(t, d, "deep")
+	for i := range 6 {
+		d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/deep", fmt.Sprintf(`{"@type":"D","@id":"D/d%d","data":%s}`, i, deepJSON(1)))
+	}
+
+	var got []string
+	page := getDiff(t, d, "/api/diff/admin/deep?from="+url.QueryEscape(from))
+	for pages := 1; ; pages++ {
+		size := 0
+		for _, e := range page.Changes {
+			got = append(got, e.ID)
+			if !strings.HasPrefix(string(e.Patch), `[{"op":"replace","path":"","value":`) || len(e.Patch) > jsonpatch.ReplaceSize(e.After)+64 {
+				t.Errorf("page %d: %s: a patch of %d bytes for a %d-byte document, not the whole replace: %.200s", pages, e.ID, len(e.Patch), len(e.After), e.Patch)
+			}
+			size += len(e.Before) + len(e.After) + len(e.Patch)
+		}
+		if len(page.Changes) > 1 && size > budget {
+			t.Errorf("page %d: %d documents with %d bytes of images and patches, more than history_page_bytes %d", pages, len(page.Changes), size, budget)
+		}
+		link := page.header.Header.Get("Link")
+		if page.More != (link != "") {
+			t.Fatalf("page %d: more %v, Link %q", pages, page.More, link)
+		}
+		if !page.More {
+			break
+		}
+		page = getDiff(t, d, strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the pages hold %v, want each of %v once", got, want)
 	}
 }

@@ -22,7 +22,8 @@ type DiffQuery struct {
 	Type, ID string
 	// After is the document id the page starts after ("": the first).
 	After string
-	// Count bounds the documents of the page, MaxBytes their images.
+	// Count bounds the documents of the page, MaxBytes their images and
+	// patches (at least one document).
 	Count    int
 	MaxBytes int64
 }
@@ -38,7 +39,8 @@ type DiffChange struct {
 	// the commit each was written under (as history is shown).
 	Before, After json.RawMessage
 	// Patch is the RFC 6902 JSON Patch that turns Before into After (the
-	// format of live queries' patches).
+	// format of live queries' patches); when it would be larger than
+	// replacing the whole document, it is that replace.
 	Patch json.RawMessage
 }
 
@@ -63,7 +65,10 @@ type DiffPage struct {
 // theirs (see ReadAsOf), and To may not come before From. It needs the
 // read role; the images are redacted as history is (RedactCommit), less
 // the fields the diff cannot show (DiffPage.Hidden), and a document whose
-// two images the reader sees as equal is left out. A diff covering a
+// two images the reader sees as equal is left out. A page holds at most
+// q.MaxBytes of images and patches, but always one document: each patch
+// is at most the size of replacing the whole document, and the page ends
+// before the document whose images and patch would pass q.MaxBytes. A diff covering a
 // class whose documents a schema change dropped after From is refused
 // (CodeInvalid, naming the class), as a read of it as of From is. The
 // page is read in one snapshot; the position it returns is To, the state
@@ -163,7 +168,10 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 		return nil, sluice.Position{}, err
 	}
 	out.Next, out.More = page.Next, page.More
-	for _, en := range page.Entries {
+	// used counts the page's images and patches: the store ends the page
+	// by its images, and a patch can add as much again.
+	var used int64
+	for i, en := range page.Entries {
 		b, err := e.RedactCommit(ctx, d, s, role, en.Before)
 		if err != nil {
 			return nil, sluice.Position{}, err
@@ -189,12 +197,24 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 		default:
 			ch.Op = sluice.OpUpdated
 		}
-		if ch.Patch, err = jsonpatch.Diff(orNull(ch.Before), orNull(ch.After)); err != nil {
+		// A patch is bounded by the whole replace, which a client
+		// applies as well: a deep document with long keys otherwise
+		// has a patch many times its size (each operation's path
+		// repeats its parents' keys).
+		after := orNull(ch.After)
+		if ch.Patch, err = jsonpatch.Diff(orNull(ch.Before), after, jsonpatch.ReplaceSize(after)); err != nil {
 			return nil, sluice.Position{}, err
 		}
 		if ch.Op == sluice.OpUpdated && bytes.Equal(ch.Patch, []byte("[]")) {
 			continue // changed and changed back, or changed where the reader cannot see
 		}
+		size := int64(len(ch.Before) + len(ch.After) + len(ch.Patch))
+		if len(out.Changes) > 0 && used+size > q.MaxBytes {
+			// The next page starts at this document.
+			out.Next, out.More = page.Entries[i-1].ID, true
+			break
+		}
+		used += size
 		out.Changes = append(out.Changes, ch)
 	}
 	return out, sq.To, nil

@@ -650,9 +650,12 @@ func (g *liveGroup) settle(e *liveEvaluator, data []byte, pos sluice.Position, o
 	out.Start, out.Time = pos, since
 	out.Events = []sluice.Event{{Position: pos, ID: id, Data: liveResult(data, id, e.revision, e.patch)}}
 	if e.patch && !first {
-		// A patch larger than the result is no saving: members then get
-		// the result.
-		if p, err := jsonpatch.Diff(prev, data); err == nil && len(p) < len(data) {
+		// A patch as large as the result is no saving: members then get
+		// the result. Diff stops at that budget, returning the whole
+		// replace (larger than the result), so a patch that would be
+		// many times the result (deep documents with long keys) costs
+		// no more than the result to find out.
+		if p, err := jsonpatch.Diff(prev, data, len(data)-1); err == nil && len(p) < len(data) {
 			out.Delta = []sluice.Event{{Position: pos, ID: id, Data: livePatch(p, id, e.revision)}}
 		}
 	}

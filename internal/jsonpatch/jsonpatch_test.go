@@ -2,13 +2,17 @@ package jsonpatch
 
 import (
 	"encoding/json"
+	"math"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 )
 
-// roundTrip checks that applying Diff(a, b) to a gives b.
-func roundTrip(t *testing.T, a, b string) string {
+// roundTrip checks that applying Diff(a, b, max) to a gives b.
+func roundTrip(t *testing.T, a, b string, max int) string {
 	t.Helper()
-	patch, err := Diff([]byte(a), []byte(b))
+	patch, err := Diff([]byte(a), []byte(b), max)
 	if err != nil {
 		t.Fatalf("Diff(%s, %s): %v", a, b, err)
 	}
@@ -40,7 +44,7 @@ func TestDiff(t *testing.T) {
 		{`{"n":1.50}`, `{"n":1.5}`, `[{"op":"replace","path":"/n","value":1.5}]`},
 		{`{"a":null}`, `{"a":false}`, `[{"op":"replace","path":"/a","value":false}]`},
 	} {
-		if got := roundTrip(t, c.a, c.b); got != c.patch {
+		if got := roundTrip(t, c.a, c.b, math.MaxInt); got != c.patch {
 			t.Errorf("Diff(%s, %s) = %s, want %s", c.a, c.b, got, c.patch)
 		}
 	}
@@ -48,15 +52,17 @@ func TestDiff(t *testing.T) {
 
 func TestDiffRefusesNonJSON(t *testing.T) {
 	t.Parallel()
-	if _, err := Diff([]byte(`{`), []byte(`{}`)); err == nil {
+	if _, err := Diff([]byte(`{`), []byte(`{}`), math.MaxInt); err == nil {
 		t.Error("Diff of a truncated document succeeded")
 	}
-	if _, err := Diff([]byte(`{}`), []byte(`x`)); err == nil {
+	if _, err := Diff([]byte(`{}`), []byte(`x`), math.MaxInt); err == nil {
 		t.Error("Diff to a non-JSON document succeeded")
 	}
 }
 
-// FuzzDiff checks that Diff's patch turns any JSON document into any other.
+// FuzzDiff checks that Diff's patch turns any JSON document into any
+// other, and so does the patch it returns within a budget smaller than the
+// whole replace, whichever it is.
 func FuzzDiff(f *testing.F) {
 	f.Add(`{"P":[{"n":"a"},{"n":"c"}]}`, `{"P":[{"n":"c"},{"n":"b","x":[1,2]}]}`)
 	f.Add(`[1,2,3]`, `[3,2,1,0]`)
@@ -69,6 +75,104 @@ func FuzzDiff(f *testing.F) {
 		if _, err := decode([]byte(b)); err != nil || !json.Valid([]byte(b)) {
 			return
 		}
-		roundTrip(t, a, b)
+		roundTrip(t, a, b, math.MaxInt)
+		if p := roundTrip(t, a, b, len(b)); len(p) > len(b) && len(p) > ReplaceSize([]byte(b)) {
+			t.Errorf("Diff(%s, %s, %d) = %s, larger than the whole replace", a, b, len(b), p)
+		}
 	})
+}
+
+// deepDocument returns a document whose field "deep" holds depth nested
+// objects, each under a key of keyLen bytes, the innermost holding leaves
+// numbers (leaf i is i+add), and whose field "n" is n.
+func deepDocument(depth, keyLen, leaves, add, n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"n":` + strconv.Itoa(n) + `,"deep":`)
+	for i := range depth {
+		b.WriteString(`{"` + strings.Repeat(string(rune('a'+i%26)), keyLen) + `":`)
+	}
+	b.WriteByte('{')
+	for i := range leaves {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"l` + strconv.Itoa(i) + `":` + strconv.Itoa(i+add))
+	}
+	b.WriteString(strings.Repeat("}", depth+2))
+	return []byte(b.String())
+}
+
+// allocated returns the bytes f allocates (the test must not be parallel:
+// the count is the process's).
+func allocated(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// TestDiffCostIsBounded: the patch of a deep document with long keys
+// costs about its two documents, not its leaves times their paths. 2,000
+// leaves under 40 keys of 500 bytes (a 40 KB document, each leaf's path
+// 20 KB): with another field changed the patch is one replace and Diff
+// allocates about what decoding them takes (it built every leaf's
+// path, 40 MB, before); with every leaf changed the patch would be 40 MB,
+// and past its budget Diff returns the whole replace having allocated
+// about the decoded documents and the budget. Not parallel: it counts the process's allocations.
+func TestDiffCostIsBounded(t *testing.T) {
+	a := deepDocument(40, 500, 2000, 0, 1)
+	b := deepDocument(40, 500, 2000, 0, 2)
+	// What decoding the two documents costs, which Diff cannot avoid,
+	// and room for the patch and the keys it sorts: ten times its budget
+	// (it takes 5 to 8; building each leaf's path took 900).
+	decoding := allocated(func() {
+		if _, err := decode(a); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := decode(b); err != nil {
+			t.Fatal(err)
+		}
+	})
+	limit := decoding + uint64(10*ReplaceSize(b))
+	var p []byte
+	n := allocated(func() {
+		var err error
+		if p, err = Diff(a, b, ReplaceSize(b)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if string(p) != `[{"op":"replace","path":"/n","value":2}]` {
+		t.Errorf("one field changed: patch %.200s", p)
+	}
+	if n > limit {
+		t.Errorf("one field changed: Diff of two %d-byte documents allocated %d bytes, more than %d", len(a), n, limit)
+	}
+
+	c := deepDocument(40, 500, 2000, 1, 1) // every leaf changed
+	n = allocated(func() {
+		var err error
+		if p, err = Diff(a, c, ReplaceSize(c)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if want := replacePrefix + string(c) + replaceSuffix; string(p) != want {
+		t.Errorf("every leaf changed: patch of %d bytes, not the whole replace (%d bytes): %.200s", len(p), len(want), p)
+	}
+	if n > limit {
+		t.Errorf("every leaf changed: Diff of two %d-byte documents allocated %d bytes, more than %d", len(a), n, limit)
+	}
+	if got, err := Apply(a, p); err != nil || !sameJSON(got, c) {
+		t.Errorf("the whole replace gives %.200s (%v)", got, err)
+	}
+}
+
+func sameJSON(a, b []byte) bool {
+	va, err := decode(a)
+	if err != nil {
+		return false
+	}
+	vb, err := decode(b)
+	return err == nil && equal(va, vb)
 }
