@@ -15,9 +15,13 @@ import (
 // before or after image only when both let its role read it, so a field
 // made public later does not reveal values written while it was
 // protected, and a field the current schema no longer knows (dropped by a
-// forced schema change) is shown to database admins only. Commits made
+// forced schema change) is shown to database admins only. So is a field
+// both declare whose values a schema change since the commit dropped (a
+// changed type, or the field dropped and added again), and one that a
+// schema version since protected from the reader: what a read as of the
+// commit leaves out (pastSchema), for the same reasons. Commits made
 // before Sluice kept schema versions (migration 5) are shown through the
-// current schema alone.
+// current schema, less what changed since the oldest version known.
 
 // schemaAt returns the schema commit seq of d was made under, or nil when
 // it is not known (the commit predates migration 5). The store reads and
@@ -46,19 +50,24 @@ func (e *Engine) RedactCommit(ctx context.Context, d *sluice.Database, cur *slui
 	if err != nil {
 		return nil, err
 	}
+	since, err := e.lostSince(ctx, d, cur, role, c.Seq)
+	if err != nil {
+		return nil, err
+	}
 	var out []sluice.Change
 	for i := range c.Changes {
 		ch := c.Changes[i]
-		if !hides(role, cur, old, ch.Class) {
+		hide := hides(role, cur, old, ch.Class)
+		if !hide && since == nil {
 			if out != nil {
 				out = append(out, ch)
 			}
 			continue
 		}
-		if ch.Before, err = redactHistory(role, cur, old, ch.Before); err != nil {
+		if ch.Before, err = redactSince(role, cur, old, since, hide, ch.Before); err != nil {
 			return nil, err
 		}
-		if ch.After, err = redactHistory(role, cur, old, ch.After); err != nil {
+		if ch.After, err = redactSince(role, cur, old, since, hide, ch.After); err != nil {
 			return nil, err
 		}
 		if out == nil {
@@ -73,6 +82,47 @@ func (e *Engine) RedactCommit(ctx context.Context, d *sluice.Database, cur *slui
 	cc := *c
 	cc.Changes = out
 	return &cc, nil
+}
+
+// lostSince returns what of the images of commit seq of d a reader with
+// role cannot be shown through cur because of a schema change since (see
+// the comment at the top of this file): what a read as of the commit
+// cannot show, from the same walk of the schema versions. It returns nil
+// when there is nothing, and without a walk when the commit was made
+// under the current version, as commits streamed as they are made are.
+func (e *Engine) lostSince(ctx context.Context, d *sluice.Database, cur *sluice.Schema, role sluice.Role, seq int64) (*Past, error) {
+	vs, err := e.store.SchemaVersions(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if i := postgres.VersionAt(vs, seq); len(vs) == 0 || i >= 0 && vs[i].Version >= d.SchemaVersion {
+		return nil, nil
+	}
+	sc, err := e.scanVersions(ctx, d, cur, role, seq, seq)
+	if err != nil {
+		return nil, err
+	}
+	past, _ := pastSchema(sc, 0, cur, role, sluice.Position{Epoch: d.Epoch, Seq: seq, Index: sluice.WholeCommit})
+	if len(past.Unknown) == 0 && !past.strays {
+		return nil, nil
+	}
+	return past, nil
+}
+
+// redactSince returns image doc (nil for none) redacted through cur and
+// old when hide (redactHistory), less what since (nil: nothing) says a
+// schema change since its commit dropped or protected.
+func redactSince(role sluice.Role, cur, old *sluice.Schema, since *Past, hide bool, doc []byte) ([]byte, error) {
+	var err error
+	if hide {
+		if doc, err = redactHistory(role, cur, old, doc); err != nil {
+			return nil, err
+		}
+	}
+	if since == nil {
+		return doc, nil
+	}
+	return dropUnknown(cur, since, doc)
 }
 
 // hides reports whether an image of class may hold something a reader with

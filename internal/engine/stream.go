@@ -230,8 +230,8 @@ func subdocuments(f *sluice.Field, v any) []map[string]any {
 }
 
 // RedactAt is Redact for an image of commit c: it also hides what the
-// schema c was made under did not let the reader's role see (see
-// RedactCommit).
+// schema c was made under did not let the reader's role see, and what a
+// schema change since c dropped or protected (see RedactCommit).
 func (r *Reader) RedactAt(ctx context.Context, c *sluice.Commit, class string, doc []byte) ([]byte, error) {
 	doc, err := r.Redact(ctx, doc)
 	if err != nil || doc == nil || r.Role >= sluice.RoleAdmin {
@@ -241,8 +241,9 @@ func (r *Reader) RedactAt(ctx context.Context, c *sluice.Commit, class string, d
 	if err != nil {
 		return nil, err
 	}
-	if !hides(r.Role, r.Schema, old, class) {
-		return doc, nil
+	since, err := r.e.lostSince(ctx, r.Database, r.Schema, r.Role, c.Seq)
+	if err != nil {
+		return nil, err
 	}
-	return redactHistory(r.Role, r.Schema, old, doc)
+	return redactSince(r.Role, r.Schema, old, since, hides(r.Role, r.Schema, old, class), doc)
 }
