@@ -162,6 +162,10 @@ func (e *Engine) systemWrite(ctx context.Context, u *sluice.User, message string
 // fields the role may not read are left out, as they are from the
 // GraphQL schema the role is served.
 func (e *Engine) Schema(ctx context.Context, u *sluice.User, org, name string) (string, error) {
+	// The current schema, not a cached one: answered from no table, a
+	// cached schema would show the one before a change another replica
+	// just made (the cache keeps a database up to a second).
+	e.forgetDatabase(&sluice.Database{Org: org, Name: name})
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
 		return "", err

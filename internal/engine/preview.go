@@ -44,6 +44,10 @@ type PreviewChange struct {
 // the tables in one read-only snapshot, so a concurrent write may change
 // the answer before the schema is put, which checks again.
 func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, sdl string) (*SchemaPreview, error) {
+	// The current version, as PutSchema reads it: a preview against a
+	// cached one would diff against the schema before another replica's
+	// change and report its version.
+	e.forgetDatabase(&sluice.Database{Org: org, Name: name})
 	d, prev, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
 	if err != nil {
 		return nil, err
