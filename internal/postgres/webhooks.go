@@ -242,13 +242,32 @@ type WebhookSettings struct {
 	Batch       sluice.WebhookBatch
 }
 
-// UpdateWebhook replaces the settings of webhook id of database d. A
-// delivery being retried starts its schedule again, with the new settings.
-// The version stays (a request in flight is let finish, see Delivery)
-// unless a binary before migration 25 holds the lease (see changeWebhook).
-func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, s WebhookSettings) error {
-	return db.changeWebhook(ctx, d, id, false, `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8,
-		attempt = 0, next_attempt_at = NULL`, s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch))
+// UpdateWebhook changes the settings of webhook id of database d: change
+// is given the webhook as it is in the change's transaction, its row
+// locked until the commit, and returns the settings to store (its error
+// is returned, nothing changed). So concurrent changes apply one after
+// the other, each to what the one before it wrote: a change read before
+// the transaction, merged and written back whole, would undo a change
+// of another field committed meanwhile. A delivery being retried starts
+// its schedule again, with the new settings. The version stays (a
+// request in flight is let finish, see Delivery) unless a binary before
+// migration 25 holds the lease (see changeWebhook).
+func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, change func(w *sluice.Webhook) (WebhookSettings, error)) error {
+	return db.changeWebhookWith(ctx, d, id, false, func(tx pgx.Tx) (string, []any, error) {
+		w, err := scanWebhook(tx.QueryRow(ctx, "SELECT "+webhookColumns+webhookFrom+" WHERE w.db_id = $1 AND w.id = $2 FOR UPDATE OF w", d.ID, id))
+		if errors.Is(err, errNotFound) {
+			return "", nil, errNoWebhook(d, id)
+		}
+		if err != nil {
+			return "", nil, err
+		}
+		s, err := change(w)
+		if err != nil {
+			return "", nil, err
+		}
+		return `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8, attempt = 0, next_attempt_at = NULL`,
+			[]any{s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch)}, nil
+	})
 }
 
 // touched is the SET item that moves updated_at forward: always, even
@@ -274,10 +293,21 @@ const touched = "updated_at = greatest(now(), updated_at + interval '1 microseco
 // transaction: the new holder's loops read the webhook after it,
 // whichever binary it is.
 func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, state bool, set string, args ...any) error {
+	return db.changeWebhookWith(ctx, d, id, state, func(pgx.Tx) (string, []any, error) { return set, args, nil })
+}
+
+// changeWebhookWith is changeWebhook with the SET list and its parameters
+// made by prepare in the transaction, after the lease row is read (the
+// lease before the webhook's row, as in every change).
+func (db *DB) changeWebhookWith(ctx context.Context, d *sluice.Database, id int64, state bool, prepare func(tx pgx.Tx) (string, []any, error)) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {
 		var knows bool
 		if err := tx.QueryRow(ctx, "SELECT settings_generation = generation FROM sluice.webhook_lease FOR SHARE").Scan(&knows); err != nil {
 			return mapError(err)
+		}
+		set, args, err := prepare(tx)
+		if err != nil {
+			return err
 		}
 		if state || !knows {
 			set += ", version = version + 1"
@@ -358,7 +388,10 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 
 // RotateWebhookSecret replaces the signing secret of webhook id of d with
 // one sealed by seal; the previous one keeps signing (a second signature)
-// for grace.
+// for grace. The previous secret is read by the UPDATE itself, not before
+// it: of two rotations at once, the second waits for the first's row lock
+// and then (READ COMMITTED) keeps the first's secret as the previous one,
+// so the first caller's secret signs for the second's grace.
 func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id int64, seal Seal, grace time.Duration) error {
 	secret, err := seal(id)
 	if err != nil {

@@ -349,7 +349,9 @@ func TestSettingsChangeMovesTheVersionUnderAnOlderHolder(t *testing.T) {
 		return refs[0].Version
 	}
 	patch := func(url string) error {
-		return db.UpdateWebhook(ctx, a, w.ID, postgres.WebhookSettings{URL: url, Ops: []string{"create"}, Batch: sluice.BatchEvent})
+		return db.UpdateWebhook(ctx, a, w.ID, func(*sluice.Webhook) (postgres.WebhookSettings, error) {
+			return postgres.WebhookSettings{URL: url, Ops: []string{"create"}, Batch: sluice.BatchEvent}, nil
+		})
 	}
 	rotate := func() error { return db.RotateWebhookSecret(ctx, a, w.ID, seal, time.Hour) }
 

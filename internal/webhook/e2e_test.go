@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -14,10 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/daemon"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
@@ -419,6 +423,105 @@ func TestWebhookAPI(t *testing.T) {
 	if res := a.Do(t, dt.Admin(), "GET", "/api/webhooks/admin/api/x", nil); res.Status != 404 {
 		t.Errorf("webhook x: %d", res.Status)
 	}
+}
+
+// TestConcurrentChangesKeepEachOther: two PATCHes of different fields of
+// one webhook at once each leave their field as they set it (found by
+// review: each merged its request into a copy read before its write and
+// wrote every setting back, so the later write undid the other's field,
+// both answered 200). The requests are held up by a lock on the
+// webhook's row until both are under way, so they always overlap. Two
+// rotations at once each keep the other's secret too: the second keeps
+// the first's as the previous one.
+func TestConcurrentChangesKeepEachOther(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WebhookAllowNetworks = loopback })
+	d.CreateDatabase(t, "patches", personSchema)
+	h := createHook(t, d, nil, "patches", "", `{"url":"http://127.0.0.1:9/old","description":"old"}`)
+	one := fmt.Sprintf("/api/webhooks/admin/patches/%d", h.ID)
+	ctx := context.Background()
+	conn := func() *pgx.Conn {
+		t.Helper()
+		c, err := pgx.Connect(ctx, d.DatabaseURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close(context.Background()) })
+		return c
+	}
+	watcher, locker := conn(), conn()
+	type request struct{ path, body string }
+	// together sends the POST or PATCH requests at once, each held up by
+	// a lock on the webhook's row until all of them wait for it, and
+	// fails the test unless each is answered 200.
+	together := func(method string, reqs ...request) {
+		t.Helper()
+		lock, err := locker.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Rollback(context.Background()) //nolint:errcheck // released below
+		if _, err := lock.Exec(ctx, "SELECT 1 FROM sluice.webhooks WHERE id = $1 FOR UPDATE", h.ID); err != nil {
+			t.Fatal(err)
+		}
+		errs := make([]error, len(reqs))
+		var wg sync.WaitGroup
+		for i, r := range reqs {
+			wg.Go(func() { errs[i] = do(d, method, one+r.path, r.body) })
+		}
+		eventually.True(t, 30*time.Second, "the changes wait for the webhook's row", func() bool {
+			var n int
+			err := watcher.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+				AND wait_event_type = 'Lock' AND query LIKE '%sluice.webhooks%'`).Scan(&n)
+			return err == nil && n == len(reqs)
+		})
+		if err := lock.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	together("PATCH", request{"", `{"url":"http://127.0.0.1:9/new"}`}, request{"", `{"description":"new"}`})
+	if st := status(t, d, "patches", h.ID); st["url"] != "http://127.0.0.1:9/new" || st["description"] != "new" {
+		t.Errorf("after two PATCHes at once, of the url and of the description: url %v, description %v", st["url"], st["description"])
+	}
+
+	secrets := func() (cur, old []byte) {
+		t.Helper()
+		if err := watcher.QueryRow(ctx, "SELECT secret, old_secret FROM sluice.webhooks WHERE id = $1", h.ID).Scan(&cur, &old); err != nil {
+			t.Fatal(err)
+		}
+		return cur, old
+	}
+	first, _ := secrets()
+	together("POST", request{"/rotate-secret", `{"grace":"1h"}`}, request{"/rotate-secret", `{"grace":"1h"}`})
+	if cur, old := secrets(); bytes.Equal(old, first) || bytes.Equal(old, cur) || old == nil {
+		t.Errorf("after two rotations at once, the previous secret is the one made with the webhook (%t), or the current one (%t), or none: "+
+			"want the first rotation's", bytes.Equal(old, first), bytes.Equal(old, cur))
+	}
+}
+
+// do sends a request with body to path through d as the admin, and says
+// unless it is answered 200; for goroutines (no t.Fatal).
+func do(d *dt.Daemon, method, path, body string) error {
+	req, err := http.NewRequest(method, d.URL+path, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	dt.Admin()(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return nil
 }
 
 // TestWebhookRefusesPrivateAddresses: URLs naming loopback, link-local,

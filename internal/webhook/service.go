@@ -304,15 +304,19 @@ func (s *Service) Update(ctx context.Context, u *sluice.User, org, name string, 
 	if in.After != nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "after: to move a webhook's position, replay it (POST …/replay)")
 	}
-	w, err := s.store.Webhook(ctx, d, id)
+	// The request is merged into the webhook as it is in the change's
+	// transaction, its row locked: merged into a copy read before, it
+	// would write back the copy's other settings, undoing a change of
+	// them committed meanwhile (two PATCHes of different fields, both
+	// answered 200, left one of them).
+	err = s.store.UpdateWebhook(ctx, d, id, func(w *sluice.Webhook) (postgres.WebhookSettings, error) {
+		if err := s.apply(sch, w, in); err != nil {
+			return postgres.WebhookSettings{}, err
+		}
+		return postgres.WebhookSettings{URL: w.URL, Description: w.Description,
+			Classes: w.Classes, Ops: w.Ops, Filter: w.Filter, Batch: w.Batch}, nil
+	})
 	if err != nil {
-		return nil, err
-	}
-	if err := s.apply(sch, w, in); err != nil {
-		return nil, err
-	}
-	if err := s.store.UpdateWebhook(ctx, d, id, postgres.WebhookSettings{URL: w.URL, Description: w.Description,
-		Classes: w.Classes, Ops: w.Ops, Filter: w.Filter, Batch: w.Batch}); err != nil {
 		return nil, err
 	}
 	return s.store.Webhook(ctx, d, id)
