@@ -46,6 +46,7 @@ var special = []struct {
 	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol assignment"},
 	{netip.MustParsePrefix("192.0.2.0/24"), "a documentation address"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address"},
+	{netip.MustParsePrefix("192.88.99.0/24"), "a 6to4 relay anycast address (deprecated, RFC 7526)"},
 	{netip.MustParsePrefix("198.51.100.0/24"), "a documentation address"},
 	{netip.MustParsePrefix("203.0.113.0/24"), "a documentation address"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address"},
@@ -58,7 +59,16 @@ var special = []struct {
 	{netip.MustParsePrefix("::ffff:0:0:0/96"), "an IPv4-translated (SIIT) address"},
 	{netip.MustParsePrefix("100::/64"), "a discard address"},
 	{netip.MustParsePrefix("2001::/32"), "a Teredo address"},
+	{netip.MustParsePrefix("2001:2::/48"), "a benchmarking address"},
+	// ORCHIDs are cryptographic host identifiers, not locators: a HIP
+	// stack maps one to an address of its own choosing, and no public
+	// server is reached at one (ORCHIDv2 is "globally reachable" in
+	// IANA's registry only as an identifier).
+	{netip.MustParsePrefix("2001:10::/28"), "an ORCHID identifier (deprecated, RFC 4843)"},
+	{netip.MustParsePrefix("2001:20::/28"), "an ORCHIDv2 identifier (RFC 7343)"},
 	{netip.MustParsePrefix("2001:db8::/32"), "a documentation address"},
+	{netip.MustParsePrefix("3fff::/20"), "a documentation address"},
+	{netip.MustParsePrefix("5f00::/16"), "a segment routing (SRv6) SID"},
 	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local NAT64 address"},
 	{netip.MustParsePrefix("fec0::/10"), "a site-local address"},
 }

@@ -43,6 +43,11 @@ func TestPolicy(t *testing.T) {
 		// carry (found by review: ::7f00:1 passed).
 		"::7f00:1": "IPv4-compatible", "::a00:1": "IPv4-compatible", "::5db8:d70e": "IPv4-compatible",
 		"::ffff:0:7f00:1": "SIIT", "::ffff:0:5db8:d70e": "SIIT",
+		// Special-purpose ranges of IANA's registries the list above
+		// missed (found by review: each was allowed).
+		"2001:2::1": "benchmarking", "3fff::1": "documentation", "3fff:fff::1": "documentation",
+		"2001:10::1": "ORCHID", "2001:20::1": "ORCHIDv2", "192.88.99.1": "6to4 relay anycast", "5f00::1": "SRv6",
+		"2002:c058:6301::": "6to4 relay anycast",
 	} {
 		err := p.Check(netip.MustParseAddr(addr))
 		var re *RefusedError
@@ -50,7 +55,9 @@ func TestPolicy(t *testing.T) {
 			t.Errorf("Check(%s) = %v, want refused as %s", addr, err, reason)
 		}
 	}
-	for _, addr := range []string{"93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "64:ff9b::5db8:d70e", "8.8.8.8"} {
+	// The edges of the ranges added above stay public.
+	for _, addr := range []string{"93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "64:ff9b::5db8:d70e", "8.8.8.8",
+		"2001:3::1", "2001:30::1", "5eff::1", "5f01::1", "192.88.98.1", "192.88.100.1"} {
 		if err := p.Check(netip.MustParseAddr(addr)); err != nil {
 			t.Errorf("Check(%s) = %v, want allowed", addr, err)
 		}
@@ -192,5 +199,44 @@ func TestManagerHoldsItsLeaseUntilItsTerm(t *testing.T) {
 	m.until.Store(&earlier)
 	if m.holding() {
 		t.Fatal("a manager past its term holds its lease")
+	}
+}
+
+// TestCheckURL: a URL with no host, a port no connection can use, or an
+// IPv4 address in a form other than a.b.c.d is refused when the webhook
+// is made or changed, with a message naming what is wrong (found by
+// review: they were taken, and only refused, or failed, when dialled;
+// getaddrinfo reads 127.1 and 2130706433 as 127.0.0.1). Names, ports in
+// range and dotted-quad public addresses are taken.
+func TestCheckURL(t *testing.T) {
+	t.Parallel()
+	s := &Service{}
+	for raw, want := range map[string]string{
+		"http://:80/hook":            "names no host",
+		"http://:/x":                 "names no host",
+		"https://example.com:99999/": "port 99999 is not a TCP port",
+		"https://example.com:65536/": "port 65536 is not a TCP port",
+		"https://example.com:0/":     "port 0 is not a TCP port",
+		"http://127.1/":              `host "127.1" is an IPv4 address written other than as four decimal numbers`,
+		"http://2130706433/":         `host "2130706433" is an IPv4 address`,
+		"http://0x7f000001/":         `host "0x7f000001" is an IPv4 address`,
+		"http://0177.0.0.1/":         `host "0177.0.0.1" is an IPv4 address`,
+		"http://127.0.0.1./":         `host "127.0.0.1." is an IPv4 address`,
+		"http://0x5db8d70e:8080/":    `host "0x5db8d70e" is an IPv4 address`, // public, but in that form all the same
+		"http://93.184.215.14./":     `host "93.184.215.14." is an IPv4 address`,
+		"http://127.0.0.1/":          "loopback",
+		"http://[::ffff:7f00:1]/":    "loopback",
+		"http://localhost./":         "loopback",
+	} {
+		err := s.checkURL(raw)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("checkURL(%s) = %v, want an error naming %q", raw, err, want)
+		}
+	}
+	for _, raw := range []string{"https://example.com/hook", "https://example.com:65535/", "http://example.com:1/", "https://93.184.215.14/",
+		"https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:8443/", "https://0x1.example.com/", "https://1.2.3.4.example/", "https://123.example/"} {
+		if err := s.checkURL(raw); err != nil {
+			t.Errorf("checkURL(%s) = %v, want it taken", raw, err)
+		}
 	}
 }
