@@ -393,10 +393,10 @@ type Config struct {
 	// Key webhook_secret_key_file, env SLUICE_WEBHOOK_SECRET_KEY_FILE, flag --webhook-secret-key-file, default "".
 	WebhookSecretKeyFile string
 
-	// WebhookBodyBudget bounds the bytes of webhook request bodies all
-	// webhooks hold at once, being made or sent: a request waits for
-	// room, holding nothing, and one larger than the budget waits until
-	// it is alone. At least 1 MiB.
+	// WebhookBodyBudget bounds the bytes of the pages of the log webhooks
+	// read and of the request bodies made from them, all webhooks
+	// together: a page or a request waits for room, holding nothing, and
+	// one larger than the budget waits until it is alone. At least 1 MiB.
 	// Key webhook_body_budget, env SLUICE_WEBHOOK_BODY_BUDGET, flag --webhook-body-budget, default 268435456.
 	WebhookBodyBudget int64
 	// JWTJWKSURL is the https URL of an identity provider's JSON Web

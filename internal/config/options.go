@@ -418,7 +418,7 @@ func options() []option {
 			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
 			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
 		int64Option("webhook_body_budget", "268435456",
-			"most bytes of webhook request bodies all webhooks hold at once, being made or sent (256 MiB: 256 commit batches of 1 MiB, or 16 of the largest rows SQL writes, 16 MiB, sent at once; the events a request is made from and the page of the log they were read in come on top, about as much again each); a request waits for room holding nothing, one larger than the budget until it is alone. At least 1048576 (1 MiB, a commit batch)",
+			"most bytes of the pages of the log webhooks read and of the request bodies made from them that all webhooks hold at once (256 MiB: 256 pages or commit batches of 1 MiB, or 16 of the largest rows SQL writes, 16 MiB, at once; a page's room is taken before it is read, and the bodies made from it count in it; the events a request is made from come on top, about as much again); a page or a request waits for room holding nothing, one larger than the budget until it is alone. At least 1048576 (1 MiB, a page of the log)",
 			func(c *Config, n int64) error {
 				if n < 1<<20 {
 					return errors.New("want at least 1048576 (1 MiB)")

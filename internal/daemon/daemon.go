@@ -59,6 +59,9 @@ type Options struct {
 	// webhook.Options).
 	WebhookResolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	WebhookDial    func(ctx context.Context, network, address string) (net.Conn, error)
+	// WebhookLogRead, for tests, is told of the pages of the log webhooks
+	// read (see webhook.Options).
+	WebhookLogRead func(bytes int64) (done func())
 }
 
 // Daemon is one Sluice process.
@@ -295,7 +298,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	hooks := webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
 		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
 		BodyBudget: d.cfg.WebhookBodyBudget,
-		UserAgent:  "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial})
+		UserAgent:  "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial,
+		LogRead: d.opts.WebhookLogRead})
 	wake.onCommit(hooks.Wake)
 
 	// The first commit: everything a commit wakes is registered above.

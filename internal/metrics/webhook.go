@@ -78,7 +78,7 @@ func NewWebhook(reg prometheus.Registerer) *Webhook {
 		}),
 		BudgetWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_webhook_body_budget_waits_total",
-			Help: "Webhook requests that waited for room in webhook_body_budget, the bytes of request bodies all webhooks may hold at once.",
+			Help: "Webhook pages of the log and requests that waited for room in webhook_body_budget, the bytes of log pages and request bodies all webhooks may hold at once.",
 		}),
 	}
 	reg.MustRegister(w.Delivered, w.Events, w.Failed, w.LagCommits, w.LagSeconds, w.Duration, w.Leader, w.LogReads, w.LoopStarts, w.BudgetWaits)

@@ -24,6 +24,23 @@ import (
 // the commit it expected means history was pruned meanwhile, and a read
 // from inside a commit that was pruned meanwhile is CodeGone.
 func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
+	cs, more, _, err := db.readLog(ctx, d, after, limit, maxBytes, false)
+	return cs, more, err
+}
+
+// ReadLogWithin is ReadLog with the first row bounded too: the change
+// images it returns take at most maxBytes. When the first change row
+// after after is larger, it returns no commits, and need, the bytes of
+// that row's images (read from their headers, the images left in
+// Postgres). The webhooks read the log this way, within the room they
+// took in their budget for it.
+func (db *DB) ReadLogWithin(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) (cs []*sluice.Commit, need int64, err error) {
+	cs, _, need, err = db.readLog(ctx, d, after, limit, maxBytes, true)
+	return cs, need, err
+}
+
+// readLog is ReadLog, and ReadLogWithin when bounded.
+func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64, bounded bool) ([]*sluice.Commit, bool, int64, error) {
 	startSeq, startIdx := after.Seq+1, 0
 	if after.Index != sluice.WholeCommit {
 		startSeq, startIdx = after.Seq, after.Index+1
@@ -33,8 +50,11 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// reads a stored value's size from its header, so the running size
 	// costs no detoasting; rows past the budget are never sent. limit+1
 	// commits and rows tell whether more follow.
+	// Bounded, a first row past maxBytes comes without its images (CASE
+	// reads them only when they are sent), its size telling the need.
 	rows, err := db.pool.Query(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
-			idx, doc_ids, ops, befores, afters, access, has_next,
+			idx, doc_ids, ops, CASE WHEN $7 AND upto > $5 THEN NULL ELSE befores END, CASE WHEN $7 AND upto > $5 THEN NULL ELSE afters END,
+			access, has_next, upto,
 			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1)
 		FROM (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+` AS access,
@@ -52,9 +72,9 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 			ORDER BY c.seq, ch.idx
 			LIMIT $6) page
 		WHERE n = 1 OR upto <= $5
-		ORDER BY seq, idx`, d.ID, startSeq, startIdx, limit, maxBytes, maxLogRows)
+		ORDER BY seq, idx`, d.ID, startSeq, startIdx, limit, maxBytes, maxLogRows, bounded)
 	if err != nil {
-		return nil, false, mapError(err)
+		return nil, false, 0, mapError(err)
 	}
 	defer rows.Close()
 	var out []*sluice.Commit
@@ -67,9 +87,16 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
+		var upto int64
 		if err := rows.Scan(&cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
-			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more, &version); err != nil {
-			return nil, false, mapError(err)
+			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more, &upto, &version); err != nil {
+			return nil, false, 0, mapError(err)
+		}
+		if bounded && upto > maxBytes {
+			// Only the first row can be past maxBytes (the others are
+			// cut at it): nothing is read.
+			rows.Close()
+			return nil, false, upto, mapError(rows.Err())
 		}
 		if c == nil || c.Seq != cur.Seq {
 			c = &cur
@@ -84,7 +111,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		}
 		from := len(c.Changes)
 		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
-			return nil, false, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
+			return nil, false, 0, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
 		}
 		if lastIdx != nil && *idx == *lastIdx {
 			db.checkCount(d, c) // its last stored row
@@ -102,7 +129,7 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, false, mapError(err)
+		return nil, false, 0, mapError(err)
 	}
 	if len(out) > limit {
 		out, more = out[:limit], true // the extra commit only told that more follow
@@ -121,19 +148,19 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		// commit would pass for one whose start commit had no changes
 		// left (which is dropped just below), and the rest of startSeq's
 		// changes would be skipped without a word.
-		return nil, false, sluice.Errorf(sluice.CodeGone, "commit %d of %s was pruned before the rest of its changes were read", startSeq, d.Path())
+		return nil, false, 0, sluice.Errorf(sluice.CodeGone, "commit %d of %s was pruned before the rest of its changes were read", startSeq, d.Path())
 	}
 	if startIdx > 0 && len(out[0].Changes) == 0 {
 		out = out[1:] // its remaining changes were none
 	}
 	rows.Close()
 	if err := db.commitVersions(ctx, d, version, out); err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
 	if err := db.documentImages(ctx, d, out); err != nil {
-		return nil, false, err
+		return nil, false, 0, err
 	}
-	return out, more, nil
+	return out, more, 0, nil
 }
 
 // maxLogRows bounds the change rows one ReadLog returns, so that a read of

@@ -123,6 +123,39 @@ func TestReadLogInPieces(t *testing.T) {
 	}
 }
 
+// TestReadLogWithinBoundsTheFirstRow: ReadLogWithin reads no change row
+// past its bound, the first one included: when the first does not fit it
+// reads nothing and says the bytes it needs (from the start of the log
+// and from inside a commit, where nothing read is not a pruned commit);
+// given that many, it reads it. After the newest commit it needs nothing.
+func TestReadLogWithinBoundsTheFirstRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d := bigCommit(t, db, 1000)
+	for _, from := range []sluice.Position{{Seq: 1, Index: sluice.WholeCommit}, {Seq: 2, Index: 300}} {
+		cs, need, err := db.ReadLogWithin(ctx, d, from, 256, 100)
+		if err != nil || len(cs) != 0 || need <= 100 {
+			t.Fatalf("from %v within 100 bytes: %d commits, need %d, %v; want none read and the row's bytes", from, len(cs), need, err)
+		}
+		cs, again, err := db.ReadLogWithin(ctx, d, from, 256, need)
+		if err != nil || again != 0 || len(cs) != 1 || cs[0].Seq != 2 {
+			t.Fatalf("from %v within the %d bytes needed: %d commits, need %d, %v; want commit 2's first row", from, need, len(cs), again, err)
+		}
+		var size int64
+		for _, ch := range cs[0].Changes {
+			size += int64(len(ch.Before) + len(ch.After))
+		}
+		if size > need || !cs[0].Partial {
+			t.Fatalf("from %v: read %d bytes of images within %d, partial %v", from, size, need, cs[0].Partial)
+		}
+	}
+	cs, need, err := db.ReadLogWithin(ctx, d, sluice.Position{Seq: 3, Index: sluice.WholeCommit}, 256, 0)
+	if err != nil || len(cs) != 0 || need != 0 {
+		t.Fatalf("after the newest commit: %d commits, need %d, %v", len(cs), need, err)
+	}
+}
+
 // TestReadLogInsidePrunedCommitIsGone: a read from a position inside a
 // commit that was pruned after the caller checked the position (a
 // resume, a webhook, the tailer) is Gone, not a read from the next

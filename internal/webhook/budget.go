@@ -2,16 +2,20 @@ package webhook
 
 import "golang.org/x/sync/semaphore"
 
-// budget is webhook_body_budget: the bytes of request bodies that every
-// webhook of the process holds at once, being made or sent. The caps on
-// webhooks are per database and per user (the super user has none), and
-// one request's body may be a whole document (64 MiB through the API, 16
-// MiB written in SQL): without it, 1,000 webhooks sending such a document
-// held 16 GB at once.
+// budget is webhook_body_budget: the bytes of the pages of the log that
+// every webhook of the process reads, and of the request bodies made from
+// them, held at once. The caps on webhooks are per database and per user
+// (the super user has none), and one request's body may be a whole
+// document (64 MiB through the API, 16 MiB written in SQL): without it,
+// 1,000 webhooks sending such a document held 16 GB at once.
 //
-// A loop takes a request's bytes before it makes the body and gives them
-// back after the attempt is recorded (loop.reserve). It waits for room
-// holding no bytes of the budget and nothing of the request (see
+// A loop takes room for a page before it reads it (readBytes, or the
+// size of the next change when it is larger), cuts it to the page read,
+// grows it to a body larger than the page before it makes that body, and
+// gives it back when it is done with the page (loop.hold). So a large
+// commit that wakes many webhooks is read by as many as the budget has
+// room for, not by every one at once. A loop waits for room holding no
+// bytes of the budget and nothing of the page or the request (see
 // errBudget), so loops cannot hold part of the budget each while they
 // wait for more. The semaphore serves waiters in turn, and takes no
 // request ahead of one waiting, so a large request is not passed over for

@@ -33,8 +33,8 @@ type Options struct {
 	Jitter func() float64
 	// Policy decides which addresses webhooks may reach.
 	Policy Policy
-	// BodyBudget bounds the bytes of request bodies all webhooks hold at
-	// once (default 256 MiB; see budget).
+	// BodyBudget bounds the bytes of the pages of the log and the request
+	// bodies all webhooks hold at once (default 256 MiB; see budget).
 	BodyBudget int64
 	// UserAgent is the User-Agent of requests.
 	UserAgent string
@@ -44,6 +44,10 @@ type Options struct {
 	// dialing of a checked address (see dialer).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	Dial    func(ctx context.Context, network, address string) (net.Conn, error)
+	// LogRead, for tests, is told the bytes of change images of each
+	// page of the log a webhook's loop read, and returns what is called
+	// once the loop no longer holds that page.
+	LogRead func(bytes int64) (done func())
 }
 
 // defaultSchedule is the default retry schedule: about a day in all.
@@ -64,8 +68,10 @@ type Deliverer struct {
 	sched  schedule
 	send   *sender
 	budget budget
-	now    func() time.Time
-	holder string
+	// logRead is Options.LogRead (nil: none).
+	logRead func(bytes int64) (done func())
+	now     func() time.Time
+	holder  string
 
 	// Local commits announce their database here (Wake); the manager
 	// takes them (see manager.run).
@@ -110,7 +116,7 @@ func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliver
 	host, _ := os.Hostname()
 	return &Deliverer{store: store, eng: eng, keys: keys, logger: o.Logger.With("component", "webhooks"), m: o.Metrics,
 		ttl: o.LeaseTTL, sched: schedule{waits: o.Schedule, jitter: o.Jitter}, send: newSender(dl, o.Timeout, o.UserAgent, o.Now), now: o.Now,
-		budget:  budget{sem: semaphore.NewWeighted(o.BodyBudget), size: o.BodyBudget},
+		budget: budget{sem: semaphore.NewWeighted(o.BodyBudget), size: o.BodyBudget}, logRead: o.LogRead,
 		holder:  host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		pending: map[int64]struct{}{}, wake: make(chan struct{}, 1)}
 }

@@ -6,7 +6,7 @@
 // every webhook while its replica holds a lease in Postgres (renewed every
 // third of its term; another replica takes it over once it expires). It
 // runs one loop per active webhook, which reads the database's log from
-// the webhook's recorded position (postgres.ReadLog), selects and shapes
+// the webhook's recorded position (postgres.ReadLogWithin), selects and shapes
 // the events as the REST change stream does for the webhook's creator
 // (internal/cloudevent: CloudEvents envelopes, redacted for the creator's
 // role), and POSTs them one request at a time with the Standard Webhooks

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemon"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/eventually"
 )
@@ -206,6 +207,85 @@ func TestWebhookBodiesShareABudget(t *testing.T) {
 	}
 	if n := dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_webhook_body_budget_waits_total"); n == 0 {
 		t.Errorf("sluice_webhook_body_budget_waits_total is 0")
+	}
+}
+
+// TestLargeCommitIsReadWithinTheBudget: a commit larger than
+// webhook_body_budget that wakes many webhooks is read from the log by
+// one of them at a time: the others wait for room before they read it,
+// so the pages of the log the webhooks hold at once stay within the
+// budget, or one change larger than it (found by review: each webhook
+// read the commit, and made its events, before it asked the budget for
+// the request's body: 20 webhooks, one 8 MiB document and a budget of 1
+// MiB took 768 MiB of heap). The first request is held by the receiver
+// until every other webhook waits for room, so that they all try to read
+// while one holds the commit.
+func TestLargeCommitIsReadWithinTheBudget(t *testing.T) {
+	t.Parallel()
+	const budget, size, hooks = 1 << 20, 3 << 20, 5
+	var mu sync.Mutex
+	var pages, bytes, mostPages, mostBytes int64
+	read := func(n int64) func() {
+		mu.Lock()
+		defer mu.Unlock()
+		pages, bytes = pages+1, bytes+n
+		mostPages, mostBytes = max(mostPages, pages), max(mostBytes, bytes)
+		return func() {
+			mu.Lock()
+			defer mu.Unlock()
+			pages, bytes = pages-1, bytes-n
+		}
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	got := make(chan string, hooks)
+	var first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		first.Do(func() { <-release })
+		got <- req.URL.Path + " " + string(b[:min(len(b), 200)])
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, WebhookLogRead: read}, func(c *config.Config) {
+		c.WebhookAllowNetworks = loopback
+		c.WebhookBodyBudget = budget
+	})
+	d.CreateDatabase(t, "large", personSchema)
+	for i := range hooks {
+		createHook(t, d, nil, "large", "", fmt.Sprintf(`{"url":%q}`, fmt.Sprintf("%s/hook/%d", srv.URL, i)))
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/large", fmt.Sprintf(`{"@type":"Person","@id":"big","name":%q}`, strings.Repeat("x", size)))
+	eventually.True(t, 60*time.Second, "every webhook but the one sending waits for room in the budget", func() bool {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_webhook_body_budget_waits_total") >= hooks-1
+	})
+	close(release)
+	seen := map[string]bool{}
+	for range hooks {
+		select {
+		case a := <-got:
+			path, body, _ := strings.Cut(a, " ")
+			if seen[path] || !strings.Contains(body, `"subject":"Person/big"`) {
+				t.Fatalf("%s: a second request, or not the large document's: %s", path, body)
+			}
+			seen[path] = true
+		case <-time.After(60 * time.Second):
+			t.Fatalf("%d of %d webhooks delivered the large document within 60s", len(seen), hooks)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d webhooks, a %d MiB document, a budget of %d MiB: at most %d pages, %.1f MiB, of the log held at once",
+		hooks, size>>20, budget>>20, mostPages, float64(mostBytes)/(1<<20))
+	if mostBytes > size+budget {
+		t.Errorf("the webhooks held %.1f MiB of pages of the log at once (%d pages): want at most the document's page and the budget, %d MiB",
+			float64(mostBytes)/(1<<20), mostPages, (size+budget)>>20)
 	}
 }
 

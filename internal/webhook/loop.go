@@ -72,12 +72,13 @@ type loop struct {
 	updated atomic.Int64
 	// need is the weight in the body budget the next run of deliver
 	// takes before it reads the log (0: none), after the budget had no
-	// room for a request (errBudget). Only the loop's goroutine uses it.
+	// room for a page of the log or a request (errBudget). Only the
+	// loop's goroutine uses it.
 	need int64
 	// held is the weight in the body budget a run of deliver kept when it
 	// started over (errAgain) for a change of settings, or for an access
-	// change that affects the creator's grant, reserved or taken for a
-	// request: the next run uses it without waiting again. Given back,
+	// change that affects the creator's grant, held for a page of the log
+	// and its requests: the next run uses it without waiting again. Given back,
 	// the bytes went to the next waiter, and the restarted run found no
 	// room and waited again behind it, so a PATCH, or a change of the
 	// creator's role or password, made during each wait delayed the
@@ -237,11 +238,18 @@ type state struct {
 	// secrets sign: the current one, and the previous one until oldUntil.
 	current, old []byte
 	oldUntil     time.Time
-	// reserved is the weight in the body budget this run took before it
-	// read the log (see loop.need), or kept from the previous run (see
-	// loop.held), for its first request; 0 once used, given back, or kept
-	// for the next run.
-	reserved int64
+	// reserved is the weight in the body budget this run holds for the
+	// page of the log it reads and the request bodies made from it: taken
+	// before the page is read (see loop.hold), cut to the page read, and
+	// given back at the page's end (or kept for the next run: see
+	// loop.held). turn is the weight this run waited for (loop.need) or
+	// kept from the previous run (loop.held) for its first page: reserved
+	// is not cut below it until that page ends, so the request that did
+	// not fit goes with it.
+	reserved, turn int64
+	// pageDone is what Options.LogRead returned for the page read and not
+	// yet finished.
+	pageDone func()
 }
 
 // deliver runs the webhook from its recorded position until an error.
@@ -251,14 +259,11 @@ func (l *loop) deliver(ctx context.Context) error {
 		d.m.LoopStarts.Inc()
 	}
 	// What the previous run kept (loop.held) is this run's: used for its
-	// first request, or given back however it ends before.
-	kept := l.held
+	// first page, or given back however it ends before.
+	st := &state{reserved: l.held, turn: l.held}
 	l.held = 0
-	defer func() {
-		if kept > 0 {
-			d.budget.sem.Release(kept)
-		}
-	}()
+	defer l.unreserve(st)
+	defer l.endPage(st)
 	w, sealed, err := d.store.WebhookForDelivery(ctx, l.id)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		return errStop
@@ -269,7 +274,7 @@ func (l *loop) deliver(ctx context.Context) error {
 	if w.State != sluice.WebhookActive || w.Version != l.version {
 		return errStop
 	}
-	st := &state{w: w, read: w.Position, pos: w.Position, recorded: w.Position, failures: w.Attempt}
+	st.w, st.read, st.pos, st.recorded, st.failures = w, w.Position, w.Position, w.Position, w.Attempt
 	// The version first: an access change after it is seen as a newer
 	// version, and checked then.
 	if st.access, err = d.store.AccessVersion(ctx); err != nil {
@@ -315,16 +320,12 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 		}
 	}
-	switch {
-	case kept > 0:
-		// Kept through a change of settings or of access (which
-		// checkAccess found still there): the turn this loop already
-		// waited for, not waited for again.
-		st.reserved, kept = kept, 0
-		defer l.unreserve(st)
-	case l.need > 0:
-		// The budget had no room for the next request: wait for it
-		// here, holding nothing of the request.
+	// What was kept through a change of settings or of access (which
+	// checkAccess found still there) is the turn this loop already
+	// waited for, not waited for again.
+	if st.reserved == 0 && l.need > 0 {
+		// The budget had no room for the next page or request: wait for
+		// it here, holding nothing of them.
 		if d.m != nil {
 			d.m.BudgetWaits.Inc()
 		}
@@ -332,31 +333,52 @@ func (l *loop) deliver(ctx context.Context) error {
 		if err := d.budget.sem.Acquire(ctx, l.need); err != nil {
 			return err
 		}
-		st.reserved, l.need = l.need, 0
-		defer l.unreserve(st)
+		st.reserved, st.turn = l.need, l.need
 	}
+	l.need = 0
 	idle := time.NewTimer(idleCheck)
 	defer idle.Stop()
 	var pending []sluice.Event // a commit batch not sent yet
 	pendingBytes := 0
 	for {
 		if l.settingsChanged(st) {
-			// Before the first request, what was reserved for it is
-			// kept for the next run (see loop.held).
-			l.held, st.reserved = l.held+st.reserved, 0
+			// What was reserved for the page is kept for the next run
+			// (see loop.held).
+			l.keep(st)
 			return errAgain
 		}
 		if d.m != nil {
 			d.m.LogReads.Inc()
 		}
-		cs, _, err := d.store.ReadLog(ctx, w.Database, st.read, readCommits, readBytes)
+		// The page is read within what this loop holds of the budget,
+		// taken before it is read: a large commit that wakes many
+		// webhooks is read by as many of them at once as the budget
+		// has room for, not by every one (each read it, and made its
+		// events, before it asked the budget for the body). Without
+		// room for readBytes, the read takes what the loop holds (none:
+		// only commits without changes), and a change that does not
+		// fit is waited for below.
+		b := d.budget
+		if want := b.weigh(readBytes); st.reserved < want && b.sem.TryAcquire(want-st.reserved) {
+			st.reserved = want
+		}
+		cs, need, err := l.read(ctx, st)
 		if sluice.ErrorCode(err) == sluice.CodeGone {
 			return l.halt(ctx, st, sluice.WebhookFailing, "history after "+st.pos.String()+" was pruned: "+sluice.ErrorMessage(err))
 		}
 		if err != nil {
 			return err
 		}
+		if need > 0 {
+			// The next change is larger than what the loop holds: it
+			// takes room for it, or waits for it holding nothing.
+			if err := l.hold(ctx, st, b.weigh(need)); err != nil {
+				return err
+			}
+			continue
+		}
 		if len(cs) == 0 {
+			l.endPage(st)
 			l.unreserve(st) // no request to take it
 			if err := l.record(ctx, st, 0); err != nil {
 				return err
@@ -381,6 +403,7 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 			continue
 		}
+		l.readPage(st, cs)
 		if first := cs[0].Seq; !sluice.CursorAt(st.read).Follows(first) {
 			return l.halt(ctx, st, sluice.WebhookFailing, fmt.Sprintf("commits %d to %d were pruned before it delivered them; replay it from a retained position to go on", st.read.Seq+1, first-1))
 		}
@@ -391,10 +414,10 @@ func (l *loop) deliver(ctx context.Context) error {
 		if v > st.access {
 			if changed, err := l.accessMoved(ctx, st, v); err != nil || changed {
 				if changed {
-					// What was reserved for the first request is
-					// kept for the next run, which checks the access
-					// first (see loop.held).
-					l.held, st.reserved = l.held+st.reserved, 0
+					// What was reserved for the page is kept for the
+					// next run, which checks the access first (see
+					// loop.held).
+					l.keep(st)
 				}
 				return cmp.Or(err, errAgain)
 			}
@@ -439,9 +462,20 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 			st.read = end
 		}
-		// The page's first request took the weight reserved for it; a
-		// page without one gives it back.
-		l.unreserve(st)
+		// The page is done: what was reserved for it and its requests
+		// goes back, unless a commit batch waits for the rest of its
+		// commit. Then the room is kept, and not cut, for the next
+		// page: given back, a run that found no room for that page
+		// would start again from the commit's start, and under a busy
+		// budget a commit of many pages with few selected events would
+		// never be sent. What the next run waits for is then never less
+		// than this room (see hold), so each run gets further.
+		l.endPage(st)
+		if len(pending) > 0 {
+			st.turn = st.reserved
+		} else {
+			l.unreserve(st)
+		}
 		if err := l.record(ctx, st, advanceEvery); err != nil {
 			return err
 		}
@@ -458,32 +492,78 @@ func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, 
 	return l.send(ctx, st, &message{url: st.w.URL, id: last.ID, parts: events, batch: true, contentType: "application/cloudevents-batch+json", events: len(events)}, after)
 }
 
-// reserve takes n bytes of the body budget for a request, and returns
-// the weight taken, which the caller gives back. When the budget has no
-// room, the loop does not wait holding the request, its events and the
-// page of the log they were read in (several times n: a whole document,
-// possibly, for each of many webhooks): it records its position and
-// returns errBudget, and the next run of deliver waits for n before it
-// reads the log again.
-func (l *loop) reserve(ctx context.Context, st *state, n int64) (int64, error) {
-	b := l.m.d.budget
-	n = b.weigh(n)
-	if st.reserved >= n {
-		st.reserved -= n
-		l.unreserve(st)
-		return n, nil
+// read reads the next page of the log, from st.read, within what the
+// loop holds of the budget: need is the weight of the next change when it
+// does not fit (nothing is read then). Holding the whole budget, the
+// first change comes whatever its size: one larger than the whole budget
+// goes alone.
+func (l *loop) read(ctx context.Context, st *state) (cs []*sluice.Commit, need int64, err error) {
+	d := l.m.d
+	if st.reserved >= d.budget.size {
+		cs, _, err = d.store.ReadLog(ctx, st.w.Database, st.read, readCommits, st.reserved)
+		return cs, 0, err
 	}
-	// Reserved for a request that grew since (its creator's role
-	// widened): given back, so that this loop never waits holding some.
-	l.unreserve(st)
-	if b.sem.TryAcquire(n) {
-		return n, nil
+	return d.store.ReadLogWithin(ctx, st.w.Database, st.read, readCommits, st.reserved)
+}
+
+// hold makes what the loop holds of the body budget at least n (a
+// weight: see budget.weigh) for the page being read or a request made
+// from it. When the budget has no room, the loop does not wait holding
+// the page, its events and the request (several times n: a whole
+// document, possibly, for each of many webhooks): it records its
+// position, gives back what it holds and returns errBudget, and the next
+// run of deliver waits for n (or what it waited for this time, if more)
+// before it reads the log again.
+func (l *loop) hold(ctx context.Context, st *state, n int64) error {
+	if st.reserved >= n {
+		return nil
+	}
+	if l.m.d.budget.sem.TryAcquire(n - st.reserved) {
+		st.reserved = n
+		return nil
 	}
 	if err := l.record(ctx, st, 0); err != nil {
-		return 0, err
+		return err
 	}
-	l.need = n
-	return 0, errBudget
+	// Never less than this run waited for: what it found it needed only
+	// grows, up to the whole budget, so the next run gets further.
+	l.need = max(n, st.turn)
+	l.unreserve(st)
+	return errBudget
+}
+
+// readPage notes the page cs read, and cuts what the loop holds to it
+// (not below the turn it waited for): the requests made from a small page
+// hold no more than it while they are sent.
+func (l *loop) readPage(st *state, cs []*sluice.Commit) {
+	var n int64
+	for _, c := range cs {
+		for _, ch := range c.Changes {
+			n += int64(len(ch.Before) + len(ch.After))
+		}
+	}
+	if f := l.m.d.logRead; f != nil {
+		st.pageDone = f(n)
+	}
+	if keep := max(l.m.d.budget.weigh(n), st.turn); st.reserved > keep {
+		l.m.d.budget.sem.Release(st.reserved - keep)
+		st.reserved = keep
+	}
+}
+
+// endPage notes that the loop no longer holds the page it read; the turn
+// it waited for is used.
+func (l *loop) endPage(st *state) {
+	if st.pageDone != nil {
+		st.pageDone()
+	}
+	st.pageDone, st.turn = nil, 0
+}
+
+// keep moves what the loop holds of the budget to the next run (see
+// loop.held).
+func (l *loop) keep(st *state) {
+	l.held, st.reserved = l.held+st.reserved, 0
 }
 
 // unreserve gives back what st still holds of the body budget.
@@ -501,18 +581,13 @@ func (l *loop) unreserve(st *state) {
 // position, and send returns errStop.
 func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Position) error {
 	d := l.m.d
-	// The body's bytes are taken from the budget before it is made, and
-	// given back once the attempt is recorded (or kept for the next run:
-	// see below).
-	n, err := l.reserve(ctx, st, m.size())
-	if err != nil {
+	// The body counts against what the loop holds for the page it is
+	// made from, grown to the body's size if it is larger, before it is
+	// made; given back with the page (or kept for the next run: see
+	// below).
+	if err := l.hold(ctx, st, d.budget.weigh(m.size())); err != nil {
 		return err
 	}
-	defer func() {
-		if n > 0 {
-			d.budget.sem.Release(n)
-		}
-	}()
 	m.build()
 	// m was made with the creator's role as of st.access: when the
 	// role changed since, the loop starts over, making m again with
@@ -528,7 +603,7 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 			if changed {
 				// The bytes taken for m are kept for the next run,
 				// which checks the access first (see loop.held).
-				l.held, n = l.held+n, 0
+				l.keep(st)
 			}
 			return cmp.Or(err, errAgain)
 		}
@@ -540,7 +615,7 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	// Settings changed since m was made: m is made again with them, with
 	// the bytes taken for it kept (see loop.held).
 	if l.settingsChanged(st) {
-		l.held, n = l.held+n, 0
+		l.keep(st)
 		return errAgain
 	}
 	// The lease is checked last, right before the request: only
