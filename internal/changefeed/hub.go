@@ -167,6 +167,14 @@ type Options struct {
 	// (sluice.Commit.NewSchema); empty means every commit. The consumer
 	// still filters changes within a commit.
 	Classes []string
+	// ClassesVersion, when positive, is the schema version Classes were
+	// computed for: a commit made under a later version is delivered
+	// whatever its classes. Its consumer evaluates it prepared for that
+	// version, which may know more classes (one added to the schema, a
+	// new implementation of an interface), so a commit of such a class
+	// reaches a stream open across the change as it reaches one
+	// subscribed after it (see SetClasses).
+	ClassesVersion int
 	// Transport labels the subscription in metrics and listings ("rest",
 	// "graphql-sse").
 	Transport string
@@ -208,6 +216,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 		ch: make(chan *sluice.Commit, queueSize(h.queue, o.Queue)), done: make(chan struct{}),
 		started: time.Now(),
 	}
+	s.filter.Store(&classFilter{classes: o.Classes, version: o.ClassesVersion})
 	if from == nil {
 		s.setMark(sluice.WholeCursor(hist.LastSeq))
 	} else {
@@ -360,7 +369,7 @@ func (h *Hub) publish(c *sluice.Commit) {
 	st.head = c.Taken()
 	for s := range st.live {
 		m := s.mark()
-		if len(s.opts.Classes) > 0 && classes == nil {
+		if classes == nil && len(s.filter.Load().classes) > 0 {
 			classes = commitClasses(c)
 		}
 		out := s.prepare(m, c, classes)

@@ -344,6 +344,49 @@ func TestHubClassFilter(t *testing.T) {
 	}
 }
 
+// Classes computed for a schema version do not hold for a later one (a
+// class added, a new implementation of an interface): a commit made under
+// a later version is delivered whatever its classes, until the consumer,
+// revised, sets the classes of its new version. Live and catching up
+// alike.
+func TestHubClassFilterFollowsSchemaVersions(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	add := func(version int, classes ...string) *sluice.Commit {
+		c := l.add(classes...)
+		c.SchemaVersion = version
+		return c
+	}
+	live := subscribe(t, h, nil, Options{Classes: []string{"Dog"}, ClassesVersion: 1})
+	for _, c := range []*sluice.Commit{
+		add(1, "Bird"), // 1: not a class of version 1
+		add(1, "Dog"),  // 2
+		add(2, "Bird"), // 3: version 2 may have it
+		add(2, "Cat"),  // 4: so may it this
+	} {
+		h.publish(c)
+	}
+	if got := receive(t, live, 3); !equal(got, []int64{2, 3, 4}) {
+		t.Fatalf("live got %v, want [2 3 4]", got)
+	}
+	live.SetClasses([]string{"Dog", "Bird"}, 2)
+	for _, c := range []*sluice.Commit{
+		add(2, "Cat"),  // 5: not a class of version 2
+		add(2, "Bird"), // 6
+		add(3, "Cat"),  // 7: version 3 may have it
+	} {
+		h.publish(c)
+	}
+	if got := receive(t, live, 2); !equal(got, []int64{6, 7}) {
+		t.Fatalf("live got %v after SetClasses, want [6 7]", got)
+	}
+	resumed := subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 0, Index: sluice.WholeCommit}, Options{Classes: []string{"Dog"}, ClassesVersion: 1})
+	if got := receive(t, resumed, 6); !equal(got, []int64{2, 3, 4, 5, 6, 7}) {
+		t.Fatalf("a catch-up got %v, want [2 3 4 5 6 7]", got)
+	}
+}
+
 func TestHubRefusesExpiredAndForeignPositions(t *testing.T) {
 	t.Parallel()
 	h, l := newHub(t, HubOptions{})

@@ -35,6 +35,9 @@ type Subscription struct {
 	catchUps atomic.Int64
 	// queued counts the commits put in ch, live or from the log.
 	queued atomic.Int64
+	// filter is the classes the subscription delivers (Options.Classes,
+	// then SetClasses'); read by whoever writes the mark.
+	filter atomic.Pointer[classFilter]
 
 	once sync.Once
 	done chan struct{}
@@ -115,19 +118,39 @@ func (s *Subscription) setMark(m sluice.Cursor) {
 	s.cursor.Store(m.Seq)
 }
 
+// classFilter is the classes a subscription delivers, computed for
+// schema version version (see Options.ClassesVersion).
+type classFilter struct {
+	classes []string
+	version int
+}
+
+// SetClasses replaces the subscription's Classes and ClassesVersion: its
+// consumer, revised to schema version version, now needs the commits of
+// classes only. The commits queued already stay.
+func (s *Subscription) SetClasses(classes []string, version int) {
+	s.filter.Store(&classFilter{classes: classes, version: version})
+}
+
+// ClassesVersion returns the schema version the subscription's classes
+// were computed for (0: not known).
+func (s *Subscription) ClassesVersion() int { return s.filter.Load().version }
+
 // prepare returns what s receives of piece c given its mark m: nil when
 // it holds nothing after m or changes none of its classes (classes, when
-// not nil, is c's set of classes) and starts no schema version, else c or
-// a copy of it holding only the changes after m.
+// not nil, is c's set of classes), starts no schema version and was made
+// under no later version than the classes', else c or a copy of it
+// holding only the changes after m.
 func (s *Subscription) prepare(m sluice.Cursor, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
 	out := m.Rest(c)
-	if out == nil || len(s.opts.Classes) == 0 || c.NewSchema {
+	f := s.filter.Load()
+	if out == nil || len(f.classes) == 0 || c.NewSchema || (f.version > 0 && c.SchemaVersion > f.version) {
 		return out
 	}
 	if classes == nil {
 		classes = commitClasses(out)
 	}
-	for _, cl := range s.opts.Classes {
+	for _, cl := range f.classes {
 		if classes[cl] {
 			return out
 		}

@@ -41,7 +41,7 @@ func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, 
 		sink.fail(ctx, t.opts.Logger, sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON"))
 		return nil
 	}
-	spec := t.spec(ctx, st, req, greq, lq.Classes(), mr)
+	spec := t.spec(ctx, st, req, greq, lq.Classes(), lq.Version(), mr)
 	// The budget before anything is read for it (a refusal is an HTTP
 	// 429, or a graphql-ws error, naming the bound).
 	spec.Admit = func() (func(), error) { return t.live.budget.admit(greq.User) }
@@ -61,7 +61,7 @@ func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, 
 			return res.keep, nil
 		}
 	}
-	spec.Share = &stream.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(), Owner: greq.User,
+	spec.Share = &stream.ShareOptions{Key: liveKey{shareKey: key, patch: patch}, Classes: lq.Classes(), ClassesVersion: lq.Version(), Owner: greq.User,
 		Latest: true, Batcher: t.live, Cohort: liveCohort{es: t.es, query: req.params.Query, operation: req.params.OperationName, classes: strings.Join(lq.Classes(), " ")},
 		New: func() stream.Evaluator {
 			return &liveEvaluator{lq: lq, patch: patch, hold: t.live.budget.hold(greq.User)}

@@ -56,7 +56,7 @@ func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *
 		sink.fail(ctx, t.opts.Logger, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return nil
 	}
-	spec := t.spec(ctx, st, req, greq, gs.Classes(), mr)
+	spec := t.spec(ctx, st, req, greq, gs.Classes(), gs.Version(), mr)
 	// A detached member evaluates with its share's subscription (the same
 	// schema, role, operation and variables; Events keeps no state between
 	// calls): the stream keeps no operation of its own, about a KiB, for
@@ -66,7 +66,7 @@ func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *
 	}
 	key, shares := keyOf(t.es, req)
 	if req.from == nil && shares {
-		spec.Share = &stream.ShareOptions{Key: key, Classes: gs.Classes(),
+		spec.Share = &stream.ShareOptions{Key: key, Classes: gs.Classes(), ClassesVersion: gs.Version(),
 			New:   func() stream.Evaluator { return t.newEvaluator(gs) },
 			Frame: frameNext,
 		}
@@ -80,10 +80,13 @@ func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *
 	return t.open(ctx, spec, sink, mr)
 }
 
-// spec returns the stream spec every GraphQL stream of the request has.
-func (t *transport) spec(ctx context.Context, st framer, req *request, greq *graph.Request, classes []string, mr *muxRequest) stream.Spec {
+// spec returns the stream spec every GraphQL stream of the request has;
+// classes are those of its operation as prepared for schema version
+// version: a commit made under a later version passes the class filter,
+// since the operation, revised to it, may need more classes.
+func (t *transport) spec(ctx context.Context, st framer, req *request, greq *graph.Request, classes []string, version int, mr *muxRequest) stream.Spec {
 	spec := stream.Spec{Label: st.label(), Database: greq.DB, Grant: engine.Grant(ctx, greq.User, greq.DB, t.es.Role()),
-		Heartbeat: req.heartbeat, Logger: t.opts.Logger, Classes: classes}
+		Heartbeat: req.heartbeat, Logger: t.opts.Logger, Classes: classes, ClassesVersion: version}
 	if mr != nil {
 		spec.Conn, spec.Done = mr.conn, mr.done
 	}

@@ -66,6 +66,15 @@ func (e *evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 	return e.asm.events(ctx, e, c)
 }
 
+// Classes returns the classes the subscription, as last prepared, needs
+// the commits of, and the schema version it was prepared for: the stream
+// server narrows its class filter to them once the subscription was
+// revised (a commit of a later version passes it until then).
+func (e *evaluator) Classes() ([]string, int) {
+	gs := e.gs.Load()
+	return gs.Classes(), gs.Version()
+}
+
 // PerCommit and events are what the assembler evaluates through.
 func (e *evaluator) PerCommit() bool { return e.gs.Load().PerCommit() }
 

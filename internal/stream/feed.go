@@ -373,7 +373,7 @@ func (f *feed) deliver(c *sluice.Commit) {
 	}
 	var classes map[string]bool
 	for _, s := range f.buf {
-		if f.batch && len(s.classes) > 0 && !c.NewSchema {
+		if f.batch && len(s.classes) > 0 && !c.NewSchema && (s.version <= 0 || c.SchemaVersion <= s.version) {
 			if classes == nil {
 				classes = commitClasses(c)
 			}

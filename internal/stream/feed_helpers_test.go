@@ -71,10 +71,14 @@ func (quiet) Wait(ctx context.Context) (int64, error) { <-ctx.Done(); return 0, 
 func (quiet) Close(context.Context) error             { return nil }
 
 // add appends a commit of the given classes (one change each).
-func (l *memLog) add(classes ...string) *sluice.Commit {
+func (l *memLog) add(classes ...string) *sluice.Commit { return l.addUnder(0, classes...) }
+
+// addUnder appends a commit of the given classes made under schema
+// version version.
+func (l *memLog) addUnder(version int, classes ...string) *sluice.Commit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: int64(len(l.commits)) + 1, Time: time.Now()}
+	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: int64(len(l.commits)) + 1, Time: time.Now(), SchemaVersion: version}
 	if len(classes) == 0 {
 		classes = []string{"T"}
 	}
@@ -126,7 +130,13 @@ func newTestFeedWith(t *testing.T, o changefeed.HubOptions) *testFeed {
 // handed it to the hub.
 func (f *testFeed) publish(t *testing.T, classes ...string) {
 	t.Helper()
-	c := f.l.add(classes...)
+	f.publishUnder(t, 0, classes...)
+}
+
+// publishUnder is publish of a commit made under schema version version.
+func (f *testFeed) publishUnder(t *testing.T, version int, classes ...string) {
+	t.Helper()
+	c := f.l.addUnder(version, classes...)
 	f.changes += len(c.Changes)
 	f.tailer.Wake(testDB.ID)
 	eventually.True(t, wait, fmt.Sprintf("commit %d handed to the hub", c.Seq), func() bool {

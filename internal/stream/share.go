@@ -57,6 +57,34 @@ type Evaluator interface {
 	Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error)
 }
 
+// classer is an Evaluator prepared for one schema version that revises
+// itself when it meets a commit made under a later one (a GraphQL
+// subscription): the classes whose commits it needs follow its version.
+type classer interface {
+	Classes() (classes []string, version int)
+}
+
+// revisedClasses returns the classes ev needs after evaluating piece c,
+// when the classes in use were computed for an older schema version
+// (version; 0: not known) and ev now is prepared for c's: until then
+// every commit of a later version passes the filter
+// (changefeed.Options.ClassesVersion), and from then on only those of
+// classes do, as for a stream subscribed at the new version.
+func revisedClasses(ev Evaluator, c *sluice.Commit, version int) ([]string, int, bool) {
+	if version <= 0 || c.SchemaVersion <= version {
+		return nil, 0, false
+	}
+	cl, ok := ev.(classer)
+	if !ok {
+		return nil, 0, false
+	}
+	classes, v := cl.Classes()
+	if v != c.SchemaVersion {
+		return nil, 0, false
+	}
+	return classes, v, true
+}
+
 // closer is an Evaluator that holds something until its share ends (a
 // live query's result, charged to a budget): Close is called once the
 // share has ended, or did not start.
@@ -83,8 +111,10 @@ func closeEvaluator(ev Evaluator) {
 type ShareOptions struct {
 	// Key identifies subscribers with the same events; comparable.
 	Key any
-	// Classes limits the commits evaluated (see changefeed.Options).
-	Classes []string
+	// Classes limits the commits evaluated, and ClassesVersion is the
+	// schema version they were computed for (see changefeed.Options).
+	Classes        []string
+	ClassesVersion int
 	// New returns the share's evaluator, when the share starts.
 	New func() Evaluator
 	// Frame, when set, appends the frame of ev to dst: the share builds
@@ -146,12 +176,16 @@ type Entry struct {
 // share is one evaluation of the commits for its members, by its feed
 // (feed.go).
 type share struct {
-	e       *Server
-	key     any
-	ev      Evaluator
-	frame   func([]byte, sluice.Event) []byte
-	db      *sluice.Database
+	e     *Server
+	key   any
+	ev    Evaluator
+	frame func([]byte, sluice.Event) []byte
+	db    *sluice.Database
+	// classes and version are what the share's commits are filtered by
+	// (ShareOptions.Classes and ClassesVersion, then its evaluator's after
+	// a revision); only the feed's drain uses them.
 	classes []string
+	version int
 	latest  bool
 	batcher Batcher
 	f       *feed // set by attach
@@ -273,7 +307,7 @@ func (set *shareSet) join(ctx context.Context, o ShareOptions) (*member, error) 
 			classes = o.Classes
 		}
 		f := newFeed(e, o.database, conn)
-		sub, err := e.hub.Subscribe(ctx, o.database, nil, changefeed.Options{Classes: classes, Transport: o.transport, Shared: true, Queue: shareQueue, Notify: f.kick, Hold: f.floor})
+		sub, err := e.hub.Subscribe(ctx, o.database, nil, changefeed.Options{Classes: classes, ClassesVersion: o.ClassesVersion, Transport: o.transport, Shared: true, Queue: shareQueue, Notify: f.kick, Hold: f.floor})
 		if err != nil {
 			closeEvaluator(s.ev)
 			return nil, err
@@ -324,7 +358,7 @@ func newShare(e *Server, o ShareOptions) *share {
 	if o.New != nil {
 		ev = o.New()
 	}
-	s := &share{e: e, key: o.Key, ev: ev, frame: o.Frame, db: o.database, classes: o.Classes, latest: o.Latest, batcher: o.Batcher}
+	s := &share{e: e, key: o.Key, ev: ev, frame: o.Frame, db: o.database, classes: o.Classes, version: o.ClassesVersion, latest: o.Latest, batcher: o.Batcher}
 	s.floor.Store(-1)
 	return s
 }
@@ -492,6 +526,12 @@ func (s *share) deliver(c *sluice.Commit) {
 	}
 	if len(evs) > 0 {
 		s.publish(start, c.Time, evs)
+	}
+	if classes, v, ok := revisedClasses(s.ev, c, s.version); ok {
+		s.classes, s.version = classes, v
+		if !s.f.batch && s.f.cohort == nil {
+			s.f.sub.SetClasses(classes, v) // its feed is the share's own
+		}
 	}
 }
 

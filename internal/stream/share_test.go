@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -439,5 +440,79 @@ func TestConnectionFeedServesDistinctShares(t *testing.T) {
 	f.publish(t, "A")
 	if got := fmt.Sprint(takeSeqs(t, c, 1)); got != "[A:5]" {
 		t.Fatalf("share c got %s", got)
+	}
+}
+
+// revisingEvaluator is prepared for schema version 1, in which its class
+// is A; version 2 adds B, and it revises itself to it when it meets a
+// commit made under it (as a GraphQL subscription does). It gives one
+// event per piece that changes a document of its classes,
+// "<class>:<seq>", and records the pieces it evaluated.
+type revisingEvaluator struct {
+	mu        sync.Mutex
+	version   int
+	classes   []string
+	evaluated []int64
+}
+
+func newRevisingEvaluator() *revisingEvaluator {
+	return &revisingEvaluator{version: 1, classes: []string{"A"}}
+}
+
+func (e *revisingEvaluator) Events(_ context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.evaluated = append(e.evaluated, c.Seq)
+	if c.SchemaVersion == 2 && e.version == 1 {
+		e.version, e.classes = 2, []string{"A", "B"}
+	}
+	for _, ch := range c.Changes {
+		if slices.Contains(e.classes, ch.Class) {
+			return []sluice.Event{{ID: fmt.Sprintf("%s:%d", ch.Class, c.Seq)}}, sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}, nil
+		}
+	}
+	return nil, sluice.Position{}, nil
+}
+
+func (e *revisingEvaluator) Classes() ([]string, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.classes), e.version
+}
+
+func (e *revisingEvaluator) seen() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return fmt.Sprint(e.evaluated)
+}
+
+// A share whose evaluator revises itself to a later schema version gets
+// the commits of that version whatever their classes until it did, then
+// those of the classes of its new version: a class the new version adds
+// reaches it (on a feed of its own, and on its connection's), and the
+// commits of classes it does not need are skipped again.
+func TestShareClassesFollowItsSchemaVersion(t *testing.T) {
+	t.Parallel()
+	f := newTestFeed(t)
+	var conn Feed
+	own, onConn := newRevisingEvaluator(), newRevisingEvaluator()
+	a := f.join(t, ShareOptions{Key: "own", Classes: []string{"A"}, ClassesVersion: 1, New: func() Evaluator { return own }})
+	defer a.leave()
+	b := f.join(t, ShareOptions{Key: "conn", Classes: []string{"A"}, ClassesVersion: 1, conn: &conn, New: func() Evaluator { return onConn }})
+	defer b.leave()
+	f.publishUnder(t, 1, "B") // 1: no class of version 1
+	f.publishUnder(t, 1, "A") // 2
+	f.publishUnder(t, 2, "B") // 3: version 2 has B
+	f.publishUnder(t, 2, "C") // 4: version 2 has no C
+	f.publishUnder(t, 2, "A") // 5
+	for name, m := range map[string]*member{"own": a, "conn": b} {
+		if got := fmt.Sprint(takeSeqs(t, m, 3)); got != "[A:2 B:3 A:5]" {
+			t.Errorf("share %s got %s, want [A:2 B:3 A:5]", name, got)
+		}
+	}
+	for name, e := range map[string]*revisingEvaluator{"own": own, "conn": onConn} {
+		if got := e.seen(); got != "[2 3 5]" {
+			t.Errorf("share %s evaluated %s, want [2 3 5]", name, got)
+		}
 	}
 }

@@ -27,9 +27,11 @@ type Spec struct {
 	// logged.
 	Logger *slog.Logger
 	Attrs  []any
-	// Classes limits what a subscription of its own reads (see
+	// Classes limits what a subscription of its own reads, and
+	// ClassesVersion is the schema version they were computed for (see
 	// changefeed.Options); nil: every class.
-	Classes []string
+	Classes        []string
+	ClassesVersion int
 
 	// Share, when set, is the share of identical subscribers the stream
 	// joins (from now, or, for a share of results, from its newest

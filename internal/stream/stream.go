@@ -112,7 +112,7 @@ func (s *Stream) join(o ShareOptions) error {
 // from (nil: from now), evaluated by ev. It fails like the hub's
 // Subscribe (a Gone error for a position older than history).
 func (s *Stream) subscribe(from *sluice.Position, ev Evaluator) error {
-	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, from, changefeed.Options{Classes: s.spec.Classes, Transport: s.spec.Label})
+	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, from, changefeed.Options{Classes: s.spec.Classes, ClassesVersion: s.spec.ClassesVersion, Transport: s.spec.Label})
 	if err != nil {
 		return err
 	}
@@ -321,7 +321,7 @@ func (s *Stream) detach() bool {
 	m := s.m
 	m.setNotify(nil)
 	from := m.resumeFrom()
-	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, &from, changefeed.Options{Classes: s.spec.Classes, Transport: s.spec.Label})
+	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, &from, changefeed.Options{Classes: s.spec.Classes, ClassesVersion: s.spec.ClassesVersion, Transport: s.spec.Label})
 	m.left() // its own subscription holds its commits now (Release leaves the share)
 	if err != nil {
 		s.end(err)
@@ -442,6 +442,9 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 				s.end(err)
 			}
 			return false
+		}
+		if classes, v, ok := revisedClasses(s.ev, c, s.sub.ClassesVersion()); ok {
+			s.sub.SetClasses(classes, v)
 		}
 		for _, ev := range evs {
 			s.sink.WriteEvent(ev)
