@@ -256,7 +256,12 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 	case http.MethodPost:
 		t.singleOperation(w, r, res, exec)
 	case http.MethodDelete:
-		id := r.URL.Query().Get("operationId")
+		q, err := streamparam.Params(r)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		id := q.Get("operationId")
 		if id == "" {
 			writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "the operationId query parameter is missing"))
 			return
@@ -380,7 +385,12 @@ func (t *transport) reservation(r *http.Request, greq *graph.Request) *reservati
 // taken away).
 func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *reservation) {
 	heartbeat := t.opts.Heartbeat
-	if q := r.URL.Query(); q.Has("heartbeat") {
+	q, err := streamparam.Params(r)
+	if err != nil {
+		writeHTTPError(w, err)
+		return
+	}
+	if q.Has("heartbeat") {
 		d, err := streamparam.Heartbeat(q.Get("heartbeat"))
 		if err != nil {
 			writeHTTPError(w, err)

@@ -269,9 +269,14 @@ func (t *transport) execute(ctx context.Context, st framer, req *request, op *gr
 
 // parse reads the request's parameters: the GraphQL parameters from the
 // URL (GET) or the JSON body (POST), and the stream's own URL parameters.
-// Errors are CodeInvalid (400) or 415/413 request errors.
+// Errors are CodeInvalid (400) or 415/413 request errors; a URL parameter
+// given more than once is one (streamparam.Params), the GraphQL ones of a
+// GET among them.
 func (t *transport) parse(r *http.Request) (*request, error) {
-	q := streamparam.Query(r)
+	q, err := streamparam.Params(r)
+	if err != nil {
+		return nil, err
+	}
 	req := &request{heartbeat: t.opts.Heartbeat}
 	if q.Has("heartbeat") {
 		d, err := streamparam.Heartbeat(q.Get("heartbeat"))
@@ -287,7 +292,6 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 		}
 		req.named = b
 	}
-	var err error
 	req.params, err = t.readParams(r)
 	if err != nil {
 		return nil, err

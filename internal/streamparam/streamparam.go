@@ -16,13 +16,30 @@ import (
 	"github.com/sluice-dev/sluice"
 )
 
-// Query returns r's URL parameters; nil (which reads as empty) when the
-// URL has none, as most streams' do, rather than an empty map per request.
+// Query returns r's URL parameters as given, a repeated one with all its
+// values; nil (which reads as empty) when the URL has none, as most
+// streams' do, rather than an empty map per request. A stream reads its
+// parameters with Params.
 func Query(r *http.Request) url.Values {
 	if r.URL.RawQuery == "" {
 		return nil
 	}
 	return r.URL.Query()
+}
+
+// Params returns r's URL parameters (as Query does), refusing one given
+// more than once with a CodeInvalid error naming it, as the REST API
+// refuses it: which of its values a stream would take is no choice to
+// make silently (Get takes the first, another transport or a proxy may
+// take the last).
+func Params(r *http.Request) (url.Values, error) {
+	q := Query(r)
+	for k, vs := range q {
+		if len(vs) > 1 {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %q is given %d times", k, len(vs))
+		}
+	}
+	return q, nil
 }
 
 // The bounds of a heartbeat interval: a ping more often than every second
@@ -65,9 +82,13 @@ func Heartbeat(s string) (time.Duration, error) {
 // from now. It is taken from the Last-Event-ID header, else the
 // lastEventId query parameter, else ext (extensions.lastEventId of a POST
 // body; nil when absent). The header wins: an EventSource reconnecting
-// sends the newest id there while its URL keeps the first one.
+// sends the newest id there while its URL keeps the first one. A query
+// parameter given more than once is refused (Params).
 func LastEventID(r *http.Request, ext any) (*sluice.Position, error) {
-	q := Query(r)
+	q, err := Params(r)
+	if err != nil {
+		return nil, err
+	}
 	last, where := r.Header.Get("Last-Event-ID"), "the Last-Event-ID header"
 	if last == "" && q.Has("lastEventId") {
 		last, where = q.Get("lastEventId"), "query parameter lastEventId"

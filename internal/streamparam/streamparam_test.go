@@ -124,3 +124,37 @@ func TestOpList(t *testing.T) {
 		}
 	}
 }
+
+// A parameter given more than once is refused, naming it: a stream never
+// takes one of its values silently.
+func TestParamsRefusesRepeats(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		target, refused string // refused: "" when accepted
+	}{
+		{"/x", ""},
+		{"/x?heartbeat=5s&lastEventId=ep-1-0&connected=true", ""},
+		{"/x?heartbeat=5s&heartbeat=junk", "heartbeat"},
+		{"/x?connected=true&query=q&connected=false", "connected"},
+		{"/x?lastEventId=ep-1-0&lastEventId=ep-2-0", "lastEventId"},
+	} {
+		r := httptest.NewRequest("GET", c.target, nil)
+		q, err := Params(r)
+		_, lerr := LastEventID(r, nil)
+		if c.refused == "" {
+			if err != nil || lerr != nil {
+				t.Errorf("%s: %v, %v; want accepted", c.target, err, lerr)
+			}
+			if len(q) != len(r.URL.Query()) {
+				t.Errorf("%s: %v", c.target, q)
+			}
+			continue
+		}
+		want := `query parameter "` + c.refused + `" is given 2 times`
+		for _, err := range []error{err, lerr} {
+			if sluice.ErrorCode(err) != sluice.CodeInvalid || sluice.ErrorMessage(err) != want {
+				t.Errorf("%s: %v; want %q", c.target, err, want)
+			}
+		}
+	}
+}
