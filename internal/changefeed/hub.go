@@ -49,12 +49,14 @@ type HubOptions struct {
 	// so a subscription holds at most QueueSize pieces.
 	BatchSize  int
 	PieceBytes int64
-	// QueueBytes is about how many bytes of change images a catching-up
-	// subscription may have queued (default 1 MiB); a piece is queued
-	// when the queue is empty whatever its size (one row of the log,
-	// which may be larger). The pieces a catch-up reads are its own,
-	// unlike the live ones, which every live subscription shares: without
-	// it, QueueSize pieces of large rows (a resume over documents of 1
+	// QueueBytes is about how many bytes of change images a subscription
+	// may have queued (default 1 MiB); a piece is queued when the queue
+	// is empty whatever its size (one row of the log, which may be
+	// larger). A live subscription past it switches to reading the log, as
+	// when its queue is full, and a catching-up one waits for its
+	// consumer. The pieces a catch-up reads are its own, and the live ones
+	// a stalled subscription holds are its alone once every other took
+	// them: without it, QueueSize pieces of large rows (documents of 1
 	// MB) held 256 MB for one stream that did not read.
 	QueueBytes int64
 	// Recheck is how often a subscription waiting for the tailer checks that
@@ -360,7 +362,11 @@ func (h *Hub) end(id int64, deleted bool, errOf func(*Subscription) error) {
 
 // publish hands piece c, the successor of the database's head, to every
 // live subscription. It never blocks on a subscriber: one whose queue is
-// full switches to catching up from its mark.
+// full, or holds QueueBytes of pieces, switches to catching up from its
+// mark. Live pieces are shared by every live subscription, but those a
+// stalled one still holds are its alone once the others took them: 256
+// pieces of documents of 1 MB pinned 256 MB for one client that did not
+// read.
 func (h *Hub) publish(c *sluice.Commit) {
 	st := h.state(c.DatabaseID)
 	var classes map[string]bool
@@ -377,20 +383,26 @@ func (h *Hub) publish(c *sluice.Commit) {
 			s.setMark(m.Max(c.Taken()))
 			continue
 		}
-		select {
-		case s.ch <- out:
-			s.setMark(c.Taken())
-			s.queued.Add(1)
-			s.notify()
-		default:
-			delete(st.live, s)
-			s.live.Store(false)
-			s.catchUps.Add(1)
-			if h.metrics != nil {
-				h.metrics.CatchUps.WithLabelValues(dbLabel(c.DatabaseID)).Inc()
+		if size := pieceBytes(out); s.bytes.fits(len(s.ch), size, h.bytes) {
+			select {
+			case s.ch <- out:
+				s.bytes.pushed(size)
+				s.setMark(c.Taken())
+				s.queued.Add(1)
+				s.notify()
+				continue
+			default:
 			}
-			h.startCatchUp(s)
 		}
+		// The catch-up reads the log from s's mark, waiting for the
+		// consumer to take what it holds: nothing is lost.
+		delete(st.live, s)
+		s.live.Store(false)
+		s.catchUps.Add(1)
+		if h.metrics != nil {
+			h.metrics.CatchUps.WithLabelValues(dbLabel(c.DatabaseID)).Inc()
+		}
+		h.startCatchUp(s)
 	}
 	st.signal()
 }
@@ -447,7 +459,6 @@ func (h *Hub) catchUp(s *Subscription) {
 	ctx := s.ctx.get()
 	backoff := 50 * time.Millisecond
 	failures := 0 // reads of the log that failed in a row
-	var q queuedBytes
 	for {
 		st := s.st
 		st.mu.Lock()
@@ -515,12 +526,12 @@ func (h *Hub) catchUp(s *Subscription) {
 			}
 			if out := s.prepare(m, c, nil); out != nil {
 				size := pieceBytes(out)
-				if !q.wait(s, size, h.bytes) {
+				if !s.bytes.wait(s, size, h.bytes) {
 					return
 				}
 				select {
 				case s.ch <- out:
-					q.pushed(size)
+					s.bytes.pushed(size)
 					s.queued.Add(1)
 					s.notify()
 				case <-ctx.Done():
@@ -657,34 +668,55 @@ func commitClasses(c *sluice.Commit) map[string]bool {
 
 func dbLabel(id int64) string { return strconv.FormatInt(id, 10) }
 
-// queuedBytes is what a catch-up knows of the bytes it has queued on its
-// subscription: the sizes of the pieces it queued, oldest first, of which
-// the consumer has taken all but the newest len(queue). The consumer
-// takes from the channel without telling anyone, so the catch-up works
-// out what is left from the channel's length when it needs to.
+// queuedBytes is what a subscription's writer (the tailer while it is
+// live, its catch-up while not) knows of the bytes queued on it: the
+// sizes of the pieces queued, live or from the log, oldest first, of
+// which the consumer has taken all but the newest len(queue). The
+// consumer takes from the channel without telling anyone, so the writer
+// works out what is left from the channel's length when it needs to.
+// The sizes are a ring, so that a subscriber that keeps up costs the
+// tailer no allocation per piece; it grows to the most pieces queued at
+// once (QueueSize at most).
 type queuedBytes struct {
-	sizes []int64
+	ring  []int64
+	head  int // index of the oldest size in ring
+	n     int // sizes in ring
 	total int64
 }
 
 // pushed records a piece of size bytes queued.
 func (q *queuedBytes) pushed(size int64) {
-	q.sizes = append(q.sizes, size)
+	if q.n == len(q.ring) {
+		grown := make([]int64, max(8, 2*len(q.ring)))
+		for i := range q.n {
+			grown[i] = q.ring[(q.head+i)%len(q.ring)]
+		}
+		q.ring, q.head = grown, 0
+	}
+	q.ring[(q.head+q.n)%len(q.ring)] = size
+	q.n++
 	q.total += size
 }
 
-// wait waits until a piece of size bytes fits in s's queue beside what
-// is left of the catch-up's pieces (limit bytes in all), or the queue
-// holds none of them. It polls, from 1 ms up to 64 ms apart: only a
-// consumer slower than the log waits, and the wait ends at most 64 ms
-// after the consumer took enough. It reports false when s ended.
+// fits forgets the pieces the consumer took, queued being how many are
+// left in the queue, and reports whether a piece of size bytes fits
+// beside them (limit bytes in all), or the queue holds none.
+func (q *queuedBytes) fits(queued int, size, limit int64) bool {
+	for ; q.n > queued; q.n-- {
+		q.total -= q.ring[q.head]
+		q.head = (q.head + 1) % len(q.ring)
+	}
+	return q.n == 0 || q.total+size <= limit
+}
+
+// wait waits until a piece of size bytes fits in s's queue (fits). It
+// polls, from 1 ms up to 64 ms apart: only a consumer slower than the
+// log waits, and the wait ends at most 64 ms after the consumer took
+// enough. It reports false when s ended.
 func (q *queuedBytes) wait(s *Subscription, size, limit int64) bool {
 	pause := time.Millisecond
 	for {
-		for n := len(s.ch); len(q.sizes) > n; q.sizes = q.sizes[1:] {
-			q.total -= q.sizes[0]
-		}
-		if len(q.sizes) == 0 || q.total+size <= limit {
+		if q.fits(len(s.ch), size, limit) {
 			return true
 		}
 		if !s.sleep(pause) {

@@ -552,3 +552,67 @@ func TestCatchUpQueueIsBoundedInBytes(t *testing.T) {
 		}
 	}
 }
+
+// A live subscription whose consumer stalls holds about QueueBytes of
+// pieces, not QueueSize: the live pieces it holds are its alone once the
+// other subscriptions took them (256 pieces of 1 MB documents pinned 256
+// MB). Past the bound it reads the log at its consumer's pace, and gets
+// every commit, in order.
+func TestLiveQueueIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{QueueBytes: 1 << 20})
+	h.track(1, 0)
+	s := subscribe(t, h, nil, Options{})
+	if !s.live.Load() {
+		t.Fatal("a subscription at the head is not live")
+	}
+	const commits = 50
+	image := []byte(`"` + string(make([]byte, 200<<10)) + `"`) // about 200 KB
+	for range commits {
+		c := l.add()
+		c.Changes[0].After = image
+		h.publish(c)
+	}
+	// 5 pieces of about 200 KB fit in 1 MiB.
+	const fit = 5
+	if n := s.queued.Load(); n > fit {
+		t.Fatalf("%d pieces of about 200 KB queued live on a subscription that does not read, over 1 MiB", n)
+	}
+	if s.catchUps.Load() != 1 {
+		t.Fatalf("%d switches to the log, want 1", s.catchUps.Load())
+	}
+	for taken := range commits {
+		if n := s.queued.Load(); n > int64(taken+fit) {
+			t.Fatalf("%d pieces queued with %d taken: %d waiting, over 1 MiB", n, taken, n-int64(taken))
+		}
+		if got := receive(t, s, 1); got[0] != int64(taken+1) {
+			t.Fatalf("commit %d arrived as number %d", got[0], taken+1)
+		}
+	}
+}
+
+// queuedBytes keeps the sizes of what is queued in order across its
+// ring's wrap-arounds and growth: what the consumer took is forgotten
+// oldest first.
+func TestQueuedBytesForgetsWhatWasTaken(t *testing.T) {
+	t.Parallel()
+	var q queuedBytes
+	queued := 0 // as a channel's length would say
+	var want []int64
+	for i := int64(1); i <= 100; i++ {
+		q.pushed(i)
+		queued++
+		want = append(want, i)
+		if i%3 == 0 { // the consumer takes two of every three
+			queued -= 2
+			want = want[2:]
+		}
+		var total int64
+		for _, n := range want {
+			total += n
+		}
+		if !q.fits(queued, 0, total) || q.fits(queued, 1, total) || q.total != total {
+			t.Fatalf("after %d pieces: %d bytes queued, want %d", i, q.total, total)
+		}
+	}
+}

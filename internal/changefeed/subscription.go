@@ -35,6 +35,8 @@ type Subscription struct {
 	catchUps atomic.Int64
 	// queued counts the commits put in ch, live or from the log.
 	queued atomic.Int64
+	// bytes is what is queued in ch, kept by whoever writes the mark.
+	bytes queuedBytes
 	// filter is the classes the subscription delivers (Options.Classes,
 	// then SetClasses'); read by whoever writes the mark.
 	filter atomic.Pointer[classFilter]
