@@ -323,6 +323,9 @@ type execution struct {
 	// Boundary).
 	wantBoundary bool
 	boundary     *Boundary
+	// jsonValues counts the JSON values of the strings the request's
+	// mutations decode documents from (jsonDocuments).
+	jsonValues int
 	// timeout, once deadline set one, is the error of a read its
 	// deadline ended.
 	timeout *sluice.Error

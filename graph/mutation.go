@@ -125,7 +125,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 	create, _ := args["create"].(bool)
 	switch cf.Name {
 	case fieldInsertDocs, fieldReplaceDocs:
-		docs, err := jsonDocuments(args["json"])
+		docs, err := jsonDocuments(args["json"], &x.jsonValues)
 		if err != nil {
 			return engine.WriteOp{}, "", "", err
 		}
@@ -286,9 +286,16 @@ func typedPatch(s *sluice.Schema, c *sluice.Class, in map[string]any) map[string
 }
 
 // jsonDocuments reads the json argument of the generic mutations: an
-// object, an array of objects, or a string holding either.
-func jsonDocuments(v any) ([]map[string]any, error) {
+// object, an array of objects, or a string holding either. The JSON
+// values of the strings a request's mutations decode are counted in
+// *values, and bounded as its variables are before they are decoded
+// (maxParamValues): a string variable is one value of the variables, and
+// a 7 MB one of empty objects decoded to 245 MB of heap.
+func jsonDocuments(v any, values *int) ([]map[string]any, error) {
 	if s, ok := v.(string); ok {
+		if *values += jsonValues([]byte(s)); *values > maxParamValues {
+			return nil, errorf("json: the documents the request gives as strings hold more than %d JSON values, the most a request may send (larger batches of documents: use the REST API)", maxParamValues)
+		}
 		if l, bad := jsonesc.Find([]byte(s)); bad {
 			// encoding/json would read it as U+FFFD.
 			return nil, errorf("json: %s", l.Refusal())

@@ -119,3 +119,26 @@ func TestParamsValueLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONDocumentsStringsAreBounded: the documents a mutation gives as a
+// JSON string are counted before they are decoded, over all the strings
+// of a request, and refused past maxParamValues as variables are (a
+// string variable is one value of the variables: a 7 MB one of empty
+// objects decoded to 245 MB).
+func TestJSONDocumentsStringsAreBounded(t *testing.T) {
+	objects := func(n int) string { return "[" + strings.Repeat("{},", n-1) + "{}]" }
+	values := 0
+	// n objects in an array count 2n+1 values (jsonValues: each
+	// object and comma).
+	if docs, err := jsonDocuments(objects(maxParamValues/4), &values); err != nil || len(docs) != maxParamValues/4 {
+		t.Fatalf("about half the bound: %d documents, %v", len(docs), err)
+	}
+	_, err := jsonDocuments(objects(maxParamValues/4), &values)
+	if err == nil || !strings.Contains(err.Error(), "more than 100000 JSON values") {
+		t.Fatalf("a second half, past the bound: %v, want the bound's error", err)
+	}
+	values = 0
+	if _, err := jsonDocuments(map[string]any{"@type": "Note"}, &values); err != nil || values != 0 {
+		t.Fatalf("an object (counted with the variables): %v, %d values", err, values)
+	}
+}

@@ -456,6 +456,13 @@ func TestWriteDocumentsBudget(t *testing.T) {
 	if r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/few", body, "Content-Type", "application/json"); !strings.Contains(string(r.Body), "max_write_documents") {
 		t.Errorf("a GraphQL insert of 4 documents: %d %s", r.Status, r.Body)
 	}
+	// Validation stops at the allowance: the fifth document's error is
+	// not reached.
+	body, _ = json.Marshal(map[string]any{"query": `mutation($j: JSON!) { _insertDocuments(json: $j) }`,
+		"variables": map[string]string{"j": "[" + docs(4, ",") + `,{"@type":"Nope"}]`}})
+	if r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/few", body, "Content-Type", "application/json"); !strings.Contains(string(r.Body), "max_write_documents") {
+		t.Errorf("a GraphQL insert of 5 documents, the fifth invalid: %d %s", r.Status, r.Body)
+	}
 	big, _ := json.Marshal(map[string]any{"query": `query($x: JSON) { Note { _id } }`, "variables": map[string]string{"x": strings.Repeat("x", 3000)}})
 	if r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/few", big, "Content-Type", "application/json"); r.Status != 413 {
 		t.Errorf("a GraphQL body past graphql_max_body_bytes: %d %s", r.Status, r.Body)

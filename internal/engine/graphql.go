@@ -230,7 +230,14 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 			if op.Kind == WritePatch {
 				ids[i], expects[i], err = checkPatches(s, op.Patches, false)
 			} else {
-				docs[i], ids[i], err = batchOp(s, op)
+				// Validation stops at the request's allowance of
+				// documents, as a REST write's does, rather than after
+				// every document of the op.
+				left := -1
+				if e.maxWriteDocuments > 0 {
+					left = int(max(e.maxWriteDocuments-int64(n), 0))
+				}
+				docs[i], ids[i], err = batchOp(s, op, left, e.tooManyDocuments)
 			}
 			if err != nil {
 				return &OpError{Index: i, Err: err}
@@ -366,8 +373,10 @@ func opError(err error, n int) *OpError {
 }
 
 // batchOp reads and validates one op of WriteBatch, returning the
-// documents to write (none for a delete) and the ids it writes.
-func batchOp(s *sluice.Schema, op WriteOp) ([]*sluice.Document, []string, error) {
+// documents to write (none for a delete) and the ids it writes. It reads
+// at most left documents (< 0: no bound), answering tooMany's error at the
+// next one.
+func batchOp(s *sluice.Schema, op WriteOp, left int, tooMany func() error) ([]*sluice.Document, []string, error) {
 	if op.Kind == WriteDelete {
 		if err := checkDeleteIDs(s, op.IDs); err != nil {
 			return nil, nil, err
@@ -384,6 +393,9 @@ func batchOp(s *sluice.Schema, op WriteOp) ([]*sluice.Document, []string, error)
 		}
 		if err != nil {
 			return nil, nil, err // names the document (DocSource)
+		}
+		if left >= 0 && n >= left {
+			return nil, nil, tooMany()
 		}
 		doc, err := raw.Validate(s)
 		if err != nil {
