@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // What a Handler keeps for the databases it serves is bounded whatever
@@ -16,7 +17,8 @@ import (
 //
 // Servers are counted by their schemas' fields (a role's GraphQL schema
 // holds a filter, ordering and aggregate part for each field, a few KB in
-// all): a replica serving many databases kept a server for each for good,
+// all), each class counting at least one and each enum and enum value one
+// (10,000 classes without fields, counted as one, held 312 MB): a replica serving many databases kept a server for each for good,
 // and a schema of 2,000 classes implementing one wide interface held 5.4
 // GB. The least recently used server goes past maxServers or
 // maxServerFields; a request that finds none builds it again (about a
@@ -98,14 +100,11 @@ func (c *serverCache) forget(id int64) {
 	}
 }
 
-// schemaFields returns the fields of s's classes, inherited ones included:
-// what a server for s is counted as.
+// schemaFields returns what a server for s is counted as: the fields of
+// s's classes, inherited ones included, each class counting at least one,
+// and each enum and each of its values (schema.Weight); at least one.
 func schemaFields(s *sluice.Schema) int {
-	n := 0
-	for _, c := range s.Classes {
-		n += len(c.Fields)
-	}
-	return max(n, 1)
+	return max(schema.Weight(s), 1)
 }
 
 // sharedCache is a least-recently-used cache of values by query text for

@@ -80,3 +80,26 @@ func TestQueryCachesAreShared(t *testing.T) {
 		t.Fatalf("a text larger than the cache: kept %v, weight %d", ok, c.weight)
 	}
 }
+
+// TestServersCountClassesAndEnums: a server is counted by its schema's
+// classes without fields, enums and enum values as well as its fields,
+// so servers of such schemas, each costing its GraphQL types, are bounded
+// too (counted as one field each, 10,000 classes without fields held 312
+// MB).
+func TestServersCountClassesAndEnums(t *testing.T) {
+	s, err := schema.Parse("type A\ntype B\ninterface C\ntype D { x: Int y: Int }\nenum E { V W X }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := NewHandler(nil, Options{})
+	h.servers = newServerCache(maxServers, 20) // two servers of nine
+	for id := range int64(3) {
+		if _, err := h.server(&sluice.Database{ID: id + 1, SchemaVersion: 1}, s, sluice.RoleAdmin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three classes without fields, two fields, an enum of three values.
+	if n, f := h.servers.lru.Len(), h.servers.fields; n != 2 || f != 18 {
+		t.Fatalf("after three databases: %d servers counted as %d, want 2 as 18", n, f)
+	}
+}

@@ -32,12 +32,14 @@ const maxIndexFields = 31
 // starts with "line L, column C: " and names the offending definition.
 func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, false) }
 
-// ParseNew is Parse of a schema a client sends, which must also expand
-// to at most MaxExpandedFields fields and backlinks (it stops as soon as
-// the classes it builds pass the bound, before they are all built), and
-// must not name a field of a type or interface as one of Postgres's
-// system columns (isSystemColumn). A stored schema is not held to either:
-// it was accepted when it was made, and must load.
+// ParseNew is Parse of a schema a client sends, which must also declare
+// at most MaxClasses classes and MaxEnumValues values in each enum,
+// expand to at most MaxExpandedFields fields, enum values and backlinks
+// (it stops as soon as what it counts passes the bound: enums are counted
+// before any class is built, fields as the classes are), and must not
+// name a field of a type or interface as one of Postgres's system columns
+// (isSystemColumn). A stored schema is not held to these: it was accepted
+// when it was made, and must load.
 func ParseNew(sdl string) (*sluice.Schema, error) { return parse(sdl, true) }
 
 // parse is Parse, and ParseNew when isNew.
@@ -122,10 +124,10 @@ type builder struct {
 	isNew bool
 }
 
-// errExpanded is the error of a schema that expands past limit fields
-// and backlinks.
+// errExpanded is the error of a schema that expands past limit fields,
+// enum values and backlinks.
 func errExpanded(limit int) error {
-	return sluice.Errorf(sluice.CodeInvalid, "the schema expands to more than %d fields: its classes' fields, each class counting those it inherits, and the backlinks its references make, one on each document class a reference can point at; declare fewer classes implementing the same interfaces, or split the schema over several databases", limit)
+	return sluice.Errorf(sluice.CodeInvalid, "the schema expands to more than %d fields: its classes' fields, each class counting those it inherits and at least one, its enums and their values, and the backlinks its references make, one on each document class a reference can point at; declare fewer classes or smaller enums, or split the schema over several databases", limit)
 }
 
 // checkBacklinks counts the backlinks of the schema against limit: a
@@ -307,6 +309,13 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 	if len(def.EnumValues) == 0 {
 		return errorAt(def.Position, "enum %s has no values", def.Name)
 	}
+	if b.isNew && len(def.EnumValues) > MaxEnumValues {
+		return errorAt(def.Position, "enum %s has %d values; at most %d are allowed", def.Name, len(def.EnumValues), MaxEnumValues)
+	}
+	// The enum's GraphQL type and each value count as a field.
+	if b.expanded += 1 + len(def.EnumValues); b.limit > 0 && b.expanded > b.limit {
+		return errExpanded(b.limit)
+	}
 	e := &sluice.Enum{Name: def.Name}
 	seen := map[string]bool{}
 	for _, v := range def.EnumValues {
@@ -332,6 +341,9 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 }
 
 func (b *builder) declareClass(def *ast.Definition) error {
+	if b.isNew && len(b.schema.Order) >= MaxClasses {
+		return errorAt(def.Position, "%s %s: the schema declares more than %d types and interfaces; at most %d are allowed", keyword(def.Kind), def.Name, MaxClasses, MaxClasses)
+	}
 	kind := sluice.KindDocument
 	if def.Kind == ast.Interface {
 		kind = sluice.KindAbstract
@@ -574,7 +586,8 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 	if len(fields) > maxFields {
 		return errorAt(cd.def.Position, "%s has %d fields, inherited ones included; at most %d are allowed", name, len(fields), maxFields)
 	}
-	if b.expanded += len(fields); b.limit > 0 && b.expanded > b.limit {
+	// A class without fields still costs a table, or its GraphQL types.
+	if b.expanded += max(len(fields), 1); b.limit > 0 && b.expanded > b.limit {
 		return errExpanded(b.limit)
 	}
 	cd.class.Fields = fields

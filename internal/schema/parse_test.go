@@ -508,3 +508,65 @@ func TestParseNewRefusesSystemColumnNames(t *testing.T) {
 		}
 	}
 }
+
+// TestParseNewBoundsClassesAndEnums: classes without fields and enums,
+// which added nothing to the expanded count, are bounded: at most
+// MaxClasses classes, MaxEnumValues values in an enum, and each class,
+// enum and enum value counts toward MaxExpandedFields.
+func TestParseNewBoundsClassesAndEnums(t *testing.T) {
+	t.Parallel()
+	classes := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "type A%d\n", i)
+		}
+		return b.String()
+	}
+	enum := func(name string, n int) string {
+		var b strings.Builder
+		fmt.Fprintf(&b, "enum %s {", name)
+		for i := range n {
+			fmt.Fprintf(&b, " V%d", i)
+		}
+		b.WriteString(" }\n")
+		return b.String()
+	}
+	var oneValue strings.Builder // 10,001 enums of one value: 20,002
+	for i := range 10001 {
+		fmt.Fprintf(&oneValue, "enum E%d { V }\n", i)
+	}
+	var manyValues strings.Builder // 20 enums of 1,000 values and a class: 20,021
+	for i := range 20 {
+		manyValues.WriteString(enum(fmt.Sprintf("E%d", i), 1000))
+	}
+	manyValues.WriteString("type A { x: Int }\n")
+	for _, c := range []struct{ name, sdl, want string }{
+		{"1,001 classes", classes(1001), "line 1001, column 6: type A1000: the schema declares more than 1000 types and interfaces; at most 1000 are allowed"},
+		{"8,000 classes", classes(8000), "line 1001, column 6: type A1000: the schema declares more than 1000 types and interfaces"},
+		{"an enum of 1,001 values", enum("E", 1001), "line 1, column 6: enum E has 1001 values; at most 1000 are allowed"},
+		{"an enum of 60,000 values", enum("E", 60000), "enum E has 60000 values; at most 1000 are allowed"},
+		{"10,001 enums of one value", oneValue.String(), "the schema expands to more than 20000 fields"},
+		{"20 enums of 1,000 values", manyValues.String(), "the schema expands to more than 20000 fields"},
+	} {
+		_, err := ParseNew(c.sdl)
+		if err == nil || !strings.Contains(err.Error(), c.want) || sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Errorf("%s: got %v, want %s", c.name, err, c.want)
+		}
+		if _, err := Parse(c.sdl); err != nil {
+			t.Errorf("%s, stored: %v", c.name, err)
+		}
+	}
+	// Just within: 1,000 classes without fields; 19 enums of 1,000
+	// values, their 19 types and 980 classes (19,999).
+	if _, err := ParseNew(classes(1000)); err != nil {
+		t.Errorf("1,000 classes: %v", err)
+	}
+	var fits strings.Builder
+	for i := range 19 {
+		fits.WriteString(enum(fmt.Sprintf("E%d", i), 1000))
+	}
+	fits.WriteString(classes(980))
+	if _, err := ParseNew(fits.String()); err != nil {
+		t.Errorf("19 enums of 1,000 values and 980 classes: %v", err)
+	}
+}

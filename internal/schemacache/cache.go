@@ -1,6 +1,7 @@
 // Package schemacache keeps parsed schemas, bounded in entries and in
 // bytes: each schema counts its text and fieldBytes for each field of each
-// of its classes. A parsed schema keeps its text and its parts take a few
+// of its classes (each class counting at least one), each enum and each
+// enum value (schema.Weight). A parsed schema keeps its text and its parts take a few
 // times more, and each can be as large as max_schema_bytes; a class holds
 // the fields it inherits as its own, so a short text can expand to many
 // (up to 20,000 fields: schema.MaxExpandedFields). A process serving many
@@ -14,6 +15,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // Key names one schema version of one database.
@@ -81,13 +83,12 @@ func (c *Cache) Forget(db int64) {
 const fieldBytes = 256
 
 // weight returns the bytes s is counted as: its text, and fieldBytes for
-// each field of each class.
+// each field of each class, each class without fields, each enum and each
+// enum value (schema.Weight): a class or an enum value costs a parsed
+// schema about as much as a field, and counted by fields alone 10,000
+// classes without fields weighed nothing past their text.
 func weight(s *sluice.Schema) int {
-	n := len(s.SDL)
-	for _, c := range s.Classes {
-		n += fieldBytes * len(c.Fields)
-	}
-	return n
+	return len(s.SDL) + fieldBytes*schema.Weight(s)
 }
 
 // Bytes returns the bytes the cached schemas are counted as.

@@ -64,3 +64,20 @@ func TestCacheCountsFields(t *testing.T) {
 		t.Fatalf("two schemas of 76,805 bytes each under 100,000: the first kept %v, %d bytes", ok, c.Bytes())
 	}
 }
+
+// TestCacheCountsClassesAndEnums: a class without fields, an enum and an
+// enum value count as a field each, so a schema of many of them, whose
+// parts cost memory however short its text, is weighed by them (it was
+// weighed by its text alone).
+func TestCacheCountsClassesAndEnums(t *testing.T) {
+	classes := map[string]*sluice.Class{}
+	for i := range 1000 {
+		classes[fmt.Sprint("C", i)] = &sluice.Class{}
+	}
+	enums := map[string]*sluice.Enum{"E": {Values: make([]string, 499)}}
+	c := New(100, 1<<30)
+	c.Add(Key{1, 1}, &sluice.Schema{SDL: "short", Classes: classes, Enums: enums})
+	if want := 5 + 1500*fieldBytes; c.Bytes() != want {
+		t.Fatalf("1,000 classes without fields and an enum of 499 values counted as %d bytes, want %d", c.Bytes(), want)
+	}
+}
