@@ -34,9 +34,10 @@ func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, false) }
 
 // ParseNew is Parse of a schema a client sends, which must also declare
 // at most MaxClasses classes and MaxEnumValues values in each enum,
-// expand to at most MaxExpandedFields fields, enum values and backlinks
-// (it stops as soon as what it counts passes the bound: enums are counted
-// before any class is built, fields as the classes are), and must not
+// expand to at most MaxExpandedFields fields, ancestors, enum values and
+// backlinks (it stops as soon as what it counts passes the bound: enums
+// and ancestors are counted before any class is built, fields as the
+// classes are), and must not
 // name a field of a type or interface as one of Postgres's system columns
 // (isSystemColumn). A stored schema is not held to these: it was accepted
 // when it was made, and must load.
@@ -70,6 +71,9 @@ func parse(sdl string, isNew bool) (*sluice.Schema, error) {
 		if err := b.declare(def); err != nil {
 			return nil, err
 		}
+	}
+	if err := b.countAncestors(); err != nil {
+		return nil, err
 	}
 	for _, name := range b.schema.Order {
 		if err := b.ownFields(b.classes[name]); err != nil {
@@ -125,9 +129,42 @@ type builder struct {
 }
 
 // errExpanded is the error of a schema that expands past limit fields,
-// enum values and backlinks.
+// ancestors, enum values and backlinks.
 func errExpanded(limit int) error {
-	return sluice.Errorf(sluice.CodeInvalid, "the schema expands to more than %d fields: its classes' fields, each class counting those it inherits and at least one, its enums and their values, and the backlinks its references make, one on each document class a reference can point at; declare fewer classes or smaller enums, or split the schema over several databases", limit)
+	return sluice.Errorf(sluice.CodeInvalid, "the schema expands to more than %d fields: its classes' fields, each class counting those it inherits and at least one, the interfaces each class inherits from (directly or not), its enums and their values, and the backlinks its references make, one on each document class a reference can point at; declare fewer classes, shallower interface hierarchies or smaller enums, or split the schema over several databases", limit)
+}
+
+// countAncestors counts each class's ancestors against limit, before any
+// class is built: the generated GraphQL schema lists them all on the
+// class, and validating a class costs its ancestors times theirs, so a
+// chain of interfaces without fields, which adds no field, cost time
+// growing with the fourth power of its length. Each class's walk visits
+// an ancestor once, and the count stops once past the bound, so this
+// costs at most the bound and the schema's text. Unknown parents are
+// left for inherit to report.
+func (b *builder) countAncestors() error {
+	if b.limit == 0 {
+		return nil
+	}
+	for _, name := range b.schema.Order {
+		seen := map[string]bool{name: true}
+		stack := []string{name}
+		for len(stack) > 0 {
+			cd := b.classes[stack[len(stack)-1]]
+			stack = stack[:len(stack)-1]
+			for _, p := range cd.class.Parents {
+				if seen[p] || b.classes[p] == nil {
+					continue
+				}
+				seen[p] = true
+				if b.expanded++; b.expanded > b.limit {
+					return errExpanded(b.limit)
+				}
+				stack = append(stack, p)
+			}
+		}
+	}
+	return nil
 }
 
 // checkBacklinks counts the backlinks of the schema against limit: a

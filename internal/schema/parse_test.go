@@ -509,6 +509,50 @@ func TestParseNewRefusesSystemColumnNames(t *testing.T) {
 	}
 }
 
+// chainSDL returns a chain of n interfaces without fields, each
+// implementing the one before.
+func chainSDL(n int) string {
+	var b strings.Builder
+	b.WriteString("interface I0\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&b, "interface I%d implements I%d\n", i, i-1)
+	}
+	return b.String()
+}
+
+// TestParseNewCountsAncestors: each class's ancestors count toward
+// MaxExpandedFields, so a chain of interfaces without fields, which adds
+// no field but whose GraphQL schema costs the fourth power of its length
+// to build, is refused once it passes the bound: 199 interfaces (19,701
+// ancestors and one for each class) fit, 200 do not, nor do 600, nor 900
+// classes implementing a chain of 100 (all refused before any class is
+// built; 20,000 took ParseNew 30 s, and is now past MaxClasses). A stored
+// schema still loads.
+func TestParseNewCountsAncestors(t *testing.T) {
+	t.Parallel()
+	if _, err := ParseNew(chainSDL(199)); err != nil {
+		t.Errorf("199 interfaces: %v", err)
+	}
+	wide := chainSDL(100) // and 900 classes implementing it: 94,950
+	for i := range 900 {
+		wide += fmt.Sprintf("type T%d implements I99\n", i)
+	}
+	for name, sdl := range map[string]string{"200 interfaces": chainSDL(200), "600 interfaces": chainSDL(600), "900 classes under 100": wide} {
+		_, err := ParseNew(sdl)
+		if err == nil || !strings.Contains(err.Error(), "the schema expands to more than 20000 fields") ||
+			!strings.Contains(err.Error(), "the interfaces each class inherits from") || sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Past MaxClasses, the bound on classes comes first.
+	if _, err := ParseNew(chainSDL(20000)); err == nil || !strings.Contains(err.Error(), "more than 1000 types and interfaces") {
+		t.Errorf("20,000 interfaces: %v", err)
+	}
+	if _, err := Parse(chainSDL(600)); err != nil {
+		t.Errorf("a stored schema: %v", err)
+	}
+}
+
 // TestParseNewBoundsClassesAndEnums: classes without fields and enums,
 // which added nothing to the expanded count, are bounded: at most
 // MaxClasses classes, MaxEnumValues values in an enum, and each class,
