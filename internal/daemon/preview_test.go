@@ -1,6 +1,8 @@
 package daemon_test
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"reflect"
@@ -123,4 +125,59 @@ func TestDatabaseRole(t *testing.T) {
 	if r := d.MustDo(t, http.StatusOK, rita, http.MethodGet, "/api/db/admin/two", nil); !strings.Contains(string(r.Body), `"role":"write"`) {
 		t.Errorf("GET /api/db/admin/two as rita: %s", r.Body)
 	}
+}
+
+// TestIndexOverTooLongStoredValues: adding @index over a stored value too
+// long for a btree index is refused with a 409 naming the index, nothing
+// of it applied, and a dry run says so beforehand, naming the documents;
+// an index over short values passes. The put answered 500 "internal
+// error" and the dry run nothing.
+func TestIndexOverTooLongStoredValues(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	const sdl = "type Note { text: String short: String }"
+	d.CreateDatabase(t, "idx", sdl)
+	// Random hex does not compress below the 2,704-byte bound.
+	long := make([]byte, 4000)
+	if _, err := rand.Read(long); err != nil {
+		t.Fatal(err)
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/idx",
+		`[{"@type":"Note","@id":"long","text":"`+hex.EncodeToString(long)+`","short":"a"},{"@type":"Note","@id":"n","text":"b","short":"c"}]`)
+
+	const indexed = "type Note { text: String @index short: String }"
+	var p struct {
+		Changes []struct {
+			Change    string   `json:"change"`
+			Documents int      `json:"documents"`
+			IDs       []string `json:"ids"`
+		} `json:"changes"`
+		ForceNeeded bool     `json:"force_needed"`
+		Refused     []string `json:"refused"`
+	}
+	r := d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/idx?dry_run=true", indexed)
+	if err := json.Unmarshal(r.Body, &p); err != nil {
+		t.Fatalf("%v: %s", err, r.Body)
+	}
+	const why = "cannot add the index on Note(text): 1 stored documents hold values too large for it"
+	if len(p.Refused) != 1 || !strings.HasPrefix(p.Refused[0], why) || p.ForceNeeded ||
+		len(p.Changes) != 1 || p.Changes[0].Documents != 1 || !reflect.DeepEqual(p.Changes[0].IDs, []string{"Note/long"}) {
+		t.Errorf("dry run: %s", r.Body)
+	}
+	for _, path := range []string{"/api/schema/admin/idx", "/api/schema/admin/idx?force=true"} {
+		r = d.MustDo(t, http.StatusConflict, dt.Admin(), http.MethodPut, path, indexed)
+		if body := string(r.Body); !strings.Contains(body, "cannot add the index on Note(text): a stored document holds a value too large for it") {
+			t.Errorf("%s: %s", path, body)
+		}
+	}
+	if r := d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodGet, "/api/schema/admin/idx", nil); string(r.Body) != sdl {
+		t.Errorf("the schema after the refused change: %q", r.Body)
+	}
+	// Short values only: the dry run refuses nothing, and the change applies.
+	const short = "type Note { text: String short: String @index }"
+	r = d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/idx?dry_run=true", short)
+	if err := json.Unmarshal(r.Body, &p); err != nil || len(p.Refused) != 0 || p.Changes[0].Documents != 0 {
+		t.Errorf("dry run of an index over short values: %s", r.Body)
+	}
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/idx", short)
 }

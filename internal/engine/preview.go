@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -87,6 +89,15 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 			p.Changes[x.change].add(f.count, f.ids)
 		}
 		p.Refused = conform.refusals(found)
+		for i := range p.Changes {
+			why, err := tooLargeForIndex(ctx, tx, d, prev, next, &p.Changes[i])
+			if err != nil {
+				return err
+			}
+			if why != "" {
+				p.Refused = append(p.Refused, why)
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -114,6 +125,34 @@ func droppedWhole(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev
 		return err
 	}
 	return nil
+}
+
+// tooLargeForIndex adds to c, when it adds an index to a class that has
+// documents, those holding values too large for the index, and returns
+// why the change would be refused then ("" when none do): Postgres
+// refuses to build the index, as PutSchema answers. Only fields whose
+// stored values the change keeps are weighed (a retyped field's are
+// dropped).
+func tooLargeForIndex(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev, next *sluice.Schema, c *PreviewChange) (string, error) {
+	pc := prev.Class(c.Class)
+	if c.Kind != schema.AddIndex || pc == nil || pc.Kind != sluice.KindDocument {
+		return "", nil
+	}
+	var kept []string
+	for _, name := range strings.Split(c.Field, ", ") {
+		if of, nf := pc.Field(name), next.Class(c.Class).Field(name); of != nil && nf != nil && of.Type == nf.Type && of.List == nf.List {
+			kept = append(kept, name)
+		}
+	}
+	if len(kept) == 0 {
+		return "", nil
+	}
+	a, err := tx.TooLargeForIndex(ctx, d, c.Class, kept, previewIDs)
+	if err != nil || a.Count == 0 {
+		return "", err
+	}
+	c.add(a.Count, a.IDs)
+	return fmt.Sprintf("cannot add the index on %s(%s): %d stored documents hold values too large for it; an indexed value may take at most about 2,700 bytes after compression: shorten those values, or leave the field unindexed", c.Class, c.Field, a.Count), nil
 }
 
 // add counts n more documents, ids the first of them.

@@ -38,6 +38,19 @@ import (
 // up and the DROP gets the same Conflict from Postgres' refusal.
 func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, next *sluice.Schema) error {
 	var stmts []string
+	// builds names the index each CREATE INDEX statement builds, for the
+	// error of one that stored values are too large for.
+	builds := map[string]string{}
+	addIndex := func(c *sluice.Class, ix sluice.Index) {
+		s := indexSQL(dbID, c, ix)
+		stmts = append(stmts, s)
+		builds[s] = fmt.Sprintf("the index on %s(%s)", c.Name, strings.Join(ix.Fields, ", "))
+	}
+	addRefIndex := func(c *sluice.Class, f *sluice.Field) {
+		s := refIndexSQL(dbID, c, f, false)
+		stmts = append(stmts, s)
+		builds[s] = fmt.Sprintf("the backlink index of %s.%s", c.Name, f.Name)
+	}
 	// What is dropped: tables, and columns ("" for a whole table).
 	var dropTables, dropColumns []string
 	for _, name := range next.Order {
@@ -49,10 +62,10 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 		if old == nil || old.Kind != sluice.KindDocument {
 			stmts = append(stmts, createTableSQL(dbID, c))
 			for _, ix := range c.Indexes {
-				stmts = append(stmts, indexSQL(dbID, c, ix))
+				addIndex(c, ix)
 			}
 			for _, f := range refIndexed(c) {
-				stmts = append(stmts, refIndexSQL(dbID, c, f, false))
+				addRefIndex(c, f)
 			}
 			continue
 		}
@@ -85,14 +98,14 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 		// was just dropped and re-added (a changed type) went with the
 		// column and is built again.
 		for _, ix := range c.Indexes {
-			stmts = append(stmts, indexSQL(dbID, c, ix))
+			addIndex(c, ix)
 		}
 		// Likewise the backlink indexes: a reference field added, or
 		// whose column was re-added, gets its index; so does a table
 		// made before Sluice made them (and not yet reached by
 		// BuildReferenceIndexes).
 		for _, f := range refIndexed(c) {
-			stmts = append(stmts, refIndexSQL(dbID, c, f, false))
+			addRefIndex(c, f)
 		}
 	}
 	if prev != nil {
@@ -122,6 +135,12 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 				// Made since otherDependents looked: Postgres' detail
 				// names them ("view app.v depends on column …").
 				return sluice.Errorf(sluice.CodeConflict, "the schema change would drop tables or columns that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)", pe.Detail)
+			}
+			if errors.As(err, &pe) && isIndexRowTooLarge(pe) && builds[s] != "" {
+				// Stored values, not the request, stand in the way, as
+				// for the other changes refused whatever force says; the
+				// wrapped error below was answered 500 "internal error".
+				return sluice.Errorf(sluice.CodeConflict, "cannot add %s: a stored document holds a value too large for it (%s); an indexed value may take at most about 2,700 bytes after compression: shorten those values, or leave the field unindexed", builds[s], pe.Message)
 			}
 			return fmt.Errorf("schema change %q: %w", s, err)
 		}

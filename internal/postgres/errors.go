@@ -58,7 +58,7 @@ func mapError(err error) error {
 			// may succeed when retried, or with a higher limit.
 			return &sluice.Error{Code: sluice.CodeUnavailable, Message: "the database cancelled a statement of this request: it ran longer than statement_timeout allows, or an operator cancelled it"}
 		}
-		if pe.Code == "54000" && strings.HasPrefix(pe.Message, "index row") {
+		if isIndexRowTooLarge(pe) {
 			// "index row size 9016 exceeds btree version 4 maximum 2704
 			// for index …": the index is one of @index, named after its
 			// class and fields.
@@ -72,6 +72,13 @@ func mapError(err error) error {
 		}
 	}
 	return err
+}
+
+// isIndexRowTooLarge reports whether pe is Postgres's refusal of a
+// btree index entry larger than a third of a page ("index row size 9016
+// exceeds btree version 4 maximum 2704 for index …").
+func isIndexRowTooLarge(pe *pgconn.PgError) bool {
+	return pe.Code == "54000" && strings.HasPrefix(pe.Message, "index row")
 }
 
 // errConcurrent matches the error of a statement that Postgres ended

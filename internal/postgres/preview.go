@@ -77,3 +77,33 @@ func (t *Tx) affected(ctx context.Context, d *sluice.Database, class, cond strin
 	a.IDs, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	return a, mapError(err)
 }
+
+// btreeMaxItem is the largest entry a btree index takes with 8 KiB pages
+// ("index row size … exceeds btree version 4 maximum 2704").
+const btreeMaxItem = 2704
+
+// TooLargeForIndex returns the documents of class holding values too
+// large for an index on fields, with at most max ids: what adding the
+// index would be refused for. An entry's size is judged from its keys'
+// sizes as stored (pg_column_size: after compression, as the index
+// stores them too), the id's and the entry's header, each key taken as 4
+// bytes more for its alignment; so a value within a few bytes of the
+// bound may be judged otherwise than Postgres does. Fields without a
+// column yet hold nothing. A class without a table has none.
+func (t *Tx) TooLargeForIndex(ctx context.Context, d *sluice.Database, class string, fields []string, max int) (Affected, error) {
+	hasTable, _, err := t.tableHas(ctx, d, class, "")
+	if err != nil || !hasTable {
+		return Affected{}, err
+	}
+	size := fmt.Sprintf("16 + pg_column_size(%s) + 4", colID)
+	for _, f := range fields {
+		_, hasColumn, err := t.tableHas(ctx, d, class, f)
+		if err != nil {
+			return Affected{}, err
+		}
+		if hasColumn {
+			size += fmt.Sprintf(" + coalesce(pg_column_size(%s), 0) + 4", pgx.Identifier{f}.Sanitize())
+		}
+	}
+	return t.affected(ctx, d, class, fmt.Sprintf("%s > %d", size, btreeMaxItem), max)
+}
