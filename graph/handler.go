@@ -147,6 +147,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var try *attempt
 	if protocol.Of(r) == protocol.HTTP {
+		// HTTPTransport serves it: what its headers refuse it for is
+		// answered before the schema is read and its server built.
+		if (HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes}).refused(w, r) {
+			return
+		}
 		try = &attempt{}
 	} else {
 		h.store.ForgetDatabase(org, name)

@@ -56,17 +56,10 @@ func (HTTPTransport) Supports(*http.Request) bool { return true }
 
 // Do serves one request.
 func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
-	media, ok := responseMedia(protocol.AcceptHeader(r.Header))
-	if !ok {
-		writeRequestError(w, mediaJSON, sluice.Errorf(sluice.CodeNotAcceptable,
-			"the server responds with application/graphql-response+json or application/json; the Accept header allows neither"))
+	if t.refused(w, r) {
 		return
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
-		writeRequestError(w, media, sluice.Errorf(sluice.CodeMethod, "use GET or POST"))
-		return
-	}
+	media, _ := responseMedia(protocol.AcceptHeader(r.Header))
 	ctx := r.Context()
 	greq := RequestFrom(ctx)
 	var params *graphql.RawParams
@@ -188,6 +181,70 @@ func responseMedia(accept string) (string, bool) {
 	return protocol.Negotiate(accept, mediaJSON, mediaGraphQLResponse)
 }
 
+// refused answers r and reports true when what its headers say refuses
+// it before its parameters are read: an Accept header allowing neither
+// response media (406), a method other than GET and POST (405), a POST
+// body that is not application/json in UTF-8 (415) or says it is longer
+// than MaxBodyBytes (413). Handler.ServeHTTP asks it before it reads the
+// database's schema and builds its server, which a request it refuses
+// does not need (a schema's server may take a second to build).
+func (t HTTPTransport) refused(w http.ResponseWriter, r *http.Request) bool {
+	media, ok := responseMedia(protocol.AcceptHeader(r.Header))
+	if !ok {
+		writeRequestError(w, mediaJSON, sluice.Errorf(sluice.CodeNotAcceptable,
+			"the server responds with application/graphql-response+json or application/json; the Accept header allows neither"))
+		return true
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodPost {
+		w.Header().Set("Allow", "GET, POST")
+		writeRequestError(w, media, sluice.Errorf(sluice.CodeMethod, "use GET or POST"))
+		return true
+	}
+	if r.Method == http.MethodPost {
+		if err := postHeaders(r, bodyLimit(t.MaxBodyBytes)); err != nil {
+			writeRequestError(w, media, err)
+			return true
+		}
+	}
+	return false
+}
+
+// bodyLimit returns the bound of a POST body of at most limit bytes, 10
+// MiB when 0.
+func bodyLimit(limit int64) int64 {
+	if limit <= 0 {
+		return 10 << 20
+	}
+	return limit
+}
+
+// errBodyTooLarge is the error of a POST body longer than limit.
+func errBodyTooLarge(limit int64) error {
+	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most max_body_bytes allows", limit)
+}
+
+// postHeaders checks what a POST's headers say of its body: its
+// Content-Type, and its Content-Length against limit.
+func postHeaders(r *http.Request, limit int64) error {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return unsupportedMedia("the request body must be application/json; Content-Type is missing")
+	}
+	if ct != mediaJSON { // the usual value needs no parsing
+		mt, params, err := mime.ParseMediaType(ct)
+		if err != nil || mt != mediaJSON {
+			return unsupportedMedia("the request body must be application/json, not " + ct)
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return unsupportedMedia("the request body must be UTF-8, not " + cs)
+		}
+	}
+	if r.ContentLength > limit {
+		return errBodyTooLarge(limit) // refused before reading any of it
+	}
+	return nil
+}
+
 // ReadParams reads the GraphQL parameters of a GraphQL-over-HTTP request:
 // from the URL of a GET (query, operationName, variables, extensions), or
 // the JSON body of a POST of at most maxBody bytes (10 MiB when 0). Every
@@ -228,28 +285,11 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 }
 
 func postParams(r *http.Request, limit int64) (*graphql.RawParams, error) {
-	ct := r.Header.Get("Content-Type")
-	if ct == "" {
-		return nil, unsupportedMedia("the request body must be application/json; Content-Type is missing")
+	limit = bodyLimit(limit)
+	if err := postHeaders(r, limit); err != nil {
+		return nil, err
 	}
-	if ct != mediaJSON { // the usual value needs no parsing
-		mt, params, err := mime.ParseMediaType(ct)
-		if err != nil || mt != mediaJSON {
-			return nil, unsupportedMedia("the request body must be application/json, not " + ct)
-		}
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-			return nil, unsupportedMedia("the request body must be UTF-8, not " + cs)
-		}
-	}
-	if limit <= 0 {
-		limit = 10 << 20
-	}
-	tooLarge := func() error {
-		return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most max_body_bytes allows", limit)
-	}
-	if r.ContentLength > limit {
-		return nil, tooLarge() // refused before reading any of it
-	}
+	tooLarge := func() error { return errBodyTooLarge(limit) }
 	body, err := readBody(r, limit)
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 		return nil, tooLarge() // a limit of the server's own, past it

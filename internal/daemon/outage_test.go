@@ -125,7 +125,7 @@ func TestPostgresOutage(t *testing.T) {
 		{"graphql-ndjson", `{"query":"subscription { Note_added { _id } }"}`, "application/x-ndjson"},
 		{"graphql multipart", `{"query":"subscription { Note_added { _id } }"}`, "multipart/mixed;subscriptionSpec=1.0"},
 	} {
-		r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/o", req.body, "Accept", req.accept)
+		r := d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/o", req.body, "Accept", req.accept, "Content-Type", "application/json")
 		if r.Status != 503 || !strings.Contains(string(r.Body), `"UNAVAILABLE"`) || r.Header.Get("Retry-After") == "" {
 			t.Errorf("%s during the outage: %d %v %s", req.name, r.Status, r.Header, r.Body)
 		}
