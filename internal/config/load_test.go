@@ -936,6 +936,18 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: max_body_bytes: invalid value "64MiB" (from SLUICE_MAX_BODY_BYTES): want a whole number of bytes greater than zero`,
 		},
 		{
+			// Postgres takes at most 2147483647 ms: past it every
+			// connection failed, after the start had succeeded.
+			name: "statement_timeout beyond what Postgres takes",
+			env:  map[string]string{"SLUICE_STATEMENT_TIMEOUT": "720h"},
+			want: `config: statement_timeout: invalid value "720h" (from SLUICE_STATEMENT_TIMEOUT): want at most 596h31m23.647s (2147483647 ms, the most Postgres takes)`,
+		},
+		{
+			name: "statement_timeout a millisecond beyond what Postgres takes",
+			args: []string{"--statement-timeout", "596h31m23.648s"},
+			want: `config: statement_timeout: invalid value "596h31m23.648s" (from --statement-timeout): want at most 596h31m23.647s (2147483647 ms, the most Postgres takes)`,
+		},
+		{
 			name: "stream_ticket_ttl too short",
 			env:  map[string]string{"SLUICE_STREAM_TICKET_TTL": "500ms"},
 			want: `config: stream_ticket_ttl: invalid value "500ms" (from SLUICE_STREAM_TICKET_TTL): want 1s to 10m`,
@@ -1245,5 +1257,19 @@ func TestFileErrors(t *testing.T) {
 				t.Errorf("error:\n got %s\nwant %s", err, want)
 			}
 		})
+	}
+}
+
+// TestStatementTimeoutMaximum: the largest statement_timeout Postgres
+// takes, 2147483647 ms, is accepted (see TestInvalidValues for the next
+// millisecond).
+func TestStatementTimeoutMaximum(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, nil, map[string]string{"SLUICE_STATEMENT_TIMEOUT": "596h31m23.647s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.StatementTimeout.Milliseconds(); got != 2147483647 {
+		t.Errorf("statement_timeout = %d ms, want 2147483647", got)
 	}
 }

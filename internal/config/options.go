@@ -78,6 +78,10 @@ const (
 func (o option) env() string  { return "SLUICE_" + strings.ToUpper(o.key) }
 func (o option) flag() string { return strings.ReplaceAll(o.key, "_", "-") }
 
+// maxStatementTimeout is the longest duration a Postgres setting in
+// milliseconds (statement_timeout) takes: its int maximum, 2147483647 ms.
+const maxStatementTimeout = math.MaxInt32 * time.Millisecond
+
 // options lists every key in the order docs/configuration.md shows them. It is a
 // function, not a variable, so that no package state can be changed.
 func options() []option {
@@ -351,8 +355,16 @@ func options() []option {
 			"longest the fields of one GraphQL query, or one read of a live query's result, may run, over all their SQL statements, before the request ends with an error naming this limit (0: no limit; each statement is also bounded by statement_timeout)",
 			func(c *Config, d time.Duration) error { c.GraphQLRequestTimeout = d; return nil }),
 		durationOption("statement_timeout", "30s",
-			"longest a single Postgres statement may run before Postgres cancels it and the request fails with 503 (0: no limit); a large write is many statements, each bounded; migrations and history pruning are exempt",
-			func(c *Config, d time.Duration) error { c.StatementTimeout = d; return nil }),
+			"longest a single Postgres statement may run before Postgres cancels it and the request fails with 503 (0: no limit; at most 596h31m23.647s, 2147483647 ms, the most Postgres takes); a large write is many statements, each bounded; migrations and history pruning are exempt",
+			func(c *Config, d time.Duration) error {
+				// Every connection sends it as a setting in milliseconds:
+				// past Postgres' int maximum, each would fail to connect.
+				if d > maxStatementTimeout {
+					return fmt.Errorf("want at most %s (%d ms, the most Postgres takes)", maxStatementTimeout, maxStatementTimeout.Milliseconds())
+				}
+				c.StatementTimeout = d
+				return nil
+			}),
 		int64Option("history_page_bytes", "4194304",
 			"largest page of /api/changes, /api/log, /api/history and /api/diff in bytes of change images and commit text, and of /api/diff's patches (4 MiB); a larger commit spans pages, a single larger change is sent alone",
 			func(c *Config, n int64) error { c.HistoryPageBytes = n; return nil }),
