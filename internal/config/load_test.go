@@ -948,6 +948,18 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: statement_timeout: invalid value "596h31m23.648s" (from --statement-timeout): want at most 596h31m23.647s (2147483647 ms, the most Postgres takes)`,
 		},
 		{
+			// net/http adds 4096 to it: near the int64 maximum the sum
+			// overflowed and every request was answered 431.
+			name: "max_header_bytes near the int64 maximum",
+			args: []string{"--max-header-bytes=9223372036854775807"},
+			want: `config: max_header_bytes: invalid value 9223372036854775807 (from --max-header-bytes): want at most 1073741824 (1 GiB)`,
+		},
+		{
+			name: "max_header_bytes past 1 GiB",
+			env:  map[string]string{"SLUICE_MAX_HEADER_BYTES": "1073741825"},
+			want: `config: max_header_bytes: invalid value "1073741825" (from SLUICE_MAX_HEADER_BYTES): want at most 1073741824 (1 GiB)`,
+		},
+		{
 			name: "stream_ticket_ttl too short",
 			env:  map[string]string{"SLUICE_STREAM_TICKET_TTL": "500ms"},
 			want: `config: stream_ticket_ttl: invalid value "500ms" (from SLUICE_STREAM_TICKET_TTL): want 1s to 10m`,
@@ -1271,5 +1283,18 @@ func TestStatementTimeoutMaximum(t *testing.T) {
 	}
 	if got := c.StatementTimeout.Milliseconds(); got != 2147483647 {
 		t.Errorf("statement_timeout = %d ms, want 2147483647", got)
+	}
+}
+
+// TestMaxHeaderBytesMaximum: 1 GiB, the largest max_header_bytes, is
+// accepted (see TestInvalidValues for more).
+func TestMaxHeaderBytesMaximum(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, []string{"--max-header-bytes=1073741824"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxHeaderBytes != 1<<30 {
+		t.Errorf("max_header_bytes = %d, want 1073741824", c.MaxHeaderBytes)
 	}
 }

@@ -197,8 +197,17 @@ func options() []option {
 			"directory of the temporary files of write_spool_bytes (unlinked as soon as made); the start fails if it cannot be written. Empty: data_dir/spool with the embedded Postgres, else the system's temporary directory ($TMPDIR, else /tmp); if that cannot be written, bodies are read as they arrive, with a warning",
 			func(c *Config, s string) error { c.WriteSpoolDir = s; return nil }),
 		int64Option("max_header_bytes", "16384",
-			"largest request header block in bytes (16 KiB), and largest graphql-ws message before connection_ack: what a client may send before it is authenticated",
-			func(c *Config, n int64) error { c.MaxHeaderBytes = n; return nil }),
+			"largest request header block in bytes (16 KiB), and largest graphql-ws message before connection_ack: what a client may send before it is authenticated (at most 1073741824, 1 GiB)",
+			func(c *Config, n int64) error {
+				// net/http reads up to it plus 4096 bytes as an int: near
+				// the int64 maximum the sum overflowed and every request
+				// was answered 431. 1 GiB also fits a 32-bit int.
+				if n > 1<<30 {
+					return errors.New("want at most 1073741824 (1 GiB)")
+				}
+				c.MaxHeaderBytes = n
+				return nil
+			}),
 		int64Option("graphql_max_body_bytes", "8388608",
 			"largest GraphQL request body over HTTP in bytes (8 MiB): its variables are decoded whole, at most 100,000 JSON values (counted before they are decoded; decoded, small values cost up to about twenty times their size); send large writes to REST as NDJSON",
 			func(c *Config, n int64) error { c.GraphQLMaxBodyBytes = n; return nil }),
