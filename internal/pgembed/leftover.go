@@ -50,6 +50,15 @@ func stopLeftover(ctx context.Context, dataDir string, logger *slog.Logger) erro
 		return err
 	}
 	if !processAlive(pid) {
+		if isZombie(pid) {
+			// A postmaster that exited and was never reaped (its parent
+			// is stuck, or a PID 1 that does not reap): Postgres would
+			// take the zombie, which still answers kill(pid, 0), for a
+			// live server and refuse to start ("lock file already
+			// exists"). It holds nothing any more.
+			logger.Info("removing postmaster.pid naming a zombie process", "pid", pid, "data_dir", dataDir)
+			return removePIDFile(dataDir, pid)
+		}
 		// Postgres removes a stale pid file itself.
 		logger.Debug("stale postmaster.pid", "pid", pid, "data_dir", dataDir)
 		return nil

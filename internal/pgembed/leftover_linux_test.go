@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -147,4 +148,50 @@ func TestStartLeavesOtherServersAlone(t *testing.T) {
 			t.Fatalf("the running server (pid %d) or its backend (pid %d) was stopped", leftover.PID(), backend)
 		}
 	})
+}
+
+// TestStartRemovesZombiePIDFile: a postmaster.pid naming a zombie of the
+// server's user (a postmaster that exited and that nobody reaped) does not
+// block the start: Postgres would take the zombie for a live server
+// ("lock file already exists").
+func TestStartRemovesZombiePIDFile(t *testing.T) {
+	t.Parallel()
+	opts, stale := stoppedCluster(t)
+	cred, err := serverCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A child of this test process, run as the server's user, that is
+	// never waited for until the test ends.
+	pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Credential: cred}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		var ws syscall.WaitStatus
+		_, _ = syscall.Wait4(pid, &ws, 0, nil)
+	})
+	waitZombie(t, pid)
+	namePID(t, opts.DataDir, stale, pid)
+
+	p := start(t, opts)
+	if got := queryString(t, p.URL("postgres"), "SELECT 1::text"); got != "1" {
+		t.Errorf("SELECT 1 = %q", got)
+	}
+}
+
+// waitZombie waits until pid has exited and is not reaped.
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !isZombie(pid) {
+		select {
+		case <-deadline.C:
+			t.Fatalf("pid %d did not become a zombie", pid)
+		case <-tick.C:
+		}
+	}
 }

@@ -20,18 +20,31 @@ func sysProcAttr(cred *syscall.Credential) *syscall.SysProcAttr {
 // as gone: it has released everything, and an orphan's zombie may never be
 // reaped if PID 1 does not reap.
 func processAlive(pid int) bool {
+	state, exists := processState(pid)
+	return exists && state != 'Z' && state != 'X'
+}
+
+// isZombie reports whether pid is a process that exited and was not
+// reaped (state Z, or X on its way out).
+func isZombie(pid int) bool {
+	state, exists := processState(pid)
+	return exists && (state == 'Z' || state == 'X')
+}
+
+// processState returns pid's state letter from /proc/<pid>/stat (R, S,
+// Z…), 0 when it cannot be parsed, and whether the process exists.
+func processState(pid int) (byte, bool) {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return false
+		return 0, false
 	}
 	// The state follows the command name in parentheses, which may itself
 	// contain ") ".
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 || i+2 >= len(stat) {
-		return true
+		return 0, true
 	}
-	state := stat[i+2]
-	return state != 'Z' && state != 'X'
+	return stat[i+2], true
 }
 
 // isPostmasterOf reports whether pid is the postmaster of the server on
