@@ -4,6 +4,10 @@
 // Start creates the cluster with initdb on first use and then runs the
 // installed `postgres` binary as a child process. Decisions worth knowing:
 //
+//   - initdb writes the cluster in <DataDir>.initdb, renamed to DataDir
+//     once whole, so an interrupted first initdb leaves no cluster that
+//     looks whole (it wrote PG_VERSION first); the next Start removes
+//     what it left and runs it again.
 //   - No TCP. The server listens only on a Unix socket inside the data
 //     directory (listen_addresses is empty), and pg_hba trusts local socket
 //     connections and rejects host ones. The data directory is mode 0700, so

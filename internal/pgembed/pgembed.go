@@ -36,8 +36,9 @@ const port = 5432
 // Options configures Start.
 type Options struct {
 	// DataDir is the cluster's data directory, e.g. <sluice data_dir>/pg.
-	// Start creates it with initdb when it holds no cluster yet and reuses
-	// the cluster afterwards. The server's Unix socket lives in it too, so
+	// Start creates it with initdb when it holds no cluster yet (in
+	// DataDir+".initdb", renamed to DataDir once whole) and reuses the
+	// cluster afterwards. The server's Unix socket lives in it too, so
 	// it must be short enough for a socket path (at most 93 bytes on Linux).
 	DataDir string
 	// BinDir is the directory holding initdb and postgres. Empty means
@@ -185,9 +186,18 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	}()
 
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := initdb(ctx, bin, dataDir, cred, logger); err != nil {
+		if err := createCluster(ctx, bin, dataDir, cred, logger); err != nil {
 			return nil, err
 		}
+		// The directory locked is the empty one the cluster replaced:
+		// lock the cluster's, then let the old one go (a Start waiting
+		// for it finds it replaced, and waits for the new one).
+		newLock, err := lockDataDir(ctx, dataDir)
+		if err != nil {
+			return nil, err
+		}
+		lock.Close()
+		lock = newLock
 	} else if err != nil {
 		return nil, fmt.Errorf("pgembed: check for an existing cluster: %w", err)
 	}
@@ -427,7 +437,19 @@ func lockDataDir(ctx context.Context, dataDir string) (*os.File, error) {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 		if err == nil {
-			return f, nil
+			if same, err := isDir(f, dataDir); err != nil {
+				f.Close()
+				return nil, fmt.Errorf("pgembed: lock data dir: %w", err)
+			} else if same {
+				return f, nil
+			}
+			// The directory was replaced while this waited for it: a
+			// first Start moved its new cluster in. Lock the new one.
+			f.Close()
+			if f, err = os.Open(dataDir); err != nil {
+				return nil, fmt.Errorf("pgembed: open data dir: %w", err)
+			}
+			continue
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			f.Close()
@@ -445,7 +467,66 @@ func lockDataDir(ctx context.Context, dataDir string) (*os.File, error) {
 	}
 }
 
-// initdb creates the cluster in dataDir, which must be empty.
+// isDir reports whether the open directory f is still the one at path.
+func isDir(f *os.File, path string) (bool, error) {
+	held, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	current, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil && os.SameFile(held, current), err
+}
+
+// initdbDir is where createCluster makes the cluster of dataDir before it
+// moves it into place: a sibling, so that the move is a rename.
+func initdbDir(dataDir string) string { return dataDir + ".initdb" }
+
+// createCluster makes a cluster for the empty dataDir: initdb writes it
+// in initdbDir, which is then renamed to dataDir. initdb writes PG_VERSION
+// first, so a cluster made in place and interrupted (initdb killed, the
+// machine's power lost) looked like a whole one to the next start, which
+// then failed with errors that did not say why ("database "postgres" does
+// not exist"). Made aside, dataDir holds a whole cluster or none, and
+// what an interrupted initdb left is removed here, under the data dir
+// lock, before initdb runs again.
+func createCluster(ctx context.Context, bin binaries, dataDir string, cred *syscall.Credential, logger *slog.Logger) error {
+	tmp := initdbDir(dataDir)
+	if _, err := os.Lstat(tmp); err == nil {
+		logger.Warn("removing what an interrupted initdb left", "dir", tmp)
+	}
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("pgembed: remove what an interrupted initdb left: %w", err)
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return fmt.Errorf("pgembed: create initdb dir: %w", err)
+	}
+	if cred != nil {
+		if err := os.Chown(tmp, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("pgembed: give initdb dir to the postgres user: %w", err)
+		}
+	}
+	if err := initdb(ctx, bin, tmp, cred, logger); err != nil {
+		return err
+	}
+	// Replaces dataDir, which is empty: rename(2) fails on a directory
+	// that holds anything. (os.Rename refuses any directory there.)
+	if err := syscall.Rename(tmp, dataDir); err != nil {
+		return fmt.Errorf("pgembed: move the new cluster into place (%s must be empty or hold a cluster): %w", dataDir, err)
+	}
+	// So that a power loss does not undo the rename once the server has
+	// written to the cluster.
+	if parent, err := os.Open(filepath.Dir(dataDir)); err == nil {
+		_ = parent.Sync() // the cluster is whole either way
+		parent.Close()
+	}
+	logger.Info("created postgres cluster", "data_dir", dataDir)
+	return nil
+}
+
+// initdb creates a cluster in dataDir, which must be empty.
 func initdb(ctx context.Context, bin binaries, dataDir string, cred *syscall.Credential, logger *slog.Logger) error {
 	cmd := exec.CommandContext(ctx, bin.initdb,
 		"-D", dataDir,
@@ -458,15 +539,14 @@ func initdb(ctx context.Context, bin binaries, dataDir string, cred *syscall.Cre
 	cmd.Dir = dataDir
 	cmd.Env = serverEnv(os.Environ())
 	cmd.SysProcAttr = sysProcAttr(cred)
-	// SIGINT makes initdb remove what it wrote; killed outright it would
-	// leave a half-made cluster with PG_VERSION, which looks initialized.
+	// SIGINT makes initdb remove what it wrote (killed outright, it
+	// leaves its directory, which the next createCluster removes).
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("pgembed: initdb %s: %w; output:\n%s", dataDir, err, lastLines(string(out), tailLines))
 	}
-	logger.Info("created postgres cluster", "data_dir", dataDir)
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		logger.Debug("initdb", "line", line)
 	}

@@ -129,6 +129,86 @@ func TestStartCreatesCluster(t *testing.T) {
 	}
 }
 
+// TestStartRedoesInterruptedInitdb: an initdb killed during the first
+// start (here one that writes PG_VERSION, as initdb does first, and is
+// SIGKILLed) leaves no cluster in the data dir, and the next start
+// removes what it left and makes a whole cluster. The cluster made in
+// place used to be taken for a whole one, and the server failed.
+func TestStartRedoesInterruptedInitdb(t *testing.T) {
+	t.Parallel()
+	dataDir := newDataDir(t)
+	real, err := findBinaries("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	binDir := filepath.Join(filepath.Dir(dataDir), "bin") // enterable by the postgres user
+	if err := os.Mkdir(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// initdb is run as initdb -D <dir> …
+	killed := "#!/bin/sh\necho 15 > \"$2/PG_VERSION\"\nkill -9 $$\n"
+	if err := os.WriteFile(filepath.Join(binDir, "initdb"), []byte(killed), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real.postgres, filepath.Join(binDir, "postgres")); err != nil {
+		t.Fatal(err)
+	}
+	interrupted := testOptions(t, dataDir)
+	interrupted.BinDir = binDir
+	if p, err := Start(t.Context(), interrupted); err == nil {
+		stop(t, p)
+		t.Fatal("Start with an initdb killed midway succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("data dir's PG_VERSION after an interrupted initdb: %v, want none", err)
+	}
+	if _, err := os.Stat(filepath.Join(initdbDir(dataDir), "PG_VERSION")); err != nil {
+		t.Fatalf("the interrupted initdb left no PG_VERSION aside: %v", err)
+	}
+
+	p := start(t, testOptions(t, dataDir))
+	if got := queryString(t, p.URL("postgres"), "SELECT 1::text"); got != "1" {
+		t.Errorf("SELECT 1 = %q", got)
+	}
+	if _, err := os.Lstat(initdbDir(dataDir)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("what the interrupted initdb left: %v, want it removed", err)
+	}
+}
+
+// TestStartKeepsClusterMadeInPlace: a cluster that initdb made in the data
+// dir itself, as releases before createCluster did, is started as it is.
+func TestStartKeepsClusterMadeInPlace(t *testing.T) {
+	t.Parallel()
+	dataDir := newDataDir(t)
+	opts := testOptions(t, dataDir)
+	bin, err := findBinaries("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := makeDataDir(dataDir, cred); err != nil {
+		t.Fatal(err)
+	}
+	if err := initdb(t.Context(), bin, dataDir, cred, opts.Logger); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.Stat(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	p := start(t, opts)
+	if got := queryString(t, p.URL("postgres"), "SELECT 1::text"); got != "1" {
+		t.Errorf("SELECT 1 = %q", got)
+	}
+	if after, err := os.Stat(dataDir); err != nil || !os.SameFile(before, after) {
+		t.Errorf("the data dir was replaced (%v): want the cluster made in place kept", err)
+	}
+}
+
 func TestStartReusesCluster(t *testing.T) {
 	t.Parallel()
 	dataDir := newDataDir(t)
