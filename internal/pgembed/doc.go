@@ -19,7 +19,9 @@
 //     otherwise.
 //   - Postgres refuses to run as root. When Sluice runs as root, initdb and
 //     the server run as the `postgres` OS user, the data directory is chowned
-//     to it, and every directory above it must let that user enter.
+//     to it (only when Start created it or it is empty: one holding another
+//     user's cluster is refused, naming both users), and every directory
+//     above it must let that user enter.
 //   - The cluster is created with UTF8 encoding and the C locale, so text
 //     sorts bytewise and the cluster does not depend on which OS locales
 //     are installed.

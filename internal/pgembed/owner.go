@@ -35,14 +35,21 @@ func serverCredential() (*syscall.Credential, error) {
 
 // makeDataDir creates dataDir (0700, as Postgres requires) and, when the
 // server runs as another user, hands it to that user after checking the user
-// can reach it.
+// can reach it. Only a directory it created or an empty one is handed over:
+// one that holds files of another user (a cluster made by Sluice run as
+// that user) is refused, since giving it away would lock that user out
+// of it while the server, run as postgres, could not use it either (its
+// files stay that user's).
 func makeDataDir(dataDir string, cred *syscall.Credential) error {
 	// Parents are made enterable by others: a 0700 parent would lock out the
 	// postgres user when we are root.
 	if err := os.MkdirAll(filepath.Dir(dataDir), 0o755); err != nil {
 		return fmt.Errorf("pgembed: create parent of data dir: %w", err)
 	}
-	if err := os.Mkdir(dataDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	created := true
+	if err := os.Mkdir(dataDir, 0o700); errors.Is(err, os.ErrExist) {
+		created = false
+	} else if err != nil {
 		return fmt.Errorf("pgembed: create data dir: %w", err)
 	}
 	if cred == nil {
@@ -51,10 +58,54 @@ func makeDataDir(dataDir string, cred *syscall.Credential) error {
 	if err := checkEnterable(filepath.Dir(dataDir), cred); err != nil {
 		return err
 	}
+	if !created {
+		owner, err := ownerOf(dataDir)
+		if err != nil {
+			return err
+		}
+		if owner == cred.Uid {
+			return nil
+		}
+		entries, err := os.ReadDir(dataDir)
+		if err != nil {
+			return fmt.Errorf("pgembed: read data dir: %w", err)
+		}
+		if len(entries) > 0 {
+			what := "files"
+			if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); err == nil {
+				what = "a Postgres cluster"
+			}
+			return fmt.Errorf("pgembed: data dir %s holds %s of user %s, but Sluice runs as root, so Postgres would run as user %s: run sluice as %s, or hand the directory to %s with `chown -R %d:%d %s` to run as root from now on",
+				dataDir, what, userName(owner), userName(cred.Uid), userName(owner), userName(cred.Uid), cred.Uid, cred.Gid, dataDir)
+		}
+	}
 	if err := os.Chown(dataDir, int(cred.Uid), int(cred.Gid)); err != nil {
 		return fmt.Errorf("pgembed: give data dir to the postgres user: %w", err)
 	}
 	return nil
+}
+
+// ownerOf returns the uid that owns path.
+func ownerOf(path string) (uint32, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, fmt.Errorf("pgembed: check data dir owner: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, fmt.Errorf("pgembed: check data dir owner: no owner for %s", path)
+	}
+	return st.Uid, nil
+}
+
+// userName names uid for a message: "nobody (uid 65534)", or "uid 1234"
+// when it has no name.
+func userName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil {
+		return u.Username + " (uid " + id + ")"
+	}
+	return "uid " + id
 }
 
 // checkEnterable fails unless the user in cred may search dir and every

@@ -1,0 +1,88 @@
+package pgembed
+
+import (
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// nobody returns the credential of the OS user nobody, skipping the test
+// unless it runs as root (only root runs Postgres as another user).
+func nobody(t *testing.T) *syscall.Credential {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: Postgres runs as the postgres user only when Sluice runs as root")
+	}
+	u, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skipf("no user nobody: %v", err)
+	}
+	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+}
+
+// TestStartRefusesClusterOfAnotherUser: a cluster made by Sluice run as
+// another user (nobody) is not taken from that user by a start as root:
+// the start fails naming both users, and the data dir stays nobody's. It
+// used to be given to postgres, which could not read the cluster's files
+// ("postgresql.conf: Permission denied"), and nobody could no longer
+// enter it.
+func TestStartRefusesClusterOfAnotherUser(t *testing.T) {
+	t.Parallel()
+	other := nobody(t)
+	dataDir := newDataDir(t)
+	opts := testOptions(t, dataDir)
+	bin, err := findBinaries("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What Sluice run as nobody makes.
+	if err := makeDataDir(dataDir, other); err != nil {
+		t.Fatal(err)
+	}
+	if err := initdb(t.Context(), bin, dataDir, other, opts.Logger); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := Start(t.Context(), opts)
+	if err == nil {
+		stop(t, p)
+		t.Fatal("Start as root on nobody's cluster succeeded")
+	}
+	cred, err2 := serverCredential()
+	if err2 != nil {
+		t.Fatal(err2)
+	}
+	for _, want := range []string{"a Postgres cluster of user " + userName(other.Uid), "as user " + userName(cred.Uid), "run sluice as " + userName(other.Uid), "chown -R"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start = %v, want it to say %q", err, want)
+		}
+	}
+	if owner, err := ownerOf(dataDir); err != nil || owner != other.Uid {
+		t.Errorf("data dir owner after the refused start = %d (%v), want nobody's %d", owner, err, other.Uid)
+	}
+}
+
+// TestStartTakesEmptyDirOfAnotherUser: an empty data dir of another user
+// (a volume mounted there) is handed to the postgres user, and the start
+// makes a cluster in it.
+func TestStartTakesEmptyDirOfAnotherUser(t *testing.T) {
+	t.Parallel()
+	other := nobody(t)
+	dataDir := newDataDir(t)
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dataDir, int(other.Uid), int(other.Gid)); err != nil {
+		t.Fatal(err)
+	}
+
+	p := start(t, testOptions(t, dataDir))
+	if got := queryString(t, p.URL("postgres"), "SELECT 1::text"); got != "1" {
+		t.Errorf("SELECT 1 = %q", got)
+	}
+}
