@@ -259,21 +259,16 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	// and checks running at once stay below its limit, so guesses sent
 	// together cost at most that many Postgres round trips. A remembered
 	// credential, above, needs no admission.
-	failed := false
-	if a.throttle != nil && !basic {
-		at, err := a.throttle.BeginAddress(r.RemoteAddr)
-		if err != nil {
+	settle := func(bool) {}
+	if !basic {
+		var err error
+		if settle, err = a.admitAddress(r.RemoteAddr); err != nil {
 			return nil, err
 		}
-		// Deferred, so that a panic below cannot keep the place for good.
-		defer func() {
-			if failed {
-				at.Fail()
-			} else {
-				at.Release()
-			}
-		}()
 	}
+	failed := false
+	// Deferred, so that a panic below cannot keep the place for good.
+	defer func() { settle(failed) }()
 	// The key set's generation before verifying: a credential verified
 	// with keys a reload replaced meanwhile is not remembered as current.
 	keys := a.jwt.generation()
@@ -287,6 +282,27 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		a.remember(h, c, keys)
 	}
 	return c, err
+}
+
+// admitAddress admits the check of a credential that names no user (a
+// bearer token, a JWT, a stream ticket) from remoteAddr before its
+// Postgres round trip (Throttle.BeginAddress), and returns the function
+// that settles it once checked: failed counts it toward the address.
+func (a *Authenticator) admitAddress(remoteAddr string) (settle func(failed bool), err error) {
+	if a.throttle == nil {
+		return func(bool) {}, nil
+	}
+	at, err := a.throttle.BeginAddress(remoteAddr)
+	if err != nil {
+		return nil, err
+	}
+	return func(failed bool) {
+		if failed {
+			at.Fail()
+		} else {
+			at.Release()
+		}
+	}, nil
 }
 
 // authenticate checks the credential of Authorization header h.

@@ -99,21 +99,13 @@ func (a *Authenticator) RedeemTicket(ctx context.Context, remoteAddr, secret, db
 	}
 	// It is admitted before its round trip, as a bearer token is
 	// (Authenticate), so tickets guessed at once are bounded too.
-	failed := false
-	if a.throttle != nil {
-		at, err := a.throttle.BeginAddress(remoteAddr)
-		if err != nil {
-			return nil, err
-		}
-		// Deferred, so that a panic below cannot keep the place for good.
-		defer func() {
-			if failed {
-				at.Fail()
-			} else {
-				at.Release()
-			}
-		}()
+	settle, err := a.admitAddress(remoteAddr)
+	if err != nil {
+		return nil, err
 	}
+	failed := false
+	// Deferred, so that a panic below cannot keep the place for good.
+	defer func() { settle(failed) }()
 	c, scope, err := a.store.RedeemStreamTicket(ctx, HashToken(secret))
 	failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
 	if err != nil {
