@@ -322,34 +322,15 @@ func (g *sdlGen) inputTypes(c *sluice.Class) {
 		}
 		g.p("}\n\n")
 	}
-	switch c.Kind {
-	case sluice.KindDocument:
+	if c.Kind == sluice.KindDocument {
 		g.p("\"A partial write of a %s document (%s%s): a field given replaces the document's (a subdocument is merged into the document's, as a JSON Merge Patch does), null removes an optional field, and a field left out is kept.\"\n", c.Name, c.Name, suffixUpdate)
 		g.p("input %s%s {\n  \"The document id, \\\"%s/<key>\\\" or just the key.\"\n  %s: ID!\n", c.Name, suffixPatch, c.Name, fieldID)
 		g.p("  \"%s\"\n  %s: String\n", versionInputDescription, fieldVersion)
-	case sluice.KindSubdocument:
-		// A subdocument given in a patch is merged into the stored one,
-		// so its fields are all optional, as REST's PATCH takes them: a
-		// required one given again would be no merge.
-		g.p("\"A partial write of a subdocument of type %s, merged into the stored one (as a JSON Merge Patch does): a field given replaces its, null removes an optional field, a field left out is kept.\"\n", c.Name)
-		g.p("input %s%s {\n", c.Name, suffixPatch)
-	default:
-		return
+		for _, f := range c.Fields {
+			g.p("  %s: %s\n", f.Name, strings.TrimSuffix(inputType(f), "!"))
+		}
+		g.p("}\n\n")
 	}
-	for _, f := range c.Fields {
-		g.p("  %s: %s\n", f.Name, patchType(f))
-	}
-	g.p("}\n\n")
-}
-
-// patchType is the type of field f in a patch input: optional, and for a
-// single subdocument its patch input, merged into the stored one (a list
-// of them is replaced whole, so it takes their input type).
-func patchType(f *sluice.Field) string {
-	if f.Type.Kind == sluice.TypeSubdocument && !f.List {
-		return f.Type.Name + suffixPatch
-	}
-	return strings.TrimSuffix(inputType(f), "!")
 }
 
 // versionInputDescription describes _version in input types.
