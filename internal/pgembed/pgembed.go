@@ -186,18 +186,22 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	}()
 
 	if _, err := os.Stat(filepath.Join(dataDir, "PG_VERSION")); errors.Is(err, os.ErrNotExist) {
-		if err := createCluster(ctx, bin, dataDir, cred, logger); err != nil {
-			return nil, err
-		}
-		// The directory locked is the empty one the cluster replaced:
-		// lock the cluster's, then let the old one go (a Start waiting
-		// for it finds it replaced, and waits for the new one).
-		newLock, err := lockDataDir(ctx, dataDir)
+		replaced, err := createCluster(ctx, bin, dataDir, cred, logger)
 		if err != nil {
 			return nil, err
 		}
-		lock.Close()
-		lock = newLock
+		if replaced {
+			// The directory locked is the empty one the cluster
+			// replaced: lock the cluster's, then let the old one go (a
+			// Start waiting for it finds it replaced, and waits for the
+			// new one).
+			newLock, err := lockDataDir(ctx, dataDir)
+			if err != nil {
+				return nil, err
+			}
+			lock.Close()
+			lock = newLock
+		}
 	} else if err != nil {
 		return nil, fmt.Errorf("pgembed: check for an existing cluster: %w", err)
 	}
@@ -491,8 +495,57 @@ func initdbDir(dataDir string) string { return dataDir + ".initdb" }
 // then failed with errors that did not say why ("database "postgres" does
 // not exist"). Made aside, dataDir holds a whole cluster or none, and
 // what an interrupted initdb left is removed here, under the data dir
-// lock, before initdb runs again.
-func createCluster(ctx context.Context, bin binaries, dataDir string, cred *syscall.Credential, logger *slog.Logger) error {
+// lock, before initdb runs again. It reports whether dataDir was replaced.
+//
+// A dataDir that is a mount point or a symbolic link cannot be replaced
+// by a rename (EBUSY, ENOTDIR): the cluster is then made in place, as
+// releases before made every cluster, and an initdb interrupted there
+// leaves what it wrote (docs/running.md says to empty the directory).
+func createCluster(ctx context.Context, bin binaries, dataDir string, cred *syscall.Credential, logger *slog.Logger) (replaced bool, err error) {
+	fixed, err := unreplaceable(dataDir)
+	if err != nil {
+		return false, err
+	}
+	if !fixed {
+		err := createAside(ctx, bin, dataDir, cred, logger)
+		if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, syscall.EXDEV) {
+			return err == nil, err
+		}
+		// A mount point unreplaceable could not tell (a bind mount on
+		// the same device): made in place after all.
+		if err := os.RemoveAll(initdbDir(dataDir)); err != nil {
+			return false, fmt.Errorf("pgembed: remove the cluster that could not be moved into place: %w", err)
+		}
+	}
+	if err := initdb(ctx, bin, dataDir, cred, logger); err != nil {
+		return false, err
+	}
+	logger.Info("created postgres cluster in place (a mount point or a symbolic link)", "data_dir", dataDir)
+	return false, nil
+}
+
+// unreplaceable reports whether dataDir is a symbolic link or a mount
+// point (on another device than its parent): rename(2) cannot put a
+// directory in its place.
+func unreplaceable(dataDir string) (bool, error) {
+	fi, err := os.Lstat(dataDir)
+	if err != nil {
+		return false, fmt.Errorf("pgembed: data dir: %w", err)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		return true, nil
+	}
+	parent, err := os.Stat(filepath.Dir(dataDir))
+	if err != nil {
+		return false, fmt.Errorf("pgembed: data dir's parent: %w", err)
+	}
+	st, ok1 := fi.Sys().(*syscall.Stat_t)
+	pst, ok2 := parent.Sys().(*syscall.Stat_t)
+	return ok1 && ok2 && st.Dev != pst.Dev, nil
+}
+
+// createAside is createCluster for a dataDir a rename can replace.
+func createAside(ctx context.Context, bin binaries, dataDir string, cred *syscall.Credential, logger *slog.Logger) error {
 	tmp := initdbDir(dataDir)
 	if _, err := os.Lstat(tmp); err == nil {
 		logger.Warn("removing what an interrupted initdb left", "dir", tmp)

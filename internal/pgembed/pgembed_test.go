@@ -209,6 +209,36 @@ func TestStartKeepsClusterMadeInPlace(t *testing.T) {
 	}
 }
 
+// TestStartMakesClusterInSymlinkedDir: a data dir that is a symbolic
+// link (or a mount point) cannot be replaced by the rename a cluster made
+// aside is moved in with: the cluster is made in place, in the
+// directory the link names, and the next start uses it.
+func TestStartMakesClusterInSymlinkedDir(t *testing.T) {
+	t.Parallel()
+	dataDir := newDataDir(t)
+	real := filepath.Join(filepath.Dir(dataDir), "real")
+	if err := os.Mkdir(real, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, dataDir); err != nil {
+		t.Fatal(err)
+	}
+	opts := testOptions(t, dataDir)
+	first := start(t, opts)
+	exec1(t, first.URL("postgres"), "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('survives')")
+	stop(t, first)
+	if fi, err := os.Lstat(dataDir); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the data dir after the first start: %v, %v; want the symbolic link kept", fi, err)
+	}
+	if _, err := os.Stat(filepath.Join(real, "PG_VERSION")); err != nil {
+		t.Fatalf("the cluster is not in the linked directory: %v", err)
+	}
+	second := start(t, opts)
+	if got := queryString(t, second.URL("postgres"), "SELECT v FROM kept"); got != "survives" {
+		t.Errorf("after a restart: %q", got)
+	}
+}
+
 func TestStartReusesCluster(t *testing.T) {
 	t.Parallel()
 	dataDir := newDataDir(t)
