@@ -251,19 +251,20 @@ const (
 	digestBytes   = 32 << 20
 )
 
-// sizedCache keeps values by schema version, bounded in entries and in
-// the bytes they hold (size). It is safe for concurrent use.
-type sizedCache[V any] struct {
+// sizedCache keeps values by key (a schema version, mostly), bounded in
+// entries and in the bytes they hold (size). It is safe for concurrent
+// use.
+type sizedCache[K comparable, V any] struct {
 	mu       sync.Mutex // guards bytes, and the evictions that keep it bounded
-	lru      *lru.Cache[schemacache.Key, V]
+	lru      *lru.Cache[K, V]
 	size     func(V) int
 	bytes    int
 	maxBytes int
 }
 
-func newSizedCache[V any](entries, maxBytes int, size func(V) int) *sizedCache[V] {
-	c := &sizedCache[V]{size: size, maxBytes: maxBytes}
-	l, err := lru.NewWithEvict(entries, func(_ schemacache.Key, v V) { c.bytes -= size(v) })
+func newSizedCache[K comparable, V any](entries, maxBytes int, size func(V) int) *sizedCache[K, V] {
+	c := &sizedCache[K, V]{size: size, maxBytes: maxBytes}
+	l, err := lru.NewWithEvict(entries, func(_ K, v V) { c.bytes -= size(v) })
 	if err != nil {
 		panic(err) // only for entries <= 0
 	}
@@ -272,17 +273,17 @@ func newSizedCache[V any](entries, maxBytes int, size func(V) int) *sizedCache[V
 }
 
 // newDigestCache returns the cache of version digests.
-func newDigestCache() *sizedCache[*versionDigest] {
-	return newSizedCache(digestEntries, digestBytes, func(d *versionDigest) int { return d.size })
+func newDigestCache() *sizedCache[schemacache.Key, *versionDigest] {
+	return newSizedCache[schemacache.Key](digestEntries, digestBytes, func(d *versionDigest) int { return d.size })
 }
 
-func (c *sizedCache[V]) get(k schemacache.Key) (V, bool) {
+func (c *sizedCache[K, V]) get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.lru.Get(k)
 }
 
-func (c *sizedCache[V]) add(k schemacache.Key, v V) {
+func (c *sizedCache[K, V]) add(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.lru.Contains(k) {

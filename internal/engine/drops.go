@@ -29,8 +29,8 @@ const (
 )
 
 // newDropCache returns the cache of dropsOf's answers.
-func newDropCache() *sizedCache[map[string]int] {
-	return newSizedCache(dropEntries, dropBytes, func(m map[string]int) int {
+func newDropCache() *sizedCache[schemacache.Key, map[string]int] {
+	return newSizedCache[schemacache.Key](dropEntries, dropBytes, func(m map[string]int) int {
 		n := 64
 		for name := range m {
 			n += 32 + len(name)

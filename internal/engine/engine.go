@@ -50,12 +50,14 @@ type Engine struct {
 	schemas *schemacache.Cache
 	// digests holds what each schema version changed from the one
 	// before, for reads of the past (digest.go), bounded.
-	digests *sizedCache[*versionDigest]
+	digests *sizedCache[schemacache.Key, *versionDigest]
 	// drops holds, by database and schema version, the last version
 	// whose change dropped stored values of each document class's
 	// documents, which the tag of a whole document names (drops.go),
 	// bounded.
-	drops *sizedCache[map[string]int]
+	drops *sizedCache[schemacache.Key, map[string]int]
+	// lost caches lostSince's findings by schema version.
+	lost *sizedCache[lostKey, *Past]
 	// dropWalks makes concurrent misses of one entry of drops walk once.
 	dropWalks singleflight.Group
 
@@ -126,6 +128,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 		schemas:   schemacache.New(schemaEntries, schemaBytes),
 		digests:   newDigestCache(),
 		drops:     newDropCache(),
+		lost:      newLostCache(),
 		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}

@@ -95,8 +95,21 @@ func (e *Engine) lostSince(ctx context.Context, d *sluice.Database, cur *sluice.
 	if err != nil {
 		return nil, err
 	}
-	if i := postgres.VersionAt(vs, seq); len(vs) == 0 || i >= 0 && vs[i].Version >= d.SchemaVersion {
+	i := postgres.VersionAt(vs, seq)
+	if len(vs) == 0 || i >= 0 && vs[i].Version >= d.SchemaVersion {
 		return nil, nil
+	}
+	// The walk depends on the commit's version, not on the commit: it is
+	// made once for every commit of a version (a resumed stream, a page
+	// of history), not once for each (a walk of 200 versions for each of
+	// 400 commits took 5 s). Only Unknown and strays of the Past are read
+	// (dropUnknown), which hold for all of them.
+	key := lostKey{db: d.ID, epoch: d.Epoch, cur: d.SchemaVersion, role: role, version: -1}
+	if i >= 0 {
+		key.version = vs[i].Version
+	}
+	if past, ok := e.lost.get(key); ok {
+		return past, nil
 	}
 	sc, err := e.scanVersions(ctx, d, cur, role, seq, seq)
 	if err != nil {
@@ -104,9 +117,45 @@ func (e *Engine) lostSince(ctx context.Context, d *sluice.Database, cur *sluice.
 	}
 	past, _ := pastSchema(sc, 0, cur, role, sluice.Position{Epoch: d.Epoch, Seq: seq, Index: sluice.WholeCommit})
 	if len(past.Unknown) == 0 && !past.strays {
-		return nil, nil
+		past = nil
+	} else {
+		// What dropUnknown reads, without the schemas a Past holds.
+		past = &Past{Unknown: past.Unknown, strays: past.strays}
 	}
+	e.lost.add(key, past)
 	return past, nil
+}
+
+// lostKey keys what lostSince found for the commits of one schema version
+// of a database (version; -1 before the first known), read through its
+// current version cur by a role.
+type lostKey struct {
+	db           int64
+	epoch        string
+	version, cur int
+	role         sluice.Role
+}
+
+// lostSince's cache bounds: in entries, and in the bytes of the field
+// names and reasons its Pasts hold.
+const (
+	lostEntries = 1 << 12
+	lostBytes   = 8 << 20
+)
+
+func newLostCache() *sizedCache[lostKey, *Past] {
+	return newSizedCache[lostKey](lostEntries, lostBytes, func(p *Past) int {
+		n := 64
+		if p != nil {
+			for class, fields := range p.Unknown {
+				n += len(class) + 64
+				for f, why := range fields {
+					n += len(f) + len(why) + 64
+				}
+			}
+		}
+		return n
+	})
 }
 
 // redactSince returns image doc (nil for none) redacted through cur and
