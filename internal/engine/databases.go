@@ -214,7 +214,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 	if err := e.checkSchemaSize(sdl); err != nil {
 		return nil, err
 	}
-	next, err := schema.ParseNew(sdl)
+	next, err := schema.ParseChange(sdl, prev)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 	if err := e.checkSchemaSize(sdl); err != nil {
 		return nil, err
 	}
-	next, err := schema.ParseNew(sdl)
+	next, err := schema.ParseChange(sdl, prev)
 	if err != nil {
 		return nil, err
 	}

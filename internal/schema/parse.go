@@ -2,6 +2,7 @@ package schema
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -30,7 +31,7 @@ const maxIndexFields = 31
 // schema. Empty input, or input of only whitespace and comments, is a valid
 // empty schema. Every error is a CodeInvalid *sluice.Error whose message
 // starts with "line L, column C: " and names the offending definition.
-func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, false) }
+func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, limits{}) }
 
 // ParseNew is Parse of a schema a client sends, which must also declare
 // at most MaxClasses classes and MaxEnumValues values in each enum,
@@ -41,10 +42,50 @@ func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, false) }
 // name a field of a type or interface as one of Postgres's system columns
 // (isSystemColumn). A stored schema is not held to these: it was accepted
 // when it was made, and must load.
-func ParseNew(sdl string) (*sluice.Schema, error) { return parse(sdl, true) }
+func ParseNew(sdl string) (*sluice.Schema, error) { return parse(sdl, newLimits) }
 
-// parse is Parse, and ParseNew when isNew.
-func parse(sdl string, isNew bool) (*sluice.Schema, error) {
+// ParseChange is ParseNew of a schema that replaces stored, whose own
+// counts raise the bounds it is held to: a schema stored before a bound
+// existed (or was lowered) and already past it can still be changed, as
+// long as the change does not make it larger in what is past the bound
+// (it was refused outright, its database's schema frozen).
+func ParseChange(sdl string, stored *sluice.Schema) (*sluice.Schema, error) {
+	lim := newLimits
+	if stored != nil {
+		// Counted, not bounded: it was accepted when it was stored.
+		b, err := build(stored.SDL, limits{expanded: math.MaxInt})
+		if err != nil {
+			return nil, err
+		}
+		lim.expanded = max(lim.expanded, b.expanded)
+		lim.classes = max(lim.classes, len(b.schema.Order))
+		lim.enumValues = max(lim.enumValues, b.maxEnumValues)
+	}
+	return parse(sdl, lim)
+}
+
+// limits are the bounds a new schema is held to (0: none).
+type limits struct {
+	isNew                         bool
+	expanded, classes, enumValues int
+}
+
+// newLimits are ParseNew's.
+var newLimits = limits{isNew: true, expanded: MaxExpandedFields, classes: MaxClasses, enumValues: MaxEnumValues}
+
+// parse is Parse, within lim.
+func parse(sdl string, lim limits) (*sluice.Schema, error) {
+	b, err := build(sdl, lim)
+	if err != nil {
+		return nil, err
+	}
+	return b.schema, nil
+}
+
+// build parses sdl within lim, and returns its builder, which holds the
+// schema and what was counted of it.
+func build(sdl string, lim limits) (*builder, error) {
+	isNew := lim.isNew
 	// Text Postgres cannot store, and that the GraphQL schema built from
 	// it (descriptions are carried over) would not parse again.
 	if err := checkText(sdl); err != nil {
@@ -63,9 +104,8 @@ func parse(sdl string, isNew bool) (*sluice.Schema, error) {
 		classes: map[string]*classDef{},
 		names:   map[string]*ast.Position{},
 		isNew:   isNew,
-	}
-	if isNew {
-		b.limit = MaxExpandedFields
+		limit:   lim.expanded,
+		lim:     lim,
 	}
 	for _, def := range doc.Definitions {
 		if err := b.declare(def); err != nil {
@@ -92,7 +132,7 @@ func parse(sdl string, isNew bool) (*sluice.Schema, error) {
 		return nil, err
 	}
 	setSeenFrom(b.schema)
-	return b.schema, nil
+	return b, nil
 }
 
 // setSeenFrom sets each subdocument class's SeenFrom: read when a reader
@@ -124,8 +164,12 @@ type builder struct {
 	// limit bounds expanded, the fields of the classes built so far,
 	// inherited ones included, and then their backlinks (0: no bound).
 	limit, expanded int
-	// isNew is set for a schema a client sends (ParseNew).
-	isNew bool
+	// isNew is set for a schema a client sends (ParseNew), and lim holds
+	// the bounds it is held to; maxEnumValues counts the values of its
+	// largest enum.
+	isNew         bool
+	lim           limits
+	maxEnumValues int
 }
 
 // errExpanded is the error of a schema that expands past limit fields,
@@ -346,9 +390,10 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 	if len(def.EnumValues) == 0 {
 		return errorAt(def.Position, "enum %s has no values", def.Name)
 	}
-	if b.isNew && len(def.EnumValues) > MaxEnumValues {
-		return errorAt(def.Position, "enum %s has %d values; at most %d are allowed", def.Name, len(def.EnumValues), MaxEnumValues)
+	if b.lim.enumValues > 0 && len(def.EnumValues) > b.lim.enumValues {
+		return errorAt(def.Position, "enum %s has %d values; at most %d are allowed", def.Name, len(def.EnumValues), b.lim.enumValues)
 	}
+	b.maxEnumValues = max(b.maxEnumValues, len(def.EnumValues))
 	// The enum's GraphQL type and each value count as a field.
 	if b.expanded += 1 + len(def.EnumValues); b.limit > 0 && b.expanded > b.limit {
 		return errExpanded(b.limit)
@@ -378,8 +423,8 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 }
 
 func (b *builder) declareClass(def *ast.Definition) error {
-	if b.isNew && len(b.schema.Order) >= MaxClasses {
-		return errorAt(def.Position, "%s %s: the schema declares more than %d types and interfaces; at most %d are allowed", keyword(def.Kind), def.Name, MaxClasses, MaxClasses)
+	if b.lim.classes > 0 && len(b.schema.Order) >= b.lim.classes {
+		return errorAt(def.Position, "%s %s: the schema declares more than %d types and interfaces; at most %d are allowed", keyword(def.Kind), def.Name, b.lim.classes, b.lim.classes)
 	}
 	kind := sluice.KindDocument
 	if def.Kind == ast.Interface {

@@ -614,3 +614,40 @@ func TestParseNewBoundsClassesAndEnums(t *testing.T) {
 		t.Errorf("19 enums of 1,000 values and 980 classes: %v", err)
 	}
 }
+
+// TestParseChangeKeepsStoredSchemasChangeable: a stored schema past the
+// bounds a new one is held to (stored before they existed) can still be
+// changed, held to its own counts where they are larger: adding a field
+// or a class within them passes, growing what is past a bound is refused.
+func TestParseChangeKeepsStoredSchemasChangeable(t *testing.T) {
+	var types strings.Builder
+	for i := range MaxClasses + 1 {
+		fmt.Fprintf(&types, "type T%d { n: Int }\n", i)
+	}
+	values := make([]string, MaxEnumValues+500)
+	for i := range values {
+		values[i] = fmt.Sprintf("V%d", i)
+	}
+	enum := "enum E { " + strings.Join(values, " ") + " }\n"
+	storedSDL := types.String() + enum
+	stored, err := Parse(storedSDL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseNew(storedSDL); err == nil {
+		t.Fatal("the stored schema passes ParseNew: the test needs one past its bounds")
+	}
+	withField := strings.Replace(storedSDL, "type T0 { n: Int }", "type T0 { n: Int m: String }", 1)
+	if _, err := ParseChange(withField, stored); err != nil {
+		t.Errorf("a field added to a stored schema past the bounds: %v", err)
+	}
+	if _, err := ParseChange(types.String()+"type More { n: Int }\n"+enum, stored); err == nil || !strings.Contains(err.Error(), "more than 1001 types") {
+		t.Errorf("one more class than the stored schema's: %v, want it refused at the stored count", err)
+	}
+	if _, err := ParseChange(types.String()+strings.Replace(enum, " }", " VMORE }", 1), stored); err == nil || !strings.Contains(err.Error(), "at most 1500 are allowed") {
+		t.Errorf("one more enum value than the stored schema's: %v, want it refused at the stored count", err)
+	}
+	if _, err := ParseChange("type A { n: Int }", &sluice.Schema{}); err != nil {
+		t.Errorf("a small schema replacing an empty one: %v", err)
+	}
+}
