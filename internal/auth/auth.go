@@ -83,6 +83,9 @@ type Authenticator struct {
 	verified *lru.Cache[[sha256.Size]byte, string]
 	// flight makes concurrent checks of one credential run one bcrypt.
 	flight singleflight.Group
+	// bearers makes concurrent checks of one bearer credential (API token
+	// or JWT) from one address run one lookup (bearer).
+	bearers singleflight.Group
 	// onHash, when set, is called for every bcrypt comparison (a metric).
 	onHash func()
 	// jwt verifies bearer JWTs; nil when none are accepted.
@@ -254,45 +257,100 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	if c, ok := a.cached(h); ok {
 		return c, nil
 	}
-	// A bearer token or JWT is admitted before it is checked, as a
-	// password is before its bcrypt (password): its address's failures
-	// and checks running at once stay below its limit, so guesses sent
-	// together cost at most that many Postgres round trips. A remembered
-	// credential, above, needs no admission.
-	settle := func(bool) {}
 	if !basic {
-		var err error
-		if settle, err = a.admitAddress(r.RemoteAddr); err != nil {
-			return nil, err
-		}
+		return a.bearer(r, h)
 	}
-	failed := false
-	// Deferred, so that a panic below cannot keep the place for good.
-	defer func() { settle(failed) }()
 	// The key set's generation before verifying: a credential verified
 	// with keys a reload replaced meanwhile is not remembered as current.
 	keys := a.jwt.generation()
-	c, err := a.authenticate(r, h)
 	// Failed passwords were counted as they were checked (password).
-	failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
-	if a.throttle != nil && basic && err == nil {
+	c, err := a.authenticate(r, h)
+	if err != nil {
+		return nil, err
+	}
+	if a.throttle != nil {
 		a.throttle.Succeed(r.RemoteAddr, name)
 	}
-	if err == nil {
-		a.remember(h, c, keys)
+	a.remember(h, c, keys)
+	return c, nil
+}
+
+// bearerResult is what a check of bearer shares with the checks that
+// joined it.
+type bearerResult struct {
+	c   *sluice.Credential
+	err error
+	// ended is set when the request that ran the check ended before it
+	// did: its error is not the credential's.
+	ended bool
+}
+
+// bearer checks bearer credential h (an API token or a JWT) that is not
+// remembered. It is admitted before it is checked, as a password is
+// before its bcrypt (password): its address's failures and checks running
+// at once stay below its limit, so guesses sent together cost at most
+// that many Postgres round trips (Throttle.BeginAddress, where a check
+// finding no place waits for one). Concurrent checks of one header from
+// one address share one admission and one lookup (bearers, keyed like the
+// remembered credentials, and by address, so that one address's checks
+// are never answered by another's admission): one client sending many
+// requests at once with one credential just forgotten (after any access
+// change, or credentialTTL) costs one place and one round trip, where
+// admitted one by one it took every place and was answered 429 for the
+// rest. A JWT is admitted before its signature is verified, like a
+// token: verifying costs no round trip, but a JWT that fails it counts
+// as a failure toward the address's block, as a wrong token does, and a
+// verified one shares its lookup the same way.
+func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, error) {
+	ctx := r.Context()
+	key := a.cacheKey(h)
+	flight := string(key[:]) + "\x00" + addressKey(r.RemoteAddr)
+	for {
+		v, _, _ := a.bearers.Do(flight, func() (any, error) {
+			// A check that ended just before this one started may have
+			// remembered it already.
+			if c, ok := a.cached(h); ok {
+				return bearerResult{c: c}, nil
+			}
+			settle, err := a.admitAddress(ctx, r.RemoteAddr)
+			if err != nil {
+				return bearerResult{err: err, ended: ctx.Err() != nil}, nil
+			}
+			failed := false
+			// Deferred, so that a panic below cannot keep the place for good.
+			defer func() { settle(failed) }()
+			// The key set's generation before verifying: a credential
+			// verified with keys a reload replaced meanwhile is not
+			// remembered as current.
+			keys := a.jwt.generation()
+			c, err := a.authenticate(r, h)
+			failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
+			if err != nil {
+				return bearerResult{err: err, ended: ctx.Err() != nil}, nil
+			}
+			a.remember(h, c, keys)
+			return bearerResult{c: c}, nil
+		})
+		res := v.(bearerResult)
+		// The request that ran the check ended first: unless this one
+		// did too, check again, as the one running it or joining another.
+		if res.ended && ctx.Err() == nil {
+			continue
+		}
+		return res.c, res.err
 	}
-	return c, err
 }
 
 // admitAddress admits the check of a credential that names no user (a
 // bearer token, a JWT, a stream ticket) from remoteAddr before its
-// Postgres round trip (Throttle.BeginAddress), and returns the function
+// Postgres round trip (Throttle.BeginAddress, waiting for a place while
+// ctx lasts and at most addressWait), and returns the function
 // that settles it once checked: failed counts it toward the address.
-func (a *Authenticator) admitAddress(remoteAddr string) (settle func(failed bool), err error) {
+func (a *Authenticator) admitAddress(ctx context.Context, remoteAddr string) (settle func(failed bool), err error) {
 	if a.throttle == nil {
 		return func(bool) {}, nil
 	}
-	at, err := a.throttle.BeginAddress(remoteAddr)
+	at, err := a.throttle.BeginAddress(ctx, remoteAddr)
 	if err != nil {
 		return nil, err
 	}

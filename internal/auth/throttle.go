@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"net"
 	"net/netip"
@@ -81,6 +82,11 @@ type Throttle struct {
 	// nothing a client does can make it forget checks in flight; it holds
 	// at most one key pair per request being checked.
 	pending map[throttleKey]int
+	// freed holds, for an address whose checks wait for a place
+	// (BeginAddress), a channel closed when one of its checks settles.
+	// A key is here only while it has pending checks, whose settling
+	// removes it.
+	freed map[throttleKey]chan struct{}
 }
 
 // failures are the failed checks counted in the window started at start.
@@ -97,7 +103,8 @@ func NewThrottle(max int, window time.Duration, now func() time.Time) *Throttle 
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return &Throttle{max: max, window: window, now: now, entries: entries, blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{}}
+	return &Throttle{max: max, window: window, now: now, entries: entries, blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{},
+		freed: map[throttleKey]chan struct{}{}}
 }
 
 // Throttle returns the Authenticator's throttle, nil when it has none.
@@ -200,6 +207,10 @@ func (t *Throttle) settle(at *Attempt) {
 			t.pending[k]--
 		}
 	}
+	if ch, ok := t.freed[at.addrKey]; ok {
+		close(ch)
+		delete(t.freed, at.addrKey)
+	}
 }
 
 // failed returns the failures counted for key in its current window.
@@ -227,29 +238,67 @@ func (t *Throttle) CheckAddress(remoteAddr string) error {
 	return nil
 }
 
+// addressWait is the longest a check of BeginAddress waits for a place.
+const addressWait = time.Second
+
 // BeginAddress is Begin for a credential that names no user (a bearer
 // token, a JWT, a stream ticket), whose check costs a Postgres round trip
 // rather than a bcrypt: it returns CheckAddress's error when the address
-// is throttled, and a TooMany error too when the address's failures and
-// pending checks reach its limit. Fail counts the attempt toward the
-// address alone (see CheckAddress). Checked only for a block, guesses
+// is throttled, and admits the check only while the address's failures
+// and pending checks are below its limit. Fail counts the attempt toward
+// the address alone (see CheckAddress). Checked only for a block, guesses
 // sent at once all went to Postgres before the first failed: 300 of them
 // made 72 lookups where the limit was 30.
-func (t *Throttle) BeginAddress(remoteAddr string) (*Attempt, error) {
+//
+// A check that finds no place while the address is not blocked waits for
+// one, while ctx lasts and for at most addressWait, instead of being
+// refused at once: the places are taken by checks that end within a round
+// trip, and a client sending more distinct valid credentials at once than
+// the limit (a reverse proxy for many users, right after an access change
+// dropped the remembered credentials) was answered 429 for the excess.
+// Waiting costs no lookup: a check runs only in a place, and failures keep
+// their places until the window ends, so guesses still cost at most the
+// limit's lookups; once they reach it the address is blocked, and the
+// waiting checks are answered 429 with the block's Retry-After. A check
+// still without a place after the wait is answered 429 too.
+func (t *Throttle) BeginAddress(ctx context.Context, remoteAddr string) (*Attempt, error) {
 	ak := addrKey(addressKey(remoteAddr))
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	now := t.now()
-	if left := t.blocked(now, ak); left > 0 {
-		return nil, throttled(left, "too many failed sign-ins from this address")
+	var timeout <-chan time.Time
+	for {
+		t.mu.Lock()
+		now := t.now()
+		if left := t.blocked(now, ak); left > 0 {
+			t.mu.Unlock()
+			return nil, throttled(left, "too many failed sign-ins from this address")
+		}
+		if t.failed(now, ak)+t.pending[ak] < addressFactor*t.max {
+			t.pending[ak]++
+			t.mu.Unlock()
+			return &Attempt{t: t, addrKey: ak, addressOnly: true}, nil
+		}
+		if timeout == nil {
+			timer := time.NewTimer(addressWait)
+			defer timer.Stop()
+			timeout = timer.C
+		}
+		// Not blocked, so some of the places are pending checks, whose
+		// settling closes freed.
+		freed, ok := t.freed[ak]
+		if !ok {
+			freed = make(chan struct{})
+			t.freed[ak] = freed
+		}
+		t.mu.Unlock()
+		select {
+		case <-freed:
+		case <-timeout:
+			// The pending checks end within a round trip: a second is
+			// enough to wait before trying again.
+			return nil, throttled(time.Second, "too many credentials from this address are being checked at once")
+		case <-ctx.Done():
+			return nil, throttled(time.Second, "too many credentials from this address are being checked at once")
+		}
 	}
-	// The pending checks end within a round trip: a second is enough to
-	// wait before trying again.
-	if t.failed(now, ak)+t.pending[ak] >= addressFactor*t.max {
-		return nil, throttled(time.Second, "too many credentials from this address are being checked at once")
-	}
-	t.pending[ak]++
-	return &Attempt{t: t, addrKey: ak, addressOnly: true}, nil
 }
 
 // blocked returns how long key stays blocked, 0 when it is not. The

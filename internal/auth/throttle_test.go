@@ -222,7 +222,8 @@ func TestConcurrentAnonymousGuessesThrottled(t *testing.T) {
 		for i := range n {
 			go func() { answers <- guess(i) }()
 		}
-		// Every guess reads the store, where it waits, or is answered:
+		// Every guess reads the store, where it waits, or is answered
+		// (after waiting addressWait for a place, which none frees):
 		// once all have done one or the other, every guess was sent
 		// while the admitted ones were still waiting.
 		reads := 0
@@ -436,5 +437,145 @@ func TestPanickingCheckGivesItsPlaceBack(t *testing.T) {
 	}
 	if err := try("bea-password"); err != nil {
 		t.Fatalf("the check after one that panicked: %v", err)
+	}
+}
+
+// validHeldStore knows one API token, whose lookups are held until release.
+type validHeldStore struct {
+	Store   // the methods the test does not use
+	reads   chan struct{}
+	release chan struct{}
+}
+
+func (s *validHeldStore) TokenCredential(context.Context, []byte) (*sluice.Credential, error) {
+	s.reads <- struct{}{}
+	<-s.release
+	return &sluice.Credential{User: &sluice.User{ID: 7, Name: "app"}, TokenID: 1}, nil
+}
+
+// TestConcurrentValidTokenNotThrottled: one valid token not remembered
+// (after an access change or credentialTTL), sent by 150 requests at once
+// from one address (an app server, a reverse proxy), past the address's
+// 100 places: all are answered with its credential, sharing one lookup.
+// (Admitted one by one, 100 read the store and 50 were answered 429.)
+func TestConcurrentValidTokenNotThrottled(t *testing.T) {
+	t.Parallel()
+	const n = 150
+	store := &validHeldStore{reads: make(chan struct{}, n), release: make(chan struct{})}
+	a := New(store, 4, nil, WithThrottle(NewThrottle(10, time.Minute, time.Now)))
+	answers := make(chan error, n)
+	for range n {
+		go func() {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "10.0.0.5:1000"
+			r.Header.Set("Authorization", "Bearer sluice_validtoken")
+			c, err := a.Authenticate(r)
+			if err == nil && c.User.Name != "app" {
+				err = fmt.Errorf("credential of %q", c.User.Name)
+			}
+			answers <- err
+		}()
+	}
+	// The store holds the lookups until nothing happens for a while: every
+	// request was sent while the first lookup was held.
+	reads, answered := 0, 0
+	quiet := time.NewTimer(500 * time.Millisecond)
+	for waiting := true; waiting; {
+		select {
+		case <-store.reads:
+			reads++
+		case err := <-answers:
+			t.Errorf("answered while the lookup was held: %v", err)
+			answered++
+		case <-quiet.C:
+			waiting = false
+		}
+	}
+	close(store.release)
+	for ; answered < n; answered++ {
+		if err := <-answers; err != nil {
+			t.Errorf("a request with a valid token: %v", err)
+		}
+	}
+	for len(store.reads) > 0 {
+		<-store.reads
+		reads++
+	}
+	if reads < 1 || reads > 3 {
+		t.Errorf("%d requests at once with one token read the store %d times, want 1 (a few at most)", n, reads)
+	}
+}
+
+// TestAddressCheckWaitsForAPlace: a check of a credential naming no user
+// that finds its address's places taken waits for one (BeginAddress),
+// is admitted when a check settles, is answered 429 once the address is
+// blocked, and after addressWait when no place is freed.
+func TestAddressCheckWaitsForAPlace(t *testing.T) {
+	t.Parallel()
+	th := NewThrottle(1, time.Hour, time.Now) // 10 places per address
+	const addr = "192.0.2.9:1000"
+	var held []*Attempt
+	for range addressFactor {
+		at, err := th.BeginAddress(context.Background(), addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, at)
+	}
+	begin := func() chan error {
+		done := make(chan error, 1)
+		go func() {
+			at, err := th.BeginAddress(context.Background(), addr)
+			if err == nil {
+				held = append(held, at) // read only after done
+			}
+			done <- err
+		}()
+		return done
+	}
+	done := begin()
+	select {
+	case err := <-done:
+		t.Fatalf("admitted with every place taken: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	held[0].Release()
+	if err := <-done; err != nil {
+		t.Fatalf("a check waiting when a place was freed: %v", err)
+	}
+	held = held[1:]
+	// No place is freed: refused after addressWait.
+	start := time.Now()
+	if err := <-begin(); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "being checked at once") {
+		t.Fatalf("a check with no place freed: %v, want TooMany", err)
+	}
+	if d := time.Since(start); d < addressWait {
+		t.Errorf("refused after %v, want the wait %v", d, addressWait)
+	}
+	// The checks fail: the address is blocked, and a waiting check is
+	// answered with the block.
+	done = begin()
+	time.Sleep(50 * time.Millisecond)
+	for _, at := range held {
+		at.Fail()
+	}
+	if err := <-done; sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), "failed sign-ins from this address") {
+		t.Fatalf("a check waiting when the address was blocked: %v, want TooMany", err)
+	}
+	// A check whose request ends stops waiting.
+	th2 := NewThrottle(1, time.Hour, time.Now)
+	for range addressFactor {
+		if _, err := th2.BeginAddress(context.Background(), addr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := th2.BeginAddress(ctx, addr); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("a check whose request ended: %v, want TooMany", err)
+	}
+	if d := time.Since(start); d >= addressWait {
+		t.Errorf("a check whose request ended waited %v", d)
 	}
 }

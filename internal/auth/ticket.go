@@ -98,8 +98,10 @@ func (a *Authenticator) RedeemTicket(ctx context.Context, remoteAddr, secret, db
 		return nil, errBadTicket
 	}
 	// It is admitted before its round trip, as a bearer token is
-	// (Authenticate), so tickets guessed at once are bounded too.
-	settle, err := a.admitAddress(remoteAddr)
+	// (Authenticate), so tickets guessed at once are bounded too. A
+	// ticket is single-use, so concurrent redemptions share no lookup
+	// (a bearer credential's do).
+	settle, err := a.admitAddress(ctx, remoteAddr)
 	if err != nil {
 		return nil, err
 	}
