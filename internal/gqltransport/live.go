@@ -296,6 +296,14 @@ func (e *liveEvaluator) revise(ctx context.Context) error {
 	return nil
 }
 
+// Classes returns the classes the live query, as last prepared, needs
+// the commits of, and the schema version it was prepared for: the stream
+// server narrows its cohort feed's class filter to them once every live
+// query of the cohort was revised to the version of the commits it met
+// (a commit of a later version passes it until then). The feed's drain
+// calls it, as it calls the group.
+func (e *liveEvaluator) Classes() ([]string, int) { return e.lq.Classes(), e.lq.Version() }
+
 // Close releases what the share's result holds of the budget, once the
 // share ended (the stream server calls it).
 func (e *liveEvaluator) Close() { e.hold.Close() }

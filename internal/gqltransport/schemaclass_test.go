@@ -2,6 +2,7 @@ package gqltransport_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -118,4 +119,53 @@ func animalNames(t *testing.T, events []string) []string {
 		out = append(out, m.Data.Added.Name)
 	}
 	return out
+}
+
+// After a schema change, a live query cohort's change feed subscription
+// is narrowed again to its live queries' classes, as a subscription's
+// is, once they were revised. Before, it passed every commit of the new
+// version for good (each judged and dropped by class): it took the 20
+// Cat commits below too, 23 commits.
+func TestLiveQueryCohortFeedNarrowedAfterSchemaChange(t *testing.T) {
+	d := dt.Start(t)
+	const catSDL = animalsSDL + "type Cat { name: String! }\n"
+	d.CreateDatabase(t, "zoo", catSDL)
+	w := &writer{t: t, d: d, db: "zoo"}
+	w.insert(`{"@type":"Dog","@id":"Dog/d0","name":"d0"}`)
+	live := subscribe(t, d, "zoo", `subscription { Dog(orderBy: {name: ASC}) { name } }`)
+	live.connected()
+	live.expect(w.seq, `{"Dog":[{"name":"d0"}]}`)
+	plain := subscribe(t, d, "zoo", `subscription { Dog_added { name } }`)
+	plain.connected()
+
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/zoo", catSDL+"type Fish { name: String! }\n")
+	w.seq++ // the schema change's commit: every feed takes it
+	// Once both streams saw d1, both feeds evaluated the schema change's
+	// commit, and their queries were revised to its version.
+	w.insert(`{"@type":"Dog","@id":"Dog/d1","name":"d1"}`)
+	live.expect(w.seq, `{"Dog":[{"name":"d0"},{"name":"d1"}]}`)
+	plain.nexts(1)
+	for i := range 20 {
+		w.insert(fmt.Sprintf(`{"@type":"Cat","@id":"Cat/c%d","name":"c"}`, i))
+	}
+	w.insert(`{"@type":"Dog","@id":"Dog/end","name":"end"}`)
+	live.expect(w.seq, `{"Dog":[{"name":"d0"},{"name":"d1"},{"name":"end"}]}`)
+	plain.nexts(1)
+
+	var subs []struct {
+		ID      uint64 `json:"id"`
+		Commits int64  `json:"commits"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodGet, "/api/admin/subscriptions", nil).Body, &subs); err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 2 {
+		t.Fatalf("%d subscriptions listed, want 2 (the cohort's, the subscription's): %+v", len(subs), subs)
+	}
+	for _, s := range subs {
+		// The schema change's commit, d1 and end: no Cat.
+		if s.Commits != 3 {
+			t.Errorf("subscription %d took %d commits, want 3 (the cohort's is the first): %+v", s.ID, s.Commits, subs)
+		}
+	}
 }

@@ -100,6 +100,10 @@ type feed struct {
 	gbuf    []*group
 	noted   bool
 	settled []Settled
+	// version is the newest schema version of the pieces delivered (the
+	// drain's): a cohort's filter is narrowed only to classes computed
+	// for it (narrowCohort).
+	version int
 
 	// A feed has no goroutine of its own while nothing is queued: its
 	// subscription notifies it (kick), and a goroutine evaluates what is
@@ -162,6 +166,9 @@ func (f *feed) attach(s *share) bool {
 		return false
 	}
 	s.f = f
+	if f.cohort != nil && f.sub != nil {
+		f.widenCohort(s)
+	}
 	if s.batcher == nil {
 		f.shares = append(f.shares, s)
 		f.mu.Unlock()
@@ -356,6 +363,7 @@ func (f *feed) step() bool {
 // deliver evaluates piece c for each share (of a connection's feed, only
 // those it may concern) and publishes their events; the groups note it.
 func (f *feed) deliver(c *sluice.Commit) {
+	f.version = max(f.version, c.SchemaVersion)
 	f.mu.Lock()
 	f.buf = append(f.buf[:0], f.shares...)
 	f.gbuf = f.gbuf[:0]
@@ -406,6 +414,9 @@ func (f *feed) settle() {
 			out = append(out, Settled{})
 		}
 		g.g.Settle(ctx, g.evs, out)
+		if f.cohort != nil {
+			f.narrowCohort() // before its results are out
+		}
 		for i := range out {
 			r := &out[i]
 			switch {
@@ -443,6 +454,66 @@ func (f *feed) settle() {
 			case <-ctx.Done():
 			}
 		}()
+	}
+}
+
+// narrowCohort narrows the class filter of a cohort's feed, which passes
+// every commit made under a later schema version than the one its
+// classes were computed for (changefeed.Options.ClassesVersion), to the
+// classes its live queries need once each of them was revised to the
+// version of the newest piece delivered, as revisedClasses does for the
+// other feeds: the pieces that follow are made under that version or a
+// later one (which still passes), and a commit of that version that
+// touches none of those classes concerns none of them. Their classes may
+// differ with their variables: the filter takes the union. The drain
+// calls it, after a group's settle (which revises them), before the
+// results are published.
+func (f *feed) narrowCohort() {
+	v := f.version
+	if cur := f.sub.ClassesVersion(); cur <= 0 || v <= cur {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closing || len(f.shares) > 0 || len(f.groups) == 0 {
+		return
+	}
+	var union []string
+	for _, g := range f.groups {
+		for _, ev := range g.evs {
+			cl, ok := ev.(classer)
+			if !ok {
+				return
+			}
+			classes, version := cl.Classes()
+			if version != v {
+				return // not revised yet, or revised past what was met
+			}
+			if len(classes) == 0 {
+				return // it needs every commit
+			}
+			for _, c := range classes {
+				if !slices.Contains(union, c) {
+					union = append(union, c)
+				}
+			}
+		}
+	}
+	f.sub.SetClasses(union, v)
+}
+
+// widenCohort makes the class filter of a cohort's feed, narrowed since
+// share s's query was prepared (narrowCohort), pass every commit made
+// under a later schema version than s's again, until s too is revised:
+// s may need classes the others do not. What was skipped before was
+// committed before s reads its first result. The caller holds f.mu.
+func (f *feed) widenCohort(s *share) {
+	if v := f.sub.ClassesVersion(); v > 0 && s.version < v {
+		classes := s.classes
+		if s.version <= 0 {
+			classes = nil // its version is not known: every commit
+		}
+		f.sub.SetClasses(classes, s.version)
 	}
 }
 

@@ -516,3 +516,112 @@ func TestShareClassesFollowItsSchemaVersion(t *testing.T) {
 		}
 	}
 }
+
+// cohortBatcher is a Batcher whose evaluators (cohortEvaluator) are
+// prepared for schema version 1, in which their class is A, and revise
+// themselves to version 2 at the settle after they noted a commit made
+// under it (as live queries do), their classes then being next. It
+// records the pieces noted.
+type cohortBatcher struct {
+	mu    sync.Mutex
+	noted []int64
+}
+
+type cohortEvaluator struct {
+	key            string
+	version        int
+	classes, next  []string
+	stale          bool
+	noted, settled int64
+}
+
+func (*cohortEvaluator) Events(context.Context, *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	return nil, sluice.Position{}, errors.New("a batched share's Events was called")
+}
+
+func (e *cohortEvaluator) Classes() ([]string, int) { return e.classes, e.version }
+
+func (b *cohortBatcher) NewGroup() BatchGroup { return b }
+
+func (b *cohortBatcher) Note(_ context.Context, c *sluice.Commit, evs []Evaluator) {
+	b.mu.Lock()
+	b.noted = append(b.noted, c.Seq)
+	b.mu.Unlock()
+	for _, ev := range evs {
+		e := ev.(*cohortEvaluator)
+		e.noted = c.Seq
+		e.stale = e.stale || c.SchemaVersion > e.version
+	}
+}
+
+func (b *cohortBatcher) Settle(_ context.Context, evs []Evaluator, out []Settled) {
+	for i, ev := range evs {
+		e := ev.(*cohortEvaluator)
+		if e.stale {
+			e.version, e.classes, e.stale = 2, e.next, false
+		}
+		if e.settled == e.noted && e.noted > 0 {
+			continue
+		}
+		e.settled = e.noted
+		out[i].Events = []sluice.Event{{ID: fmt.Sprintf("%s@%d", e.key, e.noted)}}
+	}
+}
+
+func (b *cohortBatcher) seen() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return fmt.Sprint(b.noted)
+}
+
+// takeUntil takes m's results until one is want.
+func takeUntil(t *testing.T, m *member, want string) {
+	t.Helper()
+	for {
+		if ids := takeIDs(t, m); slices.Contains(ids, want) {
+			return
+		}
+	}
+}
+
+// A live query cohort's feed passes every commit made under a later
+// schema version than its queries were prepared for until each of them
+// was revised to it, then only those of their classes at that version
+// (the union: they may differ by their variables); a share that joins
+// prepared for the older version widens the filter again until it too
+// was revised. Before, the cohort's filter was never narrowed.
+func TestCohortClassesFollowItsSchemaVersion(t *testing.T) {
+	t.Parallel()
+	f := newTestFeed(t)
+	b := &cohortBatcher{}
+	join := func(key string, next ...string) *member {
+		return f.join(t, ShareOptions{Key: key, Latest: true, Batcher: b, Cohort: "c", Classes: []string{"A"}, ClassesVersion: 1,
+			New: func() Evaluator { return &cohortEvaluator{key: key, version: 1, classes: []string{"A"}, next: next} }})
+	}
+	x := join("x", "A")
+	defer x.leave()
+	y := join("y", "A", "B")
+	defer y.leave()
+	takeUntil(t, x, "x@0")
+	takeUntil(t, y, "y@0")
+	f.publishUnder(t, 1, "B") // 1: no class of version 1
+	f.publishUnder(t, 2, "C") // 2: of version 2, which they are not revised to
+	takeUntil(t, x, "x@2")    // revised, and narrowed to A B, before this result
+	f.publishUnder(t, 2, "C") // 3: no class of theirs
+	f.publishUnder(t, 2, "B") // 4: y's
+	takeUntil(t, y, "y@4")
+	if got := b.seen(); got != "[2 4]" {
+		t.Errorf("noted %s before z joined, want [2 4]", got)
+	}
+	z := join("z", "A", "C") // prepared for version 1: the filter is widened
+	defer z.leave()
+	takeUntil(t, z, "z@0")
+	f.publishUnder(t, 2, "C") // 5: z's once revised
+	takeUntil(t, z, "z@5")
+	f.publishUnder(t, 2, "D") // 6: nobody's
+	f.publishUnder(t, 2, "A") // 7
+	takeUntil(t, x, "x@7")
+	if got := b.seen(); got != "[2 4 5 7]" {
+		t.Errorf("noted %s, want [2 4 5 7]", got)
+	}
+}
