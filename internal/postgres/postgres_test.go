@@ -409,3 +409,31 @@ func TestPruneKeepsADatabasesLongerRetention(t *testing.T) {
 		t.Fatalf("after the reset, pruned through %v, want [2 2 2]", got)
 	}
 }
+
+// TestDeleteOrganizationStillInUse: an organization that still has a
+// database or a user when its row is deleted (one made by a creation that
+// raced the deletion, after it read them) is a Conflict to retry, not the
+// foreign key's error answered as an internal one.
+func TestDeleteOrganizationStillInUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	s, err := schema.Parse("type Note { text: String }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "busy"); err != nil {
+			return err
+		}
+		return tx.CreateDatabase(ctx, &sluice.Database{Org: "busy", Name: "kept"}, s, postgres.Creator{})
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.DeleteOrganization(ctx, "busy")
+	}})
+	if sluice.ErrorCode(err) != sluice.CodeConflict || !strings.Contains(err.Error(), "delete it again") {
+		t.Fatalf("deleting an organization that still has a database: %v, want a Conflict to retry", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -170,6 +171,11 @@ func (t *Tx) OrganizationMembers(ctx context.Context, org string) ([]*sluice.Use
 // records it in the access log.
 func (t *Tx) DeleteOrganization(ctx context.Context, org string) error {
 	tag, err := t.tx.Exec(ctx, "DELETE FROM sluice.organizations WHERE name = $1", org)
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23503" { // foreign_key_violation
+		// A database or a user of the organization made after the
+		// deletion read them (a creation racing it) still names it.
+		return sluice.Errorf(sluice.CodeConflict, "organization %q got a database or a user while it was being deleted; delete it again", org)
+	}
 	if err != nil {
 		return mapError(err)
 	}
