@@ -33,16 +33,7 @@ func TestSQLTransactionCannotStallSchemaChanges(t *testing.T) {
 	w := newSQLWriter(t, d, "ddlheld")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	holder, err := pgx.Connect(ctx, w.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.WithoutCancel(ctx))
-	for _, stmt := range []string{"BEGIN", "SELECT * FROM " + w.table("Note")} {
-		if _, err := holder.Exec(ctx, stmt); err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
+	holder := holdInTransaction(ctx, t, w.url, "SELECT * FROM "+w.table("Note"))
 	var sluiceRole string
 	if err := queryString(d.DatabaseURL, "SELECT value FROM sluice.settings WHERE key = 'writer_role'", &sluiceRole); err != nil {
 		t.Fatal(err)
@@ -127,15 +118,8 @@ func TestSchemaChangeLetsGoWhileTheCounterIsHeld(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/counterheld", `{"@type":"Note","@id":"Note/a","text":"a"}`)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	holder, err := pgx.Connect(ctx, d.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.WithoutCancel(ctx))
-	if _, err := holder.Exec(ctx, `BEGIN; SELECT FROM sluice.commit_counters WHERE db_id =
-		(SELECT id FROM sluice.databases WHERE org = 'admin' AND name = 'counterheld') FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdInTransaction(ctx, t, d.DatabaseURL, `SELECT FROM sluice.commit_counters WHERE db_id =
+		(SELECT id FROM sluice.databases WHERE org = 'admin' AND name = 'counterheld') FOR UPDATE`)
 	const again = "the schema change waits for locks other sessions hold; trying again"
 	changed := make(chan dt.Response, 1)
 	go func() {
@@ -171,15 +155,8 @@ func TestDeletionWaitsForTheSystemCounter(t *testing.T) {
 	d.CreateDatabase(t, "gone", "type Note { text: String }")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	holder, err := pgx.Connect(ctx, d.DatabaseURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(context.WithoutCancel(ctx))
-	if _, err := holder.Exec(ctx, `BEGIN; SELECT FROM sluice.commit_counters WHERE db_id =
-		(SELECT id FROM sluice.databases WHERE name = '_system') FOR NO KEY UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	holder := holdInTransaction(ctx, t, d.DatabaseURL, `SELECT FROM sluice.commit_counters WHERE db_id =
+		(SELECT id FROM sluice.databases WHERE name = '_system') FOR NO KEY UPDATE`)
 	deleted := make(chan dt.Response, 1)
 	go func() { deleted <- d.Do(t, dt.Admin(), "DELETE", "/api/db/admin/gone", "") }()
 	// The deletion's commit waits for _system's counter, for longer than
@@ -201,4 +178,22 @@ func TestDeletionWaitsForTheSystemCounter(t *testing.T) {
 	if r := <-deleted; r.Status != 200 {
 		t.Fatalf("the deletion once _system's counter was let go: %d %s", r.Status, r.Body)
 	}
+}
+
+// holdInTransaction connects to url, begins a transaction and runs
+// stmt in it, which takes the locks the test holds until it commits on
+// the connection returned (closed when the test ends).
+func holdInTransaction(ctx context.Context, t *testing.T, url, stmt string) *pgx.Conn {
+	t.Helper()
+	holder, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Close(context.WithoutCancel(ctx)) })
+	for _, s := range []string{"BEGIN", stmt} {
+		if _, err := holder.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	return holder
 }
