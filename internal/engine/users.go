@@ -120,7 +120,7 @@ func (e *Engine) bootstrapAdmin(ctx context.Context, adminPassword string) (gene
 		if err != nil {
 			return err
 		}
-		return tx.SetPassword(ctx, u.ID, hash)
+		return tx.SetPassword(ctx, u, hash)
 	}})
 	if err != nil {
 		return "", err
@@ -332,12 +332,15 @@ func (e *Engine) ChangePassword(ctx context.Context, u *sluice.User, target, pas
 	if err != nil {
 		return err
 	}
-	tu, _, err := e.store.UserByName(ctx, target)
-	if err != nil {
-		return err
-	}
+	// The user is read in the transaction that sets the password: read
+	// before it, a user deleted and made again under the same name in
+	// between kept its new password and the caller was told it changed.
 	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		return tx.SetPassword(ctx, tu.ID, hash)
+		tu, _, err := tx.UserByName(ctx, target)
+		if err != nil {
+			return err
+		}
+		return tx.SetPassword(ctx, tu, hash)
 	}})
 	if err != nil {
 		return err

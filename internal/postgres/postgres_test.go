@@ -437,3 +437,38 @@ func TestDeleteOrganizationStillInUse(t *testing.T) {
 		t.Fatalf("deleting an organization that still has a database: %v, want a Conflict to retry", err)
 	}
 }
+
+// TestSetPasswordOfADeletedUser: a password set for a user read before it
+// was deleted (and perhaps made again under its name) is NotFound, not a
+// success that changed nothing.
+func TestSetPasswordOfADeletedUser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	u := &sluice.User{Org: "pw", Name: "gone"}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "pw"); err != nil {
+			return err
+		}
+		return tx.CreateUser(ctx, u, "old-hash")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.DeleteUser(ctx, u); err != nil {
+			return err
+		}
+		return tx.CreateUser(ctx, &sluice.User{Org: "pw", Name: "gone"}, "other-hash")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.SetPassword(ctx, u, "new-hash")
+	}})
+	if sluice.ErrorCode(err) != sluice.CodeNotFound {
+		t.Fatalf("setting the password of a deleted user: %v, want NotFound", err)
+	}
+	if _, hash, err := db.UserByName(ctx, "gone"); err != nil || hash != "other-hash" {
+		t.Fatalf("the user made again under the name: hash %q, %v; want other-hash", hash, err)
+	}
+}

@@ -130,13 +130,18 @@ func (db *DB) Users(ctx context.Context) ([]*sluice.User, error) {
 	return out, mapError(rows.Err())
 }
 
-// SetPassword replaces a user's password hash and records the change in
-// the access log (streams authenticated with the old password end).
-func (t *Tx) SetPassword(ctx context.Context, userID int64, hash string) error {
-	if _, err := t.tx.Exec(ctx, "UPDATE sluice.users SET password_hash = $2 WHERE id = $1", userID, hash); err != nil {
+// SetPassword replaces user u's password hash and records the change in
+// the access log (streams authenticated with the old password end). A user
+// deleted since u was read is NotFound, never a silent success.
+func (t *Tx) SetPassword(ctx context.Context, u *sluice.User, hash string) error {
+	tag, err := t.tx.Exec(ctx, "UPDATE sluice.users SET password_hash = $2 WHERE id = $1", u.ID, hash)
+	if err != nil {
 		return mapError(err)
 	}
-	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessPassword, UserID: userID})
+	if tag.RowsAffected() == 0 {
+		return sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", u.Name)
+	}
+	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessPassword, UserID: u.ID})
 }
 
 // DeleteUser deletes user u (its tokens and roles go with it) and records
