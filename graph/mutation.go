@@ -158,7 +158,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 				if err := checkVersion(cf.Name, id, m); err != nil {
 					return engine.WriteOp{}, "", "", err
 				}
-				patches = append(patches, engine.Patch{ID: id, Fields: typedPatch(x.es.schema, c, m)})
+				patches = append(patches, engine.Patch{ID: id, Fields: typedPatch(x.es.schema, c, m), Typed: true})
 			}
 			return engine.WriteOp{Kind: engine.WritePatch, Patches: patches}, author, message, nil
 		}

@@ -23,6 +23,13 @@ type Patch struct {
 	ID     string
 	Fields map[string]any
 	Expect sluice.Precondition
+	// Typed says the patch is typed by the schema (GraphQL's X_update):
+	// only a subdocument is merged, and every other field given, a JSON
+	// one included, is set whole, so a JSON value with null members or
+	// fewer keys than the stored one can be written. Untyped patches are
+	// REST's RFC 7396 merge patches, which merge every object they hold,
+	// a JSON field's too.
+	Typed bool
 }
 
 // Patch applies patches to existing documents in one commit. Each document
@@ -134,7 +141,7 @@ func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]strin
 // checkPatches, with w.
 func writePatches(ctx context.Context, w *postgres.Writer, s *sluice.Schema, role sluice.Role, patches []Patch, ids []string, expect []sluice.Precondition) error {
 	return w.Patch(ctx, ids, expect, func(i int, current []byte) (*sluice.Document, error) {
-		return applyPatch(s, role, ids[i], current, patches[i].Fields)
+		return applyPatch(s, role, ids[i], current, patches[i].Fields, patches[i].Typed)
 	})
 }
 
@@ -146,7 +153,10 @@ func writePatches(ctx context.Context, w *postgres.Writer, s *sluice.Schema, rol
 // the patch sends as role reads it (a document as read, changed
 // elsewhere) is kept as stored, hidden fields of its items included, as a
 // replace keeps it (keep.go).
-func applyPatch(s *sluice.Schema, role sluice.Role, id string, current []byte, patch map[string]any) (*sluice.Document, error) {
+//
+// typed is Patch.Typed: subdocuments are merged and every other field
+// given replaces the stored value whole (mergeTyped).
+func applyPatch(s *sluice.Schema, role sluice.Role, id string, current []byte, patch map[string]any, typed bool) (*sluice.Document, error) {
 	dec := json.NewDecoder(bytes.NewReader(current))
 	dec.UseNumber()
 	var m map[string]any
@@ -154,13 +164,60 @@ func applyPatch(s *sluice.Schema, role sluice.Role, id string, current []byte, p
 		return nil, fmt.Errorf("decode %s: %w", id, err)
 	}
 	class, _, _ := strings.Cut(id, "/")
+	var merged map[string]any
 	if c := s.Class(class); c != nil {
 		patch = keepInPatch(role, s, c, patch, m)
+		if typed {
+			merged = mergeTyped(s, c, m, patch)
+		}
 	}
-	merged, _ := mergepatch.Apply(m, patch).(map[string]any)
+	if merged == nil {
+		merged, _ = mergepatch.Apply(m, patch).(map[string]any)
+	}
 	doc, err := schema.ValidateDocument(s, merged)
 	if err != nil {
 		return nil, sluice.Errorf(sluice.ErrorCode(err), "document %s: the patch would make it invalid: %s", id, sluice.ErrorMessage(err))
 	}
 	return doc, nil
+}
+
+// mergeTyped merges a typed patch of a document or subdocument of class c
+// into target, in place: null removes a member, a single subdocument is
+// merged into the stored one (of the class the patch or the stored one
+// names), and any other value (a list, a JSON value, a scalar) replaces
+// the stored one whole. RFC 7396 would merge a JSON field's object too,
+// dropping its null members: X_update sets a JSON value as given, as
+// X_replace does.
+func mergeTyped(s *sluice.Schema, c *sluice.Class, target, patch map[string]any) map[string]any {
+	if target == nil {
+		target = make(map[string]any, len(patch))
+	}
+	for k, v := range patch {
+		if v == nil {
+			delete(target, k)
+			continue
+		}
+		sub, isObject := v.(map[string]any)
+		f := c.Field(k)
+		if !isObject || f == nil || f.Type.Kind != sluice.TypeSubdocument || f.List {
+			target[k] = v
+			continue
+		}
+		stored, _ := target[k].(map[string]any)
+		typ, _ := sub["@type"].(string)
+		if typ == "" {
+			typ, _ = stored["@type"].(string)
+		}
+		sc := s.Class(typ)
+		if sc == nil {
+			sc = s.Class(f.Type.Name)
+		}
+		if sc == nil {
+			// Validation names what is wrong with it.
+			target[k] = mergepatch.Apply(stored, sub)
+			continue
+		}
+		target[k] = mergeTyped(s, sc, stored, sub)
+	}
+	return target
 }
