@@ -61,7 +61,9 @@ func (f *Files) Serve(w http.ResponseWriter, r *http.Request, name string) bool 
 	hd := w.Header()
 	Header(hd, a.ctype, f.csp)
 	hd.Set("Cache-Control", "no-cache")
-	hd.Set("Vary", "Accept-Encoding")
+	// Added, not set: the CORS middleware has already said the answer
+	// varies by Origin, and a shared cache must keep that apart too.
+	hd.Add("Vary", "Accept-Encoding")
 	// The two encodings are different representations, so each has its
 	// own strong ETag.
 	body, etag := a.body, a.etag

@@ -76,3 +76,20 @@ func TestTwoFilesOfOneName(t *testing.T) {
 	}()
 	f.Serve(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil), "x.js")
 }
+
+// TestServeKeepsVary: a Vary the CORS middleware set (the answer's
+// Access-Control-Allow-Origin depends on Origin) is kept beside
+// Accept-Encoding; it was overwritten, so a shared cache could give one
+// origin's CORS answer to another.
+func TestServeKeepsVary(t *testing.T) {
+	t.Parallel()
+	f := New("default-src 'none'", fstest.MapFS{"app.js": {Data: []byte("export const x = 1;\n")}})
+	w := httptest.NewRecorder()
+	w.Header().Add("Vary", "Origin")
+	if !f.Serve(w, httptest.NewRequest(http.MethodGet, "/app.js", nil), "app.js") {
+		t.Fatal("app.js not served")
+	}
+	if got := w.Header().Values("Vary"); len(got) != 2 || got[0] != "Origin" || got[1] != "Accept-Encoding" {
+		t.Errorf("Vary: %q, want Origin and Accept-Encoding", got)
+	}
+}
