@@ -1,6 +1,7 @@
 package graph_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -26,5 +27,21 @@ func TestFloatAverage(t *testing.T) {
 	res := st.query(t, `{ M_aggregate(filter: {g: {eq: "big"}}) { sum { f } } }`, nil)
 	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "an aggregate of M (sum.f) is out of the range of its type") {
 		t.Errorf("a sum past the largest float: %s", res.raw)
+	}
+}
+
+// TestAverageRoundedOnce: avg is the exact mean rounded once to a float.
+// Postgres' avg of numeric rounds to about 16 digits and its float8 cast
+// rounds again: 238/29 answered 8.206896551724137, one unit in the last
+// place below the float nearest it. No value: null.
+func TestAverageRoundedOnce(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, "type N { v: Int b: BigInt f: Float }")
+	docs := strings.Repeat(`{"@type":"N","v":8,"b":"8","f":8},`, 28) + `{"@type":"N","v":14,"b":"14","f":14}`
+	st.insert(t, "["+docs+"]")
+	want := strconv.FormatFloat(238.0/29.0, 'g', -1, 64) // 8.206896551724139
+	res := st.query(t, `{ N_aggregate { avg { v b f } } none: N_aggregate(filter: {v: {eq: 1}}) { avg { v f } } }`, nil).mustOK(t)
+	if got := string(res.Data); got != `{"N_aggregate":{"avg":{"v":`+want+`,"b":`+want+`,"f":`+want+`}},"none":{"avg":{"v":null,"f":null}}}` {
+		t.Errorf("the mean of 28 eights and a fourteen: %s, want %s each", got, want)
 	}
 }

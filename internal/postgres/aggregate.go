@@ -75,6 +75,9 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	}
 	for i := range cols {
 		v, ok, err := cols[i].value()
+		if errors.Is(err, errFloatRange) {
+			return res, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s (%s.%s) is out of the range of its type: a Float past ±1.8e308", q.Class, q.Aggs[i].Op, q.Aggs[i].Field)
+		}
 		if err != nil {
 			// Of a value no field can hold (see rowToDocument): null,
 			// as a document leaves such a value out.
@@ -136,6 +139,7 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, pa
 		}
 		exprs = append(exprs, expr)
 		cols[i].field = result
+		cols[i].ratio = a.Op == "avg"
 		if !seen[f.Name] {
 			seen[f.Name] = true
 			read = append(read, "t."+ident(f.Name))
@@ -197,16 +201,19 @@ func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 			return "sum(" + col + ")::text", scalar(sluice.ScalarBigInt), nil
 		}
 	case "avg":
+		// The exact sum and the count, "sum/count", divided exactly and
+		// rounded once to a float by column.value (ratio): Postgres'
+		// avg of numeric rounds to about 16 digits first, and its
+		// float8 cast again, one unit in the last place off for some
+		// means (238/29). The sum is in numeric, which cannot overflow
+		// where a float8 sum can on values whose mean fits; a Float's
+		// through text, its shortest exact decimal (float8 to numeric
+		// keeps 15 digits), so the mean of one value is that value.
 		if f.Type.Name == sluice.ScalarFloat {
-			// avg of float8 sums (and sums squares) in float8, which
-			// overflows on values whose mean fits: in numeric it cannot.
-			// Through text, which is each float's shortest exact
-			// decimal (float8 to numeric keeps 15 digits, and takes
-			// longer): the mean of one value is that value.
-			return "avg(" + col + "::text::numeric)::float8", scalar(sluice.ScalarFloat), nil
+			return "sum(" + col + "::text::numeric)::text || '/' || count(" + col + ")", scalar(sluice.ScalarFloat), nil
 		}
 		if numeric {
-			return "avg(" + col + ")::float8", scalar(sluice.ScalarFloat), nil
+			return "sum(" + col + ")::text || '/' || count(" + col + ")", scalar(sluice.ScalarFloat), nil
 		}
 	default:
 		return "", nil, errors.New("unknown aggregate")

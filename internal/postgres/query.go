@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -636,9 +638,18 @@ type column struct {
 	bool  *bool
 	time  pgtype.Timestamptz // infinity scans here, not into a time.Time
 	raw   []byte
+	// ratio: the column is an exact "sum/count" (an aggregate's avg),
+	// read as text and answered as the float nearest their quotient.
+	ratio bool
 }
 
+// errFloatRange is a ratio column's quotient past the largest float.
+var errFloatRange = errors.New("out of the range of a Float")
+
 func (c *column) dest() any {
+	if c.ratio {
+		return &c.str
+	}
 	switch columnType(c.field) {
 	case "integer":
 		return &c.num
@@ -661,6 +672,12 @@ func (c *column) dest() any {
 // infinite or outside years 1 to 9999, a BigInt that is not a whole
 // number.
 func (c *column) value() (any, bool, error) {
+	if c.ratio {
+		if c.str == nil {
+			return nil, false, nil
+		}
+		return ratioFloat(*c.str)
+	}
 	switch columnType(c.field) {
 	case "integer":
 		if c.num == nil {
@@ -852,4 +869,26 @@ func queryError(err error) error {
 		return nil
 	}
 	return mapError(err)
+}
+
+// ratioFloat returns the float nearest the quotient of "sum/count", an
+// exact decimal sum and a whole count: rounded once (big.Rat.Float64 is
+// correctly rounded). A sum that is not a finite number (a NaN or an
+// infinity another SQL role stored in a Float column) is an error, as
+// such a value is.
+func ratioFloat(s string) (any, bool, error) {
+	sum, count, _ := strings.Cut(s, "/")
+	n, err := strconv.ParseInt(count, 10, 64)
+	if err != nil || n <= 0 {
+		return nil, false, fmt.Errorf("an average over %q values", count)
+	}
+	r, ok := new(big.Rat).SetString(sum)
+	if !ok {
+		return nil, false, errors.New("not a finite number")
+	}
+	f, _ := r.Quo(r, new(big.Rat).SetInt64(n)).Float64()
+	if math.IsInf(f, 0) {
+		return nil, false, errFloatRange
+	}
+	return f, true, nil
 }
