@@ -86,6 +86,30 @@ type Request struct {
 	// and reports true when an earlier one recorded an answer under the
 	// key (see Handler.replay).
 	replay func(w http.ResponseWriter, r *http.Request, media string, p *graphql.RawParams) bool
+	// hash, with an IdempotencyKey, is the hash of the parameters a
+	// stream's transport read (NoteParams); a plain request's is its
+	// try's.
+	hash []byte
+}
+
+// NoteParams records, on the Request of ctx when it has an
+// IdempotencyKey, the hash of the parameters its transport read (a
+// stream's: SSE, NDJSON, multipart), so that its mutation records the key
+// with the hash a plain HTTP request of the same parameters makes. Hashed
+// once parsed instead, its variables had their defaults added and no
+// variables were {} rather than null: a retry of the same request over
+// the other transport was refused as another request's (UNPROCESSABLE).
+func NoteParams(ctx context.Context, p *graphql.RawParams) error {
+	req := RequestFrom(ctx)
+	if req == nil || req.IdempotencyKey == "" {
+		return nil
+	}
+	h, err := requestHash(req.DB, p)
+	if err != nil {
+		return err
+	}
+	req.hash = h
+	return nil
 }
 
 // attempt is the state of a plain HTTP request across the Handler's
@@ -352,6 +376,9 @@ func (x *execution) rootFields(root string) []graphql.CollectedField {
 func (x *execution) requestHash() ([]byte, error) {
 	if x.req.try != nil && x.req.try.hash != nil {
 		return x.req.try.hash, nil
+	}
+	if x.req.hash != nil {
+		return x.req.hash, nil
 	}
 	return requestHash(x.req.DB, &graphql.RawParams{Query: x.op.RawQuery, OperationName: x.op.OperationName, Variables: x.op.Variables})
 }

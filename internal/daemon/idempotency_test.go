@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -584,5 +586,49 @@ func TestReplayNeedsTheWriteRole(t *testing.T) {
 	sameAnswer(t, firstREST, rest(200))
 	if g := graph(); !bytes.Equal(g.Body, firstGQL.Body) || g.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("the GraphQL retry with the role back: replayed %q, %s, the first %s", g.Header.Get("Idempotent-Replayed"), g.Body, firstGQL.Body)
+	}
+}
+
+// TestIdempotencyKeyAcrossGraphQLTransports: a mutation retried with its
+// key over another HTTP transport (plain JSON, SSE, NDJSON) is the same
+// request, answered with the first answer and no second commit. The
+// streams hashed the operation as parsed (its variables' defaults added,
+// none as {} rather than null), so the retry was refused as another
+// request's (UNPROCESSABLE). A key on a graphql-ws upgrade, whose
+// operations could not honour it, is refused.
+func TestIdempotencyKeyAcrossGraphQLTransports(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "across", versionsSDL)
+	const path = "/api/graphql/admin/across"
+	plain := []string{"Content-Type", "application/json"}
+	sse := []string{"Content-Type", "application/json", "Accept", "text/event-stream"}
+	ndjson := []string{"Content-Type", "application/json", "Accept", "application/x-ndjson"}
+	with := func(h []string, key string) []string { return append(slices.Clone(h), "Idempotency-Key", key) }
+	for i, c := range []struct {
+		name          string
+		first, second []string
+		query         string
+	}{
+		{"plain then SSE, no variables", plain, sse, `{"query":"mutation { Person_insert(documents: [{name: \"Fay\"}]) }"}`},
+		{"SSE then plain, a default", sse, plain, `{"query":"mutation($n: String = \"Gus\") { Person_insert(documents: [{name: $n}]) }"}`},
+		{"NDJSON then SSE, a variable", ndjson, sse, `{"query":"mutation($n: String!) { Person_insert(documents: [{name: $n}]) }","variables":{"n":"Hal"}}`},
+	} {
+		key := fmt.Sprintf("across-%d", i)
+		before := logLength(t, d, "across")
+		one := d.MustDo(t, 200, dt.Admin(), "POST", path, c.query, with(c.first, key)...)
+		two := d.MustDo(t, 200, dt.Admin(), "POST", path, c.query, with(c.second, key)...)
+		id := regexp.MustCompile(`Person/[^"]+`).Find(one.Body)
+		if id == nil || !bytes.Contains(two.Body, id) || bytes.Contains(two.Body, []byte("errors")) {
+			t.Errorf("%s: the retry answered %s, the first %s", c.name, two.Body, one.Body)
+		}
+		if n := logLength(t, d, "across"); n != before+1 {
+			t.Errorf("%s: %d commits, want 1", c.name, n-before)
+		}
+	}
+	up := d.Do(t, dt.Admin(), "GET", path, nil, "Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13",
+		"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol", "graphql-transport-ws", "Idempotency-Key", "ws-1")
+	if up.Status != 400 || !strings.Contains(string(up.Body), "a graphql-ws socket carries many operations") {
+		t.Errorf("a graphql-ws upgrade with a key: %d %s", up.Status, up.Body)
 	}
 }

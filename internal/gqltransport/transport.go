@@ -296,6 +296,9 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := graph.NoteParams(r.Context(), req.params); err != nil {
+		return nil, err
+	}
 	if req.from, err = streamparam.LastEventID(r, req.params.Extensions["lastEventId"]); err != nil {
 		return nil, err
 	}

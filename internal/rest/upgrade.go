@@ -50,6 +50,14 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 				writeError(w, r, errTicketNotStream())
 				return
 			}
+			// A socket's operations carry no key of their own, so a
+			// key on its upgrade would be ignored, letting a client
+			// believe its retried mutations safe (as
+			// refuseIdempotencyKeys says of other requests).
+			if r.Header.Get("Idempotency-Key") != "" {
+				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by a GraphQL mutation sent as an HTTP request of its own (POST); a graphql-ws socket carries many operations and takes none"))
+				return
+			}
 			socket.ServeHTTP(w, r)
 			return
 		}
