@@ -39,8 +39,12 @@ func (es *ExecutableSchema) IsLive(op *graphql.OperationContext) bool {
 		if d == nil {
 			return false
 		}
-		on, ok := d.ArgumentMap(op.Variables)["if"].(bool)
-		return !ok || on
+		// Left out, if is true (its default); given, live only when
+		// true: an explicit null is not true, as the graphql-live-query
+		// convention reads it.
+		v, given := d.ArgumentMap(op.Variables)["if"]
+		on, _ := v.(bool)
+		return !given || on
 	case ast.Subscription:
 		for _, cf := range graphql.CollectFields(op, op.Operation.SelectionSet, es.sat[typeSubscription]) {
 			if c := es.schema.Class(cf.Name); c != nil && c.Kind != sluice.KindSubdocument {

@@ -397,3 +397,24 @@ func TestLiveQueryRefusesAsOf(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestLiveIfNull: @live(if: null), literal or a variable, is an ordinary
+// query, as the graphql-live-query convention reads it: answered once,
+// then the stream ends. Only if left out is it true. (A null was taken
+// as true, and the query stayed open.)
+func TestLiveIfNull(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "ifnull", staffSDL)
+	for _, b := range []string{
+		body(`query @live(if: null) { Person { _id } }`),
+		body(`query Q($l: Boolean) @live(if: $l) { Person { _id } }`, "variables", map[string]any{"l": nil}),
+	} {
+		s, _ := d.OpenStream(t, dt.Admin(), dt.StreamRequest{Method: http.MethodPost, Path: "/api/graphql/admin/ifnull", Body: b,
+			Header: []string{"Accept", sse}})
+		frames := s.Ended()
+		if len(frames) != 2 || !strings.Contains(fmt.Sprint(frames[0]), `{"Person":[]}`) {
+			t.Errorf("%s: frames %v, want one result and complete", b, frames)
+		}
+	}
+}
