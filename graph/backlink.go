@@ -99,26 +99,65 @@ func (g *sdlGen) backlinks(c *sluice.Class) {
 }
 
 // backlinkKey names the result of one backlink selection for one
-// document: the selection's field node (its arguments) and the id of the
-// document it is on.
+// document: the selection's field node (its arguments), the selection
+// set collected for it there (selKey) and the id of the document it is
+// on. The collected set is the field node's merged with those of the
+// fields of the same alias that apply to the document's type (fragments
+// on it), so one field node has a set for each type: the documents read
+// for one set lack the fields another selects.
 type backlinkKey struct {
 	field *ast.Field
+	sel   string
 	id    string
 }
 
-// backlinkGroup is one backlink selection's reads for one level of a
-// result: the documents it is selected on.
+// backlinkGroup is one backlink field node's reads for one level of a
+// result, one statement: the documents it is selected on, with each
+// selection set it is collected with there (backlinkSel).
 type backlinkGroup struct {
 	link    backlink
 	field   *ast.Field
+	sels    []*backlinkSel
+	bySel   map[string]*backlinkSel
+	targets []string // of every set, once each
+	seen    map[string]bool
+}
+
+// backlinkSel is a selection set a backlink field node is collected with
+// (selKey) and the documents it is on.
+type backlinkSel struct {
+	key     string
 	sel     ast.SelectionSet
 	targets []string
 	seen    map[string]bool
 }
 
-// loadBacklinks reads the backlinks of groups, one statement each, into
-// x.backlinks, and returns the documents read, with their selections,
-// for the next level of prefetch.
+// add adds document id, on which the group's field is collected with
+// selection set sel, of key key (selKey).
+func (g *backlinkGroup) add(key string, sel ast.SelectionSet, id string) {
+	if g.bySel == nil {
+		g.bySel, g.seen = map[string]*backlinkSel{}, map[string]bool{}
+	}
+	s := g.bySel[key]
+	if s == nil {
+		s = &backlinkSel{key: key, sel: sel, seen: map[string]bool{}}
+		g.bySel[key] = s
+		g.sels = append(g.sels, s)
+	}
+	if !s.seen[id] {
+		s.seen[id] = true
+		s.targets = append(s.targets, id)
+	}
+	if !g.seen[id] {
+		g.seen[id] = true
+		g.targets = append(g.targets, id)
+	}
+}
+
+// loadBacklinks reads the backlinks of groups, one statement each (with
+// the fields of all the group's selection sets), into x.backlinks, and
+// returns the documents read, with each selection set they are read
+// for, for the next level of prefetch.
 func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 	var next []pending
 	for _, g := range groups {
@@ -126,7 +165,11 @@ func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 		if err != nil {
 			return nil, err
 		}
-		q.Fields = selectedFields(x.op.Doc, g.sel)
+		var all ast.SelectionSet
+		for _, s := range g.sels {
+			all = append(all, s.sel...)
+		}
+		q.Fields = selectedFields(x.op.Doc, all)
 		// Each document's list is bounded by the rows the request has
 		// left, and so are all of them together: Postgres never sends
 		// more than one document past the bound. An evaluation that
@@ -157,15 +200,24 @@ func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 		if x.backlinks == nil {
 			x.backlinks = map[backlinkKey][]*object{}
 		}
+		byTarget := make(map[string][]*object, len(lists))
 		for i, l := range lists {
 			objs := make([]*object, len(l))
 			for j, d := range l {
 				o := docObject(x.es.schema, d.Doc, d.Commit)
 				o.partial = true
 				objs[j] = o
-				next = append(next, pending{obj: o, sel: g.sel, static: g.link.class.Name})
 			}
-			x.backlinks[backlinkKey{g.field, g.targets[i]}] = objs
+			byTarget[g.targets[i]] = objs
+		}
+		for _, s := range g.sels {
+			for _, id := range s.targets {
+				objs := byTarget[id]
+				x.backlinks[backlinkKey{g.field, s.key, id}] = objs
+				for _, o := range objs {
+					next = append(next, pending{obj: o, sel: s.sel, static: g.link.class.Name})
+				}
+			}
 		}
 	}
 	return next, nil

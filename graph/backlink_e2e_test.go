@@ -224,3 +224,86 @@ func TestBacklinkOffsetNearTheLargestInteger(t *testing.T) {
 		}
 	}
 }
+
+// ownerSDL has a reference to an interface, whose backlink each of its
+// types has: a backlink selected on the interface and in a fragment on
+// one of its types is collected with a selection set for each type.
+const ownerSDL = `
+interface Owner { name: String }
+type A implements Owner { x: Int }
+type B implements Owner { y: Int }
+type Note { owner: Owner title: String rank: Int }
+`
+
+const ownerDocs = `[
+{"@type":"A","@id":"a","name":"Ann"},
+{"@type":"B","@id":"b","name":"Bob"},
+{"@type":"Note","@id":"n1","owner":"A/a","title":"t1","rank":1},
+{"@type":"Note","@id":"n2","owner":"B/b","title":"t2","rank":2}
+]`
+
+// TestBacklinkSelectedInFragmentOnAType: the reviewer's queries. A
+// backlink selected on an interface and again in a fragment on one of
+// its types (with a reference below) answers what the fragment selects
+// on that type's documents, whichever comes first in the query and
+// whichever document is walked first; it answered rank and owner null
+// when a document of another type came first (its backlinks were read
+// and walked with the first document's selection). The backlink reads
+// stay one statement per backlink field node and level: the one the
+// fields are collected under on each type (fragment first: the
+// fragment's on B, the plain one on A).
+func TestBacklinkSelectedInFragmentOnAType(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, ownerSDL)
+	st.insert(t, ownerDocs)
+	const onB = `... on B { _owner_of_Note { rank owner { name } } }`
+	for _, c := range []struct {
+		name, query, want string
+		statements        int64
+	}{
+		{"plain first",
+			`{ Owner { _id _owner_of_Note { title } ` + onB + ` } }`,
+			`{"Owner":[{"_id":"A/a","_owner_of_Note":[{"title":"t1"}]},{"_id":"B/b","_owner_of_Note":[{"title":"t2","rank":2,"owner":{"name":"Bob"}}]}]}`,
+			3},
+		{"fragment first",
+			`{ Owner { _id ` + onB + ` _owner_of_Note { title } } }`,
+			`{"Owner":[{"_id":"A/a","_owner_of_Note":[{"title":"t1"}]},{"_id":"B/b","_owner_of_Note":[{"rank":2,"owner":{"name":"Bob"},"title":"t2"}]}]}`,
+			4},
+		{"fragment only",
+			`{ Owner { _id ` + onB + ` } }`,
+			`{"Owner":[{"_id":"A/a"},{"_id":"B/b","_owner_of_Note":[{"rank":2,"owner":{"name":"Bob"}}]}]}`,
+			3},
+		{"on the concrete type",
+			`{ B { _id _owner_of_Note { title } ` + onB + ` } }`,
+			`{"B":[{"_id":"B/b","_owner_of_Note":[{"title":"t2","rank":2,"owner":{"name":"Bob"}}]}]}`,
+			3},
+		{"the document walked first has the fragment",
+			`{ Owner { _id _owner_of_Note { title } ... on A { _owner_of_Note { rank owner { name } } } } }`,
+			`{"Owner":[{"_id":"A/a","_owner_of_Note":[{"title":"t1","rank":1,"owner":{"name":"Ann"}}]},{"_id":"B/b","_owner_of_Note":[{"title":"t2"}]}]}`,
+			3},
+		{"below a reference",
+			`{ Note { title owner { _id _owner_of_Note { title } ` + onB + ` } } }`,
+			`{"Note":[{"title":"t1","owner":{"_id":"A/a","_owner_of_Note":[{"title":"t1"}]}},{"title":"t2","owner":{"_id":"B/b","_owner_of_Note":[{"title":"t2","rank":2,"owner":{"name":"Bob"}}]}}]}`,
+			3},
+		// The fragment's field node is also selected two levels below,
+		// with a narrower selection: its read there does not replace
+		// the one of the first level.
+		{"one field node on two levels",
+			`{ Owner { _id ...titles ... on B { _owner_of_Note { rank } } _owner_of_Note { owner { ...titles } } } } fragment titles on Owner { _owner_of_Note { title } }`,
+			`{"Owner":[{"_id":"A/a","_owner_of_Note":[{"title":"t1","owner":{"_owner_of_Note":[{"title":"t1"}]}}]},{"_id":"B/b","_owner_of_Note":[{"title":"t2","rank":2,"owner":{"_owner_of_Note":[{"title":"t2"}]}}]}]}`,
+			4},
+		{"in a change set",
+			`{ _ChangeSet { Note_added { title owner { _id _owner_of_Note { title } ` + onB + ` } } } }`,
+			`{"_ChangeSet":{"Note_added":[{"title":"t1","owner":{"_id":"A/a","_owner_of_Note":[{"title":"t1"}]}},{"title":"t2","owner":{"_id":"B/b","_owner_of_Note":[{"title":"t2","rank":2,"owner":{"name":"Bob"}}]}}]}}`,
+			2},
+	} {
+		ctx, count := postgres.CountStatements(context.Background())
+		res := st.do(ctx, t, nil, c.query, nil).mustOK(t)
+		if string(res.Data) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, res.Data, c.want)
+		}
+		if n := count(); n != c.statements {
+			t.Errorf("%s: %d statements, want %d", c.name, n, c.statements)
+		}
+	}
+}

@@ -314,8 +314,8 @@ type execution struct {
 	// bounds them.
 	rows, maxRows int
 	// walked counts the objects and references prefetch visited
-	// (walkStep); selIDs numbers the selections it keys walks by
-	// (selKey).
+	// (walkStep); selIDs numbers the selections it keys walks and
+	// backlink reads by (selKey).
 	walked int
 	selIDs map[ast.Selection]uint64
 	// walkEvents, when above 1, is the number of subscription events
@@ -328,8 +328,9 @@ type execution struct {
 	// lookupErr is the error of a document read for a filter (lookup),
 	// which filter.Match cannot return.
 	lookupErr error
-	// backlinks holds the documents of each backlink selection on each
-	// document, read by prefetch.
+	// backlinks holds the documents of each backlink selection (field
+	// node and collected selection set) on each document, read by
+	// prefetch.
 	backlinks map[backlinkKey][]*object
 	// preread holds the documents of root class query fields (by alias)
 	// read before the execution, with other queries' (RunEach).

@@ -63,8 +63,9 @@ func (x *execution) fields(sel ast.SelectionSet, runtime string) []graphql.Colle
 
 // prefetch loads every document the selections of level reference or
 // link back to, level by level: one statement per level of references,
-// and one per backlink selection and level, whatever the number of
-// documents.
+// and one per backlink field node and level, whatever the number of
+// documents (with the fields of every selection set the node is
+// collected with on that level's documents' types).
 //
 // Its work is bounded by the documents read, not by the answer: a
 // document is walked once per selection set and GraphQL type it is
@@ -97,14 +98,11 @@ func (x *execution) prefetch(level []pending) error {
 				if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok && p.obj.id != "" {
 					g := byField[cf.Field]
 					if g == nil {
-						g = &backlinkGroup{link: bl, field: cf.Field, sel: cf.Selections, seen: map[string]bool{}}
+						g = &backlinkGroup{link: bl, field: cf.Field}
 						byField[cf.Field] = g
 						groups = append(groups, g)
 					}
-					if !g.seen[p.obj.id] {
-						g.seen[p.obj.id] = true
-						g.targets = append(g.targets, p.obj.id)
-					}
+					g.add(x.selKey(cf.Selections), cf.Selections, p.obj.id)
 					continue
 				}
 				f := p.obj.class.Field(cf.Name)
@@ -316,8 +314,9 @@ func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, 
 			continue
 		}
 		if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok && o.id != "" {
-			// Read by prefetch: the documents pointing at o.
-			x.writeObjects(w, x.backlinks[backlinkKey{cf.Field, o.id}], cf.Selections, bl.class.Name)
+			// Read by prefetch: the documents pointing at o, read for
+			// this merged selection (it depends on o's type).
+			x.writeObjects(w, x.backlinks[backlinkKey{cf.Field, x.selKey(cf.Selections), o.id}], cf.Selections, bl.class.Name)
 			continue
 		}
 		f := o.class.Field(cf.Name)
