@@ -3,10 +3,12 @@ package graph_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
@@ -305,5 +307,62 @@ func TestBacklinkSelectedInFragmentOnAType(t *testing.T) {
 		if n := count(); n != c.statements {
 			t.Errorf("%s: %d statements, want %d", c.name, n, c.statements)
 		}
+	}
+}
+
+// TestBacklinkSelectedInFragmentOnATypeStreamed: the same selection in a
+// subscription's events (the documents of one commit are walked
+// together, an A's first) and in a live query's results.
+func TestBacklinkSelectedInFragmentOnATypeStreamed(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "owners", ownerSDL)
+	insertDocs(t, d, "owners", ownerDocs)
+	path := "/api/graphql/admin/owners"
+	const owner = `owner { _id _owner_of_Note { title } ... on B { _owner_of_Note { rank owner { name } } } }`
+	open := func(query string) *daemontest.Stream {
+		body, _ := json.Marshal(map[string]any{"query": query})
+		s := d.MustOpenStream(t, daemontest.Admin(), daemontest.StreamRequest{
+			Method: http.MethodPost, Path: path, Header: []string{"Accept", "text/event-stream"}, Body: string(body)})
+		if f := s.Next(); f.String() != ": connected" {
+			t.Fatalf("%s: first frame %q", query, f)
+		}
+		return s
+	}
+	// data returns the data of a stream's next event.
+	data := func(s *daemontest.Stream) string {
+		var ev struct{ Data json.RawMessage }
+		f := s.Event().Field("data")
+		if err := json.Unmarshal([]byte(f), &ev); err != nil {
+			t.Fatalf("decode %q: %v", f, err)
+		}
+		return string(ev.Data)
+	}
+	const (
+		ann = `{"_id":"A/a","_owner_of_Note":[{"title":"t1"}]}`
+		bob = `{"_id":"B/b","_owner_of_Note":[{"title":"t2","rank":2,"owner":{"name":"Bob"}}]}`
+		// After n3 (on A/a) and n4 (on B/b).
+		ann2 = `{"_id":"A/a","_owner_of_Note":[{"title":"t1"},{"title":"t3"}]}`
+		bob2 = `{"_id":"B/b","_owner_of_Note":[{"title":"t2","rank":2,"owner":{"name":"Bob"}},{"title":"t4","rank":4,"owner":{"name":"Bob"}}]}`
+	)
+	events := open(`subscription { Note_added { title ` + owner + ` } }`)
+	live := open(`subscription { Note(orderBy: {_id: ASC}) { title ` + owner + ` } }`)
+	if got, want := data(live), `{"Note":[{"title":"t1","owner":`+ann+`},{"title":"t2","owner":`+bob+`}]}`; got != want {
+		t.Errorf("live query:\n got %s\nwant %s", got, want)
+	}
+	insertDocs(t, d, "owners", `[
+{"@type":"Note","@id":"n3","owner":"A/a","title":"t3","rank":3},
+{"@type":"Note","@id":"n4","owner":"B/b","title":"t4","rank":4}
+]`)
+	for _, want := range []string{
+		`{"Note_added":{"title":"t3","owner":` + ann2 + `}}`,
+		`{"Note_added":{"title":"t4","owner":` + bob2 + `}}`,
+	} {
+		if got := data(events); got != want {
+			t.Errorf("event:\n got %s\nwant %s", got, want)
+		}
+	}
+	if got, want := data(live), `{"Note":[{"title":"t1","owner":`+ann2+`},{"title":"t2","owner":`+bob2+`},{"title":"t3","owner":`+ann2+`},{"title":"t4","owner":`+bob2+`}]}`; got != want {
+		t.Errorf("live query after the insert:\n got %s\nwant %s", got, want)
 	}
 }
