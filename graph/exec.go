@@ -296,10 +296,16 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 			graphql.RegisterExtension(rctx, "version", x.commit.Version())
 		}
 	default:
-		x.fail(nil, sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)"))
+		x.fail(nil, errSubscriptionNeedsStream())
 	}
 	resp.Errors = x.errs
 	return resp
+}
+
+// errSubscriptionNeedsStream answers a subscription sent as a plain
+// request.
+func errSubscriptionNeedsStream() *sluice.Error {
+	return sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)")
 }
 
 // execution is the state of one operation.

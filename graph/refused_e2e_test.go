@@ -70,3 +70,23 @@ func TestRefusedRequestsBuildNoServer(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptionOverPlainHTTP: a subscription sent as a plain request
+// is a request error, answered without data: 400 with the GraphQL
+// response media type (it was 200 with "data": null), 200 with
+// application/json, as GraphQL over HTTP asks of each.
+func TestSubscriptionOverPlainHTTP(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, "type P { n: String }")
+	for acc, want := range map[string]int{"application/graphql-response+json": 400, "application/json": 200} {
+		req := httptest.NewRequest(http.MethodPost, "/api/graphql/admin/db", strings.NewReader(`{"query":"subscription { P { n } }"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", acc)
+		rec := httptest.NewRecorder()
+		st.router.ServeHTTP(rec, req.WithContext(auth.WithUser(req.Context(), st.admin)))
+		b := rec.Body.String()
+		if rec.Code != want || strings.Contains(b, `"data"`) || !strings.Contains(b, "subscriptions need Accept: text/event-stream") {
+			t.Errorf("Accept %s: %d %s, want %d without data", acc, rec.Code, b, want)
+		}
+	}
+}

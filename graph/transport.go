@@ -100,6 +100,18 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		writeRequestError(w, media, sluice.Errorf(sluice.CodeMethod, "a %s cannot be sent with GET; use POST", rc.Operation.Operation))
 		return
 	}
+	if rc.Operation.Operation == ast.Subscription {
+		// A request error, answered without data: with the GraphQL
+		// response media type, a 4xx, as GraphQL over HTTP asks of a
+		// request that does not execute.
+		status := http.StatusOK
+		if media == mediaGraphQLResponse {
+			status = http.StatusBadRequest
+		}
+		writeErrors(w, media, status, gqlerror.List{{Message: errSubscriptionNeedsStream().Message,
+			Extensions: map[string]any{"code": sluice.CodeInvalid.RefusedGraphQLCode()}}})
+		return
+	}
 	responses, ctx := exec.DispatchOperation(ctx, rc)
 	resp := responses(ctx)
 	if greq.retrying() {
