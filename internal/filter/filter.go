@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,10 +187,7 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 		}
 		switch k {
 		case "_and", "_or":
-			items, ok := v.([]any)
-			if !ok {
-				return nil, errorf(kp, "expected a list of %s_Filter objects, got %s", c.Name, describe(v))
-			}
+			items := list(v)
 			var exprs []Expr
 			for i, it := range items {
 				ip := fmt.Sprintf("%s[%d]", kp, i)
@@ -249,6 +247,27 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 	return and, nil
 }
 
+// list returns the elements of v, the value of a list-typed entry of a
+// filter (_and, _or, _ids; v is not nil). GraphQL's input coercion lets a
+// single value stand for a list of one, and gqlgen validates it so: a
+// literal `_ids: "Person/bob"` arrives as the string itself, and a
+// variable's single value as a typed slice of its own ([]string,
+// []map[string]any), neither of them a []any, and both were refused as
+// "expected a list". (graph's listArg does the same for arguments.)
+func list(v any) []any {
+	if items, ok := v.([]any); ok {
+		return items
+	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
+		items := make([]any, rv.Len())
+		for i := range items {
+			items[i] = rv.Index(i).Interface()
+		}
+		return items
+	}
+	return []any{v}
+}
+
 // parseIDs parses the value of _id (one ID) or _ids (a list of at most
 // MaxIDs).
 func parseIDs(key string, v any, path string) ([]string, error) {
@@ -262,10 +281,7 @@ func parseIDs(key string, v any, path string) ([]string, error) {
 		}
 		return []string{id}, nil
 	}
-	items, ok := v.([]any)
-	if !ok {
-		return nil, errorf(path, "expected a list of IDs, got %s", describe(v))
-	}
+	items := list(v)
 	if len(items) > MaxIDs {
 		return nil, errorf(path, "the list has %d ids, more than %d ids (the limit)", len(items), MaxIDs)
 	}
