@@ -195,7 +195,11 @@ func ParseQueryArgs(s *sluice.Schema, class string, field *ast.Field, vars map[s
 	args := field.ArgumentMap(vars)
 	q := engine.DocQuery{Class: class, Limit: -1}
 	id, hasID := args["id"].(string)
-	if rawIDs, ok := args["ids"].([]any); ok {
+	// ids absent or null restricts nothing, and ids: [] matches nothing:
+	// the argument is tested, not its list, since a literal [] is a nil
+	// []any. A single id is a list of one (listArg).
+	if v := args["ids"]; v != nil {
+		rawIDs := listArg(v)
 		if hasID {
 			return q, errorf("%s: give id or ids, not both", class)
 		}

@@ -1,0 +1,88 @@
+package graph_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestSingleValueIsAListOfOneInQueries: GraphQL lets a single value stand
+// for a list of one, and gqlgen validates it so; written literally it
+// arrives as the value itself, given as a variable as a typed slice
+// ([]string, []map[string]any). Either way ids and the filter's _ids,
+// _and and _or read it as that list: ids: "Person/bob" answered every
+// Person, and the filter lists were refused as "expected a list". An
+// empty ids list still matches nothing, and no ids restricts nothing.
+func TestSingleValueIsAListOfOneInQueries(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, testSDL)
+	st.insert(t, people)
+	const byFilter = `query($f: Person_Filter) { Person(filter: $f) { _id } }`
+	bob := map[string]any{"name": map[string]any{"eq": "Bob"}}
+	for _, c := range []struct {
+		name, query string
+		vars        map[string]any
+		want        []string
+	}{
+		{"ids literal", `{ Person(ids: "Person/bob") { _id } }`, nil, []string{"Person/bob"}},
+		{"ids variable", `query($i: [ID!]) { Person(ids: $i) { _id } }`, map[string]any{"i": "Person/bob"}, []string{"Person/bob"}},
+		{"ids variable of [ID!]!", `query($i: [ID!]!) { Person(ids: $i) { _id } }`, map[string]any{"i": "Person/carol"}, []string{"Person/carol"}},
+		{"ids empty literal", `{ Person(ids: []) { _id } }`, nil, []string{}},
+		{"ids empty variable", `query($i: [ID!]) { Person(ids: $i) { _id } }`, map[string]any{"i": []any{}}, []string{}},
+		{"ids null", `{ Person(ids: null) { _id } }`, nil, []string{"Person/alice", "Person/bob", "Person/carol", "Person/dave", "Person/eve"}},
+		{"_ids literal", `{ Person(filter: {_ids: "Person/bob"}) { _id } }`, nil, []string{"Person/bob"}},
+		{"_ids variable", byFilter, map[string]any{"f": map[string]any{"_ids": "Person/bob"}}, []string{"Person/bob"}},
+		{"_and literal", `{ Person(filter: {_and: {name: {eq: "Bob"}}}) { _id } }`, nil, []string{"Person/bob"}},
+		{"_and variable", byFilter, map[string]any{"f": map[string]any{"_and": bob}}, []string{"Person/bob"}},
+		{"_or literal", `{ Person(filter: {_or: {name: {eq: "Bob"}}}) { _id } }`, nil, []string{"Person/bob"}},
+		{"_or variable", byFilter, map[string]any{"f": map[string]any{"_or": bob}}, []string{"Person/bob"}},
+		{"aggregate filter", `{ Person_aggregate(filter: {_ids: "Person/bob"}) { count } }`, nil, nil},
+	} {
+		res := st.query(t, c.query, c.vars)
+		if len(res.Errors) > 0 {
+			t.Errorf("%s: %s", c.name, res.raw)
+			continue
+		}
+		if c.want == nil {
+			if got, want := string(res.Data), `{"Person_aggregate":{"count":1}}`; got != want {
+				t.Errorf("%s: got %s, want %s", c.name, got, want)
+			}
+			continue
+		}
+		if got := res.ids(t, "Person"); !slices.Equal(got, c.want) {
+			t.Errorf("%s: got %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestLiveQueryWithASingleID: a live query's ids given a single id is
+// that id's result; it was every document's.
+func TestLiveQueryWithASingleID(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "people", testSDL)
+	insertDocs(t, d, "people", people)
+	path := "/api/graphql/admin/people"
+	for _, c := range []struct{ name, body string }{
+		{"literal", `{"query":"subscription { Person(ids: \"Person/bob\") { _id } }"}`},
+		{"variable", `{"query":"subscription($i: [ID!]) { Person(ids: $i) { _id } }","variables":{"i":"Person/bob"}}`},
+	} {
+		s := d.MustOpenStream(t, daemontest.Admin(), daemontest.StreamRequest{
+			Method: http.MethodPost, Path: path, Header: []string{"Accept", "text/event-stream"}, Body: c.body,
+		})
+		if f := s.Next(); f.String() != ": connected" {
+			t.Fatalf("%s: first frame %q", c.name, f)
+		}
+		var res gqlResult
+		if err := json.Unmarshal([]byte(s.Event().Field("data")), &res); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got, want := string(res.Data), `{"Person":[{"_id":"Person/bob"}]}`; got != want {
+			t.Errorf("%s: got %s, want %s", c.name, got, want)
+		}
+		s.Close()
+	}
+}
