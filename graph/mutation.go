@@ -135,7 +135,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		}
 		return engine.WriteOp{Kind: kind, Docs: &sliceSource{docs: docs}, Create: create}, author, message, nil
 	case fieldDeleteDocs:
-		raw, _ := args["ids"].([]any)
+		raw := listArg(args["ids"])
 		ids := make([]string, 0, len(raw))
 		for _, v := range raw {
 			s, _ := v.(string)
@@ -145,7 +145,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 	}
 	if class, ok := strings.CutSuffix(cf.Name, suffixUpdate); ok {
 		if c := x.es.schema.Class(class); c != nil && c.Kind == sluice.KindDocument {
-			raw, _ := args["documents"].([]any)
+			raw := listArg(args["documents"])
 			patches := make([]engine.Patch, 0, len(raw))
 			for _, v := range raw {
 				m, _ := v.(map[string]any)
@@ -172,7 +172,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		if c == nil || c.Kind != sluice.KindDocument {
 			break
 		}
-		raw, _ := args["documents"].([]any)
+		raw := listArg(args["documents"])
 		docs := make([]map[string]any, 0, len(raw))
 		for i, v := range raw {
 			m, _ := v.(map[string]any)
@@ -230,6 +230,11 @@ func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) ma
 			continue
 		}
 		f := c.Field(k)
+		if f != nil && f.List {
+			// A single value given for a list field is a list of one,
+			// as it is for an argument (listArg).
+			v = listArg(v)
+		}
 		if f != nil && f.Type.Kind == sluice.TypeSubdocument {
 			sc := s.Class(f.Type.Name)
 			if items, ok := v.([]any); ok && f.List {
@@ -265,6 +270,12 @@ func typedPatch(s *sluice.Schema, c *sluice.Class, in map[string]any) map[string
 			continue
 		}
 		f := c.Field(k)
+		if f != nil && f.List && v != nil {
+			// A single value given for a list field is a list of one,
+			// as it is for an argument (listArg); null still removes
+			// the field.
+			v = listArg(v)
+		}
 		if f != nil && f.Type.Kind == sluice.TypeSubdocument && v != nil {
 			sc := s.Class(f.Type.Name)
 			if items, ok := v.([]any); ok && f.List {

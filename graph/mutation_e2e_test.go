@@ -232,3 +232,59 @@ func TestFieldProtection(t *testing.T) {
 		t.Errorf("reader mutation: got %s, want FORBIDDEN", res.raw)
 	}
 }
+
+// TestSingleValueIsAListOfOneInMutations: each mutation given a single
+// document or id, literally or as a variable, writes or deletes exactly
+// that document, in a commit of one change. They were refused as holding
+// no documents ("the request holds no documents", "no documents to
+// patch", "no document ids to delete"). A list field of a document given
+// a single value holds a list of one (it was refused by the schema as not
+// a list).
+func TestSingleValueIsAListOfOneInMutations(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, testSDL)
+	st.insert(t, people)
+	one := func(id string) map[string]any {
+		return map[string]any{"_id": id, "name": "V", "tags": "t", "addresses": map[string]any{"city": "C"}, "friends": "Person/bob"}
+	}
+	for _, c := range []struct {
+		name, query string
+		vars        map[string]any
+		id          string // the one document changed
+	}{
+		{"insert literal", `mutation { Person_insert(documents: {_id: "lit1", name: "L", tags: "t", addresses: {city: "C"}, friends: "Person/bob"}) }`, nil, "Person/lit1"},
+		{"insert variable", `mutation($d: [Person_Input!]!) { Person_insert(documents: $d) }`, map[string]any{"d": one("var1")}, "Person/var1"},
+		{"replace literal", `mutation { Person_replace(documents: {_id: "eve", name: "E", tags: "t", addresses: {city: "C"}, friends: "Person/bob"}) }`, nil, "Person/eve"},
+		{"replace variable", `mutation($d: [Person_Input!]!) { Person_replace(documents: $d, create: true) }`, map[string]any{"d": one("var2")}, "Person/var2"},
+		{"update literal", `mutation { Person_update(documents: {_id: "alice", name: "Z", tags: "u"}) }`, nil, "Person/alice"},
+		{"update variable", `mutation($d: [Person_Patch!]!) { Person_update(documents: $d) }`, map[string]any{"d": map[string]any{"_id": "bob", "addresses": map[string]any{"city": "D"}}}, "Person/bob"},
+		{"delete literal", `mutation { _deleteDocuments(ids: "Person/carol") }`, nil, "Person/carol"},
+		{"delete variable", `mutation($i: [ID!]!) { _deleteDocuments(ids: $i) }`, map[string]any{"i": "Person/dave"}, "Person/dave"},
+	} {
+		before := lastCommit(t, st).Seq
+		res := st.query(t, c.query, c.vars)
+		if len(res.Errors) > 0 {
+			t.Errorf("%s: %s", c.name, res.raw)
+			continue
+		}
+		cm := lastCommit(t, st)
+		if cm.Seq != before+1 || len(cm.Changes) != 1 || cm.Changes[0].DocID != c.id {
+			var ids []string
+			for _, ch := range cm.Changes {
+				ids = append(ids, ch.DocID)
+			}
+			t.Errorf("%s: commit %d (was %d) changes %v, want %s alone", c.name, cm.Seq, before, ids, c.id)
+		}
+	}
+	res := st.query(t, `{ Person { _id name tags addresses { city } friends { _id } } }`, nil).mustOK(t)
+	want := `{"Person":[` +
+		`{"_id":"Person/alice","name":"Z","tags":["u"],"addresses":[{"city":"Oslo"},{"city":"Bergen"}],"friends":[{"_id":"Person/bob"}]},` +
+		`{"_id":"Person/bob","name":"Bob","tags":["b"],"addresses":[{"city":"D"}],"friends":[{"_id":"Person/alice"}]},` +
+		`{"_id":"Person/eve","name":"E","tags":["t"],"addresses":[{"city":"C"}],"friends":[{"_id":"Person/bob"}]},` +
+		`{"_id":"Person/lit1","name":"L","tags":["t"],"addresses":[{"city":"C"}],"friends":[{"_id":"Person/bob"}]},` +
+		`{"_id":"Person/var1","name":"V","tags":["t"],"addresses":[{"city":"C"}],"friends":[{"_id":"Person/bob"}]},` +
+		`{"_id":"Person/var2","name":"V","tags":["t"],"addresses":[{"city":"C"}],"friends":[{"_id":"Person/bob"}]}]}`
+	if got := string(res.Data); got != want {
+		t.Fatalf("documents:\ngot  %s\nwant %s", got, want)
+	}
+}
