@@ -158,7 +158,7 @@ func inputRetyped(prev, next *ast.Schema, pt, nt *ast.Type, v any, where string)
 		return fmt.Sprintf("%s, now of type %s (was %s)", where, b, a)
 	}
 	if nt.Elem != nil {
-		items, _ := v.([]any)
+		items := listArg(v)
 		for _, it := range items {
 			if d := inputRetyped(prev, next, pt.Elem, nt.Elem, it, where); d != "" {
 				return d
