@@ -86,3 +86,40 @@ func TestLiveQueryWithASingleID(t *testing.T) {
 		s.Close()
 	}
 }
+
+// TestIntegerIDs: an ID given as an integer stands for its digits, as
+// GraphQL's ID takes it ("4" and 4 alike), in id, ids, a filter's _id
+// and _ids (literals and variables) and a mutation's _id. Person(id: 4)
+// answered every person (the id was not a string, and was dropped); a
+// document's id is Class/key, so 4, as "4", names none of them.
+func TestIntegerIDs(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, testSDL)
+	st.insert(t, `[{"@type":"Person","@id":"4","name":"Four"},{"@type":"Person","@id":"5","name":"Five"}]`)
+	for _, c := range []struct {
+		name, query string
+		vars        map[string]any
+	}{
+		{"id literal", `{ Person(id: 4) { _id } }`, nil},
+		{"id variable", `query($i: ID) { Person(id: $i) { _id } }`, map[string]any{"i": 4}},
+		{"ids literal", `{ Person(ids: [4]) { _id } }`, nil},
+		{"ids variable", `query($i: [ID!]) { Person(ids: $i) { _id } }`, map[string]any{"i": []any{4}}},
+		{"_id literal", `{ Person(filter: {_id: 4}) { _id } }`, nil},
+		{"_ids variable", `query($f: Person_Filter) { Person(filter: $f) { _id } }`, map[string]any{"f": map[string]any{"_ids": []any{4}}}},
+	} {
+		res := st.query(t, c.query, c.vars)
+		if got := string(res.Data); len(res.Errors) > 0 || got != `{"Person":[]}` {
+			t.Errorf("%s: %s, want no person (as for \"4\")", c.name, res.raw)
+		}
+	}
+	if res := st.query(t, `{ Person(ids: ["Person/4", 5]) { _id } }`, nil).mustOK(t); string(res.Data) != `{"Person":[{"_id":"Person/4"}]}` {
+		t.Errorf("ids of a string and an integer: %s", res.Data)
+	}
+	if res := st.query(t, `{ Person(id: 4.5) { _id } }`, nil); len(res.Errors) == 0 {
+		t.Errorf("a float for an ID: %s, want an error", res.raw)
+	}
+	st.query(t, `mutation { Person_update(documents: [{_id: 5, name: "Cinq"}]) }`, nil).mustOK(t)
+	if res := st.query(t, `{ Person(id: "Person/5") { name } }`, nil).mustOK(t); string(res.Data) != `{"Person":[{"name":"Cinq"}]}` {
+		t.Errorf("after the update of 5: %s", res.Data)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/filter"
 	"github.com/sluice-dev/sluice/internal/jsonesc"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
@@ -138,7 +139,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		raw := listArg(args["ids"])
 		ids := make([]string, 0, len(raw))
 		for _, v := range raw {
-			s, _ := v.(string)
+			s, _ := filter.IDString(v)
 			ids = append(ids, s)
 		}
 		return engine.WriteOp{Kind: engine.WriteDelete, IDs: ids}, author, message, nil
@@ -149,7 +150,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 			patches := make([]engine.Patch, 0, len(raw))
 			for _, v := range raw {
 				m, _ := v.(map[string]any)
-				id, _ := m[fieldID].(string)
+				id, _ := filter.IDString(m[fieldID])
 				if !strings.Contains(id, "/") {
 					id = class + "/" + id
 				} else if !strings.HasPrefix(id, class+"/") {
@@ -179,7 +180,7 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 			if suffix == suffixInsert && m[fieldVersion] != nil {
 				return engine.WriteOp{}, "", "", errorf("%s: documents[%d] gives a _version, but an insert takes no precondition: it fails anyway when the document exists; to write only a given version, use %s%s or %s%s", cf.Name, i, class, suffixReplace, class, suffixUpdate)
 			}
-			id, _ := m[fieldID].(string)
+			id, _ := filter.IDString(m[fieldID])
 			if err := checkVersion(cf.Name, id, m); err != nil {
 				return engine.WriteOp{}, "", "", err
 			}
@@ -223,6 +224,9 @@ func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) ma
 		}
 		switch k {
 		case fieldID:
+			if id, ok := filter.IDString(v); ok {
+				v = id // 4 stands for "4", as in an argument
+			}
 			out["@id"] = v
 			continue
 		case fieldVersion:

@@ -194,7 +194,13 @@ func selectedFields(doc *ast.QueryDocument, sel ast.SelectionSet) []string {
 func ParseQueryArgs(s *sluice.Schema, class string, field *ast.Field, vars map[string]any) (engine.DocQuery, error) {
 	args := field.ArgumentMap(vars)
 	q := engine.DocQuery{Class: class, Limit: -1}
-	id, hasID := args["id"].(string)
+	// An ID is a string or an integer (filter.IDString): an id given as
+	// 4 was not a string, and the restriction was dropped (every
+	// document answered).
+	id, hasID := filter.IDString(args["id"])
+	if v := args["id"]; v != nil && !hasID {
+		return q, errorf("%s: id must be an ID (a string or an integer)", class)
+	}
 	// ids absent or null restricts nothing, and ids: [] matches nothing:
 	// the argument is tested, not its list, since a literal [] is a nil
 	// []any. A single id is a list of one (listArg).
@@ -207,8 +213,11 @@ func ParseQueryArgs(s *sluice.Schema, class string, field *ast.Field, vars map[s
 			return q, errorf("%s: ids lists %d ids, more than %d (the limit); page with several requests", class, len(rawIDs), filter.MaxIDs)
 		}
 		q.IDs = make([]string, 0, len(rawIDs))
-		for _, v := range rawIDs {
-			s, _ := v.(string)
+		for i, v := range rawIDs {
+			s, ok := filter.IDString(v)
+			if !ok {
+				return q, errorf("%s: ids[%d] must be an ID (a string or an integer)", class, i)
+			}
 			q.IDs = append(q.IDs, s)
 		}
 	} else if hasID {
@@ -342,7 +351,7 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 	args := cf.ArgumentMap(x.op.Variables)
 	var seq int64
 	if v, ok := args["commit"]; ok && v != nil {
-		s, _ := v.(string)
+		s, _ := filter.IDString(v)
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n <= 0 {
 			x.fail(fieldPath(cf), errorf("_ChangeSet: commit must be a commit id (a positive integer), got %q", s))

@@ -268,11 +268,32 @@ func list(v any) []any {
 	return []any{v}
 }
 
+// IDString returns v, the value of an argument or input field of type
+// ID, as the string it stands for: a string, or an integer (GraphQL's ID
+// takes both, "4" and 4 alike; gqlgen leaves a literal an int64 and a
+// variable a json.Number). Anything else, a float among them, is not an
+// ID.
+func IDString(v any) (string, bool) {
+	switch x := v.(type) {
+	case string:
+		return x, true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case int:
+		return strconv.Itoa(x), true
+	case json.Number:
+		if _, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return string(x), true
+		}
+	}
+	return "", false
+}
+
 // parseIDs parses the value of _id (one ID) or _ids (a list of at most
 // MaxIDs).
 func parseIDs(key string, v any, path string) ([]string, error) {
 	if key == "_id" {
-		id, ok := v.(string)
+		id, ok := IDString(v)
 		if !ok {
 			return nil, errorf(path, "expected an ID, got %s", describe(v))
 		}
@@ -288,7 +309,7 @@ func parseIDs(key string, v any, path string) ([]string, error) {
 	ids := make([]string, 0, len(items))
 	for i, it := range items {
 		ip := fmt.Sprintf("%s[%d]", path, i)
-		id, ok := it.(string)
+		id, ok := IDString(it)
 		if !ok {
 			return nil, errorf(ip, "expected an ID, got %s", describe(it))
 		}
