@@ -321,9 +321,12 @@ type execution struct {
 	rows, maxRows int
 	// walked counts the objects and references prefetch visited
 	// (walkStep); selIDs numbers the selections it keys walks and
-	// backlink reads by (selKey).
-	walked int
-	selIDs map[ast.Selection]uint64
+	// backlink reads by, and checkPast its walks (selKey); pastSteps
+	// counts the calls of checkPastSelection (export_test.go: what the
+	// check costs).
+	walked    int
+	selIDs    map[ast.Selection]uint64
+	pastSteps int
 	// walkEvents, when above 1, is the number of subscription events
 	// resolved together: each holds at most maxBytes, so their walk may
 	// visit maxBytes objects and references for each (walkBound).

@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -82,7 +81,7 @@ func (x *execution) checkPast(cf graphql.CollectedField, q engine.DocQuery) erro
 	if err := x.checkPastFilter(q.Filter, q.Classes); err != nil {
 		return err
 	}
-	return x.checkPastSelection(cf.Selections, cf.Name, q.Classes, map[string]bool{})
+	return x.checkPastSelection(cf.Selections, cf.Name, q.Classes, map[pastKey]bool{})
 }
 
 // checkPastFilter checks the fields filter e reads on documents of the
@@ -151,19 +150,39 @@ func (x *execution) checkPastFilter(e filter.Expr, classes []string) error {
 	return nil
 }
 
+// pastKey names a check of checkPastSelection: the GraphQL type the
+// documents are presented as, their classes, and the selection set on
+// them (selKey).
+type pastKey struct {
+	static, classes, sel string
+}
+
 // checkPastSelection checks the fields selection sel shows of documents
 // (or subdocuments) of the given classes (presented as GraphQL type
 // static), of their subdocuments, and of the documents their references
-// point to. seen holds the selections checked already, by type.
-func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, classes []string, seen map[string]bool) error {
+// point to. seen holds the selections checked already (pastKey).
+//
+// Each is checked once per root field. The fields of sel are collected
+// for each class, and a reference field's selection is reached once per
+// class that has the field (an interface's every implementation): keyed
+// by the slice CollectFields makes anew each time, the check was never
+// found done, and a query whose references point to an interface of n
+// implementations cost n^depth, before any limit (selections are keyed
+// by their nodes now, as prefetch's walks are). The walk also stops
+// when the request's context ends.
+func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, classes []string, seen map[pastKey]bool) error {
+	x.pastSteps++
 	if len(sel) == 0 {
 		return nil
 	}
-	key := fmt.Sprintf("%s %p", static, &sel[0])
+	key := pastKey{static: static, classes: strings.Join(classes, " "), sel: x.selKey(sel)}
 	if seen[key] {
 		return nil
 	}
 	seen[key] = true
+	if err := x.ctx.Err(); err != nil {
+		return err
+	}
 	for _, name := range classes {
 		c := x.es.schema.Class(name)
 		for _, cf := range x.fields(sel, x.runtimeType(static, c)) {
@@ -209,7 +228,7 @@ func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, clas
 // checkPastBacklink checks a backlink selection cf: the documents of bl's
 // class that point through bl's reference field, filtered, sorted and
 // shown as cf says.
-func (x *execution) checkPastBacklink(cf graphql.CollectedField, bl backlink, seen map[string]bool) error {
+func (x *execution) checkPastBacklink(cf graphql.CollectedField, bl backlink, seen map[pastKey]bool) error {
 	q, err := ParseQueryArgs(x.es.schema, bl.class.Name, cf.Field, x.op.Variables)
 	if err != nil {
 		return err
