@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
+	"slices"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -52,4 +54,22 @@ func PastCheckSteps(ctx context.Context, sdl, text string) (int, error) {
 	}
 	err = x.checkPast(cf, q)
 	return x.pastSteps, err
+}
+
+// LiveRefScan prepares live query text on schema sdl and returns the
+// document classes its first root field reads through references
+// (sorted), and the calls of refScan.selection that found them.
+func LiveRefScan(sdl, text string) (refs []string, steps int, err error) {
+	es, op, err := operationOn(sdl, text)
+	if err != nil {
+		return nil, 0, err
+	}
+	root := typeQuery
+	if op.Operation.Operation == ast.Subscription {
+		root = typeSubscription
+	}
+	cf := (&execution{op: op, es: es}).fields(op.Operation.SelectionSet, root)[0]
+	rs := newRefScan(es, op, map[string]bool{})
+	rs.selection(cf.Name, cf.Selections)
+	return slices.Sorted(maps.Keys(rs.refs)), rs.steps, nil
 }

@@ -152,8 +152,7 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 			if pq.IDs != nil {
 				f.ids = set(pq.IDs)
 			}
-			rs := refScan{s: es.schema, role: es.role, doc: op.Doc, vars: op.Variables, refs: f.refs, spread: map[string]bool{}}
-			rs.selection(cf.Name, cf.Selections)
+			newRefScan(es, op, f.refs).selection(cf.Name, cf.Selections)
 		}
 		if f.filt != nil {
 			f.refFilter = filterRefs(es.schema, f.filt, f.refs)
@@ -233,9 +232,25 @@ type refScan struct {
 	doc  *ast.QueryDocument
 	vars map[string]any
 	// refs collects the document classes read; spread the fragments
-	// walked, per class.
+	// walked, per class; fields the fields scanned, per class (see
+	// selection). steps counts the calls of selection (export_test.go:
+	// what the scan costs).
 	refs   map[string]bool
 	spread map[string]bool
+	fields map[refField]bool
+	steps  int
+}
+
+// newRefScan returns a scan of op's selections on es adding to refs.
+func newRefScan(es *ExecutableSchema, op *graphql.OperationContext, refs map[string]bool) *refScan {
+	return &refScan{s: es.schema, role: es.role, doc: op.Doc, vars: op.Variables, refs: refs,
+		spread: map[string]bool{}, fields: map[refField]bool{}}
+}
+
+// refField names a field of a selection scanned on documents of a class.
+type refField struct {
+	class string
+	field *ast.Field
 }
 
 // selection adds to refs the classes of the documents selection sel, on
@@ -245,7 +260,14 @@ type refScan struct {
 // through their filters. It errs on the side of more: a field is looked
 // up in class and every class below it (an inline fragment may select a
 // subclass's field).
+//
+// A field is scanned once per class of the documents it is on: the
+// class and each class below it may have the field (an interface's and
+// its every implementation's), each leading to the same selection, and
+// scanning it again for each made a live query whose references point
+// to an interface of n implementations cost (n+1)^depth to start.
 func (r *refScan) selection(class string, sel ast.SelectionSet) {
+	r.steps++
 	candidates := r.s.Descendants(class)
 	for _, it := range sel {
 		switch it := it.(type) {
@@ -253,6 +275,11 @@ func (r *refScan) selection(class string, sel ast.SelectionSet) {
 			if len(it.SelectionSet) == 0 {
 				continue
 			}
+			k := refField{class: class, field: it}
+			if r.fields[k] {
+				continue
+			}
+			r.fields[k] = true
 			if bl, ok := parseBacklink(r.s, r.role, it.Name); ok {
 				documentClasses(r.s, bl.class.Name, r.refs)
 				if m, ok := it.ArgumentMap(r.vars)["filter"].(map[string]any); ok {
