@@ -333,29 +333,43 @@ func decodeJSON(r *http.Request, v any) error {
 // too long.
 const smallBodyMax = 8 << 10
 
-// errSmallBodyTooLarge is the error of a small body over smallBodyMax.
-func errSmallBodyTooLarge() error {
-	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most this route takes (a small JSON object)", smallBodyMax)
+// webhookBodyMax bounds a webhook's settings (POST and PATCH
+// /api/webhooks/…): a URL of at most 2 KiB, a description of 1 KiB, a
+// filter of 64 KiB and a list of classes (names of 63 bytes, 1,000 of
+// them at most), with room for \u escapes. Read whole, max_body_bytes of
+// them decoded to tens of millions of strings.
+const webhookBodyMax = 512 << 10
+
+// errRouteBodyTooLarge is the error of a body over max, the most its route
+// takes (what: what the route's body is).
+func errRouteBodyTooLarge(max int64, what string) error {
+	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most this route takes (%s)", max, what)
 }
 
 // decodeSmallJSON decodes a small JSON object body into v, as decodeJSON,
-// reading at most smallBodyMax bytes of it: a body whose Content-Length
-// is over the limit is refused before any of it is read (a client that
-// sent Expect: 100-continue never sends it), one without a
-// Content-Length once it passes the limit. Either way the connection is
-// closed after the answer rather than the rest of the body read.
+// reading at most smallBodyMax bytes of it (decodeJSONWithin).
 func decodeSmallJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	if r.ContentLength > smallBodyMax {
+	return decodeJSONWithin(w, r, v, smallBodyMax, "a small JSON object")
+}
+
+// decodeJSONWithin decodes a JSON body into v, as decodeJSON, reading at
+// most max bytes of it: a body whose Content-Length is over the limit is
+// refused before any of it is read (a client that sent Expect:
+// 100-continue never sends it), one without a Content-Length once it
+// passes the limit. Either way the connection is closed after the answer
+// rather than the rest of the body read.
+func decodeJSONWithin(w http.ResponseWriter, r *http.Request, v any, max int64, what string) error {
+	if r.ContentLength > max {
 		// Not read: net/http must close the connection, not read the
 		// body to reuse it.
 		w.Header().Set("Connection", "close")
-		return errSmallBodyTooLarge()
+		return errRouteBodyTooLarge(max, what)
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, smallBodyMax))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		// A lower max_body_bytes fails first, and names itself.
-		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok && mbe.Limit >= smallBodyMax {
-			return errSmallBodyTooLarge()
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok && mbe.Limit >= max {
+			return errRouteBodyTooLarge(max, what)
 		}
 		return bodyError(err)
 	}

@@ -33,6 +33,25 @@ func (a *api) webhooks(w http.ResponseWriter, r *http.Request) (*webhook.Service
 	return a.Webhooks, true
 }
 
+// webhookInput reads the settings of a webhook of org/db from r's body,
+// once the user is known to be an admin of the database (the service
+// checks it again), and within webhookBodyMax: read before either check,
+// a body of max_body_bytes decoded to tens of millions of strings for
+// any signed-in user. It answers the request and reports false when it
+// cannot.
+func (a *api) webhookInput(w http.ResponseWriter, r *http.Request, org, db string) (webhook.Input, bool) {
+	var in webhook.Input
+	if _, _, err := a.Engine.Database(r.Context(), userFrom(r), org, db, sluice.RoleAdmin); err != nil {
+		writeError(w, r, err)
+		return in, false
+	}
+	if err := decodeJSONWithin(w, r, &in, webhookBodyMax, "a webhook's settings"); err != nil {
+		writeError(w, r, err)
+		return in, false
+	}
+	return in, true
+}
+
 // webhookID returns the {id} path parameter.
 func webhookID(r *http.Request) (int64, error) {
 	s := chi.URLParam(r, "id")
@@ -91,13 +110,11 @@ func (a *api) createWebhook(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var in webhook.Input
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
-	if err := decodeJSON(r, &in); err != nil {
-		writeError(w, r, err)
+	org, db := dbPath(r)
+	in, ok := a.webhookInput(w, r, org, db)
+	if !ok {
 		return
 	}
-	org, db := dbPath(r)
 	h, secret, err := svc.Create(r.Context(), userFrom(r), org, db, in)
 	if err != nil {
 		writeError(w, r, err)
@@ -199,13 +216,11 @@ func (a *api) updateWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	var in webhook.Input
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
-	if err := decodeJSON(r, &in); err != nil {
-		writeError(w, r, err)
+	org, db := dbPath(r)
+	in, ok := a.webhookInput(w, r, org, db)
+	if !ok {
 		return
 	}
-	org, db := dbPath(r)
 	h, err := svc.Update(r.Context(), userFrom(r), org, db, id, in)
 	if err != nil {
 		writeError(w, r, err)
