@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 // laggingStore serves GraphQLDatabase from a copy of the database taken
@@ -123,7 +124,7 @@ func TestMutationsAfterASchemaChange(t *testing.T) {
 
 	for _, sdl := range []string{"type T { n: String label: String }", "type T { label: String }"} {
 		before := lag.current(t, st.admin)
-		if _, err := st.eng.PutSchema(context.Background(), st.admin, "admin", "db", sdl, true); err != nil {
+		if _, err := st.eng.PutSchema(context.Background(), st.admin, "admin", "db", sdl, engine.PutSchemaOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 		// The retry answers the first answer, lagging or not.

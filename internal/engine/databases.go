@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"strings"
 
@@ -156,25 +157,56 @@ func (e *Engine) systemWrite(ctx context.Context, u *sluice.User, message string
 		Meta: postgres.CommitMeta{Author: "sluice", Message: message, User: u.Name}, Documents: write})
 }
 
-// Schema returns the SDL of a database u can read.
+// Schema returns the SDL of a database u can read, with its schema
+// version and u's role on the database (whose view of the SDL it is).
 //
 // It is what u's role may see (schema.VisibleSDL): below admin, the
 // fields the role may not read are left out, as they are from the
 // GraphQL schema the role is served.
-func (e *Engine) Schema(ctx context.Context, u *sluice.User, org, name string) (string, error) {
+func (e *Engine) Schema(ctx context.Context, u *sluice.User, org, name string) (*SchemaText, error) {
 	// The current schema, not a cached one: answered from no table, a
 	// cached schema would show the one before a change another replica
 	// just made (the cache keeps a database up to a second).
 	e.forgetDatabase(&sluice.Database{Org: org, Name: name})
 	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return schema.VisibleSDL(s.SDL, role)
+	sdl, err := schema.VisibleSDL(s.SDL, role)
+	if err != nil {
+		return nil, err
+	}
+	return &SchemaText{SDL: sdl, Version: d.SchemaVersion, Role: role}, nil
+}
+
+// SchemaText is a database's schema as one role reads it (Schema).
+type SchemaText struct {
+	SDL string
+	// Version is the schema version: what PutSchemaOptions.Version
+	// expects.
+	Version int
+	Role    sluice.Role
+}
+
+// PutSchemaOptions are how PutSchema applies a schema.
+type PutSchemaOptions struct {
+	// Force applies a change that loses data.
+	Force bool
+	// Version, when not 0, is the schema version the change expects to
+	// replace (a preview's, or Schema's): a schema that moved since is
+	// not changed (PreconditionFailed), so that a change confirmed
+	// against one version never drops what another version added.
+	Version int
+}
+
+// schemaMoved is the error of a schema change or preview of d that
+// expected schema version want, where the schema is at version current.
+func schemaMoved(d *sluice.Database, want, current int) error {
+	return sluice.Errorf(sluice.CodePrecondition, "the schema of %s is at version %d, not version %d as the request expected: it changed since; nothing was changed; read it (or preview the change) again", d.Path(), current, want)
 }
 
 // SchemaChange reports what PutSchema did.
@@ -200,7 +232,11 @@ type SchemaChange struct {
 // every replica, works through the new schema from that commit on, and a
 // stream that follows the log learns of the change there (see graph's
 // Subscription.Revise).
-func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl string, force bool) (*SchemaChange, error) {
+//
+// With opts.Version, the change is made only if the schema is at that
+// version, checked again under the change's lock, so that it holds
+// against a change made meanwhile on any replica.
+func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl string, opts PutSchemaOptions) (*SchemaChange, error) {
 	// The current version, not a cached one: a change prepared from an
 	// older version would be refused when it locks the counter row.
 	e.forgetDatabase(&sluice.Database{Org: org, Name: name})
@@ -210,6 +246,11 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 	}
 	if err := writable(d); err != nil {
 		return nil, err
+	}
+	// Before the diff: against a schema that moved, what it would do
+	// (refused without force, or nothing) is not what the client saw.
+	if opts.Version != 0 && opts.Version != d.SchemaVersion {
+		return nil, schemaMoved(d, opts.Version, d.SchemaVersion)
 	}
 	if err := e.checkSchemaSize(sdl); err != nil {
 		return nil, err
@@ -225,7 +266,7 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 			lost = append(lost, c.Reason)
 		}
 	}
-	if len(lost) > 0 && !force {
+	if len(lost) > 0 && !opts.Force {
 		return nil, sluice.Errorf(sluice.CodeConflict, "the schema change would lose data: %s; repeat with force=true to apply it", strings.Join(lost, "; "))
 	}
 	if len(changes) == 0 && next.SDL == prev.SDL {
@@ -245,6 +286,13 @@ func (e *Engine) PutSchema(ctx context.Context, u *sluice.User, org, name, sdl s
 		Documents: func(context.Context, *postgres.Writer) error { return nil },
 		Before: func(ctx context.Context, tx *postgres.Tx) error {
 			if err := tx.LockForSchemaChange(ctx, d, prev); err != nil {
+				// The schema moved after it was read above (another
+				// change, on any replica): a client that expected the
+				// version read is answered so, not asked to retry.
+				var moved *postgres.SchemaMovedError
+				if opts.Version != 0 && errors.As(err, &moved) {
+					return schemaMoved(d, opts.Version, moved.Current)
+				}
 				return err
 			}
 			// The values the change keeps, checked and rewritten before its

@@ -45,7 +45,7 @@ func TestLostSinceWalksOncePerVersion(t *testing.T) {
 		seqs = append(seqs, res.Commit.Seq)
 	}
 	for _, sdl := range []string{"type P { name: String }", "type P { name: String ssn: Int }"} {
-		if _, err := e.PutSchema(ctx, admin, "admin", "lost", sdl, true); err != nil {
+		if _, err := e.PutSchema(ctx, admin, "admin", "lost", sdl, engine.PutSchemaOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -44,8 +44,10 @@ type PreviewChange struct {
 // affects, and why it would be refused. It needs the admin role, as
 // PutSchema does; SDL errors are the errors PutSchema answers. It reads
 // the tables in one read-only snapshot, so a concurrent write may change
-// the answer before the schema is put, which checks again.
-func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, sdl string) (*SchemaPreview, error) {
+// the answer before the schema is put, which checks again. With version
+// (not 0), a schema not at that version is previewed no more than it is
+// changed (PutSchemaOptions.Version).
+func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, sdl string, version int) (*SchemaPreview, error) {
 	// The current version, as PutSchema reads it: a preview against a
 	// cached one would diff against the schema before another replica's
 	// change and report its version.
@@ -53,6 +55,9 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 	d, prev, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
 	if err != nil {
 		return nil, err
+	}
+	if version != 0 && version != d.SchemaVersion {
+		return nil, schemaMoved(d, version, d.SchemaVersion)
 	}
 	if err := e.checkSchemaSize(sdl); err != nil {
 		return nil, err

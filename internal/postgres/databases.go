@@ -348,8 +348,8 @@ func (db *DB) CurrentSchemaVersion(ctx context.Context, d *sluice.Database) (int
 
 // LockForSchemaChange takes, for a schema change of database d whose
 // current schema is s, the ACCESS EXCLUSIVE locks of its class tables,
-// then its counter row (LockDatabase), and returns a Conflict error when
-// the schema version moved since d was read. A write holds its tables'
+// then its counter row (LockDatabase), and returns a Conflict error (a
+// *SchemaMovedError) when the schema version moved since d was read. A write holds its tables'
 // locks from its first statement and takes the counter row's last; a
 // schema change that took the counter row first, then waited for a table
 // a write holds, while that write waited for the counter row, was a
@@ -476,8 +476,8 @@ func (t *Tx) LockDatabase(ctx context.Context, d *sluice.Database) error {
 const lockCounterSQL = "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1 FOR UPDATE"
 
 // lockedVersion returns the error of locking d's counter row, which read
-// version v, or err: NotFound when d is gone, Conflict when its schema
-// moved since d was read.
+// version v, or err: NotFound when d is gone, a *SchemaMovedError when its
+// schema moved since d was read.
 func lockedVersion(d *sluice.Database, v int, err error) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
@@ -486,10 +486,24 @@ func lockedVersion(d *sluice.Database, v int, err error) error {
 		return mapError(err)
 	}
 	if v != d.SchemaVersion {
-		return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed concurrently; retry", d.Path())
+		return &SchemaMovedError{Current: v, err: sluice.Errorf(sluice.CodeConflict, "the schema of %s changed concurrently; retry", d.Path())}
 	}
 	return nil
 }
+
+// SchemaMovedError is the error of locking a database whose schema
+// version moved since it was read: a Conflict (Unwrap) that keeps the
+// version the lock found, for a schema change that was asked to expect a
+// version (engine.PutSchemaOptions.Version), which answers 412 naming it
+// instead of asking for a retry that would fail the same way.
+type SchemaMovedError struct {
+	// Current is the schema version the lock read.
+	Current int
+	err     *sluice.Error
+}
+
+func (e *SchemaMovedError) Error() string { return e.err.Error() }
+func (e *SchemaMovedError) Unwrap() error { return e.err }
 
 // ChangeSchema replaces database d's schema prev by next, altering its
 // tables to match, and increments d.SchemaVersion. Call

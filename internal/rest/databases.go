@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -180,18 +181,55 @@ func (a *api) getSchema(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	org, name := dbPath(r)
-	sdl, err := a.Engine.Schema(r.Context(), userFrom(r), org, name)
+	s, err := a.Engine.Schema(r.Context(), userFrom(r), org, name)
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	privateAnswer(w)
+	w.Header().Set("ETag", schemaETag(s.Version, s.Role))
 	w.Header().Set("Content-Type", "application/graphql; charset=utf-8")
-	_, _ = io.WriteString(w, sdl)
+	_, _ = io.WriteString(w, s.SDL)
+}
+
+// schemaETag returns the entity tag of a schema at version as role reads
+// it: the version alone for an admin, who reads the whole SDL and is the
+// one who may change it ("3", what PUT's If-Match takes), the version and
+// the role for the others, who read a view of it ("3-read"), so that a
+// cache never answers one role's view for another's.
+func schemaETag(version int, role sluice.Role) string {
+	if role >= sluice.RoleAdmin {
+		return `"` + strconv.Itoa(version) + `"`
+	}
+	return `"` + strconv.Itoa(version) + "-" + role.String() + `"`
+}
+
+// schemaPrecondition returns the schema version a PUT /api/schema's
+// If-Match expects (0: none): one strong tag, the version as GET's ETag
+// (or a dry run's schema_version) gave it, such as "3".
+func schemaPrecondition(r *http.Request) (int, error) {
+	im := r.Header.Values("If-Match")
+	if len(im) == 0 {
+		return 0, nil
+	}
+	tag := strings.TrimSpace(strings.Join(im, ","))
+	if quoted, ok := strings.CutPrefix(tag, `"`); ok {
+		if v, err := strconv.Atoi(strings.TrimSuffix(quoted, `"`)); err == nil && v > 0 && `"`+strconv.Itoa(v)+`"` == tag {
+			return v, nil
+		}
+	}
+	// Anything else (*, a weak tag, a list, a view's tag) names no one
+	// version an admin read: refused rather than taken as no
+	// precondition, which would let the change through.
+	return 0, sluice.Errorf(sluice.CodeInvalid, "If-Match: %.64s is not a schema version: give the schema version the change expects, in quotes, as GET /api/schema answers it to an admin in its ETag (or a dry run in schema_version), such as \"3\"", tag)
 }
 
 // putSchema takes the SDL as the raw body (any content type) and answers
 // with the changes it applied, or, with dry_run=true, with what it would
-// do (see previewSchema).
+// do (see previewSchema). With If-Match, either is done only if the
+// schema is at the version it names (412 otherwise): so that "Apply"
+// makes the change its preview showed, not one against a schema another
+// admin changed since (whose additions a forced change would drop).
 func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "force", "dry_run")
 	if err != nil {
@@ -208,6 +246,11 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	version, err := schemaPrecondition(r)
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
 	if err != nil {
 		writeError(w, r, bodyError(err))
@@ -215,14 +258,15 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 	}
 	org, name := dbPath(r)
 	if dryRun {
-		a.previewSchema(w, r, org, name, string(body))
+		a.previewSchema(w, r, org, name, string(body), version)
 		return
 	}
-	res, err := a.Engine.PutSchema(r.Context(), userFrom(r), org, name, string(body), force)
+	res, err := a.Engine.PutSchema(r.Context(), userFrom(r), org, name, string(body), engine.PutSchemaOptions{Force: force, Version: version})
 	if err != nil {
 		writeError(w, r, err)
 		return
 	}
+	w.Header().Set("ETag", schemaETag(res.Version, sluice.RoleAdmin))
 	changes := make([]string, 0, len(res.Changes))
 	for _, c := range res.Changes {
 		changes = append(changes, c.Reason)
@@ -238,8 +282,8 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 // change with the number of stored documents it affects and the first of
 // their ids, whether it needs force=true, and why it would be refused even
 // so.
-func (a *api) previewSchema(w http.ResponseWriter, r *http.Request, org, name, sdl string) {
-	p, err := a.Engine.PreviewSchema(r.Context(), userFrom(r), org, name, sdl)
+func (a *api) previewSchema(w http.ResponseWriter, r *http.Request, org, name, sdl string, version int) {
+	p, err := a.Engine.PreviewSchema(r.Context(), userFrom(r), org, name, sdl, version)
 	if err != nil {
 		writeError(w, r, err)
 		return
