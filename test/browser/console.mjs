@@ -7,7 +7,9 @@
 //   with a pasted API token; nothing stored, and every page load asks to
 //   sign in again); the databases (one created and deleted after a
 //   confirmation); a database's classes, their counts and its schema (an
-//   additive change previewed and applied, a destructive one previewed);
+//   additive change previewed and applied, sent with the previewed schema
+//   version, a destructive one previewed, then refused once the schema
+//   was changed through B);
 //   documents paged, ordered and filtered (an order by a field the class
 //   cannot be ordered by is ignored, not written into the query); an edit
 //   whose document is changed meanwhile through B (the console shows the
@@ -92,6 +94,7 @@ const blocked = [];
 const problems = [];
 const urls = [];
 const queries = []; // the bodies of the console's GraphQL requests
+const schemaPuts = []; // the console's PUT /api/schema requests: { url, ifMatch }
 let failed = false;
 let page;
 try {
@@ -102,6 +105,7 @@ try {
     const u = req.url();
     urls.push(u);
     if (req.method() === 'POST' && new URL(u).pathname.startsWith('/api/graphql/')) queries.push(req.postData() || '');
+    if (req.method() === 'PUT' && new URL(u).pathname.startsWith('/api/schema/')) schemaPuts.push({ url: u, ifMatch: req.headers()['if-match'] });
     if (u.startsWith('data:') || new URL(u).origin === origin) {
       req.continue();
       return;
@@ -262,12 +266,17 @@ try {
   step(`classes: Product with 120 documents; roles: ${reader} reads`);
   const sdl = await page.$eval('#sdl', (e) => e.value);
   await page.$eval('#sdl', (e, v) => { e.value = v; e.dispatchEvent(new Event('input', { bubbles: true })); }, sdl.replace('type Product {', 'type Product {\n  note: String'));
+  const before = (await api('GET', '/api/db/admin/shop')).json.schema_version;
   await clickText('button', 'Preview the change');
   await waitFor('the preview of an additive change', () => page.evaluate(() => document.querySelector('.preview')?.innerText.includes('applies in place adds field Product.note')));
   await check('database', 'admin/shop');
   await clickText('button', 'Apply the change');
   await waitFor('the change applied', () => hasText('Schema changed'));
-  step('an additive change previewed ("applies in place") and applied');
+  const applied = schemaPuts.at(-1);
+  if (applied.url.includes('dry_run') || applied.ifMatch !== `"${before}"`) {
+    throw new Error(`the apply was sent as ${applied.url} with If-Match ${applied.ifMatch}, want the previewed schema version "${before}"`);
+  }
+  step(`an additive change previewed ("applies in place") and applied with If-Match: "${before}", the version previewed`);
   const current = await page.$eval('#sdl', (e) => e.value);
   await page.$eval('#sdl', (e, v) => { e.value = v; e.dispatchEvent(new Event('input', { bubbles: true })); }, current.replace('stock: Int @index', ''));
   await clickText('button', 'Preview the change');
@@ -277,7 +286,17 @@ try {
   }));
   if (!(await hasText('Apply, losing that data (force)'))) throw new Error('no forced apply offered for a destructive change');
   await check('schema-preview', 'admin/shop');
-  step('a destructive change previewed: "loses data: needs force", the 120 documents it affects, force offered (not applied)');
+  step('a destructive change previewed: "loses data: needs force", the 120 documents it affects, force offered');
+  // Another admin changes the schema through B after the preview: the
+  // forced apply of what was previewed is refused (412), nothing dropped.
+  const sdlOnB = async () => (await fetch(`${other}/api/schema/admin/shop`, { headers: { Authorization: admin } })).text();
+  const onB = await sdlOnB();
+  await api('PUT', '/api/schema/admin/shop', `# changed through B\n${onB}`, { 'Content-Type': 'application/graphql' });
+  await clickText('button', 'Apply, losing that data (force)');
+  await waitFor('the apply refused: the schema changed since the preview', () => hasText('the schema changed since the preview: preview again'));
+  if (!(await page.$eval('.preview', (e) => [...e.querySelectorAll('button')].every((b) => b.disabled)))) throw new Error('an outdated preview still offers Apply');
+  if (!(await sdlOnB()).includes('stock: Int')) throw new Error('the refused apply dropped Product.stock');
+  step('the forced apply after a change made through B: refused ("the schema changed since the preview"), Product.stock kept, Apply no longer offered');
 
   // 4. Documents: paged, ordered, filtered.
   const docs = '/console/admin/shop/documents/Product';

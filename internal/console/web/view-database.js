@@ -2,7 +2,7 @@
 // and its schema, which admins change after the schema API's preview of
 // what the change does.
 import { useState } from './preact-hooks.js';
-import { dbPath, graphql, request } from './api.js';
+import { ApiError, dbPath, graphql, request } from './api.js';
 import { Busy, ErrorBox, Link, Notice, Scroll, dbHref, html, useLoad, useTitle } from './ui.js';
 import { can, forgetDatabase, loadDatabase } from './database.js';
 import { loadModel } from './model.js';
@@ -94,12 +94,23 @@ function SchemaEditor({ org, db, sdl, onChanged }) {
     setBusy('apply');
     setError(null);
     try {
-      const r = await request('PUT', `${path}${preview.force_needed ? '?force=true' : ''}`, { body: preview.sdl, headers: { 'Content-Type': 'application/graphql' } });
+      // If-Match: the version the preview was of, so that Apply makes
+      // the change previewed and confirmed, not the same SDL against a
+      // schema another admin changed since (force would drop what they
+      // added, which the preview never showed).
+      const r = await request('PUT', `${path}${preview.force_needed ? '?force=true' : ''}`, {
+        body: preview.sdl, headers: { 'Content-Type': 'application/graphql', 'If-Match': `"${preview.schema_version}"` },
+      });
       setPreview(null);
       setNotice(`Schema changed (version ${r.data.schema_version}): ${r.data.changes.length ? r.data.changes.join('; ') : 'no change'}.`);
       onChanged();
     } catch (err) {
-      setError(err);
+      if (err instanceof ApiError && err.status === 412) {
+        setPreview({ ...preview, outdated: true });
+        setError(new ApiError(412, err.type, `the schema changed since the preview: preview again. ${err.message}`));
+      } else {
+        setError(err);
+      }
     }
     setBusy('');
   };
@@ -116,6 +127,7 @@ function SchemaEditor({ org, db, sdl, onChanged }) {
     ${preview && html`<div class="preview" aria-labelledby="preview-title">
       <h3 id="preview-title">What this change does</h3>
       ${stale && html`<p class="warning">You edited the schema after this preview: preview again before applying.</p>`}
+      ${preview.outdated && html`<p class="warning">The schema changed since this preview (another change was made meanwhile): preview again before applying.</p>`}
       ${preview.changes.length === 0 ? html`<p>Nothing: the schema is the same.</p>` : html`<ul class="changes">
         ${preview.changes.map((c) => html`<li class=${c.destructive ? 'destructive' : 'additive'}>
           <span class="badge">${c.destructive ? 'loses data: needs force' : 'applies in place'}</span> ${c.change}
@@ -126,7 +138,7 @@ function SchemaEditor({ org, db, sdl, onChanged }) {
         <ul>${preview.refused.map((r) => html`<li>${r}</li>`)}</ul><p>Change those documents first, then preview again.</p></div>`}
       ${preview.refused.length === 0 && preview.changes.length > 0 && html`<p>
         ${preview.force_needed && html`<span class="warning">Applying it loses the data listed above; it cannot be undone. </span>`}
-        <button type="button" class=${preview.force_needed ? 'danger' : 'primary'} disabled=${!!busy || stale} onClick=${apply}>
+        <button type="button" class=${preview.force_needed ? 'danger' : 'primary'} disabled=${!!busy || stale || preview.outdated} onClick=${apply}>
           ${busy === 'apply' ? 'Applying…' : preview.force_needed ? 'Apply, losing that data (force)' : 'Apply the change'}</button></p>`}
     </div>`}`;
 }
