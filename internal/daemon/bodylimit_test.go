@@ -302,3 +302,31 @@ func TestWebhookBodiesAreCheckedBeforeDecoded(t *testing.T) {
 		t.Errorf("an admin's webhook of endless settings: %d %s", status, body)
 	}
 }
+
+// TestSchemaBodiesAreCheckedBeforeRead: a schema (PUT /api/schema) is read
+// once the user is known to be an admin of the database, and at most
+// max_schema_bytes of it; a new database's body (POST /api/db) once the
+// user may create it there, and at most six times max_schema_bytes (a
+// schema written as \u escapes) with room for a label and a comment.
+// Both were read up to max_body_bytes first, by anyone signed in (four
+// schemas of 60 MB at once held 550 MB).
+func TestSchemaBodiesAreCheckedBeforeRead(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxSchemaBytes = 4096 })
+	d.CreateDatabase(t, "sdl", "type Note { text: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/organizations", `{"name":"elsewhere"}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"nosy","organization":"elsewhere","password":"nosy-password"}`)
+	nosy := dt.Basic("nosy", "nosy-password")
+	if status, body := sendEndless(t, d, nosy, "PUT", "/api/schema/admin/sdl", "text/plain", "type A { a: String }\n", "# more\n"); status != 403 && status != 404 {
+		t.Errorf("a schema sent by a user without a role: %d %s", status, body)
+	}
+	if status, body := sendEndless(t, d, dt.Admin(), "PUT", "/api/schema/admin/sdl", "text/plain", "type A { a: String }\n", "# more\n"); status != 413 || !strings.Contains(body, "larger than 4096 bytes, the most this route takes (a schema: max_schema_bytes)") {
+		t.Errorf("an admin's endless schema: %d %s", status, body)
+	}
+	if status, body := sendEndless(t, d, nosy, "POST", "/api/db/admin/other", "application/json", `{"schema":"`, `type A { a: String } `); status != 403 || !strings.Contains(body, "may only create databases in organization elsewhere") {
+		t.Errorf("a database made by a user of another organization: %d %s", status, body)
+	}
+	if status, body := sendEndless(t, d, nosy, "POST", "/api/db/elsewhere/mine", "application/json", `{"schema":"`, `type A { a: String } `); status != 413 || !strings.Contains(body, "six times max_schema_bytes") {
+		t.Errorf("a database of an endless schema: %d %s", status, body)
+	}
+}

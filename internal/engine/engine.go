@@ -171,6 +171,10 @@ func (e *Engine) tooManyDocuments() error {
 // sets 1 MiB.
 func (e *Engine) LimitSchemas(maxBytes int64) { e.maxSchemaBytes = maxBytes }
 
+// MaxSchemaBytes returns max_schema_bytes, so that a request's schema can
+// be refused before it is read past it.
+func (e *Engine) MaxSchemaBytes() int64 { return e.maxSchemaBytes }
+
 // checkSchemaSize refuses a schema text larger than max_schema_bytes,
 // before it is parsed: each version of a schema is kept for good, and
 // reads of the past parse the versions since their position.

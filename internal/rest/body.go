@@ -352,6 +352,26 @@ func decodeSmallJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeJSONWithin(w, r, v, smallBodyMax, "a small JSON object")
 }
 
+// readWithin reads r's body whole, at most max bytes of it, refusing a
+// body past max as decodeJSONWithin does (what: what the route's body is).
+func readWithin(w http.ResponseWriter, r *http.Request, max int64, what string) ([]byte, error) {
+	if r.ContentLength > max {
+		// Not read: net/http must close the connection, not read the
+		// body to reuse it.
+		w.Header().Set("Connection", "close")
+		return nil, errRouteBodyTooLarge(max, what)
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		// A lower max_body_bytes fails first, and names itself.
+		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok && mbe.Limit >= max {
+			return nil, errRouteBodyTooLarge(max, what)
+		}
+		return nil, bodyError(err)
+	}
+	return b, nil
+}
+
 // decodeJSONWithin decodes a JSON body into v, as decodeJSON, reading at
 // most max bytes of it: a body whose Content-Length is over the limit is
 // refused before any of it is read (a client that sent Expect:
@@ -359,19 +379,9 @@ func decodeSmallJSON(w http.ResponseWriter, r *http.Request, v any) error {
 // passes the limit. Either way the connection is closed after the answer
 // rather than the rest of the body read.
 func decodeJSONWithin(w http.ResponseWriter, r *http.Request, v any, max int64, what string) error {
-	if r.ContentLength > max {
-		// Not read: net/http must close the connection, not read the
-		// body to reuse it.
-		w.Header().Set("Connection", "close")
-		return errRouteBodyTooLarge(max, what)
-	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	b, err := readWithin(w, r, max, what)
 	if err != nil {
-		// A lower max_body_bytes fails first, and names itself.
-		if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok && mbe.Limit >= max {
-			return errRouteBodyTooLarge(max, what)
-		}
-		return bodyError(err)
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	return decodeJSON(r, v)

@@ -140,14 +140,22 @@ func (a *api) createDatabase(w http.ResponseWriter, r *http.Request) {
 		Comment string `json:"comment"`
 		Schema  string `json:"schema"`
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, a.MaxBodyBytes)
+	// Who may create it first, then a body of at most its fields' sizes:
+	// read before them, any signed-in user's 64 MiB were held to be
+	// refused. Its schema is max_schema_bytes at most, six times that
+	// written as \u escapes, beside a label and a comment of a few KiB.
+	org, name := dbPath(r)
+	if u := userFrom(r); !u.Superuser && u.Org != org {
+		writeError(w, r, sluice.Errorf(sluice.CodeForbidden, "user %s may only create databases in organization %s", u.Name, u.Org))
+		return
+	}
 	if r.ContentLength != 0 {
-		if err := decodeJSON(r, &body); err != nil && !isEmptyBody(err) {
+		max := 6*a.Engine.MaxSchemaBytes() + 64<<10
+		if err := decodeJSONWithin(w, r, &body, max, "a database: six times max_schema_bytes, and a label and a comment"); err != nil && !isEmptyBody(err) {
 			writeError(w, r, err)
 			return
 		}
 	}
-	org, name := dbPath(r)
 	d, err := a.Engine.CreateDatabase(r.Context(), userFrom(r), engine.NewDatabase{
 		Org: org, Name: name, Label: body.Label, Comment: body.Comment, Schema: body.Schema,
 	})
@@ -251,12 +259,19 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
-	if err != nil {
-		writeError(w, r, bodyError(err))
+	// The role first, then at most max_schema_bytes: read before them,
+	// any signed-in user's 64 MiB were held to be refused (four at once
+	// held 550 MB).
+	org, name := dbPath(r)
+	if _, _, err := a.Engine.Database(r.Context(), userFrom(r), org, name, sluice.RoleAdmin); err != nil {
+		writeError(w, r, err)
 		return
 	}
-	org, name := dbPath(r)
+	body, err := readWithin(w, r, a.Engine.MaxSchemaBytes(), "a schema: max_schema_bytes")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	if dryRun {
 		a.previewSchema(w, r, org, name, string(body), version)
 		return
