@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 // nodesSDL is an interface whose reference points to the interface
@@ -88,7 +89,7 @@ func TestPastChecksDeepSelections(t *testing.T) {
 	// C.z protected since p, then public again: hidden from the reader
 	// as of p.
 	for _, sdl := range []string{strings.Replace(nodesSDL, "z: Int", "z: Int @private", 1), nodesSDL} {
-		if _, err := st.eng.PutSchema(ctx, st.admin, "admin", "db", sdl, true); err != nil {
+		if _, err := st.eng.PutSchema(ctx, st.admin, "admin", "db", sdl, engine.PutSchemaOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
