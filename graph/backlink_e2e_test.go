@@ -366,3 +366,19 @@ func TestBacklinkSelectedInFragmentOnATypeStreamed(t *testing.T) {
 		t.Errorf("live query after the insert:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestBacklinkToAnInterfaceOfOneClass: a backlink to an interface that one
+// document class implements reads that class's own fields too: its rows'
+// JSON was built by the interface, whose fields alone were projected, and
+// text and rank answered null.
+func TestBacklinkToAnInterfaceOfOneClass(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, `type User { name: String! }
+interface Owned { owner: User title: String }
+type Note implements Owned { text: String rank: Int }`)
+	st.insert(t, `[{"@type":"User","@id":"a","name":"Ann"},{"@type":"Note","@id":"n1","owner":"User/a","title":"T","text":"hello","rank":3}]`)
+	res := st.query(t, `{ User { _owner_of_Owned { _id title ... on Note { text rank } } } }`, nil).mustOK(t)
+	if want := `{"User":[{"_owner_of_Owned":[{"_id":"Note/n1","title":"T","text":"hello","rank":3}]}]}`; string(res.Data) != want {
+		t.Errorf("got %s, want %s", res.Data, want)
+	}
+}

@@ -156,7 +156,15 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 		if q.Total >= 0 {
 			total = " ORDER BY p._k, " + ord + " LIMIT " + b.arg(q.Total)
 		}
-		sql := "SELECT t._k, t." + colID + ", 0, CASE WHEN t._n = 1 THEN " + rowJSONSQL(c, dq.Fields, "t") + " END, " + firstCommit + " FROM (" +
+		// The row's JSON by the table's own class: c is the queried
+		// one, which for a backlink to an interface with one document
+		// class is the interface, whose fields alone were projected
+		// (the class's own answered null).
+		tc := s.Class(dq.Classes[0])
+		if tc == nil {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", dq.Classes[0])
+		}
+		sql := "SELECT t._k, t." + colID + ", 0, CASE WHEN t._n = 1 THEN " + rowJSONSQL(tc, dq.Fields, "t") + " END, " + firstCommit + " FROM (" +
 			"SELECT t.*, " + firstOfID("t") + " FROM (" +
 			"SELECT p._k, t.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT t.* FROM " +
 			from(dq.Classes[0]) + " ORDER BY " + ord + page + ") t" + total +
