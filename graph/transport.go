@@ -232,7 +232,7 @@ func bodyLimit(limit int64) int64 {
 
 // errBodyTooLarge is the error of a POST body longer than limit.
 func errBodyTooLarge(limit int64) error {
-	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most max_body_bytes allows", limit)
+	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most graphql_max_body_bytes allows", limit)
 }
 
 // postHeaders checks what a POST's headers say of its body: its

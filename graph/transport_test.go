@@ -31,7 +31,9 @@ func TestReadParamsBodyLimit(t *testing.T) {
 		r.ContentLength = length
 		return r
 	}
-	if _, err := ReadParams(post(unread{t}, limit+1), limit); sluice.ErrorCode(err).HTTPStatus() != http.StatusRequestEntityTooLarge {
+	// Named by its setting, graphql_max_body_bytes (it named
+	// max_body_bytes, REST's, which does not change it).
+	if _, err := ReadParams(post(unread{t}, limit+1), limit); sluice.ErrorCode(err).HTTPStatus() != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "the most graphql_max_body_bytes allows") {
 		t.Fatalf("announced over the limit: %v", err)
 	}
 	big := `{"query":"` + strings.Repeat("x", limit) + `"}`
