@@ -370,6 +370,12 @@ func (t *Throttle) Succeed(remoteAddr, user string) {
 	t.entries.Remove(key)
 }
 
+// AddressKey returns the key under which what one client address holds
+// is counted, the throttle's own (see addressKey): other budgets per
+// address use it so that an IPv6 client's /64 is one address to all of
+// them.
+func AddressKey(remoteAddr string) string { return addressKey(remoteAddr) }
+
 // addressKey returns the key of a client address: the IP without its
 // port, an IPv6 address as its /64 prefix.
 func addressKey(remoteAddr string) string {

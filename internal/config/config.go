@@ -155,8 +155,9 @@ type Config struct {
 	// Key graphql_ws_max_operations, env SLUICE_GRAPHQL_WS_MAX_OPERATIONS, flag --graphql-ws-max-operations, default 100.
 	GraphQLWSMaxOperations int
 
-	// MaxUnauthenticatedSockets caps the graphql-ws sockets the process
-	// holds before their connection_ack. Zero: no cap.
+	// MaxUnauthenticatedSockets caps the graphql-ws sockets without
+	// credentials of their upgrade's own the process holds before their
+	// connection_ack, one client address a tenth of them. Zero: no cap.
 	// Key max_unauthenticated_sockets, env SLUICE_MAX_UNAUTHENTICATED_SOCKETS, flag --max-unauthenticated-sockets, default 1000.
 	MaxUnauthenticatedSockets int64
 

@@ -221,7 +221,7 @@ func options() []option {
 			"most operations (queries, mutations, subscriptions, those waiting their turn among them) one graphql-ws socket or one graphql-sse single connection mode reservation runs at once; past it a subscribe is answered with an error message naming this key, and the socket stays open, and a single connection mode POST with 429, its body unread",
 			func(c *Config, n int) { c.GraphQLWSMaxOperations = n }),
 		capOption("max_unauthenticated_sockets", "1000",
-			"most graphql-ws sockets this process holds before their connection_ack (they have 10s to send connection_init); past it an upgrade is answered 503 with Retry-After (0: no cap)",
+			"most graphql-ws sockets whose upgrade carried no valid credentials this process holds before their connection_ack (they have 10s to send connection_init), one client address (an IPv6 /64) at most a tenth of them; past either an upgrade is answered 503 with Retry-After (0: no cap)",
 			func(c *Config, n int64) error { c.MaxUnauthenticatedSockets = n; return nil }),
 		countOption("auth_max_failures", "10",
 			"failed password checks of one user name from one client address (ten times as many of any names) within auth_failure_window, past which that address is answered 429 with Retry-After until the window ends",

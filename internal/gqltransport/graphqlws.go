@@ -116,16 +116,22 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 			return
 		}
 	}
-	// Until connection_ack a socket is unauthenticated: there are only so
-	// many, each reading at most MaxInitBytes.
-	if max := s.opts.MaxPendingSockets; s.pending.Add(1) > max && max > 0 {
-		s.pending.Add(-1)
-		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d GraphQL WebSockets waiting for connection_init (config max_unauthenticated_sockets); retry shortly", max))
-		return
+	// Until connection_ack a socket without credentials of its own is
+	// anyone's: there are only so many, each reading at most
+	// MaxInitBytes, and one address holds only its share of them. One
+	// whose upgrade authenticated is someone's, not counted here: the
+	// sockets of anonymous clients cannot refuse it.
+	ack := func() {}
+	if cred == nil {
+		release, err := s.admitPending(r.RemoteAddr)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		var acked sync.Once
+		ack = func() { acked.Do(release) }
+		defer ack()
 	}
-	var acked sync.Once
-	ack := func() { acked.Do(func() { s.pending.Add(-1) }) }
-	defer ack()
 	c := s.conns
 	if !c.enter(false) {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
@@ -151,6 +157,41 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 	c.accepted(sc)
 	defer c.gone(sc)
 	sc.run()
+}
+
+// pendingShare is the most unacknowledged sockets one client address
+// holds of a process cap of max: a tenth, at least one, so that one
+// anonymous client cannot take every place and ten addresses are needed
+// to (the default cap of 1,000 leaves each 100, more than a page opens).
+func pendingShare(max int64) int64 { return (max + 9) / 10 }
+
+// admitPending counts an unacknowledged socket without credentials from
+// remoteAddr, unless the process or the address (auth.AddressKey) holds
+// its maximum; release, to be called once, counts it out.
+func (s *Server) admitPending(remoteAddr string) (release func(), err error) {
+	max := s.opts.MaxPendingSockets
+	if max <= 0 {
+		return func() {}, nil
+	}
+	addr := auth.AddressKey(remoteAddr)
+	s.pendingMu.Lock()
+	defer s.pendingMu.Unlock()
+	if s.pending >= max {
+		return nil, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d GraphQL WebSockets waiting for connection_init (config max_unauthenticated_sockets); retry shortly, or send credentials with the upgrade", max)
+	}
+	if share := pendingShare(max); s.pendingBy[addr] >= share {
+		return nil, sluice.Errorf(sluice.CodeUnavailable, "this address holds its share of %d GraphQL WebSockets waiting for connection_init (a tenth of config max_unauthenticated_sockets); retry shortly, or send credentials with the upgrade", share)
+	}
+	s.pending++
+	s.pendingBy[addr]++
+	return func() {
+		s.pendingMu.Lock()
+		defer s.pendingMu.Unlock()
+		s.pending--
+		if s.pendingBy[addr]--; s.pendingBy[addr] == 0 {
+			delete(s.pendingBy, addr) // a map of the addresses waiting now, not of all seen
+		}
+	}, nil
 }
 
 // keepConn is the response websocket.Accept takes a socket's connection

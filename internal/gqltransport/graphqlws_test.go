@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -33,10 +34,23 @@ func basicAuth(user, password string) string {
 // subprotocol and the given upgrade headers.
 func dialWS(t testing.TB, d *dt.Daemon, path string, header http.Header) (*wsConn, *http.Response, error) {
 	t.Helper()
+	return dialWSFrom(t, d, "", path, header)
+}
+
+// dialWSFrom is dialWS from the local address from (such as 127.0.0.2,
+// another client address to the daemon on 127.0.0.1); "": any.
+func dialWSFrom(t testing.TB, d *dt.Daemon, from, path string, header http.Header) (*wsConn, *http.Response, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	t.Cleanup(cancel)
-	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+path, &websocket.DialOptions{
-		Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: header})
+	opts := &websocket.DialOptions{Subprotocols: []string{"graphql-transport-ws"}, HTTPHeader: header}
+	if from != "" {
+		dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+		tr := &http.Transport{DialContext: dialer.DialContext}
+		t.Cleanup(tr.CloseIdleConnections)
+		opts.HTTPClient = &http.Client{Transport: tr}
+	}
+	c, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(d.URL, "http")+path, opts)
 	if err != nil {
 		return nil, resp, err
 	}
@@ -567,22 +581,23 @@ func TestSocketBeforeAcknowledgement(t *testing.T) {
 	c.send(`{"id":"2","type":"subscribe","payload":{"query":"{ __typename ` + strings.Repeat(" ", 17000) + `}"}}`)
 	c.expectClose(websocket.StatusMessageTooBig, "")
 
-	// Two sockets waiting for connection_init hold the cap.
+	// Two sockets waiting for connection_init, from two addresses (each
+	// holds at most one, a tenth of 2 rounded up), hold the cap.
 	var waiting []*wsConn
-	for range 2 {
-		w, _, err := dialWS(t, d, path, nil)
+	for _, from := range []string{"127.0.0.1", "127.0.0.2"} {
+		w, _, err := dialWSFrom(t, d, from, path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		waiting = append(waiting, w)
 	}
-	_, resp, err := dialWS(t, d, path, nil)
+	_, resp, err := dialWSFrom(t, d, "127.0.0.3", path, nil)
 	if err == nil || resp == nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("a third unacknowledged socket: %v %v, want 503 with Retry-After", err, resp)
 	}
 	waiting[0].send(`{"type":"connection_init","payload":{"Authorization":"` + auth + `"}}`)
 	waiting[0].expect(`{"type":"connection_ack"}`)
-	if _, _, err := dialWS(t, d, path, nil); err != nil {
+	if _, _, err := dialWSFrom(t, d, "127.0.0.3", path, nil); err != nil {
 		t.Fatalf("a socket once another was acknowledged: %v", err)
 	}
 
@@ -609,6 +624,60 @@ func TestSocketBeforeAcknowledgement(t *testing.T) {
 	_, resp, err = dialWS(t, d, path+"?ticket=sluice-st_x", nil)
 	if err == nil || resp == nil || resp.StatusCode != 400 {
 		t.Fatalf("an upgrade with a ticket: %v %v, want 400", err, resp)
+	}
+}
+
+// TestPendingSocketsHaveAShareByAddress: one client address holds at
+// most a tenth of max_unauthenticated_sockets' sockets waiting for
+// connection_init, and an upgrade with valid credentials of its own is
+// not one of them (found by review: 50 raw upgrades from one address, no
+// credentials, held the whole cap of 50 and the super user's upgrade
+// with its Basic header was answered 503; with the default 1,000 one
+// address refused every WebSocket of the process, for good by renewing
+// them every 10 s).
+func TestPendingSocketsHaveAShareByAddress(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxUnauthenticatedSockets = 50 })
+	d.CreateDatabase(t, "share", "type Dog { name: String! }")
+	path := "/api/graphql/admin/share"
+	refused := func(from string) bool {
+		t.Helper()
+		_, resp, err := dialWSFrom(t, d, from, path, nil)
+		if err == nil {
+			return false
+		}
+		if resp == nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("an upgrade from %s: %v %v, want 101 or 503 with Retry-After", from, err, resp)
+		}
+		return true
+	}
+	// 127.0.0.1 opens sockets until refused: its share, 5.
+	held := 0
+	for !refused("127.0.0.1") {
+		if held++; held > 50 {
+			t.Fatal("one address holds every place")
+		}
+	}
+	if held != 5 {
+		t.Fatalf("one address held %d sockets, want 5 (a tenth of 50)", held)
+	}
+	// Another address still gets its own.
+	if refused("127.0.0.2") {
+		t.Fatal("an anonymous upgrade from another address was refused")
+	}
+	// The super user's upgrade from the address holding its share, with
+	// its credentials, is accepted, and so are as many again: it is not
+	// counted among the anonymous ones.
+	own := http.Header{"Authorization": {basicAuth("admin", dt.AdminPassword)}}
+	for i := range 60 {
+		c, resp, err := dialWSFrom(t, d, "127.0.0.1", path, own)
+		if err != nil {
+			t.Fatalf("authenticated upgrade %d: %v %v, want 101", i, err, resp)
+		}
+		if i == 0 {
+			c.send(`{"type":"connection_init"}`)
+			c.expect(`{"type":"connection_ack"}`)
+		}
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -49,7 +49,9 @@ type Options struct {
 	// (config graphql_ws_max_operations; default 100).
 	MaxOperations int
 	// MaxPendingSockets caps the graphql-ws sockets not yet acknowledged
-	// (config max_unauthenticated_sockets; 0: no cap).
+	// whose upgrade carried no credentials of its own (config
+	// max_unauthenticated_sockets; 0: no cap); one client address holds
+	// at most a tenth of them (pendingShare).
 	MaxPendingSockets int64
 	// MaxChangeSetBytes bounds the change images of one commit gathered
 	// for a _ChangeSet event (config key graphql_max_response_bytes; 0:
@@ -73,8 +75,12 @@ type Server struct {
 	conns *connections // graphql-ws sockets, single connection mode streams
 	// live evaluates the live queries of each feed together.
 	live *liveBatcher
-	// pending counts the graphql-ws sockets not yet acknowledged.
-	pending atomic.Int64
+	// pendingMu guards pending and pendingBy: the graphql-ws sockets not
+	// yet acknowledged whose upgrade carried no credentials, in all and
+	// by client address (auth.AddressKey).
+	pendingMu sync.Mutex
+	pending   int64
+	pendingBy map[string]int64
 }
 
 // NewServer returns a Server.
@@ -103,7 +109,7 @@ func NewServer(o Options) *Server {
 	if o.Origins == nil {
 		o.Origins = origin.New(nil)
 	}
-	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Streams, o.Metrics, o.Live)}
+	return &Server{opts: o, conns: newConnections(), live: newLiveBatcher(o.Streams, o.Metrics, o.Live), pendingBy: map[string]int64{}}
 }
 
 // Transport returns the gqlgen transport serving the event-stream requests
