@@ -307,6 +307,12 @@ func postParams(r *http.Request, limit int64) (*graphql.RawParams, error) {
 		return nil, tooLarge() // a limit of the server's own, past it
 	}
 	if e, ok := errors.AsType[*sluice.Error](err); ok {
+		if e.Code == sluice.CodeUnavailable {
+			// No fault of the body's: the server reads its most bodies
+			// (max_request_bodies), which it counts from a body's first
+			// read. 503, to retry.
+			return nil, e
+		}
 		return nil, invalidRequest(e.Message) // the body's own fault: not UTF-8, too slow
 	}
 	if err != nil {

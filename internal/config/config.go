@@ -112,7 +112,9 @@ type Config struct {
 
 	// MaxRequestBodies caps the request bodies the process reads at once:
 	// slow bodies hold connections and, for writes, transactions. Past it
-	// a request with a body is answered 503. Zero: no cap.
+	// a request that starts reading its body (a body counts from its first
+	// read, not while its credentials are checked) is answered 503. Zero:
+	// no cap.
 	// Key max_request_bodies, env SLUICE_MAX_REQUEST_BODIES, flag --max-request-bodies, default 1024.
 	MaxRequestBodies int64
 

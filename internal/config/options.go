@@ -182,7 +182,7 @@ func options() []option {
 			"least average rate, in bytes per second, at which a request body must arrive once body_idle_timeout has passed since it started; a slower body fails (0: no minimum). Both count only the time spent waiting for the client, not time Sluice spent not reading",
 			func(c *Config, n int64) error { c.BodyMinRate = n; return nil }),
 		capOption("max_request_bodies", "1024",
-			"most request bodies this process reads at once; past it a request with a body is answered 503 with Retry-After (0: no cap)",
+			"most request bodies this process reads at once, a body counted from its first read (a request waiting for its credentials to be checked holds none); past it a request that starts reading its body is answered 503 with Retry-After (0: no cap)",
 			func(c *Config, n int64) error { c.MaxRequestBodies = n; return nil }),
 		capOption("write_spool_bytes", "1073741824",
 			"most bytes of write request bodies this process reads ahead of their transactions at once, memory and temporary files together (each body's first 256 KiB in memory, the rest in a file), 1 GiB; one user holds at most a quarter. A write of more than 100 documents reads the rest of its body before its transaction begins, up to max_body_bytes, so a slow client holds no transaction; past what is left it reads the rest as it arrives. 0: every body is read as it arrives; else at least 4 MiB (a quarter must hold a first 256 KiB and more)",

@@ -62,6 +62,10 @@ type Options struct {
 	// WebhookLogRead, for tests, is told of the pages of the log webhooks
 	// read (see webhook.Options).
 	WebhookLogRead func(bytes int64) (done func())
+	// OnPasswordCheck, for tests, is called before every bcrypt
+	// comparison of a password check; blocking, it holds the request in
+	// its authentication.
+	OnPasswordCheck func()
 }
 
 // Daemon is one Sluice process.
@@ -250,7 +254,11 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// stream's guard is registered only while its key is not removed; a
 	// key this process never had is not removed).
 	jwt.OnKeysChanged(hub.JWTKeysChanged)
-	authn := auth.New(store, d.opts.BcryptCost, m.PasswordChecks.Inc,
+	onHash := m.PasswordChecks.Inc
+	if hook := d.opts.OnPasswordCheck; hook != nil {
+		onHash = func() { m.PasswordChecks.Inc(); hook() }
+	}
+	authn := auth.New(store, d.opts.BcryptCost, onHash,
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
 		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})

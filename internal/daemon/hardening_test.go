@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -501,6 +502,80 @@ func TestRefusedBodyIsAnsweredAtOnce(t *testing.T) {
 	resp := readAnswer(t, startBody(t, d, "admin", dt.AdminPassword), "a refused body", true)
 	if resp.StatusCode != 503 {
 		t.Fatalf("a refused body: %d", resp.StatusCode)
+	}
+}
+
+// TestBodiesWaitingForCredentialsHoldNoPlace: a request whose credentials
+// are being checked holds no place among the max_request_bodies bodies
+// read at once: a body takes one at its first read (found by review: with
+// max_request_bodies 8 and bcrypt cost 13, 8 POST /api/tokens with wrong
+// passwords, each body never read and answered 401, made the super
+// user's writes 503 meanwhile). Here with one place: an anonymous POST
+// held in its password check, and the admin's write reads its body
+// meanwhile; a third body, past the place the write holds, is still
+// refused, a GraphQL one too (503, where its refusal, now found as the
+// body is read, would otherwise be answered as a malformed request).
+func TestBodiesWaitingForCredentialsHoldNoPlace(t *testing.T) {
+	t.Parallel()
+	var armed atomic.Bool
+	entered, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // a failing test lets the held check go, so the daemon stops
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, OnPasswordCheck: func() {
+		if armed.CompareAndSwap(true, false) {
+			close(entered)
+			<-release
+		}
+	}}, func(c *config.Config) { c.MaxRequestBodies = 1 })
+	d.CreateDatabase(t, "slow", "type Note { text: String }")
+	// The admin's token, made before any check is held: a write with it
+	// checks no password.
+	var tok struct{ Token string }
+	if err := json.Unmarshal(d.MustDo(t, 201, dt.Admin(), "POST", "/api/tokens", `{"name":"writer"}`).Body, &tok); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	anonymous := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", d.URL+"/api/tokens", strings.NewReader(`{"name":"x"}`))
+		req.SetBasicAuth("nobody1", "wrong-password")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			anonymous <- err.Error()
+			return
+		}
+		resp.Body.Close()
+		anonymous <- resp.Status
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		t.Fatal("the anonymous request's password check did not start")
+	}
+	r := d.Do(t, dt.Bearer(tok.Token), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"x"}`)
+	if r.Status != 200 {
+		t.Fatalf("the admin's write while an anonymous request waits for its password check: %d %s, want 200", r.Status, r.Body)
+	}
+	unblock()
+	if got := <-anonymous; !strings.HasPrefix(got, "401") {
+		t.Fatalf("the anonymous request: %s, want 401", got)
+	}
+	// The place is still a cap: a body held open holds it, and another
+	// is refused with 503 naming the setting, its connection closed.
+	slow := startBody(t, d, "admin", dt.AdminPassword)
+	defer slow.Close()
+	eventually.True(t, 30*time.Second, "a second body refused while one is read", func() bool {
+		r := d.Do(t, dt.Bearer(tok.Token), "POST", "/api/document/admin/slow", `{"@type":"Note","text":"y"}`)
+		if r.Status == 503 && (r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "max_request_bodies")) {
+			t.Fatalf("a body past the cap: %d %v %s", r.Status, r.Header, r.Body)
+		}
+		return r.Status == 503
+	})
+	// A GraphQL request refused so is a 503 too, not a malformed one.
+	r = d.Do(t, dt.Bearer(tok.Token), "POST", "/api/graphql/admin/slow", `{"query":"{ __typename }"}`, "Content-Type", "application/json")
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "max_request_bodies") {
+		t.Fatalf("a GraphQL body past the cap: %d %v %s", r.Status, r.Header, r.Body)
 	}
 }
 

@@ -25,7 +25,12 @@ import (
 //     reads on), the client cannot send, and is not to blame;
 //   - at most MaxRequestBodies bodies are read at once by the process, so
 //     slow bodies cannot hold every connection (and, for writes, a
-//     transaction each); past it a request with a body is answered 503.
+//     transaction each); past it a request whose handler starts reading
+//     its body is answered 503. A body takes its place at its first read,
+//     not as its request arrives: a request waiting for its credentials
+//     to be checked (a bcrypt each), or refused before its body is read
+//     (401, 403), reads none and holds none, so anonymous clients cannot
+//     take every place from those who signed in.
 //
 // Both deadlines are one read deadline on the connection, moved before
 // each read, and cleared once the body is read: after that net/http reads
@@ -79,9 +84,9 @@ func errBodyTooLarge(limit int64) error {
 	return sluice.Errorf(sluice.CodeTooLarge, "the request body is larger than %d bytes, the most max_body_bytes allows", limit)
 }
 
-// Middleware refuses a request whose body is too large, takes a slot for
-// a request with a body, or answers 503, and puts the body's size limit
-// and deadlines in place.
+// Middleware refuses a request whose body is too large and puts the
+// body's size limit, deadlines and slot (taken at its first read) in
+// place.
 func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
@@ -93,16 +98,7 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 			refuseUnread(w, r, errBodyTooLarge(limit))
 			return
 		}
-		if b.slots != nil {
-			select {
-			case b.slots <- struct{}{}:
-			default:
-				// Reading it would be reading one body more than the cap.
-				refuseUnread(w, r, sluice.Errorf(sluice.CodeUnavailable, "this server is reading its maximum of %d request bodies (config max_request_bodies); retry shortly", cap(b.slots)))
-				return
-			}
-		}
-		body := &limitedBody{ReadCloser: r.Body, limits: b, rc: http.NewResponseController(w), length: r.ContentLength,
+		body := &limitedBody{ReadCloser: r.Body, limits: b, w: w, http1: r.ProtoMajor == 1, rc: http.NewResponseController(w), length: r.ContentLength,
 			json: !sdlBody(r)}
 		if r.ProtoMajor == 2 && b.idle > 0 {
 			body.watch = &readWatch{rc: body.rc}
@@ -111,7 +107,9 @@ func (b *bodyLimits) Middleware(next http.Handler) http.Handler {
 			defer body.watch.stop()
 		}
 		// A body its handler left unread keeps its last deadline: what
-		// net/http reads of it after the handler is bounded too.
+		// net/http reads of it after the handler is bounded too. Its slot,
+		// if it took one, is given back however the handler ended (a
+		// panic too), once.
 		defer body.release()
 		r.Body = body
 		if limit > 0 {
@@ -239,7 +237,15 @@ type limitedBody struct {
 	// rateBound is set when the last deadline set was the rate's.
 	rateBound bool
 	finished  bool
-	once      sync.Once
+	// w and http1 are the response and protocol a refusal (take) closes
+	// the connection of.
+	w     http.ResponseWriter
+	http1 bool
+	// slotMu guards slotted, set while the body holds a slot, and
+	// released, set once it may take none (release ran).
+	slotMu   sync.Mutex
+	slotted  bool
+	released bool
 	// text checks that the body is UTF-8 (utf8.go), and escapes, when
 	// json is set, that its \u escapes name characters; textErr is their
 	// error once one failed, answered to every read after.
@@ -253,8 +259,12 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.textErr != nil {
 		return 0, b.textErr
 	}
-	l := b.limits
 	b.started = true
+	if err := b.take(); err != nil {
+		b.textErr = err
+		return 0, err
+	}
+	l := b.limits
 	start := time.Now()
 	if l.idle > 0 {
 		// Without support for deadlines (not the case for HTTP/1 or 2),
@@ -393,12 +403,48 @@ func rateTime(n, rate int64) time.Duration {
 	return time.Duration(min(float64(n)/float64(rate)*float64(time.Second), float64(century)))
 }
 
-// release gives back the body's slot, once: when it is read (or failed),
-// or when its handler returns.
-func (b *limitedBody) release() {
-	b.once.Do(func() {
-		if b.limits.slots != nil {
-			<-b.limits.slots
+// take takes a slot for the body before its first read, or refuses it
+// when the process reads its most bodies: reading it would be reading one
+// more. A refused body is answered as refuseUnread answers (over HTTP/1
+// its connection closes after the answer, net/http reading what is left
+// of it for refusedBodyGrace at most), since the handler's answer leaves
+// it unread. It runs on the handler's goroutine, before the handler
+// answers: the Connection header can still be set.
+func (b *limitedBody) take() error {
+	if b.limits.slots == nil {
+		return nil
+	}
+	b.slotMu.Lock()
+	defer b.slotMu.Unlock()
+	if b.slotted || b.finished {
+		return nil // a read after its end needs no place: it reads nothing more
+	}
+	if !b.released {
+		select {
+		case b.limits.slots <- struct{}{}:
+			b.slotted = true
+			return nil
+		default:
 		}
-	})
+	}
+	// Past the cap, or read after its handler returned (a slot taken
+	// then would never be given back).
+	if b.http1 {
+		b.w.Header().Set("Connection", "close")
+		_ = b.rc.SetReadDeadline(time.Now().Add(refusedBodyGrace))
+	}
+	return sluice.Errorf(sluice.CodeUnavailable, "this server is reading its maximum of %d request bodies (config max_request_bodies); retry shortly", cap(b.limits.slots))
+}
+
+// release gives back the body's slot if it holds one: when it is read
+// (or failed), or when its handler returns. After it the body takes no
+// slot.
+func (b *limitedBody) release() {
+	b.slotMu.Lock()
+	defer b.slotMu.Unlock()
+	b.released = true
+	if b.slotted {
+		b.slotted = false
+		<-b.limits.slots
+	}
 }
