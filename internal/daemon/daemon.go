@@ -592,6 +592,14 @@ func startFeed(ctx context.Context, p *parts) func(context.Context) {
 }
 
 // httpServer returns the API's server of handler.
+// h2StreamWindow and h2ConnWindow are the most an HTTP/2 client may send
+// of request bodies before the server reads them, on one stream and on
+// one connection (see httpServer).
+const (
+	h2StreamWindow = 64 << 10
+	h2ConnWindow   = 256 << 10
+)
+
 func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           handler,
@@ -612,7 +620,20 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// few KiB of them) waits write_timeout is closed. (Over TLS a
 		// write that times out leaves the connection broken, so progress
 		// within one write does not extend it.)
-		HTTP2:    &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout},
+		//
+		// What an HTTP/2 client may send ahead of a handler reading its
+		// body is bounded as over HTTP/1 the kernel's buffers bound it:
+		// Go's defaults let each stream buffer 1 MiB in the server before
+		// anything reads it, so unauthenticated requests answered 401
+		// without reading their bodies held a MiB each (60 of them, 70
+		// MiB of heap). 64 KiB a stream is HTTP/2's own initial window
+		// and what nginx reads ahead of a request body by default;
+		// 256 KiB a connection leaves four streams of one connection
+		// their whole windows. It costs a large upload on a long round
+		// trip its speed: at most 64 KiB moves per round trip (6.4 MB/s
+		// at 10 ms, 640 KB/s at 100 ms).
+		HTTP2: &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout,
+			MaxReceiveBufferPerStream: h2StreamWindow, MaxReceiveBufferPerConnection: h2ConnWindow},
 		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
 		// Every request's context starts with the logger (see
 		// rest.WithLogger) and, without TLS, the listener that takes back
