@@ -419,16 +419,17 @@ func (b *limitedBody) take() error {
 	if b.slotted || b.finished {
 		return nil // a read after its end needs no place: it reads nothing more
 	}
-	if !b.released {
-		select {
-		case b.limits.slots <- struct{}{}:
-			b.slotted = true
-			return nil
-		default:
-		}
+	if b.released {
+		// Read after its handler returned: a slot taken now would never
+		// be given back, and the response is no longer the handler's.
+		return sluice.Errorf(sluice.CodeUnavailable, "the request body was read after its request was answered")
 	}
-	// Past the cap, or read after its handler returned (a slot taken
-	// then would never be given back).
+	select {
+	case b.limits.slots <- struct{}{}:
+		b.slotted = true
+		return nil
+	default:
+	}
 	if b.http1 {
 		b.w.Header().Set("Connection", "close")
 		_ = b.rc.SetReadDeadline(time.Now().Add(refusedBodyGrace))
