@@ -3,6 +3,7 @@ package gqltransport_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"runtime"
@@ -203,7 +204,10 @@ func heapNow() heapUse {
 // max_unauthenticated_sockets' 1,000). Not parallel: it measures the
 // process's heap.
 func TestPingsBeforeAcknowledgementCostLittle(t *testing.T) {
-	const sockets, pings = 20, 5000
+	// 2,000 pings a socket: 40 KiB of pongs queued each when every ping
+	// queued one, five times the bound below; 5,000 took more than the
+	// sockets' 10 s on a loaded machine.
+	const sockets, pings = 20, 2000
 	d := dt.Start(t)
 	dialer := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var err error
@@ -219,9 +223,10 @@ func TestPingsBeforeAcknowledgementCostLittle(t *testing.T) {
 	defer cancel()
 	baseline := heapNow().goroutines
 	// measure floods a new set of sockets and returns the heap's growth
-	// per socket; the sockets are closed, and gone from the daemon, when
-	// it returns.
-	measure := func() int64 {
+	// per socket, and false when it took longer than the sockets' 10 s
+	// for connection_init (they were closed before the measure); the
+	// sockets are closed, and gone from the daemon, when it returns.
+	measure := func() (int64, bool) {
 		start := time.Now()
 		var conns []*websocket.Conn
 		for range sockets {
@@ -266,22 +271,28 @@ func TestPingsBeforeAcknowledgementCostLittle(t *testing.T) {
 			return true
 		})
 		after := heapNow()
-		if time.Since(start) >= 10*time.Second {
-			t.Fatalf("the pings took %s: the sockets' 10 s for connection_init ran out before the measure", time.Since(start))
+		if took := time.Since(start); took >= 10*time.Second {
+			t.Logf("the pings took %s: the sockets' 10 s for connection_init ran out before the measure", took)
+			return 0, false
 		}
 		per := (after.heap - before.heap) / sockets
 		t.Logf("%d pings on each of %d unacknowledged sockets: heap %d -> %d KiB, %d B a socket", pings, sockets, before.heap>>10, after.heap>>10, per)
-		return per
+		return per, true
 	}
 	// The heap moves by a few hundred KiB on its own on a busy machine
-	// (the pool opening a connection, timers): the least of three
-	// measures. Each socket held tens of KiB when every ping queued a
-	// pong, in every measure.
-	per := measure()
-	for i := 0; i < 2 && per > 8<<10; i++ {
-		per = min(per, measure())
+	// (the pool opening a connection, timers): the least of up to three
+	// measures made in time. Each socket held tens of KiB when every ping
+	// queued a pong, in every measure.
+	per, measured := int64(math.MaxInt64), 0
+	for i := 0; i < 3 && per > 8<<10; i++ {
+		if p, ok := measure(); ok {
+			per, measured = min(per, p), measured+1
+		}
 	}
-	if per > 8<<10 {
+	switch {
+	case measured == 0:
+		t.Errorf("no measure of three ended within the sockets' 10 s for connection_init")
+	case per > 8<<10:
 		t.Errorf("the heap grew by %d KiB a socket, want a few", per>>10)
 	}
 }
