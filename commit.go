@@ -143,11 +143,16 @@ func (h History) Retains(p Position) bool {
 // epoch) or older than the retained history (a position inside a pruned
 // commit too: whether the reader had all of that commit cannot be known
 // any more), a CodeInvalid one when p is past the newest commit (the
-// commits after it were lost in a Postgres failover or a restore). Every
+// commits after it were lost in a Postgres failover or a restore) or a
+// change of commit 0, which is none. Every
 // reader that resumes from a client's position checks it so.
 func (h History) Check(d *Database, p Position) error {
 	if p.Epoch != d.Epoch {
 		return Errorf(CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
+	}
+	if p.Seq == 0 && p.Index != WholeCommit {
+		// Not a pruned commit's change, as the read would say: none.
+		return Errorf(CodeInvalid, "position %s names no event of %s: commit 0 is none (the position before the first commit is %s)", p, d.Path(), Position{Epoch: p.Epoch, Seq: 0, Index: WholeCommit})
 	}
 	if !h.Retains(p) {
 		return Errorf(CodeGone, "position %s is older than the retained history of %s (commits up to %d were pruned); re-read the current state", p, d.Path(), h.PrunedSeq)

@@ -122,4 +122,19 @@ func TestHistoryCheck(t *testing.T) {
 			t.Errorf("%s: %v, want %q", c.p, err, c.code)
 		}
 	}
+	// Commit 0 is none: a change of it names no event, in a log never
+	// pruned too (it was answered as pruned). Its end is the start.
+	whole := History{LastSeq: 10}
+	for _, c := range []struct {
+		p    Position
+		code Code
+	}{
+		{Position{Epoch: "e", Seq: 0, Index: WholeCommit}, ""},
+		{Position{Epoch: "e", Seq: 0, Index: 0}, CodeInvalid},
+	} {
+		err := whole.Check(d, c.p)
+		if c.code == "" && err != nil || c.code != "" && ErrorCode(err) != c.code {
+			t.Errorf("%s: %v, want %q", c.p, err, c.code)
+		}
+	}
 }
