@@ -530,8 +530,16 @@ func (x *execution) changes(c *sluice.Commit, cf graphql.CollectedField, include
 // lookup reads one document for a filter through a reference, caching it.
 // Change sets are small and such filters rare, so one statement per
 // distinct referenced id is acceptable here (queries compile to SQL).
+//
+// A document an earlier field's query read projected (partial) holds only
+// the fields that field selected, and the filter may test any other: it
+// is read whole and replaces the partial one in the cache, as prefetch
+// does (that field's answer holds its own objects, not the cache's).
+// Taken as it was, a field it lacked looked absent, and a request that
+// listed Person before its _ChangeSet answered a filter on a friend's
+// name wrongly.
 func (x *execution) lookup(id string) *sluice.Document {
-	if o, ok := x.cache[id]; ok {
+	if o, ok := x.cache[id]; ok && (o == nil || !o.partial) {
 		if o == nil {
 			return nil
 		}
