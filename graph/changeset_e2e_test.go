@@ -1,11 +1,15 @@
 package graph_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -102,5 +106,72 @@ func TestChangeSetFilterThroughAReferenceInALiveQuery(t *testing.T) {
 			t.Errorf("%s: Person_added %v, want %v (%s)", c.name, got, c.want, f)
 		}
 		s.Close()
+	}
+}
+
+// TestChangeSetDecodesEachChangeOnce: the per-class fields of a
+// _ChangeSet share the commit's changes, each decoded once when a field
+// first selects it, however many fields select it. Each field decoded
+// the commit again: 100 aliases of a filter matching nothing made a
+// request of 5 KB cost 100 decodes of the whole commit, counted by no
+// limit (and a subscription's, 100 on every commit). The fields still
+// answer apart: filters, subclasses and an operation no change has.
+func TestChangeSetDecodesEachChangeOnce(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, testSDL)
+	const people, aliases = 60, 20
+	docs := []string{`{"@type":"Cat","@id":"tom","name":"Tom"}`, `{"@type":"Dog","@id":"rex","name":"Rex"}`}
+	var all, old []string
+	for i := range people {
+		docs = append(docs, fmt.Sprintf(`{"@type":"Person","@id":"p%d","name":"P%d","age":%d,"tags":["a","b"]}`, i, i, i))
+		all = append(all, fmt.Sprintf("Person/p%d", i))
+		if i >= 30 {
+			old = append(old, fmt.Sprintf("Person/p%d", i))
+		}
+	}
+	st.insert(t, "["+strings.Join(docs, ",")+"]")
+	var q strings.Builder
+	q.WriteString(`{ _ChangeSet { `)
+	for i := range aliases {
+		fmt.Fprintf(&q, `a%d: Person_added(filter: {_id: "none"}) { _id } `, i)
+	}
+	q.WriteString(`all: Person_added { _id } old: Person_added(filter: {age: {ge: 30}}) { _id } ` +
+		`pets: Pet_added { _id name } cats: Cat_added { _id name } animals: Animal_added { _id } gone: Person_deleted { _id } } }`)
+	data, errs, decodes, err := graph.ChangeSetDecodes(context.Background(), st.eng, st.admin, "admin", "db", q.String())
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("%v %v", err, errs)
+	}
+	var got struct {
+		ChangeSet map[string][]struct {
+			ID   string `json:"_id"`
+			Name string `json:"name"`
+		} `json:"_ChangeSet"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	ids := func(alias string) []string {
+		out := []string{}
+		for _, o := range got.ChangeSet[alias] {
+			out = append(out, o.ID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	slices.Sort(all)
+	slices.Sort(old)
+	for alias, want := range map[string][]string{
+		"a0": {}, "a19": {}, "all": all, "old": old, "pets": {"Cat/tom"}, "cats": {"Cat/tom"},
+		"animals": {"Cat/tom", "Dog/rex"}, "gone": {},
+	} {
+		if g := ids(alias); !slices.Equal(g, want) {
+			t.Errorf("%s: %v, want %v", alias, g, want)
+		}
+	}
+	if p, c := got.ChangeSet["pets"], got.ChangeSet["cats"]; len(p) != 1 || p[0].Name != "Tom" || len(c) != 1 || c[0].Name != "Tom" {
+		t.Errorf("pets %v, cats %v: want Tom in each", p, c)
+	}
+	if want := people + 2; decodes != want {
+		t.Errorf("%d changes decoded for %d fields, want %d (each change once)", decodes, aliases+6, want)
 	}
 }

@@ -327,6 +327,10 @@ type execution struct {
 	walked    int
 	selIDs    map[ast.Selection]uint64
 	pastSteps int
+	// decodes counts the change images the per-class fields of
+	// _ChangeSet decoded (export_test.go: once per change, whatever the
+	// number of fields).
+	decodes int
 	// walkEvents, when above 1, is the number of subscription events
 	// resolved together: each holds at most maxBytes, so their walk may
 	// visit maxBytes objects and references for each (walkBound).

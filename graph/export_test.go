@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"maps"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
 	"github.com/vektah/gqlparser/v2/validator"
 
@@ -28,14 +30,41 @@ func operationOn(sdl, text string) (*ExecutableSchema, *graphql.OperationContext
 	if err != nil {
 		return nil, nil, err
 	}
+	op, err := parseOperation(es, text)
+	return es, op, err
+}
+
+// parseOperation parses and validates query text on es.
+func parseOperation(es *ExecutableSchema, text string) (*graphql.OperationContext, error) {
 	doc, perr := parser.ParseQuery(&ast.Source{Input: text})
 	if perr != nil {
-		return nil, nil, perr
+		return nil, perr
 	}
 	if errs := validator.ValidateWithRules(es.gql, doc, nil); len(errs) > 0 {
-		return nil, nil, errs
+		return nil, errs
 	}
-	return es, &graphql.OperationContext{Doc: doc, Operation: doc.Operations[0], Variables: map[string]any{}}, nil
+	return &graphql.OperationContext{Doc: doc, Operation: doc.Operations[0], Variables: map[string]any{}}, nil
+}
+
+// ChangeSetDecodes runs query text as user u on database org/name of
+// store (in no snapshot, with no limits), and returns its data and
+// errors and the change images its _ChangeSet fields decoded.
+func ChangeSetDecodes(ctx context.Context, store Store, u *sluice.User, org, name, text string) (json.RawMessage, gqlerror.List, int, error) {
+	db, s, role, err := store.GraphQLDatabase(ctx, u, org, name)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	es, err := NewExecutableSchema(store, s, role, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	op, err := parseOperation(es, text)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	x := &execution{ctx: ctx, op: op, es: es, req: &Request{User: u, DB: db}, cache: map[string]*object{}}
+	data := x.query()
+	return data, x.errs, x.decodes, nil
 }
 
 // PastCheckSteps checks the first root field of query text on schema sdl
