@@ -111,11 +111,12 @@ func TestChangeSetFilterThroughAReferenceInALiveQuery(t *testing.T) {
 
 // TestChangeSetDecodesEachChangeOnce: the per-class fields of a
 // _ChangeSet share the commit's changes, each decoded once when a field
-// first selects it, however many fields select it. Each field decoded
-// the commit again: 100 aliases of a filter matching nothing made a
-// request of 5 KB cost 100 decodes of the whole commit, counted by no
-// limit (and a subscription's, 100 on every commit). The fields still
-// answer apart: filters, subclasses and an operation no change has.
+// first selects it, however many fields select it, in a query and in a
+// subscription's event. Each field decoded the commit again: 100 aliases
+// of a filter matching nothing made a request of 5 KB cost 100 decodes
+// of the whole commit, counted by no limit (and a subscription's, 100 on
+// every commit). The fields still answer apart: filters, subclasses and
+// an operation no change has.
 func TestChangeSetDecodesEachChangeOnce(t *testing.T) {
 	t.Parallel()
 	st := newStack(t, testSDL)
@@ -130,48 +131,67 @@ func TestChangeSetDecodesEachChangeOnce(t *testing.T) {
 		}
 	}
 	st.insert(t, "["+strings.Join(docs, ",")+"]")
-	var q strings.Builder
-	q.WriteString(`{ _ChangeSet { `)
+	var sel strings.Builder
+	sel.WriteString(`_ChangeSet { `)
 	for i := range aliases {
-		fmt.Fprintf(&q, `a%d: Person_added(filter: {_id: "none"}) { _id } `, i)
+		fmt.Fprintf(&sel, `a%d: Person_added(filter: {_id: "none"}) { _id } `, i)
 	}
-	q.WriteString(`all: Person_added { _id } old: Person_added(filter: {age: {ge: 30}}) { _id } ` +
-		`pets: Pet_added { _id name } cats: Cat_added { _id name } animals: Animal_added { _id } gone: Person_deleted { _id } } }`)
-	data, errs, decodes, err := graph.ChangeSetDecodes(context.Background(), st.eng, st.admin, "admin", "db", q.String())
-	if err != nil || len(errs) > 0 {
-		t.Fatalf("%v %v", err, errs)
-	}
-	var got struct {
-		ChangeSet map[string][]struct {
-			ID   string `json:"_id"`
-			Name string `json:"name"`
-		} `json:"_ChangeSet"`
-	}
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatalf("decode %s: %v", data, err)
-	}
-	ids := func(alias string) []string {
-		out := []string{}
-		for _, o := range got.ChangeSet[alias] {
-			out = append(out, o.ID)
-		}
-		slices.Sort(out)
-		return out
-	}
+	sel.WriteString(`all: Person_added { _id } old: Person_added(filter: {age: {ge: 30}}) { _id } ` +
+		`pets: Pet_added { _id name } cats: Cat_added { _id name } animals: Animal_added { _id } gone: Person_deleted { _id } }`)
 	slices.Sort(all)
 	slices.Sort(old)
-	for alias, want := range map[string][]string{
-		"a0": {}, "a19": {}, "all": all, "old": old, "pets": {"Cat/tom"}, "cats": {"Cat/tom"},
-		"animals": {"Cat/tom", "Dog/rex"}, "gone": {},
-	} {
-		if g := ids(alias); !slices.Equal(g, want) {
-			t.Errorf("%s: %v, want %v", alias, g, want)
+	// check checks the _ChangeSet of data, and that the fields decoded
+	// each change once.
+	check := func(name string, data []byte, decodes int) {
+		t.Helper()
+		var got struct {
+			ChangeSet map[string][]struct {
+				ID   string `json:"_id"`
+				Name string `json:"name"`
+			} `json:"_ChangeSet"`
+		}
+		if err := json.Unmarshal(data, &got); err != nil {
+			t.Fatalf("%s: decode %s: %v", name, data, err)
+		}
+		ids := func(alias string) []string {
+			out := []string{}
+			for _, o := range got.ChangeSet[alias] {
+				out = append(out, o.ID)
+			}
+			slices.Sort(out)
+			return out
+		}
+		for alias, want := range map[string][]string{
+			"a0": {}, "a19": {}, "all": all, "old": old, "pets": {"Cat/tom"}, "cats": {"Cat/tom"},
+			"animals": {"Cat/tom", "Dog/rex"}, "gone": {},
+		} {
+			if g := ids(alias); !slices.Equal(g, want) {
+				t.Errorf("%s: %s: %v, want %v", name, alias, g, want)
+			}
+		}
+		if p, c := got.ChangeSet["pets"], got.ChangeSet["cats"]; len(p) != 1 || p[0].Name != "Tom" || len(c) != 1 || c[0].Name != "Tom" {
+			t.Errorf("%s: pets %v, cats %v: want Tom in each", name, p, c)
+		}
+		if want := people + 2; decodes != want {
+			t.Errorf("%s: %d changes decoded for %d fields, want %d (each change once)", name, decodes, aliases+6, want)
 		}
 	}
-	if p, c := got.ChangeSet["pets"], got.ChangeSet["cats"]; len(p) != 1 || p[0].Name != "Tom" || len(c) != 1 || c[0].Name != "Tom" {
-		t.Errorf("pets %v, cats %v: want Tom in each", p, c)
+	ctx := context.Background()
+	data, errs, decodes, err := graph.ChangeSetDecodes(ctx, st.eng, st.admin, "admin", "db", `{ `+sel.String()+` }`)
+	if err != nil || len(errs) > 0 {
+		t.Fatalf("query: %v %v", err, errs)
 	}
-	if want := people + 2; decodes != want {
-		t.Errorf("%d changes decoded for %d fields, want %d (each change once)", decodes, aliases+6, want)
+	check("query", data, decodes)
+	events, decodes, err := graph.ChangeSetEventDecodes(ctx, st.eng, st.admin, "admin", "db", `subscription { `+sel.String()+` }`)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("subscription: %v, %d events, want 1", err, len(events))
 	}
+	var ev struct {
+		Data   json.RawMessage
+		Errors []any
+	}
+	if err := json.Unmarshal(events[0].Data, &ev); err != nil || len(ev.Errors) > 0 {
+		t.Fatalf("subscription: event %s: %v", events[0].Data, err)
+	}
+	check("subscription", ev.Data, decodes)
 }

@@ -102,3 +102,33 @@ func LiveRefScan(sdl, text string) (refs []string, steps int, err error) {
 	rs.selection(cf.Name, cf.Selections)
 	return slices.Sorted(maps.Keys(rs.refs)), rs.steps, nil
 }
+
+// ChangeSetEventDecodes evaluates the subscription text as user u on the
+// newest commit of database org/name of store, and returns the events it
+// gives and the change images its _ChangeSet fields decoded.
+func ChangeSetEventDecodes(ctx context.Context, store Store, u *sluice.User, org, name, text string) ([]SubscriptionEvent, int, error) {
+	db, s, role, err := store.GraphQLDatabase(ctx, u, org, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	es, err := NewExecutableSchema(store, s, role, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, 0, err
+	}
+	op, err := parseOperation(es, text)
+	if err != nil {
+		return nil, 0, err
+	}
+	req := &Request{User: u, DB: db}
+	sub, err := es.NewSubscription(op, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	c, err := store.CommitChanges(ctx, db, s, role, 0, -1, -1)
+	if err != nil {
+		return nil, 0, err
+	}
+	x := &execution{ctx: ctx, op: sub.operationContext(), es: es, req: req, cache: map[string]*object{}}
+	events, err := sub.events(x, c)
+	return events, x.decodes, err
+}

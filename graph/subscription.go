@@ -180,6 +180,12 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		return nil, err
 	}
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
+	return s.events(x, c)
+}
+
+// events is Events of c, redacted, evaluated by x (export_test.go counts
+// its work).
+func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	if s.changeSet {
 		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
 		x.limitReads()
@@ -245,7 +251,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 			// A filter past filter.MaxMatchSteps on this document ends
 			// the stream with the error naming why, rather than
 			// dropping its event unseen; so does the stream's end.
-			ok, err := filter.MatchContext(ctx, s.filter, doc, x.lookup)
+			ok, err := filter.MatchContext(x.ctx, s.filter, doc, x.lookup)
 			if err != nil {
 				return nil, err
 			}
