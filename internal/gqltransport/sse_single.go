@@ -541,6 +541,12 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		writeHTTPError(w, err)
 		return
 	}
+	// Its Idempotency-Key is recorded with the hash of the parameters as
+	// sent, as every other transport's (transport.parse).
+	if err := graph.NoteParams(r.Context(), params); err != nil {
+		writeHTTPError(w, err)
+		return
+	}
 	id, _ := params.Extensions["operationId"].(string)
 	if id == "" {
 		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "extensions.operationId is missing: single connection mode needs an operation id"))

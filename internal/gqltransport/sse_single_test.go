@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -240,5 +241,33 @@ func TestSingleReusedIDKeepsItsOperation(t *testing.T) {
 			t.Fatalf("round %d: %q, want the second x's event", i, f)
 		}
 		post(409)
+	}
+}
+
+// TestSingleConnectionIdempotencyKey: a mutation sent in single connection
+// mode with an Idempotency-Key is recorded under the hash of its
+// parameters as sent, as on every other transport, so its retry as a
+// plain POST answers its first answer. It hashed the operation as parsed
+// (its variables' defaults added), and the retry was refused as another
+// request's (UNPROCESSABLE).
+func TestSingleConnectionIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "singlekey", "type Dog { name: String! }")
+	path := "/api/graphql/admin/singlekey"
+	tok := reserve(t, d, dt.Admin(), "singlekey")
+	st := mustOpen(t, d, dt.Admin(), "GET", path+"?token="+tok, "", nil, "Accept", sse)
+	st.connected()
+	const mutation = `mutation($n: String = "Gus") { Dog_insert(documents: [{name: $n}]) }`
+	d.MustDo(t, 202, dt.Admin(), "POST", path, body(mutation, "extensions", map[string]any{"operationId": "m1"}),
+		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok, "Idempotency-Key", "single-1")
+	first := st.Event().String()
+	id := regexp.MustCompile(`Dog/[^"]+`).FindString(first)
+	if id == "" {
+		t.Fatalf("the mutation's result: %q", first)
+	}
+	retry := d.MustDo(t, 200, dt.Admin(), "POST", path, body(mutation), "Content-Type", "application/json", "Idempotency-Key", "single-1")
+	if !strings.Contains(string(retry.Body), id) || strings.Contains(string(retry.Body), "errors") || retry.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the retry as a plain POST: %s %v, want the first answer (%s) replayed", retry.Body, retry.Header, id)
 	}
 }
