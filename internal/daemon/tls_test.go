@@ -897,3 +897,39 @@ func TestHTTP2ReceiveWindowIsBounded(t *testing.T) {
 		t.Fatalf("a %d-byte body over %s: %d %.300s, want 200 with %d ids over HTTP/2.0", body.Len(), proto, status, b, docs)
 	}
 }
+
+// TestHTTP2RouteBodyBoundKeepsTheConnection: a body over its route's bound
+// (a schema past max_schema_bytes, refused from its Content-Length) is
+// refused over HTTP/2 without closing the connection: Connection: close,
+// which an HTTP/1 refusal needs, made the server end the whole HTTP/2
+// connection, every other stream of it (a console's) with it.
+func TestHTTP2RouteBodyBoundKeepsTheConnection(t *testing.T) {
+	t.Parallel()
+	d, cert := startTLS(t, func(c *config.Config) { c.MaxSchemaBytes = 4096 })
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	do := func(method, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "https://"+d.Addr()+path, strings.NewReader(body))
+		req.SetBasicAuth("admin", dt.AdminPassword)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Proto
+	}
+	if status, proto := do("POST", "/api/db/admin/bound", `{"schema":"type Note { text: String }"}`); status != 201 || proto != "HTTP/2.0" {
+		t.Fatalf("create database: %d over %s", status, proto)
+	}
+	if status, _ := do("PUT", "/api/schema/admin/bound", strings.Repeat("#", 5000)); status != 413 {
+		t.Fatalf("a schema past max_schema_bytes: %d, want 413", status)
+	}
+	if status, _ := do("GET", "/api/schema/admin/bound", ""); status != 200 {
+		t.Fatalf("the schema after: %d", status)
+	}
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections dialled, want the one kept", n)
+	}
+}

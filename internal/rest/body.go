@@ -356,9 +356,13 @@ func decodeSmallJSON(w http.ResponseWriter, r *http.Request, v any) error {
 // body past max as decodeJSONWithin does (what: what the route's body is).
 func readWithin(w http.ResponseWriter, r *http.Request, max int64, what string) ([]byte, error) {
 	if r.ContentLength > max {
-		// Not read: net/http must close the connection, not read the
-		// body to reuse it.
-		w.Header().Set("Connection", "close")
+		// Not read: net/http must close an HTTP/1 connection, not read
+		// the body to reuse it (over HTTP/2 the stream's body is ended
+		// alone; Connection: close there would close every stream of
+		// the connection).
+		if r.ProtoMajor == 1 {
+			w.Header().Set("Connection", "close")
+		}
 		return nil, errRouteBodyTooLarge(max, what)
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
