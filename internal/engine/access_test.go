@@ -338,3 +338,28 @@ func bearerRequest(secret string) *http.Request {
 	r.Header.Set("Authorization", "Bearer "+secret)
 	return r
 }
+
+// TestChangePasswordOfAUserMadeAgain: a user changing its own password
+// changes its own, never that of a user made again under its name after
+// it was deleted (its request had authenticated the deleted one).
+func TestChangePasswordOfAUserMadeAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	old, err := e.CreateUser(ctx, admin, engine.AdminOrg, "remade", "old-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DeleteUser(ctx, admin, "remade"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateUser(ctx, admin, engine.AdminOrg, "remade", "new-user-password"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ChangePassword(ctx, old, "remade", "changed-password"); sluice.ErrorCode(err) != sluice.CodeNotFound {
+		t.Fatalf("the deleted user changing its password: %v, want NotFound", err)
+	}
+	if _, err := e.Auth().Password(ctx, "remade", "new-user-password"); err != nil {
+		t.Fatalf("the user made again lost its password: %v", err)
+	}
+}

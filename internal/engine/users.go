@@ -340,6 +340,12 @@ func (e *Engine) ChangePassword(ctx context.Context, u *sluice.User, target, pas
 		if err != nil {
 			return err
 		}
+		if !u.Superuser && tu.ID != u.ID {
+			// A user changing its own password, deleted and made
+			// again under its name while the new one was hashed:
+			// that is another user's password.
+			return sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", u.Name)
+		}
 		return tx.SetPassword(ctx, tu, hash)
 	}})
 	if err != nil {
