@@ -123,3 +123,23 @@ func TestIntegerIDs(t *testing.T) {
 		t.Errorf("after the update of 5: %s", res.Data)
 	}
 }
+
+// TestIntegerIDsInFieldsAndFilters: an integer given for an ID field or a
+// reference, in an input document, a patch or a filter, stands for its
+// digits as an ID argument's does (they were refused: "expected an ID").
+func TestIntegerIDsInFieldsAndFilters(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, `type Tag { code: ID label: String }
+type Item { name: String tag: Tag tags: [Tag!] code: ID }`)
+	st.insert(t, `[{"@type":"Tag","@id":"7","code":"7","label":"seven"}]`)
+	st.query(t, `mutation { Item_insert(documents: [{_id: "i", name: "I", tag: "Tag/7", tags: ["Tag/7"], code: 12}]) }`, nil).mustOK(t)
+	st.query(t, `mutation($c: ID) { Item_update(documents: [{_id: "i", code: $c}]) }`, map[string]any{"c": 13}).mustOK(t)
+	for _, q := range []string{
+		`{ Item(filter: {code: {eq: 13}}) { _id code } }`,
+		`{ Item(filter: {tag: {code: {eq: 7}}}) { _id code } }`,
+	} {
+		if res := st.query(t, q, nil).mustOK(t); string(res.Data) != `{"Item":[{"_id":"Item/i","code":"13"}]}` {
+			t.Errorf("%s: %s", q, res.Data)
+		}
+	}
+}

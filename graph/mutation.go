@@ -239,6 +239,7 @@ func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) ma
 			// as it is for an argument (listArg).
 			v = listArg(v)
 		}
+		v = idValues(f, v)
 		if f != nil && f.Type.Kind == sluice.TypeSubdocument {
 			sc := s.Class(f.Type.Name)
 			if items, ok := v.([]any); ok && f.List {
@@ -255,6 +256,28 @@ func TypedInputDocument(s *sluice.Schema, c *sluice.Class, in map[string]any) ma
 		out[k] = v
 	}
 	return out
+}
+
+// idValues returns v, the value given for field f (nil: not a field of
+// the class) of an input document, with an integer given for an ID (a
+// reference, or an ID field; one, or each of a list) as the string it
+// stands for: GraphQL's ID takes 4 for "4", and the schema's validation
+// wants the string.
+func idValues(f *sluice.Field, v any) any {
+	if f == nil || f.Type.Kind != sluice.TypeReference && (f.Type.Kind != sluice.TypeScalar || f.Type.Name != sluice.ScalarID) {
+		return v
+	}
+	if items, ok := v.([]any); ok {
+		out := make([]any, len(items))
+		for i, it := range items {
+			out[i] = idValues(f, it)
+		}
+		return out
+	}
+	if id, ok := filter.IDString(v); ok {
+		return id
+	}
+	return v
 }
 
 // typedPatch converts a <Class>_Patch value to the JSON Merge Patch
@@ -279,6 +302,9 @@ func typedPatch(s *sluice.Schema, c *sluice.Class, in map[string]any) map[string
 			// as it is for an argument (listArg); null still removes
 			// the field.
 			v = listArg(v)
+		}
+		if v != nil {
+			v = idValues(f, v)
 		}
 		if f != nil && f.Type.Kind == sluice.TypeSubdocument && v != nil {
 			sc := s.Class(f.Type.Name)

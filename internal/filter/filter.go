@@ -493,6 +493,9 @@ func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, er
 	switch t.Name {
 	case sluice.ScalarString, sluice.ScalarID:
 		s, ok := v.(string)
+		if t.Name == sluice.ScalarID {
+			s, ok = IDString(v) // 4 stands for "4"
+		}
 		if !ok {
 			return Value{}, errorf(path, "expected a %s, got %s", t.Name, describe(v))
 		}
