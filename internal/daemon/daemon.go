@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -634,7 +636,7 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// at 10 ms, 640 KB/s at 100 ms).
 		HTTP2: &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout,
 			MaxReceiveBufferPerStream: h2StreamWindow, MaxReceiveBufferPerConnection: h2ConnWindow},
-		ErrorLog: slog.NewLogLogger(d.logger.Handler(), slog.LevelWarn),
+		ErrorLog: log.New(serverErrors{d.logger}, "", 0),
 		// Every request's context starts with the logger (see
 		// rest.WithLogger) and, without TLS, the listener that takes back
 		// the connections of parked streams once they end
@@ -763,4 +765,21 @@ func requestOwner(ctx context.Context) (int64, bool) {
 		return 0, false
 	}
 	return c.User.ID, true
+}
+
+// serverErrors is net/http's error log, written to the daemon's at Warn,
+// except a failed TLS handshake, at Debug: any client (a port scanner, a
+// load balancer's TCP check, a plain HTTP request to the TLS port) makes
+// one by connecting, so at Warn anyone could fill the log for nothing (500
+// connections wrote 500 lines in a quarter of a second).
+type serverErrors struct{ logger *slog.Logger }
+
+func (s serverErrors) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		level = slog.LevelDebug
+	}
+	s.logger.Log(context.Background(), level, msg)
+	return len(p), nil
 }

@@ -933,3 +933,31 @@ func TestHTTP2RouteBodyBoundKeepsTheConnection(t *testing.T) {
 		t.Errorf("%d connections dialled, want the one kept", n)
 	}
 }
+
+// TestFailedHandshakesAreNotWarnings: a connection that fails the TLS
+// handshake (a plain HTTP request to the TLS port, a port scanner) is
+// logged at Debug: at Warn, the default level, anyone could fill the log
+// by connecting (500 connections wrote 500 lines in a quarter second).
+func TestFailedHandshakesAreNotWarnings(t *testing.T) {
+	t.Parallel()
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	d, logs := startLogged(t, func(c *config.Config) { c.TLSCertFile, c.TLSKeyFile = cert.CertFile, cert.KeyFile })
+	const conns = 5
+	for range conns {
+		conn, err := net.Dial("tcp", d.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		_, _ = io.Copy(io.Discard, conn)
+		conn.Close()
+	}
+	eventually.True(t, dt.StreamWait, "the failed handshakes are logged", func() bool {
+		return len(logs.find("http: TLS handshake error")) == conns
+	})
+	for _, r := range logs.find("http: TLS handshake error") {
+		if r.Level != slog.LevelDebug {
+			t.Errorf("a failed handshake logged at %s: %q", r.Level, r.Message)
+		}
+	}
+}
