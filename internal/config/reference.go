@@ -21,7 +21,8 @@ beats the file, which beats the default. An empty environment variable counts
 as unset. An unknown key in the file or an invalid value stops Sluice with an
 error naming the key and its value, but no secret: it shows the length only of
 ` + keys(whole) + `, and all but the password of
-` + keys(password) + `. Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
+` + keys(password) + ` (a ` + "`database_url`" + ` Postgres's driver cannot
+parse is not shown at all: only what is wrong with it). Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
 
 | Key | Environment | Flag | Default | Meaning |
 |-----|-------------|------|---------|---------|

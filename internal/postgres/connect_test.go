@@ -119,3 +119,20 @@ func TestOpenGivesUpOnAServerThatNeverAnswers(t *testing.T) {
 		t.Errorf("the log:\n%s\nwant a line with %s, and no password", got, want)
 	}
 }
+
+// TestParseURLErrorHidesThePassword: a database URL that does not parse
+// is named by what is wrong with it, never shown: pgx hides its password
+// as best it can, which a URL it cannot parse defeats.
+func TestParseURLErrorHidesThePassword(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{
+		"host=127.0.0.1 port=1 user=sluice password = hunter2SECRET sslmode=require-ssl",
+		`host=127.0.0.1 user=sluice password=hunter2\ SECRET sslmode=nope`,
+		"postgres://u:hunter2@SECRET@127.0.0.1:1/db?sslmode=nope",
+	} {
+		_, err := Open(context.Background(), url, slog.New(slog.DiscardHandler))
+		if err == nil || strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), "parse database url") {
+			t.Errorf("%q: %v, want a parse error without the password", url, err)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("parse database url: %w", err)
+		return nil, parseURLError(err)
 	}
 	if cfg.MaxConns < 16 {
 		cfg.MaxConns = 16
@@ -317,4 +317,22 @@ func (db *DB) writerRole(ctx context.Context) (string, error) {
 		}
 	}
 	return db.role, nil
+}
+
+// parseURLError is the error of a database URL that does not parse,
+// without the URL: pgx quotes it with its password hidden as best it can,
+// which a URL it cannot parse defeats (password = x, with spaces, was
+// shown whole; an unescaped @ showed what followed it).
+func parseURLError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return fmt.Errorf("parse database url: %w", err)
+	}
+	why := pe.Error()
+	if i := strings.LastIndex(why, "`: "); i >= 0 {
+		why = why[i+len("`: "):]
+	} else {
+		why = "not a connection string pgx reads"
+	}
+	return fmt.Errorf("parse database url (not shown: it may hold a password): %s", why)
 }
