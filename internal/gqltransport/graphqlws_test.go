@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // wsConn is a graphql-transport-ws test client.
@@ -723,4 +725,51 @@ func TestSocketReusedIDKeepsItsOperation(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCompletedQuerySendsNothing: a query the client completes while it
+// runs sends nothing more for its id, which the client may already have
+// given to a new operation: its cancelled result and its complete went
+// out, and the client took that complete as the end of the new
+// subscription, which went on running on the server.
+func TestCompletedQuerySendsNothing(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsdone", "type Dog { name: String! }")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var id int64
+	if err := conn.QueryRow(ctx, "SELECT id FROM sluice.databases WHERE org = 'admin' AND name = 'wsdone'").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	// The query waits for the Dog table, locked here, until it is
+	// cancelled.
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{fmt.Sprintf("sluice_db_%d", id), "Dog"}.Sanitize()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	c := mustConnect(t, d, "wsdone")
+	c.send(`{"id":"q0","type":"subscribe","payload":{"query":"{ Dog { name } }"}}`)
+	eventually.True(t, wait, "the query waits for the lock", func() bool {
+		var n int
+		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			AND application_name = 'sluice' AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n > 0
+	})
+	c.send(`{"id":"q0","type":"complete"}`)
+	c.send(`{"id":"q0","type":"subscribe","payload":{"query":"subscription { Dog_added { name } }"}}`)
+	c.barrier("b1") // the first message after the complete: nothing of the old q0
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	insertDog(t, d, "wsdone", "a")
+	c.expectNext("q0", `{"data":{"Dog_added":{"name":"a"}},"extensions":{"lastEventId":"POS"}}`)
 }

@@ -247,7 +247,19 @@ func (t *transport) execute(ctx context.Context, st framer, req *request, op *gr
 			defer release()
 		}
 		responses, rctx := exec.DispatchOperation(ctx, op)
-		b, err := graph.MarshalResponse(responses(rctx))
+		resp := responses(rctx)
+		if mr != nil && ctx.Err() != nil {
+			// The client completed it (graphql-ws) or a DELETE stopped
+			// it (single connection mode) while it ran: nothing more
+			// is sent for its id, which may name a new operation by
+			// now (its result was "the request was cancelled", and its
+			// complete ended the new one for the client).
+			if mr.op.reject != nil {
+				mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation was stopped while it ran: a DELETE stopped it, or its stream ended"))
+			}
+			return nil
+		}
+		b, err := graph.MarshalResponse(resp)
 		if err != nil {
 			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, fmt.Errorf("encode a graphql response: %w", err))})
 		}
