@@ -325,7 +325,7 @@ func (sc *socket) write() {
 			start = end
 		}
 		ok := send(msgs...)
-		spare = buf
+		spare = reusable(buf)
 		return ok
 	}
 	shutdown := sc.srv.conns.ctx.Done()

@@ -139,13 +139,26 @@ func (o *muxOut) take(spare []byte) ([]byte, []int) {
 		return nil, nil
 	}
 	buf, ends := o.buf, o.ends
-	if cap(spare) > 4*muxOutLimit {
-		spare = nil // one large message grew it: let it go
-	}
-	o.buf, o.ends = spare[:0], nil
+	o.buf, o.ends = reusable(spare)[:0], nil
 	close(o.room)
 	o.room = make(chan struct{})
 	return buf, ends
+}
+
+// muxKeepBytes is the largest buffer a connection keeps between writes,
+// for the next messages: a connection idle for hours after one large
+// result kept that result's buffers (two of up to 256 KiB, 383 KiB a
+// socket after two results of 194 KB), where an HTTP stream lets go of
+// what it grew (httpstream).
+const muxKeepBytes = 16 << 10
+
+// reusable returns buf to keep for the next messages, nil when a large
+// message grew it past muxKeepBytes: let it go.
+func reusable(buf []byte) []byte {
+	if cap(buf) > muxKeepBytes {
+		return nil
+	}
+	return buf
 }
 
 type connectionGone struct{}

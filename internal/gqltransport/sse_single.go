@@ -436,7 +436,7 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		if err == nil {
 			err = st.Flush()
 		}
-		spare = buf
+		spare = reusable(buf)
 		return err
 	}
 	// drain starts no operation any more and closes opsDone once the
