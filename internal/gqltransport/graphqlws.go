@@ -379,11 +379,23 @@ func (sc *socket) write() {
 
 // closeWith closes the socket with a graphql-ws close code.
 func (sc *socket) closeWith(code websocket.StatusCode, reason string) {
-	if len(reason) > 120 { // a close frame's reason is at most 123 bytes
-		reason = reason[:120]
-	}
-	_ = sc.ws.Close(code, reason)
+	_ = sc.ws.Close(code, closeReason(reason))
 	sc.cancel()
+}
+
+// closeReason returns reason cut to fit a close frame (at most 123
+// bytes), on a character's boundary: a reason cut inside one is not
+// UTF-8, which RFC 6455 requires, and browsers then fail the connection
+// (1006 or 1007) instead of reporting its code.
+func closeReason(reason string) string {
+	if len(reason) <= 120 {
+		return reason
+	}
+	n := 120
+	for n > 0 && !utf8.RuneStart(reason[n]) {
+		n--
+	}
+	return reason[:n]
 }
 
 // wsMessage is a graphql-transport-ws message.
@@ -539,11 +551,7 @@ func (sc *socket) hold() (release func(), err error) {
 			sc.end(websocket.StatusTryAgainLater, "Try again later: the database server is unavailable")
 			return
 		}
-		reason := "Forbidden: " + sluice.ErrorMessage(err)
-		if len(reason) > 120 { // a close frame's reason is at most 123 bytes
-			reason = reason[:120]
-		}
-		sc.end(4403, reason)
+		sc.end(4403, closeReason("Forbidden: "+sluice.ErrorMessage(err)))
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
 	"github.com/jackc/pgx/v5"
@@ -772,4 +773,26 @@ func TestCompletedQuerySendsNothing(t *testing.T) {
 	}
 	insertDog(t, d, "wsdone", "a")
 	c.expectNext("q0", `{"data":{"Dog_added":{"name":"a"}},"extensions":{"lastEventId":"POS"}}`)
+}
+
+// TestCloseReasonIsUTF8: a close reason cut to fit its frame is cut on a
+// character's boundary: cut inside one, it was not UTF-8, and browsers
+// failed the connection (1006, 1007) instead of reporting 4400.
+func TestCloseReasonIsUTF8(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsreason", "type Dog { name: String! }")
+	c := mustConnect(t, d, "wsreason")
+	c.send(`{"type":"x` + strings.Repeat("€", 40) + `"}`)
+	for {
+		_, _, err := c.c.Read(c.tx)
+		if err == nil {
+			continue
+		}
+		var ce websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != 4400 || !utf8.ValidString(ce.Reason) || !strings.Contains(ce.Reason, "unknown type") {
+			t.Fatalf("closed with %v, want 4400 with a UTF-8 reason", err)
+		}
+		return
+	}
 }
