@@ -338,10 +338,24 @@ func (s *keySet) refreshForKid(kid string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), jwksKidWait)
 	defer cancel()
 	if err := s.fetch(ctx); err != nil {
-		s.logger.Warn("jwt: fetch the key set for an unknown kid", "kid", kid, "err", err)
+		// Logged by the request that started the fetch, with the kid
+		// cut short: the kid is the client's, and every request waiting
+		// on a slow fetch logged its own whole (300 requests of 10 KB
+		// kids wrote 3 MB).
+		if !inFlight {
+			s.logger.Warn("jwt: fetch the key set for an unknown kid", "kid", shortKid(kid), "err", err)
+		}
 		return false
 	}
 	return true
+}
+
+// shortKid returns kid, a client's, cut to at most 64 bytes for the log.
+func shortKid(kid string) string {
+	if len(kid) <= 64 {
+		return kid
+	}
+	return strings.ToValidUTF8(kid[:64], "") + "…"
 }
 
 // run refreshes the URL's set when its Cache-Control says, until ctx

@@ -1,13 +1,17 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +20,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // jwksServer is an identity provider's JWKS endpoint whose keys, status
@@ -419,5 +424,51 @@ func TestJWKSKeyRemoved(t *testing.T) {
 	s.mu.Unlock()
 	if n != jwksMaxRemoved || first || !last {
 		t.Errorf("%d remembered (want %d), the oldest kept: %v, the newest: %v", n, jwksMaxRemoved, first, last)
+	}
+}
+
+// TestUnknownKidsLogOncePerFetch: JWTs of unknown kids waiting on one slow
+// fetch of the set log its failure once, from the request that started
+// it, with the kid cut short: every waiter logged its own kid whole (300
+// requests of 10 KB kids wrote 3 MB of log while the URL was slow).
+func TestUnknownKidsLogOncePerFetch(t *testing.T) {
+	key := ecKey(t)
+	jwks := marshalJWKS(t, map[string]any{"k": &key.PublicKey})
+	release := make(chan struct{})
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(jwks)
+			return
+		}
+		<-release // slow, then down
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	var log bytes.Buffer
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil))
+	v, err := LoadJWT(t.Context(), JWTConfig{JWKSURL: srv.URL + "/jwks", JWKSHTTPLoopback: true}, JWTDeps{Client: srv.Client(), Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const waiters = 20
+	var wg sync.WaitGroup
+	for i := range waiters {
+		token := sign(t, jwt.SigningMethodES256, fmt.Sprintf("k%d-%s", i, strings.Repeat("x", 10000)), jwt.MapClaims{"sub": "rita", "exp": time.Now().Add(time.Hour).Unix()}, key)
+		wg.Go(func() { _, _, _, _ = v.Verify(token) })
+	}
+	// Every Verify waits on the one fetch in flight.
+	eventually.True(t, 10*time.Second, "every JWT waits on the fetch", func() bool {
+		buf := make([]byte, 8<<20)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "(*keySet).refreshForKid(") == waiters
+	})
+	close(release)
+	wg.Wait()
+	logMu.Lock()
+	defer logMu.Unlock()
+	if n := strings.Count(log.String(), "unknown kid"); n != 1 || strings.Contains(log.String(), strings.Repeat("x", 100)) {
+		t.Errorf("%d log lines of the failed fetch (%d bytes of log), want one with the kid cut short", n, log.Len())
 	}
 }
