@@ -167,7 +167,7 @@ func options() []option {
 			"largest schema (GraphQL SDL) in bytes (1 MiB), checked before it is parsed: a database keeps every version of its schema, and reads of its history and its past parse them",
 			func(c *Config, n int64) error { c.MaxSchemaBytes = n; return nil }),
 		durationOption("body_idle_timeout", "30s",
-			"longest a request body may send nothing before the request fails, and the grace before body_min_rate applies (0: no limit)",
+			"longest a request body may send nothing before the request fails, and the grace before body_min_rate applies (0: no limit, and then no body_min_rate either: a body is not timed at all)",
 			func(c *Config, d time.Duration) error { c.BodyIdleTimeout = d; return nil }),
 		durationOption("write_timeout", "1m",
 			"longest a client may take to read what a write sends it (at most 64 KiB, of an answer or of a stream's frames); a response or stream whose client stops reading for this long is cut, and what its request holds (a listing's Postgres connection) is given back (1s to 1h)",
@@ -179,7 +179,7 @@ func options() []option {
 				return nil
 			}),
 		capOption("body_min_rate", "8192",
-			"least average rate, in bytes per second, at which a request body must arrive once body_idle_timeout has passed since it started; a slower body fails (0: no minimum). Both count only the time spent waiting for the client, not time Sluice spent not reading",
+			"least average rate, in bytes per second, at which a request body must arrive once body_idle_timeout has passed since it started; a slower body fails (0: no minimum; none either when body_idle_timeout is 0). Both count only the time spent waiting for the client, not time Sluice spent not reading",
 			func(c *Config, n int64) error { c.BodyMinRate = n; return nil }),
 		capOption("max_request_bodies", "1024",
 			"most request bodies this process reads at once, a body counted from its first read (a request waiting for its credentials to be checked holds none); past it a request that starts reading its body is answered 503 with Retry-After (0: no cap)",
