@@ -413,7 +413,7 @@ type Config struct {
 
 	// JWTJWKSHTTPLoopback lets JWTJWKSURL be http:// on a loopback host
 	// (127.0.0.1, ::1, localhost); otherwise it must be https.
-	// Key jwt_jwks_http_loopback, env SLUICE_JWT_JWKS_HTTP_LOOPBACK, flag --jwt-jwks-http-loopback, default "false".
+	// Key jwt_jwks_http_loopback, env SLUICE_JWT_JWKS_HTTP_LOOPBACK, flag --jwt-jwks-http-loopback, default false.
 	JWTJWKSHTTPLoopback bool
 
 	// TLSCertFile names a PEM certificate (chain): with TLSKeyFile, the

@@ -33,6 +33,8 @@ func RegisterFlags(fs *pflag.FlagSet) {
 		case kindInt64:
 			n, _ := strconv.ParseInt(o.def, 10, 64)
 			fs.Int64(o.flag(), n, usage)
+		case kindBool:
+			fs.Bool(o.flag(), o.def == "true", usage)
 		}
 	}
 }

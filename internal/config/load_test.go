@@ -1298,3 +1298,17 @@ func TestMaxHeaderBytesMaximum(t *testing.T) {
 		t.Errorf("max_header_bytes = %d, want 1073741824", c.MaxHeaderBytes)
 	}
 }
+
+// TestBoolFlagAlone: a true/false key's flag alone means true, and takes
+// =false; as a string flag it took the next argument for its value
+// (--jwt-jwks-http-loopback --listen :1 read ":1" as its value).
+func TestBoolFlagAlone(t *testing.T) {
+	c, err := load(t, []string{"--jwt-jwks-http-loopback", "--listen", "127.0.0.1:1"}, nil)
+	if err != nil || !c.JWTJWKSHTTPLoopback || c.Listen != "127.0.0.1:1" {
+		t.Fatalf("the flag alone: loopback %v, listen %q, %v", c.JWTJWKSHTTPLoopback, c.Listen, err)
+	}
+	c, err = load(t, []string{"--jwt-jwks-http-loopback=false"}, map[string]string{"SLUICE_JWT_JWKS_HTTP_LOOPBACK": "true"})
+	if err != nil || c.JWTJWKSHTTPLoopback {
+		t.Fatalf("=false over the environment's true: %v, %v", c.JWTJWKSHTTPLoopback, err)
+	}
+}

@@ -73,6 +73,10 @@ const (
 	kindString kind = iota
 	kindDuration
 	kindInt64
+	// kindBool is a true/false key: its flag alone means true
+	// (--jwt-jwks-http-loopback), as a string flag took the next
+	// argument for its value.
+	kindBool
 )
 
 func (o option) env() string  { return "SLUICE_" + strings.ToUpper(o.key) }
@@ -550,7 +554,7 @@ func stringOption(key, def, usage string, set func(*Config, string) error) optio
 // boolOption is true or false (a string in the environment and flags, a
 // boolean or a string in a config file).
 func boolOption(key, def, usage string, set func(*Config, bool) error) option {
-	return option{key: key, kind: kindString, def: def, usage: usage,
+	return option{key: key, kind: kindBool, def: def, usage: usage,
 		decode: func(c *Config, v any) error {
 			switch x := v.(type) {
 			case bool:
