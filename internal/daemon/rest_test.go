@@ -173,6 +173,9 @@ func TestRESTErrors(t *testing.T) {
 		{"GET", "/api/document/admin/people?typ=Person", "", 400, "api:BadRequest", `unknown query parameter "typ"`},
 		{"GET", "/api/document/admin/people?count=-1", "", 400, "api:BadRequest", "count"},
 		{"GET", "/api/document/admin/people?id=Person/nobody", "", 404, "api:NotFound", "document Person/nobody does not exist"},
+		// An empty id is no id: it listed the documents.
+		{"GET", "/api/document/admin/people?id=&skip=0&count=1", "", 400, "api:BadRequest", "query parameter id is empty"},
+		{"DELETE", "/api/document/admin/people?id=", `["Person/alice"]`, 400, "api:BadRequest", "query parameter id is empty"},
 		{"GET", "/api/document/admin/people?type=Nope", "", 400, "api:BadRequest", `type "Nope" is not a document class`},
 		{"POST", "/api/document/admin/people", "", 400, "api:BadRequest", "the request body is empty"},
 		{"POST", "/api/document/admin/people", `{"@type":"Person","name":`, 400, "api:BadRequest", "document 0: invalid JSON"},

@@ -51,6 +51,11 @@ func asOfParam(q url.Values) (*sluice.Position, error) {
 	return &p, nil
 }
 
+// errEmptyID is the error of an id parameter given empty (?id=).
+func errEmptyID() error {
+	return sluice.Errorf(sluice.CodeInvalid, "query parameter id is empty: give a document's id, or leave id out (a listing, or ids in the body)")
+}
+
 func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "id", "type", "skip", "count", "as_list", "as_of")
 	if err != nil {
@@ -64,6 +69,11 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	}
 	org, name := dbPath(r)
 	u := userFrom(r)
+	if q.Has("id") && q.Get("id") == "" {
+		// Read as no id, it listed the documents, skip and count too.
+		writeError(w, r, errEmptyID())
+		return
+	}
 	if id := q.Get("id"); id != "" {
 		if q.Has("type") || q.Has("skip") || q.Has("count") {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
@@ -380,6 +390,10 @@ func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 	var ids []string
 	var expect []sluice.Precondition
 	org, name := dbPath(r)
+	if q := r.URL.Query(); q.Has("id") && q.Get("id") == "" {
+		writeError(w, r, errEmptyID())
+		return
+	}
 	if id := r.URL.Query().Get("id"); id != "" {
 		ids = []string{id}
 	} else {
