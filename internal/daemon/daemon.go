@@ -171,8 +171,23 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 
 // Run starts every component, serves until ctx is cancelled, then shuts down
 // gracefully: open streams are completed, HTTP requests finish within the
-// shutdown timeout, and the embedded Postgres stops cleanly.
-func (d *Daemon) Run(ctx context.Context) error {
+// shutdown timeout, and the embedded Postgres stops cleanly. Stopped
+// while it starts (ctx cancelled before it serves), it returns nil: what
+// failed then (a migration or a statement cancelled) is the stop asked
+// for, and a supervisor stopping a starting replica took the exit status
+// 1 for a failure.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	defer func() {
+		select {
+		case <-d.started:
+			return
+		default:
+		}
+		if err != nil && ctx.Err() != nil {
+			d.logger.Info("stopped while starting", "err", err)
+			err = nil
+		}
+	}()
 	// Read before Postgres starts: a wrong key file stops the daemon at once.
 	jwt, err := auth.LoadJWT(ctx, auth.JWTConfig{HS256Secret: d.cfg.JWTHS256Secret, HS256SecretFile: d.cfg.JWTHS256SecretFile,
 		JWKSFile: d.cfg.JWTJWKSFile, JWKSURL: d.cfg.JWTJWKSURL, JWKSHTTPLoopback: d.cfg.JWTJWKSHTTPLoopback, Issuer: d.cfg.JWTIssuer, Audience: d.cfg.JWTAudience,

@@ -175,3 +175,25 @@ func TestListingLeftByItsClientIsNoError(t *testing.T) {
 		t.Fatalf("a listing cancelled by an operator is logged at %s", r.Level)
 	}
 }
+
+// TestStoppedWhileStartingIsNoFailure: a daemon stopped before it serves
+// (a supervisor's SIGTERM while it migrates) returns nil, logging why at
+// Info: it returned the stop's own error (context canceled, a statement
+// cancelled), and sluice exited 1, a failure to the supervisor.
+func TestStoppedWhileStartingIsNoFailure(t *testing.T) {
+	t.Parallel()
+	logs := logCapture{mu: new(sync.Mutex), recs: new([]slog.Record)}
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.AdminPassword = dt.AdminPassword
+	cfg.DatabaseURL = pgtest.NewDatabase(t)
+	d := daemon.New(cfg, slog.New(logs), daemon.Options{Version: "test", BcryptCost: 4})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := d.Run(ctx); err != nil {
+		t.Fatalf("stopped while starting: %v, want nil", err)
+	}
+	if len(logs.find("stopped while starting")) != 1 {
+		t.Error("the stop while starting is not logged")
+	}
+}
