@@ -116,21 +116,49 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 			return
 		}
 	}
-	// Until connection_ack a socket without credentials of its own is
-	// anyone's: there are only so many, each reading at most
-	// MaxInitBytes, and one address holds only its share of them. One
-	// whose upgrade authenticated is someone's, not counted here: the
-	// sockets of anonymous clients cannot refuse it.
-	ack := func() {}
+	// The socket is made before the upgrade is accepted: the place its
+	// upgrade's credentials take among the streams may end it (sc.end)
+	// from then on. ws and raw are set once it is accepted.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	org, name := graph.DatabaseOf(r)
+	sc := &socket{srv: s, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: func() {},
+		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, ended: make(chan struct{})}
 	if cred == nil {
+		// Until connection_ack a socket without credentials of its own
+		// is anyone's: there are only so many, each reading at most
+		// MaxInitBytes, and one address holds only its share of them.
 		release, err := s.admitPending(r.RemoteAddr)
 		if err != nil {
 			writeHTTPError(w, err)
 			return
 		}
 		var acked sync.Once
-		ack = func() { acked.Do(release) }
-		defer ack()
+		sc.ack = func() { acked.Do(release) }
+		defer sc.ack()
+	} else {
+		// One whose upgrade authenticated is its user's, not counted
+		// among those (anonymous sockets cannot refuse it): it takes its
+		// place among the streams of its user and of the process now, as
+		// it would at connection_init, so that one user cannot hold any
+		// number of sockets that never send connection_init. Past a cap,
+		// or without access to the database, the upgrade is answered as
+		// a stream's request would be (429 or 503 with Retry-After,
+		// 403). connection_init keeps this place (initPlace), else it is
+		// given back here.
+		place, err := sc.hold(cred)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		sc.place = place
+		defer func() {
+			// Read after run returned: its reader, which may take the
+			// place, has ended.
+			if sc.place != nil {
+				sc.place()
+			}
+		}()
 	}
 	c := s.conns
 	if !c.enter(false) {
@@ -150,10 +178,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 		return // Accept answered
 	}
 	ws.SetReadLimit(s.opts.MaxInitBytes)
-	ctx, cancel := context.WithCancel(r.Context())
-	org, name := graph.DatabaseOf(r)
-	sc := &socket{srv: s, ws: ws, raw: kw.conn, upgrade: r, org: org, name: name, dispatch: ops, authenticate: authenticate, cred: cred, ambient: ambient, ack: ack,
-		ctx: ctx, cancel: cancel, out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, ended: make(chan struct{})}
+	sc.ws, sc.raw = ws, kw.conn
 	c.accepted(sc)
 	defer c.gone(sc)
 	sc.run()
@@ -226,6 +251,10 @@ type socket struct {
 	ambient bool
 	// ack counts the socket out of the unacknowledged ones, once.
 	ack func()
+	// place, when the upgrade's credentials took the socket's place among
+	// the streams (hold), gives it back; nil once connection_init took
+	// it over (initPlace), or when they did not.
+	place func()
 
 	// ctx ends with the connection; each operation's context is a child.
 	ctx    context.Context
@@ -447,7 +476,7 @@ func (sc *socket) read() {
 				sc.refuseInit(err)
 				return
 			}
-			release, err := sc.hold()
+			release, err := sc.initPlace()
 			if err != nil {
 				sc.refuseInit(err)
 				return
@@ -522,23 +551,47 @@ func (sc *socket) refuseInit(err error) {
 	}
 }
 
-// hold counts the socket, once its credentials are taken, toward the
-// stream caps of its user and of the process, as a single connection mode
-// reservation counts (stream.Server.Reserve), until release is called: an
-// acknowledged socket holds a connection and its goroutines with or
-// without subscriptions, so without this one user could hold any number.
-// An access change that takes the user's access to the socket's database
-// away, or the expiry of its JWT, ends its subscriptions (their own
-// guards) and then closes the socket with 4403; Postgres lost closes it
-// with 1013: a socket that holds no place among the streams is not kept.
-func (sc *socket) hold() (release func(), err error) {
-	e := sc.srv.opts.Streams
-	if e == nil {
+// initPlace returns the socket's place among the streams from
+// connection_ack on, once connection_init took its credentials (checked
+// again here): the place its upgrade took when connection_init took the
+// upgrade's credentials and they still name the same user, so that the
+// socket counts once; else, the payload's credentials winning, the
+// upgrade's place is given back first (the socket counts once there too)
+// and one is taken for the credentials connection_init carried, which may
+// be refused.
+func (sc *socket) initPlace() (release func(), err error) {
+	if sc.srv.opts.Streams == nil {
 		return func() {}, nil
 	}
 	cred, err := sc.authenticate(sc.credReq.WithContext(sc.ctx))
 	if err != nil {
 		return nil, err
+	}
+	place := sc.place
+	sc.place = nil
+	if place != nil {
+		if sc.credReq == sc.upgrade && cred.User.ID == sc.cred.User.ID {
+			return place, nil
+		}
+		place()
+	}
+	return sc.hold(cred)
+}
+
+// hold counts the socket, for credential cred (of its upgrade, or of
+// connection_init), toward the stream caps of its user and of the
+// process, as a single connection mode reservation counts
+// (stream.Server.Reserve), until release is called: an accepted socket
+// holds a connection and its goroutines with or without subscriptions, so
+// without this one user could hold any number.
+// An access change that takes the user's access to the socket's database
+// away, or the expiry of its JWT, ends its subscriptions (their own
+// guards) and then closes the socket with 4403; Postgres lost closes it
+// with 1013: a socket that holds no place among the streams is not kept.
+func (sc *socket) hold(cred *sluice.Credential) (release func(), err error) {
+	e := sc.srv.opts.Streams
+	if e == nil {
+		return func() {}, nil
 	}
 	octx, es, _, err := sc.dispatch.Operation(auth.WithCredential(sc.ctx, cred), cred.User, sc.org, sc.name)
 	if err != nil {
