@@ -508,6 +508,10 @@ func (sc *socket) read() {
 				sc.closeWith(4400, "Invalid message: subscribe needs an id")
 				return
 			}
+			if len(m.ID) > maxOperationIDBytes {
+				sc.closeWith(4400, fmt.Sprintf("Invalid message: an operation id is at most %d bytes", maxOperationIDBytes))
+				return
+			}
 			params, msg := graph.ParseRequestBody(m.Payload)
 			if msg != "" {
 				sc.closeWith(4400, "Invalid message: "+msg)

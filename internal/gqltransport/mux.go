@@ -30,6 +30,14 @@ import (
 // the hub never waits.
 const muxOutLimit = 64 << 10
 
+// maxOperationIDBytes bounds an operation id of a connection (graphql-ws's
+// subscribe id, single connection mode's extensions.operationId): the
+// operation keeps it, JSON-encoded, for its whole life and repeats it in
+// every message, so an id as large as a message (1 MiB, and six times
+// that JSON-encoded) multiplied what each subscription holds and sends.
+// Clients use counters or UUIDs.
+const maxOperationIDBytes = 128
+
 // muxOut is the outgoing messages of one connection. Its methods are safe
 // for concurrent use.
 type muxOut struct {

@@ -552,6 +552,10 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "extensions.operationId is missing: single connection mode needs an operation id"))
 		return
 	}
+	if len(id) > maxOperationIDBytes {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "extensions.operationId is %d bytes: an operation id is at most %d bytes", len(id), maxOperationIDBytes))
+		return
+	}
 	from, err := streamparam.LastEventID(r, params.Extensions["lastEventId"])
 	if err != nil {
 		writeHTTPError(w, err)
