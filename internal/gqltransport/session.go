@@ -42,6 +42,10 @@ func (t *transport) newEvaluator(gs *graph.Subscription) *evaluator {
 // otherwise the stream is returned for the caller to serve, nil when the
 // request is over (answered, or the client left).
 func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *graphql.OperationContext, mr *muxRequest) *stream.Stream {
+	if err := checkStreamVariables(req.params.Variables); err != nil {
+		st.refuse(err)
+		return nil
+	}
 	if t.es.IsLive(op) {
 		return t.subscribeLive(ctx, st, req, op, mr)
 	}
@@ -78,6 +82,41 @@ func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *
 		spec.From, spec.Evaluator = req.from, t.newEvaluator(gs)
 	}
 	return t.open(ctx, spec, sink, mr)
+}
+
+// maxStreamVariablesBytes bounds the variables of a subscription or live
+// query, as canonical JSON (encodeVariables): it keeps them, decoded, for
+// its whole life, where a query or mutation, answered once, lets them go.
+// Without it one user's streams (max_streams_per_user, 1,000) held up to
+// a body's variables each (8 MiB, tens of MB decoded). It takes a filter
+// of the most ids a filter has (filter.MaxIDs, 1,000) of the longest ids
+// (a 63-byte class name and a 255-byte key: 322 KB as JSON), and room
+// for other variables besides.
+const maxStreamVariablesBytes = 384 << 10
+
+// checkStreamVariables returns a CodeInvalid error naming the bound when
+// the variables of a subscription or live query are larger than
+// maxStreamVariablesBytes, before the operation starts.
+func checkStreamVariables(vars map[string]any) error {
+	var n byteCount
+	if err := encodeVariables(&n, vars); err != nil {
+		return sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON")
+	}
+	if n > 0 {
+		n-- // the newline that ends the encoding
+	}
+	if n > maxStreamVariablesBytes {
+		return sluice.Errorf(sluice.CodeInvalid, "the variables are %d bytes as JSON, more than %d (the limit of a subscription or live query, which keeps them while it runs): send large values in a query or mutation, or split them over several subscriptions", n, maxStreamVariablesBytes)
+	}
+	return nil
+}
+
+// byteCount is an io.Writer that counts what is written to it.
+type byteCount int64
+
+func (c *byteCount) Write(p []byte) (int, error) {
+	*c += byteCount(len(p))
+	return len(p), nil
 }
 
 // spec returns the stream spec every GraphQL stream of the request has;

@@ -1,11 +1,11 @@
 package gqltransport
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"io"
 	"sync/atomic"
 
 	"github.com/sluice-dev/sluice"
@@ -35,16 +35,25 @@ type shareKey struct {
 // keyOf returns the share key of a request, and false when its variables
 // cannot be put in canonical form (then it shares with no one).
 func keyOf(es *graph.ExecutableSchema, req *request) (shareKey, bool) {
-	var vars bytes.Buffer
-	if len(req.params.Variables) > 0 {
-		// encoding/json sorts map keys: equal variables give equal bytes.
-		enc := json.NewEncoder(&vars)
-		enc.SetEscapeHTML(false) // no need for <, > and & as six bytes each
-		if err := enc.Encode(req.params.Variables); err != nil {
-			return shareKey{}, false
-		}
+	h := sha256.New()
+	if err := encodeVariables(h, req.params.Variables); err != nil {
+		return shareKey{}, false
 	}
-	return shareKey{es: es, query: req.params.Query, operation: req.params.OperationName, variables: sha256.Sum256(vars.Bytes())}, true
+	k := shareKey{es: es, query: req.params.Query, operation: req.params.OperationName}
+	h.Sum(k.variables[:0])
+	return k, true
+}
+
+// encodeVariables writes the canonical encoding of vars to w, nothing when
+// there are none: encoding/json sorts map keys, so equal variables give
+// equal bytes. <, > and & are written as they are, not as six bytes each.
+func encodeVariables(w io.Writer, vars map[string]any) error {
+	if len(vars) == 0 {
+		return nil
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(vars)
 }
 
 // evaluator evaluates a GraphQL subscription for the hub: per piece for
