@@ -1,6 +1,6 @@
 package graph
 
-import "reflect"
+import "github.com/sluice-dev/sluice/internal/filter"
 
 // listArg returns the elements of v, the value of a list-typed argument or
 // input field, as the package reads it from field arguments. GraphQL's
@@ -17,18 +17,8 @@ import "reflect"
 // absent argument from an empty list tests the argument against nil, not
 // the list listArg returns.
 func listArg(v any) []any {
-	switch v := v.(type) {
-	case nil:
+	if v == nil {
 		return nil
-	case []any:
-		return v
 	}
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice {
-		out := make([]any, rv.Len())
-		for i := range out {
-			out[i] = rv.Index(i).Interface()
-		}
-		return out
-	}
-	return []any{v}
+	return filter.List(v)
 }

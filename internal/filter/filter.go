@@ -187,7 +187,7 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 		}
 		switch k {
 		case "_and", "_or":
-			items := list(v)
+			items := List(v)
 			var exprs []Expr
 			for i, it := range items {
 				ip := fmt.Sprintf("%s[%d]", kp, i)
@@ -247,14 +247,14 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 	return and, nil
 }
 
-// list returns the elements of v, the value of a list-typed entry of a
-// filter (_and, _or, _ids; v is not nil). GraphQL's input coercion lets a
-// single value stand for a list of one, and gqlgen validates it so: a
-// literal `_ids: "Person/bob"` arrives as the string itself, and a
-// variable's single value as a typed slice of its own ([]string,
-// []map[string]any), neither of them a []any, and both were refused as
-// "expected a list". (graph's listArg does the same for arguments.)
-func list(v any) []any {
+// List returns the elements of v (not nil), the value of a list-typed
+// GraphQL input: a filter's _and, _or or _ids, or an argument (graph's
+// listArg). GraphQL's input coercion lets a single value stand for a list
+// of one, and gqlgen validates it so: a literal `_ids: "Person/bob"`
+// arrives as the string itself, and a variable's single value as a typed
+// slice of its own ([]string, []map[string]any), neither of them a []any,
+// and both were refused as "expected a list".
+func List(v any) []any {
 	if items, ok := v.([]any); ok {
 		return items
 	}
@@ -302,7 +302,7 @@ func parseIDs(key string, v any, path string) ([]string, error) {
 		}
 		return []string{id}, nil
 	}
-	items := list(v)
+	items := List(v)
 	if len(items) > MaxIDs {
 		return nil, errorf(path, "the list has %d ids, more than %d ids (the limit)", len(items), MaxIDs)
 	}
