@@ -25,7 +25,7 @@ func TestFloatAverage(t *testing.T) {
 		}
 	}
 	res := st.query(t, `{ M_aggregate(filter: {g: {eq: "big"}}) { sum { f } } }`, nil)
-	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "an aggregate of M (sum.f) is out of the range of its type") {
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "an aggregate of M is out of the range of its type (sum.f: a Float past ±1.8e308)") {
 		t.Errorf("a sum past the largest float: %s", res.raw)
 	}
 }
@@ -43,5 +43,18 @@ func TestAverageRoundedOnce(t *testing.T) {
 	res := st.query(t, `{ N_aggregate { avg { v b f } } none: N_aggregate(filter: {v: {eq: 1}}) { avg { v f } } }`, nil).mustOK(t)
 	if got := string(res.Data); got != `{"N_aggregate":{"avg":{"v":`+want+`,"b":`+want+`,"f":`+want+`}},"none":{"avg":{"v":null,"f":null}}}` {
 		t.Errorf("the mean of 28 eights and a fourteen: %s, want %s each", got, want)
+	}
+}
+
+// TestBigIntSumPastItsRange: a sum of BigInts past what Postgres' numeric
+// holds (131,072 digits) is an error naming that range, not a Float's.
+func TestBigIntSumPastItsRange(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, "type Acc { big: BigInt }")
+	nines := strings.Repeat("9", 131072)
+	st.insert(t, `[{"@type":"Acc","big":"`+nines+`"},{"@type":"Acc","big":"`+nines+`"}]`)
+	res := st.query(t, `{ Acc_aggregate { sum { big } } }`, nil)
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "(sum.big: a number past 131,072 digits)") {
+		t.Errorf("a BigInt sum past numeric's range: %.300s", res.raw)
 	}
 }

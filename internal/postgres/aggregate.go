@@ -61,14 +61,23 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	err = db.classReader(ctx, d).QueryRow(ctx, st.sql, st.args...).Scan(dest...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "22003" { // numeric_value_out_of_range
-		// Postgres does not say which: name the ones that can overflow.
+		// Postgres does not say which: name the ones that can overflow,
+		// each with its type's range (a Float's sum is a float; an Int's
+		// or BigInt's, and every avg's sum, numeric, which holds 131,072
+		// digits before the point).
 		var sums []string
+		c := s.Class(q.Class)
 		for _, a := range q.Aggs {
-			if a.Op == "sum" || a.Op == "avg" {
-				sums = append(sums, a.Op+"."+a.Field)
+			if a.Op != "sum" && a.Op != "avg" {
+				continue
 			}
+			limit := "a number past 131,072 digits"
+			if f := c.Field(a.Field); a.Op == "sum" && f != nil && f.Type.Name == sluice.ScalarFloat { // c: compileAggregate found it
+				limit = "a Float past ±1.8e308"
+			}
+			sums = append(sums, a.Op+"."+a.Field+": "+limit)
 		}
-		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s (%s) is out of the range of its type: a Float past ±1.8e308", q.Class, strings.Join(sums, ", ")))
+		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type (%s)", q.Class, strings.Join(sums, "; ")))
 	}
 	if err != nil {
 		return res, db.schemaMoved(ctx, d, queryError(err))
@@ -76,7 +85,7 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	for i := range cols {
 		v, ok, err := cols[i].value()
 		if errors.Is(err, errFloatRange) {
-			return res, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s (%s.%s) is out of the range of its type: a Float past ±1.8e308", q.Class, q.Aggs[i].Op, q.Aggs[i].Field)
+			return res, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type (%s.%s: a Float past ±1.8e308)", q.Class, q.Aggs[i].Op, q.Aggs[i].Field)
 		}
 		if err != nil {
 			// Of a value no field can hold (see rowToDocument): null,

@@ -247,7 +247,7 @@ func TestAggregateOutOfRange(t *testing.T) {
 	}
 	q.Aggs = []postgres.Agg{{Op: "sum", Field: "price"}}
 	_, err = db.Aggregate(ctx, d, s, q)
-	if sluice.ErrorCode(err) != sluice.CodeInvalid || sluice.ErrorMessage(err) != "an aggregate of Item (sum.price) is out of the range of its type: a Float past ±1.8e308" {
+	if sluice.ErrorCode(err) != sluice.CodeInvalid || sluice.ErrorMessage(err) != "an aggregate of Item is out of the range of its type (sum.price: a Float past ±1.8e308)" {
 		t.Fatalf("sum past the largest float: %v", err)
 	}
 }
