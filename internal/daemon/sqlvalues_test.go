@@ -57,6 +57,14 @@ func TestSQLWritesOfValuesTheAPICannotRead(t *testing.T) {
 		{`ds = '["2020-01-01"]'`, "V.ds holds"},
 		{`ds = '["2020-01-01 10:00:00 America/New_York"]'`, "V.ds holds"},
 		{`ds = '["2020-01-01T10:00:00"]'`, "V.ds holds"},
+		// Times Postgres reads and the API does not (hour 24, second
+		// 60), and ones its cast raised on, naming no field.
+		{`ds = '["2020-01-01T24:00:00Z"]'`, "V.ds holds"},
+		{`ds = '["2020-01-01T23:59:60Z"]'`, "V.ds holds"},
+		{`ds = '["2021-02-29T00:00:00Z"]'`, "V.ds holds"},
+		{`ds = '["2021-13-01T00:00:00Z"]'`, "V.ds holds"},
+		{`ds = '["2020-01-01T10:00:00+99:00"]'`, "V.ds holds"},
+		{`ds = '["0000-01-01T00:00:00Z"]'`, "V.ds holds"},
 		{`bs = '["-0001"]'`, "V.bs holds"},
 		{`bs = '["1` + strings.Repeat("0", 131072) + `"]'`, "V.bs holds"}, // 131,073 digits: one past the API's
 		{`fs = '` + strings.Repeat("[", 512) + "1" + strings.Repeat("]", 512) + `'`, "nests objects and arrays deeper than 512 levels"},
@@ -76,7 +84,7 @@ func TestSQLWritesOfValuesTheAPICannotRead(t *testing.T) {
 	}
 	// The edges of what is accepted.
 	sqlExec(t, w.url, "INSERT INTO "+tbl+` (_id, f, d, b) VALUES ('V/edge', 1e308, '9999-12-31T23:59:59.999999Z', -1)`,
-		"UPDATE "+tbl+` SET d = '0001-01-01T00:00:00Z', ds = '["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"]',
+		"UPDATE "+tbl+` SET d = '0001-01-01T00:00:00Z', ds = '["0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z", "2024-02-29T23:59:59.5+15:59", "2000-12-31T00:00:00-00:00"]',
 			bs = '["-1`+strings.Repeat("0", 131071)+`"]' WHERE _id = 'V/edge'`)
 	checkLogMatchesTables(t, d, "vals", "V")
 
