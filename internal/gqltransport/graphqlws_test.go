@@ -576,7 +576,17 @@ func TestSocketBeforeAcknowledgement(t *testing.T) {
 	big.send(`{"type":"connection_init","payload":{"pad":"` + strings.Repeat("x", 5000) + `"}}`)
 	big.expectClose(websocket.StatusMessageTooBig, "")
 
-	c := mustConnect(t, d, "preack")
+	// The closed socket's place among those waiting for connection_init
+	// (its address's one) comes back once the server has ended it: dial
+	// until it has.
+	var c *wsConn
+	eventually.True(t, wait, "the closed socket's place comes back", func() bool {
+		w, _, err := dialWS(t, d, path, nil)
+		c = w
+		return err == nil
+	})
+	c.send(`{"type":"connection_init","payload":{"Authorization":"` + auth + `"}}`)
+	c.expect(`{"type":"connection_ack"}`)
 	// 8 KiB of query: past the pre-acknowledgement limit, within the other.
 	c.send(`{"id":"1","type":"subscribe","payload":{"query":"{ __typename ` + strings.Repeat(" ", 8000) + `}"}}`)
 	c.expect(`{"id":"1","type":"next","payload":{"data":{"__typename":"Query"}}}`)
