@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // Each document class is a table with these two columns followed by one
@@ -154,9 +155,9 @@ func rowVersion(row map[string]any) string {
 // UseNumber, back to the normalized document that was written. Columns that
 // the current schema no longer has are ignored. A column holding a value
 // its field's type cannot (a Float NaN, an infinite DateTime, a list
-// element of another type: what Postgres stores and the API never
-// writes, possible in rows written in SQL before such rows were refused)
-// is left out of the document and named in unreadable, so that one such
+// element of another type, more than schema.MaxValues values: what
+// Postgres stores and the API never writes, possible in rows written in
+// SQL before such rows were refused) is left out of the document and named in unreadable, so that one such
 // row does not fail every read of its class.
 func rowToDocument(c *sluice.Class, row map[string]any) (doc *sluice.Document, unreadable []string) {
 	id, _ := row[colID].(string)
@@ -180,6 +181,9 @@ func rowToDocument(c *sluice.Class, row map[string]any) (doc *sluice.Document, u
 // value as to_jsonb gives it, or an error when v is not a value of f's
 // type the API could have written.
 func fromColumn(f *sluice.Field, v any) (any, error) {
+	if _, ok := v.(tooManyValues); ok {
+		return nil, errTooManyValues
+	}
 	if columnType(f) == "jsonb" {
 		if f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON && !f.List {
 			b, err := json.Marshal(v)
@@ -413,15 +417,46 @@ func (db *DB) unreadable(d *sluice.Database, id string, fields []string) {
 	}
 }
 
-// decodeRow decodes to_jsonb(row) text keeping numbers exact.
+// decodeRow decodes to_jsonb(row) text keeping numbers exact. A column
+// holding more than schema.MaxValues values is not decoded: it is
+// tooManyValues, which no field reads (a row written in SQL before
+// migration 28 can hold millions, and decoding builds a value for each).
 func decodeRow(b []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	// Each value takes a byte at least: a smaller row has no such column.
+	if len(b) <= schema.MaxValues {
+		var m map[string]any
+		return m, decodeExact(b, &m)
+	}
+	var cols map[string]json.RawMessage
+	if err := json.Unmarshal(b, &cols); err != nil {
 		return nil, err
 	}
+	m := make(map[string]any, len(cols))
+	for name, raw := range cols {
+		if schema.CountJSONValues(raw) > schema.MaxValues {
+			m[name] = tooManyValues{}
+			continue
+		}
+		var v any
+		if err := decodeExact(raw, &v); err != nil {
+			return nil, err
+		}
+		m[name] = v
+	}
 	return m, nil
+}
+
+// tooManyValues stands for a column of more than schema.MaxValues values,
+// left undecoded.
+type tooManyValues struct{}
+
+var errTooManyValues = fmt.Errorf("more than %d values", schema.MaxValues)
+
+// decodeExact decodes b into v keeping numbers exact.
+func decodeExact(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	return dec.Decode(v)
 }
 
 // rowImage returns the document image (DocumentJSON) of a table row of

@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/filter"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // DocQuery selects documents for a GraphQL query. Each query compiles to
@@ -710,10 +709,11 @@ func (c *column) value() (any, bool, error) {
 		if c.raw == nil {
 			return nil, false, nil
 		}
-		dec := json.NewDecoder(bytes.NewReader(c.raw))
-		dec.UseNumber()
+		if len(c.raw) > schema.MaxValues && schema.CountJSONValues(c.raw) > schema.MaxValues {
+			return nil, false, errTooManyValues // as decodeRow
+		}
 		var v any
-		if err := dec.Decode(&v); err != nil {
+		if err := decodeExact(c.raw, &v); err != nil {
 			return nil, false, err
 		}
 		nv, err := fromColumn(c.field, v)

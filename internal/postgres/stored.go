@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -137,9 +136,7 @@ func (t *Tx) RewriteStored(ctx context.Context, d *sluice.Database, s StoredValu
 // decodeJSON decodes s keeping numbers exact (json.Number), so that a
 // value written back is the value read.
 func decodeJSON(s string) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
-	dec.UseNumber()
 	var v any
-	err := dec.Decode(&v)
+	err := decodeExact([]byte(s), &v)
 	return v, err
 }

@@ -95,6 +95,9 @@ func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, e
 	if nesting(fields) > MaxDepth { // fields are the document's own object
 		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the document nests deeper than %d levels of objects and arrays (its own object counted), the most a document may", name, MaxDepth)
 	}
+	if n := countValues(fields) - 1; n > MaxValues { // its own object not counted
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the document holds %d values in its fields (every string, number, boolean, null, list and object counted, at any depth), more than %d, the most a document may", name, n, MaxValues)
+	}
 	doc.Fields = fields
 	return doc, nil
 }
@@ -106,6 +109,72 @@ func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, e
 // would stop its database's streams. Migration 17 refuses the same of a
 // row written in SQL.
 const MaxDepth = 512
+
+// MaxValues is the most values a document may hold in its fields: every
+// field's value, and every element, member and value inside a list, a
+// subdocument or a JSON value (a subdocument's "@type" too), at any depth.
+// Reading a document builds a value for each (about 140 bytes apiece,
+// where "0," takes 2 bytes of a body), so this bounds what one document
+// costs a read to about 140 MB whatever its bytes; a byte limit alone
+// (16 MiB for a row written in SQL, the request body for the API) lets a
+// list of small numbers cost 30 times its size. Migration 28 refuses the
+// same of a row written in SQL; a stored value past it reads as missing
+// (see the postgres package's rowToDocument).
+const MaxValues = 1_000_000
+
+// countValues returns how many values v, a validated value, holds: one,
+// and those inside it.
+func countValues(v any) int {
+	n := 1
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			n += countValues(e)
+		}
+	case []any:
+		for _, e := range x {
+			n += countValues(e)
+		}
+	case json.RawMessage:
+		n = CountJSONValues(x)
+	}
+	return n
+}
+
+// CountJSONValues returns how many values b, valid JSON text, holds: one
+// for b's own value and one for each element and member value inside it,
+// at any depth. A non-empty array or object of k entries has k-1 commas,
+// so the count is one, plus the commas outside strings, plus the
+// non-empty arrays and objects. It reads b once and allocates nothing.
+func CountJSONValues(b []byte) int {
+	n := 1
+	inString, escaped, opened := false, false, false
+	for _, c := range b {
+		switch {
+		case escaped:
+			escaped = false
+			continue
+		case inString:
+			escaped, inString = c == '\\', c != '"'
+			continue
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		}
+		if opened && c != ']' && c != '}' {
+			n++ // the container just opened is not empty
+		}
+		opened = false
+		switch c {
+		case '"':
+			inString = true
+		case ',':
+			n++
+		case '[', '{':
+			opened = true
+		}
+	}
+	return n
+}
 
 // nesting returns how deep v, a validated value (ValidateDocument's
 // fields), nests objects and arrays: 0 for a scalar.

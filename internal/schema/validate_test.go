@@ -453,3 +453,106 @@ func TestValidateDocumentDepth(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateDocumentValues: a document may hold MaxValues values in its
+// fields, counted at any depth through lists, subdocuments (their "@type"
+// too) and JSON values; one more is refused, naming the bound.
+func TestValidateDocumentValues(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, `type Doc { xs: [Int!] data: JSON home: Home name: String }
+		type Home @subdocument { n: Int }`)
+	zeros := func(n int) string { // a list of n zeros
+		return "[" + strings.TrimSuffix(strings.Repeat("0,", n), ",") + "]"
+	}
+	for _, c := range []struct {
+		doc string
+		ok  bool
+	}{
+		// The list and its elements.
+		{`{"@type":"Doc","xs":` + zeros(MaxValues-1) + `}`, true},
+		{`{"@type":"Doc","xs":` + zeros(MaxValues) + `}`, false},
+		// A JSON value, with nulls and empty containers, the same.
+		{`{"@type":"Doc","data":[null,{},[],` + zeros(MaxValues - 4)[1:] + `}`, true},
+		{`{"@type":"Doc","data":[null,{},[],` + zeros(MaxValues - 3)[1:] + `}`, false},
+		// Every field counts: name, home, its "@type" and n, xs.
+		{`{"@type":"Doc","name":"a","home":{"n":1},"xs":` + zeros(MaxValues-5) + `}`, true},
+		{`{"@type":"Doc","name":"a","home":{"n":1},"xs":` + zeros(MaxValues-4) + `}`, false},
+	} {
+		var raw map[string]any
+		dec := json.NewDecoder(strings.NewReader(c.doc))
+		dec.UseNumber()
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ValidateDocument(s, raw)
+		if c.ok != (err == nil) || err != nil && !strings.Contains(err.Error(), "more than 1000000, the most a document may") {
+			t.Errorf("%.60s…: %v", c.doc, err)
+		}
+	}
+}
+
+// FuzzCountJSONValues: CountJSONValues counts what decoding finds, in
+// any valid JSON text.
+func FuzzCountJSONValues(f *testing.F) {
+	for _, s := range []string{`0`, `[]`, `{}`, `[1, [2, {}], {"a": [null, "x,]"]}]`, `{"k\"[": "v\\", "b": []}`, ` [ ] `} {
+		f.Add(s)
+	}
+	var count func(v any) int
+	count = func(v any) int {
+		n := 1
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				n += count(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				n += count(e)
+			}
+		}
+		return n
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var v any
+		if json.Unmarshal([]byte(text), &v) != nil || hasDuplicateKeys(text) {
+			return
+		}
+		if got, want := CountJSONValues([]byte(text)), count(v); got != want {
+			t.Fatalf("%s: %d values counted, %d decoded", text, got, want)
+		}
+	})
+}
+
+// hasDuplicateKeys reports whether an object of text repeats a key, which
+// decoding keeps once but the text holds twice.
+func hasDuplicateKeys(text string) bool {
+	dec := json.NewDecoder(strings.NewReader(text))
+	var stack []map[string]bool
+	expectKey := false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, map[string]bool{})
+			expectKey = true
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		case json.Delim('['):
+			stack = append(stack, nil)
+		default:
+			if k, ok := tok.(string); ok && expectKey && len(stack) > 0 && stack[len(stack)-1] != nil {
+				if stack[len(stack)-1][k] {
+					return true
+				}
+				stack[len(stack)-1][k] = true
+				expectKey = false
+				continue
+			}
+		}
+		expectKey = len(stack) > 0 && stack[len(stack)-1] != nil
+	}
+}
