@@ -68,6 +68,10 @@ type liveBatcher struct {
 	metrics *metrics.Stream
 	budget  *liveBudget
 	reads   *liveReads
+	// scanned, set by tests only, is called as a resumed live query of
+	// user judges a piece of the log (readSince), under that user's read
+	// token: what a test needs to see the scan bounded by it.
+	scanned func(user *sluice.User)
 }
 
 // newLiveBatcher returns the Server's liveBatcher.

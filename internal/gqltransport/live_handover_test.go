@@ -23,6 +23,15 @@ import (
 // sdl and the documents docs (a JSON array), on a fresh Postgres.
 func liveQueryOn(t *testing.T, sdl, docs, q string) *graph.LiveQuery {
 	t.Helper()
+	lq, _ := liveQueryAs(t, "", sdl, docs, q)
+	return lq
+}
+
+// liveQueryAs is liveQueryOn with the live query of a new user named
+// user, with the read role (the super user's when user is ""), and it
+// also returns the Postgres store.
+func liveQueryAs(t *testing.T, user, sdl, docs, q string) (*graph.LiveQuery, *postgres.DB) {
+	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.DiscardHandler)
 	store, err := postgres.Open(ctx, pgtest.NewDatabase(t), logger)
@@ -59,12 +68,28 @@ func liveQueryOn(t *testing.T, sdl, docs, q string) *graph.LiveQuery {
 	if resp := responses(rctx); len(resp.Errors) > 0 {
 		t.Fatal(resp.Errors)
 	}
-	octx, es, _, op := operation(q, nil)
+	as := admin
+	if user != "" {
+		if as, err = eng.CreateUser(ctx, admin, "admin", user, user+"-password"); err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.SetRole(ctx, admin, "admin", "db", user, sluice.RoleRead); err != nil {
+			t.Fatal(err)
+		}
+	}
+	octx, es, exec, err := h.Operation(ctx, as, "admin", "db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, errs := exec.CreateOperationContext(octx, &graphql.RawParams{Query: q})
+	if errs != nil {
+		t.Fatal(errs)
+	}
 	lq, err := es.NewLiveQuery(op, graph.RequestFrom(octx))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return lq
+	return lq, store
 }
 
 // TestLiveHandOverReadsAsTheNewOwner: rita's share of 5 documents, which

@@ -105,17 +105,17 @@ type liveResume struct {
 // writes only results read after that snapshot and, without patches,
 // not the first one when it equals the result the client has.
 func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sluice.Position, patch bool) (*liveResume, error) {
-	// Read within what the budget leaves the user (the result is not
-	// kept: the share's is).
-	maxRows, maxBytes := lq.Limits()
+	// The read and the judgement of the log run under one of the user's
+	// read tokens (liveReads): the scan, up to maxResumeScan pieces, is
+	// as much the user's work as the read, and the token bounds both.
+	// Nothing in them takes a token; the access changes are applied
+	// after the token is given back, as a settle does.
 	done, err := t.live.reads.acquire(ctx, []*sluice.User{lq.User()})
 	if err != nil {
 		return nil, err
 	}
-	rctx, statements := engine.CountStatements(ctx)
-	run := lq.Run(rctx, t.live.budget.hold(lq.User()).bounds(maxRows, maxBytes))
+	run, changed, scanErr := t.readSince(ctx, lq, from)
 	done()
-	t.live.count(lq, statements())
 	if run.Err != nil {
 		return nil, run.Err
 	}
@@ -125,39 +125,10 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	if err := t.opts.Streams.SyncAccess(ctx, run.Access); err != nil {
 		return nil, err
 	}
-	data, pos := run.Data, run.Position
-	changed := true
-	if pos.Epoch != "" {
-		changed = false
-		pieces := 0
-		err := t.opts.Streams.Scan(ctx, lq.Database(), from, pos.Seq, func(c *sluice.Commit) bool {
-			// A client chooses its position: past a bound, sending the
-			// current result costs less than judging more of the log.
-			if pieces++; pieces > maxResumeScan || c.NewSchema {
-				// (A schema change may change any result.)
-				changed = true
-				return false
-			}
-			// Judged against the boundary of the result just read: a
-			// change whose images both sort after the last row of that
-			// full result left the rows up to it, and so the result at
-			// from, as they are.
-			for i := range c.Changes {
-				ch := graph.NewChange(&c.Changes[i])
-				if lq.AffectsResult(&ch, run.Boundary) {
-					changed = true
-					return false
-				}
-			}
-			return true
-		})
-		if err != nil {
-			if sluice.ErrorCode(err) != sluice.CodeGone {
-				return nil, err
-			}
-			changed = true // a live query's result is whole: never an error
-		}
+	if scanErr != nil {
+		return nil, scanErr
 	}
+	data, pos := run.Data, run.Position
 	res := &liveResume{}
 	if pos.Epoch != "" {
 		res.id = pos.String()
@@ -191,6 +162,57 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 		return true
 	}
 	return res, nil
+}
+
+// readSince reads the current result of lq in a snapshot (within what
+// the budget leaves its user: the result is not kept, the share's is),
+// and judges the log between from and that snapshot as the share judges
+// commits: changed reports whether something there can have changed the
+// result (or that history is gone, or from is from another incarnation
+// of the database). The caller holds a read token of lq's user.
+func (t *transport) readSince(ctx context.Context, lq *graph.LiveQuery, from sluice.Position) (run graph.LiveResult, changed bool, err error) {
+	maxRows, maxBytes := lq.Limits()
+	rctx, statements := engine.CountStatements(ctx)
+	run = lq.Run(rctx, t.live.budget.hold(lq.User()).bounds(maxRows, maxBytes))
+	t.live.count(lq, statements())
+	if run.Err != nil {
+		return run, false, nil
+	}
+	if run.Position.Epoch == "" {
+		return run, true, nil
+	}
+	pieces := 0
+	err = t.opts.Streams.Scan(ctx, lq.Database(), from, run.Position.Seq, func(c *sluice.Commit) bool {
+		if t.live.scanned != nil {
+			t.live.scanned(lq.User())
+		}
+		// A client chooses its position: past a bound, sending the
+		// current result costs less than judging more of the log.
+		if pieces++; pieces > maxResumeScan || c.NewSchema {
+			// (A schema change may change any result.)
+			changed = true
+			return false
+		}
+		// Judged against the boundary of the result just read: a
+		// change whose images both sort after the last row of that
+		// full result left the rows up to it, and so the result at
+		// from, as they are.
+		for i := range c.Changes {
+			ch := graph.NewChange(&c.Changes[i])
+			if lq.AffectsResult(&ch, run.Boundary) {
+				changed = true
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		if sluice.ErrorCode(err) != sluice.CodeGone {
+			return run, false, err
+		}
+		return run, true, nil // a live query's result is whole: never an error
+	}
+	return run, changed, nil
 }
 
 // count adds a read of lq's result that sent n statements to the metrics.
