@@ -279,8 +279,8 @@ type liveEvaluator struct {
 
 // Joined and Left tell the result's budget charge who holds it (see
 // liveHold.joined).
-func (ev *liveEvaluator) Joined(owner any) { ev.hold.joined(owner.(*sluice.User)) }
-func (ev *liveEvaluator) Left(owner any)   { ev.hold.left(owner.(*sluice.User)) }
+func (ev *liveEvaluator) Joined(owner any)     { ev.hold.joined(owner.(*sluice.User)) }
+func (ev *liveEvaluator) Left(owner any) error { return ev.hold.left(owner.(*sluice.User)) }
 
 // EndErr tells a member of owner why the share ended in terms of its own
 // user (liveHold.ownError).

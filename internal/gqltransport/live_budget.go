@@ -40,8 +40,9 @@ const (
 // process, and to one of the users whose live queries share it (its
 // owner): the one whose live query started the share, and, when the
 // owner's last live query of the share ends while others go on, one of
-// theirs. So a user who left a share holds nothing of it, and one who
-// stays is charged once nobody else is.
+// theirs whose budget it fits (when it fits none, the share ends:
+// liveHold.left). So a user who left a share holds nothing of it, and
+// one who stays is charged once nobody else is, never past its budget.
 type liveBudget struct {
 	limits LiveBudget
 	mu     sync.Mutex
@@ -144,38 +145,80 @@ func (h *liveHold) joined(u *sluice.User) {
 
 // left counts out a live query of u that left h's share, which goes on:
 // when it was the owner's last, the charge moves to another user of the
-// share.
-func (h *liveHold) left(u *sluice.User) {
+// share, one whose live queries may still hold the result (documents
+// and bytes, live_rows_per_user and live_bytes_per_user): the one with
+// the most room, so that the share's next result, bounded by its
+// owner's budget, is the least likely to end it for everyone. When the
+// result fits none of them, nobody may hold it: it returns the error a
+// read past the bound gives, which ends the share (each member is told
+// in terms of its own user, ownError), and h holds nothing from then on.
+// A user who stays is charged only within its budget, as a read is.
+func (h *liveHold) left(u *sluice.User) error {
 	b := h.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if h.members[u.ID]--; h.members[u.ID] > 0 {
-		return
+		return nil
 	}
 	delete(h.members, u.ID)
 	delete(h.users, u.ID)
-	if h.closed || u.ID != h.owner.ID {
-		return
+	if h.closed || u.ID != h.owner.ID || len(h.users) == 0 {
+		return nil
 	}
-	// To the user who holds the fewest documents: the most room left, so
-	// that the share's next result, bounded by its owner's budget, is
-	// the least likely to end it for everyone.
 	var next *sluice.User
-	var fewest int64
-	for _, u := range h.users {
-		rows := int64(0)
-		if lu := b.users[u.ID]; lu != nil {
-			rows = lu.rows
+	var nextRows, nextBytes int64
+	roomForRows := false // some user may hold the result's documents
+	for _, m := range h.users {
+		rows, bytes := h.room(m, keyLiveRowsPerUser), h.room(m, keyLiveBytesPerUser)
+		roomForRows = roomForRows || rows >= h.rows
+		if rows < h.rows || bytes < h.bytes {
+			continue
 		}
-		if next == nil || rows < fewest {
-			next, fewest = u, rows
+		if next == nil || rows > nextRows || rows == nextRows && bytes > nextBytes {
+			next, nextRows, nextBytes = m, rows, bytes
 		}
 	}
-	if next != nil {
+	if next == nil {
+		key, what := keyLiveRowsPerUser, "documents"
+		if roomForRows {
+			key, what = keyLiveBytesPerUser, "bytes of JSON"
+		}
 		b.charge(h, -h.rows, -h.bytes)
-		h.owner = next
-		b.charge(h, h.rows, h.bytes)
+		h.rows, h.bytes, h.closed = 0, 0, true
+		// Named in terms of each member's user by ownError (the owner
+		// has no member left).
+		return graph.BudgetError(key, fmt.Sprintf("the live query's result holds more %s than the live queries of the users sharing it may still hold", what))
 	}
+	b.charge(h, -h.rows, -h.bytes)
+	h.owner = next
+	b.charge(h, h.rows, h.bytes)
+	return nil
+}
+
+// room returns what user u's live queries may still hold under the
+// per-user bound key (keyLiveRowsPerUser or keyLiveBytesPerUser), not
+// counting h's result when it is charged to u (what its next result
+// replaces); the caller holds b.mu.
+func (h *liveHold) room(u *sluice.User, key string) int64 {
+	b := h.b
+	limit, mine := b.limits.RowsPerUser, h.rows
+	if key == keyLiveBytesPerUser {
+		limit, mine = b.limits.BytesPerUser, h.bytes
+	}
+	if u.Superuser || limit <= 0 {
+		return math.MaxInt64
+	}
+	used := int64(0)
+	if lu := b.users[u.ID]; lu != nil {
+		used = lu.rows
+		if key == keyLiveBytesPerUser {
+			used = lu.bytes
+		}
+	}
+	if u.ID == h.owner.ID {
+		used -= mine
+	}
+	return limit - used
 }
 
 // handOver moves h's charge to the user of its share with the most room
@@ -192,28 +235,9 @@ func (h *liveHold) handOver(key string) bool {
 	if h.closed {
 		return false
 	}
-	room := func(u *sluice.User) int64 {
-		if u.Superuser {
-			return math.MaxInt64
-		}
-		limit, used, mine := b.limits.RowsPerUser, int64(0), h.rows
-		if key == keyLiveBytesPerUser {
-			limit, mine = b.limits.BytesPerUser, h.bytes
-		}
-		if lu := b.users[u.ID]; lu != nil {
-			used = lu.rows
-			if key == keyLiveBytesPerUser {
-				used = lu.bytes
-			}
-		}
-		if u.ID == h.owner.ID {
-			used -= mine // what the next result replaces
-		}
-		return limit - used
-	}
-	best, most := h.owner, room(h.owner)
+	best, most := h.owner, h.room(h.owner, key)
 	for _, u := range h.users {
-		if r := room(u); r > most {
+		if r := h.room(u, key); r > most {
 			best, most = u, r
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
 )
 
 // TestLiveBudget: admission stops at each bound, per user and per
@@ -157,5 +158,67 @@ func TestLiveReadsTryDoesNotWait(t *testing.T) {
 	releaseY() // once
 	if len(r.users) != 0 {
 		t.Fatalf("users left: %v", r.users)
+	}
+}
+
+// TestLiveShareChargeMovesWithinBudget: when a share's owner leaves, its
+// result (5 documents, 100 bytes; live_rows_per_user 10,
+// live_bytes_per_user 1000) goes to the user of the share whose live
+// queries may still hold it, the one with the most room: not otto, who
+// holds the fewest documents but 950 bytes, nor dave, who holds 8
+// documents, but carl. Once carl leaves too, it fits neither otto nor
+// dave: left returns the error of a per-user bound, which ends the
+// share, and the result is charged to nobody. Found by review: the
+// charge went to the user holding the fewest documents whatever the
+// budget, and otto held 1050 bytes until the share's next read.
+func TestLiveShareChargeMovesWithinBudget(t *testing.T) {
+	t.Parallel()
+	b := newLiveBudget(LiveBudget{RowsPerUser: 10, BytesPerUser: 1000})
+	rita, otto, carl, dave := &sluice.User{ID: 1, Name: "rita"}, &sluice.User{ID: 2, Name: "otto"}, &sluice.User{ID: 3, Name: "carl"}, &sluice.User{ID: 4, Name: "dave"}
+	others := func(u *sluice.User, rows, bytes int64) { // u's other live queries
+		t.Helper()
+		if err := b.hold(u).set(rows, bytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	others(otto, 2, 950)
+	others(carl, 4, 100)
+	others(dave, 8, 100)
+	h := b.hold(rita)
+	for _, u := range []*sluice.User{rita, otto, carl, dave} {
+		h.joined(u)
+	}
+	if err := h.set(5, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.left(rita); err != nil {
+		t.Fatalf("rita left: %v", err)
+	}
+	if got := h.user(); got.ID != carl.ID {
+		t.Fatalf("the share is charged to %s, want carl", got.Name)
+	}
+	for _, c := range []struct {
+		u           *sluice.User
+		rows, bytes int64
+	}{{otto, 2, 950}, {carl, 9, 200}, {dave, 8, 100}} {
+		if got := b.users[c.u.ID]; got == nil || got.rows != c.rows || got.bytes != c.bytes {
+			t.Fatalf("%s holds %+v, want %d documents, %d bytes", c.u.Name, got, c.rows, c.bytes)
+		}
+	}
+	if got := b.users[rita.ID]; got != nil {
+		t.Fatalf("rita, out of the share, holds %+v", got)
+	}
+	err := h.left(carl)
+	if !graph.IsBoundError(err, keyLiveBytesPerUser) {
+		t.Fatalf("carl left, and the result fits nobody's budget: %v, want an error naming %s", err, keyLiveBytesPerUser)
+	}
+	if got := h.ownError(otto, err); !strings.Contains(got.Error(), "user otto's live queries") {
+		t.Fatalf("otto's member is told %q", got)
+	}
+	if rows, bytes := h.held(); rows != 0 || bytes != 0 || b.total.rows != 14 || b.total.bytes != 1150 || b.users[carl.ID].rows != 4 {
+		t.Fatalf("the ended share holds %d documents, %d bytes; all %+v, carl %+v", rows, bytes, b.total, b.users[carl.ID])
+	}
+	if err := h.left(otto); err != nil {
+		t.Fatalf("otto left the ended share: %v", err)
 	}
 }

@@ -93,10 +93,12 @@ type closer interface{ Close() }
 // follower is an Evaluator that keeps track of its share's members' owners
 // (a live query's result, charged to the budget of one of their users):
 // Joined is called as a member of owner joins, Left as one leaves while
-// the share goes on.
+// the share goes on. An error from Left ends the share with it, for the
+// members left (a live query's result that none of their users may
+// hold).
 type follower interface {
 	Joined(owner any)
-	Left(owner any)
+	Left(owner any) error
 }
 
 // closeEvaluator closes ev when it is a closer.
@@ -478,13 +480,18 @@ func (m *member) leave() {
 	m.notify = nil
 	s.holdFloor()
 	last := len(s.members) == 0 && !s.closed
+	var endErr error
 	if last {
 		s.closed = true
 	} else if f, ok := s.ev.(follower); ok && m.idx < 0 && m.owner != nil {
-		f.Left(m.owner)
+		endErr = f.Left(m.owner)
 		m.owner = nil // once
 	}
 	s.mu.Unlock()
+	if endErr != nil {
+		s.finish(endErr, false)
+		return
+	}
 	if !last {
 		return
 	}
@@ -748,15 +755,27 @@ func wake(w chan struct{}, fns []func()) {
 // end closes the share with err; its members finish with it once they
 // have taken what it published.
 func (s *share) end(err error) {
+	s.finish(err, true) // by the drain: it does not wait for itself
+}
+
+// finish ends s with err, once (the first error is the one its members
+// are told): by its feed's drain (inDrain), or by a member that left
+// (leave), which waits for a running drain when s was its feed's last
+// share, as the last member out does.
+func (s *share) finish(err error, inDrain bool) {
 	s.e.shares.forget(s)
 	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
 	s.closed = true
 	s.ended = true
 	s.err = err
 	w, fns := s.wakeups(nil)
 	s.mu.Unlock()
 	wake(w, fns)
-	s.f.detach(s, true) // by the drain: it does not wait for itself
+	s.f.detach(s, inDrain)
 }
 
 // takeState says what a member does once Take gave it nothing more.
