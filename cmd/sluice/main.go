@@ -46,9 +46,9 @@ func newRootCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			ctx, hurry, stop := stopSignals(cmd.Context())
 			defer stop()
-			d := daemon.New(cfg, logger, daemon.Options{Version: version, OnAdminPassword: func(p string) {
+			d := daemon.New(cfg, logger, daemon.Options{Version: version, Hurry: hurry, OnAdminPassword: func(p string) {
 				fmt.Fprintf(os.Stderr, "\n  Generated password for user admin: %s\n  It is shown only once. Set SLUICE_ADMIN_PASSWORD to choose one.\n\n", p)
 			}})
 			stopReload := reloadOnHangup(ctx, d, logger)
@@ -96,6 +96,43 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(serve, migrate, healthcheckCmd, versionCmd)
 	root.SetContext(context.Background())
 	return root
+}
+
+// stopSignals returns a context that ends at the first SIGINT or SIGTERM
+// (the graceful stop) and a channel closed at the second (the drain is cut
+// short: an operator who asks twice does not want to wait out
+// shutdown_timeout, as with Caddy or a Kubernetes controller). After the
+// second, the signals are no longer caught: a third one kills the process
+// at once, for a stop stuck past the drain. The returned function stops
+// catching them.
+func stopSignals(parent context.Context) (context.Context, <-chan struct{}, func()) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(parent)
+	hurry := make(chan struct{})
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-sig:
+			cancel()
+		case <-quit:
+			return
+		}
+		select {
+		case <-sig:
+			signal.Stop(sig)
+			close(hurry)
+		case <-quit:
+		}
+	}()
+	return ctx, hurry, func() {
+		signal.Stop(sig)
+		close(quit)
+		<-done
+		cancel()
+	}
 }
 
 // reloadOnHangup calls d.Reload on every SIGHUP (new TLS certificate, new

@@ -361,3 +361,85 @@ func TestCleanStopLogsNoWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestSecondSignalCutsTheDrain: a second SIGTERM during the drain closes
+// what the drain still waits for at once, instead of at the end of
+// shutdown_timeout (ten minutes here; the old binary ignored the second
+// signal and waited them out). Sluice exits 1, saying the drain was cut
+// short, its embedded Postgres stopped cleanly, and the cut-off write
+// does not commit.
+func TestSecondSignalCutsTheDrain(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(tempDir(t), "data")
+	// Bodies read as they arrive (as past write_spool_bytes), so that the
+	// write's transaction is open while its body is, and not timed, so
+	// that only the stop ends the write.
+	p, logs := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT=10m", "SLUICE_WRITE_SPOOL_BYTES=0", "SLUICE_BODY_IDLE_TIMEOUT=0")
+	if code, body := p.do(t, "POST", "/api/db/admin/keep", `{"schema":"type Note { text: String! }"}`); code != 201 {
+		t.Fatalf("create database: %d %s", code, body)
+	}
+	// A change stream, open through the stop.
+	sluice := dt.Remote(p.url)
+	stream := sluice.MustOpenStream(t, dt.Basic("admin", "secret-pw"), dt.StreamRequest{Path: "/api/subscribe/admin/keep/Note"})
+	stream.Next() // connected
+
+	// A write whose body is never finished holds the drain.
+	body, send := io.Pipe()
+	defer send.Close()
+	req, _ := http.NewRequest("POST", p.url+"/api/document/admin/keep", body)
+	req.SetBasicAuth("admin", "secret-pw")
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var b []byte
+			b, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
+			}
+		}
+		answered <- err
+	}()
+	// More documents than one chunk (250): the handler writes the first
+	// chunk in its transaction, which shows the request is being served.
+	var docs strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&docs, `{"@type":"Note","@id":"never-%d","text":"never finished"}`+"\n", i)
+	}
+	if _, err := io.WriteString(send, docs.String()); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
+		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
+	})
+
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	logs.waitFor(t, `msg="shutting down"`)
+	stream.Ended() // the drain has begun: streams got their last frame
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// p.wait gives up after 60 s, far below shutdown_timeout.
+	err := p.wait(t)
+	if err == nil {
+		t.Fatal("sluice exited 0 after a second SIGTERM cut its drain; want 1")
+	}
+	if code := p.Cmd.ProcessState.ExitCode(); code != 1 {
+		t.Fatalf("sluice exited with %v after a second SIGTERM; want exit status 1", err)
+	}
+	if !logs.has("stop hurried") {
+		t.Fatalf("no log line says the stop was hurried:\n%s", logs.all())
+	}
+	send.Close()
+	<-answered
+
+	p, logs = startLogged(t, dataDir)
+	checkCleanStart(t, logs)
+	if code, body := p.do(t, "GET", "/api/document/admin/keep?id=Note/never-0", ""); code != 404 {
+		t.Fatalf("the cut-off write committed: %d %s", code, body)
+	}
+}

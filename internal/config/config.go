@@ -66,7 +66,7 @@ type Config struct {
 
 	// ShutdownTimeout is how long a shutdown on SIGTERM or SIGINT waits for
 	// requests and streams to finish before closing them; 0 closes them at
-	// once.
+	// once, and so does a second SIGTERM or SIGINT during the wait.
 	// Key shutdown_timeout, env SLUICE_SHUTDOWN_TIMEOUT, flag --shutdown-timeout, default 10s.
 	ShutdownTimeout time.Duration
 

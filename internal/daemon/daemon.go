@@ -68,7 +68,18 @@ type Options struct {
 	// comparison of a password check; blocking, it holds the request in
 	// its authentication.
 	OnPasswordCheck func()
+	// Hurry, closed, cuts the drain short: what the shutdown still waits
+	// for (streams, requests) is closed at once instead of at the end of
+	// shutdown_timeout, and Run returns ErrDrainCut. sluice serve closes
+	// it at a second SIGTERM or SIGINT. Nil: the drain takes its course.
+	Hurry <-chan struct{}
 }
+
+// ErrDrainCut is what Run returns when Options.Hurry was closed during the
+// drain: the stop was clean (connections closed, Postgres released) but
+// what still ran was cut off, which an operator asked for and a
+// supervisor should be able to tell from an ordinary stop.
+var ErrDrainCut = errors.New("stop hurried: the drain was cut short; the streams and requests still running were closed")
 
 // Daemon is one Sluice process.
 type Daemon struct {
@@ -473,7 +484,7 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	// stream gets its final frame and returns before Shutdown waits for it.
 	stopFeed := startFeed(ctx, p)
 	defer func() { // when serve returns before its shutdown
-		sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+		sctx, cancel := d.drainContext()
 		defer cancel()
 		stopFeed(sctx)
 	}()
@@ -524,18 +535,40 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	// requests are sent again (docs/webhooks.md, at least once).
 	stopHooks()
 	// One deadline for the whole drain: the streams, then the requests.
-	// Past it, what still runs is cut off.
-	sctx, cancel := context.WithTimeout(context.Background(), d.cfg.ShutdownTimeout)
+	// Past it, or once the stop is hurried, what still runs is cut off.
+	sctx, cancel := d.drainContext()
 	defer cancel()
 	stopFeed(sctx)
 	if err := srv.Shutdown(sctx); err != nil {
 		d.logger.Warn("http shutdown timed out; closing connections", "err", err)
 		_ = srv.Close()
 	}
+	// Read before the deferred cancel, which is no hurry.
+	hurried := errors.Is(context.Cause(sctx), ErrDrainCut)
 	if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	if runErr == nil && hurried {
+		runErr = ErrDrainCut
+	}
 	return runErr
+}
+
+// drainContext returns the context of a drain: it ends shutdown_timeout
+// from now, or as soon as Options.Hurry is closed (at once if it already
+// is: two signals in a row), with ErrDrainCut as its cause.
+func (d *Daemon) drainContext() (context.Context, context.CancelFunc) {
+	hurry, cut := context.WithCancelCause(context.Background())
+	sctx, cancel := context.WithTimeout(hurry, d.cfg.ShutdownTimeout)
+	go func() {
+		select {
+		case <-d.opts.Hurry: // a nil channel never fires
+			d.logger.Warn("stop hurried: closing the streams and requests left without waiting for them")
+			cut(ErrDrainCut)
+		case <-sctx.Done():
+		}
+	}()
+	return sctx, func() { cancel(); cut(context.Canceled) }
 }
 
 // startBackground starts the loops that run beside the requests: the
