@@ -278,6 +278,14 @@ type Config struct {
 	// Key metrics_listen, env SLUICE_METRICS_LISTEN, flag --metrics-listen, default "".
 	MetricsListen string
 
+	// MetricsAllowHosts are the host names, besides IP addresses and
+	// localhost, that the metrics listener answers in a request's Host
+	// header (lower case, without a final dot): a page of another site
+	// that makes its name resolve to the listener's address (DNS
+	// rebinding) sends its own name, and is refused.
+	// Key metrics_allow_hosts, env SLUICE_METRICS_ALLOW_HOSTS, flag --metrics-allow-hosts, default "".
+	MetricsAllowHosts []string
+
 	// GraphQLMaxQueryBytes limits the size of a GraphQL query text. The
 	// document limits (this and the next five) are checked before the
 	// query is validated, whose cost grows faster than its size.
@@ -499,6 +507,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("jwt_leeway", c.JWTLeeway),
 		slog.String("metrics_token", redact(c.MetricsToken)),
 		slog.String("metrics_listen", c.MetricsListen),
+		slog.Any("metrics_allow_hosts", c.MetricsAllowHosts),
 		slog.Int("graphql_max_query_bytes", c.GraphQLMaxQueryBytes),
 		slog.Int("graphql_max_tokens", c.GraphQLMaxTokens),
 		slog.Int("graphql_max_depth", c.GraphQLMaxDepth),

@@ -289,6 +289,7 @@ var everything = Config{
 	JWTLeeway:          5 * time.Second,
 	MetricsToken:       "0123456789abcdef-metrics",
 	MetricsListen:      "127.0.0.1:9363",
+	MetricsAllowHosts:  []string{"sluice.internal", "metrics.example"},
 
 	GraphQLMaxQueryBytes:    1001,
 	GraphQLMaxTokens:        1002,
@@ -382,6 +383,7 @@ jwt_user_claim: preferred_username
 jwt_leeway: 5s
 metrics_token: 0123456789abcdef-metrics
 metrics_listen: 127.0.0.1:9363
+metrics_allow_hosts: [sluice.internal, Metrics.Example.]
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -458,6 +460,7 @@ jwt_user_claim: preferred_username
 jwt_leeway: 5s
 metrics_token: 0123456789abcdef-metrics
 metrics_listen: 127.0.0.1:9363
+metrics_allow_hosts: [sluice.internal, Metrics.Example.]
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -532,6 +535,7 @@ jwt_user_claim = "preferred_username"
 jwt_leeway = "5s"
 metrics_token = "0123456789abcdef-metrics"
 metrics_listen = "127.0.0.1:9363"
+metrics_allow_hosts = ["sluice.internal", "Metrics.Example."]
 graphql_max_query_bytes = 1001
 graphql_max_tokens = 1002
 graphql_max_depth = 3
@@ -606,6 +610,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "jwt_leeway": "5s",
   "metrics_token": "0123456789abcdef-metrics",
   "metrics_listen": "127.0.0.1:9363",
+  "metrics_allow_hosts": ["sluice.internal", "Metrics.Example."],
   "graphql_max_query_bytes": 1001,
   "graphql_max_tokens": 1002,
   "graphql_max_depth": 3,
@@ -681,6 +686,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_AUTH_FAILURE_WINDOW":          "1m",
 		"SLUICE_METRICS_TOKEN":                "0123456789abcdef-metrics",
 		"SLUICE_METRICS_LISTEN":               "127.0.0.1:9363",
+		"SLUICE_METRICS_ALLOW_HOSTS":          "sluice.internal, Metrics.Example.",
 		"SLUICE_MAX_STREAMS":                  "5000",
 		"SLUICE_MAX_STREAMS_PER_USER":         "0",
 		"SLUICE_LIVE_QUERIES_PER_USER":        "11",
@@ -764,6 +770,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--auth-failure-window", "1m",
 		"--metrics-token", "0123456789abcdef-metrics",
 		"--metrics-listen", "127.0.0.1:9363",
+		"--metrics-allow-hosts", "sluice.internal,Metrics.Example.",
 		"--max-streams", "5000",
 		"--max-streams-per-user", "0",
 		"--live-queries-per-user", "11",
@@ -820,6 +827,11 @@ func TestInvalidValues(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
+		{
+			name: "metrics host with a port",
+			env:  map[string]string{"SLUICE_METRICS_ALLOW_HOSTS": "sluice.internal:9363"},
+			want: `config: metrics_allow_hosts: invalid value "sluice.internal:9363" (from SLUICE_METRICS_ALLOW_HOSTS): host "sluice.internal:9363": want a host name without a port, such as sluice.internal`,
+		},
 		{
 			name: "listen without port",
 			env:  map[string]string{"SLUICE_LISTEN": "6363"},

@@ -337,6 +337,20 @@ func options() []option {
 				c.MetricsListen = s
 				return nil
 			}),
+		listOption("metrics_allow_hosts", "",
+			"host names (comma-separated, without a port) that the metrics listener (metrics_listen) answers in a request's Host header, besides IP addresses and localhost; other names are refused 403, so that a web page cannot read the metrics through its visitor's browser (DNS rebinding)",
+			func(c *Config, items []string) error {
+				var out []string
+				for _, it := range items {
+					name, err := checkHostName(it)
+					if err != nil {
+						return err
+					}
+					out = append(out, name)
+				}
+				c.MetricsAllowHosts = out
+				return nil
+			}),
 		countOption("graphql_max_query_bytes", "65536",
 			"largest GraphQL query text in bytes (64 KiB); pass large values as variables",
 			func(c *Config, n int) { c.GraphQLMaxQueryBytes = n }),
@@ -666,6 +680,24 @@ func wholeNumber(v any) (int64, bool) {
 		return int64(n), true
 	}
 	return 0, false
+}
+
+// checkHostName returns s, a DNS name as a Host header names it (letters,
+// digits, hyphens, underscores and dots; no port, no scheme), in lower case
+// and without a final dot, the form the metrics listener compares.
+func checkHostName(s string) (string, error) {
+	name := strings.TrimSuffix(strings.ToLower(s), ".")
+	ok := name != "" && len(name) <= 253
+	for _, label := range strings.Split(name, ".") {
+		ok = ok && label != "" && len(label) <= 63
+		for _, r := range label {
+			ok = ok && (r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+		}
+	}
+	if !ok {
+		return "", fmt.Errorf("host %q: want a host name without a port, such as sluice.internal", s)
+	}
+	return name, nil
 }
 
 func checkHostPort(s string) error {

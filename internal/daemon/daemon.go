@@ -498,7 +498,7 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, ln, cert) }()
 	if d.cfg.MetricsListen != "" {
-		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, p.metrics.Handler(), d.logger)
+		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, checkMetricsHost(d.cfg.MetricsAllowHosts, p.metrics.Handler()), d.logger)
 		if err != nil {
 			_ = srv.Close()
 			return err

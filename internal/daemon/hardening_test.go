@@ -687,7 +687,10 @@ func TestMetricsNeedCredentials(t *testing.T) {
 		}
 	}
 
-	e := dt.Start(t, func(c *config.Config) { c.MetricsListen = "127.0.0.1:0" })
+	e := dt.Start(t, func(c *config.Config) {
+		c.MetricsListen = "127.0.0.1:0"
+		c.MetricsAllowHosts = []string{"x"} // the Host openBody sends
+	})
 	e.MustDo(t, 404, dt.Admin(), "GET", "/metrics", nil)
 	resp, err := http.Get("http://" + e.MetricsAddr() + "/metrics")
 	if err != nil {
@@ -702,6 +705,51 @@ func TestMetricsNeedCredentials(t *testing.T) {
 	// unread before it answers, and waited for a body that never ends.
 	if resp := readAnswer(t, openBody(t, e.MetricsAddr(), "GET /metrics HTTP/1.1"), "GET /metrics with a body", false); resp.StatusCode != 200 {
 		t.Errorf("GET /metrics with a body: %d", resp.StatusCode)
+	}
+}
+
+// TestMetricsListenerChecksHost: the metrics listener answers without
+// credentials, so a page that makes its own name resolve to it (DNS
+// rebinding) could read it through its visitor's browser; it answers only
+// requests whose Host is an IP address, localhost or a name in
+// metrics_allow_hosts, and refuses the others naming the host.
+func TestMetricsListenerChecksHost(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) {
+		c.MetricsListen = "127.0.0.1:0"
+		c.MetricsAllowHosts = []string{"sluice.internal"}
+	})
+	_, port, err := net.SplitHostPort(d.MetricsAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(host string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", "http://"+d.MetricsAddr()+"/metrics", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, host := range []string{"evil.example", "evil.example:" + port, "127.0.0.1.evil.example:" + port,
+		"localhost.evil.example:" + port, "sluice.internal.evil.example:" + port} {
+		code, body := get(host)
+		if code != 403 || !strings.Contains(body, strconv.Quote(host)) || strings.Contains(body, "sluice_") {
+			t.Errorf("Host: %s: %d %.200s; want 403 naming the host", host, code, body)
+		}
+	}
+	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LocalHost", "[::1]:" + port, "10.1.2.3",
+		"sluice.internal:" + port, "Sluice.Internal.:" + port} {
+		if code, body := get(host); code != 200 || !strings.Contains(body, "sluice_") {
+			t.Errorf("Host: %s: %d %.200s", host, code, body)
+		}
 	}
 }
 
