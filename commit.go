@@ -165,6 +165,28 @@ func (h History) Check(d *Database, p Position) error {
 	return nil
 }
 
+// CheckIndex returns nil when position p of database d, given as param
+// (the parameter or header that carried it), names an event of its
+// commit, which has n changes: the end of the commit, or one of its
+// changes. Otherwise it is a CodeInvalid error naming the commit's
+// changes and its end. No read, write or event answers a position past
+// the last change of its commit, so a client giving one made it up or
+// mangled it: taken as the end of the commit, a read or a resumed stream
+// would go on from a point the client never had, and hide the mistake.
+// Every reader of a client's position inside a retained commit (reads of
+// the past, /api/changes, resumed streams) checks it so, with the same
+// error.
+func CheckIndex(d *Database, param string, p Position, n int) error {
+	if p.Index == WholeCommit || p.Index < n {
+		return nil
+	}
+	end := Position{Epoch: p.Epoch, Seq: p.Seq, Index: WholeCommit}
+	if n == 0 {
+		return Errorf(CodeInvalid, "%s %s names no event of %s: commit %d has no changes (the position of its end is %s)", param, p, d.Path(), p.Seq, end)
+	}
+	return Errorf(CodeInvalid, "%s %s names no event of %s: commit %d has %d changes, at indexes 0 to %d (the position of its end is %s)", param, p, d.Path(), p.Seq, n, n-1, end)
+}
+
 // Taken returns the cursor of a reader that has taken piece c: at the end
 // of its commit, or at its last change when more of the commit follow
 // (Partial).

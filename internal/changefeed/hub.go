@@ -17,6 +17,9 @@ import (
 // implements it).
 type Log interface {
 	History(ctx context.Context, dbID int64) (sluice.History, error)
+	// ChangeCount returns how many changes commit seq of database dbID
+	// has; ok is false when the log has no such commit (pruned).
+	ChangeCount(ctx context.Context, dbID, seq int64) (n int, ok bool, err error)
 	// ReadLog returns the commits after position after (Index
 	// sluice.WholeCommit: after all of commit after.Seq), oldest first,
 	// at most limit commits and about maxBytes of change images: a large
@@ -228,6 +231,9 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 			}
 			return nil, err
 		}
+		if err := h.checkIndex(ctx, d, *from); err != nil {
+			return nil, err
+		}
 		if h.metrics != nil {
 			h.metrics.Replays.WithLabelValues(label).Inc()
 		}
@@ -257,6 +263,21 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	}
 	st.mu.Unlock()
 	return s, nil
+}
+
+// checkIndex refuses a resume from a position inside a commit past its
+// last change (sluice.CheckIndex), as a read of the past or /api/changes
+// refuses it, before the stream starts: read as a cursor it would resume
+// after the commit, from a point no event gave the client.
+func (h *Hub) checkIndex(ctx context.Context, d *sluice.Database, from sluice.Position) error {
+	if from.Index == sluice.WholeCommit || from.Seq == 0 {
+		return nil // an end of a commit; commit 0's changes History.Check refused
+	}
+	n, ok, err := h.log.ChangeCount(ctx, d.ID, from.Seq)
+	if err != nil || !ok {
+		return err // pruned since History: the catch-up finds the gap
+	}
+	return sluice.CheckIndex(d, "position", from, n)
 }
 
 // queueSize returns the queue of a subscription that asked for want

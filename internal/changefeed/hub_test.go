@@ -43,6 +43,18 @@ func (l *memLog) History(_ context.Context, id int64) (sluice.History, error) {
 	return sluice.History{LastSeq: l.pruned + int64(len(l.commits)), PrunedSeq: l.pruned}, nil
 }
 
+// ChangeCount counts the changes of commit seq, as postgres.DB's does.
+func (l *memLog) ChangeCount(_ context.Context, _, seq int64) (int, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.commits {
+		if c.Seq == seq {
+			return len(c.Changes), true, nil
+		}
+	}
+	return 0, false, nil
+}
+
 // ReadLog reads like postgres.DB.ReadLog: commits after position after,
 // at most limit, cut into pieces of about maxBytes of changes (a change
 // without images counts one byte).
@@ -322,6 +334,33 @@ func TestHubResumeInsideCommit(t *testing.T) {
 	h.publish(l.add("A"))
 	if got := receive(t, s2, 1); got[0] != 3 {
 		t.Fatalf("got %v", got)
+	}
+}
+
+// TestHubResumePastACommitsEnd: a resume from an index past the last
+// change of its commit names no event and is refused, with the error a
+// read of the past gives (sluice.CheckIndex), before any subscription is
+// registered; the commit's end and its changes resume. Without the check
+// the hub took the position as the end of the commit.
+func TestHubResumePastACommitsEnd(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	l.add("A")
+	l.add("A", "B")
+	h.track(1, 2)
+	for _, index := range []int{2, 3, 1000} {
+		from := &sluice.Position{Epoch: "ep", Seq: 2, Index: index}
+		_, err := h.Subscribe(context.Background(), testDB, from, Options{})
+		want := "position " + from.String() + " names no event of o/db: commit 2 has 2 changes, at indexes 0 to 1 (the position of its end is ep-2-2147483647)"
+		if sluice.ErrorCode(err) != sluice.CodeInvalid || sluice.ErrorMessage(err) != want {
+			t.Fatalf("resume from %s: %v, want %q", from, err, want)
+		}
+	}
+	if subs := h.Subscriptions(); len(subs) != 0 {
+		t.Fatalf("a refused resume left %d subscriptions", len(subs))
+	}
+	for _, index := range []int{0, 1, sluice.WholeCommit} {
+		subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 2, Index: index}, Options{})
 	}
 }
 

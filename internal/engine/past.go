@@ -191,7 +191,8 @@ func (e *Engine) checkPast(ctx context.Context, d *sluice.Database, param string
 // not ahead of its log, names an event: the end of a commit, or one of
 // its changes. A position past the last change of its commit names
 // nothing (no read, write or event answers it), and is a CodeInvalid
-// error rather than read as the end of the commit.
+// error rather than read as the end of the commit: sluice.CheckIndex's,
+// which a resumed stream gives too.
 func (e *Engine) checkIndex(ctx context.Context, d *sluice.Database, param string, pos sluice.Position) error {
 	if pos.Index == sluice.WholeCommit {
 		return nil
@@ -201,13 +202,10 @@ func (e *Engine) checkIndex(ctx context.Context, d *sluice.Database, param strin
 		return sluice.Errorf(sluice.CodeInvalid, "%s %s names no event of %s: commit 0 is none (the position before the first commit is %s)", param, pos, d.Path(), end)
 	}
 	n, ok, err := e.store.ChangeCount(ctx, d.ID, pos.Seq)
-	if err != nil || !ok || pos.Index < n {
+	if err != nil || !ok {
 		return err // a commit not found was pruned: the read finds out
 	}
-	if n == 0 {
-		return sluice.Errorf(sluice.CodeInvalid, "%s %s names no event of %s: commit %d has no changes (the position of its end is %s)", param, pos, d.Path(), pos.Seq, end)
-	}
-	return sluice.Errorf(sluice.CodeInvalid, "%s %s names no event of %s: commit %d has %d changes, at indexes 0 to %d (the position of its end is %s)", param, pos, d.Path(), pos.Seq, n, n-1, end)
+	return sluice.CheckIndex(d, param, pos, n)
 }
 
 // ReadAsOf makes the reads of snap, the snapshot ctx carries, read database

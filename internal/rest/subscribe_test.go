@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -729,5 +730,51 @@ func TestSubscribeSharesEvaluation(t *testing.T) {
 	}
 	if e := decode(t, c.Event()); e.Operation != "delete" || e.Subject != "Dog/rex" {
 		t.Fatalf("ops=delete stream: %+v", e)
+	}
+}
+
+// TestSubscribeResumePastACommitsEnd: a resume from an index past the
+// last change of its commit names no event: the change stream answers 400
+// with the error /api/changes gives for it, before the stream starts,
+// where it resumed after the commit. The commit's changes and its end
+// resume as before.
+func TestSubscribeResumePastACommitsEnd(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	insert(t, d, "shop", `[{"@type":"Dog","@id":"a","name":"A"},{"@type":"Dog","@id":"b","name":"B"}]`) // commit 1
+	insert(t, d, "shop", `{"@type":"Dog","@id":"c","name":"C"}`)                                        // commit 2
+	read := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/shop?type=Dog", nil).Header.Get("Sluice-Position")
+	epoch, _, _ := strings.Cut(read, "-")
+	for _, pos := range []string{epoch + "-1-2", epoch + "-1-9"} {
+		want := "position " + pos + " names no event of admin/shop: commit 1 has 2 changes, at indexes 0 to 1 (the position of its end is " + epoch + "-1-2147483647)"
+		var body struct {
+			Msg string `json:"api:message"`
+		}
+		r := d.Do(t, dt.Admin(), "GET", "/api/changes/admin/shop?after="+pos, nil)
+		if err := json.Unmarshal(r.Body, &body); err != nil || r.Status != 400 || body.Msg != want {
+			t.Fatalf("/api/changes after %s: %d %s, want 400 %q", pos, r.Status, r.Body, want)
+		}
+		s, resp := d.OpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/shop/Dog", Header: []string{"Last-Event-ID", pos}})
+		if s != nil {
+			t.Fatalf("resume from %s: the stream started, want 400 %q", pos, want)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(b, &body); err != nil || resp.StatusCode != 400 || body.Msg != want {
+			t.Fatalf("resume from %s: %d %s, want 400 %q", pos, resp.StatusCode, b, want)
+		}
+	}
+	for pos, want := range map[string]string{
+		epoch + "-1-1":          epoch + "-2-0",
+		epoch + "-1-2147483647": epoch + "-2-0",
+		epoch + "-1-0":          epoch + "-1-1",
+	} {
+		s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog", "Last-Event-ID", pos)
+		s.connected()
+		if ids := s.ids(1); ids[0] != want {
+			t.Fatalf("resume from %s: %v, want %s first", pos, ids, want)
+		}
+		s.Close()
 	}
 }

@@ -36,6 +36,18 @@ func (l *memLog) History(_ context.Context, id int64) (sluice.History, error) {
 	return sluice.History{LastSeq: int64(len(l.commits))}, nil
 }
 
+// ChangeCount counts the changes of commit seq, as postgres.DB's does.
+func (l *memLog) ChangeCount(_ context.Context, _, seq int64) (int, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.commits {
+		if c.Seq == seq {
+			return len(c.Changes), true, nil
+		}
+	}
+	return 0, false, nil
+}
+
 func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Position, limit int, _ int64) ([]*sluice.Commit, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
