@@ -53,9 +53,10 @@ type Options struct {
 	// max_unauthenticated_sockets; 0: no cap); one client address holds
 	// at most a tenth of them (pendingShare).
 	MaxPendingSockets int64
-	// MaxChangeSetBytes bounds the change images of one commit gathered
-	// for a _ChangeSet event (config key graphql_max_response_bytes; 0:
-	// no bound). A larger commit gives such a subscriber an error event.
+	// MaxChangeSetBytes bounds the changes of one commit gathered for a
+	// _ChangeSet event, their images and per-change overhead
+	// (changeBytes; config key graphql_max_response_bytes; 0: no bound).
+	// A larger commit gives such a subscriber an error event.
 	MaxChangeSetBytes int64
 	// Origins is the origin policy (config cors_origins; internal/origin)
 	// deciding which pages may open a GraphQL WebSocket, and with which
