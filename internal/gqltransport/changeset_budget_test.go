@@ -41,7 +41,6 @@ func TestChangeSetBudgetCountsChanges(t *testing.T) {
 	insert(t, d, "tiny", `{"@type":"T","@id":"T/late","f":"y"}`)
 	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/tiny?id=T/late", nil) // commit 4 (3 inserts it)
 
-
 	evIDs, data := s.nexts(2)
 	if !strings.HasSuffix(evIDs[0], fmt.Sprintf("-2-%d", n-1)) || !strings.Contains(data[0], `"code":"RESULT_TOO_LARGE"`) || !strings.Contains(data[0], "too large for one _ChangeSet event") {
 		t.Fatalf("the commit of %d tiny deletions: %s %.300s…, want the RESULT_TOO_LARGE error event", n, evIDs[0], data[0])
