@@ -10,7 +10,8 @@ import (
 // commit upTo, in pieces as a catch-up reads them, and calls fn with each
 // piece in order until fn returns false. It returns a CodeGone error when
 // that history was pruned (or from is from another epoch), a CodeInvalid
-// one when from is ahead of upTo. A resumed live query judges with it
+// one when from is ahead of upTo or names no event (inside a commit past
+// its last change: Hub.checkIndex, as a resumed stream). A resumed live query judges with it
 // whether anything since its client's position can have changed its
 // result; what it costs grows with the changes read, and stops at the
 // first fn refuses.
@@ -34,6 +35,9 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 		return err
 	}
 	if err := hist.Check(d, from); err != nil {
+		return err
+	}
+	if err := h.checkIndex(ctx, d, from); err != nil {
 		return err
 	}
 	for m.Less(sluice.WholeCursor(upTo)) {

@@ -101,3 +101,33 @@ func TestResumePastACommitsEnd(t *testing.T) {
 		_ = ws.c.CloseNow()
 	}
 }
+
+// TestLiveQueryResumePastACommitsEnd: a live query resumed from a
+// position inside a commit past its last change is refused with the
+// error an event stream gives (BAD_USER_INPUT, then complete), as one
+// ahead of the log is; before, the commits after it were judged, as from
+// the end of the commit. Its change and the commit's end resume.
+func TestLiveQueryResumePastACommitsEnd(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "liveends", "type Dog { name: String! }")
+	insert(t, d, "liveends", dogs("a")) // commit 1: one change
+	insert(t, d, "liveends", dogs("b"))
+	read := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/liveends?type=Dog", nil).Header.Get("Sluice-Position")
+	epoch, _, _ := strings.Cut(read, "-")
+	q := `subscription { Dog { name } }`
+	pos := epoch + "-1-1"
+	want := "position " + pos + " names no event of admin/liveends: commit 1 has 1 changes, at indexes 0 to 0 (the position of its end is " + epoch + "-1-2147483647)"
+	frames := subscribe(t, d, "liveends", q, "Last-Event-ID", pos).Ended()
+	if len(frames) != 2 || frames[1].String() != "event: complete\ndata:" || !strings.Contains(frames[0].String(), `"code":"BAD_USER_INPUT"`) || !strings.Contains(frames[0].String(), want) {
+		t.Fatalf("live query from %s: %q, want the error %q and complete", pos, frames, want)
+	}
+	for _, ok := range []string{epoch + "-1-0", epoch + "-1-2147483647"} {
+		s := subscribe(t, d, "liveends", q, "Last-Event-ID", ok)
+		s.connected()
+		if f := s.Event(); !strings.Contains(f.String(), `{"name":"b"}`) {
+			t.Fatalf("live query from %s: %q, want the current result", ok, f)
+		}
+		s.Close()
+	}
+}
