@@ -12,12 +12,12 @@ import (
 // so that what a stream holds is bounded by the size of a piece, not of a
 // commit. A per-document subscription evaluates each piece as it comes.
 // A _ChangeSet subscription gives one event per commit, so it gathers a
-// commit's pieces first, up to a bound on their change images: a commit
-// past it gives an error event instead of its change set, naming the
-// bound, and the stream goes on. The bound counts what a gathered change
-// holds besides its images (changeOverheadBytes, its id and class), so
-// that a commit of many tiny changes is bounded as a commit of large
-// images is.
+// commit's pieces first, up to a bound on their bytes: a commit past it
+// gives an error event instead of its change set, naming the bound, and
+// the stream goes on. The bound counts what a gathered change holds
+// besides its images (its id and class, and changeOverheadBytes), so that
+// a commit of many tiny changes is bounded as a commit of large images
+// is.
 
 // changeOverheadBytes is what a change gathered for _ChangeSet holds
 // besides its images, its id and its class: its sluice.Change (96 bytes
