@@ -11,7 +11,8 @@ import (
 
 // TestDocumentValueBound: a document holds at most 1,000,000 values in
 // its fields (schema.MaxValues), counted at any depth, whoever writes it:
-// the API refuses one more, naming the bound, and so does a SQL write,
+// the API refuses one more, naming the bound (a body far past it before
+// decoding it), and so does a SQL write,
 // counting as the API does (a comma inside a string is not a value, an
 // array of an empty string is not empty, null columns do not count). A
 // row holding more all the same (written before the bound, as Sluice's own
@@ -30,6 +31,20 @@ func TestDocumentValueBound(t *testing.T) {
 		t.Fatalf("POST of 1,000,001 values: %s", r.Body)
 	}
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/many", `{"@type":"W","@id":"api","xs":[`+zeros(999_999, ",")+`]}`)
+	// Past it by more than a document's own members ("@type", "@id",
+	// "@version"): refused before the body is decoded, which builds a value
+	// for each (a body of max_body_bytes, 30 million, held gigabytes). A
+	// merge patch is counted as it is read.
+	for _, c := range []struct{ method, path, body, contentType, want string }{
+		{"POST", "/api/document/admin/many", `[{"@type":"W","@id":"big","xs":[` + zeros(1_000_004, ",") + `]}]`, "application/json",
+			"document 0 (big): the document holds more than 1000000 values in its fields"},
+		{"PATCH", "/api/document/admin/many?id=W/api", `{"xs":[` + zeros(1_000_001, ",") + `]}`, "application/merge-patch+json",
+			"the patch holds more than 1000000 values"},
+	} {
+		if r := d.MustDo(t, 400, dt.Admin(), c.method, c.path, c.body, "Content-Type", c.contentType); !strings.Contains(string(r.Body), c.want) {
+			t.Fatalf("%s %s: %.300s", c.method, c.path, r.Body)
+		}
+	}
 
 	// SQL: the same bound, the same count.
 	w := newSQLWriter(t, d, "many")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // positionHeader carries the position a read reflects: every commit up to
@@ -345,7 +346,9 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
+	// Counted as it is read, before it is decoded (schema.LimitValues): a
+	// patch holds no more values than a document (and its own object).
+	dec := json.NewDecoder(schema.LimitValues(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), schema.MaxValues+1, "the patch"))
 	dec.UseNumber()
 	var v any
 	err = dec.Decode(&v)

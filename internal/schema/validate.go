@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -143,37 +144,73 @@ func countValues(v any) int {
 
 // CountJSONValues returns how many values b, valid JSON text, holds: one
 // for b's own value and one for each element and member value inside it,
-// at any depth. A non-empty array or object of k entries has k-1 commas,
-// so the count is one, plus the commas outside strings, plus the
-// non-empty arrays and objects. It reads b once and allocates nothing.
+// at any depth. It reads b once and allocates nothing.
 func CountJSONValues(b []byte) int {
-	n := 1
-	inString, escaped, opened := false, false, false
-	for _, c := range b {
+	c := valueCounter{n: 1}
+	c.count(b)
+	return c.n
+}
+
+// valueCounter counts the values of JSON text read in pieces: a non-empty
+// array or object of k entries has k-1 commas, so the count is one, plus
+// the commas outside strings, plus the non-empty arrays and objects.
+type valueCounter struct {
+	n                         int
+	inString, escaped, opened bool
+}
+
+func (c *valueCounter) count(b []byte) {
+	for _, ch := range b {
 		switch {
-		case escaped:
-			escaped = false
+		case c.escaped:
+			c.escaped = false
 			continue
-		case inString:
-			escaped, inString = c == '\\', c != '"'
+		case c.inString:
+			c.escaped, c.inString = ch == '\\', ch != '"'
 			continue
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
 			continue
 		}
-		if opened && c != ']' && c != '}' {
-			n++ // the container just opened is not empty
+		if c.opened && ch != ']' && ch != '}' {
+			c.n++ // the container just opened is not empty
 		}
-		opened = false
-		switch c {
+		c.opened = false
+		switch ch {
 		case '"':
-			inString = true
+			c.inString = true
 		case ',':
-			n++
+			c.n++
 		case '[', '{':
-			opened = true
+			c.opened = true
 		}
 	}
-	return n
+}
+
+// LimitValues returns a reader of r's JSON text that fails, with a
+// CodeInvalid error naming the bound, once the text holds more than max
+// values (counted as CountJSONValues counts): decoding a body builds a
+// value for each, about twenty times the bytes of a small one, so a body
+// is counted as it is read, before it is decoded (json.Decoder reads a
+// whole value before it decodes any of it). what names the text in the
+// error ("the patch").
+func LimitValues(r io.Reader, max int, what string) io.Reader {
+	return &valuesReader{r: r, max: max, what: what, c: valueCounter{n: 1}}
+}
+
+type valuesReader struct {
+	r    io.Reader
+	max  int
+	what string
+	c    valueCounter
+}
+
+func (v *valuesReader) Read(p []byte) (int, error) {
+	n, err := v.r.Read(p)
+	v.c.count(p[:n])
+	if v.c.n > v.max {
+		return n, sluice.Errorf(sluice.CodeInvalid, "%s holds more than %d values (every string, number, boolean, null, list and object counted, at any depth), the most a document may", v.what, MaxValues)
+	}
+	return n, err
 }
 
 // nesting returns how deep v, a validated value (ValidateDocument's

@@ -40,6 +40,9 @@ func (r RawDocument) Validate(s *sluice.Schema) (*sluice.Document, error) {
 	if doc, ok := validateFlat(s, r.JSON); ok {
 		return doc, nil
 	}
+	if err := r.checkValues(); err != nil {
+		return nil, err
+	}
 	m, err := r.decode()
 	if err != nil {
 		return nil, err
@@ -47,17 +50,36 @@ func (r RawDocument) Validate(s *sluice.Schema) (*sluice.Document, error) {
 	return ValidateDocument(s, m)
 }
 
-// ID returns the document's "@id" as given, or "" when it has none or it is
-// not a string: for error messages, which name the document.
-func (r RawDocument) ID() string {
-	m := r.Map
-	if r.JSON != nil {
-		var err error
-		if m, err = r.decode(); err != nil {
-			return ""
-		}
+// checkValues refuses JSON text of more values than a document may hold
+// (MaxValues in its fields; its own object, "@type", "@id" and "@version"
+// besides) before it is decoded: decoding builds a value for each, about
+// twenty times the bytes of a small one ([0,0,…]), which a body of
+// max_body_bytes would make gigabytes. Each value takes a byte at least,
+// so shorter text needs no count.
+func (r RawDocument) checkValues() error {
+	if len(r.JSON) > MaxValues && CountJSONValues(r.JSON) > MaxValues+4 {
+		return sluice.Errorf(sluice.CodeInvalid, "the document holds more than %d values in its fields (every string, number, boolean, null, list and object counted, at any depth), the most a document may", MaxValues)
 	}
-	id, _ := m["@id"].(string)
+	return nil
+}
+
+// ID returns the document's "@id" as given, or "" when it has none or it is
+// not a string: for error messages, which name the document. JSON text is
+// read for "@id" alone (encoding/json skips the other members without
+// building them: a document refused for its size is not decoded for its
+// name).
+func (r RawDocument) ID() string {
+	if r.JSON == nil {
+		id, _ := r.Map["@id"].(string)
+		return id
+	}
+	var named struct {
+		ID any `json:"@id"`
+	}
+	if json.Unmarshal(r.JSON, &named) != nil {
+		return ""
+	}
+	id, _ := named.ID.(string)
 	return id
 }
 
