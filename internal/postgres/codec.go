@@ -465,11 +465,9 @@ func decodeExact(b []byte, v any) error {
 // rowToDocument) is left out and named in dropped, rather than failing the
 // commit's delivery.
 func rowImage(c *sluice.Class, raw []byte) (img []byte, dropped []string, err error) {
-	row, err := decodeRow(raw)
+	d, err := transcodeRow(c, raw, false)
 	if err != nil {
 		return nil, nil, err
 	}
-	doc, dropped := rowToDocument(c, row)
-	img, err = DocumentJSON(c, doc)
-	return img, dropped, err
+	return d.JSON, d.Unreadable, nil
 }

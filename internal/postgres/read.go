@@ -50,17 +50,12 @@ func (db *DB) document(ctx context.Context, d *sluice.Database, s *sluice.Schema
 // rowJSON returns the API-form JSON of a table row of database d read as
 // to_jsonb, with its "@version" when versioned is set, and that version.
 func (db *DB) rowJSON(d *sluice.Database, c *sluice.Class, raw []byte, versioned bool) ([]byte, string, error) {
-	row, err := decodeRow(raw)
+	doc, err := transcodeRow(c, raw, versioned)
 	if err != nil {
 		return nil, "", err
 	}
-	doc, unreadable := rowToDocument(c, row)
-	db.unreadable(d, doc.ID, unreadable)
-	if versioned {
-		doc.Version = rowVersion(row)
-	}
-	b, err := DocumentJSON(c, doc)
-	return b, doc.Version, err
+	db.unreadable(d, doc.ID, doc.Unreadable)
+	return doc.JSON, doc.Version, nil
 }
 
 // Documents calls fn with the API-form JSON of each document of the given

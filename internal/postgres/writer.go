@@ -619,13 +619,12 @@ func imageSize(c *sluice.Class) string {
 // image returns the API-form JSON of raw, a row of class c as to_jsonb
 // gives it.
 func (w *Writer) image(c *sluice.Class, raw []byte) ([]byte, error) {
-	row, err := decodeRow(raw)
+	doc, err := transcodeRow(c, raw, false)
 	if err != nil {
 		return nil, err
 	}
-	doc, unreadable := rowToDocument(c, row)
-	w.t.db.unreadable(w.d, doc.ID, unreadable)
-	return DocumentJSON(c, doc)
+	w.t.db.unreadable(w.d, doc.ID, doc.Unreadable)
+	return doc.JSON, nil
 }
 
 // hold counts n more bytes of images held (n < 0: fewer).
