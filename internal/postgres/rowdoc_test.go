@@ -250,3 +250,21 @@ func BenchmarkRowDocument(b *testing.B) {
 		})
 	}
 }
+
+// TestRowDocumentReorderBound checks that a big value under many levels
+// of objects to reorder (Postgres's key order, not Go's) is not moved once
+// for each level: past 8 times the row's bytes moved, the row is read
+// through Go values, with the same result.
+func TestRowDocumentReorderBound(t *testing.T) {
+	c := rowDocClass(t)
+	const depth = 300
+	value := strings.Repeat(`{"b": `, depth) + `"` + strings.Repeat("x", 200_000) + `"` + strings.Repeat(`, "aa": 1}`, depth)
+	tr := &rowTranscoder{in: []byte(value), maxMoved: 8 * len(value)}
+	if _, err := tr.value(0, 1); err != errMovedMuch {
+		t.Fatalf("moved %d bytes: %v", tr.moved, err)
+	}
+	got, err := checkRowDocument(t, c, `{"j": `+value+`, "_id": "Thing/deep"}`, false)
+	if err != nil || !strings.HasPrefix(string(got.JSON), `{"@id":"Thing/deep","@type":"Thing","j":{"aa":1,"b":{"aa":1,"b":`) {
+		t.Fatalf("%.100s: %v", got.JSON, err)
+	}
+}
