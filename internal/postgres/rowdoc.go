@@ -127,7 +127,7 @@ func transcodeRow(c *sluice.Class, raw []byte, versioned bool) (rowDoc, error) {
 	t.count = len(raw) > schema.MaxValues // a value takes a byte at least
 
 	var spanBuf [32]colSpan
-	spans := spanBuf[:0]
+	var spans []colSpan
 	if len(c.Fields) > len(spanBuf) {
 		spans = make([]colSpan, len(c.Fields))
 	} else {
