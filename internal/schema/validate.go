@@ -114,9 +114,10 @@ const MaxDepth = 512
 // MaxValues is the most values a document may hold in its fields: every
 // field's value, and every element, member and value inside a list, a
 // subdocument or a JSON value (a subdocument's "@type" too), at any depth.
-// Reading a document builds a value for each (about 140 bytes apiece,
-// where "0," takes 2 bytes of a body), so this bounds what one document
-// costs a read to about 140 MB whatever its bytes; a byte limit alone
+// Reading a document in GraphQL builds a value for each (about 140 bytes
+// apiece, where "0," takes 2 bytes of a body; REST reads rewrite the
+// row's text instead), so this bounds what one document costs such a
+// read to about 140 MB whatever its bytes; a byte limit alone
 // (16 MiB for a row written in SQL, the request body for the API) lets a
 // list of small numbers cost 30 times its size. Migration 28 refuses the
 // same of a row written in SQL; a stored value past it reads as missing
