@@ -168,6 +168,38 @@ func (r *receiver) next(within time.Duration) delivery {
 	}
 }
 
+// nextNew returns the next delivery whose id is not in seen, and adds
+// it: deliveries are at least once, and a deliverer whose lease ran out
+// (a loaded machine, fastRetries's 2 s) sends again what it had not
+// recorded.
+func (r *receiver) nextNew(seen map[string]bool, within time.Duration) delivery {
+	r.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d := r.next(time.Until(deadline))
+		if !seen[d.ID] {
+			seen[d.ID] = true
+			return d
+		}
+	}
+}
+
+// noneNew fails the test if a delivery whose id is not in seen is
+// waiting (see nextNew).
+func (r *receiver) noneNew(seen map[string]bool) {
+	r.t.Helper()
+	for {
+		select {
+		case d := <-r.got:
+			if !seen[d.ID] {
+				r.t.Fatalf("unexpected delivery %s (events %v)", d.ID, d.Events)
+			}
+		default:
+			return
+		}
+	}
+}
+
 // none fails the test if a delivery is waiting.
 func (r *receiver) none() {
 	r.t.Helper()
