@@ -69,8 +69,10 @@ type guards struct {
 	jwtKeyRemoved func(id string) bool // HubOptions.JWTKeyRemoved; nil: no JWT keys
 	maxStreams    int
 	maxPerUser    int
+	maxVars       int64 // HubOptions.StreamVariablesBytes
+	maxVarsOfUser int64 // HubOptions.StreamVariablesBytesPerUser
 
-	// mu guards all, open and perUser and serializes the application of
+	// mu guards all, open, perUser, vars and varsOfUser and serializes the application of
 	// access changes (applied and seen move only under it; they are
 	// atomic for readers without it). It is never taken while holding the
 	// hub's mu or a dbState's mu: ending a stream takes them.
@@ -85,13 +87,19 @@ type guards struct {
 	all     map[*Guard]struct{}
 	open    int
 	perUser map[int64]int // open guards by user id
+	// vars and varsOfUser sum what the guards not released were charged
+	// for their streams' variables (Guard's varBytes), in all and by user
+	// id, counted as open and perUser are.
+	vars       int64
+	varsOfUser map[int64]int64
 }
 
 func newGuards(log Log, o HubOptions) *guards {
 	gs := &guards{
 		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check, jwtKeyRemoved: o.JWTKeyRemoved,
 		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
-		all: map[*Guard]struct{}{}, perUser: map[int64]int{},
+		maxVars: o.StreamVariablesBytes, maxVarsOfUser: o.StreamVariablesBytesPerUser,
+		all: map[*Guard]struct{}{}, perUser: map[int64]int{}, varsOfUser: map[int64]int64{},
 	}
 	gs.applied.Store(-1)
 	gs.seen.Store(-1)
@@ -108,6 +116,9 @@ type Guard struct {
 	// released: Release was called, and g's place under the stream caps
 	// given back. Guarded by gs.mu.
 	released bool
+	// varBytes is what g's stream was charged for its variables, given
+	// back with its place.
+	varBytes int64
 	// expiry ends the stream when its credential expires; nil without.
 	expiry *time.Timer
 }
@@ -126,6 +137,12 @@ func (g *Guard) Release() {
 		id := g.grant.User.ID
 		if gs.perUser[id]--; gs.perUser[id] <= 0 {
 			delete(gs.perUser, id)
+		}
+		if g.varBytes > 0 {
+			gs.vars -= g.varBytes
+			if gs.varsOfUser[id] -= g.varBytes; gs.varsOfUser[id] <= 0 {
+				delete(gs.varsOfUser, id)
+			}
 		}
 	}
 	gs.mu.Unlock()
@@ -147,13 +164,17 @@ func (g *Guard) Release() {
 // delivered to an unguarded stream.
 //
 // Guard also enforces the stream caps (HubOptions.MaxStreams and
-// MaxStreamsPerUser): past them it returns an Unavailable or TooMany
-// error, before the stream holds anything.
-func (h *Hub) Guard(ctx context.Context, grant *sluice.Grant, end func(error)) (*Guard, error) {
-	return h.guards.add(ctx, grant, end)
+// MaxStreamsPerUser) and charges varBytes, what the stream keeps of its
+// variables for its life (0: none), to the budgets of the streams'
+// variables (HubOptions.StreamVariablesBytes and
+// StreamVariablesBytesPerUser) until the guard is released: past any
+// of them it returns an Unavailable (the process's) or TooMany (the
+// user's) error, before the stream holds anything.
+func (h *Hub) Guard(ctx context.Context, grant *sluice.Grant, varBytes int64, end func(error)) (*Guard, error) {
+	return h.guards.add(ctx, grant, varBytes, end)
 }
 
-func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error)) (*Guard, error) {
+func (gs *guards) add(ctx context.Context, grant *sluice.Grant, varBytes int64, end func(error)) (*Guard, error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	u := grant.User
@@ -162,6 +183,14 @@ func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error))
 	}
 	if gs.maxPerUser > 0 && !u.Superuser && gs.perUser[u.ID] >= gs.maxPerUser {
 		return nil, sluice.Errorf(sluice.CodeTooMany, "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, gs.maxPerUser)
+	}
+	// A stream that keeps no variables is charged nothing, and so is
+	// never refused by their budgets.
+	if varBytes > 0 && gs.maxVars > 0 && gs.vars+varBytes > gs.maxVars {
+		return nil, sluice.Errorf(sluice.CodeUnavailable, "the variables of this server's streams hold %d bytes, and this stream's would hold %d more, past %d (config stream_variables_bytes); retry later or on another replica", gs.vars, varBytes, gs.maxVars)
+	}
+	if varBytes > 0 && gs.maxVarsOfUser > 0 && !u.Superuser && gs.varsOfUser[u.ID]+varBytes > gs.maxVarsOfUser {
+		return nil, sluice.Errorf(sluice.CodeTooMany, "the variables of user %s's streams hold %d bytes on this server, and this stream's would hold %d more, past %d (config stream_variables_bytes_per_user); close one first, or send smaller variables", u.Name, gs.varsOfUser[u.ID], varBytes, gs.maxVarsOfUser)
 	}
 	if applied := gs.applied.Load(); applied >= 0 && grant.AccessVersion < applied {
 		if err := gs.check(ctx, grant); err != nil {
@@ -178,10 +207,14 @@ func (gs *guards) add(ctx context.Context, grant *sluice.Grant, end func(error))
 	if gs.jwtKeyGone(grant) {
 		return nil, errJWTKeyGone()
 	}
-	g := &Guard{gs: gs, grant: grant, end: end}
+	g := &Guard{gs: gs, grant: grant, end: end, varBytes: max(varBytes, 0)}
 	gs.all[g] = struct{}{}
 	gs.open++
 	gs.perUser[u.ID]++
+	if g.varBytes > 0 {
+		gs.vars += g.varBytes
+		gs.varsOfUser[u.ID] += g.varBytes
+	}
 	if exp := grant.ExpiresAt; !exp.IsZero() {
 		g.expiry = time.AfterFunc(time.Until(exp), func() {
 			gs.mu.Lock()

@@ -3,6 +3,7 @@ package changefeed
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,7 +44,7 @@ func guarded(t *testing.T, h *Hub, grant *sluice.Grant, from *sluice.Position) *
 	var mu sync.Mutex
 	var s *Subscription
 	var endErr error
-	g, err := h.Guard(context.Background(), grant, func(err error) {
+	g, err := h.Guard(context.Background(), grant, 0, func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if s != nil {
@@ -208,12 +209,12 @@ func TestGuardChecksAStaleGrant(t *testing.T) {
 	if err := h.guards.sync(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Guard(context.Background(), ullaRead, func(error) {}); !errors.Is(err, denied) || checks.Load() != 1 {
+	if _, err := h.Guard(context.Background(), ullaRead, 0, func(error) {}); !errors.Is(err, denied) || checks.Load() != 1 {
 		t.Fatalf("Guard of a grant read before the applied version: %v, %d checks", err, checks.Load())
 	}
 	fresh := *ullaRead
 	fresh.AccessVersion = 1
-	g, err := h.Guard(context.Background(), &fresh, func(error) {})
+	g, err := h.Guard(context.Background(), &fresh, 0, func(error) {})
 	if err != nil || checks.Load() != 1 {
 		t.Fatalf("Guard of a current grant: %v, %d checks", err, checks.Load())
 	}
@@ -255,7 +256,7 @@ func TestGuardEndsAtExpiry(t *testing.T) {
 		t.Fatalf("ended with %v", err)
 	}
 	grant.ExpiresAt = time.Now().Add(-time.Second)
-	if _, err := h.Guard(context.Background(), &grant, func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+	if _, err := h.Guard(context.Background(), &grant, 0, func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
 		t.Fatalf("an expired grant: %v", err)
 	}
 }
@@ -295,7 +296,67 @@ func TestJWTKeysChangedEndsStreamsOfRemovedKeys(t *testing.T) {
 			t.Fatalf("received %v", got)
 		}
 	}
-	if _, err := h.Guard(context.Background(), grant("ES256:a"), func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+	if _, err := h.Guard(context.Background(), grant("ES256:a"), 0, func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
 		t.Fatalf("a grant of the removed key: %v", err)
+	}
+}
+
+// TestGuardChargesStreamVariables: a guard charges its stream's variables
+// to its user's budget (StreamVariablesBytesPerUser, the super user
+// exempt) and the process's (StreamVariablesBytes) until it is released,
+// once however many times Release is called; past either, Guard refuses
+// with TooMany or Unavailable naming the setting; a stream of no
+// variables is never refused by them.
+func TestGuardChargesStreamVariables(t *testing.T) {
+	t.Parallel()
+	super := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 1, Name: "admin", Superuser: true}}, Database: testDB, Role: sluice.RoleAdmin}
+	other := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 8, Name: "otto", Org: "o"}}, Database: testDB, Role: sluice.RoleRead}
+	guard := func(h *Hub, grant *sluice.Grant, varBytes int64) (*Guard, error) {
+		t.Helper()
+		g, err := h.Guard(context.Background(), grant, varBytes, func(error) {})
+		if g != nil {
+			t.Cleanup(g.Release)
+		}
+		return g, err
+	}
+	refused := func(err error, code sluice.Code, key string) bool {
+		return sluice.ErrorCode(err) == code && strings.Contains(sluice.ErrorMessage(err), "(config "+key+")")
+	}
+
+	h, _ := newHub(t, HubOptions{StreamVariablesBytesPerUser: 100, StreamVariablesBytes: 1000})
+	first, err := guard(h, ullaRead, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guard(h, ullaRead, 41); !refused(err, sluice.CodeTooMany, "stream_variables_bytes_per_user") {
+		t.Fatalf("past the user's budget: %v", err)
+	}
+	for _, c := range []struct {
+		name     string
+		grant    *sluice.Grant
+		varBytes int64
+	}{{"within the user's budget", ullaRead, 40}, {"no variables", ullaRead, 0}, {"another user", other, 100}, {"the super user", super, 300}} {
+		if _, err := guard(h, c.grant, c.varBytes); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+	}
+	first.Release()
+	first.Release()
+	if _, err := guard(h, ullaRead, 60); err != nil {
+		t.Fatalf("once a guard was released: %v", err)
+	}
+	if _, err := guard(h, ullaRead, 1); !refused(err, sluice.CodeTooMany, "stream_variables_bytes_per_user") {
+		t.Fatalf("a guard released twice gave back twice: %v", err)
+	}
+
+	h, _ = newHub(t, HubOptions{StreamVariablesBytes: 100})
+	if _, err := guard(h, ullaRead, 60); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := guard(h, super, 41); !refused(err, sluice.CodeUnavailable, "stream_variables_bytes") {
+		t.Fatalf("past the process's budget: %v", err)
+	}
+	if _, err := guard(h, super, 0); err != nil {
+		t.Fatalf("no variables: %v", err)
 	}
 }

@@ -80,6 +80,12 @@ type HubOptions struct {
 	// 0: no cap.
 	MaxStreams        int
 	MaxStreamsPerUser int
+	// StreamVariablesBytes bounds what the streams of the process keep
+	// of their variables (what Guard charges them), and
+	// StreamVariablesBytesPerUser what those of one user keep (the super
+	// user is exempt); 0: no bound.
+	StreamVariablesBytes        int64
+	StreamVariablesBytesPerUser int64
 }
 
 // Hub fans commits out to subscriptions. It is safe for concurrent use.

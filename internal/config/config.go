@@ -186,6 +186,20 @@ type Config struct {
 	// Key max_streams_per_user, env SLUICE_MAX_STREAMS_PER_USER, flag --max-streams-per-user, default 1000.
 	MaxStreamsPerUser int64
 
+	// StreamVariablesBytesPerUser bounds what the variables of one user's
+	// subscriptions and live queries hold on the process, which keeps
+	// them, decoded, for each one's life: each is charged their JSON and
+	// an estimate of their decoded form (the super user is exempt; 0: no
+	// bound).
+	// Key stream_variables_bytes_per_user, env SLUICE_STREAM_VARIABLES_BYTES_PER_USER, flag --stream-variables-bytes-per-user, default 67108864.
+	StreamVariablesBytesPerUser int64
+
+	// StreamVariablesBytes bounds what the variables of every
+	// subscription and live query of the process hold, charged as
+	// StreamVariablesBytesPerUser (0: no bound).
+	// Key stream_variables_bytes, env SLUICE_STREAM_VARIABLES_BYTES, flag --stream-variables-bytes, default 1073741824.
+	StreamVariablesBytes int64
+
 	// LiveQueriesPerUser caps the live queries of one user on the process
 	// (the super user is exempt; 0: no cap).
 	// Key live_queries_per_user, env SLUICE_LIVE_QUERIES_PER_USER, flag --live-queries-per-user, default 100.
@@ -490,6 +504,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("auth_failure_window", c.AuthFailureWindow),
 		slog.Int64("max_streams", c.MaxStreams),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
+		slog.Int64("stream_variables_bytes_per_user", c.StreamVariablesBytesPerUser),
+		slog.Int64("stream_variables_bytes", c.StreamVariablesBytes),
 		slog.Int64("live_queries_per_user", c.LiveQueriesPerUser),
 		slog.Int64("live_queries", c.LiveQueries),
 		slog.Int64("live_rows_per_user", c.LiveRowsPerUser),

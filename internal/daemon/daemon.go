@@ -273,10 +273,12 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// the engine, so it comes first: the engine's credential cache asks it
 	// which access version this process has seen.
 	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
-		Check:             func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
-		JWTKeyRemoved:     jwt.KeyRemoved,
-		MaxStreams:        maxStreams(d.cfg.MaxStreams, openFileLimit()),
-		MaxStreamsPerUser: int(d.cfg.MaxStreamsPerUser)})
+		Check:                       func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
+		JWTKeyRemoved:               jwt.KeyRemoved,
+		MaxStreams:                  maxStreams(d.cfg.MaxStreams, openFileLimit()),
+		MaxStreamsPerUser:           int(d.cfg.MaxStreamsPerUser),
+		StreamVariablesBytes:        d.cfg.StreamVariablesBytes,
+		StreamVariablesBytesPerUser: d.cfg.StreamVariablesBytesPerUser})
 	// A reload or fetch that removes a key from the JWT key set ends, at
 	// once, the streams of this process opened with JWTs it verified (a
 	// stream's guard is registered only while its key is not removed; a

@@ -19,7 +19,7 @@ import (
 // joined to its share, whose first entry is the current result; a
 // resumed one first reads what its client is owed (resumeLive), written
 // after the readiness frame.
-func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, op *graphql.OperationContext, mr *muxRequest) *stream.Stream {
+func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, op *graphql.OperationContext, varBytes int64, mr *muxRequest) *stream.Stream {
 	greq := graph.RequestFrom(ctx)
 	sink := &frameSink{f: st, named: req.named}
 	lq, err := t.es.NewLiveQuery(op, greq)
@@ -41,7 +41,7 @@ func (t *transport) subscribeLive(ctx context.Context, st framer, req *request, 
 		sink.fail(ctx, t.opts.Logger, sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON"))
 		return nil
 	}
-	spec := t.spec(ctx, st, req, greq, lq.Classes(), lq.Version(), mr)
+	spec := t.spec(ctx, st, req, greq, lq.Classes(), lq.Version(), varBytes, mr)
 	// The budget before anything is read for it (a refusal is an HTTP
 	// 429, or a graphql-ws error, naming the bound).
 	spec.Admit = func() (func(), error) { return t.live.budget.admit(greq.User) }

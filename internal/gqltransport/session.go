@@ -42,12 +42,13 @@ func (t *transport) newEvaluator(gs *graph.Subscription) *evaluator {
 // otherwise the stream is returned for the caller to serve, nil when the
 // request is over (answered, or the client left).
 func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *graphql.OperationContext, mr *muxRequest) *stream.Stream {
-	if err := checkStreamVariables(req.params.Variables); err != nil {
+	varBytes, err := checkStreamVariables(req.params.Variables)
+	if err != nil {
 		st.refuse(err)
 		return nil
 	}
 	if t.es.IsLive(op) {
-		return t.subscribeLive(ctx, st, req, op, mr)
+		return t.subscribeLive(ctx, st, req, op, varBytes, mr)
 	}
 	greq := graph.RequestFrom(ctx)
 	sink := &frameSink{f: st, named: req.named}
@@ -60,7 +61,7 @@ func (t *transport) subscribe(ctx context.Context, st framer, req *request, op *
 		sink.fail(ctx, t.opts.Logger, sluice.Errorf(sluice.CodeUnavailable, "the change feed is not running"))
 		return nil
 	}
-	spec := t.spec(ctx, st, req, greq, gs.Classes(), gs.Version(), mr)
+	spec := t.spec(ctx, st, req, greq, gs.Classes(), gs.Version(), varBytes, mr)
 	// A detached member evaluates with its share's subscription (the same
 	// schema, role, operation and variables; Events keeps no state between
 	// calls): the stream keeps no operation of its own, about a KiB, for
@@ -96,19 +97,67 @@ const maxStreamVariablesBytes = 384 << 10
 
 // checkStreamVariables returns a CodeInvalid error naming the bound when
 // the variables of a subscription or live query are larger than
-// maxStreamVariablesBytes, before the operation starts.
-func checkStreamVariables(vars map[string]any) error {
+// maxStreamVariablesBytes, before the operation starts; otherwise what
+// the stream is charged for keeping them (variablesBytes), 0 for none.
+func checkStreamVariables(vars map[string]any) (int64, error) {
 	var n byteCount
 	if err := encodeVariables(&n, vars); err != nil {
-		return sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON")
+		return 0, sluice.Errorf(sluice.CodeInvalid, "the variables cannot be encoded as JSON")
 	}
 	if n > 0 {
 		n-- // the newline that ends the encoding
 	}
 	if n > maxStreamVariablesBytes {
-		return sluice.Errorf(sluice.CodeInvalid, "the variables are %d bytes as JSON, more than %d (the limit of a subscription or live query, which keeps them while it runs): send large values in a query or mutation, or split them over several subscriptions", n, maxStreamVariablesBytes)
+		return 0, sluice.Errorf(sluice.CodeInvalid, "the variables are %d bytes as JSON, more than %d (the limit of a subscription or live query, which keeps them while it runs): send large values in a query or mutation, or split them over several subscriptions", n, maxStreamVariablesBytes)
 	}
-	return nil
+	return variablesBytes(int64(n), vars), nil
+}
+
+// What a JSON value holds decoded (by encoding/json, numbers as
+// json.Number, into map[string]any and []any), measured with
+// runtime.MemStats over 100,000 values of each shape in an array (Go
+// 1.26): null, a boolean or "" 19 bytes (an interface in the array); a
+// short string or number 35; [] 43; {} 64, 21 times its 3 bytes of
+// JSON. An object with members holds more, a map's group of eight
+// slots: beyond its text and 64 bytes a value (itself and each member),
+// about 230 bytes with one member ({"a":1}: 363 bytes in all, 45 times
+// its 8 bytes of JSON), 170 with two, 75 with nine, 230 with sixteen.
+// The estimate rounds up: valueBytes a value, and objectBytes more for
+// an object with members.
+const (
+	valueBytes  = 64
+	objectBytes = 256
+)
+
+// variablesBytes returns what a stream is charged for keeping vars, whose
+// canonical JSON is jsonBytes long: jsonBytes, valueBytes per JSON value
+// and objectBytes per object with members, at least what they hold
+// decoded. 0 for no variables (a stream of none is charged nothing).
+func variablesBytes(jsonBytes int64, vars map[string]any) int64 {
+	if len(vars) == 0 {
+		return 0
+	}
+	return jsonBytes + decodedBytes(vars)
+}
+
+// decodedBytes returns the estimate, beyond its JSON text, of what the
+// decoded value v holds, its elements and members included.
+func decodedBytes(v any) int64 {
+	n := int64(valueBytes)
+	switch v := v.(type) {
+	case map[string]any:
+		if len(v) > 0 {
+			n += objectBytes
+		}
+		for _, e := range v {
+			n += decodedBytes(e)
+		}
+	case []any:
+		for _, e := range v {
+			n += decodedBytes(e)
+		}
+	}
+	return n
 }
 
 // byteCount is an io.Writer that counts what is written to it.
@@ -122,9 +171,10 @@ func (c *byteCount) Write(p []byte) (int, error) {
 // spec returns the stream spec every GraphQL stream of the request has;
 // classes are those of its operation as prepared for schema version
 // version: a commit made under a later version passes the class filter,
-// since the operation, revised to it, may need more classes.
-func (t *transport) spec(ctx context.Context, st framer, req *request, greq *graph.Request, classes []string, version int, mr *muxRequest) stream.Spec {
-	spec := stream.Spec{Label: st.label(), Database: greq.DB, Grant: engine.Grant(ctx, greq.User, greq.DB, t.es.Role()),
+// since the operation, revised to it, may need more classes. varBytes is
+// what the stream is charged for its variables (checkStreamVariables).
+func (t *transport) spec(ctx context.Context, st framer, req *request, greq *graph.Request, classes []string, version int, varBytes int64, mr *muxRequest) stream.Spec {
+	spec := stream.Spec{Label: st.label(), Database: greq.DB, Grant: engine.Grant(ctx, greq.User, greq.DB, t.es.Role()), VariablesBytes: varBytes,
 		Heartbeat: req.heartbeat, Logger: t.opts.Logger, Classes: classes, ClassesVersion: version}
 	if mr != nil {
 		spec.Conn, spec.Done = mr.conn, mr.done

@@ -195,9 +195,11 @@ func (k *endingSink) End(err error) {
 
 // TestEndingStreamKeepsItsPlaceUnderTheCaps: a stream its guard ended
 // (here its credential expired) holds its place under max_streams and
-// max_streams_per_user until it wrote its end and was released, not
-// only until its guard ended: else streams still writing their ends to
-// clients that do not read could exceed the caps.
+// max_streams_per_user, and what it was charged for its variables
+// (Spec.VariablesBytes) under stream_variables_bytes and
+// stream_variables_bytes_per_user, until it wrote its end and was
+// released, not only until its guard ended: else streams still writing
+// their ends to clients that do not read could exceed the caps.
 func TestEndingStreamKeepsItsPlaceUnderTheCaps(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -206,12 +208,14 @@ func TestEndingStreamKeepsItsPlaceUnderTheCaps(t *testing.T) {
 	}{
 		{"max_streams", changefeed.HubOptions{MaxStreams: 1}, sluice.CodeUnavailable},
 		{"max_streams_per_user", changefeed.HubOptions{MaxStreamsPerUser: 1}, sluice.CodeTooMany},
+		{"stream_variables_bytes", changefeed.HubOptions{StreamVariablesBytes: 100}, sluice.CodeUnavailable},
+		{"stream_variables_bytes_per_user", changefeed.HubOptions{StreamVariablesBytesPerUser: 100}, sluice.CodeTooMany},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := newTestFeedWith(t, c.options)
 			user := &sluice.User{ID: 2, Name: "u"}
 			spec := func(grant *sluice.Grant) Spec {
-				return Spec{Label: "test", Database: testDB, Grant: grant,
+				return Spec{Label: "test", Database: testDB, Grant: grant, VariablesBytes: 60,
 					Share: &ShareOptions{Key: "k", New: func() Evaluator { return seqEvaluator{} }}}
 			}
 			ctx := context.Background()

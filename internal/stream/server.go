@@ -103,7 +103,7 @@ func (e *Server) Close(ctx context.Context) {
 // grant away (from the goroutine applying it: it must not block). It
 // fails as Open refuses a stream. Call release when the reservation ends.
 func (e *Server) Reserve(ctx context.Context, grant *sluice.Grant, end func(error)) (release func(), err error) {
-	g, err := e.hub.Guard(ctx, grant, end)
+	g, err := e.hub.Guard(ctx, grant, 0, end) // a reservation keeps no variables
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,8 @@ func (e *Server) Serve(ctx context.Context, spec Spec, sink Sink) *Stream {
 // follows:
 //
 //  1. admission: Spec.Admit (a budget), then the guard, which enforces
-//     the stream caps and from now on ends the stream at an access change
+//     the stream caps, charges Spec.VariablesBytes to the budgets of the
+//     streams' variables until the stream is released, and from now on ends the stream at an access change
 //     before any later commit reaches it (a refusal: Sink.Refuse);
 //  2. Spec.Prepare (what a resumed stream is owed), then registration: a
 //     share joined (Spec.Share) or a subscription of its own from
@@ -173,7 +174,7 @@ func (e *Server) Open(ctx context.Context, spec Spec, sink Sink) *Stream {
 		}
 		s.release = release
 	}
-	g, err := e.hub.Guard(ctx, spec.Grant, s.ender.End)
+	g, err := e.hub.Guard(ctx, spec.Grant, spec.VariablesBytes, s.ender.End)
 	if err != nil {
 		s.Release()
 		s.logRefusal(err)

@@ -19,6 +19,11 @@ type Spec struct {
 	// Grant is the access the stream is delivered with, guarded from
 	// admission to release.
 	Grant *sluice.Grant
+	// VariablesBytes is what the stream keeps of its variables for its
+	// life (a GraphQL stream's, estimated by its transport; 0: none),
+	// charged to its user's and the process's budgets for them with its
+	// guard, from admission to release (changefeed.Hub.Guard).
+	VariablesBytes int64
 	// Heartbeat is the keep-alive interval; 0: none (a connection that
 	// keeps itself alive).
 	Heartbeat time.Duration
