@@ -246,7 +246,7 @@ func options() []option {
 			"most open streams one user may hold on this process (the super user is exempt; 0: no cap); past it a new stream is answered 429 with Retry-After",
 			func(c *Config, n int64) error { c.MaxStreamsPerUser = n; return nil }),
 		capOption("stream_variables_bytes_per_user", "67108864",
-			"most bytes the variables of one user's subscriptions and live queries may hold on this process (64 MiB; each is charged their JSON and 64 bytes a value, 256 more an object with members; the super user is exempt; 0: no bound); past it a new one is answered 429 with Retry-After",
+			"most bytes the variables of one user's subscriptions and live queries may hold on this process (64 MiB; each is charged their JSON and 80 bytes a value, 256 more an object with members and 32 a member; the super user is exempt; 0: no bound); past it a new one is answered 429 with Retry-After",
 			func(c *Config, n int64) error { c.StreamVariablesBytesPerUser = n; return nil }),
 		capOption("stream_variables_bytes", "1073741824",
 			"most bytes the variables of every subscription and live query of this process may hold (1 GiB; charged as stream_variables_bytes_per_user; 0: no bound); past it a new one is answered 503 with Retry-After",

@@ -115,24 +115,31 @@ func checkStreamVariables(vars map[string]any) (int64, error) {
 
 // What a JSON value holds decoded (by encoding/json, numbers as
 // json.Number, into map[string]any and []any), measured with
-// runtime.MemStats over 100,000 values of each shape in an array (Go
-// 1.26): null, a boolean or "" 19 bytes (an interface in the array); a
-// short string or number 35; [] 43; {} 64, 21 times its 3 bytes of
-// JSON. An object with members holds more, a map's group of eight
-// slots: beyond its text and 64 bytes a value (itself and each member),
-// about 230 bytes with one member ({"a":1}: 363 bytes in all, 45 times
-// its 8 bytes of JSON), 170 with two, 75 with nine, 230 with sixteen.
-// The estimate rounds up: valueBytes a value, and objectBytes more for
-// an object with members.
+// runtime.MemStats over about 100,000 values of each shape (Go 1.26;
+// TestStreamVariablesMemory): null, a boolean or "" in an array 19 bytes
+// (an interface in the array's slice); a short string or number 35; []
+// 43; {} 64, 22 times its 3 bytes of JSON, and up to 16 more in an
+// array, whose slice, grown by appending, may hold up to as many slots
+// again spare. An object with members holds more, a map of groups of eight
+// slots, whose table doubles past seven eighths full: {"a":1} 364 bytes,
+// 45 times its 8 bytes of JSON; 438 with eight members, 779 with nine,
+// 1,430 with fifteen, 5,709 with 57 (just past a doubling: about 90
+// bytes a member besides its text). The estimate is above each:
+// valueBytes a value (an empty map's 48 bytes, its slot and a spare
+// one), objectBytes more an object with members (a map's first group)
+// and memberBytes more each member (its share of a larger map's slots):
+// 10% or more above what every shape measured holds.
 const (
-	valueBytes  = 64
+	valueBytes  = 80
 	objectBytes = 256
+	memberBytes = 32
 )
 
 // variablesBytes returns what a stream is charged for keeping vars, whose
-// canonical JSON is jsonBytes long: jsonBytes, valueBytes per JSON value
-// and objectBytes per object with members, at least what they hold
-// decoded. 0 for no variables (a stream of none is charged nothing).
+// canonical JSON is jsonBytes long: jsonBytes, valueBytes per JSON value,
+// and objectBytes per object with members and memberBytes per member, at
+// least what they hold decoded. 0 for no variables (a stream of none is
+// charged nothing).
 func variablesBytes(jsonBytes int64, vars map[string]any) int64 {
 	if len(vars) == 0 {
 		return 0
@@ -147,7 +154,7 @@ func decodedBytes(v any) int64 {
 	switch v := v.(type) {
 	case map[string]any:
 		if len(v) > 0 {
-			n += objectBytes
+			n += objectBytes + memberBytes*int64(len(v))
 		}
 		for _, e := range v {
 			n += decodedBytes(e)

@@ -16,8 +16,8 @@ import (
 const varsBudgetSDL = "type Dog { name: String! }"
 
 // The operations the tests open with about 300 KB of variables: each is
-// charged 300,392 bytes ({"v":"…"}: 300,008 bytes of JSON, two values and
-// an object with members), so three fit in 1 MiB and a fourth does not.
+// charged 300,456 bytes ({"v":"…"}: 300,008 bytes of JSON, two values and
+// an object of one member), so three fit in 1 MiB and a fourth does not.
 const (
 	varsSub  = `subscription($v: String) { Dog_added(filter: {name: {eq: $v}}) { name } }`
 	varsLive = `query($v: String) @live { Dog(filter: {name: {eq: $v}}) { name } }`
@@ -81,7 +81,8 @@ func reopenAfterClose(t *testing.T, d *dt.Daemon, auth dt.Auth, db string, s *st
 // TestStreamVariablesBudgetPerUser: with stream_variables_bytes_per_user
 // at 1 MiB, a user's fourth subscription of 300 KB of variables is
 // refused (429, Retry-After, naming the setting), as its live query and
-// its subscription on a graphql-ws socket are; one without variables is
+// its subscriptions on a graphql-ws socket and in single connection mode
+// are; one without variables is
 // charged nothing and opens; another user and the super user are not
 // refused; closing one of the user's lets another open.
 func TestStreamVariablesBudgetPerUser(t *testing.T) {
@@ -97,7 +98,7 @@ func TestStreamVariablesBudgetPerUser(t *testing.T) {
 
 	open, status, retry, refusal := openUntilRefused(t, d, rita, db)
 	if len(open) != 3 || status != http.StatusTooManyRequests || retry == "" || !strings.Contains(refusal, "(config stream_variables_bytes_per_user)") ||
-		!strings.Contains(refusal, "user rita's streams hold 901176 bytes") {
+		!strings.Contains(refusal, "user rita's streams hold 901368 bytes") {
 		t.Fatalf("after %d subscriptions: %d (Retry-After %q) %s", len(open), status, retry, refusal)
 	}
 	if s, status, _, refusal := openVars(t, d, rita, db, varsLive, heavyVars); s != nil || status != http.StatusTooManyRequests || !strings.Contains(refusal, "stream_variables_bytes_per_user") {
@@ -113,9 +114,16 @@ func TestStreamVariablesBudgetPerUser(t *testing.T) {
 	c.send(`{"type":"connection_init"}`)
 	c.expect(`{"type":"connection_ack"}`)
 	c.send(`{"id":"1","type":"subscribe","payload":` + body(varsSub, "variables", heavyVars) + `}`)
-	if got := c.read(); !strings.HasPrefix(got, `{"id":"1","type":"error","payload":[{"message":"the variables of user rita's streams hold 901176 bytes`) ||
+	if got := c.read(); !strings.HasPrefix(got, `{"id":"1","type":"error","payload":[{"message":"the variables of user rita's streams hold 901368 bytes`) ||
 		!strings.Contains(got, "(config stream_variables_bytes_per_user)") || !strings.Contains(got, `"code":"TOO_MANY_REQUESTS"`) {
 		t.Fatalf("a graphql-ws subscription past the budget: %.300s", got)
+	}
+	tok := reserve(t, d, rita, db)
+	r := d.MustDo(t, http.StatusTooManyRequests, rita, http.MethodPost, "/api/graphql/admin/"+db,
+		body(varsSub, "variables", heavyVars, "extensions", map[string]any{"operationId": "1"}),
+		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok)
+	if !strings.Contains(string(r.Body), "(config stream_variables_bytes_per_user)") {
+		t.Fatalf("a single connection mode subscription past the budget: %s", r.Body)
 	}
 
 	// Another user has a budget of its own; the super user has none.
@@ -153,7 +161,7 @@ func TestStreamVariablesBudgetPerProcess(t *testing.T) {
 	}
 	open, status, retry, refusal := openUntilRefused(t, d, dt.Admin(), db)
 	if len(open) != 2 || status != http.StatusServiceUnavailable || retry == "" || !strings.Contains(refusal, "(config stream_variables_bytes)") ||
-		!strings.Contains(refusal, "this server's streams hold 901176 bytes") {
+		!strings.Contains(refusal, "this server's streams hold 901368 bytes") {
 		t.Fatalf("after rita's live query and %d subscriptions of the super user: %d (Retry-After %q) %s", len(open), status, retry, refusal)
 	}
 	if s, status, _, refusal := openVars(t, d, rita, db, varsSub, heavyVars); s != nil || status != http.StatusServiceUnavailable || !strings.Contains(refusal, "(config stream_variables_bytes)") {
