@@ -72,10 +72,11 @@ type guards struct {
 	maxVars       int64 // HubOptions.StreamVariablesBytes
 	maxVarsOfUser int64 // HubOptions.StreamVariablesBytesPerUser
 
-	// mu guards all, open, perUser, vars and varsOfUser and serializes the application of
-	// access changes (applied and seen move only under it; they are
-	// atomic for readers without it). It is never taken while holding the
-	// hub's mu or a dbState's mu: ending a stream takes them.
+	// mu guards all, open, perUser, vars and varsOfUser and serializes
+	// the application of access changes (applied and seen move only
+	// under it; they are atomic for readers without it). It is never
+	// taken while holding the hub's mu or a dbState's mu: ending a
+	// stream takes them.
 	mu      sync.Mutex
 	applied atomic.Int64 // the access version applied; -1: none yet
 	seen    atomic.Int64 // the newest access version read (AccessSeen)
