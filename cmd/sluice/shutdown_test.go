@@ -134,6 +134,44 @@ func checkCleanStart(t *testing.T, logs *logLines) {
 	}
 }
 
+// startUnfinishedWrite starts an NDJSON write to database keep whose body
+// is never finished, and waits until its transaction is open: more
+// documents than one chunk (250) are sent, and the handler writes the
+// first chunk in its transaction, which shows the request is being served
+// (a connection still in the listen queue at SIGTERM is not). Closing
+// send ends the body; answered gets the request's outcome.
+func startUnfinishedWrite(t *testing.T, p *proc, dataDir string) (send *io.PipeWriter, answered chan error) {
+	t.Helper()
+	body, send := io.Pipe()
+	req, _ := http.NewRequest("POST", p.url+"/api/document/admin/keep", body)
+	req.SetBasicAuth("admin", "secret-pw")
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	answered = make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			var b []byte
+			b, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err == nil {
+				err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
+			}
+		}
+		answered <- err
+	}()
+	var docs strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&docs, `{"@type":"Note","@id":"never-%d","text":"never finished"}`+"\n", i)
+	}
+	if _, err := io.WriteString(send, docs.String()); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
+		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
+	})
+	return send, answered
+}
+
 // TestStopWithARequestInFlight: SIGTERM while a write's body is still
 // being sent and a change stream is open. The stream gets its last frame
 // at once, the write may finish within shutdown_timeout and commits, and
@@ -241,37 +279,8 @@ func TestStopClosesARequestThatOutlastsTheTimeout(t *testing.T) {
 	if code, body := p.do(t, "POST", "/api/db/admin/keep", `{"schema":"type Note { text: String! }"}`); code != 201 {
 		t.Fatalf("create database: %d %s", code, body)
 	}
-	body, send := io.Pipe()
+	send, answered := startUnfinishedWrite(t, p, dataDir)
 	defer send.Close()
-	req, _ := http.NewRequest("POST", p.url+"/api/document/admin/keep", body)
-	req.SetBasicAuth("admin", "secret-pw")
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	answered := make(chan error, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			var b []byte
-			b, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil {
-				err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
-			}
-		}
-		answered <- err
-	}()
-	// More documents than one chunk (250): the handler writes the first
-	// chunk in its transaction, which shows the request is being served
-	// (a connection still in the listen queue at SIGTERM is not).
-	var docs strings.Builder
-	for i := range 300 {
-		fmt.Fprintf(&docs, `{"@type":"Note","@id":"never-%d","text":"never finished"}`+"\n", i)
-	}
-	if _, err := io.WriteString(send, docs.String()); err != nil {
-		t.Fatal(err)
-	}
-	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
-		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
-	})
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -384,36 +393,8 @@ func TestSecondSignalCutsTheDrain(t *testing.T) {
 	stream.Next() // connected
 
 	// A write whose body is never finished holds the drain.
-	body, send := io.Pipe()
+	send, answered := startUnfinishedWrite(t, p, dataDir)
 	defer send.Close()
-	req, _ := http.NewRequest("POST", p.url+"/api/document/admin/keep", body)
-	req.SetBasicAuth("admin", "secret-pw")
-	req.Header.Set("Content-Type", "application/x-ndjson")
-	answered := make(chan error, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			var b []byte
-			b, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil {
-				err = fmt.Errorf("answered %d %s", resp.StatusCode, b)
-			}
-		}
-		answered <- err
-	}()
-	// More documents than one chunk (250): the handler writes the first
-	// chunk in its transaction, which shows the request is being served.
-	var docs strings.Builder
-	for i := range 300 {
-		fmt.Fprintf(&docs, `{"@type":"Note","@id":"never-%d","text":"never finished"}`+"\n", i)
-	}
-	if _, err := io.WriteString(send, docs.String()); err != nil {
-		t.Fatal(err)
-	}
-	eventually.True(t, time.Minute, "the write's transaction is open", func() bool {
-		return openTransactions(t, filepath.Join(dataDir, "pg")) > 0
-	})
 
 	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

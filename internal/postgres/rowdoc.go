@@ -356,16 +356,7 @@ func (t *rowTranscoder) column(i int, f *sluice.Field) (int, error) {
 	}
 	switch f.Type.Name {
 	case sluice.ScalarInt:
-		end, isInt, err := t.number(i)
-		if err != nil {
-			return 0, err
-		}
-		n, err := parseInt(t.in[i:end], isInt, 64)
-		if err != nil {
-			return 0, errUnreadable
-		}
-		t.out = strconv.AppendInt(t.out, n, 10)
-		return end, nil
+		return t.integer(i, 64) // an integer column
 	case sluice.ScalarFloat:
 		return t.float(i)
 	case sluice.ScalarDateTime:
@@ -455,16 +446,7 @@ func (t *rowTranscoder) elem(i int, f *sluice.Field, depth int) (int, error) {
 		case sluice.ScalarJSON:
 			return t.value(i, depth)
 		case sluice.ScalarInt:
-			end, isInt, err := t.number(i)
-			if err != nil {
-				return 0, err
-			}
-			n, err := parseInt(t.in[i:end], isInt, 32)
-			if err != nil {
-				return 0, errUnreadable
-			}
-			t.out = strconv.AppendInt(t.out, n, 10)
-			return end, nil
+			return t.integer(i, 32) // an Int in JSON: checked to 32 bits
 		case sluice.ScalarFloat:
 			return t.float(i)
 		case sluice.ScalarBoolean:
@@ -512,6 +494,21 @@ func (t *rowTranscoder) elem(i int, f *sluice.Field, depth int) (int, error) {
 		}
 	}
 	return t.value(i, depth)
+}
+
+// integer appends the whole number at t.in[i], within bits bits, as
+// strconv formats it; errUnreadable when it is none.
+func (t *rowTranscoder) integer(i, bits int) (int, error) {
+	end, isInt, err := t.number(i)
+	if err != nil {
+		return 0, err
+	}
+	n, err := parseInt(t.in[i:end], isInt, bits)
+	if err != nil {
+		return 0, errUnreadable
+	}
+	t.out = strconv.AppendInt(t.out, n, 10)
+	return end, nil
 }
 
 // number scans the number at t.in[i] and returns the index past it and
