@@ -88,6 +88,7 @@ type Daemon struct {
 	logger *slog.Logger
 
 	started     chan struct{}
+	hurryLogged sync.Once // see drainContext
 	addr        string
 	metricsAddr string
 	ready       atomic.Bool
@@ -565,7 +566,11 @@ func (d *Daemon) drainContext() (context.Context, context.CancelFunc) {
 	go func() {
 		select {
 		case <-d.opts.Hurry: // a nil channel never fires
-			d.logger.Warn("stop hurried: closing the streams and requests left without waiting for them")
+			// Once: serve's deferred drain (for a return before its
+			// shutdown) runs after a hurried one too.
+			d.hurryLogged.Do(func() {
+				d.logger.Warn("stop hurried: closing the streams and requests left without waiting for them")
+			})
 			cut(ErrDrainCut)
 		case <-sctx.Done():
 		}
