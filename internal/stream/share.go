@@ -486,6 +486,12 @@ func (m *member) leave() {
 	} else if f, ok := s.ev.(follower); ok && m.idx < 0 && m.owner != nil {
 		endErr = f.Left(m.owner)
 		m.owner = nil // once
+		// Closed to joiners now, not at finish: one joining in between
+		// would end at once with an error about its own user's budget,
+		// which was never weighed (it gets a share of its own instead).
+		if endErr != nil {
+			s.closed = true
+		}
 	}
 	s.mu.Unlock()
 	if endErr != nil {
