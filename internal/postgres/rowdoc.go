@@ -386,43 +386,9 @@ func (t *rowTranscoder) list(i int, f *sluice.Field, depth int) (int, error) {
 	if t.in[i] != '[' {
 		return 0, errUnreadable
 	}
-	if depth++; depth > maxRowDepth {
-		return 0, errDeepRow
-	}
 	elem := *f
 	elem.List = false
-	t.out = append(t.out, '[')
-	i = skipSpace(t.in, i+1)
-	if i < len(t.in) && t.in[i] == ']' {
-		t.out = append(t.out, ']')
-		return i + 1, nil
-	}
-	for {
-		if i >= len(t.in) {
-			return 0, syntaxErr(i, "unexpected end")
-		}
-		if err := t.tick(); err != nil {
-			return 0, err
-		}
-		var err error
-		if t.in[i] == 'n' { // a null element
-			return 0, errUnreadable
-		}
-		if i, err = t.elem(i, &elem, depth); err != nil {
-			return 0, err
-		}
-		i = skipSpace(t.in, i)
-		if i < len(t.in) && t.in[i] == ',' {
-			t.out = append(t.out, ',')
-			i = skipSpace(t.in, i+1)
-			continue
-		}
-		if i < len(t.in) && t.in[i] == ']' {
-			t.out = append(t.out, ']')
-			return i + 1, nil
-		}
-		return 0, syntaxErr(i, "expected ',' or ']'")
-	}
+	return t.array(i, depth, &elem)
 }
 
 // elem appends the value at t.in[i] (not null) of type f (a list's
@@ -572,7 +538,7 @@ func (t *rowTranscoder) value(i, depth int) (int, error) {
 	case '{':
 		return t.object(i, depth)
 	case '[':
-		return t.array(i, depth)
+		return t.array(i, depth, nil)
 	case '"':
 		return t.string(i)
 	case 't', 'f', 'n':
@@ -607,8 +573,10 @@ func (t *rowTranscoder) string(i int) (int, error) {
 	return end, err
 }
 
-// array appends the array at t.in[i], in a container at depth.
-func (t *rowTranscoder) array(i, depth int) (int, error) {
+// array appends the array at t.in[i], in a container at depth: its
+// elements of type elem as normalizeElem makes them (a list's: a null
+// one is unreadable), or any JSON values when elem is nil.
+func (t *rowTranscoder) array(i, depth int, elem *sluice.Field) (int, error) {
 	if depth++; depth > maxRowDepth {
 		return 0, errDeepRow
 	}
@@ -619,11 +587,22 @@ func (t *rowTranscoder) array(i, depth int) (int, error) {
 		return i + 1, nil
 	}
 	for {
+		if i >= len(t.in) {
+			return 0, syntaxErr(i, "unexpected end")
+		}
 		if err := t.tick(); err != nil {
 			return 0, err
 		}
 		var err error
-		if i, err = t.value(i, depth); err != nil {
+		switch {
+		case elem == nil:
+			i, err = t.value(i, depth)
+		case t.in[i] == 'n': // a null element
+			err = errUnreadable
+		default:
+			i, err = t.elem(i, elem, depth)
+		}
+		if err != nil {
 			return 0, err
 		}
 		i = skipSpace(t.in, i)
