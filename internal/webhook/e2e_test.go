@@ -294,6 +294,21 @@ func TestWebhookReplay(t *testing.T) {
 			t.Errorf("replay %s: %d %s, want %d", body, res.Status, res.Body, want)
 		}
 	}
+	// A position inside a commit past its last change names no event: it
+	// is refused as streams refuse it, on every path that takes one (it was
+	// read as the end of the commit).
+	past := fmt.Sprintf(`{"after":"%s-%d-3"}`, p.Epoch, p.Seq)
+	want := fmt.Sprintf("after %s-%d-3 names no event of admin/replay: commit %d has 1 changes, at indexes 0 to 0", p.Epoch, p.Seq, p.Seq)
+	a.MustDo(t, 200, dt.Admin(), "POST", fmt.Sprintf("/api/webhooks/admin/replay/%d/pause", h.ID), nil)
+	for _, c := range []struct{ path, body string }{
+		{"/api/webhooks/admin/replay", fmt.Sprintf(`{"url":%q,"after":"%s-%d-3"}`, r.url("/p"), p.Epoch, p.Seq)},
+		{path, past},
+		{fmt.Sprintf("/api/webhooks/admin/replay/%d/resume", h.ID), past},
+	} {
+		if res := a.Do(t, dt.Admin(), "POST", c.path, c.body); res.Status != 400 || !strings.Contains(string(res.Body), want) {
+			t.Errorf("POST %s %s: %d %s, want 400 naming %q", c.path, c.body, res.Status, res.Body, want)
+		}
+	}
 }
 
 // TestWebhookPausedWhenCreatorLosesAccess: a webhook delivers with its

@@ -109,6 +109,9 @@ func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, 
 		if err != nil {
 			return nil, "", sluice.Errorf(sluice.CodeInvalid, "after: %s", sluice.ErrorMessage(err))
 		}
+		if err := s.checkAfter(ctx, d, p); err != nil {
+			return nil, "", err
+		}
 		w.Position = p
 	}
 	secret := newSecret()
@@ -402,12 +405,31 @@ func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, 
 		if err != nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "after: %s", sluice.ErrorMessage(err))
 		}
+		if err := s.checkAfter(ctx, d, p); err != nil {
+			return nil, err
+		}
 		from = &p
 	}
 	if err := s.store.ResumeWebhook(ctx, d, id, from); err != nil {
 		return nil, err
 	}
 	return s.store.Webhook(ctx, d, id)
+}
+
+// checkAfter refuses p, a webhook's after position in database d, when it
+// is inside a commit past its last change (sluice.CheckIndex), as
+// streams and /api/changes refuse it: taken as a cursor, it would deliver
+// from the end of the commit, a point no event named. The store checks
+// the rest (the epoch, retained history, ahead of the log).
+func (s *Service) checkAfter(ctx context.Context, d *sluice.Database, p sluice.Position) error {
+	if p.Index == sluice.WholeCommit || p.Epoch != d.Epoch || p.Seq == 0 {
+		return nil
+	}
+	n, ok, err := s.store.ChangeCount(ctx, d.ID, p.Seq)
+	if err != nil || !ok {
+		return err // pruned, or ahead of the log: the store says which
+	}
+	return sluice.CheckIndex(d, "after", p, n)
 }
 
 // checkCreator checks that w's creator still has the read access w
@@ -426,6 +448,9 @@ func (s *Service) Replay(ctx context.Context, u *sluice.User, org, name string, 
 	p, err := sluice.ParsePosition(after)
 	if err != nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "after: %s", sluice.ErrorMessage(err))
+	}
+	if err := s.checkAfter(ctx, d, p); err != nil {
+		return nil, err
 	}
 	if err := s.store.ReplayWebhook(ctx, d, id, p); err != nil {
 		return nil, err
