@@ -365,17 +365,7 @@ func (t *rowTranscoder) column(i int, f *sluice.Field) (int, error) {
 		}
 		return t.dateTime(i)
 	case sluice.ScalarBigInt:
-		end, isInt, err := t.number(i)
-		if err != nil {
-			return 0, err
-		}
-		if !isInt {
-			return 0, errUnreadable
-		}
-		t.out = append(t.out, '"')
-		t.out = append(t.out, t.in[i:end]...)
-		t.out = append(t.out, '"')
-		return end, nil
+		return t.bigIntNumber(i)
 	}
 	return t.value(i, depth)
 }
@@ -441,17 +431,7 @@ func (t *rowTranscoder) elem(i int, f *sluice.Field, depth int) (int, error) {
 				t.out = appendEscaped(t.out, s)
 				return end, nil
 			}
-			end, isInt, err := t.number(i)
-			if err != nil {
-				return 0, err
-			}
-			if !isInt {
-				return 0, errUnreadable
-			}
-			t.out = append(t.out, '"')
-			t.out = append(t.out, t.in[i:end]...)
-			t.out = append(t.out, '"')
-			return end, nil
+			return t.bigIntNumber(i)
 		case sluice.ScalarString, sluice.ScalarID:
 			if c != '"' {
 				return 0, errUnreadable
@@ -474,6 +454,23 @@ func (t *rowTranscoder) integer(i, bits int) (int, error) {
 		return 0, errUnreadable
 	}
 	t.out = strconv.AppendInt(t.out, n, 10)
+	return end, nil
+}
+
+// bigIntNumber appends the whole number at t.in[i] as a BigInt's
+// normalized form, a JSON string of its digits; errUnreadable when it is
+// none.
+func (t *rowTranscoder) bigIntNumber(i int) (int, error) {
+	end, isInt, err := t.number(i)
+	if err != nil {
+		return 0, err
+	}
+	if !isInt {
+		return 0, errUnreadable
+	}
+	t.out = append(t.out, '"')
+	t.out = append(t.out, t.in[i:end]...)
+	t.out = append(t.out, '"')
 	return end, nil
 }
 
