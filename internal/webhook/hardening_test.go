@@ -24,27 +24,34 @@ import (
 )
 
 // goReceiver is a webhook receiver in the test process: it hands each
-// request's body to got, and answers with the next of its planned
-// answers (204 once they run out).
+// request's body, with when it arrived, to got, and answers with the
+// next of its planned answers (204 once they run out).
 type goReceiver struct {
 	srv  *httptest.Server
-	got  chan string
+	got  chan goRequest
 	mu   sync.Mutex
 	plan []func(http.ResponseWriter)
 }
 
+// goRequest is a request a goReceiver got: its body, and when it arrived.
+type goRequest struct {
+	body string
+	at   time.Time
+}
+
 func startGoReceiver(t *testing.T) *goReceiver {
 	t.Helper()
-	r := &goReceiver{got: make(chan string, 1000)}
+	r := &goReceiver{got: make(chan goRequest, 1000)}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
+		at := time.Now()
 		r.mu.Lock()
 		var answer func(http.ResponseWriter)
 		if len(r.plan) > 0 {
 			answer, r.plan = r.plan[0], r.plan[1:]
 		}
 		r.mu.Unlock()
-		r.got <- string(b)
+		r.got <- goRequest{body: string(b), at: at}
 		if answer == nil {
 			w.WriteHeader(http.StatusNoContent)
 			return
@@ -65,12 +72,18 @@ func (r *goReceiver) answer(fns ...func(http.ResponseWriter)) {
 // next returns the next request's body.
 func (r *goReceiver) next(t *testing.T) string {
 	t.Helper()
+	return r.nextRequest(t).body
+}
+
+// nextRequest returns the next request.
+func (r *goReceiver) nextRequest(t *testing.T) goRequest {
+	t.Helper()
 	select {
-	case b := <-r.got:
-		return b
+	case req := <-r.got:
+		return req
 	case <-time.After(30 * time.Second):
 		t.Fatal("no webhook request within 30s")
-		return ""
+		return goRequest{}
 	}
 }
 
@@ -167,8 +180,10 @@ func TestWebhookAnswersAreBounded(t *testing.T) {
 		w.WriteHeader(200)
 	})
 	insert(t, d, "answers", "one")
-	r.next(t)
-	first := time.Now()
+	// When the requests arrived, not when the test took them: the test
+	// may take the first late on a loaded machine, and the retry's wait
+	// (2 s with a jitter of up to -20%) leaves 100 ms over 1.5 s.
+	first := r.nextRequest(t).at
 	st := waitStatus(t, d, "answers", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 1.0 })
 	if msg := st["status_message"].(string); msg != "answered 500" {
 		t.Errorf("status after the NUL answer: %q", msg)
@@ -181,8 +196,8 @@ func TestWebhookAnswersAreBounded(t *testing.T) {
 	if err := json.Unmarshal(res.Body, &attempts); err != nil || len(attempts) != 1 || attempts[0].Status != 500 || attempts[0].Response != "bad\uFFFDanswer\uFFFD" {
 		t.Fatalf("the attempts after the NUL answer: %s (%v)", res.Body, err)
 	}
-	r.next(t) // the retry, on the schedule
-	if waited := time.Since(first); waited < 1500*time.Millisecond {
+	retry := r.nextRequest(t).at // the retry, on the schedule
+	if waited := retry.Sub(first); waited < 1500*time.Millisecond {
 		t.Errorf("the retry came %v after the first attempt, before its schedule's 2s", waited)
 	}
 	st = waitStatus(t, d, "answers", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 2.0 })
