@@ -81,8 +81,9 @@ func TestSingleStreamEndsAtJWTExpiry(t *testing.T) {
 	t.Parallel()
 	d := singleAccessFixture(t, "singlejwt", 0)
 	// Whole seconds, as exp is; long enough to open the stream and
-	// subscribe on a loaded machine.
-	exp := time.Now().Add(6 * time.Second).Truncate(time.Second)
+	// subscribe on a loaded machine (running the whole suite, -race):
+	// past exp the subscriptions are refused, and the test fails.
+	exp := time.Now().Add(15 * time.Second).Truncate(time.Second)
 	short := dt.Bearer(ritaJWT(t, exp))
 	long := dt.Bearer(ritaJWT(t, time.Now().Add(time.Hour)))
 	tok := reserve(t, d, short, "singlejwt")

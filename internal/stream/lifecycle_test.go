@@ -219,7 +219,8 @@ func TestEndingStreamKeepsItsPlaceUnderTheCaps(t *testing.T) {
 					Share: &ShareOptions{Key: "k", New: func() Evaluator { return seqEvaluator{} }}}
 			}
 			ctx := context.Background()
-			expiring := &sluice.Grant{Credential: sluice.Credential{User: user, ExpiresAt: time.Now().Add(100 * time.Millisecond)}, Database: testDB, Role: sluice.RoleRead}
+			// Long enough to open before it: Open refuses an expired grant.
+			expiring := &sluice.Grant{Credential: sluice.Credential{User: user, ExpiresAt: time.Now().Add(time.Second)}, Database: testDB, Role: sluice.RoleRead}
 			k := &endingSink{recordSink: recordSink{ended: make(chan error, 1)}, gate: make(chan struct{})}
 			first := f.s.Open(ctx, spec(expiring), k)
 			if first == nil {

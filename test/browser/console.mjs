@@ -136,7 +136,7 @@ try {
   async function check(name, wantTitle) {
     await waitFor(`${name}: no work in progress`, async () => !(await page.$('[role=status] .spinner')));
     let t = '';
-    await waitFor(`${name}: a title containing ${JSON.stringify(wantTitle)} (it is ${JSON.stringify(t)})`, async () => (t = await title()).includes(wantTitle), 5000);
+    await waitFor(`${name}: a title containing ${JSON.stringify(wantTitle)} (it is ${JSON.stringify(t)})`, async () => (t = await title()).includes(wantTitle));
     const lang = await page.evaluate(() => document.documentElement.lang);
     if (lang !== 'en') throw new Error(`${name}: <html lang=${JSON.stringify(lang)}>`);
     if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(axeSource);
@@ -156,7 +156,7 @@ try {
     await page.waitForSelector('#signin-user');
     // The form moves the focus to the user name once shown; keys typed
     // before that would go elsewhere.
-    await waitFor('the sign-in form to take the focus', () => page.evaluate(() => document.activeElement?.id === 'signin-user'), 5000);
+    await waitFor('the sign-in form to take the focus', () => page.evaluate(() => document.activeElement?.id === 'signin-user'));
     await page.type('#signin-user', user);
     await page.type('#signin-password', password);
     await page.keyboard.press('Enter');
@@ -192,7 +192,7 @@ try {
     await page.keyboard.up('Control');
     await page.keyboard.press('Backspace');
     await page.type(selector, value);
-    await waitFor(`${selector} to hold ${JSON.stringify(value)}`, () => page.$eval(selector, (e, v) => e.value === v, value), 5000);
+    await waitFor(`${selector} to hold ${JSON.stringify(value)}`, () => page.$eval(selector, (e, v) => e.value === v, value));
   }
 
   // 1. Sign-in. A credential that an older console kept in
