@@ -76,14 +76,21 @@ function fetchWatching({ marker, status }) {
     if (status && res.status === status) resolve();
     if (!marker || !res.body) return res;
     let seen = '';
+    // The text after the last whole line: a chunk may end inside an
+    // "id: " line, whose start alone is no position.
+    let partial = '';
+    const decoder = new TextDecoder();
     const watch = new TransformStream({
       transform(chunk, controller) {
-        const text = new TextDecoder().decode(chunk);
+        const text = decoder.decode(chunk, { stream: true });
         if (seen !== null) {
           seen += text;
           if (seen.includes(marker)) { seen = null; resolve(); }
         }
-        for (const m of text.matchAll(/^id: (.*)$/gm)) lastID = m[1];
+        const lines = partial + text;
+        const end = lines.lastIndexOf('\n') + 1;
+        for (const m of lines.slice(0, end).matchAll(/^id: (.*)$/gm)) lastID = m[1];
+        partial = lines.slice(end);
         controller.enqueue(chunk);
       },
     });
