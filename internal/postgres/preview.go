@@ -11,14 +11,16 @@ import (
 
 // Inspect runs fn in a read-only transaction that is always rolled back:
 // reads that judge a change before it is made (which documents a schema
-// change would affect), with the Tx methods a write's Before uses.
+// change would affect), with the Tx methods a write's Before uses. Its
+// reads are of one snapshot (REPEATABLE READ): a preview's answer is of
+// one state of the tables, and RewriteStored reads the rows it measured.
 func (db *DB) Inspect(ctx context.Context, fn func(*Tx) error) error {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return mapError(err)
 	}
 	defer conn.Release()
-	t := &Tx{tx: &txConn{conn: conn, begin: "BEGIN READ ONLY"}, db: db}
+	t := &Tx{tx: &txConn{conn: conn, begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"}, db: db}
 	defer func() {
 		if t.tx.started() {
 			conn.Exec(context.WithoutCancel(ctx), "ROLLBACK") //nolint:errcheck // a broken connection is closed by Release
