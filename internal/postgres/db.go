@@ -72,6 +72,9 @@ type options struct {
 	// batchLockWait is batchLockWait, longer in tests that must not
 	// depend on how fast a loaded machine releases a lock.
 	batchLockWait time.Duration
+	// storedRead, when not nil, is told the rows and the bytes of text
+	// each read of RewriteStored holds (tests: StoredReadForTest).
+	storedRead func(rows, bytes int)
 }
 
 // Option adjusts how Open connects.

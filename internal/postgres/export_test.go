@@ -158,3 +158,13 @@ const CaptureLevelForTest = captureLevel
 // DeadlockedForTest reports whether err is a write's that Postgres ended
 // as one side of a deadlock.
 func DeadlockedForTest(err error) bool { return deadlocked(err) }
+
+// StoredReadForTest makes fn be told the rows and the bytes of text each
+// read of RewriteStored holds.
+func StoredReadForTest(fn func(rows, bytes int)) Option {
+	return func(o *options) { o.storedRead = fn }
+}
+
+// StoredBytesForTest is storedBytes, the most bytes of text a read of
+// RewriteStored holds when it holds more than one row.
+const StoredBytesForTest = storedBytes

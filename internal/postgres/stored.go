@@ -25,9 +25,16 @@ type StoredValues struct {
 	Held, Lacking []string
 }
 
-// storedPage is how many rows RewriteStored reads at a time, so that what
-// it holds is bounded whatever the class holds.
-const storedPage = 1000
+// RewriteStored reads at most storedPage rows at a time, and of those at
+// most storedBytes of text (of the columns it reads) at a time, a single
+// larger row alone: so what it holds is bounded whatever the class holds.
+// A bound on rows alone held a thousand rows of any size at once, and a
+// row is as large as whoever wrote it made it (another Postgres role may
+// write the tables; a column holds up to a gigabyte).
+const (
+	storedPage  = 1000
+	storedBytes = 4 << 20
+)
 
 // RewriteStored calls fn with each row of s.Class's table that s names,
 // in id order: its id and the values of s.Fields' columns that are not
@@ -37,11 +44,19 @@ const storedPage = 1000
 // change of the log (a schema change's consequence, as a column it drops
 // is). Call it in a read-only Tx (Inspect) with an fn that changes
 // nothing to read alone.
+//
+// Its caller holds the tables (a schema change locks them) or reads them
+// in one snapshot (Inspect): the rows it measures (storedSizes) are the
+// rows it then reads.
 func (t *Tx) RewriteStored(ctx context.Context, d *sluice.Database, s StoredValues, fn func(id string, row map[string]any) (map[string]any, error)) error {
 	cols := make([]string, 0, len(s.Fields)+1)
 	cols = append(cols, colID)
+	// Summed as bigint: columns of a gigabyte each overflow an integer.
+	lens := []string{"0::bigint"}
 	for _, f := range s.Fields {
-		cols = append(cols, "to_jsonb("+ident(f.Name)+")::text")
+		text := "to_jsonb(" + ident(f.Name) + ")::text"
+		cols = append(cols, text)
+		lens = append(lens, "coalesce(octet_length("+text+"), 0)::bigint")
 	}
 	cond := "true"
 	if !s.Every {
@@ -55,88 +70,140 @@ func (t *Tx) RewriteStored(ctx context.Context, d *sluice.Database, s StoredValu
 		cond = "(" + strings.Join(append(or, "false"), " OR ") + ")"
 	}
 	tbl := classTable(d, s.Class)
-	query := fmt.Sprintf("SELECT %s FROM %s WHERE %s > $1 AND %s ORDER BY %s LIMIT %d", strings.Join(cols, ", "), tbl, colID, cond, colID, storedPage)
-	type row struct {
-		id   string
-		vals []*string
-	}
+	measure := fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s > $1 AND %s ORDER BY %s LIMIT %d",
+		colID, strings.Join(lens, " + "), tbl, colID, cond, colID, storedPage)
+	read := fmt.Sprintf("SELECT %s FROM %s WHERE %s > $1 AND %s <= $2 AND %s ORDER BY %s",
+		strings.Join(cols, ", "), tbl, colID, colID, cond, colID)
 	after := ""
 	for {
-		rows, err := t.tx.Query(ctx, query, after)
+		// Postgres sends every row a statement selects, and pgx reads
+		// them all even to discard them: a read cannot stop once it has
+		// enough. So Postgres measures a page's rows first (their text
+		// made twice, the price of the bound), and each read asks for
+		// the rows that fit.
+		page, err := t.storedSizes(ctx, measure, after)
 		if err != nil {
-			return mapError(err)
+			return err
 		}
-		page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			x := row{vals: make([]*string, len(s.Fields))}
-			dest := []any{&x.id}
-			for i := range x.vals {
-				dest = append(dest, &x.vals[i])
+		for rest := page; len(rest) > 0; {
+			n, total := 1, rest[0].bytes
+			for n < len(rest) && total+rest[n].bytes <= storedBytes {
+				total += rest[n].bytes
+				n++
 			}
-			return x, r.Scan(dest...)
-		})
-		if err != nil {
-			return mapError(err)
-		}
-		// The new values of each column, by row.
-		ids := make([][]string, len(s.Fields))
-		vals := make([][]*string, len(s.Fields))
-		for _, r := range page {
-			doc := make(map[string]any, len(s.Fields))
-			for i, v := range r.vals {
-				if v == nil {
-					continue
-				}
-				if doc[s.Fields[i].Name], err = decodeJSON(*v); err != nil {
-					return fmt.Errorf("read %s.%s of %s: %w", s.Class, s.Fields[i].Name, r.id, err)
-				}
-			}
-			set, err := fn(r.id, doc)
-			if err != nil {
+			last := rest[n-1].id
+			if err := t.rewriteStoredRows(ctx, d, s, read, after, last, fn); err != nil {
 				return err
 			}
-			for i, f := range s.Fields {
-				v, ok := set[f.Name]
-				if !ok {
-					continue
-				}
-				var text *string
-				if v != nil {
-					b, err := json.Marshal(v)
-					if err != nil {
-						return fmt.Errorf("encode %s.%s of %s: %w", s.Class, f.Name, r.id, err)
-					}
-					js := string(b)
-					text = &js
-				}
-				ids[i] = append(ids[i], r.id)
-				vals[i] = append(vals[i], text)
-			}
-		}
-		for i, f := range s.Fields {
-			if len(ids[i]) == 0 {
-				continue
-			}
-			// A text column (a reference) takes the JSON string's text.
-			val := "v.val::jsonb"
-			if columnType(f) != "jsonb" {
-				val = "v.val::jsonb #>> '{}'"
-			}
-			if _, err := t.tx.Exec(ctx, fmt.Sprintf("UPDATE %s AS t SET %s = %s FROM unnest($1::text[], $2::text[]) AS v(id, val) WHERE t.%s = v.id",
-				tbl, ident(f.Name), val, colID), ids[i], vals[i]); err != nil {
-				return mapError(err)
-			}
+			after, rest = last, rest[n:]
 		}
 		if len(page) < storedPage {
 			return nil
 		}
-		after = page[len(page)-1].id
 	}
 }
 
-// decodeJSON decodes s keeping numbers exact (json.Number), so that a
-// value written back is the value read.
-func decodeJSON(s string) (any, error) {
-	var v any
-	err := decodeExact([]byte(s), &v)
-	return v, err
+// storedSize is a row's id and the bytes of the text of the columns
+// RewriteStored reads.
+type storedSize struct {
+	id    string
+	bytes int64
+}
+
+// storedSizes runs measure, RewriteStored's, for the rows after id after.
+func (t *Tx) storedSizes(ctx context.Context, measure, after string) ([]storedSize, error) {
+	rows, err := t.tx.Query(ctx, measure, after)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (storedSize, error) {
+		var x storedSize
+		return x, r.Scan(&x.id, &x.bytes)
+	})
+	return page, mapError(err)
+}
+
+// rewriteStoredRows is RewriteStored for its rows with ids after after,
+// up to last, read by read.
+func (t *Tx) rewriteStoredRows(ctx context.Context, d *sluice.Database, s StoredValues, read, after, last string, fn func(id string, row map[string]any) (map[string]any, error)) error {
+	type row struct {
+		id   string
+		vals [][]byte // nil: NULL
+	}
+	rows, err := t.tx.Query(ctx, read, after, last)
+	if err != nil {
+		return mapError(err)
+	}
+	page, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		x := row{vals: make([][]byte, len(s.Fields))}
+		dest := []any{&x.id}
+		for i := range x.vals {
+			dest = append(dest, &x.vals[i])
+		}
+		return x, r.Scan(dest...)
+	})
+	if err != nil {
+		return mapError(err)
+	}
+	if hook := t.db.opts.storedRead; hook != nil {
+		held := 0
+		for _, r := range page {
+			for _, v := range r.vals {
+				held += len(v)
+			}
+		}
+		hook(len(page), held)
+	}
+	// The new values of each column, by row.
+	ids := make([][]string, len(s.Fields))
+	vals := make([][]*string, len(s.Fields))
+	for _, r := range page {
+		doc := make(map[string]any, len(s.Fields))
+		for i, v := range r.vals {
+			if v == nil {
+				continue
+			}
+			var x any
+			if err := decodeExact(v, &x); err != nil {
+				return fmt.Errorf("read %s.%s of %s: %w", s.Class, s.Fields[i].Name, r.id, err)
+			}
+			doc[s.Fields[i].Name] = x
+		}
+		set, err := fn(r.id, doc)
+		if err != nil {
+			return err
+		}
+		for i, f := range s.Fields {
+			v, ok := set[f.Name]
+			if !ok {
+				continue
+			}
+			var text *string
+			if v != nil {
+				b, err := json.Marshal(v)
+				if err != nil {
+					return fmt.Errorf("encode %s.%s of %s: %w", s.Class, f.Name, r.id, err)
+				}
+				js := string(b)
+				text = &js
+			}
+			ids[i] = append(ids[i], r.id)
+			vals[i] = append(vals[i], text)
+		}
+	}
+	for i, f := range s.Fields {
+		if len(ids[i]) == 0 {
+			continue
+		}
+		// A text column (a reference) takes the JSON string's text.
+		val := "v.val::jsonb"
+		if columnType(f) != "jsonb" {
+			val = "v.val::jsonb #>> '{}'"
+		}
+		if _, err := t.tx.Exec(ctx, fmt.Sprintf("UPDATE %s AS t SET %s = %s FROM unnest($1::text[], $2::text[]) AS v(id, val) WHERE t.%s = v.id",
+			classTable(d, s.Class), ident(f.Name), val, colID), ids[i], vals[i]); err != nil {
+			return mapError(err)
+		}
+	}
+	return nil
 }
