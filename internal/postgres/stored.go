@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // StoredValues names what of one class table a schema change reads to
@@ -44,6 +45,15 @@ const (
 // change of the log (a schema change's consequence, as a column it drops
 // is). Call it in a read-only Tx (Inspect) with an fn that changes
 // nothing to read alone.
+//
+// A row whose columns read hold more than schema.MaxValues values in all
+// (written in SQL before migration 28 refused such rows, or by a role
+// that bypasses its check) is not decoded: decoding builds a value for
+// each, hundreds of MB from a row of a few MB. RewriteStored then fails
+// with a Conflict naming the class, the document and its fields, so that
+// the schema change, one transaction, changes nothing: skipping the row
+// would leave it unchecked by the new schema, and dropping its values
+// would lose data no one asked to drop.
 //
 // Its caller holds the tables (a schema change locks them) or reads them
 // in one snapshot (Inspect): the rows it measures (storedSizes) are the
@@ -158,6 +168,9 @@ func (t *Tx) rewriteStoredRows(ctx context.Context, d *sluice.Database, s Stored
 	ids := make([][]string, len(s.Fields))
 	vals := make([][]*string, len(s.Fields))
 	for _, r := range page {
+		if err := checkStoredValues(s, r.id, r.vals); err != nil {
+			return err
+		}
 		doc := make(map[string]any, len(s.Fields))
 		for i, v := range r.vals {
 			if v == nil {
@@ -206,4 +219,38 @@ func (t *Tx) rewriteStoredRows(ctx context.Context, d *sluice.Database, s Stored
 		}
 	}
 	return nil
+}
+
+// checkStoredValues returns the Conflict of RewriteStored when vals, the
+// columns it read of document id, hold more than schema.MaxValues values
+// in all (as the API counts a document's fields): the most a document
+// may hold, so that a document the API or a checked SQL write made is
+// never refused.
+func checkStoredValues(s StoredValues, id string, vals [][]byte) error {
+	size := 0
+	for _, v := range vals {
+		size += len(v)
+	}
+	// Each value takes a byte at least: fewer bytes hold fewer values,
+	// and need no count.
+	if size <= schema.MaxValues {
+		return nil
+	}
+	n := 0
+	var fields []string
+	for i, v := range vals {
+		if v != nil {
+			n += schema.CountJSONValues(v)
+			fields = append(fields, s.Fields[i].Name)
+		}
+	}
+	if n <= schema.MaxValues {
+		return nil
+	}
+	what := "field " + fields[0]
+	if len(fields) > 1 {
+		what = "fields " + strings.Join(fields, ", ")
+	}
+	return sluice.Errorf(sluice.CodeConflict, "cannot change the schema: document %s of class %s holds %d values in %s, more than %d, the most a document may (written in SQL past that bound), which a schema change does not read: change or delete the document first",
+		id, s.Class, n, what, schema.MaxValues)
 }

@@ -2,9 +2,12 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -122,4 +125,50 @@ func TestRewriteStoredBoundsWhatItHolds(t *testing.T) {
 		t.Fatalf("%d rows rewritten (%v), want 140", rewritten, err)
 	}
 	t.Logf("%d reads, the most bytes held by a read of several rows %d", len(reads), most)
+}
+
+// TestRewriteStoredRefusesTooManyValues: a row holding more than
+// schema.MaxValues values in the columns RewriteStored reads (written in
+// SQL past migration 28's check) is not decoded nor given to fn:
+// RewriteStored fails with a Conflict naming the class, the document and
+// its fields, counting its columns together, as the API counts a
+// document. A row at the bound is read. Before, the row was decoded
+// whole, a value for each.
+func TestRewriteStoredRefusesTooManyValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, tbl := storedDatabase(t, "type W { xs: [Int!] ys: [Int!] n: Int }")
+	zeros := func(n int) string { return "(SELECT jsonb_agg(0) FROM generate_series(1, " + strconv.Itoa(n) + "))" }
+	writeRows(t, db,
+		"INSERT INTO "+tbl+" (_id, _commit_uid, xs) VALUES ('W/1', 1, '[1, 2]')",
+		"INSERT INTO "+tbl+" (_id, _commit_uid, xs) VALUES ('W/2', 1, "+zeros(schema.MaxValues-1)+")", // the list and its elements
+		"INSERT INTO "+tbl+" (_id, _commit_uid, xs) VALUES ('W/3', 1, "+zeros(schema.MaxValues)+")",
+		"INSERT INTO "+tbl+" (_id, _commit_uid, xs, ys) VALUES ('W/4', 1, "+zeros(schema.MaxValues/2)+", "+zeros(schema.MaxValues/2)+")")
+	w := s.Class("W")
+	for _, c := range []struct {
+		name   string
+		values postgres.StoredValues
+		seen   []string
+		want   string
+	}{
+		{"one field", postgres.StoredValues{Class: "W", Fields: []*sluice.Field{w.Field("xs")}, Held: []string{"xs"}}, []string{"W/1", "W/2"},
+			"cannot change the schema: document W/3 of class W holds 1000001 values in field xs, more than 1000000, the most a document may"},
+		{"two fields", postgres.StoredValues{Class: "W", Fields: []*sluice.Field{w.Field("xs"), w.Field("ys")}, Held: []string{"ys"}}, nil,
+			"cannot change the schema: document W/4 of class W holds 1000002 values in fields xs, ys, more than 1000000, the most a document may"},
+	} {
+		var seen []string
+		err := db.Inspect(ctx, func(tx *postgres.Tx) error {
+			return tx.RewriteStored(ctx, d, c.values, func(id string, row map[string]any) (map[string]any, error) {
+				seen = append(seen, id)
+				return nil, nil
+			})
+		})
+		var se *sluice.Error
+		if !errors.As(err, &se) || se.Code != sluice.CodeConflict || !strings.Contains(se.Message, c.want) {
+			t.Errorf("%s: %.300v, want a Conflict: %s", c.name, err, c.want)
+		}
+		if !slices.Equal(seen, c.seen) {
+			t.Errorf("%s: fn saw %q, want %q", c.name, seen, c.seen)
+		}
+	}
 }
