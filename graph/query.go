@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 	"slices"
@@ -588,48 +587,18 @@ func (x *execution) lookup(id string) *sluice.Document {
 }
 
 // DecodeDocument decodes a document's API-form JSON (a change's before or
-// after) into a sluice.Document, keeping numbers as json.Number. A field
-// holding more than schema.MaxValues values is left out without being
-// decoded, as a read of its row leaves it out: an image logged before
-// documents were bounded (by the API, or in SQL before migration 28's
-// check) can hold millions, and decoding builds a value for each (16 MiB
-// of [0,0,…] took hundreds of MB for each subscription evaluating it).
+// after) into a sluice.Document, keeping numbers as json.Number; a field
+// of more than schema.MaxValues values is left out (schema.DecodeImage).
 func DecodeDocument(raw []byte) (*sluice.Document, error) {
-	var m map[string]any
-	// Each value takes a byte at least: a smaller image has no such field.
-	if len(raw) <= schema.MaxValues {
-		if err := decodeNumbers(raw, &m); err != nil {
-			return nil, err
-		}
-	} else {
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &fields); err != nil {
-			return nil, err
-		}
-		m = make(map[string]any, len(fields))
-		for name, f := range fields {
-			if schema.CountJSONValues(f) > schema.MaxValues {
-				continue
-			}
-			var v any
-			if err := decodeNumbers(f, &v); err != nil {
-				return nil, err
-			}
-			m[name] = v
-		}
+	m, err := schema.DecodeImage(raw)
+	if err != nil {
+		return nil, err
 	}
 	id, _ := m["@id"].(string)
 	typ, _ := m["@type"].(string)
 	delete(m, "@id")
 	delete(m, "@type")
 	return &sluice.Document{ID: id, Type: typ, Fields: m}, nil
-}
-
-// decodeNumbers decodes raw into v keeping numbers as json.Number.
-func decodeNumbers(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	return dec.Decode(v)
 }
 
 func parseFilter(s *sluice.Schema, class string, input map[string]any) (filter.Expr, error) {

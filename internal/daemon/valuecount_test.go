@@ -101,3 +101,30 @@ func TestDocumentValueBound(t *testing.T) {
 		}
 	}
 }
+
+// TestReplaceOfStoredPastValueBound: a replace by a writer whose role
+// cannot read some fields keeps their stored values; when the stored
+// document holds more values than a document may (written before the
+// bound: two fields of 600,000 values, each readable on its own), the
+// replace is refused with a Conflict naming why, before the stored
+// document is decoded (a value each), and nothing is written. Before, the
+// stored document was decoded whole, and the replace refused as invalid
+// only after.
+func TestReplaceOfStoredPastValueBound(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "keepmany", `type W { xs: [Int!] @private ys: [Int!] @private n: Int }`)
+	tbl := newSQLWriter(t, d, "keepmany").table("W")
+	zeros := "'[" + strings.TrimSuffix(strings.Repeat("0, ", 600_000), ", ") + "]'"
+	sqlExec(t, d.DatabaseURL, "SET LOCAL sluice.writer = 'on'",
+		"INSERT INTO "+tbl+" (_id, _commit_uid, xs, ys, n) VALUES ('W/old', 1, "+zeros+", "+zeros+", 7)")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wren","organization":"admin","password":"wren-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/keepmany", `{"user":"wren","role":"write"}`)
+	r := d.MustDo(t, 409, dt.Basic("wren", "wren-password"), "PUT", "/api/document/admin/keepmany", `{"@type":"W","@id":"old","n":8}`)
+	if !strings.Contains(string(r.Body), "hold more than 1000000 values, the most a document may") {
+		t.Errorf("the replace: %s", r.Body)
+	}
+	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/keepmany?id=W/old", nil); !strings.Contains(string(r.Body), `"n":7`) {
+		t.Errorf("after the refused replace: %.200s", r.Body)
+	}
+}

@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // History is shown through two schemas: the current one and the one the
@@ -229,10 +229,8 @@ func redactHistory(role sluice.Role, cur, old *sluice.Schema, doc []byte) ([]byt
 	if doc == nil {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	m, err := schema.DecodeImage(doc)
+	if err != nil {
 		return nil, fmt.Errorf("redact: %w", err)
 	}
 	typ, _ := m["@type"].(string)

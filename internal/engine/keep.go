@@ -36,6 +36,14 @@ func keepHidden(role sluice.Role, s *sluice.Schema) func(replacement, stored []b
 		if err != nil {
 			return nil, err
 		}
+		// The stored document is decoded whole, its hidden fields kept:
+		// one stored past the bound of values a document may hold
+		// (written before it) is refused before it is decoded, a value
+		// each, rather than kept whole or losing what the role cannot
+		// see.
+		if len(stored) > schema.MaxValues && schema.CountJSONValues(stored) > schema.MaxValues+4 {
+			return nil, sluice.Errorf(sluice.CodeConflict, "document %s: its stored values, which a replace by your role keeps where your role cannot read them, hold more than %d values, the most a document may (stored before that bound): an admin must change it first", next["@id"], schema.MaxValues)
+		}
 		cur, err := decodeDocument(stored)
 		if err != nil {
 			return nil, err

@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -11,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 	"github.com/sluice-dev/sluice/internal/schemacache"
 )
 
@@ -902,10 +901,8 @@ func dropUnknown(s *sluice.Schema, past *Past, doc []byte) ([]byte, error) {
 	if doc == nil || len(past.Unknown) == 0 && !past.strays {
 		return doc, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	m, err := schema.DecodeImage(doc)
+	if err != nil {
 		return nil, fmt.Errorf("past document: %w", err)
 	}
 	typ, _ := m["@type"].(string)

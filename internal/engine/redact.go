@@ -1,12 +1,11 @@
 package engine
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // redactFor removes from doc every field, at any depth of subdocuments, that
@@ -16,10 +15,8 @@ func redactFor(role sluice.Role, s *sluice.Schema, doc []byte) ([]byte, error) {
 	if doc == nil || role >= sluice.RoleAdmin {
 		return doc, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	m, err := schema.DecodeImage(doc)
+	if err != nil {
 		return nil, fmt.Errorf("redact: %w", err)
 	}
 	typ, _ := m["@type"].(string)

@@ -1,13 +1,12 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // Reader is what a stream subscriber may see of one database: the
@@ -132,10 +131,8 @@ func (r *Reader) Redact(ctx context.Context, doc []byte) ([]byte, error) {
 	if doc == nil || r.Role >= sluice.RoleAdmin {
 		return doc, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
+	m, err := schema.DecodeImage(doc)
+	if err != nil {
 		return nil, fmt.Errorf("redact: %w", err)
 	}
 	if knownObject(r.Schema, m) {
