@@ -171,8 +171,21 @@ func stalledSocket(t *testing.T, p *proc, path, query string) (conn func() net.C
 // each blocked write's write_timeout, here an hour.)
 func TestStopCutsStreamsOfClientsThatDoNotRead(t *testing.T) {
 	t.Parallel()
+	// One document larger than a socket's send buffer ever grows
+	// (tcp_wmem's maximum), by more than the kernel may take past it:
+	// once the first bytes of its event reach a client, the daemon is
+	// writing that event, which the socket cannot take whole, so its
+	// write to that client blocks. Several documents of 512 KiB, as many
+	// in all, did not make sure of that: on loopback a send buffer grows
+	// to tcp_wmem's maximum (4 MiB took 2.9 MB of events), and when the
+	// change feed had read only the first few documents by SIGTERM (a
+	// loaded machine; what it has not read when it stops is not sent),
+	// each REST stream wrote them and its end without blocking, and ended
+	// before shutdown_timeout ran out, so the warning said writing=0.
+	size := sendBufferMax(t) + 1<<20
+	limits := []string{"SLUICE_MAX_BODY_BYTES=" + strconv.Itoa(2*size), "SLUICE_GRAPHQL_MAX_RESPONSE_BYTES=" + strconv.Itoa(2*size)}
 	dataDir := filepath.Join(tempDir(t), "data")
-	p, logs := startLogged(t, dataDir, "SLUICE_SHUTDOWN_TIMEOUT=2s", "SLUICE_WRITE_TIMEOUT=1h")
+	p, logs := startLogged(t, dataDir, append(limits, "SLUICE_SHUTDOWN_TIMEOUT=2s", "SLUICE_WRITE_TIMEOUT=1h")...)
 	if code, body := p.do(t, "POST", "/api/db/admin/big", `{"schema":"type Doc { text: String! }"}`); code != 201 {
 		t.Fatalf("create database: %d %s", code, body)
 	}
@@ -199,16 +212,13 @@ func TestStopCutsStreamsOfClientsThatDoNotRead(t *testing.T) {
 	for _, conn := range sockets {
 		clients = append(clients, conn())
 	}
-	// Documents of 512 KiB, more of them than a socket's send buffer
-	// holds at most (tcp_wmem): the daemon's writes to each client
-	// block.
-	text := strings.Repeat("x", 512<<10)
-	for range sendBufferMax(t)/(512<<10) + 2 {
-		if code, body := p.do(t, "POST", "/api/document/admin/big", `{"@type":"Doc","text":"`+text+`"}`); code != 200 {
-			t.Fatalf("insert: %d %.200s", code, body)
-		}
+	// The small document's event is a few hundred bytes: more unread
+	// is the large one's.
+	text := strings.Repeat("x", size)
+	if code, body := p.do(t, "POST", "/api/document/admin/big", `{"@type":"Doc","text":"`+text+`"}`); code != 200 {
+		t.Fatalf("insert: %d %.200s", code, body)
 	}
-	eventually.True(t, time.Minute, "every client's receive buffer holds part of a large event", func() bool {
+	eventually.True(t, time.Minute, "every client's receive buffer holds part of the large event", func() bool {
 		for _, c := range clients {
 			if unread(t, c) < 2<<10 {
 				return false
