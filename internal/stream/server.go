@@ -86,9 +86,13 @@ func (e *Server) Close(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 		if e.parker != nil {
-			parked, writing := e.parker.abort()
-			e.logger.Warn("shutdown_timeout ran out: ending the parked streams left, and closing the connections of the streams writing to clients that do not read",
-				"parked", parked, "writing", writing)
+			// Nothing to name when every stream ended in time (the
+			// deadline may have run out waiting for others: the
+			// GraphQL WebSockets closed before).
+			if parked, writing := e.parker.abort(); parked+writing > 0 {
+				e.logger.Warn("shutdown_timeout ran out: ending the parked streams left, and closing the connections of the streams writing to clients that do not read",
+					"parked", parked, "writing", writing)
+			}
 		}
 		<-done
 	}
