@@ -273,8 +273,7 @@ func keepReadable(role sluice.Role, cur, old *sluice.Schema, c *sluice.Class, m 
 			}
 		}
 		for _, sub := range subdocuments(f, v) {
-			typ, _ := sub["@type"].(string)
-			if sc := cur.Class(typ); sc != nil {
+			if sc := subdocumentClass(cur, f, sub); sc != nil {
 				keepReadable(role, cur, old, sc, sub)
 			} else {
 				delete(m, k)

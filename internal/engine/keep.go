@@ -101,7 +101,7 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 			if !ok {
 				continue
 			}
-			if seen := visible(role, s, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, next[f.Name]) {
+			if seen := visible(role, s, f, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, next[f.Name]) {
 				next[f.Name] = o
 				changed = true
 			}
@@ -109,11 +109,10 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 		}
 		n, ok1 := next[f.Name].(map[string]any)
 		o, ok2 := cur[f.Name].(map[string]any)
-		if !ok1 || !ok2 || n["@type"] != o["@type"] {
+		if !ok1 || !ok2 {
 			continue
 		}
-		typ, _ := n["@type"].(string)
-		if sc := s.Classes[typ]; sc != nil && keepMap(role, s, sc, n, o) {
+		if sc := subdocumentClass(s, f, n); sc != nil && sc == subdocumentClass(s, f, o) && keepMap(role, s, sc, n, o) {
 			changed = true
 		}
 	}
@@ -143,7 +142,7 @@ func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur
 			if !ok {
 				continue
 			}
-			if seen := visible(role, s, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, p) {
+			if seen := visible(role, s, f, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, p) {
 				set(f.Name, o)
 			}
 			continue
@@ -153,11 +152,11 @@ func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur
 		if !ok1 || !ok2 {
 			continue
 		}
-		if typ, named := n["@type"]; named && typ != o["@type"] {
+		sc := subdocumentClass(s, f, o)
+		if _, named := n["@type"]; named && subdocumentClass(s, f, n) != sc {
 			continue
 		}
-		typ, _ := o["@type"].(string)
-		if sc := s.Classes[typ]; sc != nil {
+		if sc != nil {
 			if kept := keepInPatch(role, s, sc, n, o); reflect.ValueOf(kept).Pointer() != reflect.ValueOf(n).Pointer() {
 				set(f.Name, kept)
 			}
@@ -184,20 +183,19 @@ func sameJSON(a, b any) bool {
 	return json.Unmarshal(x, &u) == nil && json.Unmarshal(y, &v) == nil && reflect.DeepEqual(u, v)
 }
 
-// visible returns v, a stored value in API form (decoded JSON), as role
-// reads it: without the fields hidden from role in the subdocuments it
-// holds, at any depth. v itself is not changed.
-func visible(role sluice.Role, s *sluice.Schema, v any) any {
+// visible returns v, the stored value of subdocument field f in API form
+// (decoded JSON), as role reads it: without the fields hidden from role
+// in the subdocuments it holds, at any depth. v itself is not changed.
+func visible(role sluice.Role, s *sluice.Schema, f *sluice.Field, v any) any {
 	switch v := v.(type) {
 	case []any:
 		out := make([]any, len(v))
 		for i, e := range v {
-			out[i] = visible(role, s, e)
+			out[i] = visible(role, s, f, e)
 		}
 		return out
 	case map[string]any:
-		typ, _ := v["@type"].(string)
-		c := s.Classes[typ]
+		c := subdocumentClass(s, f, v)
 		if c == nil {
 			return v
 		}
@@ -205,13 +203,13 @@ func visible(role sluice.Role, s *sluice.Schema, v any) any {
 		for k, e := range v {
 			out[k] = e
 		}
-		for _, f := range c.Fields {
+		for _, sf := range c.Fields {
 			switch {
-			case hiddenFrom(role, s, f):
-				delete(out, f.Name)
-			case f.Type.Kind == sluice.TypeSubdocument:
-				if e, ok := out[f.Name]; ok {
-					out[f.Name] = visible(role, s, e)
+			case hiddenFrom(role, s, sf):
+				delete(out, sf.Name)
+			case sf.Type.Kind == sluice.TypeSubdocument:
+				if e, ok := out[sf.Name]; ok {
+					out[sf.Name] = visible(role, s, sf, e)
 				}
 			}
 		}

@@ -55,8 +55,25 @@ func hiddenFrom(role sluice.Role, s *sluice.Schema, f *sluice.Field) bool {
 	return c != nil && c.SeenFrom > role
 }
 
+// subdocumentClass returns the class of sub, a subdocument that field f
+// holds: the class its "@type" names or, when it names none, f's type. A
+// subdocument written in SQL may leave "@type" out, and subdocument types
+// implement no interface, so f's type is the only class it can be: every
+// role check of a subdocument goes by it (judged by "@type" alone, an
+// untyped subdocument's hidden fields were shown to readers). Nil when
+// "@type" names a class s lacks, or is not a string.
+func subdocumentClass(s *sluice.Schema, f *sluice.Field, sub map[string]any) *sluice.Class {
+	t, named := sub["@type"]
+	if !named {
+		return s.Class(f.Type.Name)
+	}
+	typ, _ := t.(string)
+	return s.Class(typ)
+}
+
 // redactMap deletes hidden fields from m (an object of class c) and reports
-// whether it deleted any.
+// whether it deleted any. A subdocument of a class the schema lacks, which
+// cannot be judged, is deleted with its field.
 func redactMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, m map[string]any) bool {
 	changed := false
 	for _, f := range c.Fields {
@@ -81,8 +98,13 @@ func redactMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, m map[string
 			if !ok {
 				continue
 			}
-			typ, _ := sub["@type"].(string)
-			if sc := s.Classes[typ]; sc != nil && redactMap(role, s, sc, sub) {
+			sc := subdocumentClass(s, f, sub)
+			if sc == nil {
+				delete(m, f.Name)
+				changed = true
+				break
+			}
+			if redactMap(role, s, sc, sub) {
 				changed = true
 			}
 		}

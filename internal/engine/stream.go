@@ -165,7 +165,12 @@ func (r *Reader) Redact(ctx context.Context, doc []byte) ([]byte, error) {
 
 func knownObject(s *sluice.Schema, m map[string]any) bool {
 	typ, _ := m["@type"].(string)
-	c := s.Class(typ)
+	return knownObjectOf(s, s.Class(typ), m)
+}
+
+// knownObjectOf reports whether m, an object of class c (nil: one the
+// schema lacks), holds only fields the schema declares, at any depth.
+func knownObjectOf(s *sluice.Schema, c *sluice.Class, m map[string]any) bool {
 	if c == nil {
 		return false
 	}
@@ -178,7 +183,7 @@ func knownObject(s *sluice.Schema, m map[string]any) bool {
 			return false
 		}
 		for _, sub := range subdocuments(f, v) {
-			if !knownObject(s, sub) {
+			if !knownObjectOf(s, subdocumentClass(s, f, sub), sub) {
 				return false
 			}
 		}
@@ -199,8 +204,7 @@ func stripUnknown(s *sluice.Schema, c *sluice.Class, m map[string]any) {
 			continue
 		}
 		for _, sub := range subdocuments(f, v) {
-			typ, _ := sub["@type"].(string)
-			if sc := s.Class(typ); sc != nil {
+			if sc := subdocumentClass(s, f, sub); sc != nil {
 				stripUnknown(s, sc, sub)
 			} else {
 				delete(m, k) // a subdocument type the schema no longer has
