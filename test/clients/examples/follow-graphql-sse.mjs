@@ -2,7 +2,9 @@
 // (distinct connections mode), for good: every reconnect resumes right
 // after the last event received, whether the client retries a broken
 // connection or subscribes again after Sluice completed the subscription
-// (it does when it shuts down). Nothing is missed, nothing repeats.
+// (it does when it shuts down). Nothing is missed, nothing repeats. An
+// answer that retrying cannot change (wrong credentials, a database that
+// does not exist or that the user may not read) stops it with an error.
 //
 //   npm install graphql-sse
 //   node follow-graphql-sse.mjs [GraphQL URL] [position to start after]
@@ -11,13 +13,18 @@ import { createClient } from 'graphql-sse';
 const url = process.argv[2] ?? 'http://localhost:6363/api/graphql/admin/people';
 const authorization = 'Basic ' + btoa(process.env.SLUICE_CREDENTIALS ?? 'admin:root');
 let last = process.argv[3]; // the position of the last event received (none: from now on)
+// graphql-sse retries every answer that is not a 2xx, so a refusal would
+// look like waiting, for ever: fetchFn keeps one here, and retry() throws it.
+let refused;
 
 // In this mode an event's position is its SSE id, which the client does
 // not hand on: read the ids as the stream passes, keep the id of the last
 // complete event, and send it as Last-Event-ID on every request.
 async function fetchFn(input, init) {
   const res = await fetch(input, { ...init, headers: { ...init.headers, ...(last && { 'Last-Event-ID': last }) } });
-  if (!res.ok || !res.body) return res;
+  // 401 wrong credentials, 403 no access to the database, 404 no such database
+  if ([401, 403, 404].includes(res.status)) refused = new Error(`Sluice answered ${res.status}: ${(await res.text()).trim()}`);
+  if (!res.ok || !res.body) return res; // graphql-sse retries any other failure (Sluice restarting, say)
   const decoder = new TextDecoder();
   let rest = '', id;
   const ids = new TransformStream({
@@ -39,7 +46,10 @@ const client = createClient({
   headers: { Authorization: authorization },
   fetchFn,
   retryAttempts: Infinity, // never give up while Sluice restarts,
-  retry: (retries) => new Promise((r) => setTimeout(r, Math.min(500 * 2 ** retries, 10_000))), // waiting at most 10 s
+  retry: async (retries) => {
+    if (refused) throw refused; // but not after a refusal: this ends the subscription with it
+    await new Promise((r) => setTimeout(r, Math.min(500 * 2 ** retries, 10_000))); // waiting at most 10 s
+  },
 });
 
 for (;;) {
@@ -56,6 +66,10 @@ for (;;) {
       console.log('added', person._id, person.name);
     }
   } catch (err) {
+    if (err === refused) {
+      console.error('stopped, retrying cannot help:', refused.message);
+      process.exit(1);
+    }
     console.error('subscription failed:', err.message ?? err);
   }
   await new Promise((r) => setTimeout(r, 1000)); // then subscribe again, after `last`

@@ -3,7 +3,9 @@
 // after the last event received, whether the client reconnects a broken
 // socket by itself or subscribes again after Sluice completed the
 // subscription (it does when it shuts down). Nothing is missed, nothing
-// repeats.
+// repeats. A refusal that retrying cannot change (wrong credentials, a
+// database that does not exist or that the user may not read) stops it
+// with an error.
 //
 //   npm install graphql-ws ws
 //   node follow-graphql-ws.mjs [GraphQL WebSocket URL] [position to start after]
@@ -19,16 +21,24 @@ const authorization = 'Basic ' + btoa(process.env.SLUICE_CREDENTIALS ?? 'admin:r
 const payload = { query: 'subscription { Person_added { _id name } }', extensions: {} };
 if (process.argv[3]) payload.extensions.lastEventId = process.argv[3];
 
+// Sluice closes the socket with 4403 when it refuses the credentials or
+// the database (one that does not exist, or that the user may not read),
+// and with 4400 when it refuses a message. graphql-ws retries 4403, and
+// this loop would subscribe again after either: that would look like
+// waiting, for ever. A restart closes the socket with other codes.
+const refused = (closeOrError) => closeOrError?.code === 4403 || closeOrError?.code === 4400;
+
 const client = createClient({
   url,
   webSocketImpl: WebSocket,
   connectionParams: { Authorization: authorization },
   retryAttempts: Infinity, // never give up while Sluice restarts,
   retryWait: (retries) => new Promise((r) => setTimeout(r, Math.min(500 * 2 ** retries, 10_000))), // waiting at most 10 s
+  shouldRetry: (closeOrError) => closeOrError?.reason !== undefined && !refused(closeOrError), // a closed socket, unless refused
 });
 
 for (;;) {
-  await new Promise((resolve) => {
+  const stop = await new Promise((resolve) => {
     client.subscribe(payload, {
       next(result) {
         payload.extensions.lastEventId = result.extensions.lastEventId;
@@ -43,10 +53,14 @@ for (;;) {
         // The position is older than the history Sluice keeps: re-read the
         // state, then follow from now on.
         if (errors[0].extensions?.code === 'POSITION_EXPIRED') delete payload.extensions.lastEventId;
-        resolve();
+        resolve(refused(err));
       },
-      complete: resolve,
+      complete: () => resolve(false),
     });
   });
+  if (stop) {
+    console.error('stopped, retrying cannot help');
+    process.exit(1);
+  }
   await new Promise((r) => setTimeout(r, 1000)); // then subscribe again, after the last event
 }
