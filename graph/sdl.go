@@ -378,12 +378,18 @@ func implements(names []string) string {
 	return " implements " + strings.Join(names, " & ")
 }
 
+// outputType is the GraphQL type of field f as read. A single reference
+// is nullable even when the field is required: a write checks a
+// reference's id and class, not that its document exists, so it may name
+// one that does not (any more), which reads as null; a non-null type would
+// promise clients typed from the schema what the answer breaks. (A list
+// of references leaves such ids out.)
 func outputType(f *sluice.Field) string {
 	t := f.Type.Name
 	if f.List {
 		t = "[" + t + "!]"
 	}
-	if f.Required {
+	if f.Required && (f.List || f.Type.Kind != sluice.TypeReference) {
 		t += "!"
 	}
 	return t
