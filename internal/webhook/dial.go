@@ -173,7 +173,11 @@ func (d *dialer) DialContext(ctx context.Context, network, address string) (net.
 	if !named {
 		addrs = []netip.Addr{a}
 	} else if addrs, err = d.resolve(ctx, host); err != nil {
-		return nil, &unreachableError{host: host, detail: err}
+		return nil, &unreachableError{host: host, lookup: lookupFailure(err), detail: err}
+	} else if len(addrs) == 0 {
+		// The system resolver says "no such host" then; a resolver of a
+		// test's may not.
+		return nil, &unreachableError{host: host, lookup: "no such host", detail: errors.New("no addresses")}
 	}
 	var errs, refused []error
 	for _, a := range addrs {
@@ -198,16 +202,40 @@ func (d *dialer) DialContext(ctx context.Context, network, address string) (net.
 	return nil, errors.Join(errs...)
 }
 
-// unreachableError is a name that resolves to no address webhooks may
-// connect to, or that does not resolve. Its text is the same either way
-// and names no address: attempts are shown to the database's admins, who
-// could otherwise learn which internal names resolve, and to what. detail
-// says, for the server's log.
+// unreachableError is a name that does not resolve (lookup says why), or
+// that resolves only to addresses Policy refuses (lookup is ""). The two
+// are told apart, since their fixes differ (the URL's host, or the
+// operator's webhook_allow_networks), but the text names no address and
+// not the resolver's own words: attempts are shown to the database's
+// admins, who are not necessarily the server's operators, and an address
+// (or the resolver's, in its error) would map the network behind the
+// server. detail says, for the server's log.
 type unreachableError struct {
 	host   string
+	lookup string
 	detail error
 }
 
 func (e *unreachableError) Error() string {
-	return fmt.Sprintf("%s does not resolve to an address webhooks may connect to (a public one, or one in webhook_allow_networks)", e.host)
+	if e.lookup != "" {
+		return fmt.Sprintf("%s does not resolve: %s", e.host, e.lookup)
+	}
+	return fmt.Sprintf("%s resolves only to addresses webhooks may not connect to (not public, and not in webhook_allow_networks; the server's log names them)", e.host)
+}
+
+// lookupFailure says in a user's words why a name did not resolve. It
+// does not use the resolver's error text, which may name the resolver's
+// address (a read from it that timed out names both ends).
+func lookupFailure(err error) string {
+	var de *net.DNSError
+	isDNS := errors.As(err, &de)
+	switch {
+	case isDNS && de.IsNotFound:
+		return "no such host"
+	case isDNS && de.IsTimeout, errors.Is(err, context.DeadlineExceeded):
+		return "the DNS lookup timed out"
+	case isDNS && de.IsTemporary:
+		return "the DNS server could not answer (a temporary failure)"
+	}
+	return "the DNS lookup failed (the server's log says why)"
 }

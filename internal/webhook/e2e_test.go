@@ -585,7 +585,7 @@ func TestWebhookRefusesPrivateAddresses(t *testing.T) {
 	// The attempt says the name reaches nothing allowed, not where it
 	// resolved (TestWebhookErrorsNameNoResolvedAddress).
 	msg := st["status_message"].(string)
-	for _, want := range []string{"rebind.test does not resolve to an address webhooks may connect to", "webhook_allow_networks"} {
+	for _, want := range []string{"rebind.test resolves only to addresses webhooks may not connect to", "webhook_allow_networks"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("status message %q does not say %q", msg, want)
 		}

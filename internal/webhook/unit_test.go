@@ -127,6 +127,49 @@ func TestDialerSkipsRefusedAddresses(t *testing.T) {
 	}
 }
 
+// TestDialerSaysWhyANameDoesNotResolve: a name that does not resolve says
+// so, in words that do not name the resolver (its error may), and only a
+// name that resolves to refused addresses alone points at
+// webhook_allow_networks, naming none of them. Both said the latter
+// before, which sent the admin of a webhook to a mistyped host to the
+// allow-list.
+func TestDialerSaysWhyANameDoesNotResolve(t *testing.T) {
+	t.Parallel()
+	timeout := &net.DNSError{Err: "read udp 10.0.0.5:40000->10.0.0.2:53: i/o timeout", Name: "slow.test", Server: "10.0.0.2:53", IsTimeout: true}
+	for _, c := range []struct {
+		host  string
+		addrs []netip.Addr
+		err   error
+		want  string
+	}{
+		{"missing.test", nil, &net.DNSError{Err: "no such host", Name: "missing.test", Server: "10.0.0.2:53", IsNotFound: true},
+			"missing.test does not resolve: no such host"},
+		{"slow.test", nil, timeout, "slow.test does not resolve: the DNS lookup timed out"},
+		{"late.test", nil, context.DeadlineExceeded, "late.test does not resolve: the DNS lookup timed out"},
+		{"flaky.test", nil, &net.DNSError{Err: "server misbehaving", Name: "flaky.test", Server: "10.0.0.2:53", IsTemporary: true},
+			"flaky.test does not resolve: the DNS server could not answer (a temporary failure)"},
+		{"odd.test", nil, errors.New("resolver at 10.0.0.2 broke"), "odd.test does not resolve: the DNS lookup failed (the server's log says why)"},
+		{"empty.test", []netip.Addr{}, nil, "empty.test does not resolve: no such host"},
+		{"internal.test", []netip.Addr{netip.MustParseAddr("10.9.8.7"), netip.MustParseAddr("::1")}, nil,
+			"internal.test resolves only to addresses webhooks may not connect to (not public, and not in webhook_allow_networks; the server's log names them)"},
+	} {
+		d := &dialer{policy: Policy{},
+			resolve: func(context.Context, string) ([]netip.Addr, error) { return c.addrs, c.err },
+			dial: func(_ context.Context, _, address string) (net.Conn, error) {
+				t.Errorf("%s: dialled %s", c.host, address)
+				return nil, errors.New("test: no dialing")
+			}}
+		_, err := d.DialContext(context.Background(), "tcp", c.host+":443")
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v, want %q", c.host, err, c.want)
+		}
+		var ue *unreachableError
+		if !errors.As(err, &ue) || ue.detail == nil {
+			t.Errorf("%s: error %#v keeps no detail for the log", c.host, err)
+		}
+	}
+}
+
 func TestSchedule(t *testing.T) {
 	t.Parallel()
 	for _, j := range []float64{0, 0.5, 0.999} {
