@@ -265,10 +265,18 @@ func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, c
 		if err != nil {
 			return "", nil, err
 		}
-		return `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8, attempt = 0, next_attempt_at = NULL`,
+		return `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8, attempt = 0, next_attempt_at = NULL, ` + activeClearsMessage,
 			[]any{s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch)}, nil
 	})
 }
+
+// activeClearsMessage is the SET item of a change that starts a
+// webhook's retry schedule again (attempt = 0) without changing its
+// state: an active webhook then no longer retries, and its status message
+// said what failed while it did (the attempts log keeps it). The message
+// of a webhook paused, failing or revoked says why it is, and stays. A
+// change that left it said "active" with the old URL's error.
+const activeClearsMessage = "status_message = CASE WHEN state = 'active' THEN '' ELSE status_message END"
 
 // touched is the SET item that moves updated_at forward: always, even
 // within the microsecond of the previous change or with a clock set back,
@@ -377,6 +385,8 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 		set := "seq = $3, idx = $4, attempt = 0, next_attempt_at = NULL"
 		if resume {
 			set += ", state = 'active', status_message = ''"
+		} else {
+			set += ", " + activeClearsMessage
 		}
 		if _, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", version = version + 1, "+touched+" WHERE id = $2 AND db_id = $1",
 			d.ID, id, p.Seq, p.Index); err != nil {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"sync"
@@ -308,6 +309,67 @@ func TestWebhookReplay(t *testing.T) {
 		if res := a.Do(t, dt.Admin(), "POST", c.path, c.body); res.Status != 400 || !strings.Contains(string(res.Body), want) {
 			t.Errorf("POST %s %s: %d %s, want 400 naming %q", c.path, c.body, res.Status, res.Body, want)
 		}
+	}
+}
+
+// TestStatusMessageIsOfTheCurrentStatus: status_message says why a
+// webhook is in its status: what failed while it retries, and nothing once
+// it is active again, whether by a PATCH of its URL or a replay. Both left
+// it active with the failed URL's error; a paused webhook keeps saying
+// why it is.
+func TestStatusMessageIsOfTheCurrentStatus(t *testing.T) {
+	t.Parallel()
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) }))
+	t.Cleanup(bad.Close)
+	good := startGoReceiver(t)
+	d := dt.Start(t, func(c *config.Config) {
+		c.WebhookAllowNetworks = loopback
+		c.WebhookRetrySchedule = []time.Duration{time.Hour} // it stays retrying
+	})
+	d.CreateDatabase(t, "stale", personSchema)
+	h := createHook(t, d, nil, "stale", "", fmt.Sprintf(`{"url":%q}`, bad.URL))
+	path := fmt.Sprintf("/api/webhooks/admin/stale/%d", h.ID)
+	retrying := func(name string) map[string]any {
+		t.Helper()
+		insert(t, d, "stale", name)
+		st := waitStatus(t, d, "stale", h.ID, 30*time.Second, func(m map[string]any) bool { return m["attempt"] == 1.0 })
+		if st["status"] != "retrying" || st["status_message"] != "answered 503" {
+			t.Fatalf("after a 503: status %v, status_message %q, want retrying and answered 503", st["status"], st["status_message"])
+		}
+		return st
+	}
+	answer := func(what string, res dt.Response) {
+		t.Helper()
+		var m map[string]any
+		if err := json.Unmarshal(res.Body, &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["status"] != "active" || m["attempt"] != 0.0 || m["status_message"] != "" {
+			t.Errorf("%s answered status %v, attempt %v, status_message %q; want active, 0 and none", what, m["status"], m["attempt"], m["status_message"])
+		}
+	}
+
+	retrying("one")
+	answer("PATCH of the url", d.MustDo(t, 200, dt.Admin(), "PATCH", path, fmt.Sprintf(`{"url":%q}`, good.srv.URL)))
+	good.next(t)
+	if st := waitStatus(t, d, "stale", h.ID, 30*time.Second, func(m map[string]any) bool { return m["delivered"] == 1.0 }); st["status_message"] != "" {
+		t.Errorf("delivered, with status_message %q", st["status_message"])
+	}
+
+	d.MustDo(t, 200, dt.Admin(), "PATCH", path, fmt.Sprintf(`{"url":%q}`, bad.URL))
+	retrying("two")
+	head := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/stale?type=Person", nil).Header.Get("Sluice-Position")
+	answer("replay to the head", d.MustDo(t, 200, dt.Admin(), "POST", path+"/replay", fmt.Sprintf(`{"after":%q}`, head)))
+	st := status(t, d, "stale", h.ID)
+	if lag := st["lag"].(map[string]any)["commits"]; st["status"] != "active" || lag != 0.0 || st["status_message"] != "" {
+		t.Errorf("after the replay: status %v, lag %v, status_message %q; want active, 0 and none", st["status"], lag, st["status_message"])
+	}
+
+	// A change of settings leaves a paused webhook paused, saying why.
+	d.MustDo(t, 200, dt.Admin(), "POST", path+"/pause", nil)
+	res := d.MustDo(t, 200, dt.Admin(), "PATCH", path, `{"description":"paused"}`)
+	if !strings.Contains(string(res.Body), `"status_message":"paused by an admin"`) {
+		t.Errorf("PATCH of a paused webhook: %s, want it still paused by an admin", res.Body)
 	}
 }
 
