@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
+	"github.com/vektah/gqlparser/v2/parser"
 )
 
 // operations is the executor the transports run operations with:
@@ -27,10 +29,37 @@ type operations struct {
 // once (parsedQuery).
 func (o operations) CreateOperationContext(ctx context.Context, params *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
 	rc, errs := o.Executor.CreateOperationContext(withParsedQuery(ctx), params)
-	if len(errs) == 1 && rc != nil && rc.Operation != nil {
+	switch {
+	case len(errs) != 1:
+	case rc != nil && rc.Operation != nil:
 		errs = gqlerror.List{variableError(o.schema, rc.Operation, params.Variables, errs[0])}
+	case errs[0].Message == "operation "+params.OperationName+" not found":
+		errs = gqlerror.List{operationError(params, errs[0])}
 	}
 	return rc, errs
+}
+
+// operationError returns e, gqlgen's error for an operation it cannot
+// pick ("operation  not found": a document of several operations without
+// an operationName, or one naming none of them), saying what to do and
+// which operations the document holds (the first ten).
+func operationError(params *graphql.RawParams, e *gqlerror.Error) *gqlerror.Error {
+	doc, err := parser.ParseQuery(&ast.Source{Input: params.Query})
+	if err != nil || len(doc.Operations) == 0 {
+		return e
+	}
+	names := make([]string, 0, min(len(doc.Operations), 10))
+	for _, op := range doc.Operations[:cap(names)] {
+		names = append(names, cmp.Or(op.Name, "(one without a name)"))
+	}
+	list := strings.Join(names, ", ")
+	if len(doc.Operations) > len(names) {
+		list += ", …"
+	}
+	if params.OperationName == "" {
+		return withMessage(e, fmt.Sprintf("the document holds %d operations (%s): name the one to run in operationName", len(doc.Operations), list))
+	}
+	return withMessage(e, fmt.Sprintf("operationName %q names none of the document's operations (%s)", params.OperationName, list))
 }
 
 // variableError returns e, an error of op's variables vars coerced to
