@@ -212,6 +212,24 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("config: %w", err)
 	}
 	d.setReloadable(reloadable{jwt: jwt, cert: cert})
+	// The listeners are bound before the embedded Postgres starts and
+	// before the admin user is made: a start that cannot serve (its port
+	// taken) fails at once with the bind error, not after initdb and the
+	// migrations, and not after it showed the generated admin password,
+	// which is shown on the first start only. Until serve accepts on them,
+	// connections wait in the kernel's backlog (the port is open, nothing
+	// answers): /readyz, once answered, says whether the daemon is ready.
+	ln, metricsLn, err := d.listen()
+	if err != nil {
+		return err
+	}
+	// Serving closes them; this closes them when Run returns before.
+	defer func() {
+		_ = ln.Close()
+		if metricsLn != nil {
+			_ = metricsLn.Close()
+		}
+	}()
 	m := metrics.New()
 	// Every commit, whatever made it, is counted and wakes what follows the
 	// log; build registers those with wake as it builds them.
@@ -242,7 +260,25 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		// target too (see engine.loadGC).
 		defer engine.RaiseGCUnderLoad(bulkGCPercent)()
 	}
-	return d.serve(ctx, p, pg, cert)
+	return d.serve(ctx, p, pg, cert, ln, metricsLn)
+}
+
+// listen binds the API's listener (config listen) and, when configured,
+// the metrics listener (metrics_listen; nil without one).
+func (d *Daemon) listen() (apiLn, metricsLn net.Listener, err error) {
+	apiLn, err = net.Listen("tcp", d.cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
+	}
+	if d.cfg.MetricsListen == "" {
+		return apiLn, nil, nil
+	}
+	metricsLn, err = net.Listen("tcp", d.cfg.MetricsListen)
+	if err != nil {
+		_ = apiLn.Close()
+		return nil, nil, fmt.Errorf("listen on %s (metrics_listen): %w", d.cfg.MetricsListen, err)
+	}
+	return apiLn, metricsLn, nil
 }
 
 // parts are what build assembles and serve runs.
@@ -477,10 +513,11 @@ func (d *Daemon) bootstrap(ctx context.Context, eng *engine.Engine) error {
 }
 
 // serve runs what build assembled: the background loops, the change feed
-// and the HTTP server (and the metrics listener, when configured), until
-// ctx is cancelled, the HTTP server fails or the embedded Postgres pg (nil
-// with a database URL) gives up; then it shuts them down in order.
-func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert *certificate) error {
+// and the HTTP server on ln (and the metrics server on metricsLn, when
+// configured), until ctx is cancelled, the HTTP server fails or the
+// embedded Postgres pg (nil with a database URL) gives up; then it shuts
+// them down in order.
+func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert *certificate, ln, metricsLn net.Listener) error {
 	stopBackground, stopHooks := d.startBackground(ctx, p)
 	defer stopBackground()
 	// The change feed stops before the HTTP server so that every open
@@ -492,22 +529,14 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 		stopFeed(sctx)
 	}()
 
-	ln, err := net.Listen("tcp", d.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", d.cfg.Listen, err)
-	}
 	srv := d.httpServer(p.handler)
 	d.addr = ln.Addr().String()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, ln, cert) }()
-	if d.cfg.MetricsListen != "" {
-		addr, stopMetrics, err := serveMetrics(d.cfg.MetricsListen, checkMetricsHost(d.cfg.MetricsAllowHosts, p.metrics.Handler()), d.logger)
-		if err != nil {
-			_ = srv.Close()
-			return err
-		}
+	if metricsLn != nil {
+		stopMetrics := serveMetrics(metricsLn, checkMetricsHost(d.cfg.MetricsAllowHosts, p.metrics.Handler()), d.logger)
 		defer stopMetrics()
-		d.metricsAddr = addr
+		d.metricsAddr = metricsLn.Addr().String()
 	}
 	d.ready.Store(true)
 	close(d.started)
@@ -784,14 +813,9 @@ func maxStreams(configured int64, fileLimit uint64) int {
 }
 
 // serveMetrics serves GET /metrics, without credentials, on a listener of
-// its own at addr (config metrics_listen): for a scraper on a network the
-// API's clients cannot reach. It returns the address it listens on and a
-// function that stops it.
-func serveMetrics(addr string, metrics http.Handler, logger *slog.Logger) (string, func(), error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("listen on %s (metrics_listen): %w", addr, err)
-	}
+// its own, ln (config metrics_listen): for a scraper on a network the
+// API's clients cannot reach. It returns a function that stops it.
+func serveMetrics(ln net.Listener, metrics http.Handler, logger *slog.Logger) func() {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
 	// A scrape is one small GET: its whole request, body included (none
@@ -808,7 +832,7 @@ func serveMetrics(addr string, metrics http.Handler, logger *slog.Logger) (strin
 		}
 	}()
 	logger.Info("serving metrics", "addr", ln.Addr().String())
-	return ln.Addr().String(), func() { _ = srv.Close(); <-done }, nil
+	return func() { _ = srv.Close(); <-done }
 }
 
 // requestOwner says whose request ctx is, for the connections a user's
