@@ -281,6 +281,24 @@ func (d *Daemon) listen() (apiLn, metricsLn net.Listener, err error) {
 	return apiLn, metricsLn, nil
 }
 
+// serveURL returns the URL of the API listening on addr (a bound
+// listener's address), for people to open: a listener on every address
+// is reached as localhost.
+func serveURL(addr string, tls bool) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + "://" + addr + "/"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + "/"
+}
+
 // parts are what build assembles and serve runs.
 type parts struct {
 	store    *postgres.DB
@@ -540,7 +558,9 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	}
 	d.ready.Store(true)
 	close(d.started)
-	d.logger.Info("sluice is serving", "addr", d.addr, "version", d.opts.Version)
+	// addr comes first: tests find the address in this line by it
+	// (daemontest.StartProc); url is one a person can open.
+	d.logger.Info("sluice is serving", "addr", d.addr, "url", serveURL(d.addr, cert != nil), "version", d.opts.Version)
 
 	// A nil channel never fires: an external Postgres is not ours to
 	// supervise.
