@@ -164,3 +164,49 @@ func TestAddRequiredFieldToStoredDocuments(t *testing.T) {
 	}
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/req", "type Note { text: String }\ntype Tag { name: String label: String! }")
 }
+
+// TestSchemaBodyMistakes: a PUT /api/schema body that cannot be the
+// schema meant, an empty one (a script's unset $SCHEMA) or JSON (POST
+// /api/db's body), is a 400 saying the body is the SDL, with force=true
+// and in a dry run too. An empty body was taken as a schema of no
+// classes: a 409 advising force=true, which then dropped every class and
+// document. A schema of only comments is meant, and takes the normal way.
+func TestSchemaBodyMistakes(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	sdl := "type Person { name: String! }"
+	d.CreateDatabase(t, "mistakes", sdl)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/mistakes", `{"@type":"Person","@id":"alice","name":"Alice"}`)
+
+	for _, tc := range []struct{ body, want string }{
+		{"", "the request body is empty: PUT /api/schema takes the new schema, its SDL, as the body"},
+		{" \n\t\r\n", "the request body is empty: PUT /api/schema takes the new schema, its SDL, as the body"},
+		{`{"schema":"type Person { name: String! age: Int }"}`, `the request body starts with "{": PUT /api/schema takes the SDL itself as its body (such as type Person { name: String }), not JSON`},
+		{"\n  {\"label\": \"x\"}", `the request body starts with "{": PUT /api/schema takes the SDL itself as its body`},
+		{"{", `the request body starts with "{"`},
+	} {
+		for _, q := range []string{"", "?force=true", "?dry_run=true", "?dry_run=true&force=true"} {
+			var body any
+			if tc.body != "" {
+				body = tc.body
+			}
+			r := d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/mistakes"+q, body)
+			if _, msg := errBody(t, r); r.Status != 400 || !strings.Contains(msg, tc.want) {
+				t.Errorf("PUT%s %q: %d %s, want 400 saying %q", q, tc.body, r.Status, msg, tc.want)
+			}
+		}
+	}
+	if got := string(d.MustDo(t, 200, dt.Admin(), "GET", "/api/schema/admin/mistakes", nil).Body); got != sdl {
+		t.Fatalf("schema after refused bodies: %q", got)
+	}
+	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/mistakes?id=Person/alice", nil)
+
+	// Only comments: a schema of no classes, which drops Person, so
+	// refused without force and applied with it.
+	none := "# no classes\n"
+	if r := d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/mistakes", none); r.Status != 409 || !strings.Contains(string(r.Body), "drops class Person") {
+		t.Fatalf("a schema of only comments: %d %s, want 409 naming the class it drops", r.Status, r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/mistakes?force=true", none)
+	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/mistakes?id=Person/alice", nil)
+}

@@ -1,6 +1,7 @@
 package rest
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -272,6 +273,10 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if err := checkSchemaBody(body); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	if dryRun {
 		a.previewSchema(w, r, org, name, string(body), version)
 		return
@@ -291,6 +296,28 @@ func (a *api) putSchema(w http.ResponseWriter, r *http.Request) {
 		out["commit"] = res.Commit.ID()
 	}
 	writeJSON(w, http.StatusOK, success(out))
+}
+
+// checkSchemaBody refuses a PUT /api/schema body that cannot be the
+// schema its sender meant: an empty one (a script's unset $SCHEMA), which
+// as SDL declares no class and so, with force=true, dropped every class
+// and document, the 409 before it having advised just that; and JSON,
+// such as POST /api/db's {"schema": …}, which was refused as SDL with
+// "line 1, column 1: Unexpected {", not saying what the body should be.
+// SDL never starts with "{" (a schema is type, enum and interface
+// definitions, each starting with a name or a description), so a leading
+// "{" tells JSON. A schema of only comments is deliberate: it goes on.
+func checkSchemaBody(body []byte) error {
+	// What GraphQL ignores before a definition, comments aside: white
+	// space, line ends, commas and a byte order mark.
+	sdl := bytes.TrimLeft(body, " \t\r\n,\ufeff")
+	if len(sdl) == 0 {
+		return sluice.Errorf(sluice.CodeInvalid, "the request body is empty: PUT /api/schema takes the new schema, its SDL, as the body (such as --data-binary @schema.graphql), and changes nothing without one; to drop every class, send a schema of only a comment (# no classes) with force=true")
+	}
+	if sdl[0] == '{' {
+		return sluice.Errorf(sluice.CodeInvalid, "the request body starts with \"{\": PUT /api/schema takes the SDL itself as its body (such as type Person { name: String }), not JSON; {\"schema\": …} is the body of POST /api/db, which creates a database")
+	}
+	return nil
 }
 
 // previewSchema answers what putting sdl would do, changing nothing: each
