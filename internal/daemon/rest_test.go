@@ -205,6 +205,9 @@ func TestRESTErrors(t *testing.T) {
 		{"DELETE", "/api/tokens/abc", "", 400, "api:BadRequest", `token id "abc" is not a number`},
 		{"DELETE", "/api/tokens/999", "", 404, "api:NotFound", "token 999 does not exist"},
 		{"PUT", "/api/roles/admin/people", `{"user":"admin","role":"owner"}`, 400, "api:BadRequest", `role "owner"`},
+		// A missing organization is named, not looked up as "" (404).
+		{"POST", "/api/users", `{"name":"sam","password":"sam-password"}`, 400, "api:BadRequest", "organization is required"},
+		{"POST", "/api/users", `{"name":"sam","organization":"","password":"sam-password"}`, 400, "api:BadRequest", "organization is required"},
 		{"POST", "/api/document/_system/_system", `{"@type":"Organization","name":"x"}`, 403, "api:Forbidden", "written only by Sluice"},
 	}
 	for _, c := range cases {

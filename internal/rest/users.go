@@ -60,6 +60,13 @@ func (a *api) createUser(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	// Without one, the engine looked up organization "" and answered 404
+	// `organization "" does not exist`, as if the name were wrong rather
+	// than missing.
+	if body.Organization == "" {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "organization is required: the organization the user belongs to (GET /api/organizations lists them)"))
+		return
+	}
 	u, err := a.Engine.CreateUser(r.Context(), userFrom(r), body.Organization, body.Name, body.Password)
 	if err != nil {
 		writeError(w, r, err)
