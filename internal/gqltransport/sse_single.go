@@ -245,6 +245,23 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 		t.reserve(w, r, greq)
 		return
 	}
+	// Every DELETE comes here (protocol.Of), a plain one without a token
+	// too, which answered 404 "no stream reservation for this token", as
+	// if a token had been sent: what it lacks is named first, and the 404
+	// kept for a token that has no reservation.
+	var id string
+	if r.Method == http.MethodDelete {
+		q, err := streamparam.Params(r)
+		if err != nil {
+			writeHTTPError(w, err)
+			return
+		}
+		id = q.Get("operationId")
+		if protocol.StreamToken(r) == "" || id == "" {
+			writeHTTPError(w, errDeleteNeeds(protocol.StreamToken(r) == "", id == ""))
+			return
+		}
+	}
 	res := t.reservation(r, greq)
 	if res == nil {
 		writeHTTPError(w, errNoReservation())
@@ -256,16 +273,6 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 	case http.MethodPost:
 		t.singleOperation(w, r, res, exec)
 	case http.MethodDelete:
-		q, err := streamparam.Params(r)
-		if err != nil {
-			writeHTTPError(w, err)
-			return
-		}
-		id := q.Get("operationId")
-		if id == "" {
-			writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "the operationId query parameter is missing"))
-			return
-		}
 		res.mu.Lock()
 		if e := res.ops[id]; e != nil {
 			e.stop()
@@ -327,6 +334,22 @@ func (t *transport) reserve(w http.ResponseWriter, r *http.Request, greq *graph.
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write([]byte(tok))
+}
+
+// errDeleteNeeds names what a DELETE on a GraphQL URL lacks: it stops an
+// operation of single connection mode, and needs the stream's token and
+// the operation's id.
+func errDeleteNeeds(noToken, noID bool) error {
+	var missing string
+	switch {
+	case noToken && noID:
+		missing = "the X-GraphQL-Event-Stream-Token header and the operationId query parameter are missing"
+	case noToken:
+		missing = "the X-GraphQL-Event-Stream-Token header is missing"
+	default:
+		missing = "the operationId query parameter is missing"
+	}
+	return sluice.Errorf(sluice.CodeInvalid, "%s: DELETE on a GraphQL URL stops an operation of single connection mode, and needs the stream's token (the answer to its PUT) in the X-GraphQL-Event-Stream-Token header and the operation's id in ?operationId= (see docs/subscriptions.md#graphql-sse-single-connection-mode)", missing)
 }
 
 func errNoReservation() error {

@@ -101,6 +101,43 @@ func TestSingleConnection(t *testing.T) {
 	}
 }
 
+// TestSingleConnectionDeleteNeeds: a DELETE on a GraphQL URL stops an
+// operation of single connection mode; one without the stream's token or
+// the operation's id is a 400 naming what it lacks. A plain DELETE (no
+// token) answered 404 "no stream reservation for this token", as if a
+// token had been sent. A token that has no reservation is still a 404.
+func TestSingleConnectionDeleteNeeds(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "deletes", "type Dog { name: String! }")
+	path := "/api/graphql/admin/deletes"
+	tok := reserve(t, d, dt.Admin(), "deletes")
+	tokenHeader := "X-GraphQL-Event-Stream-Token"
+	needs := "DELETE on a GraphQL URL stops an operation of single connection mode, and needs the stream's token (the answer to its PUT) in the X-GraphQL-Event-Stream-Token header and the operation's id in ?operationId="
+	for _, tc := range []struct {
+		path, missing string
+		header        []string
+	}{
+		{path, "the X-GraphQL-Event-Stream-Token header and the operationId query parameter are missing", nil},
+		{path + "?operationId=s1", "the X-GraphQL-Event-Stream-Token header is missing", nil},
+		{path, "the operationId query parameter is missing", []string{tokenHeader, tok}},
+		{path, "the operationId query parameter is missing", []string{tokenHeader, "nope"}},
+		{path + "?token=" + tok, "the operationId query parameter is missing", nil},
+	} {
+		r := d.Do(t, dt.Admin(), "DELETE", tc.path, nil, tc.header...)
+		if want := tc.missing + ": " + needs; r.Status != 400 || !strings.Contains(string(r.Body), want) {
+			t.Errorf("DELETE %s %v: %d %s, want 400 saying %q", tc.path, tc.header, r.Status, r.Body, want)
+		}
+	}
+	// Both given: a token without a reservation is not found, one with
+	// it stops the operation (none by that id here: nothing to stop).
+	if r := d.Do(t, dt.Admin(), "DELETE", path+"?operationId=s1", nil, tokenHeader, "nope"); r.Status != 404 || !strings.Contains(string(r.Body), "no stream reservation for this token") {
+		t.Errorf("DELETE with an unknown token: %d %s, want 404", r.Status, r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "DELETE", path+"?operationId=s1", nil, tokenHeader, tok)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", path+"?operationId=s1&token="+tok, nil)
+}
+
 // TestMultipart: Apollo's multipart subscriptions, byte for byte: the
 // heartbeat part once registered, a payload part per event with its
 // position, and a transport-level error with the closing boundary.
