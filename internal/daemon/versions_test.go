@@ -251,7 +251,15 @@ func TestConditionalWritesREST(t *testing.T) {
 		{"POST", "/api/document/admin/cw", `{"@type":"Person","@id":"eve","name":"Eve"}`, "an insert takes no precondition", []string{"If-Match", `"3f"`}},
 		{"PUT", "/api/document/admin/cw", `[{"@type":"Person","@id":"ann","name":"A"},{"@type":"Person","@id":"eve","name":"E"}]`, "If-Match and If-None-Match apply to a request of one document", []string{"If-Match", v2}},
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "give one entity tag", []string{"If-Match", `"a", "b"`}},
-		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "is not an entity tag", []string{"If-Match", `3f`}},
+		// The value as sent: it was shown quoted, If-Match: "3f", the
+		// very form it asks for.
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, `If-Match: 3f is not an entity tag: an entity tag is in quotes, "3f" (send the ETag as Sluice answered it, quotes included)`, []string{"If-Match", `3f`}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, `If-Match: "3f is not an entity tag: give a version in quotes`, []string{"If-Match", `"3f`}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, `If-Match: W/3f is not an entity tag: give a version in quotes`, []string{"If-Match", `W/3f`}},
+		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, `If-Match is empty`, []string{"If-Match", ``}},
+		// If-None-Match takes only *: an unquoted version was told it
+		// is no entity tag, and refused again once quoted.
+		{"PUT", "/api/document/admin/cw?create=true", `{"@type":"Person","@id":"ann","name":"A"}`, "If-None-Match on a write takes only *", []string{"If-None-Match", `3f`}},
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "add create=true", []string{"If-None-Match", "*"}},
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","name":"A"}`, "If-None-Match on a write takes only *", []string{"If-None-Match", v2}},
 		{"PUT", "/api/document/admin/cw", `{"@type":"Person","@id":"ann","@version":3,"name":"A"}`, `"@version" must be a version string`, nil},

@@ -64,11 +64,10 @@ func precondition(r *http.Request) (sluice.Precondition, error) {
 		}
 		return sluice.Precondition{Version: sluice.VersionOfTag(tag[1 : len(tag)-1])}, nil
 	case len(inm) > 0:
-		tag, err := oneTag("If-None-Match", inm)
-		if err != nil {
-			return sluice.Precondition{}, err
-		}
-		if tag != "*" {
+		// Anything but * is refused as such, a tag or not: told its
+		// value was not an entity tag, a client sending If-None-Match:
+		// 3f quoted it, only to be refused again.
+		if len(inm) > 1 || strings.TrimSpace(inm[0]) != "*" {
 			return sluice.Precondition{}, sluice.Errorf(sluice.CodeInvalid, "If-None-Match on a write takes only *: write only if the document does not exist")
 		}
 		return sluice.Precondition{Absent: true}, nil
@@ -85,11 +84,31 @@ func oneTag(name string, values []string) (string, error) {
 	if tag == "*" {
 		return tag, nil
 	}
-	quoted := strings.TrimPrefix(tag, "W/")
-	if len(quoted) < 3 || quoted[0] != '"' || quoted[len(quoted)-1] != '"' || strings.ContainsAny(quoted[1:len(quoted)-1], "\" \t") {
-		return "", sluice.Errorf(sluice.CodeInvalid, "%s: %.64q is not an entity tag: give a version in quotes, as ETag gave it, such as \"3f\"", name, tag)
+	if !isEntityTag(strings.TrimPrefix(tag, "W/")) {
+		return "", notEntityTag(name, tag)
 	}
 	return tag, nil
+}
+
+// isEntityTag reports whether tag is a strong entity tag as Sluice makes
+// them: a version in quotes, without quotes or spaces inside.
+func isEntityTag(tag string) bool {
+	return len(tag) >= 3 && tag[0] == '"' && tag[len(tag)-1] == '"' && !strings.ContainsAny(tag[1:len(tag)-1], "\" \t")
+}
+
+// notEntityTag refuses tag, header name's value, showing it as sent: it
+// was shown quoted (%q), so `If-Match: 3l` was answered `If-Match: "3l"
+// is not an entity tag`, which looks like the quoted tag it asks for.
+// A value that quotes would make a tag of is the usual mistake (a
+// client that dropped ETag's quotes): the answer shows it quoted.
+func notEntityTag(name, tag string) error {
+	switch {
+	case tag == "":
+		return sluice.Errorf(sluice.CodeInvalid, "%s is empty: give a version in quotes, as ETag gave it, such as \"3f\", or *", name)
+	case !strings.HasPrefix(tag, "W/") && isEntityTag(`"`+tag+`"`):
+		return sluice.Errorf(sluice.CodeInvalid, "%s: %.64s is not an entity tag: an entity tag is in quotes, \"%.64s\" (send the ETag as Sluice answered it, quotes included)", name, tag, tag)
+	}
+	return sluice.Errorf(sluice.CodeInvalid, "%s: %.64s is not an entity tag: give a version in quotes, as ETag gave it, such as \"3f\"", name, tag)
 }
 
 // matchesETag reports whether If-None-Match values match etag, the tag
