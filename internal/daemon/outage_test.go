@@ -131,6 +131,18 @@ func TestPostgresOutage(t *testing.T) {
 		}
 		noInternalText(t, req.name, string(r.Body))
 	}
+	// Credentials not checked before the outage cannot be checked now:
+	// authentication answers 503 itself, in the shape of its route's
+	// answers.
+	unchecked := dt.Basic("admin", "not-checked-before")
+	r := d.Do(t, unchecked, "POST", "/api/graphql/admin/o", `{"query":"{ Note { _id } }"}`, "Accept", "application/json", "Content-Type", "application/json")
+	if code, _ := gqlRefusal(t, r, "application/json"); r.Status != 503 || code != "UNAVAILABLE" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("graphql over http with credentials not checked before the outage: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	r = d.Do(t, unchecked, "GET", "/api/document/admin/o?type=Note", nil)
+	if typ, _ := errBody(t, r); r.Status != 503 || typ != "api:Unavailable" || r.Header.Get("Retry-After") == "" {
+		t.Errorf("REST with credentials not checked before the outage: %d %v %s", r.Status, r.Header, r.Body)
+	}
 	// The socket opened before closes once its subscription ended: it no
 	// longer holds a place among the streams (1013, try again later).
 	if code, reason := ws.closed(t); code != 1013 || !strings.Contains(reason, "unavailable") {

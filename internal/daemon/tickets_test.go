@@ -236,8 +236,10 @@ func TestStreamTicketRefusals(t *testing.T) {
 		t.Parallel()
 		ticket, _ := newTicket(t, a, dt.Admin(), `{"database":"acme/notes"}`)
 		sys := eventSource("/api/graphql/_system?query="+url.QueryEscape("subscription { UserDatabase_added { name } }"), ticket)
-		if status, typ, _ := refused(t, a, dt.NoAuth(), sys); status != 403 || typ != "api:Forbidden" {
-			t.Errorf("%d %s, want 403 Forbidden", status, typ)
+		// In GraphQL's shape, as every error of a GraphQL URL.
+		r := a.Do(t, dt.NoAuth(), "GET", sys.Path, nil, sys.Header...)
+		if code, _ := gqlRefusal(t, r, "application/json"); r.Status != 403 || code != "FORBIDDEN" {
+			t.Errorf("%d %s, want 403 FORBIDDEN", r.Status, code)
 		}
 	})
 	t.Run("_system", func(t *testing.T) {
@@ -278,9 +280,17 @@ func TestStreamTicketRefusals(t *testing.T) {
 				body = `{"query":"subscription { Note_added { _id } }"}`
 			}
 			r := a.Do(t, dt.NoAuth(), c.method, c.path+sep+"ticket="+url.QueryEscape(ticket), body, c.header...)
-			typ, msg := errBody(t, r)
-			if r.Status != 400 || typ != "api:BadRequest" || !strings.Contains(msg, "?ticket= authenticates only a stream") {
-				t.Errorf("%d %s %q, want 400 naming ?ticket=", r.Status, typ, msg)
+			var typ, msg string
+			want := "api:BadRequest"
+			if strings.HasPrefix(c.path, "/api/graphql/") {
+				// In GraphQL's shape, as every error of a GraphQL URL.
+				typ, msg = gqlRefusal(t, r, "application/json")
+				want = "BAD_REQUEST"
+			} else {
+				typ, msg = errBody(t, r)
+			}
+			if r.Status != 400 || typ != want || !strings.Contains(msg, "?ticket= authenticates only a stream") {
+				t.Errorf("%d %s %q, want 400 %s naming ?ticket=", r.Status, typ, msg, want)
 			}
 			// Not spent: it still opens a stream.
 			s := a.MustOpenStream(t, dt.NoAuth(), eventSource(restNotes, ticket))

@@ -347,9 +347,15 @@ func errorResult(errs gqlerror.List) []byte {
 }
 
 // writeHTTPError answers a request that cannot start a stream with a JSON
-// GraphQL error response and the status of err, as sluice.Show shows it.
+// GraphQL error response and the status of err, as sluice.Show shows it,
+// with the headers the router's answers carry: WWW-Authenticate on a 401
+// (a graphql-ws upgrade with wrong credentials; HTTP requires it of a
+// 401), Retry-After on an answer that invites a retry.
 func writeHTTPError(w http.ResponseWriter, err error) {
 	sh := sluice.Show(err)
+	if sh.Code == sluice.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
+	}
 	if sh.RetryAfter != "" {
 		w.Header().Set("Retry-After", sh.RetryAfter)
 	}

@@ -148,11 +148,17 @@ const refusedBodyGrace = time.Second
 // stream's body itself when the handler returns; Connection: close there
 // would close the connection with every other stream on it.)
 func refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
+	leaveBodyUnread(w, r)
+	writeError(w, r, err)
+}
+
+// leaveBodyUnread prepares the answer of a request whose body is not read
+// (see refuseUnread), before it is written.
+func leaveBodyUnread(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedBodyGrace))
 	}
-	writeError(w, r, err)
 }
 
 // refuseStrayBodies answers 400 to an HTTP/1 GET, HEAD or OPTIONS request

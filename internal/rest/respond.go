@@ -51,12 +51,7 @@ func writeErrorBody(w http.ResponseWriter, err error) { writeShown(w, err, sluic
 
 // writeShown answers with the status and JSON body of err as sh shows it.
 func writeShown(w http.ResponseWriter, err error, sh sluice.Shown) {
-	if sh.Code == sluice.CodeUnauthenticated {
-		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
-	}
-	if sh.RetryAfter != "" {
-		w.Header().Set("Retry-After", sh.RetryAfter)
-	}
+	errorHeaders(w, sh)
 	body := errorShape(sh)
 	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
 		for _, d := range stale.Docs {
@@ -74,6 +69,19 @@ func writeShown(w http.ResponseWriter, err error, sh sluice.Shown) {
 		}
 	}
 	writeJSON(w, sh.Code.HTTPStatus(), body)
+}
+
+// errorHeaders sets the headers an error answer carries whatever its
+// body's shape: WWW-Authenticate on a 401 (HTTP requires it: it is what
+// makes a browser ask for a user name and password), Retry-After on an
+// answer that invites a retry.
+func errorHeaders(w http.ResponseWriter, sh sluice.Shown) {
+	if sh.Code == sluice.CodeUnauthenticated {
+		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
+	}
+	if sh.RetryAfter != "" {
+		w.Header().Set("Retry-After", sh.RetryAfter)
+	}
 }
 
 // errorShape returns the REST error body of an error as sh shows it (the

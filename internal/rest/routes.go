@@ -134,10 +134,10 @@ func Routes(d Deps) http.Handler {
 	// The change streams also take a stream ticket (?ticket=), for
 	// browsers' EventSource, which cannot send an Authorization header;
 	// every other route refuses one.
-	r.With(a.authenticateStream).HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
+	r.With(a.authenticateStream(writeError)).HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
 
 	r.Group(func(r chi.Router) {
-		r.Use(refuseTickets, a.authenticate)
+		r.Use(refuseTickets, a.authenticate(writeError))
 		r.Get("/api/info", a.info)
 
 		r.Get("/api/db", a.listDatabases)
@@ -199,7 +199,9 @@ func Routes(d Deps) http.Handler {
 		// A GraphQL WebSocket's credentials may arrive after the upgrade,
 		// in its connection_init message; a GraphQL SSE stream's may be a
 		// stream ticket. A browser that opens the URL is sent to GraphiQL.
-		gql := upgradeOr(d.GraphQLSocket, a.authenticateStream(d.GraphQL))
+		// What authentication refuses is answered as the GraphQL handler
+		// answers what it refuses (writeGraphQLError).
+		gql := upgradeOr(d.GraphQLSocket, a.authenticateStream(writeGraphQLError)(d.GraphQL))
 		if d.GraphiQL != nil {
 			gql = toGraphiQL(gql)
 		}

@@ -39,7 +39,9 @@ func refuseUpgrades(mux chi.Routes, accept ...string) func(http.Handler) http.Ha
 // itself: a browser's credentials arrive after the upgrade) and every
 // other request to plain. A stream ticket is refused on an upgrade: it
 // opens an EventSource only, and a socket takes its credentials in
-// connection_init.
+// connection_init. It serves the GraphQL URLs only: what it refuses is
+// answered in GraphQL's shape, as the socket handler answers the upgrades
+// it refuses.
 func upgradeOr(socket, plain http.Handler) http.Handler {
 	if socket == nil {
 		return plain
@@ -47,7 +49,7 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if protocol.Of(r) == protocol.WebSocket {
 			if streamparam.Query(r).Has(ticketParam) {
-				writeError(w, r, errTicketNotStream())
+				writeGraphQLError(w, r, errTicketNotStream())
 				return
 			}
 			// A socket's operations carry no key of their own, so a
@@ -55,7 +57,7 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 			// believe its retried mutations safe (as
 			// refuseIdempotencyKeys says of other requests).
 			if r.Header.Get("Idempotency-Key") != "" {
-				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by a GraphQL mutation sent as an HTTP request of its own (POST); a graphql-ws socket carries many operations and takes none"))
+				writeGraphQLError(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by a GraphQL mutation sent as an HTTP request of its own (POST); a graphql-ws socket carries many operations and takes none"))
 				return
 			}
 			socket.ServeHTTP(w, r)
