@@ -12,7 +12,9 @@ import (
 // graphql-sse in both modes, graphql-ws, Apollo Client over GraphQLWsLink,
 // a graphql-sse link and HttpLink's multipart subscriptions, and urql over
 // graphql-ws. Each subscribes, receives the event of a write, resumes
-// with extensions.lastEventId and completes. The same clients run live
+// with extensions.lastEventId and completes; with wrong credentials,
+// graphql-sse reports the 401 and Apollo's HttpLink its UNAUTHENTICATED
+// error (a query and a multipart subscription). The same clients run live
 // queries on one daemon while another writes (test/clients/live.mjs),
 // with Apollo's useSubscription and JSON Patches applied by
 // fast-json-patch. It needs Node 20 and `npm ci` in test/clients, so it

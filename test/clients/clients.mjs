@@ -3,14 +3,15 @@
 // receive the event of a write, note its position
 // (extensions.lastEventId), complete; write again while unsubscribed; then
 // resubscribe with extensions.lastEventId and receive the missed event
-// first (resume), and complete. Prints one line per step; exits 1 on any
+// first (resume), and complete. Wrong credentials first: each client
+// reports them as an error. Prints one line per step; exits 1 on any
 // failure.
 //
 //   node clients.mjs <graphql url> <Authorization header value>
-import { createClient as createSSEClient } from 'graphql-sse';
+import { createClient as createSSEClient, NetworkError } from 'graphql-sse';
 import { createClient as createWSClient } from 'graphql-ws';
 import WebSocket from 'ws';
-import { ApolloClient, HttpLink, InMemoryCache, gql } from '@apollo/client';
+import { ApolloClient, CombinedGraphQLErrors, HttpLink, InMemoryCache, gql } from '@apollo/client';
 import { GraphQLWsLink } from '@apollo/client/link/subscriptions';
 import { Client as UrqlClient, subscriptionExchange, createRequest } from '@urql/core';
 import { fail, inbox, SSELink } from './lib.mjs';
@@ -195,6 +196,46 @@ async function urql(prefix) {
   await ws.dispose();
 }
 
+// Wrong credentials, as each client reports them: graphql-sse, in both
+// modes, a NetworkError carrying the 401 response; Apollo's HttpLink, for
+// a query and a multipart subscription, the GraphQL errors Sluice answers
+// (in application/graphql-response+json, which its Accept prefers), with
+// extensions.code UNAUTHENTICATED. A user that does not exist, so that
+// the failures counted do not throttle the others' requests.
+async function wrongCredentials() {
+  const wrong = 'Basic ' + Buffer.from('nobody:wrong-password').toString('base64');
+  for (const singleConnection of [false, true]) {
+    const name = `graphql-sse ${singleConnection ? 'single connection' : 'distinct connections'}, wrong credentials`;
+    const client = createSSEClient({ url, headers: { Authorization: wrong }, retryAttempts: 0, singleConnection });
+    const err = await new Promise((resolve) => {
+      client.subscribe({ query: subQuery('x') }, {
+        next: (r) => resolve(new Error('a result: ' + JSON.stringify(r))),
+        error: resolve,
+        complete: () => resolve(new Error('completed without an error')),
+      });
+    });
+    if (!(err instanceof NetworkError) || err.response?.status !== 401) fail(`${name}: ${err}`);
+    console.log(`${name}: ${err.message}`);
+    client.dispose();
+  }
+  const client = new ApolloClient({ link: new HttpLink({ uri: url, headers: { Authorization: wrong } }), cache: new InMemoryCache() });
+  const unauthenticated = (name, e) => {
+    if (!CombinedGraphQLErrors.is(e) || e.errors[0]?.extensions?.code !== 'UNAUTHENTICATED') fail(`${name}: ${e}`);
+    console.log(`${name}: ${e.errors[0].extensions.code}: ${e.message}`);
+  };
+  const q = await client.query({ query: gql('{ Dog { name } }') }).catch((e) => ({ error: e }));
+  unauthenticated('Apollo HttpLink query, wrong credentials', q.error);
+  const sub = await new Promise((resolve) => {
+    client.subscribe({ query: gql(subQuery('x')) }).subscribe({
+      next: (r) => resolve(r.error ?? new Error('a result: ' + JSON.stringify(r))),
+      error: resolve,
+    });
+  });
+  unauthenticated('Apollo HttpLink multipart subscription, wrong credentials', sub);
+  client.stop();
+}
+
+await wrongCredentials();
 await graphqlSSE(false, 'sd');
 await graphqlSSE(true, 'ss');
 await graphqlWS('ws');
