@@ -628,7 +628,8 @@ func TestIdempotencyKeyAcrossGraphQLTransports(t *testing.T) {
 	}
 	up := d.Do(t, dt.Admin(), "GET", path, nil, "Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13",
 		"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol", "graphql-transport-ws", "Idempotency-Key", "ws-1")
-	if up.Status != 400 || !strings.Contains(string(up.Body), "a graphql-ws socket carries many operations") {
+	// In GraphQL's shape, as every refusal of a GraphQL URL's upgrade.
+	if code, msg := gqlRefusal(t, up, "application/json"); up.Status != 400 || code != "BAD_REQUEST" || !strings.Contains(msg, "a graphql-ws socket carries many operations") {
 		t.Errorf("a graphql-ws upgrade with a key: %d %s", up.Status, up.Body)
 	}
 }
