@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/webfiles"
 )
 
@@ -107,9 +108,11 @@ func (h *Handler) Landing() http.Handler {
 			Version, User, Org, Origin, Assets, Docs string
 			Databases                                []string
 			System                                   bool
-		}{Version: h.opts.Version, Origin: "http://" + r.Host, Assets: AssetsPath, Docs: Docs}
-		if r.TLS != nil {
-			data.Origin = "https://" + r.Host
+		}{Version: h.opts.Version, Origin: origin.Of(r), Assets: AssetsPath, Docs: Docs}
+		if data.Origin == "" {
+			// A Host origin.Of cannot normalize: shown as sent (the
+			// template escapes it).
+			data.Origin = "http://" + r.Host
 		}
 		if h.opts.User != nil {
 			data.User, data.Org = h.opts.User(r)

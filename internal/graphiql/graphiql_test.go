@@ -179,6 +179,17 @@ func TestLandingPageAndRedirect(t *testing.T) {
 		}
 	}
 	d.MustDo(t, http.StatusOK, dt.NoAuth(), http.MethodGet, graphiql.AssetsPath+"sluice-landing.css", nil)
+	// A user without databases is shown how to make one, at the origin
+	// the browser used: https behind a proxy that ended TLS (it said so
+	// in X-Forwarded-Proto), so the command does not send the password in
+	// the clear. It said http://.
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"nodb","organization":"admin","password":"nodb-password"}`)
+	host := strings.TrimPrefix(d.URL, "http://")
+	for proto, want := range map[string]string{"": "http://" + host + "/api/db/admin/people", "https": "https://" + host + "/api/db/admin/people"} {
+		if page := string(d.MustDo(t, http.StatusOK, dt.Basic("nodb", "nodb-password"), http.MethodGet, "/", nil, "X-Forwarded-Proto", proto).Body); !strings.Contains(page, "-X POST "+want) {
+			t.Errorf("/ for a user without databases, X-Forwarded-Proto %q: want the command to POST %s:\n%s", proto, want, page)
+		}
+	}
 
 	// A browser on a GraphQL URL goes to GraphiQL; a GraphQL client
 	// (asking for JSON, or sending a query) does not.
