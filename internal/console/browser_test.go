@@ -61,3 +61,21 @@ func TestBrowserConsole(t *testing.T) {
 
 	dt.RunBrowserScript(t, "console.mjs", a.URL, b.URL, dt.AdminPassword, "rita", "rita-password", os.Getenv("SLUICE_CONSOLE_SCREENSHOTS"))
 }
+
+// TestBrowserConsoleNames runs test/browser/console-names.mjs: the
+// console on a class whose fields are named as properties every
+// JavaScript object has (constructor, toString, valueOf, hasOwnProperty),
+// whose values must never be read from Object.prototype (edited,
+// inserted and shown in the history as stored), and on a JSON value with
+// a key __proto__ (no field can be named so: a field's name starts with a
+// letter).
+func TestBrowserConsoleNames(t *testing.T) {
+	dt.SkipWithoutBrowser(t)
+	t.Parallel()
+	a := dt.Start(t)
+	a.CreateDatabase(t, "names", "type Thing { n: String constructor: String toString: String valueOf: Int hasOwnProperty: [String] meta: JSON }")
+	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/names?author=ann&message=things",
+		`[{"@type":"Thing","@id":"Thing/a","n":"one"},`+
+			`{"@type":"Thing","@id":"Thing/b","n":"one","constructor":"c","toString":"t","valueOf":5,"hasOwnProperty":["h"],"meta":{"__proto__":{"x":1},"k":1}}]`)
+	dt.RunBrowserScript(t, "console-names.mjs", a.URL, dt.AdminPassword)
+}

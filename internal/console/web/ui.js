@@ -144,6 +144,17 @@ export function Confirm({ title, children, action = 'Delete', expect = '', onCon
   </dialog>`;
 }
 
+// own returns obj's own property k, or undefined: never one found on
+// Object.prototype. Keys the user names (a document's fields, a class, a
+// user, a database) are read with it, since a field named constructor,
+// toString or valueOf is otherwise found on every object, missing or not.
+// Objects keyed by such names are made with dict (no prototype, so that
+// even __proto__ is an ordinary key) or are Maps.
+export const own = (obj, k) => (obj != null && Object.hasOwn(obj, k) ? obj[k] : undefined);
+
+// dict returns an object without a prototype, for keys the user names.
+export const dict = () => Object.create(null);
+
 // show returns a value as text for a table cell: JSON for objects and
 // lists, the id of a reference, and an empty string for a missing value.
 export function show(v) {

@@ -3,7 +3,7 @@
 // what the change does.
 import { useState } from './preact-hooks.js';
 import { ApiError, dbPath, graphql, request } from './api.js';
-import { Busy, ErrorBox, Link, Notice, Scroll, dbHref, html, useLoad, useTitle } from './ui.js';
+import { Busy, ErrorBox, Link, Notice, Scroll, dbHref, dict, html, own, useLoad, useTitle } from './ui.js';
 import { can, forgetDatabase, loadDatabase } from './database.js';
 import { loadModel } from './model.js';
 import { Roles } from './view-roles.js';
@@ -13,7 +13,7 @@ import { Roles } from './view-roles.js';
 // statement of its own, and a request may run graphql_max_statements
 // (25 unless the server lowers it).
 async function counts(org, db, classes, signal) {
-  const out = {};
+  const out = dict(); // class names are the user's
   for (let i = 0; i < classes.length; i += 20) {
     const part = classes.slice(i, i + 20);
     const q = `{ ${part.map((c, j) => `c${j}: ${c.name}_aggregate { count }`).join(' ')} }`;
@@ -51,7 +51,7 @@ export function Database({ who, org, db }) {
           <thead><tr><th scope="col">Class</th><th scope="col" class="num">Documents</th><th scope="col">Fields</th></tr></thead>
           <tbody>${model.data.classes.map((c) => html`<tr key=${c.name}>
             <th scope="row"><${Link} href=${dbHref(org, db, `documents/${encodeURIComponent(c.name)}`)}>${c.name}</${Link}>${c.abstract ? html` <span class="badge">abstract</span>` : ''}</th>
-            <td class="num">${count.data ? count.data[c.name].toLocaleString() : count.loading ? '…' : ''}</td>
+            <td class="num">${count.data ? (own(count.data, c.name) ?? 0).toLocaleString() : count.loading ? '…' : ''}</td>
             <td class="muted">${c.fields.map((f) => f.name).join(', ')}</td>
           </tr>`)}</tbody>
         </table></${Scroll}>`)}

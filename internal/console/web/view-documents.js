@@ -6,7 +6,7 @@
 // reloaded and shared.
 import { useEffect, useRef, useState } from './preact-hooks.js';
 import { ApiError, dbPath, graphql, request } from './api.js';
-import { Busy, Confirm, ErrorBox, Link, Notice, Scroll, dbHref, html, navigate, query, show, useLoad, useTitle, withQuery } from './ui.js';
+import { Busy, Confirm, ErrorBox, Link, Notice, Scroll, dbHref, dict, html, navigate, own, query, show, useLoad, useTitle, withQuery } from './ui.js';
 import { can, loadDatabase } from './database.js';
 import { countFields, loadModel, selection } from './model.js';
 
@@ -105,7 +105,7 @@ export function Documents({ org, db, cls }) {
       <tbody>${page.data.rows.map((row) => html`<tr key=${row._id} class=${row._id === open ? 'selected' : ''}>
         <th scope="row"><${Link} href=${withQuery({ open: row._id, new: null })}>${row._id}</${Link}></th>
         ${mixed && html`<td>${row._type}</td>`}
-        ${columns.map((f) => html`<td class=${f.named === 'Int' || f.named === 'Float' ? 'num' : ''}>${trim(show(row[f.name]))}</td>`)}
+        ${columns.map((f) => html`<td class=${f.named === 'Int' || f.named === 'Float' ? 'num' : ''}>${trim(show(own(row, f.name)))}</td>`)}
       </tr>`)}</tbody>
     </table></${Scroll}>`}
     ${page.loading && !page.data && html`<${Busy}>Reading the documents…</${Busy}>`}
@@ -178,11 +178,13 @@ function FilterBar({ c, filterText, onApply }) {
 
 const complex = (f) => f.list || f.subdoc || f.named === 'JSON';
 
-// toForm returns a document's fields as the text the form edits.
+// toForm returns a document's fields as the text the form edits. Field
+// names are the user's (constructor, toString…): they are read as own
+// properties only, into an object without a prototype.
 function toForm(c, doc) {
-  const out = {};
+  const out = dict();
   for (const f of c.fields) {
-    const v = doc?.[f.name];
+    const v = own(doc, f.name);
     if (v === undefined || v === null) out[f.name] = '';
     else if (complex(f)) out[f.name] = JSON.stringify(v, null, 2);
     else if (typeof v === 'object' && typeof v['@id'] === 'string') out[f.name] = v['@id'];
@@ -195,11 +197,12 @@ function toForm(c, doc) {
 // fields whose text is not JSON. Values are sent as typed where they read
 // as that type, else as text: Sluice's validation then names the field.
 function fromForm(c, type, id, values) {
-  const doc = { '@type': type };
+  const doc = dict();
+  doc['@type'] = type;
   if (id) doc['@id'] = id;
-  const errors = {};
+  const errors = dict();
   for (const f of c.fields) {
-    const t = values[f.name] ?? '';
+    const t = own(values, f.name) ?? '';
     if (t.trim() === '') continue;
     if (complex(f)) {
       try {
@@ -227,10 +230,10 @@ const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v)
 // into after: keys whose values differ, objects patched key by key, null
 // for keys removed; at the top level only the given fields count.
 function mergePatch(before, after, fields) {
-  const patch = {};
+  const patch = dict();
   for (const k of fields || new Set([...Object.keys(before), ...Object.keys(after)])) {
-    const b = before[k];
-    const a = after[k];
+    const b = own(before, k);
+    const a = own(after, k);
     if (a === undefined) {
       if (b !== undefined && b !== null) patch[k] = null;
     } else if (isObject(a) && isObject(b)) {
@@ -286,7 +289,7 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
   const path = dbPath('/api/document', org, db);
   const [values, setValues] = useState(null);
   const [state, setState] = useState({ loading: true, error: null, doc: null, etag: '' });
-  const [fieldErrors, setFieldErrors] = useState({});
+  const [fieldErrors, setFieldErrors] = useState(dict);
   const [error, setError] = useState(null);
   const [conflict, setConflict] = useState(null); // { version, theirs }
   const [notice, setNotice] = useState('');
@@ -301,7 +304,7 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
       const c = model.byName.get(res.data['@type']);
       setState({ loading: false, error: null, doc: res.data, etag: etagOf(res), c });
       setValues(c ? toForm(c, res.data) : {});
-      setFieldErrors({});
+      setFieldErrors(dict());
       setConflict(null);
       return res;
     } catch (err) {
@@ -318,7 +321,7 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
 
   const save = async (ifMatch) => {
     const built = fromForm(c, doc['@type'], doc['@id'], values);
-    setFieldErrors(built.errors || {});
+    setFieldErrors(built.errors || dict());
     setError(null);
     setNotice('');
     if (built.errors) return;
@@ -381,9 +384,9 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
       ${conflict.theirs && c && html`<${Scroll} label="The fields that differ"><table>
         <thead><tr><th scope="col">Field</th><th scope="col">When you opened it</th><th scope="col">Now (theirs)</th><th scope="col">Yours</th></tr></thead>
         <tbody>${c.fields.map((f) => {
-          const read = toForm(c, doc)[f.name];
-          const theirs = toForm(c, conflict.theirs)[f.name];
-          const mine = values[f.name];
+          const read = own(toForm(c, doc), f.name);
+          const theirs = own(toForm(c, conflict.theirs), f.name);
+          const mine = own(values, f.name);
           if (read === theirs && read === mine) return null;
           return html`<tr class="differs"><th scope="row">${f.name}</th><td>${read}</td><td>${theirs}</td><td>${mine}</td></tr>`;
         })}</tbody></table></${Scroll}>`}
@@ -394,13 +397,13 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
       ${!conflict.gone && !conflict.deleting && html`<p class="hint">Saving writes only the fields you changed; their other changes stay.</p>`}
     </div>`}
     ${doc && c && values && html`<form class="document" autocomplete="off" onSubmit=${(e) => { e.preventDefault(); save(etag); }} aria-busy=${!!busy}>
-      ${c.fields.map((f) => html`<${Field} key=${f.name} f=${f} value=${values[f.name]} readOnly=${!writable}
-        error=${fieldErrors[f.name]} onInput=${(v) => setValues({ ...values, [f.name]: v })} />`)}
+      ${c.fields.map((f) => html`<${Field} key=${f.name} f=${f} value=${own(values, f.name) ?? ''} readOnly=${!writable}
+        error=${own(fieldErrors, f.name)} onInput=${(v) => setValues({ ...values, [f.name]: v })} />`)}
       <${ErrorBox} error=${error} title="Could not save the document" />
       <${Notice}>${notice}</${Notice}>
       ${writable && html`<p class="actions">
         <button type="submit" class="primary" disabled=${!!busy || !dirty}>${busy === 'save' ? 'Saving…' : 'Save'}</button>
-        <button type="button" disabled=${!!busy || !dirty} onClick=${() => { setValues(toForm(c, doc)); setFieldErrors({}); }}>Undo my edits</button>
+        <button type="button" disabled=${!!busy || !dirty} onClick=${() => { setValues(toForm(c, doc)); setFieldErrors(dict()); }}>Undo my edits</button>
         <button type="button" class="danger" disabled=${!!busy} onClick=${() => setDeleting(true)}>Delete</button>
       </p>`}
     </form>`}
@@ -415,8 +418,8 @@ function NewDocument({ org, db, model, c, onClose, onCreated }) {
   const [type, setType] = useState(types[0] || '');
   const tc = model.byName.get(type) || c;
   const [key, setKey] = useState('');
-  const [values, setValues] = useState({});
-  const [fieldErrors, setFieldErrors] = useState({});
+  const [values, setValues] = useState(dict);
+  const [fieldErrors, setFieldErrors] = useState(dict);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
   const heading = useRef(null);
@@ -424,7 +427,7 @@ function NewDocument({ org, db, model, c, onClose, onCreated }) {
   const submit = async (e) => {
     e.preventDefault();
     const built = fromForm(tc, type, key.trim(), values);
-    setFieldErrors(built.errors || {});
+    setFieldErrors(built.errors || dict());
     setError(null);
     if (built.errors) return;
     setBusy(true);
@@ -448,7 +451,7 @@ function NewDocument({ org, db, model, c, onClose, onCreated }) {
         <select id="new-type" value=${type} onChange=${(e) => setType(e.target.value)}>${types.map((t) => html`<option>${t}</option>`)}</select></div>`}
       <div class="field"><label for="new-key">Id <span class="type">optional: a key, or nothing for a random one</span></label>
         <input id="new-key" value=${key} onInput=${(e) => setKey(e.target.value)} spellcheck="false" autocapitalize="none" placeholder=${`${type}/…`} /></div>
-      ${tc.fields.map((f) => html`<${Field} key=${f.name} f=${f} value=${values[f.name] || ''} error=${fieldErrors[f.name]}
+      ${tc.fields.map((f) => html`<${Field} key=${f.name} f=${f} value=${own(values, f.name) ?? ''} error=${own(fieldErrors, f.name)}
         onInput=${(v) => setValues({ ...values, [f.name]: v })} />`)}
       <${ErrorBox} error=${error} title="Could not insert the document" />
       <p class="actions"><button type="submit" class="primary" disabled=${busy || !type}>${busy ? 'Inserting…' : `Insert the ${type}`}</button></p>

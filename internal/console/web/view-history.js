@@ -4,7 +4,7 @@
 // each links to the data as of that point.
 import { useState } from './preact-hooks.js';
 import { dbPath, request } from './api.js';
-import { Busy, ErrorBox, Link, Scroll, When, dbHref, html, query, show, useLoad, useTitle, withQuery } from './ui.js';
+import { Busy, ErrorBox, Link, Scroll, When, dbHref, html, own, query, show, useLoad, useTitle, withQuery } from './ui.js';
 
 const pageSize = 25;
 
@@ -71,8 +71,10 @@ function Change({ org, db, ch, asOf, links = true }) {
     <${Scroll} label=${`Fields of ${ch.id}`}><table class="diff">
       <thead><tr><th scope="col">Field</th><th scope="col">Old value</th><th scope="col">New value</th></tr></thead>
       <tbody>${fields.map((f) => {
-        const o = show(ch.before?.[f]);
-        const n = show(ch.after?.[f]);
+        // A field's name is the user's: constructor, toString… are read
+        // as the image's own fields, never Object.prototype's.
+        const o = show(own(ch.before, f));
+        const n = show(own(ch.after, f));
         return html`<tr class=${o !== n ? 'differs' : ''}>
           <th scope="row">${f}${o !== n ? html`<span class="sr-only"> (changed)</span>` : ''}</th>
           <td class="old">${ch.before ? o : html`<span class="muted">—</span>`}</td>

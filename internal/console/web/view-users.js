@@ -3,7 +3,7 @@
 // password. Only the super user may list users: anyone else is told so.
 import { useState } from './preact-hooks.js';
 import { dbPath, request, session, signIn } from './api.js';
-import { Busy, Confirm, ErrorBox, Notice, Scroll, When, html, useLoad, useTitle } from './ui.js';
+import { Busy, Confirm, ErrorBox, Notice, Scroll, When, dict, html, own, useLoad, useTitle } from './ui.js';
 
 export function Users({ who }) {
   useTitle(who.superuser ? 'Users' : 'Your tokens');
@@ -20,7 +20,7 @@ function UserList({ who }) {
   // each user's roles.
   const roles = useLoad(async (signal) => {
     const dbs = (await request('GET', '/api/db', { signal })).data;
-    const byUser = {};
+    const byUser = dict(); // user names (constructor, toString…) are keys
     await Promise.all(dbs.map(async (d) => {
       const r = await request('GET', dbPath('/api/roles', d.organization, d.name), { signal });
       for (const g of r.data) (byUser[g.user] ||= []).push(`${d.path}: ${g.role}`);
@@ -51,7 +51,7 @@ function UserList({ who }) {
         <thead><tr><th scope="col">User</th><th scope="col">Organization</th><th scope="col">Roles</th><th scope="col"><span class="sr-only">Actions</span></th></tr></thead>
         <tbody>${users.data.map((u) => html`<tr key=${u.name}>
           <th scope="row">${u.name}</th><td>${u.organization}</td>
-          <td>${u.superuser ? 'super user: every right' : roles.data ? (roles.data[u.name] || []).join(', ') || 'none' : roles.error ? 'unknown' : '…'}</td>
+          <td>${u.superuser ? 'super user: every right' : roles.data ? (own(roles.data, u.name) || []).join(', ') || 'none' : roles.error ? 'unknown' : '…'}</td>
           <td>${!u.superuser && u.name !== who.user && html`<button type="button" class="danger small" onClick=${() => setDeleting(u)}>Delete<span class="sr-only"> ${u.name}</span></button>`}</td>
         </tr>`)}</tbody></table></${Scroll}>`}
       <${CreateUser} orgs=${orgs.data || []} onCreated=${(name) => { setNotice(`Created ${name}. Give it roles from each database's page.`); users.reload(); }} />

@@ -1,0 +1,190 @@
+// Drives Debian's Chromium, headless, through Sluice's console where
+// JavaScript's own names and the browser's address get in the way:
+//
+//   1. a class whose fields are named as properties every JavaScript
+//      object has (constructor, toString, valueOf: an Int, and
+//      hasOwnProperty: a list): a document without them shows them empty,
+//      one with them shows its values, and saving an edit of n writes n
+//      alone; an edit inside a JSON value's key __proto__ is saved; the
+//      new-document form starts empty and inserts n alone; the commits
+//      and the document's history show the stored values, no function of
+//      Object.prototype;
+//
+//   node console-names.mjs <daemon URL> <admin password>
+//
+// The daemon holds the database admin/names made by the Go test
+// (internal/console TestBrowserConsoleNames), with the documents Thing/a
+// (n only) and Thing/b (every field, meta {"__proto__":{"x":1},"k":1}).
+// CHROMIUM names the browser (default /usr/bin/chromium).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import puppeteer from 'puppeteer-core';
+
+const [base, adminPassword] = process.argv.slice(2);
+if (!base || !adminPassword) {
+  console.error('usage: node console-names.mjs <daemon URL> <admin password>');
+  process.exit(2);
+}
+const admin = 'Basic ' + Buffer.from(`admin:${adminPassword}`).toString('base64');
+const step = (s) => console.log(`ok: ${s}`);
+
+async function waitFor(what, cond, ms = 20000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await cond();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+// api calls the daemon as the super user.
+async function api(method, path, body) {
+  const res = await fetch(`${base}${path}`, {
+    method,
+    headers: { Authorization: admin, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+// fields returns a stored document without its @ keys.
+const fields = async (id) => {
+  const doc = await api('GET', `/api/document/admin/names?id=${encodeURIComponent(id)}`);
+  return Object.fromEntries(Object.entries(doc).filter(([k]) => !k.startsWith('@')));
+};
+const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
+const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  userDataDir,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--lang=en-US'],
+});
+
+const problems = [];
+let failed = false;
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 800 });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/^Failed to load resource: the server responded with a status of/.test(m.text())) {
+      problems.push(`console: ${m.text()}`);
+    }
+  });
+  const text = () => page.evaluate(() => document.body.innerText);
+  const hasText = (s) => text().then((t) => t.includes(s));
+  const noJunk = async (where) => {
+    const t = await text();
+    for (const junk of ['native code', 'function ', '[object']) {
+      if (t.includes(junk)) throw new Error(`${where} shows ${JSON.stringify(junk)}: ${t}`);
+    }
+  };
+  async function signIn(user, password) {
+    await page.waitForSelector('#signin-user');
+    await waitFor('the sign-in form to take the focus', () => page.evaluate(() => document.activeElement?.id === 'signin-user'));
+    await page.type('#signin-user', user);
+    await page.type('#signin-password', password);
+    await page.keyboard.press('Enter');
+    await waitFor('the console, signed in', async () => (await page.$('header.top')) || ((await hasText('Could not sign in')) && Promise.reject(new Error(`could not sign in: ${await text()}`))));
+  }
+  async function go(path) {
+    const res = await page.goto(`${base}${path}`, { waitUntil: 'load' });
+    if (res.status() !== 200 && res.status() !== 304) throw new Error(`GET ${path}: status ${res.status()}`);
+    await signIn('admin', adminPassword);
+  }
+  // type replaces what a field holds with value, as a user does.
+  async function type(selector, value) {
+    await page.waitForSelector(selector);
+    await page.focus(selector);
+    await page.keyboard.down('Control');
+    await page.keyboard.press('KeyA');
+    await page.keyboard.up('Control');
+    await page.keyboard.press('Backspace');
+    await page.type(selector, value);
+    await waitFor(`${selector} to hold ${JSON.stringify(value)}`, () => page.$eval(selector, (e, v) => e.value === v, value));
+  }
+  async function clickText(selector, label) {
+    const handle = await waitFor(`a ${selector} reading ${JSON.stringify(label)}`, () => page.evaluateHandle((sel, l) =>
+      [...document.querySelectorAll(sel)].find((e) => e.textContent.trim().startsWith(l) && !e.disabled) || null, selector, label)
+      .then((h) => (h.asElement() ? h : null)));
+    await handle.click();
+  }
+  const formValues = () => page.evaluate(() => Object.fromEntries(
+    ['n', 'constructor', 'toString', 'valueOf', 'hasOwnProperty'].map((f) => [f, document.getElementById(`field-${f}`)?.value ?? null])));
+
+  // 1. A document without the fields named as Object.prototype's.
+  const docPath = '/console/admin/names/documents/Thing';
+  await go(`${docPath}?open=${encodeURIComponent('Thing/a')}`);
+  await page.waitForSelector('#field-n');
+  let v = await formValues();
+  if (!same(v, { n: 'one', constructor: '', toString: '', valueOf: '', hasOwnProperty: '' })) throw new Error(`Thing/a's form: ${JSON.stringify(v)}`);
+  await noJunk('Thing/a opened');
+  await type('#field-n', 'two');
+  await clickText('form.document button', 'Save');
+  await waitFor('the save of Thing/a', () => hasText('Saved'));
+  let stored = await fields('Thing/a');
+  if (!same(stored, { n: 'two' })) throw new Error(`Thing/a saved as ${JSON.stringify(stored)}, want {"n":"two"}`);
+  step('Thing/a (n only): constructor, toString, valueOf and hasOwnProperty shown empty; saving n writes n alone');
+
+  // A document with them.
+  await go(`${docPath}?open=${encodeURIComponent('Thing/b')}`);
+  await page.waitForSelector('#field-n');
+  v = await formValues();
+  if (!same({ ...v, hasOwnProperty: JSON.parse(v.hasOwnProperty || 'null') }, { n: 'one', constructor: 'c', toString: 't', valueOf: '5', hasOwnProperty: ['h'] })) {
+    throw new Error(`Thing/b's form: ${JSON.stringify(v)}`);
+  }
+  await type('#field-n', 'two');
+  await type('#field-meta', '{"__proto__": {"x": 2}, "k": 1}');
+  await clickText('form.document button', 'Save');
+  await waitFor('the save of Thing/b', () => hasText('Saved'));
+  stored = await fields('Thing/b');
+  // JSON.parse makes __proto__ an own key, as JSON.stringify writes it.
+  const want = JSON.parse('{"n":"two","constructor":"c","toString":"t","valueOf":5,"hasOwnProperty":["h"],"meta":{"__proto__":{"x":2},"k":1}}');
+  if (!same(stored, want)) throw new Error(`Thing/b saved as ${JSON.stringify(stored)}, want ${JSON.stringify(want)}`);
+  // The table shows the stored values too.
+  await page.waitForSelector('table.documents');
+  await noJunk('the table of Thing');
+  step('Thing/b (every field): its values shown; saving n writes n alone, and meta\'s key __proto__ as edited');
+
+  // The new-document form.
+  await go(`${docPath}?new=1`);
+  await page.waitForSelector('#new-key');
+  v = await formValues();
+  if (!same(v, { n: '', constructor: '', toString: '', valueOf: '', hasOwnProperty: '' })) throw new Error(`the new-document form: ${JSON.stringify(v)}`);
+  await noJunk('the new-document form');
+  await type('#new-key', 'c');
+  await type('#field-n', 'three');
+  await clickText('form.document button', 'Insert');
+  await waitFor('the insert of Thing/c', () => page.evaluate(() => new URLSearchParams(location.search).get('open') === 'Thing/c'));
+  stored = await fields('Thing/c');
+  if (!same(stored, { n: 'three' })) throw new Error(`Thing/c inserted as ${JSON.stringify(stored)}, want {"n":"three"}`);
+  step('the new-document form: every field empty; Insert writes n alone');
+
+  // The commits of the saves, and Thing/a's history.
+  const log = await api('GET', '/api/log/admin/names?count=10');
+  for (const c of log) {
+    await go(`/console/admin/names/history?commit=${encodeURIComponent(c.id)}`);
+    await waitFor(`commit ${c.id}`, () => hasText('Old value'));
+    await noJunk(`commit ${c.id}`);
+  }
+  await go(`/console/admin/names/history?doc=${encodeURIComponent('Thing/a')}`);
+  await waitFor('the history of Thing/a', () => hasText('Old value'));
+  await noJunk('the history of Thing/a');
+  step(`the ${log.length} commits and Thing/a's history: no value of Object.prototype`);
+
+  if (problems.length) throw new Error(problems.join('\n'));
+} catch (e) {
+  failed = true;
+  console.error(e.stack || e.message);
+} finally {
+  await browser.close();
+  rmSync(userDataDir, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
