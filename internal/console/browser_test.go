@@ -68,7 +68,8 @@ func TestBrowserConsole(t *testing.T) {
 // whose values must never be read from Object.prototype (edited,
 // inserted and shown in the history as stored), and on a JSON value with
 // a key __proto__ (no field can be named so: a field's name starts with a
-// letter).
+// letter); a token holding a character a header cannot
+// carry; the console opened at an address carrying credentials.
 func TestBrowserConsoleNames(t *testing.T) {
 	dt.SkipWithoutBrowser(t)
 	t.Parallel()

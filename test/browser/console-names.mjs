@@ -9,6 +9,13 @@
 //      new-document form starts empty and inserts n alone; the commits
 //      and the document's history show the stored values, no function of
 //      Object.prototype;
+//   2. a token holding a character a header cannot carry (a curly quote,
+//      as a word processor makes): the console says so, not that Sluice
+//      could not be reached;
+//   3. the console opened at an address carrying credentials
+//      (http://user:secret@host/console/): its requests go to the origin
+//      and work, its stream too (last: Chromium then keeps those credentials for the
+//      origin).
 //
 //   node console-names.mjs <daemon URL> <admin password>
 //
@@ -178,6 +185,38 @@ try {
   await waitFor('the history of Thing/a', () => hasText('Old value'));
   await noJunk('the history of Thing/a');
   step(`the ${log.length} commits and Thing/a's history: no value of Object.prototype`);
+
+  // 2. A token with a curly quote.
+  await page.goto(`${base}/console/`, { waitUntil: 'load' });
+  await page.waitForSelector('#signin-user');
+  await page.evaluate(() => [...document.querySelectorAll('input[name=kind]')][1].click());
+  await page.waitForSelector('#signin-token');
+  await page.type('#signin-token', '“sluice_0123456789abcdef”');
+  await clickText('button', 'Sign in');
+  await waitFor('the refusal of the token', () => hasText('Could not sign in'));
+  {
+    const t = await text();
+    if (t.includes('could not be reached') || !t.includes('a header cannot carry') || !t.includes('“')) {
+      throw new Error(`a token with a curly quote: ${t}`);
+    }
+  }
+  step('a token with a curly quote: "a character that a header cannot carry", not "could not be reached"');
+
+  // 3. An address carrying credentials.
+  const withCredentials = new URL('/console/admin/names', base);
+  withCredentials.username = 'someone';
+  withCredentials.password = 'secret';
+  await page.goto(withCredentials.href, { waitUntil: 'load' });
+  const baseURI = await page.evaluate(() => document.baseURI);
+  await signIn('admin', adminPassword);
+  await waitFor('the classes of admin/names', () => hasText('Thing'));
+  if (await hasText('could not be reached')) throw new Error(`at ${baseURI}: ${await text()}`);
+  // The stream, which fetches its own way.
+  await clickText('nav a', 'Stream');
+  await waitFor('the stream to be live', () => hasText('Live: commits appear'));
+  await api('POST', '/api/document/admin/names', { '@type': 'Thing', '@id': 'Thing/d', n: 'streamed' });
+  await waitFor('the commit of Thing/d in the stream', () => hasText('Thing/d'));
+  step(`the console at an address carrying credentials (${baseURI.replace('secret', '…')}): signed in, its views read, its stream live`);
 
   if (problems.length) throw new Error(problems.join('\n'));
 } catch (e) {

@@ -47,7 +47,17 @@ export async function signIn(kind, user, secret) {
     const bytes = new TextEncoder().encode(`${user}:${secret}`);
     authorization = 'Basic ' + btoa(String.fromCharCode(...bytes));
   } else {
-    authorization = 'Bearer ' + secret.trim().replace(/^bearer\s+/i, '');
+    const token = secret.trim().replace(/^bearer\s+/i, '');
+    // A header carries Latin-1 only, and no line break: fetch refuses
+    // anything else before sending. Tokens and JWTs are ASCII, so such a
+    // character was pasted with the token (a curly quote, say).
+    const bad = /[^\t\x20-\x7e\x80-\xff]/u.exec(token);
+    if (bad) {
+      const ch = bad[0];
+      const code = `U+${ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+      throw new ApiError(0, 'request', `The token holds a character that a header cannot carry: ${ch < ' ' ? 'a line break or control character' : /\s/u.test(ch) ? 'a special space' : `“${ch}”`} (${code}), at character ${[...token.slice(0, bad.index)].length + 1}.`);
+    }
+    authorization = 'Bearer ' + token;
   }
   const res = await request('GET', '/api/info', { authorization });
   const info = res.data;
@@ -73,7 +83,8 @@ export function takeSignOutReason() {
 }
 
 // ApiError is a failed request: status (0 when Sluice could not be
-// reached), type (the API's error type, such as api:Conflict), the
+// reached, or the browser could not make the request: type 'network' or
+// 'request'), type (the API's error type, such as api:Conflict), the
 // API's message, and advice saying what the user can do.
 export class ApiError extends Error {
   constructor(status, type, message, { body = null, headers = null } = {}) {
@@ -86,7 +97,9 @@ export class ApiError extends Error {
 
   get advice() {
     switch (this.status) {
-      case 0: return 'Sluice could not be reached: check that it is running and that this computer is online, then retry.';
+      case 0: return this.type === 'request'
+        ? 'API tokens and JWTs are plain ASCII: copy the token again from where it was made (a word processor or chat may turn quotes into curly ones), and paste it here.'
+        : 'Sluice could not be reached: check that it is running and that this computer is online, then retry.';
       case 401: return 'Sign in again.';
       case 403: return 'Your role on this database does not allow this; ask an admin of the database for a role that does.';
       case 404: return 'It may have been deleted, or you may have no access to it.';
@@ -101,6 +114,30 @@ export class ApiError extends Error {
       case 503: return 'Sluice or its Postgres is unavailable for now: retry in a moment.';
       default: return this.status >= 500 ? 'Sluice failed to answer: retry, and look at its log if it fails again.' : '';
     }
+  }
+}
+
+// send fetches path (below the daemon's origin) with init. The path is
+// resolved against the page's origin, not its address: the address may
+// carry credentials (http://user:secret@host/console/), and fetch refuses
+// a URL with credentials, which a path resolved against the address
+// would carry. A request the browser refuses to make (a header value
+// that is not Latin-1, such as a token with a curly quote: a TypeError
+// from Request) is an ApiError of type 'request'; a failure to reach the
+// daemon (a TypeError from fetch) one of type 'network'.
+async function send(path, init) {
+  let req;
+  try {
+    req = new Request(new URL(path, location.origin), init);
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'request', `The browser could not make the request: ${e.message}`);
+  }
+  try {
+    return await fetch(req);
+  } catch (e) {
+    if (e.name === 'AbortError') throw e;
+    throw new ApiError(0, 'network', 'Sluice could not be reached.');
   }
 }
 
@@ -119,13 +156,7 @@ export async function request(method, path, opts = {}) {
     body = JSON.stringify(body);
     headers['Content-Type'] ??= 'application/json';
   }
-  let res;
-  try {
-    res = await fetch(path, { method, headers, body, credentials: 'omit', cache: 'no-store', signal: opts.signal });
-  } catch (e) {
-    if (e.name === 'AbortError') throw e;
-    throw new ApiError(0, 'network', 'Sluice could not be reached.');
-  }
+  const res = await send(path, { method, headers, body, credentials: 'omit', cache: 'no-store', signal: opts.signal });
   const type = res.headers.get('Content-Type') || '';
   let data = null;
   if (res.status !== 204 && res.status !== 304) {
@@ -193,10 +224,10 @@ export async function stream(path, opts, onOpen, onEvent) {
   }
   let res;
   try {
-    res = await fetch(path, { method: opts.method || 'GET', headers, body, credentials: 'omit', cache: 'no-store', signal: opts.signal });
+    res = await send(path, { method: opts.method || 'GET', headers, body, credentials: 'omit', cache: 'no-store', signal: opts.signal });
   } catch (e) {
     if (e.name === 'AbortError') return;
-    throw new ApiError(0, 'network', 'Sluice could not be reached.');
+    throw e;
   }
   if (!res.ok) {
     let data = null;
