@@ -69,7 +69,8 @@ func TestBrowserConsole(t *testing.T) {
 // inserted and shown in the history as stored), and on a JSON value with
 // a key __proto__ (no field can be named so: a field's name starts with a
 // letter); a token holding a character a header cannot
-// carry; the console opened at an address carrying credentials.
+// carry; Back to the console after leaving it, which asks to sign in
+// again; the console opened at an address carrying credentials.
 func TestBrowserConsoleNames(t *testing.T) {
 	dt.SkipWithoutBrowser(t)
 	t.Parallel()

@@ -12,7 +12,10 @@
 //   2. a token holding a character a header cannot carry (a curly quote,
 //      as a word processor makes): the console says so, not that Sluice
 //      could not be reached;
-//   3. the console opened at an address carrying credentials
+//   3. signed in, the tab leaves for another page, then goes Back: the
+//      console asks to sign in again (the page kept in the back/forward
+//      cache no longer holds the credential);
+//   4. the console opened at an address carrying credentials
 //      (http://user:secret@host/console/): its requests go to the origin
 //      and work, its stream too (last: Chromium then keeps those credentials for the
 //      origin).
@@ -202,7 +205,17 @@ try {
   }
   step('a token with a curly quote: "a character that a header cannot carry", not "could not be reached"');
 
-  // 3. An address carrying credentials.
+  // 3. Back after leaving the console.
+  await go('/console/admin/names');
+  await waitFor('the classes of admin/names', () => hasText('Thing'));
+  await page.goto(`${base}/healthz`, { waitUntil: 'load' });
+  await page.goBack({ waitUntil: 'load' });
+  await waitFor('the sign-in form after Back', () => page.$('#signin-user'));
+  if (await page.$('header.top')) throw new Error(`Back restored the console signed in: ${await text()}`);
+  if (!(await hasText('You left the console'))) throw new Error(`Back: the sign-in form does not say why: ${await text()}`);
+  step('Back to the console after leaving it: it asks to sign in again, saying why');
+
+  // 4. An address carrying credentials.
   const withCredentials = new URL('/console/admin/names', base);
   withCredentials.username = 'someone';
   withCredentials.password = 'secret';

@@ -74,7 +74,7 @@ function SignIn() {
       <${ErrorBox} error=${error} title="Could not sign in" />
       <p><button type="submit" class="primary" disabled=${busy}>${busy ? 'Signing in…' : 'Sign in'}</button></p>
     </form>
-    <p class="hint">The console keeps your credential in this page's memory only, until you sign out, reload or close it (it is never stored), and sends it with each request to Sluice's API: it can do what you could do with curl, nothing more.</p>
+    <p class="hint">The console keeps your credential in this page's memory only, until you sign out, reload, leave or close it (it is never stored), and sends it with each request to Sluice's API: it can do what you could do with curl, nothing more.</p>
   </main>`;
 }
 
@@ -156,6 +156,19 @@ function App() {
   return html`<${Header} who=${who} r=${r} />
     <main id="main" tabindex="-1" key=${path}>${view}</main>`;
 }
+
+// Leaving the page forgets the credential. A reload, a new tab or another
+// window starts with nothing in memory, but Back (or Forward) to a page
+// the browser kept in its back/forward cache would restore this one with
+// the credential still in memory, signed in. So the console signs out as
+// the page is hidden (pagehide: a navigation away, a reload, the tab
+// closed), and again if a kept page is shown (pageshow, persisted), so
+// that Back asks to sign in as a reload does.
+const forget = () => {
+  if (session()) signOut('You left the console, so it forgot your credential: sign in again.');
+};
+window.addEventListener('pagehide', forget);
+window.addEventListener('pageshow', (e) => e.persisted && forget());
 
 // The page's placeholder text goes: Preact adds to what the element holds.
 const app = document.getElementById('app');
