@@ -270,3 +270,74 @@ func TestAuthenticationRefusalsInGraphQLShape(t *testing.T) {
 		}
 	})
 }
+
+// TestEarlyRefusalsInGraphQLShape: what the router refuses before any
+// route's handler runs (a GET carrying a body, a body whose Content-Length
+// is over max_body_bytes, a cross-site write, a method no route serves, a
+// path under /api/graphql/ that is no GraphQL URL, a WebSocket upgrade
+// there) is answered on the GraphQL URLs as their other errors are,
+// {"errors":[…]} with extensions.code, with the status and headers of a
+// REST route's answer (a 405's Allow), and in the REST shape on
+// a REST route. Without the change each was a REST body on the GraphQL
+// URLs too, as authentication's refusals were before 4273e1b.
+func TestEarlyRefusalsInGraphQLShape(t *testing.T) {
+	t.Parallel()
+	const limit = 1000
+	d := dt.Start(t, func(c *config.Config) { c.MaxBodyBytes = limit })
+	d.CreateDatabase(t, "people", "type Person { name: String! }")
+	query := `{"query":"{ Person { name } }"}`
+	asJSON := []string{"Content-Type", "application/json"}
+	upgrade := []string{"Connection", "Upgrade", "Upgrade", "websocket", "Sec-WebSocket-Version", "13",
+		"Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol", "graphql-transport-ws"}
+	cases := []struct {
+		name           string
+		method         string
+		gql, rest      string // the paths asked
+		body           any
+		header         []string
+		status         int
+		code, restType string
+		msg            string
+	}{
+		{name: "GET with a body", method: "GET", gql: "/api/graphql/admin/people", rest: "/api/document/admin/people", body: query, header: asJSON,
+			status: 400, code: "BAD_REQUEST", restType: "api:BadRequest", msg: "a GET request carries no body here"},
+		{name: "Content-Length over max_body_bytes", method: "POST", gql: "/api/graphql/admin/people", rest: "/api/document/admin/people", body: strings.Repeat(" ", limit+1), header: asJSON,
+			status: 413, code: "BAD_REQUEST", restType: "api:PayloadTooLarge", msg: "max_body_bytes"},
+		{name: "cross-site write", method: "POST", gql: "/api/graphql/_system", rest: "/api/tokens", body: query,
+			header: append([]string{"Origin", "https://elsewhere.example", "Sec-Fetch-Site", "cross-site"}, asJSON...),
+			status: 403, code: "FORBIDDEN", restType: "api:Forbidden", msg: "cross-origin request refused"},
+		{name: "a method no route serves", method: "PROPFIND", gql: "/api/graphql/admin/people", rest: "/api/document/admin/people",
+			status: 405, code: "METHOD_NOT_ALLOWED", restType: "api:MethodNotAllowed", msg: "method PROPFIND is not allowed"},
+		{name: "no such GraphQL URL", method: "POST", gql: "/api/graphql/admin", rest: "/api/document/admin", body: query, header: asJSON,
+			status: 404, code: "NOT_FOUND", restType: "api:NotFound", msg: "no route for POST /api/"},
+		{name: "WebSocket upgrade to no GraphQL URL", method: "GET", gql: "/api/graphql/admin/people/more", rest: "/api/document/admin/people", header: upgrade,
+			status: 400, code: "BAD_REQUEST", restType: "api:BadRequest", msg: "does not accept WebSocket upgrades"},
+	}
+	check := func(t *testing.T, r dt.Response, status int) {
+		t.Helper()
+		if r.Status != status {
+			t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+		}
+		if status == 405 && !strings.Contains(r.Header.Get("Allow"), "POST") {
+			t.Errorf("405 without the Allow of the URL: %v", r.Header)
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// Either media type of GraphQL over HTTP, as the Accept
+			// header prefers.
+			for _, media := range []string{"application/json", "application/graphql-response+json"} {
+				r := d.Do(t, dt.Admin(), c.method, c.gql, c.body, append([]string{"Accept", media}, c.header...)...)
+				check(t, r, c.status)
+				if code, msg := gqlRefusal(t, r, media); code != c.code || !strings.Contains(msg, c.msg) {
+					t.Errorf("%s %s: %s %q, want %s naming %q", c.method, c.gql, code, msg, c.code, c.msg)
+				}
+			}
+			r := d.Do(t, dt.Admin(), c.method, c.rest, c.body, c.header...)
+			check(t, r, c.status)
+			if typ, msg := errBody(t, r); typ != c.restType || !strings.Contains(msg, c.msg) {
+				t.Errorf("%s %s: %s %q, want %s naming %q", c.method, c.rest, typ, msg, c.restType, c.msg)
+			}
+		})
+	}
+}

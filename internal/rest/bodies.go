@@ -146,19 +146,14 @@ const refusedBodyGrace = time.Second
 // announced (more, and it closes the connection at once, and a client
 // still sending may see a reset instead of the answer). (Over HTTP/2 the server ends the
 // stream's body itself when the handler returns; Connection: close there
-// would close the connection with every other stream on it.)
+// would close the connection with every other stream on it.) The answer
+// has the shape of r's URL (refuse).
 func refuseUnread(w http.ResponseWriter, r *http.Request, err error) {
-	leaveBodyUnread(w, r)
-	writeError(w, r, err)
-}
-
-// leaveBodyUnread prepares the answer of a request whose body is not read
-// (see refuseUnread), before it is written.
-func leaveBodyUnread(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedBodyGrace))
 	}
+	refuse(w, r, err)
 }
 
 // refuseStrayBodies answers 400 to an HTTP/1 GET, HEAD or OPTIONS request

@@ -150,7 +150,7 @@ func refuseIdempotencyKeys(next http.Handler) http.Handler {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 		default:
 			if r.Header.Get("Idempotency-Key") != "" && !strings.HasPrefix(r.URL.Path, "/api/document/") && !strings.HasPrefix(r.URL.Path, "/api/graphql/") {
-				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by document writes (/api/document/…) and GraphQL mutations only; %s %s takes none", r.Method, r.URL.Path))
+				refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by document writes (/api/document/…) and GraphQL mutations only; %s %s takes none", r.Method, r.URL.Path))
 				return
 			}
 		}

@@ -35,7 +35,8 @@ func NewCORS(policy *origin.Policy) *CORS { return &CORS{policy: policy} }
 // visitor. Browsers say where a request comes from in Sec-Fetch-Site, or
 // else Origin; the origin policy judges them (origin.Policy.CrossSiteWrite).
 // Requests without either (curl, servers, SDKs) are not from a page and
-// pass.
+// pass. The 403 has the shape of the request's URL (refuse): GraphQL's on
+// a GraphQL URL.
 //
 // With "*", a page of any origin may call, but never with credentials the
 // browser remembers: a cross-origin state-changing request from an
@@ -45,7 +46,7 @@ func NewCORS(policy *origin.Policy) *CORS { return &CORS{policy: policy} }
 func (c *CORS) Protect(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c.policy.CrossSiteWrite(r) && !(c.policy.Any() && !origin.BasicAuth(r)) {
-			writeError(w, r, errCrossOrigin(r))
+			refuse(w, r, errCrossOrigin(r))
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -3,17 +3,33 @@ package rest
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/protocol"
 )
 
-// errorWriter answers a request refused with err: writeError in the REST
-// shape, writeGraphQLError in GraphQL's. The middleware that refuses
-// requests on both kinds of route (authentication) is given the one of
-// its route, so that a client sees an error the same way whatever
-// refuses it.
-type errorWriter func(w http.ResponseWriter, r *http.Request, err error)
+// graphQLPrefix starts the path of every GraphQL URL (/api/graphql/{org}/{db},
+// /api/graphql/_system). GraphiQL's pages (/api/graphiql/…) are HTML
+// pages, not GraphQL URLs: their refusals are REST's.
+const graphQLPrefix = "/api/graphql/"
+
+// refuse answers a request refused with err in the shape of its URL, from
+// its path alone: GraphQL's (writeGraphQLError) on the GraphQL URLs,
+// REST's (writeError) on every other route. Every refusal made before a
+// handler answers (a body where none belongs, a body over max_body_bytes,
+// a cross-site write, authentication, no such route or method) is
+// answered by it, whichever middleware refuses, so that a client sees the
+// errors of its URL one way: a GraphQL client reads
+// errors[].extensions.code, never a REST body. The path decides, not the
+// route: most of the middleware runs before the router matches one.
+func refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if strings.HasPrefix(r.URL.Path, graphQLPrefix) {
+		writeGraphQLError(w, r, err)
+		return
+	}
+	writeError(w, r, err)
+}
 
 // graphQLErrorBody is a GraphQL response of errors and no data.
 type graphQLErrorBody struct {

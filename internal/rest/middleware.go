@@ -202,25 +202,24 @@ func (a *api) observe(next http.Handler) http.Handler {
 
 // authenticate requires credentials and puts the user in the context. A
 // request it refuses (no credentials or wrong ones: 401; too many wrong
-// passwords: 429; Postgres unreachable: 503) is answered by refuse, in
-// the shape of its route's answers: a GraphQL client reads a 401 as it
-// reads every other error of its URL, from errors[].extensions.code.
-func (a *api) authenticate(refuse errorWriter) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			c, err := a.Engine.Auth().Authenticate(r)
-			if err != nil {
-				if r.ContentLength != 0 {
-					// The body is never read: nothing sent before
-					// authentication may cost more than a few KiB.
-					leaveBodyUnread(w, r)
-				}
-				refuse(w, r, err)
-				return
-			}
-			next.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), c)))
-		})
-	}
+// passwords: 429; Postgres unreachable: 503) is answered in the shape of
+// its URL (refuse): a GraphQL client reads a 401 as it reads every other
+// error of its URL, from errors[].extensions.code.
+func (a *api) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := a.Engine.Auth().Authenticate(r)
+		if err != nil && r.ContentLength != 0 {
+			// The body is never read: nothing sent before
+			// authentication may cost more than a few KiB.
+			refuseUnread(w, r, err)
+			return
+		}
+		if err != nil {
+			refuse(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), c)))
+	})
 }
 
 // isStream reports whether a response was a long-lived stream: server-sent

@@ -134,10 +134,10 @@ func Routes(d Deps) http.Handler {
 	// The change streams also take a stream ticket (?ticket=), for
 	// browsers' EventSource, which cannot send an Authorization header;
 	// every other route refuses one.
-	r.With(a.authenticateStream(writeError)).HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
+	r.With(a.authenticateStream).HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
 
 	r.Group(func(r chi.Router) {
-		r.Use(refuseTickets, a.authenticate(writeError))
+		r.Use(refuseTickets, a.authenticate)
 		r.Get("/api/info", a.info)
 
 		r.Get("/api/db", a.listDatabases)
@@ -199,21 +199,24 @@ func Routes(d Deps) http.Handler {
 		// A GraphQL WebSocket's credentials may arrive after the upgrade,
 		// in its connection_init message; a GraphQL SSE stream's may be a
 		// stream ticket. A browser that opens the URL is sent to GraphiQL.
-		// What authentication refuses is answered as the GraphQL handler
-		// answers what it refuses (writeGraphQLError).
-		gql := upgradeOr(d.GraphQLSocket, a.authenticateStream(writeGraphQLError)(d.GraphQL))
+		// What is refused before the GraphQL handler runs is answered as
+		// it answers what it refuses (refuse: writeGraphQLError here).
+		gql := upgradeOr(d.GraphQLSocket, a.authenticateStream(d.GraphQL))
 		if d.GraphiQL != nil {
 			gql = toGraphiQL(gql)
 		}
 		r.Handle("/api/graphql/{org}/{db}", gql)
 		r.Handle("/api/graphql/_system", gql)
 	}
+	// A path under /api/graphql/ that is no GraphQL URL is answered as
+	// the GraphQL URLs answer (refuse): a GraphQL client given a wrong
+	// URL reads why.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, r, errNotFoundRoute(r))
+		refuse(w, r, errNotFoundRoute(r))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", allowedMethods(r, req.URL.Path))
-		writeError(w, req, errMethod(req))
+		refuse(w, req, errMethod(req))
 	})
 	return r
 }

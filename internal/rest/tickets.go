@@ -91,7 +91,7 @@ func parseDatabasePath(s string) (string, string, error) {
 func refuseTickets(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if streamparam.Query(r).Has(ticketParam) {
-			writeError(w, r, errTicketNotStream())
+			refuse(w, r, errTicketNotStream())
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -107,42 +107,40 @@ func errTicketNotStream() error {
 // (GET, Accept preferring text/event-stream: protocol.SSE, as the GraphQL
 // transport will serve it). The ticket is spent, then removed from
 // the URL the handlers see, so their parameter checks and any URL they
-// log or echo never hold it. A request it refuses is answered by refuse,
-// in the shape of its route's answers (see authenticate).
-func (a *api) authenticateStream(refuse errorWriter) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		plain := a.authenticate(refuse)(next)
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			q := streamparam.Query(r)
-			if !q.Has(ticketParam) {
-				plain.ServeHTTP(w, r)
-				return
-			}
-			switch {
-			case r.Method != http.MethodGet || protocol.Of(r) != protocol.SSE:
-				refuse(w, r, errTicketNotStream())
-				return
-			case len(q[ticketParam]) > 1:
-				refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "query parameter %q is given %d times", ticketParam, len(q[ticketParam])))
-				return
-			case r.Header.Get("Authorization") != "":
-				refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "the request has both an Authorization header and ?ticket=: send one"))
-				return
-			}
-			c, err := a.Engine.Auth().RedeemTicket(r.Context(), r.RemoteAddr, q.Get(ticketParam), routeDatabase(r))
-			if err != nil {
-				refuse(w, r, err)
-				return
-			}
-			q.Del(ticketParam)
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			r = r.WithContext(auth.WithCredential(r.Context(), c))
-			r.URL = &u
-			r.RequestURI = u.RequestURI()
-			next.ServeHTTP(w, r)
-		})
-	}
+// log or echo never hold it. A request it refuses is answered in the
+// shape of its URL (refuse), as authenticate answers.
+func (a *api) authenticateStream(next http.Handler) http.Handler {
+	plain := a.authenticate(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := streamparam.Query(r)
+		if !q.Has(ticketParam) {
+			plain.ServeHTTP(w, r)
+			return
+		}
+		switch {
+		case r.Method != http.MethodGet || protocol.Of(r) != protocol.SSE:
+			refuse(w, r, errTicketNotStream())
+			return
+		case len(q[ticketParam]) > 1:
+			refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "query parameter %q is given %d times", ticketParam, len(q[ticketParam])))
+			return
+		case r.Header.Get("Authorization") != "":
+			refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "the request has both an Authorization header and ?ticket=: send one"))
+			return
+		}
+		c, err := a.Engine.Auth().RedeemTicket(r.Context(), r.RemoteAddr, q.Get(ticketParam), routeDatabase(r))
+		if err != nil {
+			refuse(w, r, err)
+			return
+		}
+		q.Del(ticketParam)
+		u := *r.URL
+		u.RawQuery = q.Encode()
+		r = r.WithContext(auth.WithCredential(r.Context(), c))
+		r.URL = &u
+		r.RequestURI = u.RequestURI()
+		next.ServeHTTP(w, r)
+	})
 }
 
 // routeDatabase returns the path ("org/name") of the database a stream

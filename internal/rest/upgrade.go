@@ -19,14 +19,15 @@ import (
 // WebSockets are served, unless it is for one of the route patterns
 // accept (the GraphQL URLs when graphql-ws is served): any other route
 // would answer it as a plain request (an event stream, say), which a
-// WebSocket client reports only as a failed handshake.
+// WebSocket client reports only as a failed handshake. The 400 has the
+// shape of the request's URL (refuse).
 func refuseUpgrades(mux chi.Routes, accept ...string) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if protocol.Of(r) == protocol.WebSocket {
 				rctx := chi.NewRouteContext()
 				if !mux.Match(rctx, r.Method, r.URL.Path) || !slices.Contains(accept, rctx.RoutePattern()) {
-					writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "%s does not accept WebSocket upgrades: GraphQL over WebSocket (graphql-transport-ws) is served at /api/graphql/{org}/{db} and /api/graphql/_system", r.URL.Path))
+					refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "%s does not accept WebSocket upgrades: GraphQL over WebSocket (graphql-transport-ws) is served at /api/graphql/{org}/{db} and /api/graphql/_system", r.URL.Path))
 					return
 				}
 			}
@@ -40,8 +41,8 @@ func refuseUpgrades(mux chi.Routes, accept ...string) func(http.Handler) http.Ha
 // other request to plain. A stream ticket is refused on an upgrade: it
 // opens an EventSource only, and a socket takes its credentials in
 // connection_init. It serves the GraphQL URLs only: what it refuses is
-// answered in GraphQL's shape, as the socket handler answers the upgrades
-// it refuses.
+// answered in GraphQL's shape (refuse), as the socket handler answers the
+// upgrades it refuses.
 func upgradeOr(socket, plain http.Handler) http.Handler {
 	if socket == nil {
 		return plain
@@ -49,7 +50,7 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if protocol.Of(r) == protocol.WebSocket {
 			if streamparam.Query(r).Has(ticketParam) {
-				writeGraphQLError(w, r, errTicketNotStream())
+				refuse(w, r, errTicketNotStream())
 				return
 			}
 			// A socket's operations carry no key of their own, so a
@@ -57,7 +58,7 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 			// believe its retried mutations safe (as
 			// refuseIdempotencyKeys says of other requests).
 			if r.Header.Get("Idempotency-Key") != "" {
-				writeGraphQLError(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by a GraphQL mutation sent as an HTTP request of its own (POST); a graphql-ws socket carries many operations and takes none"))
+				refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by a GraphQL mutation sent as an HTTP request of its own (POST); a graphql-ws socket carries many operations and takes none"))
 				return
 			}
 			socket.ServeHTTP(w, r)
