@@ -25,6 +25,7 @@ import (
 	"encoding/base64"
 	"hash"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -99,6 +100,9 @@ type Authenticator struct {
 	macs sync.Pool
 	// throttle counts failed password checks; nil: none are throttled.
 	throttle *Throttle
+	// trustedProxies are the peers whose X-Forwarded-For names the
+	// client (config trusted_proxies; ClientAddr); nil: none.
+	trustedProxies []netip.Prefix
 	// hashing holds a place for each password check running its bcrypt
 	// for a client (checkingSlots): past them a check waits for one, as
 	// long as its request lasts. Refused at once instead, checks from
@@ -245,10 +249,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	// address: anonymous guesses cost a round trip each, and are
 	// throttled like passwords.
 	name, _, basic := r.BasicAuth()
+	client := a.ClientAddr(r)
 	if a.throttle != nil {
-		check := a.throttle.CheckAddress(r.RemoteAddr)
+		check := a.throttle.CheckAddress(client)
 		if basic {
-			check = a.throttle.Check(r.RemoteAddr, name)
+			check = a.throttle.Check(client, name)
 		}
 		if check != nil {
 			return nil, check
@@ -269,7 +274,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		return nil, err
 	}
 	if a.throttle != nil {
-		a.throttle.Succeed(r.RemoteAddr, name)
+		a.throttle.Succeed(client, name)
 	}
 	a.remember(h, c, keys)
 	return c, nil
@@ -304,7 +309,8 @@ type bearerResult struct {
 func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, error) {
 	ctx := r.Context()
 	key := a.cacheKey(h)
-	flight := string(key[:]) + "\x00" + addressKey(r.RemoteAddr)
+	client := a.ClientAddr(r)
+	flight := string(key[:]) + "\x00" + addressKey(client)
 	for {
 		v, _, _ := a.bearers.Do(flight, func() (any, error) {
 			// A check that ended just before this one started may have
@@ -312,7 +318,7 @@ func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, e
 			if c, ok := a.cached(h); ok {
 				return bearerResult{c: c}, nil
 			}
-			settle, err := a.admitAddress(ctx, r.RemoteAddr)
+			settle, err := a.admitAddress(ctx, client)
 			if err != nil {
 				return bearerResult{err: err, ended: ctx.Err() != nil}, nil
 			}
@@ -372,7 +378,7 @@ func (a *Authenticator) authenticate(r *http.Request, h string) (*sluice.Credent
 		if !ok {
 			return nil, sluice.Errorf(sluice.CodeUnauthenticated, "malformed Basic authorization header")
 		}
-		return a.password(r.Context(), r.RemoteAddr, name, password)
+		return a.password(r.Context(), a.ClientAddr(r), name, password)
 	case "bearer", "token":
 		cred = strings.TrimSpace(cred)
 		if cred == "" {

@@ -300,6 +300,14 @@ type Config struct {
 	// Key metrics_allow_hosts, env SLUICE_METRICS_ALLOW_HOSTS, flag --metrics-allow-hosts, default "".
 	MetricsAllowHosts []string
 
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For is
+	// believed: a request whose peer is in one of them is taken to come
+	// from the rightmost address of X-Forwarded-For that is not (the
+	// throttles and other per-client budgets are keyed on it). Empty:
+	// X-Forwarded-For is ignored, every client is its peer's address.
+	// Key trusted_proxies, env SLUICE_TRUSTED_PROXIES, flag --trusted-proxies, default "".
+	TrustedProxies []netip.Prefix
+
 	// GraphQLMaxQueryBytes limits the size of a GraphQL query text. The
 	// document limits (this and the next five) are checked before the
 	// query is validated, whose cost grows faster than its size.
@@ -524,6 +532,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("metrics_token", redact(c.MetricsToken)),
 		slog.String("metrics_listen", c.MetricsListen),
 		slog.Any("metrics_allow_hosts", c.MetricsAllowHosts),
+		slog.Any("trusted_proxies", c.TrustedProxies),
 		slog.Int("graphql_max_query_bytes", c.GraphQLMaxQueryBytes),
 		slog.Int("graphql_max_tokens", c.GraphQLMaxTokens),
 		slog.Int("graphql_max_depth", c.GraphQLMaxDepth),

@@ -294,6 +294,7 @@ var everything = Config{
 	MetricsToken:       "0123456789abcdef-metrics",
 	MetricsListen:      "127.0.0.1:9363",
 	MetricsAllowHosts:  []string{"sluice.internal", "metrics.example"},
+	TrustedProxies:     []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.1/32"), netip.MustParsePrefix("fd00::/8")},
 
 	GraphQLMaxQueryBytes:    1001,
 	GraphQLMaxTokens:        1002,
@@ -390,6 +391,7 @@ jwt_leeway: 5s
 metrics_token: 0123456789abcdef-metrics
 metrics_listen: 127.0.0.1:9363
 metrics_allow_hosts: [sluice.internal, Metrics.Example.]
+trusted_proxies: [10.1.2.3/8, "::ffff:192.0.2.1", fd00::/8]
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -469,6 +471,7 @@ jwt_leeway: 5s
 metrics_token: 0123456789abcdef-metrics
 metrics_listen: 127.0.0.1:9363
 metrics_allow_hosts: [sluice.internal, Metrics.Example.]
+trusted_proxies: [10.1.2.3/8, "::ffff:192.0.2.1", fd00::/8]
 graphql_max_query_bytes: 1001
 graphql_max_tokens: 1002
 graphql_max_depth: 3
@@ -546,6 +549,7 @@ jwt_leeway = "5s"
 metrics_token = "0123456789abcdef-metrics"
 metrics_listen = "127.0.0.1:9363"
 metrics_allow_hosts = ["sluice.internal", "Metrics.Example."]
+trusted_proxies = ["10.1.2.3/8", "::ffff:192.0.2.1", "fd00::/8"]
 graphql_max_query_bytes = 1001
 graphql_max_tokens = 1002
 graphql_max_depth = 3
@@ -623,6 +627,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "metrics_token": "0123456789abcdef-metrics",
   "metrics_listen": "127.0.0.1:9363",
   "metrics_allow_hosts": ["sluice.internal", "Metrics.Example."],
+  "trusted_proxies": ["10.1.2.3/8", "::ffff:192.0.2.1", "fd00::/8"],
   "graphql_max_query_bytes": 1001,
   "graphql_max_tokens": 1002,
   "graphql_max_depth": 3,
@@ -699,6 +704,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_METRICS_TOKEN":                   "0123456789abcdef-metrics",
 		"SLUICE_METRICS_LISTEN":                  "127.0.0.1:9363",
 		"SLUICE_METRICS_ALLOW_HOSTS":             "sluice.internal, Metrics.Example.",
+		"SLUICE_TRUSTED_PROXIES":                 "10.1.2.3/8, ::ffff:192.0.2.1,fd00::/8",
 		"SLUICE_MAX_STREAMS":                     "5000",
 		"SLUICE_MAX_STREAMS_PER_USER":            "0",
 		"SLUICE_STREAM_VARIABLES_BYTES_PER_USER": "21",
@@ -785,6 +791,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--metrics-token", "0123456789abcdef-metrics",
 		"--metrics-listen", "127.0.0.1:9363",
 		"--metrics-allow-hosts", "sluice.internal,Metrics.Example.",
+		"--trusted-proxies", "10.1.2.3/8,::ffff:192.0.2.1,fd00::/8",
 		"--max-streams", "5000",
 		"--max-streams-per-user", "0",
 		"--stream-variables-bytes-per-user", "21",
@@ -1021,6 +1028,16 @@ func TestInvalidValues(t *testing.T) {
 			name: "webhook_allow_networks without a prefix length",
 			env:  map[string]string{"SLUICE_WEBHOOK_ALLOW_NETWORKS": "10.0.0.1"},
 			want: `config: webhook_allow_networks: invalid value "10.0.0.1" (from SLUICE_WEBHOOK_ALLOW_NETWORKS): network "10.0.0.1": want an address and a prefix length, such as 10.0.0.0/8 or fd00::/8`,
+		},
+		{
+			name: "trusted_proxies with a host name",
+			env:  map[string]string{"SLUICE_TRUSTED_PROXIES": "127.0.0.1,proxy.internal"},
+			want: `config: trusted_proxies: invalid value "127.0.0.1,proxy.internal" (from SLUICE_TRUSTED_PROXIES): proxy "proxy.internal": want an address, such as 127.0.0.1 or ::1, or a network in CIDR notation, such as 10.0.0.0/8`,
+		},
+		{
+			name: "trusted_proxies with a bad prefix length",
+			args: []string{"--trusted-proxies", "10.0.0.0/33"},
+			want: `config: trusted_proxies: invalid value "10.0.0.0/33" (from --trusted-proxies): proxy "10.0.0.0/33": want a network in CIDR notation, such as 10.0.0.0/8 or fd00::/8, or an address, such as 127.0.0.1`,
 		},
 		{
 			name: "webhook_lease_ttl too short",

@@ -357,6 +357,20 @@ func options() []option {
 				c.MetricsAllowHosts = out
 				return nil
 			}),
+		listOption("trusted_proxies", "",
+			"reverse proxies (comma-separated networks in CIDR, such as 10.0.0.0/8, or single addresses, such as 127.0.0.1) whose X-Forwarded-For is believed: a request from one is taken to come from the rightmost X-Forwarded-For address that is not a trusted proxy, and the throttle of failed sign-ins and the other per-address limits count that client; empty: X-Forwarded-For is ignored, and every client behind a proxy shares the proxy's address",
+			func(c *Config, items []string) error {
+				var out []netip.Prefix
+				for _, it := range items {
+					p, err := parseProxy(it)
+					if err != nil {
+						return err
+					}
+					out = append(out, p)
+				}
+				c.TrustedProxies = out
+				return nil
+			}),
 		countOption("graphql_max_query_bytes", "65536",
 			"largest GraphQL query text in bytes (64 KiB); pass large values as variables",
 			func(c *Config, n int) { c.GraphQLMaxQueryBytes = n }),
@@ -716,4 +730,27 @@ func checkHostPort(s string) error {
 		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
 	}
 	return nil
+}
+
+// parseProxy parses an item of trusted_proxies: a network in CIDR
+// notation or a single address (a prefix of its full length).
+func parseProxy(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("proxy %q: want a network in CIDR notation, such as 10.0.0.0/8 or fd00::/8, or an address, such as 127.0.0.1", s)
+		}
+		// An IPv4 client of an IPv6 listener is seen as ::ffff:a.b.c.d,
+		// which ClientAddr unmaps: so is the network, to match it.
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		return p.Masked(), nil
+	}
+	ip, err := netip.ParseAddr(s)
+	if err != nil || ip.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("proxy %q: want an address, such as 127.0.0.1 or ::1, or a network in CIDR notation, such as 10.0.0.0/8", s)
+	}
+	ip = ip.Unmap()
+	return netip.PrefixFrom(ip, ip.BitLen()), nil
 }

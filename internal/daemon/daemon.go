@@ -345,6 +345,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	}
 	authn := auth.New(store, d.opts.BcryptCost, onHash,
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
+		auth.WithTrustedProxies(d.cfg.TrustedProxies),
 		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
 	eng.KeepIdempotencyKeys(d.cfg.IdempotencyRetention, d.cfg.IdempotencyMaxKeys)
@@ -362,7 +363,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// upgrades.
 	origins := origin.New(d.cfg.CORSOrigins)
 	gqlStreams := gqltransport.NewServer(gqltransport.Options{Streams: streams, Logger: d.logger, Metrics: sm, Heartbeat: d.cfg.Heartbeat, WriteTimeout: d.cfg.WriteTimeout, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes,
-		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxOperations: d.cfg.GraphQLWSMaxOperations, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets,
+		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxOperations: d.cfg.GraphQLWSMaxOperations, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets, ClientAddr: authn.ClientAddr,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
 		Origins:           origins,
 		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,

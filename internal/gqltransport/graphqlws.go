@@ -128,7 +128,7 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 		// Until connection_ack a socket without credentials of its own
 		// is anyone's: there are only so many, each reading at most
 		// MaxInitBytes, and one address holds only its share of them.
-		release, err := s.admitPending(r.RemoteAddr)
+		release, err := s.admitPending(s.clientAddr(r))
 		if err != nil {
 			writeHTTPError(w, err)
 			return
@@ -189,6 +189,15 @@ func (s *Server) serveSocket(w http.ResponseWriter, r *http.Request, ops Operati
 // anonymous client cannot take every place and ten addresses are needed
 // to (the default cap of 1,000 leaves each 100, more than a page opens).
 func pendingShare(max int64) int64 { return (max + 9) / 10 }
+
+// clientAddr returns the address of the client that sent r (see
+// Options.ClientAddr).
+func (s *Server) clientAddr(r *http.Request) string {
+	if s.opts.ClientAddr == nil {
+		return r.RemoteAddr
+	}
+	return s.opts.ClientAddr(r)
+}
 
 // admitPending counts an unacknowledged socket without credentials from
 // remoteAddr, unless the process or the address (auth.AddressKey) holds

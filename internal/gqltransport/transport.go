@@ -53,6 +53,11 @@ type Options struct {
 	// max_unauthenticated_sockets; 0: no cap); one client address holds
 	// at most a tenth of them (pendingShare).
 	MaxPendingSockets int64
+	// ClientAddr returns the address of the client that sent a request
+	// (auth.ClientAddr, which believes X-Forwarded-For from the proxies
+	// in config trusted_proxies), which MaxPendingSockets' share per
+	// address is keyed on. Nil: the request's RemoteAddr.
+	ClientAddr func(*http.Request) string
 	// MaxChangeSetBytes bounds the changes of one commit gathered for a
 	// _ChangeSet event, their images and per-change overhead
 	// (changeBytes; config key graphql_max_response_bytes; 0: no bound).

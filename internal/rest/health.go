@@ -48,7 +48,7 @@ func (a *api) authorizeMetrics(next http.Handler) http.Handler {
 				// not match is checked as an API token or a JWT below,
 				// which counts it when it fails.
 				if th := a.Engine.Auth().Throttle(); th != nil {
-					if err := th.CheckAddress(r.RemoteAddr); err != nil {
+					if err := th.CheckAddress(a.Engine.Auth().ClientAddr(r)); err != nil {
 						writeError(w, r, err)
 						return
 					}

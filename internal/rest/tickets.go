@@ -128,7 +128,7 @@ func (a *api) authenticateStream(next http.Handler) http.Handler {
 			refuse(w, r, sluice.Errorf(sluice.CodeInvalid, "the request has both an Authorization header and ?ticket=: send one"))
 			return
 		}
-		c, err := a.Engine.Auth().RedeemTicket(r.Context(), r.RemoteAddr, q.Get(ticketParam), routeDatabase(r))
+		c, err := a.Engine.Auth().RedeemTicket(r.Context(), a.Engine.Auth().ClientAddr(r), q.Get(ticketParam), routeDatabase(r))
 		if err != nil {
 			refuse(w, r, err)
 			return
