@@ -246,7 +246,8 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	// remembered credentials included, and before any Postgres round
 	// trip. Failed passwords are counted per address and user name;
 	// failed bearer tokens (API tokens, JWTs), which name no user, per
-	// address: anonymous guesses cost a round trip each, and are
+	// address, apart from its passwords (each kind blocks only itself,
+	// see throttle.go): anonymous guesses cost a round trip each, and are
 	// throttled like passwords.
 	name, _, basic := r.BasicAuth()
 	client := a.ClientAddr(r)

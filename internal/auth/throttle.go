@@ -17,11 +17,21 @@ import (
 // for the client's address with the user name it tried, and for the
 // address alone. Past max failures of one user name from one address
 // within the window, or ten times that from one address whatever the
-// names, that address's attempts are answered 429 with Retry-After until
+// names, that address's password attempts are answered 429 with Retry-After until
 // the window that counted them ends, before any password is checked (so a
 // throttled guess costs no bcrypt), the right password included (else the
 // throttle would only slow the guessing down). Other addresses are never
 // affected: an attacker cannot lock a user out, only themselves.
+//
+// Failed credentials that name no user (bearer tokens, JWTs, stream
+// tickets) are counted per address too, apart from the passwords
+// (anonKey): past the address's limit they block its credentials of that
+// kind, not its passwords, and failed passwords do not block them. They
+// are throttled to bound what guessing costs Postgres (a token or ticket
+// is too long to guess); counted with the passwords, a client with a
+// stale token looping, or 101 bogus tokens costing no bcrypt, locked every
+// user of its address out of signing in with a password, though none of
+// those failures was a password guessed.
 //
 // A password check is admitted before its bcrypt runs (Begin), not only
 // counted after it: guesses sent at once would all pass a check of the
@@ -58,6 +68,10 @@ const throttleEntries = 20000
 type throttleKey [sha256.Size]byte
 
 func addrKey(addr string) throttleKey { return sha256.Sum256([]byte("a\x00" + addr)) }
+
+// anonKey identifies the count of an address's failed credentials that
+// name no user, kept apart from its passwords' (addrKey).
+func anonKey(addr string) throttleKey { return sha256.Sum256([]byte("b\x00" + addr)) }
 
 func userKey(addr, user string) throttleKey {
 	return sha256.Sum256([]byte("u\x00" + addr + "\x00" + user))
@@ -134,7 +148,9 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 // Attempt is a check admitted by Begin or BeginAddress. Exactly one of
 // Fail and Release settles it.
 type Attempt struct {
-	t                *Throttle
+	t *Throttle
+	// addrKey is the address's count: anonKey's for BeginAddress,
+	// addrKey's for Begin.
 	addrKey, userKey throttleKey
 	// addressOnly marks an attempt of BeginAddress: it counts toward its
 	// address alone, and userKey is unset.
@@ -224,15 +240,16 @@ func (t *Throttle) failed(now time.Time, key throttleKey) int {
 }
 
 // CheckAddress is Check for a credential that names no user (a bearer
-// token, a stream ticket): only the address's own limit applies, and its
-// failures (the attempts of BeginAddress that fail) count toward it
-// alone, so that one client failing with a stale token does not lock out
-// the other clients of its address until they too fail that often.
+// token, a stream ticket): only the address's own limit for such
+// credentials applies, and its failures (the attempts of BeginAddress
+// that fail) count toward it alone, so that one client failing with a
+// stale token does not lock out the other clients of its address until
+// they too fail that often, nor their passwords (anonKey).
 func (t *Throttle) CheckAddress(remoteAddr string) error {
 	addr := addressKey(remoteAddr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if left := t.blocked(t.now(), addrKey(addr)); left > 0 {
+	if left := t.blocked(t.now(), anonKey(addr)); left > 0 {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
 	return nil
@@ -262,7 +279,7 @@ const addressWait = time.Second
 // waiting checks are answered 429 with the block's Retry-After. A check
 // still without a place after the wait is answered 429 too.
 func (t *Throttle) BeginAddress(ctx context.Context, remoteAddr string) (*Attempt, error) {
-	ak := addrKey(addressKey(remoteAddr))
+	ak := anonKey(addressKey(remoteAddr))
 	var timeout <-chan time.Time
 	for {
 		t.mu.Lock()
