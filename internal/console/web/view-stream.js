@@ -35,10 +35,15 @@ export function Stream({ org, db }) {
   const last = useRef(''); // the position of the last event received
   const received = useRef(0);
   const [attempt, setAttempt] = useState(0);
+  // The running stream's controller: Pause aborts it at once, since the
+  // effect's cleanup runs only after the next render is painted, and an
+  // event arriving meanwhile would show after "Paused".
+  const current = useRef(null);
 
   useEffect(() => {
     if (!model.data || !running) return undefined;
     const ctl = new AbortController();
+    current.current = ctl;
     let retry = null;
     let refused = false;
     setStatus('connecting');
@@ -51,7 +56,7 @@ export function Stream({ org, db }) {
     start.then(() => stream(dbPath('/api/graphql', org, db), { method: 'POST', body: { query: q }, lastEventId: last.current, signal: ctl.signal },
       () => setStatus('live'),
       (ev) => {
-        if (ev.event === 'complete') return;
+        if (ctl.signal.aborted || ev.event === 'complete') return;
         if (ev.event !== 'next') return;
         if (ev.id) last.current = ev.id;
         const payload = JSON.parse(ev.data);
@@ -94,6 +99,7 @@ export function Stream({ org, db }) {
   }, [model.data, running, attempt]);
 
   const pause = () => {
+    current.current?.abort();
     setRunning(false);
     setStatus('paused');
   };
