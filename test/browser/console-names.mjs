@@ -26,10 +26,7 @@
 // (internal/console TestBrowserConsoleNames), with the documents Thing/a
 // (n only) and Thing/b (every field, meta {"__proto__":{"x":1},"k":1}).
 // CHROMIUM names the browser (default /usr/bin/chromium).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch, waitFor } from './chromium.mjs';
 
 const [base, adminPassword] = process.argv.slice(2);
 if (!base || !adminPassword) {
@@ -39,15 +36,6 @@ if (!base || !adminPassword) {
 const admin = 'Basic ' + Buffer.from(`admin:${adminPassword}`).toString('base64');
 const step = (s) => console.log(`ok: ${s}`);
 
-async function waitFor(what, cond, ms = 20000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 // api calls the daemon as the super user.
 async function api(method, path, body) {
@@ -68,14 +56,7 @@ const fields = async (id) => {
 };
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  userDataDir,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--lang=en-US'],
-});
+const { browser, close: closeBrowser } = await launch({ lang: 'en-US' });
 
 const problems = [];
 let failed = false;
@@ -236,7 +217,6 @@ try {
   failed = true;
   console.error(e.stack || e.message);
 } finally {
-  await browser.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await closeBrowser();
 }
 process.exit(failed ? 1 : 0);

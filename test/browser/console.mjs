@@ -40,7 +40,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch, waitFor } from './chromium.mjs';
 
 const [base, other, adminPassword, reader, readerPassword, shotsArg] = process.argv.slice(2);
 if (!base || !other || !adminPassword || !reader || !readerPassword) {
@@ -56,17 +56,6 @@ const admin = 'Basic ' + Buffer.from(`admin:${adminPassword}`).toString('base64'
 const secrets = [adminPassword, readerPassword, admin.slice(6), Buffer.from(`${reader}:${readerPassword}`).toString('base64')];
 const step = (s) => console.log(`ok: ${s}`);
 
-// waitFor polls cond every 50 ms until it returns a truthy value, which it
-// returns, or fails after ms naming what it waited for.
-async function waitFor(what, cond, ms = 20000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 // api calls daemon B (the other replica) as the super user, as another
 // client would.
@@ -81,14 +70,7 @@ async function api(method, path, body, headers = {}) {
   return { status: res.status, headers: res.headers, text, json: text ? JSON.parse(text) : null };
 }
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  userDataDir,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--lang=en-US'],
-});
+const { browser, close: closeBrowser } = await launch({ lang: 'en-US' });
 
 const blocked = [];
 const problems = [];
@@ -576,8 +558,7 @@ try {
     console.error(`the page shows:\n${await page.evaluate(() => document.body.innerText).catch(() => '?')}`);
   }
 } finally {
-  await browser.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await closeBrowser();
   if (!shotsArg) rmSync(shots, { recursive: true, force: true });
 }
 const leaked = urls.filter((u) => secrets.some((x) => decodeURIComponent(u).includes(x)) || /ticket=/.test(u));

@@ -22,10 +22,7 @@
 // a page whose form submits itself to the daemon. The database admin/people
 // must have `type Note { text: String pad: String }`. CHROMIUM names the browser
 // (default /usr/bin/chromium).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch } from './chromium.mjs';
 
 const [base, attacker, user, password] = process.argv.slice(2);
 if (!base || !attacker || !user || !password) {
@@ -34,17 +31,7 @@ if (!base || !attacker || !user || !password) {
 }
 const step = (s) => console.log(`ok: ${s}`);
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  userDataDir,
-  // Without the background-networking flags Chromium reaches out to
-  // Google's services at start; the sandbox needs privileges CI (root)
-  // does not give it.
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { browser, close: closeBrowser } = await launch();
 
 let failed = false;
 try {
@@ -95,8 +82,7 @@ try {
   failed = true;
   console.log(`FAIL: ${e.message}`);
 } finally {
-  await browser.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await closeBrowser();
 }
 if (failed) process.exit(1);
 console.log('csrf browser test: every step passed');

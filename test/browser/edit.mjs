@@ -20,10 +20,7 @@
 //
 // The database must have `type Note { text: String }` and the document
 // Note/n. CHROMIUM names the browser (default /usr/bin/chromium).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch } from './chromium.mjs';
 
 const [base, pageURL, db, user, password] = process.argv.slice(2);
 if (!base || !pageURL || !db || !user || !password) {
@@ -37,15 +34,7 @@ if (new URL(base).origin === new URL(pageURL).origin) {
 const authorization = 'Basic ' + Buffer.from(`${user}:${password}`).toString('base64');
 const step = (s) => console.log(`ok: ${s}`);
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  userDataDir,
-  // See eventsource.mjs for the flags.
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { browser, close: closeBrowser } = await launch();
 
 let failed = false;
 try {
@@ -115,8 +104,7 @@ try {
   failed = true;
   console.log(`FAIL: ${e.message}`);
 } finally {
-  await browser.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await closeBrowser();
 }
 if (failed) process.exit(1);
 console.log('edit browser test: every step passed');

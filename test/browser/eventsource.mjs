@@ -19,10 +19,7 @@
 //
 // The database must have `type Dog { name: String! }`. CHROMIUM names the
 // browser (default /usr/bin/chromium).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch, waitFor } from './chromium.mjs';
 
 const [base, pageURL, db, user, password, writer, writerPassword] = process.argv.slice(2);
 if (!base || !pageURL || !db || !user || !password || !writer || !writerPassword) {
@@ -37,17 +34,6 @@ const authorization = 'Basic ' + Buffer.from(`${user}:${password}`).toString('ba
 const writerAuthorization = 'Basic ' + Buffer.from(`${writer}:${writerPassword}`).toString('base64');
 const step = (s) => console.log(`ok: ${s}`);
 
-// waitFor polls cond every 50 ms until it returns a truthy value, which it
-// returns, or fails after ms naming what it waited for.
-async function waitFor(what, cond, ms = 20000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 // write inserts Dog/id from this script (not the page), as another client.
 async function write(id) {
@@ -59,17 +45,7 @@ async function write(id) {
   if (res.status !== 200) throw new Error(`insert Dog/${id}: status ${res.status}: ${await res.text()}`);
 }
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  userDataDir,
-  // Without the background-networking flags Chromium reaches out to
-  // Google's services at start; the sandbox needs privileges CI (root)
-  // does not give it.
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { browser, close: closeBrowser } = await launch();
 
 let failed = false;
 try {
@@ -179,8 +155,7 @@ try {
   failed = true;
   console.log(`FAIL: ${e.message}`);
 } finally {
-  await browser.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await closeBrowser();
 }
 if (failed) process.exit(1);
 console.log('eventsource browser test: every step passed');

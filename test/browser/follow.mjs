@@ -8,10 +8,8 @@
 //   node follow.mjs <daemon base URL> <page URL> <API token> <position>
 //
 // CHROMIUM names the browser (default /usr/bin/chromium).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { readFileSync } from 'node:fs';
+import { launch } from './chromium.mjs';
 
 const [base, pageURL, token, position] = process.argv.slice(2);
 if (!base || !pageURL || !token || !position) {
@@ -29,20 +27,12 @@ for (const [from, to] of [["'https://sluice.example.com'", JSON.stringify(base)]
   example = example.replace(from, to);
 }
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  userDataDir,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { browser, close: closeBrowser } = await launch();
 let closing = false;
 async function close(status) {
   if (closing) return;
   closing = true;
-  await browser.close().catch(() => {});
-  rmSync(userDataDir, { recursive: true, force: true });
+  await closeBrowser();
   process.exit(status);
 }
 process.stdin.on('end', () => close(0));

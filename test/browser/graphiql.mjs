@@ -14,10 +14,7 @@
 //   node graphiql.mjs <daemon base URL> <org/db> <user> <password>
 //
 // CHROMIUM names the browser (default /usr/bin/chromium).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import puppeteer from 'puppeteer-core';
+import { launch, waitFor } from './chromium.mjs';
 
 const [base, db, user, password] = process.argv.slice(2);
 if (!base || !db || !user || !password) {
@@ -28,29 +25,8 @@ const origin = new URL(base).origin;
 const authorization = 'Basic ' + Buffer.from(`${user}:${password}`).toString('base64');
 const step = (s) => console.log(`ok: ${s}`);
 
-// waitFor polls cond every 50 ms until it returns a truthy value, which it
-// returns, or fails after ms naming what it waited for.
-async function waitFor(what, cond, ms = 20000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
-const userDataDir = mkdtempSync(join(tmpdir(), 'sluice-chromium-'));
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  userDataDir,
-  // Without the background-networking flags Chromium reaches out to
-  // Google's services at start; the sandbox needs privileges CI (root)
-  // does not give it.
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
+const { browser, close: closeBrowser } = await launch();
 
 const blocked = [];
 const problems = [];
@@ -201,8 +177,7 @@ try {
   failed = true;
   console.log(`FAIL: ${e.message}`);
 } finally {
-  await browser.close();
-  rmSync(userDataDir, { recursive: true, force: true });
+  await closeBrowser();
 }
 
 for (const b of blocked) console.log(`FAIL: a request left the daemon's origin: ${b}`);
