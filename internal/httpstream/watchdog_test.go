@@ -147,6 +147,11 @@ func TestHTTP2SteadyAndIdleStreamsAreNotCut(t *testing.T) {
 		t.Run(map[bool]string{true: "watchdog", false: "deadline"}[watch], func(t *testing.T) {
 			t.Parallel()
 			sent := make(chan int, 1)
+			// The late flush's error, read by the client before it
+			// closes the stream: a client gone first (the test over)
+			// would fail the flush, and the handler's t.Errorf would run
+			// after the test (it did once).
+			late := make(chan error, 1)
 			srv := h2Server(t, watch, timeout, func(w http.ResponseWriter, r *http.Request) {
 				s := New(w, r, "text/event-stream", timeout)
 				s.Start()
@@ -166,9 +171,7 @@ func TestHTTP2SteadyAndIdleStreamsAreNotCut(t *testing.T) {
 				// time itself to pass.)
 				<-time.After(2 * timeout)
 				s.Buf.WriteString("data: late\n\n")
-				if err := s.Flush(); err != nil {
-					t.Errorf("a stream quiet for %s: %v", 2*timeout, err)
-				}
+				late <- s.Flush()
 			})
 			resp, err := srv.Client().Get(srv.URL)
 			if err != nil {
@@ -184,6 +187,9 @@ func TestHTTP2SteadyAndIdleStreamsAreNotCut(t *testing.T) {
 				case "data: late":
 					if n := <-sent; steady != n {
 						t.Errorf("%d steady events before the late one, want the %d sent", steady, n)
+					}
+					if err := <-late; err != nil {
+						t.Errorf("a stream quiet for %s: %v", 2*timeout, err)
 					}
 					return
 				}
