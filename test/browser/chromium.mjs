@@ -42,3 +42,25 @@ export async function waitFor(what, cond, ms = 20000) {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+// clickText clicks the first enabled element of page matching selector
+// whose text starts with label, waiting for one.
+export async function clickText(page, selector, label) {
+  const handle = await waitFor(`a ${selector} reading ${JSON.stringify(label)}`, () => page.evaluateHandle((sel, l) =>
+    [...document.querySelectorAll(sel)].find((e) => e.textContent.trim().startsWith(l) && !e.disabled) || null, selector, label)
+    .then((h) => (h.asElement() ? h : null)));
+  await handle.click();
+}
+
+// typeInto replaces what a field of page holds with value, as a user
+// does: select all, delete, type (each an input event the view sees).
+export async function typeInto(page, selector, value) {
+  await page.waitForSelector(selector);
+  await page.focus(selector);
+  await page.keyboard.down('Control');
+  await page.keyboard.press('KeyA');
+  await page.keyboard.up('Control');
+  await page.keyboard.press('Backspace');
+  await page.type(selector, value);
+  await waitFor(`${selector} to hold ${JSON.stringify(value)}`, () => page.$eval(selector, (e, v) => e.value === v, value));
+}

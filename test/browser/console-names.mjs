@@ -26,7 +26,7 @@
 // (internal/console TestBrowserConsoleNames), with the documents Thing/a
 // (n only) and Thing/b (every field, meta {"__proto__":{"x":1},"k":1}).
 // CHROMIUM names the browser (default /usr/bin/chromium).
-import { launch, waitFor } from './chromium.mjs';
+import { clickText as clickTextIn, launch, typeInto, waitFor } from './chromium.mjs';
 
 const [base, adminPassword] = process.argv.slice(2);
 if (!base || !adminPassword) {
@@ -62,6 +62,8 @@ const problems = [];
 let failed = false;
 try {
   const page = await browser.newPage();
+  const type = (selector, value) => typeInto(page, selector, value);
+  const clickText = (selector, label) => clickTextIn(page, selector, label);
   await page.setViewport({ width: 1280, height: 800 });
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {
@@ -89,23 +91,6 @@ try {
     const res = await page.goto(`${base}${path}`, { waitUntil: 'load' });
     if (res.status() !== 200 && res.status() !== 304) throw new Error(`GET ${path}: status ${res.status()}`);
     await signIn('admin', adminPassword);
-  }
-  // type replaces what a field holds with value, as a user does.
-  async function type(selector, value) {
-    await page.waitForSelector(selector);
-    await page.focus(selector);
-    await page.keyboard.down('Control');
-    await page.keyboard.press('KeyA');
-    await page.keyboard.up('Control');
-    await page.keyboard.press('Backspace');
-    await page.type(selector, value);
-    await waitFor(`${selector} to hold ${JSON.stringify(value)}`, () => page.$eval(selector, (e, v) => e.value === v, value));
-  }
-  async function clickText(selector, label) {
-    const handle = await waitFor(`a ${selector} reading ${JSON.stringify(label)}`, () => page.evaluateHandle((sel, l) =>
-      [...document.querySelectorAll(sel)].find((e) => e.textContent.trim().startsWith(l) && !e.disabled) || null, selector, label)
-      .then((h) => (h.asElement() ? h : null)));
-    await handle.click();
   }
   const formValues = () => page.evaluate(() => Object.fromEntries(
     ['n', 'constructor', 'toString', 'valueOf', 'hasOwnProperty'].map((f) => [f, document.getElementById(`field-${f}`)?.value ?? null])));

@@ -40,7 +40,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { launch, waitFor } from './chromium.mjs';
+import { clickText as clickTextIn, launch, typeInto, waitFor } from './chromium.mjs';
 
 const [base, other, adminPassword, reader, readerPassword, shotsArg] = process.argv.slice(2);
 if (!base || !other || !adminPassword || !reader || !readerPassword) {
@@ -79,6 +79,8 @@ const queries = []; // the bodies of the console's GraphQL requests
 const schemaPuts = []; // the console's PUT /api/schema requests: { url, ifMatch }
 let failed = false;
 let page;
+const type = (selector, value) => typeInto(page, selector, value);
+const clickText = (selector, label) => clickTextIn(page, selector, label);
 try {
   page = await browser.newPage();
   await page.setViewport({ width: 1280, height: 800 });
@@ -158,24 +160,6 @@ try {
   // stored returns what the page's origin keeps in the browser's storage.
   const stored = () => page.evaluate(() => JSON.stringify({ session: { ...sessionStorage }, local: { ...localStorage }, cookie: document.cookie }));
   const nothingStored = JSON.stringify({ session: {}, local: {}, cookie: '' });
-  async function clickText(selector, label) {
-    const handle = await waitFor(`a ${selector} reading ${JSON.stringify(label)}`, () => page.evaluateHandle((sel, l) =>
-      [...document.querySelectorAll(sel)].find((e) => e.textContent.trim().startsWith(l) && !e.disabled) || null, selector, label)
-      .then((h) => (h.asElement() ? h : null)));
-    await handle.click();
-  }
-  // type replaces what a field holds with value, as a user does: select
-  // all, delete, type (each an input event the view sees).
-  async function type(selector, value) {
-    await page.waitForSelector(selector);
-    await page.focus(selector);
-    await page.keyboard.down('Control');
-    await page.keyboard.press('KeyA');
-    await page.keyboard.up('Control');
-    await page.keyboard.press('Backspace');
-    await page.type(selector, value);
-    await waitFor(`${selector} to hold ${JSON.stringify(value)}`, () => page.$eval(selector, (e, v) => e.value === v, value));
-  }
 
   // 1. Sign-in. A credential that an older console kept in
   // sessionStorage (which Chromium writes to disk) is removed at the next
