@@ -56,6 +56,22 @@ type graphQLError struct {
 func writeGraphQLError(w http.ResponseWriter, r *http.Request, err error) {
 	sh := sluice.Show(err)
 	logError(r, sh, "request failed", err)
+	writeGraphQLShown(w, r, sh)
+}
+
+// refuseBody answers err in the shape of r's URL, as refuse does, without
+// logging it: the recoverer logs a panic its own way.
+func refuseBody(w http.ResponseWriter, r *http.Request, err error) {
+	if strings.HasPrefix(r.URL.Path, graphQLPrefix) {
+		writeGraphQLShown(w, r, sluice.Show(err))
+		return
+	}
+	writeErrorBody(w, err)
+}
+
+// writeGraphQLShown answers with the status, headers and GraphQL body of
+// an error as sh shows it (see writeGraphQLError).
+func writeGraphQLShown(w http.ResponseWriter, r *http.Request, sh sluice.Shown) {
 	errorHeaders(w, sh)
 	media, ok := protocol.Negotiate(protocol.AcceptHeader(r.Header), "application/json", "application/graphql-response+json")
 	if !ok {

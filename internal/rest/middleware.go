@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -15,19 +16,22 @@ import (
 )
 
 // recoverer turns a handler panic into a 500 and a log line, never a
-// crashed daemon.
+// crashed daemon. The 500 has its URL's shape (refuseBody): a GraphQL
+// client reads errors[].extensions.code there too.
 func (a *api) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The deferred function keeps what it logs, not r: a request
 		// kept by a frame below a stream lives as long as the stream.
-		method, path := r.Method, r.URL.Path
+		method, path, header := r.Method, r.URL.Path, r.Header
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
 				a.Logger.Error("handler panic", "method", method, "path", path, "panic", v)
-				writeErrorBody(w, fmt.Errorf("panic: %v", v))
+				// A request of the path and Accept header alone: the
+				// answer's shape and media type depend on nothing else.
+				refuseBody(w, &http.Request{URL: &url.URL{Path: path}, Header: header}, fmt.Errorf("panic: %v", v))
 			}
 		}()
 		next.ServeHTTP(w, r)
