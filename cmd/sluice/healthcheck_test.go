@@ -43,7 +43,14 @@ func TestHealthcheckCommand(t *testing.T) {
 	p := start(t, filepath.Join(tempDir(t), "data"))
 	run := func(env string, args ...string) (string, error) {
 		cmd := exec.Command(binary, append([]string{"healthcheck"}, args...)...)
-		cmd.Env = append(os.Environ(), env)
+		// Without the test run's own SLUICE_ variables (SLUICE_BROWSER_TEST
+		// …), which the check warns about as unknown.
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "SLUICE_") {
+				cmd.Env = append(cmd.Env, kv)
+			}
+		}
+		cmd.Env = append(cmd.Env, env)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
@@ -56,6 +63,13 @@ func TestHealthcheckCommand(t *testing.T) {
 		return err == nil && out == ""
 	})
 
+	// A misspelt variable is warned about, as serve warns; the check
+	// still answers.
+	out, err := run("SLUICE_LISTN=x", "--listen", p.Addr)
+	if err != nil || !strings.Contains(out, "ignoring unknown environment variable") || !strings.Contains(out, "SLUICE_LISTN") {
+		t.Fatalf("misspelt variable: %v %q, want a warning naming it", err, out)
+	}
+
 	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/readyz" {
 			t.Errorf("healthcheck asked for %s", r.URL.Path)
@@ -63,7 +77,7 @@ func TestHealthcheckCommand(t *testing.T) {
 		http.Error(w, "starting", http.StatusServiceUnavailable)
 	}))
 	defer notReady.Close()
-	out, err := run("", "--listen", strings.TrimPrefix(notReady.URL, "http://"))
+	out, err = run("", "--listen", strings.TrimPrefix(notReady.URL, "http://"))
 	if code := exitCode(err); code != 1 || !strings.Contains(out, "503 Service Unavailable: starting") {
 		t.Fatalf("daemon not ready: exit %d %q", code, out)
 	}

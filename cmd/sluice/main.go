@@ -82,7 +82,10 @@ func newRootCommand() *cobra.Command {
 		Short: "Exit 0 if the daemon at the configured listen address is ready (GET /readyz answers 200), else 1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(cmd.Flags(), os.LookupEnv)
+			// load, as serve: a misspelt SLUICE_ variable is warned
+			// about here too, in the health log where an operator
+			// looks when the check fails.
+			cfg, _, err := load(cmd)
 			if err != nil {
 				return err
 			}

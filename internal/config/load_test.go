@@ -916,6 +916,11 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: log_retention: invalid value "-1h" (from SLUICE_LOG_RETENTION): must not be negative`,
 		},
 		{
+			name: "log_retention under a minute",
+			env:  map[string]string{"SLUICE_LOG_RETENTION": "1ns"},
+			want: `config: log_retention: invalid value "1ns" (from SLUICE_LOG_RETENTION): want 0 (keep every commit) or at least 1m`,
+		},
+		{
 			name: "negative shutdown_timeout flag",
 			args: []string{"--shutdown-timeout=-1s"},
 			want: `config: shutdown_timeout: invalid value "-1s" (from --shutdown-timeout): must not be negative`,

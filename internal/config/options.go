@@ -138,8 +138,18 @@ func options() []option {
 				return errors.New("want one of text, json")
 			}),
 		durationOption("log_retention", "168h",
-			"how long the commit log is kept (0 keeps it forever); pruning never removes what a connected subscriber still needs",
-			func(c *Config, d time.Duration) error { c.LogRetention = d; return nil }),
+			"how long the commit log is kept: 0 keeps it forever, else at least 1m; pruning never removes what a connected subscriber still needs",
+			func(c *Config, d time.Duration) error {
+				// Under a minute, a client cut off by a network blip or a
+				// replica's restart would find the commits it missed
+				// pruned before it could resume: a typo ("1ns", "60")
+				// more likely than a wish.
+				if d != 0 && d < time.Minute {
+					return errors.New("want 0 (keep every commit) or at least 1m")
+				}
+				c.LogRetention = d
+				return nil
+			}),
 		durationOption("idempotency_retention", "24h",
 			"how long a write's Idempotency-Key answers a retry (the same key, user and request) with the first answer, on any replica, instead of writing again; older keys are pruned (1m to 720h)",
 			func(c *Config, d time.Duration) error {

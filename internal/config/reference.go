@@ -18,7 +18,9 @@ Every setting can be given as a flag, as an environment variable, or as a
 key in a config file named by ` + "`--config` or `SLUICE_CONFIG`" + ` (YAML, TOML or JSON,
 chosen by the file's extension). A flag you give beats the environment, which
 beats the file, which beats the default. An empty environment variable counts
-as unset. An unknown key in the file or an invalid value stops Sluice with an
+as unset; a ` + "`SLUICE_`" + ` variable that names no setting is warned about
+(` + "`ignoring unknown environment variable`" + `, by ` + "`serve`, `migrate` and `healthcheck`" + `) and
+otherwise ignored. An unknown key in the file or an invalid value stops Sluice with an
 error naming the key and its value, but no secret: it shows the length only of
 ` + keys(whole) + `, and all but the password of
 ` + keys(password) + ` (a ` + "`database_url`" + ` Postgres's driver cannot

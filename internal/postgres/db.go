@@ -325,11 +325,13 @@ func (db *DB) writerRole(ctx context.Context) (string, error) {
 // parseURLError is the error of a database URL that does not parse,
 // without the URL: pgx quotes it with its password hidden as best it can,
 // which a URL it cannot parse defeats (password = x, with spaces, was
-// shown whole; an unescaped @ showed what followed it).
+// shown whole; an unescaped @ showed what followed it). It names the
+// setting as the configuration's own errors do ("config: <key>: …"): the
+// URL is only ever the database_url setting's.
 func parseURLError(err error) error {
 	var pe *pgconn.ParseConfigError
 	if !errors.As(err, &pe) {
-		return fmt.Errorf("parse database url: %w", err)
+		return fmt.Errorf("config: database_url: %w", err)
 	}
 	why := pe.Error()
 	if i := strings.LastIndex(why, "`: "); i >= 0 {
@@ -337,5 +339,5 @@ func parseURLError(err error) error {
 	} else {
 		why = "not a connection string pgx reads"
 	}
-	return fmt.Errorf("parse database url (not shown: it may hold a password): %s", why)
+	return fmt.Errorf("config: database_url: cannot be parsed (the value is not shown: it may hold a password): %s", why)
 }
