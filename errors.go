@@ -35,7 +35,7 @@ const (
 	CodeHistoryGone      Code = "HistoryGone"          // a read of the past at a position older than retained history
 	CodePrecondition     Code = "PreconditionFailed"   // a conditional write whose documents are not as it expected
 	CodeUnsupportedMedia Code = "UnsupportedMediaType" // a request body of a media type or charset the operation does not take
-	CodeUnprocessable    Code = "Unprocessable"        // an Idempotency-Key reused with a different request
+	CodeUnprocessable    Code = "Unprocessable"        // an Idempotency-Key reused with a different request; a required GraphQL field without a readable value
 	CodeTooMany          Code = "TooManyRequests"      // a per-user limit is reached; retry later
 	CodeUnavailable      Code = "Unavailable"          // shutting down, not ready, Postgres unreachable or at capacity
 	CodeOutcomeUnknown   Code = "OutcomeUnknown"       // the connection to Postgres was lost while a write committed: it may or may not be written

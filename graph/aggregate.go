@@ -230,7 +230,9 @@ func (x *execution) runAggregate(w *jsonWriter, cf graphql.CollectedField, c *sl
 					w.null()
 					continue
 				}
-				writeScalar(w, aggResultScalar(f, sub.Name), v)
+				if !writeScalar(w, aggResultScalar(f, sub.Name), v) {
+					w.null() // the aggregates are nullable
+				}
 			}
 			w.WriteByte('}')
 		}

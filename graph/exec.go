@@ -367,6 +367,9 @@ type execution struct {
 	// timeout, once deadline set one, is the error of a read its
 	// deadline ended.
 	timeout *sluice.Error
+	// path is the path to the value being written (writeObject), for the
+	// error of a non-null field without a value (nullField).
+	path []pathSeg
 	// rootType and roots are the fields selected on the operation's root
 	// of that type, collected once (rootFields).
 	rootType string
@@ -561,11 +564,27 @@ func (x *execution) deadline() context.CancelFunc {
 	return cancel
 }
 
+// errNulled is what a writer returns when a non-null field had no value
+// and the null reached the object it writes: the error is recorded
+// already, at the field's path (nullField).
+var errNulled = errors.New("graph: a non-null field has no value")
+
+// takeErrors returns the errors recorded so far and forgets them (an
+// event's: each event of a subscription carries its own).
+func (x *execution) takeErrors() gqlerror.List {
+	errs := x.errs
+	x.errs = nil
+	return errs
+}
+
 // fail records err as a GraphQL error at path. Domain errors show their
 // message and code; anything else is logged and shown as internal. An
 // error after x's deadline passed is the deadline's (a statement it
 // cancelled, or a read it stopped).
 func (x *execution) fail(path ast.Path, err error) {
+	if err == errNulled {
+		return // recorded where the null arose (nullField)
+	}
 	if x.timeout != nil && x.ctx.Err() != nil && context.Cause(x.ctx) == error(x.timeout) {
 		err = x.timeout
 	}

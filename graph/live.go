@@ -755,7 +755,7 @@ func (e *ResultError) Error() string { return e.Errors.Error() }
 func (e *ResultError) Unwrap() error {
 	code := sluice.CodeInternal
 	if c, ok := e.Errors[0].Extensions["code"].(string); ok {
-		for _, k := range []sluice.Code{sluice.CodeInvalid, sluice.CodeForbidden, sluice.CodeNotFound, sluice.CodeUnavailable, sluice.CodeTooMany} {
+		for _, k := range []sluice.Code{sluice.CodeInvalid, sluice.CodeForbidden, sluice.CodeNotFound, sluice.CodeUnprocessable, sluice.CodeUnavailable, sluice.CodeTooMany} {
 			if k.GraphQLCode() == c {
 				code = k
 			}

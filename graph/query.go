@@ -84,8 +84,16 @@ func (x *execution) classQuery(w *jsonWriter, cf graphql.CollectedField) bool {
 		w.null()
 		return false
 	}
-	x.writeObjects(w, objs, cf.Selections, cf.Name)
-	return true
+	// A list of non-null elements, non-null itself ([X!]!): a document
+	// with a required field it has no value for (writeDocField) nulls
+	// the list, and so the data.
+	x.path = append(x.path[:0], pathSeg{name: cf.Alias})
+	ok := x.writeObjects(w, objs, cf.Selections, cf.Name)
+	x.path = x.path[:0]
+	if !ok {
+		w.null()
+	}
+	return ok
 }
 
 func pendings(objs []*object, sel ast.SelectionSet, static string) []pending {
@@ -392,7 +400,10 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 		w.null()
 		return
 	}
-	if err := x.WriteChangeSet(w, c, cf.Selections, true); err != nil {
+	x.path = append(x.path[:0], pathSeg{name: cf.Alias})
+	err = x.WriteChangeSet(w, c, cf.Selections, true)
+	x.path = x.path[:0]
+	if err != nil {
 		x.fail(fieldPath(cf), err)
 		w.null() // WriteChangeSet writes nothing when it fails (a bad filter)
 	}
@@ -412,6 +423,9 @@ func (x *execution) selectsChanges(sel ast.SelectionSet) bool {
 // WriteChangeSet writes the _ChangeSet object of commit c for selection
 // sel. includeChildren is the default of the per-class fields'
 // include_children argument (a subscription's _ChangeSet passes its own).
+// x.path is the path of the object; errNulled: a document of a change had
+// no value for a required field, and the object is null (the error is
+// recorded). On any error w is as it was.
 func (x *execution) WriteChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.SelectionSet, includeChildren bool) error {
 	_, err := x.writeChangeSet(w, c, sel, includeChildren)
 	return err
@@ -456,7 +470,14 @@ func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 				return 0, err
 			}
 			n += len(objs)
-			x.writeObjects(&buf, objs, cf.Selections, class)
+			// Non-null lists of non-null documents ([X!]!): one without
+			// a value for a required field nulls the change set.
+			x.path = append(x.path, pathSeg{name: cf.Alias})
+			ok := x.writeObjects(&buf, objs, cf.Selections, class)
+			x.path = x.path[:len(x.path)-1]
+			if !ok {
+				return 0, errNulled
+			}
 		}
 	}
 	buf.WriteByte('}')

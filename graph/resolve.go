@@ -266,88 +266,165 @@ func refID(v any) (string, bool) {
 	return "", false
 }
 
-// writeObjects writes a list of objects of GraphQL type static.
-func (x *execution) writeObjects(w *jsonWriter, objs []*object, sel ast.SelectionSet, static string) {
+// pathSeg is one step of the path to a value being written: a field's
+// response name, or (name "") an index in a list. Plain values, not
+// ast.PathElement (an interface: a step per field written would
+// allocate); an ast.Path is made only for an error (nullField).
+type pathSeg struct {
+	name  string
+	index int
+}
+
+// writeObjects writes a list of objects of GraphQL type static, a list of
+// non-null elements ([X!]). It returns false, having written nothing,
+// when an element could not be written (writeObject): a list of non-null
+// elements holding a null is null itself, which the caller's type
+// decides the fate of.
+func (x *execution) writeObjects(w *jsonWriter, objs []*object, sel ast.SelectionSet, static string) bool {
+	start := w.Len()
 	w.WriteByte('[')
 	for i, o := range objs {
 		if w.over {
-			return // the rest would be dropped; stop walking it
+			return true // the rest would be dropped; stop walking it
 		}
 		if i > 0 {
 			w.WriteByte(',')
 		}
-		x.writeObject(w, o, sel, static)
+		x.path = append(x.path, pathSeg{index: i})
+		ok := x.writeObject(w, o, sel, static)
+		x.path = x.path[:len(x.path)-1]
+		if !ok {
+			w.Truncate(start)
+			return false
+		}
 	}
 	w.WriteByte(']')
+	return true
 }
 
 // writeObject writes one object of GraphQL type static with its selection.
-// References must have been loaded by prefetch.
-func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, static string) {
+// References must have been loaded by prefetch. It returns false when a
+// non-null field of the object has no value that can be written (see
+// writeDocField): as GraphQL has it, the object is then null, and what it
+// wrote is to be dropped by the caller, whose type says whether the null
+// goes further up.
+func (x *execution) writeObject(w *jsonWriter, o *object, sel ast.SelectionSet, static string) bool {
 	rt := x.runtimeType(static, o.class)
 	w.WriteByte('{')
 	for i, cf := range x.fields(sel, rt) {
 		w.key(cf.Alias, i == 0)
-		switch cf.Name {
-		case "__typename":
-			w.str(rt)
-			continue
-		case fieldID:
-			if o.id != "" {
-				w.str(o.id)
-			} else {
-				w.null()
-			}
-			continue
-		case fieldType:
-			w.str(o.class.Name)
-			continue
-		case fieldVersion:
-			w.str(o.version)
-			continue
-		case fieldCommit:
-			if o.commit == nil {
-				w.null()
-			} else {
-				writeCommit(x, w, o.commit, o.changeType, cf.Selections)
-			}
-			continue
+		x.path = append(x.path, pathSeg{name: cf.Alias})
+		ok := x.writeDocField(w, o, cf, rt)
+		x.path = x.path[:len(x.path)-1]
+		if !ok {
+			return false
 		}
-		if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok && o.id != "" {
-			// Read by prefetch: the documents pointing at o, read for
-			// this merged selection (it depends on o's type).
-			x.writeObjects(w, x.backlinks[backlinkKey{cf.Field, x.selKey(cf.Selections), o.id}], cf.Selections, bl.class.Name)
-			continue
-		}
-		f := o.class.Field(cf.Name)
-		v, ok := o.fields[cf.Name]
-		if f == nil || !ok || v == nil || f.ReadRole > x.es.role {
-			w.null()
-			continue
-		}
-		if f.List {
-			items, _ := v.([]any)
-			w.WriteByte('[')
-			n := 0
-			for _, it := range items {
-				if w.over {
-					break
-				}
-				if f.Type.Kind == sluice.TypeReference && x.refObject(it, f.Type.Name) == nil {
-					continue // a dangling reference is left out of the list
-				}
-				if n > 0 {
-					w.WriteByte(',')
-				}
-				n++
-				x.writeValue(w, f, it, cf.Selections)
-			}
-			w.WriteByte(']')
-			continue
-		}
-		x.writeValue(w, f, v, cf.Selections)
 	}
 	w.WriteByte('}')
+	return true
+}
+
+// writeDocField writes the value of field cf of object o, whose runtime type
+// is rt; x.path ends with cf. A field without a value that can be written
+// (missing, null, of another type or enum value: a document read as of a
+// position before today's schema required it, an old change image, a row
+// written in SQL before Sluice checked what it reads) is null when its
+// type is nullable; when it is not, writeField records the error at the
+// field's path and returns false, and the null goes up to the nearest
+// nullable parent, as GraphQL requires: a client typed from the schema
+// never reads a null the schema says cannot be.
+func (x *execution) writeDocField(w *jsonWriter, o *object, cf graphql.CollectedField, rt string) bool {
+	switch cf.Name {
+	case "__typename":
+		w.str(rt)
+		return true
+	case fieldID:
+		if o.id == "" {
+			// Only a class's objects have _id (ID!), and each has an id.
+			x.nullField(rt, cf.Name, "ID!")
+			return false
+		}
+		w.str(o.id)
+		return true
+	case fieldType:
+		w.str(o.class.Name)
+		return true
+	case fieldVersion:
+		w.str(o.version)
+		return true
+	case fieldCommit:
+		if o.commit == nil {
+			w.null()
+		} else {
+			writeCommit(x, w, o.commit, o.changeType, cf.Selections)
+		}
+		return true
+	}
+	if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok && o.id != "" {
+		// Read by prefetch: the documents pointing at o, read for this
+		// merged selection (it depends on o's type). The list is
+		// non-null ([X!]!).
+		return x.writeObjects(w, x.backlinks[backlinkKey{cf.Field, x.selKey(cf.Selections), o.id}], cf.Selections, bl.class.Name)
+	}
+	f := o.class.Field(cf.Name)
+	if f == nil {
+		w.null()
+		return true
+	}
+	nonNull := f.Required && (f.List || f.Type.Kind != sluice.TypeReference)
+	start := w.Len()
+	v, ok := o.fields[cf.Name]
+	if ok && v != nil && f.ReadRole <= x.es.role {
+		if f.List {
+			ok = x.writeList(w, o.class.Name, f, v, cf.Selections)
+		} else {
+			ok = x.writeValue(w, o.class.Name, f, v, cf.Selections, nonNull)
+		}
+		if ok {
+			return true
+		}
+		w.Truncate(start)
+	} else if nonNull {
+		x.nullField(o.class.Name, f.Name, outputType(f))
+	}
+	if nonNull {
+		return false
+	}
+	w.null()
+	return true
+}
+
+// writeList writes the list value v of list field f ([T!]) of type owner. A dangling
+// reference is left out of it; any other element without a value of T
+// makes the list null (false, its error recorded at the element's path).
+func (x *execution) writeList(w *jsonWriter, owner string, f *sluice.Field, v any, sel ast.SelectionSet) bool {
+	items, ok := v.([]any)
+	if !ok {
+		x.nullField(owner, f.Name, outputType(f))
+		return false
+	}
+	w.WriteByte('[')
+	n := 0
+	for _, it := range items {
+		if w.over {
+			break
+		}
+		if f.Type.Kind == sluice.TypeReference && x.refObject(it, f.Type.Name) == nil {
+			continue // a dangling reference is left out of the list
+		}
+		if n > 0 {
+			w.WriteByte(',')
+		}
+		x.path = append(x.path, pathSeg{index: n})
+		ok := x.writeValue(w, owner, f, it, sel, true)
+		x.path = x.path[:len(x.path)-1]
+		if !ok {
+			return false
+		}
+		n++
+	}
+	w.WriteByte(']')
+	return true
 }
 
 // refObject returns the document reference v names, read for a field of
@@ -368,101 +445,129 @@ func (x *execution) refersTo(id, class string) bool {
 	return c == class || x.es.schema.IsA(c, class)
 }
 
-// writeValue writes one (element) value of field f.
-func (x *execution) writeValue(w *jsonWriter, f *sluice.Field, v any, sel ast.SelectionSet) {
+// writeValue writes one (element) value of field f of type owner. It returns false when
+// there is none to write (the caller drops what it wrote): v is not a
+// value of f's type (a scalar or enum value an old image or a row written
+// in SQL holds, a dangling reference), or a non-null field of the object
+// it is has none. When nonNull (the value's place is non-null: a required
+// field, a list's element), v not being one is recorded as an error at
+// x.path; an object's own null is recorded where it arises.
+func (x *execution) writeValue(w *jsonWriter, owner string, f *sluice.Field, v any, sel ast.SelectionSet, nonNull bool) bool {
 	switch f.Type.Kind {
 	case sluice.TypeReference:
-		o := x.refObject(v, f.Type.Name)
-		if o == nil {
-			w.null()
-			return
+		if o := x.refObject(v, f.Type.Name); o != nil {
+			return x.writeObject(w, o, sel, f.Type.Name)
 		}
-		x.writeObject(w, o, sel, f.Type.Name)
-		return
 	case sluice.TypeSubdocument:
-		m, ok := v.(map[string]any)
-		if !ok {
-			w.null()
-			return
+		if m, ok := v.(map[string]any); ok {
+			return x.writeObject(w, subObject(x.es.schema, f.Type.Name, m), sel, f.Type.Name)
 		}
-		x.writeObject(w, subObject(x.es.schema, f.Type.Name, m), sel, f.Type.Name)
-		return
 	case sluice.TypeEnum:
+		// A value the enum no longer has (history) is none.
 		if e, ok := v.(string); ok && x.es.schema.Enums[f.Type.Name] != nil && x.es.schema.Enums[f.Type.Name].Has(e) {
 			w.str(e)
-		} else {
-			w.null() // a value the enum no longer has (history)
+			return true
 		}
-		return
+	default:
+		if writeScalar(w, f.Type.Name, v) {
+			return true
+		}
 	}
-	writeScalar(w, f.Type.Name, v)
+	if nonNull {
+		what := f.Type.Name
+		if f.List {
+			what = "an element of " + outputType(f)
+		}
+		x.nullField(owner, f.Name, what)
+	}
+	return false
 }
 
 // writeScalar writes a scalar value of a normalized document (or of change
-// JSON decoded with UseNumber). A value that is not of the scalar's type
-// is written as null, never as it is: only a change image written under
-// an older schema version, in which the field had another type, holds
-// one, and GraphQL promises the field's type.
-func writeScalar(w *jsonWriter, scalar string, v any) {
+// JSON decoded with UseNumber), and reports whether it did. A value that
+// is not of the scalar's type is not written (false): only a change image
+// written under an older schema version, in which the field had another
+// type, or a row written in SQL before Sluice checked it holds one, and
+// GraphQL promises the field's type.
+func writeScalar(w *jsonWriter, scalar string, v any) bool {
 	switch scalar {
 	case sluice.ScalarInt:
 		switch n := v.(type) {
 		case int64:
 			if n >= math.MinInt32 && n <= math.MaxInt32 {
 				w.int(n)
-				return
+				return true
 			}
 		case json.Number:
 			if i, err := strconv.ParseInt(string(n), 10, 32); err == nil {
 				w.int(i)
-				return
+				return true
 			}
 		case float64:
 			if n == math.Trunc(n) && n >= math.MinInt32 && n <= math.MaxInt32 {
 				w.int(int64(n))
-				return
+				return true
 			}
 		}
 	case sluice.ScalarFloat:
 		switch n := v.(type) {
 		case float64:
-			w.WriteString(strconv.FormatFloat(n, 'g', -1, 64))
-			return
+			if !math.IsNaN(n) && !math.IsInf(n, 0) {
+				w.WriteString(strconv.FormatFloat(n, 'g', -1, 64))
+				return true
+			}
 		case json.Number:
 			if _, err := strconv.ParseFloat(string(n), 64); err == nil {
 				w.WriteString(string(n))
-				return
+				return true
 			}
 		case int64:
 			w.int(n)
-			return
+			return true
 		}
 	case sluice.ScalarBoolean:
 		if b, ok := v.(bool); ok {
 			w.boolean(b)
-			return
+			return true
 		}
 	case sluice.ScalarJSON: // a json.RawMessage: compacted, <, > and & escaped
 		w.any(v)
-		return
+		return true
 	case sluice.ScalarBigInt: // a decimal string; a number in older images
 		switch n := v.(type) {
 		case string:
 			w.str(n)
-			return
+			return true
 		case json.Number:
 			if _, ok := new(big.Int).SetString(string(n), 10); ok {
 				w.str(string(n))
-				return
+				return true
 			}
 		}
 	default: // String, ID, DateTime: strings
 		if s, ok := v.(string); ok {
 			w.str(s)
-			return
+			return true
 		}
 	}
-	w.null()
+	return false
+}
+
+// nullField records the error of non-null field class.field (of GraphQL
+// type typ) having no value to write, at x.path.
+func (x *execution) nullField(class, field, typ string) {
+	path := make(ast.Path, len(x.path))
+	for i, s := range x.path {
+		if s.name != "" {
+			path[i] = ast.PathName(s.name)
+		} else {
+			path[i] = ast.PathIndex(s.index)
+		}
+	}
+	x.fail(path, sluice.Errorf(sluice.CodeUnprocessable,
+		"cannot return null for non-null field %s.%s (%s): the document has no value for it that can be read as one "+
+			"(read as of a position before the schema required it or gave it this type, or written in SQL before Sluice checked it)",
+		class, field, typ))
 }
 
 // writeCommit writes a _CommitMetadata object.

@@ -190,7 +190,11 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
 		x.limitReads()
 		w := s.open()
+		x.path = append(x.path[:0], pathSeg{name: s.alias})
 		n, err := x.writeChangeSet(w, c, s.selections, s.includeChildren)
+		if err == errNulled {
+			return []SubscriptionEvent{s.nullEvent(pos, x.takeErrors())}, nil
+		}
 		if err != nil {
 			ev, ok := s.limitEvent(pos, err)
 			if !ok {
@@ -305,7 +309,13 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 			continue
 		}
 		w := s.open()
-		x.writeObject(w, e.obj, s.selections, s.class)
+		x.path = append(x.path[:0], pathSeg{name: s.alias})
+		if !x.writeObject(w, e.obj, s.selections, s.class) {
+			// A required field without a value: the payload (nullable)
+			// is null, the event says why.
+			out[i] = s.nullEvent(e.pos, x.takeErrors())
+			continue
+		}
 		if w.over {
 			out[i], _ = s.limitEvent(e.pos, x.tooLarge())
 			continue
@@ -337,6 +347,16 @@ func (s *Subscription) limitEvent(pos sluice.Position, err error) (SubscriptionE
 		return SubscriptionEvent{}, false
 	}
 	return SubscriptionEvent{Position: pos, ID: pos.String(), Data: data}, true
+}
+
+// nullEvent returns the event at pos whose payload is null, with errs:
+// a non-null field of the document had no value (writeDocField).
+func (s *Subscription) nullEvent(pos sluice.Position, errs gqlerror.List) SubscriptionEvent {
+	data, _ := json.Marshal(struct {
+		Errors gqlerror.List      `json:"errors"`
+		Data   map[string]*object `json:"data"`
+	}{errs, map[string]*object{s.alias: nil}})
+	return SubscriptionEvent{Position: pos, ID: pos.String(), Data: data}
 }
 
 // codeResultTooLarge is the extensions.code of a subscription event that

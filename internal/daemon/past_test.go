@@ -25,6 +25,7 @@ type gqlAnswer struct {
 	Data   json.RawMessage `json:"data"`
 	Errors []struct {
 		Message    string `json:"message"`
+		Path       []any  `json:"path"`
 		Extensions struct {
 			Code string `json:"code"`
 		} `json:"extensions"`
