@@ -541,8 +541,8 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 			x.decodes++
 			decoded[j], doc = d, d
 		}
-		if x.es.schema.Class(doc.Type) == nil {
-			continue // a class the schema no longer has
+		if documentClass(x.es.schema, doc.Type) == nil {
+			continue // a class the schema no longer has documents of
 		}
 		if f != nil {
 			ok, err := filter.MatchContext(x.ctx, f, doc, x.lookup)

@@ -43,6 +43,19 @@ type pending struct {
 	static string // the GraphQL type the selection is on
 }
 
+// documentClass returns class name of s when it has documents of its own,
+// nil otherwise. A change image's class may have been dropped since, or
+// made an interface or a subdocument type: such a document cannot be shown
+// as any GraphQL object type (an interface's name is no __typename, and
+// every fragment on its implementations would apply), so a change set or
+// subscription leaves it out, as it leaves out a dropped class's.
+func documentClass(s *sluice.Schema, name string) *sluice.Class {
+	if c := s.Class(name); c != nil && c.Kind == sluice.KindDocument {
+		return c
+	}
+	return nil
+}
+
 // runtimeType returns the object type an object of class is presented as
 // where the schema expects type static: its own class for an interface
 // (abstract parent), static otherwise (a concrete parent presents its

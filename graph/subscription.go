@@ -238,9 +238,9 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 		if err != nil {
 			return nil, err
 		}
-		cl := sc.Class(doc.Type)
+		cl := documentClass(sc, doc.Type)
 		if cl == nil {
-			continue
+			continue // a class the schema no longer has documents of
 		}
 		pos := c.Position(ch.Index)
 		if lookupErr != nil {

@@ -94,3 +94,31 @@ func TestNonNullFieldWithoutValue(t *testing.T) {
 	}
 	checkErr("commit 2's change set", ans, "[_ChangeSet Person_added 0 nick]")
 }
+
+// TestChangesOfAClassMadeAnInterface: a document whose class a schema
+// change made an interface has no GraphQL object type to be shown as, so
+// _ChangeSet and subscriptions resumed from before leave it out (they
+// presented it as the interface, a __typename no object has, with every
+// fragment on the interface's implementations applied to it).
+func TestChangesOfAClassMadeAnInterface(t *testing.T) {
+	t.Parallel()
+	a := dt.Start(t)
+	a.CreateDatabase(t, "madeabstract", "type Pet { name: String! }")
+	p0 := a.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/madeabstract?type=Pet&count=0", nil).Header.Get("Sluice-Position")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/madeabstract", `{"@type":"Pet","@id":"a","name":"A"}`)
+	a.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/madeabstract?id=Pet/a", nil)
+	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/madeabstract?force=true",
+		"interface Pet { name: String! }\ntype Cat implements Pet { indoor: Boolean! }\ntype Dog implements Pet { breed: String! }")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/madeabstract", `{"@type":"Cat","@id":"c","name":"C","indoor":true}`)
+
+	if got := gqlData(t, a, dt.Admin(), "madeabstract", `{ _ChangeSet(commit: "1") { Pet_added { __typename _id ... on Cat { indoor } ... on Dog { breed } } } }`); got != `{"_ChangeSet":{"Pet_added":[]}}` {
+		t.Errorf("the change set of Pet/a's insert: %s", got)
+	}
+	body, _ := json.Marshal(map[string]string{"query": `subscription { Pet_added { __typename _id ... on Cat { indoor } } }`})
+	st := a.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/madeabstract", Body: string(body),
+		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", p0}})
+	st.Next() // : connected
+	if f := st.Event(); f.Field("data") != `{"data":{"Pet_added":{"__typename":"Cat","_id":"Cat/c","indoor":true}}}` {
+		t.Errorf("the first event from before Pet/a's insert: %s, want Cat/c's", f)
+	}
+}
