@@ -52,8 +52,11 @@ const (
 // output types, filters and orderings leave out every field the role may not
 // read, so a hidden field can be neither selected nor filtered or sorted on,
 // and every subdocument the role sees no field of, with the fields of its
-// type (schema.Visibility). Input types (typed mutations) keep every field,
-// as writes are checked by the engine. The text is deterministic: the same
+// type (schema.Visibility). Input types (typed mutations) keep every field
+// for a role that may write, as writing a field is not reading it (the
+// engine checks what a writer may write); for one that may not, whose
+// mutations are all refused, they hold only what it reads, so that a
+// reader learns no name of a field hidden from it there either. The text is deterministic: the same
 // schema and role always give the same bytes.
 func SDL(s *sluice.Schema, role sluice.Role) string {
 	g := &sdlGen{s: s, role: role, vis: schema.VisibilityOf(s, role)}
@@ -253,7 +256,18 @@ func (g *sdlGen) class(c *sluice.Class) {
 	if g.vis.Class(c) {
 		g.outputTypes(c)
 	}
-	g.inputTypes(c)
+	if g.role >= sluice.RoleWrite || g.vis.Class(c) {
+		g.inputTypes(c)
+	}
+}
+
+// inputFields returns the fields of c's input types: every field for a
+// role that may write, those it reads for one that may not (see SDL).
+func (g *sdlGen) inputFields(c *sluice.Class) []*sluice.Field {
+	if g.role >= sluice.RoleWrite {
+		return c.Fields
+	}
+	return g.visible(c)
 }
 
 // outputTypes writes c's object or interface type, its filters and its
@@ -308,8 +322,7 @@ func (g *sdlGen) outputTypes(c *sluice.Class) {
 	}
 }
 
-// inputTypes writes c's input types, which hold every field: the engine
-// checks what a writer may write.
+// inputTypes writes c's input types, with inputFields.
 func (g *sdlGen) inputTypes(c *sluice.Class) {
 	if c.Kind != sluice.KindAbstract {
 		g.p("input %s%s {\n", c.Name, suffixInput)
@@ -317,7 +330,7 @@ func (g *sdlGen) inputTypes(c *sluice.Class) {
 			g.p("  \"The document id, \\\"%s/<key>\\\" or just the key; a new key is made when it is left out.\"\n  %s: ID\n", c.Name, fieldID)
 			g.p("  \"For %s%s. %s\"\n  %s: String\n", c.Name, suffixReplace, versionInputDescription, fieldVersion)
 		}
-		for _, f := range c.Fields {
+		for _, f := range g.inputFields(c) {
 			g.p("  %s: %s\n", f.Name, inputType(f))
 		}
 		g.p("}\n\n")
@@ -326,7 +339,7 @@ func (g *sdlGen) inputTypes(c *sluice.Class) {
 		g.p("\"A partial write of a %s document (%s%s): a field given replaces the document's (a subdocument is merged into the document's, as a JSON Merge Patch does), null removes an optional field, and a field left out is kept.\"\n", c.Name, c.Name, suffixUpdate)
 		g.p("input %s%s {\n  \"The document id, \\\"%s/<key>\\\" or just the key.\"\n  %s: ID!\n", c.Name, suffixPatch, c.Name, fieldID)
 		g.p("  \"%s\"\n  %s: String\n", versionInputDescription, fieldVersion)
-		for _, f := range c.Fields {
+		for _, f := range g.inputFields(c) {
 			g.p("  %s: %s\n", f.Name, strings.TrimSuffix(inputType(f), "!"))
 		}
 		g.p("}\n\n")

@@ -79,8 +79,10 @@ func TestSDLHidesProtectedFields(t *testing.T) {
 // TestSDLLeavesOutEmptySubdocuments: a subdocument of which a role sees
 // no field (Secret), or sees only fields of such subdocuments (Vault), is
 // left out of that role's schema with its filters and every field of its
-// type, in objects and filters; its input type stays, as input types
-// hold every field. A subdocument that holds only itself is kept.
+// type, in objects and filters; its input type stays for a role that may
+// write, as a writer's input types hold every field, and goes for one
+// that may not (a reader learns no name hidden from it). A subdocument
+// that holds only itself is kept.
 func TestSDLLeavesOutEmptySubdocuments(t *testing.T) {
 	t.Parallel()
 	s, err := schema.Parse(`type Secret @subdocument { pin: String @private }
@@ -94,6 +96,7 @@ type Person { name: String secret: Secret vault: Vault node: Node }`)
 		role          sluice.Role
 		secret, vault bool
 	}{{sluice.RoleRead, false, false}, {sluice.RoleWrite, false, true}, {sluice.RoleAdmin, true, true}} {
+		writes := c.role >= sluice.RoleWrite
 		gs, err := graph.BuildSchema(s, c.role)
 		if err != nil {
 			t.Fatalf("role %s: %v", c.role, err)
@@ -111,7 +114,8 @@ type Person { name: String secret: Secret vault: Vault node: Node }`)
 			{"Vault", "secret", c.secret}, {"Vault", "secrets", c.secret}, {"Vault_Filter", "secret", c.secret},
 			{"Vault", "", c.vault}, {"Vault_Filter", "", c.vault}, {"Person", "vault", c.vault}, {"Person_Filter", "vault", c.vault},
 			{"Node", "next", true}, {"Person", "node", true}, {"Person", "name", true},
-			{"Secret_Input", "pin", true}, {"Vault_Input", "secret", true}, {"Person_Input", "secret", true}, {"Person_Patch", "vault", true},
+			{"Secret_Input", "pin", writes}, {"Vault_Input", "secret", writes}, {"Person_Input", "secret", writes}, {"Person_Patch", "vault", writes},
+			{"Person_Input", "name", true}, {"Person_Patch", "node", true},
 		} {
 			if got := has(x.typ, x.field); got != x.want {
 				t.Errorf("role %s: %s %s shown %v, want %v", c.role, x.typ, x.field, got, x.want)
