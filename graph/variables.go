@@ -5,11 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
+	"reflect"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/errcode"
 	"github.com/99designs/gqlgen/graphql/executor"
+	"github.com/sluice-dev/sluice"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 	"github.com/vektah/gqlparser/v2/parser"
@@ -30,6 +36,10 @@ type operations struct {
 func (o operations) CreateOperationContext(ctx context.Context, params *graphql.RawParams) (*graphql.OperationContext, gqlerror.List) {
 	rc, errs := o.Executor.CreateOperationContext(withParsedQuery(ctx), params)
 	switch {
+	case len(errs) == 0 && rc != nil && rc.Operation != nil:
+		if e := strictVariables(o.schema, rc.Operation, params.Variables); e != nil {
+			errs = gqlerror.List{e}
+		}
 	case len(errs) != 1:
 	case rc != nil && rc.Operation != nil:
 		errs = gqlerror.List{variableError(o.schema, rc.Operation, params.Variables, errs[0])}
@@ -120,6 +130,164 @@ func variableError(s *ast.Schema, op *ast.OperationDefinition, vars map[string]a
 		want += " (one of " + strings.Join(values, ", ") + ")"
 	}
 	return withMessage(e, fmt.Sprintf("variable %s: expected %s, got %s", where, want, describeValue(val)))
+}
+
+// strictVariables checks the variables vars of op, which gqlparser
+// accepted, as GraphQL's input coercion has it and gqlparser does not: it
+// takes a string for an Int or a Float ("30": JSON numbers and strings are
+// one kind to it), any whole number for an Int (3000000000), and an enum
+// value in any case ("asc" for ASC), and it does not look at custom
+// scalars. Each such value went on to be refused later as a field's error
+// (data null, with a message about the argument rather than the
+// variable), or was taken (a filter compared age with "30"). Refused here,
+// it is a request error naming the variable, as gqlparser's own are. It
+// returns nil when every variable fits.
+func strictVariables(s *ast.Schema, op *ast.OperationDefinition, vars map[string]any) *gqlerror.Error {
+	for _, def := range op.VariableDefinitions {
+		v, ok := vars[def.Variable]
+		if !ok {
+			continue
+		}
+		if msg := strictValue(s, def.Type, v, "$"+def.Variable); msg != "" {
+			e := gqlerror.ErrorPathf(ast.Path{ast.PathName("variable"), ast.PathName(def.Variable)}, "%s", msg)
+			errcode.Set(e, errcode.ValidationFailed)
+			return e
+		}
+	}
+	return nil
+}
+
+// strictValue returns what is wrong with value v of input type typ at
+// where ("$d[0].home"), "" when nothing is. Only what gqlparser let
+// through is checked: the shape (lists, input objects, their fields,
+// nulls) it checked already.
+func strictValue(s *ast.Schema, typ *ast.Type, v any, where string) string {
+	if v == nil {
+		return ""
+	}
+	if typ.Elem != nil {
+		// gqlparser's coercion may have made a slice of another type
+		// (one value is a list of one).
+		list := reflect.ValueOf(v)
+		if list.Kind() != reflect.Slice {
+			return strictValue(s, typ.Elem, v, where+"[0]")
+		}
+		for i := range list.Len() {
+			if msg := strictValue(s, typ.Elem, list.Index(i).Interface(), fmt.Sprintf("%s[%d]", where, i)); msg != "" {
+				return msg
+			}
+		}
+		return ""
+	}
+	def := s.Types[typ.NamedType]
+	if def == nil {
+		return ""
+	}
+	expected := func(what string) string {
+		return fmt.Sprintf("variable %s: expected %s, got %s", where, what, describeValue(v))
+	}
+	switch def.Kind {
+	case ast.InputObject:
+		m, _ := v.(map[string]any)
+		for _, f := range def.Fields {
+			if fv, ok := m[f.Name]; ok {
+				if msg := strictValue(s, f.Type, fv, where+"."+f.Name); msg != "" {
+					return msg
+				}
+			}
+		}
+	case ast.Enum:
+		if e, ok := v.(string); !ok || def.EnumValues.ForName(e) == nil {
+			values := make([]string, len(def.EnumValues))
+			for i, ev := range def.EnumValues {
+				values[i] = ev.Name
+			}
+			return expected(fmt.Sprintf("%s (one of %s)", typ, strings.Join(values, ", ")))
+		}
+	case ast.Scalar:
+		if msg := strictScalar(def.Name, v); msg != "" {
+			return fmt.Sprintf("variable %s: %s", where, msg)
+		}
+	}
+	return ""
+}
+
+// strictScalar returns what is wrong with v as a value of scalar name, ""
+// when nothing is: Int a whole JSON number, Float any JSON
+// number, ID a string or a whole number, DateTime an RFC 3339 string of
+// years 1 to 9999 and at most microseconds (what documents and filters
+// take), BigInt a whole number or a string of decimal digits. String and
+// Boolean gqlparser checked; JSON is any value.
+func strictScalar(name string, v any) string {
+	got := describeValue(v)
+	switch name {
+	case sluice.ScalarInt:
+		n, ok := v.(json.Number)
+		if !ok {
+			if _, isFloat := v.(float64); !isFloat {
+				return "expected Int, got " + got
+			}
+			n = json.Number(strconv.FormatFloat(v.(float64), 'f', -1, 64))
+		}
+		// Whole, of any size: limit and offset take any 64-bit count,
+		// filters compare numbers exactly, and a document's Int field
+		// names its own range when written.
+		if f, err := strconv.ParseFloat(string(n), 64); err == nil && f != math.Trunc(f) {
+			return "expected Int, got " + got
+		}
+	case sluice.ScalarFloat:
+		switch n := v.(type) {
+		case json.Number:
+			if _, err := strconv.ParseFloat(string(n), 64); err != nil {
+				return fmt.Sprintf("%s is out of Float's range", got)
+			}
+		case float64:
+		default:
+			return "expected Float, got " + got
+		}
+	case sluice.ScalarID:
+		switch n := v.(type) {
+		case string:
+		case json.Number:
+			if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
+				return "expected ID (a string or a whole number), got " + got
+			}
+		default:
+			return "expected ID (a string or a whole number), got " + got
+		}
+	case sluice.ScalarDateTime:
+		const what = "DateTime (RFC 3339, such as 2024-08-01T16:00:00Z)"
+		str, ok := v.(string)
+		if !ok {
+			return "expected " + what + ", got " + got
+		}
+		t, err := time.Parse(time.RFC3339Nano, str)
+		if err != nil {
+			return "expected " + what + ", got " + got
+		}
+		if t.Nanosecond()%1000 != 0 {
+			return got + " is more precise than a microsecond, the most a DateTime holds"
+		}
+		if u := t.UTC(); u.Year() < 1 || u.Year() > 9999 {
+			return got + " is out of DateTime's range (years 1 to 9999 in UTC)"
+		}
+	case sluice.ScalarBigInt:
+		const what = "BigInt (a whole number or a string of decimal digits)"
+		var digits string
+		switch n := v.(type) {
+		case json.Number:
+			digits = string(n)
+		case string:
+			digits = n
+		default:
+			return "expected " + what + ", got " + got
+		}
+		digits = strings.TrimPrefix(digits, "-")
+		if digits == "" || strings.Trim(digits, "0123456789") != "" {
+			return "expected " + what + ", got " + got
+		}
+	}
+	return ""
 }
 
 // withMessage returns a copy of e with message msg.

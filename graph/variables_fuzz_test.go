@@ -15,8 +15,9 @@ import (
 )
 
 // FuzzVariableErrors checks that the message of a variable that does not
-// coerce never panics, names the variable and holds no Go kind, whatever
-// JSON a client sends as variables.
+// coerce (by gqlparser, or by strictVariables after it) never panics,
+// names the variable and holds no Go kind, whatever JSON a client sends
+// as variables.
 func FuzzVariableErrors(f *testing.F) {
 	s, err := schema.Parse(`type P { name: String! tags: [String!] home: A c: C } type A @subdocument { city: String n: Int } enum C { X Y }`)
 	if err != nil {
@@ -42,6 +43,7 @@ func FuzzVariableErrors(f *testing.F) {
 		`{"d":[],"i":1e400,"f":1e400}`,
 		`{"d":[],"i":1,"l":[[1,null],2,"x"]}`,
 		`{"d":[],"i":1,"c":"Z","s":[]}`,
+		`{"d":[{"name":"a","home":{"n":"3"}}],"i":"1","f":"2.5","c":"x"}`,
 	} {
 		f.Add(seed)
 	}
@@ -53,11 +55,21 @@ func FuzzVariableErrors(f *testing.F) {
 			return
 		}
 		_, err := validator.VariableValues(gql, op, vars)
-		e, ok := err.(*gqlerror.Error)
-		if !ok || len(e.Path) < 2 || e.Path[0] != ast.PathName("variable") {
+		var msg string
+		switch e, ok := err.(*gqlerror.Error); {
+		case err == nil:
+			// What gqlparser takes, the strict check judges again, on
+			// the values as gqlparser left them.
+			se := strictVariables(gql, op, vars)
+			if se == nil {
+				return
+			}
+			msg = se.Message
+		case !ok || len(e.Path) < 2 || e.Path[0] != ast.PathName("variable"):
 			return
+		default:
+			msg = variableError(gql, op, vars, e).Message
 		}
-		msg := variableError(gql, op, vars, e).Message
 		if !strings.HasPrefix(msg, "variable $") {
 			t.Fatalf("%s: %q", raw, msg)
 		}
