@@ -216,8 +216,12 @@ type FieldType struct {
 
 // Enum is an enumeration of allowed string values.
 type Enum struct {
-	Name   string
-	Values []string
+	Name        string
+	Description string
+	Values      []string
+	// ValueDescriptions holds the description of each value of Values, at
+	// the same index ("" for none).
+	ValueDescriptions []string
 }
 
 // Has reports whether v is one of the enum's values.

@@ -120,8 +120,12 @@ type %s {
 	g.scalarFilters()
 	for _, name := range g.s.EnumOrder {
 		e := g.s.Enums[name]
+		g.description("", e.Description)
 		g.p("enum %s {\n", name)
-		for _, v := range e.Values {
+		for i, v := range e.Values {
+			if i < len(e.ValueDescriptions) {
+				g.description("  ", e.ValueDescriptions[i])
+			}
 			g.p("  %s\n", v)
 		}
 		g.p("}\n\n")

@@ -210,3 +210,28 @@ func FuzzDescriptions(f *testing.F) {
 		}
 	})
 }
+
+// TestSDLKeepsEnumDescriptions: an enum's description and its values'
+// are in the generated schema, as a class's and its fields' are
+// (introspection showed them as null).
+func TestSDLKeepsEnumDescriptions(t *testing.T) {
+	t.Parallel()
+	s, err := schema.Parse(`"A colour." enum Color { "Like blood." RED GREEN "Like the sky." BLUE }
+type Car { color: Color }`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := graph.BuildSchema(s, sluice.RoleRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := gs.Types["Color"]
+	if d == nil || d.Description != "A colour." {
+		t.Fatalf("Color: %+v, want its description", d)
+	}
+	for _, v := range []struct{ name, want string }{{"RED", "Like blood."}, {"GREEN", ""}, {"BLUE", "Like the sky."}} {
+		if ev := d.EnumValues.ForName(v.name); ev == nil || ev.Description != v.want {
+			t.Errorf("Color.%s: %+v, want description %q", v.name, ev, v.want)
+		}
+	}
+}

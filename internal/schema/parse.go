@@ -398,7 +398,7 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 	if b.expanded += 1 + len(def.EnumValues); b.limit > 0 && b.expanded > b.limit {
 		return errExpanded(b.limit)
 	}
-	e := &sluice.Enum{Name: def.Name}
+	e := &sluice.Enum{Name: def.Name, Description: def.Description}
 	seen := map[string]bool{}
 	for _, v := range def.EnumValues {
 		if !isEnumValue(v.Name) {
@@ -416,6 +416,7 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 		}
 		seen[v.Name] = true
 		e.Values = append(e.Values, v.Name)
+		e.ValueDescriptions = append(e.ValueDescriptions, v.Description)
 	}
 	b.schema.Enums[e.Name] = e
 	b.schema.EnumOrder = append(b.schema.EnumOrder, e.Name)
