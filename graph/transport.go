@@ -271,15 +271,12 @@ func ReadParams(r *http.Request, maxBody int64) (*graphql.RawParams, error) {
 func getParams(r *http.Request) (*graphql.RawParams, error) {
 	q := r.URL.Query()
 	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
-	if p.Query == "" {
-		return nil, invalidRequest("the query parameter is missing")
-	}
 	for _, param := range []struct {
 		name string
 		dst  *map[string]any
 	}{{"variables", &p.Variables}, {"extensions", &p.Extensions}} {
 		v := q.Get(param.name)
-		if v == "" {
+		if v == "" || v == "null" { // null is no value, as in a POST body
 			continue
 		}
 		if l, bad := jsonesc.Find([]byte(v)); bad {
@@ -292,6 +289,9 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 		} else if err != nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, sluice.DecodeError(err).Message)
 		}
+	}
+	if p.Query == "" && persistedHash(p) == "" {
+		return nil, invalidRequest("the query parameter is missing")
 	}
 	return p, nil
 }
@@ -376,11 +376,10 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 	}
 	p := &graphql.RawParams{}
 	isNull := func(m json.RawMessage) bool { return m == nil || string(bytes.TrimSpace(m)) == "null" }
-	if isNull(raw["query"]) {
-		return nil, "the query parameter is missing"
-	}
-	if err := json.Unmarshal(raw["query"], &p.Query); err != nil {
-		return nil, "the query parameter must be a string"
+	if !isNull(raw["query"]) {
+		if err := json.Unmarshal(raw["query"], &p.Query); err != nil {
+			return nil, "the query parameter must be a string"
+		}
 	}
 	if !isNull(raw["operationName"]) {
 		if err := json.Unmarshal(raw["operationName"], &p.OperationName); err != nil {
@@ -400,6 +399,13 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 		} else if err != nil {
 			return nil, "the extensions parameter must be an object"
 		}
+	}
+	// Without a query, a request names one by its hash (an automatic
+	// persisted query: the extension answers PERSISTED_QUERY_NOT_FOUND
+	// when this process has not been sent its text, and the client sends
+	// it with the hash).
+	if p.Query == "" && persistedHash(p) == "" {
+		return nil, "the query parameter is missing"
 	}
 	return p, ""
 }
