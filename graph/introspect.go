@@ -99,7 +99,7 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 			w.boolean(t.IsOneOf())
 		case "fields":
 			fs := t.Fields(includeDeprecated(x, cf))
-			if fs == nil {
+			if fs == nil || !kindHas(t.Kind(), cf.Name) {
 				w.null()
 				continue
 			}
@@ -116,9 +116,18 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 			if cf.Name == "interfaces" {
 				ts = t.Interfaces()
 			} else {
-				ts = t.PossibleTypes()
+				// Object types only: an interface implementing
+				// another is none of its possible types.
+				for _, pt := range t.PossibleTypes() {
+					if pt.Kind() == "OBJECT" {
+						ts = append(ts, pt)
+					}
+				}
+				if ts == nil && kindHas(t.Kind(), cf.Name) {
+					ts = []introspection.Type{}
+				}
 			}
-			if ts == nil {
+			if ts == nil || !kindHas(t.Kind(), cf.Name) {
 				w.null()
 				continue
 			}
@@ -132,7 +141,7 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 			w.WriteByte(']')
 		case "enumValues":
 			vs := t.EnumValues(includeDeprecated(x, cf))
-			if vs == nil {
+			if vs == nil || !kindHas(t.Kind(), cf.Name) {
 				w.null()
 				continue
 			}
@@ -146,7 +155,7 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 			w.WriteByte(']')
 		case "inputFields":
 			vs := t.VisibleInputFields(includeDeprecated(x, cf))
-			if vs == nil {
+			if vs == nil || !kindHas(t.Kind(), cf.Name) {
 				w.null()
 				continue
 			}
@@ -293,4 +302,23 @@ func specLocation(l string) bool {
 		return true
 	}
 	return false
+}
+
+// kindHas reports whether a type of kind has the __Type field, which the
+// GraphQL spec has null for every other kind: fields and interfaces on
+// objects and interfaces, possibleTypes on interfaces and unions,
+// enumValues on enums, inputFields on input objects (gqlgen's
+// introspection answers empty lists for them).
+func kindHas(kind, field string) bool {
+	switch field {
+	case "fields", "interfaces":
+		return kind == "OBJECT" || kind == "INTERFACE"
+	case "possibleTypes":
+		return kind == "INTERFACE" || kind == "UNION"
+	case "enumValues":
+		return kind == "ENUM"
+	case "inputFields":
+		return kind == "INPUT_OBJECT"
+	}
+	return true
 }

@@ -49,3 +49,24 @@ func TestIntrospectionDirectiveLocations(t *testing.T) {
 		}
 	}
 }
+
+// TestIntrospectionFieldsOfEachKind: the __Type fields a kind does not
+// have are null, as the spec has them (not empty lists), and an
+// interface's possibleTypes are object types only, never an interface
+// that implements it.
+func TestIntrospectionFieldsOfEachKind(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, `interface Named { name: String } interface Pet implements Named { name: String } type Dog implements Pet & Named { name: String }`)
+	const sel = `{ kind fields { name } interfaces { name } possibleTypes { name } enumValues { name } inputFields { name } }`
+	for _, c := range []struct{ typ, want string }{
+		{"String", `{"kind":"SCALAR","fields":null,"interfaces":null,"possibleTypes":null,"enumValues":null,"inputFields":null}`},
+		{"_Order", `{"kind":"ENUM","fields":null,"interfaces":null,"possibleTypes":null,"enumValues":[{"name":"ASC"},{"name":"DESC"}],"inputFields":null}`},
+		{"Named", `{"kind":"INTERFACE","fields":[{"name":"_id"},{"name":"_type"},{"name":"_version"},{"name":"_CommitMetadata"},{"name":"name"}],"interfaces":[],"possibleTypes":[{"name":"Dog"}],"enumValues":null,"inputFields":null}`},
+		{"Dog", `{"kind":"OBJECT","fields":[{"name":"_id"},{"name":"_type"},{"name":"_version"},{"name":"_CommitMetadata"},{"name":"name"}],"interfaces":[{"name":"Named"},{"name":"Pet"}],"possibleTypes":null,"enumValues":null,"inputFields":null}`},
+	} {
+		res := st.query(t, `{ __type(name: "`+c.typ+`") `+sel+` }`, nil)
+		if want := `{"data":{"__type":` + c.want + `}}`; res.raw != want {
+			t.Errorf("%s:\n got %s\nwant %s", c.typ, res.raw, want)
+		}
+	}
+}
