@@ -215,6 +215,22 @@ func TestOrderingAndPaging(t *testing.T) {
 	if want := []string{"Person/carol", "Person/alice", "Person/eve", "Person/bob", "Person/dave"}; !slices.Equal(got, want) {
 		t.Errorf("orderBy variable: got %v, want %v", got, want)
 	}
+	// The id a variable names is its last key, as the literal's would be
+	// written last (first, it decided alone).
+	for _, o := range []map[string]any{{"age": "DESC", "_id": "ASC"}, {"_id": "DESC", "active": "ASC"}} {
+		got := st.query(t, `query($o: Person_Ordering) { Person(orderBy: $o) { _id } }`, map[string]any{"o": o}).mustOK(t).ids(t, "Person")
+		literal := "{"
+		for _, f := range []string{"age", "active"} {
+			if d, ok := o[f]; ok {
+				literal += f + ": " + d.(string) + ", "
+			}
+		}
+		literal += "_id: " + o["_id"].(string) + "}"
+		want := st.query(t, `{ Person(orderBy: `+literal+`) { _id } }`, nil).mustOK(t).ids(t, "Person")
+		if !slices.Equal(got, want) || slices.Equal(want, st.query(t, `{ Person(orderBy: {_id: `+o["_id"].(string)+`}) { _id } }`, nil).mustOK(t).ids(t, "Person")) {
+			t.Errorf("orderBy variable %v: got %v, want %v (as %s)", o, got, want, literal)
+		}
+	}
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }

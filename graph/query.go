@@ -324,16 +324,19 @@ func orderKeys(s *sluice.Schema, class string, field *ast.Field, vars map[string
 		if err != nil {
 			return nil, errorf("orderBy: %s", err.Error())
 		}
+		// A JSON object keeps no order: its keys apply in the class's
+		// field order, and the id, unique, last (first, it decided
+		// every order alone, the other keys left unused).
 		m, _ := v.(map[string]any)
-		if _, ok := m[fieldID]; ok {
-			names = append(names, fieldID)
-		}
 		if c := s.Class(class); c != nil {
 			for _, f := range c.Fields {
 				if _, ok := m[f.Name]; ok {
 					names = append(names, f.Name)
 				}
 			}
+		}
+		if _, ok := m[fieldID]; ok {
+			names = append(names, fieldID)
 		}
 		for k, v := range m {
 			values[k] = v
