@@ -37,6 +37,9 @@ type Options struct {
 	Limits Limits
 	// MaxBodyBytes bounds a POST body (default 10 MiB).
 	MaxBodyBytes int64
+	// RequestBytes bounds what the parameters of the plain HTTP requests
+	// running at once hold (see paramsBudget); 0: no bound.
+	RequestBytes int64
 }
 
 // Handler serves GraphQL for every database at /api/graphql/{org}/{db}
@@ -55,9 +58,11 @@ type Handler struct {
 	// (servers.go).
 	servers  *serverCache
 	building singleflight.Group
-	queries  *sharedCache[*ast.QueryDocument]
-	texts    *sharedCache[string]
-	shapes   *sharedCache[struct{}]
+	// budget is shared by the servers' HTTP transports.
+	budget  *paramsBudget
+	queries *sharedCache[*ast.QueryDocument]
+	texts   *sharedCache[string]
+	shapes  *sharedCache[struct{}]
 }
 
 type serverKey struct {
@@ -113,7 +118,7 @@ func NewHandler(store Store, opts Options) *Handler {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	opts.Limits = opts.Limits.withDefaults()
-	return &Handler{store: store, opts: opts,
+	return &Handler{store: store, opts: opts, budget: newParamsBudget(opts.RequestBytes),
 		servers: newServerCache(maxServers, maxServerFields),
 		queries: newSharedCache[*ast.QueryDocument](maxCachedQueries, queryCacheWeight,
 			func(text string) int { return parsedBytesPerByte*len(text) + entryOverhead }),
@@ -313,7 +318,7 @@ func (h *Handler) build(s *sluice.Schema, role sluice.Role, sv serverVersion) (*
 	for _, t := range h.opts.Transports {
 		srv.transports = append(srv.transports, t(es))
 	}
-	srv.transports = append(srv.transports, HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes})
+	srv.transports = append(srv.transports, HTTPTransport{MaxBodyBytes: h.opts.MaxBodyBytes, budget: h.budget})
 	cache := cacheView[*ast.QueryDocument]{h.queries, sv}
 	srv.exec.SetDefaultRulesFn(validationRules)
 	srv.exec.SetQueryCache(newValidatingCache(cache, cacheView[struct{}]{h.shapes, sv}, es.gql))

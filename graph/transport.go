@@ -47,9 +47,22 @@ const (
 type HTTPTransport struct {
 	// MaxBodyBytes bounds a POST body (0: 10 MiB).
 	MaxBodyBytes int64
+	// budget, when set, bounds what requests' parameters hold while they
+	// run (Options.RequestBytes).
+	budget *paramsBudget
 }
 
 var _ graphql.Transport = HTTPTransport{}
+
+// takeBudget charges cost to the budget of the request's user (see
+// paramsBudget); a request without a Request in its context (tests of the
+// transport alone) is charged nothing.
+func (t HTTPTransport) takeBudget(greq *Request, cost int64) (func(), error) {
+	if greq == nil || greq.User == nil {
+		return func() {}, nil
+	}
+	return t.budget.take(greq.User, cost)
+}
 
 // Supports reports true: HTTPTransport answers everything that reaches it.
 func (HTTPTransport) Supports(*http.Request) bool { return true }
@@ -67,10 +80,17 @@ func (t HTTPTransport) Do(w http.ResponseWriter, r *http.Request, exec graphql.G
 		params = greq.try.params // served again: the body is gone
 	} else {
 		var err error
-		if params, err = ReadParams(r, t.MaxBodyBytes); err != nil {
+		var cost int64
+		if params, cost, err = readParams(r, t.MaxBodyBytes); err != nil {
 			writeRequestError(w, media, err)
 			return
 		}
+		release, err := t.takeBudget(greq, cost)
+		if err != nil {
+			writeRequestError(w, media, err)
+			return
+		}
+		defer release()
 		if greq != nil && greq.try != nil {
 			// As the executor leaves them (a persisted query's text
 			// filled in), for another attempt.
@@ -262,8 +282,20 @@ func postHeaders(r *http.Request, limit int64) error {
 // the JSON body of a POST of at most maxBody bytes (10 MiB when 0). Every
 // transport on the GraphQL URL parses requests with it.
 func ReadParams(r *http.Request, maxBody int64) (*graphql.RawParams, error) {
+	p, _, err := readParams(r, maxBody)
+	return p, err
+}
+
+// readParams is ReadParams that also returns what the parameters cost
+// (paramsCost of the text they were read from).
+func readParams(r *http.Request, maxBody int64) (*graphql.RawParams, int64, error) {
 	if r.Method == http.MethodGet {
-		return getParams(r)
+		p, err := getParams(r)
+		if err != nil {
+			return nil, 0, err
+		}
+		q := r.URL.Query()
+		return p, paramsCost(len(r.URL.RawQuery), jsonValues([]byte(q.Get("variables")))+jsonValues([]byte(q.Get("extensions")))), nil
 	}
 	return postParams(r, maxBody)
 }
@@ -296,36 +328,36 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 	return p, nil
 }
 
-func postParams(r *http.Request, limit int64) (*graphql.RawParams, error) {
+func postParams(r *http.Request, limit int64) (*graphql.RawParams, int64, error) {
 	limit = bodyLimit(limit)
 	if err := postHeaders(r, limit); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	tooLarge := func() error { return errBodyTooLarge(limit) }
 	body, err := readBody(r, limit)
 	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-		return nil, tooLarge() // a limit of the server's own, past it
+		return nil, 0, tooLarge() // a limit of the server's own, past it
 	}
 	if e, ok := errors.AsType[*sluice.Error](err); ok {
 		if e.Code == sluice.CodeUnavailable {
 			// No fault of the body's: the server reads its most bodies
 			// (max_request_bodies), which it counts from a body's first
 			// read. 503, to retry.
-			return nil, e
+			return nil, 0, e
 		}
-		return nil, invalidRequest(e.Message) // the body's own fault: not UTF-8, too slow
+		return nil, 0, invalidRequest(e.Message) // the body's own fault: not UTF-8, too slow
 	}
 	if err != nil {
-		return nil, invalidRequest("could not read the request body")
+		return nil, 0, invalidRequest("could not read the request body")
 	}
 	if int64(len(body)) > limit {
-		return nil, tooLarge()
+		return nil, 0, tooLarge()
 	}
-	p, msg := ParseRequestBody(body)
+	p, values, msg := parseRequestBody(body)
 	if msg != "" {
-		return nil, invalidRequest(msg)
+		return nil, 0, invalidRequest(msg)
 	}
-	return p, nil
+	return p, paramsCost(len(body), values), nil
 }
 
 // readBody reads r's body, at most limit+1 bytes. A body of announced
@@ -348,56 +380,64 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 // extensions (objects); null means absent. It returns the parameters, or a
 // message saying what is wrong.
 func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
+	p, _, msg := parseRequestBody(body)
+	return p, msg
+}
+
+// parseRequestBody is ParseRequestBody that also returns the number of
+// JSON values the body holds.
+func parseRequestBody(body []byte) (*graphql.RawParams, int, string) {
 	// encoding/json would read invalid UTF-8 in a string (a query, a
 	// variable) as U+FFFD: refused instead. Over HTTP the body was
 	// checked as it was read already.
 	if !utf8.Valid(body) {
-		return nil, fmt.Sprintf("the request body is not valid UTF-8 at byte %d (counting from 0): it must be UTF-8 text, and what is not is refused, not replaced", firstInvalidUTF8(body))
+		return nil, 0, fmt.Sprintf("the request body is not valid UTF-8 at byte %d (counting from 0): it must be UTF-8 text, and what is not is refused, not replaced", firstInvalidUTF8(body))
 	}
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
-		return nil, "the request body is empty; send a JSON object with a query"
+		return nil, 0, "the request body is empty; send a JSON object with a query"
 	}
 	if body[0] != '{' {
-		return nil, "the request body is not a JSON object: expected a JSON object"
+		return nil, 0, "the request body is not a JSON object: expected a JSON object"
 	}
 	// The whole body is counted too, before its top level is decoded: a
 	// body of 8 MiB of other members ("1a":0,…) decoded into about 80 MB.
 	// It may hold variables and extensions of maxParamValues each, and
 	// the few values around them.
-	if jsonValues(body) > 2*maxParamValues+16 {
-		return nil, "the request body: " + errTooManyValues.Error()
+	values := jsonValues(body)
+	if values > 2*maxParamValues+16 {
+		return nil, 0, "the request body: " + errTooManyValues.Error()
 	}
 	// json.Unmarshal rather than decodeObject: the top level needs no
 	// json.Number, and a decoder's buffers would be garbage of every request.
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
-		return nil, "the request body is not a JSON object: " + sluice.DecodeError(err).Message
+		return nil, 0, "the request body is not a JSON object: " + sluice.DecodeError(err).Message
 	}
 	p := &graphql.RawParams{}
 	isNull := func(m json.RawMessage) bool { return m == nil || string(bytes.TrimSpace(m)) == "null" }
 	if !isNull(raw["query"]) {
 		if err := json.Unmarshal(raw["query"], &p.Query); err != nil {
-			return nil, "the query parameter must be a string"
+			return nil, 0, "the query parameter must be a string"
 		}
 	}
 	if !isNull(raw["operationName"]) {
 		if err := json.Unmarshal(raw["operationName"], &p.OperationName); err != nil {
-			return nil, "the operationName parameter must be a string"
+			return nil, 0, "the operationName parameter must be a string"
 		}
 	}
 	if !isNull(raw["variables"]) {
 		if err := decodeObject(raw["variables"], &p.Variables); errors.Is(err, errTooManyValues) {
-			return nil, "the variables parameter: " + err.Error()
+			return nil, 0, "the variables parameter: " + err.Error()
 		} else if err != nil {
-			return nil, "the variables parameter must be an object"
+			return nil, 0, "the variables parameter must be an object"
 		}
 	}
 	if !isNull(raw["extensions"]) {
 		if err := decodeObject(raw["extensions"], &p.Extensions); errors.Is(err, errTooManyValues) {
-			return nil, "the extensions parameter: " + err.Error()
+			return nil, 0, "the extensions parameter: " + err.Error()
 		} else if err != nil {
-			return nil, "the extensions parameter must be an object"
+			return nil, 0, "the extensions parameter must be an object"
 		}
 	}
 	// Without a query, a request names one by its hash (an automatic
@@ -405,9 +445,9 @@ func ParseRequestBody(body []byte) (*graphql.RawParams, string) {
 	// when this process has not been sent its text, and the client sends
 	// it with the hash).
 	if p.Query == "" && persistedHash(p) == "" {
-		return nil, "the query parameter is missing"
+		return nil, 0, "the query parameter is missing"
 	}
-	return p, ""
+	return p, values, ""
 }
 
 // firstInvalidUTF8 returns the offset of the first byte of b that is not

@@ -141,6 +141,14 @@ type Config struct {
 	// Key graphql_max_body_bytes, env SLUICE_GRAPHQL_MAX_BODY_BYTES, flag --graphql-max-body-bytes, default 8388608.
 	GraphQLMaxBodyBytes int64
 
+	// GraphQLRequestBytes bounds what the parameters of the GraphQL
+	// requests over plain HTTP running at once hold, in bytes as charged
+	// (their text and 80 bytes a JSON value); one user holds a quarter;
+	// 0: no bound.
+	//
+	// Key graphql_request_bytes, env SLUICE_GRAPHQL_REQUEST_BYTES, flag --graphql-request-bytes, default 536870912.
+	GraphQLRequestBytes int64
+
 	// MaxWriteDocuments limits the documents of one write request. Always
 	// greater than zero.
 	// Key max_write_documents, env SLUICE_MAX_WRITE_DOCUMENTS, flag --max-write-documents, default 1000000.
@@ -504,6 +512,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("write_spool_dir", c.WriteSpoolDir),
 		slog.Int64("max_header_bytes", c.MaxHeaderBytes),
 		slog.Int64("graphql_max_body_bytes", c.GraphQLMaxBodyBytes),
+		slog.Int64("graphql_request_bytes", c.GraphQLRequestBytes),
 		slog.Int64("max_write_documents", c.MaxWriteDocuments),
 		slog.Int64("graphql_ws_max_message_bytes", c.GraphQLWSMaxMessageBytes),
 		slog.Int("graphql_ws_max_operations", c.GraphQLWSMaxOperations),

@@ -66,6 +66,7 @@ func TestDefault(t *testing.T) {
 		GraphQLWSMaxMessageBytes:  1 << 20,
 		GraphQLWSMaxOperations:    100,
 		GraphQLMaxBodyBytes:       8 << 20,
+		GraphQLRequestBytes:       512 << 20,
 		MaxWriteDocuments:         1000000,
 		MaxUnauthenticatedSockets: 1000,
 		AuthMaxFailures:           10,
@@ -266,6 +267,7 @@ var everything = Config{
 	GraphQLWSMaxMessageBytes:  2048,
 	GraphQLWSMaxOperations:    7,
 	GraphQLMaxBodyBytes:       4096,
+	GraphQLRequestBytes:       128 << 20,
 	MaxWriteDocuments:         77,
 	MaxUnauthenticatedSockets: 9,
 	AuthMaxFailures:           3,
@@ -365,6 +367,7 @@ max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
 graphql_ws_max_operations: 7
 graphql_max_body_bytes: 4096
+graphql_request_bytes: 134217728
 max_write_documents: 77
 max_unauthenticated_sockets: 9
 auth_max_failures: 3
@@ -443,6 +446,7 @@ max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
 graphql_ws_max_operations: 7
 graphql_max_body_bytes: 4096
+graphql_request_bytes: 134217728
 max_write_documents: 77
 max_unauthenticated_sockets: 9
 auth_max_failures: 3
@@ -523,6 +527,7 @@ max_header_bytes = 8192
 graphql_ws_max_message_bytes = 2048
 graphql_ws_max_operations = 7
 graphql_max_body_bytes = 4096
+graphql_request_bytes = 134217728
 max_write_documents = 77
 max_unauthenticated_sockets = 9
 auth_max_failures = 3
@@ -601,6 +606,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "graphql_ws_max_message_bytes": 2048,
   "graphql_ws_max_operations": 7,
   "graphql_max_body_bytes": 4096,
+  "graphql_request_bytes": 134217728,
   "max_write_documents": 77,
   "max_unauthenticated_sockets": 9,
   "auth_max_failures": 3,
@@ -697,6 +703,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES":    "2048",
 		"SLUICE_GRAPHQL_WS_MAX_OPERATIONS":       "7",
 		"SLUICE_GRAPHQL_MAX_BODY_BYTES":          "4096",
+		"SLUICE_GRAPHQL_REQUEST_BYTES":           "134217728",
 		"SLUICE_MAX_WRITE_DOCUMENTS":             "77",
 		"SLUICE_MAX_UNAUTHENTICATED_SOCKETS":     "9",
 		"SLUICE_AUTH_MAX_FAILURES":               "3",
@@ -784,6 +791,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--graphql-ws-max-message-bytes", "2048",
 		"--graphql-ws-max-operations", "7",
 		"--graphql-max-body-bytes", "4096",
+		"--graphql-request-bytes", "134217728",
 		"--max-write-documents", "77",
 		"--max-unauthenticated-sockets", "9",
 		"--auth-max-failures", "3",
