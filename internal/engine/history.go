@@ -19,9 +19,15 @@ import (
 // both declare whose values a schema change since the commit dropped (a
 // changed type, or the field dropped and added again), and one that a
 // schema version since protected from the reader: what a read as of the
-// commit leaves out (pastSchema), for the same reasons. Commits made
-// before Sluice kept schema versions (migration 5) are shown through the
-// current schema, less what changed since the oldest version known.
+// commit leaves out (pastSchema), for the same reasons. An image of a
+// class whose documents a schema change since the commit dropped (the
+// class dropped, or made an interface or a subdocument type, then made a
+// document class again) keeps only its "@id" and "@type", as one of a
+// class dropped for good does: every value it held went with the
+// documents, and the class of that name today, its fields matching or
+// not, says nothing of them (a string under what is now an Int). Commits
+// made before Sluice kept schema versions (migration 5) are shown through
+// the current schema, less what changed since the oldest version known.
 
 // schemaAt returns the schema commit seq of d was made under, or nil when
 // it is not known (the commit predates migration 5). The store reads and
@@ -64,10 +70,10 @@ func (e *Engine) RedactCommit(ctx context.Context, d *sluice.Database, cur *slui
 			}
 			continue
 		}
-		if ch.Before, err = redactSince(role, cur, old, since, hide, ch.Before); err != nil {
+		if ch.Before, err = redactSince(role, cur, old, since, hide, ch.Class, ch.Before); err != nil {
 			return nil, err
 		}
-		if ch.After, err = redactSince(role, cur, old, since, hide, ch.After); err != nil {
+		if ch.After, err = redactSince(role, cur, old, since, hide, ch.Class, ch.After); err != nil {
 			return nil, err
 		}
 		if out == nil {
@@ -87,9 +93,11 @@ func (e *Engine) RedactCommit(ctx context.Context, d *sluice.Database, cur *slui
 // lostSince returns what of the images of commit seq of d a reader with
 // role cannot be shown through cur because of a schema change since (see
 // the comment at the top of this file): what a read as of the commit
-// cannot show, from the same walk of the schema versions. It returns nil
-// when there is nothing, and without a walk when the commit was made
-// under the current version, as commits streamed as they are made are.
+// cannot show, from the same walk of the schema versions: the fields
+// (Unknown, strays) and the classes whose documents then a schema change
+// dropped (Lost). It returns nil when there is nothing, and without a
+// walk when the commit was made under the current version, as commits
+// streamed as they are made are.
 func (e *Engine) lostSince(ctx context.Context, d *sluice.Database, cur *sluice.Schema, role sluice.Role, seq int64) (*Past, error) {
 	vs, err := e.store.SchemaVersions(ctx, d)
 	if err != nil {
@@ -102,8 +110,8 @@ func (e *Engine) lostSince(ctx context.Context, d *sluice.Database, cur *sluice.
 	// The walk depends on the commit's version, not on the commit: it is
 	// made once for every commit of a version (a resumed stream, a page
 	// of history), not once for each (a walk of 200 versions for each of
-	// 400 commits took 5 s). Only Unknown and strays of the Past are read
-	// (dropUnknown), which hold for all of them.
+	// 400 commits took 5 s). Only Unknown, Lost and strays of the Past
+	// are read (redactSince), which hold for all of them.
 	key := lostKey{db: d.ID, epoch: d.Epoch, cur: d.SchemaVersion, role: role, version: -1}
 	if i >= 0 {
 		key.version = vs[i].Version
@@ -116,11 +124,14 @@ func (e *Engine) lostSince(ctx context.Context, d *sluice.Database, cur *sluice.
 		return nil, err
 	}
 	past, _ := pastSchema(sc, 0, cur, role, sluice.Position{Epoch: d.Epoch, Seq: seq, Index: sluice.WholeCommit})
-	if len(past.Unknown) == 0 && !past.strays {
+	if len(past.Unknown) == 0 && len(past.Lost) == 0 && !past.strays {
 		past = nil
 	} else {
-		// What dropUnknown reads, without the schemas a Past holds.
-		past = &Past{Unknown: past.Unknown, strays: past.strays}
+		// What redactSince reads, without the schemas a Past holds.
+		// Lost is kept: a class dropped and made again passes hides
+		// (both schemas declare it, with the same field names), and only
+		// the walk knows its documents then were dropped.
+		past = &Past{Unknown: past.Unknown, Lost: past.Lost, strays: past.strays}
 	}
 	e.lost.add(key, past)
 	return past, nil
@@ -136,8 +147,8 @@ type lostKey struct {
 	role         sluice.Role
 }
 
-// lostSince's cache bounds: in entries, and in the bytes of the field
-// names and reasons its Pasts hold.
+// lostSince's cache bounds: in entries, and in the bytes of the class
+// and field names and reasons its Pasts hold.
 const (
 	lostEntries = 1 << 12
 	lostBytes   = 8 << 20
@@ -153,15 +164,22 @@ func newLostCache() *sizedCache[lostKey, *Past] {
 					n += len(f) + len(why) + 64
 				}
 			}
+			for class, why := range p.Lost {
+				n += len(class) + len(why) + 64
+			}
 		}
 		return n
 	})
 }
 
-// redactSince returns image doc (nil for none) redacted through cur and
-// old when hide (redactHistory), less what since (nil: nothing) says a
-// schema change since its commit dropped or protected.
-func redactSince(role sluice.Role, cur, old *sluice.Schema, since *Past, hide bool, doc []byte) ([]byte, error) {
+// redactSince returns image doc (nil for none) of class redacted through
+// cur and old when hide (redactHistory), less what since (nil: nothing)
+// says a schema change since its commit dropped or protected: its
+// "@id" and "@type" alone when the change dropped the class's documents.
+func redactSince(role sluice.Role, cur, old *sluice.Schema, since *Past, hide bool, class string, doc []byte) ([]byte, error) {
+	if doc != nil && since.lost(class) {
+		return idAndType(doc)
+	}
 	var err error
 	if hide {
 		if doc, err = redactHistory(role, cur, old, doc); err != nil {
@@ -237,7 +255,7 @@ func redactHistory(role sluice.Role, cur, old *sluice.Schema, doc []byte) ([]byt
 	id, _ := m["@id"].(string)
 	cc := cur.Class(typ)
 	if cc == nil {
-		return json.Marshal(map[string]string{"@id": id, "@type": typ})
+		return imageOf(id, typ)
 	}
 	keepReadable(role, cur, old, cc, m)
 	delete(m, "@id")
@@ -280,4 +298,22 @@ func keepReadable(role sluice.Role, cur, old *sluice.Schema, c *sluice.Class, m 
 			}
 		}
 	}
+}
+
+// idAndType returns image doc (a document's API-form JSON) as its "@id"
+// and "@type" alone: what a reader below admin sees of a document whose
+// class's documents a schema change dropped.
+func idAndType(doc []byte) ([]byte, error) {
+	m, err := schema.DecodeImage(doc)
+	if err != nil {
+		return nil, fmt.Errorf("redact: %w", err)
+	}
+	typ, _ := m["@type"].(string)
+	id, _ := m["@id"].(string)
+	return imageOf(id, typ)
+}
+
+// imageOf returns the image of document id of class typ with no fields.
+func imageOf(id, typ string) ([]byte, error) {
+	return json.Marshal(map[string]string{"@id": id, "@type": typ})
 }

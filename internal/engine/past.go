@@ -87,6 +87,17 @@ func (p *Past) CheckField(class, field string) error {
 	return nil
 }
 
+// lost reports whether Lost names class (nil p: nothing is lost). Unlike
+// CheckClass it looks at no class that held class's documents then: an
+// image names its own class.
+func (p *Past) lost(class string) bool {
+	if p == nil {
+		return false
+	}
+	_, ok := p.Lost[class]
+	return ok
+}
+
 // CheckClass returns a CodeInvalid error saying why the documents of class
 // cannot be shown as of p's position, nil when they can.
 func (p *Past) CheckClass(class string) error {

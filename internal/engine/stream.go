@@ -246,5 +246,5 @@ func (r *Reader) RedactAt(ctx context.Context, c *sluice.Commit, class string, d
 	if err != nil {
 		return nil, err
 	}
-	return redactSince(r.Role, r.Schema, old, since, hides(r.Role, r.Schema, old, class), doc)
+	return redactSince(r.Role, r.Schema, old, since, hides(r.Role, r.Schema, old, class), class, doc)
 }
