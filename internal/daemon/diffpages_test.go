@@ -263,3 +263,69 @@ func TestDiffPatchesWithinThePageBudget(t *testing.T) {
 		t.Errorf("the pages hold %v, want each of %v once", got, want)
 	}
 }
+
+// TestDiffNamesWhatItLeavesOut: a diff names in hidden_fields and
+// Sluice-Hidden-Fields every field it leaves out of its images for being
+// protected from the reader's role at some time since from, from the
+// position before the first commit (which Sluice's errors suggest) too,
+// of a document class and of a subdocument type, and of a class made
+// after from. Before, a diff from before the first commit left P.ssn and
+// Address.street out of its after images and named nothing, and one of
+// Q, made after from, left Q.x out unnamed; a diff of a class from before
+// the first commit, when another class was dropped since, answered 500.
+func TestDiffNamesWhatItLeavesOut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "named", "type P { name: String! ssn: String @private home: Address }\ntype Address @subdocument { street: String @private city: String }\ntype Gone { g: Int }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/named", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	p0 := dbPosition(t, d, "named")
+	if !strings.Contains(p0, "-0-") {
+		t.Fatalf("the position of a database without commits: %s", p0)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/named", `{"@type":"P","@id":"a","name":"A","ssn":"SSN-WHILE-PRIVATE","home":{"@type":"Address","street":"STREET-WHILE-PRIVATE","city":"Oslo"}}`)
+	p1 := dbPosition(t, d, "named")
+	// ssn and street are made public, Q is made with x protected; x is
+	// written, then made public.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/named", "type P { name: String! ssn: String home: Address }\ntype Address @subdocument { street: String city: String }\ntype Gone { g: Int }\ntype Q { x: String @private }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/named", `{"@type":"Q","@id":"q","x":"X-WHILE-PRIVATE"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/named", "type P { name: String! ssn: String home: Address }\ntype Address @subdocument { street: String city: String }\ntype Gone { g: Int }\ntype Q { x: String }")
+
+	for _, c := range []struct {
+		query   string
+		changes int
+		hidden  []string
+	}{
+		{"type=P&from=" + p0, 1, []string{"Address.street", "P.ssn"}},
+		{"type=P&from=" + p1, 0, []string{"Address.street", "P.ssn"}},
+		{"type=Q&from=" + p0, 1, []string{"Q.x"}},
+		{"type=Q&from=" + p1, 1, []string{"Q.x"}},
+	} {
+		r := d.Do(t, rita, "GET", "/api/diff/admin/named?"+c.query, nil)
+		var page diffPage
+		if err := json.Unmarshal(r.Body, &page); err != nil || r.Status != 200 {
+			t.Errorf("rita's diff %s: %d %s (%v)", c.query, r.Status, r.Body, err)
+			continue
+		}
+		if strings.Contains(string(r.Body), "WHILE-PRIVATE") || len(page.Changes) != c.changes {
+			t.Errorf("rita's diff %s: %s, want %d changes without what was protected", c.query, r.Body, c.changes)
+		}
+		if h := r.Header.Get("Sluice-Hidden-Fields"); !slices.Equal(page.HiddenFields, c.hidden) || h != strings.Join(c.hidden, ", ") {
+			t.Errorf("rita's diff %s: hidden_fields %q, Sluice-Hidden-Fields %q, want %q", c.query, page.HiddenFields, h, c.hidden)
+		}
+	}
+	// The admin's shows them, and names nothing.
+	if r := d.Do(t, dt.Admin(), "GET", "/api/diff/admin/named?type=P&from="+p0, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"ssn":"SSN-WHILE-PRIVATE"`) || !strings.Contains(string(r.Body), `"hidden_fields":[]`) {
+		t.Errorf("the admin's diff from %s: %d %s", p0, r.Status, r.Body)
+	}
+	// Gone is dropped: a diff of every class from p0 is refused for it,
+	// one of P is answered.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/named?force=true", "type P { name: String! ssn: String home: Address }\ntype Address @subdocument { street: String city: String }\ntype Q { x: String }")
+	if r := d.Do(t, rita, "GET", "/api/diff/admin/named?from="+p0, nil); r.Status != 400 || !strings.Contains(string(r.Body), "the documents of Gone between") {
+		t.Errorf("rita's diff of every class from %s: %d %s", p0, r.Status, r.Body)
+	}
+	if r := d.Do(t, rita, "GET", "/api/diff/admin/named?type=P&from="+p0, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"hidden_fields":["Address.street","P.ssn"]`) {
+		t.Errorf("rita's diff of P from %s, after Gone was dropped: %d %s", p0, r.Status, r.Body)
+	}
+}

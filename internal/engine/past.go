@@ -673,9 +673,8 @@ func unfitted(prev *before, s *view, d *versionDigest) []classPair {
 func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role, pos sluice.Position) (*Past, map[string][]string) {
 	past := &Past{Position: pos, Unknown: map[string]map[string]string{}, Lost: map[string]string{}, cur: cur, role: role}
 	drop := map[string][]string{}
-	if len(sc.firsts) == 0 || pos.Seq == 0 {
-		// No known versions: today's schema alone. Before the first
-		// commit: nothing.
+	if len(sc.firsts) == 0 {
+		// No known versions: today's schema alone.
 		return past, drop
 	}
 	then := sc.then
@@ -686,6 +685,13 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 	// The images of the changes after pos are of the versions from start
 	// on.
 	past.strays = sc.strays >= start
+	if pos.Seq == 0 {
+		// Before the first commit nothing existed: nothing of it is
+		// lost. (A diff from there still reads the log's images, with
+		// then for CheckClass and strays for dropUnknown; diffPast names
+		// what those images lose.)
+		return past, drop
+	}
 	// since returns the first commit of version i, the one after the
 	// change that made a class or column (a guard keeps it in range:
 	// today's version has every class and column of today's schema).
@@ -834,6 +840,26 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 	for class, fields := range later.Unknown {
 		for f, why := range fields {
 			unknown(class, f, why)
+		}
+	}
+	// A field protected from the reader's role in any version since from
+	// is left out of the images of the commits made before that version
+	// ended (RedactCommit: through the commit's schema, less what a schema
+	// version since it protected), so the diff names it: pastSchema names
+	// such a field of a class that held documents at from, but not one
+	// of a class made after from, nor any before the first commit (a
+	// state of no documents), whose images still lose it.
+	if role < sluice.RoleAdmin {
+		for _, name := range cur.Order {
+			c := cur.Classes[name]
+			if c.Kind != sluice.KindDocument && c.Kind != sluice.KindSubdocument {
+				continue
+			}
+			for _, f := range c.Fields {
+				if _, ok := sc.hidden[fieldKey{name, f.Name}]; ok && !hiddenFrom(role, cur, f) {
+					unknown(name, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", name, f.Name, from))
+				}
+			}
 		}
 	}
 	// A schema change between them: after a version in force up to to.
