@@ -174,7 +174,7 @@ func TestDiffThroughSchemaChanges(t *testing.T) {
 	}
 
 	for _, c := range []struct{ query, want string }{
-		{"from=" + p1, "the documents of A as of " + p1 + " cannot be shown: a schema change after that position (before commit"},
+		{"from=" + p1, "the documents of A as of " + p1 + " cannot be shown: a schema change after that position (in effect from commit"},
 		{"from=" + p1, "a diff of another class (type=) can be shown"},
 		{"from=" + p1 + "&type=A", "the documents of A as of " + p1 + " cannot be shown"},
 		{"from=" + p1 + "&id=A/k", "the documents of A as of " + p1 + " cannot be shown"},

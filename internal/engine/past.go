@@ -288,6 +288,38 @@ type versionScan struct {
 	// droppedName that class (0 and "": none).
 	dropped     int
 	droppedName string
+	// firstBroke, firstGone and firstLeft hold, by field, by class and
+	// by class pair, the first version after version 0 and the first
+	// after at ([0] and [1]; 0: none) that broke the field (as broke
+	// records), in which the class was no document class (as gone
+	// records, or, for a class of lastDoc, in which it no longer was
+	// one), and that took the class out (as left records): the schema
+	// change that dropped what a read as of a position of version 0 or
+	// at held, which its error names. broke, gone, left and lastDoc keep
+	// the last such version, from which what today's schema shows stood;
+	// a field or class dropped and made again has two.
+	firstBroke map[fieldKey][2]int
+	firstGone  map[string][2]int
+	firstLeft  map[classPair][2]int
+}
+
+// noteFirst records version i in m[k] as the first after version 0 and
+// the first after at, when it is: versions are walked oldest first.
+func noteFirst[K comparable](m map[K][2]int, k K, i, at int) {
+	f := m[k]
+	if f[0] == 0 && i > 0 {
+		f[0] = i
+	}
+	if f[1] == 0 && i > at {
+		f[1] = i
+	}
+	m[k] = f
+}
+
+// breaks records that version i broke field k (see broke).
+func (sc *versionScan) breaks(k fieldKey, i int) {
+	sc.broke[k] = i
+	noteFirst(sc.firstBroke, k, i, sc.at)
 }
 
 // fieldKey names a field of a class.
@@ -353,7 +385,8 @@ func (e *Engine) versionDigest(ctx context.Context, dbID int64, prev, v int) (*v
 // on): the walk holds a view of one version, applying each digest to it.
 func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), digest func(i int) (*versionDigest, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
 	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, left: map[classPair]int{}, hidden: map[fieldKey]int{},
-		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}, strays: -1}
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}, strays: -1,
+		firstBroke: map[fieldKey][2]int{}, firstGone: map[string][2]int{}, firstLeft: map[classPair][2]int{}}
 	if len(firsts) == 0 {
 		return sc, nil
 	}
@@ -431,7 +464,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			if prev == nil || sameColumn(prev, s, name, f.Name) {
 				continue
 			}
-			sc.broke[k] = i
+			sc.breaks(k, i)
 			if pc := prev.Class(name); isSub(pc) && isSub(sclass) && pc.Field(f.Name) != nil {
 				if _, ok := sc.brokeIn[k]; !ok {
 					sc.brokeIn[k] = i
@@ -448,6 +481,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 		switch {
 		case !doc:
 			sc.gone[name], goneOpen[name] = i, true
+			noteFirst(sc.firstGone, name, i, at)
 		case goneOpen[name]:
 			sc.gone[name] = i - 1
 			delete(goneOpen, name)
@@ -474,7 +508,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			if prev == nil || sameColumn(prev, s, name, f.Name) {
 				continue
 			}
-			sc.broke[k] = i
+			sc.breaks(k, i)
 			if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
 				sc.brokeIn[k] = i
 			}
@@ -512,6 +546,8 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 		for name := range sc.lastDoc {
 			if isDoc(s.Class(name)) {
 				sc.lastDoc[name] = i
+			} else {
+				noteFirst(sc.firstGone, name, i, at)
 			}
 		}
 		if i == 0 {
@@ -564,7 +600,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 						continue
 					}
 					k := fieldKey{name, f.Name}
-					sc.broke[k] = i
+					sc.breaks(k, i)
 					if _, ok := sc.brokeIn[k]; !ok && prev.Class(name).Kind == c.Kind && s.Class(name).Kind == c.Kind {
 						sc.brokeIn[k] = i
 					}
@@ -608,7 +644,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 	// adds it records that).
 	for k := range absent {
 		if last > 0 {
-			sc.broke[k] = last
+			sc.breaks(k, last)
 		}
 	}
 	return sc, nil
@@ -622,6 +658,7 @@ func (sc *versionScan) leftOut(i int, prev *before, s *view, d *versionDigest) m
 	for _, p := range unfitted(prev, s, d) {
 		lost[p.under] = true
 		sc.left[p] = i
+		noteFirst(sc.firstLeft, p, i, sc.at)
 	}
 	return lost
 }
@@ -692,10 +729,26 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 		// what those images lose.)
 		return past, drop
 	}
-	// since returns the first commit of version i, the one after the
-	// change that made a class or column (a guard keeps it in range:
-	// today's version has every class and column of today's schema).
+	// since returns the first commit of version i, from which the
+	// schema change that made it is in effect: the change's own commit,
+	// or, for a change made before Sluice recorded schema changes as
+	// commits, the first commit after it, so an error says "in effect
+	// from", true of both (a guard keeps it in range).
 	since := func(i int) int64 { return sc.firsts[min(i, len(sc.firsts)-1)] }
+	// first returns the version an error names of those f records (the
+	// first after version 0, and after at; see versionScan.firstBroke):
+	// the first after start, the change that dropped what pos held, not
+	// a later one that made it again; fallback when none is recorded.
+	first := func(f [2]int, fallback int) int {
+		w := 0
+		if start > 0 {
+			w = 1
+		}
+		if f[w] > 0 {
+			return f[w]
+		}
+		return fallback
+	}
 	unknown := func(class, field, why string) {
 		if past.Unknown[class] == nil {
 			past.Unknown[class] = map[string]string{}
@@ -715,11 +768,12 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 		}
 	}
 	// broken makes field f of class unknown when a schema change since
-	// pos dropped its values (b, the version that did; 0: none), and
-	// it had values then.
+	// pos dropped its values (b, the last version that did; 0: none),
+	// and it had values then.
 	broken := func(class string, f *sluice.Field, b int) {
 		if b > 0 && !hiddenFrom(role, cur, f) && fieldOf(then, class, f.Name) != nil {
-			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (before commit %d) dropped its values", class, f.Name, pos, since(b)))
+			b = first(sc.firstBroke[fieldKey{class, f.Name}], b)
+			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: a schema change after that position (in effect from commit %d) dropped its values", class, f.Name, pos, since(b)))
 		}
 	}
 	for _, name := range cur.Order {
@@ -743,7 +797,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 		// version after the last that lacked it.
 		if g, ok := sc.gone[name]; ok && g >= start {
 			if oc := then.Class(name); oc != nil && oc.Kind == sluice.KindDocument {
-				past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (before commit %d) dropped the class and them with it", name, pos, since(g+1))
+				past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (in effect from commit %d) dropped the class and them with it", name, pos, since(first(sc.firstGone[name], g+1)))
 			}
 			continue // it had no documents then
 		}
@@ -772,7 +826,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 		if c := cur.Class(name); c != nil && c.Kind == sluice.KindDocument {
 			continue
 		}
-		past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (before commit %d) dropped the class and them with it", name, pos, since(sc.lastDoc[name]+1))
+		past.Lost[name] = fmt.Sprintf("the documents of %s as of %s cannot be shown: a schema change after that position (in effect from commit %d) dropped the class and them with it", name, pos, since(first(sc.firstGone[name], sc.lastDoc[name]+1)))
 		past.dropped = append(past.dropped, name)
 	}
 	// The document classes then and today that implemented a class or
@@ -792,7 +846,8 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 			if past.left == nil {
 				past.left = map[string]string{}
 			}
-			past.left[under] = fmt.Sprintf("the documents of %s as of %s cannot be shown: they included those of %s, which a schema change after that position (before commit %d) made stop implementing it", under, pos, name, since(sc.left[classPair{name, under}]))
+			pair := classPair{name, under}
+			past.left[under] = fmt.Sprintf("the documents of %s as of %s cannot be shown: they included those of %s, which a schema change after that position (in effect from commit %d) made stop implementing it", under, pos, name, since(first(sc.firstLeft[pair], sc.left[pair])))
 		}
 	}
 	return past, drop
@@ -866,7 +921,7 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 	between := func(i int) bool { return sc.firsts[i-1] <= to.Seq }
 	if name := sc.droppedName; name != "" && between(sc.dropped) {
 		if _, ok := past.Lost[name]; !ok {
-			past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped the class and them with it", name, from, to, sc.firsts[sc.dropped])
+			past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (in effect from commit %d) dropped the class and them with it", name, from, to, sc.firsts[sc.dropped])
 			past.dropped = append(past.dropped, name)
 		}
 	}
@@ -875,7 +930,7 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 		if c.Kind == sluice.KindSubdocument {
 			for _, f := range c.Fields {
 				if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && !hiddenFrom(role, cur, f) && between(i) {
-					unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
+					unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (in effect from commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
 				}
 			}
 			continue
@@ -885,12 +940,12 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 		}
 		if i, ok := sc.droppedIn[name]; ok && between(i) {
 			if _, ok := past.Lost[name]; !ok {
-				past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped the class and them with it", name, from, to, sc.firsts[i])
+				past.Lost[name] = fmt.Sprintf("the documents of %s between %s and %s cannot be shown: a schema change between them (in effect from commit %d) dropped the class and them with it", name, from, to, sc.firsts[i])
 			}
 		}
 		for _, f := range c.Fields {
 			if i, ok := sc.brokeIn[fieldKey{name, f.Name}]; ok && !hiddenFrom(role, cur, f) && between(i) {
-				unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (before commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
+				unknown(name, f.Name, fmt.Sprintf("%s.%s between %s and %s cannot be shown: a schema change between them (in effect from commit %d) dropped its values", name, f.Name, from, to, sc.firsts[i]))
 			}
 		}
 	}

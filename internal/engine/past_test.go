@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -54,7 +55,7 @@ func TestPastSchema(t *testing.T) {
 		t.Errorf("a reader's unknown Item fields: %s (%v)", got, past.Unknown["Item"])
 	}
 	for f, want := range map[string]string{
-		"qty":  "Item.qty as of e-3-2147483647 cannot be shown: a schema change after that position (before commit 5) dropped its values",
+		"qty":  "Item.qty as of e-3-2147483647 cannot be shown: a schema change after that position (in effect from commit 5) dropped its values",
 		"note": "Item.note as of e-3-2147483647 cannot be shown: it was protected from your role after that position",
 	} {
 		if got := past.Unknown["Item"][f]; got != want {
@@ -62,9 +63,10 @@ func TestPastSchema(t *testing.T) {
 		}
 	}
 	// Tag was dropped and made again, Old dropped for good: the
-	// documents of both then are gone.
-	if got := keys(past.Lost); got != "Old Tag" || !strings.Contains(past.Lost["Tag"], "before commit 8") ||
-		!strings.Contains(past.Lost["Old"], "before commit 5") {
+	// documents of both then are gone, by the change from commit 5 (Tag
+	// made again from commit 8 does not bring them back).
+	if got := keys(past.Lost); got != "Old Tag" || !strings.Contains(past.Lost["Tag"], "in effect from commit 5") ||
+		!strings.Contains(past.Lost["Old"], "in effect from commit 5") {
 		t.Errorf("lost classes: %v", past.Lost)
 	}
 	if err := past.CheckAll(); err == nil || !strings.Contains(err.Error(), "documents of Old") {
@@ -278,7 +280,7 @@ func TestPastSchemaSubdocumentDrops(t *testing.T) {
 		if got := strings.Join(past.Hidden([]string{"Person"}), " "); got != "Address.again Address.geo Address.kind Address.tags Address.zip" {
 			t.Errorf("role %v: hidden as of commit 3: %s", role, got)
 		}
-		if got := past.Unknown["Address"]["zip"]; got != "Address.zip as of e-3-2147483647 cannot be shown: a schema change after that position (before commit 5) dropped its values" {
+		if got := past.Unknown["Address"]["zip"]; got != "Address.zip as of e-3-2147483647 cannot be shown: a schema change after that position (in effect from commit 5) dropped its values" {
 			t.Errorf("role %v: why Address.zip: %q", role, got)
 		}
 		if len(drop) != 0 {
@@ -345,7 +347,7 @@ func TestPastSchemaImplementations(t *testing.T) {
 	// Today's schema is version 2: as of commit 3, Animal is refused.
 	sc := scanVersionsOf(t, versions[:2], firsts[:2], 0, out, sluice.RoleRead)
 	past, _ := pastSchema(sc, 0, out, sluice.RoleRead, pos(3))
-	if err := past.CheckClass("Animal"); err == nil || sluice.ErrorMessage(err) != "the documents of Animal as of e-3-2147483647 cannot be shown: they included those of Cat, which a schema change after that position (before commit 5) made stop implementing it" {
+	if err := past.CheckClass("Animal"); err == nil || sluice.ErrorMessage(err) != "the documents of Animal as of e-3-2147483647 cannot be shown: they included those of Cat, which a schema change after that position (in effect from commit 5) made stop implementing it" {
 		t.Errorf("Animal as of commit 3: %v", err)
 	}
 	for _, c := range []string{"Cat", "Dog"} {
@@ -373,7 +375,7 @@ func TestPastSchemaImplementations(t *testing.T) {
 	// from commit 6 (Cat out) to 9 (Cat in) covers the state at 9.
 	versions, firsts = append(versions, out), append(firsts, 11)
 	sc = scanVersionsOf(t, versions[1:], firsts[1:], 1, out, sluice.RoleRead)
-	if err := diffPast(sc, out, sluice.RoleRead, pos(6), pos(9)).CheckClass("Animal"); err == nil || !strings.Contains(sluice.ErrorMessage(err), "as of e-9-2147483647 cannot be shown") || !strings.Contains(sluice.ErrorMessage(err), "before commit 11") {
+	if err := diffPast(sc, out, sluice.RoleRead, pos(6), pos(9)).CheckClass("Animal"); err == nil || !strings.Contains(sluice.ErrorMessage(err), "as of e-9-2147483647 cannot be shown") || !strings.Contains(sluice.ErrorMessage(err), "in effect from commit 11") {
 		t.Errorf("Animal's diff from commit 6 to 9: %v", err)
 	}
 }
@@ -405,6 +407,69 @@ func TestPastSchemaNamesNoUnseenField(t *testing.T) {
 		past, _ := pastSchema(scanVersionsOf(t, versions, firsts, 0, now, c.role), 0, now, c.role, sluice.Position{Epoch: "e", Seq: 3, Index: sluice.WholeCommit})
 		if got := strings.Join(past.Hidden([]string{"Person"}), ","); got != c.want {
 			t.Errorf("%s: hidden as of commit 3: %q, want %q", c.role, got, c.want)
+		}
+	}
+}
+
+// TestPastSchemaNamesTheChangeThatDropped: what cannot be shown as of a
+// position names the schema change after it that dropped the values: the
+// first after the position, not a later one that made the field or class
+// again or dropped it again. Version 2 (from commit 5) drops Item.a,
+// retypes Item.b, drops Tag and Old and takes Cat out of Animal; version
+// 3 (from commit 8) makes them all again; version 4 (today's, from commit
+// 11) drops Old and takes Cat out of Animal again. As of commit 3 each
+// names commit 5; before, Item.a, Item.b and Tag named commit 8 and Old
+// and Animal commit 11. As of commit 9 (version 3) Old and Animal name
+// commit 11.
+func TestPastSchemaNamesTheChangeThatDropped(t *testing.T) {
+	t.Parallel()
+	parse := func(sdl string) *sluice.Schema {
+		s, err := schema.Parse(sdl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	full := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat implements Animal { name: String }
+		type Item { a: Int b: Int } type Tag { l: String } type Old { x: Int }`)
+	v2 := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }
+		type Item { b: String }`)
+	now := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }
+		type Item { a: Int b: Int } type Tag { l: String }`)
+	versions, firsts := []*sluice.Schema{full, v2, full, now}, []int64{1, 5, 8, 11}
+	pos := func(seq int64) sluice.Position {
+		return sluice.Position{Epoch: "e", Seq: seq, Index: sluice.WholeCommit}
+	}
+	const dropped = "a schema change after that position (in effect from commit %d)"
+
+	past, _ := pastSchema(scanVersionsOf(t, versions, firsts, 0, now, sluice.RoleRead), 0, now, sluice.RoleRead, pos(3))
+	for what, got := range map[string]string{
+		"Item.a": past.Unknown["Item"]["a"],
+		"Item.b": past.Unknown["Item"]["b"],
+		"Tag":    past.Lost["Tag"],
+		"Old":    past.Lost["Old"],
+		"Animal": sluice.ErrorMessage(past.CheckClass("Animal")),
+	} {
+		if want := fmt.Sprintf(dropped, 5); !strings.Contains(got, want) {
+			t.Errorf("%s as of commit 3: %q, want %q", what, got, want)
+		}
+	}
+	// As of commit 9 the scan starts at version 3 (at), as a diff's to.
+	for _, sc := range []*versionScan{
+		scanVersionsOf(t, versions, firsts, 2, now, sluice.RoleRead),
+		scanVersionsOf(t, versions[2:], firsts[2:], 0, now, sluice.RoleRead),
+	} {
+		past, _ := pastSchema(sc, sc.at, now, sluice.RoleRead, pos(9))
+		for what, got := range map[string]string{
+			"Old":    past.Lost["Old"],
+			"Animal": sluice.ErrorMessage(past.CheckClass("Animal")),
+		} {
+			if want := fmt.Sprintf(dropped, 11); !strings.Contains(got, want) {
+				t.Errorf("%s as of commit 9 (at %d): %q, want %q", what, sc.at, got, want)
+			}
+		}
+		if len(past.Unknown) != 0 || past.Lost["Tag"] != "" {
+			t.Errorf("as of commit 9 (at %d): %v %v", sc.at, past.Unknown, past.Lost)
 		}
 	}
 }
