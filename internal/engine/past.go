@@ -290,14 +290,16 @@ type versionScan struct {
 	droppedName string
 	// firstBroke, firstGone and firstLeft hold, by field, by class and
 	// by class pair, the first version after version 0 and the first
-	// after at ([0] and [1]; 0: none) that broke the field (as broke
-	// records), in which the class was no document class (as gone
-	// records, or, for a class of lastDoc, in which it no longer was
-	// one), and that took the class out (as left records): the schema
-	// change that dropped what a read as of a position of version 0 or
-	// at held, which its error names. broke, gone, left and lastDoc keep
-	// the last such version, from which what today's schema shows stood;
-	// a field or class dropped and made again has two.
+	// after at ([0] and [1]; 0: none) that dropped values the version
+	// before held: that broke the field while the version before had
+	// it (as broke records), that made the class no document class (a
+	// document class in the version before), and that took the class
+	// out (as left records). That is the schema change that dropped what
+	// a read as of a position of version 0 or at held, which its error
+	// names. broke, gone, left and lastDoc keep the last such version,
+	// from which what today's schema shows stood: a field or class
+	// dropped and made again has two. Each is recorded where the walk
+	// looks (a version whose digest changed the class), as a change is.
 	firstBroke map[fieldKey][2]int
 	firstGone  map[string][2]int
 	firstLeft  map[classPair][2]int
@@ -316,10 +318,13 @@ func noteFirst[K comparable](m map[K][2]int, k K, i, at int) {
 	m[k] = f
 }
 
-// breaks records that version i broke field k (see broke).
-func (sc *versionScan) breaks(k fieldKey, i int) {
+// breaks records that version i broke field k (see broke), which the
+// version before had when had.
+func (sc *versionScan) breaks(k fieldKey, i int, had bool) {
 	sc.broke[k] = i
-	noteFirst(sc.firstBroke, k, i, sc.at)
+	if had {
+		noteFirst(sc.firstBroke, k, i, sc.at)
+	}
 }
 
 // fieldKey names a field of a class.
@@ -464,7 +469,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			if prev == nil || sameColumn(prev, s, name, f.Name) {
 				continue
 			}
-			sc.breaks(k, i)
+			sc.breaks(k, i, fieldOf(prev, name, f.Name) != nil)
 			if pc := prev.Class(name); isSub(pc) && isSub(sclass) && pc.Field(f.Name) != nil {
 				if _, ok := sc.brokeIn[k]; !ok {
 					sc.brokeIn[k] = i
@@ -481,7 +486,6 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 		switch {
 		case !doc:
 			sc.gone[name], goneOpen[name] = i, true
-			noteFirst(sc.firstGone, name, i, at)
 		case goneOpen[name]:
 			sc.gone[name] = i - 1
 			delete(goneOpen, name)
@@ -489,8 +493,11 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 		var pc *sluice.Class
 		if prev != nil {
 			pc = prev.Class(name)
-			if _, ok := sc.droppedIn[name]; !ok && isDoc(pc) && !doc {
-				sc.droppedIn[name] = i
+			if isDoc(pc) && !doc {
+				if _, ok := sc.droppedIn[name]; !ok {
+					sc.droppedIn[name] = i
+				}
+				noteFirst(sc.firstGone, name, i, at)
 			}
 		}
 		for _, f := range fields {
@@ -508,7 +515,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 			if prev == nil || sameColumn(prev, s, name, f.Name) {
 				continue
 			}
-			sc.breaks(k, i)
+			sc.breaks(k, i, fieldOf(prev, name, f.Name) != nil)
 			if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
 				sc.brokeIn[k] = i
 			}
@@ -543,11 +550,12 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 				}
 			}
 		}
-		for name := range sc.lastDoc {
-			if isDoc(s.Class(name)) {
+		for name, l := range sc.lastDoc {
+			switch {
+			case isDoc(s.Class(name)):
 				sc.lastDoc[name] = i
-			} else {
-				noteFirst(sc.firstGone, name, i, at)
+			case i > 0 && l == i-1:
+				noteFirst(sc.firstGone, name, i, at) // dropped now
 			}
 		}
 		if i == 0 {
@@ -600,7 +608,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 						continue
 					}
 					k := fieldKey{name, f.Name}
-					sc.breaks(k, i)
+					sc.breaks(k, i, true)
 					if _, ok := sc.brokeIn[k]; !ok && prev.Class(name).Kind == c.Kind && s.Class(name).Kind == c.Kind {
 						sc.brokeIn[k] = i
 					}
@@ -644,7 +652,7 @@ func scan(firsts []int64, at int, load func(i int) (*sluice.Schema, error), dige
 	// adds it records that).
 	for k := range absent {
 		if last > 0 {
-			sc.breaks(k, last)
+			sc.breaks(k, last, false)
 		}
 	}
 	return sc, nil

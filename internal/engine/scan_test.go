@@ -164,7 +164,8 @@ func (m *schemaModel) implements(c int) string {
 // whose first commits are firsts, oldest first, loading each with load.
 func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error), cur *sluice.Schema, role sluice.Role) (*versionScan, error) {
 	sc := &versionScan{firsts: firsts, at: at, gone: map[string]int{}, broke: map[fieldKey]int{}, left: map[classPair]int{}, hidden: map[fieldKey]int{},
-		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}, strays: -1}
+		droppedIn: map[string]int{}, brokeIn: map[fieldKey]int{}, lastDoc: map[string]int{}, strays: -1,
+		firstBroke: map[fieldKey][2]int{}, firstGone: map[string][2]int{}, firstLeft: map[classPair][2]int{}}
 	isDoc := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindDocument }
 	isSub := func(c *sluice.Class) bool { return c != nil && c.Kind == sluice.KindSubdocument }
 	var prev *sluice.Schema
@@ -193,6 +194,8 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 		for name := range sc.lastDoc {
 			if isDoc(s.Class(name)) {
 				sc.lastDoc[name] = i
+			} else if prev != nil && isDoc(prev.Class(name)) {
+				noteFirst(sc.firstGone, name, i, at)
 			}
 		}
 		if prev != nil && sc.dropped == 0 {
@@ -225,6 +228,9 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 						continue
 					}
 					sc.broke[k] = i
+					if fieldOf(prev, name, f.Name) != nil {
+						noteFirst(sc.firstBroke, k, i, at)
+					}
 					if _, ok := sc.brokeIn[k]; !ok && isSub(prev.Class(name)) && isSub(s.Class(name)) && prev.Class(name).Field(f.Name) != nil {
 						sc.brokeIn[k] = i
 					}
@@ -244,6 +250,9 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 				if _, ok := sc.droppedIn[name]; !ok && isDoc(pc) && !doc {
 					sc.droppedIn[name] = i
 				}
+				if isDoc(pc) && !doc {
+					noteFirst(sc.firstGone, name, i, at)
+				}
 			}
 			for _, f := range c.Fields {
 				k := fieldKey{name, f.Name}
@@ -254,6 +263,9 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 					continue
 				}
 				sc.broke[k] = i
+				if fieldOf(prev, name, f.Name) != nil {
+					noteFirst(sc.firstBroke, k, i, at)
+				}
 				if _, ok := sc.brokeIn[k]; !ok && isDoc(pc) && doc && pc.Field(f.Name) != nil {
 					sc.brokeIn[k] = i
 				}
@@ -269,6 +281,7 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 					if fits(prev, name, under) && !fits(s, name, under) {
 						lost[under] = true
 						sc.left[classPair{name, under}] = i
+						noteFirst(sc.firstLeft, classPair{name, under}, i, at)
 					}
 				}
 			}
@@ -284,6 +297,7 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 					}
 					k := fieldKey{name, f.Name}
 					sc.broke[k] = i
+					noteFirst(sc.firstBroke, k, i, at)
 					if _, ok := sc.brokeIn[k]; !ok && prev.Class(name).Kind == c.Kind && s.Class(name).Kind == c.Kind {
 						sc.brokeIn[k] = i
 					}
