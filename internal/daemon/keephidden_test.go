@@ -223,3 +223,107 @@ type Parcel @subdocument { kg: Float code: String @private }`)
 		t.Errorf("after a patch of changed lists: %s, want the lists as sent", got)
 	}
 }
+
+// TestPatchKeepsAnUnchangedListWithoutTypes: "@type" is optional on input
+// (a subdocument without it, or with null, is of its field's type), so a
+// list of subdocuments that a merge patch sends as the writer reads it
+// but without "@type", in its items or in the subdocuments they hold, is
+// the list as read: it is kept as stored, hidden fields of its items
+// included, as a PUT and GraphQL keep it, in a subdocument the patch
+// merges into too. (A patch compared the list as sent with the stored one
+// as read, "@type" included, and replaced it, erasing them.) A list
+// changed without "@type" is still replaced whole; a JSON Patch is
+// refused (415) and changes nothing.
+func TestPatchKeepsAnUnchangedListWithoutTypes(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "f2x", `type P { name: String! homes: [Addr!] box: Box }
+type Addr @subdocument { city: String secret: String @private note: Note notes: [Note] }
+type Note @subdocument { text: String code: String @private }
+type Box @subdocument { label: String addrs: [Addr] }`)
+	docs := "/api/document/admin/f2x"
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wes","organization":"admin","password":"wes-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/f2x", `{"user":"wes","role":"write"}`)
+	wes := dt.Basic("wes", "wes-password")
+	secrets := []string{`"secret":"s1"`, `"code":"c1"`, `"secret":"s2"`, `"code":"c2"`, `"secret":"s3"`}
+	reset := func() {
+		t.Helper()
+		d.MustDo(t, 200, dt.Admin(), "PUT", docs+"?create=true", `{"@type":"P","@id":"a","name":"A",
+			"homes":[{"@type":"Addr","city":"X","secret":"s1","note":{"@type":"Note","text":"n","code":"c1"}},
+				{"@type":"Addr","city":"Y","secret":"s2","notes":[{"@type":"Note","text":"m","code":"c2"}]}],
+			"box":{"@type":"Box","label":"L","addrs":[{"@type":"Addr","city":"Z","secret":"s3"}]}}`)
+	}
+	stored := func() string {
+		t.Helper()
+		return string(d.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=P/a", nil).Body)
+	}
+	patch := func(body string) {
+		t.Helper()
+		d.MustDo(t, 200, wes, "PATCH", docs+"?id=P/a", body, "Content-Type", "application/merge-patch+json")
+	}
+	reset()
+
+	// The list as read, without "@type": kept, with the patch's own
+	// change.
+	for _, tc := range []struct{ what, body, want string }{
+		{"no @type anywhere", `{"name":"B","homes":[{"city":"X","note":{"text":"n"}},{"city":"Y","notes":[{"text":"m"}]}]}`, `"name":"B"`},
+		{"items typed, what they hold not", `{"name":"C","homes":[{"@type":"Addr","city":"X","note":{"text":"n"}},{"@type":"Addr","city":"Y","notes":[{"text":"m"}]}]}`, `"name":"C"`},
+		{"items untyped, what they hold typed", `{"name":"D","homes":[{"city":"X","note":{"@type":"Note","text":"n"}},{"city":"Y","notes":[{"@type":"Note","text":"m"}]}]}`, `"name":"D"`},
+		{"@type null", `{"name":"E","homes":[{"@type":null,"city":"X","note":{"@type":null,"text":"n"}},{"city":"Y","notes":[{"text":"m"}]}]}`, `"name":"E"`},
+		{"a list in a merged subdocument", `{"box":{"label":"L2","addrs":[{"city":"Z"}]}}`, `"label":"L2"`},
+		{"a list in a merged subdocument of @type null", `{"box":{"@type":null,"label":"L3","addrs":[{"city":"Z"}]}}`, `"label":"L3"`},
+	} {
+		reset()
+		patch(tc.body)
+		got := stored()
+		for _, s := range append(secrets, tc.want) {
+			if !strings.Contains(got, s) {
+				t.Errorf("after a patch with %s: %s, want %s", tc.what, got, s)
+			}
+		}
+	}
+	// As a PUT and GraphQL's X_update with the same lists keep them.
+	reset()
+	d.MustDo(t, 200, wes, "PUT", docs, `{"@type":"P","@id":"a","name":"F","homes":[{"city":"X","note":{"text":"n"}},{"city":"Y","notes":[{"text":"m"}]}],"box":{"label":"L2","addrs":[{"city":"Z"}]}}`)
+	if got := stored(); !strings.Contains(got, `"name":"F"`) || strings.Count(got, `"secret"`) != 3 || strings.Count(got, `"code"`) != 2 {
+		t.Errorf("after a PUT of the lists as read: %s, want every hidden value kept", got)
+	}
+	reset()
+	r := d.MustDo(t, 200, wes, "POST", "/api/graphql/admin/f2x", `{"query":"mutation { P_update(documents: [{_id: \"a\", name: \"G\", homes: [{city: \"X\", note: {text: \"n\"}}, {city: \"Y\", notes: [{text: \"m\"}]}], box: {addrs: [{city: \"Z\"}]}}]) }"}`, "Content-Type", "application/json")
+	if strings.Contains(string(r.Body), `"errors"`) {
+		t.Fatalf("P_update: %s", r.Body)
+	}
+	if got := stored(); !strings.Contains(got, `"name":"G"`) || strings.Count(got, `"secret"`) != 3 || strings.Count(got, `"code"`) != 2 {
+		t.Errorf("after P_update of the lists as read: %s, want every hidden value kept", got)
+	}
+
+	// A JSON Patch is refused and changes nothing.
+	before := stored()
+	r = d.Do(t, wes, "PATCH", docs+"?id=P/a", `[{"op":"replace","path":"/homes","value":[{"city":"X"}]}]`, "Content-Type", "application/json-patch+json")
+	if r.Status != 415 || stored() != before {
+		t.Errorf("a JSON Patch: %d %s; the document %s, was %s", r.Status, r.Body, stored(), before)
+	}
+
+	// A list changed without "@type" is replaced whole, its items'
+	// hidden fields with it: a nested value changed, an item left out.
+	for _, tc := range []struct {
+		what, body, want string
+		gone             []string
+	}{
+		{"a nested value changed", `{"homes":[{"city":"X","note":{"text":"other"}},{"city":"Y","notes":[{"text":"m"}]}]}`, `"text":"other"`, secrets[:4]},
+		{"an item left out", `{"homes":[{"city":"X","note":{"text":"n"}}]}`, `"city":"X"`, secrets[:4]},
+		{"a list in a merged subdocument changed", `{"box":{"addrs":[{"city":"W"}]}}`, `"city":"W"`, secrets[4:]},
+	} {
+		reset()
+		patch(tc.body)
+		got := stored()
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("after a patch with %s: %s, want %s", tc.what, got, tc.want)
+		}
+		for _, s := range tc.gone {
+			if strings.Contains(got, s) {
+				t.Errorf("after a patch with %s: %s, want the list as sent, without %s", tc.what, got, s)
+			}
+		}
+	}
+}

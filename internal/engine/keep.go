@@ -23,7 +23,10 @@ import (
 // writer that read the document and changed other fields) is kept as
 // stored, hidden fields of its items included; a changed list is replaced
 // as a whole, its items' hidden fields with it, since which stored item a
-// changed one was cannot be told.
+// changed one was cannot be told. "@type" is optional on input, so a
+// subdocument that leaves it out is compared as one of its field's type
+// (sameSubdocuments): a merge patch is compared as sent, before
+// validation gives its subdocuments their "@type".
 
 // keepHidden returns the postgres.WriteSpec.Keep of a replace by role in
 // schema s, nil when role can read every field.
@@ -101,7 +104,7 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 			if !ok {
 				continue
 			}
-			if seen := visible(role, s, f, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, next[f.Name]) {
+			if seen := visible(role, s, f, o); !reflect.DeepEqual(seen, o) && sameSubdocuments(s, f, seen, next[f.Name]) {
 				next[f.Name] = o
 				changed = true
 			}
@@ -122,8 +125,10 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 // keepInPatch returns patch, a merge patch of an object of class c whose
 // stored value is cur, with each list of subdocuments it names as role
 // reads the stored one replaced by the stored list, in the single
-// subdocuments it merges into too. patch itself is not changed (a write
-// may run again, on another stored value).
+// subdocuments it merges into too. The patch is not validated yet: its
+// subdocuments may leave "@type" out, which sameSubdocuments allows for.
+// patch itself is not changed (a write may run again, on another stored
+// value).
 func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur map[string]any) map[string]any {
 	out := patch
 	set := func(name string, v any) {
@@ -142,7 +147,7 @@ func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur
 			if !ok {
 				continue
 			}
-			if seen := visible(role, s, f, o); !reflect.DeepEqual(seen, o) && sameJSON(seen, p) {
+			if seen := visible(role, s, f, o); !reflect.DeepEqual(seen, o) && sameSubdocuments(s, f, seen, p) {
 				set(f.Name, o)
 			}
 			continue
@@ -153,7 +158,8 @@ func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur
 			continue
 		}
 		sc := subdocumentClass(s, f, o)
-		if _, named := n["@type"]; named && subdocumentClass(s, f, n) != sc {
+		// A "@type" of null is left out, as validation takes it.
+		if n["@type"] != nil && subdocumentClass(s, f, n) != sc {
 			continue
 		}
 		if sc != nil {
@@ -163,6 +169,48 @@ func keepInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch, cur
 		}
 	}
 	return out
+}
+
+// sameSubdocuments reports whether a and b, values of subdocument field f
+// in API form (decoded JSON), are the same value once each subdocument
+// they hold, at any depth, names its class. "@type" is optional on input:
+// validation gives a subdocument that leaves it out (or sends null) its
+// field's type, so a list a merge patch sends back without "@type" is
+// the list as read, not a change. A stored subdocument may leave it out
+// too (written in SQL).
+func sameSubdocuments(s *sluice.Schema, f *sluice.Field, a, b any) bool {
+	return sameJSON(typed(s, f, a), typed(s, f, b))
+}
+
+// typed returns v, a value of subdocument field f in API form (decoded
+// JSON), with "@type" set to the field's type in each subdocument, at any
+// depth, that leaves it out or gives null, as validation sets it. v
+// itself is not changed.
+func typed(s *sluice.Schema, f *sluice.Field, v any) any {
+	switch v := v.(type) {
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = typed(s, f, e)
+		}
+		return out
+	case map[string]any:
+		out := maps.Clone(v)
+		if out["@type"] == nil {
+			out["@type"] = f.Type.Name
+		}
+		c := subdocumentClass(s, f, out)
+		if c == nil {
+			return out
+		}
+		for _, sf := range c.Fields {
+			if e, ok := out[sf.Name]; ok && sf.Type.Kind == sluice.TypeSubdocument {
+				out[sf.Name] = typed(s, sf, e)
+			}
+		}
+		return out
+	}
+	return v
 }
 
 // sameJSON reports whether a and b, decoded JSON, are the same JSON value,
