@@ -277,6 +277,53 @@ func TestConditionalWritesREST(t *testing.T) {
 	}
 }
 
+// TestLargeWriteEndsAtTheChunkOfItsError: a PUT of more than 250
+// documents is checked chunk by chunk, and an error in a chunk (a
+// document that does not exist) ends the request there: the 412 names
+// the stale documents of that chunk and the ones before, never of a
+// later chunk, whether or not the error's chunk holds a stale document
+// too (it went on, naming every later chunk's, when it did). Stale
+// documents alone are looked for in every chunk. Nothing is written.
+func TestLargeWriteEndsAtTheChunkOfItsError(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "big", "type T { n: Int! }")
+	docs := make([]map[string]any, 600)
+	for i := range docs {
+		docs[i] = map[string]any{"@type": "T", "@id": fmt.Sprintf("t%d", i), "n": i}
+	}
+	body, _ := json.Marshal(docs)
+	version := answerOf(t, d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/big", body)).Version
+	commits := logLength(t, d, "big")
+	// put replaces every document with n+1, "@version" "zz" (no version
+	// of theirs) at each of stale, and T/nope (missing) at missing, -1
+	// for none.
+	put := func(missing int, stale ...int) dt.Response {
+		t.Helper()
+		docs := make([]map[string]any, 600)
+		for i := range docs {
+			docs[i] = map[string]any{"@type": "T", "@id": fmt.Sprintf("t%d", i), "n": i + 1}
+		}
+		for _, i := range stale {
+			docs[i]["@version"] = "zz"
+		}
+		if missing >= 0 {
+			docs[missing]["@id"] = "nope"
+		}
+		body, _ := json.Marshal(docs)
+		return d.Do(t, dt.Admin(), "PUT", "/api/document/admin/big", body)
+	}
+	staleAnswerOf(t, put(300, 10, 500), map[string]string{"T/t10": version}, false)
+	staleAnswerOf(t, put(300, 20, 310, 510), map[string]string{"T/t20": version, "T/t310": version}, false)
+	staleAnswerOf(t, put(-1, 20, 310, 510), map[string]string{"T/t20": version, "T/t310": version, "T/t510": version}, false)
+	if r := put(300); r.Status != 404 || !strings.Contains(string(r.Body), "document T/nope does not exist") {
+		t.Fatalf("a missing document alone: %d %s", r.Status, r.Body)
+	}
+	if n := logLength(t, d, "big"); n != commits {
+		t.Fatalf("refused writes made commits: %d, was %d", n, commits)
+	}
+}
+
 // TestRacingConditionalWrites: two replicas, many rounds of two writes of
 // one document with the same expected version, sent at once, one to each
 // replica (a replace and a patch, or two deletes): exactly one wins each

@@ -169,6 +169,11 @@ func TestWritesCheckEveryDocumentBeforeWritingAny(t *testing.T) {
 	current := sluice.VersionOf(c.UID)
 	stale := sluice.Precondition{Version: "zzzz"} // no version of these documents
 	ok := sluice.Precondition{Version: current}
+	staleNote := func(key string) *sluice.Document {
+		doc := noteText(key, 1)
+		doc.Expect = stale
+		return doc
+	}
 	for _, tc := range []struct {
 		name  string
 		write func(ctx context.Context, w *Writer) error
@@ -198,6 +203,26 @@ func TestWritesCheckEveryDocumentBeforeWritingAny(t *testing.T) {
 		{"replace, missing", func(ctx context.Context, w *Writer) error {
 			return w.Replace(ctx, []*sluice.Document{noteText("a", 1), noteText("zz", 1), noteText("b", 1)}, false)
 		}, "not found: Note/zz"},
+		// A large request is checked chunk by chunk, and an error in a
+		// chunk ends it there: a missing document ends it whether or not
+		// its chunk holds a stale one too, so the stale documents of the
+		// chunks after it are not looked for (Note/c was named).
+		{"replace in chunks, a missing document with a stale one", func(ctx context.Context, w *Writer) error {
+			for _, chunk := range [][]*sluice.Document{{staleNote("a")}, {noteText("zz", 1), staleNote("b")}, {staleNote("c")}} {
+				if err := w.Replace(ctx, chunk, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "stale: Note/a,Note/b"},
+		{"replace in chunks, a missing document alone", func(ctx context.Context, w *Writer) error {
+			for _, chunk := range [][]*sluice.Document{{staleNote("a")}, {noteText("zz", 1)}, {staleNote("c")}} {
+				if err := w.Replace(ctx, chunk, false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, "stale: Note/a"},
 	} {
 		_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Documents: tc.write})
 		var got string

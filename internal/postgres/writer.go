@@ -452,11 +452,18 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 // (expect[i], when expect is not nil), and, when mustExist, that each
 // exists. Documents whose precondition does not hold are recorded as
 // stale, and nothing is written: the write then fails with every stale
-// document (see write), before any other error, and goes on meanwhile to
-// find those of its later parts. Else the first document missing gives a
-// NotFound error naming it, followed by hint. So a request's
-// stale documents are reported first, then a missing one, then errors of
-// the documents' contents (found as the runs read them).
+// document (see write), before any other error. The first document
+// missing gives a NotFound error naming it, followed by hint, whether or
+// not ids hold stale documents: so a request's stale documents are
+// reported first, then a missing one, then errors of the documents'
+// contents (found as the runs read them).
+//
+// A large request calls check once per chunk, and a chunk's error ends
+// it there, as docs/rest.md promises: a chunk with stale documents and no
+// error goes on to find those of the later chunks, one with a missing
+// document too does not. So which stale documents a 412 names depends on
+// where the first error is, not on whether its chunk also holds a stale
+// document (the NotFound was dropped then, and the request went on).
 func (w *Writer) check(ids []string, expect []sluice.Precondition, found map[string]*stored, mustExist bool, hint string) (bool, error) {
 	w.checked += len(ids)
 	stale, first := len(w.stale), ""
@@ -471,10 +478,10 @@ func (w *Writer) check(ids []string, expect []sluice.Precondition, found map[str
 		}
 	}
 	switch {
-	case len(w.stale) > stale:
-		return false, nil
 	case first != "":
 		return false, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist%s", first, hint)
+	case len(w.stale) > stale:
+		return false, nil
 	}
 	return true, nil
 }
