@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -316,4 +317,67 @@ func TestStalledUploadFails(t *testing.T) {
 	if r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/stall?type=Note&as_list=true", nil); strings.TrimSpace(string(r.Body)) != "[]" {
 		t.Fatalf("a stalled upload wrote documents: %s", r.Body)
 	}
+}
+
+// TestDeleteTakesIDsInOnePlace: a DELETE gives its ids either in ?id= or
+// in its body; one with both is refused with a 400 that says so, before
+// anything is deleted, whatever the body holds (ids, text that is not
+// JSON, a chunked body, with an Idempotency-Key), and its connection
+// closes, as for any body refused unread; a user who may not write is
+// refused that first (403). It deleted ?id= alone and ignored the body.
+// An empty body (a proxy's empty chunked one) is none.
+func TestDeleteTakesIDsInOnePlace(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "gc", "type P { n: Int }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/gc", `[{"@type":"P","@id":"e3"},{"@type":"P","@id":"e4"},{"@type":"P","@id":"e5"}]`)
+	commits := logLength(t, d, "gc")
+	const says = "a DELETE gives the ids to delete either in ?id= or in its body, not both"
+	for _, tc := range []struct {
+		body   string
+		header []string
+	}{
+		{`["P/e4","P/e5"]`, nil},
+		{`"P/e4"`, nil},
+		{`not JSON`, nil},
+		{`["P/e4"]`, []string{"Idempotency-Key", "del-1"}},
+	} {
+		r := d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/gc?id=P/e3", tc.body, tc.header...)
+		if _, msg := errBody(t, r); r.Status != 400 || !strings.Contains(msg, says) {
+			t.Errorf("DELETE ?id= with the body %s %v: %d %s, want 400 saying %q", tc.body, tc.header, r.Status, msg, says)
+		}
+	}
+	// A user who may not write is told so first, as for a body of ids.
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rae","organization":"admin","password":"rae-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/gc", `{"user":"rae","role":"read"}`)
+	d.MustDo(t, 403, dt.Basic("rae", "rae-password"), "DELETE", "/api/document/admin/gc?id=P/e3", `["P/e4"]`)
+	addr := strings.TrimPrefix(d.URL, "http://")
+	head := "DELETE /api/document/admin/gc?id=P/e3 HTTP/1.1\r\nAuthorization: Basic " + basic("admin", dt.AdminPassword)
+	resp := readAnswer(t, openBody(t, addr, head), "DELETE ?id= with a chunked body", true)
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 400 || !strings.Contains(string(b), says) {
+		t.Errorf("DELETE ?id= with a chunked body: %d %s", resp.StatusCode, b)
+	}
+	if n := logLength(t, d, "gc"); n != commits {
+		t.Fatalf("refused deletes made commits: %d, was %d", n, commits)
+	}
+	for _, id := range []string{"P/e3", "P/e4", "P/e5"} {
+		d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/gc?id="+id, nil)
+	}
+
+	// An empty chunked body is no body.
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "%s\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", head)
+	if resp := readAnswer(t, conn, "DELETE ?id= with an empty chunked body", false); resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Errorf("DELETE ?id= with an empty chunked body: %d %s", resp.StatusCode, b)
+	}
+	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/gc?id=P/e3", nil)
+	// Ids in one place or the other.
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/gc?id=P/e4", nil)
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/gc", `["P/e5"]`)
+	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/gc?id=P/e5", nil)
 }

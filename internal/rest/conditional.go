@@ -191,8 +191,8 @@ func (rh *requestHash) Close() error { return rh.body.Close() }
 
 // Sum reads the rest of the body, if any, and returns the hash. A write
 // that joins group commit calls it before (postgres.IdempotencyKey), so
-// that the rest of a body sent slowly (all of a DELETE ?id='s, which is
-// not read otherwise) holds up its own request alone.
+// that the rest of a body sent slowly (what its handler has not read yet)
+// holds up its own request alone.
 func (rh *requestHash) Sum() ([]byte, error) {
 	var rest io.Reader = rh
 	if rh.max > 0 {

@@ -398,6 +398,26 @@ func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if id := r.URL.Query().Get("id"); id != "" {
+		// A body is ids to delete too: with ?id= the request is
+		// ambiguous, refused before anything is deleted rather than
+		// deleting ?id= alone and ignoring the body. The role first,
+		// as for a body of ids: a user who may not write is refused
+		// (403) without any of it read.
+		if mayHaveBody(r) {
+			if _, _, err := a.Engine.Database(r.Context(), userFrom(r), org, name, sluice.RoleWrite); err != nil {
+				writeError(w, r, err)
+				return
+			}
+			has, err := hasBody(r)
+			if err != nil {
+				writeError(w, r, bodyError(err))
+				return
+			}
+			if has {
+				refuseUnread(w, r, errIDAndBody())
+				return
+			}
+		}
 		ids = []string{id}
 	} else {
 		// The role first: a body of 64 MiB of "" decodes to 22 million
@@ -417,6 +437,40 @@ func (a *api) deleteDocuments(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeResult(w, res, true)
+}
+
+// errIDAndBody is the error of a DELETE with ?id= and a body.
+func errIDAndBody() error {
+	return sluice.Errorf(sluice.CodeInvalid, "a DELETE gives the ids to delete either in ?id= or in its body, not both: this one has ?id= and a body")
+}
+
+// mayHaveBody reports whether r may carry a body: it has one that is not
+// announced empty (hasBody tells).
+func mayHaveBody(r *http.Request) bool {
+	return r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+}
+
+// hasBody reports whether r carries a body of at least one byte. A body
+// announced by Content-Length is one without being read; one of unknown
+// length (chunked, or HTTP/2) is read for its first byte, within the
+// body's deadlines (bodyLimits): an empty one is none, as a proxy may
+// send one for a client that sent no body.
+func hasBody(r *http.Request) (bool, error) {
+	if !mayHaveBody(r) {
+		return false, nil
+	}
+	if r.ContentLength > 0 {
+		return true, nil
+	}
+	var b [1]byte
+	_, err := io.ReadAtLeast(r.Body, b[:], 1)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, io.EOF):
+		return false, nil
+	}
+	return false, err
 }
 
 // deleteBody reads the body of a DELETE: a JSON array whose elements are
