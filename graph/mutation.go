@@ -136,13 +136,36 @@ func (x *execution) writeOp(cf graphql.CollectedField) (engine.WriteOp, string, 
 		}
 		return engine.WriteOp{Kind: kind, Docs: &sliceSource{docs: docs}, Create: create}, author, message, nil
 	case fieldDeleteDocs:
-		raw := listArg(args["ids"])
-		ids := make([]string, 0, len(raw))
-		for _, v := range raw {
-			s, _ := filter.IDString(v)
-			ids = append(ids, s)
+		// By id, or by id and version (a conditional delete, as REST's
+		// DELETE with a body of {"@id", "@version"}): one of the two.
+		rawIDs, idsGiven := args["ids"]
+		rawDocs, docsGiven := args["documents"]
+		if idsGiven && rawIDs != nil && docsGiven && rawDocs != nil || (!idsGiven || rawIDs == nil) && (!docsGiven || rawDocs == nil) {
+			return engine.WriteOp{}, "", "", errorf("%s: give the documents to delete in ids or in documents (each an _id and its _version), one of the two", fieldDeleteDocs)
 		}
-		return engine.WriteOp{Kind: engine.WriteDelete, IDs: ids}, author, message, nil
+		if rawIDs != nil {
+			raw := listArg(rawIDs)
+			ids := make([]string, 0, len(raw))
+			for _, v := range raw {
+				s, _ := filter.IDString(v)
+				ids = append(ids, s)
+			}
+			return engine.WriteOp{Kind: engine.WriteDelete, IDs: ids}, author, message, nil
+		}
+		raw := listArg(rawDocs)
+		ids := make([]string, 0, len(raw))
+		expect := make([]sluice.Precondition, 0, len(raw))
+		for _, v := range raw {
+			m, _ := v.(map[string]any)
+			id, _ := filter.IDString(m[fieldID])
+			if err := checkVersion(cf.Name, id, m); err != nil {
+				return engine.WriteOp{}, "", "", err
+			}
+			version, _ := m[fieldVersion].(string)
+			ids = append(ids, id)
+			expect = append(expect, sluice.Precondition{Version: version})
+		}
+		return engine.WriteOp{Kind: engine.WriteDelete, IDs: ids, Expect: expect}, author, message, nil
 	}
 	if class, ok := strings.CutSuffix(cf.Name, suffixUpdate); ok {
 		if c := x.es.schema.Class(class); c != nil && c.Kind == sluice.KindDocument {

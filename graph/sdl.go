@@ -30,6 +30,9 @@ const (
 	fieldInsertDocs    = "_insertDocuments"
 	fieldReplaceDocs   = "_replaceDocuments"
 	fieldDeleteDocs    = "_deleteDocuments"
+	// typeDocumentVersion is the input type of a conditional delete's
+	// documents.
+	typeDocumentVersion = "_DocumentVersion"
 )
 
 // The suffixes of per-class generated names.
@@ -116,7 +119,15 @@ type %s {
   _change_type: String
 }
 
-`, typeOrder, typeCommitMetadata)
+"A document to delete only at a version (_deleteDocuments)."
+input %s {
+  "The document id."
+  _id: ID!
+  "Delete the document only if its _version is this one; otherwise the request fails, deleting nothing, and names each such document with its current version."
+  _version: String!
+}
+
+`, typeOrder, typeCommitMetadata, typeDocumentVersion)
 	g.scalarFilters()
 	for _, name := range g.s.EnumOrder {
 		e := g.s.Enums[name]
@@ -499,9 +510,9 @@ func (g *sdlGen) mutation() {
   %s(json: JSON!, author: String, message: String): [ID!]!
   "Replaces documents (inserting missing ones when create is true) in one commit and returns their ids."
   %s(json: JSON!, create: Boolean, author: String, message: String): [ID!]!
-  "Deletes documents by id in one commit and returns their ids."
-  %s(ids: [ID!]!, author: String, message: String): [ID!]!
-`, fieldInsertDocs, fieldReplaceDocs, fieldDeleteDocs)
+  "Deletes documents in one commit and returns their ids: by id (ids), or, to delete each only at the version read, by id and _version (documents); give one of the two."
+  %s(ids: [ID!], documents: [%s!], author: String, message: String): [ID!]!
+`, fieldInsertDocs, fieldReplaceDocs, fieldDeleteDocs, typeDocumentVersion)
 	for _, n := range g.s.Order {
 		c := g.s.Classes[n]
 		if c.Kind != sluice.KindDocument {

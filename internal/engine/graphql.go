@@ -139,9 +139,12 @@ const (
 // WriteOp is one write of a batch: documents to insert or replace (Docs),
 // ids to delete (IDs), or documents to patch (Patches).
 type WriteOp struct {
-	Kind    WriteKind
-	Docs    DocSource
-	IDs     []string
+	Kind WriteKind
+	Docs DocSource
+	IDs  []string
+	// Expect, for a delete, holds the precondition of each of IDs (nil:
+	// none).
+	Expect  []sluice.Precondition
 	Patches []Patch
 	// Create makes a replace insert documents that do not exist.
 	Create bool
@@ -427,7 +430,7 @@ func batchOp(s *sluice.Schema, op WriteOp, left int, tooMany func() error) ([]*s
 // chunkSize documents.
 func writeOp(ctx context.Context, w *postgres.Writer, op WriteOp, docs []*sluice.Document) error {
 	if op.Kind == WriteDelete {
-		return w.Delete(ctx, op.IDs, nil)
+		return w.Delete(ctx, op.IDs, op.Expect)
 	}
 	for start := 0; start < len(docs); start += chunkSize {
 		chunk := docs[start:min(start+chunkSize, len(docs))]
