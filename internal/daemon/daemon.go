@@ -374,6 +374,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 			MaxStatements: d.cfg.GraphQLMaxStatements,
 			MaxResultRows: d.cfg.GraphQLMaxResultRows, MaxResponseBytes: d.cfg.GraphQLMaxResponseBytes,
 			RequestTimeout: d.cfg.GraphQLRequestTimeout}})
+	gqlStreams.Judge(gql, authn.Authenticate)
 
 	// The tailer comes after the engine and the GraphQL handler: when it
 	// finds a database deleted, they release what they keep for it.

@@ -406,11 +406,29 @@ func (sc *socket) write() {
 			if opsDone == nil { // a shutdown's close comes first
 				code, reason = sc.endCode, sc.endReason
 			}
+			// The socket lost its place (its access was taken away, its
+			// credential expired): its subscriptions end with their own
+			// errors, and its queries and mutations, waiting their turn
+			// or running, are stopped: none of them runs with the access
+			// it no longer has, and the close does not wait for them.
+			sc.stopFinite()
 			drain()
 		case <-opsDone:
 			flush()
 			_ = sc.ws.Close(code, reason)
 			return
+		}
+	}
+}
+
+// stopFinite stops the operations whose streams the socket does not
+// serve: queries and mutations, and operations still being prepared.
+func (sc *socket) stopFinite() {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, e := range sc.ops {
+		if !e.served {
+			e.stop()
 		}
 	}
 }
@@ -818,7 +836,10 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *m
 				s.Stop()
 			}
 		}
+		e.served = true
 		sc.mu.Unlock()
+	}, rejudge: func(role sluice.Role) error {
+		return judgeAgain(ctx, sc.dispatch, sc.authenticate, sc.credReq, sc.org, sc.name, role)
 	}}
 	(&transport{Server: sc.srv, es: es}).operate(octx, mr, exec)
 }

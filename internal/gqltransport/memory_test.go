@@ -106,12 +106,13 @@ func BenchmarkExtraSubscription(b *testing.B) {
 
 // TestSocketThatDoesNotReadHoldsLittle: a socket sends 1,000 queries,
 // each answered with about 200 KB, and reads nothing. Its queries run one
-// at a time, each once the socket's queued messages are within 64 KiB;
-// past graphql_ws_max_operations (100) running at once, a subscribe is
-// answered with an error. The heap grows by a few MB and the goroutines
-// by about 100 (found by review: every query ran on a goroutine of its
-// own and queued its whole result, and 1,500 took the heap from 3 to
-// 346 MB). Not parallel: it measures the process's heap.
+// at a time, each once the socket's queued messages are within 64 KiB,
+// and the socket reads its next message only once the query before it
+// has its turn. The heap grows by a few MB and the goroutines by a few
+// (found by review: every query ran on a goroutine of its own and queued
+// its whole result, and 1,500 took the heap from 3 to 346 MB; then up to
+// graphql_ws_max_operations, 100, waited their turns, decoded). Not
+// parallel: it measures the process's heap.
 func TestSocketThatDoesNotReadHoldsLittle(t *testing.T) {
 	const n = 1000
 	d := dt.Start(t)
@@ -136,22 +137,11 @@ func TestSocketThatDoesNotReadHoldsLittle(t *testing.T) {
 		}
 		sent <- nil
 	}()
-	if err := <-sent; err != nil {
-		t.Fatalf("send the queries: %v", err)
-	}
 	// Nothing announces that the daemon is done with what it read: wait
 	// until each of the socket's goroutines waits for its queue (or the
-	// reader for the next message).
+	// reader for the query it read to have its turn).
 	eventually.True(t, wait, "the socket's goroutines wait", func() bool {
-		buf := make([]byte, 64<<20)
-		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			op := strings.Contains(g, "gqltransport.(*socket).operation(")
-			reader := strings.Contains(g, "gqltransport.(*socket).read(")
-			if (op || reader) && !strings.Contains(g, "gqltransport.(*muxOut)") && !(reader && strings.Contains(g, "websocket.(*Conn).Read")) {
-				return false
-			}
-		}
-		return true
+		return socketWaits(true)
 	})
 	after := heapNow()
 	t.Logf("%d queries on a socket that does not read: heap %d -> %d KiB, goroutines %d -> %d",
@@ -159,29 +149,45 @@ func TestSocketThatDoesNotReadHoldsLittle(t *testing.T) {
 	if grew := after.heap - before.heap; grew > 12<<20 {
 		t.Errorf("the heap grew by %d MiB, want a few", grew>>20)
 	}
-	if grew := after.goroutines - before.goroutines; grew > 150 {
-		t.Errorf("%d more goroutines, want about 100", grew)
+	if grew := after.goroutines - before.goroutines; grew > 10 {
+		t.Errorf("%d more goroutines, want a few", grew)
+	}
+	if err := <-sent; err != nil {
+		t.Fatalf("send the queries: %v", err)
 	}
 
-	// Read: every query is answered, with its result or, past the cap,
-	// an error naming it.
-	results, refused := 0, 0
-	for results+refused < n {
+	// Read: every query is answered with its result.
+	results := 0
+	for results < n {
 		m := c.read()
 		switch {
 		case strings.Contains(m, `"type":"next"`):
 			results++
-		case strings.Contains(m, `"type":"error"`) && strings.Contains(m, "graphql_ws_max_operations") && strings.Contains(m, "TOO_MANY_REQUESTS"):
-			refused++
 		case strings.Contains(m, `"type":"complete"`):
 		default:
 			t.Fatalf("unexpected message %.300s", m)
 		}
 	}
-	t.Logf("%d answered, %d refused", results, refused)
-	if refused == 0 || results < 100 {
-		t.Errorf("%d answered, %d refused: want at least 100 answered and some refused", results, refused)
+}
+
+// socketWaits reports whether every goroutine of the process's graphql-ws
+// sockets waits: an operation's for its queue (muxOut), a reader's for
+// the next message or for the operation it read to be under way
+// (socket.subscribe). With reading set, a reader must be waiting for an
+// operation: its client sent more than it has read.
+func socketWaits(reading bool) bool {
+	buf := make([]byte, 64<<20)
+	waiting := false
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		op := strings.Contains(g, "gqltransport.(*socket).operation(")
+		reader := strings.Contains(g, "gqltransport.(*socket).read(")
+		inSubscribe := reader && strings.Contains(g, "gqltransport.(*socket).subscribe(") && strings.Contains(g, "[chan receive")
+		waiting = waiting || inSubscribe
+		if (op || reader) && !strings.Contains(g, "gqltransport.(*muxOut)") && !(reader && strings.Contains(g, "websocket.(*Conn).Read")) && !inSubscribe {
+			return false
+		}
 	}
+	return waiting || !reading
 }
 
 type heapUse struct{ heap, goroutines int64 }

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/99designs/gqlgen/graphql"
-	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
+	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
@@ -294,6 +294,13 @@ func (m *muxOp) writeShared([]byte) error { panic("sse: multiplexed frames are n
 // entry under its id only while it is this entry, its own.
 type muxEntry struct {
 	stop func() // ends the operation: cancels it, stops its stream
+	// served is set once the connection serves the operation's stream
+	// (a subscription, a live query): when the connection loses its
+	// place among the streams, the operations not served, queries and
+	// mutations waiting their turn or running, are stopped rather than
+	// run, and the streams end with their own errors. Guarded by the
+	// connection's mu.
+	served bool
 	// stream is the operation's stream once its connection serves it; a
 	// single connection mode stream whose reservation lost its place
 	// among the streams ends it with that error (Stream.Revoke).
@@ -307,10 +314,23 @@ type muxRequest struct {
 	params *graphql.RawParams
 	op     *muxOp // the operation's framer
 	// registered is called once the operation is under way: a
-	// subscription registered (or refused), a query or mutation
-	// dispatched. The connection reads its next message only then, so a
-	// mutation sent after a subscription on one socket is delivered to it.
+	// subscription registered (or refused), a query or mutation given
+	// its turn (muxOut.turn). The connection reads its next message (a
+	// graphql-ws socket) or the body of its next operation (single
+	// connection mode) only then: so a mutation sent after a
+	// subscription on one socket is delivered to it, and a client that
+	// sends queries and reads nothing has one of them waiting, decoded,
+	// besides the one running, where each message read and decoded
+	// ahead held its variables (up to twenty times their size) until
+	// its turn. Nil: nothing waits for it.
 	registered func()
+	// rejudge, when set, judges the operation again once its turn has
+	// come, with the access in force then: an operation waits its turn
+	// for as long as the client does not read, and the access it was
+	// authorized with may have been taken away or narrowed meanwhile. It
+	// returns the error the operation is refused with then; role is the
+	// role it was prepared for.
+	rejudge func(role sluice.Role) error
 	// conn is the connection's state in the stream server; done is called
 	// once the operation's stream is over (the connection's bookkeeping).
 	conn *stream.Conn
@@ -337,9 +357,6 @@ func (t *transport) operate(ctx context.Context, mr *muxRequest, exec graphql.Gr
 	op := t.prepare(ctx, mr.op, req, exec)
 	if op == nil {
 		return
-	}
-	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
-		mr.registered()
 	}
 	t.execute(ctx, mr.op, req, op, exec, mr)
 }

@@ -194,7 +194,16 @@ type reservation struct {
 	// graphql-ws socket's operations are, since each holds its request
 	// (its variables, its connection) and a goroutine.
 	busy int
-	wg   sync.WaitGroup // the operations' goroutines
+	// reading has a value while a POST reads, decodes and prepares its
+	// operation, up to the moment it is under way (muxRequest.registered:
+	// a query or mutation given its turn, a subscription registered):
+	// the others wait with their bodies unread, so that a client whose
+	// queries wait their turn (it does not read the stream, or has not
+	// opened it) holds one of them decoded, not up to
+	// graphql_ws_max_operations bodies of up to 8 MiB, each decoded to
+	// several times that, until their turns.
+	reading chan struct{}
+	wg      sync.WaitGroup // the operations' goroutines
 	// conn is the reservation's state in the stream server: its
 	// operations' feed and pump.
 	conn *stream.Conn
@@ -302,7 +311,7 @@ func (t *transport) reserve(w http.ResponseWriter, r *http.Request, greq *graph.
 	tok := base64.RawURLEncoding.EncodeToString(b)
 	ctx, cancel := context.WithCancel(t.conns.ctx)
 	res := &reservation{token: tok, user: greq.User.ID, db: greq.DB.ID, ctx: ctx, cancel: cancel,
-		out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, conn: t.opts.Streams.NewConn(), revoked: make(chan struct{})}
+		out: newMuxOut(ctx.Done()), ops: map[string]*muxEntry{}, conn: t.opts.Streams.NewConn(), revoked: make(chan struct{}), reading: make(chan struct{}, 1)}
 	c := t.conns
 	// The guard's end runs while access changes are applied, holding the
 	// hub's access lock, and must not block or take c.mu (end, under
@@ -513,8 +522,15 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 			res.ended = true // no operation starts now
 			var streams []*stream.Stream
 			for _, e := range res.ops {
-				if e.stream != nil {
+				if e.served {
 					streams = append(streams, e.stream)
+				} else {
+					// A query or mutation waiting its turn, or running,
+					// or an operation being prepared: stopped, so that
+					// none runs with the access the reservation no
+					// longer has, and the stream does not wait for
+					// them to end.
+					e.stop()
 				}
 			}
 			res.mu.Unlock()
@@ -559,6 +575,17 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 			res.leave()
 		}
 	}()
+	select {
+	case res.reading <- struct{}{}:
+	case <-r.Context().Done():
+		return
+	case <-res.ctx.Done():
+		writeHTTPError(w, sluice.Errorf(sluice.CodeNotFound, "the stream of this reservation has ended"))
+		return
+	}
+	var underWay sync.Once
+	next := func() { underWay.Do(func() { <-res.reading }) }
+	defer next()
 	params, err := t.readParams(r)
 	if err != nil {
 		writeHTTPError(w, err)
@@ -638,7 +665,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 	// goroutine of its own for a resume), and done is called when it is
 	// over.
 	served := false
-	mr := &muxRequest{op: op, conn: res.conn, done: done, serve: func(s *stream.Stream) {
+	mr := &muxRequest{op: op, conn: res.conn, done: done, registered: next, serve: func(s *stream.Stream) {
 		served = true
 		// A DELETE, or the end of the stream, ends it.
 		res.mu.Lock()
@@ -648,6 +675,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 				s.Stop()
 			}
 			e.stream = s
+			e.served = true
 		}
 		res.mu.Unlock()
 		// Served after the reservation's guard ended, perhaps after its
@@ -659,6 +687,12 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		default:
 		}
 	}}
+	if t.judge != nil {
+		org, name := graph.DatabaseOf(r)
+		mr.rejudge = func(role sluice.Role) error {
+			return judgeAgain(ctx, t.judge, t.authenticate, r, org, name, role)
+		}
+	}
 	t.execute(ctx, op, req, gop, exec, mr)
 	if !served {
 		done()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/graph"
+	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/protocol"
@@ -87,6 +88,21 @@ type Server struct {
 	pendingMu sync.Mutex
 	pending   int64
 	pendingBy map[string]int64
+	// judge and authenticate judge a single connection mode operation
+	// again when its turn comes (see Judge); nil until Judge is called.
+	judge        Operations
+	authenticate func(*http.Request) (*sluice.Credential, error)
+}
+
+// Judge gives single connection mode what judges each query and mutation
+// again when its turn comes, as a graphql-ws socket judges its own (see
+// Socket): ops resolves the database for the user authenticate finds in
+// the operation's POST. Call it before the server serves requests.
+// Without it, a query or mutation waiting its turn runs with the access
+// of its POST; its reservation losing its place among the streams still
+// stops it.
+func (s *Server) Judge(ops Operations, authenticate func(*http.Request) (*sluice.Credential, error)) {
+	s.judge, s.authenticate = ops, authenticate
 }
 
 // NewServer returns a Server.
@@ -246,11 +262,23 @@ func (t *transport) execute(ctx context.Context, st framer, req *request, op *gr
 				// for it, but a POST of single connection mode still
 				// needs an answer.
 				if mr.op.reject != nil {
-					mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation ended before it ran: its stream ended, or a DELETE stopped it"))
+					mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation ended before it ran: its stream ended, its access was taken away, or a DELETE stopped it"))
 				}
 				return nil
 			}
 			defer release()
+			if mr.registered != nil {
+				mr.registered()
+			}
+			if mr.rejudge != nil {
+				// The access it was authorized with may have changed
+				// while it waited: it runs only if it would be
+				// authorized now.
+				if err := mr.rejudge(t.es.Role()); err != nil {
+					mr.op.refuse(err)
+					return nil
+				}
+			}
 		}
 		responses, rctx := exec.DispatchOperation(ctx, op)
 		resp := responses(rctx)
@@ -333,6 +361,29 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 // parser of every transport on the GraphQL URL.
 func (t *transport) readParams(r *http.Request) (*graphql.RawParams, error) {
 	return graph.ReadParams(r, t.opts.MaxBodyBytes)
+}
+
+// judgeAgain judges an operation of a connection again, as a new request
+// of the connection's credentials would be: r presents them
+// (authenticated again: a revoked token or changed password refuses it),
+// and ops resolves database org/name for their user now (no access, no
+// such database). It returns the error the operation is refused with,
+// which is a Forbidden one when the user's role there is now narrower
+// than role, the one it was prepared for: it would show what the role
+// no longer may read.
+func judgeAgain(ctx context.Context, ops Operations, authenticate func(*http.Request) (*sluice.Credential, error), r *http.Request, org, name string, role sluice.Role) error {
+	cred, err := authenticate(r.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	_, es, _, err := ops.Operation(auth.WithCredential(ctx, cred), cred.User, org, name)
+	if err != nil {
+		return err
+	}
+	if now := es.Role(); now < role {
+		return sluice.Errorf(sluice.CodeForbidden, "the role of %s on %s/%s was narrowed to %s while this operation waited its turn", cred.User.Name, org, name, now)
+	}
+	return nil
 }
 
 // gqlError converts err to a GraphQL error with extensions.code, as
