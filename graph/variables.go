@@ -148,7 +148,7 @@ func strictVariables(s *ast.Schema, op *ast.OperationDefinition, vars map[string
 		if !ok {
 			continue
 		}
-		if msg := strictValue(s, def.Type, v, "$"+def.Variable); msg != "" {
+		if msg := strictValue(s, def.Type, v, &valuePath{name: "$" + def.Variable}); msg != "" {
 			e := gqlerror.ErrorPathf(ast.Path{ast.PathName("variable"), ast.PathName(def.Variable)}, "%s", msg)
 			errcode.Set(e, errcode.ValidationFailed)
 			return e
@@ -157,11 +157,34 @@ func strictVariables(s *ast.Schema, op *ast.OperationDefinition, vars map[string
 	return nil
 }
 
+// valuePath is the place of a value in a variable ("$d[0].home"), said
+// only in an error: a step is a field's name, or (name "") a list's
+// index. Built as a string at each step, it cost a Sprintf for every
+// element of a list of 90,000 ids.
+type valuePath struct {
+	parent *valuePath
+	name   string
+	index  int
+}
+
+func (p *valuePath) String() string {
+	if p == nil {
+		return ""
+	}
+	if p.name != "" {
+		if p.parent == nil {
+			return p.name
+		}
+		return p.parent.String() + "." + p.name
+	}
+	return fmt.Sprintf("%s[%d]", p.parent, p.index)
+}
+
 // strictValue returns what is wrong with value v of input type typ at
-// where ("$d[0].home"), "" when nothing is. Only what gqlparser let
-// through is checked: the shape (lists, input objects, their fields,
-// nulls) it checked already.
-func strictValue(s *ast.Schema, typ *ast.Type, v any, where string) string {
+// where, "" when nothing is. Only what gqlparser let through is checked:
+// the shape (lists, input objects, their fields, nulls) it checked
+// already.
+func strictValue(s *ast.Schema, typ *ast.Type, v any, where *valuePath) string {
 	if v == nil {
 		return ""
 	}
@@ -170,10 +193,12 @@ func strictValue(s *ast.Schema, typ *ast.Type, v any, where string) string {
 		// (one value is a list of one).
 		list := reflect.ValueOf(v)
 		if list.Kind() != reflect.Slice {
-			return strictValue(s, typ.Elem, v, where+"[0]")
+			return strictValue(s, typ.Elem, v, &valuePath{parent: where})
 		}
+		elem := &valuePath{parent: where}
 		for i := range list.Len() {
-			if msg := strictValue(s, typ.Elem, list.Index(i).Interface(), fmt.Sprintf("%s[%d]", where, i)); msg != "" {
+			elem.index = i
+			if msg := strictValue(s, typ.Elem, list.Index(i).Interface(), elem); msg != "" {
 				return msg
 			}
 		}
@@ -191,7 +216,7 @@ func strictValue(s *ast.Schema, typ *ast.Type, v any, where string) string {
 		m, _ := v.(map[string]any)
 		for _, f := range def.Fields {
 			if fv, ok := m[f.Name]; ok {
-				if msg := strictValue(s, f.Type, fv, where+"."+f.Name); msg != "" {
+				if msg := strictValue(s, f.Type, fv, &valuePath{parent: where, name: f.Name}); msg != "" {
 					return msg
 				}
 			}
@@ -219,13 +244,15 @@ func strictValue(s *ast.Schema, typ *ast.Type, v any, where string) string {
 // take), BigInt a whole number or a string of decimal digits. String and
 // Boolean gqlparser checked; JSON is any value.
 func strictScalar(name string, v any) string {
-	got := describeValue(v)
+	// What v is, said only when it is wrong: formatting every valid value
+	// cost a Sprintf each, 90,000 of them for a list of ids.
+	got := func() string { return describeValue(v) }
 	switch name {
 	case sluice.ScalarInt:
 		n, ok := v.(json.Number)
 		if !ok {
 			if _, isFloat := v.(float64); !isFloat {
-				return "expected Int, got " + got
+				return "expected Int, got " + got()
 			}
 			n = json.Number(strconv.FormatFloat(v.(float64), 'f', -1, 64))
 		}
@@ -233,43 +260,43 @@ func strictScalar(name string, v any) string {
 		// filters compare numbers exactly, and a document's Int field
 		// names its own range when written.
 		if f, err := strconv.ParseFloat(string(n), 64); err == nil && f != math.Trunc(f) {
-			return "expected Int, got " + got
+			return "expected Int, got " + got()
 		}
 	case sluice.ScalarFloat:
 		switch n := v.(type) {
 		case json.Number:
 			if _, err := strconv.ParseFloat(string(n), 64); err != nil {
-				return fmt.Sprintf("%s is out of Float's range", got)
+				return fmt.Sprintf("%s is out of Float's range", got())
 			}
 		case float64:
 		default:
-			return "expected Float, got " + got
+			return "expected Float, got " + got()
 		}
 	case sluice.ScalarID:
 		switch n := v.(type) {
 		case string:
 		case json.Number:
 			if _, err := strconv.ParseInt(string(n), 10, 64); err != nil {
-				return "expected ID (a string or a whole number), got " + got
+				return "expected ID (a string or a whole number), got " + got()
 			}
 		default:
-			return "expected ID (a string or a whole number), got " + got
+			return "expected ID (a string or a whole number), got " + got()
 		}
 	case sluice.ScalarDateTime:
 		const what = "DateTime (RFC 3339, such as 2024-08-01T16:00:00Z)"
 		str, ok := v.(string)
 		if !ok {
-			return "expected " + what + ", got " + got
+			return "expected " + what + ", got " + got()
 		}
 		t, err := time.Parse(time.RFC3339Nano, str)
 		if err != nil {
-			return "expected " + what + ", got " + got
+			return "expected " + what + ", got " + got()
 		}
 		if t.Nanosecond()%1000 != 0 {
-			return got + " is more precise than a microsecond, the most a DateTime holds"
+			return got() + " is more precise than a microsecond, the most a DateTime holds"
 		}
 		if u := t.UTC(); u.Year() < 1 || u.Year() > 9999 {
-			return got + " is out of DateTime's range (years 1 to 9999 in UTC)"
+			return got() + " is out of DateTime's range (years 1 to 9999 in UTC)"
 		}
 	case sluice.ScalarBigInt:
 		const what = "BigInt (a whole number or a string of decimal digits)"
@@ -280,11 +307,11 @@ func strictScalar(name string, v any) string {
 		case string:
 			digits = n
 		default:
-			return "expected " + what + ", got " + got
+			return "expected " + what + ", got " + got()
 		}
 		digits = strings.TrimPrefix(digits, "-")
 		if digits == "" || strings.Trim(digits, "0123456789") != "" {
-			return "expected " + what + ", got " + got
+			return "expected " + what + ", got " + got()
 		}
 	}
 	return ""
