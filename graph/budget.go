@@ -74,3 +74,17 @@ const valueCost = 80
 // paramsCost is the charge of a request's parameters read from text of
 // n bytes holding values JSON values.
 func paramsCost(n, values int) int64 { return int64(n) + valueCost*int64(values) }
+
+// ParamsCost is what the parameters decoded from payload, a GraphQL
+// request's JSON (a graphql-ws subscribe message's), are charged to the
+// budget of requests' parameters (Handler.TakeParams).
+func ParamsCost(payload []byte) int64 { return paramsCost(len(payload), jsonValues(payload)) }
+
+// TakeParams charges cost, what an operation's parameters hold (ParamsCost),
+// to user u's budget of requests' parameters, shared with the plain HTTP
+// requests (Options.RequestBytes), and returns the function that gives it
+// back; past the budget, the error to answer. A graphql-ws socket charges
+// the queries and mutations it holds while they wait and run.
+func (h *Handler) TakeParams(u *sluice.User, cost int64) (func(), error) {
+	return h.budget.take(u, cost)
+}

@@ -77,6 +77,10 @@ func headerHasToken(h http.Header, name, token string) bool {
 // user u's role, authorized as a request is.
 type Operations interface {
 	Operation(ctx context.Context, u *sluice.User, org, name string) (context.Context, *graph.ExecutableSchema, graphql.GraphExecutor, error)
+	// TakeParams charges cost, what an operation's parameters hold, to
+	// u's budget of requests' parameters until the returned function is
+	// called (graph.Handler.TakeParams).
+	TakeParams(u *sluice.User, cost int64) (func(), error)
 }
 
 // Socket returns the handler of WebSocket upgrades on the GraphQL URLs.
@@ -544,7 +548,7 @@ func (sc *socket) read() {
 				sc.closeWith(4400, "Invalid message: "+msg)
 				return
 			}
-			if !sc.subscribe(m.ID, params) {
+			if !sc.subscribe(m.ID, params, graph.ParamsCost(m.Payload)) {
 				sc.closeWith(4409, "Subscriber for "+m.ID+" already exists")
 				return
 			}
@@ -744,7 +748,7 @@ func authorizationOf(m map[string]any) (string, int, error) {
 
 // subscribe starts operation id and waits until it is under way (see
 // muxRequest.registered). It reports false when id is in use.
-func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
+func (sc *socket) subscribe(id string, params *graphql.RawParams, cost int64) bool {
 	ctx, cancel := context.WithCancel(sc.ctx)
 	sc.mu.Lock()
 	if sc.ops == nil { // shutting down: the operation is not started
@@ -775,7 +779,7 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
 	sc.wg.Add(1)
 	sc.mu.Unlock()
 	registered := make(chan struct{})
-	go sc.operation(ctx, cancel, e, id, params, registered)
+	go sc.operation(ctx, cancel, e, id, params, cost, registered)
 	<-registered
 	return true
 }
@@ -783,11 +787,15 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams) bool {
 // operation runs operation id: authorized, then dispatched to the
 // transport of the database's current schema and the caller's role, as
 // the GraphQL handler serves a request.
-func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *muxEntry, id string, params *graphql.RawParams, registered chan struct{}) {
+func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *muxEntry, id string, params *graphql.RawParams, cost int64, registered chan struct{}) {
 	var once sync.Once
 	mark := func() { once.Do(func() { close(registered) }) }
 	served := false
+	// release gives back the charge of the operation's parameters to the
+	// budget of requests' parameters (TakeParams, below).
+	release := func() {}
 	done := func() {
+		release()
 		sc.mu.Lock()
 		if sc.ops[id] == e { // else completed, and the id maybe reused
 			delete(sc.ops, id)
@@ -816,6 +824,15 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *m
 		op.refuse(err)
 		return
 	}
+	// What its parameters hold is charged, as a plain request's is, while
+	// it waits and runs: a socket holds one query waiting and one running,
+	// but a user may hold many sockets. A subscription gives it back once
+	// registered, its variables then charged to the streams' budgets.
+	if release, err = sc.dispatch.TakeParams(cred.User, cost); err != nil {
+		release = func() {}
+		op.refuse(err)
+		return
+	}
 	octx, es, exec, err := sc.dispatch.Operation(auth.WithCredential(ctx, cred), cred.User, sc.org, sc.name)
 	if err != nil {
 		// No access, no such database, Postgres unavailable: the error
@@ -828,6 +845,7 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *m
 	// preparing), and done is called when it is over.
 	mr := &muxRequest{params: params, op: op, registered: mark, conn: sc.conn, done: done, serve: func(s *stream.Stream) {
 		served = true
+		release()
 		// A complete from the client ends it.
 		sc.mu.Lock()
 		if sc.ops[id] == e { // else completed: its context ended

@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/coder/websocket"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/eventually"
 )
@@ -199,4 +201,23 @@ func singleReadsNothing() bool {
 		}
 	}
 	return true
+}
+
+// TestSocketOperationsAreChargedToTheParamsBudget: a query on a socket is
+// charged what its parameters hold, as a plain request is
+// (graphql_request_bytes), while it waits and runs: past the budget it is
+// refused with an error naming the setting, and the socket goes on. A
+// user's many sockets, each holding a query waiting and one running, are
+// bounded so.
+func TestSocketOperationsAreChargedToTheParamsBudget(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLRequestBytes = 100_000 })
+	d.CreateDatabase(t, "wsbudget", "type Dog { name: String! }")
+	c := mustConnect(t, d, "wsbudget")
+	vars := largeVariables(2000, 8) // 2,000 values: 160 KB and more as charged
+	c.send(`{"id":"big","type":"subscribe","payload":{"query":` + strconv.Quote(idsQuery) + `,"variables":` + string(vars) + `}}`)
+	if got := c.read(); !strings.Contains(got, `"id":"big","type":"error"`) || !strings.Contains(got, "graphql_request_bytes") {
+		t.Fatalf("a query past the budget: %s, want an error naming graphql_request_bytes", got)
+	}
+	c.barrier("small") // a small one runs, on the same socket
 }
