@@ -125,6 +125,16 @@ type Config struct {
 	// Key write_spool_bytes, env SLUICE_WRITE_SPOOL_BYTES, flag --write-spool-bytes, default 1073741824.
 	WriteSpoolBytes int64
 
+	// WriteBytesPerUser bounds the bytes of JSON the documents of one
+	// user's REST writes in progress hold, from when each is read until it
+	// is written; a write past it waits, then is refused. Zero: no bound.
+	// Key write_bytes_per_user, env SLUICE_WRITE_BYTES_PER_USER, flag --write-bytes-per-user, default 16777216.
+	WriteBytesPerUser int64
+
+	// WriteBytes bounds them for every user together. Zero: no bound.
+	// Key write_bytes, env SLUICE_WRITE_BYTES, flag --write-bytes, default 67108864.
+	WriteBytes int64
+
 	// WriteSpoolDir is the directory of those files ("": data_dir/spool
 	// with the embedded Postgres, else $TMPDIR or /tmp).
 	// Key write_spool_dir, env SLUICE_WRITE_SPOOL_DIR, flag --write-spool-dir, default "".
@@ -509,6 +519,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("write_timeout", c.WriteTimeout),
 		slog.Int64("max_request_bodies", c.MaxRequestBodies),
 		slog.Int64("write_spool_bytes", c.WriteSpoolBytes),
+		slog.Int64("write_bytes_per_user", c.WriteBytesPerUser),
+		slog.Int64("write_bytes", c.WriteBytes),
 		slog.String("write_spool_dir", c.WriteSpoolDir),
 		slog.Int64("max_header_bytes", c.MaxHeaderBytes),
 		slog.Int64("graphql_max_body_bytes", c.GraphQLMaxBodyBytes),

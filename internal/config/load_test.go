@@ -61,6 +61,8 @@ func TestDefault(t *testing.T) {
 		BodyMinRate:          8192,
 		MaxRequestBodies:     1024,
 		WriteSpoolBytes:      1 << 30,
+		WriteBytesPerUser:    16 << 20,
+		WriteBytes:           64 << 20,
 		MaxHeaderBytes:       16 << 10,
 
 		GraphQLWSMaxMessageBytes:  1 << 20,
@@ -261,6 +263,8 @@ var everything = Config{
 	BodyMinRate:          100,
 	MaxRequestBodies:     7,
 	WriteSpoolBytes:      8 << 20,
+	WriteBytesPerUser:    3 << 20,
+	WriteBytes:           9 << 20,
 	WriteSpoolDir:        "/var/tmp/sluice",
 	MaxHeaderBytes:       8192,
 
@@ -362,6 +366,8 @@ write_timeout: 45s
 body_min_rate: 100
 max_request_bodies: 7
 write_spool_bytes: 8388608
+write_bytes_per_user: 3145728
+write_bytes: 9437184
 write_spool_dir: /var/tmp/sluice
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
@@ -441,6 +447,8 @@ write_timeout: 45s
 body_min_rate: 100
 max_request_bodies: 7
 write_spool_bytes: 8388608
+write_bytes_per_user: 3145728
+write_bytes: 9437184
 write_spool_dir: /var/tmp/sluice
 max_header_bytes: 8192
 graphql_ws_max_message_bytes: 2048
@@ -522,6 +530,8 @@ write_timeout = "45s"
 body_min_rate = 100
 max_request_bodies = 7
 write_spool_bytes = 8388608
+write_bytes_per_user = 3145728
+write_bytes = 9437184
 write_spool_dir = "/var/tmp/sluice"
 max_header_bytes = 8192
 graphql_ws_max_message_bytes = 2048
@@ -601,6 +611,8 @@ tls_key_file = "/etc/sluice/key.pem"
   "body_min_rate": 100,
   "max_request_bodies": 7,
   "write_spool_bytes": 8388608,
+  "write_bytes_per_user": 3145728,
+  "write_bytes": 9437184,
   "write_spool_dir": "/var/tmp/sluice",
   "max_header_bytes": 8192,
   "graphql_ws_max_message_bytes": 2048,
@@ -698,6 +710,8 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_BODY_MIN_RATE":                   "100",
 		"SLUICE_MAX_REQUEST_BODIES":              "7",
 		"SLUICE_WRITE_SPOOL_BYTES":               "8388608",
+		"SLUICE_WRITE_BYTES_PER_USER":            "3145728",
+		"SLUICE_WRITE_BYTES":                     "9437184",
 		"SLUICE_WRITE_SPOOL_DIR":                 "/var/tmp/sluice",
 		"SLUICE_MAX_HEADER_BYTES":                "8192",
 		"SLUICE_GRAPHQL_WS_MAX_MESSAGE_BYTES":    "2048",
@@ -786,6 +800,8 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--body-min-rate", "100",
 		"--max-request-bodies", "7",
 		"--write-spool-bytes", "8388608",
+		"--write-bytes-per-user", "3145728",
+		"--write-bytes", "9437184",
 		"--write-spool-dir", "/var/tmp/sluice",
 		"--max-header-bytes", "8192",
 		"--graphql-ws-max-message-bytes", "2048",

@@ -44,6 +44,9 @@ type Engine struct {
 	maxWriteDocuments int64
 	// maxDatabasesPerUser is max_databases_per_user (LimitDatabases).
 	maxDatabasesPerUser int
+	// writeBytes is what the documents of REST writes may hold at once
+	// (LimitWriteBytes, writebudget.go).
+	writeBytes *writeBudget
 
 	// schemas holds parsed current schemas, bounded (a process serves
 	// any number of databases, each schema up to max_schema_bytes).
@@ -135,6 +138,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	e.KeepIdempotencyKeys(24*time.Hour, 10000)
 	e.LimitSchemas(1 << 20)
 	e.LimitWrites(1000000)
+	e.LimitWriteBytes(64<<20, 16<<20)
 	e.LimitDatabases(100)
 	return e
 }
@@ -148,6 +152,14 @@ func (e *Engine) LimitDatabases(perUser int) { e.maxDatabasesPerUser = perUser }
 // (max_write_documents); call it before the Engine is used. New sets
 // 1,000,000.
 func (e *Engine) LimitWrites(maxDocuments int64) { e.maxWriteDocuments = maxDocuments }
+
+// LimitWriteBytes sets the bytes of JSON the documents of REST writes
+// in progress may hold at once, in all (write_bytes) and for one user
+// (write_bytes_per_user); 0 leaves that bound out. Call it before the
+// Engine is used. New sets 64 MiB and 16 MiB.
+func (e *Engine) LimitWriteBytes(total, perUser int64) {
+	e.writeBytes = newWriteBudget(total, perUser)
+}
 
 // CheckWriteCount returns the error of a write request found to hold n
 // documents when that is more than max_write_documents, nil otherwise:

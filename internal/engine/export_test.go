@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -18,4 +19,16 @@ func RequestsOverlapped() bool { return processLoadGC.concurrent.Swap(false) }
 // LostSince is lostSince, for tests.
 func (e *Engine) LostSince(ctx context.Context, d *sluice.Database, cur *sluice.Schema, role sluice.Role, seq int64) (*Past, error) {
 	return e.lostSince(ctx, d, cur, role, seq)
+}
+
+// WaitForWriteBytes sets how long a write waits for the write budget
+// (writeBudgetWait), so that a test of its refusal need not wait 10 s.
+func (e *Engine) WaitForWriteBytes(d time.Duration) { e.writeBytes.wait = d }
+
+// WriteBytes returns what writes hold of the write budget now, and the
+// most they held at once.
+func (e *Engine) WriteBytes() (held, peak int64) {
+	e.writeBytes.mu.Lock()
+	defer e.writeBytes.mu.Unlock()
+	return e.writeBytes.all, e.writeBytes.peak
 }

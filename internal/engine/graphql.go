@@ -190,7 +190,7 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 	rps := make([]*replay, len(ops))
 	for i := range ops {
 		if ops[i].Docs != nil {
-			rps[i] = newReplay(ops[i].Docs, -1)
+			rps[i] = newReplay(ops[i].Docs, -1, -1)
 			ops[i].Docs = rps[i]
 		}
 	}

@@ -97,18 +97,23 @@ func (e *Engine) ForgetDatabase(org, name string) {
 }
 
 // replay is a DocSource that keeps the documents it reads, up to max (<0:
-// all), so that a write can run again from them when its schema was out
-// of date, as long as it read no more than that.
+// all) and maxBytes of JSON text (<0: any), so that a write can run again
+// from them when its schema was out of date, as long as it read no more
+// than that.
 type replay struct {
-	src  DocSource
-	max  int
-	kept []schema.RawDocument
-	next int   // the next kept document Next returns
-	over bool  // it read more than max: it cannot start over
-	end  error // src's last answer once it ended (io.EOF or an error)
+	src      DocSource
+	max      int
+	maxBytes int
+	kept     []schema.RawDocument
+	bytes    int   // of JSON text in kept
+	next     int   // the next kept document Next returns
+	over     bool  // it read more than max: it cannot start over
+	end      error // src's last answer once it ended (io.EOF or an error)
 }
 
-func newReplay(src DocSource, max int) *replay { return &replay{src: src, max: max} }
+func newReplay(src DocSource, max, maxBytes int) *replay {
+	return &replay{src: src, max: max, maxBytes: maxBytes}
+}
 
 // Next returns the kept documents after a rewind, then src's.
 func (r *replay) Next() (schema.RawDocument, error) {
@@ -124,10 +129,14 @@ func (r *replay) Next() (schema.RawDocument, error) {
 		r.end = err
 		return raw, err
 	}
-	if r.over || r.max >= 0 && len(r.kept) >= r.max {
-		r.over, r.kept, r.next = true, nil, 0
+	// Past either bound the write is a large one, which is not run
+	// again: what was kept is let go (a copy of documents of many MB
+	// held for the whole write).
+	if r.over || r.max >= 0 && len(r.kept) >= r.max || r.maxBytes >= 0 && r.bytes+len(raw.JSON) > r.maxBytes {
+		r.over, r.kept, r.next, r.bytes = true, nil, 0, 0
 		return raw, nil
 	}
+	r.bytes += len(raw.JSON)
 	if raw.JSON != nil {
 		raw.JSON = bytes.Clone(raw.JSON) // src may reuse its buffer
 	}

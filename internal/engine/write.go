@@ -23,6 +23,15 @@ import (
 // document request in four steps, each large enough for COPY.
 const chunkSize = 250
 
+// chunkBytes bounds a chunk by the JSON text of its documents too (it
+// ends with the document that reaches it), and a large write sends what
+// it has queued once it has written that much: counted only in
+// documents, 250 documents of 6 MB made one chunk, and a write of few
+// large documents (up to max_body_bytes) held them all, decoded, encoded
+// and queued for Postgres at once. 4 MiB still makes chunks of 60 KB
+// documents large enough for COPY.
+const chunkBytes = 4 << 20
+
 // chunksAhead is how many validated chunks may wait for the writer.
 const chunksAhead = 2
 
@@ -262,11 +271,16 @@ type writeFunc func(ctx context.Context, w *postgres.Writer, r *postgres.Rows) e
 // a transaction of its own, as it is read.
 const groupMax = 100
 
+// groupBytes is the most JSON text of documents a request joining group
+// commit holds (groupMax bounds only their number): one with more, even a
+// single document, is written as a large one, in chunks of chunkBytes.
+const groupBytes = 1 << 20
+
 // writeDocs runs one document write request. An insert allows documents
 // without an @id, which get a random key. A request of at most groupMax
 // documents joins group commit; a larger one is written as it is read.
 func (e *Engine) writeDocs(ctx context.Context, u *sluice.User, org, name string, src DocSource, opt WriteOptions, insert bool, write writeFunc) (*WriteResult, error) {
-	rp := newReplay(src, groupMax+1)
+	rp := newReplay(src, groupMax+1, groupBytes)
 	for attempt := 0; ; attempt++ {
 		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 		if err != nil {
@@ -284,17 +298,35 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 	if err := writable(d); err != nil {
 		return nil, err
 	}
-	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect, max: e.maxWriteDocuments, tooMany: e.tooManyDocuments}
+	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect, max: e.maxWriteDocuments, tooMany: e.tooManyDocuments,
+		budget: e.writeBytes, user: u.ID}
+	// What the validator holds of the budget when the write ends (its
+	// first documents' after a small write, the chunk a large write's
+	// reader was building) goes back then; it runs after the reader has
+	// stopped (deferred before it).
+	defer v.giveBack()
+	// The first documents, up to groupMax and groupBytes, decide whether
+	// the request is small (group commit) or large. A small request may
+	// not wait for the budget while it holds some of it (two could wait
+	// for each other): one whose next document must wait becomes a large
+	// one, which writes what it holds first.
 	var first []*sluice.Document
-	for len(first) <= groupMax {
-		doc, err := v.next()
+	firstBytes, large := 0, false
+	for !large {
+		doc, err := v.next(ctx, len(first) == 0)
 		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, errWouldWait) {
+			large = true
 			break
 		}
 		if err != nil {
 			return e.refused(ctx, u, d, opt, err)
 		}
 		first = append(first, doc)
+		firstBytes += v.size
+		large = len(first) > groupMax || firstBytes > groupBytes
 	}
 	if len(first) == 0 {
 		return e.refused(ctx, u, d, opt, errNoDocuments)
@@ -308,7 +340,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		}
 		keep = keepHidden(role, s)
 	}
-	if len(first) <= groupMax {
+	if !large {
 		r, err := postgres.EncodeRows(s, first)
 		if err != nil {
 			return nil, err
@@ -333,9 +365,20 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		}
 	}
 	// A large request: a goroutine reads, validates and encodes the rest
-	// while this one writes the chunks before it.
-	processGC.begin(e.gcPercent)
-	defer processGC.end(e.gcPercent)
+	// while this one writes the chunks before it. The collector's target
+	// is raised for many documents only: for a few large ones it would
+	// let the garbage of their copies grow to several times the budget.
+	if len(first) > groupMax {
+		processGC.begin(e.gcPercent)
+		defer processGC.end(e.gcPercent)
+	}
+	// unsentCharge is the charge of the documents written whose
+	// statements the Writer may not have sent yet (the first documents',
+	// to begin with): it goes back once they are sent, or when the write
+	// ends.
+	unsentCharge := v.held
+	v.held = 0
+	defer func() { e.writeBytes.give(u.ID, unsentCharge) }()
 	var chunks *chunkReader
 	// Stopped on every way out, a panic too (the reader would wait to
 	// send, and read the body after the handler returned); stopping
@@ -356,7 +399,22 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 			if insert {
 				encode = w.InsertEncoder() // rows ready for COPY
 			}
-			chunks = v.readChunks(encode)
+			chunks = v.readChunks(ctx, encode)
+			// unsent counts the JSON of the documents written since
+			// their statements were last sent: the Writer holds back
+			// those it need not send yet (an insert of fewer rows than
+			// COPY takes, change rows), and past chunkBytes they are
+			// sent, so that it holds no more than a chunk of them. They
+			// are sent too when the reader waits for the budget, which
+			// their charge may be keeping from it.
+			unsent := 0
+			send := func() error {
+				unsent = 0
+				err := w.Flush(ctx)
+				e.writeBytes.give(u.ID, unsentCharge)
+				unsentCharge = 0
+				return err
+			}
 			// The documents read before the request was known to be
 			// large are encoded and written here, while the reader
 			// validates the next chunk: handed to the reader, they
@@ -366,15 +424,41 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 			if err != nil {
 				return err
 			}
+			first = nil // held by r now (a large write's Documents runs once)
 			if err := write(ctx, w, r); err != nil {
 				return err
 			}
-			for r := range chunks.out {
-				if err := write(ctx, w, r); err != nil {
+			if unsent = firstBytes; unsent >= chunkBytes {
+				if err := send(); err != nil {
 					return err
 				}
 			}
-			return chunks.wait()
+			for {
+				if unsentCharge > 0 && chunks.starving.Load() {
+					if err := send(); err != nil {
+						return err
+					}
+				}
+				var c chunk
+				var ok bool
+				select {
+				case c, ok = <-chunks.out:
+				case <-chunks.starved:
+					continue
+				}
+				if !ok {
+					return chunks.wait()
+				}
+				unsentCharge += c.charge
+				if err := write(ctx, w, c.rows); err != nil {
+					return err
+				}
+				if unsent += c.bytes; unsent >= chunkBytes {
+					if err := send(); err != nil {
+						return err
+					}
+				}
+			}
 		}})
 	if chunks != nil {
 		chunks.stop() // before v.ids is read: the reader appends to it
@@ -479,16 +563,54 @@ type validator struct {
 	// and answers, grow with them); tooMany is the error past it.
 	max     int64
 	tooMany func() error
+	// budget is charged the JSON size of each document read, for user;
+	// held is what the validator holds of it, for the documents it
+	// returned that are not yet handed on (given back by the write, or
+	// giveBack).
+	budget *writeBudget
+	user   int64
+	held   int64
+	// size is the JSON size of the last document returned.
+	size int
+	// waiting is a document read whose charge could not be had without
+	// waiting (errWouldWait): the next call returns it.
+	waiting *schema.RawDocument
+	// starving, when set, is told when the validator starts and stops
+	// waiting for the budget.
+	starving func(bool)
+}
+
+// giveBack gives back what the validator holds of the budget.
+func (v *validator) giveBack() {
+	v.budget.give(v.user, v.held)
+	v.held = 0
+}
+
+// chunk is a chunk of a large write, encoded, with its documents' JSON
+// size and their charge to the budget (given back once it is written).
+type chunk struct {
+	rows   *postgres.Rows
+	bytes  int
+	charge int64
 }
 
 // chunkReader reads, validates and encodes the rest of a large request on
 // a goroutine of its own, in chunks of chunkSize, so that this CPU work
 // overlaps with Postgres writing the chunks before.
 type chunkReader struct {
-	out     chan *postgres.Rows
+	out     chan chunk
 	stopped atomic.Bool
-	done    chan struct{}
-	err     error // the reader's error, set before done is closed
+	// starving is set while the reader waits for the budget, and starved
+	// wakes the writer when it starts to: what the writer holds back may
+	// be what the reader waits for.
+	starving atomic.Bool
+	starved  chan struct{}
+	// cancel ends a wait of the reader for the budget.
+	cancel context.CancelFunc
+	// give gives back a chunk's charge (one stop drops).
+	give func(int64)
+	done chan struct{}
+	err  error // the reader's error, set before done is closed
 }
 
 // readChunks starts reading the documents not read yet, encoding each
@@ -496,36 +618,58 @@ type chunkReader struct {
 // The caller ranges over out, then calls wait for the reader's error, and
 // in every case calls stop before the request ends: the request body must
 // not be read after the handler returns.
-func (v *validator) readChunks(encode func([]*sluice.Document) (*postgres.Rows, error)) *chunkReader {
-	cr := &chunkReader{out: make(chan *postgres.Rows, chunksAhead), done: make(chan struct{})}
+func (v *validator) readChunks(ctx context.Context, encode func([]*sluice.Document) (*postgres.Rows, error)) *chunkReader {
+	ctx, cancel := context.WithCancel(ctx)
+	cr := &chunkReader{out: make(chan chunk, chunksAhead), done: make(chan struct{}), cancel: cancel,
+		give: func(n int64) { v.budget.give(v.user, n) }, starved: make(chan struct{}, 1)}
+	v.starving = func(on bool) {
+		cr.starving.Store(on)
+		if on {
+			select {
+			case cr.starved <- struct{}{}:
+			default: // the writer has yet to see the last one
+			}
+		}
+	}
 	go func() {
 		defer close(cr.done)
 		defer close(cr.out)
-		cr.err = v.sendChunks(encode, cr)
+		cr.err = v.sendChunks(ctx, encode, cr)
 	}()
 	return cr
 }
 
-func (v *validator) sendChunks(encode func([]*sluice.Document) (*postgres.Rows, error), cr *chunkReader) error {
-	chunk := make([]*sluice.Document, 0, chunkSize)
+func (v *validator) sendChunks(ctx context.Context, encode func([]*sluice.Document) (*postgres.Rows, error), cr *chunkReader) error {
+	docs := make([]*sluice.Document, 0, chunkSize)
+	size := 0
 	send := func() error {
-		r, err := encode(chunk)
+		r, err := encode(docs)
 		if err != nil {
 			return err
 		}
-		cr.out <- r
-		chunk = make([]*sluice.Document, 0, chunkSize)
+		cr.out <- chunk{rows: r, bytes: size, charge: v.held}
+		v.held = 0
+		docs, size = make([]*sluice.Document, 0, chunkSize), 0
 		return nil
 	}
 	for !cr.stopped.Load() {
-		if len(chunk) >= chunkSize {
+		if len(docs) >= chunkSize || size >= chunkBytes {
 			if err := send(); err != nil {
 				return err
 			}
 		}
-		doc, err := v.next()
+		// The reader waits for the budget only with an empty chunk:
+		// the chunks it sent are given back as they are written, and
+		// one it held would never be.
+		doc, err := v.next(ctx, len(docs) == 0)
+		if errors.Is(err, errWouldWait) {
+			if err := send(); err != nil {
+				return err
+			}
+			continue
+		}
 		if errors.Is(err, io.EOF) {
-			if len(chunk) > 0 {
+			if len(docs) > 0 {
 				return send()
 			}
 			return nil
@@ -533,7 +677,8 @@ func (v *validator) sendChunks(encode func([]*sluice.Document) (*postgres.Rows, 
 		if err != nil {
 			return err
 		}
-		chunk = append(chunk, doc)
+		docs = append(docs, doc)
+		size += v.size
 	}
 	return nil
 }
@@ -549,19 +694,52 @@ func (cr *chunkReader) wait() error {
 // may be called again.
 func (cr *chunkReader) stop() {
 	cr.stopped.Store(true)
-	for range cr.out { // unblocks a reader waiting to send
+	cr.cancel()
+	for c := range cr.out { // unblocks a reader waiting to send
+		cr.give(c.charge)
 	}
 	<-cr.done
 }
 
-func (v *validator) next() (*sluice.Document, error) {
+// next returns the next document, validated, having charged its JSON
+// size to the budget first. When the charge cannot be had at once it
+// waits for it if mayWait is set, and otherwise returns errWouldWait,
+// keeping the document for the next call.
+func (v *validator) next(ctx context.Context, mayWait bool) (*sluice.Document, error) {
 	n := len(v.ids)
-	raw, err := v.src.Next()
-	if err != nil {
-		return nil, err // io.EOF, or an error naming the document
+	var raw schema.RawDocument
+	if v.waiting != nil {
+		raw, v.waiting = *v.waiting, nil
+	} else {
+		var err error
+		if raw, err = v.src.Next(); err != nil {
+			return nil, err // io.EOF, or an error naming the document
+		}
+		if v.max > 0 && int64(n) >= v.max {
+			return nil, v.tooMany()
+		}
 	}
-	if v.max > 0 && int64(n) >= v.max {
-		return nil, v.tooMany()
+	v.size = len(raw.JSON)
+	if v.budget != nil && v.size > 0 {
+		charge, ok := v.budget.tryTake(v.user, int64(v.size))
+		if !ok {
+			if !mayWait {
+				v.waiting = &raw // src's text stays valid: src is not read before it is used
+				return nil, errWouldWait
+			}
+			if v.starving != nil {
+				v.starving(true)
+			}
+			var err error
+			charge, err = v.budget.take(ctx, v.user, int64(v.size))
+			if v.starving != nil {
+				v.starving(false)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		v.held += charge
 	}
 	doc, err := raw.Validate(v.schema)
 	if err != nil {

@@ -1,0 +1,78 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestWriteBytesPerUser: the documents one user's writes hold are bounded
+// by write_bytes_per_user. While a write whose body stalled after its
+// first document of 600 KB holds it, another write of the user's with a
+// document of 600 KB waits for it and then is answered 429 with
+// Retry-After, naming the setting, having written nothing; once the
+// first write's body ends, both are written. (The engine's tests cover
+// write_bytes and writes larger than the budget.)
+func TestWriteBytesPerUser(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
+	d.CreateDatabase(t, "wb", "type Note { text: String }")
+	text := strings.Repeat("x", 600<<10)
+	note := func(id string) string { return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, text) }
+
+	body, feed := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/document/admin/wb", body)
+	req.Header.Set("Content-Type", "application/json")
+	dt.Admin()(req)
+	answer := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("the stalled write: %v", err)
+			answer <- 0
+			return
+		}
+		resp.Body.Close()
+		answer <- resp.StatusCode
+	}()
+	// The write has read its first document once the pipe's write
+	// returns; until it has charged it, another write fits beside it, so
+	// writes are sent until one is refused (each written is counted).
+	if _, err := feed.Write([]byte("[" + note("a") + ",")); err != nil {
+		t.Fatal(err)
+	}
+	written := 0
+	for ; ; written++ {
+		if written == 20 {
+			t.Fatal("no write was refused beside the stalled one")
+		}
+		r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/wb", note(fmt.Sprintf("b%d", written)))
+		if r.Status == 200 {
+			continue
+		}
+		if r.Status != 429 || !strings.Contains(string(r.Body), "write_bytes_per_user") || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("a write past the budget: %d %s (Retry-After %q), want a 429 naming write_bytes_per_user", r.Status, r.Body, r.Header.Get("Retry-After"))
+		}
+		break
+	}
+	if _, err := feed.Write([]byte(note("a2") + "]")); err != nil {
+		t.Fatal(err)
+	}
+	feed.Close()
+	if status := <-answer; status != 200 {
+		t.Fatalf("the stalled write, once its body ended: %d", status)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/wb", note("c"))
+	if got, want := countNotes(t, d, "wb"), written+3; got != want {
+		t.Fatalf("%d notes, want %d", got, want)
+	}
+}

@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// A document a write holds costs several times its JSON in memory until
+// its rows are written: the decoded document, its row values and its
+// after image, their encoding as statement parameters and the messages
+// sent to Postgres (10 documents of 6 MB, 60 MB of JSON, took the heap
+// 1.1 GB higher while they were written). So the documents that REST
+// writes hold, from the moment each is read from its body until the
+// chunk or the group commit holding it is written, are charged by their
+// JSON size to a budget of the process (write_bytes), of which one user
+// may hold write_bytes_per_user. A document is charged before it is
+// validated. One larger than what a user may hold is charged that much,
+// so it waits until its user holds nothing else.
+//
+// A write that cannot have a document's charge waits for it, at most
+// writeBudgetWait, then fails naming the setting (429 for a user's
+// share, 503 for the process's). A write never waits while it holds
+// charges that only its own progress gives back (see writeDocsWith): a
+// small write whose next document must wait becomes a large one, which
+// writes what it holds first, and a large write sends the chunk it is
+// building before it waits. Waits that other writes' Postgres row locks
+// hold up end with writeBudgetWait.
+
+// writeBudgetWait bounds how long a write waits for a document's charge.
+const writeBudgetWait = 10 * time.Second
+
+// writeBudget counts the bytes of JSON of the documents writes hold.
+type writeBudget struct {
+	total   int64 // all users together; 0: not bounded
+	perUser int64 // one user; 0: not bounded
+	wait    time.Duration
+
+	mu      sync.Mutex
+	held    map[int64]int64
+	all     int64
+	peak    int64         // the most all has been (for tests)
+	waiting chan struct{} // closed when a charge is given back
+}
+
+// newWriteBudget returns a budget of total bytes, perUser of them for one
+// user (0: no bound).
+func newWriteBudget(total, perUser int64) *writeBudget {
+	return &writeBudget{total: total, perUser: perUser, wait: writeBudgetWait, held: map[int64]int64{}}
+}
+
+// charge is what a document of n bytes is charged: n, or a user's share
+// or the process's budget when n is larger.
+func (b *writeBudget) charge(n int64) int64 {
+	if b.perUser > 0 {
+		n = min(n, b.perUser)
+	}
+	if b.total > 0 {
+		n = min(n, b.total)
+	}
+	return n
+}
+
+// tryTake charges n bytes to user if that fits now, and returns the
+// charge (0 when it did not fit, or n is 0).
+func (b *writeBudget) tryTake(user, n int64) (int64, bool) {
+	n = b.charge(n)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return n, b.fits(user, n)
+}
+
+// fits charges n to user if it fits; b.mu is held.
+func (b *writeBudget) fits(user, n int64) bool {
+	if b.perUser > 0 && b.held[user]+n > b.perUser || b.total > 0 && b.all+n > b.total {
+		return false
+	}
+	b.held[user] += n
+	b.all += n
+	b.peak = max(b.peak, b.all)
+	return true
+}
+
+// take charges n bytes to user, waiting for them at most b.wait, and
+// returns the charge to give back.
+func (b *writeBudget) take(ctx context.Context, user, n int64) (int64, error) {
+	n = b.charge(n)
+	timer := time.NewTimer(b.wait)
+	defer timer.Stop()
+	for {
+		b.mu.Lock()
+		if b.fits(user, n) {
+			b.mu.Unlock()
+			return n, nil
+		}
+		// Which bound keeps it waiting, for the error.
+		userBound := b.perUser > 0 && b.held[user]+n > b.perUser
+		if b.waiting == nil {
+			b.waiting = make(chan struct{})
+		}
+		ch := b.waiting
+		b.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-timer.C:
+			if userBound {
+				return 0, sluice.Errorf(sluice.CodeTooMany, "this user's writes hold the documents they may hold at once (write_bytes_per_user, %d bytes of JSON) and none was written in time; retry shortly, or send fewer writes at once", b.perUser)
+			}
+			return 0, sluice.Errorf(sluice.CodeUnavailable, "the server's writes hold the documents they may hold at once (write_bytes, %d bytes of JSON) and none was written in time; retry shortly", b.total)
+		}
+	}
+}
+
+// give gives back a charge of user, and wakes the writes waiting (each
+// tries again).
+func (b *writeBudget) give(user, n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held[user] -= n; b.held[user] <= 0 {
+		delete(b.held, user)
+	}
+	b.all -= n
+	if b.waiting != nil {
+		close(b.waiting)
+		b.waiting = nil
+	}
+}
+
+// errWouldWait is what validator.next returns when a document's charge
+// cannot be had without waiting and the validator may not wait: the
+// document is kept, and read again by the next call.
+var errWouldWait = errors.New("the write budget is held")

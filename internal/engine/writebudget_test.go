@@ -1,0 +1,152 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/schema"
+)
+
+// jsonDocs is an engine.DocSource over documents' JSON text. When stall is
+// not nil, after its last document it closes asked and waits for stall to
+// be closed before it ends: a request body that stops arriving.
+type jsonDocs struct {
+	docs  [][]byte
+	stall chan struct{}
+	asked chan struct{}
+	once  sync.Once
+}
+
+func (j *jsonDocs) Next() (schema.RawDocument, error) {
+	if len(j.docs) == 0 {
+		if j.stall != nil {
+			j.once.Do(func() { close(j.asked) })
+			<-j.stall
+		}
+		return schema.RawDocument{}, io.EOF
+	}
+	d := j.docs[0]
+	j.docs = j.docs[1:]
+	return schema.RawDocument{JSON: d}, nil
+}
+
+// notes returns n Notes, keyed prefix0…, each of a text of size bytes.
+func notes(prefix string, n, size int) [][]byte {
+	text := strings.Repeat("x", size)
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = fmt.Appendf(nil, `{"@type":"Note","@id":"%s%d","text":%q}`, prefix, i, text)
+	}
+	return out
+}
+
+// TestWriteBytesAreBudgeted: the documents of writes in progress hold at
+// most write_bytes_per_user of JSON for one user and write_bytes for the
+// process. A write whose documents do not fit waits for the budget, and
+// past its wait is refused naming the setting (429 for the user's share,
+// 503 for the process's), having written nothing; once the write holding
+// it ends, it is written.
+func TestWriteBytesAreBudgeted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, c := range []struct {
+		name           string
+		total, perUser int64
+		code           sluice.Code
+		setting        string
+	}{
+		{"per user", 64 << 20, 1 << 20, sluice.CodeTooMany, "write_bytes_per_user"},
+		{"per process", 1 << 20, 0, sluice.CodeUnavailable, "write_bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e, _, admin := newEngine(t)
+			e.LimitWriteBytes(c.total, c.perUser)
+			e.WaitForWriteBytes(200 * time.Millisecond)
+			if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
+				t.Fatal(err)
+			}
+			// A holds one document of 600 KB, its body stalled after it.
+			held := &jsonDocs{docs: notes("a", 1, 600<<10), stall: make(chan struct{}), asked: make(chan struct{})}
+			answered := make(chan error, 1)
+			go func() {
+				_, err := e.Insert(ctx, admin, engine.AdminOrg, "db", held, engine.WriteOptions{})
+				answered <- err
+			}()
+			<-held.asked
+			if n, _ := e.WriteBytes(); n < 600<<10 {
+				t.Fatalf("the stalled write holds %d bytes of the budget, want its document's 600 KB", n)
+			}
+			// B's document of 600 KB does not fit beside it.
+			_, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("b", 1, 600<<10)}, engine.WriteOptions{})
+			if se, ok := errors.AsType[*sluice.Error](err); !ok || se.Code != c.code || !strings.Contains(se.Message, c.setting) {
+				t.Fatalf("a write past the budget: %v, want %s naming %s", err, c.code, c.setting)
+			}
+			// A small one does.
+			if _, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("c", 1, 100<<10)}, engine.WriteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			close(held.stall)
+			if err := <-answered; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("b", 1, 600<<10)}, engine.WriteOptions{}); err != nil {
+				t.Fatalf("the write refused, once the budget was given back: %v", err)
+			}
+			if n, _ := e.WriteBytes(); n != 0 {
+				t.Fatalf("writes that ended hold %d bytes of the budget", n)
+			}
+		})
+	}
+}
+
+// TestWritesLargerThanTheBudgetAreWritten: a write holding more JSON than
+// its user may hold at once (few large documents, or many) is written
+// within that budget: it never waits for the budget while it holds some
+// that only its own progress gives back. A small write (up to 100
+// documents) whose next document must wait becomes a large one, written
+// in chunks, and a large one sends what it holds back before it waits.
+// Each document larger than the user's share is charged the share.
+func TestWritesLargerThanTheBudgetAreWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	const share = 3 << 20
+	e.LimitWriteBytes(64<<20, share)
+	e.WaitForWriteBytes(2 * time.Second)
+	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name    string
+		n, size int
+	}{
+		{"12 documents of 600 KB", 12, 600 << 10},
+		{"90 documents of 60 KB", 90, 60 << 10},
+		{"2 documents of 4 MB", 2, 4 << 20},
+		{"300 documents of 20 KB", 300, 20 << 10},
+	} {
+		prefix := fmt.Sprintf("n%d_", c.n)
+		res, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes(prefix, c.n, c.size)}, engine.WriteOptions{})
+		if err != nil {
+			t.Fatalf("insert of %s: %v", c.name, err)
+		}
+		if len(res.IDs) != c.n {
+			t.Fatalf("insert of %s wrote %d documents", c.name, len(res.IDs))
+		}
+		if _, err := e.Replace(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes(prefix, c.n, c.size)}, engine.WriteOptions{}); err != nil {
+			t.Fatalf("replace of %s: %v", c.name, err)
+		}
+		if held, peak := e.WriteBytes(); held != 0 || peak > share {
+			t.Fatalf("after %s: writes hold %d bytes of the budget, and held %d at most, want 0 and at most %d", c.name, held, peak, share)
+		}
+	}
+}
