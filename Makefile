@@ -96,6 +96,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'WriteBatch1000' -benchtime 60x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'WriteConcurrent8' -benchtime 2400x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'WriteStatements' -benchtime 4000x -v ./internal/bench/
+	$(GO) test -run '^$$' -bench 'WriteLargeDocuments' -benchtime 2x -timeout 30m ./internal/bench/
 	$(GO) test -run '^$$' -bench 'ReadDocuments' -benchmem -count 3 ./internal/rest/
 	$(GO) test -run '^$$' -bench 'HTTP2' -benchtime 3s -count 3 ./internal/rest/
 	$(GO) test -run '^$$' -bench 'CopyRows' -benchmem -count 3 ./internal/postgres/
