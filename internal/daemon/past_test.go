@@ -650,6 +650,17 @@ func TestPastErrors(t *testing.T) {
 	if r := d.Do(t, dt.Admin(), "GET", "/api/diff/admin/gone", nil); r.Status != 400 || !bytes.Contains(r.Body, []byte("from is required")) {
 		t.Errorf("a diff without from: %d %s", r.Status, r.Body)
 	}
+	// A pruned commit's change set is GONE, as a read as of it is; one
+	// that never was is NOT_FOUND.
+	for _, c := range []struct{ commit, code, text string }{
+		{"2", "GONE", "commit 2 of admin/gone is older than the history it retains (log_retention); the oldest commit it holds is 4"},
+		{"9", "NOT_FOUND", "commit 9 of admin/gone does not exist"},
+	} {
+		a := gqlQuery(t, d, dt.Admin(), "gone", `{ _ChangeSet(commit: "`+c.commit+`") { _CommitMetadata { _id } } }`)
+		if string(a.Data) != `{"_ChangeSet":null}` || len(a.Errors) != 1 || a.Errors[0].Extensions.Code != c.code || !strings.Contains(a.Errors[0].Message, c.text) {
+			t.Errorf("_ChangeSet(commit: %s): %s %+v, want %s %q", c.commit, a.Data, a.Errors, c.code, c.text)
+		}
+	}
 }
 
 // TestPastSQLWrites: writes made in SQL are history like any other: a

@@ -113,12 +113,18 @@ func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluic
 
 // CommitChanges returns commit seq of d (0: the newest) with its changes
 // as a reader with role sees them through the current schema s (see
-// RedactCommit), or NotFound when it does not exist or was pruned. It
+// RedactCommit), NotFound when it does not exist, or HistoryGone when it
+// was pruned (as a read as of a pruned position is). It
 // stops reading once it holds more than maxChanges changes or maxBytes
 // bytes of change images (< 0: no bound), and the commit is then Partial
 // (see postgres.DB.Commit). Authorization as QueryDocuments.
 func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error) {
 	c, err := e.store.Commit(ctx, d, seq, maxChanges, maxBytes)
+	if sluice.ErrorCode(err) == sluice.CodeNotFound && seq > 0 {
+		if h, herr := e.store.History(ctx, d.ID); herr == nil && seq <= h.PrunedSeq {
+			return nil, sluice.Errorf(sluice.CodeHistoryGone, "commit %d of %s is older than the history it retains (log_retention); the oldest commit it holds is %d", seq, d.Path(), h.PrunedSeq+1)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
