@@ -18,23 +18,16 @@ import (
 // reader and an admin.
 func TestPastSchema(t *testing.T) {
 	t.Parallel()
-	parse := func(sdl string) *sluice.Schema {
-		s, err := schema.Parse(sdl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	// Version 1 (commits 1 to 4), the one in force at position 3; version
 	// 2 from commit 5, version 3 (today's) from commit 8.
-	v1 := parse(`enum Size { S M L }
+	v1 := mustParse(t, `enum Size { S M L }
 		type Item { name: String! qty: Int size: Size note: String secret: String @private again: Int hid: Int }
 		type Tag { label: String! }
 		type Old { x: Int }`)
-	v2 := parse(`enum Size { S M }
+	v2 := mustParse(t, `enum Size { S M }
 		type Item { name: String! qty: String size: Size note: String @private secret: String hid: String @private }
 		type Other { y: Int }`)
-	now := parse(`enum Size { S M }
+	now := mustParse(t, `enum Size { S M }
 		type Item { name: String! qty: String size: Size note: String secret: String added: Int again: Int hid: String @private }
 		type Tag { label: String! }
 		type Other { y: Int }`)
@@ -159,25 +152,18 @@ func scanVersionsOf(t *testing.T, versions []*sluice.Schema, firsts []int64, at 
 // and left out of every subdocument of a document as of then.
 func TestPastSchemaSubdocuments(t *testing.T) {
 	t.Parallel()
-	parse := func(sdl string) *sluice.Schema {
-		s, err := schema.Parse(sdl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	// Version 1 (commits 1 to 4): city protected; version 2 (from commit
 	// 5): street, code and pin protected, city not; today's (from commit
 	// 8): none of them.
-	v1 := parse(`type Person { name: String home: Address homes: [Address] vault: Vault }
+	v1 := mustParse(t, `type Person { name: String home: Address homes: [Address] vault: Vault }
 		type Address @subdocument { street: String city: String @private geo: Geo }
 		type Geo @subdocument { code: String near: Geo }
 		type Vault @subdocument { pin: String }`)
-	v2 := parse(`type Person { name: String home: Address homes: [Address] vault: Vault }
+	v2 := mustParse(t, `type Person { name: String home: Address homes: [Address] vault: Vault }
 		type Address @subdocument { street: String @private city: String geo: Geo }
 		type Geo @subdocument { code: String @private near: Geo }
 		type Vault @subdocument { pin: String @private }`)
-	now := parse(`type Person { name: String home: Address homes: [Address] vault: Vault @private }
+	now := mustParse(t, `type Person { name: String home: Address homes: [Address] vault: Vault @private }
 		type Address @subdocument { street: String city: String geo: Geo }
 		type Geo @subdocument { code: String near: Geo }
 		type Vault @subdocument { pin: String }`)
@@ -249,26 +235,19 @@ func TestPastSchemaSubdocuments(t *testing.T) {
 // was nothing then.
 func TestPastSchemaSubdocumentDrops(t *testing.T) {
 	t.Parallel()
-	parse := func(sdl string) *sluice.Schema {
-		s, err := schema.Parse(sdl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	// Version 1 (commits 1 to 4), version 2 (from commit 5), today's
 	// (from commit 8).
-	v1 := parse(`enum Kind { A B C }
+	v1 := mustParse(t, `enum Kind { A B C }
 		type Person { name: String home: Address }
 		type Address @subdocument { zip: Int kind: Kind tags: String geo: Geo again: Int gone: Int same: String }
 		type Geo @subdocument { code: String }
 		type Pos @subdocument { code: String }`)
-	v2 := parse(`enum Kind { A B }
+	v2 := mustParse(t, `enum Kind { A B }
 		type Person { name: String home: Address }
 		type Address @subdocument { zip: String kind: Kind tags: [String] geo: Pos same: String added: Int }
 		type Geo @subdocument { code: String }
 		type Pos @subdocument { code: String }`)
-	now := parse(`enum Kind { A B }
+	now := mustParse(t, `enum Kind { A B }
 		type Person { name: String home: Address }
 		type Address @subdocument { zip: String kind: Kind tags: [String] geo: Pos again: Int same: String added: Int }
 		type Geo @subdocument { code: String }
@@ -328,17 +307,10 @@ func sameJSONText(t *testing.T, a []byte, b string) bool {
 // class implements again can. A diff covers both its positions.
 func TestPastSchemaImplementations(t *testing.T) {
 	t.Parallel()
-	parse := func(sdl string) *sluice.Schema {
-		s, err := schema.Parse(sdl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	// Version 1 (commits 1 to 4): Cat implements Animal; version 2 (from
 	// commit 5): it does not; version 3 (from commit 8): it does again.
-	in := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat implements Animal { name: String }`)
-	out := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }`)
+	in := mustParse(t, `interface Animal { name: String } type Dog implements Animal { name: String } type Cat implements Animal { name: String }`)
+	out := mustParse(t, `interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }`)
 	versions, firsts := []*sluice.Schema{in, out, in}, []int64{1, 5, 8}
 	pos := func(seq int64) sluice.Position {
 		return sluice.Position{Epoch: "e", Seq: seq, Index: sluice.WholeCommit}
@@ -386,18 +358,11 @@ func TestPastSchemaImplementations(t *testing.T) {
 // it to the reader as unknown, as it does to the admin.
 func TestPastSchemaNamesNoUnseenField(t *testing.T) {
 	t.Parallel()
-	parse := func(sdl string) *sluice.Schema {
-		s, err := schema.Parse(sdl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	// Version 1 (commits 1 to 4): home one Vault; today's (from commit
 	// 5): a list of them, a forced change that dropped the values.
-	v1 := parse(`type Person { name: String home: Vault }
+	v1 := mustParse(t, `type Person { name: String home: Vault }
 		type Vault @subdocument { pin: Int @private }`)
-	now := parse(`type Person { name: String home: [Vault] }
+	now := mustParse(t, `type Person { name: String home: [Vault] }
 		type Vault @subdocument { pin: Int @private }`)
 	versions, firsts := []*sluice.Schema{v1, now}, []int64{1, 5}
 	for _, c := range []struct {
@@ -423,18 +388,11 @@ func TestPastSchemaNamesNoUnseenField(t *testing.T) {
 // commit 11.
 func TestPastSchemaNamesTheChangeThatDropped(t *testing.T) {
 	t.Parallel()
-	parse := func(sdl string) *sluice.Schema {
-		s, err := schema.Parse(sdl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	full := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat implements Animal { name: String }
+	full := mustParse(t, `interface Animal { name: String } type Dog implements Animal { name: String } type Cat implements Animal { name: String }
 		type Item { a: Int b: Int } type Tag { l: String } type Old { x: Int }`)
-	v2 := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }
+	v2 := mustParse(t, `interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }
 		type Item { b: String }`)
-	now := parse(`interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }
+	now := mustParse(t, `interface Animal { name: String } type Dog implements Animal { name: String } type Cat { name: String }
 		type Item { a: Int b: Int } type Tag { l: String }`)
 	versions, firsts := []*sluice.Schema{full, v2, full, now}, []int64{1, 5, 8, 11}
 	pos := func(seq int64) sluice.Position {
@@ -472,4 +430,14 @@ func TestPastSchemaNamesTheChangeThatDropped(t *testing.T) {
 			t.Errorf("as of commit 9 (at %d): %v %v", sc.at, past.Unknown, past.Lost)
 		}
 	}
+}
+
+// mustParse parses sdl, failing the test when it does not parse.
+func mustParse(t *testing.T, sdl string) *sluice.Schema {
+	t.Helper()
+	s, err := schema.Parse(sdl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -83,13 +83,7 @@ func TestSocketQueuedQueryAfterAccessChange(t *testing.T) {
 		t.Run(change.name, func(t *testing.T) {
 			db := "wsq" + strings.ToLower(change.name)
 			d := queuedFixture(t, db, change.from)
-			c, _, err := dialWS(t, d, "/api/graphql/admin/"+db, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.c.SetReadLimit(64 << 20)
-			c.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("eve", "eve-password") + `"}}`)
-			c.expect(`{"type":"connection_ack"}`)
+			c := connectAsEve(t, d, db)
 			d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/"+db, `{"user":"eve","role":"admin"}`)
 			for i := range 8 {
 				c.send(fmt.Sprintf(`{"id":"big%d","type":"subscribe","payload":{"query":%q}}`, i, bigQuery))
@@ -226,13 +220,7 @@ func TestSingleQueuedQueryAfterAccessChange(t *testing.T) {
 func TestSocketQueryJudgedWhenItsTurnComes(t *testing.T) {
 	db := "wsjudged"
 	d := queuedFixture(t, db, "read")
-	c, _, err := dialWS(t, d, "/api/graphql/admin/"+db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.c.SetReadLimit(64 << 20)
-	c.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("eve", "eve-password") + `"}}`)
-	c.expect(`{"type":"connection_ack"}`)
+	c := connectAsEve(t, d, db)
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/"+db, `{"user":"eve","role":"admin"}`)
 	c.send(`{"id":"s","type":"subscribe","payload":{"query":"subscription { Person_added { name } }"}}`)
 	c.barrier("b")
@@ -265,4 +253,19 @@ func TestSocketQueryJudgedWhenItsTurnComes(t *testing.T) {
 			return
 		}
 	}
+}
+
+// connectAsEve opens a socket to admin/<db> and initialises it as eve
+// (credentials in the connection_init payload), reading results of up to
+// 64 MiB.
+func connectAsEve(t *testing.T, d *dt.Daemon, db string) *wsConn {
+	t.Helper()
+	c, _, err := dialWS(t, d, "/api/graphql/admin/"+db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.c.SetReadLimit(64 << 20)
+	c.send(`{"type":"connection_init","payload":{"Authorization":"` + basicAuth("eve", "eve-password") + `"}}`)
+	c.expect(`{"type":"connection_ack"}`)
+	return c
 }
