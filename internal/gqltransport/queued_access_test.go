@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"runtime"
 	"strings"
 	"testing"
@@ -152,21 +150,7 @@ func TestSingleQueuedQueryAfterAccessChange(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), wait)
 			defer cancel()
 			post := func(id, query string) singleAnswer {
-				req, err := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/graphql/admin/"+db,
-					strings.NewReader(body(query, "extensions", map[string]any{"operationId": id})))
-				if err != nil {
-					return singleAnswer{err: err}
-				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-GraphQL-Event-Stream-Token", tok)
-				eve(req)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					return singleAnswer{err: err}
-				}
-				defer resp.Body.Close()
-				b, err := io.ReadAll(resp.Body)
-				return singleAnswer{status: resp.StatusCode, body: string(b), err: err}
+				return postSingleAs(ctx, d, eve, db, tok, id, query)
 			}
 			// The big queries, one after the other, until one waits for
 			// room on the stream.

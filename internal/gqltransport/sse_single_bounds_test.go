@@ -21,10 +21,15 @@ type singleAnswer struct {
 	err    error
 }
 
-// postSingle POSTs query as operation id on reservation tok and returns
-// its answer; it gives up at the context's deadline. It is safe to call
-// from any goroutine (it does not fail the test).
+// postSingle POSTs query as operation id on reservation tok, as the
+// admin, and returns its answer; it gives up at the context's deadline.
+// It is safe to call from any goroutine (it does not fail the test).
 func postSingle(ctx context.Context, d *dt.Daemon, db, tok, id, query string) singleAnswer {
+	return postSingleAs(ctx, d, dt.Admin(), db, tok, id, query)
+}
+
+// postSingleAs is postSingle with the credentials of as.
+func postSingleAs(ctx context.Context, d *dt.Daemon, as dt.Auth, db, tok, id, query string) singleAnswer {
 	req, err := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/graphql/admin/"+db,
 		strings.NewReader(body(query, "extensions", map[string]any{"operationId": id})))
 	if err != nil {
@@ -32,7 +37,7 @@ func postSingle(ctx context.Context, d *dt.Daemon, db, tok, id, query string) si
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GraphQL-Event-Stream-Token", tok)
-	dt.Admin()(req)
+	as(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return singleAnswer{err: err}
