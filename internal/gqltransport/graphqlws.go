@@ -473,6 +473,15 @@ func (sc *socket) read() {
 	})
 	defer initTimer.Stop()
 	acked := false
+	// pending is closed once the last operation started is under way
+	// (muxRequest.registered): a query or mutation given its turn, a
+	// subscription registered. The loop reads on meanwhile, so that a
+	// complete (of the operation waiting or of the one running) and a
+	// ping are answered while a query waits behind a long one, but it
+	// starts no other operation until then: the next subscribe waits
+	// here, as bytes, so a socket holds at most one operation waiting
+	// and one message read ahead of it, besides those running.
+	var pending <-chan struct{}
 	for {
 		typ, data, err := sc.ws.Read(sc.ctx)
 		if err != nil {
@@ -535,6 +544,13 @@ func (sc *socket) read() {
 				sc.closeWith(4401, "Unauthorized")
 				return
 			}
+			if pending != nil {
+				select {
+				case <-pending:
+				case <-sc.ctx.Done():
+					return
+				}
+			}
 			if m.ID == "" {
 				sc.closeWith(4400, "Invalid message: subscribe needs an id")
 				return
@@ -548,7 +564,8 @@ func (sc *socket) read() {
 				sc.closeWith(4400, "Invalid message: "+msg)
 				return
 			}
-			if !sc.subscribe(m.ID, params, graph.ParamsCost(m.Payload)) {
+			var ok bool
+			if pending, ok = sc.subscribe(m.ID, params, graph.ParamsCost(m.Payload)); !ok {
 				sc.closeWith(4409, "Subscriber for "+m.ID+" already exists")
 				return
 			}
@@ -746,20 +763,21 @@ func authorizationOf(m map[string]any) (string, int, error) {
 	return s, n, nil
 }
 
-// subscribe starts operation id and waits until it is under way (see
-// muxRequest.registered). It reports false when id is in use.
-func (sc *socket) subscribe(id string, params *graphql.RawParams, cost int64) bool {
+// subscribe starts operation id and returns a channel closed once it is
+// under way (see muxRequest.registered), nil when it was not started. It
+// reports false when id is in use.
+func (sc *socket) subscribe(id string, params *graphql.RawParams, cost int64) (registered <-chan struct{}, ok bool) {
 	ctx, cancel := context.WithCancel(sc.ctx)
 	sc.mu.Lock()
 	if sc.ops == nil { // shutting down: the operation is not started
 		sc.mu.Unlock()
 		cancel()
-		return true
+		return nil, true
 	}
 	if sc.ops[id] != nil {
 		sc.mu.Unlock()
 		cancel()
-		return false
+		return nil, false
 	}
 	if max := sc.srv.opts.MaxOperations; sc.running >= max {
 		sc.mu.Unlock()
@@ -771,17 +789,16 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams, cost int64) bo
 		idJSON, _ := json.Marshal(id)
 		op := &muxOp{out: sc.out, proto: protoWS, id: idJSON, logger: sc.srv.opts.Logger}
 		op.refuse(sluice.Errorf(sluice.CodeTooMany, "this socket runs its maximum of %d operations at once (config graphql_ws_max_operations): send it again once one has ended", max))
-		return true
+		return nil, true
 	}
 	e := &muxEntry{stop: cancel}
 	sc.ops[id] = e
 	sc.running++
 	sc.wg.Add(1)
 	sc.mu.Unlock()
-	registered := make(chan struct{})
-	go sc.operation(ctx, cancel, e, id, params, cost, registered)
-	<-registered
-	return true
+	reg := make(chan struct{})
+	go sc.operation(ctx, cancel, e, id, params, cost, reg)
+	return reg, true
 }
 
 // operation runs operation id: authorized, then dispatched to the

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -206,19 +207,7 @@ func TestSocketQueryJudgedWhenItsTurnComes(t *testing.T) {
 	d := queuedFixture(t, db, "read")
 	c := connectAsEve(t, d, db)
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/"+db, `{"user":"eve","role":"admin"}`)
-	c.send(`{"id":"s","type":"subscribe","payload":{"query":"subscription { Person_added { name } }"}}`)
-	c.barrier("b")
-	for batch := range 8 {
-		var docs []string
-		for i := range 500 {
-			docs = append(docs, fmt.Sprintf(`{"@type":"Person","@id":"Person/b%d-%d","name":"%s"}`, batch, i, strings.Repeat("y", 4000)))
-		}
-		insert(t, d, db, "["+strings.Join(docs, ",")+"]")
-	}
-	// The events fill the connection: the subscription waits for room.
-	eventually.True(t, wait, "the subscription waits for the socket's writer", func() bool {
-		return waitingGoroutines("gqltransport.(*muxOut).wait(") > 0
-	})
+	fillSocket(t, d, db, c)
 	c.send(fmt.Sprintf(`{"id":"victim","type":"subscribe","payload":{"query":%q}}`, victimQuery))
 	eventually.True(t, wait, "the query waits its turn", func() bool {
 		return waitingGoroutines("gqltransport.(*muxOut).turn(") > 0
@@ -234,6 +223,59 @@ func TestSocketQueryJudgedWhenItsTurnComes(t *testing.T) {
 			if want := `{"id":"victim","type":"error","payload":[{"message":"the role of eve on admin/` + db + ` was narrowed to read while this operation waited its turn","extensions":{"code":"FORBIDDEN"}}]}`; m != want {
 				t.Fatalf("got  %.300s\nwant %s", m, want)
 			}
+			return
+		}
+	}
+}
+
+// fillSocket subscribes c (which then reads nothing) to people added to
+// admin/<db> and adds 16 MB of them, until the events fill the socket and
+// the subscription waits for room: a query sent then waits its turn.
+func fillSocket(t *testing.T, d *dt.Daemon, db string, c *wsConn) {
+	t.Helper()
+	c.send(`{"id":"s","type":"subscribe","payload":{"query":"subscription { Person_added { name } }"}}`)
+	c.barrier("b")
+	for batch := range 8 {
+		var docs []string
+		for i := range 500 {
+			docs = append(docs, fmt.Sprintf(`{"@type":"Person","@id":"Person/b%d-%d","name":"%s"}`, batch, i, strings.Repeat("y", 4000)))
+		}
+		insert(t, d, db, "["+strings.Join(docs, ",")+"]")
+	}
+	eventually.True(t, wait, "the subscription waits for the socket's writer", func() bool {
+		return waitingGoroutines("gqltransport.(*muxOut).wait(") > 0
+	})
+}
+
+// TestSocketCompleteOfAWaitingQuery: a client whose socket is full sends
+// a query, which waits its turn, then completes it: the query is stopped
+// while it waits, not run once the client reads, and the socket reads
+// on. Found by review: the socket read its next message only once the
+// query had its turn, so the complete (and a ping) waited behind it, and
+// the query ran.
+func TestSocketCompleteOfAWaitingQuery(t *testing.T) {
+	db := "wscomplete"
+	d := queuedFixture(t, db, "admin")
+	c := connectAsEve(t, d, db)
+	fillSocket(t, d, db, c)
+	c.send(fmt.Sprintf(`{"id":"q","type":"subscribe","payload":{"query":%q}}`, victimQuery))
+	eventually.True(t, wait, "the query waits its turn", func() bool {
+		return waitingGoroutines("gqltransport.(*muxOut).turn(") > 0
+	})
+	c.send(`{"id":"q","type":"complete"}`)
+	// Well within the socket's own deadline (wait, from its dial), at
+	// which the client closes it and the query stops waiting anyway.
+	eventually.True(t, 15*time.Second, "the query stops waiting, the client reading nothing", func() bool {
+		return waitingGoroutines("gqltransport.(*muxOut).turn(") == 0
+	})
+	c.send(`{"id":"s","type":"complete"}`)
+	c.send(`{"id":"after","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+	for {
+		m := c.read()
+		if strings.Contains(m, `"id":"q"`) {
+			t.Fatalf("the completed query answered: %.300s", m)
+		}
+		if m == `{"id":"after","type":"complete"}` {
 			return
 		}
 	}
