@@ -23,13 +23,13 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // newEngine returns an engine on a fresh database, bootstrapped, its store
 // and the super user.
-func newEngine(t *testing.T) (*engine.Engine, *postgres.DB, *sluice.User) {
+func newEngine(t testing.TB) (*engine.Engine, *postgres.DB, *sluice.User) {
 	t.Helper()
 	return newEngineOn(t, pgtest.NewDatabase(t))
 }
 
 // newEngineOn is newEngine on the database at dbURL.
-func newEngineOn(t *testing.T, dbURL string, opts ...auth.Option) (*engine.Engine, *postgres.DB, *sluice.User) {
+func newEngineOn(t testing.TB, dbURL string, opts ...auth.Option) (*engine.Engine, *postgres.DB, *sluice.User) {
 	t.Helper()
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

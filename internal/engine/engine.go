@@ -63,6 +63,11 @@ type Engine struct {
 	lost *sizedCache[lostKey, *Past]
 	// dropWalks makes concurrent misses of one entry of drops walk once.
 	dropWalks singleflight.Group
+	// walks holds what walks of the schema versions found, for reads of
+	// the past (past.go), bounded; walkRuns makes concurrent misses of
+	// one walk walk once.
+	walks    *sizedCache[walkKey, *walked]
+	walkRuns singleflight.Group
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
@@ -132,6 +137,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 		digests:   newDigestCache(),
 		drops:     newDropCache(),
 		lost:      newLostCache(),
+		walks:     newWalkCache(),
 		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}

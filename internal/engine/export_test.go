@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schemacache"
 )
 
 // ServingRequest marks a small request in progress, as the engine's
@@ -32,3 +33,13 @@ func (e *Engine) WriteBytes() (held, peak int64) {
 	defer e.writeBytes.mu.Unlock()
 	return e.writeBytes.all, e.writeBytes.peak
 }
+
+// KeepDigests makes the cache of version digests (digest.go) an empty one
+// bounded to maxBytes (it keeps one digest at least), so that a test can
+// tell whether a read walked versions: a walk leaves digests in it.
+func (e *Engine) KeepDigests(maxBytes int) {
+	e.digests = newSizedCache[schemacache.Key](digestEntries, maxBytes, e.digests.size)
+}
+
+// DigestsKept returns the number of digests the cache holds.
+func (e *Engine) DigestsKept() int { return e.digests.lru.Len() }

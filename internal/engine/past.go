@@ -350,15 +350,166 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 			break
 		}
 	}
-	firsts := make([]int64, len(walk))
-	for i, v := range walk {
-		firsts[i] = v.FirstSeq
-	}
+	at := max(postgres.VersionAt(walk, toSeq), 0)
 	load := func(i int) (*sluice.Schema, error) { return e.store.SchemaAt(ctx, d.ID, walk[i].Version) }
-	digest := func(i int) (*versionDigest, error) {
-		return e.versionDigest(ctx, d.ID, walk[i-1].Version, walk[i].Version)
+	if len(walk) == 0 {
+		return scan(nil, at, load, nil, cur, role)
 	}
-	return scan(firsts, max(postgres.VersionAt(walk, toSeq), 0), load, digest, cur, role)
+	key := walkKey{db: d.ID, from: walk[0].Version, at: walk[at].Version, cur: d.SchemaVersion, role: role}
+	w, ok := e.walks.get(key)
+	if !ok || !slices.Equal(w.versions, walk) {
+		v, err, _ := e.walkRuns.Do(fmt.Sprint(key), func() (any, error) {
+			if w, ok := e.walks.get(key); ok && slices.Equal(w.versions, walk) {
+				return w, nil
+			}
+			firsts := make([]int64, len(walk))
+			for i, v := range walk {
+				firsts[i] = v.FirstSeq
+			}
+			digest := func(i int) (*versionDigest, error) {
+				return e.versionDigest(ctx, d.ID, walk[i-1].Version, walk[i].Version)
+			}
+			sc, err := scan(firsts, at, load, digest, cur, role)
+			if err != nil {
+				return nil, err
+			}
+			w := &walked{versions: slices.Clone(walk), sc: sc.compact()}
+			e.walks.add(key, w)
+			return w, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		w = v.(*walked)
+	}
+	// A walk found cached loads versions 0 and at, as a walk does: at
+	// most two parses, when the cache of parsed versions lacks them.
+	sc := *w.sc
+	if sc.then, err = load(0); err != nil {
+		return nil, err
+	}
+	if sc.atThen, err = load(at); err != nil {
+		return nil, err
+	}
+	return &sc, nil
+}
+
+// A walk of many versions costs as much as the digests it applies, and
+// when they are larger than the cache of digests (a schema of 900
+// classes changed 152 times, each change touching every class: 94 MB of
+// digests), every walk computed them again, parsing every version: 2 to
+// 7 s for each read of the past, which any reader could repeat. What a
+// walk found (a versionScan) is small, of the size of today's schema at
+// most, and depends on nothing but the versions walked, the one in
+// force at a diff's end, today's schema and the reader's role: it is
+// cached by those, so that a read of the past repeated, or another as of
+// a position of the same version, walks no version. The first read of a
+// walk still walks it; concurrent ones wait for that walk (walkRuns).
+
+// walkKey keys a walk of the schema versions of a database: the version
+// it starts from, the one in force at a diff's end (at; the first for a
+// read as of a position), today's (cur, whose schema the walk reads
+// through) and the reader's role.
+type walkKey struct {
+	db            int64
+	from, at, cur int
+	role          sluice.Role
+}
+
+// walked is a walk cached: the versions it walked (and their first
+// commits, which a log's epoch changes) and what it found, without the
+// parsed versions 0 and at.
+type walked struct {
+	versions []postgres.SchemaVersion
+	sc       *versionScan
+}
+
+// Cached walks' bounds: in entries, and in the bytes of what they found.
+const (
+	walkEntries = 1 << 12
+	walkBytes   = 16 << 20
+)
+
+// newWalkCache returns the cache of walks.
+func newWalkCache() *sizedCache[walkKey, *walked] {
+	return newSizedCache[walkKey](walkEntries, walkBytes, func(w *walked) int { return w.size() })
+}
+
+// compact returns a copy of sc to cache: without the parsed versions 0
+// and at (the cache of parsed versions bounds those, SchemaAt), and with
+// names in strings of their own, as a digest's (compactClass): today's
+// schema's names share the memory of its text, as large as
+// max_schema_bytes, which a cached walk must not keep.
+func (sc *versionScan) compact() *versionScan {
+	names := func(m map[string]int) map[string]int {
+		out := make(map[string]int, len(m))
+		for k, v := range m {
+			out[strings.Clone(k)] = v
+		}
+		return out
+	}
+	fields := func(m map[fieldKey]int) map[fieldKey]int {
+		out := make(map[fieldKey]int, len(m))
+		for k, v := range m {
+			out[fieldKey{strings.Clone(k.class), strings.Clone(k.field)}] = v
+		}
+		return out
+	}
+	pairs := func(m map[classPair]int) map[classPair]int {
+		out := make(map[classPair]int, len(m))
+		for k, v := range m {
+			out[classPair{strings.Clone(k.class), strings.Clone(k.under)}] = v
+		}
+		return out
+	}
+	out := &versionScan{firsts: sc.firsts, at: sc.at, gone: names(sc.gone), broke: fields(sc.broke), left: pairs(sc.left), hidden: fields(sc.hidden),
+		droppedIn: names(sc.droppedIn), brokeIn: fields(sc.brokeIn), lastDoc: names(sc.lastDoc), strays: sc.strays,
+		dropped: sc.dropped, droppedName: strings.Clone(sc.droppedName),
+		firstBroke: make(map[fieldKey][2]int, len(sc.firstBroke)), firstGone: make(map[string][2]int, len(sc.firstGone)),
+		firstLeft: make(map[classPair][2]int, len(sc.firstLeft))}
+	for k, v := range sc.firstBroke {
+		out.firstBroke[fieldKey{strings.Clone(k.class), strings.Clone(k.field)}] = v
+	}
+	for k, v := range sc.firstGone {
+		out.firstGone[strings.Clone(k)] = v
+	}
+	for k, v := range sc.firstLeft {
+		out.firstLeft[classPair{strings.Clone(k.class), strings.Clone(k.under)}] = v
+	}
+	return out
+}
+
+// size is about the bytes w holds, for the cache's bound.
+func (w *walked) size() int {
+	sc := w.sc
+	n := 256 + 24*len(w.versions) + 8*len(sc.firsts) + len(sc.droppedName)
+	for name := range sc.gone {
+		n += 48 + len(name)
+	}
+	for name := range sc.droppedIn {
+		n += 48 + len(name)
+	}
+	for name := range sc.lastDoc {
+		n += 48 + len(name)
+	}
+	for name := range sc.firstGone {
+		n += 56 + len(name)
+	}
+	for _, m := range []map[fieldKey]int{sc.broke, sc.hidden, sc.brokeIn} {
+		for k := range m {
+			n += 64 + len(k.class) + len(k.field)
+		}
+	}
+	for k := range sc.firstBroke {
+		n += 72 + len(k.class) + len(k.field)
+	}
+	for k := range sc.left {
+		n += 64 + len(k.class) + len(k.under)
+	}
+	for k := range sc.firstLeft {
+		n += 72 + len(k.class) + len(k.under)
+	}
+	return n
 }
 
 // versionDigest returns the digest of schema version v of database dbID,

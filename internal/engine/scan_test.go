@@ -63,6 +63,13 @@ func TestScanByDigests(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("run %d (at %d, role %v): by digests\n%+v\nparsed\n%+v\nversions:\n%s", run, at, role, *got, *want, strings.Join(sdls, "\n--\n"))
 		}
+		// A walk cached (compact) is the walk, less the parsed versions
+		// a cached walk loads again.
+		kept := got.compact()
+		kept.then, kept.atThen = got.then, got.atThen
+		if !reflect.DeepEqual(kept, got) {
+			t.Fatalf("run %d: cached\n%+v\nwalked\n%+v", run, *kept, *got)
+		}
 	}
 }
 
