@@ -103,6 +103,7 @@ bench: ## run the benchmarks (see docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench 'Queries' -count 3 ./graph/
 	$(GO) test -run '^$$' -bench 'ReadScale' -benchtime 300x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Past$$' -benchtime 100x -count 3 -timeout 30m ./internal/bench/
+	$(GO) test -run '^$$' -bench 'ReadAsOfWalk' -benchtime 20x ./internal/engine/
 	$(GO) test -run '^$$' -bench 'LinksScale' -benchtime 300x -count 3 ./internal/bench/
 	$(GO) test -run '^$$' -bench 'Streams' -benchtime 1x -timeout 30m ./internal/bench/
 	$(GO) test -run '^$$' -bench 'LiveQueries' -benchtime 1x -timeout 30m ./internal/bench/

@@ -43,3 +43,11 @@ func (e *Engine) KeepDigests(maxBytes int) {
 
 // DigestsKept returns the number of digests the cache holds.
 func (e *Engine) DigestsKept() int { return e.digests.lru.Len() }
+
+// WalkBytes returns about the bytes the cached walks of schema versions
+// hold (past.go).
+func (e *Engine) WalkBytes() int {
+	e.walks.mu.Lock()
+	defer e.walks.mu.Unlock()
+	return e.walks.bytes
+}
