@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sluice-dev/sluice"
@@ -50,4 +51,21 @@ func (e *Engine) WalkBytes() int {
 	e.walks.mu.Lock()
 	defer e.walks.mu.Unlock()
 	return e.walks.bytes
+}
+
+// WalkOf walks the schema versions of d as a read as of commit seq, or a
+// diff from it to commit toSeq, does for a reader with role
+// (scanVersions), and returns the version in force at toSeq, counted
+// from the one at seq, and the fields ("Class.field", sorted) the walk
+// found protected from role since.
+func (e *Engine) WalkOf(ctx context.Context, d *sluice.Database, cur *sluice.Schema, role sluice.Role, seq, toSeq int64) (at int, hidden []string, err error) {
+	sc, err := e.scanVersions(ctx, d, cur, role, seq, toSeq)
+	if err != nil {
+		return 0, nil, err
+	}
+	for k := range sc.hidden {
+		hidden = append(hidden, k.class+"."+k.field)
+	}
+	slices.Sort(hidden)
+	return sc.at, hidden, nil
 }

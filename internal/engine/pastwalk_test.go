@@ -122,3 +122,52 @@ func TestReadAsOfWalksOnce(t *testing.T) {
 		t.Errorf("as of %s after name's type changed: %s (hidden %v)", pos, after.JSON, after.Hidden)
 	}
 }
+
+// TestCachedWalksAreKeptApart: a walk of the schema versions found cached
+// is one made for the same reader's role and the same version at a
+// diff's end: a field protected for a while since the position is
+// hidden from a reader, not from an admin, whichever walked first, and a
+// diff's walk knows the version at its end after a read as of its start.
+func TestCachedWalksAreKeptApart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: "admin", Name: "apart", Schema: "type P { name: String ssn: String }"}); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for i, sdl := range []string{"type P { name: String ssn: String @private }", "type P { name: String ssn: String }"} {
+		res, err := e.Insert(ctx, admin, "admin", "apart", &docs{{"@type": "P", "@id": fmt.Sprintf("p%d", i), "name": "N", "ssn": "1"}}, engine.WriteOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, res.Commit.Seq)
+		if _, err := e.PutSchema(ctx, admin, "admin", "apart", sdl, engine.PutSchemaOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, cur, err := e.Database(ctx, admin, "admin", "apart", sluice.RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		role       sluice.Role
+		seq, toSeq int64
+		at         int
+		hidden     string
+	}{
+		{sluice.RoleAdmin, seqs[0], seqs[0], 0, ""},
+		{sluice.RoleRead, seqs[0], seqs[0], 0, "P.ssn"},
+		{sluice.RoleAdmin, seqs[0], seqs[0], 0, ""},
+		{sluice.RoleRead, seqs[0], seqs[1], 1, "P.ssn"},
+		{sluice.RoleRead, seqs[0], seqs[0], 0, "P.ssn"},
+	} {
+		at, hidden, err := e.WalkOf(ctx, d, cur, c.role, c.seq, c.toSeq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at != c.at || strings.Join(hidden, ",") != c.hidden {
+			t.Errorf("role %v, commits %d to %d: at %d, hidden %v; want %d, %q", c.role, c.seq, c.toSeq, at, hidden, c.at, c.hidden)
+		}
+	}
+}
