@@ -66,7 +66,7 @@ type Engine struct {
 	// walks holds what walks of the schema versions found, for reads of
 	// the past (past.go), bounded; walkRuns makes concurrent misses of
 	// one walk walk once.
-	walks    *sizedCache[walkKey, *walked]
+	walks    *sizedCache[walkKey, *versionScan]
 	walkRuns singleflight.Group
 
 	// databases and roles save a round trip per request. Each entry is

@@ -356,11 +356,11 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 		return scan(nil, at, load, nil, cur, role)
 	}
 	key := walkKey{db: d.ID, from: walk[0].Version, at: walk[at].Version, cur: d.SchemaVersion, role: role}
-	w, ok := e.walks.get(key)
-	if !ok || !slices.Equal(w.versions, walk) {
+	found, ok := e.walks.get(key)
+	if !ok {
 		v, err, _ := e.walkRuns.Do(fmt.Sprint(key), func() (any, error) {
-			if w, ok := e.walks.get(key); ok && slices.Equal(w.versions, walk) {
-				return w, nil
+			if found, ok := e.walks.get(key); ok {
+				return found, nil
 			}
 			firsts := make([]int64, len(walk))
 			for i, v := range walk {
@@ -373,18 +373,18 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 			if err != nil {
 				return nil, err
 			}
-			w := &walked{versions: slices.Clone(walk), sc: sc.compact()}
-			e.walks.add(key, w)
-			return w, nil
+			found := sc.compact()
+			e.walks.add(key, found)
+			return found, nil
 		})
 		if err != nil {
 			return nil, err
 		}
-		w = v.(*walked)
+		found = v.(*versionScan)
 	}
 	// A walk found cached loads versions 0 and at, as a walk does: at
 	// most two parses, when the cache of parsed versions lacks them.
-	sc := *w.sc
+	sc := *found
 	if sc.then, err = load(0); err != nil {
 		return nil, err
 	}
@@ -409,19 +409,13 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 // walkKey keys a walk of the schema versions of a database: the version
 // it starts from, the one in force at a diff's end (at; the first for a
 // read as of a position), today's (cur, whose schema the walk reads
-// through) and the reader's role.
+// through) and the reader's role. Those name the versions walked and
+// their first commits too: a database's versions, once stored, never
+// change, and each is stored after those before it.
 type walkKey struct {
 	db            int64
 	from, at, cur int
 	role          sluice.Role
-}
-
-// walked is a walk cached: the versions it walked (and their first
-// commits, which a log's epoch changes) and what it found, without the
-// parsed versions 0 and at.
-type walked struct {
-	versions []postgres.SchemaVersion
-	sc       *versionScan
 }
 
 // Cached walks' bounds: in entries, and in the bytes of what they found.
@@ -430,9 +424,10 @@ const (
 	walkBytes   = 16 << 20
 )
 
-// newWalkCache returns the cache of walks.
-func newWalkCache() *sizedCache[walkKey, *walked] {
-	return newSizedCache[walkKey](walkEntries, walkBytes, func(w *walked) int { return w.size() })
+// newWalkCache returns the cache of walks: what each found, without the
+// parsed versions 0 and at (compact).
+func newWalkCache() *sizedCache[walkKey, *versionScan] {
+	return newSizedCache[walkKey](walkEntries, walkBytes, (*versionScan).size)
 }
 
 // compact returns a copy of sc to cache: without the parsed versions 0
@@ -479,10 +474,9 @@ func (sc *versionScan) compact() *versionScan {
 	return out
 }
 
-// size is about the bytes w holds, for the cache's bound.
-func (w *walked) size() int {
-	sc := w.sc
-	n := 256 + 24*len(w.versions) + 8*len(sc.firsts) + len(sc.droppedName)
+// size is about the bytes sc holds, for the cache's bound.
+func (sc *versionScan) size() int {
+	n := 256 + 8*len(sc.firsts) + len(sc.droppedName)
 	for name := range sc.gone {
 		n += 48 + len(name)
 	}
