@@ -12,9 +12,8 @@ import (
 )
 
 // walkSchema is version v of a schema whose every change touches each of
-// its classes subdocument classes in what a read of the past walks (a
-// field renamed): the walk's digest of each version is as large as the
-// schema.
+// its subdocument classes in what a read of the past walks (a field
+// renamed): the digest of each version is as large as the schema.
 func walkSchema(classes, v int) string {
 	var b strings.Builder
 	b.WriteString("type Root { name: String }\n")
@@ -47,9 +46,11 @@ func walkHistory(t testing.TB, e *engine.Engine, admin *sluice.User, name string
 
 // BenchmarkReadAsOfWalk: one read of a document as of a position before
 // 152 schema changes of 900 classes each, each change touching every
-// class (a review's case: the digests of the versions, about 94 MB, do
-// not fit their cache, 32 MiB). Every read walks the versions from the
-// position's to today's; see docs/benchmarks.md, "Reads of the past".
+// class (a review's case: the digests of the versions, about 94 MB as
+// their cache counts them, do not fit it, 32 MiB, and every read walked
+// the versions again, parsing each). The first read walks the versions
+// from the position's to today's; see docs/benchmarks.md, "Reads of the
+// past".
 func BenchmarkReadAsOfWalk(b *testing.B) {
 	ctx := context.Background()
 	e, _, admin := newEngine(b)
