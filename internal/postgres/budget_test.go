@@ -359,13 +359,14 @@ func TestRunsAreSizedByTheImagesRead(t *testing.T) {
 		fmt.Fprintf(&many, " f%03d_%s: Boolean", i, strings.Repeat("n", 55))
 		fmt.Fprintf(&falses, `%s"f%03d_%s": false`, map[bool]string{true: "", false: ","}[i == 0], i, strings.Repeat("n", 55))
 	}
+	long := "1" + strings.Repeat("0", 100000) // stored in a few bytes
 	for _, tc := range []struct {
 		name, sdl, class string
 		n, budget        int
 		doc              string // the fields of each document, as JSON
 	}{
 		{"a repetitive JSON value", "type Blob { data: JSON }", "Blob", 20, 64 << 10, `"data": "` + strings.Repeat("a", 200<<10) + `"`},
-		{"long numbers", "type Blob { data: JSON }", "Blob", 20, 64 << 10, `"data": [` + strings.Repeat("1e100000,", 9) + `1e100000]`},
+		{"long numbers", "type Blob { data: JSON }", "Blob", 20, 64 << 10, `"data": [` + strings.Repeat(long+",", 9) + long + `]`},
 		{"many names", "type Flags {" + many.String() + " }", "Flags", 300, 64 << 10, falses.String()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -159,7 +159,8 @@ func jsonValue(val any) (json.RawMessage, error) {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "expected JSON, got null; leave the field out instead")
 		}
 	}
-	if err := checkJSONValue(val); err != nil {
+	val, err := plainJSONValue(val)
+	if err != nil {
 		return nil, err
 	}
 	var buf bytes.Buffer
@@ -172,34 +173,112 @@ func jsonValue(val any) (json.RawMessage, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-// checkJSONValue refuses what Postgres jsonb cannot store: strings and keys
-// that checkText refuses (jsonb refuses \u0000 too) and numbers outside the
-// range of numeric.
-func checkJSONValue(val any) error {
+// plainJSONValue refuses what Postgres jsonb cannot store: strings and
+// keys that checkText refuses (jsonb refuses \u0000 too) and numbers
+// outside the range of numeric. It returns val with each number as jsonb
+// stores it, and so as every read of the document answers it (see
+// plainNumber): the value's image in the log (/api/history, /api/changes,
+// streams, webhooks) then holds what reads hold, not the number as sent.
+// Maps and slices of val are changed in place.
+func plainJSONValue(val any) (any, error) {
 	switch x := val.(type) {
 	case string:
-		return checkText(x)
-	case json.Number:
-		if isJSONNumber(string(x)) && !fitsNumeric(string(x)) {
-			return sluice.Errorf(sluice.CodeInvalid, "number %s is too large or too precise to store", shorten(string(x)))
+		return x, checkText(x)
+	case json.Number, float64, int, int64:
+		n, ok := number(x)
+		if !ok {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "expected JSON, got a value JSON cannot encode")
 		}
+		if !fitsNumeric(n) {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "number %s is too large or too precise to store", shorten(n))
+		}
+		p, ok := plainNumber(n, len(n)+maxNumberGrowth)
+		if !ok {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "number %s is stored in plain decimal form, more than %d characters longer than written; write it in that form", shorten(n), maxNumberGrowth)
+		}
+		return json.Number(p), nil
 	case []any:
-		for _, e := range x {
-			if err := checkJSONValue(e); err != nil {
-				return err
+		for i, e := range x {
+			var err error
+			if x[i], err = plainJSONValue(e); err != nil {
+				return nil, err
 			}
 		}
 	case map[string]any:
 		for k, e := range x {
 			if err := checkText(k); err != nil {
-				return err
+				return nil, err
 			}
-			if err := checkJSONValue(e); err != nil {
-				return err
+			var err error
+			if x[k], err = plainJSONValue(e); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return val, nil
+}
+
+// maxNumberGrowth bounds how much longer than written a number of a JSON
+// value may be in plain decimal form (1e60 is 61 characters): a write
+// holds its documents' images, budgeted by the JSON sent (write_bytes),
+// and 0e-16383, 8 characters, would be 16,385.
+const maxNumberGrowth = 64
+
+// plainNumber returns the JSON number n, which fitsNumeric accepts, as
+// Postgres's numeric prints it, which is how jsonb stores it and every
+// read answers it: in plain decimal form, with as many digits after the
+// point as n has once its exponent is applied, and no sign on a zero
+// (1E2 is 100, 1.50 stays 1.50, 1.0e-2 is 0.010, -0.0 is 0.0). It
+// returns false, having built nothing, when that is longer than maxLen.
+func plainNumber(n string, maxLen int) (string, bool) {
+	neg := strings.HasPrefix(n, "-")
+	mant, exp, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	if !hasExp && (!neg || strings.Trim(mant, "0.") != "") {
+		return n, len(n) <= maxLen // already plain: JSON has no leading zeros
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	e, _ := strconv.Atoi(strings.TrimPrefix(exp, "+")) // fitsNumeric bounds it
+	scale := max(0, len(frac)-e)                       // digits after the point
+	digits := strings.TrimLeft(whole+frac, "0")
+	// The value is 0.<digits> × 10^point.
+	point := len(whole) - (len(whole+frac) - len(digits)) + e
+	length := 1 // of the integer part
+	if digits != "" && point > 0 {
+		length = point
+	}
+	if neg && digits != "" {
+		length++
+	}
+	if scale > 0 {
+		length += 1 + scale
+	}
+	if length > maxLen {
+		return "", false
+	}
+	// The integer part, and the digits after the point (before the
+	// zeros that make them scale digits).
+	var intPart, fracPart string
+	switch {
+	case digits == "":
+		neg, intPart = false, "0"
+	case point <= 0:
+		intPart, fracPart = "0", strings.Repeat("0", -point)+digits
+	case point >= len(digits):
+		intPart = digits + strings.Repeat("0", point-len(digits))
+	default:
+		intPart, fracPart = digits[:point], digits[point:]
+	}
+	var b strings.Builder
+	if neg {
+		b.WriteString("-")
+	}
+	b.WriteString(intPart)
+	if scale > 0 {
+		b.WriteString(".")
+		b.WriteString(fracPart)
+		b.WriteString(strings.Repeat("0", scale-len(fracPart)))
+	}
+	return b.String(), true
 }
 
 // Limits of a Postgres numeric (src/backend/utils/adt/numeric.c), checked

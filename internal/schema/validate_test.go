@@ -107,8 +107,10 @@ func TestValidateDocument(t *testing.T) {
 		{"bigint zero fraction", `{"@type":"Person","name":"A","big":-12.0}`, "", map[string]any{"name": "A", "big": "-12"}},
 		{"json object", `{"@type":"Person","name":"A","meta":{"b": [1, 2.50, "<&>"], "a": null}}`, "",
 			map[string]any{"name": "A", "meta": json.RawMessage(`{"a":null,"b":[1,2.50,"<&>"]}`)}},
-		{"json numbers at the limits of numeric", `{"@type":"Person","name":"A","meta":[1e131071,-1E-16383,0e999,0e-16383,1.5e131070,0.012e-16380,100e131069,9.9e131071,1.2e-16382,0.000e+1073741822]}`, "",
-			map[string]any{"name": "A", "meta": json.RawMessage(`[1e131071,-1E-16383,0e999,0e-16383,1.5e131070,0.012e-16380,100e131069,9.9e131071,1.2e-16382,0.000e+1073741822]`)}},
+		{"json numbers in plain form", `{"@type":"Person","name":"A","meta":{"n":[1E2,-0.0,1.0e-2,0e999,0.000e+1073741822,-1e-3,1.5e64]}}`, "",
+			map[string]any{"name": "A", "meta": json.RawMessage(`{"n":[100,0.0,0.010,0,0,-0.001,15` + strings.Repeat("0", 63) + `]}`)}},
+		{"json numbers at the limits of numeric", `{"@type":"Person","name":"A","meta":[1` + strings.Repeat("0", 131071) + `,-0.` + strings.Repeat("0", 16382) + `1]}`, "",
+			map[string]any{"name": "A", "meta": json.RawMessage(`[1` + strings.Repeat("0", 131071) + `,-0.` + strings.Repeat("0", 16382) + `1]`)}},
 		{"json scalar", `{"@type":"Person","name":"A","meta":"x"}`, "", map[string]any{"name": "A", "meta": json.RawMessage(`"x"`)}},
 		{"json false", `{"@type":"Person","name":"A","meta":false}`, "", map[string]any{"name": "A", "meta": json.RawMessage(`false`)}},
 		{"enum", `{"@type":"Person","name":"A","color":"GREEN","colors":["RED","RED"]}`, "",
@@ -237,6 +239,8 @@ func TestValidateDocumentErrors(t *testing.T) {
 		{"bigint empty", `{"@type":"Person","name":"A","big":""}`, `Person: field "big": expected BigInt (a whole number or a string of decimal digits), got string ""`},
 		{"bigint bool", `{"@type":"Person","name":"A","big":true}`, `Person: field "big": expected BigInt (a whole number or a string of decimal digits), got boolean true`},
 		{"bigint too long", `{"@type":"Person","name":"A","big":"1` + strings.Repeat("0", maxBigIntDigits) + `"}`, `Person: field "big": BigInt has more than 131072 digits`},
+		{"json number much longer in plain form", `{"@type":"Person","name":"A","meta":{"a":[1.5e70]}}`, `Person: field "meta": number 1.5e70 is stored in plain decimal form, more than 64 characters longer than written; write it in that form`},
+		{"json zero much longer in plain form", `{"@type":"Person","name":"A","meta":0e-16383}`, `Person: field "meta": number 0e-16383 is stored in plain decimal form, more than 64 characters longer than written; write it in that form`},
 		{"json number too large", `{"@type":"Person","name":"A","meta":{"a":[1e131072]}}`, `Person: field "meta": number 1e131072 is too large or too precise to store`},
 		{"json number too large by mantissa", `{"@type":"Person","name":"A","meta":12.5e131071}`, `Person: field "meta": number 12.5e131071 is too large or too precise to store`},
 		{"json number too precise", `{"@type":"Person","name":"A","meta":1e-16384}`, `Person: field "meta": number 1e-16384 is too large or too precise to store`},
@@ -554,5 +558,50 @@ func hasDuplicateKeys(text string) bool {
 			}
 		}
 		expectKey = len(stack) > 0 && stack[len(stack)-1] != nil
+	}
+}
+
+// TestFitsNumeric: the numbers Postgres's numeric accepts at its limits,
+// and the nearest it refuses (checked against Postgres 15).
+func TestFitsNumeric(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"1e131071", "-1E-16383", "0e999", "0e-16383", "1.5e131070", "0.012e-16380", "100e131069", "9.9e131071", "1.2e-16382", "0.000e+1073741822"} {
+		if !fitsNumeric(n) {
+			t.Errorf("fitsNumeric(%s) is false", n)
+		}
+	}
+	for _, n := range []string{"1e131072", "12.5e131071", "1e-16384", "0.12e-16382", "0.0120e-16380", "0e-99999", "0e1073741823"} {
+		if fitsNumeric(n) {
+			t.Errorf("fitsNumeric(%s) is true", n)
+		}
+	}
+}
+
+// TestPlainNumber: numbers as Postgres's numeric prints them (the daemon's
+// TestLoggedNumbersAreRead writes the same numbers and reads them back from
+// Postgres), and the bound on their length.
+func TestPlainNumber(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{
+		{"0", "0"}, {"-0", "0"}, {"-0.00", "0.00"}, {"0e5", "0"}, {"0.00e1", "0.0"}, {"0e-3", "0.000"},
+		{"1E2", "100"}, {"1e+2", "100"}, {"1.50", "1.50"}, {"-1.50", "-1.50"}, {"1e-3", "0.001"}, {"-1e-3", "-0.001"},
+		{"1.0e-2", "0.010"}, {"100e-2", "1.00"}, {"1.00e2", "100"}, {"123.456e1", "1234.56"}, {"123.456e-1", "12.3456"},
+		{"2.50e-1", "0.250"}, {"12e-1", "1.2"}, {"0.012e2", "1.2"}, {"0.0012e1", "0.012"}, {"5e-05", "0.00005"},
+		{"1.2345675e+06", "1234567.5"}, {"6.02214076e23", "602214076000000000000000"},
+	} {
+		if got, ok := plainNumber(c.in, 100); !ok || got != c.want {
+			t.Errorf("plainNumber(%s) = %q %v, want %s", c.in, got, ok, c.want)
+		}
+	}
+	if got, ok := plainNumber("1e3", 4); !ok || got != "1000" {
+		t.Errorf("plainNumber(1e3, 4) = %q %v", got, ok)
+	}
+	for _, c := range []struct {
+		in  string
+		max int
+	}{{"1e3", 3}, {"-1e3", 4}, {"1e-3", 4}, {"0e-3", 4}, {"1.5", 2}} {
+		if got, ok := plainNumber(c.in, c.max); ok {
+			t.Errorf("plainNumber(%s, %d) = %q, past its bound", c.in, c.max, got)
+		}
 	}
 }

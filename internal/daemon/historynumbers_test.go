@@ -1,0 +1,77 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestLoggedNumbersAreRead: the numbers of a JSON value answer in the
+// log's images (/api/history, /api/changes, /api/diff) as reads of the
+// document answer them, in the plain decimal form Postgres stores them in
+// (1E2 is 100, 1.0e-2 is 0.010, -0.0 is 0.0), at any depth, in a list of
+// JSON and in a subdocument. Before, the images kept them as sent. A
+// number whose plain form is much longer than written is refused.
+func TestLoggedNumbersAreRead(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "nums", `type Sub @subdocument { f: Float j: JSON } type N { f: Float fs: [Float!] j: JSON js: [JSON!] b: BigInt s: Sub }`)
+	from := d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/nums", `{"@type":"N","@id":"N/z"}`).Header.Get("Sluice-Position")
+	doc := `{"@type":"N","@id":"N/a","f":1e-7,"fs":[1e-7,1E2,2.50],"j":{"x":[1E2,1.50,1e-3,-0,-0.0,-1e-2,1.0e-2,123.456e1,0e5,6.02214076e23,-1e-30],"y":[0,-0.00,0e5,0.00e1,0e-3,1e+2,-1.50,100e-2,1.00e2,123.456e-1,12e-1,0.012e2,0.0012e1,5e-05,1.2345675e+06]},"js":[1E2,{"a":1e1}],"b":"100","s":{"f":1E2,"j":[1E2,2.50e-1]}}`
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/nums", doc)
+
+	var read map[string]json.RawMessage
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/nums?id=N/a", nil).Body, &read); err != nil {
+		t.Fatal(err)
+	}
+	delete(read, "@version")
+	want, _ := json.Marshal(read)
+	if !bytes.Contains(want, []byte(`"x":[100,1.50,0.001,0,0.0,-0.01,0.010,1234.56,0,602214076000000000000000,-0.000000000000000000000000000001],"y":[0,0.00,0,0.0,0.000,100,-1.50,1.00,100,12.3456,1.2,1.2,0.012,0.00005,1234567.5]`)) {
+		t.Fatalf("a read of the document: %s", want)
+	}
+	same := func(where string, got json.RawMessage) {
+		t.Helper()
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(got, &m); err != nil {
+			t.Fatalf("%s: %v: %s", where, err, got)
+		}
+		if b, _ := json.Marshal(m); !bytes.Equal(b, want) {
+			t.Errorf("%s: %s\nwant, as reads answer it, %s", where, b, want)
+		}
+	}
+
+	var versions []struct{ Document json.RawMessage }
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/history/admin/nums?id=N/a", nil).Body, &versions); err != nil || len(versions) != 1 {
+		t.Fatalf("history: %v %d versions", err, len(versions))
+	}
+	same("/api/history", versions[0].Document)
+
+	var changes struct {
+		Commits []struct {
+			Changes []struct{ After json.RawMessage }
+		}
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/nums?after="+url.QueryEscape(from), nil).Body, &changes); err != nil || len(changes.Commits) != 1 {
+		t.Fatalf("changes: %v %+v", err, changes)
+	}
+	same("/api/changes", changes.Commits[0].Changes[0].After)
+
+	var diff struct {
+		Changes []struct{ After json.RawMessage }
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/diff/admin/nums?from="+url.QueryEscape(from), nil).Body, &diff); err != nil || len(diff.Changes) != 1 {
+		t.Fatalf("diff: %v %+v", err, diff)
+	}
+	same("/api/diff", diff.Changes[0].After)
+
+	// 1e100 is 101 characters in plain form: refused, naming the form.
+	r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/nums", `{"@type":"N","@id":"N/big","j":[1e100]}`)
+	if r.Status != 400 || !strings.Contains(string(r.Body), "plain decimal form") {
+		t.Errorf("a number of 101 digits written 1e100: %d %s", r.Status, r.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/nums", `{"@type":"N","@id":"N/big","j":[1`+strings.Repeat("0", 100)+`]}`)
+}
