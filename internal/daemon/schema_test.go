@@ -58,7 +58,10 @@ func TestSchemaChanges(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/s?id=Hat/h", nil)
 	// With force it applies.
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/s?force=true", destructive)
-	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/s?id=Hat/h", nil)
+	// Its ids name no class any more (400, as every id of no document class).
+	if r := d.Do(t, dt.Admin(), "GET", "/api/document/admin/s?id=Hat/h", nil); r.Status != 400 || !strings.Contains(string(r.Body), `unknown class \"Hat\"`) {
+		t.Fatalf("a read of a dropped class's document: %d %s", r.Status, r.Body)
+	}
 	got = d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/s?id=Shirt/a", nil)
 	if withoutVersion(string(got.Body)) != `{"@id":"Shirt/a","@type":"Shirt","size":"M"}`+"\n" {
 		t.Fatalf("after a forced change: %s", got.Body)
@@ -208,5 +211,5 @@ func TestSchemaBodyMistakes(t *testing.T) {
 		t.Fatalf("a schema of only comments: %d %s, want 409 naming the class it drops", r.Status, r.Body)
 	}
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/mistakes?force=true", none)
-	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/mistakes?id=Person/alice", nil)
+	d.MustDo(t, 400, dt.Admin(), "GET", "/api/document/admin/mistakes?id=Person/alice", nil)
 }

@@ -91,10 +91,10 @@ func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]strin
 	seen := make(map[string]bool, len(patches))
 	for i := range patches {
 		p := &patches[i]
-		class, key, ok := strings.Cut(p.ID, "/")
-		if c := s.Class(class); !ok || key == "" || c == nil || c.Kind != sluice.KindDocument {
-			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a document class of the schema", p.ID)
+		if err := checkIDClass(s, p.ID); err != nil {
+			return nil, nil, err
 		}
+		class, key, _ := strings.Cut(p.ID, "/")
 		if err := schema.CheckKey(key); err != nil {
 			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", p.ID, sluice.ErrorMessage(err))
 		}

@@ -79,6 +79,10 @@ func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Databas
 	} else {
 		snap.OneStatement()
 	}
+	// After the past's check, which says why a class then is none now.
+	if err := checkIDClass(s, id); err != nil {
+		return nil, err
+	}
 	b, version, err := e.store.Document(rctx, d, s, id)
 	if err != nil {
 		return nil, err

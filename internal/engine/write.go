@@ -232,21 +232,37 @@ func (e *Engine) idempotencyKey(u *sluice.User, opt WriteOptions, answer func() 
 }
 
 // checkDeleteIDs refuses a list of ids to delete that is empty, names a
-// class the schema lacks, or names a document twice.
+// class without documents of its own (see checkIDClass), or names a
+// document twice.
 func checkDeleteIDs(s *sluice.Schema, ids []string) error {
 	if len(ids) == 0 {
 		return sluice.Errorf(sluice.CodeInvalid, "no document ids to delete")
 	}
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		class, key, ok := strings.Cut(id, "/")
-		if !ok || key == "" || s.Class(class) == nil {
-			return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key> with a class of the schema", id)
+		if err := checkIDClass(s, id); err != nil {
+			return err
 		}
 		if seen[id] {
 			return sluice.Errorf(sluice.CodeInvalid, "document %s is listed twice", id)
 		}
 		seen[id] = true
+	}
+	return nil
+}
+
+// checkIDClass refuses a document id that is not <Class>/<key> with Class
+// a class of s with documents of its own. An id of an abstract class, a
+// subdocument type or a class s lacks can name no document: every method
+// (a read, a patch, a delete, a write of a document with that "@type")
+// answers it 400 saying why, rather than 404 for some and 400 for others.
+func checkIDClass(s *sluice.Schema, id string) error {
+	class, key, ok := strings.Cut(id, "/")
+	if !ok || key == "" {
+		return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+	}
+	if err := schema.CheckDocumentClass(s, class); err != nil {
+		return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func ParseID(s *sluice.Schema, id string) (class, key string, err error) {
 	if !ok {
 		return "", "", sluice.Errorf(sluice.CodeInvalid, "invalid id %s: want Class/key", quote(id))
 	}
-	if err := checkDocumentClass(s, class); err != nil {
+	if err := CheckDocumentClass(s, class); err != nil {
 		return "", "", sluice.Errorf(sluice.CodeInvalid, "invalid id %s: %s", quote(id), sluice.ErrorMessage(err))
 	}
 	if err := CheckKey(key); err != nil {
@@ -56,9 +56,10 @@ func CheckKey(key string) error {
 	return nil
 }
 
-// checkDocumentClass returns a CodeInvalid error unless name is a class of s
-// with documents of its own.
-func checkDocumentClass(s *sluice.Schema, name string) error {
+// CheckDocumentClass returns a CodeInvalid error unless name is a class of s
+// with documents of its own, saying what it is instead (unknown, abstract
+// or a subdocument).
+func CheckDocumentClass(s *sluice.Schema, name string) error {
 	c := s.Class(name)
 	switch {
 	case c == nil:

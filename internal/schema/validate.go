@@ -66,7 +66,7 @@ func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, e
 	if !ok {
 		return nil, sluice.Errorf(sluice.CodeInvalid, `"@type" must be a string, got %s`, describe(t))
 	}
-	if err := checkDocumentClass(s, name); err != nil {
+	if err := CheckDocumentClass(s, name); err != nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, `invalid "@type": %s`, sluice.ErrorMessage(err))
 	}
 	doc := &sluice.Document{Type: name}
