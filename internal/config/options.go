@@ -208,7 +208,7 @@ func options() []option {
 				return nil
 			}),
 		capOption("write_bytes_per_user", "16777216",
-			"most bytes of JSON the documents of one user's REST writes in progress may hold on this process (16 MiB), each charged its size from when it is read from its body until it is written (one larger than this is charged this much); a document held costs up to about ten times its JSON in memory while it is written. A write past it waits for documents to be written, at most 10 s, then is answered 429 with Retry-After; 0: no bound",
+			"most bytes of JSON the documents of one user's REST writes in progress may hold on this process (16 MiB), each charged its size from when it is read from its body until it is written (one larger than this is charged this much); a document held costs up to about ten times its JSON in memory while it is written. A write past it waits for documents to be written, at most 10 s, then is answered 429 with Retry-After. The super user is held to write_bytes only; 0: no bound",
 			func(c *Config, n int64) error { c.WriteBytesPerUser = n; return nil }),
 		capOption("write_bytes", "67108864",
 			"most bytes of JSON the documents of every REST write in progress may hold on this process (64 MiB), charged as write_bytes_per_user; past it a write waits, at most 10 s, then is answered 503 with Retry-After; 0: no bound",

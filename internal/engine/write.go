@@ -315,7 +315,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		return nil, err
 	}
 	v := &validator{schema: s, src: src, newIDs: insert, seen: map[string]bool{}, expect: opt.Expect, max: e.maxWriteDocuments, tooMany: e.tooManyDocuments,
-		budget: e.writeBytes, user: u.ID}
+		budget: e.writeBytes, user: budgetUserOf(u)}
 	// What the validator holds of the budget when the write ends (its
 	// first documents' after a small write, the chunk a large write's
 	// reader was building) goes back then; it runs after the reader has
@@ -394,7 +394,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 	// ends.
 	unsentCharge := v.held
 	v.held = 0
-	defer func() { e.writeBytes.give(u.ID, unsentCharge) }()
+	defer func() { e.writeBytes.give(v.user, unsentCharge) }()
 	var chunks *chunkReader
 	// Stopped on every way out, a panic too (the reader would wait to
 	// send, and read the body after the handler returned); stopping
@@ -427,7 +427,7 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 			send := func() error {
 				unsent = 0
 				err := w.Flush(ctx)
-				e.writeBytes.give(u.ID, unsentCharge)
+				e.writeBytes.give(v.user, unsentCharge)
 				unsentCharge = 0
 				return err
 			}
@@ -584,7 +584,7 @@ type validator struct {
 	// returned that are not yet handed on (given back by the write, or
 	// giveBack).
 	budget *writeBudget
-	user   int64
+	user   budgetUser
 	held   int64
 	// size is the JSON size of the last document returned.
 	size int

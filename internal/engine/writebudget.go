@@ -17,9 +17,12 @@ import (
 // REST writes hold, from the moment each is read from its body until the
 // rows of the chunk or the group commit holding it are sent, are charged
 // by their JSON size to a budget of the process (write_bytes), of which
-// one user may hold write_bytes_per_user. A document is charged before
-// it is validated. One larger than what a user may hold is charged that
-// much, so it waits until its user holds nothing else.
+// one user may hold write_bytes_per_user. The super user is held to the
+// process's budget only, as by the other per-user budgets: the operator's
+// own writes (a restore, a migration) are not to queue behind a share
+// meant to keep users from crowding each other out. A document is charged
+// before it is validated. One larger than what its user may hold is
+// charged that much, so it waits until its user holds nothing else.
 //
 // A write that cannot have a document's charge waits for it, at most
 // writeBudgetWait, then fails naming the setting (429 for a user's
@@ -35,6 +38,17 @@ import (
 // writeBudgetWait bounds how long a write waits for a document's charge.
 const writeBudgetWait = 10 * time.Second
 
+// budgetUser is whom a charge of the budget is for.
+type budgetUser struct {
+	id int64
+	// exempt is set for the super user, held to the process's budget
+	// only.
+	exempt bool
+}
+
+// budgetUserOf returns u as the budget knows it.
+func budgetUserOf(u *sluice.User) budgetUser { return budgetUser{id: u.ID, exempt: u.Superuser} }
+
 // writeBudget counts the bytes of JSON of the documents writes hold.
 type writeBudget struct {
 	total   int64 // all users together; 0: not bounded
@@ -42,7 +56,7 @@ type writeBudget struct {
 	wait    time.Duration
 
 	mu      sync.Mutex
-	held    map[int64]int64
+	held    map[int64]int64 // by user, the super user's not counted
 	all     int64
 	peak    int64         // the most all has been (for tests)
 	waiting chan struct{} // closed when a charge is given back
@@ -54,10 +68,10 @@ func newWriteBudget(total, perUser int64) *writeBudget {
 	return &writeBudget{total: total, perUser: perUser, wait: writeBudgetWait, held: map[int64]int64{}}
 }
 
-// charge is what a document of n bytes is charged: n, or a user's share
-// or the process's budget when n is larger.
-func (b *writeBudget) charge(n int64) int64 {
-	if b.perUser > 0 {
+// charge is what a document of n bytes is charged for user: n, or a
+// user's share or the process's budget when n is larger.
+func (b *writeBudget) charge(user budgetUser, n int64) int64 {
+	if b.perUser > 0 && !user.exempt {
 		n = min(n, b.perUser)
 	}
 	if b.total > 0 {
@@ -68,28 +82,36 @@ func (b *writeBudget) charge(n int64) int64 {
 
 // tryTake charges n bytes to user if that fits now, and returns the
 // charge (0 when it did not fit, or n is 0).
-func (b *writeBudget) tryTake(user, n int64) (int64, bool) {
-	n = b.charge(n)
+func (b *writeBudget) tryTake(user budgetUser, n int64) (int64, bool) {
+	n = b.charge(user, n)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return n, b.fits(user, n)
 }
 
 // fits charges n to user if it fits; b.mu is held.
-func (b *writeBudget) fits(user, n int64) bool {
-	if b.perUser > 0 && b.held[user]+n > b.perUser || b.total > 0 && b.all+n > b.total {
+func (b *writeBudget) fits(user budgetUser, n int64) bool {
+	if b.userBound(user, n) || b.total > 0 && b.all+n > b.total {
 		return false
 	}
-	b.held[user] += n
+	if !user.exempt {
+		b.held[user.id] += n
+	}
 	b.all += n
 	b.peak = max(b.peak, b.all)
 	return true
 }
 
+// userBound reports whether user's share keeps a charge of n from
+// fitting; b.mu is held.
+func (b *writeBudget) userBound(user budgetUser, n int64) bool {
+	return b.perUser > 0 && !user.exempt && b.held[user.id]+n > b.perUser
+}
+
 // take charges n bytes to user, waiting for them at most b.wait, and
 // returns the charge to give back.
-func (b *writeBudget) take(ctx context.Context, user, n int64) (int64, error) {
-	n = b.charge(n)
+func (b *writeBudget) take(ctx context.Context, user budgetUser, n int64) (int64, error) {
+	n = b.charge(user, n)
 	timer := time.NewTimer(b.wait)
 	defer timer.Stop()
 	for {
@@ -99,7 +121,7 @@ func (b *writeBudget) take(ctx context.Context, user, n int64) (int64, error) {
 			return n, nil
 		}
 		// Which bound keeps it waiting, for the error.
-		userBound := b.perUser > 0 && b.held[user]+n > b.perUser
+		userBound := b.userBound(user, n)
 		if b.waiting == nil {
 			b.waiting = make(chan struct{})
 		}
@@ -120,14 +142,16 @@ func (b *writeBudget) take(ctx context.Context, user, n int64) (int64, error) {
 
 // give gives back a charge of user, and wakes the writes waiting (each
 // tries again).
-func (b *writeBudget) give(user, n int64) {
+func (b *writeBudget) give(user budgetUser, n int64) {
 	if n == 0 {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.held[user] -= n; b.held[user] <= 0 {
-		delete(b.held, user)
+	if !user.exempt {
+		if b.held[user.id] -= n; b.held[user.id] <= 0 {
+			delete(b.held, user.id)
+		}
 	}
 	b.all -= n
 	if b.waiting != nil {

@@ -48,12 +48,26 @@ func notes(prefix string, n, size int) [][]byte {
 	return out
 }
 
+// newWriter creates user rita, who may write to database db.
+func newWriter(t *testing.T, e *engine.Engine, admin *sluice.User) *sluice.User {
+	t.Helper()
+	ctx := context.Background()
+	u, err := e.CreateUser(ctx, admin, engine.AdminOrg, "rita", "rita-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetRole(ctx, admin, engine.AdminOrg, "db", "rita", sluice.RoleWrite); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 // TestWriteBytesAreBudgeted: the documents of writes in progress hold at
 // most write_bytes_per_user of JSON for one user and write_bytes for the
-// process. A write whose documents do not fit waits for the budget, and
-// past its wait is refused naming the setting (429 for the user's share,
-// 503 for the process's), having written nothing; once the write holding
-// it ends, it is written.
+// process (the super user's too). A write whose documents do not fit
+// waits for the budget, and past its wait is refused naming the setting
+// (429 for the user's share, 503 for the process's), having written
+// nothing; once the write holding it ends, it is written.
 func TestWriteBytesAreBudgeted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -62,9 +76,11 @@ func TestWriteBytesAreBudgeted(t *testing.T) {
 		total, perUser int64
 		code           sluice.Code
 		setting        string
+		superUser      bool
 	}{
-		{"per user", 64 << 20, 1 << 20, sluice.CodeTooMany, "write_bytes_per_user"},
-		{"per process", 1 << 20, 0, sluice.CodeUnavailable, "write_bytes"},
+		{"per user", 64 << 20, 1 << 20, sluice.CodeTooMany, "write_bytes_per_user", false},
+		{"per process", 1 << 20, 0, sluice.CodeUnavailable, "write_bytes", false},
+		{"per process, the super user", 1 << 20, 0, sluice.CodeUnavailable, "write_bytes", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -74,11 +90,15 @@ func TestWriteBytesAreBudgeted(t *testing.T) {
 			if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
 				t.Fatal(err)
 			}
+			u := admin
+			if !c.superUser {
+				u = newWriter(t, e, admin)
+			}
 			// A holds one document of 600 KB, its body stalled after it.
 			held := &jsonDocs{docs: notes("a", 1, 600<<10), stall: make(chan struct{}), asked: make(chan struct{})}
 			answered := make(chan error, 1)
 			go func() {
-				_, err := e.Insert(ctx, admin, engine.AdminOrg, "db", held, engine.WriteOptions{})
+				_, err := e.Insert(ctx, u, engine.AdminOrg, "db", held, engine.WriteOptions{})
 				answered <- err
 			}()
 			<-held.asked
@@ -86,19 +106,19 @@ func TestWriteBytesAreBudgeted(t *testing.T) {
 				t.Fatalf("the stalled write holds %d bytes of the budget, want its document's 600 KB", n)
 			}
 			// B's document of 600 KB does not fit beside it.
-			_, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("b", 1, 600<<10)}, engine.WriteOptions{})
+			_, err := e.Insert(ctx, u, engine.AdminOrg, "db", &jsonDocs{docs: notes("b", 1, 600<<10)}, engine.WriteOptions{})
 			if se, ok := errors.AsType[*sluice.Error](err); !ok || se.Code != c.code || !strings.Contains(se.Message, c.setting) {
 				t.Fatalf("a write past the budget: %v, want %s naming %s", err, c.code, c.setting)
 			}
 			// A small one does.
-			if _, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("c", 1, 100<<10)}, engine.WriteOptions{}); err != nil {
+			if _, err := e.Insert(ctx, u, engine.AdminOrg, "db", &jsonDocs{docs: notes("c", 1, 100<<10)}, engine.WriteOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			close(held.stall)
 			if err := <-answered; err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("b", 1, 600<<10)}, engine.WriteOptions{}); err != nil {
+			if _, err := e.Insert(ctx, u, engine.AdminOrg, "db", &jsonDocs{docs: notes("b", 1, 600<<10)}, engine.WriteOptions{}); err != nil {
 				t.Fatalf("the write refused, once the budget was given back: %v", err)
 			}
 			if n, _ := e.WriteBytes(); n != 0 {
@@ -125,6 +145,7 @@ func TestWritesLargerThanTheBudgetAreWritten(t *testing.T) {
 	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
 		t.Fatal(err)
 	}
+	u := newWriter(t, e, admin)
 	for _, c := range []struct {
 		name    string
 		n, size int
@@ -135,18 +156,55 @@ func TestWritesLargerThanTheBudgetAreWritten(t *testing.T) {
 		{"300 documents of 20 KB", 300, 20 << 10},
 	} {
 		prefix := fmt.Sprintf("n%d_", c.n)
-		res, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes(prefix, c.n, c.size)}, engine.WriteOptions{})
+		res, err := e.Insert(ctx, u, engine.AdminOrg, "db", &jsonDocs{docs: notes(prefix, c.n, c.size)}, engine.WriteOptions{})
 		if err != nil {
 			t.Fatalf("insert of %s: %v", c.name, err)
 		}
 		if len(res.IDs) != c.n {
 			t.Fatalf("insert of %s wrote %d documents", c.name, len(res.IDs))
 		}
-		if _, err := e.Replace(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes(prefix, c.n, c.size)}, engine.WriteOptions{}); err != nil {
+		if _, err := e.Replace(ctx, u, engine.AdminOrg, "db", &jsonDocs{docs: notes(prefix, c.n, c.size)}, engine.WriteOptions{}); err != nil {
 			t.Fatalf("replace of %s: %v", c.name, err)
 		}
 		if held, peak := e.WriteBytes(); held != 0 || peak > share {
 			t.Fatalf("after %s: writes hold %d bytes of the budget, and held %d at most, want 0 and at most %d", c.name, held, peak, share)
 		}
+	}
+}
+
+// TestSuperUserIsHeldToTheProcessBudgetOnly: the super user's writes are
+// not held to write_bytes_per_user, as they are not to the other per-user
+// budgets: beside a write of its own holding 600 KB of a 1 MB share, a
+// write of 600 KB is written at once, and a document larger than the
+// share is charged its size, not the share; write_bytes still bounds them
+// (TestWriteBytesAreBudgeted).
+func TestSuperUserIsHeldToTheProcessBudgetOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	e.LimitWriteBytes(64<<20, 1<<20)
+	e.WaitForWriteBytes(200 * time.Millisecond)
+	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
+		t.Fatal(err)
+	}
+	held := &jsonDocs{docs: notes("a", 1, 600<<10), stall: make(chan struct{}), asked: make(chan struct{})}
+	answered := make(chan error, 1)
+	go func() {
+		_, err := e.Insert(ctx, admin, engine.AdminOrg, "db", held, engine.WriteOptions{})
+		answered <- err
+	}()
+	<-held.asked
+	if _, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("b", 1, 600<<10)}, engine.WriteOptions{}); err != nil {
+		t.Fatalf("the super user's write beside another of its own: %v", err)
+	}
+	close(held.stall)
+	if err := <-answered; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("c", 1, 2<<20)}, engine.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if held, peak := e.WriteBytes(); held != 0 || peak < 2<<20 {
+		t.Fatalf("writes hold %d bytes of the budget, and held %d at most, want 0 and a document of 2 MB's size at least", held, peak)
 	}
 }
