@@ -353,6 +353,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	eng.LimitSchemas(d.cfg.MaxSchemaBytes)
 	eng.LimitWrites(d.cfg.MaxWriteDocuments)
 	eng.LimitWriteBytes(d.cfg.WriteBytes, d.cfg.WriteBytesPerUser)
+	m.ObserveWriteBudget(eng.WriteBudget)
 	eng.LimitDatabases(int(d.cfg.MaxDatabasesPerUser))
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // TestWriteBytesPerUser: the documents one user's writes hold are bounded
@@ -78,5 +79,65 @@ func TestWriteBytesPerUser(t *testing.T) {
 	d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb", note("c"))
 	if got, want := countNotes(t, d, "wb"), written+3; got != want {
 		t.Fatalf("%d notes, want %d", got, want)
+	}
+}
+
+// TestWriteBudgetMetrics: sluice_write_bytes is what the documents of
+// writes in progress hold of write_bytes, and sluice_write_bytes_waiting
+// the writes waiting for it: a write whose body stalled after a document
+// of 600 KB holds it, a second write of its user's waits for the user's
+// share of 1 MB, and once the first body ends both are written and the
+// budget holds nothing.
+func TestWriteBudgetMetrics(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
+	d.CreateDatabase(t, "wb", "type Note { text: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
+	rita := dt.Basic("rita", "rita-password")
+	text := strings.Repeat("x", 600<<10)
+	note := func(id string) string { return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, text) }
+	metric := func(name string) float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+	}
+
+	body, feed := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/document/admin/wb", body)
+	req.Header.Set("Content-Type", "application/json")
+	rita(req)
+	answers := make(chan int, 2)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("the stalled write: %v", err)
+			answers <- 0
+			return
+		}
+		resp.Body.Close()
+		answers <- resp.StatusCode
+	}()
+	if _, err := feed.Write([]byte("[" + note("a") + ",")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "sluice_write_bytes holds the stalled write's document", func() bool {
+		return metric("sluice_write_bytes") >= 600<<10
+	})
+	go func() { answers <- d.Do(t, rita, "POST", "/api/document/admin/wb", note("b")).Status }()
+	eventually.True(t, 5*time.Second, "sluice_write_bytes_waiting counts the second write", func() bool {
+		return metric("sluice_write_bytes_waiting") == 1
+	})
+	if _, err := feed.Write([]byte(note("a2") + "]")); err != nil {
+		t.Fatal(err)
+	}
+	feed.Close()
+	for range 2 {
+		if status := <-answers; status != 200 {
+			t.Fatalf("a write: %d", status)
+		}
+	}
+	if held, waiting := metric("sluice_write_bytes"), metric("sluice_write_bytes_waiting"); held != 0 || waiting != 0 {
+		t.Fatalf("once the writes were answered: sluice_write_bytes %v, sluice_write_bytes_waiting %v, want 0 and 0", held, waiting)
 	}
 }

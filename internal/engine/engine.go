@@ -167,6 +167,10 @@ func (e *Engine) LimitWriteBytes(total, perUser int64) {
 	e.writeBytes = newWriteBudget(total, perUser)
 }
 
+// WriteBudget returns the bytes of JSON the documents of REST writes in
+// progress hold of write_bytes now, and how many writes wait for some.
+func (e *Engine) WriteBudget() (held int64, waiting int) { return e.writeBytes.state() }
+
 // CheckWriteCount returns the error of a write request found to hold n
 // documents when that is more than max_write_documents, nil otherwise:
 // for a caller that reads a request's documents one at a time and can

@@ -60,6 +60,15 @@ type writeBudget struct {
 	all     int64
 	peak    int64         // the most all has been (for tests)
 	waiting chan struct{} // closed when a charge is given back
+	waiters int           // writes waiting in take
+}
+
+// state returns the bytes the budget holds and how many writes wait for
+// it (for the metrics).
+func (b *writeBudget) state() (held int64, waiting int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.all, b.waiters
 }
 
 // newWriteBudget returns a budget of total bytes, perUser of them for one
@@ -114,11 +123,23 @@ func (b *writeBudget) take(ctx context.Context, user budgetUser, n int64) (int64
 	n = b.charge(user, n)
 	timer := time.NewTimer(b.wait)
 	defer timer.Stop()
+	counted := false // among b.waiters
+	defer func() {
+		if counted {
+			b.mu.Lock()
+			b.waiters--
+			b.mu.Unlock()
+		}
+	}()
 	for {
 		b.mu.Lock()
 		if b.fits(user, n) {
 			b.mu.Unlock()
 			return n, nil
+		}
+		if !counted {
+			counted = true
+			b.waiters++
 		}
 		// Which bound keeps it waiting, for the error.
 		userBound := b.userBound(user, n)
