@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,12 +56,19 @@ type writeBudget struct {
 	perUser int64 // one user; 0: not bounded
 	wait    time.Duration
 
-	mu      sync.Mutex
-	held    map[int64]int64 // by user, the super user's not counted
-	all     int64
-	peak    int64         // the most all has been (for tests)
-	waiting chan struct{} // closed when a charge is given back
-	waiters int           // writes waiting in take
+	mu   sync.Mutex
+	held map[int64]int64 // by user, the super user's not counted
+	all  int64
+	peak int64 // the most all has been (for tests)
+	// queue holds the writes waiting in take, in arrival order.
+	queue []*budgetWaiter
+}
+
+// budgetWaiter is a write waiting for a charge.
+type budgetWaiter struct {
+	user    budgetUser
+	n       int64
+	granted chan struct{} // closed once the charge is taken for it
 }
 
 // state returns the bytes the budget holds and how many writes wait for
@@ -68,7 +76,7 @@ type writeBudget struct {
 func (b *writeBudget) state() (held int64, waiting int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.all, b.waiters
+	return b.all, len(b.queue)
 }
 
 // newWriteBudget returns a budget of total bytes, perUser of them for one
@@ -89,26 +97,64 @@ func (b *writeBudget) charge(user budgetUser, n int64) int64 {
 	return n
 }
 
-// tryTake charges n bytes to user if that fits now, and returns the
-// charge (0 when it did not fit, or n is 0).
+// Waiting writes take the budget in arrival order. A charge that fits its
+// user's share but not the process's budget holds the budget given back
+// for itself: no later write, of any user, takes any until it has its
+// charge, so that small writes cannot overtake a large one forever (each
+// taking what is given back before the large one fits). One that waits
+// for its user's share keeps back only its user's later writes: a user
+// holding its share must not stop the others, which is what the share is
+// for. A write that would not wait (tryTake) is served as one arriving
+// now, after every waiting write.
+
+// tryTake charges n bytes to user if that fits now, after the writes
+// waiting, and returns the charge (0 when it did not fit, or n is 0).
 func (b *writeBudget) tryTake(user budgetUser, n int64) (int64, bool) {
 	n = b.charge(user, n)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return n, b.fits(user, n)
+	return n, b.grant(&budgetWaiter{user: user, n: n})
 }
 
-// fits charges n to user if it fits; b.mu is held.
-func (b *writeBudget) fits(user budgetUser, n int64) bool {
-	if b.userBound(user, n) || b.total > 0 && b.all+n > b.total {
+// grant charges the waiting writes that fit, in arrival order (see
+// above), closing their granted channels and taking them off the queue,
+// then charges extra, a write arriving now, if it fits after them, and
+// reports whether it did; b.mu is held.
+func (b *writeBudget) grant(extra *budgetWaiter) bool {
+	var keptBack map[int64]bool // users with an earlier write still waiting
+	full := false               // an earlier write waits for the process's budget
+	fits := func(w *budgetWaiter) bool {
+		switch {
+		case full || !w.user.exempt && keptBack[w.user.id] || b.userBound(w.user, w.n):
+		case b.total > 0 && b.all+w.n > b.total:
+			full = true
+		default:
+			if !w.user.exempt {
+				b.held[w.user.id] += w.n
+			}
+			b.all += w.n
+			b.peak = max(b.peak, b.all)
+			return true
+		}
+		if !w.user.exempt {
+			if keptBack == nil {
+				keptBack = map[int64]bool{}
+			}
+			keptBack[w.user.id] = true
+		}
 		return false
 	}
-	if !user.exempt {
-		b.held[user.id] += n
+	kept := b.queue[:0]
+	for _, w := range b.queue {
+		if fits(w) {
+			close(w.granted)
+		} else {
+			kept = append(kept, w)
+		}
 	}
-	b.all += n
-	b.peak = max(b.peak, b.all)
-	return true
+	clear(b.queue[len(kept):])
+	b.queue = kept
+	return extra != nil && fits(extra)
 }
 
 // userBound reports whether user's share keeps a charge of n from
@@ -117,52 +163,50 @@ func (b *writeBudget) userBound(user budgetUser, n int64) bool {
 	return b.perUser > 0 && !user.exempt && b.held[user.id]+n > b.perUser
 }
 
-// take charges n bytes to user, waiting for them at most b.wait, and
-// returns the charge to give back.
+// take charges n bytes to user, waiting for them (in turn, see above) at
+// most b.wait, and returns the charge to give back.
 func (b *writeBudget) take(ctx context.Context, user budgetUser, n int64) (int64, error) {
 	n = b.charge(user, n)
+	w := &budgetWaiter{user: user, n: n, granted: make(chan struct{})}
+	b.mu.Lock()
+	if b.grant(w) {
+		b.mu.Unlock()
+		return n, nil
+	}
+	b.queue = append(b.queue, w)
+	b.mu.Unlock()
 	timer := time.NewTimer(b.wait)
 	defer timer.Stop()
-	counted := false // among b.waiters
-	defer func() {
-		if counted {
-			b.mu.Lock()
-			b.waiters--
-			b.mu.Unlock()
-		}
-	}()
-	for {
-		b.mu.Lock()
-		if b.fits(user, n) {
-			b.mu.Unlock()
-			return n, nil
-		}
-		if !counted {
-			counted = true
-			b.waiters++
-		}
-		// Which bound keeps it waiting, for the error.
-		userBound := b.userBound(user, n)
-		if b.waiting == nil {
-			b.waiting = make(chan struct{})
-		}
-		ch := b.waiting
-		b.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-timer.C:
-			if userBound {
-				return 0, sluice.Errorf(sluice.CodeTooMany, "this user's writes hold the documents they may hold at once (write_bytes_per_user, %d bytes of JSON) and none was written in time; retry shortly, or send fewer writes at once", b.perUser)
-			}
-			return 0, sluice.Errorf(sluice.CodeUnavailable, "the server's writes hold the documents they may hold at once (write_bytes, %d bytes of JSON) and none was written in time; retry shortly", b.total)
-		}
+	var err error
+	select {
+	case <-w.granted:
+		return n, nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-timer.C:
 	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-w.granted: // given it meanwhile: the caller gives it back
+		return n, nil
+	default:
+	}
+	// Which bound keeps it waiting, for the error.
+	userBound := b.userBound(user, n)
+	b.queue = slices.DeleteFunc(b.queue, func(o *budgetWaiter) bool { return o == w })
+	b.grant(nil) // it may have kept back others
+	switch {
+	case err != nil:
+		return 0, err
+	case userBound:
+		return 0, sluice.Errorf(sluice.CodeTooMany, "this user's writes hold the documents they may hold at once (write_bytes_per_user, %d bytes of JSON) and none was written in time; retry shortly, or send fewer writes at once", b.perUser)
+	}
+	return 0, sluice.Errorf(sluice.CodeUnavailable, "the server's writes hold the documents they may hold at once (write_bytes, %d bytes of JSON) and none was written in time; retry shortly", b.total)
 }
 
-// give gives back a charge of user, and wakes the writes waiting (each
-// tries again).
+// give gives back a charge of user, and charges the writes waiting that
+// then fit.
 func (b *writeBudget) give(user budgetUser, n int64) {
 	if n == 0 {
 		return
@@ -175,10 +219,7 @@ func (b *writeBudget) give(user budgetUser, n int64) {
 		}
 	}
 	b.all -= n
-	if b.waiting != nil {
-		close(b.waiting)
-		b.waiting = nil
-	}
+	b.grant(nil)
 }
 
 // errWouldWait is what validator.next returns when a document's charge

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -206,5 +207,99 @@ func TestSuperUserIsHeldToTheProcessBudgetOnly(t *testing.T) {
 	}
 	if held, peak := e.WriteBytes(); held != 0 || peak < 2<<20 {
 		t.Fatalf("writes hold %d bytes of the budget, and held %d at most, want 0 and a document of 2 MB's size at least", held, peak)
+	}
+}
+
+// TestLargeWriteWaitingIsNotOvertaken: writes waiting for write_bytes
+// take it in arrival order. While a stalled write holds 600 KB of 1 MB and
+// a write of a 600 KB document waits for the budget, writes of 100 KB,
+// which would fit beside the stalled one, wait behind it, the same user's
+// or another's, instead of taking what is given back before it fits (a
+// stream of them starved it until it was refused). A user waiting for
+// its own share keeps back no other user.
+func TestLargeWriteWaitingIsNotOvertaken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	e.LimitWriteBytes(1<<20, 0)
+	e.WaitForWriteBytes(time.Minute)
+	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
+		t.Fatal(err)
+	}
+	rita := newWriter(t, e, admin)
+	waiting := func(n int) {
+		t.Helper()
+		eventually.True(t, 10*time.Second, fmt.Sprintf("%d writes waiting for the budget", n), func() bool {
+			_, w := e.WriteBudget()
+			return w == n
+		})
+	}
+	held := &jsonDocs{docs: notes("a", 1, 600<<10), stall: make(chan struct{}), asked: make(chan struct{})}
+	type answer struct {
+		what string
+		err  error
+	}
+	answers := make(chan answer, 4)
+	insert := func(what string, u *sluice.User, src engine.DocSource) {
+		go func() {
+			_, err := e.Insert(ctx, u, engine.AdminOrg, "db", src, engine.WriteOptions{})
+			answers <- answer{what, err}
+		}()
+	}
+	insert("the stalled write", admin, held)
+	<-held.asked
+	insert("the large write", rita, &jsonDocs{docs: notes("l", 1, 600<<10)})
+	waiting(1)
+	insert("a small write of another user", admin, &jsonDocs{docs: notes("s", 1, 100<<10)})
+	waiting(2)
+	insert("a small write of the same user", rita, &jsonDocs{docs: notes("r", 1, 100<<10)})
+	waiting(3)
+	close(held.stall)
+	for range 4 {
+		if a := <-answers; a.err != nil {
+			t.Fatalf("%s: %v", a.what, a.err)
+		}
+	}
+	if n, _ := e.WriteBytes(); n != 0 {
+		t.Fatalf("writes that ended hold %d bytes of the budget", n)
+	}
+}
+
+// TestUserWaitingForItsShareKeepsBackNoOther: a write waiting for its
+// user's write_bytes_per_user keeps back that user's later writes only:
+// another's is written at once.
+func TestUserWaitingForItsShareKeepsBackNoOther(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	e.LimitWriteBytes(64<<20, 1<<20)
+	e.WaitForWriteBytes(time.Minute)
+	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
+		t.Fatal(err)
+	}
+	rita := newWriter(t, e, admin)
+	held := &jsonDocs{docs: notes("a", 1, 600<<10), stall: make(chan struct{}), asked: make(chan struct{})}
+	answers := make(chan error, 2)
+	go func() {
+		_, err := e.Insert(ctx, rita, engine.AdminOrg, "db", held, engine.WriteOptions{})
+		answers <- err
+	}()
+	<-held.asked
+	go func() {
+		_, err := e.Insert(ctx, rita, engine.AdminOrg, "db", &jsonDocs{docs: notes("l", 1, 600<<10)}, engine.WriteOptions{})
+		answers <- err
+	}()
+	eventually.True(t, 10*time.Second, "rita's second write waiting for her share", func() bool {
+		_, w := e.WriteBudget()
+		return w == 1
+	})
+	if _, err := e.Insert(ctx, admin, engine.AdminOrg, "db", &jsonDocs{docs: notes("s", 1, 600<<10)}, engine.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	close(held.stall)
+	for range 2 {
+		if err := <-answers; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
