@@ -68,6 +68,21 @@ func TestLoggedNumbersAreRead(t *testing.T) {
 	}
 	same("/api/diff", diff.Changes[0].After)
 
+	// A patch's numbers too.
+	d.MustDo(t, 200, dt.Admin(), "PATCH", "/api/document/admin/nums?id=N/a", `{"js":[2.5E1]}`, "Content-Type", "application/merge-patch+json")
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/nums?id=N/a", nil).Body, &read); err != nil {
+		t.Fatal(err)
+	}
+	delete(read, "@version")
+	want, _ = json.Marshal(read)
+	if !bytes.Contains(want, []byte(`"js":[25]`)) {
+		t.Fatalf("a read of the patched document: %s", want)
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", "/api/history/admin/nums?id=N/a", nil).Body, &versions); err != nil || len(versions) != 2 {
+		t.Fatalf("history: %v %d versions", err, len(versions))
+	}
+	same("/api/history after a patch", versions[0].Document)
+
 	// 1e100 is 101 characters in plain form: refused, naming the form.
 	r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/nums", `{"@type":"N","@id":"N/big","j":[1e100]}`)
 	if r.Status != 400 || !strings.Contains(string(r.Body), "plain decimal form") {
