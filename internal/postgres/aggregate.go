@@ -61,21 +61,17 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	err = db.classReader(ctx, d).QueryRow(ctx, st.sql, st.args...).Scan(dest...)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "22003" { // numeric_value_out_of_range
-		// Postgres does not say which: name the ones that can overflow,
-		// each with its type's range (a Float's sum is a float; an Int's
-		// or BigInt's, and every avg's sum, numeric, which holds 131,072
-		// digits before the point).
+		// Postgres does not say which: name the ones that can overflow.
+		// Every sum is numeric, which holds 131,072 digits before the
+		// point; only a BigInt's can get there (an Int's or a Float's
+		// is at most a few hundred digits per row). A Float sum past
+		// the largest float is found below, when it is rounded.
 		var sums []string
 		c := s.Class(q.Class)
 		for _, a := range q.Aggs {
-			if a.Op != "sum" && a.Op != "avg" {
-				continue
+			if f := c.Field(a.Field); (a.Op == "sum" || a.Op == "avg") && f != nil && f.Type.Name == sluice.ScalarBigInt { // c: compileAggregate found it
+				sums = append(sums, a.Op+"."+a.Field+": a number past 131,072 digits")
 			}
-			limit := "a number past 131,072 digits"
-			if f := c.Field(a.Field); a.Op == "sum" && f != nil && f.Type.Name == sluice.ScalarFloat { // c: compileAggregate found it
-				limit = "a Float past ±1.8e308"
-			}
-			sums = append(sums, a.Op+"."+a.Field+": "+limit)
 		}
 		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type (%s)", q.Class, strings.Join(sums, "; ")))
 	}
@@ -149,6 +145,7 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, pa
 		exprs = append(exprs, expr)
 		cols[i].field = result
 		cols[i].ratio = a.Op == "avg"
+		cols[i].exact = a.Op == "sum" && f.Type.Name == sluice.ScalarFloat
 		if !seen[f.Name] {
 			seen[f.Name] = true
 			read = append(read, "t."+ident(f.Name))
@@ -177,9 +174,10 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, pa
 
 // aggExpr returns the SQL of aggregate op of field f (of alias t), and a
 // field of the type its result is read as (column's holders): min and max
-// keep the field's type, sum is exact (a BigInt of an integer field),
-// avg a Float, computed exactly (in numeric) and then rounded. Text is compared in byte order ("C"), as filters and
-// orders compare it.
+// keep the field's type, sum is exact (a BigInt of an integer field, a
+// Float of a Float field, computed exactly in numeric and then rounded),
+// avg a Float, computed exactly (in numeric) and then rounded. Text is
+// compared in byte order ("C"), as filters and orders compare it.
 func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 	if f == nil {
 		return "", nil, errors.New("no such field")
@@ -205,7 +203,12 @@ func aggExpr(f *sluice.Field, op string) (string, *sluice.Field, error) {
 	case "sum":
 		switch {
 		case f.Type.Name == sluice.ScalarFloat:
-			return "sum(" + col + ")", f, nil
+			// Exact, in numeric, through text (as avg's sum), rounded
+			// once by column.value (exact): a float8 sum rounds at each
+			// row, so its result hung on the rows' order (1e16, 1,
+			// -1e16 summed to 0 or 1) and could overflow on the way to
+			// a sum that fits.
+			return "sum(" + col + "::text::numeric)::text", scalar(sluice.ScalarFloat), nil
 		case numeric:
 			return "sum(" + col + ")::text", scalar(sluice.ScalarBigInt), nil
 		}

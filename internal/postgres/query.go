@@ -640,13 +640,17 @@ type column struct {
 	// ratio: the column is an exact "sum/count" (an aggregate's avg),
 	// read as text and answered as the float nearest their quotient.
 	ratio bool
+	// exact: the column is an exact decimal (a Float's sum), read as
+	// text and answered as the float nearest it.
+	exact bool
 }
 
-// errFloatRange is a ratio column's quotient past the largest float.
+// errFloatRange is a ratio or exact column's value past the largest
+// float.
 var errFloatRange = errors.New("out of the range of a Float")
 
 func (c *column) dest() any {
-	if c.ratio {
+	if c.ratio || c.exact {
 		return &c.str
 	}
 	switch columnType(c.field) {
@@ -676,6 +680,12 @@ func (c *column) value() (any, bool, error) {
 			return nil, false, nil
 		}
 		return ratioFloat(*c.str)
+	}
+	if c.exact {
+		if c.str == nil {
+			return nil, false, nil
+		}
+		return nearestFloat(*c.str, 1)
 	}
 	switch columnType(c.field) {
 	case "integer":
@@ -882,11 +892,21 @@ func ratioFloat(s string) (any, bool, error) {
 	if err != nil || n <= 0 {
 		return nil, false, fmt.Errorf("an average over %q values", count)
 	}
-	r, ok := new(big.Rat).SetString(sum)
-	if !ok {
+	return nearestFloat(sum, n)
+}
+
+// nearestFloat returns the float nearest the exact decimal sum divided by
+// n, rounded once; a sum that is not a finite number (NaN, Infinity) is
+// an error, one past the largest float errFloatRange.
+func nearestFloat(sum string, n int64) (any, bool, error) {
+	r := new(big.Rat)
+	if _, ok := r.SetString(sum); !ok {
 		return nil, false, errors.New("not a finite number")
 	}
-	f, _ := r.Quo(r, new(big.Rat).SetInt64(n)).Float64()
+	if n != 1 {
+		r.Quo(r, new(big.Rat).SetInt64(n))
+	}
+	f, _ := r.Float64()
 	if math.IsInf(f, 0) {
 		return nil, false, errFloatRange
 	}
