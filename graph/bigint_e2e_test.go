@@ -80,3 +80,43 @@ func TestBigIntLiterals(t *testing.T) {
 		t.Errorf("a literal and a variable are refused differently: %q, %q", lit.Errors[0].Message, byVar.Errors[0].Message)
 	}
 }
+
+// TestBigIntFilterNumberForms: a BigInt filter value is written as a
+// document's BigInt is, the same rule for a literal and a variable:
+// digits with at most a zero fraction (100.0), or a string of digits; an
+// exponent (1E2) or a fraction is refused by both. Found by review: a
+// literal took 1E2 and 1.5e1 while a variable refused them, and a
+// variable refused 100.0, which a literal and a document take.
+func TestBigIntFilterNumberForms(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, `type P { b: BigInt } type Written { b: BigInt }`)
+	st.insert(t, `[{"@type":"P","@id":"a","b":"100"},{"@type":"P","@id":"z","b":"-100"}]`)
+	for _, c := range []struct {
+		form string
+		ok   bool
+	}{
+		{`100`, true}, {`100.0`, true}, {`100.000`, true}, {`-100.0`, true}, {`"100"`, true},
+		{`1E2`, false}, {`1e2`, false}, {`1.5e1`, false}, {`1.0e2`, false}, {`100.5`, false}, {`"1E2"`, false}, {`"100.0"`, false},
+	} {
+		lit := st.query(t, `{ P_aggregate(filter: {b: {eq: `+c.form+`}}) { count } }`, nil)
+		var f any
+		d := json.NewDecoder(strings.NewReader(`{"b":{"eq":` + c.form + `}}`))
+		d.UseNumber()
+		if err := d.Decode(&f); err != nil {
+			t.Fatal(err)
+		}
+		vr := st.query(t, `query($f: P_Filter) { P_aggregate(filter: $f) { count } }`, map[string]any{"f": f})
+		doc := st.query(t, `mutation($j: JSON!) { _insertDocuments(json: $j) }`, map[string]any{"j": `{"@type":"Written","b":` + c.form + `}`})
+		for _, r := range []struct {
+			what string
+			res  gqlResult
+		}{{"a literal", lit}, {"a variable", vr}, {"a document", doc}} {
+			if ok := len(r.res.Errors) == 0; ok != c.ok {
+				t.Errorf("%s as %s: %s, want accepted %v", c.form, r.what, r.res.raw, c.ok)
+			}
+		}
+		if c.ok && (string(lit.Data) != `{"P_aggregate":{"count":1}}` || string(vr.Data) != string(lit.Data)) {
+			t.Errorf("%s: a literal selects %s, a variable %s; want one document each", c.form, lit.Data, vr.Data)
+		}
+	}
+}

@@ -303,7 +303,13 @@ func strictScalar(name string, v any) string {
 		var digits string
 		switch n := v.(type) {
 		case json.Number:
-			digits = string(n)
+			// A number may have a zero fraction (100.0) but no exponent,
+			// as in a document and a filter literal.
+			var frac string
+			digits, frac, _ = strings.Cut(string(n), ".")
+			if strings.Trim(frac, "0") != "" {
+				return "expected " + what + ", got " + got()
+			}
 		case string:
 			digits = n
 		default:

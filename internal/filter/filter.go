@@ -534,13 +534,22 @@ func (p *parser) value(t sluice.FieldType, op Op, v any, path string) (Value, er
 		if !ok {
 			return Value{}, errorf(path, "expected a %s, got %s", t.Name, describe(v))
 		}
-		if t.Name != sluice.ScalarFloat && !r.IsInt() {
-			return Value{}, errorf(path, "expected a whole number for %s, got %s", t.Name, describe(v))
+		if t.Name != sluice.ScalarFloat && (!r.IsInt() || hasExponent(v)) {
+			// As a document's Int or BigInt is written: digits, with at
+			// most a zero fraction (100.0), no exponent (1E2); a
+			// variable is held to the same.
+			return Value{}, errorf(path, "expected a whole number for %s (decimal digits, without an exponent), got %s", t.Name, describe(v))
 		}
 		f, _ := r.Float64()
 		return Value{Num: r, Float: f, Str: ratString(r, t.Name)}, nil
 	}
 	return Value{}, errorf(path, "%s values cannot be filtered on", t.Name)
+}
+
+// hasExponent reports whether v is a number's text with an exponent.
+func hasExponent(v any) bool {
+	n, ok := v.(json.Number)
+	return ok && strings.ContainsAny(string(n), "eE")
 }
 
 // numberSized reports whether v, if it is a number's text, is short enough
