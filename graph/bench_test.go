@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-dev/sluice/internal/auth"
+	"github.com/sluice-dev/sluice/internal/engine"
 )
 
 // BenchmarkQueries measures GraphQL requests (through the whole handler:
@@ -166,4 +167,53 @@ func BenchmarkFragmentBomb(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(cpu()-start)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// BenchmarkPastBacklinks measures a backlink read as of a position every
+// linking document has changed since: 3,000 users each with one note,
+// every note rewritten after the position. Each request lists every
+// user's notes: now, as of the position, and, for contrast, the notes'
+// references as of the position. See docs/benchmarks.md ("Reads of the
+// past").
+func BenchmarkPastBacklinks(b *testing.B) {
+	st := newStack(b, `type User { name: String } type Note { owner: User title: String }`)
+	const n = 3000
+	docs := func(f func(i int) string) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = f(i)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	}
+	st.insert(b, docs(func(i int) string { return fmt.Sprintf(`{"@type":"User","@id":"u%04d","name":"u%d"}`, i, i) }))
+	st.insert(b, docs(func(i int) string {
+		return fmt.Sprintf(`{"@type":"Note","@id":"n%04d","owner":"User/u%04d","title":"a"}`, i, i)
+	}))
+	var res struct{ Extensions struct{ Position string } }
+	if err := json.Unmarshal([]byte(st.query(b, `{ Note(limit: 0) { _id } }`, nil).mustOK(b).raw), &res); err != nil {
+		b.Fatal(err)
+	}
+	var raw []map[string]any
+	if err := json.Unmarshal([]byte(docs(func(i int) string {
+		return fmt.Sprintf(`{"@type":"Note","@id":"n%04d","owner":"User/u%04d","title":"b"}`, i, i)
+	})), &raw); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := st.eng.Replace(context.Background(), st.admin, "admin", "db", &docSource{docs: raw}, engine.WriteOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	vars := map[string]any{"p": res.Extensions.Position}
+	for _, c := range []struct{ name, query string }{
+		{"backlinks/now", `{ User { _owner_of_Note { _id title } } }`},
+		{"backlinks/asOf", `query($p: String) { User(asOf: $p) { _owner_of_Note { _id title } } }`},
+		{"references/asOf", `query($p: String) { Note(asOf: $p) { owner { _id } } }`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if out := st.query(b, c.query, vars).mustOK(b); len(out.Data) < n*20 {
+					b.Fatalf("%.200s", out.raw)
+				}
+			}
+		})
+	}
 }

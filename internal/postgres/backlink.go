@@ -126,8 +126,32 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 		return nil, err
 	}
 	ord := singleOrder(c, dq.Order)
+	// As of a past position, a class's source holds its changed
+	// documents' rows, a CTE with no index: read in each target's
+	// subquery, every target scanned all of them (3,000 users' notes,
+	// all changed since: 2.6 s, against 0.1 s now). They are matched to
+	// the targets once instead, by a hash join on the reference, and each
+	// target carries its share to its subquery (pastTargets).
+	source := b.source
+	var pastClasses []string
+	if past != nil {
+		source = func(class string) string {
+			i := len(pastClasses)
+			pastClasses = append(pastClasses, class)
+			return b.pastSource(class, fmt.Sprintf("jsonb_to_recordset(p._r%d) AS x(%s)", i, b.pastColumns(class)))
+		}
+	}
+	// driver returns the targets' relation, p(id, _k, …), once the
+	// classes' sources are made.
+	driver := func() string {
+		p := "unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k)"
+		if past == nil {
+			return p
+		}
+		return b.pastTargets(p, pastClasses, f, targets)
+	}
 	from := func(class string) string {
-		return "(SELECT * FROM " + b.source(class) + " t" + whereSQL + " OFFSET 0) t"
+		return "(SELECT * FROM " + source(class) + " t" + whereSQL + " OFFSET 0) t"
 	}
 	if !f.List && (len(dq.Order) == 0 || dq.Order[0].Field == colID) {
 		// Read in order from the index: the reference sorts first, in
@@ -137,7 +161,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 		extra = ", " + col + " AS lk" + extra
 		order = `u.lk COLLATE "C"` + dir + ", " + order
 		ord = col + ` COLLATE "C"` + dir + ", " + ord
-		from = func(class string) string { return b.source(class) + " t" + whereSQL }
+		from = func(class string) string { return source(class) + " t" + whereSQL }
 	}
 	page := ""
 	if dq.Limit >= 0 {
@@ -164,10 +188,11 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 		if tc == nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown class %q", dq.Classes[0])
 		}
+		lateral := from(dq.Classes[0]) // before driver()
 		sql := "SELECT t._k, t." + colID + ", 0, CASE WHEN t._n = 1 THEN " + rowJSONSQL(tc, dq.Fields, "t") + " END, " + firstCommit + " FROM (" +
 			"SELECT t.*, " + firstOfID("t") + " FROM (" +
-			"SELECT p._k, t.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT t.* FROM " +
-			from(dq.Classes[0]) + " ORDER BY " + ord + page + ") t" + total +
+			"SELECT p._k, t.* FROM " + driver() + " CROSS JOIN LATERAL (SELECT t.* FROM " +
+			lateral + " ORDER BY " + ord + page + ") t" + total +
 			") t) t LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID + " AND t._n = 1 ORDER BY t._k, " + ord
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: dq.Classes}, nil
 	}
@@ -196,10 +221,41 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 	}
 	sql := "SELECT u._k, u._id, u.cls, CASE WHEN u._n = 1 THEN CASE u.cls" + strings.Join(cases, "") + " END END, " + firstCommit + " FROM (" +
 		"SELECT u.*, " + firstOfID("u") + " FROM (" +
-		"SELECT p._k, u.* FROM unnest(" + targets + "::text[]) WITH ORDINALITY p(id, _k) CROSS JOIN LATERAL (SELECT * FROM (" +
+		"SELECT p._k, u.* FROM " + driver() + " CROSS JOIN LATERAL (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page + ") u" + total +
 		") u) u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid AND u._n = 1 ORDER BY u._k, " + order
 	return &statement{sql: b.pastStatement(sql), args: b.args, classes: dq.Classes}, nil
+}
+
+// pastTargets returns the targets' relation p (alias p: id, _k) of a
+// backlink read as of b's past position, with, for the i-th of classes,
+// the column _r<i>: the rows of the class's changed documents
+// (pastRows) whose reference field f holds the target, as a JSON array
+// of them (null when none), which the target's subquery reads back
+// (jsonb_to_recordset, with pastColumns). The rows of all classes are
+// matched to the targets in one join on the reference, hashed, rather
+// than scanned again by each target. A list that names a target twice
+// gives its row once, as the test of the list (@>) does. The rows go
+// through JSON as the images they are typed from do (json_to_record):
+// a Float keeps its exact value, as its text does (the connections'
+// extra_float_digits is 3).
+func (b *sqlBuilder) pastTargets(p string, classes []string, f *sluice.Field, targets string) string {
+	ref := "x." + ident(f.Name)
+	var rows, aggs []string
+	for i, class := range classes {
+		from := fmt.Sprintf("SELECT %d AS cls, %s AS id, to_jsonb(x.*) AS j FROM %s x", i, ref, b.pastRows(class))
+		if f.List {
+			from = fmt.Sprintf("SELECT %d AS cls, e.id, to_jsonb(x.*) AS j FROM %s x CROSS JOIN LATERAL (SELECT DISTINCT e FROM jsonb_array_elements_text(%s) e) e(id)",
+				i, b.pastRows(class), ref)
+		}
+		rows = append(rows, from)
+		aggs = append(aggs, fmt.Sprintf(", jsonb_agg(x.j) FILTER (WHERE x.cls = %d) AS _r%d", i, i))
+	}
+	if len(rows) == 0 {
+		return p
+	}
+	return "(SELECT p.id, p._k" + strings.Join(aggs, "") + " FROM " + p + " LEFT JOIN (" + strings.Join(rows, " UNION ALL ") +
+		") x ON x.id = p.id GROUP BY p.id, p._k) p"
 }
 
 // firstOfID is the column _n of a backlink statement's rows (alias a):

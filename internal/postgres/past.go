@@ -76,12 +76,30 @@ func (b *sqlBuilder) source(class string) string {
 	if b.past == nil {
 		return classTable(b.db, class)
 	}
+	return b.pastSource(class, b.pastRows(class))
+}
+
+// pastSource returns the source of class's rows as of b's past position
+// whose changed documents' rows are read from rows: the CTE pastRows, or
+// a relation of the same columns holding some of its rows (pastColumns).
+func (b *sqlBuilder) pastSource(class, rows string) string {
 	cols := []string{colID, colCommitUID}
 	for _, f := range b.schema.Class(class).Fields {
 		cols = append(cols, ident(f.Name))
 	}
 	return fmt.Sprintf("(SELECT * FROM (SELECT %s, false AS _past FROM %s t UNION ALL SELECT * FROM %s) u WHERE %s)",
-		"t."+strings.Join(cols, ", t."), classTable(b.db, class), b.pastRows(class), b.asItWas("u"))
+		"t."+strings.Join(cols, ", t."), classTable(b.db, class), rows, b.asItWas("u"))
+}
+
+// pastColumns returns the column definitions of class's pastRows, in
+// order: to read its rows back from JSON (jsonb_to_recordset(...) AS
+// x(defs)).
+func (b *sqlBuilder) pastColumns(class string) string {
+	defs := []string{colID + ` text COLLATE "C"`, colCommitUID + " bigint"}
+	for _, f := range b.schema.Class(class).Fields {
+		defs = append(defs, ident(f.Name)+" "+columnType(f))
+	}
+	return strings.Join(append(defs, "_past boolean"), ", ")
 }
 
 // pastRows returns the name of the CTE holding class's documents as they
