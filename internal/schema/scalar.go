@@ -192,11 +192,13 @@ func plainJSONValue(val any) (any, error) {
 		if !fitsNumeric(n) {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "number %s is too large or too precise to store", shorten(n))
 		}
-		p, ok := plainNumber(n, len(n)+maxNumberGrowth)
-		if !ok {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "number %s is stored in plain decimal form, more than %d characters longer than written; write it in that form", shorten(n), maxNumberGrowth)
+		if p, ok := plainNumber(n, len(n)+maxNumberGrowth); ok {
+			return json.Number(p), nil
 		}
-		return json.Number(p), nil
+		// Kept as written: jsonb stores it all the same, and reads
+		// answer it in plain form, but the log's image keeps it short
+		// (see maxNumberGrowth).
+		return json.Number(n), nil
 	case []any:
 		for i, e := range x {
 			var err error
@@ -219,9 +221,12 @@ func plainJSONValue(val any) (any, error) {
 }
 
 // maxNumberGrowth bounds how much longer than written a number of a JSON
-// value may be in plain decimal form (1e60 is 61 characters): a write
+// value is made in plain decimal form (1e60 is 61 characters): a write
 // holds its documents' images, budgeted by the JSON sent (write_bytes),
-// and 0e-16383, 8 characters, would be 16,385.
+// and 0e-16383, 8 characters, would be 16,385. A number that would grow
+// more keeps the form it was written in (1e100, 1.7976931348623157e+308)
+// in the images of the log, where reads, from Postgres, answer it in
+// plain form: refusing it would refuse floats any JSON encoder writes.
 const maxNumberGrowth = 64
 
 // plainNumber returns the JSON number n, which fitsNumeric accepts, as

@@ -239,8 +239,6 @@ func TestValidateDocumentErrors(t *testing.T) {
 		{"bigint empty", `{"@type":"Person","name":"A","big":""}`, `Person: field "big": expected BigInt (a whole number or a string of decimal digits), got string ""`},
 		{"bigint bool", `{"@type":"Person","name":"A","big":true}`, `Person: field "big": expected BigInt (a whole number or a string of decimal digits), got boolean true`},
 		{"bigint too long", `{"@type":"Person","name":"A","big":"1` + strings.Repeat("0", maxBigIntDigits) + `"}`, `Person: field "big": BigInt has more than 131072 digits`},
-		{"json number much longer in plain form", `{"@type":"Person","name":"A","meta":{"a":[1.5e70]}}`, `Person: field "meta": number 1.5e70 is stored in plain decimal form, more than 64 characters longer than written; write it in that form`},
-		{"json zero much longer in plain form", `{"@type":"Person","name":"A","meta":0e-16383}`, `Person: field "meta": number 0e-16383 is stored in plain decimal form, more than 64 characters longer than written; write it in that form`},
 		{"json number too large", `{"@type":"Person","name":"A","meta":{"a":[1e131072]}}`, `Person: field "meta": number 1e131072 is too large or too precise to store`},
 		{"json number too large by mantissa", `{"@type":"Person","name":"A","meta":12.5e131071}`, `Person: field "meta": number 12.5e131071 is too large or too precise to store`},
 		{"json number too precise", `{"@type":"Person","name":"A","meta":1e-16384}`, `Person: field "meta": number 1e-16384 is too large or too precise to store`},
