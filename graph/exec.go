@@ -367,6 +367,12 @@ type execution struct {
 	// timeout, once deadline set one, is the error of a read its
 	// deadline ended.
 	timeout *sluice.Error
+	// incomplete: an error was recorded (fail) that says the result
+	// could not be read or answered as asked (a refused argument, a
+	// limit, a deadline, a failed statement), not only the errors of
+	// values the documents read hold (failValue). A live query's result
+	// with such an error ends it; one with only the others is sent.
+	incomplete bool
 	// path is the path to the value being written (writeObject), for the
 	// error of a non-null field without a value (nullField).
 	path []pathSeg
@@ -585,11 +591,26 @@ func (x *execution) fail(path ast.Path, err error) {
 	if err == errNulled {
 		return // recorded where the null arose (nullField)
 	}
+	x.incomplete = true
+	x.record(path, err)
+}
+
+// failValue records err, the error of a field whose value the documents
+// read decide (a non-null field without a value that can be shown, a
+// change set of a commit not made yet or pruned), at path: the result is
+// whole as GraphQL answers it, nulls and errors included, and it may be
+// another one once a commit changes those documents (see incomplete).
+func (x *execution) failValue(path ast.Path, err error) {
+	x.record(path, err)
+}
+
+// record records err as a GraphQL error at path (fail).
+func (x *execution) record(path ast.Path, err error) {
 	if x.timeout != nil && x.ctx.Err() != nil && context.Cause(x.ctx) == error(x.timeout) {
-		err = x.timeout
+		err, x.incomplete = x.timeout, true
 	}
 	if errors.Is(err, engine.ErrSchemaChanged) {
-		x.outdated = err
+		x.outdated, x.incomplete = err, true
 	}
 	x.errs = append(x.errs, toGQLError(x.ctx, x.es.logger, path, err))
 }

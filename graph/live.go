@@ -2,6 +2,7 @@ package graph
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"maps"
 	"slices"
@@ -496,8 +497,12 @@ func (q *LiveQuery) listed(f *liveField, doc *sluice.Document, b *Boundary) bool
 // Run reads the query's result in one snapshot: its data (the JSON object
 // of the root fields, on one line), the position it reflects (the zero
 // Position when it read nothing from the database) and the snapshot's
-// access version. A result with errors (a limit it went over, a reference
-// it could not read) has a *ResultError.
+// access version. A result whose read could not be completed (a limit it
+// went over, a deadline, a statement that failed, a refused argument) has
+// a *ResultError; one with only errors of values the documents hold (a
+// non-null field without a value that can be shown: the null goes up to
+// the nearest nullable parent, data itself perhaps) is a result, its
+// errors in Errors, as the query answers it.
 func (q *LiveQuery) Run(ctx context.Context, b Bounds) LiveResult {
 	if err := b.Spent(); err != nil {
 		return LiveResult{Err: err}
@@ -508,13 +513,13 @@ func (q *LiveQuery) Run(ctx context.Context, b Bounds) LiveResult {
 	if x.oneStatement(q.root) {
 		snap.OneStatement()
 	}
-	data, err := q.result(x)
+	data, errs, err := q.result(x)
 	pos, access := snapshotPosition(snap), snap.AccessVersion()
 	snap.Close()
 	if err != nil {
 		return LiveResult{Err: err}
 	}
-	return LiveResult{Data: data, Rows: x.rows, Position: pos, Access: access, Boundary: x.boundary}
+	return LiveResult{Data: data, Errors: errs, Rows: x.rows, Position: pos, Access: access, Boundary: x.boundary}
 }
 
 // Bounds bound one read of a live query's result more tightly than the
@@ -594,17 +599,29 @@ func (q *LiveQuery) execution(ctx context.Context, b Bounds) *execution {
 	return x
 }
 
-// result runs x, an execution of q, and returns its data on one line.
-func (q *LiveQuery) result(x *execution) ([]byte, error) {
+// result runs x, an execution of q, and returns its data on one line
+// ("null" when an error's null reached it) and the JSON array of the
+// errors of values it carries (nil: none; see execution.failValue). An
+// error that left the result incomplete is a *ResultError, which ends
+// the live query.
+func (q *LiveQuery) result(x *execution) (data, errs []byte, err error) {
 	defer x.deadline()()
-	data := x.queryOn(q.root)
+	data = x.queryOn(q.root)
 	if x.outdated != nil {
-		return nil, x.outdated // the stream revises q and reads again
+		return nil, nil, x.outdated // the stream revises q and reads again
 	}
-	if len(x.errs) > 0 || data == nil {
-		return nil, newResultError(x.errs)
+	if x.incomplete || data == nil && len(x.errs) == 0 {
+		return nil, nil, newResultError(x.errs)
 	}
-	return compactLine(data), nil
+	if len(x.errs) > 0 {
+		if errs, err = json.Marshal(x.errs); err != nil {
+			return nil, nil, err
+		}
+	}
+	if data == nil {
+		return []byte("null"), errs, nil
+	}
+	return compactLine(data), errs, nil
 }
 
 // snapshotPosition returns the position snap reflects, the zero Position
@@ -624,6 +641,13 @@ func snapshotPosition(snap *engine.Snapshot) sluice.Position {
 // read may have been written after them.
 type LiveResult struct {
 	Data []byte
+	// Errors is the JSON array of the errors the result carries, nil
+	// when it has none: each of a field whose value the documents read
+	// decide (a required field without a value that can be shown, and
+	// so null up to its nearest nullable parent), which the result is
+	// sent with, as the query answers them. Two results are the same
+	// only when both their Data and their Errors are.
+	Errors []byte
 	// Rows is the number of documents the result read.
 	Rows     int
 	Position sluice.Position
@@ -722,7 +746,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 			out[i].Err = err
 			continue
 		}
-		out[i].Data, out[i].Err = q.result(xs[i])
+		out[i].Data, out[i].Errors, out[i].Err = q.result(xs[i])
 		out[i].Rows, out[i].Boundary = xs[i].rows, xs[i].boundary
 	}
 	pos, access := snapshotPosition(snap), snap.AccessVersion()
@@ -735,8 +759,9 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 	return out
 }
 
-// ResultError is the error of a live query whose result has errors: they
-// end its stream, as they would answer the query. It unwraps to a
+// ResultError is the error of a live query whose result could not be read
+// whole (a limit, a deadline, a failed read, a refused argument): its
+// errors end its stream, as they would answer the query. It unwraps to a
 // *sluice.Error of the first error's code.
 type ResultError struct {
 	Errors gqlerror.List

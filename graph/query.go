@@ -393,9 +393,12 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 			err = errResponseTooLarge(x.es.limits.MaxResponseBytes)
 		}
 	}
-	if sluice.ErrorCode(err) == sluice.CodeNotFound {
-		w.null() // no commits yet, or pruned: a nullable answer
-		x.fail(fieldPath(cf), err)
+	if code := sluice.ErrorCode(err); code == sluice.CodeNotFound || code == sluice.CodeGone {
+		// No commits yet, not made yet, or pruned: a nullable answer,
+		// which the log decides (a live query's next commit may make
+		// it one).
+		w.null()
+		x.failValue(fieldPath(cf), err)
 		return
 	}
 	if err != nil {

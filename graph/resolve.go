@@ -577,7 +577,7 @@ func (x *execution) nullField(class, field, typ string) {
 			path[i] = ast.PathIndex(s.index)
 		}
 	}
-	x.fail(path, sluice.Errorf(sluice.CodeUnprocessable,
+	x.failValue(path, sluice.Errorf(sluice.CodeUnprocessable,
 		"cannot return null for non-null field %s.%s (%s): the document has no value for it that can be read as one "+
 			"(read as of a position before the schema required it or gave it this type, or written in SQL before Sluice checked it)",
 		class, field, typ))

@@ -266,10 +266,12 @@ type liveEvaluator struct {
 	// since is the time of the first such commit.
 	dirty bool
 	since time.Time
-	// data is the last result published; revision counts them. bound
-	// is the boundary of the last result read (graph.Boundary): changes
-	// past it need no read.
+	// data and errs are the last result published (errs: the errors it
+	// carries, nil when none); revision counts them. bound is the
+	// boundary of the last result read (graph.Boundary): changes past it
+	// need no read.
 	data     []byte
+	errs     []byte
 	revision int64
 	bound    *graph.Boundary
 	// stale: a commit made under a later schema version than lq's was
@@ -504,7 +506,7 @@ func (g *liveGroup) Settle(ctx context.Context, evs []stream.Evaluator, out []st
 		}
 		e := evs[i].(*liveEvaluator)
 		e.bound = res[j].Boundary
-		g.settle(e, res[j].Data, res[j].Position, &out[i])
+		g.settle(e, res[j].Data, res[j].Errors, res[j].Position, &out[i])
 	}
 	clear(g.lqs) // hold no live query between batches
 }
@@ -566,7 +568,7 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator, tokens *ba
 		case graph.IsBoundError(res[j].Err, liveEstimate) || handedOver(res[j].Err, e.hold):
 			again = append(again, j)
 		case res[j].Err == nil:
-			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
+			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)+len(res[j].Errors)))
 		}
 	}
 	for _, j := range again {
@@ -591,12 +593,12 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator, tokens *ba
 			}
 		}
 		if retry[j] == nil && res[j].Err == nil {
-			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)))
+			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)+len(res[j].Errors)))
 		}
 	}
 	for j := range res {
 		if res[j].Err != nil {
-			res[j].Data = nil // what it read is not kept
+			res[j].Data, res[j].Errors = nil, nil // what it read is not kept
 		}
 	}
 	return res, retry
@@ -642,26 +644,29 @@ func estimate(full graph.Bounds, rows, bytes int, h *liveHold) graph.Bounds {
 	return b
 }
 
-// settle takes e's result data, read at pos, and sets out to what it
-// publishes: nothing when the result is unchanged.
-func (g *liveGroup) settle(e *liveEvaluator, data []byte, pos sluice.Position, out *stream.Settled) {
+// settle takes e's result, its data and the errors it carries (nil:
+// none), read at pos, and sets out to what it publishes: nothing when the
+// result is unchanged, its data and its errors alike.
+func (g *liveGroup) settle(e *liveEvaluator, data, errs []byte, pos sluice.Position, out *stream.Settled) {
 	first := !e.ran
 	since := e.since
 	e.ran, e.dirty, e.since = true, false, time.Time{}
 	e.seen = max(e.seen, pos.Seq)
-	if !first && bytes.Equal(data, e.data) {
+	if !first && bytes.Equal(data, e.data) && bytes.Equal(errs, e.errs) {
 		return
 	}
-	prev := e.data
-	e.data = data
+	prev, prevErrs := e.data, e.errs
+	e.data, e.errs = data, errs
 	e.revision++
 	id := ""
 	if pos.Epoch != "" {
 		id = pos.String()
 	}
 	out.Start, out.Time = pos, since
-	out.Events = []sluice.Event{{Position: pos, ID: id, Data: liveResult(data, id, e.revision, e.patch)}}
-	if e.patch && !first {
+	out.Events = []sluice.Event{{Position: pos, ID: id, Data: liveResult(data, errs, id, e.revision, e.patch)}}
+	// A patch is of data alone: a result with errors, or the first after
+	// one, is sent whole, with its errors (or without any).
+	if e.patch && !first && errs == nil && prevErrs == nil {
 		// A patch as large as the result is no saving: members then get
 		// the result. Diff stops at that budget, returning the whole
 		// replace (larger than the result), so a patch that would be
@@ -676,16 +681,17 @@ func (g *liveGroup) settle(e *liveEvaluator, data []byte, pos sluice.Position, o
 	}
 }
 
-// liveResult returns the message of a whole result: its data, and as
-// extensions its position (also as lastEventId, which every transport's
-// clients resume with) and, with patches, its revision.
+// liveResult returns the message of a whole result: the errors it
+// carries (errs, nil for none), first as a query's answer has them, its
+// data, and as extensions its position (also as lastEventId, which every
+// transport's clients resume with) and, with patches, its revision.
 //
 //	{"data":{…},"extensions":{"position":"<p>","lastEventId":"<p>"}}
-//	{"data":{…},"extensions":{"position":"<p>","revision":3,"lastEventId":"<p>"}}
-func liveResult(data []byte, id string, revision int64, patch bool) []byte {
-	b := make([]byte, 0, len(data)+len(id)*2+64)
-	b = append(b, `{"data":`...)
-	b = append(b, data...)
+//	{"errors":[…],"data":{…},"extensions":{"position":"<p>","revision":3,"lastEventId":"<p>"}}
+func liveResult(data, errs []byte, id string, revision int64, patch bool) []byte {
+	b := make([]byte, 0, len(data)+len(errs)+len(id)*2+64)
+	b = append(b, '{')
+	b = appendLiveBody(b, data, errs)
 	if id == "" && !patch {
 		return append(b, '}')
 	}
@@ -731,16 +737,27 @@ func appendLiveExtensions(b []byte, id string, revision int64, withRevision bool
 	return b
 }
 
-// liveData returns the data of a whole result message without patches
-// (liveResult), nil when msg is not one.
-func liveData(msg []byte, id string) []byte {
-	const open = `{"data":`
+// appendLiveBody appends what a result message holds of the result: its
+// errors (errs, nil for none) and its data.
+func appendLiveBody(b, data, errs []byte) []byte {
+	if errs != nil {
+		b = append(b, `"errors":`...)
+		b = append(b, errs...)
+		b = append(b, ',')
+	}
+	b = append(b, `"data":`...)
+	return append(b, data...)
+}
+
+// liveBody returns the body (appendLiveBody) of a whole result message
+// without patches (liveResult), nil when msg is not one.
+func liveBody(msg []byte, id string) []byte {
 	tail := len(`,"extensions":{"position":"","lastEventId":""}}`) + 2*len(id)
 	if id == "" {
 		tail = 1
 	}
-	if len(msg) < len(open)+tail || !bytes.HasPrefix(msg, []byte(open)) {
+	if len(msg) < 1+tail || msg[0] != '{' {
 		return nil
 	}
-	return msg[len(open) : len(msg)-tail]
+	return msg[1 : len(msg)-tail]
 }

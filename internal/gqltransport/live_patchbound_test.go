@@ -44,7 +44,7 @@ func TestLivePatchCostIsBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	g.settle(e, next, sluice.Position{}, &out)
+	g.settle(e, next, nil, sluice.Position{}, &out)
 	runtime.ReadMemStats(&after)
 	if len(out.Events) != 1 || len(out.Delta) != 0 {
 		t.Fatalf("settle published %d results and %d patches, want the whole result alone", len(out.Events), len(out.Delta))

@@ -128,7 +128,7 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	if scanErr != nil {
 		return nil, scanErr
 	}
-	data, pos := run.Data, run.Position
+	data, errs, pos := run.Data, run.Errors, run.Position
 	res := &liveResume{}
 	if pos.Epoch != "" {
 		res.id = pos.String()
@@ -136,16 +136,23 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 	if changed {
 		// Revision 0: a whole result from outside the share, which the
 		// first result the stream takes from its share replaces.
-		res.msg = liveResult(data, res.id, 0, patch)
+		res.msg = liveResult(data, errs, res.id, 0, patch)
 	}
 	// The first result the share gives after the snapshot is skipped when
 	// it equals the one the client has: compared by a digest of it, not
 	// kept, since the stream may wait for that result as long as the
 	// result does not change, and the budget counts only the share's
-	// copy (a resumed stream kept a whole result of its own before).
-	compare := !patch // a patch's base must be the share's: the first is whole
-	last := sha256.Sum256(data)
-	size := len(data)
+	// copy (a resumed stream kept a whole result of its own before). Its
+	// errors count as its data does: the same data with other errors is
+	// another result.
+	compare := !patch                      // a patch's base must be the share's: the first is whole
+	head := appendLiveBody(nil, nil, errs) // the body up to its data
+	h := sha256.New()
+	h.Write(head)
+	h.Write(data)
+	var last [sha256.Size]byte
+	h.Sum(last[:0])
+	size := len(head) + len(data)
 	res.keep = func(e *stream.Entry) bool {
 		if len(e.Events) != 1 {
 			return true
@@ -156,7 +163,7 @@ func (t *transport) resumeLive(ctx context.Context, lq *graph.LiveQuery, from sl
 		}
 		if compare {
 			compare = false
-			got := liveData(ev.Data, ev.ID)
+			got := liveBody(ev.Data, ev.ID)
 			return len(got) != size || sha256.Sum256(got) != last
 		}
 		return true

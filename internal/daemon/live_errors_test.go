@@ -1,0 +1,98 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestLiveQueryResultWithFieldErrors: a live query's result with the
+// errors of values its documents hold (a required field without a value
+// that can be read: here a row written in SQL as Sluice's own role, the
+// checks skipped) is sent as a query answers it, the null up to the
+// nearest nullable parent (data itself for a list of such documents) and
+// the errors with their paths, and the live query goes on: a commit that
+// changes the errors alone sends the result again, and one that mends
+// the document sends it without errors. A result that could not be read
+// whole (past graphql_max_result_rows) still ends it. Before, a field
+// error ended the live query.
+func TestLiveQueryResultWithFieldErrors(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResultRows = 3 })
+	d.CreateDatabase(t, "liveerr", "type P { name: String! score: Float! rank: Float! friend: P }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/liveerr", `[{"@type":"P","@id":"x","name":"X","score":1,"rank":1},
+		{"@type":"P","@id":"b","name":"B","score":1,"rank":1,"friend":"P/x"}]`)
+	w := newSQLWriter(t, d, "liveerr")
+	// unchecked writes x's row as Sluice's own role, the triggers
+	// skipped: no commit, so a live query sees it at the next commit.
+	unchecked := func(set string) {
+		t.Helper()
+		sqlExec(t, d.DatabaseURL, "SET LOCAL sluice.writer = 'on'", "UPDATE "+w.table("P")+" SET "+set+" WHERE _id = 'P/x'")
+	}
+	// touch commits a change of b's name, which no live query here
+	// selects: the results are read again, and the rows as unchecked
+	// left them.
+	n := 0
+	touch := func() {
+		t.Helper()
+		n++
+		d.MustDo(t, 200, dt.Admin(), "PATCH", "/api/document/admin/liveerr?id=P/b", `{"name":"B`+strings.Repeat("!", n)+`"}`,
+			"Content-Type", "application/merge-patch+json")
+	}
+	open := func(q string) *dt.Stream {
+		body, _ := json.Marshal(map[string]string{"query": q})
+		st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/liveerr", Body: string(body),
+			Header: []string{"Accept", "text/event-stream"}})
+		st.Next() // : connected
+		return st
+	}
+	// result reads the next result and checks its data and the path of
+	// each of its errors, all UNPROCESSABLE.
+	result := func(st *dt.Stream, what, data string, paths ...string) {
+		t.Helper()
+		f := st.Event()
+		if f[0] != "event: next" {
+			t.Fatalf("%s: %q, want a result", what, f)
+		}
+		var ans gqlAnswer
+		if err := json.Unmarshal([]byte(f.Field("data")), &ans); err != nil {
+			t.Fatalf("%s: %s: %v", what, f, err)
+		}
+		if string(ans.Data) != data || len(ans.Errors) != len(paths) {
+			t.Fatalf("%s: %s\nwant data %s and %d errors", what, f.Field("data"), data, len(paths))
+		}
+		for i, e := range ans.Errors {
+			if got := strings.Trim(strings.ReplaceAll(mustJSON(t, e.Path), `"`, ""), "[]"); got != paths[i] || e.Extensions.Code != "UNPROCESSABLE" {
+				t.Errorf("%s: error %q %s at %s, want UNPROCESSABLE at %s", what, e.Message, e.Extensions.Code, got, paths[i])
+			}
+		}
+	}
+
+	unchecked(`score = 'NaN'`)
+	friend := open(`subscription { P(ids: ["P/b"]) { _id friend { score rank } } }`)
+	all := open(`query @live { P { _id score } }`)
+	result(friend, "b's friend without a score", `{"P":[{"_id":"P/b","friend":null}]}`, "P,0,friend,score")
+	result(all, "every score, x's missing", `null`, "P,1,score")
+
+	// The same data, another error: another result.
+	unchecked(`score = 2, rank = 'NaN'`)
+	touch()
+	result(friend, "b's friend without a rank", `{"P":[{"_id":"P/b","friend":null}]}`, "P,0,friend,rank")
+	result(all, "every score, x's back", `{"P":[{"_id":"P/b","score":1},{"_id":"P/x","score":2}]}`)
+
+	unchecked(`rank = 3`)
+	touch()
+	result(friend, "b's friend mended", `{"P":[{"_id":"P/b","friend":{"score":2,"rank":3}}]}`)
+
+	// Past graphql_max_result_rows (3): the result is not read whole, and
+	// the live query ends with the error naming the bound.
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/liveerr", `[{"@type":"P","@id":"c","name":"C","score":1,"rank":1},
+		{"@type":"P","@id":"d","name":"D","score":1,"rank":1}]`)
+	frames := all.Ended()
+	if len(frames) != 2 || !strings.Contains(frames[0].String(), `"limit":"graphql_max_result_rows"`) || frames[1][0] != "event: complete" {
+		t.Fatalf("a result past graphql_max_result_rows: %q, want the error and complete", frames)
+	}
+}
