@@ -163,7 +163,15 @@ func (x *execution) loadBacklinks(groups []*backlinkGroup) ([]pending, error) {
 	for _, g := range groups {
 		q, err := ParseQueryArgs(x.es.schema, g.link.class.Name, g.field, x.op.Variables)
 		if err != nil {
-			return nil, err
+			// The field's error, at its path (its every place in the
+			// response): writeDocField records it where it writes the
+			// field, as any field's, and the null goes up from there.
+			// Nothing is read for it.
+			if x.backlinkErrs == nil {
+				x.backlinkErrs = map[*ast.Field]error{}
+			}
+			x.backlinkErrs[g.field] = err
+			continue
 		}
 		var all ast.SelectionSet
 		for _, s := range g.sels {

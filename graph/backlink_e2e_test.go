@@ -3,6 +3,7 @@ package graph_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -94,9 +95,34 @@ func TestBacklinks(t *testing.T) {
 	if want := `{"User":[{"_owner_of_Note":[{"_id":"Note/n3"}]}]}`; string(res.Data) != want {
 		t.Errorf("variables: %s", res.Data)
 	}
+	// A refused argument is the backlink field's error, at its path (not
+	// the root field's): the null goes up from there, through the non-null
+	// lists to data here, to a nullable reference below.
 	res = st.query(t, `{ User { _owner_of_Note(limit: -1) { _id } } }`, nil)
-	if len(res.Errors) != 1 || res.Errors[0].Message != "Note: limit must be a whole number of at least 0, got -1" || string(res.Data) != "null" {
+	if len(res.Errors) != 1 || res.Errors[0].Message != "Note: limit must be a whole number of at least 0, got -1" || string(res.Data) != "null" ||
+		fmt.Sprint(res.Errors[0].Path) != "[User 0 _owner_of_Note]" {
 		t.Errorf("a negative limit: %s", res.raw)
+	}
+	// As of a position too (it was the root field's, refused before the read).
+	var pos struct {
+		Extensions struct{ Position string } `json:"extensions"`
+	}
+	if err := json.Unmarshal([]byte(st.query(t, `{ User(limit: 0) { _id } }`, nil).mustOK(t).raw), &pos); err != nil || pos.Extensions.Position == "" {
+		t.Fatalf("no position: %v", err)
+	}
+	res = st.query(t, `{ User(asOf: "`+pos.Extensions.Position+`") { _owner_of_Note(limit: -1) { _id } } }`, nil)
+	if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, "limit must be") || string(res.Data) != "null" ||
+		fmt.Sprint(res.Errors[0].Path) != "[User 0 _owner_of_Note]" {
+		t.Errorf("a negative limit as of a position: %s", res.raw)
+	}
+	res = st.query(t, `{ Note { _id owner { name _owner_of_Note(limit: -1) { _id } } } }`, nil)
+	if want := `{"Note":[{"_id":"Note/n1","owner":null},{"_id":"Note/n2","owner":null},{"_id":"Note/n3","owner":null}]}`; string(res.Data) != want || len(res.Errors) != 3 {
+		t.Fatalf("a negative limit below a reference: %s", res.raw)
+	}
+	for i, e := range res.Errors {
+		if got, want := fmt.Sprint(e.Path), fmt.Sprintf("[Note %d owner _owner_of_Note]", i); got != want || !strings.Contains(e.Message, "limit must be") {
+			t.Errorf("a negative limit below a reference: error %q at %s, want at %s", e.Message, got, want)
+		}
 	}
 }
 

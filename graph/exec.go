@@ -345,6 +345,10 @@ type execution struct {
 	// node and collected selection set) on each document, read by
 	// prefetch.
 	backlinks map[backlinkKey][]*object
+	// backlinkErrs holds the error of each backlink field node whose
+	// arguments were refused (loadBacklinks), recorded where the field
+	// is written (writeDocField).
+	backlinkErrs map[*ast.Field]error
 	// preread holds the documents of root class query fields (by alias)
 	// read before the execution, with other queries' (RunEach).
 	preread map[string][]engine.QueryDoc

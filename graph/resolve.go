@@ -374,6 +374,12 @@ func (x *execution) writeDocField(w *jsonWriter, o *object, cf graphql.Collected
 		return true
 	}
 	if bl, ok := parseBacklink(x.es.schema, x.es.role, cf.Name); ok && o.id != "" {
+		if err, refused := x.backlinkErrs[cf.Field]; refused {
+			// Its arguments were refused: the field's error, at its
+			// path, and the null goes up (the list is non-null).
+			x.fail(x.pathNow(), err)
+			return false
+		}
 		// Read by prefetch: the documents pointing at o, read for this
 		// merged selection (it depends on o's type). The list is
 		// non-null ([X!]!).
@@ -569,6 +575,15 @@ func writeScalar(w *jsonWriter, scalar string, v any) bool {
 // nullField records the error of non-null field class.field (of GraphQL
 // type typ) having no value to write, at x.path.
 func (x *execution) nullField(class, field, typ string) {
+	x.failValue(x.pathNow(), sluice.Errorf(sluice.CodeUnprocessable,
+		"cannot return null for non-null field %s.%s (%s): the document has no value for it that can be read as one "+
+			"(read as of a position before the schema required it or gave it this type, or written in SQL before Sluice checked it)",
+		class, field, typ))
+}
+
+// pathNow returns x.path, the path of the value being written, as a
+// GraphQL error's path.
+func (x *execution) pathNow() ast.Path {
 	path := make(ast.Path, len(x.path))
 	for i, s := range x.path {
 		if s.name != "" {
@@ -577,10 +592,7 @@ func (x *execution) nullField(class, field, typ string) {
 			path[i] = ast.PathIndex(s.index)
 		}
 	}
-	x.failValue(path, sluice.Errorf(sluice.CodeUnprocessable,
-		"cannot return null for non-null field %s.%s (%s): the document has no value for it that can be read as one "+
-			"(read as of a position before the schema required it or gave it this type, or written in SQL before Sluice checked it)",
-		class, field, typ))
+	return path
 }
 
 // writeCommit writes a _CommitMetadata object.
