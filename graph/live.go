@@ -117,7 +117,7 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 	x := &execution{op: op, es: es, req: req}
 	roots := x.fields(op.Operation.SelectionSet, q.root)
 	if q.root == typeSubscription && len(roots) != 1 {
-		return nil, errorf("a subscription must select exactly one root field, not %d", len(roots))
+		return nil, rootFieldsError(op.Operation, roots)
 	}
 	seen := map[string]bool{}
 	for _, cf := range roots {

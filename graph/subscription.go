@@ -75,7 +75,7 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 	x := &execution{op: op, es: es, req: req}
 	roots := x.fields(op.Operation.SelectionSet, "Subscription")
 	if len(roots) != 1 {
-		return nil, errorf("a subscription must select exactly one root field, not %d", len(roots))
+		return nil, rootFieldsError(op.Operation, roots)
 	}
 	cf := roots[0]
 	s.alias, s.selections = cf.Alias, cf.Selections
