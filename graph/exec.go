@@ -45,6 +45,11 @@ type Store interface {
 	// above made with it run in, and the snapshot.
 	ReadSnapshot(ctx context.Context, d *sluice.Database) (context.Context, *engine.Snapshot)
 	RedactCommit(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, c *sluice.Commit) (*sluice.Commit, error)
+	// HiddenSince returns the fields, by class, that the images of
+	// commit seq no longer show a reader with role because of a schema
+	// change since (protected, or their values dropped), each with the
+	// message of its refusal (see engine.Engine.HiddenSince).
+	HiddenSince(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (map[string]map[string]string, error)
 	// CurrentDatabase returns database d and its schema as they are
 	// now, read from Postgres, or NotFound when d was deleted.
 	CurrentDatabase(ctx context.Context, d *sluice.Database) (*sluice.Database, *sluice.Schema, error)
@@ -345,6 +350,10 @@ type execution struct {
 	// node and collected selection set) on each document, read by
 	// prefetch.
 	backlinks map[backlinkKey][]*object
+	// hidden is what HiddenSince answered for the commit hiddenSeq
+	// (imageFilter): the fields its images no longer show the reader.
+	hidden    map[string]map[string]string
+	hiddenSeq int64
 	// backlinkErrs holds the error of each backlink field node whose
 	// arguments were refused (loadBacklinks), recorded where the field
 	// is written (writeDocField).

@@ -279,3 +279,80 @@ func (x *execution) checkPastAggregate(q engine.AggregateQuery) error {
 	}
 	return x.checkPastFilter(q.Filter, q.Classes)
 }
+
+// checkImageFilter returns an error when filter e, evaluated on the image
+// of a document of class in commit c (a _ChangeSet's field, a
+// subscription's event), tests a field that the image no longer shows
+// the reader because of a schema change since the commit (protected from
+// its role, or its values dropped: Store.HiddenSince). As a read as of the
+// commit refuses such a field, naming it, so does the filter, rather than
+// take it for missing: its answer would be wrong, and would tell what the
+// image hides. The fields it reads through references are the present
+// documents' (lookup), not the image's, and are not checked.
+func (x *execution) checkImageFilter(e filter.Expr, c *sluice.Commit, class string) error {
+	if x.hiddenSeq != c.Seq {
+		hidden, err := x.es.store.HiddenSince(x.ctx, x.req.DB, x.es.schema, x.es.role, c.Seq)
+		if err != nil {
+			return err
+		}
+		x.hidden, x.hiddenSeq = hidden, c.Seq
+	}
+	if x.hidden == nil {
+		return nil
+	}
+	return imageFilterFields(e, []string{class}, func(class, field string) error {
+		if why, ok := x.hidden[class][field]; ok {
+			return sluice.Errorf(sluice.CodeInvalid, "%s", why)
+		}
+		return nil
+	})
+}
+
+// imageFilterFields calls check with each field filter e tests on
+// documents of the given classes, and on their subdocuments (by the
+// subdocument's class), not on the documents their references point to.
+func imageFilterFields(e filter.Expr, classes []string, check func(class, field string) error) error {
+	field := func(f *sluice.Field) error {
+		for _, c := range classes {
+			if err := check(c, f.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	switch e := e.(type) {
+	case *filter.And:
+		for _, s := range e.Exprs {
+			if err := imageFilterFields(s, classes, check); err != nil {
+				return err
+			}
+		}
+	case *filter.Or:
+		for _, s := range e.Exprs {
+			if err := imageFilterFields(s, classes, check); err != nil {
+				return err
+			}
+		}
+	case *filter.Not:
+		return imageFilterFields(e.Expr, classes, check)
+	case *filter.Compare:
+		if e.Field != nil {
+			return field(e.Field)
+		}
+	case *filter.Sub:
+		if err := field(e.Field); err != nil {
+			return err
+		}
+		return imageFilterFields(e.Expr, []string{e.Class}, check)
+	case *filter.Ref:
+		return field(e.Field)
+	case *filter.Quant:
+		if err := field(e.Field); err != nil {
+			return err
+		}
+		if e.Field.Type.Kind == sluice.TypeSubdocument {
+			return imageFilterFields(e.Elem, []string{e.Field.Type.Name}, check)
+		}
+	}
+	return nil
+}

@@ -551,6 +551,9 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 			continue // a class the schema no longer has documents of
 		}
 		if f != nil {
+			if err := x.checkImageFilter(f, c, doc.Type); err != nil {
+				return nil, "", err
+			}
 			ok, err := filter.MatchContext(x.ctx, f, doc, x.lookup)
 			if err != nil {
 				return nil, "", err

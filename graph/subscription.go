@@ -252,9 +252,15 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 			continue
 		}
 		if s.filter != nil {
-			// A filter past filter.MaxMatchSteps on this document ends
-			// the stream with the error naming why, rather than
+			// A filter testing a field this image no longer shows
+			// (protected since the commit, or its values dropped) ends
+			// the stream with the error naming it, as a read as of the
+			// commit is refused; so does a filter past
+			// filter.MaxMatchSteps on this document, rather than
 			// dropping its event unseen; so does the stream's end.
+			if err := x.checkImageFilter(s.filter, c, doc.Type); err != nil {
+				return nil, err
+			}
 			ok, err := filter.MatchContext(x.ctx, s.filter, doc, x.lookup)
 			if err != nil {
 				return nil, err

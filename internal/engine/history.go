@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -88,6 +89,41 @@ func (e *Engine) RedactCommit(ctx context.Context, d *sluice.Database, cur *slui
 	cc := *c
 	cc.Changes = out
 	return &cc, nil
+}
+
+// HiddenSince returns the fields of the images of commit seq of d that a
+// reader with role cannot be shown through cur because of a schema change
+// since (see lostSince): by class (a document class, or a subdocument
+// class for its fields), each with a message naming the field and why, as
+// a read as of the commit names it; nil when there are none. A filter of
+// a _ChangeSet or of a subscription, evaluated on those images, is refused
+// when it tests one (graph), as a read as of the commit is: the image no
+// longer holds the value, and a filter that took it for missing would
+// answer wrongly, and tell what its absence hides.
+func (e *Engine) HiddenSince(ctx context.Context, d *sluice.Database, cur *sluice.Schema, role sluice.Role, seq int64) (map[string]map[string]string, error) {
+	if role >= sluice.RoleAdmin {
+		return nil, nil
+	}
+	since, err := e.lostSince(ctx, d, cur, role, seq)
+	if err != nil || since == nil || len(since.Unknown) == 0 {
+		return nil, err
+	}
+	// The reasons lostSince keeps name the position of the first commit
+	// of the version it walked for (its findings are by version): named
+	// again for this one.
+	commit := fmt.Sprintf("commit %d", seq)
+	out := make(map[string]map[string]string, len(since.Unknown))
+	for class, fields := range since.Unknown {
+		out[class] = make(map[string]string, len(fields))
+		for f, why := range fields {
+			_, reason, ok := strings.Cut(why, "cannot be shown: ")
+			if !ok {
+				reason = why
+			}
+			out[class][f] = fmt.Sprintf("%s.%s as of %s cannot be shown: %s", class, f, commit, strings.ReplaceAll(reason, "that position", "that commit"))
+		}
+	}
+	return out, nil
 }
 
 // lostSince returns what of the images of commit seq of d a reader with
