@@ -408,3 +408,30 @@ type Note implements Owned { text: String rank: Int }`)
 		t.Errorf("got %s, want %s", res.Data, want)
 	}
 }
+
+// TestBacklinkArgumentsOfStreamsRefused: a subscription or live query
+// selecting a backlink whose arguments are refused is refused before it
+// starts, the error located at the backlink field, as its root field's
+// arguments are; a query answers it at the field's path (TestBacklinks).
+func TestBacklinkArgumentsOfStreamsRefused(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "links", linkSDL)
+	for _, q := range []string{
+		`subscription { User_added { _id _owner_of_Note(limit: -1) { _id } } }`,
+		`subscription { _ChangeSet { User_added { _id _owner_of_Note(limit: -1) { _id } } } }`,
+		`subscription { User { _id _owner_of_Note(limit: -1) { _id } } }`,
+		`query @live { User { _id _owner_of_Note(limit: -1) { _id } } }`,
+	} {
+		body, _ := json.Marshal(map[string]any{"query": q})
+		s := d.MustOpenStream(t, daemontest.Admin(), daemontest.StreamRequest{
+			Method: http.MethodPost, Path: "/api/graphql/admin/links", Header: []string{"Accept", "text/event-stream"}, Body: string(body)})
+		frames := s.Ended()
+		col := strings.Index(q, "_owner_of_Note") + 1
+		want := `{"errors":[{"message":"_owner_of_Note: Note: limit must be a whole number of at least 0, got -1","locations":[{"line":1,"column":` +
+			fmt.Sprint(col) + `}],"extensions":{"code":"BAD_USER_INPUT"}}]}`
+		if len(frames) != 2 || frames[0].Field("data") != want || frames[1][0] != "event: complete" {
+			t.Errorf("%s: %q\nwant the error %s and complete", q, frames, want)
+		}
+	}
+}

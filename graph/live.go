@@ -153,7 +153,11 @@ func (es *ExecutableSchema) NewLiveQuery(op *graphql.OperationContext, req *Requ
 			if pq.IDs != nil {
 				f.ids = set(pq.IDs)
 			}
-			newRefScan(es, op, f.refs).selection(cf.Name, cf.Selections)
+			scan := newRefScan(es, op, f.refs)
+			scan.selection(cf.Name, cf.Selections)
+			if scan.err != nil {
+				return nil, scan.err
+			}
 		}
 		if f.filt != nil {
 			f.refFilter = filterRefs(es.schema, f.filt, f.refs)
@@ -240,6 +244,11 @@ type refScan struct {
 	spread map[string]bool
 	fields map[refField]bool
 	steps  int
+	// err is the error of the first backlink whose arguments are
+	// refused (backlinkArgsError): a live query or subscription
+	// selecting it is refused before it starts, as its root field's
+	// arguments are, rather than failing at every result or event.
+	err error
 }
 
 // newRefScan returns a scan of op's selections on es adding to refs.
@@ -282,6 +291,9 @@ func (r *refScan) selection(class string, sel ast.SelectionSet) {
 			}
 			r.fields[k] = true
 			if bl, ok := parseBacklink(r.s, r.role, it.Name); ok {
+				if _, err := ParseQueryArgs(r.s, bl.class.Name, it, r.vars); err != nil && r.err == nil {
+					r.err = backlinkArgsError(it, err)
+				}
 				documentClasses(r.s, bl.class.Name, r.refs)
 				if m, ok := it.ArgumentMap(r.vars)["filter"].(map[string]any); ok {
 					if e, err := filter.Parse(r.s, bl.class.Name, m); err == nil {
@@ -328,6 +340,19 @@ func (r *refScan) selection(class string, sel ast.SelectionSet) {
 			r.selection(on, def.SelectionSet)
 		}
 	}
+}
+
+// backlinkArgsError returns the error of backlink field f whose arguments
+// are refused (err), for a stream refused before it starts: located at
+// the field, as a validation error is (a read answers it at the field's
+// path instead, see loadBacklinks).
+func backlinkArgsError(f *ast.Field, err error) error {
+	e := &gqlerror.Error{Message: f.Alias + ": " + sluice.ErrorMessage(err),
+		Extensions: map[string]any{"code": sluice.ErrorCode(err).GraphQLCode()}}
+	if f.Position != nil {
+		e.Locations = []gqlerror.Location{{Line: f.Position.Line, Column: f.Position.Column}}
+	}
+	return newResultError(gqlerror.List{e})
 }
 
 // Database returns the database the live query reads.

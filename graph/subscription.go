@@ -93,7 +93,12 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 			s.classFields = true
 			class := f.Name[:max(strings.LastIndexByte(f.Name, '_'), 0)]
 			// Validate the field's filter now, so a bad one is a request
-			// error rather than a failure at the first commit.
+			// error rather than a failure at the first commit; and the
+			// arguments of the backlinks it selects.
+			scan := newRefScan(es, op, map[string]bool{})
+			if scan.selection(class, f.Selections); scan.err != nil {
+				return nil, scan.err
+			}
 			if m, ok := f.ArgumentMap(op.Variables)["filter"].(map[string]any); ok {
 				if _, err := es.ParseFilter(class, m); err != nil {
 					return nil, err
@@ -126,6 +131,12 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 			return nil, err
 		}
 		s.filter = f
+	}
+	// The arguments of the backlinks it selects, as its own: refused
+	// now rather than at every event.
+	scan := newRefScan(es, op, map[string]bool{})
+	if scan.selection(s.class, cf.Selections); scan.err != nil {
+		return nil, scan.err
 	}
 	s.classes = classesOf(es.schema, s.class, true)
 	return s, nil
