@@ -16,7 +16,9 @@ import (
 // nearest nullable parent (data itself for a list of such documents) and
 // the errors with their paths, and the live query goes on: a commit that
 // changes the errors alone sends the result again, and one that mends
-// the document sends it without errors. A result that could not be read
+// the document sends it without errors. A live query resumed from a
+// result with errors, unchanged, is told only its position, and then gets
+// a result with the same data and other errors. A result that could not be read
 // whole (past graphql_max_result_rows) still ends it. Before, a field
 // error ended the live query.
 func TestLiveQueryResultWithFieldErrors(t *testing.T) {
@@ -42,16 +44,16 @@ func TestLiveQueryResultWithFieldErrors(t *testing.T) {
 		d.MustDo(t, 200, dt.Admin(), "PATCH", "/api/document/admin/liveerr?id=P/b", `{"name":"B`+strings.Repeat("!", n)+`"}`,
 			"Content-Type", "application/merge-patch+json")
 	}
-	open := func(q string) *dt.Stream {
+	open := func(q string, header ...string) *dt.Stream {
 		body, _ := json.Marshal(map[string]string{"query": q})
 		st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/liveerr", Body: string(body),
-			Header: []string{"Accept", "text/event-stream"}})
+			Header: append([]string{"Accept", "text/event-stream"}, header...)})
 		st.Next() // : connected
 		return st
 	}
 	// result reads the next result and checks its data and the path of
 	// each of its errors, all UNPROCESSABLE.
-	result := func(st *dt.Stream, what, data string, paths ...string) {
+	result := func(st *dt.Stream, what, data string, paths ...string) string {
 		t.Helper()
 		f := st.Event()
 		if f[0] != "event: next" {
@@ -69,10 +71,12 @@ func TestLiveQueryResultWithFieldErrors(t *testing.T) {
 				t.Errorf("%s: error %q %s at %s, want UNPROCESSABLE at %s", what, e.Message, e.Extensions.Code, got, paths[i])
 			}
 		}
+		return f.Field("id")
 	}
 
 	unchecked(`score = 'NaN'`)
-	friend := open(`subscription { P(ids: ["P/b"]) { _id friend { score rank } } }`)
+	const friendQuery = `subscription { P(ids: ["P/b"]) { _id friend { score rank } } }`
+	friend := open(friendQuery)
 	all := open(`query @live { P { _id score } }`)
 	result(friend, "b's friend without a score", `{"P":[{"_id":"P/b","friend":null}]}`, "P,0,friend,score")
 	result(all, "every score, x's missing", `null`, "P,1,score")
@@ -80,12 +84,26 @@ func TestLiveQueryResultWithFieldErrors(t *testing.T) {
 	// The same data, another error: another result.
 	unchecked(`score = 2, rank = 'NaN'`)
 	touch()
-	result(friend, "b's friend without a rank", `{"P":[{"_id":"P/b","friend":null}]}`, "P,0,friend,rank")
+	pos := result(friend, "b's friend without a rank", `{"P":[{"_id":"P/b","friend":null}]}`, "P,0,friend,rank")
 	result(all, "every score, x's back", `{"P":[{"_id":"P/b","score":1},{"_id":"P/x","score":2}]}`)
+	// Resumed from that result, unchanged since: only its position.
+	resumed := open(friendQuery, "Last-Event-ID", pos)
+	if f := resumed.Event(); f.String() != "id: "+pos {
+		t.Errorf("resumed from a result with an error, unchanged: %q, want only its id", f)
+	}
 
-	unchecked(`rank = 3`)
+	// The same data with the first error again: sent to both, the
+	// resumed stream telling it from its client's by its errors too.
+	unchecked(`score = 'NaN', rank = 3`)
+	touch()
+	result(friend, "b's friend without a score again", `{"P":[{"_id":"P/b","friend":null}]}`, "P,0,friend,score")
+	result(resumed, "resumed: b's friend without a score again", `{"P":[{"_id":"P/b","friend":null}]}`, "P,0,friend,score")
+	result(all, "every score, x's missing again", `null`, "P,1,score")
+
+	unchecked(`score = 2`)
 	touch()
 	result(friend, "b's friend mended", `{"P":[{"_id":"P/b","friend":{"score":2,"rank":3}}]}`)
+	result(all, "every score, x's mended", `{"P":[{"_id":"P/b","score":1},{"_id":"P/x","score":2}]}`)
 
 	// Past graphql_max_result_rows (3): the result is not read whole, and
 	// the live query ends with the error naming the bound.
