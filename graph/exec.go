@@ -351,7 +351,7 @@ type execution struct {
 	// prefetch.
 	backlinks map[backlinkKey][]*object
 	// hidden is what HiddenSince answered for the commit hiddenSeq
-	// (imageFilter): the fields its images no longer show the reader.
+	// (checkImageFilter): the fields its images no longer show the reader.
 	hidden    map[string]map[string]string
 	hiddenSeq int64
 	// backlinkErrs holds the error of each backlink field node whose
