@@ -232,7 +232,24 @@ type scanTail struct {
 
 func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tail...)...) }
 
-// WebhookSettings are the settings of a webhook an admin may change.
+// WebhookCreator is whom a webhook delivers as: the user who made it, or
+// who last changed where, what or from where it delivers, and the API
+// token they did so with (TokenID 0: none).
+type WebhookCreator struct {
+	ID      int64
+	Name    string
+	TokenID int64
+}
+
+// setCreator is the SET list that makes a webhook deliver as the creator
+// given in parameters $n, $n+1 and $n+2.
+func setCreator(n int) string {
+	return "creator_id = $" + strconv.Itoa(n) + ", creator_name = $" + strconv.Itoa(n+1) +
+		", creator_token_id = NULLIF($" + strconv.Itoa(n+2) + "::bigint, 0)"
+}
+
+// WebhookSettings are the settings of a webhook an admin may change, and
+// whom it delivers as with them.
 type WebhookSettings struct {
 	URL         string
 	Description string
@@ -240,6 +257,7 @@ type WebhookSettings struct {
 	Ops         []string
 	Filter      []byte
 	Batch       sluice.WebhookBatch
+	Creator     WebhookCreator
 }
 
 // UpdateWebhook changes the settings of webhook id of database d: change
@@ -265,8 +283,8 @@ func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, c
 		if err != nil {
 			return "", nil, err
 		}
-		return `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8, attempt = 0, next_attempt_at = NULL, ` + activeClearsMessage,
-			[]any{s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch)}, nil
+		return `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8, ` + setCreator(9) + `, attempt = 0, next_attempt_at = NULL, ` + activeClearsMessage,
+			[]any{s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch), s.Creator.ID, s.Creator.Name, s.Creator.TokenID}, nil
 	})
 }
 
@@ -340,21 +358,24 @@ func (db *DB) PauseWebhook(ctx context.Context, d *sluice.Database, id int64) er
 }
 
 // ResumeWebhook makes webhook id of d active again, delivering after its
-// position, or after *from when given. It returns Gone, naming the gap and
-// the oldest position to continue from, when history after that position
-// was pruned while the webhook was not active.
-func (db *DB) ResumeWebhook(ctx context.Context, d *sluice.Database, id int64, from *sluice.Position) error {
-	return db.moveWebhook(ctx, d, id, from, true)
+// position, or after *from when given, as c (who chose that position). It
+// returns Gone, naming the gap and the oldest position to continue from,
+// when history after that position was pruned while the webhook was not
+// active.
+func (db *DB) ResumeWebhook(ctx context.Context, d *sluice.Database, id int64, from *sluice.Position, c WebhookCreator) error {
+	return db.moveWebhook(ctx, d, id, from, true, c)
 }
 
 // ReplayWebhook moves webhook id of d to position p: it next delivers what
-// follows p, which must be retained history of d. Its state is left
+// follows p, which must be retained history of d, as c. Its state is left
 // alone.
-func (db *DB) ReplayWebhook(ctx context.Context, d *sluice.Database, id int64, p sluice.Position) error {
-	return db.moveWebhook(ctx, d, id, &p, false)
+func (db *DB) ReplayWebhook(ctx context.Context, d *sluice.Database, id int64, p sluice.Position, c WebhookCreator) error {
+	return db.moveWebhook(ctx, d, id, &p, false, c)
 }
 
-func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to *sluice.Position, resume bool) error {
+// moveWebhook moves webhook id of d to position to (nil: it stays), and
+// makes it deliver as c when it moves.
+func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to *sluice.Position, resume bool, c WebhookCreator) error {
 	return db.inTx(ctx, func(tx pgx.Tx) error {
 		// The history before the webhook's row: a database's deletion
 		// locks the counter row, then (cascading) the webhooks'.
@@ -383,13 +404,18 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 			return err
 		}
 		set := "seq = $3, idx = $4, attempt = 0, next_attempt_at = NULL"
+		args := []any{d.ID, id, p.Seq, p.Index}
+		if to != nil {
+			set += ", " + setCreator(5)
+			args = append(args, c.ID, c.Name, c.TokenID)
+		}
 		if resume {
 			set += ", state = 'active', status_message = ''"
 		} else {
 			set += ", " + activeClearsMessage
 		}
 		if _, err := tx.Exec(ctx, "UPDATE sluice.webhooks SET "+set+", version = version + 1, "+touched+" WHERE id = $2 AND db_id = $1",
-			d.ID, id, p.Seq, p.Index); err != nil {
+			args...); err != nil {
 			return mapError(err)
 		}
 		return notifyWebhook(ctx, tx, id)
@@ -397,18 +423,19 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 }
 
 // RotateWebhookSecret replaces the signing secret of webhook id of d with
-// one sealed by seal; the previous one keeps signing (a second signature)
-// for grace. The previous secret is read by the UPDATE itself, not before
+// one sealed by seal, and makes it deliver as c, who holds the secret now;
+// the previous one keeps signing (a second signature) for grace. The previous secret is read by the UPDATE itself, not before
 // it: of two rotations at once, the second waits for the first's row lock
 // and then (READ COMMITTED) keeps the first's secret as the previous one,
 // so the first caller's secret signs for the second's grace.
-func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id int64, seal Seal, grace time.Duration) error {
+func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id int64, seal Seal, grace time.Duration, c WebhookCreator) error {
 	secret, err := seal(id)
 	if err != nil {
 		return err
 	}
 	return db.changeWebhook(ctx, d, id, false, `old_secret = CASE WHEN $4 > 0 THEN secret END,
-		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3`, secret, grace.Seconds())
+		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3, `+setCreator(5),
+		secret, grace.Seconds(), c.ID, c.Name, c.TokenID)
 }
 
 // ResealWebhookSecrets passes every stored secret sealed with a key other

@@ -16,6 +16,10 @@ import (
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
+// byAdmin is whom the webhooks these tests change deliver as: the super
+// user, as they are made.
+var byAdmin = postgres.WebhookCreator{ID: 1, Name: "admin"}
+
 // TestPruneKeepsWhatActiveWebhooksNeed: an active webhook holds the
 // commits after its position from pruning, whatever the replicas publish;
 // once paused it holds nothing, and resuming it then answers Gone naming
@@ -42,7 +46,7 @@ func TestPruneKeepsWhatActiveWebhooksNeed(t *testing.T) {
 	if n, err := db.Prune(ctx, time.Now().Add(time.Minute), 0, nil); err != nil || n != 4 {
 		t.Fatalf("pruned %d (%v), want 4 (a paused webhook holds nothing)", n, err)
 	}
-	err := db.ResumeWebhook(ctx, a, w.ID, nil)
+	err := db.ResumeWebhook(ctx, a, w.ID, nil, byAdmin)
 	if sluice.ErrorCode(err) != sluice.CodeGone || !strings.Contains(sluice.ErrorMessage(err), "commits up to 5") {
 		t.Fatalf("resume past pruned history = %v, want Gone naming the pruned commits", err)
 	}
@@ -51,7 +55,7 @@ func TestPruneKeepsWhatActiveWebhooksNeed(t *testing.T) {
 		t.Fatalf("after a refused resume: %+v, %v; want it still paused", got, err)
 	}
 	from := sluice.Position{Epoch: a.Epoch, Seq: 5, Index: sluice.WholeCommit}
-	if err := db.ResumeWebhook(ctx, a, w.ID, &from); err != nil {
+	if err := db.ResumeWebhook(ctx, a, w.ID, &from, byAdmin); err != nil {
 		t.Fatalf("resume from the oldest retained position: %v", err)
 	}
 	if got, err = db.Webhook(ctx, a, w.ID); err != nil || got.State != sluice.WebhookActive || got.Position != from {
@@ -60,14 +64,14 @@ func TestPruneKeepsWhatActiveWebhooksNeed(t *testing.T) {
 	// Replays are checked the same way: not before retained history, not
 	// ahead of the log, not of another epoch.
 	for _, p := range []sluice.Position{{Epoch: a.Epoch, Seq: 4, Index: sluice.WholeCommit}, {Epoch: a.Epoch, Seq: 5, Index: 0}} {
-		if err := db.ReplayWebhook(ctx, a, w.ID, p); sluice.ErrorCode(err) != sluice.CodeGone {
+		if err := db.ReplayWebhook(ctx, a, w.ID, p, byAdmin); sluice.ErrorCode(err) != sluice.CodeGone {
 			t.Errorf("replay from %s = %v, want Gone", p, err)
 		}
 	}
-	if err := db.ReplayWebhook(ctx, a, w.ID, sluice.Position{Epoch: a.Epoch, Seq: 7, Index: 0}); sluice.ErrorCode(err) != sluice.CodeInvalid {
+	if err := db.ReplayWebhook(ctx, a, w.ID, sluice.Position{Epoch: a.Epoch, Seq: 7, Index: 0}, byAdmin); sluice.ErrorCode(err) != sluice.CodeInvalid {
 		t.Errorf("replay ahead of the log = %v, want BadRequest", err)
 	}
-	if err := db.ReplayWebhook(ctx, a, w.ID, sluice.Position{Epoch: "other", Seq: 5, Index: sluice.WholeCommit}); sluice.ErrorCode(err) != sluice.CodeGone {
+	if err := db.ReplayWebhook(ctx, a, w.ID, sluice.Position{Epoch: "other", Seq: 5, Index: sluice.WholeCommit}, byAdmin); sluice.ErrorCode(err) != sluice.CodeGone {
 		t.Errorf("replay from another epoch = %v, want Gone", err)
 	}
 }
@@ -180,8 +184,8 @@ func TestPruneRacesWebhookMoves(t *testing.T) {
 
 	created := hook(at(2))
 	moves := map[string]func() error{
-		"resume":         func() error { return db.ResumeWebhook(ctx, a, paused.ID, nil) },
-		"replay":         func() error { return db.ReplayWebhook(ctx, a, active.ID, at(2)) },
+		"resume":         func() error { return db.ResumeWebhook(ctx, a, paused.ID, nil, byAdmin) },
+		"replay":         func() error { return db.ReplayWebhook(ctx, a, active.ID, at(2), byAdmin) },
 		"create after 2": func() error { return db.CreateWebhook(ctx, created, seal, 5, 0) },
 	}
 	type outcome struct {
@@ -350,10 +354,10 @@ func TestSettingsChangeMovesTheVersionUnderAnOlderHolder(t *testing.T) {
 	}
 	patch := func(url string) error {
 		return db.UpdateWebhook(ctx, a, w.ID, func(*sluice.Webhook) (postgres.WebhookSettings, error) {
-			return postgres.WebhookSettings{URL: url, Ops: []string{"create"}, Batch: sluice.BatchEvent}, nil
+			return postgres.WebhookSettings{URL: url, Ops: []string{"create"}, Batch: sluice.BatchEvent, Creator: byAdmin}, nil
 		})
 	}
-	rotate := func() error { return db.RotateWebhookSecret(ctx, a, w.ID, seal, time.Hour) }
+	rotate := func() error { return db.RotateWebhookSecret(ctx, a, w.ID, seal, time.Hour, byAdmin) }
 
 	var gen int64
 	if err := older.QueryRow(ctx, olderAcquire, "older", 60).Scan(&gen); err != nil {
@@ -397,7 +401,7 @@ func TestSettingsChangeMovesTheVersionUnderAnOlderHolder(t *testing.T) {
 	if err := db.PauseWebhook(ctx, a, w.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ResumeWebhook(ctx, a, w.ID, nil); err != nil {
+	if err := db.ResumeWebhook(ctx, a, w.ID, nil, byAdmin); err != nil {
 		t.Fatal(err)
 	}
 	if v := version(); v != before+2 {

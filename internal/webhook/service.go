@@ -83,9 +83,29 @@ func (s *Service) admin(ctx context.Context, u *sluice.User, org, name string) (
 	return s.eng.Database(ctx, u, org, name, sluice.RoleAdmin)
 }
 
+// deliverer returns u as the creator of a webhook u makes or changes
+// where, what or from where it delivers, with the API token u signed in
+// with, if any: the webhook then delivers as u, and while that token is
+// unrevoked. Another admin who re-points a webhook must not go on
+// receiving with its maker's access (@private fields included) once its
+// own access is taken away; nor a leaked token once it is revoked.
+func deliverer(ctx context.Context, u *sluice.User) postgres.WebhookCreator {
+	c := postgres.WebhookCreator{ID: u.ID, Name: u.Name}
+	if cred := auth.CredentialFrom(ctx); cred != nil && cred.User != nil && cred.User.ID == u.ID {
+		c.TokenID = cred.TokenID
+	}
+	return c
+}
+
+// setCreator makes w deliver as c.
+func setCreator(w *sluice.Webhook, c postgres.WebhookCreator) {
+	w.CreatorID, w.CreatorName, w.CreatorTokenID = c.ID, c.Name, c.TokenID
+}
+
 // Create makes a webhook on org/name for u (who must be an admin of it),
-// delivering with u's read access, and returns it with its signing secret
-// in text form (shown this once).
+// delivering with u's read access (and while the API token u signed in
+// with, if any, is unrevoked), and returns it with its signing secret in
+// text form (shown this once).
 func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, in Input) (*sluice.Webhook, string, error) {
 	d, sch, err := s.admin(ctx, u, org, name)
 	if err != nil {
@@ -94,13 +114,8 @@ func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, 
 	if in.URL == nil {
 		return nil, "", sluice.Errorf(sluice.CodeInvalid, "url is required: the endpoint to POST events to")
 	}
-	w := &sluice.Webhook{Database: d, Batch: sluice.BatchEvent, Ops: []string{"create", "update", "delete"},
-		CreatorID: u.ID, CreatorName: u.Name}
-	if c := auth.CredentialFrom(ctx); c != nil && c.User != nil && c.User.ID == u.ID {
-		// Made with an API token, it lives while the token does: revoking
-		// a token that leaked stops what was made with it.
-		w.CreatorTokenID = c.TokenID
-	}
+	w := &sluice.Webhook{Database: d, Batch: sluice.BatchEvent, Ops: []string{"create", "update", "delete"}}
+	setCreator(w, deliverer(ctx, u))
 	if err := s.apply(sch, w, in); err != nil {
 		return nil, "", err
 	}
@@ -343,7 +358,8 @@ func (s *Service) Attempts(ctx context.Context, u *sluice.User, org, name string
 }
 
 // Update changes the settings in of webhook id of org/name. A delivery
-// being retried starts its schedule again.
+// being retried starts its schedule again. A change of where or what it
+// delivers (anything but its description) makes it deliver as u.
 func (s *Service) Update(ctx context.Context, u *sluice.User, org, name string, id int64, in Input) (*sluice.Webhook, error) {
 	d, sch, err := s.admin(ctx, u, org, name)
 	if err != nil {
@@ -357,12 +373,20 @@ func (s *Service) Update(ctx context.Context, u *sluice.User, org, name string, 
 	// would write back the copy's other settings, undoing a change of
 	// them committed meanwhile (two PATCHes of different fields, both
 	// answered 200, left one of them).
+	// The filter, classes and ops too: they are judged with the access
+	// the webhook delivers with, and its counters and attempts, which
+	// every admin sees, tell what they matched.
+	rebind := in.URL != nil || in.Classes != nil || in.Ops != nil || in.Filter.Set || in.Batch != nil
 	err = s.store.UpdateWebhook(ctx, d, id, func(w *sluice.Webhook) (postgres.WebhookSettings, error) {
 		if err := s.apply(sch, w, in); err != nil {
 			return postgres.WebhookSettings{}, err
 		}
+		c := postgres.WebhookCreator{ID: w.CreatorID, Name: w.CreatorName, TokenID: w.CreatorTokenID}
+		if rebind {
+			c = deliverer(ctx, u)
+		}
 		return postgres.WebhookSettings{URL: w.URL, Description: w.Description,
-			Classes: w.Classes, Ops: w.Ops, Filter: w.Filter, Batch: w.Batch}, nil
+			Classes: w.Classes, Ops: w.Ops, Filter: w.Filter, Batch: w.Batch, Creator: c}, nil
 	})
 	if err != nil {
 		return nil, err
@@ -382,10 +406,11 @@ func (s *Service) Pause(ctx context.Context, u *sluice.User, org, name string, i
 	return s.store.Webhook(ctx, d, id)
 }
 
-// Resume makes webhook id of org/name active again, from its position or
-// after after (a position) when given. A webhook whose creator lost its
-// access stays paused (Conflict, saying why); one whose history was pruned
-// meanwhile answers Gone, naming the gap.
+// Resume makes webhook id of org/name active again, from its position, or
+// after after (a position) when given, then delivering as u. A webhook
+// whose creator lost its access stays paused (Conflict, saying why) unless
+// after is given; one whose history was pruned meanwhile answers Gone,
+// naming the gap.
 func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, id int64, after *string) (*sluice.Webhook, error) {
 	d, _, err := s.admin(ctx, u, org, name)
 	if err != nil {
@@ -395,9 +420,11 @@ func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, 
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkCreator(ctx, w); err != nil {
-		return nil, sluice.Errorf(sluice.CodeConflict, "webhook %d delivers with the read access of %s, who no longer has it (%s); delete it, or make a new one with after: %s",
-			id, w.CreatorName, sluice.ErrorMessage(err), w.Position)
+	if after == nil {
+		if err := s.checkCreator(ctx, w); err != nil {
+			return nil, sluice.Errorf(sluice.CodeConflict, "webhook %d delivers with the read access of %s, who no longer has it (%s); delete it, or resume it with after: %s to have it deliver as you",
+				id, w.CreatorName, sluice.ErrorMessage(err), w.Position)
+		}
 	}
 	var from *sluice.Position
 	if after != nil {
@@ -410,7 +437,7 @@ func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, 
 		}
 		from = &p
 	}
-	if err := s.store.ResumeWebhook(ctx, d, id, from); err != nil {
+	if err := s.store.ResumeWebhook(ctx, d, id, from, deliverer(ctx, u)); err != nil {
 		return nil, err
 	}
 	return s.store.Webhook(ctx, d, id)
@@ -439,7 +466,7 @@ func (s *Service) checkCreator(ctx context.Context, w *sluice.Webhook) error {
 }
 
 // Replay moves webhook id of org/name to position after: it delivers what
-// follows it next.
+// follows it next, as u.
 func (s *Service) Replay(ctx context.Context, u *sluice.User, org, name string, id int64, after string) (*sluice.Webhook, error) {
 	d, _, err := s.admin(ctx, u, org, name)
 	if err != nil {
@@ -452,7 +479,7 @@ func (s *Service) Replay(ctx context.Context, u *sluice.User, org, name string, 
 	if err := s.checkAfter(ctx, d, p); err != nil {
 		return nil, err
 	}
-	if err := s.store.ReplayWebhook(ctx, d, id, p); err != nil {
+	if err := s.store.ReplayWebhook(ctx, d, id, p, deliverer(ctx, u)); err != nil {
 		return nil, err
 	}
 	return s.store.Webhook(ctx, d, id)
@@ -462,8 +489,9 @@ func (s *Service) Replay(ctx context.Context, u *sluice.User, org, name string, 
 const MaxGrace = 7 * 24 * time.Hour
 
 // Rotate gives webhook id of org/name a new signing secret, returned in
-// text form (shown this once); the previous one keeps signing along for
-// grace (0: it stops at once).
+// text form (shown this once), and makes it deliver as u, who holds the
+// secret; the previous one keeps signing along for grace (0: it stops at
+// once).
 func (s *Service) Rotate(ctx context.Context, u *sluice.User, org, name string, id int64, grace time.Duration) (string, error) {
 	d, _, err := s.admin(ctx, u, org, name)
 	if err != nil {
@@ -473,7 +501,7 @@ func (s *Service) Rotate(ctx context.Context, u *sluice.User, org, name string, 
 		return "", sluice.Errorf(sluice.CodeInvalid, "grace: want 0 to %s", MaxGrace)
 	}
 	secret := newSecret()
-	if err := s.store.RotateWebhookSecret(ctx, d, id, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, grace); err != nil {
+	if err := s.store.RotateWebhookSecret(ctx, d, id, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, grace, deliverer(ctx, u)); err != nil {
 		return "", err
 	}
 	return showSecret(secret), nil

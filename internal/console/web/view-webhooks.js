@@ -80,7 +80,7 @@ function Webhook({ base, id, onChanged, onClose }) {
       <dt>Position</dt><dd><code>${w.position}</code></dd>
       <dt>Lag</dt><dd>${w.lag ? `${w.lag.commits} commits, ${Number(w.lag.seconds).toFixed(1)} s` : '—'}</dd>
       <dt>Next attempt</dt><dd><${When} at=${w.next_attempt_at} /></dd>
-      <dt>Created by</dt><dd>${w.creator}</dd>
+      <dt>Delivers as</dt><dd>${w.creator}</dd>
     </dl>
     <p class="actions">
       ${w.state === 'active' ? html`<button type="button" disabled=${!!busy} onClick=${() => act('pause', 'POST', '/pause')}>Pause</button>`
