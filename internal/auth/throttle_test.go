@@ -266,6 +266,69 @@ func (s *userStore) PasswordCredential(_ context.Context, name string) (*sluice.
 	return &sluice.Credential{User: &sluice.User{Name: "bea"}, PasswordHash: s.hash}, nil
 }
 
+// readsStore is a userStore that tells reads of a password's hash on
+// reads.
+type readsStore struct {
+	userStore
+	reads chan string
+}
+
+func (s *readsStore) PasswordCredential(ctx context.Context, name string) (*sluice.Credential, error) {
+	s.reads <- name
+	return s.userStore.PasswordCredential(ctx, name)
+}
+
+// TestSameGuessAtOnceIsOneCheckForAnyName: the same wrong password sent 8
+// times at once from one address shares one bcrypt check, answered 401
+// to each, whether the user exists (bea) or not (nobody), with the
+// throttle's limit 3. Found by review: an unknown name's guesses ran a
+// decoy bcrypt each and were throttled apart (3 × 401, 5 × 429, 3
+// bcrypts), where an existing user's shared one (8 × 401, 1 bcrypt):
+// the answers and the work told which names exist.
+func TestSameGuessAtOnceIsOneCheckForAnyName(t *testing.T) {
+	t.Parallel()
+	hash, err := bcrypt.GenerateFromPassword([]byte("bea-password"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const guesses, limit = 8, 3
+	for _, user := range []string{"bea", "nobody"} {
+		store := &readsStore{userStore: userStore{hash: string(hash)}, reads: make(chan string, guesses)}
+		var hashes atomic.Int32
+		hashing, release := make(chan struct{}, guesses), make(chan struct{})
+		a := New(store, 4, func() {
+			hashes.Add(1)
+			hashing <- struct{}{}
+			<-release
+		}, WithThrottle(NewThrottle(limit, time.Hour, time.Now)))
+		answers := make(chan error, guesses)
+		for i := range guesses {
+			go func() {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.RemoteAddr = "192.0.2.1:" + strconv.Itoa(1000+i)
+				r.SetBasicAuth(user, "the-same-guess")
+				_, err := a.Authenticate(r)
+				answers <- err
+			}()
+		}
+		// Every guess has read the store, and one check runs (held here):
+		// the others have joined it, or were answered at once.
+		for range guesses {
+			<-store.reads
+		}
+		<-hashing
+		close(release)
+		codes := map[sluice.Code]int{}
+		for range guesses {
+			codes[sluice.ErrorCode(<-answers)]++
+		}
+		if codes[sluice.CodeUnauthenticated] != guesses || hashes.Load() >= limit {
+			t.Errorf("%d guesses at once of one password for %s: %v, %d bcrypts; want %d × Unauthenticated and one shared bcrypt, as for any name",
+				guesses, user, codes, hashes.Load(), guesses)
+		}
+	}
+}
+
 // TestPasswordChecksAtOnceAreBounded: past its places for bcrypt checks
 // running at once, a password check from any address is answered
 // TooMany without a check, and is not counted as a failure.

@@ -279,6 +279,64 @@ func TestConcurrentPasswordGuessesThrottled(t *testing.T) {
 	}
 }
 
+// TestSameGuessAtOnceTellsNoUserName: 30 requests at once from one
+// address with the same wrong password are answered alike, 30 × 401,
+// whether the user name exists or not. Found by review: for an existing
+// user they shared one bcrypt, one failure counted; for a name no user
+// has each ran its own decoy bcrypt and was counted, so past
+// auth_max_failures they were refused (10 × 401 and 20 × 429), which told
+// the names apart.
+func TestSameGuessAtOnceTellsNoUserName(t *testing.T) {
+	t.Parallel()
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 10}, func(c *config.Config) { c.AuthMaxFailures, c.AuthFailureWindow = 10, time.Hour })
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"bea","organization":"admin","password":"bea-password"}`)
+	checks := func() float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_auth_password_checks_total")
+	}
+	// From 127.0.0.2, so that the metrics are read from an address the
+	// guesses do not throttle.
+	guesser := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+	const guesses = 30
+	burst := func(user string) map[int]int {
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			status = map[int]int{}
+		)
+		start := make(chan struct{})
+		for range guesses {
+			wg.Go(func() {
+				req, _ := http.NewRequest("GET", d.URL+"/api/info", nil)
+				req.SetBasicAuth(user, "the-same-guess")
+				<-start
+				resp, err := guesser.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				resp.Body.Close()
+				mu.Lock()
+				status[resp.StatusCode]++
+				mu.Unlock()
+			})
+		}
+		close(start)
+		wg.Wait()
+		return status
+	}
+	for _, user := range []string{"bea", "nobody"} {
+		before := checks()
+		status := burst(user)
+		ran := checks() - before
+		t.Logf("%s: %v, %v bcrypt checks", user, status, ran)
+		// They share a check: fewer than auth_max_failures run, where a
+		// check each ran that many.
+		if status[401] != guesses || ran >= 10 {
+			t.Errorf("%d guesses at once of one password for %s: %v, %v bcrypt checks; want %d × 401 and a shared check, as for any other name", guesses, user, status, ran, guesses)
+		}
+	}
+}
+
 // trickle sends a write whose body arrives a byte every interval (for at
 // most n bytes) and returns the answer's status and body; ok is false
 // when the server never cut it.
