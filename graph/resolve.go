@@ -611,6 +611,8 @@ func writeCommit(x *execution, w *jsonWriter, c *sluice.Commit, changeType strin
 			w.str(c.Time.UTC().Format("2006-01-02T15:04:05.999999Z07:00"))
 		case "_author":
 			w.str(c.Author)
+		case "_user":
+			w.str(c.User)
 		case "_message":
 			w.str(c.Message)
 		case "_change_type":

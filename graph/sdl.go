@@ -113,8 +113,11 @@ type %s {
   _timestamp: Float!
   "The commit time."
   _datetime: DateTime!
+  "Who the writer said made the commit (?author=, author:): any writer may set it to any name."
   _author: String!
   _message: String!
+  "The signed-in user who made the commit, as Sluice authenticated them (pg:<role> for a write made in SQL)."
+  _user: String!
   "added, updated or deleted in a subscription event; commit in a change set; null in queries."
   _change_type: String
 }

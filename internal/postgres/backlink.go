@@ -271,7 +271,7 @@ func firstOfID(a string) string {
 // firstCommit are the commit columns of a backlink statement's rows,
 // joined on a document's first row only: a commit's message is up to
 // 10,000 characters, and was read again on each of the document's rows.
-const firstCommit = "c.seq, c.author, c.message, c.committed_at"
+const firstCommit = "c.seq, c.author, c.message, c.user_name, c.committed_at"
 
 // backlinkRows reads the rows of a backlink statement: the target's
 // number (from 1), the document's id, then a docRows row, whose JSON is

@@ -388,7 +388,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 		// The inner query sorts and pages the narrow rows; the JSON is
 		// built only for the rows the LIMIT keeps.
 		ord := orderBy(b, c, q)
-		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.committed_at FROM (SELECT t.* FROM %s t%s%s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s%s",
+		sql := fmt.Sprintf("SELECT 0, %s, c.seq, c.author, c.message, c.user_name, c.committed_at FROM (SELECT t.* FROM %s t%s%s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s%s",
 			rowJSONSQL(c, nil, "t"), b.source(q.Classes[0]), whereSQL, ord, page, colCommitUID, ord)
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
@@ -397,7 +397,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 		// past.go), each row with its JSON: no second read by id.
 		src, cond := b.pastUnion(q, "t")
 		ord := singleOrder(c, q.Order)
-		sql := fmt.Sprintf("SELECT t._cls, t._j, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
+		sql := fmt.Sprintf("SELECT t._cls, t._j, c.seq, c.author, c.message, c.user_name, c.committed_at FROM (SELECT * FROM %s WHERE %s ORDER BY %s%s) t LEFT JOIN sluice.commits c ON c.uid = t.%s ORDER BY %s",
 			src, strings.Join(append([]string{cond}, where...), " AND "), ord, page, colCommitUID, ord)
 		return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes}, nil
 	}
@@ -408,7 +408,7 @@ func compileQuery(d *sluice.Database, s *sluice.Schema, q DocQuery, args []any, 
 	if err != nil {
 		return nil, err
 	}
-	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.committed_at FROM (SELECT * FROM (" +
+	sql := "SELECT u.cls, CASE u.cls" + strings.Join(cases, "") + " END, c.seq, c.author, c.message, c.user_name, c.committed_at FROM (SELECT * FROM (" +
 		strings.Join(parts, " UNION ALL ") + ") u ORDER BY " + order + page +
 		") u" + strings.Join(joins, "") + " LEFT JOIN sluice.commits c ON c.uid = u.uid ORDER BY " + order
 	return &statement{sql: sql, args: b.args, classes: q.Classes}, nil
@@ -506,7 +506,7 @@ func projectionStatement(b *sqlBuilder, q DocQuery, whereSQL, page string) *stat
 	}
 	join := ""
 	if withCommit {
-		outer = append(outer, "c.seq", "c.author", "c.message", "c.committed_at")
+		outer = append(outer, "c.seq", "c.author", "c.message", "c.user_name", "c.committed_at")
 		join = " LEFT JOIN sluice.commits c ON c.uid = t." + colCommitUID
 	}
 	ord := orderBy(b, c, q)
@@ -561,18 +561,18 @@ func (db *DB) scanRows(ctx context.Context, d *sluice.Database, sql string, args
 // lastCommit holds the columns of the commit that last wrote a document
 // (all null when it was pruned).
 type lastCommit struct {
-	seq             *int64
-	author, message *string
-	at              *time.Time
+	seq                   *int64
+	author, message, user *string
+	at                    *time.Time
 }
 
-func (c *lastCommit) dest() []any { return []any{&c.seq, &c.author, &c.message, &c.at} }
+func (c *lastCommit) dest() []any { return []any{&c.seq, &c.author, &c.message, &c.user, &c.at} }
 
 func (c *lastCommit) commit(d *sluice.Database) *sluice.Commit {
 	if c.seq == nil {
 		return nil
 	}
-	return &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch, Seq: *c.seq, Author: *c.author, Message: *c.message, Time: *c.at}
+	return &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch, Seq: *c.seq, Author: *c.author, Message: *c.message, User: *c.user, Time: *c.at}
 }
 
 // projectionRows reads the rows of a projected statement (see
@@ -837,7 +837,7 @@ func (db *DB) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluice.S
 	if limit >= 0 {
 		page = limitSQL(int64(limit))
 	}
-	sql := b.pastStatement("SELECT u.cls, u.j, c.seq, c.author, c.message, c.committed_at FROM (" +
+	sql := b.pastStatement("SELECT u.cls, u.j, c.seq, c.author, c.message, c.user_name, c.committed_at FROM (" +
 		strings.Join(parts, " UNION ALL ") + page + ") u LEFT JOIN sluice.commits c ON c.uid = u.uid")
 	return db.readRows(ctx, d, sql, b.args, &docRows{db: db, d: d, s: s, classes: classes})
 }

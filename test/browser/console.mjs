@@ -370,6 +370,9 @@ try {
   await waitFor('the stream to be live', () => hasText('Live: commits appear'));
   await api('POST', '/api/document/admin/shop?author=bea&message=restock', { '@type': 'Product', '@id': 'streamed-1', name: 'Streamed', price: 1 });
   await waitFor('the commit made on B', () => hasText('Product/streamed-1'));
+  // The signed-in user who made it, and the author the writer gave as
+  // such: any writer may give any author.
+  if (!(await hasText('by admin')) || !(await hasText('author given: bea'))) throw new Error('the stream does not show who made the commit (by admin) apart from the author given (bea)');
   step('stream: a commit made on daemon B appears');
   await check('stream', 'Stream');
   await clickText('button', 'Pause');

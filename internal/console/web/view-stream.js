@@ -18,7 +18,7 @@ const ops = ['added', 'updated', 'deleted'];
 function changeSetQuery(model) {
   const docs = (c, full) => `_id ${full ? selection(model, c.fields, 1) : ''}`;
   const build = (full) => `subscription { _ChangeSet(include_children: false) {
-    _CommitMetadata { _id _author _message _datetime }
+    _CommitMetadata { _id _user _author _message _datetime }
     ${model.classes.map((c) => ops.map((op) => `${c.name}_${op} { ${docs(c, full)} }`).join(' ')).join('\n')}
   } }`;
   const full = build(true);
@@ -131,7 +131,8 @@ export function Stream({ org, db }) {
       : html`<ol class="commits" aria-label="Commits, newest first">${commits.map((c) => html`<li key=${c.position}>
         <div class="commit-head">
           <strong>Commit ${c.meta?._id}</strong> <${When} at=${c.meta?._datetime} />
-          ${c.meta?._author && html` · ${c.meta._author}`}${c.meta?._message && html` · “${c.meta._message}”`}
+          ${c.meta?._user && html` · by ${c.meta._user}`}
+          ${c.meta?._author && html` · <span class="muted">author given: ${c.meta._author}</span>`}${c.meta?._message && html` · “${c.meta._message}”`}
           ${' · '}<${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(c.meta?._id)}`}>Old and new values</${Link}>
         </div>
         <ul class="changes">${c.changes.map((ch) => html`<li>
