@@ -265,8 +265,9 @@ func TestIdempotencyKeysBoundedPerUser(t *testing.T) {
 // TestVersionsInGraphQL: _version is the version REST reads answer, in
 // queries, subscription events, _ChangeSet and live queries, where it is
 // the version the change made; <Class>_update patches documents (null
-// removes a field); a stale _version in _replace, _update or the generic
-// _replaceDocuments fails the request, naming every stale document with
+// removes a field); a _version given for a document an earlier field of
+// the request writes is refused (_update, _deleteDocuments); a stale
+// _version in _replace, _update or the generic _replaceDocuments fails the request, naming every stale document with
 // its current version in extensions.documents, and writes nothing.
 func TestVersionsInGraphQL(t *testing.T) {
 	t.Parallel()
@@ -301,6 +302,16 @@ func TestVersionsInGraphQL(t *testing.T) {
 	if errs, _ := twice["errors"].([]any); len(errs) != 1 || fmt.Sprint(errs[0].(map[string]any)["path"]) != "[second]" ||
 		!strings.Contains(fmt.Sprint(errs[0]), "an earlier write of this request writes it") || version("Person/bob") != v0 {
 		t.Fatalf("a version expected after an earlier write: %v (bob at %s)", twice, version("Person/bob"))
+	}
+	// So is the _version of a conditional _deleteDocuments(documents:)
+	// (found by review: it was not checked there, and the delete failed
+	// as PRECONDITION_FAILED on the first field, naming the version the
+	// rolled-back update made, however often the client read and
+	// retried).
+	del := gql(`mutation { Person_update(documents: [{_id: "bob", name: "B1"}]) _deleteDocuments(documents: [{_id: "Person/bob", _version: "`+v0+`"}]) }`, nil)
+	if errs, _ := del["errors"].([]any); len(errs) != 1 || fmt.Sprint(errs[0].(map[string]any)["path"]) != "[_deleteDocuments]" ||
+		!strings.Contains(fmt.Sprint(errs[0]), "BAD_USER_INPUT") || !strings.Contains(fmt.Sprint(errs[0]), "an earlier write of this request writes it") || version("Person/bob") != v0 {
+		t.Fatalf("a delete's version expected after an earlier write: %v (bob at %s)", del, version("Person/bob"))
 	}
 	// A stale document is shown on the field that expected its version.
 	stale := gql(`mutation { first: Person_update(documents: [{_id: "ann", nick: "A"}]) second: Person_update(documents: [{_id: "bob", _version: "x", name: "B2"}]) }`, nil)

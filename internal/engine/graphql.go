@@ -247,6 +247,11 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 					left = int(max(e.maxWriteDocuments-int64(n), 0))
 				}
 				docs[i], ids[i], err = batchOp(s, op, left, e.tooManyDocuments)
+				if op.Kind == WriteDelete {
+					// A delete's preconditions, for
+					// checkLaterVersions as a patch's.
+					expects[i] = op.Expect
+				}
 			}
 			if err != nil {
 				return &OpError{Index: i, Err: err}
@@ -342,7 +347,9 @@ func staleOp(stale *sluice.StaleError, ids [][]string) error {
 }
 
 // checkLaterVersions refuses an op that expects a document to be at a
-// version (_version) when an earlier op of the request writes it: the ops
+// version (_version) when an earlier op of the request writes it (expects:
+// each patch's and each delete's precondition, docs: each replacement,
+// which carries its own): the ops
 // run in one transaction, so the later op would find the version the
 // earlier one made, which no reader ever sees, and fail naming it. The
 // precondition belongs on the document's first write. (Expecting it to
