@@ -427,6 +427,13 @@ func TestMergePatch(t *testing.T) {
 		{"Person/ann", `{"age":"old"}`, "", 400, `field "age": expected Int (a whole number), got string "old"`},
 		{"Person/ann", `{"agee":3}`, "", 400, `unknown field "agee"`},
 		{"Person/ann", `{"home":{"zip":"1"}}`, "", 400, `unknown field "home.zip"`},
+		// Removing a field the class does not have (a typo) is refused
+		// as setting it is, at any depth: found by review, it was a
+		// commit, a new version and an event that removed nothing.
+		{"Person/ann", `{"agee":null}`, "", 400, `document Person/ann: the patch is invalid: Person: unknown field "agee": Person has no such field`},
+		{"Person/ann", `{"home":{"ctiy":null}}`, "", 400, `unknown field "home.ctiy": Address has no such field`},
+		{"Person/ann", `{"@nick":null}`, "", 400, `unknown key "@nick"`},
+		{"Person/ann", `{"home":{"@id":null}}`, "", 400, `field "home": a subdocument has no "@id"`},
 		{"Person/ann", `{"@type":"Dog"}`, "", 400, `changes its "@type"`},
 		{"Person/ann", `{"@id":"Person/bob"}`, "", 400, `changes its "@id"`},
 		{"Person/ann", `[{"op":"remove","path":"/age"}]`, "", 400, "a merge patch is a JSON object"},

@@ -95,6 +95,7 @@ func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]strin
 			return nil, nil, err
 		}
 		class, key, _ := strings.Cut(p.ID, "/")
+		c := s.Class(class)
 		if err := schema.CheckKey(key); err != nil {
 			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", p.ID, sluice.ErrorMessage(err))
 		}
@@ -130,6 +131,9 @@ func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]strin
 			if k != "@id" && k != "@type" && k != "@version" {
 				fields[k] = v
 			}
+		}
+		if err := schema.CheckPatch(s, c, fields); err != nil {
+			return nil, nil, sluice.Errorf(sluice.ErrorCode(err), "document %s: the patch is invalid: %s", p.ID, sluice.ErrorMessage(err))
 		}
 		p.Fields = fields
 		ids[i], expect[i] = p.ID, p.Expect
