@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -325,5 +326,82 @@ type Box @subdocument { label: String addrs: [Addr] }`)
 				t.Errorf("after a patch with %s: %s, want the list as sent, without %s", tc.what, got, s)
 			}
 		}
+	}
+}
+
+// TestWriteErrorsTellNothingOfHiddenValues: a writer whose role cannot
+// read some fields learns nothing of their stored values from a write
+// that is refused. Found by review: the refusal of a patch or a replace
+// that kept them counted their values ("holds 1000016 values"), and a
+// merge patch into a hidden subdocument was refused naming its required
+// field when it was unset and applied when it was set. Now the count is
+// of what the writer reads or gives (the same answer whatever is hidden),
+// a document that only the kept values take past the bound is refused
+// without a count, and a patch cannot merge into a field hidden from its
+// writer (it may still remove it, or set it with a replace).
+func TestWriteErrorsTellNothingOfHiddenValues(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "hr", `type Person { name: String! notes: JSON @private hs: Address @private pub: JSON }
+type Address @subdocument { city: String! zip: String }`)
+	docs := "/api/document/admin/hr"
+	// a holds 24 values in its hidden fields (hs's "@type" counted), b none.
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `[{"@type":"Person","@id":"a","name":"A","notes":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20],"hs":{"city":"Oslo"}},{"@type":"Person","@id":"b","name":"B"}]`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wren","organization":"admin","password":"wren-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/hr", `{"user":"wren","role":"write"}`)
+	wren := dt.Basic("wren", "wren-password")
+	number := regexp.MustCompile(`[0-9]+`)
+	asB := strings.NewReplacer("Person/a", "Person/b", "(a)", "(b)") // an answer about a, as it would be about b
+	commits := logLength(t, d, "hr")
+	list := func(n int) string { return `[` + strings.Repeat("0,", n-1) + `0]` }
+	write := func(method, id, pub string) dt.Response {
+		if method == "PATCH" {
+			return d.Do(t, wren, "PATCH", docs+"?id=Person/"+id, `{"pub":`+pub+`}`, "Content-Type", "application/merge-patch+json")
+		}
+		return d.Do(t, wren, "PUT", docs, `{"@type":"Person","@id":"`+id+`","name":"N","pub":`+pub+`}`)
+	}
+	for _, method := range []string{"PATCH", "PUT"} {
+		// Past the bound in what the writer gives (1,000,001 values,
+		// the most a patch's body may hold): the same refusal, counting
+		// those values alone, whatever the document hides.
+		ra, rb := write(method, "a", list(999_999)), write(method, "b", list(999_999))
+		_, ma := errBody(t, ra)
+		_, mb := errBody(t, rb)
+		if ra.Status != 400 || !strings.Contains(ma, "1000001 values") || asB.Replace(ma) != mb {
+			t.Errorf("%s past the bound: %d %q, and without hidden values %d %q; want one 400 counting the writer's 1000001 values", method, ra.Status, ma, rb.Status, mb)
+		}
+		// Past the bound only with the hidden values: refused without
+		// counting them. (That the document is past the bound, whole,
+		// tells that the hidden values are more than the bound less
+		// what the writer gives; security.md says so.)
+		r := write(method, "a", list(999_990))
+		if _, m := errBody(t, r); r.Status != 400 || !strings.Contains(m, "more than 1000000 values") || strings.Join(number.FindAllString(m, -1), " ") != "1000000" {
+			t.Errorf("%s past the bound with the hidden values: %d %q, want a 400 with no count but the bound", method, r.Status, m)
+		}
+	}
+	// A merge into a hidden subdocument (or JSON value) is refused alike,
+	// set or not, by REST and GraphQL, naming nothing inside it.
+	for _, p := range []string{`{"hs":{"zip":null}}`, `{"hs":{"city":"X"}}`, `{"notes":{"k":1}}`} {
+		ra := d.Do(t, wren, "PATCH", docs+"?id=Person/a", p, "Content-Type", "application/merge-patch+json")
+		rb := d.Do(t, wren, "PATCH", docs+"?id=Person/b", p, "Content-Type", "application/merge-patch+json")
+		_, ma := errBody(t, ra)
+		_, mb := errBody(t, rb)
+		if ra.Status != 400 || asB.Replace(ma) != mb || strings.Contains(ma, "city") || !strings.Contains(ma, "your role cannot read") {
+			t.Errorf("PATCH %s: %d %q, and of the document without it %d %q; want one 400 naming nothing inside", p, ra.Status, ma, rb.Status, mb)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		r := d.MustDo(t, 200, wren, "POST", "/api/graphql/admin/hr", `{"query":"mutation { Person_update(documents: [{_id: \"`+id+`\", hs: {city: \"X\"}}]) }"}`, "Content-Type", "application/json")
+		if !strings.Contains(string(r.Body), "BAD_USER_INPUT") || !strings.Contains(string(r.Body), "your role cannot read") {
+			t.Errorf("Person_update merging into the hidden subdocument of %s: %s", id, r.Body)
+		}
+	}
+	if n := logLength(t, d, "hr"); n != commits {
+		t.Fatalf("refused writes made commits: %d, was %d", n, commits)
+	}
+	// Removing a hidden field, and writing it whole, stay allowed.
+	d.MustDo(t, 200, wren, "PATCH", docs+"?id=Person/a", `{"hs":null,"notes":[1]}`, "Content-Type", "application/merge-patch+json")
+	if b := string(d.MustDo(t, 200, dt.Admin(), "GET", docs+"?id=Person/a", nil).Body); strings.Contains(b, "Oslo") || !strings.Contains(b, `"notes":[1]`) {
+		t.Errorf("after a patch removing hs and setting notes: %s", b)
 	}
 }

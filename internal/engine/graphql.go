@@ -232,12 +232,16 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 	docs := make([][]*sluice.Document, len(ops))
 	ids := make([][]string, len(ops))
 	expects := make([][]sluice.Precondition, len(ops))
+	role, err := e.Role(ctx, u, d)
+	if err != nil {
+		return nil, err
+	}
 	n := 0
 	prepare := func() error {
 		for i, op := range ops {
 			var err error
 			if op.Kind == WritePatch {
-				ids[i], expects[i], err = checkPatches(s, op.Patches, false)
+				ids[i], expects[i], err = checkPatches(s, role, op.Patches, false)
 			} else {
 				// Validation stops at the request's allowance of
 				// documents, as a REST write's does, rather than after
@@ -271,10 +275,6 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 			return nil, err
 		}
 		return &BatchResult{Commit: c, Replayed: answer}, nil
-	}
-	role, err := e.Role(ctx, u, d)
-	if err != nil {
-		return nil, err
 	}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax, Keep: keepHidden(role, s),
 		Documents: func(ctx context.Context, w *postgres.Writer) error {

@@ -57,14 +57,46 @@ func keepHidden(role sluice.Role, s *sluice.Schema) func(replacement, stored []b
 			return nil, nil
 		}
 		delete(next, "@version")
-		doc, err := schema.ValidateDocument(s, next)
+		doc, err := schema.ValidateKept(s, next, func(f *sluice.Field) bool { return hiddenFrom(role, s, f) })
 		if err != nil {
 			// The stored values were valid: a schema change since
-			// (applied in place) may make one invalid now.
+			// (applied in place) may make one invalid now, and they may
+			// take the document past the bound of values. The error
+			// tells nothing of them (schema.ValidateKept).
 			return nil, sluice.Errorf(sluice.ErrorCode(err), "document %s: with the stored values of the fields your role cannot read, kept, it is invalid: %s", next["@id"], sluice.ErrorMessage(err))
 		}
 		return doc, nil
 	}
+}
+
+// markKept wraps, in place, as schema.Kept each value in v, the stored
+// value of subdocument field f in API form (decoded JSON), of a field
+// hidden from role, at any depth, and returns v: a write keeps them as
+// stored, and validation must tell the writer nothing of them
+// (schema.ValidateKept). v is decoded for this write alone.
+func markKept(role sluice.Role, s *sluice.Schema, f *sluice.Field, v any) any {
+	switch v := v.(type) {
+	case []any:
+		for i, e := range v {
+			v[i] = markKept(role, s, f, e)
+		}
+	case map[string]any:
+		c := subdocumentClass(s, f, v)
+		if c == nil {
+			return v
+		}
+		for _, sf := range c.Fields {
+			e, ok := v[sf.Name]
+			switch {
+			case !ok || e == nil:
+			case hiddenFrom(role, s, sf):
+				v[sf.Name] = schema.Kept{Value: e}
+			case sf.Type.Kind == sluice.TypeSubdocument:
+				v[sf.Name] = markKept(role, s, sf, e)
+			}
+		}
+	}
+	return v
 }
 
 // hidesFields reports whether some field of s needs a stronger role than
@@ -89,8 +121,8 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 	for _, f := range c.Fields {
 		if hiddenFrom(role, s, f) {
 			if _, named := next[f.Name]; !named {
-				if v, ok := cur[f.Name]; ok {
-					next[f.Name] = v
+				if v, ok := cur[f.Name]; ok && v != nil {
+					next[f.Name] = schema.Kept{Value: v}
 					changed = true
 				}
 			}
@@ -105,7 +137,7 @@ func keepMap(role sluice.Role, s *sluice.Schema, c *sluice.Class, next, cur map[
 				continue
 			}
 			if seen := visible(role, s, f, o); !reflect.DeepEqual(seen, o) && sameSubdocuments(s, f, seen, next[f.Name]) {
-				next[f.Name] = o
+				next[f.Name] = markKept(role, s, f, o)
 				changed = true
 			}
 			continue

@@ -62,13 +62,13 @@ func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Databa
 		}
 		patches[0].Expect = opt.Expect
 	}
-	ids, expect, err := checkPatches(s, patches, !opt.Expect.None())
-	if err != nil {
-		return e.refused(ctx, u, d, opt, err)
-	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
 		return nil, err
+	}
+	ids, expect, err := checkPatches(s, role, patches, !opt.Expect.None())
+	if err != nil {
+		return e.refused(ctx, u, d, opt, err)
 	}
 	res := &WriteResult{IDs: ids}
 	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: len(patches) <= groupMax,
@@ -78,11 +78,12 @@ func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Databa
 	return e.write(ctx, u, d, spec, opt, res)
 }
 
-// checkPatches checks patches against schema s and takes their "@id",
-// "@type" and "@version" out of their fields; it returns their ids and
-// preconditions. headerExpect says each patch's Expect came from the
-// request (If-Match), which its "@version" must then agree with.
-func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]string, []sluice.Precondition, error) {
+// checkPatches checks patches by a writer of role against schema s and
+// takes their "@id", "@type" and "@version" out of their fields; it
+// returns their ids and preconditions. headerExpect says each patch's
+// Expect came from the request (If-Match), which its "@version" must then
+// agree with.
+func checkPatches(s *sluice.Schema, role sluice.Role, patches []Patch, headerExpect bool) ([]string, []sluice.Precondition, error) {
 	if len(patches) == 0 {
 		return nil, nil, sluice.Errorf(sluice.CodeInvalid, "no documents to patch")
 	}
@@ -135,6 +136,9 @@ func checkPatches(s *sluice.Schema, patches []Patch, headerExpect bool) ([]strin
 		if err := schema.CheckPatch(s, c, fields); err != nil {
 			return nil, nil, sluice.Errorf(sluice.ErrorCode(err), "document %s: the patch is invalid: %s", p.ID, sluice.ErrorMessage(err))
 		}
+		if name := hiddenMerge(role, s, c, fields, p.Typed, ""); name != "" {
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %s: the patch merges into field %q, which your role cannot read: a patch may remove such a field (null), not merge into what it cannot see; a replace writes it whole", p.ID, name)
+		}
 		p.Fields = fields
 		ids[i], expect[i] = p.ID, p.Expect
 	}
@@ -168,21 +172,106 @@ func applyPatch(s *sluice.Schema, role sluice.Role, id string, current []byte, p
 		return nil, fmt.Errorf("decode %s: %w", id, err)
 	}
 	class, _, _ := strings.Cut(id, "/")
+	c := s.Class(class)
 	var merged map[string]any
-	if c := s.Class(class); c != nil {
-		patch = keepInPatch(role, s, c, patch, m)
+	if c != nil {
+		kept := keepInPatch(role, s, c, patch, m)
 		if typed {
-			merged = mergeTyped(s, c, m, patch)
+			merged = mergeTyped(s, c, m, kept)
+		} else {
+			merged, _ = mergepatch.Apply(m, kept).(map[string]any)
 		}
-	}
-	if merged == nil {
+	} else {
 		merged, _ = mergepatch.Apply(m, patch).(map[string]any)
 	}
-	doc, err := schema.ValidateDocument(s, merged)
+	var doc *sluice.Document
+	var err error
+	if c != nil && merged != nil && hidesFields(role, s) {
+		// Errors tell the writer nothing of the stored values it
+		// cannot read (schema.ValidateKept).
+		keptInPatch(role, s, c, merged, patch)
+		doc, err = schema.ValidateKept(s, merged, func(f *sluice.Field) bool { return hiddenFrom(role, s, f) })
+	} else {
+		doc, err = schema.ValidateDocument(s, merged)
+	}
 	if err != nil {
 		return nil, sluice.Errorf(sluice.ErrorCode(err), "document %s: the patch would make it invalid: %s", id, sluice.ErrorMessage(err))
 	}
 	return doc, nil
+}
+
+// hiddenMerge returns the path of the first field, in patch (of an object
+// of class c whose path is prefix) or in a single subdocument it merges
+// into, that role cannot read and whose stored value the patch would
+// merge into: a single subdocument given as an object, or a JSON field
+// given an object when the patch is not typed (RFC 7396 merges it). The
+// result of such a merge depends on what is stored there, which the
+// writer never saw, and so would its errors (a subdocument merged into
+// when none is stored lacks its required fields): a writer may remove
+// such a field or set it whole (replace), not merge into it. "" when
+// there is none.
+func hiddenMerge(role sluice.Role, s *sluice.Schema, c *sluice.Class, patch map[string]any, typed bool, prefix string) string {
+	for _, f := range c.Fields {
+		if _, ok := patch[f.Name].(map[string]any); !ok {
+			continue
+		}
+		single := f.Type.Kind == sluice.TypeSubdocument && !f.List
+		json := f.Type.Kind == sluice.TypeScalar && f.Type.Name == sluice.ScalarJSON && !f.List
+		switch {
+		case hiddenFrom(role, s, f):
+			if single || json && !typed {
+				return prefix + f.Name
+			}
+		case single:
+			if sc := s.Class(f.Type.Name); sc != nil {
+				if name := hiddenMerge(role, s, sc, patch[f.Name].(map[string]any), typed, prefix+f.Name+"."); name != "" {
+					return name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// keptInPatch wraps, in place, as schema.Kept each value in m (an object
+// of class c, patched with p, the merge patch as sent) that comes from the
+// stored document and that role cannot read: the value of a hidden field
+// p does not name, and each hidden value inside a subdocument that p
+// leaves as stored, or sends as role reads it (keepInPatch put the stored
+// one in its place), at any depth. A value p gives is left as it is,
+// checked as any value the writer gives. m holds the stored document's
+// values, decoded for this write alone, and p's, which are not changed.
+func keptInPatch(role sluice.Role, s *sluice.Schema, c *sluice.Class, m, p map[string]any) {
+	for _, f := range c.Fields {
+		v, ok := m[f.Name]
+		if !ok || v == nil {
+			continue
+		}
+		pv, named := p[f.Name]
+		switch {
+		case hiddenFrom(role, s, f):
+			if !named {
+				m[f.Name] = schema.Kept{Value: v}
+			}
+		case f.Type.Kind != sluice.TypeSubdocument:
+		case !named || f.List && !sameList(v, pv):
+			m[f.Name] = markKept(role, s, f, v)
+		case !f.List:
+			sub, ok1 := v.(map[string]any)
+			psub, ok2 := pv.(map[string]any)
+			if sc := subdocumentClass(s, f, sub); ok1 && ok2 && sc != nil {
+				keptInPatch(role, s, sc, sub, psub)
+			}
+		}
+	}
+}
+
+// sameList reports whether a and b are one list (not equal ones): the
+// patched document holds the list the patch sent, not the stored one.
+func sameList(a, b any) bool {
+	x, ok1 := a.([]any)
+	y, ok2 := b.([]any)
+	return ok1 && ok2 && len(x) == len(y) && (len(x) == 0 || &x[0] == &y[0])
 }
 
 // mergeTyped merges a typed patch of a document or subdocument of class c

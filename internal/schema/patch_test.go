@@ -1,8 +1,11 @@
 package schema
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // TestCheckPatch: every member of a merge patch names a field, at any
@@ -32,5 +35,46 @@ func TestCheckPatch(t *testing.T) {
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("CheckPatch(%s) = %v, want %q", tt.patch, err, tt.want)
 		}
+	}
+}
+
+// TestValidateKept: the values a write keeps of fields its writer cannot
+// read (Kept) are validated, but an error in one names neither the field
+// nor the value, and the bound of values is checked on the writer's own
+// values, the kept ones making it fail without being counted (a review
+// found both told in the errors of patches and replaces).
+func TestValidateKept(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, docSchema)
+	private := func(f *sluice.Field) bool { return f.Name == "ssn" }
+	doc, err := ValidateKept(s, map[string]any{"@type": "Person", "name": "n", "ssn": Kept{Value: "S-1"}}, private)
+	if err != nil || doc.Fields["ssn"] != "S-1" {
+		t.Fatalf("a valid kept value: %v %v", doc, err)
+	}
+	_, err = ValidateKept(s, map[string]any{"@type": "Person", "name": "n", "ssn": Kept{Value: json.Number("12345")}}, private)
+	if err == nil || strings.Contains(err.Error(), "ssn") || strings.Contains(err.Error(), "12345") || !strings.Contains(err.Error(), "your role cannot read") {
+		t.Errorf("a kept value not valid: %v", err)
+	}
+	// The writer's 999,992 values and 10 kept ones: past the bound, not
+	// counted.
+	meta := make([]any, 999_990)
+	for i := range meta {
+		meta[i] = json.Number("0")
+	}
+	homes := []any{}
+	for range 3 {
+		homes = append(homes, map[string]any{"@type": "Address", "city": "c"})
+	}
+	raw := map[string]any{"@type": "Person", "name": "n", "meta": meta, "homes": Kept{Value: homes}}
+	_, err = ValidateKept(s, raw, private)
+	if err == nil || !strings.Contains(err.Error(), "more than 1000000 values") || strings.Contains(err.Error(), "1000002") || strings.Contains(err.Error(), "999992") {
+		t.Errorf("past the bound with the kept values: %v", err)
+	}
+	for range 9 {
+		meta = append(meta, json.Number("0"))
+	}
+	raw["meta"] = meta
+	if _, err = ValidateKept(s, raw, private); err == nil || !strings.Contains(err.Error(), "holds 1000001 values in the fields your role reads or the write gives") {
+		t.Errorf("past the bound with the writer's values: %v", err)
 	}
 }

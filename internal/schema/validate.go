@@ -58,6 +58,12 @@ import (
 // path, as in `Person: field "friends[2]": expected a reference to Person
 // ("Person/<key>"), got number 3`; the caller adds which document it was.
 func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, error) {
+	return validateDocument(s, raw, nil)
+}
+
+// validateDocument is ValidateDocument, or ValidateKept when hidden is not
+// nil.
+func validateDocument(s *sluice.Schema, raw map[string]any, hidden func(*sluice.Field) bool) (*sluice.Document, error) {
 	t, ok := raw["@type"]
 	if !ok || t == nil {
 		return nil, sluice.Errorf(sluice.CodeInvalid, `document has no "@type"`)
@@ -88,7 +94,7 @@ func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, e
 		}
 		doc.Expect.Version = version
 	}
-	v := &validator{schema: s, root: name}
+	v := &validator{schema: s, root: name, hidden: hidden}
 	fields, err := v.object(s.Class(name), raw, "")
 	if err != nil {
 		return nil, err
@@ -96,11 +102,37 @@ func ValidateDocument(s *sluice.Schema, raw map[string]any) (*sluice.Document, e
 	if nesting(fields) > MaxDepth { // fields are the document's own object
 		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the document nests deeper than %d levels of objects and arrays (its own object counted), the most a document may", name, MaxDepth)
 	}
-	if n := countValues(fields) - 1; n > MaxValues { // its own object not counted
+	n := countValues(fields) - 1 // its own object not counted
+	switch {
+	case hidden == nil && n > MaxValues:
 		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the document holds %d values in its fields (every string, number, boolean, null, list and object counted, at any depth), more than %d, the most a document may", name, n, MaxValues)
+	case n-v.kept > MaxValues:
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: the document holds %d values in the fields your role reads or the write gives (every string, number, boolean, null, list and object counted, at any depth), more than %d, the most a document may", name, n-v.kept, MaxValues)
+	case n > MaxValues:
+		return nil, sluice.Errorf(sluice.CodeInvalid, "%s: with the values it keeps of fields your role cannot read, the document would hold more than %d values (every string, number, boolean, null, list and object counted, at any depth), the most a document may", name, MaxValues)
 	}
 	doc.Fields = fields
 	return doc, nil
+}
+
+// Kept holds a value of a document being written that the write keeps as
+// stored and that its writer's role cannot read (ValidateKept).
+type Kept struct{ Value any }
+
+// ValidateKept is ValidateDocument for a write by a role that cannot read
+// the fields hidden reports, of a document raw that holds, as Kept, the
+// stored values of such fields that the write keeps (those a replace
+// leaves out, those a merge patch does not name). Its errors tell the
+// writer nothing of those values, which it never saw and may not learn:
+// one that is not valid now (stored before a schema change that refuses
+// it, or in SQL) or nests too deep, or a required hidden field missing, is
+// an error naming neither the field nor the value; the values counted
+// against MaxValues are those the writer reads or gives, and a document
+// that only the kept values take past it is refused without counting them.
+// What the writer gives of hidden fields itself is checked as
+// ValidateDocument checks it.
+func ValidateKept(s *sluice.Schema, raw map[string]any, hidden func(*sluice.Field) bool) (*sluice.Document, error) {
+	return validateDocument(s, raw, hidden)
 }
 
 // MaxDepth is the deepest a document may nest objects and arrays, its own
@@ -256,6 +288,34 @@ type validator struct {
 	schema *sluice.Schema
 	// root is the document's class, the prefix of every error.
 	root string
+	// hidden, for ValidateKept, reports the fields the writer's role
+	// cannot read; kept counts the values of the Kept ones.
+	hidden func(*sluice.Field) bool
+	kept   int
+}
+
+// errKept is the error of a document whose kept values, or a required
+// field hidden from the writer, make it invalid: it names nothing the
+// writer cannot read.
+func (v *validator) errKept() error {
+	return sluice.Errorf(sluice.CodeInvalid, "%s: a field your role cannot read would not be valid (a value kept as stored that the schema no longer allows, or a required one missing): a role that reads every field must write the document", v.root)
+}
+
+// keptValue checks and normalizes k, the kept value of field f at path.
+// Its depth is checked here, where its place in the document is known
+// (1 for the document's object, and one for each object and list
+// around the value), so that only the writer's own values can fail the
+// document's check of depth.
+func (v *validator) keptValue(f *sluice.Field, k Kept, path string) (any, error) {
+	if k.Value == nil {
+		return nil, v.errKept()
+	}
+	nv, err := v.value(f, k.Value, path)
+	if err != nil || 1+strings.Count(path, ".")+strings.Count(path, "[")+nesting(nv) > MaxDepth {
+		return nil, v.errKept()
+	}
+	v.kept += countValues(nv)
+	return nv, nil
 }
 
 // errorf returns a CodeInvalid error about the field at path.
@@ -273,7 +333,17 @@ func (v *validator) object(c *sluice.Class, m map[string]any, prefix string) (ma
 	out := make(map[string]any, len(c.Fields)+1)
 	for _, f := range c.Fields {
 		val, ok := m[f.Name]
+		if k, kept := val.(Kept); kept && v.hidden != nil {
+			nv, err := v.keptValue(f, k, prefix+f.Name)
+			if err != nil {
+				return nil, err
+			}
+			out[f.Name] = nv
+			continue
+		}
 		switch {
+		case !ok && f.Required && v.hidden != nil && v.hidden(f):
+			return nil, v.errKept()
 		case !ok && f.Required:
 			return nil, v.errorf(prefix+f.Name, "required field is missing")
 		case val == nil && f.Required:
