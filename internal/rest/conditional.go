@@ -2,6 +2,7 @@ package rest
 
 import (
 	"crypto/sha256"
+	"errors"
 	"hash"
 	"io"
 	"net/http"
@@ -132,6 +133,38 @@ func matchesStrongETag(values []string, etag string) bool {
 	for _, v := range values {
 		for _, tag := range strings.Split(v, ",") {
 			if tag = strings.TrimSpace(tag); tag == "*" || tag == etag {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// errListingNotModified is listingPrecondition's answer to If-None-Match:
+// *, a 304.
+var errListingNotModified = errors.New("the listing is not modified")
+
+// listingPrecondition judges the If-Match and If-None-Match headers of a
+// listing of documents, which has no entity tag (it is read anew each
+// time, and its documents carry theirs): If-Match holds only with *, and
+// If-None-Match: * never holds, a listing being there always (RFC 9110,
+// 13.1.1 and 13.1.2; a GET whose If-None-Match fails answers 304). Other
+// tags of If-None-Match match nothing, and the listing is read.
+func listingPrecondition(r *http.Request) error {
+	if im := r.Header.Values("If-Match"); len(im) > 0 && !listsWildcard(im) {
+		return sluice.Errorf(sluice.CodePrecondition, "a listing has no entity tag, so the tags of If-Match name none of it: only * holds")
+	}
+	if listsWildcard(r.Header.Values("If-None-Match")) {
+		return errListingNotModified
+	}
+	return nil
+}
+
+// listsWildcard reports whether a conditional header's values list *.
+func listsWildcard(values []string) bool {
+	for _, v := range values {
+		for _, tag := range strings.Split(v, ",") {
+			if strings.TrimSpace(tag) == "*" {
 				return true
 			}
 		}

@@ -125,8 +125,17 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 	sent := &countingWriter{w: w}
 	bw := bufio.NewWriterSize(sent, 32<<10)
 	n := 0
-	start := func(at engine.ReadAt) { setReadAt(w, at) }
+	// The listing's preconditions are judged once the read is authorized
+	// and found valid (start), as RFC 9110 (13.2.1) asks.
+	var unmet error
+	start := func(at engine.ReadAt) {
+		setReadAt(w, at)
+		unmet = listingPrecondition(r)
+	}
 	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count, AsOf: asOf}, start, func(doc []byte) error {
+		if unmet != nil {
+			return unmet
+		}
 		if n == 0 {
 			if asList {
 				w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -144,7 +153,14 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		}
 		return err
 	})
+	if err == nil {
+		err = unmet
+	}
 	if err != nil {
+		if errors.Is(err, errListingNotModified) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
 		if sent.n == 0 {
 			// Nothing reached the client yet (the first 32 KiB wait in
 			// bw): the answer can still be the error.
