@@ -60,13 +60,15 @@ func TestIdempotentWrites(t *testing.T) {
 	}
 
 	// The same key with another request: 422, on any replica, for
-	// another body, method, query or precondition.
+	// another body, method, query, media type or precondition; the
+	// answer names each (a review found the media type left out).
 	for _, r := range []dt.Response{
 		b.Do(t, dt.Admin(), "POST", "/api/document/admin/idem", `[{"@type":"Person","name":"Cid"}]`, "Idempotency-Key", "k1"),
 		a.Do(t, dt.Admin(), "POST", "/api/document/admin/idem?author=x", body, "Idempotency-Key", "k1"),
 		a.Do(t, dt.Admin(), "PUT", "/api/document/admin/idem?create=true", body, "Idempotency-Key", "k1"),
+		a.Do(t, dt.Admin(), "POST", "/api/document/admin/idem", body, "Idempotency-Key", "k1", "Content-Type", "application/x-ndjson"),
 	} {
-		if typ, msg := errBody(t, r); r.Status != 422 || typ != "api:Unprocessable" || !strings.Contains(msg, "another request") {
+		if typ, msg := errBody(t, r); r.Status != 422 || typ != "api:Unprocessable" || !strings.Contains(msg, "another request") || !strings.Contains(msg, "media type (Content-Type)") {
 			t.Fatalf("key reused for another request: %d %s %s", r.Status, typ, msg)
 		}
 	}

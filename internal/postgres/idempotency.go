@@ -177,7 +177,7 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 		return nil, err, nil // the request's own error (its body)
 	}
 	if dbID != d.ID || !bytes.Equal(got, request) {
-		return nil, sluice.Errorf(sluice.CodeUnprocessable, "this Idempotency-Key was used for another request: a retry must send the same request (over REST: its method, path, query, conditional headers and body; over GraphQL: its query, operation name and variables); use a new key for a new request"), nil
+		return nil, sluice.Errorf(sluice.CodeUnprocessable, "this Idempotency-Key was used for another request: a retry must send the same request (over REST: its method, path, query, media type (Content-Type), conditional headers and body; over GraphQL: its query, operation name and variables); use a new key for a new request"), nil
 	}
 	k.Replayed = answer
 	return c, nil, nil
