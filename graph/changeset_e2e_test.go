@@ -195,3 +195,32 @@ func TestChangeSetDecodesEachChangeOnce(t *testing.T) {
 	}
 	check("subscription", ev.Data, decodes)
 }
+
+// TestChangeSetReadsReferencesAsOfItsCommit: what a _ChangeSet reads
+// beyond the commit's images (the documents its references point to, its
+// backlinks, a filter through a reference) is the state as of the
+// commit, not the present, whatever else the request reads of the present
+// before or after it. Commit 1 adds User/a ("A") and Note/n1, commit 2
+// Note/n2 for the same owner, commit 3 renames the user: commit 1's
+// change set gave the user's notes as [n1, n2] and n1's owner as
+// "Renamed".
+func TestChangeSetReadsReferencesAsOfItsCommit(t *testing.T) {
+	t.Parallel()
+	st := newStack(t, `type User { name: String } type Note { owner: User title: String }`)
+	st.insert(t, `[{"@type":"User","@id":"a","name":"A"},{"@type":"Note","@id":"n1","owner":"User/a","title":"x"}]`)
+	st.insert(t, `[{"@type":"Note","@id":"n2","owner":"User/a","title":"y"}]`)
+	st.query(t, `mutation { User_replace(documents: [{_id: "User/a", name: "Renamed"}]) }`, nil).mustOK(t)
+	cs := `_ChangeSet(commit: "1") { User_added { _id _owner_of_Note { _id } } Note_added { _id owner { name } } A: Note_added(filter: {owner: {name: {eq: "A"}}}) { _id } }`
+	want := `"_ChangeSet":{"User_added":[{"_id":"User/a","_owner_of_Note":[{"_id":"Note/n1"}]}],"Note_added":[{"_id":"Note/n1","owner":{"name":"A"}}],"A":[{"_id":"Note/n1"}]}`
+	present := `"Note":[{"owner":{"name":"Renamed","_owner_of_Note":[{"_id":"Note/n1"},{"_id":"Note/n2"}]}},{"owner":{"name":"Renamed","_owner_of_Note":[{"_id":"Note/n1"},{"_id":"Note/n2"}]}}]`
+	note := `Note { owner { name _owner_of_Note { _id } } }`
+	for _, c := range []struct{ name, query, want string }{
+		{"alone", `{ ` + cs + ` }`, `{` + want + `}`},
+		{"after a query", `{ ` + note + ` ` + cs + ` }`, `{` + present + `,` + want + `}`},
+		{"before a query", `{ ` + cs + ` ` + note + ` }`, `{` + want + `,` + present + `}`},
+	} {
+		if res := st.query(t, c.query, nil).mustOK(t); string(res.Data) != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.name, res.Data, c.want)
+		}
+	}
+}

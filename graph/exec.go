@@ -252,6 +252,7 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 		x.limitReads()
 		defer x.deadline()()
 		x.ctx, snap = es.store.ReadSnapshot(x.ctx, req.DB)
+		x.snap = snap
 		defer snap.Close() // after a panic too (closed below as soon as it can be)
 		asOf, err := x.asOf()
 		switch {
@@ -366,6 +367,9 @@ type execution struct {
 	outdated error
 	// past, when set, is the past state the query reads (asOf).
 	past *engine.Past
+	// snap is the snapshot a query reads in (nil for a subscription's
+	// event).
+	snap *engine.Snapshot
 	// commit is the commit a mutation made (or, for an idempotent
 	// retry, the first one made).
 	commit *sluice.Commit

@@ -406,6 +406,17 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 		w.null()
 		return
 	}
+	if x.changeSetFollows(cf.Selections) {
+		// What it reads beyond the commit's images is read as of the
+		// commit (readAsOfCommit).
+		restore, err := x.readAsOfCommit(c)
+		if err != nil {
+			x.fail(fieldPath(cf), err)
+			w.null()
+			return
+		}
+		defer restore()
+	}
 	x.path = append(x.path[:0], pathSeg{name: cf.Alias})
 	err = x.WriteChangeSet(w, c, cf.Selections, true)
 	x.path = x.path[:0]
@@ -420,6 +431,22 @@ func (x *execution) changeSetField(w *jsonWriter, cf graphql.CollectedField) {
 func (x *execution) selectsChanges(sel ast.SelectionSet) bool {
 	for _, cf := range x.fields(sel, typeChangeSet) {
 		if cf.Name != "__typename" && cf.Name != fieldCommit {
+			return true
+		}
+	}
+	return false
+}
+
+// changeSetFollows reports whether sel, a _ChangeSet selection, reads
+// documents beyond the commit's images: a per-class field follows a
+// reference or a backlink, or has a filter (which may test documents
+// through a reference). It errs on the side of true.
+func (x *execution) changeSetFollows(sel ast.SelectionSet) bool {
+	for _, cf := range x.fields(sel, typeChangeSet) {
+		if cf.Name == "__typename" || cf.Name == fieldCommit {
+			continue
+		}
+		if cf.Arguments.ForName("filter") != nil || x.followsReferences(cf.Selections) {
 			return true
 		}
 	}
@@ -469,6 +496,9 @@ func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 			writeCommit(x, &buf, c, "commit", cf.Selections)
 		default:
 			objs, class, err := x.changes(c, decoded, cf, includeChildren)
+			if err == nil {
+				err = x.checkPastBeyond(cf.Selections, class)
+			}
 			if err == nil {
 				err = x.prefetch(pendings(objs, cf.Selections, class))
 			}
@@ -526,6 +556,11 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 			return nil, "", err
 		}
 		f = e
+		// What it tests through references is read as of the commit
+		// (readAsOfCommit), which may not show it.
+		if err := x.checkPastThrough(f); err != nil {
+			return nil, "", err
+		}
 	}
 	var out []*object
 	for j, ch := range c.Changes {
@@ -666,39 +701,6 @@ func (x *execution) oneStatement(rootType string) bool {
 	if _, agg := aggregateClass(x.es.schema, root.Name); agg {
 		return true
 	}
-	refs := map[string]bool{}
-	for _, c := range x.es.schema.Classes {
-		for _, f := range c.Fields {
-			if f.Type.Kind == sluice.TypeReference {
-				refs[f.Name] = true
-			}
-		}
-	}
-	seen := map[string]bool{}
-	var follows func(sel ast.SelectionSet) bool
-	follows = func(sel ast.SelectionSet) bool {
-		for _, s := range sel {
-			switch s := s.(type) {
-			case *ast.Field:
-				if len(s.SelectionSet) > 0 && (refs[s.Name] || mayBeBacklink(s.Name) || follows(s.SelectionSet)) {
-					return true
-				}
-			case *ast.InlineFragment:
-				if follows(s.SelectionSet) {
-					return true
-				}
-			case *ast.FragmentSpread:
-				if seen[s.Name] {
-					continue
-				}
-				seen[s.Name] = true
-				if def := x.op.Doc.Fragments.ForName(s.Name); def != nil && follows(def.SelectionSet) {
-					return true
-				}
-			}
-		}
-		return false
-	}
 	if root.Name == fieldChangeSet {
 		// A change-set field's filter through a reference reads the
 		// referenced documents too (lookup).
@@ -708,5 +710,5 @@ func (x *execution) oneStatement(rootType string) bool {
 			}
 		}
 	}
-	return !follows(root.Selections)
+	return !x.followsReferences(root.Selections)
 }

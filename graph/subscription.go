@@ -51,6 +51,10 @@ type Subscription struct {
 	classFields     bool
 
 	classes []string
+	// follows: an event reads documents beyond the commit's images
+	// (references, backlinks, a filter through a reference), which it
+	// reads as of the commit (readAsOfCommit).
+	follows bool
 }
 
 // SubscriptionEvent is one event of a subscription: its stream position
@@ -114,6 +118,7 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 		if !s.classFields {
 			s.classes = nil
 		}
+		s.follows = x.changeSetFollows(cf.Selections)
 		return s, nil
 	}
 	i := strings.LastIndexByte(cf.Name, '_')
@@ -139,6 +144,7 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 		return nil, scan.err
 	}
 	s.classes = classesOf(es.schema, s.class, true)
+	s.follows = filterFollows(s.filter) || x.followsReferences(cf.Selections)
 	return s, nil
 }
 
@@ -191,6 +197,17 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		return nil, err
 	}
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
+	if s.follows {
+		// What an event reads beyond the commit's images is read as of
+		// the commit, so that a resumed stream gets the events a live
+		// one did. Its failure ends the stream (a pruned commit's events
+		// cannot be resumed anyway).
+		restore, err := x.readAsOfCommit(c)
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
+	}
 	return s.events(x, c)
 }
 
@@ -236,6 +253,16 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 	// the rows bound, which made the document look missing.
 	var lookupErr error
 	sc := s.es.schema
+	// What the filter tests through references, and what the selection
+	// reads beyond the images, as of the commit: a field it cannot show
+	// ends the stream with the error naming it, as a filter on a field
+	// the images no longer show does (checkImageFilter).
+	if err := x.checkPastThrough(s.filter); err != nil {
+		return nil, err
+	}
+	if err := x.checkPastBeyond(s.selections, s.class); err != nil {
+		return nil, err
+	}
 	for i := range c.Changes {
 		ch := &c.Changes[i]
 		if ch.Op != s.change || sc.Class(ch.Class) == nil || !sc.IsA(ch.Class, s.class) {
