@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/engine"
 )
@@ -212,6 +213,52 @@ func BenchmarkPastBacklinks(b *testing.B) {
 			for b.Loop() {
 				if out := st.query(b, c.query, vars).mustOK(b); len(out.Data) < n*20 {
 					b.Fatalf("%.200s", out.raw)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEventReferences measures a subscription's evaluation of one
+// commit (Events), adding one note of one of 1,000 users, whose selection
+// reads the note's owner, or not: on the newest commit (a live stream
+// keeping up) and on a commit 100 commits behind, each changing a user
+// (a stream resumed, or lagging under continuous writes), whose owner is
+// read as of the commit. See docs/benchmarks.md ("Events").
+func BenchmarkEventReferences(b *testing.B) {
+	st := newStack(b, `type User { name: String } type Note { owner: User title: String }`)
+	const users = 1000
+	parts := make([]string, users)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"@type":"User","@id":"u%04d","name":"u%d"}`, i, i)
+	}
+	st.insert(b, "["+strings.Join(parts, ",")+"]")
+	st.insert(b, `[{"@type":"Note","@id":"n0","owner":"User/u0000","title":"a"}]`)
+	behind := int64(2)
+	st.insert(b, `[{"@type":"Note","@id":"n1","owner":"User/u0001","title":"a"}]`)
+	for i := range 100 {
+		st.query(b, fmt.Sprintf(`mutation { User_replace(documents: [{_id: "User/u%04d", name: "v%d"}]) }`, i, i), nil).mustOK(b)
+	}
+	st.insert(b, `[{"@type":"Note","@id":"n2","owner":"User/u0002","title":"a"}]`)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name, sel string
+		seq       int64
+	}{
+		{"plain/newest", `{ _id title }`, 0},
+		{"plain/behind", `{ _id title }`, behind},
+		{"owner/newest", `{ _id owner { name } }`, 0},
+		{"owner/behind", `{ _id owner { name } }`, behind},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			events, err := graph.SubscriptionEvents(ctx, st.eng, st.admin, "admin", "db", `subscription { Note_added `+c.sel+` }`, c.seq)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				evs, err := events()
+				if err != nil || len(evs) != 1 {
+					b.Fatalf("%v, %d events", err, len(evs))
 				}
 			}
 		})

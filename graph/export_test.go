@@ -132,3 +132,31 @@ func ChangeSetEventDecodes(ctx context.Context, store Store, u *sluice.User, org
 	events, err := sub.events(x, c)
 	return events, x.decodes, err
 }
+
+// SubscriptionEvents returns the evaluation of the subscription text as
+// user u on commit seq (0: the newest) of database org/name of store, as
+// a stream makes it (Events), prepared once.
+func SubscriptionEvents(ctx context.Context, store Store, u *sluice.User, org, name, text string, seq int64) (func() ([]SubscriptionEvent, error), error) {
+	db, s, role, err := store.GraphQLDatabase(ctx, u, org, name)
+	if err != nil {
+		return nil, err
+	}
+	es, err := NewExecutableSchema(store, s, role, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, err
+	}
+	op, err := parseOperation(es, text)
+	if err != nil {
+		return nil, err
+	}
+	req := &Request{User: u, DB: db}
+	sub, err := es.NewSubscription(op, req)
+	if err != nil {
+		return nil, err
+	}
+	c, err := store.CommitChanges(ctx, db, s, role, seq, -1, -1)
+	if err != nil {
+		return nil, err
+	}
+	return func() ([]SubscriptionEvent, error) { return sub.Events(ctx, c) }, nil
+}
