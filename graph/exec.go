@@ -367,8 +367,8 @@ type execution struct {
 	outdated error
 	// past, when set, is the past state the query reads (asOf).
 	past *engine.Past
-	// snap is the snapshot a query reads in (nil for a subscription's
-	// event).
+	// snap is the snapshot a query (or a live query's read) reads in,
+	// nil for a subscription's event (readAsOfCommit).
 	snap *engine.Snapshot
 	// commit is the commit a mutation made (or, for an idempotent
 	// retry, the first one made).

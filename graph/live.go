@@ -535,6 +535,7 @@ func (q *LiveQuery) Run(ctx context.Context, b Bounds) LiveResult {
 	rctx, snap := q.es.store.ReadSnapshot(ctx, q.req.DB)
 	defer snap.Close() // after a panic too (closed below as soon as it can be)
 	x := q.execution(rctx, b)
+	x.snap = snap
 	if x.oneStatement(q.root) {
 		snap.OneStatement()
 	}
@@ -724,6 +725,7 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 	)
 	for i, q := range qs {
 		x := q.execution(rctx, bs[i])
+		x.snap = snap // its reads are run one after the other
 		xs[i] = x
 		if bs[i].Spent() != nil {
 			continue // answered below, without reading
