@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -104,10 +105,13 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 				return nil, scan.err
 			}
 			if m, ok := f.ArgumentMap(op.Variables)["filter"].(map[string]any); ok {
-				if _, err := es.ParseFilter(class, m); err != nil {
+				e, err := es.ParseFilter(class, m)
+				if err != nil {
 					return nil, err
 				}
+				s.follows = s.follows || filterFollows(e)
 			}
+			s.follows = s.follows || x.followsReferences(f.Selections)
 			for _, n := range classesOf(es.schema, class, true) {
 				if !seen[n] {
 					seen[n] = true
@@ -118,7 +122,6 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 		if !s.classFields {
 			s.classes = nil
 		}
-		s.follows = x.changeSetFollows(cf.Selections)
 		return s, nil
 	}
 	i := strings.LastIndexByte(cf.Name, '_')
@@ -197,7 +200,7 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		return nil, err
 	}
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
-	if s.follows {
+	if s.follows && s.selects(c) {
 		// What an event reads beyond the commit's images is read as of
 		// the commit, so that a resumed stream gets the events a live
 		// one did. Its failure ends the stream (a pruned commit's events
@@ -209,6 +212,21 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		defer restore()
 	}
 	return s.events(x, c)
+}
+
+// selects reports whether a change of c may give the subscription an
+// event: one of its classes (with its operation, for a per-document
+// subscription).
+func (s *Subscription) selects(c *sluice.Commit) bool {
+	if s.changeSet && s.classes == nil {
+		return true // every commit
+	}
+	for _, ch := range c.Changes {
+		if slices.Contains(s.classes, ch.Class) && (s.changeSet || ch.Op == s.change) {
+			return true
+		}
+	}
+	return false
 }
 
 // events is Events of c, redacted, evaluated by x (export_test.go counts

@@ -75,6 +75,8 @@ func TestEventsReadReferencesAsOfTheirCommit(t *testing.T) {
 		`{"_id":"User/b","_owner_of_Note":[{"_id":"Note/n3"}]}`)
 	st = open(`subscription { _ChangeSet { Note_added { _id owner { name } } } }`)
 	expect(st, "change sets", `{"_id":"Note/n1","owner":{"name":"A"}}`, `{"_id":"Note/n2","owner":{"name":"A"}}`)
+	st = open(`subscription { _ChangeSet { Note_added(filter: {owner: {name: {eq: "A"}}}) { _id } } }`)
+	expect(st, "change sets filtered through the owner", `{"Note_added":[{"_id":"Note/n1"}]}`, `{"Note_added":[{"_id":"Note/n2"}]}`)
 	st = open(`subscription { Note_added(filter: {owner: {name: {eq: "A"}}}) { _id } }`)
 	expect(st, "notes filtered through their owner", `"Note/n1"`, `"Note/n2"`, `"Note/n3"`)
 }
