@@ -18,10 +18,10 @@ import (
 // readAsOfCommit makes x read the database as of the end of commit c
 // until the function it returns is called, which puts x back as it was.
 // The reads run in the query's snapshot (x.snap), or a snapshot of their
-// own. When nothing was committed
-// after c, the present is c's state and the reads read it plainly; else
-// they read as of c (x.past set), and what of that state the reader
-// cannot be shown is refused by checkPastBeyond and checkPastThrough.
+// own. When nothing was committed after c, the present is c's state and
+// the reads read it plainly; else they read as of c (x.past set), and
+// what of that state the reader cannot be shown is refused by
+// checkPastBeyond and checkPastThrough.
 // The documents read are cached apart from x's others (the same id has
 // another state in the present).
 func (x *execution) readAsOfCommit(c *sluice.Commit) (func(), error) {
@@ -29,6 +29,11 @@ func (x *execution) readAsOfCommit(c *sluice.Commit) (func(), error) {
 	// a while, rather than hold a second connection (one request with
 	// two could wait for its user's share of the pool forever).
 	ctx, snap := x.ctx, x.snap
+	if snap != nil {
+		if pos, ok := snap.Position(); ok && pos.Seq == c.Seq {
+			return func() {}, nil // the query reads c's state already
+		}
+	}
 	if snap == nil {
 		ctx, snap = x.es.store.ReadSnapshot(x.ctx, x.req.DB)
 	}
