@@ -195,15 +195,6 @@ func (x *execution) checkPastThrough(e filter.Expr) error {
 	if x.past == nil {
 		return nil
 	}
-	refd := func(class string, e filter.Expr) error {
-		targets := classesOf(x.es.schema, class, true)
-		for _, c := range targets {
-			if err := x.past.CheckClass(c); err != nil {
-				return err
-			}
-		}
-		return x.checkPastFilter(e, targets)
-	}
 	switch e := e.(type) {
 	case *filter.And:
 		for _, s := range e.Exprs {
@@ -222,11 +213,11 @@ func (x *execution) checkPastThrough(e filter.Expr) error {
 	case *filter.Sub:
 		return x.checkPastThrough(e.Expr)
 	case *filter.Ref:
-		return refd(e.Class, e.Expr)
+		return x.checkPastRef(e.Class, e.Expr)
 	case *filter.Quant:
 		switch e.Field.Type.Kind {
 		case sluice.TypeReference:
-			return refd(e.Field.Type.Name, e.Elem)
+			return x.checkPastRef(e.Field.Type.Name, e.Elem)
 		case sluice.TypeSubdocument:
 			return x.checkPastThrough(e.Elem)
 		}

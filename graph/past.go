@@ -95,15 +95,6 @@ func (x *execution) checkPastFilter(e filter.Expr, classes []string) error {
 		}
 		return nil
 	}
-	refd := func(class string, e filter.Expr) error {
-		targets := classesOf(x.es.schema, class, true)
-		for _, c := range targets {
-			if err := x.past.CheckClass(c); err != nil {
-				return err
-			}
-		}
-		return x.checkPastFilter(e, targets)
-	}
 	switch e := e.(type) {
 	case *filter.And:
 		for _, s := range e.Exprs {
@@ -135,19 +126,31 @@ func (x *execution) checkPastFilter(e filter.Expr, classes []string) error {
 		if err := field(e.Field); err != nil {
 			return err
 		}
-		return refd(e.Class, e.Expr)
+		return x.checkPastRef(e.Class, e.Expr)
 	case *filter.Quant:
 		if err := field(e.Field); err != nil {
 			return err
 		}
 		switch e.Field.Type.Kind {
 		case sluice.TypeReference:
-			return refd(e.Field.Type.Name, e.Elem)
+			return x.checkPastRef(e.Field.Type.Name, e.Elem)
 		case sluice.TypeSubdocument:
 			return x.checkPastFilter(e.Elem, []string{e.Field.Type.Name})
 		}
 	}
 	return nil
+}
+
+// checkPastRef checks filter e, tested on the documents a reference to
+// class points at: those classes, and the fields e reads of them.
+func (x *execution) checkPastRef(class string, e filter.Expr) error {
+	targets := classesOf(x.es.schema, class, true)
+	for _, c := range targets {
+		if err := x.past.CheckClass(c); err != nil {
+			return err
+		}
+	}
+	return x.checkPastFilter(e, targets)
 }
 
 // pastKey names a check of checkPastSelection: the GraphQL type the

@@ -32,23 +32,8 @@ func TestWriteBytesPerUser(t *testing.T) {
 	text := strings.Repeat("x", 600<<10)
 	note := func(id string) string { return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, text) }
 
-	body, feed := io.Pipe()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/document/admin/wb", body)
-	req.Header.Set("Content-Type", "application/json")
-	rita(req)
 	answer := make(chan int, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Errorf("the stalled write: %v", err)
-			answer <- 0
-			return
-		}
-		resp.Body.Close()
-		answer <- resp.StatusCode
-	}()
+	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answer)
 	// The write has read its first document once the pipe's write
 	// returns; until it has charged it, another write fits beside it, so
 	// writes are sent until one is refused (each written is counted).
@@ -101,23 +86,8 @@ func TestWriteBudgetMetrics(t *testing.T) {
 		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
 	}
 
-	body, feed := io.Pipe()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+"/api/document/admin/wb", body)
-	req.Header.Set("Content-Type", "application/json")
-	rita(req)
 	answers := make(chan int, 2)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Errorf("the stalled write: %v", err)
-			answers <- 0
-			return
-		}
-		resp.Body.Close()
-		answers <- resp.StatusCode
-	}()
+	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answers)
 	if _, err := feed.Write([]byte("[" + note("a") + ",")); err != nil {
 		t.Fatal(err)
 	}
@@ -140,4 +110,28 @@ func TestWriteBudgetMetrics(t *testing.T) {
 	if held, waiting := metric("sluice_write_bytes"), metric("sluice_write_bytes_waiting"); held != 0 || waiting != 0 {
 		t.Fatalf("once the writes were answered: sluice_write_bytes %v, sluice_write_bytes_waiting %v, want 0 and 0", held, waiting)
 	}
+}
+
+// stalledWrite starts a POST of a JSON body to path with credentials
+// auth, whose body is what the test writes to the returned pipe; its
+// status goes to answer once the test closes the pipe (0 if it failed).
+func stalledWrite(t *testing.T, d *dt.Daemon, auth dt.Auth, path string, answer chan<- int) *io.PipeWriter {
+	t.Helper()
+	body, feed := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, "POST", d.URL+path, body)
+	req.Header.Set("Content-Type", "application/json")
+	auth(req)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("the stalled write: %v", err)
+			answer <- 0
+			return
+		}
+		resp.Body.Close()
+		answer <- resp.StatusCode
+	}()
+	return feed
 }
