@@ -447,7 +447,7 @@ func options() []option {
 			"most databases one user may have made (each is a Postgres schema with a table per class; the super user is exempt; 0: no cap)",
 			func(c *Config, n int64) error { c.MaxDatabasesPerUser = n; return nil }),
 		capOption("max_webhooks_per_user", "50",
-			"most webhooks one user may have made, over every database (the super user is exempt; 0: no cap)",
+			"most webhooks that deliver as one user (made, or taken over by a change of where, what or from where they deliver), over every database (the super user is exempt; 0: no cap)",
 			func(c *Config, n int64) error { c.MaxWebhooksPerUser = n; return nil }),
 		durationOption("webhook_timeout", "15s",
 			"longest a webhook request may take to be answered (its response headers) before the attempt counts as failed and is retried (1s to 5m)",

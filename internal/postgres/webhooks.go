@@ -80,12 +80,9 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 		// lock: an advisory lock's key could be taken by any role that
 		// may log in, and creations made to wait for good.
 		if maxPerUser > 0 {
-			if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.users WHERE id = $1 FOR NO KEY UPDATE", w.CreatorID); err != nil {
-				return mapError(err)
-			}
-			var n int
-			if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.webhooks WHERE creator_id = $1", w.CreatorID).Scan(&n); err != nil {
-				return mapError(err)
+			n, err := webhooksOf(ctx, tx, w.CreatorID)
+			if err != nil {
+				return err
 			}
 			if n >= maxPerUser {
 				return sluice.Errorf(sluice.CodeConflict, "user %s made %d webhooks, the most a user may (config max_webhooks_per_user); delete one first", w.CreatorName, n)
@@ -239,6 +236,42 @@ type WebhookCreator struct {
 	ID      int64
 	Name    string
 	TokenID int64
+	// Cap is the most webhooks the user may deliver as (config
+	// max_webhooks_per_user), checked when a change makes a webhook
+	// another user's deliver as this one: one taken over counts as one
+	// made. 0: no cap (the super user).
+	Cap int
+}
+
+// webhooksOf returns how many webhooks deliver as user id, its user row
+// locked in tx: creations and takeovers by one user take turns, so that
+// max_webhooks_per_user holds. The lock is on Sluice's own row, which no
+// other role may lock (an advisory lock's key could be taken by any role
+// that may log in, and creations made to wait for good).
+func webhooksOf(ctx context.Context, tx pgx.Tx, id int64) (int, error) {
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.users WHERE id = $1 FOR NO KEY UPDATE", id); err != nil {
+		return 0, mapError(err)
+	}
+	var n int
+	err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.webhooks WHERE creator_id = $1", id).Scan(&n)
+	return n, mapError(err)
+}
+
+// takeOver checks that c may take over a webhook that delivers as user
+// current (see WebhookCreator.Cap), in tx, which holds the webhook's
+// row.
+func takeOver(ctx context.Context, tx pgx.Tx, current int64, c WebhookCreator) error {
+	if c.Cap <= 0 || current == c.ID {
+		return nil
+	}
+	n, err := webhooksOf(ctx, tx, c.ID)
+	if err != nil {
+		return err
+	}
+	if n >= c.Cap {
+		return sluice.Errorf(sluice.CodeConflict, "user %s delivers as %d webhooks, the most a user may (config max_webhooks_per_user), and this change would make this webhook deliver as %s too; delete one first", c.Name, n, c.Name)
+	}
+	return nil
 }
 
 // setCreator is the SET list that makes a webhook deliver as the creator
@@ -281,6 +314,9 @@ func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, c
 		}
 		s, err := change(w)
 		if err != nil {
+			return "", nil, err
+		}
+		if err := takeOver(ctx, tx, w.CreatorID, s.Creator); err != nil {
 			return "", nil, err
 		}
 		return `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8, ` + setCreator(9) + `, attempt = 0, next_attempt_at = NULL, ` + activeClearsMessage,
@@ -383,14 +419,19 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 		if err != nil {
 			return err
 		}
-		var seq int64
+		var seq, creator int64
 		var idx int
-		err = tx.QueryRow(ctx, "SELECT seq, idx FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE", d.ID, id).Scan(&seq, &idx)
+		err = tx.QueryRow(ctx, "SELECT seq, idx, creator_id FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE", d.ID, id).Scan(&seq, &idx, &creator)
 		if errors.Is(mapError(err), errNotFound) {
 			return errNoWebhook(d, id)
 		}
 		if err != nil {
 			return mapError(err)
+		}
+		if to != nil {
+			if err := takeOver(ctx, tx, creator, c); err != nil {
+				return err
+			}
 		}
 		p := sluice.Position{Epoch: d.Epoch, Seq: seq, Index: idx}
 		if to != nil {
@@ -433,9 +474,22 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id in
 	if err != nil {
 		return err
 	}
-	return db.changeWebhook(ctx, d, id, false, `old_secret = CASE WHEN $4 > 0 THEN secret END,
-		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3, `+setCreator(5),
-		secret, grace.Seconds(), c.ID, c.Name, c.TokenID)
+	return db.changeWebhookWith(ctx, d, id, false, func(tx pgx.Tx) (string, []any, error) {
+		var creator int64
+		err := tx.QueryRow(ctx, "SELECT creator_id FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE", d.ID, id).Scan(&creator)
+		if errors.Is(mapError(err), errNotFound) {
+			return "", nil, errNoWebhook(d, id)
+		}
+		if err != nil {
+			return "", nil, mapError(err)
+		}
+		if err := takeOver(ctx, tx, creator, c); err != nil {
+			return "", nil, err
+		}
+		return `old_secret = CASE WHEN $4 > 0 THEN secret END,
+		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3, ` + setCreator(5),
+			[]any{secret, grace.Seconds(), c.ID, c.Name, c.TokenID}, nil
+	})
 }
 
 // ResealWebhookSecrets passes every stored secret sealed with a key other

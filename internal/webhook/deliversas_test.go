@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -176,5 +177,53 @@ func TestWebhookChangesBindWhoMadeThem(t *testing.T) {
 		if got := status(t, d, "bound", h.ID)["creator"]; got != c.want {
 			t.Fatalf("after %s %s %s: creator %v, want %s", c.method, c.tail, c.body, got, c.want)
 		}
+	}
+}
+
+// TestTakingOverAWebhookCountsAgainstTheCap: a webhook that comes to
+// deliver as a user counts against that user's max_webhooks_per_user as
+// one it made: rita, who made her one webhook, cannot take over the
+// super user's by any change that would make it deliver as her (409
+// naming the setting, nothing changed), may still change her own and
+// the other's description, and once hers delivers as the super user
+// (who re-pointed it) may take the other over.
+// The super user takes any over. Found by review: a takeover was not
+// counted, so a user at the cap could come to hold any number.
+func TestTakingOverAWebhookCountsAgainstTheCap(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, fastRetries, func(c *config.Config) { c.MaxWebhooksPerUser = 1 })
+	d.CreateDatabase(t, "capped", personSchema)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/capped", `{"user":"rita","role":"admin"}`)
+	rita := dt.Basic("rita", "rita-password")
+	var hers, theirs struct {
+		ID       int64  `json:"id"`
+		Position string `json:"position"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 201, rita, "POST", "/api/webhooks/admin/capped", `{"url":"https://example.com/rita"}`).Body, &hers); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/capped", `{"url":"https://example.com/admin"}`).Body, &theirs); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ method, tail, body string }{
+		{"PATCH", "", `{"url":"https://example.com/taken"}`},
+		{"POST", "/rotate-secret", `{"grace":"0s"}`},
+		{"POST", "/replay", fmt.Sprintf(`{"after":%q}`, theirs.Position)},
+	} {
+		r := d.Do(t, rita, c.method, hookPath("capped", theirs.ID, c.tail), c.body)
+		if r.Status != 409 || !strings.Contains(string(r.Body), "max_webhooks_per_user") {
+			t.Fatalf("rita's %s %s of the super user's webhook: %d %s, want 409 naming max_webhooks_per_user", c.method, c.tail, r.Status, r.Body)
+		}
+		if st := status(t, d, "capped", theirs.ID); st["creator"] != "admin" || st["url"] != "https://example.com/admin" {
+			t.Fatalf("after the refused %s %s: creator %v, url %v", c.method, c.tail, st["creator"], st["url"])
+		}
+	}
+	d.MustDo(t, 200, rita, "PATCH", hookPath("capped", theirs.ID, ""), `{"description":"a note"}`)
+	d.MustDo(t, 200, rita, "PATCH", hookPath("capped", hers.ID, ""), `{"url":"https://example.com/rita2"}`)
+	d.MustDo(t, 200, dt.Admin(), "PATCH", hookPath("capped", hers.ID, ""), `{"url":"https://example.com/admin2"}`)
+	d.MustDo(t, 200, rita, "PATCH", hookPath("capped", theirs.ID, ""), `{"url":"https://example.com/taken"}`)
+	if got := status(t, d, "capped", theirs.ID)["creator"]; got != "rita" {
+		t.Fatalf("creator %v, want rita once hers delivers as the super user", got)
 	}
 }

@@ -89,8 +89,14 @@ func (s *Service) admin(ctx context.Context, u *sluice.User, org, name string) (
 // unrevoked. Another admin who re-points a webhook must not go on
 // receiving with its maker's access (@private fields included) once its
 // own access is taken away; nor a leaked token once it is revoked.
-func deliverer(ctx context.Context, u *sluice.User) postgres.WebhookCreator {
+//
+// A webhook that delivered as another user counts against u's
+// max_webhooks_per_user once it delivers as u (the super user has none).
+func (s *Service) deliverer(ctx context.Context, u *sluice.User) postgres.WebhookCreator {
 	c := postgres.WebhookCreator{ID: u.ID, Name: u.Name}
+	if !u.Superuser {
+		c.Cap = s.maxPerUser
+	}
 	if cred := auth.CredentialFrom(ctx); cred != nil && cred.User != nil && cred.User.ID == u.ID {
 		c.TokenID = cred.TokenID
 	}
@@ -115,7 +121,7 @@ func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, 
 		return nil, "", sluice.Errorf(sluice.CodeInvalid, "url is required: the endpoint to POST events to")
 	}
 	w := &sluice.Webhook{Database: d, Batch: sluice.BatchEvent, Ops: []string{"create", "update", "delete"}}
-	setCreator(w, deliverer(ctx, u))
+	setCreator(w, s.deliverer(ctx, u))
 	if err := s.apply(sch, w, in); err != nil {
 		return nil, "", err
 	}
@@ -383,7 +389,7 @@ func (s *Service) Update(ctx context.Context, u *sluice.User, org, name string, 
 		}
 		c := postgres.WebhookCreator{ID: w.CreatorID, Name: w.CreatorName, TokenID: w.CreatorTokenID}
 		if rebind {
-			c = deliverer(ctx, u)
+			c = s.deliverer(ctx, u)
 		}
 		return postgres.WebhookSettings{URL: w.URL, Description: w.Description,
 			Classes: w.Classes, Ops: w.Ops, Filter: w.Filter, Batch: w.Batch, Creator: c}, nil
@@ -437,7 +443,7 @@ func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, 
 		}
 		from = &p
 	}
-	if err := s.store.ResumeWebhook(ctx, d, id, from, deliverer(ctx, u)); err != nil {
+	if err := s.store.ResumeWebhook(ctx, d, id, from, s.deliverer(ctx, u)); err != nil {
 		return nil, err
 	}
 	return s.store.Webhook(ctx, d, id)
@@ -479,7 +485,7 @@ func (s *Service) Replay(ctx context.Context, u *sluice.User, org, name string, 
 	if err := s.checkAfter(ctx, d, p); err != nil {
 		return nil, err
 	}
-	if err := s.store.ReplayWebhook(ctx, d, id, p, deliverer(ctx, u)); err != nil {
+	if err := s.store.ReplayWebhook(ctx, d, id, p, s.deliverer(ctx, u)); err != nil {
 		return nil, err
 	}
 	return s.store.Webhook(ctx, d, id)
@@ -501,7 +507,7 @@ func (s *Service) Rotate(ctx context.Context, u *sluice.User, org, name string, 
 		return "", sluice.Errorf(sluice.CodeInvalid, "grace: want 0 to %s", MaxGrace)
 	}
 	secret := newSecret()
-	if err := s.store.RotateWebhookSecret(ctx, d, id, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, grace, deliverer(ctx, u)); err != nil {
+	if err := s.store.RotateWebhookSecret(ctx, d, id, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, grace, s.deliverer(ctx, u)); err != nil {
 		return "", err
 	}
 	return showSecret(secret), nil
