@@ -44,7 +44,12 @@ import (
 //
 // IPv6 addresses are counted by their /64 prefix, the block one host or
 // customer usually holds, so that hopping between its addresses does not
-// reset the count. The counts below the limits live in a bounded LRU table
+// reset the count. Many hold more (a /56 or a /48: 256 or 65,536 /64s),
+// and counted by /64 alone such a client had a /64's failures from each
+// (a /56: 256 × 100 bcrypts a window at the default max); so every /56
+// and /48 is counted too, its limit a few /64s' worth (networks): hopping
+// between /64s buys little, and a network's own users are held back only
+// once they fail that often. The counts below the limits live in a bounded LRU table
 // (throttleEntries); what falls out of it is forgotten. The keys past
 // their limit are kept apart, until their window ends, in a table of
 // their own, so that failures elsewhere, however many, cannot push a
@@ -79,6 +84,33 @@ func userKey(addr, user string) throttleKey {
 
 // addressFactor multiplies the per-user limit into the per-address one.
 const addressFactor = 10
+
+// networks are the IPv6 networks a password check is counted for beyond
+// its /64 (see above), each with its limit as a multiple of an address's.
+var networks = []struct{ bits, factor int }{{56, 4}, {48, 16}}
+
+// network is the count of one network an address is in: its key, its
+// limit, and its prefix (for the error).
+type network struct {
+	key    throttleKey
+	limit  int
+	prefix string
+}
+
+// networksOf returns the counts of the networks of remoteAddr beyond its
+// own address key (none for IPv4).
+func (t *Throttle) networksOf(remoteAddr string) []network {
+	ip, ok := clientIP(remoteAddr)
+	if !ok || !ip.Is6() {
+		return nil
+	}
+	out := make([]network, len(networks))
+	for i, n := range networks {
+		p, _ := ip.Prefix(n.bits)
+		out[i] = network{key: sha256.Sum256([]byte("n\x00" + p.String())), limit: n.factor * addressFactor * t.max, prefix: p.String()}
+	}
+	return out
+}
 
 // Throttle counts failed password checks. It is safe for concurrent use.
 type Throttle struct {
@@ -142,6 +174,11 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 	if left := t.blocked(now, userKey(addr, user)); left > 0 {
 		return throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
+	for _, n := range t.networksOf(remoteAddr) {
+		if left := t.blocked(now, n.key); left > 0 {
+			return throttled(left, "too many failed sign-ins from this address's network %s", n.prefix)
+		}
+	}
 	return nil
 }
 
@@ -155,6 +192,8 @@ type Attempt struct {
 	// addressOnly marks an attempt of BeginAddress: it counts toward its
 	// address alone, and userKey is unset.
 	addressOnly bool
+	// nets are the networks of Begin's address it counts toward too.
+	nets []network
 }
 
 // Begin admits a check of user's password from remoteAddr: it returns
@@ -174,6 +213,12 @@ func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
 	if left := t.blocked(now, uk); left > 0 {
 		return nil, throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
+	nets := t.networksOf(remoteAddr)
+	for _, n := range nets {
+		if left := t.blocked(now, n.key); left > 0 {
+			return nil, throttled(left, "too many failed sign-ins from this address's network %s", n.prefix)
+		}
+	}
 	// The pending checks end within a bcrypt's time: a second is enough
 	// to wait before trying again.
 	if t.failed(now, ak)+t.pending[ak] >= addressFactor*t.max {
@@ -182,9 +227,17 @@ func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
 	if t.failed(now, uk)+t.pending[uk] >= t.max {
 		return nil, throttled(time.Second, "too many sign-ins as user %s from this address are being checked at once", user)
 	}
+	for _, n := range nets {
+		if t.failed(now, n.key)+t.pending[n.key] >= n.limit {
+			return nil, throttled(time.Second, "too many sign-ins from this address's network %s are being checked at once", n.prefix)
+		}
+	}
 	t.pending[ak]++
 	t.pending[uk]++
-	return &Attempt{t: t, addrKey: ak, userKey: uk}, nil
+	for _, n := range nets {
+		t.pending[n.key]++
+	}
+	return &Attempt{t: t, addrKey: ak, userKey: uk, nets: nets}, nil
 }
 
 // Fail settles the attempt as a failed check, counted toward the limits
@@ -198,6 +251,9 @@ func (at *Attempt) Fail() {
 	t.count(now, at.addrKey, addressFactor*t.max)
 	if !at.addressOnly {
 		t.count(now, at.userKey, t.max)
+	}
+	for _, n := range at.nets {
+		t.count(now, n.key, n.limit)
 	}
 }
 
@@ -215,6 +271,9 @@ func (t *Throttle) settle(at *Attempt) {
 	keys := []throttleKey{at.addrKey, at.userKey}
 	if at.addressOnly {
 		keys = keys[:1]
+	}
+	for _, n := range at.nets {
+		keys = append(keys, n.key)
 	}
 	for _, k := range keys {
 		if t.pending[k] <= 1 {
@@ -396,18 +455,31 @@ func AddressKey(remoteAddr string) string { return addressKey(remoteAddr) }
 // addressKey returns the key of a client address: the IP without its
 // port, an IPv6 address as its /64 prefix.
 func addressKey(remoteAddr string) string {
+	ip, ok := clientIP(remoteAddr)
+	if !ok {
+		host, _, err := net.SplitHostPort(remoteAddr)
+		if err != nil {
+			return remoteAddr
+		}
+		return host
+	}
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
+}
+
+// clientIP returns the IP of remoteAddr (with or without a port), an
+// IPv4-mapped IPv6 address as IPv4; false when it is none.
+func clientIP(remoteAddr string) (netip.Addr, bool) {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
 		host = remoteAddr
 	}
 	ip, err := netip.ParseAddr(host)
 	if err != nil {
-		return host
+		return netip.Addr{}, false
 	}
-	ip = ip.Unmap()
-	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		return p.String()
-	}
-	return ip.String()
+	return ip.Unmap(), true
 }

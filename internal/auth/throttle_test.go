@@ -94,6 +94,66 @@ func TestThrottleAddress(t *testing.T) {
 	}
 }
 
+// TestThrottleNetwork: an IPv6 client that hops between the /64s of its
+// /56 (or /48) is held to a few /64s' worth of failures over all of them:
+// past 4 × an address's limit in one /56 a /64 of it that failed nothing
+// is refused, the network named; a /64 of another /56 is not; and past
+// 16 × in one /48 a /56 of it that failed nothing is refused too. Found
+// by review: only the /64 was counted, so a /56 had 256 /64s' worth of
+// bcrypts a window. IPv4 addresses count alone, as before.
+func TestThrottleNetwork(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	th := NewThrottle(2, time.Minute, func() time.Time { return now })
+	const perAddress = addressFactor * 2 // a /64's limit: 20
+	// addr is an address of /64 number s64 of /56 number s56 of
+	// 2001:db8::/48.
+	addr := func(s56, s64 int) string { return fmt.Sprintf("[2001:db8:0:%02x%02x::1]:4000", s56, s64) }
+	// 4 /64s of 2001:db8:0:100::/56, each one failure short of its
+	// limit, then 4 more from a fifth: the /56's limit is 80.
+	for s64 := range 4 {
+		for j := range perAddress - 1 {
+			fail(t, th, addr(1, s64), "user"+strconv.Itoa(j))
+		}
+	}
+	for j := range 4 {
+		fail(t, th, addr(1, 0xff), "user"+strconv.Itoa(j))
+	}
+	_, err := th.Begin(addr(1, 0xee), "someone")
+	if sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(sluice.ErrorMessage(err), "2001:db8:0:100::/56") {
+		t.Fatalf("a fresh /64 of a /56 past its limit: %v, want TooMany naming 2001:db8:0:100::/56", err)
+	}
+	if err := th.Check(addr(1, 0xee), "someone"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("Check of a fresh /64 of a /56 past its limit: %v", err)
+	}
+	if err := th.Check(addr(2, 0), "someone"); err != nil {
+		t.Fatalf("a /64 of another /56: %v", err)
+	}
+	// The /48's limit is 320, 80 of them counted above: 4 /64s of 15
+	// failures in each of 4 more /56s (60 each, under their limit).
+	for s56 := 2; s56 < 6; s56++ {
+		for s64 := range 4 {
+			for j := range 15 {
+				fail(t, th, addr(s56, s64), "user"+strconv.Itoa(j))
+			}
+		}
+	}
+	if _, err := th.Begin(addr(0xff, 0), "someone"); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(sluice.ErrorMessage(err), "2001:db8::/48") {
+		t.Fatalf("a fresh /56 of a /48 past its limit: %v, want TooMany naming 2001:db8::/48", err)
+	}
+	if err := th.Check("[2001:db9::1]:4000", "someone"); err != nil {
+		t.Fatalf("another /48: %v", err)
+	}
+	// IPv4: each address its own limit only.
+	for j := range perAddress - 1 {
+		fail(t, th, "192.0.2.1:4000", "user"+strconv.Itoa(j))
+	}
+	fail(t, th, "192.0.2.2:4000", "user")
+	if err := th.Check("192.0.2.3:4000", "someone"); err != nil {
+		t.Fatalf("another IPv4 address: %v", err)
+	}
+}
+
 func TestAddressKey(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{

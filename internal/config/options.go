@@ -253,7 +253,7 @@ func options() []option {
 			"most graphql-ws sockets whose upgrade carried no valid credentials this process holds before their connection_ack (they have 10s to send connection_init), one client address (an IPv6 /64) at most a tenth of them; past either an upgrade is answered 503 with Retry-After (0: no cap)",
 			func(c *Config, n int64) error { c.MaxUnauthenticatedSockets = n; return nil }),
 		countOption("auth_max_failures", "10",
-			"failed password checks of one user name from one client address (ten times as many of any names; behind trusted_proxies, the address they forward) within auth_failure_window, past which that address's password sign-ins are answered 429 with Retry-After until the window ends (failed bearer tokens, JWTs and stream tickets are counted apart and block only those: see docs/security.md)",
+			"failed password checks of one user name from one client address (ten times as many of any names, forty times from the addresses of one IPv6 /56 and 160 times from one /48; behind trusted_proxies, the address they forward) within auth_failure_window, past which that address's password sign-ins are answered 429 with Retry-After until the window ends (failed bearer tokens, JWTs and stream tickets are counted apart and block only those: see docs/security.md)",
 			func(c *Config, n int) { c.AuthMaxFailures = n }),
 		durationOption("auth_failure_window", "5m",
 			"the window in which failed password checks are counted (see auth_max_failures)",
