@@ -107,9 +107,10 @@ func Normalize(origin string) (string, bool) {
 
 // CrossSiteWrite reports whether r is a state-changing request (any
 // method but GET, HEAD and OPTIONS), or one that opens an event stream
-// with Basic credentials (opensStream), that a browser sends from a page
-// it may not come from with the credentials the browser remembers: a
-// page of another origin than the server's own and the listed ones.
+// or reads the API with Basic credentials (spends), that a browser sends
+// from a page it may not come from with the credentials the browser
+// remembers: a page of another origin than the server's own and the
+// listed ones.
 // Browsers say where a request comes from in Sec-Fetch-Site (all current
 // ones), or else Origin; a request with neither is no page's (curl,
 // servers, SDKs) and passes. It
@@ -120,10 +121,10 @@ func (p *Policy) CrossSiteWrite(r *http.Request) bool {
 	case http.MethodOptions:
 		return false
 	case http.MethodGet, http.MethodHead:
-		// A stream without Basic credentials carries what the page's own
+		// A read without Basic credentials carries what the page's own
 		// script put there (a bearer token, a stream ticket), or nothing
 		// (and is refused 401): the page may use those.
-		if !opensStream(r) || !BasicAuth(r) {
+		if !BasicAuth(r) || !spends(r) {
 			return false
 		}
 	}
@@ -151,6 +152,30 @@ func (p *Policy) Socket(r *http.Request) (allowed, ambient bool) {
 	}
 	return p.any, false
 }
+
+// spends reports whether r, a GET or HEAD request with Basic
+// credentials, spends what its user may hold or run (opensStream), or
+// what a read of the API costs: a page of any site can make its visitor's
+// browser send GETs with the credentials it remembers, without a CORS
+// preflight (an image, a script, a no-cors fetch), and though the page
+// cannot read the answers, each GraphQL query or listing runs, up to
+// graphql_request_timeout, on its user's budgets (Postgres connections,
+// requests' parameters), so that the user's own requests are refused.
+// A top-level navigation (a link followed, Sec-Fetch-Dest: document) is
+// not: it shows the user what they asked for, one page at a time, and
+// links into the API from elsewhere keep working. Nor is a WebSocket
+// upgrade: Socket judges it, and what its browser adds by itself then
+// does not count.
+func spends(r *http.Request) bool {
+	if opensStream(r) {
+		return true
+	}
+	return protocol.Of(r) != protocol.WebSocket && strings.HasPrefix(r.URL.Path, apiPrefix) && r.Header.Get("Sec-Fetch-Dest") != "document"
+}
+
+// apiPrefix is the path of the API (internal/rest/routes.go); what is
+// outside it (the console, GraphiQL, health checks) costs no budget.
+const apiPrefix = "/api/"
 
 // subscribePrefix is the path of the REST change streams
 // (internal/rest/routes.go), served as SSE whatever the request accepts.

@@ -251,13 +251,22 @@ func TestCrossSiteStreams(t *testing.T) {
 			}
 		}
 	}
-	for _, r := range []*http.Request{
-		get("/api/document/a/b", "https://evil.example", "cross-site"),
-		get("/api/document/a/b", "https://evil.example", "cross-site", "Accept", "application/json"),
-		get("/api/graphql/a/b", "https://evil.example", "cross-site", "Accept", "text/html"),
+	// Other reads of the API with Basic credentials are judged alike
+	// (they run on the user's budgets); a link followed, a page outside
+	// the API and a WebSocket upgrade (judged by Socket) are not.
+	for _, c := range []struct {
+		r     *http.Request
+		cross bool
+	}{
+		{get("/api/document/a/b", "https://evil.example", "cross-site"), true},
+		{get("/api/document/a/b", "https://evil.example", "cross-site", "Accept", "application/json"), true},
+		{get("/api/graphql/a/b", "https://evil.example", "cross-site", "Accept", "text/html", "Sec-Fetch-Dest", "image"), true},
+		{get("/api/graphql/a/b", "https://evil.example", "cross-site", "Accept", "text/html", "Sec-Fetch-Dest", "document"), false},
+		{get("/console/", "https://evil.example", "cross-site"), false},
+		{get("/api/graphql/a/b", "https://evil.example", "cross-site", "Connection", "Upgrade", "Upgrade", "websocket"), false},
 	} {
-		if p.CrossSiteWrite(r) {
-			t.Errorf("GET %s (Accept %q) from another site is a cross-site write", r.URL, r.Header.Get("Accept"))
+		if got := p.CrossSiteWrite(c.r); got != c.cross {
+			t.Errorf("GET %s (Accept %q, Sec-Fetch-Dest %q) from another site: CrossSiteWrite %v, want %v", c.r.URL, c.r.Header.Get("Accept"), c.r.Header.Get("Sec-Fetch-Dest"), got, c.cross)
 		}
 	}
 }

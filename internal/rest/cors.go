@@ -27,8 +27,9 @@ func NewCORS(policy *origin.Policy) *CORS { return &CORS{policy: policy} }
 
 // Protect refuses, with 403, every state-changing request (any method but
 // GET, HEAD and OPTIONS, on every route), and every request opening an
-// event stream with Basic credentials, that a browser sends from a page
-// of another origin than the daemon's own and cors_origins. A form on any
+// event stream or reading the API with Basic credentials (but a link
+// followed), that a browser sends from a page of another origin than the
+// daemon's own and cors_origins. A form on any
 // site can make a browser POST to Sluice, with no CORS preflight, and the
 // browser adds the Basic credentials it remembers for Sluice (anyone who
 // signed in to GraphiQL): without this, such a page writes as its
