@@ -173,13 +173,7 @@ func (x *execution) checkPastBeyondIn(sel ast.SelectionSet, static string, class
 					return err
 				}
 			case sluice.TypeReference:
-				targets := classesOf(x.es.schema, f.Type.Name, true)
-				for _, t := range targets {
-					if err := x.past.CheckClass(t); err != nil {
-						return err
-					}
-				}
-				if err := x.checkPastSelection(cf.Selections, f.Type.Name, targets, seen); err != nil {
+				if err := x.checkPastRefSelection(cf.Selections, f.Type.Name, seen); err != nil {
 					return err
 				}
 			}

@@ -214,18 +214,24 @@ func (x *execution) checkPastSelection(sel ast.SelectionSet, static string, clas
 			if f.Type.Kind != sluice.TypeReference {
 				continue
 			}
-			targets := classesOf(x.es.schema, f.Type.Name, true)
-			for _, t := range targets {
-				if err := x.past.CheckClass(t); err != nil {
-					return err
-				}
-			}
-			if err := x.checkPastSelection(cf.Selections, f.Type.Name, targets, seen); err != nil {
+			if err := x.checkPastRefSelection(cf.Selections, f.Type.Name, seen); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// checkPastRefSelection checks selection sel of a reference to class: the
+// classes it may point at, and the fields sel shows of them.
+func (x *execution) checkPastRefSelection(sel ast.SelectionSet, class string, seen map[pastKey]bool) error {
+	targets := classesOf(x.es.schema, class, true)
+	for _, t := range targets {
+		if err := x.past.CheckClass(t); err != nil {
+			return err
+		}
+	}
+	return x.checkPastSelection(sel, class, targets, seen)
 }
 
 // checkPastBacklink checks a backlink selection cf: the documents of bl's
