@@ -142,7 +142,11 @@ func TestWritesLargerThanTheBudgetAreWritten(t *testing.T) {
 	e, _, admin := newEngine(t)
 	const share = 3 << 20
 	e.LimitWriteBytes(64<<20, share)
-	e.WaitForWriteBytes(2 * time.Second)
+	// A write that waited for what only its own progress gives back would
+	// wait for good: any bound fails it. A write's next document waits
+	// meanwhile for its writer to send the one before (a 4 MB document
+	// took over 2 s under -race on a loaded CI machine).
+	e.WaitForWriteBytes(20 * time.Second)
 	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
 		t.Fatal(err)
 	}
