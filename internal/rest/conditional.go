@@ -140,22 +140,29 @@ func matchesStrongETag(values []string, etag string) bool {
 	return false
 }
 
-// errListingNotModified is listingPrecondition's answer to If-None-Match:
+// errNotModified is untaggedPrecondition's answer to If-None-Match:
 // *, a 304.
-var errListingNotModified = errors.New("the listing is not modified")
+var errNotModified = errors.New("not modified")
 
 // listingPrecondition judges the If-Match and If-None-Match headers of a
 // listing of documents, which has no entity tag (it is read anew each
-// time, and its documents carry theirs): If-Match holds only with *, and
-// If-None-Match: * never holds, a listing being there always (RFC 9110,
-// 13.1.1 and 13.1.2; a GET whose If-None-Match fails answers 304). Other
-// tags of If-None-Match match nothing, and the listing is read.
+// time, and its documents carry theirs): see untaggedPrecondition.
 func listingPrecondition(r *http.Request) error {
+	return untaggedPrecondition(r, "a listing")
+}
+
+// untaggedPrecondition judges the If-Match and If-None-Match headers of a
+// GET of what (a listing, or a document read as of a position), which is
+// there but has no entity tag: If-Match holds only with *, and
+// If-None-Match: * never holds (RFC 9110, 13.1.1 and 13.1.2; a GET whose
+// If-None-Match fails answers 304). Other tags of If-None-Match match
+// nothing, and what is asked is read.
+func untaggedPrecondition(r *http.Request, what string) error {
 	if im := r.Header.Values("If-Match"); len(im) > 0 && !listsWildcard(im) {
-		return sluice.Errorf(sluice.CodePrecondition, "a listing has no entity tag, so the tags of If-Match name none of it: only * holds")
+		return sluice.Errorf(sluice.CodePrecondition, "%s has no entity tag, so the tags of If-Match name none of it: only * holds", what)
 	}
 	if listsWildcard(r.Header.Values("If-None-Match")) {
-		return errListingNotModified
+		return errNotModified
 	}
 	return nil
 }

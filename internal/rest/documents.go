@@ -99,6 +99,17 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(http.StatusNotModified)
 				return
 			}
+		} else {
+			// Read as of a position: no version to write against, so
+			// no entity tag; judged as a listing is.
+			switch err := untaggedPrecondition(r, "a document read as of a position"); {
+			case errors.Is(err, errNotModified):
+				w.WriteHeader(http.StatusNotModified)
+				return
+			case err != nil:
+				writeError(w, r, err)
+				return
+			}
 		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		_, _ = w.Write(append(doc.JSON, '\n'))
@@ -157,7 +168,7 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		err = unmet
 	}
 	if err != nil {
-		if errors.Is(err, errListingNotModified) {
+		if errors.Is(err, errNotModified) {
 			w.WriteHeader(http.StatusNotModified)
 			return
 		}
