@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluice-dev/sluice/internal/streamparam"
+
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
 	"github.com/vektah/gqlparser/v2/gqlerror"
@@ -413,6 +415,13 @@ func parseRequestBody(body []byte) (*graphql.RawParams, int, string) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, 0, "the request body is not a JSON object: " + sluice.DecodeError(err).Message
+	}
+	for k := range raw {
+		if streamparam.ReadsAsResume(k) {
+			// Not read, it would start a stream from now instead of
+			// resuming it, a gap the client would not be told of.
+			return nil, 0, fmt.Sprintf("the request body's member %q is not read: a stream resumes after extensions.%s (or the Last-Event-ID header)", k, streamparam.ResumeName)
+		}
 	}
 	p := &graphql.RawParams{}
 	isNull := func(m json.RawMessage) bool { return m == nil || string(bytes.TrimSpace(m)) == "null" }

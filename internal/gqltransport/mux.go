@@ -348,7 +348,7 @@ func (t *transport) operate(ctx context.Context, mr *muxRequest, exec graphql.Gr
 	defer mr.registered()
 	// extensions.lastEventId is the only resume position: the
 	// connection's URL and headers are not the operation's.
-	from, err := streamparam.Position(mr.params.Extensions["lastEventId"])
+	from, err := streamparam.Position(mr.params.Extensions)
 	if err != nil {
 		mr.op.refuse(err)
 		return

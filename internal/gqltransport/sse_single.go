@@ -606,7 +606,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "extensions.operationId is %d bytes: an operation id is at most %d bytes", len(id), maxOperationIDBytes))
 		return
 	}
-	from, err := streamparam.LastEventID(r, params.Extensions["lastEventId"])
+	from, err := streamparam.LastEventID(r, params.Extensions)
 	if err != nil {
 		writeHTTPError(w, err)
 		return

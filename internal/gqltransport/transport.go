@@ -351,7 +351,7 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 	if err := graph.NoteParams(r.Context(), req.params); err != nil {
 		return nil, err
 	}
-	if req.from, err = streamparam.LastEventID(r, req.params.Extensions["lastEventId"]); err != nil {
+	if req.from, err = streamparam.LastEventID(r, req.params.Extensions); err != nil {
 		return nil, err
 	}
 	return req, nil

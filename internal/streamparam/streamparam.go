@@ -80,14 +80,28 @@ func Heartbeat(s string) (time.Duration, error) {
 
 // LastEventID returns the position a stream resumes after, or nil to start
 // from now. It is taken from the Last-Event-ID header, else the
-// lastEventId query parameter, else ext (extensions.lastEventId of a POST
-// body; nil when absent). The header wins: an EventSource reconnecting
-// sends the newest id there while its URL keeps the first one. A query
-// parameter given more than once is refused (Params).
-func LastEventID(r *http.Request, ext any) (*sluice.Position, error) {
+// lastEventId query parameter, else ext (the GraphQL request's
+// extensions, whose lastEventId it reads; nil when there are none). The
+// header wins: an EventSource reconnecting sends the newest id there
+// while its URL keeps the first one. A query parameter given more than
+// once is refused (Params), and so is the header given more than once,
+// and a query parameter or extension whose name reads as lastEventId
+// spelt otherwise (Misspelt).
+func LastEventID(r *http.Request, ext map[string]any) (*sluice.Position, error) {
 	q, err := Params(r)
 	if err != nil {
 		return nil, err
+	}
+	for k := range q {
+		if err := Misspelt("query parameter", k); err != nil {
+			return nil, err
+		}
+	}
+	if n := len(r.Header.Values("Last-Event-ID")); n > 1 {
+		// Which one counts would be a guess (this server would take
+		// the first, a proxy may take the last), as for a repeated
+		// query parameter.
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the Last-Event-ID header is given %d times: give one resume position", n)
 	}
 	last, where := r.Header.Get("Last-Event-ID"), "the Last-Event-ID header"
 	if last == "" && q.Has("lastEventId") {
@@ -106,16 +120,23 @@ func LastEventID(r *http.Request, ext any) (*sluice.Position, error) {
 	return &p, nil
 }
 
-// Position returns the resume position an operation's
-// extensions.lastEventId (ext) gives, nil when absent; a CodeInvalid error
-// naming it when it is no position string. It is the only resume position
+// Position returns the resume position an operation's extensions (ext)
+// give in lastEventId, nil when absent; a CodeInvalid error naming it
+// when it is no position string, or naming an extension that reads as
+// lastEventId spelt otherwise (Misspelt). It is the only resume position
 // of an operation of a connection that carries many (graphql-ws), whose
 // URL and headers are the connection's.
-func Position(ext any) (*sluice.Position, error) {
-	if ext == nil {
+func Position(ext map[string]any) (*sluice.Position, error) {
+	for k := range ext {
+		if err := Misspelt("extensions member", k); err != nil {
+			return nil, err
+		}
+	}
+	v, ok := ext[ResumeName]
+	if !ok || v == nil {
 		return nil, nil
 	}
-	s, ok := ext.(string)
+	s, ok := v.(string)
 	if !ok || s == "" {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId must be a stream position (an event id) string")
 	}
@@ -124,6 +145,37 @@ func Position(ext any) (*sluice.Position, error) {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "extensions.lastEventId: %s", sluice.ErrorMessage(err))
 	}
 	return &p, nil
+}
+
+// ResumeName is how the resume position is spelt as a query parameter
+// and as a member of a GraphQL request's extensions.
+const ResumeName = "lastEventId"
+
+// Misspelt returns a CodeInvalid error naming name (a where, such as
+// "query parameter") when it reads as ResumeName spelt otherwise
+// (lastEventID, last_event_id, LastEventId, last-event-id): not read, it
+// would start the stream from now instead of resuming it, a gap the
+// client would not be told of.
+func Misspelt(where, name string) error {
+	if name == ResumeName || !ReadsAsResume(name) {
+		return nil
+	}
+	return sluice.Errorf(sluice.CodeInvalid, "%s %q is not read: the position a stream resumes after is spelt %s (or sent as the Last-Event-ID header)", where, name, ResumeName)
+}
+
+// ReadsAsResume reports whether name is ResumeName, ignoring case, '_'
+// and '-'.
+func ReadsAsResume(name string) bool {
+	if len(name) > 2*len(ResumeName) {
+		return false
+	}
+	folded := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' {
+			return -1
+		}
+		return r
+	}, name)
+	return strings.EqualFold(folded, ResumeName)
 }
 
 // opTokens are the ?ops= tokens, the operation words of the REST stream's

@@ -36,9 +36,10 @@ func TestHeartbeat(t *testing.T) {
 func TestLastEventID(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		header, query string
-		ext           any
-		want          string // "": nil; "error": refused
+		header, header2, query, rawQuery string
+		extKey                           string
+		ext                              any
+		want                             string // "": nil; "error": refused
 	}{
 		{want: ""},
 		{header: "ep-3-1", query: "ep-1-0", ext: "ep-2-0", want: "ep-3-1"},
@@ -48,6 +49,17 @@ func TestLastEventID(t *testing.T) {
 		{query: "=", want: "error"},
 		{ext: 42, want: "error"},
 		{ext: "", want: "error"},
+		// A resume position under another spelling is not read: refused
+		// rather than starting the stream from now (found by review).
+		{rawQuery: "lastEventID=ep-1-0", want: "error"},
+		{rawQuery: "last_event_id=ep-1-0", want: "error"},
+		{rawQuery: "last-event-id=ep-1-0", want: "error"},
+		{rawQuery: "other=1", want: ""},
+		{extKey: "lastEventID", ext: "ep-2-0", want: "error"},
+		{extKey: "LastEventId", ext: "ep-2-0", want: "error"},
+		{extKey: "operationId", ext: "x", want: ""},
+		// Two headers: which one counts would be a guess.
+		{header: "ep-3-1", header2: "ep-4-0", want: "error"},
 	} {
 		target := "/x"
 		if c.query != "" {
@@ -56,11 +68,25 @@ func TestLastEventID(t *testing.T) {
 				target = "/x?lastEventId="
 			}
 		}
+		if c.rawQuery != "" {
+			target += "?" + c.rawQuery
+		}
 		r := httptest.NewRequest("GET", target, nil)
 		if c.header != "" {
 			r.Header.Set("Last-Event-ID", c.header)
 		}
-		p, err := LastEventID(r, c.ext)
+		if c.header2 != "" {
+			r.Header.Add("Last-Event-ID", c.header2)
+		}
+		var ext map[string]any
+		if c.ext != nil {
+			key := c.extKey
+			if key == "" {
+				key = ResumeName
+			}
+			ext = map[string]any{key: c.ext}
+		}
+		p, err := LastEventID(r, ext)
 		switch {
 		case c.want == "error":
 			if err == nil || sluice.ErrorCode(err) != sluice.CodeInvalid {
