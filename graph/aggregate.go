@@ -1,6 +1,8 @@
 package graph
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -200,6 +202,12 @@ func (x *execution) runAggregate(w *jsonWriter, cf graphql.CollectedField, c *sl
 		}
 	}
 	res, err := x.es.store.Aggregate(x.ctx, x.req.DB, x.es.schema, q)
+	if errors.Is(err, engine.ErrReadBytes) {
+		// Its text values (a String's min and max are whole stored
+		// strings) did not fit in what the reads had left: Postgres
+		// sent none of them.
+		return x.readLimitError(fmt.Sprintf("the values of %s (with the documents the request read before it) are larger than %d bytes, %d times what its response may hold; aggregate fewer String, ID or BigInt fields at a time", cf.Name, readFactor*x.walkBound(), readFactor))
+	}
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
@@ -175,6 +176,54 @@ func TestAggregates(t *testing.T) {
 	}
 	if n := count(); n > 1 {
 		t.Errorf("a query whose first field failed sent %d statements, want at most that field's", n)
+	}
+}
+
+// TestAggregateTextIsBoundedByReads: the min and max of String and ID
+// fields are whole stored values, a row of as many as twice the fields
+// aggregated, so they count towards the bound on what a request's reads
+// hold (4 × graphql_max_response_bytes) as documents do: past it, the
+// aggregate is refused with that bound's error and Postgres sends none
+// of them (postgres.TestAggregateTextIsBoundedByReads shows what is
+// sent). They were read whole, unbounded, here 16 MB for a request
+// whose reads may hold 400 KB, and refused only once written.
+func TestAggregateTextIsBoundedByReads(t *testing.T) {
+	t.Parallel()
+	st := newStackWith(t, "type T { a: String b: String c: String d: String } type S { a: ID }",
+		graph.Options{Limits: graph.Limits{MaxResponseBytes: 100_000}}, nil)
+	const size = 2 << 20
+	for _, f := range []string{"a", "b", "c", "d"} {
+		st.insert(t, fmt.Sprintf(`[{"@type":"T","@id":"T/%s1",%q:%q},{"@type":"T","@id":"T/%s2",%q:%q}]`,
+			f, f, strings.Repeat("a", size), f, f, strings.Repeat("b", size)))
+	}
+	st.insert(t, `[{"@type":"S","@id":"S/1","a":"one"},{"@type":"S","@id":"S/2","a":"two"}]`)
+	small := st.query(t, `{ S_aggregate { count min { a } max { a } } }`, nil).mustOK(t)
+	if want := `{"S_aggregate":{"count":2,"min":{"a":"one"},"max":{"a":"two"}}}`; string(small.Data) != want {
+		t.Fatalf("small values: got %s, want %s", small.Data, want)
+	}
+	var ext struct {
+		Extensions struct{ Position string } `json:"extensions"`
+	}
+	if err := json.Unmarshal([]byte(small.raw), &ext); err != nil || ext.Extensions.Position == "" {
+		t.Fatalf("no position: %s", small.raw)
+	}
+	const want = "larger than 400000 bytes, 4 times what its response may hold"
+	for _, q := range []string{
+		`{ T { a b c d } }`, // the documents, as before
+		`{ T_aggregate { count min { a b c d } max { a b c d } } }`,
+		`{ T_aggregate { max { a } } }`, // one value past the bound
+		`{ T_aggregate(asOf: "` + ext.Extensions.Position + `") { min { a b c d } } }`,
+		`{ S_aggregate { min { a } } T_aggregate { count max { a b c d } } }`, // after another field's read
+	} {
+		res := st.query(t, q, nil)
+		if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, want) || res.Errors[0].Extensions["limit"] != "graphql_max_response_bytes" || string(res.Data) != "null" {
+			t.Errorf("%s: %.500s", q, res.raw)
+		}
+	}
+	// What fits is answered: the count, and values of other fields.
+	res := st.query(t, `{ T_aggregate(filter: {a: {eq: "x"}}) { count min { a b } } }`, nil).mustOK(t)
+	if want := `{"T_aggregate":{"count":0,"min":{"a":null,"b":null}}}`; string(res.Data) != want {
+		t.Errorf("no values: got %s, want %s", res.Data, want)
 	}
 }
 

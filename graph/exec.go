@@ -557,12 +557,17 @@ func (x *execution) readErr(err error) error {
 	if !errors.Is(err, engine.ErrReadBytes) {
 		return err
 	}
+	return x.readLimitError(fmt.Sprintf("the documents the request reads are larger than %d bytes, %d times what its response may hold; select fewer documents or levels of references, or use limit and offset to read the documents page by page", readFactor*x.walkBound(), readFactor))
+}
+
+// readLimitError returns the error of a read past limitReads' bound,
+// saying msg and naming the bound's key.
+func (x *execution) readLimitError(msg string) error {
 	key, budget := keyMaxResponseBytes, false
 	if x.bounds != nil && x.bounds.BytesKey != "" {
 		key, budget = x.bounds.BytesKey, true
 	}
-	return &resultLimitError{key: key, budget: budget,
-		msg: fmt.Sprintf("the documents the request reads are larger than %d bytes, %d times what its response may hold; select fewer documents or levels of references, or use limit and offset to read the documents page by page", readFactor*x.walkBound(), readFactor)}
+	return &resultLimitError{key: key, budget: budget, msg: msg}
 }
 
 // newWriter returns the writer of a response's data, bounded by the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
@@ -45,20 +46,29 @@ type AggregateResult struct {
 
 // Aggregate computes q over database d in one statement. Errors as
 // QueryDocuments; an aggregate out of its type's range (a Float sum
-// past the largest float) is a CodeInvalid error.
+// past the largest float) is a CodeInvalid error. Under LimitReads, its
+// row is charged as a document's is, and its values read as text (min
+// and max of String, ID and BigInt, sum and avg), whose size is the
+// data's, are sent only when together they fit in what the budget has
+// left: past it, ErrReadBytes, and Postgres sent none of them.
 func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery) (AggregateResult, error) {
 	res := AggregateResult{Values: make([]any, len(q.Aggs))}
-	st, cols, err := compileAggregate(d, s, q, db.asOf(ctx, d.ID))
+	budget := readBudgetOf(ctx)
+	st, cols, err := compileAggregate(d, s, q, db.asOf(ctx, d.ID), budget.remaining())
 	if err != nil || st == nil {
 		return res, db.readNothing(ctx, d, err)
 	}
-	dest := make([]any, 0, len(cols)+1)
+	dest := make([]any, 0, len(cols)+2)
 	dest = append(dest, &res.Count)
 	for i := range cols {
 		dest = append(dest, cols[i].dest())
 	}
+	fits := true
+	if st.bounded {
+		dest = append(dest, &fits)
+	}
 	countStatement(ctx)
-	err = db.classReader(ctx, d).QueryRow(ctx, st.sql, st.args...).Scan(dest...)
+	err = db.readAggregate(ctx, d, st, budget, dest)
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "22003" { // numeric_value_out_of_range
 		// Postgres does not say which: name the ones that can overflow.
@@ -75,8 +85,14 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 		}
 		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type (%s)", q.Class, strings.Join(sums, "; ")))
 	}
+	if errors.Is(err, ErrReadBytes) {
+		return res, err
+	}
 	if err != nil {
 		return res, db.schemaMoved(ctx, d, queryError(err))
+	}
+	if !fits {
+		return res, ErrReadBytes
 	}
 	for i := range cols {
 		v, ok, err := cols[i].value()
@@ -97,10 +113,35 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	return res, nil
 }
 
+// readAggregate sends st, reads its one row into dest and charges it to
+// budget. Postgres' errors are returned as they are (Aggregate maps
+// them).
+func (db *DB) readAggregate(ctx context.Context, d *sluice.Database, st *statement, budget readBudget, dest []any) error {
+	rows, err := db.classReader(ctx, d).Query(ctx, st.sql, st.args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows // an aggregate without GROUP BY has a row
+	}
+	if err := budget.charge(rows); err != nil {
+		return err
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	rows.Close()
+	return rows.Err()
+}
+
 // ExplainAggregate returns Postgres' plan of the statement Aggregate
 // sends for q (as ExplainQuery does for a query).
 func (db *DB) ExplainAggregate(ctx context.Context, d *sluice.Database, s *sluice.Schema, q AggregateQuery, analyze bool) (string, error) {
-	st, _, err := compileAggregate(d, s, q, db.asOf(ctx, d.ID))
+	st, _, err := compileAggregate(d, s, q, db.asOf(ctx, d.ID), readBudgetOf(ctx).remaining())
 	if err != nil || st == nil {
 		return "", err
 	}
@@ -112,8 +153,9 @@ func (db *DB) ExplainAggregate(ctx context.Context, d *sluice.Database, s *sluic
 // aggregated directly, so that a count over an indexed filter is an
 // index scan; several are aggregated over the union of their rows,
 // reading only the columns aggregated. With past set, it aggregates the
-// documents as of past.Pos (see past.go).
-func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, past *AsOf) (*statement, []column, error) {
+// documents as of past.Pos (see past.go). With bound >= 0, its text
+// values are sent only when they fit in bound bytes (boundText).
+func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, past *AsOf, bound int64) (*statement, []column, error) {
 	if len(q.Classes) == 0 {
 		return nil, nil, nil
 	}
@@ -168,8 +210,48 @@ func compileAggregate(d *sluice.Database, s *sluice.Schema, q AggregateQuery, pa
 		}
 		from = "(" + strings.Join(parts, " UNION ALL ") + ") t"
 	}
-	sql := b.pastStatement("SELECT " + strings.Join(exprs, ", ") + " FROM " + from)
-	return &statement{sql: sql, args: b.args, classes: q.Classes}, cols, nil
+	sql, bounded := "SELECT "+strings.Join(exprs, ", ")+" FROM "+from, false
+	if bound >= 0 {
+		sql, bounded = boundText(b, exprs, from, cols, bound)
+	}
+	return &statement{sql: b.pastStatement(sql), args: b.args, classes: q.Classes, bounded: bounded}, cols, nil
+}
+
+// boundText returns the aggregate statement of exprs (the count, then
+// the columns of cols) over from, such that Postgres sends its text
+// values only when their bytes together are at most bound, and true; or
+// the plain statement and false when it has no text value. The bounded
+// statement has one more column, a boolean: whether they fit; when they
+// do not, they are all null. A text value's size is the data's (the min
+// of a String field is a whole stored string, up to 1 GB), so that one
+// row of them, read whole, held what no bound on the request's reads
+// allowed. The values themselves are computed as before, in a subquery,
+// so which one is the min or the max does not change; their total is
+// computed once, in a second subquery that OFFSET 0 keeps from being
+// merged into the outer select (which would repeat it in each CASE).
+func boundText(b *sqlBuilder, exprs []string, from string, cols []column, bound int64) (string, bool) {
+	named := make([]string, len(exprs))
+	for i, e := range exprs {
+		named[i] = fmt.Sprintf("%s AS _a%d", e, i)
+	}
+	total := []string{"0::int8"}
+	out := []string{"_a0"} // the count
+	for i := range cols {
+		name := fmt.Sprintf("_a%d", i+1)
+		if _, text := cols[i].dest().(**string); !text {
+			out = append(out, name) // a number or a time: 8 bytes at most
+			continue
+		}
+		total = append(total, "coalesce(octet_length("+name+"), 0)")
+		out = append(out, "CASE WHEN _fits THEN "+name+" END")
+	}
+	plain := "SELECT " + strings.Join(exprs, ", ") + " FROM " + from
+	if len(total) == 1 {
+		return plain, false
+	}
+	out = append(out, "_fits")
+	return "SELECT " + strings.Join(out, ", ") + " FROM (SELECT *, " + strings.Join(total, " + ") + " <= " + b.arg(bound) +
+		" AS _fits FROM (SELECT " + strings.Join(named, ", ") + " FROM " + from + ") _a OFFSET 0) _b", true
 }
 
 // aggExpr returns the SQL of aggregate op of field f (of alias t), and a

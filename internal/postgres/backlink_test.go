@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -249,6 +250,78 @@ func TestAggregateOutOfRange(t *testing.T) {
 	_, err = db.Aggregate(ctx, d, s, q)
 	if sluice.ErrorCode(err) != sluice.CodeInvalid || sluice.ErrorMessage(err) != "an aggregate of Item is out of the range of its type (sum.price: a Float past ±1.8e308)" {
 		t.Fatalf("sum past the largest float: %v", err)
+	}
+}
+
+// TestAggregateTextIsBoundedByReads: under LimitReads, an aggregate's
+// row is charged as a document's is, and its text values (a String's min
+// and max are whole stored values) are sent only when together they fit
+// in what is left: past it, ErrReadBytes, and Postgres sent none of them.
+// They were read whole and never charged.
+func TestAggregateTextIsBoundedByReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, s := linkedDatabase(t, db, "textbound", 4)
+	const size = 1_000_000
+	_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			return w.Insert(ctx, []*sluice.Document{
+				{ID: "Item/h1", Type: "Item", Fields: map[string]any{"name": strings.Repeat("a", size)}},
+				{ID: "Item/h2", Type: "Item", Fields: map[string]any{"name": strings.Repeat("z", size)}},
+			})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The items' names are "item 00000" to "item 00003": in byte order,
+	// the long ones are the min and the max.
+	q := postgres.AggregateQuery{Class: "Item", Classes: []string{"Item"},
+		Aggs: []postgres.Agg{{Op: "min", Field: "name"}, {Op: "max", Field: "name"}, {Op: "max", Field: "grp"}, {Op: "sum", Field: "big"}}}
+	check := func(res postgres.AggregateResult) {
+		t.Helper()
+		if res.Count != 6 || res.Values[0] != strings.Repeat("a", size) || res.Values[1] != strings.Repeat("z", size) || res.Values[2] != int64(3) || res.Values[3] != "6000000000000" {
+			t.Fatalf("count %d, values of %d and %d bytes, %v, %v", res.Count, len(fmt.Sprint(res.Values[0])), len(fmt.Sprint(res.Values[1])), res.Values[2], res.Values[3])
+		}
+	}
+	res, err := db.Aggregate(ctx, d, s, q) // no bound
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(res)
+	// The row as Postgres sends it: the count and max(grp), 8 bytes
+	// each (grp is an integer, read as 4), the two names, the sum's 13
+	// digits, and whether the text fits, 1 byte.
+	row := int64(8 + 2*size + 4 + 13 + 1)
+	bctx := postgres.LimitReads(ctx, row)
+	res, err = db.Aggregate(bctx, d, s, q)
+	if err != nil {
+		t.Fatalf("a row of %d bytes under a bound of as many: %v", row, err)
+	}
+	check(res)
+	if left := postgres.ReadBytesLeftForTest(bctx); left != 0 {
+		t.Errorf("the row was charged %d bytes, want %d", row-left, row)
+	}
+	// Past the bound, by one byte or by far, the text is not sent: what
+	// is charged is the row without it.
+	for _, bound := range []int64{2*size + 12, 2*size - 1, size, 100} {
+		bctx := postgres.LimitReads(ctx, bound)
+		_, err := db.Aggregate(bctx, d, s, q)
+		if !errors.Is(err, postgres.ErrReadBytes) {
+			t.Fatalf("bound %d: %v, want ErrReadBytes", bound, err)
+		}
+		if spent := bound - postgres.ReadBytesLeftForTest(bctx); spent > 8+4+1 {
+			t.Errorf("bound %d: Postgres sent %d bytes, want the count, max(grp) and the flag alone", bound, spent)
+		}
+	}
+	// The budget is shared with the request's other reads: what they
+	// spent is not left for the aggregate.
+	bctx = postgres.LimitReads(ctx, row+100)
+	if _, err := db.QueryDocuments(bctx, d, s, postgres.DocQuery{Class: "Item", Classes: []string{"Item"}, Limit: -1, Filter: mustFilter(t, s, "Item", map[string]any{"_id": "Item/h1"})}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Aggregate(bctx, d, s, q); !errors.Is(err, postgres.ErrReadBytes) {
+		t.Fatalf("after a read of a long document: %v, want ErrReadBytes", err)
 	}
 }
 

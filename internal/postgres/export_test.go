@@ -168,3 +168,9 @@ func StoredReadForTest(fn func(rows, bytes int)) Option {
 // StoredBytesForTest is storedBytes, the most bytes of text a read of
 // RewriteStored holds when it holds more than one row.
 const StoredBytesForTest = storedBytes
+
+// ReadBytesLeftForTest returns what ctx's LimitReads has left (it may be
+// below 0 once a read passed it).
+func ReadBytesLeftForTest(ctx context.Context) int64 {
+	return readBudgetOf(ctx).left.Load()
+}

@@ -81,9 +81,10 @@ var ErrReadBytes = errors.New("the documents read are larger than the request's 
 
 // LimitReads returns a context under which the GraphQL read functions of
 // this package (QueryDocuments, QueryDocumentsEach, Backlinks,
-// DocumentsByID) fail with ErrReadBytes once the rows they have read
-// under it together pass max bytes, as Postgres sent them, counted before
-// each row is decoded. How many documents a request reads is bounded by
+// DocumentsByID, Aggregate) fail with ErrReadBytes once the rows they
+// have read under it together pass max bytes, as Postgres sent them,
+// counted before each row is decoded (an aggregate's text values are
+// not even sent past it: see boundText). How many documents a request reads is bounded by
 // their number; this bounds what they hold, which is data: a page of
 // 10,000 documents of 1 MiB was read whole before the response's bound
 // refused it.
@@ -100,6 +101,15 @@ type readBudget struct{ left *atomic.Int64 }
 func readBudgetOf(ctx context.Context) readBudget {
 	left, _ := ctx.Value(readBudgetKey{}).(*atomic.Int64)
 	return readBudget{left}
+}
+
+// remaining returns what the budget has left, at least 0, or -1 without
+// one.
+func (b readBudget) remaining() int64 {
+	if b.left == nil {
+		return -1
+	}
+	return max(b.left.Load(), 0)
 }
 
 // charge counts the row rows holds now against the budget.
@@ -297,6 +307,9 @@ type statement struct {
 	args    []any
 	classes []string
 	proj    *projection
+	// bounded: the statement is an aggregate's whose last column says
+	// whether its text values fit the read budget (boundText).
+	bounded bool
 }
 
 // rows returns what decodes the statement's rows, of database d read
