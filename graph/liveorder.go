@@ -17,13 +17,43 @@ import (
 // before nor after that change, and no document of the result changes.
 // Such a change leaves the result as it was: Affects need not read it
 // again. A nil Boundary says nothing (the result is not full, the query
-// has no limit, several root fields, or an order Go cannot compare as
-// Postgres sorts).
+// has no limit, several root fields, an order Go cannot compare as
+// Postgres sorts, or a last row whose sort keys are longer than
+// maxBoundaryBytes).
+//
+// A live query keeps its result's boundary for as long as the result
+// stands, so a Boundary keeps only the last row's sort keys, copied,
+// never the row: the row holds every field the result selects and the
+// order fields read for the boundary, however long, where the live query
+// budget charges the result's JSON and Bytes.
 type Boundary struct {
 	order []engine.OrderKey
 	class *sluice.Class
-	// last is the result's last document.
-	last *sluice.Document
+	// keys are the last row's values of the order's fields before the
+	// id, in the order's order (nil: the row has no value); id is its
+	// id.
+	keys []any
+	id   string
+	// bytes is what keys and id hold (Bytes).
+	bytes int64
+}
+
+// maxBoundaryBytes bounds what a Boundary holds (Bytes): a result whose
+// last row has longer sort keys (a long text) has no boundary, and is
+// read again at every change of a document its filter takes, as a result
+// that is not full is. So what a live query keeps between its results
+// besides their JSON is bounded by this, never by what the documents
+// hold.
+const maxBoundaryBytes = 4 << 10
+
+// Bytes returns about what b holds in memory (0 for nil): its keys' and
+// id's bytes and a few words each. It is at most maxBoundaryBytes; the
+// live query budget charges it with the result's JSON.
+func (b *Boundary) Bytes() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.bytes
 }
 
 // boundaryOf returns the boundary of a result of query q that listed
@@ -36,6 +66,13 @@ func boundaryOf(s *sluice.Schema, q engine.DocQuery, docs []engine.QueryDoc) *Bo
 	if c == nil {
 		return nil
 	}
+	last := docs[len(docs)-1].Doc
+	// 64 bytes for the Boundary, 16 for each key's interface; sizes are
+	// checked before anything is copied.
+	b := &Boundary{order: q.Order, class: c, bytes: 64 + int64(len(last.ID))}
+	if b.bytes > maxBoundaryBytes {
+		return nil
+	}
 	for _, k := range q.Order {
 		if k.Field == "_id" {
 			break
@@ -43,8 +80,47 @@ func boundaryOf(s *sluice.Schema, q engine.DocQuery, docs []engine.QueryDoc) *Bo
 		if f := c.Field(k.Field); f == nil || !comparable(f) {
 			return nil
 		}
+		v := last.Fields[k.Field]
+		n, ok := keyBytes(v)
+		if !ok {
+			return nil // a value of no form a key has: no boundary
+		}
+		if b.bytes += 16 + n; b.bytes > maxBoundaryBytes {
+			return nil
+		}
+		b.keys = append(b.keys, copyKey(v))
 	}
-	return &Boundary{order: q.Order, class: c, last: docs[len(docs)-1].Doc}
+	b.id = strings.Clone(last.ID)
+	return b
+}
+
+// keyBytes returns about the bytes v, a value of a comparable field,
+// holds besides its interface; ok is false for a value of another form.
+func keyBytes(v any) (n int64, ok bool) {
+	switch x := v.(type) {
+	case nil:
+		return 0, true
+	case string:
+		return int64(len(x)), true
+	case json.Number:
+		return int64(len(x)), true
+	case int64, int, float64, bool:
+		return 8, true
+	}
+	return 0, false
+}
+
+// copyKey returns v (of a form keyBytes takes) sharing no memory with
+// the document it was read in: a string may be a slice of a larger
+// buffer, which a kept key would keep whole.
+func copyKey(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.Clone(x)
+	case json.Number:
+		return json.Number(strings.Clone(string(x)))
+	}
+	return v
 }
 
 // orderFields returns the fields of class c that order keys sort by (the
@@ -86,13 +162,13 @@ func comparable(f *sluice.Field) bool {
 // form), so that the change is taken to affect the result.
 func (b *Boundary) after(doc *sluice.Document) bool {
 	idDesc := false
-	for _, k := range b.order {
+	for i, k := range b.order {
 		if k.Field == "_id" {
 			idDesc = k.Desc
 			break
 		}
 		f := b.class.Field(k.Field)
-		c, ok := compareValues(f, doc.Fields[k.Field], b.last.Fields[k.Field], k.Desc)
+		c, ok := compareValues(f, doc.Fields[k.Field], b.keys[i], k.Desc)
 		if !ok {
 			return false
 		}
@@ -100,7 +176,7 @@ func (b *Boundary) after(doc *sluice.Document) bool {
 			return c > 0
 		}
 	}
-	c := strings.Compare(doc.ID, b.last.ID) // ids sort in "C"
+	c := strings.Compare(doc.ID, b.id) // ids sort in "C"
 	if idDesc {
 		c = -c
 	}

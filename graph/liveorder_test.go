@@ -3,6 +3,7 @@ package graph
 import (
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/99designs/gqlgen/graphql"
@@ -140,6 +141,47 @@ func TestAffectsResultJudgesTheBoundary(t *testing.T) {
 		if got := q.AffectsResult(&ch, b); got != c.want {
 			t.Errorf("%s: affects %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestBoundaryKeepsOnlyShortSortKeys: a result's boundary, which its
+// live query keeps for as long as the result stands, is a copy of its
+// last row's sort keys, not the row (changing the row read changes
+// nothing of how it judges); a last row whose sort keys are longer than
+// maxBoundaryBytes gives no boundary, so that a change past that row is
+// taken to affect the result, as for a result that is not full.
+func TestBoundaryKeepsOnlyShortSortKeys(t *testing.T) {
+	t.Parallel()
+	const sdl = `type Item { label: String tag: String }`
+	q, s := liveQueryOf(t, sdl, `subscription { Item(orderBy: {label: ASC}, limit: 1) { _id } }`)
+	x := q.execution(t.Context(), Bounds{})
+	cf, ok := x.readingRoot(q.root)
+	if !ok {
+		t.Fatal("no root field")
+	}
+	dq, err := x.classDocQuery(cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	affects := func(b *Boundary, label string) bool {
+		ch := NewChange(&sluice.Change{Class: "Item", After: []byte(`{"@type":"Item","@id":"Item/z","label":"` + label + `"}`)})
+		return q.AffectsResult(&ch, b)
+	}
+
+	row := &sluice.Document{ID: "Item/a", Type: "Item", Fields: map[string]any{"label": "m", "tag": strings.Repeat("t", 1<<20)}}
+	b := boundaryOf(s, dq, []engine.QueryDoc{{Doc: row}})
+	if b == nil {
+		t.Fatal("a full result ordered by a short key has no boundary")
+	}
+	row.Fields["label"], row.ID = "a", "Item/0" // the row read is not what b judges by
+	if affects(b, "n") || !affects(b, "k") {
+		t.Errorf("the boundary judges by the row it was made of as it is now, not by its keys when it was made: past %v, before %v", affects(b, "n"), affects(b, "k"))
+	}
+
+	long := strings.Repeat("m", 4<<10) // maxBoundaryBytes
+	row = &sluice.Document{ID: "Item/a", Type: "Item", Fields: map[string]any{"label": long}}
+	if b := boundaryOf(s, dq, []engine.QueryDoc{{Doc: row}}); b != nil || !affects(b, long+"n") {
+		t.Errorf("a last row of %d bytes of sort keys: boundary %v, a change past it affects %v; want none, and true", len(long), b != nil, affects(b, long+"n"))
 	}
 }
 

@@ -175,6 +175,63 @@ func TestLiveQueryBudgets(t *testing.T) {
 	}
 }
 
+// TestLiveBoundaryIsCharged: a live query listing the first documents in
+// the order of a field keeps its result's last row's sort keys between
+// results, to skip commits past that row (graph.Boundary), and those
+// count toward live_bytes_per_user with the result's JSON. Rita's first
+// live query's result is a few dozen bytes of JSON, and its last row's
+// text, not selected, is 1,500 bytes: with it charged, a second result of
+// about 520 bytes is past her 2,000 bytes, and ends its live query (it
+// fitted while only the JSON was charged). Otto's budget has no room left
+// for the sort keys after a result of his: his live query keeps none and
+// goes on, each commit of a Note read again.
+func TestLiveBoundaryIsCharged(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.LiveBytesPerUser = 2000 })
+	d.CreateDatabase(t, "lb", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/lb",
+		fmt.Sprintf(`[{"@type":"Note","@id":"Note/a","text":%q},{"@type":"Note","@id":"Note/b","text":%q}]`, strings.Repeat("y", 500), strings.Repeat("x", 1500)))
+	for _, u := range []string{"rita", "otto"} {
+		d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", fmt.Sprintf(`{"name":%q,"organization":"admin","password":"%s-password"}`, u, u))
+		d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/lb", fmt.Sprintf(`{"user":%q,"role":"read"}`, u))
+	}
+	rita, otto := dt.Basic("rita", "rita-password"), dt.Basic("otto", "otto-password")
+	open := func(auth dt.Auth, query string) *dt.Stream {
+		b, _ := json.Marshal(map[string]string{"query": query})
+		st := d.MustOpenStream(t, auth, dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/lb", Body: string(b), Header: []string{"Accept", "text/event-stream"}})
+		st.Next() // : connected
+		return st
+	}
+	const first = `query @live { Note(orderBy: {text: ASC}, limit: 1) { _id } }` // Note/b, by its 1,500 x
+	const second = `query @live { Note(limit: 1) { text } }`                     // Note/a's 500 y
+
+	r1 := open(rita, first)
+	if f := r1.Event(); !strings.Contains(f.Field("data"), `"Note/b"`) {
+		t.Fatalf("rita's first result: %s", f)
+	}
+	r2 := open(rita, second)
+	if f := r2.Event(); !pastBudget(f, "live_bytes_per_user") {
+		t.Fatalf("a result of 520 bytes next to 1,500 bytes of sort keys: %s, want the error past live_bytes_per_user", f)
+	}
+
+	o2 := open(otto, second)
+	if f := o2.Event(); !strings.Contains(f.Field("data"), `"yyy`) {
+		t.Fatalf("otto's first result: %s", f)
+	}
+	o1 := open(otto, first)
+	if f := o1.Event(); !strings.Contains(f.Field("data"), `"Note/b"`) {
+		t.Fatalf("otto's result whose sort keys the budget has no room for: %s", f)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/lb", `{"@type":"Note","@id":"Note/c","text":"w"}`)
+	if f := o1.Event(); !strings.Contains(f.Field("data"), `"Note/c"`) {
+		t.Fatalf("otto's result after a Note that sorts first: %s", f)
+	}
+	// Rita's first live query went on.
+	if f := r1.Event(); !strings.Contains(f.Field("data"), `"Note/c"`) {
+		t.Fatalf("rita's result after a Note that sorts first: %s", f)
+	}
+}
+
 // pastBudget reports whether f is the error of a live query's result past
 // the live query budget key: TOO_MANY_REQUESTS (429 when it refuses a live
 // query), with the key in its extensions and named once in its message.

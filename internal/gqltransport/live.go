@@ -268,7 +268,8 @@ type liveEvaluator struct {
 	since time.Time
 	// data and errs are the last result published (errs: the errors it
 	// carries, nil when none); revision counts them. bound is the
-	// boundary of the last result read (graph.Boundary): changes past it
+	// boundary of the last result read (graph.Boundary: its last row's
+	// sort keys, charged to hold with it, holdResult): changes past it
 	// need no read.
 	data     []byte
 	errs     []byte
@@ -568,7 +569,7 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator, tokens *ba
 		case graph.IsBoundError(res[j].Err, liveEstimate) || handedOver(res[j].Err, e.hold):
 			again = append(again, j)
 		case res[j].Err == nil:
-			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)+len(res[j].Errors)))
+			res[j].Err = holdResult(e.hold, &res[j])
 		}
 	}
 	for _, j := range again {
@@ -593,7 +594,7 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator, tokens *ba
 			}
 		}
 		if retry[j] == nil && res[j].Err == nil {
-			res[j].Err = e.hold.set(int64(res[j].Rows), int64(len(res[j].Data)+len(res[j].Errors)))
+			res[j].Err = holdResult(e.hold, &res[j])
 		}
 	}
 	for j := range res {
@@ -602,6 +603,23 @@ func (g *liveGroup) read(ctx context.Context, evs []stream.Evaluator, tokens *ba
 		}
 	}
 	return res, retry
+}
+
+// holdResult charges r, a share's new result, to h: its documents, and
+// its JSON and the boundary the share keeps with it (graph.Boundary,
+// whose keys are at most a few KiB). A boundary only saves reads: when
+// the budget has no room for it, r is held without it (r.Boundary is
+// dropped), and the share reads its result again at every change of a
+// document its filter takes.
+func holdResult(h *liveHold, r *graph.LiveResult) error {
+	rows, bytes := int64(r.Rows), int64(len(r.Data)+len(r.Errors))
+	if r.Boundary != nil {
+		if h.set(rows, bytes+r.Boundary.Bytes()) == nil {
+			return nil
+		}
+		r.Boundary = nil
+	}
+	return h.set(rows, bytes)
 }
 
 // handedOver reports whether err is a read's going past a per-user bound
