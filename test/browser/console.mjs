@@ -129,8 +129,19 @@ try {
     if (bad.length) {
       throw new Error(`${name}: axe-core found ${bad.map((v) => `${v.impact} ${v.id} (${v.help}) at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`).join('; ')}`);
     }
+    // Spell-check is off in every field that takes a name, a key, a
+    // token, JSON or a document's value: with Chrome's enhanced spell
+    // check, what is typed there would be sent to a spelling service.
+    // Only prose (a database's label and comment, a webhook's
+    // description, a token's name) keeps it. (Preact sets spellcheck as a
+    // property: the string "false" would turn it on.)
+    const spelled = await page.evaluate(() => [...document.querySelectorAll('input, textarea')]
+      .filter((e) => !['password', 'radio', 'checkbox', 'url', 'hidden'].includes(e.type) &&
+        !e.matches('#db-label, #db-comment, #hook-description, #token-name') && e.spellcheck !== false)
+      .map((e) => e.id || e.outerHTML.slice(0, 80)));
+    if (spelled.length) throw new Error(`${name}: spell-check is on in ${spelled.join(', ')}`);
     await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
-    step(`${name}: "${t}", axe-core: no serious or critical violation (${result.violations.length} minor), screenshot ${name}.png`);
+    step(`${name}: "${t}", axe-core: no serious or critical violation (${result.violations.length} minor), spell-check off, screenshot ${name}.png`);
   }
   // signIn signs in with a user name and password through the form, as a
   // user does, and remembers them for go: the console keeps its
@@ -175,6 +186,7 @@ try {
   if (await stored() !== nothingStored) throw new Error(`an older console's stored credential is kept: ${await stored()}`);
   step('an older console\'s credential in sessionStorage: removed, and the console asks to sign in');
   await check('signin', 'Sign in');
+  if (await page.$eval('#signin-user', (e) => e.spellcheck) !== false) throw new Error('spell-check is on in the user name');
   await page.type('#signin-user', 'admin');
   await page.type('#signin-password', 'not-the-password');
   await page.keyboard.press('Enter');
@@ -205,6 +217,7 @@ try {
   await clickText('button', 'Delete admin/scratch');
   await page.waitForSelector('dialog[open]');
   if (!(await page.$eval('dialog[open] button.danger', (b) => b.disabled))) throw new Error('the delete button is enabled before the name is typed');
+  if (await page.$eval('dialog[open] input', (e) => e.spellcheck) !== false) throw new Error('spell-check is on in the confirmation\'s name');
   await page.type('dialog[open] input', 'admin/scratch');
   await page.click('dialog[open] button.danger');
   await waitFor('the deletion', () => hasText('Deleted admin/scratch'));
@@ -457,6 +470,7 @@ try {
   const created = (await api('POST', '/api/tokens', { name: 'console test' })).json;
   secrets.push(created.token);
   await page.click('input[name=kind]:not(:checked)');
+  if (await page.$eval('#signin-token', (e) => e.spellcheck) !== false) throw new Error('spell-check is on in the token\'s box');
   await type('#signin-token', created.token);
   await clickText('button', 'Sign in');
   await waitFor('signed in with the token', () => hasText('Signed in as admin'));

@@ -66,11 +66,11 @@ function SignIn() {
       </fieldset>
       ${kind === 'password' ? html`
         <p><label for="signin-user">User name</label>
-          <input id="signin-user" ref=${first} value=${user} onInput=${(e) => setUser(e.target.value)} autocomplete="username" required autocapitalize="none" spellcheck="false" /></p>
+          <input id="signin-user" ref=${first} value=${user} onInput=${(e) => setUser(e.target.value)} autocomplete="username" required autocapitalize="none" spellcheck=${false} /></p>
         <p><label for="signin-password">Password</label>
           <input id="signin-password" type="password" value=${secret} onInput=${(e) => setSecret(e.target.value)} autocomplete="current-password" required /></p>` : html`
         <p><label for="signin-token">API token or JWT</label>
-          <textarea id="signin-token" ref=${first} rows="3" value=${secret} onInput=${(e) => setSecret(e.target.value)} required spellcheck="false" autocomplete="off"></textarea></p>`}
+          <textarea id="signin-token" ref=${first} rows="3" value=${secret} onInput=${(e) => setSecret(e.target.value)} required spellcheck=${false} autocomplete="off"></textarea></p>`}
       <${ErrorBox} error=${error} title="Could not sign in" />
       <p><button type="submit" class="primary" disabled=${busy}>${busy ? 'Signing in…' : 'Sign in'}</button></p>
     </form>

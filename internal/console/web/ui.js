@@ -135,7 +135,7 @@ export function Confirm({ title, children, action = 'Delete', expect = '', onCon
       <h2 id="confirm-title">${title}</h2>
       ${children}
       ${expect && html`<p><label>Type <strong>${expect}</strong> to confirm
-        <input value=${typed} onInput=${(e) => setTyped(e.target.value)} autocomplete="off" spellcheck="false" /></label></p>`}
+        <input value=${typed} onInput=${(e) => setTyped(e.target.value)} autocomplete="off" spellcheck=${false} /></label></p>`}
       <div class="actions">
         <button type="submit" class=${danger ? 'danger' : 'primary'} disabled=${!ok}>${action}</button>
         <button type="button" onClick=${onCancel}>Cancel</button>

@@ -118,7 +118,7 @@ function SchemaEditor({ org, db, sdl, onChanged }) {
   return html`<form onSubmit=${doPreview} aria-busy=${!!busy}>
       <p><label for="sdl">Schema (GraphQL SDL)</label>
         <textarea id="sdl" class="code" rows=${Math.min(24, Math.max(6, text.split('\n').length + 1))} value=${text}
-          onInput=${(e) => setText(e.target.value)} spellcheck="false" aria-describedby="sdl-hint"></textarea>
+          onInput=${(e) => setText(e.target.value)} spellcheck=${false} aria-describedby="sdl-hint"></textarea>
         <span id="sdl-hint" class="hint">Preview shows what the change does before anything changes: what it adds, what it would lose (and needs force), and which stored documents it affects.</span></p>
       <p><button type="submit" class="primary" disabled=${!!busy}>${busy === 'preview' ? 'Previewing…' : 'Preview the change'}</button></p>
     </form>

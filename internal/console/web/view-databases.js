@@ -78,16 +78,16 @@ function CreateDatabase({ who, onCreated }) {
     <h2 id="create-db">Create a database</h2>
     <form onSubmit=${submit} class="grid" aria-busy=${busy}>
       <p><label for="db-org">Organization</label>
-        <input id="db-org" value=${org} onInput=${(e) => setOrg(e.target.value)} required readonly=${!who.superuser} spellcheck="false" autocapitalize="none" aria-describedby=${who.superuser ? undefined : 'db-org-hint'} />
+        <input id="db-org" value=${org} onInput=${(e) => setOrg(e.target.value)} required readonly=${!who.superuser} spellcheck=${false} autocapitalize="none" aria-describedby=${who.superuser ? undefined : 'db-org-hint'} />
         ${!who.superuser && html`<span id="db-org-hint" class="hint">Your organization: you may create databases in it.</span>`}</p>
       <p><label for="db-name">Name</label>
-        <input id="db-name" value=${name} onInput=${(e) => setName(e.target.value)} required spellcheck="false" autocapitalize="none" /></p>
+        <input id="db-name" value=${name} onInput=${(e) => setName(e.target.value)} required spellcheck=${false} autocapitalize="none" /></p>
       <p><label for="db-label">Label (optional)</label>
         <input id="db-label" value=${label} onInput=${(e) => setLabel(e.target.value)} /></p>
       <p><label for="db-comment">Comment (optional)</label>
         <input id="db-comment" value=${comment} onInput=${(e) => setComment(e.target.value)} /></p>
       <p class="wide"><label for="db-schema">Schema (optional GraphQL SDL; you can write it later)</label>
-        <textarea id="db-schema" class="code" rows="5" value=${schema} onInput=${(e) => setSchema(e.target.value)} spellcheck="false" placeholder="type Person { name: String! age: Int }"></textarea></p>
+        <textarea id="db-schema" class="code" rows="5" value=${schema} onInput=${(e) => setSchema(e.target.value)} spellcheck=${false} placeholder="type Person { name: String! age: Int }"></textarea></p>
       <div class="wide"><${ErrorBox} error=${error} title="Could not create the database" /></div>
       <p class="wide"><button type="submit" class="primary" disabled=${busy}>${busy ? 'Creating…' : 'Create the database'}</button></p>
     </form>

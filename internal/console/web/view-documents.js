@@ -163,12 +163,12 @@ function FilterBar({ c, filterText, onApply }) {
       <p><label for="filter-value">Value</label>${f?.enumValues
         ? html`<select id="filter-value" value=${value} onChange=${(e) => setValue(e.target.value)}><option value="">—</option>${f.enumValues.map((v) => html`<option>${v}</option>`)}</select>`
         : f?.named === 'Boolean' ? html`<select id="filter-value" value=${value} onChange=${(e) => setValue(e.target.value)}><option value="true">true</option><option value="false">false</option></select>`
-        : html`<input id="filter-value" value=${value} onInput=${(e) => setValue(e.target.value)} />`}</p>
+        : html`<input id="filter-value" value=${value} onInput=${(e) => setValue(e.target.value)} spellcheck=${false} />`}</p>
       <p><button type="submit" class="primary">Filter</button></p>
     </form>`}
     <form class="row" onSubmit=${(e) => { e.preventDefault(); onApply(json.trim()); }} aria-label="Filter as JSON">
       <p class="grow"><label for="filter-json">Any filter, as JSON (<code>${c.name}_Filter</code>: <code>_and</code>, <code>_or</code>, <code>_not</code>, nested references…)</label>
-        <input id="filter-json" class="code" value=${json} onInput=${(e) => setJSON(e.target.value)} spellcheck="false" placeholder='{"age": {"ge": 30}}' /></p>
+        <input id="filter-json" class="code" value=${json} onInput=${(e) => setJSON(e.target.value)} spellcheck=${false} placeholder='{"age": {"ge": 30}}' /></p>
       <p><button type="submit">Apply</button> ${filterText && html`<button type="button" onClick=${() => onApply('')}>Clear the filter</button>`}</p>
     </form>
   </details>`;
@@ -271,14 +271,14 @@ function Field({ f, value, onInput, error, readOnly }) {
   const common = { id, readOnly, 'aria-invalid': error ? 'true' : undefined, 'aria-describedby': error ? `${id}-error` : undefined, 'aria-required': f.required ? 'true' : undefined };
   let input;
   if (complex(f)) {
-    input = html`<textarea class="code" rows=${Math.min(8, Math.max(2, value.split('\n').length))} value=${value} onInput=${(e) => onInput(e.target.value)} spellcheck="false" ...${common}></textarea>`;
+    input = html`<textarea class="code" rows=${Math.min(8, Math.max(2, value.split('\n').length))} value=${value} onInput=${(e) => onInput(e.target.value)} spellcheck=${false} ...${common}></textarea>`;
   } else if (f.enumValues && !readOnly) {
     input = html`<select value=${value} onChange=${(e) => onInput(e.target.value)} ...${common}><option value="">(none)</option>${f.enumValues.map((v) => html`<option>${v}</option>`)}</select>`;
   } else if (f.named === 'Boolean' && !readOnly) {
     input = html`<select value=${value} onChange=${(e) => onInput(e.target.value)} ...${common}><option value="">(none)</option><option>true</option><option>false</option></select>`;
   } else {
     const numeric = f.named === 'Int' || f.named === 'Float';
-    input = html`<input value=${value} onInput=${(e) => onInput(e.target.value)} inputmode=${numeric ? 'decimal' : undefined} spellcheck="false"
+    input = html`<input value=${value} onInput=${(e) => onInput(e.target.value)} inputmode=${numeric ? 'decimal' : undefined} spellcheck=${false}
       placeholder=${f.ref ? `${f.named}/…` : f.named === 'DateTime' ? '2026-01-31T12:00:00Z' : ''} ...${common} />`;
   }
   return html`<div class=${`field${error ? ' invalid' : ''}`}>${label}${input}
@@ -450,7 +450,7 @@ function NewDocument({ org, db, model, c, onClose, onCreated }) {
       ${types.length > 1 && html`<div class="field"><label for="new-type">Class</label>
         <select id="new-type" value=${type} onChange=${(e) => setType(e.target.value)}>${types.map((t) => html`<option>${t}</option>`)}</select></div>`}
       <div class="field"><label for="new-key">Id <span class="type">optional: a key, or nothing for a random one</span></label>
-        <input id="new-key" value=${key} onInput=${(e) => setKey(e.target.value)} spellcheck="false" autocapitalize="none" placeholder=${`${type}/…`} /></div>
+        <input id="new-key" value=${key} onInput=${(e) => setKey(e.target.value)} spellcheck=${false} autocapitalize="none" placeholder=${`${type}/…`} /></div>
       ${tc.fields.map((f) => html`<${Field} key=${f.name} f=${f} value=${own(values, f.name) ?? ''} error=${own(fieldErrors, f.name)}
         onInput=${(v) => setValues({ ...values, [f.name]: v })} />`)}
       <${ErrorBox} error=${error} title="Could not insert the document" />

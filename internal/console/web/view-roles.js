@@ -34,7 +34,7 @@ export function Roles({ org, db }) {
         <tbody>${list.data.map((g) => html`<tr key=${g.user}><th scope="row">${g.user}</th><td>${g.role}</td></tr>`)}</tbody>
       </table></${Scroll}>`)}
     <form onSubmit=${grant} class="row" aria-busy=${busy}>
-      <p><label for="role-user">User</label><input id="role-user" value=${user} onInput=${(e) => setUser(e.target.value)} required spellcheck="false" autocapitalize="none" /></p>
+      <p><label for="role-user">User</label><input id="role-user" value=${user} onInput=${(e) => setUser(e.target.value)} required spellcheck=${false} autocapitalize="none" /></p>
       <p><label for="role-role">Role</label><select id="role-role" value=${role} onChange=${(e) => setRole(e.target.value)}>
         <option value="read">read</option><option value="write">write</option><option value="admin">admin</option><option value="none">none (take it away)</option>
       </select></p>

@@ -83,7 +83,7 @@ function CreateUser({ orgs, onCreated }) {
   };
   return html`<form onSubmit=${submit} class="row" aria-labelledby="new-user" aria-busy=${busy}>
     <h3 id="new-user" class="wide">Create a user</h3>
-    <p><label for="user-name">User name</label><input id="user-name" value=${name} onInput=${(e) => setName(e.target.value)} required autocomplete="off" spellcheck="false" autocapitalize="none" /></p>
+    <p><label for="user-name">User name</label><input id="user-name" value=${name} onInput=${(e) => setName(e.target.value)} required autocomplete="off" spellcheck=${false} autocapitalize="none" /></p>
     <p><label for="user-org">Organization</label><select id="user-org" value=${org} onChange=${(e) => setOrg(e.target.value)}>
       ${(orgs.length ? orgs : ['admin']).filter((o) => o !== '_system').map((o) => html`<option>${o}</option>`)}</select></p>
     <p><label for="user-password">Password (8 characters or more)</label><input id="user-password" type="password" value=${password} onInput=${(e) => setPassword(e.target.value)} required minlength="8" autocomplete="new-password" /></p>
@@ -111,7 +111,7 @@ function Organizations({ orgs }) {
     <${ErrorBox} error=${orgs.error} title="Could not list the organizations" />
     ${orgs.data && html`<ul class="inline-list">${orgs.data.map((o) => html`<li>${o}</li>`)}</ul>`}
     <form onSubmit=${submit} class="row">
-      <p><label for="org-name">New organization</label><input id="org-name" value=${name} onInput=${(e) => setName(e.target.value)} required spellcheck="false" autocapitalize="none" /></p>
+      <p><label for="org-name">New organization</label><input id="org-name" value=${name} onInput=${(e) => setName(e.target.value)} required spellcheck=${false} autocapitalize="none" /></p>
       <p><button type="submit">Create the organization</button></p>
     </form>
     <${ErrorBox} error=${error} title="Could not create the organization" />

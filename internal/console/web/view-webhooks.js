@@ -89,7 +89,7 @@ function Webhook({ base, id, onChanged, onClose }) {
     </p>
     <form class="row" onSubmit=${(e) => { e.preventDefault(); act('replay', 'POST', '/replay', { after }); }}>
       <p class="grow"><label for="replay-after">Replay from a position</label>
-        <input id="replay-after" class="code" value=${after} onInput=${(e) => setAfter(e.target.value)} required spellcheck="false" aria-describedby="replay-hint" />
+        <input id="replay-after" class="code" value=${after} onInput=${(e) => setAfter(e.target.value)} required spellcheck=${false} aria-describedby="replay-hint" />
         <span id="replay-hint" class="hint">An event id, a webhook-id or a read's position (a commit's position in the History view): delivery goes on after it, in order.</span></p>
       <p><button type="submit" disabled=${!!busy}>Replay</button></p>
     </form>
