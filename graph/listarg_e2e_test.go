@@ -90,8 +90,9 @@ func TestLiveQueryWithASingleID(t *testing.T) {
 // TestIntegerIDs: an ID given as an integer stands for its digits, as
 // GraphQL's ID takes it ("4" and 4 alike), in id, ids, a filter's _id
 // and _ids (literals and variables) and a mutation's _id. Person(id: 4)
-// answered every person (the id was not a string, and was dropped); a
-// document's id is Class/key, so 4, as "4", names none of them.
+// answered every person (the id was not a string, and was dropped); 4,
+// as "4", is a key of the class read (a read takes an id as a typed
+// write does), so it names Person/4.
 func TestIntegerIDs(t *testing.T) {
 	t.Parallel()
 	st := newStack(t, testSDL)
@@ -108,11 +109,11 @@ func TestIntegerIDs(t *testing.T) {
 		{"_ids variable", `query($f: Person_Filter) { Person(filter: $f) { _id } }`, map[string]any{"f": map[string]any{"_ids": []any{4}}}},
 	} {
 		res := st.query(t, c.query, c.vars)
-		if got := string(res.Data); len(res.Errors) > 0 || got != `{"Person":[]}` {
-			t.Errorf("%s: %s, want no person (as for \"4\")", c.name, res.raw)
+		if got := string(res.Data); len(res.Errors) > 0 || got != `{"Person":[{"_id":"Person/4"}]}` {
+			t.Errorf("%s: %s, want Person/4 (as for \"4\")", c.name, res.raw)
 		}
 	}
-	if res := st.query(t, `{ Person(ids: ["Person/4", 5]) { _id } }`, nil).mustOK(t); string(res.Data) != `{"Person":[{"_id":"Person/4"}]}` {
+	if res := st.query(t, `{ Person(ids: ["Person/4", 5]) { _id } }`, nil).mustOK(t); string(res.Data) != `{"Person":[{"_id":"Person/4"},{"_id":"Person/5"}]}` {
 		t.Errorf("ids of a string and an integer: %s", res.Data)
 	}
 	if res := st.query(t, `{ Person(id: 4.5) { _id } }`, nil); len(res.Errors) == 0 {

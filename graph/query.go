@@ -222,14 +222,22 @@ func ParseQueryArgs(s *sluice.Schema, class string, field *ast.Field, vars map[s
 		}
 		q.IDs = make([]string, 0, len(rawIDs))
 		for i, v := range rawIDs {
-			s, ok := filter.IDString(v)
+			id, ok := filter.IDString(v)
 			if !ok {
 				return q, errorf("%s: ids[%d] must be an ID (a string or an integer)", class, i)
 			}
-			q.IDs = append(q.IDs, s)
+			full, err := filter.QualifyID(s, class, id)
+			if err != nil {
+				return q, errorf("%s: ids[%d]: %s", class, i, err)
+			}
+			q.IDs = append(q.IDs, full)
 		}
 	} else if hasID {
-		q.IDs = []string{id}
+		full, err := filter.QualifyID(s, class, id)
+		if err != nil {
+			return q, errorf("%s: id: %s", class, err)
+		}
+		q.IDs = []string{full}
 	}
 	children := true
 	if b, ok := args["include_children"].(bool); ok {

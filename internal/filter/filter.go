@@ -223,7 +223,7 @@ func (p *parser) object(c *sluice.Class, input map[string]any, path string, dept
 			if c.Kind == sluice.KindSubdocument {
 				return nil, errorf(kp, "a subdocument has no id")
 			}
-			ids, err := parseIDs(k, v, kp)
+			ids, err := parseIDs(p.s, c.Name, k, v, kp)
 			if err != nil {
 				return nil, err
 			}
@@ -290,8 +290,9 @@ func IDString(v any) (string, bool) {
 }
 
 // parseIDs parses the value of _id (one ID) or _ids (a list of at most
-// MaxIDs).
-func parseIDs(key string, v any, path string) ([]string, error) {
+// MaxIDs) in a filter of class, each id as QualifyID takes it: a key is
+// of class, and another class's id is refused.
+func parseIDs(s *sluice.Schema, class, key string, v any, path string) ([]string, error) {
 	if key == "_id" {
 		id, ok := IDString(v)
 		if !ok {
@@ -300,7 +301,11 @@ func parseIDs(key string, v any, path string) ([]string, error) {
 		if err := checkText(path, id); err != nil {
 			return nil, err
 		}
-		return []string{id}, nil
+		full, err := QualifyID(s, class, id)
+		if err != nil {
+			return nil, errorf(path, "%s", err)
+		}
+		return []string{full}, nil
 	}
 	items := List(v)
 	if len(items) > MaxIDs {
@@ -316,7 +321,11 @@ func parseIDs(key string, v any, path string) ([]string, error) {
 		if err := checkText(ip, id); err != nil {
 			return nil, err
 		}
-		ids = append(ids, id)
+		full, err := QualifyID(s, class, id)
+		if err != nil {
+			return nil, errorf(ip, "%s", err)
+		}
+		ids = append(ids, full)
 	}
 	return ids, nil
 }
