@@ -31,6 +31,9 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 				break
 			}
 		}
+		if !ok && len(allowed) == 0 {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown query parameter %q: this route takes no query parameters", k)
+		}
 		if !ok {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown query parameter %q (allowed: %v)", k, allowed)
 		}
@@ -39,6 +42,18 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 		}
 	}
 	return q, nil
+}
+
+// noParams refuses every query parameter (query with none allowed)
+// before next runs: for the routes that take none.
+func noParams(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := query(r); err != nil {
+			writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // intParam parses parameter name as an integer ≥ 0, or returns def when it
