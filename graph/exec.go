@@ -311,7 +311,7 @@ func (es *ExecutableSchema) exec(ctx, rctx context.Context) *graphql.Response {
 // errSubscriptionNeedsStream answers a subscription sent as a plain
 // request.
 func errSubscriptionNeedsStream() *sluice.Error {
-	return sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)")
+	return sluice.Errorf(sluice.CodeInvalid, "subscriptions need Accept: text/event-stream or application/x-ndjson (graphql-sse), Accept: multipart/mixed (Apollo multipart subscriptions) or a WebSocket (graphql-transport-ws)")
 }
 
 // execution is the state of one operation.
