@@ -1,7 +1,9 @@
 package daemon_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -110,6 +112,192 @@ func TestWriteBudgetMetrics(t *testing.T) {
 	if held, waiting := metric("sluice_write_bytes"), metric("sluice_write_bytes_waiting"); held != 0 || waiting != 0 {
 		t.Fatalf("once the writes were answered: sluice_write_bytes %v, sluice_write_bytes_waiting %v, want 0 and 0", held, waiting)
 	}
+}
+
+// TestGraphQLMutationsAreChargedToTheWriteBudget: the documents of a
+// GraphQL mutation, generic or typed, and the patches of a typed update
+// are charged to write_bytes_per_user as a REST write's documents are
+// (they arrive decoded, with the request's variables, and were charged
+// nothing: a user's concurrent mutations held what their data made
+// them). While a REST write whose body stalled holds 600 KB of rita's
+// 1 MiB share, an _insertDocuments of 2 × 250 KB and a Note_update
+// setting 500 KB of text each wait for it (sluice_write_bytes_waiting
+// counts them) and answer nothing; once the stalled body ends, all
+// three are written.
+func TestGraphQLMutationsAreChargedToTheWriteBudget(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
+	d.CreateDatabase(t, "wb", "type Note { text: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
+	rita := dt.Basic("rita", "rita-password")
+	d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb", `{"@type":"Note","@id":"p","text":"short"}`)
+	note := func(id string) string {
+		return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, strings.Repeat("x", 600<<10))
+	}
+	metric := func(name string) float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+	}
+
+	answer := make(chan int, 1)
+	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answer)
+	if _, err := feed.Write([]byte("[" + note("a") + ",")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "sluice_write_bytes holds the stalled write's document", func() bool {
+		return metric("sluice_write_bytes") >= 600<<10
+	})
+	text := strings.Repeat("g", 250<<10)
+	mutations := []map[string]any{
+		{"query": `mutation($d: JSON!) { _insertDocuments(json: $d) }`,
+			"variables": map[string]any{"d": []any{
+				map[string]any{"@type": "Note", "@id": "g0", "text": text},
+				map[string]any{"@type": "Note", "@id": "g1", "text": text}}}},
+		{"query": `mutation($t: String) { Note_update(documents: [{_id: "p", text: $t}]) }`,
+			"variables": map[string]any{"t": strings.Repeat("u", 500<<10)}},
+	}
+	mutated := make(chan dt.Response, len(mutations))
+	for _, m := range mutations {
+		body, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			mutated <- doRequest(t, d, rita, "POST", "/api/graphql/admin/wb", bytes.NewReader(body), "application/json")
+		}()
+	}
+	eventually.True(t, 10*time.Second, "sluice_write_bytes_waiting counts both mutations", func() bool {
+		return metric("sluice_write_bytes_waiting") == 2
+	})
+	select {
+	case r := <-mutated:
+		t.Fatalf("a mutation was answered while rita's share was held: %d %.300s", r.Status, r.Body)
+	default:
+	}
+	if _, err := feed.Write([]byte(note("a2") + "]")); err != nil {
+		t.Fatal(err)
+	}
+	feed.Close()
+	if status := <-answer; status != 200 {
+		t.Fatalf("the stalled write, once its body ended: %d", status)
+	}
+	for range mutations {
+		r := <-mutated
+		if r.Status != 200 || bytes.Contains(r.Body, []byte(`"errors"`)) {
+			t.Fatalf("a mutation, once the stalled write was written: %d %.300s", r.Status, r.Body)
+		}
+	}
+	if got := countNotes(t, d, "wb"); got != 5 {
+		t.Fatalf("%d notes, want 5", got)
+	}
+	if held := metric("sluice_write_bytes"); held != 0 {
+		t.Fatalf("once the writes were answered, sluice_write_bytes is %v, want 0", held)
+	}
+}
+
+// TestPatchIsChargedToTheWriteBudget: a REST PATCH (a JSON Merge Patch,
+// decoded whole, up to max_body_bytes) is charged to
+// write_bytes_per_user before it is decoded, as a POST's documents are;
+// it was charged nothing. While a REST write whose body stalled holds
+// 600 KB of rita's 1 MiB share, a PATCH of 3 MB (charged the share)
+// waits for it and is answered 429 with Retry-After, naming the setting,
+// having patched nothing; a PATCH of 500 KB sent chunked (its length
+// unknown, charged as it is read) waits too, and is written once the
+// stalled body ends.
+func TestPatchIsChargedToTheWriteBudget(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
+	d.CreateDatabase(t, "wb", "type Note { text: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
+	rita := dt.Basic("rita", "rita-password")
+	d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb", `{"@type":"Note","@id":"p","text":"short"}`)
+	note := func(id string) string {
+		return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, strings.Repeat("x", 600<<10))
+	}
+	metric := func(name string) float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+	}
+	textOfP := func() string {
+		var doc struct{ Text string }
+		if err := json.Unmarshal(d.MustDo(t, 200, rita, "GET", "/api/document/admin/wb?id=Note/p", nil).Body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Text
+	}
+
+	answer := make(chan int, 1)
+	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answer)
+	if _, err := feed.Write([]byte("[" + note("a") + ",")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "sluice_write_bytes holds the stalled write's document", func() bool {
+		return metric("sluice_write_bytes") >= 600<<10
+	})
+	r := d.Do(t, rita, "PATCH", "/api/document/admin/wb?id=Note/p", fmt.Sprintf(`{"text":%q}`, strings.Repeat("y", 3<<20)),
+		"Content-Type", "application/merge-patch+json")
+	if r.Status != 429 || !strings.Contains(string(r.Body), "write_bytes_per_user") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a PATCH of 3 MB beside the held share: %d %.300s (Retry-After %q), want a 429 naming write_bytes_per_user", r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	if text := textOfP(); text != "short" {
+		t.Fatalf("the refused PATCH patched Note/p: its text is %.20q…", text)
+	}
+	patched := make(chan dt.Response, 1)
+	chunked := io.MultiReader(strings.NewReader(fmt.Sprintf(`{"text":%q}`, strings.Repeat("z", 500<<10))))
+	go func() {
+		patched <- doRequest(t, d, rita, "PATCH", "/api/document/admin/wb?id=Note/p", chunked, "application/merge-patch+json")
+	}()
+	eventually.True(t, 10*time.Second, "sluice_write_bytes_waiting counts the chunked PATCH", func() bool {
+		return metric("sluice_write_bytes_waiting") == 1
+	})
+	select {
+	case r := <-patched:
+		t.Fatalf("the chunked PATCH was answered while rita's share was held: %d %.300s", r.Status, r.Body)
+	default:
+	}
+	if _, err := feed.Write([]byte(note("a2") + "]")); err != nil {
+		t.Fatal(err)
+	}
+	feed.Close()
+	if status := <-answer; status != 200 {
+		t.Fatalf("the stalled write, once its body ended: %d", status)
+	}
+	if r := <-patched; r.Status != 200 {
+		t.Fatalf("the chunked PATCH, once the stalled write was written: %d %.300s", r.Status, r.Body)
+	}
+	if text := textOfP(); text != strings.Repeat("z", 500<<10) {
+		t.Fatalf("Note/p's text after the chunked PATCH: %.20q…", text)
+	}
+	if held := metric("sluice_write_bytes"); held != 0 {
+		t.Fatalf("once the writes were answered, sluice_write_bytes is %v, want 0", held)
+	}
+}
+
+// doRequest sends a request of body (of unknown length, so sent chunked,
+// unless it is a *bytes.Reader or *strings.Reader) with Content-Type
+// media, for a goroutine of the test: a failure is reported, and answered
+// as status 0.
+func doRequest(t *testing.T, d *dt.Daemon, auth dt.Auth, method, path string, body io.Reader, media string) dt.Response {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, d.URL+path, body)
+	if err != nil {
+		t.Error(err)
+		return dt.Response{}
+	}
+	req.Header.Set("Content-Type", media)
+	auth(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, path, err)
+		return dt.Response{}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Errorf("%s %s: read the answer: %v", method, path, err)
+	}
+	return dt.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
 // stalledWrite starts a POST of a JSON body to path with credentials

@@ -200,6 +200,16 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 			ops[i].Docs = rps[i]
 		}
 	}
+	// The batch holds every document and patch it writes, validated and
+	// encoded, until its commit is done: they are charged to the write
+	// budget at once, before any is validated, as a REST write's
+	// documents are one at a time (writeBudget). One charge for the
+	// whole batch, so that it never waits while it holds some.
+	charge := e.ChargeWrite(u)
+	defer charge.Release()
+	if err := charge.Grow(ctx, batchSize(ops, rps)); err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 		if err != nil {
@@ -219,6 +229,37 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 			}
 		}
 	}
+}
+
+// batchSize returns what the documents and patches of ops, a batch, are
+// charged to the write budget: each document's JSON size (its text's
+// length, or decodedJSONSize of a decoded one), and each patch's id and
+// decodedJSONSize of its fields. Each op's documents are read from rps
+// (its replay, which keeps them) and rewound. A delete holds only its
+// ids, and is charged nothing, as a REST delete is not.
+func batchSize(ops []WriteOp, rps []*replay) int64 {
+	var n int64
+	for i, op := range ops {
+		for _, p := range op.Patches {
+			n += int64(len(p.ID)) + decodedJSONSize(p.Fields)
+		}
+		if rps[i] == nil {
+			continue
+		}
+		for {
+			raw, err := rps[i].Next()
+			if err != nil {
+				break // io.EOF, or an error validation meets again
+			}
+			if raw.JSON != nil {
+				n += int64(len(raw.JSON))
+			} else {
+				n += decodedJSONSize(raw.Map)
+			}
+		}
+		rps[i].rewind()
+	}
+	return n
 }
 
 // writeBatch is WriteBatch with database d and its schema s.

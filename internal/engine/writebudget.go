@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"sync"
@@ -226,3 +227,86 @@ func (b *writeBudget) give(user budgetUser, n int64) {
 // cannot be had without waiting and the validator may not wait: the
 // document is kept, and read again by the next call.
 var errWouldWait = errors.New("the write budget is held")
+
+// WriteCharge is what a write whose documents are not read by a
+// validator (a REST merge patch, decoded whole; a GraphQL mutation's
+// documents, decoded with its variables) holds of the write budget, so
+// that they are bounded as a REST write's documents are: charged before
+// they are decoded or validated, given back once the write is done.
+// It is not safe for concurrent use.
+type WriteCharge struct {
+	budget *writeBudget
+	user   budgetUser
+	held   int64
+}
+
+// ChargeWrite returns an empty charge of user u's writes; Grow charges
+// it, Release gives it back.
+func (e *Engine) ChargeWrite(u *sluice.User) *WriteCharge {
+	return &WriteCharge{budget: e.writeBytes, user: budgetUserOf(u)}
+}
+
+// Grow makes the charge n bytes of JSON (or its user's share, or the
+// process's budget, when n is larger; nothing when it holds that much
+// already). What fits at once is added to it; otherwise the charge gives
+// back what it holds and waits, holding nothing, for the whole of n, in
+// turn with the writes waiting, as a REST write waits for its next
+// document (writeBudget.take): a write never waits for what only its own
+// progress gives back. The error of a charge not had in time is a 429 or
+// 503 naming the setting, as a REST write's.
+func (c *WriteCharge) Grow(ctx context.Context, n int64) error {
+	if c.budget == nil {
+		return nil
+	}
+	n = c.budget.charge(c.user, n)
+	if n <= c.held {
+		return nil
+	}
+	if more, ok := c.budget.tryTake(c.user, n-c.held); ok {
+		c.held += more
+		return nil
+	}
+	c.Release()
+	got, err := c.budget.take(ctx, c.user, n)
+	c.held = got
+	return err
+}
+
+// Release gives the charge back; it may be called again.
+func (c *WriteCharge) Release() {
+	if c.budget != nil {
+		c.budget.give(c.user, c.held)
+	}
+	c.held = 0
+}
+
+// decodedJSONSize returns the size of v, a decoded JSON value (a
+// GraphQL mutation's document), as JSON text without escapes: what a
+// REST write of it would be charged, near enough (escapes make the text
+// longer, not what is held). A value of another type (a number decoded
+// as such) counts as 24 bytes, more than any number's text.
+func decodedJSONSize(v any) int64 {
+	switch x := v.(type) {
+	case nil:
+		return 4
+	case bool:
+		return 5
+	case string:
+		return int64(len(x)) + 2
+	case json.Number:
+		return int64(len(x))
+	case map[string]any:
+		n := int64(2)
+		for k, v := range x {
+			n += int64(len(k)) + 4 + decodedJSONSize(v) // "k":v,
+		}
+		return n
+	case []any:
+		n := int64(2)
+		for _, v := range x {
+			n += 1 + decodedJSONSize(v)
+		}
+		return n
+	}
+	return 24
+}

@@ -3,6 +3,7 @@ package rest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -373,9 +374,23 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	// Charged to the write budget before it is decoded, as a document of
+	// a POST or PUT is (engine.WriteCharge), until the write is done: its
+	// length when the request gives it, else as it is read.
+	charge := a.Engine.ChargeWrite(userFrom(r))
+	defer charge.Release()
+	body := io.Reader(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
+	if r.ContentLength >= 0 {
+		if err := charge.Grow(r.Context(), min(r.ContentLength, a.MaxBodyBytes)); err != nil {
+			refuseUnread(w, r, err)
+			return
+		}
+	} else {
+		body = &chargedBody{ctx: r.Context(), r: body, charge: charge}
+	}
 	// Counted as it is read, before it is decoded (schema.LimitValues): a
 	// patch holds no more values than a document (and its own object).
-	dec := json.NewDecoder(schema.LimitValues(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes), schema.MaxValues+1, "the patch"))
+	dec := json.NewDecoder(schema.LimitValues(body, schema.MaxValues+1, "the patch"))
 	dec.UseNumber()
 	var v any
 	err = dec.Decode(&v)
@@ -650,5 +665,28 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	if err != nil && c.err == nil {
 		c.err = err
 	}
+	return n, err
+}
+
+// chargedBody is a body of unknown length that charges what is read of
+// it to a write charge before it reads it: up to the next chargeStep
+// bytes past what it has read, so that the budget is not taken for every
+// read of the decoder.
+type chargedBody struct {
+	ctx    context.Context
+	r      io.Reader
+	charge *engine.WriteCharge
+	read   int64
+}
+
+// chargeStep is how much more a chargedBody charges at a time.
+const chargeStep = 64 << 10
+
+func (b *chargedBody) Read(p []byte) (int, error) {
+	if err := b.charge.Grow(b.ctx, (b.read+int64(len(p))+chargeStep-1)/chargeStep*chargeStep); err != nil {
+		return 0, err
+	}
+	n, err := b.r.Read(p)
+	b.read += int64(n)
 	return n, err
 }
