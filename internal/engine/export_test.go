@@ -69,3 +69,6 @@ func (e *Engine) WalkOf(ctx context.Context, d *sluice.Database, cur *sluice.Sch
 	slices.Sort(hidden)
 	return sc.at, hidden, nil
 }
+
+// DecodedJSONSize is decodedJSONSize, for tests.
+func DecodedJSONSize(v any) int64 { return decodedJSONSize(v) }

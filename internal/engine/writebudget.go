@@ -290,23 +290,26 @@ func decodedJSONSize(v any) int64 {
 	case nil:
 		return 4
 	case bool:
+		if x {
+			return 4
+		}
 		return 5
 	case string:
 		return int64(len(x)) + 2
 	case json.Number:
 		return int64(len(x))
 	case map[string]any:
-		n := int64(2)
+		n := int64(1) // {, and } for the last member's comma
 		for k, v := range x {
 			n += int64(len(k)) + 4 + decodedJSONSize(v) // "k":v,
 		}
-		return n
+		return max(n, 2)
 	case []any:
-		n := int64(2)
+		n := int64(1)
 		for _, v := range x {
-			n += 1 + decodedJSONSize(v)
+			n += decodedJSONSize(v) + 1
 		}
-		return n
+		return max(n, 2)
 	}
 	return 24
 }

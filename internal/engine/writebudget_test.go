@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -305,5 +306,88 @@ func TestUserWaitingForItsShareKeepsBackNoOther(t *testing.T) {
 		if err := <-answers; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestWriteChargeWaitsHoldingNothing: a WriteCharge (a REST patch's, a
+// GraphQL mutation's) grows by what fits at once; what does not, it
+// waits for whole, having given back what it held, so that a write never
+// waits for what only its own progress gives back, and it waits in turn
+// with the other writes (sluice_write_bytes_waiting). It is charged at
+// most its user's share; the super user's, its whole size.
+func TestWriteChargeWaitsHoldingNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, _, admin := newEngine(t)
+	e.LimitWriteBytes(4<<20, 1<<20)
+	e.WaitForWriteBytes(time.Minute)
+	if _, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: engine.AdminOrg, Name: "db", Schema: "type Note { text: String }"}); err != nil {
+		t.Fatal(err)
+	}
+	rita := newWriter(t, e, admin)
+	held := func(want int64) {
+		t.Helper()
+		if got, _ := e.WriteBytes(); got != want {
+			t.Fatalf("the budget holds %d bytes, want %d", got, want)
+		}
+	}
+	c1, c2 := e.ChargeWrite(rita), e.ChargeWrite(rita)
+	defer c1.Release()
+	defer c2.Release()
+	if err := c1.Grow(ctx, 600<<10); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Grow(ctx, 100<<10); err != nil {
+		t.Fatal(err)
+	}
+	held(700 << 10)
+	// 600 KB does not fit beside c1's: c2 gives back its 100 KB and
+	// waits for the whole, here until its context ends.
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := c2.Grow(short, 600<<10); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a charge past rita's share: %v, want it to wait until its context ended", err)
+	}
+	held(600 << 10)
+	grown := make(chan error, 1)
+	go func() { grown <- c2.Grow(ctx, 600<<10) }()
+	eventually.True(t, 10*time.Second, "c2 waiting for the budget", func() bool {
+		_, w := e.WriteBudget()
+		return w == 1
+	})
+	c1.Release()
+	if err := <-grown; err != nil {
+		t.Fatal(err)
+	}
+	held(600 << 10)
+	// Charged rita's share at most.
+	if err := c2.Grow(ctx, 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	held(1 << 20)
+	// The super user's charge is its whole size, beside rita's share.
+	c3 := e.ChargeWrite(admin)
+	defer c3.Release()
+	if err := c3.Grow(ctx, 3<<20); err != nil {
+		t.Fatal(err)
+	}
+	held(4 << 20)
+	c2.Release()
+	c3.Release()
+	held(0)
+}
+
+// TestDecodedJSONSize: a decoded document (a GraphQL mutation's) is
+// charged the size of its JSON text, as a REST write's document is.
+func TestDecodedJSONSize(t *testing.T) {
+	text := `{"@type":"Note","@id":"n","text":"hello","n":12.5,"ok":true,"no":false,"none":null,"tags":["a","b"],"sub":{"@type":"S","x":[1,2,{}],"y":[]}}`
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	if got := engine.DecodedJSONSize(v); got != int64(len(text)) {
+		t.Fatalf("DecodedJSONSize: %d, want %d, the length of its JSON", got, len(text))
 	}
 }
