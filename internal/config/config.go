@@ -126,8 +126,9 @@ type Config struct {
 	WriteSpoolBytes int64
 
 	// WriteBytesPerUser bounds the bytes of JSON the documents of one
-	// user's REST writes in progress hold, from when each is read until it
-	// is written; a write past it waits, then is refused. Zero: no bound.
+	// user's writes in progress (REST and GraphQL) hold, from when each is
+	// read until it is written; a write past it waits, then is refused.
+	// Zero: no bound.
 	// Key write_bytes_per_user, env SLUICE_WRITE_BYTES_PER_USER, flag --write-bytes-per-user, default 16777216.
 	WriteBytesPerUser int64
 

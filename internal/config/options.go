@@ -208,10 +208,10 @@ func options() []option {
 				return nil
 			}),
 		capOption("write_bytes_per_user", "16777216",
-			"most bytes of JSON the documents of one user's REST writes in progress may hold on this process (16 MiB), each charged its size from when it is read from its body until it is written (one larger than this is charged this much); a document held costs up to about ten times its JSON in memory while it is written. A write past it waits for documents to be written, at most 10 s, then is answered 429 with Retry-After. The super user is held to write_bytes only; 0: no bound",
+			"most bytes of JSON the documents of one user's writes in progress may hold on this process (16 MiB): a REST write's each charged its size from when it is read from its body until it is written, a PATCH its body before it is decoded until it is written, a GraphQL mutation all its documents and patches (their size as JSON) before they are validated until its commit is done (a charge larger than this is this much); a document held costs up to about ten times its JSON in memory while it is written. A write past it waits for documents to be written, at most 10 s, then is answered 429 with Retry-After (a GraphQL mutation: the error TOO_MANY_REQUESTS). The super user is held to write_bytes only; 0: no bound",
 			func(c *Config, n int64) error { c.WriteBytesPerUser = n; return nil }),
 		capOption("write_bytes", "67108864",
-			"most bytes of JSON the documents of every REST write in progress may hold on this process (64 MiB), charged as write_bytes_per_user; past it a write waits, at most 10 s, then is answered 503 with Retry-After; 0: no bound",
+			"most bytes of JSON the documents of every write in progress (REST or GraphQL) may hold on this process (64 MiB), charged as write_bytes_per_user; past it a write waits, at most 10 s, then is answered 503 with Retry-After (a GraphQL mutation: the error UNAVAILABLE); 0: no bound",
 			func(c *Config, n int64) error { c.WriteBytes = n; return nil }),
 		stringOption("write_spool_dir", "",
 			"directory of the temporary files of write_spool_bytes (unlinked as soon as made); the start fails if it cannot be written. Empty: data_dir/spool with the embedded Postgres, else the system's temporary directory ($TMPDIR, else /tmp); if that cannot be written, bodies are read as they arrive, with a warning",

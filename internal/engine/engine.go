@@ -44,7 +44,7 @@ type Engine struct {
 	maxWriteDocuments int64
 	// maxDatabasesPerUser is max_databases_per_user (LimitDatabases).
 	maxDatabasesPerUser int
-	// writeBytes is what the documents of REST writes may hold at once
+	// writeBytes is what the documents of writes may hold at once
 	// (LimitWriteBytes, writebudget.go).
 	writeBytes *writeBudget
 
@@ -159,7 +159,7 @@ func (e *Engine) LimitDatabases(perUser int) { e.maxDatabasesPerUser = perUser }
 // 1,000,000.
 func (e *Engine) LimitWrites(maxDocuments int64) { e.maxWriteDocuments = maxDocuments }
 
-// LimitWriteBytes sets the bytes of JSON the documents of REST writes
+// LimitWriteBytes sets the bytes of JSON the documents of writes
 // in progress may hold at once, in all (write_bytes) and for one user
 // (write_bytes_per_user); 0 leaves that bound out. Call it before the
 // Engine is used. New sets 64 MiB and 16 MiB.
@@ -167,7 +167,7 @@ func (e *Engine) LimitWriteBytes(total, perUser int64) {
 	e.writeBytes = newWriteBudget(total, perUser)
 }
 
-// WriteBudget returns the bytes of JSON the documents of REST writes in
+// WriteBudget returns the bytes of JSON the documents of writes in
 // progress hold of write_bytes now, and how many writes wait for some.
 func (e *Engine) WriteBudget() (held int64, waiting int) { return e.writeBytes.state() }
 

@@ -36,6 +36,12 @@ import (
 // it holds back (and gives back their charge) once the reader waits.
 // Waits that other writes' Postgres row locks
 // hold up end with writeBudgetWait.
+//
+// Writes whose documents no validator reads one at a time hold a
+// WriteCharge instead: a REST PATCH (its body, before it is decoded) and
+// a GraphQL mutation (all its documents and patches, which arrive decoded
+// and are held together until its commit is done, before any is
+// validated).
 
 // writeBudgetWait bounds how long a write waits for a document's charge.
 const writeBudgetWait = 10 * time.Second

@@ -73,18 +73,18 @@ func New() *Metrics {
 }
 
 // ObserveWriteBudget registers sluice_write_bytes, the bytes of JSON the
-// documents of REST writes in progress hold of write_bytes, and
+// documents of writes in progress hold of write_bytes, and
 // sluice_write_bytes_waiting, the writes waiting for some, both read from
 // budget at each scrape.
 func (m *Metrics) ObserveWriteBudget(budget func() (held int64, waiting int)) {
 	m.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_write_bytes",
-			Help: "Bytes of JSON of write_bytes held by the documents of REST writes in progress, from when each is read from its body until its rows are sent.",
+			Help: "Bytes of JSON of write_bytes held by the documents of writes in progress (REST and GraphQL), from when each is read until its rows are sent.",
 		}, func() float64 { held, _ := budget(); return float64(held) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_write_bytes_waiting",
-			Help: "REST writes waiting for write_bytes or their user's write_bytes_per_user to take their next document.",
+			Help: "Writes (REST and GraphQL) waiting for write_bytes or their user's write_bytes_per_user to take their next document.",
 		}, func() float64 { _, n := budget(); return float64(n) }))
 }
 
