@@ -189,7 +189,9 @@ type BatchResult struct {
 //
 // Every op is read and validated before anything is written, so a batch
 // of at most groupMax documents joins group commit as a REST request of
-// that size does.
+// that size does. Its documents and patches are charged to the write
+// budget together first (batchSize), as a REST write's are one by one:
+// past it the batch waits, then fails with the budget's error.
 func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []WriteOp, opt WriteOptions) (*BatchResult, error) {
 	// The documents are in memory: the batch can always run again.
 	ops = slices.Clone(ops)
@@ -202,14 +204,12 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 	}
 	// The batch holds every document and patch it writes, validated and
 	// encoded, until its commit is done: they are charged to the write
-	// budget at once, before any is validated, as a REST write's
-	// documents are one at a time (writeBudget). One charge for the
-	// whole batch, so that it never waits while it holds some.
+	// budget at once, once the user is known to have the write role and
+	// before any is validated, as a REST write's documents are one at a
+	// time (writeBudget). One charge for the whole batch, so that it
+	// never waits while it holds some; kept if the batch runs again.
 	charge := e.ChargeWrite(u)
 	defer charge.Release()
-	if err := charge.Grow(ctx, batchSize(ops, rps)); err != nil {
-		return nil, err
-	}
 	for attempt := 0; ; attempt++ {
 		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 		if err != nil {
@@ -218,6 +218,11 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 		if opt.SchemaVersion != 0 && d.SchemaVersion != opt.SchemaVersion {
 			return nil, fmt.Errorf("%w: %w", ErrSchemaChanged, sluice.Errorf(sluice.CodeConflict,
 				"the schema of %s changed after the request was validated; send it again", d.Path()))
+		}
+		if attempt == 0 {
+			if err := charge.Grow(ctx, batchSize(ops, rps)); err != nil {
+				return nil, err
+			}
 		}
 		res, err := e.writeBatch(ctx, u, d, s, ops, opt)
 		if attempt > 0 || !e.outdated(ctx, d, err) {
