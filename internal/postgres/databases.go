@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -239,14 +240,43 @@ func (t *Tx) CreateDatabase(ctx context.Context, d *sluice.Database, s *sluice.S
 	if _, err := t.tx.Exec(ctx, "INSERT INTO sluice.schema_versions (db_id, version, sdl, first_seq) VALUES ($1, 1, $2, 1)", d.ID, s.SDL); err != nil {
 		return mapError(err)
 	}
-	if _, err := t.tx.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schemaName(d.ID)}.Sanitize()); err != nil {
-		return mapError(err)
+	if err := t.createSchema(ctx, d); err != nil {
+		return err
 	}
 	role, err := t.db.writerRole(ctx)
 	if err != nil {
 		return err
 	}
 	return syncTables(ctx, t.tx, d.ID, role, nil, s)
+}
+
+// createSchema makes database d's Postgres schema, owned by Sluice's
+// role. A schema of that name that exists already was made by another
+// role (Sluice drops a database's schema with it), which may create
+// schemas in Sluice's database: it is not used (see checkOwnSchema). The
+// database is refused, with an Unavailable error, and the log names the
+// schema and its owner; a retry takes the next id, and so another schema.
+// CREATE SCHEMA without IF NOT EXISTS fails alike for one made since the
+// look up.
+func (t *Tx) createSchema(ctx context.Context, d *sluice.Database) error {
+	schema := schemaName(d.ID)
+	owner := "another role"
+	err := t.tx.QueryRow(ctx, "SELECT pg_get_userbyid(nspowner)::text FROM pg_namespace WHERE nspname = $1", schema).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) {
+		_, err = t.tx.Exec(ctx, "CREATE SCHEMA "+ident(schema)+" AUTHORIZATION CURRENT_USER")
+		var pe *pgconn.PgError
+		if err == nil || !errors.As(err, &pe) || pe.Code != "42P06" { // duplicate_schema
+			return mapError(err)
+		}
+	} else if err != nil {
+		return mapError(err)
+	}
+	t.db.logger.Warn("a new database's Postgres schema exists already, made by another role: the database is refused (a retry takes another schema); "+
+		"have a superuser drop the schema, and let no role but Sluice's create in its database (REVOKE CREATE ON DATABASE … FROM PUBLIC, and from every other role that has it)",
+		"database", d.Path(), "schema", schema, "owner", owner)
+	return &refusedError{shown: sluice.Errorf(sluice.CodeUnavailable,
+		"database %s cannot be made now: the Postgres schema it would use exists already, made by another Postgres role (the server's log names it); nothing was changed: retry, and tell the server's operator", d.Path()),
+		err: fmt.Errorf("schema %s exists, owned by %s", schema, owner)}
 }
 
 // DeleteDatabase removes database d with its tables and its history.

@@ -30,18 +30,31 @@ const (
 	lockReferenceIndexes = "reference_indexes"
 )
 
-// locksSQL makes schema sluice and sluice.locks with its rows, unless
-// they exist.
-const locksSQL = `CREATE SCHEMA IF NOT EXISTS sluice;
-CREATE TABLE IF NOT EXISTS sluice.locks (name text PRIMARY KEY);
+// schemaSQL makes schema sluice, owned by Sluice's role, unless it
+// exists.
+const schemaSQL = `CREATE SCHEMA IF NOT EXISTS sluice AUTHORIZATION CURRENT_USER`
+
+// locksSQL makes sluice.locks with its rows, unless they exist.
+const locksSQL = `CREATE TABLE IF NOT EXISTS sluice.locks (name text PRIMARY KEY);
 INSERT INTO sluice.locks (name) VALUES ('migrate'), ('bootstrap'), ('reference_indexes') ON CONFLICT DO NOTHING`
 
-// ensureLocks runs locksSQL on q. Replicas starting together on a new
-// database may both make the schema or the table: the one that loses
-// fails on a unique index of the catalog, and tries again, finding them.
+// ensureLocks makes schema sluice, checks that Sluice's role owns it and
+// all it holds (checkOwnSchema: a schema another role made beforehand is
+// refused before Sluice runs anything of it, a trigger on sluice.locks
+// say), then makes sluice.locks and its rows. No other role may create in
+// a schema Sluice's role owns, so nothing can be added between the check
+// and the rest. Replicas starting together on a new database may both
+// make the schema or the table: the one that loses fails on a unique
+// index of the catalog, and tries again, finding them.
 func ensureLocks(ctx context.Context, q querier) error {
 	for attempt := 1; ; attempt++ {
-		_, err := q.Exec(ctx, locksSQL)
+		_, err := q.Exec(ctx, schemaSQL)
+		if err == nil {
+			if err := checkOwnSchema(ctx, q, "sluice"); err != nil {
+				return err
+			}
+			_, err = q.Exec(ctx, locksSQL)
+		}
 		var pe *pgconn.PgError
 		if err == nil || attempt == 5 || !errors.As(err, &pe) || (pe.Code != "23505" && pe.Code != "42P06" && pe.Code != "42P07") {
 			return err

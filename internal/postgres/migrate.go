@@ -144,7 +144,7 @@ func (db *DB) migrate(ctx context.Context, ms []migration, target int) (int, err
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
 	if err := ensureLocks(ctx, conn); err != nil {
-		return 0, fmt.Errorf("migrate: make the locks' table: %w", err)
+		return 0, fmt.Errorf("migrate: make schema sluice and its locks' table: %w", err)
 	}
 	release, err := db.holdLock(ctx, lockMigrate)
 	if err != nil {

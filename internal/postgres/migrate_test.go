@@ -2,6 +2,8 @@ package postgres_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
 	"strings"
 	"sync"
@@ -133,5 +135,60 @@ func TestMigrationDoesNotHoldWritesBehindALongTransaction(t *testing.T) {
 	}
 	if v, err := db.SchemaVersion(ctx); err != nil || v != postgres.LatestVersion()+1 {
 		t.Fatalf("schema version %d (%v), want %d", v, err, postgres.LatestVersion()+1)
+	}
+}
+
+// TestMigrateRefusesObjectsOfAnotherRoleInSchemaSluice: Sluice's role
+// owns schema sluice, but a table and a function in it are another
+// role's (as a superuser could make them, or an older Sluice left them
+// after it adopted a schema another role had made). Migrate, which runs
+// at every start, refuses, naming both and their owner, and not the
+// schema; given back to Sluice's role, they pass.
+func TestMigrateRefusesObjectsOfAnotherRoleInSchemaSluice(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	other := "other_" + hex.EncodeToString(b)
+	alter := func(to string) {
+		t.Helper()
+		if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+			return tx.ExecForTest(ctx, "ALTER TABLE sluice.settings OWNER TO "+to+"; ALTER FUNCTION sluice.new_id(text) OWNER TO "+to)
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		return tx.ExecForTest(ctx, "CREATE ROLE "+other)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	alter(other)
+	_, err = db.Migrate(ctx)
+	if err == nil {
+		t.Fatal("Migrate used a table and a function of another role in schema sluice")
+	}
+	for _, want := range []string{
+		"table sluice.settings (owned by " + other + ")",
+		"function sluice.new_id(text) (owned by " + other + ")",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Migrate's error does not say %q: %v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "schema sluice (owned") {
+		t.Errorf("Migrate's error names schema sluice, which Sluice's role owns: %v", err)
+	}
+	alter("CURRENT_USER")
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

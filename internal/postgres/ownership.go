@@ -1,0 +1,108 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Sluice keeps its own tables in schema sluice, and each database's in a
+// schema sluice_db_<id>. It uses a schema only if its own role owns it
+// and everything in it: whatever another Postgres role owns there is
+// that role's to change, and runs as Sluice when Sluice uses it. A role
+// that may create schemas in Sluice's database (CREATE on the database)
+// could otherwise make schema sluice before Sluice first starts, with a
+// table sluice.locks whose trigger Sluice's start then ran as Sluice's
+// role (a superuser, often), and keep owning the schema: dropping,
+// renaming or locking Sluice's tables, and ignoring migration 14's
+// REVOKE, which only the owner's grants obey.
+
+// notOwnedSQL lists what schema $1 holds that Sluice's role (current_user)
+// does not own: the schema itself, its relations, functions, types and
+// other objects (not indexes, always their table's owner's), and the triggers on its tables that run a function of
+// another role's (the built-in ones, of pg_catalog, aside). Each row is
+// what it is, its name, and its owner; the first 11 rows.
+const notOwnedSQL = `WITH n AS (SELECT oid, nspname, nspowner FROM pg_namespace WHERE nspname = $1),
+o AS (
+	SELECT 1 AS k, 'schema' AS what, format('%I', n.nspname) AS name, n.nspowner AS owner FROM n
+	UNION ALL
+	SELECT 2, CASE c.relkind WHEN 'r' THEN 'table' WHEN 'p' THEN 'table' WHEN 'S' THEN 'sequence' WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view' WHEN 'c' THEN 'type'
+		WHEN 'f' THEN 'foreign table' ELSE 'relation' END,
+		format('%I.%I', n.nspname, c.relname), c.relowner FROM pg_class c JOIN n ON c.relnamespace = n.oid
+		WHERE c.relkind NOT IN ('i', 'I')
+	UNION ALL
+	SELECT 3, 'function', p.oid::regprocedure::text, p.proowner FROM pg_proc p JOIN n ON p.pronamespace = n.oid
+	UNION ALL
+	SELECT 4, 'type', format('%I.%I', n.nspname, t.typname), t.typowner FROM pg_type t JOIN n ON t.typnamespace = n.oid
+		WHERE t.typrelid = 0 AND t.typcategory <> 'A'
+	UNION ALL
+	SELECT 5, 'operator', p.oid::regoperator::text, p.oprowner FROM pg_operator p JOIN n ON p.oprnamespace = n.oid
+	UNION ALL
+	SELECT 6, 'collation', format('%I.%I', n.nspname, c.collname), c.collowner FROM pg_collation c JOIN n ON c.collnamespace = n.oid
+	UNION ALL
+	SELECT 6, 'conversion', format('%I.%I', n.nspname, c.conname), c.conowner FROM pg_conversion c JOIN n ON c.connamespace = n.oid
+	UNION ALL
+	SELECT 6, 'operator class', format('%I.%I', n.nspname, c.opcname), c.opcowner FROM pg_opclass c JOIN n ON c.opcnamespace = n.oid
+	UNION ALL
+	SELECT 6, 'operator family', format('%I.%I', n.nspname, f.opfname), f.opfowner FROM pg_opfamily f JOIN n ON f.opfnamespace = n.oid
+	UNION ALL
+	SELECT 6, 'text search configuration', format('%I.%I', n.nspname, c.cfgname), c.cfgowner FROM pg_ts_config c JOIN n ON c.cfgnamespace = n.oid
+	UNION ALL
+	SELECT 6, 'text search dictionary', format('%I.%I', n.nspname, d.dictname), d.dictowner FROM pg_ts_dict d JOIN n ON d.dictnamespace = n.oid
+	UNION ALL
+	SELECT 6, 'statistics object', format('%I.%I', n.nspname, s.stxname), s.stxowner FROM pg_statistic_ext s JOIN n ON s.stxnamespace = n.oid
+	UNION ALL
+	SELECT 7, 'trigger', format('%I on %I.%I, which runs %s', g.tgname, n.nspname, c.relname, p.oid::regprocedure), p.proowner
+		FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid JOIN n ON c.relnamespace = n.oid JOIN pg_proc p ON p.oid = g.tgfoid
+		WHERE NOT g.tgisinternal AND p.pronamespace <> 'pg_catalog'::regnamespace
+)
+SELECT what, name, quote_ident(pg_get_userbyid(owner)) FROM o
+WHERE owner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
+ORDER BY k, name LIMIT 11`
+
+// checkOwnSchema returns an error naming what schema holds that the role
+// Sluice connects as does not own (the schema itself first), and what the
+// operator can do about it; nil if it owns all of it, or the schema does
+// not exist.
+func checkOwnSchema(ctx context.Context, q querier, schema string) error {
+	rows, err := q.Query(ctx, notOwnedSQL, schema)
+	if err != nil {
+		return fmt.Errorf("check the owners of schema %s: %w", schema, err)
+	}
+	type object struct{ what, name, owner string }
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (object, error) {
+		var o object
+		err := r.Scan(&o.what, &o.name, &o.owner)
+		return o, err
+	})
+	if err != nil {
+		return fmt.Errorf("check the owners of schema %s: %w", schema, err)
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	var me string
+	if err := q.QueryRow(ctx, "SELECT quote_ident(current_user)").Scan(&me); err != nil {
+		return fmt.Errorf("check the owners of schema %s: %w", schema, err)
+	}
+	names := make([]string, 0, len(found))
+	for i, o := range found {
+		if i == 10 {
+			names = append(names, "and more")
+			break
+		}
+		of := "owned by"
+		if o.what == "trigger" {
+			of = "its function owned by"
+		}
+		names = append(names, fmt.Sprintf("%s %s (%s %s)", o.what, o.name, of, o.owner))
+	}
+	return fmt.Errorf("schema %s is not Sluice's own: %s. Sluice, connecting as role %s, uses schema %s only if that role owns it and all it holds: "+
+		"what another role owns there is that role's to change, and runs as Sluice when Sluice uses it. "+
+		"Another role, one that may create in this database, made them: check what it made, have a superuser drop it "+
+		"(or, if it is Sluice's own, give it to %s: ALTER SCHEMA %s OWNER TO %s, and alike for each object), "+
+		"and let no role but Sluice's create in this database (REVOKE CREATE ON DATABASE … FROM PUBLIC, and from every other role that has it)",
+		schema, strings.Join(names, ", "), me, schema, me, schema, me)
+}
