@@ -19,9 +19,8 @@ import (
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
-// squatter makes a login role granted CREATE on url's database (as every
-// role has it on the public schema's database made before Postgres 15,
-// and an operator may grant), and a schema loot of its own, whose table
+// squatter makes a login role granted CREATE on url's database (it may
+// create schemas there), and a schema loot of its own, whose table
 // loot.who records each role other than its own that runs loot.grab(),
 // a trigger function. It returns the role's name and a URL connecting as
 // it.
@@ -132,6 +131,22 @@ func TestStartRefusesASchemaSluiceAnotherRoleMade(t *testing.T) {
 	}
 	if owner != me {
 		t.Errorf("schema sluice is owned by %s, want %s", owner, me)
+	}
+	// Nor does Sluice grant another role anything on the schema or its
+	// tables (TRIGGER and REFERENCES among them: no other role can put a
+	// trigger or a foreign key on them).
+	var grants string
+	if err := queryString(url, `SELECT coalesce(string_agg(what || ' to ' || grantee, ', '), '') FROM (
+		SELECT 'schema ' || a.privilege_type AS what, pg_get_userbyid(a.grantee) AS grantee
+			FROM pg_namespace n, aclexplode(n.nspacl) a WHERE n.nspname = 'sluice' AND a.grantee <> n.nspowner
+		UNION ALL
+		SELECT c.relname || ' ' || a.privilege_type, pg_get_userbyid(a.grantee)
+			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
+			WHERE n.nspname = 'sluice' AND a.grantee <> c.relowner) g`, &grants); err != nil {
+		t.Fatal(err)
+	}
+	if grants != "" {
+		t.Errorf("Sluice granted other roles: %s", grants)
 	}
 }
 

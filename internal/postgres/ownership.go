@@ -99,10 +99,20 @@ func checkOwnSchema(ctx context.Context, q querier, schema string) error {
 		}
 		names = append(names, fmt.Sprintf("%s %s (%s %s)", o.what, o.name, of, o.owner))
 	}
+	// A schema another role owns may be Sluice's all the same, made by a
+	// replica connecting as that role: this one should too. It is not
+	// read to find out (sluice.settings names Sluice's role): a read of a
+	// table of another role's can run its code (a row security policy).
+	wrongRole := ""
+	if found[0].what == "schema" {
+		wrongRole = fmt.Sprintf("If Sluice made it, connecting as %s, every replica must connect as %s. Otherwise a", found[0].owner, found[0].owner)
+	} else {
+		wrongRole = "A"
+	}
 	return fmt.Errorf("schema %s is not Sluice's own: %s. Sluice, connecting as role %s, uses schema %s only if that role owns it and all it holds: "+
 		"what another role owns there is that role's to change, and runs as Sluice when Sluice uses it. "+
-		"Another role, one that may create in this database, made them: check what it made, have a superuser drop it "+
+		"%snother role, one that may create in this database, made them: check what it made, have a superuser drop it "+
 		"(or, if it is Sluice's own, give it to %s: ALTER SCHEMA %s OWNER TO %s, and alike for each object), "+
 		"and let no role but Sluice's create in this database (REVOKE CREATE ON DATABASE … FROM PUBLIC, and from every other role that has it)",
-		schema, strings.Join(names, ", "), me, schema, me, schema, me)
+		schema, strings.Join(names, ", "), me, schema, wrongRole, me, schema, me)
 }
