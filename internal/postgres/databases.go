@@ -272,7 +272,7 @@ func (t *Tx) createSchema(ctx context.Context, d *sluice.Database) error {
 		return mapError(err)
 	}
 	t.db.logger.Warn("a new database's Postgres schema exists already, made by another role: the database is refused (a retry takes another schema); "+
-		"have a superuser drop the schema, and let no role but Sluice's create in its database (REVOKE CREATE ON DATABASE … FROM PUBLIC, and from every other role that has it)",
+		"have a superuser drop the schema, and let no role but Sluice's create in its database (REVOKE CREATE ON DATABASE … FROM each role but Sluice's that has it)",
 		"database", d.Path(), "schema", schema, "owner", owner)
 	return &refusedError{shown: sluice.Errorf(sluice.CodeUnavailable,
 		"database %s cannot be made now: the Postgres schema it would use exists already, made by another Postgres role (the server's log names it); nothing was changed: retry, and tell the server's operator", d.Path()),

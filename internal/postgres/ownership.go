@@ -113,6 +113,6 @@ func checkOwnSchema(ctx context.Context, q querier, schema string) error {
 		"what another role owns there is that role's to change, and runs as Sluice when Sluice uses it. "+
 		"%snother role, one that may create in this database, made them: check what it made, have a superuser drop it "+
 		"(or, if it is Sluice's own, give it to %s: ALTER SCHEMA %s OWNER TO %s, and alike for each object), "+
-		"and let no role but Sluice's create in this database (REVOKE CREATE ON DATABASE … FROM PUBLIC, and from every other role that has it)",
+		"and let no role but Sluice's create in this database (REVOKE CREATE ON DATABASE … FROM each role but Sluice's that has it)",
 		schema, strings.Join(names, ", "), me, schema, wrongRole, me, schema, me)
 }
