@@ -151,6 +151,9 @@ func (d *Deliverer) takeWoken() []int64 {
 func (d *Deliverer) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	// failing: the last try failed. A failure is warned of once, not at
+	// every retry of an outage (which the connections' supervisor reports).
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -159,8 +162,14 @@ func (d *Deliverer) Run(ctx context.Context) {
 		}
 		sent := time.Now()
 		gen, ok, err := d.store.AcquireWebhookLease(ctx, d.holder, d.ttl)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err != nil && ctx.Err() == nil && !failing:
 			d.logger.Warn("take the webhook deliverer lease", "err", err)
+			failing = true
+		case err != nil && ctx.Err() == nil:
+			d.logger.Debug("take the webhook deliverer lease", "err", err)
+		case err == nil:
+			failing = false
 		}
 		if ok {
 			d.lead(ctx, gen, sent)
@@ -203,6 +212,7 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 	}()
 	renew := time.NewTimer(d.ttl / 3)
 	defer renew.Stop()
+	failing := false // as in Run: a failed renewal is warned of once
 	for {
 		expire := time.NewTimer(time.Until(until))
 		select {
@@ -223,12 +233,18 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 			held := until
 			mgr.until.Store(&held)
 			renew.Reset(d.ttl / 3)
+			failing = false
 		case err == nil:
 			d.logger.Warn("the webhook deliverer lease was lost; stopping", "generation", gen)
 			return
 		default:
-			if ctx.Err() == nil {
+			switch {
+			case ctx.Err() != nil:
+			case !failing:
 				d.logger.Warn("renew the webhook deliverer lease", "err", err)
+				failing = true
+			default:
+				d.logger.Debug("renew the webhook deliverer lease", "err", err)
 			}
 			renew.Reset(d.ttl / 10) // again soon: the term runs
 		}

@@ -48,6 +48,9 @@ type manager struct {
 	// pollFailing is set from a failed poll to the next that succeeds
 	// (run's goroutine only).
 	pollFailing bool
+	// reloadFailing is set from a failed reload to the next that
+	// succeeds: an outage is warned of once, not at every reload.
+	reloadFailing bool
 	// until is when the lease may have run out, as lead reckons it (on
 	// the monotonic clock): a loop starts no request after it (see
 	// loop.send). Nil until lead sets it.
@@ -143,11 +146,17 @@ func (m *manager) run(ctx context.Context) {
 func (m *manager) reload(ctx context.Context) {
 	refs, err := m.d.store.ActiveWebhooks(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+		case !m.reloadFailing:
 			m.d.logger.Warn("read the active webhooks", "err", err)
+			m.reloadFailing = true
+		default:
+			m.d.logger.Debug("read the active webhooks", "err", err)
 		}
 		return
 	}
+	m.reloadFailing = false
 	want := make(map[int64]postgres.WebhookRef, len(refs))
 	for _, r := range refs {
 		want[r.ID] = r
