@@ -19,8 +19,13 @@ import (
 // repair, a look costs one query.
 const captureRepairEvery = 10 * time.Second
 
-// repairCapture calls store.RepairCapture every captureRepairEvery until
-// ctx ends. Migrate did it at start.
+// repairCapture calls store.RepairCapture and store.RemoveForeign every
+// captureRepairEvery until ctx ends. Both ran at start. RemoveForeign
+// drops the triggers other roles made on Sluice's tables (which the
+// tables' guard keeps from running: writes to such a table are refused
+// meanwhile) and revokes the privileges that let them, granted since the
+// last look: so a table granted with GRANT ALL is written again within
+// this long.
 func repairCapture(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
 	t := time.NewTicker(captureRepairEvery)
 	defer t.Stop()
@@ -30,6 +35,7 @@ func repairCapture(ctx context.Context, store *postgres.DB, logger *slog.Logger)
 			return
 		case <-t.C:
 		}
+		removeForeign(ctx, store, logger)
 		n, err := store.RepairCapture(ctx)
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("repair the capture triggers an older sluice made", "err", err)
@@ -37,5 +43,16 @@ func repairCapture(ctx context.Context, store *postgres.DB, logger *slog.Logger)
 		if n > 0 {
 			logger.Warn("made again the capture triggers an older sluice replica had made, which check less than this one's: upgrade it", "databases", n)
 		}
+	}
+}
+
+// removeForeign calls store.RemoveForeign and logs what it removed.
+func removeForeign(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
+	done, err := store.RemoveForeign(ctx)
+	for _, stmt := range done {
+		logger.Warn("removed what another postgres role attached to sluice's tables, or the privilege to attach it: grant other roles only SELECT, INSERT, UPDATE, DELETE and TRUNCATE on them", "statement", stmt)
+	}
+	if err != nil && ctx.Err() == nil {
+		logger.Warn("remove the triggers other postgres roles made on sluice's tables", "err", err)
 	}
 }

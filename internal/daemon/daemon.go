@@ -159,6 +159,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 		stop()
 		return nil, nil, nil, err
 	}
+	removeForeign(ctx, store, logger)
 	return store, pg, func() { store.Close(); stop() }, nil
 }
 

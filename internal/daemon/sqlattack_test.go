@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/eventually"
+	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
 // dbID returns the id of database admin/db (from its Postgres schema's
@@ -525,6 +528,174 @@ func TestOtherRolesFunctionsNeverRunAsSluice(t *testing.T) {
 	}
 	if calls != "" {
 		t.Errorf("another role's functions ran in Sluice's statements: %s", calls)
+	}
+}
+
+// grabSQL returns the statements with which role, granted TRIGGER on a
+// class table (GRANT ALL grants it), attaches code of its own to table:
+// a row trigger and a statement trigger whose name sorts before most, each
+// recording in role's loot table the role it ran as, when that is not
+// role itself, and what it read of Sluice's users table, then making
+// role a superuser if it can. Schema role must exist, owned by role.
+func grabSQL(role, table string) []string {
+	mine := pgx.Identifier{role}.Sanitize()
+	return []string{
+		"CREATE TABLE " + mine + ".loot (who text, hashes text)",
+		"GRANT INSERT ON " + mine + ".loot TO PUBLIC",
+		"GRANT USAGE ON SCHEMA " + mine + " TO PUBLIC",
+		`CREATE FUNCTION ` + mine + `.grab() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF current_user <> '` + role + `' THEN
+				EXECUTE 'INSERT INTO ` + mine + `.loot SELECT current_user, string_agg(name || '':'' || left(password_hash, 7), '','') FROM sluice.users';
+				IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+					EXECUTE 'ALTER ROLE ` + mine + ` SUPERUSER';
+				END IF;
+			END IF;
+			RETURN NULL;
+		END $$`,
+		"CREATE TRIGGER grab AFTER INSERT OR UPDATE OR DELETE ON " + table + " FOR EACH ROW EXECUTE FUNCTION " + mine + ".grab()",
+		`CREATE TRIGGER " " BEFORE INSERT OR UPDATE OR DELETE ON ` + table + " FOR EACH STATEMENT EXECUTE FUNCTION " + mine + ".grab()",
+	}
+}
+
+// checkNoLoot fails t if role's trigger (grabSQL) ran as another role.
+func checkNoLoot(t *testing.T, superURL, role string) {
+	t.Helper()
+	var loot, super string
+	if err := queryString(superURL, "SELECT coalesce(string_agg(who || ' read ' || coalesce(hashes, 'no users'), '; '), '') FROM "+pgx.Identifier{role}.Sanitize()+".loot", &loot); err != nil {
+		t.Fatal(err)
+	}
+	if err := queryString(superURL, "SELECT rolsuper::text FROM pg_roles WHERE rolname = '"+role+"'", &super); err != nil {
+		t.Fatal(err)
+	}
+	if loot != "" || super == "true" {
+		t.Errorf("a SQL role's trigger ran as another role: %s; the role is a superuser now: %s", loot, super)
+	}
+}
+
+// TestSQLRoleTriggersAreRefused: a role granted what GRANT ALL ON ALL
+// TABLES grants (TRIGGER among it) creates a trigger on a class table,
+// whose function would run as Sluice's role (a superuser here) on every
+// API write: it read Sluice's users table and made its role a superuser.
+// Where Sluice is a superuser its event trigger refuses the CREATE
+// TRIGGER (it judged DDL by the object's schema, and a trigger has none:
+// it let every trigger through).
+func TestSQLRoleTriggersAreRefused(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "trig", "type Note { text: String }")
+	w := newSQLWriter(t, d, "trig")
+	role := pgx.Identifier{w.role}.Sanitize()
+	sqlExec(t, d.DatabaseURL,
+		"GRANT ALL ON ALL TABLES IN SCHEMA "+pgx.Identifier{w.schema}.Sanitize()+" TO "+role,
+		"CREATE SCHEMA AUTHORIZATION "+role)
+	// In one transaction with the grant: Sluice revokes TRIGGER every
+	// little while (TestSQLRoleTriggersNeverRunAsSluice).
+	err := sqlTx(d.DatabaseURL, append([]string{
+		"GRANT TRIGGER ON " + w.table("Note") + " TO " + role,
+		"SET LOCAL ROLE " + role,
+	}, grabSQL(w.role, w.table("Note"))...)...)
+	if err == nil || !strings.Contains(err.Error(), "CREATE TRIGGER of grab") {
+		t.Errorf("CREATE TRIGGER on a class table by another role: %v, want it refused", err)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/trig", `{"@type":"Note","@id":"n1","text":"one"}`)
+	if err == nil {
+		checkNoLoot(t, d.DatabaseURL, w.role)
+	}
+}
+
+// TestSQLRoleTriggersNeverRunAsSluice is TestSQLRoleTriggersAreRefused
+// with Sluice connecting as an ordinary role owning its database (a
+// managed Postgres): no event trigger refuses the CREATE TRIGGER, and the
+// role's trigger read the password hashes in Sluice's users table on the
+// next API write. Now every class table's guard, the first trigger of
+// every statement, refuses the write while the table holds a trigger
+// Sluice did not make; within seconds Sluice drops it and revokes TRIGGER
+// and REFERENCES, and writes go through. A table made later under default
+// privileges granting ALL is never granted either.
+func TestSQLRoleTriggersNeverRunAsSluice(t *testing.T) {
+	t.Parallel()
+	superURL := pgtest.NewDatabase(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	owner := "sluice_" + hex.EncodeToString(b)
+	var dbname string
+	if err := queryString(superURL, "SELECT current_database()", &dbname); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, superURL, "CREATE ROLE "+owner+" LOGIN", "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" OWNER TO "+owner)
+	ownerURL := withUser(t, superURL, owner)
+	d := dt.Start(t, dt.WithDatabaseURL(ownerURL))
+	d.CreateDatabase(t, "trig", "type Note { text: String }")
+	w := newSQLWriterVia(t, d, "trig", superURL)
+	role := pgx.Identifier{w.role}.Sanitize()
+	schema := pgx.Identifier{w.schema}.Sanitize()
+	sqlExec(t, ownerURL, "ALTER DEFAULT PRIVILEGES IN SCHEMA "+schema+" GRANT ALL ON TABLES TO "+role)
+	sqlExec(t, superURL, "CREATE SCHEMA AUTHORIZATION "+role)
+	// The grant and the triggers in one transaction: Sluice revokes
+	// TRIGGER every little while, and could between them.
+	sqlExec(t, superURL, append([]string{
+		"GRANT ALL ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+		"SET LOCAL ROLE " + role,
+	}, grabSQL(w.role, w.table("Note"))...)...)
+	// Refused (503), or written if Sluice removed the triggers already.
+	r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/trig", `{"@type":"Note","@id":"n1","text":"one"}`)
+	if r.Status != 503 && r.Status != 200 {
+		t.Errorf("an API write to a table holding another role's trigger: %d %s", r.Status, r.Body)
+	}
+	checkNoLoot(t, superURL, w.role)
+	eventually.True(t, 30*time.Second, "Sluice removes the triggers and revokes TRIGGER and REFERENCES", func() bool {
+		var left string
+		err := queryString(superURL, `SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = '`+w.table("Note")+`'::regclass AND tgname IN ('grab', ' '))::text
+			|| has_table_privilege('`+w.role+`', '`+w.table("Note")+`', 'TRIGGER')::text
+			|| has_table_privilege('`+w.role+`', '`+w.table("Note")+`', 'REFERENCES')::text`, &left)
+		return err == nil && left == "0falsefalse"
+	})
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/trig", `{"@type":"Note","@id":"n2","text":"two"}`)
+	checkNoLoot(t, superURL, w.role)
+	// A class added now: its table is made under the default privileges
+	// (ALL), less TRIGGER and REFERENCES, in the schema change itself.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/trig", "type Note { text: String }\ntype Extra { n: Int }")
+	extra := w.table("Extra")
+	var privs string
+	if err := queryString(superURL, `SELECT has_table_privilege('`+w.role+`', '`+extra+`', 'INSERT')::text
+		|| has_table_privilege('`+w.role+`', '`+extra+`', 'TRIGGER')::text
+		|| has_table_privilege('`+w.role+`', '`+extra+`', 'REFERENCES')::text`, &privs); err != nil {
+		t.Fatal(err)
+	}
+	if privs != "truefalsefalse" {
+		t.Errorf("a new class's table under default privileges granting ALL: INSERT, TRIGGER, REFERENCES %s, want true, false, false", privs)
+	}
+}
+
+// TestSQLReaderCannotRegisterACommit: a role granted only SELECT on a
+// class table copied its column defaults into a temporary table of its
+// own (CREATE TEMP TABLE … LIKE … INCLUDING DEFAULTS) and, inserting
+// there, ran sluice.tx_uid, which runs as Sluice: it drew Sluice's commit
+// uids and wrote sluice.capture_commits. tx_uid is executable by PUBLIC
+// (every role writing a table calls it); it now refuses a role that may
+// not write the database's tables.
+func TestSQLReaderCannotRegisterACommit(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "rd", "type Note { text: String }")
+	w := newSQLWriter(t, d, "rd")
+	sqlExec(t, d.DatabaseURL, "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA "+pgx.Identifier{w.schema}.Sanitize()+" FROM "+pgx.Identifier{w.role}.Sanitize())
+	var before, after string
+	if err := queryString(d.DatabaseURL, "SELECT last_value::text FROM sluice.commit_uid_seq", &before); err != nil {
+		t.Fatal(err)
+	}
+	err := sqlTx(w.url,
+		"CREATE TEMP TABLE x (LIKE "+w.table("Note")+" INCLUDING DEFAULTS) ON COMMIT DROP",
+		"INSERT INTO x (text) SELECT 'n' FROM generate_series(1, 3)")
+	if err == nil || !strings.Contains(err.Error(), "may not write the tables") {
+		t.Errorf("a SELECT-only role inserting Sluice's column defaults: %v, want refused", err)
+	}
+	if err := queryString(d.DatabaseURL, "SELECT last_value::text FROM sluice.commit_uid_seq", &after); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Errorf("a SELECT-only role ran sluice.tx_uid: commit_uid_seq moved from %s to %s", before, after)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/schema"
@@ -50,7 +51,19 @@ const writerSetting = "sluice.writer"
 // their own triggers again over any other record, which is why the
 // newer replicas repair them rather than trust the older ones to stay
 // away.
-const captureLevel = 2
+//
+// Level 3 adds the statement trigger refusing other roles' triggers
+// (migration 29, guardTrigger).
+const captureLevel = 3
+
+// guardTrigger is the name of the statement trigger that fails a write
+// to a class table while the table has a trigger Sluice did not make
+// (sluice.refuse_foreign_triggers, migration 29). Triggers of one kind
+// fire in the byte order of their names: no other trigger's name can
+// sort before this one (a name cannot be empty nor hold a NUL), so no
+// other role's trigger runs before it, and through it, none runs in the
+// session of Sluice (or of any role) writing the table.
+const guardTrigger = `U&"\0001"`
 
 // recordLevel returns the level of a recorded capture (0 for none, or
 // one that does not begin with "capture/<number> ").
@@ -220,7 +233,17 @@ func captureSQL(dbID int64, role string, s *sluice.Schema, c *sluice.Class) []st
 			tbl, when, quoteLiteral(db)),
 		fmt.Sprintf("CREATE OR REPLACE TRIGGER sluice_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION sluice.capture_truncate(%s)",
 			tbl, quoteLiteral(db)),
+		// For every role's statements, not only Sluice's: a trigger of
+		// one role runs as whichever role writes (an operator's psql as a
+		// superuser too). Its cost is one catalog look per statement.
+		fmt.Sprintf("CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION sluice.refuse_foreign_triggers()",
+			guardTrigger, tbl),
 	}
+}
+
+// likeExactly returns a LIKE pattern matching name alone.
+func likeExactly(name string) string {
+	return strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(name)
 }
 
 // captureRecord returns what databases.capture records for schema s: the
@@ -253,8 +276,53 @@ func syncCapture(ctx context.Context, q querier, dbID int64, role string, s *slu
 			}
 		}
 	}
+	if _, err := removeForeign(ctx, q, likeExactly(schemaName(dbID))); err != nil {
+		return err
+	}
 	_, err := q.Exec(ctx, "UPDATE sluice.databases SET capture = $2 WHERE id = $1", dbID, captureRecord(role, s))
 	return mapError(err)
+}
+
+// foreignSQL lists, for Sluice's tables in the schemas matching any of
+// the LIKE patterns $1, the statements removing what other roles attached or
+// may attach: a DROP TRIGGER for each trigger Sluice did not make (as
+// sluice.refuse_foreign_triggers judges one: not internal, its function
+// outside schema sluice) and a REVOKE of TRIGGER and REFERENCES for each
+// role granted either. TRIGGER lets a role attach code that runs as
+// whoever writes the table, Sluice included; REFERENCES, a foreign key
+// that refuses Sluice's deletes (and a foreign key made already stays:
+// only its table's owner can drop it). GRANT ALL grants both, as do
+// default privileges granting ALL. CASCADE takes them also from the roles
+// a grantee granted them to.
+const foreignSQL = `
+SELECT format('DROP TRIGGER %I ON %I.%I', t.tgname, n.nspname, c.relname)
+FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+	JOIN pg_proc p ON p.oid = t.tgfoid
+WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND NOT t.tgisinternal AND p.pronamespace <> 'sluice'::regnamespace
+UNION ALL
+SELECT DISTINCT format('REVOKE TRIGGER, REFERENCES ON %I.%I FROM %s CASCADE', n.nspname, c.relname,
+	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
+WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type IN ('TRIGGER', 'REFERENCES') AND a.grantee <> c.relowner`
+
+// removeForeign drops the triggers other roles made on Sluice's tables in
+// the schemas matching any of patterns, and revokes the privileges that
+// let them (foreignSQL). It returns the statements it ran, for the log.
+func removeForeign(ctx context.Context, q querier, patterns ...string) ([]string, error) {
+	rows, err := q.Query(ctx, foreignSQL, patterns)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	stmts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, mapError(err)
+	}
+	for _, stmt := range stmts {
+		if _, err := q.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("%s: %w", stmt, mapError(err))
+		}
+	}
+	return stmts, nil
 }
 
 // checkWriterRole returns Sluice's role (the one migration 7 recorded)
@@ -456,4 +524,48 @@ func lockClassTables(ctx context.Context, tx pgx.Tx, id int64, s *sluice.Schema)
 	}
 	_, err := tx.Exec(ctx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE")
 	return err
+}
+
+// RemoveForeign drops the triggers other roles made on Sluice's tables
+// (those of schema sluice and of every database's schema) and revokes
+// TRIGGER and REFERENCES on them from every role (foreignSQL). A schema
+// change does so for its database's tables; the daemon calls this at
+// start and every little while, for the grants and triggers made since.
+// Until then a class table's guard (sluice.refuse_foreign_triggers)
+// refuses every write to a table holding such a trigger, so the trigger
+// never runs. Each statement waits for its table's lock at most
+// lockTimeout (a DROP TRIGGER takes the table's ACCESS EXCLUSIVE lock,
+// and the API's writes queue behind it); one that times out is left for
+// the next call. The usual answer (nothing to do) costs one query. It
+// returns the statements it ran.
+func (db *DB) RemoveForeign(ctx context.Context) ([]string, error) {
+	patterns := []string{"sluice", `sluice\_db\_%`}
+	rows, err := db.pool.Query(ctx, foreignSQL, patterns)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	stmts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(stmts) == 0 {
+		return nil, mapError(err)
+	}
+	var done []string
+	var errs []error
+	for _, stmt := range stmts {
+		err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+			if err := setLockTimeout(ctx, tx); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, stmt)
+			return err
+		})
+		if err != nil {
+			var pe *pgconn.PgError
+			if !gone(err) && !(errors.As(err, &pe) && pe.Code == "42704") { // dropped meanwhile: no error
+				errs = append(errs, fmt.Errorf("%s: %w", stmt, mapError(err)))
+			}
+			continue
+		}
+		done = append(done, stmt)
+	}
+	return done, errors.Join(errs...)
 }

@@ -49,6 +49,12 @@ func mapError(err error) error {
 			return concurrentError{sluice.Errorf(sluice.CodeConflict, "the request conflicted with a concurrent write; retry it"), pe.Code}
 		case "42P01": // undefined_table: a cached database was deleted or re-created
 			return sluice.Errorf(sluice.CodeConflict, "the database changed concurrently (deleted, re-created or its schema changed); retry")
+		case "SLFT1": // sluice.refuse_foreign_triggers (migration 29)
+			// Another role made a trigger on the table, which must not
+			// run as Sluice: the write is refused until RemoveForeign
+			// drops it, within seconds. The role and trigger go to the
+			// log, not to the client.
+			return &refusedError{shown: &sluice.Error{Code: sluice.CodeUnavailable, Message: "a table of this database holds a trigger another Postgres role made, which Sluice removes within seconds: retry"}, err: err}
 		case "57014": // query_canceled
 			// Sluice cancels a statement itself only when the request's
 			// context ended: then the client is gone, and a caller that
