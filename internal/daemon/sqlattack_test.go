@@ -821,3 +821,41 @@ func TestSQLMonitorRoleCannotReadChannelNames(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsRoleCannotReadChannelNames: with pg_stat_statements tracking
+// nested statements (track = all), the LISTEN a listener runs inside its
+// DO block was recorded with its text, the channel's secret name in it,
+// for any role granted pg_read_all_stats. Sluice, a superuser here, turns
+// pg_stat_statements.track_utility off for the block's transaction.
+func TestStatsRoleCannotReadChannelNames(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.NewPrimary(t, map[string]string{"shared_preload_libraries": "'pg_stat_statements'", "pg_stat_statements.track": "all"})
+	url := primary.URL("postgres")
+	sqlExec(t, url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+	d := dt.Start(t, dt.WithDatabaseURL(url))
+	monitor := d.ConnectAsNewRole(t, "monitor")
+	sqlExec(t, url, "GRANT pg_read_all_stats TO "+pgx.Identifier{monitor.Config().User}.Sanitize())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var names string
+	if err := queryString(url, "SELECT string_agg(value, ' ') FROM sluice.settings WHERE key LIKE '%\\_channel'", &names); err != nil || names == "" {
+		t.Fatalf("channel names %q: %v", names, err)
+	}
+	// The block's own entry is recorded after the statements nested in it.
+	eventually.True(t, 30*time.Second, "the change feed's listener listens", func() bool {
+		var n int
+		err := monitor.QueryRow(ctx, `SELECT count(*) FROM pg_stat_statements WHERE query LIKE 'DO %' AND strpos(query, 'commits_channel') > 0`).Scan(&n)
+		return err == nil && n > 0
+	})
+	rows, err := monitor.Query(ctx, "SELECT query FROM pg_stat_statements WHERE strpos($1, substring(query from 'sluice_[a-z]+_[0-9a-f]{32}')) > 0", names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range seen {
+		t.Errorf("a pg_read_all_stats role reads %q in pg_stat_statements (the channels are %s)", q, names)
+	}
+}

@@ -120,7 +120,19 @@ func (db *DB) listenConn(ctx context.Context, appName string, keys ...string) (*
 			// granted pg_monitor or pg_read_all_stats, and a listener is
 			// idle for as long as it listens. key is one of Sluice's
 			// constants (notify.go), never a client's.
-			_, err = conn.Exec(ctx, "DO $$BEGIN EXECUTE format('LISTEN %I', "+channelSQL(quoteLiteral(key))+"); END$$")
+			// pg_stat_statements, with track = all, records the LISTEN
+			// nested in the block with its text, for the same roles to
+			// read: the block turns its tracking of utility statements
+			// off for its own transaction first. Only a superuser may
+			// (the setting is a superuser's): as another role the LISTEN
+			// is recorded (docs/security.md says so).
+			_, err = conn.Exec(ctx, `DO $$BEGIN
+				BEGIN
+					PERFORM pg_catalog.set_config('pg_stat_statements.track_utility', 'off', true);
+				EXCEPTION WHEN insufficient_privilege THEN NULL;
+				END;
+				EXECUTE format('LISTEN %I', `+channelSQL(quoteLiteral(key))+`);
+			END$$`)
 		}
 		if err != nil {
 			_ = conn.Close(context.WithoutCancel(ctx))
