@@ -11,6 +11,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/filter"
+	"github.com/sluice-dev/sluice/internal/jsondup"
 	"github.com/sluice-dev/sluice/internal/jsonesc"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
@@ -372,6 +373,10 @@ func jsonDocuments(v any, values *int) ([]map[string]any, error) {
 		}
 		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 			return nil, errorf("json: the string holds more than one JSON value")
+		}
+		// encoding/json kept the last of a member given twice.
+		if rep, ok := jsondup.Find([]byte(s)); ok {
+			return nil, errorf("json: the string is not JSON: invalid JSON: %s", rep.Message())
 		}
 		v = parsed
 	}

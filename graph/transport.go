@@ -18,6 +18,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/jsondup"
 	"github.com/sluice-dev/sluice/internal/jsonesc"
 	"github.com/sluice-dev/sluice/internal/protocol"
 )
@@ -323,6 +324,10 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 		} else if err != nil {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, sluice.DecodeError(err).Message)
 		}
+		// encoding/json kept the last of a member given twice.
+		if rep, ok := jsondup.Find([]byte(v)); ok {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: invalid JSON: %s", param.name, rep.Message())
+		}
 	}
 	if p.Query == "" && persistedHash(p) == "" {
 		return nil, invalidRequest("the query parameter is missing")
@@ -415,6 +420,11 @@ func parseRequestBody(body []byte) (*graphql.RawParams, int, string) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		return nil, 0, "the request body is not a JSON object: " + sluice.DecodeError(err).Message
+	}
+	// encoding/json keeps the last of a member given twice ("query", or
+	// a variable): the body is refused instead, as a document is.
+	if rep, ok := jsondup.Find(body); ok {
+		return nil, 0, "the request body: invalid JSON: " + rep.Message()
 	}
 	for k := range raw {
 		if streamparam.ReadsAsResume(k) {

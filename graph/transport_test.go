@@ -144,3 +144,23 @@ func TestJSONDocumentsStringsAreBounded(t *testing.T) {
 		t.Fatalf("an object (counted with the variables): %v, %d values", err, values)
 	}
 }
+
+// TestRepeatedParamMembersRefused: variables (in a POST body or a GET's
+// query string) that give a member twice are refused naming it, rather
+// than decoded to the last.
+func TestRepeatedParamMembersRefused(t *testing.T) {
+	t.Parallel()
+	_, _, msg := parseRequestBody([]byte(`{"query":"{ a }","variables":{"v":{"x":1,"x":2}}}`))
+	if want := `the request body: invalid JSON: the member "variables.v.x" is given twice`; !strings.Contains(msg, want) {
+		t.Errorf("POST body: %q, want %q", msg, want)
+	}
+	_, _, msg = parseRequestBody([]byte(`{"query":"{ a }","query":"{ b }"}`))
+	if want := `the member "query" is given twice`; !strings.Contains(msg, want) {
+		t.Errorf("POST body: %q, want %q", msg, want)
+	}
+	r := httptest.NewRequest("GET", "/?query=%7Ba%7D&variables="+url.QueryEscape(`{"v":1,"v":2}`), nil)
+	_, err := getParams(r)
+	if want := `variables: invalid JSON: the member "v" is given twice`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("GET: %v, want %q", err, want)
+	}
+}

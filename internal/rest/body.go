@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/jsondup"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -388,5 +389,13 @@ func decodeJSONWithin(w http.ResponseWriter, r *http.Request, v any, max int64, 
 		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
-	return decodeJSON(r, v)
+	if err := decodeJSON(r, v); err != nil {
+		return err
+	}
+	// encoding/json kept the last of a member given twice, and matched
+	// the struct's fields ignoring case ("schema", "Schema").
+	if rep, ok := jsondup.FindFold(b); ok {
+		return sluice.Errorf(sluice.CodeInvalid, "invalid JSON: %s", rep.Message())
+	}
+	return nil
 }

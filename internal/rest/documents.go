@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/jsondup"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
 
@@ -390,7 +391,10 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	// Counted as it is read, before it is decoded (schema.LimitValues): a
 	// patch holds no more values than a document (and its own object).
-	dec := json.NewDecoder(schema.LimitValues(body, schema.MaxValues+1, "the patch"))
+	// The text read is kept too, to find a member given twice after it
+	// decoded (encoding/json keeps the last).
+	var text bytes.Buffer
+	dec := json.NewDecoder(io.TeeReader(schema.LimitValues(body, schema.MaxValues+1, "the patch"), &text))
 	dec.UseNumber()
 	var v any
 	err = dec.Decode(&v)
@@ -412,6 +416,10 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 			err = sluice.Errorf(sluice.CodeInvalid, "invalid JSON body: data after the patch object")
 		}
 		writeError(w, r, err)
+		return
+	}
+	if rep, ok := jsondup.Find(text.Bytes()); ok {
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: %s", rep.Message()))
 		return
 	}
 	res, err := a.Engine.Patch(r.Context(), userFrom(r), org, name, []engine.Patch{{ID: id, Fields: patch}}, opt)
@@ -606,6 +614,9 @@ func deleteElement(it json.RawMessage) (id, version string, err error) {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(it, &members) != nil {
 		return "", "", fmt.Errorf("expected a string or an object, got %s", jsonKind(it))
+	}
+	if rep, ok := jsondup.Find(it); ok {
+		return "", "", errors.New(rep.Message())
 	}
 	for name := range members {
 		if name != "@id" && name != "@version" {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/jsondup"
 )
 
 // requireInvalid fails t unless err is a CodeInvalid *sluice.Error.
@@ -175,8 +176,10 @@ func FuzzParseID(f *testing.F) {
 
 // FuzzValidateJSON checks that RawDocument.Validate of JSON text, with its
 // fast path, gives exactly what ValidateDocument gives for the same text
-// decoded by encoding/json: the same document or the same error; and that
-// text that is not valid JSON is refused, never read by the fast path.
+// decoded by encoding/json: the same document or the same error; that
+// text that is not valid JSON is refused, never read by the fast path;
+// and that text giving a member twice (which encoding/json decodes to its
+// last) is refused naming it.
 func FuzzValidateJSON(f *testing.F) {
 	s := mustParse(f, docSchema)
 	for _, d := range []string{
@@ -216,6 +219,13 @@ func FuzzValidateJSON(f *testing.F) {
 		var raw map[string]any
 		if d.Decode(&raw) != nil || raw == nil {
 			return // not an object: the reader refuses it first
+		}
+		if rep, ok := jsondup.Find(data); ok {
+			_, err := RawDocument{JSON: data}.Validate(s)
+			if sluice.ErrorCode(err) != sluice.CodeInvalid || !strings.Contains(sluice.ErrorMessage(err), rep.Message()) {
+				t.Fatalf("%q gives %q twice: error %v", data, rep.Path, err)
+			}
+			return
 		}
 		want, wantErr := ValidateDocument(s, raw)
 		got, err := RawDocument{JSON: data}.Validate(s)

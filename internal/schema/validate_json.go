@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/jsondup"
 )
 
 // RawDocument is one document of a write request before validation: the
@@ -99,6 +100,13 @@ func (r RawDocument) decode() (map[string]any, error) {
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: unexpected data after the object")
+	}
+	// encoding/json kept the last of a member given twice: a document
+	// that gives one twice is refused, whatever the member (a field,
+	// "@type", "@id"), at any depth. (The flat path never takes such a
+	// document: it leaves it here.)
+	if rep, ok := jsondup.Find(r.JSON); ok {
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: %s", rep.Message())
 	}
 	return m, nil
 }
