@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -20,23 +19,43 @@ const (
 
 // RegisterFlags adds --config and one flag per key to fs. Flag defaults are
 // the keys' defaults, for --help; Load only uses a flag the user set.
+//
+// A flag holds its value as written, and Load decodes it as it decodes
+// the same value from the environment: pflag's own parsing answered
+// `invalid argument "10MB" for "--max-body-bytes" flag: strconv.ParseInt:
+// …` where the environment's said what is wanted, and accepted values the
+// environment does not (0x10, 1_000, a boolean of 1 or T).
 func RegisterFlags(fs *pflag.FlagSet) {
 	fs.String(configFlag, "", "config file: YAML, TOML or JSON, chosen by extension (env "+configEnv+")")
 	for _, o := range options() {
 		usage := o.usage + " (env " + o.env() + ")"
-		switch o.kind {
-		case kindString:
-			fs.String(o.flag(), o.def, usage)
-		case kindDuration:
-			d, _ := time.ParseDuration(o.def)
-			fs.Duration(o.flag(), d, usage)
-		case kindInt64:
-			n, _ := strconv.ParseInt(o.def, 10, 64)
-			fs.Int64(o.flag(), n, usage)
-		case kindBool:
-			fs.Bool(o.flag(), o.def == "true", usage)
+		f := fs.VarPF(&flagValue{s: o.def, kind: o.kind}, o.flag(), "", usage)
+		if o.kind == kindBool {
+			f.NoOptDefVal = "true" // --jwt-jwks-http-loopback alone
 		}
 	}
+}
+
+// flagValue is a flag's value as written on the command line.
+type flagValue struct {
+	s    string
+	kind kind
+}
+
+func (v *flagValue) String() string     { return v.s }
+func (v *flagValue) Set(s string) error { v.s = s; return nil }
+
+// Type names the value in --help.
+func (v *flagValue) Type() string {
+	switch v.kind {
+	case kindDuration:
+		return "duration"
+	case kindInt64:
+		return "int"
+	case kindBool:
+		return "bool"
+	}
+	return "string"
 }
 
 // Load returns the configuration from fs (flags the user set explicitly),
@@ -69,10 +88,10 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 	envSet := map[string]any{}
 	for _, o := range opts {
 		v.SetDefault(o.key, o.def)
-		if f := lookupFlag(fs, o.flag()); f != nil {
-			if err := v.BindPFlag(o.key, f); err != nil {
-				return Config{}, fmt.Errorf("config: bind --%s: %w", o.flag(), err)
-			}
+		// Set, not BindPFlag: viper would convert an int or bool flag
+		// itself, "10MB" to 0. Set is above every other layer.
+		if f := lookupFlag(fs, o.flag()); f != nil && f.Changed {
+			v.Set(o.key, f.Value.String())
 		}
 		// Empty counts as unset, as in viper, so that a compose file's
 		// SLUICE_X=${X} with X undefined keeps the lower layers.

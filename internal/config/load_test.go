@@ -977,7 +977,7 @@ func TestInvalidValues(t *testing.T) {
 		{
 			name: "graphql_max_result_rows beyond int32",
 			args: []string{"--graphql-max-result-rows=2147483648"},
-			want: `config: graphql_max_result_rows: invalid value 2147483648 (from --graphql-max-result-rows): want a whole number from 1 to 2147483647`,
+			want: `config: graphql_max_result_rows: invalid value "2147483648" (from --graphql-max-result-rows): want a whole number from 1 to 2147483647`,
 		},
 		{
 			name: "graphql_max_response_bytes with unit",
@@ -989,10 +989,34 @@ func TestInvalidValues(t *testing.T) {
 			env:  map[string]string{"SLUICE_MAX_BODY_BYTES": "0"},
 			want: `config: max_body_bytes: invalid value "0" (from SLUICE_MAX_BODY_BYTES): want a whole number of bytes greater than zero`,
 		},
+		// A flag's value is decoded as the environment's is: the error
+		// names the flag and says what is wanted, not pflag's
+		// `invalid argument "10MB" for "--max-body-bytes" flag:
+		// strconv.ParseInt: …`.
+		{
+			name: "max_body_bytes flag with a unit",
+			args: []string{"--max-body-bytes", "10MB"},
+			want: `config: max_body_bytes: invalid value "10MB" (from --max-body-bytes): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "max_body_bytes flag in hexadecimal, as in the environment",
+			args: []string{"--max-body-bytes=0x10"},
+			want: `config: max_body_bytes: invalid value "0x10" (from --max-body-bytes): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "boolean flag neither true nor false",
+			args: []string{"--jwt-jwks-http-loopback=maybe"},
+			want: `config: jwt_jwks_http_loopback: invalid value "maybe" (from --jwt-jwks-http-loopback): want true or false`,
+		},
+		{
+			name: "duration flag in days",
+			args: []string{"--log-retention=7d"},
+			want: `config: log_retention: invalid value "7d" (from --log-retention): want a duration such as "30s", "5m" or "168h"`,
+		},
 		{
 			name: "negative max_body_bytes flag",
 			args: []string{"--max-body-bytes=-1"},
-			want: `config: max_body_bytes: invalid value -1 (from --max-body-bytes): want a whole number of bytes greater than zero`,
+			want: `config: max_body_bytes: invalid value "-1" (from --max-body-bytes): want a whole number of bytes greater than zero`,
 		},
 		{
 			name: "max_body_bytes with unit",
@@ -1016,7 +1040,7 @@ func TestInvalidValues(t *testing.T) {
 			// overflowed and every request was answered 431.
 			name: "max_header_bytes near the int64 maximum",
 			args: []string{"--max-header-bytes=9223372036854775807"},
-			want: `config: max_header_bytes: invalid value 9223372036854775807 (from --max-header-bytes): want at most 1073741824 (1 GiB)`,
+			want: `config: max_header_bytes: invalid value "9223372036854775807" (from --max-header-bytes): want at most 1073741824 (1 GiB)`,
 		},
 		{
 			name: "max_header_bytes past 1 GiB",
@@ -1031,7 +1055,7 @@ func TestInvalidValues(t *testing.T) {
 		{
 			name: "stream_ticket_ttl too long",
 			args: []string{"--stream-ticket-ttl", "1h"},
-			want: `config: stream_ticket_ttl: invalid value "1h0m0s" (from --stream-ticket-ttl): want 1s to 10m`,
+			want: `config: stream_ticket_ttl: invalid value "1h" (from --stream-ticket-ttl): want 1s to 10m`,
 		},
 		{
 			name: "empty jwt_user_claim",

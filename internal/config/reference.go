@@ -25,6 +25,11 @@ error naming the key and its value, but no secret: it shows the length only of
 ` + keys(whole) + `, and all but the password of
 ` + keys(password) + ` (a ` + "`database_url`" + ` Postgres's driver cannot
 parse is not shown at all: only what is wrong with it). Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
+A flag takes the same values as its environment variable, and a wrong one is
+refused the same way, naming the flag (` + "`--max-body-bytes 10MB`" + ` is refused with
+` + "`config: max_body_bytes: invalid value \"10MB\" (from --max-body-bytes): want a whole number of bytes greater than zero`" + `).
+Sizes and counts are decimal digits (not ` + "`0x10`" + ` or ` + "`1_000`" + `), and a true/false
+setting is ` + "`true`" + ` or ` + "`false`" + ` (its flag alone means true).
 
 | Key | Environment | Flag | Default | Meaning |
 |-----|-------------|------|---------|---------|
