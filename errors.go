@@ -235,7 +235,9 @@ func DecodeError(err error) *Error {
 				what = "an unexpected character " + q
 			}
 		}
-		return Errorf(CodeInvalid, "invalid JSON: %s at byte %d", what, se.Offset)
+		// Offset counts the bytes read, the bad one too: the byte is
+		// counted from 0, as every other error about a body counts it.
+		return Errorf(CodeInvalid, "invalid JSON: %s at byte %d (counting from 0)", what, max(se.Offset-1, 0))
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return Errorf(CodeInvalid, "invalid JSON: it ends before it is complete")
 	}

@@ -32,7 +32,7 @@ func TestDecodeError(t *testing.T) {
 		`{"sub":{"ratio":true}}`: `field "sub.ratio": expected a number, got true or false`,
 		`[]`:                     `expected an object, got an array`,
 		`{"name":`:               `invalid JSON: it ends before it is complete`,
-		`{"name" "x"}`:           `invalid JSON: an unexpected character '"' at byte 9`,
+		`{"name" "x"}`:           `invalid JSON: an unexpected character '"' at byte 8 (counting from 0)`,
 	} {
 		var b body
 		err := DecodeError(json.Unmarshal([]byte(in), &b))

@@ -60,7 +60,7 @@ func TestParseRequestBodyErrors(t *testing.T) {
 	for body, want := range map[string]string{
 		``:                                 "the request body is empty; send a JSON object with a query",
 		`[1]`:                              "the request body is not a JSON object: expected a JSON object",
-		`{"query":"{ a }"} {}`:             "the request body is not a JSON object: invalid JSON: an unexpected character '{' at byte 19",
+		`{"query":"{ a }"} {}`:             "the request body is not a JSON object: invalid JSON: an unexpected character '{' at byte 18 (counting from 0)",
 		`{"operationName":"x"}`:            "the query parameter is missing",
 		`{"query":1}`:                      "the query parameter must be a string",
 		`{"query":"{ a }","variables":[]}`: "the variables parameter must be an object",

@@ -233,7 +233,7 @@ func TestFailedRequestLeavesNoTrace(t *testing.T) {
 	// quotes still balance.
 	broken := strings.Replace(body.String(), `"@id":"taken","n":1200}`, `"@id":"i1200","n":1200,}`, 1)
 	r = d.Do(t, dt.Admin(), "POST", "/api/document/admin/bulk", broken, "Content-Type", "application/x-ndjson")
-	if r.Status != 400 || !strings.Contains(string(r.Body), `document 1200: invalid JSON: invalid character '}' looking for beginning of object key string`) {
+	if r.Status != 400 || !strings.Contains(string(r.Body), `document 1200 (line 1201): invalid JSON: an unexpected character '}' at byte `) {
 		t.Fatalf("got %d %s", r.Status, r.Body)
 	}
 	commits := allChanges(t, d, "bulk")

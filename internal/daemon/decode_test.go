@@ -23,7 +23,7 @@ func TestDecodingErrorsInWords(t *testing.T) {
 		{"POST", "/api/db/admin/x", `{"label":5}`, `field "label": expected a string, got a number`},
 		{"POST", "/api/db/admin/x", `["x"]`, `expected an object, got an array`},
 		{"POST", "/api/db/admin/x", `{"label":"x"`, `invalid JSON: it ends before it is complete`},
-		{"POST", "/api/db/admin/x", `{"label":"x",}`, `invalid JSON: an unexpected character '}' at byte 14`},
+		{"POST", "/api/db/admin/x", `{"label":"x",}`, `invalid JSON: an unexpected character '}' at byte 13 (counting from 0)`},
 		{"POST", "/api/organizations", `{"name":true}`, `field "name": expected a string, got true or false`},
 		{"POST", "/api/users", `{"name":["rita"],"organization":"admin","password":"pw-pw-pw-pw"}`, `field "name": expected a string, got an array`},
 		{"PUT", "/api/users/admin/password", `{"password":12345678}`, `field "password": expected a string, got a number`},
@@ -32,9 +32,15 @@ func TestDecodingErrorsInWords(t *testing.T) {
 		{"POST", "/api/stream-tickets", `{"database":["admin/words"]}`, `field "database": expected a string, got an array`},
 		{"POST", "/api/webhooks/admin/words", `{"url":"https://example.com/","classes":"Note"}`, `field "classes": expected an array of strings, got a string`},
 		{"POST", "/api/webhooks/admin/words", `{"url":7}`, `field "url": expected a string, got a number`},
+		// A document's syntax error in the same words, its byte counted
+		// in the document (and its line in NDJSON).
+		{"POST", "/api/document/admin/words", `{"@type":"Note","text":"A",}`, `document 0: invalid JSON: an unexpected character '}' at byte 27 (counting from 0)`},
+		{"POST", "/api/document/admin/words", "{\"@type\":\"Note\"}\n\n{\"@type\":\"Note\",\"text\":\"A\"x}", `document 1 (line 3): invalid JSON: an unexpected character 'x' at byte 26 (counting from 0)`},
+		{"POST", "/api/document/admin/words", "{\"@type\":\"Note\"}\n}", `document 1: invalid JSON: an unexpected character '}' at byte 17 (counting from 0) of the body, line 2`},
+		{"POST", "/api/document/admin/words", `[{"@type":"Note"},]`, `document 1: invalid JSON: an unexpected character ']' at byte 18 (counting from 0) of the body`},
 		{"POST", "/api/graphql/admin/words", `{"query":"{ Note { _id } }","variables":[1]}`, `the variables parameter must be an object`},
-		{"POST", "/api/graphql/admin/words", `{"query":"{ Note { _id } }",}`, `invalid JSON: an unexpected character '}' at byte 29`},
-		{"POST", "/api/graphql/admin/words", `{"query":"mutation { _insertDocuments(json: \"{\\\"@type\\\": }\") }"}`, `the string is not JSON: invalid JSON: an unexpected character '}' at byte 11`},
+		{"POST", "/api/graphql/admin/words", `{"query":"{ Note { _id } }",}`, `invalid JSON: an unexpected character '}' at byte 28 (counting from 0)`},
+		{"POST", "/api/graphql/admin/words", `{"query":"mutation { _insertDocuments(json: \"{\\\"@type\\\": }\") }"}`, `the string is not JSON: invalid JSON: an unexpected character '}' at byte 10 (counting from 0)`},
 	}
 	for _, c := range cases {
 		r := d.Do(t, dt.Admin(), c.method, c.path, c.body, "Content-Type", "application/json")

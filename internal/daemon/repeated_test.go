@@ -20,14 +20,14 @@ func TestRepeatedMembersRefused(t *testing.T) {
 	cases := []struct {
 		method, path, body, ctype, want string
 	}{
-		{"POST", "/api/document/admin/dups", `{"@type":"Note","@type":"Person","@id":"d3","name":"x"}`, "", `document 0 (d3): invalid JSON: the member "@type" is given twice (the second time at byte 16)`},
-		{"POST", "/api/document/admin/dups", `{"@type":"Note","@id":"d1","@id":"d2"}`, "", `the member "@id" is given twice (the second time at byte 27)`},
-		{"POST", "/api/document/admin/dups", `[{"@type":"Note","@id":"d1"},{"@type":"Note","@id":"d2","home":{"street":"a","street":"b"}}]`, "", `document 1 (d2): invalid JSON: the member "home.street" is given twice (the second time at byte 48)`},
-		{"POST", "/api/document/admin/dups", "{\"@type\":\"Note\",\"@id\":\"d1\"}\n{\"@type\":\"Note\",\"@id\":\"d2\",\"text\":\"a\",\"t\\u0065xt\":\"b\"}\n", "application/x-ndjson", `document 1 (d2): invalid JSON: the member "text" is given twice`},
+		{"POST", "/api/document/admin/dups", `{"@type":"Note","@type":"Person","@id":"d3","name":"x"}`, "", `document 0 (d3): invalid JSON: the member "@type" is given twice (the second time at byte 16, counting from 0)`},
+		{"POST", "/api/document/admin/dups", `{"@type":"Note","@id":"d1","@id":"d2"}`, "", `the member "@id" is given twice (the second time at byte 27, counting from 0)`},
+		{"POST", "/api/document/admin/dups", `[{"@type":"Note","@id":"d1"},{"@type":"Note","@id":"d2","home":{"street":"a","street":"b"}}]`, "", `document 1 (d2): invalid JSON: the member "home.street" is given twice (the second time at byte 48, counting from 0)`},
+		{"POST", "/api/document/admin/dups", "{\"@type\":\"Note\",\"@id\":\"d1\"}\n{\"@type\":\"Note\",\"@id\":\"d2\",\"text\":\"a\",\"t\\u0065xt\":\"b\"}\n", "application/x-ndjson", `document 1 (d2, line 2): invalid JSON: the member "text" is given twice`},
 		{"PUT", "/api/document/admin/dups", `{"@type":"Note","@id":"keep","text":"b","text":"c"}`, "", `the member "text" is given twice`},
-		{"PATCH", "/api/document/admin/dups?id=Note/keep", `{"text":"b","text":"c"}`, "application/merge-patch+json", `invalid JSON: the member "text" is given twice (the second time at byte 12)`},
+		{"PATCH", "/api/document/admin/dups?id=Note/keep", `{"text":"b","text":"c"}`, "application/merge-patch+json", `invalid JSON: the member "text" is given twice (the second time at byte 12, counting from 0)`},
 		{"DELETE", "/api/document/admin/dups", `[{"@id":"Note/keep","@id":"Note/other"}]`, "", `element 0 (counting from 0): the member "@id" is given twice`},
-		{"POST", "/api/db/admin/two", `{"schema":"type A { a: String }","schema":"type B { b: String }"}`, "", `invalid JSON: the member "schema" is given twice (the second time at byte 33)`},
+		{"POST", "/api/db/admin/two", `{"schema":"type A { a: String }","schema":"type B { b: String }"}`, "", `invalid JSON: the member "schema" is given twice (the second time at byte 33, counting from 0)`},
 		{"POST", "/api/db/admin/two", `{"schema":"type A { a: String }","Schema":"type B { b: String }"}`, "", `the member "Schema" is given twice`},
 		{"POST", "/api/graphql/admin/dups", `{"query":"query($t: String) { Note(filter: {text: {eq: $t}}) { _id } }","variables":{"t":"a","t":"b"}}`, "", `the request body: invalid JSON: the member "variables.t" is given twice`},
 		{"POST", "/api/graphql/admin/dups", `{"query":"mutation { _insertDocuments(json: \"{\\\"@type\\\":\\\"Note\\\",\\\"text\\\":\\\"a\\\",\\\"text\\\":\\\"b\\\"}\") }"}`, "", `the member "text" is given twice`},

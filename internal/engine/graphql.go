@@ -461,10 +461,10 @@ func batchOp(s *sluice.Schema, op WriteOp, left int, tooMany func() error) ([]*s
 		}
 		doc, err := raw.Validate(s)
 		if err != nil {
-			return nil, nil, docError(n, raw.ID(), err)
+			return nil, nil, docError(n, raw.Label(), err)
 		}
 		if op.Kind == WriteInsert && !doc.Expect.None() {
-			return nil, nil, docError(n, raw.ID(), errInsertPrecondition)
+			return nil, nil, docError(n, raw.Label(), errInsertPrecondition)
 		}
 		if doc.ID == "" {
 			if op.Kind == WriteReplace {

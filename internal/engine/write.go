@@ -759,10 +759,10 @@ func (v *validator) next(ctx context.Context, mayWait bool) (*sluice.Document, e
 	}
 	doc, err := raw.Validate(v.schema)
 	if err != nil {
-		return nil, docError(n, raw.ID(), err)
+		return nil, docError(n, raw.Label(), err)
 	}
 	if v.newIDs && !doc.Expect.None() {
-		return nil, docError(n, raw.ID(), errInsertPrecondition)
+		return nil, docError(n, raw.Label(), errInsertPrecondition)
 	}
 	if !v.expect.None() {
 		if n > 0 || !doc.Expect.None() && doc.Expect != v.expect {
@@ -785,7 +785,8 @@ func (v *validator) next(ctx context.Context, mayWait bool) (*sluice.Document, e
 }
 
 // docError prefixes a validation error with which document of the request
-// it is about: its position and, when it has one, its @id.
+// it is about: its position and, when it has one, its label (its @id, its
+// line in an NDJSON body: schema.RawDocument.Label).
 func docError(n int, id string, err error) error {
 	var se *sluice.Error
 	if !errors.As(err, &se) {

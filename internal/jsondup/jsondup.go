@@ -32,7 +32,7 @@ type Repeat struct {
 // Message says what is wrong, for an error that says where (a document, a
 // request body) around it.
 func (r Repeat) Message() string {
-	return fmt.Sprintf("the member %q is given twice (the second time at byte %d): each member of a JSON object is given once", r.Path, r.Offset)
+	return fmt.Sprintf("the member %q is given twice (the second time at byte %d, counting from 0): each member of a JSON object is given once", r.Path, r.Offset)
 }
 
 // Find returns the first member that an object of the JSON text b (at any

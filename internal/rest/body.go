@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -52,6 +53,27 @@ type docStream struct {
 	// size is the body's announced length (-1: unknown); got counts the
 	// bytes read of it.
 	size, got int64
+	// lines counts the newlines before buf[lineAt], for the line numbers
+	// of an NDJSON body (lineOf); an array's are not counted.
+	lines, lineAt int
+}
+
+// lineOf returns the line (from 1) of buf[i], i at or after the last one
+// asked about.
+func (s *docStream) lineOf(i int) int {
+	s.lines += bytes.Count(s.buf[s.lineAt:i], []byte{'\n'})
+	s.lineAt = i
+	return s.lines + 1
+}
+
+// where says where buf[i] is in the body, for an error: its byte, and its
+// line in NDJSON.
+func (s *docStream) where(i int) string {
+	at := fmt.Sprintf("at byte %d (counting from 0) of the body", s.got-int64(len(s.buf))+int64(i))
+	if !s.inArray {
+		at += fmt.Sprintf(", line %d", s.lineOf(i))
+	}
+	return at
 }
 
 // ReadAhead reads the rest of the body, up to the spool's bounds, before
@@ -120,8 +142,11 @@ func (s *docStream) fill() error {
 		return s.rerr
 	}
 	if s.pos > 0 {
+		if !s.inArray {
+			s.lineOf(s.pos)
+		}
 		n := copy(s.buf, s.buf[s.pos:])
-		s.buf, s.pos = s.buf[:n], 0
+		s.buf, s.pos, s.lineAt = s.buf[:n], 0, 0
 	}
 	// What is left unread is part of one document (fill is called only
 	// while a document or the space before it is read).
@@ -185,7 +210,7 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 		}
 		if s.more {
 			if c != ',' {
-				return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: invalid character %q after array element", s.n, c)
+				return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: an unexpected character %q after an array element %s: a comma or ] comes next", s.n, c, s.where(s.pos))
 			}
 			s.pos++
 			if c, err = s.peek(); errors.Is(err, io.EOF) {
@@ -203,11 +228,19 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 		if strings.IndexByte(`["-0123456789tfn`, c) >= 0 {
 			return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: not a JSON object", s.n)
 		}
-		return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: invalid character %q looking for beginning of value", s.n, c)
+		return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: an unexpected character %q %s", s.n, c, s.where(s.pos))
+	}
+	// The line of a document of NDJSON, for its errors: not for a body
+	// that is one object on its first line.
+	line := 0
+	if !s.inArray {
+		if line = s.lineOf(s.pos); s.n == 0 && line == 1 {
+			line = 0
+		}
 	}
 	n, err := s.valueLen()
 	if errors.Is(err, io.EOF) {
-		return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: unexpected end of input", s.n)
+		return schema.RawDocument{}, sluice.Errorf(sluice.CodeInvalid, "document %d: invalid JSON: it ends before it is complete", s.n)
 	}
 	if err != nil {
 		return schema.RawDocument{}, bodyError(err)
@@ -219,7 +252,7 @@ func (s *docStream) Next() (schema.RawDocument, error) {
 	s.pos += n
 	s.n++
 	s.more = s.inArray
-	return schema.RawDocument{JSON: doc}, nil
+	return schema.RawDocument{JSON: doc, Line: line}, nil
 }
 
 // tooLarge is the error for a document over the stream's limit.

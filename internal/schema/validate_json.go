@@ -20,6 +20,22 @@ import (
 type RawDocument struct {
 	JSON []byte
 	Map  map[string]any
+	// Line is the line an NDJSON body's document starts on (from 1),
+	// for its errors; 0 for others.
+	Line int
+}
+
+// Label names the document in an error: its "@id" (ID) and, in an
+// NDJSON body, its line ("p1, line 4"); "" when it has neither.
+func (r RawDocument) Label() string {
+	id := r.ID()
+	switch {
+	case r.Line == 0:
+		return id
+	case id == "":
+		return "line " + strconv.Itoa(r.Line)
+	}
+	return id + ", line " + strconv.Itoa(r.Line)
 }
 
 // Validate checks the document against s as ValidateDocument does and
@@ -91,10 +107,11 @@ func (r RawDocument) decode() (map[string]any, error) {
 	err := dec.Decode(&m)
 	var se *json.SyntaxError
 	switch {
-	case errors.As(err, &se):
-		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: %s", se)
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid JSON: unexpected end of input")
+	case errors.As(err, &se) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		// In words, with the byte (counted in the document), as every
+		// other JSON body's error: "invalid JSON: an unexpected
+		// character '}' at byte 29".
+		return nil, sluice.DecodeError(err)
 	case err != nil || m == nil:
 		return nil, sluice.Errorf(sluice.CodeInvalid, "not a JSON object")
 	}

@@ -38,7 +38,7 @@ func TestValidateJSONRefusesRepeatedMembers(t *testing.T) {
 	t.Parallel()
 	s := mustParse(t, docSchema)
 	for _, c := range []struct{ doc, want string }{
-		{`{"@type":"Person","name":"Ann","name":"Bob"}`, `invalid JSON: the member "name" is given twice (the second time at byte 31)`},
+		{`{"@type":"Person","name":"Ann","name":"Bob"}`, `invalid JSON: the member "name" is given twice (the second time at byte 31, counting from 0)`},
 		{`{"@type":"Cat","@type":"Person","name":"Ann"}`, `the member "@type" is given twice`},
 		{`{"@type":"Person","@id":"p1","@id":"p2","name":"Ann"}`, `the member "@id" is given twice`},
 		{`{"@type":"Person","name":"Ann","n\u0061me":"Bob"}`, `the member "name" is given twice`},
