@@ -49,7 +49,7 @@ func newRootCommand() *cobra.Command {
 			ctx, hurry, stop := stopSignals(cmd.Context())
 			defer stop()
 			d := daemon.New(cfg, logger, daemon.Options{Version: version, Hurry: hurry, OnAdminPassword: func(p string) {
-				fmt.Fprintf(os.Stderr, "\n  Generated password for user admin: %s\n  It is shown only once. Set SLUICE_ADMIN_PASSWORD to choose one.\n\n", p)
+				showAdminPassword(os.Stderr, cfg.LogFormat, p)
 			}})
 			stopReload := reloadOnHangup(ctx, d, logger)
 			defer stopReload()
@@ -178,6 +178,19 @@ func load(cmd *cobra.Command) (config.Config, *slog.Logger, error) {
 		logger.Warn("ignoring unknown environment variable", "name", name)
 	}
 	return cfg, logger, nil
+}
+
+// showAdminPassword shows the admin password generated on the first
+// start. With log_format json it is a log record like the others (the
+// password in its field), which a log pipeline reading JSON lines keeps;
+// plain text among them was dropped or mangled. It is shown whatever
+// log_level is: it is shown only once.
+func showAdminPassword(w io.Writer, format config.LogFormat, password string) {
+	if format == config.LogFormatJSON {
+		slog.New(slog.NewJSONHandler(w, nil)).Warn("Generated password for user admin: it is shown only once. Set SLUICE_ADMIN_PASSWORD to choose one.", "user", "admin", "password", password)
+		return
+	}
+	fmt.Fprintf(w, "\n  Generated password for user admin: %s\n  It is shown only once. Set SLUICE_ADMIN_PASSWORD to choose one.\n\n", password)
 }
 
 func newLogger(w io.Writer, cfg config.Config) *slog.Logger {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -173,5 +176,28 @@ func TestCommands(t *testing.T) {
 	}
 	if postmasterRunning(dataDir) {
 		t.Fatal("migrate left the embedded postmaster running")
+	}
+}
+
+// TestShowAdminPassword: with log_format json the generated password is
+// one JSON log record, its message saying what it is and the password in
+// a field; in text it is the plain notice.
+func TestShowAdminPassword(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	showAdminPassword(&b, config.LogFormatJSON, "pw-12345")
+	var rec struct {
+		Level, Msg, User, Password string
+	}
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil || strings.Count(b.String(), "\n") != 1 {
+		t.Fatalf("json: not one JSON record: %q (%v)", b.String(), err)
+	}
+	if !strings.HasPrefix(rec.Msg, "Generated password for user admin") || rec.Password != "pw-12345" || rec.User != "admin" || rec.Level != "WARN" {
+		t.Fatalf("json: %+v", rec)
+	}
+	b.Reset()
+	showAdminPassword(&b, config.LogFormatText, "pw-12345")
+	if !strings.Contains(b.String(), "Generated password for user admin: pw-12345\n") {
+		t.Fatalf("text: %q", b.String())
 	}
 }
