@@ -23,9 +23,13 @@ docker: ## build the Docker image sluice:$(VERSION) and sluice:latest (needs a D
 	docker build --build-arg VERSION=$(VERSION) -t sluice:$(VERSION) -t sluice:latest .
 
 .PHONY: docker-binary
+# The binary goes to a directory of its own, removed after: a fixed path
+# was overwritten by a concurrent run (another checkout, another user).
 docker-binary: ## run the Dockerfile's build command (no Docker engine needed)
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o /tmp/sluice-docker-check ./cmd/sluice
-	/tmp/sluice-docker-check version
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	echo CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags \"$(LDFLAGS)\" -o "$$dir/sluice" ./cmd/sluice && \
+	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o "$$dir/sluice" ./cmd/sluice && \
+	"$$dir/sluice" version
 
 .PHONY: test
 test: test-go test-graphql-http test-graphql-sse test-graphql-clients test-introspection test-browser test-webhooks ## run every test (Go with -race, the Node client tests, the browser test, the webhook receiver)
