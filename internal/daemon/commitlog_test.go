@@ -226,7 +226,7 @@ func TestFailedRequestLeavesNoTrace(t *testing.T) {
 	// The same with a validation error late in the stream.
 	bad := strings.Replace(body.String(), `"@id":"taken","n":1200`, `"@id":"i1200","n":"x"`, 1)
 	r = d.Do(t, dt.Admin(), "POST", "/api/document/admin/bulk", bad, "Content-Type", "application/x-ndjson")
-	if r.Status != 400 || !strings.Contains(string(r.Body), `document 1200 (i1200): Item: field \"n\"`) {
+	if r.Status != 400 || !strings.Contains(string(r.Body), `document 1200 (i1200, line 1201): Item: field \"n\"`) {
 		t.Fatalf("got %d %s", r.Status, r.Body)
 	}
 	// And with a document that is not valid JSON, whose braces and
