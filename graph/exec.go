@@ -50,6 +50,12 @@ type Store interface {
 	// change since (protected, or their values dropped), each with the
 	// message of its refusal (see engine.Engine.HiddenSince).
 	HiddenSince(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64) (map[string]map[string]string, error)
+	// SchemaThen returns the schema commit c was made under when that is
+	// an older version than d's, nil otherwise; LeftSince the error that
+	// ends a stream meeting a change of it that today's schema cannot
+	// show as it was (see engine.Engine.SchemaThen and LeftSince).
+	SchemaThen(ctx context.Context, d *sluice.Database, c *sluice.Commit) (*sluice.Schema, error)
+	LeftSince(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, pos sluice.Position, class, under, what string) error
 	// CurrentDatabase returns database d and its schema as they are
 	// now, read from Postgres, or NotFound when d was deleted.
 	CurrentDatabase(ctx context.Context, d *sluice.Database) (*sluice.Database, *sluice.Schema, error)
@@ -355,6 +361,11 @@ type execution struct {
 	// (checkImageFilter): the fields its images no longer show the reader.
 	hidden    map[string]map[string]string
 	hiddenSeq int64
+	// then is the schema the commit thenSeq was made under, when older
+	// than es's (Store.SchemaThen; nil: es's), which its changes are
+	// selected by (selectsChange).
+	then    *sluice.Schema
+	thenSeq int64
 	// backlinkErrs holds the error of each backlink field node whose
 	// arguments were refused (loadBacklinks), recorded where the field
 	// is written (writeDocField).

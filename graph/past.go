@@ -365,3 +365,36 @@ func imageFilterFields(e filter.Expr, classes []string, check func(class, field 
 	}
 	return nil
 }
+
+// selectsChange reports whether change ch of commit c is of a document
+// of class under (or, with children, of one implementing it). A commit
+// made under an older schema version than es's (a stream resumed, or a
+// member gone on alone, read it later; or _ChangeSet(commit:)) is judged
+// by the classes as they were then, as the streams that kept up judged
+// it (see engine.SchemaThen): a change not selected then is not selected;
+// one selected then that today's schema cannot show as one of under (its
+// class dropped, made no document class, or no longer implementing
+// under) is the error naming the change (outcome ends it), never
+// silently left out.
+func (x *execution) selectsChange(c *sluice.Commit, ch *sluice.Change, under string, children bool, outcome string) (bool, error) {
+	fits := func(s *sluice.Schema) bool {
+		return documentClass(s, ch.Class) != nil && (ch.Class == under || children && s.IsA(ch.Class, under))
+	}
+	if x.thenSeq != c.Seq {
+		then, err := x.es.store.SchemaThen(x.ctx, x.req.DB, c)
+		if err != nil {
+			return false, err
+		}
+		x.then, x.thenSeq = then, c.Seq
+	}
+	if x.then == nil {
+		return fits(x.es.schema), nil
+	}
+	if !fits(x.then) {
+		return false, nil
+	}
+	if fits(x.es.schema) {
+		return true, nil
+	}
+	return false, x.es.store.LeftSince(x.ctx, x.req.DB, x.es.schema, x.es.role, c.Position(ch.Index), ch.Class, under, outcome)
+}

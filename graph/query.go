@@ -571,8 +571,14 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 		}
 	}
 	var out []*object
-	for j, ch := range c.Changes {
-		if ch.Op != op || !(ch.Class == class || children && x.es.schema.IsA(ch.Class, class)) {
+	for j := range c.Changes {
+		ch := &c.Changes[j]
+		if ch.Op != op {
+			continue
+		}
+		if ok, err := x.selectsChange(c, ch, class, children, "this change set cannot show it: read the state as of the commit, or the commit's history, instead"); err != nil {
+			return nil, "", err
+		} else if !ok {
 			continue
 		}
 		// Every field that selects a change reads the same image of it

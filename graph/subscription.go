@@ -13,6 +13,7 @@ import (
 	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/filter"
 )
 
@@ -52,6 +53,9 @@ type Subscription struct {
 	classFields     bool
 
 	classes []string
+	// roots are the classes (and interfaces) whose fields it selects:
+	// the per-document field's, or those of _ChangeSet's fields.
+	roots []string
 	// follows: an event reads documents beyond the commit's images
 	// (references, backlinks, a filter through a reference), which it
 	// reads as of the commit (readAsOfCommit).
@@ -97,6 +101,9 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 			}
 			s.classFields = true
 			class := f.Name[:max(strings.LastIndexByte(f.Name, '_'), 0)]
+			if !slices.Contains(s.roots, class) {
+				s.roots = append(s.roots, class)
+			}
 			// Validate the field's filter now, so a bad one is a request
 			// error rather than a failure at the first commit; and the
 			// arguments of the backlinks it selects.
@@ -133,6 +140,7 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 		return nil, errorf("unknown subscription field %s", cf.Name)
 	}
 	s.class, s.change = cf.Name[:i], change
+	s.roots = []string{s.class}
 	if m, ok := cf.ArgumentMap(op.Variables)["filter"].(map[string]any); ok {
 		f, err := es.ParseFilter(s.class, m)
 		if err != nil {
@@ -190,6 +198,11 @@ func (s *Subscription) Classes() []string { return s.classes }
 // read referenced documents (for the payloads or the filters), and a
 // filter past filter.MaxMatchSteps, which end the stream.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
+	if c.NewSchema {
+		if err := s.checkSchemaThen(ctx, c); err != nil {
+			return nil, err
+		}
+	}
 	if len(c.Changes) == 0 {
 		return nil, nil
 	}
@@ -212,6 +225,28 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 		defer restore()
 	}
 	return s.events(x, c)
+}
+
+// checkSchemaThen returns the Conflict that ends the subscription at c,
+// the commit of a schema change made under an older version than the one
+// it was prepared for (a stream resumed from before the change), when
+// that version has no class whose fields it selects: the streams open at
+// the change ended there (Revise: their operation no longer validated),
+// and the change deleted the class's documents without an event, so a
+// stream that went on past it would never learn they are gone, even
+// though the class was made again since.
+func (s *Subscription) checkSchemaThen(ctx context.Context, c *sluice.Commit) error {
+	then, err := s.es.store.SchemaThen(ctx, s.req.DB, c)
+	if err != nil || then == nil {
+		return err
+	}
+	for _, class := range s.roots {
+		if cl := then.Class(class); cl == nil || cl.Kind == sluice.KindSubdocument {
+			return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d (commit %d), which has no class %s, and this subscription selects its documents: it ends there, as the subscriptions open then did; read the current state, then subscribe again",
+				s.req.DB.Path(), c.SchemaVersion, c.Seq, class)
+		}
+	}
+	return nil
 }
 
 // selects reports whether a change of c may give the subscription an
@@ -283,7 +318,12 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 	}
 	for i := range c.Changes {
 		ch := &c.Changes[i]
-		if ch.Op != s.change || sc.Class(ch.Class) == nil || !sc.IsA(ch.Class, s.class) {
+		if ch.Op != s.change {
+			continue
+		}
+		if ok, err := x.selectsChange(c, ch, s.class, true, engine.StreamEnds); err != nil {
+			return nil, err
+		} else if !ok {
 			continue
 		}
 		raw := ch.After

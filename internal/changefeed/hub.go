@@ -179,12 +179,14 @@ type Options struct {
 	// still filters changes within a commit.
 	Classes []string
 	// ClassesVersion, when positive, is the schema version Classes were
-	// computed for: a commit made under a later version is delivered
-	// whatever its classes. Its consumer evaluates it prepared for that
-	// version, which may know more classes (one added to the schema, a
-	// new implementation of an interface), so a commit of such a class
-	// reaches a stream open across the change as it reaches one
-	// subscribed after it (see SetClasses).
+	// computed for: a commit made under another version is delivered
+	// whatever its classes. Its consumer evaluates a later one prepared
+	// for that version, which may know more classes (one added to the
+	// schema, a new implementation of an interface), so a commit of such
+	// a class reaches a stream open across the change as it reaches one
+	// subscribed after it (see SetClasses); and an older one (a resume)
+	// by the classes as they were then, which may be others (a class
+	// that implemented an interface then and no longer does).
 	ClassesVersion int
 	// Transport labels the subscription in metrics and listings ("rest",
 	// "graphql-sse").

@@ -424,6 +424,21 @@ func TestHubClassFilterFollowsSchemaVersions(t *testing.T) {
 	if got := receive(t, resumed, 6); !equal(got, []int64{2, 3, 4, 5, 6, 7}) {
 		t.Fatalf("a catch-up got %v, want [2 3 4 5 6 7]", got)
 	}
+	// A resume whose classes were computed for a later version than the
+	// commits it catches up on gets those commits whatever their
+	// classes: its consumer selects their changes by the classes as they
+	// were then (a class that implemented an interface then and no
+	// longer does). Those of its own version pass by its classes.
+	for _, c := range []*sluice.Commit{
+		add(3, "Cat"), // 8: not a class of version 3
+		add(3, "Dog"), // 9
+	} {
+		h.publish(c)
+	}
+	later := subscribe(t, h, &sluice.Position{Epoch: "ep", Seq: 0, Index: sluice.WholeCommit}, Options{Classes: []string{"Dog"}, ClassesVersion: 3})
+	if got := receive(t, later, 7); !equal(got, []int64{1, 2, 3, 4, 5, 6, 9}) {
+		t.Fatalf("a catch-up with the classes of version 3 got %v, want [1 2 3 4 5 6 9]", got)
+	}
 }
 
 func TestHubRefusesExpiredAndForeignPositions(t *testing.T) {

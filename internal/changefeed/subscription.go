@@ -141,12 +141,15 @@ func (s *Subscription) ClassesVersion() int { return s.filter.Load().version }
 // prepare returns what s receives of piece c given its mark m: nil when
 // it holds nothing after m or changes none of its classes (classes, when
 // not nil, is c's set of classes), starts no schema version and was made
-// under no later version than the classes', else c or a copy of it
-// holding only the changes after m.
+// under the version the classes were computed for (or an unknown one),
+// else c or a copy of it holding only the changes after m. A commit made
+// under an older version passes too: its consumer selects its changes by
+// the classes as they were then (engine.SchemaThen), which may be others
+// (a class that implemented an interface then and no longer does).
 func (s *Subscription) prepare(m sluice.Cursor, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
 	out := m.Rest(c)
 	f := s.filter.Load()
-	if out == nil || len(f.classes) == 0 || c.NewSchema || (f.version > 0 && c.SchemaVersion > f.version) {
+	if out == nil || len(f.classes) == 0 || c.NewSchema || (f.version > 0 && c.SchemaVersion > 0 && c.SchemaVersion != f.version) {
 		return out
 	}
 	if classes == nil {

@@ -7,6 +7,7 @@ package cloudevent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,6 +49,10 @@ type Selector struct {
 	// (after redaction, so a hidden field never matches). It holds no
 	// filter through a reference (see CheckFilter).
 	Filter filter.Expr
+	// Outcome ends the error that ends the consumer at an event it
+	// cannot show as it was (see engine.Engine.LeftSince): what it does
+	// and what to do; a stream's when empty.
+	Outcome string
 }
 
 // Evaluator computes the events of the pieces of commits for one reader
@@ -84,14 +89,37 @@ func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 	if err := rd.Follow(ctx, c.SchemaVersion); err != nil {
 		return nil, start, err
 	}
+	// A commit made under an older schema version than the reader's (a
+	// resumed stream, a member gone on alone, a webhook's loop) is
+	// selected by the classes as they were then, as streams that kept
+	// up selected it (see engine.SchemaThen).
+	then, err := rd.SchemaThen(ctx, c)
+	if err != nil {
+		return nil, start, err
+	}
 	var out []sluice.Event
 	for i := range c.Changes {
 		ch := &c.Changes[i]
 		if !e.sel.Ops[ch.Op] {
 			continue
 		}
-		if cl, err := rd.Class(ctx, ch.Class); err != nil {
+		cl, err := rd.Class(ctx, ch.Class)
+		if err != nil {
 			return nil, start, err
+		}
+		if then != nil {
+			under, ok := engine.Fits(then, ch.Class, e.sel.Classes)
+			if !ok {
+				continue // not selected then: no stream was sent it
+			}
+			if cl == nil || cl.Kind != sluice.KindDocument {
+				// Selected then, and today's schema has no documents of
+				// its class to show it as: the stream ends naming the
+				// change rather than go on without the event.
+				return nil, start, rd.LeftSince(ctx, c.Position(ch.Index), ch.Class, under, cmp.Or(e.sel.Outcome, engine.StreamEnds))
+			}
+			// Selected then, selected now: a class that no longer
+			// implements a class selected is still shown, as it was.
 		} else if cl == nil || !e.selects(ch.Class) {
 			continue
 		}

@@ -32,16 +32,29 @@ func (e *restEvaluator) fork() *restEvaluator {
 
 // Events is the envelopes of piece c. A schema change that leaves the
 // stream's class no document class ends it, with an error naming the
-// change: nothing of that class can ever be written again.
+// change: nothing of that class can ever be written again, and the
+// change deleted its documents without an event. It is judged by the
+// schema the change made, whatever schema the stream reads through: a
+// stream resumed from before the change, once the class was made again,
+// ends there as the streams open at the change did, rather than go on
+// past documents deleted without a word.
 func (e *restEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
 	evs, start, err := e.Evaluator.Events(ctx, c)
 	if err != nil || !c.NewSchema {
 		return evs, start, err
 	}
 	rd := e.Reader()
-	if cl := rd.Schema.Class(e.class); cl == nil || cl.Kind == sluice.KindSubdocument {
+	s, version := rd.Schema, rd.Database.SchemaVersion
+	then, err := rd.SchemaThen(ctx, c)
+	if err != nil {
+		return nil, start, err
+	}
+	if then != nil {
+		s, version = then, c.SchemaVersion
+	}
+	if cl := s.Class(e.class); cl == nil || cl.Kind == sluice.KindSubdocument {
 		return nil, start, sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d (commit %d), which has no document class %s: this stream of it ends",
-			rd.Database.Path(), rd.Database.SchemaVersion, c.Seq, e.class)
+			rd.Database.Path(), version, c.Seq, e.class)
 	}
 	return evs, start, nil
 }

@@ -309,6 +309,7 @@ func (l *loop) deliver(ctx context.Context) error {
 	if err != nil {
 		return l.halt(ctx, st, sluice.WebhookFailing, "its settings no longer fit the schema: "+sluice.ErrorMessage(err)+"; change them, then resume it")
 	}
+	sel.Outcome = "this webhook is paused before it: re-read the current state, then replay it from a later position"
 	ev := cloudevent.New(rd, sel)
 	if w.Attempt > 0 {
 		// A retry is due at the time the previous deliverer recorded,
@@ -425,6 +426,13 @@ func (l *loop) deliver(ctx context.Context) error {
 		for _, c := range cs {
 			l.lag(st, c.Time)
 			evs, _, err := ev.Events(actx, c)
+			if sluice.ErrorCode(err) == sluice.CodeConflict {
+				// A commit made under an older schema version has an
+				// event that today's schema cannot show as it was
+				// (engine.Engine.LeftSince): paused before it, never
+				// skipped.
+				return l.halt(ctx, st, sluice.WebhookFailing, sluice.ErrorMessage(err))
+			}
 			if err != nil {
 				return l.revokedOr(ctx, st, err)
 			}

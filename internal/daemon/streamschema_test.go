@@ -1,0 +1,219 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// A stream judges a commit by the classes as they were when it was made,
+// whatever schema it reads through: a stream resumed from before a
+// forced schema change, a member of a share gone on alone, a webhook's
+// delivery loop. It sends the events a stream that kept up sent, or ends
+// with an error naming the change; it never goes on past one silently.
+
+const (
+	zooSchema       = "interface Animal { name: String! }\ntype Cat implements Animal { name: String! }\ntype Dog implements Animal { name: String! }"
+	zooCatNotAnimal = "interface Animal { name: String! }\ntype Cat { name: String! }\ntype Dog implements Animal { name: String! }"
+)
+
+// TestResumeAcrossClassDropEnds: a stream open while its class is dropped
+// (forced) ends with a Conflict; one resumed from before the drop, once
+// the class was made again, ends at the drop too (REST and GraphQL): the
+// documents the drop deleted made no event, and it used to go straight
+// through, so its client kept them for good.
+func TestResumeAcrossClassDropEnds(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "zoo", "type Cat { name: String! }\ntype Dog { name: String! }")
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
+	var w struct{ Position string }
+	if err := json.Unmarshal(r.Body, &w); err != nil || w.Position == "" {
+		t.Fatalf("write: %s", r.Body)
+	}
+
+	live := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/zoo/Cat"})
+	if f := live.Event(); !strings.HasPrefix(f.String(), ": connected") {
+		t.Fatalf("first frame: %s", f)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo?force=true", "type Dog { name: String! }")
+	if f := live.Event(); f.Field("event") != "error" || !strings.Contains(f.String(), "api:Conflict") {
+		t.Fatalf("live stream at the drop: %s", f)
+	}
+
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo", "type Cat { name: String! }\ntype Dog { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Cat","@id":"felix","name":"Felix"}`)
+
+	s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/zoo/Cat", Header: []string{"Last-Event-ID", w.Position}})
+	if f := s.Event(); !strings.HasPrefix(f.String(), ": connected") {
+		t.Fatalf("first frame: %s", f)
+	}
+	if f := s.Event(); f.Field("event") != "error" || !strings.Contains(f.String(), "api:Conflict") || !strings.Contains(f.String(), "no document class Cat") {
+		t.Errorf("REST stream resumed from %s, before Cat was dropped (Cat/tom deleted without an event): %s; want the Conflict the live stream got", w.Position, f)
+	}
+
+	g := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/zoo",
+		Body:   `{"query":"subscription { Cat_added { _id } }"}`,
+		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", w.Position}})
+	if f := g.Event(); !strings.HasPrefix(f.String(), ": connected") {
+		t.Fatalf("first frame: %s", f)
+	}
+	if f := g.Event(); !strings.Contains(f.String(), `"CONFLICT"`) || !strings.Contains(f.String(), "no class Cat") {
+		t.Errorf("GraphQL subscription resumed from %s, before Cat was dropped: %s; want a CONFLICT naming the drop", w.Position, f)
+	}
+}
+
+// TestResumeAcrossInterfaceChange: a forced change makes Cat stop
+// implementing Animal after Cat/tom was written. A live stream of Animal
+// got Cat/tom. A REST stream resumed from before it gets it too (it
+// silently skipped it); a GraphQL subscription of Animal, which cannot
+// show a Cat as an Animal any more, ends with a CONFLICT naming Cat,
+// Animal and the change, as _ChangeSet(commit:) answers it with an error
+// (both left it out silently).
+func TestResumeAcrossInterfaceChange(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "zoo", zooSchema)
+	p0 := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zoo?type=Cat", nil).Header.Get("Sluice-Position")
+	if p0 == "" {
+		t.Fatal("no Sluice-Position")
+	}
+	live := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/zoo/Animal"})
+	live.Event() // connected
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
+	first := live.Event()
+	if !strings.Contains(first.String(), `"subject":"Cat/tom"`) {
+		t.Fatalf("live stream: %s", first)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo?force=true", zooCatNotAnimal)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
+	second := live.Event()
+	if !strings.Contains(second.String(), `"subject":"Dog/rex"`) {
+		t.Fatalf("live stream: %s", second)
+	}
+
+	s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/zoo/Animal", Header: []string{"Last-Event-ID", p0}})
+	s.Event() // connected
+	for _, want := range []dt.Frame{first, second} {
+		if f := s.Event(); f.Field("id") != want.Field("id") || f.Field("data") != want.Field("data") {
+			t.Errorf("REST stream resumed from %s: %s; the live stream got %s", p0, f, want)
+		}
+	}
+
+	g := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/zoo",
+		Body:   `{"query":"subscription { Animal_added { _id name } }"}`,
+		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", p0}})
+	g.Event() // connected
+	f := g.Event()
+	for _, want := range []string{`"CONFLICT"`, first.Field("id"), "Cat stop implementing Animal"} {
+		if !strings.Contains(f.String(), want) {
+			t.Errorf("GraphQL subscription of Animal resumed from %s: %s; want a CONFLICT naming Cat/tom's event (%s), Cat and Animal", p0, f, first.Field("id"))
+			break
+		}
+	}
+	seq := strings.Split(first.Field("id"), "-")[1]
+	q, _ := json.Marshal(map[string]string{"query": fmt.Sprintf("{ _ChangeSet(commit: %q) { Animal_added { _id } } }", seq)})
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/zoo", string(q), "Content-Type", "application/json")
+	if !strings.Contains(string(r.Body), "Cat stop implementing Animal") {
+		t.Errorf("_ChangeSet(commit: %s) of Animal_added after the change: %s; want an error naming Cat and Animal", seq, r.Body)
+	}
+}
+
+// TestResumeAcrossInterfaceAddedLater: the reverse. Cat/tom is written
+// when Cat is no Animal; a change then makes Cat implement Animal. No
+// live stream of Animal got Cat/tom, so a resumed one must not either
+// (REST and GraphQL replayed it).
+func TestResumeAcrossInterfaceAddedLater(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "zoo", zooCatNotAnimal)
+	p0 := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zoo?type=Cat", nil).Header.Get("Sluice-Position")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo", zooSchema)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
+
+	s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/zoo/Animal", Header: []string{"Last-Event-ID", p0}})
+	s.Event() // connected
+	if f := s.Event(); !strings.Contains(f.String(), `"subject":"Dog/rex"`) {
+		t.Errorf("REST stream of Animal resumed from %s: %s; want Dog/rex first (Cat/tom was no Animal when written)", p0, f)
+	}
+	g := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/zoo",
+		Body:   `{"query":"subscription { Animal_added { _id } }"}`,
+		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", p0}})
+	g.Event() // connected
+	if f := g.Event(); !strings.Contains(f.String(), `"Dog/rex"`) {
+		t.Errorf("GraphQL subscription of Animal resumed from %s: %s; want Dog/rex first (Cat/tom was no Animal when written)", p0, f)
+	}
+}
+
+// TestWebhookAcrossInterfaceChange: a webhook of Animal replayed from
+// before Cat/tom, made when Cat was an Animal, delivers it (it skipped it
+// silently, as it did after a restart across the change); one replayed
+// across a change that dropped Cat since is paused failing, naming the
+// change, before the event it cannot show.
+func TestWebhookAcrossInterfaceChange(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var ev struct{ ID, Subject string }
+		_ = json.Unmarshal(b, &ev)
+		got <- r.URL.Path + " " + ev.Subject
+		w.WriteHeader(204)
+	}))
+	defer srv.Close()
+	d := dt.Start(t, func(c *config.Config) {
+		c.WebhookAllowNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	d.CreateDatabase(t, "zoo", zooSchema)
+	p0 := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zoo?type=Cat", nil).Header.Get("Sluice-Position")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo?force=true", zooCatNotAnimal)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/zoo",
+		fmt.Sprintf(`{"url":%q,"classes":["Animal"],"after":%q}`, srv.URL+"/a", p0))
+	for _, want := range []string{"/a Cat/tom", "/a Dog/rex"} {
+		select {
+		case g := <-got:
+			if g != want {
+				t.Errorf("webhook of Animal from %s: delivered %q, want %q (Cat/tom was an Animal when written, as live delivery sent it)", p0, g, want)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no delivery; want %q", want)
+		}
+	}
+
+	d.CreateDatabase(t, "zoo2", zooSchema)
+	q0 := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zoo2?type=Cat", nil).Header.Get("Sluice-Position")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo2", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo2?force=true", "interface Animal { name: String! }\ntype Dog implements Animal { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo2", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
+	r := d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/zoo2",
+		fmt.Sprintf(`{"url":%q,"classes":["Animal"],"after":%q}`, srv.URL+"/b", q0))
+	var h struct{ ID int }
+	_ = json.Unmarshal(r.Body, &h)
+	var st map[string]any
+	eventually.True(t, 60*time.Second, "the webhook of zoo2 paused", func() bool {
+		st = nil
+		_ = json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", fmt.Sprintf("/api/webhooks/admin/zoo2/%d", h.ID), nil).Body, &st)
+		return st["state"] != "active"
+	})
+	if msg, _ := st["status_message"].(string); st["state"] != "failing" || st["position"] != q0 || !strings.Contains(msg, "dropped class Cat") {
+		t.Errorf("webhook of Animal from %s, across the drop of Cat: state %v, position %v, status_message %q; want failing at %s naming the drop", q0, st["state"], st["position"], msg, q0)
+	}
+	select {
+	case g := <-got:
+		t.Errorf("webhook of zoo2 delivered %q past an event it cannot show", g)
+	default:
+	}
+}
