@@ -55,7 +55,11 @@ type Store interface {
 	// ends a stream meeting a change of it that today's schema cannot
 	// show as it was (see engine.Engine.SchemaThen and LeftSince).
 	SchemaThen(ctx context.Context, d *sluice.Database, c *sluice.Commit) (*sluice.Schema, error)
-	LeftSince(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, pos sluice.Position, class, under, what string) error
+	LeftSince(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, pos sluice.Position, class, under, outcome string) error
+	// Dropped reports whether commit c, made under an older version than
+	// d's, is the schema change that took class away (see
+	// engine.Engine.Dropped).
+	Dropped(ctx context.Context, d *sluice.Database, c *sluice.Commit, class string) (bool, error)
 	// CurrentDatabase returns database d and its schema as they are
 	// now, read from Postgres, or NotFound when d was deleted.
 	CurrentDatabase(ctx context.Context, d *sluice.Database) (*sluice.Database, *sluice.Schema, error)

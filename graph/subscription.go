@@ -230,18 +230,17 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 // checkSchemaThen returns the Conflict that ends the subscription at c,
 // the commit of a schema change made under an older version than the one
 // it was prepared for (a stream resumed from before the change), when
-// that version has no class whose fields it selects: the streams open at
+// that change took away a class whose fields it selects
+// (Store.Dropped): the streams open at
 // the change ended there (Revise: their operation no longer validated),
 // and the change deleted the class's documents without an event, so a
 // stream that went on past it would never learn they are gone, even
 // though the class was made again since.
 func (s *Subscription) checkSchemaThen(ctx context.Context, c *sluice.Commit) error {
-	then, err := s.es.store.SchemaThen(ctx, s.req.DB, c)
-	if err != nil || then == nil {
-		return err
-	}
 	for _, class := range s.roots {
-		if cl := then.Class(class); cl == nil || cl.Kind == sluice.KindSubdocument {
+		if dropped, err := s.es.store.Dropped(ctx, s.req.DB, c, class); err != nil {
+			return err
+		} else if dropped {
 			return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d (commit %d), which has no class %s, and this subscription selects its documents: it ends there, as the subscriptions open then did; read the current state, then subscribe again",
 				s.req.DB.Path(), c.SchemaVersion, c.Seq, class)
 		}

@@ -71,6 +71,27 @@ func TestResumeAcrossClassDropEnds(t *testing.T) {
 	if f := g.Event(); !strings.Contains(f.String(), `"CONFLICT"`) || !strings.Contains(f.String(), "no class Cat") {
 		t.Errorf("GraphQL subscription resumed from %s, before Cat was dropped: %s; want a CONFLICT naming the drop", w.Position, f)
 	}
+
+	// A stream of a class resumed from before the class was made goes on
+	// through the schema changes that had not made it yet: none took it
+	// away.
+	d.CreateDatabase(t, "aviary", "type Dog { name: String! }")
+	a0 := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/aviary?type=Dog", nil).Header.Get("Sluice-Position")
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/aviary?force=true", "type Dog { name: String! age: Int }")
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/aviary", "type Dog { name: String! age: Int }\ntype Bird { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/aviary", `{"@type":"Bird","@id":"tweety","name":"Tweety"}`)
+	b := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/aviary/Bird", Header: []string{"Last-Event-ID", a0}})
+	b.Event() // connected
+	if f := b.Event(); !strings.Contains(f.String(), `"subject":"Bird/tweety"`) {
+		t.Errorf("REST stream of Bird resumed from %s, before Bird was made: %s; want Bird/tweety", a0, f)
+	}
+	bg := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/aviary",
+		Body:   `{"query":"subscription { Bird_added { _id } }"}`,
+		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", a0}})
+	bg.Event() // connected
+	if f := bg.Event(); !strings.Contains(f.String(), `"Bird/tweety"`) {
+		t.Errorf("GraphQL subscription of Bird resumed from %s, before Bird was made: %s; want Bird/tweety", a0, f)
+	}
 }
 
 // TestResumeAcrossInterfaceChange: a forced change makes Cat stop

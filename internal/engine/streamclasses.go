@@ -51,6 +51,49 @@ func (r *Reader) SchemaThen(ctx context.Context, c *sluice.Commit) (*sluice.Sche
 	return r.e.SchemaThen(ctx, r.Database, c)
 }
 
+// Dropped reports whether commit c of d, made under an older schema
+// version than d's, is the commit of the schema change that took class
+// away: a class or interface of the version before (not a subdocument
+// type), which the version c's change made has not, or only as a
+// subdocument type. A stream of class open at c ended there (the change
+// deleted the class's documents without an event); one that reads c
+// later through a schema that has class again ends there too. False for
+// a commit of d's version or a later one (the reader's schema judges it)
+// and for any other commit. When the version before is not known, the
+// class is taken to have been there.
+func (e *Engine) Dropped(ctx context.Context, d *sluice.Database, c *sluice.Commit, class string) (bool, error) {
+	if !c.NewSchema {
+		return false, nil
+	}
+	then, err := e.SchemaThen(ctx, d, c)
+	if err != nil || then == nil {
+		return false, err
+	}
+	if cl := then.Class(class); cl != nil && cl.Kind != sluice.KindSubdocument {
+		return false, nil
+	}
+	vs, err := e.store.SchemaVersions(ctx, d)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range vs {
+		if v.Version == c.SchemaVersion-1 {
+			before, err := e.store.SchemaAt(ctx, d.ID, v.Version)
+			if err != nil {
+				return false, err
+			}
+			cl := before.Class(class)
+			return cl != nil && cl.Kind != sluice.KindSubdocument, nil
+		}
+	}
+	return true, nil
+}
+
+// Dropped is Engine.Dropped for the reader's database.
+func (r *Reader) Dropped(ctx context.Context, c *sluice.Commit, class string) (bool, error) {
+	return r.e.Dropped(ctx, r.Database, c, class)
+}
+
 // Fits returns the first of under (classes or interfaces) that class, a
 // document class of s, is or implements; "" and false when it is none,
 // or no document class of s. An empty under selects every document
