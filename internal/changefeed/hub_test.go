@@ -387,7 +387,9 @@ func TestHubClassFilter(t *testing.T) {
 // class added, a new implementation of an interface): a commit made under
 // a later version is delivered whatever its classes, until the consumer,
 // revised, sets the classes of its new version. Live and catching up
-// alike.
+// alike. Nor for an older one (a class that implemented an interface then
+// and no longer does): a resume gets the commits of older versions
+// whatever their classes.
 func TestHubClassFilterFollowsSchemaVersions(t *testing.T) {
 	t.Parallel()
 	h, l := newHub(t, HubOptions{})
