@@ -114,14 +114,14 @@ func Fits(s *sluice.Schema, class string, under []string) (string, bool) {
 }
 
 // LeftSince returns the CodeConflict error that ends a stream of d read
-// through cur by role (outcome says what the consumer does and what to
-// do: "this stream ends here: …"),
-// meeting change pos, of a document of class, in a commit made under an
-// older schema version in which class was a document class fitting under
-// (itself or one it implemented; "": any document class), which cur can
-// no longer show as such. It names the first schema change since the
-// commit that took class out of under: from the walk of the versions a
-// read as of the commit makes (scanVersions, cached).
+// through cur by role meeting change pos, of a document of class, in a
+// commit made under an older schema version in which class was a
+// document class fitting under (itself or one it implemented; "": any
+// document class), which cur can no longer show as such. It names the
+// first schema change since the commit that took class out of under,
+// from the walk of the versions a read as of the commit makes
+// (scanVersions, cached), and ends with outcome: what the consumer does
+// and what its client may do (StreamEnds).
 func (e *Engine) LeftSince(ctx context.Context, d *sluice.Database, cur *sluice.Schema, role sluice.Role, pos sluice.Position, class, under, outcome string) error {
 	from := "a schema change after it"
 	sc, err := e.scanVersions(ctx, d, cur, role, pos.Seq, pos.Seq)
