@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -129,12 +130,17 @@ func slowReaderAcrossInterfaceChange(t *testing.T, gql bool) {
 			}
 		}
 	}
-	t.Logf("subscriptions: %s", d.MustDo(t, 200, dt.Admin(), "GET", "/api/admin/subscriptions", nil).Body)
-	want := "Dog/big Dog/d1 Cat/tom Dog/rex" // as a stream that kept up
+	// The slow member goes on alone (the share's history no longer
+	// holds what it is owed) once rex is committed, mostly; on a loaded
+	// machine it may keep up with its share instead, which evaluated
+	// Cat/tom when Cat was an Animal, and gets Cat/tom as the share did.
+	// Alone, a GraphQL member cannot show Cat/tom as an Animal, and ends
+	// with the error naming the change; the REST one sends it.
+	want := []string{"Dog/big Dog/d1 Cat/tom Dog/rex"} // as a stream that kept up
 	if gql {
-		want = "Dog/big Dog/d1 error" // it cannot show Cat/tom as an Animal
+		want = append(want, "Dog/big Dog/d1 error")
 	}
-	if got := strings.Join(subjects, " "); got != want {
-		t.Errorf("slow live stream got %s, want %s", got, want)
+	if got := strings.Join(subjects, " "); !slices.Contains(want, got) {
+		t.Errorf("slow live stream got %s, want one of %q", got, want)
 	}
 }
