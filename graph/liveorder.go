@@ -3,6 +3,7 @@ package graph
 import (
 	"encoding/json"
 	"math/big"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,8 +19,9 @@ import (
 // Such a change leaves the result as it was: Affects need not read it
 // again. A nil Boundary says nothing (the result is not full, the query
 // has no limit, several root fields, an order Go cannot compare as
-// Postgres sorts, or a last row whose sort keys are longer than
-// maxBoundaryBytes).
+// Postgres sorts, a last row whose sort keys are longer than
+// maxBoundaryBytes, or a last row holding an order field's value Sluice
+// cannot read).
 //
 // A live query keeps its result's boundary for as long as the result
 // stands, so a Boundary keeps only the last row's sort keys, copied,
@@ -67,6 +69,7 @@ func boundaryOf(s *sluice.Schema, q engine.DocQuery, docs []engine.QueryDoc) *Bo
 		return nil
 	}
 	last := docs[len(docs)-1].Doc
+	unreadable := docs[len(docs)-1].Unreadable
 	// 64 bytes for the Boundary, 16 for each key's interface; sizes are
 	// checked before anything is copied.
 	b := &Boundary{order: q.Order, class: c, bytes: 64 + int64(len(last.ID))}
@@ -78,6 +81,15 @@ func boundaryOf(s *sluice.Schema, q engine.DocQuery, docs []engine.QueryDoc) *Bo
 			break
 		}
 		if f := c.Field(k.Field); f == nil || !comparable(f) {
+			return nil
+		}
+		if slices.Contains(unreadable, k.Field) {
+			// A value its type cannot hold (a Float NaN or infinity, a
+			// DateTime infinity, written in SQL), left out of the row:
+			// not null, which Postgres sorts elsewhere (descending,
+			// nulls come before NaN), and of no known place among the
+			// values Go compares. No boundary: every change the filter
+			// takes reads the result again.
 			return nil
 		}
 		v := last.Fields[k.Field]

@@ -119,6 +119,16 @@ func TestAffectsResultJudgesTheBoundary(t *testing.T) {
 		{"outside the filter", `subscription { Item(filter: {tag: {eq: "x"}}, orderBy: {n: ASC}, limit: 1) { _id } }`,
 			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(3), "tag": "x"})},
 			nil, item("c", `,"n":1,"tag":"y"`), false},
+		// A last row whose order field holds a value Sluice cannot read (a
+		// NaN written in SQL) lacks it, but it is not null: descending,
+		// Postgres sorts a document without the field (null) before NaN,
+		// so it enters the result.
+		{"a last row with an unreadable order value", `subscription { Item(orderBy: {w: DESC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{{Doc: &sluice.Document{ID: "Item/a", Type: "Item", Fields: map[string]any{}}, Unreadable: []string{"w"}}},
+			nil, item("c", ``), true},
+		{"a last row with an unreadable value of another field", `subscription { Item(orderBy: {w: DESC}, limit: 1) { _id } }`,
+			[]engine.QueryDoc{{Doc: &sluice.Document{ID: "Item/a", Type: "Item", Fields: map[string]any{"w": 1.5}}, Unreadable: []string{"at"}}},
+			nil, item("c", `,"w":1.0`), false},
 		{"a result that is not full", `subscription { Item(orderBy: {n: ASC}, limit: 3) { _id } }`,
 			[]engine.QueryDoc{doc("a", map[string]any{"n": int64(1)}), doc("b", map[string]any{"n": int64(5)})},
 			nil, item("c", `,"n":9`), true},

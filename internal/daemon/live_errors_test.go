@@ -114,3 +114,48 @@ func TestLiveQueryResultWithFieldErrors(t *testing.T) {
 		t.Fatalf("a result past graphql_max_result_rows: %q, want the error and complete", frames)
 	}
 }
+
+// TestLiveQueryBoundaryOfAnUnreadableLastRow: a full live result whose
+// last row holds an order value Sluice cannot read (a Float NaN, in a row
+// written in SQL as Sluice's own role, the checks skipped) has no
+// boundary. The row is read without that value, but it is not null:
+// descending, Postgres sorts a document without the field (null) before
+// NaN, so one added with an id after the last row's enters the result.
+// Before, the missing value was taken for null, the new document judged
+// to sort after the last row (null = null, its id after), and the live
+// query kept the old result for good.
+func TestLiveQueryBoundaryOfAnUnreadableLastRow(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "nanbound", "type P { f: Float }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/nanbound", `[{"@type":"P","@id":"a","f":1}]`)
+	w := newSQLWriter(t, d, "nanbound")
+	sqlExec(t, d.DatabaseURL, "SET LOCAL sluice.writer = 'on'", "UPDATE "+w.table("P")+" SET f = 'NaN' WHERE _id = 'P/a'")
+
+	const q = `P(orderBy: {f: DESC}, limit: 1) { _id }`
+	body, _ := json.Marshal(map[string]string{"query": "subscription { " + q + " }"})
+	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/nanbound", Body: string(body),
+		Header: []string{"Accept", "text/event-stream"}})
+	st.Next() // : connected
+	data := func(what string) string {
+		t.Helper()
+		f := st.Event()
+		var ans gqlAnswer
+		if err := json.Unmarshal([]byte(f.Field("data")), &ans); f[0] != "event: next" || err != nil {
+			t.Fatalf("%s: %q, want a result", what, f)
+		}
+		return string(ans.Data)
+	}
+	if got := data("first result"); got != `{"P":[{"_id":"P/a"}]}` {
+		t.Fatalf("first result: %s, want P/a (its f unreadable, not an error: f is nullable)", got)
+	}
+
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/nanbound", `{"@type":"P","@id":"c"}`)
+	qb, _ := json.Marshal(map[string]string{"query": "{ " + q + " }"})
+	if ans := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/nanbound", string(qb), "Content-Type", "application/json"); !strings.Contains(string(ans.Body), `{"P":[{"_id":"P/c"}]}`) {
+		t.Fatalf("the query answers %s, want P/c (nulls first descending)", ans.Body)
+	}
+	if got := data("after P/c is added"); got != `{"P":[{"_id":"P/c"}]}` {
+		t.Errorf("the live result after P/c is added: %s, want P/c as the query answers", got)
+	}
+}

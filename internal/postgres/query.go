@@ -54,6 +54,10 @@ type OrderKey struct {
 type QueryDoc struct {
 	Doc    *sluice.Document
 	Commit *sluice.Commit
+	// Unreadable names the fields whose values their types cannot hold
+	// (see rowToDocument), left out of Doc: such a field has a value, one
+	// Doc cannot tell, not none. A live query's boundary needs to know.
+	Unreadable []string
 }
 
 type statementCounterKey struct{}
@@ -637,7 +641,7 @@ func (r *projectionRows) doc() (QueryDoc, error) {
 		}
 	}
 	r.db.unreadable(r.d, r.id, unreadable)
-	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d)}, nil
+	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d), Unreadable: unreadable}, nil
 }
 
 // column scans one field's column into a typed holder and converts it to
@@ -878,7 +882,7 @@ func (r *docRows) doc() (QueryDoc, error) {
 	doc, unreadable := rowToDocument(c, row)
 	r.db.unreadable(r.d, doc.ID, unreadable)
 	doc.Version = rowVersion(row)
-	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d)}, nil
+	return QueryDoc{Doc: doc, Commit: r.commit.commit(r.d), Unreadable: unreadable}, nil
 }
 
 // queryError maps errors of a GraphQL read: Postgres rejecting a regex the
