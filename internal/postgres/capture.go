@@ -53,8 +53,10 @@ const writerSetting = "sluice.writer"
 // away.
 //
 // Level 3 adds the statement trigger refusing other roles' triggers
-// (migration 29, guardTrigger).
-const captureLevel = 3
+// (migration 29, guardTrigger); level 4 leaves it out where Sluice's DDL
+// guard refuses other roles' triggers before they exist (guardMode), and
+// records which guard the tables have.
+const captureLevel = 4
 
 // guardTrigger is the name of the statement trigger that fails a write
 // to a class table while the table has a trigger Sluice did not make
@@ -64,6 +66,49 @@ const captureLevel = 3
 // other role's trigger runs before it, and through it, none runs in the
 // session of Sluice (or of any role) writing the table.
 const guardTrigger = `U&"\0001"`
+
+// The guards that keep other roles' triggers on class tables from running
+// (guardModeSQL tells which this database has):
+//
+//   - guardDDL: Sluice's event trigger (sluice_guard_ddl, made where
+//     Sluice's role is a superuser, as with the embedded Postgres)
+//     refuses CREATE TRIGGER on Sluice's tables by any role but Sluice's
+//     own sessions: no such trigger is ever made, and only a superuser
+//     can disable or drop it. The tables need no statement guard, which
+//     cost a catalog look per statement, about a tenth of the pace of
+//     Sluice's writes (docs/benchmarks.md).
+//   - guardStatement: without the event trigger (Sluice's role is not a
+//     superuser), a role granted TRIGGER can make one between Sluice's
+//     looks (RemoveForeign): each class table has the statement guard
+//     (guardTrigger), which refuses every write while it is there.
+//   - guardNone: a schema older than migration 29 (tests that stop
+//     there) has no guard function.
+//
+// A superuser who drops or disables the event trigger turns a database to
+// guardStatement; RepairCapture notices within captureRepairEvery and
+// gives its tables the statement guard (docs/security.md).
+const (
+	guardDDL       = "ddl"
+	guardStatement = "statement"
+	guardNone      = "none"
+)
+
+// guardModeSQL returns the guard (above) that class tables have now.
+// Event triggers fire unless disabled, or with session_replication_role
+// set to replica for the "O" (origin) ones, which only a superuser can set.
+const guardModeSQL = `SELECT CASE
+	WHEN to_regprocedure('sluice.refuse_foreign_triggers()') IS NULL THEN 'none'
+	WHEN EXISTS (SELECT FROM pg_event_trigger WHERE evtname = 'sluice_guard_ddl' AND evtenabled IN ('O', 'A')) THEN 'ddl'
+	ELSE 'statement' END`
+
+// guardMode returns the guard class tables have now (guardModeSQL).
+func guardMode(ctx context.Context, q querier) (string, error) {
+	var mode string
+	if err := q.QueryRow(ctx, guardModeSQL).Scan(&mode); err != nil {
+		return "", mapError(err)
+	}
+	return mode, nil
+}
 
 // recordLevel returns the level of a recorded capture (0 for none, or
 // one that does not begin with "capture/<number> ").
@@ -81,13 +126,14 @@ func recordLevel(record string) int {
 }
 
 // captureStale reports whether the capture recorded for a database must
-// be made again for schema s: it was made by an older Sluice, or by this
-// one's level for another schema or role. A newer Sluice's is kept.
-func captureStale(record, role string, s *sluice.Schema) bool {
+// be made again for schema s and guard mode: it was made by an older
+// Sluice, or by this one's level for another schema, role or guard. A
+// newer Sluice's is kept.
+func captureStale(record, role, mode string, s *sluice.Schema) bool {
 	if recordLevel(record) > captureLevel {
 		return false
 	}
-	return record != captureRecord(role, s)
+	return record != captureRecord(role, mode, s)
 }
 
 // captureSpec returns the validation arguments of class c's capture
@@ -213,8 +259,9 @@ func elementKind(t sluice.FieldType) string {
 }
 
 // captureSQL returns the statements that give the table of class c of
-// database dbID its capture triggers and defaults; role is Sluice's own.
-func captureSQL(dbID int64, role string, s *sluice.Schema, c *sluice.Class) []string {
+// database dbID its capture triggers and defaults, and the guard of mode
+// (guardDDL...); role is Sluice's own.
+func captureSQL(dbID int64, role, mode string, s *sluice.Schema, c *sluice.Class) []string {
 	tbl := tableName(dbID, c.Name)
 	db := strconv.FormatInt(dbID, 10)
 	// Sluice's own rows skip the triggers by this condition, evaluated
@@ -224,7 +271,7 @@ func captureSQL(dbID int64, role string, s *sluice.Schema, c *sluice.Class) []st
 	for _, a := range captureSpec(s, c) {
 		args = append(args, quoteLiteral(a))
 	}
-	return []string{
+	stmts := []string{
 		fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT sluice.new_id(%s), ALTER COLUMN %s SET DEFAULT sluice.tx_uid(%s)",
 			tbl, colID, quoteLiteral(c.Name), colCommitUID, db),
 		fmt.Sprintf("CREATE OR REPLACE TRIGGER sluice_capture AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW %s EXECUTE FUNCTION sluice.capture_change(%s)",
@@ -233,13 +280,20 @@ func captureSQL(dbID int64, role string, s *sluice.Schema, c *sluice.Class) []st
 			tbl, when, quoteLiteral(db)),
 		fmt.Sprintf("CREATE OR REPLACE TRIGGER sluice_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION sluice.capture_truncate(%s)",
 			tbl, quoteLiteral(db)),
-		// Last (syncCapture leaves it out on a schema older than
-		// migration 29). For every role's statements, not only Sluice's: a trigger of
-		// one role runs as whichever role writes (an operator's psql as a
-		// superuser too). Its cost is one catalog look per statement.
-		fmt.Sprintf("CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION sluice.refuse_foreign_triggers()",
-			guardTrigger, tbl),
 	}
+	switch mode {
+	case guardStatement:
+		// For every role's statements, not only Sluice's: a trigger of
+		// one role runs as whichever role writes (an operator's psql as
+		// a superuser too). Its cost is one catalog look per statement.
+		stmts = append(stmts, fmt.Sprintf("CREATE OR REPLACE TRIGGER %s BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION sluice.refuse_foreign_triggers()",
+			guardTrigger, tbl))
+	case guardDDL:
+		// Made while the event trigger was not there, or by a Sluice of
+		// level 3, which made it whatever the mode.
+		stmts = append(stmts, fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s", guardTrigger, tbl))
+	}
+	return stmts
 }
 
 // likeExactly returns a LIKE pattern matching name alone.
@@ -248,11 +302,12 @@ func likeExactly(name string) string {
 }
 
 // captureRecord returns what databases.capture records for schema s: the
-// form of the triggers and their arguments, so that a change of either
+// form of the triggers and their arguments, and on its second line the
+// guard mode (RepairCapture reads it there), so that a change of any
 // makes them again.
-func captureRecord(role string, s *sluice.Schema) string {
+func captureRecord(role, mode string, s *sluice.Schema) string {
 	var b strings.Builder
-	b.WriteString("capture/" + strconv.Itoa(captureLevel) + " " + role)
+	b.WriteString("capture/" + strconv.Itoa(captureLevel) + " " + role + "\nguard: " + mode)
 	for _, name := range s.Order {
 		c := s.Classes[name]
 		if c.Kind != sluice.KindDocument {
@@ -264,26 +319,19 @@ func captureRecord(role string, s *sluice.Schema) string {
 }
 
 // syncCapture gives every table of schema s of database dbID its capture
-// triggers and records it.
+// triggers and the guard the database calls for now (guardMode), and
+// records them.
 func syncCapture(ctx context.Context, q querier, dbID int64, role string, s *sluice.Schema) error {
-	// The guard's function is migration 29's. Migrate applies every
-	// migration before this binary makes any trigger, so it is always
-	// there, but for tests that stop at an older migration: they get the
-	// triggers without the guard.
-	var guarded bool
-	if err := q.QueryRow(ctx, "SELECT to_regprocedure('sluice.refuse_foreign_triggers()') IS NOT NULL").Scan(&guarded); err != nil {
-		return mapError(err)
+	mode, err := guardMode(ctx, q)
+	if err != nil {
+		return err
 	}
 	for _, name := range s.Order {
 		c := s.Classes[name]
 		if c.Kind != sluice.KindDocument {
 			continue
 		}
-		stmts := captureSQL(dbID, role, s, c)
-		if !guarded {
-			stmts = stmts[:len(stmts)-1] // the guard is the last
-		}
-		for _, stmt := range stmts {
+		for _, stmt := range captureSQL(dbID, role, mode, s, c) {
 			if _, err := q.Exec(ctx, stmt); err != nil {
 				return fmt.Errorf("capture triggers of %s: %w", c.Name, err)
 			}
@@ -292,7 +340,7 @@ func syncCapture(ctx context.Context, q querier, dbID int64, role string, s *slu
 	if _, err := removeForeign(ctx, q, likeExactly(schemaName(dbID))); err != nil {
 		return err
 	}
-	_, err := q.Exec(ctx, "UPDATE sluice.databases SET capture = $2 WHERE id = $1", dbID, captureRecord(role, s))
+	_, err = q.Exec(ctx, "UPDATE sluice.databases SET capture = $2 WHERE id = $1", dbID, captureRecord(role, mode, s))
 	return mapError(err)
 }
 
@@ -367,6 +415,10 @@ func (db *DB) checkWriterRole(ctx context.Context) (string, error) {
 // left for the next call.
 // It returns the number of databases whose triggers it made.
 func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, error) {
+	mode, err := guardMode(ctx, db.pool)
+	if err != nil {
+		return 0, err
+	}
 	rows, err := db.pool.Query(ctx, "SELECT id, schema_sdl, capture FROM sluice.databases ORDER BY id")
 	if err != nil {
 		return 0, mapError(err)
@@ -387,7 +439,7 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 			errs = append(errs, err)
 			continue
 		}
-		if captureStale(capture, role, s) {
+		if captureStale(capture, role, mode, s) {
 			todo = append(todo, id)
 		}
 	}
@@ -425,7 +477,11 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 					if err != nil {
 						return err
 					}
-					if !captureStale(capture, role, s) {
+					mode, err := guardMode(ctx, tx)
+					if err != nil {
+						return err
+					}
+					if !captureStale(capture, role, mode, s) {
 						return nil // another replica made them meanwhile
 					}
 					// Each table's wait is bounded by lockTimeout: past it
@@ -459,7 +515,7 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 						// replica that changed it made triggers for it.
 						return nil
 					}
-					if !captureStale(capture, role, s) {
+					if !captureStale(capture, role, mode, s) {
 						return nil // another replica made them meanwhile
 					}
 					did = true
@@ -492,15 +548,19 @@ func (db *DB) ensureCapture(ctx context.Context, role string, retry bool) (int, 
 // recorded capture is of a lower level than this binary's (captureLevel):
 // an older replica, during a rolling upgrade, made them when it started
 // or changed a schema, and its triggers check less than this one's (SQL
-// writes would then store what the API refuses). The daemon calls it
+// writes would then store what the API refuses). It also makes again
+// those of this level recorded with another guard than the one the
+// database calls for now (guardMode: a superuser dropped or disabled the
+// DDL guard, so the tables need the statement guard). The daemon calls it
 // every little while; the usual answer (nothing to do) costs one query.
 // A database whose tables another transaction holds locked longer than
 // lockTimeout is left for the next call. It returns the number of
 // databases whose triggers it made.
 func (db *DB) RepairCapture(ctx context.Context) (int, error) {
 	var older bool
-	if err := db.pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM sluice.databases
-		WHERE coalesce(substring(left(capture, 24) from '^capture/([0-9]{1,9}) ')::int, 0) < $1)`, captureLevel).Scan(&older); err != nil || !older {
+	if err := db.pool.QueryRow(ctx, `WITH r AS (SELECT coalesce(substring(left(capture, 24) from '^capture/([0-9]{1,9}) ')::int, 0) AS level,
+			split_part(capture, E'\n', 2) AS guard FROM sluice.databases)
+		SELECT EXISTS (SELECT FROM r WHERE level < $1 OR level = $1 AND guard <> 'guard: ' || (`+guardModeSQL+`))`, captureLevel).Scan(&older); err != nil || !older {
 		return 0, mapError(err)
 	}
 	role, err := db.writerRole(ctx)
@@ -546,7 +606,8 @@ func lockClassTables(ctx context.Context, tx pgx.Tx, id int64, s *sluice.Schema)
 // start and every little while, for the grants and triggers made since.
 // Until then a class table's guard (sluice.refuse_foreign_triggers)
 // refuses every write to a table holding such a trigger, so the trigger
-// never runs. Each statement waits for its table's lock at most
+// never runs; where the DDL guard is in force (guardDDL) none is made
+// after Sluice's first look at start. Each statement waits for its table's lock at most
 // lockTimeout (a DROP TRIGGER takes the table's ACCESS EXCLUSIVE lock,
 // and the API's writes queue behind it); one that times out is left for
 // the next call. The usual answer (nothing to do) costs one query. It

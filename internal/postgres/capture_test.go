@@ -544,3 +544,68 @@ func markCapturedByOlder(t *testing.T, dbURL string) {
 		t.Fatal(err)
 	}
 }
+
+// TestGuardFollowsTheDDLGuard: where Sluice's event trigger refuses other
+// roles' CREATE TRIGGER on its tables (Sluice's role is a superuser, as
+// here), class tables have no statement guard, which would cost every
+// statement a catalog look; a superuser disabling the event trigger gets
+// the statement guard on every class table at the next RepairCapture, and
+// enabling it again takes the guard away.
+func TestGuardFollowsTheDDLGuard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, dbURL := migratedDB(ctx, t)
+	s, err := schema.Parse("type Note { text: String }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &sluice.Database{Org: "o", Name: "notes"}
+	createDatabases(t, db, s, d)
+	tbl := `sluice_db_` + strconv.FormatInt(d.ID, 10) + `."Note"`
+	state := func() string {
+		t.Helper()
+		var st string
+		if err := pgxQuery(ctx, dbURL, `SELECT (SELECT count(*) FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = chr(1))::text
+			|| ' ' || split_part(capture, E'\n', 2) FROM sluice.databases WHERE id = $2`, []any{tbl, d.ID}, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if got := state(); got != "0 guard: ddl" {
+		t.Fatalf("statement guards and record under the DDL guard: %q, want none and guard: ddl", got)
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 0 {
+		t.Fatalf("RepairCapture with nothing to do: made %d, %v", n, err)
+	}
+
+	if err := pgxExec(ctx, dbURL, "ALTER EVENT TRIGGER sluice_guard_ddl DISABLE"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 1 {
+		t.Fatalf("RepairCapture after the DDL guard was disabled: made %d, %v", n, err)
+	}
+	if got := state(); got != "1 guard: statement" {
+		t.Fatalf("statement guards and record without the DDL guard: %q, want one and guard: statement", got)
+	}
+	// Now another role's trigger can be made, and the guard refuses writes.
+	if err := pgxExec(ctx, dbURL,
+		"CREATE FUNCTION public.other() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RETURN NULL; END$$",
+		"CREATE TRIGGER other AFTER INSERT ON "+tbl+" FOR EACH ROW EXECUTE FUNCTION public.other()"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgxExec(ctx, dbURL, "INSERT INTO "+tbl+" (text) VALUES ('x')"); err == nil || !strings.Contains(err.Error(), "SLFT1") {
+		t.Fatalf("a write beside another role's trigger under the statement guard: %v, want SLFT1", err)
+	}
+
+	// As Sluice's role does (sluice.writer): its sql_drop event trigger
+	// refuses other sessions' drops.
+	if err := pgxExec(ctx, dbURL, "SET LOCAL sluice.writer = on", "DROP TRIGGER other ON "+tbl, "ALTER EVENT TRIGGER sluice_guard_ddl ENABLE"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.RepairCapture(ctx); err != nil || n != 1 {
+		t.Fatalf("RepairCapture after the DDL guard was enabled again: made %d, %v", n, err)
+	}
+	if got := state(); got != "0 guard: ddl" {
+		t.Fatalf("statement guards and record under the DDL guard again: %q, want none and guard: ddl", got)
+	}
+}
