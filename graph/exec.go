@@ -56,10 +56,10 @@ type Store interface {
 	// show as it was (see engine.Engine.SchemaThen and LeftSince).
 	SchemaThen(ctx context.Context, d *sluice.Database, c *sluice.Commit) (*sluice.Schema, error)
 	LeftSince(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, pos sluice.Position, class, under, outcome string) error
-	// Dropped reports whether commit c, made under an older version than
-	// d's, is the schema change that took class away (see
-	// engine.Engine.Dropped).
-	Dropped(ctx context.Context, d *sluice.Database, c *sluice.Commit, class string) (bool, error)
+	// Regrouped returns how commit c, a schema change, changed the set
+	// of document classes under one of under (see
+	// engine.Engine.Regrouped), nil when it did not.
+	Regrouped(ctx context.Context, d *sluice.Database, c *sluice.Commit, under []string) (*engine.Regroup, error)
 	// CurrentDatabase returns database d and its schema as they are
 	// now, read from Postgres, or NotFound when d was deleted.
 	CurrentDatabase(ctx context.Context, d *sluice.Database) (*sluice.Database, *sluice.Schema, error)

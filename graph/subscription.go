@@ -228,24 +228,26 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 }
 
 // checkSchemaThen returns the Conflict that ends the subscription at c,
-// the commit of a schema change made under an older version than the one
-// it was prepared for (a stream resumed from before the change), when
-// that change took away a class whose fields it selects
-// (Store.Dropped): the streams open at
-// the change ended there (Revise: their operation no longer validated),
-// and the change deleted the class's documents without an event, so a
-// stream that went on past it would never learn they are gone, even
-// though the class was made again since.
+// a schema change, when it took a class out of those whose fields the
+// subscription selects (a class dropped, made an interface or a
+// subdocument type, or one that no longer implements the interface
+// selected) or brought in one that has documents (a class made to
+// implement it): it did so without an event, and a stream that went on
+// past it would never tell its client. It is judged by the version before
+// the change and the one it made (engine.Engine.Regrouped), so that a
+// subscription open at the change (revised for it) and one resumed from
+// before it end at the same commit, even once the class was made again.
+// A _ChangeSet that selects no class's field selects no documents, and
+// goes on.
 func (s *Subscription) checkSchemaThen(ctx context.Context, c *sluice.Commit) error {
-	for _, class := range s.roots {
-		if dropped, err := s.es.store.Dropped(ctx, s.req.DB, c, class); err != nil {
-			return err
-		} else if dropped {
-			return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d (commit %d), which has no class %s, and this subscription selects its documents: it ends there, as the subscriptions open then did; read the current state, then subscribe again",
-				s.req.DB.Path(), c.SchemaVersion, c.Seq, class)
-		}
+	if len(s.roots) == 0 {
+		return nil
 	}
-	return nil
+	rg, err := s.es.store.Regrouped(ctx, s.req.DB, c, s.roots)
+	if err != nil || rg == nil {
+		return err
+	}
+	return engine.RegroupedError(s.req.DB, c, rg, engine.StreamEnds)
 }
 
 // selects reports whether a change of c may give the subscription an

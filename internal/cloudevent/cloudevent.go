@@ -89,6 +89,19 @@ func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 	if err := rd.Follow(ctx, c.SchemaVersion); err != nil {
 		return nil, start, err
 	}
+	if c.NewSchema {
+		// A schema change that took a class out of those selected, or
+		// brought one with documents in, did so without an event: the
+		// consumer ends there (see engine.Engine.Regrouped), open at the
+		// change or reading it later alike.
+		rg, err := rd.Regrouped(ctx, c, e.sel.Classes)
+		if err != nil {
+			return nil, start, err
+		}
+		if rg != nil {
+			return nil, start, engine.RegroupedError(rd.Database, c, rg, cmp.Or(e.sel.Outcome, engine.StreamEnds))
+		}
+	}
 	// A commit made under an older schema version than the reader's (a
 	// resumed stream, a member gone on alone, a webhook's loop) is
 	// selected by the classes as they were then, as streams that kept

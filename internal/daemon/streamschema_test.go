@@ -58,7 +58,7 @@ func TestResumeAcrossClassDropEnds(t *testing.T) {
 	if f := s.Event(); !strings.HasPrefix(f.String(), ": connected") {
 		t.Fatalf("first frame: %s", f)
 	}
-	if f := s.Event(); f.Field("event") != "error" || !strings.Contains(f.String(), "api:Conflict") || !strings.Contains(f.String(), "no document class Cat") {
+	if f := s.Event(); f.Field("event") != "error" || !strings.Contains(f.String(), "api:Conflict") || !strings.Contains(f.String(), "which dropped class Cat") {
 		t.Errorf("REST stream resumed from %s, before Cat was dropped (Cat/tom deleted without an event): %s; want the Conflict the live stream got", w.Position, f)
 	}
 
@@ -68,7 +68,7 @@ func TestResumeAcrossClassDropEnds(t *testing.T) {
 	if f := g.Event(); !strings.HasPrefix(f.String(), ": connected") {
 		t.Fatalf("first frame: %s", f)
 	}
-	if f := g.Event(); !strings.Contains(f.String(), `"CONFLICT"`) || !strings.Contains(f.String(), "no class Cat") {
+	if f := g.Event(); !strings.Contains(f.String(), `"CONFLICT"`) || !strings.Contains(f.String(), "which dropped class Cat") {
 		t.Errorf("GraphQL subscription resumed from %s, before Cat was dropped: %s; want a CONFLICT naming the drop", w.Position, f)
 	}
 
@@ -96,11 +96,14 @@ func TestResumeAcrossClassDropEnds(t *testing.T) {
 
 // TestResumeAcrossInterfaceChange: a forced change makes Cat stop
 // implementing Animal after Cat/tom was written. A live stream of Animal
-// got Cat/tom. A REST stream resumed from before it gets it too (it
-// silently skipped it); a GraphQL subscription of Animal, which cannot
-// show a Cat as an Animal any more, ends with a CONFLICT naming Cat,
-// Animal and the change, as _ChangeSet(commit:) answers it with an error
-// (both left it out silently).
+// got Cat/tom, then ends at the change with a Conflict naming it (every
+// Cat left the Animals without an event: see
+// TestInterfaceStreamsEndWhenMembershipChanges). A REST stream resumed
+// from before Cat/tom gets Cat/tom too (it silently skipped it), then the
+// same Conflict; a GraphQL subscription of Animal, which cannot show a
+// Cat as an Animal any more, ends with a CONFLICT naming Cat, Animal and
+// the change at Cat/tom's event, as _ChangeSet(commit:) answers it with
+// an error (both left it out silently).
 func TestResumeAcrossInterfaceChange(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
@@ -119,8 +122,8 @@ func TestResumeAcrossInterfaceChange(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo?force=true", zooCatNotAnimal)
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
 	second := live.Event()
-	if !strings.Contains(second.String(), `"subject":"Dog/rex"`) {
-		t.Fatalf("live stream: %s", second)
+	if second.Field("event") != "error" || !strings.Contains(second.String(), "api:Conflict") || !strings.Contains(second.String(), "made Cat stop implementing Animal") {
+		t.Fatalf("live stream at the change: %s", second)
 	}
 
 	s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/zoo/Animal", Header: []string{"Last-Event-ID", p0}})
@@ -153,7 +156,9 @@ func TestResumeAcrossInterfaceChange(t *testing.T) {
 // TestResumeAcrossInterfaceAddedLater: the reverse. Cat/tom is written
 // when Cat is no Animal; a change then makes Cat implement Animal. No
 // live stream of Animal got Cat/tom, so a resumed one must not either
-// (REST and GraphQL replayed it).
+// (REST and GraphQL replayed it): it ends at the change, which brought
+// Cat/tom among the Animals without an event, as the live streams did
+// (see TestInterfaceStreamsEndWhenMembershipChanges).
 func TestResumeAcrossInterfaceAddedLater(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
@@ -165,23 +170,27 @@ func TestResumeAcrossInterfaceAddedLater(t *testing.T) {
 
 	s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Path: "/api/subscribe/admin/zoo/Animal", Header: []string{"Last-Event-ID", p0}})
 	s.Event() // connected
-	if f := s.Event(); !strings.Contains(f.String(), `"subject":"Dog/rex"`) {
-		t.Errorf("REST stream of Animal resumed from %s: %s; want Dog/rex first (Cat/tom was no Animal when written)", p0, f)
+	if f := s.Event(); f.Field("event") != "error" || !strings.Contains(f.String(), "made Cat implement Animal") {
+		t.Errorf("REST stream of Animal resumed from %s: %s; want the Conflict naming the change first (Cat/tom was no Animal when written)", p0, f)
 	}
 	g := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/zoo",
 		Body:   `{"query":"subscription { Animal_added { _id } }"}`,
 		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", p0}})
 	g.Event() // connected
-	if f := g.Event(); !strings.Contains(f.String(), `"Dog/rex"`) {
-		t.Errorf("GraphQL subscription of Animal resumed from %s: %s; want Dog/rex first (Cat/tom was no Animal when written)", p0, f)
+	if f := g.Event(); !strings.Contains(f.String(), `"CONFLICT"`) || !strings.Contains(f.String(), "made Cat implement Animal") {
+		t.Errorf("GraphQL subscription of Animal resumed from %s: %s; want the CONFLICT naming the change first (Cat/tom was no Animal when written)", p0, f)
 	}
 }
 
 // TestWebhookAcrossInterfaceChange: a webhook of Animal replayed from
 // before Cat/tom, made when Cat was an Animal, delivers it (it skipped it
-// silently, as it did after a restart across the change); one replayed
-// across a change that dropped Cat since is paused failing, naming the
-// change, before the event it cannot show.
+// silently, as it did after a restart across the change), then is paused
+// failing at the change that made Cat stop implementing Animal, as a
+// stream of Animal ends there (every Cat left the Animals without an
+// event); one replayed across a change that dropped Cat since is paused
+// failing, naming the change, before the event it cannot show. A webhook
+// of every class is paused at a change that drops a class (its documents
+// went without an event), one of Dog alone goes on past it.
 func TestWebhookAcrossInterfaceChange(t *testing.T) {
 	t.Parallel()
 	got := make(chan string, 100)
@@ -196,22 +205,54 @@ func TestWebhookAcrossInterfaceChange(t *testing.T) {
 	d := dt.Start(t, func(c *config.Config) {
 		c.WebhookAllowNetworks = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
+	deliveries := func(db string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			select {
+			case g := <-got:
+				if g != w {
+					t.Errorf("webhooks of %s: delivered %q, want %q", db, g, w)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatalf("webhooks of %s: no delivery; want %q", db, w)
+			}
+		}
+	}
+	create := func(db, body string) int {
+		t.Helper()
+		r := d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/"+db, body)
+		var h struct{ ID int }
+		if err := json.Unmarshal(r.Body, &h); err != nil || h.ID == 0 {
+			t.Fatalf("webhook: %s", r.Body)
+		}
+		return h.ID
+	}
+	// paused waits for webhook id of db to leave the active state, and
+	// returns its state, position and status message.
+	paused := func(db string, id int) (state, pos, msg string) {
+		t.Helper()
+		var st map[string]any
+		eventually.True(t, 60*time.Second, "the webhook of "+db+" paused", func() bool {
+			st = nil
+			_ = json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", fmt.Sprintf("/api/webhooks/admin/%s/%d", db, id), nil).Body, &st)
+			return st["state"] != "active"
+		})
+		state, _ = st["state"].(string)
+		pos, _ = st["position"].(string)
+		msg, _ = st["status_message"].(string)
+		return state, pos, msg
+	}
+
 	d.CreateDatabase(t, "zoo", zooSchema)
 	p0 := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zoo?type=Cat", nil).Header.Get("Sluice-Position")
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
+	tom := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zoo?type=Cat", nil).Header.Get("Sluice-Position")
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo?force=true", zooCatNotAnimal)
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/zoo",
-		fmt.Sprintf(`{"url":%q,"classes":["Animal"],"after":%q}`, srv.URL+"/a", p0))
-	for _, want := range []string{"/a Cat/tom", "/a Dog/rex"} {
-		select {
-		case g := <-got:
-			if g != want {
-				t.Errorf("webhook of Animal from %s: delivered %q, want %q (Cat/tom was an Animal when written, as live delivery sent it)", p0, g, want)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatalf("no delivery; want %q", want)
-		}
+	id := create("zoo", fmt.Sprintf(`{"url":%q,"classes":["Animal"],"after":%q}`, srv.URL+"/a", p0))
+	deliveries("zoo", "/a Cat/tom") // Cat/tom was an Animal when written, as live delivery sent it
+	if state, pos, msg := paused("zoo", id); state != "failing" || pos != tom || !strings.Contains(msg, "made Cat stop implementing Animal") {
+		t.Errorf("webhook of Animal from %s, across the change that made Cat stop implementing Animal: state %v, position %v, status_message %q; want failing at %s naming the change", p0, state, pos, msg, tom)
 	}
 
 	d.CreateDatabase(t, "zoo2", zooSchema)
@@ -219,22 +260,25 @@ func TestWebhookAcrossInterfaceChange(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo2", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo2?force=true", "interface Animal { name: String! }\ntype Dog implements Animal { name: String! }")
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo2", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
-	r := d.MustDo(t, 201, dt.Admin(), "POST", "/api/webhooks/admin/zoo2",
-		fmt.Sprintf(`{"url":%q,"classes":["Animal"],"after":%q}`, srv.URL+"/b", q0))
-	var h struct{ ID int }
-	_ = json.Unmarshal(r.Body, &h)
-	var st map[string]any
-	eventually.True(t, 60*time.Second, "the webhook of zoo2 paused", func() bool {
-		st = nil
-		_ = json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", fmt.Sprintf("/api/webhooks/admin/zoo2/%d", h.ID), nil).Body, &st)
-		return st["state"] != "active"
-	})
-	if msg, _ := st["status_message"].(string); st["state"] != "failing" || st["position"] != q0 || !strings.Contains(msg, "dropped class Cat") {
-		t.Errorf("webhook of Animal from %s, across the drop of Cat: state %v, position %v, status_message %q; want failing at %s naming the drop", q0, st["state"], st["position"], msg, q0)
+	id = create("zoo2", fmt.Sprintf(`{"url":%q,"classes":["Animal"],"after":%q}`, srv.URL+"/b", q0))
+	if state, pos, msg := paused("zoo2", id); state != "failing" || pos != q0 || !strings.Contains(msg, "dropped class Cat") {
+		t.Errorf("webhook of Animal from %s, across the drop of Cat: state %v, position %v, status_message %q; want failing at %s naming the drop", q0, state, pos, msg, q0)
+	}
+
+	d.CreateDatabase(t, "zoo3", zooSchema)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo3", `{"@type":"Cat","@id":"tom","name":"Tom"}`)
+	r0 := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/zoo3?type=Cat", nil).Header.Get("Sluice-Position")
+	every := create("zoo3", fmt.Sprintf(`{"url":%q,"after":%q}`, srv.URL+"/every", r0))
+	create("zoo3", fmt.Sprintf(`{"url":%q,"classes":["Dog"],"after":%q}`, srv.URL+"/dog", r0))
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/zoo3?force=true", "interface Animal { name: String! }\ntype Dog implements Animal { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo3", `{"@type":"Dog","@id":"rex","name":"Rex"}`)
+	deliveries("zoo3", "/dog Dog/rex")
+	if state, pos, msg := paused("zoo3", every); state != "failing" || pos != r0 || !strings.Contains(msg, "dropped class Cat") {
+		t.Errorf("webhook of every class from %s, across the drop of Cat: state %v, position %v, status_message %q; want failing at %s naming the drop", r0, state, pos, msg, r0)
 	}
 	select {
 	case g := <-got:
-		t.Errorf("webhook of zoo2 delivered %q past an event it cannot show", g)
+		t.Errorf("delivered %q past a change that a webhook ends at, or an event it cannot show", g)
 	default:
 	}
 }

@@ -51,47 +51,152 @@ func (r *Reader) SchemaThen(ctx context.Context, c *sluice.Commit) (*sluice.Sche
 	return r.e.SchemaThen(ctx, r.Database, c)
 }
 
-// Dropped reports whether commit c of d, made under an older schema
-// version than d's, is the commit of the schema change that took class
-// away: a class or interface of the version before (not a subdocument
-// type), which the version c's change made has not, or only as a
-// subdocument type. A stream of class open at c ended there (the change
-// deleted the class's documents without an event); one that reads c
-// later through a schema that has class again ends there too. False for
-// a commit of d's version or a later one (the reader's schema judges it)
-// and for any other commit. When the version before is not known, the
-// class is taken to have been there.
-func (e *Engine) Dropped(ctx context.Context, d *sluice.Database, c *sluice.Commit, class string) (bool, error) {
-	if !c.NewSchema {
-		return false, nil
-	}
-	then, err := e.SchemaThen(ctx, d, c)
-	if err != nil || then == nil {
-		return false, err
-	}
-	if cl := then.Class(class); cl != nil && cl.Kind != sluice.KindSubdocument {
-		return false, nil
-	}
-	vs, err := e.store.SchemaVersions(ctx, d)
-	if err != nil {
-		return false, err
-	}
-	for _, v := range vs {
-		if v.Version == c.SchemaVersion-1 {
-			before, err := e.store.SchemaAt(ctx, d.ID, v.Version)
-			if err != nil {
-				return false, err
-			}
-			cl := before.Class(class)
-			return cl != nil && cl.Kind != sluice.KindSubdocument, nil
-		}
-	}
-	return true, nil
+// A forced schema change can also change which documents a stream's
+// selection covers, with no event for any of them: dropping Cat, making
+// it an interface or a subdocument type, or making it stop implementing
+// Animal takes every Cat out of a stream of Animal (and out of a stream
+// of every class, but for the last), and making a class that has
+// documents implement Animal brings them all in. A client that mirrors
+// the selection from its events would keep the Cats for good, or never
+// learn of the new members. So a stream ends at such a change with the
+// error naming it (RegroupedError), as a stream of a class dropped ends
+// there: whether a change did so is judged by the version before it and
+// the version it made (Regrouped), whatever schema the stream reads
+// through, so that a stream open at the change and one resumed from
+// before it, or replayed, end at the same change. A class that joins
+// with no documents possible (a new class, or one that was an interface
+// or a subdocument type) does not end it: nothing was left unsaid. Only
+// a schema change's commit is looked at (Commit.NewSchema).
+
+// A Regroup is what a schema change did to the document classes under
+// one of a stream's selection: Class left (or joined) those of Under.
+type Regroup struct {
+	// Under is the class or interface the stream selects ("" for every
+	// document class), Class the document class that left or joined it.
+	Under, Class string
+	// Joined: Class was a document class before the change, and the
+	// change made it implement Under. Deleted: the change left Class
+	// no document class (its documents are gone).
+	Joined, Deleted bool
+	// How is the change, as the error says it ("dropped class Cat",
+	// "made Cat stop implementing Animal").
+	How string
 }
 
-// Dropped is Engine.Dropped for the reader's database.
-func (r *Reader) Dropped(ctx context.Context, c *sluice.Commit, class string) (bool, error) {
-	return r.e.Dropped(ctx, r.Database, c, class)
+// Regrouped returns how commit c of d, when it is a schema change, changed
+// the set of document classes under one of under (classes or interfaces,
+// each with what implements it; empty: every document class): the first
+// class that left or joined it, from the version before c to the version
+// c made. Nil for any other commit and for a change that left every set
+// as it was. When the version before is not known (a change from before
+// Sluice kept versions), only a selected class left no document class
+// is judged.
+func (e *Engine) Regrouped(ctx context.Context, d *sluice.Database, c *sluice.Commit, under []string) (*Regroup, error) {
+	if !c.NewSchema || c.SchemaVersion <= 1 {
+		return nil, nil
+	}
+	after, err := e.store.SchemaAt(ctx, d.ID, c.SchemaVersion)
+	if err != nil {
+		return nil, err
+	}
+	at := *d
+	at.SchemaVersion = max(d.SchemaVersion, c.SchemaVersion)
+	vs, err := e.store.SchemaVersions(ctx, &at)
+	if err != nil {
+		return nil, err
+	}
+	var before *sluice.Schema
+	for _, v := range vs {
+		if v.Version == c.SchemaVersion-1 {
+			if before, err = e.store.SchemaAt(ctx, d.ID, v.Version); err != nil {
+				return nil, err
+			}
+			break
+		}
+	}
+	return regrouped(before, after, under), nil
+}
+
+// Regrouped is Engine.Regrouped for the reader's database.
+func (r *Reader) Regrouped(ctx context.Context, c *sluice.Commit, under []string) (*Regroup, error) {
+	return r.e.Regrouped(ctx, r.Database, c, under)
+}
+
+// regrouped returns the first class that left or joined the document
+// classes under one of under from schema before to schema after (see
+// Engine.Regrouped); before is nil when not known.
+func regrouped(before, after *sluice.Schema, under []string) *Regroup {
+	if before == nil {
+		for _, u := range under {
+			if c := after.Class(u); c == nil || c.Kind == sluice.KindSubdocument {
+				return &Regroup{Under: u, Class: u, Deleted: true, How: leftHow(after, u, u)}
+			}
+		}
+		return nil
+	}
+	if len(under) == 0 {
+		under = []string{""}
+	}
+	for _, u := range under {
+		for _, n := range before.Order {
+			if isUnder(before, n, u) && !isUnder(after, n, u) {
+				return &Regroup{Under: u, Class: n, Deleted: !isUnder(after, n, ""), How: leftHow(after, n, u)}
+			}
+		}
+		if u == "" {
+			continue // every document class was one before: none joins
+		}
+		for _, n := range after.Order {
+			if isUnder(after, n, u) && !isUnder(before, n, u) && isUnder(before, n, "") {
+				return &Regroup{Under: u, Class: n, Joined: true, How: "made " + n + " implement " + u}
+			}
+		}
+	}
+	return nil
+}
+
+// isUnder reports whether class is a document class of s that is under
+// or implements it ("": any document class).
+func isUnder(s *sluice.Schema, class, under string) bool {
+	c := s.Class(class)
+	return c != nil && c.Kind == sluice.KindDocument && (under == "" || s.IsA(class, under))
+}
+
+// leftHow says how schema after took class out of under.
+func leftHow(after *sluice.Schema, class, under string) string {
+	switch c := after.Class(class); {
+	case c == nil:
+		return "dropped class " + class
+	case c.Kind == sluice.KindAbstract:
+		return "made " + class + " an interface"
+	case c.Kind == sluice.KindSubdocument:
+		return "made " + class + " a subdocument type"
+	default:
+		return "made " + class + " stop implementing " + under
+	}
+}
+
+// RegroupedError returns the CodeConflict error that ends a stream of d
+// at schema change c, which did rg, ending with outcome: what the
+// consumer does and what its client may do (StreamEnds).
+func RegroupedError(d *sluice.Database, c *sluice.Commit, rg *Regroup, outcome string) error {
+	sel := "every document class"
+	if rg.Under != "" {
+		sel = rg.Under
+	}
+	var effect string
+	switch {
+	case rg.Joined:
+		effect = fmt.Sprintf("the documents %s had joined what this stream selects (%s) without an event", rg.Class, sel)
+	case rg.Deleted && rg.Class == rg.Under:
+		effect = fmt.Sprintf("it deleted the documents of %s, which this stream selects, without an event", rg.Class)
+	case rg.Deleted:
+		effect = fmt.Sprintf("it deleted the documents of %s, which this stream selects (%s), without an event", rg.Class, sel)
+	default:
+		effect = fmt.Sprintf("the documents of %s left what this stream selects (%s) without an event", rg.Class, sel)
+	}
+	return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d (commit %d), which %s: %s; %s",
+		d.Path(), c.SchemaVersion, c.Seq, rg.How, effect, outcome)
 }
 
 // Fits returns the first of under (classes or interfaces) that class, a
