@@ -54,8 +54,8 @@ func (r *Reader) SchemaThen(ctx context.Context, c *sluice.Commit) (*sluice.Sche
 // A forced schema change can also change which documents a stream's
 // selection covers, with no event for any of them: dropping Cat, making
 // it an interface or a subdocument type, or making it stop implementing
-// Animal takes every Cat out of a stream of Animal (and out of a stream
-// of every class, but for the last), and making a class that has
+// Animal takes every Cat out of a stream of Animal (the first three take
+// them out of a stream of every class too), and making a class that has
 // documents implement Animal brings them all in. A client that mirrors
 // the selection from its events would keep the Cats for good, or never
 // learn of the new members. So a stream ends at such a change with the
@@ -187,13 +187,13 @@ func RegroupedError(d *sluice.Database, c *sluice.Commit, rg *Regroup, outcome s
 	var effect string
 	switch {
 	case rg.Joined:
-		effect = fmt.Sprintf("the documents %s had joined what this stream selects (%s) without an event", rg.Class, sel)
+		effect = fmt.Sprintf("the documents of %s joined the selection (%s) without an event", rg.Class, sel)
 	case rg.Deleted && rg.Class == rg.Under:
-		effect = fmt.Sprintf("it deleted the documents of %s, which this stream selects, without an event", rg.Class)
+		effect = fmt.Sprintf("it deleted the documents of %s, the class selected, without an event", rg.Class)
 	case rg.Deleted:
-		effect = fmt.Sprintf("it deleted the documents of %s, which this stream selects (%s), without an event", rg.Class, sel)
+		effect = fmt.Sprintf("it deleted the documents of %s, in the selection (%s), without an event", rg.Class, sel)
 	default:
-		effect = fmt.Sprintf("the documents of %s left what this stream selects (%s) without an event", rg.Class, sel)
+		effect = fmt.Sprintf("the documents of %s left the selection (%s) without an event", rg.Class, sel)
 	}
 	return sluice.Errorf(sluice.CodeConflict, "the schema of %s changed to version %d (commit %d), which %s: %s; %s",
 		d.Path(), c.SchemaVersion, c.Seq, rg.How, effect, outcome)
