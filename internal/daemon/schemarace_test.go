@@ -343,7 +343,7 @@ func TestSchemaChangeEndsWhatItInvalidates(t *testing.T) {
 		t.Fatalf("the subscription selecting the dropped field ended with %s", last)
 	}
 	frames = restGone.Ended()
-	if last := frames[len(frames)-1]; last.Field("event") != "error" || !strings.Contains(last.String(), "no document class Gone") {
+	if last := frames[len(frames)-1]; last.Field("event") != "error" || !strings.Contains(last.String(), "which dropped class Gone") {
 		t.Fatalf("the REST stream of the dropped class ended with %q", frames)
 	}
 	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/race", `{"@type":"T","@id":"after","label":"kept"}`)
