@@ -323,3 +323,87 @@ func stalledWrite(t *testing.T, d *dt.Daemon, auth dt.Auth, path string, answer 
 	}()
 	return feed
 }
+
+// TestPatchIsChargedItsStoredDocument: a patch reads its stored document,
+// merges into it, validates the result and writes it whole, so it is
+// charged the stored document too, not only its own few bytes (a tiny
+// patch of a large document was charged the patch: a user's concurrent
+// patches held what their documents made them). rita's share is 1 MiB,
+// and Note/big holds 700 KB of text. While a REST write whose body
+// stalled holds 600 KB of the share, a REST PATCH setting only its tag
+// waits for the share and is answered 429 with Retry-After, naming the
+// setting, having patched nothing; a GraphQL Note_update setting the tag
+// waits too (sluice_write_bytes_waiting counts it) and is written once
+// the stalled body ends; then the budget holds nothing.
+func TestPatchIsChargedItsStoredDocument(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
+	d.CreateDatabase(t, "wb", "type Note { text: String tag: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
+	rita := dt.Basic("rita", "rita-password")
+	d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb",
+		fmt.Sprintf(`{"@type":"Note","@id":"big","text":%q}`, strings.Repeat("b", 700<<10)))
+	note := func(id string) string {
+		return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, strings.Repeat("x", 600<<10))
+	}
+	metric := func(name string) float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+	}
+	tagOfBig := func() string {
+		var doc struct{ Tag string }
+		if err := json.Unmarshal(d.MustDo(t, 200, rita, "GET", "/api/document/admin/wb?id=Note/big", nil).Body, &doc); err != nil {
+			t.Fatal(err)
+		}
+		return doc.Tag
+	}
+
+	answer := make(chan int, 1)
+	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answer)
+	if _, err := feed.Write([]byte("[" + note("a") + ",")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "sluice_write_bytes holds the stalled write's document", func() bool {
+		return metric("sluice_write_bytes") >= 600<<10
+	})
+	r := d.Do(t, rita, "PATCH", "/api/document/admin/wb?id=Note/big", `{"tag":"rest"}`, "Content-Type", "application/merge-patch+json")
+	if r.Status != 429 || !strings.Contains(string(r.Body), "write_bytes_per_user") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a PATCH of Note/big (700 KB) beside the held share: %d %.300s (Retry-After %q), want a 429 naming write_bytes_per_user", r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	if tag := tagOfBig(); tag != "" {
+		t.Fatalf("the refused PATCH patched Note/big: its tag is %q", tag)
+	}
+	mutated := make(chan dt.Response, 1)
+	go func() {
+		mutated <- doRequest(t, d, rita, "POST", "/api/graphql/admin/wb",
+			strings.NewReader(`{"query":"mutation { Note_update(documents: [{_id: \"big\", tag: \"graphql\"}]) }"}`), "application/json")
+	}()
+	eventually.True(t, 10*time.Second, "sluice_write_bytes_waiting counts the Note_update", func() bool {
+		return metric("sluice_write_bytes_waiting") == 1
+	})
+	select {
+	case r := <-mutated:
+		t.Fatalf("the Note_update was answered while rita's share was held: %d %.300s", r.Status, r.Body)
+	default:
+	}
+	if _, err := feed.Write([]byte(note("a2") + "]")); err != nil {
+		t.Fatal(err)
+	}
+	feed.Close()
+	if status := <-answer; status != 200 {
+		t.Fatalf("the stalled write, once its body ended: %d", status)
+	}
+	if r := <-mutated; r.Status != 200 || bytes.Contains(r.Body, []byte(`"errors"`)) {
+		t.Fatalf("the Note_update, once the stalled write was written: %d %.300s", r.Status, r.Body)
+	}
+	if tag := tagOfBig(); tag != "graphql" {
+		t.Fatalf("Note/big's tag after the Note_update: %q", tag)
+	}
+	d.MustDo(t, 200, rita, "PATCH", "/api/document/admin/wb?id=Note/big", `{"tag":"rest"}`, "Content-Type", "application/merge-patch+json")
+	if tag := tagOfBig(); tag != "rest" {
+		t.Fatalf("Note/big's tag after a PATCH with the share free: %q", tag)
+	}
+	if held := metric("sluice_write_bytes"); held != 0 {
+		t.Fatalf("once the writes were answered, sluice_write_bytes is %v, want 0", held)
+	}
+}

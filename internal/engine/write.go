@@ -70,6 +70,10 @@ type WriteOptions struct {
 	// the request is validated again against the current schema rather
 	// than refused by it halfway.
 	SchemaVersion int
+	// Charge, for Patch, is the write's charge of the write budget (a
+	// REST PATCH's, holding its body), which Patch grows by the stored
+	// documents it rewrites; nil: Patch charges them alone.
+	Charge *WriteCharge
 }
 
 // Idempotency is a write's Idempotency-Key: the same key from the same

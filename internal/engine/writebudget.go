@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -41,7 +42,9 @@ import (
 // WriteCharge instead: a REST PATCH (its body, before it is decoded) and
 // a GraphQL mutation (all its documents and patches, which arrive decoded
 // and are held together until its commit is done, before any is
-// validated).
+// validated). A patch rewrites the whole of its document, so its charge
+// grows by the stored documents it reads too (patchCharge), before they
+// are read.
 
 // writeBudgetWait bounds how long a write waits for a document's charge.
 const writeBudgetWait = 10 * time.Second
@@ -276,6 +279,52 @@ func (c *WriteCharge) Grow(ctx context.Context, n int64) error {
 	got, err := c.budget.take(ctx, c.user, n)
 	c.held = got
 	return err
+}
+
+// tryGrow makes the charge n bytes (as Grow) if that needs no wait, and
+// reports whether it did; a charge that must wait is left as it is.
+func (c *WriteCharge) tryGrow(n int64) bool {
+	if c.budget == nil {
+		return true
+	}
+	n = c.budget.charge(c.user, n)
+	if n <= c.held {
+		return true
+	}
+	more, ok := c.budget.tryTake(c.user, n-c.held)
+	if ok {
+		c.held += more
+	}
+	return ok
+}
+
+// room returns how many bytes more the charge could take now without
+// waiting (math.MaxInt64: any number), as tryGrow would find it, or
+// less: nothing while writes wait for the budget.
+func (c *WriteCharge) room() int64 {
+	if c.budget == nil || c.held >= c.budget.charge(c.user, math.MaxInt64) {
+		return math.MaxInt64
+	}
+	return c.budget.room(c.user)
+}
+
+// room returns how many bytes user could be charged now without
+// waiting: nothing while writes wait, else what its share and the
+// process's budget have left (math.MaxInt64 when neither bounds it).
+func (b *writeBudget) room(user budgetUser) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) > 0 {
+		return 0
+	}
+	n := int64(math.MaxInt64)
+	if b.total > 0 {
+		n = min(n, b.total-b.all)
+	}
+	if b.perUser > 0 && !user.exempt {
+		n = min(n, b.perUser-b.held[user.id])
+	}
+	return max(n, 0)
 }
 
 // Release gives the charge back; it may be called again.

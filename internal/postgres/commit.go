@@ -66,6 +66,26 @@ type WriteSpec struct {
 	// is. The engine uses it to keep the stored values of the fields the
 	// writer's role cannot read.
 	Keep func(replacement, stored []byte) (*sluice.Document, error)
+
+	// Patched, when set, is charged by a patch (Writer.Patch) for the
+	// stored documents it reads and rewrites, before it reads them.
+	Patched PatchCharge
+}
+
+// PatchCharge is what a patch charges for the stored documents it reads,
+// merges, validates and writes again: a tiny patch of a large document
+// holds the whole document, decoded and encoded, while it is written.
+// Its methods are called on the write's goroutine or on the group
+// commit's, one at a time.
+type PatchCharge interface {
+	// Room returns how many bytes of stored documents the patch may
+	// read now without waiting for them (what it holds and what it
+	// can take at once).
+	Room() int64
+	// Hold makes the charge at least n bytes of stored documents at
+	// once, without waiting: its error, when it cannot, fails the
+	// write, which its caller runs again once it has the charge.
+	Hold(n int64) error
 }
 
 // OnCommit makes DB.Write call fn with every commit, once it is durable

@@ -67,6 +67,8 @@ type Writer struct {
 	// and holds at a time (imageBudget); held counts those it holds, and
 	// peakHeld the most it held.
 	budget, held, peakHeld int
+	// patched is WriteSpec.Patched (nil: patches are not charged).
+	patched PatchCharge
 }
 
 // maxDeferredBytes bounds the change images a Writer holds back.
@@ -82,7 +84,7 @@ func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pipeli
 	}
 	ws := make([]*Writer, len(specs))
 	for i, uid := range uids {
-		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, keep: specs[i].Keep, uid: uid, pending: pending, budget: imageBudget}
+		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, keep: specs[i].Keep, patched: specs[i].Patched, uid: uid, pending: pending, budget: imageBudget}
 	}
 	return ws, nil
 }
@@ -223,7 +225,7 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	for i, d := range r.docs {
 		ids[i] = d.ID
 	}
-	found, err := w.lock(ctx, ids)
+	found, err := w.lock(ctx, ids, -1)
 	if err != nil {
 		return err
 	}
@@ -234,7 +236,7 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	if ok, err := w.check(ids, expect, found, !create, " (use create=true to insert it)"); !ok {
 		return err
 	}
-	return w.inRuns(ctx, ids, found, func(run []int) error {
+	return w.inRuns(ctx, ids, found, nil, func(run []int) error {
 		if w.keep != nil {
 			if r, err = w.keepStored(r, found, run); err != nil {
 				return err
@@ -309,14 +311,24 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 			return err
 		}
 	}
-	found, err := w.lock(ctx, ids)
+	// A patch rewrites its whole document, however small the patch: it
+	// is charged the stored documents it reads (WriteSpec.Patched), each
+	// run of them before it is read. A patch of one document reads it
+	// with its lock when the charge has room for it at once, else once
+	// it is charged.
+	within, charge := int64(-1), (func(int) error)(nil)
+	if w.patched != nil {
+		within = w.patched.Room()
+		charge = func(n int) error { return w.patched.Hold(int64(n)) }
+	}
+	found, err := w.lock(ctx, ids, within)
 	if err != nil {
 		return err
 	}
 	if ok, err := w.check(ids, expect, found, true, ""); !ok {
 		return err
 	}
-	return w.inRuns(ctx, ids, found, func(run []int) error {
+	return w.inRuns(ctx, ids, found, charge, func(run []int) error {
 		docs := make([]*sluice.Document, len(run))
 		for k, i := range run {
 			doc, err := patch(i, found[ids[i]].json)
@@ -420,14 +432,14 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	// The rows are locked in id order first, as Replace locks them, so that
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.
-	found, err := w.lock(ctx, ids)
+	found, err := w.lock(ctx, ids, -1)
 	if err != nil {
 		return err
 	}
 	if ok, err := w.check(ids, expect, found, true, ""); !ok {
 		return err
 	}
-	err = w.inRuns(ctx, ids, found, func(run []int) error {
+	err = w.inRuns(ctx, ids, found, nil, func(run []int) error {
 		changes := make([]change, len(run))
 		for k, i := range run {
 			changes[k] = change{id: ids[i], op: sluice.OpDeleted, before: found[ids[i]].json}
@@ -528,11 +540,12 @@ func idsByClass(ids []string) (map[string][]string, []string) {
 
 // lock locks the rows of the documents ids (FOR UPDATE) and returns what
 // it found of each by id; ids that name no row are absent. A write of one
-// document reads its image with the lock, in the same statement; a write
-// of several reads only their versions and sizes, and inRuns their
-// images, in runs. Ids must be "Class/key" with Class a document class
-// (the engine checks).
-func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, error) {
+// document reads its image with the lock, in the same statement (when
+// within is not negative, only if its size, as imageSize estimates it,
+// is at most within: else its size); a write of several reads only their
+// versions and sizes, and inRuns their images, in runs. Ids must be
+// "Class/key" with Class a document class (the engine checks).
+func (w *Writer) lock(ctx context.Context, ids []string, within int64) (map[string]*stored, error) {
 	if err := w.flush(ctx); err != nil {
 		return nil, err
 	}
@@ -549,12 +562,19 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 		if c == nil || c.Kind != sluice.KindDocument {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
-		what := "to_jsonb(t.*)"
-		if len(ids) > 1 {
+		what, args := "to_jsonb(t.*)", []any{byClass[class]}
+		switch {
+		case len(ids) > 1:
 			what = imageSize(c)
+		case within >= 0:
+			what = "CASE WHEN s._size <= $2 THEN to_jsonb(t.*) END, s._size"
+			args = append(args, within)
 		}
 		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE", classTable(w.d, class), colID, colCommitUID, what)
-		rows, err := w.t.tx.Query(ctx, sql, byClass[class])
+		if len(ids) == 1 && within >= 0 {
+			sql = fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t CROSS JOIN LATERAL (SELECT %[5]s AS _size) s WHERE %[2]s = ANY($1) FOR UPDATE OF t", classTable(w.d, class), colID, colCommitUID, what, imageSize(c))
+		}
+		rows, err := w.t.tx.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, mapError(err)
 		}
@@ -562,17 +582,21 @@ func (w *Writer) lock(ctx context.Context, ids []string) (map[string]*stored, er
 			var id string
 			var uid *int64
 			s := &stored{}
-			if len(ids) > 1 {
-				var size int64
+			var raw []byte
+			var size int64
+			switch {
+			case len(ids) > 1:
 				err = rows.Scan(&id, &uid, &size)
-				s.size = int(min(size, 1<<40))
-			} else {
-				var raw []byte
-				if err = rows.Scan(&id, &uid, &raw); err == nil {
-					s.size = len(raw)
-					s.json, err = w.image(c, raw)
-					w.hold(s.size)
-				}
+			case within >= 0:
+				err = rows.Scan(&id, &uid, &raw, &size)
+			default:
+				err = rows.Scan(&id, &uid, &raw)
+			}
+			s.size = int(min(size, 1<<40))
+			if err == nil && raw != nil {
+				s.size = len(raw)
+				s.json, err = w.image(c, raw)
+				w.hold(s.size)
 			}
 			if err != nil {
 				rows.Close()
@@ -643,8 +667,20 @@ func (w *Writer) hold(n int) {
 // inRuns calls fn with the indexes of ids in runs, in order, each run's
 // documents found (not nil in found) read, their images taking at most
 // the budget together (a run holds one document at least). After each
-// run, the images it read are dropped.
-func (w *Writer) inRuns(ctx context.Context, ids []string, found map[string]*stored, fn func(run []int) error) error {
+// run, the images it read are dropped. charge, when not nil, is called
+// with the bytes of each run's images (read already, or to read, as
+// lock estimated them) before the run is read, and again with their
+// sizes as read; its error ends the write.
+func (w *Writer) inRuns(ctx context.Context, ids []string, found map[string]*stored, charge func(size int) error, fn func(run []int) error) error {
+	runSize := func(from, to int) int {
+		n := 0
+		for i := from; i < to; i++ {
+			if cur := found[ids[i]]; cur != nil {
+				n += cur.size
+			}
+		}
+		return n
+	}
 	for start := 0; start < len(ids); {
 		end, size := start, 0
 		for ; end < len(ids); end++ {
@@ -661,8 +697,19 @@ func (w *Writer) inRuns(ctx context.Context, ids []string, found map[string]*sto
 		for i := start; i < end; i++ {
 			run = append(run, i)
 		}
+		if charge != nil {
+			if err := charge(runSize(start, end)); err != nil {
+				return err
+			}
+		}
 		if err := w.load(ctx, ids, found, run); err != nil {
 			return err
+		}
+		if charge != nil {
+			// As read: lock's estimate may fall short (escapes).
+			if err := charge(runSize(start, end)); err != nil {
+				return err
+			}
 		}
 		if err := fn(run); err != nil {
 			return err

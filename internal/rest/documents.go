@@ -377,9 +377,12 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	// Charged to the write budget before it is decoded, as a document of
 	// a POST or PUT is (engine.WriteCharge), until the write is done: its
-	// length when the request gives it, else as it is read.
+	// length when the request gives it, else as it is read. The patch
+	// grows the charge by the stored document before it reads it
+	// (engine.Engine.Patch).
 	charge := a.Engine.ChargeWrite(userFrom(r))
 	defer charge.Release()
+	opt.Charge = charge
 	body := io.Reader(http.MaxBytesReader(w, r.Body, a.MaxBodyBytes))
 	if r.ContentLength >= 0 {
 		if err := charge.Grow(r.Context(), min(r.ContentLength, a.MaxBodyBytes)); err != nil {
