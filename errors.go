@@ -183,6 +183,19 @@ func Show(err error) Shown {
 	return Shown{Code: CodeInternal, Message: "internal error", Level: CodeInternal.LogLevel()}
 }
 
+// GraphQLExtensions returns the extensions of a GraphQL error showing s
+// with extensions.code code (s.Code's GraphQLCode, or its
+// RefusedGraphQLCode for a request refused before it runs) and, when s
+// invites a retry, extensions.retryAfter: the seconds of its Retry-After
+// (as a number), what a REST answer of the error sends as its header.
+func (s Shown) GraphQLExtensions(code string) map[string]any {
+	ext := map[string]any{"code": code}
+	if n, err := strconv.Atoi(s.RetryAfter); err == nil {
+		ext["retryAfter"] = n
+	}
+	return ext
+}
+
 // Log logs err, which s shows, at s's level with msg and args, err's
 // whole text (internal detail included: the log is not a client) under
 // "err" and its code under "code".

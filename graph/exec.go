@@ -664,7 +664,7 @@ func toGQLError(ctx context.Context, logger *slog.Logger, path ast.Path, err err
 	}
 	sh := sluice.Show(err)
 	sh.Log(ctx, logger, "graphql request failed", err)
-	ext := map[string]any{"code": sh.Code.GraphQLCode()}
+	ext := sh.GraphQLExtensions(sh.Code.GraphQLCode())
 	if stale, ok := errors.AsType[*sluice.StaleError](err); ok {
 		docs := make([]map[string]any, len(stale.Docs))
 		for i, d := range stale.Docs {

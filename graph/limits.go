@@ -165,8 +165,9 @@ func (e *resultLimitError) gqlError(path ast.Path) *gqlerror.Error {
 	if e.budget {
 		code = sluice.CodeTooMany
 	}
-	return &gqlerror.Error{Message: e.Error(), Path: path,
-		Extensions: map[string]any{"code": code.GraphQLCode(), "limit": e.key}}
+	ext := sluice.Shown{Code: code, RetryAfter: code.RetryAfter()}.GraphQLExtensions(code.GraphQLCode())
+	ext["limit"] = e.key
+	return &gqlerror.Error{Message: e.Error(), Path: path, Extensions: ext}
 }
 
 func errTooManyRows(max int) error {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -155,11 +156,37 @@ func writeResponse(w http.ResponseWriter, media string, resp *graphql.Response, 
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
+	if ra := retryAfter(resp); ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ra))
+	}
 	w.Header().Set("Content-Type", media+"; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	// A final newline, as every JSON answer of Sluice's has: a terminal
 	// shows the prompt on a line of its own after curl prints it.
 	_, _ = w.Write(append(b, '\n'))
+}
+
+// retryAfter returns the Retry-After, in seconds, of resp when the whole
+// of it is a refusal to retry later: no data, and errors that all invite
+// a retry (extensions.retryAfter: a mutation refused by the write
+// budget, a query past graphql_request_timeout); the longest of theirs.
+// 0 for any other response. The status stays 200: GraphQL over HTTP
+// answers a response with its data entry (null here) 2xx, a field's
+// error being no request error; the header tells a client when to
+// retry, as REST's 429 and 503 do.
+func retryAfter(resp *graphql.Response) int {
+	if len(resp.Errors) == 0 || len(resp.Data) > 0 && string(resp.Data) != "null" {
+		return 0
+	}
+	most := 0
+	for _, e := range resp.Errors {
+		n, ok := e.Extensions["retryAfter"].(int)
+		if !ok || n <= 0 {
+			return 0
+		}
+		most = max(most, n)
+	}
+	return most
 }
 
 // MarshalResponse returns the JSON of resp, the bytes json.Marshal gives
@@ -558,7 +585,7 @@ func writeRequestError(w http.ResponseWriter, media string, err error) {
 	if sh.RetryAfter != "" {
 		w.Header().Set("Retry-After", sh.RetryAfter)
 	}
-	writeErrors(w, media, sh.Code.HTTPStatus(), gqlerror.List{{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.RefusedGraphQLCode()}}})
+	writeErrors(w, media, sh.Code.HTTPStatus(), gqlerror.List{{Message: sh.Message, Extensions: sh.GraphQLExtensions(sh.Code.RefusedGraphQLCode())}})
 }
 
 // writeErrors writes a response with errors and no data entry.

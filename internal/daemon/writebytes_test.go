@@ -407,3 +407,86 @@ func TestPatchIsChargedItsStoredDocument(t *testing.T) {
 		t.Fatalf("once the writes were answered, sluice_write_bytes is %v, want 0", held)
 	}
 }
+
+// TestGraphQLRefusalCarriesRetryAfter: a GraphQL mutation refused by the
+// write budget says when to retry as the REST write refused beside it
+// does: the answer (200, its data null: GraphQL over HTTP answers a
+// response with data 2xx) carries the REST answer's Retry-After header,
+// and its error extensions.retryAfter, the same seconds (it had neither:
+// a client had no way to know). While a REST write whose body stalled
+// holds 600 KB of rita's 1 MiB share, a REST POST of 600 KB and an
+// _insertDocuments of 600 KB both wait for it and are refused; once the
+// body ends, a mutation that succeeds carries no Retry-After.
+func TestGraphQLRefusalCarriesRetryAfter(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
+	d.CreateDatabase(t, "wb", "type Note { text: String }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
+	rita := dt.Basic("rita", "rita-password")
+	text := strings.Repeat("x", 600<<10)
+	note := func(id string) string { return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, text) }
+	metric := func(name string) float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
+	}
+	mutation := func(id string) []byte {
+		b, err := json.Marshal(map[string]any{"query": `mutation($d: JSON!) { _insertDocuments(json: $d) }`,
+			"variables": map[string]any{"d": []any{map[string]any{"@type": "Note", "@id": id, "text": text}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+
+	answer := make(chan int, 1)
+	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answer)
+	if _, err := feed.Write([]byte("[" + note("a") + ",")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "sluice_write_bytes holds the stalled write's document", func() bool {
+		return metric("sluice_write_bytes") >= 600<<10
+	})
+	rest := make(chan dt.Response, 1)
+	go func() {
+		rest <- doRequest(t, d, rita, "POST", "/api/document/admin/wb", strings.NewReader(note("r")), "application/json")
+	}()
+	g := doRequest(t, d, rita, "POST", "/api/graphql/admin/wb", bytes.NewReader(mutation("g")), "application/json")
+	r := <-rest
+	if r.Status != 429 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("the REST write beside the held share: %d %.300s (Retry-After %q), want a 429 with Retry-After", r.Status, r.Body, r.Header.Get("Retry-After"))
+	}
+	var res struct {
+		Data   json.RawMessage
+		Errors []struct {
+			Message    string
+			Extensions struct {
+				Code       string
+				RetryAfter json.Number
+			}
+		}
+	}
+	if err := json.Unmarshal(g.Body, &res); err != nil {
+		t.Fatalf("the mutation's answer: %v: %s", err, g.Body)
+	}
+	if g.Status != 200 || string(res.Data) != "null" || len(res.Errors) != 1 || res.Errors[0].Extensions.Code != "TOO_MANY_REQUESTS" ||
+		!strings.Contains(res.Errors[0].Message, "write_bytes_per_user") {
+		t.Fatalf("the mutation beside the held share: %d %.300s, want 200, data null and one TOO_MANY_REQUESTS naming write_bytes_per_user", g.Status, g.Body)
+	}
+	if got, want := g.Header.Get("Retry-After"), r.Header.Get("Retry-After"); got != want {
+		t.Fatalf("the refused mutation's Retry-After is %q, the REST write's %q", got, want)
+	}
+	if got, want := res.Errors[0].Extensions.RetryAfter.String(), r.Header.Get("Retry-After"); got != want {
+		t.Fatalf("the refused mutation's extensions.retryAfter is %q, the REST write's Retry-After %q: %s", got, want, g.Body)
+	}
+	if _, err := feed.Write([]byte(note("a2") + "]")); err != nil {
+		t.Fatal(err)
+	}
+	feed.Close()
+	if status := <-answer; status != 200 {
+		t.Fatalf("the stalled write, once its body ended: %d", status)
+	}
+	g = doRequest(t, d, rita, "POST", "/api/graphql/admin/wb", bytes.NewReader(mutation("g")), "application/json")
+	if g.Status != 200 || bytes.Contains(g.Body, []byte(`"errors"`)) || g.Header.Get("Retry-After") != "" {
+		t.Fatalf("the mutation once the share is free: %d %.300s (Retry-After %q), want 200 without errors or Retry-After", g.Status, g.Body, g.Header.Get("Retry-After"))
+	}
+}

@@ -391,7 +391,7 @@ func judgeAgain(ctx context.Context, ops Operations, authenticate func(*http.Req
 func gqlError(logger *slog.Logger, err error) *gqlerror.Error {
 	sh := sluice.Show(err)
 	sh.Log(context.Background(), logger, "graphql stream failed", err)
-	return &gqlerror.Error{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.GraphQLCode()}}
+	return &gqlerror.Error{Message: sh.Message, Extensions: sh.GraphQLExtensions(sh.Code.GraphQLCode())}
 }
 
 // errorResult returns the ExecutionResult {"errors":[…]}.
@@ -417,5 +417,5 @@ func writeHTTPError(w http.ResponseWriter, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(sh.Code.HTTPStatus())
-	_, _ = w.Write(append(errorResult(gqlerror.List{{Message: sh.Message, Extensions: map[string]any{"code": sh.Code.RefusedGraphQLCode()}}}), '\n'))
+	_, _ = w.Write(append(errorResult(gqlerror.List{{Message: sh.Message, Extensions: sh.GraphQLExtensions(sh.Code.RefusedGraphQLCode())}}), '\n'))
 }

@@ -37,8 +37,8 @@ type graphQLErrorBody struct {
 }
 
 type graphQLError struct {
-	Message    string            `json:"message"`
-	Extensions map[string]string `json:"extensions"`
+	Message    string         `json:"message"`
+	Extensions map[string]any `json:"extensions"`
 }
 
 // writeGraphQLError answers a request to a GraphQL URL refused before it
@@ -79,7 +79,7 @@ func writeGraphQLShown(w http.ResponseWriter, r *http.Request, sh sluice.Shown) 
 	}
 	b, _ := json.Marshal(graphQLErrorBody{Errors: []graphQLError{{
 		Message:    sh.Message,
-		Extensions: map[string]string{"code": sh.Code.RefusedGraphQLCode()},
+		Extensions: sh.GraphQLExtensions(sh.Code.RefusedGraphQLCode()),
 	}}})
 	w.Header().Set("Content-Type", media+"; charset=utf-8")
 	w.WriteHeader(sh.Code.HTTPStatus())
