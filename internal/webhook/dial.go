@@ -74,21 +74,32 @@ var special = []struct {
 }
 
 // Check returns a *RefusedError when webhooks may not connect to a.
+//
+// An IPv6 address with a zone (fe80::1%eth0) is judged as the address
+// without it: the zone only says which interface a link-local (or other
+// scoped) address is on, and a connection to any other address goes where
+// the address alone leads, whatever zone it is written with. Every check
+// of prefixes must strip it: netip.Prefix.Contains is false for any zoned
+// address, so 64:ff9b::a00:1%eth0 was taken for a public address though
+// it reaches 10.0.0.1 (found by review). A zoned address in an allowed
+// network (webhook_allow_networks: fe80::/10) is allowed, with its zone.
 func (p Policy) Check(a netip.Addr) error {
+	bare := a.WithZone("")
 	for _, n := range p.Allow {
-		if n.Contains(a) || n.Contains(a.Unmap()) {
+		if n.Contains(bare) || n.Contains(bare.Unmap()) {
 			return nil
 		}
 	}
-	if reason := notPublic(a); reason != "" {
+	if reason := notPublic(bare); reason != "" {
 		return &RefusedError{Addr: a, Reason: reason}
 	}
 	return nil
 }
 
-// notPublic says why a is not a public unicast address, "" when it is.
+// notPublic says why a is not a public unicast address, "" when it is. A
+// zone is no part of the judgement (see Check).
 func notPublic(a netip.Addr) string {
-	a = a.Unmap()
+	a = a.WithZone("").Unmap()
 	// IPv4 addresses carried inside IPv6 ones (NAT64, 6to4) are judged as
 	// what they reach.
 	if a.Is6() {

@@ -48,6 +48,12 @@ func TestPolicy(t *testing.T) {
 		"2001:2::1": "benchmarking", "3fff::1": "documentation", "3fff:fff::1": "documentation",
 		"2001:10::1": "ORCHID", "2001:20::1": "ORCHIDv2", "192.88.99.1": "6to4 relay anycast", "5f00::1": "SRv6",
 		"2002:c058:6301::": "6to4 relay anycast",
+		// A zone is no part of the judgement (found by review: every
+		// zoned address was allowed, netip.Prefix.Contains being false
+		// for them).
+		"64:ff9b::a00:1%eth0": "private address (through NAT64)", "::7f00:1%eth0": "IPv4-compatible", "2002:7f00:1::%eth0": "loopback address (through 6to4)",
+		"2001::1%eth0": "Teredo", "fec0::1%eth0": "site-local", "::ffff:0:7f00:1%eth0": "SIIT", "64:ff9b:1::1%eth0": "local NAT64",
+		"fe80::1%eth0": "link-local", "::1%lo": "loopback", "fd12::1%1": "private", "ff02::1%eth0": "multicast", "2001:db8::1%eth0": "documentation",
 	} {
 		err := p.Check(netip.MustParseAddr(addr))
 		var re *RefusedError
@@ -57,13 +63,14 @@ func TestPolicy(t *testing.T) {
 	}
 	// The edges of the ranges added above stay public.
 	for _, addr := range []string{"93.184.215.14", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", "64:ff9b::5db8:d70e", "8.8.8.8",
-		"2001:3::1", "2001:30::1", "5eff::1", "5f01::1", "192.88.98.1", "192.88.100.1"} {
+		"2001:3::1", "2001:30::1", "5eff::1", "5f01::1", "192.88.98.1", "192.88.100.1", "2606:2800:21f:cb07:6820:80da:af6b:8b2c%eth0"} {
 		if err := p.Check(netip.MustParseAddr(addr)); err != nil {
 			t.Errorf("Check(%s) = %v, want allowed", addr, err)
 		}
 	}
-	allow := Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.9.0.0/16")}}
-	for addr, ok := range map[string]bool{"127.0.0.1": true, "::ffff:127.0.0.1": true, "10.9.1.1": true, "10.8.1.1": false, "::1": false} {
+	allow := Policy{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.9.0.0/16"), netip.MustParsePrefix("fe80::/10")}}
+	for addr, ok := range map[string]bool{"127.0.0.1": true, "::ffff:127.0.0.1": true, "10.9.1.1": true, "10.8.1.1": false, "::1": false,
+		"fe80::1%eth0": true, "::1%lo": false} {
 		if err := allow.Check(netip.MustParseAddr(addr)); (err == nil) != ok {
 			t.Errorf("with allowed networks, Check(%s) = %v", addr, err)
 		}
@@ -100,6 +107,29 @@ func TestDialerControlSendsNothing(t *testing.T) {
 	case <-accepted:
 		t.Fatal("the listener accepted a connection")
 	default:
+	}
+}
+
+// TestDialerJudgesZonedAddressesWithoutTheirZone: an address with a zone
+// is refused by the dialer's own check and by the production dialer's
+// Control as the address without it is (found by review: a URL naming
+// [64:ff9b::a00:1%25eth0], NAT64 to 10.0.0.1, was dialled, and Control
+// let [::7f00:1%lo] connect).
+func TestDialerJudgesZonedAddressesWithoutTheirZone(t *testing.T) {
+	t.Parallel()
+	d := &dialer{policy: Policy{}, dial: func(_ context.Context, _, address string) (net.Conn, error) {
+		t.Errorf("dialled %s", address)
+		return nil, errors.New("test: no dialing")
+	}}
+	var re *RefusedError
+	for _, address := range []string{"[64:ff9b::a00:1%eth0]:80", "[fe80::1%eth0]:80", "[::ffff:0:7f00:1%1]:80"} {
+		if _, err := d.DialContext(context.Background(), "tcp", address); !errors.As(err, &re) {
+			t.Errorf("DialContext(%s) = %v, want refused", address, err)
+		}
+	}
+	// Past the dialer's own check, as if a name had resolved to it.
+	if _, err := newDialer(Policy{}).dial(context.Background(), "tcp", "[::7f00:1%lo]:9"); !errors.As(err, &re) || !strings.Contains(err.Error(), "IPv4-compatible") {
+		t.Errorf("the production dialer's Control let [::7f00:1%%lo]:9 be dialled: %v", err)
 	}
 }
 
@@ -270,6 +300,10 @@ func TestCheckURL(t *testing.T) {
 		"http://127.0.0.1/":          "loopback",
 		"http://[::ffff:7f00:1]/":    "loopback",
 		"http://localhost./":         "loopback",
+		// Zoned addresses, judged as the address (found by review: taken).
+		"http://[64:ff9b::a00:1%25eth0]/hook": "private address (through NAT64)",
+		"http://[::7f00:1%251]:6363/":         "IPv4-compatible",
+		"http://[fe80::1%25eth0]/":            "link-local",
 	} {
 		err := s.checkURL(raw)
 		if err == nil || !strings.Contains(err.Error(), want) {
