@@ -728,23 +728,21 @@ func (l *loop) record(ctx context.Context, st *state, every int64) error {
 // organization deleted): the loop then starts over, checking the
 // creator's access again (pausing the webhook when it is gone) and making
 // the events not yet delivered with its role as it is now. Changes pruned
-// before they were read count as affecting it.
+// before they were read count as affecting it. Only the changes that may
+// affect the grant are read, one at a time, up to the first that does
+// (postgres.AccessChangesFor): however many access changes other users
+// made while the webhook waited to retry, it holds none of them.
 func (l *loop) accessMoved(ctx context.Context, st *state, v int64) (bool, error) {
-	changes, err := l.m.d.store.AccessChanges(ctx, st.access, v)
+	affected := false
+	whole, err := l.m.d.store.AccessChangesFor(ctx, st.access, v, st.grant, func(c sluice.AccessChange) bool {
+		affected = c.Affects(st.grant) != nil
+		return !affected
+	})
 	if err != nil {
 		return false, err
 	}
-	from := st.access
 	st.access = v
-	if len(changes) == 0 || changes[0].Version != from+1 || changes[len(changes)-1].Version != v {
-		return true, nil
-	}
-	for _, c := range changes {
-		if c.Affects(st.grant) != nil {
-			return true, nil
-		}
-	}
-	return false, nil
+	return affected || !whole, nil
 }
 
 // checkAccess checks that the creator still has the read access the
