@@ -161,6 +161,11 @@ func describe(err error, timeout time.Duration) string {
 	if errors.As(err, &ue) {
 		err = ue.Err
 	}
+	// Before the deadline's words: the request was never sent (a
+	// dial's addresses time out too).
+	if ce := (*connectError)(nil); errors.As(err, &ce) {
+		return ce.Error()
+	}
 	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "timeout awaiting response headers") {
 		return fmt.Sprintf("no answer within %s (webhook_timeout)", timeout)
 	}

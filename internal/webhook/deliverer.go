@@ -106,7 +106,7 @@ func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliver
 	if o.UserAgent == "" {
 		o.UserAgent = "Sluice-Webhooks"
 	}
-	dl := newDialer(o.Policy)
+	dl := newDialer(o.Policy, o.Timeout)
 	if o.Resolve != nil {
 		dl.resolve = o.Resolve
 	}

@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // Webhook URLs are chosen by database admins, so a webhook is a way to make
@@ -157,19 +159,60 @@ type dialer struct {
 	policy  Policy
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	dial    func(ctx context.Context, network, address string) (net.Conn, error)
+	// timeout bounds a whole dial, resolution and every address tried (0:
+	// only ctx does). net/http dials with a context detached from the
+	// request's (a connection may outlive the request, for the next one),
+	// so the attempt's deadline never reaches the dialer: without a
+	// bound of its own it had none to share between a name's addresses.
+	// It is a little less than webhook_timeout (connectTimeout), so that
+	// an attempt that could not connect says why, address by address,
+	// rather than that no answer came.
+	timeout time.Duration
+}
+
+// Sharing the time of a dial between addresses, as net.Dialer does: each
+// address tried in turn gets an even share of what is left, and at least
+// minAddressTime (or all that is left, when less), so that one address
+// that never answers (a black-holed IPv6 path, a dead node of a
+// round-robin name) cannot use the whole attempt and leave the working
+// ones untried (found by review). When a name has addresses of both
+// families, the other family's are dialled alongside after fallbackDelay,
+// or at once when the first family's all failed (Happy Eyeballs, RFC
+// 8305), as net.Dialer does too; the first connection made is used.
+const (
+	minAddressTime = 2 * time.Second
+	fallbackDelay  = 300 * time.Millisecond
+)
+
+// connectTimeout is how long a dial of an attempt of at most timeout may
+// take: nine tenths of it (at most a second less), so that the dial's own
+// error, naming each address and why it failed, ends the attempt rather
+// than the attempt's deadline.
+func connectTimeout(timeout time.Duration) time.Duration {
+	return timeout - min(timeout/10, time.Second)
 }
 
 // newDialer returns the production dialer: the system resolver, and a
-// net.Dialer whose Control checks Policy again on the address it dials.
-func newDialer(p Policy) *dialer {
+// net.Dialer whose Control checks Policy again on the address it dials. A
+// dial takes at most connectTimeout(timeout).
+func newDialer(p Policy, timeout time.Duration) *dialer {
 	nd := &net.Dialer{Control: p.control}
-	return &dialer{policy: p, dial: nd.DialContext, resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+	d := &dialer{policy: p, dial: nd.DialContext, resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	}}
+	if timeout > 0 {
+		d.timeout = connectTimeout(timeout)
+	}
+	return d
 }
 
 // DialContext connects to address (host:port) for network.
 func (d *dialer) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	if d.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.timeout)
+		defer cancel()
+	}
 	host, portText, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, err
@@ -190,27 +233,173 @@ func (d *dialer) DialContext(ctx context.Context, network, address string) (net.
 		// test's may not.
 		return nil, &unreachableError{host: host, lookup: "no such host", detail: errors.New("no addresses")}
 	}
-	var errs, refused []error
+	var refused []error
+	var primaries, fallbacks []netip.AddrPort
 	for _, a := range addrs {
 		if err := d.policy.Check(a); err != nil {
 			refused = append(refused, err)
 			continue
 		}
-		c, err := d.dial(ctx, network, netip.AddrPortFrom(a.Unmap(), uint16(port)).String())
+		ap := netip.AddrPortFrom(a.Unmap(), uint16(port))
+		if len(primaries) == 0 || ap.Addr().Is4() == primaries[0].Addr().Is4() {
+			primaries = append(primaries, ap)
+		} else {
+			fallbacks = append(fallbacks, ap)
+		}
+	}
+	if len(primaries) == 0 {
+		if !named {
+			return nil, errors.Join(refused...) // the address the URL names
+		}
+		return nil, &unreachableError{host: host, detail: errors.Join(refused...)}
+	}
+	// The addresses dialled are public (or allowed), and said when they
+	// fail; the refused ones are not.
+	return d.dialParallel(ctx, network, host, primaries, fallbacks)
+}
+
+// dialParallel dials primaries in turn and, after fallbackDelay or once
+// they all failed, fallbacks in turn alongside (see minAddressTime). It
+// returns the first connection made, closing any other; or, when none
+// was, a *connectError saying why each address tried failed.
+func (d *dialer) dialParallel(ctx context.Context, network, host string, primaries, fallbacks []netip.AddrPort) (net.Conn, error) {
+	if len(fallbacks) == 0 {
+		c, tries := d.dialSerial(ctx, network, primaries)
+		if c != nil {
+			return c, nil
+		}
+		return nil, &connectError{host: host, tries: tries, ctxErr: ctx.Err()}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		c     net.Conn
+		tries []connectTry
+	}
+	results := make(chan result, 2)
+	race := func(addrs []netip.AddrPort) {
+		c, tries := d.dialSerial(ctx, network, addrs)
+		results <- result{c, tries}
+	}
+	go race(primaries)
+	fallback := time.NewTimer(fallbackDelay)
+	defer fallback.Stop()
+	racing, startedFallback := 1, false
+	startFallback := func() {
+		if !startedFallback {
+			startedFallback = true
+			racing++
+			go race(fallbacks)
+		}
+	}
+	var tries []connectTry
+	for racing > 0 {
+		select {
+		case <-fallback.C:
+			startFallback()
+		case r := <-results:
+			racing--
+			if r.c != nil {
+				cancel()
+				// The other racer, if still dialling, gives up; a
+				// connection it made meanwhile is closed.
+				for range racing {
+					go func() {
+						if r := <-results; r.c != nil {
+							r.c.Close()
+						}
+					}()
+				}
+				return r.c, nil
+			}
+			tries = append(tries, r.tries...)
+			startFallback()
+		}
+	}
+	return nil, &connectError{host: host, tries: tries, ctxErr: ctx.Err()}
+}
+
+// dialSerial dials addrs in turn, each with its share of the time left
+// (see minAddressTime), until one connects. It returns the connection, or
+// what each address tried came to.
+func (d *dialer) dialSerial(ctx context.Context, network string, addrs []netip.AddrPort) (net.Conn, []connectTry) {
+	var tries []connectTry
+	for i, ap := range addrs {
+		if ctx.Err() != nil {
+			break // the dial's time is up, or another address connected
+		}
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		share := time.Duration(0)
+		if deadline, ok := ctx.Deadline(); ok {
+			left := time.Until(deadline)
+			share = left / time.Duration(len(addrs)-i)
+			if share < minAddressTime {
+				share = min(minAddressTime, left)
+			}
+			actx, cancel = context.WithTimeout(ctx, share)
+		}
+		start := time.Now()
+		c, err := d.dial(actx, network, ap.String())
+		timedOut := err != nil && actx.Err() == context.DeadlineExceeded
+		cancel()
 		if err == nil {
 			return c, nil
 		}
-		errs = append(errs, err)
+		tries = append(tries, connectTry{addr: ap, err: err, took: time.Since(start), timedOut: timedOut})
 	}
-	switch {
-	case !named:
-		return nil, errors.Join(append(refused, errs...)...) // the address the URL names
-	case len(errs) == 0:
-		return nil, &unreachableError{host: host, detail: errors.Join(refused...)}
+	return nil, tries
+}
+
+// connectTry is what dialling one address came to.
+type connectTry struct {
+	addr     netip.AddrPort
+	err      error
+	took     time.Duration
+	timedOut bool // no answer within the address's share of the time
+}
+
+// connectError is a dial none of whose addresses connected: it says why
+// for each address tried (each is public, or allowed: see DialContext),
+// and not that no answer came to the request, which was never sent.
+type connectError struct {
+	host   string
+	tries  []connectTry
+	ctxErr error // why the addresses not tried were not
+}
+
+func (e *connectError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "could not connect to %s: ", e.host)
+	for i, t := range e.tries {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s: ", t.addr)
+		var oe *net.OpError
+		var re *RefusedError
+		switch {
+		case t.timedOut || errors.Is(t.err, context.DeadlineExceeded):
+			fmt.Fprintf(&b, "no answer within %s", t.took.Round(10*time.Millisecond))
+		case errors.As(t.err, &re):
+			b.WriteString(re.Error())
+		case errors.As(t.err, &oe) && oe.Err != nil:
+			b.WriteString(oe.Err.Error())
+		default:
+			b.WriteString(t.err.Error())
+		}
 	}
-	// The addresses dialled are public (or allowed); the refused ones
-	// are not said.
-	return nil, errors.Join(errs...)
+	if len(e.tries) == 0 && e.ctxErr != nil {
+		b.WriteString("no address was tried in time")
+	}
+	return b.String()
+}
+
+func (e *connectError) Unwrap() []error {
+	errs := make([]error, len(e.tries))
+	for i, t := range e.tries {
+		errs[i] = t.err
+	}
+	return errs
 }
 
 // unreachableError is a name that does not resolve (lookup says why), or
