@@ -630,6 +630,7 @@ func TestWebhookRefusesPrivateAddresses(t *testing.T) {
 		"http://[::1]/", "http://localhost:9/", "http://api.localhost/", "http://0.0.0.0/", "http://[fd00::1]/",
 		"http://100.64.0.1/", "http://192.168.1.1/", "http://172.16.0.1/", "http://[::ffff:10.0.0.1]/", "http://[64:ff9b::a00:1]/",
 		"http://224.0.0.1/", "http://[fe80::1]/", "http://[64:ff9b::a00:1%25eth0]/hook", "http://[fe80::1%25eth0]/",
+		"http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/hook", "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/",
 	} {
 		res := a.Do(t, dt.Admin(), "POST", "/api/webhooks/admin/ssrf", fmt.Sprintf(`{"url":%q}`, url))
 		if res.Status != 400 || !bytes.Contains(res.Body, []byte("url: refused to connect to")) {

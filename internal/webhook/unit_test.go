@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net"
+	"net/http"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -395,6 +396,12 @@ func TestCheckURL(t *testing.T) {
 		"http://[64:ff9b::a00:1%25eth0]/hook": "private address (through NAT64)",
 		"http://[::7f00:1%251]:6363/":         "IPv4-compatible",
 		"http://[fe80::1%25eth0]/":            "link-local",
+		// Hosts net/http maps by IDNA before dialling (found by review:
+		// taken): judged as what is dialled.
+		"http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/hook": "loopback",
+		"http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/hook":                "loopback",
+		"http://\uff11\uff12\uff17.\uff11/":                                  `host "127.1" is an IPv4 address`,
+		"http://api.\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/": "loopback",
 	} {
 		err := s.checkURL(raw)
 		if err == nil || !strings.Contains(err.Error(), want) {
@@ -402,9 +409,41 @@ func TestCheckURL(t *testing.T) {
 		}
 	}
 	for _, raw := range []string{"https://example.com/hook", "https://example.com:65535/", "http://example.com:1/", "https://93.184.215.14/",
-		"https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:8443/", "https://0x1.example.com/", "https://1.2.3.4.example/", "https://123.example/"} {
+		"https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:8443/", "https://0x1.example.com/", "https://1.2.3.4.example/", "https://123.example/",
+		"https://b\u00fccher.example/", "https://\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com/"} {
 		if err := s.checkURL(raw); err != nil {
 			t.Errorf("checkURL(%s) = %v, want it taken", raw, err)
+		}
+	}
+}
+
+// TestCheckURLJudgesTheHostNetHTTPDials: checkURL takes a URL exactly
+// when it takes one naming the host net/http dials for it: hosts written
+// in fullwidth or other characters IDNA maps are judged as what they map
+// to (found by review: http://１２７.０.０.１/ was taken, and net/http
+// dials 127.0.0.1).
+func TestCheckURLJudgesTheHostNetHTTPDials(t *testing.T) {
+	t.Parallel()
+	s := &Service{}
+	for _, raw := range []string{
+		"http://\uff4c\uff4f\uff43\uff41\uff4c\uff48\uff4f\uff53\uff54/hook", "http://\uff11\uff12\uff17.\uff10.\uff10.\uff11/hook",
+		"http://\uff11\uff10.\uff10.\uff10.\uff11:8080/", "http://LOCALHOST\u3002/", "http://\uff11\uff12\uff17.\uff11/",
+		"https://b\u00fccher.example/", "https://\uff45\uff58\uff41\uff4d\uff50\uff4c\uff45.com/", "https://example.com/",
+	} {
+		var dialled string
+		tr := &http.Transport{Proxy: nil, DialContext: func(_ context.Context, _, addr string) (net.Conn, error) {
+			dialled = addr
+			return nil, errors.New("test: no dialing")
+		}}
+		req, err := http.NewRequest("POST", raw, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = tr.RoundTrip(req)
+		host, _, _ := net.SplitHostPort(dialled)
+		got, want := s.checkURL(raw), s.checkURL("http://"+host+"/")
+		if (got == nil) != (want == nil) {
+			t.Errorf("checkURL(%s) = %v, but net/http dials %s, which checkURL judges %v", raw, got, dialled, want)
 		}
 	}
 }
