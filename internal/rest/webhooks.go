@@ -345,5 +345,10 @@ func (a *api) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, success(map[string]any{"id": id, "secret": secret, "old_secret_until": timeJSON(time.Now().Add(grace))}))
+	// With no grace no old secret is kept: null, as listings show it.
+	var oldUntil time.Time
+	if grace > 0 {
+		oldUntil = time.Now().Add(grace)
+	}
+	writeJSON(w, http.StatusOK, success(map[string]any{"id": id, "secret": secret, "old_secret_until": timeJSON(oldUntil)}))
 }

@@ -486,6 +486,18 @@ func TestWebhookAPI(t *testing.T) {
 	if st := status(t, a, "api", id); st["state"] != "paused" || st["old_secret_until"] == nil {
 		t.Errorf("paused: %v", st)
 	}
+	// A rotation with no grace keeps no old secret, and its answer says
+	// so as the webhook's status does (found by review: it answered the
+	// time of the rotation).
+	rot = a.MustDo(t, 200, dt.Admin(), "POST", one+"/rotate-secret", `{"grace":"0s"}`)
+	var rotated map[string]any
+	_ = json.Unmarshal(rot.Body, &rotated)
+	if until, ok := rotated["old_secret_until"]; !ok || until != nil {
+		t.Errorf("rotate with no grace: %s, want old_secret_until null", rot.Body)
+	}
+	if st := status(t, a, "api", id); st["old_secret_until"] != nil {
+		t.Errorf("after a rotation with no grace: old_secret_until %v, want null", st["old_secret_until"])
+	}
 	// Only admins of the database manage its webhooks.
 	a.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"wes","organization":"admin","password":"wes-password"}`)
 	a.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/api", `{"user":"wes","role":"write"}`)
