@@ -68,6 +68,9 @@ type Options struct {
 	// comparison of a password check; blocking, it holds the request in
 	// its authentication.
 	OnPasswordCheck func()
+	// GraphQLWSInitTimeout, for tests, replaces the 10 s a graphql-ws
+	// socket has to send connection_init (0: 10 s).
+	GraphQLWSInitTimeout time.Duration
 	// Hurry, closed, cuts the drain short: what the shutdown still waits
 	// for (streams, requests) is closed at once instead of at the end of
 	// shutdown_timeout, and Run returns ErrDrainCut. sluice serve closes
@@ -369,6 +372,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		MaxInitBytes: d.cfg.MaxHeaderBytes, MaxMessageBytes: d.cfg.GraphQLWSMaxMessageBytes, MaxOperations: d.cfg.GraphQLWSMaxOperations, MaxPendingSockets: d.cfg.MaxUnauthenticatedSockets, ClientAddr: authn.ClientAddr,
 		MaxChangeSetBytes: int64(d.cfg.GraphQLMaxResponseBytes),
 		Origins:           origins,
+		InitTimeout:       d.opts.GraphQLWSInitTimeout,
 		Live: gqltransport.LiveBudget{QueriesPerUser: d.cfg.LiveQueriesPerUser, Queries: d.cfg.LiveQueries,
 			RowsPerUser: d.cfg.LiveRowsPerUser, BytesPerUser: d.cfg.LiveBytesPerUser, Rows: d.cfg.LiveRows, Bytes: d.cfg.LiveBytes}})
 	gql := graph.NewHandler(eng, graph.Options{Logger: d.logger, MaxBodyBytes: d.cfg.GraphQLMaxBodyBytes, RequestBytes: d.cfg.GraphQLRequestBytes, Transports: []func(*graph.ExecutableSchema) graphql.Transport{gqlStreams.Transport},

@@ -58,9 +58,6 @@ import (
 // subscriptions-transport-ws ("graphql-ws") is not.
 const wsSubprotocol = "graphql-transport-ws"
 
-// wsInitTimeout bounds the wait for connection_init.
-const wsInitTimeout = 10 * time.Second
-
 func headerHasToken(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
@@ -468,7 +465,7 @@ type wsMessage struct {
 // read handles the client's messages until the connection ends.
 func (sc *socket) read() {
 	defer sc.cancel()
-	initTimer := time.AfterFunc(wsInitTimeout, func() {
+	initTimer := time.AfterFunc(sc.srv.opts.InitTimeout, func() {
 		sc.closeWith(4408, "Connection initialisation timeout")
 	})
 	defer initTimer.Stop()

@@ -72,6 +72,10 @@ type Options struct {
 	Origins *origin.Policy
 	// Live bounds what live queries hold (config live_*).
 	Live LiveBudget
+	// InitTimeout is how long a graphql-ws socket has to send
+	// connection_init (0: 10 s). Tests that hold sockets unacknowledged
+	// on a loaded machine lengthen it.
+	InitTimeout time.Duration
 }
 
 // Server is the graphql-sse transport shared by every database's gqlgen
@@ -115,6 +119,9 @@ func NewServer(o Options) *Server {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = time.Minute
+	}
+	if o.InitTimeout <= 0 {
+		o.InitTimeout = 10 * time.Second
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 10 << 20
