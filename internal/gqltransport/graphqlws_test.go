@@ -62,6 +62,16 @@ func dialWSFrom(t testing.TB, d *dt.Daemon, from, path string, header http.Heade
 	return &wsConn{t: t, c: c, tx: ctx}, resp, nil
 }
 
+// lasting gives the socket's reads and writes d in all from now, in place
+// of wait from its dial: for tests whose whole exchange (hundreds of
+// megabytes) can take longer than wait on a loaded machine. The socket
+// outlives its dial's context (the handshake is over).
+func (c *wsConn) lasting(d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	c.t.Cleanup(cancel)
+	c.tx = ctx
+}
+
 // mustConnect opens a socket to admin/<db> and initialises it as the
 // admin (credentials in the connection_init payload).
 func mustConnect(t testing.TB, d *dt.Daemon, db string) *wsConn {

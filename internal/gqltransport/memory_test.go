@@ -123,6 +123,7 @@ func TestSocketThatDoesNotReadHoldsLittle(t *testing.T) {
 	}
 	insert(t, d, "wsheap", "["+strings.Join(docs, ",")+"]")
 	c := mustConnect(t, d, "wsheap")
+	c.lasting(5 * time.Minute) // 200 MB to read back: minutes under load
 	c.barrier("b")
 	before := heapNow()
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -74,6 +75,7 @@ func TestSocketThatDoesNotReadHoldsFewVariables(t *testing.T) {
 	const queries, large = 60, 30
 	d := queuedMemoryFixture(t, "wsvars")
 	c := mustConnect(t, d, "wsvars")
+	c.lasting(5 * time.Minute) // minutes under load
 	c.barrier("b")
 	vars := emptyFilters(45000)
 	before := heapNow()
