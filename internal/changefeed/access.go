@@ -66,6 +66,7 @@ type guards struct {
 	logger        *slog.Logger
 	metrics       *metrics.Stream
 	checkGrant    func(context.Context, *sluice.Grant) error
+	checkTimeout  time.Duration        // HubOptions.CheckTimeout
 	jwtKeyRemoved func(id string) bool // HubOptions.JWTKeyRemoved; nil: no JWT keys
 	maxStreams    int
 	maxPerUser    int
@@ -76,7 +77,8 @@ type guards struct {
 	// the application of access changes (applied and seen move only
 	// under it; they are atomic for readers without it). It is never
 	// taken while holding the hub's mu or a dbState's mu: ending a
-	// stream takes them.
+	// stream takes them. A stream's grant is never checked against
+	// Postgres under it (add).
 	mu      sync.Mutex
 	applied atomic.Int64 // the access version applied; -1: none yet
 	seen    atomic.Int64 // the newest access version read (AccessSeen)
@@ -97,7 +99,7 @@ type guards struct {
 
 func newGuards(log Log, o HubOptions) *guards {
 	gs := &guards{
-		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check, jwtKeyRemoved: o.JWTKeyRemoved,
+		log: log, logger: o.Logger, metrics: o.Metrics, checkGrant: o.Check, checkTimeout: o.CheckTimeout, jwtKeyRemoved: o.JWTKeyRemoved,
 		maxStreams: o.MaxStreams, maxPerUser: o.MaxStreamsPerUser,
 		maxVars: o.StreamVariablesBytes, maxVarsOfUser: o.StreamVariablesBytesPerUser,
 		all: map[*Guard]struct{}{}, perUser: map[int64]int{}, varsOfUser: map[int64]int64{},
@@ -158,8 +160,10 @@ func (g *Guard) Release() {
 // access changes, before any commit read after the change is handed on,
 // so it must not block on the stream: it marks the stream ended and wakes
 // it. When an access change was applied after the grant was checked
-// (grant.AccessVersion is older), the grant is checked again now; Guard
-// then returns the error a request would get.
+// (grant.AccessVersion is older), the grant is checked again now
+// (HubOptions.Check, for at most CheckTimeout, holding no lock that other
+// streams or access changes need); Guard then returns the error a request
+// would get.
 //
 // Register the guard before the stream's subscription, so that nothing is
 // delivered to an unguarded stream.
@@ -176,28 +180,72 @@ func (h *Hub) Guard(ctx context.Context, grant *sluice.Grant, varBytes int64, en
 }
 
 func (gs *guards) add(ctx context.Context, grant *sluice.Grant, varBytes int64, end func(error)) (*Guard, error) {
-	gs.mu.Lock()
-	defer gs.mu.Unlock()
+	// A grant read before the last access change applied is checked
+	// against Postgres, without gs.mu: every stream opening, every
+	// Release and the application of every access change need it, and
+	// a check waits for as long as Postgres takes (three or four round
+	// trips, and a connection of the pool first). The check holds for
+	// the applied version seen before it (every change up to it had
+	// committed when it began); the guard is registered only if no
+	// change was applied since, else the grant is checked again: a
+	// guard registered with a version older than the applied one has
+	// missed the changes in between, which sync will not apply again.
+	// Changes applied after the registration reach the guard as any
+	// other's, since its grant's version is older than theirs.
+	checked := int64(-1) // the applied version the grant was checked at
+	for checks := 0; ; checks++ {
+		gs.mu.Lock()
+		if err := gs.admit(grant, varBytes); err != nil {
+			gs.mu.Unlock()
+			return nil, err
+		}
+		applied := gs.applied.Load()
+		if applied < 0 || grant.AccessVersion >= applied || checked == applied {
+			g, err := gs.register(grant, varBytes, end)
+			gs.mu.Unlock()
+			return g, err
+		}
+		gs.mu.Unlock()
+		if checks == maxGrantChecks {
+			return nil, &sluice.Error{Code: sluice.CodeUnavailable, Retry: time.Second,
+				Message: "access changes kept arriving while this stream's credential was checked; retry shortly"}
+		}
+		if err := gs.check(ctx, grant); err != nil {
+			return nil, err
+		}
+		checked = applied
+	}
+}
+
+// maxGrantChecks bounds how many times Guard checks a stale grant again
+// because access changes were applied while it checked (each check takes
+// a few round trips; access changes are far rarer).
+const maxGrantChecks = 4
+
+// admit checks that a stream of grant charged varBytes fits under the
+// stream caps and budgets. The caller holds gs.mu.
+func (gs *guards) admit(grant *sluice.Grant, varBytes int64) error {
 	u := grant.User
 	if gs.maxStreams > 0 && gs.open >= gs.maxStreams {
-		return nil, sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", gs.maxStreams)
+		return sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", gs.maxStreams)
 	}
 	if gs.maxPerUser > 0 && !u.Superuser && gs.perUser[u.ID] >= gs.maxPerUser {
-		return nil, sluice.Errorf(sluice.CodeTooMany, "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, gs.maxPerUser)
+		return sluice.Errorf(sluice.CodeTooMany, "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, gs.maxPerUser)
 	}
 	// A stream that keeps no variables is charged nothing, and so is
 	// never refused by their budgets.
 	if varBytes > 0 && gs.maxVars > 0 && gs.vars+varBytes > gs.maxVars {
-		return nil, sluice.Errorf(sluice.CodeUnavailable, "the variables of this server's streams hold %d bytes, and this stream's would hold %d more, past %d (config stream_variables_bytes); retry later or on another replica", gs.vars, varBytes, gs.maxVars)
+		return sluice.Errorf(sluice.CodeUnavailable, "the variables of this server's streams hold %d bytes, and this stream's would hold %d more, past %d (config stream_variables_bytes); retry later or on another replica", gs.vars, varBytes, gs.maxVars)
 	}
 	if varBytes > 0 && gs.maxVarsOfUser > 0 && !u.Superuser && gs.varsOfUser[u.ID]+varBytes > gs.maxVarsOfUser {
-		return nil, sluice.Errorf(sluice.CodeTooMany, "the variables of user %s's streams hold %d bytes on this server, and this stream's would hold %d more, past %d (config stream_variables_bytes_per_user); close one first, or send smaller variables", u.Name, gs.varsOfUser[u.ID], varBytes, gs.maxVarsOfUser)
+		return sluice.Errorf(sluice.CodeTooMany, "the variables of user %s's streams hold %d bytes on this server, and this stream's would hold %d more, past %d (config stream_variables_bytes_per_user); close one first, or send smaller variables", u.Name, gs.varsOfUser[u.ID], varBytes, gs.maxVarsOfUser)
 	}
-	if applied := gs.applied.Load(); applied >= 0 && grant.AccessVersion < applied {
-		if err := gs.check(ctx, grant); err != nil {
-			return nil, err
-		}
-	}
+	return nil
+}
+
+// register registers a guard for grant, admitted and checked against
+// the access changes applied. The caller holds gs.mu.
+func (gs *guards) register(grant *sluice.Grant, varBytes int64, end func(error)) (*Guard, error) {
 	if exp := grant.ExpiresAt; !exp.IsZero() && !time.Now().Before(exp) {
 		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "the credential expired")
 	}
@@ -208,6 +256,7 @@ func (gs *guards) add(ctx context.Context, grant *sluice.Grant, varBytes int64, 
 	if gs.jwtKeyGone(grant) {
 		return nil, errJWTKeyGone()
 	}
+	u := grant.User
 	g := &Guard{gs: gs, grant: grant, end: end, varBytes: max(varBytes, 0)}
 	gs.all[g] = struct{}{}
 	gs.open++
@@ -262,12 +311,21 @@ func (h *Hub) JWTKeysChanged() {
 	}
 }
 
-// check runs HubOptions.Check, when there is one.
+// check runs HubOptions.Check, when there is one, for at most
+// HubOptions.CheckTimeout: a request's context has no deadline, and
+// waiting for a connection of the pool has none either.
 func (gs *guards) check(ctx context.Context, grant *sluice.Grant) error {
 	if gs.checkGrant == nil {
 		return nil
 	}
-	return gs.checkGrant(ctx, grant)
+	cctx, cancel := context.WithTimeout(ctx, gs.checkTimeout)
+	defer cancel()
+	err := gs.checkGrant(cctx, grant)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		return &sluice.Error{Code: sluice.CodeUnavailable, Retry: time.Second,
+			Message: fmt.Sprintf("checking this stream's credential against the database took longer than %s; retry shortly", gs.checkTimeout)}
+	}
+	return err
 }
 
 // AccessSeen returns the newest access log version this process has read,

@@ -361,3 +361,198 @@ func TestGuardChargesStreamVariables(t *testing.T) {
 		t.Fatalf("no variables: %v", err)
 	}
 }
+
+// A stale grant is checked against Postgres (Check: three or four round
+// trips, as long as Postgres takes to answer, or its pool to give a
+// connection) without the guards' lock, which every stream opening, every
+// Release and the application of every access change need: while the
+// check waits, a revocation of another user's token is applied and ends
+// that user's stream, and another stream gives back its place.
+func TestStaleGrantCheckHoldsNoLock(t *testing.T) {
+	t.Parallel()
+	var h *Hub
+	locked := make(chan bool, 1)
+	unblock := make(chan struct{})
+	h, l := newHub(t, HubOptions{Check: func(ctx context.Context, g *sluice.Grant) error {
+		if g.User.ID != 8 {
+			return nil
+		}
+		// Nothing else takes the lock now: it is free unless the check
+		// runs under it.
+		free := h.guards.mu.TryLock()
+		if free {
+			h.guards.mu.Unlock()
+		}
+		locked <- !free
+		select { // a round trip that takes as long as Postgres does
+		case <-unblock:
+		case <-ctx.Done():
+		}
+		return nil
+	}})
+	unblocked := sync.OnceFunc(func() { close(unblock) })
+	defer unblocked()
+	h.track(1, 0)
+	if err := h.guards.sync(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	s := guarded(t, h, ullaRead, nil) // ulla's token 3, current at version 0
+	vera := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 9, Name: "vera"}}, Database: testDB, Role: sluice.RoleRead}
+	other, err := h.Guard(context.Background(), vera, 0, func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An unrelated access change moves the applied version to 1.
+	l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 99, DatabaseID: 1})
+	if err := h.guards.sync(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	// bob opens a stream with a credential read at version 0: checked.
+	bob := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 8, Name: "bob"}}, Database: testDB, Role: sluice.RoleRead}
+	type result struct {
+		g   *Guard
+		err error
+	}
+	bobs := make(chan result, 1)
+	go func() {
+		g, err := h.Guard(context.Background(), bob, 0, func(error) {})
+		bobs <- result{g, err}
+	}()
+	if <-locked {
+		t.Fatal("bob's stale grant is checked against Postgres under the guards' lock: every stream opening, release and access change waits for it")
+	}
+
+	// ulla's token is revoked: her stream ends before the next commit.
+	l.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: ulla.ID, TokenID: 3})
+	synced := make(chan error, 1)
+	go func() { synced <- h.guards.sync(context.Background(), 2) }()
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the revocation of ulla's token waits for bob's stream's check")
+	}
+	if err := ended(t, s); !IsRevoked(err) {
+		t.Fatalf("ulla's stream ended with %v, want a revocation", err)
+	}
+	released := make(chan struct{})
+	go func() { other.Release(); close(released) }()
+	select {
+	case <-released:
+	case <-time.After(wait):
+		t.Fatal("vera's stream cannot give back its place while bob's stream's grant is checked")
+	}
+	unblocked()
+	r := <-bobs
+	if r.err != nil {
+		t.Fatalf("bob's stream: %v", r.err)
+	}
+	r.g.Release()
+}
+
+// An access change applied while a stale grant was checked (without the
+// guards' lock) may have taken it away after the check read it: the grant
+// is checked again, and a guard is never registered with a check older
+// than a change the other guards were given.
+func TestStaleGrantCheckedAgainAfterAnAccessChange(t *testing.T) {
+	t.Parallel()
+	var checks atomic.Int64
+	inCheck := make(chan struct{}, 1)
+	unblock := make(chan struct{})
+	h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error {
+		if checks.Add(1) == 1 {
+			inCheck <- struct{}{}
+			<-unblock // it read the token before its revocation
+			return nil
+		}
+		return sluice.Errorf(sluice.CodeUnauthenticated, "invalid or revoked token")
+	}})
+	h.track(1, 0)
+	if err := h.guards.sync(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 99, DatabaseID: 1})
+	if err := h.guards.sync(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	bob := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 8, Name: "bob"}, TokenID: 5}, Database: testDB, Role: sluice.RoleRead}
+	var ends atomic.Int64
+	type result struct {
+		g   *Guard
+		err error
+	}
+	bobs := make(chan result, 1)
+	go func() {
+		g, err := h.Guard(context.Background(), bob, 0, func(error) { ends.Add(1) })
+		bobs <- result{g, err}
+	}()
+	<-inCheck
+	l.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: 8, TokenID: 5})
+	synced := make(chan error, 1)
+	go func() { synced <- h.guards.sync(context.Background(), 2) }()
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(wait):
+		close(unblock)
+		t.Fatal("the revocation waits for bob's stream's check")
+	}
+	close(unblock)
+	r := <-bobs
+	if r.err == nil {
+		r.g.Release()
+		t.Fatalf("bob's stream was registered after the revocation of its token (%d checks, ended %d times)", checks.Load(), ends.Load())
+	}
+	if sluice.ErrorCode(r.err) != sluice.CodeUnauthenticated || checks.Load() != 2 {
+		t.Fatalf("bob's stream: %v after %d checks, want Unauthenticated after 2", r.err, checks.Load())
+	}
+}
+
+// A stale grant checked again and again because access changes keep
+// being applied while it is checked is refused after a few checks, as
+// unavailable; and a check that does not answer is given up after
+// CheckTimeout.
+func TestStaleGrantChecksAreBounded(t *testing.T) {
+	t.Parallel()
+	var h *Hub
+	var l *memLog
+	var checks atomic.Int64
+	h, l = newHub(t, HubOptions{Check: func(ctx context.Context, g *sluice.Grant) error {
+		checks.Add(1)
+		if g.User.ID == 9 {
+			<-ctx.Done() // Postgres does not answer
+			return sluice.Errorf(sluice.CodeUnavailable, "timed out")
+		}
+		l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 99, DatabaseID: 1})
+		l.mu.Lock()
+		v := int64(len(l.access))
+		l.mu.Unlock()
+		synced := make(chan error, 1)
+		go func() { synced <- h.guards.sync(context.Background(), v) }()
+		select {
+		case err := <-synced:
+			return err
+		case <-time.After(wait):
+			return errors.New("the access change waits for the check")
+		}
+	}, CheckTimeout: 10 * time.Millisecond})
+	h.track(1, 0)
+	if err := h.guards.sync(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	l.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 99, DatabaseID: 1})
+	if err := h.guards.sync(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Guard(context.Background(), ullaRead, 0, func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnavailable || checks.Load() != maxGrantChecks {
+		t.Fatalf("Guard while access changes keep coming: %v after %d checks, want Unavailable after %d", err, checks.Load(), maxGrantChecks)
+	}
+	vera := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 9, Name: "vera"}}, Database: testDB, Role: sluice.RoleRead}
+	if _, err := h.Guard(context.Background(), vera, 0, func(error) {}); sluice.ErrorCode(err) != sluice.CodeUnavailable {
+		t.Fatalf("Guard of a check that does not answer: %v, want Unavailable", err)
+	}
+}

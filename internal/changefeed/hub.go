@@ -69,6 +69,10 @@ type HubOptions struct {
 	// Guard): nil when it still holds, else the error a request would
 	// get. Nil checks nothing.
 	Check func(context.Context, *sluice.Grant) error
+	// CheckTimeout bounds each Check (default 30 s, Postgres' default
+	// statement timeout in Sluice): Guard runs it on the request's
+	// context, which has no deadline.
+	CheckTimeout time.Duration
 	// JWTKeyRemoved reports whether the JWT key identified by id (a
 	// credential's JWTKey) was removed from this replica's key set: a
 	// stream of such a key is refused, and ended by JWTKeysChanged. A key
@@ -145,6 +149,9 @@ func NewHub(log Log, o HubOptions) *Hub {
 	}
 	if o.Recheck <= 0 {
 		o.Recheck = time.Second
+	}
+	if o.CheckTimeout <= 0 {
+		o.CheckTimeout = 30 * time.Second
 	}
 	h := &Hub{
 		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, bytes: o.QueueBytes, recheck: o.Recheck,

@@ -333,6 +333,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// which access version this process has seen.
 	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
 		Check:                       func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
+		CheckTimeout:                d.cfg.StatementTimeout,
 		JWTKeyRemoved:               jwt.KeyRemoved,
 		MaxStreams:                  maxStreams(d.cfg.MaxStreams, openFileLimit()),
 		MaxStreamsPerUser:           int(d.cfg.MaxStreamsPerUser),
