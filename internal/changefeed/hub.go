@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/metrics"
 )
@@ -73,6 +75,21 @@ type HubOptions struct {
 	// statement timeout in Sluice): Guard runs it on the request's
 	// context, which has no deadline.
 	CheckTimeout time.Duration
+	// CatchUpReads caps the catch-ups' reads of the log running at once
+	// in the process, and CatchUpReadsPerUser those of the streams of one
+	// user (Options.User; the super user is held to the process's cap
+	// only); 0: no cap. A catch-up holds its turn for one read (PieceBytes,
+	// BatchSize), never while its consumer takes what it read.
+	CatchUpReads        int
+	CatchUpReadsPerUser int
+	// ReadAs, when set, returns the context a catch-up of a stream of user
+	// u reads the log with, so that its reads count toward that user's
+	// share of Postgres connections (the daemon: postgres.CountFor).
+	ReadAs func(ctx context.Context, u *sluice.User) context.Context
+	// CatchUpRead, for tests, is told of each catch-up read of the log,
+	// once it has its turn, with the user of the stream (nil: none); it
+	// may block, and the read ends with a call of what it returns.
+	CatchUpRead func(u *sluice.User) (done func())
 	// JWTKeyRemoved reports whether the JWT key identified by id (a
 	// credential's JWTKey) was removed from this replica's key set: a
 	// stream of such a key is refused, and ended by JWTKeysChanged. A key
@@ -103,6 +120,11 @@ type Hub struct {
 	bytes   int64 // HubOptions.QueueBytes
 	recheck time.Duration
 	nextID  atomic.Uint64
+	// reads caps the catch-ups' reads of the log at once; readAs and
+	// onRead are HubOptions.ReadAs and CatchUpRead.
+	reads  *readSlots
+	readAs func(context.Context, *sluice.User) context.Context
+	onRead func(*sluice.User) func()
 	// The open streams' access guards have a lock of their own; access.go
 	// says how it orders with mu.
 	guards *guards
@@ -157,7 +179,13 @@ func NewHub(log Log, o HubOptions) *Hub {
 		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, bytes: o.QueueBytes, recheck: o.Recheck,
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
 		guards: newGuards(log, o),
+		readAs: o.ReadAs, onRead: o.CatchUpRead,
 	}
+	var waiting prometheus.Gauge
+	if o.Metrics != nil {
+		waiting = o.Metrics.CatchUpsWaiting
+	}
+	h.reads = newReadSlots(o.CatchUpReads, o.CatchUpReadsPerUser, waiting)
 	return h
 }
 
@@ -210,6 +238,11 @@ type Options struct {
 	// Queue, when positive and below the hub's QueueSize, is how many
 	// pieces this subscription may have waiting.
 	Queue int
+	// User is whose stream the subscription serves, when it serves one
+	// user's (nil: a share's, which serves many, or Sluice's own): its
+	// catch-up reads count toward that user's connections and catch-up
+	// reads (HubOptions.ReadAs, CatchUpReadsPerUser).
+	User *sluice.User
 	// Hold, when set, returns a floor the subscription's owner keeps
 	// (-1: none): Floors reports at most it, so that pruning keeps the
 	// commits after it. An owner that hands the commits on at its
@@ -512,7 +545,7 @@ func (h *Hub) catchUp(s *Subscription) {
 		st.mu.Unlock()
 
 		m := s.mark()
-		cs, more, err := h.log.ReadLog(ctx, s.db, m.After(), h.batch, h.piece)
+		cs, more, err := h.readLog(ctx, s, m)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -593,6 +626,31 @@ func (h *Hub) catchUp(s *Subscription) {
 			}
 		}
 	}
+}
+
+// readLog reads the log for s's catch-up after m, once it has its turn
+// (readSlots), counted for s's user; it fails with ctx's error when s
+// ended while it waited. It holds nothing read while it waits.
+func (h *Hub) readLog(ctx context.Context, s *Subscription, m sluice.Cursor) ([]*sluice.Commit, bool, error) {
+	u := s.opts.User
+	counted := u != nil && !u.Superuser
+	var id int64
+	if counted {
+		id = u.ID
+	}
+	release, ok := h.reads.take(ctx, id, counted)
+	if !ok {
+		return nil, false, ctx.Err()
+	}
+	defer release()
+	if h.onRead != nil {
+		defer h.onRead(u)()
+	}
+	rctx := ctx
+	if counted && h.readAs != nil {
+		rctx = h.readAs(ctx, u)
+	}
+	return h.log.ReadLog(rctx, s.db, m.After(), h.batch, h.piece)
 }
 
 // Floors returns, per database, the lowest cursor (the last commit a

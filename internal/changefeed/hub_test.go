@@ -672,3 +672,114 @@ func TestQueuedBytesForgetsWhatWasTaken(t *testing.T) {
 		}
 	}
 }
+
+// Catch-ups read the log a few at a time: at most CatchUpReadsPerUser
+// reads at once for the streams of one user, CatchUpReads in all, the
+// others waiting their turn with nothing read; and every subscription
+// still gets every commit, in order. One user's hundreds of resumed
+// streams ran as many reads at once as the pool had connections.
+func TestCatchUpReadsAreCapped(t *testing.T) {
+	t.Parallel()
+	const all, perUser = 3, 2
+	var mu sync.Mutex
+	reading := map[int64]int{} // reads under way, by user id (0: none)
+	total := 0
+	var over []string
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	defer open() // before the hub's Close, which waits for the catch-ups
+	h, l := newHub(t, HubOptions{BatchSize: 2, CatchUpReads: all, CatchUpReadsPerUser: perUser, CatchUpRead: func(u *sluice.User) func() {
+		var id int64
+		if u != nil {
+			id = u.ID
+		}
+		mu.Lock()
+		reading[id]++
+		total++
+		if total > all || id != 0 && reading[id] > perUser {
+			over = append(over, fmt.Sprintf("%d reads at once, %d of user %d's", total, reading[id], id))
+		}
+		mu.Unlock()
+		<-gate
+		return func() {
+			mu.Lock()
+			reading[id]--
+			total--
+			mu.Unlock()
+		}
+	}})
+	const commits = 10
+	for range commits {
+		l.add()
+	}
+	h.track(1, commits)
+	from := &sluice.Position{Epoch: "ep", Seq: 0, Index: sluice.WholeCommit}
+	var subs []*Subscription
+	for _, o := range []struct {
+		user *sluice.User
+		n    int
+	}{{ulla, 4}, {&sluice.User{ID: 8, Name: "bob"}, 3}, {nil, 1}} {
+		for range o.n {
+			subs = append(subs, subscribe(t, h, from, Options{User: o.user}))
+		}
+	}
+	// Every catch-up asks to read at once: 3 read, the others wait.
+	eventually.True(t, wait, "three catch-ups read, the others wait their turn", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(over) > 0 || total == all && h.reads.waiters() == len(subs)-all
+	})
+	overCaps := func() {
+		t.Helper()
+		mu.Lock()
+		o := over
+		mu.Unlock()
+		if len(o) > 0 {
+			t.Fatalf("catch-ups read past their caps (%d in all, %d per user): %v", all, perUser, o)
+		}
+	}
+	overCaps()
+	open()
+	for _, s := range subs {
+		if got := receive(t, s, commits); !equal(got, seqs(1, commits)) {
+			t.Fatalf("subscription %d received %v, want commits 1 to %d in order", s.ID(), got, commits)
+		}
+	}
+	overCaps()
+}
+
+// A catch-up that ends while it waits for its turn leaves the queue, and
+// a turn handed to it as it ended goes on to the next.
+func TestCatchUpTurnsOfEndedStreams(t *testing.T) {
+	t.Parallel()
+	r := newReadSlots(1, 1, nil)
+	release, ok := r.take(context.Background(), 7, true)
+	if !ok {
+		t.Fatal("the first turn was refused")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ended := make(chan bool)
+	go func() {
+		_, ok := r.take(ctx, 8, true)
+		ended <- ok
+	}()
+	eventually.True(t, wait, "the second catch-up waits", func() bool { return r.waiters() == 1 })
+	cancel()
+	if <-ended {
+		t.Fatal("a catch-up that ended got its turn")
+	}
+	if n := r.waiters(); n != 0 {
+		t.Fatalf("%d waiting after the only waiter ended", n)
+	}
+	release()
+	if next, ok := r.take(context.Background(), 9, true); !ok {
+		t.Fatal("the turn given back was not taken again")
+	} else {
+		next()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n != 0 || len(r.byUser) != 0 {
+		t.Fatalf("after every turn ended: %d held, %v by user", r.n, r.byUser)
+	}
+}

@@ -64,6 +64,11 @@ type Options struct {
 	// WebhookLogRead, for tests, is told of the pages of the log webhooks
 	// read (see webhook.Options).
 	WebhookLogRead func(bytes int64) (done func())
+	// CatchUpRead, for tests, is told of every catch-up read of the log,
+	// once it has its turn, with the user of the stream it reads for (nil:
+	// none), and may block it; the read ends with a call of what it
+	// returns (see changefeed.HubOptions.CatchUpRead).
+	CatchUpRead func(u *sluice.User) (done func())
 	// OnPasswordCheck, for tests, is called before every bcrypt
 	// comparison of a password check; blocking, it holds the request in
 	// its authentication.
@@ -332,8 +337,16 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// the engine, so it comes first: the engine's credential cache asks it
 	// which access version this process has seen.
 	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
-		Check:                       func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
-		CheckTimeout:                d.cfg.StatementTimeout,
+		Check:        func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
+		CheckTimeout: d.cfg.StatementTimeout,
+		// Catch-ups read the log as their stream's user, within its
+		// share of the pool (a quarter), and at most half of that share
+		// at once, so that the user's own requests keep the rest; all
+		// users' catch-ups together read at most one share's worth.
+		ReadAs:                      func(ctx context.Context, u *sluice.User) context.Context { return postgres.CountFor(ctx, u.ID) },
+		CatchUpReads:                store.UserShare(),
+		CatchUpReadsPerUser:         max(1, store.UserShare()/2),
+		CatchUpRead:                 d.opts.CatchUpRead,
 		JWTKeyRemoved:               jwt.KeyRemoved,
 		MaxStreams:                  maxStreams(d.cfg.MaxStreams, openFileLimit()),
 		MaxStreamsPerUser:           int(d.cfg.MaxStreamsPerUser),

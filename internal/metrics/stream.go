@@ -21,6 +21,9 @@ type Stream struct {
 	// Replays counts subscriptions that started from a past position
 	// (resume), by database.
 	Replays *prometheus.CounterVec
+	// CatchUpsWaiting is the number of catch-ups (streams reading the log
+	// themselves) waiting for their turn to read it.
+	CatchUpsWaiting prometheus.Gauge
 	// ResumeFailures counts resumes refused because the position expired
 	// or belongs to another epoch, by database.
 	ResumeFailures *prometheus.CounterVec
@@ -78,6 +81,10 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Name: "sluice_stream_replays_total",
 			Help: "Subscriptions resumed from a past position and replayed from the log, by database.",
 		}, []string{"database"}),
+		CatchUpsWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_stream_catchups_waiting",
+			Help: "Catch-ups (streams resumed or fallen behind, reading the log themselves) waiting for their turn to read it: the catch-up reads at once are capped per user and per process.",
+		}),
 		Parked: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_streams_parked",
 			Help: "Streams parked: their connection taken from net/http, served without a goroutine while idle.",
@@ -124,7 +131,7 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Help: "Live query results that changed and were published (once per share, whatever its members), by database.",
 		}, []string{"database"}),
 	}
-	cs := []prometheus.Collector{s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays, s.Parked, s.Unparked,
+	cs := []prometheus.Collector{s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays, s.CatchUpsWaiting, s.Parked, s.Unparked,
 		s.ResumeFailures, s.StreamsEnded, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects,
 		s.LiveReads, s.LiveStatements, s.LiveResults}
 	reg.MustRegister(cs...)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluice-dev/sluice"
 )
 
@@ -52,7 +54,7 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// commits and rows tell whether more follow.
 	// Bounded, a first row past maxBytes comes without its images (CASE
 	// reads them only when they are sent), its size telling the need.
-	rows, err := db.pool.Query(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
+	rows, err := db.logRows(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
 			idx, doc_ids, ops, CASE WHEN $7 AND upto > $5 THEN NULL ELSE befores END, CASE WHEN $7 AND upto > $5 THEN NULL ELSE afters END,
 			access, has_next, upto,
 			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1)
@@ -161,6 +163,26 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		return nil, false, 0, err
 	}
 	return out, more, 0, nil
+}
+
+// logRows runs the statement of readLog: on the pool, or, for a read
+// counted for a user (CountFor), on a connection of acquire, given back
+// with its count when the rows end.
+func (db *DB) logRows(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if _, ok := countedFor(ctx); !ok {
+		return db.pool.Query(ctx, sql, args...)
+	}
+	conn, release, err := db.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		conn.Release()
+		release()
+		return nil, err
+	}
+	return &sharedRows{Rows: rows, conn: conn, release: release}, nil
 }
 
 // maxLogRows bounds the change rows one ReadLog returns, so that a read of

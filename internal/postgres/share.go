@@ -20,7 +20,8 @@ import (
 // the pool at once, and all users together at most seven eighths, which
 // leaves the rest to what is not counted (short statements outside a
 // snapshot such as authentication, group commits, one transaction for
-// many users' writes, and Sluice's own work: the change feed, webhooks).
+// many users' writes, and Sluice's own work: the change feed, webhooks;
+// but a stream's catch-up reads the log for its user, counted: CountFor).
 // A request past either waits for a connection to be given back, at
 // most shareWait, then fails as unavailable. (The slow clients of a few
 // users can still hold most of the pool; reading a large write's body
@@ -60,13 +61,41 @@ type noShareKey struct{}
 // shared returns ctx whose connections are not counted for its user.
 func shared(ctx context.Context) context.Context { return context.WithValue(ctx, noShareKey{}, true) }
 
+// countForKey carries the user a context's reads of the log count for
+// (CountFor).
+type countForKey struct{}
+
+// CountFor returns ctx whose reads of the log (ReadLog) take their
+// connection counted for user id, as a read snapshot of that user's
+// requests does, whatever request ctx belongs to: a stream's catch-up
+// reads the log on a goroutine of the change feed's, holding no other
+// connection, for as long as its user's stream needs. Other reads of the
+// log (the change feed's own, webhooks', a request's inside its snapshot)
+// are not counted.
+func CountFor(ctx context.Context, id int64) context.Context {
+	return context.WithValue(ctx, countForKey{}, id)
+}
+
+// countedFor returns the user CountFor set on ctx, if any.
+func countedFor(ctx context.Context) (int64, bool) {
+	id, ok := ctx.Value(countForKey{}).(int64)
+	return id, ok
+}
+
+// UserShare returns how many connections one user's requests hold at
+// most at once: a quarter of the pool.
+func (db *DB) UserShare() int { return db.shares.max }
+
 // take counts a connection for ctx's user, waiting while the user holds
 // its share; it returns the function that gives it back.
 func (u *userShares) take(ctx context.Context) (func(), error) {
-	if u.max <= 0 || u.owner == nil || ctx.Value(noShareKey{}) != nil {
+	if u.max <= 0 || ctx.Value(noShareKey{}) != nil {
 		return func() {}, nil
 	}
-	id, counted := u.owner(ctx)
+	id, counted := countedFor(ctx)
+	if !counted && u.owner != nil {
+		id, counted = u.owner(ctx)
+	}
 	if !counted {
 		return func() {}, nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // TestUserShares: a user takes at most its share of connections, all
@@ -57,5 +59,48 @@ func TestUserShares(t *testing.T) {
 	}
 	if len(u.held) != 0 || u.all != 0 {
 		t.Fatalf("after every release: %v held, %d in all", u.held, u.all)
+	}
+}
+
+// TestCountedLogReadsTakeTheUsersShare: a read of the log counted for a
+// user (CountFor: a stream's catch-up) takes a connection of that user's
+// share, waiting while the user holds it, and gives it back when it
+// returns; other reads of the log (the change feed's, webhooks') are not
+// counted.
+func TestCountedLogReadsTakeTheUsersShare(t *testing.T) {
+	t.Parallel()
+	db, d, _, _ := openNotes(t)
+	ctx := context.Background()
+	var held []func()
+	for range db.UserShare() {
+		release, err := db.shares.take(CountFor(ctx, 42))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, release)
+	}
+	defer func() {
+		for _, release := range held {
+			release()
+		}
+	}()
+	start := sluice.Position{Seq: 0, Index: sluice.WholeCommit}
+	if _, _, err := db.ReadLog(ctx, d, start, 16, 1<<20); err != nil {
+		t.Fatalf("a read of the log counted for no one: %v", err)
+	}
+	short, cancel := context.WithTimeout(CountFor(ctx, 42), 50*time.Millisecond) // a deadline, not a wait for an event
+	defer cancel()
+	if _, _, err := db.ReadLog(short, d, start, 16, 1<<20); err == nil {
+		t.Fatal("a read of the log counted for user 42 ran while the user held its whole share")
+	}
+	held[0]()
+	if _, _, err := db.ReadLog(CountFor(ctx, 42), d, start, 16, 1<<20); err != nil {
+		t.Fatalf("a read of the log counted for user 42, within its share: %v", err)
+	}
+	db.shares.mu.Lock()
+	n := db.shares.held[42]
+	db.shares.mu.Unlock()
+	if n != db.UserShare()-1 {
+		t.Fatalf("after its read, user 42 holds %d connections, want %d", n, db.UserShare()-1)
 	}
 }

@@ -112,7 +112,7 @@ func (s *Stream) join(o ShareOptions) error {
 // from (nil: from now), evaluated by ev. It fails like the hub's
 // Subscribe (a Gone error for a position older than history).
 func (s *Stream) subscribe(from *sluice.Position, ev Evaluator) error {
-	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, from, changefeed.Options{Classes: s.spec.Classes, ClassesVersion: s.spec.ClassesVersion, Transport: s.spec.Label})
+	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, from, s.subscriptionOptions())
 	if err != nil {
 		return err
 	}
@@ -122,6 +122,16 @@ func (s *Stream) subscribe(from *sluice.Position, ev Evaluator) error {
 	}
 	s.sub, s.ev = sub, ev
 	return nil
+}
+
+// subscriptionOptions are those of a subscription of the stream's own:
+// its catch-ups read the log as its user's (changefeed.Options.User).
+func (s *Stream) subscriptionOptions() changefeed.Options {
+	o := changefeed.Options{Classes: s.spec.Classes, ClassesVersion: s.spec.ClassesVersion, Transport: s.spec.Label}
+	if s.spec.Grant != nil {
+		o.User = s.spec.Grant.User
+	}
+	return o
 }
 
 // SubscriptionID returns the id of the hub subscription serving the
@@ -321,7 +331,7 @@ func (s *Stream) detach() bool {
 	m := s.m
 	m.setNotify(nil)
 	from := m.resumeFrom()
-	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, &from, changefeed.Options{Classes: s.spec.Classes, ClassesVersion: s.spec.ClassesVersion, Transport: s.spec.Label})
+	sub, err := s.e.hub.Subscribe(s.ctx, s.spec.Database, &from, s.subscriptionOptions())
 	m.left() // its own subscription holds its commits now (Release leaves the share)
 	if err != nil {
 		s.end(err)
