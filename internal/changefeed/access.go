@@ -74,8 +74,8 @@ type guards struct {
 	maxVarsOfUser int64 // HubOptions.StreamVariablesBytesPerUser
 
 	// mu guards all, open, perUser, vars and varsOfUser and serializes
-	// the application of access changes (applied and seen move only
-	// under it; they are atomic for readers without it). It is never
+	// the application of access changes (applied moves only under it;
+	// seen only grows; both are atomic for readers without it). It is never
 	// taken while holding the hub's mu or a dbState's mu: ending a
 	// stream takes them. A stream's grant is never checked against
 	// Postgres under it (add).
@@ -345,17 +345,47 @@ func (h *Hub) SyncAccess(ctx context.Context, v int64) error { return h.guards.s
 // an error when they could not be read; then nothing read at v may be
 // handed on.
 func (gs *guards) sync(ctx context.Context, v int64) error {
-	if gs.applied.Load() >= v {
-		return nil
+	for {
+		applied := gs.applied.Load()
+		if applied >= v {
+			return nil
+		}
+		for { // seen only grows, whatever syncs run at once
+			seen := gs.seen.Load()
+			if v <= seen || gs.seen.CompareAndSwap(seen, v) {
+				break
+			}
+		}
+		// The changes are read without gs.mu, which every stream's
+		// opening and release take: a slow Postgres holds up only those
+		// waiting for these changes. Another sync may apply some of them
+		// meanwhile; the rest are applied below.
+		var changes []sluice.AccessChange
+		if applied >= 0 {
+			var err error
+			if changes, err = gs.log.AccessChanges(ctx, applied, v); err != nil {
+				return fmt.Errorf("read access changes %d..%d: %w", applied+1, v, err)
+			}
+		}
+		if again, err := gs.apply(ctx, applied, v, changes); !again {
+			return err
+		}
 	}
+}
+
+// apply applies changes, the access changes in (after, v] read without
+// the lock, to the guards, under gs.mu. again is true when the first
+// version was applied meanwhile (after was -1, nothing was read): read
+// them then.
+func (gs *guards) apply(ctx context.Context, after, v int64, changes []sluice.AccessChange) (again bool, err error) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	applied := gs.applied.Load()
 	if applied >= v {
-		return nil
+		return false, nil
 	}
-	if v > gs.seen.Load() {
-		gs.seen.Store(v)
+	if after < 0 && applied >= 0 {
+		return true, nil
 	}
 	if applied < 0 {
 		// The first version seen: streams registered so far were checked
@@ -366,23 +396,22 @@ func (gs *guards) sync(ctx context.Context, v int64) error {
 			}
 		}
 		gs.applied.Store(v)
-		return nil
+		return false, nil
 	}
-	changes, err := gs.log.AccessChanges(ctx, applied, v)
-	if err != nil {
-		return fmt.Errorf("read access changes %d..%d: %w", applied+1, v, err)
-	}
-	if len(changes) == 0 || changes[0].Version != applied+1 || changes[len(changes)-1].Version != v {
+	if len(changes) == 0 || changes[0].Version != after+1 || changes[len(changes)-1].Version != v {
 		// Pruned before this process read them (it was cut off for
 		// long): whatever they were, every grant is checked again.
-		gs.logger.Warn("access changes were pruned before they were applied; re-checking every stream", "after", applied, "upTo", v)
+		gs.logger.Warn("access changes were pruned before they were applied; re-checking every stream", "after", after, "upTo", v)
 		for g := range gs.all {
 			gs.recheck(ctx, g)
 		}
 		gs.applied.Store(v)
-		return nil
+		return false, nil
 	}
 	for _, c := range changes {
+		if c.Version <= applied {
+			continue // applied by another sync while these were read
+		}
 		for g := range gs.all {
 			// A grant read at or after c already reflects it (a stream
 			// opened with a password set by c).
@@ -395,7 +424,7 @@ func (gs *guards) sync(ctx context.Context, v int64) error {
 		}
 		gs.applied.Store(c.Version)
 	}
-	return nil
+	return false, nil
 }
 
 // recheck checks g's grant against the current state and ends it when it

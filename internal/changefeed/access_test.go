@@ -556,3 +556,50 @@ func TestStaleGrantChecksAreBounded(t *testing.T) {
 		t.Fatalf("Guard of a check that does not answer: %v, want Unavailable", err)
 	}
 }
+
+// The access changes are read from Postgres without the guards' lock: while
+// the read waits, streams still open and give back their places (the
+// parked streams' writers release theirs), and the changes read are
+// applied once it returns.
+func TestAccessChangesAreReadWithoutTheLock(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{})
+	h.track(1, 0)
+	if err := h.guards.sync(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	s := guarded(t, h, ullaRead, nil)
+	vera := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 9, Name: "vera"}}, Database: testDB, Role: sluice.RoleRead}
+	other, err := h.Guard(context.Background(), vera, 0, func(error) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan bool, 1)
+	unblock := make(chan struct{})
+	l.readingAccess = func() {
+		free := h.guards.mu.TryLock() // nothing else takes it now
+		if free {
+			h.guards.mu.Unlock()
+		}
+		locked <- !free
+		<-unblock
+	}
+	l.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: ulla.ID, TokenID: 3})
+	synced := make(chan error, 1)
+	go func() { synced <- h.guards.sync(context.Background(), 1) }()
+	if <-locked {
+		close(unblock)
+		t.Fatal("the access changes are read from Postgres under the guards' lock: every stream opening and release waits for the read")
+	}
+	other.Release()
+	if _, err := h.Guard(context.Background(), vera, 0, func(error) {}); err != nil {
+		t.Fatal(err)
+	}
+	close(unblock)
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if err := ended(t, s); !IsRevoked(err) {
+		t.Fatalf("ulla's stream ended with %v, want a revocation", err)
+	}
+}

@@ -30,6 +30,9 @@ type memLog struct {
 	commits []*sluice.Commit
 	pruned  int64
 	access  []sluice.AccessChange
+	// readingAccess, when set, is called as AccessChanges begins, without
+	// l.mu (a read of Postgres, which may take long).
+	readingAccess func()
 }
 
 var testDB = &sluice.Database{ID: 1, Org: "o", Name: "db", Epoch: "ep"}
@@ -101,6 +104,9 @@ func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Pos
 
 // AccessChanges returns the access changes in (after, upTo].
 func (l *memLog) AccessChanges(_ context.Context, after, upTo int64) ([]sluice.AccessChange, error) {
+	if l.readingAccess != nil {
+		l.readingAccess()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []sluice.AccessChange
