@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/connlimit"
 	"github.com/sluice-dev/sluice/internal/console"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/gqltransport"
@@ -572,8 +573,11 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 
 	srv := d.httpServer(p.handler)
 	d.addr = ln.Addr().String()
+	// Connections are bounded at accept (see connLimits), before TLS.
+	cl := connlimit.New(ln, connLimits(openFileLimit(), maxStreams(d.cfg.MaxStreams, openFileLimit()), p.store.Connections(), d.cfg.TrustedProxies), d.logger)
+	srv.ConnState, srv.ConnContext = cl.ConnState, cl.ConnContext
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- serve(srv, ln, cert) }()
+	go func() { serveErr <- serve(srv, cl, cert) }()
 	if metricsLn != nil {
 		stopMetrics := serveMetrics(metricsLn, checkMetricsHost(d.cfg.MetricsAllowHosts, p.metrics.Handler()), d.logger)
 		defer stopMetrics()
@@ -853,6 +857,34 @@ func maxStreams(configured int64, fileLimit uint64) int {
 		return 100000
 	}
 	return max(int(fileLimit/10*9)-100, 16)
+}
+
+// connReserve is how many file descriptors connLimits leaves beyond the
+// API's connections and Postgres's: the listeners, the log, standard
+// input and output, the poller, the temporary files of large write
+// bodies, webhook deliveries and key set fetches.
+const connReserve = 64
+
+// connLimits returns the bounds of the API's connections (connlimit) for
+// a process of fileLimit open files (0: unknown), streams streams at most
+// (maxStreams) and pg connections to Postgres. Every connection, however
+// busy, is a descriptor: at most fileLimit less pg and connReserve are
+// held, so that Postgres's connections and the files a request opens are
+// never starved by clients. Of those, the ones waiting (new, or idle
+// between requests) are at most what is left once max_streams are set
+// aside: a stream always finds a descriptor, whoever holds idle
+// connections. One client address holds a tenth of the waiting ones,
+// unless it is a trusted proxy's (every client behind it comes from it).
+// Past a bound the oldest waiting connection is closed, so a new one is
+// refused only when every connection is busy. An unknown or unlimited
+// fileLimit bounds only the waiting connections, to 10,000.
+func connLimits(fileLimit uint64, streams, pg int, trustedProxies []netip.Prefix) connlimit.Limits {
+	if fileLimit == 0 || fileLimit > 1<<30 {
+		return connlimit.Limits{Waiting: 10000, PerAddress: 1000, Exempt: trustedProxies}
+	}
+	total := max(int(fileLimit)-pg-connReserve, 32)
+	waiting := min(max(total-streams, 16), total)
+	return connlimit.Limits{Total: total, Waiting: waiting, PerAddress: max(waiting/10, 4), Exempt: trustedProxies}
 }
 
 // serveMetrics serves GET /metrics, without credentials, on a listener of

@@ -263,6 +263,10 @@ type prefixConn struct {
 	prefix []byte
 }
 
+// NetConn returns the connection under c (for whoever counts connections
+// by what the listener returned: see connlimit).
+func (c *prefixConn) NetConn() net.Conn { return c.Conn }
+
 func (c *prefixConn) Read(b []byte) (int, error) {
 	if len(c.prefix) > 0 {
 		n := copy(b, c.prefix)

@@ -245,6 +245,11 @@ func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
 // components that need a dedicated connection (the change feed's LISTEN).
 func (db *DB) ConnString() string { return db.pool.Config().ConnString() }
 
+// Connections returns the most connections to Postgres db holds at once,
+// each a file descriptor: its pool's and the two it listens on (Listen,
+// for the change feed, and the webhook deliverer's).
+func (db *DB) Connections() int { return int(db.pool.Config().MaxConns) + 2 }
+
 // inTx runs fn in a transaction, committing when it returns nil.
 func (db *DB) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := db.pool.Begin(ctx)

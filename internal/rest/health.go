@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluice-dev/sluice/internal/connlimit"
+
 	"github.com/sluice-dev/sluice"
 )
 
@@ -54,6 +56,7 @@ func (a *api) authorizeMetrics(next http.Handler) http.Handler {
 					}
 				}
 				if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(token)), []byte(a.MetricsToken)) == 1 {
+					connlimit.Authenticated(r.Context())
 					next.ServeHTTP(w, r)
 					return
 				}
@@ -68,6 +71,7 @@ func (a *api) authorizeMetrics(next http.Handler) http.Handler {
 			writeError(w, r, sluice.Errorf(sluice.CodeForbidden, "only the super user, or a scraper with the bearer metrics_token, may read /metrics"))
 			return
 		}
+		connlimit.Authenticated(r.Context())
 		next.ServeHTTP(w, r)
 	})
 }

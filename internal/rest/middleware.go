@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/connlimit"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice/internal/auth"
@@ -222,6 +224,9 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 			refuse(w, r, err)
 			return
 		}
+		// Its connection, once idle, is closed to make room only after
+		// those that never carried an authenticated request.
+		connlimit.Authenticated(r.Context())
 		next.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), c)))
 	})
 }

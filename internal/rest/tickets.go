@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice/internal/connlimit"
+
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice"
@@ -133,6 +135,7 @@ func (a *api) authenticateStream(next http.Handler) http.Handler {
 			refuse(w, r, err)
 			return
 		}
+		connlimit.Authenticated(r.Context())
 		q.Del(ticketParam)
 		u := *r.URL
 		u.RawQuery = q.Encode()
