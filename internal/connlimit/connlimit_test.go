@@ -1,0 +1,190 @@
+package connlimit_test
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/connlimit"
+)
+
+// server serves lim on a loopback listener: GET /auth marks its
+// connection authenticated, GET /block waits until release is closed, any
+// other path answers at once. idle receives each connection that became
+// idle.
+type server struct {
+	addr    string
+	idle    chan net.Conn
+	release chan struct{}
+	started chan struct{}
+}
+
+func serve(t *testing.T, lim connlimit.Limits) *server {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := connlimit.New(ln, lim, nil)
+	s := &server{addr: ln.Addr().String(), idle: make(chan net.Conn, 100), release: make(chan struct{}), started: make(chan struct{}, 100)}
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case "/auth":
+				connlimit.Authenticated(r.Context())
+			case "/block":
+				s.started <- struct{}{}
+				<-s.release
+			}
+		}),
+		ConnContext: l.ConnContext,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			l.ConnState(c, st)
+			if st == http.StateIdle {
+				s.idle <- c
+			}
+		},
+	}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { close(s.release); _ = srv.Close() })
+	return s
+}
+
+// dial connects and, unless path is empty, sends GET path.
+func (s *server) dial(t *testing.T, path string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if path != "" {
+		if _, err := c.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// get sends GET path on c and reads the answer, failing the test without
+// one.
+func get(t *testing.T, c net.Conn, path string) {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	resp.Body.Close()
+}
+
+// idleConn returns a connection that made a request of path and that the
+// server holds idle.
+func (s *server) idleConn(t *testing.T, path string) net.Conn {
+	t.Helper()
+	c := s.dial(t, "")
+	get(t, c, path)
+	select {
+	case <-s.idle:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection did not become idle")
+	}
+	return c
+}
+
+// closed fails the test unless the server closed c.
+func closed(t *testing.T, c net.Conn, what string) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Read(make([]byte, 1))
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		t.Fatalf("%s: still open", what)
+	}
+	if err == nil {
+		t.Fatalf("%s: read data, not its end", what)
+	}
+	if !errors.Is(err, io.EOF) {
+		t.Logf("%s: %v", what, err)
+	}
+}
+
+// TestIdleConnectionsThatNeverAuthenticatedGoFirst: past the bound of
+// waiting connections, the oldest that never carried an authenticated
+// request is closed, though an authenticated one has been idle longer;
+// with none left, the oldest authenticated one; never the new one.
+// (A connection is closed to make room only when another arrives or
+// becomes idle.)
+func TestIdleConnectionsThatNeverAuthenticatedGoFirst(t *testing.T) {
+	s := serve(t, connlimit.Limits{Waiting: 2})
+	authed := s.idleConn(t, "/auth")
+	anon := s.idleConn(t, "/ok")
+	fresh := s.dial(t, "")
+	closed(t, anon, "the idle connection that never authenticated")
+	get(t, authed, "/ok")
+	<-s.idle
+	get(t, fresh, "/auth")
+	<-s.idle
+	// Both authenticated and waiting now: a third connection closes the
+	// one idle longest.
+	third := s.dial(t, "")
+	closed(t, authed, "the oldest idle connection, authenticated")
+	get(t, fresh, "/ok")
+	get(t, third, "/ok")
+}
+
+// TestBusyConnectionsAreNeverClosedToMakeRoom: at the total bound, a
+// connection with a request in flight is not closed to make room: the new
+// one is, at once; once one is idle, it makes room for the next.
+func TestBusyConnectionsAreNeverClosedToMakeRoom(t *testing.T) {
+	s := serve(t, connlimit.Limits{Total: 2})
+	var busy []net.Conn
+	for range 2 {
+		busy = append(busy, s.dial(t, "/block"))
+		select {
+		case <-s.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request did not start")
+		}
+	}
+	closed(t, s.dial(t, "/ok"), "a connection past the total bound, all busy")
+	s.release <- struct{}{}
+	if resp, err := http.ReadResponse(bufio.NewReader(busy[0]), nil); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	<-s.idle
+	get(t, s.dial(t, ""), "/ok")
+	closed(t, busy[0], "the idle connection that made room")
+	s.release <- struct{}{}
+	if resp, err := http.ReadResponse(bufio.NewReader(busy[1]), nil); err != nil {
+		t.Fatalf("the busy connection was cut: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+}
+
+// TestPerAddressShare: one address keeps at most PerAddress waiting
+// connections, its oldest closed as it opens more; a trusted proxy's
+// address (Exempt) is not bounded per address.
+func TestPerAddressShare(t *testing.T) {
+	s := serve(t, connlimit.Limits{PerAddress: 1})
+	first := s.idleConn(t, "/ok")
+	second := s.idleConn(t, "/ok")
+	closed(t, first, "the address's oldest idle connection")
+	get(t, second, "/ok")
+
+	p := serve(t, connlimit.Limits{PerAddress: 1, Exempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	a := p.idleConn(t, "/ok")
+	b := p.idleConn(t, "/ok")
+	get(t, a, "/ok")
+	get(t, b, "/ok")
+}
