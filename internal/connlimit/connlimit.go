@@ -11,7 +11,8 @@
 // nobody could connect. Here the waiting connections are bounded in all
 // and per client address, and every connection in all; past a bound the
 // oldest waiting connection is closed to make room, the ones that never
-// carried an authenticated request first. A connection with a request in
+// carried an authenticated request first (these are also kept idle for
+// a shorter time, AnonymousIdle). A connection with a request in
 // flight, or a stream (hijacked or not), is never closed to make room:
 // when the total bound is reached by those alone, a new connection is
 // closed at once.
@@ -49,6 +50,10 @@ type Limits struct {
 	// Exempt are peers not bounded per address (trusted proxies: every
 	// client behind one comes from its address); the other bounds hold.
 	Exempt []netip.Prefix
+	// AnonymousIdle, when positive, is how long a connection that never
+	// carried an authenticated request is kept waiting (the server's
+	// IdleTimeout holds the others).
+	AnonymousIdle time.Duration
 }
 
 // Listener is a net.Listener that counts its connections and keeps them
@@ -100,6 +105,11 @@ type Conn struct {
 	authenticated bool
 	elem, inAddr  *list.Element // set while waiting
 	gone          bool          // counted out (closed or evicted)
+	// expire closes a waiting connection that never authenticated at
+	// the end of AnonymousIdle; waits counts the times c became waiting,
+	// so that a timer of an earlier wait does nothing.
+	expire *time.Timer
+	waits  uint64
 }
 
 // Accept returns the next connection within the bounds, closing waiting
@@ -251,6 +261,23 @@ func (l *Listener) wait(c *Conn) {
 	}
 	c.elem = l.waiting[tier].PushBack(c)
 	c.inAddr = c.addr.waiting[tier].PushBack(c)
+	c.waits++
+	if tier == 0 && l.lim.AnonymousIdle > 0 {
+		wait := c.waits
+		c.expire = time.AfterFunc(l.lim.AnonymousIdle, func() { l.expired(c, wait) })
+	}
+}
+
+// expired closes c if it is still in the wait the timer was set for.
+func (l *Listener) expired(c *Conn, wait uint64) {
+	l.mu.Lock()
+	if c.gone || c.elem == nil || c.waits != wait {
+		l.mu.Unlock()
+		return
+	}
+	l.forget(c)
+	l.mu.Unlock()
+	_ = c.Conn.Close()
 }
 
 // unwait makes c no longer waiting; l.mu is held.
@@ -265,6 +292,10 @@ func (l *Listener) unwait(c *Conn) {
 	l.waiting[tier].Remove(c.elem)
 	c.addr.waiting[tier].Remove(c.inAddr)
 	c.elem, c.inAddr = nil, nil
+	if c.expire != nil {
+		c.expire.Stop()
+		c.expire = nil
+	}
 }
 
 // forget counts c out; l.mu is held.

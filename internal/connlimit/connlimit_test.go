@@ -188,3 +188,14 @@ func TestPerAddressShare(t *testing.T) {
 	get(t, a, "/ok")
 	get(t, b, "/ok")
 }
+
+// TestAnonymousIdleConnectionsExpireSooner: a connection that carried no
+// authenticated request is closed after AnonymousIdle; an authenticated
+// one idle as long is not.
+func TestAnonymousIdleConnectionsExpireSooner(t *testing.T) {
+	s := serve(t, connlimit.Limits{AnonymousIdle: 200 * time.Millisecond})
+	authed := s.idleConn(t, "/auth")
+	anon := s.idleConn(t, "/ok")
+	closed(t, anon, "the anonymous idle connection")
+	get(t, authed, "/ok")
+}

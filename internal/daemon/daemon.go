@@ -865,6 +865,13 @@ func maxStreams(configured int64, fileLimit uint64) int {
 // bodies, webhook deliveries and key set fetches.
 const connReserve = 64
 
+// anonymousIdleTimeout is how long an idle connection that never carried
+// an authenticated request is kept (the others: the server's IdleTimeout,
+// two minutes). Long enough for a browser that loaded a public page to
+// reuse it for its next request, short enough that anonymous clients give
+// their descriptors back soon without being pushed out.
+const anonymousIdleTimeout = 15 * time.Second
+
 // connLimits returns the bounds of the API's connections (connlimit) for
 // a process of fileLimit open files (0: unknown), streams streams at most
 // (maxStreams) and pg connections to Postgres. Every connection, however
@@ -876,15 +883,17 @@ const connReserve = 64
 // connections. One client address holds a tenth of the waiting ones,
 // unless it is a trusted proxy's (every client behind it comes from it).
 // Past a bound the oldest waiting connection is closed, so a new one is
-// refused only when every connection is busy. An unknown or unlimited
+// refused only when every connection is busy. A connection that never
+// carried an authenticated request is kept idle anonymousIdleTimeout.
+// An unknown or unlimited
 // fileLimit bounds only the waiting connections, to 10,000.
 func connLimits(fileLimit uint64, streams, pg int, trustedProxies []netip.Prefix) connlimit.Limits {
 	if fileLimit == 0 || fileLimit > 1<<30 {
-		return connlimit.Limits{Waiting: 10000, PerAddress: 1000, Exempt: trustedProxies}
+		return connlimit.Limits{Waiting: 10000, PerAddress: 1000, Exempt: trustedProxies, AnonymousIdle: anonymousIdleTimeout}
 	}
 	total := max(int(fileLimit)-pg-connReserve, 32)
 	waiting := min(max(total-streams, 16), total)
-	return connlimit.Limits{Total: total, Waiting: waiting, PerAddress: max(waiting/10, 4), Exempt: trustedProxies}
+	return connlimit.Limits{Total: total, Waiting: waiting, PerAddress: max(waiting/10, 4), Exempt: trustedProxies, AnonymousIdle: anonymousIdleTimeout}
 }
 
 // serveMetrics serves GET /metrics, without credentials, on a listener of
