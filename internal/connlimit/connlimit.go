@@ -12,7 +12,8 @@
 // and per client address, and every connection in all; past a bound the
 // oldest waiting connection is closed to make room, the ones that never
 // carried an authenticated request first (these are also kept idle for
-// a shorter time, AnonymousIdle). A connection with a request in
+// a shorter time, AnonymousIdle); a new connection is given a second to
+// send its request (freshGrace) unless the total bound needs its place. A connection with a request in
 // flight, or a stream (hijacked or not), is never closed to make room:
 // when the total bound is reached by those alone, a new connection is
 // closed at once.
@@ -110,7 +111,19 @@ type Conn struct {
 	// so that a timer of an earlier wait does nothing.
 	expire *time.Timer
 	waits  uint64
+	// fresh is set from when c is accepted (or given back to the server)
+	// until its first request is read, at freshSince.
+	fresh      bool
+	freshSince time.Time
 }
+
+// freshGrace is how long a new connection is not closed to keep the
+// Waiting and PerAddress bounds (Total closes it all the same): a client
+// opening many connections at once (a backend's burst of requests) had
+// the first ones closed before the server read their requests, which
+// arrive within a round trip. Past it, a connection that has sent no
+// request is like an idle one; net/http closes it at ReadHeaderTimeout.
+const freshGrace = time.Second
 
 // Accept returns the next connection within the bounds, closing waiting
 // ones to make room; a connection over the total bound with none waiting
@@ -147,7 +160,7 @@ func (l *Listener) admit(c *Conn) ([]*Conn, bool) {
 	defer l.mu.Unlock()
 	var victims []*Conn
 	if l.lim.Total > 0 && l.total >= l.lim.Total {
-		v := oldest(&l.waiting, nil)
+		v := oldest(&l.waiting, nil, time.Time{})
 		if v == nil {
 			l.refused++
 			l.warn()
@@ -163,6 +176,7 @@ func (l *Listener) admit(c *Conn) ([]*Conn, bool) {
 		l.addrs[c.key] = a
 	}
 	c.addr = a
+	c.fresh, c.freshSince = true, time.Now()
 	a.conns++
 	l.total++
 	l.wait(c)
@@ -181,10 +195,17 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	l.mu.Lock()
 	if !c.gone {
 		switch state {
-		case http.StateNew, http.StateIdle:
+		case http.StateNew:
+			if c.elem == nil { // given back after a stream
+				c.fresh, c.freshSince = true, time.Now()
+			}
+			l.wait(c)
+			victims = l.trim(c)
+		case http.StateIdle:
 			l.wait(c)
 			victims = l.trim(c)
 		case http.StateActive, http.StateHijacked:
+			c.fresh = false
 			l.unwait(c)
 		}
 	}
@@ -310,11 +331,13 @@ func (l *Listener) forget(c *Conn) {
 
 // trim counts out, and returns to be closed, the oldest waiting
 // connections beyond the Waiting bound, and beyond the PerAddress bound
-// of c's address, never c itself; l.mu is held.
+// of c's address, never c itself nor one within freshGrace; l.mu is
+// held.
 func (l *Listener) trim(c *Conn) []*Conn {
 	var victims []*Conn
+	young := time.Now().Add(-freshGrace)
 	for l.lim.PerAddress > 0 && !c.exempt && c.addr.waiting.len() > l.lim.PerAddress {
-		v := oldest(&c.addr.waiting, c)
+		v := oldest(&c.addr.waiting, c, young)
 		if v == nil {
 			break
 		}
@@ -322,7 +345,7 @@ func (l *Listener) trim(c *Conn) []*Conn {
 		victims = append(victims, v)
 	}
 	for l.lim.Waiting > 0 && l.waiting.len() > l.lim.Waiting {
-		v := oldest(&l.waiting, c)
+		v := oldest(&l.waiting, c, young)
 		if v == nil {
 			break
 		}
@@ -336,12 +359,13 @@ func (l *Listener) trim(c *Conn) []*Conn {
 	return victims
 }
 
-// oldest returns the oldest connection of t other than skip, of the
-// first tier that has one; nil if none.
-func oldest(t *tiers, skip *Conn) *Conn {
+// oldest returns the oldest connection of t other than skip and than
+// the fresh ones accepted after young (zero: none spared), of the first
+// tier that has one; nil if none.
+func oldest(t *tiers, skip *Conn, young time.Time) *Conn {
 	for i := range t {
 		for e := t[i].Front(); e != nil; e = e.Next() {
-			if c := e.Value.(*Conn); c != skip {
+			if c := e.Value.(*Conn); c != skip && !(c.fresh && c.freshSince.After(young)) {
 				return c
 			}
 		}

@@ -199,3 +199,18 @@ func TestAnonymousIdleConnectionsExpireSooner(t *testing.T) {
 	closed(t, anon, "the anonymous idle connection")
 	get(t, authed, "/ok")
 }
+
+// TestBurstOfNewConnectionsIsKept: one address opening more connections
+// at once than its share, each sending its request right after, has them
+// all served: a new connection is not closed for the share before it had
+// time to send its request.
+func TestBurstOfNewConnectionsIsKept(t *testing.T) {
+	s := serve(t, connlimit.Limits{PerAddress: 1, Waiting: 2})
+	var conns []net.Conn
+	for range 5 {
+		conns = append(conns, s.dial(t, ""))
+	}
+	for _, c := range conns {
+		get(t, c, "/ok")
+	}
+}
