@@ -168,6 +168,7 @@ func (l *Listener) admit(c *Conn) ([]*Conn, bool) {
 		}
 		l.forget(v)
 		l.evicted++
+		l.warn()
 		victims = append(victims, v)
 	}
 	a := l.addrs[c.key]
@@ -365,7 +366,7 @@ func (l *Listener) trim(c *Conn) []*Conn {
 func oldest(t *tiers, skip *Conn, young time.Time) *Conn {
 	for i := range t {
 		for e := t[i].Front(); e != nil; e = e.Next() {
-			if c := e.Value.(*Conn); c != skip && !(c.fresh && c.freshSince.After(young)) {
+			if c := e.Value.(*Conn); c != skip && !(!young.IsZero() && c.fresh && c.freshSince.After(young)) {
 				return c
 			}
 		}

@@ -214,3 +214,14 @@ func TestBurstOfNewConnectionsIsKept(t *testing.T) {
 		get(t, c, "/ok")
 	}
 }
+
+// TestTotalBoundClosesNewConnectionsToo: at the total bound the oldest
+// waiting connection makes room even when it is new (the descriptors are
+// bounded whatever the connections do).
+func TestTotalBoundClosesNewConnectionsToo(t *testing.T) {
+	s := serve(t, connlimit.Limits{Total: 1})
+	first := s.dial(t, "")
+	second := s.dial(t, "")
+	closed(t, first, "the new connection at the total bound")
+	get(t, second, "/ok")
+}
