@@ -60,17 +60,20 @@ func (e *Engine) wholeView(ctx context.Context, d *sluice.Database, class string
 // a new entry, on every replica; the map is shared: callers only read
 // it), and made from the newest cached answer of an older version and the
 // digests of the versions since: after a schema change, one digest. Until
-// then, concurrent reads that miss wait for one walk.
+// then, concurrent reads that miss wait for one walk, each as long as its
+// own ctx lasts.
 func (e *Engine) dropsOf(ctx context.Context, d *sluice.Database) (map[string]int, error) {
 	key := schemacache.Key{DB: d.ID, Version: d.SchemaVersion}
 	if m, ok := e.drops.get(key); ok {
 		return m, nil
 	}
-	v, err, _ := e.dropWalks.Do(fmt.Sprintf("%d/%d", d.ID, d.SchemaVersion), func() (any, error) {
+	// The walk is every waiting read's (sharedwalk.go): it runs on wctx,
+	// never on this read's ctx.
+	v, err := e.shareWalk(ctx, &e.dropWalks, fmt.Sprintf("%d/%d", d.ID, d.SchemaVersion), func(wctx context.Context) (any, error) {
 		if m, ok := e.drops.get(key); ok {
 			return m, nil
 		}
-		return e.walkDrops(ctx, d, key)
+		return e.walkDrops(wctx, d, key)
 	})
 	if err != nil {
 		return nil, err

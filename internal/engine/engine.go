@@ -68,6 +68,8 @@ type Engine struct {
 	// one walk walk once.
 	walks    *sizedCache[walkKey, *versionScan]
 	walkRuns singleflight.Group
+	// walkTimeout bounds a walk of either group (sharedwalk.go).
+	walkTimeout time.Duration
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose
@@ -133,13 +135,14 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 		hooks.OnAccess = func() {}
 	}
 	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
-		schemas:   schemacache.New(schemaEntries, schemaBytes),
-		digests:   newDigestCache(),
-		drops:     newDropCache(),
-		lost:      newLostCache(),
-		walks:     newWalkCache(),
-		databases: ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
-		roles:     ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
+		schemas:     schemacache.New(schemaEntries, schemaBytes),
+		digests:     newDigestCache(),
+		drops:       newDropCache(),
+		lost:        newLostCache(),
+		walks:       newWalkCache(),
+		walkTimeout: walkTimeout,
+		databases:   ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
+		roles:       ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),
 	}
 	e.KeepIdempotencyKeys(24*time.Hour, 10000)
 	e.LimitSchemas(1 << 20)

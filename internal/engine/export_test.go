@@ -72,3 +72,7 @@ func (e *Engine) WalkOf(ctx context.Context, d *sluice.Database, cur *sluice.Sch
 
 // DecodedJSONSize is decodedJSONSize, for tests.
 func DecodedJSONSize(v any) int64 { return decodedJSONSize(v) }
+
+// LimitWalks sets how long a shared walk of schema versions may run
+// (walkTimeout), so that a test of its limit need not wait minutes.
+func (e *Engine) LimitWalks(d time.Duration) { e.walkTimeout = d }

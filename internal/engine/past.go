@@ -351,14 +351,19 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 		}
 	}
 	at := max(postgres.VersionAt(walk, toSeq), 0)
-	load := func(i int) (*sluice.Schema, error) { return e.store.SchemaAt(ctx, d.ID, walk[i].Version) }
+	loader := func(ctx context.Context) func(i int) (*sluice.Schema, error) {
+		return func(i int) (*sluice.Schema, error) { return e.store.SchemaAt(ctx, d.ID, walk[i].Version) }
+	}
+	load := loader(ctx)
 	if len(walk) == 0 {
 		return scan(nil, at, load, nil, cur, role)
 	}
 	key := walkKey{db: d.ID, from: walk[0].Version, at: walk[at].Version, cur: d.SchemaVersion, role: role}
 	found, ok := e.walks.get(key)
 	if !ok {
-		v, err, _ := e.walkRuns.Do(fmt.Sprint(key), func() (any, error) {
+		// The walk is every waiting read's (sharedwalk.go): it runs on
+		// wctx, never on this read's ctx.
+		v, err := e.shareWalk(ctx, &e.walkRuns, fmt.Sprint(key), func(wctx context.Context) (any, error) {
 			if found, ok := e.walks.get(key); ok {
 				return found, nil
 			}
@@ -367,9 +372,9 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 				firsts[i] = v.FirstSeq
 			}
 			digest := func(i int) (*versionDigest, error) {
-				return e.versionDigest(ctx, d.ID, walk[i-1].Version, walk[i].Version)
+				return e.versionDigest(wctx, d.ID, walk[i-1].Version, walk[i].Version)
 			}
-			sc, err := scan(firsts, at, load, digest, cur, role)
+			sc, err := scan(firsts, at, loader(wctx), digest, cur, role)
 			if err != nil {
 				return nil, err
 			}
@@ -404,7 +409,8 @@ func (e *Engine) scanVersions(ctx context.Context, d *sluice.Database, cur *slui
 // force at a diff's end, today's schema and the reader's role: it is
 // cached by those, so that a read of the past repeated, or another as of
 // a position of the same version, walks no version. The first read of a
-// walk still walks it; concurrent ones wait for that walk (walkRuns).
+// walk still walks it; concurrent ones wait for that walk (walkRuns,
+// sharedwalk.go), each as long as its own request lasts.
 
 // walkKey keys a walk of the schema versions of a database: the version
 // it starts from, the one in force at a diff's end (at; the first for a

@@ -2,13 +2,17 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
 // walkSchema is version v of a schema whose every change touches each of
@@ -170,5 +174,141 @@ func TestCachedWalksAreKeptApart(t *testing.T) {
 		if at != c.at || strings.Join(hidden, ",") != c.hidden {
 			t.Errorf("role %v, commits %d to %d: at %d, hidden %v; want %d, %q", c.role, c.seq, c.toSeq, at, hidden, c.at, c.hidden)
 		}
+	}
+}
+
+// TestSharedWalkOutlivesTheReadThatStartedIt: reads that miss a cached
+// walk of the schema versions wait for one walk (sharedwalk.go), which
+// ran on the context of the read that started it: when that read's
+// client went away, every read waiting for the walk failed with its
+// cancellation, told that a statement "ran longer than statement_timeout
+// allows", though their own clients were still there (a review's find).
+// Both walks are shared so: a read as of a position's (scanVersions), and
+// the one that names the tag of a document read now (dropsOf). The walk
+// is held up by a lock on the schema versions, the first read cancelled
+// while the second waits for its walk, then the lock let go: the second
+// read answers.
+func TestSharedWalkOutlivesTheReadThatStartedIt(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		// frame is the function a read waits for the walk in.
+		frame string
+		// at is the position read as of (nil: now).
+		at func(pos sluice.Position) *sluice.Position
+	}{
+		{"as of a position", "engine.(*Engine).scanVersions(", func(pos sluice.Position) *sluice.Position { return &pos }},
+		{"a document now", "engine.(*Engine).dropsOf(", func(sluice.Position) *sluice.Position { return nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := pgtest.NewDatabase(t)
+			e, _, admin := newEngineOn(t, url)
+			pos := walkHistory(t, e, admin, "shared", 2, 3)
+			// A second engine, with nothing of the walk cached, on a
+			// store that has read the list of versions (the read's
+			// first look, before its walk).
+			e2, store2, admin2 := newEngineOn(t, url)
+			d, _, err := e2.Database(ctx, admin2, "admin", "shared", sluice.RoleRead)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store2.SchemaVersions(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+			read := func(ctx context.Context) error {
+				_, err := e2.Document(ctx, admin2, "admin", "shared", "Root/r", c.at(pos))
+				return err
+			}
+			release := holdSchemaVersions(t, url)
+			ctxA, cancelA := context.WithCancel(ctx)
+			errA := make(chan error, 1)
+			go func() { errA <- read(ctxA) }()
+			waitForWalkers(t, c.frame, 1)
+			errB := make(chan error, 1)
+			go func() { errB <- read(ctx) }()
+			waitForWalkers(t, c.frame, 2)
+			cancelA() // the first read's client goes away
+			if err := <-errA; !errors.Is(err, context.Canceled) {
+				t.Errorf("the read whose client went away: %v, want its cancellation", err)
+			}
+			release()
+			if err := <-errB; err != nil {
+				t.Errorf("a read whose client is there failed with the walk of one that went away: %v", err)
+			}
+		})
+	}
+}
+
+// TestSharedWalkEndsAtItsOwnLimit: a shared walk of schema versions, on a
+// context no read's cancellation reaches, ends at its own limit, and the
+// reads waiting for it are told that, not that a statement ran longer
+// than statement_timeout allows.
+func TestSharedWalkEndsAtItsOwnLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	e, _, admin := newEngineOn(t, url)
+	pos := walkHistory(t, e, admin, "limit", 2, 3)
+	e2, store2, admin2 := newEngineOn(t, url)
+	d, s, err := e2.Database(ctx, admin2, "admin", "limit", sluice.RoleRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store2.SchemaVersions(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	e2.LimitWalks(100 * time.Millisecond)
+	defer holdSchemaVersions(t, url)()
+	_, _, err = e2.WalkOf(ctx, d, s, sluice.RoleRead, pos.Seq, pos.Seq)
+	if sluice.ErrorCode(err) != sluice.CodeUnavailable || !strings.Contains(sluice.ErrorMessage(err), "walk of its schema versions, which took longer than 100ms") {
+		t.Errorf("a walk held past its limit: %v (%q), want one naming the walk's limit", err, sluice.ErrorMessage(err))
+	}
+}
+
+// holdSchemaVersions locks the table of schema versions of the database
+// at url, so that a walk of them waits in Postgres, until the function it
+// returns is called.
+func holdSchemaVersions(t *testing.T, url string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "LOCK TABLE sluice.schema_versions IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() { _ = tx.Rollback(ctx) }
+}
+
+// waitForWalkers waits until n goroutines wait in frame (a function that
+// reads wait for a shared walk in), blocked: in the walk, or for it.
+func waitForWalkers(t *testing.T, frame string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	buf := make([]byte, 1<<22)
+	for {
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		waiting := 0
+		for _, g := range strings.Split(stacks, "\n\n") {
+			state, _, _ := strings.Cut(g, "\n")
+			if strings.Contains(g, frame) && !strings.Contains(state, "[running]") && !strings.Contains(state, "[runnable]") {
+				waiting++
+			}
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reads wait in %s, want %d", waiting, frame, n)
+		}
+		runtime.Gosched()
 	}
 }
