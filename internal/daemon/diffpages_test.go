@@ -329,3 +329,112 @@ func TestDiffNamesWhatItLeavesOut(t *testing.T) {
 		t.Errorf("rita's diff of P from %s, after Gone was dropped: %d %s", p0, r.Status, r.Body)
 	}
 }
+
+// TestDiffNamesNoDocumentItLeavesOut: a diff leaves out a document whose
+// only change is to a field the reader may not see, and no page names
+// it: not its next, not its Link. Before, a page's next was the last
+// document of the store's page, shown or not: rita's diff of a database
+// where only P/z's @private ssn changed answered {"changes":[],
+// "next":"P/z","more":false}. Now next is there only when more is, and
+// names the last document the page shows; a page that reads as much of
+// the store as it may (here one document a read, history_page_bytes
+// being 1) and ends on documents it left out gives a sealed cursor
+// instead, which goes on after them with the same diff only.
+func TestDiffNamesNoDocumentItLeavesOut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.HistoryPageBytes = 1 })
+	d.CreateDatabase(t, "leak", "type P { name: String! ssn: String @private }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/leak", `{"user":"rita","role":"read"}`)
+	rita := dt.Basic("rita", "rita-password")
+	hidden := []string{"h1", "h2", "h3", "h4", "h5"}
+	var docs []string
+	for _, id := range append([]string{"a", "z"}, hidden...) {
+		docs = append(docs, fmt.Sprintf(`{"@type":"P","@id":"%s","name":"N","ssn":"1"}`, id))
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/leak", "["+strings.Join(docs, ",")+"]")
+	from := url.QueryEscape(dbPosition(t, d, "leak"))
+	// Only the private field of P/z changes.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/leak", `{"@type":"P","@id":"P/z","name":"N","ssn":"2"}`)
+	// ritaDiff reads a page of rita's, which must name none of leftOut.
+	ritaDiff := func(path string, leftOut []string) diffPage {
+		t.Helper()
+		r := d.Do(t, rita, "GET", path, nil)
+		var page diffPage
+		if err := json.Unmarshal(r.Body, &page); err != nil || r.Status != 200 {
+			t.Fatalf("rita's %s: %d %s (%v)", path, r.Status, r.Body, err)
+		}
+		page.header = r
+		for _, id := range leftOut {
+			if link := r.Header.Get("Link"); strings.Contains(string(r.Body), "P/"+id) || strings.Contains(link, "P%2F"+id) || strings.Contains(link, "P/"+id) {
+				t.Errorf("rita's %s leaves P/%s out (only its @private ssn changed) but names it: Link %q, body %s", path, id, link, r.Body)
+			}
+		}
+		return page
+	}
+	page := ritaDiff("/api/diff/admin/leak?from="+from, []string{"z"})
+	if len(page.Changes) != 0 || page.More || strings.Contains(string(page.header.Body), `"next"`) {
+		t.Errorf("rita's diff: %s, want no change, no next and more false", page.header.Body)
+	}
+
+	// P/a's name changes, and the private fields of P/h1 to P/h5: paged
+	// through its Link, rita's diff shows P/a and no other, and P/z's
+	// name change too once it is made.
+	var puts []string
+	for _, id := range hidden {
+		puts = append(puts, fmt.Sprintf(`{"@type":"P","@id":"P/%s","name":"N","ssn":"2"}`, id))
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/leak", "["+strings.Join(puts, ",")+"]")
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/leak", `{"@type":"P","@id":"P/a","name":"A","ssn":"1"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/leak", `{"@type":"P","@id":"P/z","name":"Z","ssn":"2"}`)
+	var got []string
+	var sealed string
+	page = ritaDiff("/api/diff/admin/leak?from="+from, hidden)
+	for pages := 1; ; pages++ {
+		for _, e := range page.Changes {
+			got = append(got, e.ID)
+		}
+		link := page.header.Header.Get("Link")
+		if page.More != (link != "") || page.More != (page.Next != "") {
+			t.Fatalf("page %d: more %v, next %q, Link %q", pages, page.More, page.Next, link)
+		}
+		if !page.More {
+			break
+		}
+		if strings.HasPrefix(page.Next, "~") {
+			sealed = page.Next
+		} else if len(page.Changes) == 0 || page.Next != page.Changes[len(page.Changes)-1].ID {
+			t.Errorf("page %d: next %q, not the last document it shows: %s", pages, page.Next, page.header.Body)
+		}
+		if pages > 10 {
+			t.Fatalf("more than 10 pages: %s", page.header.Body)
+		}
+		page = ritaDiff(strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`), hidden)
+	}
+	if want := []string{"P/a", "P/z"}; !slices.Equal(got, want) {
+		t.Errorf("rita's pages hold %v, want %v", got, want)
+	}
+	if sealed == "" {
+		t.Fatal("no page ended on the documents it left out with a sealed cursor")
+	}
+	// A sealed cursor goes on with its own diff only (its from, to, type,
+	// id and the reader's role), and one made up is refused.
+	to := url.QueryEscape(page.To)
+	forged := sealed[:len(sealed)-1] + "A"
+	if forged == sealed {
+		forged = sealed[:len(sealed)-1] + "B"
+	}
+	for _, c := range []struct {
+		auth dt.Auth
+		path string
+	}{
+		{rita, "/api/diff/admin/leak?from=" + url.QueryEscape(page.To) + "&to=" + to + "&after=" + url.QueryEscape(sealed)},
+		{rita, "/api/diff/admin/leak?type=P&from=" + from + "&to=" + to + "&after=" + url.QueryEscape(sealed)},
+		{dt.Admin(), "/api/diff/admin/leak?from=" + from + "&to=" + to + "&after=" + url.QueryEscape(sealed)},
+		{rita, "/api/diff/admin/leak?from=" + from + "&to=" + to + "&after=" + url.QueryEscape(forged)},
+	} {
+		if r := d.Do(t, c.auth, "GET", c.path, nil); r.Status != 400 || !strings.Contains(string(r.Body), "not a cursor of this diff") {
+			t.Errorf("%s: %d %s, want 400", c.path, r.Status, r.Body)
+		}
+	}
+}

@@ -20,7 +20,8 @@ type DiffQuery struct {
 	// Type, when set, keeps only documents of that class and its
 	// subclasses; ID, when set, only that document.
 	Type, ID string
-	// After is the document id the page starts after ("": the first).
+	// After is the document id the page starts after ("": the first), or
+	// a sealed cursor a page gave as its Next.
 	After string
 	// Count bounds the documents of the page, MaxBytes their images and
 	// patches (at least one document).
@@ -52,9 +53,11 @@ type DiffPage struct {
 	// diff covers that it leaves out of every image, because their values
 	// at From or To cannot be shown (see diffPast).
 	Hidden []string
-	// Next is the After of the next page; More reports whether there is
-	// one. The next page compares the same two positions: To, not the
-	// state when it is read.
+	// Next is the After of the next page ("" when More is false); More
+	// reports whether there is one. Next names the last document the page
+	// shows, or is a sealed cursor (diffcursor.go) that names none: never
+	// a document the page left out. The next page compares the same two
+	// positions: To, not the state when it is read.
 	Next string
 	More bool
 }
@@ -66,9 +69,11 @@ type DiffPage struct {
 // read role; the images are redacted as history is (RedactCommit), less
 // the fields the diff cannot show (DiffPage.Hidden), and a document whose
 // two images the reader sees as equal is left out. A page holds at most
-// q.MaxBytes of images and patches, but always one document: each patch
-// is at most the size of replacing the whole document, and the page ends
-// before the document whose images and patch would pass q.MaxBytes. A diff covering a
+// q.MaxBytes of images and patches, but one document at least when it
+// shows any: each patch is at most the size of replacing the whole
+// document, and the page ends before the document whose images and patch
+// would pass q.MaxBytes. A page whose reads of the store end on documents
+// left out may show none and still have a next. A diff covering a
 // class whose documents a schema change dropped after From is refused
 // (CodeInvalid, naming the class), as a read of it as of From is. The
 // page is read in one snapshot; the position it returns is To, the state
@@ -78,6 +83,7 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
+	q.Count = max(q.Count, 1)
 	sq := postgres.DiffQuery{From: q.From, After: q.After, Limit: q.Count, MaxBytes: q.MaxBytes}
 	// read: the classes the diff covers.
 	var read []string
@@ -163,61 +169,115 @@ func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q D
 	if sq.Classes != nil && len(sq.Classes) == 0 {
 		return out, sq.To, nil // a class without documents of its own
 	}
-	page, err := e.store.Diff(ctx, d, sq)
+	if strings.HasPrefix(q.After, sealedPrefix) {
+		if sq.After, err = e.openDiffCursor(ctx, d, role, q, sq.To, q.After); err != nil {
+			return nil, sluice.Position{}, err
+		}
+	}
+	// A page is filled from the store's pages of documents that changed,
+	// leaving out those the reader sees no difference in; its next names
+	// only a document it shows, so that a page never names one it left
+	// out (a document whose only change is to a field hidden from the
+	// reader). It reads at most diffScanReads pages of the store (each
+	// reads the log between the two positions); when those end on
+	// documents left out, the page ends with a sealed cursor
+	// (diffcursor.go), which names no document.
+	var used int64 // the page's images and patches: a patch can add as much as the images
+	var last string
+	lastShown := true // whether last, the last document read, is shown
+	for reads := 1; ; reads++ {
+		page, err := e.store.Diff(ctx, d, sq)
+		if err != nil {
+			return nil, sluice.Position{}, err
+		}
+		for _, en := range page.Entries {
+			ch, shown, err := e.diffChange(ctx, d, s, role, past, en)
+			if err != nil {
+				return nil, sluice.Position{}, err
+			}
+			if !shown {
+				last, lastShown = en.ID, false
+				continue
+			}
+			size := int64(len(ch.Before) + len(ch.After) + len(ch.Patch))
+			if len(out.Changes) == q.Count || len(out.Changes) > 0 && used+size > q.MaxBytes {
+				// The next page starts after the last document shown.
+				out.Next, out.More = out.Changes[len(out.Changes)-1].ID, true
+				return out, sq.To, nil
+			}
+			used += size
+			out.Changes = append(out.Changes, ch)
+			last, lastShown = en.ID, true
+		}
+		if !page.More {
+			return out, sq.To, nil
+		}
+		if len(out.Changes) == q.Count {
+			out.Next, out.More = out.Changes[len(out.Changes)-1].ID, true
+			return out, sq.To, nil
+		}
+		if reads == diffScanReads {
+			out.More = true
+			if out.Next = last; !lastShown {
+				if out.Next, err = e.sealDiffCursor(ctx, d, role, q, sq.To, last); err != nil {
+					return nil, sluice.Position{}, err
+				}
+			}
+			return out, sq.To, nil
+		}
+		sq.After, sq.Limit = page.Next, diffScanLimit
+	}
+}
+
+// Bounds of the store's pages one page of a diff reads: at most
+// diffScanReads of them, each after the first of up to diffScanLimit
+// documents (and the page's bytes), so that a page can go past many
+// documents left out.
+const (
+	diffScanReads = 4
+	diffScanLimit = 1000
+)
+
+// diffChange returns what the reader is shown of en, and false when the
+// reader sees no difference (added and deleted in between, changed and
+// changed back, or changed only where the reader cannot see).
+func (e *Engine) diffChange(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, past *Past, en postgres.DiffEntry) (DiffChange, bool, error) {
+	b, err := e.RedactCommit(ctx, d, s, role, en.Before)
 	if err != nil {
-		return nil, sluice.Position{}, err
+		return DiffChange{}, false, err
 	}
-	out.Next, out.More = page.Next, page.More
-	// used counts the page's images and patches: the store ends the page
-	// by its images, and a patch can add as much again.
-	var used int64
-	for i, en := range page.Entries {
-		b, err := e.RedactCommit(ctx, d, s, role, en.Before)
-		if err != nil {
-			return nil, sluice.Position{}, err
-		}
-		a, err := e.RedactCommit(ctx, d, s, role, en.After)
-		if err != nil {
-			return nil, sluice.Position{}, err
-		}
-		ch := DiffChange{ID: en.ID, Type: en.Before.Changes[0].Class}
-		if ch.Before, err = dropUnknown(s, past, b.Changes[0].Before); err != nil {
-			return nil, sluice.Position{}, err
-		}
-		if ch.After, err = dropUnknown(s, past, a.Changes[0].After); err != nil {
-			return nil, sluice.Position{}, err
-		}
-		switch {
-		case ch.Before == nil && ch.After == nil:
-			continue // added and deleted in between
-		case ch.Before == nil:
-			ch.Op = sluice.OpAdded
-		case ch.After == nil:
-			ch.Op = sluice.OpDeleted
-		default:
-			ch.Op = sluice.OpUpdated
-		}
-		// A patch is bounded by the whole replace, which a client
-		// applies as well: a deep document with long keys otherwise
-		// has a patch many times its size (each operation's path
-		// repeats its parents' keys).
-		after := orNull(ch.After)
-		if ch.Patch, err = jsonpatch.Diff(orNull(ch.Before), after, jsonpatch.ReplaceSize(after)); err != nil {
-			return nil, sluice.Position{}, err
-		}
-		if ch.Op == sluice.OpUpdated && bytes.Equal(ch.Patch, []byte("[]")) {
-			continue // changed and changed back, or changed where the reader cannot see
-		}
-		size := int64(len(ch.Before) + len(ch.After) + len(ch.Patch))
-		if len(out.Changes) > 0 && used+size > q.MaxBytes {
-			// The next page starts at this document.
-			out.Next, out.More = page.Entries[i-1].ID, true
-			break
-		}
-		used += size
-		out.Changes = append(out.Changes, ch)
+	a, err := e.RedactCommit(ctx, d, s, role, en.After)
+	if err != nil {
+		return DiffChange{}, false, err
 	}
-	return out, sq.To, nil
+	ch := DiffChange{ID: en.ID, Type: en.Before.Changes[0].Class}
+	if ch.Before, err = dropUnknown(s, past, b.Changes[0].Before); err != nil {
+		return DiffChange{}, false, err
+	}
+	if ch.After, err = dropUnknown(s, past, a.Changes[0].After); err != nil {
+		return DiffChange{}, false, err
+	}
+	switch {
+	case ch.Before == nil && ch.After == nil:
+		return DiffChange{}, false, nil // added and deleted in between
+	case ch.Before == nil:
+		ch.Op = sluice.OpAdded
+	case ch.After == nil:
+		ch.Op = sluice.OpDeleted
+	default:
+		ch.Op = sluice.OpUpdated
+	}
+	// A patch is bounded by the whole replace, which a client applies as
+	// well: a deep document with long keys otherwise has a patch many
+	// times its size (each operation's path repeats its parents' keys).
+	after := orNull(ch.After)
+	if ch.Patch, err = jsonpatch.Diff(orNull(ch.Before), after, jsonpatch.ReplaceSize(after)); err != nil {
+		return DiffChange{}, false, err
+	}
+	if ch.Op == sluice.OpUpdated && bytes.Equal(ch.Patch, []byte("[]")) {
+		return DiffChange{}, false, nil // changed and changed back, or changed where the reader cannot see
+	}
+	return ch, true, nil
 }
 
 // orNull returns b, or the JSON null for none.

@@ -70,6 +70,9 @@ type Engine struct {
 	walkRuns singleflight.Group
 	// walkTimeout bounds a walk of either group (sharedwalk.go).
 	walkTimeout time.Duration
+	// cursorKey seals the cursors of diff pages that end on documents
+	// they leave out (diffcursor.go).
+	cursorKey cursorKey
 
 	// databases and roles save a round trip per request. Each entry is
 	// tagged with the access log version it was read at: a request whose

@@ -124,8 +124,8 @@ type diffJSON struct {
 // (?from=, ?to=, now by default): one entry per document that differs,
 // by id, each with its images at both positions and the JSON Patch from
 // one to the other. ?type= and ?id= narrow it; a page holds at most count
-// documents and history_page_bytes of images and patches, "next" is the
-// after= of the next page and "more" says whether there is one. The Link header names
+// documents and history_page_bytes of images and patches, "more" says
+// whether there is another and "next", only then, is its after=. The Link header names
 // the next page with to= set to this page's, so that every page compares
 // the same two states however many commits are made meanwhile; the
 // answer's position (Sluice-Position) is that to. Fields the diff cannot
@@ -177,8 +177,12 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 	out.value(pos.String())
 	out.raw(`,"hidden_fields":`)
 	out.value(orEmpty(page.Hidden))
-	out.raw(`,"next":`)
-	out.value(page.Next)
+	if page.More {
+		// Only with a next page: a page's next names a document it
+		// shows, or is a sealed cursor (engine.Diff).
+		out.raw(`,"next":`)
+		out.value(page.Next)
+	}
 	out.raw(`,"more":` + strconv.FormatBool(page.More) + `,"changes":[`)
 	for i, ch := range page.Changes {
 		if i > 0 {
