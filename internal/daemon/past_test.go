@@ -716,6 +716,82 @@ func TestPastSQLWrites(t *testing.T) {
 	}
 }
 
+// TestVersionsOfChangesWithinACommit: a commit that changes a document
+// twice (two fields of one GraphQL mutation; two UPDATEs of one SQL
+// transaction) makes two versions in its history, and only the second
+// is the document's version after the commit. /api/history gave both
+// the commit's version (a review's find): an If-Match of the first's,
+// made when the document read as the first shows it, held over the
+// second, which it never saw. Now the first has no version, as a
+// delete has none; and a GraphQL read as of a position between the two
+// changes answers an empty _version, no version (it answered the commit's, the
+// document's version now, with the older content).
+func TestVersionsOfChangesWithinACommit(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "twice", "type X { v: Int }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/twice", `[{"@type":"X","@id":"api","v":1},{"@type":"X","@id":"sql","v":1}]`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/twice",
+		`{"query":"mutation { a: X_update(documents: [{_id: \"X/api\", v: 300}]) b: X_update(documents: [{_id: \"X/api\", v: 400}]) }"}`,
+		"Content-Type", "application/json")
+	w := newSQLWriter(t, d, "twice")
+	x := w.table("X")
+	sqlExec(t, w.url, "UPDATE "+x+" SET v = 300 WHERE _id = 'X/sql'", "UPDATE "+x+" SET v = 400 WHERE _id = 'X/sql'")
+	end := headPositionOf(t, d, "twice", "X")
+	var now struct {
+		X []struct {
+			ID      string `json:"_id"`
+			Version string `json:"_version"`
+		}
+	}
+	if err := json.Unmarshal([]byte(gqlData(t, d, dt.Admin(), "twice", `{ X { _id _version } }`)), &now); err != nil || len(now.X) != 2 {
+		t.Fatalf("the documents now: %+v (%v)", now, err)
+	}
+	for i, id := range []string{"X/api", "X/sql"} {
+		var versions []struct {
+			Position string
+			Version  string
+			Document struct{ V int }
+		}
+		h := d.MustDo(t, 200, dt.Admin(), "GET", "/api/history/admin/twice?id="+id, nil)
+		if err := json.Unmarshal(h.Body, &versions); err != nil || len(versions) != 3 {
+			t.Fatalf("history of %s: %s (%v)", id, h.Body, err)
+		}
+		last, first, added := versions[0], versions[1], versions[2]
+		if last.Document.V != 400 || last.Version != now.X[i].Version {
+			t.Errorf("%s: the commit's last change: v=%d, version %q; want v=400 and the version now, %q", id, last.Document.V, last.Version, now.X[i].Version)
+		}
+		if first.Document.V != 300 || first.Version != "" {
+			t.Errorf("%s: the commit's first change: v=%d, version %q; want v=300 and no version (%s)", id, first.Document.V, first.Version, h.Body)
+			// An If-Match of it must not hold over v=400.
+			if r := d.Do(t, dt.Admin(), "PUT", "/api/document/admin/twice", `{"@type":"X","@id":"`+id+`","v":301}`, "If-Match", `"`+first.Version+`"`); r.Status != 412 {
+				t.Errorf("%s: PUT If-Match %q (v=300's) over v=400: %d %s, want 412", id, first.Version, r.Status, r.Body)
+			}
+		}
+		if added.Version == "" {
+			t.Errorf("%s: the insert has no version: %s", id, h.Body)
+		}
+	}
+	// Paged one version at a time, the second page starts inside the
+	// commit, before its last change: its version is still none.
+	first := d.MustDo(t, 200, dt.Admin(), "GET", "/api/history/admin/twice?id=X/sql&count=1", nil)
+	next := strings.TrimSuffix(strings.TrimPrefix(first.Header.Get("Link"), "<"), `>; rel="next"`)
+	var page []struct {
+		Version  string
+		Document struct{ V int }
+	}
+	if err := json.Unmarshal(d.MustDo(t, 200, dt.Admin(), "GET", next, nil).Body, &page); err != nil || len(page) != 1 || page[0].Document.V != 300 || page[0].Version != "" {
+		t.Errorf("the second page of X/sql's history (%s): %+v (%v), want v=300 without a version", next, page, err)
+	}
+	// As of the SQL commit's first change: X/sql as it made it, with no
+	// version; X/api as its mutation left it, with that version.
+	mid := strings.TrimSuffix(end, "2147483647") + "0"
+	want := fmt.Sprintf(`{"X":[{"_id":"X/api","v":400,"_version":%q},{"_id":"X/sql","v":300,"_version":""}]}`, now.X[0].Version)
+	if got := gqlData(t, d, dt.Admin(), "twice", `{ X(asOf: "`+mid+`") { _id v _version } }`); got != want {
+		t.Errorf("as of %s: %s, want %s", mid, got, want)
+	}
+}
+
 // TestPastThroughSchemaChanges: a past state is shown through today's
 // schema: a field added since reads as null; one whose values a schema
 // change dropped (a new type) cannot be shown and is said so, refused in

@@ -20,7 +20,9 @@ import (
 // fewer versions than asked, even none, and still not be the last. Rows
 // that list their ids are matched by them; a row of insertions, which
 // does not (migration 4), by its after images' text, and confirmed by
-// reading the images of the rows that match.
+// reading the images of the rows that match. Of the commit a cursor is
+// inside, the rows after it are read too: a change has the commit's
+// version only when it is the document's last in the commit (Final).
 
 // HistoryScanRows bounds the rows of the log one page of a document's
 // history reads.
@@ -31,6 +33,13 @@ type VersionPage struct {
 	// Versions are newest first: each a commit (without its other
 	// changes) holding the one change that made the version.
 	Versions []*sluice.Commit
+	// Final holds, for each of Versions, whether its change is the
+	// document's last in its commit: only then is the commit's version
+	// (sluice.VersionOf its UID) the document's version after it. A
+	// commit that changes a document twice (two UPDATEs of one SQL
+	// transaction) makes a version first that no read answers and no
+	// If-Match may take.
+	Final []bool
 	// Next is the position the next page reads before; More reports
 	// whether there may be one (the log goes on before Next).
 	Next sluice.Position
@@ -61,23 +70,29 @@ func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string
 		return nil, mapError(err)
 	}
 	needle := append(append([]byte(`{"@id":`), appendJSONString(nil, id)...), ',')
-	rows, err := q.Query(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, i, op, after, total
-		FROM (SELECT s.*, v.i, v.op, v.after, count(*) OVER () AS total,
-				sum(coalesce(octet_length(v.after::text), 0)) OVER (ORDER BY s.seq DESC, v.i DESC) AS upto,
-				row_number() OVER (ORDER BY s.seq DESC, v.i DESC) AS n
-			FROM (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, ch.idx, ch.doc_ids, ch.ops, ch.afters
-				FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
-				WHERE c.db_id = $1 AND c.seq BETWEEN $4 AND $2 AND (c.seq < $2 OR ch.idx < $3) AND (c.seq > $4 OR ch.idx >= $5)
-					AND (ch.doc_ids @> ARRAY[$6::text] OR ch.doc_ids IS NULL AND strpos(ch.afters, $7) > 0)) s
-			CROSS JOIN LATERAL (
-				SELECT s.idx + u.n - 1 AS i, u.op, u.after
-				FROM ROWS FROM (unnest(s.doc_ids), unnest(s.ops), json_array_elements(s.afters::json)) WITH ORDINALITY AS u(id, op, after, n)
-				WHERE s.doc_ids IS NOT NULL AND u.id = $6
-				UNION ALL
-				SELECT s.idx + a.n - 1, 1::smallint, a.after
-				FROM json_array_elements(s.afters::json) WITH ORDINALITY AS a(after, n)
-				WHERE s.doc_ids IS NULL AND a.after ->> '@id' = $6) v
-			WHERE s.seq < $2 OR v.i < $3) page
+	// final: whether the change is the document's last in its commit,
+	// whose version (its uid) is the document's after it: of the commit
+	// the page starts in, the changes after the cursor are read for it
+	// too (of the commit it ends in, earlier changes do not matter).
+	rows, err := q.Query(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, i, op, after, final, total
+		FROM (SELECT w.*, count(*) OVER () AS total,
+				sum(coalesce(octet_length(w.after::text), 0)) OVER (ORDER BY w.seq DESC, w.i DESC) AS upto,
+				row_number() OVER (ORDER BY w.seq DESC, w.i DESC) AS n
+			FROM (SELECT s.seq, s.uid, s.author, s.message, s.user_name, s.committed_at, s.n_changes, s.row_images, v.i, v.op, v.after,
+					v.i = max(v.i) OVER (PARTITION BY s.seq) AS final
+				FROM (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, ch.idx, ch.doc_ids, ch.ops, ch.afters
+					FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
+					WHERE c.db_id = $1 AND c.seq BETWEEN $4 AND $2 AND (c.seq > $4 OR ch.idx >= $5)
+						AND (ch.doc_ids @> ARRAY[$6::text] OR ch.doc_ids IS NULL AND strpos(ch.afters, $7) > 0)) s
+				CROSS JOIN LATERAL (
+					SELECT s.idx + u.n - 1 AS i, u.op, u.after
+					FROM ROWS FROM (unnest(s.doc_ids), unnest(s.ops), json_array_elements(s.afters::json)) WITH ORDINALITY AS u(id, op, after, n)
+					WHERE s.doc_ids IS NOT NULL AND u.id = $6
+					UNION ALL
+					SELECT s.idx + a.n - 1, 1::smallint, a.after
+					FROM json_array_elements(s.afters::json) WITH ORDINALITY AS a(after, n)
+					WHERE s.doc_ids IS NULL AND a.after ->> '@id' = $6) v) w
+			WHERE w.seq < $2 OR w.i < $3) page
 		WHERE n <= $8 AND (n = 1 OR upto <= $9)
 		ORDER BY seq DESC, i DESC`,
 		d.ID, before.Seq, before.Index, loSeq, loIdx, id, string(needle), limit+1, maxBytes)
@@ -92,7 +107,8 @@ func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string
 		var ch sluice.Change
 		var op int16
 		var after []byte
-		if err := rows.Scan(&c.Seq, &c.UID, &c.Author, &c.Message, &c.User, &c.Time, &c.NumChanges, &c.RowImages, &ch.Index, &op, &after, &total); err != nil {
+		var final bool
+		if err := rows.Scan(&c.Seq, &c.UID, &c.Author, &c.Message, &c.User, &c.Time, &c.NumChanges, &c.RowImages, &ch.Index, &op, &after, &final, &total); err != nil {
 			return nil, mapError(err)
 		}
 		if op < int16(sluice.OpAdded) || op > int16(sluice.OpDeleted) {
@@ -105,13 +121,14 @@ func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string
 		}
 		c.Changes = []sluice.Change{ch}
 		page.Versions = append(page.Versions, c)
+		page.Final = append(page.Final, final)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, mapError(err)
 	}
 	rows.Close()
 	if len(page.Versions) > limit {
-		page.Versions = page.Versions[:limit]
+		page.Versions, page.Final = page.Versions[:limit], page.Final[:limit]
 	}
 	switch {
 	case total > len(page.Versions):

@@ -146,7 +146,7 @@ func (b *sqlBuilder) with() string {
 	}
 	var w strings.Builder
 	fmt.Fprintf(&w, `WITH past AS MATERIALIZED (
-		SELECT DISTINCT ON (x.id COLLATE "C") x.id COLLATE "C" AS id, split_part(x.id, '/', 1) AS cls, x.img
+		SELECT DISTINCT ON (x.id COLLATE "C") x.id COLLATE "C" AS id, split_part(x.id, '/', 1) AS cls, x.img, c.uid
 		FROM sluice.commits c
 		JOIN sluice.changes ch ON ch.commit_uid = c.uid
 		CROSS JOIN LATERAL ROWS FROM (
@@ -167,7 +167,14 @@ func (b *sqlBuilder) with() string {
 	// fields do not begin with "_".)
 	for i, class := range b.pastClasses {
 		dropped := b.past.Drop[class]
-		cols := []string{"p.id AS " + colID, "r." + colCommitUID}
+		// An image that the commit of the change after it wrote (a
+		// position inside a commit that changes the document again
+		// later: two UPDATEs of one SQL transaction) is a state of the
+		// document no commit's version names: its _commit_uid, that
+		// commit's, is the version of the state after it. It has none,
+		// as an image of Sluice's own writes has none: so no read
+		// answers it a version, and no If-Match takes it.
+		cols := []string{"p.id AS " + colID, "nullif(r." + colCommitUID + ", p.uid) AS " + colCommitUID}
 		defs := []string{colCommitUID + " bigint"}
 		for _, f := range b.schema.Class(class).Fields {
 			col := ident(f.Name)

@@ -89,8 +89,11 @@ func (a *api) history(w http.ResponseWriter, r *http.Request) {
 		}
 		ch := c.Changes[0]
 		doc := orNull(ch.After)
+		// The commit's version is the document's only after its last
+		// change in the commit: an earlier one's state no read answers,
+		// and an If-Match of the version must not take it.
 		version := ""
-		if ch.Op != sluice.OpDeleted && c.UID != 0 {
+		if ch.Op != sluice.OpDeleted && c.UID != 0 && page.Final[i] {
 			version = sluice.VersionOf(c.UID)
 		}
 		out.value(versionJSON{
