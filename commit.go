@@ -55,7 +55,21 @@ type Change struct {
 	Op     Op
 	Before json.RawMessage
 	After  json.RawMessage
+	// BeforeUnknown and AfterUnknown name the fields of Before and After
+	// (root fields, in the class's order) whose stored values Sluice could
+	// not read: a Float NaN or infinity, a DateTime outside years 1 to
+	// 9999, a list holding null, in a row written in SQL past Sluice's
+	// checks. The image leaves such a value out, where it looks missing
+	// (null), though the row held a value a read filters and sorts by:
+	// whatever judges a change from its images (live queries, event
+	// filters) takes such a field as unknown. Never sent to a client.
+	// nil when there are none, as almost always.
+	BeforeUnknown, AfterUnknown []string
 }
+
+// HasUnknown reports whether either image of ch leaves out a value Sluice
+// could not read (BeforeUnknown, AfterUnknown).
+func (ch *Change) HasUnknown() bool { return len(ch.BeforeUnknown) > 0 || len(ch.AfterUnknown) > 0 }
 
 // Commit is one committed transaction on one database.
 type Commit struct {

@@ -411,11 +411,13 @@ func (q *LiveQuery) Key() (field, value string, ok bool) {
 
 // Value returns the value of field in the change's document before
 // (after: false) or after it, when it is a string; ok is false when that
-// image has no such value. An image that did not decode gives ok true and
-// bad true: the change must then be judged by every live query.
+// image has no such value. An image that did not decode, or one that
+// left out field's value as one Sluice could not read (BeforeUnknown,
+// AfterUnknown: its value is unknown, not missing), gives ok true and bad
+// true: the change must then be judged by every live query.
 func (ch *Change) Value(after bool, field string) (v string, ok, bad bool) {
 	ch.decode()
-	if ch.bad {
+	if ch.bad || slices.Contains(ch.BeforeUnknown, field) || slices.Contains(ch.AfterUnknown, field) {
 		return "", true, true
 	}
 	doc := ch.before
@@ -491,6 +493,15 @@ func (q *LiveQuery) AffectsResult(ch *Change, b *Boundary) bool {
 			continue
 		}
 		if f.refFilter || f.filt == nil && b == nil {
+			return true
+		}
+		// An image that left out a value Sluice could not read (a row
+		// written in SQL past its checks) shows it as missing, though
+		// the row held a value that the filter tests and the order sorts
+		// by as Postgres compares it: the change is judged to affect the
+		// result, which is read again, rather than judged from a value
+		// that is not the row's.
+		if ch.HasUnknown() {
 			return true
 		}
 		ch.decode()

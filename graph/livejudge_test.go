@@ -57,9 +57,13 @@ func liveJudgeQueryVars(t *testing.T, es *graph.ExecutableSchema, d *sluice.Data
 // commits, a document's row is now and then given, in SQL as Sluice's own
 // role (no commit), a value Sluice cannot read (a Float NaN or infinity,
 // a DateTime infinity), as rows written before Sluice checked what it
-// reads may hold, and taken away before the next commit; the commit
-// between leaves that document alone (see below). Reads that were judged needed but found the result
-// unchanged are only counted.
+// reads may hold. Then either a commit made in SQL (captured, as another
+// role's would be) changes that document, giving the column a value
+// Sluice reads or deleting the row, so that the change's image before
+// it leaves out a value that was not null; or the value is taken away
+// again before the next commit, and the commit between (through the
+// API) leaves that document alone. Reads that were judged needed but
+// found the result unchanged are only counted.
 //
 // It runs a few fixed seeds briefly; LIVEJUDGE_SEED (one seed) and
 // LIVEJUDGE_STEPS (commits a seed) run it longer or elsewhere:
@@ -144,10 +148,9 @@ func liveJudgeRun(t *testing.T, st *stack, run int, seed uint64, steps int) {
 			t.Fatal(err)
 		}
 		// A value Sluice cannot read, written with no commit: the results
-		// read next hold it. Such a document is left alone by the commit
-		// that follows, and its value taken away before the next: a
-		// change's image leaves the value out too (as null), which this
-		// test does not judge.
+		// read next hold it. Such a document is changed in SQL by the
+		// commit that follows, or left alone by it, and its value taken
+		// away before the next.
 		for id, col := range unreadable {
 			liveJudgeSQL(t, st.url, "UPDATE "+liveJudgeTable(d, id)+" SET "+col+" = NULL WHERE _id = '"+id+"'")
 			delete(unreadable, id)
@@ -177,14 +180,38 @@ func liveJudgeRun(t *testing.T, st *stack, run int, seed uint64, steps int) {
 			cqs[i] = liveJudgeQueryVars(t, es, d, st.admin, cohort, map[string]any{"v": v})
 		}
 		cbefore := graph.RunEach(ctx, cqs, make([]graph.Bounds, len(cqs)))
-		// One commit of 1 to 3 ops, possibly on one document twice.
-		var ops []engine.WriteOp
 		var desc []string
+		var seq int64
+		for id, col := range unreadable {
+			if rng.IntN(2) == 0 {
+				break
+			}
+			// A commit made in SQL changing the document that holds
+			// the value: the image before it leaves the value out.
+			stmt := "DELETE FROM " + liveJudgeTable(d, id) + " WHERE _id = '" + id + "'"
+			if rng.IntN(3) > 0 {
+				val := pick("NULL", "0", "-1.5", "1.5", "2").(string)
+				if col == "t" {
+					val = pick("NULL", "'2026-01-01T10:00:00Z'", "'2025-12-31T23:00:00-12:00'").(string)
+				}
+				stmt = "UPDATE " + liveJudgeTable(d, id) + " SET " + col + " = " + val + pick("", ", n = 2", ", tag = 'x'").(string) + " WHERE _id = '" + id + "'"
+			} else {
+				exists[id] = false
+			}
+			seq = liveJudgeSQLCommit(t, st.url, d, stmt)
+			desc = append(desc, stmt)
+			delete(unreadable, id)
+		}
+		// Else one commit of 1 to 3 ops, possibly on one document twice.
+		var ops []engine.WriteOp
 		shadow := map[string]bool{}
 		for k, v := range exists {
 			shadow[k] = v
 		}
 		for range 1 + rng.IntN(3) {
+			if seq != 0 {
+				break // made in SQL
+			}
 			id := ids[rng.IntN(len(ids))]
 			if unreadable[id] != "" {
 				continue
@@ -215,16 +242,18 @@ func liveJudgeRun(t *testing.T, st *stack, run int, seed uint64, steps int) {
 				desc = append(desc, fmt.Sprintf("replace %v", doc))
 			}
 		}
-		if len(ops) == 0 {
-			continue
+		if seq == 0 {
+			if len(ops) == 0 {
+				continue
+			}
+			res, err := st.eng.WriteBatch(ctx, st.admin, "admin", "db", ops, engine.WriteOptions{})
+			if err != nil {
+				t.Logf("step %d: %v (skipped)", step, err)
+				continue
+			}
+			exists, seq = shadow, res.Commit.Seq
 		}
-		res, err := st.eng.WriteBatch(ctx, st.admin, "admin", "db", ops, engine.WriteOptions{})
-		if err != nil {
-			t.Logf("step %d: %v (skipped)", step, err)
-			continue
-		}
-		exists = shadow
-		c, err := st.eng.CommitChanges(ctx, d, s, sluice.RoleAdmin, res.Commit.Seq, -1, -1)
+		c, err := st.eng.CommitChanges(ctx, d, s, sluice.RoleAdmin, seq, -1, -1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,6 +320,27 @@ func liveJudgeSQL(t *testing.T, url, stmt string) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// liveJudgeSQLCommit runs stmt on url in a transaction that the capture
+// triggers record as a commit (as another role's write would be), and
+// returns the commit's seq.
+func liveJudgeSQLCommit(t *testing.T, url string, d *sluice.Database, stmt string) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		t.Fatalf("%s: %v", stmt, err)
+	}
+	var seq int64
+	if err := conn.QueryRow(ctx, "SELECT max(seq) FROM sluice.commits WHERE db_id = $1", d.ID).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
 }
 
 // liveJudgeTable returns the table of the class of document id in d.

@@ -46,7 +46,7 @@ func (db *DB) documentImages(ctx context.Context, d *sluice.Database, commits []
 			if cl == nil {
 				return fmt.Errorf("commit %d of %s: %w: class %s of %s is not in schema version %d", c.Seq, d.Path(), sluice.ErrUnreadableCommit, ch.Class, ch.DocID, v.Version)
 			}
-			for _, img := range []*[]byte{(*[]byte)(&ch.Before), (*[]byte)(&ch.After)} {
+			for k, img := range []*[]byte{(*[]byte)(&ch.Before), (*[]byte)(&ch.After)} {
 				if *img == nil {
 					continue
 				}
@@ -57,6 +57,13 @@ func (db *DB) documentImages(ctx context.Context, d *sluice.Database, commits []
 				if len(dropped) > 0 {
 					db.logger.Warn("a document written through SQL holds values its fields cannot: left out of its image",
 						"database", d.Path(), "commit", c.Seq, "document", ch.DocID, "fields", dropped)
+					// Left out, the value looks null to whatever judges
+					// the change from its images: they are told it is not.
+					if k == 0 {
+						ch.BeforeUnknown = dropped
+					} else {
+						ch.AfterUnknown = dropped
+					}
 				}
 				*img = out
 			}
