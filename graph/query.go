@@ -603,7 +603,16 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 			if err := x.checkImageFilter(f, c, doc.Type); err != nil {
 				return nil, "", err
 			}
-			ok, err := filter.MatchContext(x.ctx, f, doc, x.lookup)
+			// A filter depending on a value the image left out as one
+			// Sluice cannot read is refused (filter.UnknownError).
+			unknown := ch.AfterUnknown
+			if op == sluice.OpDeleted {
+				unknown = ch.BeforeUnknown
+			}
+			ok, known, err := filter.MatchUnknown(x.ctx, f, doc, x.lookup, unknown)
+			if err == nil && !known {
+				err = filter.UnknownError(filter.TestedAmong(f, unknown))
+			}
 			if err != nil {
 				return nil, "", err
 			}

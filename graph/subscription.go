@@ -327,9 +327,9 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 		} else if !ok {
 			continue
 		}
-		raw := ch.After
+		raw, unknown := ch.After, ch.AfterUnknown
 		if ch.Op == sluice.OpDeleted {
-			raw = ch.Before
+			raw, unknown = ch.Before, ch.BeforeUnknown
 		}
 		doc, err := DecodeDocument(raw)
 		if err != nil {
@@ -358,7 +358,12 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 			if err := x.checkImageFilter(s.filter, c, doc.Type); err != nil {
 				return nil, err
 			}
-			ok, err := filter.MatchContext(x.ctx, s.filter, doc, x.lookup)
+			// A filter depending on a value the image left out as one
+			// Sluice cannot read ends the stream too (filter.UnknownError).
+			ok, known, err := filter.MatchUnknown(x.ctx, s.filter, doc, x.lookup, unknown)
+			if err == nil && !known {
+				err = filter.UnknownError(filter.TestedAmong(s.filter, unknown))
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -136,16 +136,16 @@ func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 		} else if cl == nil || !e.selects(ch.Class) {
 			continue
 		}
-		doc := ch.After
+		doc, unknown := ch.After, ch.AfterUnknown
 		if ch.Op == sluice.OpDeleted {
-			doc = ch.Before
+			doc, unknown = ch.Before, ch.BeforeUnknown
 		}
 		data, err := rd.RedactAt(ctx, c, ch.Class, doc)
 		if err != nil {
 			return nil, start, err
 		}
 		if e.sel.Filter != nil {
-			ok, err := matches(ctx, e.sel.Filter, data)
+			ok, err := matches(ctx, e.sel.Filter, data, unknown)
 			if err != nil {
 				return nil, start, fmt.Errorf("filter %s: %w", ch.DocID, err)
 			}
@@ -196,7 +196,12 @@ func (e *Evaluator) selects(class string) bool {
 // returns the error: a stream ends with it, and a webhook's delivery loop
 // gets it with its position still before the event, which is neither
 // skipped nor delivered.
-func matches(ctx context.Context, f filter.Expr, doc []byte) (bool, error) {
+//
+// So is a filter whose outcome depends on a field the image left out as
+// a value Sluice cannot read (unknown, see sluice.Change.AfterUnknown): a
+// read compares the value the row holds, which the image does not carry,
+// so the event's filter is neither true nor false (filter.MatchUnknown).
+func matches(ctx context.Context, f filter.Expr, doc []byte, unknown []string) (bool, error) {
 	if doc == nil {
 		return false, nil
 	}
@@ -210,7 +215,11 @@ func matches(ctx context.Context, f filter.Expr, doc []byte) (bool, error) {
 	typ, _ := m["@type"].(string)
 	delete(m, "@id")
 	delete(m, "@type")
-	return filter.MatchContext(ctx, f, &sluice.Document{ID: id, Type: typ, Fields: m}, nil)
+	ok, known, err := filter.MatchUnknown(ctx, f, &sluice.Document{ID: id, Type: typ, Fields: m}, nil, unknown)
+	if err == nil && !known {
+		err = filter.UnknownError(filter.TestedAmong(f, unknown))
+	}
+	return ok, err
 }
 
 // CheckFilter returns a CodeInvalid error naming field when f filters

@@ -3,6 +3,7 @@ package filter
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -366,4 +367,122 @@ func cmpFloat(a, b float64) int {
 		return 1
 	}
 	return 0
+}
+
+// MatchUnknown is MatchContext on a document whose root fields named in
+// unknown hold values that doc leaves out, though they are not null (a
+// value Sluice cannot read: a Float NaN, a DateTime outside years 1 to
+// 9999, in a row written in SQL; see sluice.Change.BeforeUnknown). A read
+// compares such a value as Postgres stores it; here it is unknown, so the
+// filter is evaluated in three values: a test of an unknown field is
+// neither true nor false, And is false when one of its parts is, Or true
+// when one of its parts is, Not unknown when its part is. known is false
+// when whether doc matches depends on the unknown values (ok is then
+// false, and must be taken for neither). With no unknown fields it is
+// MatchContext.
+func MatchUnknown(ctx context.Context, e Expr, doc *sluice.Document, lookup Lookup, unknown []string) (ok, known bool, err error) {
+	if len(unknown) == 0 {
+		ok, err = MatchContext(ctx, e, doc, lookup)
+		return ok, true, err
+	}
+	var eval func(e Expr) (ok, known bool, err error)
+	eval = func(e Expr) (bool, bool, error) {
+		var field *sluice.Field
+		switch e := e.(type) {
+		case *And, *Or:
+			exprs, and := andOr(e)
+			known := true
+			for _, s := range exprs {
+				ok, k, err := eval(s)
+				if err != nil {
+					return false, false, err
+				}
+				if k && ok != and {
+					return ok, true, nil // false decides an And, true an Or
+				}
+				known = known && k
+			}
+			return and && known, known, nil
+		case *Not:
+			ok, k, err := eval(e.Expr)
+			return k && !ok, k, err
+		case *Compare:
+			field = e.Field
+		case *Ref:
+			field = e.Field
+		case *Sub:
+			field = e.Field
+		case *Quant:
+			field = e.Field
+		}
+		if field != nil && slices.Contains(unknown, field.Name) {
+			return false, false, nil
+		}
+		// Each part on its own: only in this rare case do parts of one
+		// filter not share a matcher (its memo and its steps).
+		ok, err := MatchContext(ctx, e, doc, lookup)
+		return ok, true, err
+	}
+	return eval(e)
+}
+
+// andOr returns the parts of e, an *And or an *Or, and whether it is an
+// And.
+func andOr(e Expr) ([]Expr, bool) {
+	if a, ok := e.(*And); ok {
+		return a.Exprs, true
+	}
+	return e.(*Or).Exprs, false
+}
+
+// TestedAmong returns the fields of names (root fields of the document a
+// filter is evaluated on) that e tests there, in names' order: those an
+// error may name, when e was written by the reader (it names no field the
+// reader cannot see).
+func TestedAmong(e Expr, names []string) []string {
+	tested := map[string]bool{}
+	var walk func(e Expr)
+	walk = func(e Expr) {
+		switch e := e.(type) {
+		case *And:
+			for _, s := range e.Exprs {
+				walk(s)
+			}
+		case *Or:
+			for _, s := range e.Exprs {
+				walk(s)
+			}
+		case *Not:
+			walk(e.Expr)
+		case *Compare:
+			if e.Field != nil {
+				tested[e.Field.Name] = true
+			}
+		case *Ref:
+			tested[e.Field.Name] = true
+		case *Sub:
+			tested[e.Field.Name] = true
+		case *Quant:
+			tested[e.Field.Name] = true
+		}
+	}
+	walk(e)
+	var out []string
+	for _, n := range names {
+		if tested[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// UnknownError is the error of a change whose filter depends on fields its
+// image left out as values Sluice cannot read (fields: those of them the
+// filter tests, TestedAmong): they are not null, and not in the image, so
+// whether the change is in the stream is unknown. A stream ends with it
+// rather than guess: false would drop an event a read would select (it
+// compares the value the row holds), true deliver one it would not. It
+// names no value, and no field the filter does not name.
+func UnknownError(fields []string) error {
+	return sluice.Errorf(sluice.CodeUnprocessable, "the filter tests %s, whose value in this change's document Sluice cannot read (written in SQL past its checks: a Float NaN or infinity, a DateTime outside years 1 to 9999, a list holding null), and a read compares the value the row holds: whether the change matches is unknown; filter on other fields, or resume after the change", strings.Join(fields, ", "))
 }

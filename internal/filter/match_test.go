@@ -440,3 +440,38 @@ func (g *gen) filter(depth int) map[string]any {
 }
 
 func (g *gen) quant() string { return g.pick("someHave", "allHave").(string) }
+
+// TestMatchUnknown: a filter on a document whose field f holds a value
+// that cannot be shown (left out, not null) is decided when its outcome
+// does not depend on f, whatever f holds, and is unknown when it does.
+func TestMatchUnknown(t *testing.T) {
+	const sdl = `type V { f: Float s: String fs: [Float] }`
+	doc := &sluice.Document{ID: "V/1", Type: "V", Fields: map[string]any{"s": "a", "fs": []any{json.Number("1")}}}
+	for _, c := range []struct {
+		src       string
+		ok, known bool
+	}{
+		{`{"s": {"eq": "a"}}`, true, true},
+		{`{"f": {"gt": 0}}`, false, false},
+		{`{"f": {"lt": 0}}`, false, false},
+		{`{"_not": {"f": {"gt": 0}}}`, false, false},
+		{`{"s": {"eq": "b"}, "f": {"gt": 0}}`, false, true},
+		{`{"s": {"eq": "a"}, "f": {"gt": 0}}`, false, false},
+		{`{"_or": [{"s": {"eq": "a"}}, {"f": {"gt": 0}}]}`, true, true},
+		{`{"_or": [{"s": {"eq": "b"}}, {"f": {"gt": 0}}]}`, false, false},
+		{`{"_not": {"_or": [{"s": {"eq": "a"}}, {"f": {"gt": 0}}]}}`, false, true},
+		{`{"fs": {"someHave": {"gt": 0}}}`, true, true},
+		{`{"s": {"eq": "a"}, "fs": {"someHave": {"gt": 0}}}`, true, true},
+	} {
+		e := parseFilter(t, sdl, "V", c.src)
+		ok, known, err := filter.MatchUnknown(context.Background(), e, doc, nil, []string{"f"})
+		if err != nil || ok != c.ok || known != c.known {
+			t.Errorf("%s: %v, known %v (%v), want %v, known %v", c.src, ok, known, err, c.ok, c.known)
+		}
+		// Without unknown fields it is MatchContext.
+		want, _ := filter.MatchContext(context.Background(), e, doc, nil)
+		if ok, known, _ := filter.MatchUnknown(context.Background(), e, doc, nil, nil); ok != want || !known {
+			t.Errorf("%s without unknown fields: %v, known %v, want %v", c.src, ok, known, want)
+		}
+	}
+}

@@ -426,11 +426,13 @@ func (l *loop) deliver(ctx context.Context) error {
 		for _, c := range cs {
 			l.lag(st, c.Time)
 			evs, _, err := ev.Events(actx, c)
-			if sluice.ErrorCode(err) == sluice.CodeConflict {
+			if code := sluice.ErrorCode(err); code == sluice.CodeConflict || code == sluice.CodeUnprocessable {
 				// A commit made under an older schema version has an
 				// event that today's schema cannot show as it was
-				// (engine.Engine.LeftSince): paused before it, never
-				// skipped.
+				// (engine.Engine.LeftSince), or one whose filter tests
+				// a value Sluice cannot read (filter.UnknownError):
+				// paused before it, never skipped. Trying again would
+				// answer the same.
 				return l.halt(ctx, st, sluice.WebhookFailing, sluice.ErrorMessage(err))
 			}
 			if err != nil {
