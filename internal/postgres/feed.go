@@ -56,17 +56,17 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// reads them only when they are sent), its size telling the need.
 	rows, err := db.logRows(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
 			idx, doc_ids, ops, CASE WHEN $7 AND upto > $5 THEN NULL ELSE befores END, CASE WHEN $7 AND upto > $5 THEN NULL ELSE afters END,
-			access, has_next, upto,
+			unknown, access, has_next, upto,
 			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1)
 		FROM (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
-				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+` AS access,
+				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, ch.unknown, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
 				row_number() OVER w AS n,
 				lead(c.seq) OVER w IS NOT NULL AS has_next
 			FROM (SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images,
 					(SELECT max(l.idx) FROM sluice.changes l WHERE l.commit_uid = commits.uid) AS last_idx
 				FROM sluice.commits WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT $4 + 1) c
-			LEFT JOIN LATERAL (SELECT idx, doc_ids, ops, befores, afters FROM sluice.changes
+			LEFT JOIN LATERAL (SELECT idx, doc_ids, ops, befores, afters, unknown FROM sluice.changes
 				WHERE commit_uid = c.uid AND (c.seq > $2 OR idx >= coalesce(
 					(SELECT max(s.idx) FROM sluice.changes s WHERE s.commit_uid = c.uid AND s.idx <= $3), 0))
 				ORDER BY idx LIMIT $6) ch ON true
@@ -88,10 +88,10 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var lastIdx, idx *int
 		var ids []string
 		var ops []int16
-		var befores, afters []byte
+		var befores, afters, unknown []byte
 		var upto int64
 		if err := rows.Scan(&cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
-			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion, &more, &upto, &version); err != nil {
+			&idx, &ids, &ops, &befores, &afters, &unknown, &cur.AccessVersion, &more, &upto, &version); err != nil {
 			return nil, false, 0, mapError(err)
 		}
 		if bounded && upto > maxBytes {
@@ -113,6 +113,9 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		}
 		from := len(c.Changes)
 		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
+			return nil, false, 0, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
+		}
+		if err := setUnknown(c.Changes[from:], unknown); err != nil {
 			return nil, false, 0, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
 		}
 		if lastIdx != nil && *idx == *lastIdx {

@@ -219,7 +219,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	// The access log's version comes from the same snapshot (see
 	// accessVersionSQL and sluice.Commit.AccessVersion).
 	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.db_id, c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
-			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, `+accessVersionSQL+`
+			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, ch.unknown, `+accessVersionSQL+`
 		FROM (SELECT `+commitColumns+`, row_images FROM sluice.commits WHERE db_id = $1 AND `+where+`) c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
 		ORDER BY c.seq, ch.idx`, args...)
@@ -234,9 +234,9 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		var idx *int
 		var ids []string
 		var ops []int16
-		var befores, afters []byte
+		var befores, afters, unknown []byte
 		if err := rows.Scan(&cur.DatabaseID, &cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages,
-			&idx, &ids, &ops, &befores, &afters, &cur.AccessVersion); err != nil {
+			&idx, &ids, &ops, &befores, &afters, &unknown, &cur.AccessVersion); err != nil {
 			return nil, mapError(err)
 		}
 		if c == nil || c.Seq != cur.Seq {
@@ -247,7 +247,11 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 		if idx == nil {
 			continue // a commit without changes
 		}
+		from := len(c.Changes)
 		if c.Changes, err = appendChanges(c.Changes, *idx, ids, ops, befores, afters); err != nil {
+			return nil, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
+		}
+		if err := setUnknown(c.Changes[from:], unknown); err != nil {
 			return nil, fmt.Errorf("commit %d: %w: %w", c.Seq, sluice.ErrUnreadableCommit, err)
 		}
 	}
@@ -300,6 +304,26 @@ func appendChanges(cs []sluice.Change, idx int, ids []string, ops []int16, befor
 		cs = append(cs, sluice.Change{Index: idx + i, Class: class, DocID: id, Op: sluice.Op(ops[i]), Before: bs[i], After: as[i]})
 	}
 	return cs, nil
+}
+
+// setUnknown sets the BeforeUnknown of the changes of one row of
+// sluice.changes from its unknown column (migration 30; NULL, as almost
+// always, sets nothing).
+func setUnknown(cs []sluice.Change, unknown []byte) error {
+	if unknown == nil {
+		return nil
+	}
+	var names [][]string
+	if err := json.Unmarshal(unknown, &names); err != nil {
+		return fmt.Errorf("unknown fields of change %d: %w", cs[0].Index, err)
+	}
+	if len(names) != len(cs) {
+		return fmt.Errorf("change %d: %d changes but %d lists of unknown fields", cs[0].Index, len(cs), len(names))
+	}
+	for i := range cs {
+		cs[i].BeforeUnknown = names[i]
+	}
+	return nil
 }
 
 // appendInsertions appends the changes of a row of insertions, without

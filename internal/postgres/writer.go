@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -104,7 +105,11 @@ func (w *Writer) queueRow(ins *rowInsert, row []any) {
 // queueDeferred moves the deferred change rows to pending.
 func (w *Writer) queueDeferred() {
 	for _, row := range w.deferred {
-		w.pending.queueRow(changesInsert, row)
+		if len(row) == changesInsert.cols {
+			w.pending.queueRow(changesInsert, row)
+		} else {
+			w.pending.queueRow(changesUnknownInsert, row)
+		}
 	}
 	w.deferred, w.deferredBytes = nil, 0
 }
@@ -132,6 +137,9 @@ type change struct {
 	id            string
 	op            sluice.Op
 	before, after []byte
+	// unknown names the fields before leaves out as values Sluice could
+	// not read (stored.unknown).
+	unknown []string
 }
 
 // Rows are validated documents encoded for writing: each one's table row
@@ -248,7 +256,7 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 			doc := r.docs[i]
 			c := change{id: doc.ID, op: sluice.OpUpdated, after: r.after[i]}
 			if cur := found[doc.ID]; cur != nil {
-				c.before = cur.json
+				c.before, c.unknown = cur.json, cur.unknown
 				updates = append(updates, i)
 			} else {
 				c.op = sluice.OpAdded
@@ -348,7 +356,7 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 		changes := make([]change, len(docs))
 		for k, doc := range docs {
 			all[k] = k
-			changes[k] = change{id: doc.ID, op: sluice.OpUpdated, before: found[doc.ID].json, after: r.after[k]}
+			changes[k] = change{id: doc.ID, op: sluice.OpUpdated, before: found[doc.ID].json, after: r.after[k], unknown: found[doc.ID].unknown}
 		}
 		if err := w.updateRows(ctx, r, all); err != nil {
 			return err
@@ -442,7 +450,7 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	err = w.inRuns(ctx, ids, found, nil, func(run []int) error {
 		changes := make([]change, len(run))
 		for k, i := range run {
-			changes[k] = change{id: ids[i], op: sluice.OpDeleted, before: found[ids[i]].json}
+			changes[k] = change{id: ids[i], op: sluice.OpDeleted, before: found[ids[i]].json, unknown: found[ids[i]].unknown}
 		}
 		w.writeChanges(changes)
 		return nil
@@ -512,6 +520,9 @@ type stored struct {
 	version string
 	size    int    // bytes of Postgres's JSON of its row (estimated until read)
 	json    []byte // its API-form JSON (a change image), nil until read
+	// unknown names the fields json leaves out as values Sluice could not
+	// read (a row written in SQL past its checks), logged with the image.
+	unknown []string
 }
 
 // Version is the document's version, "" for a document not found (nil).
@@ -595,7 +606,7 @@ func (w *Writer) lock(ctx context.Context, ids []string, within int64) (map[stri
 			s.size = int(min(size, 1<<40))
 			if err == nil && raw != nil {
 				s.size = len(raw)
-				s.json, err = w.image(c, raw)
+				s.json, s.unknown, err = w.image(c, raw)
 				w.hold(s.size)
 			}
 			if err != nil {
@@ -648,14 +659,14 @@ func imageSize(c *sluice.Class) string {
 }
 
 // image returns the API-form JSON of raw, a row of class c as to_jsonb
-// gives it.
-func (w *Writer) image(c *sluice.Class, raw []byte) ([]byte, error) {
+// gives it, and the fields it leaves out as values Sluice cannot read.
+func (w *Writer) image(c *sluice.Class, raw []byte) ([]byte, []string, error) {
 	doc, err := transcodeRow(c, raw, false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w.t.db.unreadable(w.d, doc.ID, doc.Unreadable)
-	return doc.JSON, nil
+	return doc.JSON, doc.Unreadable, nil
 }
 
 // hold counts n more bytes of images held (n < 0: fewer).
@@ -716,7 +727,7 @@ func (w *Writer) inRuns(ctx context.Context, ids []string, found map[string]*sto
 		}
 		for _, i := range run {
 			if cur := found[ids[i]]; cur != nil && cur.json != nil {
-				cur.json = nil
+				cur.json, cur.unknown = nil, nil
 				w.hold(-cur.size)
 			}
 		}
@@ -757,14 +768,14 @@ func (w *Writer) load(ctx context.Context, ids []string, found map[string]*store
 				rows.Close()
 				return mapError(err)
 			}
-			b, err := w.image(c, raw)
+			b, unknown, err := w.image(c, raw)
 			if err != nil {
 				rows.Close()
 				return err
 			}
 			if cur := found[id]; cur != nil && cur.json == nil {
 				// Counted as read, not as lock estimated it.
-				cur.json, cur.size = b, len(raw)
+				cur.json, cur.unknown, cur.size = b, unknown, len(raw)
 				w.hold(cur.size)
 			}
 		}
@@ -872,6 +883,11 @@ func (e existsError) Is(target error) bool { return target == ErrExists }
 // changes (see migration 0003).
 var changesInsert = newRowInsert("sluice.changes", []string{"commit_uid", "idx", "doc_ids", "ops", "befores", "afters"})
 
+// changesUnknownInsert is changesInsert for a row whose before images left
+// out values Sluice could not read, naming them (unknownArray, migration
+// 30): the rows without, almost all, are written as before.
+var changesUnknownInsert = newRowInsert("sluice.changes", []string{"commit_uid", "idx", "doc_ids", "ops", "befores", "afters", "unknown"})
+
 // maxChangeRowBytes bounds the change images one row of sluice.changes
 // holds (a row of one larger change holds just it). Readers of the log
 // (the change feed, /api/changes, a commit's pages) read a row whole, so
@@ -916,12 +932,37 @@ func (w *Writer) writeChangeRow(changes []change) {
 		}
 		ids, ops = idList, opList
 	}
-	w.deferred = append(w.deferred, []any{w.uid, w.next, ids, ops, textOrNull(bs), textOrNull(as)})
+	row := []any{w.uid, w.next, ids, ops, textOrNull(bs), textOrNull(as)}
+	if unknown := unknownArray(changes); unknown != nil {
+		row = append(row, string(unknown))
+	}
+	w.deferred = append(w.deferred, row)
 	w.deferredBytes += len(bs) + len(as)
 	if w.deferredBytes > maxDeferredBytes {
 		w.queueDeferred()
 	}
 	w.next += len(changes)
+}
+
+// unknownArray returns the changes' unknown fields as a JSON array, one
+// element per change (null, or the array of names), or nil when none has
+// any (migration 30): nothing is built then.
+func unknownArray(changes []change) []byte {
+	some := false
+	for _, c := range changes {
+		some = some || len(c.unknown) > 0
+	}
+	if !some {
+		return nil
+	}
+	vals := make([]any, len(changes))
+	for i, c := range changes {
+		if len(c.unknown) > 0 {
+			vals[i] = c.unknown
+		}
+	}
+	b, _ := json.Marshal(vals) // strings: cannot fail
+	return b
 }
 
 // jsonArray returns the JSON array of the given JSON values (nil ones as

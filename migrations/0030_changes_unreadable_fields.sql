@@ -1,0 +1,16 @@
+-- sluice:readable-by 16
+-- A change that Sluice's own writer logs for a row holding a value Sluice
+-- cannot read (a Float NaN, a DateTime outside years 1 to 9999, written in
+-- SQL past its checks) has a before image without that value, as the
+-- document reads. The fields so left out are recorded beside the images,
+-- so that live queries and event filters do not take the missing value for
+-- null (sluice.Change.BeforeUnknown): a JSON array with one element per
+-- change of the row (null, or the array of the field names), NULL when no
+-- change of the row left anything out, as almost always. Commits made in
+-- SQL need none: their row images are read with the values, and the
+-- fields left out found then.
+--
+-- Nullable without a default: adding it rewrites nothing, and a binary
+-- that does not know it writes and reads the table as before (its
+-- changes record nothing here, as before).
+ALTER TABLE sluice.changes ADD COLUMN unknown text;
