@@ -227,19 +227,30 @@ func (s *keySet) fetch(ctx context.Context) error {
 	s.mu.Lock()
 	if wait := s.fetching; wait != nil {
 		s.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.lastError
+		return s.await(ctx, wait)
 	}
 	done := make(chan struct{})
 	s.fetching = done
 	s.mu.Unlock()
+	return s.fetchStarted(ctx, done)
+}
 
+// await waits for the fetch in flight, whose done channel is wait, and
+// returns its error.
+func (s *keySet) await(ctx context.Context, wait chan struct{}) error {
+	select {
+	case <-wait:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastError
+}
+
+// fetchStarted makes the fetch registered as in flight (s.fetching is
+// done, set under s.mu by the caller) and ends it.
+func (s *keySet) fetchStarted(ctx context.Context, done chan struct{}) error {
 	keys, b, ttl, err := s.get(ctx)
 
 	s.mu.Lock()
@@ -325,19 +336,33 @@ func (s *keySet) refreshForKid(kid string) bool {
 	if s.url == "" {
 		return false
 	}
+	// Whether a fetch is in flight, and this one's start when none is,
+	// are decided under one hold of s.mu: a request that found none in
+	// flight but the last one just started (its fetching not set yet)
+	// was refused at once rather than wait for it.
 	s.mu.Lock()
-	inFlight := s.fetching != nil
+	wait := s.fetching
+	inFlight := wait != nil
 	if !inFlight && s.now().Sub(s.kidFetch) < jwksKidInterval {
 		s.mu.Unlock()
 		return false
 	}
+	var done chan struct{}
 	if !inFlight {
 		s.kidFetch = s.now()
+		done = make(chan struct{})
+		s.fetching = done
 	}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), jwksKidWait)
 	defer cancel()
-	if err := s.fetch(ctx); err != nil {
+	var err error
+	if inFlight {
+		err = s.await(ctx, wait)
+	} else {
+		err = s.fetchStarted(ctx, done)
+	}
+	if err != nil {
 		// Logged by the request that started the fetch, with the kid
 		// cut short: the kid is the client's, and every request waiting
 		// on a slow fetch logged its own whole (300 requests of 10 KB

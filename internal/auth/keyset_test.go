@@ -446,6 +446,11 @@ func TestUnknownKidsLogOncePerFetch(t *testing.T) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
+	// Run before srv.Close, which waits for the handler: a failure
+	// before the release must not hang the test.
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	defer unblock()
 	var log bytes.Buffer
 	var logMu sync.Mutex
 	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &log, mu: &logMu}, nil))
@@ -464,7 +469,7 @@ func TestUnknownKidsLogOncePerFetch(t *testing.T) {
 		buf := make([]byte, 8<<20)
 		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "(*keySet).refreshForKid(") == waiters
 	})
-	close(release)
+	unblock()
 	wg.Wait()
 	logMu.Lock()
 	defer logMu.Unlock()
