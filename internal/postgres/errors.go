@@ -61,8 +61,9 @@ func mapError(err error) error {
 			// still logs this error checks its context first (the REST
 			// listing logs it at Debug). Otherwise it ran past
 			// statement_timeout, or an operator cancelled it: the request
-			// may succeed when retried, or with a higher limit.
-			return &sluice.Error{Code: sluice.CodeUnavailable, Message: "the database cancelled a statement of this request: it ran longer than statement_timeout allows, or an operator cancelled it"}
+			// may succeed when retried, or with a higher limit. The
+			// log keeps Postgres' own words, which tell the two apart.
+			return &refusedError{shown: &sluice.Error{Code: sluice.CodeUnavailable, Message: "the database cancelled a statement of this request: it ran longer than statement_timeout allows, or an operator cancelled it"}, err: err}
 		}
 		if isIndexRowTooLarge(pe) {
 			// "index row size 9016 exceeds btree version 4 maximum 2704
