@@ -73,6 +73,30 @@ type Listener struct {
 	// Evictions and refusals since the last warning, and when it was.
 	evicted, refused int
 	warned           time.Time
+	// stats counts since the Listener was made, for Stats.
+	stats Stats
+}
+
+// Stats are what a Listener holds now and has closed or refused since it
+// was made (the daemon's sluice_http_connections* metrics).
+type Stats struct {
+	// Connections and Waiting are held now: all, and those carrying no
+	// request (new or idle).
+	Connections, Waiting int
+	// Evicted counts waiting connections closed to make room at a bound,
+	// Refused new ones closed at once (the total bound held by busy
+	// connections alone), and Expired those closed for having waited
+	// AnonymousIdle without an authenticated request.
+	Evicted, Refused, Expired uint64
+}
+
+// Stats returns what l holds now and what it has closed or refused.
+func (l *Listener) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stats
+	s.Connections, s.Waiting = l.total, l.waiting.len()
+	return s
 }
 
 // tiers are waiting connections, oldest first: those that never carried
@@ -163,11 +187,13 @@ func (l *Listener) admit(c *Conn) ([]*Conn, bool) {
 		v := oldest(&l.waiting, nil, time.Time{})
 		if v == nil {
 			l.refused++
+			l.stats.Refused++
 			l.warn()
 			return nil, false
 		}
 		l.forget(v)
 		l.evicted++
+		l.stats.Evicted++
 		l.warn()
 		victims = append(victims, v)
 	}
@@ -298,6 +324,7 @@ func (l *Listener) expired(c *Conn, wait uint64) {
 		return
 	}
 	l.forget(c)
+	l.stats.Expired++
 	l.mu.Unlock()
 	_ = c.Conn.Close()
 }
@@ -355,6 +382,7 @@ func (l *Listener) trim(c *Conn) []*Conn {
 	}
 	if len(victims) > 0 {
 		l.evicted += len(victims)
+		l.stats.Evicted += uint64(len(victims))
 		l.warn()
 	}
 	return victims

@@ -18,6 +18,7 @@ import (
 // other path answers at once. idle receives each connection that became
 // idle.
 type server struct {
+	l       *connlimit.Listener
 	addr    string
 	idle    chan net.Conn
 	release chan struct{}
@@ -31,7 +32,7 @@ func serve(t *testing.T, lim connlimit.Limits) *server {
 		t.Fatal(err)
 	}
 	l := connlimit.New(ln, lim, nil)
-	s := &server{addr: ln.Addr().String(), idle: make(chan net.Conn, 100), release: make(chan struct{}), started: make(chan struct{}, 100)}
+	s := &server{l: l, addr: ln.Addr().String(), idle: make(chan net.Conn, 100), release: make(chan struct{}), started: make(chan struct{}, 100)}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
@@ -138,6 +139,9 @@ func TestIdleConnectionsThatNeverAuthenticatedGoFirst(t *testing.T) {
 	closed(t, authed, "the oldest idle connection, authenticated")
 	get(t, fresh, "/ok")
 	get(t, third, "/ok")
+	if st := s.l.Stats(); st.Evicted != 2 || st.Refused != 0 || st.Expired != 0 {
+		t.Errorf("stats: %+v, want 2 evicted", st)
+	}
 }
 
 // TestBusyConnectionsAreNeverClosedToMakeRoom: at the total bound, a
@@ -155,6 +159,9 @@ func TestBusyConnectionsAreNeverClosedToMakeRoom(t *testing.T) {
 		}
 	}
 	closed(t, s.dial(t, "/ok"), "a connection past the total bound, all busy")
+	if st := s.l.Stats(); st.Refused != 1 || st.Evicted != 0 || st.Connections != 2 || st.Waiting != 0 {
+		t.Errorf("stats with two busy connections and one refused: %+v", st)
+	}
 	s.release <- struct{}{}
 	if resp, err := http.ReadResponse(bufio.NewReader(busy[0]), nil); err != nil {
 		t.Fatal(err)
@@ -198,6 +205,9 @@ func TestAnonymousIdleConnectionsExpireSooner(t *testing.T) {
 	anon := s.idleConn(t, "/ok")
 	closed(t, anon, "the anonymous idle connection")
 	get(t, authed, "/ok")
+	if st := s.l.Stats(); st.Expired != 1 || st.Evicted != 0 {
+		t.Errorf("stats: %+v, want 1 expired", st)
+	}
 }
 
 // TestBurstOfNewConnectionsIsKept: one address opening more connections

@@ -25,7 +25,7 @@ import (
 // closed as it opens more; the super user's requests, a health probe and a
 // new stream go through; a stream opened before, busy, is not closed to
 // make room and still delivers; and the daemon says it closed
-// connections at their bounds.
+// connections at their bounds, in its log and its metrics.
 func TestAnonymousIdleConnectionsCannotTakeEveryDescriptor(t *testing.T) {
 	t.Parallel()
 	bin, err := dt.SluiceBinary(t.TempDir())
@@ -126,6 +126,14 @@ func TestAnonymousIdleConnectionsCannotTakeEveryDescriptor(t *testing.T) {
 	case <-warned:
 	case <-time.After(10 * time.Second):
 		t.Error("the daemon did not log that it closed connections at their bounds")
+	}
+	// Its metrics count them too.
+	m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
+	if n := dt.MetricValue(m, "sluice_http_connections_evicted_total"); n < 400-5-10 {
+		t.Errorf("sluice_http_connections_evicted_total = %v after one address's 400 idle connections", n)
+	}
+	if n := dt.MetricValue(m, "sluice_http_connections"); n < 3 {
+		t.Errorf("sluice_http_connections = %v with two streams and a request open", n)
 	}
 }
 

@@ -576,6 +576,10 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	// Connections are bounded at accept (see connLimits), before TLS.
 	cl := connlimit.New(ln, connLimits(openFileLimit(), maxStreams(d.cfg.MaxStreams, openFileLimit()), p.store.Connections(), d.cfg.TrustedProxies), d.logger)
 	srv.ConnState, srv.ConnContext = cl.ConnState, cl.ConnContext
+	p.metrics.ObserveConnections(func() metrics.Connections {
+		s := cl.Stats()
+		return metrics.Connections{Open: s.Connections, Waiting: s.Waiting, Evicted: s.Evicted, Refused: s.Refused, Expired: s.Expired}
+	})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, cl, cert) }()
 	if metricsLn != nil {

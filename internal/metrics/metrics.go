@@ -88,6 +88,39 @@ func (m *Metrics) ObserveWriteBudget(budget func() (held int64, waiting int)) {
 		}, func() float64 { _, n := budget(); return float64(n) }))
 }
 
+// Connections are what the API's listener holds and has closed
+// (connlimit.Stats, read at each scrape).
+type Connections struct {
+	Open, Waiting             int
+	Evicted, Refused, Expired uint64
+}
+
+// ObserveConnections registers the sluice_http_connections* metrics of the
+// API's connection bounds, read from stats at each scrape.
+func (m *Metrics) ObserveConnections(stats func() Connections) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_http_connections",
+			Help: "Connections of the API open now, streams included.",
+		}, func() float64 { return float64(stats().Open) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_http_connections_waiting",
+			Help: "Connections of the API carrying no request now: new (no request read yet) or idle between keep-alive requests.",
+		}, func() float64 { return float64(stats().Waiting) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_http_connections_evicted_total",
+			Help: "Waiting connections closed to make room at a connection bound (the process's, the waiting ones', or one address's share).",
+		}, func() float64 { return float64(stats().Evicted) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_http_connections_refused_total",
+			Help: "New connections closed at once: the process's connection bound was held by connections carrying requests or streams alone.",
+		}, func() float64 { return float64(stats().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_http_connections_expired_total",
+			Help: "Connections closed after waiting 15 s without having carried an authenticated request.",
+		}, func() float64 { return float64(stats().Expired) }))
+}
+
 // Handler serves the registry in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
