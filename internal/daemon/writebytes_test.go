@@ -26,11 +26,7 @@ import (
 // write_bytes, the super user and writes larger than the budget.)
 func TestWriteBytesPerUser(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
-	d.CreateDatabase(t, "wb", "type Note { text: String }")
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
-	rita := dt.Basic("rita", "rita-password")
+	d, rita := ritaWithOneMiB(t, "type Note { text: String }")
 	text := strings.Repeat("x", 600<<10)
 	note := func(id string) string { return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, text) }
 
@@ -77,16 +73,10 @@ func TestWriteBytesPerUser(t *testing.T) {
 // budget holds nothing.
 func TestWriteBudgetMetrics(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
-	d.CreateDatabase(t, "wb", "type Note { text: String }")
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
-	rita := dt.Basic("rita", "rita-password")
+	d, rita := ritaWithOneMiB(t, "type Note { text: String }")
 	text := strings.Repeat("x", 600<<10)
 	note := func(id string) string { return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, text) }
-	metric := func(name string) float64 {
-		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
-	}
+	metric := metricOf(t, d)
 
 	answers := make(chan int, 2)
 	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answers)
@@ -126,18 +116,10 @@ func TestWriteBudgetMetrics(t *testing.T) {
 // three are written.
 func TestGraphQLMutationsAreChargedToTheWriteBudget(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
-	d.CreateDatabase(t, "wb", "type Note { text: String }")
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
-	rita := dt.Basic("rita", "rita-password")
+	d, rita := ritaWithOneMiB(t, "type Note { text: String }")
 	d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb", `{"@type":"Note","@id":"p","text":"short"}`)
-	note := func(id string) string {
-		return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, strings.Repeat("x", 600<<10))
-	}
-	metric := func(name string) float64 {
-		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
-	}
+	note := bigNote
+	metric := metricOf(t, d)
 
 	answer := make(chan int, 1)
 	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answer)
@@ -206,18 +188,10 @@ func TestGraphQLMutationsAreChargedToTheWriteBudget(t *testing.T) {
 // stalled body ends.
 func TestPatchIsChargedToTheWriteBudget(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
-	d.CreateDatabase(t, "wb", "type Note { text: String }")
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
-	rita := dt.Basic("rita", "rita-password")
+	d, rita := ritaWithOneMiB(t, "type Note { text: String }")
 	d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb", `{"@type":"Note","@id":"p","text":"short"}`)
-	note := func(id string) string {
-		return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, strings.Repeat("x", 600<<10))
-	}
-	metric := func(name string) float64 {
-		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
-	}
+	note := bigNote
+	metric := metricOf(t, d)
 	textOfP := func() string {
 		var doc struct{ Text string }
 		if err := json.Unmarshal(d.MustDo(t, 200, rita, "GET", "/api/document/admin/wb?id=Note/p", nil).Body, &doc); err != nil {
@@ -337,19 +311,11 @@ func stalledWrite(t *testing.T, d *dt.Daemon, auth dt.Auth, path string, answer 
 // the stalled body ends; then the budget holds nothing.
 func TestPatchIsChargedItsStoredDocument(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
-	d.CreateDatabase(t, "wb", "type Note { text: String tag: String }")
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
-	rita := dt.Basic("rita", "rita-password")
+	d, rita := ritaWithOneMiB(t, "type Note { text: String tag: String }")
 	d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb",
 		fmt.Sprintf(`{"@type":"Note","@id":"big","text":%q}`, strings.Repeat("b", 700<<10)))
-	note := func(id string) string {
-		return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, strings.Repeat("x", 600<<10))
-	}
-	metric := func(name string) float64 {
-		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
-	}
+	note := bigNote
+	metric := metricOf(t, d)
 	tagOfBig := func() string {
 		var doc struct{ Tag string }
 		if err := json.Unmarshal(d.MustDo(t, 200, rita, "GET", "/api/document/admin/wb?id=Note/big", nil).Body, &doc); err != nil {
@@ -419,16 +385,10 @@ func TestPatchIsChargedItsStoredDocument(t *testing.T) {
 // body ends, a mutation that succeeds carries no Retry-After.
 func TestGraphQLRefusalCarriesRetryAfter(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
-	d.CreateDatabase(t, "wb", "type Note { text: String }")
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
-	rita := dt.Basic("rita", "rita-password")
+	d, rita := ritaWithOneMiB(t, "type Note { text: String }")
 	text := strings.Repeat("x", 600<<10)
 	note := func(id string) string { return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, text) }
-	metric := func(name string) float64 {
-		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
-	}
+	metric := metricOf(t, d)
 	mutation := func(id string) []byte {
 		b, err := json.Marshal(map[string]any{"query": `mutation($d: JSON!) { _insertDocuments(json: $d) }`,
 			"variables": map[string]any{"d": []any{map[string]any{"@type": "Note", "@id": id, "text": text}}}})
@@ -488,5 +448,29 @@ func TestGraphQLRefusalCarriesRetryAfter(t *testing.T) {
 	g = doRequest(t, d, rita, "POST", "/api/graphql/admin/wb", bytes.NewReader(mutation("g")), "application/json")
 	if g.Status != 200 || bytes.Contains(g.Body, []byte(`"errors"`)) || g.Header.Get("Retry-After") != "" {
 		t.Fatalf("the mutation once the share is free: %d %.300s (Retry-After %q), want 200 without errors or Retry-After", g.Status, g.Body, g.Header.Get("Retry-After"))
+	}
+}
+
+// ritaWithOneMiB starts a daemon whose users each have 1 MiB of
+// write_bytes (write_bytes_per_user), with database admin/wb of schema
+// sdl, and returns it with rita, a user who may write there.
+func ritaWithOneMiB(t *testing.T, sdl string) (*dt.Daemon, dt.Auth) {
+	t.Helper()
+	d := dt.Start(t, func(c *config.Config) { c.WriteBytesPerUser = 1 << 20 })
+	d.CreateDatabase(t, "wb", sdl)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/wb", `{"user":"rita","role":"write"}`)
+	return d, dt.Basic("rita", "rita-password")
+}
+
+// bigNote is a Note of 600 KB: more than half of rita's share.
+func bigNote(id string) string {
+	return fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, strings.Repeat("x", 600<<10))
+}
+
+// metricOf returns a function reading the value of a metric of d.
+func metricOf(t *testing.T, d *dt.Daemon) func(name string) float64 {
+	return func(name string) float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), name)
 	}
 }
