@@ -340,6 +340,17 @@ func (h *Hub) AccessSeen() int64 { return h.guards.seen.Load() }
 // (a live query's result) may be handed on only once it returned nil.
 func (h *Hub) SyncAccess(ctx context.Context, v int64) error { return h.guards.sync(ctx, v) }
 
+// accessPage is how many access changes sync reads and applies at a time:
+// what it holds of them (about 100 bytes a change, so about 100 KB), and
+// how long it holds gs.mu, which every stream's opening and release take,
+// are bounded by it, not by how many changes a process finds when it
+// comes back after being cut off from Postgres, or by a burst of them
+// (users, tokens and roles made and taken away by the thousands). Under
+// gs.mu each change of a page is compared with every guard, a few
+// comparisons each: a thousand keeps that short with many streams open,
+// and still reads a burst of 100,000 changes in 100 round trips.
+const accessPage = 1000
+
 // sync applies every access change up to version v to the guards (see the
 // comment at the top of this file). It returns once they are applied, or
 // an error when they could not be read; then nothing read at v may be
@@ -358,36 +369,40 @@ func (gs *guards) sync(ctx context.Context, v int64) error {
 		}
 		// The changes are read without gs.mu, which every stream's
 		// opening and release take: a slow Postgres holds up only those
-		// waiting for these changes. Another sync may apply some of them
+		// waiting for these changes. They are read a page at a time
+		// (accessPage), each applied before the next is read: versions
+		// are unique, so a range of accessPage versions holds at most
+		// as many changes. Another sync may apply some of them
 		// meanwhile; the rest are applied below.
+		upTo := v
 		var changes []sluice.AccessChange
 		if applied >= 0 {
+			upTo = min(v, applied+accessPage)
 			var err error
-			if changes, err = gs.log.AccessChanges(ctx, applied, v); err != nil {
-				return fmt.Errorf("read access changes %d..%d: %w", applied+1, v, err)
+			if changes, err = gs.log.AccessChanges(ctx, applied, upTo); err != nil {
+				return fmt.Errorf("read access changes %d..%d: %w", applied+1, upTo, err)
 			}
 		}
-		if again, err := gs.apply(ctx, applied, v, changes); !again {
-			return err
-		}
+		gs.apply(ctx, applied, upTo, v, changes)
 	}
 }
 
-// apply applies changes, the access changes in (after, v] read without
-// the lock, to the guards, under gs.mu. again is true when the first
-// version was applied meanwhile (after was -1, nothing was read): read
-// them then.
-func (gs *guards) apply(ctx context.Context, after, v int64, changes []sluice.AccessChange) (again bool, err error) {
+// apply applies changes, the access changes in (after, upTo] read without
+// the lock, to the guards, under gs.mu; sync calls it again until every
+// change up to v is applied. When after is -1 nothing was read: the
+// first version seen, v, is applied, unless one was applied meanwhile
+// (then sync reads the changes after it).
+func (gs *guards) apply(ctx context.Context, after, upTo, v int64, changes []sluice.AccessChange) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
 	applied := gs.applied.Load()
-	if applied >= v {
-		return false, nil
+	if applied >= upTo {
+		return // applied by another sync while these were read
 	}
-	if after < 0 && applied >= 0 {
-		return true, nil
-	}
-	if applied < 0 {
+	if after < 0 {
+		if applied >= 0 {
+			return
+		}
 		// The first version seen: streams registered so far were checked
 		// at their own versions, which the guard registration compares.
 		for g := range gs.all {
@@ -396,21 +411,18 @@ func (gs *guards) apply(ctx context.Context, after, v int64, changes []sluice.Ac
 			}
 		}
 		gs.applied.Store(v)
-		return false, nil
+		return
 	}
-	if len(changes) == 0 || changes[0].Version != after+1 || changes[len(changes)-1].Version != v {
-		// Pruned before this process read them (it was cut off for
-		// long): whatever they were, every grant is checked again.
-		gs.logger.Warn("access changes were pruned before they were applied; re-checking every stream", "after", after, "upTo", v)
-		for g := range gs.all {
-			gs.recheck(ctx, g)
-		}
-		gs.applied.Store(v)
-		return false, nil
-	}
+	// Versions are gapless: every version in (applied, upTo] must have
+	// been read, in order. One missing (at the page's start, in its
+	// middle or at its end) was pruned before this process read it.
+	next := applied + 1
 	for _, c := range changes {
-		if c.Version <= applied {
+		if c.Version < next {
 			continue // applied by another sync while these were read
+		}
+		if c.Version != next {
+			break
 		}
 		for g := range gs.all {
 			// A grant read at or after c already reflects it (a stream
@@ -423,8 +435,18 @@ func (gs *guards) apply(ctx context.Context, after, v int64, changes []sluice.Ac
 			}
 		}
 		gs.applied.Store(c.Version)
+		next++
 	}
-	return false, nil
+	if next <= upTo {
+		// Pruned before this process read them (it was cut off for
+		// long): whatever they were, every grant is checked again,
+		// against a state that reflects every change up to v.
+		gs.logger.Warn("access changes were pruned before they were applied; re-checking every stream", "missing", next, "upTo", v)
+		for g := range gs.all {
+			gs.recheck(ctx, g)
+		}
+		gs.applied.Store(v)
+	}
 }
 
 // recheck checks g's grant against the current state and ends it when it

@@ -3,6 +3,8 @@ package changefeed
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,26 +223,173 @@ func TestGuardChecksAStaleGrant(t *testing.T) {
 	g.Release()
 }
 
-// Access changes pruned before they were applied: every guard is checked
-// again.
+// Access changes pruned before they were applied, wherever in the range
+// they were (its start, its end, the middle of a page, either side of a
+// page's edge): every guard is checked again.
 func TestPrunedAccessChangesRecheckEveryStream(t *testing.T) {
 	t.Parallel()
-	h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error {
-		return sluice.Errorf(sluice.CodeUnauthenticated, "gone")
-	}})
+	const n = 2*accessPage + accessPage/2
+	for _, c := range []struct {
+		changes, pruned int64
+	}{
+		{2, 1}, {n, 1}, {n, accessPage / 2}, {n, accessPage}, {n, accessPage + 1}, {n, accessPage + accessPage/2}, {n, n},
+	} {
+		t.Run(fmt.Sprintf("%d of %d", c.pruned, c.changes), func(t *testing.T) {
+			t.Parallel()
+			h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error {
+				return sluice.Errorf(sluice.CodeUnauthenticated, "gone")
+			}})
+			h.track(1, 0)
+			if err := h.guards.sync(context.Background(), 0); err != nil {
+				t.Fatal(err)
+			}
+			s := guarded(t, h, ullaRead, nil)
+			for range c.changes {
+				l.change(sluice.AccessChange{Kind: sluice.AccessUser, UserID: 99})
+			}
+			l.pruneAccess(c.pruned, c.pruned)
+			feedCommit(t, h, &sluice.Commit{DatabaseID: 1, Epoch: testDB.Epoch, Seq: 1, AccessVersion: c.changes})
+			if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+				t.Fatalf("ended with %v", err)
+			}
+		})
+	}
+}
+
+// pruneAccess drops the access changes of versions from..to.
+func (l *memLog) pruneAccess(from, to int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.access = slices.DeleteFunc(l.access, func(c sluice.AccessChange) bool { return c.Version >= from && c.Version <= to })
+}
+
+// unrelatedChanges appends n access changes that concern no stream of
+// the tests (tokens of user 99), but at the versions in at: those
+// changes.
+func (l *memLog) unrelatedChanges(n int64, at map[int64]sluice.AccessChange) {
+	for i := range n {
+		c, ok := at[i+1]
+		if !ok {
+			c = sluice.AccessChange{Kind: sluice.AccessToken, UserID: 99, TokenID: 1000 + i}
+		}
+		l.change(c)
+	}
+}
+
+// TestAccessChangesAreReadInPages: a sync over more access changes than a
+// page (a process back after being cut off from Postgres, a burst of
+// tokens made and revoked) reads them a page of accessPage versions at a
+// time, each applied (its streams ended) before the next is read, so what
+// it holds of them and how long it holds the guards' lock are bounded by
+// the page, not by the changes; a stream a change of a later page takes
+// away is ended, one no change concerns goes on, and a range that is
+// whole is never taken for pruned (no stream is checked again). Before,
+// the whole range was read at once, then applied under the lock.
+func TestAccessChangesAreReadInPages(t *testing.T) {
+	t.Parallel()
+	var checks atomic.Int64
+	h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error { checks.Add(1); return nil }})
+	h.track(1, 0)
+	if err := h.guards.sync(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	vera := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 9, Name: "vera"}, TokenID: 9}, Database: testDB, Role: sluice.RoleRead}
+	otto := &sluice.Grant{Credential: sluice.Credential{User: &sluice.User{ID: 8, Name: "otto"}, TokenID: 8}, Database: testDB, Role: sluice.RoleRead}
+	sUlla, sVera, sOtto := guarded(t, h, ullaRead, nil), guarded(t, h, vera, nil), guarded(t, h, otto, nil)
+	const n = 2*accessPage + accessPage/2
+	l.unrelatedChanges(n, map[int64]sluice.AccessChange{
+		5:                 {Kind: sluice.AccessToken, UserID: 9, TokenID: 9},       // vera's, in the first page
+		2*accessPage + 10: {Kind: sluice.AccessToken, UserID: ulla.ID, TokenID: 3}, // ulla's, in the third
+	})
+	type read struct {
+		after, upTo, applied int64
+		veraEnded            bool
+	}
+	var mu sync.Mutex
+	var reads []read
+	l.readingAccess = func(after, upTo int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		veraEnded := false
+		select {
+		case <-sVera.Done():
+			veraEnded = true
+		default:
+		}
+		reads = append(reads, read{after, upTo, h.guards.applied.Load(), veraEnded})
+	}
+	feedCommit(t, h, l.add())
+
+	mu.Lock()
+	want := []read{{0, accessPage, 0, false}, {accessPage, 2 * accessPage, accessPage, true}, {2 * accessPage, n, 2 * accessPage, true}}
+	if !slices.Equal(reads, want) {
+		t.Errorf("read the access changes as %+v, want %+v (after, upTo, the version applied then, whether vera's stream had ended)", reads, want)
+	}
+	mu.Unlock()
+	for name, s := range map[string]*Subscription{"vera": sVera, "ulla": sUlla} {
+		if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+			t.Errorf("%s's stream ended with %v, want a revocation", name, err)
+		}
+	}
+	if got := receive(t, sOtto, 1); got[0] != 1 || sOtto.Err() != nil {
+		t.Errorf("otto's stream received %v, ended with %v", got, sOtto.Err())
+	}
+	if checks.Load() != 0 {
+		t.Errorf("%d streams were checked again: a whole range was taken for pruned", checks.Load())
+	}
+}
+
+// TestConcurrentSyncsShareThePages: while one sync waits for a page of
+// access changes, another applies that page and the ones after it; the
+// first then finds its page applied and returns, not taking it for pruned
+// even when its rows were pruned since (they were applied), and moving
+// nothing back.
+func TestConcurrentSyncsShareThePages(t *testing.T) {
+	t.Parallel()
+	var checks atomic.Int64
+	h, l := newHub(t, HubOptions{Check: func(context.Context, *sluice.Grant) error { checks.Add(1); return nil }})
 	h.track(1, 0)
 	if err := h.guards.sync(context.Background(), 0); err != nil {
 		t.Fatal(err)
 	}
 	s := guarded(t, h, ullaRead, nil)
-	l.change(sluice.AccessChange{Kind: sluice.AccessUser, UserID: 99})
-	l.change(sluice.AccessChange{Kind: sluice.AccessUser, UserID: 98})
-	l.mu.Lock()
-	l.access = l.access[1:] // version 1 pruned
-	l.mu.Unlock()
-	feedCommit(t, h, &sluice.Commit{DatabaseID: 1, Epoch: testDB.Epoch, Seq: 1, AccessVersion: 2})
-	if err := ended(t, s); !IsRevoked(err) || sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
-		t.Fatalf("ended with %v", err)
+	const n = 2*accessPage + accessPage/2
+	l.unrelatedChanges(n, map[int64]sluice.AccessChange{accessPage + 10: {Kind: sluice.AccessToken, UserID: ulla.ID, TokenID: 3}})
+	waiting, unblock := make(chan struct{}), make(chan struct{})
+	unblocked := sync.OnceFunc(func() { close(unblock) })
+	defer unblocked()
+	var first atomic.Bool
+	l.readingAccess = func(after, _ int64) {
+		if after == accessPage && first.CompareAndSwap(false, true) {
+			close(waiting)
+			<-unblock
+		}
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- h.guards.sync(context.Background(), n) }()
+	select {
+	case <-waiting:
+	case <-time.After(wait):
+		t.Fatal("the first sync did not read its second page alone")
+	}
+	if err := h.guards.sync(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	if err := ended(t, s); !IsRevoked(err) {
+		t.Fatalf("ulla's stream ended with %v, want a revocation", err)
+	}
+	l.pruneAccess(accessPage+1, 2*accessPage)
+	unblocked()
+	select {
+	case err := <-synced:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(wait):
+		t.Fatal("the first sync did not return")
+	}
+	if got := h.guards.applied.Load(); got != n || checks.Load() != 0 {
+		t.Fatalf("applied %d, %d streams checked again; want %d, none", got, checks.Load(), n)
 	}
 }
 
@@ -576,7 +725,7 @@ func TestAccessChangesAreReadWithoutTheLock(t *testing.T) {
 	}
 	locked := make(chan bool, 1)
 	unblock := make(chan struct{})
-	l.readingAccess = func() {
+	l.readingAccess = func(int64, int64) {
 		free := h.guards.mu.TryLock() // nothing else takes it now
 		if free {
 			h.guards.mu.Unlock()

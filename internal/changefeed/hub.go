@@ -31,7 +31,11 @@ type Log interface {
 	// that does not start right after after, or a Gone error, means the
 	// history in between was pruned.
 	ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) (commits []*sluice.Commit, more bool, err error)
-	// AccessChanges returns the access log's changes in (after, upTo].
+	// AccessChanges returns the access log's changes in (after, upTo],
+	// oldest first: at most upTo-after, since versions are unique, so
+	// the range bounds what a read holds (guards.sync reads accessPage
+	// versions at a time). A version of the range missing from the
+	// result was pruned.
 	AccessChanges(ctx context.Context, after, upTo int64) ([]sluice.AccessChange, error)
 }
 

@@ -30,9 +30,10 @@ type memLog struct {
 	commits []*sluice.Commit
 	pruned  int64
 	access  []sluice.AccessChange
-	// readingAccess, when set, is called as AccessChanges begins, without
-	// l.mu (a read of Postgres, which may take long).
-	readingAccess func()
+	// readingAccess, when set, is called as AccessChanges begins, with
+	// the range asked for, without l.mu (a read of Postgres, which may
+	// take long).
+	readingAccess func(after, upTo int64)
 }
 
 var testDB = &sluice.Database{ID: 1, Org: "o", Name: "db", Epoch: "ep"}
@@ -105,7 +106,7 @@ func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Pos
 // AccessChanges returns the access changes in (after, upTo].
 func (l *memLog) AccessChanges(_ context.Context, after, upTo int64) ([]sluice.AccessChange, error) {
 	if l.readingAccess != nil {
-		l.readingAccess()
+		l.readingAccess(after, upTo)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

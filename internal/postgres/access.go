@@ -45,8 +45,9 @@ func (db *DB) AccessVersion(ctx context.Context) (int64, error) {
 }
 
 // AccessChanges returns the access changes with versions in (after, upTo],
-// oldest first. Versions are gapless; a result that does not start at
-// after+1 means the ones before were pruned.
+// oldest first. Versions are gapless and unique: the result holds at most
+// upTo-after changes, so callers bound what they read by the range, and a
+// version of the range missing from it was pruned.
 func (db *DB) AccessChanges(ctx context.Context, after, upTo int64) ([]sluice.AccessChange, error) {
 	rows, err := db.pool.Query(ctx, `SELECT version, kind, coalesce(user_id, 0), coalesce(token_id, 0), coalesce(db_id, 0), coalesce(org, ''), coalesce(role, 0)
 		FROM sluice.access_changes WHERE version > $1 AND version <= $2 ORDER BY version`, after, upTo)
