@@ -65,6 +65,15 @@ type Change struct {
 	// filters) takes such a field as unknown. Never sent to a client.
 	// nil when there are none, as almost always.
 	BeforeUnknown, AfterUnknown []string
+	// Superseded is set when a later change of the same commit changes
+	// the same document (two UPDATEs of one SQL transaction, two fields
+	// of one GraphQL mutation, a delete and then an insert of the same
+	// id): the commit's version is the document's after its last change
+	// only, so this change has none (Commit.VersionOf). The storage
+	// sets it on every commit read from the log, a piece of a large
+	// commit (Commit.Partial) included: the changes after the piece
+	// count too.
+	Superseded bool
 }
 
 // HasUnknown reports whether either image of ch leaves out a value Sluice
@@ -119,8 +128,21 @@ type Commit struct {
 func (c *Commit) ID() string { return strconv.FormatInt(c.Seq, 10) }
 
 // Version returns the version the commit gave every document it wrote
-// (for a deleted one, the version of its deletion).
+// (for a deleted one, the version of its deletion): each document's
+// version after its last change in the commit (see VersionOf).
 func (c *Commit) Version() string { return VersionOf(c.UID) }
+
+// VersionOf returns the version change ch of the commit gave its
+// document: the commit's, or "" (none) when ch is Superseded. The state
+// a superseded change leaves is never the document's as a read answers
+// it, and an If-Match of the commit's version made from it would hold
+// over the later change, which its writer never saw.
+func (c *Commit) VersionOf(ch *Change) string {
+	if ch.Superseded {
+		return ""
+	}
+	return c.Version()
+}
 
 // End returns the position of the end of the commit: what a read made
 // right after it reflects, so that a stream resumed from it receives

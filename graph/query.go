@@ -623,7 +623,7 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 				continue
 			}
 		}
-		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: "commit"})
+		out = append(out, &object{class: x.es.schema.Class(doc.Type), id: doc.ID, version: c.VersionOf(ch), fields: doc.Fields, commit: c, changeType: "commit"})
 	}
 	// The commit's changes are read already; counting them keeps the
 	// response's documents within the same bound as a query's.

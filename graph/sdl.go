@@ -303,7 +303,7 @@ func (g *sdlGen) outputTypes(c *sluice.Class) {
 	}
 	if c.Kind != sluice.KindSubdocument {
 		g.p("  %s: ID!\n  %s: String!\n", fieldID, fieldType)
-		g.p("  \"The document's version: new with every change of the document, by any writer, and the same on every replica (in an event, the version its change made). Give it back as _version to write only what you read. In a read as of a position (asOf), the version it had then, or \\\"\\\" when the log does not record it; to write, read the current one.\"\n")
+		g.p("  \"The document's version: new with every change of the document, by any writer, and the same on every replica (in an event, the version its change made, or \\\"\\\" when a later change of the same commit changes the document again: that state has none). Give it back as _version to write only what you read. In a read as of a position (asOf), the version it had then, or \\\"\\\" when the log does not record it or it had none; to write, read the current one.\"\n")
 		g.p("  %s: String!\n  %s: %s\n", fieldVersion, fieldCommit, typeCommitMetadata)
 	}
 	for _, f := range fields {

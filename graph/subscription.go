@@ -386,7 +386,7 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 				continue
 			}
 		}
-		o := &object{class: cl, id: doc.ID, version: c.Version(), fields: doc.Fields, commit: c, changeType: s.change.String()}
+		o := &object{class: cl, id: doc.ID, version: c.VersionOf(ch), fields: doc.Fields, commit: c, changeType: s.change.String()}
 		objs = append(objs, o)
 		entries = append(entries, entry{obj: o, pos: pos})
 	}

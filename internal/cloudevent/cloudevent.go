@@ -34,7 +34,12 @@ type Envelope struct {
 	UserID          string `json:"user_id"`
 	// Version is the version the change gave the document (for a
 	// deletion, the version of the deletion), an extension attribute.
-	Version string          `json:"version"`
+	// It is left out (empty) for a change its commit follows with
+	// another change of the same document (sluice.Commit.VersionOf): that
+	// state has no version. Left out rather than "": CloudEvents takes
+	// an attribute without a value as absent, and an empty string is no
+	// version a client could compare or send back.
+	Version string          `json:"version,omitempty"`
 	Data    json.RawMessage `json:"data"`
 }
 
@@ -161,7 +166,7 @@ func (e *Evaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Even
 			SpecVersion: "1.0", ID: id, Type: "entity." + op,
 			Source: "/api/db/" + d.Path(), Subject: ch.DocID, Time: c.Time.UTC().Format(time.RFC3339Nano),
 			DataContentType: "application/json", Entity: ch.Class, Operation: op,
-			Tenant: d.Org, UserID: c.User, Version: c.Version(), Data: data,
+			Tenant: d.Org, UserID: c.User, Version: c.VersionOf(ch), Data: data,
 		})
 		if err != nil {
 			return nil, start, fmt.Errorf("encode event %s: %w", id, err)

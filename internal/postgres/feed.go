@@ -17,8 +17,10 @@ import (
 // images; a larger commit comes in pieces (sluice.Commit.Partial), at
 // least one row at a time. Every commit carries the access log's version
 // read in the same statement (sluice.Commit.AccessVersion) and the schema
-// version it was made under (sluice.Commit.SchemaVersion, NewSchema).
-// more reports whether the log held more.
+// version it was made under (sluice.Commit.SchemaVersion, NewSchema), and
+// each change whether a later one of its commit supersedes it
+// (sluice.Change.Superseded; a piece's changes too, against the rest of
+// its commit). more reports whether the log held more.
 //
 // The change feed reads the log this way, so what it holds is bounded by
 // maxBytes whatever the size of a commit. The caller checks that after is
@@ -159,6 +161,9 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		out = out[1:] // its remaining changes were none
 	}
 	rows.Close()
+	if err := db.markCommits(ctx, d, out); err != nil {
+		return nil, false, 0, err
+	}
 	if err := db.commitVersions(ctx, d, version, out); err != nil {
 		return nil, false, 0, err
 	}

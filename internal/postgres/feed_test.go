@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,5 +180,74 @@ func TestReadLogInsidePrunedCommitIsGone(t *testing.T) {
 	cs, _, err := db.ReadLog(ctx, d, sluice.Position{Seq: 1, Index: sluice.WholeCommit}, 16, 1<<20)
 	if err != nil || len(cs) != 1 || cs[0].Seq != 3 {
 		t.Fatalf("ReadLog after commit 1: %+v, %v", cs, err)
+	}
+}
+
+// TestReadLogMarksSuperseded: a change that a later change of its commit
+// follows on the same document is Superseded (it has no version), read
+// whole or in pieces of one row each, from the start of the commit or
+// from inside it: a piece takes the later changes from the rest of the
+// commit. The commit's rows hold insertions without ids (migration 4)
+// and changes with them: an insertion superseded by an update, a
+// deletion by a re-insertion of the id, an insertion by a deletion.
+func TestReadLogMarksSuperseded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, s := noteDatabase(t, db, "twice")
+	notes := func(text string, ids ...string) []*sluice.Document {
+		var docs []*sluice.Document
+		for _, id := range ids {
+			docs = append(docs, &sluice.Document{ID: id, Type: "Note", Fields: map[string]any{"text": text}})
+		}
+		return docs
+	}
+	_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			// Changes 0-2 (a row of insertions), 3, 4, 5-6 (insertions), 7.
+			for _, step := range []func() error{
+				func() error { return w.Insert(ctx, notes("1", "Note/a", "Note/b", "Note/c")) },
+				func() error { return w.Replace(ctx, notes("2", "Note/b"), false) },
+				func() error { return w.Delete(ctx, []string{"Note/c"}, nil) },
+				func() error { return w.Insert(ctx, notes("2", "Note/c", "Note/d")) },
+				func() error { return w.Delete(ctx, []string{"Note/a"}, nil) },
+			} {
+				if err := step(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, true, false, true, false, false, false}
+	for _, budget := range []int64{1 << 20, 1} {
+		for from := -1; from < len(want); from++ {
+			start := sluice.Position{Epoch: d.Epoch, Seq: 1, Index: from}
+			if from < 0 {
+				start = sluice.Position{Epoch: d.Epoch, Seq: 0, Index: sluice.WholeCommit}
+			}
+			after := start
+			var got []bool
+			for {
+				cs, _, err := db.ReadLog(ctx, d, after, 16, budget)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(cs) == 0 {
+					break
+				}
+				for _, c := range cs {
+					for _, ch := range c.Changes {
+						got = append(got, ch.Superseded)
+						after = c.Position(ch.Index)
+					}
+				}
+			}
+			if !slices.Equal(got, want[from+1:]) {
+				t.Errorf("read in pieces of %d bytes after %v: superseded %v, want %v", budget, start, got, want[from+1:])
+			}
+		}
 	}
 }

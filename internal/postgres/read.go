@@ -261,6 +261,7 @@ func (db *DB) commits(ctx context.Context, d *sluice.Database, where string, arg
 	rows.Close()
 	for _, c := range out {
 		db.checkCount(d, c)
+		markSuperseded(c.Changes) // each commit is read whole
 	}
 	return out, db.documentImages(ctx, d, out)
 }

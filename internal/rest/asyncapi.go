@@ -149,7 +149,7 @@ func cloudEventSchema() obj {
 	return obj{
 		"type":        "object",
 		"description": "A CloudEvents 1.0 structured event.",
-		"required":    []string{"specversion", "id", "type", "source", "subject", "time", "datacontenttype", "entity", "operation", "tenant", "user_id", "version", "data"},
+		"required":    []string{"specversion", "id", "type", "source", "subject", "time", "datacontenttype", "entity", "operation", "tenant", "user_id", "data"},
 		"properties": obj{
 			"specversion":     obj{"const": "1.0"},
 			"id":              obj{"type": "string", "description": "The event's position (also the SSE id:), <epoch>-<seq>-<index>."},
@@ -162,7 +162,7 @@ func cloudEventSchema() obj {
 			"operation":       obj{"enum": []string{"create", "update", "delete"}},
 			"tenant":          obj{"type": "string", "description": "The organization."},
 			"user_id":         str,
-			"version":         obj{"type": "string", "description": "The version the change gave the document (of a deletion: the deletion's); a later read of the document answers the same until it changes again."},
+			"version":         obj{"type": "string", "description": "The version the change gave the document (of a deletion: the deletion's); a later read of the document answers the same until it changes again. Absent when the same commit changes the document again later: that state has no version."},
 			"data":            obj{"type": "object"},
 		},
 	}
