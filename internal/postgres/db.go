@@ -19,7 +19,6 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/schemacache"
-	"github.com/sluice-dev/sluice/internal/ttlcache"
 )
 
 // querier is satisfied by a pool, a connection and a transaction, so helpers
@@ -48,7 +47,7 @@ type DB struct {
 	shares *userShares
 	// superseded holds, by commit uid, the changes of large commits
 	// that a later change of the same document follows (supersede.go).
-	superseded *ttlcache.Cache[int64, []int]
+	superseded supersededCache
 	// role is Sluice's Postgres role (capture.go), read once.
 	roleMu sync.Mutex
 	role   string
@@ -149,8 +148,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 	}
 	n := int(cfg.MaxConns)
 	shares := userShares{max: n / 4, total: n - n/8, owner: o.owner, held: map[int64]int{}}
-	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: schemacache.New(parsedEntries, parsedBytes), shares: &shares,
-		superseded: ttlcache.New[int64, []int](supersededTTL, time.Now)}, nil
+	return &DB{pool: pool, logger: logger, opts: o, versions: newVersionLists(), parsed: schemacache.New(parsedEntries, parsedBytes), shares: &shares}, nil
 }
 
 // configure sets what every connection of Sluice runs with.
