@@ -365,8 +365,10 @@ func (q *LiveQuery) Classes() []string { return q.classes }
 // Key returns a field and a value that, of every change Affects may
 // judge as changing the result, the document before or after the change
 // has: the query's one root field lists documents whose field equals
-// value (a filter of an eq, alone or in an AND at any depth, on a String, ID,
-// enum or reference field), and reads no class through a reference. ok
+// value (a filter of an eq, alone or in an AND at any depth, on a String, ID
+// or enum field; a reference field has no eq of its own, and a filter
+// through it follows the reference), and reads no class through a
+// reference. ok
 // is false when there is no such pair: then any change of a class the
 // query reads may affect it. A feed judging many live queries looks up
 // the ones a change may affect by its images' values of field instead

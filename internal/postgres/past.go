@@ -164,7 +164,13 @@ func (b *sqlBuilder) with() string {
 	// value (of another type, maybe). The image of a change Sluice made
 	// does not say which commit wrote it: its _commit_uid is null
 	// (_CommitMetadata is then unknown). (_past cannot be a field's name:
-	// fields do not begin with "_".)
+	// fields do not begin with "_".) A document the first change after
+	// the position adds has no image there: no row as it was. Its before
+	// image is SQL NULL in a row of insertions, but JSON null beside the
+	// images of documents replaced in the same row (an upsert: PUT
+	// ?create=true), which json_to_record refuses ("cannot call
+	// populate_composite on a scalar"): every read as of a position
+	// before such a commit failed.
 	for i, class := range b.pastClasses {
 		dropped := b.past.Drop[class]
 		// An image that the commit of the change after it wrote (a
@@ -187,7 +193,7 @@ func (b *sqlBuilder) with() string {
 		}
 		fmt.Fprintf(&w, `, past_%d AS MATERIALIZED (SELECT %s, true AS _past
 			FROM past p CROSS JOIN LATERAL json_to_record(p.img) AS r(%s)
-			WHERE p.cls = %s AND p.img IS NOT NULL)`,
+			WHERE p.cls = %s AND json_typeof(p.img) = 'object')`,
 			i, strings.Join(cols, ", "), strings.Join(defs, ", "), b.arg(class))
 	}
 	w.WriteString(" ")
