@@ -241,6 +241,13 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	for i, doc := range r.docs {
 		expect[i] = doc.Expect
 	}
+	// A missing document matters unless it is to be inserted: one that
+	// must not exist (Absent) and is there after all fails its insert
+	// (ErrExists), and the write runs again.
+	err = w.lockAgain(ctx, ids, found, -1, func(i int) bool { return !create || expect[i].Version != "" || expect[i].Exists })
+	if err != nil {
+		return err
+	}
 	if ok, err := w.check(ids, expect, found, !create, " (use create=true to insert it)"); !ok {
 		return err
 	}
@@ -330,6 +337,9 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 		charge = func(n int) error { return w.patched.Hold(int64(n)) }
 	}
 	found, err := w.lock(ctx, ids, within)
+	if err == nil {
+		err = w.lockAgain(ctx, ids, found, within, func(int) bool { return true })
+	}
 	if err != nil {
 		return err
 	}
@@ -441,6 +451,9 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.
 	found, err := w.lock(ctx, ids, -1)
+	if err == nil {
+		err = w.lockAgain(ctx, ids, found, -1, func(int) bool { return true })
+	}
 	if err != nil {
 		return err
 	}
@@ -561,33 +574,78 @@ func (w *Writer) lock(ctx context.Context, ids []string, within int64) (map[stri
 		return nil, err
 	}
 	w.held = 0 // what an earlier call left counted is not held any more
+	found := make(map[string]*stored, len(ids))
+	return found, w.lockInto(ctx, ids, within, len(ids) > 1, found)
+}
+
+// lockAgain locks, in statements of their own, the documents of ids that
+// lock found missing and that must exist (need(i): a write that answers
+// "does not exist" or "stale" for a missing one), adding them to found,
+// as lock would have read them (several: versions and sizes only).
+//
+// A row another transaction deletes and inserts again (one commit that
+// deletes a document and adds one of the same id: a GraphQL
+// _deleteDocuments then X_insert, or SQL) while this one waits for its
+// lock is missed by the statement that waited: Postgres skips the row it
+// waited for, now deleted, and the statement's snapshot, older than
+// that commit, does not show the new one. A statement of its own sees
+// it (READ COMMITTED: each statement its own snapshot). Without this, a
+// PATCH or DELETE of a document that existed throughout answered 404,
+// and a conditional write 412 with no version. Only missing documents
+// that matter are locked again, at most twice: a write of documents that
+// exist, and an insert, pay nothing.
+func (w *Writer) lockAgain(ctx context.Context, ids []string, found map[string]*stored, within int64, need func(i int) bool) error {
+	for range 2 {
+		var missing []string
+		for i, id := range ids {
+			if found[id] == nil && need(i) && !slices.Contains(missing, id) {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 {
+			return nil
+		}
+		n := len(found)
+		if err := w.lockInto(ctx, missing, within, len(ids) > 1, found); err != nil {
+			return err
+		}
+		if len(found) == n {
+			return nil // missing indeed
+		}
+	}
+	return nil
+}
+
+// lockInto is lock's statements: it locks the rows of ids, adding what
+// it found of each to found, their images read unless several is set
+// (see lock).
+func (w *Writer) lockInto(ctx context.Context, ids []string, within int64, several bool, found map[string]*stored) error {
 	byClass, order := idsByClass(ids)
 	// Classes in name order and rows in id order: two requests locking
 	// overlapping documents take the locks in the same order, so they
 	// wait for each other instead of deadlocking. (A group-commit batch
 	// locks its commits' documents one commit after another, and waits
 	// for each at most batchLockWait: see lockorder.go.)
-	found := make(map[string]*stored, len(ids))
 	for _, class := range order {
 		c := w.schema.Classes[class]
 		if c == nil || c.Kind != sluice.KindDocument {
-			return nil, sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
+			return sluice.Errorf(sluice.CodeNotFound, "document %s does not exist: no document class %q", byClass[class][0], class)
 		}
 		what, args := "to_jsonb(t.*)", []any{byClass[class]}
 		switch {
-		case len(ids) > 1:
+		case several:
 			what = imageSize(c)
 		case within >= 0:
 			what = "CASE WHEN s._size <= $2 THEN to_jsonb(t.*) END, s._size"
 			args = append(args, within)
 		}
 		sql := fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t WHERE %[2]s = ANY($1) ORDER BY %[2]s FOR UPDATE", classTable(w.d, class), colID, colCommitUID, what)
-		if len(ids) == 1 && within >= 0 {
+		if !several && within >= 0 {
 			sql = fmt.Sprintf("SELECT %[2]s, %[3]s, %[4]s FROM %[1]s t CROSS JOIN LATERAL (SELECT %[5]s AS _size) s WHERE %[2]s = ANY($1) FOR UPDATE OF t", classTable(w.d, class), colID, colCommitUID, what, imageSize(c))
 		}
 		rows, err := w.t.tx.Query(ctx, sql, args...)
 		if err != nil {
-			return nil, mapError(err)
+			return mapError(err)
 		}
 		for rows.Next() {
 			var id string
@@ -596,7 +654,7 @@ func (w *Writer) lock(ctx context.Context, ids []string, within int64) (map[stri
 			var raw []byte
 			var size int64
 			switch {
-			case len(ids) > 1:
+			case several:
 				err = rows.Scan(&id, &uid, &size)
 			case within >= 0:
 				err = rows.Scan(&id, &uid, &raw, &size)
@@ -611,7 +669,7 @@ func (w *Writer) lock(ctx context.Context, ids []string, within int64) (map[stri
 			}
 			if err != nil {
 				rows.Close()
-				return nil, mapError(err)
+				return mapError(err)
 			}
 			if uid != nil {
 				s.version = sluice.VersionOf(*uid)
@@ -619,10 +677,10 @@ func (w *Writer) lock(ctx context.Context, ids []string, within int64) (map[stri
 			found[id] = s
 		}
 		if err := rows.Err(); err != nil {
-			return nil, mapError(err)
+			return mapError(err)
 		}
 	}
-	return found, nil
+	return nil
 }
 
 // imageSize returns an expression of about the length of the image of a
