@@ -170,12 +170,23 @@ func spends(r *http.Request) bool {
 	if opensStream(r) {
 		return true
 	}
-	return protocol.Of(r) != protocol.WebSocket && strings.HasPrefix(r.URL.Path, apiPrefix) && r.Header.Get("Sec-Fetch-Dest") != "document"
+	return protocol.Of(r) != protocol.WebSocket && !free(r.URL.Path) && r.Header.Get("Sec-Fetch-Dest") != "document"
 }
 
-// apiPrefix is the path of the API (internal/rest/routes.go); what is
-// outside it (the console, GraphiQL, health checks) costs no budget.
-const apiPrefix = "/api/"
+// free reports whether path is one of the routes that cost nothing,
+// whoever asks (internal/rest/routes.go): the console's files,
+// GraphiQL's assets, health checks. Every other route may cost what a
+// read does: the API, and outside it the landing page (/, which lists
+// the databases its user may read, from Postgres) and /metrics (every
+// series, gathered); a review found both served to another site's
+// images with the Basic credentials its visitor's browser remembered.
+func free(path string) bool {
+	switch path {
+	case "/api/ok", "/healthz", "/readyz", "/console":
+		return true
+	}
+	return strings.HasPrefix(path, "/console/") || strings.HasPrefix(path, "/api/graphiql/_assets/")
+}
 
 // subscribePrefix is the path of the REST change streams
 // (internal/rest/routes.go), served as SSE whatever the request accepts.

@@ -97,8 +97,10 @@ func validMethod(m string) bool {
 // make its visitor's browser read the API with the Basic credentials it
 // remembers (an image, a script, a no-cors fetch: no preflight): the read
 // runs on the visitor's budgets though the page cannot see the answer,
-// so it is refused 403 as a cross-site write is. A link followed
-// (Sec-Fetch-Dest: document), a page outside /api/, a listed origin, a
+// so it is refused 403 as a cross-site write is, also outside /api/
+// where a route reads (the landing page, /metrics: a later review's
+// find). A link followed (Sec-Fetch-Dest: document), the console's
+// files and health checks, a listed origin, a
 // same-origin page, a read with a bearer token and a client that is no
 // browser pass. Found by review: a page could fire GraphQL GETs that ran
 // up to graphql_request_timeout each as its visitor, until the visitor's
@@ -121,6 +123,11 @@ func TestCrossSiteReadsWithBasicRefused(t *testing.T) {
 			{"HEAD from another site", "/api/info", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "script"}, false},
 			{"a link followed from another site", "/api/document/admin/db?id=Dog/a", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
 			{"the console from another site", "/console/", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "iframe"}, true},
+			{"a health check from another site", "/healthz", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "image"}, true},
+			{"the landing page as another site's image", "/", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}, false},
+			{"the landing page framed by another site", "/", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "iframe"}, false},
+			{"the landing page from a link on another site", "/", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}, true},
+			{"metrics as another site's image", "/metrics", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}, false},
 			{"a listed origin", "/api/document/admin/db?type=Dog", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://app.example"}, true},
 			{"a same-origin page", "/api/document/admin/db?type=Dog", map[string]string{"Sec-Fetch-Site": "same-origin"}, true},
 			{"a client that is no browser", "/api/document/admin/db?type=Dog", nil, true},
