@@ -221,6 +221,18 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	// So are the webhook key file and a write_spool_dir given: found
+	// wrong after Postgres started, they stopped a first start that had
+	// run initdb and every migration, and printed the admin password it
+	// made, which the next start does not print again.
+	if err := webhook.CheckKeyFile(d.cfg.WebhookSecretKeyFile); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if d.cfg.WriteSpoolDir != "" && d.cfg.WriteSpoolBytes != 0 {
+		if err := checkSpoolDir(d.cfg.WriteSpoolDir); err != nil {
+			return fmt.Errorf("config: write_spool_dir %s cannot hold temporary files: %w", d.cfg.WriteSpoolDir, err)
+		}
+	}
 	d.setReloadable(reloadable{jwt: jwt, cert: cert})
 	// The listeners are bound before the embedded Postgres starts and
 	// before the admin user is made: a start that cannot serve (its port

@@ -77,6 +77,31 @@ func newSealKey(raw []byte) (sealKey, error) {
 	return sealKey{id: sum[:8], aead: aead}, nil
 }
 
+// CheckKeyFile reports what is wrong with webhook_secret_key_file, file,
+// if anything: the daemon checks it before Postgres starts, so that a
+// wrong file stops it at once rather than after initdb and migrations.
+// ("" is no file: the key is kept in sluice.settings.)
+func CheckKeyFile(file string) error {
+	if file == "" {
+		return nil
+	}
+	_, err := readKeyFile(file)
+	return err
+}
+
+// readKeyFile reads and decodes the key of webhook_secret_key_file.
+func readKeyFile(file string) (sealKey, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return sealKey{}, fmt.Errorf("webhook_secret_key_file: %w", err)
+	}
+	k, err := decodeKey(strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"))
+	if err != nil {
+		return sealKey{}, fmt.Errorf("webhook_secret_key_file %s: %w", file, err)
+	}
+	return k, nil
+}
+
 // LoadKeys returns the keys of store's secrets: the key in file when it is
 // not empty (base64 of 32 bytes; a final newline is not part of it), else
 // the key kept in Postgres, made on first use. With a file, secrets sealed
@@ -94,13 +119,9 @@ func LoadKeys(ctx context.Context, store *postgres.DB, file string) (*Keys, erro
 		}
 		return &Keys{seal: k}, nil
 	}
-	b, err := os.ReadFile(file)
+	k, err := readKeyFile(file)
 	if err != nil {
-		return nil, fmt.Errorf("webhook_secret_key_file: %w", err)
-	}
-	k, err := decodeKey(strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"))
-	if err != nil {
-		return nil, fmt.Errorf("webhook_secret_key_file %s: %w", file, err)
+		return nil, err
 	}
 	keys := &Keys{seal: k}
 	v, ok, err := store.Setting(ctx, keySetting)
