@@ -342,7 +342,11 @@ func (p *Postgres) URL(dbname string) string {
 		"user":    {"postgres"},
 		"sslmode": {"disable"},
 	}
-	u := url.URL{Scheme: "postgres", Path: "/" + dbname, RawQuery: q.Encode()}
+	// Encode writes a space as "+", which pgx, like libpq, keeps as a
+	// "+": a data dir with a space was then not found. A "+" of the path
+	// itself is already written "%2B".
+	query := strings.ReplaceAll(q.Encode(), "+", "%20")
+	u := url.URL{Scheme: "postgres", Path: "/" + dbname, RawQuery: query}
 	return u.String()
 }
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 )
 
@@ -472,6 +473,43 @@ func TestStartRejectsLongDataDir(t *testing.T) {
 	limit := strconv.Itoa(len(syscall.RawSockaddrUnix{}.Path) - 1)
 	if err == nil || !strings.Contains(err.Error(), limit+"-byte limit") {
 		t.Fatalf("Start = %v, want an error naming the %s-byte socket path limit", err, limit)
+	}
+}
+
+// TestURLOfADataDirWithASpace: URL names the socket directory as it is,
+// whatever the path holds, the way pgx reads a URL. A space used to be
+// written "+", which pgx keeps, so Sluice looked for the socket in
+// "/tmp/my+data/pg".
+func TestURLOfADataDirWithASpace(t *testing.T) {
+	t.Parallel()
+	for _, dataDir := range []string{
+		"/tmp/my data/pg",
+		"/tmp/ lead and trail /pg",
+		"/tmp/a+b/pg",
+		"/tmp/100%/pg",
+		"/tmp/a&host=b?c#d/pg",
+		"/tmp/données/pg",
+	} {
+		cfg, err := pgconn.ParseConfig((&Postgres{dataDir: dataDir}).URL("sluice"))
+		if err != nil {
+			t.Errorf("data dir %q: parse URL: %v", dataDir, err)
+			continue
+		}
+		if cfg.Host != dataDir || cfg.Port != port || cfg.Database != "sluice" || cfg.User != "postgres" {
+			t.Errorf("data dir %q: URL reads as host %q, port %d, database %q, user %q", dataDir, cfg.Host, cfg.Port, cfg.Database, cfg.User)
+		}
+	}
+}
+
+// TestStartInDataDirWithASpace: Sluice connects to a server whose data
+// dir has a space in its path (`sluice serve --data-dir "/tmp/x/sp ace"`
+// used to fail).
+func TestStartInDataDirWithASpace(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(filepath.Dir(newDataDir(t)), "sp ace", "pg")
+	p := start(t, testOptions(t, dataDir))
+	if got := queryString(t, p.URL("postgres"), "SHOW unix_socket_directories"); got != dataDir {
+		t.Errorf("unix_socket_directories = %q, want %q", got, dataDir)
 	}
 }
 
