@@ -39,7 +39,8 @@ type Options struct {
 	// Start creates it with initdb when it holds no cluster yet (in
 	// DataDir+".initdb", renamed to DataDir once whole) and reuses the
 	// cluster afterwards. The server's Unix socket lives in it too, so
-	// it must be short enough for a socket path (at most 93 bytes on Linux).
+	// it must be short enough for a socket path (at most 93 bytes on Linux)
+	// and hold no comma, which would split it in a list of directories.
 	DataDir string
 	// BinDir is the directory holding initdb and postgres. Empty means
 	// search PATH, then /usr/lib/postgresql/*/bin and the Homebrew
@@ -137,8 +138,8 @@ func defaultSettings(dataDir string) map[string]string {
 // The error wraps ErrBinariesNotFound when initdb and postgres cannot be
 // found, and says how to install them. Start also fails when another process
 // owns the data directory, when the directory's path is too long for a Unix
-// socket, and when the server does not start; that error ends with the
-// server's last log lines. If ctx ends before the server is ready, Start
+// socket or holds a comma, and when the server does not start; that error
+// ends with the server's last log lines. If ctx ends before the server is ready, Start
 // stops it and returns an error wrapping ctx's.
 func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	logger := opts.Logger
@@ -414,8 +415,15 @@ func (p *Postgres) stop(ctx context.Context) error {
 
 // checkSocketPath fails when the socket path inside dataDir would exceed the
 // operating system's limit, which Postgres would otherwise report only in
-// its log.
+// its log, and when dataDir holds a comma: Postgres splits
+// unix_socket_directories on commas, and pgx a connection string's hosts,
+// so the socket would be made, and looked for, elsewhere. (A double quote
+// counts only at the start of a directory in that list, where an absolute
+// path has a "/".)
 func checkSocketPath(dataDir string) error {
+	if strings.Contains(dataDir, ",") {
+		return fmt.Errorf("pgembed: data dir %s holds a comma, which Postgres (unix_socket_directories) and connection strings take for a list separator, so the server's socket could not be found: choose a data_dir whose path has no comma", dataDir)
+	}
 	limit := len(syscall.RawSockaddrUnix{}.Path) - 1 // room for the terminating NUL
 	socket := filepath.Join(dataDir, ".s.PGSQL."+strconv.Itoa(port))
 	if len(socket) > limit {

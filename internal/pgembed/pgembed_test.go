@@ -513,6 +513,28 @@ func TestStartInDataDirWithASpace(t *testing.T) {
 	}
 }
 
+// TestStartRejectsDataDirWithAComma: a data dir with a comma is refused
+// before anything is made, naming data_dir and the comma: Postgres and pgx
+// would take it for a list of directories or hosts. The server used to
+// fail to start, saying only that it could not create ".../a/.s.PGSQL.5432.lock".
+func TestStartRejectsDataDirWithAComma(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(filepath.Dir(newDataDir(t)), "a,b", "pg")
+	p, err := Start(t.Context(), testOptions(t, dataDir))
+	if err == nil {
+		stop(t, p)
+		t.Fatalf("Start in %s succeeded", dataDir)
+	}
+	for _, want := range []string{"data_dir", "comma"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Start in %s = %v, want it to say %q", dataDir, err, want)
+		}
+	}
+	if _, err := os.Lstat(dataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Start in %s made it (%v)", dataDir, err)
+	}
+}
+
 func TestStartRejectsManagedSettings(t *testing.T) {
 	t.Parallel()
 	opts := testOptions(t, newDataDir(t))
