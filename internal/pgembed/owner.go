@@ -3,6 +3,7 @@ package pgembed
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -82,6 +83,41 @@ func makeDataDir(dataDir string, cred *syscall.Credential) error {
 	if err := os.Chown(dataDir, int(cred.Uid), int(cred.Gid)); err != nil {
 		return fmt.Errorf("pgembed: give data dir to the postgres user: %w", err)
 	}
+	return nil
+}
+
+// groupOrOtherAccess are the mode bits Postgres refuses on its data
+// directory (PG_MODE_MASK_GROUP): group write, and anything for others.
+const groupOrOtherAccess = 0o027
+
+// makeDataDirPrivate makes the cluster in dataDir 0700 when it is the
+// server user's and its mode gives group write or any access to others,
+// which Postgres refuses ("data directory ... has invalid permissions").
+// Kubernetes gives every directory of a volume mounted with fsGroup that
+// mode (group-writable and setgid, 2770), on every mount: the cluster
+// would not start again. A directory of another user is left as it is.
+func makeDataDirPrivate(dataDir string, cred *syscall.Credential, logger *slog.Logger) error {
+	fi, err := os.Stat(dataDir)
+	if err != nil {
+		return fmt.Errorf("pgembed: check data dir mode: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	serverUID := uint32(os.Geteuid())
+	if cred != nil {
+		serverUID = cred.Uid
+	}
+	mode := st.Mode & 0o7777
+	if st.Uid != serverUID || mode&groupOrOtherAccess == 0 {
+		return nil
+	}
+	if err := os.Chmod(dataDir, 0o700); err != nil {
+		return fmt.Errorf("pgembed: make data dir %s private (mode %04o, which Postgres refuses): %w", dataDir, mode, err)
+	}
+	logger.Warn("made the postgres data dir private (mode 0700): Postgres refuses to start in one its group may write in or others may enter, and Kubernetes makes the directories of a volume mounted with fsGroup so on every mount",
+		"data_dir", dataDir, "mode_was", fmt.Sprintf("%04o", mode))
 	return nil
 }
 

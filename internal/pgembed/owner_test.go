@@ -86,3 +86,29 @@ func TestStartTakesEmptyDirOfAnotherUser(t *testing.T) {
 		t.Errorf("SELECT 1 = %q", got)
 	}
 }
+
+// TestStartFixesGroupWritableDataDir: a cluster whose directory became
+// 2770, as Kubernetes makes every directory of a volume mounted with
+// fsGroup, starts, and its directory is 0700 again. Postgres used to
+// refuse it ("data directory ... has invalid permissions").
+func TestStartFixesGroupWritableDataDir(t *testing.T) {
+	t.Parallel()
+	dataDir := newDataDir(t)
+	opts := testOptions(t, dataDir)
+	stop(t, start(t, opts))
+	if err := syscall.Chmod(dataDir, 0o2770); err != nil {
+		t.Fatal(err)
+	}
+
+	p := start(t, opts)
+	if got := queryString(t, p.URL("postgres"), "SELECT 1::text"); got != "1" {
+		t.Errorf("SELECT 1 = %q", got)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dataDir, &st); err != nil {
+		t.Fatal(err)
+	}
+	if mode := st.Mode & 0o7777; mode != 0o700 {
+		t.Errorf("data dir mode after the start = %04o, want 0700", mode)
+	}
+}

@@ -206,6 +206,9 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("pgembed: check for an existing cluster: %w", err)
 	}
+	if err := makeDataDirPrivate(dataDir, cred, logger); err != nil {
+		return nil, err
+	}
 	if err := stopLeftover(ctx, dataDir, logger); err != nil {
 		return nil, err
 	}
