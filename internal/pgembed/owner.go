@@ -121,6 +121,25 @@ func makeDataDirPrivate(dataDir string, cred *syscall.Credential, logger *slog.L
 	return nil
 }
 
+// deniedDataDir explains err, the permission error opening dataDir for
+// Sluice run as uid:gid (not root), by naming the directory's owner and
+// what to run: a cluster made by Sluice run as root belongs to the
+// postgres user, one made by Sluice run as another user to that user.
+// Without an owner to name (the directory is uid's, or cannot be
+// examined) it says only that the open failed.
+func deniedDataDir(dataDir string, uid, gid uint32, err error) error {
+	owner, ownerErr := ownerOf(dataDir)
+	if ownerErr != nil || owner == uid {
+		return fmt.Errorf("pgembed: open data dir: %w", err)
+	}
+	made, runAs := "", userName(owner)
+	if pg, lookupErr := user.Lookup("postgres"); lookupErr == nil && pg.Uid == strconv.FormatUint(uint64(owner), 10) {
+		made, runAs = ", as a cluster made by Sluice run as root does", "root"
+	}
+	return fmt.Errorf("pgembed: data dir %s belongs to user %s%s, but Sluice runs as user %s, which cannot open it (%w): run sluice as %s, or hand the directory to %s with `chown -R %d:%d %s` to run sluice as that user from now on",
+		dataDir, userName(owner), made, userName(uid), err, runAs, userName(uid), uid, gid, dataDir)
+}
+
 // ownerOf returns the uid that owns path.
 func ownerOf(path string) (uint32, error) {
 	fi, err := os.Stat(path)

@@ -1,8 +1,11 @@
 package pgembed
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -110,5 +113,65 @@ func TestStartFixesGroupWritableDataDir(t *testing.T) {
 	}
 	if mode := st.Mode & 0o7777; mode != 0o700 {
 		t.Errorf("data dir mode after the start = %04o, want 0700", mode)
+	}
+}
+
+// TestStartAsAnotherUserNamesOwner: Sluice run as nobody on a cluster made
+// by Sluice run as root (so the postgres user's) fails naming both users,
+// the user to run as and the chown that hands the cluster over, as the
+// opposite case does (TestStartRefusesClusterOfAnotherUser). It used to
+// fail with only "open data dir: ... permission denied". The child, this
+// test run as nobody, starts Sluice's Postgres and prints the error.
+func TestStartAsAnotherUserNamesOwner(t *testing.T) {
+	if dataDir := os.Getenv("PGEMBED_DENIED_DATA_DIR"); dataDir != "" {
+		_, err := Start(t.Context(), testOptions(t, dataDir))
+		fmt.Printf("START: %v\n", err)
+		return
+	}
+	t.Parallel()
+	other := nobody(t)
+	dataDir := newDataDir(t)
+	stop(t, start(t, testOptions(t, dataDir)))
+	// The test binary's own directory is root's alone.
+	bin := filepath.Join(filepath.Dir(dataDir), "pgembed.test")
+	copyFile(t, os.Args[0], bin)
+	child := exec.Command(bin, "-test.run=^TestStartAsAnotherUserNamesOwner$")
+	child.Env = append(os.Environ(), "PGEMBED_DENIED_DATA_DIR="+dataDir)
+	child.SysProcAttr = &syscall.SysProcAttr{Credential: other}
+	out, err := child.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v; output:\n%s", err, out)
+	}
+	_, got, found := strings.Cut(string(out), "START: ")
+	if !found {
+		t.Fatalf("child printed no Start result; output:\n%s", out)
+	}
+	got, _, _ = strings.Cut(got, "\n")
+	t.Logf("Start as nobody: %s", got)
+	cred, err := serverCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"belongs to user " + userName(cred.Uid),
+		"Sluice runs as user " + userName(other.Uid),
+		"run sluice as root",
+		fmt.Sprintf("`chown -R %d:%d %s`", other.Uid, other.Gid, dataDir),
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Start as nobody = %s, want it to say %q", got, want)
+		}
+	}
+}
+
+// copyFile copies the file from to a new file to, executable by all.
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }

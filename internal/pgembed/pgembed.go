@@ -446,7 +446,11 @@ func checkSocketPath(dataDir string) error {
 // seconds before Start gives up.
 func lockDataDir(ctx context.Context, dataDir string) (*os.File, error) {
 	f, err := os.Open(dataDir)
-	if err != nil {
+	if errors.Is(err, os.ErrPermission) {
+		// Root is never denied: this is Sluice run as another user than
+		// the one that made the cluster.
+		return nil, deniedDataDir(dataDir, uint32(os.Geteuid()), uint32(os.Getegid()), err)
+	} else if err != nil {
 		return nil, fmt.Errorf("pgembed: open data dir: %w", err)
 	}
 	timer := time.NewTimer(3 * time.Second)
