@@ -626,6 +626,9 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	}
 	d.ready.Store(false)
 	d.logger.Info("shutting down")
+	if pg != nil {
+		pg.Draining()
+	}
 	// Webhook attempts in flight are abandoned, not waited for: their
 	// requests are sent again (docs/webhooks.md, at least once).
 	stopHooks()

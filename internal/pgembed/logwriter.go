@@ -16,8 +16,10 @@ const tailLines = 30
 // last lines for error messages. It is the server's stdout and stderr.
 type logWriter struct {
 	logger *slog.Logger
-	// stopping, when set, says the server is being stopped (Stop).
-	stopping *atomic.Bool
+	// stopping, when set, says the server is being stopped (Stop);
+	// draining, that the daemon is stopping and may end its sessions
+	// abruptly (Draining).
+	stopping, draining *atomic.Bool
 
 	mu      sync.Mutex
 	partial []byte   // output after the last newline
@@ -84,7 +86,7 @@ func (w *logWriter) expected(msg string) bool {
 	case "terminating connection due to administrator command", "connection to client lost":
 		// Otherwise an operator's pg_terminate_backend, or a client gone
 		// during a statement: worth seeing.
-		return w.stopping != nil && w.stopping.Load()
+		return w.stopping != nil && w.stopping.Load() || w.draining != nil && w.draining.Load()
 	}
 	return false
 }

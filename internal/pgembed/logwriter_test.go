@@ -42,3 +42,31 @@ func TestLogLevels(t *testing.T) {
 		}
 	}
 }
+
+// TestLogLevelsWhileDraining: once the daemon has begun to stop
+// (Draining), before Stop runs, a session it ends abruptly is no warning
+// (a review saw "connection to client lost" after a SIGTERM that came
+// soon after the start, background work cancelled mid-statement); other
+// FATAL lines still are.
+func TestLogLevelsWhileDraining(t *testing.T) {
+	var stopping, draining atomic.Bool
+	draining.Store(true)
+	for _, c := range []struct {
+		line string
+		want slog.Level
+	}{
+		{"FATAL:  connection to client lost", slog.LevelDebug},
+		{"FATAL:  terminating connection due to administrator command", slog.LevelDebug},
+		{"FATAL:  password authentication failed for user \"x\"", slog.LevelWarn},
+	} {
+		logs := &levels{}
+		w := newLogWriter(slog.New(logs))
+		w.stopping, w.draining = &stopping, &draining
+		if _, err := w.Write([]byte(c.line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+		if want := c.want.String() + " postgres " + c.line; len(logs.records) != 1 || logs.records[0] != want {
+			t.Errorf("%q while draining: %q, want %q", c.line, logs.records, want)
+		}
+	}
+}

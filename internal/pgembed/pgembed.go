@@ -92,6 +92,7 @@ type Postgres struct {
 	now          func() time.Time
 
 	stopping atomic.Bool // set by Stop, so an exit is not reported as unexpected
+	draining atomic.Bool // set by Draining
 	// up is set while the server accepts connections: from the moment it
 	// is ready until the supervisor sees it exit, or Stop begins.
 	up        atomic.Bool
@@ -228,7 +229,7 @@ func Start(ctx context.Context, opts Options) (*Postgres, error) {
 		superDone:    make(chan struct{}),
 		failed:       make(chan struct{}),
 	}
-	p.logs.stopping = &p.stopping
+	p.logs.stopping, p.logs.draining = &p.stopping, &p.draining
 	if p.restartDelay <= 0 {
 		p.restartDelay = defaultRestartDelay
 	}
@@ -353,6 +354,14 @@ func (p *Postgres) URL(dbname string) string {
 	u := url.URL{Scheme: "postgres", Path: "/" + dbname, RawQuery: query}
 	return u.String()
 }
+
+// Draining says the daemon using the server has begun to stop: its
+// sessions may end abruptly from now on (background work cancelled in
+// the middle of a statement, connections closed while the server writes
+// to them), and the server's log lines that report it ("connection to
+// client lost") are logged at debug, as they are once Stop runs. A clean
+// stop logs no warning.
+func (p *Postgres) Draining() { p.draining.Store(true) }
 
 // Stop shuts the server down in fast mode (open transactions are rolled
 // back, a checkpoint is written) and waits for it to exit. If ctx ends
