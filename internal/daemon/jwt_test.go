@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,8 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
-	"io"
-	"log/slog"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -22,7 +19,6 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/sluice-dev/sluice/internal/config"
-	"github.com/sluice-dev/sluice/internal/daemon"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
@@ -292,14 +288,7 @@ func TestJWTConfigErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := config.Default()
-			cfg.Listen = "127.0.0.1:0"
-			cfg.DatabaseURL = dbURL
-			cfg.AdminPassword = dt.AdminPassword
-			c.set(&cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			err := daemon.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), daemon.Options{BcryptCost: 4}).Run(ctx)
+			err := runWith(dbURL, c.set)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Run: %v, want an error with %q", err, c.want)
 			}

@@ -41,14 +41,7 @@ func TestWrongFilesStopTheStartBeforePostgres(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			url := pgtest.NewDatabase(t)
-			cfg := config.Default()
-			cfg.Listen = "127.0.0.1:0"
-			cfg.DatabaseURL = url
-			cfg.AdminPassword = dt.AdminPassword
-			c.set(&cfg)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			err := daemon.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), daemon.Options{BcryptCost: 4}).Run(ctx)
+			err := runWith(url, c.set)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("Run: %v, want an error naming %s", err, c.want)
 			}
@@ -58,4 +51,18 @@ func TestWrongFilesStopTheStartBeforePostgres(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runWith runs a daemon on the database at url with the configuration
+// set changes, for a test of a start that fails: it returns Run's error
+// (nil if it stopped after a minute).
+func runWith(url string, set func(*config.Config)) error {
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DatabaseURL = url
+	cfg.AdminPassword = dt.AdminPassword
+	set(&cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return daemon.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), daemon.Options{BcryptCost: 4}).Run(ctx)
 }
