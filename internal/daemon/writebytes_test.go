@@ -374,6 +374,104 @@ func TestPatchIsChargedItsStoredDocument(t *testing.T) {
 	}
 }
 
+// TestReplaceAndDeleteAreChargedTheirStoredDocuments: a replace or a
+// delete holds the stored document it replaces or deletes (its change's
+// before image) until its commit is sent, so it is charged that
+// document too, as a patch is (TestPatchIsChargedItsStoredDocument): a
+// tiny PUT or DELETE of a large document was charged a few bytes, and a
+// user's concurrent ones held what their documents made them. rita's
+// share is 1 MiB; Note/a and Note/b hold 700 KB of text each. While a
+// REST write whose body stalled holds 600 KB of the share, a tiny PUT of
+// Note/a and a DELETE of Note/b wait for the share and are answered 429
+// naming the setting, having written nothing; a GraphQL _deleteDocuments
+// of Note/b waits too (sluice_write_bytes_waiting counts it) and is
+// written once the stalled body ends; then the budget holds nothing.
+func TestReplaceAndDeleteAreChargedTheirStoredDocuments(t *testing.T) {
+	t.Parallel()
+	d, rita := ritaWithOneMiB(t, "type Note { text: String tag: String }")
+	big := strings.Repeat("b", 700<<10)
+	for _, id := range []string{"a", "b"} {
+		d.MustDo(t, 200, rita, "POST", "/api/document/admin/wb", fmt.Sprintf(`{"@type":"Note","@id":%q,"text":%q}`, id, big))
+	}
+	metric := metricOf(t, d)
+	textOf := func(id string) string {
+		r := d.Do(t, rita, "GET", "/api/document/admin/wb?id=Note/"+id, nil)
+		if r.Status == 404 {
+			return "(deleted)"
+		}
+		var doc struct{ Text string }
+		if err := json.Unmarshal(r.Body, &doc); r.Status != 200 || err != nil {
+			t.Fatalf("GET Note/%s: %d %.200s", id, r.Status, r.Body)
+		}
+		return doc.Text
+	}
+
+	answer := make(chan int, 1)
+	feed := stalledWrite(t, d, rita, "/api/document/admin/wb", answer)
+	if _, err := feed.Write([]byte("[" + bigNote("held") + ",")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 10*time.Second, "sluice_write_bytes holds the stalled write's document", func() bool {
+		return metric("sluice_write_bytes") >= 600<<10
+	})
+	refused := make(chan string, 2)
+	for _, req := range []struct{ method, path, body string }{
+		{"PUT", "/api/document/admin/wb", `{"@type":"Note","@id":"a","text":"small"}`},
+		{"DELETE", "/api/document/admin/wb?id=Note/b", ""},
+	} {
+		go func() {
+			r := doRequest(t, d, rita, req.method, req.path, strings.NewReader(req.body), "application/json")
+			if r.Status != 429 || !strings.Contains(string(r.Body), "write_bytes_per_user") || r.Header.Get("Retry-After") == "" {
+				refused <- fmt.Sprintf("%s %s of a 700 KB document beside the held share: %d %.300s (Retry-After %q), want a 429 naming write_bytes_per_user", req.method, req.path, r.Status, r.Body, r.Header.Get("Retry-After"))
+				return
+			}
+			refused <- ""
+		}()
+	}
+	for range 2 {
+		if msg := <-refused; msg != "" {
+			t.Error(msg)
+		}
+	}
+	if textOf("a") != big || textOf("b") != big {
+		t.Fatal("a refused PUT or DELETE wrote its document")
+	}
+
+	deleted := make(chan dt.Response, 1)
+	go func() {
+		deleted <- doRequest(t, d, rita, "POST", "/api/graphql/admin/wb",
+			strings.NewReader(`{"query":"mutation { _deleteDocuments(ids: [\"Note/b\"]) }"}`), "application/json")
+	}()
+	eventually.True(t, 10*time.Second, "sluice_write_bytes_waiting counts the _deleteDocuments", func() bool {
+		return metric("sluice_write_bytes_waiting") == 1
+	})
+	select {
+	case r := <-deleted:
+		t.Fatalf("the _deleteDocuments was answered while rita's share was held: %d %.300s", r.Status, r.Body)
+	default:
+	}
+	if _, err := feed.Write([]byte(`{"@type":"Note","@id":"held2"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	feed.Close()
+	if status := <-answer; status != 200 {
+		t.Fatalf("the stalled write, once its body ended: %d", status)
+	}
+	if r := <-deleted; r.Status != 200 || bytes.Contains(r.Body, []byte(`"errors"`)) {
+		t.Fatalf("the _deleteDocuments, once the stalled write was written: %d %.300s", r.Status, r.Body)
+	}
+	if got := textOf("b"); got != "(deleted)" {
+		t.Fatalf("Note/b after the _deleteDocuments: %.20q", got)
+	}
+	d.MustDo(t, 200, rita, "PUT", "/api/document/admin/wb", `{"@type":"Note","@id":"a","text":"small"}`)
+	if got := textOf("a"); got != "small" {
+		t.Fatalf("Note/a after a PUT with the share free: %.20q", got)
+	}
+	if held := metric("sluice_write_bytes"); held != 0 {
+		t.Fatalf("once the writes were answered, sluice_write_bytes is %v, want 0", held)
+	}
+}
+
 // TestGraphQLRefusalCarriesRetryAfter: a GraphQL mutation refused by the
 // write budget says when to retry as the REST write refused beside it
 // does: the answer (200, its data null: GraphQL over HTTP answers a

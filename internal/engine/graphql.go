@@ -210,7 +210,7 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 	// never waits while it holds some; kept if the batch runs again.
 	charge := e.ChargeWrite(u)
 	defer charge.Release()
-	var pc *patchCharge // the stored documents its patches read
+	var pc *storedCharge // the stored documents its patches, replaces and deletes read
 	for attempt := 0; ; attempt++ {
 		d, s, err := e.Database(ctx, u, org, name, sluice.RoleWrite)
 		if err != nil {
@@ -224,12 +224,12 @@ func (e *Engine) WriteBatch(ctx context.Context, u *sluice.User, org, name strin
 			if err := charge.Grow(ctx, batchSize(ops, rps)); err != nil {
 				return nil, err
 			}
-			pc = newPatchCharge(charge)
+			pc = newStoredCharge(charge)
 		}
 		res, err := e.writeBatch(ctx, u, d, s, ops, opt, pc)
 		again, err := pc.wait(ctx, err)
 		if again {
-			// Had the charge its patches needed: run again, as it
+			// Had the charge its stored documents needed: run again, as it
 			// was, not as an attempt with the schema read afresh.
 			attempt--
 		} else if attempt > 0 || !e.outdated(ctx, d, err) {
@@ -275,7 +275,7 @@ func batchSize(ops []WriteOp, rps []*replay) int64 {
 }
 
 // writeBatch is WriteBatch with database d and its schema s.
-func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ops []WriteOp, opt WriteOptions, pc *patchCharge) (*BatchResult, error) {
+func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ops []WriteOp, opt WriteOptions, pc *storedCharge) (*BatchResult, error) {
 	if err := writable(d); err != nil {
 		return nil, err
 	}
@@ -329,7 +329,7 @@ func (e *Engine) writeBatch(ctx context.Context, u *sluice.User, d *sluice.Datab
 		}
 		return &BatchResult{Commit: c, Replayed: answer}, nil
 	}
-	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax, Keep: keepHidden(role, s), Patched: pc,
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: n <= groupMax, Keep: keepHidden(role, s), Stored: pc,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
 			for i, op := range ops {
 				var err error

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/sluice-dev/sluice"
@@ -45,14 +43,14 @@ type Patch struct {
 // request of one patch. Nothing of a failed request is written.
 //
 // The stored documents the patches rewrite are charged to the write
-// budget, on top of opt.Charge (see patchCharge).
+// budget, on top of opt.Charge (see storedCharge).
 func (e *Engine) Patch(ctx context.Context, u *sluice.User, org, name string, patches []Patch, opt WriteOptions) (*WriteResult, error) {
 	charge := opt.Charge
 	if charge == nil {
 		charge = e.ChargeWrite(u)
 		defer charge.Release()
 	}
-	pc := newPatchCharge(charge)
+	pc := newStoredCharge(charge)
 	var res *WriteResult
 	err := e.current(ctx, u, org, name, sluice.RoleWrite, func(d *sluice.Database, s *sluice.Schema) error {
 		if err := writable(d); err != nil {
@@ -69,81 +67,9 @@ func (e *Engine) Patch(ctx context.Context, u *sluice.User, org, name string, pa
 	return res, err
 }
 
-// A patch, however small, reads its stored document, merges into it,
-// validates the result and writes it whole: it holds what a replace of
-// the document would, which its own text says nothing of. So a write's
-// patches are charged, on top of what the write's charge holds for the
-// request itself (the patches' text), the stored documents they read:
-// their size as stored (postgres's imageSize, then as read), a run of
-// documents at a time (one document, or several up to about 4 MiB, the
-// most a patch holds at once), the charge growing to the largest run.
-// It is charged before the documents are read, inside the write's
-// transaction, where it must not wait (a group commit's transaction is
-// other writes' too): a charge that cannot be had at once fails the
-// write (needCharge), which then waits for it holding nothing else (as
-// WriteCharge.Grow does) and runs again.
-
-// patchCharge is a write's charge of the stored documents its patches
-// read (postgres.PatchCharge).
-type patchCharge struct {
-	charge *WriteCharge
-	base   int64 // what charge held for the request itself
-	stored int64 // what it holds on top of base for stored documents
-}
-
-// newPatchCharge returns the charge of the stored documents that the
-// patches of the write whose charge is c read.
-func newPatchCharge(c *WriteCharge) *patchCharge { return &patchCharge{charge: c, base: c.held} }
-
-// Room returns how many bytes of stored documents the write may read
-// now without waiting.
-func (p *patchCharge) Room() int64 {
-	r := p.charge.room()
-	if r > math.MaxInt64-p.stored {
-		return math.MaxInt64
-	}
-	return p.stored + r
-}
-
-// Hold makes the charge at least n bytes of stored documents if that
-// needs no wait, else fails with a *needCharge.
-func (p *patchCharge) Hold(n int64) error {
-	if n <= p.stored {
-		return nil
-	}
-	if !p.charge.tryGrow(p.base + n) {
-		return &needCharge{n: p.base + n}
-	}
-	p.stored = n
-	return nil
-}
-
-// wait reports whether err, a write's error, is a *needCharge: the
-// write is to run again once the charge it asks is had, which wait
-// waits for (writeBudget.take), else returns its error.
-func (p *patchCharge) wait(ctx context.Context, err error) (bool, error) {
-	nc, ok := errors.AsType[*needCharge](err)
-	if !ok {
-		return false, err
-	}
-	if err := p.charge.Grow(ctx, nc.n); err != nil {
-		return false, err
-	}
-	p.stored = nc.n - p.base
-	return true, nil
-}
-
-// needCharge is the error of a write whose patches need a charge of n
-// bytes in all that they could not have without waiting.
-type needCharge struct{ n int64 }
-
-func (e *needCharge) Error() string {
-	return fmt.Sprintf("the patches need %d bytes of the write budget", e.n)
-}
-
 // patchWith is Patch with database d and its schema s, charging the
 // stored documents it reads to pc.
-func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, patches []Patch, opt WriteOptions, pc *patchCharge) (*WriteResult, error) {
+func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, patches []Patch, opt WriteOptions, pc *storedCharge) (*WriteResult, error) {
 	if !opt.Expect.None() {
 		if len(patches) != 1 {
 			return e.refused(ctx, u, d, opt, errOnePrecondition)
@@ -159,7 +85,7 @@ func (e *Engine) patchWith(ctx context.Context, u *sluice.User, d *sluice.Databa
 		return e.refused(ctx, u, d, opt, err)
 	}
 	res := &WriteResult{IDs: ids}
-	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: len(patches) <= groupMax, Patched: pc,
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: len(patches) <= groupMax, Stored: pc,
 		Documents: func(ctx context.Context, w *postgres.Writer) error {
 			return writePatches(ctx, w, s, role, patches, ids, expect)
 		}}

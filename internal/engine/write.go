@@ -165,20 +165,33 @@ func (e *Engine) Delete(ctx context.Context, u *sluice.User, org, name string, i
 		}
 		expect = []sluice.Precondition{opt.Expect}
 	}
+	// The stored documents it deletes are charged to the write budget
+	// (see storedCharge).
+	charge := opt.Charge
+	if charge == nil {
+		charge = e.ChargeWrite(u)
+		defer charge.Release()
+	}
+	sc := newStoredCharge(charge)
 	var res *WriteResult
 	err := e.current(ctx, u, org, name, sluice.RoleWrite, func(d *sluice.Database, s *sluice.Schema) error {
 		if err := writable(d); err != nil {
 			return err
 		}
-		var err error
-		res, err = e.deleteWith(ctx, u, d, s, ids, expect, opt)
-		return err
+		for {
+			var err error
+			res, err = e.deleteWith(ctx, u, d, s, ids, expect, opt, sc)
+			if again, err := sc.wait(ctx, err); !again {
+				return err
+			}
+		}
 	})
 	return res, err
 }
 
-// deleteWith is Delete with database d and its schema s.
-func (e *Engine) deleteWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ids []string, expect []sluice.Precondition, opt WriteOptions) (*WriteResult, error) {
+// deleteWith is Delete with database d and its schema s, charging the
+// stored documents it deletes to sc.
+func (e *Engine) deleteWith(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, ids []string, expect []sluice.Precondition, opt WriteOptions, sc *storedCharge) (*WriteResult, error) {
 	if e.maxWriteDocuments > 0 && int64(len(ids)) > e.maxWriteDocuments {
 		return e.refused(ctx, u, d, opt, e.tooManyDocuments())
 	}
@@ -191,7 +204,7 @@ func (e *Engine) deleteWith(ctx context.Context, u *sluice.User, d *sluice.Datab
 		}
 	}
 	res := &WriteResult{IDs: ids}
-	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true,
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true, Stored: sc,
 		Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Delete(ctx, ids, expect) }}
 	return e.write(ctx, u, d, spec, opt, res)
 }
@@ -361,23 +374,48 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		keep = keepHidden(role, s)
 	}
 	if !large {
+		// A small replace is charged the stored documents it replaces
+		// (see storedCharge), on a charge that takes over what the
+		// validator holds for its documents, so that a replace that
+		// must wait for it waits holding nothing.
+		var stored *storedCharge
+		if !insert {
+			charge := &WriteCharge{budget: e.writeBytes, user: v.user, held: v.held}
+			v.held = 0
+			defer charge.Release()
+			stored = newStoredCharge(charge)
+		}
 		r, err := postgres.EncodeRows(s, first)
 		if err != nil {
 			return nil, err
 		}
 		spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Group: true, Keep: keep,
 			Documents: func(ctx context.Context, w *postgres.Writer) error { return write(ctx, w, r) }}
+		if stored != nil {
+			spec.Stored = stored
+		}
 		res := &WriteResult{IDs: v.ids}
-		out, err := e.write(ctx, u, d, spec, opt, res)
-		if !insert && errors.Is(err, postgres.ErrExists) {
-			// Another request created a document this upsert had found
-			// missing: run it again, which now updates that document.
-			out, err = e.write(ctx, u, d, spec, opt, res)
+		rerun := false
+		for {
+			out, err := e.write(ctx, u, d, spec, opt, res)
+			if !insert && errors.Is(err, postgres.ErrExists) && !rerun {
+				// Another request created a document this upsert had
+				// found missing: run it again, which now updates that
+				// document.
+				rerun = true
+				continue
+			}
+			if stored != nil {
+				var again bool
+				if again, err = stored.wait(ctx, err); again {
+					continue
+				}
+			}
+			if err != nil {
+				return nil, upsertError(insert, err)
+			}
+			return out, nil
 		}
-		if err != nil {
-			return nil, upsertError(insert, err)
-		}
-		return out, nil
 	}
 	if ra, ok := src.(readAhead); ok {
 		if err := ra.ReadAhead(); err != nil {
@@ -409,77 +447,81 @@ func (e *Engine) writeDocsWith(ctx context.Context, u *sluice.User, d *sluice.Da
 		}
 	}()
 	key := e.idempotencyKey(u, opt, answer)
-	c, err := e.store.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key, Keep: keep,
-		Documents: func(ctx context.Context, w *postgres.Writer) error {
-			// The reader starts once the transaction has begun. Started
-			// before, it kept a core busy validating, and with two cores
-			// the reply to BEGIN waited for this goroutine to be scheduled
-			// (figures in docs/benchmarks.md, "Measured choices in the code").
-			encode := func(docs []*sluice.Document) (*postgres.Rows, error) { return postgres.EncodeRows(s, docs) }
-			if insert {
-				encode = w.InsertEncoder() // rows ready for COPY
-			}
-			chunks = v.readChunks(ctx, encode)
-			// unsent counts the JSON of the documents written since
-			// their statements were last sent: the Writer holds back
-			// those it need not send yet (an insert of fewer rows than
-			// COPY takes, change rows), and past chunkBytes they are
-			// sent, so that it holds no more than a chunk of them. They
-			// are sent too when the reader waits for the budget, which
-			// their charge may be keeping from it.
-			unsent := 0
-			send := func() error {
-				unsent = 0
-				err := w.Flush(ctx)
-				e.writeBytes.give(v.user, unsentCharge)
-				unsentCharge = 0
+	// A large replace's stored documents are not charged: it cannot run
+	// again, and waiting for their charge inside its transaction would
+	// wait for what its own reader holds (see storedCharge).
+	spec := postgres.WriteSpec{Database: d, Schema: s, Meta: e.meta(u, opt), Idempotency: key, Keep: keep}
+	spec.Documents = func(ctx context.Context, w *postgres.Writer) error {
+		// The reader starts once the transaction has begun. Started
+		// before, it kept a core busy validating, and with two cores
+		// the reply to BEGIN waited for this goroutine to be scheduled
+		// (figures in docs/benchmarks.md, "Measured choices in the code").
+		encode := func(docs []*sluice.Document) (*postgres.Rows, error) { return postgres.EncodeRows(s, docs) }
+		if insert {
+			encode = w.InsertEncoder() // rows ready for COPY
+		}
+		chunks = v.readChunks(ctx, encode)
+		// unsent counts the JSON of the documents written since
+		// their statements were last sent: the Writer holds back
+		// those it need not send yet (an insert of fewer rows than
+		// COPY takes, change rows), and past chunkBytes they are
+		// sent, so that it holds no more than a chunk of them. They
+		// are sent too when the reader waits for the budget, which
+		// their charge may be keeping from it.
+		unsent := 0
+		send := func() error {
+			unsent = 0
+			err := w.Flush(ctx)
+			e.writeBytes.give(v.user, unsentCharge)
+			unsentCharge = 0
+			return err
+		}
+		// The documents read before the request was known to be
+		// large are encoded and written here, while the reader
+		// validates the next chunk: handed to the reader, they
+		// waited for it to be scheduled first (docs/benchmarks.md,
+		// "Measured choices in the code").
+		r, err := encode(first)
+		if err != nil {
+			return err
+		}
+		first = nil // held by r now (a large write's Documents runs once)
+		if err := write(ctx, w, r); err != nil {
+			return err
+		}
+		if unsent = firstBytes; unsent >= chunkBytes {
+			if err := send(); err != nil {
 				return err
 			}
-			// The documents read before the request was known to be
-			// large are encoded and written here, while the reader
-			// validates the next chunk: handed to the reader, they
-			// waited for it to be scheduled first (docs/benchmarks.md,
-			// "Measured choices in the code").
-			r, err := encode(first)
-			if err != nil {
-				return err
-			}
-			first = nil // held by r now (a large write's Documents runs once)
-			if err := write(ctx, w, r); err != nil {
-				return err
-			}
-			if unsent = firstBytes; unsent >= chunkBytes {
+		}
+		for {
+			if unsentCharge > 0 && chunks.starving.Load() {
 				if err := send(); err != nil {
 					return err
 				}
 			}
-			for {
-				if unsentCharge > 0 && chunks.starving.Load() {
-					if err := send(); err != nil {
-						return err
-					}
-				}
-				var c chunk
-				var ok bool
-				select {
-				case c, ok = <-chunks.out:
-				case <-chunks.starved:
-					continue
-				}
-				if !ok {
-					return chunks.wait()
-				}
-				unsentCharge += c.charge
-				if err := write(ctx, w, c.rows); err != nil {
+			var c chunk
+			var ok bool
+			select {
+			case c, ok = <-chunks.out:
+			case <-chunks.starved:
+				continue
+			}
+			if !ok {
+				return chunks.wait()
+			}
+			unsentCharge += c.charge
+			if err := write(ctx, w, c.rows); err != nil {
+				return err
+			}
+			if unsent += c.bytes; unsent >= chunkBytes {
+				if err := send(); err != nil {
 					return err
 				}
-				if unsent += c.bytes; unsent >= chunkBytes {
-					if err := send(); err != nil {
-						return err
-					}
-				}
 			}
-		}})
+		}
+	}
+	c, err := e.store.Write(ctx, spec)
 	if chunks != nil {
 		chunks.stop() // before v.ids is read: the reader appends to it
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sync"
@@ -42,9 +43,8 @@ import (
 // WriteCharge instead: a REST PATCH (its body, before it is decoded) and
 // a GraphQL mutation (all its documents and patches, which arrive decoded
 // and are held together until its commit is done, before any is
-// validated). A patch rewrites the whole of its document, so its charge
-// grows by the stored documents it reads too (patchCharge), before they
-// are read.
+// validated). A write of documents that exist is charged the stored
+// documents it reads too (storedCharge), before they are read.
 
 // writeBudgetWait bounds how long a write waits for a document's charge.
 const writeBudgetWait = 10 * time.Second
@@ -236,6 +236,86 @@ func (b *writeBudget) give(user budgetUser, n int64) {
 // cannot be had without waiting and the validator may not wait: the
 // document is kept, and read again by the next call.
 var errWouldWait = errors.New("the write budget is held")
+
+// A write of documents that exist reads them: a patch, however small,
+// merges into its stored document, validates the result and writes it
+// whole, and a replace or a delete holds the stored document as its
+// change's before image until the change is sent. Neither is said by the
+// request's own text: a tiny PUT, PATCH or DELETE of a 5 MB document
+// holds 5 MB. So such a write is charged, on top of what it holds for
+// the request itself (its documents, patches or body), the stored
+// documents it reads: their size as stored (postgres's imageSize, then
+// as read), a run of documents at a time (one document, or several up
+// to about 4 MiB, the most a write holds at once), the charge growing to
+// the largest run. It is charged before the documents are read, inside
+// the write's transaction, where it must not wait (a group commit's
+// transaction is other writes' too): a charge that cannot be had at
+// once fails the write (needCharge), which then waits for it holding
+// nothing else (as WriteCharge.Grow does) and runs again. A large REST
+// PUT (written as it is read, in a transaction of its own) is not
+// charged its stored documents: it cannot run again, and waiting for
+// their charge inside its transaction would wait for what its own reader
+// holds (a document that its writer is to take). What it holds of them
+// is bounded otherwise: a run at a time, at most about 4 MiB or one
+// document, while its own body is charged as it is read.
+
+// storedCharge is a write's charge of the stored documents it reads
+// (postgres.StoredCharge).
+type storedCharge struct {
+	charge *WriteCharge
+	base   int64 // what charge held for the request itself
+	stored int64 // what it holds on top of base for stored documents
+}
+
+// newStoredCharge returns the charge of the stored documents that the
+// write whose charge is c reads.
+func newStoredCharge(c *WriteCharge) *storedCharge { return &storedCharge{charge: c, base: c.held} }
+
+// Room returns how many bytes of stored documents the write may read
+// now without waiting.
+func (p *storedCharge) Room() int64 {
+	r := p.charge.room()
+	if r > math.MaxInt64-p.stored {
+		return math.MaxInt64
+	}
+	return p.stored + r
+}
+
+// Hold makes the charge at least n bytes of stored documents if that
+// needs no wait, else fails with a *needCharge.
+func (p *storedCharge) Hold(n int64) error {
+	if n <= p.stored {
+		return nil
+	}
+	if !p.charge.tryGrow(p.base + n) {
+		return &needCharge{n: p.base + n}
+	}
+	p.stored = n
+	return nil
+}
+
+// wait reports whether err, a write's error, is a *needCharge: the
+// write is to run again once the charge it asks is had, which wait
+// waits for (writeBudget.take), else returns its error.
+func (p *storedCharge) wait(ctx context.Context, err error) (bool, error) {
+	nc, ok := errors.AsType[*needCharge](err)
+	if !ok {
+		return false, err
+	}
+	if err := p.charge.Grow(ctx, nc.n); err != nil {
+		return false, err
+	}
+	p.stored = nc.n - p.base
+	return true, nil
+}
+
+// needCharge is the error of a write whose stored documents need a
+// charge of n bytes in all that it could not have without waiting.
+type needCharge struct{ n int64 }
+
+func (e *needCharge) Error() string {
+	return fmt.Sprintf("the stored documents the write reads need %d bytes of the write budget", e.n)
+}
 
 // WriteCharge is what a write whose documents are not read by a
 // validator (a REST merge patch, decoded whole; a GraphQL mutation's

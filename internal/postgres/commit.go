@@ -67,18 +67,20 @@ type WriteSpec struct {
 	// writer's role cannot read.
 	Keep func(replacement, stored []byte) (*sluice.Document, error)
 
-	// Patched, when set, is charged by a patch (Writer.Patch) for the
-	// stored documents it reads and rewrites, before it reads them.
-	Patched PatchCharge
+	// Stored, when set, is charged by a patch, a replace and a delete
+	// (Writer.Patch, ReplaceRows, Delete) for the stored documents they
+	// read, before they read them (nil: not charged).
+	Stored StoredCharge
 }
 
-// PatchCharge is what a patch charges for the stored documents it reads,
-// merges, validates and writes again: a tiny patch of a large document
-// holds the whole document, decoded and encoded, while it is written.
-// Its methods are called on the write's goroutine or on the group
-// commit's, one at a time.
-type PatchCharge interface {
-	// Room returns how many bytes of stored documents the patch may
+// StoredCharge is what a write charges for the stored documents it reads:
+// a patch merges into, validates and writes again each whole, and a
+// replace or a delete holds each as its change's before image until the
+// change is sent: a tiny patch, replacement or delete of a large document
+// holds the whole document while it is written. Its methods are called
+// on the write's goroutine or on the group commit's, one at a time.
+type StoredCharge interface {
+	// Room returns how many bytes of stored documents the write may
 	// read now without waiting for them (what it holds and what it
 	// can take at once).
 	Room() int64

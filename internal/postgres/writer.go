@@ -68,8 +68,9 @@ type Writer struct {
 	// and holds at a time (imageBudget); held counts those it holds, and
 	// peakHeld the most it held.
 	budget, held, peakHeld int
-	// patched is WriteSpec.Patched (nil: patches are not charged).
-	patched PatchCharge
+	// storedCharge is WriteSpec.Stored (nil: the stored documents a
+	// write reads are not charged).
+	storedCharge StoredCharge
 }
 
 // maxDeferredBytes bounds the change images a Writer holds back.
@@ -85,7 +86,7 @@ func (t *Tx) newWriters(ctx context.Context, specs []*WriteSpec, pending *pipeli
 	}
 	ws := make([]*Writer, len(specs))
 	for i, uid := range uids {
-		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, keep: specs[i].Keep, patched: specs[i].Patched, uid: uid, pending: pending, budget: imageBudget}
+		ws[i] = &Writer{t: t, d: specs[i].Database, schema: specs[i].Schema, meta: specs[i].Meta, keep: specs[i].Keep, storedCharge: specs[i].Stored, uid: uid, pending: pending, budget: imageBudget}
 	}
 	return ws, nil
 }
@@ -233,7 +234,8 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	for i, d := range r.docs {
 		ids[i] = d.ID
 	}
-	found, err := w.lock(ctx, ids, -1)
+	within, charge := w.chargeStored()
+	found, err := w.lock(ctx, ids, within)
 	if err != nil {
 		return err
 	}
@@ -244,14 +246,14 @@ func (w *Writer) ReplaceRows(ctx context.Context, r *Rows, create bool) error {
 	// A missing document matters unless it is to be inserted: one that
 	// must not exist (Absent) and is there after all fails its insert
 	// (ErrExists), and the write runs again.
-	err = w.lockAgain(ctx, ids, found, -1, func(i int) bool { return !create || expect[i].Version != "" || expect[i].Exists })
+	err = w.lockAgain(ctx, ids, found, within, func(i int) bool { return !create || expect[i].Version != "" || expect[i].Exists })
 	if err != nil {
 		return err
 	}
 	if ok, err := w.check(ids, expect, found, !create, " (use create=true to insert it)"); !ok {
 		return err
 	}
-	return w.inRuns(ctx, ids, found, nil, func(run []int) error {
+	return w.inRuns(ctx, ids, found, charge, func(run []int) error {
 		if w.keep != nil {
 			if r, err = w.keepStored(r, found, run); err != nil {
 				return err
@@ -326,16 +328,8 @@ func (w *Writer) Patch(ctx context.Context, ids []string, expect []sluice.Precon
 			return err
 		}
 	}
-	// A patch rewrites its whole document, however small the patch: it
-	// is charged the stored documents it reads (WriteSpec.Patched), each
-	// run of them before it is read. A patch of one document reads it
-	// with its lock when the charge has room for it at once, else once
-	// it is charged.
-	within, charge := int64(-1), (func(int) error)(nil)
-	if w.patched != nil {
-		within = w.patched.Room()
-		charge = func(n int) error { return w.patched.Hold(int64(n)) }
-	}
+	// A patch rewrites its whole document, however small the patch.
+	within, charge := w.chargeStored()
 	found, err := w.lock(ctx, ids, within)
 	if err == nil {
 		err = w.lockAgain(ctx, ids, found, within, func(int) bool { return true })
@@ -450,9 +444,10 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	// The rows are locked in id order first, as Replace locks them, so that
 	// overlapping deletes and replaces wait for each other instead of
 	// deadlocking.
-	found, err := w.lock(ctx, ids, -1)
+	within, charge := w.chargeStored()
+	found, err := w.lock(ctx, ids, within)
 	if err == nil {
-		err = w.lockAgain(ctx, ids, found, -1, func(int) bool { return true })
+		err = w.lockAgain(ctx, ids, found, within, func(int) bool { return true })
 	}
 	if err != nil {
 		return err
@@ -460,7 +455,7 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	if ok, err := w.check(ids, expect, found, true, ""); !ok {
 		return err
 	}
-	err = w.inRuns(ctx, ids, found, nil, func(run []int) error {
+	err = w.inRuns(ctx, ids, found, charge, func(run []int) error {
 		changes := make([]change, len(run))
 		for k, i := range run {
 			changes[k] = change{id: ids[i], op: sluice.OpDeleted, before: found[ids[i]].json, unknown: found[ids[i]].unknown}
@@ -725,6 +720,19 @@ func (w *Writer) image(c *sluice.Class, raw []byte) ([]byte, []string, error) {
 	}
 	w.t.db.unreadable(w.d, doc.ID, doc.Unreadable)
 	return doc.JSON, doc.Unreadable, nil
+}
+
+// chargeStored returns how a write of documents that exist charges the
+// stored documents it reads (WriteSpec.Stored): how large a document it
+// may read with its lock (see lock), and the charge of each run of them
+// (see inRuns), before it is read. A patch merges into each, and a
+// replace or a delete holds each as its change's before image: however
+// small the request, it holds what it reads. Not charged: -1 and nil.
+func (w *Writer) chargeStored() (within int64, charge func(size int) error) {
+	if w.storedCharge == nil {
+		return -1, nil
+	}
+	return w.storedCharge.Room(), func(n int) error { return w.storedCharge.Hold(int64(n)) }
 }
 
 // hold counts n more bytes of images held (n < 0: fewer).
