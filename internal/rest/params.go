@@ -10,14 +10,20 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
 // query checks that the request's query parameters are among allowed, each
 // given at most once, so that a typo is an error rather than a silently
 // ignored (and so widened) request. Values must be text (UTF-8 without
-// NUL): anything else could never match and would fail in Postgres.
+// NUL): anything else could never match and would fail in Postgres. A
+// query whose text cannot be read is refused too (streamparam.Query),
+// never read without the pair it mangles.
 func query(r *http.Request, allowed ...string) (url.Values, error) {
-	q := r.URL.Query()
+	q, err := streamparam.Query(r)
+	if err != nil {
+		return nil, err
+	}
 	for k, vs := range q {
 		for _, v := range vs {
 			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {

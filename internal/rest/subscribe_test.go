@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -776,5 +777,74 @@ func TestSubscribeResumePastACommitsEnd(t *testing.T) {
 			t.Fatalf("resume from %s: %v, want %s first", pos, ids, want)
 		}
 		s.Close()
+	}
+}
+
+// TestSubscribeMalformedQuery: a query whose text cannot be read (a bad
+// %-escape, a ';' separator) is refused naming what is wrong, rather
+// than read without the parameter it mangled: ?ops= left out is every
+// operation, ?lastEventId= left out a stream from now, a gap the client
+// is not told of.
+func TestSubscribeMalformedQuery(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "shop", shopSDL)
+	insert(t, d, "shop", `{"@type":"Dog","@id":"a","name":"A"}`)
+	s := open(t, d, dt.Admin(), "/api/subscribe/admin/shop/Dog")
+	s.connected()
+	insert(t, d, "shop", `{"@type":"Dog","@id":"b","name":"B"}`)
+	pos := s.ids(1)[0]
+	s.Close()
+	for _, c := range []struct{ path, msg string }{
+		{"/api/subscribe/admin/shop/Dog?ops=delete%zz", `invalid URL escape "%zz"`},
+		{"/api/subscribe/admin/shop/Dog?ops=delete%", `invalid URL escape "%"`},
+		{"/api/subscribe/admin/shop/Dog?lastEventId=" + pos + "%2", `invalid URL escape "%2"`},
+		{"/api/subscribe/admin/shop/Dog?ops=delete;heartbeat=5", "semicolon"},
+		{"/api/subscribe/admin/shop/Dog?heartbeat=5&l%zzastEventId=" + pos, `invalid URL escape "%zz"`},
+	} {
+		st, resp := d.OpenStream(t, dt.Admin(), dt.StreamRequest{Path: c.path})
+		if st != nil {
+			st.Close()
+			t.Errorf("GET %s: opened a stream, want 400", c.path)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var body struct {
+			Error map[string]string `json:"api:error"`
+			Msg   string            `json:"api:message"`
+		}
+		_ = json.Unmarshal(b, &body)
+		if resp.StatusCode != 400 || body.Error["@type"] != "api:BadRequest" || !strings.Contains(body.Msg, c.msg) {
+			t.Errorf("GET %s: %d %s, want 400 BadRequest containing %s", c.path, resp.StatusCode, b, c.msg)
+		}
+	}
+
+	// An EventSource's ticket is not spent on a query that cannot be
+	// read: the same ticket then opens the stream it asked for.
+	r := d.MustDo(t, http.StatusCreated, dt.Admin(), "POST", "/api/stream-tickets", `{"database":"admin/shop"}`)
+	var tk struct {
+		Ticket string `json:"ticket"`
+	}
+	if err := json.Unmarshal(r.Body, &tk); err != nil || tk.Ticket == "" {
+		t.Fatalf("ticket: %s", r.Body)
+	}
+	es := func(query string) dt.StreamRequest {
+		return dt.StreamRequest{Path: "/api/subscribe/admin/shop/Dog?ticket=" + url.QueryEscape(tk.Ticket) + "&" + query, Header: []string{"Accept", "text/event-stream"}}
+	}
+	st, resp := d.OpenStream(t, dt.NoAuth(), es("lastEventId="+pos+"%2"))
+	if st != nil {
+		st.Close()
+		t.Fatal("a ticket with a mangled lastEventId opened a stream, want 400")
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("a ticket with a mangled lastEventId: %d, want 400", resp.StatusCode)
+	}
+	first := strings.Split(pos, "-")[0] + "-1-2147483647" // the end of commit 1, before b
+	s = &stream{d.MustOpenStream(t, dt.NoAuth(), es("lastEventId="+first)), t}
+	s.connected()
+	if ids := s.ids(1); ids[0] != pos {
+		t.Fatalf("resumed with the ticket after %s: %v, want %s", first, ids, pos)
 	}
 }

@@ -89,10 +89,12 @@ func parseDatabasePath(s string) (string, string, error) {
 
 // refuseTickets answers 400 to a request that is not a stream but carries
 // ?ticket=: a ticket opens streams only, so one that reached another URL
-// is a mistake the client should hear of, not a credential.
+// is a mistake the client should hear of, not a credential. A query that
+// cannot be read is left to the route, whose parameter check (query)
+// refuses it.
 func refuseTickets(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if streamparam.Query(r).Has(ticketParam) {
+		if q, err := streamparam.Query(r); err == nil && q.Has(ticketParam) {
 			refuse(w, r, errTicketNotStream())
 			return
 		}
@@ -110,11 +112,18 @@ func errTicketNotStream() error {
 // transport will serve it). The ticket is spent, then removed from
 // the URL the handlers see, so their parameter checks and any URL they
 // log or echo never hold it. A request it refuses is answered in the
-// shape of its URL (refuse), as authenticate answers.
+// shape of its URL (refuse), as authenticate answers; so is a query that
+// cannot be read (streamparam.Query), before a ticket in it is spent:
+// re-encoded without the pair it mangled, it would reach the handler as
+// a stream the client did not ask for.
 func (a *api) authenticateStream(next http.Handler) http.Handler {
 	plain := a.authenticate(next)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		q := streamparam.Query(r)
+		q, err := streamparam.Query(r)
+		if err != nil {
+			refuse(w, r, err)
+			return
+		}
 		if !q.Has(ticketParam) {
 			plain.ServeHTTP(w, r)
 			return

@@ -49,7 +49,12 @@ func upgradeOr(socket, plain http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if protocol.Of(r) == protocol.WebSocket {
-			if streamparam.Query(r).Has(ticketParam) {
+			q, err := streamparam.Query(r)
+			if err != nil {
+				refuse(w, r, err)
+				return
+			}
+			if q.Has(ticketParam) {
 				refuse(w, r, errTicketNotStream())
 				return
 			}

@@ -18,22 +18,35 @@ import (
 
 // Query returns r's URL parameters as given, a repeated one with all its
 // values; nil (which reads as empty) when the URL has none, as most
-// streams' do, rather than an empty map per request. A stream reads its
-// parameters with Params.
-func Query(r *http.Request) url.Values {
+// streams' do, rather than an empty map per request. A query whose text
+// cannot be read (a bad %-escape, a ';' separator) is a CodeInvalid
+// error naming what is wrong: url.URL.Query would leave the pair out
+// and read the rest, so a mangled ?ops= would be every operation and a
+// mangled ?lastEventId= a stream from now, a gap the client is not told
+// of. A stream reads its parameters with Params.
+func Query(r *http.Request) (url.Values, error) {
 	if r.URL.RawQuery == "" {
-		return nil
+		return nil, nil
 	}
-	return r.URL.Query()
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		// The error names the bad escape or the separator, never the
+		// query, which may hold a stream ticket.
+		return nil, sluice.Errorf(sluice.CodeInvalid, "the URL's query cannot be read: %v: percent-encode each parameter's name and value, and separate parameters with &", err)
+	}
+	return q, nil
 }
 
-// Params returns r's URL parameters (as Query does), refusing one given
-// more than once with a CodeInvalid error naming it, as the REST API
-// refuses it: which of its values a stream would take is no choice to
-// make silently (Get takes the first, another transport or a proxy may
-// take the last).
+// Params returns r's URL parameters (as Query does, refusing a query
+// that cannot be read), refusing one given more than once with a
+// CodeInvalid error naming it, as the REST API refuses it: which of its
+// values a stream would take is no choice to make silently (Get takes
+// the first, another transport or a proxy may take the last).
 func Params(r *http.Request) (url.Values, error) {
-	q := Query(r)
+	q, err := Query(r)
+	if err != nil {
+		return nil, err
+	}
 	for k, vs := range q {
 		if len(vs) > 1 {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %q is given %d times", k, len(vs))

@@ -184,3 +184,69 @@ func TestParamsRefusesRepeats(t *testing.T) {
 		}
 	}
 }
+
+// A query whose text cannot be read is refused, naming what is wrong,
+// rather than read without the pair it mangles.
+func TestQueryRefusesWhatItCannotRead(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ target, refused string }{
+		{"/x", ""},
+		{"/x?ops=create,delete&heartbeat=5s", ""},
+		{"/x?a+b=c%20d&&e", ""},
+		{"/x?ops=delete%zz", `invalid URL escape "%zz"`},
+		{"/x?lastEventId=ep-1-0%2", `invalid URL escape "%2"`},
+		{"/x?l%zzastEventId=ep-1-0", `invalid URL escape "%zz"`},
+		{"/x?ops=delete;heartbeat=5s", "semicolon"},
+	} {
+		r := httptest.NewRequest("GET", c.target, nil)
+		_, qerr := Query(r)
+		_, perr := Params(r)
+		_, lerr := LastEventID(r, nil)
+		for _, err := range []error{qerr, perr, lerr} {
+			switch {
+			case c.refused == "" && err != nil:
+				t.Errorf("%s: %v, want accepted", c.target, err)
+			case c.refused != "" && (sluice.ErrorCode(err) != sluice.CodeInvalid || !strings.Contains(sluice.ErrorMessage(err), c.refused)):
+				t.Errorf("%s: %v, want a BadRequest naming %s", c.target, err, c.refused)
+			}
+		}
+	}
+}
+
+// FuzzQuery feeds arbitrary query text to Query: no panic, a refusal is
+// a client error that does not echo the query (which may hold a stream
+// ticket), and an accepted query keeps a value for every pair it holds:
+// none is left out.
+func FuzzQuery(f *testing.F) {
+	f.Add("ops=create,update&lastEventId=ep-1-0")
+	f.Add("ops=delete%zz")
+	f.Add("ticket=sluice-st_secret&lastEventId=ep-1-0%2")
+	f.Add("a;b=c")
+	f.Add("=x&&y")
+	f.Fuzz(func(t *testing.T, raw string) {
+		r := httptest.NewRequest("GET", "/x", nil)
+		r.URL.RawQuery = raw
+		q, err := Query(r)
+		if err != nil {
+			if sluice.ErrorCode(err) != sluice.CodeInvalid {
+				t.Fatalf("%q: %v", raw, err)
+			}
+			if len(raw) > 8 && strings.Contains(sluice.ErrorMessage(err), raw) {
+				t.Fatalf("%q: the error echoes the query: %v", raw, err)
+			}
+			return
+		}
+		pairs, values := 0, 0
+		for _, p := range strings.Split(raw, "&") {
+			if p != "" {
+				pairs++
+			}
+		}
+		for _, vs := range q {
+			values += len(vs)
+		}
+		if values != pairs {
+			t.Fatalf("%q: accepted with %d values for %d pairs: %v", raw, values, pairs, q)
+		}
+	})
+}
