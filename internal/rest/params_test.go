@@ -53,6 +53,14 @@ func TestEveryRouteRefusesUnknownQueryParameters(t *testing.T) {
 		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), `unknown query parameter \"x\"`) {
 			t.Errorf("%s %s: %d %s, want 400 naming x", method, path, r.Status, r.Body)
 		}
+		// A query that cannot be read is refused too, never read
+		// without the pair it mangles (?id=a%zz left out would list
+		// every document, or delete the database).
+		path = params.Replace(pattern) + "?id=a%zz"
+		r = d.Do(t, dt.Admin(), method, path, nil)
+		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), `the URL's query cannot be read: invalid URL escape \"%zz\"`) {
+			t.Errorf("%s %s: %d %s, want 400 naming the escape", method, path, r.Status, r.Body)
+		}
 		checked++
 	}
 	if checked < 40 {
