@@ -78,6 +78,9 @@ type options struct {
 	// storedRead, when not nil, is told the rows and the bytes of text
 	// each read of RewriteStored holds (tests: StoredReadForTest).
 	storedRead func(rows, bytes int)
+	// pruneBatch is pruneBatchRows, smaller in tests that prune a few
+	// commits in several batches.
+	pruneBatch int
 }
 
 // Option adjusts how Open connects.
@@ -119,7 +122,7 @@ func (o options) checkUp() error {
 // sets connect_timeout. It logs the hosts, database and user it connects
 // to (never the password).
 func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) (*DB, error) {
-	o := options{statementTimeout: DefaultStatementTimeout, batchLockWait: batchLockWait}
+	o := options{statementTimeout: DefaultStatementTimeout, batchLockWait: batchLockWait, pruneBatch: pruneBatchRows}
 	for _, opt := range opts {
 		opt(&o)
 	}

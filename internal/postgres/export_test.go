@@ -165,6 +165,12 @@ func StoredReadForTest(fn func(rows, bytes int)) Option {
 	return func(o *options) { o.storedRead = fn }
 }
 
+// PruneBatchForTest makes each transaction of a database's prune delete
+// commits worth at most n rows (see pruneBatchRows).
+func PruneBatchForTest(n int) Option {
+	return func(o *options) { o.pruneBatch = n }
+}
+
 // StoredBytesForTest is storedBytes, the most bytes of text a read of
 // RewriteStored holds when it holds more than one row.
 const StoredBytesForTest = storedBytes

@@ -485,11 +485,10 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 			break
 		}
 		n, err := db.pruneDatabase(ctx, b.db, b.seq, floors)
+		total += n // what its batches before a failure pruned stays pruned
 		if err != nil {
 			errs = append(errs, fmt.Errorf("database %s: %w", b.path, err))
-			continue
 		}
-		total += n
 	}
 	if ctx.Err() != nil {
 		return total, errors.Join(append(errs, ctx.Err())...)
@@ -500,9 +499,24 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 	return total, errors.Join(errs...)
 }
 
+// pruneBatchRows bounds what one transaction of a database's prune
+// deletes: commits and their changes, counting each commit as one row
+// plus its changes (a single commit larger than that is deleted alone).
+// Each transaction holds the database's counter row, which every write
+// of the database updates: the batch bounds how long writes wait.
+const pruneBatchRows = 10000
+
 // pruneDatabase prunes database id's commits up to seq, keeping the
 // newest one, what keep (the floors of streams) and its active webhooks
 // still need, and returns how many it pruned.
+//
+// It prunes in transactions of at most db.opts.pruneBatch rows, each
+// committed on its own (pruneBatchRows): a backlog pruned in one
+// transaction held every write of the database, and every resume,
+// replay and webhook creation, for as long as its DELETE ran. Each
+// transaction checks what it deletes against the webhooks and the
+// counter afresh, so a batch is safe whatever ran between two of them,
+// another replica's prune included.
 //
 // Each of its waits for a lock is bounded by lockTimeout: the counter
 // row it locks may be held for long, by a transaction of a role granted
@@ -511,33 +525,50 @@ func (db *DB) Prune(ctx context.Context, now time.Time, retention time.Duration,
 // had no end: the whole run stalled, and the databases after this one
 // waited with it. Past lockTimeout the database is skipped for this run,
 // with an error naming the sessions it waited for; the next run tries
-// it again.
+// it again. What the batches before that pruned stays pruned, and is
+// counted.
 func (db *DB) pruneDatabase(ctx context.Context, id, seq int64, keep map[int64]int64) (int64, error) {
-	var n int64
-	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		return db.namingBlockers(ctx, tx.Conn().PgConn().PID(), func() error {
-			var err error
-			n, err = pruneDatabaseTx(ctx, tx, id, seq, keep)
-			return err
+	var total int64
+	for {
+		var n int64
+		var more bool
+		err := db.inTx(ctx, func(tx pgx.Tx) error {
+			return db.namingBlockers(ctx, tx.Conn().PgConn().PID(), func() error {
+				var err error
+				n, more, err = pruneDatabaseTx(ctx, tx, id, seq, keep, db.opts.pruneBatch)
+				return err
+			})
 		})
-	})
-	if isLockTimeout(err) {
-		// Not mapError's Conflict, which would hide whom it waited for.
-		return 0, fmt.Errorf("skipped for this run: waited longer than %s for a lock: %w", lockTimeout, err)
+		if isLockTimeout(err) {
+			// Not mapError's Conflict, which would hide whom it waited for.
+			return total, fmt.Errorf("skipped for this run: waited longer than %s for a lock: %w", lockTimeout, err)
+		}
+		if err != nil {
+			return total, mapError(err)
+		}
+		total += n
+		if !more {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
 	}
-	return n, mapError(err)
 }
 
-// pruneDatabaseTx is pruneDatabase in its transaction tx.
-func pruneDatabaseTx(ctx context.Context, tx pgx.Tx, id, seq int64, keep map[int64]int64) (int64, error) {
-	// Pruning a long backlog may take longer than statement_timeout,
-	// and would then fail the same way on every later run. Nobody
-	// waits for it, and ctx still cancels it.
+// pruneDatabaseTx is one transaction tx of pruneDatabase: it deletes the
+// oldest commits it may worth at most batch rows (at least one commit),
+// and reports how many, and whether more are left to prune.
+func pruneDatabaseTx(ctx context.Context, tx pgx.Tx, id, seq int64, keep map[int64]int64, batch int) (int64, bool, error) {
+	// A batch holds one commit at least, and a commit of a bulk write
+	// may take longer to delete than statement_timeout: it would then
+	// fail the same way on every later run. Nobody waits for it, and
+	// ctx still cancels it.
 	if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if err := setLockTimeout(ctx, tx); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	upTo := seq
 	// The counter row is locked before the webhooks' positions are
@@ -548,13 +579,13 @@ func pruneDatabaseTx(ctx context.Context, tx pgx.Tx, id, seq int64, keep map[int
 	// (Gone). Read without the lock, a webhook resumed meanwhile from
 	// a position this prune deletes was left active with a gap it
 	// would never deliver.
-	var last int64
-	err := tx.QueryRow(ctx, "SELECT last_seq FROM sluice.commit_counters WHERE db_id = $1 FOR NO KEY UPDATE", id).Scan(&last)
+	var last, pruned int64
+	err := tx.QueryRow(ctx, "SELECT last_seq, pruned_seq FROM sluice.commit_counters WHERE db_id = $1 FOR NO KEY UPDATE", id).Scan(&last, &pruned)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil // deleted meanwhile
+		return 0, false, nil // deleted meanwhile
 	}
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if upTo >= last {
 		upTo = last - 1 // keep the newest commit
@@ -568,25 +599,37 @@ func pruneDatabaseTx(ctx context.Context, tx pgx.Tx, id, seq int64, keep map[int
 	var hooks *int64
 	if err := tx.QueryRow(ctx, `SELECT min(CASE WHEN idx = $2 THEN seq ELSE seq - 1 END)
 		FROM sluice.webhooks WHERE db_id = $1 AND state = 'active'`, id, sluice.WholeCommit).Scan(&hooks); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if hooks != nil && upTo > *hooks {
 		upTo = *hooks
 	}
-	if upTo <= 0 {
-		return 0, nil
+	if upTo <= pruned {
+		return 0, false, nil
+	}
+	// The batch ends at the last commit within batch rows, or at the
+	// first commit when that alone is larger.
+	var end int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(seq) FILTER (WHERE rows <= $4), min(seq), 0) FROM
+		(SELECT seq, sum(n_changes + 1) OVER (ORDER BY seq) AS rows FROM sluice.commits
+			WHERE db_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq LIMIT $4) c`, id, pruned, upTo, batch).Scan(&end); err != nil {
+		return 0, false, err
+	}
+	if end == 0 {
+		// Nothing left in the range: pruned_seq says where the log
+		// starts, and a commit is only deleted with it.
+		end = upTo
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM sluice.changes WHERE commit_uid IN
-		(SELECT uid FROM sluice.commits WHERE db_id = $1 AND seq <= $2)`, id, upTo); err != nil {
-		return 0, err
+		(SELECT uid FROM sluice.commits WHERE db_id = $1 AND seq > $2 AND seq <= $3)`, id, pruned, end); err != nil {
+		return 0, false, err
 	}
-	tag, err := tx.Exec(ctx, "DELETE FROM sluice.commits WHERE db_id = $1 AND seq <= $2", id, upTo)
+	tag, err := tx.Exec(ctx, "DELETE FROM sluice.commits WHERE db_id = $1 AND seq > $2 AND seq <= $3", id, pruned, end)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	// GREATEST: a concurrent prune may have gone further.
-	if _, err := tx.Exec(ctx, "UPDATE sluice.commit_counters SET pruned_seq = GREATEST(pruned_seq, $2) WHERE db_id = $1", id, upTo); err != nil {
-		return 0, err
+	if _, err := tx.Exec(ctx, "UPDATE sluice.commit_counters SET pruned_seq = $2 WHERE db_id = $1", id, end); err != nil {
+		return 0, false, err
 	}
-	return tag.RowsAffected(), nil
+	return tag.RowsAffected(), end < upTo, nil
 }
