@@ -5,6 +5,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -77,6 +78,9 @@ type Options struct {
 	// GraphQLWSInitTimeout, for tests, replaces the 10 s a graphql-ws
 	// socket has to send connection_init (0: 10 s).
 	GraphQLWSInitTimeout time.Duration
+	// FloorsEvery, for tests, replaces how often the process publishes
+	// its streams' floors (0: a third of postgres.FloorTTL).
+	FloorsEvery time.Duration
 	// Hurry, closed, cuts the drain short: what the shutdown still waits
 	// for (streams, requests) is closed at once instead of at the end of
 	// shutdown_timeout, and Run returns ErrDrainCut. sluice serve closes
@@ -693,8 +697,13 @@ func (d *Daemon) startBackground(ctx context.Context, p *parts) (stop, stopHooks
 	wg.Go(func() { repairCapture(bg, p.store, d.logger) })
 	if d.cfg.LogRetention > 0 {
 		wg.Go(func() { prune(bg, p.store, d.cfg.LogRetention, p.hub.Floors, d.logger) })
-		wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, d.logger) })
 	}
+	// Published whatever this process's own log_retention: the other
+	// replicas prune the log it reads, with theirs. A replica keeping
+	// the whole log published none, and the others pruned what its
+	// streams still had to read (TestReplicaKeepingTheLogPublishesFloors).
+	floorsEvery := cmp.Or(d.opts.FloorsEvery, postgres.FloorTTL/3)
+	wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, floorsEvery, d.logger) })
 	wg.Go(func() { pruneIdempotencyKeys(bg, p.store, d.cfg.IdempotencyRetention, d.logger) })
 	return func() { stopBG(); wg.Wait() }, stopHooks
 }
@@ -802,11 +811,11 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 }
 
 // publishFloors tells the other daemons, through Postgres, which commits
-// this one's subscribers still need, every third of postgres.FloorTTL, and
-// withdraws them on shutdown.
-func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[int64]int64, logger *slog.Logger) {
+// this one's subscribers still need, once each period every (well within
+// postgres.FloorTTL), and withdraws them on shutdown.
+func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[int64]int64, every time.Duration, logger *slog.Logger) {
 	replica := "r-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
-	t := time.NewTicker(postgres.FloorTTL / 3)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		if err := store.PublishFloors(ctx, replica, floors()); err != nil && ctx.Err() == nil {
