@@ -436,11 +436,9 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		return
 	}
 	res.expire.Stop()
-	if !c.enter(true) {
-		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
-		return
-	}
-	defer c.leave(true)
+	// Claimed, the reservation is this stream's to end, on every way out
+	// (Close leaves a claimed one alone): one claimed just before the
+	// server began shutting down kept its place among the streams.
 	defer func() {
 		c.mu.Lock()
 		if c.reservations[res.token] == res {
@@ -449,6 +447,11 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		c.mu.Unlock()
 		res.end()
 	}()
+	if !c.enter(true) {
+		writeHTTPError(w, sluice.Errorf(sluice.CodeUnavailable, "the server is shutting down"))
+		return
+	}
+	defer c.leave(true)
 
 	st := httpstream.New(w, r, protocol.MediaSSE+"; charset=utf-8", t.opts.WriteTimeout)
 	st.Start()
