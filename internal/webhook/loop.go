@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/cloudevent"
+	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
@@ -250,6 +251,10 @@ type state struct {
 	// pageDone is what Options.LogRead returned for the page read and not
 	// yet finished.
 	pageDone func()
+	// ev makes the events, with the settings as checked against schema
+	// version fitted of its reader (see loop.events).
+	ev     *cloudevent.Evaluator
+	fitted int
 }
 
 // deliver runs the webhook from its recorded position until an error.
@@ -305,12 +310,9 @@ func (l *loop) deliver(ctx context.Context) error {
 	}
 	st.user = u
 	st.grant = &sluice.Grant{Credential: sluice.Credential{User: u, TokenID: w.CreatorTokenID, AccessVersion: st.access}, Database: w.Database, Role: rd.Role}
-	sel, err := selector(rd.Schema, w)
-	if err != nil {
-		return l.halt(ctx, st, sluice.WebhookFailing, "its settings no longer fit the schema: "+sluice.ErrorMessage(err)+"; change them, then resume it")
+	if err := fit(st, rd); err != nil {
+		return l.halt(ctx, st, sluice.WebhookFailing, noLongerFits(err))
 	}
-	sel.Outcome = "this webhook is paused before it: re-read the current state, then replay it from a later position"
-	ev := cloudevent.New(rd, sel)
 	if w.Attempt > 0 {
 		// A retry is due at the time the previous deliverer recorded,
 		// whoever delivers now; a change of settings restarts its
@@ -425,7 +427,11 @@ func (l *loop) deliver(ctx context.Context) error {
 		}
 		for _, c := range cs {
 			l.lag(st, c.Time)
-			evs, _, err := ev.Events(actx, c)
+			evs, err := l.events(actx, st, c)
+			var misfit *misfitError
+			if errors.As(err, &misfit) {
+				return l.halt(ctx, st, sluice.WebhookFailing, noLongerFits(misfit.err))
+			}
 			if code := sluice.ErrorCode(err); code == sluice.CodeConflict || code == sluice.CodeUnprocessable {
 				// A commit made under an older schema version has an
 				// event that today's schema cannot show as it was
@@ -488,6 +494,59 @@ func (l *loop) deliver(ctx context.Context) error {
 		}
 		if err := l.record(ctx, st, advanceEvery); err != nil {
 			return err
+		}
+	}
+}
+
+// fit checks the webhook's settings against rd's schema, as a start of
+// the loop does, and makes the evaluator of its events with them (see
+// loop.events).
+func fit(st *state, rd *engine.Reader) error {
+	sel, err := selector(rd.Schema, st.w)
+	if err != nil {
+		return err
+	}
+	sel.Outcome = "this webhook is paused before it: re-read the current state, then replay it from a later position"
+	st.ev, st.fitted = cloudevent.New(rd, sel), rd.Database.SchemaVersion
+	return nil
+}
+
+// noLongerFits is the status message of a webhook paused because its
+// settings do not fit its database's schema (err says why).
+func noLongerFits(err error) string {
+	return "its settings no longer fit the schema: " + sluice.ErrorMessage(err) + "; change them, then resume it"
+}
+
+// misfitError is a schema change, met by a running loop, that its
+// settings do not fit.
+type misfitError struct{ err error }
+
+func (e *misfitError) Error() string { return e.err.Error() }
+
+// events returns the events of piece c. The reader follows the schema
+// versions of the commits read (and may refresh to a newer one while it
+// makes the events): when it moved past the version the settings were
+// checked against, they are checked again and the events made with them,
+// as a loop started after the change makes them. A filter of the old
+// version went on testing a field dropped since (it matched nothing, and
+// the position passed the events without a word: found by review), or
+// one whose type changed. Settings that no longer fit are a *misfitError:
+// the webhook is paused before c, as a loop started after the change
+// pauses it.
+func (l *loop) events(ctx context.Context, st *state, c *sluice.Commit) ([]sluice.Event, error) {
+	rd := st.ev.Reader()
+	if err := rd.Follow(ctx, c.SchemaVersion); err != nil {
+		return nil, err
+	}
+	for {
+		if rd.Database.SchemaVersion != st.fitted {
+			if err := fit(st, rd); err != nil {
+				return nil, &misfitError{err}
+			}
+		}
+		evs, _, err := st.ev.Events(ctx, c)
+		if err != nil || rd.Database.SchemaVersion == st.fitted {
+			return evs, err
 		}
 	}
 }
