@@ -226,7 +226,15 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 		}
 		expire.Stop()
 		sent := time.Now()
-		ok, err := d.store.RenewWebhookLease(ctx, d.holder, gen, d.ttl)
+		// The renewal may take until the term ends, no longer: one that
+		// has not answered by then (Postgres cut off, a lock) held up the
+		// expiry above, and the requests in flight went on for as long
+		// as webhook_timeout let them, while another replica could take
+		// the lease and send them again, and the next ones.
+		rctx, rcancel := context.WithDeadline(ctx, until)
+		ok, err := d.store.RenewWebhookLease(rctx, d.holder, gen, d.ttl)
+		late := rctx.Err() == context.DeadlineExceeded
+		rcancel()
 		switch {
 		case ok:
 			until = term(sent)
@@ -239,7 +247,7 @@ func (d *Deliverer) lead(ctx context.Context, gen int64, sent time.Time) {
 			return
 		default:
 			switch {
-			case ctx.Err() != nil:
+			case ctx.Err() != nil, late: // the expiry says it, at once
 			case !failing:
 				d.logger.Warn("renew the webhook deliverer lease", "err", err)
 				failing = true
