@@ -42,19 +42,42 @@ func NewService(eng *engine.Engine, store *postgres.DB, keys *Keys, policy Polic
 	return &Service{eng: eng, store: store, keys: keys, policy: policy, max: max, maxPerUser: maxPerUser}
 }
 
-// Input is a webhook's settings as a request gives them; nil fields are
-// not given (a change leaves them alone; a creation takes the defaults).
+// Input is a webhook's settings as a request gives them. A setting left
+// out is not given (a change leaves it alone; a creation takes its
+// default); null gives its default (a change sets it back to what a
+// creation without it has), but for url, which has none.
 type Input struct {
-	URL         *string   `json:"url"`
-	Description *string   `json:"description"`
-	Classes     *[]string `json:"classes"`
-	Ops         *[]string `json:"ops"`
-	Filter      Given     `json:"filter"`
-	Batch       *string   `json:"batch"`
+	URL         Setting[string]   `json:"url"`
+	Description Setting[string]   `json:"description"`
+	Classes     Setting[[]string] `json:"classes"`
+	Ops         Setting[[]string] `json:"ops"`
+	Filter      Given             `json:"filter"`
+	Batch       Setting[string]   `json:"batch"`
 	// After (creation only) starts delivery after this retained position
 	// instead of after the newest commit.
 	After *string `json:"after"`
 }
+
+// Setting is a setting a request may give: Set when it is given, Null
+// when as null (which a pointer could not tell from left out: a change to
+// null was taken as no change, answered 200).
+type Setting[T any] struct {
+	Set, Null bool
+	Value     T
+}
+
+// UnmarshalJSON records the value, null included.
+func (s *Setting[T]) UnmarshalJSON(b []byte) error {
+	s.Set = true
+	if string(b) == "null" {
+		s.Null = true
+		return nil
+	}
+	return json.Unmarshal(b, &s.Value)
+}
+
+// given reports whether s gives a value other than null.
+func (s Setting[T]) given() bool { return s.Set && !s.Null }
 
 // Given is a JSON value a request may give, null included (which a
 // pointer could not tell from absent).
@@ -119,10 +142,10 @@ func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, 
 	if err != nil {
 		return nil, "", err
 	}
-	if in.URL == nil {
+	if !in.URL.given() {
 		return nil, "", sluice.Errorf(sluice.CodeInvalid, "url is required: the endpoint to POST events to")
 	}
-	w := &sluice.Webhook{Database: d, Batch: sluice.BatchEvent, Ops: []string{"create", "update", "delete"}}
+	w := &sluice.Webhook{Database: d, Batch: sluice.BatchEvent, Ops: defaultOps()}
 	setCreator(w, s.deliverer(ctx, u))
 	if err := s.apply(sch, w, in); err != nil {
 		return nil, "", err
@@ -151,35 +174,44 @@ func (s *Service) Create(ctx context.Context, u *sluice.User, org, name string, 
 // apply checks in against the database's schema and the policy, and sets
 // what it gives on w.
 func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
-	if in.URL != nil {
-		if err := s.checkURL(*in.URL); err != nil {
+	if in.URL.Null {
+		return sluice.Errorf(sluice.CodeInvalid, "url: null is no URL: a webhook needs the endpoint to POST events to (leave url out to keep it)")
+	}
+	if in.URL.Set {
+		if err := s.checkURL(in.URL.Value); err != nil {
 			return err
 		}
-		w.URL = *in.URL
+		w.URL = in.URL.Value
 	}
-	if in.Description != nil {
-		if len(*in.Description) > maxDescriptionBytes || !utf8.ValidString(*in.Description) || strings.ContainsRune(*in.Description, 0) {
+	if in.Description.Set {
+		d := in.Description.Value
+		if len(d) > maxDescriptionBytes || !utf8.ValidString(d) || strings.ContainsRune(d, 0) {
 			return sluice.Errorf(sluice.CodeInvalid, "description: want UTF-8 text of at most %d bytes", maxDescriptionBytes)
 		}
-		w.Description = *in.Description
+		w.Description = d
 	}
-	if in.Classes != nil {
-		if len(*in.Classes) == 0 {
-			return sluice.Errorf(sluice.CodeInvalid, "classes is an empty list: name document classes, or leave it out for every class")
+	if in.Classes.Null {
+		w.Classes = nil // every class
+	} else if in.Classes.Set {
+		classes := in.Classes.Value
+		if len(classes) == 0 {
+			return sluice.Errorf(sluice.CodeInvalid, "classes is an empty list: name document classes, or give null (or, making a webhook, leave it out) for every class")
 		}
-		for i, c := range *in.Classes {
+		for i, c := range classes {
 			cl := sch.Class(c)
 			if cl == nil || cl.Kind == sluice.KindSubdocument {
 				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %q is not a document class of %s", i, c, w.Database.Path())
 			}
-			if slices.Contains((*in.Classes)[:i], c) {
+			if slices.Contains(classes[:i], c) {
 				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %q is given twice", i, c)
 			}
 		}
-		w.Classes = slices.Clone(*in.Classes)
+		w.Classes = slices.Clone(classes)
 	}
-	if in.Ops != nil {
-		ops, err := streamparam.OpList("ops", *in.Ops)
+	if in.Ops.Null {
+		w.Ops = defaultOps()
+	} else if in.Ops.Set {
+		ops, err := streamparam.OpList("ops", in.Ops.Value)
 		if err != nil {
 			return err
 		}
@@ -195,17 +227,23 @@ func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
 			w.Filter = slices.Clone(f)
 		}
 	}
-	if in.Batch != nil {
-		switch b := sluice.WebhookBatch(*in.Batch); b {
+	if in.Batch.Null {
+		w.Batch = sluice.BatchEvent
+	} else if in.Batch.Set {
+		switch b := sluice.WebhookBatch(in.Batch.Value); b {
 		case sluice.BatchEvent, sluice.BatchCommit:
 			w.Batch = b
 		default:
-			return sluice.Errorf(sluice.CodeInvalid, "batch: %q is not a batching mode: want event (a request per event) or commit (a request per commit)", *in.Batch)
+			return sluice.Errorf(sluice.CodeInvalid, "batch: %q is not a batching mode: want event (a request per event) or commit (a request per commit)", in.Batch.Value)
 		}
 	}
 	_, err := selector(sch, w)
 	return err
 }
+
+// defaultOps returns the operations a webhook delivers unless told
+// otherwise: all three.
+func defaultOps() []string { return []string{"create", "update", "delete"} }
 
 // selector returns the events w selects, checked against sch: the filter
 // must fit the one class w selects.
@@ -407,7 +445,7 @@ func (s *Service) Update(ctx context.Context, u *sluice.User, org, name string, 
 	// The filter, classes and ops too: they are judged with the access
 	// the webhook delivers with, and its counters and attempts, which
 	// every admin sees, tell what they matched.
-	rebind := in.URL != nil || in.Classes != nil || in.Ops != nil || in.Filter.Set || in.Batch != nil
+	rebind := in.URL.Set || in.Classes.Set || in.Ops.Set || in.Filter.Set || in.Batch.Set
 	err = s.store.UpdateWebhook(ctx, d, id, func(w *sluice.Webhook) (postgres.WebhookSettings, error) {
 		if err := s.apply(sch, w, in); err != nil {
 			return postgres.WebhookSettings{}, err
