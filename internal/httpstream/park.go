@@ -88,8 +88,10 @@ func (s *Writer) Park() (syscall.RawConn, error) {
 	}
 	tcp, ok := conn.(syscall.Conn)
 	if !ok {
+		// Taken from net/http already: not ErrNotParkable, whose
+		// response is still usable.
 		_ = conn.Close()
-		return nil, ErrNotParkable
+		return nil, errors.New("httpstream: the connection has no socket to park")
 	}
 	raw, err := tcp.SyscallConn()
 	if err != nil {
@@ -266,6 +268,17 @@ type prefixConn struct {
 // NetConn returns the connection under c (for whoever counts connections
 // by what the listener returned: see connlimit).
 func (c *prefixConn) NetConn() net.Conn { return c.Conn }
+
+// SyscallConn returns the socket's, so that a stream's response on the
+// connection (a request the client sent behind a parked stream's) can be
+// parked in turn (Park): without it, Park took the connection from
+// net/http and closed it.
+func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.New("httpstream: the connection has no socket")
+}
 
 func (c *prefixConn) Read(b []byte) (int, error) {
 	if len(c.prefix) > 0 {
