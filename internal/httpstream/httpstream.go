@@ -39,7 +39,7 @@ type Writer struct {
 	dog *Watchdog
 	// back gives a parked connection back to its server (WithListener);
 	// park is set once the connection is parked (park.go).
-	back        func(net.Conn)
+	back        func(conn net.Conn, leftover []byte)
 	park        *parked
 	deadlineSet time.Time // when the write deadline was last moved
 	// wrote is when frames were last handed to the response (a

@@ -52,7 +52,7 @@ type parked struct {
 	// broken is set once a write failed: the body may end mid-chunk, and
 	// the connection is closed rather than given back.
 	broken bool
-	back   func(net.Conn)
+	back   func(conn net.Conn, leftover []byte)
 }
 
 // listenerKey is the context key of the function that gives a parked
@@ -162,7 +162,7 @@ func (s *Writer) Close() {
 	}
 	if clean && p.back != nil {
 		_ = p.conn.SetDeadline(time.Time{})
-		p.back(prefixed(p.conn, p.leftover))
+		p.back(p.conn, p.leftover)
 		return
 	}
 	_ = p.conn.Close()
@@ -249,42 +249,4 @@ func (p *parked) writeBlocking(s *Writer, b []byte) error {
 		b = b[len(piece):]
 	}
 	return nil
-}
-
-// prefixed returns conn reading b first (nil: conn itself).
-func prefixed(conn net.Conn, b []byte) net.Conn {
-	if len(b) == 0 {
-		return conn
-	}
-	return &prefixConn{Conn: conn, prefix: b}
-}
-
-// prefixConn is a connection whose first bytes read were read before.
-type prefixConn struct {
-	net.Conn
-	prefix []byte
-}
-
-// NetConn returns the connection under c (for whoever counts connections
-// by what the listener returned: see connlimit).
-func (c *prefixConn) NetConn() net.Conn { return c.Conn }
-
-// SyscallConn returns the socket's, so that a stream's response on the
-// connection (a request the client sent behind a parked stream's) can be
-// parked in turn (Park): without it, Park took the connection from
-// net/http and closed it.
-func (c *prefixConn) SyscallConn() (syscall.RawConn, error) {
-	if sc, ok := c.Conn.(syscall.Conn); ok {
-		return sc.SyscallConn()
-	}
-	return nil, errors.New("httpstream: the connection has no socket")
-}
-
-func (c *prefixConn) Read(b []byte) (int, error) {
-	if len(c.prefix) > 0 {
-		n := copy(b, c.prefix)
-		c.prefix = c.prefix[n:]
-		return n, nil
-	}
-	return c.Conn.Read(b)
 }

@@ -18,7 +18,7 @@ func TestCloseAfterTimedOutBlockingWrite(t *testing.T) {
 	defer cli.Close()
 	gaveBack := make(chan net.Conn, 1)
 	s := &Writer{timeout: 50 * time.Millisecond,
-		park: &parked{conn: srv, blocking: true, back: func(c net.Conn) { gaveBack <- c }}}
+		park: &parked{conn: srv, blocking: true, back: func(c net.Conn, _ []byte) { gaveBack <- c }}}
 	// The client reads 100 bytes, then stops until the write failed.
 	failed := make(chan struct{})
 	got := make(chan []byte, 1)
