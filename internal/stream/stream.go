@@ -306,7 +306,7 @@ func (s *Stream) step(buf *[]Entry) stepResult {
 			if err != nil {
 				return stepEnded
 			}
-			if wake == nil {
+			if wake == nil && !s.blocked() {
 				continue // more to take
 			}
 		}
@@ -323,6 +323,12 @@ func (s *Stream) step(buf *[]Entry) stepResult {
 		return stepWait
 	}
 }
+
+// blocked reports whether the stream is parked and its socket did not
+// take all of its last write: it takes nothing more while parked (what
+// it took and could not write is its own, not its share's), and
+// continues on a goroutine of its own, whose writes wait for the client.
+func (s *Stream) blocked() bool { return s.http != nil && s.http.Blocked() }
 
 // detach continues member m, which fell out of its share's history, on a
 // subscription of its own from where it was. It reports false when that
