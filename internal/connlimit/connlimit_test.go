@@ -14,7 +14,8 @@ import (
 )
 
 // server serves lim on a loopback listener: GET /auth marks its
-// connection authenticated, GET /block waits until release is closed, any
+// connection authenticated, GET /block sends started a channel and waits
+// until it (or release, when the test ends) is closed, any
 // other path answers at once. idle receives each connection that became
 // idle.
 type server struct {
@@ -22,7 +23,7 @@ type server struct {
 	addr    string
 	idle    chan net.Conn
 	release chan struct{}
-	started chan struct{}
+	started chan chan struct{}
 }
 
 func serve(t *testing.T, lim connlimit.Limits) *server {
@@ -32,15 +33,22 @@ func serve(t *testing.T, lim connlimit.Limits) *server {
 		t.Fatal(err)
 	}
 	l := connlimit.New(ln, lim, nil)
-	s := &server{l: l, addr: ln.Addr().String(), idle: make(chan net.Conn, 100), release: make(chan struct{}), started: make(chan struct{}, 100)}
+	s := &server{l: l, addr: ln.Addr().String(), idle: make(chan net.Conn, 100), release: make(chan struct{}), started: make(chan chan struct{}, 100)}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/auth":
 				connlimit.Authenticated(r.Context())
 			case "/block":
-				s.started <- struct{}{}
-				<-s.release
+				// A channel of its own: two requests blocked on one
+				// channel are released in whichever order they reached
+				// their receive.
+				mine := make(chan struct{})
+				s.started <- mine
+				select {
+				case <-mine:
+				case <-s.release:
+				}
 			}
 		}),
 		ConnContext: l.ConnContext,
@@ -150,10 +158,12 @@ func TestIdleConnectionsThatNeverAuthenticatedGoFirst(t *testing.T) {
 func TestBusyConnectionsAreNeverClosedToMakeRoom(t *testing.T) {
 	s := serve(t, connlimit.Limits{Total: 2})
 	var busy []net.Conn
+	var release []chan struct{}
 	for range 2 {
 		busy = append(busy, s.dial(t, "/block"))
 		select {
-		case <-s.started:
+		case r := <-s.started:
+			release = append(release, r)
 		case <-time.After(10 * time.Second):
 			t.Fatal("the request did not start")
 		}
@@ -162,7 +172,7 @@ func TestBusyConnectionsAreNeverClosedToMakeRoom(t *testing.T) {
 	if st := s.l.Stats(); st.Refused != 1 || st.Evicted != 0 || st.Connections != 2 || st.Waiting != 0 {
 		t.Errorf("stats with two busy connections and one refused: %+v", st)
 	}
-	s.release <- struct{}{}
+	close(release[0])
 	if resp, err := http.ReadResponse(bufio.NewReader(busy[0]), nil); err != nil {
 		t.Fatal(err)
 	} else {
@@ -171,7 +181,7 @@ func TestBusyConnectionsAreNeverClosedToMakeRoom(t *testing.T) {
 	<-s.idle
 	get(t, s.dial(t, ""), "/ok")
 	closed(t, busy[0], "the idle connection that made room")
-	s.release <- struct{}{}
+	close(release[1])
 	if resp, err := http.ReadResponse(bufio.NewReader(busy[1]), nil); err != nil {
 		t.Fatalf("the busy connection was cut: %v", err)
 	} else {
