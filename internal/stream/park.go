@@ -99,7 +99,7 @@ func (p *parker) park(s *Stream) bool {
 		// goroutine, which would not either (no request goroutine reads
 		// the connection any more), but whose writes fail.
 		s.watch = nil
-		p.goOff(s) // counted before it leaves: see Server.Close
+		p.goOff(s, false) // counted before it leaves: see Server.Close
 		p.left(s)
 		return true
 	}
@@ -125,6 +125,16 @@ func (p *parker) serve(s *Stream, buf *[]Entry) bool {
 	}
 	switch s.step(buf) {
 	case stepEnded:
+		if s.http.Blocked() {
+			// Its last frames, its end among them, wait for a slow
+			// client: sent on a goroutine, as a slow reader's stream
+			// goes on, rather than dropped with the connection (its
+			// client saw a body cut short, not its stream's end).
+			s.parked.Store(nil)
+			p.goOff(s, true)
+			p.left(s)
+			return false
+		}
 		p.end(s)
 		return false
 	case stepDetached:
@@ -160,26 +170,28 @@ func (p *parker) unpark(s *Stream) {
 	// Counted on the server's wait group before it leaves the parker:
 	// Server.Close, which waits for the parker and then for the group,
 	// never misses it.
-	p.goOff(s)
+	p.goOff(s, false)
 	p.left(s)
 }
 
 // goOff serves s, which leaves the parker, on a goroutine of its own
-// (counted on the server's wait group) until it ends. abort cuts its
+// (counted on the server's wait group) until it ends; a stream that
+// ended only sends there what its socket did not take. abort cuts its
 // connection (at once, when it ran before).
-func (p *parker) goOff(s *Stream) {
+func (p *parker) goOff(s *Stream, ended bool) {
 	p.mu.Lock()
 	p.off[s] = struct{}{}
 	if p.aborted {
 		s.cut()
 	}
 	p.mu.Unlock()
-	p.e.wg.Go(func() { p.unparked(s) })
+	p.e.wg.Go(func() { p.unparked(s, ended) })
 }
 
 // unparked serves a stream that was parked on this goroutine until it
-// ends (its writes blocking again, each bounded by the write timeout).
-func (p *parker) unparked(s *Stream) {
+// ends (its writes blocking again, each bounded by the write timeout),
+// or, ended, sends what its socket did not take.
+func (p *parker) unparked(s *Stream, ended bool) {
 	defer func() {
 		if s.watch != nil {
 			s.watch.stop()
@@ -192,7 +204,7 @@ func (p *parker) unparked(s *Stream) {
 		p.mu.Unlock()
 		s.http.Close()
 	}()
-	if s.http.Unpark() != nil {
+	if err := s.http.Unpark(); err != nil || ended {
 		s.finish()
 		return
 	}
