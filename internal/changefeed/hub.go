@@ -141,6 +141,10 @@ type Hub struct {
 	subs   map[*Subscription]struct{}
 	perDB  map[int64]int  // len(subs) by database
 	wg     sync.WaitGroup // catch-up goroutines
+
+	// resumed gets a token (it holds one at most) when a subscription
+	// starting at a position in the log registers (Resumed).
+	resumed chan struct{}
 }
 
 // dbState is the hub's view of one database.
@@ -181,7 +185,7 @@ func NewHub(log Log, o HubOptions) *Hub {
 	}
 	h := &Hub{
 		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, bytes: o.QueueBytes, recheck: o.Recheck,
-		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{},
+		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{}, resumed: make(chan struct{}, 1),
 		guards: newGuards(log, o),
 		readAs: o.ReadAs, onRead: o.CatchUpRead,
 	}
@@ -302,6 +306,12 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	h.subs[s] = struct{}{}
 	h.perDB[d.ID]++
 	h.mu.Unlock()
+	if from != nil {
+		select {
+		case h.resumed <- struct{}{}:
+		default:
+		}
+	}
 	if h.metrics != nil && !o.Shared {
 		h.metrics.Subscribers.WithLabelValues(o.Transport, label).Inc()
 	}
@@ -677,6 +687,12 @@ func (h *Hub) Floors() map[int64]int64 {
 	}
 	return out
 }
+
+// Resumed returns a channel that receives when a subscription starting
+// at a position in the log (a resume, a replay) registered since it last
+// did: its floor may be older than any the Floors before it reported,
+// which the replicas that prune the log should know of at once.
+func (h *Hub) Resumed() <-chan struct{} { return h.resumed }
 
 // SubscriptionInfo describes one open subscription.
 type SubscriptionInfo struct {

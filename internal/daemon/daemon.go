@@ -703,7 +703,7 @@ func (d *Daemon) startBackground(ctx context.Context, p *parts) (stop, stopHooks
 	// the whole log published none, and the others pruned what its
 	// streams still had to read (TestReplicaKeepingTheLogPublishesFloors).
 	floorsEvery := cmp.Or(d.opts.FloorsEvery, postgres.FloorTTL/3)
-	wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, floorsEvery, d.logger) })
+	wg.Go(func() { publishFloors(bg, p.store, p.hub.Floors, p.hub.Resumed(), floorsEvery, d.logger) })
 	wg.Go(func() { pruneIdempotencyKeys(bg, p.store, d.cfg.IdempotencyRetention, d.logger) })
 	return func() { stopBG(); wg.Wait() }, stopHooks
 }
@@ -812,12 +812,19 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 
 // publishFloors tells the other daemons, through Postgres, which commits
 // this one's subscribers still need, once each period every (well within
-// postgres.FloorTTL), and withdraws them on shutdown.
-func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[int64]int64, every time.Duration, logger *slog.Logger) {
+// postgres.FloorTTL), and withdraws them on shutdown. A stream that
+// resumes from a position in the log (resumed receives) needs commits
+// older than the floors published before: they are published again at
+// once, at most once a resumeFloorsGap, since until then another
+// replica's prune could remove what the stream is about to read (the
+// stream ended with Gone, though the history it resumed from was there).
+func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[int64]int64, resumed <-chan struct{}, every time.Duration, logger *slog.Logger) {
 	replica := "r-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-" + strconv.Itoa(os.Getpid())
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var last time.Time
 	for {
+		last = time.Now()
 		if err := store.PublishFloors(ctx, replica, floors()); err != nil && ctx.Err() == nil {
 			logger.Warn("publish stream floors", "err", err)
 		}
@@ -830,9 +837,23 @@ func publishFloors(ctx context.Context, store *postgres.DB, floors func() map[in
 			}
 			return
 		case <-t.C:
+		case <-resumed:
+			if gap := time.Until(last.Add(resumeFloorsGap)); gap > 0 {
+				wait := time.NewTimer(gap)
+				select {
+				case <-ctx.Done():
+				case <-wait.C:
+				}
+				wait.Stop()
+			}
 		}
 	}
 }
+
+// resumeFloorsGap is the least time between two publications of the
+// floors that resumed streams start (a burst of resumes, as after a
+// replica restarts, publishes them once).
+const resumeFloorsGap = time.Second
 
 // buildReferenceIndexes builds the backlink indexes that tables made
 // before Sluice made them lack (postgres.DB.BuildReferenceIndexes), once.
