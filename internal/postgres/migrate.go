@@ -143,6 +143,9 @@ func (db *DB) migrate(ctx context.Context, ms []migration, target int) (int, err
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
 		return 0, fmt.Errorf("migrate: %w", err)
 	}
+	if err := checkEncoding(ctx, conn); err != nil {
+		return 0, err
+	}
 	if err := ensureLocks(ctx, conn); err != nil {
 		return 0, fmt.Errorf("migrate: make schema sluice and its locks' table: %w", err)
 	}
@@ -212,6 +215,33 @@ func (db *DB) migrate(ctx context.Context, ms []migration, target int) (int, err
 		applied++
 	}
 	return applied, nil
+}
+
+// checkEncoding returns an error unless the database is encoded in UTF8,
+// before Sluice makes or reads anything there. Sluice's text is UTF-8
+// (the API refuses anything else), and its checks of what other roles
+// write in SQL rely on Postgres refusing what is not: under SQL_ASCII,
+// Postgres checks no byte of the text it stores, and a role granted
+// writes stored ids and strings that are not UTF-8, which Sluice read
+// with U+FFFD in their place (two documents whose ids differ in such a
+// byte were listed with one id, and the API could reach neither by it).
+// Under another encoding (LATIN1…), Postgres refuses the API's text that
+// the encoding lacks.
+func checkEncoding(ctx context.Context, q querier) error {
+	var enc, name string
+	if err := q.QueryRow(ctx, "SELECT current_setting('server_encoding'), current_database()").Scan(&enc, &name); err != nil {
+		return fmt.Errorf("read the database's encoding: %w", err)
+	}
+	if enc == "UTF8" {
+		return nil
+	}
+	why := "Postgres would refuse the API's text that " + enc + " lacks"
+	if enc == "SQL_ASCII" {
+		why = "Postgres would take text that is not UTF-8 from any role writing in SQL"
+	}
+	return fmt.Errorf("database %s is encoded in %s: Sluice needs one encoded in UTF8 (under %s, %s): "+
+		"make one with CREATE DATABASE … ENCODING 'UTF8' TEMPLATE template0, and restore a dump of this one into it",
+		pgx.Identifier{name}.Sanitize(), enc, enc, why)
 }
 
 // SchemaVersion returns the migration version the database is at (0 when

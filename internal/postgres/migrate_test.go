@@ -192,3 +192,56 @@ func TestMigrateRefusesObjectsOfAnotherRoleInSchemaSluice(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestMigrateRefusesADatabaseNotInUTF8: Sluice starts only on a database
+// encoded in UTF8, refusing one in SQL_ASCII (where Postgres checks no
+// text it stores, so a role granted writes stored ids and strings that
+// are not UTF-8, which Sluice read with U+FFFD in their place: two
+// documents whose ids differ in such a byte were listed with one id, and
+// the API could reach neither by it) or in LATIN1 (where Postgres refuses the API's
+// text LATIN1 lacks), naming the encoding, and makes nothing there.
+func TestMigrateRefusesADatabaseNotInUTF8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, enc := range []string{"SQL_ASCII", "LATIN1"} {
+		url := pgtest.NewDatabase(t)
+		recreateWithEncoding(t, url, enc)
+		db, err := postgres.Open(ctx, url, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(db.Close)
+		_, err = db.Migrate(ctx)
+		if err == nil || !strings.Contains(err.Error(), "is encoded in "+enc+": Sluice needs one encoded in UTF8") {
+			t.Errorf("Migrate on a database in %s: %v, want an error naming the encoding", enc, err)
+		}
+		var made bool
+		if err := db.QueryRowForTest(ctx, "SELECT to_regnamespace('sluice') IS NOT NULL", &made); err != nil || made {
+			t.Errorf("Migrate on a database in %s made schema sluice (%v)", enc, err)
+		}
+	}
+}
+
+// recreateWithEncoding drops the empty database of url and makes it again
+// encoded in enc, through the server's database postgres.
+func recreateWithEncoding(t *testing.T, url, enc string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := pgx.Identifier{cfg.Database}.Sanitize()
+	cfg.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, stmt := range []string{"DROP DATABASE " + name,
+		"CREATE DATABASE " + name + " TEMPLATE template0 ENCODING '" + enc + "' LC_COLLATE 'C' LC_CTYPE 'C'"} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+}
