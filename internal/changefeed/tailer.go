@@ -381,7 +381,13 @@ func (t *Tailer) forgetLate() {
 	t.forgotten = slices.Delete(t.forgotten, 0, n)
 }
 
-// follow hands database id's commits after its position to the hub.
+// follow hands database id's next commits after its position to the
+// hub: what one read of the log gives (at most the batch's commits and
+// about a piece's bytes of changes). When the log holds more, the
+// database is woken again, and the next sync reads on, taking turns with
+// the databases woken meanwhile. Read to its end at once, a log that
+// grew as fast as it was read (a role writing in SQL commits as much and
+// as often as it likes) held up every other database's streams.
 func (t *Tailer) follow(ctx context.Context, id int64) error {
 	d := t.dbs[id]
 	if d == nil {
@@ -446,9 +452,10 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 				t.metrics.TailerLag.Set(t.now().Sub(c.Time).Seconds())
 			}
 		}
-		if !more {
-			return nil
+		if more {
+			t.Wake(id)
 		}
+		return nil
 	}
 }
 
