@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -328,5 +330,48 @@ func TestResumedStreamKeepsItsOpeningRole(t *testing.T) {
 	f.a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/acme/notes", `{"@type":"Note","@id":"n2","text":"note 2","secret":"s2"}`)
 	if data := event(`"Note/n2"`); strings.Contains(data, `"secret"`) {
 		t.Errorf("narrowed back to read, the stream shows a private field: %s", data)
+	}
+}
+
+// TestAccessChangesDoNotWaitOnNotifications: an access change is
+// announced to the other processes by a NOTIFY sent once it committed,
+// not in its transaction: Postgres's queue of notifications is the
+// cluster's, and any role that may connect can fill it, after which a
+// transaction that notifies fails at COMMIT. A token's revocation then
+// failed (as did password and role changes, and user deletions): the
+// token's holder kept its access. Here the channel's name is made one
+// Postgres refuses, so that every NOTIFY fails: the revocation still
+// succeeds, the token is refused, and its stream ends.
+func TestAccessChangesDoNotWaitOnNotifications(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "an", "type Note { text: String }")
+	var tok struct {
+		ID    int64  `json:"id"`
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal(d.MustDo(t, 201, dt.Admin(), "POST", "/api/tokens", `{"name":"n"}`).Body, &tok); err != nil {
+		t.Fatal(err)
+	}
+	s := d.MustOpenStream(t, dt.Bearer(tok.Token), dt.StreamRequest{Path: "/api/subscribe/admin/an/Note"})
+	pg, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	if _, err := pg.Exec(ctx, "UPDATE sluice.settings SET value = repeat('c', 100) WHERE key = 'commits_channel'"); err != nil {
+		t.Fatal(err)
+	}
+	d.MustDo(t, 200, dt.Admin(), "DELETE", fmt.Sprintf("/api/tokens/%d", tok.ID), nil)
+	d.MustDo(t, 401, dt.Bearer(tok.Token), "GET", "/api/db/admin/an", nil)
+	for {
+		f := s.Event()
+		if f.Field("event") == "error" {
+			if !strings.Contains(f.String(), "revoked") && !strings.Contains(f.String(), "Unauthenticated") {
+				t.Fatalf("the revoked token's stream ended with %s", f)
+			}
+			break
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -18,8 +19,13 @@ const accessVersionSQL = "(SELECT version FROM sluice.access_counter)"
 // RecordAccess appends change c to the access log inside the transaction
 // that makes it, and sets c.Version. The counter row's lock is held until
 // COMMIT, so versions are gapless and follow commit order. Other processes
-// are woken at once (NOTIFY is only sent at COMMIT; access changes are
-// rare, so its cost does not matter here).
+// are woken at once, by a NOTIFY sent once the transaction committed
+// (transact), not in it: Postgres's queue of notifications is the
+// cluster's, and any role that may connect can fill it (LISTEN, then stay
+// in a transaction while it sends), after which every transaction that
+// notifies fails at COMMIT: a revocation, a password or role change, a
+// user's deletion failed with it. A notification is only a wake-up
+// (listeners poll too): one lost delays the change's effect by a poll.
 func (t *Tx) RecordAccess(ctx context.Context, c *sluice.AccessChange) error {
 	if err := t.tx.QueryRow(ctx, "UPDATE sluice.access_counter SET version = version + 1 RETURNING version").Scan(&c.Version); err != nil {
 		return mapError(err)
@@ -30,8 +36,18 @@ func (t *Tx) RecordAccess(ctx context.Context, c *sluice.AccessChange) error {
 	if err != nil {
 		return mapError(err)
 	}
-	_, err = t.tx.Exec(ctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", commitsChannel, AccessPayload)
-	return mapError(err)
+	t.accessChanged = true
+	return nil
+}
+
+// notifyAccess announces the access change that the transaction conn
+// ran committed, best effort (see RecordAccess).
+func (db *DB) notifyAccess(ctx context.Context, conn *pgxpool.Conn) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", commitsChannel, AccessPayload); err != nil {
+		db.logger.Warn("announce an access change (other processes see it at their next poll)", "err", err)
+	}
 }
 
 // AccessPayload is the NOTIFY payload that announces an access change.

@@ -27,6 +27,9 @@ type Tx struct {
 	// lockPatienceEnds is when the transaction's steps bounded by
 	// boundLockWaits stop trying again, set by the first of them.
 	lockPatienceEnds time.Time
+	// accessChanged is set by RecordAccess: once the transaction
+	// committed, the change is announced (notifyAccess).
+	accessChanged bool
 }
 
 // transact runs fn in one transaction on a pooled connection, with a
@@ -50,10 +53,15 @@ func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
 		}
 		return err
 	}
-	if t.committed || !t.tx.started() {
-		return nil
+	if !t.committed && t.tx.started() {
+		if err := commitResult(conn.Exec(ctx, "COMMIT")); err != nil {
+			return err
+		}
 	}
-	return commitResult(conn.Exec(ctx, "COMMIT"))
+	if t.accessChanged {
+		db.notifyAccess(ctx, conn)
+	}
+	return nil
 }
 
 // errReplayed ends the transaction of an idempotent write whose key was

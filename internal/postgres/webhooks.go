@@ -54,11 +54,24 @@ func errNoWebhook(d *sluice.Database, id int64) error {
 	return sluice.Errorf(sluice.CodeNotFound, "database %s has no webhook %d", d.Path(), id)
 }
 
-// notifyWebhook announces a change to webhook id at the commit of q's
-// transaction.
-func notifyWebhook(ctx context.Context, q querier, id int64) error {
-	_, err := q.Exec(ctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", webhooksChannel, strconv.FormatInt(id, 10))
-	return mapError(err)
+// changeWebhookTx runs fn, a change of webhook *id, in a transaction,
+// and once it committed announces the change to the deliverers, best
+// effort: by a NOTIFY after the commit, not in the transaction, since any
+// role that may connect can fill Postgres's queue of notifications, after
+// which a transaction that notifies fails at COMMIT (an admin could not
+// pause, change or delete a webhook). A notification is only a wake-up:
+// the deliverers poll too. id is read once fn returned (a creation sets
+// it).
+func (db *DB) changeWebhookTx(ctx context.Context, id *int64, fn func(tx pgx.Tx) error) error {
+	if err := db.inTx(ctx, fn); err != nil {
+		return err
+	}
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := db.pool.Exec(nctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", webhooksChannel, strconv.FormatInt(*id, 10)); err != nil {
+		db.logger.Warn("announce a webhook's change (the deliverers see it at their next poll)", "webhook", *id, "err", err)
+	}
+	return nil
 }
 
 // Seal turns a webhook's signing secret into what is stored: it is given
@@ -73,7 +86,7 @@ type Seal func(id int64) ([]byte, error)
 // and times.
 func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, max, maxPerUser int) error {
 	d := w.Database
-	return db.inTx(ctx, func(tx pgx.Tx) error {
+	return db.changeWebhookTx(ctx, &w.ID, func(tx pgx.Tx) error {
 		// Creations on one database, and by one user, take turns, so the
 		// caps hold (the user's lock first, then the database's, always).
 		// The locks are on Sluice's own rows, which no other role may
@@ -128,7 +141,7 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 			return mapError(err)
 		}
 		w.State = sluice.WebhookActive
-		return notifyWebhook(ctx, tx, w.ID)
+		return nil
 	})
 }
 
@@ -362,7 +375,7 @@ func (db *DB) changeWebhook(ctx context.Context, d *sluice.Database, id int64, s
 // made by prepare in the transaction, after the lease row is read (the
 // lease before the webhook's row, as in every change).
 func (db *DB) changeWebhookWith(ctx context.Context, d *sluice.Database, id int64, state bool, prepare func(tx pgx.Tx) (string, []any, error)) error {
-	return db.inTx(ctx, func(tx pgx.Tx) error {
+	return db.changeWebhookTx(ctx, &id, func(tx pgx.Tx) error {
 		var knows bool
 		if err := tx.QueryRow(ctx, "SELECT settings_generation = generation FROM sluice.webhook_lease FOR SHARE").Scan(&knows); err != nil {
 			return mapError(err)
@@ -382,7 +395,7 @@ func (db *DB) changeWebhookWith(ctx context.Context, d *sluice.Database, id int6
 		if tag.RowsAffected() == 0 {
 			return errNoWebhook(d, id)
 		}
-		return notifyWebhook(ctx, tx, id)
+		return nil
 	})
 }
 
@@ -412,7 +425,7 @@ func (db *DB) ReplayWebhook(ctx context.Context, d *sluice.Database, id int64, p
 // moveWebhook moves webhook id of d to position to (nil: it stays), and
 // makes it deliver as c when it moves.
 func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to *sluice.Position, resume bool, c WebhookCreator) error {
-	return db.inTx(ctx, func(tx pgx.Tx) error {
+	return db.changeWebhookTx(ctx, &id, func(tx pgx.Tx) error {
 		// The history before the webhook's row: a database's deletion
 		// locks the counter row, then (cascading) the webhooks'.
 		h, err := history(ctx, tx, d)
@@ -459,7 +472,7 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 			args...); err != nil {
 			return mapError(err)
 		}
-		return notifyWebhook(ctx, tx, id)
+		return nil
 	})
 }
 
@@ -537,7 +550,7 @@ func (db *DB) ResealWebhookSecrets(ctx context.Context, keyID []byte, reseal fun
 
 // DeleteWebhook deletes webhook id of d with its attempts.
 func (db *DB) DeleteWebhook(ctx context.Context, d *sluice.Database, id int64) error {
-	return db.inTx(ctx, func(tx pgx.Tx) error {
+	return db.changeWebhookTx(ctx, &id, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, "DELETE FROM sluice.webhooks WHERE db_id = $1 AND id = $2", d.ID, id)
 		if err != nil {
 			return mapError(err)
@@ -545,7 +558,7 @@ func (db *DB) DeleteWebhook(ctx context.Context, d *sluice.Database, id int64) e
 		if tag.RowsAffected() == 0 {
 			return errNoWebhook(d, id)
 		}
-		return notifyWebhook(ctx, tx, id)
+		return nil
 	})
 }
 
