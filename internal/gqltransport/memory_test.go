@@ -303,3 +303,51 @@ func TestPingsBeforeAcknowledgementCostLittle(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepConnectionInitCostsLittle: a connection_init whose payload
+// nests "headers" as deep as max_header_bytes (16 KiB) allows, sent
+// before any credential, is refused for its missing credentials having
+// cost little. Found by review: the check for members named twice
+// followed every nested "headers", reading the rest of the text again at
+// each of some 1,300 levels: each such message cost about 86 MB of
+// garbage and a fifth of a second of a core, for anyone who can connect.
+// What the daemon allocated while serving the sockets is counted, not
+// weighed after a GC: the cost was garbage. Not parallel: the process's
+// allocations are the daemon's and this test's alone.
+func TestDeepConnectionInitCostsLittle(t *testing.T) {
+	d := dt.Start(t)
+	d.CreateDatabase(t, "deep", "type Dog { name: String! }")
+	const prefix, suffix, level = `{"type":"connection_init","payload":`, `}`, `{"headers":}`
+	n := (16<<10 - len(prefix) - len(suffix) - len(`{}`)) / len(level)
+	msg := prefix + strings.Repeat(`{"headers":`, n) + `{}` + strings.Repeat(`}`, n) + suffix
+	const sockets = 4
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range sockets {
+		c, _, err := dialWS(t, d, "/api/graphql/admin/deep", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.send(msg)
+		c.expectClose(4403, "authentication required")
+	}
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d sockets sending a connection_init of %d bytes, %d levels deep: %d KiB allocated", sockets, len(msg), n, allocated>>10)
+	if allocated > 16<<20 {
+		t.Errorf("%d anonymous connection_init messages of %d bytes allocated %d MiB, want a few", sockets, len(msg), allocated>>20)
+	}
+	// Credentials under "headers" still count, and one that is no string
+	// is still refused.
+	c, _, err := dialWS(t, d, "/api/graphql/admin/deep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init","payload":{"headers":{"Authorization":"` + basicAuth("admin", dt.AdminPassword) + `"}}}`)
+	c.expect(`{"type":"connection_ack"}`)
+	if c, _, err = dialWS(t, d, "/api/graphql/admin/deep", nil); err != nil {
+		t.Fatal(err)
+	}
+	c.send(`{"type":"connection_init","payload":{"headers":{"authorization":null}}}`)
+	c.expectClose(4400, "must be a string")
+}
