@@ -422,6 +422,16 @@ func (a *Authenticator) Password(ctx context.Context, name, password string) (*s
 // requests at once of one wrong password were 30 × 401 for a user and
 // 10 × 401 and 20 × 429 for a name nobody has, which told them apart.
 func (a *Authenticator) password(ctx context.Context, remoteAddr, name, password string) (*sluice.Credential, error) {
+	// A check the throttle would not admit now is refused before the
+	// user is read: guesses sent while the admitted ones run their
+	// bcrypt cost no round trip (Throttle.Admissible). A password already
+	// verified, which would need no bcrypt, is refused too then; its
+	// client's address is the one checking that many at once.
+	if remoteAddr != "" && a.throttle != nil {
+		if err := a.throttle.Admissible(remoteAddr, name); err != nil {
+			return nil, err
+		}
+	}
 	c, err := a.store.PasswordCredential(ctx, name)
 	var hash string
 	switch {

@@ -206,31 +206,9 @@ func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
 	ak, uk := addrKey(addr), userKey(addr, user)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
-	if left := t.blocked(now, ak); left > 0 {
-		return nil, throttled(left, "too many failed sign-ins from this address")
-	}
-	if left := t.blocked(now, uk); left > 0 {
-		return nil, throttled(left, "too many failed sign-ins as user %s from this address", user)
-	}
 	nets := t.networksOf(remoteAddr)
-	for _, n := range nets {
-		if left := t.blocked(now, n.key); left > 0 {
-			return nil, throttled(left, "too many failed sign-ins from this address's network %s", n.prefix)
-		}
-	}
-	// The pending checks end within a bcrypt's time: a second is enough
-	// to wait before trying again.
-	if t.failed(now, ak)+t.pending[ak] >= addressFactor*t.max {
-		return nil, throttled(time.Second, "too many sign-ins from this address are being checked at once")
-	}
-	if t.failed(now, uk)+t.pending[uk] >= t.max {
-		return nil, throttled(time.Second, "too many sign-ins as user %s from this address are being checked at once", user)
-	}
-	for _, n := range nets {
-		if t.failed(now, n.key)+t.pending[n.key] >= n.limit {
-			return nil, throttled(time.Second, "too many sign-ins from this address's network %s are being checked at once", n.prefix)
-		}
+	if err := t.admissible(ak, uk, user, nets); err != nil {
+		return nil, err
 	}
 	t.pending[ak]++
 	t.pending[uk]++
@@ -238,6 +216,50 @@ func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
 		t.pending[n.key]++
 	}
 	return &Attempt{t: t, addrKey: ak, userKey: uk, nets: nets}, nil
+}
+
+// Admissible returns the error Begin would return now for a check of
+// user's password from remoteAddr, without admitting it: a password
+// check asks it before it reads the user (a Postgres round trip), so
+// that guesses sent while the admitted ones run their bcrypt are refused
+// having read nothing. Asked only by Begin, after that read, each cost a
+// round trip, however many were sent.
+func (t *Throttle) Admissible(remoteAddr, user string) error {
+	addr := addressKey(remoteAddr)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.admissible(addrKey(addr), userKey(addr, user), user, t.networksOf(remoteAddr))
+}
+
+// admissible is Admissible for the address's key ak, the user name's
+// from it uk, and the address's networks nets. The caller holds t.mu.
+func (t *Throttle) admissible(ak, uk throttleKey, user string, nets []network) error {
+	now := t.now()
+	if left := t.blocked(now, ak); left > 0 {
+		return throttled(left, "too many failed sign-ins from this address")
+	}
+	if left := t.blocked(now, uk); left > 0 {
+		return throttled(left, "too many failed sign-ins as user %s from this address", user)
+	}
+	for _, n := range nets {
+		if left := t.blocked(now, n.key); left > 0 {
+			return throttled(left, "too many failed sign-ins from this address's network %s", n.prefix)
+		}
+	}
+	// The pending checks end within a bcrypt's time: a second is enough
+	// to wait before trying again.
+	if t.failed(now, ak)+t.pending[ak] >= addressFactor*t.max {
+		return throttled(time.Second, "too many sign-ins from this address are being checked at once")
+	}
+	if t.failed(now, uk)+t.pending[uk] >= t.max {
+		return throttled(time.Second, "too many sign-ins as user %s from this address are being checked at once", user)
+	}
+	for _, n := range nets {
+		if t.failed(now, n.key)+t.pending[n.key] >= n.limit {
+			return throttled(time.Second, "too many sign-ins from this address's network %s are being checked at once", n.prefix)
+		}
+	}
+	return nil
 }
 
 // Fail settles the attempt as a failed check, counted toward the limits

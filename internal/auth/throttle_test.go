@@ -744,3 +744,68 @@ func TestAnonymousAndPasswordFailuresCountApart(t *testing.T) {
 		t.Errorf("bearer check after the failed passwords: %v", err)
 	}
 }
+
+// TestPasswordGuessesPastTheChecksRunningReadNothing: once the password
+// checks running of a user name from an address, or of the address, take
+// every place the throttle admits, another guess of them is answered
+// TooMany before its user is read (a Postgres round trip), as a bearer
+// token past its address's places is. Found by review: the user was read
+// first and the guess refused only after, so guesses sent while the
+// admitted ones ran their bcrypt, a second or more, each cost a round
+// trip, however many were sent.
+func TestPasswordGuessesPastTheChecksRunningReadNothing(t *testing.T) {
+	t.Parallel()
+	hash, err := bcrypt.GenerateFromPassword([]byte("bea-password"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 3 // a user name's; the address's is ten times that
+	store := &readsStore{userStore: userStore{hash: string(hash)}, reads: make(chan string, 100)}
+	running, release := make(chan struct{}, 10*limit), make(chan struct{})
+	a := New(store, 4, func() { running <- struct{}{}; <-release }, WithThrottle(NewThrottle(limit, time.Hour, time.Now)))
+	a.hashing = make(chan struct{}, 10*limit)
+	try := func(user, password string) error {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:1000"
+		r.SetBasicAuth(user, password)
+		_, err := a.Authenticate(r)
+		return err
+	}
+	answers := make(chan error, 10*limit)
+	start := func(user, password string) {
+		go func() { answers <- try(user, password) }()
+		<-running // admitted, and held in its bcrypt
+		<-store.reads
+	}
+	guess := func(user, password, want string) {
+		t.Helper()
+		if err := try(user, password); sluice.ErrorCode(err) != sluice.CodeTooMany || !strings.Contains(err.Error(), want) {
+			t.Fatalf("guess %s:%s: %v, want TooMany (%s)", user, password, err, want)
+		}
+		select {
+		case name := <-store.reads:
+			t.Errorf("guess %s:%s, refused, read user %s", user, password, name)
+		default:
+		}
+	}
+	// bea's places are taken: her next guesses read nothing.
+	for i := range limit {
+		start("bea", fmt.Sprintf("guess-%d", i))
+	}
+	for i := range 5 {
+		guess("bea", fmt.Sprintf("more-%d", i), "as user bea from this address are being checked at once")
+	}
+	// The address's places are taken: so do guesses of any name.
+	for i := range 9 * limit {
+		start(fmt.Sprintf("user-%d", i), "guess")
+	}
+	for i := range 5 {
+		guess(fmt.Sprintf("other-%d", i), "guess", "from this address are being checked at once")
+	}
+	close(release)
+	for range 10 * limit {
+		if err := <-answers; sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+			t.Errorf("a guess that was checked: %v", err)
+		}
+	}
+}
