@@ -312,6 +312,12 @@ func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, e
 	key := a.cacheKey(h)
 	client := a.ClientAddr(r)
 	flight := string(key[:]) + "\x00" + addressKey(client)
+	// The access changes seen before this request: a check it joins that
+	// read the credential before one of them (a revocation that has
+	// answered) does not answer it, as a remembered credential would not
+	// (cached). Joined, a request sent after a token's revocation answered
+	// was accepted with what a lookup begun before it read.
+	seen := a.accessSeen()
 	for {
 		v, _, _ := a.bearers.Do(flight, func() (any, error) {
 			// A check that ended just before this one started may have
@@ -342,6 +348,12 @@ func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, e
 		// The request that ran the check ended first: unless this one
 		// did too, check again, as the one running it or joining another.
 		if res.ended && ctx.Err() == nil {
+			continue
+		}
+		// Read before an access change this request came after: check
+		// again. A check begun since reads at seen or later, so this
+		// happens once at most.
+		if res.c != nil && res.c.AccessVersion < seen {
 			continue
 		}
 		return res.c, res.err

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"crypto/sha256"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -97,6 +98,18 @@ func (a *Authenticator) Forget() {
 // process's key, so that the keys are worthless outside it.
 func (a *Authenticator) cacheKey(header string) [sha256.Size]byte {
 	return a.mac("authorization\x00", header)
+}
+
+// accessSeen returns the newest access version whose changes this process
+// has seen (the change feed's, or its own: Invalidate): a credential read
+// at an older one may have been revoked since. Without a cache, the lowest
+// version.
+func (a *Authenticator) accessSeen() int64 {
+	k := a.cache
+	if k == nil {
+		return math.MinInt64
+	}
+	return max(k.floor.Load(), k.applied())
 }
 
 // cached returns the remembered credential of header, if it still counts.

@@ -3,11 +3,14 @@ package auth
 import (
 	"context"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // countingStore answers every token with one credential at version
@@ -61,4 +64,79 @@ func TestCredentialCache(t *testing.T) {
 	expect(4, "after the TTL")
 	a.Invalidate(1) // an older version does not lower the floor
 	expect(4, "remembered")
+}
+
+// revocableStore knows one API token until revoked is set; a lookup reads
+// it as it is when the lookup starts (its snapshot), at version, and the
+// first one is held until release.
+type revocableStore struct {
+	Store   // the methods the test does not use
+	reads   chan struct{}
+	release chan struct{}
+	revoked atomic.Bool
+	version atomic.Int64
+	held    atomic.Bool
+}
+
+func (s *revocableStore) TokenCredential(context.Context, []byte) (*sluice.Credential, error) {
+	revoked, v := s.revoked.Load(), s.version.Load()
+	s.reads <- struct{}{}
+	if s.held.CompareAndSwap(false, true) {
+		<-s.release
+	}
+	if revoked {
+		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "invalid or revoked token")
+	}
+	return &sluice.Credential{User: &sluice.User{ID: 1, Name: "u"}, TokenID: 9, AccessVersion: v}, nil
+}
+
+// TestSharedLookupIsNotReusedAfterAnAccessChange: a request with a bearer
+// token that arrives once the token's revocation answered is refused,
+// even while a lookup of that token from before the revocation is still
+// running: it does not take that lookup's answer, read before the change,
+// but reads the token itself. Found by review: concurrent checks of one
+// token share one lookup, and a request joining one that began before the
+// revocation was answered with the credential it read, its user's
+// requests (writes among them) accepted after the revocation answered,
+// for as long as the lookup took (Postgres slow, the pool busy).
+func TestSharedLookupIsNotReusedAfterAnAccessChange(t *testing.T) {
+	t.Parallel()
+	store := &revocableStore{reads: make(chan struct{}, 4), release: make(chan struct{})}
+	var seen atomic.Int64
+	a := New(store, 4, nil, WithCache(seen.Load))
+	try := func() error {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = "192.0.2.1:1000"
+		r.Header.Set("Authorization", "Bearer sluice_leaked")
+		_, err := a.Authenticate(r)
+		return err
+	}
+	before := make(chan error, 1)
+	go func() { before <- try() }()
+	<-store.reads // a lookup that began before the revocation, held
+	// The token is revoked (access version 1), and this process forgets
+	// what it read before, as the engine has it do before the
+	// revocation's request answers.
+	store.revoked.Store(true)
+	store.version.Store(1)
+	a.Invalidate(1)
+	after := make(chan error, 1)
+	go func() { after <- try() }()
+	// It waits on the held lookup, having joined it.
+	eventually.True(t, 10*time.Second, "the request after the revocation joins the lookup", func() bool {
+		buf := make([]byte, 1<<20)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "singleflight.(*Group).Do(") && strings.Contains(g, "sync.(*WaitGroup).Wait(") {
+				return true
+			}
+		}
+		return false
+	})
+	close(store.release)
+	if err := <-before; err != nil {
+		t.Errorf("the request that began before the revocation: %v", err)
+	}
+	if err := <-after; sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Errorf("a request after the revocation answered: %v, want Unauthenticated", err)
+	}
 }
