@@ -27,13 +27,34 @@ func AcceptHeader(h http.Header) string {
 	return strings.Join(vs, ", ")
 }
 
+// maxMediaRanges bounds the entries of an Accept header that are read,
+// and maxMediaRangeBytes the length of one: a client lists a few media
+// types (a browser about six), and the header is read before any
+// credential, several times a request (its protocol, the shape of its
+// answer). Read whole, 16 KiB of "a/b;q=0, " cost a megabyte of garbage
+// and a millisecond of a core each time, two megabytes an anonymous
+// request (TestLongAcceptHeadersCostLittle). Entries past them are read
+// as if not listed.
+const (
+	maxMediaRanges     = 64
+	maxMediaRangeBytes = 256
+)
+
 // MediaRanges parses an Accept header, in order, skipping entries that do
-// not parse. A missing or unparseable q counts as 1; a q outside 0 to 1 is
-// taken as the nearest of the two.
+// not parse (and those longer than maxMediaRangeBytes), up to its first
+// maxMediaRanges entries. A missing or unparseable q counts as 1; a q
+// outside 0 to 1 is taken as the nearest of the two.
 func MediaRanges(accept string) []MediaRange {
 	var out []MediaRange
+	entries := 0
 	for part := range strings.SplitSeq(accept, ",") {
+		if entries++; entries > maxMediaRanges {
+			break
+		}
 		part = strings.TrimSpace(part)
+		if len(part) > maxMediaRangeBytes {
+			continue
+		}
 		if plainMediaType(part) { // what ParseMediaType returns, without its map
 			out = append(out, MediaRange{Type: part, Q: 1})
 			continue
