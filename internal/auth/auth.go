@@ -84,9 +84,10 @@ type Authenticator struct {
 	verified *lru.Cache[[sha256.Size]byte, string]
 	// flight makes concurrent checks of one credential run one bcrypt.
 	flight singleflight.Group
-	// bearers makes concurrent checks of one bearer credential (API token
-	// or JWT) from one address run one lookup (bearer).
-	bearers singleflight.Group
+	// checks makes concurrent checks of one Authorization header (a
+	// password, an API token, a JWT) from one address run one lookup
+	// (shared).
+	checks singleflight.Group
 	// onHash, when set, is called for every bcrypt comparison (a metric).
 	onHash func()
 	// jwt verifies bearer JWTs; nil when none are accepted.
@@ -266,24 +267,32 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	if !basic {
 		return a.bearer(r, h)
 	}
-	// The key set's generation before verifying: a credential verified
-	// with keys a reload replaced meanwhile is not remembered as current.
-	keys := a.jwt.generation()
-	// Failed passwords were counted as they were checked (password).
-	c, err := a.authenticate(r, h)
-	if err != nil {
-		return nil, err
-	}
-	if a.throttle != nil {
-		a.throttle.Succeed(client, name)
-	}
-	a.remember(h, c, keys)
-	return c, nil
+	// Concurrent checks of one header from one address share one check,
+	// the read of its user included, as bearer credentials do (shared):
+	// they shared the bcrypt alone (password), and each read the user
+	// first, so that one wrong password sent many times at once cost a
+	// round trip a request and counted one failure.
+	return a.shared(r.Context(), h, client, func() (*sluice.Credential, error) {
+		// The key set's generation before verifying: a credential
+		// verified with keys a reload replaced meanwhile is not
+		// remembered as current.
+		keys := a.jwt.generation()
+		// Failed passwords are counted as they are checked (password).
+		c, err := a.authenticate(r, h)
+		if err != nil {
+			return nil, err
+		}
+		if a.throttle != nil {
+			a.throttle.Succeed(client, name)
+		}
+		a.remember(h, c, keys)
+		return c, nil
+	})
 }
 
-// bearerResult is what a check of bearer shares with the checks that
+// checkResult is what a check shares with the checks that
 // joined it.
-type bearerResult struct {
+type checkResult struct {
 	c   *sluice.Credential
 	err error
 	// ended is set when the request that ran the check ended before it
@@ -297,9 +306,7 @@ type bearerResult struct {
 // at once stay below its limit, so guesses sent together cost at most
 // that many Postgres round trips (Throttle.BeginAddress, where a check
 // finding no place waits for one). Concurrent checks of one header from
-// one address share one admission and one lookup (bearers, keyed like the
-// remembered credentials, and by address, so that one address's checks
-// are never answered by another's admission): one client sending many
+// one address share one admission and one lookup (shared): one client sending many
 // requests at once with one credential just forgotten (after any access
 // change, or credentialTTL) costs one place and one round trip, where
 // admitted one by one it took every place and was answered 429 for the
@@ -309,8 +316,37 @@ type bearerResult struct {
 // verified one shares its lookup the same way.
 func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, error) {
 	ctx := r.Context()
-	key := a.cacheKey(h)
 	client := a.ClientAddr(r)
+	return a.shared(ctx, h, client, func() (*sluice.Credential, error) {
+		settle, err := a.admitAddress(ctx, client)
+		if err != nil {
+			return nil, err
+		}
+		failed := false
+		// Deferred, so that a panic below cannot keep the place for good.
+		defer func() { settle(failed) }()
+		// The key set's generation before verifying: a credential
+		// verified with keys a reload replaced meanwhile is not
+		// remembered as current.
+		keys := a.jwt.generation()
+		c, err := a.authenticate(r, h)
+		failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
+		if err != nil {
+			return nil, err
+		}
+		a.remember(h, c, keys)
+		return c, nil
+	})
+}
+
+// shared runs check, the check of Authorization header h (not
+// remembered) of a request from client whose context is ctx, once for
+// the concurrent requests with h from client (checks, keyed like the
+// remembered credentials, and by address, so that one address's checks
+// are never answered by another's admission), and returns its outcome to
+// each.
+func (a *Authenticator) shared(ctx context.Context, h, client string, check func() (*sluice.Credential, error)) (*sluice.Credential, error) {
+	key := a.cacheKey(h)
 	flight := string(key[:]) + "\x00" + addressKey(client)
 	// The access changes seen before this request: a check it joins that
 	// read the credential before one of them (a revocation that has
@@ -319,32 +355,16 @@ func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, e
 	// was accepted with what a lookup begun before it read.
 	seen := a.accessSeen()
 	for {
-		v, _, _ := a.bearers.Do(flight, func() (any, error) {
+		v, _, _ := a.checks.Do(flight, func() (any, error) {
 			// A check that ended just before this one started may have
 			// remembered it already.
 			if c, ok := a.cached(h); ok {
-				return bearerResult{c: c}, nil
+				return checkResult{c: c}, nil
 			}
-			settle, err := a.admitAddress(ctx, client)
-			if err != nil {
-				return bearerResult{err: err, ended: ctx.Err() != nil}, nil
-			}
-			failed := false
-			// Deferred, so that a panic below cannot keep the place for good.
-			defer func() { settle(failed) }()
-			// The key set's generation before verifying: a credential
-			// verified with keys a reload replaced meanwhile is not
-			// remembered as current.
-			keys := a.jwt.generation()
-			c, err := a.authenticate(r, h)
-			failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
-			if err != nil {
-				return bearerResult{err: err, ended: ctx.Err() != nil}, nil
-			}
-			a.remember(h, c, keys)
-			return bearerResult{c: c}, nil
+			c, err := check()
+			return checkResult{c: c, err: err, ended: err != nil && ctx.Err() != nil}, nil
 		})
-		res := v.(bearerResult)
+		res := v.(checkResult)
 		// The request that ran the check ended first: unless this one
 		// did too, check again, as the one running it or joining another.
 		if res.ended && ctx.Err() == nil {

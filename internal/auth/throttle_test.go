@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // fail counts a failed check of user's password from addr.
@@ -346,7 +347,7 @@ func (s *readsStore) PasswordCredential(ctx context.Context, name string) (*slui
 // bcrypts), where an existing user's shared one (8 × 401, 1 bcrypt):
 // the answers and the work told which names exist.
 func TestSameGuessAtOnceIsOneCheckForAnyName(t *testing.T) {
-	t.Parallel()
+	// Not parallel: flightWaiters counts the process's goroutines.
 	hash, err := bcrypt.GenerateFromPassword([]byte("bea-password"), 4)
 	if err != nil {
 		t.Fatal(err)
@@ -371,12 +372,9 @@ func TestSameGuessAtOnceIsOneCheckForAnyName(t *testing.T) {
 				answers <- err
 			}()
 		}
-		// Every guess has read the store, and one check runs (held here):
-		// the others have joined it, or were answered at once.
-		for range guesses {
-			<-store.reads
-		}
+		// One check runs (held here): the others have joined it.
 		<-hashing
+		eventually.True(t, 10*time.Second, "every guess waits for the check", func() bool { return flightWaiters() == guesses-1 })
 		close(release)
 		codes := map[sluice.Code]int{}
 		for range guesses {
@@ -808,4 +806,62 @@ func TestPasswordGuessesPastTheChecksRunningReadNothing(t *testing.T) {
 			t.Errorf("a guess that was checked: %v", err)
 		}
 	}
+}
+
+// TestSameGuessAtOnceReadsTheUserOnce: one wrong password sent many times
+// at once from one address reads its user once, as one bearer token sent
+// so is looked up once, and shares one bcrypt. Found by review: they
+// shared the bcrypt alone, each reading the user first, so a burst of one
+// guess cost as many Postgres round trips as requests and counted one
+// failure; bursts of other names, as many as the address's limit of
+// failures allowed.
+func TestSameGuessAtOnceReadsTheUserOnce(t *testing.T) {
+	// Not parallel: flightWaiters counts the process's goroutines.
+	hash, err := bcrypt.GenerateFromPassword([]byte("bea-password"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const guesses = 20
+	store := &readsStore{userStore: userStore{hash: string(hash)}, reads: make(chan string, guesses)}
+	hashing, release := make(chan struct{}, guesses), make(chan struct{})
+	a := New(store, 4, func() {
+		hashing <- struct{}{}
+		<-release
+	}, WithThrottle(NewThrottle(3, time.Hour, time.Now)))
+	answers := make(chan error, guesses)
+	for range guesses {
+		go func() {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = "192.0.2.1:1000"
+			r.SetBasicAuth("bea", "the-same-guess")
+			_, err := a.Authenticate(r)
+			answers <- err
+		}()
+	}
+	<-hashing // one check runs, held
+	// Every guess has joined it, or read the user for a check of its own.
+	eventually.True(t, 10*time.Second, "every guess waits for the check", func() bool { return flightWaiters() == guesses-1 })
+	close(release)
+	for range guesses {
+		if err := <-answers; sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+			t.Errorf("a guess: %v", err)
+		}
+	}
+	if reads := len(store.reads); reads != 1 {
+		t.Errorf("%d guesses at once of one password read the user %d times, want once", guesses, reads)
+	}
+}
+
+// flightWaiters counts the goroutines of the process waiting for a check
+// that another runs (singleflight): those of the test calling it, which
+// runs no other check of its own meanwhile.
+func flightWaiters() int {
+	buf := make([]byte, 1<<20)
+	waiting := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		if strings.Contains(g, "singleflight.(*Group).Do(") && strings.Contains(g, "sync.(*WaitGroup).Wait(") {
+			waiting++
+		}
+	}
+	return waiting
 }
