@@ -262,19 +262,27 @@ func diffIndexes(oc, nc *sluice.Class) []Change {
 	if oc.Kind == sluice.KindDocument {
 		before = oc.Indexes
 	}
-	has := func(list []sluice.Index, ix sluice.Index) bool {
-		return slices.ContainsFunc(list, func(x sluice.Index) bool { return slices.Equal(x.Fields, ix.Fields) })
+	// Sets of their fields: a stored schema's classes may have any number
+	// of indexes (MaxIndexes bounds new ones), and comparing each with
+	// every other cost the square of their number.
+	set := func(list []sluice.Index) map[string]bool {
+		m := make(map[string]bool, len(list))
+		for _, ix := range list {
+			m[strings.Join(ix.Fields, "\x00")] = true
+		}
+		return m
 	}
+	had, has := set(before), set(nc.Indexes)
 	var out []Change
 	for _, ix := range nc.Indexes {
-		if !has(before, ix) {
+		if !had[strings.Join(ix.Fields, "\x00")] {
 			fields := strings.Join(ix.Fields, ", ")
 			out = append(out, Change{Kind: AddIndex, Class: nc.Name, Field: fields,
 				Reason: fmt.Sprintf("adds an index on %s(%s)", nc.Name, fields)})
 		}
 	}
 	for _, ix := range before {
-		if !has(nc.Indexes, ix) {
+		if !has[strings.Join(ix.Fields, "\x00")] {
 			fields := strings.Join(ix.Fields, ", ")
 			out = append(out, Change{Kind: DropIndex, Class: nc.Name, Field: fields,
 				Reason: fmt.Sprintf("drops the index on %s(%s)", nc.Name, fields)})

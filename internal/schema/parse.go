@@ -34,7 +34,8 @@ const maxIndexFields = 31
 func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, limits{}) }
 
 // ParseNew is Parse of a schema a client sends, which must also declare
-// at most MaxClasses classes and MaxEnumValues values in each enum,
+// at most MaxClasses classes, MaxEnumValues values in each enum and
+// MaxIndexes indexes on each class (inherited ones included),
 // expand to at most MaxExpandedFields fields, ancestors, enum values and
 // backlinks (it stops as soon as what it counts passes the bound: enums
 // and ancestors are counted before any class is built, fields as the
@@ -60,18 +61,19 @@ func ParseChange(sdl string, stored *sluice.Schema) (*sluice.Schema, error) {
 		lim.expanded = max(lim.expanded, b.expanded)
 		lim.classes = max(lim.classes, len(b.schema.Order))
 		lim.enumValues = max(lim.enumValues, b.maxEnumValues)
+		lim.indexes = max(lim.indexes, b.maxIndexes)
 	}
 	return parse(sdl, lim)
 }
 
 // limits are the bounds a new schema is held to (0: none).
 type limits struct {
-	isNew                         bool
-	expanded, classes, enumValues int
+	isNew                                  bool
+	expanded, classes, enumValues, indexes int
 }
 
 // newLimits are ParseNew's.
-var newLimits = limits{isNew: true, expanded: MaxExpandedFields, classes: MaxClasses, enumValues: MaxEnumValues}
+var newLimits = limits{isNew: true, expanded: MaxExpandedFields, classes: MaxClasses, enumValues: MaxEnumValues, indexes: MaxIndexes}
 
 // parse is Parse, within lim.
 func parse(sdl string, lim limits) (*sluice.Schema, error) {
@@ -166,10 +168,10 @@ type builder struct {
 	limit, expanded int
 	// isNew is set for a schema a client sends (ParseNew), and lim holds
 	// the bounds it is held to; maxEnumValues counts the values of its
-	// largest enum.
-	isNew         bool
-	lim           limits
-	maxEnumValues int
+	// largest enum, maxIndexes the indexes of the class with the most.
+	isNew                     bool
+	lim                       limits
+	maxEnumValues, maxIndexes int
 }
 
 // errExpanded is the error of a schema that expands past limit fields,
@@ -440,6 +442,10 @@ func (b *builder) declareClass(def *ast.Definition) error {
 			if err != nil {
 				return err
 			}
+			// Bounded as they are read: inheritance only adds to them.
+			if b.lim.indexes > 0 && len(indexes) >= b.lim.indexes {
+				return errorAt(d.Position, "%s declares more than %d indexes; at most %d are allowed on a class, inherited ones included", what, b.lim.indexes, b.lim.indexes)
+			}
 			indexes = append(indexes, indexDef{index: ix, pos: d.Position})
 			continue
 		}
@@ -683,21 +689,31 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 }
 
 // indexes sets cd.class.Indexes: its ancestors' indexes, then its own,
-// each once, after checking that its own name fields it has and can index.
+// each once, after checking that its own name fields it has and can index,
+// and that they are at most lim.indexes.
 func (b *builder) indexes(cd *classDef) error {
 	c := cd.class
 	var out []sluice.Index
-	add := func(ix sluice.Index) {
-		for _, have := range out {
-			if slices.Equal(have.Fields, ix.Fields) {
-				return
-			}
+	// Keyed by the fields: a stored schema is not bounded, and comparing
+	// each index with every other cost the square of their number.
+	have := map[string]bool{}
+	add := func(ix sluice.Index, pos *ast.Position) error {
+		key := strings.Join(ix.Fields, "\x00")
+		if have[key] {
+			return nil
 		}
+		have[key] = true
 		out = append(out, ix)
+		if b.lim.indexes > 0 && len(out) > b.lim.indexes {
+			return errorAt(pos, "%s has more than %d indexes, inherited ones included; at most %d are allowed", c.Name, b.lim.indexes, b.lim.indexes)
+		}
+		return nil
 	}
 	for _, p := range c.Parents {
 		for _, ix := range b.classes[p].class.Indexes {
-			add(ix)
+			if err := add(ix, cd.def.Position); err != nil {
+				return err
+			}
 		}
 	}
 	for _, d := range cd.indexes {
@@ -710,9 +726,12 @@ func (b *builder) indexes(cd *classDef) error {
 				return errorAt(d.pos, "@index on %s: field %s cannot be indexed: %s", c.Name, name, why)
 			}
 		}
-		add(d.index)
+		if err := add(d.index, d.pos); err != nil {
+			return err
+		}
 	}
 	c.Indexes = out
+	b.maxIndexes = max(b.maxIndexes, len(out))
 	return nil
 }
 

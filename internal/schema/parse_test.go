@@ -651,3 +651,69 @@ func TestParseChangeKeepsStoredSchemasChangeable(t *testing.T) {
 		t.Errorf("a small schema replacing an empty one: %v", err)
 	}
 }
+
+// TestParseNewBoundsIndexes: a new schema's class has at most MaxIndexes
+// indexes, inherited ones included, refused as the type's directives are
+// read or as a class inherits them; a stored schema past the bound loads
+// and stays changeable at its own count.
+func TestParseNewBoundsIndexes(t *testing.T) {
+	t.Parallel()
+	// typeIndexes returns n distinct @index directives over pairs of the
+	// fields a..z.
+	typeIndexes := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			first, second := i/25, i%25
+			if second >= first {
+				second++
+			}
+			fmt.Fprintf(&b, ` @index(fields: ["%c", "%c"])`, 'a'+first, 'a'+second)
+		}
+		return b.String()
+	}
+	var fields strings.Builder
+	for c := 'a'; c <= 'z'; c++ {
+		fmt.Fprintf(&fields, " %c: Int", c)
+	}
+	body := " {" + fields.String() + " }\n"
+	for _, c := range []struct{ name, sdl, want string }{
+		{"65 on a type", "type A" + typeIndexes(65) + body,
+			"type A declares more than 64 indexes; at most 64 are allowed on a class, inherited ones included"},
+		{"40 inherited and 25 of its own", "interface I" + typeIndexes(40) + body +
+			"type T implements I" + strings.Replace(typeIndexes(65), typeIndexes(40), "", 1) + " { x: Int }\n",
+			"T has more than 64 indexes, inherited ones included; at most 64 are allowed"},
+		{"40 inherited and 25 on fields", "interface I" + typeIndexes(40) + body +
+			"type T implements I {" + strings.ReplaceAll(fields.String(), "Int", "Int @index") + " }\n",
+			"T has more than 64 indexes, inherited ones included; at most 64 are allowed"},
+	} {
+		_, err := ParseNew(c.sdl)
+		if err == nil || !strings.Contains(err.Error(), c.want) || sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Errorf("%s: got %v, want %s", c.name, err, c.want)
+		}
+		if _, err := Parse(c.sdl); err != nil {
+			t.Errorf("%s, stored: %v", c.name, err)
+		}
+	}
+	// Just within: 64, some inherited, some repeated (counted once).
+	within := "interface I" + typeIndexes(40) + body + "type T implements I" + typeIndexes(64) + " { x: Int @index }\n"
+	if s, err := ParseNew(within); err == nil {
+		t.Errorf("65 with x's index: admitted with %d indexes", len(s.Classes["T"].Indexes))
+	}
+	within = "interface I" + typeIndexes(40) + body + "type T implements I" + typeIndexes(64) + " { x: Int }\n"
+	if s, err := ParseNew(within); err != nil {
+		t.Errorf("64 indexes: %v", err)
+	} else if n := len(s.Classes["T"].Indexes); n != 64 {
+		t.Errorf("64 indexes: got %d", n)
+	}
+	// A stored schema of 70 on a class is held to 70.
+	stored, err := Parse("type A" + typeIndexes(70) + body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseChange("type A"+typeIndexes(70)+" {"+fields.String()+" more: Int }\n", stored); err != nil {
+		t.Errorf("a field added to a stored class of 70 indexes: %v", err)
+	}
+	if _, err := ParseChange("type A"+typeIndexes(71)+body, stored); err == nil || !strings.Contains(err.Error(), "at most 70 are allowed") {
+		t.Errorf("one more index than the stored class's: %v, want it refused at the stored count", err)
+	}
+}
