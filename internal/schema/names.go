@@ -56,6 +56,18 @@ const MaxEnumValues = 1000
 // of the cluster uses).
 const MaxIndexes = 64
 
+// MaxDescriptionBytes bounds the descriptions of a new schema (ParseNew)
+// as the GraphQL schema Sluice serves carries them: those of its classes,
+// enums and enum values, and of each class's fields, inherited ones
+// included (an interface's field is described again on every class that
+// implements it). Within max_schema_bytes, one interface whose one field
+// has a description of 975 KB and 999 types implementing it gave every
+// role's generated GraphQL schema a gigabyte of descriptions to hold:
+// 200 KB of such a schema (200 types) took 1.3 s and 300 MB to build for
+// one role, and the server held 49 MB, counted as 400 fields by the
+// cache of servers.
+const MaxDescriptionBytes = 4 << 20
+
 // isBuiltinScalar reports whether name is one of the scalars every schema has.
 func isBuiltinScalar(name string) bool {
 	switch name {

@@ -35,7 +35,9 @@ func Parse(sdl string) (*sluice.Schema, error) { return parse(sdl, limits{}) }
 
 // ParseNew is Parse of a schema a client sends, which must also declare
 // at most MaxClasses classes, MaxEnumValues values in each enum and
-// MaxIndexes indexes on each class (inherited ones included),
+// MaxIndexes indexes on each class (inherited ones included), carry at
+// most MaxDescriptionBytes of descriptions (each class counting those of
+// the fields it inherits),
 // expand to at most MaxExpandedFields fields, ancestors, enum values and
 // backlinks (it stops as soon as what it counts passes the bound: enums
 // and ancestors are counted before any class is built, fields as the
@@ -62,18 +64,19 @@ func ParseChange(sdl string, stored *sluice.Schema) (*sluice.Schema, error) {
 		lim.classes = max(lim.classes, len(b.schema.Order))
 		lim.enumValues = max(lim.enumValues, b.maxEnumValues)
 		lim.indexes = max(lim.indexes, b.maxIndexes)
+		lim.descriptions = max(lim.descriptions, b.descriptions)
 	}
 	return parse(sdl, lim)
 }
 
 // limits are the bounds a new schema is held to (0: none).
 type limits struct {
-	isNew                                  bool
-	expanded, classes, enumValues, indexes int
+	isNew                                                bool
+	expanded, classes, enumValues, indexes, descriptions int
 }
 
 // newLimits are ParseNew's.
-var newLimits = limits{isNew: true, expanded: MaxExpandedFields, classes: MaxClasses, enumValues: MaxEnumValues, indexes: MaxIndexes}
+var newLimits = limits{isNew: true, expanded: MaxExpandedFields, classes: MaxClasses, enumValues: MaxEnumValues, indexes: MaxIndexes, descriptions: MaxDescriptionBytes}
 
 // parse is Parse, within lim.
 func parse(sdl string, lim limits) (*sluice.Schema, error) {
@@ -168,10 +171,20 @@ type builder struct {
 	limit, expanded int
 	// isNew is set for a schema a client sends (ParseNew), and lim holds
 	// the bounds it is held to; maxEnumValues counts the values of its
-	// largest enum, maxIndexes the indexes of the class with the most.
-	isNew                     bool
-	lim                       limits
-	maxEnumValues, maxIndexes int
+	// largest enum, maxIndexes the indexes of the class with the most,
+	// descriptions the bytes of descriptions (see describe).
+	isNew                                   bool
+	lim                                     limits
+	maxEnumValues, maxIndexes, descriptions int
+}
+
+// describe counts n more bytes of descriptions, as the generated GraphQL
+// schema carries them, against the bound: what describes pos.
+func (b *builder) describe(n int, pos *ast.Position, what string) error {
+	if b.descriptions += n; b.lim.descriptions > 0 && b.descriptions > b.lim.descriptions {
+		return errorAt(pos, "%s: the schema's descriptions come to more than %d bytes, each class counting those of the fields it inherits (the GraphQL schema repeats an inherited field's description on every class that implements its interface); shorten the descriptions, those of fields many classes inherit first", what, b.lim.descriptions)
+	}
+	return nil
 }
 
 // errExpanded is the error of a schema that expands past limit fields,
@@ -399,6 +412,13 @@ func (b *builder) declareEnum(def *ast.Definition) error {
 	// The enum's GraphQL type and each value count as a field.
 	if b.expanded += 1 + len(def.EnumValues); b.limit > 0 && b.expanded > b.limit {
 		return errExpanded(b.limit)
+	}
+	n := len(def.Description)
+	for _, v := range def.EnumValues {
+		n += len(v.Description)
+	}
+	if err := b.describe(n, def.Position, "enum "+def.Name); err != nil {
+		return err
 	}
 	e := &sluice.Enum{Name: def.Name, Description: def.Description}
 	seen := map[string]bool{}
@@ -674,6 +694,13 @@ func (b *builder) inherit(cd *classDef, path []string) error {
 	}
 	if len(fields) > maxFields {
 		return errorAt(cd.def.Position, "%s has %d fields, inherited ones included; at most %d are allowed", name, len(fields), maxFields)
+	}
+	described := len(cd.class.Description)
+	for _, f := range fields {
+		described += len(f.Description)
+	}
+	if err := b.describe(described, cd.def.Position, keyword(cd.def.Kind)+" "+name); err != nil {
+		return err
 	}
 	// A class without fields still costs a table, or its GraphQL types.
 	if b.expanded += max(len(fields), 1); b.limit > 0 && b.expanded > b.limit {

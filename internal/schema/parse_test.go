@@ -717,3 +717,44 @@ func TestParseNewBoundsIndexes(t *testing.T) {
 		t.Errorf("one more index than the stored class's: %v, want it refused at the stored count", err)
 	}
 }
+
+// TestParseNewBoundsDescriptions: a new schema's descriptions, each class
+// counting those of the fields it inherits, come to at most
+// MaxDescriptionBytes; a stored schema past it loads and stays
+// changeable at its own count.
+func TestParseNewBoundsDescriptions(t *testing.T) {
+	t.Parallel()
+	// inherited returns an interface whose field has a description of
+	// 100,000 bytes, and n types implementing it: 100,000 bytes a class.
+	inherited := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`interface I { """` + strings.Repeat("x", 100000) + `""" a: Int }` + "\n")
+		for i := range n {
+			fmt.Fprintf(&b, "type T%d implements I\n", i)
+		}
+		return b.String()
+	}
+	if _, err := ParseNew(inherited(40)); err != nil { // 4,100,000 bytes
+		t.Errorf("41 classes of 100,000 bytes of descriptions: %v", err)
+	}
+	const want = "line 42, column 6: type T40: the schema's descriptions come to more than 4194304 bytes, each class counting those of the fields it inherits"
+	for _, n := range []int{41, 999} {
+		if _, err := ParseNew(inherited(n)); err == nil || !strings.Contains(err.Error(), want) || sluice.ErrorCode(err) != sluice.CodeInvalid {
+			t.Errorf("%d types inheriting 100,000 bytes of descriptions: got %v, want %s", n, err, want)
+		}
+	}
+	enum := "enum E { \"\"\"" + strings.Repeat("y", 4<<20+1) + "\"\"\" V }"
+	if _, err := ParseNew(enum); err == nil || !strings.Contains(err.Error(), "line 1, column 6: enum E: the schema's descriptions come to more than 4194304 bytes") {
+		t.Errorf("an enum value's description past the bound: %v", err)
+	}
+	stored, err := Parse(inherited(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseChange(strings.Replace(inherited(50), " a: Int }", " a: Int b: Int }", 1), stored); err != nil {
+		t.Errorf("a field added to a stored schema past the bound: %v", err)
+	}
+	if _, err := ParseChange(inherited(51), stored); err == nil || !strings.Contains(err.Error(), "more than 5100000 bytes") {
+		t.Errorf("one more class than the stored schema's: %v, want it refused at the stored count", err)
+	}
+}
