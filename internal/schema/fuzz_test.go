@@ -39,13 +39,31 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, sdl string) {
 		s, err := Parse(sdl)
+		// A client's schema is held to bounds a stored one is not: it
+		// admits nothing Parse refuses, and what it admits is Parse's
+		// schema, which a change to it admits again (ParseChange).
+		n, nerr := ParseNew(sdl)
+		if nerr != nil {
+			requireInvalid(t, nerr)
+		}
 		if err != nil {
 			if e := requireInvalid(t, err); !strings.HasPrefix(e.Message, "line ") {
 				t.Fatalf("error %q does not start with its position", e.Message)
 			}
+			if nerr == nil {
+				t.Fatalf("ParseNew admits what Parse refuses: %v", err)
+			}
 			return
 		}
 		checkSchema(t, s)
+		if nerr == nil {
+			if !reflect.DeepEqual(n, s) {
+				t.Fatalf("ParseNew and Parse disagree")
+			}
+			if _, err := ParseChange(sdl, s); err != nil {
+				t.Fatalf("ParseChange refuses the schema it replaces: %v", err)
+			}
+		}
 	})
 }
 
