@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -320,18 +321,25 @@ func ReadParams(r *http.Request, maxBody int64) (*graphql.RawParams, error) {
 // (paramsCost of the text they were read from).
 func readParams(r *http.Request, maxBody int64) (*graphql.RawParams, int64, error) {
 	if r.Method == http.MethodGet {
-		p, err := getParams(r)
+		p, q, err := getParams(r)
 		if err != nil {
 			return nil, 0, err
 		}
-		q := r.URL.Query()
 		return p, paramsCost(len(r.URL.RawQuery), jsonValues([]byte(q.Get("variables")))+jsonValues([]byte(q.Get("extensions")))), nil
 	}
 	return postParams(r, maxBody)
 }
 
-func getParams(r *http.Request) (*graphql.RawParams, error) {
-	q := r.URL.Query()
+// getParams reads the GraphQL parameters of a GET from its URL, and
+// returns the URL's parameters too. A parameter given more than once is
+// refused (streamparam.Params), as the event-stream transports on the
+// same URL refuse it: of variables given twice the first was run, and
+// another reader (a proxy, a log) may take the last.
+func getParams(r *http.Request) (*graphql.RawParams, url.Values, error) {
+	q, err := streamparam.Params(r)
+	if err != nil {
+		return nil, nil, err
+	}
 	p := &graphql.RawParams{Query: q.Get("query"), OperationName: q.Get("operationName")}
 	for _, param := range []struct {
 		name string
@@ -344,22 +352,22 @@ func getParams(r *http.Request) (*graphql.RawParams, error) {
 		if l, bad := jsonesc.Find([]byte(v)); bad {
 			// encoding/json would read it as U+FFFD, as a POST body's
 			// check says (rest/bodies.go).
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, l.Refusal())
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, l.Refusal())
 		}
 		if err := decodeObject([]byte(v), param.dst); errors.Is(err, errTooManyValues) {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %v", param.name, err)
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "%s: %v", param.name, err)
 		} else if err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, sluice.DecodeError(err).Message)
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "%s: %s", param.name, sluice.DecodeError(err).Message)
 		}
 		// encoding/json kept the last of a member given twice.
 		if rep, ok := jsondup.Find([]byte(v)); ok {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: invalid JSON: %s", param.name, rep.Message())
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "%s: invalid JSON: %s", param.name, rep.Message())
 		}
 	}
 	if p.Query == "" && persistedHash(p) == "" {
-		return nil, invalidRequest("the query parameter is missing")
+		return nil, nil, invalidRequest("the query parameter is missing")
 	}
-	return p, nil
+	return p, q, nil
 }
 
 func postParams(r *http.Request, limit int64) (*graphql.RawParams, int64, error) {

@@ -159,7 +159,7 @@ func TestRepeatedParamMembersRefused(t *testing.T) {
 		t.Errorf("POST body: %q, want %q", msg, want)
 	}
 	r := httptest.NewRequest("GET", "/?query=%7Ba%7D&variables="+url.QueryEscape(`{"v":1,"v":2}`), nil)
-	_, err := getParams(r)
+	_, _, err := getParams(r)
 	if want := `variables: invalid JSON: the member "v" is given twice`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("GET: %v, want %q", err, want)
 	}
