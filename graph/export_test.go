@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/99designs/gqlgen/graphql"
 	"github.com/vektah/gqlparser/v2/ast"
@@ -160,3 +161,7 @@ func SubscriptionEvents(ctx context.Context, store Store, u *sluice.User, org, n
 	}
 	return func() ([]SubscriptionEvent, error) { return sub.Events(ctx, c) }, nil
 }
+
+// SetRequestTimeout sets es's graphql_request_timeout (Limits.RequestTimeout),
+// as a Handler sets it on the schemas it builds.
+func SetRequestTimeout(es *ExecutableSchema, d time.Duration) { es.limits.RequestTimeout = d }

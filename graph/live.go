@@ -770,6 +770,17 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 	if bound > 0 {
 		bctx = engine.LimitReads(rctx, bound)
 	}
+	// The joined statement is a part of each query's read, which
+	// graphql_request_timeout bounds (deadline) as Run's is: without it,
+	// only statement_timeout (perhaps none) ended it. Past it, each
+	// query is read on its own below, within its own deadline, so that a
+	// query too slow alone ends with the error naming the limit and the
+	// others are answered.
+	if d := es.limits.RequestTimeout; d > 0 {
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithTimeout(bctx, d)
+		defer cancel()
+	}
 	docs, err := es.store.QueryDocumentsEach(bctx, db, es.schema, batch)
 	if err != nil {
 		snap.Close()
