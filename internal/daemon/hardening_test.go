@@ -757,6 +757,15 @@ func TestMetricsNeedCredentials(t *testing.T) {
 		t.Errorf("/metrics as a user: %d %s", r.Status, r.Body)
 	}
 	d.MustDo(t, 401, dt.Bearer("a-wrong-token-0123456789"), "GET", "/metrics", nil)
+	// Beside another Authorization header, the token is refused as two
+	// headers are everywhere (it was served when given first).
+	tokenAndMore := func(r *http.Request) {
+		r.Header.Add("Authorization", "Bearer "+token)
+		r.Header.Add("Authorization", "Basic "+basic("rita", "rita-password"))
+	}
+	if r := d.Do(t, tokenAndMore, "GET", "/metrics", nil); r.Status != 400 || !strings.Contains(string(r.Body), "2 Authorization headers") {
+		t.Errorf("/metrics with the token and another Authorization header: %d %.200s", r.Status, r.Body)
+	}
 	for _, auth := range []dt.Auth{dt.Admin(), dt.Bearer(token)} {
 		if r := d.MustDo(t, 200, auth, "GET", "/metrics", nil); !strings.Contains(string(r.Body), "sluice_http_requests_total") {
 			t.Errorf("/metrics: %s", r.Body)

@@ -40,8 +40,11 @@ func (a *api) info(w http.ResponseWriter, r *http.Request) {
 // its own instead (metrics_listen).
 func (a *api) authorizeMetrics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if a.MetricsToken != "" {
-			scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		// The token counts only as the request's one Authorization
+		// header: of two, which counts would be a guess, and Authenticate
+		// refuses them (it was served the token given first).
+		if hs := r.Header.Values("Authorization"); a.MetricsToken != "" && len(hs) == 1 {
+			scheme, token, _ := strings.Cut(hs[0], " ")
 			if strings.EqualFold(scheme, "bearer") {
 				// Guesses of the token are throttled as other bearer
 				// tokens are: a throttled address is refused before the
