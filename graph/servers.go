@@ -102,9 +102,39 @@ func (c *serverCache) forget(id int64) {
 
 // schemaFields returns what a server for s is counted as: the fields of
 // s's classes, inherited ones included, each class counting at least one,
-// and each enum and each of its values (schema.Weight); at least one.
+// and each enum and each of its values (schema.Weight), and one more for
+// each descriptionBytesPerField bytes of their descriptions; at least
+// one.
 func schemaFields(s *sluice.Schema) int {
-	return max(schema.Weight(s), 1)
+	return max(schema.Weight(s)+descriptionBytes(s)/descriptionBytesPerField, 1)
+}
+
+// descriptionBytesPerField is how many bytes of descriptions a server is
+// counted a field for. A schema may carry 4 MiB of descriptions
+// (schema.MaxDescriptionBytes), which its server holds (in its schema and
+// its generated GraphQL types, an inherited field's description on every
+// class that inherits it): counted by its fields alone, such a server
+// counted a few fields, and the cache could keep a thousand of them.
+const descriptionBytesPerField = 512
+
+// descriptionBytes returns the bytes of the descriptions of s's classes
+// (their fields', inherited ones with each class that inherits them) and
+// enums (their values').
+func descriptionBytes(s *sluice.Schema) int {
+	n := 0
+	for _, c := range s.Classes {
+		n += len(c.Description)
+		for _, f := range c.Fields {
+			n += len(f.Description)
+		}
+	}
+	for _, e := range s.Enums {
+		n += len(e.Description)
+		for _, d := range e.ValueDescriptions {
+			n += len(d)
+		}
+	}
+	return n
 }
 
 // sharedCache is a least-recently-used cache of values by query text for

@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -101,5 +102,33 @@ func TestServersCountClassesAndEnums(t *testing.T) {
 	// Three classes without fields, two fields, an enum of three values.
 	if n, f := h.servers.lru.Len(), h.servers.fields; n != 2 || f != 18 {
 		t.Fatalf("after three databases: %d servers counted as %d, want 2 as 18", n, f)
+	}
+}
+
+// TestServersCountDescriptions: a server holds its schema's descriptions,
+// which a schema may carry 4 MiB of (an inherited field's counted with
+// every class that inherits it, as the GraphQL schema repeats it): it is
+// counted a field more for each 512 bytes of them, so the cache keeps
+// fewer such servers (counted by their fields alone, 5 MB of descriptions
+// made a server of a few fields, and the cache kept a thousand).
+func TestServersCountDescriptions(t *testing.T) {
+	long := strings.Repeat("d", 100<<10)
+	s, err := schema.Parse(fmt.Sprintf("interface I { %q x: Int }\ntype A implements I { x: Int }\ntype B implements I { x: Int }", long))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three classes of a field each, the description held by each.
+	if got, want := schemaFields(s), 3+3*(100<<10)/descriptionBytesPerField; got != want {
+		t.Fatalf("a server of three classes inheriting a 100 KiB description is counted %d fields, want %d", got, want)
+	}
+	h := NewHandler(nil, Options{})
+	h.servers = newServerCache(maxServers, 1000) // one such server
+	for id := range int64(3) {
+		if _, err := h.server(&sluice.Database{ID: id + 1, SchemaVersion: 1}, s, sluice.RoleAdmin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.servers.lru.Len(); n != 1 {
+		t.Fatalf("after three databases of that schema within 1,000 fields: %d servers kept, want 1", n)
 	}
 }
