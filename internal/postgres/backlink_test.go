@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/pgtest"
 	"github.com/sluice-dev/sluice/internal/postgres"
 	"github.com/sluice-dev/sluice/internal/schema"
 )
@@ -374,5 +378,52 @@ func TestBacklinksReadEachDocumentOnce(t *testing.T) {
 				t.Errorf("fields %v: %s is read twice, or without its fields or commit: %+v and %+v", fields, big[i], a, b)
 			}
 		}
+	}
+}
+
+// TestReferenceIndexBuildWaitsBoundedly: building a backlink index
+// concurrently waits for every transaction of the database with an older
+// snapshot, any role's, and holds meanwhile a lock on the table that the
+// database's schema changes wait for: an idle REPEATABLE READ transaction
+// held it for as long as it stayed open. The build now waits at most its
+// lock timeout, fails naming it, and a later build makes the index.
+func TestReferenceIndexBuildWaitsBoundedly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewDatabase(t)
+	db, err := postgres.Open(ctx, url, slog.New(slog.DiscardHandler), postgres.RefIndexLockWaitForTest(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := linkedDatabase(t, db, "slowrefs", 5)
+	owner := postgres.RefIndexNameForTest("Item", "owner")
+	if err := db.ExecDBForTest(ctx, `DROP INDEX sluice_db_`+fmt.Sprint(d.ID)+`."`+owner+`"`); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := other.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
+	bctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if n, err := db.BuildReferenceIndexes(bctx); err == nil || bctx.Err() != nil || !strings.Contains(err.Error(), "waited longer than 300ms") {
+		t.Fatalf("BuildReferenceIndexes beside an idle REPEATABLE READ transaction: built %d, %v (context: %v), want a lock timeout", n, err, bctx.Err())
+	}
+	if _, err := other.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.BuildReferenceIndexes(ctx); err != nil || n != 1 {
+		t.Fatalf("BuildReferenceIndexes once the transaction ended: built %d, %v; want 1", n, err)
+	}
+	if ok, valid, err := db.IndexValidForTest(ctx, d, owner); err != nil || !ok || !valid {
+		t.Fatalf("Item.owner's backlink index: exists %v, valid %v, %v", ok, valid, err)
 	}
 }

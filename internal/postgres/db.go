@@ -81,6 +81,8 @@ type options struct {
 	// pruneBatch is pruneBatchRows, smaller in tests that prune a few
 	// commits in several batches.
 	pruneBatch int
+	// refIndexLockWait is refIndexLockTimeout, shorter in tests.
+	refIndexLockWait time.Duration
 }
 
 // Option adjusts how Open connects.
@@ -122,7 +124,7 @@ func (o options) checkUp() error {
 // sets connect_timeout. It logs the hosts, database and user it connects
 // to (never the password).
 func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) (*DB, error) {
-	o := options{statementTimeout: DefaultStatementTimeout, batchLockWait: batchLockWait, pruneBatch: pruneBatchRows}
+	o := options{statementTimeout: DefaultStatementTimeout, batchLockWait: batchLockWait, pruneBatch: pruneBatchRows, refIndexLockWait: refIndexLockTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}

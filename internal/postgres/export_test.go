@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -179,4 +180,10 @@ const StoredBytesForTest = storedBytes
 // below 0 once a read passed it).
 func ReadBytesLeftForTest(ctx context.Context) int64 {
 	return readBudgetOf(ctx).left.Load()
+}
+
+// RefIndexLockWaitForTest makes BuildReferenceIndexes wait at most d for
+// a lock (see refIndexLockTimeout).
+func RefIndexLockWaitForTest(d time.Duration) Option {
+	return func(o *options) { o.refIndexLockWait = d }
 }

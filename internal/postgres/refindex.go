@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -35,10 +36,11 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 	}
 	defer conn.Release()
 	// Exempt from statement_timeout, as migrations are: building an
-	// index of a large table takes as long as it takes. The session's
-	// default comes back before the connection returns to the pool.
-	defer conn.Exec(context.WithoutCancel(ctx), "RESET statement_timeout") //nolint:errcheck // a broken connection is not reused
-	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+	// index of a large table takes as long as it takes. Its waits are
+	// bounded (refIndexLockTimeout). The session's defaults come back
+	// before the connection returns to the pool.
+	defer conn.Exec(context.WithoutCancel(ctx), "RESET statement_timeout; RESET lock_timeout") //nolint:errcheck // a broken connection is not reused
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET statement_timeout = 0; SET lock_timeout = %d", db.opts.refIndexLockWait.Milliseconds())); err != nil {
 		return 0, mapError(err)
 	}
 	release, err := db.holdLock(ctx, lockReferenceIndexes)
@@ -116,6 +118,11 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 				if gone(err) {
 					continue // the table or column went with a schema change meanwhile
 				}
+				if isLockTimeout(err) {
+					// Not mapError's Conflict, which would not say what
+					// it waited for.
+					return built, fmt.Errorf("backlink index %s of database %d: waited longer than %s for the transactions older than the build (any role's, such as one left open) to end; the next start builds it again: %w", ix, id, db.opts.refIndexLockWait, err)
+				}
 				if err != nil {
 					return built, fmt.Errorf("backlink index %s of database %d: %w", ix, id, mapError(err))
 				}
@@ -126,6 +133,18 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 	}
 	return built, nil
 }
+
+// refIndexLockTimeout bounds each wait of BuildReferenceIndexes for a
+// lock. CREATE INDEX CONCURRENTLY waits for every transaction of the
+// database whose snapshot is older than its build, any role's, holding
+// meanwhile a lock on the table that a schema change of its database
+// waits for: one role's idle transaction (REPEATABLE READ, or one that
+// stays open) held the build, and that database's schema changes (503
+// after statement_timeout), for as long as it liked. Past the timeout
+// the build stops (its index left invalid), with a warning in the log;
+// the next start builds it again, and until then backlinks of that table
+// read the table.
+const refIndexLockTimeout = 30 * time.Second
 
 // gone reports whether err says a table or column no longer exists.
 func gone(err error) bool {
