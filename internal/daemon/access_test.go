@@ -375,3 +375,37 @@ func TestAccessChangesDoNotWaitOnNotifications(t *testing.T) {
 		}
 	}
 }
+
+// TestAccessChangesAreRateLimitedPerUser: every access change makes every
+// replica read its clients' credentials again, so a user (the super user
+// aside) makes at most 10 a second after a burst of 100; past that, 429
+// with Retry-After, naming why. rita revokes a token that does not exist
+// as fast as she can (each an attempt at an access change) until one is
+// refused; the super user never is.
+func TestAccessChangesAreRateLimitedPerUser(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	rita := dt.Basic("rita", "rita-password")
+	refused := -1
+	for i := 0; i < 2000 && refused < 0; i++ {
+		switch r := d.Do(t, rita, "DELETE", "/api/tokens/999999", nil); r.Status {
+		case 404:
+		case 429:
+			if !strings.Contains(string(r.Body), "changes of access") || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("the refusal: %d %s (Retry-After %q)", r.Status, r.Body, r.Header.Get("Retry-After"))
+			}
+			refused = i
+		default:
+			t.Fatalf("revocation %d of a token that does not exist: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if refused < 100 {
+		t.Fatalf("rita's revocations were refused from the %dth, want after a burst of 100 (-1: never)", refused+1)
+	}
+	for i := range 150 {
+		if r := d.Do(t, dt.Admin(), "DELETE", "/api/tokens/999999", nil); r.Status != 404 {
+			t.Fatalf("the super user's revocation %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+}

@@ -47,6 +47,9 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 	if err := checkName("database", nd.Name); err != nil {
 		return nil, err
 	}
+	if err := e.allowAccessChange(u); err != nil {
+		return nil, err
+	}
 	if nd.Org == sluice.SystemOrg {
 		return nil, sluice.Errorf(sluice.CodeForbidden, "the _system organization is reserved")
 	}
@@ -109,6 +112,9 @@ func userDatabaseDoc(d *sluice.Database) *sluice.Document {
 func (e *Engine) DeleteDatabase(ctx context.Context, u *sluice.User, org, name string) error {
 	d, _, err := e.Database(ctx, u, org, name, sluice.RoleAdmin)
 	if err != nil {
+		return err
+	}
+	if err := e.allowAccessChange(u); err != nil {
 		return err
 	}
 	if err := writable(d); err != nil {

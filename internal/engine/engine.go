@@ -28,6 +28,8 @@ type Engine struct {
 	// onAccess is called after every committed access change (to wake the
 	// change feed, which ends the streams it affects).
 	onAccess func()
+	// accessRate bounds each user's access changes (allowAccessChange).
+	accessRate *accessRate
 	// gcPercent is the collector's target while large writes run (see
 	// bulkGC); 0 leaves it alone.
 	gcPercent int
@@ -137,7 +139,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	if hooks.OnAccess == nil {
 		hooks.OnAccess = func() {}
 	}
-	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
+	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess, accessRate: newAccessRate(),
 		schemas:     schemacache.New(schemaEntries, schemaBytes),
 		digests:     newDigestCache(),
 		drops:       newDropCache(),

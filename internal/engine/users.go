@@ -219,6 +219,9 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 	if err != nil {
 		return err
 	}
+	if err := e.allowAccessChange(u); err != nil {
+		return err
+	}
 	if err := writable(d); err != nil {
 		return err
 	}
@@ -305,6 +308,9 @@ func (e *Engine) Tokens(ctx context.Context, u *sluice.User) ([]*sluice.Token, e
 // RevokeToken revokes one of u's tokens. Requests with it are refused at
 // once on every replica, and streams opened with it end.
 func (e *Engine) RevokeToken(ctx context.Context, u *sluice.User, id int64) error {
+	if err := e.allowAccessChange(u); err != nil {
+		return err
+	}
 	_, err := e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
 		return tx.RevokeToken(ctx, u.ID, id)
 	}})
@@ -318,6 +324,9 @@ func (e *Engine) RevokeToken(ctx context.Context, u *sluice.User, id int64) erro
 // ChangePassword sets user target's password; u must be target or the
 // super user. Streams opened with the old password end; tokens stay valid.
 func (e *Engine) ChangePassword(ctx context.Context, u *sluice.User, target, password string) error {
+	if err := e.allowAccessChange(u); err != nil {
+		return err
+	}
 	if u.Name != target {
 		if err := requireSuperuser(u); err != nil {
 			return err
