@@ -408,6 +408,13 @@ type Config struct {
 	// Key max_databases_per_user, env SLUICE_MAX_DATABASES_PER_USER, flag --max-databases-per-user, default 100.
 	MaxDatabasesPerUser int64
 
+	// AccessChangesPerUser bounds the access changes one user makes a
+	// second on this process (after a burst of ten times as many): each
+	// makes every replica read its clients' credentials again (the super
+	// user is exempt; 0: no bound).
+	// Key access_changes_per_user, env SLUICE_ACCESS_CHANGES_PER_USER, flag --access-changes-per-user, default 10.
+	AccessChangesPerUser int64
+
 	// MaxWebhooksPerUser caps the webhooks one user may have made, over
 	// every database (the super user is exempt; 0: no cap).
 	// Key max_webhooks_per_user, env SLUICE_MAX_WEBHOOKS_PER_USER, flag --max-webhooks-per-user, default 50.
@@ -569,6 +576,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
 		slog.Int("max_webhooks_per_database", c.MaxWebhooksPerDatabase),
 		slog.Int64("max_databases_per_user", c.MaxDatabasesPerUser),
+		slog.Int64("access_changes_per_user", c.AccessChangesPerUser),
 		slog.Int64("max_webhooks_per_user", c.MaxWebhooksPerUser),
 		slog.Duration("webhook_timeout", c.WebhookTimeout),
 		slog.Any("webhook_retry_schedule", c.WebhookRetrySchedule),

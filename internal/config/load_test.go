@@ -104,6 +104,7 @@ func TestDefault(t *testing.T) {
 		MaxWebhooksPerDatabase: 20,
 		MaxWebhooksPerUser:     50,
 		MaxDatabasesPerUser:    100,
+		AccessChangesPerUser:   10,
 		WebhookTimeout:         15 * time.Second,
 		WebhookRetrySchedule: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 			time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour},
@@ -319,6 +320,7 @@ var everything = Config{
 	MaxWebhooksPerDatabase: 3,
 	MaxWebhooksPerUser:     4,
 	MaxDatabasesPerUser:    6,
+	AccessChangesPerUser:   7,
 	WebhookTimeout:         2 * time.Second,
 	WebhookRetrySchedule:   []time.Duration{100 * time.Millisecond, time.Second},
 	WebhookAllowNetworks:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
@@ -416,6 +418,7 @@ history_page_bytes: 65536
 max_webhooks_per_database: 3
 max_webhooks_per_user: 4
 max_databases_per_user: 6
+access_changes_per_user: 7
 webhook_timeout: 2s
 webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
@@ -499,6 +502,7 @@ history_page_bytes: 65536
 max_webhooks_per_database: 3
 max_webhooks_per_user: 4
 max_databases_per_user: 6
+access_changes_per_user: 7
 webhook_timeout: 2s
 webhook_retry_schedule: [100ms, 1s]
 webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
@@ -580,6 +584,7 @@ history_page_bytes = 65536
 max_webhooks_per_database = 3
 max_webhooks_per_user = 4
 max_databases_per_user = 6
+access_changes_per_user = 7
 webhook_timeout = "2s"
 webhook_retry_schedule = ["100ms", "1s"]
 webhook_allow_networks = ["127.0.0.0/8", "fd00::/8"]
@@ -661,6 +666,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "max_webhooks_per_database": 3,
   "max_webhooks_per_user": 4,
   "max_databases_per_user": 6,
+  "access_changes_per_user": 7,
   "webhook_timeout": "2s",
   "webhook_retry_schedule": "100ms,1s",
   "webhook_allow_networks": ["127.0.0.0/8", "fd00::/8"],
@@ -762,6 +768,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_MAX_WEBHOOKS_PER_DATABASE": "3",
 		"SLUICE_MAX_WEBHOOKS_PER_USER":     "4",
 		"SLUICE_MAX_DATABASES_PER_USER":    "6",
+		"SLUICE_ACCESS_CHANGES_PER_USER":   "7",
 		"SLUICE_WEBHOOK_TIMEOUT":           "2s",
 		"SLUICE_WEBHOOK_RETRY_SCHEDULE":    "100ms, 1s",
 		"SLUICE_WEBHOOK_ALLOW_NETWORKS":    "127.0.0.0/8,fd00::/8",
@@ -850,6 +857,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--max-webhooks-per-database", "3",
 		"--max-webhooks-per-user", "4",
 		"--max-databases-per-user", "6",
+		"--access-changes-per-user", "7",
 		"--webhook-timeout", "2s",
 		"--webhook-retry-schedule", "100ms,1s",
 		"--webhook-allow-networks", "127.0.0.1/8,fd00::/8",

@@ -390,6 +390,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	eng.LimitWriteBytes(d.cfg.WriteBytes, d.cfg.WriteBytesPerUser)
 	m.ObserveWriteBudget(eng.WriteBudget)
 	eng.LimitDatabases(int(d.cfg.MaxDatabasesPerUser))
+	eng.LimitAccessChanges(int(d.cfg.AccessChangesPerUser))
 	if os.Getenv("GOGC") == "" { // an operator's GOGC is left alone
 		eng.RaiseGCDuringBulkWrites(bulkGCPercent)
 	}

@@ -28,7 +28,8 @@ type Engine struct {
 	// onAccess is called after every committed access change (to wake the
 	// change feed, which ends the streams it affects).
 	onAccess func()
-	// accessRate bounds each user's access changes (allowAccessChange).
+	// accessRate bounds each user's access changes (allowAccessChange;
+	// nil: no bound).
 	accessRate *accessRate
 	// gcPercent is the collector's target while large writes run (see
 	// bulkGC); 0 leaves it alone.
@@ -139,7 +140,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	if hooks.OnAccess == nil {
 		hooks.OnAccess = func() {}
 	}
-	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess, accessRate: newAccessRate(),
+	e := &Engine{store: store, auth: a, logger: logger, onAccess: hooks.OnAccess,
 		schemas:     schemacache.New(schemaEntries, schemaBytes),
 		digests:     newDigestCache(),
 		drops:       newDropCache(),
@@ -154,6 +155,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	e.LimitWrites(1000000)
 	e.LimitWriteBytes(64<<20, 16<<20)
 	e.LimitDatabases(100)
+	e.LimitAccessChanges(10)
 	return e
 }
 
