@@ -20,8 +20,9 @@ import (
 // names, that address's password attempts are answered 429 with Retry-After until
 // the window that counted them ends, before any password is checked (so a
 // throttled guess costs no bcrypt), the right password included (else the
-// throttle would only slow the guessing down). Other addresses are never
-// affected: an attacker cannot lock a user out, only themselves.
+// throttle would only slow the guessing down). Other addresses are not
+// affected (an IPv6 network's new clients aside: see below): an attacker
+// cannot lock a user out, only themselves.
 //
 // Failed credentials that name no user (bearer tokens, JWTs, stream
 // tickets) are counted per address too, apart from the passwords
@@ -49,7 +50,13 @@ import (
 // (a /56: 256 × 100 bcrypts a window at the default max); so every /56
 // and /48 is counted too, its limit a few /64s' worth (networks): hopping
 // between /64s buys little, and a network's own users are held back only
-// once they fail that often. The counts below the limits live in a bounded LRU table
+// once they fail that often. A network past its limit is refused for its
+// addresses, except for a user name that signed in from that very /64
+// within knownFor (known): the client failing in the network, without
+// that user's password, cannot lock out the ones who already signed in
+// there (a carrier's /48 holds thousands of customers). Such a check is
+// not counted toward the networks either; its /64's and its user name's
+// limits hold as ever. The counts below the limits live in a bounded LRU table
 // (throttleEntries); what falls out of it is forgotten. The keys past
 // their limit are kept apart, until their window ends, in a table of
 // their own, so that failures elsewhere, however many, cannot push a
@@ -82,6 +89,10 @@ func userKey(addr, user string) throttleKey {
 	return sha256.Sum256([]byte("u\x00" + addr + "\x00" + user))
 }
 
+// knownFor is how long a user name's sign-in from an IPv6 /64 spares its
+// checks from there the limits of the networks around it.
+const knownFor = 7 * 24 * time.Hour
+
 // addressFactor multiplies the per-user limit into the per-address one.
 const addressFactor = 10
 
@@ -98,10 +109,15 @@ type network struct {
 }
 
 // networksOf returns the counts of the networks of remoteAddr beyond its
-// own address key (none for IPv4).
-func (t *Throttle) networksOf(remoteAddr string) []network {
+// own address key that a check of the user name and address of uk counts
+// toward: none for IPv4, and none for a user name that signed in from
+// that /64 within knownFor. The caller holds t.mu.
+func (t *Throttle) networksOf(now time.Time, remoteAddr string, uk throttleKey) []network {
 	ip, ok := clientIP(remoteAddr)
 	if !ok || !ip.Is6() {
+		return nil
+	}
+	if at, ok := t.known.Peek(uk); ok && now.Sub(at) < knownFor {
 		return nil
 	}
 	out := make([]network, len(networks))
@@ -121,6 +137,11 @@ type Throttle struct {
 	mu sync.Mutex
 	// entries counts the failures of keys below their limit.
 	entries *lru.Cache[throttleKey, failures]
+	// known holds, by userKey, when a user name last signed in from an
+	// IPv6 /64: its checks from there skip the networks' limits. Bounded
+	// like entries; a right password adds to it, so what falls out is
+	// forgotten only by sign-ins that succeeded.
+	known *lru.Cache[throttleKey, time.Time]
 	// blocks holds the keys past their limit, with when their window ends.
 	blocks map[throttleKey]time.Time
 	// pending counts the admitted checks whose outcome is not known yet,
@@ -149,7 +170,11 @@ func NewThrottle(max int, window time.Duration, now func() time.Time) *Throttle 
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	return &Throttle{max: max, window: window, now: now, entries: entries, blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{},
+	known, err := lru.New[throttleKey, time.Time](throttleEntries)
+	if err != nil {
+		panic(err)
+	}
+	return &Throttle{max: max, window: window, now: now, entries: entries, known: known, blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{},
 		freed: map[throttleKey]chan struct{}{}}
 }
 
@@ -171,10 +196,11 @@ func (t *Throttle) Check(remoteAddr, user string) error {
 	if left := t.blocked(now, addrKey(addr)); left > 0 {
 		return throttled(left, "too many failed sign-ins from this address")
 	}
-	if left := t.blocked(now, userKey(addr, user)); left > 0 {
+	uk := userKey(addr, user)
+	if left := t.blocked(now, uk); left > 0 {
 		return throttled(left, "too many failed sign-ins as user %s from this address", user)
 	}
-	for _, n := range t.networksOf(remoteAddr) {
+	for _, n := range t.networksOf(now, remoteAddr, uk) {
 		if left := t.blocked(now, n.key); left > 0 {
 			return throttled(left, "too many failed sign-ins from this address's network %s", n.prefix)
 		}
@@ -206,7 +232,7 @@ func (t *Throttle) Begin(remoteAddr, user string) (*Attempt, error) {
 	ak, uk := addrKey(addr), userKey(addr, user)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	nets := t.networksOf(remoteAddr)
+	nets := t.networksOf(t.now(), remoteAddr, uk)
 	if err := t.admissible(ak, uk, user, nets); err != nil {
 		return nil, err
 	}
@@ -228,7 +254,8 @@ func (t *Throttle) Admissible(remoteAddr, user string) error {
 	addr := addressKey(remoteAddr)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.admissible(addrKey(addr), userKey(addr, user), user, t.networksOf(remoteAddr))
+	uk := userKey(addr, user)
+	return t.admissible(addrKey(addr), uk, user, t.networksOf(t.now(), remoteAddr, uk))
 }
 
 // admissible is Admissible for the address's key ak, the user name's
@@ -466,6 +493,9 @@ func (t *Throttle) Succeed(remoteAddr, user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.entries.Remove(key)
+	if ip, ok := clientIP(remoteAddr); ok && ip.Is6() {
+		t.known.Add(key, t.now())
+	}
 }
 
 // AddressKey returns the key under which what one client address holds

@@ -865,3 +865,55 @@ func flightWaiters() int {
 	}
 	return waiting
 }
+
+// A network past its limit does not lock out a user name that signed in
+// from its own /64 before: the client failing across the network, without
+// that password, cannot hold back the network's known clients, only the
+// ones it may be.
+func TestThrottleNetworkSparesKnownClients(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	th := NewThrottle(2, time.Minute, func() time.Time { return now })
+	addr := func(s56, s64 int) string { return fmt.Sprintf("[2001:db8:0:%02x%02x::1]:4000", s56, s64) }
+	known := addr(1, 0x10)
+	th.Succeed(known, "ann")
+	// 5 /64s of the /56 2001:db8:0:100::/56 fail 16 times each: its
+	// limit of 80.
+	blockNetwork := func() {
+		for s64 := range 5 {
+			for j := range 16 {
+				fail(t, th, addr(1, s64), "user"+strconv.Itoa(j))
+			}
+		}
+	}
+	blockNetwork()
+	if _, err := th.Begin(addr(1, 0xee), "ann"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("ann from a fresh /64 of the blocked /56: %v, want TooMany", err)
+	}
+	if err := th.Check(known, "bob"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("bob, who never signed in there, from ann's /64: %v, want TooMany", err)
+	}
+	if err := th.Check(known, "ann"); err != nil {
+		t.Fatalf("ann from the /64 she signed in from: %v", err)
+	}
+	at, err := th.Begin(known, "ann")
+	if err != nil {
+		t.Fatalf("ann's check from her /64: %v", err)
+	}
+	at.Release()
+	// Her /64's own limits still hold: ann mistyping from there is
+	// counted and refused past max.
+	for range 2 {
+		fail(t, th, known, "ann")
+	}
+	if err := th.Check(known, "ann"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("ann past her own limit: %v, want TooMany", err)
+	}
+	// Past knownFor, her sign-in no longer spares her.
+	th.Succeed(addr(1, 0x11), "cyd")
+	now = now.Add(knownFor)
+	blockNetwork()
+	if err := th.Check(addr(1, 0x11), "cyd"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("cyd a week after her sign-in: %v, want TooMany", err)
+	}
+}
