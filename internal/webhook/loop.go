@@ -171,8 +171,9 @@ func (l *loop) run(ctx context.Context) {
 			l.held = 0
 		}
 	}()
-	backoff := 500 * time.Millisecond
+	var backoff time.Duration
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := l.deliver(ctx)
 		switch {
 		case errors.Is(err, errStop) || ctx.Err() != nil:
@@ -180,12 +181,31 @@ func (l *loop) run(ctx context.Context) {
 		case errors.Is(err, errAgain) || errors.Is(err, errRetry) || errors.Is(err, errBudget):
 			continue
 		}
+		backoff = nextBackoff(backoff, time.Since(began))
 		d.logger.Warn("webhook delivery interrupted; retrying", "webhook", l.id, "err", err, "retry_in", backoff)
 		if !sleep(ctx, backoff) {
 			return
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
+}
+
+// Interrupted runs start again after a wait from minBackoff, doubled for
+// each run interrupted in a row up to maxBackoff.
+const (
+	minBackoff = 500 * time.Millisecond
+	maxBackoff = 30 * time.Second
+)
+
+// nextBackoff returns the wait after a run interrupted after ranFor, the
+// previous wait being prev (0 for none). A run that lasted longer than the
+// longest wait was working, and the next wait starts again from the
+// shortest: a webhook that delivered for days after Postgres restarted
+// once waited 30 s at its next interruption.
+func nextBackoff(prev, ranFor time.Duration) time.Duration {
+	if prev == 0 || ranFor > maxBackoff {
+		return minBackoff
+	}
+	return min(2*prev, maxBackoff)
 }
 
 // waitRetry waits for d, the time until the next attempt; it returns

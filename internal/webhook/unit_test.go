@@ -447,3 +447,22 @@ func TestCheckURLJudgesTheHostNetHTTPDials(t *testing.T) {
 		}
 	}
 }
+
+// Interrupted runs wait longer each time in a row, and start again from
+// the shortest wait after a run that worked for longer than the longest.
+func TestNextBackoff(t *testing.T) {
+	t.Parallel()
+	var waits []time.Duration
+	b := time.Duration(0)
+	for range 8 {
+		b = nextBackoff(b, time.Second)
+		waits = append(waits, b)
+	}
+	want := []time.Duration{minBackoff, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, maxBackoff, maxBackoff}
+	if !slices.Equal(waits, want) {
+		t.Fatalf("waits of runs interrupted in a row: %v, want %v", waits, want)
+	}
+	if got := nextBackoff(maxBackoff, time.Hour); got != minBackoff {
+		t.Fatalf("after a run of an hour: %v, want %v", got, minBackoff)
+	}
+}
