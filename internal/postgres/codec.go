@@ -203,7 +203,7 @@ func fromColumn(f *sluice.Field, v any) (any, error) {
 		if !ok {
 			return nil, fmt.Errorf("not a finite number")
 		}
-		return n.Float64()
+		return floatValue(n)
 	case sluice.ScalarDateTime:
 		s, _ := v.(string)
 		return dateTimeValue(s)
@@ -299,7 +299,7 @@ func normalizeElem(f *sluice.Field, v any) (any, error) {
 			return nil, fmt.Errorf("not an Int")
 		case sluice.ScalarFloat:
 			if n, ok := v.(json.Number); ok {
-				return n.Float64()
+				return floatValue(n)
 			}
 			return nil, fmt.Errorf("not a number")
 		case sluice.ScalarBoolean:
@@ -451,6 +451,27 @@ func decodeRow(b []byte) (map[string]any, error) {
 type tooManyValues struct{}
 
 var errTooManyValues = fmt.Errorf("more than %d values", schema.MaxValues)
+
+// floatValue returns the Float n, 0 for -0 (see unsigned).
+func floatValue(n json.Number) (any, error) {
+	x, err := n.Float64()
+	if err != nil {
+		return nil, err
+	}
+	return unsigned(x), nil
+}
+
+// unsigned returns x, or 0 for -0: the API writes -0.0 as 0.0, and
+// to_jsonb (which reads rows) gives 0 of a float8 -0 written in SQL, but
+// row_to_json (which the capture triggers record rows with) and the
+// float8 itself give -0, which the log and GraphQL then showed of a
+// document every REST read said 0 of.
+func unsigned(x float64) float64 {
+	if x == 0 {
+		return 0
+	}
+	return x
+}
 
 // decodeExact decodes b into v keeping numbers exact.
 func decodeExact(b []byte, v any) error {

@@ -717,7 +717,7 @@ func (c *column) value() (any, bool, error) {
 		if math.IsNaN(*c.float) || math.IsInf(*c.float, 0) {
 			return nil, false, errors.New("not a finite number")
 		}
-		return *c.float, true, nil
+		return unsigned(*c.float), true, nil
 	case "boolean":
 		if c.bool == nil {
 			return nil, false, nil

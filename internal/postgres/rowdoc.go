@@ -494,7 +494,7 @@ func (t *rowTranscoder) float(i int) (int, error) {
 	if err != nil {
 		return 0, errUnreadable // out of range
 	}
-	t.out = appendFloat(t.out, x)
+	t.out = appendFloat(t.out, unsigned(x))
 	return end, nil
 }
 
