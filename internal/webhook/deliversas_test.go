@@ -227,3 +227,42 @@ func TestTakingOverAWebhookCountsAgainstTheCap(t *testing.T) {
 		t.Fatalf("creator %v, want rita once hers delivers as the super user", got)
 	}
 }
+
+// TestFilterOnAFieldTheCreatorCannotReadPauses: Rita makes a webhook as
+// an admin with a filter on a @private field; narrowed to read, she may
+// no longer read that field, and the filter, matched against the
+// document as she may see it, would silently select otherwise (here:
+// nothing). The webhook is paused failing before the next event instead,
+// its message naming the field, as for a filter a schema change broke.
+func TestFilterOnAFieldTheCreatorCannotReadPauses(t *testing.T) {
+	t.Parallel()
+	r := startGoReceiver(t)
+	d := dt.Start(t, fastRetries)
+	d.CreateDatabase(t, "guarded", "type Person { name: String! ssn: String @private }")
+	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rita","organization":"admin","password":"rita-password"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/guarded", `{"user":"rita","role":"admin"}`)
+	rita := dt.Basic("rita", "rita-password")
+	res := d.MustDo(t, 201, rita, "POST", "/api/webhooks/admin/guarded",
+		fmt.Sprintf(`{"url":%q,"classes":["Person"],"filter":{"ssn":{"startsWith":"secret"}}}`, r.srv.URL+"/rita"))
+	var h hook
+	if err := json.Unmarshal(res.Body, &h); err != nil {
+		t.Fatal(err)
+	}
+	person := func(name string) string {
+		return fmt.Sprintf(`{"@type":"Person","@id":%q,"name":%q,"ssn":"secret-%s"}`, name, name, name)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/guarded", person("admin"))
+	if b := r.next(t); !strings.Contains(b, "Person/admin") {
+		t.Fatalf("delivered %s", b)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/guarded", `{"user":"rita","role":"read"}`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/guarded", person("read"))
+	st := waitStatus(t, d, "guarded", h.ID, 30*time.Second, func(m map[string]any) bool { return m["state"] == "failing" })
+	if msg := st["status_message"].(string); !strings.Contains(msg, "ssn") || !strings.Contains(msg, "rita") {
+		t.Fatalf("failing status message %q, want it to name ssn and rita", msg)
+	}
+	if pos, _ := st["position"].(string); pos == "" {
+		t.Fatalf("no position: %v", st)
+	}
+	drained(t, r, "Person/read")
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/cloudevent"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // Reading the log: at most readCommits commits and about readBytes of
@@ -526,14 +527,26 @@ func fit(st *state, rd *engine.Reader) error {
 	if err != nil {
 		return err
 	}
+	// The filter is matched against the documents as the creator may see
+	// them: one testing a field the creator's role may not read (it was
+	// narrowed since, or the field made @private) would select by the
+	// field's absence, without a word. It is paused instead, as a filter
+	// a schema change broke is.
+	if field := hiddenTested(sel.Filter, schema.VisibilityOf(rd.Schema, rd.Role)); field != "" {
+		return sluice.Errorf(sluice.CodeForbidden, "filter tests %s.%s, which its creator %s (role %s) may not read", st.w.Classes[0], field, st.w.CreatorName, rd.Role)
+	}
 	sel.Outcome = "this webhook is paused before it: re-read the current state, then replay it from a later position"
 	st.ev, st.fitted = cloudevent.New(rd, sel), rd.Database.SchemaVersion
 	return nil
 }
 
 // noLongerFits is the status message of a webhook paused because its
-// settings do not fit its database's schema (err says why).
+// settings do not fit its database's schema, or its creator's access to
+// it (err says why).
 func noLongerFits(err error) string {
+	if sluice.ErrorCode(err) == sluice.CodeForbidden {
+		return "its settings no longer fit its creator's access: " + sluice.ErrorMessage(err) + "; change them, then resume it"
+	}
 	return "its settings no longer fit the schema: " + sluice.ErrorMessage(err) + "; change them, then resume it"
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/filter"
 	"github.com/sluice-dev/sluice/internal/postgres"
+	"github.com/sluice-dev/sluice/internal/schema"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -274,6 +275,49 @@ func selector(sch *sluice.Schema, w *sluice.Webhook) (cloudevent.Selector, error
 	}
 	sel.Filter = f
 	return sel, nil
+}
+
+// hiddenTested returns the path of the first field filter e tests, at any
+// depth, that vis does not see ("" for none).
+func hiddenTested(e filter.Expr, vis *schema.Visibility) string {
+	switch x := e.(type) {
+	case *filter.And:
+		for _, s := range x.Exprs {
+			if p := hiddenTested(s, vis); p != "" {
+				return p
+			}
+		}
+	case *filter.Or:
+		for _, s := range x.Exprs {
+			if p := hiddenTested(s, vis); p != "" {
+				return p
+			}
+		}
+	case *filter.Not:
+		return hiddenTested(x.Expr, vis)
+	case *filter.Compare:
+		if x.Field != nil && !vis.Field(x.Field) {
+			return x.Field.Name
+		}
+	case *filter.Sub:
+		return hiddenBelow(x.Field, x.Expr, vis)
+	case *filter.Quant:
+		return hiddenBelow(x.Field, x.Elem, vis)
+	case *filter.Ref:
+		return hiddenBelow(x.Field, x.Expr, vis)
+	}
+	return ""
+}
+
+// hiddenBelow is hiddenTested of field f and e, tested within it.
+func hiddenBelow(f *sluice.Field, e filter.Expr, vis *schema.Visibility) string {
+	if !vis.Field(f) {
+		return f.Name
+	}
+	if p := hiddenTested(e, vis); p != "" {
+		return f.Name + "." + p
+	}
+	return ""
 }
 
 // checkURL refuses URLs a webhook cannot have: not http or https, with
