@@ -59,6 +59,9 @@ type Store interface {
 	// it is now and its database path ("" for any), or an
 	// Unauthenticated error.
 	RedeemStreamTicket(ctx context.Context, hash []byte) (*sluice.Credential, string, error)
+	// AccessChanges returns the access changes with versions in (after,
+	// upTo], oldest first (fewer when some were pruned).
+	AccessChanges(ctx context.Context, after, upTo int64) ([]sluice.AccessChange, error)
 }
 
 // checkingSlots is how many password checks of clients may run their
@@ -261,7 +264,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 			return nil, check
 		}
 	}
-	if c, ok := a.cached(h); ok {
+	if c, ok := a.cached(r.Context(), h); ok {
 		return c, nil
 	}
 	if !basic {
@@ -358,7 +361,7 @@ func (a *Authenticator) shared(ctx context.Context, h, client string, check func
 		v, _, _ := a.checks.Do(flight, func() (any, error) {
 			// A check that ended just before this one started may have
 			// remembered it already.
-			if c, ok := a.cached(h); ok {
+			if c, ok := a.cached(ctx, h); ok {
 				return checkResult{c: c}, nil
 			}
 			c, err := check()

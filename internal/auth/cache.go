@@ -1,8 +1,10 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +29,16 @@ import (
 //
 // So a revoked token, a changed password or a deleted user is refused at
 // once by the replica that made the change, and by the others within the
-// time their change feed takes to read it. (Open streams hold a stricter
+// time their change feed takes to read it.
+//
+// An access change that does not concern a remembered credential does not
+// make its client read it again: the first request that finds its entry
+// older than the changes seen reads those changes (catchUp: one read for
+// every entry, shared by the requests that need it) and vouches for the
+// entries none of them concerns, which then count as read at the newest
+// version (see concerns). Every client reading its credential again after
+// each change (another user revoking tokens in a loop) cost Postgres a
+// read per client and change. (Open streams hold a stricter
 // guarantee: see internal/changefeed's access guard.) Entries also expire
 // after credentialTTL, a backstop, and with the credential (a JWT's exp).
 // Stream tickets are single use and never remembered.
@@ -40,21 +51,33 @@ const credentialEntries = 10000
 const credentialTTL = 10 * time.Second
 
 type cachedCredential struct {
-	c  *sluice.Credential
+	// c is the credential as of the newest access version it is known to
+	// hold at (its AccessVersion): as read, or a copy made by catchUp
+	// once the changes since concern it not.
+	c  atomic.Pointer[sluice.Credential]
 	at time.Time
 	// keys is the JWT key set's generation when c was verified: a
 	// credential remembered before the set changed counts no more.
 	keys uint64
 }
 
+// maxCatchUp is the most access changes a catch-up reads: past it, every
+// remembered credential is forgotten instead, so that what a catch-up
+// holds is bounded whatever the churn.
+const maxCatchUp = 1000
+
 type credentialCache struct {
-	entries *lru.Cache[[sha256.Size]byte, cachedCredential]
+	entries *lru.Cache[[sha256.Size]byte, *cachedCredential]
 	// applied returns the access version the change feed has applied.
 	applied func() int64
 	// floor is raised by Invalidate: entries read at an older version no
 	// longer count.
 	floor atomic.Int64
 	now   func() time.Time
+	// walk serializes the catch-ups; walked is the version the last one
+	// reached (entries older than it cannot be vouched for any more).
+	walk   sync.Mutex
+	walked atomic.Int64
 }
 
 // WithCache makes the Authenticator remember credentials that checked
@@ -63,7 +86,7 @@ type credentialCache struct {
 // they were read at. Without it every request reads its credential.
 func WithCache(applied func() int64) Option {
 	return func(a *Authenticator) {
-		entries, err := lru.New[[sha256.Size]byte, cachedCredential](credentialEntries)
+		entries, err := lru.New[[sha256.Size]byte, *cachedCredential](credentialEntries)
 		if err != nil {
 			panic(err) // only for a size <= 0
 		}
@@ -112,29 +135,121 @@ func (a *Authenticator) accessSeen() int64 {
 	return max(k.floor.Load(), k.applied())
 }
 
-// cached returns the remembered credential of header, if it still counts.
-func (a *Authenticator) cached(header string) (*sluice.Credential, bool) {
+// cached returns the remembered credential of header, if it still counts:
+// read at the newest access version seen, or vouched for up to it by the
+// access changes since (catchUp).
+func (a *Authenticator) cached(ctx context.Context, header string) (*sluice.Credential, bool) {
 	k := a.cache
 	if k == nil {
 		return nil, false
 	}
-	e, ok := k.entries.Get(a.cacheKey(header))
+	key := a.cacheKey(header)
+	e, ok := k.entries.Get(key)
 	if !ok {
 		return nil, false
 	}
 	now := k.now()
-	v := e.c.AccessVersion
-	if v < k.floor.Load() || v < k.applied() || now.Sub(e.at) > credentialTTL || e.keys != a.jwt.generation() ||
-		!e.c.ExpiresAt.IsZero() && !now.Before(e.c.ExpiresAt) {
+	c := e.c.Load()
+	if now.Sub(e.at) > credentialTTL || e.keys != a.jwt.generation() || !c.ExpiresAt.IsZero() && !now.Before(c.ExpiresAt) {
 		return nil, false
 	}
-	return e.c, true
+	seen := a.accessSeen()
+	if c.AccessVersion >= seen {
+		return c, true
+	}
+	if c.AccessVersion < k.walked.Load() || !a.catchUp(ctx) {
+		return nil, false // older than what a catch-up can vouch for
+	}
+	// The catch-up removed the entry, or vouched for it.
+	if e2, ok := k.entries.Peek(key); !ok || e2 != e {
+		return nil, false
+	}
+	if c = e.c.Load(); c.AccessVersion < seen {
+		return nil, false
+	}
+	return c, true
+}
+
+// catchUp reads the access changes after the last catch-up up to the
+// newest version seen, forgets the remembered credentials they concern
+// and vouches for the others (see cachedCredential.c). It reports whether
+// it reached that version; a read that failed, or changes pruned or more
+// than maxCatchUp, forget every credential instead.
+func (a *Authenticator) catchUp(ctx context.Context) bool {
+	k := a.cache
+	k.walk.Lock()
+	defer k.walk.Unlock()
+	from, to := k.walked.Load(), a.accessSeen()
+	if from >= to {
+		return true
+	}
+	var changes []sluice.AccessChange
+	var err error
+	if to-from <= maxCatchUp {
+		changes, err = a.store.AccessChanges(ctx, from, to)
+	}
+	if err != nil && ctx.Err() != nil {
+		return false // this request ended: the next one reads them
+	}
+	if err != nil || int64(len(changes)) != to-from {
+		k.entries.Purge()
+		k.walked.Store(to)
+		return false
+	}
+	for _, key := range k.entries.Keys() {
+		e, ok := k.entries.Peek(key)
+		if !ok {
+			continue
+		}
+		c := e.c.Load()
+		if c.AccessVersion < from || c.AccessVersion >= to {
+			continue // remembered before the last catch-up, or since this one's range
+		}
+		if concerns(changes, c) {
+			k.entries.Remove(key)
+			continue
+		}
+		n := *c
+		n.AccessVersion = to
+		e.c.CompareAndSwap(c, &n)
+	}
+	k.walked.Store(to)
+	return true
+}
+
+// concerns reports whether an access change of changes made after c was
+// read may change what c grants: its token revoked, anything of its user
+// (its password, its deletion, a role: a credential as of a version
+// carries the roles as of that version too, see the engine's role cache),
+// and any deletion of a database or an organization or a kind this binary
+// does not know, which are rare and judged for every credential alike.
+func concerns(changes []sluice.AccessChange, c *sluice.Credential) bool {
+	for _, ch := range changes {
+		if ch.Version <= c.AccessVersion {
+			continue
+		}
+		switch ch.Kind {
+		case sluice.AccessToken:
+			if c.TokenID != 0 && c.TokenID == ch.TokenID {
+				return true
+			}
+		case sluice.AccessPassword, sluice.AccessUser, sluice.AccessRole:
+			if c.User == nil || c.User.ID == ch.UserID {
+				return true
+			}
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 // remember keeps credential c of header, verified with the JWT key set
 // of generation keys.
 func (a *Authenticator) remember(header string, c *sluice.Credential, keys uint64) {
 	if k := a.cache; k != nil {
-		k.entries.Add(a.cacheKey(header), cachedCredential{c: c, at: k.now(), keys: keys})
+		e := &cachedCredential{at: k.now(), keys: keys}
+		e.c.Store(c)
+		k.entries.Add(a.cacheKey(header), e)
 	}
 }

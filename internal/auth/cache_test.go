@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,12 +12,16 @@ import (
 	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
-// countingStore answers every token with one credential at version
-// version, and counts the reads.
+// countingStore answers every token with one credential (user 1, token
+// 9) at version version, and counts the reads; its access log holds
+// changes.
 type countingStore struct {
 	Store   // the methods the test does not use
 	reads   atomic.Int64
 	version atomic.Int64
+	mu      sync.Mutex
+	changes []sluice.AccessChange
+	logged  atomic.Int64 // reads of the access log
 }
 
 func (s *countingStore) TokenCredential(context.Context, []byte) (*sluice.Credential, error) {
@@ -24,9 +29,32 @@ func (s *countingStore) TokenCredential(context.Context, []byte) (*sluice.Creden
 	return &sluice.Credential{User: &sluice.User{ID: 1, Name: "u"}, TokenID: 9, AccessVersion: s.version.Load()}, nil
 }
 
+// change logs c at the next version.
+func (s *countingStore) change(c sluice.AccessChange) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.Version = s.version.Add(1)
+	s.changes = append(s.changes, c)
+	return c.Version
+}
+
+func (s *countingStore) AccessChanges(_ context.Context, after, upTo int64) ([]sluice.AccessChange, error) {
+	s.logged.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []sluice.AccessChange
+	for _, c := range s.changes {
+		if c.Version > after && c.Version <= upTo {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // TestCredentialCache: a remembered credential saves the read until an
-// access change is seen (by the change feed, or made here), it expires,
-// or its own expiry passes.
+// access change that concerns it is seen (by the change feed, or made
+// here), it expires, or its own expiry passes. The changes that do not
+// concern it are read once for every remembered credential.
 func TestCredentialCache(t *testing.T) {
 	t.Parallel()
 	store := &countingStore{}
@@ -34,34 +62,70 @@ func TestCredentialCache(t *testing.T) {
 	a := New(store, 4, nil, WithCache(seen.Load))
 	now := time.Unix(1000, 0)
 	a.cache.now = func() time.Time { return now }
-	auth := func() {
+	auth := func() *sluice.Credential {
 		t.Helper()
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header.Set("Authorization", "Bearer sluice_x")
-		if _, err := a.Authenticate(r); err != nil {
+		c, err := a.Authenticate(r)
+		if err != nil {
 			t.Fatal(err)
 		}
+		return c
 	}
-	expect := func(reads int64, why string) {
+	expect := func(reads int64, why string) *sluice.Credential {
 		t.Helper()
-		auth()
+		c := auth()
 		if got := store.reads.Load(); got != reads {
 			t.Fatalf("%s: %d reads, want %d", why, got, reads)
 		}
+		return c
 	}
 	expect(1, "first request")
 	expect(1, "remembered")
-	store.version.Store(1)
-	seen.Store(1) // the change feed read an access change
-	expect(2, "after the change feed saw a change")
+	// The change feed reads changes of others: another token revoked,
+	// another user's password and role.
+	store.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: 1, TokenID: 7})
+	store.change(sluice.AccessChange{Kind: sluice.AccessPassword, UserID: 2})
+	seen.Store(store.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 2, DatabaseID: 1, Role: sluice.RoleRead}))
+	if c := expect(1, "after changes that concern another credential"); c.AccessVersion != 3 {
+		t.Fatalf("vouched for at version %d, want 3: the engine reads roles as of it", c.AccessVersion)
+	}
+	expect(1, "remembered")
+	if n := store.logged.Load(); n != 1 {
+		t.Fatalf("%d reads of the access log, want 1", n)
+	}
+	// Its own token revoked (the fake answers it all the same).
+	seen.Store(store.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: 1, TokenID: 9}))
+	expect(2, "after its token's revocation")
 	expect(2, "remembered again at the new version")
-	a.Invalidate(2) // a change made by this process
-	store.version.Store(2)
-	expect(3, "after a local change")
+	// A change made by this process, concerning its user.
+	a.Invalidate(store.change(sluice.AccessChange{Kind: sluice.AccessRole, UserID: 1, DatabaseID: 1, Role: sluice.RoleRead}))
+	expect(3, "after a local change of its user's role")
+	a.Invalidate(store.change(sluice.AccessChange{Kind: sluice.AccessUser, UserID: 2}))
+	expect(3, "after a local change of another user")
+	seen.Store(store.change(sluice.AccessChange{Kind: sluice.AccessDatabase, DatabaseID: 5}))
+	expect(4, "after a database's deletion")
 	now = now.Add(credentialTTL + time.Second)
-	expect(4, "after the TTL")
+	expect(5, "after the TTL")
 	a.Invalidate(1) // an older version does not lower the floor
-	expect(4, "remembered")
+	expect(5, "remembered")
+	// More changes than a catch-up reads: forgotten, the log not read.
+	logged := store.logged.Load()
+	for range maxCatchUp + 1 {
+		store.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: 2, TokenID: 1})
+	}
+	seen.Store(store.version.Load())
+	expect(6, "after more changes than a catch-up reads")
+	if n := store.logged.Load(); n != logged {
+		t.Fatalf("the access log read %d times for more changes than a catch-up reads", n-logged)
+	}
+	// Changes pruned before they were read: forgotten.
+	store.change(sluice.AccessChange{Kind: sluice.AccessToken, UserID: 2, TokenID: 1})
+	store.mu.Lock()
+	store.changes = store.changes[:len(store.changes)-1]
+	store.mu.Unlock()
+	seen.Store(store.version.Load())
+	expect(7, "after changes pruned before they were read")
 }
 
 // revocableStore knows one API token until revoked is set; a lookup reads
@@ -74,6 +138,14 @@ type revocableStore struct {
 	revoked atomic.Bool
 	version atomic.Int64
 	held    atomic.Bool
+}
+
+// AccessChanges holds the revocation of the token at version 1.
+func (s *revocableStore) AccessChanges(_ context.Context, after, upTo int64) ([]sluice.AccessChange, error) {
+	if s.revoked.Load() && after < 1 && upTo >= 1 {
+		return []sluice.AccessChange{{Version: 1, Kind: sluice.AccessToken, UserID: 1, TokenID: 9}}, nil
+	}
+	return nil, nil
 }
 
 func (s *revocableStore) TokenCredential(context.Context, []byte) (*sluice.Credential, error) {

@@ -447,7 +447,7 @@ func options() []option {
 			"most databases one user may have made (each is a Postgres schema with a table per class; the super user is exempt; 0: no cap)",
 			func(c *Config, n int64) error { c.MaxDatabasesPerUser = n; return nil }),
 		capOption("access_changes_per_user", "10",
-			"most access changes (tokens revoked, passwords and roles changed, databases made or deleted) one user makes a second on this process, after a burst of ten times as many: each makes every replica read its clients' credentials from Postgres again; past it, 429 with Retry-After (the super user is exempt; 0: no bound)",
+			"most access changes (tokens revoked, passwords and roles changed, databases made or deleted) one user makes a second on this process, after a burst of ten times as many: each makes every replica read the access log, and the credentials it concerns, again; past it, 429 with Retry-After (the super user is exempt; 0: no bound)",
 			func(c *Config, n int64) error { c.AccessChangesPerUser = n; return nil }),
 		capOption("max_webhooks_per_user", "50",
 			"most webhooks that deliver as one user (made, or taken over by a change of where, what or from where they deliver), over every database (the super user is exempt; 0: no cap)",
