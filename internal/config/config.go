@@ -410,8 +410,8 @@ type Config struct {
 
 	// AccessChangesPerUser bounds the access changes one user makes a
 	// second on this process (after a burst of ten times as many): each
-	// makes every replica read its clients' credentials again (the super
-	// user is exempt; 0: no bound).
+	// makes every replica read the access log, and the credentials it
+	// concerns, again (the super user is exempt; 0: no bound).
 	// Key access_changes_per_user, env SLUICE_ACCESS_CHANGES_PER_USER, flag --access-changes-per-user, default 10.
 	AccessChangesPerUser int64
 
