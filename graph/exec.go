@@ -127,6 +127,27 @@ func NoteParams(ctx context.Context, p *graphql.RawParams) error {
 	return nil
 }
 
+// Replayed returns the response that an earlier request recorded under
+// the Idempotency-Key of the stream's request in ctx (SSE, NDJSON,
+// multipart, single connection mode), whose parameters NoteParams
+// hashed, marking the request replayed; nil when there is none, the
+// request has no key, or its user may no longer write the database (its
+// mutation then runs, and is refused as any of theirs). A transport
+// calls it before it parses and validates the operation, as the Handler
+// does for a plain request (Handler.replay): a retry answers its first
+// answer even when a schema change since would refuse it now.
+func (es *ExecutableSchema) Replayed(ctx context.Context) (*graphql.Response, error) {
+	req := RequestFrom(ctx)
+	if req == nil || req.IdempotencyKey == "" || req.hash == nil {
+		return nil, nil
+	}
+	return recorded(ctx, es.store, req, req.hash)
+}
+
+// Replayed reports whether r was answered with an earlier request's
+// answer, recorded under its Idempotency-Key.
+func (r *Request) Replayed() bool { return r != nil && r.replayed }
+
 // attempt is the state of a plain HTTP request across the Handler's
 // attempts to serve it.
 type attempt struct {

@@ -247,23 +247,14 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, media string, r
 	hash, err := requestHash(req.DB, p)
 	if err == nil {
 		req.try.hash = hash
-		var c *sluice.Commit
-		var answer []byte
-		c, answer, err = h.store.Replayed(r.Context(), req.User, req.DB, req.IdempotencyKey, hash)
-		if err == nil && c == nil {
+		var resp *graphql.Response
+		resp, err = recorded(r.Context(), h.store, req, hash)
+		if err == nil && resp == nil {
 			return false
 		}
 		if err == nil {
-			// An answer recorded by an older build may not be written as
-			// MarshalResponse expects (compact, <, > and & escaped).
-			var data []byte
-			if data, err = json.Marshal(json.RawMessage(answer)); err == nil {
-				req.replayed = true
-				writeResponse(w, media, &graphql.Response{Data: data,
-					Extensions: map[string]any{"position": c.End().String(), "version": c.Version()}}, true)
-				return true
-			}
-			err = fmt.Errorf("the answer recorded under the idempotency key: %w", err)
+			writeResponse(w, media, resp, true)
+			return true
 		}
 	}
 	if ra := sluice.RetryAfter(err); ra != "" {
@@ -271,6 +262,25 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, media string, r
 	}
 	writeErrors(w, media, sluice.ErrorCode(err).HTTPStatus(), gqlerror.List{toGQLError(r.Context(), h.opts.Logger, nil, err)})
 	return true
+}
+
+// recorded returns the response that an earlier request of req's user
+// to req's database recorded under req's IdempotencyKey for a request
+// that hashed to hash, marking req replayed; nil when there is none (see
+// engine.Engine.Replayed: a user who lost the write role gets none).
+func recorded(ctx context.Context, store Store, req *Request, hash []byte) (*graphql.Response, error) {
+	c, answer, err := store.Replayed(ctx, req.User, req.DB, req.IdempotencyKey, hash)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	// An answer recorded by an older build may not be written as
+	// MarshalResponse expects (compact, <, > and & escaped).
+	data, err := json.Marshal(json.RawMessage(answer))
+	if err != nil {
+		return nil, fmt.Errorf("the answer recorded under the idempotency key: %w", err)
+	}
+	req.replayed = true
+	return &graphql.Response{Data: data, Extensions: map[string]any{"position": c.End().String(), "version": c.Version()}}, nil
 }
 
 // server returns the gqlgen server for d's current schema version and role.

@@ -646,3 +646,35 @@ func TestIdempotencyKeyAcrossGraphQLTransports(t *testing.T) {
 		t.Errorf("a graphql-ws upgrade with a key: %d %s", up.Status, up.Body)
 	}
 }
+
+// TestStreamRetryAnswersAfterASchemaChange: a keyed mutation retried over
+// an event stream (SSE, NDJSON, multipart, as the graphql-sse client
+// sends it) after a schema change that would refuse it now answers its
+// first answer, as a plain retry does: the key is looked up before the
+// operation is validated. The streams validated it first, and answered
+// GRAPHQL_VALIDATION_FAILED for a write that was made, which a client
+// takes for a write that failed, and makes again.
+func TestStreamRetryAnswersAfterASchemaChange(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "dropped", versionsSDL)
+	const path = "/api/graphql/admin/dropped"
+	gql := `{"query":"mutation { Person_insert(documents: [{name: \"Ivy\", nick: \"iv\"}]) }"}`
+	first := d.MustDo(t, 200, dt.Admin(), "POST", path, gql, "Content-Type", "application/json", "Idempotency-Key", "drop-1")
+	id := regexp.MustCompile(`Person/[^"]+`).Find(first.Body)
+	if id == nil {
+		t.Fatalf("the first request: %s", first.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/dropped?force=true",
+		"type Address @subdocument { street: String city: String }\ntype Person { name: String! age: Int tags: [String!] home: Address }")
+	commits := logLength(t, d, "dropped")
+	for _, accept := range []string{"application/json", "text/event-stream", "application/x-ndjson", "multipart/mixed;boundary=graphql;subscriptionSpec=1.0"} {
+		r := d.MustDo(t, 200, dt.Admin(), "POST", path, gql, "Content-Type", "application/json", "Accept", accept, "Idempotency-Key", "drop-1")
+		if !bytes.Contains(r.Body, id) || bytes.Contains(r.Body, []byte(`"errors"`)) || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("a retry (Accept: %s) after the schema change: replayed %q, %s; the first answered %s", accept, r.Header.Get("Idempotent-Replayed"), r.Body, first.Body)
+		}
+	}
+	if n := logLength(t, d, "dropped"); n != commits {
+		t.Fatalf("%d commits after the retries, want %d", n, commits)
+	}
+}

@@ -659,10 +659,20 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 			_, _ = w.Write(append(errorResult(errs), '\n'))
 		}}
 	req := &request{params: params, from: from}
-	gop := t.prepare(ctx, op, req, exec)
-	if gop == nil {
+	// A retry of a keyed mutation answers its first answer before its
+	// operation is validated, as on every transport (transport.start).
+	replayed, err := t.es.Replayed(ctx)
+	if err != nil {
 		done()
+		writeHTTPError(w, err)
 		return
+	}
+	var gop *graphql.OperationContext
+	if replayed == nil {
+		if gop = t.prepare(ctx, op, req, exec); gop == nil {
+			done()
+			return
+		}
 	}
 	// The reservation serves a subscription (stream.Conn: its pump, or a
 	// goroutine of its own for a resume), and done is called when it is
@@ -696,7 +706,11 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 			return judgeAgain(ctx, t.judge, t.authenticate, r, org, name, role)
 		}
 	}
-	t.execute(ctx, op, req, gop, exec, mr)
+	if replayed != nil {
+		t.finite(ctx, op, mr, func() *graphql.Response { return replayed })
+	} else {
+		t.execute(ctx, op, req, gop, exec, mr)
+	}
 	if !served {
 		done()
 	}

@@ -308,3 +308,34 @@ func TestSingleConnectionIdempotencyKey(t *testing.T) {
 		t.Fatalf("the retry as a plain POST: %s %v, want the first answer (%s) replayed", retry.Body, retry.Header, id)
 	}
 }
+
+// TestSingleConnectionRetryAfterASchemaChange: a keyed mutation retried in
+// single connection mode after a schema change that would refuse it now
+// answers its first answer on the stream, as a plain retry does: its key
+// is looked up before the operation is validated. It was validated
+// first, and its POST answered 400 GRAPHQL_VALIDATION_FAILED for a write
+// that was made.
+func TestSingleConnectionRetryAfterASchemaChange(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "singledrop", "type Dog { name: String! age: Int }")
+	path := "/api/graphql/admin/singledrop"
+	const mutation = `mutation { Dog_insert(documents: [{name: "Rex", age: 3}]) }`
+	first := d.MustDo(t, 200, dt.Admin(), "POST", path, body(mutation), "Content-Type", "application/json", "Idempotency-Key", "single-drop")
+	id := regexp.MustCompile(`Dog/[^"]+`).FindString(string(first.Body))
+	if id == "" {
+		t.Fatalf("the first request: %s", first.Body)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/singledrop?force=true", "type Dog { name: String! }")
+	tok := reserve(t, d, dt.Admin(), "singledrop")
+	st := mustOpen(t, d, dt.Admin(), "GET", path+"?token="+tok, "", nil, "Accept", sse)
+	st.connected()
+	d.MustDo(t, 202, dt.Admin(), "POST", path, body(mutation, "extensions", map[string]any{"operationId": "m1"}),
+		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok, "Idempotency-Key", "single-drop")
+	if f := st.Event().String(); !strings.Contains(f, `"id":"m1"`) || !strings.Contains(f, id) || strings.Contains(f, "errors") {
+		t.Fatalf("the retry's result: %q, want the first answer (%s)", f, first.Body)
+	}
+	if f := st.Event().String(); f != "event: complete\ndata: {\"id\":\"m1\"}" {
+		t.Fatalf("after the retry's result: %q", f)
+	}
+}

@@ -224,6 +224,21 @@ func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kin
 		return nil
 	}
 	req.params.Headers = r.Header
+	if r.Method == http.MethodPost {
+		// A retry of a keyed mutation answers its first answer before
+		// its operation is validated, as a plain request does: a
+		// schema change since may refuse the operation now.
+		resp, err := t.es.Replayed(r.Context())
+		if err != nil {
+			writeHTTPError(w, err)
+			return nil
+		}
+		if resp != nil {
+			w.Header().Set("Idempotent-Replayed", "true")
+			t.finite(r.Context(), st, nil, func() *graphql.Response { return resp })
+			return nil
+		}
+	}
 	op := t.prepare(r.Context(), st, req, exec)
 	if op == nil {
 		return nil
@@ -253,77 +268,92 @@ func (t *transport) prepare(ctx context.Context, st framer, req *request, exec g
 }
 
 // execute runs a validated operation: a query or mutation gives one next
-// and complete; a subscription is opened (see subscribe) and, unless it
-// is an operation of a connection (mr), its stream returned to be
-// served (nil when it could not start).
+// and complete (finite); a subscription is opened (see subscribe) and,
+// unless it is an operation of a connection (mr), its stream returned to
+// be served (nil when it could not start).
 func (t *transport) execute(ctx context.Context, st framer, req *request, op *graphql.OperationContext, exec graphql.GraphExecutor, mr *muxRequest) *stream.Stream {
 	if op.Operation.Operation != ast.Subscription && !t.es.IsLive(op) {
-		if mr != nil {
-			// An operation of a connection runs once the connection's
-			// queries and mutations before it have queued their results
-			// and the queue has room (muxOut.turn): so a client that
-			// does not read holds little.
-			release, err := mr.op.out.turn(ctx.Done())
-			if err != nil {
-				// Stopped, or the connection is gone: nothing is sent
-				// for it, but a POST of single connection mode still
-				// needs an answer.
-				if mr.op.reject != nil {
-					mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation ended before it ran: its stream ended, its access was taken away, or a DELETE stopped it"))
-				}
-				return nil
-			}
-			defer release()
-			if mr.registered != nil {
-				mr.registered()
-			}
-			if mr.rejudge != nil {
-				// The access it was authorized with may have changed
-				// while it waited: it runs only if it would be
-				// authorized now.
-				if err := mr.rejudge(t.es.Role()); err != nil {
-					mr.op.refuse(err)
-					return nil
-				}
-			}
-		}
-		responses, rctx := exec.DispatchOperation(ctx, op)
-		resp := responses(rctx)
-		if mr != nil && ctx.Err() != nil {
-			// The client completed it (graphql-ws) or a DELETE stopped
-			// it (single connection mode) while it ran: nothing more
-			// is sent for its id, which may name a new operation by
-			// now (its result was "the request was cancelled", and its
-			// complete ended the new one for the client).
-			if mr.op.reject != nil {
-				mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation was stopped while it ran: a DELETE stopped it, or its stream ended"))
-			}
-			return nil
-		}
-		b, err := graph.MarshalResponse(resp)
-		if err != nil {
-			b = errorResult(gqlerror.List{gqlError(t.opts.Logger, fmt.Errorf("encode a graphql response: %w", err))})
-		}
-		st.start()
-		st.next("", b)
-		st.complete()
-		if mr != nil {
-			// Its result is queued, and the operation is over: it does
-			// not wait for the writer to take it. Its turn waited for
-			// room, and the next query or mutation waits for room in
-			// its turn, so the queue still holds at most muxOutLimit
-			// and one result. Waiting here would hold a single
-			// connection mode POST unfinished (its 202 unsent, or sent
-			// on a connection that serves nothing else meanwhile) until
-			// a stream takes the result: a client that waits for the
-			// POST before it opens the stream would wait for nothing.
-			mr.op.out.notify()
-			return nil
-		}
-		_ = st.flush()
+		t.finite(ctx, st, mr, func() *graphql.Response {
+			responses, rctx := exec.DispatchOperation(ctx, op)
+			return responses(rctx)
+		})
 		return nil
 	}
 	return t.subscribe(ctx, st, req, op, mr)
+}
+
+// finite answers a query or mutation, whose response run makes, with one
+// next and complete: at once, or, as an operation of a connection (mr),
+// in its turn among the connection's.
+func (t *transport) finite(ctx context.Context, st framer, mr *muxRequest, run func() *graphql.Response) {
+	if mr != nil {
+		// An operation of a connection runs once the connection's
+		// queries and mutations before it have queued their results
+		// and the queue has room (muxOut.turn): so a client that
+		// does not read holds little.
+		release, err := mr.op.out.turn(ctx.Done())
+		if err != nil {
+			// Stopped, or the connection is gone: nothing is sent
+			// for it, but a POST of single connection mode still
+			// needs an answer.
+			if mr.op.reject != nil {
+				mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation ended before it ran: its stream ended, its access was taken away, or a DELETE stopped it"))
+			}
+			return
+		}
+		defer release()
+		if mr.registered != nil {
+			mr.registered()
+		}
+		if mr.rejudge != nil {
+			// The access it was authorized with may have changed
+			// while it waited: it runs only if it would be
+			// authorized now.
+			if err := mr.rejudge(t.es.Role()); err != nil {
+				mr.op.refuse(err)
+				return
+			}
+		}
+	}
+	resp := run()
+	if mr != nil && ctx.Err() != nil {
+		// The client completed it (graphql-ws) or a DELETE stopped
+		// it (single connection mode) while it ran: nothing more
+		// is sent for its id, which may name a new operation by
+		// now (its result was "the request was cancelled", and its
+		// complete ended the new one for the client).
+		if mr.op.reject != nil {
+			mr.op.refuse(sluice.Errorf(sluice.CodeNotFound, "the operation was stopped while it ran: a DELETE stopped it, or its stream ended"))
+		}
+		return
+	}
+	t.answer(st, resp)
+	if mr != nil {
+		// Its result is queued, and the operation is over: it does
+		// not wait for the writer to take it. Its turn waited for
+		// room, and the next query or mutation waits for room in
+		// its turn, so the queue still holds at most muxOutLimit
+		// and one result. Waiting here would hold a single
+		// connection mode POST unfinished (its 202 unsent, or sent
+		// on a connection that serves nothing else meanwhile) until
+		// a stream takes the result: a client that waits for the
+		// POST before it opens the stream would wait for nothing.
+		mr.op.out.notify()
+		return
+	}
+	_ = st.flush()
+}
+
+// answer buffers resp, the response of a query or mutation, as a finite
+// operation's: one next, then complete.
+func (t *transport) answer(st framer, resp *graphql.Response) {
+	b, err := graph.MarshalResponse(resp)
+	if err != nil {
+		b = errorResult(gqlerror.List{gqlError(t.opts.Logger, fmt.Errorf("encode a graphql response: %w", err))})
+	}
+	st.start()
+	st.next("", b)
+	st.complete()
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the
