@@ -228,9 +228,13 @@ func recordKey(b *pgx.Batch, w *Writer, k *IdempotencyKey) error {
 	if err != nil {
 		return err
 	}
+	// Kept from now, the end of the write, not from the start of its
+	// transaction (now()): a write that ran longer than the retention
+	// recorded its key expired, and the retry of its lost answer wrote
+	// it again.
 	b.Queue(`WITH claim AS (DELETE FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)
-		INSERT INTO sluice.idempotency_keys (user_id, key, db_id, request, seq, uid, answer)
-		SELECT $1, $2, db_id, $3, seq, uid, $4 FROM sluice.commits WHERE uid = $5`,
+		INSERT INTO sluice.idempotency_keys (user_id, key, db_id, request, seq, uid, answer, created_at)
+		SELECT $1, $2, db_id, $3, seq, uid, $4, clock_timestamp() FROM sluice.commits WHERE uid = $5`,
 		k.UserID, k.Key, request, answer, w.uid)
 	return nil
 }

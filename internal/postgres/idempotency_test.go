@@ -540,3 +540,43 @@ func insertKeyed(db *DB, d *sluice.Database, s *sluice.Schema, uid int64, maxKey
 		Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(key)) }})
 	return err
 }
+
+// TestKeyOfALongWriteIsKeptFromItsCommit: a key is kept for its
+// retention from when its write committed, not from when its
+// transaction began. A write that ran longer than the retention (a large
+// import, with idempotency_retention at its least) recorded its key
+// already expired, so the retry of its lost answer wrote it again.
+func TestKeyOfALongWriteIsKeptFromItsCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, d, s, _ := openNotes(t)
+	uid := createUserU(t, db)
+	const retention = 2 * time.Second
+	write := func(doc string, long bool) (*sluice.Commit, *IdempotencyKey) {
+		t.Helper()
+		k := &IdempotencyKey{UserID: uid, Key: "import", Retention: retention, MaxKeys: 10,
+			Request: func() ([]byte, error) { return []byte("request"), nil },
+			Answer:  func() ([]byte, error) { return json.Marshal([]string{doc}) }}
+		c, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Idempotency: k,
+			Documents: func(ctx context.Context, w *Writer) error {
+				if long {
+					// A write that takes longer than the retention
+					// (Postgres's own sleep: what the write does
+					// meanwhile does not matter).
+					if _, err := w.t.tx.Exec(ctx, "SELECT pg_sleep($1)", (retention + time.Second/2).Seconds()); err != nil {
+						return err
+					}
+				}
+				return w.Insert(ctx, note(doc))
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, k
+	}
+	first, _ := write("a", true)
+	retry, k := write("b", false)
+	if string(k.Replayed) != `["a"]` || retry.Seq != first.Seq {
+		t.Fatalf("the retry right after the write: answer %s, commit %d, want the first's (commit %d)", k.Replayed, retry.Seq, first.Seq)
+	}
+}
