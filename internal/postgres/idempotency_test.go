@@ -551,7 +551,7 @@ func TestKeyOfALongWriteIsKeptFromItsCommit(t *testing.T) {
 	ctx := context.Background()
 	db, d, s, _ := openNotes(t)
 	uid := createUserU(t, db)
-	const retention = 2 * time.Second
+	const retention = 3 * time.Second
 	write := func(doc string, long bool) (*sluice.Commit, *IdempotencyKey) {
 		t.Helper()
 		k := &IdempotencyKey{UserID: uid, Key: "import", Retention: retention, MaxKeys: 10,
