@@ -7,14 +7,16 @@
 // Content-Security-Policy violation, run a query and show its result, run a
 // subscription that shows the event of a write this script makes once the
 // subscription is registered, and close the subscription's connection when
-// it is stopped. Then the _system page runs a query. The browser answers
+// it is stopped. A bearer token typed in the Headers pane is sent and
+// kept in no storage (GraphiQL's history kept it with each query run).
+// Then the _system page runs a query. The browser answers
 // the daemon's Basic auth challenge, as a user does at the prompt.
 // Prints one line per step; exits 1 on any failure.
 //
 //   node graphiql.mjs <daemon base URL> <org/db> <user> <password>
 //
 // CHROMIUM names the browser (default /usr/bin/chromium).
-import { launch, waitFor } from './chromium.mjs';
+import { clickText, launch, waitFor } from './chromium.mjs';
 
 const [base, db, user, password] = process.argv.slice(2);
 if (!base || !db || !user || !password) {
@@ -138,6 +140,13 @@ try {
   }
   step(`/ is the landing page, linking to the GraphiQL page of ${db}`);
 
+  // What a GraphiQL page of an earlier release kept: its history, with
+  // the headers of each query run.
+  const oldToken = 'sluice_an-old-token-kept-by-an-earlier-page';
+  await page.evaluate((key, t) => localStorage.setItem(key, JSON.stringify({
+    queries: [{ query: '{ Dog { name } }', headers: JSON.stringify({ Authorization: `Bearer ${t}` }) }],
+  })), `sluice:${db}:graphiql:queries`, oldToken);
+
   // A browser that opens the GraphQL URL is sent to GraphiQL, which
   // opens on a query of the database's first class.
   await open(`/api/graphql/${db}`, `/api/graphiql/${db}`);
@@ -150,6 +159,37 @@ try {
   await run('{ Dog { _id name } }');
   await result('the query result', { data: { Dog: [{ _id: 'Dog/rex', name: 'Rex' }] } });
   step('a query shows its result');
+
+  // A bearer token typed in the Headers pane is sent, and kept in no
+  // storage: GraphiQL's history stored it with each query run (and a
+  // page of an earlier release left one there, which the page removes).
+  const made = await fetch(`${base}/api/tokens`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'graphiql-headers' }),
+  });
+  if (made.status !== 201 && made.status !== 200) throw new Error(`POST /api/tokens: status ${made.status}: ${await made.text()}`);
+  const { token } = await made.json();
+  await clickText(page, 'button', 'Headers');
+  await page.evaluate((t) => {
+    const cm = [...document.querySelectorAll('.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror')];
+    if (cm.length !== 1) throw new Error(`${cm.length} visible editors below the query, want the headers'`);
+    cm[0].CodeMirror.setValue(JSON.stringify({ Authorization: `Bearer ${t}` }));
+  }, token);
+  const sent = page.waitForRequest((r) => r.method() === 'POST' && (r.postData() || '').includes('{ Dog { _id } }'));
+  await run('{ Dog { _id } }');
+  await result('the query result with a bearer token', { data: { Dog: [{ _id: 'Dog/rex' }] } });
+  if ((await sent).headers().authorization !== `Bearer ${token}`) throw new Error('the query was sent without the token typed in the Headers pane');
+  const stored = await page.evaluate(() => Object.keys(localStorage).map((k) => `${k}=${localStorage.getItem(k)}`));
+  const leaked = stored.filter((s) => s.includes(token) || s.includes(oldToken));
+  if (leaked.length) throw new Error(`local storage keeps a bearer token typed in the Headers pane: ${leaked.join('; ')}`);
+  if (!stored.some((s) => s.includes('graphiql:queries=') && s.includes('{ Dog { _id } }'))) {
+    throw new Error(`the history does not keep the query run: ${stored.join('; ')}`);
+  }
+  await page.evaluate(() => {
+    document.querySelector('.graphiql-editor-tool .graphiql-editor:not(.hidden) .CodeMirror').CodeMirror.setValue('');
+  });
+  step('a bearer token typed in the Headers pane is sent, and kept in no storage (the history keeps the query alone)');
 
   // A comment, a name and a fragment: the page must still see a
   // subscription and send it over graphql-sse.

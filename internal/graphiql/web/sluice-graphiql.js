@@ -128,9 +128,53 @@
     }
     return keys;
   }
+  // GraphiQL keeps its history and favourites with the headers each
+  // query ran with, whether or not it is set to persist headers (that
+  // setting, off by default, covers its tabs only). So a token typed in
+  // the Headers pane went to local storage, which the browser writes to
+  // disk and keeps, for any later user of the profile and any script of
+  // this origin to read. They are stored without headers, and what pages
+  // of earlier releases stored loses them as this page loads.
+  var history = /:graphiql:(queries|favorites)$/;
+  function withoutHeaders(v) {
+    var lists;
+    try {
+      lists = JSON.parse(v);
+    } catch (e) {
+      return null; // GraphiQL writes JSON: anything else is not kept
+    }
+    Object.keys(lists || {}).forEach(function (list) {
+      if (Array.isArray(lists[list])) {
+        lists[list].forEach(function (item) {
+          if (item && typeof item === 'object') {
+            delete item.headers;
+          }
+        });
+      }
+    });
+    return JSON.stringify(lists);
+  }
+  function put(k, v) {
+    var kept = history.test(k) ? withoutHeaders(v) : v;
+    if (kept === null) {
+      localStorage.removeItem(k);
+    } else {
+      localStorage.setItem(k, kept);
+    }
+  }
+  var stored = [];
+  for (var i = 0; i < localStorage.length; i++) {
+    stored.push(localStorage.key(i));
+  }
+  stored.forEach(function (k) {
+    if (k.indexOf('sluice:') === 0 && history.test(k)) {
+      put(k, localStorage.getItem(k));
+    }
+  });
+
   var storage = {
     getItem: function (k) { return localStorage.getItem(prefix + k); },
-    setItem: function (k, v) { localStorage.setItem(prefix + k, v); },
+    setItem: function (k, v) { put(prefix + k, v); },
     removeItem: function (k) { localStorage.removeItem(prefix + k); },
     get length() { return ownKeys().length; },
     clear: function () { ownKeys().forEach(function (k) { localStorage.removeItem(k); }); },
