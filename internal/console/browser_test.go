@@ -81,3 +81,17 @@ func TestBrowserConsoleNames(t *testing.T) {
 			`{"@type":"Thing","@id":"Thing/b","n":"one","constructor":"c","toString":"t","valueOf":5,"hasOwnProperty":["h"],"meta":{"__proto__":{"x":1},"k":1}}]`)
 	dt.RunBrowserScript(t, "console-names.mjs", a.URL, dt.AdminPassword)
 }
+
+// TestBrowserConsoleStreamBounds runs test/browser/console-stream.mjs:
+// the Stream view while a writer makes large commits keeps at most 20
+// changes of each commit, and none of their documents, and a commit of
+// more documents than one event may carry (graphql_max_result_rows) is
+// said to be too large to show there, while the stream goes on.
+func TestBrowserConsoleStreamBounds(t *testing.T) {
+	dt.SkipWithoutBrowser(t)
+	t.Parallel()
+	const maxRows = 500
+	a := dt.Start(t, func(c *config.Config) { c.GraphQLMaxResultRows = maxRows })
+	a.CreateDatabase(t, "big", "type Note { n: Int body: String }")
+	dt.RunBrowserScript(t, "console-stream.mjs", a.URL, dt.AdminPassword, fmt.Sprint(maxRows))
+}

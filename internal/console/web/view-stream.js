@@ -10,6 +10,11 @@ import { Busy, ErrorBox, Link, When, dbHref, html, show, useLoad, useTitle } fro
 import { countFields, loadModel, selection } from './model.js';
 
 const keep = 200; // commits shown; older ones are dropped from the page
+// The changes kept of each commit, each as its id and a line of its
+// fields, never its document: a writer's import of thousands of
+// documents a commit, kept whole for 200 commits, took the tab's memory.
+// The commit's Old and new values (the History view) shows them all.
+const shownChanges = 20;
 const ops = ['added', 'updated', 'deleted'];
 
 // changeSetQuery returns the subscription: per class its documents added,
@@ -31,6 +36,9 @@ export function Stream({ org, db }) {
   const [commits, setCommits] = useState([]);
   const [status, setStatus] = useState('connecting'); // connecting | live | paused | ended | error
   const [error, setError] = useState(null);
+  // A commit the stream could not carry (past a limit of an event): the
+  // stream goes on, so it is no failure of the stream.
+  const [skipped, setSkipped] = useState(null);
   const [running, setRunning] = useState(true);
   const last = useRef(''); // the position of the last event received
   const received = useRef(0);
@@ -45,9 +53,14 @@ export function Stream({ org, db }) {
     const ctl = new AbortController();
     current.current = ctl;
     let retry = null;
-    let refused = false;
+    // The error of the last event, if it was one: an error followed by
+    // the stream's end is a refusal (access taken away, a position no
+    // longer kept); one followed by more events was a commit the stream
+    // could not carry.
+    let lastError = null;
     setStatus('connecting');
     setError(null);
+    setSkipped(null);
     const q = changeSetQuery(model.data);
     // The stream starts from the position of a read made first, so that
     // a pause before any event still resumes from where it opened.
@@ -61,27 +74,37 @@ export function Stream({ org, db }) {
         if (ev.id) last.current = ev.id;
         const payload = JSON.parse(ev.data);
         if (payload.errors?.length) {
-          refused = true;
-          setError(new Error(payload.errors.map((e) => e.message).join('; ')));
+          lastError = new Error(payload.errors.map((e) => e.message).join('; '));
+          setSkipped(lastError);
           return;
         }
+        lastError = null;
         const cs = payload.data?._ChangeSet;
         if (!cs) return;
         received.current++;
         const changes = [];
+        let total = 0;
         for (const c of model.data.classes) {
           for (const op of ops) {
-            for (const d of cs[`${c.name}_${op}`] || []) changes.push({ op, cls: c.name, doc: d });
+            for (const d of cs[`${c.name}_${op}`] || []) {
+              if (total++ < shownChanges) changes.push({ op, cls: c.name, id: d._id, summary: summary(d) });
+            }
           }
         }
-        setCommits((all) => [{ position: ev.id, meta: cs._CommitMetadata, changes }, ...all].slice(0, keep));
+        setCommits((all) => [{ position: ev.id, meta: cs._CommitMetadata, changes, total }, ...all].slice(0, keep));
       })).then(() => {
       if (ctl.signal.aborted) return;
-      setStatus(refused ? 'error' : 'ended');
       // A stream that ends without an error (Sluice restarting, a
       // replica going away) is resumed from its position; one that
       // ended with an error (access taken away) is not.
-      if (!refused) retry = setTimeout(() => setAttempt((a) => a + 1), 3000);
+      if (lastError) {
+        setSkipped(null);
+        setError(lastError);
+        setStatus('error');
+        return;
+      }
+      setStatus('ended');
+      retry = setTimeout(() => setAttempt((a) => a + 1), 3000);
     }, (err) => {
       if (ctl.signal.aborted || err?.name === 'AbortError') return;
       setError(err);
@@ -121,8 +144,10 @@ export function Stream({ org, db }) {
       <span class=${`state ${status}`} role="status">${label}</span>
       ${running && status !== 'error' ? html`<button type="button" onClick=${pause}>Pause</button>`
         : html`<button type="button" class="primary" onClick=${resume}>${status === 'paused' ? 'Resume' : 'Reconnect'}</button>`}
-      ${commits.length > 0 && html`<button type="button" onClick=${() => setCommits([])}>Clear</button>`}
+      ${commits.length > 0 && html`<button type="button" onClick=${() => { setCommits([]); setSkipped(null); }}>Clear</button>`}
     </div>
+    ${skipped && html`<div class="error" role="alert"><p><strong>A commit cannot be shown here:</strong> ${skipped.message}</p>
+      <p>The stream goes on. The History view shows every commit, a page of its changes at a time.</p></div>`}
     <${ErrorBox} error=${error} title="The stream failed">
       ${error instanceof ApiError && error.status === 0 && running && html`<p>Reconnecting from the last position…</p>`}
     </${ErrorBox}>
@@ -137,15 +162,26 @@ export function Stream({ org, db }) {
         </div>
         <ul class="changes">${c.changes.map((ch) => html`<li>
           <span class=${`op ${ch.op}`}>${ch.op}</span>
-          ${ch.op === 'deleted' ? ch.doc._id : html`<${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(ch.cls)}`)}?open=${encodeURIComponent(ch.doc._id)}`}>${ch.doc._id}</${Link}>`}
-          <span class="muted"> ${summary(ch.doc)}</span>
+          ${ch.op === 'deleted' ? ch.id : html`<${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(ch.cls)}`)}?open=${encodeURIComponent(ch.id)}`}>${ch.id}</${Link}>`}
+          <span class="muted"> ${ch.summary}</span>
         </li>`)}</ul>
+        ${c.total > c.changes.length && html`<p class="muted">…and ${(c.total - c.changes.length).toLocaleString()} more changes, in its <${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(c.meta?._id)}`}>old and new values</${Link}>.</p>`}
       </li>`)}</ol>`}
     `}`;
 }
 
 // summary returns a document's fields, shortened, for one line.
 function summary(doc) {
-  const s = Object.entries(doc).filter(([k, v]) => k !== '_id' && v !== null && v !== undefined).map(([k, v]) => `${k}: ${show(v)}`).join(', ');
-  return s.length > 200 ? `${s.slice(0, 199)}…` : s;
+  let s = '';
+  for (const [k, v] of Object.entries(doc)) {
+    if (k === '_id' || v === null || v === undefined) continue;
+    s += `${s ? ', ' : ''}${k}: ${show(v).slice(0, 200)}`;
+    if (s.length > 200) return `${own(s.slice(0, 199))}…`;
+  }
+  return own(s);
 }
+
+// own returns a copy of s, a short string, that holds nothing else: V8
+// makes a slice of a string a view of the whole it was cut from, so a
+// line cut from a long value would keep the value alive.
+const own = (s) => [...s].join('');
