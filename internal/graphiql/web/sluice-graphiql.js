@@ -135,7 +135,7 @@
   // disk and keeps, for any later user of the profile and any script of
   // this origin to read. They are stored without headers, and what pages
   // of earlier releases stored loses them as this page loads.
-  var history = /:graphiql:(queries|favorites)$/;
+  var historyKey = /:graphiql:(queries|favorites)$/;
   function withoutHeaders(v) {
     var lists;
     try {
@@ -155,22 +155,26 @@
     return JSON.stringify(lists);
   }
   function put(k, v) {
-    var kept = history.test(k) ? withoutHeaders(v) : v;
+    var kept = historyKey.test(k) ? withoutHeaders(v) : v;
     if (kept === null) {
       localStorage.removeItem(k);
     } else {
       localStorage.setItem(k, kept);
     }
   }
-  var stored = [];
-  for (var i = 0; i < localStorage.length; i++) {
-    stored.push(localStorage.key(i));
-  }
-  stored.forEach(function (k) {
-    if (k.indexOf('sluice:') === 0 && history.test(k)) {
-      put(k, localStorage.getItem(k));
+  try {
+    var stored = [];
+    for (var i = 0; i < localStorage.length; i++) {
+      stored.push(localStorage.key(i));
     }
-  });
+    stored.forEach(function (k) {
+      if (k.indexOf('sluice:') === 0 && historyKey.test(k)) {
+        put(k, localStorage.getItem(k));
+      }
+    });
+  } catch (e) {
+    // Storage is disabled: then nothing was kept in it either.
+  }
 
   var storage = {
     getItem: function (k) { return localStorage.getItem(prefix + k); },
