@@ -834,7 +834,7 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *m
 		sc.wg.Done()
 	}
 	idJSON, _ := json.Marshal(id)
-	op := &muxOp{out: sc.out, proto: protoWS, id: idJSON, logger: sc.srv.opts.Logger}
+	op := &muxOp{out: sc.out, proto: protoWS, id: idJSON, logger: sc.srv.opts.Logger, stopped: ctx.Done()}
 	defer func() {
 		if v := recover(); v != nil {
 			// A failure of this operation's, not of the connection's.

@@ -80,8 +80,23 @@ func (o *muxOut) turn(stop <-chan struct{}) (release func(), err error) {
 }
 
 // add appends one message, the concatenation of parts. It never waits.
-func (o *muxOut) add(parts ...[]byte) {
+func (o *muxOut) add(parts ...[]byte) { o.addUnless(nil, parts...) }
+
+// addUnless appends one message, the concatenation of parts, unless
+// stopped is closed (a nil stopped never is). It is judged under the lock
+// that orders the messages: a message of an operation that a client
+// stopped (graphql-ws complete, single connection mode's DELETE) is
+// either queued before the stop or dropped, never after a message that
+// followed the stop, such as the answer to the client's next operation.
+// It never waits.
+func (o *muxOut) addUnless(stopped <-chan struct{}, parts ...[]byte) {
 	o.mu.Lock()
+	select {
+	case <-stopped:
+		o.mu.Unlock()
+		return
+	default:
+	}
 	for _, p := range parts {
 		o.buf = append(o.buf, p...)
 	}
@@ -121,6 +136,11 @@ func (o *muxOut) wait(stop <-chan struct{}) error {
 		if n <= muxOutLimit {
 			return nil
 		}
+		// What waits may have been added without a flush after it (a
+		// stream that stopped amid a batch, its client gone or done with
+		// it): whoever waits for room wakes the writer, or it would wait
+		// for the next flush of another operation, if any.
+		o.notify()
 		select {
 		case <-room:
 		case <-o.done:
@@ -190,12 +210,20 @@ const (
 // instead (single connection mode's POST); else it becomes an error
 // message on the connection.
 type muxOp struct {
-	out    *muxOut
-	proto  muxProtocol
-	id     []byte // the operation id, JSON-encoded
-	logger *slog.Logger
-	accept func()
-	reject func(err error, errs gqlerror.List)
+	out   *muxOut
+	proto muxProtocol
+	id    []byte // the operation id, JSON-encoded
+	// stopped is closed once the operation is stopped (its context's
+	// Done): from then on nothing more of it is sent. The protocols say
+	// so (graphql-transport-ws: no further event of an operation the
+	// client completed), and the client may have given its id to a new
+	// operation already: a resumed subscription completed amid its
+	// backlog went on sending it, thousands of events after the answer
+	// to the client's next operation. Nil: never.
+	stopped <-chan struct{}
+	logger  *slog.Logger
+	accept  func()
+	reject  func(err error, errs gqlerror.List)
 }
 
 func (m *muxOp) label() string {
@@ -232,18 +260,18 @@ var (
 func (m *muxOp) next(id string, result []byte) {
 	payload := withPosition(nil, result, id)
 	if m.proto == protoWS {
-		m.out.add(wsIDOpen, m.id, wsNext, payload, closeBrace)
+		m.out.addUnless(m.stopped, wsIDOpen, m.id, wsNext, payload, closeBrace)
 		return
 	}
-	m.out.add(singleNextOpen, m.id, singlePayload, payload, singleNextClose)
+	m.out.addUnless(m.stopped, singleNextOpen, m.id, singlePayload, payload, singleNextClose)
 }
 
 func (m *muxOp) complete() {
 	if m.proto == protoWS {
-		m.out.add(wsIDOpen, m.id, wsComplete)
+		m.out.addUnless(m.stopped, wsIDOpen, m.id, wsComplete)
 		return
 	}
-	m.out.add(singleComplete, m.id, singleNextClose)
+	m.out.addUnless(m.stopped, singleComplete, m.id, singleNextClose)
 }
 
 // failed ends the operation with errs: graphql-ws's error message (which
@@ -252,7 +280,7 @@ func (m *muxOp) complete() {
 func (m *muxOp) failed(errs gqlerror.List) {
 	if m.proto == protoWS {
 		b, _ := json.Marshal(errs)
-		m.out.add(wsIDOpen, m.id, wsError, b, closeBrace)
+		m.out.addUnless(m.stopped, wsIDOpen, m.id, wsError, b, closeBrace)
 		return
 	}
 	m.next("", errorResult(errs))

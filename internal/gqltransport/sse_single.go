@@ -647,7 +647,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		res.wg.Done()
 	}
 	idJSON, _ := json.Marshal(id)
-	op := &muxOp{out: res.out, proto: protoSingle, id: idJSON, logger: t.opts.Logger,
+	op := &muxOp{out: res.out, proto: protoSingle, id: idJSON, logger: t.opts.Logger, stopped: ctx.Done(),
 		accept: func() { w.WriteHeader(http.StatusAccepted) },
 		reject: func(err error, errs gqlerror.List) {
 			if err != nil {

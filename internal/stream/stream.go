@@ -452,6 +452,11 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 			s.end(s.ender.Err())
 			return false
 		}
+		if s.ctx.Err() != nil {
+			// The client left, or completed the operation (a stream of a
+			// connection): the pieces queued are evaluated for no one.
+			return false
+		}
 		evs, _, err := s.ev.Events(s.ctx, c)
 		if err != nil {
 			if s.ctx.Err() == nil {
