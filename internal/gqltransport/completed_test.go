@@ -140,3 +140,54 @@ func TestSingleDeletedSubscriptionSendsNothingMore(t *testing.T) {
 		}
 	}
 }
+
+// TestSocketQueryAfterCompletedSubscriptionsIsAnswered: on three sockets in turn,
+// a client completes eight subscriptions resumed from before a backlog of
+// 2,000 events whose selection follows a reference, once each has sent
+// some, then runs a query: the query is answered (found by review: a
+// stream completed amid a batch stopped at its next read of the
+// referenced documents, which its ended context failed, leaving the
+// events of the batch queued without waking the connection's writer; past
+// 64 KiB the query waited for room that never came, on about half the
+// sockets, until another operation of the socket sent something).
+func TestSocketQueryAfterCompletedSubscriptionsIsAnswered(t *testing.T) {
+	t.Parallel()
+	const sockets, subs = 3, 8
+	d := dt.Start(t)
+	d.CreateDatabase(t, "wsstranded", "type Owner { name: String! } type Dog { name: String! owner: Owner }")
+	insert(t, d, "wsstranded", `{"@type":"Owner","@id":"Owner/o","name":"o"}`)
+	pos := d.MustDo(t, http.StatusOK, dt.Admin(), "GET", "/api/document/admin/wsstranded?type=Dog", nil).Header.Get("Sluice-Position")
+	name := strings.Repeat("n", 1000)
+	for i := range 40 {
+		var docs []string
+		for j := range 50 {
+			docs = append(docs, fmt.Sprintf(`{"@type":"Dog","@id":"Dog/d%d-%d","name":"%s","owner":"Owner/o"}`, i, j, name))
+		}
+		insert(t, d, "wsstranded", "["+strings.Join(docs, ",")+"]")
+	}
+	for k := range sockets {
+		c := mustConnect(t, d, "wsstranded")
+		c.lasting(5 * time.Minute) // minutes under load
+		for i := range subs {
+			c.send(fmt.Sprintf(`{"id":"x%d","type":"subscribe","payload":{"query":"subscription { Dog_added { name owner { name } } }","extensions":{"lastEventId":"%s"}}}`, i, pos))
+		}
+		started := map[string]bool{}
+		for len(started) < subs {
+			started[c.read()[:len(`{"id":"x0"`)]] = true
+		}
+		for i := range subs {
+			c.send(fmt.Sprintf(`{"id":"x%d","type":"complete"}`, i))
+		}
+		c.send(`{"id":"b","type":"subscribe","payload":{"query":"{ __typename }"}}`)
+		c.lasting(wait)
+		for {
+			_, b, err := c.c.Read(c.tx)
+			if err != nil {
+				t.Fatalf("socket %d: the query sent after the complete messages: %v", k, err)
+			}
+			if string(b) == `{"id":"b","type":"complete"}` {
+				break
+			}
+		}
+	}
+}
