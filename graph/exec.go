@@ -617,15 +617,26 @@ func (x *execution) newWriter() *jsonWriter {
 // deadline's timer. A read the deadline ends fails with the error
 // naming the limit (fail), not with the driver's.
 func (x *execution) deadline() context.CancelFunc {
+	return x.deadlineSaying("the query ran longer than %s, the most one request may run (limit %s); select less, or split it into several requests")
+}
+
+// deadlineSaying is deadline with the error's message: format, of the
+// limit's duration and its key.
+func (x *execution) deadlineSaying(format string) context.CancelFunc {
 	d := x.es.limits.RequestTimeout
 	if d <= 0 {
 		return func() {}
 	}
-	x.timeout = &sluice.Error{Code: sluice.CodeUnavailable, Message: fmt.Sprintf(
-		"the query ran longer than %s, the most one request may run (limit %s); select less, or split it into several requests", d, keyRequestTimeout)}
+	x.timeout = &sluice.Error{Code: sluice.CodeUnavailable, Message: fmt.Sprintf(format, d, keyRequestTimeout)}
 	var cancel context.CancelFunc
 	x.ctx, cancel = context.WithTimeoutCause(x.ctx, d, x.timeout)
 	return cancel
+}
+
+// timedOut reports whether x's deadline (deadline) has passed: a read
+// that failed then was ended by it.
+func (x *execution) timedOut() bool {
+	return x.timeout != nil && x.ctx.Err() != nil && context.Cause(x.ctx) == error(x.timeout)
 }
 
 // errNulled is what a writer returns when a non-null field had no value
@@ -664,7 +675,7 @@ func (x *execution) failValue(path ast.Path, err error) {
 
 // record records err as a GraphQL error at path (fail).
 func (x *execution) record(path ast.Path, err error) {
-	if x.timeout != nil && x.ctx.Err() != nil && context.Cause(x.ctx) == error(x.timeout) {
+	if x.timedOut() {
 		err, x.incomplete = x.timeout, true
 	}
 	if errors.Is(err, engine.ErrSchemaChanged) {

@@ -50,8 +50,9 @@ type Limits struct {
 	// MaxResponseBytes bounds the JSON of a response's data
 	// (graphql_max_response_bytes).
 	MaxResponseBytes int
-	// RequestTimeout bounds the time the fields of one query, or of one
-	// read of a live query's result, run (graphql_request_timeout): the
+	// RequestTimeout bounds the time the fields of one query, one read
+	// of a live query's result, or the reads of one commit's
+	// subscription events, run (graphql_request_timeout): the
 	// statements MaxStatements counts may each run up to
 	// statement_timeout. Zero is no bound; it has no default here (the
 	// daemon's configuration has one).

@@ -197,9 +197,31 @@ func (s *Subscription) Classes() []string { return s.classes }
 // references then passes the bound too). Other errors are failures to
 // read referenced documents (for the payloads or the filters), and a
 // filter past filter.MaxMatchSteps, which end the stream.
+//
+// The reads of one commit's events, all their statements together, are
+// bounded by graphql_request_timeout as a query's fields are: each
+// statement may run up to statement_timeout, and the selection up to
+// graphql_max_statements of them (its references and backlinks, a
+// backlink sorting every link of its target), for every commit. Past it
+// the error names the limit, and the stream ends.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
+	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
+	if s.follows {
+		// Only such events read documents (a timer for every commit of
+		// every other stream would bound nothing).
+		defer x.deadlineSaying("the events of a commit read for longer than %s, the most they may read (limit %s); select fewer references and backlinks, or resume the stream to read them again")()
+	}
+	evs, err := s.evaluate(x, c)
+	if err != nil && x.timedOut() {
+		return nil, x.timeout // not the driver's error of the statement it cancelled
+	}
+	return evs, err
+}
+
+// evaluate is Events, reading through x.
+func (s *Subscription) evaluate(x *execution, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	if c.NewSchema {
-		if err := s.checkSchemaThen(ctx, c); err != nil {
+		if err := s.checkSchemaThen(x.ctx, c); err != nil {
 			return nil, err
 		}
 	}
@@ -208,11 +230,10 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 	}
 	// History is shown through the schema of the commit too: a field
 	// protected when the commit was made stays hidden from this role.
-	c, err := s.es.store.RedactCommit(ctx, s.req.DB, s.es.schema, s.es.role, c)
+	c, err := s.es.store.RedactCommit(x.ctx, s.req.DB, s.es.schema, s.es.role, c)
 	if err != nil {
 		return nil, err
 	}
-	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
 	if s.follows && s.selects(c) {
 		// What an event reads beyond the commit's images is read as of
 		// the commit, so that a resumed stream gets the events a live

@@ -374,10 +374,10 @@ type Config struct {
 	// Key graphql_max_response_bytes, env SLUICE_GRAPHQL_MAX_RESPONSE_BYTES, flag --graphql-max-response-bytes, default 16777216.
 	GraphQLMaxResponseBytes int
 	// GraphQLRequestTimeout bounds the time the fields of one GraphQL
-	// query, or one read of a live query's result, run over all their SQL
-	// statements: with GraphQLMaxStatements alone a query could hold a
-	// Postgres backend that many times StatementTimeout. Zero means no
-	// limit.
+	// query, one read of a live query's result, or the reads of one
+	// commit's subscription events, run over all their SQL statements:
+	// with GraphQLMaxStatements alone a query could hold a Postgres
+	// backend that many times StatementTimeout. Zero means no limit.
 	// Key graphql_request_timeout, env SLUICE_GRAPHQL_REQUEST_TIMEOUT, flag --graphql-request-timeout, default 1m.
 	GraphQLRequestTimeout time.Duration
 

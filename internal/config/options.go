@@ -424,7 +424,7 @@ func options() []option {
 			"largest GraphQL response data in bytes (16 MiB); a request's reads of documents from Postgres may hold four times as much",
 			func(c *Config, n int) { c.GraphQLMaxResponseBytes = n }),
 		durationOption("graphql_request_timeout", "1m",
-			"longest the fields of one GraphQL query, or one read of a live query's result, may run, over all their SQL statements, before the request ends with an error naming this limit (0: no limit; each statement is also bounded by statement_timeout)",
+			"longest the fields of one GraphQL query, one read of a live query's result, or the reads of one commit's subscription events (references, backlinks), may run, over all their SQL statements, before the request or stream ends with an error naming this limit (0: no limit; each statement is also bounded by statement_timeout)",
 			func(c *Config, d time.Duration) error { c.GraphQLRequestTimeout = d; return nil }),
 		durationOption("statement_timeout", "30s",
 			"longest a single Postgres statement may run before Postgres cancels it and the request fails with 503 (0: no limit; at most 596h31m23.647s, 2147483647 ms, the most Postgres takes); a large write is many statements, each bounded; migrations and history pruning are exempt",

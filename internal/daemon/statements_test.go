@@ -255,3 +255,34 @@ func TestGraphQLRequestTimeout(t *testing.T) {
 		pg.until("its statement ends in Postgres", func() bool { return len(pg.waiting()) == 0 })
 	})
 }
+
+// TestSubscriptionEventsBoundedByRequestTimeout: what a commit's events
+// read beyond its images (the documents their references point to, their
+// backlinks) is bounded in all by graphql_request_timeout, as a query's
+// fields are: past it the stream ends with the error naming the limit,
+// and the statement ends in Postgres. Only statement_timeout bounded each
+// statement, so one commit's events could hold a backend
+// graphql_max_statements × statement_timeout, and the stream's every
+// subscriber with it.
+func TestSubscriptionEventsBoundedByRequestTimeout(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.StatementTimeout, c.GraphQLRequestTimeout = 15*time.Second, time.Second })
+	d.CreateDatabase(t, "notes", "type User { name: String! } type Task { owner: User }")
+	pg := watchPostgres(t, d)
+	s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/notes",
+		Body:   `{"query":"subscription { User_added { name _owner_of_Task { _id } } }"}`,
+		Header: []string{"Accept", "text/event-stream"}})
+	defer s.Close()
+	if f := s.Event(); f.String() != ": connected" {
+		t.Fatalf("the stream opened with %q", f)
+	}
+	release := pg.lockClass(d, "notes", "Task") // the backlink's reads wait
+	defer release()
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/notes", `{"@type":"User","@id":"a","name":"Ann"}`)
+	frames := s.Ended()
+	if len(frames) != 2 || frames[0].Field("event") != "next" || !strings.Contains(frames[0].Field("data"), "graphql_request_timeout") ||
+		frames[1].Field("event") != "complete" {
+		t.Fatalf("a subscription whose event's reads wait past graphql_request_timeout: %q", frames)
+	}
+	pg.until("its statement ends in Postgres", func() bool { return len(pg.waiting()) == 0 })
+}
