@@ -162,7 +162,15 @@ func (x *execution) aggregateQuery(w *jsonWriter, cf graphql.CollectedField, c *
 		err = x.runAggregate(w, cf, c, q)
 	}
 	if err != nil {
-		x.fail(fieldPath(cf), err)
+		if errors.Is(err, engine.ErrAggregateRange) {
+			// A value the documents give (a Float sum past the largest
+			// float), which a commit may bring back in range: an error
+			// of the result, as a required field without a value is, so
+			// that a live aggregate goes on.
+			x.failValue(fieldPath(cf), err)
+		} else {
+			x.fail(fieldPath(cf), err)
+		}
 		w.null()
 		return false
 	}

@@ -40,6 +40,10 @@ func CountStatements(ctx context.Context) (context.Context, func() int64) {
 // ErrReadBytes is the error of a read past the bytes LimitReads allows.
 var ErrReadBytes = postgres.ErrReadBytes
 
+// ErrAggregateRange is (errors.Is) the error of an aggregate whose value
+// the documents put out of its type's range (see postgres.ErrAggregateRange).
+var ErrAggregateRange = postgres.ErrAggregateRange
+
 // LimitReads returns a context under which the reads of documents fail
 // with ErrReadBytes once they have read max bytes together (see
 // postgres.LimitReads).

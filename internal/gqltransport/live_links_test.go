@@ -132,3 +132,29 @@ func TestSubscriptionBacklinksBounded(t *testing.T) {
 		t.Fatalf("after the event over the bound: %q", data)
 	}
 }
+
+// TestLiveAggregateOutOfRangeGoesOn: a live aggregate whose value the
+// documents put out of its type's range (a Float sum past the largest
+// float) is a result with that error, as a query answers it, and the live
+// query goes on: a commit that brings the sum back sends its value. It
+// ended the stream, as a read that fails does, though a commit mends it,
+// and a client starting it again was refused until one did.
+func TestLiveAggregateOutOfRangeGoesOn(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "range", "type F { x: Float }")
+	w := &writer{t: t, d: d, db: "range"}
+	w.insert(`{"@type":"F","@id":"F/a","x":1e308}`)
+	s := subscribe(t, d, "range", `subscription { F_aggregate { count sum { x } } }`)
+	s.connected()
+	s.expect(1, `{"F_aggregate":{"count":1,"sum":{"x":1e+308}}}`)
+
+	seq := w.insert(`{"@type":"F","@id":"F/b","x":1e308}`) // the sum is past the largest float
+	const outOfRange = `{"errors":[{"message":"an aggregate of F is out of the range of its type (sum.x: a Float past ±1.8e308)","path":["F_aggregate"],"extensions":{"code":"BAD_USER_INPUT"}}],"data":null,`
+	ids, data := s.nexts(1)
+	if !strings.Contains(ids[0], fmt.Sprintf("-%d-", seq)) || !strings.HasPrefix(data[0], outOfRange) {
+		t.Fatalf("a sum past the largest float: %q %q", ids, data)
+	}
+	seq = w.delete("F/a")
+	s.expect(seq, `{"F_aggregate":{"count":1,"sum":{"x":1e+308}}}`)
+}

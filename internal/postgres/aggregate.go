@@ -44,9 +44,26 @@ type AggregateResult struct {
 	Values []any
 }
 
+// ErrAggregateRange is (errors.Is) the error of an aggregate whose value
+// the documents put out of its type's range: a value of the data, which
+// a commit may bring back, not a read that failed.
+var ErrAggregateRange = errors.New("an aggregate out of its type's range")
+
+// rangeError is a CodeInvalid error, shown as such, that is also
+// ErrAggregateRange.
+type rangeError struct{ err *sluice.Error }
+
+func (e rangeError) Error() string   { return e.err.Error() }
+func (e rangeError) Unwrap() []error { return []error{e.err, ErrAggregateRange} }
+
+func outOfRange(format string, args ...any) error {
+	return rangeError{sluice.Errorf(sluice.CodeInvalid, format, args...)}
+}
+
 // Aggregate computes q over database d in one statement. Errors as
 // QueryDocuments; an aggregate out of its type's range (a Float sum
-// past the largest float) is a CodeInvalid error. Under LimitReads, its
+// past the largest float) is a CodeInvalid error that is
+// ErrAggregateRange. Under LimitReads, its
 // row is charged as a document's is, and its values read as text (min
 // and max of String, ID and BigInt, sum and avg), whose size is the
 // data's, are sent only when together they fit in what the budget has
@@ -83,7 +100,7 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 				sums = append(sums, a.Op+"."+a.Field+": a number past 131,072 digits")
 			}
 		}
-		return res, db.schemaMoved(ctx, d, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type (%s)", q.Class, strings.Join(sums, "; ")))
+		return res, db.schemaMoved(ctx, d, outOfRange("an aggregate of %s is out of the range of its type (%s)", q.Class, strings.Join(sums, "; ")))
 	}
 	if errors.Is(err, ErrReadBytes) {
 		return res, err
@@ -97,7 +114,7 @@ func (db *DB) Aggregate(ctx context.Context, d *sluice.Database, s *sluice.Schem
 	for i := range cols {
 		v, ok, err := cols[i].value()
 		if errors.Is(err, errFloatRange) {
-			return res, sluice.Errorf(sluice.CodeInvalid, "an aggregate of %s is out of the range of its type (%s.%s: a Float past ±1.8e308)", q.Class, q.Aggs[i].Op, q.Aggs[i].Field)
+			return res, outOfRange("an aggregate of %s is out of the range of its type (%s.%s: a Float past ±1.8e308)", q.Class, q.Aggs[i].Op, q.Aggs[i].Field)
 		}
 		if err != nil {
 			// Of a value no field can hold (see rowToDocument): null,
