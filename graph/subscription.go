@@ -206,9 +206,9 @@ func (s *Subscription) Classes() []string { return s.classes }
 // the error names the limit, and the stream ends.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
-	if s.follows {
-		// Only such events read documents (a timer for every commit of
-		// every other stream would bound nothing).
+	if s.follows && s.selects(c) {
+		// Only such events read documents (a timer for every other
+		// commit and stream would bound nothing).
 		defer x.deadlineSaying("the events of a commit read for longer than %s, the most they may read (limit %s); select fewer references and backlinks, or resume the stream to read them again")()
 	}
 	evs, err := s.evaluate(x, c)
