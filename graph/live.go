@@ -703,8 +703,9 @@ type LiveResult struct {
 // then what each selects through references. A query whose root is not
 // one class query field, or whose arguments are refused, reads on its
 // own in that snapshot. If the joined statement fails, each query is run
-// on its own (Run), so that an error is its query's alone. bs[i] bounds
-// the read of qs[i].
+// on its own (Run), so that an error is its query's alone; so are the
+// queries after one whose statement failed in the snapshot (which ends
+// its transaction). bs[i] bounds the read of qs[i].
 func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 	out := make([]LiveResult, len(qs))
 	if len(qs) == 0 {
@@ -792,7 +793,17 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 	for j, i := range batched {
 		xs[i].preread = map[string][]engine.QueryDoc{aliases[j]: docs[j]}
 	}
+	// The queries from rest on are read on their own, once a statement
+	// of one before failed: that ended the snapshot's transaction, and
+	// every later statement in it would fail too, ending live queries
+	// whose own reads are sound (another user's, in a cohort) for one
+	// whose statement failed (its own deadline, a sum past its range).
+	rest := len(qs)
 	for i, q := range qs {
+		if snap.Failed() {
+			rest = i
+			break
+		}
 		if err := bs[i].Spent(); err != nil {
 			out[i].Err = err
 			continue
@@ -801,11 +812,14 @@ func RunEach(ctx context.Context, qs []*LiveQuery, bs []Bounds) []LiveResult {
 		out[i].Rows, out[i].Boundary = xs[i].rows, xs[i].boundary
 	}
 	pos, access := snapshotPosition(snap), snap.AccessVersion()
-	snap.Close()
-	for i := range out {
+	snap.Close() // before the others take connections of their own
+	for i := range out[:rest] {
 		if out[i].Err == nil {
 			out[i].Position, out[i].Access = pos, access
 		}
+	}
+	for i := rest; i < len(qs); i++ {
+		out[i] = qs[i].Run(ctx, bs[i])
 	}
 	return out
 }

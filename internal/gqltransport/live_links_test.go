@@ -158,3 +158,32 @@ func TestLiveAggregateOutOfRangeGoesOn(t *testing.T) {
 	seq = w.delete("F/a")
 	s.expect(seq, `{"F_aggregate":{"count":1,"sum":{"x":1e+308}}}`)
 }
+
+// TestLiveCohortReadsApart: the live queries of a cohort (one query,
+// other variables) read one after the other in one snapshot, and one
+// whose statement fails there (a BigInt sum past numeric's range, after
+// its first statement) leaves the others' reads as they were: the failed
+// statement ended the snapshot's transaction, and every later read of
+// the batch failed ("current transaction is aborted", an internal error),
+// ending live queries whose own reads were fine, whoever's they were.
+func TestLiveCohortReadsApart(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "cohort", "type F { g: String b: BigInt }")
+	w := &writer{t: t, d: d, db: "cohort"}
+	huge := strings.Repeat("9", 131072) // two of them sum past numeric's range
+	w.insert(`[{"@type":"F","@id":"F/x1","g":"big","b":"` + huge + `"},{"@type":"F","@id":"F/x2","g":"big","b":"` + huge + `"},{"@type":"F","@id":"F/s","g":"small","b":"1"}]`)
+	const q = `query($g: String) @live { F(filter: {g: {eq: $g}}) { _id } F_aggregate(filter: {g: {eq: $g}}) { count sum { b } } }`
+	big := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/cohort", body(q, "variables", map[string]any{"g": "big"}), nil, "Accept", sse)
+	big.connected()
+	if _, data := big.nexts(1); !strings.Contains(data[0], "out of the range of its type") {
+		t.Fatalf("the sum past the range: %q", data)
+	}
+	small := mustOpen(t, d, dt.Admin(), http.MethodPost, "/api/graphql/admin/cohort", body(q, "variables", map[string]any{"g": "small"}), nil, "Accept", sse)
+	small.connected()
+	small.expect(1, `{"F":[{"_id":"F/s"}],"F_aggregate":{"count":1,"sum":{"b":"1"}}}`)
+
+	// One commit changes both: they are read together, the failing one first.
+	seq := w.insert(`[{"@type":"F","@id":"F/y1","g":"big","b":"0"},{"@type":"F","@id":"F/y2","g":"small","b":"2"}]`)
+	small.expect(seq, `{"F":[{"_id":"F/s"},{"_id":"F/y2"}],"F_aggregate":{"count":2,"sum":{"b":"3"}}}`)
+}

@@ -102,6 +102,18 @@ func (s *Snapshot) Position() (p sluice.Position, ok bool) {
 // the commits it follows.
 func (s *Snapshot) AccessVersion() int64 { return s.access }
 
+// Failed reports whether the snapshot's transaction can run no more
+// statements: one of them failed, which ends a transaction in Postgres
+// (every later one fails, "current transaction is aborted"), or its
+// connection broke (a statement cancelled by its context).
+func (s *Snapshot) Failed() bool {
+	if s.conn == nil || !s.begun {
+		return false
+	}
+	c := s.conn.Conn()
+	return c.IsClosed() || c.PgConn().TxStatus() == 'E'
+}
+
 // Close ends the snapshot and gives its connection back.
 func (s *Snapshot) Close() {
 	if s.conn == nil {
