@@ -105,10 +105,15 @@ func (s *Snapshot) AccessVersion() int64 { return s.access }
 // Failed reports whether the snapshot's transaction can run no more
 // statements: one of them failed, which ends a transaction in Postgres
 // (every later one fails, "current transaction is aborted"), or its
-// connection broke (a statement cancelled by its context).
+// connection broke (a statement cancelled by its context), or its first
+// statement failed, which closed it (a statement after would begin
+// another transaction, a later state than what was read in this one).
 func (s *Snapshot) Failed() bool {
-	if s.conn == nil || !s.begun {
+	if !s.begun || s.ended {
 		return false
+	}
+	if s.conn == nil {
+		return true
 	}
 	c := s.conn.Conn()
 	return c.IsClosed() || c.PgConn().TxStatus() == 'E'
