@@ -94,7 +94,7 @@ func (g *sdlGen) aggregateTypes(c *sluice.Class) {
 		g.p("  \"The greatest value of each field (text in byte order); null when no document has one.\"\n  max: %s%s!\n", c.Name, suffixMinMax)
 	}
 	if len(numeric) > 0 {
-		g.p("  \"The sum of each number field, exact for Int and BigInt (a BigInt); null when no document has a value.\"\n  sum: %s%s!\n", c.Name, suffixSum)
+		g.p("  \"The sum of each number field: exact for Int and BigInt (a BigInt), the Float nearest the exact sum for Float; null when no document has a value.\"\n  sum: %s%s!\n", c.Name, suffixSum)
 		g.p("  \"The mean of each number field, as a Float; null when no document has a value.\"\n  avg: %s%s!\n", c.Name, suffixAvg)
 	}
 	g.p("}\n\n")

@@ -923,7 +923,7 @@ func pastSchema(sc *versionScan, start int, cur *sluice.Schema, role sluice.Role
 			return
 		}
 		if h, ok := sc.hidden[fieldKey{class, f.Name}]; ok && h >= start {
-			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", class, f.Name, pos))
+			unknown(class, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role at that position or since", class, f.Name, pos))
 		}
 	}
 	// broken makes field f of class unknown when a schema change since
@@ -1071,7 +1071,7 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 			}
 			for _, f := range c.Fields {
 				if _, ok := sc.hidden[fieldKey{name, f.Name}]; ok && !hiddenFrom(role, cur, f) {
-					unknown(name, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role after that position", name, f.Name, from))
+					unknown(name, f.Name, fmt.Sprintf("%s.%s as of %s cannot be shown: it was protected from your role at that position or since", name, f.Name, from))
 				}
 			}
 		}

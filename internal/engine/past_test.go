@@ -49,7 +49,7 @@ func TestPastSchema(t *testing.T) {
 	}
 	for f, want := range map[string]string{
 		"qty":  "Item.qty as of e-3-2147483647 cannot be shown: a schema change after that position (in effect from commit 5) dropped its values",
-		"note": "Item.note as of e-3-2147483647 cannot be shown: it was protected from your role after that position",
+		"note": "Item.note as of e-3-2147483647 cannot be shown: it was protected from your role at that position or since",
 	} {
 		if got := past.Unknown["Item"][f]; got != want {
 			t.Errorf("why %s: %q", f, got)
@@ -190,7 +190,7 @@ func TestPastSchemaSubdocuments(t *testing.T) {
 	if got := unknown(past); got != "Address.city Address.street Geo.code Vault.pin" {
 		t.Errorf("a reader's unknown fields as of commit 3: %s", got)
 	}
-	if got := past.Unknown["Geo"]["code"]; got != "Geo.code as of e-3-2147483647 cannot be shown: it was protected from your role after that position" {
+	if got := past.Unknown["Geo"]["code"]; got != "Geo.code as of e-3-2147483647 cannot be shown: it was protected from your role at that position or since" {
 		t.Errorf("why Geo.code: %q", got)
 	}
 	if got := strings.Join(past.Hidden([]string{"Person"}), ","); got != "Address.city,Address.street,Geo.code" {
