@@ -2,7 +2,7 @@
 // and its schema, which admins change after the schema API's preview of
 // what the change does.
 import { useState } from './preact-hooks.js';
-import { ApiError, dbPath, graphql, request } from './api.js';
+import { ApiError, GraphQLError, dbPath, graphql, request } from './api.js';
 import { Busy, ErrorBox, Link, Notice, Scroll, dbHref, dict, html, own, useLoad, useTitle } from './ui.js';
 import { can, forgetDatabase, loadDatabase } from './database.js';
 import { loadModel } from './model.js';
@@ -11,16 +11,30 @@ import { Roles } from './view-roles.js';
 // counts returns each class's document count (subclasses included), one
 // aggregate per class, in requests of at most 20 aggregates: each runs a
 // statement of its own, and a request may run graphql_max_statements
-// (25 unless the server lowers it).
+// (25 unless the server lowers it). A server that allows fewer: a request
+// refused for that limit is split in two, down to one class a request.
 async function counts(org, db, classes, signal) {
   const out = dict(); // class names are the user's
   for (let i = 0; i < classes.length; i += 20) {
-    const part = classes.slice(i, i + 20);
-    const q = `{ ${part.map((c, j) => `c${j}: ${c.name}_aggregate { count }`).join(' ')} }`;
-    const { data } = await graphql(org, db, q, {}, { signal });
-    part.forEach((c, j) => { out[c.name] = data[`c${j}`].count; });
+    await countPart(org, db, classes.slice(i, i + 20), signal, out);
   }
   return out;
+}
+
+async function countPart(org, db, part, signal, out) {
+  const q = `{ ${part.map((c, j) => `c${j}: ${c.name}_aggregate { count }`).join(' ')} }`;
+  let data;
+  try {
+    ({ data } = await graphql(org, db, q, {}, { signal }));
+  } catch (e) {
+    const tooMany = e instanceof GraphQLError && e.errors.some((x) => x.extensions?.limit === 'graphql_max_statements');
+    if (!tooMany || part.length === 1) throw e;
+    const half = Math.ceil(part.length / 2);
+    await countPart(org, db, part.slice(0, half), signal, out);
+    await countPart(org, db, part.slice(half), signal, out);
+    return;
+  }
+  part.forEach((c, j) => { out[c.name] = data[`c${j}`].count; });
 }
 
 export function Database({ who, org, db }) {
