@@ -34,9 +34,11 @@ import (
 // An access change that does not concern a remembered credential does not
 // make its client read it again: the first request that finds its entry
 // older than the changes seen reads those changes (catchUp: one read for
-// every entry, shared by the requests that need it) and vouches for the
-// entries none of them concerns, which then count as read at the newest
-// version (see concerns). Every client reading its credential again after
+// every entry) and vouches for the entries none of them concerns, which
+// then count as read at the newest version (see concerns). A request that
+// finds a catch-up under way reads its own credential instead of waiting
+// for it: a catch-up stuck on its read held up every client whose entry
+// was older, past their own contexts. Every client reading its credential again after
 // each change (another user revoking tokens in a loop) cost Postgres a
 // read per client and change. (Open streams hold a stricter
 // guarantee: see internal/changefeed's access guard.) Entries also expire
@@ -74,8 +76,9 @@ type credentialCache struct {
 	// longer count.
 	floor atomic.Int64
 	now   func() time.Time
-	// walk serializes the catch-ups; walked is the version the last one
-	// reached (entries older than it cannot be vouched for any more).
+	// walk is held by the catch-up under way (never waited for: see
+	// catchUp); walked is the version the last one reached (entries
+	// older than it cannot be vouched for any more).
 	walk   sync.Mutex
 	walked atomic.Int64
 }
@@ -174,10 +177,17 @@ func (a *Authenticator) cached(ctx context.Context, header string) (*sluice.Cred
 // newest version seen, forgets the remembered credentials they concern
 // and vouches for the others (see cachedCredential.c). It reports whether
 // it reached that version; a read that failed, or changes pruned or more
-// than maxCatchUp, forget every credential instead.
+// than maxCatchUp, forget every credential instead. While another
+// catch-up runs it reports false at once, and its caller reads its
+// credential as without the cache: waiting, every request whose entry was
+// older waited for that catch-up's read, however long it took (a lock on
+// the access log, a dead connection) and whether or not its own client
+// was still there, where reading its credential it was answered.
 func (a *Authenticator) catchUp(ctx context.Context) bool {
 	k := a.cache
-	k.walk.Lock()
+	if !k.walk.TryLock() {
+		return false
+	}
 	defer k.walk.Unlock()
 	from, to := k.walked.Load(), a.accessSeen()
 	if from >= to {
