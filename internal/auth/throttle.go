@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,7 +57,8 @@ import (
 // that user's password, cannot lock out the ones who already signed in
 // there (a carrier's /48 holds thousands of customers). Such a check is
 // not counted toward the networks either; its /64's and its user name's
-// limits hold as ever. The counts below the limits live in a bounded LRU table
+// limits hold as ever. A user name is remembered from at most
+// knownPerName /64s, so that one account cannot push the others out. The counts below the limits live in a bounded LRU table
 // (throttleEntries); what falls out of it is forgotten. The keys past
 // their limit are kept apart, until their window ends, in a table of
 // their own, so that failures elsewhere, however many, cannot push a
@@ -93,6 +95,23 @@ func userKey(addr, user string) throttleKey {
 // checks from there the limits of the networks around it.
 const knownFor = 7 * 24 * time.Hour
 
+// knownPerName bounds the /64s one user name is remembered to have signed
+// in from (known), its least recent sign-in forgotten first: what one
+// account's sign-ins can take of the table. Unbounded, one account signing
+// in from throttleEntries /64s (a client holding a /48 has 65,536) pushed
+// out every other name's, whose clients its failures across their network
+// then locked out again.
+const knownPerName = 16
+
+// knownSignIn is when a user name last signed in from a /64, and the
+// name's key (nameKey), under which knownOf lists it.
+type knownSignIn struct {
+	at   time.Time
+	name throttleKey
+}
+
+func nameKey(user string) throttleKey { return sha256.Sum256([]byte("k\x00" + user)) }
+
 // addressFactor multiplies the per-user limit into the per-address one.
 const addressFactor = 10
 
@@ -117,7 +136,7 @@ func (t *Throttle) networksOf(now time.Time, remoteAddr string, uk throttleKey) 
 	if !ok || !ip.Is6() {
 		return nil
 	}
-	if at, ok := t.known.Peek(uk); ok && now.Sub(at) < knownFor {
+	if k, ok := t.known.Peek(uk); ok && now.Sub(k.at) < knownFor {
 		return nil
 	}
 	out := make([]network, len(networks))
@@ -140,8 +159,12 @@ type Throttle struct {
 	// known holds, by userKey, when a user name last signed in from an
 	// IPv6 /64: its checks from there skip the networks' limits. Bounded
 	// like entries; a right password adds to it, so what falls out is
-	// forgotten only by sign-ins that succeeded.
-	known *lru.Cache[throttleKey, time.Time]
+	// forgotten only by sign-ins that succeeded, and at most knownPerName
+	// of one user name's (knownOf).
+	known *lru.Cache[throttleKey, knownSignIn]
+	// knownOf lists, by nameKey, the keys of known of each user name,
+	// least recently signed in first (at most knownPerName).
+	knownOf map[throttleKey][]throttleKey
 	// blocks holds the keys past their limit, with when their window ends.
 	blocks map[throttleKey]time.Time
 	// pending counts the admitted checks whose outcome is not known yet,
@@ -170,12 +193,21 @@ func NewThrottle(max int, window time.Duration, now func() time.Time) *Throttle 
 	if err != nil {
 		panic(err) // only for a size <= 0
 	}
-	known, err := lru.New[throttleKey, time.Time](throttleEntries)
+	t := &Throttle{max: max, window: window, now: now, entries: entries, knownOf: map[throttleKey][]throttleKey{},
+		blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{}, freed: map[throttleKey]chan struct{}{}}
+	// Called, under t.mu, for every entry that leaves known.
+	t.known, err = lru.NewWithEvict(throttleEntries, func(k throttleKey, s knownSignIn) {
+		keys := slices.DeleteFunc(t.knownOf[s.name], func(o throttleKey) bool { return o == k })
+		if len(keys) == 0 {
+			delete(t.knownOf, s.name)
+		} else {
+			t.knownOf[s.name] = keys
+		}
+	})
 	if err != nil {
 		panic(err)
 	}
-	return &Throttle{max: max, window: window, now: now, entries: entries, known: known, blocks: map[throttleKey]time.Time{}, pending: map[throttleKey]int{},
-		freed: map[throttleKey]chan struct{}{}}
+	return t
 }
 
 // Throttle returns the Authenticator's throttle, nil when it has none.
@@ -493,9 +525,15 @@ func (t *Throttle) Succeed(remoteAddr, user string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.entries.Remove(key)
-	if ip, ok := clientIP(remoteAddr); ok && ip.Is6() {
-		t.known.Add(key, t.now())
+	if ip, ok := clientIP(remoteAddr); !ok || !ip.Is6() {
+		return
 	}
+	nk := nameKey(user)
+	if !t.known.Remove(key) && len(t.knownOf[nk]) >= knownPerName {
+		t.known.Remove(t.knownOf[nk][0])
+	}
+	t.known.Add(key, knownSignIn{at: t.now(), name: nk})
+	t.knownOf[nk] = append(t.knownOf[nk], key)
 }
 
 // AddressKey returns the key under which what one client address holds

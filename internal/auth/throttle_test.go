@@ -917,3 +917,51 @@ func TestThrottleNetworkSparesKnownClients(t *testing.T) {
 		t.Fatalf("cyd a week after her sign-in: %v, want TooMany", err)
 	}
 }
+
+// TestThrottleKnownClientsOutlastOneNamesSignIns: the sign-ins that spare
+// a client the limits of its network are remembered for at most
+// knownPerName /64s of one user name, its least recent going first, so
+// that one account signing in from as many /64s as the table holds (a
+// client holding a /48 has 65,536) cannot push out the others' and, with
+// the network past its limit, lock them out again. Without the bound,
+// mallory's 20,000 sign-ins forgot ann's.
+func TestThrottleKnownClientsOutlastOneNamesSignIns(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	th := NewThrottle(2, time.Minute, func() time.Time { return now })
+	addr := func(s48, s64 int) string { return fmt.Sprintf("[2001:db8:%x:%x::1]:4000", s48, s64) }
+	ann := addr(1, 0x10)
+	th.Succeed(ann, "ann")
+	for i := range throttleEntries {
+		now = now.Add(time.Millisecond)
+		th.Succeed(addr(2+i/65536, i%65536), "mallory")
+	}
+	// 4 /64s of each of 8 /56s of a /48 fail 10 times each: its limit
+	// of 320, below its /56s' (80) and /64s' (20).
+	blockNetwork := func(s48, s56 int) {
+		for i := range 32 {
+			for j := range 10 {
+				fail(t, th, addr(s48, (s56+i/4)<<8|i%4), "user"+strconv.Itoa(j))
+			}
+		}
+	}
+	blockNetwork(1, 0x10)
+	if err := th.Check(addr(1, 0x11), "ann"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("ann from another /64 of the blocked /48: %v, want TooMany", err)
+	}
+	if err := th.Check(ann, "ann"); err != nil {
+		t.Fatalf("ann from the /64 she signed in from, after mallory signed in from %d others: %v", throttleEntries, err)
+	}
+	// mallory's sign-ins are remembered too, her most recent ones.
+	last := throttleEntries - 1
+	blockNetwork(2, 0x80)
+	if err := th.Check(addr(2+last/65536, last%65536), "mallory"); err != nil {
+		t.Fatalf("mallory from the /64 she last signed in from: %v", err)
+	}
+	if err := th.Check(addr(2, 0), "mallory"); sluice.ErrorCode(err) != sluice.CodeTooMany {
+		t.Fatalf("mallory from the /64 she first signed in from: %v, want TooMany", err)
+	}
+	if n := th.known.Len(); n != 1+knownPerName {
+		t.Fatalf("%d sign-ins remembered, want %d", n, 1+knownPerName)
+	}
+}
