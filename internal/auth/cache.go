@@ -206,6 +206,7 @@ func (a *Authenticator) catchUp(ctx context.Context) bool {
 		k.walked.Store(to)
 		return false
 	}
+	now := k.now()
 	for _, key := range k.entries.Keys() {
 		e, ok := k.entries.Peek(key)
 		if !ok {
@@ -215,7 +216,9 @@ func (a *Authenticator) catchUp(ctx context.Context) bool {
 		if c.AccessVersion < from || c.AccessVersion >= to {
 			continue // remembered before the last catch-up, or since this one's range
 		}
-		if concerns(changes, c) {
+		// An entry that counts no more for other reasons is dropped, not
+		// copied.
+		if concerns(changes, c) || now.Sub(e.at) > credentialTTL || e.keys != a.jwt.generation() {
 			k.entries.Remove(key)
 			continue
 		}
