@@ -276,10 +276,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 	// first, so that one wrong password sent many times at once cost a
 	// round trip a request and counted one failure.
 	return a.shared(r.Context(), h, client, func() (*sluice.Credential, error) {
-		// The key set's generation before verifying: a credential
-		// verified with keys a reload replaced meanwhile is not
-		// remembered as current.
-		keys := a.jwt.generation()
+		// The key set's generation (and the count of Forget calls)
+		// before verifying: a credential verified with keys a reload
+		// replaced meanwhile, or read before its cache was forgotten,
+		// is not remembered as current.
+		start := a.lookupStart()
 		// Failed passwords are counted as they are checked (password).
 		c, err := a.authenticate(r, h)
 		if err != nil {
@@ -288,7 +289,7 @@ func (a *Authenticator) Authenticate(r *http.Request) (*sluice.Credential, error
 		if a.throttle != nil {
 			a.throttle.Succeed(client, name)
 		}
-		a.remember(h, c, keys)
+		a.remember(h, c, start)
 		return c, nil
 	})
 }
@@ -328,16 +329,17 @@ func (a *Authenticator) bearer(r *http.Request, h string) (*sluice.Credential, e
 		failed := false
 		// Deferred, so that a panic below cannot keep the place for good.
 		defer func() { settle(failed) }()
-		// The key set's generation before verifying: a credential
-		// verified with keys a reload replaced meanwhile is not
-		// remembered as current.
-		keys := a.jwt.generation()
+		// The key set's generation (and the count of Forget calls)
+		// before verifying: a credential verified with keys a reload
+		// replaced meanwhile, or read before its cache was forgotten,
+		// is not remembered as current.
+		start := a.lookupStart()
 		c, err := a.authenticate(r, h)
 		failed = sluice.ErrorCode(err) == sluice.CodeUnauthenticated
 		if err != nil {
 			return nil, err
 		}
-		a.remember(h, c, keys)
+		a.remember(h, c, start)
 		return c, nil
 	})
 }

@@ -81,6 +81,9 @@ type credentialCache struct {
 	// older than it cannot be vouched for any more).
 	walk   sync.Mutex
 	walked atomic.Int64
+	// forgets counts Forget's calls: a lookup begun before one is not
+	// remembered.
+	forgets atomic.Uint64
 }
 
 // WithCache makes the Authenticator remember credentials that checked
@@ -113,11 +116,28 @@ func (a *Authenticator) Invalidate(v int64) {
 }
 
 // Forget drops every remembered credential (when the version of an access
-// change is not known).
+// change is not known), and keeps the lookups under way from remembering
+// what they read before it: without the change's version, the floor
+// cannot refuse them, and one begun before a revocation would be accepted
+// on this replica until its change feed read the change.
 func (a *Authenticator) Forget() {
 	if a.cache != nil {
+		a.cache.forgets.Add(1)
 		a.cache.entries.Purge()
 	}
+}
+
+// lookupStart is what a lookup of a credential notes before it reads it,
+// for remember: the JWT key set's generation and the count of Forget
+// calls.
+type lookupStart struct{ keys, forgets uint64 }
+
+func (a *Authenticator) lookupStart() lookupStart {
+	s := lookupStart{keys: a.jwt.generation()}
+	if a.cache != nil {
+		s.forgets = a.cache.forgets.Load()
+	}
+	return s
 }
 
 // cacheKey returns the key of an Authorization header: an HMAC with the
@@ -257,11 +277,12 @@ func concerns(changes []sluice.AccessChange, c *sluice.Credential) bool {
 	return false
 }
 
-// remember keeps credential c of header, verified with the JWT key set
-// of generation keys.
-func (a *Authenticator) remember(header string, c *sluice.Credential, keys uint64) {
-	if k := a.cache; k != nil {
-		e := &cachedCredential{at: k.now(), keys: keys}
+// remember keeps credential c of header, read by a lookup begun at
+// start (verified with the JWT key set of its generation), unless
+// Forget was called since.
+func (a *Authenticator) remember(header string, c *sluice.Credential, start lookupStart) {
+	if k := a.cache; k != nil && k.forgets.Load() == start.forgets {
+		e := &cachedCredential{at: k.now(), keys: start.keys}
 		e.c.Store(c)
 		k.entries.Add(a.cacheKey(header), e)
 	}

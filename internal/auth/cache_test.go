@@ -202,3 +202,33 @@ func TestSharedLookupIsNotReusedAfterAnAccessChange(t *testing.T) {
 		t.Errorf("a request after the revocation answered: %v, want Unauthenticated", err)
 	}
 }
+
+// TestForgetRefusesLookupsUnderWay: when an access change's version
+// cannot be read, the cache is forgotten (Forget), and a lookup of a
+// token that began before the change (its revocation) does not remember
+// what it read: the next request reads the token again and is refused.
+func TestForgetRefusesLookupsUnderWay(t *testing.T) {
+	t.Parallel()
+	store := &revocableStore{reads: make(chan struct{}, 4), release: make(chan struct{})}
+	var seen atomic.Int64
+	a := New(store, 4, nil, WithCache(seen.Load))
+	try := func(addr string) error {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = addr
+		r.Header.Set("Authorization", "Bearer sluice_leaked")
+		_, err := a.Authenticate(r)
+		return err
+	}
+	before := make(chan error, 1)
+	go func() { before <- try("192.0.2.1:1000") }()
+	<-store.reads // a lookup that began before the revocation, held
+	store.revoked.Store(true)
+	a.Forget() // the revocation's version could not be read
+	close(store.release)
+	if err := <-before; err != nil {
+		t.Fatalf("the request that began before the revocation: %v", err)
+	}
+	if err := try("192.0.2.2:1000"); sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+		t.Fatalf("a request after the revocation: %v, want Unauthenticated", err)
+	}
+}
