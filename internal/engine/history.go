@@ -95,7 +95,9 @@ func (e *Engine) RedactCommit(ctx context.Context, d *sluice.Database, cur *slui
 // reader with role cannot be shown through cur because of a schema change
 // since (see lostSince): by class (a document class, or a subdocument
 // class for its fields), each with a message naming the field and why, as
-// a read as of the commit names it; nil when there are none. A filter of
+// a read as of the commit names it, and every field of a class whose
+// documents then that change dropped (its images show "@id" and "@type"
+// alone); nil when there are none. A filter of
 // a _ChangeSet or of a subscription, evaluated on those images, is refused
 // when it tests one (graph), as a read as of the commit is: the image no
 // longer holds the value, and a filter that took it for missing would
@@ -105,22 +107,38 @@ func (e *Engine) HiddenSince(ctx context.Context, d *sluice.Database, cur *sluic
 		return nil, nil
 	}
 	since, err := e.lostSince(ctx, d, cur, role, seq)
-	if err != nil || since == nil || len(since.Unknown) == 0 {
+	if err != nil || since == nil || len(since.Unknown) == 0 && len(since.Lost) == 0 {
 		return nil, err
 	}
 	// The reasons lostSince keeps name the position of the first commit
 	// of the version it walked for (its findings are by version): named
 	// again for this one.
 	commit := fmt.Sprintf("commit %d", seq)
-	out := make(map[string]map[string]string, len(since.Unknown))
+	out := make(map[string]map[string]string, len(since.Unknown)+len(since.Lost))
+	hide := func(class, f, why string) {
+		_, reason, ok := strings.Cut(why, "cannot be shown: ")
+		if !ok {
+			reason = why
+		}
+		if out[class] == nil {
+			out[class] = map[string]string{}
+		}
+		out[class][f] = fmt.Sprintf("%s.%s as of %s cannot be shown: %s", class, f, commit, strings.ReplaceAll(reason, "that position", "that commit"))
+	}
 	for class, fields := range since.Unknown {
-		out[class] = make(map[string]string, len(fields))
 		for f, why := range fields {
-			_, reason, ok := strings.Cut(why, "cannot be shown: ")
-			if !ok {
-				reason = why
+			hide(class, f, why)
+		}
+	}
+	// An image of a class whose documents then a schema change dropped
+	// shows "@id" and "@type" alone (redactSince): every field of the
+	// class today is hidden from it, and a filter testing one would take
+	// it for missing, as it would a field hidden alone.
+	for class, why := range since.Lost {
+		if c := cur.Class(class); c != nil {
+			for _, f := range c.Fields {
+				hide(class, f.Name, why)
 			}
-			out[class][f] = fmt.Sprintf("%s.%s as of %s cannot be shown: %s", class, f, commit, strings.ReplaceAll(reason, "that position", "that commit"))
 		}
 	}
 	return out, nil
