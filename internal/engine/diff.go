@@ -78,11 +78,24 @@ type DiffPage struct {
 // (CodeInvalid, naming the class), as a read of it as of From is. The
 // page is read in one snapshot; the position it returns is To, the state
 // the After images show, from which a later diff or a stream goes on.
+// Like every read, it runs once more with the current schema when the one
+// it was prepared with is out of date (another replica just changed it).
 func (e *Engine) Diff(ctx context.Context, u *sluice.User, org, name string, q DiffQuery) (*DiffPage, sluice.Position, error) {
-	d, s, err := e.Database(ctx, u, org, name, sluice.RoleRead)
+	var page *DiffPage
+	var pos sluice.Position
+	err := e.current(ctx, u, org, name, sluice.RoleRead, func(d *sluice.Database, s *sluice.Schema) error {
+		var err error
+		page, pos, err = e.diff(ctx, u, d, s, q)
+		return err
+	})
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
+	return page, pos, nil
+}
+
+// diff is Diff with database d and its schema s.
+func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, q DiffQuery) (*DiffPage, sluice.Position, error) {
 	q.Count = max(q.Count, 1)
 	sq := postgres.DiffQuery{From: q.From, After: q.After, Limit: q.Count, MaxBytes: q.MaxBytes}
 	// read: the classes the diff covers.
