@@ -133,11 +133,14 @@ func (e *Engine) HiddenSince(ctx context.Context, d *sluice.Database, cur *sluic
 	// An image of a class whose documents then a schema change dropped
 	// shows "@id" and "@type" alone (redactSince): every field of the
 	// class today is hidden from it, and a filter testing one would take
-	// it for missing, as it would a field hidden alone.
+	// it for missing, as it would a field hidden alone. (Not one hidden
+	// from the reader now: its filter cannot name it.)
 	for class, why := range since.Lost {
 		if c := cur.Class(class); c != nil {
 			for _, f := range c.Fields {
-				hide(class, f.Name, why)
+				if !hiddenFrom(role, cur, f) {
+					hide(class, f.Name, why)
+				}
 			}
 		}
 	}
