@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 )
@@ -32,7 +33,8 @@ import (
 // counts each operation's path and value as it writes them and stops at
 // the first that passes max; a path is built only for an operation it
 // writes, and a subtree equal on both sides is walked without building
-// any, so what Diff allocates is about its two decoded documents and max.
+// any, so what Diff allocates is about its two decoded documents and max
+// (and an entry for each pair of lists or objects it compares).
 func Diff(a, b []byte, max int) ([]byte, error) {
 	va, err := decode(a)
 	if err != nil {
@@ -42,9 +44,7 @@ func Diff(a, b []byte, max int) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jsonpatch: to: %w", err)
 	}
-	d := differ{max: max}
-	d.enc = json.NewEncoder(&d.buf)
-	d.enc.SetEscapeHTML(false)
+	d := newDiffer(max)
 	d.buf.WriteByte('[')
 	d.diff(va, vb)
 	if d.err != nil {
@@ -118,6 +118,26 @@ type differ struct {
 	// over is set once the operations pass max; err when encoding fails.
 	over bool
 	err  error
+	// same remembers, by the identity of a pair of lists or objects (one
+	// of each document), whether equal found them equal: diffLists
+	// compares a list's elements before it walks into them, and each
+	// holds every level below it, so without it each value of a document
+	// nested n levels deep was compared up to n times (7 s for a 2 MB
+	// document of lists 400 levels deep). compared counts the values
+	// equal compared.
+	same     map[pair]bool
+	compared int
+}
+
+// pair is the identity of a list or object of each document.
+type pair struct{ a, b uintptr }
+
+// newDiffer returns a differ writing a patch of at most max bytes.
+func newDiffer(max int) *differ {
+	d := &differ{max: max}
+	d.enc = json.NewEncoder(&d.buf)
+	d.enc.SetEscapeHTML(false)
+	return d
 }
 
 // stopped reports whether the walk is to end: past the budget, or failed.
@@ -201,7 +221,7 @@ func (d *differ) diff(a, b any) {
 			return
 		}
 	}
-	if !equal(a, b) {
+	if !d.equal(a, b) {
 		d.emit("replace", nil, b)
 	}
 }
@@ -247,11 +267,11 @@ func (d *differ) diffObjects(a, b map[string]any) {
 
 func (d *differ) diffLists(a, b []any) {
 	pre := 0
-	for pre < len(a) && pre < len(b) && equal(a[pre], b[pre]) {
+	for pre < len(a) && pre < len(b) && d.equal(a[pre], b[pre]) {
 		pre++
 	}
 	suf := 0
-	for suf < len(a)-pre && suf < len(b)-pre && equal(a[len(a)-1-suf], b[len(b)-1-suf]) {
+	for suf < len(a)-pre && suf < len(b)-pre && d.equal(a[len(a)-1-suf], b[len(b)-1-suf]) {
 		suf++
 	}
 	ma, mb := a[pre:len(a)-suf], b[pre:len(b)-suf]
@@ -274,33 +294,64 @@ func (d *differ) diffLists(a, b []any) {
 }
 
 // equal reports whether two decoded JSON values are equal. Numbers are
-// equal when their text is: a patch then keeps the text b has.
-func equal(a, b any) bool {
+// equal when their text is: a patch then keeps the text b has. It
+// remembers what it found of each pair of non-empty lists and objects
+// (d.same), so that a diff compares each pair once however deep it lies.
+func (d *differ) equal(a, b any) bool {
+	d.compared++
+	var k pair
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
 		if !ok || len(x) != len(y) {
 			return false
 		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !equal(v, w) {
-				return false
+		if len(x) == 0 {
+			return true
+		}
+		k = pair{reflect.ValueOf(x).Pointer(), reflect.ValueOf(y).Pointer()}
+		if eq, ok := d.same[k]; ok {
+			return eq
+		}
+		eq := true
+		for key, v := range x {
+			if w, ok := y[key]; !ok || !d.equal(v, w) {
+				eq = false
+				break
 			}
 		}
-		return true
+		d.remember(k, eq)
+		return eq
 	case []any:
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {
 			return false
 		}
+		if len(x) == 0 {
+			return true
+		}
+		k = pair{reflect.ValueOf(x).Pointer(), reflect.ValueOf(y).Pointer()}
+		if eq, ok := d.same[k]; ok {
+			return eq
+		}
+		eq := true
 		for i := range x {
-			if !equal(x[i], y[i]) {
-				return false
+			if !d.equal(x[i], y[i]) {
+				eq = false
+				break
 			}
 		}
-		return true
+		d.remember(k, eq)
+		return eq
 	default:
 		return a == b // string, json.Number, bool, nil
 	}
+}
+
+// remember records that equal found the pair k equal or not.
+func (d *differ) remember(k pair, eq bool) {
+	if d.same == nil {
+		d.same = map[pair]bool{}
+	}
+	d.same[k] = eq
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 )
 
+// equal reports whether two decoded JSON values are equal.
+func equal(a, b any) bool { return (&differ{}).equal(a, b) }
+
 // roundTrip checks that applying Diff(a, b, max) to a gives b.
 func roundTrip(t *testing.T, a, b string, max int) string {
 	t.Helper()
@@ -175,4 +178,50 @@ func sameJSON(a, b []byte) bool {
 	}
 	vb, err := decode(b)
 	return err == nil && equal(va, vb)
+}
+
+// deepLists returns a list nested depth levels deep, each level holding
+// a list of width numbers before the next level, the innermost holding
+// leaf: [[0,…,0,1],[[0,…,0,1],[…,leaf]]].
+func deepLists(depth, width int, leaf string) []byte {
+	var b strings.Builder
+	wide := "[" + strings.Repeat("0,", width) + "1]"
+	for range depth {
+		b.WriteString("[" + wide + ",")
+	}
+	b.WriteString(strconv.Quote(leaf))
+	b.WriteString(strings.Repeat("]", depth))
+	return []byte(b.String())
+}
+
+// TestDiffOfDeepListsComparesEachValueOnce: Diff of two documents of
+// lists nested 400 levels deep, differing only in the innermost value,
+// compares each of their values a few times, not once for each level
+// above it. diffLists compares a list's first and last elements to find
+// what it walks into, and each of those held every level below: two
+// documents of 2 MB (1,000,000 numbers) took 7 s of a core, about 200
+// comparisons a value, for /api/diff and a live query's patch alike.
+func TestDiffOfDeepListsComparesEachValueOnce(t *testing.T) {
+	t.Parallel()
+	const depth, width = 400, 50
+	a, b := deepLists(depth, width, "a"), deepLists(depth, width, "b")
+	va, err := decode(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, err := decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDiffer(ReplaceSize(b))
+	d.buf.WriteByte('[')
+	d.diff(va, vb)
+	values := depth * (width + 3) // each level's list, its numbers and the wide list
+	if d.compared > 4*values {
+		t.Errorf("Diff compared %d values of documents of %d: more than 4 times each", d.compared, values)
+	}
+	want := `[{"op":"replace","path":"` + strings.Repeat("/1", depth) + `","value":"b"}]`
+	if p := roundTrip(t, string(a), string(b), ReplaceSize(b)); p != want {
+		t.Errorf("patch %.200s, want %.200s", p, want)
+	}
 }
