@@ -14,7 +14,8 @@ import (
 // second. Every page reads that part of the log again, ordered by
 // document id from the page's cursor on, so a page holds only its own
 // documents in memory (Postgres sorts the rest, within work_mem or on
-// disk), whatever the size of the diff.
+// disk, by their ids and positions alone), whatever the size of the
+// diff.
 
 // DiffQuery selects a page of the difference between two states.
 type DiffQuery struct {
@@ -72,17 +73,21 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 	if q.IDs != nil {
 		ids = q.IDs
 	}
+	// The changes are sorted by document without their images (each row
+	// names its commit and the row of sluice.changes holding it), and only
+	// the page's documents' two images are read, by the row's key: every
+	// image of the range, carried through the sorts, made each page write
+	// several times the range's images to temporary files.
 	rows, err := db.reader(ctx, d.ID).Query(ctx, `WITH ch AS MATERIALIZED (
-			SELECT x.id COLLATE "C" AS id, c.seq, x.i, c.row_images, x.before, x.after
+			SELECT x.id COLLATE "C" AS id, c.seq, x.i, c.uid, ch.idx AS row_idx, c.row_images
 			FROM sluice.commits c
 			JOIN sluice.changes ch ON ch.commit_uid = c.uid
 			CROSS JOIN LATERAL (
-				SELECT u.id, ch.idx + u.n - 1 AS i, u.before, u.after
-				FROM ROWS FROM (unnest(ch.doc_ids), json_array_elements(ch.befores::json), json_array_elements(ch.afters::json))
-					WITH ORDINALITY AS u(id, before, after, n)
+				SELECT u.id, ch.idx + u.n - 1 AS i
+				FROM unnest(ch.doc_ids) WITH ORDINALITY AS u(id, n)
 				WHERE ch.doc_ids IS NOT NULL
 				UNION ALL
-				SELECT a.after ->> (CASE WHEN c.row_images THEN '_id' ELSE '@id' END), ch.idx + a.n - 1, NULL::json, a.after
+				SELECT a.after ->> (CASE WHEN c.row_images THEN '_id' ELSE '@id' END), ch.idx + a.n - 1
 				FROM json_array_elements(ch.afters::json) WITH ORDINALITY AS a(after, n)
 				WHERE ch.doc_ids IS NULL) x
 			WHERE c.db_id = $1 AND c.seq BETWEEN $2 AND $4
@@ -90,12 +95,19 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 				AND x.id COLLATE "C" > $7
 				AND ($8::text[] IS NULL OR split_part(x.id, '/', 1) = ANY($8))
 				AND ($9::text[] IS NULL OR x.id = ANY($9)))
-		SELECT f.id, f.seq, f.row_images, f.before, l.seq, l.row_images, l.after,
-			coalesce(octet_length(f.before::text), 0) + coalesce(octet_length(l.after::text), 0)
-		FROM (SELECT DISTINCT ON (id) id, seq, row_images, before FROM ch ORDER BY id, seq, i) f
-		JOIN (SELECT DISTINCT ON (id) id, seq, row_images, after FROM ch ORDER BY id, seq DESC, i DESC) l ON l.id = f.id
-		ORDER BY f.id
-		LIMIT $10`,
+		SELECT p.id, p.fseq, p.frow, b.img, p.lseq, p.lrow, a.img,
+			coalesce(octet_length(b.img::text), 0) + coalesce(octet_length(a.img::text), 0)
+		FROM (SELECT f.id, f.seq AS fseq, f.row_images AS frow, f.uid AS fuid, f.row_idx AS fidx, f.i AS fi,
+				l.seq AS lseq, l.row_images AS lrow, l.uid AS luid, l.row_idx AS lidx, l.i AS li
+			FROM (SELECT DISTINCT ON (id) id, seq, i, uid, row_idx, row_images FROM ch ORDER BY id, seq, i) f
+			JOIN (SELECT DISTINCT ON (id) id, seq, i, uid, row_idx, row_images FROM ch ORDER BY id, seq DESC, i DESC) l ON l.id = f.id
+			ORDER BY f.id
+			LIMIT $10) p
+		LEFT JOIN LATERAL (SELECT (r.befores::json) -> (p.fi - p.fidx)::int AS img
+			FROM sluice.changes r WHERE r.commit_uid = p.fuid AND r.idx = p.fidx) b ON true
+		LEFT JOIN LATERAL (SELECT (r.afters::json) -> (p.li - p.lidx)::int AS img
+			FROM sluice.changes r WHERE r.commit_uid = p.luid AND r.idx = p.lidx) a ON true
+		ORDER BY p.id`,
 		d.ID, fromSeq, q.From.Seq, q.To.Seq, int64(q.From.Index), int64(q.To.Index), q.After, classes, ids, q.Limit+1)
 	if err != nil {
 		return nil, mapError(err)
