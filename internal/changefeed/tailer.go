@@ -71,6 +71,10 @@ type Tailer struct {
 	now     func() time.Time
 	onDrop  func(id int64)
 	running atomic.Bool
+	// synced is closed once the first read of the log is done, whether
+	// it succeeded or not (see Synced).
+	synced     chan struct{}
+	syncedOnce sync.Once
 
 	mu      sync.Mutex
 	pending map[int64]struct{} // databases woken since the last sync
@@ -129,7 +133,7 @@ func NewTailer(store Store, hub *Hub, o TailerOptions) *Tailer {
 	}
 	return &Tailer{
 		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, piece: o.PieceBytes, now: o.Now, onDrop: o.OnDrop,
-		pending: map[int64]struct{}{}, full: true, wake: make(chan struct{}, 1),
+		pending: map[int64]struct{}{}, full: true, wake: make(chan struct{}, 1), synced: make(chan struct{}),
 		dbs: map[int64]*sluice.Database{}, pos: map[int64]sluice.Cursor{},
 	}
 }
@@ -153,6 +157,11 @@ func (t *Tailer) Wake(dbID int64) {
 // Running reports whether the tailer's last read of the log succeeded.
 func (t *Tailer) Running() bool { return t.running.Load() }
 
+// Synced returns a channel closed once Run's first read of the log is
+// done, successful or not: from then on Running says whether the tailer
+// follows the log. Before it, Running is false although nothing failed.
+func (t *Tailer) Synced() <-chan struct{} { return t.synced }
+
 // Run follows the log until ctx ends, then returns after its goroutines.
 // Read errors are logged and retried on the next poll.
 func (t *Tailer) Run(ctx context.Context) {
@@ -164,6 +173,7 @@ func (t *Tailer) Run(ctx context.Context) {
 	for {
 		err := t.sync(ctx)
 		t.setRunning(err == nil)
+		t.syncedOnce.Do(func() { close(t.synced) })
 		t.outage(err)
 		select {
 		case <-ctx.Done():

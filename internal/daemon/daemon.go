@@ -587,6 +587,15 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 		defer cancel()
 		stopFeed(sctx)
 	}()
+	// /readyz answers 200 only while the change feed follows the log, so
+	// serving waits for its first read: a probe that waited in the listen
+	// queue through the start was otherwise answered 503 as serving began.
+	// A first read that failed (Postgres gone meanwhile) does not hold the
+	// start: /readyz then says so until the feed reads again.
+	select {
+	case <-p.tailer.Synced():
+	case <-ctx.Done():
+	}
 
 	srv := d.httpServer(p.handler)
 	d.addr = ln.Addr().String()
