@@ -349,7 +349,7 @@ func options() []option {
 				return nil
 			}),
 		secretOption(whole, stringOption("metrics_token", "",
-			"bearer secret that authorizes GET /metrics (at least 16 bytes); the super user's credentials always do; empty: only the super user's",
+			"bearer secret that authorizes GET /metrics (at least 16 bytes); the super user's credentials always do; empty: only the super user's. A start refuses it beside metrics_listen, where it would authorize nothing",
 			func(c *Config, s string) error {
 				if s != "" && len(s) < 16 {
 					return errors.New("want at least 16 bytes")
@@ -369,7 +369,7 @@ func options() []option {
 				return nil
 			}),
 		listOption("metrics_allow_hosts", "",
-			"host names (comma-separated, without a port) that the metrics listener (metrics_listen) answers in a request's Host header, besides IP addresses and localhost; other names are refused 403, so that a web page cannot read the metrics through its visitor's browser (DNS rebinding)",
+			"host names (comma-separated, without a port) that the metrics listener (metrics_listen) answers in a request's Host header, besides IP addresses and localhost; other names are refused 403, so that a web page cannot read the metrics through its visitor's browser (DNS rebinding). A start refuses it without metrics_listen",
 			func(c *Config, items []string) error {
 				var out []string
 				for _, it := range items {

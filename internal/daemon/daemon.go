@@ -232,6 +232,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err := webhook.CheckKeyFile(d.cfg.WebhookSecretKeyFile); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
+	if err := checkMetricsSettings(d.cfg); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
 	if d.cfg.WriteSpoolDir != "" && d.cfg.WriteSpoolBytes != 0 {
 		if err := checkSpoolDir(d.cfg.WriteSpoolDir); err != nil {
 			return fmt.Errorf("config: write_spool_dir %s cannot hold temporary files: %w", d.cfg.WriteSpoolDir, err)

@@ -1,12 +1,30 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/sluice-dev/sluice/internal/config"
 )
+
+// checkMetricsSettings refuses the metrics settings that would do nothing
+// where they are set: a metrics_token beside metrics_listen (the API's
+// listener then serves no /metrics, and the metrics listener needs no
+// credentials), which an operator sets believing the listener needs it,
+// and metrics_allow_hosts without a metrics listener to check.
+func checkMetricsSettings(cfg config.Config) error {
+	if cfg.MetricsToken != "" && cfg.MetricsListen != "" {
+		return errors.New("metrics_token is set, but so is metrics_listen, whose listener serves /metrics without credentials (the API's listener then serves none): the token would authorize nothing; unset one of them")
+	}
+	if len(cfg.MetricsAllowHosts) > 0 && cfg.MetricsListen == "" {
+		return errors.New("metrics_allow_hosts is set, but metrics_listen is not: it names the hosts the metrics listener answers, and there is none; set metrics_listen, or unset metrics_allow_hosts")
+	}
+	return nil
+}
 
 // checkMetricsHost refuses, 403, a request to the metrics listener whose
 // Host header names a host other than an IP address, localhost or one of
