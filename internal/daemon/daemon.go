@@ -594,10 +594,12 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 	// serving waits for its first read: a probe that waited in the listen
 	// queue through the start was otherwise answered 503 as serving began.
 	// A first read that failed (Postgres gone meanwhile) does not hold the
-	// start: /readyz then says so until the feed reads again.
+	// start: /readyz then says so until the feed reads again. A stop
+	// meanwhile is one while starting (see Run).
 	select {
 	case <-p.tailer.Synced():
 	case <-ctx.Done():
+		return fmt.Errorf("wait for the change feed's first read of the log: %w", context.Cause(ctx))
 	}
 
 	srv := d.httpServer(p.handler)
