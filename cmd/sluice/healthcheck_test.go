@@ -54,7 +54,8 @@ func TestHealthcheckCommand(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	// The daemon serves before its change feed runs, and is ready after.
+	// The daemon serves once its change feed runs (TestReadyOnceServing);
+	// start returned once the port was bound, before it serves.
 	eventually.True(t, 30*time.Second, "the healthcheck of a daemon that becomes ready", func() bool {
 		out, err := run("SLUICE_LISTEN=" + p.Addr)
 		if err != nil && !strings.Contains(out, "503") {
@@ -91,6 +92,21 @@ func TestHealthcheckCommand(t *testing.T) {
 	out, err = run("", "--listen", closed, "--timeout", "2s")
 	if code := exitCode(err); code != 1 || !strings.Contains(out, "connection refused") {
 		t.Fatalf("nothing listening: exit %d %q", code, out)
+	}
+}
+
+// TestHealthcheckTimeoutMustBePositive: `sluice healthcheck --timeout 0`
+// (or a negative one) is refused naming the flag; it was taken, and every
+// check failed at once with "context deadline exceeded", which reads as
+// a daemon that did not answer.
+func TestHealthcheckTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	for timeout, shown := range map[string]string{"0": "0s", "-1s": "-1s"} {
+		out, err := exec.Command(binary, "healthcheck", "--listen", "127.0.0.1:9", "--timeout", timeout).CombinedOutput()
+		want := "sluice: healthcheck: --timeout " + shown + ": want a duration greater than zero, such as 5s\n"
+		if code := exitCode(err); code != 1 || string(out) != want {
+			t.Errorf("--timeout %s: exit %d %q, want 1 %q", timeout, code, out, want)
+		}
 	}
 }
 

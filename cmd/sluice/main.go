@@ -82,6 +82,11 @@ func newRootCommand() *cobra.Command {
 		Short: "Exit 0 if the daemon at the configured listen address is ready (GET /readyz answers 200), else 1",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A timeout of 0 ended every check at once with "context
+			// deadline exceeded", as if the daemon had not answered.
+			if timeout <= 0 {
+				return fmt.Errorf("healthcheck: --timeout %s: want a duration greater than zero, such as 5s", timeout)
+			}
 			// load, as serve: a misspelt SLUICE_ variable is warned
 			// about here too, in the health log where an operator
 			// looks when the check fails.
