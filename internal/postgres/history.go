@@ -262,8 +262,11 @@ func goneWhileReading(d *sluice.Database, after sluice.Position) error {
 // user of at most maxBytes bytes in all (at least one commit). Changes are
 // not loaded.
 func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit int, maxBytes int64) (*sluice.LogPage, error) {
+	// before is typed: Postgres types a parameter by its first use, and
+	// "$2 = 0" made it an int4, so that a commit id past 2^31-1 (a client's
+	// before=9223372036854775807) failed to encode, a 500.
 	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT seq, octet_length(author) + octet_length(message) + octet_length(user_name)
-		FROM sluice.commits WHERE db_id = $1 AND ($2 = 0 OR seq < $2) ORDER BY seq DESC LIMIT $3`, d.ID, before, limit+1)
+		FROM sluice.commits WHERE db_id = $1 AND ($2::bigint = 0 OR seq < $2::bigint) ORDER BY seq DESC LIMIT $3`, d.ID, before, limit+1)
 	if err != nil {
 		return nil, mapError(err)
 	}

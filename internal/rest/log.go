@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -149,7 +150,10 @@ func (a *api) log(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
-	before, err := intParam(q, "before", 0)
+	// before is a commit id (ids start at 1); absent, the page starts
+	// at the newest commit. before=0 answered that page too, as if it
+	// were absent, where the commits before commit 0 are none.
+	before, err := boundedParam(q, "before", 0, math.MaxInt64)
 	if err != nil {
 		writeError(w, r, err)
 		return
