@@ -81,6 +81,9 @@ type Options struct {
 	// FloorsEvery, for tests, replaces how often the process publishes
 	// its streams' floors (0: a third of postgres.FloorTTL).
 	FloorsEvery time.Duration
+	// Now, for tests, is the process's clock (nil: time.Now): a host
+	// whose clock is off, as another replica's may be.
+	Now func() time.Time
 	// Hurry, closed, cuts the drain short: what the shutdown still waits
 	// for (streams, requests) is closed at once instead of at the end of
 	// shutdown_timeout, and Run returns ErrDrainCut. sluice serve closes
@@ -114,6 +117,14 @@ type Daemon struct {
 // New returns a Daemon that Run starts.
 func New(cfg config.Config, logger *slog.Logger, opts Options) *Daemon {
 	return &Daemon{cfg: cfg, opts: opts, logger: logger, started: make(chan struct{})}
+}
+
+// now returns the time by the process's clock (Options.Now).
+func (d *Daemon) now() time.Time {
+	if d.opts.Now != nil {
+		return d.opts.Now()
+	}
+	return time.Now()
 }
 
 // Started is closed once the daemon serves HTTP.
@@ -384,7 +395,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	authn := auth.New(store, d.opts.BcryptCost, onHash,
 		auth.WithJWT(jwt), auth.WithTicketTTL(d.cfg.StreamTicketTTL), auth.WithCache(hub.AccessSeen),
 		auth.WithTrustedProxies(d.cfg.TrustedProxies),
-		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, time.Now)))
+		auth.WithThrottle(auth.NewThrottle(d.cfg.AuthMaxFailures, d.cfg.AuthFailureWindow, d.now)))
 	eng := engine.New(store, authn, d.logger, engine.Hooks{OnAccess: wake.accessChanged})
 	eng.KeepIdempotencyKeys(d.cfg.IdempotencyRetention, d.cfg.IdempotencyMaxKeys)
 	eng.UseLogRetention(d.cfg.LogRetention)
@@ -882,7 +893,10 @@ func buildReferenceIndexes(ctx context.Context, store *postgres.DB, logger *slog
 }
 
 // prune removes commit history older than retention, every retention/24
-// (at most hourly, at least every minute).
+// (at most hourly, at least every minute). Ages are measured on Postgres'
+// clock, which stamped the commits: measured on this process's, a replica
+// whose clock ran ahead pruned, for every replica, history they all still
+// had to keep (TestRetentionByPostgresClock).
 func prune(ctx context.Context, store *postgres.DB, retention time.Duration, floors func() map[int64]int64, logger *slog.Logger) {
 	every := min(max(retention/24, time.Minute), time.Hour)
 	t := time.NewTicker(every)
@@ -890,7 +904,11 @@ func prune(ctx context.Context, store *postgres.DB, retention time.Duration, flo
 	for {
 		// A database that failed does not stop the others: err names
 		// each one that did, and n counts what the others pruned.
-		n, err := store.Prune(ctx, time.Now(), retention, floors())
+		var n int64
+		now, err := store.Clock(ctx)
+		if err == nil {
+			n, err = store.Prune(ctx, now, retention, floors())
+		}
 		if err != nil && ctx.Err() == nil {
 			logger.Warn("prune commit history", "err", err)
 		}

@@ -413,8 +413,17 @@ func (db *DB) PublishFloors(ctx context.Context, replica string, floors map[int6
 	})
 }
 
+// Clock returns the time by the Postgres server's clock, the one every
+// commit's time (sluice.Commit.Time) is stamped with.
+func (db *DB) Clock(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := db.pool.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&now)
+	return now, mapError(err)
+}
+
 // Prune removes the commits of every database older than its retention
-// at time now: the longer of retention (the server's log_retention) and
+// at time now (Clock: commits' times are by Postgres' clock; a replica's
+// own may be off by any amount): the longer of retention (the server's log_retention) and
 // the database's own (sluice.Database.LogRetention; 0 keeps every
 // commit). It keeps each database's newest commit and anything after the
 // floors: keep[dbID] (this process's subscribers), the fresh floors other
