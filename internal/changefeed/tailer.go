@@ -22,6 +22,8 @@ type Store interface {
 	Heads(ctx context.Context) ([]sluice.Head, int64, error)
 	// Listen opens a connection that receives the notifications.
 	Listen(ctx context.Context) (Listener, error)
+	// ResetConnections makes the reads after it run on new connections.
+	ResetConnections()
 }
 
 // Listener receives commit notifications: a wake-up only (the tailer reads
@@ -172,6 +174,17 @@ func (t *Tailer) Run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		err := t.sync(ctx)
+		if errors.Is(err, sluice.ErrStorageUnavailable) && !t.lost && ctx.Err() == nil {
+			// A connection Postgres ended while Postgres answers (an
+			// operator's pg_terminate_backend, a proxy or pooler closing
+			// it) fails as an unreachable server does: read once more,
+			// on new connections, before ending every stream. Ended at
+			// the first failure, every stream of the process ended for
+			// one dead connection of the pool
+			// (TestCutConnectionsKeepStreams).
+			t.store.ResetConnections()
+			err = t.sync(ctx)
+		}
 		t.setRunning(err == nil)
 		t.syncedOnce.Do(func() { close(t.synced) })
 		t.outage(err)

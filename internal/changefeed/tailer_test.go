@@ -64,6 +64,8 @@ func (f *fakeStore) Heads(ctx context.Context) ([]sluice.Head, int64, error) {
 	return []sluice.Head{{DatabaseID: 1, Epoch: testDB.Epoch, History: h}}, int64(len(f.access)), nil
 }
 
+func (f *fakeStore) ResetConnections() {}
+
 func (f *fakeStore) Listen(context.Context) (Listener, error) {
 	f.listens.Add(1)
 	return fakeListener{f}, nil

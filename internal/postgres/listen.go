@@ -65,6 +65,12 @@ func (db *DB) heads(ctx context.Context, ids []int64) ([]sluice.Head, int64, err
 	return out, access, mapError(rows.Err())
 }
 
+// ResetConnections closes the pool's idle connections, and those in use
+// once released, so that the statements after it run on new ones: the
+// change feed's way to tell connections Postgres ended (which fail as an
+// unreachable server does, each once) from an outage.
+func (db *DB) ResetConnections() { db.pool.Reset() }
+
 // listenerName is the application_name of listening connections, so that
 // operators (and TerminateListeners) can tell them apart.
 const listenerName = "sluice changefeed"

@@ -74,6 +74,7 @@ func (l *memLog) Heads(context.Context) ([]sluice.Head, int64, error) {
 }
 
 func (l *memLog) Listen(context.Context) (changefeed.Listener, error) { return quiet{}, nil }
+func (l *memLog) ResetConnections()                                   {}
 
 // quiet is a listener that never hears anything: the tests wake the
 // tailer themselves.
