@@ -76,9 +76,8 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 	// The changes are sorted by document without their images (each
 	// named by its row of sluice.changes and its place in it), and then
 	// the rows holding the page's images are read, each once, for those
-	// alone (OFFSET 0 keeps each row read by its key): every image of
-	// the range, carried through the sorts, made each page write them
-	// several times over to temporary files.
+	// alone: every image of the range, carried through the sorts, made
+	// each page write several times them to temporary files.
 	rows, err := db.reader(ctx, d.ID).Query(ctx, `WITH ch AS MATERIALIZED (
 			SELECT x.id COLLATE "C" AS id, c.seq, x.i, c.uid, ch.idx AS row_idx, c.row_images
 			FROM sluice.commits c
@@ -106,15 +105,15 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 		bi AS (
 			SELECT k.uid, k.row_idx, e.n, e.img
 			FROM (SELECT fuid AS uid, fidx AS row_idx, array_agg(fn) AS ns FROM pg GROUP BY fuid, fidx) k
-			CROSS JOIN LATERAL (SELECT e.n, e.img FROM sluice.changes r
-				CROSS JOIN LATERAL json_array_elements(r.befores::json) WITH ORDINALITY AS e(img, n)
-				WHERE r.commit_uid = k.uid AND r.idx = k.row_idx AND e.n = ANY(k.ns) OFFSET 0) e),
+			JOIN sluice.changes r ON r.commit_uid = k.uid AND r.idx = k.row_idx
+			CROSS JOIN LATERAL json_array_elements(r.befores::json) WITH ORDINALITY AS e(img, n)
+			WHERE e.n = ANY(k.ns)),
 		ai AS (
 			SELECT k.uid, k.row_idx, e.n, e.img
 			FROM (SELECT luid AS uid, lidx AS row_idx, array_agg(ln) AS ns FROM pg GROUP BY luid, lidx) k
-			CROSS JOIN LATERAL (SELECT e.n, e.img FROM sluice.changes r
-				CROSS JOIN LATERAL json_array_elements(r.afters::json) WITH ORDINALITY AS e(img, n)
-				WHERE r.commit_uid = k.uid AND r.idx = k.row_idx AND e.n = ANY(k.ns) OFFSET 0) e)
+			JOIN sluice.changes r ON r.commit_uid = k.uid AND r.idx = k.row_idx
+			CROSS JOIN LATERAL json_array_elements(r.afters::json) WITH ORDINALITY AS e(img, n)
+			WHERE e.n = ANY(k.ns))
 		SELECT pg.id, pg.fseq, pg.frow, bi.img, pg.lseq, pg.lrow, ai.img,
 			coalesce(octet_length(bi.img::text), 0) + coalesce(octet_length(ai.img::text), 0)
 		FROM pg

@@ -150,10 +150,7 @@ func (b *sqlBuilder) with() string {
 	// then the rows holding them are read, each once, for those images
 	// alone: carrying the image before every change since the position
 	// through the sort wrote the images of documents changed many times
-	// to temporary files, for every statement of the read. (OFFSET 0
-	// keeps each row read by its key, under the lateral reference:
-	// flattened into a join, the log of every database could be scanned
-	// for them.)
+	// to temporary files, for every statement of the read.
 	fmt.Fprintf(&w, `WITH past_first AS MATERIALIZED (
 		SELECT DISTINCT ON (x.id COLLATE "C") x.id COLLATE "C" AS id, split_part(x.id, '/', 1) AS cls, c.uid, ch.idx AS row_idx, x.n
 		FROM sluice.commits c
@@ -168,10 +165,9 @@ func (b *sqlBuilder) with() string {
 		FROM past_first f
 		LEFT JOIN (SELECT k.uid, k.row_idx, e.n, e.img
 			FROM (SELECT uid, row_idx, array_agg(n) AS ns FROM past_first GROUP BY uid, row_idx) k
-			CROSS JOIN LATERAL (SELECT e.n, e.img FROM sluice.changes r
-				CROSS JOIN LATERAL json_array_elements(r.befores::json) WITH ORDINALITY AS e(img, n)
-				WHERE r.commit_uid = k.uid AND r.idx = k.row_idx AND e.n = ANY(k.ns) OFFSET 0) e) m
-			ON m.uid = f.uid AND m.row_idx = f.row_idx AND m.n = f.n)`,
+			JOIN sluice.changes r ON r.commit_uid = k.uid AND r.idx = k.row_idx
+			CROSS JOIN LATERAL json_array_elements(r.befores::json) WITH ORDINALITY AS e(img, n)
+			WHERE e.n = ANY(k.ns)) m ON m.uid = f.uid AND m.row_idx = f.row_idx AND m.n = f.n)`,
 		b.arg(b.db.ID), b.arg(from), b.arg(p.Seq), b.arg(int64(p.Index)), b.arg(b.pastClasses))
 	// The images are API documents ("@id", "@type", fields named as their
 	// columns) or, for writes made in SQL, rows (row_to_json: the columns,
