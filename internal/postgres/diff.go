@@ -73,11 +73,11 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 	if q.IDs != nil {
 		ids = q.IDs
 	}
-	// The changes are sorted by document without their images (each
-	// named by its row of sluice.changes and its place in it), and then
-	// the rows holding the page's images are read, each once, for those
-	// alone: every image of the range, carried through the sorts, made
-	// each page write several times them to temporary files.
+	// The changes are sorted by document without their images (each row
+	// names its commit and the row of sluice.changes holding it), and only
+	// the page's documents' two images are read, by the row's key: every
+	// image of the range, carried through the sorts, made each page write
+	// several times the range's images to temporary files.
 	rows, err := db.reader(ctx, d.ID).Query(ctx, `WITH ch AS MATERIALIZED (
 			SELECT x.id COLLATE "C" AS id, c.seq, x.i, c.uid, ch.idx AS row_idx, c.row_images
 			FROM sluice.commits c
@@ -94,32 +94,20 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 				AND (c.seq > $3 OR x.i > $5) AND (c.seq < $4 OR x.i <= $6)
 				AND x.id COLLATE "C" > $7
 				AND ($8::text[] IS NULL OR split_part(x.id, '/', 1) = ANY($8))
-				AND ($9::text[] IS NULL OR x.id = ANY($9))),
-		pg AS MATERIALIZED (
-			SELECT f.id, f.seq AS fseq, f.row_images AS frow, f.uid AS fuid, f.row_idx AS fidx, f.i - f.row_idx + 1 AS fn,
-				l.seq AS lseq, l.row_images AS lrow, l.uid AS luid, l.row_idx AS lidx, l.i - l.row_idx + 1 AS ln
+				AND ($9::text[] IS NULL OR x.id = ANY($9)))
+		SELECT p.id, p.fseq, p.frow, b.img, p.lseq, p.lrow, a.img,
+			coalesce(octet_length(b.img::text), 0) + coalesce(octet_length(a.img::text), 0)
+		FROM (SELECT f.id, f.seq AS fseq, f.row_images AS frow, f.uid AS fuid, f.row_idx AS fidx, f.i AS fi,
+				l.seq AS lseq, l.row_images AS lrow, l.uid AS luid, l.row_idx AS lidx, l.i AS li
 			FROM (SELECT DISTINCT ON (id) id, seq, i, uid, row_idx, row_images FROM ch ORDER BY id, seq, i) f
 			JOIN (SELECT DISTINCT ON (id) id, seq, i, uid, row_idx, row_images FROM ch ORDER BY id, seq DESC, i DESC) l ON l.id = f.id
 			ORDER BY f.id
-			LIMIT $10),
-		bi AS (
-			SELECT k.uid, k.row_idx, e.n, e.img
-			FROM (SELECT fuid AS uid, fidx AS row_idx, array_agg(fn) AS ns FROM pg GROUP BY fuid, fidx) k
-			JOIN sluice.changes r ON r.commit_uid = k.uid AND r.idx = k.row_idx
-			CROSS JOIN LATERAL json_array_elements(r.befores::json) WITH ORDINALITY AS e(img, n)
-			WHERE e.n = ANY(k.ns)),
-		ai AS (
-			SELECT k.uid, k.row_idx, e.n, e.img
-			FROM (SELECT luid AS uid, lidx AS row_idx, array_agg(ln) AS ns FROM pg GROUP BY luid, lidx) k
-			JOIN sluice.changes r ON r.commit_uid = k.uid AND r.idx = k.row_idx
-			CROSS JOIN LATERAL json_array_elements(r.afters::json) WITH ORDINALITY AS e(img, n)
-			WHERE e.n = ANY(k.ns))
-		SELECT pg.id, pg.fseq, pg.frow, bi.img, pg.lseq, pg.lrow, ai.img,
-			coalesce(octet_length(bi.img::text), 0) + coalesce(octet_length(ai.img::text), 0)
-		FROM pg
-		LEFT JOIN bi ON bi.uid = pg.fuid AND bi.row_idx = pg.fidx AND bi.n = pg.fn
-		LEFT JOIN ai ON ai.uid = pg.luid AND ai.row_idx = pg.lidx AND ai.n = pg.ln
-		ORDER BY pg.id`,
+			LIMIT $10) p
+		LEFT JOIN LATERAL (SELECT (r.befores::json) -> (p.fi - p.fidx)::int AS img
+			FROM sluice.changes r WHERE r.commit_uid = p.fuid AND r.idx = p.fidx) b ON true
+		LEFT JOIN LATERAL (SELECT (r.afters::json) -> (p.li - p.lidx)::int AS img
+			FROM sluice.changes r WHERE r.commit_uid = p.luid AND r.idx = p.lidx) a ON true
+		ORDER BY p.id`,
 		d.ID, fromSeq, q.From.Seq, q.To.Seq, int64(q.From.Index), int64(q.To.Index), q.After, classes, ids, q.Limit+1)
 	if err != nil {
 		return nil, mapError(err)

@@ -145,29 +145,17 @@ func (b *sqlBuilder) with() string {
 		from = p.Seq + 1
 	}
 	var w strings.Builder
-	// The first change of each document is found without the images
-	// (each named by its row of sluice.changes and its place in it), and
-	// then the rows holding them are read, each once, for those images
-	// alone: carrying the image before every change since the position
-	// through the sort wrote the images of documents changed many times
-	// to temporary files, for every statement of the read.
-	fmt.Fprintf(&w, `WITH past_first AS MATERIALIZED (
-		SELECT DISTINCT ON (x.id COLLATE "C") x.id COLLATE "C" AS id, split_part(x.id, '/', 1) AS cls, c.uid, ch.idx AS row_idx, x.n
+	fmt.Fprintf(&w, `WITH past AS MATERIALIZED (
+		SELECT DISTINCT ON (x.id COLLATE "C") x.id COLLATE "C" AS id, split_part(x.id, '/', 1) AS cls, x.img, c.uid
 		FROM sluice.commits c
 		JOIN sluice.changes ch ON ch.commit_uid = c.uid
-		CROSS JOIN LATERAL unnest(coalesce(ch.doc_ids, ARRAY(SELECT a ->> (CASE WHEN c.row_images THEN '_id' ELSE '@id' END)
-			FROM json_array_elements(ch.afters::json) a))) WITH ORDINALITY AS x(id, n)
+		CROSS JOIN LATERAL ROWS FROM (
+			unnest(coalesce(ch.doc_ids, ARRAY(SELECT a ->> (CASE WHEN c.row_images THEN '_id' ELSE '@id' END)
+				FROM json_array_elements(ch.afters::json) a))),
+			json_array_elements(ch.befores::json)) WITH ORDINALITY AS x(id, img, n)
 		WHERE c.db_id = %s AND c.seq >= %s AND (c.seq > %s OR ch.idx + x.n - 1 > %s)
 			AND split_part(x.id, '/', 1) = ANY(%s::text[])
-		ORDER BY x.id COLLATE "C", c.seq, ch.idx + x.n),
-	past AS MATERIALIZED (
-		SELECT f.id, f.cls, m.img, f.uid
-		FROM past_first f
-		LEFT JOIN (SELECT k.uid, k.row_idx, e.n, e.img
-			FROM (SELECT uid, row_idx, array_agg(n) AS ns FROM past_first GROUP BY uid, row_idx) k
-			JOIN sluice.changes r ON r.commit_uid = k.uid AND r.idx = k.row_idx
-			CROSS JOIN LATERAL json_array_elements(r.befores::json) WITH ORDINALITY AS e(img, n)
-			WHERE e.n = ANY(k.ns)) m ON m.uid = f.uid AND m.row_idx = f.row_idx AND m.n = f.n)`,
+		ORDER BY x.id COLLATE "C", c.seq, ch.idx + x.n)`,
 		b.arg(b.db.ID), b.arg(from), b.arg(p.Seq), b.arg(int64(p.Index)), b.arg(b.pastClasses))
 	// The images are API documents ("@id", "@type", fields named as their
 	// columns) or, for writes made in SQL, rows (row_to_json: the columns,
