@@ -323,8 +323,10 @@ func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database
 // database org/name, newest first, before position before (nil: from the
 // newest): at most limit versions, with after images of at most maxBytes
 // (see postgres.DB.DocumentHistory, which also bounds the log a page
-// reads), redacted for u as history is (RedactCommit). It needs the read
-// role. The page is read in one snapshot, whose position it returns too.
+// reads), redacted for u as history is (RedactCommit). A page that
+// reached the oldest retained commit says, in Pruned, whether versions
+// before it were pruned (historyPruned). It needs the read role. The
+// page is read in one snapshot, whose position it returns too.
 func (e *Engine) DocumentHistory(ctx context.Context, u *sluice.User, org, name, id string, before *sluice.Position, limit int, maxBytes int64) (*postgres.VersionPage, sluice.Position, error) {
 	var page *postgres.VersionPage
 	var pos sluice.Position
@@ -363,6 +365,11 @@ func (e *Engine) documentHistory(ctx context.Context, u *sluice.User, d *sluice.
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
+	if !page.More {
+		if page.Pruned, err = e.historyPruned(ctx, d, s, id, from, page); err != nil {
+			return nil, sluice.Position{}, err
+		}
+	}
 	for i, c := range page.Versions {
 		if page.Versions[i], err = e.RedactCommit(ctx, d, s, role, c); err != nil {
 			return nil, sluice.Position{}, err
@@ -370,4 +377,42 @@ func (e *Engine) documentHistory(ctx context.Context, u *sluice.User, d *sluice.
 	}
 	pos, _ := snap.Position()
 	return page, pos, nil
+}
+
+// historyPruned returns, for page, a page of the history of document id
+// of d before position from that reached the oldest retained commit, the
+// end of the newest pruned commit when the document existed there (so
+// it had versions that were pruned), else nil. Nothing of the pruned
+// commits is read (they are gone): the document existed at their end
+// when its first change after it is not an addition, and, when it has
+// none, when it exists now. The page's oldest version is that change;
+// a page that holds none reads the log forward from its cursor to the
+// document's next change (DocumentChangeAfter), and, finding none, the
+// document itself. A document of that id that was added and then deleted
+// before the end of the pruned commits did not exist there, and one whose
+// class a schema change dropped since reads as if it had not (dropping
+// documents logs no change): neither is told.
+func (e *Engine) historyPruned(ctx context.Context, d *sluice.Database, s *sluice.Schema, id string, from sluice.Position, page *postgres.VersionPage) (*sluice.Position, error) {
+	h, err := e.store.History(ctx, d.ID)
+	if err != nil || h.PrunedSeq == 0 {
+		return nil, err
+	}
+	var existed bool
+	if n := len(page.Versions); n > 0 {
+		existed = page.Versions[n-1].Changes[0].Op != sluice.OpAdded
+	} else if op, ok, err := e.store.DocumentChangeAfter(ctx, d, id, from); err != nil {
+		return nil, err
+	} else if ok {
+		existed = op != sluice.OpAdded
+	} else {
+		_, _, err := e.store.Document(ctx, d, s, id)
+		if err != nil && sluice.ErrorCode(err) != sluice.CodeNotFound {
+			return nil, err
+		}
+		existed = err == nil
+	}
+	if !existed {
+		return nil, nil
+	}
+	return &sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}, nil
 }

@@ -83,6 +83,9 @@ type options struct {
 	pruneBatch int
 	// refIndexLockWait is refIndexLockTimeout, shorter in tests.
 	refIndexLockWait time.Duration
+	// historyScanRows is HistoryScanRows, smaller in tests that read a
+	// document's history in several runs of the log.
+	historyScanRows int
 }
 
 // Option adjusts how Open connects.
@@ -124,7 +127,7 @@ func (o options) checkUp() error {
 // sets connect_timeout. It logs the hosts, database and user it connects
 // to (never the password).
 func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) (*DB, error) {
-	o := options{statementTimeout: DefaultStatementTimeout, batchLockWait: batchLockWait, pruneBatch: pruneBatchRows, refIndexLockWait: refIndexLockTimeout}
+	o := options{statementTimeout: DefaultStatementTimeout, batchLockWait: batchLockWait, pruneBatch: pruneBatchRows, refIndexLockWait: refIndexLockTimeout, historyScanRows: HistoryScanRows}
 	for _, opt := range opts {
 		opt(&o)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -44,6 +45,10 @@ type VersionPage struct {
 	// whether there may be one (the log goes on before Next).
 	Next sluice.Position
 	More bool
+	// Pruned, set by the engine on a page that reached the oldest
+	// retained commit, is the end of the newest pruned commit when the
+	// document existed there: its versions before it were pruned.
+	Pruned *sluice.Position
 }
 
 // DocumentHistory returns up to limit versions of document id of database
@@ -63,7 +68,7 @@ func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string
 	bounded := true
 	err := q.QueryRow(ctx, `SELECT c.seq, ch.idx FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
 		WHERE c.db_id = $1 AND c.seq <= $2 AND (c.seq < $2 OR ch.idx < $3)
-		ORDER BY c.seq DESC, ch.idx DESC OFFSET $4 LIMIT 1`, d.ID, before.Seq, before.Index, HistoryScanRows-1).Scan(&loSeq, &loIdx)
+		ORDER BY c.seq DESC, ch.idx DESC OFFSET $4 LIMIT 1`, d.ID, before.Seq, before.Index, db.opts.historyScanRows-1).Scan(&loSeq, &loIdx)
 	if errors.Is(err, pgx.ErrNoRows) {
 		bounded, loSeq, loIdx = false, 0, 0
 	} else if err != nil {
@@ -145,4 +150,64 @@ func (db *DB) DocumentHistory(ctx context.Context, d *sluice.Database, id string
 		return nil, err
 	}
 	return page, nil
+}
+
+// DocumentChangeAfter returns the op of the first change of document id
+// of database d at or after position from (the changes of commit from.Seq
+// from from.Index on, then those of later commits), and false when the log
+// holds none. A page of history that holds no version reads it to know
+// whether the document existed at its cursor. It reads the log forward
+// from from, HistoryScanRows rows at a time, each run a statement of its
+// own, until it finds one or reaches the newest commit: it costs the rows
+// between from and that change, no more than the pages of history that
+// went back from there to from read.
+func (db *DB) DocumentChangeAfter(ctx context.Context, d *sluice.Database, id string, from sluice.Position) (sluice.Op, bool, error) {
+	if err := checkText("document id", id); err != nil {
+		return 0, false, err
+	}
+	q := db.reader(ctx, d.ID)
+	needle := append(append([]byte(`{"@id":`), appendJSONString(nil, id)...), ',')
+	// Each run reads the rows after (loSeq, loIdx), up to and including
+	// (hiSeq, hiIdx); the first takes every row of commit from.Seq, whose
+	// changes before from.Index are left out one by one (a row holds a
+	// run of changes).
+	loSeq, loIdx := from.Seq, -1
+	for {
+		hiSeq, hiIdx := int64(math.MaxInt64), math.MaxInt32
+		last := false
+		err := q.QueryRow(ctx, `SELECT c.seq, ch.idx FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
+			WHERE c.db_id = $1 AND c.seq >= $2 AND (c.seq > $2 OR ch.idx > $3)
+			ORDER BY c.seq, ch.idx OFFSET $4 LIMIT 1`, d.ID, loSeq, loIdx, db.opts.historyScanRows-1).Scan(&hiSeq, &hiIdx)
+		if errors.Is(err, pgx.ErrNoRows) {
+			last = true
+		} else if err != nil {
+			return 0, false, mapError(err)
+		}
+		var op int16
+		err = q.QueryRow(ctx, `SELECT v.op
+			FROM (SELECT c.seq, ch.idx, ch.doc_ids, ch.ops, ch.afters
+				FROM sluice.commits c JOIN sluice.changes ch ON ch.commit_uid = c.uid
+				WHERE c.db_id = $1 AND c.seq BETWEEN $2 AND $4 AND (c.seq > $2 OR ch.idx > $3) AND (c.seq < $4 OR ch.idx <= $5)
+					AND (ch.doc_ids @> ARRAY[$6::text] OR ch.doc_ids IS NULL AND strpos(ch.afters, $7) > 0)) s
+			CROSS JOIN LATERAL (
+				SELECT s.idx + u.n - 1 AS i, u.op
+				FROM ROWS FROM (unnest(s.doc_ids), unnest(s.ops)) WITH ORDINALITY AS u(id, op, n)
+				WHERE s.doc_ids IS NOT NULL AND u.id = $6
+				UNION ALL
+				SELECT s.idx + a.n - 1, 1::smallint
+				FROM json_array_elements(s.afters::json) WITH ORDINALITY AS a(after, n)
+				WHERE s.doc_ids IS NULL AND a.after ->> '@id' = $6) v
+			WHERE s.seq > $8 OR v.i >= $9
+			ORDER BY s.seq, v.i LIMIT 1`,
+			d.ID, loSeq, loIdx, hiSeq, hiIdx, id, string(needle), from.Seq, from.Index).Scan(&op)
+		switch {
+		case err == nil:
+			return sluice.Op(op), true, nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return 0, false, mapError(err)
+		case last:
+			return 0, false, nil
+		}
+		loSeq, loIdx = hiSeq, hiIdx
+	}
 }

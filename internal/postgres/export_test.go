@@ -172,6 +172,13 @@ func PruneBatchForTest(n int) Option {
 	return func(o *options) { o.pruneBatch = n }
 }
 
+// HistoryScanRowsForTest makes a page of a document's history, and
+// DocumentChangeAfter's each run, read at most n rows of the log (see
+// HistoryScanRows).
+func HistoryScanRowsForTest(n int) Option {
+	return func(o *options) { o.historyScanRows = n }
+}
+
 // StoredBytesForTest is storedBytes, the most bytes of text a read of
 // RewriteStored holds when it holds more than one row.
 const StoredBytesForTest = storedBytes

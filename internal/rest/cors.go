@@ -67,7 +67,7 @@ func errCrossOrigin(r *http.Request) error {
 const corsAllowHeaders = "Authorization, Content-Type, Accept, Last-Event-ID, Cache-Control, X-Requested-With, X-GraphQL-Event-Stream-Token, If-Match, If-None-Match, Idempotency-Key"
 
 // corsExposeHeaders are the response headers a page may read.
-const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location, Link, Sluice-Position, Sluice-Hidden-Fields, ETag, Idempotent-Replayed"
+const corsExposeHeaders = "WWW-Authenticate, Retry-After, Content-Type, Location, Link, Sluice-Position, Sluice-Hidden-Fields, Sluice-History-Pruned, ETag, Idempotent-Replayed"
 
 // corsMethods are the methods the API serves, which a preflight allows.
 const corsMethods = "GET, POST, PUT, PATCH, DELETE, OPTIONS"

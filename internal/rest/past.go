@@ -45,11 +45,18 @@ func countParam(q url.Values) (int, error) {
 	return int(count), err
 }
 
+// historyPrunedHeader, on the last page of a document's history, names
+// the end of the newest pruned commit when the document existed there:
+// its versions before that were pruned (log_retention), and a read as of
+// that position shows the oldest state of it that is still known.
+const historyPrunedHeader = "Sluice-History-Pruned"
+
 // history lists the versions of one document (?id=), newest first: each
 // the change that made it, with its commit and the document after it
 // (null for a delete). ?before=<position> pages back; when a page leaves
 // older versions out, or stopped reading the log before its start, the
-// Link header names the next page.
+// Link header names the next page. The last page says, in
+// Sluice-History-Pruned, when versions before it were pruned.
 func (a *api) history(w http.ResponseWriter, r *http.Request) {
 	q, err := query(r, "id", "count", "before")
 	if err != nil {
@@ -80,6 +87,9 @@ func (a *api) history(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(positionHeader, pos.String())
 	if page.More {
 		nextLink(w, r, "before", page.Next.String())
+	}
+	if page.Pruned != nil {
+		w.Header().Set(historyPrunedHeader, page.Pruned.String())
 	}
 	out := newJSONStream(w)
 	out.raw("[")
