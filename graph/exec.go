@@ -73,7 +73,8 @@ type Store interface {
 	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) (*engine.BatchResult, error)
 	// Replayed returns the commit and recorded answer of an earlier
 	// write of u whose Idempotency-Key was key and whose request hashed
-	// to request, a nil commit when there is none.
+	// to request, a nil commit when there is none, or Conflict while
+	// another request with the key still runs.
 	Replayed(ctx context.Context, u *sluice.User, d *sluice.Database, key string, request []byte) (*sluice.Commit, []byte, error)
 }
 

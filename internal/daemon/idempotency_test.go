@@ -678,3 +678,45 @@ func TestStreamRetryAnswersAfterASchemaChange(t *testing.T) {
 		t.Fatalf("%d commits after the retries, want %d", n, commits)
 	}
 }
+
+// TestRetryOfARunningKeyAfterASchemaChange: a keyed mutation retried while
+// its first request still runs, after a schema change that would refuse
+// it now, is a 409 saying the first is still running, as a REST retry of
+// a running key is: the key's look-up before the operation is validated
+// answers the running state too. It found no recorded answer, and the
+// retry answered the validation error, which a client takes for a write
+// that failed, though the first may still commit. The first request is
+// what Postgres shows of one that runs: its key's claim, locked by its
+// transaction (see TestIdempotencyKeyInFlight).
+func TestRetryOfARunningKeyAfterASchemaChange(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "runningdrop", versionsSDL)
+	const path = "/api/graphql/admin/runningdrop"
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "INSERT INTO sluice.idempotency_claims (user_id, key) SELECT id, 'drop-running' FROM sluice.users WHERE name = 'admin'"); err != nil {
+		t.Fatal(err)
+	}
+	first, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Rollback(ctx) //nolint:errcheck // after the test
+	if _, err := first.Exec(ctx, "SELECT 1 FROM sluice.idempotency_claims WHERE key = 'drop-running' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/runningdrop?force=true",
+		"type Address @subdocument { street: String city: String }\ntype Person { name: String! age: Int tags: [String!] home: Address }")
+	gql := `{"query":"mutation { Person_insert(documents: [{name: \"Ivy\", nick: \"iv\"}]) }"}`
+	for _, accept := range []string{"application/json", "text/event-stream"} {
+		r := d.Do(t, dt.Admin(), "POST", path, gql, "Content-Type", "application/json", "Accept", accept, "Idempotency-Key", "drop-running")
+		if code, msg := gqlRefusal(t, r, "application/json"); r.Status != 409 || code != "CONFLICT" || !strings.Contains(msg, "still running") || r.Header.Get("Retry-After") == "" {
+			t.Errorf("a retry (Accept: %s) while the first runs, after the schema change: %d %s (Retry-After %q)", accept, r.Status, r.Body, r.Header.Get("Retry-After"))
+		}
+	}
+}

@@ -562,11 +562,13 @@ func (e *Engine) refused(ctx context.Context, u *sluice.User, d *sluice.Database
 // request hashed to request, within idempotency_retention; a nil commit
 // when there is none (the key is not recorded, was another request's, or
 // expired): the request then runs, and its write answers a key of
-// another request, or one still running, as every write does. A GraphQL
-// request looks its key up with it before it is parsed and validated, as
-// a REST write does before it reads its body, so that a retry answers the
-// first answer even when the schema changed since and would refuse the
-// request now. A user without the write role on d gets none (nil commit,
+// another request as every write does. While another request holds the
+// key (it is still running), the error is the Conflict a write with the
+// key answers. A GraphQL request looks its key up with it before it is
+// parsed and validated, as a REST write does before it reads its body,
+// so that a retry answers the first answer (or that the first still
+// runs) even when the schema changed since and would refuse the request
+// now. A user without the write role on d gets none (nil commit,
 // nil error): the request then runs, and its mutation is refused as
 // another write of that user would be, as a REST retry is.
 func (e *Engine) Replayed(ctx context.Context, u *sluice.User, d *sluice.Database, key string, request []byte) (*sluice.Commit, []byte, error) {
