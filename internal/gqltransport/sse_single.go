@@ -251,6 +251,13 @@ func (res *reservation) leave() {
 func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	greq := graph.RequestFrom(r.Context())
 	if r.Method == http.MethodPut {
+		if greq.IdempotencyKey != "" {
+			// The PUT writes nothing, and the mutations sent on the
+			// reservation carry their own keys: ignored, the key would
+			// let a client believe them idempotent under it.
+			writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by each mutation's POST of single connection mode; the PUT that reserves the stream writes nothing and takes none"))
+			return
+		}
 		t.reserve(w, r, greq)
 		return
 	}
@@ -672,6 +679,14 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 		if gop = t.prepare(ctx, op, req, exec); gop == nil {
 			done()
 			return
+		}
+	} else {
+		// Its 202 is written once the replayed answer is queued: it
+		// says so, as a plain POST's answer does, and an error written
+		// instead (its stream ended first) does not.
+		op.accept = func() {
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(http.StatusAccepted)
 		}
 	}
 	// The reservation serves a subscription (stream.Conn: its pump, or a

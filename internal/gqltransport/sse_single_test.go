@@ -339,3 +339,55 @@ func TestSingleConnectionRetryAfterASchemaChange(t *testing.T) {
 		t.Fatalf("after the retry's result: %q", f)
 	}
 }
+
+// TestSingleConnectionReplayedAccepted: the 202 of a POST of single
+// connection mode that a key replays says so (Idempotent-Replayed: true),
+// as a plain or distinct connections mode answer does: the replay is
+// known before the 202 is written. A POST that runs its mutation says
+// nothing. The 202 of a replay lacked the header, so a client could not
+// tell a retry answered from one written again.
+func TestSingleConnectionReplayedAccepted(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "singlereplayed", "type Dog { name: String! }")
+	path := "/api/graphql/admin/singlereplayed"
+	tok := reserve(t, d, dt.Admin(), "singlereplayed")
+	st := mustOpen(t, d, dt.Admin(), "GET", path+"?token="+tok, "", nil, "Accept", sse)
+	st.connected()
+	const mutation = `mutation { Dog_insert(documents: [{name: "Rex"}]) }`
+	post := func(id string) dt.Response {
+		return d.MustDo(t, 202, dt.Admin(), "POST", path, body(mutation, "extensions", map[string]any{"operationId": id}),
+			"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok, "Idempotency-Key", "single-replayed")
+	}
+	if r := post("m1"); r.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("the first POST's 202: Idempotent-Replayed %q, want none", r.Header.Get("Idempotent-Replayed"))
+	}
+	first := st.Event().String()
+	id := regexp.MustCompile(`Dog/[^"]+`).FindString(first)
+	if id == "" {
+		t.Fatalf("the mutation's result: %q", first)
+	}
+	st.Event() // its complete
+	if r := post("m2"); r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the retry's 202: Idempotent-Replayed %q, want true", r.Header.Get("Idempotent-Replayed"))
+	}
+	if f := st.Event().String(); !strings.Contains(f, `"id":"m2"`) || !strings.Contains(f, id) || strings.Contains(f, "errors") {
+		t.Fatalf("the retry's result: %q, want the first answer (%s)", f, first)
+	}
+}
+
+// TestSingleConnectionReservationRefusesIdempotencyKey: an Idempotency-Key
+// on the PUT that reserves a stream is a 400 naming the header: the PUT
+// writes nothing, and the mutations sent on the reservation carry keys of
+// their own (on their POSTs). It was ignored, letting a client believe the
+// mutations sent on the reservation idempotent under it.
+func TestSingleConnectionReservationRefusesIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "singleputkey", "type Dog { name: String! }")
+	r := d.Do(t, dt.Admin(), "PUT", "/api/graphql/admin/singleputkey", nil, "Idempotency-Key", "put-1")
+	if r.Status != 400 || !strings.Contains(string(r.Body), `"BAD_REQUEST"`) ||
+		!strings.Contains(string(r.Body), "Idempotency-Key is honoured by each mutation's POST of single connection mode") {
+		t.Fatalf("a reservation with an Idempotency-Key: %d %s", r.Status, r.Body)
+	}
+}
