@@ -39,7 +39,10 @@
 //
 // Sequences are gapless, so a read that does not start where it should
 // means the history was pruned: the subscription ends with a CodeGone
-// error. Subscribe itself refuses a position from another epoch or older
+// error. A log that ends before what was read (its newest commits lost in
+// a failover or a restore) ends every subscription that may have received
+// a lost commit, or part of one, with a CodeGone error (rewind.go).
+// Subscribe itself refuses a position from another epoch or older
 // than retained history (CodeGone) and one ahead of the log (CodeInvalid).
 // Hub.Floors gives Prune what local subscriptions still need.
 //

@@ -317,7 +317,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	}
 
 	st.mu.Lock()
-	if st.tracked && !s.mark().Less(st.head) {
+	if st.tracked && !s.rewound && !s.mark().Less(st.head) {
 		st.live[s] = struct{}{}
 		s.live.Store(true)
 	} else {
@@ -504,37 +504,6 @@ func (h *Hub) gap(id int64) {
 	}
 }
 
-// rewind tells the hub that database id's log now ends at commit head,
-// before commits this process had read: they were lost (a failover to a
-// Postgres standby that had not received them, or a restore). Every
-// subscription that may have received one of them ends with a Gone error:
-// going on, it would take the next commits to reuse their sequence
-// numbers for the ones it had, silently. The others go on.
-func (h *Hub) rewind(id int64, head int64) {
-	st := h.state(id)
-	end := sluice.WholeCursor(head)
-	st.mu.Lock()
-	st.head = end
-	h.mu.Lock()
-	var victims []*Subscription
-	for s := range h.subs {
-		// Commit head itself is intact (the log is a prefix of what it
-		// was): past it means past the end. cursor is safe to read here.
-		if s.db.ID == id && s.cursor.Load() > head {
-			victims = append(victims, s)
-		}
-	}
-	h.mu.Unlock()
-	for _, s := range victims {
-		delete(st.live, s)
-		s.live.Store(false)
-	}
-	st.mu.Unlock()
-	for _, s := range victims {
-		s.finish(sluice.Errorf(sluice.CodeGone, "the commit log of %s now ends at commit %d, before commits this stream may have received: they were lost (a Postgres failover or a restore); re-read the current state", s.db.Path(), head))
-	}
-}
-
 // catchUp reads the log for s until its mark reaches the head, then
 // makes it live.
 func (h *Hub) catchUp(s *Subscription) {
@@ -549,6 +518,11 @@ func (h *Hub) catchUp(s *Subscription) {
 			st.mu.Unlock()
 			return
 		}
+		if end, past := s.pastRewind(); past {
+			st.mu.Unlock()
+			s.finish(lostError(s.db, end))
+			return
+		}
 		if st.tracked && !s.mark().Less(st.head) {
 			st.live[s] = struct{}{}
 			s.live.Store(true)
@@ -560,12 +534,15 @@ func (h *Hub) catchUp(s *Subscription) {
 
 		m := s.mark()
 		cs, more, err := h.readLog(ctx, s, m)
+		if s.rewoundMeanwhile() {
+			continue // judged at the top, what was read may be of the log before
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			if sluice.ErrorCode(err) == sluice.CodeGone {
-				s.finish(err)
+				s.finish(h.goneError(ctx, s, m, err))
 				return
 			}
 			h.logger.Warn("change feed catch-up read failed", "sub", s.id, "database", s.db.Path(), "err", err)

@@ -69,6 +69,11 @@ func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Pos
 	if m.Seq+1 <= l.pruned && l.pruned > 0 {
 		return nil, false, sluice.Errorf(sluice.CodeGone, "pruned")
 	}
+	if m.Part >= 0 && m.Seq+1 > l.pruned+int64(len(l.commits)) {
+		// Inside a commit the log does not hold (lost, see Hub.rewind):
+		// Postgres' read answers so too.
+		return nil, false, sluice.Errorf(sluice.CodeGone, "commit %d was pruned before the rest of its changes were read", m.Seq+1)
+	}
 	var out []*sluice.Commit
 	var used int64
 	for _, c := range l.commits {

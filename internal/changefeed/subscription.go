@@ -40,6 +40,12 @@ type Subscription struct {
 	// filter is the classes the subscription delivers (Options.Classes,
 	// then SetClasses'); read by whoever writes the mark.
 	filter atomic.Pointer[classFilter]
+	// rewound, under st.mu, is set by Hub.rewind on a subscription not
+	// live, whose mark it may not read: the log now ends at commit
+	// rewoundTo (the lowest end since its catch-up last looked), and the
+	// catch-up judges its mark against it (rewind.go).
+	rewound   bool
+	rewoundTo int64
 
 	once sync.Once
 	done chan struct{}

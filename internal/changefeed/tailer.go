@@ -351,11 +351,10 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 			continue
 		}
 		p := t.pos[h.DatabaseID]
-		if h.LastSeq < p.Seq {
-			t.logger.Error("change feed: a database's commit log ends before commits this process read; they were lost (a Postgres failover with asynchronous replication, or a restore); ending the streams that may have received them",
-				"database", h.DatabaseID, "head", h.LastSeq, "read", p.Seq)
-			t.pos[h.DatabaseID] = sluice.WholeCursor(h.LastSeq)
-			t.hub.rewind(h.DatabaseID, h.LastSeq)
+		if sluice.WholeCursor(h.LastSeq).Less(p) {
+			// Past the end, or inside the commit after it (a large
+			// commit read in pieces): the end is not where it was.
+			t.rewound(h.DatabaseID, h.LastSeq, p)
 			continue
 		}
 		if h.LastSeq > p.Seq {
@@ -376,6 +375,18 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 	}
 	t.forgetLate()
 	return behind, nil
+}
+
+// rewound handles database id's log found ending at commit head, before
+// pos, how far the tailer read it: what it read after head was lost (a
+// Postgres failover with asynchronous replication, or a restore). The
+// streams that may have received it end (Hub.rewind), and the tailer
+// reads on from head.
+func (t *Tailer) rewound(id, head int64, pos sluice.Cursor) {
+	t.logger.Error("change feed: a database's commit log ends before commits this process read; they were lost (a Postgres failover with asynchronous replication, or a restore); ending the streams that may have received them",
+		"database", id, "head", head, "read", pos.Seq, "read_part", pos.Part)
+	t.pos[id] = sluice.WholeCursor(head)
+	t.hub.rewind(id, head)
 }
 
 // forget deletes the metric series of database id, dropped: they would
@@ -441,13 +452,20 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		pos := t.pos[id]
 		cs, more, err := t.store.ReadLog(ctx, d, pos.After(), t.batch, t.piece)
 		if sluice.ErrorCode(err) == sluice.CodeGone {
-			// Pruned while this process lagged behind: start after the
-			// pruned part; the live subscriptions re-read and each learns
-			// whether it lost anything.
 			h, herr := t.store.History(ctx, id)
 			if herr != nil {
 				return herr
 			}
+			if head, lost := lostAt(pos, h); lost {
+				// Read as pruning, the tailer went back to the oldest
+				// retained commit and handed the history on again, and
+				// the subscriptions inside the lost commit went on.
+				t.rewound(id, head, pos)
+				continue
+			}
+			// Pruned while this process lagged behind: start after the
+			// pruned part; the live subscriptions re-read and each learns
+			// whether it lost anything.
 			t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.Seq, "next", h.PrunedSeq+1)
 			t.pos[id] = sluice.WholeCursor(h.PrunedSeq)
 			t.hub.gap(id)

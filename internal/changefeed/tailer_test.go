@@ -29,15 +29,27 @@ type fakeStore struct {
 	// process cannot decode does; timeout as a statement that timed out.
 	unreadable, timeout atomic.Bool
 	timeouts            atomic.Int64 // reads failed so
+	// readsLeft, while limitReads is set, is how many more reads of the
+	// log succeed: the reads after them fail as timed out.
+	limitReads atomic.Bool
+	readsLeft  atomic.Int64
+	// reads and headsRead count the calls of ReadLog and Heads that
+	// answered; afters (under mu) holds where each read started.
+	reads, headsRead atomic.Int64
+	afters           []sluice.Position
 	// deleted makes the heads leave database 1 out: it was deleted.
 	deleted atomic.Bool
 }
 
 func (f *fakeStore) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
+	defer f.reads.Add(1)
+	f.mu.Lock()
+	f.afters = append(f.afters, after)
+	f.mu.Unlock()
 	if f.unreadable.Load() {
 		return nil, false, fmt.Errorf("commit 2: %w: afters of change 0: exceeded max depth", sluice.ErrUnreadableCommit)
 	}
-	if f.timeout.Load() {
+	if f.timeout.Load() || f.limitReads.Load() && f.readsLeft.Add(-1) < 0 {
 		f.timeouts.Add(1)
 		return nil, false, sluice.Errorf(sluice.CodeUnavailable, "the statement took longer than its statement_timeout")
 	}
@@ -61,6 +73,7 @@ func (f *fakeStore) Heads(ctx context.Context) ([]sluice.Head, int64, error) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	defer f.headsRead.Add(1)
 	return []sluice.Head{{DatabaseID: 1, Epoch: testDB.Epoch, History: h}}, int64(len(f.access)), nil
 }
 

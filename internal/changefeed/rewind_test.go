@@ -1,0 +1,176 @@
+package changefeed
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// The log rewound inside a commit: a large commit (commit 2, of 40
+// changes) is handed on in pieces, the tailer and a live subscriber
+// have its first piece (changes 0-6, cursor {1, 6}), and the commit is
+// then lost (a failover to an asynchronous standby, a restore): the log
+// ends at commit 1, which the cursor's Seq names.
+
+// insideLostCommit runs a tailer whose read of commit 2's second piece
+// failed, a live subscriber holding its first, and then removes commit 2
+// from the log. It returns the store, the tailer and the subscriber.
+func insideLostCommit(t *testing.T) (*fakeStore, *Tailer, *Subscription) {
+	t.Helper()
+	store := newFakeStore()
+	store.add("T")
+	h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour, PieceBytes: 7})
+	waitFor(t, tl.Running)
+	live := subscribe(t, h, nil, Options{})
+	store.readsLeft.Store(1)
+	store.limitReads.Store(true)
+	classes := make([]string, 40)
+	for i := range classes {
+		classes[i] = "T"
+	}
+	store.add(classes...)
+	tl.Wake(1)
+	got := changesOf(t, live, 7)
+	if got[0] != (sluice.Position{Epoch: testDB.Epoch, Seq: 2, Index: 0}) || got[6].Index != 6 {
+		t.Fatalf("first piece: %v", got)
+	}
+	// The tailer's read of the next piece failed: it stands inside
+	// commit 2 and waits to be woken.
+	eventually.True(t, wait, "the second read failed", func() bool { return store.timeouts.Load() == 1 })
+	store.mu.Lock()
+	store.commits = store.commits[:1]
+	store.mu.Unlock()
+	store.limitReads.Store(false)
+	return store, tl, live
+}
+
+// tenU are the classes of the changes of a commit that reuses sequence 2:
+// more than the 7 changes of the lost commit a subscriber has.
+var tenU = []string{"U", "U", "U", "U", "U", "U", "U", "U", "U", "U"}
+
+// endsGone waits for s to end with the Gone error of a log that now
+// ends at commit head, failing the test if a piece reaches it first.
+func endsGone(t *testing.T, s *Subscription, head int64) {
+	t.Helper()
+	select {
+	case <-s.Done():
+		want := fmt.Sprintf("now ends at commit %d", head)
+		if err := s.Err(); sluice.ErrorCode(err) != sluice.CodeGone || !strings.Contains(err.Error(), want) {
+			t.Fatalf("ended with %v, want a Gone error saying the log %s", err, want)
+		}
+	case c := <-s.Commits():
+		t.Fatalf("received changes %d-%d of commit %d after the log was rewound to commit %d",
+			c.Changes[0].Index, c.Changes[len(c.Changes)-1].Index, c.Seq, head)
+	case <-time.After(wait):
+		t.Fatal("the subscription did not end")
+	}
+}
+
+// TestTailerReadFindsLogRewoundInsideACommit: the tailer's next read of
+// a commit it stands inside finds the commit gone, not pruned: the log
+// was rewound. The subscriber that has part of the commit ends with
+// api:Gone naming the new end, before a commit that reuses sequence 2
+// reaches it, even one written before the tailer looked at the log's
+// history; the tailer re-publishes nothing (read as pruning, it went
+// back to the oldest retained commit and handed commit 1 on again, and
+// the subscriber received the new commit 2's changes after the ones it
+// had of the lost one). The new commit 2 reaches a subscriber from
+// commit 1, once.
+func TestTailerReadFindsLogRewoundInsideACommit(t *testing.T) {
+	t.Parallel()
+	store, tl, live := insideLostCommit(t)
+	store.mu.Lock()
+	k := len(store.afters)
+	store.mu.Unlock()
+	n := store.reads.Load()
+	tl.Wake(1)
+	eventually.True(t, wait, "a read of the log after the loss", func() bool { return store.reads.Load() > n })
+	store.add(tenU...) // a new commit 2
+	tl.Wake(1)
+	endsGone(t, live, 1)
+
+	from := sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: sluice.WholeCommit}
+	late := subscribe(t, tl.hub, &from, Options{})
+	if got := changesOf(t, late, 10); got[0] != (sluice.Position{Epoch: testDB.Epoch, Seq: 2, Index: 0}) || got[9].Index != 9 {
+		t.Fatalf("the new commit 2: %v", got)
+	}
+	// The tailer, read as pruning, went back to the oldest retained
+	// commit and read (and handed on) commit 1 again.
+	store.mu.Lock()
+	defer store.mu.Unlock()
+	for _, a := range store.afters[k:] {
+		if a.Less(sluice.Position{Seq: 1, Index: sluice.WholeCommit}) {
+			t.Fatalf("after the loss, the log was read again after %v", a)
+		}
+	}
+}
+
+// TestTailerHeadsFindLogRewoundInsideACommit: the tailer's read of every
+// database's head finds the log ending at commit 1 while it stands
+// inside commit 2. The subscriber that has part of commit 2 ends with
+// api:Gone before a commit that reuses sequence 2 is read: going on, it
+// received that commit's changes after the ones it had of the lost one.
+func TestTailerHeadsFindLogRewoundInsideACommit(t *testing.T) {
+	t.Parallel()
+	store, tl, live := insideLostCommit(t)
+	n := store.headsRead.Load()
+	tl.Wake(0)
+	eventually.True(t, wait, "a read of the heads after the loss", func() bool { return store.headsRead.Load() > n })
+	store.add(tenU...) // a new commit 2
+	tl.Wake(1)
+	endsGone(t, live, 1)
+}
+
+// TestHubCatchUpInsideALostCommit: a catching-up subscription inside a
+// commit the log lost ends with api:Gone naming the log's new end, both
+// when its read finds the commit missing before the tailer saw the loss,
+// and when the tailer saw it (Hub.rewind) and a new commit reused the
+// sequence number before the read (it received that commit's changes
+// after the ones it had of the lost one).
+func TestHubCatchUpInsideALostCommit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		rewind bool
+	}{{"read first", false}, {"rewound, then reused", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			reading := make(chan struct{}, 1)
+			proceed := make(chan struct{})
+			h, l := newHub(t, HubOptions{CatchUpRead: func(*sluice.User) func() {
+				select {
+				case reading <- struct{}{}:
+				default:
+				}
+				<-proceed
+				return func() {}
+			}})
+			l.add()
+			classes := make([]string, 20)
+			for i := range classes {
+				classes[i] = "T"
+			}
+			l.add(classes...)
+			h.track(1, 2)
+			s := subscribe(t, h, &sluice.Position{Epoch: testDB.Epoch, Seq: 2, Index: 5}, Options{})
+			select {
+			case <-reading: // its first read waits
+			case <-time.After(wait):
+				t.Fatal("the catch-up did not read")
+			}
+			l.mu.Lock()
+			l.commits = l.commits[:1]
+			l.mu.Unlock()
+			if c.rewind {
+				h.rewind(1, 1)
+				l.add(classes...) // a new commit 2
+			}
+			close(proceed)
+			endsGone(t, s, 1)
+		})
+	}
+}
