@@ -24,7 +24,7 @@ type Subscription struct {
 	// ctx ends with the subscription (for reading the log).
 	ctx lazyCtx
 
-	// cursor and part are the subscription's mark (see mark.go): every
+	// cursor and part are the subscription's mark (Subscription.mark): every
 	// commit up to cursor, and in the next the changes up to index part,
 	// were put in ch or skipped. The tailer writes them (under st.mu)
 	// while live, the catch-up goroutine while not; the hand-over between
