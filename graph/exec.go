@@ -106,6 +106,9 @@ type Request struct {
 	// stream's transport read (NoteParams); a plain request's is its
 	// try's.
 	hash []byte
+	// budget, set by the Handler, is the budget of requests' parameters
+	// that a stream's transport charges (ReadChargedParams); nil: none.
+	budget *paramsBudget
 }
 
 // NoteParams records, on the Request of ctx when it has an

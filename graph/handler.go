@@ -183,7 +183,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return err == nil && cur.SchemaVersion != d.SchemaVersion
 			}
 		}
-		req := &Request{User: u, DB: d, IdempotencyKey: key, try: try}
+		req := &Request{User: u, DB: d, IdempotencyKey: key, try: try, budget: h.budget}
 		if try != nil && key != "" && !try.last {
 			req.replay = func(w http.ResponseWriter, r *http.Request, media string, p *graphql.RawParams) bool {
 				return h.replay(w, r, media, req, p)

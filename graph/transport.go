@@ -317,6 +317,34 @@ func ReadParams(r *http.Request, maxBody int64) (*graphql.RawParams, error) {
 	return p, err
 }
 
+// ReadChargedParams is ReadParams for the transports that serve a
+// request the Handler authorized besides HTTPTransport (the event
+// streams: SSE, NDJSON, multipart, single connection mode): it also
+// charges what the parameters hold to the budget of requests' parameters
+// of the request's user (Options.RequestBytes), as HTTPTransport charges
+// a plain request's, and returns the function that gives it back. Call it
+// once the operation is answered, or, for a subscription, registered (its
+// variables are then charged to the streams' budgets). Past the budget it
+// returns the error to answer (Unavailable, or TooMany past the user's
+// share), having charged nothing. Uncharged, a query sent with Accept:
+// text/event-stream held its decoded variables while it waited for a
+// Postgres connection, outside the budget a plain request is held to.
+func ReadChargedParams(r *http.Request, maxBody int64) (*graphql.RawParams, func(), error) {
+	p, cost, err := readParams(r, maxBody)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := RequestFrom(r.Context())
+	if req == nil || req.User == nil {
+		return p, func() {}, nil
+	}
+	release, err := req.budget.take(req.User, cost)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, release, nil
+}
+
 // readParams is ReadParams that also returns what the parameters cost
 // (paramsCost of the text they were read from).
 func readParams(r *http.Request, maxBody int64) (*graphql.RawParams, int64, error) {

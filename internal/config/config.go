@@ -153,9 +153,10 @@ type Config struct {
 	GraphQLMaxBodyBytes int64
 
 	// GraphQLRequestBytes bounds what the parameters of the GraphQL
-	// requests over plain HTTP running at once hold, in bytes as charged
-	// (their text and 80 bytes a JSON value); one user holds a quarter;
-	// 0: no bound.
+	// queries and mutations running at once hold (over plain HTTP, event
+	// streams, single connection mode and graphql-ws), in bytes as
+	// charged (their text and 80 bytes a JSON value); one user holds a
+	// quarter; 0: no bound.
 	//
 	// Key graphql_request_bytes, env SLUICE_GRAPHQL_REQUEST_BYTES, flag --graphql-request-bytes, default 536870912.
 	GraphQLRequestBytes int64

@@ -232,7 +232,7 @@ func options() []option {
 			"largest GraphQL request body over HTTP in bytes (8 MiB): its variables are decoded whole, at most 100,000 JSON values (counted before they are decoded; decoded, small values cost up to about twenty times their size); send large writes to REST as NDJSON",
 			func(c *Config, n int64) error { c.GraphQLMaxBodyBytes = n; return nil }),
 		capOption("graphql_request_bytes", "536870912",
-			"most bytes the parameters of the GraphQL requests over plain HTTP running at once may hold (512 MiB), each charged its text and 80 bytes a JSON value (what its decoded variables hold) from when its body is read until it is answered; one user holds at most a quarter. Past it a request is answered 503 (the process's) or 429 (the user's) with Retry-After, having run nothing. 0: no bound; else at least 67108864 (64 MiB). Streams keep theirs under stream_variables_bytes",
+			"most bytes the parameters of the GraphQL queries and mutations running at once may hold (512 MiB): plain HTTP requests, those sent over an event stream (SSE, NDJSON, multipart) or a single connection mode reservation, and those of graphql-ws sockets, each charged its text and 80 bytes a JSON value (what its decoded variables hold) from when its body is read until it is answered (a subscription, until it is registered); one user holds at most a quarter. Past it a request is answered 503 (the process's) or 429 (the user's) with Retry-After, having run nothing. 0: no bound; else at least 67108864 (64 MiB). Streams keep theirs under stream_variables_bytes",
 			func(c *Config, n int64) error {
 				if n != 0 && n < 64<<20 {
 					return errors.New("want 0 (no bound) or at least 67108864 (64 MiB)")

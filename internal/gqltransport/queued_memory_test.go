@@ -223,3 +223,39 @@ func TestSocketOperationsAreChargedToTheParamsBudget(t *testing.T) {
 	}
 	c.barrier("small") // a small one runs, on the same socket
 }
+
+// TestStreamOperationsAreChargedToTheParamsBudget: a query sent over an
+// event stream (SSE, NDJSON, multipart) or on a single connection mode
+// reservation is charged what its parameters hold, as a plain request and
+// a socket's query are (graphql_request_bytes), while it waits and runs:
+// past the budget it is refused before it runs, 503 with Retry-After,
+// naming the setting. Found by review: only plain requests and sockets
+// were charged, so Accept: text/event-stream took a user's concurrent
+// queries of 8 MiB of variables past the budget (the 1.5 GB that sixty
+// plain ones held before it).
+func TestStreamOperationsAreChargedToTheParamsBudget(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.GraphQLRequestBytes = 100_000 })
+	db := "streambudget"
+	d.CreateDatabase(t, db, "type Dog { name: String! }")
+	path := "/api/graphql/admin/" + db
+	big := json.RawMessage(largeVariables(2000, 8)) // 2,000 values: 160 KB and more as charged
+	small := json.RawMessage(largeVariables(1, 8))
+	refused := func(what string, r dt.Response) {
+		t.Helper()
+		if r.Status != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "graphql_request_bytes") {
+			t.Errorf("%s past the budget: %d %.300s (Retry-After %q), want 503 naming graphql_request_bytes", what, r.Status, r.Body, r.Header.Get("Retry-After"))
+		}
+	}
+	for _, accept := range []string{sse, ndjson, "multipart/mixed;subscriptionSpec=1.0"} {
+		refused(accept, d.Do(t, dt.Admin(), http.MethodPost, path, body(idsQuery, "variables", big), "Content-Type", "application/json", "Accept", accept))
+		if r := d.Do(t, dt.Admin(), http.MethodPost, path, body(idsQuery, "variables", small), "Content-Type", "application/json", "Accept", accept); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"__typename":"Query"`) {
+			t.Errorf("%s within the budget: %d %.300s", accept, r.Status, r.Body)
+		}
+	}
+	tok := reserve(t, d, dt.Admin(), db)
+	refused("single connection mode", d.Do(t, dt.Admin(), http.MethodPost, path, body(idsQuery, "variables", big, "extensions", map[string]any{"operationId": "big"}),
+		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok))
+	d.MustDo(t, http.StatusAccepted, dt.Admin(), http.MethodPost, path, body(idsQuery, "variables", small, "extensions", map[string]any{"operationId": "small"}),
+		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok)
+}

@@ -596,11 +596,15 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 	var underWay sync.Once
 	next := func() { underWay.Do(func() { <-res.reading }) }
 	defer next()
-	params, err := t.readParams(r)
+	// Its parameters are charged to the budget of requests' parameters
+	// while it waits its turn and runs, until it is answered or, a
+	// subscription, registered (serve, below).
+	params, release, err := t.readParams(r)
 	if err != nil {
 		writeHTTPError(w, err)
 		return
 	}
+	defer release()
 	// Its Idempotency-Key is recorded with the hash of the parameters as
 	// sent, as every other transport's (transport.parse).
 	if err := graph.NoteParams(r.Context(), params); err != nil {
@@ -695,6 +699,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 	served := false
 	mr := &muxRequest{op: op, conn: res.conn, done: done, registered: next, serve: func(s *stream.Stream) {
 		served = true
+		release()
 		// A DELETE, or the end of the stream, ends it.
 		res.mu.Lock()
 		if res.ops[id] == e { // else DELETEd: its context ended

@@ -171,6 +171,11 @@ type request struct {
 	heartbeat time.Duration
 	named     bool             // ?connected=true: send the named connected event
 	from      *sluice.Position // resume after it; nil: from now
+	// release gives back the charge of params to the budget of
+	// requests' parameters (graph.ReadChargedParams), once the operation
+	// is answered or its subscription registered; nil for the operations
+	// of a graphql-ws socket, which charge their own.
+	release func()
 }
 
 // Do serves one streaming request.
@@ -223,6 +228,9 @@ func (t *transport) start(w http.ResponseWriter, r *http.Request, p protocol.Kin
 		writeHTTPError(w, err)
 		return nil
 	}
+	// A subscription is registered, and a query or mutation answered,
+	// when start returns.
+	defer req.release()
 	req.params.Headers = r.Header
 	if r.Method == http.MethodPost {
 		// A retry of a keyed mutation answers its first answer before
@@ -357,10 +365,11 @@ func (t *transport) answer(st framer, resp *graphql.Response) {
 }
 
 // parse reads the request's parameters: the GraphQL parameters from the
-// URL (GET) or the JSON body (POST), and the stream's own URL parameters.
-// Errors are CodeInvalid (400) or 415/413 request errors; a URL parameter
-// given more than once is one (streamparam.Params), the GraphQL ones of a
-// GET among them.
+// URL (GET) or the JSON body (POST), charged to the budget of requests'
+// parameters until req.release is called, and the stream's own URL
+// parameters. Errors are CodeInvalid (400) or 415/413 request errors, or
+// the budget's refusal; a URL parameter given more than once is one
+// (streamparam.Params), the GraphQL ones of a GET among them.
 func (t *transport) parse(r *http.Request) (*request, error) {
 	q, err := streamparam.Params(r)
 	if err != nil {
@@ -381,23 +390,28 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 		}
 		req.named = b
 	}
-	req.params, err = t.readParams(r)
+	params, release, err := t.readParams(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := graph.NoteParams(r.Context(), req.params); err != nil {
+	if err := graph.NoteParams(r.Context(), params); err != nil {
+		release()
 		return nil, err
 	}
-	if req.from, err = streamparam.LastEventID(r, req.params.Extensions); err != nil {
+	if req.from, err = streamparam.LastEventID(r, params.Extensions); err != nil {
+		release()
 		return nil, err
 	}
+	req.params, req.release = params, release
 	return req, nil
 }
 
 // readParams reads the GraphQL parameters with graph.ReadParams, the
-// parser of every transport on the GraphQL URL.
-func (t *transport) readParams(r *http.Request) (*graphql.RawParams, error) {
-	return graph.ReadParams(r, t.opts.MaxBodyBytes)
+// parser of every transport on the GraphQL URL, and charges them to the
+// budget of requests' parameters (graph.ReadChargedParams) until the
+// function it returns is called.
+func (t *transport) readParams(r *http.Request) (*graphql.RawParams, func(), error) {
+	return graph.ReadChargedParams(r, t.opts.MaxBodyBytes)
 }
 
 // judgeAgain judges an operation of a connection again, as a new request
