@@ -14,9 +14,11 @@
 // carried an authenticated request first (these are also kept idle for
 // a shorter time, AnonymousIdle); a new connection is given a second to
 // send its request (freshGrace) unless the total bound needs its place. A connection with a request in
-// flight, or a stream (hijacked or not), is never closed to make room:
-// when the total bound is reached by those alone, a new connection is
-// closed at once.
+// flight, or a stream (hijacked or not), is never closed to make room,
+// once it carried an authenticated request: when the total bound is
+// reached by those alone, a new connection is closed at once. One that
+// never did stays waiting while its requests are in flight (see
+// ConnState).
 //
 // The client address is the socket's peer, an IPv6 address by its /64
 // (auth.AddressKey): no header is read at accept, and none is believed
@@ -81,7 +83,7 @@ type Listener struct {
 // was made (the daemon's sluice_http_connections* metrics).
 type Stats struct {
 	// Connections and Waiting are held now: all, and those carrying no
-	// request (new or idle).
+	// request (new or idle) or that never authenticated (ConnState).
 	Connections, Waiting int
 	// Evicted counts waiting connections closed to make room at a bound,
 	// Refused new ones closed at once (the total bound held by busy
@@ -213,6 +215,17 @@ func (l *Listener) admit(c *Conn) ([]*Conn, bool) {
 // ConnState is the server's http.Server.ConnState: a connection is waiting
 // while new or idle, and no longer while active or taken from the server
 // (hijacked: a stream or a WebSocket, until it is closed or given back).
+// A connection that never carried an authenticated request stays waiting
+// while active, as the youngest of its tier from then on, though it is
+// not closed for AnonymousIdle meanwhile: its requests carry no
+// credentials (or wrong ones), and are answered at once, so they are no
+// reason to keep it. Over HTTP/2 a client that grants the server no
+// flow-control window keeps such an answer, a 401, unsent until
+// write_timeout, and its connection active for as long as it asks again:
+// kept as busy, a client without credentials held every place of the
+// total bound, and the connections of everyone else were closed at once.
+// A taken connection (a graphql-ws socket waiting for its
+// connection_init) is bounded by its own caps.
 func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 	c := find(nc)
 	if c == nil || c.l != l {
@@ -229,9 +242,16 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 			l.wait(c)
 			victims = l.trim(c)
 		case http.StateIdle:
+			l.unwait(c) // if it waited while active: its wait starts now
 			l.wait(c)
 			victims = l.trim(c)
-		case http.StateActive, http.StateHijacked:
+		case http.StateActive:
+			c.fresh = false
+			l.unwait(c)
+			if !c.authenticated {
+				l.waitBusy(c)
+			}
+		case http.StateHijacked:
 			c.fresh = false
 			l.unwait(c)
 		}
@@ -262,8 +282,9 @@ func Authenticated(ctx context.Context) {
 	}
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
-	// Set while a request is in flight: the connection is not waiting,
-	// so in no tier.
+	// Set while a request is in flight: the connection, waiting while it
+	// never authenticated (ConnState), is busy from now on.
+	c.l.unwait(c)
 	c.authenticated = true
 }
 
@@ -303,6 +324,19 @@ func (l *Listener) wait(c *Conn) {
 	if c.elem != nil {
 		return
 	}
+	l.waitBusy(c)
+	if !c.authenticated && l.lim.AnonymousIdle > 0 {
+		wait := c.waits
+		c.expire = time.AfterFunc(l.lim.AnonymousIdle, func() { l.expired(c, wait) })
+	}
+}
+
+// waitBusy makes c waiting, the youngest of its tier, without the timer
+// of AnonymousIdle: c is active, or the caller sets it; l.mu is held.
+func (l *Listener) waitBusy(c *Conn) {
+	if c.elem != nil {
+		return
+	}
 	tier := 0
 	if c.authenticated {
 		tier = 1
@@ -310,10 +344,6 @@ func (l *Listener) wait(c *Conn) {
 	c.elem = l.waiting[tier].PushBack(c)
 	c.inAddr = c.addr.waiting[tier].PushBack(c)
 	c.waits++
-	if tier == 0 && l.lim.AnonymousIdle > 0 {
-		wait := c.waits
-		c.expire = time.AfterFunc(l.lim.AnonymousIdle, func() { l.expired(c, wait) })
-	}
 }
 
 // expired closes c if it is still in the wait the timer was set for.

@@ -153,14 +153,19 @@ func TestIdleConnectionsThatNeverAuthenticatedGoFirst(t *testing.T) {
 }
 
 // TestBusyConnectionsAreNeverClosedToMakeRoom: at the total bound, a
-// connection with a request in flight is not closed to make room: the new
-// one is, at once; once one is idle, it makes room for the next.
+// connection that carried an authenticated request and has a request in
+// flight is not closed to make room: the new one is, at once; once one is
+// idle, it makes room for the next.
 func TestBusyConnectionsAreNeverClosedToMakeRoom(t *testing.T) {
 	s := serve(t, connlimit.Limits{Total: 2})
 	var busy []net.Conn
 	var release []chan struct{}
 	for range 2 {
-		busy = append(busy, s.dial(t, "/block"))
+		c := s.idleConn(t, "/auth")
+		if _, err := c.Write([]byte("GET /block HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		busy = append(busy, c)
 		select {
 		case r := <-s.started:
 			release = append(release, r)
@@ -186,6 +191,37 @@ func TestBusyConnectionsAreNeverClosedToMakeRoom(t *testing.T) {
 		t.Fatalf("the busy connection was cut: %v", err)
 	} else {
 		resp.Body.Close()
+	}
+}
+
+// TestBusyConnectionsThatNeverAuthenticatedMakeRoom: a connection that
+// never carried an authenticated request is closed to make room though it
+// has a request in flight, the oldest first, as an idle one would be:
+// such a request is answered at once, unless its client does not take
+// the answer (over HTTP/2, by granting no window), and connections kept so
+// held every place of the total bound. Its wait while busy does not count
+// toward AnonymousIdle: an idle connection that waited less expires
+// first.
+func TestBusyConnectionsThatNeverAuthenticatedMakeRoom(t *testing.T) {
+	s := serve(t, connlimit.Limits{Total: 3, AnonymousIdle: 200 * time.Millisecond})
+	var busy []net.Conn
+	for range 2 {
+		busy = append(busy, s.dial(t, "/block"))
+		select {
+		case <-s.started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request did not start")
+		}
+	}
+	closed(t, s.idleConn(t, "/ok"), "the idle connection past AnonymousIdle")
+	if st := s.l.Stats(); st.Expired != 1 || st.Connections != 2 {
+		t.Fatalf("stats once an idle anonymous connection expired beside two busy ones: %+v, want 1 expired, 2 held", st)
+	}
+	s.idleConn(t, "/ok") // younger than the busy ones
+	get(t, s.dial(t, ""), "/ok")
+	closed(t, busy[0], "the oldest busy connection that never authenticated")
+	if st := s.l.Stats(); st.Refused != 0 || st.Evicted != 1 {
+		t.Errorf("stats: %+v, want one evicted, none refused", st)
 	}
 }
 

@@ -105,7 +105,7 @@ func (m *Metrics) ObserveConnections(stats func() Connections) {
 		}, func() float64 { return float64(stats().Open) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_http_connections_waiting",
-			Help: "Connections of the API carrying no request now: new (no request read yet) or idle between keep-alive requests.",
+			Help: "Connections of the API carrying no request now: new (no request read yet) or idle between keep-alive requests; and those that never carried an authenticated request, with or without one.",
 		}, func() float64 { return float64(stats().Waiting) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_http_connections_evicted_total",
@@ -113,7 +113,7 @@ func (m *Metrics) ObserveConnections(stats func() Connections) {
 		}, func() float64 { return float64(stats().Evicted) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_http_connections_refused_total",
-			Help: "New connections closed at once: the process's connection bound was held by connections carrying requests or streams alone.",
+			Help: "New connections closed at once: the process's connection bound was held by authenticated connections carrying requests or streams alone.",
 		}, func() float64 { return float64(stats().Refused) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_http_connections_expired_total",
