@@ -398,6 +398,14 @@ type Config struct {
 	// Key history_page_bytes, env SLUICE_HISTORY_PAGE_BYTES, flag --history-page-bytes, default 4194304.
 	HistoryPageBytes int64
 
+	// MaxDiffChanges bounds the changes the log between the two positions
+	// of one diff may hold: every page of a diff reads them all (sorted by
+	// Postgres, within work_mem or on disk), so the range is checked,
+	// from the commits' counts of changes, before any page is read.
+	// Always greater than zero.
+	// Key max_diff_changes, env SLUICE_MAX_DIFF_CHANGES, flag --max-diff-changes, default 100000.
+	MaxDiffChanges int
+
 	// MaxWebhooksPerDatabase caps the webhooks one database may have:
 	// each holds an outgoing connection and, while active, history from
 	// pruning.
@@ -575,6 +583,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("graphql_request_timeout", c.GraphQLRequestTimeout),
 		slog.Duration("statement_timeout", c.StatementTimeout),
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
+		slog.Int("max_diff_changes", c.MaxDiffChanges),
 		slog.Int("max_webhooks_per_database", c.MaxWebhooksPerDatabase),
 		slog.Int64("max_databases_per_user", c.MaxDatabasesPerUser),
 		slog.Int64("access_changes_per_user", c.AccessChangesPerUser),

@@ -498,3 +498,64 @@ func TestDiffPageSortsNoImages(t *testing.T) {
 		t.Errorf("T/d0 after: %.100s", p.Changes[0].After)
 	}
 }
+
+// TestDiffRangeBoundedBeforeItIsRead: a diff whose positions hold more
+// than max_diff_changes changes between them is refused, 400 naming the
+// key and the position up to which a diff from its from fits, before any
+// page reads the log (every page reads all of it, whatever type= and id=
+// keep, so they are refused as well); a range of exactly that many, from
+// a position inside a commit too, is read, and so are the two diffs the
+// error suggests. Before, every diff read the whole range, however long,
+// once per page, bounded only by statement_timeout.
+func TestDiffRangeBoundedBeforeItIsRead(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxDiffChanges = 5 })
+	d.CreateDatabase(t, "bound", "type Person { name: String! }")
+	from := headPosition(t, d, "bound")
+	epoch := from[:strings.LastIndex(from[:strings.LastIndex(from, "-")], "-")]
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/bound", `[{"@type":"Person","@id":"p0","name":"A"},{"@type":"Person","@id":"p1","name":"B"},{"@type":"Person","@id":"p2","name":"C"}]`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/bound", `{"@type":"Person","@id":"Person/p0","name":"A2"}`)
+	second := headPosition(t, d, "bound")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/bound", `[{"@type":"Person","@id":"p3","name":"D"},{"@type":"Person","@id":"p4","name":"E"}]`)
+	now := headPosition(t, d, "bound")
+
+	// Six changes from from: the first five end at commit 3's first.
+	fits := epoch + "-3-0"
+	for _, q := range []string{
+		"from=" + from,
+		"from=" + from + "&to=" + now,
+		"from=" + from + "&type=Person",
+		"from=" + from + "&id=Person/p4",
+	} {
+		r := d.Do(t, dt.Admin(), "GET", "/api/diff/admin/bound?"+q, nil)
+		var e struct {
+			Message string `json:"api:message"`
+		}
+		want := "the log of admin/bound between from " + from + " and to " + now + " holds more than 5 changes, the most one diff reads (max_diff_changes): from " + from + ", a diff reaches at most to=" + fits
+		if err := json.Unmarshal(r.Body, &e); err != nil || r.Status != 400 || !strings.HasPrefix(e.Message, want) {
+			t.Errorf("diff %s: %d %s, want 400 %q", q, r.Status, r.Body, want)
+		}
+	}
+
+	ids := func(p diffPage) []string {
+		var got []string
+		for _, e := range p.Changes {
+			got = append(got, e.ID+" "+e.Op)
+		}
+		return got
+	}
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"from=" + from + "&to=" + fits, []string{"Person/p0 added", "Person/p1 added", "Person/p2 added", "Person/p3 added"}},
+		{"from=" + fits, []string{"Person/p4 added"}},
+		{"from=" + from + "&to=" + second, []string{"Person/p0 added", "Person/p1 added", "Person/p2 added"}},
+		// Five: commit 1's changes after its first, and those of 2 and 3.
+		{"from=" + epoch + "-1-0", []string{"Person/p0 updated", "Person/p1 added", "Person/p2 added", "Person/p3 added", "Person/p4 added"}},
+	} {
+		if got := ids(getDiff(t, d, "/api/diff/admin/bound?"+strings.ReplaceAll(c.query, "+", "%2B"))); !slices.Equal(got, c.want) {
+			t.Errorf("diff %s: %v, want %v", c.query, got, c.want)
+		}
+	}
+}

@@ -65,7 +65,9 @@ type DiffPage struct {
 // Diff returns a page of the net difference between the states of
 // database org/name at q.From and q.To: one entry per document that
 // differs, by id. Both positions are checked as reads of the past check
-// theirs (see ReadAsOf), and To may not come before From. It needs the
+// theirs (see ReadAsOf), and To may not come before From; a range of the
+// log holding more than max_diff_changes changes is refused (CodeInvalid,
+// naming the furthest To that fits) before any of it is read. It needs the
 // read role; the images are redacted as history is (RedactCommit), less
 // the fields the diff cannot show (DiffPage.Hidden), and a document whose
 // two images the reader sees as equal is left out. A page holds at most
@@ -147,6 +149,14 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 	}
 	if sq.To.Less(q.From) {
 		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "to %s comes before from %s", sq.To, q.From)
+	}
+	// Every page reads every change between the two positions, whatever
+	// type= and id= keep: the range is bounded before anything reads it.
+	if rg, err := e.store.DiffRange(ctx, d, q.From, sq.To, e.maxDiffChanges); err != nil {
+		return nil, sluice.Position{}, err
+	} else if rg.Over {
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "the log of %s between from %s and to %s holds more than %d changes, the most one diff reads (max_diff_changes): from %s, a diff reaches at most to=%s; diff up to there, then on from it (type= and id= do not narrow it: each page reads every change between its two positions)",
+			d.Path(), q.From, sq.To, e.maxDiffChanges, q.From, rg.Fits)
 	}
 	sc, err := e.scanVersions(ctx, d, s, role, q.From.Seq, sq.To.Seq)
 	if err != nil {

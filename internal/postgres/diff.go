@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -147,6 +150,64 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 		return nil, err
 	}
 	return page, nil
+}
+
+// DiffRange is how many changes the log between two positions holds, as
+// far as DB.DiffRange counts them.
+type DiffRange struct {
+	// Over reports whether the log holds more than the most asked for;
+	// Fits, then, is the furthest position after From up to which it
+	// holds no more.
+	Over bool
+	Fits sluice.Position
+}
+
+// DiffRange reports whether the log of database d between from and to
+// (from not after to, both retained) holds more than most changes (most
+// at least 1). It reads the commits' rows alone, through their key, and
+// at most most+2 of them: every commit holds a change, so that many hold
+// more than most after from's own, and the count costs what most allows
+// whatever the range. A range of more commits than that is over even if
+// some held none.
+func (db *DB) DiffRange(ctx context.Context, d *sluice.Database, from, to sluice.Position, most int64) (DiffRange, error) {
+	fromSeq := from.Seq // as Diff counts them
+	if from.Index == sluice.WholeCommit {
+		fromSeq++
+	}
+	// n: the changes of each commit in the range (those of from's commit
+	// after from.Index, those of to's up to to.Index); first: the index
+	// of its first.
+	var seq, n, upto, first int64
+	var prev *int64
+	err := db.reader(ctx, d.ID).QueryRow(ctx, `SELECT seq, n, upto, prev, first FROM (
+			SELECT seq, n, first, sum(n) OVER w AS upto, lag(seq) OVER w AS prev, row_number() OVER w AS k
+			FROM (SELECT seq,
+					greatest(0, CASE WHEN seq = $4 THEN least(n_changes, $6::bigint + 1) ELSE n_changes END
+						- CASE WHEN seq = $3 THEN least(n_changes, $5::bigint + 1) ELSE 0 END) AS n,
+					CASE WHEN seq = $3 THEN $5::bigint + 1 ELSE 0 END AS first
+				FROM sluice.commits WHERE db_id = $1 AND seq BETWEEN $2 AND $4
+				ORDER BY seq LIMIT $7) c
+			WINDOW w AS (ORDER BY seq)) r
+		WHERE upto > $8 OR k = $7
+		ORDER BY seq LIMIT 1`,
+		d.ID, fromSeq, from.Seq, to.Seq, int64(from.Index), int64(to.Index), most+2, most).Scan(&seq, &n, &upto, &prev, &first)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DiffRange{}, nil
+	} else if err != nil {
+		return DiffRange{}, mapError(err)
+	}
+	// The commit at seq passes most: the changes before it, and as many
+	// of its own as most leaves, fit (all of the commits before it when
+	// it was the last read and none passed most).
+	before := upto - n
+	if upto <= most || before >= most {
+		fits := from // never: a commit before seq was read
+		if prev != nil {
+			fits = sluice.Position{Epoch: d.Epoch, Seq: *prev, Index: sluice.WholeCommit}
+		}
+		return DiffRange{Over: true, Fits: fits}, nil
+	}
+	return DiffRange{Over: true, Fits: sluice.Position{Epoch: d.Epoch, Seq: seq, Index: int(first + most - before - 1)}}, nil
 }
 
 // image returns a JSON image read from the log, nil for none.
