@@ -401,7 +401,9 @@ type Config struct {
 	// MaxDiffChanges bounds the changes the log between the two positions
 	// of one diff may hold: every page of a diff reads them all (sorted by
 	// Postgres, within work_mem or on disk), so the range is checked,
-	// from the commits' counts of changes, before any page is read.
+	// from the commits' counts of changes, before any page is read; its
+	// commits are bounded as well (one more), for those written without
+	// changes.
 	// Always greater than zero.
 	// Key max_diff_changes, env SLUICE_MAX_DIFF_CHANGES, flag --max-diff-changes, default 100000.
 	MaxDiffChanges int

@@ -441,7 +441,7 @@ func options() []option {
 			"largest page of /api/changes, /api/log, /api/history and /api/diff in bytes of change images and commit text, and of /api/diff's patches (4 MiB); a larger commit spans pages, a single larger change is sent alone",
 			func(c *Config, n int64) error { c.HistoryPageBytes = n; return nil }),
 		countOption("max_diff_changes", "100000",
-			"most changes the log between the two positions of one /api/diff may hold, counted from its commits before the diff reads it (every page reads them all, whatever type= and id= keep); past it the diff is answered 400 naming this key and the position up to which a diff from its from fits",
+			"most changes the log between the two positions of one /api/diff may hold, counted from its commits before the diff reads it (every page reads them all, whatever type= and id= keep), and about as many commits, for those written without changes; past it the diff is answered 400 naming this key and the position up to which a diff from its from fits",
 			func(c *Config, n int) { c.MaxDiffChanges = n }),
 		countOption("max_webhooks_per_database", "20",
 			"most webhooks one database may have",

@@ -155,8 +155,12 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 	if rg, err := e.store.DiffRange(ctx, d, q.From, sq.To, e.maxDiffChanges); err != nil {
 		return nil, sluice.Position{}, err
 	} else if rg.Over {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "the log of %s between from %s and to %s holds more than %d changes, the most one diff reads (max_diff_changes): from %s, a diff reaches at most to=%s; diff up to there, then on from it (type= and id= do not narrow it: each page reads every change between its two positions)",
-			d.Path(), q.From, sq.To, e.maxDiffChanges, q.From, rg.Fits)
+		what := "changes"
+		if rg.ByCommits {
+			what = "commits" // written without changes, each still read
+		}
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "the log of %s between from %s and to %s holds more than %d %s, the most one diff reads (max_diff_changes): from %s, a diff reaches at most to=%s; diff up to there, then on from it (type= and id= do not narrow it: each page reads every change between its two positions)",
+			d.Path(), q.From, sq.To, e.maxDiffChanges, what, q.From, rg.Fits)
 	}
 	sc, err := e.scanVersions(ctx, d, s, role, q.From.Seq, sq.To.Seq)
 	if err != nil {

@@ -155,20 +155,21 @@ func (db *DB) Diff(ctx context.Context, d *sluice.Database, q DiffQuery) (*DiffP
 // DiffRange is how many changes the log between two positions holds, as
 // far as DB.DiffRange counts them.
 type DiffRange struct {
-	// Over reports whether the log holds more than the most asked for;
-	// Fits, then, is the furthest position after From up to which it
-	// holds no more.
-	Over bool
-	Fits sluice.Position
+	// Over reports whether the log holds more than the most changes
+	// asked for, or (ByCommits) more than that many commits and one
+	// after from's; Fits, then, is the furthest position after from up
+	// to which it holds neither.
+	Over, ByCommits bool
+	Fits            sluice.Position
 }
 
 // DiffRange reports whether the log of database d between from and to
 // (from not after to, both retained) holds more than most changes (most
 // at least 1). It reads the commits' rows alone, through their key, and
-// at most most+2 of them: every commit holds a change, so that many hold
-// more than most after from's own, and the count costs what most allows
-// whatever the range. A range of more commits than that is over even if
-// some held none.
+// at most most+2 of them, so that it costs what most allows whatever the
+// range: a commit holds a change but for those written without any, so
+// that many commits hold more than most changes after from's own, or
+// are over by themselves.
 func (db *DB) DiffRange(ctx context.Context, d *sluice.Database, from, to sluice.Position, most int64) (DiffRange, error) {
 	fromSeq := from.Seq // as Diff counts them
 	if from.Index == sluice.WholeCommit {
@@ -205,7 +206,7 @@ func (db *DB) DiffRange(ctx context.Context, d *sluice.Database, from, to sluice
 		if prev != nil {
 			fits = sluice.Position{Epoch: d.Epoch, Seq: *prev, Index: sluice.WholeCommit}
 		}
-		return DiffRange{Over: true, Fits: fits}, nil
+		return DiffRange{Over: true, ByCommits: upto <= most, Fits: fits}, nil
 	}
 	return DiffRange{Over: true, Fits: sluice.Position{Epoch: d.Epoch, Seq: seq, Index: int(first + most - before - 1)}}, nil
 }

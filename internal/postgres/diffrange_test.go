@@ -1,0 +1,69 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/postgres"
+)
+
+// TestDiffRangeCounts: DiffRange counts the changes between two positions
+// exactly, those of the commits at either end after and up to their
+// positions' indexes, and names the furthest position that fits: inside
+// the commit that passes the bound, or at the end of the one before when
+// that one reaches it; commits without changes count as commits, so that
+// more of them than the bound allows is over too.
+func TestDiffRangeCounts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, s := noteDatabase(t, db, "r")
+	// Commits 1 to 6 hold 3, 1, 0, 0, 0 and 2 changes.
+	next := 0
+	for _, n := range []int{3, 1, 0, 0, 0, 2} {
+		_, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+			Documents: func(_ context.Context, w *postgres.Writer) error {
+				docs := make([]*sluice.Document, n)
+				for i := range docs {
+					docs[i] = &sluice.Document{ID: fmt.Sprintf("Note/n%d", next), Type: "Note", Fields: map[string]any{"text": "x"}}
+					next++
+				}
+				return w.Insert(ctx, docs)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pos := func(seq int64, index int) sluice.Position {
+		return sluice.Position{Epoch: d.Epoch, Seq: seq, Index: index}
+	}
+	const whole = sluice.WholeCommit
+	for _, c := range []struct {
+		from, to sluice.Position
+		most     int64
+		want     postgres.DiffRange
+	}{
+		{pos(0, whole), pos(6, whole), 6, postgres.DiffRange{}},
+		{pos(0, whole), pos(6, whole), 5, postgres.DiffRange{Over: true, Fits: pos(6, 0)}},
+		{pos(0, whole), pos(6, whole), 4, postgres.DiffRange{Over: true, Fits: pos(5, whole)}},
+		{pos(0, whole), pos(6, whole), 3, postgres.DiffRange{Over: true, Fits: pos(1, whole)}},
+		{pos(0, whole), pos(6, whole), 2, postgres.DiffRange{Over: true, Fits: pos(1, 1)}},
+		{pos(0, whole), pos(6, 0), 5, postgres.DiffRange{}},
+		{pos(1, 0), pos(6, whole), 5, postgres.DiffRange{}},
+		{pos(1, 0), pos(6, whole), 4, postgres.DiffRange{Over: true, Fits: pos(6, 0)}},
+		{pos(1, 0), pos(1, 2), 2, postgres.DiffRange{}},
+		{pos(1, 0), pos(1, 2), 1, postgres.DiffRange{Over: true, Fits: pos(1, 1)}},
+		{pos(1, 2), pos(2, whole), 1, postgres.DiffRange{}},
+		{pos(6, whole), pos(6, whole), 1, postgres.DiffRange{}},
+		// Commits 3 to 5 hold no change: three commits pass a bound of one.
+		{pos(2, whole), pos(5, whole), 1, postgres.DiffRange{Over: true, ByCommits: true, Fits: pos(4, whole)}},
+		{pos(2, whole), pos(4, whole), 1, postgres.DiffRange{}},
+	} {
+		got, err := db.DiffRange(ctx, d, c.from, c.to, c.most)
+		if err != nil || got != c.want {
+			t.Errorf("DiffRange(%s, %s, %d) = %+v, %v; want %+v", c.from, c.to, c.most, got, err, c.want)
+		}
+	}
+}
