@@ -1,7 +1,9 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -9,9 +11,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // TestBrowserConsole runs test/browser/console.mjs: Debian's Chromium,
@@ -61,8 +67,39 @@ func TestBrowserConsole(t *testing.T) {
 	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/many", `{"@type":"C29","@id":"last","n":1}`)
 	a.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/webhooks/admin/shop",
 		`{"url":"`+receiver.URL+`/hook","description":"receiver","classes":["Product"]}`)
+	// A database whose first commit retention pruned: Note/kept, made
+	// there and updated since, has a history that says so.
+	a.CreateDatabase(t, "aged", "type Note { text: String! }")
+	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/aged", `{"@type":"Note","@id":"kept","text":"first"}`)
+	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/document/admin/aged?message=second+words", `{"@type":"Note","@id":"Note/kept","text":"second"}`)
+	pruneFirstCommit(t, a, "aged")
 
 	dt.RunBrowserScript(t, "console.mjs", a.URL, b.URL, dt.AdminPassword, "rita", "rita-password", os.Getenv("SLUICE_CONSOLE_SCREENSHOTS"))
+}
+
+// pruneFirstCommit makes the first commit of database admin/db on d older
+// than an hour and prunes the log with a retention of an hour, which
+// removes that commit alone (the others were just made).
+func pruneFirstCommit(t *testing.T, d *dt.Daemon, db string) {
+	t.Helper()
+	ctx := context.Background()
+	pg, err := pgx.Connect(ctx, d.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close(ctx)
+	if _, err := pg.Exec(ctx, `UPDATE sluice.commits SET committed_at = now() - interval '2 hours'
+		WHERE seq = 1 AND db_id = (SELECT id FROM sluice.databases WHERE org = 'admin' AND name = $1)`, db); err != nil {
+		t.Fatal(err)
+	}
+	store, err := postgres.Open(ctx, d.DatabaseURL, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	if _, err := store.Prune(ctx, time.Now(), time.Hour, nil); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestBrowserConsoleNames runs test/browser/console-names.mjs: the

@@ -18,7 +18,8 @@
 //   off); a reload on a deep link; a deletion; the stream
 //   showing a commit made on B, then paused and resumed from its
 //   position; the history with old and new values, a document's history
-//   and the class as of a position; webhooks with their failed attempts,
+//   (one whose creation retention pruned says so) and the class as of a
+//   position; webhooks with their failed attempts,
 //   paused, resumed and replayed; the users for the super user; a
 //   revoked token signed out at its next request; then the same views for
 //   a reader, who sees nothing the admin's session read when signing in
@@ -33,7 +34,8 @@
 //
 //   node console.mjs <daemon A URL> <daemon B URL> <admin password> <reader> <reader password> [screenshot dir]
 //
-// The daemons hold the database admin/shop made by the Go test
+// The daemons hold the databases admin/shop and admin/aged (its first
+// commit pruned) made by the Go test
 // (internal/console TestBrowserConsole). CHROMIUM names the browser
 // (default /usr/bin/chromium).
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -429,6 +431,19 @@ try {
   }
   await check('as-of', 'Product/p010');
   step('a document\'s versions, newest first, with what each changed; the class as of its first version, read-only');
+
+  // A document whose creation retention pruned (admin/aged's first
+  // commit, made by the Go test): its history says so, and links to the
+  // oldest state of it still known.
+  await go('/console/admin/aged/history?doc=Note/kept');
+  await waitFor('its retained version', () => hasText('second words'));
+  const pruned = (await fetch(`${base}/api/history/admin/aged?id=Note/kept`, { headers: { Authorization: admin } })).headers.get('Sluice-History-Pruned');
+  if (!pruned) throw new Error('GET /api/history of Note/kept carries no Sluice-History-Pruned');
+  await waitFor(`the pruned history named (${pruned})`, () => hasText(`History before position ${pruned} was pruned`));
+  await check('document-history-pruned', 'History of Note/kept');
+  await clickText('a', 'Read it as of that position');
+  await waitFor('Note/kept as it was then', () => page.evaluate(() => document.querySelector('#field-text')?.value === 'first'));
+  step('a document\'s history says what retention pruned, and reads it as of the pruned commits\' end');
 
   // 10. Webhooks: their state and failed attempts; paused and resumed.
   await go('/console/admin/shop/webhooks');

@@ -130,10 +130,13 @@ function Commit({ org, db, id }) {
 function DocumentHistory({ org, db, id, before }) {
   const hist = useLoad(async (signal) => {
     const res = await request('GET', `${dbPath('/api/history', org, db)}?id=${encodeURIComponent(id)}&count=${pageSize}${before ? `&before=${encodeURIComponent(before)}` : ''}`, { signal });
-    return { versions: res.data, next: nextCursor(res, 'before') };
+    // The last page names, when retention pruned commits the document
+    // existed at the end of, the end of the newest of them.
+    return { versions: res.data, next: nextCursor(res, 'before'), pruned: res.headers.get('Sluice-History-Pruned') || '' };
   }, [org, db, id, before]);
   const cls = id.split('/')[0];
   const versions = hist.data?.versions || [];
+  const pruned = hist.data?.pruned;
   return html`<h1>History of ${id} <span class="muted">in ${org}/${db}</span></h1>
     <p><${Link} href=${dbHref(org, db, 'history')}>All commits</${Link}> · <${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(cls)}`)}?open=${encodeURIComponent(id)}`}>Open it now</${Link}></p>
     ${hist.loading && html`<${Busy}>Reading its versions…</${Busy}>`}
@@ -146,7 +149,10 @@ function DocumentHistory({ org, db, id, before }) {
           ${v.document && html` · <${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(cls)}`)}?asOf=${encodeURIComponent(v.position)}&open=${encodeURIComponent(id)}`}>As it was then</${Link}>`}</p>
         <ol class="changelist"><${Change} org=${org} db=${db} ch=${ch} links=${false} /></ol>
         ${!older && hist.data.next && html`<p class="muted">The version before is on the next page.</p>`}
+        ${!older && pruned && html`<p class="muted">The version before was pruned: its old values are not known here.</p>`}
       </li>`;
     })}</ol>`)}
+    ${pruned && html`<p class="notice">History before position <code>${pruned}</code> was pruned (log retention), and ${id} existed then${versions.length ? ': its oldest version listed is not its first' : ''}.${' '}
+      <${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(cls)}`)}?asOf=${encodeURIComponent(pruned)}&open=${encodeURIComponent(id)}`}>Read it as of that position</${Link}></p>`}
     ${hist.data?.next && html`<p><${Link} href=${withQuery({ before: hist.data.next })}>Older versions</${Link}></p>`}`;
 }
