@@ -124,6 +124,22 @@ type Commit struct {
 	RowImages bool
 }
 
+// Stamp tells one commit of a database's log from another of the same
+// sequence number: a log that lost its newest commits (a Postgres failover
+// to an asynchronous standby, a restore) gives their numbers to the next
+// commits, which sequence numbers alone cannot tell from the lost ones.
+// The uid is unique in one history of the server, but a server rewound
+// may draw a lost commit's uid again (the uid sequence rewinds with it);
+// the time it was committed, later, tells them apart then. The zero
+// Stamp is none.
+type Stamp struct {
+	UID  int64
+	Time time.Time
+}
+
+// Stamp returns c's stamp (of any piece of it: they share it).
+func (c *Commit) Stamp() Stamp { return Stamp{UID: c.UID, Time: c.Time} }
+
 // ID returns the commit id shown to clients: its sequence number in decimal.
 func (c *Commit) ID() string { return strconv.FormatInt(c.Seq, 10) }
 

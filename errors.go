@@ -218,6 +218,12 @@ var ErrStorageUnavailable = Errorf(CodeUnavailable, "the database server is unav
 // retry for ever; see changefeed's Tailer).
 var ErrUnreadableCommit = errors.New("a commit of the log cannot be read")
 
+// ErrCommitReplaced marks a read of the log after a commit that the log
+// no longer holds, another commit having its sequence number (Stamp): its
+// newest commits were lost, in a Postgres failover or a restore, and new
+// ones took their numbers. The reader cannot read on from where it stood.
+var ErrCommitReplaced = errors.New("the log holds another commit of that number: the commit read before was lost")
+
 // ErrOutcomeUnknown is the error of a write whose connection to Postgres
 // was lost after its COMMIT was sent and before Postgres answered it: the
 // write may or may not have been committed. Unlike ErrStorageUnavailable,

@@ -40,8 +40,10 @@
 // Sequences are gapless, so a read that does not start where it should
 // means the history was pruned: the subscription ends with a CodeGone
 // error. A log that ends before what was read (its newest commits lost in
-// a failover or a restore) ends every subscription that may have received
-// a lost commit, or part of one, with a CodeGone error (rewind.go).
+// a failover or a restore), or holds another commit of the number of the
+// last one read (new commits took the lost ones' numbers: sluice.Stamp),
+// ends every subscription that may have received a lost commit, or part
+// of one, with a CodeGone error (rewind.go).
 // Subscribe itself refuses a position from another epoch or older
 // than retained history (CodeGone) and one ahead of the log (CodeInvalid).
 // Hub.Floors gives Prune what local subscriptions still need.

@@ -29,8 +29,11 @@ type Log interface {
 	// may start inside. Commits carry the AccessVersion of the snapshot
 	// they were read in. more reports whether the log held more. A result
 	// that does not start right after after, or a Gone error, means the
-	// history in between was pruned.
-	ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) (commits []*sluice.Commit, more bool, err error)
+	// history in between was pruned. of, unless zero, is the stamp of
+	// commit after.Seq as the reader read it: when the log holds another
+	// commit of that number, the read fails with sluice.ErrCommitReplaced
+	// (rewind.go).
+	ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp, limit int, maxBytes int64) (commits []*sluice.Commit, more bool, err error)
 	// AccessChanges returns the access log's changes in (after, upTo],
 	// oldest first: at most upTo-after, since versions are unique, so
 	// the range bounds what a read holds (guards.sync reads accessPage
@@ -463,14 +466,14 @@ func (h *Hub) publish(c *sluice.Commit) {
 		}
 		out := s.prepare(m, c, classes)
 		if out == nil {
-			s.setMark(m.Max(c.Taken()))
+			s.took(m, c)
 			continue
 		}
 		if size := pieceBytes(out); s.bytes.fits(len(s.ch), size, h.bytes) {
 			select {
 			case s.ch <- out:
 				s.bytes.pushed(size)
-				s.setMark(c.Taken())
+				s.took(m, c)
 				s.queued.Add(1)
 				s.notify()
 				continue
@@ -541,6 +544,12 @@ func (h *Hub) catchUp(s *Subscription) {
 			if ctx.Err() != nil {
 				return
 			}
+			if errors.Is(err, sluice.ErrCommitReplaced) {
+				// The commit its mark names was lost, and maybe some
+				// before it (rewind.go).
+				s.finish(lostError(s.db, m.After().Seq-1))
+				return
+			}
 			if sluice.ErrorCode(err) == sluice.CodeGone {
 				s.finish(h.goneError(ctx, s, m, err))
 				return
@@ -598,8 +607,8 @@ func (h *Hub) catchUp(s *Subscription) {
 					return
 				}
 			}
-			m = m.Max(c.Taken())
-			s.setMark(m)
+			s.took(m, c)
+			m = s.mark()
 		}
 		if more || len(cs) > 0 {
 			continue
@@ -641,7 +650,7 @@ func (h *Hub) readLog(ctx context.Context, s *Subscription, m sluice.Cursor) ([]
 	if counted && h.readAs != nil {
 		rctx = h.readAs(ctx, u)
 	}
-	return h.log.ReadLog(rctx, s.db, m.After(), h.batch, h.piece)
+	return h.log.ReadLog(rctx, s.db, m.After(), s.stamp, h.batch, h.piece)
 }
 
 // Floors returns, per database, the lowest cursor (the last commit a

@@ -29,6 +29,7 @@ type memLog struct {
 	mu      sync.Mutex
 	commits []*sluice.Commit
 	pruned  int64
+	uids    int64 // the last uid drawn
 	access  []sluice.AccessChange
 	// readingAccess, when set, is called as AccessChanges begins, with
 	// the range asked for, without l.mu (a read of Postgres, which may
@@ -61,10 +62,14 @@ func (l *memLog) ChangeCount(_ context.Context, _, seq int64) (int, bool, error)
 
 // ReadLog reads like postgres.DB.ReadLog: commits after position after,
 // at most limit, cut into pieces of about maxBytes of changes (a change
-// without images counts one byte).
-func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
+// without images counts one byte); ErrCommitReplaced when the log holds
+// another commit after.Seq than of.
+func (l *memLog) ReadLog(_ context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if i := after.Seq - l.pruned - 1; of.UID != 0 && i >= 0 && i < int64(len(l.commits)) && l.commits[i].Stamp() != of {
+		return nil, false, fmt.Errorf("commit %d of %s: %w", after.Seq, d.Path(), sluice.ErrCommitReplaced)
+	}
 	m := sluice.CursorAt(after)
 	if m.Seq+1 <= l.pruned && l.pruned > 0 {
 		return nil, false, sluice.Errorf(sluice.CodeGone, "pruned")
@@ -128,7 +133,8 @@ func (l *memLog) AccessChanges(_ context.Context, after, upTo int64) ([]sluice.A
 func (l *memLog) add(classes ...string) *sluice.Commit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: l.pruned + int64(len(l.commits)) + 1, Time: time.Now(),
+	l.uids++
+	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: l.pruned + int64(len(l.commits)) + 1, UID: l.uids, Time: time.Now(),
 		AccessVersion: int64(len(l.access))}
 	if len(classes) == 0 {
 		classes = []string{"T"}

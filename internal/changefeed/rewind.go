@@ -14,6 +14,20 @@ import (
 // going on, it would take the commits that reuse the lost sequence
 // numbers for the ones it had, and receive their changes after the ones
 // it had, silently. The others go on.
+//
+// A log that lost its newest commits may take new ones before a reader
+// looks again, giving them the lost numbers: its end then is not before
+// what was read. Every commit has a stamp (sluice.Stamp) no other commit
+// of its number shares. The tailer keeps the stamp of the last commit it
+// handed on, and each subscription that of the last commit it took
+// (Subscription.took): their reads of the log check it in the statement
+// that reads the commits (Log.ReadLog's of), and find the commit replaced
+// whether commits follow it or not. The tailer then rewinds the hub to
+// the commit before (Tailer.replaced), and a catch-up ends its
+// subscription. A reader whose commit is still in the log has every
+// commit before it as it read them: a log loses its newest commits only.
+// A subscription from a client's position has no stamp until it took a
+// commit: positions carry none.
 
 // rewind tells the hub that database id's log now ends at commit head,
 // before what the tailer had handed on: the subscriptions past the end
@@ -106,7 +120,8 @@ func lostAt(c sluice.Cursor, h sluice.History) (head int64, lost bool) {
 }
 
 // lostError is the error a subscription of database d ends with when d's
-// log was found ending at commit head, before what it may have received.
+// log was found ending at commit head, before what it may have received,
+// or holding other commits after head than it had (Tailer.replaced).
 func lostError(d *sluice.Database, head int64) error {
-	return sluice.Errorf(sluice.CodeGone, "the commit log of %s now ends at commit %d, before commits this stream may have received: they were lost (a Postgres failover or a restore); re-read the current state", d.Path(), head)
+	return sluice.Errorf(sluice.CodeGone, "the commit log of %s now ends at commit %d, before commits this stream may have received, or new commits took their numbers: they were lost (a Postgres failover or a restore); re-read the current state", d.Path(), head)
 }

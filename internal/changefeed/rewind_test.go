@@ -2,6 +2,7 @@ package changefeed
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,4 +174,142 @@ func TestHubCatchUpInsideALostCommit(t *testing.T) {
 			endsGone(t, s, 1)
 		})
 	}
+}
+
+// The log rewound and took new commits before the tailer looked again:
+// the new commits have the lost ones' numbers, so the log's end is not
+// before what the tailer read, and only the commits' stamps tell them
+// apart (Tailer.replaced).
+
+// replacedCommit2 runs a tailer and a live subscriber that received
+// commit 2 of a log of two, then replaces commit 2 with a new one of ten
+// changes of class U, without waking the tailer: the log lost commit 2
+// and a new commit took its number. It returns the store, the tailer
+// and the subscriber.
+func replacedCommit2(t *testing.T) (*fakeStore, *Tailer, *Subscription) {
+	t.Helper()
+	store := newFakeStore()
+	store.add("T")
+	h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour})
+	waitFor(t, func() bool { return tl.Running() && store.listens.Load() == 1 })
+	live := subscribe(t, h, nil, Options{})
+	store.add("T")
+	tl.Wake(1)
+	if got := receive(t, live, 1); got[0] != 2 {
+		t.Fatalf("before the loss: got %v", got)
+	}
+	store.mu.Lock()
+	store.commits = store.commits[:1]
+	store.mu.Unlock()
+	store.add(tenU...)
+	return store, tl, live
+}
+
+// newCommit2 checks that a subscription from commit 1 receives the
+// commit that took number 2, whole (its ten changes of class U, maybe in
+// pieces), then the commits up to last.
+func newCommit2(t *testing.T, tl *Tailer, last int64) {
+	t.Helper()
+	from := sluice.Position{Epoch: testDB.Epoch, Seq: 1, Index: sluice.WholeCommit}
+	late := subscribe(t, tl.hub, &from, Options{})
+	var got []string // commit:index:class of each change
+	var want []string
+	for i := range 10 {
+		want = append(want, fmt.Sprintf("2:%d:U", i))
+	}
+	for seq := int64(3); seq <= last; seq++ {
+		want = append(want, fmt.Sprintf("%d:0:U", seq))
+	}
+	timeout := time.After(wait)
+	for len(got) < len(want) {
+		select {
+		case c := <-late.Commits():
+			for _, ch := range c.Changes {
+				got = append(got, fmt.Sprintf("%d:%d:%s", c.Seq, ch.Index, ch.Class))
+			}
+		case <-timeout:
+			t.Fatalf("received %v, want %v", got, want)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("received %v, want %v", got, want)
+	}
+}
+
+// TestTailerFindsCommitReplaced: the tailer's next read of the log after
+// commit 2, which a new commit replaced, ends the subscriber that
+// received the lost commit 2 with api:Gone before anything of the new
+// log reaches it, whether a commit follows the new commit 2 (read on, the
+// subscriber received commit 3 of the new log after the lost commit 2)
+// or not (the new commit 2 was never delivered, and nothing said so).
+// The new commits reach a subscriber from commit 1.
+func TestTailerFindsCommitReplaced(t *testing.T) {
+	t.Parallel()
+	for _, then := range []int{0, 1} {
+		t.Run(fmt.Sprintf("then %d commits", then), func(t *testing.T) {
+			t.Parallel()
+			store, tl, live := replacedCommit2(t)
+			for range then {
+				store.add("U")
+			}
+			tl.Wake(1) // as the new commits' notification does
+			endsGone(t, live, 1)
+			newCommit2(t, tl, int64(2+then))
+		})
+	}
+}
+
+// TestTailerFindsCommitReplacedOnReconnect: when the new commit 2's
+// notification is lost (the listener's connection was, as in a
+// failover), the listener's new connection has the tailer read on after
+// every commit it read last: the head, commit 2, did not move, so no
+// poll would have read the log again.
+func TestTailerFindsCommitReplacedOnReconnect(t *testing.T) {
+	t.Parallel()
+	store, tl, live := replacedCommit2(t)
+	store.listenFail <- struct{}{}
+	endsGone(t, live, 1)
+	newCommit2(t, tl, 2)
+}
+
+// TestTailerFindsCommitReplacedInsideIt: the tailer stands inside commit
+// 2, of which a subscriber has the first piece, when a new commit 2 of
+// more changes replaces it. Read on from where it stood, the tailer
+// handed on the new commit's changes after the seventh as the rest of
+// the lost one; the subscriber ends with api:Gone instead.
+func TestTailerFindsCommitReplacedInsideIt(t *testing.T) {
+	t.Parallel()
+	store, tl, live := insideLostCommit(t)
+	store.add(tenU...) // a new commit 2
+	tl.Wake(1)
+	endsGone(t, live, 1)
+	newCommit2(t, tl, 2)
+}
+
+// TestHubCatchUpFindsCommitReplaced: a catching-up subscription that
+// received commit 2 reads on after it once the log lost commits 2 to 4
+// and new commits took their numbers: it ends with api:Gone, as the
+// tailer's read would end it live, instead of receiving the new commits
+// 3 and 4 after the lost commit 2 (the tailer, behind or ahead, rewinds
+// to no end it could tell from this subscription's).
+func TestHubCatchUpFindsCommitReplaced(t *testing.T) {
+	t.Parallel()
+	h, l := newHub(t, HubOptions{BatchSize: 2})
+	for range 4 {
+		l.add()
+	}
+	h.track(1, 4)
+	s := subscribe(t, h, &sluice.Position{Epoch: testDB.Epoch, Seq: 0, Index: sluice.WholeCommit}, Options{Queue: 1})
+	// It read commits 1 and 2, queued 1 and waits to queue 2.
+	eventually.True(t, wait, "commit 1 queued", func() bool { return len(s.Commits()) == 1 })
+	l.mu.Lock()
+	l.commits = l.commits[:1]
+	l.mu.Unlock()
+	for range 3 {
+		l.add("U")
+	}
+	if got := receive(t, s, 2); got[0] != 1 || got[1] != 2 {
+		t.Fatalf("got %v", got)
+	}
+	endsGone(t, s, 1)
 }

@@ -29,8 +29,12 @@ type Subscription struct {
 	// were put in ch or skipped. The tailer writes them (under st.mu)
 	// while live, the catch-up goroutine while not; the hand-over between
 	// the two happens under st.mu. Others read only cursor (atomic).
-	cursor   atomic.Int64
-	part     int
+	cursor atomic.Int64
+	part   int
+	// stamp is that of the commit the mark names (the last one it has
+	// changes of), written with it; zero when not known (a mark from a
+	// client's position): the catch-up's reads check it (rewind.go).
+	stamp    sluice.Stamp
 	live     atomic.Bool
 	catchUps atomic.Int64
 	// queued counts the commits put in ch, live or from the log.
@@ -120,10 +124,23 @@ func (s *Subscription) sleep(d time.Duration) bool {
 // mark returns how far s got. Only its writer (see cursor) may call it.
 func (s *Subscription) mark() sluice.Cursor { return sluice.Cursor{Seq: s.cursor.Load(), Part: s.part} }
 
-// setMark records how far s got. Only its writer may call it.
+// setMark records how far s got, and forgets the stamp of its commit.
+// Only its writer may call it.
 func (s *Subscription) setMark(m sluice.Cursor) {
 	s.part = m.Part
 	s.cursor.Store(m.Seq)
+	s.stamp = sluice.Stamp{}
+}
+
+// took records that s got piece c (put in ch or skipped), its mark being
+// m: its mark moves to the end of c, and its stamp to c's, unless m is
+// past it already. Only its writer may call it.
+func (s *Subscription) took(m sluice.Cursor, c *sluice.Commit) {
+	if !m.Less(c.Taken()) {
+		return
+	}
+	s.setMark(c.Taken())
+	s.stamp = c.Stamp()
 }
 
 // classFilter is the classes a subscription delivers, computed for

@@ -81,12 +81,22 @@ type Tailer struct {
 	mu      sync.Mutex
 	pending map[int64]struct{} // databases woken since the last sync
 	full    bool               // re-read every database's head
+	// recheck, set when the listener (re)connects, makes the next full
+	// read also read on every database whose stamp it knows: a commit
+	// that took the number of the one it read last (rewind.go) leaves
+	// the head where it was, and its notification may be lost with the
+	// connection.
+	recheck bool
 	wake    chan struct{}
 
 	// Owned by Run's goroutine.
-	dbs     map[int64]*sluice.Database // followed databases (ID and Epoch)
-	pos     map[int64]sluice.Cursor    // how far the log was handed to the hub
-	started bool                       // the first read of the heads is done
+	dbs map[int64]*sluice.Database // followed databases (ID and Epoch)
+	pos map[int64]sluice.Cursor    // how far the log was handed to the hub
+	// stamps holds the stamp of the last commit handed on (pos.After's
+	// Seq), absent when not known: each read of the log checks that the
+	// log still holds it (rewind.go).
+	stamps  map[int64]sluice.Stamp
+	started bool // the first read of the heads is done
 	// lost is set while Postgres is unreachable: the open streams were
 	// ended once (their access can no longer be checked), not again.
 	lost bool
@@ -136,7 +146,7 @@ func NewTailer(store Store, hub *Hub, o TailerOptions) *Tailer {
 	return &Tailer{
 		store: store, hub: hub, logger: o.Logger, metrics: o.Metrics, poll: o.Poll, batch: o.BatchSize, piece: o.PieceBytes, now: o.Now, onDrop: o.OnDrop,
 		pending: map[int64]struct{}{}, full: true, wake: make(chan struct{}, 1), synced: make(chan struct{}),
-		dbs: map[int64]*sluice.Database{}, pos: map[int64]sluice.Cursor{},
+		dbs: map[int64]*sluice.Database{}, pos: map[int64]sluice.Cursor{}, stamps: map[int64]sluice.Stamp{},
 	}
 }
 
@@ -229,7 +239,7 @@ func (t *Tailer) setRunning(ok bool) {
 // sync reads every woken database's new commits and hands them over.
 func (t *Tailer) sync(ctx context.Context) error {
 	t.mu.Lock()
-	full := t.full
+	full, recheck := t.full || t.recheck, t.recheck
 	ids := make([]int64, 0, len(t.pending))
 	for id := range t.pending {
 		ids = append(ids, id)
@@ -239,12 +249,18 @@ func (t *Tailer) sync(ctx context.Context) error {
 	}
 	clear(t.pending)
 	t.full = false
+	t.recheck = false
 	t.mu.Unlock()
 
 	if full {
 		var err error
-		if ids, err = t.heads(ctx); err != nil {
+		if ids, err = t.heads(ctx, recheck); err != nil {
 			t.retry(full, ids)
+			if recheck {
+				t.mu.Lock()
+				t.recheck = true
+				t.mu.Unlock()
+			}
 			if ctx.Err() == nil {
 				t.logger.Log(ctx, failureLevel(err), "change feed: read heads", "err", err)
 			}
@@ -320,8 +336,9 @@ func (t *Tailer) retry(full bool, ids []int64) {
 }
 
 // heads reads every database's head: it starts following new databases
-// at their head, drops deleted ones, and returns those with new commits.
-func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
+// at their head, drops deleted ones, and returns those with new commits,
+// and, with recheck, those whose last commit read it knows the stamp of.
+func (t *Tailer) heads(ctx context.Context, recheck bool) ([]int64, error) {
 	hs, access, err := t.store.Heads(ctx)
 	if err != nil {
 		return nil, err
@@ -357,7 +374,8 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 			t.rewound(h.DatabaseID, h.LastSeq, p)
 			continue
 		}
-		if h.LastSeq > p.Seq {
+		_, stamped := t.stamps[h.DatabaseID]
+		if h.LastSeq > p.Seq || recheck && stamped {
 			behind = append(behind, h.DatabaseID)
 		}
 	}
@@ -366,6 +384,7 @@ func (t *Tailer) heads(ctx context.Context) ([]int64, error) {
 		if !seen[id] {
 			delete(t.dbs, id)
 			delete(t.pos, id)
+			delete(t.stamps, id)
 			t.hub.drop(id)
 			t.forget(id)
 			if t.onDrop != nil {
@@ -386,7 +405,28 @@ func (t *Tailer) rewound(id, head int64, pos sluice.Cursor) {
 	t.logger.Error("change feed: a database's commit log ends before commits this process read; they were lost (a Postgres failover with asynchronous replication, or a restore); ending the streams that may have received them",
 		"database", id, "head", head, "read", pos.Seq, "read_part", pos.Part)
 	t.pos[id] = sluice.WholeCursor(head)
+	delete(t.stamps, id)
 	t.hub.rewind(id, head)
+}
+
+// replaced handles database id's log found holding another commit of the
+// number of the last one the tailer handed on, standing at pos: it lost
+// that commit, and maybe some before it, and new commits took their
+// numbers (a Postgres failover with asynchronous replication, or a
+// restore), before the head showed it. Read on, the log's commit of that
+// number passed for the one the streams had, and they went on without
+// it, or received the rest of another commit as the rest of theirs. The
+// streams that received it end as when the log ends before it, the
+// tailer reads on from the commit before (which may be a new one too:
+// the streams behind it that received a lost commit are catching up and
+// find out for themselves).
+func (t *Tailer) replaced(id int64, pos sluice.Cursor) {
+	seq := pos.After().Seq
+	t.logger.Error("change feed: a database's commit log holds another commit of the number of one this process read; the commit was lost (a Postgres failover with asynchronous replication, or a restore) and new commits took its number; ending the streams that may have received it",
+		"database", id, "commit", seq, "read_part", pos.Part)
+	t.pos[id] = sluice.WholeCursor(seq - 1)
+	delete(t.stamps, id)
+	t.hub.rewind(id, seq-1)
 }
 
 // forget deletes the metric series of database id, dropped: they would
@@ -445,12 +485,17 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		}
 		if t.hub.skipIfIdle(id, h.LastSeq) {
 			t.pos[id] = sluice.WholeCursor(h.LastSeq)
+			delete(t.stamps, id)
 			return nil
 		}
 	}
 	for {
 		pos := t.pos[id]
-		cs, more, err := t.store.ReadLog(ctx, d, pos.After(), t.batch, t.piece)
+		cs, more, err := t.store.ReadLog(ctx, d, pos.After(), t.stamps[id], t.batch, t.piece)
+		if errors.Is(err, sluice.ErrCommitReplaced) {
+			t.replaced(id, pos)
+			continue
+		}
 		if sluice.ErrorCode(err) == sluice.CodeGone {
 			h, herr := t.store.History(ctx, id)
 			if herr != nil {
@@ -468,6 +513,7 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 			// whether it lost anything.
 			t.logger.Warn("change feed: commits pruned before they were read", "database", id, "after", pos.Seq, "next", h.PrunedSeq+1)
 			t.pos[id] = sluice.WholeCursor(h.PrunedSeq)
+			delete(t.stamps, id)
 			t.hub.gap(id)
 			continue
 		}
@@ -488,6 +534,7 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		for _, c := range cs {
 			t.hub.publish(c)
 			t.pos[id] = c.Taken()
+			t.stamps[id] = c.Stamp()
 			if t.metrics != nil {
 				t.metrics.Published.WithLabelValues(dbLabel(id)).Add(float64(len(c.Changes)))
 				t.metrics.TailerLag.Set(t.now().Sub(c.Time).Seconds())
@@ -536,6 +583,9 @@ func (t *Tailer) listen(ctx context.Context) {
 		}
 		first, failing = false, false
 		backoff = 100 * time.Millisecond
+		t.mu.Lock()
+		t.recheck = true
+		t.mu.Unlock()
 		t.Wake(0)
 		for {
 			id, err := l.Wait(ctx)

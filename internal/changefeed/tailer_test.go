@@ -41,7 +41,7 @@ type fakeStore struct {
 	deleted atomic.Bool
 }
 
-func (f *fakeStore) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
+func (f *fakeStore) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	defer f.reads.Add(1)
 	f.mu.Lock()
 	f.afters = append(f.afters, after)
@@ -53,7 +53,7 @@ func (f *fakeStore) ReadLog(ctx context.Context, d *sluice.Database, after sluic
 		f.timeouts.Add(1)
 		return nil, false, sluice.Errorf(sluice.CodeUnavailable, "the statement took longer than its statement_timeout")
 	}
-	return f.memLog.ReadLog(ctx, d, after, limit, maxBytes)
+	return f.memLog.ReadLog(ctx, d, after, of, limit, maxBytes)
 }
 
 func newFakeStore() *fakeStore {

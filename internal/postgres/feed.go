@@ -27,8 +27,15 @@ import (
 // within retained history (History); a result that does not start with
 // the commit it expected means history was pruned meanwhile, and a read
 // from inside a commit that was pruned meanwhile is CodeGone.
-func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
-	cs, more, _, err := db.readLog(ctx, d, after, limit, maxBytes, false)
+//
+// of, unless zero, is the stamp of commit after.Seq as the caller read it:
+// when the log holds another commit of that number (its newest commits
+// were lost and new ones took their numbers), the read fails with
+// sluice.ErrCommitReplaced, whether or not commits follow. The statement
+// checks it; a commit the log no longer holds at all (pruned, or lost
+// without a new one of its number yet) passes.
+func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
+	cs, more, _, err := db.readLog(ctx, d, after, of, limit, maxBytes, false)
 	return cs, more, err
 }
 
@@ -39,12 +46,12 @@ func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 // Postgres). The webhooks read the log this way, within the room they
 // took in their budget for it.
 func (db *DB) ReadLogWithin(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64) (cs []*sluice.Commit, need int64, err error) {
-	cs, _, need, err = db.readLog(ctx, d, after, limit, maxBytes, true)
+	cs, _, need, err = db.readLog(ctx, d, after, sluice.Stamp{}, limit, maxBytes, true)
 	return cs, need, err
 }
 
 // readLog is ReadLog, and ReadLogWithin when bounded.
-func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Position, limit int, maxBytes int64, bounded bool) ([]*sluice.Commit, bool, int64, error) {
+func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp, limit int, maxBytes int64, bounded bool) ([]*sluice.Commit, bool, int64, error) {
 	startSeq, startIdx := after.Seq+1, 0
 	if after.Index != sluice.WholeCommit {
 		startSeq, startIdx = after.Seq, after.Index+1
@@ -56,11 +63,22 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// commits and rows tell whether more follow.
 	// Bounded, a first row past maxBytes comes without its images (CASE
 	// reads them only when they are sent), its size telling the need.
-	rows, err := db.logRows(ctx, `SELECT seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
+	// The first column compares commit after.Seq with of (null when not
+	// asked, or when the log does not hold it); the left join gives it a
+	// row, all else null, when no commit follows: the commit that took a
+	// lost one's number may be the newest. It costs a sort of the page's
+	// rows, already cut to maxLogRows (joined under the window, a sort
+	// of every row of the limit+1 commits before the cut).
+	var uid *int64
+	if of.UID != 0 {
+		uid = &of.UID
+	}
+	rows, err := db.logRows(ctx, `SELECT (SELECT uid <> $8 OR committed_at <> $9 FROM sluice.commits WHERE db_id = $1 AND seq = $10 AND $8 IS NOT NULL),
+			seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
 			idx, doc_ids, ops, CASE WHEN $7 AND upto > $5 THEN NULL ELSE befores END, CASE WHEN $7 AND upto > $5 THEN NULL ELSE afters END,
 			unknown, access, has_next, upto,
 			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1)
-		FROM (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
+		FROM (SELECT) one LEFT JOIN (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, ch.unknown, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
 				row_number() OVER w AS n,
@@ -74,9 +92,8 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 				ORDER BY idx LIMIT $6) ch ON true
 			WINDOW w AS (ORDER BY c.seq, ch.idx ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 			ORDER BY c.seq, ch.idx
-			LIMIT $6) page
-		WHERE n = 1 OR upto <= $5
-		ORDER BY seq, idx`, d.ID, startSeq, startIdx, limit, maxBytes, maxLogRows, bounded)
+			LIMIT $6) page ON n = 1 OR upto <= $5
+		ORDER BY seq, idx`, d.ID, startSeq, startIdx, limit, maxBytes, maxLogRows, bounded, uid, of.Time, after.Seq)
 	if err != nil {
 		return nil, false, 0, mapError(err)
 	}
@@ -86,15 +103,30 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	more := false
 	version := 0 // the database's schema version in the statement's snapshot
 	for rows.Next() {
+		var replaced *bool
+		if rows.RawValues()[1] == nil { // no commit follows
+			dest := make([]any, len(rows.FieldDescriptions()))
+			dest[0] = &replaced
+			if err := rows.Scan(dest...); err != nil {
+				return nil, false, 0, mapError(err)
+			}
+			if replaced != nil && *replaced {
+				return nil, false, 0, replacedError(d, after.Seq)
+			}
+			continue
+		}
 		var cur sluice.Commit
 		var lastIdx, idx *int
 		var ids []string
 		var ops []int16
 		var befores, afters, unknown []byte
 		var upto int64
-		if err := rows.Scan(&cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
+		if err := rows.Scan(&replaced, &cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
 			&idx, &ids, &ops, &befores, &afters, &unknown, &cur.AccessVersion, &more, &upto, &version); err != nil {
 			return nil, false, 0, mapError(err)
+		}
+		if replaced != nil && *replaced {
+			return nil, false, 0, replacedError(d, after.Seq)
 		}
 		if bounded && upto > maxBytes {
 			// Only the first row can be past maxBytes (the others are
@@ -171,6 +203,12 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		return nil, false, 0, err
 	}
 	return out, more, 0, nil
+}
+
+// replacedError is the error of a read after commit seq of d that found
+// another commit of that number (ReadLog).
+func replacedError(d *sluice.Database, seq int64) error {
+	return fmt.Errorf("commit %d of %s: %w", seq, d.Path(), sluice.ErrCommitReplaced)
 }
 
 // logRows runs the statement of readLog: on the pool, or, for a read

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -68,7 +69,7 @@ func TestReadLogInPieces(t *testing.T) {
 		after := from
 		reads := 0
 		for {
-			cs, more, err := db.ReadLog(ctx, d, after, 256, 16<<10)
+			cs, more, err := db.ReadLog(ctx, d, after, sluice.Stamp{}, 256, 16<<10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,12 +173,12 @@ func TestReadLogInsidePrunedCommitIsGone(t *testing.T) {
 		t.Fatalf("pruned %d commits (%v), want 2", n, err)
 	}
 	for _, after := range []sluice.Position{{Seq: 1, Index: 0}, {Seq: 2, Index: 4}, {Seq: 2, Index: 9}} {
-		cs, _, err := db.ReadLog(ctx, d, after, 16, 1<<20)
+		cs, _, err := db.ReadLog(ctx, d, after, sluice.Stamp{}, 16, 1<<20)
 		if sluice.ErrorCode(err) != sluice.CodeGone || !strings.Contains(err.Error(), fmt.Sprintf("commit %d of ", after.Seq)) {
 			t.Fatalf("ReadLog after %v: %d commits (first %+v), %v", after, len(cs), cs, err)
 		}
 	}
-	cs, _, err := db.ReadLog(ctx, d, sluice.Position{Seq: 1, Index: sluice.WholeCommit}, 16, 1<<20)
+	cs, _, err := db.ReadLog(ctx, d, sluice.Position{Seq: 1, Index: sluice.WholeCommit}, sluice.Stamp{}, 16, 1<<20)
 	if err != nil || len(cs) != 1 || cs[0].Seq != 3 {
 		t.Fatalf("ReadLog after commit 1: %+v, %v", cs, err)
 	}
@@ -231,7 +232,7 @@ func TestReadLogMarksSuperseded(t *testing.T) {
 			after := start
 			var got []bool
 			for {
-				cs, _, err := db.ReadLog(ctx, d, after, 16, budget)
+				cs, _, err := db.ReadLog(ctx, d, after, sluice.Stamp{}, 16, budget)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -248,6 +249,62 @@ func TestReadLogMarksSuperseded(t *testing.T) {
 			if !slices.Equal(got, want[from+1:]) {
 				t.Errorf("read in pieces of %d bytes after %v: superseded %v, want %v", budget, start, got, want[from+1:])
 			}
+		}
+	}
+}
+
+// TestReadLogFindsCommitReplaced: a read after a commit given the stamp
+// the reader read it with fails with ErrCommitReplaced when the log holds
+// another commit of that number (its newest commits were lost, in a
+// failover or a restore, and new ones took their numbers; here with the
+// uid drawn again, the uid sequence rewound with the log), whether
+// commits follow or not, and from inside the commit; given the stamp the
+// log holds, or none, it reads on.
+func TestReadLogFindsCommitReplaced(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d := bigCommit(t, db, 10) // commits 1 (3 changes), 2 (10), 3 (1)
+	cs, _, err := db.ReadLog(ctx, d, sluice.Position{Seq: 0, Index: sluice.WholeCommit}, sluice.Stamp{}, 16, 1<<20)
+	if err != nil || len(cs) != 3 {
+		t.Fatalf("ReadLog: %d commits, %v", len(cs), err)
+	}
+	of2, of3 := cs[1].Stamp(), cs[2].Stamp()
+	reads := []struct {
+		after sluice.Position
+		of    sluice.Stamp
+		seqs  []int64 // what it reads while the log holds the commit
+	}{
+		{sluice.Position{Seq: 2, Index: sluice.WholeCommit}, of2, []int64{3}},
+		{sluice.Position{Seq: 3, Index: sluice.WholeCommit}, of3, nil},
+		{sluice.Position{Seq: 2, Index: 4}, of2, []int64{2, 3}},
+	}
+	read := func(after sluice.Position, of sluice.Stamp) ([]int64, error) {
+		cs, _, err := db.ReadLog(ctx, d, after, of, 16, 1<<20)
+		var seqs []int64
+		for _, c := range cs {
+			seqs = append(seqs, c.Seq)
+		}
+		return seqs, err
+	}
+	for _, r := range reads {
+		if got, err := read(r.after, r.of); err != nil || !slices.Equal(got, r.seqs) {
+			t.Fatalf("ReadLog after %v of the commit it read: %v, %v; want %v", r.after, got, err, r.seqs)
+		}
+		other := sluice.Stamp{UID: r.of.UID + 1000, Time: r.of.Time}
+		if got, err := read(r.after, other); !errors.Is(err, sluice.ErrCommitReplaced) {
+			t.Fatalf("ReadLog after %v of a commit of another uid: %v, %v", r.after, got, err)
+		}
+	}
+	if err := db.ExecDBForTest(ctx, "UPDATE sluice.commits SET committed_at = committed_at + interval '1 second' WHERE db_id = $1 AND seq >= 2", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range reads {
+		if got, err := read(r.after, r.of); !errors.Is(err, sluice.ErrCommitReplaced) || got != nil {
+			t.Fatalf("ReadLog after %v once commits 2 and 3 were replaced: %v, %v", r.after, got, err)
+		}
+		if got, err := read(r.after, sluice.Stamp{}); err != nil || !slices.Equal(got, r.seqs) {
+			t.Fatalf("ReadLog after %v, unchecked: %v, %v; want %v", r.after, got, err, r.seqs)
 		}
 	}
 }

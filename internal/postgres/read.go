@@ -178,7 +178,7 @@ func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64, maxChan
 	var size int64
 	after := sluice.Position{Seq: seq - 1, Index: sluice.WholeCommit}
 	for {
-		cs, _, err := db.ReadLog(ctx, d, after, 1, commitPieceBytes)
+		cs, _, err := db.ReadLog(ctx, d, after, sluice.Stamp{}, 1, commitPieceBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -85,16 +85,16 @@ func TestCountedLogReadsTakeTheUsersShare(t *testing.T) {
 		}
 	}()
 	start := sluice.Position{Seq: 0, Index: sluice.WholeCommit}
-	if _, _, err := db.ReadLog(ctx, d, start, 16, 1<<20); err != nil {
+	if _, _, err := db.ReadLog(ctx, d, start, sluice.Stamp{}, 16, 1<<20); err != nil {
 		t.Fatalf("a read of the log counted for no one: %v", err)
 	}
 	short, cancel := context.WithTimeout(CountFor(ctx, 42), 50*time.Millisecond) // a deadline, not a wait for an event
 	defer cancel()
-	if _, _, err := db.ReadLog(short, d, start, 16, 1<<20); err == nil {
+	if _, _, err := db.ReadLog(short, d, start, sluice.Stamp{}, 16, 1<<20); err == nil {
 		t.Fatal("a read of the log counted for user 42 ran while the user held its whole share")
 	}
 	held[0]()
-	if _, _, err := db.ReadLog(CountFor(ctx, 42), d, start, 16, 1<<20); err != nil {
+	if _, _, err := db.ReadLog(CountFor(ctx, 42), d, start, sluice.Stamp{}, 16, 1<<20); err != nil {
 		t.Fatalf("a read of the log counted for user 42, within its share: %v", err)
 	}
 	db.shares.mu.Lock()

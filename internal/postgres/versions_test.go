@@ -58,7 +58,7 @@ func TestReadLogTellsSchemaVersions(t *testing.T) {
 	change("type Note { text: String! a: Int }", true) // 2, version 2
 	commit()                                           // 3, version 2
 	read := func() []*sluice.Commit {
-		cs, _, err := db.ReadLog(ctx, d, sluice.Position{Epoch: d.Epoch, Index: sluice.WholeCommit}, 100, 1<<20)
+		cs, _, err := db.ReadLog(ctx, d, sluice.Position{Epoch: d.Epoch, Index: sluice.WholeCommit}, sluice.Stamp{}, 100, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}

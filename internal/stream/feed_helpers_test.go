@@ -48,7 +48,7 @@ func (l *memLog) ChangeCount(_ context.Context, _, seq int64) (int, bool, error)
 	return 0, false, nil
 }
 
-func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Position, limit int, _ int64) ([]*sluice.Commit, bool, error) {
+func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Position, _ sluice.Stamp, limit int, _ int64) ([]*sluice.Commit, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := sluice.CursorAt(after)

@@ -602,7 +602,7 @@ func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, 
 func (l *loop) read(ctx context.Context, st *state) (cs []*sluice.Commit, need int64, err error) {
 	d := l.m.d
 	if st.reserved >= d.budget.size {
-		cs, _, err = d.store.ReadLog(ctx, st.w.Database, st.read, readCommits, st.reserved)
+		cs, _, err = d.store.ReadLog(ctx, st.w.Database, st.read, sluice.Stamp{}, readCommits, st.reserved)
 		return cs, 0, err
 	}
 	return d.store.ReadLogWithin(ctx, st.w.Database, st.read, readCommits, st.reserved)
