@@ -250,14 +250,21 @@ func (res *reservation) leave() {
 // single serves a request of single connection mode.
 func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
 	greq := graph.RequestFrom(r.Context())
-	if r.Method == http.MethodPut {
-		if greq.IdempotencyKey != "" {
-			// The PUT writes nothing, and the mutations sent on the
-			// reservation carry their own keys: ignored, the key would
-			// let a client believe them idempotent under it.
+	if greq.IdempotencyKey != "" {
+		// The PUT and the DELETE write nothing and record no answer,
+		// and the mutations sent on the reservation carry their own
+		// keys: ignored, the key would let a client believe them (or
+		// the mutations) idempotent under it.
+		switch r.Method {
+		case http.MethodPut:
 			writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by each mutation's POST of single connection mode; the PUT that reserves the stream writes nothing and takes none"))
 			return
+		case http.MethodDelete:
+			writeHTTPError(w, sluice.Errorf(sluice.CodeInvalid, "Idempotency-Key is honoured by each mutation's POST of single connection mode; the DELETE that stops an operation writes nothing and takes none"))
+			return
 		}
+	}
+	if r.Method == http.MethodPut {
 		t.reserve(w, r, greq)
 		return
 	}

@@ -391,3 +391,31 @@ func TestSingleConnectionReservationRefusesIdempotencyKey(t *testing.T) {
 		t.Fatalf("a reservation with an Idempotency-Key: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestSingleConnectionDeleteRefusesIdempotencyKey: an Idempotency-Key on
+// the DELETE that stops an operation is a 400 naming the header, as on
+// the PUT: the DELETE writes nothing and records no answer, so a key on
+// it would be ignored, letting a client believe it idempotent under the
+// key. The operation goes on. The DELETE was answered 200 and the key
+// ignored.
+func TestSingleConnectionDeleteRefusesIdempotencyKey(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "singledelkey", "type Dog { name: String! }")
+	path := "/api/graphql/admin/singledelkey"
+	tok := reserve(t, d, dt.Admin(), "singledelkey")
+	st := mustOpen(t, d, dt.Admin(), "GET", path+"?token="+tok, "", nil, "Accept", sse)
+	st.connected()
+	d.MustDo(t, 202, dt.Admin(), "POST", path, body("subscription { Dog_added { name } }", "extensions", map[string]any{"operationId": "s1"}),
+		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", tok)
+	r := d.Do(t, dt.Admin(), "DELETE", path+"?operationId=s1", nil, "X-GraphQL-Event-Stream-Token", tok, "Idempotency-Key", "del-1")
+	if r.Status != 400 || !strings.Contains(string(r.Body), `"BAD_REQUEST"`) ||
+		!strings.Contains(string(r.Body), "Idempotency-Key is honoured by each mutation's POST of single connection mode") {
+		t.Fatalf("a DELETE with an Idempotency-Key: %d %s", r.Status, r.Body)
+	}
+	// Refused, it stopped nothing: s1 still delivers.
+	insertDog(t, d, "singledelkey", "a")
+	if f := st.Event().String(); !strings.HasPrefix(f, "event: next\ndata: {\"id\":\"s1\",\"payload\":{\"data\":{\"Dog_added\":{\"name\":\"a\"}}") {
+		t.Fatalf("after the refused DELETE: %q", f)
+	}
+}
