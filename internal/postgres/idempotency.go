@@ -27,6 +27,20 @@ import (
 // process dies; a write that did not record its key deletes its claim
 // after (releaseKey), and claims left by a process that died are pruned.
 //
+// A claim is committed before it can be locked, so there is a moment,
+// as long as a write waits for a connection or its group-commit batch,
+// when its claim exists and nobody holds it: as a claim left by a process
+// that died looks, for good (Postgres released its lock). So a claim
+// nobody holds is nobody's: a write takes it (its maker, finding it held,
+// or gone, is refused as still running), and a look-up that answers that
+// the key is not recorded deletes it (claim, RecordedAnswer), so that its
+// maker is refused too, and the answer stays true: the retry goes on to
+// run, or to answer its own error (one that a schema change since makes
+// invalid), and the write queued before it never commits behind it
+// (TestLookUpOfAQueuedKeyStaysTrue). Answering "still running" instead
+// would have answered every retry of a write whose process died 409
+// until its claim was pruned.
+//
 // Only Sluice's role may lock a claim (migration 14). The lock was an
 // advisory lock named by the user and the key before: any role that may
 // connect can take any advisory lock, and pg_locks shows the keys held,
@@ -109,7 +123,8 @@ func (db *DB) releaseKey(ctx context.Context, k *IdempotencyKey) {
 // not finding it then means that another request just deleted it, and
 // the write is refused as if that one were still running (a retry finds
 // what it did); a look-up alone (Recorded) makes none, and a key without
-// one is held by no one.
+// one is held by no one. A look-up that finds k's claim held by no one
+// and k not recorded deletes the claim in t (see the top of this file).
 func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, prepared bool) (first *sluice.Commit, refused, err error) {
 	k.Replayed = nil
 	b := &pgx.Batch{}
@@ -117,14 +132,21 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	// it, the DELETE would wait for the row of the key that the holder is
 	// changing. The look-up after is a statement of its own, so its
 	// snapshot is taken once the claim is held: it sees the key of a write
-	// that committed just before.
+	// that committed just before. A look-up deletes the claim it could
+	// lock when the key is not recorded: a write whose key is recorded
+	// committed, and so holds no claim; a key recorded after this
+	// statement's snapshot was by a write that held the claim, which this
+	// statement then could not lock.
 	b.Queue(`WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED),
 			expired AS (DELETE FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
-				AND created_at <= now() - make_interval(secs => $3) AND EXISTS (SELECT 1 FROM claim))
+				AND created_at <= now() - make_interval(secs => $3) AND EXISTS (SELECT 1 FROM claim)),
+			unheld AS (DELETE FROM sluice.idempotency_claims WHERE $4 AND user_id = $1 AND key = $2 AND EXISTS (SELECT 1 FROM claim)
+				AND NOT EXISTS (SELECT 1 FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)))
 		SELECT EXISTS (SELECT 1 FROM claim), EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)`,
-		k.UserID, k.Key, k.Retention.Seconds())
-	// A key past its retention never answers, held or not: a look-up
-	// alone (Recorded) deletes nothing, and pruning may not have run yet.
+		k.UserID, k.Key, k.Retention.Seconds(), !prepared)
+	// A key past its retention never answers, held or not: expired
+	// deletes it only with its claim held, and pruning may not have run
+	// yet.
 	b.Queue(`SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
 		AND created_at > now() - make_interval(secs => $3)`, k.UserID, k.Key, k.Retention.Seconds())
 	// Counting a user's keys reads up to MaxKeys of them: a write counts
@@ -197,7 +219,9 @@ var errKeyInFlight = &sluice.Error{Code: sluice.CodeConflict, Retry: time.Second
 // (setting k.Replayed), so that a retry of a write that succeeded answers
 // its first answer even if the request would not be valid now; or nil
 // when k is not recorded, or only past k.Retention; or the error refusing it (Conflict,
-// Unprocessable, as Write would).
+// Unprocessable, as Write would). With nil, a claim of k that nobody held
+// is deleted, so that the write that made it, if it still waits to lock
+// it, is refused, and never commits behind the error this answers.
 func (db *DB) Recorded(ctx context.Context, d *sluice.Database, k *IdempotencyKey) (*sluice.Commit, error) {
 	var first *sluice.Commit
 	err := db.transact(ctx, func(tx *Tx) error {
@@ -209,11 +233,10 @@ func (db *DB) Recorded(ctx context.Context, d *sluice.Database, k *IdempotencyKe
 			return refused
 		}
 		first = c
-		return errReplayed // only a look-up: roll back
+		// Committed: the claim it deleted (and a key past its
+		// retention, which answers nothing any more).
+		return nil
 	})
-	if errors.Is(err, errReplayed) {
-		err = nil
-	}
 	return first, err
 }
 

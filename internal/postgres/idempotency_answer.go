@@ -22,13 +22,18 @@ import (
 // its first request ran, one that may yet commit. A held claim is told,
 // as claim tells it, by failing to lock it (SKIP LOCKED): a lock this
 // statement takes lasts the statement, and only a request with the same
-// key can meet it, which is then refused as still running.
+// key can meet it, which is then refused as still running. A claim this
+// statement locks (nobody held it) of a key not recorded is deleted, as
+// claim deletes it (idempotency.go): the write that made it, waiting to
+// lock it, would commit behind the answer that nothing ran.
 func (db *DB) RecordedAnswer(ctx context.Context, d *sluice.Database, userID int64, key string, request []byte, retention time.Duration) (*sluice.Commit, []byte, error) {
 	c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
 	var seq, uid *int64
 	var answer []byte
 	var held bool
-	err := db.pool.QueryRow(ctx, `WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED)
+	err := db.pool.QueryRow(ctx, `WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED),
+			unheld AS (DELETE FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 AND EXISTS (SELECT 1 FROM claim)
+				AND NOT EXISTS (SELECT 1 FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at > now() - make_interval(secs => $5)))
 		SELECT k.seq, k.uid, k.answer,
 			EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2) AND NOT EXISTS (SELECT 1 FROM claim)
 		FROM (VALUES (1)) one LEFT JOIN sluice.idempotency_keys k ON k.user_id = $1 AND k.key = $2 AND k.db_id = $3
