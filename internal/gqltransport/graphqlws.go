@@ -278,9 +278,16 @@ type socket struct {
 	mu  sync.Mutex
 	ops map[string]*muxEntry // running operations by id
 	wg  sync.WaitGroup       // their goroutines and streams
-	// running counts the operations started and not yet done, those a
-	// complete stopped among them (their goroutines may still run): at
-	// most Options.MaxOperations.
+	// running counts the operations started, not yet done and not
+	// completed by the client: at most Options.MaxOperations. A complete
+	// gives its operation's place back at once, so that a client at the
+	// cap that completes one may start another with its next message:
+	// counted until its goroutine ended, an operation completed while it
+	// waited for room (its client reads nothing) or ran kept its place
+	// for as long as that took, and the next subscribe was refused. Its
+	// goroutine ends soon after: what it waits for (its turn, room in
+	// the queue, Postgres) watches its context, and the reader starts no
+	// other operation until the one before is under way.
 	running int
 	// conn is the socket's state in the stream server: its
 	// subscriptions' feed and pump.
@@ -523,7 +530,7 @@ func (sc *socket) read() {
 			sc.ack()
 			sc.ws.SetReadLimit(sc.srv.opts.MaxMessageBytes)
 			sc.out.add([]byte(`{"type":"connection_ack"}`))
-			_ = sc.out.flush()
+			_ = sc.out.flush(nil)
 		case "ping":
 			// Before connection_ack the socket is anyone's: a ping
 			// while a pong still waits for the writer gets none of its
@@ -534,7 +541,7 @@ func (sc *socket) read() {
 				continue
 			}
 			sc.out.add([]byte(`{"type":"pong"}`))
-			_ = sc.out.flush()
+			_ = sc.out.flush(nil)
 		case "pong":
 		case "subscribe":
 			if !acked {
@@ -571,6 +578,8 @@ func (sc *socket) read() {
 			if e := sc.ops[m.ID]; e != nil {
 				e.stop()
 				delete(sc.ops, m.ID)
+				e.released = true // see running
+				sc.running--
 			}
 			sc.mu.Unlock()
 		default:
@@ -828,7 +837,9 @@ func (sc *socket) operation(ctx context.Context, cancel context.CancelFunc, e *m
 		if sc.ops[id] == e { // else completed, and the id maybe reused
 			delete(sc.ops, id)
 		}
-		sc.running--
+		if !e.released {
+			sc.running--
+		}
 		sc.mu.Unlock()
 		cancel()
 		sc.wg.Done()

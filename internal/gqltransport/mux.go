@@ -105,10 +105,11 @@ func (o *muxOut) addUnless(stopped <-chan struct{}, parts ...[]byte) {
 }
 
 // flush wakes the writer, then waits while more than muxOutLimit bytes
-// wait for it. It fails once the connection is gone.
-func (o *muxOut) flush() error {
+// wait for it. It fails once the connection is gone or stop is closed
+// (nil: never).
+func (o *muxOut) flush(stop <-chan struct{}) error {
 	o.notify()
-	return o.wait(nil)
+	return o.wait(stop)
 }
 
 // notify wakes the writer. It never waits.
@@ -309,10 +310,16 @@ func (m *muxOp) refuse(err error) {
 }
 
 // ping is a no-op: the connection keeps itself alive, not each operation.
-func (m *muxOp) ping()                    {}
-func (m *muxOp) current(string)           {}
-func (m *muxOp) spill() error             { return nil }
-func (m *muxOp) flush() error             { return m.out.flush() }
+func (m *muxOp) ping()          {}
+func (m *muxOp) current(string) {}
+func (m *muxOp) spill() error   { return nil }
+
+// flush fails as soon as the operation is stopped: a subscription the
+// client completed while it waited for room (the client reads nothing)
+// waited until the client read, or write_timeout cut the connection,
+// holding its places among the streams and under the connection's cap.
+func (m *muxOp) flush() error { return m.out.flush(m.stopped) }
+
 func (m *muxOp) shared() bool             { return false }
 func (m *muxOp) writeShared([]byte) error { panic("sse: multiplexed frames are not shared") }
 
@@ -333,6 +340,11 @@ type muxEntry struct {
 	// single connection mode stream whose reservation lost its place
 	// among the streams ends it with that error (Stream.Revoke).
 	stream *stream.Stream
+	// released is set when the operation's place under its connection's
+	// cap was given back as the client stopped it (graphql-ws complete),
+	// so that its end does not give it back again. Guarded by the
+	// connection's mu.
+	released bool
 }
 
 // muxRequest is one operation of a connection, dispatched by the
