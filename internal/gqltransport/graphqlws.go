@@ -284,10 +284,14 @@ type socket struct {
 	// cap that completes one may start another with its next message:
 	// counted until its goroutine ended, an operation completed while it
 	// waited for room (its client reads nothing) or ran kept its place
-	// for as long as that took, and the next subscribe was refused. Its
-	// goroutine ends soon after: what it waits for (its turn, room in
-	// the queue, Postgres) watches its context, and the reader starts no
-	// other operation until the one before is under way.
+	// for as long as that took, and the next subscribe was refused. It
+	// ends soon after: its turn, room in the queue and Postgres watch its
+	// context; a subscription served by the connection's pump ends when
+	// the pump comes to it, which may first wait for room for another
+	// subscription until the client reads. Meanwhile a subscription sent
+	// waits for room to be under way, and the reader waits for it: no
+	// other operation starts while the client reads nothing, so those
+	// still ending are among those counted before the queue filled.
 	running int
 	// conn is the socket's state in the stream server: its
 	// subscriptions' feed and pump.
