@@ -66,7 +66,9 @@ type Config struct {
 
 	// ShutdownTimeout is how long a shutdown on SIGTERM or SIGINT waits for
 	// requests and streams to finish before closing them; 0 closes them at
-	// once, and so does a second SIGTERM or SIGINT during the wait.
+	// once, and so does a second SIGTERM or SIGINT during the wait. The
+	// embedded Postgres then gets what is left of it, at least 3 s, to
+	// stop cleanly.
 	// Key shutdown_timeout, env SLUICE_SHUTDOWN_TIMEOUT, flag --shutdown-timeout, default 10s.
 	ShutdownTimeout time.Duration
 

@@ -163,7 +163,7 @@ func options() []option {
 			"most Idempotency-Keys one user keeps within idempotency_retention; past it a write with a new key is answered 429 (writes without one are not affected); above 64 a user's keys are counted once every sixty-fourth of it new keys (refused in between once a count found the bound reached), so a user may pass it by a sixty-fourth per replica",
 			func(c *Config, n int) { c.IdempotencyMaxKeys = n }),
 		durationOption("shutdown_timeout", "10s",
-			"on SIGTERM or SIGINT, how long to wait for requests and streams to finish before closing them (0 closes them at once; so does a second SIGTERM or SIGINT during the wait)",
+			"on SIGTERM or SIGINT, how long to wait for requests and streams to finish before closing them (0 closes them at once; so does a second SIGTERM or SIGINT during the wait); the embedded Postgres then gets what is left of it, at least 3s, to stop cleanly",
 			func(c *Config, d time.Duration) error { c.ShutdownTimeout = d; return nil }),
 		durationOption("heartbeat", "12s",
 			"keep-alive interval of streams that do not pass ?heartbeat= (1s to 1h, the bounds of ?heartbeat= too)",
