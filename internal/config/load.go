@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -78,8 +80,10 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 
 	path := configPath(fs, lookupEnv)
 	var fileKeys []string
+	var numbers map[string]fileNumber
 	if path != "" {
-		if err := readFile(v, path, opts); err != nil {
+		var err error
+		if numbers, err = readFile(v, path, opts); err != nil {
 			return Config{}, err
 		}
 		fileKeys = v.AllKeys()
@@ -109,17 +113,20 @@ func Load(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) (Config, err
 	var errs []error
 	for _, o := range opts {
 		raw := v.Get(o.key)
-		if err := o.decode(&c, raw); err != nil {
-			var from string
-			if f := lookupFlag(fs, o.flag()); f != nil && f.Changed {
-				from = "--" + o.flag()
-			} else if envSet[o.key] != nil {
-				from = o.env()
-			} else if slices.Contains(fileKeys, o.key) {
-				from = fmt.Sprintf("config file %q", path)
-			} else {
-				from = "default"
+		var from string
+		if f := lookupFlag(fs, o.flag()); f != nil && f.Changed {
+			from = "--" + o.flag()
+		} else if envSet[o.key] != nil {
+			from = o.env()
+		} else if slices.Contains(fileKeys, o.key) {
+			from = fmt.Sprintf("config file %q", path)
+			if n, ok := numbers[o.key]; ok {
+				raw = n // checked as written, as a variable is
 			}
+		} else {
+			from = "default"
+		}
+		if err := o.decode(&c, raw); err != nil {
 			errs = append(errs, fmt.Errorf("config: %s: invalid value %s (from %s): %w", o.key, o.shown(raw), from, err))
 		}
 	}
@@ -171,18 +178,27 @@ func configPath(fs *pflag.FlagSet, lookupEnv func(string) (string, bool)) string
 }
 
 // readFile loads path into v, which must be otherwise empty, and checks that
-// it holds only known keys, each with a value.
-func readFile(v *viper.Viper, path string, opts []option) error {
+// it holds only known keys, each with a value. It returns the file's
+// numbers as written (fileNumbers).
+func readFile(v *viper.Viper, path string, opts []option) (map[string]fileNumber, error) {
 	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	switch ext {
 	case "yaml", "yml", "toml", "json":
 	default:
-		return fmt.Errorf("config: config file %q: unsupported extension %q (want .yaml, .yml, .toml or .json)", path, filepath.Ext(path))
+		return nil, fmt.Errorf("config: config file %q: unsupported extension %q (want .yaml, .yml, .toml or .json)", path, filepath.Ext(path))
 	}
-	v.SetConfigFile(path)
+	// Read once, for viper and for fileNumbers alike.
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: read config file %q: %w", path, err)
+	}
 	v.SetConfigType(ext)
-	if err := v.ReadInConfig(); err != nil {
-		return fmt.Errorf("config: read config file %q: %w", path, err)
+	if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("config: read config file %q: %w", path, err)
+	}
+	numbers, err := fileNumbers(ext, data)
+	if err != nil {
+		return nil, fmt.Errorf("config: read config file %q: %w", path, err)
 	}
 
 	known := make([]string, len(opts))
@@ -208,7 +224,7 @@ func readFile(v *viper.Viper, path string, opts []option) error {
 	} else if len(unknown) > 1 {
 		errs = append(errs, fmt.Errorf("config: config file %q: unknown keys %s; known keys are %s", path, strings.Join(unknown, ", "), strings.Join(known, ", ")))
 	}
-	return errors.Join(errs...)
+	return numbers, errors.Join(errs...)
 }
 
 func show(v any) string {

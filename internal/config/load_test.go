@@ -1020,6 +1020,21 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: max_body_bytes: invalid value "0x10" (from --max-body-bytes): want a whole number of bytes greater than zero`,
 		},
 		{
+			name: "max_body_bytes with a sign",
+			env:  map[string]string{"SLUICE_MAX_BODY_BYTES": "+16"},
+			want: `config: max_body_bytes: invalid value "+16" (from SLUICE_MAX_BODY_BYTES): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "max_streams flag with a leading zero",
+			args: []string{"--max-streams=010"},
+			want: `config: max_streams: invalid value "010" (from --max-streams): want a whole number, 0 or more`,
+		},
+		{
+			name: "graphql_max_depth with a sign",
+			env:  map[string]string{"SLUICE_GRAPHQL_MAX_DEPTH": "+3"},
+			want: `config: graphql_max_depth: invalid value "+3" (from SLUICE_GRAPHQL_MAX_DEPTH): want a whole number from 1 to 2147483647`,
+		},
+		{
 			name: "boolean flag neither true nor false",
 			args: []string{"--jwt-jwks-http-loopback=maybe"},
 			want: `config: jwt_jwks_http_loopback: invalid value "maybe" (from --jwt-jwks-http-loopback): want true or false`,
@@ -1211,6 +1226,53 @@ func TestInvalidFileValues(t *testing.T) {
 		{
 			name: "bytes beyond int64", file: "s.yaml", content: "max_body_bytes: 18446744073709551615\n",
 			want: `config: max_body_bytes: invalid value 18446744073709551615 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		// A size or a count is decimal digits in a file as in a variable
+		// (docs/configuration.md): the decoders took these as numbers,
+		// 010 as 8 in YAML.
+		{
+			name: "hexadecimal bytes in YAML", file: "s.yaml", content: "max_body_bytes: 0x10\n",
+			want: `config: max_body_bytes: invalid value 0x10 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "octal bytes in YAML", file: "s.yaml", content: "max_body_bytes: 010\n",
+			want: `config: max_body_bytes: invalid value 010 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "YAML 1.2 octal count", file: "s.yml", content: "max_streams: 0o20\n",
+			want: `config: max_streams: invalid value 0o20 (from config file %[1]q): want a whole number, 0 or more`,
+		},
+		{
+			name: "digits with underscores in YAML", file: "s.yaml", content: "graphql_max_depth: 1_0\n",
+			want: `config: graphql_max_depth: invalid value 1_0 (from config file %[1]q): want a whole number from 1 to 2147483647`,
+		},
+		{
+			name: "bytes with a sign in YAML", file: "s.yaml", content: "max_body_bytes: +16\n",
+			want: `config: max_body_bytes: invalid value +16 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "bytes with an exponent in YAML", file: "s.yaml", content: "max_body_bytes: 1e3\n",
+			want: `config: max_body_bytes: invalid value 1e3 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "binary bytes in TOML", file: "s.toml", content: "max_body_bytes = 0b10000\n",
+			want: `config: max_body_bytes: invalid value 0b10000 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "digits with underscores in TOML", file: "s.toml", content: "max_body_bytes = 1_024\n",
+			want: `config: max_body_bytes: invalid value 1_024 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "whole float in TOML", file: "s.toml", content: "max_body_bytes = 16.0\n",
+			want: `config: max_body_bytes: invalid value 16.0 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "exponent in JSON", file: "s.json", content: `{"max_body_bytes": 1e3}`,
+			want: `config: max_body_bytes: invalid value 1e3 (from config file %[1]q): want a whole number of bytes greater than zero`,
+		},
+		{
+			name: "hexadecimal zero for a duration in YAML", file: "s.yaml", content: "log_retention: 0x0\n",
+			want: `config: log_retention: invalid value 0x0 (from config file %[1]q): want a duration such as "30s", "5m" or "168h"`,
 		},
 		{
 			name: "only values in effect are checked", file: "s.yaml", content: "log_level: loud\nlog_format: xml\n",

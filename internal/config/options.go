@@ -23,7 +23,8 @@ type option struct {
 	def   string // written as a user would write it in the environment
 	usage string // flag help and the "meaning" column of docs/configuration.md
 	// decode parses v, which is a string from a flag, the environment or a
-	// default, or whatever type the config file decoder produced, and stores
+	// default, a fileNumber (a number in a config file, as written), or
+	// whatever other type the config file decoder produced, and stores
 	// it in c. Its error is the reason only; Load adds key, value and source.
 	decode func(c *Config, v any) error
 	// secret says how much of a value Load's error may show (see shown).
@@ -643,13 +644,20 @@ func durationOption(key, def, usage string, set func(*Config, time.Duration) err
 	return option{key: key, kind: kindDuration, def: def, usage: usage,
 		decode: func(c *Config, v any) error {
 			var d time.Duration
-			if s, ok := v.(string); ok {
+			switch x := v.(type) {
+			case string:
 				var err error
-				if d, err = time.ParseDuration(s); err != nil {
+				if d, err = time.ParseDuration(x); err != nil {
 					return errors.New(want)
 				}
-			} else if n, ok := wholeNumber(v); !ok || n != 0 {
-				return errors.New(want)
+			case fileNumber:
+				if x != "0" { // not 0x0, 0.0 or 1e0: only 0 omits the unit
+					return errors.New(want)
+				}
+			default:
+				if n, ok := wholeNumber(v); !ok || n != 0 {
+					return errors.New(want)
+				}
 			}
 			if d < 0 {
 				return errors.New("must not be negative")
@@ -662,12 +670,7 @@ func int64Option(key, def, usage string, set func(*Config, int64) error) option 
 	const want = "want a whole number of bytes greater than zero"
 	return option{key: key, kind: kindInt64, def: def, usage: usage,
 		decode: func(c *Config, v any) error {
-			n, ok := wholeNumber(v)
-			if s, isString := v.(string); isString {
-				var err error
-				n, err = strconv.ParseInt(s, 10, 64)
-				ok = err == nil
-			}
+			n, ok := number(v)
 			if !ok || n <= 0 {
 				return errors.New(want)
 			}
@@ -681,12 +684,7 @@ func countOption(key, def, usage string, set func(*Config, int)) option {
 	const want = "want a whole number from 1 to 2147483647"
 	return option{key: key, kind: kindInt64, def: def, usage: usage,
 		decode: func(c *Config, v any) error {
-			n, ok := wholeNumber(v)
-			if s, isString := v.(string); isString {
-				var err error
-				n, err = strconv.ParseInt(s, 10, 64)
-				ok = err == nil
-			}
+			n, ok := number(v)
 			if !ok || n <= 0 || n > math.MaxInt32 {
 				return errors.New(want)
 			}
@@ -700,17 +698,45 @@ func capOption(key, def, usage string, set func(*Config, int64) error) option {
 	const want = "want a whole number, 0 or more"
 	return option{key: key, kind: kindInt64, def: def, usage: usage,
 		decode: func(c *Config, v any) error {
-			n, ok := wholeNumber(v)
-			if s, isString := v.(string); isString {
-				var err error
-				n, err = strconv.ParseInt(s, 10, 64)
-				ok = err == nil
-			}
+			n, ok := number(v)
 			if !ok || n < 0 {
 				return errors.New(want)
 			}
 			return set(c, n)
 		}}
+}
+
+// number returns v as a whole number: v written in decimal digits (a
+// string from a flag or the environment, or a fileNumber), or a number
+// type of a config file's decoder that has no fileNumber (see
+// wholeNumber).
+func number(v any) (int64, bool) {
+	switch x := v.(type) {
+	case string:
+		return parseDecimal(x)
+	case fileNumber:
+		return parseDecimal(string(x))
+	}
+	return wholeNumber(v)
+}
+
+// parseDecimal parses s, a size or a count as docs/configuration.md
+// documents them: decimal digits only, without a sign or a leading zero
+// (0 itself aside), within int64. strconv.ParseInt alone takes "+16",
+// and a config file's decoder took 0x10, 010 (octal 8 in YAML), 1_000
+// and 1e3 as numbers; none of them are what the environment takes, and
+// 010 meant 8 in a file and 10 in a variable.
+func parseDecimal(s string) (int64, bool) {
+	if s == "" || len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 // wholeNumber converts the number types the YAML (int, uint64), TOML (int64)

@@ -28,7 +28,11 @@ parse is not shown at all: only what is wrong with it). Durations use Go syntax:
 A flag takes the same values as its environment variable, and a wrong one is
 refused the same way, naming the flag (` + "`--max-body-bytes 10MB`" + ` is refused with
 ` + "`config: max_body_bytes: invalid value \"10MB\" (from --max-body-bytes): want a whole number of bytes greater than zero`" + `).
-Sizes and counts are decimal digits (not ` + "`0x10`" + ` or ` + "`1_000`" + `), and a true/false
+Sizes and counts are decimal digits without a sign or a leading zero, in a
+config file as in a variable or a flag: ` + "`0x10`, `010`, `1_000`, `+16`, `1e3` and `16.0`" + ` are
+refused, though YAML, TOML or JSON would read them as numbers (YAML reads
+` + "`010`" + ` as 8), and the error shows the number as the file writes it
+(` + "`config: max_body_bytes: invalid value 0x10 (from config file \"sluice.yaml\"): want a whole number of bytes greater than zero`" + `). A true/false
 setting is ` + "`true`" + ` or ` + "`false`" + ` (its flag alone means true).
 
 | Key | Environment | Flag | Default | Meaning |
