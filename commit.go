@@ -190,9 +190,18 @@ func (h History) Retains(p Position) bool {
 	return p.Seq > h.PrunedSeq
 }
 
+// NotOf returns why position p, given as what (a parameter's name, or
+// "position"), is not one of database d, whose epoch p's is not: it is
+// another database's, or an earlier database's of d's name. A position
+// carries only its database's epoch, and a deleted database's epoch is
+// not kept, so the two cannot be told apart; every reader that checks a
+// position's epoch words it so.
+func NotOf(d *Database, what string, p Position) string {
+	return what + " " + p.String() + " is not a position of " + d.Path() + ": it is another database's, or an earlier database's of that name"
+}
+
 // Check returns nil when a reader of database d at position p may read
-// on from it: a CodeGone error when p is of another incarnation of d (its
-// epoch) or older than the retained history (a position inside a pruned
+// on from it: a CodeGone error when p is not of d's epoch (NotOf) or older than the retained history (a position inside a pruned
 // commit too: whether the reader had all of that commit cannot be known
 // any more), a CodeInvalid one when p is past the newest commit (the
 // commits after it were lost in a Postgres failover or a restore) or a
@@ -200,7 +209,7 @@ func (h History) Retains(p Position) bool {
 // reader that resumes from a client's position checks it so.
 func (h History) Check(d *Database, p Position) error {
 	if p.Epoch != d.Epoch {
-		return Errorf(CodeGone, "position %s is from another incarnation of %s (epoch %s); re-read the current state", p, d.Path(), d.Epoch)
+		return Errorf(CodeGone, "%s; re-read the current state", NotOf(d, "position", p))
 	}
 	if p.Seq == 0 && p.Index != WholeCommit {
 		// Not a pruned commit's change, as the read would say: none.

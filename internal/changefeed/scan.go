@@ -9,7 +9,7 @@ import (
 // Scan reads the log of database d after position from up to the end of
 // commit upTo, in pieces as a catch-up reads them, and calls fn with each
 // piece in order until fn returns false. It returns a CodeGone error when
-// that history was pruned (or from is from another epoch), a CodeInvalid
+// that history was pruned (or from is not of d's epoch: sluice.NotOf), a CodeInvalid
 // one when from is ahead of upTo or names no event (inside a commit past
 // its last change: Hub.checkIndex, as a resumed stream). A resumed live query judges with it
 // whether anything since its client's position can have changed its
@@ -17,7 +17,7 @@ import (
 // first fn refuses.
 func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position, upTo int64, fn func(*sluice.Commit) bool) error {
 	if from.Epoch != d.Epoch {
-		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s)", from, d.Path(), d.Epoch)
+		return sluice.Errorf(sluice.CodeGone, "%s; re-read the current state", sluice.NotOf(d, "position", from))
 	}
 	// A position inside commit upTo+1 is ahead too, though its cursor
 	// (the end of the commit before) is not: that commit is not in the

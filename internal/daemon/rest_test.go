@@ -197,7 +197,7 @@ func TestRESTErrors(t *testing.T) {
 		{"PUT", "/api/schema/admin/people", "type Person { name: String! }", 409, "api:Conflict", "repeat with force=true"},
 		{"PUT", "/api/schema/admin/people?force=yes", "type X { a: Int }", 400, "api:BadRequest", "force"},
 		{"PUT", "/api/schema/admin/people", "type {", 400, "api:BadRequest", "line 1, column"},
-		{"GET", "/api/changes/admin/people?after=zzz-1-0", "", 410, "api:Gone", "another incarnation"},
+		{"GET", "/api/changes/admin/people?after=zzz-1-0", "", 410, "api:Gone", "is not a position of admin/people: it is another database's, or an earlier database's of that name"},
 		{"GET", "/api/changes/admin/people?after=a-b-c", "", 400, "api:BadRequest", "after"},
 		{"GET", "/api/changes/admin/people?after=99", "", 400, "api:BadRequest", "ahead of the newest commit"},
 		{"GET", "/api/log/admin/people?count=0", "", 400, "api:BadRequest", "want an integer from 1 to 1000"},

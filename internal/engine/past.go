@@ -181,7 +181,7 @@ func ParsePosition(param, text string) (sluice.Position, error) {
 // history the snapshot sees.
 func (e *Engine) checkPast(ctx context.Context, d *sluice.Database, param string, pos sluice.Position) (sluice.History, error) {
 	if pos.Epoch != d.Epoch {
-		return sluice.History{}, sluice.Errorf(sluice.CodeInvalid, "%s %s is not a position of %s: it is another database's, or an earlier database's of that name", param, pos, d.Path())
+		return sluice.History{}, sluice.Errorf(sluice.CodeInvalid, "%s", sluice.NotOf(d, param, pos))
 	}
 	h, err := e.store.History(ctx, d.ID)
 	if err != nil {

@@ -182,7 +182,7 @@ func TestMultipart(t *testing.T) {
 	// A position from another epoch: an error part and the end.
 	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/multi",
 		body("subscription { Dog_added { name } }", "extensions", map[string]any{"lastEventId": "zzzz-1-0"}), "Accept", accept, "Content-Type", "application/json")
-	if want := "\r\n--graphql" + part + `{"payload":null,"errors":[{"message":"position zzzz-1-0 is from another incarnation of admin/multi`; !strings.HasPrefix(string(r.Body), want) ||
+	if want := "\r\n--graphql" + part + `{"payload":null,"errors":[{"message":"position zzzz-1-0 is not a position of admin/multi: it is another database's, or an earlier database's of that name`; !strings.HasPrefix(string(r.Body), want) ||
 		!strings.HasSuffix(string(r.Body), `"extensions":{"code":"POSITION_EXPIRED"}}]}`+"\r\n--graphql--\r\n") {
 		t.Fatalf("expired position: %q", r.Body)
 	}

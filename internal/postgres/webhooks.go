@@ -179,7 +179,7 @@ func history(ctx context.Context, q querier, d *sluice.Database) (sluice.History
 // end of the newest pruned commit is fine: everything after it is kept.
 func checkWebhookPosition(d *sluice.Database, h sluice.History, p sluice.Position) error {
 	if p.Epoch != d.Epoch {
-		return sluice.Errorf(sluice.CodeGone, "position %s is from another incarnation of %s (epoch %s)", p, d.Path(), d.Epoch)
+		return sluice.Errorf(sluice.CodeGone, "%s", sluice.NotOf(d, "position", p))
 	}
 	if p.Seq > h.LastSeq {
 		return sluice.Errorf(sluice.CodeInvalid, "position %s is ahead of the newest commit %d of %s", p, h.LastSeq, d.Path())

@@ -419,7 +419,7 @@ func TestSubscribeExpiredPosition(t *testing.T) {
 	epoch := strings.Split(first, "-")[0]
 	for _, c := range []struct{ pos, code, msg string }{
 		{first, "api:Gone", "older than the retained history"},
-		{"zzzzzzzzzz-1-0", "api:Gone", "another incarnation"},
+		{"zzzzzzzzzz-1-0", "api:Gone", "is not a position of admin/shop: it is another database's, or an earlier database's of that name"},
 		// Commit 2 itself is pruned: whether the client had all of it
 		// cannot be known, so this is refused too.
 		{hist[1].Position, "api:Gone", "older than the retained history"},
