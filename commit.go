@@ -94,7 +94,13 @@ type Commit struct {
 	Message string
 	// User is the name of the user who made the commit.
 	User string
+	// Time is when the commit was made, by Postgres' clock.
 	Time time.Time
+	// ReadAt is when the read of the log that returned the commit ran,
+	// by Postgres' clock too (zero when not read from the log): ReadAt
+	// less Time is how old the commit was when read, whatever the clock
+	// of the process reading it says.
+	ReadAt time.Time
 	// Changes are in request order. A commit read from a summary listing
 	// (the log) may leave them out; NumChanges always counts them. A large
 	// commit is read and delivered in pieces: several Commits of one Seq,

@@ -468,7 +468,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 
 	// The tailer comes after the engine and the GraphQL handler: when it
 	// finds a database deleted, they release what they keep for it.
-	tailer := changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm,
+	tailer := changefeed.NewTailer(feedStore{store}, hub, changefeed.TailerOptions{Logger: d.logger, Metrics: sm, Now: d.now,
 		OnDrop: func(id int64) { gql.Forget(id); eng.Forget(id) }})
 	wake.onCommit(tailer.Wake)
 	// An access change is announced to other processes by its own NOTIFY;

@@ -40,7 +40,9 @@ type Stream struct {
 	// subscriptions, to the write of its last member).
 	Latency *prometheus.HistogramVec
 	// TailerLag is the age of the newest commit the tailer handed to the
-	// hub, when it handed it over.
+	// hub, when it handed it over: its age when read by Postgres' clock,
+	// plus the time since that read began by this process's monotonic
+	// clock, so that a replica whose clock is off still reports it right.
 	TailerLag prometheus.Gauge
 	// TailerRunning is 1 while the tailer reads the log successfully.
 	TailerRunning prometheus.Gauge
@@ -108,7 +110,7 @@ func NewStream(reg prometheus.Registerer) *Stream {
 		}, []string{"transport"}),
 		TailerLag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_changefeed_lag_seconds",
-			Help: "Age of the newest commit the change feed handed to the hub, at the time it did.",
+			Help: "Age of the newest commit the change feed handed to the hub, at the time it did (by Postgres' clock up to the read that found it, then by this process's monotonic clock).",
 		}),
 		TailerRunning: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_changefeed_running",

@@ -16,7 +16,9 @@ import (
 // rows (each a run of changes, see migration 3) of about maxBytes of
 // images; a larger commit comes in pieces (sluice.Commit.Partial), at
 // least one row at a time. Every commit carries the access log's version
-// read in the same statement (sluice.Commit.AccessVersion) and the schema
+// read in the same statement (sluice.Commit.AccessVersion), the time of
+// that statement by Postgres' clock, after its snapshot was taken, so not
+// before the commit's own time (sluice.Commit.ReadAt), and the schema
 // version it was made under (sluice.Commit.SchemaVersion, NewSchema), and
 // each change whether a later one of its commit supersedes it
 // (sluice.Change.Superseded; a piece's changes too, against the rest of
@@ -77,7 +79,7 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 			seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
 			idx, doc_ids, ops, CASE WHEN $7 AND upto > $5 THEN NULL ELSE befores END, CASE WHEN $7 AND upto > $5 THEN NULL ELSE afters END,
 			unknown, access, has_next, upto,
-			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1)
+			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1), clock_timestamp()
 		FROM (SELECT) one LEFT JOIN (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, ch.unknown, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
@@ -122,7 +124,7 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var befores, afters, unknown []byte
 		var upto int64
 		if err := rows.Scan(&replaced, &cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
-			&idx, &ids, &ops, &befores, &afters, &unknown, &cur.AccessVersion, &more, &upto, &version); err != nil {
+			&idx, &ids, &ops, &befores, &afters, &unknown, &cur.AccessVersion, &more, &upto, &version, &cur.ReadAt); err != nil {
 			return nil, false, 0, mapError(err)
 		}
 		if replaced != nil && *replaced {
