@@ -61,6 +61,11 @@ type Webhook struct {
 	CreatorID      int64
 	CreatorName    string
 	CreatorTokenID int64
+	// CreatorJWTKey identifies the key that verified the JWT the creator
+	// made it with (Credential.JWTKey), empty for any other credential:
+	// removing that key from the key set pauses the webhook as revoked.
+	// Never shown.
+	CreatorJWTKey string
 
 	State WebhookState
 	// StatusMessage says why a webhook is not active, or what its last

@@ -490,6 +490,19 @@ func (j *JWT) KeyRemoved(id string) bool {
 	return j.set.wasRemoved(id)
 }
 
+// KeyChanges returns the identities (as Verify returns them,
+// sluice.Credential.JWTKey) of the keys a reload or fetch removed from
+// this replica's key set (as KeyRemoved judges them) and of those that
+// came back after they were removed, less than an hour ago. Webhooks are
+// paused by the first (webhook.Deliverer.JWTKeysChanged), through a
+// record in Postgres that every replica reads and the second clears.
+func (j *JWT) KeyChanges() (removed, restored []string) {
+	if j == nil || j.set == nil {
+		return nil, nil
+	}
+	return j.set.changes()
+}
+
 // OnKeysChanged makes f be called each time the key set changes (a
 // reload of jwt_jwks_file, a fetch of jwt_jwks_url that brought another
 // set), after the change, from the goroutine that made it, with no lock

@@ -419,11 +419,6 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		MaxStreamsPerUser:           int(d.cfg.MaxStreamsPerUser),
 		StreamVariablesBytes:        d.cfg.StreamVariablesBytes,
 		StreamVariablesBytesPerUser: d.cfg.StreamVariablesBytesPerUser})
-	// A reload or fetch that removes a key from the JWT key set ends, at
-	// once, the streams of this process opened with JWTs it verified (a
-	// stream's guard is registered only while its key is not removed; a
-	// key this process never had is not removed).
-	jwt.OnKeysChanged(hub.JWTKeysChanged)
 	onHash := m.PasswordChecks.Inc
 	if hook := d.opts.OnPasswordCheck; hook != nil {
 		onHash = func() { m.PasswordChecks.Inc(); hook() }
@@ -484,8 +479,17 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
 		BodyBudget: d.cfg.WebhookBodyBudget,
 		UserAgent:  "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial,
-		LogRead: d.opts.WebhookLogRead})
+		LogRead: d.opts.WebhookLogRead, JWTKeys: jwt.KeyChanges})
 	wake.onCommit(hooks.Wake)
+	// A reload or fetch that removes a key from the JWT key set ends, at
+	// once, the streams of this process opened with JWTs it verified (a
+	// stream's guard is registered only while its key is not removed; a
+	// key this process never had is not removed), and pauses, on every
+	// replica, the webhooks made with such JWTs (through Postgres).
+	jwt.OnKeysChanged(func() {
+		hub.JWTKeysChanged()
+		hooks.JWTKeysChanged()
+	})
 
 	// The first commit: everything a commit wakes is registered above.
 	if err := d.bootstrap(ctx, eng); err != nil {

@@ -14,7 +14,7 @@ import (
 // webhookColumns are the columns scanWebhook reads, w being the webhook,
 // d its database and c the database's counter row.
 const webhookColumns = `w.id, w.url, w.description, w.classes, w.ops, w.filter, w.batch,
-	w.creator_id, w.creator_name, coalesce(w.creator_token_id, 0), w.state, w.status_message, w.seq, w.idx,
+	w.creator_id, w.creator_name, coalesce(w.creator_token_id, 0), coalesce(w.creator_jwt_key, ''), w.state, w.status_message, w.seq, w.idx,
 	w.attempt, w.next_attempt_at, w.delivered, w.delivered_events, w.failed, w.last_success_at, w.old_secret_until,
 	w.version, w.created_at, w.updated_at, ` + databaseColumns
 
@@ -27,7 +27,7 @@ func scanWebhook(row pgx.Row) (*sluice.Webhook, error) {
 	var next, lastOK, oldUntil *time.Time
 	var retention *int64
 	err := row.Scan(&w.ID, &w.URL, &w.Description, &w.Classes, &w.Ops, &w.Filter, &batch,
-		&w.CreatorID, &w.CreatorName, &w.CreatorTokenID, &state, &w.StatusMessage, &w.Position.Seq, &w.Position.Index,
+		&w.CreatorID, &w.CreatorName, &w.CreatorTokenID, &w.CreatorJWTKey, &state, &w.StatusMessage, &w.Position.Seq, &w.Position.Index,
 		&w.Attempt, &next, &w.Delivered, &w.DeliveredEvents, &w.Failed, &lastOK, &oldUntil,
 		&w.Version, &w.CreatedAt, &w.UpdatedAt,
 		&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl, &retention)
@@ -66,12 +66,67 @@ func (db *DB) changeWebhookTx(ctx context.Context, id *int64, fn func(tx pgx.Tx)
 	if err := db.inTx(ctx, fn); err != nil {
 		return err
 	}
+	db.announceWebhook(ctx, *id)
+	return nil
+}
+
+// announceWebhook tells the deliverers that webhook id changed, best
+// effort (see changeWebhookTx).
+func (db *DB) announceWebhook(ctx context.Context, id int64) {
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if _, err := db.pool.Exec(nctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", webhooksChannel, strconv.FormatInt(*id, 10)); err != nil {
-		db.logger.Warn("announce a webhook's change (the deliverers see it at their next poll)", "webhook", *id, "err", err)
+	if _, err := db.pool.Exec(nctx, "SELECT pg_notify("+channelSQL("$1")+", $2)", webhooksChannel, strconv.FormatInt(id, 10)); err != nil {
+		db.logger.Warn("announce a webhook's change (the deliverers see it at their next poll)", "webhook", id, "err", err)
 	}
-	return nil
+}
+
+// RemoveJWTKeys records that a reload or fetch of this replica's JWT key
+// set took the keys removed out of it and brought the keys restored back
+// (sluice.Credential.JWTKey identities; sluice.removed_jwt_keys), and
+// pauses as revoked every active webhook made, or last re-pointed, with
+// a JWT of a removed key, its status message msg formatted (Postgres's
+// format) with the creator's name as %1$s. It bumps their versions (a
+// request in flight is abandoned) and returns their ids, which it
+// announces. Applying the same keys again changes nothing more.
+func (db *DB) RemoveJWTKeys(ctx context.Context, removed, restored []string, msg string) ([]int64, error) {
+	var ids []int64
+	err := db.inTx(ctx, func(tx pgx.Tx) error {
+		// The lease before the webhooks' rows, as in every change of a
+		// webhook (changeWebhookWith): a takeover waits for this one.
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.webhook_lease FOR SHARE"); err != nil {
+			return mapError(err)
+		}
+		if _, err := tx.Exec(ctx, "DELETE FROM sluice.removed_jwt_keys WHERE key = ANY($1)", nonNil(restored)); err != nil {
+			return mapError(err)
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO sluice.removed_jwt_keys (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NOTHING", nonNil(removed)); err != nil {
+			return mapError(err)
+		}
+		rows, err := tx.Query(ctx, `UPDATE sluice.webhooks SET state = $2, status_message = format($3, creator_name),
+				attempt = 0, next_attempt_at = NULL, version = version + 1, `+touched+`
+			WHERE creator_jwt_key = ANY($1) AND state = 'active' RETURNING id`, nonNil(removed), string(sluice.WebhookRevoked), msg)
+		if err != nil {
+			return mapError(err)
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		return mapError(err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		db.announceWebhook(ctx, id)
+	}
+	return ids, nil
+}
+
+// JWTKeyRemoved reports whether a replica recorded key (a
+// sluice.Credential.JWTKey identity) as removed from its JWT key set
+// (RemoveJWTKeys), and no replica brought it back since.
+func (db *DB) JWTKeyRemoved(ctx context.Context, key string) (bool, error) {
+	var removed bool
+	err := db.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sluice.removed_jwt_keys WHERE key = $1)", key).Scan(&removed)
+	return removed, mapError(err)
 }
 
 // Seal turns a webhook's signing secret into what is stored: it is given
@@ -131,11 +186,11 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 			return err
 		}
 		err = tx.QueryRow(ctx, `INSERT INTO sluice.webhooks (id, db_id, url, description, classes, ops, filter, batch,
-				creator_id, creator_name, creator_token_id, secret, state, seq, idx)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), $12, $13, $14, $15)
+				creator_id, creator_name, creator_token_id, creator_jwt_key, secret, state, seq, idx)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''), $13, $14, $15, $16)
 			RETURNING version, created_at, updated_at`,
 			w.ID, d.ID, w.URL, w.Description, nonNil(w.Classes), w.Ops, nullJSON(w.Filter), string(w.Batch),
-			w.CreatorID, w.CreatorName, w.CreatorTokenID, secret, string(sluice.WebhookActive), w.Position.Seq, w.Position.Index).
+			w.CreatorID, w.CreatorName, w.CreatorTokenID, w.CreatorJWTKey, secret, string(sluice.WebhookActive), w.Position.Seq, w.Position.Index).
 			Scan(&w.Version, &w.CreatedAt, &w.UpdatedAt)
 		if err != nil {
 			return mapError(err)
@@ -244,11 +299,14 @@ func (s scanTail) Scan(dest ...any) error { return s.row.Scan(append(dest, s.tai
 
 // WebhookCreator is whom a webhook delivers as: the user who made it, or
 // who last changed where, what or from where it delivers, and the API
-// token they did so with (TokenID 0: none).
+// token they did so with (TokenID 0: none), or the identity of the key
+// that verified the JWT they did so with (JWTKey, sluice.Credential.JWTKey;
+// "": none).
 type WebhookCreator struct {
 	ID      int64
 	Name    string
 	TokenID int64
+	JWTKey  string
 	// Cap is the most webhooks the user may deliver as (config
 	// max_webhooks_per_user), checked when a change makes a webhook
 	// another user's deliver as this one: one taken over counts as one
@@ -288,10 +346,16 @@ func takeOver(ctx context.Context, tx pgx.Tx, current int64, c WebhookCreator) e
 }
 
 // setCreator is the SET list that makes a webhook deliver as the creator
-// given in parameters $n, $n+1 and $n+2.
+// given in parameters $n to $n+3 (creatorArgs).
 func setCreator(n int) string {
 	return "creator_id = $" + strconv.Itoa(n) + ", creator_name = $" + strconv.Itoa(n+1) +
-		", creator_token_id = NULLIF($" + strconv.Itoa(n+2) + "::bigint, 0)"
+		", creator_token_id = NULLIF($" + strconv.Itoa(n+2) + "::bigint, 0)" +
+		", creator_jwt_key = NULLIF($" + strconv.Itoa(n+3) + "::text, '')"
+}
+
+// creatorArgs are the parameters of setCreator for c.
+func creatorArgs(c WebhookCreator) []any {
+	return []any{c.ID, c.Name, c.TokenID, c.JWTKey}
 }
 
 // WebhookSettings are the settings of a webhook an admin may change, and
@@ -333,7 +397,7 @@ func (db *DB) UpdateWebhook(ctx context.Context, d *sluice.Database, id int64, c
 			return "", nil, err
 		}
 		return `url = $3, description = $4, classes = $5, ops = $6, filter = $7, batch = $8, ` + setCreator(9) + `, attempt = 0, next_attempt_at = NULL, ` + activeClearsMessage,
-			[]any{s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch), s.Creator.ID, s.Creator.Name, s.Creator.TokenID}, nil
+			append([]any{s.URL, s.Description, nonNil(s.Classes), s.Ops, nullJSON(s.Filter), string(s.Batch)}, creatorArgs(s.Creator)...), nil
 	})
 }
 
@@ -461,7 +525,7 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 		args := []any{d.ID, id, p.Seq, p.Index}
 		if to != nil {
 			set += ", " + setCreator(5)
-			args = append(args, c.ID, c.Name, c.TokenID)
+			args = append(args, creatorArgs(c)...)
 		}
 		if resume {
 			set += ", state = 'active', status_message = ''"
@@ -501,7 +565,7 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id in
 		}
 		return `old_secret = CASE WHEN $4 > 0 THEN secret END,
 		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3, ` + setCreator(5),
-			[]any{secret, grace.Seconds(), c.ID, c.Name, c.TokenID}, nil
+			append([]any{secret, grace.Seconds()}, creatorArgs(c)...), nil
 	})
 }
 

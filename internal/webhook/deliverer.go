@@ -44,6 +44,9 @@ type Options struct {
 	// dialing of a checked address (see dialer).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	Dial    func(ctx context.Context, network, address string) (net.Conn, error)
+	// JWTKeys returns the JWT keys this replica's key set removed and
+	// those that came back (auth.JWT.KeyChanges); nil: none.
+	JWTKeys func() (removed, restored []string)
 	// LogRead, for tests, is told the bytes of change images of each
 	// page of the log a webhook's loop read, and returns what is called
 	// once the loop no longer holds that page.
@@ -78,6 +81,11 @@ type Deliverer struct {
 	mu      sync.Mutex
 	pending map[int64]struct{}
 	wake    chan struct{}
+
+	// jwtKeys is Options.JWTKeys; keysChanged is signalled when they
+	// change (JWTKeysChanged), and taken by revokeKeys.
+	jwtKeys     func() (removed, restored []string)
+	keysChanged chan struct{}
 }
 
 // New returns a Deliverer of store's webhooks.
@@ -118,7 +126,64 @@ func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliver
 		ttl: o.LeaseTTL, sched: schedule{waits: o.Schedule, jitter: o.Jitter}, send: newSender(dl, o.Timeout, o.UserAgent, o.Now), now: o.Now,
 		budget: budget{sem: semaphore.NewWeighted(o.BodyBudget), size: o.BodyBudget}, logRead: o.LogRead,
 		holder:  host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
-		pending: map[int64]struct{}{}, wake: make(chan struct{}, 1)}
+		pending: map[int64]struct{}{}, wake: make(chan struct{}, 1),
+		jwtKeys: o.JWTKeys, keysChanged: make(chan struct{}, 1)}
+}
+
+// JWTKeysChanged tells the deliverer that this replica's JWT key set
+// changed (auth.JWT.OnKeysChanged): Run then records the keys removed in
+// Postgres and pauses the webhooks made with them (revokeKeys). It never
+// blocks.
+func (d *Deliverer) JWTKeysChanged() {
+	select {
+	case d.keysChanged <- struct{}{}:
+	default:
+	}
+}
+
+// keyRemovedMessage is the status message of a webhook paused because
+// the key that verified the JWT its creator (%1$s, Postgres's format)
+// made it with was removed; checkCreator's error says the same.
+const keyRemovedMessage = "paused: its creator %1$s lost the read access it delivers with: the key that signed the JWT %1$s made it with was removed from the key set (jwt_jwks_file/jwt_jwks_url)"
+
+// revokeKeys records in Postgres, each time this replica's key set
+// changes, the keys it removed (and those that came back), and pauses as
+// revoked the webhooks made, or last re-pointed, with a JWT of a removed
+// key, whoever delivers them: removing a key is how an operator answers
+// its compromise, its holder could sign as any user, and a webhook is a
+// standing resource that would otherwise deliver for good. It runs on
+// every replica, leading or not, until ctx ends, and tries again (with
+// backoff) while Postgres fails.
+func (d *Deliverer) revokeKeys(ctx context.Context) {
+	retry := time.NewTimer(0)
+	retry.Stop()
+	defer retry.Stop()
+	wait := time.Second
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.keysChanged:
+		case <-retry.C:
+		}
+		removed, restored := d.jwtKeys()
+		if len(removed) == 0 && len(restored) == 0 {
+			continue
+		}
+		ids, err := d.store.RemoveJWTKeys(ctx, removed, restored, keyRemovedMessage)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.logger.Warn("record the JWT keys removed from the key set, and pause the webhooks made with them (trying again)", "err", err)
+				retry.Reset(wait)
+				wait = min(2*wait, time.Minute)
+			}
+			continue
+		}
+		wait = time.Second
+		for _, id := range ids {
+			d.logger.Warn("webhook paused: the key that signed the JWT its creator made it with was removed", "webhook", id)
+		}
+	}
 }
 
 // Wake tells the deliverer that database dbID committed (in this
@@ -149,6 +214,11 @@ func (d *Deliverer) takeWoken() []int64 {
 // it, delivers; it returns when ctx ends, after releasing the lease so that
 // another replica takes over at once.
 func (d *Deliverer) Run(ctx context.Context) {
+	if d.jwtKeys != nil {
+		var wg sync.WaitGroup
+		wg.Go(func() { d.revokeKeys(ctx) })
+		defer wg.Wait()
+	}
 	t := time.NewTimer(0)
 	defer t.Stop()
 	// failing: the last try failed. A failure is warned of once, not at

@@ -111,10 +111,12 @@ func (s *Service) admin(ctx context.Context, u *sluice.User, org, name string) (
 
 // deliverer returns u as the creator of a webhook u makes or changes
 // where, what or from where it delivers, with the API token u signed in
-// with, if any: the webhook then delivers as u, and while that token is
-// unrevoked. Another admin who re-points a webhook must not go on
-// receiving with its maker's access (@private fields included) once its
-// own access is taken away; nor a leaked token once it is revoked.
+// with, if any, or the key that verified u's JWT: the webhook then
+// delivers as u, and while that token is unrevoked and that key is not
+// removed from the key set. Another admin who re-points a webhook must
+// not go on receiving with its maker's access (@private fields included)
+// once its own access is taken away; nor a leaked token once it is
+// revoked, nor the holder of a compromised key once it is removed.
 //
 // A webhook that delivered as another user counts against u's
 // max_webhooks_per_user once it delivers as u (the super user has none).
@@ -124,14 +126,14 @@ func (s *Service) deliverer(ctx context.Context, u *sluice.User) postgres.Webhoo
 		c.Cap = s.maxPerUser
 	}
 	if cred := auth.CredentialFrom(ctx); cred != nil && cred.User != nil && cred.User.ID == u.ID {
-		c.TokenID = cred.TokenID
+		c.TokenID, c.JWTKey = cred.TokenID, cred.JWTKey
 	}
 	return c
 }
 
 // setCreator makes w deliver as c.
 func setCreator(w *sluice.Webhook, c postgres.WebhookCreator) {
-	w.CreatorID, w.CreatorName, w.CreatorTokenID = c.ID, c.Name, c.TokenID
+	w.CreatorID, w.CreatorName, w.CreatorTokenID, w.CreatorJWTKey = c.ID, c.Name, c.TokenID, c.JWTKey
 }
 
 // Create makes a webhook on org/name for u (who must be an admin of it),
@@ -494,7 +496,7 @@ func (s *Service) Update(ctx context.Context, u *sluice.User, org, name string, 
 		if err := s.apply(sch, w, in); err != nil {
 			return postgres.WebhookSettings{}, err
 		}
-		c := postgres.WebhookCreator{ID: w.CreatorID, Name: w.CreatorName, TokenID: w.CreatorTokenID}
+		c := postgres.WebhookCreator{ID: w.CreatorID, Name: w.CreatorName, TokenID: w.CreatorTokenID, JWTKey: w.CreatorJWTKey}
 		if rebind {
 			c = s.deliverer(ctx, u)
 		}
@@ -631,8 +633,10 @@ func (s *Service) Delete(ctx context.Context, u *sluice.User, org, name string, 
 
 // checkCreator checks, against Postgres and bypassing caches, that the
 // creator of w still exists, that the API token it was made with (if any)
-// is unrevoked, and that the creator can read w's database. Its errors
-// (Unauthenticated, Forbidden, NotFound) say what is missing.
+// is unrevoked, that the key of the JWT it was made with (if any) was not
+// removed from the key set (as a replica recorded it, see
+// Deliverer.revokeKeys), and that the creator can read w's database. Its
+// errors (Unauthenticated, Forbidden, NotFound) say what is missing.
 func checkCreator(ctx context.Context, store *postgres.DB, w *sluice.Webhook) error {
 	u, err := store.UserByID(ctx, w.CreatorID)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
@@ -648,6 +652,15 @@ func checkCreator(ctx context.Context, store *postgres.DB, w *sluice.Webhook) er
 		}
 		if !ok {
 			return sluice.Errorf(sluice.CodeUnauthenticated, "the API token %s made it with was revoked", u.Name)
+		}
+	}
+	if w.CreatorJWTKey != "" {
+		removed, err := store.JWTKeyRemoved(ctx, w.CreatorJWTKey)
+		if err != nil {
+			return err
+		}
+		if removed {
+			return sluice.Errorf(sluice.CodeUnauthenticated, "the key that signed the JWT %s made it with was removed from the key set (jwt_jwks_file/jwt_jwks_url)", u.Name)
 		}
 	}
 	d, err := store.DatabaseByID(ctx, w.Database.ID)
