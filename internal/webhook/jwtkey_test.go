@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-dev/sluice/internal/config"
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
 // publishJWKS writes the public keys of keys, by kid, to path as a JWKS.
@@ -61,9 +62,9 @@ func bearerJWT(t *testing.T, user, kid string, key *ecdsa.PrivateKey) dt.Auth {
 // drops the key while replica A (which took the lease first, and still
 // has the key) delivers. A plain resume is refused, on either replica,
 // while the key stays removed; a resume with after, as the admin who
-// resumes it, goes on. A webhook made afterwards on A with a JWT of the
-// key is paused when it starts. A webhook of a key still in the set goes
-// on.
+// resumes it, goes on (and a plain resume once the key is back). A
+// webhook made afterwards on A with a JWT of the key is paused when it
+// starts. A webhook of a key still in the set goes on.
 // Found by review: such webhooks went on delivering after the key was
 // removed.
 func TestWebhookOfARemovedJWTKeyIsRevoked(t *testing.T) {
@@ -134,6 +135,22 @@ func TestWebhookOfARemovedJWTKeyIsRevoked(t *testing.T) {
 	a.MustDo(t, 200, dt.Admin(), "POST", hookPath("keyed", ha.ID, "/resume"), fmt.Sprintf(`{"after":%q}`, pos))
 	if body := ra.next(t); !strings.Contains(body, "Person/after") {
 		t.Fatalf("resumed as the admin, from where it stood: %s", body)
+	}
+	if st := status(t, a, "keyed", ha.ID); st["creator"] != "admin" || st["state"] != "active" {
+		t.Fatalf("resumed with after: creator %v, state %v; want admin, active", st["creator"], st["state"])
+	}
+
+	// Key a comes back on B: a plain resume of the webhook made with it
+	// is allowed again (the webhooks stay paused until then).
+	publishJWKS(t, pathB, both)
+	if err := b.Reload(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 30*time.Second, "a plain resume once key a is back", func() bool {
+		return a.Do(t, dt.Admin(), "POST", hookPath("keyed", hc.ID, "/resume"), nil).Status == 200
+	})
+	if body := rc.next(t); !strings.Contains(body, "Person/later") {
+		t.Fatalf("resumed from where it stood: %s", body)
 	}
 }
 
