@@ -102,9 +102,13 @@ func (db *DB) RemoveJWTKeys(ctx context.Context, removed, restored []string, msg
 		if _, err := tx.Exec(ctx, "INSERT INTO sluice.removed_jwt_keys (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NOTHING", nonNil(removed)); err != nil {
 			return mapError(err)
 		}
+		// The rows are locked in the order of their ids, so that two
+		// replicas doing this at once do not deadlock.
 		rows, err := tx.Query(ctx, `UPDATE sluice.webhooks SET state = $2, status_message = format($3, creator_name),
 				attempt = 0, next_attempt_at = NULL, version = version + 1, `+touched+`
-			WHERE creator_jwt_key = ANY($1) AND state = 'active' RETURNING id`, nonNil(removed), string(sluice.WebhookRevoked), msg)
+			WHERE id IN (SELECT id FROM sluice.webhooks WHERE creator_jwt_key = ANY($1) AND state = 'active' ORDER BY id FOR UPDATE)
+				AND creator_jwt_key = ANY($1) AND state = 'active'
+			RETURNING id`, nonNil(removed), string(sluice.WebhookRevoked), msg)
 		if err != nil {
 			return mapError(err)
 		}
