@@ -88,18 +88,29 @@ func (db *DB) announceWebhook(ctx context.Context, id int64) {
 // format) with the creator's name as %1$s. It bumps their versions (a
 // request in flight is abandoned) and returns their ids, which it
 // announces. Applying the same keys again changes nothing more.
+//
+// The record commits before the webhooks are paused, so that none made
+// or resumed with such a JWT escapes both: one committed before the
+// UPDATE's snapshot is paused by it, and one committed after starts its
+// loop after the record, which its check of the creator reads (a
+// deliverer's loop checks it at every start). In one transaction, a
+// webhook committed while it ran escaped both.
 func (db *DB) RemoveJWTKeys(ctx context.Context, removed, restored []string, msg string) ([]int64, error) {
-	var ids []int64
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		// The lease before the webhooks' rows, as in every change of a
-		// webhook (changeWebhookWith): a takeover waits for this one.
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.webhook_lease FOR SHARE"); err != nil {
-			return mapError(err)
-		}
 		if _, err := tx.Exec(ctx, "DELETE FROM sluice.removed_jwt_keys WHERE key = ANY($1)", nonNil(restored)); err != nil {
 			return mapError(err)
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO sluice.removed_jwt_keys (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NOTHING", nonNil(removed)); err != nil {
+		_, err := tx.Exec(ctx, "INSERT INTO sluice.removed_jwt_keys (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NOTHING", nonNil(removed))
+		return mapError(err)
+	})
+	if err != nil || len(removed) == 0 {
+		return nil, err
+	}
+	var ids []int64
+	err = db.inTx(ctx, func(tx pgx.Tx) error {
+		// The lease before the webhooks' rows, as in every change of a
+		// webhook (changeWebhookWith): a takeover waits for this one.
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.webhook_lease FOR SHARE"); err != nil {
 			return mapError(err)
 		}
 		// The rows are locked in the order of their ids, so that two
@@ -108,7 +119,7 @@ func (db *DB) RemoveJWTKeys(ctx context.Context, removed, restored []string, msg
 				attempt = 0, next_attempt_at = NULL, version = version + 1, `+touched+`
 			WHERE id IN (SELECT id FROM sluice.webhooks WHERE creator_jwt_key = ANY($1) AND state = 'active' ORDER BY id FOR UPDATE)
 				AND creator_jwt_key = ANY($1) AND state = 'active'
-			RETURNING id`, nonNil(removed), string(sluice.WebhookRevoked), msg)
+			RETURNING id`, removed, string(sluice.WebhookRevoked), msg)
 		if err != nil {
 			return mapError(err)
 		}
