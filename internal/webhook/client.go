@@ -21,7 +21,8 @@ import (
 // connection can be reused; a longer body closes the connection.
 // responseHeaderBytes bounds an answer's status line and headers: a
 // receiver answering more fails the attempt. So an answer costs a
-// webhook a few tens of KiB, whatever the receiver sends.
+// webhook a few tens of KiB, whatever the receiver sends (over HTTP/2
+// too: see the flow-control window in newSender).
 const (
 	responseExcerpt     = 512
 	responseDrain       = 64 << 10
@@ -47,6 +48,17 @@ func newSender(d *dialer, timeout time.Duration, userAgent string, now func() ti
 		TLSHandshakeTimeout:    10 * time.Second,
 		ResponseHeaderTimeout:  timeout,
 		MaxResponseHeaderBytes: responseHeaderBytes,
+		// Over HTTP/2 the receiver may send as much of its answer as the
+		// flow-control window allows before anything reads it, and the
+		// transport holds it: 4 MiB a request by default, past the few
+		// tens of KiB an answer is allowed to cost. A request reads at
+		// most the excerpt and the drain, so a window of that is all it
+		// needs; a connection, which the webhooks of one host share,
+		// takes at most 1 MiB.
+		HTTP2: &http.HTTP2Config{
+			MaxReceiveBufferPerStream:     responseExcerpt + responseDrain,
+			MaxReceiveBufferPerConnection: 1 << 20,
+		},
 	}
 	return &sender{
 		client: &http.Client{Transport: tr,
