@@ -492,11 +492,14 @@ func (j *JWT) KeyRemoved(id string) bool {
 
 // KeyChanges returns the identities (as Verify returns them,
 // sluice.Credential.JWTKey) of the keys a reload or fetch removed from
-// this replica's key set (as KeyRemoved judges them) and of those that
-// came back after they were removed, less than an hour ago. Webhooks are
-// paused by the first (webhook.Deliverer.JWTKeysChanged), through a
-// record in Postgres that every replica reads and the second clears.
-func (j *JWT) KeyChanges() (removed, restored []string) {
+// this replica's key set less than an hour ago (as KeyRemoved judges
+// them), and of the keys the set holds. Once the set changed, webhooks
+// made with a JWT of the first are paused
+// (webhook.Deliverer.JWTKeysChanged) through a record in Postgres that
+// every replica reads, and which the second clear: a key the set holds
+// again is no longer removed, however long ago it left. The HS256
+// secret is in neither: it is never removed.
+func (j *JWT) KeyChanges() (removed, held []string) {
 	if j == nil || j.set == nil {
 		return nil, nil
 	}

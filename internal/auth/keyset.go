@@ -82,12 +82,7 @@ type keySet struct {
 	// first, from a newer set. A key that comes back leaves it; entries
 	// are forgotten after jwksRemovedFor, the oldest first past
 	// jwksMaxRemoved.
-	removed map[string]time.Time
-	// restored holds, likewise, the keys that came back after they were
-	// removed (removed and restored never hold the same key): webhooks
-	// judge a key by a record in Postgres that a reload or fetch that
-	// brings it back clears (JWT.KeyChanges).
-	restored  map[string]time.Time
+	removed   map[string]time.Time
 	digest    [sha256.Size]byte // of the set's JSON the keys came from
 	gen       atomic.Uint64     // moves when the keys change
 	fresh     time.Time         // URL: when to fetch again
@@ -193,21 +188,14 @@ func (s *keySet) replace(keys []publicKey, b []byte) bool {
 }
 
 // noteRemoved records in s.removed the keys of old that are not in keys,
-// and moves those of keys it holds to s.restored (a key that comes back is
-// no longer removed); each forgets those past jwksRemovedFor or
-// jwksMaxRemoved. The caller holds s.mu.
+// and forgets those of keys (a key that comes back is no longer removed)
+// and those past jwksRemovedFor or jwksMaxRemoved. The caller holds s.mu.
 func (s *keySet) noteRemoved(old, keys []publicKey) {
 	now := s.now()
 	in := make(map[string]bool, len(keys))
 	for _, k := range keys {
 		in[k.id] = true
-		if _, ok := s.removed[k.id]; ok {
-			delete(s.removed, k.id)
-			if s.restored == nil {
-				s.restored = map[string]time.Time{}
-			}
-			s.restored[k.id] = now
-		}
+		delete(s.removed, k.id)
 	}
 	for _, k := range old {
 		if !in[k.id] {
@@ -215,35 +203,27 @@ func (s *keySet) noteRemoved(old, keys []publicKey) {
 				s.removed = map[string]time.Time{}
 			}
 			s.removed[k.id] = now
-			delete(s.restored, k.id)
 		}
 	}
-	forgetOld(s.removed, now)
-	forgetOld(s.restored, now)
-}
-
-// forgetOld deletes from keys those recorded jwksRemovedFor ago or more,
-// then the oldest past jwksMaxRemoved.
-func forgetOld(keys map[string]time.Time, now time.Time) {
-	for id, at := range keys {
+	for id, at := range s.removed {
 		if now.Sub(at) >= jwksRemovedFor {
-			delete(keys, id)
+			delete(s.removed, id)
 		}
 	}
-	for len(keys) > jwksMaxRemoved {
+	for len(s.removed) > jwksMaxRemoved {
 		oldest, first := "", time.Time{}
-		for id, at := range keys {
+		for id, at := range s.removed {
 			if oldest == "" || at.Before(first) {
 				oldest, first = id, at
 			}
 		}
-		delete(keys, oldest)
+		delete(s.removed, oldest)
 	}
 }
 
-// changes returns the keys removed and restored less than jwksRemovedFor
-// ago (see JWT.KeyChanges).
-func (s *keySet) changes() (removed, restored []string) {
+// changes returns the keys removed less than jwksRemovedFor ago, and the
+// keys of the set (see JWT.KeyChanges).
+func (s *keySet) changes() (removed, held []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -252,12 +232,10 @@ func (s *keySet) changes() (removed, restored []string) {
 			removed = append(removed, id)
 		}
 	}
-	for id, at := range s.restored {
-		if now.Sub(at) < jwksRemovedFor {
-			restored = append(restored, id)
-		}
+	for _, k := range s.keys {
+		held = append(held, k.id)
 	}
-	return removed, restored
+	return removed, held
 }
 
 // fetch fetches the URL's set, unless a fetch is in flight, in which case

@@ -81,8 +81,9 @@ func (db *DB) announceWebhook(ctx context.Context, id int64) {
 }
 
 // RemoveJWTKeys records that a reload or fetch of this replica's JWT key
-// set took the keys removed out of it and brought the keys restored back
-// (sluice.Credential.JWTKey identities; sluice.removed_jwt_keys), and
+// set took the keys removed out of it, and that it holds the keys held
+// (sluice.Credential.JWTKey identities; sluice.removed_jwt_keys: a key
+// held is no longer removed), and
 // pauses as revoked every active webhook made, or last re-pointed, with
 // a JWT of a removed key, its status message msg formatted (Postgres's
 // format) with the creator's name as %1$s. It bumps their versions (a
@@ -95,9 +96,9 @@ func (db *DB) announceWebhook(ctx context.Context, id int64) {
 // loop after the record, which its check of the creator reads (a
 // deliverer's loop checks it at every start). In one transaction, a
 // webhook committed while it ran escaped both.
-func (db *DB) RemoveJWTKeys(ctx context.Context, removed, restored []string, msg string) ([]int64, error) {
+func (db *DB) RemoveJWTKeys(ctx context.Context, removed, held []string, msg string) ([]int64, error) {
 	err := db.inTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "DELETE FROM sluice.removed_jwt_keys WHERE key = ANY($1)", nonNil(restored)); err != nil {
+		if _, err := tx.Exec(ctx, "DELETE FROM sluice.removed_jwt_keys WHERE key = ANY($1)", nonNil(held)); err != nil {
 			return mapError(err)
 		}
 		_, err := tx.Exec(ctx, "INSERT INTO sluice.removed_jwt_keys (key) SELECT unnest($1::text[]) ON CONFLICT (key) DO NOTHING", nonNil(removed))

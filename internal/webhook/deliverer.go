@@ -44,9 +44,9 @@ type Options struct {
 	// dialing of a checked address (see dialer).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	Dial    func(ctx context.Context, network, address string) (net.Conn, error)
-	// JWTKeys returns the JWT keys this replica's key set removed and
-	// those that came back (auth.JWT.KeyChanges); nil: none.
-	JWTKeys func() (removed, restored []string)
+	// JWTKeys returns the JWT keys this replica's key set removed, and
+	// those it holds (auth.JWT.KeyChanges); nil: none.
+	JWTKeys func() (removed, held []string)
 	// LogRead, for tests, is told the bytes of change images of each
 	// page of the log a webhook's loop read, and returns what is called
 	// once the loop no longer holds that page.
@@ -84,7 +84,7 @@ type Deliverer struct {
 
 	// jwtKeys is Options.JWTKeys; keysChanged is signalled when they
 	// change (JWTKeysChanged), and taken by revokeKeys.
-	jwtKeys     func() (removed, restored []string)
+	jwtKeys     func() (removed, held []string)
 	keysChanged chan struct{}
 }
 
@@ -147,9 +147,9 @@ func (d *Deliverer) JWTKeysChanged() {
 const keyRemovedMessage = "paused: its creator %1$s lost the read access it delivers with: the key that signed the JWT %1$s made it with was removed from the key set (jwt_jwks_file/jwt_jwks_url)"
 
 // revokeKeys records in Postgres, each time this replica's key set
-// changes, the keys it removed (and those that came back), and pauses as
-// revoked the webhooks made, or last re-pointed, with a JWT of a removed
-// key, whoever delivers them: removing a key is how an operator answers
+// changes, the keys it removed (and that those it holds are not), and
+// pauses as revoked the webhooks made, or last re-pointed, with a JWT of
+// a removed key, whoever delivers them: removing a key is how an operator answers
 // its compromise, its holder could sign as any user, and a webhook is a
 // standing resource that would otherwise deliver for good. It runs on
 // every replica, leading or not, until ctx ends, and tries again (with
@@ -166,11 +166,11 @@ func (d *Deliverer) revokeKeys(ctx context.Context) {
 		case <-d.keysChanged:
 		case <-retry.C:
 		}
-		removed, restored := d.jwtKeys()
-		if len(removed) == 0 && len(restored) == 0 {
+		removed, held := d.jwtKeys()
+		if len(removed) == 0 && len(held) == 0 {
 			continue
 		}
-		ids, err := d.store.RemoveJWTKeys(ctx, removed, restored, keyRemovedMessage)
+		ids, err := d.store.RemoveJWTKeys(ctx, removed, held, keyRemovedMessage)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.logger.Warn("record the JWT keys removed from the key set, and pause the webhooks made with them (trying again)", "err", err)
