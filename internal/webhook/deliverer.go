@@ -149,11 +149,11 @@ const keyRemovedMessage = "paused: its creator %1$s lost the read access it deli
 // revokeKeys records in Postgres, each time this replica's key set
 // changes, the keys it removed (and that those it holds are not), and
 // pauses as revoked the webhooks made, or last re-pointed, with a JWT of
-// a removed key, whoever delivers them: removing a key is how an operator answers
-// its compromise, its holder could sign as any user, and a webhook is a
-// standing resource that would otherwise deliver for good. It runs on
-// every replica, leading or not, until ctx ends, and tries again (with
-// backoff) while Postgres fails.
+// a removed key, whoever delivers them: removing a key is how an
+// operator answers its compromise, its holder could sign as any user,
+// and a webhook is a standing resource that would otherwise deliver for
+// good. It runs on every replica, leading or not, until ctx ends, and
+// tries again (with backoff) while Postgres fails.
 func (d *Deliverer) revokeKeys(ctx context.Context) {
 	retry := time.NewTimer(0)
 	retry.Stop()
