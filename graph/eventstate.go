@@ -44,7 +44,15 @@ func (x *execution) readAsOfCommit(c *sluice.Commit) (func(), error) {
 			snap.SetAsOf(nil) // a query with _ChangeSet reads no other past (asOf)
 		}
 	}
-	past, err := x.es.store.ReadAsOf(ctx, x.req.DB, x.es.schema, x.es.role, snap, "commit", c.End())
+	// A query's _ChangeSet reads as of the commit its client named, as a
+	// read as of a position does, bounded by max_past_changes; a
+	// subscription's event as of the commit the log came to, without the
+	// bound (a stream resumed from further back would end at it).
+	readAsOf := x.es.store.ReadAsOf
+	if x.snap == nil {
+		readAsOf = x.es.store.ReadAsOfEvent
+	}
+	past, err := readAsOf(ctx, x.req.DB, x.es.schema, x.es.role, snap, "commit", c.End())
 	if err != nil {
 		end()
 		return nil, err

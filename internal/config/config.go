@@ -400,15 +400,16 @@ type Config struct {
 	// Key history_page_bytes, env SLUICE_HISTORY_PAGE_BYTES, flag --history-page-bytes, default 4194304.
 	HistoryPageBytes int64
 
-	// MaxDiffChanges bounds the changes the log between the two positions
-	// of one diff may hold: every page of a diff reads them all (sorted by
-	// Postgres, within work_mem or on disk), so the range is checked,
-	// from the commits' counts of changes, before any page is read; its
+	// MaxPastChanges bounds the changes a read of the past may read from
+	// the log: a read as of a position (REST as_of, GraphQL asOf, what a
+	// _ChangeSet reads as of its commit) reads, and Postgres sorts, every
+	// change from its position to the head of the log, and every page of a
+	// diff every change between its two positions. The range is checked,
+	// from the commits' counts of changes, before anything reads it; its
 	// commits are bounded as well (one more), for those written without
-	// changes.
-	// Always greater than zero.
-	// Key max_diff_changes, env SLUICE_MAX_DIFF_CHANGES, flag --max-diff-changes, default 100000.
-	MaxDiffChanges int
+	// changes. Always greater than zero.
+	// Key max_past_changes, env SLUICE_MAX_PAST_CHANGES, flag --max-past-changes, default 100000.
+	MaxPastChanges int
 
 	// MaxWebhooksPerDatabase caps the webhooks one database may have:
 	// each holds an outgoing connection and, while active, history from
@@ -587,7 +588,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("graphql_request_timeout", c.GraphQLRequestTimeout),
 		slog.Duration("statement_timeout", c.StatementTimeout),
 		slog.Int64("history_page_bytes", c.HistoryPageBytes),
-		slog.Int("max_diff_changes", c.MaxDiffChanges),
+		slog.Int("max_past_changes", c.MaxPastChanges),
 		slog.Int("max_webhooks_per_database", c.MaxWebhooksPerDatabase),
 		slog.Int64("max_databases_per_user", c.MaxDatabasesPerUser),
 		slog.Int64("access_changes_per_user", c.AccessChangesPerUser),

@@ -100,7 +100,7 @@ func TestDefault(t *testing.T) {
 
 		StatementTimeout: 30 * time.Second,
 		HistoryPageBytes: 4 << 20,
-		MaxDiffChanges:   100000,
+		MaxPastChanges:   100000,
 
 		MaxWebhooksPerDatabase: 20,
 		MaxWebhooksPerUser:     50,
@@ -317,7 +317,7 @@ var everything = Config{
 
 	StatementTimeout: 2 * time.Minute,
 	HistoryPageBytes: 65536,
-	MaxDiffChanges:   2000,
+	MaxPastChanges:   2000,
 
 	MaxWebhooksPerDatabase: 3,
 	MaxWebhooksPerUser:     4,
@@ -417,7 +417,7 @@ graphql_max_response_bytes: 1008
 graphql_request_timeout: 45s
 statement_timeout: 2m
 history_page_bytes: 65536
-max_diff_changes: 2000
+max_past_changes: 2000
 max_webhooks_per_database: 3
 max_webhooks_per_user: 4
 max_databases_per_user: 6
@@ -502,7 +502,7 @@ graphql_max_response_bytes: 1008
 graphql_request_timeout: 45s
 statement_timeout: 2m
 history_page_bytes: 65536
-max_diff_changes: 2000
+max_past_changes: 2000
 max_webhooks_per_database: 3
 max_webhooks_per_user: 4
 max_databases_per_user: 6
@@ -585,7 +585,7 @@ graphql_max_response_bytes = 1008
 graphql_request_timeout = "45s"
 statement_timeout = "2m"
 history_page_bytes = 65536
-max_diff_changes = 2000
+max_past_changes = 2000
 max_webhooks_per_database = 3
 max_webhooks_per_user = 4
 max_databases_per_user = 6
@@ -668,7 +668,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "graphql_request_timeout": "45s",
   "statement_timeout": "120s",
   "history_page_bytes": 65536,
-  "max_diff_changes": 2000,
+  "max_past_changes": 2000,
   "max_webhooks_per_database": 3,
   "max_webhooks_per_user": 4,
   "max_databases_per_user": 6,
@@ -770,7 +770,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_STATEMENT_TIMEOUT":               "2m",
 
 		"SLUICE_HISTORY_PAGE_BYTES": "65536",
-		"SLUICE_MAX_DIFF_CHANGES":   "2000",
+		"SLUICE_MAX_PAST_CHANGES":   "2000",
 
 		"SLUICE_MAX_WEBHOOKS_PER_DATABASE": "3",
 		"SLUICE_MAX_WEBHOOKS_PER_USER":     "4",
@@ -861,7 +861,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--graphql-request-timeout", "45s",
 		"--statement-timeout", "2m",
 		"--history-page-bytes", "65536",
-		"--max-diff-changes", "2000",
+		"--max-past-changes", "2000",
 		"--max-webhooks-per-database", "3",
 		"--max-webhooks-per-user", "4",
 		"--max-databases-per-user", "6",

@@ -432,7 +432,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	eng.UseLogRetention(d.cfg.LogRetention)
 	eng.LimitSchemas(d.cfg.MaxSchemaBytes)
 	eng.LimitWrites(d.cfg.MaxWriteDocuments)
-	eng.LimitDiffs(int64(d.cfg.MaxDiffChanges))
+	eng.LimitPast(int64(d.cfg.MaxPastChanges))
 	eng.LimitWriteBytes(d.cfg.WriteBytes, d.cfg.WriteBytesPerUser)
 	m.ObserveWriteBudget(eng.WriteBudget)
 	eng.LimitDatabases(int(d.cfg.MaxDatabasesPerUser))

@@ -500,7 +500,7 @@ func TestDiffPageSortsNoImages(t *testing.T) {
 }
 
 // TestDiffRangeBoundedBeforeItIsRead: a diff whose positions hold more
-// than max_diff_changes changes between them is refused, 400 naming the
+// than max_past_changes changes between them is refused, 400 naming the
 // key and the position up to which a diff from its from fits, before any
 // page reads the log (every page reads all of it, whatever type= and id=
 // keep, so they are refused as well); a range of exactly that many, from
@@ -509,7 +509,7 @@ func TestDiffPageSortsNoImages(t *testing.T) {
 // once per page, bounded only by statement_timeout.
 func TestDiffRangeBoundedBeforeItIsRead(t *testing.T) {
 	t.Parallel()
-	d := dt.Start(t, func(c *config.Config) { c.MaxDiffChanges = 5 })
+	d := dt.Start(t, func(c *config.Config) { c.MaxPastChanges = 5 })
 	d.CreateDatabase(t, "bound", "type Person { name: String! }")
 	from := headPosition(t, d, "bound")
 	epoch := from[:strings.LastIndex(from[:strings.LastIndex(from, "-")], "-")]
@@ -531,7 +531,7 @@ func TestDiffRangeBoundedBeforeItIsRead(t *testing.T) {
 		var e struct {
 			Message string `json:"api:message"`
 		}
-		want := "the log of admin/bound between from " + from + " and to " + now + " holds more than 5 changes, the most one diff reads (max_diff_changes): from " + from + ", a diff reaches at most to=" + fits
+		want := "the log of admin/bound between from " + from + " and to " + now + " holds more than 5 changes, the most one diff reads (max_past_changes): from " + from + ", a diff reaches at most to=" + fits
 		if err := json.Unmarshal(r.Body, &e); err != nil || r.Status != 400 || !strings.HasPrefix(e.Message, want) {
 			t.Errorf("diff %s: %d %s, want 400 %q", q, r.Status, r.Body, want)
 		}

@@ -66,7 +66,7 @@ type DiffPage struct {
 // database org/name at q.From and q.To: one entry per document that
 // differs, by id. Both positions are checked as reads of the past check
 // theirs (see ReadAsOf), and To may not come before From; a range of the
-// log holding more than max_diff_changes changes is refused (CodeInvalid,
+// log holding more than max_past_changes changes is refused (CodeInvalid,
 // naming the furthest To that fits) before any of it is read. It needs the
 // read role; the images are redacted as history is (RedactCommit), less
 // the fields the diff cannot show (DiffPage.Hidden), and a document whose
@@ -152,15 +152,15 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 	}
 	// Every page reads every change between the two positions, whatever
 	// type= and id= keep: the range is bounded before anything reads it.
-	if rg, err := e.store.DiffRange(ctx, d, q.From, sq.To, e.maxDiffChanges); err != nil {
+	if rg, err := e.store.DiffRange(ctx, d, q.From, sq.To, e.maxPastChanges); err != nil {
 		return nil, sluice.Position{}, err
 	} else if rg.Over {
 		what := "changes"
 		if rg.ByCommits {
 			what = "commits" // written without changes, each still read
 		}
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "the log of %s between from %s and to %s holds more than %d %s, the most one diff reads (max_diff_changes): from %s, a diff reaches at most to=%s; diff up to there, then on from it (type= and id= do not narrow it: each page reads every change between its two positions)",
-			d.Path(), q.From, sq.To, e.maxDiffChanges, what, q.From, rg.Fits)
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "the log of %s between from %s and to %s holds more than %d %s, the most one diff reads (max_past_changes): from %s, a diff reaches at most to=%s; diff up to there, then on from it (type= and id= do not narrow it: each page reads every change between its two positions)",
+			d.Path(), q.From, sq.To, e.maxPastChanges, what, q.From, rg.Fits)
 	}
 	sc, err := e.scanVersions(ctx, d, s, role, q.From.Seq, sq.To.Seq)
 	if err != nil {

@@ -45,8 +45,8 @@ type Engine struct {
 	maxSchemaBytes int64
 	// maxWriteDocuments is max_write_documents (LimitWrites).
 	maxWriteDocuments int64
-	// maxDiffChanges is max_diff_changes (LimitDiffs).
-	maxDiffChanges int64
+	// maxPastChanges is max_past_changes (LimitPast).
+	maxPastChanges int64
 	// maxDatabasesPerUser is max_databases_per_user (LimitDatabases).
 	maxDatabasesPerUser int
 	// writeBytes is what the documents of writes may hold at once
@@ -155,7 +155,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 	e.KeepIdempotencyKeys(24*time.Hour, 10000)
 	e.LimitSchemas(1 << 20)
 	e.LimitWrites(1000000)
-	e.LimitDiffs(100000)
+	e.LimitPast(100000)
 	e.LimitWriteBytes(64<<20, 16<<20)
 	e.LimitDatabases(100)
 	e.LimitAccessChanges(10)
@@ -172,10 +172,11 @@ func (e *Engine) LimitDatabases(perUser int) { e.maxDatabasesPerUser = perUser }
 // 1,000,000.
 func (e *Engine) LimitWrites(maxDocuments int64) { e.maxWriteDocuments = maxDocuments }
 
-// LimitDiffs sets the most changes the log between the two positions of
-// a diff may hold (max_diff_changes); call it before the Engine is used.
-// New sets 100,000.
-func (e *Engine) LimitDiffs(maxChanges int64) { e.maxDiffChanges = maxChanges }
+// LimitPast sets the most changes a read of the past reads from the log
+// (max_past_changes): from a read's position to the head of the log, or
+// between the two positions of a diff. Call it before the Engine is
+// used. New sets 100,000.
+func (e *Engine) LimitPast(maxChanges int64) { e.maxPastChanges = maxChanges }
 
 // LimitWriteBytes sets the bytes of JSON the documents of writes
 // in progress may hold at once, in all (write_bytes) and for one user

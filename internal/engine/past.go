@@ -180,21 +180,37 @@ func ParsePosition(param, text string) (sluice.Position, error) {
 // not ahead of its log, within its retained history. It returns the
 // history the snapshot sees.
 func (e *Engine) checkPast(ctx context.Context, d *sluice.Database, param string, pos sluice.Position) (sluice.History, error) {
-	if pos.Epoch != d.Epoch {
-		return sluice.History{}, sluice.Errorf(sluice.CodeInvalid, "%s", sluice.NotOf(d, param, pos))
+	if err := checkEpoch(d, param, pos); err != nil {
+		return sluice.History{}, err
 	}
 	h, err := e.store.History(ctx, d.ID)
 	if err != nil {
 		return h, err
 	}
+	return h, e.checkRetained(ctx, d, param, pos, h)
+}
+
+// checkEpoch checks that pos (given as param) is a position of this
+// incarnation of d.
+func checkEpoch(d *sluice.Database, param string, pos sluice.Position) error {
+	if pos.Epoch != d.Epoch {
+		return sluice.Errorf(sluice.CodeInvalid, "%s", sluice.NotOf(d, param, pos))
+	}
+	return nil
+}
+
+// checkRetained checks that pos (given as param), a position of d, is
+// not ahead of its log and within its retained history, as history h
+// (the snapshot's) says, and names an event (checkIndex).
+func (e *Engine) checkRetained(ctx context.Context, d *sluice.Database, param string, pos sluice.Position, h sluice.History) error {
 	if pos.Seq > h.LastSeq {
-		return h, sluice.Errorf(sluice.CodeInvalid, "%s %s is ahead of the log of %s, whose newest commit is %d", param, pos, d.Path(), h.LastSeq)
+		return sluice.Errorf(sluice.CodeInvalid, "%s %s is ahead of the log of %s, whose newest commit is %d", param, pos, d.Path(), h.LastSeq)
 	}
 	if !h.Retains(pos) {
 		oldest := sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}
-		return h, sluice.Errorf(sluice.CodeHistoryGone, "%s %s is older than the history %s retains (log_retention); the oldest position it can read is %s", param, pos, d.Path(), oldest)
+		return sluice.Errorf(sluice.CodeHistoryGone, "%s %s is older than the history %s retains (log_retention); the oldest position it can read is %s", param, pos, d.Path(), oldest)
 	}
-	return h, e.checkIndex(ctx, d, param, pos)
+	return e.checkIndex(ctx, d, param, pos)
 }
 
 // checkIndex checks that pos (given as param), a retained position of d
@@ -223,10 +239,31 @@ func (e *Engine) checkIndex(ctx context.Context, d *sluice.Database, param strin
 // for a reader with role. It runs the snapshot's first statement, which
 // checks pos (checkPast: a CodeInvalid error for a position of another
 // database or epoch or ahead of the log, CodeHistoryGone for one older
-// than retained history), and returns what of the state then the reader
-// can be shown.
+// than retained history) and counts the changes from pos to the head of
+// the log, which every statement of the read reads and sorts: more than
+// max_past_changes is a CodeInvalid error naming the oldest position a
+// read reaches, before anything reads them. It returns what of the state
+// then the reader can be shown.
 func (e *Engine) ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position) (*Past, error) {
-	if _, err := e.checkPast(ctx, d, param, pos); err != nil {
+	return e.readAsOf(ctx, d, s, role, snap, param, pos, e.maxPastChanges)
+}
+
+// ReadAsOfEvent is ReadAsOf for what a subscription's event reads beyond
+// its commit's images, as of the commit: without the bound of
+// max_past_changes, since a stream resumed from further back than it
+// allows would end at its first such event (each event's reads are
+// bounded by graphql_request_timeout instead).
+func (e *Engine) ReadAsOfEvent(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position) (*Past, error) {
+	return e.readAsOf(ctx, d, s, role, snap, param, pos, 0)
+}
+
+// readAsOf is ReadAsOf with the bound most (0: none).
+func (e *Engine) readAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position, most int64) (*Past, error) {
+	if most <= 0 {
+		if _, err := e.checkPast(ctx, d, param, pos); err != nil {
+			return nil, err
+		}
+	} else if err := e.checkPastRange(ctx, d, param, pos, most); err != nil {
 		return nil, err
 	}
 	sc, err := e.scanVersions(ctx, d, s, role, pos.Seq, pos.Seq)
@@ -236,6 +273,38 @@ func (e *Engine) ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Sch
 	past, drop := pastSchema(sc, 0, s, role, pos)
 	snap.SetAsOf(&postgres.AsOf{Pos: pos, Drop: drop})
 	return past, nil
+}
+
+// checkPastRange is checkPast for a read as of pos, which reads every
+// change from pos to the head of the log: it also checks that they are
+// at most most, counted in the statement that reads the history, and
+// refuses the read (CodeInvalid) naming the oldest position within the
+// bound.
+func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param string, pos sluice.Position, most int64) error {
+	if err := checkEpoch(d, param, pos); err != nil {
+		return err
+	}
+	h, rg, err := e.store.PastRange(ctx, d, pos, most)
+	if err != nil {
+		return err
+	}
+	if err := e.checkRetained(ctx, d, param, pos, h); err != nil || !rg.Over {
+		return err
+	}
+	what := "changes"
+	if rg.ByCommits {
+		what = "commits" // written without changes, each still read
+	}
+	oldest, ok, err := e.store.OldestPast(ctx, d, most)
+	if err != nil {
+		return err
+	}
+	if !ok { // never: pos is retained, and its range is over
+		oldest = sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}
+	}
+	head := sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
+	return sluice.Errorf(sluice.CodeInvalid, "the log of %s from %s %s to its head %s holds more than %d %s, the most a read of the past reads (max_past_changes): read as of a later position; the oldest one a read reaches now is %s",
+		d.Path(), param, pos, head, most, what, oldest)
 }
 
 // versionScan is what a walk through the schema versions of a database,

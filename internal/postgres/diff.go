@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -171,44 +172,125 @@ type DiffRange struct {
 // that many commits hold more than most changes after from's own, or
 // are over by themselves.
 func (db *DB) DiffRange(ctx context.Context, d *sluice.Database, from, to sluice.Position, most int64) (DiffRange, error) {
-	fromSeq := from.Seq // as Diff counts them
-	if from.Index == sluice.WholeCommit {
-		fromSeq++
-	}
-	// n: the changes of each commit in the range (those of from's commit
-	// after from.Index, those of to's up to to.Index); first: the index
-	// of its first.
-	var seq, n, upto, first int64
-	var prev *int64
-	err := db.reader(ctx, d.ID).QueryRow(ctx, `SELECT seq, n, upto, prev, first FROM (
-			SELECT seq, n, first, sum(n) OVER w AS upto, lag(seq) OVER w AS prev, row_number() OVER w AS k
-			FROM (SELECT seq,
-					greatest(0, CASE WHEN seq = $4 THEN least(n_changes, $6::bigint + 1) ELSE n_changes END
-						- CASE WHEN seq = $3 THEN least(n_changes, $5::bigint + 1) ELSE 0 END) AS n,
-					CASE WHEN seq = $3 THEN $5::bigint + 1 ELSE 0 END AS first
-				FROM sluice.commits WHERE db_id = $1 AND seq BETWEEN $2 AND $4
-				ORDER BY seq LIMIT $7) c
-			WINDOW w AS (ORDER BY seq)) r
-		WHERE upto > $8 OR k = $7
-		ORDER BY seq LIMIT 1`,
-		d.ID, fromSeq, from.Seq, to.Seq, int64(from.Index), int64(to.Index), most+2, most).Scan(&seq, &n, &upto, &prev, &first)
+	var r rangeRow
+	err := db.reader(ctx, d.ID).QueryRow(ctx, rangeSQL("$5", "$4", "$6", "$7", "$8"),
+		d.ID, rangeFromSeq(from), from.Seq, to.Seq, int64(from.Index), int64(to.Index), most+2, most).Scan(&r.seq, &r.n, &r.upto, &r.prev, &r.first)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DiffRange{}, nil
 	} else if err != nil {
 		return DiffRange{}, mapError(err)
 	}
+	return r.over(d, from, most), nil
+}
+
+// PastRange returns the history of database d (as History does) and
+// whether the log from position from (retained, not ahead of it) to its
+// head holds more than most changes (most at least 1), counted as
+// DiffRange counts them, in one statement: so a read of the past that
+// begins with it (its snapshot's first statement) learns both in the one
+// round trip that begins it.
+func (db *DB) PastRange(ctx context.Context, d *sluice.Database, from sluice.Position, most int64) (sluice.History, DiffRange, error) {
+	var h sluice.History
+	var r struct{ seq, n, upto, prev, first *int64 }
+	err := db.reader(ctx, d.ID).QueryRow(ctx, `SELECT h.last_seq, h.pruned_seq, r.seq, r.n, r.upto, r.prev, r.first
+		FROM sluice.commit_counters h LEFT JOIN LATERAL (`+rangeSQL("$4", "h.last_seq", strconv.Itoa(sluice.WholeCommit), "$5", "$6")+`) r ON true
+		WHERE h.db_id = $1`,
+		d.ID, rangeFromSeq(from), from.Seq, int64(from.Index), most+2, most).Scan(&h.LastSeq, &h.PrunedSeq, &r.seq, &r.n, &r.upto, &r.prev, &r.first)
+	if errors.Is(mapError(err), errNotFound) {
+		return h, DiffRange{}, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", d.ID)
+	} else if err != nil {
+		return h, DiffRange{}, mapError(err)
+	}
+	if r.seq == nil {
+		return h, DiffRange{}, nil
+	}
+	return h, rangeRow{*r.seq, *r.n, *r.upto, *r.first, r.prev}.over(d, from, most), nil
+}
+
+// OldestPast returns the oldest position of database d from which the
+// log to its head holds at most most changes (most at least 1), counted
+// as DiffRange counts them, reading at most most+2 commits' rows, the
+// newest; ok is false when every retained position is such.
+func (db *DB) OldestPast(ctx context.Context, d *sluice.Database, most int64) (p sluice.Position, ok bool, err error) {
+	// Going back from the head, the first commit at which the changes
+	// after its start (upto, its own included) pass most, or that is one
+	// commit too many.
+	var seq, n, upto, k int64
+	err = db.reader(ctx, d.ID).QueryRow(ctx, `SELECT seq, n_changes, upto, k FROM (
+			SELECT seq, n_changes, sum(n_changes) OVER w AS upto, row_number() OVER w AS k
+			FROM (SELECT seq, n_changes FROM sluice.commits WHERE db_id = $1 ORDER BY seq DESC LIMIT $2) c
+			WINDOW w AS (ORDER BY seq DESC)) r
+		WHERE upto > $3 OR k = $2
+		ORDER BY seq DESC LIMIT 1`, d.ID, most+2, most).Scan(&seq, &n, &upto, &k)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, false, nil
+	} else if err != nil {
+		return p, false, mapError(err)
+	}
+	p = sluice.Position{Epoch: d.Epoch, Seq: seq, Index: sluice.WholeCommit}
+	if k < most+2 && upto-n < most {
+		// Its last changes fit, as many as most leaves.
+		p.Index = int(upto - most - 1)
+	}
+	return p, true, nil
+}
+
+// rangeFromSeq is the first commit of the log after position from that
+// holds changes after it: from's own when from is inside it.
+func rangeFromSeq(from sluice.Position) int64 {
+	if from.Index == sluice.WholeCommit {
+		return from.Seq + 1
+	}
+	return from.Seq
+}
+
+// rangeSQL returns the statement that finds the first commit of a range
+// of the log at which it passes a bound: parameters $1 the database, $2
+// the range's first commit (rangeFromSeq), $3 the sequence of its start;
+// the others are the SQL of the index of its start (fromIndex), of the
+// sequence and index of its end (to, toIndex), and of most+2 and most of
+// the bound (rows, most). Its row is a rangeRow, none when the range is
+// within the bound.
+func rangeSQL(fromIndex, to, toIndex, rows, most string) string {
+	// n: the changes of each commit in the range (those of from's commit
+	// after from.Index, those of to's up to to.Index); first: the index
+	// of its first.
+	return strings.NewReplacer("$FROM_INDEX", fromIndex, "$TO_INDEX", toIndex, "$TO", to, "$ROWS", rows, "$MOST", most).Replace(`SELECT seq, n, upto, prev, first FROM (
+			SELECT seq, n, first, sum(n) OVER w AS upto, lag(seq) OVER w AS prev, row_number() OVER w AS k
+			FROM (SELECT seq,
+					greatest(0, CASE WHEN seq = $TO THEN least(n_changes, $TO_INDEX::bigint + 1) ELSE n_changes END
+						- CASE WHEN seq = $3 THEN least(n_changes, $FROM_INDEX::bigint + 1) ELSE 0 END) AS n,
+					CASE WHEN seq = $3 THEN $FROM_INDEX::bigint + 1 ELSE 0 END AS first
+				FROM sluice.commits WHERE db_id = $1 AND seq BETWEEN $2 AND $TO
+				ORDER BY seq LIMIT $ROWS) c
+			WINDOW w AS (ORDER BY seq)) r
+		WHERE upto > $MOST OR k = $ROWS
+		ORDER BY seq LIMIT 1`)
+}
+
+// rangeRow is the row of rangeSQL: the commit seq at which the range
+// passes the bound, its changes n in the range, upto those of the range
+// up to it, the index of its first first, and the commit before it.
+type rangeRow struct {
+	seq, n, upto, first int64
+	prev                *int64
+}
+
+// over returns the DiffRange of a range from position from that the row
+// says passes most.
+func (r rangeRow) over(d *sluice.Database, from sluice.Position, most int64) DiffRange {
 	// The commit at seq passes most: the changes before it, and as many
 	// of its own as most leaves, fit (all of the commits before it when
 	// it was the last read and none passed most).
-	before := upto - n
-	if upto <= most || before >= most {
+	before := r.upto - r.n
+	if r.upto <= most || before >= most {
 		fits := from // never: a commit before seq was read
-		if prev != nil {
-			fits = sluice.Position{Epoch: d.Epoch, Seq: *prev, Index: sluice.WholeCommit}
+		if r.prev != nil {
+			fits = sluice.Position{Epoch: d.Epoch, Seq: *r.prev, Index: sluice.WholeCommit}
 		}
-		return DiffRange{Over: true, ByCommits: upto <= most, Fits: fits}, nil
+		return DiffRange{Over: true, ByCommits: r.upto <= most, Fits: fits}
 	}
-	return DiffRange{Over: true, Fits: sluice.Position{Epoch: d.Epoch, Seq: seq, Index: int(first + most - before - 1)}}, nil
+	return DiffRange{Over: true, Fits: sluice.Position{Epoch: d.Epoch, Seq: r.seq, Index: int(r.first + most - before - 1)}}
 }
 
 // image returns a JSON image read from the log, nil for none.

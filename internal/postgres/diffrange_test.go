@@ -65,5 +65,46 @@ func TestDiffRangeCounts(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("DiffRange(%s, %s, %d) = %+v, %v; want %+v", c.from, c.to, c.most, got, err, c.want)
 		}
+		// A read as of from counts the same range up to the head.
+		if c.to != pos(6, whole) {
+			continue
+		}
+		h, got, err := db.PastRange(ctx, d, c.from, c.most)
+		if err != nil || got != c.want || h.LastSeq != 6 {
+			t.Errorf("PastRange(%s, %d) = %+v, %+v, %v; want %+v", c.from, c.most, h, got, err, c.want)
+		}
+	}
+	// The oldest position a read as of reaches: inside the commit that
+	// passes the bound, or at the end of the one that is a commit too
+	// many (as DiffRange counts them from there).
+	for _, c := range []struct {
+		most int64
+		want sluice.Position
+		ok   bool
+	}{
+		{6, sluice.Position{}, false},
+		{5, pos(1, 0), true},
+		{4, pos(1, whole), true},
+		{3, pos(2, whole), true},
+		{2, pos(3, whole), true},
+		{1, pos(6, 0), true},
+	} {
+		got, ok, err := db.OldestPast(ctx, d, c.most)
+		if err != nil || got != c.want || ok != c.ok {
+			t.Errorf("OldestPast(%d) = %s, %v, %v; want %s, %v", c.most, got, ok, err, c.want, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if rg, err := db.DiffRange(ctx, d, got, pos(6, whole), c.most); err != nil || rg.Over {
+			t.Errorf("OldestPast(%d) = %s, over: %+v %v", c.most, got, rg, err)
+		}
+		if got.Index != whole && got.Index > 0 {
+			before := sluice.Position{Epoch: d.Epoch, Seq: got.Seq, Index: got.Index - 1}
+			if rg, err := db.DiffRange(ctx, d, before, pos(6, whole), c.most); err != nil || !rg.Over {
+				t.Errorf("OldestPast(%d) = %s, and %s is not over: %+v %v", c.most, got, before, rg, err)
+			}
+		}
 	}
 }
