@@ -56,3 +56,24 @@ func removeForeign(ctx context.Context, store *postgres.DB, logger *slog.Logger)
 		logger.Warn("remove the triggers other postgres roles made on sluice's tables", "err", err)
 	}
 }
+
+// warnOtherReach logs a warning for each role other than Sluice's that may
+// read or write Sluice's own tables (postgres.OtherRolesReach): nothing
+// Sluice grants lets it, and nothing Sluice revokes stops it, so the
+// operator is told at each start.
+func warnOtherReach(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
+	roles, err := store.OtherRolesReach(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Warn("look for postgres roles that may read sluice's own tables", "err", err)
+		}
+		return
+	}
+	for _, r := range roles {
+		if r.Writes {
+			logger.Warn("a postgres role may write sluice's own tables (schema sluice), whatever their grants: it can make any user sluice's super user and write the log; revoke pg_write_all_data (and any grant on schema sluice) from it", "role", r.Role)
+		} else {
+			logger.Warn("a postgres role may read sluice's own tables (schema sluice), whatever their grants: the password hashes and, unless webhook_secret_key_file is set, the key of the webhooks' signing secrets; revoke pg_read_all_data (and any grant on schema sluice) from it", "role", r.Role)
+		}
+	}
+}

@@ -218,6 +218,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 		return nil, nil, nil, err
 	}
 	removeForeign(ctx, store, logger)
+	warnOtherReach(ctx, store, logger)
 	return store, pg, func(deadline time.Time) { store.Close(); stop(deadline) }, nil
 }
 

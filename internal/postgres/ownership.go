@@ -116,3 +116,44 @@ func checkOwnSchema(ctx context.Context, q querier, schema string) error {
 		"and let no role but Sluice's create in this database (REVOKE CREATE ON DATABASE … FROM each role but Sluice's that has it)",
 		schema, strings.Join(names, ", "), me, schema, wrongRole, me, schema, me)
 }
+
+// reachSQL lists the roles that may log in, other than Sluice's own (and
+// its members) and superusers, that may read or write a table of schema
+// sluice, each with whether it may write; the first 21. Sluice grants no
+// role anything there, but Postgres lets a member of pg_read_all_data or
+// pg_write_all_data read or write every table whatever its schema's and
+// its own grants, and a superuser may grant what Sluice did not.
+const reachSQL = `SELECT quote_ident(r.rolname), bool_or(has_table_privilege(r.oid, c.oid, 'INSERT, UPDATE, DELETE, TRUNCATE'))
+FROM pg_roles r CROSS JOIN pg_class c
+WHERE c.relnamespace = 'sluice'::regnamespace AND c.relkind IN ('r', 'p')
+	AND r.rolcanlogin AND NOT r.rolsuper AND NOT pg_has_role(r.oid, current_user, 'MEMBER')
+	AND has_schema_privilege(r.oid, 'sluice', 'USAGE')
+	AND has_table_privilege(r.oid, c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
+GROUP BY r.rolname ORDER BY r.rolname LIMIT 21`
+
+// RoleReach is a role other than Sluice's that reaches Sluice's own
+// tables (OtherRolesReach).
+type RoleReach struct {
+	Role   string // quoted as an identifier
+	Writes bool   // it may write them too
+}
+
+// OtherRolesReach returns the roles that may log in, other than Sluice's
+// own, its members and superusers, that may read or write Sluice's own
+// tables (schema sluice), at most 21: roles granted pg_read_all_data or
+// pg_write_all_data, which Postgres lets past any grant, or roles a
+// superuser granted them to. Such a role reads the password hashes and the
+// key of webhook secrets kept in Postgres, and one that writes can make
+// any user Sluice's super user (docs/security.md).
+func (db *DB) OtherRolesReach(ctx context.Context) ([]RoleReach, error) {
+	rows, err := db.pool.Query(ctx, reachSQL)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (RoleReach, error) {
+		var x RoleReach
+		err := r.Scan(&x.Role, &x.Writes)
+		return x, err
+	})
+	return out, mapError(err)
+}

@@ -1,0 +1,50 @@
+package daemon_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/pgtest"
+)
+
+// TestRolesReachingSluicesTablesAreNamed: Postgres lets a role granted
+// pg_read_all_data read, and one granted pg_write_all_data write, every
+// table whatever its schema's and its own grants: such a role read the
+// password hashes and the key of the webhooks' signing secrets in schema
+// sluice, or made a user Sluice's super user, and nothing said so. A
+// start now logs a warning naming each, saying which; a role that may log
+// in with no such grant is not named.
+func TestRolesReachingSluicesTablesAreNamed(t *testing.T) {
+	t.Parallel()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	suffix := hex.EncodeToString(b)
+	reader, writer, plain := "reach_reader_"+suffix, "reach_writer_"+suffix, "reach_plain_"+suffix
+	// Roles are the cluster's: made before the daemon starts, through a
+	// database of their own.
+	admin := pgtest.NewDatabase(t)
+	sqlExec(t, admin, "CREATE ROLE "+reader+" LOGIN", "GRANT pg_read_all_data TO "+reader,
+		"CREATE ROLE "+writer+" LOGIN", "GRANT pg_write_all_data, pg_read_all_data TO "+writer,
+		"CREATE ROLE "+plain+" LOGIN")
+	t.Cleanup(func() { _ = sqlTx(admin, "DROP ROLE "+reader, "DROP ROLE "+writer, "DROP ROLE "+plain) })
+	_, logs := startLogged(t)
+	named := map[string]string{} // role: "read" or "write"
+	for _, what := range []string{"read", "write"} {
+		for _, r := range logs.find("a postgres role may " + what + " sluice's own tables") {
+			r.Attrs(func(a slog.Attr) bool {
+				if a.Key == "role" {
+					named[a.Value.String()] = what
+				}
+				return true
+			})
+		}
+	}
+	if named[reader] != "read" || named[writer] != "write" {
+		t.Errorf("the warnings named %v, want %s as a reader and %s as a writer", named, reader, writer)
+	}
+	if _, ok := named[plain]; ok {
+		t.Errorf("a role with no grant was named: %v", named)
+	}
+}
