@@ -18,7 +18,7 @@
 // once it carried an authenticated request: when the total bound is
 // reached by those alone, a new connection is closed at once. One that
 // never did stays waiting while its requests are in flight (see
-// ConnState).
+// ConnState), and has at most AnonymousRequests of them (see Handler).
 //
 // The client address is the socket's peer, an IPv6 address by its /64
 // (auth.AddressKey): no header is read at accept, and none is believed
@@ -57,6 +57,11 @@ type Limits struct {
 	// carried an authenticated request is kept waiting (the server's
 	// IdleTimeout holds the others).
 	AnonymousIdle time.Duration
+	// AnonymousRequests, when positive, is the most requests a
+	// connection that never carried an authenticated request, and whose
+	// peer is not Exempt, has in flight at once (see Handler): over
+	// HTTP/2 one connection carries many.
+	AnonymousRequests int
 }
 
 // Listener is a net.Listener that counts its connections and keeps them
@@ -88,8 +93,9 @@ type Stats struct {
 	// Evicted counts waiting connections closed to make room at a bound,
 	// Refused new ones closed at once (the total bound held by busy
 	// connections alone), and Expired those closed for having waited
-	// AnonymousIdle without an authenticated request.
-	Evicted, Refused, Expired uint64
+	// AnonymousIdle without an authenticated request. Aborted counts
+	// requests refused past AnonymousRequests (see Handler).
+	Evicted, Refused, Expired, Aborted uint64
 }
 
 // Stats returns what l holds now and what it has closed or refused.
@@ -137,6 +143,8 @@ type Conn struct {
 	// so that a timer of an earlier wait does nothing.
 	expire *time.Timer
 	waits  uint64
+	// inFlight counts c's requests in Handler.
+	inFlight int
 	// fresh is set from when c is accepted (or given back to the server)
 	// until its first request is read, at freshSince.
 	fresh      bool
@@ -286,6 +294,53 @@ func Authenticated(ctx context.Context) {
 	// never authenticated (ConnState), is busy from now on.
 	c.l.unwait(c)
 	c.authenticated = true
+}
+
+// Handler serves next, counting each request in flight on its
+// connection until next returns. A connection that never carried an
+// authenticated request has at most Limits.AnonymousRequests: the
+// stream of one more is reset unanswered (http.ErrAbortHandler). Over
+// HTTP/2 such a request is answered at once (a 401, or a public route's
+// few bytes), but a client that grants no flow-control window keeps the
+// answer unsent, and next's goroutine and buffers (about 18 KB), until
+// write_timeout: Go's 250 streams a connection held 4.4 MB of a client
+// without credentials. next must send its answer before it returns (the
+// daemon's does, in rest's observe), so that its request counts while
+// it waits. A reset holds nothing once its handler returns, where an
+// answer, such as a 503, waits until its headers are sent.
+func Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := r.Context().Value(connKey{}).(*Conn)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if !c.begin() {
+			panic(http.ErrAbortHandler)
+		}
+		defer c.end()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// begin counts a request of c in flight, unless c never carried an
+// authenticated request and has AnonymousRequests in flight already.
+func (c *Conn) begin() bool {
+	c.l.mu.Lock()
+	defer c.l.mu.Unlock()
+	if n := c.l.lim.AnonymousRequests; n > 0 && !c.authenticated && !c.exempt && c.inFlight >= n {
+		c.l.stats.Aborted++
+		return false
+	}
+	c.inFlight++
+	return true
+}
+
+// end counts a request of c out.
+func (c *Conn) end() {
+	c.l.mu.Lock()
+	c.inFlight--
+	c.l.mu.Unlock()
 }
 
 // Close closes the connection and counts it out.

@@ -34,8 +34,14 @@ func serve(t *testing.T, lim connlimit.Limits) *server {
 	}
 	l := connlimit.New(ln, lim, nil)
 	s := &server{l: l, addr: ln.Addr().String(), idle: make(chan net.Conn, 100), release: make(chan struct{}), started: make(chan chan struct{}, 100)}
+	// HTTP/1, and HTTP/2 without TLS for the clients that start with its
+	// preface (h2Client).
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Protocols: protocols,
+		Handler: connlimit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case "/auth":
 				connlimit.Authenticated(r.Context())
@@ -50,7 +56,7 @@ func serve(t *testing.T, lim connlimit.Limits) *server {
 				case <-s.release:
 				}
 			}
-		}),
+		})),
 		ConnContext: l.ConnContext,
 		ConnState: func(c net.Conn, st http.ConnState) {
 			l.ConnState(c, st)
@@ -62,6 +68,39 @@ func serve(t *testing.T, lim connlimit.Limits) *server {
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { close(s.release); _ = srv.Close() })
 	return s
+}
+
+// h2Client returns a client of the server speaking HTTP/2 (without TLS)
+// on one connection, which it opens with a GET of path.
+func (s *server) h2Client(t *testing.T, path string) *http.Client {
+	t.Helper()
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: protocols}
+	t.Cleanup(tr.CloseIdleConnections)
+	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + s.addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return c
+}
+
+// blocked sends GET /block with c, not waiting for its answer, and
+// returns once the server began it.
+func (s *server) blocked(t *testing.T, c *http.Client) {
+	t.Helper()
+	go func() {
+		if resp, err := c.Get("http://" + s.addr + "/block"); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-s.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not start")
+	}
 }
 
 // dial connects and, unless path is empty, sends GET path.
@@ -280,4 +319,45 @@ func TestTotalBoundClosesNewConnectionsToo(t *testing.T) {
 	second := s.dial(t, "")
 	closed(t, first, "the new connection at the total bound")
 	get(t, second, "/ok")
+}
+
+// TestAnonymousRequestsInFlightAreBounded: an HTTP/2 connection that
+// never carried an authenticated request has at most AnonymousRequests
+// requests in flight; one more is reset unanswered, counted as Aborted.
+// One that carried an authenticated request is not bounded, nor one of a
+// trusted proxy (Exempt).
+func TestAnonymousRequestsInFlightAreBounded(t *testing.T) {
+	s := serve(t, connlimit.Limits{AnonymousRequests: 2})
+	anonymous := s.h2Client(t, "/ok")
+	s.blocked(t, anonymous)
+	s.blocked(t, anonymous)
+	if resp, err := anonymous.Get("http://" + s.addr + "/ok"); err == nil {
+		resp.Body.Close()
+		t.Fatalf("a third request in flight on a connection that never authenticated: %s, want its stream reset", resp.Status)
+	}
+	if st := s.l.Stats(); st.Aborted != 1 {
+		t.Errorf("stats: %+v, want one aborted", st)
+	}
+
+	authenticated := s.h2Client(t, "/auth")
+	for range 3 {
+		s.blocked(t, authenticated)
+	}
+	if resp, err := authenticated.Get("http://" + s.addr + "/ok"); err != nil {
+		t.Fatalf("a fourth request in flight on a connection that authenticated: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+
+	proxied := serve(t, connlimit.Limits{AnonymousRequests: 1, Exempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	proxy := proxied.h2Client(t, "/ok")
+	proxied.blocked(t, proxy)
+	if resp, err := proxy.Get("http://" + proxied.addr + "/ok"); err != nil {
+		t.Fatalf("a second request in flight on a trusted proxy's connection: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	if st := proxied.l.Stats(); st.Aborted != 0 {
+		t.Errorf("stats of a trusted proxy's server: %+v, want none aborted", st)
+	}
 }

@@ -655,14 +655,14 @@ func (d *Daemon) serve(ctx context.Context, p *parts, pg *pgembed.Postgres, cert
 		return fmt.Errorf("wait for the change feed's first read of the log: %w", context.Cause(ctx))
 	}
 
-	srv := d.httpServer(p.handler)
+	srv := d.httpServer(connlimit.Handler(p.handler))
 	d.addr = ln.Addr().String()
 	// Connections are bounded at accept (see connLimits), before TLS.
 	cl := connlimit.New(ln, connLimits(openFileLimit(), maxStreams(d.cfg.MaxStreams, openFileLimit()), p.store.Connections(), d.cfg.TrustedProxies), d.logger)
 	srv.ConnState, srv.ConnContext = cl.ConnState, cl.ConnContext
 	p.metrics.ObserveConnections(func() metrics.Connections {
 		s := cl.Stats()
-		return metrics.Connections{Open: s.Connections, Waiting: s.Waiting, Evicted: s.Evicted, Refused: s.Refused, Expired: s.Expired}
+		return metrics.Connections{Open: s.Connections, Waiting: s.Waiting, Evicted: s.Evicted, Refused: s.Refused, Expired: s.Expired, Aborted: s.Aborted}
 	})
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- serve(srv, cl, cert) }()
@@ -830,6 +830,10 @@ const (
 	h2ConnWindow   = 256 << 10
 )
 
+// h2Streams is the most requests an HTTP/2 connection carries at once
+// (see httpServer).
+const h2Streams = 250
+
 func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           handler,
@@ -862,7 +866,18 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// their whole windows. It costs a large upload on a long round
 		// trip its speed: at most 64 KiB moves per round trip (6.4 MB/s
 		// at 10 ms, 640 KB/s at 100 ms).
-		HTTP2: &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout,
+		//
+		// An HTTP/2 connection carries at most 250 requests at once, Go's
+		// default, said here because the documentation promises it: a
+		// browser carries every stream to one origin on one connection.
+		// Each answer a client keeps unsent, by granting no window, holds
+		// its handler (about 18 KB) until write_timeout, 4.4 MB a
+		// connection; one that never carried an authenticated request
+		// has 16 in flight (anonymousRequests). Fewer streams for a
+		// client with credentials would scale its cost, not bound it
+		// (its connections are many), and would queue a browser's
+		// streams past them behind the others.
+		HTTP2: &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout, MaxConcurrentStreams: h2Streams,
 			MaxReceiveBufferPerStream: h2StreamWindow, MaxReceiveBufferPerConnection: h2ConnWindow},
 		ErrorLog: log.New(serverErrors{d.logger}, "", 0),
 		// Every request's context starts with the logger (see
@@ -997,6 +1012,17 @@ const connReserve = 64
 // their descriptors back soon without being pushed out.
 const anonymousIdleTimeout = 15 * time.Second
 
+// anonymousRequests is the most requests an HTTP/2 connection that never
+// carried an authenticated request has in flight at once; those past it
+// are reset unanswered (connlimit.Handler). Each such request is
+// answered at once, but a client granting no flow-control window keeps
+// the answer unsent, and its handler's goroutine and buffers (about 18
+// KB), until write_timeout: 16 of them hold about 300 KB a connection,
+// where HTTP/2's streams held 4.4 MB. A browser loading the console
+// without credentials asks for at most a dozen of its files at once (the
+// modules app.js imports).
+const anonymousRequests = 16
+
 // connLimits returns the bounds of the API's connections (connlimit) for
 // a process of fileLimit open files (0: unknown), streams streams at most
 // (maxStreams) and pg connections to Postgres. Every connection, however
@@ -1009,16 +1035,17 @@ const anonymousIdleTimeout = 15 * time.Second
 // unless it is a trusted proxy's (every client behind it comes from it).
 // Past a bound the oldest waiting connection is closed, so a new one is
 // refused only when every connection is busy. A connection that never
-// carried an authenticated request is kept idle anonymousIdleTimeout.
+// carried an authenticated request is kept idle anonymousIdleTimeout,
+// and has at most anonymousRequests requests in flight.
 // An unknown or unlimited
 // fileLimit bounds only the waiting connections, to 10,000.
 func connLimits(fileLimit uint64, streams, pg int, trustedProxies []netip.Prefix) connlimit.Limits {
 	if fileLimit == 0 || fileLimit > 1<<30 {
-		return connlimit.Limits{Waiting: 10000, PerAddress: 1000, Exempt: trustedProxies, AnonymousIdle: anonymousIdleTimeout}
+		return connlimit.Limits{Waiting: 10000, PerAddress: 1000, Exempt: trustedProxies, AnonymousIdle: anonymousIdleTimeout, AnonymousRequests: anonymousRequests}
 	}
 	total := max(int(fileLimit)-pg-connReserve, 32)
 	waiting := min(max(total-streams, 16), total)
-	return connlimit.Limits{Total: total, Waiting: waiting, PerAddress: max(waiting/10, 4), Exempt: trustedProxies, AnonymousIdle: anonymousIdleTimeout}
+	return connlimit.Limits{Total: total, Waiting: waiting, PerAddress: max(waiting/10, 4), Exempt: trustedProxies, AnonymousIdle: anonymousIdleTimeout, AnonymousRequests: anonymousRequests}
 }
 
 // serveMetrics serves GET /metrics, without credentials, on a listener of

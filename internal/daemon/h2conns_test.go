@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
@@ -146,4 +148,124 @@ func stillOpen(c net.Conn) bool {
 			return false
 		}
 	}
+}
+
+// TestAnonymousHTTP2ConnectionHoldsFewRequests: a client without
+// credentials opens one HTTP/2 connection granting the server no
+// flow-control window and asks GET /api/info on 100 streams at once. Each
+// 401 waits, with its handler's goroutine and buffers (about 18 KB),
+// until write_timeout: Go's 250 streams a connection held 4.4 MB of a
+// client that never authenticated. At most 16 requests of such a
+// connection are in flight; the others are reset unanswered at once, and
+// their goroutines are gone.
+func TestAnonymousHTTP2ConnectionHoldsFewRequests(t *testing.T) {
+	t.Parallel()
+	bin, err := dt.SluiceBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert := dt.WriteCertificate(t, t.TempDir(), 1)
+	metricsAddr := freeAddr(t)
+	p := dt.StartProc(t, bin, []string{"serve", "--listen", "127.0.0.1:0"},
+		[]string{"SLUICE_DATABASE_URL=" + pgtest.NewDatabase(t), "SLUICE_ADMIN_PASSWORD=" + dt.AdminPassword,
+			"SLUICE_TLS_CERT_FILE=" + cert.CertFile, "SLUICE_TLS_KEY_FILE=" + cert.KeyFile, "SLUICE_WRITE_TIMEOUT=10m",
+			"SLUICE_METRICS_LISTEN=" + metricsAddr}, nil)
+	before := scrape(t, metricsAddr)
+
+	const streams = 100
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", p.Addr, &tls.Config{RootCAs: cert.Pool, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range streams {
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", p.Addr}, {":path", "/api/info"}} {
+			if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every stream is answered (its headers; its body waits for a
+	// window) or reset.
+	answered, reset := map[uint32]bool{}, map[uint32]bool{}
+	for len(answered)+len(reset) < streams {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d streams answered and %d reset: %v", len(answered), len(reset), err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				if err := fr.WriteSettingsAck(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case *http2.HeadersFrame:
+			answered[f.StreamID] = true
+		case *http2.RSTStreamFrame:
+			reset[f.StreamID] = true
+		case *http2.GoAwayFrame:
+			t.Fatalf("the server went away: %v", f.ErrCode)
+		}
+	}
+	if len(answered) > 16 {
+		t.Errorf("%d anonymous requests of one connection in flight, more than 16", len(answered))
+	}
+	// Besides the 16 requests: the connection's own (its reader, its
+	// serve loop), and the handlers of reset streams as they return.
+	var after string
+	var goroutines float64
+	eventually.Nil(t, 10*time.Second, "the goroutines of one anonymous HTTP/2 connection", func() error {
+		after = scrape(t, metricsAddr)
+		if goroutines = dt.MetricValue(after, "go_goroutines") - dt.MetricValue(before, "go_goroutines"); goroutines > 16+10 {
+			return fmt.Errorf("one anonymous HTTP/2 connection holds %.0f goroutines", goroutines)
+		}
+		return nil
+	})
+	heap := dt.MetricValue(after, "go_memstats_heap_inuse_bytes") + dt.MetricValue(after, "go_memstats_stack_inuse_bytes") -
+		dt.MetricValue(before, "go_memstats_heap_inuse_bytes") - dt.MetricValue(before, "go_memstats_stack_inuse_bytes")
+	t.Logf("of %d anonymous streams granted no window, %d answered and held, %d reset; %+.0f goroutines, %+.0f KB of heap and stacks",
+		streams, len(answered), len(reset), goroutines, heap/1000)
+	if n := dt.MetricValue(after, "sluice_http_anonymous_requests_reset_total"); int(n) != len(reset) {
+		t.Errorf("sluice_http_anonymous_requests_reset_total is %.0f, want %d", n, len(reset))
+	}
+}
+
+// freeAddr returns a loopback address of a port free now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// scrape returns the metrics served at addr.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

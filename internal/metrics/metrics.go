@@ -91,8 +91,8 @@ func (m *Metrics) ObserveWriteBudget(budget func() (held int64, waiting int)) {
 // Connections are what the API's listener holds and has closed
 // (connlimit.Stats, read at each scrape).
 type Connections struct {
-	Open, Waiting             int
-	Evicted, Refused, Expired uint64
+	Open, Waiting                      int
+	Evicted, Refused, Expired, Aborted uint64
 }
 
 // ObserveConnections registers the sluice_http_connections* metrics of the
@@ -118,7 +118,11 @@ func (m *Metrics) ObserveConnections(stats func() Connections) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_http_connections_expired_total",
 			Help: "Connections closed after waiting 15 s without having carried an authenticated request.",
-		}, func() float64 { return float64(stats().Expired) }))
+		}, func() float64 { return float64(stats().Expired) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_http_anonymous_requests_reset_total",
+			Help: "Requests whose stream was reset unanswered: their HTTP/2 connection, which never carried an authenticated request, had 16 requests in flight already.",
+		}, func() float64 { return float64(stats().Aborted) }))
 }
 
 // Handler serves the registry in the Prometheus exposition format.
