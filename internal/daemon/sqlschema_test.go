@@ -17,7 +17,9 @@ import (
 // depend on a database's tables (a view over two columns, a temporary
 // table of a class's row type) make a forced schema change that would
 // drop those columns and that class answer 409 naming them, not 500, and
-// are left as they are; once they are gone the change is made.
+// are left as they are; once they are gone the change is made. Its dry
+// run names them among the reasons the change is refused (it named none,
+// and the console offered a change that then answered 409).
 func TestSQLDependentsRefuseForcedSchemaChange(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
@@ -39,6 +41,19 @@ func TestSQLDependentsRefuseForcedSchemaChange(t *testing.T) {
 	}
 
 	const next = "type Person { name: Int }" // name retyped; age, pet and Pet dropped
+	// A dry run answers the refusal the change would answer, among the
+	// reasons it is refused even with force: the console shows the dry
+	// run before every change, and confirming it led to this 409.
+	var preview struct {
+		Refused []string `json:"refused"`
+	}
+	pr := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/deps?dry_run=true", next)
+	if err := json.Unmarshal(pr.Body, &preview); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(preview.Refused, "; "); !strings.Contains(got, "view "+w.role+"_app.v") || !strings.Contains(got, ".hold") {
+		t.Fatalf("the dry run of the change refuses it for %q, want the view and the temporary table named (%s)", got, pr.Body)
+	}
 	r := d.Do(t, dt.Admin(), "PUT", "/api/schema/admin/deps?force=true", next)
 	if body := string(r.Body); r.Status != 409 || !strings.Contains(body, "view "+w.role+"_app.v") || !strings.Contains(body, ".hold") {
 		t.Fatalf("forced change under other roles' objects: %d %s, want 409 naming the view and the temporary table", r.Status, body)
@@ -52,6 +67,10 @@ func TestSQLDependentsRefuseForcedSchemaChange(t *testing.T) {
 	sqlExec(t, w.url, "DROP VIEW "+app+".v")
 	if _, err := hold.Exec(ctx, "DROP TABLE hold"); err != nil {
 		t.Fatal(err)
+	}
+	pr = d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/deps?dry_run=true", next)
+	if err := json.Unmarshal(pr.Body, &preview); err != nil || len(preview.Refused) != 0 {
+		t.Fatalf("the dry run once they are gone: %s (%v)", pr.Body, err)
 	}
 	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/deps?force=true", next)
 }

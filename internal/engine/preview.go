@@ -24,7 +24,9 @@ type SchemaPreview struct {
 	// without force.
 	Force bool
 	// Refused says why PutSchema would refuse the schema even with force
-	// (stored documents it would leave invalid), one reason each.
+	// (stored documents it would leave invalid, values too large for an
+	// index it adds, objects of other Postgres roles over what it
+	// drops), one reason each.
 	Refused []string
 }
 
@@ -94,6 +96,16 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 			p.Changes[x.change].add(f.count, f.ids)
 		}
 		p.Refused = conform.refusals(found)
+		// Objects of other Postgres roles (a view, a temporary table)
+		// over what the change drops refuse it, as they refuse the
+		// change itself, forced or not.
+		why, err := tx.DependentsRefusal(ctx, d, prev, next)
+		if err != nil {
+			return err
+		}
+		if why != "" {
+			p.Refused = append(p.Refused, why)
+		}
 		for i := range p.Changes {
 			why, err := tooLargeForIndex(ctx, tx, d, prev, next, &p.Changes[i])
 			if err != nil {

@@ -51,8 +51,6 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 		stmts = append(stmts, s)
 		builds[s] = fmt.Sprintf("the backlink index of %s.%s", c.Name, f.Name)
 	}
-	// What is dropped: tables, and columns ("" for a whole table).
-	var dropTables, dropColumns []string
 	for _, name := range next.Order {
 		c := next.Classes[name]
 		if c.Kind != sluice.KindDocument {
@@ -76,8 +74,7 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 			switch {
 			case of == nil:
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
-			case of.Type != f.Type || of.List != f.List:
-				dropTables, dropColumns = append(dropTables, tbl), append(dropColumns, f.Name)
+			case retyped(of, f):
 				stmts = append(stmts,
 					fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, col),
 					fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
@@ -85,7 +82,6 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 		}
 		for _, of := range old.Fields {
 			if c.Field(of.Name) == nil {
-				dropTables, dropColumns = append(dropTables, tbl), append(dropColumns, of.Name)
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, pgx.Identifier{of.Name}.Sanitize()))
 			}
 		}
@@ -114,27 +110,24 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 				continue
 			}
 			if c := next.Class(name); c == nil || c.Kind != sluice.KindDocument {
-				dropTables, dropColumns = append(dropTables, tableName(dbID, name)), append(dropColumns, "")
 				stmts = append(stmts, "DROP TABLE "+tableName(dbID, name))
 			}
 		}
 	}
-	if len(dropTables) > 0 {
-		others, err := otherDependents(ctx, q, dbID, dropTables, dropColumns)
-		if err != nil {
-			return err
-		}
-		if len(others) > 0 {
-			return sluice.Errorf(sluice.CodeConflict, "the schema change would drop tables or columns that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)", strings.Join(others, ", "))
-		}
+	others, err := droppedDependents(ctx, q, dbID, prev, next)
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		return dependentsError(strings.Join(others, ", "))
 	}
 	for _, s := range stmts {
 		if _, err := q.Exec(ctx, s); err != nil {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Code == "2BP01" { // dependent_objects_still_exist
-				// Made since otherDependents looked: Postgres' detail
+				// Made since droppedDependents looked: Postgres' detail
 				// names them ("view app.v depends on column …").
-				return sluice.Errorf(sluice.CodeConflict, "the schema change would drop tables or columns that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)", pe.Detail)
+				return dependentsError(pe.Detail)
 			}
 			if errors.As(err, &pe) && isIndexRowTooLarge(pe) && builds[s] != "" {
 				// Stored values, not the request, stand in the way, as
@@ -146,6 +139,50 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 		}
 	}
 	return syncCapture(ctx, q, dbID, role, next)
+}
+
+// retyped reports whether field of, changed to f, needs another column
+// (its type or list-ness changed): the column is dropped and added again.
+func retyped(of, f *sluice.Field) bool { return of.Type != f.Type || of.List != f.List }
+
+// droppedDependents returns the objects outside database dbID's schema
+// (otherDependents) that depend on what syncTables drops to make its
+// tables match next instead of prev: the tables of document classes that
+// next has no more (or not as document classes), and the columns of
+// fields dropped or retyped.
+func droppedDependents(ctx context.Context, q querier, dbID int64, prev, next *sluice.Schema) ([]string, error) {
+	if prev == nil {
+		return nil, nil
+	}
+	// Tables, and their columns ("" for a whole table).
+	var tables, columns []string
+	for _, name := range prev.Order {
+		old := prev.Classes[name]
+		if old.Kind != sluice.KindDocument {
+			continue
+		}
+		tbl := tableName(dbID, name)
+		c := next.Class(name)
+		if c == nil || c.Kind != sluice.KindDocument {
+			tables, columns = append(tables, tbl), append(columns, "")
+			continue
+		}
+		for _, of := range old.Fields {
+			if f := c.Field(of.Name); f == nil || retyped(of, f) {
+				tables, columns = append(tables, tbl), append(columns, of.Name)
+			}
+		}
+	}
+	if len(tables) == 0 {
+		return nil, nil
+	}
+	return otherDependents(ctx, q, dbID, tables, columns)
+}
+
+// dependentsError is the Conflict of a schema change that would drop
+// what the objects of other Postgres roles named by which depend on.
+func dependentsError(which string) error {
+	return sluice.Errorf(sluice.CodeConflict, "the schema change would drop tables or columns that objects of other Postgres roles depend on: %s; they must be dropped first (a temporary table goes when its session ends)", which)
 }
 
 // otherDependents returns the objects outside database dbID's schema (as

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -108,4 +109,17 @@ func (t *Tx) TooLargeForIndex(ctx context.Context, d *sluice.Database, class str
 		}
 	}
 	return t.affected(ctx, d, class, fmt.Sprintf("%s > %d", size, btreeMaxItem), max)
+}
+
+// DependentsRefusal returns why a schema change of database d from prev
+// to next would be refused, whatever force says, for the objects of other
+// Postgres roles that depend on the tables or columns it drops (the
+// message ChangeSchema answers, naming them), or "" when none do. One
+// made after it looks is found by the change itself.
+func (t *Tx) DependentsRefusal(ctx context.Context, d *sluice.Database, prev, next *sluice.Schema) (string, error) {
+	others, err := droppedDependents(ctx, t.tx, d.ID, prev, next)
+	if err != nil || len(others) == 0 {
+		return "", err
+	}
+	return sluice.ErrorMessage(dependentsError(strings.Join(others, ", "))), nil
 }
