@@ -372,6 +372,9 @@ type execution struct {
 	walked    int
 	selIDs    map[ast.Selection]uint64
 	pastSteps int
+	// introSteps counts the objects introspection visited
+	// (export_test.go: at most one per byte of the response bound).
+	introSteps int
 	// decodes counts the change images the per-class fields of
 	// _ChangeSet decoded (export_test.go: once per change, whatever the
 	// number of fields).

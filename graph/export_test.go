@@ -165,3 +165,17 @@ func SubscriptionEvents(ctx context.Context, store Store, u *sluice.User, org, n
 // SetRequestTimeout sets es's graphql_request_timeout (Limits.RequestTimeout),
 // as a Handler sets it on the schemas it builds.
 func SetRequestTimeout(es *ExecutableSchema, d time.Duration) { es.limits.RequestTimeout = d }
+
+// IntrospectionSteps runs query text on schema sdl as the admin sees it,
+// with its response bounded to maxBytes, and returns its data and errors
+// and the objects its introspection fields visited (introSteps).
+func IntrospectionSteps(sdl, text string, maxBytes int) (json.RawMessage, gqlerror.List, int, error) {
+	es, op, err := operationOn(sdl, text)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	es.limits.MaxResponseBytes = maxBytes
+	x := &execution{ctx: context.Background(), op: op, es: es, req: &Request{DB: &sluice.Database{ID: 1}}}
+	data := x.query()
+	return data, x.errs, x.introSteps, nil
+}

@@ -7,6 +7,13 @@ import (
 )
 
 // introspect writes the root field __schema or __type(name:).
+//
+// Every loop of the writers below stops once w is over its bound (the
+// caller then discards the answer and reports the bound), so that they
+// visit at most one object per byte of it: an answer grows as the types
+// times the square of a type's fields, times the aliases, and resolving
+// it to the end after the bound cost seconds of CPU on a schema of a few
+// dozen classes for nothing written.
 func (x *execution) introspect(w *jsonWriter, cf graphql.CollectedField) {
 	if cf.Name == "__schema" {
 		x.writeSchema(w, x.es.intro, cf.Selections)
@@ -22,8 +29,12 @@ func (x *execution) introspect(w *jsonWriter, cf graphql.CollectedField) {
 }
 
 func (x *execution) writeSchema(w *jsonWriter, s *introspection.Schema, sel ast.SelectionSet) {
+	x.introSteps++
 	w.WriteByte('{')
 	for i, cf := range x.fields(sel, "__Schema") {
+		if w.over {
+			return
+		}
 		w.key(cf.Alias, i == 0)
 		switch cf.Name {
 		case "__typename":
@@ -34,6 +45,9 @@ func (x *execution) writeSchema(w *jsonWriter, s *introspection.Schema, sel ast.
 			types := s.Types()
 			w.WriteByte('[')
 			for j := range types {
+				if w.over {
+					return
+				}
 				if j > 0 {
 					w.WriteByte(',')
 				}
@@ -50,6 +64,9 @@ func (x *execution) writeSchema(w *jsonWriter, s *introspection.Schema, sel ast.
 			ds := s.Directives()
 			w.WriteByte('[')
 			for j := range ds {
+				if w.over {
+					return
+				}
 				if j > 0 {
 					w.WriteByte(',')
 				}
@@ -77,12 +94,16 @@ func includeDeprecated(x *execution, cf graphql.CollectedField) bool {
 }
 
 func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.SelectionSet) {
+	x.introSteps++
 	if t == nil {
 		w.null()
 		return
 	}
 	w.WriteByte('{')
 	for i, cf := range x.fields(sel, "__Type") {
+		if w.over {
+			return
+		}
 		w.key(cf.Alias, i == 0)
 		switch cf.Name {
 		case "__typename":
@@ -105,6 +126,9 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 			}
 			w.WriteByte('[')
 			for j := range fs {
+				if w.over {
+					return
+				}
 				if j > 0 {
 					w.WriteByte(',')
 				}
@@ -133,6 +157,9 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 			}
 			w.WriteByte('[')
 			for j := range ts {
+				if w.over {
+					return
+				}
 				if j > 0 {
 					w.WriteByte(',')
 				}
@@ -147,6 +174,9 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 			}
 			w.WriteByte('[')
 			for j := range vs {
+				if w.over {
+					return
+				}
 				if j > 0 {
 					w.WriteByte(',')
 				}
@@ -170,8 +200,12 @@ func (x *execution) writeType(w *jsonWriter, t *introspection.Type, sel ast.Sele
 }
 
 func (x *execution) writeField(w *jsonWriter, f *introspection.Field, sel ast.SelectionSet) {
+	x.introSteps++
 	w.WriteByte('{')
 	for i, cf := range x.fields(sel, "__Field") {
+		if w.over {
+			return
+		}
 		w.key(cf.Alias, i == 0)
 		switch cf.Name {
 		case "__typename":
@@ -198,12 +232,19 @@ func (x *execution) writeField(w *jsonWriter, f *introspection.Field, sel ast.Se
 func (x *execution) writeInputValues(w *jsonWriter, vs []introspection.InputValue, sel ast.SelectionSet) {
 	w.WriteByte('[')
 	for j := range vs {
+		if w.over {
+			return
+		}
 		if j > 0 {
 			w.WriteByte(',')
 		}
+		x.introSteps++
 		v := &vs[j]
 		w.WriteByte('{')
 		for i, cf := range x.fields(sel, "__InputValue") {
+			if w.over {
+				return
+			}
 			w.key(cf.Alias, i == 0)
 			switch cf.Name {
 			case "__typename":
@@ -230,8 +271,12 @@ func (x *execution) writeInputValues(w *jsonWriter, vs []introspection.InputValu
 }
 
 func (x *execution) writeEnumValue(w *jsonWriter, v *introspection.EnumValue, sel ast.SelectionSet) {
+	x.introSteps++
 	w.WriteByte('{')
 	for i, cf := range x.fields(sel, "__EnumValue") {
+		if w.over {
+			return
+		}
 		w.key(cf.Alias, i == 0)
 		switch cf.Name {
 		case "__typename":
@@ -252,8 +297,12 @@ func (x *execution) writeEnumValue(w *jsonWriter, v *introspection.EnumValue, se
 }
 
 func (x *execution) writeDirective(w *jsonWriter, d *introspection.Directive, sel ast.SelectionSet) {
+	x.introSteps++
 	w.WriteByte('{')
 	for i, cf := range x.fields(sel, "__Directive") {
+		if w.over {
+			return
+		}
 		w.key(cf.Alias, i == 0)
 		switch cf.Name {
 		case "__typename":

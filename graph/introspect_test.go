@@ -2,8 +2,11 @@ package graph_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/daemontest"
 )
 
@@ -67,6 +70,42 @@ func TestIntrospectionFieldsOfEachKind(t *testing.T) {
 		res := st.query(t, `{ __type(name: "`+c.typ+`") `+sel+` }`, nil)
 		if want := `{"data":{"__type":` + c.want + `}}`; res.raw != want {
 			t.Errorf("%s:\n got %s\nwant %s", c.typ, res.raw, want)
+		}
+	}
+}
+
+// TestIntrospectionStopsAtResponseBound: introspection stops resolving
+// once its answer is past graphql_max_response_bytes, as document fields
+// do, visiting at most one object per byte of the bound. It went on to
+// the end, writing nothing more: with aliases an answer grows as the
+// number of types times the square of the fields a type has, so a query
+// within every document limit on a schema of a few dozen classes took
+// seconds of CPU to refuse.
+func TestIntrospectionStopsAtResponseBound(t *testing.T) {
+	t.Parallel()
+	var sdl strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&sdl, "type T%d {", i)
+		for j := range 20 {
+			fmt.Fprintf(&sdl, " r%d: T%d", j, j)
+		}
+		sdl.WriteString(" }\n")
+	}
+	const maxBytes = 256
+	for _, q := range []string{
+		`{ __schema { types { fields { type { fields { name } } } } } }`,
+		`{ __schema { types { inputFields { type { inputFields { type { name } } } } } } }`,
+		`{ __type(name: "T0") { fields { type { fields { type { name } } } } } }`,
+	} {
+		data, errs, steps, err := graph.IntrospectionSteps(sdl.String(), q, maxBytes)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if data != nil || len(errs) != 1 || errs[0].Extensions["limit"] != "graphql_max_response_bytes" {
+			t.Errorf("%s: data %.100s, errors %v; want the error of graphql_max_response_bytes alone", q, data, errs)
+		}
+		if steps > maxBytes {
+			t.Errorf("%s: %d objects visited, more than the %d bytes the answer may hold", q, steps, maxBytes)
 		}
 	}
 }
