@@ -372,6 +372,9 @@ type execution struct {
 	walked    int
 	selIDs    map[ast.Selection]uint64
 	pastSteps int
+	// out is the writer of the data queryOn is writing, if any: the
+	// errors recorded meanwhile count against its bound (record).
+	out *jsonWriter
 	// introSteps counts the objects introspection visited
 	// (export_test.go: at most one per byte of the response bound).
 	introSteps int
@@ -692,7 +695,16 @@ func (x *execution) record(path ast.Path, err error) {
 	if errors.Is(err, engine.ErrSchemaChanged) {
 		x.outdated, x.incomplete = err, true
 	}
-	x.errs = append(x.errs, toGQLError(x.ctx, x.es.logger, path, err))
+	ge := toGQLError(x.ctx, x.es.logger, path, err)
+	if x.out != nil && !x.out.over {
+		// The errors are sent with the data: a field error below a
+		// nullable reference nulls only the reference, so the data of
+		// each document read may bring one for each field, far past
+		// the data's bytes (36 MB of errors for 2.5 MB of data).
+		b, _ := json.Marshal(ge)
+		x.out.reserve(len(b) + 1)
+	}
+	x.errs = append(x.errs, ge)
 }
 
 // toGQLError converts err to a GraphQL error with extensions.code.

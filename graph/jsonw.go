@@ -20,6 +20,9 @@ type jsonWriter struct {
 	bytes.Buffer
 	max  int
 	over bool
+	// reserved counts bytes sent with the response but not written
+	// here (its errors, reserve), against max.
+	reserved int
 }
 
 // errWriterFull is what writes past a jsonWriter's max return (callers
@@ -31,11 +34,20 @@ func (w *jsonWriter) room(n int) bool {
 	if w.over {
 		return false
 	}
-	if w.max > 0 && w.Len()+n > w.max {
+	if w.max > 0 && w.Len()+w.reserved+n > w.max {
 		w.over = true
 		return false
 	}
 	return true
+}
+
+// reserve counts n bytes of the response written elsewhere against max,
+// as a write of them would (it sets over past it): a response's errors
+// are sent with its data.
+func (w *jsonWriter) reserve(n int) {
+	if w.room(n) {
+		w.reserved += n
+	}
 }
 
 func (w *jsonWriter) Write(p []byte) (int, error) {

@@ -47,8 +47,8 @@ type Limits struct {
 	// over all its fields, aliases and levels of references together
 	// (graphql_max_result_rows).
 	MaxResultRows int
-	// MaxResponseBytes bounds the JSON of a response's data
-	// (graphql_max_response_bytes).
+	// MaxResponseBytes bounds the JSON of a response's data and errors
+	// together (graphql_max_response_bytes).
 	MaxResponseBytes int
 	// RequestTimeout bounds the time the fields of one query, one read
 	// of a live query's result, or the reads of one commit's

@@ -235,6 +235,48 @@ func TestResponseBytesLimit(t *testing.T) {
 	}
 }
 
+// TestResponseBytesLimitCountsErrors: a response's errors count towards
+// graphql_max_response_bytes with its data. A field error below a
+// nullable reference nulls the reference alone, so each document read
+// (graphql_max_result_rows) gave one for each alias of it: the errors
+// were not bounded by the limit, and a query whose data fitted in 2.5 MB
+// answered 36 MB of errors (a read of the past, whose documents may lack
+// a field today's schema requires, could give a hundred per document).
+func TestResponseBytesLimitCountsErrors(t *testing.T) {
+	t.Parallel()
+	const max = 16 << 10
+	st := newStackWith(t, `type P { name: String friend: P }`, graph.Options{Limits: graph.Limits{MaxResponseBytes: max}}, nil)
+	var docs strings.Builder
+	docs.WriteString(`[{"@type":"P","@id":"root","name":"r"}`)
+	for i := range 100 {
+		fmt.Fprintf(&docs, `,{"@type":"P","@id":"p%03d","friend":"P/root"}`, i)
+	}
+	docs.WriteString("]")
+	st.insert(t, docs.String())
+	var sel []string
+	for i := range 10 {
+		// limit: -1 is refused when the backlink is read: an error
+		// for each P whose friend it is selected through.
+		sel = append(sel, fmt.Sprintf(`f%d: friend { _friend_of_P(limit: -1) { name } }`, i))
+	}
+	q := `{ P(limit: 3) { ` + strings.Join(sel, " ") + ` } }`
+	// Within the limit: the data and each document's errors.
+	res := st.query(t, q, nil)
+	if len(res.Errors) != 30 || string(res.Data) == "null" {
+		t.Fatalf("3 documents: %d errors, data %.200s; want 30 errors and data", len(res.Errors), res.Data)
+	}
+	// Past it: 1,000 errors (about 140 KB), their data about 10 KB.
+	res = st.query(t, strings.Replace(q, "limit: 3", "limit: 101", 1), nil)
+	last := res.Errors[len(res.Errors)-1]
+	if string(res.Data) != "null" || last.Extensions["limit"] != "graphql_max_response_bytes" {
+		t.Fatalf("101 documents: %d errors, the last %v, data %.100s; want data null and the error of graphql_max_response_bytes",
+			len(res.Errors), last, res.Data)
+	}
+	if len(res.raw) > max+1024 {
+		t.Fatalf("101 documents: the response is %d bytes, more than the %d of the limit and its error", len(res.raw), max)
+	}
+}
+
 // TestDocumentLimitsFromConfig checks that the daemon applies the
 // configured document limits (not the defaults).
 func TestDocumentLimitsFromConfig(t *testing.T) {

@@ -24,6 +24,8 @@ func (x *execution) query() json.RawMessage { return x.queryOn(typeQuery) }
 // data.
 func (x *execution) queryOn(root string) json.RawMessage {
 	w := x.newWriter()
+	x.out = w
+	defer func() { x.out = nil }()
 	w.WriteByte('{')
 	for i, cf := range x.rootFields(root) {
 		if x.overRows() {

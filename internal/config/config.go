@@ -372,7 +372,7 @@ type Config struct {
 	// Key graphql_max_result_rows, env SLUICE_GRAPHQL_MAX_RESULT_ROWS, flag --graphql-max-result-rows, default 10000.
 	GraphQLMaxResultRows int
 
-	// GraphQLMaxResponseBytes limits the JSON data of one GraphQL response,
+	// GraphQLMaxResponseBytes limits the JSON data and errors of one GraphQL response,
 	// which is built in memory.
 	// Key graphql_max_response_bytes, env SLUICE_GRAPHQL_MAX_RESPONSE_BYTES, flag --graphql-max-response-bytes, default 16777216.
 	GraphQLMaxResponseBytes int

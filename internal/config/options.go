@@ -422,7 +422,7 @@ func options() []option {
 			"most documents one GraphQL request reads, over all its fields, aliases and references; page with limit and offset",
 			func(c *Config, n int) { c.GraphQLMaxResultRows = n }),
 		countOption("graphql_max_response_bytes", "16777216",
-			"largest GraphQL response data in bytes (16 MiB); a request's reads of documents from Postgres may hold four times as much",
+			"largest GraphQL response, its data and errors together, in bytes (16 MiB); a request's reads of documents from Postgres may hold four times as much",
 			func(c *Config, n int) { c.GraphQLMaxResponseBytes = n }),
 		durationOption("graphql_request_timeout", "1m",
 			"longest the fields of one GraphQL query, one read of a live query's result, or the reads of one commit's subscription events (references, backlinks), may run, over all their SQL statements, before the request or stream ends with an error naming this limit (0: no limit; each statement is also bounded by statement_timeout)",
