@@ -294,9 +294,12 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 		x.limitReads()
 		w := s.open()
 		x.path = append(x.path[:0], pathSeg{name: s.alias})
+		x.out = w
 		n, err := x.writeChangeSet(w, c, s.selections, s.includeChildren)
+		x.out = nil
+		errs := x.takeErrors()
 		if err == errNulled {
-			return []SubscriptionEvent{s.nullEvent(pos, x.takeErrors())}, nil
+			return []SubscriptionEvent{s.nullEvent(pos, errs)}, nil
 		}
 		if err != nil {
 			ev, ok := s.limitEvent(pos, err)
@@ -312,8 +315,7 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 		if n == 0 && s.classFields {
 			return nil, nil
 		}
-		w.WriteString("}}")
-		return []SubscriptionEvent{{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}}, nil
+		return []SubscriptionEvent{s.close(x, w, pos, errs)}, nil
 	}
 	// An entry is a change's event: an object to resolve, or (lim) an
 	// event already made in its place.
@@ -439,20 +441,45 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 		}
 		w := s.open()
 		x.path = append(x.path[:0], pathSeg{name: s.alias})
-		if !x.writeObject(w, e.obj, s.selections, s.class) {
-			// A required field without a value: the payload (nullable)
-			// is null, the event says why.
-			out[i] = s.nullEvent(e.pos, x.takeErrors())
-			continue
-		}
+		x.out = w
+		written := x.writeObject(w, e.obj, s.selections, s.class)
+		x.out = nil
+		errs := x.takeErrors()
 		if w.over {
 			out[i], _ = s.limitEvent(e.pos, x.tooLarge())
 			continue
 		}
-		w.WriteString("}}")
-		out[i] = SubscriptionEvent{Position: e.pos, ID: e.pos.String(), Data: compactLine(w.Bytes())}
+		if !written {
+			// A required field without a value: the payload (nullable)
+			// is null, the event says why.
+			out[i] = s.nullEvent(e.pos, errs)
+			continue
+		}
+		out[i] = s.close(x, w, e.pos, errs)
 	}
 	return out, nil
+}
+
+// close ends the event at pos written in w (open) with errs, the field
+// errors recorded while its payload was written (below nullable fields,
+// which they nulled): they are this event's, sent with it, never with the
+// next one (TestEventErrorsGoWithTheirEvent). The execution's out was w
+// meanwhile, so that they were counted against the event's bytes as a
+// query's are; past them the event is the bound's.
+func (s *Subscription) close(x *execution, w *jsonWriter, pos sluice.Position, errs gqlerror.List) SubscriptionEvent {
+	w.WriteByte('}')
+	if len(errs) > 0 {
+		b, _ := json.Marshal(errs)
+		w.reserved = 0 // what was reserved for them is written now
+		w.WriteString(`,"errors":`)
+		w.Write(b)
+	}
+	w.WriteByte('}')
+	if w.over {
+		ev, _ := s.limitEvent(pos, x.tooLarge())
+		return ev
+	}
+	return SubscriptionEvent{Position: pos, ID: pos.String(), Data: compactLine(w.Bytes())}
 }
 
 // limitEvent returns the event at pos that replaces one past a bound when

@@ -122,3 +122,56 @@ func TestEventReferencesHiddenSinceTheCommit(t *testing.T) {
 		t.Errorf("a stream from before commit 1: %q, want the error naming User.secret and complete", frames)
 	}
 }
+
+// TestEventErrorsGoWithTheirEvent: an event whose payload is written but
+// holds a field error below a nullable reference (the referenced
+// document, as of the commit, lacks a field the schema has made required
+// since) carries that error; the next event carries only its own. The
+// errors were kept back and sent with the next event of the commit whose
+// payload was null, or not at all.
+func TestEventErrorsGoWithTheirEvent(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "everr", "type User { name: String } type Note { owner: User title: String! }")
+	docs := "/api/document/admin/everr"
+	p0 := headPositionOf(t, d, "everr", "Note")
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `[{"@type":"User","@id":"a"},{"@type":"Note","@id":"n1","owner":"User/a","title":"x"},{"@type":"Note","@id":"n2","title":"y"}]`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"User","@id":"a","name":"A"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/everr", "type User { name: String! } type Note { owner: User title: String! }")
+
+	type event struct {
+		Data   json.RawMessage
+		Errors []struct {
+			Message string
+			Path    []any
+		}
+	}
+	open := func(query string) func() event {
+		body, _ := json.Marshal(map[string]string{"query": query})
+		st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/everr", Body: string(body),
+			Header: []string{"Accept", "text/event-stream", "Last-Event-ID", p0}})
+		t.Cleanup(st.Close)
+		st.Next() // : connected
+		return func() event {
+			t.Helper()
+			var ev event
+			f := st.Event().Field("data")
+			if err := json.Unmarshal([]byte(f), &ev); err != nil {
+				t.Fatalf("decode %q: %v", f, err)
+			}
+			return ev
+		}
+	}
+	next := open(`subscription { Note_added { _id owner { name } } }`)
+	n1, n2 := next(), next()
+	if string(n1.Data) != `{"Note_added":{"_id":"Note/n1","owner":null}}` || len(n1.Errors) != 1 || !strings.Contains(n1.Errors[0].Message, "name") {
+		t.Errorf("n1's event: %s %+v, want its owner null and one error naming User.name", n1.Data, n1.Errors)
+	}
+	if string(n2.Data) != `{"Note_added":{"_id":"Note/n2","owner":null}}` || len(n2.Errors) != 0 {
+		t.Errorf("n2's event: %s %+v, want no owner and no error", n2.Data, n2.Errors)
+	}
+	cs := open(`subscription { _ChangeSet { Note_added { _id owner { name } } } }`)()
+	if string(cs.Data) != `{"_ChangeSet":{"Note_added":[{"_id":"Note/n1","owner":null},{"_id":"Note/n2","owner":null}]}}` || len(cs.Errors) != 1 || !strings.Contains(cs.Errors[0].Message, "name") {
+		t.Errorf("the change set: %s %+v, want n1's owner null and one error naming User.name", cs.Data, cs.Errors)
+	}
+}
