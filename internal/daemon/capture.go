@@ -50,7 +50,7 @@ func repairCapture(ctx context.Context, store *postgres.DB, logger *slog.Logger)
 func removeForeign(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
 	done, err := store.RemoveForeign(ctx)
 	for _, stmt := range done {
-		logger.Warn("removed what another postgres role attached to sluice's tables, or the privilege to attach it: grant other roles only SELECT, INSERT, UPDATE, DELETE and TRUNCATE on them", "statement", stmt)
+		logger.Warn("removed what another postgres role attached to sluice's tables, or the privilege to attach it: grant other roles only USAGE on sluice's schemas and SELECT, INSERT, UPDATE, DELETE and TRUNCATE on their tables", "statement", stmt)
 	}
 	if err != nil && ctx.Err() == nil {
 		logger.Warn("remove the triggers other postgres roles made on sluice's tables", "err", err)

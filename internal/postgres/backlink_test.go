@@ -230,6 +230,42 @@ func TestReferenceIndexes(t *testing.T) {
 	}
 }
 
+// A relation of another role's named as a backlink index that a table
+// lacks is not taken for it: BuildReferenceIndexes counted the index
+// built (CREATE INDEX IF NOT EXISTS kept the relation) and said nothing.
+// It now returns an error naming it, and builds it once a superuser
+// dropped it.
+func TestReferenceIndexNotStoodInFor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, _ := linkedDatabase(t, db, "standin", 4)
+	owners := postgres.RefIndexNameForTest("Item", "owners")
+	standIn := fmt.Sprintf(`sluice_db_%d."%s"`, d.ID, owners)
+	role := fmt.Sprintf("standin_%d_%d", d.ID, time.Now().UnixNano())
+	for _, stmt := range []string{"DROP INDEX " + standIn, "CREATE ROLE " + role, "CREATE TABLE " + standIn + " (x int)", "ALTER TABLE " + standIn + " OWNER TO " + role} {
+		if err := db.ExecDBForTest(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = db.ExecDBForTest(ctx, "DROP TABLE IF EXISTS "+standIn)
+		_ = db.ExecDBForTest(ctx, "DROP ROLE "+role)
+	})
+	if n, err := db.BuildReferenceIndexes(ctx); err == nil || !strings.Contains(err.Error(), owners) || n != 0 {
+		t.Fatalf("BuildReferenceIndexes over a table of another role named as the index: built %d, %v; want none and an error naming %s", n, err, owners)
+	}
+	if err := db.ExecDBForTest(ctx, "DROP TABLE "+standIn); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.BuildReferenceIndexes(ctx); err != nil || n != 1 {
+		t.Fatalf("BuildReferenceIndexes: built %d, %v; want 1", n, err)
+	}
+	if ok, valid, err := db.IndexValidForTest(ctx, d, owners); err != nil || !ok || !valid {
+		t.Fatalf("the index: exists %v, valid %v, %v", ok, valid, err)
+	}
+}
+
 // An aggregate out of its type's range is the client's error, named.
 func TestAggregateOutOfRange(t *testing.T) {
 	t.Parallel()

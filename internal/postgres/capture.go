@@ -354,7 +354,10 @@ func syncCapture(ctx context.Context, q querier, dbID int64, role string, s *slu
 // that refuses Sluice's deletes (and a foreign key made already stays:
 // only its table's owner can drop it). GRANT ALL grants both, as do
 // default privileges granting ALL. CASCADE takes them also from the roles
-// a grantee granted them to.
+// a grantee granted them to. And a REVOKE of CREATE on each of those
+// schemas that Sluice's role owns, for each other role granted it (GRANT
+// ALL ON SCHEMA grants it): with it a role made a relation named as an
+// index or table Sluice would make there (checkDatabaseSchema).
 const foreignSQL = `
 SELECT format('DROP TRIGGER %I ON %I.%I', t.tgname, n.nspname, c.relname)
 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -364,7 +367,12 @@ UNION ALL
 SELECT DISTINCT format('REVOKE TRIGGER, REFERENCES ON %I.%I FROM %s CASCADE', n.nspname, c.relname,
 	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
-WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type IN ('TRIGGER', 'REFERENCES') AND a.grantee <> c.relowner`
+WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type IN ('TRIGGER', 'REFERENCES') AND a.grantee <> c.relowner
+UNION ALL
+SELECT DISTINCT format('REVOKE CREATE ON SCHEMA %I FROM %s CASCADE', n.nspname,
+	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END)
+FROM pg_namespace n, aclexplode(n.nspacl) a
+WHERE n.nspname LIKE ANY ($1) AND n.nspowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner`
 
 // removeForeign drops the triggers other roles made on Sluice's tables in
 // the schemas matching any of patterns, and revokes the privileges that
@@ -601,7 +609,8 @@ func lockClassTables(ctx context.Context, tx pgx.Tx, id int64, s *sluice.Schema)
 
 // RemoveForeign drops the triggers other roles made on Sluice's tables
 // (those of schema sluice and of every database's schema) and revokes
-// TRIGGER and REFERENCES on them from every role (foreignSQL). A schema
+// TRIGGER and REFERENCES on them, and CREATE on those schemas, from every
+// role (foreignSQL). A schema
 // change does so for its database's tables; the daemon calls this at
 // start and every little while, for the grants and triggers made since.
 // Until then a class table's guard (sluice.refuse_foreign_triggers)

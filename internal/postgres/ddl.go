@@ -121,6 +121,13 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 	if len(others) > 0 {
 		return dependentsError(strings.Join(others, ", "))
 	}
+	// Before, so that an object of another role's fails the change
+	// naming it, not as Postgres' "already exists"; after, for one made
+	// meanwhile by a role still granted CREATE on the schema, which an
+	// IF NOT EXISTS would have taken for Sluice's index.
+	if err := checkDatabaseSchema(ctx, q, dbID); err != nil {
+		return err
+	}
 	for _, s := range stmts {
 		if _, err := q.Exec(ctx, s); err != nil {
 			var pe *pgconn.PgError
@@ -137,6 +144,9 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 			}
 			return fmt.Errorf("schema change %q: %w", s, err)
 		}
+	}
+	if err := checkDatabaseSchema(ctx, q, dbID); err != nil {
+		return err
 	}
 	return syncCapture(ctx, q, dbID, role, next)
 }

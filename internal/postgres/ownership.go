@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // Sluice keeps its own tables in schema sluice, and each database's in a
@@ -21,9 +23,10 @@ import (
 
 // notOwnedSQL lists what schema $1 holds that Sluice's role (current_user)
 // does not own: the schema itself, its relations, functions, types and
-// other objects (not indexes, always their table's owner's), and the triggers on its tables that run a function of
-// another role's (the built-in ones, of pg_catalog, aside). Each row is
-// what it is, its name, and its owner; the first 11 rows.
+// other objects (not indexes, always their table's owner's), and, if $2,
+// the triggers on its tables that run a function of another role's (the
+// built-in ones, of pg_catalog, aside). Each row is what it is, its name,
+// and its owner; the first 11 rows.
 const notOwnedSQL = `WITH n AS (SELECT oid, nspname, nspowner FROM pg_namespace WHERE nspname = $1),
 o AS (
 	SELECT 1 AS k, 'schema' AS what, format('%I', n.nspname) AS name, n.nspowner AS owner FROM n
@@ -59,34 +62,33 @@ o AS (
 		WHERE NOT g.tgisinternal AND p.pronamespace <> 'pg_catalog'::regnamespace
 )
 SELECT what, name, quote_ident(pg_get_userbyid(owner)) FROM o
-WHERE owner <> (SELECT oid FROM pg_roles WHERE rolname = current_user)
+WHERE owner <> (SELECT oid FROM pg_roles WHERE rolname = current_user) AND (k < 7 OR $2)
 ORDER BY k, name LIMIT 11`
 
-// checkOwnSchema returns an error naming what schema holds that the role
-// Sluice connects as does not own (the schema itself first), and what the
-// operator can do about it; nil if it owns all of it, or the schema does
-// not exist.
-func checkOwnSchema(ctx context.Context, q querier, schema string) error {
-	rows, err := q.Query(ctx, notOwnedSQL, schema)
+// notOwned is a row of notOwnedSQL.
+type notOwned struct{ what, name, owner string }
+
+// listNotOwned returns what schema holds that Sluice's role does not own
+// (notOwnedSQL; the triggers running another role's function if triggers),
+// at most 11.
+func listNotOwned(ctx context.Context, q querier, schema string, triggers bool) ([]notOwned, error) {
+	rows, err := q.Query(ctx, notOwnedSQL, schema, triggers)
 	if err != nil {
-		return fmt.Errorf("check the owners of schema %s: %w", schema, err)
+		return nil, fmt.Errorf("check the owners of schema %s: %w", schema, err)
 	}
-	type object struct{ what, name, owner string }
-	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (object, error) {
-		var o object
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (notOwned, error) {
+		var o notOwned
 		err := r.Scan(&o.what, &o.name, &o.owner)
 		return o, err
 	})
 	if err != nil {
-		return fmt.Errorf("check the owners of schema %s: %w", schema, err)
+		return nil, fmt.Errorf("check the owners of schema %s: %w", schema, err)
 	}
-	if len(found) == 0 {
-		return nil
-	}
-	var me string
-	if err := q.QueryRow(ctx, "SELECT quote_ident(current_user)").Scan(&me); err != nil {
-		return fmt.Errorf("check the owners of schema %s: %w", schema, err)
-	}
+	return found, nil
+}
+
+// describeNotOwned names what listNotOwned found, and their owners.
+func describeNotOwned(found []notOwned) string {
 	names := make([]string, 0, len(found))
 	for i, o := range found {
 		if i == 10 {
@@ -98,6 +100,25 @@ func checkOwnSchema(ctx context.Context, q querier, schema string) error {
 			of = "its function owned by"
 		}
 		names = append(names, fmt.Sprintf("%s %s (%s %s)", o.what, o.name, of, o.owner))
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkOwnSchema returns an error naming what schema holds that the role
+// Sluice connects as does not own (the schema itself first), and what the
+// operator can do about it; nil if it owns all of it, or the schema does
+// not exist.
+func checkOwnSchema(ctx context.Context, q querier, schema string) error {
+	found, err := listNotOwned(ctx, q, schema, true)
+	if err != nil {
+		return err
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	var me string
+	if err := q.QueryRow(ctx, "SELECT quote_ident(current_user)").Scan(&me); err != nil {
+		return fmt.Errorf("check the owners of schema %s: %w", schema, err)
 	}
 	// A schema another role owns may be Sluice's all the same, made by a
 	// replica connecting as that role: this one should too. It is not
@@ -114,7 +135,28 @@ func checkOwnSchema(ctx context.Context, q querier, schema string) error {
 		"%snother role, one that may create in this database, made them: check what it made, have a superuser drop it "+
 		"(or, if it is Sluice's own, give it to %s: ALTER SCHEMA %s OWNER TO %s, and alike for each object), "+
 		"and let no role but Sluice's create in this database (REVOKE CREATE ON DATABASE … FROM each role but Sluice's that has it)",
-		schema, strings.Join(names, ", "), me, schema, wrongRole, me, schema, me)
+		schema, describeNotOwned(found), me, schema, wrongRole, me, schema, me)
+}
+
+// checkDatabaseSchema returns a Conflict naming what database dbID's
+// schema holds that Sluice's role does not own, nil if nothing. Sluice
+// makes a table there per class and an index per @index and reference
+// field, under names known beforehand; a role granted CREATE on the
+// schema (GRANT ALL ON SCHEMA grants it) could make a relation of such a
+// name first, and CREATE INDEX IF NOT EXISTS then kept it in the index's
+// place (no index was built, and nothing said so), or the class's CREATE
+// TABLE failed. Sluice revokes CREATE on its schemas from other roles
+// (RemoveForeign), but what was made before stays, for a superuser to
+// drop. Triggers are left to RemoveForeign, which drops them.
+func checkDatabaseSchema(ctx context.Context, q querier, dbID int64) error {
+	schema := schemaName(dbID)
+	found, err := listNotOwned(ctx, q, schema, false)
+	if err != nil || len(found) == 0 {
+		return err
+	}
+	return sluice.Errorf(sluice.CodeConflict, "the database's Postgres schema %s holds what another Postgres role made: %s; "+
+		"Sluice changes the database's tables only while its own role owns all the schema holds, since such an object could stand in for a table or index Sluice makes: "+
+		"have a superuser drop them, and grant other roles no CREATE on the schema", schema, describeNotOwned(found))
 }
 
 // reachSQL lists the roles that may log in, other than Sluice's own (and

@@ -60,6 +60,7 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 		return 0, mapError(err)
 	}
 	built := 0
+	var standIns []error
 	for _, id := range ids {
 		var sdl string
 		err := conn.QueryRow(ctx, "SELECT schema_sdl FROM sluice.databases WHERE id = $1", id).Scan(&sdl)
@@ -72,6 +73,13 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 		s, err := parseStored(id, sdl)
 		if err != nil {
 			return built, err
+		}
+		// A relation of another role's named as an index would be taken
+		// for it by IF NOT EXISTS (checkDatabaseSchema): that database
+		// waits for a superuser to drop it; the others are built.
+		if err := checkDatabaseSchema(ctx, conn, id); err != nil {
+			standIns = append(standIns, fmt.Errorf("backlink indexes of database %d: %w", id, err))
+			continue
 		}
 		// The valid flag of each index of the database's tables.
 		valid := map[string]bool{}
@@ -131,7 +139,7 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 			}
 		}
 	}
-	return built, nil
+	return built, errors.Join(standIns...)
 }
 
 // refIndexLockTimeout bounds each wait of BuildReferenceIndexes for a
