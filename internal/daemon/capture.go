@@ -77,3 +77,21 @@ func warnOtherReach(ctx context.Context, store *postgres.DB, logger *slog.Logger
 		}
 	}
 }
+
+// warnSubscriptions logs a warning for each logical replication
+// subscription of Sluice's Postgres database (postgres.Subscriptions):
+// its worker fires no trigger, so the rows it applies to Sluice's tables
+// are not in their log.
+func warnSubscriptions(ctx context.Context, store *postgres.DB, logger *slog.Logger) {
+	subs, err := store.Subscriptions(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			logger.Warn("look for logical replication subscriptions of sluice's postgres database", "err", err)
+		}
+		return
+	}
+	for _, s := range subs {
+		logger.Warn("a logical replication subscription applies rows to sluice's postgres database: its worker fires no trigger, so the rows it writes to a database's tables are not in that database's log; drop it, or keep its publications off sluice's tables",
+			"subscription", s.Name, "owner", s.Owner, "enabled", s.Enabled)
+	}
+}

@@ -219,6 +219,7 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 	}
 	removeForeign(ctx, store, logger)
 	warnOtherReach(ctx, store, logger)
+	warnSubscriptions(ctx, store, logger)
 	return store, pg, func(deadline time.Time) { store.Close(); stop(deadline) }, nil
 }
 

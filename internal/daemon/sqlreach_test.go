@@ -1,11 +1,16 @@
 package daemon_test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice/internal/config"
 	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
@@ -47,4 +52,54 @@ func TestRolesReachingSluicesTablesAreNamed(t *testing.T) {
 	if _, ok := named[plain]; ok {
 		t.Errorf("a role with no grant was named: %v", named)
 	}
+}
+
+// TestSubscriptionsAreNamed: a logical replication subscription's worker
+// applies its rows with session_replication_role = replica, in which the
+// capture triggers do not fire, so what it writes to a class table was
+// not in the log, and nothing said so (docs/security.md, "Writes that
+// fire no trigger"). A start now logs a warning naming each subscription
+// of Sluice's Postgres database. (Made here by a superuser, disabled and
+// without a publisher: on Postgres 16 a role granted
+// pg_create_subscription may make one.)
+func TestSubscriptionsAreNamed(t *testing.T) {
+	t.Parallel()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := "sub_" + hex.EncodeToString(b)
+	dbURL := pgtest.NewDatabase(t)
+	if err := sqlConn(dbURL, "CREATE SUBSCRIPTION "+name+" CONNECTION 'dbname=nowhere' PUBLICATION p WITH (connect = false)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = sqlConn(dbURL, "ALTER SUBSCRIPTION "+name+" SET (slot_name = NONE)")
+		_ = sqlConn(dbURL, "DROP SUBSCRIPTION "+name)
+	})
+	_, logs := startLogged(t, func(c *config.Config) { c.DatabaseURL = dbURL })
+	var named []string
+	for _, r := range logs.find("a logical replication subscription applies rows to sluice's postgres database") {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "subscription" {
+				named = append(named, a.Value.String())
+			}
+			return true
+		})
+	}
+	if len(named) != 1 || named[0] != name {
+		t.Errorf("the warnings named subscriptions %v, want %s", named, name)
+	}
+}
+
+// sqlConn runs stmt alone on a connection to url, outside a transaction
+// (CREATE and DROP SUBSCRIPTION refuse one).
+func sqlConn(url, stmt string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	_, err = conn.Exec(ctx, stmt)
+	return err
 }

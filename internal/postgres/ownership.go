@@ -199,3 +199,36 @@ func (db *DB) OtherRolesReach(ctx context.Context) ([]RoleReach, error) {
 	})
 	return out, mapError(err)
 }
+
+// subscriptionsSQL lists the logical replication subscriptions of the
+// Postgres database Sluice is connected to: name, owner and whether it is
+// enabled; the first 21 (pg_subscription is readable by every role but
+// its connection strings).
+const subscriptionsSQL = `SELECT quote_ident(s.subname), quote_ident(pg_get_userbyid(s.subowner)), s.subenabled
+FROM pg_subscription s WHERE s.subdbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+ORDER BY s.subname LIMIT 21`
+
+// Subscription is a logical replication subscription of Sluice's Postgres
+// database (Subscriptions).
+type Subscription struct {
+	Name, Owner string // quoted as identifiers
+	Enabled     bool
+}
+
+// Subscriptions returns the logical replication subscriptions of Sluice's
+// Postgres database, at most 21. A subscription's worker applies its rows
+// with session_replication_role = replica, in which the capture triggers
+// do not fire: what it writes to a class table is not in the log
+// (docs/security.md, "Writes that fire no trigger").
+func (db *DB) Subscriptions(ctx context.Context) ([]Subscription, error) {
+	rows, err := db.pool.Query(ctx, subscriptionsSQL)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Subscription, error) {
+		var s Subscription
+		err := r.Scan(&s.Name, &s.Owner, &s.Enabled)
+		return s, err
+	})
+	return out, mapError(err)
+}
