@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -41,6 +42,17 @@ import (
 // would have answered every retry of a write whose process died 409
 // until its claim was pruned.
 //
+// Each claim has a token, made with it (migration 33), and a write
+// remembers the token of the claim it made or found (prepareKey): it
+// locks that claim only, and deletes that claim only when it records
+// nothing (releaseKey). A key's claim, once deleted, may be made again
+// by a newer request with the key, while the write that relied on the
+// first is still to lock it, or to release it: by the key alone, that
+// write locked the newer claim, and committed behind the look-up that
+// deleted its own (TestQueuedWriteTakesNoNewerClaim); or deleted it, and
+// the newer request, waiting for its batch, was refused as if another
+// request with the key still ran (TestReleaseKeepsANewerClaim).
+//
 // Only Sluice's role may lock a claim (migration 14). The lock was an
 // advisory lock named by the user and the key before: any role that may
 // connect can take any advisory lock, and pg_locks shows the keys held,
@@ -74,6 +86,10 @@ type IdempotencyKey struct {
 	// earlier write: the answer it recorded, which Write returns the
 	// commit of instead of writing.
 	Replayed []byte
+
+	// token names the claim the write relies on, set by prepareKey:
+	// the claim it made, or the one it found.
+	token pgtype.UUID
 }
 
 // settle calls k.Request now and makes it return what it returned: the
@@ -99,18 +115,46 @@ type idempotencyName struct {
 const keySample = 64
 
 // prepareKey makes sure k has a claim to lock (see claim), in a statement
-// of its own.
+// of its own, and sets k.token to the claim's: the one it made, or the
+// one it found (a request with the key that runs, or waits, or a process
+// that died).
 func (db *DB) prepareKey(ctx context.Context, k *IdempotencyKey) error {
-	_, err := db.pool.Exec(ctx, "INSERT INTO sluice.idempotency_claims (user_id, key) VALUES ($1, $2) ON CONFLICT DO NOTHING", k.UserID, k.Key)
-	return mapError(err)
+	// A claim made by another request that commits after this
+	// statement's snapshot is neither made nor found: the statement runs
+	// again, and finds it. Missing it three times, the key is another
+	// request's that is running.
+	for range 3 {
+		var made, found pgtype.UUID
+		err := db.pool.QueryRow(ctx, `WITH made AS (INSERT INTO sluice.idempotency_claims (user_id, key) VALUES ($1, $2)
+				ON CONFLICT DO NOTHING RETURNING token)
+			SELECT (SELECT token FROM made), (SELECT token FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)`,
+			k.UserID, k.Key).Scan(&made, &found)
+		if err != nil {
+			return mapError(err)
+		}
+		// Both are set when the claim the snapshot saw was deleted as
+		// this one was made: the one made is the key's now.
+		if made.Valid {
+			k.token = made
+			return nil
+		}
+		if found.Valid {
+			k.token = found
+			return nil
+		}
+	}
+	return errKeyInFlight
 }
 
-// releaseKey deletes k's claim unless another request holds it: the
-// claim of a write that did not record k (it failed, or was answered by
-// k). Whatever fails here, the claim is pruned later.
+// releaseKey deletes the claim k relies on (k.token) unless another
+// request holds it: the claim of a write that did not record k (it
+// failed, or was answered by k). A claim of k made since, by a newer
+// request that waits to lock it, is that request's, and stays. Whatever
+// fails here, the claim is pruned later.
 func (db *DB) releaseKey(ctx context.Context, k *IdempotencyKey) {
 	_, _ = db.pool.Exec(context.WithoutCancel(ctx), `DELETE FROM sluice.idempotency_claims WHERE (user_id, key) IN
-		(SELECT user_id, key FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED)`, k.UserID, k.Key)
+		(SELECT user_id, key FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 AND token = $3 FOR UPDATE SKIP LOCKED)`,
+		k.UserID, k.Key, k.token)
 }
 
 // claim locks k's claim in t's transaction and looks k up, in one round
@@ -119,12 +163,14 @@ func (db *DB) releaseKey(ctx context.Context, k *IdempotencyKey) {
 // write alone (the transaction goes on): Conflict while another request
 // holds the key, Unprocessable when k was recorded for another request,
 // TooManyRequests when the user keeps k.MaxKeys keys. err is an error of
-// the transaction. prepared says the caller made k's claim (prepareKey):
-// not finding it then means that another request just deleted it, and
-// the write is refused as if that one were still running (a retry finds
-// what it did); a look-up alone (Recorded) makes none, and a key without
-// one is held by no one. A look-up that finds k's claim held by no one
-// and k not recorded deletes the claim in t (see the top of this file).
+// the transaction. prepared says the caller made k's claim, or found it
+// (prepareKey, k.token), and locks only that one: not finding it then
+// means that another request deleted it (and may have made another since),
+// and the write is refused as if that one were still running (a retry
+// finds what it did); a look-up alone (Recorded) makes none, and a key
+// without one is held by no one. A look-up that finds k's claim held by
+// no one and k not recorded deletes the claim in t (see the top of this
+// file).
 func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, prepared bool) (first *sluice.Commit, refused, err error) {
 	k.Replayed = nil
 	b := &pgx.Batch{}
@@ -137,13 +183,18 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	// committed, and so holds no claim; a key recorded after this
 	// statement's snapshot was by a write that held the claim, which this
 	// statement then could not lock.
-	b.Queue(`WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED),
+	var token pgtype.UUID // a look-up's: any claim of k
+	if prepared {
+		token = k.token
+	}
+	b.Queue(`WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 AND ($5::uuid IS NULL OR token = $5)
+				FOR UPDATE SKIP LOCKED),
 			expired AS (DELETE FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
 				AND created_at <= now() - make_interval(secs => $3) AND EXISTS (SELECT 1 FROM claim)),
 			unheld AS (DELETE FROM sluice.idempotency_claims WHERE $4 AND user_id = $1 AND key = $2 AND EXISTS (SELECT 1 FROM claim)
 				AND NOT EXISTS (SELECT 1 FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at > now() - make_interval(secs => $3)))
 		SELECT EXISTS (SELECT 1 FROM claim), EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2)`,
-		k.UserID, k.Key, k.Retention.Seconds(), !prepared)
+		k.UserID, k.Key, k.Retention.Seconds(), !prepared, token)
 	// A key past its retention never answers, held or not: expired
 	// deletes it only with its claim held, and pruning may not have run
 	// yet.

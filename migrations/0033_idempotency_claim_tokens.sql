@@ -1,0 +1,17 @@
+-- sluice:readable-by 16
+-- Each claim of an Idempotency-Key (sluice.idempotency_claims, migration
+-- 14) carries a token naming it, made with it: a write remembers the
+-- token of the claim it made or found, locks only that claim, and
+-- deletes only that claim when it records nothing. The claim of a key
+-- was its row alone before, so a write refused, or failed, deleted
+-- after it whatever claim of its key nobody held: the claim made since
+-- by a newer request with the key, still waiting for a connection or
+-- its group-commit batch, which then found its claim gone and was
+-- refused 409 though no other request with the key ran; and a write
+-- whose claim a look-up had deleted (so that it would not commit behind
+-- the look-up's answer) locked that newer claim instead, and committed.
+-- gen_random_uuid writes no WAL: the claim's statement still commits
+-- without a flush (migration 15). Binaries of earlier migrations make
+-- claims without naming the token, and delete them by their key, as
+-- before.
+ALTER TABLE sluice.idempotency_claims ADD COLUMN token uuid NOT NULL DEFAULT gen_random_uuid();
