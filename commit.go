@@ -101,6 +101,11 @@ type Commit struct {
 	// less Time is how old the commit was when read, whatever the clock
 	// of the process reading it says.
 	ReadAt time.Time
+	// ReadLocal is when that read began by the clock of the process
+	// that read the commit, with its monotonic reading: set by the change
+	// feed (its tailer, a stream's catch-up), zero otherwise. See
+	// MadeLocal.
+	ReadLocal time.Time
 	// Changes are in request order. A commit read from a summary listing
 	// (the log) may leave them out; NumChanges always counts them. A large
 	// commit is read and delivered in pieces: several Commits of one Seq,
@@ -128,6 +133,23 @@ type Commit struct {
 	// from the log whose images are table rows (a write made in SQL) not
 	// yet turned into documents; no commit handed on has it.
 	RowImages bool
+}
+
+// MadeLocal returns when c was made by the clock of the process that read
+// it (ReadLocal's): ReadLocal less c's age at the read by Postgres' clock
+// (ReadAt less Time). The time from it to now by that clock (its
+// monotonic reading) is c's age measured on one clock at a time, never
+// the process's against Postgres': a process whose clock is off from
+// Postgres' still tells the age right, as an overestimate by at most the
+// read's round trip (the two parts overlap by the start of the read). It
+// is zero when c was not read with both times.
+func (c *Commit) MadeLocal() time.Time {
+	if c.ReadAt.IsZero() || c.ReadLocal.IsZero() {
+		return time.Time{}
+	}
+	// A Postgres clock stepped back between the commit and the read
+	// (NTP) makes no commit younger than its read.
+	return c.ReadLocal.Add(-max(c.ReadAt.Sub(c.Time), 0))
 }
 
 // Stamp tells one commit of a database's log from another of the same

@@ -97,6 +97,9 @@ type HubOptions struct {
 	// once it has its turn, with the user of the stream (nil: none); it
 	// may block, and the read ends with a call of what it returns.
 	CatchUpRead func(u *sluice.User) (done func())
+	// Now is the clock a catch-up's reads of the log are timed by
+	// (sluice.Commit.ReadLocal; default time.Now).
+	Now func() time.Time
 	// JWTKeyRemoved reports whether the JWT key identified by id (a
 	// credential's JWTKey) was removed from this replica's key set: a
 	// stream of such a key is refused, and ended by JWTKeysChanged. A key
@@ -126,6 +129,7 @@ type Hub struct {
 	piece   int64
 	bytes   int64 // HubOptions.QueueBytes
 	recheck time.Duration
+	now     func() time.Time // HubOptions.Now
 	nextID  atomic.Uint64
 	// reads caps the catch-ups' reads of the log at once; readAs and
 	// onRead are HubOptions.ReadAs and CatchUpRead.
@@ -186,8 +190,11 @@ func NewHub(log Log, o HubOptions) *Hub {
 	if o.CheckTimeout <= 0 {
 		o.CheckTimeout = 30 * time.Second
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	h := &Hub{
-		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, bytes: o.QueueBytes, recheck: o.Recheck,
+		log: log, logger: o.Logger, metrics: o.Metrics, queue: o.QueueSize, batch: o.BatchSize, piece: o.PieceBytes, bytes: o.QueueBytes, recheck: o.Recheck, now: o.Now,
 		dbs: map[int64]*dbState{}, subs: map[*Subscription]struct{}{}, perDB: map[int64]int{}, resumed: make(chan struct{}, 1),
 		guards: newGuards(log, o),
 		readAs: o.ReadAs, onRead: o.CatchUpRead,
@@ -650,7 +657,18 @@ func (h *Hub) readLog(ctx context.Context, s *Subscription, m sluice.Cursor) ([]
 	if counted && h.readAs != nil {
 		rctx = h.readAs(ctx, u)
 	}
-	return h.log.ReadLog(rctx, s.db, m.After(), s.stamp, h.batch, h.piece)
+	return h.readLogAt(rctx, s.db, m.After(), s.stamp)
+}
+
+// readLogAt reads the log of d after position after, and sets the time
+// the read began on every commit it returns (sluice.Commit.ReadLocal).
+func (h *Hub) readLogAt(ctx context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp) ([]*sluice.Commit, bool, error) {
+	start := h.now()
+	cs, more, err := h.log.ReadLog(ctx, d, after, of, h.batch, h.piece)
+	for _, c := range cs {
+		c.ReadLocal = start
+	}
+	return cs, more, err
 }
 
 // Floors returns, per database, the lowest cursor (the last commit a

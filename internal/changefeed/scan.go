@@ -41,7 +41,7 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 		return err
 	}
 	for m.Less(sluice.WholeCursor(upTo)) {
-		cs, more, err := h.log.ReadLog(ctx, d, m.After(), sluice.Stamp{}, h.batch, h.piece)
+		cs, more, err := h.readLogAt(ctx, d, m.After(), sluice.Stamp{})
 		if err != nil {
 			return err
 		}

@@ -533,13 +533,20 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 			}
 		}
 		for _, c := range cs {
+			// Before it is handed on: the streams measure the delivery
+			// latency from it (Commit.MadeLocal).
+			c.ReadLocal = readStart
 			t.hub.publish(c)
 			t.pos[id] = c.Taken()
 			t.stamps[id] = c.Stamp()
 			if t.metrics != nil {
 				t.metrics.Published.WithLabelValues(dbLabel(id)).Add(float64(len(c.Changes)))
-				if lag, ok := handOverLag(c, t.now().Sub(readStart)); ok {
-					t.metrics.TailerLag.Set(lag.Seconds())
+				// The commit's age by Postgres' clock up to the read,
+				// then by this process's monotonic clock (MadeLocal):
+				// now against the commit's time read minutes, or hours,
+				// of skew on a process whose clock is off.
+				if made := c.MadeLocal(); !made.IsZero() {
+					t.metrics.TailerLag.Set(t.now().Sub(made).Seconds())
 				}
 			}
 		}
@@ -548,24 +555,6 @@ func (t *Tailer) follow(ctx context.Context, id int64) error {
 		}
 		return nil
 	}
-}
-
-// handOverLag returns how old commit c is as the tailer hands it over,
-// sinceRead after it began the read that returned c (false for a commit
-// read without its time of reading). Each part is measured on one clock:
-// the commit's age at the read on Postgres' (Commit.ReadAt against
-// Commit.Time), the time since on this process's monotonic one; a
-// process whose clock is off from Postgres' is then still told its lag
-// (now against the commit's time read minutes, or hours, of skew). The
-// two overlap by the start of the read, which makes it an overestimate by
-// at most that read's round trip.
-func handOverLag(c *sluice.Commit, sinceRead time.Duration) (time.Duration, bool) {
-	if c.ReadAt.IsZero() {
-		return 0, false
-	}
-	// A Postgres clock stepped back between the commit and the read
-	// (NTP) is no negative lag.
-	return max(c.ReadAt.Sub(c.Time), 0) + sinceRead, true
 }
 
 // listen wakes the tailer on every notification, reconnecting with backoff.

@@ -405,7 +405,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	// The hub re-checks a stale grant against Postgres directly, not through
 	// the engine, so it comes first: the engine's credential cache asks it
 	// which access version this process has seen.
-	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm,
+	hub := changefeed.NewHub(store, changefeed.HubOptions{Logger: d.logger, Metrics: sm, Now: d.now,
 		Check:        func(ctx context.Context, g *sluice.Grant) error { return engine.CheckGrant(ctx, store, g) },
 		CheckTimeout: d.cfg.StatementTimeout,
 		// Catch-ups read the log as their stream's user, within its
@@ -444,7 +444,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	}
 
 	// The stream server serves every stream, whatever its transport.
-	streams := stream.New(hub, stream.Options{Logger: d.logger, Metrics: sm})
+	streams := stream.New(hub, stream.Options{Logger: d.logger, Metrics: sm, Now: d.now})
 	// One origin policy for CORS, the cross-site check and WebSocket
 	// upgrades.
 	origins := origin.New(d.cfg.CORSOrigins)

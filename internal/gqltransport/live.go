@@ -263,7 +263,8 @@ type liveEvaluator struct {
 	// nothing the result does not show.
 	seen int64
 	// dirty: a piece judged since the read may have changed the result;
-	// since is the time of the first such commit.
+	// since is the time of the first such commit, by this process's
+	// clock (sluice.Commit.MadeLocal).
 	dirty bool
 	since time.Time
 	// data and errs are the last result published (errs: the errors it
@@ -391,7 +392,7 @@ func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []stream.Evalu
 			if v := e.lq.Version(); v > 0 && c.SchemaVersion > v {
 				e.stale = true
 				if e.ran && !e.dirty {
-					e.dirty, e.since = true, c.Time
+					e.dirty, e.since = true, c.MadeLocal()
 				}
 			}
 		}
@@ -405,7 +406,7 @@ func (g *liveGroup) Note(_ context.Context, c *sluice.Commit, evs []stream.Evalu
 			return
 		}
 		if e.lq.AffectsResult(ch, e.bound) {
-			e.dirty, e.since = true, c.Time
+			e.dirty, e.since = true, c.MadeLocal()
 		}
 	}
 	for i := range g.chs {

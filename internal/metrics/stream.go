@@ -37,7 +37,9 @@ type Stream struct {
 	StreamsEnded prometheus.Counter
 	// Latency observes the time from commit to the write of its event to a
 	// client, by transport (for a share of identical GraphQL
-	// subscriptions, to the write of its last member).
+	// subscriptions, to the write of its last member): by Postgres' clock
+	// up to the read of the log that found the commit, then by this
+	// process's monotonic clock, as TailerLag.
 	Latency *prometheus.HistogramVec
 	// TailerLag is the age of the newest commit the tailer handed to the
 	// hub, when it handed it over: its age when read by Postgres' clock,
@@ -105,7 +107,7 @@ func NewStream(reg prometheus.Registerer) *Stream {
 		}, []string{"database"}),
 		Latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_stream_delivery_latency_seconds",
-			Help:    "Time from a commit to the write of its event to a stream client, by transport.",
+			Help:    "Time from a commit to the write of its event to a stream client, by transport (by Postgres' clock up to the read that found it, then by this process's monotonic clock).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"transport"}),
 		TailerLag: prometheus.NewGauge(prometheus.GaugeOpts{

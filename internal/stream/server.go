@@ -20,6 +20,7 @@ type Server struct {
 	hub     *changefeed.Hub
 	metrics *metrics.Stream // nil: none
 	logger  *slog.Logger
+	now     func() time.Time // Options.Now
 	shares  *shareSet
 	// parker serves the parked streams; nil when streams are not parked.
 	parker *parker
@@ -39,6 +40,10 @@ type Options struct {
 	// Workers is how many goroutines write to the parked streams
 	// (default GOMAXPROCS).
 	Workers int
+	// Now is the clock the delivery latency is measured by, the one the
+	// change feed reads the log by (changefeed.HubOptions.Now,
+	// TailerOptions.Now; default time.Now).
+	Now func() time.Time
 }
 
 // New returns the Server of hub.
@@ -49,7 +54,10 @@ func New(hub *changefeed.Hub, o Options) *Server {
 	if o.Workers <= 0 {
 		o.Workers = runtime.GOMAXPROCS(0)
 	}
-	e := &Server{hub: hub, metrics: o.Metrics, logger: o.Logger}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	e := &Server{hub: hub, metrics: o.Metrics, logger: o.Logger, now: o.Now}
 	e.shares = newShareSet(e)
 	if !o.NoPark {
 		p, err := newParker(e, o.Workers)

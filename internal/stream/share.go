@@ -157,7 +157,8 @@ type Entry struct {
 	// Start is the position just before the first change the events were
 	// evaluated from.
 	Start sluice.Position
-	// Time is the commit's time (for the delivery latency metric).
+	// Time is when the commit was made by this process's clock (for the
+	// delivery latency metric, sluice.Commit.MadeLocal).
 	Time   time.Time
 	Events []sluice.Event
 	// Frames are the events' frames, one after the other (nil without
@@ -538,7 +539,7 @@ func (s *share) deliver(c *sluice.Commit) {
 		return
 	}
 	if len(evs) > 0 {
-		s.publish(start, c.Time, evs)
+		s.publish(start, c.MadeLocal(), evs)
 	}
 	if classes, v, ok := revisedClasses(s.ev, c, s.version); ok {
 		s.classes, s.version = classes, v
@@ -556,8 +557,9 @@ type Settled struct {
 	Delta  []sluice.Event
 	// Start is the position just before the first change they come from.
 	Start sluice.Position
-	// Time is the time of the commit they reflect first (zero: none, a
-	// first result), for the delivery latency metric.
+	// Time is when the commit they reflect first was made, by this
+	// process's clock (zero: none, a first result), for the delivery
+	// latency metric (sluice.Commit.MadeLocal).
 	Time time.Time
 	// Err, when set, ends the share with it.
 	Err error

@@ -471,7 +471,7 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 			s.sink.WriteEvent(ev)
 		}
 		if len(evs) > 0 && n == 0 {
-			first = c.Time
+			first = c.MadeLocal()
 		}
 		n += len(evs)
 		// What is buffered goes to the connection as it grows, so a
@@ -592,14 +592,16 @@ func (s *Stream) delivered(n int) {
 	}
 }
 
-// observeLatency observes the delivery latency of a commit made at t, just
-// written.
+// observeLatency observes the delivery latency of a commit made at t by
+// this process's clock (sluice.Commit.MadeLocal: its age by Postgres'
+// clock when read, then by this process's monotonic clock, never the one
+// against the other), just written.
 func (s *Stream) observeLatency(t time.Time) {
 	if s.e.metrics == nil || t.IsZero() {
 		return
 	}
 	s.series()
-	s.latency.Observe(time.Since(t).Seconds())
+	s.latency.Observe(s.e.now().Sub(t).Seconds())
 }
 
 // series looks up the stream's labelled series, once per stream rather
