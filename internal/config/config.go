@@ -203,6 +203,14 @@ type Config struct {
 	// Key max_streams, env SLUICE_MAX_STREAMS, flag --max-streams, default 0.
 	MaxStreams int64
 
+	// MaxRequestsPerUser caps the requests one user has in flight on the
+	// process, from its authentication until its answer is sent (a
+	// client that reads no answer holds each for up to write_timeout);
+	// a request that becomes a stream is counted by MaxStreamsPerUser
+	// instead. The super user is exempt; 0: no cap.
+	// Key max_requests_per_user, env SLUICE_MAX_REQUESTS_PER_USER, flag --max-requests-per-user, default 1000.
+	MaxRequestsPerUser int64
+
 	// MaxStreamsPerUser caps the open streams of one user on the process;
 	// the super user is exempt; 0: no cap.
 	// Key max_streams_per_user, env SLUICE_MAX_STREAMS_PER_USER, flag --max-streams-per-user, default 1000.
@@ -554,6 +562,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("auth_max_failures", c.AuthMaxFailures),
 		slog.Duration("auth_failure_window", c.AuthFailureWindow),
 		slog.Int64("max_streams", c.MaxStreams),
+		slog.Int64("max_requests_per_user", c.MaxRequestsPerUser),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
 		slog.Int64("stream_variables_bytes_per_user", c.StreamVariablesBytesPerUser),
 		slog.Int64("stream_variables_bytes", c.StreamVariablesBytes),

@@ -74,6 +74,7 @@ func TestDefault(t *testing.T) {
 		AuthMaxFailures:           10,
 		AuthFailureWindow:         5 * time.Minute,
 
+		MaxRequestsPerUser:          1000,
 		MaxStreamsPerUser:           1000,
 		StreamVariablesBytesPerUser: 64 << 20,
 		StreamVariablesBytes:        1 << 30,
@@ -280,6 +281,7 @@ var everything = Config{
 	AuthFailureWindow:         time.Minute,
 
 	MaxStreams:                  5000,
+	MaxRequestsPerUser:          8,
 	MaxStreamsPerUser:           0,
 	StreamVariablesBytesPerUser: 21,
 	StreamVariablesBytes:        22,
@@ -383,6 +385,7 @@ max_unauthenticated_sockets: 9
 auth_max_failures: 3
 auth_failure_window: 1m
 max_streams: 5000
+max_requests_per_user: 8
 max_streams_per_user: 0
 stream_variables_bytes_per_user: 21
 stream_variables_bytes: 22
@@ -466,6 +469,7 @@ max_unauthenticated_sockets: 9
 auth_max_failures: 3
 auth_failure_window: 1m
 max_streams: 5000
+max_requests_per_user: "8"
 max_streams_per_user: "0"
 stream_variables_bytes_per_user: "21"
 stream_variables_bytes: "22"
@@ -551,6 +555,7 @@ max_unauthenticated_sockets = 9
 auth_max_failures = 3
 auth_failure_window = "1m"
 max_streams = 5000
+max_requests_per_user = 8
 max_streams_per_user = 0
 stream_variables_bytes_per_user = 21
 stream_variables_bytes = 22
@@ -634,6 +639,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "auth_max_failures": 3,
   "auth_failure_window": "1m",
   "max_streams": 5000,
+  "max_requests_per_user": 8,
   "max_streams_per_user": 0,
   "stream_variables_bytes_per_user": 21,
   "stream_variables_bytes": 22,
@@ -739,6 +745,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_METRICS_ALLOW_HOSTS":             "sluice.internal, Metrics.Example.",
 		"SLUICE_TRUSTED_PROXIES":                 "10.1.2.3/8, ::ffff:192.0.2.1,fd00::/8",
 		"SLUICE_MAX_STREAMS":                     "5000",
+		"SLUICE_MAX_REQUESTS_PER_USER":           "8",
 		"SLUICE_MAX_STREAMS_PER_USER":            "0",
 		"SLUICE_STREAM_VARIABLES_BYTES_PER_USER": "21",
 		"SLUICE_STREAM_VARIABLES_BYTES":          "22",
@@ -831,6 +838,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--metrics-allow-hosts", "sluice.internal,Metrics.Example.",
 		"--trusted-proxies", "10.1.2.3/8,::ffff:192.0.2.1,fd00::/8",
 		"--max-streams", "5000",
+		"--max-requests-per-user", "8",
 		"--max-streams-per-user", "0",
 		"--stream-variables-bytes-per-user", "21",
 		"--stream-variables-bytes", "22",

@@ -35,6 +35,7 @@ import (
 	"github.com/sluice-dev/sluice/internal/gqltransport"
 	"github.com/sluice-dev/sluice/internal/graphiql"
 	"github.com/sluice-dev/sluice/internal/httpstream"
+	"github.com/sluice-dev/sluice/internal/inflight"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/origin"
 	"github.com/sluice-dev/sluice/internal/pgembed"
@@ -503,6 +504,11 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		return nil, err
 	}
 	giql := graphiql.New(pagesOptions(eng, d.opts.Version))
+	requests := inflight.New(int(d.cfg.MaxRequestsPerUser), userRefusals)
+	m.ObserveUserRequests(func() metrics.UserRequests {
+		s := requests.Stats()
+		return metrics.UserRequests{Admitted: s.Admitted, Refused: s.Refused, Aborted: s.Aborted}
+	})
 	handler := rest.Routes(rest.Deps{
 		Engine:           eng,
 		Metrics:          m,
@@ -519,6 +525,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		MetricsToken:     d.cfg.MetricsToken,
 		MetricsElsewhere: d.cfg.MetricsListen != "",
 		PageBytes:        d.cfg.HistoryPageBytes,
+		Requests:         requests,
 		Stream:           rest.StreamDeps{Streams: streams, Heartbeat: d.cfg.Heartbeat, WriteTimeout: d.cfg.WriteTimeout},
 		GraphQL:          gql,
 		GraphQLSocket:    gqlStreams.Socket(gql, authn.Authenticate),
@@ -874,10 +881,11 @@ func (d *Daemon) httpServer(handler http.Handler) *http.Server {
 		// Each answer a client keeps unsent, by granting no window, holds
 		// its handler (about 18 KB) until write_timeout, 4.4 MB a
 		// connection; one that never carried an authenticated request
-		// has 16 in flight (anonymousRequests). Fewer streams for a
-		// client with credentials would scale its cost, not bound it
-		// (its connections are many), and would queue a browser's
-		// streams past them behind the others.
+		// has 16 in flight (anonymousRequests), and a user at most
+		// max_requests_per_user on the process (rest's beginRequest).
+		// Fewer streams for a client with credentials would scale its
+		// cost, not bound it (its connections are many), and would
+		// queue a browser's streams past them behind the others.
 		HTTP2: &http.HTTP2Config{WriteByteTimeout: d.cfg.WriteTimeout, MaxConcurrentStreams: h2Streams,
 			MaxReceiveBufferPerStream: h2StreamWindow, MaxReceiveBufferPerConnection: h2ConnWindow},
 		ErrorLog: log.New(serverErrors{d.logger}, "", 0),
@@ -1023,6 +1031,14 @@ const anonymousIdleTimeout = 15 * time.Second
 // without credentials asks for at most a dozen of its files at once (the
 // modules app.js imports).
 const anonymousRequests = 16
+
+// userRefusals is how many refusals past max_requests_per_user one
+// user has in flight at once; those past it are aborted unanswered (see
+// inflight). A refusal is answered at once, and sent as soon as its
+// client reads: only a client that leaves its answers unsent holds
+// this many, as many as a connection that never carried an authenticated
+// request does (anonymousRequests).
+const userRefusals = anonymousRequests
 
 // connLimits returns the bounds of the API's connections (connlimit) for
 // a process of fileLimit open files (0: unknown), streams streams at most

@@ -16,6 +16,7 @@ import (
 	"github.com/sluice-dev/sluice/graph"
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/httpstream"
+	"github.com/sluice-dev/sluice/internal/inflight"
 	"github.com/sluice-dev/sluice/internal/protocol"
 	"github.com/sluice-dev/sluice/internal/stream"
 	"github.com/sluice-dev/sluice/internal/streamparam"
@@ -450,6 +451,9 @@ func (t *transport) eventStream(w http.ResponseWriter, r *http.Request, res *res
 		return
 	}
 	res.expire.Stop()
+	// The reservation is counted among its user's streams: its stream
+	// leaves its user's requests in flight.
+	inflight.Handover(r.Context())
 	// Claimed, the reservation is this stream's to end, on every way out
 	// (Close leaves a claimed one alone): one claimed just before the
 	// server began shutting down kept its place among the streams.

@@ -1,6 +1,8 @@
 package rest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,8 +15,10 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/auth"
 	"github.com/sluice-dev/sluice/internal/httpstream"
+	"github.com/sluice-dev/sluice/internal/inflight"
 )
 
 // recoverer turns a handler panic into a 500 and a log line, never a
@@ -60,6 +64,9 @@ type statusWriter struct {
 	dog *httpstream.Watchdog
 	// body is set once a write handed the response bytes of a body.
 	body bool
+	// request, when set, counts the request among its user's in flight
+	// (beginRequest) until observe has sent the answer.
+	request *inflight.Request
 }
 
 // flushWatched sends what the handler left buffered, under the watchdog.
@@ -150,6 +157,9 @@ func (a *api) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, timeout: a.WriteTimeout}
+		// Last, once the answer is sent (below, over HTTP/2): the
+		// request leaves its user's requests in flight (beginRequest).
+		defer func() { sw.request.End() }()
 		returned := false // next returned, rather than panicked
 		if r.ProtoMajor == 2 {
 			sw.dog = httpstream.NewWatchdog(w, a.WriteTimeout)
@@ -227,8 +237,64 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 		// Its connection, once idle, is closed to make room only after
 		// those that never carried an authenticated request.
 		connlimit.Authenticated(r.Context())
-		next.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), c)))
+		ctx, end, ok := a.beginRequest(w, r, c)
+		if !ok {
+			return
+		}
+		defer end()
+		next.ServeHTTP(w, r.WithContext(auth.WithCredential(ctx, c)))
 	})
+}
+
+// beginRequest counts r, authenticated with c, among its user's requests
+// in flight (Deps.Requests), before anything works for it, and answers
+// 429 past the bound. The request, or its refusal, is counted until
+// observe has sent its answer (over HTTP/1, until the handler returns:
+// observe does not flush there, which would cost a small answer its
+// Content-Length, and the last 4 KiB buffered go out after): a client that grants no flow-control
+// window or reads nothing holds it, with its handler, until write_timeout
+// (HTTP/2 carries 250 a connection, and a user's busy connections are
+// never closed to make room). Past the refusals in flight too, it is
+// aborted (http.ErrAbortHandler: its HTTP/2 stream reset, its HTTP/1
+// connection closed), which holds nothing once its handler returns. A
+// request that becomes a stream is counted out as its user's streams
+// count it (inflight.Handover). It returns the request's context, what
+// to call when the handler returns, and whether it goes on.
+func (a *api) beginRequest(w http.ResponseWriter, r *http.Request, c *sluice.Credential) (context.Context, func(), bool) {
+	req, err := a.Requests.Begin(c.User)
+	if errors.Is(err, inflight.ErrAbort) {
+		panic(http.ErrAbortHandler)
+	}
+	end := func() {}
+	if sw := findStatusWriter(w); sw != nil {
+		sw.request = req
+	} else { // not under observe: counted out when the handler returns
+		end = req.End
+	}
+	if err != nil {
+		if r.ContentLength != 0 {
+			refuseUnread(w, r, err)
+		} else {
+			refuse(w, r, err)
+		}
+		end()
+		return nil, nil, false
+	}
+	return inflight.With(r.Context(), req), end, true
+}
+
+// findStatusWriter returns the statusWriter w is or wraps, nil if none.
+func findStatusWriter(w http.ResponseWriter) *statusWriter {
+	for {
+		switch t := w.(type) {
+		case *statusWriter:
+			return t
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return nil
+		}
+	}
 }
 
 // isStream reports whether a response was a long-lived stream: server-sent

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-dev/sluice/internal/engine"
+	"github.com/sluice-dev/sluice/internal/inflight"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/webhook"
 )
@@ -73,6 +74,10 @@ type Deps struct {
 	// Landing, when set, serves the landing page at / (authenticated,
 	// as GraphiQL's pages are).
 	Landing http.Handler
+	// Requests, when set, bounds each user's requests in flight, counted
+	// from their authentication until their answers are sent (see
+	// authenticate).
+	Requests *inflight.Limiter
 	// Stream serves the change streams (see subscribe.go).
 	Stream StreamDeps
 	// CORS is the cross-origin policy of every route.

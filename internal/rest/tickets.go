@@ -145,10 +145,15 @@ func (a *api) authenticateStream(next http.Handler) http.Handler {
 			return
 		}
 		connlimit.Authenticated(r.Context())
+		ctx, end, ok := a.beginRequest(w, r, c)
+		if !ok {
+			return
+		}
+		defer end()
 		q.Del(ticketParam)
 		u := *r.URL
 		u.RawQuery = q.Encode()
-		r = r.WithContext(auth.WithCredential(r.Context(), c))
+		r = r.WithContext(auth.WithCredential(ctx, c))
 		r.URL = &u
 		r.RequestURI = u.RequestURI()
 		next.ServeHTTP(w, r)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/changefeed"
+	"github.com/sluice-dev/sluice/internal/inflight"
 	"github.com/sluice-dev/sluice/internal/metrics"
 )
 
@@ -194,6 +195,9 @@ func (e *Server) Open(ctx context.Context, spec Spec, sink Sink) *Stream {
 		return nil
 	}
 	s.guard = g
+	// Counted among its user's streams from now on, the request that
+	// opened it leaves its user's requests in flight.
+	inflight.Handover(ctx)
 	if spec.Prepare != nil {
 		keep, err := spec.Prepare(ctx)
 		if err != nil {

@@ -1,0 +1,268 @@
+package daemon_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// TestUserStalledRequestsAreBounded: a signed-in user with no role on
+// any database asks GET /api/info 60 times on one HTTP/2 connection
+// granting the server no flow-control window, so no answer's body can be
+// sent and each handler waits write_timeout (10 minutes here). Every one
+// was answered 200 and held: a user's requests in flight had no bound.
+// With max_requests_per_user 20, 20 are held and the next are answered
+// 429; the same user's request on another connection is refused 429,
+// with Retry-After and the setting named. Refusals left unsent are
+// bounded too (16, userRefusals): the requests past them are reset and
+// counted in sluice_http_user_requests_aborted_total. Another user's
+// requests, and the super user's, are served meanwhile, and once the
+// stalled connection is gone its user is served again.
+func TestUserStalledRequestsAreBounded(t *testing.T) {
+	t.Parallel()
+	const bound, refusals, streams = 20, 16, 60
+	d, cert := startTLS(t, func(c *config.Config) {
+		c.MaxRequestsPerUser = bound
+		c.WriteTimeout = 10 * time.Minute
+	})
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	base := "https://" + d.Addr()
+	do := func(auth dt.Auth, method, path, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth(req)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
+	for _, u := range []string{"mallory", "bob"} {
+		if resp, body := do(dt.Admin(), "POST", "/api/users", fmt.Sprintf(`{"name":%q,"organization":"admin","password":"%s-password"}`, u, u)); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create user %s: %d %s", u, resp.StatusCode, body)
+		}
+	}
+
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", d.Addr(), &tls.Config{RootCAs: cert.Pool, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(time.Minute))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0}); err != nil {
+		t.Fatal(err)
+	}
+	authz := "Basic " + base64.StdEncoding.EncodeToString([]byte("mallory:mallory-password"))
+	send := func(i int) {
+		t.Helper()
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", d.Addr()}, {":path", "/api/info"}, {"authorization", authz}} {
+			if err := enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// answer waits for the stream requests from, up to to, to be
+	// answered (their headers; their bodies wait for a window) or reset.
+	answer := func(from, to int) (map[string]int, int) {
+		t.Helper()
+		statuses, reset := map[string]int{}, 0
+		for n := from; n < to; {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				t.Fatalf("after %v answered and %d reset: %v", statuses, reset, err)
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					if err := fr.WriteSettingsAck(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case *http2.MetaHeadersFrame:
+				statuses[f.PseudoValue("status")]++
+				n++
+			case *http2.RSTStreamFrame:
+				reset++
+				n++
+			case *http2.GoAwayFrame:
+				t.Fatalf("the server went away: %v", f.ErrCode)
+			}
+		}
+		return statuses, reset
+	}
+	// The first is answered before the others are sent: a connection
+	// that never carried an authenticated request has 16 requests in
+	// flight (TestAnonymousHTTP2ConnectionHoldsFewRequests).
+	send(0)
+	if statuses, _ := answer(0, 1); statuses["200"] != 1 {
+		t.Fatalf("the first request: %v", statuses)
+	}
+	const first = bound + 4
+	for i := 1; i < first; i++ {
+		send(i)
+	}
+	statuses, reset := answer(1, first)
+	t.Logf("of %d more stalled requests of one user: %v answered, %d reset", first-1, statuses, reset)
+	if statuses["200"] != bound-1 || statuses["429"] != 4 || reset != 0 {
+		t.Errorf("of %d more stalled requests of one user, %d answered 200, %d 429 and %d reset; want %d, 4 and 0",
+			first-1, statuses["200"], statuses["429"], reset, bound-1)
+	}
+
+	// Its next request, on another connection, is refused and says why.
+	resp, body := do(dt.Basic("mallory", "mallory-password"), "GET", "/api/info", "")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "max_requests_per_user") {
+		t.Errorf("mallory's next request: %d, Retry-After %q, %s; want 429 with Retry-After, naming max_requests_per_user", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+
+	// Refusals whose answers are left unsent are bounded too: past
+	// them, a request is reset, which holds nothing. (The refusal just
+	// read is counted out once sent, which its client may see first.)
+	eventually.Nil(t, 10*time.Second, "the refusal read counted out", func() error {
+		_, metrics := do(dt.Admin(), "GET", "/metrics", "")
+		if n := dt.MetricValue(metrics, "sluice_http_user_requests_refusals_in_flight"); n != 4 {
+			return fmt.Errorf("%.0f refusals in flight, want the 4 unsent", n)
+		}
+		return nil
+	})
+	for i := first; i < streams; i++ {
+		send(i)
+	}
+	statuses, reset = answer(first, streams)
+	t.Logf("of %d more stalled requests of one user: %v answered, %d reset", streams-first, statuses, reset)
+	if len(statuses) != 1 || statuses["429"] != refusals-4 || reset != streams-first-(refusals-4) {
+		t.Errorf("of %d more stalled requests of one user, %v answered and %d reset; want %d 429 and %d reset",
+			streams-first, statuses, reset, refusals-4, streams-first-(refusals-4))
+	}
+
+	// Another user's requests, and the super user's, are served.
+	for _, auth := range []dt.Auth{dt.Basic("bob", "bob-password"), dt.Admin()} {
+		if resp, body := do(auth, "GET", "/api/info", ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("another user's request: %d %s", resp.StatusCode, body)
+		}
+	}
+	_, metrics := do(dt.Admin(), "GET", "/metrics", "")
+	if n := dt.MetricValue(metrics, "sluice_http_user_requests_aborted_total"); int(n) != reset {
+		t.Errorf("sluice_http_user_requests_aborted_total is %.0f, want %d", n, reset)
+	}
+	if n := dt.MetricValue(metrics, "sluice_http_user_requests_in_flight"); int(n) != bound {
+		t.Errorf("sluice_http_user_requests_in_flight is %.0f, want %d", n, bound)
+	}
+
+	// The stalled connection gone, its handlers return and its user's
+	// requests are served again.
+	_ = conn.Close()
+	eventually.Nil(t, 30*time.Second, "mallory served once her stalled connection is closed", func() error {
+		if resp, body := do(dt.Basic("mallory", "mallory-password"), "GET", "/api/info", ""); resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+}
+
+// TestUserStreamsAreNotRequestsInFlight: a stream is counted among its
+// user's streams (max_streams_per_user), not among its requests in
+// flight, once it is open: with max_requests_per_user 2, a user opens
+// six streams of every kind over HTTP/2 (where a stream's handler runs
+// for its whole life: over HTTP/1 it is parked), two graphql-sse single
+// connection mode ones among them, and its plain requests are still
+// served. (A request is counted out just after its answer is sent, so a
+// client may see it before: the test's requests, one at a time, leave
+// the bound room for that.)
+func TestUserStreamsAreNotRequestsInFlight(t *testing.T) {
+	t.Parallel()
+	d, cert := startTLS(t, func(c *config.Config) { c.MaxRequestsPerUser = 2 })
+	var dials atomic.Int64
+	client := tlsClient(cert, &dials)
+	base := "https://" + d.Addr()
+	open := func(auth dt.Auth, method, path, body string, header ...string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		auth(req)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	must := func(want int, auth dt.Auth, method, path, body string, header ...string) {
+		t.Helper()
+		resp := open(auth, method, path, body, header...)
+		if resp.StatusCode != want {
+			b, _ := io.ReadAll(resp.Body)
+			t.Fatalf("%s %s: %d %s; want %d", method, path, resp.StatusCode, b, want)
+		}
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("%s %s: answered over %s, want HTTP/2", method, path, resp.Proto)
+		}
+	}
+	must(201, dt.Admin(), "POST", "/api/organizations", `{"name":"acme"}`)
+	must(201, dt.Admin(), "POST", "/api/db/acme/notes", mustJSON(t, map[string]string{"schema": notesSDL}))
+	must(201, dt.Admin(), "POST", "/api/users", `{"name":"ulla","organization":"acme","password":"ulla-password"}`)
+	must(200, dt.Admin(), "PUT", "/api/roles/acme/notes", `{"user":"ulla","role":"read"}`)
+	ulla := dt.Basic("ulla", "ulla-password")
+
+	// Each stream's headers are sent once it is open (its readiness).
+	must(200, ulla, "POST", "/api/graphql/acme/notes", noteSub, "Content-Type", "application/json", "Accept", "text/event-stream")
+	must(200, ulla, "POST", "/api/graphql/acme/notes", noteSub, "Content-Type", "application/json", "Accept", "application/x-ndjson")
+	must(200, ulla, "GET", "/api/subscribe/acme/notes/Note", "")
+	must(200, ulla, "GET", "/api/subscribe/acme/notes/Note", "")
+	// Two graphql-sse single connection mode streams, and an operation
+	// on the second.
+	var tok []byte
+	for range 2 {
+		put := open(ulla, "PUT", "/api/graphql/acme/notes", "")
+		var err error
+		if tok, err = io.ReadAll(put.Body); err != nil || put.StatusCode != http.StatusCreated {
+			t.Fatalf("PUT: %d %s %v", put.StatusCode, tok, err)
+		}
+		must(200, ulla, "GET", "/api/graphql/acme/notes", "", "Accept", "text/event-stream", "X-GraphQL-Event-Stream-Token", string(tok))
+	}
+	must(202, ulla, "POST", "/api/graphql/acme/notes", `{"query":"subscription { Note_added { _id text } }","extensions":{"operationId":"n"}}`,
+		"Content-Type", "application/json", "X-GraphQL-Event-Stream-Token", string(tok))
+	must(200, ulla, "GET", "/api/info", "")
+	must(200, ulla, "GET", "/api/db/acme/notes", "")
+	if n := dials.Load(); n != 1 {
+		t.Errorf("%d connections, want 1", n)
+	}
+}
