@@ -159,10 +159,11 @@ func (c *Commit) MadeLocal() time.Time {
 // The uid is unique in one history of the server, but a server rewound
 // may draw a lost commit's uid again (the uid sequence rewinds with it);
 // the time it was committed, later, tells them apart then. The zero
-// Stamp is none.
+// Stamp is none; a position carries a tag of it (TaggedStamp).
 type Stamp struct {
 	UID  int64
 	Time time.Time
+	tag  string // of a stamp known only by its tag (UID 0)
 }
 
 // Stamp returns c's stamp (of any piece of it: they share it).
@@ -193,9 +194,14 @@ func (c *Commit) VersionOf(ch *Change) string {
 // exactly the commits after it.
 func (c *Commit) End() Position { return c.Position(WholeCommit) }
 
-// Position returns the stream position of change i of the commit.
+// Position returns the stream position of change i of the commit, tagged
+// with the commit's stamp when it is known (read with the commit).
 func (c *Commit) Position(i int) Position {
-	return Position{Epoch: c.Epoch, Seq: c.Seq, Index: i}
+	p := Position{Epoch: c.Epoch, Seq: c.Seq, Index: i}
+	if c.UID != 0 && !c.Time.IsZero() {
+		p.Tag = c.Stamp().Tag()
+	}
+	return p
 }
 
 // History is the retained part of a database's commit log.

@@ -1,18 +1,75 @@
 package sluice
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/binary"
 	"strconv"
 	"strings"
 )
 
 // Position names one event in a database's history: the database epoch, the
 // commit sequence and the index of the change within the commit. Its text
-// form "<epoch>-<seq>-<index>" is the SSE event id; clients treat it as
-// opaque. Positions of one epoch are totally ordered.
+// form "<epoch>-<seq>-<index>-<tag>" is the SSE event id; clients treat it
+// as opaque. Positions of one epoch are totally ordered (by their numbers:
+// Less ignores the tag).
 type Position struct {
 	Epoch string
 	Seq   int64
 	Index int
+	// Tag is the tag of commit Seq's stamp (Stamp.Tag) when the position
+	// was made from the commit, so that a reader resuming from it can tell
+	// that commit from another that took its number after it was lost (a
+	// Postgres failover, a restore): "" in a position made of numbers
+	// alone (a reader's cursor, a client's "<epoch>-<seq>-<index>", which
+	// older versions gave and which reads from it do not check).
+	Tag string
+}
+
+// tagLen is the length of a stamp's tag: 8 characters of base32, 40 bits.
+// A resume compares one tag with that of the one commit of its number, so
+// a lost commit passes for its replacement once in 2^40.
+const tagLen = 8
+
+// tagEncoding writes tags: digits and lowercase letters, as epochs.
+var tagEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+// Tag returns the tag positions of the commit whose stamp s is carry: a
+// hash of its uid and of the time it was committed (to the microsecond, as
+// Postgres keeps it). A stamp known only by its tag has that one.
+func (s Stamp) Tag() string {
+	if s.UID == 0 {
+		return s.tag
+	}
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(s.UID))
+	binary.BigEndian.PutUint64(b[8:], uint64(s.Time.UnixMicro()))
+	sum := sha256.Sum256(b[:])
+	return tagEncoding.EncodeToString(sum[:5])
+}
+
+// TaggedStamp returns the stamp known only by tag (a client's position's
+// Tag), "" being none: ReadLog compares it with the tag of the commit it
+// checks.
+func TaggedStamp(tag string) Stamp { return Stamp{tag: tag} }
+
+// Is reports whether commit stamp o is s, or, s known only by its tag,
+// has that tag.
+func (s Stamp) Is(o Stamp) bool {
+	if s.UID == 0 {
+		return s.tag == o.Tag()
+	}
+	return s.UID == o.UID && s.Time.Equal(o.Time)
+}
+
+// IsZero reports whether s is none.
+func (s Stamp) IsZero() bool { return s.UID == 0 && s.tag == "" }
+
+// Untagged returns p without its tag: its numbers, for comparing
+// positions whichever way they were made.
+func (p Position) Untagged() Position {
+	p.Tag = ""
+	return p
 }
 
 // WholeCommit is the change index that stands for every change of a
@@ -21,7 +78,11 @@ const WholeCommit = 1<<31 - 1
 
 // String returns the position's text form.
 func (p Position) String() string {
-	return p.Epoch + "-" + strconv.FormatInt(p.Seq, 10) + "-" + strconv.Itoa(p.Index)
+	s := p.Epoch + "-" + strconv.FormatInt(p.Seq, 10) + "-" + strconv.Itoa(p.Index)
+	if p.Tag != "" {
+		s += "-" + p.Tag
+	}
+	return s
 }
 
 // Less reports whether p comes before q (both of one epoch).
@@ -32,12 +93,20 @@ func (p Position) Less(q Position) bool {
 	return p.Index < q.Index
 }
 
-// ParsePosition parses the text form of a position. It returns a CodeInvalid
-// *Error naming the problem for anything else.
+// ParsePosition parses the text form of a position, with or without its
+// tag. It returns a CodeInvalid *Error naming the problem for anything
+// else.
 func ParsePosition(s string) (Position, error) {
 	parts := strings.Split(s, "-")
-	if len(parts) != 3 || parts[0] == "" {
-		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: want <epoch>-<seq>-<index>", s)
+	if len(parts) != 3 && len(parts) != 4 || parts[0] == "" {
+		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: want <epoch>-<seq>-<index>-<tag>", s)
+	}
+	tag := ""
+	if len(parts) == 4 {
+		tag = parts[3]
+		if len(tag) != tagLen || strings.Trim(tag, "0123456789abcdefghijklmnopqrstuv") != "" {
+			return Position{}, Errorf(CodeInvalid, "invalid stream position %q: bad tag", s)
+		}
 	}
 	for _, r := range parts[0] {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
@@ -56,7 +125,7 @@ func ParsePosition(s string) (Position, error) {
 		// Change indexes are Postgres integers: no commit has more.
 		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: index %d is above %d", s, idx, WholeCommit)
 	}
-	return Position{Epoch: parts[0], Seq: seq, Index: idx}, nil
+	return Position{Epoch: parts[0], Seq: seq, Index: idx, Tag: tag}, nil
 }
 
 // Cursor is how far a reader of one database's log got: every change of

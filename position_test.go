@@ -1,18 +1,50 @@
 package sluice
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParsePosition(t *testing.T) {
 	t.Parallel()
-	for _, good := range []Position{{Epoch: "k3x9", Seq: 42, Index: 7}, {Epoch: "a", Seq: 1, Index: WholeCommit}} {
+	for _, good := range []Position{{Epoch: "k3x9", Seq: 42, Index: 7}, {Epoch: "a", Seq: 1, Index: WholeCommit}, {Epoch: "a", Seq: 1, Index: 0, Tag: "0v9k2mqa"}} {
 		if got, err := ParsePosition(good.String()); err != nil || got != good {
 			t.Fatalf("round trip: got %v, %v", got, err)
 		}
 	}
-	for _, bad := range []string{"", "k3x9", "k3x9-42", "-1-2", "K3-1-2", "a-01-2", "a-1-02", "a--1-2", "a-1--2", "a-1-2-3", "a-x-1", "a-99999999999999999999-1", "a-1-2147483648", "a-1-9223372036854775807"} {
+	for _, bad := range []string{"", "k3x9", "k3x9-42", "-1-2", "K3-1-2", "a-01-2", "a-1-02", "a--1-2", "a-1--2", "a-1-2-3", "a-x-1", "a-99999999999999999999-1", "a-1-2147483648", "a-1-9223372036854775807", "a-1-2-", "a-1-2-0v9k2mq", "a-1-2-0v9k2mqab", "a-1-2-0V9K2MQA", "a-1-2-0v9k2mqw", "a-1-2-0v9k2mqa-1"} {
 		if _, err := ParsePosition(bad); err == nil || ErrorCode(err) != CodeInvalid {
 			t.Errorf("ParsePosition(%q) = %v, want a BadRequest error", bad, err)
 		}
+	}
+}
+
+// TestStampTag: a commit's positions carry the tag of its stamp, which
+// tells it from another commit of its number (another uid, or the same
+// uid committed later: a rewound server draws uids again), and which a
+// stamp known only by its tag matches as the full stamp does.
+func TestStampTag(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 7, 13, 0, 0, 123456000, time.UTC)
+	c := &Commit{Epoch: "e", Seq: 5, UID: 77, Time: at}
+	tag := c.Stamp().Tag()
+	if len(tag) != tagLen || c.End().Tag != tag || c.Position(2).String() != "e-5-2-"+tag {
+		t.Fatalf("tag %q, end %v, position %v", tag, c.End(), c.Position(2))
+	}
+	if p, err := ParsePosition(c.End().String()); err != nil || p != c.End() || p.Untagged() != (Position{Epoch: "e", Seq: 5, Index: WholeCommit}) {
+		t.Fatalf("ParsePosition(%s) = %v, %v", c.End(), p, err)
+	}
+	same := Stamp{UID: 77, Time: at.In(time.FixedZone("x", 3600))}
+	for _, other := range []Stamp{{UID: 78, Time: at}, {UID: 77, Time: at.Add(time.Microsecond)}} {
+		if other.Tag() == tag || TaggedStamp(tag).Is(other) || c.Stamp().Is(other) {
+			t.Errorf("stamp %v passes for %v", other, c.Stamp())
+		}
+	}
+	if same.Tag() != tag || !TaggedStamp(tag).Is(same) || !c.Stamp().Is(same) || TaggedStamp(tag).IsZero() || !TaggedStamp("").IsZero() {
+		t.Errorf("stamp %v does not match itself", same)
+	}
+	if p := (&Commit{Epoch: "e", Seq: 5}).End(); p.Tag != "" {
+		t.Errorf("a commit read without its stamp has a tagged end %v", p)
 	}
 }
 

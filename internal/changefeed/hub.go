@@ -304,6 +304,11 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 			h.metrics.Replays.WithLabelValues(label).Inc()
 		}
 		s.setMark(sluice.CursorAt(*from))
+		if from.Tag != "" {
+			// The commit it names may be another of its number now: the
+			// first read of the catch-up checks it (rewind.go).
+			s.stamp, s.verify = sluice.TaggedStamp(from.Tag), true
+		}
 	}
 	st := h.state(d.ID)
 	s.st = st
@@ -327,7 +332,7 @@ func (h *Hub) Subscribe(ctx context.Context, d *sluice.Database, from *sluice.Po
 	}
 
 	st.mu.Lock()
-	if st.tracked && !s.rewound && !s.mark().Less(st.head) {
+	if st.tracked && !s.rewound && !s.verify && !s.mark().Less(st.head) {
 		st.live[s] = struct{}{}
 		s.live.Store(true)
 	} else {
@@ -533,7 +538,7 @@ func (h *Hub) catchUp(s *Subscription) {
 			s.finish(lostError(s.db, end))
 			return
 		}
-		if st.tracked && !s.mark().Less(st.head) {
+		if st.tracked && !s.verify && !s.mark().Less(st.head) {
 			st.live[s] = struct{}{}
 			s.live.Store(true)
 			st.mu.Unlock()
@@ -554,6 +559,13 @@ func (h *Hub) catchUp(s *Subscription) {
 			if errors.Is(err, sluice.ErrCommitReplaced) {
 				// The commit its mark names was lost, and maybe some
 				// before it (rewind.go).
+				if s.verify {
+					if h.metrics != nil {
+						h.metrics.ResumeFailures.WithLabelValues(dbLabel(s.db.ID)).Inc()
+					}
+					s.finish(replacedError(s.db, m, s.stamp))
+					return
+				}
 				s.finish(lostError(s.db, m.After().Seq-1))
 				return
 			}
@@ -577,6 +589,7 @@ func (h *Hub) catchUp(s *Subscription) {
 			continue
 		}
 		backoff, failures = 50*time.Millisecond, 0
+		s.verify = false
 		if len(cs) > 0 {
 			// Access changes visible where these commits were read reach
 			// the streams first (access.go).

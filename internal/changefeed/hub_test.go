@@ -63,11 +63,11 @@ func (l *memLog) ChangeCount(_ context.Context, _, seq int64) (int, bool, error)
 // ReadLog reads like postgres.DB.ReadLog: commits after position after,
 // at most limit, cut into pieces of about maxBytes of changes (a change
 // without images counts one byte); ErrCommitReplaced when the log holds
-// another commit after.Seq than of.
+// another commit after.Seq than of (or than of's tag).
 func (l *memLog) ReadLog(_ context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i := after.Seq - l.pruned - 1; of.UID != 0 && i >= 0 && i < int64(len(l.commits)) && l.commits[i].Stamp() != of {
+	if i := after.Seq - l.pruned - 1; !of.IsZero() && i >= 0 && i < int64(len(l.commits)) && !of.Is(l.commits[i].Stamp()) {
 		return nil, false, fmt.Errorf("commit %d of %s: %w", after.Seq, d.Path(), sluice.ErrCommitReplaced)
 	}
 	m := sluice.CursorAt(after)

@@ -26,8 +26,12 @@ import (
 // the commit before (Tailer.replaced), and a catch-up ends its
 // subscription. A reader whose commit is still in the log has every
 // commit before it as it read them: a log loses its newest commits only.
-// A subscription from a client's position has no stamp until it took a
-// commit: positions carry none.
+// A subscription from a client's position knows the commit it names by
+// the position's tag (sluice.Position.Tag), if it has one: its catch-up
+// reads the log before it goes live, even from the head, the read
+// checking the tag, and a commit of that number with another tag ends
+// it (replacedError), as a position of a pruned commit would (Gone). A
+// position without a tag (made by older versions) is not checked.
 
 // rewind tells the hub that database id's log now ends at commit head,
 // before what the tailer had handed on: the subscriptions past the end
@@ -124,4 +128,14 @@ func lostAt(c sluice.Cursor, h sluice.History) (head int64, lost bool) {
 // or holding other commits after head than it had (Tailer.replaced).
 func lostError(d *sluice.Database, head int64) error {
 	return sluice.Errorf(sluice.CodeGone, "the commit log of %s now ends at commit %d, before commits this stream may have received, or new commits took their numbers: they were lost (a Postgres failover or a restore); re-read the current state", d.Path(), head)
+}
+
+// replacedError is the error a subscription of database d resumed from a
+// client's position (its mark m, the tag of its commit in of) ends with
+// when the log holds another commit of that number: the client's commit
+// was lost, and maybe some before it.
+func replacedError(d *sluice.Database, m sluice.Cursor, of sluice.Stamp) error {
+	p := m.Position(d.Epoch)
+	p.Tag = of.Tag()
+	return sluice.Errorf(sluice.CodeGone, "position %s names a commit the log of %s no longer holds: commit %d of the log is another commit, the one the position was in having been lost (a Postgres failover or a restore) and a new commit having taken its number; re-read the current state", p, d.Path(), p.Seq)
 }

@@ -313,3 +313,56 @@ func TestHubCatchUpFindsCommitReplaced(t *testing.T) {
 	}
 	endsGone(t, s, 1)
 }
+
+// TestResumeFromReplacedCommitIsGone: a client resumes from a position of
+// commit 2, carrying the commit's tag, after the log lost commit 2 and a
+// new commit took its number (a failover ended its stream; it resumes
+// on another server, or once Postgres is back). The log's end is not
+// before the position: only the tag tells the commits apart. Whether the
+// position is the end of the commit (the head: the subscription would
+// go live without reading the log) or inside it, the subscription ends
+// with api:Gone naming the position and the commit, before anything of
+// the new log reaches it. A position of the commit the log holds reads
+// on; one without a tag (made by older versions) is not checked.
+func TestResumeFromReplacedCommitIsGone(t *testing.T) {
+	t.Parallel()
+	store := newFakeStore()
+	store.add("T")
+	lost := store.add("T", "T")
+	h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour})
+	waitFor(t, func() bool { return tl.Running() && store.listens.Load() == 1 })
+	end, inside := lost.End(), lost.Position(0)
+	if end.Tag == "" || inside.Tag != end.Tag {
+		t.Fatalf("positions of commit 2 without its tag: %v, %v", end, inside)
+	}
+	kept := subscribe(t, h, &end, Options{})
+	store.add("T")
+	tl.Wake(1)
+	if got := receive(t, kept, 1); got[0] != 3 {
+		t.Fatalf("from the end of commit 2, still in the log: got %v", got)
+	}
+
+	store.mu.Lock()
+	store.commits = store.commits[:1]
+	store.mu.Unlock()
+	store.add("U", "U") // the new commit 2, which the tailer did not read
+	for _, from := range []sluice.Position{end, inside} {
+		s := subscribe(t, h, &from, Options{})
+		select {
+		case <-s.Done():
+			want := fmt.Sprintf("position %s names a commit the log of %s no longer holds: commit 2 of the log is another commit", from, testDB.Path())
+			if err := s.Err(); sluice.ErrorCode(err) != sluice.CodeGone || !strings.Contains(err.Error(), want) {
+				t.Fatalf("from %v: ended with %v, want a Gone error saying %q", from, err, want)
+			}
+		case c := <-s.Commits():
+			t.Fatalf("from %v, in the lost commit 2: received changes of commit %d", from, c.Seq)
+		case <-time.After(wait):
+			t.Fatalf("from %v, in the lost commit 2: the subscription did not end", from)
+		}
+	}
+	untagged := inside.Untagged()
+	s := subscribe(t, h, &untagged, Options{})
+	if got := changesOf(t, s, 1); got[0] != (sluice.Position{Epoch: testDB.Epoch, Seq: 2, Index: 1}) {
+		t.Fatalf("from %v, untagged: got %v", untagged, got)
+	}
+}

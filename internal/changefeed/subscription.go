@@ -34,7 +34,11 @@ type Subscription struct {
 	// stamp is that of the commit the mark names (the last one it has
 	// changes of), written with it; zero when not known (a mark from a
 	// client's position): the catch-up's reads check it (rewind.go).
-	stamp    sluice.Stamp
+	stamp sluice.Stamp
+	// verify: the mark is a client's position carrying its commit's tag
+	// (stamp is known by it only), which no read checked yet: s reads
+	// the log before it goes live, even at the head (rewind.go).
+	verify   bool
 	live     atomic.Bool
 	catchUps atomic.Int64
 	// queued counts the commits put in ch, live or from the log.

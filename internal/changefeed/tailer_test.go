@@ -113,7 +113,7 @@ func runTailer(t *testing.T, store *fakeStore, o TailerOptions) (*Hub, *Tailer) 
 }
 
 // changesOf reads pieces from s until it has n changes, and returns their
-// positions.
+// positions, untagged (TestResumeFromReplacedCommitIsGone tests tags).
 func changesOf(t *testing.T, s *Subscription, n int) []sluice.Position {
 	t.Helper()
 	var out []sluice.Position
@@ -122,7 +122,7 @@ func changesOf(t *testing.T, s *Subscription, n int) []sluice.Position {
 		select {
 		case c := <-s.Commits():
 			for _, ch := range c.Changes {
-				out = append(out, c.Position(ch.Index))
+				out = append(out, c.Position(ch.Index).Untagged())
 			}
 			if last := c.Changes[len(c.Changes)-1].Index; c.Partial == (last == c.NumChanges-1) {
 				t.Fatalf("piece of commit %d ending at change %d of %d marked Partial %v", c.Seq, last, c.NumChanges, c.Partial)

@@ -46,6 +46,9 @@ type subscriber struct {
 	events []event
 	errors []string
 	gone   chan struct{} // closed when a stream ended with api:Gone or a resume was refused
+	// hold, when set, keeps the subscriber from resuming until it is
+	// closed; ended is closed when its first stream ended.
+	hold, ended chan struct{}
 }
 
 func newSubscriber(base string) *subscriber {
@@ -105,6 +108,17 @@ func (s *subscriber) run(ctx context.Context, ready chan<- struct{}) {
 			}
 		}
 		resp.Body.Close()
+		if s.hold != nil && !first {
+			select {
+			case <-s.ended:
+			default:
+				close(s.ended)
+			}
+			select {
+			case <-s.hold:
+			case <-ctx.Done():
+			}
+		}
 	}
 }
 
@@ -340,6 +354,77 @@ func TestFailoverAsynchronousLossIsExplicit(t *testing.T) {
 	}
 	if strings.Join(ids, ",") != "Note/kept" {
 		t.Fatalf("the log after the failover: %v", ids)
+	}
+	stop()
+	wg.Wait()
+}
+
+// TestFailoverAsynchronousLossRefilledIsExplicit: as
+// TestFailoverAsynchronousLossIsExplicit, but a new commit takes the lost
+// one's number on the new primary before the subscriber, whose stream
+// ended at the failover, resumes from its last event id, in the lost
+// commit: the log's end is not before it, and only the event id's tag of
+// its commit tells the new commit from the lost one. The resume ends
+// with api:Gone, never resumed silently past a commit it will not get.
+func TestFailoverAsynchronousLossRefilledIsExplicit(t *testing.T) {
+	t.Parallel()
+	primary := pgtest.NewPrimary(t, nil)
+	standby := primary.Standby("standby1", nil)
+	url := haURL(primary, standby)
+	a := dt.Start(t, dt.WithDatabaseURL(url))
+	a.CreateDatabase(t, "ha", "type Note { text: String! }")
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	s := newSubscriber(a.URL)
+	s.hold, s.ended = make(chan struct{}), make(chan struct{})
+	ready := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() { s.run(ctx, ready) })
+	<-ready
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ha", `{"@type":"Note","@id":"kept","text":"replicated"}`)
+	eventually.True(t, 2*time.Minute, "the standby replays the first commit", func() bool {
+		lsn := primary.Query("SELECT pg_current_wal_lsn()::text")
+		return standby.Query("SELECT (pg_last_wal_replay_lsn() >= '"+lsn+"'::pg_lsn)::text") == "true"
+	})
+	standby.Stop("fast")
+	a.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/ha", `{"@type":"Note","@id":"lost","text":"acknowledged, never replicated"}`)
+	eventually.True(t, 2*time.Minute, "the subscriber receives the commit that will be lost", func() bool { return len(s.received()) == 2 })
+
+	primary.Stop("immediate")
+	select {
+	case <-s.ended:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the stream did not end when Postgres became unreachable")
+	}
+	standby.Start()
+	standby.Promote()
+	// The new primary's next commit takes the lost one's number (a write
+	// whose outcome was unknown may take it too: each tries a new id).
+	tries := 0
+	eventually.True(t, 2*time.Minute, "a write on the new primary is acknowledged", func() bool {
+		tries++
+		return a.Do(t, dt.Admin(), "POST", "/api/document/admin/ha", fmt.Sprintf(`{"@type":"Note","@id":"new-%d","text":"after the failover"}`, tries)).Status == 200
+	})
+	if ids := logSubjects(t, a); len(ids) < 2 || ids[0].subject != "Note/kept" || !strings.HasPrefix(ids[1].subject, "Note/new-") {
+		t.Fatalf("the log after the failover: %v", ids)
+	}
+	last := s.received()[1].id
+	close(s.hold)
+	select {
+	case <-s.gone:
+	case <-time.After(time.Minute):
+		t.Fatalf("the resume from %s, in the lost commit, was not refused; the subscriber received %v", last, s.received())
+	}
+	s.mu.Lock()
+	msg := strings.Join(s.errors, "\n")
+	s.mu.Unlock()
+	t.Logf("the subscriber was told: %s", msg)
+	if !strings.Contains(msg, "api:Gone") || !strings.Contains(msg, "no longer holds") {
+		t.Fatalf("the subscriber was told: %s", msg)
+	}
+	if got := s.received(); len(got) != 2 {
+		t.Fatalf("the subscriber received %v", got)
 	}
 	stop()
 	wg.Wait()

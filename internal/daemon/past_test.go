@@ -292,6 +292,11 @@ func TestPastHistoryAndDiff(t *testing.T) {
 		}
 		seen[v.Version] = true
 		v.Datetime, v.Version = "", ""
+		if p := dt.Untag(v.Position); p == v.Position {
+			t.Errorf("version %d: position %s without its commit's tag", i, v.Position)
+		} else {
+			v.Position = p
+		}
 		if !reflect.DeepEqual(v, want[i]) {
 			t.Errorf("version %d: %+v, want %+v", i, v, want[i])
 		}

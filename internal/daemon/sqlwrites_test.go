@@ -210,7 +210,7 @@ func TestSQLWritesJoinTheLog(t *testing.T) {
 	var got []string
 	for range 4 {
 		e := nextEvent(t, st)
-		got = append(got, e.ID+" "+e.Kind+" "+e.Subject)
+		got = append(got, dt.Untag(e.ID)+" "+e.Kind+" "+e.Subject)
 	}
 	if want := []string{"-3-0 entity.create Person/a", "-3-1 entity.create Person/b", "-3-2 entity.update Person/a", "-3-3 entity.delete Person/b"}; !sameSuffixes(got, want) {
 		t.Fatalf("one transaction's events:\n%s\nwant (after the epoch)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -239,7 +239,7 @@ func TestSQLWritesJoinTheLog(t *testing.T) {
 	got = got[:0]
 	for range 2 {
 		e := nextEvent(t, st)
-		got = append(got, e.ID+" "+e.Kind+" "+e.Subject)
+		got = append(got, dt.Untag(e.ID)+" "+e.Kind+" "+e.Subject)
 	}
 	if want := []string{"-4-0 entity.delete " + ann, "-4-1 entity.delete Person/a"}; !sameSuffixes(got, want) {
 		sortedWant := []string{"-4-0 entity.delete Person/a", "-4-1 entity.delete " + ann}

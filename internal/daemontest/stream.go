@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // StreamWait is how long a Stream waits for a frame before failing the
@@ -213,3 +215,15 @@ func (s *Stream) Ended() []Frame {
 
 // Header returns the response's header.
 func (s *Stream) Header() http.Header { return s.resp.Header }
+
+// Untag returns position text pos (an event id, a write's position)
+// without the tag of its commit (sluice.Position.Tag), to compare it
+// with a position written from numbers; pos when it has none. Resuming
+// from it skips the check of the commit the tag is for.
+func Untag(pos string) string {
+	p, err := sluice.ParsePosition(pos)
+	if err != nil || p.Tag == "" {
+		return pos
+	}
+	return p.Untagged().String()
+}

@@ -144,7 +144,7 @@ func TestSubscriptionFrames(t *testing.T) {
 	var id string
 	for _, s := range []*stream{plain, named, get, hb} {
 		f := s.Event()
-		if len(f) != 3 || f[0] != "event: next" || !idRE.MatchString(f[1]) || !strings.HasSuffix(f[1], "-1-0") || f[2] != "data: "+data {
+		if len(f) != 3 || f[0] != "event: next" || !commitIDRE.MatchString(f[1]) || !strings.HasSuffix(dt.Untag(f.Field("id")), "-1-0") || f[2] != "data: "+data {
 			t.Fatalf("event frame %q", f)
 		}
 		if id != "" && f[1] != id {

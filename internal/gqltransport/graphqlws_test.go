@@ -143,7 +143,7 @@ func (c *wsConn) barrier(id string) {
 	c.expect(`{"id":"` + id + `","type":"complete"}`)
 }
 
-var positionRE = regexp.MustCompile(`"lastEventId":"([a-z0-9]+-[0-9]+-[0-9]+)"`)
+var positionRE = regexp.MustCompile(`"lastEventId":"([a-z0-9]+-[0-9]+-[0-9]+(?:-[0-9a-v]{8})?)"`)
 
 // expectNext reads a next of operation id whose payload, with its
 // position replaced by POS, is want; it returns the position.

@@ -31,8 +31,12 @@ const (
 	ndjson = "application/x-ndjson"
 )
 
-// idRE matches an event id: <epoch>-<seq>-<index>.
-var idRE = regexp.MustCompile(`^id: [a-z0-9]+-[0-9]+-[0-9]+$`)
+// idRE matches an event id: <epoch>-<seq>-<index>, and the tag of its
+// commit when it is a commit's (a subscription's, not a live query's).
+var idRE = regexp.MustCompile(`^id: [a-z0-9]+-[0-9]+-[0-9]+(-[0-9a-v]{8})?$`)
+
+// commitIDRE matches the event id of a commit's change: tagged.
+var commitIDRE = regexp.MustCompile(`^id: [a-z0-9]+-[0-9]+-[0-9]+-[0-9a-v]{8}$`)
 
 // stream is an open GraphQL event stream (see dt.Stream).
 type stream struct {
@@ -76,6 +80,9 @@ func (s *stream) connected() {
 }
 
 // nexts reads n next events and returns their ids and data.
+//
+// The ids are without their tags (dt.Untag): the tests compare them with
+// positions written from numbers, and resume from them unchecked.
 func (s *stream) nexts(n int) (ids, data []string) {
 	s.t.Helper()
 	for range n {
@@ -83,7 +90,7 @@ func (s *stream) nexts(n int) (ids, data []string) {
 		if len(f) != 3 || f[0] != "event: next" || !idRE.MatchString(f[1]) || !strings.HasPrefix(f[2], "data: ") {
 			s.t.Fatalf("not a next event: %q", f)
 		}
-		ids = append(ids, f.Field("id"))
+		ids = append(ids, dt.Untag(f.Field("id")))
 		data = append(data, f.Field("data"))
 	}
 	return ids, data
@@ -110,7 +117,7 @@ func gql(t testing.TB, d *dt.Daemon, db, query string) string {
 
 // readPosition matches the position a query's result carries (and a
 // mutation's, with the version it wrote).
-var readPosition = regexp.MustCompile(`,"extensions":\{"position":"[a-z0-9]+-[0-9]+-2147483647"(,"version":"[0-9a-z]+")?\}`)
+var readPosition = regexp.MustCompile(`,"extensions":\{"position":"[a-z0-9]+-[0-9]+-2147483647(-[0-9a-v]{8})?"(,"version":"[0-9a-z]+")?\}`)
 
 // withoutPosition returns s without the positions of query and mutation
 // results (see position_test.go), for tests of what else they hold.

@@ -46,7 +46,7 @@ func parseResult(t *testing.T, b string) result {
 
 // ndjsonPosition matches the position an NDJSON event's result ends
 // with.
-var ndjsonPosition = regexp.MustCompile(`,"extensions":\{"lastEventId":"[a-z0-9]+-[0-9]+-[0-9]+"\}\}$`)
+var ndjsonPosition = regexp.MustCompile(`,"extensions":\{"lastEventId":"[a-z0-9]+-[0-9]+-[0-9]+(-[0-9a-v]{8})?"\}\}$`)
 
 // withoutEventPosition returns an NDJSON event's result without its position
 // (extensions.lastEventId), which it must have.

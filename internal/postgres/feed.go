@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -30,11 +31,12 @@ import (
 // the commit it expected means history was pruned meanwhile, and a read
 // from inside a commit that was pruned meanwhile is CodeGone.
 //
-// of, unless zero, is the stamp of commit after.Seq as the caller read it:
-// when the log holds another commit of that number (its newest commits
-// were lost and new ones took their numbers), the read fails with
+// of, unless zero, is the stamp of commit after.Seq as the caller read it,
+// or its tag (a client's position, sluice.TaggedStamp): when the log
+// holds another commit of that number (its newest commits were lost and
+// new ones took their numbers), the read fails with
 // sluice.ErrCommitReplaced, whether or not commits follow. The statement
-// checks it; a commit the log no longer holds at all (pruned, or lost
+// reads it; a commit the log no longer holds at all (pruned, or lost
 // without a new one of its number yet) passes.
 func (db *DB) ReadLog(ctx context.Context, d *sluice.Database, after sluice.Position, of sluice.Stamp, limit int, maxBytes int64) ([]*sluice.Commit, bool, error) {
 	cs, more, _, err := db.readLog(ctx, d, after, of, limit, maxBytes, false)
@@ -65,22 +67,20 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	// commits and rows tell whether more follow.
 	// Bounded, a first row past maxBytes comes without its images (CASE
 	// reads them only when they are sent), its size telling the need.
-	// The first column compares commit after.Seq with of (null when not
-	// asked, or when the log does not hold it); the left join gives it a
-	// row, all else null, when no commit follows: the commit that took a
-	// lost one's number may be the newest. It costs a sort of the page's
-	// rows, already cut to maxLogRows (joined under the window, a sort
-	// of every row of the limit+1 commits before the cut).
-	var uid *int64
-	if of.UID != 0 {
-		uid = &of.UID
-	}
-	rows, err := db.logRows(ctx, `SELECT (SELECT uid <> $8 OR committed_at <> $9 FROM sluice.commits WHERE db_id = $1 AND seq = $10 AND $8 IS NOT NULL),
+	// The first columns are the stamp of commit after.Seq when of asks
+	// (null when the log does not hold it), compared with of below; the
+	// left join gives them a row, all else null, when no commit follows:
+	// the commit that took a lost one's number may be the newest. It
+	// costs a sort of the page's rows, already cut to maxLogRows (joined
+	// under the window, a sort of every row of the limit+1 commits before
+	// the cut).
+	rows, err := db.logRows(ctx, `SELECT of_uid, of_at,
 			seq, uid, author, message, user_name, committed_at, n_changes, row_images, last_idx,
 			idx, doc_ids, ops, CASE WHEN $7 AND upto > $5 THEN NULL ELSE befores END, CASE WHEN $7 AND upto > $5 THEN NULL ELSE afters END,
 			unknown, access, has_next, upto,
 			(SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1), clock_timestamp()
-		FROM (SELECT) one LEFT JOIN (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
+		FROM (SELECT) one LEFT JOIN (SELECT uid AS of_uid, committed_at AS of_at FROM sluice.commits WHERE $8 AND db_id = $1 AND seq = $9) o ON true
+		LEFT JOIN (SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images, c.last_idx,
 				ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters, ch.unknown, `+accessVersionSQL+` AS access,
 				sum(coalesce(octet_length(ch.befores), 0) + coalesce(octet_length(ch.afters), 0)) OVER w AS upto,
 				row_number() OVER w AS n,
@@ -95,7 +95,7 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 			WINDOW w AS (ORDER BY c.seq, ch.idx ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 			ORDER BY c.seq, ch.idx
 			LIMIT $6) page ON n = 1 OR upto <= $5
-		ORDER BY seq, idx`, d.ID, startSeq, startIdx, limit, maxBytes, maxLogRows, bounded, uid, of.Time, after.Seq)
+		ORDER BY seq, idx`, d.ID, startSeq, startIdx, limit, maxBytes, maxLogRows, bounded, !of.IsZero(), after.Seq)
 	if err != nil {
 		return nil, false, 0, mapError(err)
 	}
@@ -105,14 +105,15 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 	more := false
 	version := 0 // the database's schema version in the statement's snapshot
 	for rows.Next() {
-		var replaced *bool
-		if rows.RawValues()[1] == nil { // no commit follows
+		var ofUID *int64
+		var ofTime *time.Time
+		if rows.RawValues()[2] == nil { // no commit follows
 			dest := make([]any, len(rows.FieldDescriptions()))
-			dest[0] = &replaced
+			dest[0], dest[1] = &ofUID, &ofTime
 			if err := rows.Scan(dest...); err != nil {
 				return nil, false, 0, mapError(err)
 			}
-			if replaced != nil && *replaced {
+			if ofUID != nil && !of.Is(sluice.Stamp{UID: *ofUID, Time: *ofTime}) {
 				return nil, false, 0, replacedError(d, after.Seq)
 			}
 			continue
@@ -123,11 +124,11 @@ func (db *DB) readLog(ctx context.Context, d *sluice.Database, after sluice.Posi
 		var ops []int16
 		var befores, afters, unknown []byte
 		var upto int64
-		if err := rows.Scan(&replaced, &cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
+		if err := rows.Scan(&ofUID, &ofTime, &cur.Seq, &cur.UID, &cur.Author, &cur.Message, &cur.User, &cur.Time, &cur.NumChanges, &cur.RowImages, &lastIdx,
 			&idx, &ids, &ops, &befores, &afters, &unknown, &cur.AccessVersion, &more, &upto, &version, &cur.ReadAt); err != nil {
 			return nil, false, 0, mapError(err)
 		}
-		if replaced != nil && *replaced {
+		if ofUID != nil && !of.Is(sluice.Stamp{UID: *ofUID, Time: *ofTime}) {
 			return nil, false, 0, replacedError(d, after.Seq)
 		}
 		if bounded && upto > maxBytes {

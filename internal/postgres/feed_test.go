@@ -115,7 +115,7 @@ func TestReadLogInPieces(t *testing.T) {
 			t.Fatalf("from %v: %d changes in %d reads, want %d", from, len(got), reads, len(want))
 		}
 		for i := range want {
-			if got[i] != want[i] {
+			if got[i].Untagged() != want[i] {
 				t.Fatalf("from %v: change %d is %v, want %v", from, i, got[i], want[i])
 			}
 		}
@@ -259,7 +259,8 @@ func TestReadLogMarksSuperseded(t *testing.T) {
 // failover or a restore, and new ones took their numbers; here with the
 // uid drawn again, the uid sequence rewound with the log), whether
 // commits follow or not, and from inside the commit; given the stamp the
-// log holds, or none, it reads on.
+// log holds, or none, it reads on. Known only by its tag (a client's
+// position's), the stamp is checked the same.
 func TestReadLogFindsCommitReplaced(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -291,10 +292,19 @@ func TestReadLogFindsCommitReplaced(t *testing.T) {
 		if got, err := read(r.after, r.of); err != nil || !slices.Equal(got, r.seqs) {
 			t.Fatalf("ReadLog after %v of the commit it read: %v, %v; want %v", r.after, got, err, r.seqs)
 		}
+		if got, err := read(r.after, sluice.TaggedStamp(r.of.Tag())); err != nil || !slices.Equal(got, r.seqs) {
+			t.Fatalf("ReadLog after %v of the commit's tag: %v, %v; want %v", r.after, got, err, r.seqs)
+		}
 		other := sluice.Stamp{UID: r.of.UID + 1000, Time: r.of.Time}
 		if got, err := read(r.after, other); !errors.Is(err, sluice.ErrCommitReplaced) {
 			t.Fatalf("ReadLog after %v of a commit of another uid: %v, %v", r.after, got, err)
 		}
+		if got, err := read(r.after, sluice.TaggedStamp(other.Tag())); !errors.Is(err, sluice.ErrCommitReplaced) {
+			t.Fatalf("ReadLog after %v of another commit's tag: %v, %v", r.after, got, err)
+		}
+	}
+	if p := cs[1].End(); p.Tag != of2.Tag() || p.String() != fmt.Sprintf("%s-2-%d-%s", d.Epoch, sluice.WholeCommit, of2.Tag()) {
+		t.Fatalf("the end of commit 2 is %v, want tagged %s", p, of2.Tag())
 	}
 	if err := db.ExecDBForTest(ctx, "UPDATE sluice.commits SET committed_at = committed_at + interval '1 second' WHERE db_id = $1 AND seq >= 2", d.ID); err != nil {
 		t.Fatal(err)
@@ -302,6 +312,9 @@ func TestReadLogFindsCommitReplaced(t *testing.T) {
 	for _, r := range reads {
 		if got, err := read(r.after, r.of); !errors.Is(err, sluice.ErrCommitReplaced) || got != nil {
 			t.Fatalf("ReadLog after %v once commits 2 and 3 were replaced: %v, %v", r.after, got, err)
+		}
+		if got, err := read(r.after, sluice.TaggedStamp(r.of.Tag())); !errors.Is(err, sluice.ErrCommitReplaced) || got != nil {
+			t.Fatalf("ReadLog after %v of its tag once commits 2 and 3 were replaced: %v, %v", r.after, got, err)
 		}
 		if got, err := read(r.after, sluice.Stamp{}); err != nil || !slices.Equal(got, r.seqs) {
 			t.Fatalf("ReadLog after %v, unchecked: %v, %v; want %v", r.after, got, err, r.seqs)

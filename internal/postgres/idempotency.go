@@ -197,8 +197,10 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 		k.UserID, k.Key, k.Retention.Seconds(), !prepared, token)
 	// A key past its retention never answers, held or not: expired
 	// deletes it only with its claim held, and pruning may not have run
-	// yet.
-	b.Queue(`SELECT db_id, request, seq, uid, answer FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2
+	// yet. The commit's time is its stamp's, tagging the answer's position.
+	b.Queue(`SELECT db_id, request, seq, uid, answer,
+			(SELECT c.committed_at FROM sluice.commits c WHERE c.db_id = k.db_id AND c.seq = k.seq AND c.uid = k.uid)
+		FROM sluice.idempotency_keys k WHERE user_id = $1 AND key = $2
 		AND created_at > now() - make_interval(secs => $3)`, k.UserID, k.Key, k.Retention.Seconds())
 	// Counting a user's keys reads up to MaxKeys of them: a write counts
 	// them only when its process's count is due (idempotency_bound.go).
@@ -219,8 +221,12 @@ func (t *Tx) claim(ctx context.Context, d *sluice.Database, k *IdempotencyKey, p
 	var dbID int64
 	var request, answer []byte
 	c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
-	err = br.QueryRow().Scan(&dbID, &request, &c.Seq, &c.UID, &answer)
+	var at *time.Time
+	err = br.QueryRow().Scan(&dbID, &request, &c.Seq, &c.UID, &answer, &at)
 	found := err == nil
+	if at != nil {
+		c.Time = *at
+	}
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil, mapError(err)
 	}

@@ -29,22 +29,27 @@ import (
 func (db *DB) RecordedAnswer(ctx context.Context, d *sluice.Database, userID int64, key string, request []byte, retention time.Duration) (*sluice.Commit, []byte, error) {
 	c := &sluice.Commit{DatabaseID: d.ID, Epoch: d.Epoch}
 	var seq, uid *int64
+	var at *time.Time
 	var answer []byte
 	var held bool
 	err := db.pool.QueryRow(ctx, `WITH claim AS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 FOR UPDATE SKIP LOCKED),
 			unheld AS (DELETE FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2 AND EXISTS (SELECT 1 FROM claim)
 				AND NOT EXISTS (SELECT 1 FROM sluice.idempotency_keys WHERE user_id = $1 AND key = $2 AND created_at > now() - make_interval(secs => $5)))
 		SELECT k.seq, k.uid, k.answer,
+			(SELECT c.committed_at FROM sluice.commits c WHERE c.db_id = $3 AND c.seq = k.seq AND c.uid = k.uid),
 			EXISTS (SELECT 1 FROM sluice.idempotency_claims WHERE user_id = $1 AND key = $2) AND NOT EXISTS (SELECT 1 FROM claim)
 		FROM (VALUES (1)) one LEFT JOIN sluice.idempotency_keys k ON k.user_id = $1 AND k.key = $2 AND k.db_id = $3
 			AND k.request = $4 AND k.created_at > now() - make_interval(secs => $5)`,
-		userID, key, d.ID, request, retention.Seconds()).Scan(&seq, &uid, &answer, &held)
+		userID, key, d.ID, request, retention.Seconds()).Scan(&seq, &uid, &answer, &at, &held)
 	if err != nil {
 		return nil, nil, mapError(err)
 	}
 	switch {
 	case seq != nil:
 		c.Seq, c.UID = *seq, *uid
+		if at != nil { // the commit's time, for its stamp's tag in the answer's position
+			c.Time = *at
+		}
 		return c, answer, nil
 	case held:
 		return nil, nil, errKeyInFlight

@@ -207,7 +207,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 			after = sluice.Position{Seq: seq, Index: engine.MaxIndex}
 		} else if after, err = sluice.ParsePosition(s); err != nil {
 			msg := fmt.Sprintf("query parameter after=%q: want a stream position or a commit id", s)
-			if strings.Count(s, "-") == 2 {
+			if n := strings.Count(s, "-"); n == 2 || n == 3 {
 				msg = "query parameter after: " + sluice.ErrorMessage(err) // a position, wrong
 			}
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "%s", msg))

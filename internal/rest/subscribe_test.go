@@ -36,14 +36,15 @@ type Customer { name: String! ssn: String @private }
 // stream is an open change stream (see dt.Stream).
 type stream struct {
 	*dt.Stream
-	t testing.TB
+	t    testing.TB
+	last string // the id of the last event ids read, with its tag
 }
 
 // open starts GET path as a stream and fails the test unless it answers
 // 200. Close it (it is closed at the end of the test anyway).
 func open(t testing.TB, d *dt.Daemon, auth dt.Auth, path string, header ...string) *stream {
 	t.Helper()
-	return &stream{d.MustOpenStream(t, auth, dt.StreamRequest{Path: path, Header: header}), t}
+	return &stream{Stream: d.MustOpenStream(t, auth, dt.StreamRequest{Path: path, Header: header}), t: t}
 }
 
 // connected reads the first frame and checks it is ": connected sub=<n>".
@@ -143,7 +144,7 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	if string(e.Data) != `{"@id":"Dog/rex","@type":"Dog","name":"Rex","breed":"lab"}` {
 		t.Fatalf("data %s", e.Data)
 	}
-	if !strings.HasSuffix(e.ID, "-1-0") {
+	if !strings.HasSuffix(dt.Untag(e.ID), "-1-0") {
 		t.Fatalf("id %q, want <epoch>-1-0", e.ID)
 	}
 
@@ -152,10 +153,15 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	// the version its write answered.
 	put := d.MustDo(t, 200, dt.Admin(), "PUT", "/api/document/admin/shop", `{"@type":"Dog","@id":"Dog/rex","name":"Rex II"}`)
 	epoch := strings.Split(e.ID, "-")[0]
-	want := fmt.Sprintf("id: %s-2-0\nevent: entity.update\ndata: "+
-		`{"specversion":"1.0","id":"%[1]s-2-0","type":"entity.update","source":"/api/db/admin/shop","subject":"Dog/rex",`+
+	// The event id carries the tag of its commit, as the write's position.
+	wrote, err := sluice.ParsePosition(put.Header.Get("Sluice-Position"))
+	if err != nil || wrote.Tag == "" {
+		t.Fatalf("the write's position %q: %v", put.Header.Get("Sluice-Position"), err)
+	}
+	want := fmt.Sprintf("id: %s-2-0-%[4]s\nevent: entity.update\ndata: "+
+		`{"specversion":"1.0","id":"%[1]s-2-0-%[4]s","type":"entity.update","source":"/api/db/admin/shop","subject":"Dog/rex",`+
 		`"time":"%[2]s","datacontenttype":"application/json","entity":"Dog","operation":"update","tenant":"admin","user_id":"admin",`+
-		`"version":"%[3]s","data":{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}}`, epoch, "%s", writeVersion(t, put))
+		`"version":"%[3]s","data":{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}}`, epoch, "%s", writeVersion(t, put), wrote.Tag)
 	f = s.Event()
 	e = decode(t, f)
 	if got := f.String(); got != fmt.Sprintf(want, e.Time) {
@@ -165,7 +171,7 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 	del := d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/shop?id=Dog/rex", nil)
 	f = s.Event()
 	e = decode(t, f)
-	if f[0] != "id: "+epoch+"-4-0" || f[1] != "event: entity.delete" || e.Operation != "delete" || e.Version != writeVersion(t, del) ||
+	if dt.Untag(f.Field("id")) != epoch+"-4-0" || f[1] != "event: entity.delete" || e.Operation != "delete" || e.Version != writeVersion(t, del) ||
 		string(e.Data) != `{"@id":"Dog/rex","@type":"Dog","name":"Rex II"}` {
 		t.Fatalf("delete frame %q", f)
 	}
@@ -176,7 +182,7 @@ func TestSubscribeFramesAndEnvelope(t *testing.T) {
 		{"@type":"Animal","@id":"a1","name":"Generic"},{"@type":"Dog","@id":"fido","name":"Fido"}]`)
 	for _, w := range []struct{ id, subject string }{{"-5-0", "Cat/tom"}, {"-5-2", "Animal/a1"}, {"-5-3", "Dog/fido"}} {
 		e := decode(t, s.Event())
-		if e.ID != epoch+w.id || e.Subject != w.subject {
+		if dt.Untag(e.ID) != epoch+w.id || e.Subject != w.subject {
 			t.Fatalf("bulk event %s %s, want %s %s", e.ID, e.Subject, epoch+w.id, w.subject)
 		}
 	}
@@ -286,7 +292,11 @@ func TestSubscribeOpsAndProtection(t *testing.T) {
 	}
 }
 
-// ids reads n events and returns their ids, checking they increase.
+// ids reads n events and returns their ids without their tags (the
+// tests resume from them, unchecked, and compare them with positions
+// written from numbers; TestSubscribeResume resumes from a tagged one,
+// last),
+// checking they are tagged and increase.
 func (s *stream) ids(n int) []string {
 	s.t.Helper()
 	out := make([]string, 0, n)
@@ -297,11 +307,15 @@ func (s *stream) ids(n int) []string {
 		if err != nil {
 			s.t.Fatal(err)
 		}
+		if p.Tag == "" {
+			s.t.Fatalf("event id %s without the tag of its commit", e.ID)
+		}
 		if len(out) > 0 && !last.Less(p) {
 			s.t.Fatalf("event %s after %s: out of order or repeated", e.ID, last)
 		}
 		last = p
-		out = append(out, e.ID)
+		out = append(out, p.Untagged().String())
+		s.last = e.ID
 	}
 	return out
 }
@@ -317,6 +331,7 @@ func TestSubscribeResume(t *testing.T) {
 	insert(t, d, "shop", `[{"@type":"Dog","@id":"b","name":"B"},{"@type":"Dog","@id":"c","name":"C"},{"@type":"Dog","@id":"d","name":"D"}]`)
 	got := s.ids(3) // a, b, and c: the client stops in the middle of commit 2
 	s.Close()
+	last := s.last // c's id as the client has it, tagged
 	epoch := strings.Split(got[0], "-")[0]
 	if want := []string{epoch + "-1-0", epoch + "-2-0", epoch + "-2-1"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("ids %v, want %v", got, want)
@@ -326,13 +341,13 @@ func TestSubscribeResume(t *testing.T) {
 	insert(t, d, "shop", `{"@type":"Dog","@id":"e","name":"E"}`)
 	for _, how := range []struct{ path, header string }{
 		{"/api/subscribe/admin/shop/Dog", "Last-Event-ID"},
-		{"/api/subscribe/admin/shop/Dog?lastEventId=" + got[2], ""},
+		{"/api/subscribe/admin/shop/Dog?lastEventId=" + last, ""},
 		// The header wins over a stale query parameter.
 		{"/api/subscribe/admin/shop/Dog?lastEventId=" + got[0], "Last-Event-ID"},
 	} {
 		var hdr []string
 		if how.header != "" {
-			hdr = []string{how.header, got[2]}
+			hdr = []string{how.header, last}
 		}
 		r := open(t, d, dt.Admin(), how.path, hdr...)
 		r.connected()
@@ -842,7 +857,7 @@ func TestSubscribeMalformedQuery(t *testing.T) {
 		t.Fatalf("a ticket with a mangled lastEventId: %d, want 400", resp.StatusCode)
 	}
 	first := strings.Split(pos, "-")[0] + "-1-2147483647" // the end of commit 1, before b
-	s = &stream{d.MustOpenStream(t, dt.NoAuth(), es("lastEventId="+first)), t}
+	s = &stream{Stream: d.MustOpenStream(t, dt.NoAuth(), es("lastEventId="+first)), t: t}
 	s.connected()
 	if ids := s.ids(1); ids[0] != pos {
 		t.Fatalf("resumed with the ticket after %s: %v, want %s", first, ids, pos)
