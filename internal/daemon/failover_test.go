@@ -102,7 +102,9 @@ func (s *subscriber) run(ctx context.Context, ready chan<- struct{}) {
 				var e struct{ Subject string }
 				_ = json.Unmarshal([]byte(line[6:]), &e)
 				s.mu.Lock()
-				s.events = append(s.events, event{id, e.Subject})
+				// The log's positions (/api/changes) carry no tag of
+				// their commit; the numbers say which change it is.
+				s.events = append(s.events, event{dt.Untag(id), e.Subject})
 				s.mu.Unlock()
 				last = id
 			}
