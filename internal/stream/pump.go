@@ -28,7 +28,7 @@ func newPump(e *Server) *Pump {
 // context.AfterFunc per stream: whoever cancels it marks s (Stream.Stop),
 // or every stream when the connection ends (Conn.End).
 func (p *Pump) add(s *Stream) {
-	s.pump = p
+	s.pump.Store(p)
 	s.m.setNotify(func() { p.Mark(s) })
 	p.Mark(s) // what the share published before
 }
@@ -51,7 +51,7 @@ func (p *Pump) serve(s *Stream, buf *[]Entry) bool {
 	case stepDetached:
 		// It reads the log on its own now: a goroutine of its own.
 		s.m.setNotify(nil)
-		s.pump = nil
+		s.pump.Store(nil)
 		p.e.wg.Go(func() {
 			defer s.finish()
 			if s.detach() {

@@ -70,9 +70,11 @@ type Stream struct {
 
 	// The stream's life off a request's goroutine (park.go, pump.go):
 	// parked is the parker serving it while parked; pump the pump of its
-	// connection; state the parker's or the pump's scheduling of it.
+	// connection (atomic: Stop reads it on the connection's reading
+	// goroutine while the pump lets the stream go); state the parker's or
+	// the pump's scheduling of it.
 	parked atomic.Pointer[parker]
-	pump   *Pump
+	pump   atomic.Pointer[Pump]
 	state  atomic.Int32
 	// cancel ends ctx once parked; raw is the connection taken from
 	// net/http then, watch its hang-up watch.
@@ -167,7 +169,9 @@ func (s *Stream) Serve() (handedOver bool) {
 // context, which the caller cancelled first, is noticed by whoever serves
 // it.
 func (s *Stream) Stop() {
-	if p := s.pump; p != nil {
+	// A pump read just before it let s go marks it in vain: a stream
+	// that left its runner is not served again.
+	if p := s.pump.Load(); p != nil {
 		p.Mark(s)
 	}
 }
