@@ -28,12 +28,14 @@ func (db *DB) CreateStreamTicket(ctx context.Context, hash []byte, c *sluice.Cre
 	}
 	var expires time.Time
 	err := pgx.BeginFunc(ctx, db.pool, func(tx pgx.Tx) error {
+		// One user's creations take turns on the user's row, so that
+		// concurrent ones cannot all pass the count (lockUser).
+		if err := lockUser(ctx, tx, c.User.ID); err != nil {
+			return err
+		}
 		if _, err := tx.Exec(ctx, "DELETE FROM sluice.stream_tickets WHERE expires_at <= now()"); err != nil {
 			return err
 		}
-		// The count and the insert are not one atomic step: concurrent
-		// requests may pass the cap by a few. It bounds the table, not a
-		// security property.
 		var live int
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.stream_tickets WHERE user_id = $1", c.User.ID).Scan(&live); err != nil {
 			return err
