@@ -211,6 +211,12 @@ type Config struct {
 	// Key max_requests_per_user, env SLUICE_MAX_REQUESTS_PER_USER, flag --max-requests-per-user, default 1000.
 	MaxRequestsPerUser int64
 
+	// MaxRequestsInFlight caps the requests of every user together in
+	// flight on the process, counted as MaxRequestsPerUser (the super
+	// user is exempt; 0: no cap).
+	// Key max_requests_in_flight, env SLUICE_MAX_REQUESTS_IN_FLIGHT, flag --max-requests-in-flight, default 10000.
+	MaxRequestsInFlight int64
+
 	// MaxStreamsPerUser caps the open streams of one user on the process;
 	// the super user is exempt; 0: no cap.
 	// Key max_streams_per_user, env SLUICE_MAX_STREAMS_PER_USER, flag --max-streams-per-user, default 1000.
@@ -563,6 +569,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("auth_failure_window", c.AuthFailureWindow),
 		slog.Int64("max_streams", c.MaxStreams),
 		slog.Int64("max_requests_per_user", c.MaxRequestsPerUser),
+		slog.Int64("max_requests_in_flight", c.MaxRequestsInFlight),
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
 		slog.Int64("stream_variables_bytes_per_user", c.StreamVariablesBytesPerUser),
 		slog.Int64("stream_variables_bytes", c.StreamVariablesBytes),

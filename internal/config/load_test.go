@@ -75,6 +75,7 @@ func TestDefault(t *testing.T) {
 		AuthFailureWindow:         5 * time.Minute,
 
 		MaxRequestsPerUser:          1000,
+		MaxRequestsInFlight:         10000,
 		MaxStreamsPerUser:           1000,
 		StreamVariablesBytesPerUser: 64 << 20,
 		StreamVariablesBytes:        1 << 30,
@@ -282,6 +283,7 @@ var everything = Config{
 
 	MaxStreams:                  5000,
 	MaxRequestsPerUser:          8,
+	MaxRequestsInFlight:         88,
 	MaxStreamsPerUser:           0,
 	StreamVariablesBytesPerUser: 21,
 	StreamVariablesBytes:        22,
@@ -386,6 +388,7 @@ auth_max_failures: 3
 auth_failure_window: 1m
 max_streams: 5000
 max_requests_per_user: 8
+max_requests_in_flight: 88
 max_streams_per_user: 0
 stream_variables_bytes_per_user: 21
 stream_variables_bytes: 22
@@ -470,6 +473,7 @@ auth_max_failures: 3
 auth_failure_window: 1m
 max_streams: 5000
 max_requests_per_user: "8"
+max_requests_in_flight: "88"
 max_streams_per_user: "0"
 stream_variables_bytes_per_user: "21"
 stream_variables_bytes: "22"
@@ -556,6 +560,7 @@ auth_max_failures = 3
 auth_failure_window = "1m"
 max_streams = 5000
 max_requests_per_user = 8
+max_requests_in_flight = 88
 max_streams_per_user = 0
 stream_variables_bytes_per_user = 21
 stream_variables_bytes = 22
@@ -640,6 +645,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "auth_failure_window": "1m",
   "max_streams": 5000,
   "max_requests_per_user": 8,
+  "max_requests_in_flight": 88,
   "max_streams_per_user": 0,
   "stream_variables_bytes_per_user": 21,
   "stream_variables_bytes": 22,
@@ -746,6 +752,7 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_TRUSTED_PROXIES":                 "10.1.2.3/8, ::ffff:192.0.2.1,fd00::/8",
 		"SLUICE_MAX_STREAMS":                     "5000",
 		"SLUICE_MAX_REQUESTS_PER_USER":           "8",
+		"SLUICE_MAX_REQUESTS_IN_FLIGHT":          "88",
 		"SLUICE_MAX_STREAMS_PER_USER":            "0",
 		"SLUICE_STREAM_VARIABLES_BYTES_PER_USER": "21",
 		"SLUICE_STREAM_VARIABLES_BYTES":          "22",
@@ -839,6 +846,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--trusted-proxies", "10.1.2.3/8,::ffff:192.0.2.1,fd00::/8",
 		"--max-streams", "5000",
 		"--max-requests-per-user", "8",
+		"--max-requests-in-flight", "88",
 		"--max-streams-per-user", "0",
 		"--stream-variables-bytes-per-user", "21",
 		"--stream-variables-bytes", "22",

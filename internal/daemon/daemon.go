@@ -504,7 +504,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 		return nil, err
 	}
 	giql := graphiql.New(pagesOptions(eng, d.opts.Version))
-	requests := inflight.New(int(d.cfg.MaxRequestsPerUser), userRefusals)
+	requests := inflight.New(inflight.Bounds{PerUser: int(d.cfg.MaxRequestsPerUser), Refusals: userRefusals,
+		Total: int(d.cfg.MaxRequestsInFlight), TotalRefusals: processRefusals(d.cfg.MaxRequestsInFlight)})
 	m.ObserveUserRequests(func() metrics.UserRequests {
 		s := requests.Stats()
 		return metrics.UserRequests{Admitted: s.Admitted, Refused: s.Refused, Aborted: s.Aborted}
@@ -1039,6 +1040,19 @@ const anonymousRequests = 16
 // this many, as many as a connection that never carried an authenticated
 // request does (anonymousRequests).
 const userRefusals = anonymousRequests
+
+// processRefusals is how many refusals past max_requests_in_flight, or
+// past their users' bounds, every user together has in flight at once
+// (0: no bound, with no bound of requests): a tenth of the requests, at
+// least one user's refusals (userRefusals). Those past it are aborted
+// unanswered, as a user's past its own (see inflight): each user's 16
+// refusals bounded what one user held, not what many did.
+func processRefusals(maxRequests int64) int {
+	if maxRequests <= 0 {
+		return 0
+	}
+	return max(int(maxRequests/10), userRefusals)
+}
 
 // connLimits returns the bounds of the API's connections (connlimit) for
 // a process of fileLimit open files (0: unknown), streams streams at most

@@ -126,27 +126,29 @@ func (m *Metrics) ObserveConnections(stats func() Connections) {
 }
 
 // UserRequests are the users' requests in flight, counted against
-// max_requests_per_user (inflight.Stats, read at each scrape).
+// max_requests_per_user and max_requests_in_flight (inflight.Stats, read
+// at each scrape).
 type UserRequests struct {
 	Admitted, Refused int
 	Aborted           uint64
 }
 
 // ObserveUserRequests registers the sluice_http_user_requests* metrics
-// of max_requests_per_user, read from stats at each scrape.
+// of max_requests_per_user and max_requests_in_flight, read from stats
+// at each scrape.
 func (m *Metrics) ObserveUserRequests(stats func() UserRequests) {
 	m.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_http_user_requests_in_flight",
-			Help: "Authenticated requests in flight now, from their authentication until their answers are sent, counted against max_requests_per_user (the super user's and open streams aside).",
+			Help: "Authenticated requests in flight now, from their authentication until their answers are sent, counted against max_requests_per_user and max_requests_in_flight (the super user's and open streams aside).",
 		}, func() float64 { return float64(stats().Admitted) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_http_user_requests_refusals_in_flight",
-			Help: "Answers 429 to requests past max_requests_per_user not sent yet (at most 16 a user).",
+			Help: "Answers 429 to requests past max_requests_per_user, and 503 past max_requests_in_flight, not sent yet (at most 16 a user, and a tenth of max_requests_in_flight in all).",
 		}, func() float64 { return float64(stats().Refused) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "sluice_http_user_requests_aborted_total",
-			Help: "Requests aborted unanswered (HTTP/2 stream reset, HTTP/1 connection closed): their user had max_requests_per_user requests and 16 refusals in flight already.",
+			Help: "Requests aborted unanswered (HTTP/2 stream reset, HTTP/1 connection closed): their user had max_requests_per_user requests and 16 refusals in flight already, or every user together max_requests_in_flight and a tenth as many refusals.",
 		}, func() float64 { return float64(stats().Aborted) }))
 }
 

@@ -247,19 +247,21 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 }
 
 // beginRequest counts r, authenticated with c, among its user's requests
-// in flight (Deps.Requests), before anything works for it, and answers
-// 429 past the bound. The request, or its refusal, is counted until
-// observe has sent its answer (over HTTP/1, until the handler returns:
-// observe does not flush there, which would cost a small answer its
-// Content-Length, and the last 4 KiB buffered go out after): a client that grants no flow-control
-// window or reads nothing holds it, with its handler, until write_timeout
-// (HTTP/2 carries 250 a connection, and a user's busy connections are
-// never closed to make room). Past the refusals in flight too, it is
-// aborted (http.ErrAbortHandler: its HTTP/2 stream reset, its HTTP/1
-// connection closed), which holds nothing once its handler returns. A
-// request that becomes a stream is counted out as its user's streams
-// count it (inflight.Handover). It returns the request's context, what
-// to call when the handler returns, and whether it goes on.
+// in flight, and the process's (Deps.Requests), before anything works
+// for it, and answers 429 past its user's bound, 503 past the process's.
+// The request, or its refusal, is counted until observe has sent its
+// answer (over HTTP/1, until the handler returns: observe does not flush
+// there, which would cost a small answer its Content-Length, and the
+// last 4 KiB buffered go out after): a client that grants no flow-control
+// window or reads nothing holds it, with its handler, until
+// write_timeout (HTTP/2 carries 250 a connection, and a user's busy
+// connections are never closed to make room). Past the refusals in
+// flight too, it is aborted (http.ErrAbortHandler: its HTTP/2 stream
+// reset, its HTTP/1 connection closed), which holds nothing once its
+// handler returns. A request that becomes a stream is counted out as its
+// user's streams count it (inflight.Handover). It returns the request's
+// context, what to call when the handler returns, and whether it goes
+// on.
 func (a *api) beginRequest(w http.ResponseWriter, r *http.Request, c *sluice.Credential) (context.Context, func(), bool) {
 	req, err := a.Requests.Begin(c.User)
 	if errors.Is(err, inflight.ErrAbort) {

@@ -74,9 +74,9 @@ type Deps struct {
 	// Landing, when set, serves the landing page at / (authenticated,
 	// as GraphiQL's pages are).
 	Landing http.Handler
-	// Requests, when set, bounds each user's requests in flight, counted
-	// from their authentication until their answers are sent (see
-	// authenticate).
+	// Requests, when set, bounds each user's requests in flight, and
+	// every user's together, counted from their authentication until
+	// their answers are sent (see authenticate).
 	Requests *inflight.Limiter
 	// Stream serves the change streams (see subscribe.go).
 	Stream StreamDeps
