@@ -251,8 +251,9 @@ func (a *api) authenticate(next http.Handler) http.Handler {
 // for it, and answers 429 past its user's bound, 503 past the process's.
 // The request, or its refusal, is counted until observe has sent its
 // answer (over HTTP/1, until the handler returns: observe does not flush
-// there, which would cost a small answer its Content-Length, and the
-// last 4 KiB buffered go out after): a client that grants no flow-control
+// there, which would cost a small answer its Content-Length, and
+// net/http writes what is buffered, up to 6 KiB, after, uncounted, one
+// answer a connection at most): a client that grants no flow-control
 // window or reads nothing holds it, with its handler, until
 // write_timeout (HTTP/2 carries 250 a connection, and a user's busy
 // connections are never closed to make room). Past the refusals in
