@@ -111,9 +111,10 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 	} else {
 		where = append(where, fmt.Sprintf(`%s COLLATE "C" >= p.id AND %s COLLATE "C" <= p.id`, col, col))
 	}
+	cond := "true"
 	if dq.Filter != nil {
-		cond, err := b.compileFilter(dq.Filter, scope{alias: "t"})
-		if err != nil {
+		var err error
+		if cond, err = b.compileFilter(dq.Filter, scope{alias: "t"}); err != nil {
 			return nil, err
 		}
 		if cond != "true" {
@@ -125,6 +126,18 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 	if err != nil {
 		return nil, err
 	}
+	// What of a target's list can be on its page: its first Limit +
+	// Offset documents, and no more than Total + Offset (-1: all).
+	cut := int64(-1)
+	for _, n := range []int64{dq.Limit, q.Total} {
+		if n >= 0 && (cut < 0 || n < cut) {
+			cut = n
+		}
+	}
+	if cut >= 0 {
+		cut += min(dq.Offset, math.MaxInt64-cut)
+	}
+	pp := pastPage{cond: cond, extra: extra, order: order, cut: cut}
 	ord := singleOrder(c, dq.Order)
 	// As of a past position, a class's source holds its changed
 	// documents' rows, a CTE with no index: read in each target's
@@ -148,7 +161,7 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 		if past == nil {
 			return p
 		}
-		return b.pastTargets(p, pastClasses, f, targets)
+		return b.pastTargets(p, pastClasses, f, targets, pp)
 	}
 	from := func(class string) string {
 		return "(SELECT * FROM " + source(class) + " t" + whereSQL + " OFFSET 0) t"
@@ -227,6 +240,16 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 	return &statement{sql: b.pastStatement(sql), args: b.args, classes: dq.Classes}, nil
 }
 
+// pastPage is what of a backlink's page pastTargets needs to keep only
+// the changed documents' rows that can be on a target's page: the
+// filter's condition on a row (alias t), the sort columns (unionOrder's
+// extra, of alias t) and order (of alias u), and how many of a target's
+// first documents in that order its page can hold (cut; -1: all).
+type pastPage struct {
+	cond, extra, order string
+	cut                int64
+}
+
 // pastTargets returns the targets' relation p (alias p: id, _k) of a
 // backlink read as of b's past position, with, for the i-th of classes,
 // the column _r<i>: the rows of the class's changed documents
@@ -239,14 +262,26 @@ func compileBacklinks(d *sluice.Database, s *sluice.Schema, q BacklinkQuery, pas
 // through JSON as the images they are typed from do (json_to_record):
 // a Float keeps its exact value, as its text does (the connections'
 // extra_float_digits is 3).
-func (b *sqlBuilder) pastTargets(p string, classes []string, f *sluice.Field, targets string) string {
-	ref := "x." + ident(f.Name)
+//
+// Each array is built in memory, whole, by Postgres: only the rows that
+// pass the page's filter and are among the target's first pg.cut in its
+// order go in, so that it holds at most a page (its offset included),
+// which the request's row budget bounds, however many changed documents
+// link to the target. All of them went in, as many as the changes since
+// the position (TestPastBacklinksAggregateAPage).
+func (b *sqlBuilder) pastTargets(p string, classes []string, f *sluice.Field, targets string, pg pastPage) string {
+	ref := "t." + ident(f.Name)
+	where := ""
+	if pg.cond != "true" {
+		where = " AND " + pg.cond
+	}
 	var rows, aggs []string
 	for i, class := range classes {
-		from := fmt.Sprintf("SELECT %d AS cls, %s AS id, to_jsonb(x.*) AS j FROM %s x", i, ref, b.pastRows(class))
+		from := fmt.Sprintf("SELECT %d AS cls, %s AS id, to_jsonb(t.*) AS j, t.%s%s FROM %s t WHERE %s = ANY(%s::text[])%s",
+			i, ref, colID, pg.extra, b.pastRows(class), ref, targets, where)
 		if f.List {
-			from = fmt.Sprintf("SELECT %d AS cls, e.id, to_jsonb(x.*) AS j FROM %s x CROSS JOIN LATERAL (SELECT DISTINCT e FROM jsonb_array_elements_text(%s) e) e(id)",
-				i, b.pastRows(class), ref)
+			from = fmt.Sprintf("SELECT %d AS cls, e.id, to_jsonb(t.*) AS j, t.%s%s FROM %s t CROSS JOIN LATERAL (SELECT DISTINCT e FROM jsonb_array_elements_text(%s) e) e(id) WHERE e.id = ANY(%s::text[])%s",
+				i, colID, pg.extra, b.pastRows(class), ref, targets, where)
 		}
 		rows = append(rows, from)
 		aggs = append(aggs, fmt.Sprintf(", jsonb_agg(x.j) FILTER (WHERE x.cls = %d) AS _r%d", i, i))
@@ -254,8 +289,12 @@ func (b *sqlBuilder) pastTargets(p string, classes []string, f *sluice.Field, ta
 	if len(rows) == 0 {
 		return p
 	}
-	return "(SELECT p.id, p._k" + strings.Join(aggs, "") + " FROM " + p + " LEFT JOIN (" + strings.Join(rows, " UNION ALL ") +
-		") x ON x.id = p.id GROUP BY p.id, p._k) p"
+	x := "SELECT u.cls, u.id, u.j FROM (" + strings.Join(rows, " UNION ALL ") + ") u"
+	if pg.cut >= 0 {
+		x = "SELECT x.cls, x.id, x.j FROM (SELECT u.cls, u.id, u.j, row_number() OVER (PARTITION BY u.id ORDER BY " + pg.order + ") AS _rn FROM (" +
+			strings.Join(rows, " UNION ALL ") + ") u) x WHERE x._rn <= " + b.arg(pg.cut)
+	}
+	return "(SELECT p.id, p._k" + strings.Join(aggs, "") + " FROM " + p + " LEFT JOIN (" + x + ") x ON x.id = p.id GROUP BY p.id, p._k) p"
 }
 
 // firstOfID is the column _n of a backlink statement's rows (alias a):
