@@ -46,8 +46,9 @@ func (x *execution) readAsOfCommit(c *sluice.Commit) (func(), error) {
 	}
 	// A query's _ChangeSet reads as of the commit its client named, as a
 	// read as of a position does, bounded by max_past_changes; a
-	// subscription's event as of the commit the log came to, without the
-	// bound (a stream resumed from further back would end at it).
+	// subscription's event as of the commit the log came to, under the
+	// same bound, whose error (engine.PastRangeError) takes the place of
+	// the commit's events rather than end the stream (Subscription.evaluate).
 	readAsOf := x.es.store.ReadAsOf
 	if x.snap == nil {
 		readAsOf = x.es.store.ReadAsOfEvent

@@ -71,8 +71,8 @@ type Store interface {
 	// reader cannot be shown (see engine.Engine.ReadAsOf).
 	ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *engine.Snapshot, param string, pos sluice.Position) (*engine.Past, error)
 	// ReadAsOfEvent is ReadAsOf for a subscription's event, as of its
-	// commit, without ReadAsOf's bound of the log it reads (see
-	// engine.Engine.ReadAsOfEvent).
+	// commit, whose range past ReadAsOf's bound is an
+	// *engine.PastRangeError (see engine.Engine.ReadAsOfEvent).
 	ReadAsOfEvent(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *engine.Snapshot, param string, pos sluice.Position) (*engine.Past, error)
 	WriteBatch(ctx context.Context, u *sluice.User, org, name string, ops []engine.WriteOp, opt engine.WriteOptions) (*engine.BatchResult, error)
 	// Replayed returns the commit and recorded answer of an earlier

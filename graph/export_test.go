@@ -130,7 +130,7 @@ func ChangeSetEventDecodes(ctx context.Context, store Store, u *sluice.User, org
 		return nil, 0, err
 	}
 	x := &execution{ctx: ctx, op: sub.operationContext(), es: es, req: req, cache: map[string]*object{}}
-	events, err := sub.events(x, c)
+	events, err := sub.events(x, c, nil)
 	return events, x.decodes, err
 }
 

@@ -135,6 +135,7 @@ const (
 	keyMaxStatements    = "graphql_max_statements"
 	keyMaxResultRows    = "graphql_max_result_rows"
 	keyMaxResponseBytes = "graphql_max_response_bytes"
+	keyMaxPastChanges   = "max_past_changes"
 	keyRequestTimeout   = "graphql_request_timeout"
 )
 

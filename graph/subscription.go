@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -203,7 +204,13 @@ func (s *Subscription) Classes() []string { return s.classes }
 // statement may run up to statement_timeout, and the selection up to
 // graphql_max_statements of them (its references and backlinks, a
 // backlink sorting every link of its target), for every commit. Past it
-// the error names the limit, and the stream ends.
+// the error names the limit, and the stream ends. Those reads are as of
+// the commit, and each statement reads the log from the commit to its
+// head: a commit from which the log holds more than max_past_changes
+// changes (a stream resumed from far back, or far behind) is not read,
+// and its events (a _ChangeSet's one, per-document events as past the
+// rows bound) are errors naming max_past_changes, so that what a stream
+// reads per event is bounded by configuration, not by its backlog.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
 	if s.follows && s.selects(c) {
@@ -234,18 +241,32 @@ func (s *Subscription) evaluate(x *execution, c *sluice.Commit) ([]SubscriptionE
 	if err != nil {
 		return nil, err
 	}
+	var far error
 	if s.follows && s.selects(c) {
 		// What an event reads beyond the commit's images is read as of
 		// the commit, so that a resumed stream gets the events a live
 		// one did. Its failure ends the stream (a pruned commit's events
-		// cannot be resumed anyway).
+		// cannot be resumed anyway), but for a commit too far behind the
+		// head to be read as of (max_past_changes): its events are that
+		// bound's errors, and the stream goes on.
 		restore, err := x.readAsOfCommit(c)
-		if err != nil {
+		var pre *engine.PastRangeError
+		if errors.As(err, &pre) {
+			far = errPastTooFar(pre)
+		} else if err != nil {
 			return nil, err
+		} else {
+			defer restore()
 		}
-		defer restore()
 	}
-	return s.events(x, c)
+	return s.events(x, c, far)
+}
+
+// errPastTooFar is the bound's error in place of the events of a commit
+// whose references cannot be read as of it (engine.PastRangeError).
+func errPastTooFar(e *engine.PastRangeError) error {
+	return &resultLimitError{key: keyMaxPastChanges, msg: fmt.Sprintf("its references, backlinks and filters through references are read as of its commit, and the log from there to its head %s holds more than %d %s, the most a read of the past reads; resume from a later position, or subscribe without them to receive every event whole",
+		e.Head, e.Most, e.What)}
 }
 
 // checkSchemaThen returns the Conflict that ends the subscription at c,
@@ -287,10 +308,17 @@ func (s *Subscription) selects(c *sluice.Commit) bool {
 }
 
 // events is Events of c, redacted, evaluated by x (export_test.go counts
-// its work).
-func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEvent, error) {
+// its work). far, when not nil, says that nothing beyond the images can
+// be read as of c (errPastTooFar): the events that would read it are
+// its errors, those whose filter would read it too (by operation and
+// class, as past the rows bound).
+func (s *Subscription) events(x *execution, c *sluice.Commit, far error) ([]SubscriptionEvent, error) {
 	if s.changeSet {
 		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
+		if far != nil {
+			ev, _ := s.limitEvent(pos, far)
+			return []SubscriptionEvent{ev}, nil
+		}
 		x.limitReads()
 		w := s.open()
 		x.path = append(x.path[:0], pathSeg{name: s.alias})
@@ -329,6 +357,9 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 	// lookupErr: the filter of a change read a referenced document past
 	// the rows bound, which made the document look missing.
 	var lookupErr error
+	if far != nil && filterFollows(s.filter) {
+		lookupErr = far
+	}
 	sc := s.es.schema
 	// What the filter tests through references, and what the selection
 	// reads beyond the images, as of the commit: a field it cannot show
@@ -423,7 +454,11 @@ func (s *Subscription) events(x *execution, c *sluice.Commit) ([]SubscriptionEve
 	x.walkEvents = len(objs)
 	x.limitReads()
 	if len(objs) > 0 {
-		if err := x.prefetch(pendings(objs, s.selections, s.class)); err != nil {
+		err := far
+		if err == nil {
+			err = x.prefetch(pendings(objs, s.selections, s.class))
+		}
+		if err != nil {
 			for i, e := range entries {
 				ev, ok := s.limitEvent(e.pos, err)
 				if !ok {
@@ -494,9 +529,13 @@ func (s *Subscription) limitEvent(pos sluice.Position, err error) (SubscriptionE
 	// A query's advice (limit and offset) has no place in an event:
 	// what fits is a smaller selection, and the change itself can be read
 	// by a query at the event's position.
-	what, _, _ := strings.Cut(le.msg, ";")
-	ge := (&resultLimitError{key: le.key, budget: le.budget, msg: "the event is not sent: " + what +
-		"; select fewer fields or levels of references, or read the changed document by a query as of the event's position (asOf, its id)"}).gqlError(ast.Path{ast.PathName(s.alias)})
+	msg := "the event is not sent: " + le.msg // its own advice (errPastTooFar)
+	if le.key != keyMaxPastChanges {
+		what, _, _ := strings.Cut(le.msg, ";")
+		msg = "the event is not sent: " + what +
+			"; select fewer fields or levels of references, or read the changed document by a query as of the event's position (asOf, its id)"
+	}
+	ge := (&resultLimitError{key: le.key, budget: le.budget, msg: msg}).gqlError(ast.Path{ast.PathName(s.alias)})
 	ge.Extensions["code"] = codeResultTooLarge
 	data, merr := json.Marshal(map[string]any{"errors": gqlerror.List{ge}})
 	if merr != nil {

@@ -421,7 +421,9 @@ type Config struct {
 	// diff every change between its two positions. The range is checked,
 	// from the commits' counts of changes, before anything reads it; its
 	// commits are bounded as well (one more), for those written without
-	// changes. Always greater than zero.
+	// changes. What a subscription's event reads as of its commit is
+	// bounded too: past it the event is an error naming the key, and the
+	// stream goes on. Always greater than zero.
 	// Key max_past_changes, env SLUICE_MAX_PAST_CHANGES, flag --max-past-changes, default 100000.
 	MaxPastChanges int
 

@@ -448,7 +448,7 @@ func options() []option {
 			"largest page of /api/changes, /api/log, /api/history and /api/diff in bytes of change images and commit text, and of /api/diff's patches (4 MiB); a larger commit spans pages, a single larger change is sent alone",
 			func(c *Config, n int64) error { c.HistoryPageBytes = n; return nil }),
 		countOption("max_past_changes", "100000",
-			"most changes a read of the past reads from the log, counted from its commits before it reads them, and about as many commits, for those written without changes: a read as of a position (as_of, asOf) reads every change from it to the head of the log, and every page of /api/diff every change between its two positions (whatever type= and id= keep); past it the read is answered 400 naming this key and the oldest position a read as of reaches, or the position up to which a diff from its from fits",
+			"most changes a read of the past reads from the log, counted from its commits before it reads them, and about as many commits, for those written without changes: a read as of a position (as_of, asOf) reads every change from it to the head of the log, and every page of /api/diff every change between its two positions (whatever type= and id= keep); past it the read is answered 400 naming this key and the oldest position a read as of reaches, or the position up to which a diff from its from fits; what a subscription's events read as of their own commits (references, backlinks, filters through references) is bounded too: the events of a commit further back from the head are errors naming this key, in their places, and the stream goes on",
 			func(c *Config, n int) { c.MaxPastChanges = n }),
 		countOption("max_webhooks_per_database", "20",
 			"most webhooks one database may have",

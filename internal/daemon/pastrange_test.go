@@ -22,7 +22,8 @@ import (
 // read of the past reaches, and a read as of that position is read.
 // Before, every such read read and sorted every change from its position
 // to the head, bounded only by statement_timeout. A subscription's
-// events, which read as of their own commits, are not bounded by it.
+// events, which read as of their own commits, are bounded by it too
+// (TestResumedEventsReadThePastWithinItsBound).
 func TestReadAsOfRangeBoundedBeforeItIsRead(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t, func(c *config.Config) { c.MaxPastChanges = 5 })
@@ -90,15 +91,17 @@ func TestReadAsOfRangeBoundedBeforeItIsRead(t *testing.T) {
 		t.Errorf("aggregate as of %s: %s", oldest, got)
 	}
 
-	// A subscription's events read as of their own commits without the
-	// bound: a stream resumed from before commit 1 gets its events, whose
-	// references are read as of it, seven changes before the head.
+	// A subscription's events read as of their own commits under the
+	// bound too: a stream resumed from before commit 1, seven changes
+	// before the head, gets the bound's error in place of each of its
+	// events whose references would be read as of it, then commit 3's,
+	// four changes before the head, read as of it.
 	body, _ := json.Marshal(map[string]string{"query": `subscription { Person_added { _id friend { name } } }`})
 	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/bound", Body: string(body),
 		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", from}})
 	t.Cleanup(st.Close)
 	st.Next() // : connected
-	for _, want := range []string{`"_id":"Person/p0","friend":null`, `"_id":"Person/p1","friend":{"name":"A"}`} {
+	for _, want := range []string{`"limit":"max_past_changes"`, `"limit":"max_past_changes"`, `"limit":"max_past_changes"`, `"_id":"Person/p3","friend":null`} {
 		if f := st.Event(); !strings.Contains(f.Field("data"), want) {
 			t.Errorf("resumed subscription: %q, want %s", f.Field("data"), want)
 		}

@@ -245,25 +245,42 @@ func (e *Engine) checkIndex(ctx context.Context, d *sluice.Database, param strin
 // read reaches, before anything reads them. It returns what of the state
 // then the reader can be shown.
 func (e *Engine) ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position) (*Past, error) {
-	return e.readAsOf(ctx, d, s, role, snap, param, pos, e.maxPastChanges)
+	return e.readAsOf(ctx, d, s, role, snap, param, pos, e.maxPastChanges, false)
 }
 
 // ReadAsOfEvent is ReadAsOf for what a subscription's event reads beyond
-// its commit's images, as of the commit: without the bound of
-// max_past_changes, since a stream resumed from further back than it
-// allows would end at its first such event (each event's reads are
-// bounded by graphql_request_timeout instead).
+// its commit's images, as of the commit, under the same bound of
+// max_past_changes: each event of a stream resumed from far back (or
+// lagging behind) read every change from its commit to the head of the
+// log, so the stream's work grew with the square of its backlog. Past
+// the bound the error is a *PastRangeError, which the event's place
+// takes (the stream goes on: its later events come nearer the head),
+// read from at most max_past_changes + 2 commits' rows.
 func (e *Engine) ReadAsOfEvent(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position) (*Past, error) {
-	return e.readAsOf(ctx, d, s, role, snap, param, pos, 0)
+	return e.readAsOf(ctx, d, s, role, snap, param, pos, e.maxPastChanges, true)
 }
 
-// readAsOf is ReadAsOf with the bound most (0: none).
-func (e *Engine) readAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position, most int64) (*Past, error) {
+// PastRangeError is ReadAsOfEvent's error for a commit from whose end
+// the log to its head holds more than Most changes (What: "changes", or
+// "commits" for commits written without changes), max_past_changes.
+type PastRangeError struct {
+	Most int64
+	What string
+	Head sluice.Position
+}
+
+func (e *PastRangeError) Error() string {
+	return fmt.Sprintf("the log from its commit to the head %s holds more than %d %s, the most a read of the past reads", e.Head, e.Most, e.What)
+}
+
+// readAsOf is ReadAsOf with the bound most (0: none); event says that a
+// range past it is a *PastRangeError.
+func (e *Engine) readAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position, most int64, event bool) (*Past, error) {
 	if most <= 0 {
 		if _, err := e.checkPast(ctx, d, param, pos); err != nil {
 			return nil, err
 		}
-	} else if err := e.checkPastRange(ctx, d, param, pos, most); err != nil {
+	} else if err := e.checkPastRange(ctx, d, param, pos, most, event); err != nil {
 		return nil, err
 	}
 	sc, err := e.scanVersions(ctx, d, s, role, pos.Seq, pos.Seq)
@@ -279,8 +296,8 @@ func (e *Engine) readAsOf(ctx context.Context, d *sluice.Database, s *sluice.Sch
 // change from pos to the head of the log: it also checks that they are
 // at most most, counted in the statement that reads the history, and
 // refuses the read (CodeInvalid) naming the oldest position within the
-// bound.
-func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param string, pos sluice.Position, most int64) error {
+// bound; for an event's read, with a *PastRangeError.
+func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param string, pos sluice.Position, most int64, event bool) error {
 	if err := checkEpoch(d, param, pos); err != nil {
 		return err
 	}
@@ -295,6 +312,10 @@ func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param s
 	if rg.ByCommits {
 		what = "commits" // written without changes, each still read
 	}
+	head := sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
+	if event {
+		return &PastRangeError{Most: most, What: what, Head: head}
+	}
 	oldest, ok, err := e.store.OldestPast(ctx, d, most)
 	if err != nil {
 		return err
@@ -302,7 +323,6 @@ func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param s
 	if !ok { // never: pos is retained, and its range is over
 		oldest = sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}
 	}
-	head := sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
 	return sluice.Errorf(sluice.CodeInvalid, "the log of %s from %s %s to its head %s holds more than %d %s, the most a read of the past reads (max_past_changes): read as of a later position; the oldest one a read reaches now is %s",
 		d.Path(), param, pos, head, most, what, oldest)
 }

@@ -1,0 +1,84 @@
+package daemon_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestResumedEventsReadThePastWithinItsBound: what an event reads beyond
+// its commit's images (references, backlinks, a filter through a
+// reference) is read as of its commit, which reads the log from the
+// commit to its head; past max_past_changes changes the commit is not
+// read: its events are errors naming the bound, at their positions, and
+// the stream goes on. Events nearer the head read as of their commits,
+// and events that read nothing beyond their images are whole. Before,
+// every event of a stream resumed from far back read every change from
+// its commit to the head, whatever their number: the stream's work grew
+// with the square of its backlog.
+func TestResumedEventsReadThePastWithinItsBound(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxPastChanges = 3 })
+	d.CreateDatabase(t, "evbound", "type User { name: String } type Note { owner: User title: String }")
+	docs := "/api/document/admin/evbound"
+	p0 := headPositionOf(t, d, "evbound", "Note")
+	// Commit 1 (two changes) adds a and n1; commits 2 to 5 rename a;
+	// commit 6 adds n2; commit 7 renames a again. Five changes follow
+	// commit 1, one commit 6.
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `[{"@type":"User","@id":"a","name":"A"},{"@type":"Note","@id":"n1","owner":"User/a","title":"x"}]`)
+	for _, name := range []string{"B", "C", "D", "E"} {
+		d.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"User","@id":"User/a","name":"`+name+`"}`)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"Note","@id":"n2","owner":"User/a","title":"y"}`)
+	d.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"User","@id":"User/a","name":"F"}`)
+
+	open := func(query string) *dt.Stream {
+		body, _ := json.Marshal(map[string]string{"query": query})
+		st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/evbound", Body: string(body),
+			Header: []string{"Accept", "text/event-stream", "Last-Event-ID", p0}})
+		t.Cleanup(st.Close)
+		st.Next() // : connected
+		return st
+	}
+	bound := func(what string, data string) {
+		t.Helper()
+		var ev struct {
+			Data   json.RawMessage
+			Errors []struct {
+				Message    string
+				Path       []any
+				Extensions map[string]any
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("%s: decode %q: %v", what, data, err)
+		}
+		if ev.Data != nil || len(ev.Errors) != 1 || ev.Errors[0].Extensions["limit"] != "max_past_changes" || ev.Errors[0].Extensions["code"] != "RESULT_TOO_LARGE" ||
+			!strings.HasPrefix(ev.Errors[0].Message, "the event is not sent: its references, backlinks and filters through references are read as of its commit, and the log from there to its head ") ||
+			!strings.Contains(ev.Errors[0].Message, " holds more than 3 changes, the most a read of the past reads; resume from a later position") {
+			t.Errorf("%s: %s, want the error of max_past_changes alone", what, data)
+		}
+	}
+	expect := func(st *dt.Stream, what string, wants ...string) {
+		t.Helper()
+		for _, want := range wants {
+			f := st.Event().Field("data")
+			if want == "" {
+				bound(what, f)
+			} else if f != want {
+				t.Errorf("%s: %s, want %s", what, f, want)
+			}
+		}
+	}
+	expect(open(`subscription { Note_added { _id owner { name } } }`), "notes with their owner",
+		"", `{"data":{"Note_added":{"_id":"Note/n2","owner":{"name":"E"}}}}`)
+	expect(open(`subscription { Note_added { _id title } }`), "notes alone",
+		`{"data":{"Note_added":{"_id":"Note/n1","title":"x"}}}`, `{"data":{"Note_added":{"_id":"Note/n2","title":"y"}}}`)
+	expect(open(`subscription { _ChangeSet { Note_added { _id owner { name } } } }`), "change sets",
+		"", `{"data":{"_ChangeSet":{"Note_added":[{"_id":"Note/n2","owner":{"name":"E"}}]}}}`)
+	expect(open(`subscription { Note_added(filter: {owner: {name: {eq: "E"}}}) { _id } }`), "notes filtered through their owner",
+		"", `{"data":{"Note_added":{"_id":"Note/n2"}}}`)
+}
