@@ -125,7 +125,9 @@ type WebhookAttempt struct {
 type WebhookLag struct {
 	// Commits is the number of commits after its position.
 	Commits int64
-	// Since is the commit time of the first commit after its position;
-	// zero when it is caught up.
-	Since time.Time
+	// Age is how long ago the first commit after its position was made,
+	// by Postgres' clock alone (the commit's time and the time of the
+	// read): a process's clock against the commit's time would count the
+	// skew between them. Zero when it is caught up.
+	Age time.Duration
 }

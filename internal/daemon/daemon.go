@@ -481,7 +481,7 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	hooks := webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
 		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
 		BodyBudget: d.cfg.WebhookBodyBudget,
-		UserAgent:  "Sluice-Webhooks/" + d.opts.Version, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial,
+		UserAgent:  "Sluice-Webhooks/" + d.opts.Version, Now: d.now, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial,
 		LogRead: d.opts.WebhookLogRead, JWTKeys: jwt.KeyChanges})
 	wake.onCommit(hooks.Wake)
 	// A reload or fetch that removes a key from the JWT key set ends, at

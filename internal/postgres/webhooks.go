@@ -282,26 +282,33 @@ func (db *DB) Webhook(ctx context.Context, d *sluice.Database, id int64) (*sluic
 }
 
 // WebhookSecrets are a webhook's sealed signing secrets: Old (nil: none)
-// signs too until OldUntil.
+// signs too for OldFor after the read, by Postgres' clock (its
+// old_secret_until against the time of the read): a deliverer counts it
+// on its own clock from the read, never comparing its clock with
+// Postgres'.
 type WebhookSecrets struct {
-	Current  []byte
-	Old      []byte
-	OldUntil time.Time
+	Current []byte
+	Old     []byte
+	OldFor  time.Duration
 }
 
 // WebhookForDelivery returns webhook id with its sealed secrets, or a
 // NotFound error when it no longer exists.
 func (db *DB) WebhookForDelivery(ctx context.Context, id int64) (*sluice.Webhook, *WebhookSecrets, error) {
 	var s WebhookSecrets
-	var row pgx.Row = db.pool.QueryRow(ctx, "SELECT "+webhookColumns+", w.secret, w.old_secret"+webhookFrom+" WHERE w.id = $1", id)
-	w, err := scanWebhook(scanTail{row, []any{&s.Current, &s.Old}})
+	var oldFor *float64
+	var row pgx.Row = db.pool.QueryRow(ctx, "SELECT "+webhookColumns+", w.secret, w.old_secret, extract(epoch FROM w.old_secret_until - clock_timestamp())::float8"+
+		webhookFrom+" WHERE w.id = $1", id)
+	w, err := scanWebhook(scanTail{row, []any{&s.Current, &s.Old, &oldFor}})
 	if errors.Is(err, errNotFound) {
 		return nil, nil, sluice.Errorf(sluice.CodeNotFound, "webhook %d does not exist", id)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	s.OldUntil = w.OldSecretUntil
+	if oldFor != nil {
+		s.OldFor = time.Duration(max(*oldFor, 0) * float64(time.Second))
+	}
 	return w, &s, nil
 }
 
@@ -663,17 +670,17 @@ func (db *DB) WebhookAttempts(ctx context.Context, id int64, limit int) ([]sluic
 // WebhookLag returns how far webhook w is behind its database's log.
 func (db *DB) WebhookLag(ctx context.Context, w *sluice.Webhook) (sluice.WebhookLag, error) {
 	var lag sluice.WebhookLag
-	var since *time.Time
+	var age *float64
 	// A position inside a commit still owes the rest of that commit.
 	from := w.Position.Seq + 1
 	if w.Position.Index != sluice.WholeCommit {
 		from = w.Position.Seq
 	}
 	err := db.pool.QueryRow(ctx, `SELECT greatest(c.last_seq - $2 + 1, 0),
-			(SELECT committed_at FROM sluice.commits WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT 1)
-		FROM sluice.commit_counters c WHERE c.db_id = $1`, w.Database.ID, from).Scan(&lag.Commits, &since)
-	if since != nil {
-		lag.Since = *since
+			extract(epoch FROM clock_timestamp() - (SELECT committed_at FROM sluice.commits WHERE db_id = $1 AND seq >= $2 ORDER BY seq LIMIT 1))::float8
+		FROM sluice.commit_counters c WHERE c.db_id = $1`, w.Database.ID, from).Scan(&lag.Commits, &age)
+	if age != nil {
+		lag.Age = time.Duration(max(*age, 0) * float64(time.Second))
 	}
 	return lag, mapError(err)
 }

@@ -168,11 +168,7 @@ func (a *api) getWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := webhookJSON(d.Webhook)
-	lag := map[string]any{"commits": d.Lag.Commits, "seconds": 0.0}
-	if !d.Lag.Since.IsZero() {
-		lag["seconds"] = max(time.Since(d.Lag.Since).Seconds(), 0)
-	}
-	out["lag"] = lag
+	out["lag"] = map[string]any{"commits": d.Lag.Commits, "seconds": d.Lag.Age.Seconds()}
 	out["attempts"] = attemptsJSON(d.Attempts)
 	writeJSON(w, http.StatusOK, success(out))
 }

@@ -257,7 +257,11 @@ type state struct {
 	access int64
 	user   *sluice.User
 	grant  *sluice.Grant
-	// secrets sign: the current one, and the previous one until oldUntil.
+	// secrets sign: the current one, and the previous one until oldUntil,
+	// by this process's clock: the time Postgres said the old one had
+	// left, counted from just before it was read (its old_secret_until
+	// against this process's clock read the skew between them: an hour
+	// ahead, a rotation's grace of an hour ended at once).
 	current, old []byte
 	oldUntil     time.Time
 	// reserved is the weight in the body budget this run holds for the
@@ -290,6 +294,8 @@ func (l *loop) deliver(ctx context.Context) error {
 	l.held = 0
 	defer l.unreserve(st)
 	defer l.endPage(st)
+	// The old secret's time left is counted from here (see oldUntil).
+	readAt := d.now()
 	w, sealed, err := d.store.WebhookForDelivery(ctx, l.id)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
 		return errStop
@@ -316,7 +322,7 @@ func (l *loop) deliver(ctx context.Context) error {
 		if st.old, err = d.keys.Open(w.ID, sealed.Old); err != nil {
 			return err
 		}
-		st.oldUntil = sealed.OldUntil
+		st.oldUntil = readAt.Add(sealed.OldFor)
 	}
 	u, err := d.store.UserByID(ctx, w.CreatorID)
 	if err != nil {
@@ -407,7 +413,7 @@ func (l *loop) deliver(ctx context.Context) error {
 			if err := l.record(ctx, st, 0); err != nil {
 				return err
 			}
-			l.lag(st, time.Time{})
+			l.lag(st, nil)
 			// Idle, no commit brings the access log's version: the
 			// manager's does. Only a change that affects the webhook's
 			// grant starts it over (starting over costs about ten
@@ -447,7 +453,7 @@ func (l *loop) deliver(ctx context.Context) error {
 			}
 		}
 		for _, c := range cs {
-			l.lag(st, c.Time)
+			l.lag(st, c)
 			evs, err := l.events(actx, st, c)
 			var misfit *misfitError
 			if errors.As(err, &misfit) {
@@ -601,11 +607,17 @@ func (l *loop) sendBatch(ctx context.Context, st *state, events []sluice.Event, 
 // goes alone.
 func (l *loop) read(ctx context.Context, st *state) (cs []*sluice.Commit, need int64, err error) {
 	d := l.m.d
+	// The lag is measured from it (see loop.lag).
+	start := d.now()
 	if st.reserved >= d.budget.size {
 		cs, _, err = d.store.ReadLog(ctx, st.w.Database, st.read, sluice.Stamp{}, readCommits, st.reserved)
-		return cs, 0, err
+	} else {
+		cs, need, err = d.store.ReadLogWithin(ctx, st.w.Database, st.read, readCommits, st.reserved)
 	}
-	return d.store.ReadLogWithin(ctx, st.w.Database, st.read, readCommits, st.reserved)
+	for _, c := range cs {
+		c.ReadLocal = start
+	}
+	return cs, need, err
 }
 
 // hold makes what the loop holds of the body budget at least n (a
@@ -879,14 +891,19 @@ func (l *loop) halt(ctx context.Context, st *state, state sluice.WebhookState, m
 }
 
 // lag sets the lag gauges: the commits after the position, and the age of
-// oldest, the commit being delivered (zero: none).
-func (l *loop) lag(st *state, oldest time.Time) {
+// oldest, the commit being delivered (nil: none). The age is measured on
+// one clock at a time, as the change feed's lag is: by Postgres' clock
+// from the commit to the read of the log that found it, then by this
+// process's monotonic clock (sluice.Commit.MadeLocal). This process's
+// clock against the commit's time read the skew between them: an hour
+// ahead, an hour of lag for a webhook that was keeping up.
+func (l *loop) lag(st *state, oldest *sluice.Commit) {
 	m := l.m.d.m
 	if m == nil {
 		return
 	}
 	var behind int64 // idle: nothing after the position
-	if !oldest.IsZero() {
+	if oldest != nil {
 		behind = l.m.head(l.dbID) - st.pos.Seq
 		if st.pos.Index != sluice.WholeCommit {
 			behind++
@@ -894,8 +911,10 @@ func (l *loop) lag(st *state, oldest time.Time) {
 	}
 	m.LagCommits.WithLabelValues(l.label, l.dbLabel).Set(float64(max(behind, 0)))
 	secs := 0.0
-	if !oldest.IsZero() {
-		secs = max(l.m.d.now().Sub(oldest).Seconds(), 0)
+	if oldest != nil {
+		if made := oldest.MadeLocal(); !made.IsZero() {
+			secs = max(l.m.d.now().Sub(made).Seconds(), 0)
+		}
 	}
 	m.LagSeconds.WithLabelValues(l.label, l.dbLabel).Set(secs)
 }

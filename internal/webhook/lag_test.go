@@ -1,0 +1,89 @@
+package webhook_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-dev/sluice/internal/config"
+	"github.com/sluice-dev/sluice/internal/daemon"
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// TestWebhookLagOnOneClock: sluice_webhook_lag_seconds, on a replica whose
+// clock is an hour ahead of Postgres', says how old the commit a webhook
+// delivers is (well under a minute here), as the webhook's status does:
+// it is measured on Postgres' clock from the commit to the read of the
+// log that found it, then on the replica's monotonic clock, never the one
+// against the other. It read an hour.
+func TestWebhookLagOnOneClock(t *testing.T) {
+	t.Parallel()
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) }) // before srv.Close, which waits for the handler
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, Now: ahead}, func(c *config.Config) {
+		c.WebhookAllowNetworks = loopback
+		c.WebhookTimeout = 2 * time.Minute // the request is held
+	})
+	d.CreateDatabase(t, "lag", personSchema)
+	h := createHook(t, d, nil, "lag", "", fmt.Sprintf(`{"url":%q}`, srv.URL))
+	insert(t, d, "lag", "alice")
+	// The gauge is set before the request is made: while the receiver
+	// holds it, it is the age of the commit being delivered.
+	select {
+	case <-arrived:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no webhook request within 60s")
+	}
+	body := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
+	label := fmt.Sprintf(`webhook="%d"`, h.ID)
+	if secs := dt.MetricValue(body, "sluice_webhook_lag_seconds", label); secs <= 0 || secs > 60 {
+		t.Errorf("sluice_webhook_lag_seconds %v on a replica whose clock is an hour ahead; want the age of the commit being delivered, under a minute", secs)
+	}
+	lag := status(t, d, "lag", h.ID)["lag"].(map[string]any)
+	if secs := lag["seconds"].(float64); lag["commits"] != 1.0 || secs <= 0 || secs > 60 {
+		t.Errorf("the status's lag %v on a replica whose clock is an hour ahead; want 1 commit, under a minute", lag)
+	}
+}
+
+// TestOldSecretSignsForItsGraceOnOneClock: after a rotation with a grace
+// of 30 minutes, a replica whose clock is an hour ahead of Postgres' signs
+// the next request with both secrets: the old secret's time left is read
+// by Postgres' clock and counted on the replica's from the read (found by
+// review: the end of the grace, by Postgres' clock, was compared with the
+// replica's clock, and the old secret had stopped signing at once).
+func TestOldSecretSignsForItsGraceOnOneClock(t *testing.T) {
+	t.Parallel()
+	r := startSlowReceiver(t, func(int) time.Duration { return 0 })
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, Now: ahead}, func(c *config.Config) {
+		c.WebhookAllowNetworks = loopback
+	})
+	d.CreateDatabase(t, "grace", personSchema)
+	starts := func() float64 {
+		return dt.MetricValue(string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body), "sluice_webhook_loop_starts_total")
+	}
+	h := createHook(t, d, nil, "grace", "", fmt.Sprintf(`{"url":%q}`, r.srv.URL))
+	eventually.True(t, 30*time.Second, "the webhook's loop starts", func() bool { return starts() >= 1 })
+	d.MustDo(t, 200, dt.Admin(), "POST", fmt.Sprintf("/api/webhooks/admin/grace/%d/rotate-secret", h.ID), `{"grace":"30m"}`)
+	// The rotation applies from the next request once the loop read it:
+	// it starts over to.
+	eventually.True(t, 30*time.Second, "the webhook's loop starts over with the rotated secrets", func() bool { return starts() >= 2 })
+	insert(t, d, "grace", "alice")
+	if a := r.next(t); strings.Count(a.signature, "v1,") != 2 {
+		t.Errorf("the request after a rotation with 30m of grace, on a replica an hour ahead: signatures %q, want the new secret's and the old one's", a.signature)
+	}
+}
