@@ -235,6 +235,10 @@ func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if err := a.noBody(w, r, "deleting a webhook"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	org, db := dbPath(r)
 	if err := svc.Delete(r.Context(), userFrom(r), org, db, id); err != nil {
 		writeError(w, r, err)
@@ -255,7 +259,24 @@ func (a *api) optionalBody(w http.ResponseWriter, r *http.Request, v any) error 
 	return nil
 }
 
+// noBody refuses a body other than none, whitespace or {} for a webhook
+// request that takes no options, a pause or a deletion (what names it in
+// the message): they took any body and ignored it, and a client that
+// sent options ({"after": …} to a pause) believed they applied.
+func (a *api) noBody(w http.ResponseWriter, r *http.Request, what string) error {
+	var none struct{}
+	err := a.optionalBody(w, r, &none)
+	if err != nil && sluice.ErrorCode(err) == sluice.CodeInvalid {
+		return sluice.Errorf(sluice.CodeInvalid, "%s takes no options: send no body, or {} (%s)", what, sluice.ErrorMessage(err))
+	}
+	return err
+}
+
 func (a *api) pauseWebhook(w http.ResponseWriter, r *http.Request) {
+	if err := a.noBody(w, r, "pausing a webhook"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	a.webhookAction(w, r, func(svc *webhook.Service, org, db string, id int64) (*sluice.Webhook, error) {
 		return svc.Pause(r.Context(), userFrom(r), org, db, id)
 	})

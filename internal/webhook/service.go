@@ -218,6 +218,13 @@ func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
 		if err != nil {
 			return err
 		}
+		// As classes: a token given twice is a mistake to name (a
+		// client that meant another), not one to drop.
+		for i, o := range in.Ops.Value {
+			if slices.Contains(in.Ops.Value[:i], o) {
+				return sluice.Errorf(sluice.CodeInvalid, "ops[%d]: %q is given twice", i, o)
+			}
+		}
 		w.Ops = streamparam.OpTokens(ops)
 	}
 	if in.Filter.Set {
