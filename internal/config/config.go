@@ -488,6 +488,15 @@ type Config struct {
 	// one larger than the budget waits until it is alone. At least 1 MiB.
 	// Key webhook_body_budget, env SLUICE_WEBHOOK_BODY_BUDGET, flag --webhook-body-budget, default 268435456.
 	WebhookBodyBudget int64
+
+	// WebhookBodyBudgetPerUser bounds what of WebhookBodyBudget the
+	// webhooks delivering as one user hold at once (the super user's
+	// too), so that one user's webhooks leave room for other users'. 0,
+	// or more than WebhookBodyBudget: the whole budget; otherwise at
+	// least 1 MiB.
+	// Key webhook_body_budget_per_user, env SLUICE_WEBHOOK_BODY_BUDGET_PER_USER, flag --webhook-body-budget-per-user, default 67108864.
+	WebhookBodyBudgetPerUser int64
+
 	// JWTJWKSURL is the https URL of an identity provider's JSON Web
 	// Key Set, instead of JWTJWKSFile: fetched at start (a failure stops
 	// Sluice; redirects are not followed), refreshed as the response's
@@ -617,6 +626,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("webhook_lease_ttl", c.WebhookLeaseTTL),
 		slog.String("webhook_secret_key_file", c.WebhookSecretKeyFile),
 		slog.Int64("webhook_body_budget", c.WebhookBodyBudget),
+		slog.Int64("webhook_body_budget_per_user", c.WebhookBodyBudgetPerUser),
 		slog.String("jwt_jwks_url", redactURL(c.JWTJWKSURL)),
 		slog.Bool("jwt_jwks_http_loopback", c.JWTJWKSHTTPLoopback),
 		slog.String("tls_cert_file", c.TLSCertFile),

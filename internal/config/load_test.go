@@ -111,8 +111,9 @@ func TestDefault(t *testing.T) {
 		WebhookTimeout:         15 * time.Second,
 		WebhookRetrySchedule: []time.Duration{5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 			time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour},
-		WebhookLeaseTTL:   10 * time.Second,
-		WebhookBodyBudget: 256 << 20,
+		WebhookLeaseTTL:          10 * time.Second,
+		WebhookBodyBudget:        256 << 20,
+		WebhookBodyBudgetPerUser: 64 << 20,
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)
@@ -323,20 +324,21 @@ var everything = Config{
 	HistoryPageBytes: 65536,
 	MaxPastChanges:   2000,
 
-	MaxWebhooksPerDatabase: 3,
-	MaxWebhooksPerUser:     4,
-	MaxDatabasesPerUser:    6,
-	AccessChangesPerUser:   7,
-	WebhookTimeout:         2 * time.Second,
-	WebhookRetrySchedule:   []time.Duration{100 * time.Millisecond, time.Second},
-	WebhookAllowNetworks:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
-	WebhookLeaseTTL:        3 * time.Second,
-	WebhookSecretKeyFile:   "/run/secrets/webhooks",
-	WebhookBodyBudget:      2 << 20,
-	JWTJWKSURL:             "https://id.example.com/.well-known/jwks.json",
-	JWTJWKSHTTPLoopback:    true,
-	TLSCertFile:            "/etc/sluice/cert.pem",
-	TLSKeyFile:             "/etc/sluice/key.pem",
+	MaxWebhooksPerDatabase:   3,
+	MaxWebhooksPerUser:       4,
+	MaxDatabasesPerUser:      6,
+	AccessChangesPerUser:     7,
+	WebhookTimeout:           2 * time.Second,
+	WebhookRetrySchedule:     []time.Duration{100 * time.Millisecond, time.Second},
+	WebhookAllowNetworks:     []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("fd00::/8")},
+	WebhookLeaseTTL:          3 * time.Second,
+	WebhookSecretKeyFile:     "/run/secrets/webhooks",
+	WebhookBodyBudget:        2 << 20,
+	WebhookBodyBudgetPerUser: 1 << 20,
+	JWTJWKSURL:               "https://id.example.com/.well-known/jwks.json",
+	JWTJWKSHTTPLoopback:      true,
+	TLSCertFile:              "/etc/sluice/cert.pem",
+	TLSKeyFile:               "/etc/sluice/key.pem",
 }
 
 // TestEverythingCoversEveryField makes TestFileFormats fail for a Config
@@ -434,6 +436,7 @@ webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
 webhook_body_budget: 2097152
+webhook_body_budget_per_user: 1048576
 jwt_jwks_url: https://id.example.com/.well-known/jwks.json
 jwt_jwks_http_loopback: true
 tls_cert_file: /etc/sluice/cert.pem
@@ -521,6 +524,7 @@ webhook_allow_networks: ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl: 3s
 webhook_secret_key_file: /run/secrets/webhooks
 webhook_body_budget: 2097152
+webhook_body_budget_per_user: 1048576
 jwt_jwks_url: https://id.example.com/.well-known/jwks.json
 jwt_jwks_http_loopback: "true"
 tls_cert_file: /etc/sluice/cert.pem
@@ -606,6 +610,7 @@ webhook_allow_networks = ["127.0.0.0/8", "fd00::/8"]
 webhook_lease_ttl = "3s"
 webhook_secret_key_file = "/run/secrets/webhooks"
 webhook_body_budget = 2097152
+webhook_body_budget_per_user = 1048576
 jwt_jwks_url = "https://id.example.com/.well-known/jwks.json"
 jwt_jwks_http_loopback = true
 tls_cert_file = "/etc/sluice/cert.pem"
@@ -691,6 +696,7 @@ tls_key_file = "/etc/sluice/key.pem"
   "webhook_lease_ttl": "3s",
   "webhook_secret_key_file": "/run/secrets/webhooks",
   "webhook_body_budget": 2097152,
+  "webhook_body_budget_per_user": 1048576,
   "jwt_jwks_url": "https://id.example.com/.well-known/jwks.json",
   "jwt_jwks_http_loopback": true,
   "tls_cert_file": "/etc/sluice/cert.pem",
@@ -786,20 +792,21 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_HISTORY_PAGE_BYTES": "65536",
 		"SLUICE_MAX_PAST_CHANGES":   "2000",
 
-		"SLUICE_MAX_WEBHOOKS_PER_DATABASE": "3",
-		"SLUICE_MAX_WEBHOOKS_PER_USER":     "4",
-		"SLUICE_MAX_DATABASES_PER_USER":    "6",
-		"SLUICE_ACCESS_CHANGES_PER_USER":   "7",
-		"SLUICE_WEBHOOK_TIMEOUT":           "2s",
-		"SLUICE_WEBHOOK_RETRY_SCHEDULE":    "100ms, 1s",
-		"SLUICE_WEBHOOK_ALLOW_NETWORKS":    "127.0.0.0/8,fd00::/8",
-		"SLUICE_WEBHOOK_LEASE_TTL":         "3s",
-		"SLUICE_WEBHOOK_SECRET_KEY_FILE":   "/run/secrets/webhooks",
-		"SLUICE_WEBHOOK_BODY_BUDGET":       "2097152",
-		"SLUICE_JWT_JWKS_URL":              "https://id.example.com/.well-known/jwks.json",
-		"SLUICE_JWT_JWKS_HTTP_LOOPBACK":    "true",
-		"SLUICE_TLS_CERT_FILE":             "/etc/sluice/cert.pem",
-		"SLUICE_TLS_KEY_FILE":              "/etc/sluice/key.pem",
+		"SLUICE_MAX_WEBHOOKS_PER_DATABASE":    "3",
+		"SLUICE_MAX_WEBHOOKS_PER_USER":        "4",
+		"SLUICE_MAX_DATABASES_PER_USER":       "6",
+		"SLUICE_ACCESS_CHANGES_PER_USER":      "7",
+		"SLUICE_WEBHOOK_TIMEOUT":              "2s",
+		"SLUICE_WEBHOOK_RETRY_SCHEDULE":       "100ms, 1s",
+		"SLUICE_WEBHOOK_ALLOW_NETWORKS":       "127.0.0.0/8,fd00::/8",
+		"SLUICE_WEBHOOK_LEASE_TTL":            "3s",
+		"SLUICE_WEBHOOK_SECRET_KEY_FILE":      "/run/secrets/webhooks",
+		"SLUICE_WEBHOOK_BODY_BUDGET":          "2097152",
+		"SLUICE_WEBHOOK_BODY_BUDGET_PER_USER": "1048576",
+		"SLUICE_JWT_JWKS_URL":                 "https://id.example.com/.well-known/jwks.json",
+		"SLUICE_JWT_JWKS_HTTP_LOOPBACK":       "true",
+		"SLUICE_TLS_CERT_FILE":                "/etc/sluice/cert.pem",
+		"SLUICE_TLS_KEY_FILE":                 "/etc/sluice/key.pem",
 	})
 	if err != nil || !reflect.DeepEqual(got, everything) {
 		t.Errorf("got %+v, %v\nwant %+v", got, err, everything)
@@ -888,6 +895,7 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--webhook-lease-ttl", "3s",
 		"--webhook-secret-key-file", "/run/secrets/webhooks",
 		"--webhook-body-budget", "2097152",
+		"--webhook-body-budget-per-user", "1048576",
 		"--jwt-jwks-url", "https://id.example.com/.well-known/jwks.json",
 		"--jwt-jwks-http-loopback", "true",
 		"--tls-cert-file", "/etc/sluice/cert.pem",

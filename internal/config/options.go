@@ -523,6 +523,15 @@ func options() []option {
 				c.WebhookBodyBudget = n
 				return nil
 			}),
+		capOption("webhook_body_budget_per_user", "67108864",
+			"most of webhook_body_budget that the webhooks delivering as one user (the super user too) hold at once, so that one user's webhooks (slow receivers, large documents) leave room for other users' (64 MiB, a quarter of the default budget; a page or a request of one user's webhooks past it waits for room, holding nothing, one larger than it until that user's others hold none); 0, or more than webhook_body_budget: the whole budget. 0 or at least 1048576 (1 MiB, a page of the log)",
+			func(c *Config, n int64) error {
+				if n != 0 && n < 1<<20 {
+					return errors.New("want 0 (the whole budget) or at least 1048576 (1 MiB)")
+				}
+				c.WebhookBodyBudgetPerUser = n
+				return nil
+			}),
 		secretOption(password, stringOption("jwt_jwks_url", "",
 			"https URL of an identity provider's JSON Web Key Set, instead of jwt_jwks_file: fetched at start (redirects are not followed), refreshed as its Cache-Control says and when a JWT names an unknown kid, kept up to a day while the URL fails",
 			func(c *Config, s string) error {

@@ -480,8 +480,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	policy := webhook.Policy{Allow: d.cfg.WebhookAllowNetworks}
 	hooks := webhook.New(store, eng, keys, webhook.Options{Logger: d.logger, Metrics: metrics.NewWebhook(m.Registry),
 		LeaseTTL: d.cfg.WebhookLeaseTTL, Timeout: d.cfg.WebhookTimeout, Schedule: d.cfg.WebhookRetrySchedule, Policy: policy,
-		BodyBudget: d.cfg.WebhookBodyBudget,
-		UserAgent:  "Sluice-Webhooks/" + d.opts.Version, Now: d.now, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial,
+		BodyBudget: d.cfg.WebhookBodyBudget, BodyBudgetPerUser: d.cfg.WebhookBodyBudgetPerUser,
+		UserAgent: "Sluice-Webhooks/" + d.opts.Version, Now: d.now, Resolve: d.opts.WebhookResolve, Dial: d.opts.WebhookDial,
 		LogRead: d.opts.WebhookLogRead, JWTKeys: jwt.KeyChanges})
 	wake.onCommit(hooks.Wake)
 	// A reload or fetch that removes a key from the JWT key set ends, at

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/semaphore"
-
 	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/metrics"
 	"github.com/sluice-dev/sluice/internal/postgres"
@@ -36,6 +34,10 @@ type Options struct {
 	// BodyBudget bounds the bytes of the pages of the log and the request
 	// bodies all webhooks hold at once (default 256 MiB; see budget).
 	BodyBudget int64
+	// BodyBudgetPerUser bounds what of BodyBudget the webhooks that
+	// deliver as one user hold at once (0, or more than BodyBudget: all
+	// of it; see budget).
+	BodyBudgetPerUser int64
 	// UserAgent is the User-Agent of requests.
 	UserAgent string
 	// Now is the clock (default time.Now).
@@ -70,7 +72,7 @@ type Deliverer struct {
 	ttl    time.Duration
 	sched  schedule
 	send   *sender
-	budget budget
+	budget *budget
 	// logRead is Options.LogRead (nil: none).
 	logRead func(bytes int64) (done func())
 	now     func() time.Time
@@ -124,7 +126,7 @@ func New(store *postgres.DB, eng *engine.Engine, keys *Keys, o Options) *Deliver
 	host, _ := os.Hostname()
 	return &Deliverer{store: store, eng: eng, keys: keys, logger: o.Logger.With("component", "webhooks"), m: o.Metrics,
 		ttl: o.LeaseTTL, sched: schedule{waits: o.Schedule, jitter: o.Jitter}, send: newSender(dl, o.Timeout, o.UserAgent, o.Now), now: o.Now,
-		budget: budget{sem: semaphore.NewWeighted(o.BodyBudget), size: o.BodyBudget}, logRead: o.LogRead,
+		budget: newBudget(o.BodyBudget, o.BodyBudgetPerUser), logRead: o.LogRead,
 		holder:  host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
 		pending: map[int64]struct{}{}, wake: make(chan struct{}, 1),
 		jwtKeys: o.JWTKeys, keysChanged: make(chan struct{}, 1)}

@@ -88,11 +88,13 @@ type loop struct {
 	// it uses them: when the access ended, it stops and gives them back
 	// (deliver gives them back on any way out but a request or another
 	// start over, run when it returns). Only the loop's goroutine uses
-	// it.
-	held   int64
-	wake   chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	// it. heldShare is the share of the budget they were taken in (see
+	// budget): the user's the webhook delivered as then.
+	held      int64
+	heldShare *share
+	wake      chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 func newLoop(m *manager, r postgres.WebhookRef) *loop {
@@ -167,9 +169,10 @@ func (l *loop) run(ctx context.Context) {
 	// A run that started over for a change of settings as ctx ended kept
 	// bytes for a run that never comes.
 	defer func() {
-		if l.held > 0 {
-			d.budget.sem.Release(l.held)
-			l.held = 0
+		if l.heldShare != nil {
+			d.budget.shrink(l.heldShare, l.held, 0)
+			d.budget.drop(l.heldShare)
+			l.held, l.heldShare = 0, nil
 		}
 	}()
 	var backoff time.Duration
@@ -271,8 +274,11 @@ type state struct {
 	// loop.held). turn is the weight this run waited for (loop.need) or
 	// kept from the previous run (loop.held) for its first page: reserved
 	// is not cut below it until that page ends, so the request that did
-	// not fit goes with it.
+	// not fit goes with it. share is the share of the budget of the user
+	// the run delivers as, which reserved is taken in too (see budget);
+	// set whenever reserved is not 0.
 	reserved, turn int64
+	share          *share
 	// pageDone is what Options.LogRead returned for the page read and not
 	// yet finished.
 	pageDone func()
@@ -290,8 +296,9 @@ func (l *loop) deliver(ctx context.Context) error {
 	}
 	// What the previous run kept (loop.held) is this run's: used for its
 	// first page, or given back however it ends before.
-	st := &state{reserved: l.held, turn: l.held}
-	l.held = 0
+	st := &state{reserved: l.held, turn: l.held, share: l.heldShare}
+	l.held, l.heldShare = 0, nil
+	defer l.dropShare(st)
 	defer l.unreserve(st)
 	defer l.endPage(st)
 	// The old secret's time left is counted from here (see oldUntil).
@@ -305,6 +312,15 @@ func (l *loop) deliver(ctx context.Context) error {
 	}
 	if w.State != sluice.WebhookActive || w.Version != l.version {
 		return errStop
+	}
+	if st.share == nil || st.share.user != w.CreatorID {
+		// What was kept for this run was taken in the share of the user
+		// the webhook delivered as before it was taken over: it goes
+		// back there, and this run waits in its new user's share.
+		l.unreserve(st)
+		l.dropShare(st)
+		st.turn = 0
+		st.share = d.budget.share(w.CreatorID)
 	}
 	st.w, st.read, st.pos, st.recorded, st.failures = w, w.Position, w.Position, w.Position, w.Attempt
 	// The version first: an access change after it is seen as a newer
@@ -360,7 +376,7 @@ func (l *loop) deliver(ctx context.Context) error {
 			d.m.BudgetWaits.Inc()
 		}
 		d.logger.Debug("webhook waits for room in webhook_body_budget", "webhook", l.id, "bytes", l.need)
-		if err := d.budget.sem.Acquire(ctx, l.need); err != nil {
+		if err := d.budget.acquire(ctx, st.share, l.need); err != nil {
 			return err
 		}
 		st.reserved, st.turn = l.need, l.need
@@ -389,7 +405,7 @@ func (l *loop) deliver(ctx context.Context) error {
 		// only commits without changes), and a change that does not
 		// fit is waited for below.
 		b := d.budget
-		if want := b.weigh(readBytes); st.reserved < want && b.sem.TryAcquire(want-st.reserved) {
+		if want := b.weigh(readBytes); st.reserved < want && b.tryGrow(st.share, st.reserved, want) {
 			st.reserved = want
 		}
 		cs, need, err := l.read(ctx, st)
@@ -632,7 +648,7 @@ func (l *loop) hold(ctx context.Context, st *state, n int64) error {
 	if st.reserved >= n {
 		return nil
 	}
-	if l.m.d.budget.sem.TryAcquire(n - st.reserved) {
+	if l.m.d.budget.tryGrow(st.share, st.reserved, n) {
 		st.reserved = n
 		return nil
 	}
@@ -660,7 +676,7 @@ func (l *loop) readPage(st *state, cs []*sluice.Commit) {
 		st.pageDone = f(n)
 	}
 	if keep := max(l.m.d.budget.weigh(n), st.turn); st.reserved > keep {
-		l.m.d.budget.sem.Release(st.reserved - keep)
+		l.m.d.budget.shrink(st.share, st.reserved, keep)
 		st.reserved = keep
 	}
 }
@@ -674,17 +690,26 @@ func (l *loop) endPage(st *state) {
 	st.pageDone, st.turn = nil, 0
 }
 
-// keep moves what the loop holds of the budget to the next run (see
-// loop.held).
+// keep moves what the loop holds of the budget, and the share it holds
+// it in, to the next run (see loop.held). The run returns at once.
 func (l *loop) keep(st *state) {
-	l.held, st.reserved = l.held+st.reserved, 0
+	l.held, l.heldShare = st.reserved, st.share
+	st.reserved, st.share = 0, nil
 }
 
 // unreserve gives back what st still holds of the body budget.
 func (l *loop) unreserve(st *state) {
 	if st.reserved > 0 {
-		l.m.d.budget.sem.Release(st.reserved)
+		l.m.d.budget.shrink(st.share, st.reserved, 0)
 		st.reserved = 0
+	}
+}
+
+// dropShare gives back the share st uses, once it holds none of it.
+func (l *loop) dropShare(st *state) {
+	if st.share != nil {
+		l.m.d.budget.drop(st.share)
+		st.share = nil
 	}
 }
 
