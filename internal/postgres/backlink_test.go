@@ -49,7 +49,8 @@ func linkedDatabase(t *testing.T, db *postgres.DB, name string, n int) (*sluice.
 	}
 	d := &sluice.Database{Org: "o", Name: name}
 	_, err = db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		if err := tx.CreateOrganization(ctx, "o"); err != nil {
+		// The second database of a test finds the organization made.
+		if err := tx.CreateOrganization(ctx, "o"); err != nil && sluice.ErrorCode(err) != sluice.CodeConflict {
 			return err
 		}
 		return tx.CreateDatabase(ctx, d, s, postgres.Creator{})
@@ -461,5 +462,74 @@ func TestReferenceIndexBuildWaitsBoundedly(t *testing.T) {
 	}
 	if ok, valid, err := db.IndexValidForTest(ctx, d, owner); err != nil || !ok || !valid {
 		t.Fatalf("Item.owner's backlink index: exists %v, valid %v, %v", ok, valid, err)
+	}
+}
+
+// A schema change between BuildReferenceIndexes' read of a database's
+// schema and its builds (here: Item.owner made an Int, whose column
+// takes no btree in the "C" collation) failed the build, and the run
+// stopped there: the databases after it got their indexes at the next
+// start only. The database is now done again with its new schema, and
+// the others are built.
+func TestReferenceIndexesAcrossASchemaChange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var db *postgres.DB
+	var first *sluice.Database
+	var firstSchema *sluice.Schema
+	changed := false
+	// Called by BuildReferenceIndexes on its own goroutine, before it
+	// builds: the change commits right between the read and the build.
+	hook := func(id int64) {
+		if changed || first == nil || id != first.ID {
+			return
+		}
+		changed = true
+		next, err := schema.Parse(strings.Replace(linkSDL, "owner: Owner\n", "owner: Int\n", 1))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, err = db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+			if err := tx.LockDatabase(ctx, first); err != nil {
+				return err
+			}
+			return tx.ChangeSchema(ctx, first, firstSchema, next)
+		}})
+		if err != nil {
+			t.Errorf("the schema change: %v", err)
+		}
+	}
+	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), slog.New(slog.DiscardHandler), postgres.RefIndexReadForTest(hook))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	if _, err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d1, s1 := linkedDatabase(t, db, "first", 4)
+	d2, _ := linkedDatabase(t, db, "second", 4)
+	owner := postgres.RefIndexNameForTest("Item", "owner")
+	// Both tables lack the index of owner, as tables made before
+	// backlinks did.
+	for _, d := range []*sluice.Database{d1, d2} {
+		if err := db.ExecDBForTest(ctx, fmt.Sprintf(`DROP INDEX sluice_db_%d."%s"`, d.ID, owner)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, firstSchema = d1, s1
+	n, err := db.BuildReferenceIndexes(ctx)
+	if !changed {
+		t.Fatal("the schema change was not made")
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("BuildReferenceIndexes across a schema change of the first database: built %d, %v; want 1 (the second's), no error", n, err)
+	}
+	if ok, valid, err := db.IndexValidForTest(ctx, d2, owner); err != nil || !ok || !valid {
+		t.Fatalf("the second database's index: exists %v, valid %v, %v", ok, valid, err)
+	}
+	if ok, _, err := db.IndexValidForTest(ctx, d1, owner); err != nil || ok {
+		t.Fatalf("the first database's Item.owner, an Int now, has a backlink index: %v, %v", ok, err)
 	}
 }

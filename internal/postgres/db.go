@@ -83,6 +83,10 @@ type options struct {
 	pruneBatch int
 	// refIndexLockWait is refIndexLockTimeout, shorter in tests.
 	refIndexLockWait time.Duration
+	// refIndexRead, when not nil, is called by BuildReferenceIndexes
+	// once it read a database's schema, before it builds (tests: a
+	// schema change made right then).
+	refIndexRead func(dbID int64)
 	// historyScanRows is HistoryScanRows, smaller in tests that read a
 	// document's history in several runs of the log.
 	historyScanRows int

@@ -189,6 +189,12 @@ func ReadBytesLeftForTest(ctx context.Context) int64 {
 	return readBudgetOf(ctx).left.Load()
 }
 
+// RefIndexReadForTest makes BuildReferenceIndexes call fn with each
+// database's id once it read the database's schema, before it builds.
+func RefIndexReadForTest(fn func(dbID int64)) Option {
+	return func(o *options) { o.refIndexRead = fn }
+}
+
 // RefIndexLockWaitForTest makes BuildReferenceIndexes wait at most d for
 // a lock (see refIndexLockTimeout).
 func RefIndexLockWaitForTest(d time.Duration) Option {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -62,84 +63,145 @@ func (db *DB) BuildReferenceIndexes(ctx context.Context) (int, error) {
 	built := 0
 	var standIns []error
 	for _, id := range ids {
-		var sdl string
-		err := conn.QueryRow(ctx, "SELECT schema_sdl FROM sluice.databases WHERE id = $1", id).Scan(&sdl)
-		if err == pgx.ErrNoRows {
-			continue // deleted meanwhile
-		}
-		if err != nil {
-			return built, mapError(err)
-		}
-		s, err := parseStored(id, sdl)
-		if err != nil {
-			return built, err
-		}
-		// A relation of another role's named as an index would be taken
-		// for it by IF NOT EXISTS (checkDatabaseSchema): that database
-		// waits for a superuser to drop it; the others are built.
-		if err := checkDatabaseSchema(ctx, conn, id); err != nil {
-			standIns = append(standIns, fmt.Errorf("backlink indexes of database %d: %w", id, err))
-			continue
-		}
-		// The valid flag of each index of the database's tables.
-		valid := map[string]bool{}
-		rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid FROM pg_index i
-			JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-			WHERE n.nspname = $1`, schemaName(id))
-		if err != nil {
-			return built, mapError(err)
-		}
-		for rows.Next() {
-			var name string
-			var ok bool
-			if err := rows.Scan(&name, &ok); err != nil {
-				rows.Close()
-				return built, mapError(err)
+		// A schema change of the database between the read of its
+		// schema and a build (a column retyped or dropped, a table
+		// dropped) fails that build; the database is done again with
+		// its new schema, and the others still get theirs.
+		for try := 1; ; try++ {
+			n, version, standIn, err := db.buildReferenceIndexesOf(ctx, conn, id)
+			built += n
+			if standIn != nil {
+				standIns = append(standIns, fmt.Errorf("backlink indexes of database %d: %w", id, standIn))
 			}
-			valid[name] = ok
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return built, mapError(err)
-		}
-		for _, name := range s.Order {
-			c := s.Classes[name]
-			if c.Kind != sluice.KindDocument {
-				continue
+			if err == nil {
+				break
 			}
-			for _, f := range refIndexed(c) {
-				ix := refIndexName(c.Name, f.Name)
-				ok, exists := valid[ix]
-				if exists && ok {
-					continue
-				}
-				stmts := []string{refIndexSQL(id, c, f, true)}
-				if exists {
-					stmts = append([]string{"DROP INDEX CONCURRENTLY IF EXISTS " + ident(schemaName(id)) + "." + ident(ix)}, stmts...)
-				}
-				var err error
-				for _, stmt := range stmts {
-					if _, err = conn.Exec(ctx, stmt); err != nil {
-						break
-					}
-				}
-				if gone(err) {
-					continue // the table or column went with a schema change meanwhile
-				}
-				if isLockTimeout(err) {
-					// Not mapError's Conflict, which would not say what
-					// it waited for.
-					return built, fmt.Errorf("backlink index %s of database %d: waited longer than %s for the transactions older than the build (any role's, such as one left open) to end; the next start builds it again: %w", ix, id, db.opts.refIndexLockWait, err)
-				}
-				if err != nil {
-					return built, fmt.Errorf("backlink index %s of database %d: %w", ix, id, mapError(err))
-				}
-				built++
-				db.logger.Info("built a backlink index", "database", id, "class", c.Name, "field", f.Name)
+			if ctx.Err() != nil {
+				return built, err
+			}
+			now, ok, verr := schemaVersionOf(ctx, conn, id)
+			if verr != nil {
+				return built, verr
+			}
+			if !ok {
+				break // deleted meanwhile
+			}
+			if now == version {
+				return built, err
+			}
+			if try == refIndexTries {
+				standIns = append(standIns, fmt.Errorf("backlink indexes of database %d: its schema changed during each of %d tries; the next start builds them: %w", id, try, err))
+				break
 			}
 		}
 	}
 	return built, errors.Join(standIns...)
+}
+
+// refIndexTries bounds how many times BuildReferenceIndexes tries a
+// database whose schema changes while it builds.
+const refIndexTries = 3
+
+// schemaVersionOf returns database id's schema version, and false when
+// the database is gone.
+func schemaVersionOf(ctx context.Context, conn *pgxpool.Conn, id int64) (int, bool, error) {
+	var v int
+	err := conn.QueryRow(ctx, "SELECT schema_version FROM sluice.commit_counters WHERE db_id = $1", id).Scan(&v)
+	if err == pgx.ErrNoRows {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, mapError(err)
+	}
+	return v, true, nil
+}
+
+// buildReferenceIndexesOf builds the backlink indexes that database id's
+// tables lack (BuildReferenceIndexes), and returns how many it built and
+// the schema version it read (0 when the database is gone). standIn is
+// why it built none when a relation of another role's stands in for one
+// (checkDatabaseSchema).
+func (db *DB) buildReferenceIndexesOf(ctx context.Context, conn *pgxpool.Conn, id int64) (built, version int, standIn, err error) {
+	var sdl string
+	err = conn.QueryRow(ctx, `SELECT d.schema_sdl, c.schema_version FROM sluice.databases d
+		JOIN sluice.commit_counters c ON c.db_id = d.id WHERE d.id = $1`, id).Scan(&sdl, &version)
+	if err == pgx.ErrNoRows {
+		return 0, 0, nil, nil // deleted meanwhile
+	}
+	if err != nil {
+		return 0, 0, nil, mapError(err)
+	}
+	s, err := parseStored(id, sdl)
+	if err != nil {
+		return 0, version, nil, err
+	}
+	if hook := db.opts.refIndexRead; hook != nil {
+		hook(id)
+	}
+	// A relation of another role's named as an index would be taken
+	// for it by IF NOT EXISTS (checkDatabaseSchema): that database
+	// waits for a superuser to drop it; the others are built.
+	if err := checkDatabaseSchema(ctx, conn, id); err != nil {
+		return 0, version, err, nil
+	}
+	// The valid flag of each index of the database's tables.
+	valid := map[string]bool{}
+	rows, err := conn.Query(ctx, `SELECT c.relname, i.indisvalid FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1`, schemaName(id))
+	if err != nil {
+		return 0, version, nil, mapError(err)
+	}
+	for rows.Next() {
+		var name string
+		var ok bool
+		if err := rows.Scan(&name, &ok); err != nil {
+			rows.Close()
+			return 0, version, nil, mapError(err)
+		}
+		valid[name] = ok
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, version, nil, mapError(err)
+	}
+	for _, name := range s.Order {
+		c := s.Classes[name]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		for _, f := range refIndexed(c) {
+			ix := refIndexName(c.Name, f.Name)
+			ok, exists := valid[ix]
+			if exists && ok {
+				continue
+			}
+			stmts := []string{refIndexSQL(id, c, f, true)}
+			if exists {
+				stmts = append([]string{"DROP INDEX CONCURRENTLY IF EXISTS " + ident(schemaName(id)) + "." + ident(ix)}, stmts...)
+			}
+			var err error
+			for _, stmt := range stmts {
+				if _, err = conn.Exec(ctx, stmt); err != nil {
+					break
+				}
+			}
+			if gone(err) {
+				continue // the table or column went with a schema change meanwhile
+			}
+			if isLockTimeout(err) {
+				// Not mapError's Conflict, which would not say what
+				// it waited for.
+				return built, version, nil, fmt.Errorf("backlink index %s of database %d: waited longer than %s for the transactions older than the build (any role's, such as one left open) to end; the next start builds it again: %w", ix, id, db.opts.refIndexLockWait, err)
+			}
+			if err != nil {
+				return built, version, nil, fmt.Errorf("backlink index %s of database %d: %w", ix, id, mapError(err))
+			}
+			built++
+			db.logger.Info("built a backlink index", "database", id, "class", c.Name, "field", f.Name)
+		}
+	}
+	return built, version, nil, nil
 }
 
 // refIndexLockTimeout bounds each wait of BuildReferenceIndexes for a
