@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -227,4 +228,54 @@ func TestSchemaChangeWalksEveryPage(t *testing.T) {
 			t.Errorf("after the forced change: %s, want %s", got, want)
 		}
 	}
+}
+
+// TestWidenedReferenceKeepsItsValues: a reference field whose type
+// becomes an interface that every class it may point to implements
+// (owner: Person to owner: Named), single, in a list or in a
+// subdocument, keeps its stored references: the change needs no force,
+// drops nothing even when forced, and reads, GraphQL and reads as of
+// before it show the references. Before, it was a change of type like any other, refused
+// without force, and with force dropped every stored reference, though
+// each still pointed to a document of a class implementing Named.
+func TestWidenedReferenceKeepsItsValues(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	const (
+		named = "interface Named { name: String }\ntype Person implements Named { name: String }\ntype Pet implements Named { name: String }\n"
+		home  = "type Home @subdocument { owner: Person }\n"
+	)
+	d.CreateDatabase(t, "widen", named+home+"type Note { text: String owner: Person owners: [Person!] home: Home }")
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/widen", `[
+		{"@type":"Person","@id":"alice","name":"Alice"},{"@type":"Pet","@id":"rex","name":"Rex"},
+		{"@type":"Note","@id":"n1","text":"t","owner":"Person/alice","owners":["Person/alice"],"home":{"owner":"Person/alice"}}]`)
+	before := dbPosition(t, d, "widen")
+	const stored = `{"@id":"Note/n1","@type":"Note","text":"t","owner":"Person/alice","owners":["Person/alice"],"home":{"@type":"Home","owner":"Person/alice"}}`
+
+	widened := named + "type Home @subdocument { owner: Named }\ntype Note { text: String owner: Named owners: [Named!] home: Home }"
+	r := d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/widen?dry_run=true", widened)
+	if strings.Contains(string(r.Body), `"destructive":true`) || !strings.Contains(string(r.Body), `"force_needed":false`) {
+		t.Errorf("dry run of the widening: %s, want nothing destructive", r.Body)
+	}
+	// Forced, as a client told to force it would: still nothing dropped.
+	r = d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/schema/admin/widen?force=true", widened)
+	if got := storedDoc(t, d, "widen", "Note/n1"); got != stored {
+		t.Errorf("after the widening: %s, want %s", got, stored)
+	}
+	if want := "changes field Note.owner from Person to Named; its stored references are kept (each class they may point to is a Named)"; !strings.Contains(string(r.Body), want) {
+		t.Errorf("the widening answered %s, want %q", r.Body, want)
+	}
+	if got := gqlData(t, d, dt.Admin(), "widen", `{ Note { owner { name } owners { name } home { owner { name } } } }`); got != `{"Note":[{"owner":{"name":"Alice"},"owners":[{"name":"Alice"}],"home":{"owner":{"name":"Alice"}}}]}` {
+		t.Errorf("GraphQL after the widening: %s", got)
+	}
+	r = d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodGet, "/api/document/admin/widen?id=Note/n1&as_of="+url.QueryEscape(before), nil)
+	if got := strings.TrimSpace(withoutVersion(string(r.Body))); got != stored || r.Header.Get("Sluice-Hidden-Fields") != "" {
+		t.Errorf("as of before the widening: %s (hidden %q), want %s", got, r.Header.Get("Sluice-Hidden-Fields"), stored)
+	}
+	// The new type takes what the old one did not.
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPatch, "/api/document/admin/widen?id=Note/n1", `{"owner":"Pet/rex"}`, "Content-Type", "application/merge-patch+json")
+
+	// Narrowing back is a change of type that drops what no longer fits:
+	// refused without force, as before.
+	putSchema(t, d, "widen", named+home+"type Note { text: String owner: Person owners: [Person!] home: Home }", false, http.StatusConflict, "changes field Note.owner from Named to Person")
 }

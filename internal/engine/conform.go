@@ -107,14 +107,15 @@ func fits(s *sluice.Schema, doc, class string) bool {
 }
 
 // kept reports whether field f of class in next has stored values that
-// the change keeps: prev's class had it, of the same type.
+// the change keeps: prev's class had it, of the same type, or a
+// reference that the change widens (schema.Widens).
 func (c *conformer) kept(class string, f *sluice.Field) bool {
 	pc := c.prev.Class(class)
 	if pc == nil {
 		return false
 	}
 	pf := pc.Field(f.Name)
-	return pf != nil && pf.Type == f.Type && pf.List == f.List
+	return pf != nil && (pf.Type == f.Type && pf.List == f.List || schema.Widens(c.prev, c.next, pf, f))
 }
 
 // subdocumentTouched reports whether the stored subdocuments of type name

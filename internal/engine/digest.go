@@ -207,7 +207,7 @@ func (b *before) changed(class, enum string) bool {
 	return c || e
 }
 
-// schemaView is what sameColumn and fieldOf read of a version: a parsed
+// schemaView is what fieldOf, ancestors and fitsIn read of a version: a parsed
 // schema, or a view of one.
 type schemaView interface {
 	Class(name string) *sluice.Class

@@ -1203,12 +1203,16 @@ func diffPast(sc *versionScan, cur *sluice.Schema, role sluice.Role, from, to sl
 // sameColumn reports whether field of class is stored in the same column
 // in schema b as in a, its previous version, with the values a allowed
 // still valid: a schema change keeps a column when the field keeps its
-// type and list-ness (postgres syncTables), and an enum field's values
-// stay valid while the enum drops none.
-func sameColumn(a, b schemaView, class, field string) bool {
+// type and list-ness, or is a reference widened to a type its references
+// all fit (postgres syncTables), and an enum field's values stay valid
+// while the enum drops none.
+func sameColumn(a *before, b *view, class, field string) bool {
 	af, bf := fieldOf(a, class, field), fieldOf(b, class, field)
-	if af == nil || bf == nil || af.Type != bf.Type || af.List != bf.List {
+	if af == nil || bf == nil {
 		return false
+	}
+	if af.Type != bf.Type || af.List != bf.List {
+		return widened(a, b, af, bf)
 	}
 	if af.Type.Kind == sluice.TypeEnum {
 		ae, be := a.Enum(af.Type.Name), b.Enum(bf.Type.Name)
@@ -1219,6 +1223,22 @@ func sameColumn(a, b schemaView, class, field string) bool {
 			if !be.Has(v) {
 				return false
 			}
+		}
+	}
+	return true
+}
+
+// widened reports whether field af of prev, changed to bf in s, is a
+// reference that the change widened (schema.Widens, for a walk's views):
+// every document class its references could point to in prev, one of
+// bf's type may point to in s. Its stored references stay.
+func widened(prev *before, s *view, af, bf *sluice.Field) bool {
+	if af.List != bf.List || af.Type.Kind != sluice.TypeReference || bf.Type.Kind != sluice.TypeReference {
+		return false
+	}
+	for name := range classesOf(prev, s) {
+		if fitsIn(prev, name, af.Type.Name) && !fitsIn(s, name, bf.Type.Name) {
+			return false
 		}
 	}
 	return true

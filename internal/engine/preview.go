@@ -149,7 +149,7 @@ func droppedWhole(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev
 // why the change would be refused then ("" when none do): Postgres
 // refuses to build the index, as PutSchema answers. Only fields whose
 // stored values the change keeps are weighed (a retyped field's are
-// dropped).
+// dropped; a widened reference's are kept).
 func tooLargeForIndex(ctx context.Context, tx *postgres.Tx, d *sluice.Database, prev, next *sluice.Schema, c *PreviewChange) (string, error) {
 	pc := prev.Class(c.Class)
 	if c.Kind != schema.AddIndex || pc == nil || pc.Kind != sluice.KindDocument {
@@ -157,7 +157,7 @@ func tooLargeForIndex(ctx context.Context, tx *postgres.Tx, d *sluice.Database, 
 	}
 	var kept []string
 	for _, name := range strings.Split(c.Field, ", ") {
-		if of, nf := pc.Field(name), next.Class(c.Class).Field(name); of != nil && nf != nil && of.Type == nf.Type && of.List == nf.List {
+		if of, nf := pc.Field(name), next.Class(c.Class).Field(name); of != nil && nf != nil && (of.Type == nf.Type && of.List == nf.List || schema.Widens(prev, next, of, nf)) {
 			kept = append(kept, name)
 		}
 	}

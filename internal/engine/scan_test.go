@@ -231,7 +231,7 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 					if of := fieldOf(s, name, f.Name); of != nil && of.ReadRole > role {
 						sc.hidden[k] = i
 					}
-					if prev == nil || sameColumn(prev, s, name, f.Name) {
+					if prev == nil || sameColumnParsed(prev, s, name, f.Name) {
 						continue
 					}
 					sc.broke[k] = i
@@ -266,7 +266,7 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 				if of := fieldOf(s, name, f.Name); of != nil && of.ReadRole > role {
 					sc.hidden[k] = i
 				}
-				if prev == nil || sameColumn(prev, s, name, f.Name) {
+				if prev == nil || sameColumnParsed(prev, s, name, f.Name) {
 					continue
 				}
 				sc.broke[k] = i
@@ -299,7 +299,7 @@ func scanParsed(firsts []int64, at int, load func(i int) (*sluice.Schema, error)
 				}
 				for _, f := range c.Fields {
 					of := fieldOf(s, name, f.Name)
-					if of == nil || of.Type.Kind != sluice.TypeReference || !lost[of.Type.Name] || !sameColumn(prev, s, name, f.Name) {
+					if of == nil || of.Type.Kind != sluice.TypeReference || !lost[of.Type.Name] || !sameColumnParsed(prev, s, name, f.Name) {
 						continue
 					}
 					k := fieldKey{name, f.Name}
@@ -360,4 +360,28 @@ func TestDigestsKeepNoSchemaText(t *testing.T) {
 			check("enum value", v)
 		}
 	}
+}
+
+// sameColumnParsed is sameColumn for parsed versions, as the schema
+// change decides it (schema.Widens for a reference of another type).
+func sameColumnParsed(prev, s *sluice.Schema, class, field string) bool {
+	af, bf := fieldOf(prev, class, field), fieldOf(s, class, field)
+	if af == nil || bf == nil {
+		return false
+	}
+	if af.Type != bf.Type || af.List != bf.List {
+		return schema.Widens(prev, s, af, bf)
+	}
+	if af.Type.Kind == sluice.TypeEnum {
+		ae, be := prev.Enum(af.Type.Name), s.Enum(bf.Type.Name)
+		if ae == nil || be == nil {
+			return false
+		}
+		for _, v := range ae.Values {
+			if !be.Has(v) {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -12,13 +12,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/schema"
 )
 
 // syncTables makes database dbID's tables match schema next, given that they
 // match prev (nil for a new database). Document classes get a table each;
 // fields a typed column each. A field whose column type, list-ness or element
 // type changed is dropped and re-added (its values are lost: the engine only
-// gets here for such a change with force). Removed classes and fields are
+// gets here for such a change with force), unless it is a reference widened
+// to a type its references all fit (retyped). Removed classes and fields are
 // dropped. Each document class's table has one index per entry of its
 // Indexes (see indexSQL); indexes no longer declared are dropped. Each
 // reference field's column has an index that serves backlinks
@@ -74,7 +76,7 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 			switch {
 			case of == nil:
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
-			case retyped(of, f):
+			case retyped(prev, next, of, f):
 				stmts = append(stmts,
 					fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, col),
 					fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
@@ -151,9 +153,14 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 	return syncCapture(ctx, q, dbID, role, next)
 }
 
-// retyped reports whether field of, changed to f, needs another column
-// (its type or list-ness changed): the column is dropped and added again.
-func retyped(of, f *sluice.Field) bool { return of.Type != f.Type || of.List != f.List }
+// retyped reports whether field of of prev, changed to f in next, needs
+// another column (its type or list-ness changed): the column is dropped
+// and added again. A reference widened to a type that every class its
+// references may point to fits (schema.Widens) keeps its column and its
+// values.
+func retyped(prev, next *sluice.Schema, of, f *sluice.Field) bool {
+	return (of.Type != f.Type || of.List != f.List) && !schema.Widens(prev, next, of, f)
+}
 
 // droppedDependents returns the objects outside database dbID's schema
 // (otherDependents) that depend on what syncTables drops to make its
@@ -178,7 +185,7 @@ func droppedDependents(ctx context.Context, q querier, dbID int64, prev, next *s
 			continue
 		}
 		for _, of := range old.Fields {
-			if f := c.Field(of.Name); f == nil || retyped(of, f) {
+			if f := c.Field(of.Name); f == nil || retyped(prev, next, of, f) {
 				tables, columns = append(tables, tbl), append(columns, of.Name)
 			}
 		}

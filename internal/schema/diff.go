@@ -57,6 +57,11 @@ const (
 	// DropIndex drops an index of a document class's table; Field lists
 	// its fields, comma-separated. Never destructive: no data is lost.
 	DropIndex
+	// WidenReference changes a reference field's type to one that every
+	// class its references may point to still fits (Widens): its stored
+	// references are kept. Never destructive. A change of whether it is
+	// required follows as RequireField or RelaxField.
+	WidenReference
 )
 
 // String returns the kind's name, as spelled in Go.
@@ -96,6 +101,8 @@ func (k ChangeKind) String() string {
 		return "AddIndex"
 	case DropIndex:
 		return "DropIndex"
+	case WidenReference:
+		return "WidenReference"
 	}
 	return fmt.Sprintf("ChangeKind(%d)", int(k))
 }
@@ -224,6 +231,17 @@ func diffClass(old, next *sluice.Schema, name string) []Change {
 		case of == nil:
 			out = append(out, Change{Kind: AddField, Class: name, Field: nf.Name,
 				Reason: fmt.Sprintf("adds field %s %s", path, typeString(nf))})
+		case Widens(old, next, of, nf):
+			out = append(out, Change{Kind: WidenReference, Class: name, Field: nf.Name,
+				Reason: fmt.Sprintf("changes field %s from %s to %s; its stored references are kept (each class they may point to is a %s)", path, typeString(of), typeString(nf), nf.Type.Name)})
+			switch {
+			case !of.Required && nf.Required:
+				out = append(out, Change{Kind: RequireField, Class: name, Field: nf.Name,
+					Reason: fmt.Sprintf("makes field %s required; existing %s values must have it", path, name)})
+			case of.Required && !nf.Required:
+				out = append(out, Change{Kind: RelaxField, Class: name, Field: nf.Name,
+					Reason: fmt.Sprintf("makes field %s optional", path)})
+			}
 		case of.Type != nf.Type || of.List != nf.List:
 			from, to := typeString(of), typeString(nf)
 			if of.Type.Kind != nf.Type.Kind {
@@ -250,6 +268,33 @@ func diffClass(old, next *sluice.Schema, name string) []Change {
 		}
 	}
 	return append(out, diffIndexes(oc, nc)...)
+}
+
+// Widens reports whether field of of schema from, changed to nf in
+// schema to, keeps its stored values as they are: both are references
+// of another type, both single or both lists, and every document class
+// a reference of of's type may point to in from is a document class that
+// one of nf's type may point to in to (owner: Person to owner: Named,
+// with Person implementing Named). Its column, and every reference in
+// it, stays.
+func Widens(from, to *sluice.Schema, of, nf *sluice.Field) bool {
+	if of.Type == nf.Type || of.List != nf.List || of.Type.Kind != sluice.TypeReference || nf.Type.Kind != sluice.TypeReference {
+		return false
+	}
+	for _, name := range orEmpty(from).Order {
+		if fitsReference(from, name, of.Type.Name) && !fitsReference(to, name, nf.Type.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// fitsReference reports whether, in s, a reference to class may point to
+// a document of class doc.
+func fitsReference(s *sluice.Schema, doc, class string) bool {
+	s = orEmpty(s)
+	dc := s.Class(doc)
+	return dc != nil && dc.Kind == sluice.KindDocument && s.IsA(doc, class)
 }
 
 // diffIndexes returns the indexes added to and dropped from the table of

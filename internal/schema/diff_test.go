@@ -62,6 +62,24 @@ func TestDiff(t *testing.T) {
 		{"reference target changes", "type A { b: B }\ntype B { x: Int }\ntype C { x: Int }", "type A { b: C }\ntype B { x: Int }\ntype C { x: Int }", []string{
 			"AlterField A.b destructive: changes field A.b from B to C; its stored values are dropped",
 		}},
+		{"reference widened to an interface its classes implement: kept",
+			"interface Named { name: String }\ntype Person implements Named { name: String }\ntype Boss implements Named { name: String }\ntype A { b: Person c: [Person!] d: Person e: Person! }",
+			"interface Named { name: String }\ntype Person implements Named { name: String }\ntype Boss implements Named { name: String }\ntype A { b: Named c: [Named!] d: Named! e: Named }", []string{
+				"WidenReference A.b: changes field A.b from Person to Named; its stored references are kept (each class they may point to is a Named)",
+				"WidenReference A.c: changes field A.c from [Person!] to [Named!]; its stored references are kept (each class they may point to is a Named)",
+				"WidenReference A.d: changes field A.d from Person to Named!; its stored references are kept (each class they may point to is a Named)",
+				"RequireField A.d: makes field A.d required; existing A values must have it",
+				"WidenReference A.e: changes field A.e from Person! to Named; its stored references are kept (each class they may point to is a Named)",
+				"RelaxField A.e: makes field A.e optional",
+			}},
+		{"reference narrowed, made a list, or widened to what a class leaves: dropped",
+			"interface Named { name: String }\ntype Person implements Named { name: String }\ntype Boss implements Named { name: String }\ntype A { b: Named c: Person d: Person }",
+			"interface Named { name: String }\ntype Person { name: String }\ntype Boss implements Named { name: String }\ntype A { b: Boss c: [Person!] d: Named }", []string{
+				"ChangeParents Person. destructive: makes Person no longer inherit from Named; references to Named may point to Person documents",
+				"AlterField A.b destructive: changes field A.b from Named to Boss; its stored values are dropped",
+				"AlterField A.c destructive: changes field A.c from Person to [Person!]; its stored values are dropped",
+				"AlterField A.d destructive: changes field A.d from Person to Named; its stored values are dropped",
+			}},
 		{"enum becomes a class", "enum B { X }\ntype A { b: B }", "type B { x: Int }\ntype A { b: B }", []string{
 			"AddClass B.: adds class B",
 			"AlterField A.b destructive: changes field A.b from enum B to reference to B; its stored values are dropped",
@@ -161,7 +179,7 @@ func TestDiffNil(t *testing.T) {
 
 func TestChangeKindString(t *testing.T) {
 	t.Parallel()
-	for k := AddEnum; k <= DropIndex; k++ {
+	for k := AddEnum; k <= WidenReference; k++ {
 		if s := k.String(); strings.HasPrefix(s, "ChangeKind(") {
 			t.Errorf("kind %d has no name", int(k))
 		}

@@ -214,7 +214,7 @@ func changeSeen(c Change, s *sluice.Schema, vis *Visibility) bool {
 	}
 	var fields []string
 	switch c.Kind {
-	case AddField, AddRequiredField, DropField, AlterField, RequireField, RelaxField, ChangeFieldRole:
+	case AddField, AddRequiredField, DropField, AlterField, RequireField, RelaxField, ChangeFieldRole, WidenReference:
 		fields = []string{c.Field}
 	case AddIndex, DropIndex:
 		fields = strings.Split(c.Field, ", ")
