@@ -60,6 +60,9 @@ type Store interface {
 	// of document classes under one of under (see
 	// engine.Engine.Regrouped), nil when it did not.
 	Regrouped(ctx context.Context, d *sluice.Database, c *sluice.Commit, under []string) (*engine.Regroup, error)
+	// SchemaChange returns the schema versions before and after commit
+	// c, a schema change (see engine.Engine.SchemaChange).
+	SchemaChange(ctx context.Context, d *sluice.Database, c *sluice.Commit) (before, after *sluice.Schema, err error)
 	// CurrentDatabase returns database d and its schema as they are
 	// now, read from Postgres, or NotFound when d was deleted.
 	CurrentDatabase(ctx context.Context, d *sluice.Database) (*sluice.Database, *sluice.Schema, error)

@@ -6,7 +6,9 @@ import (
 	"strings"
 
 	"github.com/99designs/gqlgen/graphql"
+	"github.com/99designs/gqlgen/graphql/executor"
 	"github.com/vektah/gqlparser/v2/ast"
+	"github.com/vektah/gqlparser/v2/gqlerror"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/schema"
@@ -63,16 +65,21 @@ func (es *ExecutableSchema) revise(ctx context.Context, req *Request, op operati
 	next, errs := srv.exec.CreateOperationContext(octx, &graphql.RawParams{Query: op.query, OperationName: op.name, Variables: op.variables,
 		ReadTime: graphql.TraceTiming{Start: start, End: start}})
 	if errs != nil {
-		msgs := make([]string, len(errs))
-		for i, e := range errs {
-			msgs[i] = e.Message
-		}
-		return nil, nil, nil, changedError(d, es.schema, s, es.role, what+" no longer validates: "+strings.Join(msgs, "; "))
+		return nil, nil, nil, changedError(d, es.schema, s, es.role, what+" no longer validates: "+errorMessages(errs))
 	}
 	if detail := retyped(es.gql, srv.es.gql, next); detail != "" {
 		return nil, nil, nil, changedError(d, es.schema, s, es.role, what+" "+detail)
 	}
 	return srv.es, &Request{User: req.User, DB: d}, next, nil
+}
+
+// errorMessages joins the messages of errs.
+func errorMessages(errs gqlerror.List) string {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Message
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // changedError is the error that ends a stream a schema change
@@ -200,7 +207,67 @@ func (s *Subscription) Revise(ctx context.Context) (*Subscription, error) {
 	if err != nil {
 		return nil, changedError(req.DB, s.es.schema, es.schema, es.role, "this subscription is refused by it: "+sluice.ErrorMessage(err))
 	}
+	next.since = s.since
 	return next, nil
+}
+
+// checkChangeThen returns the Conflict that ends s at c, the commit of a
+// schema change that s meets without having been revised for it: s was
+// prepared for that version or a later one (a stream resumed from before
+// the change, or started from a position before it). It is the error a
+// subscription open at the change got when it was revised for it (Revise),
+// judged from the version before the change to the version it made, so
+// that both end at the same commit with the same error, rather than the
+// resumed one going on with the values the change dropped shown as null.
+// An operation that does not validate against the version before the
+// change (it selects what a later change made) could be open at no
+// stream then: it goes on. This builds the GraphQL schemas of both
+// versions, for a replayed schema change only.
+func (s *Subscription) checkChangeThen(ctx context.Context, c *sluice.Commit) error {
+	if c.SchemaVersion > s.since {
+		return nil // revised for it
+	}
+	before, after, err := s.es.store.SchemaChange(ctx, s.req.DB, c)
+	if err != nil || before == nil || after == nil {
+		return err
+	}
+	prev, err := NewExecutableSchema(s.es.store, before, s.es.role, s.es.logger)
+	if err != nil {
+		return err
+	}
+	d := *s.req.DB
+	d.SchemaVersion = c.SchemaVersion
+	req := &Request{User: s.req.User, DB: &d}
+	if _, errs := prepareOperation(ctx, prev, req, s.op); errs != nil {
+		return nil
+	}
+	next, err := NewExecutableSchema(s.es.store, after, s.es.role, s.es.logger)
+	if err != nil {
+		return err
+	}
+	op, errs := prepareOperation(ctx, next, req, s.op)
+	if errs != nil {
+		return changedError(&d, before, after, s.es.role, "this subscription no longer validates: "+errorMessages(errs))
+	}
+	if detail := retyped(prev.gql, next.gql, op); detail != "" {
+		return changedError(&d, before, after, s.es.role, "this subscription "+detail)
+	}
+	if _, err := next.NewSubscription(op, req); err != nil {
+		return changedError(&d, before, after, s.es.role, "this subscription is refused by it: "+sluice.ErrorMessage(err))
+	}
+	return nil
+}
+
+// prepareOperation parses and validates op against es, for req, as a
+// request's operation is (validationRules); errs is why it does not
+// validate.
+func prepareOperation(ctx context.Context, es *ExecutableSchema, req *Request, op operation) (*graphql.OperationContext, gqlerror.List) {
+	exec := executor.New(es)
+	exec.SetDefaultRulesFn(validationRules)
+	start := graphql.Now()
+	octx := graphql.StartOperationTrace(WithRequest(ctx, req))
+	return exec.CreateOperationContext(octx, &graphql.RawParams{Query: op.query, OperationName: op.name, Variables: op.variables,
+		ReadTime: graphql.TraceTiming{Start: start, End: start}})
 }
 
 // Revise returns the live query prepared again for the current schema

@@ -40,6 +40,11 @@ type Subscription struct {
 	// op is the operation's text and variables, to prepare it again
 	// after a schema change (Revise).
 	op operation
+	// since is the schema version the subscription was first prepared
+	// for (Revise keeps it): a schema change's commit of a later version
+	// was judged when it was revised for it; one of this version or an
+	// older one is replayed, and judged when it is met (checkChangeThen).
+	since int
 
 	// A per-document subscription: class, change and optional filter.
 	class  string
@@ -79,7 +84,7 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 	if req == nil || req.DB == nil {
 		return nil, sluice.Errorf(sluice.CodeInternal, "graph: no request for the subscription")
 	}
-	s := &Subscription{es: es, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments}, req: req, op: operationOf(op)}
+	s := &Subscription{es: es, variables: op.Variables, doc: &ast.QueryDocument{Fragments: op.Doc.Fragments}, req: req, op: operationOf(op), since: es.version}
 	// The request's operation context collects the root fields: it has the
 	// same variables and fragments, and goes when the request does.
 	x := &execution{op: op, es: es, req: req}
@@ -229,6 +234,9 @@ func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]Subscrip
 func (s *Subscription) evaluate(x *execution, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	if c.NewSchema {
 		if err := s.checkSchemaThen(x.ctx, c); err != nil {
+			return nil, err
+		}
+		if err := s.checkChangeThen(x.ctx, c); err != nil {
 			return nil, err
 		}
 	}

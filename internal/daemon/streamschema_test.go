@@ -282,3 +282,50 @@ func TestWebhookAcrossInterfaceChange(t *testing.T) {
 	default:
 	}
 }
+
+// TestSubscriptionAcrossARetypeOpenAndResumed: a forced change retypes
+// Person.age, which the subscription selects. One open at the change
+// ends there with a CONFLICT naming it; one resumed from before the
+// change ends at the same commit with the same error (after Person/a's
+// event, whose Int age the new type shows as null). Before, the
+// resumed one went on past the change, with the values it dropped.
+func TestSubscriptionAcrossARetypeOpenAndResumed(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "retype", "type Person { name: String age: Int }")
+	p0 := dbPosition(t, d, "retype")
+	subscribe := func(header ...string) *dt.Stream {
+		s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/retype",
+			Body:   `{"query":"subscription { Person_added { _id age } }"}`,
+			Header: append([]string{"Accept", "text/event-stream"}, header...)})
+		if f := s.Event(); !strings.HasPrefix(f.String(), ": connected") {
+			t.Fatalf("first frame: %s", f)
+		}
+		return s
+	}
+	open := subscribe()
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/retype", `{"@type":"Person","@id":"a","name":"A","age":30}`)
+	if f := open.Event(); f.Field("data") != `{"data":{"Person_added":{"_id":"Person/a","age":30}}}` {
+		t.Fatalf("open subscription, Person/a: %s", f)
+	}
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/retype?force=true", "type Person { name: String age: String }")
+	ended := open.Event()
+	if !strings.Contains(ended.String(), `"CONFLICT"`) || !strings.Contains(ended.String(), "Person.age, now of type String (was Int)") {
+		t.Fatalf("open subscription at the retype: %s", ended)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/retype", `{"@type":"Person","@id":"b","name":"B","age":"x"}`)
+
+	resumed := subscribe("Last-Event-ID", p0)
+	if f := resumed.Event(); f.Field("data") != `{"data":{"Person_added":{"_id":"Person/a","age":null}}}` {
+		t.Fatalf("resumed subscription, Person/a: %s", f)
+	}
+	if f := resumed.Event(); f.Field("data") != ended.Field("data") {
+		t.Errorf("resumed from %s, before the retype: %s; want what the open one ended with: %s", p0, f, ended)
+	}
+	// Resumed from after the change, it goes on.
+	after := subscribe("Last-Event-ID", dbPosition(t, d, "retype"))
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/retype", `{"@type":"Person","@id":"c","name":"C","age":"y"}`)
+	if f := after.Event(); f.Field("data") != `{"data":{"Person_added":{"_id":"Person/c","age":"y"}}}` {
+		t.Errorf("resumed from after the retype: %s", f)
+	}
+}

@@ -92,29 +92,38 @@ type Regroup struct {
 // Sluice kept versions), only a selected class left no document class
 // is judged.
 func (e *Engine) Regrouped(ctx context.Context, d *sluice.Database, c *sluice.Commit, under []string) (*Regroup, error) {
-	if !c.NewSchema || c.SchemaVersion <= 1 {
-		return nil, nil
-	}
-	after, err := e.store.SchemaAt(ctx, d.ID, c.SchemaVersion)
-	if err != nil {
+	before, after, err := e.SchemaChange(ctx, d, c)
+	if err != nil || after == nil {
 		return nil, err
+	}
+	return regrouped(before, after, under), nil
+}
+
+// SchemaChange returns, when commit c of d is a schema change, the schema
+// version before it (nil when not known: a change from before Sluice kept
+// versions) and the version it made; nil and nil for any other commit.
+func (e *Engine) SchemaChange(ctx context.Context, d *sluice.Database, c *sluice.Commit) (before, after *sluice.Schema, err error) {
+	if !c.NewSchema || c.SchemaVersion <= 1 {
+		return nil, nil, nil
+	}
+	if after, err = e.store.SchemaAt(ctx, d.ID, c.SchemaVersion); err != nil {
+		return nil, nil, err
 	}
 	at := *d
 	at.SchemaVersion = max(d.SchemaVersion, c.SchemaVersion)
 	vs, err := e.store.SchemaVersions(ctx, &at)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var before *sluice.Schema
 	for _, v := range vs {
 		if v.Version == c.SchemaVersion-1 {
 			if before, err = e.store.SchemaAt(ctx, d.ID, v.Version); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			break
 		}
 	}
-	return regrouped(before, after, under), nil
+	return before, after, nil
 }
 
 // Regrouped is Engine.Regrouped for the reader's database.
