@@ -231,7 +231,7 @@ func (s *Subscription) checkChangeThen(ctx context.Context, c *sluice.Commit) er
 	if err != nil || before == nil || after == nil {
 		return err
 	}
-	prev, err := NewExecutableSchema(s.es.store, before, s.es.role, s.es.logger)
+	prev, err := s.es.versionSchema(s.req.DB, c.SchemaVersion-1, before)
 	if err != nil {
 		return err
 	}
@@ -241,7 +241,7 @@ func (s *Subscription) checkChangeThen(ctx context.Context, c *sluice.Commit) er
 	if _, errs := prepareOperation(ctx, prev, req, s.op); errs != nil {
 		return nil
 	}
-	next, err := NewExecutableSchema(s.es.store, after, s.es.role, s.es.logger)
+	next, err := s.es.versionSchema(s.req.DB, c.SchemaVersion, after)
 	if err != nil {
 		return err
 	}
@@ -256,6 +256,23 @@ func (s *Subscription) checkChangeThen(ctx context.Context, c *sluice.Commit) er
 		return changedError(&d, before, after, s.es.role, "this subscription is refused by it: "+sluice.ErrorMessage(err))
 	}
 	return nil
+}
+
+// versionSchema returns the executable schema of s, version v of
+// database d, for es's role. Subscriptions resumed at once (after a
+// restart) that replay the same schema change build it once between
+// them; it is not kept.
+func (es *ExecutableSchema) versionSchema(d *sluice.Database, v int, s *sluice.Schema) (*ExecutableSchema, error) {
+	if es.handler == nil {
+		return NewExecutableSchema(es.store, s, es.role, es.logger)
+	}
+	x, err, _ := es.handler.building.Do(fmt.Sprintf("version %d/%d/%d", d.ID, es.role, v), func() (any, error) {
+		return NewExecutableSchema(es.store, s, es.role, es.logger)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return x.(*ExecutableSchema), nil
 }
 
 // prepareOperation parses and validates op against es, for req, as a
