@@ -33,11 +33,18 @@ func (db *DB) CreateStreamTicket(ctx context.Context, hash []byte, c *sluice.Cre
 		if err := lockUser(ctx, tx, c.User.ID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM sluice.stream_tickets WHERE expires_at <= now()"); err != nil {
+		// Any user's expired tickets go, but for those another
+		// transaction holds (a redemption, or a user's deletion, which
+		// deletes them anyway): waiting for them here, holding this
+		// user's row, deadlocked with a deletion of several users (an
+		// organization's) that held another user's expired ticket and
+		// came to this user next. So the count leaves them out.
+		if _, err := tx.Exec(ctx, `DELETE FROM sluice.stream_tickets WHERE hash IN (
+			SELECT hash FROM sluice.stream_tickets WHERE expires_at <= now() FOR UPDATE SKIP LOCKED)`); err != nil {
 			return err
 		}
 		var live int
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.stream_tickets WHERE user_id = $1", c.User.ID).Scan(&live); err != nil {
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.stream_tickets WHERE user_id = $1 AND expires_at > now()", c.User.ID).Scan(&live); err != nil {
 			return err
 		}
 		if live >= maxPerUser {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
@@ -91,5 +92,83 @@ func TestConcurrentCreationsKeepTheUserCaps(t *testing.T) {
 	}
 	if made := concurrently(t, n, "API tokens", func(i int) error { return token(rita, i, limit) }); made != limit {
 		t.Errorf("%d API tokens made at once, want the cap's %d", made, limit)
+	}
+}
+
+// TestStreamTicketWaitsForNoOtherUser: a stream ticket is made while a
+// deletion of several users (an organization's) holds the user it
+// deleted first, with that user's expired ticket, and comes to the
+// ticket's user next. The creation locked its user's row, then waited
+// to delete the expired ticket the deletion held, while the deletion
+// waited for that row: Postgres broke the deadlock by failing one of
+// them. Both are made now: the creation leaves a ticket another
+// transaction holds to it.
+func TestStreamTicketWaitsForNoOtherUser(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	var ann, bob *sluice.User
+	if _, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+		if err := tx.CreateOrganization(ctx, "locks"); err != nil {
+			return err
+		}
+		ann, bob = &sluice.User{Org: "locks", Name: "ann"}, &sluice.User{Org: "locks", Name: "bob"}
+		if err := tx.CreateUser(ctx, ann, "hash"); err != nil {
+			return err
+		}
+		return tx.CreateUser(ctx, bob, "hash")
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.CreateStreamTicket(ctx, []byte("ann-ticket"), &sluice.Credential{User: ann}, "", time.Millisecond, 10); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, 30*time.Second, "ann's ticket expires", func() bool {
+		var n int
+		err := db.QueryRowForTest(ctx, "SELECT count(*) FROM sluice.stream_tickets WHERE expires_at <= now()", &n)
+		return err == nil && n == 1
+	})
+
+	annGone, next := make(chan struct{}), make(chan struct{})
+	deleted := make(chan error, 1)
+	go func() {
+		_, err := db.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
+			if err := tx.DeleteUser(ctx, ann); err != nil {
+				return err
+			}
+			close(annGone)
+			<-next
+			return tx.DeleteUser(ctx, bob)
+		}})
+		deleted <- err
+	}()
+	<-annGone
+	made := make(chan error, 1)
+	go func() {
+		_, err := db.CreateStreamTicket(ctx, []byte("bob-ticket"), &sluice.Credential{User: bob}, "", time.Hour, 10)
+		made <- err
+	}()
+	var madeErr error
+	madeDone := false
+	eventually.True(t, 30*time.Second, "bob's ticket is made, or waits for a lock", func() bool {
+		select {
+		case madeErr = <-made:
+			madeDone = true
+			return true
+		default:
+		}
+		var n int
+		err := db.QueryRowForTest(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'", &n)
+		return err == nil && n == 1
+	})
+	close(next)
+	if !madeDone {
+		madeErr = <-made
+	}
+	if madeErr != nil {
+		t.Errorf("bob's stream ticket, made while ann's deletion held her expired one: %v", madeErr)
+	}
+	if err := <-deleted; err != nil {
+		t.Errorf("the deletion of ann and then bob: %v", err)
 	}
 }
