@@ -282,6 +282,28 @@ func CheckIndex(d *Database, param string, p Position, n int) error {
 	return Errorf(CodeInvalid, "%s %s names no event of %s: commit %d has %d changes, at indexes 0 to %d (the position of its end is %s)", param, p, d.Path(), p.Seq, n, n-1, end)
 }
 
+// CheckTag returns nil when position p of database d, given as param
+// (the parameter or header that carried it), has no tag, or the tag of
+// stamp s, that of the commit of number p.Seq the log holds (zero when
+// it holds none: pruned, or past its end, which History.Check judges).
+// Otherwise the commit p was made from was lost (a Postgres failover or
+// a restore) and a new commit took its number: ReplacedError. Every
+// reader of a client's position checks it so, in a statement it runs
+// anyway: a read from it would go on from a state the log never had.
+func CheckTag(d *Database, param string, p Position, s Stamp) error {
+	if p.Tag == "" || s.IsZero() || TaggedStamp(p.Tag).Is(s) {
+		return nil
+	}
+	return ReplacedError(d, param, p)
+}
+
+// ReplacedError returns the CodeGone error of a read of database d from
+// position p, given as param, whose commit the log no longer holds,
+// another commit having its number (CheckTag).
+func ReplacedError(d *Database, param string, p Position) error {
+	return Errorf(CodeGone, "%s %s names a commit the log of %s no longer holds: commit %d of the log is another commit, the one the position was in having been lost (a Postgres failover or a restore) and a new commit having taken its number; re-read the current state", param, p, d.Path(), p.Seq)
+}
+
 // Taken returns the cursor of a reader that has taken piece c: at the end
 // of its commit, or at its last change when more of the commit follow
 // (Partial).

@@ -137,5 +137,5 @@ func lostError(d *sluice.Database, head int64) error {
 func replacedError(d *sluice.Database, m sluice.Cursor, of sluice.Stamp) error {
 	p := m.Position(d.Epoch)
 	p.Tag = of.Tag()
-	return sluice.Errorf(sluice.CodeGone, "position %s names a commit the log of %s no longer holds: commit %d of the log is another commit, the one the position was in having been lost (a Postgres failover or a restore) and a new commit having taken its number; re-read the current state", p, d.Path(), p.Seq)
+	return sluice.ReplacedError(d, "position", p)
 }

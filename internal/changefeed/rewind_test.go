@@ -1,6 +1,7 @@
 package changefeed
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -364,5 +365,52 @@ func TestResumeFromReplacedCommitIsGone(t *testing.T) {
 	s := subscribe(t, h, &untagged, Options{})
 	if got := changesOf(t, s, 1); got[0] != (sluice.Position{Epoch: testDB.Epoch, Seq: 2, Index: 1}) {
 		t.Fatalf("from %v, untagged: got %v", untagged, got)
+	}
+}
+
+// TestScanFromReplacedCommitIsGone: a resumed live query judges with
+// Scan whether the log since its client's position can have changed its
+// result. From a tagged position of commit 2 after the log lost commit 2
+// and a new commit took its number, Scan is Gone, naming the position
+// and the commit, before it hands on any commit (the live query then
+// sends its current result); before, it judged the new log's commits as
+// if they followed the client's, and could find nothing changed. An
+// untagged position is not checked; a tagged one of a commit the log
+// holds reads on.
+func TestScanFromReplacedCommitIsGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newFakeStore()
+	store.add("T")
+	lost := store.add("T", "T")
+	h, tl := runTailer(t, store, TailerOptions{Poll: time.Hour})
+	waitFor(t, func() bool { return tl.Running() && store.listens.Load() == 1 })
+	scan := func(from sluice.Position) ([]int64, error) {
+		var seqs []int64
+		err := h.Scan(ctx, testDB, from, 3, func(c *sluice.Commit) bool {
+			seqs = append(seqs, c.Seq)
+			return true
+		})
+		return seqs, err
+	}
+	store.add("T")
+	if got, err := scan(lost.End()); err != nil || !slices.Equal(got, []int64{3}) {
+		t.Fatalf("from the end of commit 2, still in the log: %v, %v", got, err)
+	}
+
+	store.mu.Lock()
+	store.commits = store.commits[:1]
+	store.mu.Unlock()
+	store.add("U", "U") // the new commit 2
+	store.add("U")
+	for _, from := range []sluice.Position{lost.End(), lost.Position(0)} {
+		got, err := scan(from)
+		want := fmt.Sprintf("position %s names a commit the log of %s no longer holds: commit 2 of the log is another commit", from, testDB.Path())
+		if sluice.ErrorCode(err) != sluice.CodeGone || !strings.Contains(err.Error(), want) || len(got) > 0 {
+			t.Fatalf("from %v, in the lost commit 2: %v, %v; want a Gone error saying %q before any commit", from, got, err, want)
+		}
+	}
+	if got, err := scan(lost.End().Untagged()); err != nil || !slices.Equal(got, []int64{3}) {
+		t.Fatalf("from %v, untagged: %v, %v", lost.End().Untagged(), got, err)
 	}
 }

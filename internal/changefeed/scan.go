@@ -2,6 +2,7 @@ package changefeed
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -11,7 +12,11 @@ import (
 // piece in order until fn returns false. It returns a CodeGone error when
 // that history was pruned (or from is not of d's epoch: sluice.NotOf), a CodeInvalid
 // one when from is ahead of upTo or names no event (inside a commit past
-// its last change: Hub.checkIndex, as a resumed stream). A resumed live query judges with it
+// its last change: Hub.checkIndex, as a resumed stream), and a CodeGone
+// one when from's tag names a commit the log no longer holds, another
+// having taken its number (sluice.ReplacedError): from the end of commit
+// upTo, which the caller read, it checks nothing, the caller comparing
+// the tags. A resumed live query judges with it
 // whether anything since its client's position can have changed its
 // result; what it costs grows with the changes read, and stops at the
 // first fn refuses.
@@ -40,11 +45,18 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 	if err := h.checkIndex(ctx, d, from); err != nil {
 		return err
 	}
+	// The first read checks the commit from names by its tag, if it has
+	// one (rewind.go): a replaced one is Gone, as for a resumed stream.
+	of := sluice.TaggedStamp(from.Tag)
 	for m.Less(sluice.WholeCursor(upTo)) {
-		cs, more, err := h.readLogAt(ctx, d, m.After(), sluice.Stamp{})
+		cs, more, err := h.readLogAt(ctx, d, m.After(), of)
+		if errors.Is(err, sluice.ErrCommitReplaced) {
+			return sluice.ReplacedError(d, "position", from)
+		}
 		if err != nil {
 			return err
 		}
+		of = sluice.Stamp{}
 		if len(cs) == 0 {
 			return nil // the log ends before upTo: nothing more to judge
 		}

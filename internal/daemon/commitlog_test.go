@@ -27,9 +27,10 @@ type commitJSON struct {
 
 // changesPage is a page of /api/changes.
 type changesPage struct {
-	Next    string       `json:"next"`
-	More    bool         `json:"more"`
-	Commits []commitJSON `json:"commits"`
+	Next     string       `json:"next"`
+	More     bool         `json:"more"`
+	Position string       `json:"position"`
+	Commits  []commitJSON `json:"commits"`
 }
 
 // allChanges reads the whole change history of admin/<db>, page by page.

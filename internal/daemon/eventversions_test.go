@@ -120,7 +120,7 @@ func TestEventVersionsOfChangesWithinACommit(t *testing.T) {
 	seqs := make([]string, len(commits))
 	for i, c := range commits {
 		c.write()
-		pos := headPositionOf(t, d, "twice", "X") // <epoch>-<seq>-2147483647
+		pos := headPositionOf(t, d, "twice", "X") // <epoch>-<seq>-2147483647-<tag>
 		seqs[i] = strings.Split(pos, "-")[1]
 	}
 	var now struct {

@@ -192,7 +192,7 @@ func logSubjects(t *testing.T, d *dt.Daemon) []event {
 		}
 		for _, c := range page.Commits {
 			for _, ch := range c.Changes {
-				out = append(out, event{ch.Position, ch.ID})
+				out = append(out, event{dt.Untag(ch.Position), ch.ID}) // compared with ids by their numbers
 			}
 		}
 		if !page.More {

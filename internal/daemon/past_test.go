@@ -791,7 +791,7 @@ func TestVersionsOfChangesWithinACommit(t *testing.T) {
 	}
 	// As of the SQL commit's first change: X/sql as it made it, with no
 	// version; X/api as its mutation left it, with that version.
-	mid := strings.TrimSuffix(end, "2147483647") + "0"
+	mid := strings.TrimSuffix(dt.Untag(end), "2147483647") + "0"
 	want := fmt.Sprintf(`{"X":[{"_id":"X/api","v":400,"_version":%q},{"_id":"X/sql","v":300,"_version":""}]}`, now.X[0].Version)
 	if got := gqlData(t, d, dt.Admin(), "twice", `{ X(asOf: "`+mid+`") { _id v _version } }`); got != want {
 		t.Errorf("as of %s: %s, want %s", mid, got, want)

@@ -141,6 +141,9 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 		return nil, sluice.Position{}, err
 	}
 	sq.To = sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
+	if now, ok := snap.Position(); ok && now.Seq == h.LastSeq {
+		sq.To = now // tagged with its commit, as a read's position is
+	}
 	if q.To != nil {
 		if _, err := e.checkPast(ctx, d, "to", *q.To); err != nil {
 			return nil, sluice.Position{}, err

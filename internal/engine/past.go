@@ -177,17 +177,17 @@ func ParsePosition(param, text string) (sluice.Position, error) {
 
 // checkPast checks that pos (given as param) is a position of d that the
 // snapshot ctx carries can read the state at: of this incarnation of d,
-// not ahead of its log, within its retained history. It returns the
-// history the snapshot sees.
+// not ahead of its log, within its retained history, of the commit the
+// log holds (checkCommit). It returns the history the snapshot sees.
 func (e *Engine) checkPast(ctx context.Context, d *sluice.Database, param string, pos sluice.Position) (sluice.History, error) {
 	if err := checkEpoch(d, param, pos); err != nil {
 		return sluice.History{}, err
 	}
-	h, err := e.store.History(ctx, d.ID)
+	h, c, err := e.store.PositionHistory(ctx, d.ID, pos)
 	if err != nil {
 		return h, err
 	}
-	return h, e.checkRetained(ctx, d, param, pos, h)
+	return h, checkRetained(d, param, pos, h, c)
 }
 
 // checkEpoch checks that pos (given as param) is a position of this
@@ -201,8 +201,9 @@ func checkEpoch(d *sluice.Database, param string, pos sluice.Position) error {
 
 // checkRetained checks that pos (given as param), a position of d, is
 // not ahead of its log and within its retained history, as history h
-// (the snapshot's) says, and names an event (checkIndex).
-func (e *Engine) checkRetained(ctx context.Context, d *sluice.Database, param string, pos sluice.Position, h sluice.History) error {
+// (the snapshot's) says, and names an event of commit c, the commit it
+// names as the snapshot reads it (checkCommit).
+func checkRetained(d *sluice.Database, param string, pos sluice.Position, h sluice.History, c postgres.PositionCommit) error {
 	if pos.Seq > h.LastSeq {
 		return sluice.Errorf(sluice.CodeInvalid, "%s %s is ahead of the log of %s, whose newest commit is %d", param, pos, d.Path(), h.LastSeq)
 	}
@@ -210,28 +211,31 @@ func (e *Engine) checkRetained(ctx context.Context, d *sluice.Database, param st
 		oldest := sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}
 		return sluice.Errorf(sluice.CodeHistoryGone, "%s %s is older than the history %s retains (log_retention); the oldest position it can read is %s", param, pos, d.Path(), oldest)
 	}
-	return e.checkIndex(ctx, d, param, pos)
+	return checkCommit(d, param, pos, c)
 }
 
-// checkIndex checks that pos (given as param), a retained position of d
-// not ahead of its log, names an event: the end of a commit, or one of
-// its changes. A position past the last change of its commit names
-// nothing (no read, write or event answers it), and is a CodeInvalid
-// error rather than read as the end of the commit: sluice.CheckIndex's,
-// which a resumed stream gives too.
-func (e *Engine) checkIndex(ctx context.Context, d *sluice.Database, param string, pos sluice.Position) error {
-	if pos.Index == sluice.WholeCommit {
-		return nil
-	}
-	end := sluice.Position{Epoch: pos.Epoch, Seq: pos.Seq, Index: sluice.WholeCommit}
-	if pos.Seq == 0 {
+// checkCommit checks that pos (given as param), a retained position of d
+// not ahead of its log, names an event of commit c, the commit of its
+// number the log holds (read in a statement the reader runs anyway:
+// postgres.PositionCommit). A tagged position of another commit (its
+// own was lost in a Postgres failover or a restore, and c took its
+// number) is sluice.CheckTag's CodeGone error, as a resumed stream's. A
+// position past the last change of its commit names nothing (no read,
+// write or event answers it), and is a CodeInvalid error rather than
+// read as the end of the commit: sluice.CheckIndex's, which a resumed
+// stream gives too.
+func checkCommit(d *sluice.Database, param string, pos sluice.Position, c postgres.PositionCommit) error {
+	if pos.Seq == 0 && pos.Index != sluice.WholeCommit {
+		end := sluice.Position{Epoch: pos.Epoch, Seq: pos.Seq, Index: sluice.WholeCommit}
 		return sluice.Errorf(sluice.CodeInvalid, "%s %s names no event of %s: commit 0 is none (the position before the first commit is %s)", param, pos, d.Path(), end)
 	}
-	n, ok, err := e.store.ChangeCount(ctx, d.ID, pos.Seq)
-	if err != nil || !ok {
-		return err // a commit not found was pruned: the read finds out
+	if !c.Found {
+		return nil // a commit not found was pruned: the read finds out
 	}
-	return sluice.CheckIndex(d, param, pos, n)
+	if err := sluice.CheckTag(d, param, pos, c.Stamp); err != nil {
+		return err
+	}
+	return sluice.CheckIndex(d, param, pos, c.Changes)
 }
 
 // ReadAsOf makes the reads of snap, the snapshot ctx carries, read database
@@ -239,10 +243,12 @@ func (e *Engine) checkIndex(ctx context.Context, d *sluice.Database, param strin
 // for a reader with role. It runs the snapshot's first statement, which
 // checks pos (checkPast: a CodeInvalid error for a position of another
 // database or epoch or ahead of the log, CodeHistoryGone for one older
-// than retained history) and counts the changes from pos to the head of
-// the log, which every statement of the read reads and sorts: more than
-// max_past_changes is a CodeInvalid error naming the oldest position a
-// read reaches, before anything reads them. It returns what of the state
+// than retained history, CodeGone for one whose tag names a commit the
+// log no longer holds, another having taken its number) and counts the
+// changes from pos to the head of the log, which every statement of the
+// read reads and sorts: more than max_past_changes is a CodeInvalid
+// error naming the oldest position a read reaches, before anything
+// reads them. It returns what of the state
 // then the reader can be shown.
 func (e *Engine) ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position) (*Past, error) {
 	return e.readAsOf(ctx, d, s, role, snap, param, pos, e.maxPastChanges, false)
@@ -301,11 +307,11 @@ func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param s
 	if err := checkEpoch(d, param, pos); err != nil {
 		return err
 	}
-	h, rg, err := e.store.PastRange(ctx, d, pos, most)
+	h, rg, c, err := e.store.PastRange(ctx, d, pos, most)
 	if err != nil {
 		return err
 	}
-	if err := e.checkRetained(ctx, d, param, pos, h); err != nil || !rg.Over {
+	if err := checkRetained(d, param, pos, h, c); err != nil || !rg.Over {
 		return err
 	}
 	what := "changes"

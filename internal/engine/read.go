@@ -265,7 +265,9 @@ const MaxIndex = sluice.WholeCommit
 // at most limit commits, with change images of at most maxBytes in all
 // (see postgres.DB.Changes; a large commit spans pages), redacted for u.
 // A position from another epoch or older than retained history gives a
-// Gone error: never a silent gap.
+// Gone error, as does one whose tag names a commit the log no longer
+// holds, another having taken its number (sluice.CheckTag, checked in
+// the statement that reads the history): never a silent gap.
 func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
 	var page *sluice.ChangePage
 	var pos sluice.Position
@@ -284,7 +286,7 @@ func (e *Engine) Changes(ctx context.Context, u *sluice.User, org, name string, 
 func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, after sluice.Position, limit int, maxBytes int64) (*sluice.ChangePage, sluice.Position, error) {
 	ctx, snap := e.ReadSnapshot(ctx, d)
 	defer snap.Close()
-	h, err := e.store.History(ctx, d.ID)
+	h, named, err := e.store.PositionHistory(ctx, d.ID, after)
 	if err != nil {
 		return nil, sluice.Position{}, err
 	}
@@ -294,7 +296,7 @@ func (e *Engine) changes(ctx context.Context, u *sluice.User, d *sluice.Database
 	if err := h.Check(d, after); err != nil {
 		return nil, sluice.Position{}, err
 	}
-	if err := e.checkIndex(ctx, d, "position", after); err != nil {
+	if err := checkCommit(d, "position", after, named); err != nil {
 		return nil, sluice.Position{}, err
 	}
 	// The page starts after the cursor of a reader that has after.

@@ -122,3 +122,11 @@ var readPosition = regexp.MustCompile(`,"extensions":\{"position":"[a-z0-9]+-[0-
 // withoutPosition returns s without the positions of query and mutation
 // results (see position_test.go), for tests of what else they hold.
 func withoutPosition(s string) string { return readPosition.ReplaceAllString(s, "") }
+
+// positionTag matches the tag of a position in JSON text (its commit's:
+// sluice.Position.Tag).
+var positionTag = regexp.MustCompile(`([a-z0-9]+-[0-9]+-[0-9]+)-[0-9a-v]{8}"`)
+
+// untagPositions returns JSON text s with its positions without their
+// tags (as dt.Untag), to compare with positions written from numbers.
+func untagPositions(s string) string { return positionTag.ReplaceAllString(s, `$1"`) }

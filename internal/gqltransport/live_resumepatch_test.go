@@ -61,7 +61,7 @@ func (c *patchClient) take(s *stream) {
 // seq, and checks it is want, the answer of a query read then.
 func (c *patchClient) until(s *stream, seq int64, want string) {
 	c.t.Helper()
-	for !strings.HasSuffix(c.id, fmt.Sprintf("-%d-2147483647", seq)) {
+	for !strings.HasSuffix(dt.Untag(c.id), fmt.Sprintf("-%d-2147483647", seq)) {
 		c.take(s)
 	}
 	var got any

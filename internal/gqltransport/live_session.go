@@ -188,6 +188,11 @@ func (t *transport) readSince(ctx context.Context, lq *graph.LiveQuery, from slu
 	if run.Position.Epoch == "" {
 		return run, true, nil
 	}
+	if from.Seq == run.Position.Seq && from.Index == sluice.WholeCommit && from.Tag != "" && run.Position.Tag != "" && from.Tag != run.Position.Tag {
+		// The commit from names was lost (a Postgres failover) and the
+		// one read took its number: the result at from is not the log's.
+		return run, true, nil
+	}
 	pieces := 0
 	err = t.opts.Streams.Scan(ctx, lq.Database(), from, run.Position.Seq, func(c *sluice.Commit) bool {
 		if t.live.scanned != nil {

@@ -52,7 +52,7 @@ func parseLiveResult(t testing.TB, id, msg string) liveResult {
 	if err := json.Unmarshal([]byte(msg), &m); err != nil || m.Errors != nil {
 		t.Fatalf("result %s: %v", msg, err)
 	}
-	if m.Extensions.Position != id || m.Extensions.LastEventID != id || !strings.HasSuffix(id, "-2147483647") {
+	if m.Extensions.Position != id || m.Extensions.LastEventID != id || !strings.HasSuffix(dt.Untag(id), "-2147483647") {
 		t.Fatalf("result at %s carries position %q and lastEventId %q: %s", id, m.Extensions.Position, m.Extensions.LastEventID, msg)
 	}
 	parts := strings.Split(id, "-")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -183,28 +184,34 @@ func (db *DB) DiffRange(ctx context.Context, d *sluice.Database, from, to sluice
 	return r.over(d, from, most), nil
 }
 
-// PastRange returns the history of database d (as History does) and
+// PastRange returns the history of database d (as History does),
 // whether the log from position from (retained, not ahead of it) to its
 // head holds more than most changes (most at least 1), counted as
-// DiffRange counts them, in one statement: so a read of the past that
-// begins with it (its snapshot's first statement) learns both in the one
-// round trip that begins it.
-func (db *DB) PastRange(ctx context.Context, d *sluice.Database, from sluice.Position, most int64) (sluice.History, DiffRange, error) {
+// DiffRange counts them, and, when the checks of client position from
+// need it (NamesCommit), the commit it names (as PositionCommit), in one
+// statement: so a read of the past that begins with it (its snapshot's
+// first statement) learns all of it in the one round trip that begins it.
+func (db *DB) PastRange(ctx context.Context, d *sluice.Database, from sluice.Position, most int64) (sluice.History, DiffRange, PositionCommit, error) {
 	var h sluice.History
 	var r struct{ seq, n, upto, prev, first *int64 }
-	err := db.reader(ctx, d.ID).QueryRow(ctx, `SELECT h.last_seq, h.pruned_seq, r.seq, r.n, r.upto, r.prev, r.first
+	var n *int
+	var uid *int64
+	var at *time.Time
+	err := db.reader(ctx, d.ID).QueryRow(ctx, `SELECT h.last_seq, h.pruned_seq, r.seq, r.n, r.upto, r.prev, r.first, c.n_changes, c.uid, c.committed_at
 		FROM sluice.commit_counters h LEFT JOIN LATERAL (`+rangeSQL("$4", "h.last_seq", strconv.Itoa(sluice.WholeCommit), "$5", "$6")+`) r ON true
+		LEFT JOIN sluice.commits c ON $7 AND c.db_id = h.db_id AND c.seq = $3
 		WHERE h.db_id = $1`,
-		d.ID, rangeFromSeq(from), from.Seq, int64(from.Index), most+2, most).Scan(&h.LastSeq, &h.PrunedSeq, &r.seq, &r.n, &r.upto, &r.prev, &r.first)
+		d.ID, rangeFromSeq(from), from.Seq, int64(from.Index), most+2, most, NamesCommit(from)).Scan(&h.LastSeq, &h.PrunedSeq, &r.seq, &r.n, &r.upto, &r.prev, &r.first, &n, &uid, &at)
 	if errors.Is(mapError(err), errNotFound) {
-		return h, DiffRange{}, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", d.ID)
+		return h, DiffRange{}, PositionCommit{}, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", d.ID)
 	} else if err != nil {
-		return h, DiffRange{}, mapError(err)
+		return h, DiffRange{}, PositionCommit{}, mapError(err)
 	}
+	c := positionCommit(n, uid, at)
 	if r.seq == nil {
-		return h, DiffRange{}, nil
+		return h, DiffRange{}, c, nil
 	}
-	return h, rangeRow{*r.seq, *r.n, *r.upto, *r.first, r.prev}.over(d, from, most), nil
+	return h, rangeRow{*r.seq, *r.n, *r.upto, *r.first, r.prev}.over(d, from, most), c, nil
 }
 
 // OldestPast returns the oldest position of database d from which the

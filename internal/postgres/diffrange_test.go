@@ -69,7 +69,7 @@ func TestDiffRangeCounts(t *testing.T) {
 		if c.to != pos(6, whole) {
 			continue
 		}
-		h, got, err := db.PastRange(ctx, d, c.from, c.most)
+		h, got, _, err := db.PastRange(ctx, d, c.from, c.most)
 		if err != nil || got != c.want || h.LastSeq != 6 {
 			t.Errorf("PastRange(%s, %d) = %+v, %+v, %v; want %+v", c.from, c.most, h, got, err, c.want)
 		}

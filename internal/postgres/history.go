@@ -49,7 +49,8 @@ func (db *DB) Changes(ctx context.Context, d *sluice.Database, after sluice.Posi
 	if last.rows == 0 {
 		lastIdx = sluice.WholeCommit
 	}
-	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.seq, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
+	// The uid, with the time, tags the page's positions (Commit.Position).
+	rows, err := db.reader(ctx, d.ID).Query(ctx, `SELECT c.seq, c.uid, c.author, c.message, c.user_name, c.committed_at, c.n_changes, c.row_images,
 			ch.idx, ch.doc_ids, ch.ops, ch.befores, ch.afters
 		FROM sluice.commits c
 		LEFT JOIN sluice.changes ch ON ch.commit_uid = c.uid
@@ -72,7 +73,7 @@ read:
 		var ids []string
 		var ops []int16
 		var befores, afters []byte
-		if err := rows.Scan(&seq, &hdr.Author, &hdr.Message, &hdr.User, &hdr.Time, &hdr.NumChanges, &hdr.RowImages,
+		if err := rows.Scan(&seq, &hdr.UID, &hdr.Author, &hdr.Message, &hdr.User, &hdr.Time, &hdr.NumChanges, &hdr.RowImages,
 			&idx, &ids, &ops, &befores, &afters); err != nil {
 			return nil, mapError(err)
 		}
@@ -307,8 +308,7 @@ func (db *DB) Log(ctx context.Context, d *sluice.Database, before int64, limit i
 	page.Commits = make([]*sluice.Commit, 0, n)
 	for rows.Next() {
 		c := &sluice.Commit{Epoch: d.Epoch}
-		var uid int64
-		if err := scanCommit(rows, c, &uid); err != nil {
+		if err := scanCommit(rows, c, &c.UID); err != nil {
 			return nil, mapError(err)
 		}
 		page.Commits = append(page.Commits, c)

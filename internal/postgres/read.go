@@ -140,15 +140,71 @@ func (db *DB) History(ctx context.Context, dbID int64) (sluice.History, error) {
 // is written (SQL commits included), so it names exactly the positions of
 // its changes: 0 to the count less one.
 func (db *DB) ChangeCount(ctx context.Context, dbID, seq int64) (int, bool, error) {
-	var n int
-	err := db.reader(ctx, dbID).QueryRow(ctx, "SELECT n_changes FROM sluice.commits WHERE db_id = $1 AND seq = $2", dbID, seq).Scan(&n)
+	c, err := db.PositionCommit(ctx, dbID, sluice.Position{Seq: seq})
+	return c.Changes, c.Found, err
+}
+
+// PositionCommit is the commit of the log a client's position names, as
+// the checks of the position read it: its count of changes (ChangeCount,
+// for sluice.CheckIndex) and its stamp (for sluice.CheckTag). Found is
+// false when the log does not hold the commit (pruned, or past its end),
+// or when the checks of the position need nothing of it (NamesCommit).
+type PositionCommit struct {
+	Found   bool
+	Changes int
+	Stamp   sluice.Stamp
+}
+
+// NamesCommit reports whether the checks of client position p read the
+// commit it names: p is inside it (sluice.CheckIndex) or carries its tag
+// (sluice.CheckTag). The end of a commit without a tag needs nothing.
+func NamesCommit(p sluice.Position) bool {
+	return p.Index != sluice.WholeCommit || p.Tag != ""
+}
+
+// PositionCommit returns commit p.Seq of database dbID as the checks of
+// client position p read it.
+func (db *DB) PositionCommit(ctx context.Context, dbID int64, p sluice.Position) (PositionCommit, error) {
+	var c PositionCommit
+	err := db.reader(ctx, dbID).QueryRow(ctx, "SELECT n_changes, uid, committed_at FROM sluice.commits WHERE db_id = $1 AND seq = $2", dbID, p.Seq).
+		Scan(&c.Changes, &c.Stamp.UID, &c.Stamp.Time)
 	if errors.Is(mapError(err), errNotFound) {
-		return 0, false, nil
+		return PositionCommit{}, nil
 	}
 	if err != nil {
-		return 0, false, mapError(err)
+		return PositionCommit{}, mapError(err)
 	}
-	return n, true, nil
+	c.Found = true
+	return c, nil
+}
+
+// PositionHistory returns the history of database dbID (History) and, when
+// the checks of client position p need it (NamesCommit), the commit p
+// names, as PositionCommit does, in one statement: so a reader from a
+// client's position checks it in the statement that reads its history.
+func (db *DB) PositionHistory(ctx context.Context, dbID int64, p sluice.Position) (sluice.History, PositionCommit, error) {
+	var h sluice.History
+	var n *int
+	var uid *int64
+	var at *time.Time
+	err := db.reader(ctx, dbID).QueryRow(ctx, `SELECT h.last_seq, h.pruned_seq, c.n_changes, c.uid, c.committed_at
+		FROM sluice.commit_counters h LEFT JOIN sluice.commits c ON $3 AND c.db_id = h.db_id AND c.seq = $2
+		WHERE h.db_id = $1`, dbID, p.Seq, NamesCommit(p)).Scan(&h.LastSeq, &h.PrunedSeq, &n, &uid, &at)
+	if errors.Is(mapError(err), errNotFound) {
+		return h, PositionCommit{}, sluice.Errorf(sluice.CodeNotFound, "database %d does not exist", dbID)
+	} else if err != nil {
+		return h, PositionCommit{}, mapError(err)
+	}
+	return h, positionCommit(n, uid, at), nil
+}
+
+// positionCommit returns the PositionCommit of the columns a LEFT JOIN
+// read (null: none).
+func positionCommit(n *int, uid *int64, at *time.Time) PositionCommit {
+	if n == nil || uid == nil || at == nil {
+		return PositionCommit{}
+	}
+	return PositionCommit{Found: true, Changes: *n, Stamp: sluice.Stamp{UID: *uid, Time: *at}}
 }
 
 // CommitsAfter returns up to limit commits of database d with sequence

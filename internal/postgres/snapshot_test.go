@@ -98,3 +98,52 @@ func TestOneStatementSnapshotIsConsistent(t *testing.T) {
 		t.Fatalf("a database that is gone: %v", err)
 	}
 }
+
+// TestSnapshotPositionIsTagged: the position a snapshot reflects carries
+// the tag of its newest commit (the position of the commit's end, as the
+// write answered it), whether the snapshot is of one statement (its
+// counter read in the statement) or a transaction (its counter read
+// first), read in the statement that reads the counter; before any
+// commit it has none. Before, a read's position was numbers alone, and a
+// resume from it after a failover that replaced the commit went on
+// unchecked.
+func TestSnapshotPositionIsTagged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := open(t)
+	d, s := noteDatabase(t, db, "tagged")
+	read := func(one bool) sluice.Position {
+		t.Helper()
+		snap := db.Snapshot(d)
+		if one {
+			snap.OneStatement()
+		}
+		defer snap.Close()
+		if _, err := db.QueryDocuments(postgres.WithSnapshot(ctx, snap), d, s,
+			postgres.DocQuery{Class: "Note", Classes: []string{"Note"}, Limit: -1, Fields: []string{"text"}}); err != nil {
+			t.Fatal(err)
+		}
+		pos, ok := snap.Position()
+		if !ok {
+			t.Fatal("a read that answered has no position")
+		}
+		return pos
+	}
+	for _, one := range []bool{true, false} {
+		if pos := read(one); pos.Seq != 0 || pos.Tag != "" {
+			t.Fatalf("before any commit (one statement: %v): %v, want commit 0 without a tag", one, pos)
+		}
+	}
+	c, err := db.Write(ctx, postgres.WriteSpec{Database: d, Schema: s, Meta: postgres.CommitMeta{User: "admin"},
+		Documents: func(ctx context.Context, w *postgres.Writer) error {
+			return w.Insert(ctx, []*sluice.Document{{ID: "Note/a", Type: "Note", Fields: map[string]any{"text": "x"}}})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, one := range []bool{true, false} {
+		if pos := read(one); pos != c.End() || pos.Tag == "" {
+			t.Fatalf("after commit %d (one statement: %v): %v, want %v, tagged", c.Seq, one, pos, c.End())
+		}
+	}
+}

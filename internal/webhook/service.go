@@ -568,17 +568,23 @@ func (s *Service) Resume(ctx context.Context, u *sluice.User, org, name string, 
 // checkAfter refuses p, a webhook's after position in database d, when it
 // is inside a commit past its last change (sluice.CheckIndex), as
 // streams and /api/changes refuse it: taken as a cursor, it would deliver
-// from the end of the commit, a point no event named. The store checks
+// from the end of the commit, a point no event named; and when its tag
+// names a commit the log no longer holds, another having taken its
+// number (sluice.CheckTag: a Gone error), as streams refuse it: the
+// webhook would deliver from a state the log never had. The store checks
 // the rest (the epoch, retained history, ahead of the log).
 func (s *Service) checkAfter(ctx context.Context, d *sluice.Database, p sluice.Position) error {
-	if p.Index == sluice.WholeCommit || p.Epoch != d.Epoch || p.Seq == 0 {
+	if !postgres.NamesCommit(p) || p.Epoch != d.Epoch || p.Seq == 0 {
 		return nil
 	}
-	n, ok, err := s.store.ChangeCount(ctx, d.ID, p.Seq)
-	if err != nil || !ok {
+	c, err := s.store.PositionCommit(ctx, d.ID, p)
+	if err != nil || !c.Found {
 		return err // pruned, or ahead of the log: the store says which
 	}
-	return sluice.CheckIndex(d, "after", p, n)
+	if err := sluice.CheckTag(d, "after", p, c.Stamp); err != nil {
+		return err
+	}
+	return sluice.CheckIndex(d, "after", p, c.Changes)
 }
 
 // checkCreator checks that w's creator still has the read access w
