@@ -88,10 +88,11 @@ func TestFiltersOnFieldsHiddenSinceTheCommit(t *testing.T) {
 	}
 }
 
-// commitOf returns the commit a read's position stands at.
+// commitOf returns the commit a read's position stands at (its tag
+// aside).
 func commitOf(t *testing.T, pos string) string {
 	t.Helper()
-	parts := strings.Split(pos, "-")
+	parts := strings.Split(dt.Untag(pos), "-")
 	if len(parts) != 3 {
 		t.Fatalf("position %q", pos)
 	}
