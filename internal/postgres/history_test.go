@@ -147,10 +147,12 @@ func TestChangesPagesAreBoundedAndResumeExactly(t *testing.T) {
 					}
 					last := got[len(got)-1]
 					wantNext := sluice.Position{Epoch: d.Epoch, Seq: last.seq, Index: last.index}
-					if c := page.Commits[len(page.Commits)-1]; last.index < 0 || last.index == c.NumChanges-1 {
+					// Tagged with its commit, the page's last.
+					c := page.Commits[len(page.Commits)-1]
+					if last.index < 0 || last.index == c.NumChanges-1 {
 						wantNext.Index = sluice.WholeCommit
 					}
-					if page.Next != wantNext {
+					if page.Next.Untagged() != wantNext || page.Next.Tag != c.Stamp().Tag() {
 						t.Fatalf("page %d: next %v, want %v", pages, page.Next, wantNext)
 					}
 					for i := range got {
