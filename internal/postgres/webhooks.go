@@ -285,21 +285,24 @@ func (db *DB) Webhook(ctx context.Context, d *sluice.Database, id int64) (*sluic
 // signs too for OldFor after the read, by Postgres' clock (its
 // old_secret_until against the time of the read): a deliverer counts it
 // on its own clock from the read, never comparing its clock with
-// Postgres'.
+// Postgres'. RetryIn, read the same way from next_attempt_at, is how
+// long after the read the next attempt of a failed delivery is due
+// (zero: now).
 type WebhookSecrets struct {
 	Current []byte
 	Old     []byte
 	OldFor  time.Duration
+	RetryIn time.Duration
 }
 
 // WebhookForDelivery returns webhook id with its sealed secrets, or a
 // NotFound error when it no longer exists.
 func (db *DB) WebhookForDelivery(ctx context.Context, id int64) (*sluice.Webhook, *WebhookSecrets, error) {
 	var s WebhookSecrets
-	var oldFor *float64
-	var row pgx.Row = db.pool.QueryRow(ctx, "SELECT "+webhookColumns+", w.secret, w.old_secret, extract(epoch FROM w.old_secret_until - clock_timestamp())::float8"+
-		webhookFrom+" WHERE w.id = $1", id)
-	w, err := scanWebhook(scanTail{row, []any{&s.Current, &s.Old, &oldFor}})
+	var oldFor, retryIn *float64
+	var row pgx.Row = db.pool.QueryRow(ctx, "SELECT "+webhookColumns+", w.secret, w.old_secret, extract(epoch FROM w.old_secret_until - clock_timestamp())::float8, "+
+		"extract(epoch FROM w.next_attempt_at - clock_timestamp())::float8"+webhookFrom+" WHERE w.id = $1", id)
+	w, err := scanWebhook(scanTail{row, []any{&s.Current, &s.Old, &oldFor, &retryIn}})
 	if errors.Is(err, errNotFound) {
 		return nil, nil, sluice.Errorf(sluice.CodeNotFound, "webhook %d does not exist", id)
 	}
@@ -308,6 +311,9 @@ func (db *DB) WebhookForDelivery(ctx context.Context, id int64) (*sluice.Webhook
 	}
 	if oldFor != nil {
 		s.OldFor = time.Duration(max(*oldFor, 0) * float64(time.Second))
+	}
+	if retryIn != nil {
+		s.RetryIn = time.Duration(max(*retryIn, 0) * float64(time.Second))
 	}
 	return w, &s, nil
 }
@@ -756,10 +762,11 @@ type Delivery struct {
 	OK       bool
 	Position sluice.Position
 	// Otherwise Failures is the number of failed attempts of this
-	// delivery so far, and Next when the next one is due; Fail, when set,
+	// delivery so far, and Wait how long after the record (by Postgres'
+	// clock, as next_attempt_at) the next one is due; Fail, when set,
 	// pauses the webhook as failing with that message instead.
 	Failures int
-	Next     time.Time
+	Wait     time.Duration
 	Fail     string
 }
 
@@ -789,9 +796,9 @@ func (db *DB) RecordDelivery(ctx context.Context, r Delivery) (bool, error) {
 		settled = " AND updated_at = $14"
 		args = append(args, r.Fail, r.Failures, r.UpdatedAt)
 	default:
-		set = `status_message = $12, attempt = $13, next_attempt_at = $14, failed = failed + 1`
+		set = `status_message = $12, attempt = $13, next_attempt_at = clock_timestamp() + make_interval(secs => $14), failed = failed + 1`
 		settled = " AND updated_at = $15"
-		args = append(args, a.Error, r.Failures, r.Next, r.UpdatedAt)
+		args = append(args, a.Error, r.Failures, r.Wait.Seconds(), r.UpdatedAt)
 	}
 	var n int64
 	err := db.pool.QueryRow(ctx, `WITH w AS (UPDATE sluice.webhooks SET `+set+`, attempts = attempts + 1

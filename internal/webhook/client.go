@@ -146,7 +146,7 @@ func (s *sender) send(ctx context.Context, m *message, secrets [][]byte) result 
 	req.Header.Set("webhook-signature", signatures(secrets, m.id, ts, m.body))
 	resp, err := s.client.Do(req)
 	if err != nil {
-		r := result{err: describe(err, s.timeout), duration: time.Since(start)}
+		r := result{err: describe(err, s.timeout), duration: s.now().Sub(start)}
 		if ue := (*unreachableError)(nil); errors.As(err, &ue) {
 			r.detail = ue.detail.Error()
 		}
@@ -155,7 +155,7 @@ func (s *sender) send(ctx context.Context, m *message, secrets [][]byte) result 
 	defer resp.Body.Close()
 	excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, responseExcerpt))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, responseDrain))
-	r := result{status: resp.StatusCode, duration: time.Since(start), response: cleanText(excerpt)}
+	r := result{status: resp.StatusCode, duration: s.now().Sub(start), response: cleanText(excerpt)}
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:

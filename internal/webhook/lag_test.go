@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,5 +87,64 @@ func TestOldSecretSignsForItsGraceOnOneClock(t *testing.T) {
 	insert(t, d, "grace", "alice")
 	if a := r.next(t); strings.Count(a.signature, "v1,") != 2 {
 		t.Errorf("the request after a rotation with 30m of grace, on a replica an hour ahead: signatures %q, want the new secret's and the old one's", a.signature)
+	}
+}
+
+// TestRetryWaitOnOneClock: a failed delivery recorded by a replica whose
+// clock is an hour ahead of Postgres' is retried, by the replica that
+// takes the lease over with a clock on time, after the schedule's wait
+// (a second), not an hour later: the time of the next attempt is set and
+// read by Postgres' clock, and counted on the replica's monotonic clock
+// from the read (found by review: the next attempt's time was the
+// recording replica's clock, and the next replica waited for it by its
+// own). The attempts' durations, measured on the replica's clock, are
+// never below zero (they were an hour below).
+func TestRetryWaitOnOneClock(t *testing.T) {
+	t.Parallel()
+	var accept atomic.Bool
+	answered := make(chan int, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		code := http.StatusInternalServerError
+		if accept.Load() {
+			code = http.StatusNoContent
+		}
+		w.WriteHeader(code)
+		select {
+		case answered <- code:
+		default:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	schedule := func(c *config.Config) {
+		c.WebhookAllowNetworks = loopback
+		c.WebhookRetrySchedule = slices.Repeat([]time.Duration{time.Second}, 100)
+	}
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	a := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, Now: ahead}, schedule)
+	a.CreateDatabase(t, "retry", personSchema)
+	h := createHook(t, a, nil, "retry", "", fmt.Sprintf(`{"url":%q}`, srv.URL))
+	insert(t, a, "retry", "alice")
+	waitStatus(t, a, "retry", h.ID, 60*time.Second, func(s map[string]any) bool { return s["attempt"].(float64) >= 1 })
+	a.Stop(t)
+	accept.Store(true)
+	b := dt.Start(t, dt.WithDatabaseURL(a.DatabaseURL), schedule)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case code := <-answered:
+			if code == http.StatusNoContent {
+				st := waitStatus(t, b, "retry", h.ID, 30*time.Second, func(s map[string]any) bool { return s["delivered"].(float64) == 1 })
+				// The attempts' durations are measured on one clock
+				// too: the replica ahead's read an hour below zero.
+				for _, at := range st["attempts"].([]any) {
+					if ms := at.(map[string]any)["duration_ms"].(float64); ms < 0 {
+						t.Errorf("attempt %v lasted %v ms", at, ms)
+					}
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no retry within 30s of the lease's takeover, with a retry schedule of 1s; status %v", status(t, b, "retry", h.ID))
+		}
 	}
 }

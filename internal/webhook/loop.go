@@ -301,7 +301,8 @@ func (l *loop) deliver(ctx context.Context) error {
 	defer l.dropShare(st)
 	defer l.unreserve(st)
 	defer l.endPage(st)
-	// The old secret's time left is counted from here (see oldUntil).
+	// The old secret's and the retry's time left are counted from here
+	// (see oldUntil).
 	readAt := d.now()
 	w, sealed, err := d.store.WebhookForDelivery(ctx, l.id)
 	if sluice.ErrorCode(err) == sluice.CodeNotFound {
@@ -360,7 +361,11 @@ func (l *loop) deliver(ctx context.Context) error {
 		// A retry is due at the time the previous deliverer recorded,
 		// whoever delivers now; a change of settings restarts its
 		// schedule (UpdateWebhook), or brings a new secret, at once.
-		if wait := w.NextAttemptAt.Sub(d.now()); wait > 0 {
+		// The time left is Postgres' (next_attempt_at against its
+		// clock), counted on this process's clock from the read: the
+		// recorded time against this process's clock read the skew
+		// between replicas (an hour behind, an hour too long a wait).
+		if wait := readAt.Add(sealed.RetryIn).Sub(d.now()); wait > 0 {
 			if err := l.waitRetry(ctx, st, wait); err != nil {
 				return err
 			}
@@ -811,7 +816,7 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	rec.Failures = st.failures
 	wait, more := d.sched.wait(st.failures)
 	if more {
-		rec.Next = d.now().Add(wait)
+		rec.Wait = wait
 	} else {
 		rec.Fail = fmt.Sprintf("the delivery of %s failed %d times, the whole retry schedule (last: %s); its position %s is kept: resume it to try again",
 			m.id, st.failures, res.err, st.recorded)
