@@ -575,14 +575,19 @@ func (db *DB) moveWebhook(ctx context.Context, d *sluice.Database, id int64, to 
 // it: of two rotations at once, the second waits for the first's row lock
 // and then (READ COMMITTED) keeps the first's secret as the previous one,
 // so the first caller's secret signs for the second's grace.
-func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id int64, seal Seal, grace time.Duration, c WebhookCreator) error {
+//
+// It returns the end of the grace it stored, by Postgres' clock (zero: no
+// previous secret kept), for the caller to answer as the status will.
+func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id int64, seal Seal, grace time.Duration, c WebhookCreator) (time.Time, error) {
 	secret, err := seal(id)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
-	return db.changeWebhookWith(ctx, d, id, false, func(tx pgx.Tx) (string, []any, error) {
+	var until *time.Time
+	err = db.changeWebhookWith(ctx, d, id, false, func(tx pgx.Tx) (string, []any, error) {
 		var creator int64
-		err := tx.QueryRow(ctx, "SELECT creator_id FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE", d.ID, id).Scan(&creator)
+		err := tx.QueryRow(ctx, `SELECT creator_id, CASE WHEN $3 > 0 THEN now() + make_interval(secs => $3) END
+			FROM sluice.webhooks WHERE db_id = $1 AND id = $2 FOR UPDATE`, d.ID, id, grace.Seconds()).Scan(&creator, &until)
 		if errors.Is(mapError(err), errNotFound) {
 			return "", nil, errNoWebhook(d, id)
 		}
@@ -592,10 +597,13 @@ func (db *DB) RotateWebhookSecret(ctx context.Context, d *sluice.Database, id in
 		if err := takeOver(ctx, tx, creator, c); err != nil {
 			return "", nil, err
 		}
-		return `old_secret = CASE WHEN $4 > 0 THEN secret END,
-		old_secret_until = CASE WHEN $4 > 0 THEN now() + make_interval(secs => $4) END, secret = $3, ` + setCreator(5),
-			append([]any{secret, grace.Seconds()}, creatorArgs(c)...), nil
+		return `old_secret = CASE WHEN $4::timestamptz IS NOT NULL THEN secret END, old_secret_until = $4, secret = $3, ` + setCreator(5),
+			append([]any{secret, until}, creatorArgs(c)...), nil
 	})
+	if err != nil || until == nil {
+		return time.Time{}, err
+	}
+	return *until, nil
 }
 
 // ResealWebhookSecrets passes every stored secret sealed with a key other

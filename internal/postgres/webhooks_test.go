@@ -357,7 +357,10 @@ func TestSettingsChangeMovesTheVersionUnderAnOlderHolder(t *testing.T) {
 			return postgres.WebhookSettings{URL: url, Ops: []string{"create"}, Batch: sluice.BatchEvent, Creator: byAdmin}, nil
 		})
 	}
-	rotate := func() error { return db.RotateWebhookSecret(ctx, a, w.ID, seal, time.Hour, byAdmin) }
+	rotate := func() error {
+		_, err := db.RotateWebhookSecret(ctx, a, w.ID, seal, time.Hour, byAdmin)
+		return err
+	}
 
 	var gen int64
 	if err := older.QueryRow(ctx, olderAcquire, "older", 60).Scan(&gen); err != nil {

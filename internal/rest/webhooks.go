@@ -357,15 +357,14 @@ func (a *api) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	org, db := dbPath(r)
-	secret, err := svc.Rotate(r.Context(), userFrom(r), org, db, id, grace)
+	// oldUntil is the end of the grace as stored, by Postgres' clock (this
+	// process's clock plus the grace would differ from what the status
+	// shows by the skew between them); zero with no grace, shown null
+	// as listings show it, since no old secret is kept.
+	secret, oldUntil, err := svc.Rotate(r.Context(), userFrom(r), org, db, id, grace)
 	if err != nil {
 		writeError(w, r, err)
 		return
-	}
-	// With no grace no old secret is kept: null, as listings show it.
-	var oldUntil time.Time
-	if grace > 0 {
-		oldUntil = time.Now().Add(grace)
 	}
 	writeJSON(w, http.StatusOK, success(map[string]any{"id": id, "secret": secret, "old_secret_until": timeJSON(oldUntil)}))
 }

@@ -1,6 +1,7 @@
 package webhook_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -146,5 +147,24 @@ func TestRetryWaitOnOneClock(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("no retry within 30s of the lease's takeover, with a retry schedule of 1s; status %v", status(t, b, "retry", h.ID))
 		}
+	}
+}
+
+// TestRotateAnswersTheStoredGrace: a rotation's answer says until when
+// the old secret signs as the webhook's status does, the time Postgres
+// stored (its clock plus the grace), not the API process's clock plus the
+// grace (found by review: the two differed by the skew between them).
+func TestRotateAnswersTheStoredGrace(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.WebhookAllowNetworks = loopback })
+	d.CreateDatabase(t, "rot", personSchema)
+	h := createHook(t, d, nil, "rot", "", `{"url":"http://127.0.0.1:9/"}`)
+	res := d.MustDo(t, 200, dt.Admin(), "POST", fmt.Sprintf("/api/webhooks/admin/rot/%d/rotate-secret", h.ID), `{"grace":"30m"}`)
+	var rotated map[string]any
+	if err := json.Unmarshal(res.Body, &rotated); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(t, d, "rot", h.ID); rotated["old_secret_until"] != st["old_secret_until"] {
+		t.Errorf("rotate answered old_secret_until %v; the status says %v", rotated["old_secret_until"], st["old_secret_until"])
 	}
 }

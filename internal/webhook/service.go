@@ -619,20 +619,21 @@ const MaxGrace = 7 * 24 * time.Hour
 // Rotate gives webhook id of org/name a new signing secret, returned in
 // text form (shown this once), and makes it deliver as u, who holds the
 // secret; the previous one keeps signing along for grace (0: it stops at
-// once).
-func (s *Service) Rotate(ctx context.Context, u *sluice.User, org, name string, id int64, grace time.Duration) (string, error) {
+// once) until the time it returns, as stored (zero: none kept).
+func (s *Service) Rotate(ctx context.Context, u *sluice.User, org, name string, id int64, grace time.Duration) (string, time.Time, error) {
 	d, _, err := s.admin(ctx, u, org, name)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	if grace < 0 || grace > MaxGrace {
-		return "", sluice.Errorf(sluice.CodeInvalid, "grace: want 0 to %s", MaxGrace)
+		return "", time.Time{}, sluice.Errorf(sluice.CodeInvalid, "grace: want 0 to %s", MaxGrace)
 	}
 	secret := newSecret()
-	if err := s.store.RotateWebhookSecret(ctx, d, id, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, grace, s.deliverer(ctx, u)); err != nil {
-		return "", err
+	until, err := s.store.RotateWebhookSecret(ctx, d, id, func(id int64) ([]byte, error) { return s.keys.Seal(id, secret) }, grace, s.deliverer(ctx, u))
+	if err != nil {
+		return "", time.Time{}, err
 	}
-	return showSecret(secret), nil
+	return showSecret(secret), until, nil
 }
 
 // Delete deletes webhook id of org/name.
