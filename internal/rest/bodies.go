@@ -450,3 +450,31 @@ func (b *limitedBody) release() {
 		<-b.limits.slots
 	}
 }
+
+// optionalBody decodes the small JSON body of an action whose options are
+// all optional (a webhook's resume, replay, rotation) into v
+// (decodeSmallJSON) unless the request has none.
+func (a *api) optionalBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	if err := decodeSmallJSON(w, r, v); err != nil && !isEmptyBody(err) {
+		return err
+	}
+	return nil
+}
+
+// noBody refuses a body other than none, whitespace or {} for a request
+// that takes no options (what names it in the message): a webhook's pause
+// or deletion, the deletion of a database, an organization or a user, a
+// token's revocation. They took any body and ignored it, and a client
+// that sent options ({"after": …} to a pause, {"force": true} to a
+// deletion) believed they applied.
+func (a *api) noBody(w http.ResponseWriter, r *http.Request, what string) error {
+	var none struct{}
+	err := a.optionalBody(w, r, &none)
+	if err != nil && sluice.ErrorCode(err) == sluice.CodeInvalid {
+		return sluice.Errorf(sluice.CodeInvalid, "%s takes no options: send no body, or {} (%s)", what, sluice.ErrorMessage(err))
+	}
+	return err
+}

@@ -176,6 +176,10 @@ func (a *api) deleteDatabase(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	if err := a.noBody(w, r, "deleting a database"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	org, name := dbPath(r)
 	if err := a.Engine.DeleteDatabase(r.Context(), userFrom(r), org, name); err != nil {
 		writeError(w, r, err)

@@ -160,6 +160,10 @@ func (a *api) createToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
+	if err := a.noBody(w, r, "revoking a token"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil {
 		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "token id %q is not a number", chi.URLParam(r, "id")))
@@ -174,6 +178,10 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
 
 // deleteOrganization deletes an organization with its users and databases.
 func (a *api) deleteOrganization(w http.ResponseWriter, r *http.Request) {
+	if err := a.noBody(w, r, "deleting an organization"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	name := chi.URLParam(r, "name")
 	if err := a.Engine.DeleteOrganization(r.Context(), userFrom(r), name); err != nil {
 		writeError(w, r, err)
@@ -184,6 +192,10 @@ func (a *api) deleteOrganization(w http.ResponseWriter, r *http.Request) {
 
 // deleteUser deletes a user with its tokens and roles.
 func (a *api) deleteUser(w http.ResponseWriter, r *http.Request) {
+	if err := a.noBody(w, r, "deleting a user"); err != nil {
+		writeError(w, r, err)
+		return
+	}
 	name := chi.URLParam(r, "name")
 	if err := a.Engine.DeleteUser(r.Context(), userFrom(r), name); err != nil {
 		writeError(w, r, err)

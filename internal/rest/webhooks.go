@@ -247,31 +247,6 @@ func (a *api) deleteWebhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, success(map[string]any{"id": id}))
 }
 
-// optionalBody decodes the small JSON body of a webhook action into v
-// (decodeSmallJSON) unless the request has none.
-func (a *api) optionalBody(w http.ResponseWriter, r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	if err := decodeSmallJSON(w, r, v); err != nil && !isEmptyBody(err) {
-		return err
-	}
-	return nil
-}
-
-// noBody refuses a body other than none, whitespace or {} for a webhook
-// request that takes no options, a pause or a deletion (what names it in
-// the message): they took any body and ignored it, and a client that
-// sent options ({"after": …} to a pause) believed they applied.
-func (a *api) noBody(w http.ResponseWriter, r *http.Request, what string) error {
-	var none struct{}
-	err := a.optionalBody(w, r, &none)
-	if err != nil && sluice.ErrorCode(err) == sluice.CodeInvalid {
-		return sluice.Errorf(sluice.CodeInvalid, "%s takes no options: send no body, or {} (%s)", what, sluice.ErrorMessage(err))
-	}
-	return err
-}
-
 func (a *api) pauseWebhook(w http.ResponseWriter, r *http.Request) {
 	if err := a.noBody(w, r, "pausing a webhook"); err != nil {
 		writeError(w, r, err)
