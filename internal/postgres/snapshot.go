@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -38,10 +37,8 @@ type Snapshot struct {
 	d    *sluice.Database
 	conn *pgxpool.Conn
 	// head is the counter's value in the snapshot, once begun; access
-	// the access version it sees (AccessVersion); headStamp the stamp of
-	// commit head (zero: none, or pruned), read with the counter.
+	// the access version it sees (AccessVersion).
 	head, access int64
-	headStamp    sluice.Stamp
 	begun        bool
 	// one: the first statement is the only one (OneStatement); ended: it
 	// was, and the snapshot is over.
@@ -92,35 +89,29 @@ func (db *DB) classReader(ctx context.Context, d *sluice.Database) querier {
 }
 
 // Position returns the position the snapshot reflects: the end of the
-// newest commit it sees (or of commit 0, before any), tagged with the
-// commit's stamp (sluice.Position.Tag) when the log holds it, so that a
-// stream resumed from it after a failover that lost that commit, once
-// another took its number, ends with Gone. ok is false until the
-// snapshot has begun (nothing was read).
+// newest commit it sees (or of commit 0, before any). ok is false until
+// the snapshot has begun (nothing was read).
+//
+// It carries no tag of its commit (sluice.Position.Tag), unlike a
+// commit's own positions: finding the newest commit's row by its key in
+// the counter's statement cost a lookup by id 4-14% more of Postgres'
+// CPU (docs/benchmarks.md, "Tagged positions"), on the commonest read.
+// A resume from a read's position is not checked against a failover
+// that replaced its commit (docs/operations.md).
 func (s *Snapshot) Position() (p sluice.Position, ok bool) {
-	p = sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: sluice.WholeCommit}
-	if !s.headStamp.IsZero() {
-		p.Tag = s.headStamp.Tag()
-	}
-	return p, s.begun
+	return sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: sluice.WholeCommit}, s.begun
 }
 
 // counterSQL reads database $n's counter row as a snapshot begins: the
-// commit counter, the access version, the schema version, and the uid and
-// time of the newest commit (null when pruned or none), which tag the
-// snapshot's Position. The newest commit's row is found by its key, in
-// the statement that reads the counter: tagging costs no statement.
+// commit counter, the access version and the schema version.
 func counterSQL(n int) string {
-	return "SELECT h.last_seq, " + accessVersionSQL + " AS access, h.schema_version, c.uid, c.committed_at" +
-		" FROM sluice.commit_counters h LEFT JOIN sluice.commits c ON c.db_id = h.db_id AND c.seq = h.last_seq WHERE h.db_id = $" + strconv.Itoa(n)
+	return "SELECT h.last_seq, " + accessVersionSQL + " AS access, h.schema_version" +
+		" FROM sluice.commit_counters h WHERE h.db_id = $" + strconv.Itoa(n)
 }
 
 // setHead records the counter row a snapshot began with (counterSQL).
-func (s *Snapshot) setHead(head, access int64, uid *int64, at *time.Time) {
+func (s *Snapshot) setHead(head, access int64) {
 	s.head, s.access, s.begun = head, access, true
-	if uid != nil && at != nil {
-		s.headStamp = sluice.Stamp{UID: *uid, Time: *at}
-	}
 }
 
 // AccessVersion returns the access version the snapshot sees (0 until it
@@ -183,9 +174,7 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 	}
 	var head, access int64
 	var version int
-	var uid *int64
-	var at *time.Time
-	if err := br.QueryRow().Scan(&head, &access, &version, &uid, &at); err != nil {
+	if err := br.QueryRow().Scan(&head, &access, &version); err != nil {
 		_ = br.Close()
 		if err == pgx.ErrNoRows {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", s.d.Path())
@@ -199,7 +188,7 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 		_ = br.Close()
 		return nil, schemaChanged(s.d)
 	}
-	s.setHead(head, access, uid, at)
+	s.setHead(head, access)
 	return br, nil
 }
 
@@ -318,8 +307,7 @@ func (r *firstRow) Scan(dest ...any) error {
 
 // oneStatementSQL returns the statement that reads, in one statement,
 // database $n's counter row (counterSQL: the commit counter, the access
-// version, the schema version, the newest commit's stamp: $n is the
-// parameter after sql's n-1) and sql's rows: first a row of the
+// version, the schema version: $n is the parameter after sql's n-1) and sql's rows: first a row of the
 // counter's headColumns columns (sql's columns null, of
 // their types: the LEFT JOIN of sql kept to no row, which Postgres plans
 // as an empty relation without reading anything), then sql's rows, the
@@ -333,7 +321,7 @@ func (r *firstRow) Scan(dest ...any) error {
 // instead cost a page 40% more.
 func oneStatementSQL(sql string, n int) string {
 	return "SELECT h.*, q.* FROM (" + counterSQL(n) +
-		") h LEFT JOIN (SELECT * FROM (" + sql + ") q WHERE false) q ON true UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, q.* FROM (" + sql + ") q"
+		") h LEFT JOIN (SELECT * FROM (" + sql + ") q WHERE false) q ON true UNION ALL SELECT NULL, NULL, NULL, q.* FROM (" + sql + ") q"
 }
 
 // queryOne runs sql as the snapshot's only statement (see
@@ -353,12 +341,11 @@ func (s *Snapshot) queryOne(ctx context.Context, sql string, args []any) (pgx.Ro
 	// The connection is held while the rows are read (a listing streams
 	// them to its client): it goes back, with its count, when they end.
 	rows := &sharedRows{Rows: r, conn: conn, release: release}
-	var head, access, uid *int64
+	var head, access *int64
 	var version *int
-	var at *time.Time
 	if rows.Next() {
 		dest := make([]any, len(rows.FieldDescriptions()))
-		dest[0], dest[1], dest[2], dest[3], dest[4] = &head, &access, &version, &uid, &at
+		dest[0], dest[1], dest[2] = &head, &access, &version
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, mapError(err)
@@ -380,7 +367,7 @@ func (s *Snapshot) queryOne(ctx context.Context, sql string, args []any) (pgx.Ro
 		rows.Close()
 		return nil, schemaChanged(s.d)
 	}
-	s.setHead(*head, *access, uid, at)
+	s.setHead(*head, *access)
 	return &oneRows{Rows: rows}, nil
 }
 
@@ -393,7 +380,7 @@ type oneRows struct {
 
 // headColumns is the number of columns oneStatementSQL puts before the
 // statement's own.
-const headColumns = 5
+const headColumns = 3
 
 func (r *oneRows) Scan(dest ...any) error {
 	r.dest = r.dest[:0]
