@@ -24,7 +24,7 @@ import (
 // did.
 func TestRetypedSeesASingleValueList(t *testing.T) {
 	t.Parallel()
-	gqlOf := func(sdl string) *ast.Schema {
+	gqlOf := func(sdl string) *ExecutableSchema {
 		s, err := schema.Parse(sdl)
 		if err != nil {
 			t.Fatal(err)
@@ -33,7 +33,7 @@ func TestRetypedSeesASingleValueList(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return es.gql
+		return es
 	}
 	prev := gqlOf(`type Item { n: String }`)
 	next := gqlOf(`type Item { n: Int }`)
@@ -48,12 +48,12 @@ func TestRetypedSeesASingleValueList(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if errs := validator.ValidateWithRules(next, doc, nil); len(errs) > 0 {
+		if errs := validator.ValidateWithRules(next.gql, doc, nil); len(errs) > 0 {
 			t.Fatal(errs)
 		}
 		// As gqlgen coerces them: the single object becomes a
 		// []map[string]any.
-		vars, err := validator.VariableValues(next, doc.Operations[0], c.vars)
+		vars, err := validator.VariableValues(next.gql, doc.Operations[0], c.vars)
 		if err != nil {
 			t.Fatal(err)
 		}

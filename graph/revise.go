@@ -67,7 +67,7 @@ func (es *ExecutableSchema) revise(ctx context.Context, req *Request, op operati
 	if errs != nil {
 		return nil, nil, nil, changedError(d, es.schema, s, es.role, what+" no longer validates: "+errorMessages(errs))
 	}
-	if detail := retyped(es.gql, srv.es.gql, next); detail != "" {
+	if detail := retyped(es, srv.es, next); detail != "" {
 		return nil, nil, nil, changedError(d, es.schema, s, es.role, what+" "+detail)
 	}
 	return srv.es, &Request{User: req.User, DB: d}, next, nil
@@ -98,11 +98,18 @@ func changedError(d *sluice.Database, prev, next *sluice.Schema, role sluice.Rol
 
 // retyped returns what of operation op (validated against next) has
 // another type in prev: a field it selects, or an argument or input field
-// it passes a value to, or the field's absence; "" when nothing does.
-func retyped(prev, next *ast.Schema, op *graphql.OperationContext) string {
+// it passes a value to, or the field's absence; "" when nothing does. A
+// reference widened (schema.Widens: owner from Person to Named, every
+// class it may point to a Named) keeps its type here, and so does its
+// filter: its values are the ones it had, and what op selects of them (a
+// field of Named, or of Person in a fragment) reads what it read.
+func retyped(prev, next *ExecutableSchema, op *graphql.OperationContext) string {
 	seen := map[string]bool{}
-	var walk func(sel ast.SelectionSet) string
-	walk = func(sel ast.SelectionSet) string {
+	// was is the class in prev of the values of sel when they are of a
+	// widened reference ("" for none): a field selected on the
+	// reference's new type, an interface, read that class's field.
+	var walk func(sel ast.SelectionSet, was string) string
+	walk = func(sel ast.SelectionSet, was string) string {
 		for _, it := range sel {
 			switch it := it.(type) {
 			case *ast.Field:
@@ -110,15 +117,19 @@ func retyped(prev, next *ast.Schema, op *graphql.OperationContext) string {
 					continue
 				}
 				parent := it.ObjectDefinition.Name
+				at := parent
+				if was != "" && it.ObjectDefinition.Kind == ast.Interface {
+					at = was
+				}
 				var pf *ast.FieldDefinition
-				if pd := prev.Types[parent]; pd != nil {
+				if pd := prev.gql.Types[at]; pd != nil {
 					pf = pd.Fields.ForName(it.Name)
 				}
 				if pf == nil {
 					return fmt.Sprintf("selects %s.%s, which it did not have", parent, it.Name)
 				}
-				if a, b := pf.Type.String(), it.Definition.Type.String(); a != b {
-					return fmt.Sprintf("selects %s.%s, now of type %s (was %s)", parent, it.Name, b, a)
+				if !sameType(prev.schema, next.schema, pf.Type, it.Definition.Type) {
+					return fmt.Sprintf("selects %s.%s, now of type %s (was %s)", parent, it.Name, it.Definition.Type, pf.Type)
 				}
 				args := it.ArgumentMap(op.Variables)
 				for _, arg := range it.Definition.Arguments {
@@ -134,20 +145,24 @@ func retyped(prev, next *ast.Schema, op *graphql.OperationContext) string {
 						return "passes " + d
 					}
 				}
-				if d := walk(it.SelectionSet); d != "" {
+				below := ""
+				if a := pf.Type.Name(); a != it.Definition.Type.Name() {
+					below = a
+				}
+				if d := walk(it.SelectionSet, below); d != "" {
 					return d
 				}
 			case *ast.InlineFragment:
-				if d := walk(it.SelectionSet); d != "" {
+				if d := walk(it.SelectionSet, was); d != "" {
 					return d
 				}
 			case *ast.FragmentSpread:
-				if seen[it.Name] {
+				if seen[it.Name+" "+was] {
 					continue
 				}
-				seen[it.Name] = true
+				seen[it.Name+" "+was] = true
 				if def := op.Doc.Fragments.ForName(it.Name); def != nil {
-					if d := walk(def.SelectionSet); d != "" {
+					if d := walk(def.SelectionSet, was); d != "" {
 						return d
 					}
 				}
@@ -155,14 +170,53 @@ func retyped(prev, next *ast.Schema, op *graphql.OperationContext) string {
 		}
 		return ""
 	}
-	return walk(op.Operation.SelectionSet)
+	return walk(op.Operation.SelectionSet, "")
+}
+
+// sameType reports whether GraphQL type a of schema prev and type b of
+// next read the same values: the same type, or the same lists and
+// non-nulls of a reference's class widened, or of its filter (widened).
+func sameType(prev, next *sluice.Schema, a, b *ast.Type) bool {
+	if a.String() == b.String() {
+		return true
+	}
+	for a.Elem != nil && b.Elem != nil && a.NonNull == b.NonNull {
+		a, b = a.Elem, b.Elem
+	}
+	return a.Elem == nil && b.Elem == nil && a.NonNull == b.NonNull && widened(prev, next, a.NamedType, b.NamedType)
+}
+
+// widened reports whether GraphQL type a of schema prev is b of next
+// with a reference's class widened (schema.Widens): class a is class b,
+// or filter a_Filter (a_ListFilter) is b_Filter (b_ListFilter), where a
+// reference to a changed to one to b keeps its stored values.
+func widened(prev, next *sluice.Schema, a, b string) bool {
+	for _, suffix := range []string{suffixFilter, suffixListFilter} {
+		if ca, ok := strings.CutSuffix(a, suffix); ok {
+			cb, ok := strings.CutSuffix(b, suffix)
+			a, b = ca, cb
+			if !ok {
+				return false
+			}
+			break
+		}
+	}
+	ca, cb := prev.Class(a), next.Class(b)
+	if ca == nil || cb == nil || ca.Kind == sluice.KindSubdocument || cb.Kind == sluice.KindSubdocument {
+		return false // not a reference's class
+	}
+	ref := func(class string) *sluice.Field {
+		return &sluice.Field{Type: sluice.FieldType{Kind: sluice.TypeReference, Name: class}}
+	}
+	return schema.Widens(prev, next, ref(a), ref(b))
 }
 
 // inputRetyped returns what of input value v (of type nt in next, pt in
-// prev) has another type in prev, named from where; "" when nothing.
-func inputRetyped(prev, next *ast.Schema, pt, nt *ast.Type, v any, where string) string {
-	if a, b := pt.String(), nt.String(); a != b {
-		return fmt.Sprintf("%s, now of type %s (was %s)", where, b, a)
+// prev) has another type in prev, named from where; "" when nothing. A
+// reference's filter widened keeps its type (sameType).
+func inputRetyped(prev, next *ExecutableSchema, pt, nt *ast.Type, v any, where string) string {
+	if !sameType(prev.schema, next.schema, pt, nt) {
+		return fmt.Sprintf("%s, now of type %s (was %s)", where, nt, pt)
 	}
 	if nt.Elem != nil {
 		items := listArg(v)
@@ -173,7 +227,7 @@ func inputRetyped(prev, next *ast.Schema, pt, nt *ast.Type, v any, where string)
 		}
 		return ""
 	}
-	nd, pd := next.Types[nt.Name()], prev.Types[pt.Name()]
+	nd, pd := next.gql.Types[nt.Name()], prev.gql.Types[pt.Name()]
 	m, ok := v.(map[string]any)
 	if !ok || nd == nil || pd == nil || nd.Kind != ast.InputObject {
 		return ""
@@ -249,7 +303,7 @@ func (s *Subscription) checkChangeThen(ctx context.Context, c *sluice.Commit) er
 	if errs != nil {
 		return changedError(&d, before, after, s.es.role, "this subscription no longer validates: "+errorMessages(errs))
 	}
-	if detail := retyped(prev.gql, next.gql, op); detail != "" {
+	if detail := retyped(prev, next, op); detail != "" {
 		return changedError(&d, before, after, s.es.role, "this subscription "+detail)
 	}
 	if _, err := next.NewSubscription(op, req); err != nil {

@@ -330,3 +330,99 @@ func TestSubscriptionAcrossARetypeOpenAndResumed(t *testing.T) {
 		t.Errorf("resumed from after the retype: %s", f)
 	}
 }
+
+// TestStreamsAcrossAWidenedReference: a reference widened (Note.owner
+// from Person to Named, every class it may point to a Named) keeps its
+// values, and a stream whose operation still validates against the new
+// schema and reads the same of them goes on across the change: a
+// subscription selecting owner { name } (a field of Named), one
+// selecting owner { _id ... on Person { age } }, one filtering on
+// owner's name, and a live query selecting owner { name }; each shows a
+// Pet as owner after it. One selecting owner { age }, a field of Person
+// only, ends at the change with a CONFLICT naming it. Resumed from
+// before the change, each does as the open one did. Before, every
+// stream selecting Note.owner ended with a CONFLICT ("selects
+// Note.owner, now of type Named (was Person)").
+func TestStreamsAcrossAWidenedReference(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	const named = "interface Named { name: String }\ntype Person implements Named { name: String age: Int }\ntype Pet implements Named { name: String }\n"
+	d.CreateDatabase(t, "widen", named+"type Note { text: String owner: Person }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/widen", `[{"@type":"Person","@id":"alice","name":"Alice","age":30},{"@type":"Pet","@id":"rex","name":"Rex"}]`)
+	p0 := dbPosition(t, d, "widen")
+	open := func(q string, header ...string) *dt.Stream {
+		t.Helper()
+		body, _ := json.Marshal(map[string]string{"query": q})
+		s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/widen", Body: string(body),
+			Header: append([]string{"Accept", "text/event-stream"}, header...)})
+		if f := s.Event(); !strings.HasPrefix(f.String(), ": connected") {
+			t.Fatalf("%s: first frame %s", q, f)
+		}
+		return s
+	}
+	const (
+		byName   = `subscription { Note_added { _id owner { name } } }`
+		byPerson = `subscription { Note_added { _id owner { _id ... on Person { age } } } }`
+		filtered = `subscription { Note_added(filter: {owner: {name: {eq: "Rex"}}}) { _id } }`
+		byAge    = `subscription { Note_added { _id owner { age } } }`
+		live     = `query @live { Note(orderBy: {text: ASC}) { _id owner { name } } }`
+	)
+	subs := map[string]*dt.Stream{byName: open(byName), byPerson: open(byPerson), filtered: open(filtered), byAge: open(byAge)}
+	lq := open(live)
+	next := func(s *dt.Stream, what, want string) dt.Frame {
+		t.Helper()
+		f := s.Event()
+		if got := f.Field("data"); got != want {
+			t.Fatalf("%s: %s, want data %s", what, f, want)
+		}
+		return f
+	}
+	// result checks the live query's next result's data (its
+	// extensions carry its position).
+	result := func(what, want string) {
+		t.Helper()
+		f := lq.Event()
+		var ans struct{ Data json.RawMessage }
+		if err := json.Unmarshal([]byte(f.Field("data")), &ans); err != nil || string(ans.Data) != want {
+			t.Fatalf("live query, %s: %s, want data %s", what, f, want)
+		}
+	}
+	result("at first", `{"Note":[]}`)
+
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/widen", `{"@type":"Note","@id":"n1","text":"1","owner":"Person/alice"}`)
+	before := map[string]string{
+		byName:   `{"data":{"Note_added":{"_id":"Note/n1","owner":{"name":"Alice"}}}}`,
+		byPerson: `{"data":{"Note_added":{"_id":"Note/n1","owner":{"_id":"Person/alice","age":30}}}}`,
+		byAge:    `{"data":{"Note_added":{"_id":"Note/n1","owner":{"age":30}}}}`,
+	}
+	for q, want := range before {
+		next(subs[q], q+", Note/n1", want)
+	}
+	result("Note/n1", `{"Note":[{"_id":"Note/n1","owner":{"name":"Alice"}}]}`)
+
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/widen", named+"type Note { text: String owner: Named }")
+	ended := subs[byAge].Event()
+	if !strings.Contains(ended.String(), `"CONFLICT"`) || !strings.Contains(ended.String(), `Cannot query field \"age\" on type \"Named\"`) {
+		t.Fatalf("%s at the widening: %s, want a CONFLICT naming age", byAge, ended)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/widen", `{"@type":"Note","@id":"n2","text":"2","owner":"Pet/rex"}`)
+	after := map[string]string{
+		byName:   `{"data":{"Note_added":{"_id":"Note/n2","owner":{"name":"Rex"}}}}`,
+		byPerson: `{"data":{"Note_added":{"_id":"Note/n2","owner":{"_id":"Pet/rex"}}}}`,
+		filtered: `{"data":{"Note_added":{"_id":"Note/n2"}}}`,
+	}
+	for q, want := range after {
+		next(subs[q], q+", Note/n2 after the widening", want)
+	}
+	result("Note/n2 after the widening", `{"Note":[{"_id":"Note/n1","owner":{"name":"Alice"}},{"_id":"Note/n2","owner":{"name":"Rex"}}]}`)
+
+	// Resumed from before the change, each does as the open one did
+	// (one selecting owner { age } no longer validates: it is refused).
+	for q, want := range after {
+		resumed := open(q, "Last-Event-ID", p0)
+		if q != filtered {
+			next(resumed, "resumed "+q+", Note/n1", before[q])
+		}
+		next(resumed, "resumed "+q+", Note/n2", want)
+	}
+}
