@@ -37,7 +37,9 @@ func replacedFixture(t *testing.T, d *dt.Daemon, db string) (w1, w2 sluice.Posit
 // that number, as a failover to a standby that had not received it makes
 // it once a new commit takes its number (with a real standby:
 // TestFailoverAsynchronousLossRefilledIsExplicit): its stamp changes,
-// here its time, as TestReadLogFindsCommitReplaced changes it.
+// here its time, as TestReadLogFindsCommitReplaced changes it. The
+// counter row's copy of the newest commit's stamp changes with it when
+// the commit is the newest, as the new commit's statement sets it.
 func replaceCommit(t *testing.T, d *dt.Daemon, db string, seq int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -46,10 +48,15 @@ func replaceCommit(t *testing.T, d *dt.Daemon, db string, seq int64) {
 		t.Fatal(err)
 	}
 	defer pg.Close(ctx)
-	tag, err := pg.Exec(ctx, `UPDATE sluice.commits SET committed_at = committed_at + interval '1 second'
-		WHERE seq = $1 AND db_id = (SELECT id FROM sluice.databases WHERE org = 'admin' AND name = $2)`, seq, db)
-	if err != nil || tag.RowsAffected() != 1 {
-		t.Fatalf("replacing commit %d of %s: %v, %v", seq, db, tag, err)
+	var n int64
+	err = pg.QueryRow(ctx, `WITH c AS (UPDATE sluice.commits SET committed_at = committed_at + interval '1 second'
+			WHERE seq = $1 AND db_id = (SELECT id FROM sluice.databases WHERE org = 'admin' AND name = $2)
+			RETURNING db_id, seq, uid, committed_at),
+		h AS (UPDATE sluice.commit_counters h SET last_committed_at = c.committed_at
+			FROM c WHERE h.db_id = c.db_id AND h.last_seq = c.seq AND h.stamped_seq = c.seq AND h.last_uid = c.uid)
+		SELECT count(*) FROM c`, seq, db).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("replacing commit %d of %s: %d rows, %v", seq, db, n, err)
 	}
 }
 
@@ -194,22 +201,71 @@ func TestWebhookAfterAReplacedCommitIsGone(t *testing.T) {
 	d.MustDo(t, 200, dt.Admin(), "POST", fmt.Sprintf("/api/webhooks/admin/hookrefill/%d/replay", h.ID), `{"after":"`+w2.Untagged().String()+`"}`)
 }
 
-// TestLiveQueryFromAReplacedCommitIsRead: a read's position is the
-// numbers of its newest commit alone (no tag: finding the commit's row in
-// every read's counter statement cost a lookup by id 4-14% more of
-// Postgres' CPU), while a live query resumed from a tagged position (a
-// write's, an event's) whose commit another commit replaced sends its
-// current result rather than judging the new log as if it followed from
-// the client's (changefeed.Hub.Scan checks the tag in its first read).
-func TestLiveQueryFromAReplacedCommitIsRead(t *testing.T) {
+// TestReadPositionsOfAReplacedCommitAreGone: the position a read
+// reflects (Sluice-Position, GraphQL extensions.position, /api/changes'
+// "position") is tagged with the newest commit it saw, as the write's
+// position of that commit is; a client that reads on from it after a
+// failover that lost the commit, a new commit having taken its number,
+// is refused with 410 api:Gone naming it, as from an event id, and a
+// live query resumed from it sends its current result (at the head: the
+// commit read is not the client's). Before, a read's position was
+// numbers alone, accepted unchecked, a page from it went on silently
+// without the new commit, and a live query resumed from the head sent
+// only the position, as if the client's result were current.
+func TestReadPositionsOfAReplacedCommitAreGone(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
-	w1, w2 := replacedFixture(t, d, "readrefill")
+	_, w2 := replacedFixture(t, d, "readrefill")
+	var page changesPage
+	r := d.MustDo(t, 200, dt.Admin(), "GET", "/api/changes/admin/readrefill?after=2", nil)
+	if err := json.Unmarshal(r.Body, &page); err != nil || page.Position != w2.String() || r.Header.Get("Sluice-Position") != w2.String() {
+		t.Fatalf("/api/changes reflects %s (header %s), want %s, tagged: %v", page.Position, r.Header.Get("Sluice-Position"), w2, err)
+	}
 	read := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/readrefill?type=Note", nil).Header.Get("Sluice-Position")
 	one := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/readrefill?id=Note/a", nil).Header.Get("Sluice-Position")
 	g := gqlQuery(t, d, dt.Admin(), "readrefill", `{ Note { _id } }`)
-	if want := w2.Untagged().String(); read != want || one != want || g.Extensions.Position != want {
-		t.Fatalf("reads reflect %s (listing), %s (by id), %s (GraphQL); want %s, the write's position's numbers", read, one, g.Extensions.Position, want)
+	if read != w2.String() || one != w2.String() || g.Extensions.Position != w2.String() {
+		t.Fatalf("reads reflect %s (listing), %s (by id), %s (GraphQL); want %s, the write's position: tagged", read, one, g.Extensions.Position, w2)
+	}
+
+	const live = `query @live { Note { _id } }`
+	body, _ := json.Marshal(map[string]string{"query": live})
+	resume := func() dt.Frame {
+		t.Helper()
+		s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/readrefill", Body: string(body),
+			Header: []string{"Accept", "text/event-stream", "Last-Event-ID", read}})
+		defer s.Close()
+		if f := s.Next(); f.String() != ": connected" {
+			t.Fatalf("%s: first frame %s", live, f)
+		}
+		return s.Event()
+	}
+	if f := resume(); f.String() != "id: "+read {
+		t.Fatalf("a live query resumed from the read's position, unchanged: %q, want only its id", f)
+	}
+
+	replaceCommit(t, d, "readrefill", 2)
+	r = d.Do(t, dt.Admin(), "GET", "/api/changes/admin/readrefill?after="+url.QueryEscape(read), nil)
+	if text := replacedText("position", w2, "readrefill"); r.Status != 410 || !bytes.Contains(r.Body, []byte("api:Gone")) || !bytes.Contains(r.Body, []byte(text)) {
+		t.Errorf("/api/changes after the read's position %s: %d %s; want 410 api:Gone saying %q", read, r.Status, r.Body, text)
+	}
+	if f := resume(); f.Field("event") != "next" || !strings.Contains(f.Field("data"), `"Note/c"`) || dt.Untag(f.Field("id")) != w2.Untagged().String() || f.Field("id") == read {
+		t.Errorf("a live query resumed from the read's position %s, of the replaced commit: %q, want the current result at commit 2 as the log has it", read, f)
+	}
+}
+
+// TestLiveQueryFromAReplacedCommitIsRead: a live query resumed from a
+// tagged position (a write's, an event's) whose commit, not the newest,
+// another commit replaced sends its current result rather than judging
+// the new log as if it followed from the client's (changefeed.Hub.Scan
+// checks the tag in its first read).
+func TestLiveQueryFromAReplacedCommitIsRead(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	w1, w2 := replacedFixture(t, d, "liverefill")
+	read := d.MustDo(t, 200, dt.Admin(), "GET", "/api/document/admin/liverefill?type=Note", nil).Header.Get("Sluice-Position")
+	if read != w2.String() {
+		t.Fatalf("a read reflects %s, want %s, the write's position", read, w2)
 	}
 
 	// Commit 2 (Note/c, text C) cannot change this result: judged by the
@@ -218,7 +274,7 @@ func TestLiveQueryFromAReplacedCommitIsRead(t *testing.T) {
 	body, _ := json.Marshal(map[string]string{"query": live})
 	resume := func(from sluice.Position) dt.Frame {
 		t.Helper()
-		s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/readrefill", Body: string(body),
+		s := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/liverefill", Body: string(body),
 			Header: []string{"Accept", "text/event-stream", "Last-Event-ID", from.String()}})
 		defer s.Close()
 		if f := s.Next(); f.String() != ": connected" {
@@ -229,7 +285,7 @@ func TestLiveQueryFromAReplacedCommitIsRead(t *testing.T) {
 	if f := resume(w2); f.String() != "id: "+read {
 		t.Fatalf("a live query resumed from the write's position, unchanged: %q, want only its id", f)
 	}
-	replaceCommit(t, d, "readrefill", 1)
+	replaceCommit(t, d, "liverefill", 1)
 	if f := resume(w1); f.Field("event") != "next" || !strings.Contains(f.Field("data"), `"Note/a"`) || f.Field("id") != read {
 		t.Errorf("a live query resumed from %s, of the replaced commit 1: %q, want the current result at commit 2 as the log has it", w1, f)
 	}

@@ -118,7 +118,14 @@ func TestMigrationRepairsForgedLog(t *testing.T) {
 			Documents: func(ctx context.Context, w *postgres.Writer) error { return w.Insert(ctx, []*sluice.Document{doc}) }})
 		return err
 	}
-	if err := write(victim, "Note/v"); err != nil {
+	// The victim's commit: a SQL write, which the capture trigger
+	// commits, made a commit of Sluice's own (no row images, as Sluice
+	// writes them): this binary's commit statement needs the columns of
+	// migration 34.
+	if err := pgxExec(ctx, dbURL, "INSERT INTO sluice_db_"+strconv.FormatInt(victim.ID, 10)+`."Note" (_id, text) VALUES ('Note/v', 'api')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := pgxExec(ctx, dbURL, "UPDATE sluice.commits SET row_images = false, user_name = 'admin' WHERE db_id = "+strconv.FormatInt(victim.ID, 10)); err != nil {
 		t.Fatal(err)
 	}
 	var victimUID int64

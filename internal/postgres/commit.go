@@ -308,17 +308,21 @@ func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice
 	// When the counter row does not match (the schema changed, or the
 	// database was deleted), the LEFT JOIN makes seq NULL and the insert
 	// fails: an error, not an empty result, so that the COMMIT behind it
-	// never runs.
+	// never runs. The counter row keeps the stamp of the newest commit,
+	// the batch's last ($9), which tags the position a read reflects
+	// (Snapshot.Position): its time is taken once, in the update, and is
+	// every commit row's of the batch.
 	b.Queue(`WITH s AS (
-			UPDATE sluice.commit_counters SET last_seq = last_seq + $3
-			WHERE db_id = $1 AND schema_version = $2 RETURNING last_seq)
-		INSERT INTO sluice.commits (db_id, seq, uid, author, message, user_name, n_changes)
-		SELECT $1, s.last_seq - $3 + o.ord, o.uid, o.author, o.message, o.user_name, o.n
+			UPDATE sluice.commit_counters SET last_seq = last_seq + $3, last_uid = $9,
+				last_committed_at = clock_timestamp(), stamped_seq = last_seq + $3
+			WHERE db_id = $1 AND schema_version = $2 RETURNING last_seq, last_committed_at)
+		INSERT INTO sluice.commits (db_id, seq, uid, author, message, user_name, n_changes, committed_at)
+		SELECT $1, s.last_seq - $3 + o.ord, o.uid, o.author, o.message, o.user_name, o.n, s.last_committed_at
 		FROM unnest($4::bigint[], $5::text[], $6::text[], $7::text[], $8::int[])
 			WITH ORDINALITY AS o(uid, author, message, user_name, n, ord)
 			LEFT JOIN s ON true
 		RETURNING uid, seq, committed_at`,
-		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts)
+		d.ID, d.SchemaVersion, n, uids, authors, messages, users, counts, uids[n-1])
 	for _, w := range ws {
 		if w.key != nil {
 			if err := recordKey(b, w, w.key); err != nil {

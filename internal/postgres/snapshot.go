@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,8 +38,10 @@ type Snapshot struct {
 	d    *sluice.Database
 	conn *pgxpool.Conn
 	// head is the counter's value in the snapshot, once begun; access
-	// the access version it sees (AccessVersion).
+	// the access version it sees (AccessVersion); headStamp the stamp of
+	// commit head (zero: none, or not stamped), read with the counter.
 	head, access int64
+	headStamp    sluice.Stamp
 	begun        bool
 	// one: the first statement is the only one (OneStatement); ended: it
 	// was, and the snapshot is over.
@@ -89,29 +92,41 @@ func (db *DB) classReader(ctx context.Context, d *sluice.Database) querier {
 }
 
 // Position returns the position the snapshot reflects: the end of the
-// newest commit it sees (or of commit 0, before any). ok is false until
-// the snapshot has begun (nothing was read).
-//
-// It carries no tag of its commit (sluice.Position.Tag), unlike a
-// commit's own positions: finding the newest commit's row by its key in
-// the counter's statement cost a lookup by id 4-14% more of Postgres'
-// CPU (docs/benchmarks.md, "Tagged positions"), on the commonest read.
-// A resume from a read's position is not checked against a failover
-// that replaced its commit (docs/operations.md).
+// newest commit it sees (or of commit 0, before any), tagged with the
+// commit's stamp (sluice.Position.Tag) as the write's position of that
+// commit is, so that a stream resumed from it after a failover that lost
+// that commit, once another took its number, ends with Gone. The stamp is
+// the counter row's copy (counterSQL); a commit made by a binary of
+// earlier migrations left none, and its position has no tag. ok is false
+// until the snapshot has begun (nothing was read).
 func (s *Snapshot) Position() (p sluice.Position, ok bool) {
-	return sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: sluice.WholeCommit}, s.begun
+	p = sluice.Position{Epoch: s.d.Epoch, Seq: s.head, Index: sluice.WholeCommit}
+	if !s.headStamp.IsZero() {
+		p.Tag = s.headStamp.Tag()
+	}
+	return p, s.begun
 }
 
 // counterSQL reads database $n's counter row as a snapshot begins: the
-// commit counter, the access version and the schema version.
+// commit counter, the access version, the schema version, and the uid and
+// time of the newest commit (null when none, or when the commit that
+// advanced last_seq did not stamp the row: stamped_seq is another's),
+// which tag the snapshot's Position. Every statement that advances
+// last_seq stamps the row with its newest commit's uid and committed_at
+// (migration 34): tagging reads no other row, where finding the commit's
+// row by its key cost a lookup by id 4-14% more of Postgres' CPU.
 func counterSQL(n int) string {
-	return "SELECT h.last_seq, " + accessVersionSQL + " AS access, h.schema_version" +
+	return "SELECT h.last_seq, " + accessVersionSQL + " AS access, h.schema_version," +
+		" CASE WHEN h.stamped_seq = h.last_seq THEN h.last_uid END, h.last_committed_at" +
 		" FROM sluice.commit_counters h WHERE h.db_id = $" + strconv.Itoa(n)
 }
 
 // setHead records the counter row a snapshot began with (counterSQL).
-func (s *Snapshot) setHead(head, access int64) {
+func (s *Snapshot) setHead(head, access int64, uid *int64, at *time.Time) {
 	s.head, s.access, s.begun = head, access, true
+	if uid != nil && at != nil {
+		s.headStamp = sluice.Stamp{UID: *uid, Time: *at}
+	}
 }
 
 // AccessVersion returns the access version the snapshot sees (0 until it
@@ -174,7 +189,9 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 	}
 	var head, access int64
 	var version int
-	if err := br.QueryRow().Scan(&head, &access, &version); err != nil {
+	var uid *int64
+	var at *time.Time
+	if err := br.QueryRow().Scan(&head, &access, &version, &uid, &at); err != nil {
 		_ = br.Close()
 		if err == pgx.ErrNoRows {
 			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", s.d.Path())
@@ -188,7 +205,7 @@ func (s *Snapshot) begin(ctx context.Context, sql string, args []any) (pgx.Batch
 		_ = br.Close()
 		return nil, schemaChanged(s.d)
 	}
-	s.setHead(head, access)
+	s.setHead(head, access, uid, at)
 	return br, nil
 }
 
@@ -307,7 +324,8 @@ func (r *firstRow) Scan(dest ...any) error {
 
 // oneStatementSQL returns the statement that reads, in one statement,
 // database $n's counter row (counterSQL: the commit counter, the access
-// version, the schema version: $n is the parameter after sql's n-1) and sql's rows: first a row of the
+// version, the schema version, the newest commit's stamp: $n is the
+// parameter after sql's n-1) and sql's rows: first a row of the
 // counter's headColumns columns (sql's columns null, of
 // their types: the LEFT JOIN of sql kept to no row, which Postgres plans
 // as an empty relation without reading anything), then sql's rows, the
@@ -321,7 +339,7 @@ func (r *firstRow) Scan(dest ...any) error {
 // instead cost a page 40% more.
 func oneStatementSQL(sql string, n int) string {
 	return "SELECT h.*, q.* FROM (" + counterSQL(n) +
-		") h LEFT JOIN (SELECT * FROM (" + sql + ") q WHERE false) q ON true UNION ALL SELECT NULL, NULL, NULL, q.* FROM (" + sql + ") q"
+		") h LEFT JOIN (SELECT * FROM (" + sql + ") q WHERE false) q ON true UNION ALL SELECT NULL, NULL, NULL, NULL, NULL, q.* FROM (" + sql + ") q"
 }
 
 // queryOne runs sql as the snapshot's only statement (see
@@ -341,11 +359,12 @@ func (s *Snapshot) queryOne(ctx context.Context, sql string, args []any) (pgx.Ro
 	// The connection is held while the rows are read (a listing streams
 	// them to its client): it goes back, with its count, when they end.
 	rows := &sharedRows{Rows: r, conn: conn, release: release}
-	var head, access *int64
+	var head, access, uid *int64
 	var version *int
+	var at *time.Time
 	if rows.Next() {
 		dest := make([]any, len(rows.FieldDescriptions()))
-		dest[0], dest[1], dest[2] = &head, &access, &version
+		dest[0], dest[1], dest[2], dest[3], dest[4] = &head, &access, &version, &uid, &at
 		if err := rows.Scan(dest...); err != nil {
 			rows.Close()
 			return nil, mapError(err)
@@ -367,7 +386,7 @@ func (s *Snapshot) queryOne(ctx context.Context, sql string, args []any) (pgx.Ro
 		rows.Close()
 		return nil, schemaChanged(s.d)
 	}
-	s.setHead(*head, *access)
+	s.setHead(*head, *access, uid, at)
 	return &oneRows{Rows: rows}, nil
 }
 
@@ -380,7 +399,7 @@ type oneRows struct {
 
 // headColumns is the number of columns oneStatementSQL puts before the
 // statement's own.
-const headColumns = 3
+const headColumns = 5
 
 func (r *oneRows) Scan(dest ...any) error {
 	r.dest = r.dest[:0]

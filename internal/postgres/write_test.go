@@ -172,7 +172,8 @@ func xmins(t *testing.T, db *DB, d *sluice.Database) int {
 // TestGroupCommitSharesOneTransaction queues three writes behind a
 // running one whose client goes away: the four make one transaction (one
 // commit row xmin), each its own commit, numbered in queue order, each run
-// once (no savepoints, no retry), each seen by the hook once durable.
+// once (no savepoints, no retry), each seen by the hook once durable; a
+// read after it reflects the last commit's position, tagged.
 func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	t.Parallel()
 	db, d, s, hook := openNotes(t)
@@ -195,6 +196,28 @@ func TestGroupCommitSharesOneTransaction(t *testing.T) {
 	}
 	if n := xmins(t, db, d); n != 1 {
 		t.Fatalf("the batch's commits were written by %d transactions, want 1", n)
+	}
+	// Each commit's position is the log's, tagged with its stamp as the
+	// log holds it; a read reflects the batch's last, as tagged: the
+	// counter row keeps the stamp of the batch's last commit, of the time
+	// every commit row of the batch got.
+	for _, j := range jobs {
+		c, err := db.Commit(context.Background(), d, j.commit.Seq, -1, -1)
+		if err != nil || c.End() != j.commit.End() || c.End().Tag == "" {
+			t.Fatalf("commit %d as the log holds it: %v (%v), as the write answered it: %v", j.commit.Seq, c.End(), err, j.commit.End())
+		}
+	}
+	for _, one := range []bool{true, false} {
+		snap := db.Snapshot(d)
+		if one {
+			snap.OneStatement()
+		}
+		_, _, err := db.Document(WithSnapshot(context.Background(), snap), d, s, "Note/a")
+		pos, _ := snap.Position()
+		snap.Close()
+		if err != nil || pos != jobs[3].commit.End() {
+			t.Fatalf("a read after the batch (one statement: %v) reflects %v (%v), want %v", one, pos, err, jobs[3].commit.End())
+		}
 	}
 	if got := hook.seqs(); len(got) != 4 || got[0] != 1 || got[3] != 4 {
 		t.Fatalf("hook saw commits %v, want 1 to 4", got)
