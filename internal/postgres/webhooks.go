@@ -765,7 +765,9 @@ type Delivery struct {
 	// all the same: its receiver has the request, and a change of
 	// settings (a description, a secret, a URL) does not undo that.
 	UpdatedAt time.Time
-	Attempt   sluice.WebhookAttempt
+	// Attempt is recorded but for its At: the attempt is recorded at
+	// Postgres' time less its Duration.
+	Attempt sluice.WebhookAttempt
 	// OK records a 2xx: the position moves to Position.
 	OK       bool
 	Position sluice.Position
@@ -791,28 +793,32 @@ const leaseHeld = `EXISTS (SELECT 1 FROM sluice.webhook_lease WHERE generation =
 // longer held: the deliverer must then stop.
 func (db *DB) RecordDelivery(ctx context.Context, r Delivery) (bool, error) {
 	a := r.Attempt
-	args := []any{r.Webhook, r.Generation, r.Version, a.At, a.MessageID, a.Events, a.Attempt, a.Status, a.Error,
+	args := []any{r.Webhook, r.Generation, r.Version, a.MessageID, a.Events, a.Attempt, a.Status, a.Error,
 		float64(a.Duration) / float64(time.Millisecond), a.Response}
 	var set, settled string
 	switch {
 	case r.OK:
-		set = `seq = $12, idx = $13, attempt = 0, next_attempt_at = NULL, status_message = '', delivered = delivered + 1,
-			delivered_events = delivered_events + $6, last_success_at = $4`
+		set = `seq = $11, idx = $12, attempt = 0, next_attempt_at = NULL, status_message = '', delivered = delivered + 1,
+			delivered_events = delivered_events + $5, last_success_at = (SELECT at FROM t)`
 		args = append(args, r.Position.Seq, r.Position.Index)
 	case r.Fail != "":
-		set = `state = 'failing', status_message = $12, attempt = $13, next_attempt_at = NULL, failed = failed + 1`
-		settled = " AND updated_at = $14"
+		set = `state = 'failing', status_message = $11, attempt = $12, next_attempt_at = NULL, failed = failed + 1`
+		settled = " AND updated_at = $13"
 		args = append(args, r.Fail, r.Failures, r.UpdatedAt)
 	default:
-		set = `status_message = $12, attempt = $13, next_attempt_at = clock_timestamp() + make_interval(secs => $14), failed = failed + 1`
-		settled = " AND updated_at = $15"
+		set = `status_message = $11, attempt = $12, next_attempt_at = clock_timestamp() + make_interval(secs => $13), failed = failed + 1`
+		settled = " AND updated_at = $14"
 		args = append(args, a.Error, r.Failures, r.Wait.Seconds(), r.UpdatedAt)
 	}
+	// The attempt's time (its request's start) is Postgres' clock less
+	// the request's duration, as the webhook's other times are Postgres'
+	// clock: the deliverer's clock may be off from it.
 	var n int64
-	err := db.pool.QueryRow(ctx, `WITH w AS (UPDATE sluice.webhooks SET `+set+`, attempts = attempts + 1
+	err := db.pool.QueryRow(ctx, `WITH t AS MATERIALIZED (SELECT clock_timestamp() - make_interval(secs => $9::float8 / 1000) AS at),
+		w AS (UPDATE sluice.webhooks SET `+set+`, attempts = attempts + 1
 			WHERE id = $1 AND version = $3 AND state = 'active' AND `+leaseHeld+settled+` RETURNING attempts)
 		INSERT INTO sluice.webhook_attempts AS a (webhook_id, slot, n, at, message_id, events, attempt, status, error, duration_ms, response)
-		SELECT $1, w.attempts % `+strconv.Itoa(attemptSlots)+`, w.attempts, $4, $5, $6, $7, $8, $9, $10, $11 FROM w
+		SELECT $1, w.attempts % `+strconv.Itoa(attemptSlots)+`, w.attempts, t.at, $4, $5, $6, $7, $8, $9, $10 FROM w, t
 		ON CONFLICT (webhook_id, slot) DO UPDATE SET n = excluded.n, at = excluded.at, message_id = excluded.message_id,
 			events = excluded.events, attempt = excluded.attempt, status = excluded.status, error = excluded.error,
 			duration_ms = excluded.duration_ms, response = excluded.response

@@ -168,3 +168,40 @@ func TestRotateAnswersTheStoredGrace(t *testing.T) {
 		t.Errorf("rotate answered old_secret_until %v; the status says %v", rotated["old_secret_until"], st["old_secret_until"])
 	}
 }
+
+// TestAttemptTimesOnOneClock: a delivery recorded by a replica whose clock
+// is an hour ahead of Postgres' shows its attempt's at and the webhook's
+// last_success_at by Postgres' clock, as created_at (found by review: both
+// were the replica's clock, an hour after the webhook's other times).
+func TestAttemptTimesOnOneClock(t *testing.T) {
+	t.Parallel()
+	r := startSlowReceiver(t, func(int) time.Duration { return 0 })
+	ahead := func() time.Time { return time.Now().Add(time.Hour) }
+	d := dt.StartWith(t, daemon.Options{Version: "test", BcryptCost: 4, Now: ahead}, func(c *config.Config) {
+		c.WebhookAllowNetworks = loopback
+	})
+	d.CreateDatabase(t, "times", personSchema)
+	h := createHook(t, d, nil, "times", "", fmt.Sprintf(`{"url":%q}`, r.srv.URL))
+	insert(t, d, "times", "alice")
+	st := waitStatus(t, d, "times", h.ID, 60*time.Second, func(s map[string]any) bool { return s["delivered"].(float64) == 1 })
+	parse := func(name string, v any) time.Time {
+		s, _ := v.(string)
+		at, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatalf("%s %v: %v", name, v, err)
+		}
+		return at
+	}
+	created := parse("created_at", st["created_at"])
+	near := func(name string, v any) {
+		if at := parse(name, v); at.Sub(created).Abs() > time.Minute {
+			t.Errorf("%s %v on a replica an hour ahead, created_at %v; want Postgres' time, within a minute of it", name, at, created)
+		}
+	}
+	near("last_success_at", st["last_success_at"])
+	attempts := st["attempts"].([]any)
+	if len(attempts) != 1 {
+		t.Fatalf("attempts %v, want the one delivery", attempts)
+	}
+	near("the attempt's at", attempts[0].(map[string]any)["at"])
+}

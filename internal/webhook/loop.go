@@ -769,7 +769,6 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	if !l.m.holding() {
 		return errStop
 	}
-	at := d.now()
 	res := d.send.send(ctx, m, secrets)
 	if ctx.Err() != nil && !res.ok() {
 		return ctx.Err() // stopped: the attempt does not count
@@ -789,7 +788,8 @@ func (l *loop) send(ctx context.Context, st *state, m *message, after sluice.Pos
 	// that could not be recorded would be sent again outside the
 	// schedule, with nothing to show why.
 	res.err, res.response = cleanText([]byte(res.err)), cleanText([]byte(res.response))
-	a := sluice.WebhookAttempt{At: at, MessageID: m.id, Events: m.events, Attempt: st.failures + 1, Status: res.status,
+	// The attempt's time is Postgres' (see postgres.Delivery).
+	a := sluice.WebhookAttempt{MessageID: m.id, Events: m.events, Attempt: st.failures + 1, Status: res.status,
 		Error: res.err, Duration: res.duration, Response: res.response}
 	rec := postgres.Delivery{Webhook: l.id, Version: l.version, Generation: l.m.gen, UpdatedAt: st.w.UpdatedAt, Attempt: a}
 	if res.ok() {
