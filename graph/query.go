@@ -505,7 +505,7 @@ func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 		case cf.Name == fieldCommit:
 			writeCommit(x, &buf, c, "commit", cf.Selections)
 		default:
-			objs, class, err := x.changes(c, decoded, cf, includeChildren)
+			objs, class, err := x.changes(c, decoded, cf, includeChildren, false)
 			if err == nil {
 				err = x.checkPastBeyond(cf.Selections, class)
 			}
@@ -535,11 +535,31 @@ func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 	return n, nil
 }
 
+// changeSetShows reports whether the change set of c that sel selects
+// lists any document, judged from c's images alone, for a commit whose
+// past cannot be read (Subscription.events): a field whose filter tests
+// through references cannot be judged so, and is taken to list every
+// change of its class and operation.
+func (x *execution) changeSetShows(c *sluice.Commit, sel ast.SelectionSet, includeChildren bool) (bool, error) {
+	decoded := make([]*sluice.Document, len(c.Changes))
+	for _, cf := range x.fields(sel, typeChangeSet) {
+		if cf.Name == "__typename" || cf.Name == fieldCommit {
+			continue
+		}
+		objs, _, err := x.changes(c, decoded, cf, includeChildren, true)
+		if err != nil || len(objs) > 0 {
+			return err == nil, err
+		}
+	}
+	return false, nil
+}
+
 // changes returns the documents of c that the change-set field cf
 // (<Class>_added, _updated, _changed or _deleted) selects. decoded holds
 // the document of each change of c that a field decoded already (nil:
-// none did); changes decodes those it needs into it.
-func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf graphql.CollectedField, includeChildren bool) ([]*object, string, error) {
+// none did); changes decodes those it needs into it. imagesOnly leaves
+// out a filter that tests through references (changeSetShows).
+func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf graphql.CollectedField, includeChildren, imagesOnly bool) ([]*object, string, error) {
 	i := strings.LastIndexByte(cf.Name, '_')
 	if i < 0 {
 		return nil, "", errorf("unknown field %s", cf.Name)
@@ -566,6 +586,9 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 			return nil, "", err
 		}
 		f = e
+		if imagesOnly && filterFollows(f) {
+			f = nil
+		}
 		// What it tests through references is read as of the commit
 		// (readAsOfCommit), which may not show it.
 		if err := x.checkPastThrough(f); err != nil {

@@ -213,8 +213,9 @@ func (s *Subscription) Classes() []string { return s.classes }
 // the commit, and each statement reads the log from the commit to its
 // head: a commit from which the log holds more than max_past_changes
 // changes (a stream resumed from far back, or far behind) is not read,
-// and its events (a _ChangeSet's one, per-document events as past the
-// rows bound) are errors naming max_past_changes, so that what a stream
+// and its events (a _ChangeSet's one unless its lists are empty judged
+// from the images, per-document events as past the rows bound) are
+// errors naming max_past_changes, so that what a stream
 // reads per event is bounded by configuration, not by its backlog.
 func (s *Subscription) Events(ctx context.Context, c *sluice.Commit) ([]SubscriptionEvent, error) {
 	x := &execution{ctx: ctx, op: s.operationContext(), es: s.es, req: s.req, cache: map[string]*object{}, maxRows: s.es.limits.MaxResultRows}
@@ -324,7 +325,20 @@ func (s *Subscription) events(x *execution, c *sluice.Commit, far error) ([]Subs
 	if s.changeSet {
 		pos := c.Position(c.Changes[len(c.Changes)-1].Index)
 		if far != nil {
-			ev, _ := s.limitEvent(pos, far)
+			// A change set that lists nothing sends nothing, as
+			// nearer the head: judged from the images where that
+			// can be (changeSetShows).
+			shows, err := x.changeSetShows(c, s.selections, s.includeChildren)
+			if err == nil && !shows {
+				return nil, nil
+			}
+			if err == nil {
+				err = far
+			}
+			ev, ok := s.limitEvent(pos, err)
+			if !ok {
+				return nil, err
+			}
 			return []SubscriptionEvent{ev}, nil
 		}
 		x.limitReads()

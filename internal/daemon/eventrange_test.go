@@ -81,4 +81,12 @@ func TestResumedEventsReadThePastWithinItsBound(t *testing.T) {
 		"", `{"data":{"_ChangeSet":{"Note_added":[{"_id":"Note/n2","owner":{"name":"E"}}]}}}`)
 	expect(open(`subscription { Note_added(filter: {owner: {name: {eq: "E"}}}) { _id } }`), "notes filtered through their owner",
 		"", `{"data":{"Note_added":{"_id":"Note/n2"}}}`)
+	// A change set far back whose lists are all empty, judged from its
+	// images (n1's title is not y, and no note is updated), sends
+	// nothing, as it would nearer the head; one whose filter tests
+	// through a reference cannot be judged so, and is the error.
+	expect(open(`subscription { _ChangeSet { Note_updated { _id owner { name } } Note_added(filter: {title: {eq: "y"}}) { _id owner { name } } } }`), "change sets filtered on their images",
+		`{"data":{"_ChangeSet":{"Note_updated":[],"Note_added":[{"_id":"Note/n2","owner":{"name":"E"}}]}}}`)
+	expect(open(`subscription { _ChangeSet { Note_added(filter: {owner: {name: {eq: "E"}}}) { _id } } }`), "change sets filtered through their owner",
+		"", `{"data":{"_ChangeSet":{"Note_added":[{"_id":"Note/n2"}]}}}`)
 }
