@@ -101,7 +101,7 @@ try {
           if (last === null) return false;
           const got = JSON.parse(last);
           if (got.extensions) {
-            if (!/^[a-z0-9]+-[0-9]+-[0-9]+$/.test(got.extensions.position ?? '')) return false;
+            if (!/^[a-z0-9]+-[0-9]+-[0-9]+(-[0-9a-v]{8})?$/.test(got.extensions.position ?? '')) return false;
             delete got.extensions.position;
             if (Object.keys(got.extensions).length === 0) delete got.extensions;
           }

@@ -77,7 +77,7 @@ async function scenario(name, team, open, { positions = true } = {}) {
     const r = await box.take(name);
     if (names(r) !== want) fail(`${name}: got ${JSON.stringify(r)}, want ${want}`);
     if (positions && position && r.extensions?.position !== position) fail(`${name}: result at ${r.extensions?.position}, want ${position}: ${JSON.stringify(r)}`);
-    if (positions && !/^[a-z0-9]+-[0-9]+-2147483647$/.test(r.extensions?.position)) fail(`${name}: no position in ${JSON.stringify(r)}`);
+    if (positions && !/^[a-z0-9]+-[0-9]+-2147483647(-[0-9a-v]{8})?$/.test(r.extensions?.position)) fail(`${name}: no position in ${JSON.stringify(r)}`);
   };
   await check('');
   await check(team + '1', await write(team + '1', team));
