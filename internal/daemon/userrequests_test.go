@@ -43,24 +43,7 @@ func TestUserStalledRequestsAreBounded(t *testing.T) {
 	var dials atomic.Int64
 	client := tlsClient(cert, &dials)
 	base := "https://" + d.Addr()
-	do := func(auth dt.Auth, method, path, body string) (*http.Response, string) {
-		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		auth(req)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(b)
-	}
+	do := requester(t, client, base)
 	for _, u := range []string{"mallory", "bob"} {
 		if resp, body := do(dt.Admin(), "POST", "/api/users", fmt.Sprintf(`{"name":%q,"organization":"admin","password":"%s-password"}`, u, u)); resp.StatusCode != http.StatusCreated {
 			t.Fatalf("create user %s: %d %s", u, resp.StatusCode, body)
@@ -233,24 +216,7 @@ func TestRequestsInFlightAreBoundedPerProcess(t *testing.T) {
 	})
 	var dials atomic.Int64
 	client := tlsClient(cert, &dials)
-	do := func(auth dt.Auth, method, path, body string) (*http.Response, string) {
-		t.Helper()
-		req, err := http.NewRequest(method, "https://"+d.Addr()+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		auth(req)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(b)
-	}
+	do := requester(t, client, "https://"+d.Addr())
 	users := []string{"ann", "ben", "cy"}
 	authz := map[string]string{}
 	for _, u := range users {
@@ -427,4 +393,27 @@ func (h *stalledH2) answer(from, to int) (map[string]int, int) {
 		}
 	}
 	return statuses, reset
+}
+
+// requester returns a function that sends a request to base+path with
+// client, authorized by auth, and returns its answer and body read whole.
+func requester(t *testing.T, client *http.Client, base string) func(auth dt.Auth, method, path, body string) (*http.Response, string) {
+	return func(auth dt.Auth, method, path, body string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth(req)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(b)
+	}
 }
