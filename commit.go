@@ -152,20 +152,6 @@ func (c *Commit) MadeLocal() time.Time {
 	return c.ReadLocal.Add(-max(c.ReadAt.Sub(c.Time), 0))
 }
 
-// Stamp tells one commit of a database's log from another of the same
-// sequence number: a log that lost its newest commits (a Postgres failover
-// to an asynchronous standby, a restore) gives their numbers to the next
-// commits, which sequence numbers alone cannot tell from the lost ones.
-// The uid is unique in one history of the server, but a server rewound
-// may draw a lost commit's uid again (the uid sequence rewinds with it);
-// the time it was committed, later, tells them apart then. The zero
-// Stamp is none; a position carries a tag of it (TaggedStamp).
-type Stamp struct {
-	UID  int64
-	Time time.Time
-	tag  string // of a stamp known only by its tag (UID 0)
-}
-
 // Stamp returns c's stamp (of any piece of it: they share it).
 func (c *Commit) Stamp() Stamp { return Stamp{UID: c.UID, Time: c.Time} }
 
@@ -312,6 +298,36 @@ func (c *Commit) Taken() Cursor {
 		return Cursor{Seq: c.Seq - 1, Part: c.Changes[len(c.Changes)-1].Index}
 	}
 	return Cursor{Seq: c.Seq, Part: -1}
+}
+
+// Since returns what of piece c comes after cursor cur: c itself, or a
+// copy holding only its changes after cur; nil when none of its changes
+// does. A commit without changes has nothing to deliver, unless it starts
+// a schema version (NewSchema): every reader must see that one, to
+// evaluate what follows through the new schema.
+func (c *Commit) Since(cur Cursor) *Commit {
+	if c.Seq <= cur.Seq {
+		return nil
+	}
+	if len(c.Changes) == 0 {
+		if c.NewSchema {
+			return c
+		}
+		return nil
+	}
+	if c.Seq > cur.Seq+1 || cur.Part < 0 || c.Changes[0].Index > cur.Part {
+		return c
+	}
+	i := 0
+	for i < len(c.Changes) && c.Changes[i].Index <= cur.Part {
+		i++
+	}
+	if i == len(c.Changes) {
+		return nil
+	}
+	cp := *c
+	cp.Changes = c.Changes[i:]
+	return &cp
 }
 
 // Head is where one database's commit log stands.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Position names one event in a database's history: the database epoch, the
@@ -33,6 +34,20 @@ const tagLen = 8
 
 // tagEncoding writes tags: digits and lowercase letters, as epochs.
 var tagEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+// Stamp tells one commit of a database's log from another of the same
+// sequence number: a log that lost its newest commits (a Postgres failover
+// to an asynchronous standby, a restore) gives their numbers to the next
+// commits, which sequence numbers alone cannot tell from the lost ones.
+// The uid is unique in one history of the server, but a server rewound
+// may draw a lost commit's uid again (the uid sequence rewinds with it);
+// the time it was committed, later, tells them apart then. The zero
+// Stamp is none; a position carries a tag of it (TaggedStamp).
+type Stamp struct {
+	UID  int64
+	Time time.Time
+	tag  string // of a stamp known only by its tag (UID 0)
+}
 
 // Tag returns the tag positions of the commit whose stamp s is carry: a
 // hash of its uid and of the time it was committed (to the microsecond, as
@@ -177,36 +192,6 @@ func (c Cursor) Max(o Cursor) Cursor {
 		return o
 	}
 	return c
-}
-
-// Rest returns what of piece p comes after c: p itself, or a copy holding
-// only its changes after c; nil when none of its changes does. A commit
-// without changes has nothing to deliver, unless it starts a schema
-// version (Commit.NewSchema): every reader must see that one, to evaluate
-// what follows through the new schema.
-func (c Cursor) Rest(p *Commit) *Commit {
-	if p.Seq <= c.Seq {
-		return nil
-	}
-	if len(p.Changes) == 0 {
-		if p.NewSchema {
-			return p
-		}
-		return nil
-	}
-	if p.Seq > c.Seq+1 || c.Part < 0 || p.Changes[0].Index > c.Part {
-		return p
-	}
-	i := 0
-	for i < len(p.Changes) && p.Changes[i].Index <= c.Part {
-		i++
-	}
-	if i == len(p.Changes) {
-		return nil
-	}
-	cp := *p
-	cp.Changes = p.Changes[i:]
-	return &cp
 }
 
 // Follows reports whether a read after c that starts with commit seq

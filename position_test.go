@@ -105,17 +105,17 @@ func TestCursor(t *testing.T) {
 	if c.Taken() != (Cursor{Seq: 4, Part: 3}) {
 		t.Fatalf("End of a piece: %+v", c.Taken())
 	}
-	if rest := inside.Rest(c); len(rest.Changes) != 1 || rest.Changes[0].Index != 3 || len(c.Changes) != 3 {
-		t.Fatalf("Rest inside: %+v", rest)
+	if rest := c.Since(inside); len(rest.Changes) != 1 || rest.Changes[0].Index != 3 || len(c.Changes) != 3 {
+		t.Fatalf("Since inside: %+v", rest)
 	}
-	if whole.Rest(c) != nil || CursorAt(Position{Seq: 5, Index: 3}).Rest(c) != nil {
-		t.Fatal("Rest of what the reader has")
+	if c.Since(whole) != nil || c.Since(CursorAt(Position{Seq: 5, Index: 3})) != nil {
+		t.Fatal("Since what the reader has")
 	}
-	if WholeCursor(4).Rest(c) != c {
-		t.Fatal("Rest of a piece after the cursor is the piece")
+	if c.Since(WholeCursor(4)) != c {
+		t.Fatal("a piece after the cursor is whole")
 	}
 	schema := &Commit{Seq: 6, NewSchema: true}
-	if whole.Rest(schema) != schema || whole.Rest(&Commit{Seq: 6}) != nil {
+	if schema.Since(whole) != schema || (&Commit{Seq: 6}).Since(whole) != nil {
 		t.Fatal("a commit without changes is delivered only when it starts a schema version")
 	}
 	c.Partial = false

@@ -67,7 +67,7 @@ func (h *Hub) Scan(ctx context.Context, d *sluice.Database, from sluice.Position
 			if c.Seq > upTo {
 				return nil
 			}
-			if out := m.Rest(c); out != nil && !fn(out) {
+			if out := c.Since(m); out != nil && !fn(out) {
 				return nil
 			}
 			m = m.Max(c.Taken())

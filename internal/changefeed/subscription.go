@@ -174,7 +174,7 @@ func (s *Subscription) ClassesVersion() int { return s.filter.Load().version }
 // the classes as they were then (engine.SchemaThen), which may be others
 // (a class that implemented an interface then and no longer does).
 func (s *Subscription) prepare(m sluice.Cursor, c *sluice.Commit, classes map[string]bool) *sluice.Commit {
-	out := m.Rest(c)
+	out := c.Since(m)
 	f := s.filter.Load()
 	if out == nil || len(f.classes) == 0 || c.NewSchema || (f.version > 0 && c.SchemaVersion > 0 && c.SchemaVersion != f.version) {
 		return out

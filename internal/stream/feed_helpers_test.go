@@ -54,7 +54,7 @@ func (l *memLog) ReadLog(_ context.Context, _ *sluice.Database, after sluice.Pos
 	c := sluice.CursorAt(after)
 	var out []*sluice.Commit
 	for _, cm := range l.commits {
-		if r := c.Rest(cm); r != nil {
+		if r := cm.Since(c); r != nil {
 			if len(out) == limit {
 				return out, true, nil
 			}
