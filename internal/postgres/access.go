@@ -16,8 +16,16 @@ import (
 // below the version read with them.
 const accessVersionSQL = "(SELECT version FROM sluice.access_counter)"
 
-// RecordAccess appends change c to the access log inside the transaction
-// that makes it, and sets c.Version. The counter row's lock is held until
+// changeAccess queues access change c, which recordAccess appends to the
+// access log in the same transaction once the write's Before step is
+// done: the log's counter row is the last lock an administrative change
+// takes (lockorder.go).
+func (t *Tx) changeAccess(c sluice.AccessChange) {
+	t.access = append(t.access, c)
+}
+
+// recordAccess appends the access changes queued in the transaction to the
+// access log, numbering them. The counter row's lock is held until
 // COMMIT, so versions are gapless and follow commit order. Other processes
 // are woken at once, by a NOTIFY sent once the transaction committed
 // (transact), not in it: Postgres's queue of notifications is the
@@ -26,22 +34,23 @@ const accessVersionSQL = "(SELECT version FROM sluice.access_counter)"
 // notifies fails at COMMIT: a revocation, a password or role change, a
 // user's deletion failed with it. A notification is only a wake-up
 // (listeners poll too): one lost delays the change's effect by a poll.
-func (t *Tx) RecordAccess(ctx context.Context, c *sluice.AccessChange) error {
-	if err := t.tx.QueryRow(ctx, "UPDATE sluice.access_counter SET version = version + 1 RETURNING version").Scan(&c.Version); err != nil {
-		return mapError(err)
-	}
-	_, err := t.tx.Exec(ctx, `INSERT INTO sluice.access_changes (version, kind, user_id, token_id, db_id, org, role)
+func (t *Tx) recordAccess(ctx context.Context) error {
+	for _, c := range t.access {
+		if err := t.tx.QueryRow(ctx, "UPDATE sluice.access_counter SET version = version + 1 RETURNING version").Scan(&c.Version); err != nil {
+			return mapError(err)
+		}
+		_, err := t.tx.Exec(ctx, `INSERT INTO sluice.access_changes (version, kind, user_id, token_id, db_id, org, role)
 		VALUES ($1, $2, NULLIF($3, 0), NULLIF($4, 0), NULLIF($5, 0), NULLIF($6, ''), $7)`,
-		c.Version, string(c.Kind), c.UserID, c.TokenID, c.DatabaseID, c.Org, int16(c.Role))
-	if err != nil {
-		return mapError(err)
+			c.Version, string(c.Kind), c.UserID, c.TokenID, c.DatabaseID, c.Org, int16(c.Role))
+		if err != nil {
+			return mapError(err)
+		}
 	}
-	t.accessChanged = true
 	return nil
 }
 
 // notifyAccess announces the access change that the transaction conn
-// ran committed, best effort (see RecordAccess).
+// ran committed, best effort (see recordAccess).
 func (db *DB) notifyAccess(ctx context.Context, conn *pgxpool.Conn) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

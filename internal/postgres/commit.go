@@ -101,9 +101,11 @@ func OnCommit(fn func(*sluice.Commit)) Option {
 // Write runs one write: every document write, whatever the entry point
 // (REST, GraphQL, Sluice's own _system documents), and every change to
 // organizations, users, tokens, roles, databases and schemas goes through
-// it. In one transaction it runs spec.Before, then spec.Write, and, as the
-// last statement, increments the database's counter row and inserts the
-// commit row, with COMMIT sent in the same round trip: the counter row's
+// it. In one transaction it runs spec.Before, then records the access
+// changes Before made (the last of its locks, lockorder.go), then
+// spec.Write, and, as the last statement, increments the database's
+// counter row and inserts the commit row, with COMMIT sent in the same
+// round trip: the counter row's
 // lock, held from that statement to COMMIT, is what makes each database's
 // sequence gapless and equal to commit order, and no round trip to Sluice
 // falls inside it.
@@ -188,6 +190,11 @@ func (db *DB) write(ctx context.Context, spec WriteSpec) (*sluice.Commit, error)
 		}
 		if spec.Before != nil {
 			if err := spec.Before(ctx, tx); err != nil {
+				return err
+			}
+			// The access log's counter row after every lock Before
+			// took (lockorder.go).
+			if err := tx.recordAccess(ctx); err != nil {
 				return err
 			}
 		}

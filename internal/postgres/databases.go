@@ -360,7 +360,8 @@ func (t *Tx) deleteDatabase(ctx context.Context, d *sluice.Database) error {
 	if tag.RowsAffected() == 0 {
 		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
 	}
-	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessDatabase, DatabaseID: d.ID, Org: d.Org})
+	t.changeAccess(sluice.AccessChange{Kind: sluice.AccessDatabase, DatabaseID: d.ID, Org: d.Org})
+	return nil
 }
 
 // CurrentSchemaVersion returns the current schema version of database d,

@@ -5,6 +5,38 @@ import (
 	"time"
 )
 
+// Locks of administrative changes. Sluice's own rows are locked in one
+// order by every transaction that locks more than one of them, so that
+// two changes wait for each other instead of deadlocking (Postgres
+// breaks a deadlock after deadlock_timeout by failing one side, a 409
+// "retry" for what is, to its users, two ordinary changes):
+//
+//  1. a database's class tables, its counter row (sluice.commit_counters),
+//     then its row (sluice.databases), with what its deletion deletes
+//     (its webhooks, its roles); a grant takes a key share of the
+//     database's row first (Tx.SetRole);
+//  2. webhooks' rows;
+//  3. users' rows, with what a user's deletion deletes (its tokens,
+//     roles, stream tickets), an organization's users in name order;
+//  4. the organization's row;
+//  5. the access log's counter row (sluice.access_counter), taken once a
+//     write's Before step is done, whatever it changed (Tx.recordAccess,
+//     called by DB.write);
+//  6. _system's documents, then its counter row, with the commit
+//     (Tx.finish).
+//
+// A step may be left out, never taken after a later one. An
+// organization's deletion deletes its databases, then its users, then
+// its row, in one transaction. It took the access log's counter row with
+// its first database or user, and deadlocked with a password change,
+// a token's revocation, a role's grant or a database's creation of
+// another member, which held the member's row (or its token's, or a key
+// share of it) and then waited for that counter row; with a webhook's
+// creation by a member, which held the member's row and waited for the
+// counter row of a database the deletion had deleted; and with a grant
+// of a role on such a database, whose foreign keys took a key share of
+// the user's row before the database's (TestAdministrativeWritesTakeLocksInOneOrder).
+//
 // Row locks in a group-commit batch. A write locks its documents in one
 // order, class name then id (Writer.lock), so that two writes of
 // overlapping documents wait for each other instead of deadlocking. A

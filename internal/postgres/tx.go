@@ -27,9 +27,11 @@ type Tx struct {
 	// lockPatienceEnds is when the transaction's steps bounded by
 	// boundLockWaits stop trying again, set by the first of them.
 	lockPatienceEnds time.Time
-	// accessChanged is set by RecordAccess: once the transaction
-	// committed, the change is announced (notifyAccess).
-	accessChanged bool
+	// access holds the access changes made in the transaction
+	// (changeAccess), recorded after the write's Before step
+	// (recordAccess); once the transaction committed, they are
+	// announced (notifyAccess).
+	access []sluice.AccessChange
 }
 
 // transact runs fn in one transaction on a pooled connection, with a
@@ -58,7 +60,7 @@ func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
 			return err
 		}
 	}
-	if t.accessChanged {
+	if len(t.access) > 0 {
 		db.notifyAccess(ctx, conn)
 	}
 	return nil

@@ -141,7 +141,8 @@ func (t *Tx) SetPassword(ctx context.Context, u *sluice.User, hash string) error
 	if tag.RowsAffected() == 0 {
 		return sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", u.Name)
 	}
-	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessPassword, UserID: u.ID})
+	t.changeAccess(sluice.AccessChange{Kind: sluice.AccessPassword, UserID: u.ID})
+	return nil
 }
 
 // DeleteUser deletes user u (its tokens and roles go with it) and records
@@ -154,7 +155,8 @@ func (t *Tx) DeleteUser(ctx context.Context, u *sluice.User) error {
 	if tag.RowsAffected() == 0 {
 		return sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", u.Name)
 	}
-	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessUser, UserID: u.ID})
+	t.changeAccess(sluice.AccessChange{Kind: sluice.AccessUser, UserID: u.ID})
+	return nil
 }
 
 // OrganizationMembers returns the users of organization org.
@@ -187,7 +189,8 @@ func (t *Tx) DeleteOrganization(ctx context.Context, org string) error {
 	if tag.RowsAffected() == 0 {
 		return sluice.Errorf(sluice.CodeNotFound, "organization %q does not exist", org)
 	}
-	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessOrganization, Org: org})
+	t.changeAccess(sluice.AccessChange{Kind: sluice.AccessOrganization, Org: org})
+	return nil
 }
 
 // PasswordCredential returns the credential of user name for a password
@@ -316,23 +319,36 @@ func (t *Tx) RevokeToken(ctx context.Context, userID, id int64) error {
 		userID, ListedRevokedTokens); err != nil {
 		return mapError(err)
 	}
-	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessToken, UserID: userID, TokenID: id})
+	t.changeAccess(sluice.AccessChange{Kind: sluice.AccessToken, UserID: userID, TokenID: id})
+	return nil
 }
 
-// SetRole grants userID role on database dbID (RoleNone removes the
-// grant) and records it in the access log.
-func (t *Tx) SetRole(ctx context.Context, userID, dbID int64, role sluice.Role) error {
-	var err error
+// SetRole grants userID role on database d (RoleNone removes the grant)
+// and records it in the access log. A database deleted since d was read
+// is NotFound.
+func (t *Tx) SetRole(ctx context.Context, userID int64, d *sluice.Database, role sluice.Role) error {
+	// The database's row before the user's (lockorder.go): the grant's
+	// foreign keys take a key share of the user's row, then of the
+	// database's, and an organization's deletion deletes its databases
+	// before its users.
+	tag, err := t.tx.Exec(ctx, "SELECT 1 FROM sluice.databases WHERE id = $1 FOR KEY SHARE", d.ID)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.ErrNoDatabase(d.Org, d.Name)
+	}
 	if role == sluice.RoleNone {
-		_, err = t.tx.Exec(ctx, "DELETE FROM sluice.roles WHERE user_id = $1 AND db_id = $2", userID, dbID)
+		_, err = t.tx.Exec(ctx, "DELETE FROM sluice.roles WHERE user_id = $1 AND db_id = $2", userID, d.ID)
 	} else {
 		_, err = t.tx.Exec(ctx, `INSERT INTO sluice.roles (user_id, db_id, role) VALUES ($1, $2, $3)
-			ON CONFLICT (user_id, db_id) DO UPDATE SET role = EXCLUDED.role`, userID, dbID, int(role))
+			ON CONFLICT (user_id, db_id) DO UPDATE SET role = EXCLUDED.role`, userID, d.ID, int(role))
 	}
 	if err != nil {
 		return mapError(err)
 	}
-	return t.RecordAccess(ctx, &sluice.AccessChange{Kind: sluice.AccessRole, UserID: userID, DatabaseID: dbID, Role: role})
+	t.changeAccess(sluice.AccessChange{Kind: sluice.AccessRole, UserID: userID, DatabaseID: d.ID, Role: role})
+	return nil
 }
 
 // Role returns userID's granted role on dbID (RoleNone when none).

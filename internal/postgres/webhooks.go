@@ -159,10 +159,22 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 	d := w.Database
 	return db.changeWebhookTx(ctx, &w.ID, func(tx pgx.Tx) error {
 		// Creations on one database, and by one user, take turns, so the
-		// caps hold (the user's lock first, then the database's, always).
-		// The locks are on Sluice's own rows, which no other role may
-		// lock: an advisory lock's key could be taken by any role that
-		// may log in, and creations made to wait for good.
+		// caps hold. The locks are on Sluice's own rows, which no other
+		// role may lock: an advisory lock's key could be taken by any
+		// role that may log in, and creations made to wait for good.
+		// The history (the database's counter row), then the database's
+		// row, then the user's: the order of every transaction that
+		// locks them (lockorder.go). With the user's first, a creation
+		// waited for the counter row of a database an organization's
+		// deletion had deleted, while the deletion, come to its users,
+		// waited for the creator's row.
+		h, err := history(ctx, tx, d)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.databases WHERE id = $1 FOR NO KEY UPDATE", d.ID); err != nil {
+			return mapError(err)
+		}
 		if maxPerUser > 0 {
 			n, err := webhooksOf(ctx, tx, w.CreatorID)
 			if err != nil {
@@ -171,16 +183,6 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 			if n >= maxPerUser {
 				return sluice.Errorf(sluice.CodeConflict, "user %s made %d webhooks, the most a user may (config max_webhooks_per_user); delete one first", w.CreatorName, n)
 			}
-		}
-		// The history before the database's row: the counter row comes
-		// before it in every transaction that locks both (a schema
-		// change, a database's deletion).
-		h, err := history(ctx, tx, d)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM sluice.databases WHERE id = $1 FOR NO KEY UPDATE", d.ID); err != nil {
-			return mapError(err)
 		}
 		var n int
 		if err := tx.QueryRow(ctx, "SELECT count(*) FROM sluice.webhooks WHERE db_id = $1", d.ID).Scan(&n); err != nil {
