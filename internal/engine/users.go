@@ -427,7 +427,15 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 			if m.Superuser {
 				return sluice.Errorf(sluice.CodeForbidden, "organization %s holds the super user %s and cannot be deleted", org, m.Name)
 			}
-			if err := tx.DeleteUser(ctx, m); err != nil {
+			err := tx.DeleteUser(ctx, m)
+			if sluice.ErrorCode(err) == sluice.CodeNotFound {
+				// Deleted on its own since the users were read, its
+				// User document with it, by a deletion that committed
+				// while this one waited for a row: what was asked of
+				// it is done.
+				continue
+			}
+			if err != nil {
 				return err
 			}
 			docs = append(docs, userDoc(m).ID)

@@ -1,0 +1,88 @@
+package engine_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluice-dev/sluice/internal/eventually"
+	"github.com/sluice-dev/sluice/internal/pgtest"
+)
+
+// TestOrganizationDeletionBesideAMembersDeletion: an organization's
+// deletion has read its users, ann and bob, and waits for ann's row
+// (another transaction holds a key share of it) when bob is deleted on
+// his own. Both succeed: the organization's deletion deleted ann, found
+// bob gone and answered 404 "user bob does not exist", as if nothing of
+// it could be done.
+func TestOrganizationDeletionBesideAMembersDeletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewDatabase(t)
+	e, _, admin := newEngineOn(t, dbURL)
+	if err := e.CreateOrganization(ctx, admin, "o"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ann", "bob"} {
+		if _, err := e.CreateUser(ctx, admin, "o", name, "password-"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	watcher, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	if _, err := holder.Exec(ctx, "BEGIN; SELECT 1 FROM sluice.users WHERE name = 'ann' FOR KEY SHARE"); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer release()
+
+	deleted := make(chan error, 1)
+	go func() { deleted <- e.DeleteOrganization(ctx, admin, "o") }()
+	eventually.True(t, 30*time.Second, "the organization's deletion waits for ann's row", func() bool {
+		var n int
+		err := watcher.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+		return err == nil && n == 1
+	})
+	if err := e.DeleteUser(ctx, admin, "bob"); err != nil {
+		t.Fatalf("bob's deletion, while the organization's waits for ann: %v", err)
+	}
+	release()
+	if err := <-deleted; err != nil {
+		t.Fatalf("the organization's deletion: %v", err)
+	}
+	orgs, err := e.Organizations(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(orgs, "o") {
+		t.Fatalf("organizations after the deletion: %v", orgs)
+	}
+	users, err := e.Users(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range users {
+		if u.Org == "o" {
+			t.Fatalf("user %s of the deleted organization is left", u.Name)
+		}
+	}
+}
