@@ -36,12 +36,13 @@ func (t *Tx) changeAccess(c sluice.AccessChange) {
 // (listeners poll too): one lost delays the change's effect by a poll.
 func (t *Tx) recordAccess(ctx context.Context) error {
 	for _, c := range t.access {
-		if err := t.tx.QueryRow(ctx, "UPDATE sluice.access_counter SET version = version + 1 RETURNING version").Scan(&c.Version); err != nil {
+		var version int64
+		if err := t.tx.QueryRow(ctx, "UPDATE sluice.access_counter SET version = version + 1 RETURNING version").Scan(&version); err != nil {
 			return mapError(err)
 		}
 		_, err := t.tx.Exec(ctx, `INSERT INTO sluice.access_changes (version, kind, user_id, token_id, db_id, org, role)
 		VALUES ($1, $2, NULLIF($3, 0), NULLIF($4, 0), NULLIF($5, 0), NULLIF($6, ''), $7)`,
-			c.Version, string(c.Kind), c.UserID, c.TokenID, c.DatabaseID, c.Org, int16(c.Role))
+			version, string(c.Kind), c.UserID, c.TokenID, c.DatabaseID, c.Org, int16(c.Role))
 		if err != nil {
 			return mapError(err)
 		}
