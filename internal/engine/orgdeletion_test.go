@@ -15,9 +15,9 @@ import (
 // TestOrganizationDeletionBesideAMembersDeletion: an organization's
 // deletion has read its users, ann and bob, and waits for ann's row
 // (another transaction holds a key share of it) when bob is deleted on
-// his own. Both succeed: the organization's deletion deleted ann, found
-// bob gone and answered 404 "user bob does not exist", as if nothing of
-// it could be done.
+// his own. Both succeed. The organization's deletion found bob gone
+// once it came to him, and answered 404 "user bob does not exist",
+// leaving the organization and ann.
 func TestOrganizationDeletionBesideAMembersDeletion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
