@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,7 +36,7 @@ func (t *Tx) changeAccess(c sluice.AccessChange) {
 // user's deletion failed with it. A notification is only a wake-up
 // (listeners poll too): one lost delays the change's effect by a poll.
 func (t *Tx) recordAccess(ctx context.Context) error {
-	for _, c := range t.access {
+	for _, c := range t.access[t.accessRecorded:] {
 		var version int64
 		if err := t.tx.QueryRow(ctx, "UPDATE sluice.access_counter SET version = version + 1 RETURNING version").Scan(&version); err != nil {
 			return mapError(err)
@@ -46,6 +47,17 @@ func (t *Tx) recordAccess(ctx context.Context) error {
 		if err != nil {
 			return mapError(err)
 		}
+	}
+	t.accessRecorded = len(t.access)
+	return nil
+}
+
+// checkAccessRecorded fails a transaction about to commit with access
+// changes queued after recordAccess ran: committed, they would change
+// access without the log saying so, and no stream would see it.
+func (t *Tx) checkAccessRecorded() error {
+	if t.accessRecorded < len(t.access) {
+		return fmt.Errorf("%d access changes made after the write's Before step are not in the access log", len(t.access)-t.accessRecorded)
 	}
 	return nil
 }

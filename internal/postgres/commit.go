@@ -284,6 +284,9 @@ func (db *DB) committed(c *sluice.Commit) {
 // never needs to run again beside the next one (see group.go). Postgres
 // sends the answers of the round trip together, after COMMIT's.
 func (t *Tx) finish(ctx context.Context, ws []*Writer, locked func()) ([]*sluice.Commit, error) {
+	if err := t.checkAccessRecorded(); err != nil {
+		return nil, err
+	}
 	d := ws[0].d
 	n := len(ws)
 	uids := make([]int64, n)

@@ -32,6 +32,8 @@ type Tx struct {
 	// (recordAccess); once the transaction committed, they are
 	// announced (notifyAccess).
 	access []sluice.AccessChange
+	// accessRecorded counts the changes of access recorded so far.
+	accessRecorded int
 }
 
 // transact runs fn in one transaction on a pooled connection, with a
@@ -56,6 +58,10 @@ func (db *DB) transact(ctx context.Context, fn func(*Tx) error) error {
 		return err
 	}
 	if !t.committed && t.tx.started() {
+		if err := t.checkAccessRecorded(); err != nil {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+			return err
+		}
 		if err := commitResult(conn.Exec(ctx, "COMMIT")); err != nil {
 			return err
 		}
