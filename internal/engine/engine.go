@@ -73,6 +73,10 @@ type Engine struct {
 	// one walk walk once.
 	walks    *sizedCache[walkKey, *versionScan]
 	walkRuns singleflight.Group
+	// farEdges holds, by database, the oldest commit a subscription's
+	// event was last found to be within max_past_changes of the head
+	// from (pastedge.go), bounded.
+	farEdges *farEdges
 	// walkTimeout bounds a walk of either group (sharedwalk.go).
 	walkTimeout time.Duration
 	// cursorKey seals the cursors of diff pages that end on documents
@@ -148,6 +152,7 @@ func New(store *postgres.DB, a *auth.Authenticator, logger *slog.Logger, hooks H
 		drops:       newDropCache(),
 		lost:        newLostCache(),
 		walks:       newWalkCache(),
+		farEdges:    newFarEdges(),
 		walkTimeout: walkTimeout,
 		databases:   ttlcache.New[dbKey, versioned[cachedDatabase]](cacheTTL, time.Now),
 		roles:       ttlcache.New[roleKey, versioned[sluice.Role]](cacheTTL, time.Now),

@@ -261,7 +261,11 @@ func (e *Engine) ReadAsOf(ctx context.Context, d *sluice.Database, s *sluice.Sch
 // log, so the stream's work grew with the square of its backlog. Past
 // the bound the error is a *PastRangeError, which the event's place
 // takes (the stream goes on: its later events come nearer the head),
-// read from at most max_past_changes + 2 commits' rows.
+// read from at most max_past_changes + 2 commits' rows. The first event
+// found past it also finds the oldest commit within it (farEdges): the
+// events of the commits before that one are refused without a statement,
+// so that a stream resumed N commits too far back counts the log twice,
+// not N times.
 func (e *Engine) ReadAsOfEvent(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, snap *Snapshot, param string, pos sluice.Position) (*Past, error) {
 	return e.readAsOf(ctx, d, s, role, snap, param, pos, e.maxPastChanges, true)
 }
@@ -307,10 +311,20 @@ func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param s
 	if err := checkEpoch(d, param, pos); err != nil {
 		return err
 	}
+	if event {
+		// An event's position is one of a commit the stream read from
+		// the log: not ahead of it, and tagged with that commit. One
+		// pruned since is past the bound too.
+		if pre := e.farEdges.tooFar(d, pos, most); pre != nil {
+			return pre
+		}
+	}
 	h, rg, c, err := e.store.PastRange(ctx, d, pos, most)
 	if err != nil {
 		return err
 	}
+	head := sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
+	e.farEdges.sawHead(d, head)
 	if err := checkRetained(d, param, pos, h, c); err != nil || !rg.Over {
 		return err
 	}
@@ -318,13 +332,19 @@ func (e *Engine) checkPastRange(ctx context.Context, d *sluice.Database, param s
 	if rg.ByCommits {
 		what = "commits" // written without changes, each still read
 	}
-	head := sluice.Position{Epoch: d.Epoch, Seq: h.LastSeq, Index: sluice.WholeCommit}
-	if event {
-		return &PastRangeError{Most: most, What: what, Head: head}
-	}
-	oldest, ok, err := e.store.OldestPast(ctx, d, most)
+	oldest, byCommits, ok, err := e.store.OldestPast(ctx, d, most)
 	if err != nil {
 		return err
+	}
+	if ok { // in the snapshot's log, whose head is head
+		edge := PastRangeError{Most: most, What: "changes", Head: head}
+		if byCommits {
+			edge.What = "commits"
+		}
+		e.farEdges.note(d, most, oldest.Seq, edge)
+	}
+	if event {
+		return &PastRangeError{Most: most, What: what, Head: head}
 	}
 	if !ok { // never: pos is retained, and its range is over
 		oldest = sluice.Position{Epoch: d.Epoch, Seq: h.PrunedSeq, Index: sluice.WholeCommit}

@@ -217,8 +217,11 @@ func (db *DB) PastRange(ctx context.Context, d *sluice.Database, from sluice.Pos
 // OldestPast returns the oldest position of database d from which the
 // log to its head holds at most most changes (most at least 1), counted
 // as DiffRange counts them, reading at most most+2 commits' rows, the
-// newest; ok is false when every retained position is such.
-func (db *DB) OldestPast(ctx context.Context, d *sluice.Database, most int64) (p sluice.Position, ok bool, err error) {
+// newest; ok is false when every retained position is such. byCommits
+// reports that the log from the end of any commit before p's holds more
+// than most commits (written without changes) but not more than most
+// changes.
+func (db *DB) OldestPast(ctx context.Context, d *sluice.Database, most int64) (p sluice.Position, byCommits, ok bool, err error) {
 	// Going back from the head, the first commit at which the changes
 	// after its start (upto, its own included) pass most, or that is one
 	// commit too many.
@@ -230,16 +233,18 @@ func (db *DB) OldestPast(ctx context.Context, d *sluice.Database, most int64) (p
 		WHERE upto > $3 OR k = $2
 		ORDER BY seq DESC LIMIT 1`, d.ID, most+2, most).Scan(&seq, &n, &upto, &k)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return p, false, nil
+		return p, false, false, nil
 	} else if err != nil {
-		return p, false, mapError(err)
+		return p, false, false, mapError(err)
 	}
 	p = sluice.Position{Epoch: d.Epoch, Seq: seq, Index: sluice.WholeCommit}
 	if k < most+2 && upto-n < most {
 		// Its last changes fit, as many as most leaves.
 		p.Index = int(upto - most - 1)
 	}
-	return p, true, nil
+	// Its row passes most by its changes, or else by being one commit
+	// too many.
+	return p, upto <= most, true, nil
 }
 
 // rangeFromSeq is the first commit of the log after position from that

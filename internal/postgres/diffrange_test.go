@@ -77,21 +77,23 @@ func TestDiffRangeCounts(t *testing.T) {
 	// The oldest position a read as of reaches: inside the commit that
 	// passes the bound, or at the end of the one that is a commit too
 	// many (as DiffRange counts them from there).
+	// Commits 3 to 5, without changes, are a commit too many for bounds
+	// of 2 and 3 before they are changes too many.
 	for _, c := range []struct {
-		most int64
-		want sluice.Position
-		ok   bool
+		most          int64
+		want          sluice.Position
+		byCommits, ok bool
 	}{
-		{6, sluice.Position{}, false},
-		{5, pos(1, 0), true},
-		{4, pos(1, whole), true},
-		{3, pos(2, whole), true},
-		{2, pos(3, whole), true},
-		{1, pos(6, 0), true},
+		{6, sluice.Position{}, false, false},
+		{5, pos(1, 0), false, true},
+		{4, pos(1, whole), false, true},
+		{3, pos(2, whole), true, true},
+		{2, pos(3, whole), true, true},
+		{1, pos(6, 0), false, true},
 	} {
-		got, ok, err := db.OldestPast(ctx, d, c.most)
-		if err != nil || got != c.want || ok != c.ok {
-			t.Errorf("OldestPast(%d) = %s, %v, %v; want %s, %v", c.most, got, ok, err, c.want, c.ok)
+		got, byCommits, ok, err := db.OldestPast(ctx, d, c.most)
+		if err != nil || got != c.want || byCommits != c.byCommits || ok != c.ok {
+			t.Errorf("OldestPast(%d) = %s, %v, %v, %v; want %s, %v, %v", c.most, got, byCommits, ok, err, c.want, c.byCommits, c.ok)
 			continue
 		}
 		if !ok {
@@ -99,6 +101,12 @@ func TestDiffRangeCounts(t *testing.T) {
 		}
 		if rg, err := db.DiffRange(ctx, d, got, pos(6, whole), c.most); err != nil || rg.Over {
 			t.Errorf("OldestPast(%d) = %s, over: %+v %v", c.most, got, rg, err)
+		}
+		// From the end of the commit before, the log passes the bound
+		// as byCommits says.
+		before := pos(got.Seq-1, whole)
+		if rg, err := db.DiffRange(ctx, d, before, pos(6, whole), c.most); err != nil || !rg.Over || rg.ByCommits != byCommits {
+			t.Errorf("OldestPast(%d) = %s, %v, and from %s: %+v %v", c.most, got, byCommits, before, rg, err)
 		}
 		if got.Index != whole && got.Index > 0 {
 			before := sluice.Position{Epoch: d.Epoch, Seq: got.Seq, Index: got.Index - 1}
