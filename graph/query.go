@@ -539,7 +539,9 @@ func (x *execution) writeChangeSet(w *jsonWriter, c *sluice.Commit, sel ast.Sele
 // lists any document, judged from c's images alone, for a commit whose
 // past cannot be read (Subscription.events): a field whose filter tests
 // through references cannot be judged so, and is taken to list every
-// change of its class and operation.
+// change of its class and operation. Its lists are not counted against
+// the rows bound: nothing of them is read or sent, and a commit too far
+// back is refused for that (max_past_changes) whatever their size.
 func (x *execution) changeSetShows(c *sluice.Commit, sel ast.SelectionSet, includeChildren bool) (bool, error) {
 	decoded := make([]*sluice.Document, len(c.Changes))
 	for _, cf := range x.fields(sel, typeChangeSet) {
@@ -558,7 +560,8 @@ func (x *execution) changeSetShows(c *sluice.Commit, sel ast.SelectionSet, inclu
 // (<Class>_added, _updated, _changed or _deleted) selects. decoded holds
 // the document of each change of c that a field decoded already (nil:
 // none did); changes decodes those it needs into it. imagesOnly leaves
-// out a filter that tests through references (changeSetShows).
+// out a filter that tests through references, and does not count the
+// documents against the rows bound (changeSetShows).
 func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf graphql.CollectedField, includeChildren, imagesOnly bool) ([]*object, string, error) {
 	i := strings.LastIndexByte(cf.Name, '_')
 	if i < 0 {
@@ -652,6 +655,9 @@ func (x *execution) changes(c *sluice.Commit, decoded []*sluice.Document, cf gra
 	}
 	// The commit's changes are read already; counting them keeps the
 	// response's documents within the same bound as a query's.
+	if imagesOnly {
+		return out, class, nil
+	}
 	if err := x.readRows(len(out)); err != nil {
 		return nil, "", err
 	}

@@ -327,7 +327,10 @@ func (s *Subscription) events(x *execution, c *sluice.Commit, far error) ([]Subs
 		if far != nil {
 			// A change set that lists nothing sends nothing, as
 			// nearer the head: judged from the images where that
-			// can be (changeSetShows).
+			// can be (changeSetShows). One that lists something is
+			// far's error, however many documents its lists would
+			// hold: max_past_changes keeps it from being read,
+			// and the rows bound counts what is read.
 			shows, err := x.changeSetShows(c, s.selections, s.includeChildren)
 			if err == nil && !shows {
 				return nil, nil

@@ -90,3 +90,74 @@ func TestResumedEventsReadThePastWithinItsBound(t *testing.T) {
 	expect(open(`subscription { _ChangeSet { Note_added(filter: {owner: {name: {eq: "E"}}}) { _id } } }`), "change sets filtered through their owner",
 		"", `{"data":{"_ChangeSet":{"Note_added":[{"_id":"Note/n2"}]}}}`)
 }
+
+// TestFarChangeSetPastRowsNamesMaxPastChanges: a _ChangeSet of a commit
+// too far back to read as of, whose lists hold more documents than
+// graphql_max_result_rows, is the error of max_past_changes, the bound
+// that keeps it from being read, as a smaller one's is: before, judging
+// from its images whether its lists were empty counted them against the
+// rows bound, and it was that bound's error. Nearer the head the same
+// commit would be the rows bound's error, as the commit near the head
+// here is.
+func TestFarChangeSetPastRowsNamesMaxPastChanges(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t, func(c *config.Config) { c.MaxPastChanges = 3; c.GraphQLMaxResultRows = 2 })
+	d.CreateDatabase(t, "evrows", "type User { name: String } type Note { owner: User title: String }")
+	docs := "/api/document/admin/evrows"
+	p0 := headPositionOf(t, d, "evrows", "Note")
+	notes := func(ids ...string) string {
+		var b strings.Builder
+		b.WriteString("[")
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(`{"@type":"Note","@id":"` + id + `","owner":"User/a","title":"x"}`)
+		}
+		b.WriteString("]")
+		return b.String()
+	}
+	// Commit 1 adds a, commit 2 three notes, commits 3 to 5 rename a,
+	// commit 6 adds three notes and commit 7 one: commit 2 is seven
+	// changes from the head, commit 6 one.
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, `{"@type":"User","@id":"a","name":"A"}`)
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, notes("n1", "n2", "n3"))
+	for _, name := range []string{"B", "C", "D"} {
+		d.MustDo(t, 200, dt.Admin(), "PUT", docs, `{"@type":"User","@id":"User/a","name":"`+name+`"}`)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, notes("n4", "n5", "n6"))
+	d.MustDo(t, 200, dt.Admin(), "POST", docs, notes("n7"))
+
+	body, _ := json.Marshal(map[string]string{"query": `subscription { _ChangeSet { Note_added { _id owner { name } } } }`})
+	st := d.MustOpenStream(t, dt.Admin(), dt.StreamRequest{Method: "POST", Path: "/api/graphql/admin/evrows", Body: string(body),
+		Header: []string{"Accept", "text/event-stream", "Last-Event-ID", p0}})
+	t.Cleanup(st.Close)
+	st.Next() // : connected
+	for _, want := range []struct{ limit, message, data string }{
+		{"max_past_changes", " holds more than 3 changes, the most a read of the past reads; resume from a later position", ""},
+		{"graphql_max_result_rows", "the event is not sent: the request reads more than 2 documents", ""},
+		{"", "", `{"data":{"_ChangeSet":{"Note_added":[{"_id":"Note/n7","owner":{"name":"D"}}]}}}`},
+	} {
+		data := st.Event().Field("data")
+		if want.data != "" {
+			if data != want.data {
+				t.Errorf("the commit near the head: %s, want %s", data, want.data)
+			}
+			continue
+		}
+		var ev struct {
+			Data   json.RawMessage
+			Errors []struct {
+				Message    string
+				Extensions map[string]any
+			}
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			t.Fatalf("decode %q: %v", data, err)
+		}
+		if ev.Data != nil || len(ev.Errors) != 1 || ev.Errors[0].Extensions["limit"] != want.limit || ev.Errors[0].Extensions["code"] != "RESULT_TOO_LARGE" ||
+			!strings.Contains(ev.Errors[0].Message, want.message) {
+			t.Errorf("%s, want the error of %s alone, saying %q", data, want.limit, want.message)
+		}
+	}
+}
