@@ -135,7 +135,8 @@ func variableError(s *ast.Schema, op *ast.OperationDefinition, vars map[string]a
 // strictVariables checks the variables vars of op, which gqlparser
 // accepted, as GraphQL's input coercion has it and gqlparser does not: it
 // takes a string for an Int or a Float ("30": JSON numbers and strings are
-// one kind to it), any whole number for an Int (3000000000), and an enum
+// one kind to it) and a number for a String (an asOf of 3 read the
+// present), any whole number for an Int (3000000000), and an enum
 // value in any case ("asc" for ASC), and it does not look at custom
 // scalars. Each such value went on to be refused later as a field's error
 // (data null, with a message about the argument rather than the
@@ -230,6 +231,15 @@ func strictValue(s *ast.Schema, typ *ast.Type, v any, where *valuePath) string {
 			return expected(fmt.Sprintf("%s (one of %s)", typ, strings.Join(values, ", ")))
 		}
 	case ast.Scalar:
+		if def.Name == sluice.ScalarString {
+			// A JSON number passes gqlparser's check of a String (it is a
+			// string to it), and what reads the argument as a string took
+			// it for absent: an asOf of 3 read the present.
+			if _, ok := v.(string); !ok {
+				return expected(typ.String())
+			}
+			return ""
+		}
 		if msg := strictScalar(def.Name, v); msg != "" {
 			return fmt.Sprintf("variable %s: %s", where, msg)
 		}
@@ -241,8 +251,8 @@ func strictValue(s *ast.Schema, typ *ast.Type, v any, where *valuePath) string {
 // when nothing is: Int a whole JSON number, Float any JSON
 // number, ID a string or a whole number, DateTime an RFC 3339 string of
 // years 1 to 9999 and at most microseconds (what documents and filters
-// take), BigInt a whole number or a string of decimal digits. String and
-// Boolean gqlparser checked; JSON is any value.
+// take), BigInt a whole number or a string of decimal digits. Boolean
+// gqlparser checked, String strictValue; JSON is any value.
 func strictScalar(name string, v any) string {
 	// What v is, said only when it is wrong: formatting every valid value
 	// cost a Sprintf each, 90,000 of them for a list of ids.

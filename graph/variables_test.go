@@ -63,6 +63,19 @@ func TestVariableErrors(t *testing.T) {
 			`variable $w: expected BigInt (a whole number or a string of decimal digits), got string "12x"`},
 		{`query($i: ID) { Person(id: $i) { name } }`, map[string]any{"i": 1.5},
 			`variable $i: expected ID (a string or a whole number), got number 1.5`},
+		// A number for a String: gqlparser takes it (a JSON number is a
+		// string to it), and what read the argument as a string took it for
+		// absent: asOf read the present, author and message were empty.
+		{`query($n: String) { Person(filter: {name: {eq: $n}}) { name } }`, map[string]any{"n": 3},
+			`variable $n: expected String, got number 3`},
+		{`query($at: String) { Person(asOf: $at) { name } }`, map[string]any{"at": 3},
+			`variable $at: expected String, got number 3`},
+		{`query($at: String!) { Person_aggregate(asOf: $at) { count } }`, map[string]any{"at": 1e3},
+			`variable $at: expected String!, got number 1000`},
+		{`mutation($a: String) { Person_insert(documents: [{name: "A"}], author: $a) }`, map[string]any{"a": 42},
+			`variable $a: expected String, got number 42`},
+		{`mutation($d: [Person_Input!]!) { Person_insert(documents: $d) }`, map[string]any{"d": []any{map[string]any{"name": "A", "tags": []any{"x", 2}}}},
+			`variable $d[0].tags[1]: expected String!, got number 2`},
 	} {
 		res := st.query(t, c.query, c.vars)
 		if len(res.Errors) != 1 || res.Errors[0].Message != c.want || res.Errors[0].Extensions["code"] != "GRAPHQL_VALIDATION_FAILED" {
