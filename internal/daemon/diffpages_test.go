@@ -442,6 +442,33 @@ func TestDiffNamesNoDocumentItLeavesOut(t *testing.T) {
 	}
 }
 
+// TestDiffAfterIsADocumentOrACursor: after= is a document id, the diff
+// going on after it (a page's next, or one given by hand), or a sealed
+// cursor; anything else is a 400 naming it. A value that was neither
+// (after=zzz) was compared with the ids as it was: a page of nothing,
+// more false, as if the diff had ended there.
+func TestDiffAfterIsADocumentOrACursor(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "after", "type Person { name: String! }")
+	from := url.QueryEscape(dbPosition(t, d, "after"))
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/after", `[{"@type":"Person","@id":"a","name":"A"},{"@type":"Person","@id":"b","name":"B"},{"@type":"Person","@id":"c","name":"C"}]`)
+	page := getDiff(t, d, "/api/diff/admin/after?from="+from+"&after=Person%2Fa")
+	var got []string
+	for _, e := range page.Changes {
+		got = append(got, e.ID)
+	}
+	if want := []string{"Person/b", "Person/c"}; !slices.Equal(got, want) || page.More {
+		t.Errorf("after Person/a: %v (more %v), want %v", got, page.More, want)
+	}
+	for _, after := range []string{"zzz", "Person", "Person/", "/a", "Person/a b"} {
+		path := "/api/diff/admin/after?from=" + from + "&after=" + url.QueryEscape(after)
+		if r := d.Do(t, dt.Admin(), "GET", path, nil); r.Status != 400 || !strings.Contains(string(r.Body), "query parameter after") {
+			t.Errorf("after=%s: %d %s, want 400 naming after", after, r.Status, r.Body)
+		}
+	}
+}
+
 // TestDiffOnAReplicaBehindASchemaChange: a diff read on a replica that
 // still holds the schema from before a change another replica just made
 // (its cache keeps a database up to a second) runs again with the

@@ -123,6 +123,14 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 		sq.IDs = []string{q.ID}
 		read = []string{class}
 	}
+	if q.After != "" && !strings.HasPrefix(q.After, sealedPrefix) {
+		// A page's next, or an id given by hand: anything else was
+		// compared with the ids as it was, and answered a page of nothing
+		// (more false) for a mistyped cursor, as if the diff had ended.
+		if class, key, ok := strings.Cut(q.After, "/"); !ok || class == "" || schema.CheckKey(key) != nil {
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "query parameter after %q is neither a document id (<Class>/<key>) nor a cursor of this diff: pass a page's next back with the same from, to, type and id", q.After)
+		}
+	}
 	if q.Type == "" && q.ID == "" {
 		for _, n := range s.Order {
 			if s.Classes[n].Kind == sluice.KindDocument {
