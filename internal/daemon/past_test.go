@@ -669,6 +669,39 @@ func TestPastErrors(t *testing.T) {
 	}
 }
 
+// TestPastPositionErrorsSayWhy: a position a read of the past cannot
+// parse is refused naming what is wrong with it, as /api/changes and the
+// streams name it, on every read of the past: an index past 2^31-1 (no
+// commit has more changes) was "not a position: want
+// <epoch>-<seq>-<index>", which it looks like.
+func TestPastPositionErrorsSayWhy(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "why", "type Person { name: String! }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/why", `{"@type":"Person","@id":"x","name":"X"}`)
+	epoch, _, _ := strings.Cut(headPosition(t, d, "why"), "-")
+	for _, c := range []struct{ pos, why string }{
+		{epoch + "-1-2147483648", "index 2147483648 is above 2147483647"},
+		{epoch + "-1-2147483647-zz", "bad tag"},
+		{epoch + "-01-0", "bad sequence"},
+		{"yesterday", "want <epoch>-<seq>-<index>-<tag>"},
+	} {
+		if msg, code := gqlError(t, d, dt.Admin(), "why", `{ Person(asOf: "`+c.pos+`") { _id } }`); code != "BAD_USER_INPUT" || !strings.Contains(msg, c.why) {
+			t.Errorf("GraphQL asOf %s: %s %s, want BAD_USER_INPUT %q", c.pos, code, msg, c.why)
+		}
+		for _, path := range []string{
+			"/api/document/admin/why?type=Person&as_of=" + url.QueryEscape(c.pos),
+			"/api/diff/admin/why?from=" + url.QueryEscape(c.pos),
+			"/api/history/admin/why?id=Person/x&before=" + url.QueryEscape(c.pos),
+		} {
+			r := d.Do(t, dt.Admin(), "GET", path, nil)
+			if r.Status != 400 || !bytes.Contains(r.Body, []byte(c.why)) {
+				t.Errorf("%s: %d %s, want 400 naming %q", path, r.Status, r.Body, c.why)
+			}
+		}
+	}
+}
+
 // TestPastSQLWrites: writes made in SQL are history like any other: a
 // document's versions, reads as of their positions (with the commit that
 // last wrote the document then) and diffs show them.

@@ -166,11 +166,15 @@ func (p *Past) Hidden(classes []string) []string {
 }
 
 // ParsePosition parses a position given as the parameter named param, as
-// a read of the past takes it, with a CodeInvalid error naming param.
+// a read of the past takes it, with a CodeInvalid error naming param and
+// what is wrong with text (as sluice.ParsePosition says it: an index past
+// the largest, a bad tag), which a bare "want <epoch>-<seq>-<index>" did
+// not say of a position of that shape.
 func ParsePosition(param, text string) (sluice.Position, error) {
 	p, err := sluice.ParsePosition(text)
 	if err != nil {
-		return p, sluice.Errorf(sluice.CodeInvalid, "%s %q is not a position: want <epoch>-<seq>-<index>, as a read, a write or an event answers it", param, text)
+		why := strings.TrimPrefix(sluice.ErrorMessage(err), fmt.Sprintf("invalid stream position %q: ", text))
+		return p, sluice.Errorf(sluice.CodeInvalid, "%s %q is not a position as a read, a write or an event answers it: %s", param, text, why)
 	}
 	return p, nil
 }
