@@ -20,8 +20,10 @@ const maxBigIntDigits = 131072
 
 // scalar checks a value of the built-in scalar name and returns it
 // normalized (see ValidateDocument). Its CodeInvalid errors describe the
-// value, not the field; the caller adds the field.
-func scalar(name string, val any) (any, error) {
+// value, not the field; the caller adds the field. To grown it adds how
+// many bytes longer the numbers of a JSON value are in plain decimal form
+// than written (see MaxNumberGrowth).
+func scalar(name string, val any, grown *int) (any, error) {
 	switch name {
 	case sluice.ScalarString, sluice.ScalarID:
 		s, ok := val.(string)
@@ -52,7 +54,7 @@ func scalar(name string, val any) (any, error) {
 	case sluice.ScalarBigInt:
 		return bigInt(val)
 	case sluice.ScalarJSON:
-		return jsonValue(val)
+		return jsonValue(val, grown)
 	}
 	// Parse never makes a field of another scalar, so this is a bug in
 	// whoever built the schema, not bad input.
@@ -147,8 +149,9 @@ func bigInt(val any) (string, error) {
 	return digits, nil
 }
 
-// jsonValue returns val as compact JSON.
-func jsonValue(val any) (json.RawMessage, error) {
+// jsonValue returns val as compact JSON, adding to grown how many bytes
+// longer its numbers are in plain decimal form than written.
+func jsonValue(val any, grown *int) (json.RawMessage, error) {
 	if raw, ok := val.(json.RawMessage); ok {
 		d := json.NewDecoder(bytes.NewReader(raw))
 		d.UseNumber()
@@ -159,7 +162,7 @@ func jsonValue(val any) (json.RawMessage, error) {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "expected JSON, got null; leave the field out instead")
 		}
 	}
-	val, err := plainJSONValue(val)
+	val, err := plainJSONValue(val, grown)
 	if err != nil {
 		return nil, err
 	}
@@ -179,8 +182,10 @@ func jsonValue(val any) (json.RawMessage, error) {
 // stores it, and so as every read of the document answers it (see
 // plainNumber): the value's image in the log (/api/history, /api/changes,
 // streams, webhooks) then holds what reads hold, not the number as sent.
-// Maps and slices of val are changed in place.
-func plainJSONValue(val any) (any, error) {
+// It adds to grown how many bytes longer than written the numbers are in
+// that form, whichever form the image keeps. Maps and slices of val are
+// changed in place.
+func plainJSONValue(val any, grown *int) (any, error) {
 	switch x := val.(type) {
 	case string:
 		return x, checkText(x)
@@ -192,6 +197,7 @@ func plainJSONValue(val any) (any, error) {
 		if !fitsNumeric(n) {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "number %s is too large or too precise to store", shorten(n))
 		}
+		*grown += max(0, plainFormOf(n).length-len(n))
 		if p, ok := plainNumber(n, len(n)+maxNumberGrowth); ok {
 			return json.Number(p), nil
 		}
@@ -202,7 +208,7 @@ func plainJSONValue(val any) (any, error) {
 	case []any:
 		for i, e := range x {
 			var err error
-			if x[i], err = plainJSONValue(e); err != nil {
+			if x[i], err = plainJSONValue(e, grown); err != nil {
 				return nil, err
 			}
 		}
@@ -212,7 +218,7 @@ func plainJSONValue(val any) (any, error) {
 				return nil, err
 			}
 			var err error
-			if x[k], err = plainJSONValue(e); err != nil {
+			if x[k], err = plainJSONValue(e, grown); err != nil {
 				return nil, err
 			}
 		}
@@ -236,54 +242,74 @@ const maxNumberGrowth = 64
 // (1E2 is 100, 1.50 stays 1.50, 1.0e-2 is 0.010, -0.0 is 0.0). It
 // returns false, having built nothing, when that is longer than maxLen.
 func plainNumber(n string, maxLen int) (string, bool) {
-	neg := strings.HasPrefix(n, "-")
-	mant, exp, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
-	if !hasExp && (!neg || strings.Trim(mant, "0.") != "") {
-		return n, len(n) <= maxLen // already plain: JSON has no leading zeros
-	}
-	whole, frac, _ := strings.Cut(mant, ".")
-	e, _ := strconv.Atoi(strings.TrimPrefix(exp, "+")) // fitsNumeric bounds it
-	scale := max(0, len(frac)-e)                       // digits after the point
-	digits := strings.TrimLeft(whole+frac, "0")
-	// The value is 0.<digits> × 10^point.
-	point := len(whole) - (len(whole+frac) - len(digits)) + e
-	length := 1 // of the integer part
-	if digits != "" && point > 0 {
-		length = point
-	}
-	if neg && digits != "" {
-		length++
-	}
-	if scale > 0 {
-		length += 1 + scale
-	}
-	if length > maxLen {
+	p := plainFormOf(n)
+	if p.length > maxLen {
 		return "", false
+	}
+	if p.asWritten {
+		return n, true
 	}
 	// The integer part, and the digits after the point (before the
 	// zeros that make them scale digits).
+	neg := p.neg
 	var intPart, fracPart string
 	switch {
-	case digits == "":
+	case p.digits == "":
 		neg, intPart = false, "0"
-	case point <= 0:
-		intPart, fracPart = "0", strings.Repeat("0", -point)+digits
-	case point >= len(digits):
-		intPart = digits + strings.Repeat("0", point-len(digits))
+	case p.point <= 0:
+		intPart, fracPart = "0", strings.Repeat("0", -p.point)+p.digits
+	case p.point >= len(p.digits):
+		intPart = p.digits + strings.Repeat("0", p.point-len(p.digits))
 	default:
-		intPart, fracPart = digits[:point], digits[point:]
+		intPart, fracPart = p.digits[:p.point], p.digits[p.point:]
 	}
 	var b strings.Builder
 	if neg {
 		b.WriteString("-")
 	}
 	b.WriteString(intPart)
-	if scale > 0 {
+	if p.scale > 0 {
 		b.WriteString(".")
 		b.WriteString(fracPart)
-		b.WriteString(strings.Repeat("0", scale-len(fracPart)))
+		b.WriteString(strings.Repeat("0", p.scale-len(fracPart)))
 	}
 	return b.String(), true
+}
+
+// plainForm describes a JSON number in the plain decimal form plainNumber
+// writes: the value is 0.<digits> × 10^point, with scale digits after the
+// point, length bytes in all. asWritten says the number is in that form
+// already.
+type plainForm struct {
+	neg, asWritten       bool
+	digits               string
+	point, scale, length int
+}
+
+// plainFormOf returns the plain form of n, which fitsNumeric accepts,
+// without building it.
+func plainFormOf(n string) plainForm {
+	neg := strings.HasPrefix(n, "-")
+	mant, exp, hasExp := strings.Cut(strings.ToLower(strings.TrimPrefix(n, "-")), "e")
+	if !hasExp && (!neg || strings.Trim(mant, "0.") != "") {
+		return plainForm{asWritten: true, length: len(n)} // JSON has no leading zeros
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	e, _ := strconv.Atoi(strings.TrimPrefix(exp, "+")) // fitsNumeric bounds it
+	p := plainForm{neg: neg, scale: max(0, len(frac)-e)}
+	p.digits = strings.TrimLeft(whole+frac, "0")
+	p.point = len(whole) - (len(whole+frac) - len(p.digits)) + e
+	p.length = 1 // of the integer part
+	if p.digits != "" && p.point > 0 {
+		p.length = p.point
+	}
+	if neg && p.digits != "" {
+		p.length++
+	}
+	if p.scale > 0 {
+		p.length += 1 + p.scale
+	}
+	return p
 }
 
 // Limits of a Postgres numeric (src/backend/utils/adt/numeric.c), checked

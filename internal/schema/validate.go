@@ -292,6 +292,9 @@ type validator struct {
 	// cannot read; kept counts the values of the Kept ones.
 	hidden func(*sluice.Field) bool
 	kept   int
+	// grown is how many bytes longer than written the numbers of the
+	// document's JSON values are in plain decimal form (MaxNumberGrowth).
+	grown int
 }
 
 // errKept is the error of a document whose kept values, or a required
@@ -310,7 +313,9 @@ func (v *validator) keptValue(f *sluice.Field, k Kept, path string) (any, error)
 	if k.Value == nil {
 		return nil, v.errKept()
 	}
+	grown := v.grown // kept values were stored, so were bounded then
 	nv, err := v.value(f, k.Value, path)
+	v.grown = grown
 	if err != nil || 1+strings.Count(path, ".")+strings.Count(path, "[")+nesting(nv) > MaxDepth {
 		return nil, v.errKept()
 	}
@@ -448,7 +453,7 @@ func (v *validator) element(t sluice.FieldType, val any, path string) (any, erro
 	case sluice.TypeSubdocument:
 		return v.subdocument(t.Name, val, path)
 	}
-	nv, err := scalar(t.Name, val)
+	nv, err := scalar(t.Name, val, &v.grown)
 	if err != nil {
 		// Declared here, not above: &e makes it escape, an allocation
 		// per value even when there is no error.
@@ -456,6 +461,9 @@ func (v *validator) element(t sluice.FieldType, val any, path string) (any, erro
 		if errors.As(err, &e) {
 			return nil, v.errorf(path, "%s", e.Message)
 		}
+	}
+	if v.grown > MaxNumberGrowth {
+		return nil, v.errorf(path, "with the JSON values before it, the document's JSON numbers are more than %d bytes longer in plain decimal form, as reads answer them (1e100 is 101 digits), than written, the most a document may", MaxNumberGrowth)
 	}
 	return nv, err
 }
@@ -560,3 +568,15 @@ func describe(val any) string {
 	}
 	return fmt.Sprintf("%T", val)
 }
+
+// MaxNumberGrowth is how many bytes longer than written the numbers of a
+// document's JSON values may be, together, in the plain decimal form in
+// which Postgres's jsonb prints them, and so every read of the document
+// answers them (1e131000, 8 bytes, is 131,001 digits): as much as a row
+// written in SQL may hold whole. Without it a document's reads grew
+// without bound by the bytes written: 9 KB of 1e131000 was read back as
+// 131 MB, and four such reads at once took the daemon to 2.3 GB. Any
+// float64 a JSON encoder writes grows by at most about 330 bytes. (The
+// fast path of RawDocument.Validate, a validator per field, reads 32
+// numbers at most, which cannot reach it.)
+const MaxNumberGrowth = 16 << 20

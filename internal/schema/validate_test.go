@@ -493,6 +493,44 @@ func TestValidateDocumentValues(t *testing.T) {
 	}
 }
 
+// TestValidateDocumentNumberGrowth: the numbers of a document's JSON
+// values, read back from Postgres in plain decimal form (1e131000 is
+// 131,001 digits), may be at most MaxNumberGrowth bytes longer than
+// written, summed over the document's fields at any depth: 9 KB of
+// 1e131000 read back as 131 MB, and four such reads took the daemon to
+// 2.3 GB. One byte more is refused, naming the field where the sum passes
+// the bound.
+func TestValidateDocumentNumberGrowth(t *testing.T) {
+	t.Parallel()
+	s := mustParse(t, `type Doc { data: JSON home: Home }
+		type Home @subdocument { meta: [JSON!] }`)
+	huge := func(n int) string { // n numbers that grow by 130,993 bytes each
+		return "[" + strings.TrimSuffix(strings.Repeat("1e131000,", n), ",") + "]"
+	}
+	const each = 131001 - len("1e131000")
+	fits := MaxNumberGrowth / each
+	for _, c := range []struct {
+		doc, err string
+	}{
+		{`{"@type":"Doc","data":` + huge(fits) + `}`, ""},
+		{`{"@type":"Doc","data":` + huge(fits+1) + `}`, `Doc: field "data": `},
+		{`{"@type":"Doc","data":` + huge(fits-1) + `,"home":{"meta":[1,` + huge(1) + `]}}`, ""},
+		{`{"@type":"Doc","data":` + huge(fits) + `,"home":{"meta":[1,` + huge(1) + `]}}`, `Doc: field "home.meta[1]": `},
+		// Numbers that grow less are counted too: 1e-300 is 302 bytes.
+		{`{"@type":"Doc","data":{"a":` + huge(fits) + `,"b":[1e-300,1e-300]}}`, ""},
+		{`{"@type":"Doc","data":{"a":` + huge(fits) + `,"b":[` + strings.TrimSuffix(strings.Repeat("1e-300,", 100), ",") + `]}}`, `Doc: field "data": `},
+	} {
+		_, err := ValidateDocument(s, decode(t, c.doc))
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%.60s…: %v", c.doc, err)
+		case c.err != "" && (err == nil || !strings.HasPrefix(sluice.ErrorMessage(err), c.err) ||
+			!strings.Contains(err.Error(), "more than 16777216 bytes longer in plain decimal form")):
+			t.Errorf("%.60s…: %v, want an error starting %q naming the bound", c.doc, err, c.err)
+		}
+	}
+}
+
 // FuzzCountJSONValues: CountJSONValues counts what decoding finds, in
 // any valid JSON text.
 func FuzzCountJSONValues(f *testing.F) {
