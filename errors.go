@@ -247,6 +247,10 @@ func DecodeError(err error) *Error {
 		return Errorf(CodeInvalid, "%sexpected %s, got %s", where, goTypeInWords(te.Type), jsonKindInWords(te.Value))
 	case errors.As(err, &se) && strings.HasPrefix(se.Error(), "unexpected end"):
 		return Errorf(CodeInvalid, "invalid JSON: it ends before it is complete")
+	case errors.As(err, &se) && strings.HasSuffix(se.Error(), " exceeded max depth"):
+		// Its text names the character that opens one level too many,
+		// which is no error of syntax.
+		return Errorf(CodeInvalid, "invalid JSON: it nests arrays and objects more than 10000 levels deep, at byte %d (counting from 0)", max(se.Offset-1, 0))
 	case errors.As(err, &se):
 		what := "malformed"
 		if c, ok := strings.CutPrefix(se.Error(), "invalid character "); ok {

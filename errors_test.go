@@ -43,6 +43,13 @@ func TestDecodeError(t *testing.T) {
 			t.Errorf("%s: decoder text in %q", in, err.Message)
 		}
 	}
+	// Past encoding/json's 10,000 levels, its error names the character
+	// that opens one level too many, which is valid JSON: it was said
+	// to be "an unexpected character '['".
+	deep := `{"tags":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`
+	if err := DecodeError(json.Unmarshal([]byte(deep), new(body))); err.Message != "invalid JSON: it nests arrays and objects more than 10000 levels deep, at byte 10007 (counting from 0)" {
+		t.Errorf("%.20s…: %q", deep, err.Message)
+	}
 	dec := json.NewDecoder(strings.NewReader(`{"nmae":"x"}`))
 	dec.DisallowUnknownFields()
 	var b body
