@@ -413,6 +413,9 @@ func TestVersionsInGraphQL(t *testing.T) {
 	}
 	for _, m := range []struct{ query, want string }{
 		{`mutation { Person_insert(documents: [{_id: "dan", _version: "1", name: "Dan"}]) }`, "an insert takes no precondition"},
+		// Said in GraphQL's words: it named REST's If-Match and PUT.
+		{`mutation { _insertDocuments(json: "{\"@type\":\"Person\",\"@id\":\"dan\",\"@version\":\"1\",\"name\":\"Dan\"}") }`,
+			`document 0 (dan): an insert takes no precondition ("@version"): it fails anyway when the document exists; to write only a document's given version, replace it (_replaceDocuments)`},
 		{`mutation { Person_update(documents: [{_id: "ann", name: null}]) }`, `field "name": required field is missing`},
 		{`mutation { Person_update(documents: [{_id: "nobody", age: 1}]) }`, "document Person/nobody does not exist"},
 		{`mutation { Person_update(documents: [{_id: "Dog/rex", age: 1}]) }`, "Person_update patches Person documents, not Dog/rex"},

@@ -475,7 +475,7 @@ func batchOp(s *sluice.Schema, op WriteOp, left int, tooMany func() error) ([]*s
 			return nil, nil, docError(n, raw.Label(), err)
 		}
 		if op.Kind == WriteInsert && !doc.Expect.None() {
-			return nil, nil, docError(n, raw.Label(), errInsertPrecondition)
+			return nil, nil, docError(n, raw.Label(), errInsertPreconditionGraphQL)
 		}
 		if doc.ID == "" {
 			if op.Kind == WriteReplace {

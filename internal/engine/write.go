@@ -143,6 +143,10 @@ func (e *Engine) Insert(ctx context.Context, u *sluice.User, org, name string, s
 
 var errInsertPrecondition = sluice.Errorf(sluice.CodeInvalid, "an insert takes no precondition (If-Match, If-None-Match, \"@version\"): it fails anyway when the document exists; to write only a document's given version, replace it (PUT)")
 
+// errInsertPreconditionGraphQL is errInsertPrecondition in GraphQL's
+// words, for _insertDocuments, which has no headers and no PUT.
+var errInsertPreconditionGraphQL = sluice.Errorf(sluice.CodeInvalid, "an insert takes no precondition (\"@version\"): it fails anyway when the document exists; to write only a document's given version, replace it (_replaceDocuments)")
+
 // Replace validates every document from src and replaces them all in one
 // commit (inserting missing ones when opt.Create is set). A document whose
 // precondition (its "@version", or opt.Expect) does not hold is not
