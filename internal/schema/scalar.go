@@ -180,7 +180,7 @@ func jsonValue(val any, grown *int) (json.RawMessage, error) {
 // keys that checkText refuses (jsonb refuses \u0000 too) and numbers
 // outside the range of numeric. It returns val with each number as jsonb
 // stores it, and so as every read of the document answers it (see
-// plainNumber): the value's image in the log (/api/history, /api/changes,
+// plainForm.text): the value's image in the log (/api/history, /api/changes,
 // streams, webhooks) then holds what reads hold, not the number as sent.
 // It adds to grown how many bytes longer than written the numbers are in
 // that form, whichever form the image keeps. Maps and slices of val are
@@ -197,8 +197,9 @@ func plainJSONValue(val any, grown *int) (any, error) {
 		if !fitsNumeric(n) {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "number %s is too large or too precise to store", shorten(n))
 		}
-		*grown += max(0, plainFormOf(n).length-len(n))
-		if p, ok := plainNumber(n, len(n)+maxNumberGrowth); ok {
+		form := plainFormOf(n)
+		*grown += max(0, form.length-len(n))
+		if p, ok := form.text(n, len(n)+maxNumberGrowth); ok {
 			return json.Number(p), nil
 		}
 		// Kept as written: jsonb stores it all the same, and reads
@@ -235,14 +236,14 @@ func plainJSONValue(val any, grown *int) (any, error) {
 // plain form: refusing it would refuse floats any JSON encoder writes.
 const maxNumberGrowth = 64
 
-// plainNumber returns the JSON number n, which fitsNumeric accepts, as
-// Postgres's numeric prints it, which is how jsonb stores it and every
-// read answers it: in plain decimal form, with as many digits after the
-// point as n has once its exponent is applied, and no sign on a zero
-// (1E2 is 100, 1.50 stays 1.50, 1.0e-2 is 0.010, -0.0 is 0.0). It
-// returns false, having built nothing, when that is longer than maxLen.
-func plainNumber(n string, maxLen int) (string, bool) {
-	p := plainFormOf(n)
+// text returns the JSON number n, which fitsNumeric accepts and whose
+// plain form p is, as Postgres's numeric prints it, which is how jsonb
+// stores it and every read answers it: in plain decimal form, with as
+// many digits after the point as n has once its exponent is applied, and
+// no sign on a zero (1E2 is 100, 1.50 stays 1.50, 1.0e-2 is 0.010, -0.0
+// is 0.0). It returns false, having built nothing, when that is longer
+// than maxLen.
+func (p plainForm) text(n string, maxLen int) (string, bool) {
 	if p.length > maxLen {
 		return "", false
 	}
@@ -276,8 +277,8 @@ func plainNumber(n string, maxLen int) (string, bool) {
 	return b.String(), true
 }
 
-// plainForm describes a JSON number in the plain decimal form plainNumber
-// writes: the value is 0.<digits> × 10^point, with scale digits after the
+// plainForm describes a JSON number in the plain decimal form Postgres's
+// numeric prints: the value is 0.<digits> × 10^point, with scale digits after the
 // point, length bytes in all. asWritten says the number is in that form
 // already.
 type plainForm struct {

@@ -625,19 +625,19 @@ func TestPlainNumber(t *testing.T) {
 		{"2.50e-1", "0.250"}, {"12e-1", "1.2"}, {"0.012e2", "1.2"}, {"0.0012e1", "0.012"}, {"5e-05", "0.00005"},
 		{"1.2345675e+06", "1234567.5"}, {"6.02214076e23", "602214076000000000000000"},
 	} {
-		if got, ok := plainNumber(c.in, 100); !ok || got != c.want {
-			t.Errorf("plainNumber(%s) = %q %v, want %s", c.in, got, ok, c.want)
+		if got, ok := plainFormOf(c.in).text(c.in, 100); !ok || got != c.want {
+			t.Errorf("plain form of %s: %q %v, want %s", c.in, got, ok, c.want)
 		}
 	}
-	if got, ok := plainNumber("1e3", 4); !ok || got != "1000" {
-		t.Errorf("plainNumber(1e3, 4) = %q %v", got, ok)
+	if got, ok := plainFormOf("1e3").text("1e3", 4); !ok || got != "1000" {
+		t.Errorf("plain form of 1e3 in 4: %q %v", got, ok)
 	}
 	for _, c := range []struct {
 		in  string
 		max int
 	}{{"1e3", 3}, {"-1e3", 4}, {"1e-3", 4}, {"0e-3", 4}, {"1.5", 2}} {
-		if got, ok := plainNumber(c.in, c.max); ok {
-			t.Errorf("plainNumber(%s, %d) = %q, past its bound", c.in, c.max, got)
+		if got, ok := plainFormOf(c.in).text(c.in, c.max); ok {
+			t.Errorf("plain form of %s in %d: %q, past its bound", c.in, c.max, got)
 		}
 	}
 }
