@@ -93,3 +93,41 @@ func TestLoggedNumbersAreRead(t *testing.T) {
 		t.Errorf("the history of 1e100: %s", got)
 	}
 }
+
+// TestNumbersThatReadLongAreRefused: a write whose JSON numbers would read
+// back more than 16 MiB longer than written (1e131000 is 131,001 digits
+// once Postgres prints it) is refused naming the field, by REST's POST and
+// merge patch and by GraphQL's update alike, and writes nothing. Before, a
+// 9 KB POST made a document that every read answered as 131 MB.
+func TestNumbersThatReadLongAreRefused(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "longnums", `type N { name: String j: JSON }`)
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/longnums", `{"@type":"N","@id":"a","name":"a","j":[1e131000]}`)
+	commits := logLength(t, d, "longnums")
+	huge := "[" + strings.TrimSuffix(strings.Repeat("1e131000,", 129), ",") + "]" // 129 × 130,993 bytes
+	const want = `field "j": with the JSON values before it, the document's JSON numbers are more than 16777216 bytes longer in plain decimal form`
+	for _, r := range []dt.Response{
+		d.Do(t, dt.Admin(), "POST", "/api/document/admin/longnums", `{"@type":"N","@id":"b","j":`+huge+`}`),
+		d.Do(t, dt.Admin(), "PATCH", "/api/document/admin/longnums?id=N/a", `{"j":`+huge+`}`, "Content-Type", "application/merge-patch+json"),
+	} {
+		if typ, msg := errBody(t, r); r.Status != 400 || typ != "api:BadRequest" || !strings.Contains(msg, want) {
+			t.Errorf("%d %s %s, want 400 saying %q", r.Status, typ, msg, want)
+		}
+	}
+	r := d.MustDo(t, 200, dt.Admin(), "POST", "/api/graphql/admin/longnums",
+		`{"query":"mutation($j: JSON) { N_update(documents: [{_id: \"a\", j: $j}]) }","variables":{"j":`+huge+`}}`, "Content-Type", "application/json")
+	var res struct {
+		Errors []struct {
+			Message    string
+			Extensions struct{ Code string }
+		}
+	}
+	if err := json.Unmarshal(r.Body, &res); err != nil || len(res.Errors) != 1 ||
+		res.Errors[0].Extensions.Code != "BAD_USER_INPUT" || !strings.Contains(res.Errors[0].Message, want) {
+		t.Errorf("GraphQL update: %s, want BAD_USER_INPUT saying %q", r.Body, want)
+	}
+	if n := logLength(t, d, "longnums"); n != commits {
+		t.Errorf("the log holds %d commits, %d before the refused writes", n, commits)
+	}
+}
