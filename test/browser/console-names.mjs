@@ -5,7 +5,9 @@
 //      object has (constructor, toString, valueOf: an Int, and
 //      hasOwnProperty: a list): a document without them shows them empty,
 //      one with them shows its values, and saving an edit of n writes n
-//      alone; an edit inside a JSON value's key __proto__ is saved; the
+//      alone; an edit inside a JSON value's key __proto__ is saved, and
+//      so is a JSON value with null members (not removed as a merge
+//      patch's nulls would be); the
 //      new-document form starts empty and inserts n alone; the commits
 //      and the document's history show the stored values, no function of
 //      Object.prototype;
@@ -128,6 +130,29 @@ try {
   await page.waitForSelector('table.documents');
   await noJunk('the table of Thing');
   step('Thing/b (every field): its values shown; saving n writes n alone, and meta\'s key __proto__ as edited');
+
+  // A JSON value with null members: a merge patch would remove those
+  // keys (RFC 7396), so they must be saved as typed, the other fields kept.
+  await go(`${docPath}?open=${encodeURIComponent('Thing/b')}`);
+  await page.waitForSelector('#field-meta');
+  await type('#field-meta', '{"k": null, "l": [null], "m": {"n": null}}');
+  await clickText('form.document button', 'Save');
+  await waitFor('the save of Thing/b\'s meta', () => hasText('Saved'));
+  stored = await fields('Thing/b');
+  const wantNulls = { ...want, meta: { k: null, l: [null], m: { n: null } } };
+  if (!same(stored, wantNulls)) throw new Error(`Thing/b saved as ${JSON.stringify(stored)}, want ${JSON.stringify(wantNulls)}`);
+  step('Thing/b\'s meta edited to hold null members: saved as typed, every other field kept');
+  // The same over a change made meanwhile: theirs is kept, meta is mine.
+  await api('PATCH', `/api/document/admin/names?id=${encodeURIComponent('Thing/b')}`, { n: 'theirs' });
+  await type('#field-meta', '{"k": 2, "z": null}');
+  await clickText('form.document button', 'Save');
+  await waitFor('the conflict', () => hasText('Someone changed this document'));
+  await clickText('button', 'Save my changes over theirs');
+  await waitFor('the save over theirs', () => hasText('Saved'));
+  stored = await fields('Thing/b');
+  const wantOver = { ...wantNulls, n: 'theirs', meta: { k: 2, z: null } };
+  if (!same(stored, wantOver)) throw new Error(`Thing/b saved over theirs as ${JSON.stringify(stored)}, want ${JSON.stringify(wantOver)}`);
+  step('the same saved over a change made meanwhile: their n kept, meta as typed');
 
   // The new-document form.
   await go(`${docPath}?new=1`);

@@ -244,6 +244,27 @@ function mergePatch(before, after, fields) {
   return patch;
 }
 
+// nullMember reports whether v is an object holding a null member, at
+// any depth of objects: a merge patch cannot write one. (A list is
+// replaced whole, its items as given.)
+function nullMember(v) {
+  return isObject(v) && Object.values(v).some((x) => x === null || nullMember(x));
+}
+
+// replaced returns the document base (as read, @id and @type kept) with
+// the given fields as in edited: each replaced whole, or removed when
+// edited has no value for it.
+function replaced(base, edited, fields) {
+  const doc = dict();
+  for (const [k, v] of Object.entries(base)) if (k !== '@version') doc[k] = v;
+  for (const k of fields) {
+    const v = own(edited, k);
+    if (v === undefined) delete doc[k];
+    else doc[k] = v;
+  }
+  return doc;
+}
+
 // fieldOf returns the field a validation error names, if it names one.
 function fieldOf(message) {
   const m = /(?:field|unknown field) "([^".[\]]+)/.exec(message || '');
@@ -319,7 +340,10 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
   const { doc, c, etag } = state;
   const dirty = c && values && JSON.stringify(values) !== JSON.stringify(toForm(c, doc));
 
-  const save = async (ifMatch) => {
+  // save writes the fields edited at version ifMatch; base is the
+  // document as the user last saw it stored (theirs, when saving over a
+  // conflict).
+  const save = async (ifMatch, base = doc) => {
     const built = fromForm(c, doc['@type'], doc['@id'], values);
     setFieldErrors(built.errors || dict());
     setError(null);
@@ -332,10 +356,17 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
       // kept, and so are the fields someone else changed that the user
       // did not touch. If-Match makes it a write of the version read.
       const patch = mergePatch(withoutMeta(doc), withoutMeta(built.doc), c.fields.map((f) => f.name));
-      const res = await request('PATCH', `${path}?id=${encodeURIComponent(id)}`, {
-        body: JSON.stringify(patch),
-        headers: { 'Content-Type': 'application/merge-patch+json', ...(ifMatch ? { 'If-Match': ifMatch } : {}) },
-      });
+      const headers = ifMatch ? { 'If-Match': ifMatch } : {};
+      // A merge patch removes an object's null members (RFC 7396), so an
+      // edited value holding one (a JSON field's {"k": null}) is written
+      // with the whole document instead: base with the edited fields as
+      // typed. The fields the role cannot read are kept by the PUT too.
+      const res = Object.keys(patch).some((k) => nullMember(own(built.doc, k)))
+        ? await request('PUT', path, { body: JSON.stringify(replaced(base, built.doc, Object.keys(patch))), headers: { 'Content-Type': 'application/json', ...headers } })
+        : await request('PATCH', `${path}?id=${encodeURIComponent(id)}`, {
+          body: JSON.stringify(patch),
+          headers: { 'Content-Type': 'application/merge-patch+json', ...headers },
+        });
       const version = res.data?.version || res.headers.get('ETag') || '';
       await load();
       setNotice(`Saved${version ? ` (version ${version.replace(/"/g, '')})` : ''}.`);
@@ -392,7 +423,7 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
         })}</tbody></table></${Scroll}>`}
       <p class="actions">
         <button type="button" onClick=${load}>Discard mine, show theirs</button>
-        ${!conflict.gone && !conflict.deleting && html`<button type="button" class="danger" onClick=${() => save(conflict.version)}>Save my changes over theirs</button>`}
+        ${!conflict.gone && !conflict.deleting && html`<button type="button" class="danger" onClick=${() => save(conflict.version, conflict.theirs || doc)}>Save my changes over theirs</button>`}
       </p>
       ${!conflict.gone && !conflict.deleting && html`<p class="hint">Saving writes only the fields you changed; their other changes stay.</p>`}
     </div>`}
