@@ -109,7 +109,8 @@ func pruneFirstCommit(t *testing.T, d *dt.Daemon, db string) {
 // inserted and shown in the history as stored), and on a JSON value with
 // a key __proto__ (no field can be named so: a field's name starts with a
 // letter) or with null members (saved as typed, also over a conflict,
-// where a merge patch would remove them); a token holding a character a header cannot
+// where a merge patch would remove them); an Int typed as 1e400, refused
+// next to its field, not sent as null (removed); a token holding a character a header cannot
 // carry; Back to the console after leaving it, which asks to sign in
 // again; the console opened at an address carrying credentials.
 func TestBrowserConsoleNames(t *testing.T) {

@@ -7,7 +7,8 @@
 //      one with them shows its values, and saving an edit of n writes n
 //      alone; an edit inside a JSON value's key __proto__ is saved, and
 //      so is a JSON value with null members (not removed as a merge
-//      patch's nulls would be); the
+//      patch's nulls would be), and a number past a double's range is
+//      refused next to its field, not removed; the
 //      new-document form starts empty and inserts n alone; the commits
 //      and the document's history show the stored values, no function of
 //      Object.prototype;
@@ -153,6 +154,14 @@ try {
   const wantOver = { ...wantNulls, n: 'theirs', meta: { k: 2, z: null } };
   if (!same(stored, wantOver)) throw new Error(`Thing/b saved over theirs as ${JSON.stringify(stored)}, want ${JSON.stringify(wantOver)}`);
   step('the same saved over a change made meanwhile: their n kept, meta as typed');
+  // A number past a double's range: refused next to its field, not
+  // sent as JSON's null (JSON.stringify(Infinity)), which removes it.
+  await type('#field-valueOf', '1e400');
+  await clickText('form.document button', 'Save');
+  await waitFor('the refusal of valueOf', () => page.$('#field-valueOf-error'));
+  stored = await fields('Thing/b');
+  if (!same(stored, wantOver)) throw new Error(`valueOf 1e400: Thing/b is ${JSON.stringify(stored)}, want ${JSON.stringify(wantOver)}`);
+  step(`valueOf 1e400: refused next to the field (${await page.$eval('#field-valueOf-error', (e) => e.textContent)}), nothing written`);
 
   // The new-document form.
   await go(`${docPath}?new=1`);

@@ -211,7 +211,10 @@ function fromForm(c, type, id, values) {
         errors[f.name] = `not valid JSON: ${e.message}`;
       }
     } else if (f.named === 'Int' || f.named === 'Float') {
-      doc[f.name] = /^\s*-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/.test(t) ? Number(t) : t;
+      // A number past a double's range (1e400) stays text: as Infinity,
+      // JSON.stringify would send null, which removes the field.
+      const n = Number(t);
+      doc[f.name] = /^\s*-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$/.test(t) && Number.isFinite(n) ? n : t;
     } else if (f.named === 'Boolean') {
       doc[f.name] = t === 'true' ? true : t === 'false' ? false : t;
     } else doc[f.name] = t;
