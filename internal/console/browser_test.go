@@ -109,7 +109,8 @@ func pruneFirstCommit(t *testing.T, d *dt.Daemon, db string) {
 // inserted and shown in the history as stored), and on a JSON value with
 // a key __proto__ (no field can be named so: a field's name starts with a
 // letter) or with null members (saved as typed, also over a conflict,
-// where a merge patch would remove them); an Int typed as 1e400, refused
+// where a merge patch would remove them; refused where the document
+// holds a whole number JavaScript cannot carry); an Int typed as 1e400, refused
 // next to its field, not sent as null (removed); a token holding a character a header cannot
 // carry; Back to the console after leaving it, which asks to sign in
 // again; the console opened at an address carrying credentials.
@@ -120,7 +121,8 @@ func TestBrowserConsoleNames(t *testing.T) {
 	a.CreateDatabase(t, "names", "type Thing { n: String constructor: String toString: String valueOf: Int hasOwnProperty: [String] meta: JSON }")
 	a.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/names?author=ann&message=things",
 		`[{"@type":"Thing","@id":"Thing/a","n":"one"},`+
-			`{"@type":"Thing","@id":"Thing/b","n":"one","constructor":"c","toString":"t","valueOf":5,"hasOwnProperty":["h"],"meta":{"__proto__":{"x":1},"k":1}}]`)
+			`{"@type":"Thing","@id":"Thing/b","n":"one","constructor":"c","toString":"t","valueOf":5,"hasOwnProperty":["h"],"meta":{"__proto__":{"x":1},"k":1}},`+
+			`{"@type":"Thing","@id":"Thing/big","meta":{"big":12345678901234567890,"k":1}}]`)
 	dt.RunBrowserScript(t, "console-names.mjs", a.URL, dt.AdminPassword)
 }
 

@@ -7,7 +7,8 @@
 //      one with them shows its values, and saving an edit of n writes n
 //      alone; an edit inside a JSON value's key __proto__ is saved, and
 //      so is a JSON value with null members (not removed as a merge
-//      patch's nulls would be), and a number past a double's range is
+//      patch's nulls would be; refused, saying why, where the document
+//      holds a whole number past 2^53), and a number past a double's range is
 //      refused next to its field, not removed; the
 //      new-document form starts empty and inserts n alone; the commits
 //      and the document's history show the stored values, no function of
@@ -27,7 +28,8 @@
 //
 // The daemon holds the database admin/names made by the Go test
 // (internal/console TestBrowserConsoleNames), with the documents Thing/a
-// (n only) and Thing/b (every field, meta {"__proto__":{"x":1},"k":1}).
+// (n only), Thing/b (every field, meta {"__proto__":{"x":1},"k":1}) and
+// Thing/big (meta {"big":12345678901234567890,"k":1}).
 // CHROMIUM names the browser (default /usr/bin/chromium).
 import { clickText as clickTextIn, launch, typeInto, waitFor } from './chromium.mjs';
 
@@ -154,6 +156,21 @@ try {
   const wantOver = { ...wantNulls, n: 'theirs', meta: { k: 2, z: null } };
   if (!same(stored, wantOver)) throw new Error(`Thing/b saved over theirs as ${JSON.stringify(stored)}, want ${JSON.stringify(wantOver)}`);
   step('the same saved over a change made meanwhile: their n kept, meta as typed');
+  // A null member where the document holds a whole number past 2^53,
+  // which the browser cannot carry: the whole-document write would change
+  // it, so the console refuses, saying why, and writes nothing.
+  await go(`${docPath}?open=${encodeURIComponent('Thing/big')}`);
+  await page.waitForSelector('#field-meta');
+  const bigBefore = await (await fetch(`${base}/api/document/admin/names?id=Thing/big`, { headers: { Authorization: admin } })).text();
+  await type('#field-meta', '{"big": 12345678901234567000, "k": null}');
+  await clickText('form.document button', 'Save');
+  await waitFor('the refusal of the save of Thing/big', () => hasText('cannot carry exactly'));
+  const bigAfter = await (await fetch(`${base}/api/document/admin/names?id=Thing/big`, { headers: { Authorization: admin } })).text();
+  if (bigAfter !== bigBefore || !bigAfter.includes('12345678901234567890')) throw new Error(`Thing/big was ${bigBefore}, is ${bigAfter}`);
+  step('a null member in a document holding 12345678901234567890: refused, saying why, nothing written');
+  await go(`${docPath}?open=${encodeURIComponent('Thing/b')}`);
+  await page.waitForSelector('#field-meta');
+
   // A number past a double's range: refused next to its field, not
   // sent as JSON's null (JSON.stringify(Infinity)), which removes it.
   await type('#field-valueOf', '1e400');

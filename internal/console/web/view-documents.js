@@ -254,6 +254,13 @@ function nullMember(v) {
   return isObject(v) && Object.values(v).some((x) => x === null || nullMember(x));
 }
 
+// unsafeInteger reports whether v holds, at any depth, a whole number
+// past 2^53, which JSON.parse has rounded.
+function unsafeInteger(v) {
+  if (typeof v === 'number') return Number.isInteger(v) && !Number.isSafeInteger(v);
+  return v !== null && typeof v === 'object' && Object.values(v).some(unsafeInteger);
+}
+
 // replaced returns the document base (as read, @id and @type kept) with
 // the given fields as in edited: each replaced whole, or removed when
 // edited has no value for it.
@@ -364,8 +371,14 @@ function DocumentPanel({ org, db, model, id, writable, asOf, onClose, onChanged 
       // edited value holding one (a JSON field's {"k": null}) is written
       // with the whole document instead: base with the edited fields as
       // typed. The fields the role cannot read are kept by the PUT too.
-      const res = Object.keys(patch).some((k) => nullMember(own(built.doc, k)))
-        ? await request('PUT', path, { body: JSON.stringify(replaced(base, built.doc, Object.keys(patch))), headers: { 'Content-Type': 'application/json', ...headers } })
+      const whole = Object.keys(patch).some((k) => nullMember(own(built.doc, k))) ? replaced(base, built.doc, Object.keys(patch)) : null;
+      // The browser read a whole number past 2^53 as the nearest it can
+      // hold, so writing the document back would change it.
+      if (whole && unsafeInteger(whole)) {
+        throw new Error('A value you changed holds a null member, which only a write of the whole document can store, and the document holds a whole number past 2^53 that the browser cannot carry exactly, which that write would change. Nothing was written: set the value with GraphQL (the class\'s _update mutation, in GraphiQL), which stores null members.');
+      }
+      const res = whole
+        ? await request('PUT', path, { body: JSON.stringify(whole), headers: { 'Content-Type': 'application/json', ...headers } })
         : await request('PATCH', `${path}?id=${encodeURIComponent(id)}`, {
           body: JSON.stringify(patch),
           headers: { 'Content-Type': 'application/merge-patch+json', ...headers },
