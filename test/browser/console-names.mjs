@@ -9,7 +9,8 @@
 //      so is a JSON value with null members (not removed as a merge
 //      patch's nulls would be; refused, saying why, where the document
 //      holds a whole number past 2^53), and a number past a double's range is
-//      refused next to its field, not removed; the
+//      refused next to its field, not removed, and in the filter
+//      builder refused, not sent as null (no condition); the
 //      new-document form starts empty and inserts n alone; the commits
 //      and the document's history show the stored values, no function of
 //      Object.prototype;
@@ -205,6 +206,21 @@ try {
   await waitFor('the history of Thing/a', () => hasText('Old value'));
   await noJunk('the history of Thing/a');
   step(`the ${log.length} commits and Thing/a's history: no value of Object.prototype`);
+
+  // The filter builder given a number past a double's range: sent as
+  // typed and refused, not as null (which Sluice takes as no condition).
+  await go(docPath);
+  await clickText('summary', 'Filter');
+  await page.waitForSelector('#filter-field');
+  await page.select('#filter-field', 'valueOf');
+  await page.select('#filter-op', 'ge');
+  await type('#filter-value', '1e400');
+  await clickText('form button', 'Filter');
+  const sent = await waitFor('the filter in the URL', () => page.evaluate(() => new URLSearchParams(location.search).get('filter')));
+  if (sent !== '{"valueOf":{"ge":"1e400"}}') throw new Error(`valueOf ≥ 1e400 filtered as ${sent}`);
+  await waitFor('the refusal of the filter', () => page.$('[role=alert]'));
+  if (await page.$('table.documents')) throw new Error(`valueOf ≥ 1e400 listed documents: ${await text()}`);
+  step('the filter valueOf ≥ 1e400: sent as typed and refused, no document listed');
 
   // 2. A token with a curly quote.
   await page.goto(`${base}/console/`, { waitUntil: 'load' });

@@ -148,7 +148,9 @@ function FilterBar({ c, filterText, onApply }) {
     e.preventDefault();
     const o = ops.includes(op) ? op : ops[0];
     let v = value;
-    if (f.named === 'Int' || f.named === 'Float') v = value.trim() !== '' && !Number.isNaN(Number(value)) ? Number(value) : value;
+    // A number past a double's range (1e400) stays text, which Sluice
+    // refuses: as Infinity, JSON.stringify would send null, no condition.
+    if (f.named === 'Int' || f.named === 'Float') v = value.trim() !== '' && Number.isFinite(Number(value)) ? Number(value) : value;
     if (f.named === 'Boolean') v = value === 'true';
     const cond = { [f.name]: f.list ? { someHave: { [o]: v } } : { [o]: v } };
     onApply(JSON.stringify(cond));
