@@ -112,7 +112,8 @@ func pruneFirstCommit(t *testing.T, d *dt.Daemon, db string) {
 // where a merge patch would remove them; refused where the document
 // holds a whole number JavaScript cannot carry); an Int typed as 1e400, refused
 // next to its field, not sent as null (removed), and in the filter
-// builder (null there is no condition); a token holding a character a header cannot
+// builder (null there is no condition); a commit in the URL that is no
+// commit id (?commit=abc), named as such; a token holding a character a header cannot
 // carry; Back to the console after leaving it, which asks to sign in
 // again; the console opened at an address carrying credentials.
 func TestBrowserConsoleNames(t *testing.T) {

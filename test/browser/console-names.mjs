@@ -13,7 +13,7 @@
 //      builder refused, not sent as null (no condition); the
 //      new-document form starts empty and inserts n alone; the commits
 //      and the document's history show the stored values, no function of
-//      Object.prototype;
+//      Object.prototype; ?commit=abc is said to be no commit;
 //   2. a token holding a character a header cannot carry (a curly quote,
 //      as a word processor makes): the console says so, not that Sluice
 //      could not be reached;
@@ -206,6 +206,11 @@ try {
   await waitFor('the history of Thing/a', () => hasText('Old value'));
   await noJunk('the history of Thing/a');
   step(`the ${log.length} commits and Thing/a's history: no value of Object.prototype`);
+  // A commit in the URL that is no commit id: the console says so.
+  await go('/console/admin/names/history?commit=abc');
+  await waitFor('the refusal of commit abc', () => hasText('Could not read the commit'));
+  if (!(await hasText('"abc" is not a commit'))) throw new Error(`?commit=abc: ${await text()}`);
+  step('?commit=abc: "abc" is not a commit');
 
   // The filter builder given a number past a double's range: sent as
   // typed and refused, not as null (which Sluice takes as no condition).

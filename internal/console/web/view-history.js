@@ -88,7 +88,10 @@ function Commit({ org, db, id }) {
   const [pages, setPages] = useState([]); // further pages of a large commit
   const [more, setMore] = useState({ loading: false, error: null });
   const first = useLoad(async (signal) => {
-    const after = String(Math.max(0, Number(id) - 1));
+    // A commit id is a whole number; anything else in the URL would be
+    // asked for as after=NaN, an error about a parameter the user never set.
+    if (!/^[1-9][0-9]{0,14}$/.test(id)) throw new Error(`"${id}" is not a commit: a commit is a number, such as 12. Open one from the list of commits.`);
+    const after = String(Number(id) - 1);
     const res = await request('GET', `${dbPath('/api/changes', org, db)}?after=${after}&limit=1`, { signal });
     const c = res.data.commits[0];
     if (!c || c.id !== id) throw new Error(`Commit ${id} is not in the retained history of ${org}/${db}.`);
