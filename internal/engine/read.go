@@ -40,6 +40,8 @@ type ReadDocument struct {
 // the reader may not see (field protection) are removed. With asOf set,
 // it returns the document as it was at that position (see ReadAsOf for the
 // errors of a position it cannot read).
+// Of a document that does not exist there, the error is NotFound and the
+// ReadDocument holds only what the read reflects.
 func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id string, asOf *sluice.Position) (*ReadDocument, error) {
 	defer processLoadGC.serving()() // a small request (loadGC)
 	var doc *ReadDocument
@@ -85,6 +87,16 @@ func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Databas
 	}
 	b, version, err := e.store.Document(rctx, d, s, id)
 	if err != nil {
+		if sluice.ErrorCode(err) == sluice.CodeNotFound {
+			// Its absence is what the read found, at a position a
+			// client follows from to see the document made.
+			if pos, ok := snap.Position(); ok {
+				if past != nil {
+					pos = past.Position
+				}
+				return &ReadDocument{ReadAt: ReadAt{Position: pos}}, err
+			}
+		}
 		return nil, err
 	}
 	doc := &ReadDocument{Version: version}

@@ -85,6 +85,9 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		privateAnswer(w)
 		doc, err := a.Engine.Document(r.Context(), u, org, name, id, asOf)
 		if err != nil {
+			if doc != nil {
+				setReadAt(w, doc.ReadAt) // a 404, at the read's position
+			}
 			writeError(w, r, err)
 			return
 		}
