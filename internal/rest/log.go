@@ -201,7 +201,14 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 	}
 	after := sluice.Position{Index: engine.MaxIndex} // commit 0: the start
 	next := "0"
-	if s := q.Get("after"); s != "" {
+	if q.Has("after") {
+		s := q.Get("after")
+		if s == "" {
+			// A client's lost cursor: read from the start, it would
+			// take every commit again for the ones after its cursor.
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "query parameter after is empty: want a position (a page's next, an event id) or a commit id, or leave after out to read from the start"))
+			return
+		}
 		next = s
 		if seq, err := strconv.ParseInt(s, 10, 64); err == nil && seq >= 0 {
 			after = sluice.Position{Seq: seq, Index: engine.MaxIndex}

@@ -77,12 +77,13 @@ func intParam(q url.Values, name string, def int64) (int64, error) {
 }
 
 // boundedParam parses parameter name as an integer from 1 to most, or
-// returns def when it is absent; anything else is refused naming the range.
+// returns def when it is absent; anything else is refused naming the range,
+// an empty value too (a script's unset variable, not a page to default).
 func boundedParam(q url.Values, name string, def, most int64) (int64, error) {
-	s := q.Get(name)
-	if s == "" {
+	if !q.Has(name) {
 		return def, nil
 	}
+	s := q.Get(name)
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 1 || n > most {
 		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%q: want an integer from 1 to %d", name, s, most)
