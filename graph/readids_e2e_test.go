@@ -58,6 +58,10 @@ func TestReadIDsAreKeysOfTheClass(t *testing.T) {
 		{`{ Person(id: "alice") { _owner_of_Dog(filter: {_id: "Person/bob"}) { _id } } }`, `"Person/bob" is not an id of Dog`},
 		{`{ Animal(id: "rex") { _id } }`, `Animal: id: "rex" is a key, but Animal has no documents of its own: give the id as <Class>/<key>`},
 		{`{ Animal(id: "Animal/rex") { _id } }`, `Animal: id: "Animal/rex" is an id of Animal, which has no documents of its own`},
+		// Text no id holds is refused before it reaches Postgres, whose
+		// error (SQLSTATE 22021) named neither the argument nor the id.
+		{`{ Person(id: "Person/\u0000") { _id } }`, `Person: id: "Person/\x00" holds a NUL character (\u0000), which no id can`},
+		{`{ Person(ids: ["bob", "\u0000"]) { _id } }`, `Person: ids[1]: "\x00" holds a NUL character (\u0000), which no id can`},
 	} {
 		res := st.query(t, c.query, nil)
 		if len(res.Errors) != 1 || !strings.Contains(res.Errors[0].Message, c.want) || res.Errors[0].Extensions["code"] != "BAD_USER_INPUT" {

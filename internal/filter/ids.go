@@ -3,6 +3,7 @@ package filter
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -17,6 +18,14 @@ import (
 // (a key, or the wrong class's id), so it is refused. The error, a
 // plain message, says why; the caller names the argument.
 func QualifyID(s *sluice.Schema, class, id string) (string, error) {
+	// Text Postgres cannot hold names no document, and must not reach
+	// SQL, whose error names neither the argument nor the id.
+	if !utf8.ValidString(id) {
+		return "", fmt.Errorf("%q is not valid UTF-8, which no id is", id)
+	}
+	if strings.IndexByte(id, 0) >= 0 {
+		return "", fmt.Errorf("%q holds a NUL character (\\u0000), which no id can", id)
+	}
 	if !strings.Contains(id, "/") {
 		if id == "" {
 			return "", fmt.Errorf(`"" is no id: want <Class>/<key>, or the key of a %s`, class)
