@@ -18,8 +18,9 @@ import (
 )
 
 // Reading the log: at most readCommits commits and about readBytes of
-// change images at a time; a request of a commit batch holds at most
-// maxBatchBytes of events (a larger commit is sent in several).
+// change images at a time; the body of a request of a commit batch is at
+// most maxBatchBytes (a larger commit is sent in several), unless one
+// event alone is larger.
 const (
 	readCommits   = 256
 	readBytes     = 1 << 20
@@ -505,8 +506,25 @@ func (l *loop) deliver(ctx context.Context) error {
 				}
 			} else {
 				for _, e := range evs {
+					// pendingBytes is the body's size, brackets and
+					// commas counted. An event that would take it past
+					// maxBatchBytes goes in the next request: sent with
+					// the ones before it, a batch of two events of 600
+					// KB made a body of 1.2 MB, which a receiver behind a
+					// 1 MiB body limit (nginx's default) refuses. Only an
+					// event larger than the bound on its own is sent
+					// larger, alone.
+					if len(pending) > 0 && pendingBytes+len(e.Data)+1 > maxBatchBytes {
+						if err := l.sendBatch(ctx, st, pending, pending[len(pending)-1].Position); err != nil {
+							return err
+						}
+						pending, pendingBytes = nil, 0
+					}
+					if len(pending) == 0 {
+						pendingBytes = 1 // the closing bracket
+					}
 					pending = append(pending, e)
-					pendingBytes += len(e.Data) + 1
+					pendingBytes += len(e.Data) + 1 // and its comma or opening bracket
 					if pendingBytes >= maxBatchBytes {
 						if err := l.sendBatch(ctx, st, pending, pending[len(pending)-1].Position); err != nil {
 							return err
