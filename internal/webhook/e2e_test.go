@@ -438,6 +438,10 @@ func TestWebhookAPI(t *testing.T) {
 		`{"url":"` + url + `","classes":["Person"],"filter":{"age":{"gt":"x"}}}`: "filter.age.gt",
 		`{"url":"` + url + `","classes":["Person"],"filter":{"owner":{"name":{"eq":"x"}}}}`: "filter.owner: a filter through a reference",
 		`{"url":"` + url + `","after":"soon"}`:                                              "after: invalid stream position",
+		// Each reason named: a NUL was refused as "want UTF-8 text of
+		// at most 1024 bytes", of three bytes of valid UTF-8.
+		`{"url":"` + url + `","description":"a\u0000b"}`:                          "description: a NUL character",
+		`{"url":"` + url + `","description":"` + strings.Repeat("x", 1025) + `"}`: "description is 1025 bytes: at most 1024",
 	} {
 		res := a.Do(t, dt.Admin(), "POST", "/api/webhooks/admin/api", body)
 		var e struct {

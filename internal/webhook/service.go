@@ -188,8 +188,13 @@ func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
 	}
 	if in.Description.Set {
 		d := in.Description.Value
-		if len(d) > maxDescriptionBytes || !utf8.ValidString(d) || strings.ContainsRune(d, 0) {
-			return sluice.Errorf(sluice.CodeInvalid, "description: want UTF-8 text of at most %d bytes", maxDescriptionBytes)
+		switch {
+		case len(d) > maxDescriptionBytes:
+			return sluice.Errorf(sluice.CodeInvalid, "description is %d bytes: at most %d", len(d), maxDescriptionBytes)
+		case !utf8.ValidString(d):
+			return sluice.Errorf(sluice.CodeInvalid, "description: want UTF-8 text")
+		case strings.ContainsRune(d, 0):
+			return sluice.Errorf(sluice.CodeInvalid, "description: a NUL character (\\u0000) is refused: Postgres text cannot hold one")
 		}
 		w.Description = d
 	}
