@@ -8,8 +8,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/engine"
 	"github.com/sluice-dev/sluice/internal/eventually"
 	"github.com/sluice-dev/sluice/internal/pgtest"
+	"github.com/sluice-dev/sluice/internal/postgres"
 )
 
 // TestOrganizationDeletionBesideAMembersDeletion: an organization's
@@ -84,5 +87,89 @@ func TestOrganizationDeletionBesideAMembersDeletion(t *testing.T) {
 		if u.Org == "o" {
 			t.Fatalf("user %s of the deleted organization is left", u.Name)
 		}
+	}
+}
+
+// TestOrganizationDeletionBesideADatabasesDeletion: an organization's
+// deletion has read its databases, a and b, and waits to drop a's table
+// (another transaction reads it) when b is deleted on its own. Both
+// succeed, and no database of the organization is left. The
+// organization's deletion found b's schema gone once it came to it, and
+// answered an internal error (schema "sluice_db_3" does not exist),
+// leaving the organization and a; had b's deletion still held b's
+// tables, it answered 409 "the database changed concurrently".
+func TestOrganizationDeletionBesideADatabasesDeletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewDatabase(t)
+	e, _, admin := newEngineOn(t, dbURL)
+	if err := e.CreateOrganization(ctx, admin, "o"); err != nil {
+		t.Fatal(err)
+	}
+	var a *sluice.Database
+	for _, name := range []string{"a", "b"} {
+		d, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: "o", Name: name, Schema: "type Note { text: String }"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "a" {
+			a = d
+		}
+	}
+	holder, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	watcher, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close(ctx)
+	var table string
+	if err := holder.QueryRow(ctx, "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = $1 LIMIT 1", postgres.SchemaName(a)).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE "+table+" IN ACCESS SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer release()
+
+	deleted := make(chan error, 1)
+	go func() { deleted <- e.DeleteOrganization(ctx, admin, "o") }()
+	eventually.True(t, 30*time.Second, "the organization's deletion waits for a's table", func() bool {
+		var n int
+		err := watcher.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+		return err == nil && n == 1
+	})
+	if err := e.DeleteDatabase(ctx, admin, "o", "b"); err != nil {
+		t.Fatalf("b's deletion, while the organization's waits for a: %v", err)
+	}
+	release()
+	if err := <-deleted; err != nil {
+		t.Fatalf("the organization's deletion: %v", err)
+	}
+	orgs, err := e.Organizations(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(orgs, "o") {
+		t.Fatalf("organizations after the deletion: %v", orgs)
+	}
+	var left int
+	if err := watcher.QueryRow(ctx, "SELECT count(*) FROM sluice.databases WHERE org = 'o'").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d databases of the deleted organization are left", left)
 	}
 }

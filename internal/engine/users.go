@@ -413,10 +413,18 @@ func (e *Engine) DeleteOrganization(ctx context.Context, u *sluice.User, org str
 			if d.Org != org {
 				continue
 			}
-			if err := tx.DeleteDatabase(ctx, d); err != nil {
+			dropped = append(dropped, d)
+			err := tx.DeleteDatabase(ctx, d)
+			if sluice.ErrorCode(err) == sluice.CodeNotFound {
+				// Deleted on its own since the databases were read,
+				// its UserDatabase document, webhooks and roles with
+				// it, by a deletion that committed while this one
+				// waited for a lock: what was asked of it is done.
+				continue
+			}
+			if err != nil {
 				return err
 			}
-			dropped = append(dropped, d)
 			docs = append(docs, userDatabaseDoc(d).ID)
 		}
 		users, err := tx.OrganizationMembers(ctx, org)

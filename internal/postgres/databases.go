@@ -329,6 +329,12 @@ func (t *Tx) deleteDatabase(ctx context.Context, d *sluice.Database) error {
 	if len(tables) > 0 {
 		stmts = append([]string{"DROP TABLE " + strings.Join(tables, ", ")}, stmts...)
 	}
+	// A savepoint, to ask after a failed DROP whether the database is
+	// still there: a deletion of it on its own may have committed since
+	// its tables were read (or while the DROP waited for their locks).
+	if _, err := t.tx.Exec(ctx, "SAVEPOINT drop_database"); err != nil {
+		return mapError(err)
+	}
 	for _, s := range stmts {
 		if _, err := t.tx.Exec(ctx, s); err != nil {
 			var pe *pgconn.PgError
@@ -337,8 +343,14 @@ func (t *Tx) deleteDatabase(ctx context.Context, d *sluice.Database) error {
 				// names them ("view app.v depends on table …").
 				return sluice.Errorf(sluice.CodeConflict, refused, d.Path(), pe.Detail)
 			}
+			if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") { // undefined_table, invalid_schema_name
+				return t.deletedMeanwhile(ctx, d, err)
+			}
 			return mapError(err)
 		}
+	}
+	if _, err := t.tx.Exec(ctx, "RELEASE SAVEPOINT drop_database"); err != nil {
+		return mapError(err)
 	}
 	// The counter row before the database's (which cascades to the
 	// webhooks'): in the order of a schema change and of a webhook's
@@ -362,6 +374,26 @@ func (t *Tx) deleteDatabase(ctx context.Context, d *sluice.Database) error {
 	}
 	t.changeAccess(sluice.AccessChange{Kind: sluice.AccessDatabase, DatabaseID: d.ID, Org: d.Org})
 	return nil
+}
+
+// deletedMeanwhile is deleteDatabase's error when dropping d's tables or
+// schema failed with dropErr, a table or the schema missing: NotFound when
+// d's row is gone too, deleted on its own by a transaction that committed
+// since d was read, which deleted all that this deletion would have (its
+// tables, history, webhooks, roles) and recorded it in the access log;
+// otherwise dropErr, mapped.
+func (t *Tx) deletedMeanwhile(ctx context.Context, d *sluice.Database, dropErr error) error {
+	if _, err := t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT drop_database"); err != nil {
+		return mapError(err)
+	}
+	var exists bool
+	if err := t.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM sluice.databases WHERE id = $1)", d.ID).Scan(&exists); err != nil {
+		return mapError(err)
+	}
+	if !exists {
+		return sluice.Errorf(sluice.CodeNotFound, "database %s does not exist", d.Path())
+	}
+	return mapError(dropErr)
 }
 
 // CurrentSchemaVersion returns the current schema version of database d,
