@@ -81,7 +81,7 @@ func (e *Engine) CreateDatabase(ctx context.Context, u *sluice.User, nd NewDatab
 		if u.Superuser {
 			return nil
 		}
-		return tx.SetRole(ctx, u.ID, d, sluice.RoleAdmin)
+		return tx.SetRole(ctx, u, d, sluice.RoleAdmin)
 	}, func(ctx context.Context, w *postgres.Writer) error {
 		return w.Insert(ctx, []*sluice.Document{userDatabaseDoc(d)})
 	})

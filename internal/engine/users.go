@@ -233,7 +233,7 @@ func (e *Engine) SetRole(ctx context.Context, u *sluice.User, org, name, target 
 		return sluice.Errorf(sluice.CodeForbidden, "user %s is not of organization %s: only the super user grants it a role on %s; its role may only be revoked", tu.Name, d.Org, d.Path())
 	}
 	_, err = e.store.Write(ctx, postgres.WriteSpec{Before: func(ctx context.Context, tx *postgres.Tx) error {
-		return tx.SetRole(ctx, tu.ID, d, role)
+		return tx.SetRole(ctx, tu, d, role)
 	}})
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -141,14 +142,14 @@ func TestAdministrativeWritesTakeLocksInOneOrder(t *testing.T) {
 			first: func(ctx context.Context, f *adminFixture, tx *postgres.Tx) error { return tx.DeleteUser(ctx, f.ann) },
 			other: func(ctx context.Context, f *adminFixture) error {
 				return f.write(ctx, func(ctx context.Context, tx *postgres.Tx) error {
-					return tx.SetRole(ctx, f.bob.ID, f.d, sluice.RoleRead)
+					return tx.SetRole(ctx, f.bob, f.d, sluice.RoleRead)
 				})
 			}},
 		{name: "role grant after a database's deletion",
 			first: func(ctx context.Context, f *adminFixture, tx *postgres.Tx) error { return tx.DeleteDatabase(ctx, f.d) },
 			other: func(ctx context.Context, f *adminFixture) error {
 				return f.write(ctx, func(ctx context.Context, tx *postgres.Tx) error {
-					return tx.SetRole(ctx, f.bob.ID, f.d, sluice.RoleRead)
+					return tx.SetRole(ctx, f.bob, f.d, sluice.RoleRead)
 				})
 			},
 			want: sluice.CodeNotFound},
@@ -160,7 +161,7 @@ func TestAdministrativeWritesTakeLocksInOneOrder(t *testing.T) {
 					if err := tx.CreateDatabase(ctx, d, f.s, postgres.Creator{ID: f.bob.ID, Name: f.bob.Name, Max: 5}); err != nil {
 						return err
 					}
-					return tx.SetRole(ctx, f.bob.ID, d, sluice.RoleAdmin)
+					return tx.SetRole(ctx, f.bob, d, sluice.RoleAdmin)
 				})
 			}},
 		{name: "webhook creation after a database's deletion",
@@ -186,5 +187,26 @@ func TestAdministrativeWritesTakeLocksInOneOrder(t *testing.T) {
 				t.Errorf("the write beside it: %v, want code %q", otherErr, tc.want)
 			}
 		})
+	}
+}
+
+// TestRoleGrantBesideTheUsersDeletion: a role is granted to bob while
+// his deletion, not yet committed, holds his row. The grant waits for it
+// and then answers 404 naming bob. It failed its foreign key check
+// (bob's row gone once the deletion committed), an internal error.
+func TestRoleGrantBesideTheUsersDeletion(t *testing.T) {
+	t.Parallel()
+	f := newAdminFixture(t)
+	deleted, granted := interleaved(t, f.db,
+		func(ctx context.Context, tx *postgres.Tx) error { return tx.DeleteUser(ctx, f.bob) },
+		func(context.Context, *postgres.Tx) error { return nil },
+		func(ctx context.Context) error {
+			return f.write(ctx, func(ctx context.Context, tx *postgres.Tx) error { return tx.SetRole(ctx, f.bob, f.d, sluice.RoleRead) })
+		})
+	if deleted != nil {
+		t.Errorf("the deletion: %v", deleted)
+	}
+	if sluice.ErrorCode(granted) != sluice.CodeNotFound || !strings.Contains(granted.Error(), `user "bob" does not exist`) {
+		t.Errorf("the grant beside it: %v, want 404 user \"bob\" does not exist", granted)
 	}
 }

@@ -14,7 +14,7 @@ import (
 //  1. a database's class tables, its counter row (sluice.commit_counters),
 //     then its row (sluice.databases), with what its deletion deletes
 //     (its webhooks, its roles); a grant takes a key share of the
-//     database's row first (Tx.SetRole);
+//     database's row first, then of the user's (Tx.SetRole);
 //  2. webhooks' rows;
 //  3. users' rows, with what a user's deletion deletes (its tokens,
 //     roles, stream tickets), an organization's users in name order;

@@ -323,10 +323,11 @@ func (t *Tx) RevokeToken(ctx context.Context, userID, id int64) error {
 	return nil
 }
 
-// SetRole grants userID role on database d (RoleNone removes the grant)
-// and records it in the access log. A database deleted since d was read
-// is NotFound.
-func (t *Tx) SetRole(ctx context.Context, userID int64, d *sluice.Database, role sluice.Role) error {
+// SetRole grants user u role on database d (RoleNone removes the grant)
+// and records it in the access log. A database or a user deleted since it
+// was read is NotFound.
+func (t *Tx) SetRole(ctx context.Context, u *sluice.User, d *sluice.Database, role sluice.Role) error {
+	userID := u.ID
 	// The database's row before the user's (lockorder.go): the grant's
 	// foreign keys take a key share of the user's row, then of the
 	// database's, and an organization's deletion deletes its databases
@@ -337,6 +338,16 @@ func (t *Tx) SetRole(ctx context.Context, userID int64, d *sluice.Database, role
 	}
 	if tag.RowsAffected() == 0 {
 		return sluice.ErrNoDatabase(d.Org, d.Name)
+	}
+	// Then the user's, which a deletion of the user that committed
+	// since u was read has taken: the grant's foreign key check found
+	// it gone, an internal error.
+	tag, err = t.tx.Exec(ctx, "SELECT 1 FROM sluice.users WHERE id = $1 FOR KEY SHARE", userID)
+	if err != nil {
+		return mapError(err)
+	}
+	if tag.RowsAffected() == 0 {
+		return sluice.Errorf(sluice.CodeNotFound, "user %q does not exist", u.Name)
 	}
 	if role == sluice.RoleNone {
 		_, err = t.tx.Exec(ctx, "DELETE FROM sluice.roles WHERE user_id = $1 AND db_id = $2", userID, d.ID)
