@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Code classifies an Error. Each code maps to one HTTP status, one GraphQL
@@ -142,6 +143,27 @@ func RetryAfter(err error) string {
 // message is shown to clients: never put SQL, file paths or secrets in it.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// MaxEchoBytes is how much of a client's value an error message repeats
+// (Echo).
+const MaxEchoBytes = 100
+
+// Echo returns s quoted (as %q does) for an error message that repeats a
+// value the client sent (an id, a position, a parameter, a header): up to
+// MaxEchoBytes bytes whole, otherwise its first MaxEchoBytes bytes, cut
+// before a character they would split, then "…" and its length
+// (`"abc"… (5000 bytes)`). Whole, a 5,000-byte id came back 5,000 bytes
+// long in every error naming it, and in the server's log.
+func Echo(s string) string {
+	if len(s) <= MaxEchoBytes {
+		return strconv.Quote(s)
+	}
+	cut := MaxEchoBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
 }
 
 // ErrorCode returns the code a client is shown for err (see Show): the

@@ -123,3 +123,20 @@ func TestShownLog(t *testing.T) {
 		t.Fatalf("log: %s", got)
 	}
 }
+
+func TestEcho(t *testing.T) {
+	x100 := strings.Repeat("x", 100)
+	for in, want := range map[string]string{
+		"":              `""`,
+		"a\"b":          `"a\"b"`,
+		x100:            `"` + x100 + `"`,
+		x100 + "y":      `"` + x100 + `"… (101 bytes)`,
+		x100[:99] + "é": `"` + x100[:99] + `"… (101 bytes)`,
+		x100[:98] + "é" + strings.Repeat("z", 900): `"` + x100[:98] + `é"… (1000 bytes)`,
+		"\xff" + x100: `"\xff` + x100[:99] + `"… (101 bytes)`,
+	} {
+		if got := Echo(in); got != want {
+			t.Errorf("Echo(%.20q…): %s, want %s", in, got, want)
+		}
+	}
+}

@@ -114,31 +114,31 @@ func (p Position) Less(q Position) bool {
 func ParsePosition(s string) (Position, error) {
 	parts := strings.Split(s, "-")
 	if len(parts) != 3 && len(parts) != 4 || parts[0] == "" {
-		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: want <epoch>-<seq>-<index>-<tag>", s)
+		return Position{}, Errorf(CodeInvalid, "invalid stream position %s: want <epoch>-<seq>-<index>-<tag>", Echo(s))
 	}
 	tag := ""
 	if len(parts) == 4 {
 		tag = parts[3]
 		if len(tag) != tagLen || strings.Trim(tag, "0123456789abcdefghijklmnopqrstuv") != "" {
-			return Position{}, Errorf(CodeInvalid, "invalid stream position %q: bad tag", s)
+			return Position{}, Errorf(CodeInvalid, "invalid stream position %s: bad tag", Echo(s))
 		}
 	}
 	for _, r := range parts[0] {
 		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return Position{}, Errorf(CodeInvalid, "invalid stream position %q: bad epoch", s)
+			return Position{}, Errorf(CodeInvalid, "invalid stream position %s: bad epoch", Echo(s))
 		}
 	}
 	seq, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || seq < 0 || parts[1] != strconv.FormatInt(seq, 10) {
-		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: bad sequence", s)
+		return Position{}, Errorf(CodeInvalid, "invalid stream position %s: bad sequence", Echo(s))
 	}
 	idx, err := strconv.Atoi(parts[2])
 	if err != nil || idx < 0 || parts[2] != strconv.Itoa(idx) {
-		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: bad index", s)
+		return Position{}, Errorf(CodeInvalid, "invalid stream position %s: bad index", Echo(s))
 	}
 	if idx > WholeCommit {
 		// Change indexes are Postgres integers: no commit has more.
-		return Position{}, Errorf(CodeInvalid, "invalid stream position %q: index %d is above %d", s, idx, WholeCommit)
+		return Position{}, Errorf(CodeInvalid, "invalid stream position %s: index %d is above %d", Echo(s), idx, WholeCommit)
 	}
 	return Position{Epoch: parts[0], Seq: seq, Index: idx, Tag: tag}, nil
 }

@@ -493,7 +493,7 @@ func parseRequestBody(body []byte) (*graphql.RawParams, int, string) {
 		if streamparam.ReadsAsResume(k) {
 			// Not read, it would start a stream from now instead of
 			// resuming it, a gap the client would not be told of.
-			return nil, 0, fmt.Sprintf("the request body's member %q is not read: a stream resumes after extensions.%s (or the Last-Event-ID header)", k, streamparam.ResumeName)
+			return nil, 0, fmt.Sprintf("the request body's member %s is not read: a stream resumes after extensions.%s (or the Last-Event-ID header)", sluice.Echo(k), streamparam.ResumeName)
 		}
 	}
 	p := &graphql.RawParams{}

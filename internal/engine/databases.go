@@ -17,7 +17,7 @@ var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
 func checkName(kind, name string) error {
 	if !validName.MatchString(name) {
-		return sluice.Errorf(sluice.CodeInvalid, "invalid %s name %q: use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", kind, name)
+		return sluice.Errorf(sluice.CodeInvalid, "invalid %s name %s: use 1-63 letters, digits, '_', '.' or '-', starting with a letter or digit", kind, sluice.Echo(name))
 	}
 	return nil
 }

@@ -105,7 +105,7 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 	if q.Type != "" {
 		c := s.Class(q.Type)
 		if c == nil || c.Kind == sluice.KindSubdocument {
-			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "type %q is not a document class of %s", q.Type, d.Path())
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "type %s is not a document class of %s", sluice.Echo(q.Type), d.Path())
 		}
 		sq.Classes = append([]string{}, documentClasses(s, q.Type)...)
 		read = sq.Classes
@@ -113,12 +113,12 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 	if q.ID != "" {
 		class, key, ok := strings.Cut(q.ID, "/")
 		if !ok || key == "" {
-			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", q.ID)
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: want <Class>/<key>", sluice.Echo(q.ID))
 		} else if err := schema.CheckKey(key); err != nil {
-			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", q.ID, sluice.ErrorMessage(err))
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: %s", sluice.Echo(q.ID), sluice.ErrorMessage(err))
 		}
 		if c := s.Class(class); c == nil || c.Kind != sluice.KindDocument {
-			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s is not a document class of %s", q.ID, class, d.Path())
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: %s is not a document class of %s", sluice.Echo(q.ID), class, d.Path())
 		}
 		sq.IDs = []string{q.ID}
 		read = []string{class}
@@ -128,7 +128,7 @@ func (e *Engine) diff(ctx context.Context, u *sluice.User, d *sluice.Database, s
 		// compared with the ids as it was, and answered a page of nothing
 		// (more false) for a mistyped cursor, as if the diff had ended.
 		if class, key, ok := strings.Cut(q.After, "/"); !ok || class == "" || schema.CheckKey(key) != nil {
-			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "query parameter after %q is neither a document id (<Class>/<key>) nor a cursor of this diff: pass a page's next back with the same from, to, type and id", q.After)
+			return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "query parameter after %s is neither a document id (<Class>/<key>) nor a cursor of this diff: pass a page's next back with the same from, to, type and id", sluice.Echo(q.After))
 		}
 	}
 	if q.Type == "" && q.ID == "" {

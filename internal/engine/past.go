@@ -173,8 +173,8 @@ func (p *Past) Hidden(classes []string) []string {
 func ParsePosition(param, text string) (sluice.Position, error) {
 	p, err := sluice.ParsePosition(text)
 	if err != nil {
-		why := strings.TrimPrefix(sluice.ErrorMessage(err), fmt.Sprintf("invalid stream position %q: ", text))
-		return p, sluice.Errorf(sluice.CodeInvalid, "%s %q is not a position as a read, a write or an event answers it: %s", param, text, why)
+		why := strings.TrimPrefix(sluice.ErrorMessage(err), "invalid stream position "+sluice.Echo(text)+": ")
+		return p, sluice.Errorf(sluice.CodeInvalid, "%s %s is not a position as a read, a write or an event answers it: %s", param, sluice.Echo(text), why)
 	}
 	return p, nil
 }

@@ -112,7 +112,7 @@ func checkPatches(s *sluice.Schema, role sluice.Role, patches []Patch, headerExp
 		class, key, _ := strings.Cut(p.ID, "/")
 		c := s.Class(class)
 		if err := schema.CheckKey(key); err != nil {
-			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", p.ID, sluice.ErrorMessage(err))
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: %s", sluice.Echo(p.ID), sluice.ErrorMessage(err))
 		}
 		if seen[p.ID] {
 			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %s is patched twice in the request", p.ID)

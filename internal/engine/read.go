@@ -57,12 +57,12 @@ func (e *Engine) Document(ctx context.Context, u *sluice.User, org, name, id str
 func (e *Engine) document(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, id string, asOf *sluice.Position) (*ReadDocument, error) {
 	class, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: want <Class>/<key>", sluice.Echo(id))
 	}
 	// A key no document can have (NUL, invalid UTF-8, too long) is the
 	// client's mistake, and must not reach SQL.
 	if err := schema.CheckKey(key); err != nil {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+		return nil, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: %s", sluice.Echo(id), sluice.ErrorMessage(err))
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {
@@ -155,7 +155,7 @@ func (e *Engine) documents(ctx context.Context, u *sluice.User, d *sluice.Databa
 	if q.Type != "" {
 		c := s.Class(q.Type)
 		if c == nil || c.Kind == sluice.KindSubdocument {
-			notAClass = sluice.Errorf(sluice.CodeInvalid, "type %q is not a document class of %s", q.Type, d.Path())
+			notAClass = sluice.Errorf(sluice.CodeInvalid, "type %s is not a document class of %s", sluice.Echo(q.Type), d.Path())
 			if q.AsOf == nil {
 				return notAClass
 			}
@@ -358,9 +358,9 @@ func (e *Engine) DocumentHistory(ctx context.Context, u *sluice.User, org, name,
 // documentHistory is DocumentHistory with database d and its schema s.
 func (e *Engine) documentHistory(ctx context.Context, u *sluice.User, d *sluice.Database, s *sluice.Schema, id string, before *sluice.Position, limit int, maxBytes int64) (*postgres.VersionPage, sluice.Position, error) {
 	if _, key, ok := strings.Cut(id, "/"); !ok || key == "" {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: want <Class>/<key>", sluice.Echo(id))
 	} else if err := schema.CheckKey(key); err != nil {
-		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+		return nil, sluice.Position{}, sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: %s", sluice.Echo(id), sluice.ErrorMessage(err))
 	}
 	role, err := e.Role(ctx, u, d)
 	if err != nil {

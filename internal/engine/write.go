@@ -280,10 +280,10 @@ func checkDeleteIDs(s *sluice.Schema, ids []string) error {
 func checkIDClass(s *sluice.Schema, id string) error {
 	class, key, ok := strings.Cut(id, "/")
 	if !ok || key == "" {
-		return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: want <Class>/<key>", id)
+		return sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: want <Class>/<key>", sluice.Echo(id))
 	}
 	if err := schema.CheckDocumentClass(s, class); err != nil {
-		return sluice.Errorf(sluice.CodeInvalid, "invalid document id %q: %s", id, sluice.ErrorMessage(err))
+		return sluice.Errorf(sluice.CodeInvalid, "invalid document id %s: %s", sluice.Echo(id), sluice.ErrorMessage(err))
 	}
 	return nil
 }

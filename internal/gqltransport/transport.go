@@ -386,7 +386,7 @@ func (t *transport) parse(r *http.Request) (*request, error) {
 	if q.Has("connected") {
 		b, err := strconv.ParseBool(q.Get("connected"))
 		if err != nil {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter connected=%q: want true or false", q.Get("connected"))
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter connected=%s: want true or false", sluice.Echo(q.Get("connected")))
 		}
 		req.named = b
 	}

@@ -76,7 +76,7 @@ func (a *api) patchDatabase(w http.ResponseWriter, r *http.Request) {
 		}
 		d, err := time.ParseDuration(text)
 		if err != nil {
-			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "log_retention %q: want a duration such as \"8760h\", \"0\" to keep every commit, or null for the server's", text))
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "log_retention %s: want a duration such as \"8760h\", \"0\" to keep every commit, or null for the server's", sluice.Echo(text)))
 			return
 		}
 		retention = &d

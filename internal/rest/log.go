@@ -213,7 +213,7 @@ func (a *api) changes(w http.ResponseWriter, r *http.Request) {
 		if seq, err := strconv.ParseInt(s, 10, 64); err == nil && seq >= 0 {
 			after = sluice.Position{Seq: seq, Index: engine.MaxIndex}
 		} else if after, err = sluice.ParsePosition(s); err != nil {
-			msg := fmt.Sprintf("query parameter after=%q: want a stream position or a commit id", s)
+			msg := fmt.Sprintf("query parameter after=%s: want a stream position or a commit id", sluice.Echo(s))
 			if n := strings.Count(s, "-"); n == 2 || n == 3 {
 				msg = "query parameter after: " + sluice.ErrorMessage(err) // a position, wrong
 			}

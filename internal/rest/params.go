@@ -38,13 +38,13 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 			}
 		}
 		if !ok && len(allowed) == 0 {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown query parameter %q: this route takes no query parameters", k)
+			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown query parameter %s: this route takes no query parameters", sluice.Echo(k))
 		}
 		if !ok {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown query parameter %q (allowed: %v)", k, allowed)
+			return nil, sluice.Errorf(sluice.CodeInvalid, "unknown query parameter %s (allowed: %v)", sluice.Echo(k), allowed)
 		}
 		if len(vs) > 1 {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %q is given %d times", k, len(vs))
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s is given %d times", sluice.Echo(k), len(vs))
 		}
 	}
 	return q, nil
@@ -71,7 +71,7 @@ func intParam(q url.Values, name string, def int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%q: want an integer ≥ 0", name, s)
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%s: want an integer ≥ 0", name, sluice.Echo(s))
 	}
 	return n, nil
 }
@@ -86,7 +86,7 @@ func boundedParam(q url.Values, name string, def, most int64) (int64, error) {
 	s := q.Get(name)
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 1 || n > most {
-		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%q: want an integer from 1 to %d", name, s, most)
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%s: want an integer from 1 to %d", name, sluice.Echo(s), most)
 	}
 	return n, nil
 }
@@ -100,7 +100,7 @@ func boolParam(q url.Values, name string) (bool, error) {
 	}
 	b, err := strconv.ParseBool(s)
 	if err != nil {
-		return false, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%q: want true or false", name, s)
+		return false, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%s: want true or false", name, sluice.Echo(s))
 	}
 	return b, nil
 }

@@ -86,7 +86,7 @@ func (a *api) setRole(w http.ResponseWriter, r *http.Request) {
 	}
 	role, ok := sluice.ParseRole(body.Role)
 	if !ok && body.Role != "none" {
-		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "role %q: want read, write, admin or none", body.Role))
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "role %s: want read, write, admin or none", sluice.Echo(body.Role)))
 		return
 	}
 	org, name := dbPath(r)
@@ -166,7 +166,7 @@ func (a *api) revokeToken(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := strconv.ParseInt(chi.URLParam(r, "id"), 10, 64)
 	if err != nil {
-		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "token id %q is not a number", chi.URLParam(r, "id")))
+		writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "token id %s is not a number", sluice.Echo(chi.URLParam(r, "id"))))
 		return
 	}
 	if err := a.Engine.RevokeToken(r.Context(), userFrom(r), id); err != nil {

@@ -57,7 +57,7 @@ func webhookID(r *http.Request) (int64, error) {
 	s := chi.URLParam(r, "id")
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, sluice.Errorf(sluice.CodeNotFound, "webhook %q does not exist: webhook ids are numbers", s)
+		return 0, sluice.Errorf(sluice.CodeNotFound, "webhook %s does not exist: webhook ids are numbers", sluice.Echo(s))
 	}
 	return id, nil
 }
@@ -327,7 +327,7 @@ func (a *api) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 	grace := defaultGrace
 	if body.Grace != nil {
 		if grace, err = time.ParseDuration(*body.Grace); err != nil {
-			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "grace %q: want a duration such as 24h, or 0 to stop the old secret at once", *body.Grace))
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "grace %s: want a duration such as 24h, or 0 to stop the old secret at once", sluice.Echo(*body.Grace)))
 			return
 		}
 	}

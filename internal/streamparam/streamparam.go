@@ -49,7 +49,7 @@ func Params(r *http.Request) (url.Values, error) {
 	}
 	for k, vs := range q {
 		if len(vs) > 1 {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %q is given %d times", k, len(vs))
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s is given %d times", sluice.Echo(k), len(vs))
 		}
 	}
 	return q, nil
@@ -79,14 +79,14 @@ func Heartbeat(s string) (time.Duration, error) {
 		n, nerr := strconv.ParseInt(s, 10, 64)
 		if nerr != nil || n < 0 || n > int64(MaxHeartbeat/time.Second) {
 			if nerr == nil {
-				return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be from 1s to 1h", s)
+				return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%s: must be from 1s to 1h", sluice.Echo(s))
 			}
-			return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: want a duration such as 15s or a number of seconds", s)
+			return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%s: want a duration such as 15s or a number of seconds", sluice.Echo(s))
 		}
 		d = time.Duration(n) * time.Second
 	}
 	if d < MinHeartbeat || d > MaxHeartbeat {
-		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%q: must be from 1s to 1h", s)
+		return 0, sluice.Errorf(sluice.CodeInvalid, "query parameter heartbeat=%s: must be from 1s to 1h", sluice.Echo(s))
 	}
 	return d, nil
 }
@@ -173,7 +173,7 @@ func Misspelt(where, name string) error {
 	if name == ResumeName || !ReadsAsResume(name) {
 		return nil
 	}
-	return sluice.Errorf(sluice.CodeInvalid, "%s %q is not read: the position a stream resumes after is spelt %s (or sent as the Last-Event-ID header)", where, name, ResumeName)
+	return sluice.Errorf(sluice.CodeInvalid, "%s %s is not read: the position a stream resumes after is spelt %s (or sent as the Last-Event-ID header)", where, sluice.Echo(name), ResumeName)
 }
 
 // ReadsAsResume reports whether name is ResumeName, ignoring case, '_'
@@ -223,9 +223,9 @@ func Ops(given bool, s string) (map[sluice.Op]bool, error) {
 		o, ok := opTokens[tok]
 		if !ok {
 			if tok == "" {
-				return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops=%q has an empty operation: want a comma-separated list of create, update, delete", s)
+				return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops=%s has an empty operation: want a comma-separated list of create, update, delete", sluice.Echo(s))
 			}
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops: unknown operation %q: want create, update or delete", tok)
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter ops: unknown operation %s: want create, update or delete", sluice.Echo(tok))
 		}
 		ops[o] = true
 	}
@@ -244,7 +244,7 @@ func OpList(field string, tokens []string) (map[sluice.Op]bool, error) {
 	for _, tok := range tokens {
 		o, ok := opTokens[tok]
 		if !ok {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: unknown operation %q: want create, update or delete", field, tok)
+			return nil, sluice.Errorf(sluice.CodeInvalid, "%s: unknown operation %s: want create, update or delete", field, sluice.Echo(tok))
 		}
 		ops[o] = true
 	}

@@ -1,0 +1,40 @@
+package daemon_test
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestErrorsEchoAClientsValueCut: an error that repeats a value the
+// client sent (a document id, a position, a query parameter's name or
+// value, the Last-Event-ID header) repeats at most its first 100 bytes
+// and says how long it was: a 5,000-byte id came back whole in the
+// error, 5,000 bytes long.
+func TestErrorsEchoAClientsValueCut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "echo", "type Note { text: String }")
+	// 5,000 bytes, the 100th the second of é's two: the cut leaves
+	// the é out rather than half of it.
+	long := strings.Repeat("x", 99) + "é" + strings.Repeat("x", 4899)
+	want := `\"` + strings.Repeat("x", 99) + `\"… (5000 bytes)`
+	q := url.QueryEscape(long)
+	for _, c := range []struct {
+		path   string
+		header []string
+	}{
+		{path: "/api/document/admin/echo?id=" + q},
+		{path: "/api/document/admin/echo?id=Note/a&as_of=" + q},
+		{path: "/api/document/admin/echo?type=Note&skip=" + q},
+		{path: "/api/document/admin/echo?" + q + "=1"},
+		{path: "/api/subscribe/admin/echo/Note", header: []string{"Last-Event-ID", long}},
+	} {
+		r := d.Do(t, dt.Admin(), "GET", c.path, nil, c.header...)
+		if r.Status != 400 || len(r.Body) > 1000 || !strings.Contains(string(r.Body), want) {
+			t.Errorf("%.60s (header %t): %d, %d bytes: %.300s", c.path, c.header != nil, r.Status, len(r.Body), r.Body)
+		}
+	}
+}
