@@ -114,7 +114,7 @@ func (p Position) Less(q Position) bool {
 func ParsePosition(s string) (Position, error) {
 	parts := strings.Split(s, "-")
 	if len(parts) != 3 && len(parts) != 4 || parts[0] == "" {
-		return Position{}, Errorf(CodeInvalid, "invalid stream position %s: want <epoch>-<seq>-<index>-<tag>", Echo(s))
+		return Position{}, Errorf(CodeInvalid, "invalid stream position %s: want <epoch>-<seq>-<index>-<tag> or, without its tag, <epoch>-<seq>-<index>", Echo(s))
 	}
 	tag := ""
 	if len(parts) == 4 {

@@ -38,3 +38,18 @@ func TestErrorsEchoAClientsValueCut(t *testing.T) {
 		}
 	}
 }
+
+// TestBadLastEventIDSaysTheTagIsOptional: a Last-Event-ID that is not a
+// position is refused naming both forms a position is accepted in, with
+// its commit's tag and without. The error said a tag was wanted
+// (<epoch>-<seq>-<index>-<tag>), though a position without one resumes.
+func TestBadLastEventIDSaysTheTagIsOptional(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "tags", "type Note { text: String }")
+	want := "want <epoch>-<seq>-<index>-<tag> or, without its tag, <epoch>-<seq>-<index>"
+	r := d.Do(t, dt.Admin(), "GET", "/api/subscribe/admin/tags/Note", nil, "Last-Event-ID", "yesterday")
+	if r.Status != 400 || !strings.Contains(string(r.Body), want) {
+		t.Errorf("Last-Event-ID: yesterday: %d %s, want 400 naming %q", r.Status, r.Body, want)
+	}
+}
