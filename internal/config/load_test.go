@@ -1103,6 +1103,11 @@ func TestInvalidValues(t *testing.T) {
 			want: `config: max_header_bytes: invalid value "1073741825" (from SLUICE_MAX_HEADER_BYTES): want at most 1073741824 (1 GiB)`,
 		},
 		{
+			name: "log_retention past the largest duration",
+			env:  map[string]string{"SLUICE_LOG_RETENTION": "2562048h"},
+			want: `config: log_retention: invalid value "2562048h" (from SLUICE_LOG_RETENTION): too long: the largest duration is 2562047h47m16.854775807s (about 292 years)`,
+		},
+		{
 			name: "stream_ticket_ttl too short",
 			env:  map[string]string{"SLUICE_STREAM_TICKET_TTL": "500ms"},
 			want: `config: stream_ticket_ttl: invalid value "500ms" (from SLUICE_STREAM_TICKET_TTL): want 1s to 10m`,

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/streamparam"
 )
 
@@ -663,6 +664,9 @@ func durationOption(key, def, usage string, set func(*Config, time.Duration) err
 			case string:
 				var err error
 				if d, err = time.ParseDuration(x); err != nil {
+					if err := sluice.DurationTooLong(x); err != nil {
+						return err
+					}
 					return errors.New(want)
 				}
 			case fileNumber:

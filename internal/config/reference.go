@@ -24,7 +24,8 @@ otherwise ignored. An unknown key in the file or an invalid value stops Sluice w
 error naming the key and its value, but no secret: it shows the length only of
 ` + keys(whole) + `, and all but the password of
 ` + keys(password) + ` (a ` + "`database_url`" + ` Postgres's driver cannot
-parse is not shown at all: only what is wrong with it). Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `.
+parse is not shown at all: only what is wrong with it). Durations use Go syntax: ` + "`90s`, `15m`, `1h30m`" + `, up to
+` + "`2562047h47m16.854775807s`" + ` (about 292 years; a longer one is refused as too long).
 A flag takes the same values as its environment variable, and a wrong one is
 refused the same way, naming the flag (` + "`--max-body-bytes 10MB`" + ` is refused with
 ` + "`config: max_body_bytes: invalid value \"10MB\" (from --max-body-bytes): want a whole number of bytes greater than zero`" + `).

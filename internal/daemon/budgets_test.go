@@ -81,7 +81,8 @@ func TestChangeSetOfLargeCommitIsBounded(t *testing.T) {
 // TestLiveQueryBudgets: a user's live queries are admitted while the
 // user holds fewer than live_queries_per_user and their results fewer
 // than live_rows_per_user documents, and refused (429) naming the bound
-// otherwise, before anything is read; a result that would take them past
+// otherwise, before anything is read (extensions.limit naming it, as the
+// other budgets' errors do); a result that would take them past
 // it ends its live query with an error naming it, and the others go on;
 // closing one admits another; the super user is exempt.
 func TestLiveQueryBudgets(t *testing.T) {
@@ -115,8 +116,13 @@ func TestLiveQueryBudgets(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 429 || !strings.Contains(string(b), key) {
-			t.Fatalf("%s: %d %s, want a 429 naming %s", query, resp.StatusCode, b, key)
+		var body struct {
+			Errors []struct {
+				Extensions map[string]any
+			}
+		}
+		if resp.StatusCode != 429 || !strings.Contains(string(b), key) || json.Unmarshal(b, &body) != nil || len(body.Errors) != 1 || body.Errors[0].Extensions["limit"] != key {
+			t.Fatalf("%s: %d %s, want a 429 naming %s, in extensions.limit too", query, resp.StatusCode, b, key)
 		}
 	}
 	count := func(f dt.Frame) int { return strings.Count(f.Field("data"), `"n":`) }

@@ -914,6 +914,7 @@ func TestDatabaseLogRetention(t *testing.T) {
 		{`{"log_retention":null}`, 200, "null"},
 		{`{"log_retention":"1h"}`, 400, "shorter than the server's (168h0m0s)"},
 		{`{"log_retention":"soon"}`, 400, "want a duration"},
+		{`{"log_retention":"100000000h"}`, 400, `log_retention \"100000000h\": too long: the largest duration is 2562047h47m16.854775807s (about 292 years)`},
 		{`{"log_retention":"-5h"}`, 400, "whole number of seconds"},
 		{`{"log_retention":168}`, 400, "want a duration"},
 		{`{"retention":"8760h"}`, 400, "unknown field"},

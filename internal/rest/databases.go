@@ -75,6 +75,10 @@ func (a *api) patchDatabase(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		d, err := time.ParseDuration(text)
+		if err := sluice.DurationTooLong(text); err != nil {
+			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "log_retention %s: %v", sluice.Echo(text), err))
+			return
+		}
 		if err != nil {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "log_retention %s: want a duration such as \"8760h\", \"0\" to keep every commit, or null for the server's", sluice.Echo(text)))
 			return

@@ -327,6 +327,10 @@ func (a *api) rotateWebhookSecret(w http.ResponseWriter, r *http.Request) {
 	grace := defaultGrace
 	if body.Grace != nil {
 		if grace, err = time.ParseDuration(*body.Grace); err != nil {
+			if err := sluice.DurationTooLong(*body.Grace); err != nil {
+				writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "grace %s: %v", sluice.Echo(*body.Grace), err))
+				return
+			}
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "grace %s: want a duration such as 24h, or 0 to stop the old secret at once", sluice.Echo(*body.Grace)))
 			return
 		}
