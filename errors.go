@@ -121,6 +121,10 @@ type Error struct {
 	// Retry, when not zero, is how long the client should wait before
 	// retrying (the Retry-After of the answer); zero uses the code's.
 	Retry time.Duration
+	// Limit, when not empty, is the configuration key of the bound the
+	// request was refused at (a budget of live queries or streams): GraphQL
+	// shows it as extensions.limit, as it shows the bounds of a result.
+	Limit string
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -143,6 +147,14 @@ func RetryAfter(err error) string {
 // message is shown to clients: never put SQL, file paths or secrets in it.
 func Errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// LimitErrorf is Errorf of an error refused at the bound of
+// configuration key limit (its Limit).
+func LimitErrorf(code Code, limit, format string, args ...any) *Error {
+	e := Errorf(code, format, args...)
+	e.Limit = limit
+	return e
 }
 
 // MaxEchoBytes is how much of a client's value an error message repeats
@@ -185,6 +197,8 @@ type Shown struct {
 	RetryAfter string
 	// Level is the level the error is logged at (see codes).
 	Level slog.Level
+	// Limit is the *Error's Limit.
+	Limit string
 }
 
 // Show maps err to what a client is shown of it, whatever the transport:
@@ -198,7 +212,7 @@ func Show(err error) Shown {
 	var e *Error
 	switch {
 	case errors.As(err, &e):
-		return Shown{Code: e.Code, Message: e.Message, RetryAfter: RetryAfter(err), Level: e.Code.LogLevel()}
+		return Shown{Code: e.Code, Message: e.Message, RetryAfter: RetryAfter(err), Level: e.Code.LogLevel(), Limit: e.Limit}
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return Shown{Code: CodeUnavailable, Message: "the request was cancelled", RetryAfter: CodeUnavailable.RetryAfter(), Level: slog.LevelDebug}
 	}
@@ -209,11 +223,15 @@ func Show(err error) Shown {
 // with extensions.code code (s.Code's GraphQLCode, or its
 // RefusedGraphQLCode for a request refused before it runs) and, when s
 // invites a retry, extensions.retryAfter: the seconds of its Retry-After
-// (as a number), what a REST answer of the error sends as its header.
+// (as a number), what a REST answer of the error sends as its header;
+// with a Limit, extensions.limit.
 func (s Shown) GraphQLExtensions(code string) map[string]any {
 	ext := map[string]any{"code": code}
 	if n, err := strconv.Atoi(s.RetryAfter); err == nil {
 		ext["retryAfter"] = n
+	}
+	if s.Limit != "" {
+		ext["limit"] = s.Limit
 	}
 	return ext
 }

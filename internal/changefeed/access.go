@@ -227,18 +227,18 @@ const maxGrantChecks = 4
 func (gs *guards) admit(grant *sluice.Grant, varBytes int64) error {
 	u := grant.User
 	if gs.maxStreams > 0 && gs.open >= gs.maxStreams {
-		return sluice.Errorf(sluice.CodeUnavailable, "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", gs.maxStreams)
+		return sluice.LimitErrorf(sluice.CodeUnavailable, "max_streams", "this server holds its maximum of %d open streams (config max_streams); retry later or on another replica", gs.maxStreams)
 	}
 	if gs.maxPerUser > 0 && !u.Superuser && gs.perUser[u.ID] >= gs.maxPerUser {
-		return sluice.Errorf(sluice.CodeTooMany, "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, gs.maxPerUser)
+		return sluice.LimitErrorf(sluice.CodeTooMany, "max_streams_per_user", "user %s holds its maximum of %d open streams on this server (config max_streams_per_user); close one first", u.Name, gs.maxPerUser)
 	}
 	// A stream that keeps no variables is charged nothing, and so is
 	// never refused by their budgets.
 	if varBytes > 0 && gs.maxVars > 0 && gs.vars+varBytes > gs.maxVars {
-		return sluice.Errorf(sluice.CodeUnavailable, "the variables of this server's streams hold %d bytes, and this stream's would hold %d more, past %d (config stream_variables_bytes); retry later or on another replica", gs.vars, varBytes, gs.maxVars)
+		return sluice.LimitErrorf(sluice.CodeUnavailable, "stream_variables_bytes", "the variables of this server's streams hold %d bytes, and this stream's would hold %d more, past %d (config stream_variables_bytes); retry later or on another replica", gs.vars, varBytes, gs.maxVars)
 	}
 	if varBytes > 0 && gs.maxVarsOfUser > 0 && !u.Superuser && gs.varsOfUser[u.ID]+varBytes > gs.maxVarsOfUser {
-		return sluice.Errorf(sluice.CodeTooMany, "the variables of user %s's streams hold %d bytes on this server, and this stream's would hold %d more, past %d (config stream_variables_bytes_per_user); close one first, or send smaller variables", u.Name, gs.varsOfUser[u.ID], varBytes, gs.maxVarsOfUser)
+		return sluice.LimitErrorf(sluice.CodeTooMany, "stream_variables_bytes_per_user", "the variables of user %s's streams hold %d bytes on this server, and this stream's would hold %d more, past %d (config stream_variables_bytes_per_user); close one first, or send smaller variables", u.Name, gs.varsOfUser[u.ID], varBytes, gs.maxVarsOfUser)
 	}
 	return nil
 }

@@ -812,7 +812,7 @@ func (sc *socket) subscribe(id string, params *graphql.RawParams, cost int64) (r
 		// (4429 and the other 4xxx codes without retrying).
 		idJSON, _ := json.Marshal(id)
 		op := &muxOp{out: sc.out, proto: protoWS, id: idJSON, logger: sc.srv.opts.Logger}
-		op.refuse(sluice.Errorf(sluice.CodeTooMany, "this socket runs its maximum of %d operations at once (config graphql_ws_max_operations): send it again once one has ended", max))
+		op.refuse(sluice.LimitErrorf(sluice.CodeTooMany, "graphql_ws_max_operations", "this socket runs its maximum of %d operations at once (config graphql_ws_max_operations): send it again once one has ended", max))
 		return nil, true
 	}
 	e := &muxEntry{stop: cancel}

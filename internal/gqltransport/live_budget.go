@@ -88,7 +88,7 @@ func (b *liveBudget) admit(u *sluice.User) (func(), error) {
 	lu := b.use(u)
 	refuse := func(what string, has int64, key string, limit int64, then string) (func(), error) {
 		b.forget(u)
-		return nil, sluice.Errorf(sluice.CodeTooMany, "live query refused: %s %d, and %s is %d; %s", what, has, key, limit, then)
+		return nil, sluice.LimitErrorf(sluice.CodeTooMany, key, "live query refused: %s %d, and %s is %d; %s", what, has, key, limit, then)
 	}
 	user := fmt.Sprintf("user %s's live queries", u.Name)
 	switch l := b.limits; {
@@ -350,7 +350,7 @@ func (h *liveHold) set(rows, bytes int64) error {
 			continue
 		}
 		if c.limit > 0 && c.delta > 0 && c.used+c.delta > c.limit {
-			return sluice.Errorf(sluice.CodeTooMany, "the live query's new result would take what live queries hold to %d, past %s (%d)", c.used+c.delta, c.key, c.limit)
+			return sluice.LimitErrorf(sluice.CodeTooMany, c.key, "the live query's new result would take what live queries hold to %d, past %s (%d)", c.used+c.delta, c.key, c.limit)
 		}
 	}
 	b.charge(h, dr, db)

@@ -585,7 +585,7 @@ func (t *transport) singleOperation(w http.ResponseWriter, r *http.Request, res 
 			w.Header().Set("Connection", "close")
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(time.Second))
 		}
-		writeHTTPError(w, sluice.Errorf(sluice.CodeTooMany, "this stream reservation runs its maximum of %d operations at once, those waiting their turn among them (config graphql_ws_max_operations): send it again once one has ended", max))
+		writeHTTPError(w, sluice.LimitErrorf(sluice.CodeTooMany, "graphql_ws_max_operations", "this stream reservation runs its maximum of %d operations at once, those waiting their turn among them (config graphql_ws_max_operations): send it again once one has ended", max))
 		return
 	}
 	// counted is true until the operation's own end (done) gives its
