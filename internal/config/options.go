@@ -255,7 +255,7 @@ func options() []option {
 			"most graphql-ws sockets whose upgrade carried no valid credentials this process holds before their connection_ack (they have 10s to send connection_init), one client address (an IPv6 /64) at most a tenth of them; past either an upgrade is answered 503 with Retry-After (0: no cap)",
 			func(c *Config, n int64) error { c.MaxUnauthenticatedSockets = n; return nil }),
 		countOption("auth_max_failures", "10",
-			"failed password checks of one user name from one client address (ten times as many of any names, forty times from the addresses of one IPv6 /56 and 160 times from one /48; behind trusted_proxies, the address they forward) within auth_failure_window, past which that address's password sign-ins are answered 429 with Retry-After until the window ends (failed bearer tokens, JWTs and stream tickets are counted apart and block only those: see docs/security.md)",
+			"failed password checks of one user name from one client address (ten times as many of any names, forty times from the addresses of one IPv6 /56 and 160 times from one /48; behind trusted_proxies, the address they forward) within auth_failure_window, past which that address's password sign-ins are answered 429 with Retry-After until the window ends (failed bearer tokens, JWTs and stream tickets are counted apart and block only those: see the security documentation)",
 			func(c *Config, n int) { c.AuthMaxFailures = n }),
 		durationOption("auth_failure_window", "5m",
 			"the window in which failed password checks are counted (see auth_max_failures)",
@@ -513,7 +513,7 @@ func options() []option {
 				return nil
 			}),
 		stringOption("webhook_secret_key_file", "",
-			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see docs/webhooks.md)",
+			"file holding the key (32 bytes in base64) that seals webhook signing secrets in Postgres, the same on every replica; empty: a key kept in Postgres (see the webhooks documentation)",
 			func(c *Config, s string) error { c.WebhookSecretKeyFile = s; return nil }),
 		int64Option("webhook_body_budget", "268435456",
 			"most bytes of the pages of the log webhooks read and of the request bodies made from them that all webhooks hold at once (256 MiB: 256 pages or commit batches of 1 MiB, or 16 of the largest rows SQL writes, 16 MiB, at once; a page's room is taken before it is read, and the bodies made from it count in it; the events a request is made from come on top, about as much again); a page or a request waits for room holding nothing, one larger than the budget until it is alone. At least 1048576 (1 MiB, a page of the log)",

@@ -497,7 +497,7 @@ func (l *Listener) warn() {
 	if l.logger == nil || time.Since(l.warned) < warnEvery {
 		return
 	}
-	l.logger.Warn("connections at their bounds: closed the oldest waiting ones to make room, or refused new ones when none waited (see the connection bounds in docs/security.md)",
+	l.logger.Warn("connections at their bounds: closed the oldest waiting ones to make room, or refused new ones when none waited (see the connection bounds in the security documentation)",
 		"closed", l.evicted, "refused", l.refused, "connections", l.total, "waiting", l.waiting.len(),
 		"max_connections", l.lim.Total, "max_waiting", l.lim.Waiting, "max_waiting_per_address", l.lim.PerAddress)
 	l.evicted, l.refused, l.warned = 0, 0, time.Now()

@@ -373,11 +373,11 @@ func errDeleteNeeds(noToken, noID bool) error {
 	default:
 		missing = "the operationId query parameter is missing"
 	}
-	return sluice.Errorf(sluice.CodeInvalid, "%s: DELETE on a GraphQL URL stops an operation of single connection mode, and needs the stream's token (the answer to its PUT) in the X-GraphQL-Event-Stream-Token header and the operation's id in ?operationId= (see docs/subscriptions.md#graphql-sse-single-connection-mode)", missing)
+	return sluice.Errorf(sluice.CodeInvalid, "%s: DELETE on a GraphQL URL stops an operation of single connection mode, and needs the stream's token (the answer to its PUT) in the X-GraphQL-Event-Stream-Token header and the operation's id in ?operationId= (the single connection mode of the GraphQL over Server-Sent Events protocol)", missing)
 }
 
 func errNoReservation() error {
-	return sluice.Errorf(sluice.CodeNotFound, "no stream reservation for this token on this server (single connection mode needs every request of a client to reach the server that took its PUT; see docs/subscriptions.md#graphql-sse-single-connection-mode)")
+	return sluice.Errorf(sluice.CodeNotFound, "no stream reservation for this token on this server (single connection mode needs every request of a client to reach the server that took its PUT: see the single connection mode of the GraphQL over Server-Sent Events protocol)")
 }
 
 // claim attaches a stream to res, which transport.reservation found:

@@ -106,6 +106,8 @@ func TestSingleConnection(t *testing.T) {
 // the operation's id is a 400 naming what it lacks. A plain DELETE (no
 // token) answered 404 "no stream reservation for this token", as if a
 // token had been sent. A token that has no reservation is still a 404.
+// Neither names a file of the repository (docs/…), which a client does
+// not have: they named docs/subscriptions.md.
 func TestSingleConnectionDeleteNeeds(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
@@ -125,13 +127,13 @@ func TestSingleConnectionDeleteNeeds(t *testing.T) {
 		{path + "?token=" + tok, "the operationId query parameter is missing", nil},
 	} {
 		r := d.Do(t, dt.Admin(), "DELETE", tc.path, nil, tc.header...)
-		if want := tc.missing + ": " + needs; r.Status != 400 || !strings.Contains(string(r.Body), want) {
+		if want := tc.missing + ": " + needs; r.Status != 400 || !strings.Contains(string(r.Body), want) || strings.Contains(string(r.Body), "docs/") {
 			t.Errorf("DELETE %s %v: %d %s, want 400 saying %q", tc.path, tc.header, r.Status, r.Body, want)
 		}
 	}
 	// Both given: a token without a reservation is not found, one with
 	// it stops the operation (none by that id here: nothing to stop).
-	if r := d.Do(t, dt.Admin(), "DELETE", path+"?operationId=s1", nil, tokenHeader, "nope"); r.Status != 404 || !strings.Contains(string(r.Body), "no stream reservation for this token") {
+	if r := d.Do(t, dt.Admin(), "DELETE", path+"?operationId=s1", nil, tokenHeader, "nope"); r.Status != 404 || !strings.Contains(string(r.Body), "no stream reservation for this token") || strings.Contains(string(r.Body), "docs/") {
 		t.Errorf("DELETE with an unknown token: %d %s, want 404", r.Status, r.Body)
 	}
 	d.MustDo(t, 200, dt.Admin(), "DELETE", path+"?operationId=s1", nil, tokenHeader, tok)
