@@ -34,51 +34,9 @@ func TestOrganizationDeletionBesideAMembersDeletion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	holder, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	watcher, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(ctx)
-	if _, err := holder.Exec(ctx, "BEGIN; SELECT 1 FROM sluice.users WHERE name = 'ann' FOR KEY SHARE"); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			if _, err := holder.Exec(ctx, "ROLLBACK"); err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer release()
-
-	deleted := make(chan error, 1)
-	go func() { deleted <- e.DeleteOrganization(ctx, admin, "o") }()
-	eventually.True(t, 30*time.Second, "the organization's deletion waits for ann's row", func() bool {
-		var n int
-		err := watcher.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
-		return err == nil && n == 1
+	deleteOrganizationBeside(t, e, admin, dbURL, "ann's row", "SELECT 1 FROM sluice.users WHERE name = 'ann' FOR KEY SHARE", func() error {
+		return e.DeleteUser(ctx, admin, "bob")
 	})
-	if err := e.DeleteUser(ctx, admin, "bob"); err != nil {
-		t.Fatalf("bob's deletion, while the organization's waits for ann: %v", err)
-	}
-	release()
-	if err := <-deleted; err != nil {
-		t.Fatalf("the organization's deletion: %v", err)
-	}
-	orgs, err := e.Organizations(ctx, admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if slices.Contains(orgs, "o") {
-		t.Fatalf("organizations after the deletion: %v", orgs)
-	}
 	users, err := e.Users(ctx, admin)
 	if err != nil {
 		t.Fatal(err)
@@ -116,21 +74,32 @@ func TestOrganizationDeletionBesideADatabasesDeletion(t *testing.T) {
 			a = d
 		}
 	}
-	holder, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close(ctx)
-	watcher, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watcher.Close(ctx)
 	var table string
-	if err := holder.QueryRow(ctx, "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = $1 LIMIT 1", postgres.SchemaName(a)).Scan(&table); err != nil {
+	if err := connect(t, dbURL).QueryRow(ctx, "SELECT format('%I.%I', schemaname, tablename) FROM pg_tables WHERE schemaname = $1 LIMIT 1", postgres.SchemaName(a)).Scan(&table); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := holder.Exec(ctx, "BEGIN; LOCK TABLE "+table+" IN ACCESS SHARE MODE"); err != nil {
+	watcher := deleteOrganizationBeside(t, e, admin, dbURL, "a's table", "LOCK TABLE "+table+" IN ACCESS SHARE MODE", func() error {
+		return e.DeleteDatabase(ctx, admin, "o", "b")
+	})
+	var left int
+	if err := watcher.QueryRow(ctx, "SELECT count(*) FROM sluice.databases WHERE org = 'o'").Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Fatalf("%d databases of the deleted organization are left", left)
+	}
+}
+
+// deleteOrganizationBeside deletes organization o while another
+// transaction holds what (the lock statement hold takes), runs meanwhile
+// once the deletion waits for it, then lets the deletion go on. It fails
+// the test unless both succeed and o is gone, and returns a connection to
+// dbURL for further checks.
+func deleteOrganizationBeside(t *testing.T, e *engine.Engine, admin *sluice.User, dbURL, what, hold string, meanwhile func() error) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	holder, watcher := connect(t, dbURL), connect(t, dbURL)
+	if _, err := holder.Exec(ctx, "BEGIN; "+hold); err != nil {
 		t.Fatal(err)
 	}
 	released := false
@@ -146,13 +115,13 @@ func TestOrganizationDeletionBesideADatabasesDeletion(t *testing.T) {
 
 	deleted := make(chan error, 1)
 	go func() { deleted <- e.DeleteOrganization(ctx, admin, "o") }()
-	eventually.True(t, 30*time.Second, "the organization's deletion waits for a's table", func() bool {
+	eventually.True(t, 30*time.Second, "the organization's deletion waits for "+what, func() bool {
 		var n int
 		err := watcher.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
 		return err == nil && n == 1
 	})
-	if err := e.DeleteDatabase(ctx, admin, "o", "b"); err != nil {
-		t.Fatalf("b's deletion, while the organization's waits for a: %v", err)
+	if err := meanwhile(); err != nil {
+		t.Fatalf("meanwhile, while the organization's deletion waits for %s: %v", what, err)
 	}
 	release()
 	if err := <-deleted; err != nil {
@@ -165,11 +134,16 @@ func TestOrganizationDeletionBesideADatabasesDeletion(t *testing.T) {
 	if slices.Contains(orgs, "o") {
 		t.Fatalf("organizations after the deletion: %v", orgs)
 	}
-	var left int
-	if err := watcher.QueryRow(ctx, "SELECT count(*) FROM sluice.databases WHERE org = 'o'").Scan(&left); err != nil {
+	return watcher
+}
+
+// connect opens a connection to url, closed when the test ends.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if left != 0 {
-		t.Fatalf("%d databases of the deleted organization are left", left)
-	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
 }
