@@ -461,6 +461,14 @@ func TestDiffAfterIsADocumentOrACursor(t *testing.T) {
 	if want := []string{"Person/b", "Person/c"}; !slices.Equal(got, want) || page.More {
 		t.Errorf("after Person/a: %v (more %v), want %v", got, page.More, want)
 	}
+	// An empty type= or id= (a script's unset variable) narrowed nothing:
+	// the diff answered every document.
+	for _, p := range []string{"type", "id"} {
+		path := "/api/diff/admin/after?from=" + from + "&" + p + "="
+		if r := d.Do(t, dt.Admin(), "GET", path, nil); r.Status != 400 || !strings.Contains(string(r.Body), "query parameter "+p+" is empty") {
+			t.Errorf("%s=: %d %s, want 400 naming %s", p, r.Status, r.Body, p)
+		}
+	}
 	for _, after := range []string{"zzz", "Person", "Person/", "/a", "Person/a b"} {
 		path := "/api/diff/admin/after?from=" + from + "&after=" + url.QueryEscape(after)
 		if r := d.Do(t, dt.Admin(), "GET", path, nil); r.Status != 400 || !strings.Contains(string(r.Body), "query parameter after") {

@@ -178,6 +178,8 @@ func TestRESTErrors(t *testing.T) {
 		{"GET", "/api/document/admin/people?id=&skip=0&count=1", "", 400, "api:BadRequest", "query parameter id is empty"},
 		{"DELETE", "/api/document/admin/people?id=", `["Person/alice"]`, 400, "api:BadRequest", "query parameter id is empty"},
 		{"GET", "/api/document/admin/people?type=Nope", "", 400, "api:BadRequest", `type "Nope" is not a document class`},
+		// An empty type (a script's unset variable) listed every class.
+		{"GET", "/api/document/admin/people?type=", "", 400, "api:BadRequest", "query parameter type is empty"},
 		{"POST", "/api/document/admin/people", "", 400, "api:BadRequest", "the request body is empty"},
 		{"POST", "/api/document/admin/people", `{"@type":"Person","name":`, 400, "api:BadRequest", "document 0: invalid JSON"},
 		{"POST", "/api/document/admin/people", `[{"@type":"Person","name":"A"},{"@type":"Person","age":"x","name":"B"}]`, 400, "api:BadRequest", `document 1: Person: field "age"`},

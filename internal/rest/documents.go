@@ -77,6 +77,11 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errEmptyID())
 		return
 	}
+	typ, err := nameParam(q, "type", "a class's name to list that class only")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	if id := q.Get("id"); id != "" {
 		if q.Has("type") || q.Has("skip") || q.Has("count") {
 			writeError(w, r, sluice.Errorf(sluice.CodeInvalid, "id cannot be combined with type, skip or count"))
@@ -148,7 +153,7 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		setReadAt(w, at)
 		unmet = listingPrecondition(r)
 	}
-	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: q.Get("type"), Skip: skip, Count: count, AsOf: asOf}, start, func(doc []byte) error {
+	err = a.Engine.Documents(r.Context(), u, org, name, engine.DocumentQuery{Type: typ, Skip: skip, Count: count, AsOf: asOf}, start, func(doc []byte) error {
 		if unmet != nil {
 			return unmet
 		}

@@ -91,6 +91,16 @@ func boundedParam(q url.Values, name string, def, most int64) (int64, error) {
 	return n, nil
 }
 
+// nameParam returns parameter name's value, "" when it is absent. Given
+// empty it is refused: a script's unset variable (?type=$CLASS) would
+// otherwise widen the answer to every class or document without a word.
+func nameParam(q url.Values, name, want string) (string, error) {
+	if q.Has(name) && q.Get(name) == "" {
+		return "", sluice.Errorf(sluice.CodeInvalid, "query parameter %s is empty: give %s, or leave %s out", name, want, name)
+	}
+	return q.Get(name), nil
+}
+
 // boolParam parses parameter name as true/false, or returns false when it
 // is absent.
 func boolParam(q url.Values, name string) (bool, error) {

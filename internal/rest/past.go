@@ -150,6 +150,16 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err)
 		return
 	}
+	typ, err := nameParam(q, "type", "a class's name to diff that class only")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
+	id, err := nameParam(q, "id", "a document's id to diff that document only")
+	if err != nil {
+		writeError(w, r, err)
+		return
+	}
 	count, err := countParam(q)
 	if err != nil {
 		writeError(w, r, err)
@@ -170,7 +180,7 @@ func (a *api) diff(w http.ResponseWriter, r *http.Request) {
 	}
 	org, name := dbPath(r)
 	page, pos, err := a.Engine.Diff(r.Context(), userFrom(r), org, name, engine.DiffQuery{
-		From: *from, To: to, Type: q.Get("type"), ID: q.Get("id"), After: q.Get("after"), Count: count, MaxBytes: a.PageBytes,
+		From: *from, To: to, Type: typ, ID: id, After: q.Get("after"), Count: count, MaxBytes: a.PageBytes,
 	})
 	if err != nil {
 		writeError(w, r, err)
