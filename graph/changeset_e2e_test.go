@@ -224,3 +224,39 @@ func TestChangeSetReadsReferencesAsOfItsCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestChangeSetOfACommitAnswersAPosition: a query of _ChangeSet(commit:)
+// answers the position it was judged at, as every read does, and a commit
+// made after that position is one not made yet. A query of that field
+// alone read the commit outside the query's snapshot: it answered no
+// position.
+func TestChangeSetOfACommitAnswersAPosition(t *testing.T) {
+	t.Parallel()
+	d := daemontest.Start(t)
+	d.CreateDatabase(t, "people", testSDL)
+	insertDocs(t, d, "people", `{"@type":"Person","@id":"bob","name":"Bob"}`)
+	head := d.MustDo(t, http.StatusOK, daemontest.Admin(), http.MethodGet, "/api/document/admin/people?id=Person/bob", nil).Header.Get("Sluice-Position")
+	path := "/api/graphql/admin/people"
+	for _, q := range []string{
+		`{ _ChangeSet(commit: "1") { Person_added { _id } } }`,
+		`{ _ChangeSet(commit: "1") { _CommitMetadata { _id } } }`,
+		`{ _ChangeSet { Person_added { _id } } }`,
+	} {
+		var res struct {
+			Extensions struct {
+				Position string `json:"position"`
+			} `json:"extensions"`
+		}
+		r := gql(t, d, path, q, nil).mustOK(t)
+		if err := json.Unmarshal([]byte(r.raw), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.Extensions.Position != head {
+			t.Errorf("%s: position %q, want %q (%s)", q, res.Extensions.Position, head, r.raw)
+		}
+	}
+	r := gql(t, d, path, `{ _ChangeSet(commit: "2") { _CommitMetadata { _id } } }`, nil)
+	if len(r.Errors) != 1 || r.Errors[0].Extensions["code"] != "NOT_FOUND" {
+		t.Errorf("commit 2, not made yet: %s, want NOT_FOUND", r.raw)
+	}
+}

@@ -660,7 +660,7 @@ func TestPastErrors(t *testing.T) {
 	// that never was is NOT_FOUND.
 	for _, c := range []struct{ commit, code, text string }{
 		{"2", "GONE", "commit 2 of admin/gone is older than the history it retains (log_retention); the oldest commit it holds is 4"},
-		{"9", "NOT_FOUND", "commit 9 of admin/gone does not exist"},
+		{"9", "NOT_FOUND", "commit 9 of admin/gone is not made yet: the newest is 4"},
 	} {
 		a := gqlQuery(t, d, dt.Admin(), "gone", `{ _ChangeSet(commit: "`+c.commit+`") { _CommitMetadata { _id } } }`)
 		if string(a.Data) != `{"_ChangeSet":null}` || len(a.Errors) != 1 || a.Errors[0].Extensions.Code != c.code || !strings.Contains(a.Errors[0].Message, c.text) {

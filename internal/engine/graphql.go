@@ -122,12 +122,32 @@ func (e *Engine) DocumentsByID(ctx context.Context, d *sluice.Database, s *sluic
 // stops reading once it holds more than maxChanges changes or maxBytes
 // bytes of change images (< 0: no bound), and the commit is then Partial
 // (see postgres.DB.Commit). Authorization as QueryDocuments.
+//
+// The commit is judged against the snapshot ctx carries (begun here when
+// nothing read in it yet), whose position the answer then carries as
+// every read's does: the newest commit is the snapshot's, and one made
+// after it is one not made yet. The log's rows are immutable, so the
+// commit itself may be read outside the snapshot; one pruned since it
+// began is HistoryGone.
 func (e *Engine) CommitChanges(ctx context.Context, d *sluice.Database, s *sluice.Schema, role sluice.Role, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error) {
+	h, err := e.store.History(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	if seq == 0 {
+		seq = h.LastSeq
+	}
+	switch {
+	case seq == 0:
+		return nil, sluice.Errorf(sluice.CodeNotFound, "database %s has no commits", d.Path())
+	case seq > h.LastSeq:
+		return nil, sluice.Errorf(sluice.CodeNotFound, "commit %d of %s is not made yet: the newest is %d", seq, d.Path(), h.LastSeq)
+	case seq <= h.PrunedSeq:
+		return nil, sluice.Errorf(sluice.CodeHistoryGone, "commit %d of %s is older than the history it retains (log_retention); the oldest commit it holds is %d", seq, d.Path(), h.PrunedSeq+1)
+	}
 	c, err := e.store.Commit(ctx, d, seq, maxChanges, maxBytes)
-	if sluice.ErrorCode(err) == sluice.CodeNotFound && seq > 0 {
-		if h, herr := e.store.History(ctx, d.ID); herr == nil && seq <= h.PrunedSeq {
-			return nil, sluice.Errorf(sluice.CodeHistoryGone, "commit %d of %s is older than the history it retains (log_retention); the oldest commit it holds is %d", seq, d.Path(), h.PrunedSeq+1)
-		}
+	if sluice.ErrorCode(err) == sluice.CodeNotFound {
+		return nil, sluice.Errorf(sluice.CodeHistoryGone, "commit %d of %s was pruned while it was read (log_retention)", seq, d.Path())
 	}
 	if err != nil {
 		return nil, err

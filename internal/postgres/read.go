@@ -214,22 +214,13 @@ func (db *DB) CommitsAfter(ctx context.Context, d *sluice.Database, after int64,
 	return db.commits(ctx, d, "seq > $2 ORDER BY seq LIMIT $3", d.ID, after, limit)
 }
 
-// Commit returns commit seq of database d with its changes (seq 0: the
-// newest), or NotFound. It reads the commit in pieces, as the change feed
+// Commit returns commit seq of database d with its changes, or NotFound. It reads the commit in pieces, as the change feed
 // does, and stops once it holds more than maxChanges changes or more than
 // maxBytes bytes of change images (< 0: no bound): the commit returned is
 // then Partial, holding the changes read so far. So what it holds is
 // bounded by its caller, whatever the size of the commit or the count it
 // records.
 func (db *DB) Commit(ctx context.Context, d *sluice.Database, seq int64, maxChanges int, maxBytes int64) (*sluice.Commit, error) {
-	if seq == 0 {
-		if err := db.reader(ctx, d.ID).QueryRow(ctx, "SELECT coalesce(max(seq), 0) FROM sluice.commits WHERE db_id = $1", d.ID).Scan(&seq); err != nil {
-			return nil, mapError(err)
-		}
-		if seq == 0 {
-			return nil, sluice.Errorf(sluice.CodeNotFound, "database %s has no commits", d.Path())
-		}
-	}
 	var c *sluice.Commit
 	var size int64
 	after := sluice.Position{Seq: seq - 1, Index: sluice.WholeCommit}
