@@ -259,8 +259,8 @@ func (t HTTPTransport) refused(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
-		w.Header().Set("Allow", "GET, POST")
-		writeRequestError(w, media, sluice.Errorf(sluice.CodeMethod, "use GET or POST"))
+		w.Header().Set("Allow", protocol.GraphQLAllow)
+		writeRequestError(w, media, sluice.Errorf(sluice.CodeMethod, "%s is not a method of the GraphQL URLs: use GET or POST (PUT and DELETE: single connection mode)", r.Method))
 		return true
 	}
 	if r.Method == http.MethodPost {

@@ -152,6 +152,48 @@ func TestRESTDocumentsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAllowNamesTheMethodsOfTheURL: a 405's Allow names the methods the
+// URL serves, whichever method was refused and whoever refused it (the
+// router, the REST change stream, GraphQL over HTTP or single connection
+// mode). The change stream and the GraphQL URLs serve no HEAD (their GET
+// opens a stream or runs a query), and the GraphQL URLs serve PUT and
+// DELETE (single connection mode). Without the change a method unknown to
+// the router (PROPFIND) got every method listed there, HEAD and PATCH
+// included, and a PATCH or HEAD of a GraphQL URL "GET, POST".
+func TestAllowNamesTheMethodsOfTheURL(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "people", "type Person { name: String! }")
+	const (
+		stream  = "GET, OPTIONS"
+		graphQL = "GET, POST, PUT, DELETE, OPTIONS"
+	)
+	token := []string{"X-GraphQL-Event-Stream-Token", "no-such-reservation"}
+	cases := []struct {
+		method, path string
+		header       []string
+		allow        string
+	}{
+		{"PROPFIND", "/api/subscribe/admin/people/Person", nil, stream},
+		{"PATCH", "/api/subscribe/admin/people/Person", nil, stream},
+		{"HEAD", "/api/subscribe/admin/people/Person", nil, stream},
+		{"PROPFIND", "/api/graphql/admin/people", nil, graphQL},
+		{"PATCH", "/api/graphql/admin/people", nil, graphQL},
+		{"HEAD", "/api/graphql/admin/people", nil, graphQL},
+		{"PATCH", "/api/graphql/admin/people", token, graphQL},
+		{"HEAD", "/api/graphql/admin/people", token, graphQL},
+		{"PATCH", "/api/graphql/_system", nil, graphQL},
+		{"PROPFIND", "/api/info", nil, "GET, HEAD, OPTIONS"},
+		{"POST", "/api/info", nil, "GET, HEAD, OPTIONS"},
+	}
+	for _, c := range cases {
+		r := d.Do(t, dt.Admin(), c.method, c.path, nil, c.header...)
+		if r.Status != http.StatusMethodNotAllowed || r.Header.Get("Allow") != c.allow {
+			t.Errorf("%s %s %v: %d, Allow %q, want 405 and %q: %s", c.method, c.path, c.header, r.Status, r.Header.Get("Allow"), c.allow, r.Body)
+		}
+	}
+}
+
 func TestRESTErrors(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)

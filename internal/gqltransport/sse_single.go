@@ -250,6 +250,15 @@ func (res *reservation) leave() {
 
 // single serves a request of single connection mode.
 func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.GraphExecutor) {
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete:
+	default:
+		// Refused before its token is looked up: a HEAD with a token
+		// that has no reservation was answered 404.
+		w.Header().Set("Allow", protocol.GraphQLAllow)
+		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "%s is not a method of single connection mode: use PUT, GET, POST or DELETE", r.Method))
+		return
+	}
 	greq := graph.RequestFrom(r.Context())
 	if greq.IdempotencyKey != "" {
 		// The PUT and the DELETE write nothing and record no answer,
@@ -304,9 +313,6 @@ func (t *transport) single(w http.ResponseWriter, r *http.Request, exec graphql.
 		}
 		res.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
-	default:
-		w.Header().Set("Allow", "GET, POST, PUT, DELETE")
-		writeHTTPError(w, sluice.Errorf(sluice.CodeMethod, "%s is not a method of single connection mode: use PUT, GET, POST or DELETE", r.Method))
 	}
 }
 

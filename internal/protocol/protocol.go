@@ -43,6 +43,12 @@ const (
 	Multipart
 )
 
+// GraphQLAllow is the Allow header of a 405 of a GraphQL URL, whichever
+// layer refuses the method: GET and POST (queries, mutations, event
+// streams), PUT and DELETE (single connection mode), OPTIONS (CORS). HEAD
+// is not served: a GraphQL GET runs a query or opens a stream.
+const GraphQLAllow = "GET, POST, PUT, DELETE, OPTIONS"
+
 // The media types of the event streams.
 const (
 	MediaSSE    = "text/event-stream"

@@ -139,7 +139,7 @@ func Routes(d Deps) http.Handler {
 	// The change streams also take a stream ticket (?ticket=), for
 	// browsers' EventSource, which cannot send an Authorization header;
 	// every other route refuses one.
-	r.With(a.authenticateStream).HandleFunc("/api/subscribe/{org}/{db}/{class}", a.subscribe)
+	r.With(a.authenticateStream).Get("/api/subscribe/{org}/{db}/{class}", a.subscribe)
 
 	r.Group(func(r chi.Router) {
 		r.Use(refuseTickets, a.authenticate)
@@ -214,8 +214,12 @@ func Routes(d Deps) http.Handler {
 		if d.GraphiQL != nil {
 			gql = toGraphiQL(gql)
 		}
-		r.Handle("/api/graphql/{org}/{db}", gql)
-		r.Handle("/api/graphql/_system", gql)
+		// GET and POST serve queries and streams, PUT and DELETE single
+		// connection mode; the router refuses the others, naming these.
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+			r.Method(m, "/api/graphql/{org}/{db}", gql)
+			r.Method(m, "/api/graphql/_system", gql)
+		}
 	}
 	// A path under /api/graphql/ that is no GraphQL URL is answered as
 	// the GraphQL URLs answer (refuse): a GraphQL client given a wrong
@@ -231,16 +235,28 @@ func Routes(d Deps) http.Handler {
 }
 
 // allowedMethods lists the methods routes serves at path, for the Allow
-// header of a 405: HEAD wherever GET is, and OPTIONS everywhere (CORS).
+// header of a 405: HEAD wherever GET is but on the routes whose GET opens
+// a stream or runs a GraphQL query (the REST change stream and the
+// GraphQL URLs, whose handlers refuse HEAD with this same list), and
+// OPTIONS everywhere (CORS).
 func allowedMethods(routes chi.Routes, path string) string {
 	var out []string
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
-		if routes.Match(chi.NewRouteContext(), m, path) {
+		if pattern := routes.Find(chi.NewRouteContext(), m, path); pattern != "" {
 			out = append(out, m)
-			if m == http.MethodGet {
+			if m == http.MethodGet && !noHead(pattern) {
 				out = append(out, http.MethodHead)
 			}
 		}
 	}
 	return strings.Join(append(out, http.MethodOptions), ", ")
+}
+
+// noHead reports whether the route of pattern refuses HEAD.
+func noHead(pattern string) bool {
+	switch pattern {
+	case "/api/subscribe/{org}/{db}/{class}", "/api/graphql/{org}/{db}", "/api/graphql/_system":
+		return true
+	}
+	return false
 }
