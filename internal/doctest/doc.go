@@ -10,5 +10,7 @@
 //     test/browser/examples) across a restart of the daemon, and
 //     TestDocsShowExamples keeps the docs' copies equal to those files;
 //   - TestDocLinks checks that every relative link names a file, and every
-//     fragment a heading.
+//     fragment a heading;
+//   - TestDocRoutes checks that every route the prose names (`GET /api/db`)
+//     is one the router serves with that method.
 package doctest
