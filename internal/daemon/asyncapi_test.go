@@ -49,7 +49,7 @@ type Cage { number: Int! keeper: Keeper }`)
 	}
 	for _, class := range []string{"Animal", "Dog", "Cage"} {
 		ch, ok := doc.Channels[class]
-		if !ok || ch.Address != "/api/subscribe/admin/zoo/"+class || len(ch.Messages) != 3 {
+		if !ok || ch.Address != "/api/subscribe/admin/zoo/"+class || len(ch.Messages) != 4 {
 			t.Fatalf("channel %s: %+v", class, ch)
 		}
 		if doc.Operations["receive"+class+"Changes"].Action != "receive" {
@@ -94,17 +94,21 @@ type Cage { number: Int! keeper: Keeper }`)
 	}
 	for !strings.HasPrefix(next(), ": connected") {
 	}
-	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex","chip":"c1"}`)
-	var event, data string
-	for data == "" {
-		l := next()
-		if strings.HasPrefix(l, "event: ") {
-			event = strings.TrimPrefix(l, "event: ")
+	// frame returns the event and data of the next frame that has data.
+	frame := func() (event, data string) {
+		for data == "" {
+			l := next()
+			if strings.HasPrefix(l, "event: ") {
+				event = strings.TrimPrefix(l, "event: ")
+			}
+			if strings.HasPrefix(l, "data: ") {
+				data = strings.TrimPrefix(l, "data: ")
+			}
 		}
-		if strings.HasPrefix(l, "data: ") {
-			data = strings.TrimPrefix(l, "data: ")
-		}
+		return event, data
 	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/zoo", `{"@type":"Dog","@id":"rex","name":"Rex","chip":"c1"}`)
+	event, data := frame()
 	if doc.Channels["Animal"].Messages[event] == nil {
 		t.Fatalf("event %q is not a message of the Animal channel", event)
 	}
@@ -129,6 +133,27 @@ type Cage { number: Int! keeper: Keeper }`)
 	for _, k := range dog.Required {
 		if _, ok := payload[k]; !ok {
 			t.Fatalf("data lacks required %s", k)
+		}
+	}
+
+	// A stream that an error ends (here: the reader's access taken away)
+	// sends event: error, a message of the channel too; it was not one.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/zoo", `{"user":"vera","role":"none"}`)
+	event, data = frame()
+	if event != "error" || doc.Channels["Animal"].Messages[event] == nil {
+		t.Fatalf("event %q (%s) is not a message of the Animal channel", event, data)
+	}
+	var failure map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(data), &failure); err != nil {
+		t.Fatal(err)
+	}
+	errSchema := doc.Components.Schemas["Error"]
+	if len(errSchema.Required) == 0 {
+		t.Fatal("no Error schema")
+	}
+	for _, k := range errSchema.Required {
+		if failure[k] == nil {
+			t.Fatalf("the error lacks required %s: %s", k, data)
 		}
 	}
 }

@@ -45,7 +45,7 @@ type obj = map[string]any
 
 func asyncAPIDocument(d *sluice.Database, s *sluice.Schema, role sluice.Role) obj {
 	channels, operations, messages := obj{}, obj{}, obj{}
-	schemas := obj{"CloudEvent": cloudEventSchema(), "ExecutionResult": obj{
+	schemas := obj{"CloudEvent": cloudEventSchema(), "Error": errorSchema(), "ExecutionResult": obj{
 		"type":        "object",
 		"description": "A GraphQL execution result: the payload shaped by the subscription's selection set, or errors.",
 		"properties": obj{
@@ -87,10 +87,12 @@ func asyncAPIDocument(d *sluice.Database, s *sluice.Schema, role sluice.Role) ob
 			chMsgs["entity."+o.op] = obj{"$ref": "#/components/messages/" + id}
 			opMsgs = append(opMsgs, obj{"$ref": "#/channels/" + name + "/messages/entity." + o.op})
 		}
+		chMsgs["error"] = obj{"$ref": "#/components/messages/rest.error"}
+		opMsgs = append(opMsgs, obj{"$ref": "#/channels/" + name + "/messages/error"})
 		channels[name] = obj{
 			"address":     "/api/subscribe/" + d.Path() + "/" + name,
 			"title":       "REST change stream of " + name,
-			"description": "Server-sent events: `: connected sub=<n>` first, then one event per changed " + name + " document (subclasses included) with `id:` its position, `: ping` heartbeats and `: server shutting down` on shutdown. Query parameters: ops (create,update,delete), heartbeat; resume with Last-Event-ID.",
+			"description": "Server-sent events: `: connected sub=<n>` first, then one event per changed " + name + " document (subclasses included) with `id:` its position, `: ping` heartbeats, `: server shutting down` on shutdown and `event: error` when an error ends the stream. Query parameters: ops (create,update,delete), heartbeat; resume with Last-Event-ID.",
 			"messages":    chMsgs,
 		}
 		operations["receive"+name+"Changes"] = obj{
@@ -98,6 +100,12 @@ func asyncAPIDocument(d *sluice.Database, s *sluice.Schema, role sluice.Role) ob
 			"channel":  obj{"$ref": "#/channels/" + name},
 			"messages": opMsgs,
 		}
+	}
+	messages["rest.error"] = obj{
+		"name": "error", "title": "event: error",
+		"summary":     "The stream ends with an error (the database deleted, the reader's access taken away, a position the log no longer holds); data is the error as every REST route answers it.",
+		"contentType": "application/json",
+		"payload":     obj{"$ref": "#/components/schemas/Error"},
 	}
 	messages["graphql.next"] = obj{
 		"name": "next", "title": "event: next",
@@ -239,5 +247,23 @@ func fieldSchema(s *sluice.Schema, f *sluice.Field) obj {
 		return obj{}
 	default:
 		return obj{"type": "string"}
+	}
+}
+
+// errorSchema is the JSON Schema of an error as the REST routes answer it,
+// and the REST change stream's event: error carries it.
+func errorSchema() obj {
+	return obj{
+		"type":     "object",
+		"required": []string{"api:status", "api:error", "api:message"},
+		"properties": obj{
+			"api:status": obj{"const": "api:failure"},
+			"api:error": obj{
+				"type":       "object",
+				"required":   []string{"@type"},
+				"properties": obj{"@type": obj{"type": "string", "description": "api:NotFound, api:Forbidden, api:Gone…"}},
+			},
+			"api:message": obj{"type": "string"},
+		},
 	}
 }
