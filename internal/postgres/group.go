@@ -498,12 +498,19 @@ func (db *DB) runBatch(ctx context.Context, batch *[]*job, g *group, prev <-chan
 // its statements fail, it rolls the transaction back to the savepoint and
 // returns their error as failed, so that the failure stays this commit's
 // own; err is an error that leaves the transaction unusable. The
-// savepoint and its release travel with the commit's own statements: one
-// round trip per commit.
+// savepoint is sent on its own, and its release with the commit's own
+// statements: two round trips per commit. Sent with them, the savepoint
+// ran after the statements the connection had not prepared yet were
+// prepared (pgx prepares a batch's new statements first, and a failed
+// batch's statements are new again), so a prepare that failed (on a lock
+// timeout: a table held by a schema change) left no savepoint to roll
+// back to, and the whole batch failed with "savepoint does not exist".
 func (w *Writer) isolated(ctx context.Context, name string, write func(context.Context, *Writer) error) (failed, err error) {
 	sp := pgx.Identifier{name}.Sanitize()
 	w.queue("SAVEPOINT " + sp)
-	sends := w.sends
+	if err := w.flush(ctx); err != nil {
+		return nil, err
+	}
 	failed = w.write(ctx, write)
 	if failed == nil {
 		w.queue("RELEASE SAVEPOINT " + sp)
@@ -513,14 +520,10 @@ func (w *Writer) isolated(ctx context.Context, name string, write func(context.C
 		return nil, nil
 	}
 	// What is still queued is this commit's alone (the commits before it
-	// sent theirs): drop it. If nothing was sent since the savepoint was
-	// queued, nothing of this commit reached Postgres, the savepoint
-	// included.
+	// sent theirs): drop it. Roll back whatever was sent since the
+	// savepoint: a statement sent outside the queue may have failed too.
 	w.pending.reset()
 	w.deferred, w.deferredBytes = nil, 0
-	if w.sends == sends {
-		return failed, nil
-	}
 	_, err = w.t.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+sp)
 	return failed, mapError(err)
 }

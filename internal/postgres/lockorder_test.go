@@ -233,3 +233,57 @@ func TestCommitAloneEndsWithItsClient(t *testing.T) {
 		t.Fatalf("%d commits, want the insert's alone", n)
 	}
 }
+
+// TestGroupCommitWaitsOutASchemaChangeElsewhere: another process's schema
+// change holds the database's counter row and its class table (an ALTER
+// TABLE) for longer than batchLockWait; grouped writes meanwhile wait for
+// it and commit once it is done. A batch's insert that timed out on the
+// table's lock took its statement out of the connection's cache; the run
+// with savepoints prepared it again before its SAVEPOINT ran, the prepare
+// timed out in turn, and the write answered 500, `savepoint "w0" does not
+// exist`. The first round prepares the statements (a prepare sent with
+// BEGIN waits without batchLockWait); the next ones find them prepared.
+func TestGroupCommitWaitsOutASchemaChangeElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
+	defer cancel()
+	url := pgtest.NewDatabase(t)
+	db, d, s, _ := openNotesAt(t, url, StatementTimeout(4*wait))
+	peer := openPeer(t, url)
+	const writes = 4
+	for round := range 3 {
+		holder, err := peer.pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.Exec(ctx, lockCounterSQL, d.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.Exec(ctx, "LOCK TABLE "+classTable(d, "Note")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, writes)
+		for i := range writes {
+			go func() {
+				_, err := db.Write(ctx, WriteSpec{Database: d, Schema: s, Group: true,
+					Documents: func(ctx context.Context, w *Writer) error { return w.Insert(ctx, note(fmt.Sprint(round, "-", i))) }})
+				done <- err
+			}()
+		}
+		// A write waits past its batch's runs (bounded by
+		// batchLockWait): alone, without a bound.
+		eventually.True(t, wait, "a write waits alone for the schema change", func() bool {
+			var n int
+			err := db.pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND now() - state_change > interval '1 second'").Scan(&n)
+			return err == nil && n > 0 || len(done) == writes
+		})
+		if err := holder.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for range writes {
+			if err := <-done; err != nil {
+				t.Fatalf("round %d: a write queued behind the schema change: %v", round, err)
+			}
+		}
+	}
+}
