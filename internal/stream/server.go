@@ -29,6 +29,9 @@ type Server struct {
 	// goroutine (a stream continued from a parked one, a connection's
 	// stream of its own): Close waits for them.
 	wg sync.WaitGroup
+	// images bounds the change images the evaluations of every stream
+	// hold at once (Options.ImageBytes; nil: no bound).
+	images *imageBudget
 }
 
 // Options configure a Server. Zero values take the defaults.
@@ -45,6 +48,10 @@ type Options struct {
 	// change feed reads the log by (changefeed.HubOptions.Now,
 	// TailerOptions.Now; default time.Now).
 	Now func() time.Time
+	// ImageBytes bounds the bytes of change images that the evaluations
+	// of pieces by every stream hold at once (default DefaultImageBytes;
+	// see imageBudget).
+	ImageBytes int64
 }
 
 // New returns the Server of hub.
@@ -58,7 +65,10 @@ func New(hub *changefeed.Hub, o Options) *Server {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	e := &Server{hub: hub, metrics: o.Metrics, logger: o.Logger, now: o.Now}
+	if o.ImageBytes <= 0 {
+		o.ImageBytes = DefaultImageBytes
+	}
+	e := &Server{hub: hub, metrics: o.Metrics, logger: o.Logger, now: o.Now, images: newImageBudget(o.ImageBytes)}
 	e.shares = newShareSet(e)
 	if !o.NoPark {
 		p, err := newParker(e, o.Workers)

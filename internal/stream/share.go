@@ -531,7 +531,7 @@ func (set *shareSet) forget(s *share) {
 // (its feed goes on for the others). Only the feed's drain calls it.
 func (s *share) deliver(c *sluice.Commit) {
 	ctx := s.f.ctx
-	evs, start, err := s.ev.Events(ctx, c)
+	evs, start, err := s.f.e.images.events(ctx, s.ev, c)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.end(err)

@@ -461,7 +461,7 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 			// connection): the pieces queued are evaluated for no one.
 			return false
 		}
-		evs, _, err := s.ev.Events(s.ctx, c)
+		evs, _, err := s.e.images.events(s.ctx, s.ev, c)
 		if err != nil {
 			if s.ctx.Err() == nil {
 				s.end(err)

@@ -1,0 +1,60 @@
+package stream
+
+import (
+	"context"
+
+	"golang.org/x/sync/semaphore"
+
+	"github.com/sluice-dev/sluice"
+)
+
+// DefaultImageBytes is Options.ImageBytes when it is zero.
+const DefaultImageBytes = 32 << 20
+
+// imageBudget bounds the change images that evaluations hold at once.
+// Every share evaluates a piece on its own: a GraphQL subscription decodes
+// each document it filters or shows (two to three times its JSON), a REST
+// change stream copies it into its event, so distinct subscriptions of a
+// class each held a commit's documents at once, however many there were.
+// An evaluation takes its piece's image bytes from the budget before it
+// starts and gives them back when it returns, waiting its turn (in order)
+// while the others hold them; a piece larger than the budget takes it
+// all, alone.
+type imageBudget struct {
+	size int64
+	sem  *semaphore.Weighted
+}
+
+func newImageBudget(size int64) *imageBudget {
+	return &imageBudget{size: size, sem: semaphore.NewWeighted(size)}
+}
+
+// imageBytes returns the bytes of c's change images.
+func imageBytes(c *sluice.Commit) int64 {
+	var n int64
+	for i := range c.Changes {
+		n += int64(len(c.Changes[i].Before) + len(c.Changes[i].After))
+	}
+	return n
+}
+
+// events returns ev's events of piece c once the budget has room for its
+// images (b nil: at once); ctx's end while it waits is its error.
+func (b *imageBudget) events(ctx context.Context, ev Evaluator, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	n := min(imageBytes(c), b.sizeOrZero())
+	if n > 0 {
+		if err := b.sem.Acquire(ctx, n); err != nil {
+			return nil, sluice.Position{}, err
+		}
+		defer b.sem.Release(n)
+	}
+	return ev.Events(ctx, c)
+}
+
+// sizeOrZero is the budget's size, 0 for no budget (b nil).
+func (b *imageBudget) sizeOrZero() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.size
+}

@@ -1,0 +1,106 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// gatedEvaluator counts the evaluations running at once (each holding
+// the piece's images, decoded, as a GraphQL subscription does) and holds
+// each until release is closed.
+type gatedEvaluator struct {
+	mu        sync.Mutex
+	running   int
+	most      int
+	evaluated int
+	release   chan struct{}
+}
+
+func (g *gatedEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	g.mu.Lock()
+	g.running++
+	g.most = max(g.most, g.running)
+	g.mu.Unlock()
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	g.running--
+	g.evaluated++
+	g.mu.Unlock()
+	return nil, sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}, nil
+}
+
+// drainsBlocked reports whether n feeds' drains are running, each
+// blocked (in an evaluation, or waiting for its turn).
+func drainsBlocked(n int) bool {
+	buf := make([]byte, 16<<20)
+	blocked := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		head, _, _ := strings.Cut(g, "\n")
+		if !strings.Contains(g, "stream.(*feed).drain(") {
+			continue
+		}
+		if !strings.Contains(head, "[select") && !strings.Contains(head, "[chan receive") {
+			return false
+		}
+		blocked++
+	}
+	return blocked == n
+}
+
+// Distinct subscriptions each evaluate a commit's images on their own
+// (a GraphQL subscription decodes each document it filters or shows, a
+// REST stream copies it into its event): found by review, 200 distinct
+// subscriptions of a class held 600 MB of live heap for one commit of a
+// 1.4 MB document, each its own decoded copy, at once. Evaluations run at
+// once only while their pieces' images fit in Options.ImageBytes
+// together; the others wait their turn.
+func TestEvaluationsShareAnImageBudget(t *testing.T) {
+	const (
+		shares = 8
+		image  = 100 << 10
+		budget = 250 << 10 // two evaluations of the piece at once
+	)
+	f := newTestFeed(t)
+	f.s.images = newImageBudget(budget)
+	ev := &gatedEvaluator{release: make(chan struct{})}
+	var members []*member
+	for i := range shares {
+		members = append(members, f.join(t, ShareOptions{Key: fmt.Sprintf("distinct %d", i), New: func() Evaluator { return ev }}))
+	}
+	defer func() {
+		for _, m := range members {
+			m.leave()
+		}
+	}()
+
+	c := f.l.addUnder(0, "T")
+	c.Changes[0].After = []byte(`{"s":"` + strings.Repeat("x", image) + `"}`)
+	f.changes++
+	f.tailer.Wake(testDB.ID)
+	eventually.True(t, wait, "every share's drain blocked on the commit", func() bool { return drainsBlocked(shares) })
+	ev.mu.Lock()
+	running := ev.running
+	ev.mu.Unlock()
+	if running > 2 {
+		t.Errorf("%d evaluations of a piece of %d bytes of images run at once within a budget of %d bytes, want 2", running, image, budget)
+	}
+	close(ev.release)
+	eventually.True(t, wait, "every share evaluated the commit", func() bool {
+		ev.mu.Lock()
+		defer ev.mu.Unlock()
+		return ev.evaluated == shares
+	})
+	if ev.most > 2 {
+		t.Errorf("%d evaluations ran at once, want at most 2", ev.most)
+	}
+}
