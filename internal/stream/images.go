@@ -11,6 +11,15 @@ import (
 // DefaultImageBytes is Options.ImageBytes when it is zero.
 const DefaultImageBytes = 32 << 20
 
+// smallImageBytes: a piece of fewer image bytes is evaluated at once,
+// without the budget. An evaluation that holds the budget may read
+// Postgres (a subscription's references and backlinks) for as long as
+// graphql_request_timeout, so a user whose large pieces are evaluated
+// slowly held up the commits of every stream of the replica, those of a
+// few documents included; what small pieces hold is bounded by the
+// streams' caps instead (max_streams).
+const smallImageBytes = 64 << 10
+
 // imageBudget bounds the change images that evaluations hold at once.
 // Every share evaluates a piece on its own: a GraphQL subscription decodes
 // each document it filters or shows (two to three times its JSON), a REST
@@ -19,7 +28,7 @@ const DefaultImageBytes = 32 << 20
 // An evaluation takes its piece's image bytes from the budget before it
 // starts and gives them back when it returns, waiting its turn (in order)
 // while the others hold them; a piece larger than the budget takes it
-// all, alone.
+// all, alone, and a small one (smallImageBytes) none.
 type imageBudget struct {
 	size int64
 	sem  *semaphore.Weighted
@@ -42,7 +51,7 @@ func imageBytes(c *sluice.Commit) int64 {
 // images (b nil: at once); ctx's end while it waits is its error.
 func (b *imageBudget) events(ctx context.Context, ev Evaluator, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
 	n := min(imageBytes(c), b.sizeOrZero())
-	if n > 0 {
+	if n >= smallImageBytes {
 		if err := b.sem.Acquire(ctx, n); err != nil {
 			return nil, sluice.Position{}, err
 		}

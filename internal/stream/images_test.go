@@ -75,7 +75,7 @@ func TestEvaluationsShareAnImageBudget(t *testing.T) {
 	ev := &gatedEvaluator{release: make(chan struct{})}
 	var members []*member
 	for i := range shares {
-		members = append(members, f.join(t, ShareOptions{Key: fmt.Sprintf("distinct %d", i), New: func() Evaluator { return ev }}))
+		members = append(members, f.join(t, ShareOptions{Key: fmt.Sprintf("distinct %d", i), Classes: []string{"T"}, New: func() Evaluator { return ev }}))
 	}
 	defer func() {
 		for _, m := range members {
@@ -94,12 +94,31 @@ func TestEvaluationsShareAnImageBudget(t *testing.T) {
 	if running > 2 {
 		t.Errorf("%d evaluations of a piece of %d bytes of images run at once within a budget of %d bytes, want 2", running, image, budget)
 	}
+
+	// A small piece does not wait behind them: evaluations that hold the
+	// budget may read Postgres for as long as graphql_request_timeout,
+	// and one user's slow ones held up every stream of the replica.
+	small := &gatedEvaluator{release: make(chan struct{})}
+	close(small.release)
+	other := f.join(t, ShareOptions{Key: "small", Classes: []string{"S"}, New: func() Evaluator { return small }})
+	defer other.leave()
+	sc := f.l.addUnder(0, "S")
+	sc.Changes[0].After = []byte(`{"s":"` + strings.Repeat("x", smallImageBytes-16) + `"}`)
+	f.changes++
+	f.tailer.Wake(testDB.ID)
+	eventually.True(t, wait, "the small piece evaluated while the budget is full", func() bool {
+		small.mu.Lock()
+		defer small.mu.Unlock()
+		return small.evaluated == 1
+	})
 	close(ev.release)
 	eventually.True(t, wait, "every share evaluated the commit", func() bool {
 		ev.mu.Lock()
 		defer ev.mu.Unlock()
 		return ev.evaluated == shares
 	})
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
 	if ev.most > 2 {
 		t.Errorf("%d evaluations ran at once, want at most 2", ev.most)
 	}
