@@ -373,10 +373,17 @@ func (f *feed) deliver(c *sluice.Commit) {
 	f.mu.Unlock()
 	if len(f.gbuf) > 0 {
 		ctx := f.ctx
-		for _, g := range f.gbuf {
-			g.g.Note(ctx, c, g.evs)
+		// A group decodes the piece's images to note it: the feed's
+		// notes take them from the image budget together. Without
+		// room before the feed closes, nothing is noted: its shares
+		// end with it.
+		if release, err := f.e.images.take(ctx, c); err == nil {
+			for _, g := range f.gbuf {
+				g.g.Note(ctx, c, g.evs)
+			}
+			release()
+			f.noted = true
 		}
-		f.noted = true
 		clear(f.gbuf)
 	}
 	var classes map[string]bool

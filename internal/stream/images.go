@@ -22,9 +22,10 @@ const smallImageBytes = 64 << 10
 
 // imageBudget bounds the change images that evaluations hold at once.
 // Every share evaluates a piece on its own: a GraphQL subscription decodes
-// each document it filters or shows (two to three times its JSON), a REST
-// change stream copies it into its event, so distinct subscriptions of a
-// class each held a commit's documents at once, however many there were.
+// each document it filters or shows (two to four times its JSON), a REST
+// change stream copies it into its event, and each live query cohort
+// decodes it to judge it (Note), so distinct subscriptions of a class each
+// held a commit's documents at once, however many there were.
 // An evaluation takes its piece's image bytes from the budget before it
 // starts and gives them back when it returns, waiting its turn (in order)
 // while the others hold them; a piece larger than the budget takes it
@@ -48,16 +49,28 @@ func imageBytes(c *sluice.Commit) int64 {
 }
 
 // events returns ev's events of piece c once the budget has room for its
-// images (b nil: at once); ctx's end while it waits is its error.
+// images (take).
 func (b *imageBudget) events(ctx context.Context, ev Evaluator, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
-	n := min(imageBytes(c), b.sizeOrZero())
-	if n >= smallImageBytes {
-		if err := b.sem.Acquire(ctx, n); err != nil {
-			return nil, sluice.Position{}, err
-		}
-		defer b.sem.Release(n)
+	release, err := b.take(ctx, c)
+	if err != nil {
+		return nil, sluice.Position{}, err
 	}
+	defer release()
 	return ev.Events(ctx, c)
+}
+
+// take waits until the budget has room for the images of piece c and
+// takes them (b nil, or a small piece: nothing, at once); release gives
+// them back. ctx's end while it waits is its error.
+func (b *imageBudget) take(ctx context.Context, c *sluice.Commit) (release func(), err error) {
+	n := min(imageBytes(c), b.sizeOrZero())
+	if n < smallImageBytes {
+		return func() {}, nil
+	}
+	if err := b.sem.Acquire(ctx, n); err != nil {
+		return nil, err
+	}
+	return func() { b.sem.Release(n) }, nil
 }
 
 // sizeOrZero is the budget's size, 0 for no budget (b nil).

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/eventually"
@@ -37,6 +38,18 @@ func (g *gatedEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice
 	g.evaluated++
 	g.mu.Unlock()
 	return nil, sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}, nil
+}
+
+// addImage commits a document of class whose image is about size bytes
+// and wakes the tailer.
+func (f *testFeed) addImage(class string, size int) {
+	f.l.mu.Lock()
+	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: int64(len(f.l.commits)) + 1, Time: time.Now(), NumChanges: 1}
+	c.Changes = []sluice.Change{{Class: class, DocID: class + "/big", Op: sluice.OpAdded, After: []byte(`{"s":"` + strings.Repeat("x", size) + `"}`)}}
+	f.l.commits = append(f.l.commits, c)
+	f.l.mu.Unlock()
+	f.changes++
+	f.tailer.Wake(testDB.ID)
 }
 
 // drainsBlocked reports whether n feeds' drains are running, each
@@ -83,10 +96,7 @@ func TestEvaluationsShareAnImageBudget(t *testing.T) {
 		}
 	}()
 
-	c := f.l.addUnder(0, "T")
-	c.Changes[0].After = []byte(`{"s":"` + strings.Repeat("x", image) + `"}`)
-	f.changes++
-	f.tailer.Wake(testDB.ID)
+	f.addImage("T", image)
 	eventually.True(t, wait, "every share's drain blocked on the commit", func() bool { return drainsBlocked(shares) })
 	ev.mu.Lock()
 	running := ev.running
@@ -102,10 +112,7 @@ func TestEvaluationsShareAnImageBudget(t *testing.T) {
 	close(small.release)
 	other := f.join(t, ShareOptions{Key: "small", Classes: []string{"S"}, New: func() Evaluator { return small }})
 	defer other.leave()
-	sc := f.l.addUnder(0, "S")
-	sc.Changes[0].After = []byte(`{"s":"` + strings.Repeat("x", smallImageBytes-16) + `"}`)
-	f.changes++
-	f.tailer.Wake(testDB.ID)
+	f.addImage("S", smallImageBytes-16)
 	eventually.True(t, wait, "the small piece evaluated while the budget is full", func() bool {
 		small.mu.Lock()
 		defer small.mu.Unlock()
@@ -121,5 +128,65 @@ func TestEvaluationsShareAnImageBudget(t *testing.T) {
 	defer ev.mu.Unlock()
 	if ev.most > 2 {
 		t.Errorf("%d evaluations ran at once, want at most 2", ev.most)
+	}
+}
+
+// gatedBatcher's groups count the notes running at once (each holding
+// the piece's images, decoded, as a live query cohort does) and hold each
+// until release is closed; a settle gives nothing.
+type gatedBatcher struct{ gatedEvaluator }
+
+func (b *gatedBatcher) NewGroup() BatchGroup { return b }
+
+func (b *gatedBatcher) Note(ctx context.Context, c *sluice.Commit, _ []Evaluator) {
+	_, _, _ = b.Events(ctx, c)
+}
+
+func (b *gatedBatcher) Settle(context.Context, []Evaluator, []Settled) {}
+
+// The live queries of a cohort note a piece once for them all, but each
+// cohort (live queries of another query) notes it on its own, decoding
+// its documents: found by review, one user's 100 live queries, distinct
+// by their filters, held 614 MB of live heap for one commit of a 1.4 MB
+// document. Notes take the piece's images from the same budget.
+func TestCohortNotesShareAnImageBudget(t *testing.T) {
+	const (
+		cohorts = 8
+		image   = 100 << 10
+		budget  = 250 << 10
+	)
+	f := newTestFeed(t)
+	f.s.images = newImageBudget(budget)
+	b := &gatedBatcher{gatedEvaluator{release: make(chan struct{})}}
+	var members []*member
+	for i := range cohorts {
+		key := fmt.Sprintf("cohort %d", i)
+		members = append(members, f.join(t, ShareOptions{Key: key, Latest: true, Batcher: b, Cohort: key, Classes: []string{"T"},
+			New: func() Evaluator { return &resultEvaluator{key: key} }}))
+	}
+	defer func() {
+		for _, m := range members {
+			m.leave()
+		}
+	}()
+
+	f.addImage("T", image)
+	eventually.True(t, wait, "every cohort's drain blocked on the commit", func() bool { return drainsBlocked(cohorts) })
+	b.mu.Lock()
+	running := b.running
+	b.mu.Unlock()
+	if running > 2 {
+		t.Errorf("%d cohorts note a piece of %d bytes of images at once within a budget of %d bytes, want 2", running, image, budget)
+	}
+	close(b.release)
+	eventually.True(t, wait, "every cohort noted the commit", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.evaluated == cohorts
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.most > 2 {
+		t.Errorf("%d cohorts noted at once, want at most 2", b.most)
 	}
 }
