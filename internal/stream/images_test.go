@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-dev/sluice"
+	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/eventually"
 )
 
@@ -188,5 +189,74 @@ func TestCohortNotesShareAnImageBudget(t *testing.T) {
 	defer b.mu.Unlock()
 	if b.most > 2 {
 		t.Errorf("%d cohorts noted at once, want at most 2", b.most)
+	}
+}
+
+// eventSink records the events written to it.
+type eventSink struct {
+	quietSink
+	mu     sync.Mutex
+	events int
+	ended  error
+}
+
+func (k *eventSink) WriteEvent(sluice.Event) { k.mu.Lock(); k.events++; k.mu.Unlock() }
+func (k *eventSink) End(err error)           { k.mu.Lock(); k.ended = err; k.mu.Unlock() }
+
+// oneEvent gives one event for every piece.
+type oneEvent struct{}
+
+func (oneEvent) Events(_ context.Context, c *sluice.Commit) ([]sluice.Event, sluice.Position, error) {
+	return []sluice.Event{{ID: "e"}}, sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}, nil
+}
+
+// A stream of its own subscription (resumed, or gone on alone) whose
+// access ends while its evaluation of a piece waits for the image budget
+// writes nothing of that piece: it was judged before the wait, and the
+// wait may be long.
+func TestStreamRevokedWhileWaitingForTheBudgetSendsNothing(t *testing.T) {
+	const budget = 256 << 10
+	f := newTestFeed(t)
+	f.s.images = newImageBudget(budget)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sub, err := f.s.hub.Subscribe(ctx, testDB, nil, changefeed.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	sink := &eventSink{}
+	s := &Stream{e: f.s, ctx: ctx, sink: sink, sub: sub, ev: oneEvent{}}
+	// Another evaluation holds the whole budget.
+	if err := f.s.images.sem.Acquire(ctx, budget); err != nil {
+		t.Fatal(err)
+	}
+	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: 1, NumChanges: 1,
+		Changes: []sluice.Change{{Class: "T", DocID: "T/big", Op: sluice.OpAdded, After: []byte(strings.Repeat("x", smallImageBytes))}}}
+	done := make(chan bool, 1)
+	go func() { done <- s.writeCommits(c) }()
+	eventually.True(t, wait, "the stream waiting for the budget", func() bool {
+		buf := make([]byte, 16<<20)
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "stream.(*Stream).writeCommits(") && strings.Contains(g, "semaphore.(*Weighted).Acquire(") {
+				return true
+			}
+		}
+		return false
+	})
+	s.ender.End(&changefeed.Revoked{Err: sluice.Errorf(sluice.CodeForbidden, "role revoked")})
+	f.s.images.sem.Release(budget)
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("the stream goes on after its access ended")
+		}
+	case <-time.After(wait):
+		t.Fatal("the stream's evaluation did not return")
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if sink.events != 0 || !changefeed.IsRevoked(sink.ended) {
+		t.Fatalf("after its access ended while it waited: %d events written, ended with %v", sink.events, sink.ended)
 	}
 }

@@ -461,7 +461,19 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 			// connection): the pieces queued are evaluated for no one.
 			return false
 		}
-		evs, _, err := s.e.images.events(s.ctx, s.ev, c)
+		release, err := s.e.images.take(s.ctx, c)
+		if err != nil {
+			return false // the client left
+		}
+		if s.revoked() {
+			// Its access ended while the piece waited for the image
+			// budget: it is dropped, as a queued one is.
+			release()
+			s.end(s.ender.Err())
+			return false
+		}
+		evs, _, err := s.ev.Events(s.ctx, c)
+		release()
 		if err != nil {
 			if s.ctx.Err() == nil {
 				s.end(err)
