@@ -33,7 +33,10 @@ func DurationTooLong(s string) error {
 // duration other than "0": an optional sign, then one or more numbers
 // (digits, a fraction or both) each followed by a unit.
 func durationSyntax(s string) bool {
-	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
+	// One sign at most: time.ParseDuration refuses "-+1h" as misspelt.
+	if s != "" && (s[0] == '-' || s[0] == '+') {
+		s = s[1:]
+	}
 	if s == "" {
 		return false
 	}
