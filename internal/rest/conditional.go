@@ -3,10 +3,13 @@ package rest
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"hash"
 	"io"
 	"net/http"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/engine"
@@ -61,7 +64,7 @@ func precondition(r *http.Request) (sluice.Precondition, error) {
 			// A weak tag never matches a write's strong comparison, so
 			// a 412 would send the edit-safely loop round for good (a
 			// proxy that compresses answers weakens their ETags).
-			return sluice.Precondition{}, sluice.Errorf(sluice.CodeInvalid, "If-Match: %.64s is a weak entity tag (W/), which never matches a write (RFC 9110 compares them strongly): send the ETag as Sluice answered it, without W/ (a proxy that compresses answers may have added it)", tag)
+			return sluice.Precondition{}, sluice.Errorf(sluice.CodeInvalid, "If-Match: %s is a weak entity tag (W/), which never matches a write (RFC 9110 compares them strongly): send the ETag as Sluice answered it, without W/ (a proxy that compresses answers may have added it)", shownTag(tag))
 		}
 		return sluice.Precondition{Version: sluice.VersionOfTag(tag[1 : len(tag)-1])}, nil
 	case len(inm) > 0:
@@ -106,10 +109,27 @@ func notEntityTag(name, tag string) error {
 	switch {
 	case tag == "":
 		return sluice.Errorf(sluice.CodeInvalid, "%s is empty: give a version in quotes, as ETag gave it, such as \"3f\", or *", name)
-	case !strings.HasPrefix(tag, "W/") && isEntityTag(`"`+tag+`"`):
+	case printable(tag) && !strings.HasPrefix(tag, "W/") && isEntityTag(`"`+tag+`"`):
 		return sluice.Errorf(sluice.CodeInvalid, "%s: %.64s is not an entity tag: an entity tag is in quotes, \"%.64s\" (send the ETag as Sluice answered it, quotes included)", name, tag, tag)
 	}
-	return sluice.Errorf(sluice.CodeInvalid, "%s: %.64s is not an entity tag: give a version in quotes, as ETag gave it, such as \"3f\"", name, tag)
+	return sluice.Errorf(sluice.CodeInvalid, "%s: %s is not an entity tag: give a version in quotes, as ETag gave it, such as \"3f\"", name, shownTag(tag))
+}
+
+// shownTag returns tag, a header's value, as an error repeats it: as
+// sent (its first 64 characters) when it is printable text, else quoted
+// with its other bytes escaped (sluice.Echo). A header may carry bytes
+// that are not UTF-8 (RFC 9110's obs-text), which a JSON answer shows as
+// U+FFFD, hiding the byte that is wrong.
+func shownTag(tag string) string {
+	if printable(tag) {
+		return fmt.Sprintf("%.64s", tag)
+	}
+	return sluice.Echo(tag)
+}
+
+// printable reports whether s is UTF-8 text without control characters.
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // matchesETag reports whether If-None-Match values match etag, the tag

@@ -25,11 +25,6 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 		return nil, err
 	}
 	for k, vs := range q {
-		for _, v := range vs {
-			if !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
-				return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%.64q: not valid UTF-8, or contains a NUL character", k, v)
-			}
-		}
 		ok := false
 		for _, a := range allowed {
 			if k == a {
@@ -45,6 +40,12 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 		}
 		if len(vs) > 1 {
 			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s is given %d times", sluice.Echo(k), len(vs))
+		}
+		// Checked after k is known to be allowed, so that the message
+		// shows k as the text it is: the name of an unknown parameter
+		// may be any bytes, which a JSON answer would show as U+FFFD.
+		if v := vs[0]; !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%.64q: not valid UTF-8, or contains a NUL character", k, v)
 		}
 	}
 	return q, nil
