@@ -208,10 +208,10 @@ func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
 		for i, c := range classes {
 			cl := sch.Class(c)
 			if cl == nil || cl.Kind == sluice.KindSubdocument {
-				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %q is not a document class of %s", i, c, w.Database.Path())
+				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %s is not a document class of %s", i, sluice.Echo(c), w.Database.Path())
 			}
 			if slices.Contains(classes[:i], c) {
-				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %q is given twice", i, c)
+				return sluice.Errorf(sluice.CodeInvalid, "classes[%d]: %s is given twice", i, sluice.Echo(c))
 			}
 		}
 		w.Classes = slices.Clone(classes)
@@ -249,7 +249,7 @@ func (s *Service) apply(sch *sluice.Schema, w *sluice.Webhook, in Input) error {
 		case sluice.BatchEvent, sluice.BatchCommit:
 			w.Batch = b
 		default:
-			return sluice.Errorf(sluice.CodeInvalid, "batch: %q is not a batching mode: want event (a request per event) or commit (a request per commit)", in.Batch.Value)
+			return sluice.Errorf(sluice.CodeInvalid, "batch: %s is not a batching mode: want event (a request per event) or commit (a request per commit)", sluice.Echo(in.Batch.Value))
 		}
 	}
 	_, err := selector(sch, w)
@@ -346,7 +346,7 @@ func (s *Service) checkURL(raw string) error {
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" {
-		return sluice.Errorf(sluice.CodeInvalid, "url %q: want an absolute http or https URL, such as https://example.com/hooks/sluice", raw)
+		return sluice.Errorf(sluice.CodeInvalid, "url %s: want an absolute http or https URL, such as https://example.com/hooks/sluice", sluice.Echo(raw))
 	}
 	if u.User != nil {
 		return sluice.Errorf(sluice.CodeInvalid, "url: credentials in the URL are refused (they would be shown to every admin of the database); verify the webhook-signature header instead")
@@ -356,16 +356,16 @@ func (s *Service) checkURL(raw string) error {
 	}
 	host := u.Hostname()
 	if host == "" {
-		return sluice.Errorf(sluice.CodeInvalid, "url %q names no host: want an absolute http or https URL, such as https://example.com/hooks/sluice", raw)
+		return sluice.Errorf(sluice.CodeInvalid, "url %s names no host: want an absolute http or https URL, such as https://example.com/hooks/sluice", sluice.Echo(raw))
 	}
 	host = dialledHost(host)
 	if p := u.Port(); p != "" {
 		if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
-			return sluice.Errorf(sluice.CodeInvalid, "url: port %s is not a TCP port: want 1 to 65535, or none for the scheme's (80 or 443)", p)
+			return sluice.Errorf(sluice.CodeInvalid, "url: port %.16s is not a TCP port: want 1 to 65535, or none for the scheme's (80 or 443)", p)
 		}
 	}
 	if numericIPv4(host) {
-		return sluice.Errorf(sluice.CodeInvalid, "url: host %q is an IPv4 address written other than as four decimal numbers (such as 192.0.2.1, without a trailing dot): write it so, or use a name", host)
+		return sluice.Errorf(sluice.CodeInvalid, "url: host %s is an IPv4 address written other than as four decimal numbers (such as 192.0.2.1, without a trailing dot): write it so, or use a name", sluice.Echo(host))
 	}
 	addr, err := netip.ParseAddr(host)
 	if err != nil {
