@@ -431,7 +431,7 @@ func (a *Authenticator) authenticate(r *http.Request, h string) (*sluice.Credent
 		}
 		return a.store.TokenCredential(r.Context(), HashToken(cred))
 	default:
-		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "unsupported authorization scheme %q: use Basic or Bearer", scheme)
+		return nil, sluice.Errorf(sluice.CodeUnauthenticated, "unsupported authorization scheme %s: use Basic or Bearer", sluice.Echo(scheme))
 	}
 }
 

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-dev/sluice"
 )
 
 // FuzzCacheTTL reads any Cache-Control header of a JWKS answer (the
@@ -72,6 +75,42 @@ func FuzzClientAddr(f *testing.F) {
 		}
 		if !isTrusted(peer.Addr().Unmap(), trusted) {
 			t.Fatalf("ClientAddr(%q, %q) = %q, from an untrusted peer's header", remote, r.Header.Values("X-Forwarded-For"), got)
+		}
+	})
+}
+
+// FuzzAuthorization reads any Authorization header that is refused before
+// a credential is looked up (an unknown scheme, a malformed Basic
+// header, an empty bearer token, a stream ticket): the refusal is a 401
+// whose message is valid UTF-8 within 1 KiB, however long the header
+// (max_header_bytes, a megabyte by default).
+func FuzzAuthorization(f *testing.F) {
+	for _, s := range []string{"Basic !!!", "Bearer ", "Token  ", "Bearer " + TicketPrefix + "x", "Digest x", "x", "\xff y", strings.Repeat("S", 5000) + " x", "Basic", "bearer\tx"} {
+		f.Add(s)
+	}
+	a := New(nil, 4, nil)
+	f.Fuzz(func(t *testing.T, h string) {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("Authorization", h)
+		scheme, cred, _ := strings.Cut(h, " ")
+		cred = strings.TrimSpace(cred)
+		_, _, basic := r.BasicAuth()
+		switch strings.ToLower(scheme) {
+		case "basic":
+			if basic {
+				return // looked up
+			}
+		case "bearer", "token":
+			if cred != "" && !strings.HasPrefix(cred, TicketPrefix) {
+				return // looked up
+			}
+		}
+		_, err := a.authenticate(r, h)
+		if sluice.ErrorCode(err) != sluice.CodeUnauthenticated {
+			t.Fatalf("Authorization: %.200q: %v, not a 401", h, err)
+		}
+		if msg := sluice.ErrorMessage(err); len(msg) > 1024 || !utf8.ValidString(msg) {
+			t.Fatalf("Authorization: %.200q: a message of %d bytes (valid UTF-8: %t): %.300q", h, len(msg), utf8.ValidString(msg), msg)
 		}
 	})
 }
