@@ -238,7 +238,7 @@ func schemaPrecondition(r *http.Request) (int, error) {
 	// Anything else (*, a weak tag, a list, a view's tag) names no one
 	// version an admin read: refused rather than taken as no
 	// precondition, which would let the change through.
-	return 0, sluice.Errorf(sluice.CodeInvalid, "If-Match: %.64s is not a schema version: give the schema version the change expects, in quotes, as GET /api/schema answers it to an admin in its ETag (or a dry run in schema_version), such as \"3\"", tag)
+	return 0, sluice.Errorf(sluice.CodeInvalid, "If-Match: %s is not a schema version: give the schema version the change expects, in quotes, as GET /api/schema answers it to an admin in its ETag (or a dry run in schema_version), such as \"3\"", shownTag(tag))
 }
 
 // putSchema takes the SDL as the raw body (any content type) and answers

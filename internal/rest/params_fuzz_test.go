@@ -103,7 +103,8 @@ func FuzzDatabasePath(f *testing.F) {
 }
 
 // FuzzConditionalHeaders reads any If-Match and If-None-Match values (none,
-// one or two of each) as a write reads them (precondition) and as a read
+// one or two of each) as a write reads them (precondition), as a change
+// of schema reads If-Match (schemaPrecondition), and as a read
 // compares them (matchesETag, matchesStrongETag), and any Idempotency-Key
 // values (engine.IdempotencyKeyOf). Each is read or refused as a client
 // error of bounded size; a strong match is a weak match too; a version
@@ -134,6 +135,11 @@ func FuzzConditionalHeaders(f *testing.F) {
 			if !isEntityTag(quoted) || p.Version != sluice.VersionOfTag(quoted[1:len(quoted)-1]) {
 				t.Fatalf("%s: If-Match read as version %q", what, p.Version)
 			}
+		}
+		if v, err := schemaPrecondition(r); err != nil {
+			checkRefusal(t, what, err)
+		} else if v < 0 || (v > 0 && strings.TrimSpace(strings.Join(r.Header.Values("If-Match"), ",")) != schemaETag(v, sluice.RoleAdmin)) {
+			t.Fatalf("%s: If-Match read as schema version %d", what, v)
 		}
 		for _, values := range [][]string{r.Header.Values("If-Match"), r.Header.Values("If-None-Match")} {
 			if matchesStrongETag(values, tag) && !matchesETag(values, tag) {
@@ -178,7 +184,12 @@ func TestRefusalsEscapeBytesNotUTF8(t *testing.T) {
 			t.Errorf("If-Match: %q: %v, want %s…", header, err, want)
 		}
 	}
-	r := httptest.NewRequest(http.MethodGet, "/?%FF=%93", nil)
+	r := httptest.NewRequest(http.MethodPut, "/", nil)
+	r.Header.Set("If-Match", "\"\xd2\"")
+	if _, err := schemaPrecondition(r); !strings.HasPrefix(sluice.ErrorMessage(err), `If-Match: "\"\xd2\"" is not a schema version`) {
+		t.Errorf("a schema's If-Match: %q: %v", r.Header.Get("If-Match"), err)
+	}
+	r = httptest.NewRequest(http.MethodGet, "/?%FF=%93", nil)
 	if _, err := query(r, "from"); sluice.ErrorMessage(err) != `unknown query parameter "\xff" (allowed: [from])` {
 		t.Errorf("?%%FF=%%93: %v", err)
 	}
