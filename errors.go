@@ -305,6 +305,11 @@ func DecodeError(err error) *Error {
 		return Errorf(CodeInvalid, "invalid JSON: it ends before it is complete")
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		// encoding/json quotes the member's name whole: a body of one
+		// long name was repeated whole.
+		if n, err := strconv.Unquote(name); err == nil {
+			name = Echo(n)
+		}
 		return Errorf(CodeInvalid, "unknown field %s", name)
 	}
 	return Errorf(CodeInvalid, "invalid JSON")

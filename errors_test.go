@@ -56,6 +56,13 @@ func TestDecodeError(t *testing.T) {
 	if err := DecodeError(dec.Decode(&b)); err.Message != `unknown field "nmae"` {
 		t.Errorf("unknown field: %q", err.Message)
 	}
+	// A long unknown name is repeated as Echo shows a value: it was
+	// repeated whole (found by FuzzSmallBodies in internal/rest).
+	dec = json.NewDecoder(strings.NewReader(`{"` + strings.Repeat("k", 3000) + `":1}`))
+	dec.DisallowUnknownFields()
+	if err := DecodeError(dec.Decode(&b)); err.Message != "unknown field "+Echo(strings.Repeat("k", 3000)) {
+		t.Errorf("a long unknown field: %.200q", err.Message)
+	}
 }
 
 // TestShow: the one mapping from an error to what a client sees and how

@@ -23,10 +23,10 @@ func checkRefusal(t *testing.T, what string, err error) {
 	t.Helper()
 	sh := sluice.Show(err)
 	if sh.Code != sluice.CodeInvalid {
-		t.Fatalf("%s: error %v is shown as %s, not %s", what, err, sh.Code, sluice.CodeInvalid)
+		t.Fatalf("%.200q: error %v is shown as %s, not %s", what, err, sh.Code, sluice.CodeInvalid)
 	}
 	if msg := sluice.ErrorMessage(err); len(msg) > maxErrorBytes || !utf8.ValidString(msg) {
-		t.Fatalf("%s: error message of %d bytes (valid UTF-8: %t): %.200q", what, len(msg), utf8.ValidString(msg), msg)
+		t.Fatalf("%.200q: error message of %d bytes (valid UTF-8: %t): %.200q", what, len(msg), utf8.ValidString(msg), msg)
 	}
 }
 
