@@ -687,7 +687,7 @@ func (sc *socket) init(payload json.RawMessage) error {
 		// A map keeps the last of two equal keys: which credential
 		// counts would be a guess.
 		if name, ok := repeatedMember(payload); ok {
-			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload names %.64q twice: send it once", name)
+			return sluice.Errorf(sluice.CodeInvalid, "the connection_init payload names %s twice: send it once", sluice.Echo(name))
 		}
 	}
 	authz, n, err := authorizationOf(p)

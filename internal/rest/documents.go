@@ -372,7 +372,7 @@ func (a *api) patchDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if t := mediaType(r); t != "application/merge-patch+json" && t != "application/json" {
-		writeError(w, r, sluice.Errorf(sluice.CodeUnsupportedMedia, "PATCH takes a JSON Merge Patch (RFC 7396): send it with Content-Type: application/merge-patch+json, not %.64q", t))
+		writeError(w, r, sluice.Errorf(sluice.CodeUnsupportedMedia, "PATCH takes a JSON Merge Patch (RFC 7396): send it with Content-Type: application/merge-patch+json, not %s", sluice.Echo(t)))
 		return
 	}
 	// The role first: a patch of 64 MiB decodes to gigabytes of values
@@ -631,7 +631,7 @@ func deleteElement(it json.RawMessage) (id, version string, err error) {
 	}
 	for name := range members {
 		if name != "@id" && name != "@version" {
-			return "", "", fmt.Errorf("unknown member %.64q", name)
+			return "", "", fmt.Errorf("unknown member %s", sluice.Echo(name))
 		}
 	}
 	raw, ok := members["@id"]

@@ -45,7 +45,7 @@ func query(r *http.Request, allowed ...string) (url.Values, error) {
 		// shows k as the text it is: the name of an unknown parameter
 		// may be any bytes, which a JSON answer would show as U+FFFD.
 		if v := vs[0]; !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
-			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%.64q: not valid UTF-8, or contains a NUL character", k, v)
+			return nil, sluice.Errorf(sluice.CodeInvalid, "query parameter %s=%s: not valid UTF-8, or contains a NUL character", k, sluice.Echo(v))
 		}
 	}
 	return q, nil

@@ -193,4 +193,12 @@ func TestRefusalsEscapeBytesNotUTF8(t *testing.T) {
 	if _, err := query(r, "from"); sluice.ErrorMessage(err) != `unknown query parameter "\xff" (allowed: [from])` {
 		t.Errorf("?%%FF=%%93: %v", err)
 	}
+	// A value is repeated as every value is (sluice.Echo): its first 100
+	// bytes, not 64 characters.
+	long := strings.Repeat("a", 150) + "%FF"
+	r = httptest.NewRequest(http.MethodGet, "/?from="+long, nil)
+	want := `query parameter from="` + strings.Repeat("a", 100) + `"… (151 bytes): not valid UTF-8, or contains a NUL character`
+	if _, err := query(r, "from"); sluice.ErrorMessage(err) != want {
+		t.Errorf("?from=%s: %v", long, err)
+	}
 }

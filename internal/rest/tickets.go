@@ -82,7 +82,7 @@ func parseDatabasePath(s string) (string, string, error) {
 	}
 	org, name, ok := strings.Cut(s, "/")
 	if !ok || org == "" || name == "" || strings.Contains(name, "/") {
-		return "", "", sluice.Errorf(sluice.CodeInvalid, "database %.64q: want org/name, or _system", s)
+		return "", "", sluice.Errorf(sluice.CodeInvalid, "database %s: want org/name, or _system", sluice.Echo(s))
 	}
 	return org, name, nil
 }
