@@ -41,6 +41,21 @@ func (g *gatedEvaluator) Events(ctx context.Context, c *sluice.Commit) ([]sluice
 	return nil, sluice.Position{Epoch: c.Epoch, Seq: c.Seq, Index: -1}, nil
 }
 
+// counts returns the evaluations running now, the most that ran at once
+// and those done.
+func (g *gatedEvaluator) counts() (running, most, evaluated int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.running, g.most, g.evaluated
+}
+
+// leaveAll makes every member leave its share.
+func leaveAll(members []*member) {
+	for _, m := range members {
+		m.leave()
+	}
+}
+
 // addImage commits a document of class whose image is about size bytes
 // and wakes the tailer.
 func (f *testFeed) addImage(class string, size int) {
@@ -91,18 +106,11 @@ func TestEvaluationsShareAnImageBudget(t *testing.T) {
 	for i := range shares {
 		members = append(members, f.join(t, ShareOptions{Key: fmt.Sprintf("distinct %d", i), Classes: []string{"T"}, New: func() Evaluator { return ev }}))
 	}
-	defer func() {
-		for _, m := range members {
-			m.leave()
-		}
-	}()
+	defer leaveAll(members)
 
 	f.addImage("T", image)
 	eventually.True(t, wait, "every share's drain blocked on the commit", func() bool { return drainsBlocked(shares) })
-	ev.mu.Lock()
-	running := ev.running
-	ev.mu.Unlock()
-	if running > 2 {
+	if running, _, _ := ev.counts(); running > 2 {
 		t.Errorf("%d evaluations of a piece of %d bytes of images run at once within a budget of %d bytes, want 2", running, image, budget)
 	}
 
@@ -115,20 +123,16 @@ func TestEvaluationsShareAnImageBudget(t *testing.T) {
 	defer other.leave()
 	f.addImage("S", smallImageBytes-16)
 	eventually.True(t, wait, "the small piece evaluated while the budget is full", func() bool {
-		small.mu.Lock()
-		defer small.mu.Unlock()
-		return small.evaluated == 1
+		_, _, evaluated := small.counts()
+		return evaluated == 1
 	})
 	close(ev.release)
 	eventually.True(t, wait, "every share evaluated the commit", func() bool {
-		ev.mu.Lock()
-		defer ev.mu.Unlock()
-		return ev.evaluated == shares
+		_, _, evaluated := ev.counts()
+		return evaluated == shares
 	})
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if ev.most > 2 {
-		t.Errorf("%d evaluations ran at once, want at most 2", ev.most)
+	if _, most, _ := ev.counts(); most > 2 {
+		t.Errorf("%d evaluations ran at once, want at most 2", most)
 	}
 }
 
@@ -165,30 +169,20 @@ func TestCohortNotesShareAnImageBudget(t *testing.T) {
 		members = append(members, f.join(t, ShareOptions{Key: key, Latest: true, Batcher: b, Cohort: key, Classes: []string{"T"},
 			New: func() Evaluator { return &resultEvaluator{key: key} }}))
 	}
-	defer func() {
-		for _, m := range members {
-			m.leave()
-		}
-	}()
+	defer leaveAll(members)
 
 	f.addImage("T", image)
 	eventually.True(t, wait, "every cohort's drain blocked on the commit", func() bool { return drainsBlocked(cohorts) })
-	b.mu.Lock()
-	running := b.running
-	b.mu.Unlock()
-	if running > 2 {
+	if running, _, _ := b.counts(); running > 2 {
 		t.Errorf("%d cohorts note a piece of %d bytes of images at once within a budget of %d bytes, want 2", running, image, budget)
 	}
 	close(b.release)
 	eventually.True(t, wait, "every cohort noted the commit", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.evaluated == cohorts
+		_, _, evaluated := b.counts()
+		return evaluated == cohorts
 	})
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.most > 2 {
-		t.Errorf("%d cohorts noted at once, want at most 2", b.most)
+	if _, most, _ := b.counts(); most > 2 {
+		t.Errorf("%d cohorts noted at once, want at most 2", most)
 	}
 }
 
