@@ -542,6 +542,35 @@ func Default() Config {
 	return c
 }
 
+// IdleInTransactionTimeout returns Postgres'
+// idle_in_transaction_session_timeout for Sluice's connections, derived
+// from the settings that bound how long a transaction of Sluice may wait
+// in Go between two of its statements: twice the longest of
+// BodyIdleTimeout (a large write reads its body inside its transaction),
+// WriteTimeout (a listing sends its rows while its snapshot is open),
+// GraphQLRequestTimeout, StatementTimeout (a group commit's batch waits
+// for the batch before it) and one minute (a large write also waits up to
+// 10 s for the write budget), at most the most Postgres takes. Twice,
+// since those waits can follow one another and a loaded machine wakes
+// late. It is 0 (no limit) when BodyIdleTimeout is 0: a write's body then
+// may pause for as long as its client likes, and ending its transaction
+// would fail the write.
+//
+// It is derived, not a setting: it only has to stay above those waits, and
+// an operator who shortens or lengthens them moves it with them. Its point
+// is a replica frozen (SIGSTOP, a paused VM) or cut off in the middle of
+// a transaction, whose locks (a schema change's: the database's counter
+// row and tables) would otherwise stop other replicas' writes until it
+// resumed, which may be never: the kernel of a stopped process still
+// answers TCP keepalives.
+func (c *Config) IdleInTransactionTimeout() time.Duration {
+	if c.BodyIdleTimeout <= 0 {
+		return 0
+	}
+	longest := max(c.BodyIdleTimeout, c.WriteTimeout, c.GraphQLRequestTimeout, c.StatementTimeout, time.Minute)
+	return min(2*longest, maxStatementTimeout)
+}
+
 // LogValue implements slog.LogValuer so that logging a Config shows every
 // setting without the admin password, the database password or the JWT
 // secret.

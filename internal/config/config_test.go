@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestLogValueHidesSecrets(t *testing.T) {
@@ -46,6 +47,39 @@ func TestLogValueHidesSecrets(t *testing.T) {
 			}
 			if !strings.Contains(out, "config.log_level=info ") || !strings.Contains(out, "config.heartbeat=12s ") {
 				t.Errorf("log line %q lacks log_level or heartbeat", out)
+			}
+		})
+	}
+}
+
+// TestIdleInTransactionTimeout: the idle-in-transaction timeout stays
+// above every wait of a transaction in Go that the settings bound, and is
+// off when a write's body may pause for ever.
+func TestIdleInTransactionTimeout(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		adjust func(*Config)
+		want   time.Duration
+	}{
+		{"defaults: twice write_timeout and graphql_request_timeout", func(*Config) {}, 2 * time.Minute},
+		{"a long body_idle_timeout", func(c *Config) { c.BodyIdleTimeout = 5 * time.Minute }, 10 * time.Minute},
+		{"a long write_timeout", func(c *Config) { c.WriteTimeout = time.Hour }, 2 * time.Hour},
+		{"a long statement_timeout", func(c *Config) { c.StatementTimeout = 3 * time.Minute }, 6 * time.Minute},
+		{"short settings keep the one minute floor", func(c *Config) {
+			c.BodyIdleTimeout, c.WriteTimeout, c.GraphQLRequestTimeout, c.StatementTimeout = time.Second, time.Second, time.Second, time.Second
+		}, 2 * time.Minute},
+		{"no graphql_request_timeout", func(c *Config) { c.GraphQLRequestTimeout = 0 }, 2 * time.Minute},
+		{"bodies not timed: off", func(c *Config) { c.BodyIdleTimeout = 0 }, 0},
+		{"at most what Postgres takes", func(c *Config) { c.StatementTimeout = maxStatementTimeout }, maxStatementTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := Default()
+			tt.adjust(&c)
+			if got := c.IdleInTransactionTimeout(); got != tt.want {
+				t.Errorf("IdleInTransactionTimeout() = %s, want %s", got, tt.want)
 			}
 		})
 	}

@@ -204,7 +204,8 @@ func openStore(ctx context.Context, cfg config.Config, logger *slog.Logger, onCo
 		}
 		url = pg.URL("sluice")
 	}
-	opts := []postgres.Option{postgres.StatementTimeout(cfg.StatementTimeout), postgres.OnCommit(onCommit), postgres.Owners(requestOwner)}
+	opts := []postgres.Option{postgres.StatementTimeout(cfg.StatementTimeout), postgres.IdleInTransactionTimeout(cfg.IdleInTransactionTimeout()),
+		postgres.OnCommit(onCommit), postgres.Owners(requestOwner)}
 	if pg != nil {
 		opts = append(opts, postgres.Up(pg.Up))
 	}

@@ -66,9 +66,12 @@ const cancelGrace = 5 * time.Second
 
 type options struct {
 	statementTimeout time.Duration
-	onCommit         func(*sluice.Commit) // see OnCommit
-	up               func() bool          // see Up
-	owner            Owner                // see Owners
+	// idleInTxTimeout is idle_in_transaction_session_timeout (see
+	// IdleInTransactionTimeout); 0: none.
+	idleInTxTimeout time.Duration
+	onCommit        func(*sluice.Commit) // see OnCommit
+	up              func() bool          // see Up
+	owner           Owner                // see Owners
 	// connectTimeout, when not 0, bounds each connection attempt: the
 	// connection string set none (see defaultConnectTimeout).
 	connectTimeout time.Duration
@@ -100,6 +103,19 @@ type Option func(*options)
 // fails with an Unavailable error. Zero means no limit.
 func StatementTimeout(d time.Duration) Option {
 	return func(o *options) { o.statementTimeout = d }
+}
+
+// IdleInTransactionTimeout sets Postgres' idle_in_transaction_session_timeout
+// on every connection: a transaction whose connection sends
+// nothing for longer (its process frozen, or cut off from Postgres while
+// its TCP connection stays up) is ended by Postgres, its session closed,
+// and the locks it held are let go. It must be longer than any wait of
+// Sluice's own between two statements of a transaction (the daemon derives
+// it from the settings that bound those waits). Zero, the default, means
+// no limit. The transactions of the locks that make replicas
+// take turns (holdLock) are exempt.
+func IdleInTransactionTimeout(d time.Duration) Option {
+	return func(o *options) { o.idleInTxTimeout = d }
 }
 
 // Up makes every new connection fail at once, as unavailable, while up
@@ -147,7 +163,8 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...Option) 
 	}
 	o.configure(&cfg.ConnConfig.Config, "sluice")
 	logger.Info("connecting to postgres", "hosts", strings.Join(hosts(&cfg.ConnConfig.Config), ","),
-		"database", cfg.ConnConfig.Database, "user", cfg.ConnConfig.User, "connect_timeout", cfg.ConnConfig.ConnectTimeout)
+		"database", cfg.ConnConfig.Database, "user", cfg.ConnConfig.User, "connect_timeout", cfg.ConnConfig.ConnectTimeout,
+		"idle_in_transaction_session_timeout", o.idleInTxTimeout)
 	cfg.BeforeConnect = func(context.Context, *pgx.ConnConfig) error { return o.checkUp() }
 	cfg.PrepareConn = notCancelled
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -195,11 +212,16 @@ func (o options) configure(cfg *pgconn.Config, appName string) {
 	// Sluice's own writes record themselves; the capture triggers skip
 	// them by this setting (capture.go).
 	cfg.RuntimeParams[writerSetting] = "on"
-	ms := o.statementTimeout.Milliseconds()
-	if o.statementTimeout > 0 && ms == 0 {
-		ms = 1 // 0 would mean no limit
-	}
-	cfg.RuntimeParams["statement_timeout"] = strconv.FormatInt(ms, 10)
+	cfg.RuntimeParams["statement_timeout"] = millis(o.statementTimeout)
+	// A transaction left idle by a replica frozen (SIGSTOP, a paused VM)
+	// or cut off keeps its locks until its connection ends, and the
+	// kernel of a stopped process still answers TCP keepalives: a schema
+	// change's, holding a database's counter row and tables, made every
+	// other replica's writes of the database fail after statement_timeout
+	// for as long as that replica slept.
+	// Set even when 0, as statement_timeout is: the waits it must stay
+	// above are Sluice's, whatever the server's default says.
+	cfg.RuntimeParams["idle_in_transaction_session_timeout"] = millis(o.idleInTxTimeout)
 	if o.connectTimeout > 0 {
 		cfg.ConnectTimeout = o.connectTimeout
 	}
@@ -211,6 +233,16 @@ func (o options) configure(cfg *pgconn.Config, appName string) {
 		c.CustomData()[cancelledKey] = sent
 		return markCancels{&pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelGrace}, sent}
 	}
+}
+
+// millis returns d as a Postgres setting in milliseconds, at least 1 when
+// d is positive (0 would mean no limit).
+func millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if d > 0 && ms == 0 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
 }
 
 // A cancel request reaches Postgres on a connection of its own, and the

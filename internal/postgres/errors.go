@@ -187,8 +187,11 @@ func unreachable(err error) bool {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		// Class 08: connection exception; 57P01-57P03: admin shutdown,
-		// crash shutdown, cannot connect now.
-		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03"
+		// crash shutdown, cannot connect now; 25P03: the session was
+		// ended for idling in its transaction longer than
+		// idle_in_transaction_session_timeout (the process was frozen
+		// or cut off: IdleInTransactionTimeout).
+		return strings.HasPrefix(pe.Code, "08") || pe.Code == "57P01" || pe.Code == "57P02" || pe.Code == "57P03" || pe.Code == "25P03"
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {

@@ -15,11 +15,13 @@ import (
 )
 
 // TestConnectionsRunWithoutJITAndWithATimeout checks the settings every
-// connection starts with, the pool's and the listener's.
+// connection starts with, the pool's and the listener's: the statement
+// and idle-in-transaction timeouts too.
 func TestConnectionsRunWithoutJITAndWithATimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)), postgres.StatementTimeout(1500*time.Millisecond))
+	db, err := postgres.Open(ctx, pgtest.NewDatabase(t), slog.New(slog.NewTextHandler(io.Discard, nil)), postgres.StatementTimeout(1500*time.Millisecond),
+		postgres.IdleInTransactionTimeout(90*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +34,7 @@ func TestConnectionsRunWithoutJITAndWithATimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close(ctx)
-	want := map[string]string{"jit": "off", "statement_timeout": "1500ms"}
+	want := map[string]string{"jit": "off", "statement_timeout": "1500ms", "idle_in_transaction_session_timeout": "90s"}
 	for name, v := range want {
 		if got, err := db.ShowForTest(ctx, name); err != nil || got != v {
 			t.Errorf("pool: %s = %q (%v), want %q", name, got, err, v)
