@@ -12,22 +12,26 @@ import (
 )
 
 // webhookColumns are the columns scanWebhook reads, w being the webhook,
-// d its database and c the database's counter row.
+// d its database, c the database's counter row and pc the commit of the
+// webhook's position (none at commit 0, or once pruned), whose stamp
+// tags the position as every position a read or an event answers is.
 const webhookColumns = `w.id, w.url, w.description, w.classes, w.ops, w.filter, w.batch,
-	w.creator_id, w.creator_name, coalesce(w.creator_token_id, 0), coalesce(w.creator_jwt_key, ''), w.state, w.status_message, w.seq, w.idx,
+	w.creator_id, w.creator_name, coalesce(w.creator_token_id, 0), coalesce(w.creator_jwt_key, ''), w.state, w.status_message, w.seq, w.idx, pc.uid, pc.committed_at,
 	w.attempt, w.next_attempt_at, w.delivered, w.delivered_events, w.failed, w.last_success_at, w.old_secret_until,
 	w.version, w.created_at, w.updated_at, ` + databaseColumns
 
-const webhookFrom = ` FROM sluice.webhooks w JOIN sluice.databases d ON d.id = w.db_id JOIN sluice.commit_counters c ON c.db_id = w.db_id`
+const webhookFrom = ` FROM sluice.webhooks w JOIN sluice.databases d ON d.id = w.db_id JOIN sluice.commit_counters c ON c.db_id = w.db_id
+	LEFT JOIN sluice.commits pc ON pc.db_id = w.db_id AND pc.seq = w.seq`
 
 func scanWebhook(row pgx.Row) (*sluice.Webhook, error) {
 	var w sluice.Webhook
 	var d sluice.Database
 	var sdl, batch, state string
 	var next, lastOK, oldUntil *time.Time
-	var retention *int64
+	var retention, uid *int64
+	var at *time.Time
 	err := row.Scan(&w.ID, &w.URL, &w.Description, &w.Classes, &w.Ops, &w.Filter, &batch,
-		&w.CreatorID, &w.CreatorName, &w.CreatorTokenID, &w.CreatorJWTKey, &state, &w.StatusMessage, &w.Position.Seq, &w.Position.Index,
+		&w.CreatorID, &w.CreatorName, &w.CreatorTokenID, &w.CreatorJWTKey, &state, &w.StatusMessage, &w.Position.Seq, &w.Position.Index, &uid, &at,
 		&w.Attempt, &next, &w.Delivered, &w.DeliveredEvents, &w.Failed, &lastOK, &oldUntil,
 		&w.Version, &w.CreatedAt, &w.UpdatedAt,
 		&d.ID, &d.Org, &d.Name, &d.Label, &d.Comment, &d.Epoch, &d.SchemaVersion, &sdl, &retention)
@@ -37,6 +41,7 @@ func scanWebhook(row pgx.Row) (*sluice.Webhook, error) {
 	d.LogRetention = retentionOf(retention)
 	w.Batch, w.State = sluice.WebhookBatch(batch), sluice.WebhookState(state)
 	w.Position.Epoch = d.Epoch
+	w.Position.Tag = stampTag(uid, at)
 	w.Database = &d
 	for _, t := range []struct {
 		src *time.Time
@@ -47,6 +52,15 @@ func scanWebhook(row pgx.Row) (*sluice.Webhook, error) {
 		}
 	}
 	return &w, nil
+}
+
+// stampTag returns the tag of the commit stamped uid at at, "" when
+// either is null (no such commit).
+func stampTag(uid *int64, at *time.Time) string {
+	if uid == nil || at == nil {
+		return ""
+	}
+	return sluice.Stamp{UID: *uid, Time: *at}.Tag()
 }
 
 // errNoWebhook is the NotFound error of webhook id of database d.
@@ -203,16 +217,21 @@ func (db *DB) CreateWebhook(ctx context.Context, w *sluice.Webhook, seal Seal, m
 		if err != nil {
 			return err
 		}
+		var uid *int64
+		var at *time.Time
 		err = tx.QueryRow(ctx, `INSERT INTO sluice.webhooks (id, db_id, url, description, classes, ops, filter, batch,
 				creator_id, creator_name, creator_token_id, creator_jwt_key, secret, state, seq, idx)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, 0), NULLIF($12, ''), $13, $14, $15, $16)
-			RETURNING version, created_at, updated_at`,
+			RETURNING version, created_at, updated_at,
+				(SELECT uid FROM sluice.commits WHERE db_id = $2 AND seq = $15), (SELECT committed_at FROM sluice.commits WHERE db_id = $2 AND seq = $15)`,
 			w.ID, d.ID, w.URL, w.Description, nonNil(w.Classes), w.Ops, nullJSON(w.Filter), string(w.Batch),
 			w.CreatorID, w.CreatorName, w.CreatorTokenID, w.CreatorJWTKey, secret, string(sluice.WebhookActive), w.Position.Seq, w.Position.Index).
-			Scan(&w.Version, &w.CreatedAt, &w.UpdatedAt)
+			Scan(&w.Version, &w.CreatedAt, &w.UpdatedAt, &uid, &at)
 		if err != nil {
 			return mapError(err)
 		}
+		// Tagged as the position a read of it answers (scanWebhook).
+		w.Position.Tag = stampTag(uid, at)
 		w.State = sluice.WebhookActive
 		return nil
 	})
