@@ -206,6 +206,7 @@ func (a *api) getSchema(w http.ResponseWriter, r *http.Request) {
 	privateAnswer(w)
 	w.Header().Set("ETag", schemaETag(s.Version, s.Role))
 	w.Header().Set("Content-Type", "application/graphql; charset=utf-8")
+	downloadAs(w, name, ".graphql")
 	_, _ = io.WriteString(w, s.SDL)
 }
 

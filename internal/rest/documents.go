@@ -163,6 +163,7 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 				bw.WriteByte('[')
 			} else {
 				w.Header().Set("Content-Type", "application/x-ndjson")
+				downloadAs(w, name, ".ndjson")
 			}
 		} else if asList {
 			bw.WriteByte(',')
@@ -212,6 +213,7 @@ func (a *api) getDocuments(w http.ResponseWriter, r *http.Request) {
 		bw.WriteString("]\n")
 	} else if n == 0 {
 		w.Header().Set("Content-Type", "application/x-ndjson")
+		downloadAs(w, name, ".ndjson")
 	}
 	_ = bw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"mime"
 	"net/http"
 
 	"github.com/sluice-dev/sluice"
@@ -76,6 +77,9 @@ func writeShown(w http.ResponseWriter, err error, sh sluice.Shown) {
 // makes a browser ask for a user name and password), Retry-After on an
 // answer that invites a retry.
 func errorHeaders(w http.ResponseWriter, sh sluice.Shown) {
+	// An error is shown, never saved as the file its answer would have
+	// been (a listing that failed before its first document).
+	w.Header().Del("Content-Disposition")
 	if sh.Code == sluice.CodeUnauthenticated {
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice", charset="UTF-8"`)
 	}
@@ -92,6 +96,28 @@ func errorShape(sh sluice.Shown) errorBody {
 		status = "api:server_error"
 	}
 	return errorBody{Status: status, Error: map[string]string{"@type": "api:" + string(sh.Code)}, Message: sh.Message}
+}
+
+// noSniff sets X-Content-Type-Options: nosniff on every answer: a
+// browser takes each as the type its Content-Type says, never as what
+// its bytes look like. The answers carry what writers wrote (documents,
+// descriptions, commit messages), and the console's and GraphiQL's
+// pages say so already (webfiles.Header).
+func noSniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// downloadAs names the file a browser saves an answer as when it cannot
+// show it (an SDL, NDJSON): the database's name with ext, the answer's
+// type. Without it a browser names the file after the URL's last
+// segment, the database's name, which may end in .bat or .cmd, and a
+// database's writers choose what the answer holds: a link on Sluice's
+// own address then saved a script of theirs (TestDownloadsAreNamedByTheirType).
+func downloadAs(w http.ResponseWriter, db, ext string) {
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": db + ext}))
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

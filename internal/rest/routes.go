@@ -109,6 +109,7 @@ func Routes(d Deps) http.Handler {
 	if d.GraphQL != nil && d.GraphQLSocket != nil {
 		sockets = []string{"/api/graphql/{org}/{db}", "/api/graphql/_system"}
 	}
+	// Every answer forbids MIME sniffing (noSniff), whoever writes it.
 	// A body where none belongs is refused before anything else answers;
 	// then the CORS headers are set, so that every answer after carries
 	// them; bodies are bounded before any answer that leaves one unread
@@ -116,7 +117,7 @@ func Routes(d Deps) http.Handler {
 	// writes refused before anything reads one.
 	// A HEAD request is served as the GET of its route (its body
 	// discarded), as HTTP requires of a server that serves GET.
-	r.Use(middleware.GetHead, a.recoverer, a.observe, refuseStrayBodies, d.CORS.Middleware,
+	r.Use(middleware.GetHead, noSniff, a.recoverer, a.observe, refuseStrayBodies, d.CORS.Middleware,
 		newBodyLimits(d.MaxBodyBytes, d.BodyIdleTimeout, d.BodyMinRate, d.MaxRequestBodies).Middleware,
 		d.CORS.Protect, refuseUpgrades(r, sockets...), refuseIdempotencyKeys)
 
