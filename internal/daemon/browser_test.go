@@ -108,3 +108,19 @@ func TestBrowserCrossSiteForms(t *testing.T) {
 		}
 	}
 }
+
+// TestBrowserDownloads runs test/browser/downloads.mjs: Debian's
+// Chromium, headless, follows links (carrying their own credentials, as
+// a link on another site may) to a schema's SDL and a document listing
+// as NDJSON, which it saves as files: each is named after its type,
+// install.bat.graphql and install.bat.ndjson, not install.bat, the
+// database's name, under which a database's writers made the browser
+// save a command script of theirs (TestDownloadsAreNamedByTheirType).
+func TestBrowserDownloads(t *testing.T) {
+	dt.SkipWithoutBrowser(t)
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "install.bat", "\"\"\"\r\ncalc.exe\r\n\"\"\"\ntype Note { text: String }")
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/install.bat", `{"@type":"Note","@id":"a","text":"||calc.exe||"}`)
+	dt.RunBrowserScript(t, "downloads.mjs", d.URL, "admin", dt.AdminPassword, "admin/install.bat")
+}

@@ -21,7 +21,7 @@ func TestDownloadsAreNamedByTheirType(t *testing.T) {
 	t.Parallel()
 	d := dt.Start(t)
 	d.CreateDatabase(t, "install.bat", "\"\"\"\r\ncalc.exe\r\n\"\"\"\ntype Note { text: String }\ntype Empty { n: Int }")
-	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/install.bat", `{"@type":"Note","@id":"a","text":"&calc.exe&"}`)
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPost, "/api/document/admin/install.bat", `{"@type":"Note","@id":"a","text":"||calc.exe||"}`)
 	for _, c := range []struct{ path, ctype, file string }{
 		{"/api/schema/admin/install.bat", "application/graphql", "install.bat.graphql"},
 		{"/api/document/admin/install.bat", "application/x-ndjson", "install.bat.ndjson"},
