@@ -62,9 +62,9 @@ test-introspection: ## build client schemas from introspection with graphql-js 1
 	SLUICE_INTROSPECTION_CLIENT=1 $(GO) test -count=1 -run '^TestIntrospectionClient$$' -v ./graph/
 
 .PHONY: test-browser
-test-browser: ## drive the console (with axe-core, on two daemons; its Stream view under large commits), GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), conditional and idempotent writes from another origin, cross-site forms, and the files a browser saves of the API's answers, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
+test-browser: ## drive the console (with axe-core, on two daemons; its Stream view under large commits; what a writer puts in a database, shown as text, and framing refused), GraphiQL, EventSource with stream tickets from another origin (and the docs' example across a restart), conditional and idempotent writes from another origin, cross-site forms, and the files a browser saves of the API's answers, in headless Chromium (Node 20, /usr/bin/chromium; npm ci in test/browser first)
 	cd test/browser && $(NPM_CI)
-	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserConsole(Names|StreamBounds)?$$' -v ./internal/console/
+	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserConsole(Names|StreamBounds|Hostile)?$$' -v ./internal/console/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser$$' -v ./internal/graphiql/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowser(EventSource|CrossSiteForms|ConditionalWrites|Downloads)$$' -v ./internal/daemon/
 	SLUICE_BROWSER_TEST=1 $(GO) test -count=1 -run '^TestBrowserExample$$' -v ./internal/doctest/

@@ -141,3 +141,40 @@ func TestBrowserConsoleStreamBounds(t *testing.T) {
 	a.CreateDatabase(t, "big", "type Note { n: Int body: String }")
 	dt.RunBrowserScript(t, "console-stream.mjs", a.URL, dt.AdminPassword, fmt.Sprint(maxRows))
 }
+
+// TestBrowserConsoleHostile runs test/browser/console-hostile.mjs: what
+// a writer of a database (and its admin, for its label, comment, schema
+// and webhooks) puts in it, markup, script and javascript: URLs in every
+// place the console and GraphiQL show, is shown to the super user as
+// text, runs nothing and makes no element, in every view, the Stream
+// view included (a commit made while it is open); and a page of another
+// site cannot frame the console, GraphiQL or the landing page.
+func TestBrowserConsoleHostile(t *testing.T) {
+	dt.SkipWithoutBrowser(t)
+	t.Parallel()
+	d := dt.Start(t)
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/db/admin/hostile",
+		`{"label":"<img src=x onerror=alert(1)>","comment":"</script><script>alert(2)</script>",`+
+			`"schema":"\"\"\"<img src=x onerror=alert(3)> [a link](javascript:alert(4))\"\"\"\ntype Note { \"\"\"<b onmouseover=alert(16)>text</b>\"\"\" text: String meta: JSON }"}`)
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"wendy","organization":"admin","password":"wendy-password"}`)
+	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/hostile", `{"user":"wendy","role":"write"}`)
+	d.MustDo(t, http.StatusOK, dt.Basic("wendy", "wendy-password"), http.MethodPost,
+		"/api/document/admin/hostile?author=%3Cimg%20src%3Dx%20onerror%3Dalert(5)%3E&message=%3Cscript%3Ealert(10)%3C%2Fscript%3E",
+		`{"@type":"Note","@id":"Note/<img/src=x/onerror=alert(6)>","text":"<img src=x onerror=alert(7)>","meta":{"<img src=x onerror=alert(8)>":"javascript:alert(9)"}}`)
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/webhooks/admin/hostile",
+		`{"url":"https://hooks.example.com/sluice","description":"<img src=x onerror=alert(11)>"}`)
+	// A page of another site (localhost, where the daemon is at
+	// 127.0.0.1) that frames the console, GraphiQL, the landing page and
+	// /api/ok.
+	frames := ""
+	for _, p := range []string{"/console/", "/api/graphiql/admin/hostile", "/", "/api/ok"} {
+		frames += `<iframe src="` + d.URL + p + `"></iframe>`
+	}
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte("<!doctype html><title>another site</title>" + frames + "\n"))
+	}))
+	defer page.Close()
+	dt.RunBrowserScript(t, "console-hostile.mjs", d.URL, dt.AdminPassword, "wendy", "wendy-password", "hostile",
+		strings.Replace(page.URL, "127.0.0.1", "localhost", 1))
+}
