@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -160,6 +162,14 @@ func TestBrowserConsoleHostile(t *testing.T) {
 	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/hostile", `{"user":"wendy","role":"write"}`)
 	d.MustDo(t, http.StatusOK, dt.Basic("wendy", "wendy-password"), http.MethodPost,
 		"/api/document/admin/hostile?author=%3Cimg%20src%3Dx%20onerror%3Dalert(5)%3E&message=%3Cscript%3Ealert(10)%3C%2Fscript%3E",
+		`{"@type":"Note","@id":"Note/<img/src=x/onerror=alert(6)>","text":"<img src=x onerror=alert(7)>","meta":{"<img src=x onerror=alert(8)>":"javascript:alert(9)"}}`)
+	// A second version of it whose message starts with a right-to-left
+	// override and holds, reversed, what the writer wants read where the
+	// document's history names the user who wrote it: "· admin".
+	spoof := []rune("fixed typo” · admin")
+	slices.Reverse(spoof)
+	d.MustDo(t, http.StatusOK, dt.Basic("wendy", "wendy-password"), http.MethodPut,
+		"/api/document/admin/hostile?message="+url.QueryEscape("\u202e"+string(spoof)),
 		`{"@type":"Note","@id":"Note/<img/src=x/onerror=alert(6)>","text":"<img src=x onerror=alert(7)>","meta":{"<img src=x onerror=alert(8)>":"javascript:alert(9)"}}`)
 	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/webhooks/admin/hostile",
 		`{"url":"https://hooks.example.com/sluice","description":"<img src=x onerror=alert(11)>"}`)

@@ -99,6 +99,34 @@ try {
   await shows('a commit', ['<img src=x onerror=alert(5)>', '<script>alert(10)</script>', 'Note/<img/src=x/onerror=alert(6)>', '<img src=x onerror=alert(7)>']);
   await visit(`/console/${db}/history?doc=${encodeURIComponent('Note/<img/src=x/onerror=alert(6)>')}`);
   await shows('a document\'s history', ['<img src=x onerror=alert(5)>', '<script>alert(10)</script>', '<img src=x onerror=alert(7)>']);
+  // Its second version's message starts with a right-to-left override
+  // (U+202E): it must not reorder what follows it on the line, the user
+  // who wrote the version, which would then read as the message's end
+  // ("· admin") with the user's name reversed before it.
+  const layout = await page.evaluate(() => {
+    for (const p of document.querySelectorAll('li.version > p')) {
+      const texts = [];
+      const walk = document.createTreeWalker(p, NodeFilter.SHOW_TEXT);
+      for (let n; (n = walk.nextNode());) texts.push(n);
+      const msg = texts.find((n) => n.data.startsWith('\u202e'));
+      const user = texts.find((n) => n.data === 'wendy');
+      if (!msg || !user) continue;
+      const rect = (n) => {
+        const r = document.createRange();
+        r.selectNodeContents(n);
+        return r.getBoundingClientRect();
+      };
+      const m = rect(msg);
+      const u = rect(user);
+      return { msgRight: m.right, msgTop: m.top, userLeft: u.left, userTop: u.top };
+    }
+    return null;
+  });
+  if (!layout) throw new Error('a document\'s history: no version whose message starts with U+202E, by wendy');
+  if (layout.msgTop !== layout.userTop || layout.userLeft < layout.msgRight - 0.5) {
+    throw new Error(`a document's history: a message's right-to-left override moves the user who wrote the version (${JSON.stringify(layout)}): the user's name must be after the message, on its line`);
+  }
+  step('a document\'s history: a message\'s right-to-left override does not reorder the user who wrote the version');
   await visit(`/console/${db}/webhooks`);
   await shows('the webhooks', ['<img src=x onerror=alert(11)>']);
 

@@ -54,7 +54,7 @@ export function Database({ who, org, db }) {
 
   return html`<h1>${org}/${db}${info.data?.label && html` <span class="muted">${info.data.label}</span>`}</h1>
     <${ErrorBox} error=${info.error} title="Could not open the database" />
-    ${info.data && html`<p class="muted">${info.data.comment} Your role: <strong>${role}</strong>. Schema version ${info.data.schema_version}.</p>`}
+    ${info.data && html`<p class="muted"><bdi>${info.data.comment}</bdi> Your role: <strong>${role}</strong>. Schema version ${info.data.schema_version}.</p>`}
     <section aria-labelledby="classes">
       <h2 id="classes">Classes</h2>
       ${model.loading && !model.data && html`<${Busy}>Reading the classes…</${Busy}>`}

@@ -148,7 +148,7 @@ function DocumentHistory({ org, db, id, before }) {
       const older = versions[i + 1];
       const ch = { type: cls, id, op: v.op, position: v.position, before: older ? older.document : null, after: v.document };
       return html`<li key=${v.position} class="version">
-        <p><strong>Commit <${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(v.commit)}`}>${v.commit}</${Link}></strong>${' · '}<${When} at=${v.datetime} /> ${v.author && html` · ${v.author}`} ${v.message && html` · “${v.message}”`} · ${v.user}
+        <p><strong>Commit <${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(v.commit)}`}>${v.commit}</${Link}></strong>${' · '}<${When} at=${v.datetime} /> ${v.author && html` · <bdi>${v.author}</bdi>`} ${v.message && html` · “<bdi>${v.message}</bdi>”`} · ${v.user}
           ${v.document && html` · <${Link} href=${`${dbHref(org, db, `documents/${encodeURIComponent(cls)}`)}?asOf=${encodeURIComponent(v.position)}&open=${encodeURIComponent(id)}`}>As it was then</${Link}>`}</p>
         <ol class="changelist"><${Change} org=${org} db=${db} ch=${ch} links=${false} /></ol>
         ${!older && hist.data.next && html`<p class="muted">The version before is on the next page.</p>`}

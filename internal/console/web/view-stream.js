@@ -157,7 +157,7 @@ export function Stream({ org, db }) {
         <div class="commit-head">
           <strong>Commit ${c.meta?._id}</strong> <${When} at=${c.meta?._datetime} />
           ${c.meta?._user && html` · by ${c.meta._user}`}
-          ${c.meta?._author && html` · <span class="muted">author given: ${c.meta._author}</span>`}${c.meta?._message && html` · “${c.meta._message}”`}
+          ${c.meta?._author && html` · <span class="muted">author given: <bdi>${c.meta._author}</bdi></span>`}${c.meta?._message && html` · “<bdi>${c.meta._message}</bdi>”`}
           ${' · '}<${Link} href=${`${dbHref(org, db, 'history')}?commit=${encodeURIComponent(c.meta?._id)}`}>Old and new values</${Link}>
         </div>
         <ul class="changes">${c.changes.map((ch) => html`<li>
