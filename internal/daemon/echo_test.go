@@ -1,7 +1,9 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,5 +53,38 @@ func TestBadLastEventIDSaysTheTagIsOptional(t *testing.T) {
 	r := d.Do(t, dt.Admin(), "GET", "/api/subscribe/admin/tags/Note", nil, "Last-Event-ID", "yesterday")
 	if r.Status != 400 || !strings.Contains(string(r.Body), want) {
 		t.Errorf("Last-Event-ID: yesterday: %d %s, want 400 naming %q", r.Status, r.Body, want)
+	}
+}
+
+// TestWritesNameTheirDocumentsCut: an error about a document of a write
+// names it by its @id cut as any echoed value is (at most its first 100
+// bytes, and its length), and quoted when it holds a character a quote
+// escapes (a right-to-left override); a plain short @id is named as
+// sent. A 200,000-byte @id came back whole ahead of the error (and went
+// to the log so), and an override reversed the rest of the message
+// where a browser showed it, the console's form of a new document
+// among them.
+func TestWritesNameTheirDocumentsCut(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "echoids", "type Note { text: String }")
+	long := "Note/" + strings.Repeat("a", 200000)
+	key := "Note/" + strings.Repeat("b", 200) // valid: a key holds up to 255 bytes
+	cut := func(s string) string { return `"` + s[:100] + `"… (` + strconv.Itoa(len(s)) + ` bytes)` }
+	for _, c := range []struct{ body, want string }{
+		{`{"@type":"Note","@id":"` + long + `","text":5}`, "document 0 (" + cut(long) + "): "},
+		{`[{"@type":"Note","@id":"` + key + `"},{"@type":"Note","@id":"` + key + `"}]`, "document 1: " + cut(key) + " appears twice in the request"},
+		{`{"@type":"Note","@id":"Note/a\u202eb","text":5}`, `document 0 ("Note/a\u202eb"): `},
+		{`[{"@type":"Note","@id":"Note/a\u202eb"},{"@type":"Note","@id":"Note/a\u202eb"}]`, `document 1: "Note/a\u202eb" appears twice in the request`},
+		{`{"@type":"Note","@id":"Note/gus","text":5}`, "document 0 (Note/gus): "},
+	} {
+		r := d.Do(t, dt.Admin(), "POST", "/api/document/admin/echoids", c.body)
+		var e struct {
+			Message string `json:"api:message"`
+		}
+		_ = json.Unmarshal(r.Body, &e)
+		if r.Status != 400 || len(r.Body) > 1000 || !strings.HasPrefix(e.Message, c.want) || strings.ContainsRune(e.Message, '\u202e') {
+			t.Errorf("%.60s: %d, %d bytes: %.400s; want 400 starting %q", c.body, r.Status, len(r.Body), e.Message, c.want)
+		}
 	}
 }

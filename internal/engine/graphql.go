@@ -504,7 +504,7 @@ func batchOp(s *sluice.Schema, op WriteOp, left int, tooMany func() error) ([]*s
 			doc.ID = doc.Type + "/" + randomKey()
 		}
 		if seen[doc.ID] {
-			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
+			return nil, nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, sluice.Echo(doc.ID))
 		}
 		seen[doc.ID] = true
 		docs = append(docs, doc)

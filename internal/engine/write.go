@@ -829,7 +829,7 @@ func (v *validator) next(ctx context.Context, mayWait bool) (*sluice.Document, e
 		doc.ID = doc.Type + "/" + randomKey()
 	}
 	if v.seen[doc.ID] {
-		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, doc.ID)
+		return nil, sluice.Errorf(sluice.CodeInvalid, "document %d: %s appears twice in the request", n, sluice.Echo(doc.ID))
 	}
 	v.seen[doc.ID] = true
 	v.ids = append(v.ids, doc.ID)
