@@ -149,8 +149,9 @@ func TestBrowserConsoleStreamBounds(t *testing.T) {
 // and webhooks) puts in it, markup, script and javascript: URLs in every
 // place the console and GraphiQL show, is shown to the super user as
 // text, runs nothing and makes no element, in every view, the Stream
-// view included (a commit made while it is open); and a page of another
-// site cannot frame the console, GraphiQL or the landing page.
+// view included (a commit made while it is open); a user of another
+// organization sees nothing of the database; and a page of another site
+// cannot frame the console, GraphiQL or the landing page.
 func TestBrowserConsoleHostile(t *testing.T) {
 	dt.SkipWithoutBrowser(t)
 	t.Parallel()
@@ -160,6 +161,9 @@ func TestBrowserConsoleHostile(t *testing.T) {
 			`"schema":"\"\"\"<img src=x onerror=alert(3)> [a link](javascript:alert(4))\"\"\"\ntype Note { \"\"\"<b onmouseover=alert(16)>text</b>\"\"\" text: String meta: JSON }"}`)
 	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"wendy","organization":"admin","password":"wendy-password"}`)
 	d.MustDo(t, http.StatusOK, dt.Admin(), http.MethodPut, "/api/roles/admin/hostile", `{"user":"wendy","role":"write"}`)
+	// otto, of another organization, has no role on it.
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/organizations", `{"name":"elsewhere"}`)
+	d.MustDo(t, http.StatusCreated, dt.Admin(), http.MethodPost, "/api/users", `{"name":"otto","organization":"elsewhere","password":"otto-password"}`)
 	d.MustDo(t, http.StatusOK, dt.Basic("wendy", "wendy-password"), http.MethodPost,
 		"/api/document/admin/hostile?author=%3Cimg%20src%3Dx%20onerror%3Dalert(5)%3E&message=%3Cscript%3Ealert(10)%3C%2Fscript%3E",
 		`{"@type":"Note","@id":"Note/<img/src=x/onerror=alert(6)>","text":"<img src=x onerror=alert(7)>","meta":{"<img src=x onerror=alert(8)>":"javascript:alert(9)"}}`)

@@ -16,6 +16,9 @@
 //
 //   node console-hostile.mjs <daemon URL> <admin password> <writer> <writer password> <database> <framing page URL>
 //
+// A user of another organization, otto (password otto-password), without
+// a role on the database, signs in last: the console shows nothing of it.
+//
 // The database (admin/<database>) and its documents, commit and webhook
 // are made by the Go test (internal/console TestBrowserConsoleHostile).
 // CHROMIUM names the browser (default /usr/bin/chromium).
@@ -164,6 +167,34 @@ try {
   await clean('GraphiQL with a result');
   step('GraphiQL shows a result holding the payloads as text');
   await page.authenticate(null);
+
+  // A user of another organization, without a role on the database,
+  // sees nothing of it: not its label, classes or users; it answers as
+  // a database that does not exist.
+  await page.goto(`${base}/console/`, { waitUntil: 'load' });
+  await typeInto(page, '#signin-user', 'otto');
+  await typeInto(page, '#signin-password', 'otto-password');
+  await page.click('button[type=submit]');
+  await page.waitForSelector('.who');
+  const nothing = async (what, wants) => {
+    for (const w of wants) await waitFor(`${what} to say ${JSON.stringify(w)}`, () => page.evaluate((s) => document.querySelector('main')?.innerText.includes(s), w));
+    await waitFor(`${what}: no work in progress`, async () => !(await page.$('[role=status] .spinner')));
+    const t = await clean(what);
+    for (const leak of ['alert(', 'wendy', 'Note/', 'hostile label']) {
+      if (t.includes(leak)) throw new Error(`${what} shows ${JSON.stringify(leak)} to a user without a role: ${JSON.stringify(t)}`);
+    }
+  };
+  await nothing('the databases, for otto', ['You can read no database yet']);
+  await visit(`/console/${db}`);
+  await nothing('the database, for otto', [`database ${db} does not exist`]);
+  await visit(`/console/${db}/documents/Note`);
+  await nothing('its documents, for otto', [`database ${db} does not exist`]);
+  await visit(`/console/${db}/history`);
+  await nothing('its history, for otto', [`database ${db} does not exist`]);
+  await visit('/console/users');
+  await nothing('the users, for otto', ['Only the super user lists and manages users']);
+  step('a user of another organization sees nothing of the database: it does not exist, for them');
+  await page.click('.who button');
 
   // A page of another site frames the console, GraphiQL and the landing
   // page, after the browser signed in to GraphiQL: the console is
