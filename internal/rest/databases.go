@@ -15,17 +15,28 @@ import (
 
 func databaseJSON(d *sluice.Database) map[string]any {
 	return map[string]any{
-		"path":           d.Path(),
-		"organization":   d.Org,
-		"name":           d.Name,
-		"label":          d.Label,
-		"comment":        d.Comment,
+		"path":         d.Path(),
+		"organization": d.Org,
+		"name":         d.Name,
+		// null when it has none, as its UserDatabase document in _system
+		// shows it: "" is no label.
+		"label":          noneAsNull(d.Label),
+		"comment":        noneAsNull(d.Comment),
 		"schema_version": d.SchemaVersion,
 		// Where its tables are, for roles granted access to them in SQL.
 		"postgres_schema": engine.PostgresSchema(d),
 		// How long it keeps its commits; null: the server's log_retention.
 		"log_retention": retentionJSON(d.LogRetention),
 	}
+}
+
+// noneAsNull returns s, or nil for "": a database's label or comment it
+// has none of.
+func noneAsNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // retentionJSON returns a database's log retention as the API shows it:
