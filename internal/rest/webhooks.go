@@ -79,9 +79,11 @@ func webhookJSON(h *sluice.Webhook) map[string]any {
 	if h.Filter != nil {
 		f = json.RawMessage(h.Filter)
 	}
-	classes := h.Classes
-	if classes == nil {
-		classes = []string{}
+	// Every class is null, as a request gives it: [] would be refused
+	// sent back (an empty list names no class).
+	var classes any
+	if len(h.Classes) > 0 {
+		classes = h.Classes
 	}
 	return map[string]any{
 		"id": h.ID, "database": h.Database.Path(), "url": h.URL, "description": h.Description,

@@ -75,7 +75,7 @@ function Webhook({ base, id, onChanged, onClose }) {
     ${w && html`<dl class="meta">
       <dt>URL</dt><dd class="wrap">${w.url}</dd>
       <dt>State</dt><dd>${w.status}${w.status_message && ` — ${w.status_message}`}</dd>
-      <dt>Classes</dt><dd>${w.classes.length ? w.classes.join(', ') : 'all'}</dd>
+      <dt>Classes</dt><dd>${w.classes ? w.classes.join(', ') : 'all'}</dd>
       <dt>Operations</dt><dd>${(w.ops || []).join(', ') || 'all'}</dd>
       <dt>Position</dt><dd><code>${w.position}</code></dd>
       <dt>Lag</dt><dd>${w.lag ? `${w.lag.commits} commits, ${Number(w.lag.seconds).toFixed(1)} s` : '—'}</dd>

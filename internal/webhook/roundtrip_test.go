@@ -1,0 +1,52 @@
+package webhook_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+)
+
+// TestSettingsAsShownCanBeSentBack: a webhook's settings as GET shows
+// them, sent back in a PATCH, are taken and change nothing, for a
+// webhook of every class as for one of some. A webhook of every class
+// showed classes as [], which a change refuses (an empty list names no
+// class): a client that edited one setting and sent the rest back as
+// read got a 400.
+func TestSettingsAsShownCanBeSentBack(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "trip", "type Person { name: String! age: Int } type Pet { name: String! }")
+	for _, tc := range []struct {
+		body  string
+		every bool // of every class
+	}{
+		{`{"url":"https://example.com/all"}`, true},
+		{`{"url":"https://example.com/all-null","classes":null}`, true},
+		{`{"url":"https://example.com/some","classes":["Person"],"ops":["create"],"filter":{"age":{"ge":18}},"batch":"commit","description":"adults"}`, false},
+	} {
+		body := tc.body
+		h := createHook(t, d, nil, "trip", "", body)
+		shown := status(t, d, "trip", h.ID)
+		settings := map[string]any{}
+		for _, k := range []string{"url", "description", "classes", "ops", "filter", "batch"} {
+			settings[k] = shown[k]
+		}
+		back, _ := json.Marshal(settings)
+		res := d.Do(t, dt.Admin(), "PATCH", fmt.Sprintf("/api/webhooks/admin/trip/%d", h.ID), back)
+		if res.Status != 200 {
+			t.Errorf("made with %s, sent back as shown (%s): %d %s, want 200", body, back, res.Status, res.Body)
+			continue
+		}
+		again := status(t, d, "trip", h.ID)
+		for k, v := range settings {
+			if fmt.Sprint(again[k]) != fmt.Sprint(v) {
+				t.Errorf("made with %s, sent back as shown: %s is %v, was %v", body, k, again[k], v)
+			}
+		}
+		if tc.every && shown["classes"] != nil {
+			t.Errorf("made with %s: classes shows %v, want null (every class)", body, shown["classes"])
+		}
+	}
+}
