@@ -68,6 +68,10 @@ func (e *Engine) PreviewSchema(ctx context.Context, u *sluice.User, org, name, s
 	if err != nil {
 		return nil, err
 	}
+	// Refused by the change itself, before any table is touched.
+	if err := postgres.CheckIndexNames(next); err != nil {
+		return nil, err
+	}
 	p := &SchemaPreview{Version: d.SchemaVersion}
 	changes := schema.Diff(prev, next)
 	for _, c := range changes {

@@ -39,7 +39,14 @@ import (
 // a temporary table, for its session to end); one made between that look
 // up and the DROP gets the same Conflict from Postgres' refusal.
 func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, next *sluice.Schema) error {
-	var stmts []string
+	if err := CheckIndexNames(next); err != nil {
+		return err
+	}
+	// drops run before stmts: an index dropped (with its column or table
+	// too) may have the name of one this change builds, of another class
+	// or fields (indexName), which CREATE INDEX IF NOT EXISTS would
+	// otherwise take for built, before the DROP removed it.
+	var drops, stmts []string
 	// builds names the index each CREATE INDEX statement builds, for the
 	// error of one that stored values are too large for.
 	builds := map[string]string{}
@@ -77,19 +84,26 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 			case of == nil:
 				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
 			case retyped(prev, next, of, f):
-				stmts = append(stmts,
-					fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, col),
-					fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
+				drops = append(drops, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, col))
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ADD COLUMN %s %s", tbl, col, columnType(f)))
 			}
 		}
 		for _, of := range old.Fields {
 			if c.Field(of.Name) == nil {
-				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, pgx.Identifier{of.Name}.Sanitize()))
+				drops = append(drops, fmt.Sprintf("ALTER TABLE %s DROP COLUMN %s", tbl, pgx.Identifier{of.Name}.Sanitize()))
 			}
 		}
 		for _, ix := range old.Indexes {
 			if !hasIndex(c.Indexes, ix) {
-				stmts = append(stmts, "DROP INDEX IF EXISTS "+pgx.Identifier{schemaName(dbID), indexName(name, ix)}.Sanitize())
+				drops = append(drops, "DROP INDEX IF EXISTS "+pgx.Identifier{schemaName(dbID), indexName(name, ix)}.Sanitize())
+			}
+		}
+		// A backlink index that an @index on its field now serves
+		// (refIndexed) goes: kept, its name would stand for nothing
+		// Sluice knows of.
+		for _, of := range refIndexed(old) {
+			if f := c.Field(of.Name); f != nil && !retyped(prev, next, of, f) && !slices.Contains(refIndexed(c), f) {
+				drops = append(drops, "DROP INDEX IF EXISTS "+pgx.Identifier{schemaName(dbID), refIndexName(name, of.Name)}.Sanitize())
 			}
 		}
 		// IF NOT EXISTS: an index already there is kept; one whose column
@@ -112,10 +126,11 @@ func syncTables(ctx context.Context, q querier, dbID int64, role string, prev, n
 				continue
 			}
 			if c := next.Class(name); c == nil || c.Kind != sluice.KindDocument {
-				stmts = append(stmts, "DROP TABLE "+tableName(dbID, name))
+				drops = append(drops, "DROP TABLE "+tableName(dbID, name))
 			}
 		}
 	}
+	stmts = append(drops, stmts...)
 	others, err := droppedDependents(ctx, q, dbID, prev, next)
 	if err != nil {
 		return err
@@ -326,6 +341,44 @@ func indexName(class string, ix sluice.Index) string {
 		readable = readable[:maxIdent-len(suffix)]
 	}
 	return readable + suffix
+}
+
+// CheckIndexNames returns the Invalid error naming two indexes of s
+// (@index ones and backlink ones) that would have the same name, nil
+// when none do. A name is cut from the class and field names and a
+// 32-bit hash (indexName, refIndexName), which a schema's author can
+// make two indexes share: the second's CREATE INDEX IF NOT EXISTS would
+// be skipped, the first standing for it. Names are per database (each
+// has its Postgres schema), so no other database's can clash.
+func CheckIndexNames(s *sluice.Schema) error {
+	if s == nil {
+		return nil
+	}
+	seen := map[string]string{}
+	add := func(name, what string) error {
+		if other, ok := seen[name]; ok {
+			return sluice.Errorf(sluice.CodeInvalid, "%s and %s would both be named %s in Postgres, where an index's name is cut from its class and field names, with a hash of them; rename a field or a class, or leave one of the indexes out", other, what, name)
+		}
+		seen[name] = what
+		return nil
+	}
+	for _, n := range s.Order {
+		c := s.Classes[n]
+		if c.Kind != sluice.KindDocument {
+			continue
+		}
+		for _, ix := range c.Indexes {
+			if err := add(indexName(c.Name, ix), fmt.Sprintf("the index on %s(%s)", c.Name, strings.Join(ix.Fields, ", "))); err != nil {
+				return err
+			}
+		}
+		for _, f := range refIndexed(c) {
+			if err := add(refIndexName(c.Name, f.Name), fmt.Sprintf("the backlink index of %s.%s", c.Name, f.Name)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // hasIndex reports whether list holds an index on the same fields as ix.

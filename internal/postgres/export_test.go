@@ -200,3 +200,9 @@ func RefIndexReadForTest(fn func(dbID int64)) Option {
 func RefIndexLockWaitForTest(d time.Duration) Option {
 	return func(o *options) { o.refIndexLockWait = d }
 }
+
+// IndexNameForTest returns the name of the @index on fields of class's
+// table.
+func IndexNameForTest(class string, fields ...string) string {
+	return indexName(class, sluice.Index{Fields: fields})
+}
