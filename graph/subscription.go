@@ -60,8 +60,10 @@ type Subscription struct {
 
 	classes []string
 	// roots are the classes (and interfaces) whose fields it selects:
-	// the per-document field's, or those of _ChangeSet's fields.
-	roots []string
+	// the per-document field's, or those of _ChangeSet's fields; own
+	// those whose _ChangeSet fields all select them without their
+	// children (include_children: false), their own documents only.
+	roots, own []string
 	// follows: an event reads documents beyond the commit's images
 	// (references, backlinks, a filter through a reference), which it
 	// reads as of the commit (readAsOfCommit).
@@ -107,7 +109,17 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 			}
 			s.classFields = true
 			class := f.Name[:max(strings.LastIndexByte(f.Name, '_'), 0)]
-			if !slices.Contains(s.roots, class) {
+			// As changes reads it: the field's include_children when
+			// given, else _ChangeSet's.
+			children := s.includeChildren
+			if b, ok := f.ArgumentMap(op.Variables)["include_children"].(bool); ok && f.Arguments.ForName("include_children") != nil {
+				children = b
+			}
+			if !children {
+				if !slices.Contains(s.own, class) {
+					s.own = append(s.own, class)
+				}
+			} else if !slices.Contains(s.roots, class) {
 				s.roots = append(s.roots, class)
 			}
 			// Validate the field's filter now, so a bad one is a request
@@ -135,6 +147,9 @@ func (es *ExecutableSchema) NewSubscription(op *graphql.OperationContext, req *R
 		if !s.classFields {
 			s.classes = nil
 		}
+		// A class selected with its children by another field is a
+		// root: what it covers is judged with them.
+		s.own = slices.DeleteFunc(s.own, func(c string) bool { return slices.Contains(s.roots, c) })
 		return s, nil
 	}
 	i := strings.LastIndexByte(cf.Name, '_')
@@ -291,12 +306,27 @@ func errPastTooFar(e *engine.PastRangeError) error {
 // A _ChangeSet that selects no class's field selects no documents, and
 // goes on.
 func (s *Subscription) checkSchemaThen(ctx context.Context, c *sluice.Commit) error {
-	if len(s.roots) == 0 {
-		return nil
+	var rg *engine.Regroup
+	if len(s.roots) > 0 {
+		var err error
+		if rg, err = s.es.store.Regrouped(ctx, s.req.DB, c, s.roots); err != nil {
+			return err
+		}
 	}
-	rg, err := s.es.store.Regrouped(ctx, s.req.DB, c, s.roots)
-	if err != nil || rg == nil {
-		return err
+	if rg == nil && len(s.own) > 0 {
+		// Classes selected without their children cover their own
+		// documents only: what comes or goes under them changes
+		// nothing of it, but they themselves may go.
+		before, after, err := s.es.store.SchemaChange(ctx, s.req.DB, c)
+		if err != nil {
+			return err
+		}
+		if after != nil {
+			rg = engine.OwnLeft(before, after, s.own)
+		}
+	}
+	if rg == nil {
+		return nil
 	}
 	return engine.RegroupedError(s.req.DB, c, rg, engine.StreamEnds)
 }

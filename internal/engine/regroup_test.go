@@ -48,3 +48,37 @@ func TestRegrouped(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnLeft: a class selected without its children is left only by a
+// change that takes the class itself out of the document classes.
+func TestOwnLeft(t *testing.T) {
+	const pets = "interface Pet @concrete { name: String! }\ninterface Animal { name: String! }\ntype Cat implements Pet & Animal { name: String! }\n"
+	for _, c := range []struct {
+		name, before, after string
+		classes             []string
+		want                string // Regroup's How, "" for none
+	}{
+		{"a child leaves", pets, "interface Pet @concrete { name: String! }\ninterface Animal { name: String! }\ntype Cat { name: String! }\n", []string{"Pet", "Animal"}, ""},
+		{"a child joins", "interface Pet @concrete { name: String! }\ninterface Animal { name: String! }\ntype Cat { name: String! }\n", pets, []string{"Pet", "Animal"}, ""},
+		{"a child dropped", pets, "interface Pet @concrete { name: String! }\ninterface Animal { name: String! }\n", []string{"Pet", "Animal"}, ""},
+		{"made abstract", pets, "interface Pet { name: String! }\ninterface Animal { name: String! }\ntype Cat implements Pet & Animal { name: String! }\n", []string{"Pet"}, "made Pet an interface"},
+		{"the class dropped", pets, "interface Animal { name: String! }\ntype Cat implements Animal { name: String! }\n", []string{"Animal", "Pet"}, "dropped class Pet"},
+		{"a subdocument type", pets, "type Pet @subdocument { name: String! }\ninterface Animal { name: String! }\ntype Cat implements Animal { name: String! }\n", []string{"Pet"}, "made Pet a subdocument type"},
+	} {
+		before, err := schema.Parse(c.before)
+		if err != nil {
+			t.Fatal(c.name, err)
+		}
+		after, err := schema.Parse(c.after)
+		if err != nil {
+			t.Fatal(c.name, err)
+		}
+		got := ""
+		if rg := OwnLeft(before, after, c.classes); rg != nil {
+			got = rg.How
+		}
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

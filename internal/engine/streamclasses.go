@@ -164,6 +164,28 @@ func regrouped(before, after *sluice.Schema, under []string) *Regroup {
 	return nil
 }
 
+// OwnLeft returns how a schema change from before to after (nil: not
+// known) took one of classes, each selected for its own documents only
+// (a GraphQL field's include_children: false), out of the document
+// classes: dropped, made an interface or a subdocument type. A class
+// that left or joined those under one of them changes nothing of what
+// such a selection covers; nil when none left. An interface without
+// documents of its own covers none before and after.
+func OwnLeft(before, after *sluice.Schema, classes []string) *Regroup {
+	for _, u := range classes {
+		if before == nil {
+			if c := after.Class(u); c == nil || c.Kind == sluice.KindSubdocument {
+				return &Regroup{Under: u, Class: u, Deleted: true, How: leftHow(after, u, u)}
+			}
+			continue
+		}
+		if isUnder(before, u, "") && !isUnder(after, u, "") {
+			return &Regroup{Under: u, Class: u, Deleted: true, How: leftHow(after, u, u)}
+		}
+	}
+	return nil
+}
+
 // isUnder reports whether class is a document class of s that is under
 // or implements it ("": any document class).
 func isUnder(s *sluice.Schema, class, under string) bool {
