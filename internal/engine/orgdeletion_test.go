@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,4 +147,59 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+// TestDatabaseDeletionBesideItsOrganizationsDeletion: a database's
+// deletion waits for its tables, which its organization's deletion has
+// dropped (and waits for a member's row), when the organization's
+// deletion commits. The database's deletion answers NotFound naming the
+// database, not an internal error, and nothing of the organization is
+// left.
+func TestDatabaseDeletionBesideItsOrganizationsDeletion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewDatabase(t)
+	e, _, admin := newEngineOn(t, dbURL)
+	if err := e.CreateOrganization(ctx, admin, "o"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.CreateUser(ctx, admin, "o", "ann", "password-ann"); err != nil {
+		t.Fatal(err)
+	}
+	var schemas []string
+	for _, name := range []string{"a", "b"} {
+		d, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: "o", Name: name, Schema: "type Note { text: String }"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		schemas = append(schemas, postgres.SchemaName(d))
+	}
+	done := make(chan error, 1)
+	watcher := deleteOrganizationBeside(t, e, admin, dbURL, "ann's row", "SELECT 1 FROM sluice.users WHERE name = 'ann' FOR KEY SHARE", func() error {
+		go func() { done <- e.DeleteDatabase(ctx, admin, "o", "b") }()
+		// The database's deletion waits too, for b's tables, which the
+		// organization's deletion holds.
+		w := connect(t, dbURL)
+		eventually.True(t, 30*time.Second, "the database's deletion waits for b's tables", func() bool {
+			var n int
+			err := w.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+			return err == nil && n == 2
+		})
+		return nil
+	})
+	select {
+	case err := <-done:
+		if sluice.ErrorCode(err) != sluice.CodeNotFound || !strings.Contains(sluice.ErrorMessage(err), "o/b") {
+			t.Errorf("the database's deletion, its organization's committed meanwhile: %v (%s); want NotFound naming o/b", err, sluice.ErrorCode(err))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the database's deletion did not end in 30s after its organization's")
+	}
+	var left int
+	if err := watcher.QueryRow(ctx, "SELECT (SELECT count(*) FROM sluice.databases WHERE org = 'o') + (SELECT count(*) FROM pg_namespace WHERE nspname = ANY($1))", schemas).Scan(&left); err != nil {
+		t.Fatal(err)
+	}
+	if left != 0 {
+		t.Errorf("%d databases or schemas of the deleted organization are left", left)
+	}
 }
