@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 )
@@ -47,6 +48,43 @@ func TestSettingsAsShownCanBeSentBack(t *testing.T) {
 		}
 		if tc.every && shown["classes"] != nil {
 			t.Errorf("made with %s: classes shows %v, want null (every class)", body, shown["classes"])
+		}
+	}
+}
+
+// TestWebhookOfEveryClassDeliversEveryClass: a webhook made without
+// classes, or with classes null, delivers the events of every class;
+// one of some classes only theirs (docs/webhooks.md, What is
+// delivered). An empty list is refused with a 400 (TestWebhookAPI).
+func TestWebhookOfEveryClassDeliversEveryClass(t *testing.T) {
+	t.Parallel()
+	r := startReceiver(t)
+	d := dt.Start(t, fastRetries)
+	d.CreateDatabase(t, "every", "type Person { name: String! } type Pet { name: String! }")
+	createHook(t, d, r, "every", "/left-out", fmt.Sprintf(`{"url":%q}`, r.url("/left-out")))
+	createHook(t, d, r, "every", "/null", fmt.Sprintf(`{"url":%q,"classes":null}`, r.url("/null")))
+	createHook(t, d, r, "every", "/pets", fmt.Sprintf(`{"url":%q,"classes":["Pet"]}`, r.url("/pets")))
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/every", `[{"@type":"Person","@id":"ann","name":"Ann"},{"@type":"Pet","@id":"rex","name":"Rex"}]`)
+	// The last commit, which every webhook delivers: once each has
+	// delivered it, each has delivered all it will of the first.
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/every", `{"@type":"Pet","@id":"end","name":"End"}`)
+	got := map[string][]string{}
+	seen := map[string]bool{}
+	done := map[string]bool{}
+	for len(done) < 3 {
+		dl := r.nextNew(seen, 2*time.Minute)
+		checkVerified(t, dl)
+		for _, ev := range dl.Events {
+			got[dl.Path] = append(got[dl.Path], ev.Subject)
+			if ev.Subject == "Pet/end" {
+				done[dl.Path] = true
+			}
+		}
+	}
+	want := map[string]string{"/left-out": "[Person/ann Pet/rex Pet/end]", "/null": "[Person/ann Pet/rex Pet/end]", "/pets": "[Pet/rex Pet/end]"}
+	for path, w := range want {
+		if fmt.Sprint(got[path]) != w {
+			t.Errorf("webhook %s delivered %v, want %s", path, got[path], w)
 		}
 	}
 }
