@@ -236,6 +236,19 @@ type Config struct {
 	// Key stream_variables_bytes, env SLUICE_STREAM_VARIABLES_BYTES, flag --stream-variables-bytes, default 1073741824.
 	StreamVariablesBytes int64
 
+	// StreamOutputBytesPerUser bounds the bytes of output one user's
+	// streams hold formed and not yet written to their clients, counted
+	// for pieces of 64 KiB or more: a stream whose next such piece finds
+	// the bound reached waits, forming nothing, until the user's others
+	// have written theirs (the super user is exempt; 0: no bound).
+	// Key stream_output_bytes_per_user, env SLUICE_STREAM_OUTPUT_BYTES_PER_USER, flag --stream-output-bytes-per-user, default 67108864.
+	StreamOutputBytesPerUser int64
+
+	// StreamOutputBytes bounds them for every stream of the process,
+	// charged as StreamOutputBytesPerUser (0: no bound).
+	// Key stream_output_bytes, env SLUICE_STREAM_OUTPUT_BYTES, flag --stream-output-bytes, default 1073741824.
+	StreamOutputBytes int64
+
 	// LiveQueriesPerUser caps the live queries of one user on the process
 	// (the super user is exempt; 0: no cap).
 	// Key live_queries_per_user, env SLUICE_LIVE_QUERIES_PER_USER, flag --live-queries-per-user, default 100.
@@ -613,6 +626,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int64("max_streams_per_user", c.MaxStreamsPerUser),
 		slog.Int64("stream_variables_bytes_per_user", c.StreamVariablesBytesPerUser),
 		slog.Int64("stream_variables_bytes", c.StreamVariablesBytes),
+		slog.Int64("stream_output_bytes_per_user", c.StreamOutputBytesPerUser),
+		slog.Int64("stream_output_bytes", c.StreamOutputBytes),
 		slog.Int64("live_queries_per_user", c.LiveQueriesPerUser),
 		slog.Int64("live_queries", c.LiveQueries),
 		slog.Int64("live_rows_per_user", c.LiveRowsPerUser),

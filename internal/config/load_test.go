@@ -79,6 +79,8 @@ func TestDefault(t *testing.T) {
 		MaxStreamsPerUser:           1000,
 		StreamVariablesBytesPerUser: 64 << 20,
 		StreamVariablesBytes:        1 << 30,
+		StreamOutputBytesPerUser:    64 << 20,
+		StreamOutputBytes:           1 << 30,
 		LiveQueriesPerUser:          100,
 		LiveQueries:                 20000,
 		LiveRowsPerUser:             100000,
@@ -288,6 +290,8 @@ var everything = Config{
 	MaxStreamsPerUser:           0,
 	StreamVariablesBytesPerUser: 21,
 	StreamVariablesBytes:        22,
+	StreamOutputBytesPerUser:    23,
+	StreamOutputBytes:           24,
 	LiveQueriesPerUser:          11,
 	LiveQueries:                 12,
 	LiveRowsPerUser:             13,
@@ -394,6 +398,8 @@ max_requests_in_flight: 88
 max_streams_per_user: 0
 stream_variables_bytes_per_user: 21
 stream_variables_bytes: 22
+stream_output_bytes_per_user: 23
+stream_output_bytes: 24
 live_queries_per_user: 11
 live_queries: 12
 live_rows_per_user: 13
@@ -480,6 +486,8 @@ max_requests_in_flight: "88"
 max_streams_per_user: "0"
 stream_variables_bytes_per_user: "21"
 stream_variables_bytes: "22"
+stream_output_bytes_per_user: "23"
+stream_output_bytes: "24"
 live_queries_per_user: "11"
 live_queries: "12"
 live_rows_per_user: "13"
@@ -568,6 +576,8 @@ max_requests_in_flight = 88
 max_streams_per_user = 0
 stream_variables_bytes_per_user = 21
 stream_variables_bytes = 22
+stream_output_bytes_per_user = 23
+stream_output_bytes = 24
 live_queries_per_user = 11
 live_queries = 12
 live_rows_per_user = 13
@@ -654,6 +664,8 @@ tls_key_file = "/etc/sluice/key.pem"
   "max_streams_per_user": 0,
   "stream_variables_bytes_per_user": 21,
   "stream_variables_bytes": 22,
+  "stream_output_bytes_per_user": 23,
+  "stream_output_bytes": 24,
   "live_queries_per_user": 11,
   "live_queries": 12,
   "live_rows_per_user": 13,
@@ -762,6 +774,8 @@ func TestEnvEveryKey(t *testing.T) {
 		"SLUICE_MAX_STREAMS_PER_USER":            "0",
 		"SLUICE_STREAM_VARIABLES_BYTES_PER_USER": "21",
 		"SLUICE_STREAM_VARIABLES_BYTES":          "22",
+		"SLUICE_STREAM_OUTPUT_BYTES_PER_USER":    "23",
+		"SLUICE_STREAM_OUTPUT_BYTES":             "24",
 		"SLUICE_LIVE_QUERIES_PER_USER":           "11",
 		"SLUICE_LIVE_QUERIES":                    "12",
 		"SLUICE_LIVE_ROWS_PER_USER":              "13",
@@ -857,6 +871,8 @@ func TestFlagsEveryKey(t *testing.T) {
 		"--max-streams-per-user", "0",
 		"--stream-variables-bytes-per-user", "21",
 		"--stream-variables-bytes", "22",
+		"--stream-output-bytes-per-user", "23",
+		"--stream-output-bytes", "24",
 		"--live-queries-per-user", "11",
 		"--live-queries", "12",
 		"--live-rows-per-user", "13",

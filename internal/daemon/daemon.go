@@ -446,7 +446,8 @@ func (d *Daemon) build(ctx context.Context, store *postgres.DB, wake *wakeups, m
 	}
 
 	// The stream server serves every stream, whatever its transport.
-	streams := stream.New(hub, stream.Options{Logger: d.logger, Metrics: sm, Now: d.now})
+	streams := stream.New(hub, stream.Options{Logger: d.logger, Metrics: sm, Now: d.now,
+		OutputBytes: d.cfg.StreamOutputBytes, OutputBytesPerUser: d.cfg.StreamOutputBytesPerUser})
 	// One origin policy for CORS, the cross-site check and WebSocket
 	// upgrades.
 	origins := origin.New(d.cfg.CORSOrigins)

@@ -32,6 +32,11 @@ type Stream struct {
 	// their own (a slow reader, or one detached from its share).
 	Parked   prometheus.Gauge
 	Unparked prometheus.Counter
+	// OutputWaiting is the number of streams waiting for room in the
+	// budget of output formed and not yet written (stream_output_bytes,
+	// stream_output_bytes_per_user) before they form or take their next
+	// large piece.
+	OutputWaiting prometheus.Gauge
 	// StreamsEnded counts open streams ended because an access change took
 	// their access away, or because Postgres was lost.
 	StreamsEnded prometheus.Counter
@@ -97,6 +102,10 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Name: "sluice_streams_unparked_total",
 			Help: "Parked streams that continued on a goroutine of their own (a slow reader, or one detached from its share).",
 		}),
+		OutputWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_stream_output_waiting",
+			Help: "Streams waiting for room in the budget of output formed and not yet written to clients (stream_output_bytes, stream_output_bytes_per_user) before they form or take their next piece of 64 KiB or more.",
+		}),
 		StreamsEnded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_streams_ended_by_access_total",
 			Help: "Open streams ended because an access change took their access away, or because Postgres was lost.",
@@ -135,7 +144,7 @@ func NewStream(reg prometheus.Registerer) *Stream {
 			Help: "Live query results that changed and were published (once per share, whatever its members), by database.",
 		}, []string{"database"}),
 	}
-	cs := []prometheus.Collector{s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays, s.CatchUpsWaiting, s.Parked, s.Unparked,
+	cs := []prometheus.Collector{s.Subscribers, s.Published, s.Delivered, s.CatchUps, s.Replays, s.CatchUpsWaiting, s.Parked, s.Unparked, s.OutputWaiting,
 		s.ResumeFailures, s.StreamsEnded, s.Latency, s.TailerLag, s.TailerRunning, s.ListenReconnects,
 		s.LiveReads, s.LiveStatements, s.LiveResults}
 	reg.MustRegister(cs...)

@@ -63,7 +63,12 @@ func (b *imageBudget) events(ctx context.Context, ev Evaluator, c *sluice.Commit
 // takes them (b nil, or a small piece: nothing, at once); release gives
 // them back. ctx's end while it waits is its error.
 func (b *imageBudget) take(ctx context.Context, c *sluice.Commit) (release func(), err error) {
-	n := min(imageBytes(c), b.sizeOrZero())
+	return b.takeBytes(ctx, imageBytes(c))
+}
+
+// takeBytes is take for a piece of n bytes of change images.
+func (b *imageBudget) takeBytes(ctx context.Context, n int64) (release func(), err error) {
+	n = min(n, b.sizeOrZero())
 	if n < smallImageBytes {
 		return func() {}, nil
 	}

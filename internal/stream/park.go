@@ -208,6 +208,9 @@ func (p *parker) unparked(s *Stream, ended bool) {
 		s.finish()
 		return
 	}
+	// What its socket did not take is sent: the output it held is
+	// given back.
+	s.giveOutput()
 	s.serve()
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluice-dev/sluice"
 	"github.com/sluice-dev/sluice/internal/changefeed"
 	"github.com/sluice-dev/sluice/internal/inflight"
@@ -32,6 +34,9 @@ type Server struct {
 	// images bounds the change images the evaluations of every stream
 	// hold at once (Options.ImageBytes; nil: no bound).
 	images *imageBudget
+	// output bounds the output streams hold formed and not yet written
+	// (Options.OutputBytes, OutputBytesPerUser; nil: no bound).
+	output *outputBudget
 }
 
 // Options configure a Server. Zero values take the defaults.
@@ -52,6 +57,10 @@ type Options struct {
 	// of pieces by every stream hold at once (default DefaultImageBytes;
 	// see imageBudget).
 	ImageBytes int64
+	// OutputBytes and OutputBytesPerUser bound the output the streams of
+	// the process, and those of one user, hold formed and not yet written
+	// to their clients (see outputBudget; 0: no bound).
+	OutputBytes, OutputBytesPerUser int64
 }
 
 // New returns the Server of hub.
@@ -69,6 +78,11 @@ func New(hub *changefeed.Hub, o Options) *Server {
 		o.ImageBytes = DefaultImageBytes
 	}
 	e := &Server{hub: hub, metrics: o.Metrics, logger: o.Logger, now: o.Now, images: newImageBudget(o.ImageBytes)}
+	var waiting prometheus.Gauge
+	if o.Metrics != nil {
+		waiting = o.Metrics.OutputWaiting
+	}
+	e.output = newOutputBudget(o.OutputBytes, o.OutputBytesPerUser, waiting)
 	e.shares = newShareSet(e)
 	if !o.NoPark {
 		p, err := newParker(e, o.Workers)

@@ -802,6 +802,15 @@ const (
 // when that changes (nil when more can be taken now), or the reason m must
 // not wait.
 func (m *member) take(buf []Entry) ([]Entry, <-chan struct{}, takeState) {
+	return m.takeWithin(buf, nil)
+}
+
+// takeWithin is take, asking room (nil: nobody) before it takes an entry
+// of smallOutputBytes or more: one room refuses stays in the history,
+// and neither it nor what follows it is taken now (take then reports
+// that more can be taken, and the member's stream waits until room
+// retries it: see outputBudget).
+func (m *member) takeWithin(buf []Entry, room func(int64) bool) ([]Entry, <-chan struct{}, takeState) {
 	s := m.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -816,6 +825,10 @@ func (m *member) take(buf []Entry) ([]Entry, <-chan struct{}, takeState) {
 	i := int(max(m.pos-s.first, 0))
 	n := min(len(s.hist)-i, takeMax)
 	for k := i; k < i+n; k++ {
+		if room != nil && s.hist[k].size >= smallOutputBytes && !room(int64(s.hist[k].size)) {
+			n = k - i
+			break
+		}
 		s.hist[k].unread--
 		e := s.hist[k]
 		idx := s.first + int64(k)

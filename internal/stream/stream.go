@@ -55,6 +55,12 @@ type Stream struct {
 	// keep, when set, says which of its share's entries a member writes
 	// (Spec.Prepare).
 	keep func(*Entry) bool
+	// outHeld is what the stream holds of the output budget: the large
+	// pieces it formed or took and its client's connection has not
+	// taken yet (output.go). room is takeOutput, made once, that a
+	// member's take asks before it takes a large entry.
+	outHeld int64
+	room    func(int64) bool
 
 	// beat receives a value when a heartbeat may be due or, for a member,
 	// when its share has something new (see kick): a timer function and
@@ -216,6 +222,10 @@ func (s *Stream) Release() {
 	if s.release != nil {
 		s.release()
 	}
+	if b := s.e.output; b != nil {
+		b.forget(s)
+		s.giveOutput()
+	}
 	s.reportDelivered()
 	if s.hb != nil {
 		s.hb.Stop()
@@ -300,13 +310,22 @@ const (
 // step takes and writes what the member may take now, taking into buf.
 func (s *Stream) step(buf *[]Entry) stepResult {
 	m := s.m
+	if s.room == nil && s.e.output != nil {
+		s.room = s.takeOutput
+	}
 	for {
 		var wake <-chan struct{}
 		var state takeState
-		*buf, wake, state = m.take((*buf)[:0])
+		*buf, wake, state = m.takeWithin((*buf)[:0], s.room)
 		if len(*buf) > 0 {
 			err := s.writeEntries(*buf)
 			clear(*buf) // do not hold frames while waiting
+			if !s.blocked() {
+				// Its client's connection took them. A parked stream
+				// whose socket did not holds them until its goroutine
+				// sent the rest (parker.unparked).
+				s.giveOutput()
+			}
 			if err != nil {
 				return stepEnded
 			}
@@ -461,7 +480,13 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 			// connection): the pieces queued are evaluated for no one.
 			return false
 		}
-		release, err := s.e.images.take(s.ctx, c)
+		// The piece's change images stand for what it will form: it is
+		// formed only once the output budget has room for them.
+		images := imageBytes(c)
+		if images >= smallOutputBytes && !s.waitOutput(images) {
+			return false
+		}
+		release, err := s.e.images.takeBytes(s.ctx, images)
 		if err != nil {
 			return false // the client left
 		}
@@ -483,6 +508,9 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 		if classes, v, ok := revisedClasses(s.ev, c, s.sub.ClassesVersion()); ok {
 			s.sub.SetClasses(classes, v)
 		}
+		if s.e.output != nil {
+			s.growOutput(formedBytes(evs))
+		}
 		for _, ev := range evs {
 			s.sink.WriteEvent(ev)
 		}
@@ -491,10 +519,12 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 		}
 		n += len(evs)
 		// What is buffered goes to the connection as it grows, so a
-		// burst of large pieces is not held whole before one flush.
+		// burst of large pieces is not held whole before one flush:
+		// a large piece's events are with the connection once spilled.
 		if s.sink.Spill() != nil {
 			return false
 		}
+		s.giveOutput()
 		if i == MaxBatch-1 {
 			break
 		}
@@ -513,6 +543,40 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 	}
 	s.delivered(n)
 	s.observeLatency(first)
+	return true
+}
+
+// waitOutput waits, on the stream's own goroutine, until the output
+// budget has room for a piece of n bytes and charges them (takeOutput),
+// holding nothing formed meanwhile. It reports false when the stream is
+// over: its client left, its access ended (the end is written), or the
+// server shuts down (the end is written: the client resumes from the
+// last event it got, before this piece).
+func (s *Stream) waitOutput(n int64) bool {
+	done := s.sub.Done()
+	for !s.takeOutput(n) {
+		select {
+		case <-s.beat:
+			// Retried (output.go), or a heartbeat due.
+			if s.beatDue.Swap(false) && !s.heartbeat() {
+				return false
+			}
+		case <-done:
+			// Unless its access ended or the server shuts down, what was
+			// queued before the end is still owed: it waits on.
+			done = nil
+			if err := s.sub.Err(); errors.Is(err, ErrShutdown) {
+				s.end(err)
+				return false
+			}
+		case <-s.ctx.Done():
+			return false
+		}
+		if s.revoked() {
+			s.end(s.ender.Err())
+			return false
+		}
+	}
 	return true
 }
 
