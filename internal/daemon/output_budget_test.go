@@ -2,8 +2,8 @@ package daemon_test
 
 import (
 	"bufio"
-	"fmt"
 	"net"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -27,8 +27,8 @@ func liveHeap() int64 {
 // openUnreadStream opens the SSE stream at path as user on a connection
 // of its own whose receive buffer is small, and returns its reader once
 // ready (": connected"); the caller then reads nothing until it wants
-// to.
-func openUnreadStream(t *testing.T, d *dt.Daemon, path, user, password string) *bufio.Reader {
+// to. header, when set, is one header line sent with the request.
+func openUnreadStream(t *testing.T, d *dt.Daemon, path, header, user, password string) (net.Conn, *bufio.Reader) {
 	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(d.URL, "http://"))
 	if err != nil {
@@ -41,15 +41,34 @@ func openUnreadStream(t *testing.T, d *dt.Daemon, path, user, password string) *
 	if err := conn.SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Basic %s\r\n\r\n", path, basic(user, password))
-	br := bufio.NewReader(conn)
+	req, err := http.NewRequest("GET", d.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Basic "+basic(user, password))
+	if header != "" {
+		k, v, _ := strings.Cut(header, ": ")
+		req.Header.Set(k, v)
+	}
+	if err := req.Write(conn); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), req)
+	if err != nil {
+		t.Fatalf("the stream's answer: %v", err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("the stream's answer: %d", resp.StatusCode)
+	}
+	br := bufio.NewReader(resp.Body) // its chunks decoded
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
 			t.Fatalf("before the stream connected: %v", err)
 		}
 		if strings.HasPrefix(line, ": connected") {
-			return br
+			return conn, br
 		}
 	}
 }
@@ -58,57 +77,93 @@ func openUnreadStream(t *testing.T, d *dt.Daemon, path, user, password string) *
 // not read, each sent one event of 8 MiB, hold what that user's
 // stream_output_bytes_per_user allows of it unsent, not the event once
 // per stream: the stream whose turn it is writes it, and the others wait
-// for it, forming and holding nothing of their own. Found by review:
-// each stream kept its own copy of what its socket had not taken (the
-// parked stream's chunk), so 16 such streams took the live heap about
-// 80 MB higher, a user's max_streams_per_user streams a thousand times
-// the largest event. Once the clients read, every stream gets the event
-// whole, in order. Not parallel: it measures the process's heap.
+// for it, forming and taking nothing. Found by review: each stream kept
+// what its socket had not taken of the event, so 16 such streams took
+// the live heap 76 MB higher (members of one share, parked: each its own
+// copy), and a user's max_streams_per_user streams a thousand times the
+// largest event; resumed streams each formed the event and held it while
+// their writes waited. Once the clients read, every stream gets the
+// event whole. Not parallel: it measures the process's heap.
 func TestStreamOutputIsBudgetedPerUser(t *testing.T) {
-	const streams, size = 16, 8 << 20
-	d := dt.Start(t, func(c *config.Config) { c.StreamOutputBytesPerUser = size })
-	d.CreateDatabase(t, "outb", "type Item { text: String! }")
-	d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rob","organization":"admin","password":"rob-password"}`)
-	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/outb", `{"user":"rob","role":"read"}`)
-	readers := make([]*bufio.Reader, streams)
-	for i := range readers {
-		readers[i] = openUnreadStream(t, d, "/api/subscribe/admin/outb/Item", "rob", "rob-password")
-	}
-	doc := `{"@type":"Item","@id":"big","text":"` + strings.Repeat("x", size) + `"}`
-	before := liveHeap()
-	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/outb", doc)
-	doc = ""
-	// Every stream either writes the event to its client, which does
-	// not read (a parked stream whose socket did not take it whole
-	// continues on a goroutine), or waits for the budget.
-	eventually.True(t, dt.StreamWait, "every stream writes or waits", func() bool {
-		m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
-		return dt.MetricValue(m, "sluice_streams_unparked_total")+dt.MetricValue(m, "sluice_stream_output_waiting") == streams
-	})
-	after := liveHeap()
-	t.Logf("%d streams of one user not reading an event of %d MiB: live heap %d -> %d MiB", streams, size>>20, before>>20, after>>20)
-	if grew := after - before; grew > 3*size {
-		t.Errorf("the live heap grew by %d MiB, want at most %d (the event, and what one stream has not written of it)", grew>>20, 3*size>>20)
-	}
-
-	// Every stream gets the event whole once its client reads.
-	var wg sync.WaitGroup
-	for i, br := range readers {
-		wg.Go(func() {
-			for {
-				line, err := br.ReadString('\n')
-				if err != nil {
-					t.Errorf("stream %d: %v", i, err)
-					return
-				}
-				if strings.HasPrefix(line, "data: ") {
-					if !strings.Contains(line, `"Item/big"`) || len(line) < size {
-						t.Errorf("stream %d: an event of %d bytes, want the document's", i, len(line))
-					}
-					return
-				}
+	const streams = 16
+	for _, resumed := range []bool{false, true} {
+		name, size := "shared", 8<<20
+		if resumed {
+			// Each forms its own event, one at a time: a smaller one
+			// (under -race, one of 8 MiB takes seconds to form).
+			name, size = "resumed", 1<<20
+		}
+		t.Run(name, func(t *testing.T) {
+			d := dt.Start(t, func(c *config.Config) { c.StreamOutputBytesPerUser = int64(size) })
+			d.CreateDatabase(t, "outb", "type Item { text: String! }")
+			d.MustDo(t, 201, dt.Admin(), "POST", "/api/users", `{"name":"rob","organization":"admin","password":"rob-password"}`)
+			d.MustDo(t, 200, dt.Admin(), "PUT", "/api/roles/admin/outb", `{"user":"rob","role":"read"}`)
+			header := ""
+			if resumed {
+				// A stream resumed from a position reads the log on a
+				// subscription of its own, shares nobody's events, and
+				// forms each event itself.
+				first := answerOf(t, d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/outb", `{"@type":"Item","@id":"small","text":"s"}`))
+				header = "Last-Event-ID: " + first.Position
 			}
+			conns, readers := make([]net.Conn, streams), make([]*bufio.Reader, streams)
+			for i := range readers {
+				conns[i], readers[i] = openUnreadStream(t, d, "/api/subscribe/admin/outb/Item", header, "rob", "rob-password")
+			}
+			doc := `{"@type":"Item","@id":"big","text":"` + strings.Repeat("x", size) + `"}`
+			before := liveHeap()
+			d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/outb", doc)
+			doc = ""
+			// Until every stream writes the event to its client, which
+			// does not read, or waits for the budget: a parked member
+			// whose socket did not take the event whole continues on a
+			// goroutine (unparked); a resumed stream, on a goroutine
+			// already, forms its event only once its turn comes.
+			var after int64
+			eventually.True(t, dt.StreamWait, "every stream writes or waits", func() bool {
+				m := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
+				waiting := dt.MetricValue(m, "sluice_stream_output_waiting")
+				if resumed {
+					return waiting == streams-1
+				}
+				return dt.MetricValue(m, "sluice_streams_unparked_total")+waiting == streams
+			})
+			after = liveHeap()
+			mt := string(d.MustDo(t, 200, dt.Admin(), "GET", "/metrics", nil).Body)
+			t.Logf("%d %s streams of one user not reading an event of %d MiB: live heap %d -> %d MiB; catchups %v replays %v waiting %v", streams, name, size>>20, before>>20, after>>20,
+				dt.MetricValue(mt, "sluice_stream_catchups_total"), dt.MetricValue(mt, "sluice_stream_replays_total"), dt.MetricValue(mt, "sluice_stream_output_waiting"))
+			// A resumed stream that read the log itself holds the piece
+			// it read (its change images, one row of the log) while it
+			// waits, as a stream of its own holds its queue whatever
+			// its client does: only the output it forms is the budget's,
+			// so only the shared streams' heap is weighed.
+			if grew := after - before; !resumed && grew > int64(3*size) {
+				t.Errorf("the live heap grew by %d MiB, want at most %d (the event, and what one stream has not written of it)", grew>>20, 3*size>>20)
+			}
+
+			// Every stream gets the event whole once its client reads.
+			var wg sync.WaitGroup
+			for i, br := range readers {
+				if err := conns[i].SetReadDeadline(time.Now().Add(dt.StreamWait)); err != nil {
+					t.Fatal(err)
+				}
+				wg.Go(func() {
+					for {
+						line, err := br.ReadString('\n')
+						if err != nil {
+							t.Errorf("stream %d: %v", i, err)
+							return
+						}
+						if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"Item/big"`) {
+							if len(line) < size {
+								t.Errorf("stream %d: an event of %d bytes, want the document's: %.300s ... %s", i, len(line), line, line[max(0, len(line)-300):])
+							}
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
 		})
 	}
-	wg.Wait()
 }
