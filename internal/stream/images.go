@@ -2,8 +2,8 @@ package stream
 
 import (
 	"context"
-
-	"golang.org/x/sync/semaphore"
+	"slices"
+	"sync"
 
 	"github.com/sluice-dev/sluice"
 )
@@ -30,13 +30,36 @@ const smallImageBytes = 64 << 10
 // starts and gives them back when it returns, waiting its turn (in order)
 // while the others hold them; a piece larger than the budget takes it
 // all, alone, and a small one (smallImageBytes) none.
+//
+// The pieces of one user's commits (sluice.Commit.User) hold at most
+// half of the budget while another user's wait: evaluations may read
+// Postgres for as long as graphql_request_timeout, and in a queue of
+// their turns alone, one user's large commits evaluated slowly held up
+// every other user's large commits behind them. A piece of a user at
+// its half is passed over, not waited for, until the user's running
+// evaluations return; one of a user holding nothing goes in turn
+// whatever its size, so every piece is evaluated.
 type imageBudget struct {
 	size int64
-	sem  *semaphore.Weighted
+
+	mu     sync.Mutex
+	held   int64
+	byUser map[string]int64
+	// queue holds the evaluations waiting, in the order they came.
+	queue []*imageWait
+}
+
+// imageWait is an evaluation waiting for the budget; ready is closed once
+// it holds its bytes.
+type imageWait struct {
+	user  string
+	n     int64
+	ready chan struct{}
+	held  bool
 }
 
 func newImageBudget(size int64) *imageBudget {
-	return &imageBudget{size: size, sem: semaphore.NewWeighted(size)}
+	return &imageBudget{size: size, byUser: map[string]int64{}}
 }
 
 // imageBytes returns the bytes of c's change images.
@@ -63,19 +86,79 @@ func (b *imageBudget) events(ctx context.Context, ev Evaluator, c *sluice.Commit
 // takes them (b nil, or a small piece: nothing, at once); release gives
 // them back. ctx's end while it waits is its error.
 func (b *imageBudget) take(ctx context.Context, c *sluice.Commit) (release func(), err error) {
-	return b.takeBytes(ctx, imageBytes(c))
-}
-
-// takeBytes is take for a piece of n bytes of change images.
-func (b *imageBudget) takeBytes(ctx context.Context, n int64) (release func(), err error) {
-	n = min(n, b.sizeOrZero())
+	n := min(imageBytes(c), b.sizeOrZero())
 	if n < smallImageBytes {
 		return func() {}, nil
 	}
-	if err := b.sem.Acquire(ctx, n); err != nil {
-		return nil, err
+	w := &imageWait{user: c.User, n: n, ready: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, w)
+	b.grant()
+	b.mu.Unlock()
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		b.mu.Lock()
+		if !w.held {
+			b.queue = slices.DeleteFunc(b.queue, func(q *imageWait) bool { return q == w })
+			b.grant() // those it held up behind it
+			b.mu.Unlock()
+			return nil, ctx.Err()
+		}
+		b.mu.Unlock()
+		// Given its bytes meanwhile: it holds them, as if it had
+		// not waited.
 	}
-	return func() { b.sem.Release(n) }, nil
+	return func() { b.give(w) }, nil
+}
+
+// grant gives their bytes to the evaluations waiting that may have them
+// now, in order: one of a user that would hold more than half of the
+// budget while another user's wait is passed over, and the first other
+// that does not fit stops those behind it. The caller holds b.mu.
+func (b *imageBudget) grant() {
+	for i := 0; i < len(b.queue); {
+		w := b.queue[i]
+		if b.atHalf(w) {
+			i++
+			continue
+		}
+		if b.held+w.n > b.size {
+			return
+		}
+		b.queue = slices.Delete(b.queue, i, i+1)
+		b.held += w.n
+		b.byUser[w.user] += w.n
+		w.held = true
+		close(w.ready)
+	}
+}
+
+// atHalf reports whether w's user, holding some of the budget already,
+// would hold more than half of it with w while another user's evaluation
+// waits. The caller holds b.mu.
+func (b *imageBudget) atHalf(w *imageWait) bool {
+	h := b.byUser[w.user]
+	if h == 0 || 2*(h+w.n) <= b.size {
+		return false
+	}
+	for _, q := range b.queue {
+		if q.user != w.user {
+			return true
+		}
+	}
+	return false
+}
+
+// give gives back what w holds.
+func (b *imageBudget) give(w *imageWait) {
+	b.mu.Lock()
+	b.held -= w.n
+	if b.byUser[w.user] -= w.n; b.byUser[w.user] <= 0 {
+		delete(b.byUser, w.user)
+	}
+	b.grant()
+	b.mu.Unlock()
 }
 
 // sizeOrZero is the budget's size, 0 for no budget (b nil).

@@ -222,7 +222,8 @@ func TestStreamRevokedWhileWaitingForTheBudgetSendsNothing(t *testing.T) {
 	sink := &eventSink{}
 	s := &Stream{e: f.s, ctx: ctx, sink: sink, sub: sub, ev: oneEvent{}}
 	// Another evaluation holds the whole budget.
-	if err := f.s.images.sem.Acquire(ctx, budget); err != nil {
+	hold, err := f.s.images.take(ctx, imagePiece("other", budget))
+	if err != nil {
 		t.Fatal(err)
 	}
 	c := &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: 1, NumChanges: 1,
@@ -232,14 +233,14 @@ func TestStreamRevokedWhileWaitingForTheBudgetSendsNothing(t *testing.T) {
 	eventually.True(t, wait, "the stream waiting for the budget", func() bool {
 		buf := make([]byte, 16<<20)
 		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
-			if strings.Contains(g, "stream.(*Stream).writeCommits(") && strings.Contains(g, "semaphore.(*Weighted).Acquire(") {
+			if strings.Contains(g, "stream.(*Stream).writeCommits(") && strings.Contains(g, "stream.(*imageBudget).take(") {
 				return true
 			}
 		}
 		return false
 	})
 	s.ender.End(&changefeed.Revoked{Err: sluice.Errorf(sluice.CodeForbidden, "role revoked")})
-	f.s.images.sem.Release(budget)
+	hold()
 	select {
 	case ok := <-done:
 		if ok {
@@ -252,5 +253,81 @@ func TestStreamRevokedWhileWaitingForTheBudgetSendsNothing(t *testing.T) {
 	defer sink.mu.Unlock()
 	if sink.events != 0 || !changefeed.IsRevoked(sink.ended) {
 		t.Fatalf("after its access ended while it waited: %d events written, ended with %v", sink.events, sink.ended)
+	}
+}
+
+// imagePiece returns a piece of a commit of user holding size bytes of
+// change images.
+func imagePiece(user string, size int) *sluice.Commit {
+	return &sluice.Commit{DatabaseID: testDB.ID, Epoch: testDB.Epoch, Seq: 1, NumChanges: 1, User: user,
+		Changes: []sluice.Change{{Class: "T", DocID: "T/big", Op: sluice.OpAdded, After: make([]byte, size)}}}
+}
+
+// takesWaiting returns how many goroutines wait in the image budget's
+// take.
+func takesWaiting() int {
+	buf := make([]byte, 16<<20)
+	n := 0
+	for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		head, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(g, "stream.(*imageBudget).take(") && strings.Contains(head, "[select") {
+			n++
+		}
+	}
+	return n
+}
+
+// One user's large commits evaluated slowly held up every other user's
+// large commits, which waited behind them in one queue (found by review:
+// the budget went in turns, whoever's pieces they were). A user's pieces
+// hold at most half of the budget while another user's wait: here ann's
+// two evaluations hold 200 KiB of 250, her third waits, then bob's
+// piece; once ann's first returns, bob's goes before her third.
+func TestImageBudgetIsSharedBetweenUsers(t *testing.T) {
+	const image, budget = 100 << 10, 250 << 10
+	b := newImageBudget(budget)
+	ctx := context.Background()
+	first, err := b.take(ctx, imagePiece("ann", image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.take(ctx, imagePiece("ann", image))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second()
+	order := make(chan string, 2)
+	for i, user := range []string{"ann", "bob"} {
+		go func() {
+			release, err := b.take(ctx, imagePiece(user, image))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			order <- user
+			release()
+		}()
+		eventually.True(t, wait, fmt.Sprintf("%d evaluations waiting", i+1), func() bool { return takesWaiting() == i+1 })
+	}
+	first()
+	if got := <-order; got != "bob" {
+		t.Errorf("once ann's first evaluation returned, %s's piece went first, want bob's: ann holds half the budget while bob waits", got)
+	}
+	<-order
+}
+
+// A user alone may use the whole budget: the half is a bound only while
+// another user waits.
+func TestImageBudgetIsWholeForAUserAlone(t *testing.T) {
+	const image, budget = 100 << 10, 250 << 10
+	b := newImageBudget(budget)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	for range 2 {
+		release, err := b.take(ctx, imagePiece("ann", image))
+		if err != nil {
+			t.Fatalf("ann's evaluations alone within the budget: %v", err)
+		}
+		defer release()
 	}
 }

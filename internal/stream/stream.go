@@ -486,7 +486,7 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 		if images >= smallOutputBytes && !s.waitOutput(images) {
 			return false
 		}
-		release, err := s.e.images.takeBytes(s.ctx, images)
+		release, err := s.e.images.take(s.ctx, c)
 		if err != nil {
 			return false // the client left
 		}
