@@ -173,6 +173,7 @@ func (s *Stream) takeOutput(n int64) bool {
 	}
 	c, ok := b.take(s, n)
 	s.outHeld += c
+	s.outWaiting = !ok
 	return ok
 }
 

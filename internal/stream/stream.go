@@ -61,6 +61,9 @@ type Stream struct {
 	// member's take asks before it takes a large entry.
 	outHeld int64
 	room    func(int64) bool
+	// outWaiting is set while the output budget retries the stream (its
+	// last take did not fit).
+	outWaiting bool
 
 	// beat receives a value when a heartbeat may be due or, for a member,
 	// when its share has something new (see kick): a timer function and
@@ -222,10 +225,10 @@ func (s *Stream) Release() {
 	if s.release != nil {
 		s.release()
 	}
-	if b := s.e.output; b != nil {
-		b.forget(s)
-		s.giveOutput()
+	if s.outWaiting {
+		s.e.output.forget(s)
 	}
+	s.giveOutput()
 	s.reportDelivered()
 	if s.hb != nil {
 		s.hb.Stop()
