@@ -557,7 +557,12 @@ func (s *Stream) writeCommits(c *sluice.Commit) bool {
 // last event it got, before this piece).
 func (s *Stream) waitOutput(n int64) bool {
 	done := s.sub.Done()
-	for !s.takeOutput(n) {
+	for waited := false; !s.takeOutput(n); waited = true {
+		// What the batch wrote before this piece goes to its client
+		// now, rather than after the wait.
+		if !waited && s.sink.Flush() != nil {
+			return false
+		}
 		select {
 		case <-s.beat:
 			// Retried (output.go), or a heartbeat due.
