@@ -37,6 +37,13 @@ const smallOutputBytes = 64 << 10
 // or a connection's member waits without a goroutine. A piece larger
 // than a user's share is charged the share, so it is taken once the
 // user's other streams hold nothing. A nil budget bounds nothing.
+//
+// Not counted: a share's history, whose newest entry the share forms
+// and keeps for its members whether or not they can take it (bounded by
+// historyBytesPerMember but for that one entry), so shares of one member
+// each still hold their newest large entry; and what a stream of its
+// own holds of the change images it was handed (its subscription's
+// queue).
 type outputBudget struct {
 	size, perUser int64 // 0: no bound
 	waitingGauge  prometheus.Gauge
