@@ -357,7 +357,12 @@ func syncCapture(ctx context.Context, q querier, dbID int64, role string, s *slu
 // a grantee granted them to. And a REVOKE of CREATE on each of those
 // schemas that Sluice's role owns, for each other role granted it (GRANT
 // ALL ON SCHEMA grants it): with it a role made a relation named as an
-// index or table Sluice would make there (checkDatabaseSchema).
+// index or table Sluice would make there (checkDatabaseSchema). A role is
+// named as its name quoted once: regrole's text is quoted already, and
+// quoted again it named a role that does not exist ("App-Writer" as
+// """App-Writer"""), so the revoke failed, and with it every schema
+// change of a database granting that role ALL
+// (TestGrantsToRolesOfAnyNameAreRevoked).
 const foreignSQL = `
 SELECT format('DROP TRIGGER %I ON %I.%I', t.tgname, n.nspname, c.relname)
 FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -365,7 +370,7 @@ FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.
 WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND NOT t.tgisinternal AND p.pronamespace <> 'sluice'::regnamespace
 UNION ALL
 SELECT DISTINCT format('REVOKE TRIGGER, REFERENCES ON %I.%I FROM %s CASCADE', n.nspname, c.relname,
-	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(a.grantee::regrole::text) END)
+	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
 WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type IN ('TRIGGER', 'REFERENCES') AND a.grantee <> c.relowner
 UNION ALL

@@ -1,0 +1,70 @@
+package daemon_test
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	dt "github.com/sluice-dev/sluice/internal/daemontest"
+	"github.com/sluice-dev/sluice/internal/eventually"
+)
+
+// TestGrantsToRolesOfAnyNameAreRevoked: Sluice revokes TRIGGER and
+// REFERENCES on its tables, and CREATE on its schemas, from a role whose
+// name needs quoting as an identifier ("App-Writer": upper case, a hyphen,
+// a space, a quote), as from any other, when it changes a schema and in
+// its sweep every little while. The REVOKE named such a role quoted twice
+// ("""App-Writer"""), a role that does not exist: the sweep took the error
+// for the role's dropping meanwhile and went on, so the role kept both
+// privileges for good (a trigger it made again after each sweep kept the
+// table's API writes refused), and every schema change of the database
+// failed with 500 while a grant of ALL to it was in force.
+func TestGrantsToRolesOfAnyNameAreRevoked(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "quoted", "type Note { text: String }")
+	d.CreateDatabase(t, "swept", "type Note { text: String }")
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	name := `App-Writer "` + hex.EncodeToString(b) + `"`
+	role := pgx.Identifier{name}.Sanitize()
+	quoted, swept := newSQLWriter(t, d, "quoted"), newSQLWriter(t, d, "swept")
+	sqlExec(t, d.DatabaseURL, "CREATE ROLE "+role+" LOGIN")
+	for _, w := range []*sqlWriter{quoted, swept} {
+		schema := pgx.Identifier{w.schema}.Sanitize()
+		sqlExec(t, d.DatabaseURL, "GRANT ALL ON SCHEMA "+schema+" TO "+role,
+			"GRANT ALL ON ALL TABLES IN SCHEMA "+schema+" TO "+role,
+			"ALTER DEFAULT PRIVILEGES IN SCHEMA "+schema+" GRANT ALL ON TABLES TO "+role)
+	}
+	// privileges returns what the role may do to w's table of class, and
+	// to its schema: INSERT, TRIGGER, REFERENCES, CREATE.
+	privileges := func(w *sqlWriter, class string) string {
+		t.Helper()
+		var s string
+		tbl := quote(w.table(class))
+		if err := queryString(d.DatabaseURL, `SELECT has_table_privilege(`+quote(name)+`, `+tbl+`, 'INSERT')::text
+			|| ',' || has_table_privilege(`+quote(name)+`, `+tbl+`, 'TRIGGER')::text
+			|| ',' || has_table_privilege(`+quote(name)+`, `+tbl+`, 'REFERENCES')::text
+			|| ',' || has_schema_privilege(`+quote(name)+`, `+quote(w.schema)+`, 'CREATE')::text`, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	const revoked = "true,false,false,false"
+
+	// The sweep revokes them on every database's tables.
+	eventually.True(t, 30*time.Second, "the sweep revokes TRIGGER, REFERENCES and CREATE from "+name, func() bool {
+		return privileges(swept, "Note") == revoked && privileges(quoted, "Note") == revoked
+	})
+	// A schema change revokes them on the table of a class it adds, made
+	// under the default privileges granting ALL.
+	d.MustDo(t, 200, dt.Admin(), "PUT", "/api/schema/admin/quoted", "type Note { text: String }\ntype Extra { n: Int }")
+	for _, class := range []string{"Note", "Extra"} {
+		if got := privileges(quoted, class); got != revoked {
+			t.Errorf("after a schema change, the role's INSERT, TRIGGER, REFERENCES on %s and CREATE on its schema: %s, want %s", class, got, revoked)
+		}
+	}
+}
