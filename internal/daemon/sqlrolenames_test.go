@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,4 +68,45 @@ func TestGrantsToRolesOfAnyNameAreRevoked(t *testing.T) {
 			t.Errorf("after a schema change, the role's INSERT, TRIGGER, REFERENCES on %s and CREATE on its schema: %s, want %s", class, got, revoked)
 		}
 	}
+}
+
+// TestSQLForeignKeyRefusesDeletesWithConflict: a table of another
+// Postgres role holding a foreign key to a class table (made while the
+// role was granted REFERENCES, before Sluice revoked it: the key stays)
+// refuses the deletion of the documents its rows reference. The API
+// answers that with 409 naming the document, the table and the key, REST
+// and GraphQL alike, and deletes the others; it answered 500 "internal
+// error".
+func TestSQLForeignKeyRefusesDeletesWithConflict(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "fk", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/fk",
+		`[{"@type":"Note","@id":"Note/a","text":"a"},{"@type":"Note","@id":"Note/b","text":"b"},{"@type":"Note","@id":"Note/c","text":"c"}]`)
+	w := newSQLWriter(t, d, "fk")
+	role := pgx.Identifier{w.role}.Sanitize()
+	sqlExec(t, d.DatabaseURL, "CREATE SCHEMA AUTHORIZATION "+role)
+	// In one transaction with the grant: Sluice revokes REFERENCES every
+	// little while.
+	sqlExec(t, d.DatabaseURL, "GRANT REFERENCES ON "+w.table("Note")+" TO "+role, "SET LOCAL ROLE "+role,
+		"CREATE TABLE "+role+".keep (note text CONSTRAINT keeps_note REFERENCES "+w.table("Note")+" (_id))",
+		"INSERT INTO "+role+".keep VALUES ('Note/a')")
+	before := logLength(t, d, "fk")
+	want := `document Note/a cannot be deleted: table ` + pgx.Identifier{w.role, "keep"}.Sanitize() + ` of another Postgres role references it by foreign key "keeps_note"`
+	r := d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/fk?id=Note/a", nil)
+	if r.Status != 409 || !strings.HasPrefix(errorMessage(r.Body), want) {
+		t.Errorf("REST DELETE of a document another role's foreign key references: %d %s, want 409 saying %q", r.Status, r.Body, want)
+	}
+	r = d.Do(t, dt.Admin(), "POST", "/api/graphql/admin/fk", `{"query":"mutation { _deleteDocuments(ids: [\"Note/a\"]) }"}`, "Content-Type", "application/json")
+	if !strings.Contains(string(r.Body), `"code":"CONFLICT"`) || !strings.HasPrefix(errorMessage(r.Body), want) {
+		t.Errorf("GraphQL _deleteDocuments of it: %d %s, want CONFLICT saying %q", r.Status, r.Body, want)
+	}
+	if n := logLength(t, d, "fk"); n != before {
+		t.Errorf("the refused deletions made %d commits", n-before)
+	}
+	// The others are deleted, and that one once the key lets it.
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/fk?id=Note/b", nil)
+	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/fk?id=Note/b", nil)
+	sqlExec(t, d.DatabaseURL, "DELETE FROM "+role+".keep")
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/fk?id=Note/a", nil)
 }

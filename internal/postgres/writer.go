@@ -921,7 +921,8 @@ func docsOf(r *Rows, which []int) []*sluice.Document {
 
 // insertError turns a duplicate primary key into a Conflict naming the
 // document (matching ErrExists); Postgres reports it as `Key
-// (_id)=(Person/alice) already exists.`
+// (_id)=(Person/alice) already exists.` And a foreign key of another
+// role's table into a Conflict naming it (foreignKeyError).
 func insertError(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" {
@@ -931,7 +932,33 @@ func insertError(err error) error {
 		}
 		return existsError{sluice.Errorf(sluice.CodeConflict, "document %s already exists", id)}
 	}
+	if errors.As(err, &pe) && pe.Code == "23503" && pe.SchemaName != "sluice" {
+		return foreignKeyError(pe)
+	}
 	return mapError(err)
+}
+
+// foreignKeyError is the Conflict of a deletion that a foreign key of
+// another Postgres role's table refuses (23503, foreign_key_violation,
+// which names the referencing table and its key). Sluice's class tables
+// have no foreign key, and nothing references them but what a role
+// granted REFERENCES made before Sluice revoked it (docs/security.md):
+// Postgres refuses the deletion of a document its rows reference. That
+// was answered 500 "internal error"; nothing Sluice does can lift it,
+// only the table's owner (TestSQLForeignKeyRefusesDeletesWithConflict).
+// Postgres' detail names the document (`Key (_id)=(Note/a) is still
+// referenced from table "keep".`); a detail in another language names
+// none.
+func foreignKeyError(pe *pgconn.PgError) error {
+	doc := "a document this request deletes"
+	if _, rest, ok := strings.Cut(pe.Detail, "Key (_id)=("); ok {
+		if id, _, ok := strings.Cut(rest, ") is still referenced"); ok {
+			doc = "document " + id
+		}
+	}
+	return sluice.Errorf(sluice.CodeConflict, "%s cannot be deleted: table %s of another Postgres role references it by foreign key %s; "+
+		"the table's owner must drop the key, or the rows referencing it, first", doc,
+		pgx.Identifier{pe.SchemaName, pe.TableName}.Sanitize(), pgx.Identifier{pe.ConstraintName}.Sanitize())
 }
 
 // ErrExists matches the error of writing a new document whose id exists.
