@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/eventually"
+	"github.com/sluice-dev/sluice/internal/pgtest"
 )
 
 // TestGrantsToRolesOfAnyNameAreRevoked: Sluice revokes TRIGGER and
@@ -109,4 +111,77 @@ func TestSQLForeignKeyRefusesDeletesWithConflict(t *testing.T) {
 	d.MustDo(t, 404, dt.Admin(), "GET", "/api/document/admin/fk?id=Note/b", nil)
 	sqlExec(t, d.DatabaseURL, "DELETE FROM "+role+".keep")
 	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/fk?id=Note/a", nil)
+}
+
+// TestRoleMakingTriggersLosesTheGrantFirst: a role granted ALL on a class
+// table (TRIGGER among it) makes 600 triggers on it, and goes on making
+// one more every second, each in a transaction holding the table for a
+// second. Sluice (not a superuser: no event trigger refuses them) revokes
+// TRIGGER in its first sweep (every 10 s), then drops them all, and the table's API
+// writes, refused meanwhile, go through. It dropped them first, one
+// transaction each, each waiting for the table behind the role's next
+// trigger, and revoked last: 3,000 triggers kept the database's writes
+// refused for more than 8 minutes, the role making 27,500 more meanwhile.
+func TestRoleMakingTriggersLosesTheGrantFirst(t *testing.T) {
+	t.Parallel()
+	superURL, ownerURL := ordinaryOwner(t)
+	d := dt.Start(t, dt.WithDatabaseURL(ownerURL))
+	d.CreateDatabase(t, "trig", "type Note { text: String }")
+	w := newSQLWriterVia(t, d, "trig", superURL)
+	role := pgx.Identifier{w.role}.Sanitize()
+	tbl := w.table("Note")
+	sqlExec(t, superURL, "CREATE SCHEMA AUTHORIZATION "+role)
+	sqlExec(t, superURL, "SET LOCAL ROLE "+role, "CREATE FUNCTION "+role+".f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$")
+	triggers := func(name string, n int) string {
+		return fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP EXECUTE format('CREATE TRIGGER %%I AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s.f()', %s || i); END LOOP; END $$`,
+			n, tbl, role, quote(name))
+	}
+	// The grant and the first triggers in one transaction: Sluice revokes
+	// TRIGGER every little while.
+	sqlExec(t, superURL, "GRANT ALL ON "+tbl+" TO "+role, "SET LOCAL ROLE "+role, triggers("first_", 600))
+	stop := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			if err := sqlTx(w.url, triggers(fmt.Sprintf("more_%d_", k), 1), "SELECT pg_sleep(1)"); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-done
+	}()
+	eventually.True(t, 20*time.Second, "Sluice revokes TRIGGER from the role making triggers, in its first sweep", func() bool {
+		var s string
+		err := queryString(superURL, "SELECT has_table_privilege("+quote(w.role)+", "+quote(tbl)+", 'TRIGGER')::text", &s)
+		return err == nil && s == "false"
+	})
+	eventually.True(t, time.Minute, "the table's API writes go through", func() bool {
+		return d.Do(t, dt.Admin(), "POST", "/api/document/admin/trig", `{"@type":"Note","@id":"n1","text":"one"}`).Status == 200
+	})
+}
+
+// ordinaryOwner returns the URL of a superuser's connection to a new
+// Postgres database, and of one as a new role owning it, no superuser, as
+// Sluice connects to a managed Postgres.
+func ordinaryOwner(t *testing.T) (superURL, ownerURL string) {
+	t.Helper()
+	superURL = pgtest.NewDatabase(t)
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	owner := "sluice_" + hex.EncodeToString(b)
+	var dbname string
+	if err := queryString(superURL, "SELECT current_database()", &dbname); err != nil {
+		t.Fatal(err)
+	}
+	sqlExec(t, superURL, "CREATE ROLE "+owner+" LOGIN", "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" OWNER TO "+owner)
+	return superURL, withUser(t, superURL, owner)
 }

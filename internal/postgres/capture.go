@@ -362,22 +362,28 @@ func syncCapture(ctx context.Context, q querier, dbID int64, role string, s *slu
 // quoted again it named a role that does not exist ("App-Writer" as
 // """App-Writer"""), so the revoke failed, and with it every schema
 // change of a database granting that role ALL
-// (TestGrantsToRolesOfAnyNameAreRevoked).
+// (TestGrantsToRolesOfAnyNameAreRevoked). The revokes come first: the
+// drops, each waiting for its table's lock, came first, and a role that
+// kept making triggers, each holding the table a moment, kept the grant
+// (and the table's writes refused) for as long as the drops took, while
+// it made more (TestRoleMakingTriggersLosesTheGrantFirst).
 const foreignSQL = `
-SELECT format('DROP TRIGGER %I ON %I.%I', t.tgname, n.nspname, c.relname)
-FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-	JOIN pg_proc p ON p.oid = t.tgfoid
-WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND NOT t.tgisinternal AND p.pronamespace <> 'sluice'::regnamespace
+SELECT stmt FROM (
+	SELECT DISTINCT 0 AS step, format('REVOKE CREATE ON SCHEMA %I FROM %s CASCADE', n.nspname,
+		CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END) AS stmt
+	FROM pg_namespace n, aclexplode(n.nspacl) a
+	WHERE n.nspname LIKE ANY ($1) AND n.nspowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner
 UNION ALL
-SELECT DISTINCT format('REVOKE TRIGGER, REFERENCES ON %I.%I FROM %s CASCADE', n.nspname, c.relname,
-	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
-WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type IN ('TRIGGER', 'REFERENCES') AND a.grantee <> c.relowner
+	SELECT DISTINCT 1, format('REVOKE TRIGGER, REFERENCES ON %I.%I FROM %s CASCADE', n.nspname, c.relname,
+		CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END)
+	FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace, aclexplode(c.relacl) a
+	WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type IN ('TRIGGER', 'REFERENCES') AND a.grantee <> c.relowner
 UNION ALL
-SELECT DISTINCT format('REVOKE CREATE ON SCHEMA %I FROM %s CASCADE', n.nspname,
-	CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END)
-FROM pg_namespace n, aclexplode(n.nspacl) a
-WHERE n.nspname LIKE ANY ($1) AND n.nspowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND a.privilege_type = 'CREATE' AND a.grantee <> n.nspowner`
+	SELECT 2, format('DROP TRIGGER %I ON %I.%I', t.tgname, n.nspname, c.relname)
+	FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_proc p ON p.oid = t.tgfoid
+	WHERE n.nspname LIKE ANY ($1) AND c.relowner = (SELECT oid FROM pg_roles WHERE rolname = current_user) AND NOT t.tgisinternal AND p.pronamespace <> 'sluice'::regnamespace
+) s ORDER BY step, stmt`
 
 // removeForeign drops the triggers other roles made on Sluice's tables in
 // the schemas matching any of patterns, and revokes the privileges that
