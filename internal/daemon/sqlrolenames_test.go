@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	dt "github.com/sluice-dev/sluice/internal/daemontest"
 	"github.com/sluice-dev/sluice/internal/eventually"
@@ -184,4 +186,33 @@ func ordinaryOwner(t *testing.T) (superURL, ownerURL string) {
 	}
 	sqlExec(t, superURL, "CREATE ROLE "+owner+" LOGIN", "ALTER DATABASE "+pgx.Identifier{dbname}.Sanitize()+" OWNER TO "+owner)
 	return superURL, withUser(t, superURL, owner)
+}
+
+// TestForeignTriggersErrorIsBounded: a write to a table holding triggers
+// Sluice did not make is refused naming the first 10 of them (by name)
+// and how many there are, however many: the error, which the API's
+// refused writes log, named every one (300 triggers of 60-byte names, 17
+// KB a refused statement).
+func TestForeignTriggersErrorIsBounded(t *testing.T) {
+	t.Parallel()
+	superURL, ownerURL := ordinaryOwner(t)
+	d := dt.Start(t, dt.WithDatabaseURL(ownerURL))
+	d.CreateDatabase(t, "trig", "type Note { text: String }")
+	w := newSQLWriterVia(t, d, "trig", superURL)
+	role := pgx.Identifier{w.role}.Sanitize()
+	tbl := w.table("Note")
+	sqlExec(t, superURL, "CREATE SCHEMA AUTHORIZATION "+role)
+	sqlExec(t, superURL, "SET LOCAL ROLE "+role, "CREATE FUNCTION "+role+".f() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$")
+	// In one transaction: Sluice drops the triggers within seconds.
+	err := sqlTx(superURL, "GRANT ALL ON "+tbl+" TO "+role, "SET LOCAL ROLE "+role,
+		fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..300 LOOP EXECUTE format('CREATE TRIGGER %%I AFTER INSERT ON %s FOR EACH ROW EXECUTE FUNCTION %s.f()', 'a_trigger_of_a_long_name_to_fill_sixty_bytes_of_it_' || lpad(i::text, 3, '0')); END LOOP; END $$`, tbl, role),
+		"INSERT INTO "+tbl+" (text) VALUES ('x')")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "SLFT1" {
+		t.Fatalf("a write beside 300 triggers of another role: %v, want SLFT1", err)
+	}
+	want := "has 300 triggers Sluice did not make (a_trigger_of_a_long_name_to_fill_sixty_bytes_of_it_001, "
+	if !strings.Contains(pe.Message, want) || strings.Contains(pe.Message, "_011") || len(pe.Message) > 1000 {
+		t.Errorf("the refusal (%d bytes): %.300s…, want it to name the first 10 of 300 (%q)", len(pe.Message), pe.Message, want)
+	}
 }
