@@ -2,8 +2,8 @@ package daemon_test
 
 import (
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
