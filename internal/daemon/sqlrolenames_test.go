@@ -216,3 +216,49 @@ func TestForeignTriggersErrorIsBounded(t *testing.T) {
 		t.Errorf("the refusal (%d bytes): %.300s…, want it to name the first 10 of 300 (%q)", len(pe.Message), pe.Message, want)
 	}
 }
+
+// TestSQLForeignKeyActionsNeverRunAsSluice: a role granted REFERENCES
+// (GRANT ALL) makes, in a schema of its own, tables with foreign keys to a
+// class table that cascade a deletion (ON DELETE CASCADE, SET NULL), and
+// triggers on them. Postgres fires those triggers after the statement that
+// deleted, as its role: an API deletion ran the role's code as Sluice's
+// (a superuser here), which could read Sluice's users' password hashes
+// and make the role a superuser. Sluice now refuses to delete the
+// documents of a class whose table such a key references (409 naming
+// it), and nothing of the role's runs.
+func TestSQLForeignKeyActionsNeverRunAsSluice(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "fk", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/fk", `[{"@type":"Note","@id":"Note/a","text":"a"},{"@type":"Note","@id":"Note/b","text":"b"}]`)
+	w := newSQLWriter(t, d, "fk")
+	role := pgx.Identifier{w.role}.Sanitize()
+	sqlExec(t, d.DatabaseURL, "CREATE SCHEMA AUTHORIZATION "+role)
+	sqlExec(t, d.DatabaseURL, "GRANT REFERENCES ON "+w.table("Note")+" TO "+role, "SET LOCAL ROLE "+role,
+		"CREATE TABLE "+role+".loot (who text)",
+		"CREATE FUNCTION "+role+".grab() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO "+role+".loot VALUES (current_user); RETURN NULL; END $$",
+		"CREATE TABLE "+role+".keep_c (note text CONSTRAINT keeps_c REFERENCES "+w.table("Note")+" (_id) ON DELETE CASCADE)",
+		"CREATE TABLE "+role+".keep_n (note text CONSTRAINT keeps_n REFERENCES "+w.table("Note")+" (_id) ON DELETE SET NULL)",
+		"CREATE TRIGGER grab AFTER UPDATE OR DELETE ON "+role+".keep_c FOR EACH ROW EXECUTE FUNCTION "+role+".grab()",
+		"CREATE TRIGGER grab AFTER UPDATE OR DELETE ON "+role+".keep_n FOR EACH ROW EXECUTE FUNCTION "+role+".grab()",
+		"INSERT INTO "+role+".keep_c VALUES ('Note/a')", "INSERT INTO "+role+".keep_n VALUES ('Note/a')")
+	want := "documents of class Note cannot be deleted: table " + pgx.Identifier{w.role, "keep_c"}.Sanitize() + ` of another Postgres role references its table by foreign key "keeps_c"`
+	for _, id := range []string{"Note/a", "Note/b"} {
+		r := d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/fk?id="+id, nil)
+		if r.Status != 409 || !strings.HasPrefix(errorMessage(r.Body), want) {
+			t.Errorf("DELETE of %s: %d %s, want 409 saying %q", id, r.Status, r.Body, want)
+		}
+	}
+	var loot string
+	if err := queryString(d.DatabaseURL, "SELECT coalesce(string_agg(who, ','), '') FROM "+role+".loot", &loot); err != nil {
+		t.Fatal(err)
+	}
+	if loot != "" {
+		t.Errorf("the role's trigger ran as %s", loot)
+	}
+	// Once the keys are gone (dropped as Sluice: its event trigger
+	// refuses the drop of their triggers on its table to anyone else),
+	// deletions go through.
+	sqlExec(t, d.DatabaseURL, "SET LOCAL sluice.writer = on", "DROP TABLE "+role+".keep_c, "+role+".keep_n")
+	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/fk?id=Note/a", nil)
+}

@@ -455,6 +455,9 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 	if ok, err := w.check(ids, expect, found, true, ""); !ok {
 		return err
 	}
+	if err := w.refuseCascades(ctx, ids); err != nil {
+		return err
+	}
 	err = w.inRuns(ctx, ids, found, charge, func(run []int) error {
 		changes := make([]change, len(run))
 		for k, i := range run {
@@ -473,6 +476,49 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 		w.queue(fmt.Sprintf("DELETE FROM %s WHERE %s = ANY($1)", classTable(w.d, class), colID), byClass[class])
 	}
 	return nil
+}
+
+// cascadesSQL finds a foreign key of another table that references one
+// of the class tables $1 and acts on a deletion (CASCADE, SET NULL, SET
+// DEFAULT), by the internal triggers it puts on the referenced table
+// (pg_trigger is indexed by table; pg_constraint is not by the table
+// referenced). Sluice's tables reference none.
+const cascadesSQL = `SELECT n.nspname, r.relname, c.conname, p.relname
+FROM pg_trigger t JOIN pg_constraint c ON c.oid = t.tgconstraint
+	JOIN pg_class r ON r.oid = c.conrelid JOIN pg_namespace n ON n.oid = r.relnamespace
+	JOIN pg_class p ON p.oid = t.tgrelid
+WHERE t.tgrelid = ANY($1::regclass[]) AND t.tgisinternal AND c.contype = 'f' AND c.confrelid = t.tgrelid
+	AND c.confdeltype IN ('c', 'n', 'd')
+ORDER BY 1, 2, 3 LIMIT 1`
+
+// refuseCascades returns a Conflict when a foreign key of another
+// Postgres role's table that acts on a deletion references the table of
+// a class of ids. Postgres runs that action's statement, and then the
+// triggers it fires on the role's own table, after the statement that
+// deleted, as the role that deleted: an API deletion ran a role's trigger
+// as Sluice's role (a superuser, on the embedded Postgres), which could
+// read Sluice's password hashes and make the role a superuser. Such a key
+// needs REFERENCES, which Sluice revokes, but one made before stays
+// (docs/security.md); a key that only refuses (NO ACTION, RESTRICT) runs
+// nothing of the role's, and refuses the documents it references
+// (foreignKeyError) (TestSQLForeignKeyActionsNeverRunAsSluice).
+func (w *Writer) refuseCascades(ctx context.Context, ids []string) error {
+	byClass, order := idsByClass(ids)
+	tables := make([]string, 0, len(byClass))
+	for _, class := range order {
+		tables = append(tables, tableName(w.d.ID, class))
+	}
+	var schema, table, key, class string
+	err := w.t.tx.QueryRow(ctx, cascadesSQL, tables).Scan(&schema, &table, &key, &class)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return mapError(err)
+	}
+	return sluice.Errorf(sluice.CodeConflict, "documents of class %s cannot be deleted: table %s of another Postgres role references its table by foreign key %s, "+
+		"whose action on a deletion would run that role's code as Sluice's role; the table's owner must drop the key first", class,
+		pgx.Identifier{schema, table}.Sanitize(), pgx.Identifier{key}.Sanitize())
 }
 
 // check checks the documents ids a write locked (found) before it writes
