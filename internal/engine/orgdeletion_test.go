@@ -25,16 +25,7 @@ import (
 func TestOrganizationDeletionBesideAMembersDeletion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewDatabase(t)
-	e, _, admin := newEngineOn(t, dbURL)
-	if err := e.CreateOrganization(ctx, admin, "o"); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"ann", "bob"} {
-		if _, err := e.CreateUser(ctx, admin, "o", name, "password-"+name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	e, admin, dbURL := newOrganizationO(t, "ann", "bob")
 	deleteOrganizationBeside(t, e, admin, dbURL, "ann's row", "SELECT 1 FROM sluice.users WHERE name = 'ann' FOR KEY SHARE", func() error {
 		return e.DeleteUser(ctx, admin, "bob")
 	})
@@ -60,11 +51,7 @@ func TestOrganizationDeletionBesideAMembersDeletion(t *testing.T) {
 func TestOrganizationDeletionBesideADatabasesDeletion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewDatabase(t)
-	e, _, admin := newEngineOn(t, dbURL)
-	if err := e.CreateOrganization(ctx, admin, "o"); err != nil {
-		t.Fatal(err)
-	}
+	e, admin, dbURL := newOrganizationO(t)
 	var a *sluice.Database
 	for _, name := range []string{"a", "b"} {
 		d, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: "o", Name: name, Schema: "type Note { text: String }"})
@@ -158,14 +145,7 @@ func connect(t *testing.T, url string) *pgx.Conn {
 func TestDatabaseDeletionBesideItsOrganizationsDeletion(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewDatabase(t)
-	e, _, admin := newEngineOn(t, dbURL)
-	if err := e.CreateOrganization(ctx, admin, "o"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.CreateUser(ctx, admin, "o", "ann", "password-ann"); err != nil {
-		t.Fatal(err)
-	}
+	e, admin, dbURL := newOrganizationO(t, "ann")
 	var schemas []string
 	for _, name := range []string{"a", "b"} {
 		d, err := e.CreateDatabase(ctx, admin, engine.NewDatabase{Org: "o", Name: name, Schema: "type Note { text: String }"})
@@ -202,4 +182,23 @@ func TestDatabaseDeletionBesideItsOrganizationsDeletion(t *testing.T) {
 	if left != 0 {
 		t.Errorf("%d databases or schemas of the deleted organization are left", left)
 	}
+}
+
+// newOrganizationO starts an engine on a database of its own, with an
+// organization "o" whose members are users (each's password "password-"
+// and its name).
+func newOrganizationO(t *testing.T, users ...string) (*engine.Engine, *sluice.User, string) {
+	t.Helper()
+	ctx := context.Background()
+	dbURL := pgtest.NewDatabase(t)
+	e, _, admin := newEngineOn(t, dbURL)
+	if err := e.CreateOrganization(ctx, admin, "o"); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range users {
+		if _, err := e.CreateUser(ctx, admin, "o", name, "password-"+name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e, admin, dbURL
 }
