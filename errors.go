@@ -178,6 +178,19 @@ func Echo(s string) string {
 	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
 }
 
+// EchoPlain returns s as it is when it is short and plain (nothing in
+// it that %q would escape: no quote, control or right-to-left override),
+// and as Echo does otherwise: for a name, such as a document's id, that
+// messages have always shown bare (`document Note/a`), and that must not
+// come back whole when long, nor reorder the message around it where a
+// browser shows it.
+func EchoPlain(s string) string {
+	if q := strconv.Quote(s); len(s) > MaxEchoBytes || q[1:len(q)-1] != s {
+		return Echo(s)
+	}
+	return s
+}
+
 // ErrorCode returns the code a client is shown for err (see Show): the
 // code of the first *Error in its chain, CodeUnavailable for a cancelled
 // request, CodeInternal for anything else.

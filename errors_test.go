@@ -147,3 +147,21 @@ func TestEcho(t *testing.T) {
 		}
 	}
 }
+
+func TestEchoPlain(t *testing.T) {
+	x100 := strings.Repeat("x", 100)
+	for in, want := range map[string]string{
+		"Note/a":        "Note/a",
+		"Person/zoë":    "Person/zoë",
+		x100:            x100,
+		x100 + "y":      `"` + x100 + `"… (101 bytes)`,
+		"a\"b":          `"a\"b"`,
+		"\u202eevil":    `"\u202eevil"`,
+		"line\nbreak":   `"line\nbreak"`,
+		"\xffnot utf-8": `"\xffnot utf-8"`,
+	} {
+		if got := EchoPlain(in); got != want {
+			t.Errorf("EchoPlain(%.20q): %s, want %s", in, got, want)
+		}
+	}
+}

@@ -262,3 +262,34 @@ func TestSQLForeignKeyActionsNeverRunAsSluice(t *testing.T) {
 	sqlExec(t, d.DatabaseURL, "SET LOCAL sluice.writer = on", "DROP TABLE "+role+".keep_c, "+role+".keep_n")
 	d.MustDo(t, 200, dt.Admin(), "DELETE", "/api/document/admin/fk?id=Note/a", nil)
 }
+
+// TestSQLDeferredForeignKeyRefusesDeletesFirst: a foreign key of another
+// Postgres role's table that refuses only at COMMIT (DEFERRABLE
+// INITIALLY DEFERRED) let an API deletion's DELETE through and refused
+// its COMMIT: a 500, and in group commit every write of the batch with
+// it failed. Sluice refuses the class's deletions before it deletes,
+// with 409 naming the key, and other writes go on.
+func TestSQLDeferredForeignKeyRefusesDeletesFirst(t *testing.T) {
+	t.Parallel()
+	d := dt.Start(t)
+	d.CreateDatabase(t, "fk", "type Note { text: String }")
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/fk", `[{"@type":"Note","@id":"Note/a","text":"a"},{"@type":"Note","@id":"Note/b","text":"b"}]`)
+	w := newSQLWriter(t, d, "fk")
+	role := pgx.Identifier{w.role}.Sanitize()
+	sqlExec(t, d.DatabaseURL, "CREATE SCHEMA AUTHORIZATION "+role)
+	sqlExec(t, d.DatabaseURL, "GRANT REFERENCES ON "+w.table("Note")+" TO "+role, "SET LOCAL ROLE "+role,
+		"CREATE TABLE "+role+".keep (note text CONSTRAINT keeps_late REFERENCES "+w.table("Note")+" (_id) DEFERRABLE INITIALLY DEFERRED)",
+		"INSERT INTO "+role+".keep VALUES ('Note/a')")
+	before := logLength(t, d, "fk")
+	want := "documents of class Note cannot be deleted: table " + pgx.Identifier{w.role, "keep"}.Sanitize() + ` of another Postgres role references its table by foreign key "keeps_late", checked only at commit`
+	for _, id := range []string{"Note/a", "Note/b"} {
+		r := d.Do(t, dt.Admin(), "DELETE", "/api/document/admin/fk?id="+id, nil)
+		if r.Status != 409 || !strings.HasPrefix(errorMessage(r.Body), want) {
+			t.Errorf("DELETE of %s: %d %s, want 409 saying %q", id, r.Status, r.Body, want)
+		}
+	}
+	if n := logLength(t, d, "fk"); n != before {
+		t.Errorf("the refused deletions made %d commits", n-before)
+	}
+	d.MustDo(t, 200, dt.Admin(), "POST", "/api/document/admin/fk", `{"@type":"Note","@id":"Note/c","text":"c"}`)
+}

@@ -480,15 +480,16 @@ func (w *Writer) Delete(ctx context.Context, ids []string, expect []sluice.Preco
 
 // cascadesSQL finds a foreign key of another table that references one
 // of the class tables $1 and acts on a deletion (CASCADE, SET NULL, SET
-// DEFAULT), by the internal triggers it puts on the referenced table
-// (pg_trigger is indexed by table; pg_constraint is not by the table
-// referenced). Sluice's tables reference none.
-const cascadesSQL = `SELECT n.nspname, r.relname, c.conname, p.relname
+// DEFAULT) or is checked only at COMMIT (INITIALLY DEFERRED), by the
+// internal triggers it puts on the referenced table (pg_trigger is
+// indexed by table; pg_constraint is not by the table referenced), and
+// whether it only defers. Sluice's tables reference none.
+const cascadesSQL = `SELECT n.nspname, r.relname, c.conname, p.relname, c.confdeltype NOT IN ('c', 'n', 'd')
 FROM pg_trigger t JOIN pg_constraint c ON c.oid = t.tgconstraint
 	JOIN pg_class r ON r.oid = c.conrelid JOIN pg_namespace n ON n.oid = r.relnamespace
 	JOIN pg_class p ON p.oid = t.tgrelid
 WHERE t.tgrelid = ANY($1::regclass[]) AND t.tgisinternal AND c.contype = 'f' AND c.confrelid = t.tgrelid
-	AND c.confdeltype IN ('c', 'n', 'd')
+	AND (c.confdeltype IN ('c', 'n', 'd') OR c.condeferred)
 ORDER BY 1, 2, 3 LIMIT 1`
 
 // refuseCascades returns a Conflict when a foreign key of another
@@ -501,7 +502,10 @@ ORDER BY 1, 2, 3 LIMIT 1`
 // needs REFERENCES, which Sluice revokes, but one made before stays
 // (docs/security.md); a key that only refuses (NO ACTION, RESTRICT) runs
 // nothing of the role's, and refuses the documents it references
-// (foreignKeyError) (TestSQLForeignKeyActionsNeverRunAsSluice).
+// (foreignKeyError) (TestSQLForeignKeyActionsNeverRunAsSluice). A key
+// checked only at COMMIT (INITIALLY DEFERRED) is refused too: its refusal
+// at COMMIT failed every write grouped with the deletion, with a 500
+// (TestSQLDeferredForeignKeyRefusesDeletesFirst).
 func (w *Writer) refuseCascades(ctx context.Context, ids []string) error {
 	byClass, order := idsByClass(ids)
 	tables := make([]string, 0, len(byClass))
@@ -509,12 +513,18 @@ func (w *Writer) refuseCascades(ctx context.Context, ids []string) error {
 		tables = append(tables, tableName(w.d.ID, class))
 	}
 	var schema, table, key, class string
-	err := w.t.tx.QueryRow(ctx, cascadesSQL, tables).Scan(&schema, &table, &key, &class)
+	var deferred bool
+	err := w.t.tx.QueryRow(ctx, cascadesSQL, tables).Scan(&schema, &table, &key, &class, &deferred)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return mapError(err)
+	}
+	if deferred {
+		return sluice.Errorf(sluice.CodeConflict, "documents of class %s cannot be deleted: table %s of another Postgres role references its table by foreign key %s, "+
+			"checked only at commit, where its refusal would fail every write committed with the deletion; the table's owner must drop the key first", class,
+			pgx.Identifier{schema, table}.Sanitize(), pgx.Identifier{key}.Sanitize())
 	}
 	return sluice.Errorf(sluice.CodeConflict, "documents of class %s cannot be deleted: table %s of another Postgres role references its table by foreign key %s, "+
 		"whose action on a deletion would run that role's code as Sluice's role; the table's owner must drop the key first", class,
@@ -999,7 +1009,7 @@ func foreignKeyError(pe *pgconn.PgError) error {
 	doc := "a document this request deletes"
 	if _, rest, ok := strings.Cut(pe.Detail, "Key (_id)=("); ok {
 		if id, _, ok := strings.Cut(rest, ") is still referenced"); ok {
-			doc = "document " + id
+			doc = "document " + sluice.EchoPlain(id)
 		}
 	}
 	return sluice.Errorf(sluice.CodeConflict, "%s cannot be deleted: table %s of another Postgres role references it by foreign key %s; "+

@@ -27,15 +27,11 @@ type RawDocument struct {
 
 // Label names the document in an error: its "@id" (ID) and, in an
 // NDJSON body, its line ("p1, line 4"); "" when it has neither. An @id
-// that is long, or holds a character %q would escape (a quote, a
-// control, a right-to-left override), is quoted and cut as sluice.Echo
-// does: a 200 KB @id came back whole in the error, and in the log, and
-// an override reversed the message after it where a browser showed it.
+// that is long or not plain is quoted and cut (sluice.EchoPlain): a
+// 200 KB @id came back whole in the error, and in the log, and an
+// override reversed the message after it where a browser showed it.
 func (r RawDocument) Label() string {
-	id := r.ID()
-	if q := strconv.Quote(id); len(id) > sluice.MaxEchoBytes || q[1:len(q)-1] != id {
-		id = sluice.Echo(id)
-	}
+	id := sluice.EchoPlain(r.ID())
 	switch {
 	case r.Line == 0:
 		return id
