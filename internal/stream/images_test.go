@@ -220,7 +220,7 @@ func TestStreamRevokedWhileWaitingForTheBudgetSendsNothing(t *testing.T) {
 	}
 	defer sub.Close()
 	sink := &eventSink{}
-	s := &Stream{e: f.s, ctx: ctx, sink: sink, sub: sub, ev: oneEvent{}}
+	s := &Stream{e: f.s, ctx: ctx, sink: sink, sub: sub, ev: oneEvent{}, beat: make(chan struct{}, 1)}
 	// Another evaluation holds the whole budget.
 	hold, err := f.s.images.take(ctx, imagePiece("other", budget))
 	if err != nil {

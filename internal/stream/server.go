@@ -198,7 +198,9 @@ func (e *Server) Serve(ctx context.Context, spec Spec, sink Sink) *Stream {
 // Whatever fails releases what was registered. Open returns the stream
 // to serve, or nil when it is over (answered, or the client left).
 func (e *Server) Open(ctx context.Context, spec Spec, sink Sink) *Stream {
-	s := &Stream{e: e, spec: spec, ctx: ctx, sink: sink}
+	// beat is made here, before anything may kick the stream (a retry by
+	// the output budget comes from another goroutine), heartbeat or not.
+	s := &Stream{e: e, spec: spec, ctx: ctx, sink: sink, beat: make(chan struct{}, 1)}
 	if hs, ok := sink.(HTTPSink); ok {
 		s.http = hs.HTTP()
 	}
@@ -250,7 +252,6 @@ func (e *Server) Open(ctx context.Context, spec Spec, sink Sink) *Stream {
 		return nil
 	}
 	if spec.Heartbeat > 0 {
-		s.beat = make(chan struct{}, 1)
 		s.hb = time.AfterFunc(spec.Heartbeat, s.wake)
 	}
 	return s

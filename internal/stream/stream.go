@@ -276,9 +276,6 @@ func (s *Stream) kick() {
 // the member was detached and the stream continues on a subscription of
 // its own (s.sub set).
 func (s *Stream) serveMember() bool {
-	if s.beat == nil {
-		s.beat = make(chan struct{}, 1)
-	}
 	// Notified on beat from now on: what was published before, the first
 	// take takes.
 	s.m.setNotify(s.kick)
@@ -381,9 +378,6 @@ func (s *Stream) detach() bool {
 // serveOwn serves the stream's own subscription.
 func (s *Stream) serveOwn() {
 	sub := s.sub
-	if s.beat == nil {
-		s.beat = make(chan struct{}, 1)
-	}
 	gone := s.ctx.Done()
 	for {
 		select {
